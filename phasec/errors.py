@@ -1,0 +1,68 @@
+"""The exceptions phasec raises for users' mistakes.
+
+Every error names what is wrong and where. All derive from
+:class:`PhasecError`, so a CLI can turn any of them into a clean message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .ir.node import Span
+
+__all__ = ["PhasecError", "ParseError", "StructInfoError", "PhaseError", "PassError",
+           "WellFormedError", "SchemaError", "VMError"]
+
+
+class PhasecError(Exception):
+    """Base of every error phasec raises on purpose."""
+
+
+class ParseError(PhasecError):
+    """TVMScript that phasec cannot read: carries file, line and column."""
+
+    def __init__(self, message: str, span: "Span | None" = None) -> None:
+        self.message = message
+        self.span = span
+        super().__init__(f"{span}: {message}" if span is not None else message)
+
+
+class StructInfoError(PhasecError):
+    """Struct-info inference failed: names the operator, operands and location."""
+
+    def __init__(self, message: str, span: "Span | None" = None) -> None:
+        self.message = message
+        self.span = span
+        super().__init__(f"{span}: {message}" if span is not None else message)
+
+
+class PhaseError(PhasecError):
+    """A pass was asked to run on a module in a phase it does not accept."""
+
+
+class PassError(PhasecError):
+    """A pass raised an exception; chained to the original (``__cause__``)."""
+
+    def __init__(self, message: str, pass_name: str = "", phase: Any = None) -> None:
+        self.pass_name = pass_name
+        self.phase = phase
+        super().__init__(message)
+
+
+class WellFormedError(PhasecError):
+    """The verifier found violations; ``diagnostics`` lists every one."""
+
+    def __init__(self, message: str, diagnostics: Sequence[Any] = (), pass_name: str | None = None) -> None:
+        self.diagnostics = list(diagnostics)
+        self.pass_name = pass_name
+        super().__init__(message)
+
+
+class SchemaError(PhasecError):
+    """A JSON module document does not fit the schema; lists offending paths."""
+
+
+class VMError(PhasecError):
+    """A compiled program was called wrongly (argument count, shape, dtype)."""

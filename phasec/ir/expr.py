@@ -1,0 +1,294 @@
+"""Relax-level expressions, bindings and functions (names follow ``tvm.relax``).
+
+Every expression has ``struct_info`` (None until inferred) and ``span``.
+For a ``Var`` the struct info is part of its identity and compared
+structurally; for every other expression it is derived from its operands
+(by :mod:`phasec.ir.infer` / the block builder) and not compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Union
+
+import numpy as np
+
+from .node import Node, Span, node, set_field
+from .struct_info import (
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+    TensorStructInfo, TupleStructInfo,
+)
+from .tir import PrimExpr, PrimFunc, as_prim_expr, frozen_attrs
+
+__all__ = [
+    "Expr", "Var", "DataflowVar", "Constant", "Tuple", "TupleGetItem", "Op",
+    "GlobalVar", "ExternFunc", "ShapeExpr", "PrimValue", "StringImm", "DataTypeImm",
+    "Call", "If", "SeqExpr", "Function", "Binding", "VarBinding", "MatchCast",
+    "BindingBlock", "DataflowBlock", "BaseFunc", "LEAF_EXPRS",
+]
+
+
+@node(derived=("struct_info",))
+class Expr(Node):
+    """A Relax expression."""
+
+
+@node(structural=("struct_info",))
+class Var(Expr):
+    """A Relax variable. Two Vars are the same variable iff they are the same object."""
+
+    name_hint: str
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+
+@node(structural=("struct_info",))
+class DataflowVar(Var):
+    """A variable local to a dataflow block (``lv`` in TVMScript)."""
+
+
+@node
+class Constant(Expr):
+    """A constant tensor backed by a read-only numpy array."""
+
+    data: np.ndarray
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        arr = np.array(self.data, copy=True)
+        arr.setflags(write=False)
+        set_field(self, "data", arr)
+        set_field(self, "struct_info", TensorStructInfo(arr.shape, str(arr.dtype)))
+
+
+@node
+class Tuple(Expr):
+    fields: tuple[Expr, ...]
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "fields", tuple(self.fields))
+        if self.struct_info is None and all(f.struct_info is not None for f in self.fields):
+            set_field(self, "struct_info", TupleStructInfo([f.struct_info for f in self.fields]))
+
+
+@node
+class TupleGetItem(Expr):
+    tuple_value: Expr
+    index: int
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        sinfo = self.tuple_value.struct_info
+        if (self.struct_info is None and isinstance(sinfo, TupleStructInfo)
+                and 0 <= self.index < len(sinfo.fields)):
+            set_field(self, "struct_info", sinfo.fields[self.index])
+
+
+@node
+class Op(Expr):
+    """A reference to a registered operator, by name (``relax.add``...).
+
+    Use :func:`phasec.ir.op.get_op` for its definition.
+    """
+
+    name: str
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+
+@node
+class GlobalVar(Expr):
+    """The name of a module-level function; compared by name."""
+
+    name_hint: str
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+
+@node
+class ExternFunc(Expr):
+    """A packed function looked up by name at run time."""
+
+    global_symbol: str
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        if self.struct_info is None:
+            set_field(self, "struct_info", ObjectStructInfo())
+
+
+@node
+class ShapeExpr(Expr):
+    """A shape value ``R.shape([n, 4])``."""
+
+    values: tuple[PrimExpr, ...]
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        vals = tuple(as_prim_expr(v) for v in self.values)
+        set_field(self, "values", vals)
+        set_field(self, "struct_info", ShapeStructInfo(vals))
+
+
+@node
+class PrimValue(Expr):
+    """A scalar ``R.prim_value(3)``."""
+
+    value: PrimExpr
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "value", as_prim_expr(self.value))
+        set_field(self, "struct_info", PrimStructInfo(self.value.dtype, self.value))
+
+
+@node
+class StringImm(Expr):
+    value: str
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "struct_info", ObjectStructInfo())
+
+
+@node
+class DataTypeImm(Expr):
+    value: str
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "struct_info", ObjectStructInfo())
+
+
+@node
+class Call(Expr):
+    """``op(args, **attrs)``: op is an Op, a GlobalVar, a Var or an ExternFunc.
+
+    ``sinfo_args`` are explicit struct-info arguments (``out_sinfo=`` of
+    call_tir, ``sinfo_args=`` of call_packed).
+    """
+
+    op: Expr
+    args: tuple[Expr, ...]
+    attrs: Mapping[str, Any] | None = None
+    sinfo_args: tuple[StructInfo, ...] = ()
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "args", tuple(self.args))
+        set_field(self, "attrs", frozen_attrs(self.attrs))
+        set_field(self, "sinfo_args", tuple(self.sinfo_args))
+
+
+@node
+class Binding(Node):
+    """Base of VarBinding and MatchCast."""
+
+
+@node
+class VarBinding(Binding):
+    """``var = value``."""
+
+    var: Var
+    value: Expr
+    span: Span | None = None
+
+
+@node
+class MatchCast(Binding):
+    """``var = R.match_cast(value, struct_info)``: checked at run time."""
+
+    var: Var
+    value: Expr
+    struct_info: StructInfo
+    span: Span | None = None
+
+
+@node
+class BindingBlock(Node):
+    bindings: tuple[Binding, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "bindings", tuple(self.bindings))
+
+
+@node
+class DataflowBlock(BindingBlock):
+    """``with R.dataflow():`` — pure bindings, DataflowVars local to the block."""
+
+
+@node
+class SeqExpr(Expr):
+    """Binding blocks followed by a result expression (a function/branch body)."""
+
+    blocks: tuple[BindingBlock, ...]
+    body: Expr
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "blocks", tuple(self.blocks))
+        if self.struct_info is None:
+            set_field(self, "struct_info", self.body.struct_info)
+
+
+@node
+class If(Expr):
+    cond: Expr
+    true_branch: SeqExpr
+    false_branch: SeqExpr
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+
+@node
+class Function(Expr):
+    """A Relax function. ``attrs`` holds e.g. ``global_symbol``, ``Codegen``,
+    ``Primitive``, ``relax.force_pure``."""
+
+    params: tuple[Var, ...]
+    body: SeqExpr
+    ret_struct_info: StructInfo | None = None
+    is_pure: bool = True
+    attrs: Mapping[str, Any] | None = None
+    struct_info: StructInfo | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "params", tuple(self.params))
+        set_field(self, "attrs", frozen_attrs(self.attrs))
+        ret = self.ret_struct_info
+        if ret is None:
+            ret = self.body.struct_info
+            set_field(self, "ret_struct_info", ret)
+        if self.struct_info is None and ret is not None and all(
+                p.struct_info is not None for p in self.params):
+            set_field(self, "struct_info", FuncStructInfo(
+                [p.struct_info for p in self.params], ret, self.is_pure))
+
+    def with_attr(self, key: str, value: Any) -> "Function":
+        return Function(self.params, self.body, self.ret_struct_info, self.is_pure,
+                        {**self.attrs, key: value}, span=self.span)
+
+    def without_attr(self, key: str) -> "Function":
+        attrs = {k: v for k, v in self.attrs.items() if k != key}
+        return Function(self.params, self.body, self.ret_struct_info, self.is_pure,
+                        attrs, span=self.span)
+
+
+BaseFunc = Union[Function, PrimFunc]
+
+#: Expressions that may appear as call arguments in A-normal form.
+LEAF_EXPRS = (Var, Constant, ShapeExpr, PrimValue, StringImm, DataTypeImm,
+              GlobalVar, ExternFunc, Op)

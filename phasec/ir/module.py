@@ -1,0 +1,119 @@
+"""IRModule: an immutable map from global names to functions, plus attributes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from .expr import BaseFunc, Function, GlobalVar
+from .node import Span
+from .phase import Phase
+from .tir import PrimFunc, frozen_attrs
+
+__all__ = ["IRModule"]
+
+
+class IRModule:
+    """A module of Relax functions and PrimFuncs.
+
+    Immutable: every method that "changes" a module returns a new one.
+    ``mod.phase`` is read from ``attrs["phase"]``; no attribute means ingestion.
+    """
+
+    __slots__ = ("_functions", "_attrs", "span")
+
+    def __init__(self, functions: Mapping[str, BaseFunc] | None = None,
+                 attrs: Mapping[str, Any] | None = None, span: Span | None = None) -> None:
+        funcs = dict(functions or {})
+        for name, func in funcs.items():
+            if not isinstance(name, str):
+                raise TypeError(f"IRModule keys are function names (str), not {type(name).__name__}")
+            if not isinstance(func, (Function, PrimFunc)):
+                raise TypeError(f"IRModule[{name!r}] must be a Function or PrimFunc, "
+                                f"not {type(func).__name__}")
+        self._functions = MappingProxyType(funcs)
+        self._attrs = frozen_attrs(attrs)
+        if "phase" in self._attrs:
+            Phase.parse(self._attrs["phase"])  # reject nonsense early
+        self.span = span
+
+    # -- reading ---------------------------------------------------------
+    @property
+    def functions(self) -> Mapping[str, BaseFunc]:
+        return self._functions
+
+    @property
+    def attrs(self) -> Mapping[str, Any]:
+        return self._attrs
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.parse(self._attrs.get("phase", Phase.INGESTION))
+
+    def __getitem__(self, name: str | GlobalVar) -> BaseFunc:
+        key = name.name_hint if isinstance(name, GlobalVar) else name
+        try:
+            return self._functions[key]
+        except KeyError:
+            raise KeyError(f"module has no function {key!r}; it has: "
+                           f"{', '.join(self._functions) or '(none)'}") from None
+
+    def __contains__(self, name: object) -> bool:
+        key = name.name_hint if isinstance(name, GlobalVar) else name
+        return key in self._functions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._functions)
+
+    def __len__(self) -> int:
+        return len(self._functions)
+
+    def get_global_var(self, name: str) -> GlobalVar:
+        if name not in self._functions:
+            raise KeyError(f"module has no function {name!r}")
+        return GlobalVar(name)
+
+    def relax_functions(self) -> Iterator[tuple[str, Function]]:
+        return ((n, f) for n, f in self._functions.items() if isinstance(f, Function))
+
+    def prim_funcs(self) -> Iterator[tuple[str, PrimFunc]]:
+        return ((n, f) for n, f in self._functions.items() if isinstance(f, PrimFunc))
+
+    # -- "changing" (returns new modules) --------------------------------
+    def update(self, functions: Mapping[str, BaseFunc]) -> "IRModule":
+        """A module with these functions added or replaced."""
+        return IRModule({**self._functions, **functions}, self._attrs, self.span)
+
+    def update_func(self, name: str, func: BaseFunc) -> "IRModule":
+        return self.update({name: func})
+
+    def remove(self, *names: str) -> "IRModule":
+        return IRModule({k: v for k, v in self._functions.items() if k not in names},
+                        self._attrs, self.span)
+
+    def with_functions(self, functions: Mapping[str, BaseFunc]) -> "IRModule":
+        """A module with exactly these functions and the same attributes."""
+        return IRModule(functions, self._attrs, self.span)
+
+    def with_attr(self, key: str, value: Any) -> "IRModule":
+        return IRModule(self._functions, {**self._attrs, key: value}, self.span)
+
+    def with_attrs(self, attrs: Mapping[str, Any]) -> "IRModule":
+        return IRModule(self._functions, attrs, self.span)
+
+    def with_phase(self, phase: Phase | int | str) -> "IRModule":
+        return self.with_attr("phase", Phase.parse(phase).label)
+
+    # -- text ------------------------------------------------------------
+    def script(self) -> str:
+        """The module as TVMScript (TVM 0.27 spelling)."""
+        from ..script.printer import print_module
+
+        return print_module(self)
+
+    def __str__(self) -> str:
+        return self.script()
+
+    def __repr__(self) -> str:
+        return (f"<IRModule phase={self.phase.label} functions=[{', '.join(self._functions)}]>")

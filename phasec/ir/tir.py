@@ -1,0 +1,382 @@
+"""TIR: scalar expressions (also used for symbolic shapes) and loop-level kernels.
+
+Naming follows TVM's ``tvm.tir``: ``Var``, ``IntImm``, ``Buffer``, ``For``,
+``BufferStore``, ``Block``, ``PrimFunc``. Binary arithmetic is one node,
+:class:`BinaryOp`, keyed by its operator symbol, so printers, interpreters and
+code generators handle every operator in one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Union
+
+import numpy as np
+
+from .node import Node, Span, node, set_field
+
+__all__ = [
+    "PrimExpr", "Var", "IntImm", "FloatImm", "BinaryOp", "Not", "Cast", "Select",
+    "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
+    "IfThenElse", "Allocate", "LetStmt", "Evaluate", "IterVar", "BufferRegion",
+    "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr",
+    "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "FOR_KINDS",
+    "is_float", "is_int", "is_bool", "DTYPES", "frozen_attrs",
+]
+
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+          "uint64", "float16", "float32", "float64")
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith("float")
+
+
+def is_int(dtype: str) -> bool:
+    return dtype.startswith("int") or dtype.startswith("uint")
+
+
+def is_bool(dtype: str) -> bool:
+    return dtype == "bool"
+
+
+def frozen_attrs(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """An immutable copy of an attribute dictionary (insertion order kept)."""
+    if isinstance(attrs, MappingProxyType):
+        return attrs
+    return MappingProxyType(dict(attrs or {}))
+
+
+# --------------------------------------------------------------------------
+# Scalar expressions
+# --------------------------------------------------------------------------
+
+ARITH_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "pow")
+COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
+LOGIC_OPS = ("and", "or")
+
+#: Math intrinsics callable as ``T.<name>(...)``: name -> arity.
+INTRINSICS: Mapping[str, int] = MappingProxyType({
+    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
+    "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1,
+    "sin": 1, "cos": 1, "exp2": 1, "log2": 1, "isnan": 1,
+})
+
+
+@node
+class PrimExpr(Node):
+    """A scalar expression. ``dtype`` is a string such as ``"int64"``."""
+
+    # Arithmetic sugar for building kernels in Python (no ``==`` overload:
+    # node equality is identity; use BinaryOp("==", a, b)).
+    def __add__(self, o): return BinaryOp("+", self, as_prim_expr(o, self.dtype))
+    def __radd__(self, o): return BinaryOp("+", as_prim_expr(o, self.dtype), self)
+    def __sub__(self, o): return BinaryOp("-", self, as_prim_expr(o, self.dtype))
+    def __rsub__(self, o): return BinaryOp("-", as_prim_expr(o, self.dtype), self)
+    def __mul__(self, o): return BinaryOp("*", self, as_prim_expr(o, self.dtype))
+    def __rmul__(self, o): return BinaryOp("*", as_prim_expr(o, self.dtype), self)
+    def __truediv__(self, o): return BinaryOp("/", self, as_prim_expr(o, self.dtype))
+    def __floordiv__(self, o): return BinaryOp("//", self, as_prim_expr(o, self.dtype))
+    def __mod__(self, o): return BinaryOp("%", self, as_prim_expr(o, self.dtype))
+    def __neg__(self): return BinaryOp("-", as_prim_expr(0, self.dtype), self)
+
+
+@node
+class Var(PrimExpr):
+    """A scalar variable: a loop variable or a symbolic shape dimension."""
+
+    name: str
+    dtype: str = "int64"
+    span: Span | None = None
+
+
+@node
+class IntImm(PrimExpr):
+    value: int
+    dtype: str = "int64"
+    span: Span | None = None
+
+
+@node
+class FloatImm(PrimExpr):
+    value: float
+    dtype: str = "float32"
+    span: Span | None = None
+
+
+@node(derived=("dtype",))
+class BinaryOp(PrimExpr):
+    """``lhs <op> rhs`` for op in ARITH_OPS, COMPARE_OPS or LOGIC_OPS."""
+
+    op: str
+    lhs: PrimExpr
+    rhs: PrimExpr
+    dtype: str = ""
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in ARITH_OPS and self.op not in COMPARE_OPS and self.op not in LOGIC_OPS:
+            raise ValueError(f"unknown TIR binary operator {self.op!r}")
+        if not self.dtype:
+            set_field(self, "dtype", "bool" if self.op in COMPARE_OPS or self.op in LOGIC_OPS
+                      else self.lhs.dtype)
+
+
+@node(derived=("dtype",))
+class Not(PrimExpr):
+    value: PrimExpr
+    dtype: str = "bool"
+    span: Span | None = None
+
+
+@node
+class Cast(PrimExpr):
+    dtype: str
+    value: PrimExpr
+    span: Span | None = None
+
+
+@node(derived=("dtype",))
+class Select(PrimExpr):
+    """``T.Select(cond, a, b)`` / ``T.if_then_else``: a if cond else b."""
+
+    condition: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+    dtype: str = ""
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        if not self.dtype:
+            set_field(self, "dtype", self.true_value.dtype)
+
+
+@node
+class Call(PrimExpr):
+    """A math intrinsic, ``T.exp(x)`` etc.; ``name`` is a key of INTRINSICS."""
+
+    name: str
+    args: tuple[PrimExpr, ...]
+    dtype: str = ""
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "args", tuple(self.args))
+        if not self.dtype:
+            set_field(self, "dtype", "bool" if self.name == "isnan" else self.args[0].dtype)
+
+
+@node
+class Buffer(Node):
+    """A multi-dimensional buffer; identity is object identity, like Var."""
+
+    name: str
+    shape: tuple[PrimExpr, ...]
+    dtype: str = "float32"
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "shape", tuple(as_prim_expr(s) for s in self.shape))
+
+    def __getitem__(self, indices) -> "BufferLoad":
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        return BufferLoad(self, tuple(as_prim_expr(i) for i in indices))
+
+
+@node(derived=("dtype",))
+class BufferLoad(PrimExpr):
+    buffer: Buffer
+    indices: tuple[PrimExpr, ...]
+    dtype: str = ""
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "indices", tuple(self.indices))
+        if not self.dtype:
+            set_field(self, "dtype", self.buffer.dtype)
+
+
+def as_prim_expr(value: Any, dtype: str | None = None) -> PrimExpr:
+    """Coerce a Python or numpy scalar (or a PrimExpr) into a PrimExpr.
+
+    ``dtype`` is a hint: ints default to int64 and floats to float32, an int
+    becomes a FloatImm when the hint is a float type.
+    """
+    if isinstance(value, PrimExpr):
+        return value
+    if isinstance(value, np.generic):
+        value, dtype = value.item(), dtype or str(value.dtype)
+    if isinstance(value, bool):
+        return IntImm(int(value), "bool")
+    if isinstance(value, int):
+        if dtype and is_float(dtype):
+            return FloatImm(float(value), dtype)
+        return IntImm(value, dtype if dtype and is_int(dtype) else "int64")
+    if isinstance(value, float):
+        return FloatImm(value, dtype if dtype and is_float(dtype) else "float32")
+    raise TypeError(f"cannot use {type(value).__name__} as a TIR expression")
+
+
+const = as_prim_expr
+
+
+# --------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------
+
+FOR_KINDS = ("serial", "parallel", "vectorized", "unroll")
+
+
+@node
+class Stmt(Node):
+    """A TIR statement."""
+
+
+@node
+class BufferStore(Stmt):
+    buffer: Buffer
+    value: PrimExpr
+    indices: tuple[PrimExpr, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "indices", tuple(as_prim_expr(i) for i in self.indices))
+
+
+@node
+class SeqStmt(Stmt):
+    stmts: tuple[Stmt, ...]
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "stmts", tuple(self.stmts))
+
+
+@node
+class For(Stmt):
+    """``for loop_var in range(min, min + extent)`` with a kind from FOR_KINDS."""
+
+    loop_var: Var
+    min: PrimExpr
+    extent: PrimExpr
+    kind: str
+    body: Stmt
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FOR_KINDS:
+            raise ValueError(f"unknown loop kind {self.kind!r}; expected one of {FOR_KINDS}")
+        set_field(self, "min", as_prim_expr(self.min))
+        set_field(self, "extent", as_prim_expr(self.extent))
+
+
+@node
+class IfThenElse(Stmt):
+    condition: PrimExpr
+    then_case: Stmt
+    else_case: Stmt | None = None
+    span: Span | None = None
+
+
+@node
+class Allocate(Stmt):
+    """``buf = T.alloc_buffer(...)``: ``buffer`` is live inside ``body``."""
+
+    buffer: Buffer
+    body: Stmt
+    span: Span | None = None
+
+
+@node
+class LetStmt(Stmt):
+    """``var = value`` followed by ``body`` (a scalar binding)."""
+
+    var: Var
+    value: PrimExpr
+    body: Stmt
+    span: Span | None = None
+
+
+@node
+class Evaluate(Stmt):
+    """A scalar expression evaluated for effect (``T.evaluate(0)`` is a no-op)."""
+
+    value: PrimExpr
+    span: Span | None = None
+
+
+@node
+class IterVar(Node):
+    """A block axis: ``var = T.axis.spatial(extent, binding)``; kind "S" or "R"."""
+
+    var: Var
+    extent: PrimExpr
+    kind: str = "S"
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("S", "R"):
+            raise ValueError(f"block axis kind must be 'S' or 'R', not {self.kind!r}")
+        set_field(self, "extent", as_prim_expr(self.extent))
+
+
+@node
+class BufferRegion(Node):
+    """``A[v0, 0:4]``: per dimension a (min, extent) pair."""
+
+    buffer: Buffer
+    region: tuple[tuple[PrimExpr, PrimExpr], ...]
+    span: Span | None = None
+
+
+@node
+class Block(Stmt):
+    """``with T.block(name)``: axes bound to ``iter_values``, optional init.
+
+    Merges TVM's Block and BlockRealize: ``iter_values[i]`` is the binding of
+    ``iter_vars[i]`` (``T.axis.spatial(extent, value)``).
+    """
+
+    name: str
+    iter_vars: tuple[IterVar, ...]
+    iter_values: tuple[PrimExpr, ...]
+    body: Stmt
+    init: Stmt | None = None
+    reads: tuple[BufferRegion, ...] = ()
+    writes: tuple[BufferRegion, ...] = ()
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "iter_vars", tuple(self.iter_vars))
+        set_field(self, "iter_values", tuple(as_prim_expr(v) for v in self.iter_values))
+        set_field(self, "reads", tuple(self.reads))
+        set_field(self, "writes", tuple(self.writes))
+        if len(self.iter_vars) != len(self.iter_values):
+            raise ValueError("a block needs one binding per axis")
+
+
+BlockRealize = Block  # TVM name; phasec keeps the binding inside Block
+
+
+@node
+class PrimFunc(Node):
+    """A loop-level kernel.
+
+    ``params`` are Buffers (tensors, destination-passing style: outputs last)
+    or scalar ``Var``s (shape parameters). Symbolic dimensions appearing in
+    buffer shapes are bound by the shapes of the buffers passed at call time.
+    """
+
+    params: tuple[Union[Buffer, Var], ...]
+    body: Stmt
+    attrs: Mapping[str, Any] | None = None
+    span: Span | None = None
+
+    def __post_init__(self) -> None:
+        set_field(self, "params", tuple(self.params))
+        set_field(self, "attrs", frozen_attrs(self.attrs))
+
+    def with_attr(self, key: str, value: Any) -> "PrimFunc":
+        return PrimFunc(self.params, self.body, {**self.attrs, key: value}, span=self.span)

@@ -1,0 +1,1 @@
+"""TVMScript text (parser and printer) and the JSON module format."""

@@ -1,0 +1,16 @@
+"""Shared pytest configuration: hypothesis profiles.
+
+``ci`` (selected when the CI environment variable is set) bounds example
+counts and disables deadlines so the suite stays within CI's time budget on
+two cores; ``dev`` is the default for local runs.
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
