@@ -1,0 +1,19 @@
+"""Native kernels: TIR PrimFuncs compiled to machine code with llvmlite.
+
+``compile_prim_funcs({name: prim_func})`` compiles all kernels of a module
+into one LLVM module (new pass manager at O3 with loop and SLP
+vectorization, tuned for the host CPU) and returns a
+:class:`CompiledLibrary`; ``lib[name](*arrays)`` runs a kernel on numpy
+arrays in place. Compiled libraries are cached by the structure of the
+functions, so building the same module twice does not recompile.
+"""
+
+from .codegen import CodegenOptions, KernelABI, ParamABI
+from .errors import CodegenError
+from .runtime import (
+    CompiledLibrary, Kernel, UnknownKernelError, cache_info, clear_cache, compile_prim_funcs,
+)
+
+__all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "CodegenError",
+           "UnknownKernelError", "CodegenOptions", "KernelABI", "ParamABI", "cache_info",
+           "clear_cache"]

@@ -1,0 +1,1673 @@
+"""Lower TIR ``PrimFunc``s to LLVM IR (textual assembly).
+
+One :class:`ModuleCodegen` turns every kernel of a module into one LLVM
+module. Each kernel ``K`` becomes
+
+* ``@K`` (internal): the kernel proper, one ``noalias`` pointer per buffer
+  parameter, then the scalar parameters, then the symbolic dimensions that
+  are bound from buffer shapes; returns 0 or an error code;
+* ``@K.entry_ptr``: the exported C-ABI wrapper taking raw data pointers and
+  64-bit scalars;
+* ``@K.entry_obj`` (when the numpy array layout is known): the same, taking
+  the ``PyArrayObject*`` of each array and reading its data pointer, so the
+  Python side does not pay for ``ndarray.ctypes`` on every call.
+
+Design choices, all for code LLVM can vectorize:
+
+* row-major element addressing in int64 with ``nsw`` (in-bounds indexing
+  never overflows), loop induction variables as phi nodes, loop metadata for
+  ``vectorized``/``unroll`` loops;
+* ``parallel`` loops are outlined into a body function over an iteration
+  chunk ``[begin, end)`` (keeping ``noalias`` on its buffer parameters) and a
+  trampoline that unpacks a context struct; the generated
+  ``phasec.parallel_for`` splits the range over ``phasec.num_threads``
+  pthreads (the calling thread runs the first chunk); nested parallel loops
+  and small loops run serially;
+* expressions are emitted iteratively (no Python recursion on deep trees);
+  ``Select`` and ``and``/``or`` branch lazily when an operand reads memory,
+  so padding guards such as ``Select(i > 0, A[i - 1], 0)`` never read out of
+  bounds, and compute both sides with ``select`` otherwise;
+* integer division follows TVM: ``/`` truncates, ``//`` and ``%`` floor; a
+  zero divisor yields 0 and ``INT_MIN / -1`` wraps instead of trapping.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+
+from ...ir import tir
+from ...ir.node import Node
+from .errors import CodegenError
+
+__all__ = ["ModuleCodegen", "KernelABI", "ParamABI", "CodegenOptions", "llvm_type"]
+
+# --------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------
+
+_LLVM_TYPE = {
+    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "i8", "uint16": "i16", "uint32": "i32", "uint64": "i64",
+    "float16": "half", "float32": "float", "float64": "double",
+}
+_BITS = {
+    "bool": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
+    "uint32": 32, "uint64": 64, "float16": 16, "float32": 32, "float64": 64,
+}
+_INTRINSIC_SUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
+#: LLVM intrinsics implementing unary TIR intrinsics on floats.
+_UNARY_FLOAT_INTRINSIC = {
+    "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "fabs": "fabs",
+    "floor": "floor", "ceil": "ceil", "round": "roundeven", "trunc": "trunc",
+    "sin": "sin", "cos": "cos", "exp2": "exp2", "log2": "log2",
+}
+_ICMP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+# Ordered float comparisons, except "!=", which is true for NaN like numpy's.
+_FCMP = {"==": "oeq", "!=": "une", "<": "olt", "<=": "ole", ">": "ogt", ">=": "oge"}
+
+#: Constant-size temporaries up to this many bytes live on the stack.
+ALLOCA_LIMIT = 16 * 1024
+#: Error codes returned by kernels.
+RC_OK, RC_OUT_OF_MEMORY = 0, 1
+
+
+def llvm_type(dtype: str) -> str:
+    """The LLVM register type of a TIR dtype (bool is ``i1``)."""
+    return _LLVM_TYPE[dtype]
+
+
+def _mem_type(dtype: str) -> str:
+    return "i8" if dtype == "bool" else _LLVM_TYPE[dtype]
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith("float")
+
+
+def _is_intlike(dtype: str) -> bool:
+    """Integer or bool (bool behaves as a one-bit unsigned integer)."""
+    return not dtype.startswith("float")
+
+
+def _is_signed(dtype: str) -> bool:
+    return dtype.startswith("int")
+
+
+def _elem_bytes(dtype: str) -> int:
+    return 1 if dtype == "bool" else _BITS[dtype] // 8
+
+
+def _float_literal(value: float, dtype: str) -> str:
+    """An exactly representable LLVM float constant in hexadecimal form."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == "float16":
+            return f"0xH{int(np.float16(value).view(np.uint16)):04X}"
+        if dtype == "float32":
+            value = float(np.float32(value))
+    return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
+
+
+def _int_literal(value: int, dtype: str) -> str:
+    if dtype == "bool":
+        return "true" if value else "false"
+    bits = _BITS[dtype]
+    value &= (1 << bits) - 1
+    if value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return str(value)
+
+
+def _sanitize(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
+    return s or "v"
+
+
+def _quote(symbol: str) -> str:
+    """An LLVM global name, quoted and escaped."""
+    out = []
+    for ch in symbol:
+        if ch.isalnum() or ch in "._-":
+            out.append(ch)
+        else:
+            out.extend(f"\\{b:02X}" for b in ch.encode("utf-8"))
+    return '@"' + "".join(out) + '"'
+
+
+# --------------------------------------------------------------------------
+# Options and the ABI description handed to the runtime
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    """Code generation switches.
+
+    ``fast_math`` allows LLVM to reassociate float arithmetic (results may
+    then differ from numpy by more than rounding); ``contract`` allows fusing
+    a multiply and an add into one FMA, which only removes a rounding step.
+    """
+
+    fast_math: bool = False
+    contract: bool = True
+    cpu: str = ""
+    features: str = ""
+    prefer_vector_width: int | None = None
+
+    @property
+    def float_flags(self) -> str:
+        if self.fast_math:
+            return "fast "
+        return "contract " if self.contract else ""
+
+
+@dataclass(frozen=True)
+class ParamABI:
+    """One kernel parameter as the runtime sees it.
+
+    ``shape`` is given for buffers: per dimension an ``int`` (static), a
+    ``tir.Var`` (symbolic, bound from the array or a scalar parameter) or a
+    ``tir.PrimExpr`` (checked after all variables are bound).
+    """
+
+    name: str
+    kind: str  # "buffer" or "scalar"
+    dtype: str
+    shape: tuple[Union[int, tir.PrimExpr], ...] = ()
+    var: tir.Var | None = None  # the scalar Var for kind == "scalar"
+    written: bool = False
+
+
+@dataclass(frozen=True)
+class KernelABI:
+    """How to call one compiled kernel: entry symbols and argument order.
+
+    The native entry takes, in order, one argument per parameter (array data
+    pointer or ``PyObject*`` for buffers, ``int64``/``double`` for scalars)
+    and then one ``int64`` per element of ``dim_vars``.
+    """
+
+    name: str
+    obj_symbol: str | None
+    ptr_symbol: str
+    params: tuple[ParamABI, ...]
+    dim_vars: tuple[tir.Var, ...]
+
+
+# --------------------------------------------------------------------------
+# Generic traversal helpers (iterative)
+# --------------------------------------------------------------------------
+
+
+def _children(n: Any) -> list[Any]:
+    out: list[Any] = []
+    for f in type(n)._fields:
+        v = getattr(n, f)
+        if isinstance(v, Node):
+            out.append(v)
+        elif isinstance(v, tuple):
+            for x in v:
+                if isinstance(x, Node):
+                    out.append(x)
+                elif isinstance(x, tuple):  # BufferRegion ranges
+                    out.extend(y for y in x if isinstance(y, Node))
+    return out
+
+
+def _walk(root: Node) -> list[Node]:
+    """Every node reachable from ``root`` (pre-order, each object once)."""
+    seen: set[int] = set()
+    order: list[Node] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        kids = _children(n)
+        stack.extend(reversed(kids))
+    return order
+
+
+def _expr_children(e: tir.PrimExpr) -> Sequence[tir.PrimExpr]:
+    t = type(e)
+    if t is tir.BinaryOp:
+        return (e.lhs, e.rhs)
+    if t is tir.Not or t is tir.Cast:
+        return (e.value,)
+    if t is tir.Select:
+        return (e.condition, e.true_value, e.false_value)
+    if t is tir.Call:
+        return e.args
+    if t is tir.BufferLoad:
+        return e.indices
+    return ()
+
+
+def _estimate_work(body: tir.Stmt) -> int:
+    """Rough count of element stores per iteration of an enclosing loop.
+
+    Used to keep small parallel loops serial; symbolic inner extents count
+    as 256.
+    """
+    total = 0
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        n, mult = stack.pop()
+        if isinstance(n, tir.For):
+            ext = n.extent.value if isinstance(n.extent, tir.IntImm) else 256
+            stack.append((n.body, mult * max(int(ext), 1)))
+        elif isinstance(n, tir.BufferStore):
+            total += mult
+        elif isinstance(n, tir.SeqStmt):
+            stack.extend((s, mult) for s in n.stmts)
+        elif isinstance(n, (tir.IfThenElse,)):
+            stack.append((n.then_case, mult))
+            if n.else_case is not None:
+                stack.append((n.else_case, mult))
+        elif isinstance(n, (tir.Allocate, tir.LetStmt)):
+            stack.append((n.body, mult))
+        elif isinstance(n, tir.Block):
+            stack.append((n.body, mult))
+            if n.init is not None:
+                stack.append((n.init, mult))
+    return max(total, 1)
+
+
+# --------------------------------------------------------------------------
+# Function builder: lines of one LLVM function
+# --------------------------------------------------------------------------
+
+
+class _FunctionText:
+    def __init__(self, header: str) -> None:
+        self.header = header
+        self.allocas: list[str] = []
+        self.lines: list[str] = []
+        self.block = "entry"
+        self._n = 0
+
+    def tmp(self, hint: str = "t") -> str:
+        self._n += 1
+        return f"%{hint}.{self._n}"
+
+    def label(self, hint: str) -> str:
+        self._n += 1
+        return f"{hint}.{self._n}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def start(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def text(self) -> str:
+        return "\n".join([self.header + " {", "entry:", *self.allocas, *self.lines, "}", ""])
+
+
+@dataclass
+class _BufInfo:
+    buffer: tir.Buffer
+    ptr: str
+    dims: list[str]  # i64 operands
+
+
+# --------------------------------------------------------------------------
+# Runtime helpers written in LLVM IR
+# --------------------------------------------------------------------------
+
+_RUNTIME_IR = r"""
+%phasec.task = type { ptr, ptr, i64, i64, i64, i32, i32 }
+
+@phasec.num_threads = global i32 1, align 4
+@phasec.min_parallel_work = global i64 32768, align 8
+
+declare i32 @pthread_create(ptr, ptr, ptr, ptr) nounwind
+declare i32 @pthread_join(i64, ptr) nounwind
+
+define internal ptr @phasec.thread_entry(ptr %task) nounwind {
+entry:
+  %fnp = getelementptr inbounds %phasec.task, ptr %task, i32 0, i32 0
+  %fn = load ptr, ptr %fnp, align 8
+  %ctxp = getelementptr inbounds %phasec.task, ptr %task, i32 0, i32 1
+  %ctx = load ptr, ptr %ctxp, align 8
+  %bp = getelementptr inbounds %phasec.task, ptr %task, i32 0, i32 2
+  %b = load i64, ptr %bp, align 8
+  %ep = getelementptr inbounds %phasec.task, ptr %task, i32 0, i32 3
+  %e = load i64, ptr %ep, align 8
+  %rc = call i32 %fn(ptr %ctx, i64 %b, i64 %e)
+  %rcp = getelementptr inbounds %phasec.task, ptr %task, i32 0, i32 5
+  store i32 %rc, ptr %rcp, align 4
+  ret ptr null
+}
+
+; Run fn(ctx, begin, end) over [0, n) split into chunks, one per thread.
+define internal i32 @phasec.parallel_for(ptr %fn, ptr %ctx, i64 %n, i64 %cost) nounwind {
+entry:
+  %nt32 = load i32, ptr @phasec.num_threads, align 4
+  %nt = sext i32 %nt32 to i64
+  %k0 = call i64 @llvm.smin.i64(i64 %nt, i64 %n)
+  %k = call i64 @llvm.smin.i64(i64 %k0, i64 256)
+  %work = mul i64 %n, %cost
+  %minw = load i64, ptr @phasec.min_parallel_work, align 8
+  %small = icmp slt i64 %work, %minw
+  %few = icmp sle i64 %k, 1
+  %serial = or i1 %small, %few
+  br i1 %serial, label %run_serial, label %run_parallel
+run_serial:
+  %rcs = call i32 %fn(ptr %ctx, i64 0, i64 %n)
+  ret i32 %rcs
+run_parallel:
+  %tasks = alloca %phasec.task, i64 %k, align 16
+  br label %spawn_hdr
+spawn_hdr:
+  %i = phi i64 [ 1, %run_parallel ], [ %i.next, %spawn_latch ]
+  %more = icmp slt i64 %i, %k
+  br i1 %more, label %spawn_body, label %spawn_done
+spawn_body:
+  %t = getelementptr inbounds %phasec.task, ptr %tasks, i64 %i
+  %in = mul i64 %i, %n
+  %b = sdiv i64 %in, %k
+  %i1 = add i64 %i, 1
+  %i1n = mul i64 %i1, %n
+  %e = sdiv i64 %i1n, %k
+  %t.fn = getelementptr inbounds %phasec.task, ptr %t, i32 0, i32 0
+  store ptr %fn, ptr %t.fn, align 8
+  %t.ctx = getelementptr inbounds %phasec.task, ptr %t, i32 0, i32 1
+  store ptr %ctx, ptr %t.ctx, align 8
+  %t.b = getelementptr inbounds %phasec.task, ptr %t, i32 0, i32 2
+  store i64 %b, ptr %t.b, align 8
+  %t.e = getelementptr inbounds %phasec.task, ptr %t, i32 0, i32 3
+  store i64 %e, ptr %t.e, align 8
+  %t.rc = getelementptr inbounds %phasec.task, ptr %t, i32 0, i32 5
+  store i32 0, ptr %t.rc, align 4
+  %t.tid = getelementptr inbounds %phasec.task, ptr %t, i32 0, i32 4
+  %r = call i32 @pthread_create(ptr %t.tid, ptr null, ptr @phasec.thread_entry, ptr %t)
+  %ok = icmp eq i32 %r, 0
+  %okz = zext i1 %ok to i32
+  %t.started = getelementptr inbounds %phasec.task, ptr %t, i32 0, i32 6
+  store i32 %okz, ptr %t.started, align 4
+  br i1 %ok, label %spawn_latch, label %spawn_inline
+spawn_inline:
+  %rci = call i32 %fn(ptr %ctx, i64 %b, i64 %e)
+  store i32 %rci, ptr %t.rc, align 4
+  br label %spawn_latch
+spawn_latch:
+  %i.next = add i64 %i, 1
+  br label %spawn_hdr
+spawn_done:
+  %e0 = sdiv i64 %n, %k
+  %rc0 = call i32 %fn(ptr %ctx, i64 0, i64 %e0)
+  br label %join_hdr
+join_hdr:
+  %j = phi i64 [ 1, %spawn_done ], [ %j.next, %join_latch ]
+  %acc = phi i32 [ %rc0, %spawn_done ], [ %acc.next, %join_latch ]
+  %jm = icmp slt i64 %j, %k
+  br i1 %jm, label %join_body, label %join_done
+join_body:
+  %tj = getelementptr inbounds %phasec.task, ptr %tasks, i64 %j
+  %tj.started = getelementptr inbounds %phasec.task, ptr %tj, i32 0, i32 6
+  %started = load i32, ptr %tj.started, align 4
+  %was = icmp ne i32 %started, 0
+  br i1 %was, label %join_call, label %join_latch
+join_call:
+  %tj.tid = getelementptr inbounds %phasec.task, ptr %tj, i32 0, i32 4
+  %tid = load i64, ptr %tj.tid, align 8
+  %jr = call i32 @pthread_join(i64 %tid, ptr null)
+  br label %join_latch
+join_latch:
+  %tj.rc = getelementptr inbounds %phasec.task, ptr %tj, i32 0, i32 5
+  %rcj = load i32, ptr %tj.rc, align 4
+  %acc.next = or i32 %acc, %rcj
+  %j.next = add i64 %j, 1
+  br label %join_hdr
+join_done:
+  ret i32 %acc
+}
+
+; Integer power by squaring; a negative exponent gives 0 (1 and -1 excepted).
+define internal i64 @phasec.ipow(i64 %b, i64 %e) nounwind readnone {
+entry:
+  %neg = icmp slt i64 %e, 0
+  br i1 %neg, label %negexp, label %loop
+negexp:
+  %is1 = icmp eq i64 %b, 1
+  %ism1 = icmp eq i64 %b, -1
+  %odd = and i64 %e, 1
+  %isodd = icmp ne i64 %odd, 0
+  %m1r = select i1 %isodd, i64 -1, i64 1
+  %r0 = select i1 %ism1, i64 %m1r, i64 0
+  %r1 = select i1 %is1, i64 1, i64 %r0
+  ret i64 %r1
+loop:
+  %acc = phi i64 [ 1, %entry ], [ %acc2, %body ]
+  %base = phi i64 [ %b, %entry ], [ %base2, %body ]
+  %ex = phi i64 [ %e, %entry ], [ %ex2, %body ]
+  %done = icmp eq i64 %ex, 0
+  br i1 %done, label %exit, label %body
+body:
+  %bit = and i64 %ex, 1
+  %has = icmp ne i64 %bit, 0
+  %m = mul i64 %acc, %base
+  %acc2 = select i1 %has, i64 %m, i64 %acc
+  %base2 = mul i64 %base, %base
+  %ex2 = lshr i64 %ex, 1
+  br label %loop
+exit:
+  ret i64 %acc
+}
+"""
+
+_RUNTIME_DECLS = {
+    "llvm.smin.i64": "declare i64 @llvm.smin.i64(i64, i64)",
+}
+
+
+# --------------------------------------------------------------------------
+# Module codegen
+# --------------------------------------------------------------------------
+
+
+class ModuleCodegen:
+    """Accumulates the LLVM IR of all kernels of one module."""
+
+    def __init__(self, options: CodegenOptions | None = None, array_data_offset: int | None = None) -> None:
+        self.options = options or CodegenOptions()
+        self.array_data_offset = array_data_offset
+        self.functions: list[str] = []
+        self.decls: dict[str, str] = dict(_RUNTIME_DECLS)
+        self.metadata: list[str] = []
+        self._md_props: dict[str, str] = {}
+        self._n_md = 0
+        self._symbols: set[str] = set()
+        self.kernels: dict[str, KernelABI] = {}
+
+    # -- metadata and declarations -----------------------------------------
+    def _md(self) -> str:
+        ref = f"!{self._n_md}"
+        self._n_md += 1
+        return ref
+
+    def loop_metadata(self, props: Sequence[str]) -> str:
+        """A distinct loop-id node carrying ``props`` (shared property nodes)."""
+        refs = []
+        for p in props:
+            ref = self._md_props.get(p)
+            if ref is None:
+                ref = self._md()
+                self._md_props[p] = ref
+                self.metadata.append(f"{ref} = !{{{p}}}")
+            refs.append(ref)
+        loop = self._md()
+        self.metadata.append(f"{loop} = distinct !{{{', '.join([loop, *refs])}}}")
+        return loop
+
+    def declare(self, name: str, line: str) -> None:
+        self.decls.setdefault(name, line)
+
+    def intrinsic(self, name: str, ret: str, args: Sequence[str]) -> str:
+        """Declare ``@name`` (once) and return its callee reference."""
+        self.declare(name, f"declare {ret} @{name}({', '.join(args)})")
+        return f"@{name}"
+
+    def unique_symbol(self, base: str) -> str:
+        sym = base
+        k = 1
+        while sym in self._symbols:
+            k += 1
+            sym = f"{base}_{k}"
+        self._symbols.add(sym)
+        return sym
+
+    @property
+    def attr_group(self) -> str:
+        opts = self.options
+        attrs = ["nounwind"]
+        if opts.cpu:
+            attrs.append(f'"target-cpu"="{opts.cpu}"')
+        if opts.features:
+            attrs.append(f'"target-features"="{opts.features}"')
+        if opts.prefer_vector_width:
+            attrs.append(f'"prefer-vector-width"="{opts.prefer_vector_width}"')
+        return " ".join(attrs)
+
+    # -- kernels ---------------------------------------------------------------
+    def add_kernel(self, name: str, func: tir.PrimFunc) -> KernelABI:
+        """Generate the code of one kernel; returns how to call it."""
+        if not isinstance(func, tir.PrimFunc):
+            raise CodegenError(f"expected a tir.PrimFunc, got {type(func).__name__}", name)
+        if name in self.kernels:
+            raise CodegenError("defined twice in the same module", name)
+        gen = _KernelCodegen(self, name, func)
+        abi = gen.generate()
+        self.kernels[name] = abi
+        return abi
+
+    def plan_kernel(self, name: str, func: tir.PrimFunc) -> KernelABI:
+        """The ABI :meth:`add_kernel` would produce, without generating code."""
+        symbol = self.unique_symbol("phasec." + _sanitize(name))
+        return kernel_abi(name, func, symbol, self.array_data_offset is not None)
+
+    def finish(self) -> str:
+        """The complete LLVM assembly of the module."""
+        parts = [_RUNTIME_IR, "attributes #0 = { " + self.attr_group + " }", ""]
+        parts.extend(self.decls.values())
+        parts.append("")
+        parts.extend(self.functions)
+        parts.extend(self.metadata)
+        return "\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------
+# Kernel signature
+# --------------------------------------------------------------------------
+
+
+def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool) -> KernelABI:
+    """Validate ``func``'s parameters and describe how to call it.
+
+    Symbolic dimensions are bound by scalar parameters or by the first buffer
+    dimension that is exactly that variable; composite dimensions (``n * 2``)
+    are checked at call time once every variable they use is bound.
+    """
+    def error(message: str, node: Any) -> CodegenError:
+        return CodegenError(message, name, getattr(node, "span", None))
+
+    if not isinstance(func, tir.PrimFunc):
+        raise CodegenError(f"expected a tir.PrimFunc, got {type(func).__name__}", name)
+    params = func.params
+    seen: set[int] = set()
+    for p in params:
+        if not isinstance(p, (tir.Buffer, tir.Var)):
+            raise error(f"parameter of type {type(p).__name__} (expected a tir.Buffer or "
+                        "tir.Var)", func)
+        if id(p) in seen:
+            raise error(f"parameter '{p.name}' appears twice", p)
+        seen.add(id(p))
+        what = f"buffer '{p.name}'" if isinstance(p, tir.Buffer) else f"scalar parameter '{p.name}'"
+        if p.dtype not in _LLVM_TYPE:
+            raise error(f"{what} has unsupported dtype {p.dtype!r} (supported: "
+                        f"{', '.join(tir.DTYPES)})", p)
+
+    known: set[int] = {id(p) for p in params if isinstance(p, tir.Var)}
+    dim_vars: list[tir.Var] = []
+    for p in params:
+        if isinstance(p, tir.Buffer):
+            for d in p.shape:
+                if isinstance(d, tir.Var) and id(d) not in known:
+                    if not _is_intlike(d.dtype) or d.dtype == "bool" or d.dtype not in _LLVM_TYPE:
+                        raise error(f"shape variable '{d.name}' of buffer '{p.name}' must have "
+                                    f"an integer dtype, not {d.dtype}", p)
+                    known.add(id(d))
+                    dim_vars.append(d)
+    for p in params:
+        if isinstance(p, tir.Buffer):
+            for d in p.shape:
+                for n in _walk(d):
+                    if isinstance(n, tir.Var) and id(n) not in known:
+                        raise error(f"shape of buffer '{p.name}' uses '{n.name}', which is "
+                                    "neither a scalar parameter nor a dimension of some buffer "
+                                    "parameter, so it cannot be bound at call time", p)
+                    if not isinstance(n, (tir.Var, tir.IntImm, tir.BinaryOp, tir.Cast)):
+                        raise error(f"shape of buffer '{p.name}' contains a "
+                                    f"{type(n).__name__}; only integer arithmetic on shape "
+                                    "variables is allowed", p)
+
+    written = {id(n.buffer) for n in _walk(func.body) if isinstance(n, tir.BufferStore)}
+    abi_params = []
+    for p in params:
+        if isinstance(p, tir.Buffer):
+            shape = tuple(int(d.value) if isinstance(d, tir.IntImm) else d for d in p.shape)
+            abi_params.append(ParamABI(p.name, "buffer", p.dtype, shape, written=id(p) in written))
+        else:
+            abi_params.append(ParamABI(p.name, "scalar", p.dtype, var=p))
+    return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
+                     symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars))
+
+
+# --------------------------------------------------------------------------
+# Per-kernel codegen
+# --------------------------------------------------------------------------
+
+
+class _KernelCodegen:
+    """Emits one kernel; helper instances emit its outlined parallel bodies."""
+
+    def __init__(self, mod: ModuleCodegen, name: str, func: tir.PrimFunc) -> None:
+        self.mod = mod
+        self.name = name
+        self.func = func
+        self.fn: _FunctionText | None = None
+        self.vars: dict[int, tuple[str, str]] = {}
+        self.var_objs: dict[int, tir.Var] = {}
+        self.bufs: dict[int, _BufInfo] = {}
+        self.allow_parallel = True
+        self.types: dict[int, str] = {}  # expression -> dtype of its value
+        self.optypes: dict[int, str] = {}  # BinaryOp -> dtype of its operands
+        self.loads: dict[int, bool] = {}  # expression -> reads a buffer
+        self.oom_label: str | None = None
+        self.n_parallel = 0
+        self.symbol = ""
+
+    # -- errors ------------------------------------------------------------
+    def error(self, message: str, node: Any = None) -> CodegenError:
+        return CodegenError(message, self.name, getattr(node, "span", None))
+
+    def check_dtype(self, dtype: Any, what: str, node: Any) -> str:
+        if dtype not in _LLVM_TYPE:
+            raise self.error(f"{what} has unsupported dtype {dtype!r} "
+                             f"(supported: {', '.join(tir.DTYPES)})", node)
+        return dtype
+
+    # -- entry point ------------------------------------------------------------
+    def generate(self) -> KernelABI:
+        func = self.func
+        params = func.params
+        self.symbol = self.mod.unique_symbol("phasec." + _sanitize(self.name))
+        abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None)
+        arg_decls: list[str] = []
+        for i, p in enumerate(params):
+            if isinstance(p, tir.Buffer):
+                arg_decls.append(f"ptr noalias %arg{i}")
+            else:
+                arg_decls.append(f"{_LLVM_TYPE[p.dtype]} %arg{i}")
+                self.bind_var(p, f"%arg{i}")
+        for k, v in enumerate(abi.dim_vars):
+            arg_decls.append(f"{_LLVM_TYPE[v.dtype]} %dim{k}")
+            self.bind_var(v, f"%dim{k}")
+        self.fn = _FunctionText(
+            f"define internal i32 {_quote(self.symbol)}({', '.join(arg_decls)}) #0")
+        for i, p in enumerate(params):
+            if isinstance(p, tir.Buffer):
+                dims = [self.emit_value_as(d, "int64", f"dimension of buffer '{p.name}'")
+                        for d in p.shape]
+                self.bufs[id(p)] = _BufInfo(p, f"%arg{i}", dims)
+
+        self.emit_stmt(func.body)
+        self.fn.emit(f"ret i32 {RC_OK}")
+        self.finish_function()
+
+        if abi.obj_symbol is not None:
+            self.emit_entry(abi.obj_symbol, abi.dim_vars, objects=True)
+        self.emit_entry(abi.ptr_symbol, abi.dim_vars, objects=False)
+        return abi
+
+    def finish_function(self) -> None:
+        fn = self.fn
+        if self.oom_label is not None:
+            fn.start(self.oom_label)
+            fn.emit(f"ret i32 {RC_OUT_OF_MEMORY}")
+        self.mod.functions.append(fn.text())
+
+    def emit_entry(self, symbol: str, dim_vars: Sequence[tir.Var], objects: bool) -> None:
+        """The exported wrapper: raw pointers (or PyObject*) and int64/double scalars."""
+        decls, lines, call_args = [], [], []
+        for i, p in enumerate(self.func.params):
+            if isinstance(p, tir.Buffer):
+                decls.append(f"ptr %a{i}")
+                if objects:
+                    lines.append(f"  %a{i}.f = getelementptr i8, ptr %a{i}, i64 {self.mod.array_data_offset}")
+                    lines.append(f"  %a{i}.d = load ptr, ptr %a{i}.f, align 8")
+                    call_args.append(f"ptr %a{i}.d")
+                else:
+                    call_args.append(f"ptr %a{i}")
+            else:
+                wide = "double" if _is_float(p.dtype) else "i64"
+                decls.append(f"{wide} %a{i}")
+                op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
+                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
+        for k, v in enumerate(dim_vars):
+            decls.append(f"i64 %d{k}")
+            op = self._entry_convert(lines, f"%d{k}", "i64", v.dtype, f"%d{k}.c")
+            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
+        text = [f"define i32 {_quote(symbol)}({', '.join(decls)}) #0 {{", "entry:", *lines,
+                f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})",
+                "  ret i32 %rc", "}", ""]
+        self.mod.functions.append("\n".join(text))
+
+    @staticmethod
+    def _entry_convert(lines: list[str], op: str, wide: str, dtype: str, out: str) -> str:
+        ty = _LLVM_TYPE[dtype]
+        if ty == wide:
+            return op
+        if dtype == "bool":
+            lines.append(f"  {out} = icmp ne i64 {op}, 0")
+        elif wide == "double":
+            lines.append(f"  {out} = fptrunc double {op} to {ty}")
+        else:
+            lines.append(f"  {out} = trunc i64 {op} to {ty}")
+        return out
+
+    # -- environment -------------------------------------------------------
+    def bind_var(self, v: tir.Var, op: str) -> tuple[Any, Any]:
+        prev = (self.vars.get(id(v)), self.var_objs.get(id(v)))
+        self.vars[id(v)] = (op, v.dtype)
+        self.var_objs[id(v)] = v
+        return prev
+
+    def unbind_var(self, v: tir.Var, prev: tuple[Any, Any]) -> None:
+        if prev[0] is None:
+            self.vars.pop(id(v), None)
+            self.var_objs.pop(id(v), None)
+        else:
+            self.vars[id(v)], self.var_objs[id(v)] = prev
+
+    def lookup_buffer(self, buf: Any, node: Any) -> _BufInfo:
+        info = self.bufs.get(id(buf))
+        if info is None:
+            name = getattr(buf, "name", "?")
+            raise self.error(f"buffer '{name}' is used but is neither a parameter nor allocated "
+                             "in scope", node)
+        return info
+
+    def get_oom_label(self) -> str:
+        if self.oom_label is None:
+            self.oom_label = "oom"
+        return self.oom_label
+
+    # ======================================================================
+    # Types
+    # ======================================================================
+    def dtype_of(self, e: Any) -> str:
+        """The dtype of the value the codegen produces for ``e`` (checked)."""
+        memo = self.types
+        r = memo.get(id(e))
+        if r is not None:
+            return r
+        stack: list[tuple[Any, bool]] = [(e, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in memo:
+                continue
+            if not isinstance(n, tir.PrimExpr):
+                raise self.error(f"expected a scalar expression, got {type(n).__name__}", n)
+            if ready:
+                memo[id(n)] = self._infer_one(n)
+                continue
+            stack.append((n, True))
+            for k in _expr_children(n):
+                if id(k) not in memo:
+                    stack.append((k, False))
+        return memo[id(e)]
+
+    def _infer_one(self, n: tir.PrimExpr) -> str:
+        t = type(n)
+        memo = self.types
+        if t is tir.IntImm or t is tir.FloatImm or t is tir.Var:
+            return self.check_dtype(n.dtype, f"{t.__name__} {getattr(n, 'name', '')}".strip(), n)
+        if t is tir.BufferLoad:
+            for i in n.indices:
+                if _is_float(memo[id(i)]):
+                    raise self.error(f"index into buffer '{n.buffer.name}' has float dtype "
+                                     f"{memo[id(i)]}", n)
+            return self.check_dtype(n.buffer.dtype, f"buffer '{n.buffer.name}'", n)
+        if t is tir.BinaryOp:
+            lt, rt = memo[id(n.lhs)], memo[id(n.rhs)]
+            if n.op in tir.LOGIC_OPS:
+                return "bool"
+            ot = self._unify(n.lhs, lt, n.rhs, rt, n)
+            if n.op in tir.ARITH_OPS and ot == "bool":
+                ot = "int32"  # C-style promotion of bool arithmetic
+            self.optypes[id(n)] = ot
+            return "bool" if n.op in tir.COMPARE_OPS else ot
+        if t is tir.Not:
+            return "bool"
+        if t is tir.Cast:
+            return self.check_dtype(n.dtype, "cast target", n)
+        if t is tir.Select:
+            return self._unify(n.true_value, memo[id(n.true_value)], n.false_value,
+                               memo[id(n.false_value)], n)
+        if t is tir.Call:
+            arity = tir.INTRINSICS.get(n.name)
+            if arity is None:
+                raise self.error(f"unknown intrinsic '{n.name}' (known: "
+                                 f"{', '.join(sorted(tir.INTRINSICS))})", n)
+            if len(n.args) != arity:
+                raise self.error(f"intrinsic '{n.name}' takes {arity} argument(s), "
+                                 f"got {len(n.args)}", n)
+            at = memo[id(n.args[0])]
+            if n.name == "isnan":
+                return "bool"
+            if _is_float(at):
+                if n.dtype and n.dtype != at:
+                    self.check_dtype(n.dtype, f"result of '{n.name}'", n)
+                    if not _is_float(n.dtype):
+                        raise self.error(f"intrinsic '{n.name}' on {at} cannot produce "
+                                         f"{n.dtype}", n)
+                    return n.dtype
+                return at
+            if n.name in ("fabs", "floor", "ceil", "round", "trunc"):
+                return "int32" if at == "bool" else at
+            raise self.error(f"intrinsic '{n.name}' needs a float argument, got {at}; insert "
+                             "a Cast", n)
+        raise self.error(f"unsupported expression node {t.__name__}", n)
+
+    def _unify(self, a: Any, ta: str, b: Any, tb: str, where: Any) -> str:
+        if ta == tb:
+            return ta
+        if _is_intlike(ta) and _is_intlike(tb):
+            if ta == "bool":
+                return tb
+            if tb == "bool":
+                return ta
+            wa, wb = _BITS[ta], _BITS[tb]
+            if wa != wb:
+                return ta if wa > wb else tb
+            return ta if not _is_signed(ta) else tb  # same width: unsigned wins, as in C
+        a_imm = isinstance(a, (tir.IntImm, tir.FloatImm))
+        b_imm = isinstance(b, (tir.IntImm, tir.FloatImm))
+        if a_imm and not b_imm:
+            return tb
+        if b_imm and not a_imm:
+            return ta
+        if a_imm and b_imm:
+            if _is_float(ta) and _is_float(tb):
+                return ta if _BITS[ta] >= _BITS[tb] else tb
+            return ta if _is_float(ta) else tb
+        what = getattr(where, "op", None) or type(where).__name__
+        raise self.error(f"dtype mismatch in '{what}': {ta} and {tb}; insert a Cast", where)
+
+    def reads_memory(self, e: Any) -> bool:
+        memo = self.loads
+        r = memo.get(id(e))
+        if r is not None:
+            return r
+        stack: list[tuple[Any, bool]] = [(e, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in memo:
+                continue
+            kids = _expr_children(n)
+            if ready:
+                memo[id(n)] = type(n) is tir.BufferLoad or any(memo[id(k)] for k in kids)
+                continue
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+        return memo[id(e)]
+
+    # ======================================================================
+    # Conversions
+    # ======================================================================
+    def convert(self, op: str, src: str, dst: str) -> str:
+        """Convert ``op`` of dtype ``src`` to ``dst`` (C cast semantics)."""
+        if src == dst:
+            return op
+        fn = self.fn
+        st, dt = _LLVM_TYPE[src], _LLVM_TYPE[dst]
+        r = fn.tmp("cv")
+        if dst == "bool":
+            if _is_float(src):
+                fn.emit(f"{r} = fcmp une {st} {op}, {_float_literal(0.0, src)}")
+            else:
+                fn.emit(f"{r} = icmp ne {st} {op}, 0")
+            return r
+        if _is_intlike(src) and _is_intlike(dst):
+            sb, db = _BITS[src], _BITS[dst]
+            if sb == db:
+                return op
+            if sb < db:
+                ext = "sext" if _is_signed(src) else "zext"
+                fn.emit(f"{r} = {ext} {st} {op} to {dt}")
+            else:
+                fn.emit(f"{r} = trunc {st} {op} to {dt}")
+            return r
+        if _is_intlike(src):  # -> float
+            conv = "sitofp" if _is_signed(src) else "uitofp"
+            fn.emit(f"{r} = {conv} {st} {op} to {dt}")
+            return r
+        if _is_intlike(dst):  # float -> int; freeze: out-of-range gives some value, not poison
+            conv = "fptosi" if _is_signed(dst) else "fptoui"
+            raw = fn.tmp("cv")
+            fn.emit(f"{raw} = {conv} {st} {op} to {dt}")
+            fn.emit(f"{r} = freeze {dt} {raw}")
+            return r
+        conv = "fpext" if _BITS[dst] > _BITS[src] else "fptrunc"
+        fn.emit(f"{r} = {conv} {st} {op} to {dt}")
+        return r
+
+    def emit_value_as(self, e: Any, dst: str, what: str) -> str:
+        """Emit ``e`` converted to ``dst``, allowing only implicit conversions
+        between integer types (and of literals)."""
+        src = self.dtype_of(e)
+        if src != dst:
+            implicit = (_is_intlike(src) and _is_intlike(dst) and dst != "bool") or isinstance(
+                e, (tir.IntImm, tir.FloatImm))
+            if not implicit:
+                raise self.error(f"cannot use a {src} value as {what} of dtype {dst} without a "
+                                 "Cast", e)
+        return self.convert(self.emit_expr(e), src, dst)
+
+    def emit_cond(self, e: Any) -> str:
+        return self.convert(self.emit_expr(e), self.dtype_of(e), "bool")
+
+    def to_i64(self, op: str, dtype: str) -> str:
+        return self.convert(op, dtype, "int64") if dtype != "uint64" else op
+
+    # ======================================================================
+    # Expressions
+    # ======================================================================
+    def emit_expr(self, root: Any) -> str:
+        """Emit ``root``; the result has dtype ``self.dtype_of(root)``."""
+        self.dtype_of(root)
+        vals: list[str] = []
+        tasks: list[Any] = [root]
+        while tasks:
+            t = tasks.pop()
+            if type(t) is tuple:
+                t[0](t[1], vals)
+                continue
+            if callable(t) and not isinstance(t, Node):
+                t(vals)
+                continue
+            tt = type(t)
+            if tt is tir.IntImm:
+                vals.append(_int_literal(int(t.value), t.dtype) if _is_intlike(t.dtype)
+                            else _float_literal(float(t.value), t.dtype))
+            elif tt is tir.FloatImm:
+                vals.append(_float_literal(float(t.value), t.dtype) if _is_float(t.dtype)
+                            else _int_literal(int(t.value), t.dtype))
+            elif tt is tir.Var:
+                b = self.vars.get(id(t))
+                if b is None:
+                    raise self.error(f"variable '{t.name}' is used but not defined (not a "
+                                     "parameter, shape variable, loop variable, block axis or "
+                                     "let binding in scope)", t)
+                vals.append(b[0])
+            elif tt is tir.BinaryOp and t.op in tir.LOGIC_OPS and self.reads_memory(t.rhs):
+                self._lazy_logic(t, tasks)
+            elif tt is tir.Select and (self.reads_memory(t.true_value)
+                                      or self.reads_memory(t.false_value)):
+                self._lazy_select(t, tasks)
+            else:
+                tasks.append((self._apply, t))
+                tasks.extend(reversed(_expr_children(t)))
+        assert len(vals) == 1
+        return vals[0]
+
+    def _apply(self, n: Any, vals: list[str]) -> None:
+        kids = _expr_children(n)
+        k = len(kids)
+        args = vals[len(vals) - k:]
+        del vals[len(vals) - k:]
+        t = type(n)
+        if t is tir.BinaryOp:
+            vals.append(self._binop(n, args[0], args[1]))
+        elif t is tir.BufferLoad:
+            vals.append(self._load(n, args))
+        elif t is tir.Cast:
+            vals.append(self.convert(args[0], self.dtype_of(n.value), n.dtype))
+        elif t is tir.Not:
+            c = self.convert(args[0], self.dtype_of(n.value), "bool")
+            r = self.fn.tmp("not")
+            self.fn.emit(f"{r} = xor i1 {c}, true")
+            vals.append(r)
+        elif t is tir.Select:
+            rt = self.dtype_of(n)
+            c = self.convert(args[0], self.dtype_of(n.condition), "bool")
+            a = self.convert(args[1], self.dtype_of(n.true_value), rt)
+            b = self.convert(args[2], self.dtype_of(n.false_value), rt)
+            r = self.fn.tmp("sel")
+            self.fn.emit(f"{r} = select i1 {c}, {_LLVM_TYPE[rt]} {a}, {_LLVM_TYPE[rt]} {b}")
+            vals.append(r)
+        elif t is tir.Call:
+            vals.append(self._call(n, args[0]))
+        else:  # pragma: no cover - rejected by dtype_of
+            raise self.error(f"unsupported expression node {t.__name__}", n)
+
+    def _lazy_select(self, n: tir.Select, tasks: list[Any]) -> None:
+        fn = self.fn
+        rt = self.dtype_of(n)
+        ty = _LLVM_TYPE[rt]
+        lt, lf, lm = fn.label("sel.t"), fn.label("sel.f"), fn.label("sel.m")
+        state: dict[str, str] = {}
+
+        def branch(vals: list[str]) -> None:
+            c = self.convert(vals.pop(), self.dtype_of(n.condition), "bool")
+            fn.emit(f"br i1 {c}, label %{lt}, label %{lf}")
+            fn.start(lt)
+
+        def after_true(vals: list[str]) -> None:
+            state["t"] = self.convert(vals.pop(), self.dtype_of(n.true_value), rt)
+            state["tb"] = fn.block
+            fn.emit(f"br label %{lm}")
+            fn.start(lf)
+
+        def after_false(vals: list[str]) -> None:
+            f = self.convert(vals.pop(), self.dtype_of(n.false_value), rt)
+            fb = fn.block
+            fn.emit(f"br label %{lm}")
+            fn.start(lm)
+            r = fn.tmp("sel")
+            fn.emit(f"{r} = phi {ty} [ {state['t']}, %{state['tb']} ], [ {f}, %{fb} ]")
+            vals.append(r)
+
+        tasks.extend([after_false, n.false_value, after_true, n.true_value, branch, n.condition])
+
+    def _lazy_logic(self, n: tir.BinaryOp, tasks: list[Any]) -> None:
+        """``a and b`` / ``a or b`` evaluating ``b`` only when needed."""
+        fn = self.fn
+        lr, lm = fn.label("sc.rhs"), fn.label("sc.m")
+        is_and = n.op == "and"
+        state: dict[str, str] = {}
+
+        def branch(vals: list[str]) -> None:
+            c = self.convert(vals.pop(), self.dtype_of(n.lhs), "bool")
+            state["lb"] = fn.block
+            if is_and:
+                fn.emit(f"br i1 {c}, label %{lr}, label %{lm}")
+            else:
+                fn.emit(f"br i1 {c}, label %{lm}, label %{lr}")
+            fn.start(lr)
+
+        def merge(vals: list[str]) -> None:
+            c = self.convert(vals.pop(), self.dtype_of(n.rhs), "bool")
+            rb = fn.block
+            fn.emit(f"br label %{lm}")
+            fn.start(lm)
+            r = fn.tmp("sc")
+            short = "false" if is_and else "true"
+            fn.emit(f"{r} = phi i1 [ {short}, %{state['lb']} ], [ {c}, %{rb} ]")
+            vals.append(r)
+
+        tasks.extend([merge, n.rhs, branch, n.lhs])
+
+    # -- memory ------------------------------------------------------------
+    def element_ptr(self, buf: tir.Buffer, indices: Sequence[Any], index_ops: Sequence[str],
+                    node: Any) -> tuple[_BufInfo, str]:
+        info = self.lookup_buffer(buf, node)
+        if len(indices) != len(info.dims):
+            raise self.error(f"buffer '{buf.name}' has {len(info.dims)} dimension(s) but is "
+                             f"indexed with {len(indices)} index(es)", node)
+        fn = self.fn
+        flat = "0"
+        for d, (idx, op) in enumerate(zip(indices, index_ops)):
+            i64 = self.to_i64(op, self.dtype_of(idx))
+            if d == 0:
+                flat = i64
+                continue
+            m = fn.tmp("ix")
+            fn.emit(f"{m} = mul nsw i64 {flat}, {info.dims[d]}")
+            a = fn.tmp("ix")
+            fn.emit(f"{a} = add nsw i64 {m}, {i64}")
+            flat = a
+        p = fn.tmp("p." + _sanitize(buf.name))
+        fn.emit(f"{p} = getelementptr inbounds {_mem_type(buf.dtype)}, ptr {info.ptr}, i64 {flat}")
+        return info, p
+
+    def _load(self, n: tir.BufferLoad, index_ops: Sequence[str]) -> str:
+        _, p = self.element_ptr(n.buffer, n.indices, index_ops, n)
+        dtype = n.buffer.dtype
+        fn = self.fn
+        r = fn.tmp(_sanitize(n.buffer.name))
+        fn.emit(f"{r} = load {_mem_type(dtype)}, ptr {p}, align {_elem_bytes(dtype)}")
+        if dtype == "bool":
+            b = fn.tmp("b")
+            fn.emit(f"{b} = icmp ne i8 {r}, 0")
+            return b
+        return r
+
+    # -- arithmetic -------------------------------------------------------------
+    def _binop(self, n: tir.BinaryOp, a: str, b: str) -> str:
+        fn = self.fn
+        op = n.op
+        if op in tir.LOGIC_OPS:
+            a = self.convert(a, self.dtype_of(n.lhs), "bool")
+            b = self.convert(b, self.dtype_of(n.rhs), "bool")
+            r = fn.tmp(op)
+            fn.emit(f"{r} = {op} i1 {a}, {b}")
+            return r
+        ot = self.optypes[id(n)]
+        a = self.convert(a, self.dtype_of(n.lhs), ot)
+        b = self.convert(b, self.dtype_of(n.rhs), ot)
+        ty = _LLVM_TYPE[ot]
+        if op in tir.COMPARE_OPS:
+            r = fn.tmp("cmp")
+            if _is_float(ot):
+                fn.emit(f"{r} = fcmp {_FCMP[op]} {ty} {a}, {b}")
+            else:
+                pred = _ICMP[op]
+                if pred not in ("eq", "ne"):
+                    pred = ("s" if _is_signed(ot) else "u") + pred
+                fn.emit(f"{r} = icmp {pred} {ty} {a}, {b}")
+            return r
+        if _is_float(ot):
+            return self._float_arith(op, ot, a, b)
+        return self._int_arith(op, ot, a, b)
+
+    def _float_arith(self, op: str, dt: str, a: str, b: str) -> str:
+        fn = self.fn
+        ty = _LLVM_TYPE[dt]
+        fl = self.mod.options.float_flags
+        sfx = _INTRINSIC_SUFFIX[dt]
+        r = fn.tmp("f")
+        simple = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv"}
+        if op in simple:
+            fn.emit(f"{r} = {simple[op]} {fl}{ty} {a}, {b}")
+        elif op in ("min", "max"):
+            name = f"llvm.{'minimum' if op == 'min' else 'maximum'}.{sfx}"
+            callee = self.mod.intrinsic(name, ty, [ty, ty])
+            fn.emit(f"{r} = call {ty} {callee}({ty} {a}, {ty} {b})")
+        elif op == "pow":
+            callee = self.mod.intrinsic(f"llvm.pow.{sfx}", ty, [ty, ty])
+            fn.emit(f"{r} = call {fl}{ty} {callee}({ty} {a}, {ty} {b})")
+        elif op == "//":
+            q = fn.tmp("f")
+            fn.emit(f"{q} = fdiv {fl}{ty} {a}, {b}")
+            callee = self.mod.intrinsic(f"llvm.floor.{sfx}", ty, [ty])
+            fn.emit(f"{r} = call {ty} {callee}({ty} {q})")
+        elif op == "%":
+            # numpy's float mod: fmod, then shift into the divisor's sign.
+            zero = _float_literal(0.0, dt)
+            m = fn.tmp("f")
+            fn.emit(f"{m} = frem {ty} {a}, {b}")
+            nz = fn.tmp("f")
+            fn.emit(f"{nz} = fcmp une {ty} {m}, {zero}")
+            mneg = fn.tmp("f")
+            fn.emit(f"{mneg} = fcmp olt {ty} {m}, {zero}")
+            bneg = fn.tmp("f")
+            fn.emit(f"{bneg} = fcmp olt {ty} {b}, {zero}")
+            diff = fn.tmp("f")
+            fn.emit(f"{diff} = xor i1 {mneg}, {bneg}")
+            adj = fn.tmp("f")
+            fn.emit(f"{adj} = and i1 {nz}, {diff}")
+            s = fn.tmp("f")
+            fn.emit(f"{s} = fadd {ty} {m}, {b}")
+            fn.emit(f"{r} = select i1 {adj}, {ty} {s}, {ty} {m}")
+        else:  # pragma: no cover
+            raise self.error(f"operator '{op}' is not supported on floats")
+        return r
+
+    def _int_arith(self, op: str, dt: str, a: str, b: str) -> str:
+        fn = self.fn
+        ty = _LLVM_TYPE[dt]
+        signed = _is_signed(dt)
+        nsw = "nsw " if signed else ""
+        r = fn.tmp("i")
+        simple = {"+": "add", "-": "sub", "*": "mul"}
+        if op in simple:
+            fn.emit(f"{r} = {simple[op]} {nsw}{ty} {a}, {b}")
+            return r
+        if op in ("min", "max"):
+            name = f"llvm.{'s' if signed else 'u'}{op}.{ty}"
+            callee = self.mod.intrinsic(name, ty, [ty, ty])
+            fn.emit(f"{r} = call {ty} {callee}({ty} {a}, {ty} {b})")
+            return r
+        if op == "pow":
+            a64 = self.convert(a, dt, "int64" if signed else "uint64")
+            b64 = self.convert(b, dt, "int64" if signed else "uint64")
+            p = fn.tmp("i")
+            fn.emit(f"{p} = call i64 @phasec.ipow(i64 {a64}, i64 {b64})")
+            return self.convert(p, "int64", dt) if _BITS[dt] != 64 else p
+        # Division family: never trap on a zero divisor (result 0) or on
+        # INT_MIN / -1 (result wraps), unlike raw sdiv/udiv.
+        isz = fn.tmp("i")
+        fn.emit(f"{isz} = icmp eq {ty} {b}, 0")
+        if signed:
+            ism1 = fn.tmp("i")
+            fn.emit(f"{ism1} = icmp eq {ty} {b}, -1")
+            bad = fn.tmp("i")
+            fn.emit(f"{bad} = or i1 {isz}, {ism1}")
+        else:
+            bad = isz
+        bs = fn.tmp("i")
+        fn.emit(f"{bs} = select i1 {bad}, {ty} 1, {ty} {b}")
+        q = fn.tmp("i")
+        rem = fn.tmp("i")
+        fn.emit(f"{q} = {'sdiv' if signed else 'udiv'} {ty} {a}, {bs}")
+        fn.emit(f"{rem} = {'srem' if signed else 'urem'} {ty} {a}, {bs}")
+        if op == "%":
+            if not signed:
+                return rem  # rem is 0 when b == 0
+            # floormod: shift a nonzero remainder whose sign differs from b's
+            adj = self._floor_adjust(ty, rem, bs)
+            add = fn.tmp("i")
+            fn.emit(f"{add} = select i1 {adj}, {ty} {bs}, {ty} 0")
+            fn.emit(f"{r} = add {ty} {rem}, {add}")
+            return r
+        if signed and op == "//":
+            adj = self._floor_adjust(ty, rem, bs)
+            z = fn.tmp("i")
+            fn.emit(f"{z} = zext i1 {adj} to {ty}")
+            q2 = fn.tmp("i")
+            fn.emit(f"{q2} = sub {ty} {q}, {z}")
+            q = q2
+        if signed:
+            neg = fn.tmp("i")
+            fn.emit(f"{neg} = sub {ty} 0, {a}")
+            q3 = fn.tmp("i")
+            fn.emit(f"{q3} = select i1 {ism1}, {ty} {neg}, {ty} {q}")
+            q = q3
+        fn.emit(f"{r} = select i1 {isz}, {ty} 0, {ty} {q}")
+        return r
+
+    def _floor_adjust(self, ty: str, rem: str, b: str) -> str:
+        fn = self.fn
+        nz = fn.tmp("i")
+        fn.emit(f"{nz} = icmp ne {ty} {rem}, 0")
+        x = fn.tmp("i")
+        fn.emit(f"{x} = xor {ty} {rem}, {b}")
+        sgn = fn.tmp("i")
+        fn.emit(f"{sgn} = icmp slt {ty} {x}, 0")
+        adj = fn.tmp("i")
+        fn.emit(f"{adj} = and i1 {nz}, {sgn}")
+        return adj
+
+    # -- intrinsics ---------------------------------------------------------
+    def _call(self, n: tir.Call, arg: str) -> str:
+        fn = self.fn
+        at = self.dtype_of(n.args[0])
+        rt = self.dtype_of(n)
+        name = n.name
+        if name == "isnan":
+            if not _is_float(at):
+                return "false"
+            r = fn.tmp("isnan")
+            fn.emit(f"{r} = fcmp uno {_LLVM_TYPE[at]} {arg}, {_float_literal(0.0, at)}")
+            return r
+        if not _is_float(at):  # integer identities and abs
+            x = self.convert(arg, at, rt)
+            if name == "fabs" and _is_signed(rt):
+                ty = _LLVM_TYPE[rt]
+                callee = self.mod.intrinsic(f"llvm.abs.{ty}", ty, [ty, "i1"])
+                r = fn.tmp("abs")
+                fn.emit(f"{r} = call {ty} {callee}({ty} {x}, i1 false)")
+                return r
+            return x
+        x = self.convert(arg, at, rt)
+        ty = _LLVM_TYPE[rt]
+        sfx = _INTRINSIC_SUFFIX[rt]
+        fl = self.mod.options.float_flags
+        one = _float_literal(1.0, rt)
+        r = fn.tmp(name)
+        if name in _UNARY_FLOAT_INTRINSIC:
+            callee = self.mod.intrinsic(f"llvm.{_UNARY_FLOAT_INTRINSIC[name]}.{sfx}", ty, [ty])
+            fn.emit(f"{r} = call {fl}{ty} {callee}({ty} {x})")
+        elif name == "rsqrt":
+            callee = self.mod.intrinsic(f"llvm.sqrt.{sfx}", ty, [ty])
+            s = fn.tmp("sqrt")
+            fn.emit(f"{s} = call {fl}{ty} {callee}({ty} {x})")
+            fn.emit(f"{r} = fdiv {fl}{ty} {one}, {s}")
+        elif name == "sigmoid":
+            callee = self.mod.intrinsic(f"llvm.exp.{sfx}", ty, [ty])
+            neg = fn.tmp("neg")
+            fn.emit(f"{neg} = fneg {fl}{ty} {x}")
+            e = fn.tmp("exp")
+            fn.emit(f"{e} = call {fl}{ty} {callee}({ty} {neg})")
+            d = fn.tmp("den")
+            fn.emit(f"{d} = fadd {fl}{ty} {one}, {e}")
+            fn.emit(f"{r} = fdiv {fl}{ty} {one}, {d}")
+        elif name == "erf":
+            if rt == "float64":
+                self.mod.declare("erf", "declare double @erf(double) nounwind willreturn memory(none)")
+                fn.emit(f"{r} = call double @erf(double {x})")
+            else:
+                self.mod.declare("erff", "declare float @erff(float) nounwind willreturn memory(none)")
+                xf = self.convert(x, rt, "float32")
+                rf = fn.tmp("erf")
+                fn.emit(f"{rf} = call float @erff(float {xf})")
+                r = self.convert(rf, "float32", rt)
+        else:  # pragma: no cover - INTRINSICS and this table agree (tested)
+            raise self.error(f"intrinsic '{name}' has no LLVM lowering", n)
+        return r
+
+    # ======================================================================
+    # Statements
+    # ======================================================================
+    def emit_stmt(self, root: tir.Stmt) -> None:
+        tasks: list[Any] = [root]
+        while tasks:
+            t = tasks.pop()
+            if not isinstance(t, Node):
+                t()
+                continue
+            handler = self._STMT.get(type(t))
+            if handler is None:
+                raise self.error(f"unsupported statement node {type(t).__name__}", t)
+            handler(self, t, tasks)
+
+    def _seq(self, s: tir.SeqStmt, tasks: list[Any]) -> None:
+        tasks.extend(reversed(s.stmts))
+
+    def _store(self, s: tir.BufferStore, tasks: list[Any]) -> None:
+        buf = s.buffer
+        info = self.lookup_buffer(buf, s)
+        if len(s.indices) != len(info.dims):
+            raise self.error(f"buffer '{buf.name}' has {len(info.dims)} dimension(s) but is "
+                             f"indexed with {len(s.indices)} index(es)", s)
+        value = self.emit_value_as(s.value, buf.dtype, f"the value stored into buffer "
+                                   f"'{buf.name}'")
+        index_ops = []
+        for idx in s.indices:
+            if _is_float(self.dtype_of(idx)):
+                raise self.error(f"index into buffer '{buf.name}' has float dtype "
+                                 f"{self.dtype_of(idx)}", s)
+            index_ops.append(self.emit_expr(idx))
+        _, p = self.element_ptr(buf, s.indices, index_ops, s)
+        fn = self.fn
+        if buf.dtype == "bool":
+            z = fn.tmp("b")
+            fn.emit(f"{z} = zext i1 {value} to i8")
+            value = z
+        fn.emit(f"store {_mem_type(buf.dtype)} {value}, ptr {p}, align {_elem_bytes(buf.dtype)}")
+
+    def _loop_bounds(self, s: tir.For) -> tuple[str, str, str]:
+        v = s.loop_var
+        dt = self.check_dtype(v.dtype, f"loop variable '{v.name}'", s)
+        if not _is_intlike(dt) or dt == "bool":
+            raise self.error(f"loop variable '{v.name}' must have an integer dtype, not {dt}", s)
+        lo = self.emit_value_as(s.min, dt, f"the start of loop '{v.name}'")
+        ext = self.emit_value_as(s.extent, dt, f"the extent of loop '{v.name}'")
+        return dt, lo, ext
+
+    def _for(self, s: tir.For, tasks: list[Any]) -> None:
+        if s.kind == "parallel" and self.allow_parallel:
+            self._parallel_for(s, tasks)
+            return
+        fn = self.fn
+        dt, lo, ext = self._loop_bounds(s)
+        ty = _LLVM_TYPE[dt]
+        signed = _is_signed(dt)
+        end = fn.tmp("end")
+        fn.emit(f"{end} = add {'nsw ' if signed else ''}{ty} {lo}, {ext}")
+        pre = fn.block
+        hdr, body, latch, exit_ = (fn.label(x) for x in ("for.hdr", "for.body", "for.latch",
+                                                          "for.exit"))
+        iv = fn.tmp(_sanitize(s.loop_var.name))
+        nxt = fn.tmp(_sanitize(s.loop_var.name) + ".next")
+        fn.emit(f"br label %{hdr}")
+        fn.start(hdr)
+        fn.emit(f"{iv} = phi {ty} [ {lo}, %{pre} ], [ {nxt}, %{latch} ]")
+        c = fn.tmp("cond")
+        fn.emit(f"{c} = icmp {'slt' if signed else 'ult'} {ty} {iv}, {end}")
+        fn.emit(f"br i1 {c}, label %{body}, label %{exit_}")
+        fn.start(body)
+        prev = self.bind_var(s.loop_var, iv)
+        md = self._loop_md(s)
+
+        def close() -> None:
+            self.unbind_var(s.loop_var, prev)
+            fn.emit(f"br label %{latch}")
+            fn.start(latch)
+            fn.emit(f"{nxt} = add {'nsw ' if signed else ''}{ty} {iv}, 1")
+            fn.emit(f"br label %{hdr}" + (f", !llvm.loop {md}" if md else ""))
+            fn.start(exit_)
+
+        tasks.append(close)
+        tasks.append(s.body)
+
+    def _loop_md(self, s: tir.For) -> str | None:
+        if s.kind == "vectorized":
+            return self.mod.loop_metadata(['!"llvm.loop.vectorize.enable", i1 true'])
+        if s.kind == "unroll":
+            if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
+                return self.mod.loop_metadata(['!"llvm.loop.unroll.full"'])
+            return self.mod.loop_metadata(['!"llvm.loop.unroll.enable"'])
+        return None
+
+    def _if(self, s: tir.IfThenElse, tasks: list[Any]) -> None:
+        fn = self.fn
+        c = self.emit_cond(s.condition)
+        lt, lm = fn.label("if.then"), fn.label("if.end")
+        le = fn.label("if.else") if s.else_case is not None else lm
+        fn.emit(f"br i1 {c}, label %{lt}, label %{le}")
+        fn.start(lt)
+
+        def end() -> None:
+            fn.emit(f"br label %{lm}")
+            fn.start(lm)
+
+        if s.else_case is None:
+            tasks.extend([end, s.then_case])
+        else:
+            def mid() -> None:
+                fn.emit(f"br label %{lm}")
+                fn.start(le)
+            tasks.extend([end, s.else_case, mid, s.then_case])
+
+    def _allocate(self, s: tir.Allocate, tasks: list[Any]) -> None:
+        buf = s.buffer
+        self.check_dtype(buf.dtype, f"buffer '{buf.name}'", s)
+        fn = self.fn
+        dims = [self.emit_value_as(d, "int64", f"dimension of buffer '{buf.name}'")
+                for d in buf.shape]
+        elem = _elem_bytes(buf.dtype)
+        static = all(isinstance(d, tir.IntImm) for d in buf.shape)
+        nbytes = elem * math.prod(int(d.value) for d in buf.shape) if static else None
+        ptr = fn.tmp(_sanitize(buf.name))
+        free = False
+        if nbytes is not None and nbytes <= ALLOCA_LIMIT:
+            # In the entry block, so a loop around the Allocate reuses one slot.
+            fn.allocas.append(f"  {ptr} = alloca i8, i64 {max(nbytes, 1)}, align 64")
+        else:
+            if nbytes is not None:
+                size = str((nbytes + 63) // 64 * 64)
+            else:
+                n = str(elem)
+                for d in dims:
+                    m = fn.tmp("sz")
+                    fn.emit(f"{m} = mul i64 {n}, {d}")
+                    n = m
+                smax = self.mod.intrinsic("llvm.smax.i64", "i64", ["i64", "i64"])
+                pos = fn.tmp("sz")
+                fn.emit(f"{pos} = call i64 {smax}(i64 {n}, i64 64)")
+                up = fn.tmp("sz")
+                fn.emit(f"{up} = add i64 {pos}, 63")
+                size = fn.tmp("sz")
+                fn.emit(f"{size} = and i64 {up}, -64")
+            self.mod.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64) nounwind")
+            self.mod.declare("free", "declare void @free(ptr) nounwind")
+            fn.emit(f"{ptr} = call ptr @aligned_alloc(i64 64, i64 {size})")
+            isnull = fn.tmp("null")
+            fn.emit(f"{isnull} = icmp eq ptr {ptr}, null")
+            ok = fn.label("alloc.ok")
+            fn.emit(f"br i1 {isnull}, label %{self.get_oom_label()}, label %{ok}")
+            fn.start(ok)
+            free = True
+        prev = self.bufs.get(id(buf))
+        self.bufs[id(buf)] = _BufInfo(buf, ptr, dims)
+
+        def close() -> None:
+            if free:
+                fn.emit(f"call void @free(ptr {ptr})")
+            if prev is None:
+                del self.bufs[id(buf)]
+            else:
+                self.bufs[id(buf)] = prev
+
+        tasks.extend([close, s.body])
+
+    def _let(self, s: tir.LetStmt, tasks: list[Any]) -> None:
+        v = s.var
+        self.check_dtype(v.dtype, f"let variable '{v.name}'", s)
+        op = self.emit_value_as(s.value, v.dtype, f"the value of let variable '{v.name}'")
+        prev = self.bind_var(v, op)
+        tasks.extend([lambda: self.unbind_var(v, prev), s.body])
+
+    def _evaluate(self, s: tir.Evaluate, tasks: list[Any]) -> None:
+        if not isinstance(s.value, (tir.IntImm, tir.FloatImm)):
+            self.emit_expr(s.value)
+
+    def _block(self, s: tir.Block, tasks: list[Any]) -> None:
+        fn = self.fn
+        ops = []
+        for iv, value in zip(s.iter_vars, s.iter_values):
+            dt = self.check_dtype(iv.var.dtype, f"block axis '{iv.var.name}'", s)
+            if not _is_intlike(dt) or dt == "bool":
+                raise self.error(f"block axis '{iv.var.name}' must have an integer dtype", s)
+            ops.append(self.emit_value_as(value, dt, f"the binding of block axis "
+                                          f"'{iv.var.name}'"))
+        prevs = [self.bind_var(iv.var, op) for iv, op in zip(s.iter_vars, ops)]
+
+        def unbind() -> None:
+            for iv, prev in zip(reversed(s.iter_vars), reversed(prevs)):
+                self.unbind_var(iv.var, prev)
+
+        tasks.append(unbind)
+        tasks.append(s.body)
+        if s.init is None:
+            return
+        reduce_ops = [(iv, op) for iv, op in zip(s.iter_vars, ops) if iv.kind == "R"]
+        if not reduce_ops:
+            tasks.append(s.init)
+            return
+        # TVM block semantics: run init at the first iteration of every reduce axis.
+        cond = None
+        for iv, op in reduce_ops:
+            c = fn.tmp("first")
+            fn.emit(f"{c} = icmp eq {_LLVM_TYPE[iv.var.dtype]} {op}, 0")
+            if cond is not None:
+                both = fn.tmp("first")
+                fn.emit(f"{both} = and i1 {cond}, {c}")
+                c = both
+            cond = c
+        li, lc = fn.label("init"), fn.label("init.end")
+        fn.emit(f"br i1 {cond}, label %{li}, label %{lc}")
+        fn.start(li)
+
+        def after_init() -> None:
+            fn.emit(f"br label %{lc}")
+            fn.start(lc)
+
+        tasks.append(after_init)
+        tasks.append(s.init)
+
+    # -- parallel loops -----------------------------------------------------
+    def _parallel_for(self, s: tir.For, tasks: list[Any]) -> None:
+        """Outline the loop body; run it through ``phasec.parallel_for``."""
+        fn = self.fn
+        dt, lo, ext = self._loop_bounds(s)
+        ext64 = self.to_i64(ext, dt)
+
+        # What the body uses from the enclosing scope.
+        cap_bufs: list[_BufInfo] = []
+        cap_vars: list[tuple[tir.Var, str, str]] = []
+        seen: set[int] = set()
+        for n in _walk(s.body):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, tir.Buffer):
+                info = self.bufs.get(id(n))
+                if info is not None:
+                    cap_bufs.append(info)
+            elif isinstance(n, tir.Var) and n is not s.loop_var:
+                b = self.vars.get(id(n))
+                if b is not None:
+                    cap_vars.append((n, b[0], b[1]))
+        # Values to pass: buffer pointers, non-constant dims, scalar variables.
+        fields: list[tuple[str, str]] = []  # (llvm type, operand in the caller)
+        for info in cap_bufs:
+            fields.append(("ptr", info.ptr))
+            fields.extend(("i64", d) for d in info.dims if d.startswith("%"))
+        for v, op, vdt in cap_vars:
+            fields.append((_LLVM_TYPE[vdt], op))
+        fields.append((_LLVM_TYPE[dt], lo))
+
+        self.n_parallel += 1
+        body_sym = f"{self.symbol}.par{self.n_parallel}"
+        tramp_sym = body_sym + ".tramp"
+
+        # 1. The body function over [begin, end) with noalias buffers.
+        child = _KernelCodegen(self.mod, self.name, self.func)
+        child.types, child.optypes, child.loads = self.types, self.optypes, self.loads
+        child.allow_parallel = False
+        child.symbol = body_sym
+        params: list[str] = []
+        k = 0
+        for info in cap_bufs:
+            p = f"%c{k}"
+            k += 1
+            params.append(f"ptr noalias {p}")
+            dims = []
+            for d in info.dims:
+                if d.startswith("%"):
+                    dp = f"%c{k}"
+                    k += 1
+                    params.append(f"i64 {dp}")
+                    dims.append(dp)
+                else:
+                    dims.append(d)
+            child.bufs[id(info.buffer)] = _BufInfo(info.buffer, p, dims)
+        for v, _op, vdt in cap_vars:
+            p = f"%c{k}"
+            k += 1
+            params.append(f"{_LLVM_TYPE[vdt]} {p}")
+            child.vars[id(v)] = (p, vdt)
+            child.var_objs[id(v)] = v
+        lo_param = f"%c{k}"
+        params.append(f"{_LLVM_TYPE[dt]} {lo_param}")
+        params += ["i64 %begin", "i64 %end"]
+        cfn = _FunctionText(f"define internal i32 {_quote(body_sym)}({', '.join(params)}) #0")
+        child.fn = cfn
+        hdr, body, latch, exit_ = (cfn.label(x) for x in ("par.hdr", "par.body", "par.latch",
+                                                           "par.exit"))
+        idx, nxt = cfn.tmp("idx"), cfn.tmp("idx.next")
+        cfn.emit(f"br label %{hdr}")
+        cfn.start(hdr)
+        cfn.emit(f"{idx} = phi i64 [ %begin, %entry ], [ {nxt}, %{latch} ]")
+        c = cfn.tmp("cond")
+        cfn.emit(f"{c} = icmp slt i64 {idx}, %end")
+        cfn.emit(f"br i1 {c}, label %{body}, label %{exit_}")
+        cfn.start(body)
+        ity = _LLVM_TYPE[dt]
+        idx_t = idx if dt in ("int64", "uint64") else child.convert(idx, "int64", dt)
+        iv = cfn.tmp(_sanitize(s.loop_var.name))
+        cfn.emit(f"{iv} = add {ity} {lo_param}, {idx_t}")
+        child.bind_var(s.loop_var, iv)
+        child.emit_stmt(s.body)
+        cfn.emit(f"br label %{latch}")
+        cfn.start(latch)
+        cfn.emit(f"{nxt} = add nsw i64 {idx}, 1")
+        cfn.emit(f"br label %{hdr}")
+        cfn.start(exit_)
+        cfn.emit(f"ret i32 {RC_OK}")
+        child.finish_function()
+
+        # 2. The trampoline unpacking the context struct.
+        struct_ty = "{ " + ", ".join(t for t, _ in fields) + " }"
+        lines = [f"define internal i32 {_quote(tramp_sym)}(ptr %ctx, i64 %begin, i64 %end) #0 {{",
+                 "entry:"]
+        args = []
+        for i, (t, _) in enumerate(fields):
+            lines.append(f"  %f{i}.p = getelementptr inbounds {struct_ty}, ptr %ctx, i32 0, i32 {i}")
+            lines.append(f"  %f{i} = load {t}, ptr %f{i}.p")
+            args.append(f"{t} %f{i}")
+        args += ["i64 %begin", "i64 %end"]
+        lines += [f"  %rc = call i32 {_quote(body_sym)}({', '.join(args)})", "  ret i32 %rc", "}", ""]
+        self.mod.functions.append("\n".join(lines))
+
+        # 3. The call site.
+        ctx = fn.tmp("ctx")
+        fn.allocas.append(f"  {ctx} = alloca {struct_ty}, align 16")
+        for i, (t, op) in enumerate(fields):
+            fp = fn.tmp("ctx.f")
+            fn.emit(f"{fp} = getelementptr inbounds {struct_ty}, ptr {ctx}, i32 0, i32 {i}")
+            fn.emit(f"store {t} {op}, ptr {fp}")
+        rc = fn.tmp("rc")
+        cost = _estimate_work(s.body)
+        fn.emit(f"{rc} = call i32 @phasec.parallel_for(ptr {_quote(tramp_sym)}, ptr {ctx}, "
+                f"i64 {ext64}, i64 {cost})")
+        bad = fn.tmp("fail")
+        fn.emit(f"{bad} = icmp ne i32 {rc}, 0")
+        ok = fn.label("par.done")
+        fn.emit(f"br i1 {bad}, label %{self.get_oom_label()}, label %{ok}")
+        fn.start(ok)
+
+    _STMT: Mapping[type, Callable[..., None]] = {
+        tir.SeqStmt: _seq,
+        tir.BufferStore: _store,
+        tir.For: _for,
+        tir.IfThenElse: _if,
+        tir.Allocate: _allocate,
+        tir.LetStmt: _let,
+        tir.Evaluate: _evaluate,
+        tir.Block: _block,
+    }

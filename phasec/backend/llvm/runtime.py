@@ -1,0 +1,436 @@
+"""Compiled kernels callable on numpy arrays, and the per-module cache.
+
+``compile_prim_funcs({"add": f, ...})`` generates one LLVM module for all
+kernels, JIT-compiles it and returns a :class:`CompiledLibrary`;
+``lib["add"](a, b, out)`` checks the arguments against the buffer
+declarations and calls the native entry through ctypes (which releases the
+GIL). The checks and argument plan are precomputed per kernel, and arrays are
+passed as ``PyObject*`` whose data pointer the native wrapper reads itself
+(the offset of the data field is probed once at import), which avoids the
+microsecond that ``ndarray.ctypes.data`` costs per array.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable
+
+import numpy as np
+
+from ...errors import VMError
+from ...ir import tir
+from ...ir.structural import structural_equal, structural_hash
+from .codegen import CodegenOptions, KernelABI, ModuleCodegen, ParamABI
+from .errors import CodegenError
+from .jit import NativeModule, host_target, jit_compile
+
+__all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
+           "array_data_offset"]
+
+_NUMPY_DTYPE = {d: np.dtype("bool" if d == "bool" else d) for d in tir.DTYPES}
+
+
+def _probe_array_data_offset() -> int | None:
+    """Byte offset of the data pointer inside a numpy array object, or None.
+
+    Verified on several arrays (including views) so a numpy with a different
+    object layout falls back to passing ``ndarray.ctypes.data``.
+    """
+    base = np.zeros(64, dtype=np.float64)
+    samples = [base, base[3:], np.zeros((3, 5), np.int8), np.empty(0, np.float32)]
+    try:
+        for off in range(8, 96, 8):
+            if all(arr.ctypes.data != 0 and ctypes.c_void_p.from_address(id(arr) + off).value
+                   == arr.ctypes.data for arr in samples[:3]):
+                return off
+    except Exception:  # pragma: no cover - defensive
+        return None
+    return None
+
+
+array_data_offset = _probe_array_data_offset()
+
+
+def _shape_str(shape: tuple[Any, ...]) -> str:
+    return "(" + ", ".join(str(d) if isinstance(d, int) else _expr_str(d) for d in shape) + \
+        ("," if len(shape) == 1 else "") + ")"
+
+
+def _expr_str(e: Any) -> str:
+    if isinstance(e, tir.Var):
+        return e.name
+    if isinstance(e, tir.IntImm):
+        return str(e.value)
+    if isinstance(e, tir.BinaryOp):
+        return f"({_expr_str(e.lhs)} {e.op} {_expr_str(e.rhs)})"
+    return type(e).__name__
+
+
+def _shape_evaluator(e: tir.PrimExpr) -> Callable[[dict[int, int]], int]:
+    """A Python evaluator for a composite symbolic dimension (rarely used)."""
+    if isinstance(e, tir.IntImm):
+        v = int(e.value)
+        return lambda env: v
+    if isinstance(e, tir.Var):
+        k = id(e)
+        return lambda env: env[k]
+    if isinstance(e, tir.Cast):
+        return _shape_evaluator(e.value)
+    if isinstance(e, tir.BinaryOp):
+        a, b = _shape_evaluator(e.lhs), _shape_evaluator(e.rhs)
+        ops: dict[str, Callable[[int, int], int]] = {
+            "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+            "//": lambda x, y: x // y if y else 0, "%": lambda x, y: x % y if y else 0,
+            "/": lambda x, y: int(x / y) if y else 0, "min": min, "max": max,
+        }
+        f = ops.get(e.op)
+        if f is not None:
+            return lambda env: f(a(env), b(env))
+    raise CodegenError(f"unsupported expression {type(e).__name__} in a buffer shape")
+
+
+class _BadArguments(Exception):
+    """Internal: a fast-path check failed; the slow path explains why."""
+
+
+class Kernel:
+    """One compiled kernel: ``kernel(*args)`` with numpy arrays for buffer
+    parameters (C-contiguous, exact dtype and shape) and ints/floats for
+    scalar parameters, in the PrimFunc's parameter order. Outputs are written
+    in place (destination-passing style); returns None."""
+
+    __slots__ = ("name", "abi", "_cfunc", "_fast", "_owner", "_exprs")
+
+    def __init__(self, abi: KernelABI, native: NativeModule) -> None:
+        self.name = abi.name
+        self.abi = abi
+        self._owner = native  # keeps the JIT engine alive
+        use_obj = abi.obj_symbol is not None
+        argtypes: list[Any] = []
+        for p in abi.params:
+            if p.kind == "buffer":
+                argtypes.append(ctypes.py_object if use_obj else ctypes.c_void_p)
+            else:
+                argtypes.append(ctypes.c_double if p.dtype.startswith("float") else ctypes.c_int64)
+        argtypes += [ctypes.c_int64] * len(abi.dim_vars)
+        proto = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)
+        self._cfunc = proto(native.addresses[abi.obj_symbol if use_obj else abi.ptr_symbol])
+        self._exprs: tuple[Any, ...] = ()
+        self._fast = self._build_fast_path(use_obj)
+
+    def __call__(self, *args: Any) -> None:
+        try:
+            return self._fast(*args)
+        except _BadArguments:
+            raise self._diagnose(args) from None
+        except ctypes.ArgumentError as exc:
+            raise VMError(f"kernel '{self.name}': bad scalar argument: {exc}") from None
+        except TypeError:
+            if len(args) != len(self.abi.params):
+                raise self._diagnose(args) from None
+            raise
+
+    def _build_fast_path(self, use_obj: bool) -> Callable[..., None]:
+        """Generate the argument checker and call for this kernel's signature.
+
+        Only generated identifiers and integers enter the source; dtypes,
+        shapes and callables are passed through the namespace. Any failed
+        check goes to :meth:`_diagnose`, which builds the precise message.
+        """
+        abi = self.abi
+        names = [f"a{i}" for i in range(len(abi.params))]
+        ns: dict[str, Any] = {"nd": np.ndarray, "cfunc": self._cfunc, "fail": self._fail,
+                              "bad": self._bad, "scalar": self._scalar}
+        lines: list[str] = []
+        dim_of: dict[int, str] = {}  # Var id -> local holding its value
+        call_args: list[str] = []
+        # Scalars first: they may fix shape dimensions.
+        for i, p in enumerate(abi.params):
+            if p.kind == "scalar":
+                pyt = "float" if p.dtype.startswith("float") else "int"
+                lines.append(f"if type(a{i}) is not {pyt}: a{i} = scalar(a{i}, {pyt == 'float'})")
+                dim_of[id(p.var)] = f"a{i}"
+        for i, p in enumerate(abi.params):
+            if p.kind != "buffer":
+                continue
+            ns[f"dt{i}"] = _NUMPY_DTYPE[p.dtype]
+            lines.append(f"if not isinstance(a{i}, nd) or (a{i}.dtype is not dt{i} and "
+                         f"a{i}.dtype != dt{i}): bad()")
+            flags = [f"not f{i}.c_contiguous"] + ([f"not f{i}.writeable"] if p.written else [])
+            lines.append(f"f{i} = a{i}.flags")
+            lines.append(f"if {' or '.join(flags)}: bad()")
+            if all(isinstance(d, int) for d in p.shape):
+                ns[f"sh{i}"] = tuple(p.shape)
+                lines.append(f"if a{i}.shape != sh{i}: bad()")
+                continue
+            lines.append(f"s{i} = a{i}.shape")
+            lines.append(f"if len(s{i}) != {len(p.shape)}: bad()")
+            for d, dim in enumerate(p.shape):
+                if isinstance(dim, int):
+                    lines.append(f"if s{i}[{d}] != {dim}: bad()")
+                elif isinstance(dim, tir.Var):
+                    local = dim_of.get(id(dim))
+                    if local is None:
+                        local = f"d{len(dim_of)}"
+                        dim_of[id(dim)] = local
+                        lines.append(f"{local} = s{i}[{d}]")
+                    else:
+                        lines.append(f"if s{i}[{d}] != {local}: bad()")
+                else:
+                    self._exprs += ((i, d, _shape_evaluator(dim)),)
+        if self._exprs:
+            env = ", ".join(f"{id(v)}: {dim_of[id(v)]}" for v in abi.dim_vars)
+            env += "".join(f", {id(p.var)}: a{i}" for i, p in enumerate(abi.params)
+                           if p.kind == "scalar")
+            ns["check_exprs"] = self._check_exprs
+            lines.append(f"check_exprs(({', '.join(names)},), {{{env.lstrip(', ')}}})")
+        for i, p in enumerate(abi.params):
+            if p.kind == "buffer" and not use_obj:
+                call_args.append(f"a{i}.ctypes.data")
+            else:
+                call_args.append(f"a{i}")
+        call_args += [dim_of[id(v)] for v in abi.dim_vars]
+        lines.append(f"rc = cfunc({', '.join(call_args)})")
+        lines.append("if rc: fail(rc)")
+        src = f"def fast({', '.join(names)}):\n" + "".join(f"    {ln}\n" for ln in lines)
+        exec(compile(src, f"<phasec kernel wrapper>", "exec"), ns)  # noqa: S102 - generated
+        return ns["fast"]
+
+    @staticmethod
+    def _bad() -> None:
+        raise _BadArguments
+
+    def _fail(self, rc: int) -> None:
+        raise self._failure(rc)
+
+    @staticmethod
+    def _scalar(value: Any, is_float: bool) -> Any:
+        """Validate and convert a scalar argument that is not exactly int/float."""
+        if isinstance(value, (bool, np.bool_)):
+            raise _BadArguments
+        if isinstance(value, (int, np.integer)):
+            return float(value) if is_float else int(value)
+        if is_float and isinstance(value, (float, np.floating)):
+            return float(value)
+        raise _BadArguments
+
+    def _check_exprs(self, args: tuple[Any, ...], env: dict[int, int]) -> None:
+        for pos, d, ev in self._exprs:
+            expected = ev(env)
+            if args[pos].shape[d] != expected:
+                p = self.abi.params[pos]
+                raise VMError(f"kernel '{self.name}': parameter '{p.name}' dimension {d} must be "
+                              f"{_expr_str(p.shape[d])} = {expected}, got array of shape "
+                              f"{args[pos].shape}")
+
+    def _failure(self, rc: int) -> VMError:
+        if rc == 1:
+            return VMError(f"kernel '{self.name}' failed: out of memory allocating a temporary "
+                           "buffer")
+        return VMError(f"kernel '{self.name}' failed with error code {rc}")
+
+    # -- the slow path: say exactly what is wrong ------------------------------
+    def _diagnose(self, args: tuple[Any, ...]) -> VMError:
+        abi = self.abi
+        if len(args) != len(abi.params):
+            sig = ", ".join(p.name for p in abi.params)
+            return VMError(f"kernel '{self.name}' takes {len(abi.params)} argument(s) ({sig}), "
+                           f"got {len(args)}")
+        values: dict[int, tuple[int, str]] = {}  # var id -> (value, where it came from)
+        for pos, p in enumerate(abi.params):
+            if p.kind == "scalar":
+                v = args[pos]
+                ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                if p.dtype.startswith("float"):
+                    ok = ok or isinstance(v, (float, np.floating))
+                if not ok:
+                    return VMError(f"kernel '{self.name}': scalar parameter '{p.name}' expects "
+                                   f"a Python {'float' if p.dtype.startswith('float') else 'int'} "
+                                   f"({p.dtype}), got {type(v).__name__}")
+                values[id(p.var)] = (v, f"scalar parameter '{p.name}'")
+        for pos, p in enumerate(abi.params):
+            if p.kind != "buffer":
+                continue
+            a = args[pos]
+            want = f"{p.dtype}{_shape_str(p.shape)}"
+            prefix = f"kernel '{self.name}': parameter '{p.name}' expects a {want} array"
+            if not isinstance(a, np.ndarray):
+                return VMError(f"{prefix}, got {type(a).__name__}")
+            if a.dtype != _NUMPY_DTYPE[p.dtype]:
+                return VMError(f"{prefix}, got dtype {a.dtype}")
+            if a.ndim != len(p.shape):
+                return VMError(f"{prefix}, got {a.ndim}-d array of shape {a.shape}")
+            if not a.flags.c_contiguous:
+                return VMError(f"{prefix}, got a non C-contiguous array (use np.ascontiguousarray)")
+            if p.written and not a.flags.writeable:
+                return VMError(f"{prefix}, got a read-only array but the kernel writes to it")
+            for d, dim in enumerate(p.shape):
+                n = a.shape[d]
+                if isinstance(dim, int):
+                    if n != dim:
+                        return VMError(f"{prefix}, got shape {a.shape} (dimension {d} is {n}, "
+                                       f"expected {dim})")
+                elif isinstance(dim, tir.Var):
+                    prev = values.get(id(dim))
+                    if prev is None:
+                        values[id(dim)] = (n, f"dimension {d} of '{p.name}'")
+                    elif prev[0] != n:
+                        return VMError(f"{prefix}, got shape {a.shape}: dimension {d} binds "
+                                       f"'{dim.name}' = {n}, but {prev[1]} gave "
+                                       f"'{dim.name}' = {prev[0]}")
+        return VMError(f"kernel '{self.name}': invalid arguments")
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{p.name}: {p.dtype}{_shape_str(p.shape) if p.kind == 'buffer' else ''}"
+                        for p in self.abi.params)
+        return f"<phasec kernel {self.name}({sig})>"
+
+
+class CompiledLibrary(Mapping[str, Kernel]):
+    """The compiled kernels of one module, by name (a read-only mapping)."""
+
+    def __init__(self, native: NativeModule, abis: Mapping[str, KernelABI], llvm_ir: str) -> None:
+        self._native = native
+        self._kernels = {name: Kernel(abi, native) for name, abi in abis.items()}
+        self.llvm_ir = llvm_ir  #: the unoptimised LLVM IR as generated
+        self.set_num_threads(os.cpu_count() or 1)
+
+    @property
+    def optimized_ir(self) -> str:
+        """The LLVM IR after the O3 pipeline (look for ``<8 x float>`` etc.)."""
+        return self._native.optimized_ir
+
+    @property
+    def compile_seconds(self) -> float:
+        return self._native.compile_seconds
+
+    def set_num_threads(self, n: int) -> None:
+        """Threads used by ``parallel`` loops (1 runs them serially)."""
+        if not isinstance(n, int) or n < 1:
+            raise VMError(f"number of threads must be a positive int, got {n!r}")
+        self._native.set_i32("phasec.num_threads", min(n, 256))
+
+    def set_min_parallel_work(self, n: int) -> None:
+        """Parallel loops with fewer (estimated) element stores run serially."""
+        self._native.set_i64("phasec.min_parallel_work", int(n))
+
+    def __getitem__(self, name: str) -> Kernel:
+        try:
+            return self._kernels[name]
+        except KeyError:
+            raise UnknownKernelError(
+                f"no kernel named {name!r} in this library (kernels: "
+                f"{', '.join(sorted(self._kernels)) or 'none'})") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kernels)
+
+    def __len__(self) -> int:
+        return len(self._kernels)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._kernels
+
+    def __repr__(self) -> str:
+        return f"<CompiledLibrary {sorted(self._kernels)}>"
+
+
+class UnknownKernelError(VMError, KeyError):
+    """Asked a CompiledLibrary for a kernel it does not have."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+# --------------------------------------------------------------------------
+# Compilation and cache
+# --------------------------------------------------------------------------
+
+_CACHE_SIZE = 64
+_cache: "OrderedDict[tuple[int, CodegenOptions], list[tuple[dict, NativeModule, dict, str]]]" = \
+    OrderedDict()
+_cache_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0}
+
+
+def clear_cache() -> None:
+    """Forget every cached compiled module."""
+    with _cache_lock:
+        _cache.clear()
+        _stats["hits"] = _stats["misses"] = 0
+
+
+def cache_info() -> dict[str, int]:
+    """Cache statistics: hits, misses and entries."""
+    with _cache_lock:
+        return {**_stats, "entries": sum(len(v) for v in _cache.values())}
+
+
+def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = False,
+                       opt_level: int = 3, use_cache: bool = True) -> CompiledLibrary:
+    """Compile every PrimFunc of ``funcs`` into one native library.
+
+    Keys are kernel names (``lib[name]``). Compiling structurally equal
+    functions again (same names) reuses the cached native code.
+
+    Raises :class:`phasec.backend.llvm.CodegenError` (a PhasecError) naming
+    the kernel for undefined variables, unknown intrinsics, dtype mismatches
+    and other malformed kernels.
+    """
+    if not isinstance(funcs, Mapping):
+        raise CodegenError(f"compile_prim_funcs expects a mapping name -> PrimFunc, got "
+                           f"{type(funcs).__name__}")
+    funcs = dict(funcs)
+    for name, f in funcs.items():
+        if not isinstance(name, str):
+            raise CodegenError(f"kernel names must be strings, got {name!r}")
+        if not isinstance(f, tir.PrimFunc):
+            raise CodegenError(f"expected a tir.PrimFunc, got {type(f).__name__}", name)
+    if opt_level not in (0, 1, 2, 3):
+        raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
+    target = host_target()
+    options = CodegenOptions(fast_math=fast_math, cpu=target.cpu, features=target.features)
+    key = (structural_hash(funcs), options, opt_level)
+    if use_cache:
+        with _cache_lock:
+            for cached_funcs, native, abis, ir in _cache.get(key, ()):
+                if structural_equal(cached_funcs, funcs):
+                    _stats["hits"] += 1
+                    _cache.move_to_end(key)
+                    # ABIs come from *these* funcs so errors use their names.
+                    return CompiledLibrary(native, _abis_for(funcs, options), ir)
+
+    native, abis, ir = _compile(funcs, options, opt_level)
+    if use_cache:
+        with _cache_lock:
+            _stats["misses"] += 1
+            _cache.setdefault(key, []).append((funcs, native, abis, ir))
+            _cache.move_to_end(key)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return CompiledLibrary(native, abis, ir)
+
+
+def _abis_for(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions) -> dict[str, KernelABI]:
+    gen = ModuleCodegen(options, array_data_offset)
+    return {name: gen.plan_kernel(name, funcs[name]) for name in sorted(funcs)}
+
+
+def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
+             opt_level: int) -> tuple[NativeModule, dict[str, KernelABI], str]:
+    gen = ModuleCodegen(options, array_data_offset)
+    abis = {name: gen.add_kernel(name, funcs[name]) for name in sorted(funcs)}
+    ir = gen.finish()
+    entries = [a.ptr_symbol for a in abis.values()]
+    entries += [a.obj_symbol for a in abis.values() if a.obj_symbol is not None]
+    native = jit_compile(ir, entries, ["phasec.num_threads", "phasec.min_parallel_work"],
+                         opt_level)
+    return native, abis, ir
+
+
+# keep ParamABI importable from here for the VM
+_ = ParamABI

@@ -1,0 +1,15 @@
+"""The Relax virtual machine: bytecode codegen, executable, interpreter loop.
+
+    exe = codegen(mod)                 # mod: verified, phase build (3)
+    exe.save("model.pvm"); exe = Executable.load("model.pvm")
+    vm = VirtualMachine(exe)           # kernels="llvm" (default) or "interp"
+    y = vm["main"](x)
+"""
+
+from .bytecode import CalleeKind, Instruction, VMFunction  # noqa: F401
+from .codegen import VMCodegenError, codegen
+from .executable import Executable, ExecutableFormatError
+from .vm import VirtualMachine, VMClosure
+
+__all__ = ["codegen", "Executable", "ExecutableFormatError", "VirtualMachine", "VMClosure",
+           "VMCodegenError", "CalleeKind", "Instruction", "VMFunction"]

@@ -1,0 +1,400 @@
+"""VM bytecode: the instructions of a register machine, one list per function.
+
+Each Relax function becomes a :class:`VMFunction`: its parameters arrive in
+registers ``0 .. n-1``; every other value (bindings, temporaries, symbolic
+shape variables, constants) lives in a register of its own. Instructions are
+small frozen slotted classes; the VM pre-decodes them into plain tuples
+before running (see :mod:`phasec.backend.vm.vm`).
+
+Jumps (``Goto``, ``If``) are relative to the instruction's own index.
+
+Two small tree encodings (nested tuples of str/int, so they serialize as
+JSON) describe shapes:
+
+* a scalar expression code: ``("imm", v)``, ``("reg", r)``,
+  ``("bin", op, a, b)``, ``("not", a)``, ``("cast", dtype, a)``,
+  ``("select", c, a, b)``, ``("call", intrinsic, (a, ...))``;
+* a match pattern (what ``Match`` checks): ``("tensor", dtype|None, ndim,
+  dims|None)``, ``("shape", ndim, dims|None)``, ``("prim", dtype, dim|None)``,
+  ``("tuple", (pattern, ...))``, ``("func",)``, ``("any",)``; each dim is
+  ``("imm", v)`` (must equal), ``("bind", r)`` (store into register r),
+  ``("check", r)`` (must equal register r) or ``("expr", code)`` (must equal
+  the expression, checked after every bind of the pattern).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import IntEnum
+from typing import Any, ClassVar
+
+__all__ = [
+    "CalleeKind", "Instruction", "Call", "Ret", "Goto", "If", "LoadConst", "Match",
+    "MakeShape", "MakePrim", "MakeTuple", "GetItem", "MakeClosure", "Move", "Kill",
+    "VMFunction", "INSTRUCTIONS", "instruction_from_json", "expr_code_text",
+    "pattern_text", "tupleize",
+]
+
+
+class CalleeKind(IntEnum):
+    """What a :class:`Call` calls."""
+
+    PACKED = 0      #: a packed function, by name (phasec.packed registry)
+    VM_FUNC = 1     #: another function of the executable, by index
+    KERNEL = 2      #: a PrimFunc of the executable (destination-passing), by name
+    CLOSURE = 3     #: the closure (or Python callable) held in a register
+    BUILTIN = 4     #: a VM builtin, by name (allocation and friends)
+
+
+class Instruction:
+    """Base class of instructions. ``opname`` is the mnemonic used in text
+    and JSON; the fields are the dataclass fields in order."""
+
+    __slots__ = ()
+    opname: ClassVar[str] = ""
+
+    def to_json(self) -> list:
+        return [self.opname, *(_jsonable(getattr(self, f.name)) for f in fields(self))]
+
+    def registers_read(self) -> tuple[int, ...]:
+        return ()
+
+    def registers_written(self) -> tuple[int, ...]:
+        return ()
+
+    def __str__(self) -> str:
+        return instruction_text(self)
+
+
+def _instr(opname: str):
+    def wrap(cls):
+        cls = dataclass(frozen=True, slots=True)(cls)
+        cls.opname = opname
+        return cls
+    return wrap
+
+
+@_instr("call")
+class Call(Instruction):
+    """``dst = callee(args...)``; ``callee`` is a name, a function index or a
+    register depending on ``kind``."""
+
+    dst: int
+    kind: CalleeKind
+    callee: int | str
+    args: tuple[int, ...]
+
+    def registers_read(self) -> tuple[int, ...]:
+        return self.args + ((self.callee,) if self.kind == CalleeKind.CLOSURE else ())
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("ret")
+class Ret(Instruction):
+    """Return the value of register ``src`` to the caller."""
+
+    src: int
+
+    def registers_read(self) -> tuple[int, ...]:
+        return (self.src,)
+
+
+@_instr("goto")
+class Goto(Instruction):
+    """Jump by ``offset`` instructions."""
+
+    offset: int
+
+
+@_instr("if")
+class If(Instruction):
+    """Fall through when register ``cond`` is true, else jump by ``false_offset``."""
+
+    cond: int
+    false_offset: int
+
+    def registers_read(self) -> tuple[int, ...]:
+        return (self.cond,)
+
+
+@_instr("load_const")
+class LoadConst(Instruction):
+    """``dst = constants[index]``."""
+
+    dst: int
+    index: int
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("match")
+class Match(Instruction):
+    """Check register ``src`` against ``pattern`` and bind its symbolic
+    dimensions; on mismatch the error names ``what`` and ``expected``."""
+
+    src: int
+    pattern: tuple
+    what: str
+    expected: str
+
+    def registers_read(self) -> tuple[int, ...]:
+        return (self.src,)
+
+    def registers_written(self) -> tuple[int, ...]:
+        return tuple(_pattern_binds(self.pattern))
+
+
+@_instr("make_shape")
+class MakeShape(Instruction):
+    """``dst = (dims...)``: a shape whose dims are scalar expression codes."""
+
+    dst: int
+    dims: tuple
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("make_prim")
+class MakePrim(Instruction):
+    """``dst = expr`` as a Python scalar of ``dtype``."""
+
+    dst: int
+    expr: tuple
+    dtype: str
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("make_tuple")
+class MakeTuple(Instruction):
+    dst: int
+    fields: tuple[int, ...]
+
+    def registers_read(self) -> tuple[int, ...]:
+        return self.fields
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("get_item")
+class GetItem(Instruction):
+    dst: int
+    src: int
+    index: int
+
+    def registers_read(self) -> tuple[int, ...]:
+        return (self.src,)
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("make_closure")
+class MakeClosure(Instruction):
+    """``dst`` = function ``func`` with the values of ``captured`` bound as its
+    last arguments (TVM's convention)."""
+
+    dst: int
+    func: int
+    captured: tuple[int, ...]
+
+    def registers_read(self) -> tuple[int, ...]:
+        return self.captured
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("move")
+class Move(Instruction):
+    dst: int
+    src: int
+
+    def registers_read(self) -> tuple[int, ...]:
+        return (self.src,)
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst,)
+
+
+@_instr("kill")
+class Kill(Instruction):
+    """Drop the value of register ``reg`` (so its memory can be freed);
+    ``dst`` receives the empty tuple."""
+
+    dst: int
+    reg: int
+
+    def registers_written(self) -> tuple[int, ...]:
+        return (self.dst, self.reg)
+
+
+INSTRUCTIONS: dict[str, type[Instruction]] = {
+    c.opname: c for c in (Call, Ret, Goto, If, LoadConst, Match, MakeShape, MakePrim,
+                          MakeTuple, GetItem, MakeClosure, Move, Kill)
+}
+
+
+@dataclass(frozen=True, slots=True)
+class VMFunction:
+    """One compiled Relax function."""
+
+    name: str
+    params: tuple[str, ...]
+    num_regs: int
+    code: tuple[Instruction, ...]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "params": list(self.params), "num_regs": self.num_regs,
+                "code": [i.to_json() for i in self.code]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "VMFunction":
+        return cls(str(data["name"]), tuple(str(p) for p in data["params"]),
+                   int(data["num_regs"]), tuple(instruction_from_json(i) for i in data["code"]))
+
+
+# ---------------------------------------------------------------------------
+# JSON and text
+# ---------------------------------------------------------------------------
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, IntEnum):
+        return int(value)
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def tupleize(value: Any) -> Any:
+    """JSON lists back to the tuples instructions hold."""
+    if isinstance(value, list):
+        return tuple(tupleize(v) for v in value)
+    return value
+
+
+def instruction_from_json(data: Any) -> Instruction:
+    """Rebuild an instruction from :meth:`Instruction.to_json` output; raises
+    ValueError on anything malformed."""
+    if not isinstance(data, list) or not data or data[0] not in INSTRUCTIONS:
+        raise ValueError(f"not an instruction: {data!r:.80}")
+    cls = INSTRUCTIONS[data[0]]
+    names = [f.name for f in fields(cls)]
+    values = data[1:]
+    if len(values) != len(names):
+        raise ValueError(f"instruction {data[0]!r} needs {len(names)} fields, got {len(values)}")
+    kwargs = {n: tupleize(v) for n, v in zip(names, values)}
+    if cls is Call:
+        kwargs["kind"] = CalleeKind(kwargs["kind"])
+    return cls(**kwargs)
+
+
+def expr_code_text(code: tuple) -> str:
+    kind = code[0]
+    if kind == "imm":
+        return repr(code[1])
+    if kind == "reg":
+        return f"r{code[1]}"
+    if kind == "bin":
+        return f"({expr_code_text(code[2])} {code[1]} {expr_code_text(code[3])})"
+    if kind == "not":
+        return f"not {expr_code_text(code[1])}"
+    if kind == "cast":
+        return f"{code[1]}({expr_code_text(code[2])})"
+    if kind == "select":
+        return f"select({', '.join(expr_code_text(c) for c in code[1:])})"
+    if kind == "call":
+        return f"{code[1]}({', '.join(expr_code_text(c) for c in code[2])})"
+    return str(code)
+
+
+def _dim_text(dim: tuple) -> str:
+    kind = dim[0]
+    if kind == "imm":
+        return str(dim[1])
+    if kind == "bind":
+        return f"r{dim[1]}:="
+    if kind == "check":
+        return f"r{dim[1]}"
+    return expr_code_text(dim[1])
+
+
+def pattern_text(pat: tuple) -> str:
+    kind = pat[0]
+    if kind == "tensor":
+        _, dtype, ndim, dims = pat
+        shape = (f"({', '.join(_dim_text(d) for d in dims)})" if dims is not None
+                 else f"ndim={ndim}" if ndim >= 0 else "?")
+        return f"tensor[{shape}, {dtype or '?'}]"
+    if kind == "shape":
+        _, ndim, dims = pat
+        return (f"shape[{', '.join(_dim_text(d) for d in dims)}]" if dims is not None
+                else f"shape[ndim={ndim}]")
+    if kind == "prim":
+        return f"prim[{pat[1]}{'' if pat[2] is None else ' ' + _dim_text(pat[2])}]"
+    if kind == "tuple":
+        return f"tuple[{', '.join(pattern_text(p) for p in pat[1])}]"
+    return kind
+
+
+def _pattern_binds(pat: tuple):
+    kind = pat[0]
+    if kind == "tensor" and pat[3] is not None:
+        yield from (d[1] for d in pat[3] if d[0] == "bind")
+    elif kind == "shape" and pat[2] is not None:
+        yield from (d[1] for d in pat[2] if d[0] == "bind")
+    elif kind == "prim" and pat[2] is not None and pat[2][0] == "bind":
+        yield pat[2][1]
+    elif kind == "tuple":
+        for p in pat[1]:
+            yield from _pattern_binds(p)
+
+
+_KIND_TEXT = {CalleeKind.PACKED: "packed", CalleeKind.VM_FUNC: "func",
+              CalleeKind.KERNEL: "kernel", CalleeKind.CLOSURE: "closure",
+              CalleeKind.BUILTIN: "builtin"}
+
+
+def instruction_text(ins: Instruction, func_names: Any = None) -> str:
+    """One line of disassembly; ``func_names[i]`` names function index i."""
+    regs = lambda rs: ", ".join(f"r{r}" for r in rs)  # noqa: E731
+    t = type(ins)
+    if t is Call:
+        callee = ins.callee
+        if ins.kind == CalleeKind.VM_FUNC and func_names is not None:
+            callee = func_names[callee]
+        elif ins.kind == CalleeKind.CLOSURE:
+            callee = f"r{callee}"
+        return f"call r{ins.dst} = {_KIND_TEXT[ins.kind]} {callee}({regs(ins.args)})"
+    if t is Ret:
+        return f"ret r{ins.src}"
+    if t is Goto:
+        return f"goto {ins.offset:+d}"
+    if t is If:
+        return f"if r{ins.cond} else goto {ins.false_offset:+d}"
+    if t is LoadConst:
+        return f"load_const r{ins.dst} = c{ins.index}"
+    if t is Match:
+        return f"match r{ins.src} {pattern_text(ins.pattern)}  # {ins.what}"
+    if t is MakeShape:
+        return f"make_shape r{ins.dst} = [{', '.join(expr_code_text(d) for d in ins.dims)}]"
+    if t is MakePrim:
+        return f"make_prim r{ins.dst} = {ins.dtype}({expr_code_text(ins.expr)})"
+    if t is MakeTuple:
+        return f"make_tuple r{ins.dst} = ({regs(ins.fields)})"
+    if t is GetItem:
+        return f"get_item r{ins.dst} = r{ins.src}[{ins.index}]"
+    if t is MakeClosure:
+        name = func_names[ins.func] if func_names is not None else ins.func
+        return f"make_closure r{ins.dst} = {name}[{regs(ins.captured)}]"
+    if t is Move:
+        return f"move r{ins.dst} = r{ins.src}"
+    if t is Kill:
+        return f"kill r{ins.reg}"
+    return repr(ins)

@@ -1,0 +1,333 @@
+"""The Executable: VM bytecode, constants and kernels, savable to one file.
+
+File format (a zip archive, ``.pvm`` by convention):
+
+* ``executable.json`` — format name and version, the function table (each
+  function's bytecode as JSON lists), and the constant pool (scalars, strings
+  and shapes inline; tensors as references into ``constants.npz``);
+* ``constants.npz`` — tensor constants (loaded with ``allow_pickle=False``);
+* ``kernels.json`` (phasec's JSON module format) or ``kernels.py``
+  (TVMScript) — the PrimFuncs. Kernels are compiled again after loading;
+  compiled libraries are cached per executable.
+
+Loading validates the bytecode (register numbers, jump targets, function
+indices, constant indices), so a damaged or hostile file gives a clear
+:class:`ExecutableFormatError`, never a crash inside the VM.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import VMError
+from ...ir import tir
+from .bytecode import (
+    Call, CalleeKind, GetItem, Goto, If, Instruction, LoadConst, MakeClosure, MakePrim,
+    MakeShape, MakeTuple, Match, Move, Kill, Ret, VMFunction, instruction_text,
+)
+
+__all__ = ["Executable", "ExecutableFormatError", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "phasec-vm-executable"
+FORMAT_VERSION = 1
+
+
+class ExecutableFormatError(VMError):
+    """A file is not a (valid) phasec executable."""
+
+
+class Executable:
+    """Compiled program: bytecode per Relax function, constant pool, PrimFuncs.
+
+    Produced by :func:`phasec.backend.vm.codegen`; run with
+    :class:`phasec.backend.vm.VirtualMachine`.
+    """
+
+    __slots__ = ("functions", "func_index", "constants", "prim_funcs", "_kernel_cache",
+                 "_lock")
+
+    def __init__(self, functions: Sequence[VMFunction], constants: Sequence[Any],
+                 prim_funcs: Mapping[str, tir.PrimFunc]) -> None:
+        self.functions: tuple[VMFunction, ...] = tuple(functions)
+        self.func_index: dict[str, int] = {f.name: i for i, f in enumerate(self.functions)}
+        self.constants: tuple[Any, ...] = tuple(constants)
+        self.prim_funcs: dict[str, tir.PrimFunc] = dict(prim_funcs)
+        self._kernel_cache: dict[str, Mapping[str, Callable[..., Any]]] = {}
+        self._lock = threading.Lock()
+        self.validate()
+
+    # -- inspection ------------------------------------------------------------
+    def function_names(self) -> list[str]:
+        return [f.name for f in self.functions]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.func_index
+
+    def __repr__(self) -> str:
+        return (f"<Executable functions=[{', '.join(self.function_names())}] "
+                f"kernels={len(self.prim_funcs)} constants={len(self.constants)}>")
+
+    def stats(self) -> dict[str, int]:
+        """Sizes: functions, instructions, registers, constants, kernels."""
+        return {"functions": len(self.functions),
+                "instructions": sum(len(f.code) for f in self.functions),
+                "registers": sum(f.num_regs for f in self.functions),
+                "constants": len(self.constants),
+                "kernels": len(self.prim_funcs)}
+
+    def as_text(self) -> str:
+        """Disassembly of every function (for debugging and ``--print``)."""
+        names = self.function_names()
+        lines = []
+        for i, c in enumerate(self.constants):
+            lines.append(f"c{i} = {_const_text(c)}")
+        for f in self.functions:
+            lines.append(f"\nfunction {f.name}({', '.join(f.params)})  # {f.num_regs} registers")
+            for pc, ins in enumerate(f.code):
+                lines.append(f"  {pc:4d}: {instruction_text(ins, names)}")
+        if self.prim_funcs:
+            lines.append(f"\nkernels: {', '.join(sorted(self.prim_funcs))}")
+        return "\n".join(lines).lstrip("\n") + "\n"
+
+    # -- kernels -------------------------------------------------------------------
+    def kernels(self, backend: str = "llvm") -> Mapping[str, Callable[..., Any]]:
+        """name -> callable for every PrimFunc (destination-passing style), built
+        once per executable and backend: ``"llvm"`` (native code) or ``"interp"``
+        (the exact TIR interpreter)."""
+        with self._lock:
+            cached = self._kernel_cache.get(backend)
+            if cached is None:
+                cached = _build_kernels(self.prim_funcs, backend)
+                self._kernel_cache[backend] = cached
+            return cached
+
+    # -- validation ------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check the bytecode is self-consistent; raises ExecutableFormatError."""
+        nfuncs = len(self.functions)
+        nconsts = len(self.constants)
+        if len(self.func_index) != nfuncs:
+            raise ExecutableFormatError("two functions of the executable have the same name")
+        for f in self.functions:
+            def bad(pc: int, why: str) -> ExecutableFormatError:
+                return ExecutableFormatError(f"function {f.name!r}, instruction {pc}: {why}")
+            if len(f.params) > f.num_regs:
+                raise ExecutableFormatError(f"function {f.name!r} has more parameters than registers")
+            if not f.code:
+                raise ExecutableFormatError(f"function {f.name!r} has no instructions")
+            n = len(f.code)
+            for pc, ins in enumerate(f.code):
+                if not isinstance(ins, Instruction):
+                    raise bad(pc, f"not an instruction: {ins!r:.60}")
+                for r in (*ins.registers_read(), *ins.registers_written()):
+                    if not isinstance(r, int) or not 0 <= r < f.num_regs:
+                        raise bad(pc, f"register {r!r} out of range (function has {f.num_regs})")
+                t = type(ins)
+                if t is Goto or t is If:
+                    off = ins.offset if t is Goto else ins.false_offset
+                    if not isinstance(off, int) or not 0 <= pc + off < n:
+                        raise bad(pc, f"jump target {pc}{off:+} outside the function")
+                elif t is LoadConst and not (isinstance(ins.index, int) and 0 <= ins.index < nconsts):
+                    raise bad(pc, f"constant index {ins.index!r} out of range")
+                elif t is MakeClosure and not (isinstance(ins.func, int) and 0 <= ins.func < nfuncs):
+                    raise bad(pc, f"function index {ins.func!r} out of range")
+                elif t is Call:
+                    if ins.kind == CalleeKind.VM_FUNC:
+                        if not (isinstance(ins.callee, int) and 0 <= ins.callee < nfuncs):
+                            raise bad(pc, f"function index {ins.callee!r} out of range")
+                        callee = self.functions[ins.callee]
+                        if len(ins.args) != len(callee.params):
+                            raise bad(pc, f"{callee.name!r} takes {len(callee.params)} arguments, "
+                                          f"the call passes {len(ins.args)}")
+                    if ins.kind == CalleeKind.KERNEL and ins.callee not in self.prim_funcs:
+                        raise bad(pc, f"unknown kernel {ins.callee!r}")
+                    if ins.kind in (CalleeKind.PACKED, CalleeKind.BUILTIN) and not isinstance(ins.callee, str):
+                        raise bad(pc, f"callee name must be a string, not {ins.callee!r}")
+                elif t in (MakeShape, MakePrim, Match, MakeTuple, GetItem, Move, Kill, Ret):
+                    pass
+            if type(f.code[-1]) not in (Ret, Goto):
+                raise ExecutableFormatError(f"function {f.name!r} does not end with ret or goto")
+
+    # -- save / load -------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the executable to ``path`` (a zip archive; see the module doc)."""
+        tensors: dict[str, np.ndarray] = {}
+        consts = [_const_to_json(c, tensors) for c in self.constants]
+        kernel_name, kernel_text = _kernels_to_text(self.prim_funcs)
+        doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
+               "functions": [f.to_json() for f in self.functions],
+               "constants": consts, "kernels": kernel_name}
+        npz = io.BytesIO()
+        np.savez(npz, **tensors)
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("executable.json", json.dumps(doc, separators=(",", ":")))
+            zf.writestr("constants.npz", npz.getvalue())
+            if kernel_name:
+                zf.writestr(kernel_name, kernel_text)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Executable":
+        """Read an executable written by :meth:`save`."""
+        where = os.fspath(path)
+        try:
+            with zipfile.ZipFile(path) as zf:
+                names = set(zf.namelist())
+                if "executable.json" not in names:
+                    raise ExecutableFormatError(f"{where}: not a phasec executable "
+                                                f"(no executable.json inside)")
+                doc = json.loads(zf.read("executable.json"))
+                npz = zf.read("constants.npz") if "constants.npz" in names else None
+                kernel_name = doc.get("kernels") if isinstance(doc, dict) else None
+                if kernel_name and kernel_name not in names:
+                    raise ExecutableFormatError(f"{where}: kernel file {kernel_name!r} is missing")
+                kernel_text = zf.read(kernel_name).decode() if kernel_name else None
+        except ExecutableFormatError:
+            raise
+        except FileNotFoundError:
+            raise ExecutableFormatError(f"{where}: no such file") from None
+        except (zipfile.BadZipFile, OSError, ValueError, UnicodeDecodeError) as exc:
+            raise ExecutableFormatError(f"{where}: not a phasec executable ({exc})") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+            raise ExecutableFormatError(f"{where}: not a phasec executable (format is "
+                                        f"{doc.get('format') if isinstance(doc, dict) else None!r})")
+        if doc.get("version") != FORMAT_VERSION:
+            raise ExecutableFormatError(f"{where}: executable format version {doc.get('version')!r} "
+                                        f"is not supported (this phasec reads {FORMAT_VERSION})")
+        try:
+            tensors: dict[str, np.ndarray] = {}
+            if npz is not None:
+                with np.load(io.BytesIO(npz), allow_pickle=False) as data:
+                    tensors = {k: data[k] for k in data.files}
+            constants = [_const_from_json(c, tensors) for c in doc["constants"]]
+            functions = [VMFunction.from_json(f) for f in doc["functions"]]
+            prim_funcs = _kernels_from_text(kernel_name, kernel_text) if kernel_name else {}
+        except ExecutableFormatError:
+            raise
+        except Exception as exc:  # malformed content of any kind
+            raise ExecutableFormatError(f"{where}: damaged executable: "
+                                        f"{type(exc).__name__}: {exc}") from None
+        try:
+            return cls(functions, constants, prim_funcs)
+        except ExecutableFormatError as exc:
+            raise ExecutableFormatError(f"{where}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------
+# Constants
+# ---------------------------------------------------------------------------
+
+def _const_to_json(value: Any, tensors: dict[str, np.ndarray]) -> Any:
+    if isinstance(value, np.ndarray):
+        key = f"c{len(tensors)}"
+        tensors[key] = value
+        return {"tensor": key}
+    if value is None:
+        return {"null": True}
+    if isinstance(value, bool):
+        return {"bool": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, float):
+        return {"float": repr(value)}  # exact, and nan/inf survive
+    if isinstance(value, str):
+        return {"str": value}
+    if isinstance(value, tuple):
+        return {"tuple": [_const_to_json(v, tensors) for v in value]}
+    raise VMError(f"cannot save a constant of type {type(value).__name__}")
+
+
+def _const_from_json(data: Any, tensors: Mapping[str, np.ndarray]) -> Any:
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError(f"bad constant {data!r:.60}")
+    (kind, value), = data.items()
+    if kind == "tensor":
+        arr = np.array(tensors[value])
+        arr.setflags(write=False)
+        return arr
+    if kind == "null":
+        return None
+    if kind == "bool":
+        return bool(value)
+    if kind == "int":
+        if not isinstance(value, int):
+            raise ValueError(f"bad int constant {value!r}")
+        return value
+    if kind == "float":
+        return float(value)
+    if kind == "str":
+        return str(value)
+    if kind == "tuple":
+        return tuple(_const_from_json(v, tensors) for v in value)
+    raise ValueError(f"unknown constant kind {kind!r}")
+
+
+def _const_text(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        if value.size <= 8:
+            return f"{value.dtype}{list(value.shape)} {value.tolist()}"
+        return f"{value.dtype}{list(value.shape)}"
+    return repr(value)
+
+
+# ---------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------
+
+def _kernels_to_text(prim_funcs: Mapping[str, tir.PrimFunc]) -> tuple[str | None, str]:
+    if not prim_funcs:
+        return None, ""
+    from ...ir.module import IRModule
+
+    mod = IRModule(dict(prim_funcs))
+    try:
+        from ...script.json_format import to_json
+    except ImportError:
+        return "kernels.py", mod.script()
+    text = to_json(mod)
+    return "kernels.json", text if isinstance(text, str) else json.dumps(text)
+
+
+def _kernels_from_text(name: str, text: str) -> dict[str, tir.PrimFunc]:
+    if name == "kernels.json":
+        from ...script.json_format import from_json
+
+        mod = from_json(text)
+    elif name == "kernels.py":
+        from ...script.parser import parse
+
+        mod = parse(text)
+    else:
+        raise ExecutableFormatError(f"unknown kernel file {name!r}")
+    return dict(mod.prim_funcs())
+
+
+def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str) -> dict[str, Callable[..., Any]]:
+    if not prim_funcs:
+        return {}
+    if backend == "interp":
+        from ...interp.relax import _run_prim_func
+
+        def make(name: str, func: tir.PrimFunc) -> Callable[..., Any]:
+            def kernel(*args: Any) -> None:
+                _run_prim_func(name, func, args)
+            kernel.__name__ = name
+            return kernel
+
+        return {name: make(name, f) for name, f in prim_funcs.items()}
+    if backend == "llvm":
+        try:
+            from ..llvm import compile_prim_funcs
+        except ImportError as exc:
+            raise VMError(f"the LLVM kernel backend is not available ({exc}); run with "
+                          f"VirtualMachine(exe, kernels='interp')") from exc
+        lib = compile_prim_funcs(dict(prim_funcs))
+        return {name: lib[name] for name in prim_funcs}
+    raise VMError(f"unknown kernel backend {backend!r}; expected 'llvm' or 'interp'")

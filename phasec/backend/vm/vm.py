@@ -1,0 +1,594 @@
+"""The virtual machine: runs an :class:`Executable` on numpy arrays.
+
+    exe = phasec.backend.vm.codegen(mod)          # or phasec.build(mod)
+    vm = VirtualMachine(exe)                      # kernels compiled with LLVM
+    out = vm["main"](x, w)
+
+The bytecode is decoded once, when the VM is created, into plain tuples whose
+callees are already resolved (packed functions, kernels, builtins) and whose
+shape checks are compiled into closures; the dispatch loop is a flat
+``if``/``elif`` chain over small integer opcodes. Relax calls push frames on
+an explicit stack, so program recursion never meets Python's recursion limit.
+
+Memory: ``vm.alloc_storage`` allocates an aligned byte buffer and
+``vm.alloc_tensor`` makes an ndarray view into it; ``kill`` drops a
+register's reference. :attr:`VirtualMachine.stats` counts allocations and the
+peak of live allocated bytes (for the memory-planning benchmark).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import PhasecError, VMError
+from ...interp.relax import (
+    _BINARY, _INTRINSIC, Storage, _truth, cast_scalar, describe_value, normalize_value,
+)
+from ...packed import find_packed_func, get_packed_func
+from . import bytecode as bc
+from .bytecode import CalleeKind
+from .executable import Executable
+
+__all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
+
+#: Deepest chain of Relax calls before the VM stops (runaway recursion guard).
+DEFAULT_MAX_CALL_DEPTH = 100_000
+
+# Decoded opcodes, roughly in order of frequency (the dispatch chain tests
+# them in this order).
+_KERNEL, _PACKED, _BUILTIN, _MOVE, _CALL, _RET, _MATCH, _IF, _GOTO, _CLOSURE_CALL, \
+    _MAKE_TUPLE, _GET_ITEM, _MAKE_SHAPE, _MAKE_PRIM, _MAKE_CLOSURE, _KILL, _LOAD = range(17)
+
+_EMPTY: tuple = ()
+_NEEDS_NORMALIZING = (np.generic, list, tuple)
+
+
+class VMClosure:
+    """A function value inside the VM: a function of the executable plus the
+    values it captured (passed after the call's own arguments). Calling it
+    from Python (e.g. from a packed function) runs it on its VM."""
+
+    __slots__ = ("vm", "func_index", "captured")
+
+    def __init__(self, vm: "VirtualMachine", func_index: int, captured: tuple) -> None:
+        self.vm = vm
+        self.func_index = func_index
+        self.captured = captured
+
+    @property
+    def name(self) -> str:
+        return self.vm._funcs[self.func_index].name
+
+    def __call__(self, *args: Any) -> Any:
+        return self.vm._execute(self.func_index, args + self.captured)
+
+    def __repr__(self) -> str:
+        return f"<VMClosure {self.name} captured={len(self.captured)}>"
+
+
+class _Decoded:
+    """A function ready to run: decoded code, initial register file."""
+
+    __slots__ = ("name", "params", "nparams", "code", "template", "start", "source")
+
+    def __init__(self, name: str, params: tuple[str, ...], code: list, template: list,
+                 start: int, source: Sequence[bc.Instruction]) -> None:
+        self.name = name
+        self.params = params
+        self.nparams = len(params)
+        self.code = code
+        self.template = template
+        self.start = start
+        self.source = source
+
+
+class _FunctionHandle:
+    """``vm["main"]``: calling it runs the function."""
+
+    __slots__ = ("vm", "index", "name")
+
+    def __init__(self, vm: "VirtualMachine", index: int, name: str) -> None:
+        self.vm = vm
+        self.index = index
+        self.name = name
+
+    def __call__(self, *args: Any) -> Any:
+        return self.vm._invoke_entry(self.index, args)
+
+    def __repr__(self) -> str:
+        return f"<VM function {self.name}>"
+
+
+class VirtualMachine:
+    """Runs an Executable.
+
+    Args:
+        exe: the executable.
+        kernels: how PrimFuncs run: ``"llvm"`` (native code, the default),
+            ``"interp"`` (the exact TIR interpreter) or a mapping from kernel
+            name to a callable taking the kernel's arguments.
+        max_call_depth: runaway-recursion guard.
+    """
+
+    def __init__(self, exe: Executable, kernels: str | Mapping[str, Callable[..., Any]] = "llvm",
+                 *, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH) -> None:
+        if not isinstance(exe, Executable):
+            raise TypeError(f"VirtualMachine needs an Executable, not {type(exe).__name__}")
+        self.exe = exe
+        self.max_call_depth = max_call_depth
+        if isinstance(kernels, str):
+            self.kernels: Mapping[str, Callable[..., Any]] = exe.kernels(kernels)
+        else:
+            missing = sorted(set(exe.prim_funcs) - set(kernels))
+            if missing:
+                raise VMError(f"no kernel implementation given for {', '.join(missing)}")
+            self.kernels = kernels
+        self.reset_stats()
+        self._builtins: dict[str, Callable[..., Any]] = {
+            "vm.alloc_storage": self._alloc_storage,
+            "vm.alloc_tensor": self._alloc_tensor,
+            "vm.empty": self._empty,
+            "vm.get_packed": get_packed_func,
+        }
+        self._funcs = [self._decode(f) for f in exe.functions]
+
+    # -- public API ----------------------------------------------------------------
+    def __getitem__(self, name: str) -> _FunctionHandle:
+        index = self.exe.func_index.get(name)
+        if index is None:
+            raise VMError(f"the executable has no function {name!r}; it has: "
+                          f"{', '.join(self.exe.function_names()) or '(none)'}")
+        return _FunctionHandle(self, index, name)
+
+    def invoke(self, name: str, *args: Any) -> Any:
+        """``vm.invoke("main", x)`` is ``vm["main"](x)``."""
+        return self[name](*args)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Allocation counters since creation or :meth:`reset_stats`:
+        ``storage_allocs``, ``tensor_allocs``, ``bytes_allocated`` (total),
+        ``live_bytes`` (allocated and still referenced) and ``peak_bytes``."""
+        return dict(self._stats)
+
+    @property
+    def peak_bytes(self) -> int:
+        """The most bytes of VM-allocated memory alive at once."""
+        return self._stats["peak_bytes"]
+
+    def reset_stats(self) -> None:
+        live = getattr(self, "_stats", {}).get("live_bytes", 0)
+        self._stats = {"storage_allocs": 0, "tensor_allocs": 0, "bytes_allocated": 0,
+                       "live_bytes": live, "peak_bytes": live}
+
+    # -- builtins --------------------------------------------------------------------
+    def _account(self, owner: Any, nbytes: int) -> None:
+        stats = self._stats
+        stats["bytes_allocated"] += nbytes
+        stats["live_bytes"] += nbytes
+        if stats["live_bytes"] > stats["peak_bytes"]:
+            stats["peak_bytes"] = stats["live_bytes"]
+        weakref.finalize(owner, self._release, nbytes)
+
+    def _release(self, nbytes: int) -> None:
+        self._stats["live_bytes"] -= nbytes
+
+    def _alloc_storage(self, size: Any, dtype: Any = None) -> Storage:
+        nbytes = _nbytes(size)
+        storage = Storage(nbytes)
+        self._stats["storage_allocs"] += 1
+        # Tensor views keep the owning array alive, not the Storage object.
+        self._account(storage.owner, nbytes)
+        return storage
+
+    def _alloc_tensor(self, storage: Any, offset: Any, shape: Any, dtype: Any) -> np.ndarray:
+        if not isinstance(storage, Storage):
+            raise VMError(f"alloc_tensor needs a storage, got {describe_value(storage)}")
+        self._stats["tensor_allocs"] += 1
+        return storage.tensor(int(offset), _shape(shape), str(dtype))
+
+    def _empty(self, shape: Any, dtype: Any) -> np.ndarray:
+        arr = np.empty(_shape(shape), dtype=str(dtype))
+        self._stats["tensor_allocs"] += 1
+        self._account(arr, arr.nbytes)
+        return arr
+
+    # -- decoding ------------------------------------------------------------------------
+    def _decode(self, f: bc.VMFunction) -> _Decoded:
+        consts = self.exe.constants
+        template: list[Any] = [None] * f.num_regs
+        # Leading load_const instructions (the codegen's prologue) become the
+        # initial register file: constants then cost nothing per call.
+        start = 0
+        while start < len(f.code) and type(f.code[start]) is bc.LoadConst:
+            ins = f.code[start]
+            template[ins.dst] = consts[ins.index]
+            start += 1
+        code = [self._decode_instr(ins, pc, f) for pc, ins in enumerate(f.code)]
+        return _Decoded(f.name, f.params, code, template, start, f.code)
+
+    def _decode_instr(self, ins: bc.Instruction, pc: int, f: bc.VMFunction) -> tuple:
+        t = type(ins)
+        if t is bc.Call:
+            kind = ins.kind
+            if kind == CalleeKind.KERNEL:
+                return (_KERNEL, ins.dst, self.kernels[ins.callee], ins.args)
+            if kind == CalleeKind.PACKED:
+                return (_PACKED, ins.dst, _resolve_packed(ins.callee), ins.args)
+            if kind == CalleeKind.BUILTIN:
+                builtin = self._builtins.get(ins.callee)
+                if builtin is None:
+                    raise VMError(f"function {f.name!r}, instruction {pc}: unknown VM builtin "
+                                  f"{ins.callee!r}")
+                return (_BUILTIN, ins.dst, builtin, ins.args)
+            if kind == CalleeKind.VM_FUNC:
+                return (_CALL, ins.dst, ins.callee, ins.args)
+            return (_CLOSURE_CALL, ins.dst, ins.callee, ins.args)
+        if t is bc.Move:
+            return (_MOVE, ins.dst, ins.src)
+        if t is bc.Ret:
+            return (_RET, ins.src)
+        if t is bc.Match:
+            return (_MATCH, ins.src, _compile_matcher(ins.pattern, ins.what, ins.expected))
+        if t is bc.If:
+            return (_IF, ins.cond, pc + ins.false_offset)
+        if t is bc.Goto:
+            return (_GOTO, pc + ins.offset)
+        if t is bc.MakeTuple:
+            return (_MAKE_TUPLE, ins.dst, ins.fields)
+        if t is bc.GetItem:
+            return (_GET_ITEM, ins.dst, ins.src, ins.index)
+        if t is bc.MakeShape:
+            dims = [_compile_expr(d) for d in ins.dims]
+            return (_MAKE_SHAPE, ins.dst, lambda regs: tuple(int(d(regs)) for d in dims))
+        if t is bc.MakePrim:
+            expr, dtype = _compile_expr(ins.expr), ins.dtype
+            return (_MAKE_PRIM, ins.dst, lambda regs: cast_scalar(expr(regs), dtype))
+        if t is bc.MakeClosure:
+            return (_MAKE_CLOSURE, ins.dst, ins.func, ins.captured)
+        if t is bc.Kill:
+            return (_KILL, ins.dst, ins.reg)
+        if t is bc.LoadConst:
+            return (_LOAD, ins.dst, self.exe.constants[ins.index])
+        raise VMError(f"function {f.name!r}, instruction {pc}: cannot decode {ins!r}")
+
+    # -- running -------------------------------------------------------------------------
+    def _invoke_entry(self, index: int, args: tuple) -> Any:
+        f = self._funcs[index]
+        if len(args) != f.nparams:
+            raise VMError(f"function {f.name!r} takes {f.nparams} argument"
+                          f"{'' if f.nparams == 1 else 's'} ({', '.join(f.params)}), "
+                          f"got {len(args)}")
+        return self._execute(index, tuple(_as_input(a) for a in args))
+
+    def _execute(self, index: int, args: tuple) -> Any:
+        funcs = self._funcs
+        f = funcs[index]
+        if len(args) != f.nparams:
+            raise VMError(f"function {f.name!r} takes {f.nparams} arguments, got {len(args)}")
+        regs = f.template.copy()
+        regs[:f.nparams] = args
+        code = f.code
+        pc = f.start
+        frames: list[tuple] = []
+        limit = self.max_call_depth
+        ins: tuple = ()
+        try:
+            while True:
+                ins = code[pc]
+                op = ins[0]
+                if op == _KERNEL:
+                    _, dst, fn, arg_regs = ins
+                    fn(*[regs[i] for i in arg_regs])
+                    regs[dst] = _EMPTY
+                    pc += 1
+                elif op == _PACKED:
+                    _, dst, fn, arg_regs = ins
+                    value = fn(*[regs[i] for i in arg_regs])
+                    if isinstance(value, _NEEDS_NORMALIZING):
+                        value = normalize_value(value)
+                    regs[dst] = value
+                    pc += 1
+                elif op == _BUILTIN:
+                    _, dst, fn, arg_regs = ins
+                    regs[dst] = fn(*[regs[i] for i in arg_regs])
+                    pc += 1
+                elif op == _MOVE:
+                    regs[ins[1]] = regs[ins[2]]
+                    pc += 1
+                elif op == _CALL:
+                    _, dst, callee_index, arg_regs = ins
+                    callee = funcs[callee_index]
+                    new_regs = callee.template.copy()
+                    new_regs[:callee.nparams] = [regs[i] for i in arg_regs]
+                    frames.append((f, code, regs, pc + 1, dst))
+                    if len(frames) >= limit:
+                        raise VMError(f"call depth exceeded {limit} (runaway recursion in "
+                                      f"{callee.name!r}?)")
+                    f, code, regs, pc = callee, callee.code, new_regs, callee.start
+                elif op == _RET:
+                    value = regs[ins[1]]
+                    if not frames:
+                        return value
+                    f, code, regs, pc, dst = frames.pop()
+                    regs[dst] = value
+                elif op == _MATCH:
+                    ins[2](regs[ins[1]], regs)
+                    pc += 1
+                elif op == _IF:
+                    cond = regs[ins[1]]
+                    pc = pc + 1 if (bool(cond) if type(cond) is bool else _truth(cond)) else ins[2]
+                elif op == _GOTO:
+                    pc = ins[1]
+                elif op == _CLOSURE_CALL:
+                    _, dst, callee_reg, arg_regs = ins
+                    closure = regs[callee_reg]
+                    call_args = [regs[i] for i in arg_regs]
+                    if type(closure) is VMClosure and closure.vm is self:
+                        callee = funcs[closure.func_index]
+                        call_args.extend(closure.captured)
+                        if len(call_args) != callee.nparams:
+                            raise VMError(f"closure {callee.name!r} takes "
+                                          f"{callee.nparams - len(closure.captured)} arguments, "
+                                          f"got {len(arg_regs)}")
+                        new_regs = callee.template.copy()
+                        new_regs[:callee.nparams] = call_args
+                        frames.append((f, code, regs, pc + 1, dst))
+                        if len(frames) >= limit:
+                            raise VMError(f"call depth exceeded {limit} (runaway recursion in "
+                                          f"{callee.name!r}?)")
+                        f, code, regs, pc = callee, callee.code, new_regs, callee.start
+                    elif callable(closure):
+                        value = closure(*call_args)
+                        if isinstance(value, _NEEDS_NORMALIZING):
+                            value = normalize_value(value)
+                        regs[dst] = value
+                        pc += 1
+                    else:
+                        raise VMError(f"cannot call {describe_value(closure)}: not a function")
+                elif op == _MAKE_TUPLE:
+                    regs[ins[1]] = tuple([regs[i] for i in ins[2]])
+                    pc += 1
+                elif op == _GET_ITEM:
+                    tup = regs[ins[2]]
+                    if type(tup) is not tuple or not -len(tup) <= ins[3] < len(tup):
+                        raise VMError(f"cannot take item {ins[3]} of {describe_value(tup)}")
+                    regs[ins[1]] = tup[ins[3]]
+                    pc += 1
+                elif op == _MAKE_SHAPE or op == _MAKE_PRIM:
+                    regs[ins[1]] = ins[2](regs)
+                    pc += 1
+                elif op == _MAKE_CLOSURE:
+                    regs[ins[1]] = VMClosure(self, ins[2], tuple([regs[i] for i in ins[3]]))
+                    pc += 1
+                elif op == _KILL:
+                    regs[ins[2]] = None
+                    regs[ins[1]] = _EMPTY
+                    pc += 1
+                else:  # _LOAD
+                    regs[ins[1]] = ins[2]
+                    pc += 1
+        except Exception as exc:
+            raise self._located(exc, f, pc, frames) from exc
+
+    def _located(self, exc: Exception, f: _Decoded, pc: int, frames: list) -> Exception:
+        """The error to raise for ``exc`` raised at ``f``/``pc``: a VMError
+        naming the function, the instruction and the Relax call chain."""
+        if getattr(exc, "located", False):
+            return exc
+        chain = " <- ".join([f.name] + [fr[0].name for fr in reversed(frames)][:8])
+        names = [g.name for g in self._funcs]
+        try:
+            text = bc.instruction_text(f.source[pc], names)
+        except Exception:  # never let the error report fail
+            text = "?"
+        detail = str(exc) if isinstance(exc, PhasecError) else f"{type(exc).__name__}: {exc}"
+        located = VMError(f"{detail} (in {chain}, instruction {pc}: {text})")
+        located.located = True
+        return located
+
+
+# ---------------------------------------------------------------------------
+# Helpers: inputs, packed functions, shapes
+# ---------------------------------------------------------------------------
+
+def _as_input(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        # Kernels index row-major contiguous buffers.
+        return value if value.flags.c_contiguous else np.ascontiguousarray(value)
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    return value
+
+
+def _resolve_packed(name: str) -> Callable[..., Any]:
+    func = find_packed_func(name)
+    if func is not None:
+        return func
+
+    def late(*args: Any) -> Any:  # registered after the VM was created, or never
+        return get_packed_func(name)(*args)
+
+    return late
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    if isinstance(value, tuple):
+        return tuple(int(d) for d in value)
+    if isinstance(value, np.ndarray):
+        return tuple(int(d) for d in value.reshape(-1))
+    raise VMError(f"expected a shape, got {describe_value(value)}")
+
+
+def _nbytes(size: Any) -> int:
+    if isinstance(size, (int, np.integer)):
+        return int(size)
+    n = 1
+    for d in _shape(size):
+        n *= d
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Compiled scalar expressions and match patterns
+# ---------------------------------------------------------------------------
+
+def _compile_expr(code: tuple) -> Callable[[list], Any]:
+    kind = code[0]
+    if kind == "imm":
+        value = code[1]
+        return lambda regs: value
+    if kind == "reg":
+        reg = code[1]
+        return lambda regs: regs[reg]
+    if kind == "bin":
+        fn = _BINARY[code[1]]
+        lhs, rhs, text = _compile_expr(code[2]), _compile_expr(code[3]), bc.expr_code_text(code)
+
+        def binary(regs: list) -> Any:
+            try:
+                return fn(lhs(regs), rhs(regs))
+            except ZeroDivisionError:
+                raise VMError(f"division by zero in {text}") from None
+        return binary
+    if kind == "not":
+        inner = _compile_expr(code[1])
+        return lambda regs: not inner(regs)
+    if kind == "cast":
+        dtype, inner = code[1], _compile_expr(code[2])
+        return lambda regs: cast_scalar(inner(regs), dtype)
+    if kind == "select":
+        c, a, b = (_compile_expr(x) for x in code[1:4])
+        return lambda regs: a(regs) if c(regs) else b(regs)
+    if kind == "call":
+        fn = _INTRINSIC[code[1]]
+        args = [_compile_expr(x) for x in code[2]]
+        return lambda regs: fn(*(a(regs) for a in args))
+    raise VMError(f"bad scalar expression code {code!r}")
+
+
+class _MatchFailure(Exception):
+    """Internal: a value does not fit a pattern (reason in args[0])."""
+
+
+_Deferred = list  # of (expr fn, actual, where, code)
+
+
+def _compile_dims(dims: tuple, label: str) -> Callable[[Sequence[int], list, _Deferred, str], None]:
+    steps = []
+    for i, d in enumerate(dims):
+        kind = d[0]
+        if kind == "expr":
+            steps.append((i, kind, _compile_expr(d[1]), d[1]))
+        else:
+            steps.append((i, kind, d[1], None))
+    all_imm = all(kind == "imm" for _, kind, _, _ in steps)
+    expected_static = tuple(v for _, _, v, _ in steps) if all_imm else None
+
+    def match(values: Sequence[int], regs: list, deferred: _Deferred, where: str) -> None:
+        if expected_static is not None and tuple(values) == expected_static:
+            return
+        for i, kind, v, code in steps:
+            actual = int(values[i])
+            if kind == "imm":
+                if actual != v:
+                    raise _MatchFailure(f"{where}{label} {i} is {actual}, expected {v}")
+            elif kind == "bind":
+                regs[v] = actual
+            elif kind == "check":
+                if regs[v] != actual:
+                    raise _MatchFailure(f"{where}{label} {i} is {actual}, but an earlier "
+                                        f"dimension with the same variable is {regs[v]}")
+            else:
+                deferred.append((v, actual, f"{where}{label} {i}", code))
+    return match
+
+
+def _compile_pattern(pat: tuple) -> Callable[[Any, list, _Deferred, str], None]:
+    kind = pat[0]
+    if kind == "tensor":
+        _, dtype, ndim, dims = pat
+        np_dtype = np.dtype(dtype) if dtype else None
+        match_dims = _compile_dims(dims, "dimension") if dims is not None else None
+
+        def tensor(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
+            if not isinstance(v, np.ndarray):
+                raise _MatchFailure(f"{where}not a tensor")
+            if np_dtype is not None and v.dtype != np_dtype:
+                raise _MatchFailure(f"{where}dtype is {v.dtype}, expected {dtype}")
+            if ndim >= 0 and v.ndim != ndim:
+                raise _MatchFailure(f"{where}ndim is {v.ndim}, expected {ndim}")
+            if match_dims is not None:
+                match_dims(v.shape, regs, deferred, where)
+        return tensor
+    if kind == "shape":
+        _, ndim, dims = pat
+        match_dims = _compile_dims(dims, "value") if dims is not None else None
+
+        def shape(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
+            if not isinstance(v, tuple) or not all(
+                    isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in v):
+                raise _MatchFailure(f"{where}not a shape")
+            if ndim >= 0 and len(v) != ndim:
+                raise _MatchFailure(f"{where}has {len(v)} dimensions, expected {ndim}")
+            if match_dims is not None:
+                match_dims(v, regs, deferred, where)
+        return shape
+    if kind == "prim":
+        _, dtype, dim = pat
+        is_int = dtype.startswith("int") or dtype.startswith("uint")
+        match_value = _compile_dims((dim,), "value") if dim is not None else None
+
+        def prim(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
+            if isinstance(v, (np.ndarray, np.generic)) and np.ndim(v) == 0:
+                v = v.item()
+            if not isinstance(v, (bool, int, float)):
+                raise _MatchFailure(f"{where}not a scalar")
+            if is_int and (isinstance(v, float) or isinstance(v, bool)):
+                raise _MatchFailure(f"{where}not an integer")
+            if match_value is not None:
+                match_value((v,), regs, deferred, where)
+        return prim
+    if kind == "tuple":
+        subs = [_compile_pattern(p) for p in pat[1]]
+        n = len(subs)
+
+        def tup(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
+            if not isinstance(v, tuple):
+                raise _MatchFailure(f"{where}not a tuple")
+            if len(v) != n:
+                raise _MatchFailure(f"{where}has {len(v)} fields, expected {n}")
+            for i, (sub, x) in enumerate(zip(subs, v)):
+                sub(x, regs, deferred, f"{where}field {i}: ")
+        return tup
+    if kind == "func":
+        def func(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
+            if not callable(v):
+                raise _MatchFailure(f"{where}not a function")
+        return func
+    return lambda v, regs, deferred, where: None
+
+
+def _compile_matcher(pattern: tuple, what: str, expected: str) -> Callable[[Any, list], None]:
+    check = _compile_pattern(pattern)
+
+    def fail(value: Any, reason: str) -> VMError:
+        error = VMError(f"{what}: expected {expected}, got {describe_value(value)} ({reason})")
+        error.located = True
+        return error
+
+    def matcher(value: Any, regs: list) -> None:
+        deferred: _Deferred = []
+        try:
+            check(value, regs, deferred, "")
+        except _MatchFailure as failure:
+            raise fail(value, failure.args[0]) from None
+        for fn, actual, where, code in deferred:
+            want = fn(regs)
+            if want != actual:
+                raise fail(value, f"{where} is {actual}, expected {bc.expr_code_text(code)} = {want}")
+    return matcher

@@ -1,0 +1,57 @@
+"""The ``phasec`` command line: one subcommand per module in this package.
+
+Each subcommand module defines ``add_arguments(parser)`` and ``run(args) -> int``.
+Any :class:`phasec.errors.PhasecError` (and OSError on input files) becomes a
+one-line message on stderr and exit status 1 (2 for usage errors), never a
+Python traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ..errors import PhasecError
+
+#: subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "opt": ("phasec.cli.opt", "run a textual pass pipeline on a module (like mlir-opt)"),
+    "passes": ("phasec.cli.passes", "list every registered pass with its phases"),
+    "build": ("phasec.cli.build", "compile a module to a VM executable"),
+    "run": ("phasec.cli.run", "compile and run a module (default: the bundled example model)"),
+    "fuzz": ("phasec.cli.fuzz", "fuzz pass orderings on random programs"),
+    "schema": ("phasec.cli.schema", "print the JSON Schema of the module format"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="phasec", description="phase-checked tensor compiler")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).run(args) or 0)
+    except PhasecError as err:
+        print(f"phasec {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"phasec {args.command}: error: {err.strerror or err}: {err.filename or ''}",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

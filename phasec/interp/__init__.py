@@ -1,0 +1,17 @@
+"""The reference interpreter: runs modules of every phase on numpy arrays.
+
+``phasec.interp.run(mod, *args, entry="main")`` (alias ``evaluate``, also
+exported as ``phasec.evaluate``) interprets a module: operators through their
+numpy references, PrimFuncs through the exact TIR interpreter
+(:mod:`phasec.interp.tir`), packed functions from :mod:`phasec.packed`. Its
+results define what "the same results" means for every pass.
+"""
+
+from .relax import (  # noqa: F401
+    DEFAULT_MAX_CALL_DEPTH, Closure, InterpError, Interpreter, Storage, describe_value,
+    eval_prim_expr, evaluate, evaluate_expr, match_struct_info, run, sinfo_text,
+)
+
+__all__ = ["run", "evaluate", "evaluate_expr", "Interpreter", "InterpError", "Closure",
+           "Storage", "DEFAULT_MAX_CALL_DEPTH", "describe_value", "sinfo_text",
+           "eval_prim_expr", "match_struct_info"]

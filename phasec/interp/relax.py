@@ -1,0 +1,986 @@
+"""The reference interpreter for Relax modules of every phase.
+
+It defines what "the same results" means for every pass and for the fuzzer:
+each operator runs through its numpy ``reference`` from the operator
+registry, PrimFuncs run through the exact TIR interpreter
+(:func:`phasec.interp.tir.run_prim_func`), and packed functions come from
+:mod:`phasec.packed`.
+
+Run-time values:
+
+=====================  ===========================================
+Relax value            Python value
+=====================  ===========================================
+tensor                 ``numpy.ndarray``
+tuple                  ``tuple``
+shape                  ``tuple`` of ``int``
+prim value             ``int`` / ``float`` / ``bool``
+string, dtype          ``str``
+function, closure      :class:`Closure` (callable from Python)
+storage                :class:`Storage`
+null                   ``None``
+=====================  ===========================================
+
+Evaluation walks binding lists with loops, and calls between Relax functions
+go through an explicit stack of generators (a trampoline), so neither the
+length of a program nor the depth of its recursion meets Python's recursion
+limit; only the static nesting of If/Tuple expressions uses the Python stack.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import PhasecError, VMError
+from ..ir import tir
+from ..ir.expr import (
+    BindingBlock, Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
+    MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
+    DataflowVar,
+)
+from ..ir.module import IRModule
+from ..ir.struct_info import (
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+    TensorStructInfo, TupleStructInfo,
+)
+
+__all__ = [
+    "InterpError", "Interpreter", "Closure", "Storage", "run", "evaluate", "evaluate_expr",
+    "eval_prim_expr", "match_struct_info", "normalize_value", "sinfo_text", "prim_text", "describe_value",
+    "DEFAULT_MAX_CALL_DEPTH", "STORAGE_ALIGNMENT",
+]
+
+#: Deepest chain of Relax function calls before the interpreter gives up
+#: (a guard against runaway recursion eating all memory).
+DEFAULT_MAX_CALL_DEPTH = 100_000
+
+#: Byte alignment of tensors carved out of storage.
+STORAGE_ALIGNMENT = 64
+
+
+class InterpError(VMError):
+    """A program went wrong while being interpreted: wrong arguments, a failed
+    match_cast, an operator that raised... The message names the function and
+    the binding."""
+
+
+# ---------------------------------------------------------------------------
+# Text of struct info and values (shared with the VM for error messages)
+# ---------------------------------------------------------------------------
+
+_INFIX = {"+", "-", "*", "/", "//", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or"}
+
+
+def prim_text(expr: tir.PrimExpr) -> str:
+    """A short TVMScript-like rendering of a scalar expression."""
+    t = type(expr)
+    if t is tir.IntImm:
+        return str(expr.value) if expr.dtype in ("int64", "int32") else f"T.{expr.dtype}({expr.value})"
+    if t is tir.FloatImm:
+        return repr(expr.value)
+    if t is tir.Var:
+        return expr.name
+    if t is tir.BinaryOp:
+        if expr.op in _INFIX:
+            return f"({prim_text(expr.lhs)} {expr.op} {prim_text(expr.rhs)})"
+        return f"T.{expr.op}({prim_text(expr.lhs)}, {prim_text(expr.rhs)})"
+    if t is tir.Not:
+        return f"not {prim_text(expr.value)}"
+    if t is tir.Cast:
+        return f"T.Cast({expr.dtype!r}, {prim_text(expr.value)})"
+    if t is tir.Select:
+        return (f"T.Select({prim_text(expr.condition)}, {prim_text(expr.true_value)}, "
+                f"{prim_text(expr.false_value)})")
+    if t is tir.Call:
+        return f"T.{expr.name}({', '.join(prim_text(a) for a in expr.args)})"
+    return type(expr).__name__
+
+
+def sinfo_text(sinfo: StructInfo | None) -> str:
+    """A TVMScript-like rendering of struct info, for error messages."""
+    if sinfo is None:
+        return "(unknown)"
+    t = type(sinfo)
+    if t is TensorStructInfo:
+        dtype = "" if sinfo.dtype == "void" else f', dtype="{sinfo.dtype}"'
+        if sinfo.shape is not None:
+            dims = ", ".join(prim_text(d) for d in sinfo.shape)
+            if len(sinfo.shape) == 1:
+                dims += ","
+            return f"R.Tensor(({dims}){dtype})"
+        if sinfo.ndim >= 0:
+            return f"R.Tensor(ndim={sinfo.ndim}{dtype})"
+        return f"R.Tensor({dtype.lstrip(', ')})" if dtype else "R.Tensor"
+    if t is TupleStructInfo:
+        return f"R.Tuple({', '.join(sinfo_text(f) for f in sinfo.fields)})"
+    if t is ShapeStructInfo:
+        if sinfo.values is not None:
+            return f"R.Shape([{', '.join(prim_text(v) for v in sinfo.values)}])"
+        return f"R.Shape(ndim={sinfo.ndim})" if sinfo.ndim >= 0 else "R.Shape"
+    if t is PrimStructInfo:
+        if sinfo.value is not None:
+            return f"R.Prim(value={prim_text(sinfo.value)})"
+        return f'R.Prim("{sinfo.dtype}")'
+    if t is FuncStructInfo:
+        return "R.Callable"
+    return "R.Object"
+
+
+def describe_value(value: Any) -> str:
+    """What a run-time value is, for error messages ("float32 tensor of shape (2, 3)")."""
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, np.generic):
+        return f"{value.dtype} scalar {value.item()!r}"
+    if isinstance(value, tuple):
+        if value and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                         for v in value):
+            return f"shape or tuple {tuple(int(v) for v in value)}"
+        if len(value) > 4:
+            return f"tuple of {len(value)} values"
+        return f"tuple ({', '.join(describe_value(v) for v in value)})"
+    if isinstance(value, bool):
+        return f"bool {value}"
+    if isinstance(value, (int, float)):
+        return f"{type(value).__name__} {value!r}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if value is None:
+        return "null"
+    if isinstance(value, Storage):
+        return f"storage of {value.nbytes} bytes"
+    if callable(value):
+        return "function"
+    return type(value).__name__
+
+
+# ---------------------------------------------------------------------------
+# Scalar (TIR) expressions over symbolic variables
+# ---------------------------------------------------------------------------
+
+def _trunc_div(a: Any, b: Any) -> Any:
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _trunc_div,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "min": min,
+    "max": max,
+    "pow": lambda a, b: a ** b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "and": lambda a, b: bool(a) and bool(b),
+    "or": lambda a, b: bool(a) or bool(b),
+}
+
+_INTRINSIC: Mapping[str, Callable[[float], Any]] = {
+    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x),
+    "tanh": math.tanh, "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "erf": math.erf,
+    "fabs": abs, "floor": math.floor, "ceil": math.ceil, "round": round, "trunc": math.trunc,
+    "sin": math.sin, "cos": math.cos, "exp2": lambda x: 2.0 ** x, "log2": math.log2,
+    "isnan": math.isnan,
+}
+
+
+def cast_scalar(value: Any, dtype: str) -> Any:
+    """``value`` as the Python scalar type of ``dtype`` (int, float or bool)."""
+    if dtype == "bool":
+        return bool(value)
+    if tir.is_float(dtype):
+        return float(value)
+    return int(value)
+
+
+def eval_prim_expr(expr: tir.PrimExpr, lookup: Callable[[tir.Var], Any]) -> Any:
+    """Evaluate a scalar expression; ``lookup`` gives the value of each variable."""
+    t = type(expr)
+    if t is tir.IntImm:
+        return bool(expr.value) if expr.dtype == "bool" else int(expr.value)
+    if t is tir.Var:
+        return lookup(expr)
+    if t is tir.FloatImm:
+        return float(expr.value)
+    if t is tir.BinaryOp:
+        a = eval_prim_expr(expr.lhs, lookup)
+        b = eval_prim_expr(expr.rhs, lookup)
+        try:
+            return _BINARY[expr.op](a, b)
+        except ZeroDivisionError:
+            raise InterpError(f"division by zero in {prim_text(expr)}") from None
+    if t is tir.Cast:
+        return cast_scalar(eval_prim_expr(expr.value, lookup), expr.dtype)
+    if t is tir.Not:
+        return not eval_prim_expr(expr.value, lookup)
+    if t is tir.Select:
+        if eval_prim_expr(expr.condition, lookup):
+            return eval_prim_expr(expr.true_value, lookup)
+        return eval_prim_expr(expr.false_value, lookup)
+    if t is tir.Call and expr.name in _INTRINSIC:
+        return _INTRINSIC[expr.name](*(eval_prim_expr(a, lookup) for a in expr.args))
+    raise InterpError(f"cannot evaluate {prim_text(expr)} as a shape or scalar expression")
+
+
+# ---------------------------------------------------------------------------
+# Run-time objects
+# ---------------------------------------------------------------------------
+
+class Storage:
+    """A raw byte buffer from ``alloc_storage``; tensors are views into it."""
+
+    __slots__ = ("data", "nbytes", "owner", "__weakref__")
+
+    def __init__(self, nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> None:
+        if nbytes < 0:
+            raise InterpError(f"cannot allocate storage of {nbytes} bytes")
+        raw = np.empty(nbytes + alignment, dtype=np.uint8)
+        skew = (-raw.ctypes.data) % alignment
+        self.data = raw[skew:skew + nbytes]
+        self.nbytes = nbytes
+        #: the array owning the memory: every tensor view keeps it alive
+        #: (numpy points a view's ``base`` at the owner, not at ``data``)
+        self.owner = raw
+
+    def tensor(self, offset: int, shape: Sequence[int], dtype: str) -> np.ndarray:
+        """A tensor view of ``shape``/``dtype`` starting ``offset`` bytes in."""
+        shape = tuple(int(d) for d in shape)
+        np_dtype = np.dtype(dtype)
+        size = np_dtype.itemsize * math.prod(shape)
+        if offset < 0 or offset + size > self.nbytes:
+            raise InterpError(f"tensor of {size} bytes at offset {offset} does not fit in "
+                              f"storage of {self.nbytes} bytes")
+        if offset % np_dtype.itemsize:
+            raise InterpError(f"offset {offset} is not aligned to {dtype} ({np_dtype.itemsize} bytes)")
+        return np.ndarray(shape, np_dtype, buffer=self.data, offset=offset)
+
+    def __repr__(self) -> str:
+        return f"<Storage {self.nbytes} bytes>"
+
+
+class Closure:
+    """A Relax function value: a function plus what it captured.
+
+    Nested functions capture their defining environment; ``make_closure``
+    captures explicit values, passed after the call's own arguments (TVM's
+    convention: the lifted function's captured parameters come last).
+    Calling a Closure from Python runs it in its interpreter.
+    """
+
+    __slots__ = ("interp", "func", "env", "captured", "name")
+
+    def __init__(self, interp: "Interpreter", func: Function, env: "_Env | None",
+                 captured: tuple = (), name: str = "") -> None:
+        self.interp = interp
+        self.func = func
+        self.env = env
+        self.captured = captured
+        self.name = name
+
+    def __call__(self, *args: Any) -> Any:
+        return self.interp.apply(self, args)
+
+    def __repr__(self) -> str:
+        return f"<Closure {self.name or 'anonymous'}>"
+
+
+class _Kernel:
+    """A PrimFunc used as a value (called in destination-passing style)."""
+
+    __slots__ = ("name", "func")
+
+    def __init__(self, name: str, func: tir.PrimFunc) -> None:
+        self.name = name
+        self.func = func
+
+    def __call__(self, *args: Any) -> tuple:
+        _run_prim_func(self.name, self.func, args)
+        return ()
+
+    def __repr__(self) -> str:
+        return f"<PrimFunc {self.name}>"
+
+
+def _run_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
+    from .tir import run_prim_func  # exact TIR interpreter (same layer)
+
+    nparams = len(func.params)
+    if len(args) != nparams:
+        raise InterpError(f"PrimFunc {name!r} takes {nparams} arguments (inputs, outputs and "
+                          f"shape values), got {len(args)}")
+    try:
+        run_prim_func(func, list(args))
+    except PhasecError:
+        raise
+    except Exception as exc:  # a kernel failing on our inputs is a user-facing error
+        raise InterpError(f"PrimFunc {name!r} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class _Env:
+    """Variable bindings of one function activation; ``parent`` is the
+    environment a nested function captured. Keys are Relax Vars and TIR Vars
+    (symbolic dimensions), both compared by identity."""
+
+    __slots__ = ("vars", "parent")
+
+    def __init__(self, parent: "_Env | None" = None) -> None:
+        self.vars: dict[Any, Any] = {}
+        self.parent = parent
+
+    def lookup(self, var: Any) -> Any:
+        env: _Env | None = self
+        while env is not None:
+            value = env.vars.get(var, _MISSING)
+            if value is not _MISSING:
+                return value
+            env = env.parent
+        return _MISSING
+
+
+_MISSING = object()
+
+
+class _Invoke:
+    """Request from an evaluating generator to the trampoline: call a Relax function."""
+
+    __slots__ = ("closure", "args")
+
+    def __init__(self, closure: Closure, args: tuple) -> None:
+        self.closure = closure
+        self.args = args
+
+
+# ---------------------------------------------------------------------------
+# Struct-info matching (parameters and match_cast)
+# ---------------------------------------------------------------------------
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var], Any],
+                      bind: Callable[[tir.Var, int], None], what: str,
+                      error: type[PhasecError] = None) -> None:
+    """Check ``value`` against ``sinfo``, binding its unbound symbolic variables.
+
+    ``lookup(var)`` returns the value of a bound symbolic variable or
+    ``_MISSING``; ``bind(var, value)`` binds one. Dimensions that are plain
+    variables are bound on first sight; compound dimensions (``n * 2``) are
+    checked after all variables are bound, as in TVM. ``what`` names the
+    checked thing ("function 'main', parameter 'x'") in the error, which is
+    ``error`` (InterpError by default).
+    """
+    if (type(sinfo) is TensorStructInfo and type(value) is np.ndarray
+            and (sinfo.dtype == "void" or str(value.dtype) == sinfo.dtype)
+            and (sinfo.ndim < 0 or value.ndim == sinfo.ndim)
+            and (sinfo.shape is None or all(type(d) is tir.IntImm and d.value == n
+                                            for d, n in zip(sinfo.shape, value.shape)))):
+        return  # fast path: a tensor with static dims that fits
+    err = error or InterpError
+    local: dict[tir.Var, int] = {}
+
+    def get(var: tir.Var) -> Any:
+        if var in local:
+            return local[var]
+        return lookup(var)
+
+    deferred: list[tuple[tir.PrimExpr, Any, str]] = []
+
+    def fail(reason: str) -> None:
+        raise err(f"{what}: expected {sinfo_text(sinfo)}, got {describe_value(value)}"
+                  + (f" ({reason})" if reason else ""))
+
+    def match_dim(expr: tir.PrimExpr, actual: Any, where: str) -> None:
+        if type(expr) is tir.IntImm:
+            if expr.dtype == "bool":
+                if bool(actual) != bool(expr.value):
+                    fail(f"{where} is {actual}, expected {bool(expr.value)}")
+            elif actual != expr.value:
+                fail(f"{where} is {actual}, expected {expr.value}")
+        elif type(expr) is tir.Var:
+            bound = get(expr)
+            if bound is _MISSING:
+                local[expr] = actual
+            elif bound != actual:
+                fail(f"{where} is {actual}, but {expr.name} = {bound}")
+        else:
+            deferred.append((expr, actual, where))
+
+    def walk(v: Any, s: StructInfo, where: str) -> None:
+        t = type(s)
+        if t is TensorStructInfo:
+            if not isinstance(v, np.ndarray):
+                fail(f"{where}is not a tensor" if where else "not a tensor")
+            if s.dtype != "void" and str(v.dtype) != s.dtype:
+                fail(f"{where}dtype is {v.dtype}, expected {s.dtype}")
+            if s.ndim >= 0 and v.ndim != s.ndim:
+                fail(f"{where}ndim is {v.ndim}, expected {s.ndim}")
+            if s.shape is not None:
+                for i, (d, n) in enumerate(zip(s.shape, v.shape)):
+                    match_dim(d, int(n), f"{where}dimension {i}")
+        elif t is TupleStructInfo:
+            if not isinstance(v, tuple):
+                fail(f"{where}is not a tuple")
+            if len(v) != len(s.fields):
+                fail(f"{where}has {len(v)} fields, expected {len(s.fields)}")
+            for i, (fv, fs) in enumerate(zip(v, s.fields)):
+                walk(fv, fs, f"{where}field {i}: ")
+        elif t is ShapeStructInfo:
+            if not isinstance(v, tuple) or not all(_is_int(x) for x in v):
+                fail(f"{where}is not a shape")
+            if s.ndim >= 0 and len(v) != s.ndim:
+                fail(f"{where}has {len(v)} dimensions, expected {s.ndim}")
+            if s.values is not None:
+                for i, (d, n) in enumerate(zip(s.values, v)):
+                    match_dim(d, int(n), f"{where}value {i}")
+        elif t is PrimStructInfo:
+            if isinstance(v, np.ndarray) and v.ndim == 0:
+                v = v.item()
+            elif isinstance(v, np.generic):
+                v = v.item()
+            if not isinstance(v, (bool, int, float)):
+                fail(f"{where}is not a scalar")
+            if tir.is_int(s.dtype) and not _is_int(v):
+                fail(f"{where}is not an integer")
+            if tir.is_bool(s.dtype) and not isinstance(v, (bool, int)):
+                fail(f"{where}is not a bool")
+            if s.value is not None:
+                match_dim(s.value, v, f"{where}value")
+        elif t is FuncStructInfo:
+            if not callable(v):
+                fail(f"{where}is not a function")
+        # ObjectStructInfo (and unknown kinds): anything goes
+
+    walk(value, sinfo, "")
+    for expr, actual, where in deferred:
+        def strict(var: tir.Var) -> Any:
+            got = get(var)
+            if got is _MISSING:
+                raise err(f"{what}: symbolic variable {var.name} in {prim_text(expr)} "
+                          f"is not bound by any earlier dimension")
+            return got
+        expected = eval_prim_expr(expr, strict)
+        if expected != actual:
+            fail(f"{where} is {actual}, expected {prim_text(expr)} = {expected}")
+    for var, v in local.items():
+        bind(var, v)
+
+
+# ---------------------------------------------------------------------------
+# The interpreter
+# ---------------------------------------------------------------------------
+
+_LEAF_TYPES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm,
+                         DataTypeImm, GlobalVar, ExternFunc, Op})
+
+
+class Interpreter:
+    """Evaluates the functions of one module on numpy values.
+
+    ``Interpreter(mod)("main", x, y)`` (or ``.call("main", x, y)``) runs
+    ``main``; :func:`run` is the one-shot form.
+    """
+
+    def __init__(self, mod: IRModule, *, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH) -> None:
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"Interpreter needs an IRModule, not {type(mod).__name__}")
+        self.mod = mod
+        self.max_call_depth = max_call_depth
+        self._globals: dict[str, Any] = {}
+        self._op_cache: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
+        self._special: dict[str, Callable[[Call, list, _Env], Any]] = {
+            "relax.call_tir": self._op_call_tir,
+            "relax.vm.call_tir_dyn": self._op_call_tir_dyn,
+            "relax.call_dps_packed": self._op_call_dps_packed,
+            "relax.call_pure_packed": self._op_call_packed_op,
+            "relax.call_packed": self._op_call_packed_op,
+            "relax.call_builtin_with_ctx": self._op_call_packed_op,
+            "relax.make_closure": self._op_make_closure,
+            "relax.invoke_closure": self._op_invoke_closure,
+            "relax.invoke_pure_closure": self._op_invoke_closure,
+            "relax.builtin.alloc_tensor": self._op_builtin_alloc_tensor,
+            "relax.memory.alloc_storage": self._op_alloc_storage,
+            "relax.vm.alloc_storage": self._op_alloc_storage,
+            "relax.memory.alloc_tensor": self._op_alloc_tensor,
+            "relax.vm.alloc_tensor": self._op_alloc_tensor,
+            "relax.memory.kill_storage": self._op_kill,
+            "relax.memory.kill_tensor": self._op_kill,
+            "relax.vm.kill_object": self._op_kill,
+            "relax.null_value": lambda call, args, env: None,
+        }
+
+    # -- public API --------------------------------------------------------
+    def call(self, entry: str, *args: Any) -> Any:
+        """Run function ``entry`` of the module on ``args`` and return its result."""
+        if not isinstance(entry, str):
+            raise InterpError(f"the entry function name must be a string, not {entry!r}")
+        if entry not in self.mod:
+            names = ", ".join(name for name, _ in self.mod.relax_functions()) or "(none)"
+            raise InterpError(f"module has no function {entry!r}; its Relax functions: {names}")
+        args = tuple(np.asarray(a) if isinstance(a, np.generic) else a for a in args)
+        callee = self._global_value(entry)
+        if isinstance(callee, _Kernel):
+            return callee(*args)
+        return self.apply(callee, args)
+
+    __call__ = call
+
+    def apply(self, callee: Any, args: Sequence[Any]) -> Any:
+        """Call a function value (a Closure or any Python callable) on ``args``."""
+        if isinstance(callee, Closure):
+            return self._trampoline(self._activation(callee, tuple(args)))
+        if callable(callee):
+            return callee(*args)
+        raise InterpError(f"cannot call {describe_value(callee)}: it is not a function")
+
+    def eval_expr(self, expr: Expr, bindings: Mapping[Var, Any] | None = None) -> Any:
+        """Evaluate one expression; its free variables take values from ``bindings``."""
+        env = _Env()
+        if bindings:
+            env.vars.update(bindings)
+        return self._trampoline(self._eval(expr, env))
+
+    # -- driver --------------------------------------------------------------
+    def _trampoline(self, gen: Any) -> Any:
+        # Each Relax call is a generator on this explicit stack: a callee's
+        # _Invoke request pushes a new activation, its return value is sent
+        # back to the caller.
+        stack = [gen]
+        sent: Any = None
+        limit = self.max_call_depth
+        while True:
+            try:
+                request = stack[-1].send(sent)
+            except StopIteration as stop:
+                stack.pop()
+                if not stack:
+                    return stop.value
+                sent = stop.value
+                continue
+            if len(stack) >= limit:
+                raise InterpError(f"call depth exceeded {limit} (runaway recursion in "
+                                  f"{request.closure.name or 'a closure'}?)")
+            stack.append(self._activation(request.closure, request.args))
+            sent = None
+
+    def _activation(self, closure: Closure, args: tuple) -> Any:
+        func = closure.func
+        name = closure.name or "<anonymous function>"
+        if closure.captured:
+            args = args + closure.captured
+        if len(args) != len(func.params):
+            expected = len(func.params) - len(closure.captured)
+            raise InterpError(f"function {name!r} takes {_plural(expected, 'argument')}, "
+                              f"got {len(args) - len(closure.captured)}")
+        env = _Env(closure.env)
+        vars_ = env.vars
+        for param, arg in zip(func.params, args):
+            if param.struct_info is not None:
+                match_struct_info(arg, param.struct_info, env.lookup, vars_.__setitem__,
+                                  f"function {name!r}, parameter {param.name_hint!r}")
+            vars_[param] = arg
+        return self._eval_seq(func.body, env, name)
+
+    def _global_value(self, name: str) -> Any:
+        value = self._globals.get(name)
+        if value is None:
+            func = self.mod.functions.get(name)
+            if func is None:
+                raise InterpError(f"module has no function {name!r}")
+            value = (_Kernel(name, func) if isinstance(func, tir.PrimFunc)
+                     else Closure(self, func, None, (), name))
+            self._globals[name] = value
+        return value
+
+    # -- evaluation (generators: they yield _Invoke requests) -------------------
+    def _eval_seq(self, seq: SeqExpr, env: _Env, fname: str):
+        vars_ = env.vars
+        leaf = self._leaf
+        for block in seq.blocks:
+            for binding in block.bindings:
+                value = binding.value
+                try:
+                    if type(value) in _LEAF_TYPES:
+                        result = leaf(value, env)
+                    elif type(value) is Call:
+                        result = self._call(value, env)
+                        if type(result) is _Invoke:
+                            result = yield result
+                    elif type(value) is Function:
+                        result = Closure(self, value, env, (), binding.var.name_hint)
+                    else:
+                        result = yield from self._eval(value, env, fname)
+                    if type(binding) is MatchCast:
+                        match_struct_info(result, binding.struct_info, env.lookup,
+                                          vars_.__setitem__, "match_cast")
+                except PhasecError as exc:
+                    if getattr(exc, "located", False):
+                        raise
+                    located = InterpError(f"{_where(fname, binding)}: {exc}")
+                    located.located = True
+                    # chain to the root cause (e.g. the packed function's own exception)
+                    cause = exc.__cause__ if isinstance(exc, InterpError) and exc.__cause__ else exc
+                    raise located from cause
+                vars_[binding.var] = result
+        body = seq.body
+        if type(body) in _LEAF_TYPES:
+            return leaf(body, env)
+        return (yield from self._eval(body, env, fname))
+
+    def _eval(self, expr: Expr, env: _Env, fname: str = "<expr>"):
+        t = type(expr)
+        if t in _LEAF_TYPES:
+            return self._leaf(expr, env)
+        if t is Call:
+            result = self._call(expr, env)
+            if type(result) is _Invoke:
+                result = yield result
+            return result
+        if t is Tuple:
+            fields = []
+            for f in expr.fields:
+                fields.append(self._leaf(f, env) if type(f) in _LEAF_TYPES
+                              else (yield from self._eval(f, env, fname)))
+            return tuple(fields)
+        if t is TupleGetItem:
+            tup = yield from self._eval(expr.tuple_value, env, fname)
+            return _get_item(tup, expr.index)
+        if t is If:
+            cond = yield from self._eval(expr.cond, env, fname)
+            branch = expr.true_branch if _truth(cond) else expr.false_branch
+            return (yield from self._eval_seq(branch, env, fname))
+        if t is SeqExpr:
+            return (yield from self._eval_seq(expr, env, fname))
+        if t is Function:
+            return Closure(self, expr, env, (), "")
+        raise InterpError(f"cannot evaluate a {t.__name__} expression")
+
+    def _value(self, expr: Expr, env: _Env) -> Any:
+        """Value of a call operand: a leaf or a (nested) tuple of leaves."""
+        t = type(expr)
+        if t in _LEAF_TYPES:
+            return self._leaf(expr, env)
+        if t is Tuple:
+            return tuple(self._value(f, env) for f in expr.fields)
+        if t is TupleGetItem:
+            return _get_item(self._value(expr.tuple_value, env), expr.index)
+        # Not A-normal form: evaluate fully (may run Relax calls).
+        return self._trampoline(self._eval(expr, env))
+
+    def _leaf(self, expr: Expr, env: _Env) -> Any:
+        t = type(expr)
+        if t is Var or t is DataflowVar:
+            value = env.lookup(expr)
+            if value is _MISSING:
+                raise InterpError(f"variable {expr.name_hint!r} is used before it is defined")
+            return value
+        if t is Constant:
+            return expr.data
+        if t is ShapeExpr:
+            lookup = self._sym_lookup(env)
+            return tuple(int(eval_prim_expr(v, lookup)) for v in expr.values)
+        if t is PrimValue:
+            return cast_scalar(eval_prim_expr(expr.value, self._sym_lookup(env)), expr.value.dtype)
+        if t is StringImm or t is DataTypeImm:
+            return expr.value
+        if t is GlobalVar:
+            return self._global_value(expr.name_hint)
+        if t is ExternFunc:
+            from ..packed import get_packed_func
+
+            return get_packed_func(expr.global_symbol)
+        raise InterpError(f"operator {expr.name!r} cannot be used as a value")
+
+    @staticmethod
+    def _sym_lookup(env: _Env) -> Callable[[tir.Var], Any]:
+        def lookup(var: tir.Var) -> Any:
+            value = env.lookup(var)
+            if value is _MISSING:
+                raise InterpError(f"symbolic variable {var.name} is not bound (no parameter "
+                                  f"or match_cast defines it)")
+            return value
+        return lookup
+
+    # -- calls -----------------------------------------------------------------
+    def _call(self, call: Call, env: _Env) -> Any:
+        """Evaluate a call; returns its value, or an _Invoke for a Relax callee."""
+        op = call.op
+        t = type(op)
+        if t is Op:
+            args = [self._value(a, env) for a in call.args]
+            special = self._special.get(op.name)
+            if special is not None:
+                return special(call, args, env)
+            return self._op_reference(op.name, call, args)
+        if t is ExternFunc:
+            args = [self._value(a, env) for a in call.args]
+            return self._call_packed(op.global_symbol, args)
+        callee = self._value(op, env)
+        args = tuple(self._value(a, env) for a in call.args)
+        return self._invoke(callee, args)
+
+    def _invoke(self, callee: Any, args: tuple) -> Any:
+        if isinstance(callee, Closure):
+            return _Invoke(callee, args)
+        if callable(callee):
+            return normalize_value(callee(*args))
+        raise InterpError(f"cannot call {describe_value(callee)}: it is not a function")
+
+    def _op_reference(self, name: str, call: Call, args: list) -> Any:
+        entry = self._op_cache.get(name)
+        if entry is None:
+            from ..ir.op.registry import REQUIRED, find_op
+
+            opdef = find_op(name)
+            if opdef is None:
+                raise InterpError(f"unknown operator {name!r}")
+            if opdef.reference is None:
+                raise InterpError(f"operator {name!r} has no reference implementation to interpret")
+            defaults = {k: v for k, v in opdef.attrs.items() if v is not REQUIRED}
+            entry = self._op_cache[name] = (opdef.reference, defaults)
+        reference, kwargs = entry
+        if call.attrs:
+            kwargs = {**kwargs, **call.attrs}
+        try:
+            return normalize_value(reference(*args, **kwargs))
+        except PhasecError:
+            raise
+        except Exception as exc:
+            raise InterpError(f"operator {name!r} failed on "
+                              f"({', '.join(describe_value(a) for a in args)}): "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+    def _call_packed(self, name: str, args: Sequence[Any]) -> Any:
+        from ..packed import get_packed_func
+
+        func = get_packed_func(name)
+        try:
+            return normalize_value(func(*args))
+        except PhasecError:
+            raise
+        except Exception as exc:
+            raise InterpError(f"packed function {name!r} raised {type(exc).__name__}: {exc}") from exc
+
+    def _alloc_outputs(self, call: Call, env: _Env) -> list[np.ndarray]:
+        if not call.sinfo_args:
+            raise InterpError(f"{_op_name(call)} needs the output struct info (out_sinfo)")
+        out = call.sinfo_args[0]
+        fields = out.fields if isinstance(out, TupleStructInfo) else (out,)
+        lookup = self._sym_lookup(env)
+        arrays = []
+        for sinfo in fields:
+            if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype == "void":
+                raise InterpError(f"{_op_name(call)}: output {sinfo_text(sinfo)} needs a known "
+                                  f"shape and dtype")
+            shape = tuple(int(eval_prim_expr(d, lookup)) for d in sinfo.shape)
+            arrays.append(np.zeros(shape, dtype=sinfo.dtype))
+        return arrays
+
+    @staticmethod
+    def _pack_outputs(call: Call, outs: list[np.ndarray]) -> Any:
+        return tuple(outs) if isinstance(call.sinfo_args[0], TupleStructInfo) else outs[0]
+
+    def _op_call_tir(self, call: Call, args: list, env: _Env) -> Any:
+        kernel = args[0]
+        if not isinstance(kernel, _Kernel):
+            raise InterpError(f"call_tir needs a PrimFunc of the module, got {describe_value(kernel)}")
+        inputs = _as_tuple(args[1]) if len(args) > 1 else ()
+        tir_vars = tuple(args[2]) if len(args) > 2 and args[2] is not None else ()
+        outs = self._alloc_outputs(call, env)
+        _run_prim_func(kernel.name, kernel.func, [*inputs, *outs, *tir_vars])
+        return self._pack_outputs(call, outs)
+
+    def _op_call_tir_dyn(self, call: Call, args: list, env: _Env) -> Any:
+        # TVM's lowered form: (kernel, (tensors..., shape)): shape values become scalars.
+        kernel = args[0]
+        flat: list[Any] = []
+        for a in _as_tuple(args[1]):
+            flat.extend(a) if isinstance(a, tuple) else flat.append(a)
+        kernel(*flat)
+        return ()
+
+    def _op_call_dps_packed(self, call: Call, args: list, env: _Env) -> Any:
+        func = args[0]
+        inputs = _as_tuple(args[1]) if len(args) > 1 else ()
+        outs = self._alloc_outputs(call, env)
+        try:
+            func(*inputs, *outs)
+        except PhasecError:
+            raise
+        except Exception as exc:
+            raise InterpError(f"call_dps_packed: {_callee_name(call)} raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+        return self._pack_outputs(call, outs)
+
+    def _op_call_packed_op(self, call: Call, args: list, env: _Env) -> Any:
+        if not args:
+            raise InterpError(f"{_op_name(call)} needs the packed function as first operand")
+        func, rest = args[0], args[1:]
+        if len(rest) == 1 and isinstance(rest[0], tuple) and call.op.name == "relax.call_builtin_with_ctx":
+            rest = list(rest[0])
+        try:
+            return normalize_value(func(*rest))
+        except PhasecError:
+            raise
+        except Exception as exc:
+            raise InterpError(f"{_op_name(call)}: {_callee_name(call)} raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+    def _op_make_closure(self, call: Call, args: list, env: _Env) -> Any:
+        func = args[0]
+        captured = _as_tuple(args[1]) if len(args) > 1 else ()
+        if not isinstance(func, Closure):
+            raise InterpError(f"make_closure needs a Relax function, got {describe_value(func)}")
+        return Closure(self, func.func, func.env, func.captured + captured, func.name)
+
+    def _op_invoke_closure(self, call: Call, args: list, env: _Env) -> Any:
+        callee = args[0]
+        call_args = _as_tuple(args[1]) if len(args) > 1 else ()
+        return self._invoke(callee, call_args)
+
+    # Memory builtins: operands are found by the names the registry gives them,
+    # falling back to TVM's operand order.
+    def _operands(self, call: Call, args: list, tvm_order: Sequence[str]) -> dict[str, Any]:
+        from ..ir.op.registry import find_op
+
+        opdef = find_op(call.op.name)
+        names = opdef.args if opdef is not None else tvm_order
+        named = dict(zip(names, args))
+        if opdef is not None:
+            named.update({k: v for k, v in opdef.attrs.items() if k not in named})
+        named.update(call.attrs)
+        return named
+
+    def _op_builtin_alloc_tensor(self, call: Call, args: list, env: _Env) -> np.ndarray:
+        ops = self._operands(call, args, ("shape", "dtype", "runtime_device_index"))
+        shape, dtype = ops.get("shape"), ops.get("dtype")
+        return np.zeros(tuple(int(d) for d in _as_tuple(shape)), dtype=_dtype_of(dtype))
+
+    def _op_alloc_storage(self, call: Call, args: list, env: _Env) -> Storage:
+        ops = self._operands(call, args, ("size", "virtual_device_index", "storage_scope", "dtype"))
+        # The size is in bytes (as in TVM); the dtype operand only names the
+        # element type the planner had in mind.
+        size = ops.get("size", ops.get("shape"))
+        return Storage(math.prod(int(d) for d in _as_tuple(size)))
+
+    def _op_alloc_tensor(self, call: Call, args: list, env: _Env) -> np.ndarray:
+        ops = self._operands(call, args, ("storage", "offset", "shape", "dtype"))
+        storage = ops.get("storage")
+        if not isinstance(storage, Storage):
+            raise InterpError(f"{_op_name(call)} needs a storage, got {describe_value(storage)}")
+        offset = int(ops.get("offset", 0) or 0)
+        return storage.tensor(offset, _as_tuple(ops.get("shape")), _dtype_of(ops.get("dtype")))
+
+    def _op_kill(self, call: Call, args: list, env: _Env) -> tuple:
+        # Nothing to free: Python's reference counting releases the memory
+        # once the last binding dies. (The VM drops its register here.)
+        return ()
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _where(fname: str, binding: Any) -> str:
+    span = getattr(binding, "span", None) or getattr(binding.value, "span", None)
+    loc = f" ({span})" if span is not None else ""
+    return f"function {fname!r}, binding {binding.var.name_hint!r}{loc}"
+
+
+def _op_name(call: Call) -> str:
+    op = call.op
+    return getattr(op, "name", None) or getattr(op, "global_symbol", None) or "call"
+
+
+def _callee_name(call: Call) -> str:
+    first = call.args[0] if call.args else None
+    if isinstance(first, ExternFunc):
+        return f"packed function {first.global_symbol!r}"
+    return "the callee"
+
+
+def normalize_value(value: Any) -> Any:
+    """Results of Python code (operator references, packed functions) as
+    interpreter values: numpy scalars become 0-d arrays (numpy turns 0-d
+    arithmetic results into scalars), lists become tuples."""
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, (tuple, list)):
+        return tuple(normalize_value(v) for v in value)
+    return value
+
+
+def _as_tuple(value: Any) -> tuple:
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, list):
+        return tuple(value)
+    return (value,)
+
+
+def _dtype_of(value: Any) -> str:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, np.dtype):
+        return str(value)
+    raise InterpError(f"expected a dtype, got {describe_value(value)}")
+
+
+def _get_item(tup: Any, index: int) -> Any:
+    if not isinstance(tup, tuple):
+        raise InterpError(f"cannot take item {index} of {describe_value(tup)}: not a tuple")
+    if not -len(tup) <= index < len(tup):
+        raise InterpError(f"tuple index {index} out of range for a tuple of {len(tup)} fields")
+    return tup[index]
+
+
+def _truth(cond: Any) -> bool:
+    """The branch an If takes: the condition is a scalar (bool) tensor or prim value."""
+    if isinstance(cond, np.ndarray):
+        if cond.size != 1:
+            raise InterpError(f"an If condition must be a scalar, got {describe_value(cond)}")
+        return bool(cond.reshape(-1)[0])
+    if isinstance(cond, (bool, int, float, np.generic)):
+        return bool(cond)
+    raise InterpError(f"an If condition must be a scalar tensor or prim value, "
+                      f"got {describe_value(cond)}")
+
+
+# ---------------------------------------------------------------------------
+# One-shot helpers
+# ---------------------------------------------------------------------------
+
+def run(mod: IRModule, *args: Any, entry: str = "main",
+        max_call_depth: int = DEFAULT_MAX_CALL_DEPTH) -> Any:
+    """Interpret ``mod[entry](*args)`` and return the result.
+
+    Works for modules of every phase; arguments are numpy arrays (tensors),
+    tuples, tuples of ints (shapes) or Python scalars (prim values).
+    """
+    return Interpreter(mod, max_call_depth=max_call_depth).call(entry, *args)
+
+
+#: Alias of :func:`run` (``phasec.evaluate(mod, x, entry="main")``).
+evaluate = run
+
+
+def evaluate_expr(expr: Expr, mod: IRModule | None = None,
+                  bindings: Mapping[Var, Any] | None = None) -> Any:
+    """Evaluate one expression (e.g. a call whose operands are constants, as
+    FoldConstant does); free variables take their values from ``bindings`` and
+    GlobalVars refer to ``mod``."""
+    return Interpreter(mod if mod is not None else IRModule()).eval_expr(expr, bindings)

@@ -1,0 +1,563 @@
+"""Shape manipulation, indexing and tensor creation.
+
+Operand conventions (the interpreter passes these values to ``reference``):
+tensors are numpy arrays, shape operands (``R.shape([...])``) tuples of ints,
+tuple operands (``concat``'s ``tensors``) sequences of arrays, prim values
+Python scalars.
+
+Semantics worth knowing:
+
+* ``reshape(x, shape)``: the shape is an operand; one ``-1`` is allowed and is
+  resolved in the result's struct info (legalizations should read the output
+  shape from ``call.struct_info``).
+* ``split(x, indices_or_sections, axis)``: an int splits into that many equal
+  parts (the dimension must be divisible, as numpy.split); a tuple gives the
+  split points (non-decreasing, clipped to the dimension).
+* ``strided_slice``: numpy slicing ``x[begin:end:stride]`` on each listed
+  axis (clipped to the dimension). For symbolic dimensions the indices are
+  assumed in bounds (TVM's ``assume_inbound``); ``end >= 2**31 - 1`` means "to
+  the end".
+* ``take(x, indices, axis)``: numpy.take; ``axis=None`` indexes the flattened
+  tensor; indices must lie in [-dim, dim).
+* ``clip(x, min, max)``: numpy.clip, result in x's dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import arith, tir
+from ..infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
+from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
+from ._common import (
+    REQUIRED, OpPattern, as_dtype, as_float, as_int, attrs_of, define, err, int_tuple,
+    norm_axes, norm_axis, opt, prod, shape_arg, shape_tuple, tensor_arg, tensor_sinfo,
+)
+
+__all__: list[str] = []
+
+_END = (1 << 31) - 1  # end indices at or beyond this mean "to the end"
+
+
+def _int_or_tuple(v):
+    if isinstance(v, (list, tuple)):
+        return int_tuple(v)
+    return as_int(v)
+
+
+def _dtype_required(v):
+    d = as_dtype(v)
+    if d == "void":
+        raise ValueError("a concrete dtype is required")
+    return d
+
+
+def _same_dtype(x: TensorStructInfo, dtype: str) -> TensorStructInfo:
+    return TensorStructInfo(x.shape, dtype, x.ndim)
+
+
+# ---------------------------------------------------------------------------
+# reshape / flatten / permute / expand / squeeze / broadcast_to
+# ---------------------------------------------------------------------------
+
+def _infer_reshape(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    target = shape_arg(call, 1, ctx)
+    if target.values is None:
+        return TensorStructInfo(None, x.dtype, target.ndim)
+    values = list(target.values)
+    infer_at = [i for i, v in enumerate(values) if arith.const_int(v) == -1]
+    if len(infer_at) > 1:
+        raise err(call, "reshape allows at most one -1 in the new shape")
+    for v in values:
+        c = arith.const_int(v)
+        if c is not None and c < -1:
+            raise err(call, f"reshape: invalid dimension {c} in the new shape")
+    if x.shape is None:
+        if infer_at:
+            return TensorStructInfo(None, x.dtype, len(values))
+        return TensorStructInfo(tuple(values), x.dtype)
+    total = prod(x.shape)
+    if infer_at:
+        known = prod([v for i, v in enumerate(values) if i != infer_at[0]])
+        t, k = arith.const_int(total), arith.const_int(known)
+        if t is not None and k is not None and (k == 0 or t % k):
+            raise err(call, f"cannot reshape a tensor of {t} elements into "
+                            f"{_shape(values)}: {t} is not divisible by {k}")
+        values[infer_at[0]] = arith.simplify(tir.BinaryOp("//", total, known))
+    elif arith.prove_not_equal(total, prod(values)):
+        raise err(call, f"cannot reshape a tensor of {prim_expr_to_str(total)} elements into "
+                        f"{_shape(values)} ({prim_expr_to_str(prod(values))} elements)")
+    return TensorStructInfo(tuple(values), x.dtype)
+
+
+def _shape(values) -> str:
+    return "(" + ", ".join(prim_expr_to_str(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+
+
+def _reshape_ref(x, shape):
+    return np.reshape(np.asarray(x), shape_tuple(shape)).copy()
+
+
+define("reshape", ("x", "shape"), _infer_reshape, reference=_reshape_ref,
+       pattern=OpPattern.INJECTIVE, doc="Reshape to the shape operand (one -1 allowed).")
+
+
+def _infer_flatten(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, 1)
+    return TensorStructInfo((prod(x.shape),), x.dtype)
+
+
+define("flatten", ("x",), _infer_flatten, reference=lambda x: np.asarray(x).reshape(-1).copy(),
+       pattern=OpPattern.INJECTIVE, doc="Flatten to one dimension.")
+
+
+def _infer_permute_dims(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    axes = attrs_of(call)["axes"]
+    if x.ndim == -1:
+        return TensorStructInfo(None, x.dtype, -1 if axes is None else len(axes))
+    if axes is None:
+        order = list(range(x.ndim - 1, -1, -1))
+    else:
+        if len(axes) != x.ndim:
+            raise err(call, f"permute_dims needs one axis per dimension ({x.ndim}), "
+                            f"got axes={tuple(axes)}")
+        order = norm_axes(call, axes, x.ndim, "axes")
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, x.ndim)
+    return TensorStructInfo(tuple(x.shape[i] for i in order), x.dtype)
+
+
+def _permute_ref(x, axes=None):
+    return np.ascontiguousarray(np.transpose(np.asarray(x), axes))
+
+
+define("permute_dims", ("x",), _infer_permute_dims, attrs={"axes": (None, opt(int_tuple))},
+       reference=_permute_ref, pattern=OpPattern.INJECTIVE,
+       doc="Transpose; axes=None reverses the dimensions.")
+
+
+def _infer_expand_dims(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    axis = attrs_of(call)["axis"]
+    if x.ndim == -1:
+        return TensorStructInfo(None, x.dtype, -1)
+    out_ndim = x.ndim + len(axis)
+    new_axes = set(norm_axes(call, axis, out_ndim))
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, out_ndim)
+    it = iter(x.shape)
+    return TensorStructInfo(tuple(tir.IntImm(1) if i in new_axes else next(it)
+                                  for i in range(out_ndim)), x.dtype)
+
+
+def _expand_dims_ref(x, axis):
+    return np.expand_dims(np.asarray(x), tuple(axis)).copy()
+
+
+define("expand_dims", ("x",), _infer_expand_dims, attrs={"axis": (REQUIRED, int_tuple)},
+       reference=_expand_dims_ref, pattern=OpPattern.INJECTIVE,
+       doc="Insert size-1 dimensions at ``axis`` (positions in the result).")
+
+
+def _infer_squeeze(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    axis = attrs_of(call)["axis"]
+    if x.ndim == -1:
+        return TensorStructInfo(None, x.dtype, -1)
+    if axis is None:
+        if x.shape is None:
+            return TensorStructInfo(None, x.dtype, -1)
+        consts = [arith.const_int(d) for d in x.shape]
+        if any(c is None for c in consts):
+            return TensorStructInfo(None, x.dtype, -1)  # which dims are 1 is unknown
+        return TensorStructInfo(tuple(d for d, c in zip(x.shape, consts) if c != 1), x.dtype)
+    axes = set(norm_axes(call, axis, x.ndim))
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, x.ndim - len(axes))
+    for a in sorted(axes):
+        c = arith.const_int(x.shape[a])
+        if c is not None and c != 1:
+            raise err(call, f"squeeze: axis {a} has size {c}, not 1")
+    return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+
+
+def _squeeze_ref(x, axis=None):
+    x = np.asarray(x)
+    return np.squeeze(x, None if axis is None else tuple(a % x.ndim for a in axis)).copy()
+
+
+define("squeeze", ("x",), _infer_squeeze, attrs={"axis": (None, opt(int_tuple))},
+       reference=_squeeze_ref, pattern=OpPattern.INJECTIVE,
+       doc="Remove size-1 dimensions (all of them, or those in ``axis``).")
+
+
+def _infer_broadcast_to(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    target = shape_arg(call, 1, ctx)
+    if target.values is None:
+        return TensorStructInfo(None, x.dtype, target.ndim)
+    if x.ndim != -1 and x.ndim > target.ndim:
+        raise err(call, f"broadcast_to cannot reduce ndim {x.ndim} to {target.ndim}")
+    if x.shape is not None:
+        for i in range(1, x.ndim + 1):
+            d, t = x.shape[-i], target.values[-i]
+            if arith.const_int(d) == 1 or arith.prove_equal(d, t):
+                continue
+            if arith.const_int(d) is not None and arith.const_int(t) is not None:
+                raise err(call, f"cannot broadcast shape {_shape(x.shape)} to "
+                                f"{_shape(target.values)}: dimension {prim_expr_to_str(d)} vs "
+                                f"{prim_expr_to_str(t)} on axis -{i}")
+    return TensorStructInfo(target.values, x.dtype)
+
+
+def _broadcast_to_ref(x, shape):
+    return np.broadcast_to(np.asarray(x), shape_tuple(shape)).copy()
+
+
+define("broadcast_to", ("x", "shape"), _infer_broadcast_to, reference=_broadcast_to_ref,
+       pattern=OpPattern.BROADCAST, doc="Broadcast to the shape operand (numpy rules).")
+
+
+# ---------------------------------------------------------------------------
+# concat / split
+# ---------------------------------------------------------------------------
+
+def _infer_concat(call, ctx):
+    tup = arg_sinfo(call.args[0], ctx) if call.args else None
+    if not isinstance(tup, TupleStructInfo):
+        raise err(call, "concat expects a tuple of tensors as its operand, but "
+                        f"{expr_to_str(call.args[0]) if call.args else 'nothing'} has struct info "
+                        f"{sinfo_to_str(tup)}")
+    if not tup.fields:
+        raise err(call, "concat needs at least one tensor")
+    for i, f in enumerate(tup.fields):
+        if not isinstance(f, TensorStructInfo):
+            raise err(call, f"concat: field {i} of the tuple is {sinfo_to_str(f)}, not a tensor")
+    dtypes = {f.dtype for f in tup.fields if f.dtype != "void"}
+    if len(dtypes) > 1:
+        raise err(call, f"concat needs tensors of one dtype, got {', '.join(sorted(dtypes))}")
+    dtype = dtypes.pop() if dtypes and all(f.dtype != "void" for f in tup.fields) else "void"
+    axis = attrs_of(call)["axis"]
+    if axis is None:  # flatten everything, then concatenate
+        if any(f.shape is None for f in tup.fields):
+            return TensorStructInfo(None, dtype, 1)
+        total = sum((prod(f.shape) for f in tup.fields[1:]), prod(tup.fields[0].shape))
+        return tensor_sinfo((total,), dtype)
+    ndims = {f.ndim for f in tup.fields if f.ndim != -1}
+    if len(ndims) > 1:
+        raise err(call, f"concat needs tensors of one ndim, got {sorted(ndims)}")
+    if not ndims:
+        return TensorStructInfo(None, dtype, -1)
+    ndim = ndims.pop()
+    if ndim == 0:
+        raise err(call, "concat cannot join 0-d tensors")
+    ax = norm_axis(call, axis, ndim)
+    if any(f.shape is None for f in tup.fields):
+        return TensorStructInfo(None, dtype, ndim)
+    first = tup.fields[0].shape
+    dims = list(first)
+    for j, f in enumerate(tup.fields[1:], start=1):
+        for i in range(ndim):
+            if i != ax and arith.prove_not_equal(first[i], f.shape[i]):
+                raise err(call, f"concat: tensor {j} has shape {_shape(f.shape)}, which differs "
+                                f"from tensor 0's {_shape(first)} on axis {i} (only axis {ax} may differ)")
+            if i != ax and not arith.prove_equal(first[i], f.shape[i]):
+                return TensorStructInfo(None, dtype, ndim)
+    dims[ax] = arith.simplify(sum((f.shape[ax] for f in tup.fields[1:]), first[ax]))
+    return TensorStructInfo(tuple(dims), dtype)
+
+
+def _concat_ref(tensors, axis=0):
+    arrays = [np.asarray(t) for t in tensors]
+    if axis is None:
+        return np.concatenate([a.reshape(-1) for a in arrays])
+    return np.concatenate(arrays, axis=axis)
+
+
+define("concat", ("tensors",), _infer_concat, attrs={"axis": (0, opt(as_int))},
+       reference=_concat_ref, pattern=OpPattern.INJECTIVE,
+       doc="Concatenate a tuple of tensors along ``axis`` (None: flatten first).")
+
+
+def _split_lengths(call, dim: tir.PrimExpr, spec) -> list[tir.PrimExpr]:
+    if isinstance(spec, int):
+        if spec <= 0:
+            raise err(call, f"split: the number of sections must be positive, got {spec}")
+        c = arith.const_int(dim)
+        if c is not None and c % spec:
+            raise err(call, f"split: dimension {c} cannot be split into {spec} equal sections")
+        part = arith.simplify(tir.BinaryOp("//", dim, tir.IntImm(spec)))
+        return [part] * spec
+    if any(b < a for a, b in zip(spec, spec[1:])) or any(i < 0 for i in spec):
+        raise err(call, f"split: indices {spec} must be non-negative and non-decreasing")
+    c = arith.const_int(dim)
+    bounds = [0, *spec]
+    out = []
+    for i, lo in enumerate(bounds):
+        if c is not None:
+            hi = bounds[i + 1] if i + 1 < len(bounds) else c
+            out.append(tir.IntImm(max(min(hi, c) - min(lo, c), 0)))
+        elif i + 1 < len(bounds):
+            out.append(tir.IntImm(bounds[i + 1] - lo))
+        else:
+            out.append(arith.simplify(tir.BinaryOp("-", dim, tir.IntImm(lo))))
+    return out
+
+
+def _infer_split(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    a = attrs_of(call)
+    spec = a["indices_or_sections"]
+    n_out = spec if isinstance(spec, int) else len(spec) + 1
+    if isinstance(spec, int) and spec <= 0:
+        raise err(call, f"split: the number of sections must be positive, got {spec}")
+    if x.ndim == -1:
+        return TupleStructInfo([TensorStructInfo(None, x.dtype, -1)] * n_out)
+    if x.ndim == 0:
+        raise err(call, "split cannot split a 0-d tensor")
+    ax = norm_axis(call, a["axis"], x.ndim)
+    if x.shape is None:
+        return TupleStructInfo([TensorStructInfo(None, x.dtype, x.ndim)] * n_out)
+    fields = []
+    for length in _split_lengths(call, x.shape[ax], spec):
+        dims = list(x.shape)
+        dims[ax] = length
+        fields.append(TensorStructInfo(tuple(dims), x.dtype))
+    return TupleStructInfo(fields)
+
+
+def _split_ref(x, indices_or_sections, axis=0):
+    x = np.asarray(x)
+    spec = indices_or_sections
+    return tuple(p.copy() for p in np.split(x, spec if isinstance(spec, int) else list(spec), axis))
+
+
+define("split", ("x",), _infer_split,
+       attrs={"indices_or_sections": (REQUIRED, _int_or_tuple), "axis": (0, as_int)},
+       reference=_split_ref, pattern=OpPattern.INJECTIVE,
+       doc="Split into equal sections or at indices; returns a tuple.")
+
+
+# ---------------------------------------------------------------------------
+# strided_slice / take
+# ---------------------------------------------------------------------------
+
+def _slice_len(call, dim: tir.PrimExpr, b: int, e: int, s: int) -> tir.PrimExpr:
+    c = arith.const_int(dim)
+    if c is not None:
+        return tir.IntImm(len(range(*slice(b, e, s).indices(c))))
+    i64 = tir.IntImm
+    # Symbolic dimension: resolve negative / "to the end" indices against it
+    # and assume the (resolved) indices are in bounds.
+    if s > 0:
+        lo = i64(b) if b >= 0 else dim + i64(b)
+        hi = dim if e >= _END else (i64(e) if e >= 0 else dim + i64(e))
+        n = tir.BinaryOp("//", (hi - lo) + i64(s - 1), i64(s))
+    else:
+        hi = (dim - i64(1)) if b >= _END else (i64(b) if b >= 0 else dim + i64(b))
+        lo = i64(-1) if e <= -_END else (i64(e) if e >= 0 else dim + i64(e))
+        n = tir.BinaryOp("//", (hi - lo) + i64(-s - 1), i64(-s))
+    return arith.simplify(n)
+
+
+def _infer_strided_slice(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    a = attrs_of(call)
+    axes, begin, end, strides = a["axes"], a["begin"], a["end"], a["strides"]
+    if strides is None:
+        strides = (1,) * len(axes)
+    if not len(axes) == len(begin) == len(end) == len(strides):
+        raise err(call, f"strided_slice needs axes, begin, end (and strides) of equal length, got "
+                        f"{len(axes)}, {len(begin)}, {len(end)}, {len(strides)}")
+    if any(s == 0 for s in strides):
+        raise err(call, "strided_slice: strides must be non-zero")
+    if x.ndim == -1:
+        return TensorStructInfo(None, x.dtype, -1)
+    axes_n = norm_axes(call, axes, x.ndim, "axes")
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, x.ndim)
+    dims = list(x.shape)
+    for ax, b, e, s in zip(axes_n, begin, end, strides):
+        dims[ax] = _slice_len(call, x.shape[ax], b, e, s)
+    return TensorStructInfo(tuple(dims), x.dtype)
+
+
+def _strided_slice_ref(x, axes, begin, end, strides=None):
+    x = np.asarray(x)
+    strides = strides or (1,) * len(axes)
+    index = [slice(None)] * x.ndim
+    for ax, b, e, s in zip(axes, begin, end, strides):
+        index[ax % x.ndim] = slice(b, e, s)
+    return x[tuple(index)].copy()
+
+
+define("strided_slice", ("x",), _infer_strided_slice,
+       attrs={"axes": (REQUIRED, int_tuple), "begin": (REQUIRED, int_tuple),
+              "end": (REQUIRED, int_tuple), "strides": (None, opt(int_tuple))},
+       reference=_strided_slice_ref, pattern=OpPattern.INJECTIVE,
+       doc="numpy slicing x[begin:end:stride] on the listed axes.")
+
+
+def _infer_take(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    idx = tensor_arg(call, 1, ctx, "indices")
+    if idx.dtype != "void" and not tir.is_int(idx.dtype):
+        raise err(call, f"take needs integer indices, but {expr_to_str(call.args[1])} has "
+                        f"dtype {idx.dtype}")
+    axis = attrs_of(call)["axis"]
+    if axis is None:
+        return TensorStructInfo(idx.shape, x.dtype, idx.ndim)
+    if x.ndim == -1:
+        return TensorStructInfo(None, x.dtype, -1)
+    if x.ndim == 0:
+        raise err(call, "take cannot index a 0-d tensor along an axis")
+    ax = norm_axis(call, axis, x.ndim)
+    if x.shape is None or idx.shape is None:
+        return TensorStructInfo(None, x.dtype, -1 if idx.ndim == -1 else x.ndim - 1 + idx.ndim)
+    return TensorStructInfo(tuple(x.shape[:ax]) + tuple(idx.shape) + tuple(x.shape[ax + 1:]),
+                            x.dtype)
+
+
+def _take_ref(x, indices, axis=None):
+    return np.take(np.asarray(x), np.asarray(indices).astype(np.int64), axis=axis, mode="raise")
+
+
+define("take", ("x", "indices"), _infer_take, attrs={"axis": (None, opt(as_int))},
+       reference=_take_ref, pattern=OpPattern.INJECTIVE,
+       doc="numpy.take: gather along ``axis`` (None: the flattened tensor).")
+
+
+# ---------------------------------------------------------------------------
+# astype / where / clip
+# ---------------------------------------------------------------------------
+
+def _infer_astype(call, ctx):
+    return _same_dtype(tensor_arg(call, 0, ctx), attrs_of(call)["dtype"])
+
+
+define("astype", ("x",), _infer_astype, attrs={"dtype": (REQUIRED, _dtype_required)},
+       reference=lambda x, dtype: np.asarray(x).astype(dtype),
+       pattern=OpPattern.ELEMWISE, doc="Convert to ``dtype`` (numpy astype).")
+
+
+def _infer_where(call, ctx):
+    from ._common import broadcast
+    cond = tensor_arg(call, 0, ctx, "the condition")
+    x = tensor_arg(call, 1, ctx)
+    y = tensor_arg(call, 2, ctx)
+    if cond.dtype not in ("void", "bool"):
+        raise err(call, f"where needs a bool condition, but {expr_to_str(call.args[0])} "
+                        f"has dtype {cond.dtype}")
+    if "void" not in (x.dtype, y.dtype) and x.dtype != y.dtype:
+        raise err(call, f"where needs both branches of one dtype, but "
+                        f"{expr_to_str(call.args[1])} has dtype {x.dtype} and "
+                        f"{expr_to_str(call.args[2])} has dtype {y.dtype}")
+    dtype = x.dtype if x.dtype == y.dtype else "void"
+    names = tuple(expr_to_str(a) for a in call.args[:3])
+    xy = broadcast(call, x, y, dtype, names[1:])
+    return broadcast(call, cond, xy, dtype, (names[0], f"broadcast({names[1]}, {names[2]})"))
+
+
+def _where_ref(condition, x1, x2):
+    x1, x2 = np.asarray(x1), np.asarray(x2)
+    return np.where(np.asarray(condition), x1, x2).astype(np.result_type(x1, x2))
+
+
+define("where", ("condition", "x1", "x2"), _infer_where, reference=_where_ref,
+       pattern=OpPattern.BROADCAST, doc="Select x1 where condition else x2 (broadcasting).")
+
+
+def _infer_clip(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    a = attrs_of(call)
+    if a["min"] > a["max"]:
+        raise err(call, f"clip: min ({a['min']}) is greater than max ({a['max']})")
+    return x if x.span is None else TensorStructInfo(x.shape, x.dtype, x.ndim)
+
+
+def _clip_ref(x, min, max):  # noqa: A002 - TVM's attribute names
+    x = np.asarray(x)
+    return np.clip(x, min, max).astype(x.dtype)
+
+
+define("clip", ("x",), _infer_clip, attrs={"min": (REQUIRED, as_float), "max": (REQUIRED, as_float)},
+       reference=_clip_ref, pattern=OpPattern.ELEMWISE,
+       doc="Clamp to [min, max] (numpy.clip), result in x's dtype.")
+
+
+# ---------------------------------------------------------------------------
+# creation
+# ---------------------------------------------------------------------------
+
+def _infer_fill(call, ctx):
+    target = shape_arg(call, 0, ctx)
+    dtype = attrs_of(call)["dtype"]
+    if target.values is None:
+        return TensorStructInfo(None, dtype, target.ndim)
+    return TensorStructInfo(target.values, dtype)
+
+
+define("zeros", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
+       reference=lambda shape, dtype="float32": np.zeros(shape_tuple(shape), dtype),
+       pattern=OpPattern.ELEMWISE, doc="A tensor of zeros of the shape operand.")
+define("ones", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
+       reference=lambda shape, dtype="float32": np.ones(shape_tuple(shape), dtype),
+       pattern=OpPattern.ELEMWISE, doc="A tensor of ones of the shape operand.")
+
+
+def _infer_full(call, ctx):
+    target = shape_arg(call, 0, ctx)
+    if len(call.args) < 2:
+        raise err(call, "full expects a shape and a fill value")
+    fill = arg_sinfo(call.args[1], ctx)
+    if isinstance(fill, TensorStructInfo):
+        if fill.ndim not in (0, -1):
+            raise err(call, f"full needs a scalar fill value, but {expr_to_str(call.args[1])} "
+                            f"has struct info {sinfo_to_str(fill)}")
+        fill_dtype = fill.dtype
+    elif isinstance(fill, PrimStructInfo):
+        fill_dtype = fill.dtype
+    else:
+        raise err(call, f"full needs a scalar fill value (a 0-d tensor or R.prim_value), but "
+                        f"{expr_to_str(call.args[1])} has struct info {sinfo_to_str(fill)}")
+    dtype = attrs_of(call)["dtype"]
+    if dtype == "void":
+        dtype = fill_dtype
+    if target.values is None:
+        return TensorStructInfo(None, dtype, target.ndim)
+    return TensorStructInfo(target.values, dtype)
+
+
+def _full_ref(shape, fill_value, dtype="void"):
+    fill = np.asarray(fill_value)
+    return np.full(shape_tuple(shape), fill, dtype=fill.dtype if dtype == "void" else dtype)
+
+
+define("full", ("shape", "fill_value"), _infer_full, attrs={"dtype": ("void", as_dtype)},
+       reference=_full_ref, pattern=OpPattern.ELEMWISE,
+       doc="A tensor of the shape operand filled with a scalar (dtype void: the fill's).")
+
+
+def _infer_like(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    dtype = attrs_of(call)["dtype"]
+    return _same_dtype(x, x.dtype if dtype == "void" else dtype)
+
+
+def _like_ref(fill):
+    def ref(x, dtype="void"):
+        x = np.asarray(x)
+        return np.full(x.shape, fill, dtype=x.dtype if dtype == "void" else dtype)
+    return ref
+
+
+define("zeros_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
+       reference=_like_ref(0), pattern=OpPattern.ELEMWISE, doc="Zeros shaped like x.")
+define("ones_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
+       reference=_like_ref(1), pattern=OpPattern.ELEMWISE, doc="Ones shaped like x.")
+
+_ = (as_float, tensor_sinfo)

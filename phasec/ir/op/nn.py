@@ -1,0 +1,354 @@
+"""Neural-network operators: softmax, normalizations, conv2d, pooling.
+
+Layouts: only NCHW data and OIHW kernels are supported (others are a
+StructInfoError). Padding is normalized to 4 integers (top, left, bottom,
+right). Output sizes (per spatial dim, kernel k, stride s, dilation d, padding
+p0/p1)::
+
+    out = (in + p0 + p1 - d * (k - 1) - 1) // s + 1            # conv2d, pools
+    out = (in + p0 + p1 - d * (k - 1) - 1 + s - 1) // s + 1    # pools, ceil_mode
+
+Pool semantics: ``max_pool2d`` ignores padding (padded positions are -inf for
+floats, the minimum for integers); ``avg_pool2d`` divides the sum of the valid
+taps by the number of taps inside the input (``count_include_pad=False``) or
+inside the padded input ``[-p0, in + p1)`` (``count_include_pad=True``), at
+least 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import arith, tir
+from ..struct_info import TensorStructInfo
+from ._common import (
+    OpPattern, REQUIRED, as_bool, as_dtype, as_float, as_int, as_str, binary_dtype, define,
+    err, int_tuple, norm_axes, norm_axis, one_of, padding4, pair, tensor_arg, tensor_sinfo,
+)
+from .elementwise import _float_unary  # the float-dtype check
+
+__all__: list[str] = []
+
+
+def _attrs(call):
+    from ._common import attrs_of
+    return attrs_of(call)
+
+
+# ---------------------------------------------------------------------------
+# softmax / log_softmax
+# ---------------------------------------------------------------------------
+
+def _infer_softmax(call, ctx):
+    x = _float_unary(call, ctx)
+    if x.ndim != -1:
+        if x.ndim == 0:
+            raise err(call, "softmax needs a tensor with at least one dimension")
+        norm_axis(call, _attrs(call)["axis"], x.ndim)
+    return x
+
+
+def _softmax_ref(x, axis=-1):
+    x = np.asarray(x)
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
+
+
+def _log_softmax_ref(x, axis=-1):
+    x = np.asarray(x)
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
+
+
+for _name, _ref in (("nn.softmax", _softmax_ref), ("nn.log_softmax", _log_softmax_ref)):
+    define(_name, ("data",), _infer_softmax, attrs={"axis": (-1, as_int)}, reference=_ref,
+           pattern=OpPattern.OPAQUE,
+           doc=f"{_name.removeprefix('nn.')} along ``axis`` (numerically stable).")
+
+
+# ---------------------------------------------------------------------------
+# layer_norm / rms_norm
+# ---------------------------------------------------------------------------
+
+def _check_norm_param(call, x: TensorStructInfo, axes: list[int], idx: int, what: str) -> None:
+    p = tensor_arg(call, idx, None, what)
+    names = (call.args[0], call.args[idx])
+    if x.dtype != "void" and p.dtype != "void" and x.dtype != p.dtype:
+        from ..infer import expr_to_str
+        raise err(call, f"{what} {expr_to_str(names[1])} has dtype {p.dtype} but the input "
+                        f"{expr_to_str(names[0])} has dtype {x.dtype}")
+    if p.ndim != -1 and p.ndim != len(axes):
+        raise err(call, f"{what} must have one dimension per normalized axis "
+                        f"({len(axes)}), but it has ndim {p.ndim}")
+    if p.shape is not None and x.shape is not None:
+        for pd, a in zip(p.shape, axes):
+            if arith.prove_not_equal(pd, x.shape[a]):
+                from ..infer import prim_expr_to_str
+                raise err(call, f"{what} dimension {prim_expr_to_str(pd)} does not match input "
+                                f"dimension {prim_expr_to_str(x.shape[a])} on axis {a}")
+
+
+def _infer_layer_norm(call, ctx):
+    x = _float_unary(call, ctx)
+    for i in (1, 2):
+        tensor_arg(call, i, ctx)
+    attrs = _attrs(call)
+    if x.ndim != -1:
+        axes = norm_axes(call, attrs["axes"], x.ndim, "axes")
+        _check_norm_param(call, x, axes, 1, "gamma")
+        _check_norm_param(call, x, axes, 2, "beta")
+    return x
+
+
+def _layer_norm_ref(x, gamma, beta, axes, epsilon=1e-5, center=True, scale=True):
+    x = np.asarray(x)
+    axes = tuple(a % x.ndim for a in axes)
+    mean = np.mean(x, axis=axes, keepdims=True)
+    var = np.mean(np.square(x - mean), axis=axes, keepdims=True)
+    out = (x - mean) / np.sqrt(var + np.asarray(epsilon, x.dtype))
+    bshape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    if scale:
+        out = out * np.asarray(gamma).reshape(bshape)
+    if center:
+        out = out + np.asarray(beta).reshape(bshape)
+    return out.astype(x.dtype)
+
+
+define("nn.layer_norm", ("data", "gamma", "beta"), _infer_layer_norm,
+       attrs={"axes": (REQUIRED, int_tuple), "epsilon": (1e-5, as_float),
+              "center": (True, as_bool), "scale": (True, as_bool)},
+       reference=_layer_norm_ref, pattern=OpPattern.OPAQUE,
+       doc="(x - mean) / sqrt(var + epsilon) * gamma + beta over ``axes`` (population variance).")
+
+
+def _infer_rms_norm(call, ctx):
+    x = _float_unary(call, ctx)
+    tensor_arg(call, 1, ctx)
+    if x.ndim != -1:
+        axes = norm_axes(call, _attrs(call)["axes"], x.ndim, "axes")
+        _check_norm_param(call, x, axes, 1, "weight")
+    return x
+
+
+def _rms_norm_ref(x, weight, axes=(-1,), epsilon=1e-5):
+    x = np.asarray(x)
+    axes = tuple(a % x.ndim for a in axes)
+    ms = np.mean(np.square(x), axis=axes, keepdims=True)
+    bshape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    out = x / np.sqrt(ms + np.asarray(epsilon, x.dtype)) * np.asarray(weight).reshape(bshape)
+    return out.astype(x.dtype)
+
+
+define("nn.rms_norm", ("data", "weight"), _infer_rms_norm,
+       attrs={"axes": ((-1,), int_tuple), "epsilon": (1e-5, as_float)},
+       reference=_rms_norm_ref, pattern=OpPattern.OPAQUE,
+       doc="x / sqrt(mean(x^2 over axes) + epsilon) * weight.")
+
+
+# ---------------------------------------------------------------------------
+# conv2d
+# ---------------------------------------------------------------------------
+
+def _spatial_out(in_dim, k, stride, dilation, pad0, pad1, ceil_mode=False):
+    i64 = tir.IntImm
+    num = tir.BinaryOp("-", tir.BinaryOp("+", in_dim, i64(pad0 + pad1)),
+                       tir.BinaryOp("+", tir.BinaryOp("*", i64(dilation),
+                                                      tir.BinaryOp("-", k, i64(1))), i64(1)))
+    if ceil_mode:
+        num = tir.BinaryOp("+", num, i64(stride - 1))
+    return arith.simplify(tir.BinaryOp("+", tir.BinaryOp("//", num, i64(stride)), i64(1)))
+
+
+def _check_positive(call, name, values):
+    if any(v <= 0 for v in values):
+        raise err(call, f"{name} must be positive, got {tuple(values)}")
+
+
+def _check_spatial_out(call, dims):
+    for d in dims:
+        v = arith.const_int(d)
+        if v is not None and v <= 0:
+            raise err(call, "the output spatial size would be non-positive "
+                            f"({v}); the window is larger than the padded input")
+
+
+def _infer_conv2d(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    weight = tensor_arg(call, 1, ctx, "weight")
+    a = _attrs(call)
+    for key, want in (("data_layout", "NCHW"), ("kernel_layout", "OIHW"), ("out_layout", "NCHW")):
+        if a[key] != want:
+            raise err(call, f"{key} {a[key]!r} is not supported; phasec supports only "
+                            f"data_layout=\"NCHW\", kernel_layout=\"OIHW\", out_layout=\"NCHW\"")
+    _check_positive(call, "strides", a["strides"])
+    _check_positive(call, "dilation", a["dilation"])
+    if a["groups"] < 1:
+        raise err(call, f"groups must be positive, got {a['groups']}")
+    if any(p < 0 for p in a["padding"]):
+        raise err(call, f"padding must be non-negative, got {a['padding']}")
+    for sinfo, what in ((data, "data"), (weight, "weight")):
+        if sinfo.ndim not in (-1, 4):
+            raise err(call, f"conv2d expects a 4-D {what} tensor, but it has ndim {sinfo.ndim}")
+    dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
+    if data.shape is None or weight.shape is None:
+        return TensorStructInfo(None, dtype, 4)
+    n, c, h, w = data.shape
+    o, i, kh, kw = weight.shape
+    groups = a["groups"]
+    if arith.prove_not_equal(c, tir.BinaryOp("*", i, tir.IntImm(groups))):
+        raise err(call, f"the data has {_s(c)} input channels but the weight expects "
+                        f"{_s(i)} x groups({groups})")
+    oc = arith.const_int(o)
+    if oc is not None and oc % groups:
+        raise err(call, f"the weight's {oc} output channels are not divisible by groups={groups}")
+    pt, pl, pb, pr = a["padding"]
+    (sh, sw), (dh, dw) = a["strides"], a["dilation"]
+    oh = _spatial_out(h, kh, sh, dh, pt, pb)
+    ow = _spatial_out(w, kw, sw, dw, pl, pr)
+    _check_spatial_out(call, (oh, ow))
+    return tensor_sinfo((n, o, oh, ow), dtype)
+
+
+def _s(e):
+    from ..infer import prim_expr_to_str
+    return prim_expr_to_str(e)
+
+
+def _pad_nchw(x: np.ndarray, padding, value) -> np.ndarray:
+    pt, pl, pb, pr = padding
+    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
+
+
+def _conv2d_ref(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
+                data_layout="NCHW", kernel_layout="OIHW", out_layout="NCHW", out_dtype="void"):
+    data, weight = np.asarray(data), np.asarray(weight)
+    dtype = np.dtype(data.dtype if out_dtype == "void" else out_dtype)
+    acc_dtype = np.float64 if dtype.kind == "f" else np.int64
+    x = _pad_nchw(data.astype(acc_dtype), padding, 0)
+    wt = weight.astype(acc_dtype)
+    n, c, h, w = x.shape
+    o, cg, kh, kw = wt.shape
+    (sh, sw), (dh, dw) = strides, dilation
+    oh = (h - dh * (kh - 1) - 1) // sh + 1
+    ow = (w - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow), acc_dtype)
+    og = o // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        ws = wt[g * og:(g + 1) * og]
+        for p in range(kh):
+            for q in range(kw):
+                patch = xs[:, :, p * dh: p * dh + sh * (oh - 1) + 1: sh,
+                           q * dw: q * dw + sw * (ow - 1) + 1: sw]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, p, q])
+    return out.astype(dtype)
+
+
+_LAYOUT = as_str
+define("nn.conv2d", ("data", "weight"), _infer_conv2d,
+       attrs={"strides": ((1, 1), pair), "padding": ((0, 0, 0, 0), padding4),
+              "dilation": ((1, 1), pair), "groups": (1, as_int),
+              "data_layout": ("NCHW", _LAYOUT), "kernel_layout": ("OIHW", _LAYOUT),
+              "out_layout": ("NCHW", _LAYOUT), "out_dtype": ("void", as_dtype)},
+       reference=_conv2d_ref, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+       doc="2-D convolution, NCHW data and OIHW weight (cross-correlation, like TVM/PyTorch).")
+
+
+# ---------------------------------------------------------------------------
+# pooling
+# ---------------------------------------------------------------------------
+
+def _infer_pool(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    a = _attrs(call)
+    for key in ("layout", "out_layout"):
+        if a[key] != "NCHW":
+            raise err(call, f"{key} {a[key]!r} is not supported; phasec supports only NCHW pooling")
+    _check_positive(call, "pool_size", a["pool_size"])
+    _check_positive(call, "strides", a["strides"])
+    _check_positive(call, "dilation", a["dilation"])
+    if any(p < 0 for p in a["padding"]):
+        raise err(call, f"padding must be non-negative, got {a['padding']}")
+    if data.ndim not in (-1, 4):
+        raise err(call, f"pooling expects a 4-D NCHW tensor, but the data has ndim {data.ndim}")
+    if data.shape is None:
+        return TensorStructInfo(None, data.dtype, 4)
+    n, c, h, w = data.shape
+    pt, pl, pb, pr = a["padding"]
+    (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
+    oh = _spatial_out(h, tir.IntImm(kh), sh, dh, pt, pb, a["ceil_mode"])
+    ow = _spatial_out(w, tir.IntImm(kw), sw, dw, pl, pr, a["ceil_mode"])
+    _check_spatial_out(call, (oh, ow))
+    return tensor_sinfo((n, c, oh, ow), data.dtype)
+
+
+def _pool_out_size(size, k, s, d, p0, p1, ceil_mode):
+    num = size + p0 + p1 - d * (k - 1) - 1
+    if ceil_mode:
+        num += s - 1
+    return num // s + 1
+
+
+def _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode):
+    """Yield (tap values, valid mask, in-padded-input mask) for every window tap."""
+    n, c, h, w = data.shape
+    (kh, kw), (sh, sw), (dh, dw) = pool_size, strides, dilation
+    pt, pl, pb, pr = padding
+    oh = _pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode)
+    ow = _pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode)
+    rows0 = np.arange(oh) * sh - pt
+    cols0 = np.arange(ow) * sw - pl
+    for p in range(kh):
+        rows = rows0 + p * dh
+        for q in range(kw):
+            cols = cols0 + q * dw
+            valid = ((rows >= 0) & (rows < h))[:, None] & ((cols >= 0) & (cols < w))[None, :]
+            padded = ((rows >= -pt) & (rows < h + pb))[:, None] & \
+                     ((cols >= -pl) & (cols < w + pr))[None, :]
+            r = np.clip(rows, 0, h - 1)
+            cc = np.clip(cols, 0, w - 1)
+            yield data[:, :, r[:, None], cc[None, :]], valid, padded, (n, c, oh, ow)
+
+
+def _max_pool2d_ref(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0, 0, 0),
+                    dilation=(1, 1), ceil_mode=False, count_include_pad=False,
+                    layout="NCHW", out_layout="NCHW"):
+    data = np.asarray(data)
+    low = -np.inf if data.dtype.kind == "f" else np.iinfo(data.dtype).min
+    out = None
+    for vals, valid, _, shape in _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode):
+        vals = np.where(valid, vals, np.asarray(low, data.dtype))
+        out = vals if out is None else np.maximum(out, vals)
+    return out.astype(data.dtype)
+
+
+def _avg_pool2d_ref(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0, 0, 0),
+                    dilation=(1, 1), ceil_mode=False, count_include_pad=False,
+                    layout="NCHW", out_layout="NCHW"):
+    data = np.asarray(data)
+    acc_dtype = np.float64 if data.dtype.kind == "f" else np.int64
+    total = count = None
+    for vals, valid, padded, shape in _pool_taps(data, pool_size, strides, padding, dilation,
+                                                 ceil_mode):
+        vals = np.where(valid, vals.astype(acc_dtype), 0)
+        counted = (padded if count_include_pad else valid).astype(np.int64)
+        total = vals if total is None else total + vals
+        count = counted if count is None else count + counted
+    count = np.maximum(count, 1)
+    if data.dtype.kind == "f":
+        return (total / count).astype(data.dtype)
+    return (total // count).astype(data.dtype)
+
+
+_POOL_ATTRS = {"pool_size": ((1, 1), pair), "strides": ((1, 1), pair),
+               "padding": ((0, 0, 0, 0), padding4), "dilation": ((1, 1), pair),
+               "ceil_mode": (False, as_bool), "count_include_pad": (False, as_bool),
+               "layout": ("NCHW", as_str), "out_layout": ("NCHW", as_str)}
+
+define("nn.max_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_max_pool2d_ref,
+       pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc="2-D max pooling (NCHW).")
+define("nn.avg_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_avg_pool2d_ref,
+       pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc="2-D average pooling (NCHW).")
+
+_ = (one_of, as_int)  # re-exported helpers used by other families

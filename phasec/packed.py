@@ -1,0 +1,143 @@
+"""The packed-function registry: Python functions callable from Relax programs.
+
+A program calls them by name with ``R.call_packed("name", ...)``,
+``R.call_pure_packed("name", ...)`` or ``R.call_dps_packed("name", ...)``;
+the reference interpreter and the VM look the name up here at run time.
+
+    @phasec.register_func("my.double")
+    def double(x):
+        return x * 2
+
+Arguments arrive as numpy arrays (tensors), tuples (Relax tuples), tuples of
+ints (shapes), Python scalars (prim values), ``str`` (strings and dtypes) and
+callables (closures: calling one runs it). For ``call_dps_packed`` the outputs
+are passed last and must be written in place.
+
+A few ``vm.builtin.*`` functions that need no VM state are registered here
+too, so programs lowered TVM-style can call them by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .errors import PhasecError
+
+__all__ = ["PackedFuncError", "register_func", "get_packed_func", "find_packed_func",
+           "list_packed_funcs", "remove_func"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class PackedFuncError(PhasecError, LookupError):
+    """An unknown packed-function name, or a name registered twice."""
+
+
+_REGISTRY: dict[str, Callable[..., Any]] = {}
+# Registration may happen from several threads (e.g. test workers); lookups
+# are plain dict reads, which are atomic in CPython.
+_LOCK = threading.Lock()
+
+
+def register_func(name: str, f: Callable[..., Any] | None = None, override: bool = False):
+    """Register ``f`` as the packed function ``name``.
+
+    Works as a call (``register_func("a.b", fn)``) or as a decorator
+    (``@register_func("a.b")``); both return ``f`` unchanged. Registering a
+    name that exists is an error unless ``override=True``.
+    """
+    if not isinstance(name, str) or not name:
+        raise PackedFuncError(f"a packed function name must be a non-empty string, not {name!r}")
+
+    def register(func: F) -> F:
+        if not callable(func):
+            raise PackedFuncError(f"packed function {name!r} must be callable, "
+                                  f"not {type(func).__name__}")
+        with _LOCK:
+            if name in _REGISTRY and not override:
+                raise PackedFuncError(f"packed function {name!r} is already registered; "
+                                      f"pass override=True to replace it")
+            _REGISTRY[name] = func
+        return func
+
+    if f is None:
+        return register
+    return register(f)
+
+
+def find_packed_func(name: str) -> Callable[..., Any] | None:
+    """The function registered as ``name``, or None."""
+    return _REGISTRY.get(name)
+
+
+def get_packed_func(name: str) -> Callable[..., Any]:
+    """The function registered as ``name``; unknown names raise PackedFuncError
+    listing the closest registered names."""
+    func = _REGISTRY.get(name)
+    if func is None:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise PackedFuncError(f"no packed function named {name!r} is registered{hint} "
+                              f"(register one with phasec.register_func({name!r}))")
+    return func
+
+
+def list_packed_funcs() -> list[str]:
+    """Every registered name, sorted."""
+    return sorted(_REGISTRY)
+
+
+def remove_func(name: str) -> None:
+    """Unregister ``name`` (no error if it is not registered)."""
+    with _LOCK:
+        _REGISTRY.pop(name, None)
+
+
+# ---------------------------------------------------------------------------
+# Stateless VM builtins (TVM names). Builtins that need the VM's state —
+# closures, storage accounting — are implemented by the VM itself.
+# ---------------------------------------------------------------------------
+
+def _shape_of(tensor: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(d) for d in np.shape(tensor))
+
+
+def _reshape(tensor: np.ndarray, shape: Any) -> np.ndarray:
+    return np.reshape(tensor, tuple(int(d) for d in shape))
+
+
+def _tuple_getitem(tup: Any, index: Any) -> Any:
+    return tup[int(index)]
+
+
+def _make_tuple(*fields: Any) -> tuple:
+    return tuple(fields)
+
+
+def _copy(value: Any) -> Any:
+    return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+
+
+def _null_value() -> None:
+    return None
+
+
+def _read_if_cond(cond: Any) -> bool:
+    return bool(np.asarray(cond).reshape(-1)[0]) if np.size(cond) else False
+
+
+for _name, _func in {
+    "vm.builtin.shape_of": _shape_of,
+    "vm.builtin.reshape": _reshape,
+    "vm.builtin.tuple_getitem": _tuple_getitem,
+    "vm.builtin.make_tuple": _make_tuple,
+    "vm.builtin.copy": _copy,
+    "vm.builtin.null_value": _null_value,
+    "vm.builtin.read_if_cond": _read_if_cond,
+}.items():
+    register_func(_name, _func)

@@ -1,0 +1,52 @@
+"""Loading module files: TVMScript (``.py``) or the JSON module format (``.json``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import ParseError
+from ..ir.module import IRModule
+from ..ir.node import Span
+
+__all__ = ["load", "SUFFIXES"]
+
+#: file suffix -> format
+SUFFIXES = {".py": "TVMScript", ".json": "JSON"}
+
+
+def load(path: str | os.PathLike) -> IRModule:
+    """Read a module file: ``.py`` is TVMScript, ``.json`` the JSON module format.
+
+    The file is data: TVMScript is parsed, never executed. Every problem
+    (unknown suffix, missing or unreadable file, binary content, bad syntax)
+    is a :class:`~phasec.errors.ParseError` naming the file.
+    """
+    p = Path(path)
+    name = str(path)
+    suffix = p.suffix.lower()
+    if suffix not in SUFFIXES:
+        known = ", ".join(f"{s} ({f})" for s, f in SUFFIXES.items())
+        raise ParseError(f"cannot load {name!r}: unknown file type {p.suffix or '(no suffix)'!r}; "
+                         f"expected {known}")
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise ParseError(f"cannot load {name!r}: no such file") from None
+    except IsADirectoryError:
+        raise ParseError(f"cannot load {name!r}: it is a directory, not a file") from None
+    except OSError as exc:
+        raise ParseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+    from .parser import decode_source
+
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        raise ParseError("the file contains NUL bytes; is it a binary file?", Span(name, line, 0))
+    text = decode_source(data, name)
+    if suffix == ".json":
+        from .json_format import from_json  # written alongside; imported only when needed
+
+        return from_json(text)
+    from .parser import parse
+
+    return parse(text, filename=name)

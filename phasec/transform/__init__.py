@@ -1,0 +1,54 @@
+"""Phase-checked pass infrastructure (TVM's ``tvm.transform``, plus phases).
+
+Every pass declares the phases it accepts (and, for transition passes, the
+phase it moves the module to); the infrastructure checks the phase before a
+pass runs, sets the new phase after a transition, and verifies the result::
+
+    from phasec import transform as T
+    from phasec.ir import Phase
+
+    @T.module_pass(opt_level=1, phases=Phase.OPTIMIZATION)
+    class MyPass:
+        factor: int = 2            # an option: MyPass(factor=3)
+
+        def transform_module(self, mod, ctx):
+            return mod
+
+    with T.PassContext(opt_level=2, instruments=[T.PassTiming()]):
+        mod = T.Sequential([T.get_pass("LambdaLifting"), MyPass()])(mod)
+
+Configuration mistakes (unknown pass or option, malformed pipeline spec,
+bad context argument, malformed pass declaration) raise
+:class:`PassConfigError`, a :class:`phasec.PhasecError` and ``ValueError``.
+"""
+
+from .context import VERIFY_MODES, PassContext
+from .info import (
+    ALL_PHASES, TRANSITION_PASSES, PassConfigError, PassInfo, as_phases, describe_phases,
+    phase_mismatch_message,
+)
+from .instruments import (
+    PassInstrument, PassTiming, PassTrace, PrintAfterAll, PrintBeforeAll, TimingRow, TraceEntry,
+    pass_instrument,
+)
+from .pass_infra import (
+    MISSING, FunctionPass, ModulePass, Pass, PlanStep, PrimFuncPass, PrintIR, Sequential,
+    function_pass, module_pass, prim_func_pass,
+)
+from .phase_pipeline import Pipeline
+from .registry import (
+    REGISTRY, PassEntry, PassRegistry, get_pass, get_pass_entry, list_passes, pass_entries,
+    register_pass,
+)
+from .spec import format_value, parse_pipeline, pass_spec
+
+__all__ = [
+    "PassContext", "VERIFY_MODES", "PassInfo", "PassConfigError", "ALL_PHASES",
+    "TRANSITION_PASSES", "as_phases", "describe_phases", "phase_mismatch_message",
+    "PassInstrument", "pass_instrument", "PrintBeforeAll", "PrintAfterAll", "PassTiming",
+    "TimingRow", "PassTrace", "TraceEntry", "Pass", "ModulePass", "FunctionPass",
+    "PrimFuncPass", "Sequential", "PlanStep", "module_pass", "function_pass",
+    "prim_func_pass", "PrintIR", "MISSING", "Pipeline", "PassEntry", "PassRegistry",
+    "REGISTRY", "register_pass", "get_pass", "get_pass_entry", "list_passes", "pass_entries",
+    "parse_pipeline", "pass_spec", "format_value",
+]

@@ -1,0 +1,595 @@
+"""The checker: one traversal per function, dispatching events to rules.
+
+The walk is iterative over binding lists. Nested scopes (if-branches, nested
+functions) are walked by generators run from an explicit stack, so neither
+long programs nor deep nesting reach Python's recursion limit. The cost per
+node is a type dispatch plus the hooks of the rules that care about that
+node kind, so checking is linear in program size at every phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable
+from typing import Any
+
+from phasec.errors import WellFormedError
+from phasec.ir import tir
+from phasec.ir.expr import (
+    Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr, ExternFunc, Function,
+    GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
+    TupleGetItem, Var,
+)
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import (
+    PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
+)
+
+from .context import BRANCH, DATAFLOW, FUNCTION, PRIM_FUNC, Context, Frame
+from .diagnostics import ERROR, Diagnostic, summarize
+from .rules import all_rules
+from .rules.base import HOOKS, Rule
+
+__all__ = ["check", "verify", "infer_phase", "Checker"]
+
+_SIMPLE_LEAVES = (Constant, StringImm, DataTypeImm, ExternFunc, Op)
+_Walk = Generator[Any, None, None]
+
+
+class _Dispatch:
+    """The hooks of the rules active in one phase, per event (built once per phase)."""
+
+    def __init__(self, rules: Iterable[Rule]) -> None:
+        self.rules = list(rules)
+        for hook in HOOKS:
+            setattr(self, hook, [getattr(r, hook) for r in self.rules if hook in r.hooks()])
+        generic = [r.call for r in self.rules if "call" in r.hooks() and r.ops is None]
+        self.call_generic = generic
+        self._call_specific: dict[str, list[Callable]] = {}
+        for r in self.rules:
+            if "call" in r.hooks() and r.ops is not None:
+                for name in r.ops:
+                    self._call_specific.setdefault(name, []).append(r.call)
+        self._call_cache: dict[str | None, list[Callable]] = {None: generic}
+
+    def call_hooks(self, op_name: str | None) -> list[Callable]:
+        hooks = self._call_cache.get(op_name)
+        if hooks is None:
+            hooks = self.call_generic + self._call_specific.get(op_name, [])
+            self._call_cache[op_name] = hooks
+        return hooks
+
+
+_DISPATCH: dict[Phase, _Dispatch] = {}
+
+
+def _dispatch_for(phase: Phase) -> _Dispatch:
+    d = _DISPATCH.get(phase)
+    if d is None:
+        d = _DISPATCH[phase] = _Dispatch(r for r in all_rules() if r.since <= phase)
+    return d
+
+
+class Checker:
+    """Walks one module once and collects every rule's diagnostics."""
+
+    def __init__(self, mod: IRModule, phase: Phase) -> None:
+        self.ctx = Context(mod, phase)
+        self.d = _dispatch_for(phase)
+        self._opdefs: dict[str, Any] = {}
+
+    # -- driver ----------------------------------------------------------
+    def run(self) -> list[Diagnostic]:
+        ctx, d = self.ctx, self.d
+        for hook in d.module:
+            hook(ctx, ctx.mod)
+        for name, func in ctx.mod.functions.items():
+            ctx.func_name, ctx.top_func = name, func
+            try:
+                if isinstance(func, Function):
+                    self._drive(self._walk_function(func))
+                else:
+                    self._walk_prim_func(func)
+            except RecursionError:
+                self._internal_failure("the IR is nested too deeply to analyse")
+            except Exception as exc:  # malformed IR must give a diagnostic, not a traceback
+                self._internal_failure(f"{type(exc).__name__}: {exc}")
+            ctx.binding, ctx.func, ctx.func_depth, ctx.stmt_span = None, None, -1, None
+        return ctx.diagnostics
+
+    def _internal_failure(self, what: str) -> None:
+        from .rules.base import get_rule
+
+        ctx = self.ctx
+        rule = get_rule("WF100")
+        ctx.report(rule, f"function '{ctx.func_name}' could not be analysed completely "
+                   f"({what}); it contains a node of an unexpected kind or shape")
+
+    @staticmethod
+    def _drive(walk: _Walk) -> None:
+        """Run a generator walk; a generator yields sub-walks to run before resuming."""
+        stack = [walk]
+        while stack:
+            try:
+                child = next(stack[-1])
+            except StopIteration:
+                stack.pop()
+                continue
+            stack.append(child)
+
+    # -- Relax functions ----------------------------------------------------
+    def _walk_function(self, func: Function) -> _Walk:
+        ctx, d = self.ctx, self.d
+        saved = (ctx.func, ctx.func_depth, ctx.in_dataflow, ctx.binding, ctx.frame, ctx.df_frame,
+                 ctx.outer_binding)
+        ctx.outer_binding = ctx.binding
+        ctx.func, ctx.func_depth, ctx.in_dataflow, ctx.binding = func, ctx.func_depth + 1, False, None
+        ctx.df_frame = None
+        for hook in d.enter_function:
+            hook(ctx, func)
+        frame = ctx.frame = Frame(FUNCTION, ctx.func_name or "")
+        owner = ctx.func_name or ""
+        for param in func.params:
+            if isinstance(param, Var):
+                self._sinfo_syms(param.struct_info, define=True)
+        for param in func.params:
+            if not isinstance(param, Var):
+                self._bad_value(param)
+                continue
+            self._define(param, "param")
+            ctx.param_owner.setdefault(param, owner)
+        body = func.body
+        if type(body) is SeqExpr:
+            yield self._walk_seq(body)
+        else:
+            self._non_leaf(body, "function body (must be a SeqExpr)")
+        ctx.binding = None
+        self._sinfo_syms(func.ret_struct_info, define=False)
+        for hook in d.exit_function:
+            hook(ctx, func)
+        frame.open = False
+        (ctx.func, ctx.func_depth, ctx.in_dataflow, ctx.binding, ctx.frame, ctx.df_frame,
+         ctx.outer_binding) = saved
+
+    def _walk_seq(self, seq: SeqExpr) -> _Walk:
+        ctx, d = self.ctx, self.d
+        block_hooks, binding_hooks, if_hooks = d.block, d.binding, d.if_
+        for block in seq.blocks:
+            is_df = isinstance(block, DataflowBlock)
+            ctx.binding = None
+            for hook in block_hooks:
+                hook(ctx, block)
+            if is_df:
+                saved_df = (ctx.df_frame, ctx.in_dataflow)
+                df_frame = ctx.df_frame = Frame(DATAFLOW, ctx.func_name or "")
+                ctx.in_dataflow = True
+            for b in block.bindings:
+                ctx.binding = b
+                value = getattr(b, "value", None)
+                tv = type(value)
+                ctx.anf_ok = True
+                if tv is Call:
+                    self._visit_call(value)
+                elif tv is If:
+                    self._operand(value.cond, "if condition")
+                    for hook in if_hooks:
+                        hook(ctx, value)
+                    for branch in (value.true_branch, value.false_branch):
+                        if type(branch) is not SeqExpr:
+                            self._non_leaf(branch, "if branch (must be a SeqExpr)")
+                            continue
+                        outer = ctx.frame
+                        frame = ctx.frame = Frame(BRANCH, ctx.func_name or "")
+                        yield self._walk_seq(branch)
+                        frame.open = False
+                        ctx.frame, ctx.binding = outer, b
+                elif tv is Function:
+                    var = b.var
+                    ctx.recursive.add(var)  # a local function may call itself
+                    yield self._walk_function(value)
+                    ctx.recursive.discard(var)
+                    ctx.binding = b
+                elif tv is TupleGetItem:
+                    self._operand(value.tuple_value, "tuple_getitem operand")
+                elif tv is SeqExpr:
+                    ctx.anf_ok = False
+                    for hook in d.misplaced_seq:
+                        hook(ctx, value)
+                elif isinstance(value, Expr):
+                    self._operand(value, "binding value")
+                else:
+                    self._bad_value(value)
+                var = getattr(b, "var", None)
+                if not isinstance(var, Var):
+                    self._bad_value(var)
+                    continue
+                if type(b) is MatchCast:
+                    self._sinfo_syms(b.struct_info, define=True)
+                for hook in binding_hooks:
+                    hook(ctx, b)
+                self._define(var, "match_cast" if type(b) is MatchCast else "binding")
+                self._sinfo_syms(var.struct_info, define=False)
+            if is_df:
+                df_frame.open = False
+                ctx.df_frame, ctx.in_dataflow = saved_df
+        ctx.binding = None
+        self._operand(seq.body, "body of a function or branch")
+
+    def _define(self, var: Var, kind: str) -> None:
+        ctx = self.ctx
+        for hook in self.d.var_def:
+            hook(ctx, var, kind)
+        frame = ctx.df_frame if type(var) is DataflowVar and ctx.df_frame is not None else ctx.frame
+        ctx.defined_in[var] = frame
+
+    # -- expressions -------------------------------------------------------
+    def _visit_call(self, call: Call) -> None:
+        ctx, d = self.ctx, self.d
+        op = call.op
+        top = type(op)
+        opdef = None
+        name = None
+        if top is Op:
+            name = op.name
+            opdef = self._opdef(name)
+        elif top is GlobalVar:
+            for hook in d.global_use:
+                hook(ctx, op)
+        elif top is Var or top is DataflowVar:
+            for hook in d.var_use:
+                hook(ctx, op)
+        elif top is not ExternFunc:
+            self._non_leaf(op, "callee")
+        for arg in call.args:
+            self._operand(arg, "call argument")
+        for sinfo in call.sinfo_args:
+            self._sinfo_syms(sinfo, define=False)
+        for hook in d.call_hooks(name):
+            hook(ctx, call, opdef)
+
+    def _opdef(self, name: str) -> Any:
+        try:
+            return self._opdefs[name]
+        except KeyError:
+            from phasec.ir.op.registry import find_op
+
+            opdef = self._opdefs[name] = find_op(name)
+            return opdef
+
+    def _operand(self, expr: Any, where: str) -> None:
+        """A position where A-normal form wants a leaf (or a tuple of leaves)."""
+        t = type(expr)
+        ctx, d = self.ctx, self.d
+        if t is Var or t is DataflowVar:
+            for hook in d.var_use:
+                hook(ctx, expr)
+        elif t in _SIMPLE_LEAVES:
+            pass
+        elif t is GlobalVar:
+            for hook in d.global_use:
+                hook(ctx, expr)
+        elif t is ShapeExpr:
+            for value in expr.values:
+                self._prim_uses(value)
+        elif t is PrimValue:
+            self._prim_uses(expr.value)
+        elif t is Tuple:
+            stack = list(expr.fields)
+            while stack:
+                f = stack.pop()
+                if type(f) is Tuple:
+                    stack.extend(f.fields)
+                else:
+                    self._operand(f, "tuple field")
+        elif isinstance(expr, Expr):
+            self._non_leaf(expr, where)
+        else:
+            self._bad_value(expr)
+
+    def _non_leaf(self, expr: Any, where: str) -> None:
+        ctx = self.ctx
+        ctx.anf_ok = False
+        if type(expr) is SeqExpr and where.startswith(("tuple", "call", "binding")):
+            for hook in self.d.misplaced_seq:
+                hook(ctx, expr)
+        elif not isinstance(expr, Expr):
+            self._bad_value(expr)
+            return
+        else:
+            for hook in self.d.non_leaf:
+                hook(ctx, expr, where)
+        self._nested_uses(expr)
+
+    def _nested_uses(self, expr: Expr) -> None:
+        """Report the variable uses inside a non-leaf operand (not its normal form again)."""
+        ctx, d = self.ctx, self.d
+        stack: list[Any] = [expr]
+        while stack:
+            e = stack.pop()
+            t = type(e)
+            if t is Var or t is DataflowVar:
+                for hook in d.var_use:
+                    hook(ctx, e)
+            elif t is GlobalVar:
+                for hook in d.global_use:
+                    hook(ctx, e)
+            elif t is Call:
+                stack.append(e.op)
+                stack.extend(e.args)
+            elif t is Tuple:
+                stack.extend(e.fields)
+            elif t is TupleGetItem:
+                stack.append(e.tuple_value)
+            elif t is If:
+                stack.append(e.cond)
+            elif t is ShapeExpr:
+                for value in e.values:
+                    self._prim_uses(value)
+            elif t is PrimValue:
+                self._prim_uses(e.value)
+
+    def _bad_value(self, value: Any) -> None:
+        ctx = self.ctx
+        ctx.anf_ok = False
+        for hook in self.d.bad_value:
+            hook(ctx, value)
+
+    # -- symbolic variables ---------------------------------------------------
+    def _sinfo_syms(self, sinfo: Any, define: bool) -> None:
+        """Symbolic variables in struct info: bare dims are definitions in
+        ``define`` mode (parameters, match_cast) when not yet visible; every
+        other occurrence is a use. Callable signatures are not descended into:
+        their symbolic variables are the callee's."""
+        stack = [sinfo]
+        while stack:
+            s = stack.pop()
+            t = type(s)
+            if t is TensorStructInfo:
+                dims = s.shape
+            elif t is ShapeStructInfo:
+                dims = s.values
+            elif t is PrimStructInfo:
+                dims = None if s.value is None else (s.value,)
+            elif t is TupleStructInfo:
+                stack.extend(s.fields)
+                continue
+            else:
+                continue
+            if not dims:
+                continue
+            for dim in dims:
+                td = type(dim)
+                if td is tir.IntImm:
+                    continue
+                if td is tir.Var:
+                    if define and not self.ctx.sym_visible(dim):
+                        self._sym_define(dim)
+                    else:
+                        self._sym_use(dim)
+                else:
+                    self._prim_uses(dim)
+
+    def _sym_define(self, var: tir.Var) -> None:
+        ctx = self.ctx
+        for hook in self.d.sym_def:
+            hook(ctx, var)
+        ctx.sym_defined_in[var] = ctx.frame
+        ctx.sym_owner.setdefault(var, ctx.func_name or "")
+
+    def _sym_use(self, var: tir.Var) -> None:
+        ctx = self.ctx
+        for hook in self.d.sym_use:
+            hook(ctx, var)
+        ctx.sym_owner.setdefault(var, ctx.func_name or "")
+
+    def _prim_uses(self, expr: Any) -> None:
+        """Symbolic variable uses inside a PrimExpr at the Relax level."""
+        if type(expr) is tir.IntImm:
+            return
+        for var in _prim_vars(expr, None):
+            self._sym_use(var)
+
+    # -- PrimFuncs -----------------------------------------------------------
+    def _walk_prim_func(self, func: tir.PrimFunc) -> None:
+        ctx, d = self.ctx, self.d
+        ctx.frame = Frame(PRIM_FUNC, ctx.func_name or "")
+        scope = ctx.tir_scope = set()
+        ctx.stmt_span = None
+        for hook in d.prim_func:
+            hook(ctx, func)
+        var_def, var_use, buf_use = d.tir_var_def, d.tir_var_use, d.tir_buffer_use
+
+        loaded: list[Any] = []
+
+        def uses(expr: Any) -> None:
+            t = type(expr)
+            if t is tir.IntImm:
+                return
+            if t is tir.Var:  # the common index / extent: no expression walk
+                for hook in var_use:
+                    hook(ctx, expr)
+                return
+            for v in _prim_vars(expr, loaded):
+                for hook in var_use:
+                    hook(ctx, v)
+            if loaded:
+                for b in loaded:
+                    for hook in buf_use:
+                        hook(ctx, b)
+                loaded.clear()
+
+        # Parameters: scalar vars and the bare symbolic dims of buffer shapes are
+        # definitions; composite dims (n * 2) are uses, checked once all are defined.
+        composite: list[Any] = []
+        for p in func.params:
+            if type(p) is tir.Var:
+                scope.add(p)
+            elif type(p) is tir.Buffer:
+                scope.add(p)
+                for dim in p.shape:
+                    if type(dim) is tir.Var:
+                        scope.add(dim)
+                    elif type(dim) is not tir.IntImm:
+                        composite.append(dim)
+            else:
+                self._bad_value(p)
+        for dim in composite:
+            uses(dim)
+
+        def define(var: Any) -> bool:
+            for hook in var_def:
+                hook(ctx, var)
+            if var in scope:
+                return False  # shadowing: the outer definition stays in scope
+            scope.add(var)
+            return True
+
+        fallback = func.span
+        stack: list[Any] = [func.body]
+        while stack:
+            s = stack.pop()
+            if type(s) is tuple:  # ("exit", var-or-buffer): leave its scope
+                scope.discard(s[1])
+                continue
+            ctx.stmt_span = getattr(s, "span", None) or fallback
+            t = type(s)
+            if t is tir.SeqStmt:
+                stack.extend(reversed(s.stmts))
+            elif t is tir.BufferStore:
+                for hook in buf_use:
+                    hook(ctx, s.buffer)
+                uses(s.value)
+                for i in s.indices:
+                    uses(i)
+            elif t is tir.For:
+                uses(s.min)
+                uses(s.extent)
+                if define(s.loop_var):
+                    stack.append(("exit", s.loop_var))
+                stack.append(s.body)
+            elif t is tir.LetStmt:
+                uses(s.value)
+                if define(s.var):
+                    stack.append(("exit", s.var))
+                stack.append(s.body)
+            elif t is tir.Allocate:
+                for dim in s.buffer.shape:
+                    uses(dim)
+                if s.buffer not in scope:
+                    scope.add(s.buffer)
+                    stack.append(("exit", s.buffer))
+                stack.append(s.body)
+            elif t is tir.IfThenElse:
+                uses(s.condition)
+                if s.else_case is not None:
+                    stack.append(s.else_case)
+                stack.append(s.then_case)
+            elif t is tir.Evaluate:
+                uses(s.value)
+            elif t is tir.Block:
+                for value in s.iter_values:
+                    uses(value)
+                for iv in s.iter_vars:
+                    uses(iv.extent)
+                for iv in s.iter_vars:
+                    if define(iv.var):
+                        stack.append(("exit", iv.var))
+                for region in (*s.reads, *s.writes):
+                    for hook in buf_use:
+                        hook(ctx, region.buffer)
+                    for lo, ext in region.region:
+                        uses(lo)
+                        uses(ext)
+                stack.append(s.body)
+                if s.init is not None:
+                    stack.append(s.init)
+            else:
+                self._bad_value(s)
+        ctx.stmt_span = None
+
+
+def _prim_vars(expr: Any, loaded: list[Any] | None) -> list[tir.Var]:
+    """The TIR variables read by a scalar expression (iteratively); appends
+    each buffer loaded to ``loaded``."""
+    found: list[tir.Var] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        t = type(e)
+        if t is tir.IntImm or t is tir.FloatImm:
+            continue
+        if t is tir.Var:
+            found.append(e)
+        elif t is tir.BinaryOp:
+            stack.append(e.rhs)
+            stack.append(e.lhs)
+        elif t is tir.BufferLoad:
+            if loaded is not None:
+                loaded.append(e.buffer)
+            stack.extend(e.indices)
+        elif t is tir.Cast or t is tir.Not:
+            stack.append(e.value)
+        elif t is tir.Select:
+            stack.extend((e.false_value, e.true_value, e.condition))
+        elif t is tir.Call:
+            stack.extend(reversed(e.args))
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------
+
+def _phase_of(mod: IRModule, phase: Phase | int | str | None) -> Phase:
+    return mod.phase if phase is None else Phase.parse(phase)
+
+
+def check(mod: IRModule, phase: Phase | int | str | None = None) -> list[Diagnostic]:
+    """Every violation in ``mod`` of the rules of ``phase`` (default: the module's phase).
+
+    ``phase`` accepts a :class:`~phasec.Phase`, its number or its name.
+    Diagnostics come in traversal order (function by function, in source order).
+    """
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"verifier.check expects an IRModule, not {type(mod).__name__}")
+    return Checker(mod, _phase_of(mod, phase)).run()
+
+
+def verify(mod: IRModule, phase: Phase | int | str | None = None,
+           pass_name: str | None = None) -> None:
+    """Raise :class:`phasec.WellFormedError` when ``mod`` violates a rule of ``phase``.
+
+    Warnings do not raise. The error's message lists the first few errors;
+    ``.diagnostics`` carries all of them and ``.pass_name`` the pass blamed.
+    """
+    target = _phase_of(mod, phase)
+    errors = [d for d in check(mod, target) if d.severity == ERROR]
+    if not errors:
+        return
+    after = f" after pass {pass_name}" if pass_name else ""
+    count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+    message = (f"module is not well-formed at phase {target.label}{after}: {count}\n"
+               f"{summarize(errors)}")
+    raise WellFormedError(message, errors, pass_name)
+
+
+def infer_phase(mod: IRModule) -> Phase:
+    """The highest phase whose invariants ``mod`` satisfies.
+
+    Phase rules are cumulative, so one check at the build phase suffices: the
+    answer is one below the earliest phase of any violated rule. A module that
+    breaks a structural rule (one that applies at every phase) satisfies no
+    phase: :class:`phasec.WellFormedError` is raised carrying those errors.
+    """
+    from .rules.base import get_rule
+
+    diags = [d for d in check(mod, Phase.BUILD) if d.severity == ERROR]
+    if not diags:
+        return Phase.BUILD
+    earliest = min(get_rule(d.code).since for d in diags)
+    if earliest == Phase.INGESTION:
+        structural = [d for d in diags if get_rule(d.code).since == Phase.INGESTION]
+        raise WellFormedError(
+            f"module is not well-formed at any phase: {len(structural)} structural "
+            f"error{'s' if len(structural) != 1 else ''}\n{summarize(structural)}", structural)
+    return Phase(earliest - 1)

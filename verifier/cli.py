@@ -1,0 +1,362 @@
+"""``phasec-check``: verify TVMScript and JSON module files against their phase.
+
+Usage::
+
+    phasec-check [--phase NAME] [--format text|json|github] [--infer-phase] PATH...
+    phasec-check --explain CODE
+    phasec-check --list-rules
+
+PATHs are files or directories (searched recursively for ``.py`` and
+``.json``). Exit status: 0 when every module is clean, 1 when there are
+violations, 2 for input or usage errors (unreadable file, syntax error,
+schema violation, unknown option). Inputs are parsed, never executed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from phasec.errors import ParseError, PhasecError, SchemaError, WellFormedError
+from phasec.ir.node import Span
+from phasec.ir.phase import Phase
+
+from .checker import check, infer_phase
+from .diagnostics import ERROR, Diagnostic, format_diagnostic, source_excerpt
+from .rules import all_rules, explain
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_INPUT = 0, 1, 2
+MODULE_SUFFIXES = (".py", ".json")
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _ArgParser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so ``main`` returns a status."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+def _arg_parser() -> _ArgParser:
+    p = _ArgParser(
+        prog="phasec-check",
+        description="Check phasec modules (TVMScript .py or JSON) for well-formedness and "
+                    "the invariants of their phase. Inputs are parsed, never executed.",
+        epilog="exit status: 0 clean, 1 violations, 2 input or usage error")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="module files or directories (searched for .py and .json)")
+    p.add_argument("--phase", metavar="NAME",
+                   help="check against this phase instead of the module's declared phase "
+                        "(ingestion, optimization, lowering, build or 0-3)")
+    p.add_argument("--format", choices=("text", "json", "github"), default="text",
+                   help="output format (default: text)")
+    p.add_argument("--explain", metavar="CODE", help="print the documentation of a rule")
+    p.add_argument("--infer-phase", action="store_true",
+                   help="print the highest phase each module satisfies")
+    p.add_argument("--list-rules", action="store_true", help="list every rule and exit")
+    return p
+
+
+# ---------------------------------------------------------------------------
+# Input
+# ---------------------------------------------------------------------------
+
+@dataclass
+class _InputError:
+    message: str
+    kind: str
+    span: Span | None = None
+
+
+@dataclass
+class _Result:
+    path: str
+    source_lines: list[str] | None = None
+    module: Any = None
+    declared: Phase | None = None
+    checked: Phase | None = None
+    inferred: Phase | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    error: _InputError | None = None
+
+
+def _collect(paths: Sequence[str]) -> tuple[list[str], list[_Result]]:
+    """Module files named by ``paths`` (directories searched, sorted) and
+    results for paths that could not be used."""
+    files: list[str] = []
+    bad: list[_Result] = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = []
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+                found.extend(os.path.join(root, n) for n in sorted(names)
+                             if n.endswith(MODULE_SUFFIXES) and not n.startswith("."))
+            if not found:
+                bad.append(_Result(path, error=_InputError(
+                    "directory contains no TVMScript (.py) or JSON (.json) module files",
+                    "OSError")))
+            files.extend(found)
+        elif os.path.exists(path):
+            files.append(path)
+        else:
+            bad.append(_Result(path, error=_InputError("no such file or directory", "OSError")))
+    return files, bad
+
+
+def _read(path: str) -> tuple[str | None, _InputError | None]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return None, _InputError(exc.strerror or str(exc), "OSError")
+    if b"\0" in data:
+        return None, _InputError("binary file, not a TVMScript or JSON module", "OSError")
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, _InputError(f"not UTF-8 text (invalid byte at offset {exc.start}); "
+                                 "expected a TVMScript or JSON module", "OSError")
+
+
+def _load(path: str, text: str) -> tuple[Any, _InputError | None]:
+    """Parse (never execute) one module file."""
+    try:
+        if path.endswith(".json"):
+            from phasec.script.json_format import from_json
+
+            return from_json(text), None
+        from phasec.script.parser import parse
+
+        return parse(text, path), None
+    except ParseError as exc:
+        return None, _InputError(exc.message, "ParseError", exc.span)
+    except SchemaError as exc:
+        return None, _InputError(str(exc), "SchemaError")
+    except PhasecError as exc:
+        return None, _InputError(str(getattr(exc, "message", exc)), type(exc).__name__,
+                                 getattr(exc, "span", None))
+    except RecursionError:
+        return None, _InputError("input is nested too deeply", "ParseError")
+    except (ValueError, TypeError, KeyError) as exc:  # loaders should raise ParseError/SchemaError
+        return None, _InputError(f"invalid module: {exc}", type(exc).__name__)
+
+
+def _run_one(path: str, phase: Phase | None, want_inferred: bool) -> _Result:
+    result = _Result(path)
+    text, error = _read(path)
+    if error is None:
+        result.source_lines = text.splitlines()
+        result.module, error = _load(path, text)
+    if error is not None:
+        result.error = error
+        return result
+    mod = result.module
+    result.declared = mod.phase
+    if want_inferred:
+        try:
+            result.inferred = infer_phase(mod)
+        except WellFormedError as exc:
+            result.diagnostics = exc.diagnostics
+        return result
+    result.checked = phase if phase is not None else mod.phase
+    result.diagnostics = check(mod, result.checked)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+def _excerpt_lines(result: _Result, span: Span | None) -> list[str] | None:
+    """The file's lines when ``span`` points into this file."""
+    if span is None or result.source_lines is None:
+        return None
+    if os.path.normpath(span.file) != os.path.normpath(result.path):
+        return None
+    return result.source_lines
+
+
+def _input_error_text(result: _Result) -> str:
+    err = result.error
+    assert err is not None
+    if err.span is not None:
+        loc = f"{result.path}:{err.span.line}:{err.span.col + 1}"
+    else:
+        loc = result.path
+    text = f"{loc}: error: {err.message}"
+    if err.span is not None and result.source_lines is not None:
+        text += "\n" + "\n".join(source_excerpt(result.source_lines, err.span))
+    return text
+
+
+def _print_text(results: Sequence[_Result], out: TextIO, infer: bool) -> None:
+    for r in results:
+        if r.error is not None:
+            print(_input_error_text(r), file=out)
+            continue
+        if infer and r.inferred is not None:
+            note = f" (declared: {r.declared.label})" if r.declared is not None else ""
+            print(f"{r.path}: {r.inferred.label}{note}", file=out)
+        elif infer:
+            print(f"{r.path}: not well-formed at any phase", file=out)
+        for d in r.diagnostics:
+            print(format_diagnostic(d, _excerpt_lines(r, d.span), default_file=r.path), file=out)
+
+
+def _gh_escape(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def _gh_line(kind: str, file: str, span: Span | None, title: str, message: str) -> str:
+    props = [f"file={_gh_escape(file, True)}"]
+    if span is not None:
+        props.append(f"line={span.line}")
+        props.append(f"col={span.col + 1}")
+        if span.end_line is not None:
+            props.append(f"endLine={span.end_line}")
+    props.append(f"title={_gh_escape(title, True)}")
+    return f"::{kind} {','.join(props)}::{_gh_escape(message)}"
+
+
+def _print_github(results: Sequence[_Result], out: TextIO, infer: bool) -> None:
+    for r in results:
+        if r.error is not None:
+            print(_gh_line("error", r.path, r.error.span, r.error.kind, r.error.message), file=out)
+            continue
+        if infer and r.inferred is not None:
+            print(_gh_line("notice", r.path, None, "phase",
+                           f"highest phase satisfied: {r.inferred.label}"), file=out)
+        for d in r.diagnostics:
+            message = d.message + (f"\nhelp: {d.help}" if d.help else "")
+            file = d.span.file if d.span is not None else r.path
+            print(_gh_line("error" if d.severity == ERROR else "warning", file, d.span, d.code,
+                           message), file=out)
+
+
+def _print_json(results: Sequence[_Result], out: TextIO, status: int) -> None:
+    from .report import CheckReport, FileReport, InputErrorModel, diagnostic_model
+
+    files = []
+    for r in results:
+        if r.error is not None:
+            span = r.error.span
+            files.append(FileReport(path=r.path, status="input-error", input_error=InputErrorModel(
+                message=r.error.message, kind=r.error.kind, line=span.line if span else None,
+                column=span.col + 1 if span else None)))
+            continue
+        has_errors = any(d.severity == ERROR for d in r.diagnostics)
+        files.append(FileReport(
+            path=r.path, status="violations" if has_errors else "ok",
+            declared_phase=r.declared.label if r.declared is not None else None,
+            checked_phase=r.checked.label if r.checked is not None else None,
+            inferred_phase=r.inferred.label if r.inferred is not None else None,
+            diagnostics=[diagnostic_model(d) for d in r.diagnostics]))
+    errors, warnings, inputs = _counts(results)
+    report = CheckReport(files=files, errors=errors, warnings=warnings, input_errors=inputs,
+                         exit_code=status)
+    print(report.model_dump_json(indent=2), file=out)
+
+
+def _counts(results: Sequence[_Result]) -> tuple[int, int, int]:
+    errors = sum(1 for r in results for d in r.diagnostics if d.severity == ERROR)
+    warnings = sum(1 for r in results for d in r.diagnostics if d.severity != ERROR)
+    inputs = sum(1 for r in results if r.error is not None)
+    return errors, warnings, inputs
+
+
+def _summary(results: Sequence[_Result]) -> str:
+    errors, warnings, inputs = _counts(results)
+    checked = len(results) - inputs
+    parts = [f"{errors} error{'s' if errors != 1 else ''}",
+             f"{warnings} warning{'s' if warnings != 1 else ''}"]
+    if inputs:
+        parts.append(f"{inputs} unreadable input{'s' if inputs != 1 else ''}")
+    return f"checked {checked} module{'s' if checked != 1 else ''}: {', '.join(parts)}"
+
+
+def _list_rules(out: TextIO) -> None:
+    for r in all_rules():
+        print(f"{r.code}  {r.since.label:<12}  {r.title}", file=out)
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
+         stderr: TextIO | None = None) -> int:
+    """Run ``phasec-check``; returns the exit status (0, 1 or 2)."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = _arg_parser()
+    try:
+        args = parser.parse_args(argv)
+        phase = None
+        if args.phase is not None:
+            try:
+                phase = Phase.parse(args.phase)
+            except ValueError as exc:
+                raise _UsageError(f"--phase: {exc}") from None
+        if args.explain is None and not args.list_rules:
+            if not args.paths:
+                raise _UsageError("no PATH given (a module file or a directory)")
+            if args.infer_phase and phase is not None:
+                raise _UsageError("--infer-phase and --phase cannot be used together")
+    except _UsageError as exc:
+        print(parser.format_usage().rstrip(), file=err)
+        print(f"phasec-check: error: {exc}", file=err)
+        return EXIT_INPUT
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+
+    if args.explain is not None:
+        try:
+            print(explain(args.explain), file=out, end="")
+        except KeyError as exc:
+            print(f"phasec-check: error: {exc.args[0]}", file=err)
+            return EXIT_INPUT
+        return EXIT_OK
+    if args.list_rules:
+        _list_rules(out)
+        return EXIT_OK
+
+    files, results = _collect(args.paths)
+    for path in files:
+        try:
+            results.append(_run_one(path, phase, args.infer_phase))
+        except Exception as exc:  # never a traceback for a user's file
+            results.append(_Result(path, error=_InputError(
+                f"internal error while checking this file ({type(exc).__name__}: {exc})",
+                "InternalError")))
+    results.sort(key=lambda r: r.path)
+
+    errors, _, inputs = _counts(results)
+    unsatisfied = any(r.inferred is None and r.error is None for r in results) if args.infer_phase \
+        else False
+    status = EXIT_INPUT if inputs else (EXIT_VIOLATIONS if errors or unsatisfied else EXIT_OK)
+    if args.format == "json":
+        _print_json(results, out, status)
+    elif args.format == "github":
+        _print_github(results, out, args.infer_phase)
+        print(_summary(results), file=err)
+    else:
+        _print_text(results, out, args.infer_phase)
+        print(_summary(results), file=out)
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover - ``python -m verifier.cli``
+    sys.exit(main())

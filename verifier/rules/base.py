@@ -1,0 +1,147 @@
+"""The rule base class and the one table every rule is registered in.
+
+A rule is a small class: a stable ``code``, a one-line ``title``, a longer
+``explanation``, the phase ``since`` which it applies, a default ``help``
+line, and one or more *hooks* — methods named after the traversal events the
+rule cares about. The checker walks each function once and calls, at every
+event, only the hooks of the rules active in the phase being checked.
+
+Events (all receive the :class:`~verifier.context.Context` first):
+
+=====================  ==========================================================
+``module(mod)``        once per module, before any function
+``enter_function(f)``  a Relax function (top-level or nested), params not yet defined
+``exit_function(f)``   after its body
+``var_def(var, kind)`` a Relax variable is about to be defined; kind is
+                       ``"param"``, ``"binding"`` or ``"match_cast"``
+``var_use(var)``       a Relax variable is read
+``global_use(gv)``     a GlobalVar is referenced
+``sym_def(v)``         a symbolic shape variable is defined (param annotation, match_cast)
+``sym_use(v)``         a symbolic shape variable is read
+``block(b)``           a binding block starts
+``binding(b)``         a binding, after its value's events, before its var is defined
+``call(call, opdef)``  a Call bound by a binding (``opdef`` None unless op is an Op);
+                       a rule may restrict this to some operators with ``ops``
+``if_(e)``             an If bound by a binding
+``non_leaf(e, where)`` a non-leaf expression where A-normal form wants a leaf
+``misplaced_seq(e)``   a SeqExpr that is not a function or branch body
+``bad_value(v)``       a binding value that is not a Relax expression (e.g. a PrimFunc)
+``prim_func(f)``       a PrimFunc (its body is walked next)
+``tir_var_def(v)``     a TIR variable is defined (loop, let, block axis)
+``tir_var_use(v)``     a TIR variable is read
+``tir_buffer_use(b)``  a buffer is loaded, stored or named in a block region
+=====================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+import textwrap
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from phasec.ir.phase import Phase
+
+from ..diagnostics import ERROR
+
+if TYPE_CHECKING:
+    from ..context import Context
+
+__all__ = ["Rule", "HOOKS", "register", "all_rules", "get_rule", "rules_table", "explain"]
+
+#: every event name a rule may implement
+HOOKS = ("module", "enter_function", "exit_function", "var_def", "var_use", "global_use",
+         "sym_def", "sym_use", "block", "binding", "call", "if_", "non_leaf",
+         "misplaced_seq", "bad_value", "prim_func", "tir_var_def", "tir_var_use",
+         "tir_buffer_use")
+
+
+class Rule:
+    """Base class of every rule; subclass, set the class attributes, override hooks."""
+
+    code: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    explanation: ClassVar[str] = ""
+    since: ClassVar[Phase] = Phase.INGESTION
+    severity: ClassVar[str] = ERROR
+    help: ClassVar[str] = ""
+    #: restricts the ``call`` hook to these operator names (None: every call)
+    ops: ClassVar[frozenset[str] | None] = None
+
+    def hooks(self) -> list[str]:
+        """The events this rule implements (the hook methods it overrides)."""
+        return [h for h in HOOKS if getattr(type(self), h) is not getattr(Rule, h)]
+
+    # Hook defaults: do nothing. Subclasses override the ones they need.
+    def module(self, ctx: "Context", mod: Any) -> None: ...
+    def enter_function(self, ctx: "Context", func: Any) -> None: ...
+    def exit_function(self, ctx: "Context", func: Any) -> None: ...
+    def var_def(self, ctx: "Context", var: Any, kind: str) -> None: ...
+    def var_use(self, ctx: "Context", var: Any) -> None: ...
+    def global_use(self, ctx: "Context", gvar: Any) -> None: ...
+    def sym_def(self, ctx: "Context", var: Any) -> None: ...
+    def sym_use(self, ctx: "Context", var: Any) -> None: ...
+    def block(self, ctx: "Context", block: Any) -> None: ...
+    def binding(self, ctx: "Context", binding: Any) -> None: ...
+    def call(self, ctx: "Context", call: Any, opdef: Any) -> None: ...
+    def if_(self, ctx: "Context", expr: Any) -> None: ...
+    def non_leaf(self, ctx: "Context", expr: Any, where: str) -> None: ...
+    def misplaced_seq(self, ctx: "Context", expr: Any) -> None: ...
+    def bad_value(self, ctx: "Context", value: Any) -> None: ...
+    def prim_func(self, ctx: "Context", func: Any) -> None: ...
+    def tir_var_def(self, ctx: "Context", var: Any) -> None: ...
+    def tir_var_use(self, ctx: "Context", var: Any) -> None: ...
+    def tir_buffer_use(self, ctx: "Context", buffer: Any) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"<rule {self.code} ({self.since.label}): {self.title}>"
+
+
+_RULES: dict[str, Rule] = {}
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: add one instance of ``cls`` to the rule table."""
+    if not cls.code or not cls.title or not cls.explanation:
+        raise ValueError(f"rule {cls.__name__} needs a code, a title and an explanation")
+    if cls.code in _RULES:
+        raise ValueError(f"rule code {cls.code} registered twice")
+    _RULES[cls.code] = cls()
+    return cls
+
+
+def all_rules() -> list[Rule]:
+    """Every registered rule: structural (WF) rules first, then by phase and code."""
+    from . import _load_all
+
+    _load_all()
+    return sorted(_RULES.values(), key=lambda r: (r.since, r.code))
+
+
+def get_rule(code: str) -> Rule:
+    """The rule with this code (case-insensitive); KeyError naming close codes."""
+    from . import _load_all
+
+    _load_all()
+    key = code.strip().upper()
+    if key in _RULES:
+        return _RULES[key]
+    close = difflib.get_close_matches(key, list(_RULES), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise KeyError(f"unknown rule code {code!r}{hint} (known codes: {min(_RULES)}..{max(_RULES)})")
+
+
+def rules_table() -> list[tuple[str, str, str]]:
+    """``(code, phase label, title)`` for every rule, in :func:`all_rules` order (for PHASES.md)."""
+    return [(r.code, r.since.label, r.title) for r in all_rules()]
+
+
+def explain(code: str) -> str:
+    """The full documentation of one rule: title, phase, explanation and help."""
+    rule = get_rule(code)
+    since = ("every phase" if rule.since == Phase.INGESTION
+             else f"phase {rule.since.label} ({int(rule.since)}) and later")
+    body = textwrap.fill(" ".join(rule.explanation.split()), width=78)
+    text = f"{rule.code}: {rule.title}\n\nApplies to: {since}. Severity: {rule.severity}.\n\n{body}\n"
+    if rule.help:
+        text += f"\nHow to fix: {rule.help}\n"
+    return text

@@ -1,0 +1,58 @@
+"""WF3xx: module-level names (every phase)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from ..context import Context
+from .base import Rule, register
+
+
+@register
+class UndefinedGlobal(Rule):
+    code = "WF301"
+    title = "GlobalVar names no function of the module"
+    explanation = """
+    A GlobalVar (cls.f in TVMScript) refers to a function of the same module
+    by name. A reference to a name the module does not define cannot be
+    resolved by the VM or the code generator; it usually means a pass
+    removed or renamed a function without updating its callers.
+    """
+    help = "add the function to the module or fix the name"
+
+    def global_use(self, ctx: Context, gvar: Any) -> None:
+        name = gvar.name_hint
+        if name in ctx.mod.functions:
+            return
+        close = difflib.get_close_matches(name, list(ctx.mod.functions), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        ctx.report(self, f"cls.{name} names no function of the module{hint}", gvar)
+
+
+def _check_symbol(rule: Rule, ctx: Context, func: Any) -> None:
+    symbol = func.attrs.get("global_symbol")
+    if symbol is not None and symbol != ctx.func_name:
+        ctx.report(rule, f"function '{ctx.func_name}' has global_symbol {symbol!r}; they must "
+                   "be equal", func)
+
+
+@register
+class GlobalSymbolMismatch(Rule):
+    code = "WF302"
+    title = "global_symbol differs from the function's name"
+    explanation = """
+    A module-level function that is exported carries a global_symbol
+    attribute: the name it is looked up by at run time. It must equal the
+    name the module stores the function under, or calls by name (and the
+    VM's function table) would reach the wrong function. Private functions
+    have no global_symbol.
+    """
+    help = "rename the function or set global_symbol to its name (or make it private)"
+
+    def enter_function(self, ctx: Context, func: Any) -> None:
+        if ctx.func_depth == 0:
+            _check_symbol(self, ctx, func)
+
+    def prim_func(self, ctx: Context, func: Any) -> None:
+        _check_symbol(self, ctx, func)

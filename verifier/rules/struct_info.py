@@ -1,0 +1,419 @@
+"""WF4xx: struct info — presence, agreement with inference, call signatures (every phase).
+
+Agreement follows TVM's distinction between *provably wrong* and *not
+provable*: an annotation the inferred struct info implies (``is_base_of``) is
+fine; one that contradicts it (``may_be_base_of`` fails: kind, dtype, ndim or
+a constant dimension differ) is an error; one that is merely more specific
+than inference can show (``n`` where inference knows only ``ndim=2``) is a
+warning — it holds only if checked at run time, which is R.match_cast's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from phasec.ir import arith, tir
+from phasec.ir.expr import (
+    Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem,
+)
+from phasec.ir.infer import is_base_of, may_be_base_of
+from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+
+from ..context import Context
+from ..diagnostics import WARNING
+from ..util import _call_key, agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
+from .base import Rule, register
+
+_CALL_TIR_OPS = frozenset({"relax.call_tir"})
+
+
+def _binding_var(ctx: Context) -> Any:
+    b = ctx.binding
+    return None if b is None else b.var
+
+
+@register
+class MissingStructInfo(Rule):
+    code = "WF401"
+    title = "Missing struct info"
+    explanation = """
+    Every variable (parameter or binding target) and every function's
+    return must carry struct info: the static type and shape that operator
+    inference, the VM's shape checks and every pass rely on. The TVMScript
+    parser fills it in by inference; IR built by hand or by a pass must set
+    it (use R.Object when nothing is known).
+    """
+    help = "set the struct info (annotate the variable, or infer it with phasec.ir.infer)"
+
+    def var_def(self, ctx: Context, var: Any, kind: str) -> None:
+        if var.struct_info is None:
+            what = "parameter" if kind == "param" else "variable"
+            ctx.report(self, f"{what} '{var.name_hint}' has no struct info", var)
+
+    def enter_function(self, ctx: Context, func: Any) -> None:
+        if func.ret_struct_info is None:
+            ctx.report(self, "function has no return struct info", func)
+
+
+@register
+class CallAnnotationMismatch(Rule):
+    code = "WF402"
+    title = "Binding annotation disagrees with the inferred struct info of its call"
+    explanation = """
+    The struct info of a variable bound to a call must agree with what
+    inference derives for the call from its operands' struct info: the
+    annotation must be implied by (be a base of) the inferred struct info.
+    An annotation that contradicts inference (another dtype, rank or
+    constant dimension) is an error: every later pass and the VM would trust
+    a wrong shape. An annotation that is only more specific than inference
+    can prove is a warning; use R.match_cast to check it at run time.
+    """
+    help = "fix the annotation to the inferred struct info (or use R.match_cast to refine it)"
+
+    def call(self, ctx: Context, call: Any, opdef: Any) -> None:
+        b = ctx.binding
+        if b is None or type(b) is MatchCast or not ctx.anf_ok:
+            return
+        annotation = b.var.struct_info
+        if annotation is None or (type(call.op) is Op and opdef is None):
+            return
+        if type(call.op) is GlobalVar and ctx.lookup(call.op) is None:
+            return
+        inferred, error = infer_call(ctx, call)
+        if inferred is None:
+            return  # WF405 reports why inference failed
+        verdict = agreement(ctx, annotation, inferred)
+        if verdict == "conflict":
+            ctx.report(self, f"'{b.var.name_hint}' is annotated {sinfo_to_str(annotation)} but "
+                       f"{callee_spelling(call)} returns {sinfo_to_str(inferred)}", b.var)
+        elif verdict == "unproven":
+            ctx.report(self, f"'{b.var.name_hint}' is annotated {sinfo_to_str(annotation)}, more "
+                       f"specific than {sinfo_to_str(inferred)} inferred for "
+                       f"{callee_spelling(call)}; it is not checked", b.var, severity=WARNING,
+                       help="use R.match_cast to check the refinement at run time")
+
+
+@register
+class ReturnMismatch(Rule):
+    code = "WF403"
+    title = "Declared return struct info disagrees with the function body"
+    explanation = """
+    A function's declared return struct info (the -> annotation) must be
+    implied by the struct info of the value its body returns. Callers derive
+    the struct info of their call from the declaration, so a declaration
+    that contradicts the body propagates a wrong shape or dtype to every
+    call site. A declaration more specific than the body can prove is a
+    warning.
+    """
+    help = "fix the return annotation, or R.match_cast the result before returning it"
+
+    def exit_function(self, ctx: Context, func: Any) -> None:
+        ret = func.ret_struct_info
+        body = func.body
+        if ret is None or type(body) is not SeqExpr:
+            return
+        result, _ = infer_expr(ctx, body.body)
+        if result is None:
+            return
+        verdict = agreement(ctx, ret, result)
+        node = getattr(body.body, "span", None) and body.body
+        if verdict == "conflict":
+            ctx.report(self, f"function is declared to return {sinfo_to_str(ret)} but returns "
+                       f"{sinfo_to_str(result)}", node or func)
+        elif verdict == "unproven":
+            ctx.report(self, f"function is declared to return {sinfo_to_str(ret)}, more specific "
+                       f"than the {sinfo_to_str(result)} its body returns", node or func,
+                       severity=WARNING,
+                       help="R.match_cast the result before returning it")
+
+
+@register
+class BindingValueMismatch(Rule):
+    code = "WF404"
+    title = "Binding annotation incompatible with its value"
+    explanation = """
+    A variable bound to a value that is not a call — another variable, a
+    tuple, a tuple element, a constant, an if, a function — must have struct
+    info implied by the value's. For an if, each branch's result must fit
+    the annotation. For R.match_cast the variable takes the target struct
+    info, and a cast that can never succeed (a tuple cast to a tensor, a
+    different dtype or rank) is an error.
+    """
+    help = "fix the annotation to the value's struct info"
+
+    def binding(self, ctx: Context, b: Any) -> None:
+        value = b.value
+        tv = type(value)
+        annotation = b.var.struct_info
+        if annotation is None or not ctx.anf_ok:
+            return
+        if type(b) is MatchCast:
+            self._match_cast(ctx, b)
+            return
+        if tv is Call or tv is SeqExpr:
+            return
+        if tv is If:
+            for label, branch in (("then", value.true_branch), ("else", value.false_branch)):
+                if type(branch) is SeqExpr:
+                    self._compare(ctx, b, annotation, branch.body, f"the {label} branch's result")
+            return
+        self._compare(ctx, b, annotation, value, "its value")
+
+    def _compare(self, ctx: Context, b: Any, annotation: StructInfo, value: Any, what: str) -> None:
+        sinfo, _ = infer_expr(ctx, value)
+        if sinfo is None:
+            return  # WF405 reports bad tuple indexing; WF001 undefined variables
+        verdict = agreement(ctx, annotation, sinfo)
+        if verdict == "conflict":
+            ctx.report(self, f"'{b.var.name_hint}' is annotated {sinfo_to_str(annotation)} but "
+                       f"{what} has struct info {sinfo_to_str(sinfo)}", b.var)
+        elif verdict == "unproven":
+            ctx.report(self, f"'{b.var.name_hint}' is annotated {sinfo_to_str(annotation)}, more "
+                       f"specific than {what} ({sinfo_to_str(sinfo)})", b.var, severity=WARNING,
+                       help="use R.match_cast to refine struct info")
+
+    def _match_cast(self, ctx: Context, b: Any) -> None:
+        target = b.struct_info
+        if not is_base_of(b.var.struct_info, target):
+            ctx.report(self, f"'{b.var.name_hint}' is annotated {sinfo_to_str(b.var.struct_info)} "
+                       f"but R.match_cast gives {sinfo_to_str(target)}", b.var)
+        if type(b.value) is Call:
+            sinfo, _ = infer_call(ctx, b.value)
+        else:
+            sinfo, _ = infer_expr(ctx, b.value)
+        if sinfo is not None and not may_be_base_of(target, sinfo):
+            ctx.report(self, f"R.match_cast of {sinfo_to_str(sinfo)} to {sinfo_to_str(target)} "
+                       "can never succeed", b)
+
+
+def _buffer_params(func: tir.PrimFunc) -> tuple[list[tir.Buffer], list[tir.Var]]:
+    buffers = [p for p in func.params if type(p) is tir.Buffer]
+    scalars = [p for p in func.params if type(p) is tir.Var]
+    return buffers, scalars
+
+
+def _provably_different(a: Any, b: Any) -> bool:
+    """Do two extents provably differ? Constants and bare variables are
+    decided here; only compound expressions need the simplifier."""
+    if a is b:
+        return False
+    ta, tb = type(a), type(b)
+    if ta is tir.IntImm and tb is tir.IntImm:
+        return a.value != b.value
+    if (ta is tir.Var or ta is tir.IntImm) and (tb is tir.Var or tb is tir.IntImm):
+        return False  # n vs 4, n vs m: not provable statically
+    return arith.prove_not_equal(a, b)
+
+
+def _buffer_problems(kernel: str, operands: Sequence[tuple[str, StructInfo | None]],
+                     buffers: Sequence[tir.Buffer], bound: dict[tir.Var, Any]) -> list[str]:
+    """Each operand's tensor struct info against its buffer: ndim, dtype and
+    extents (constants must match; a buffer's symbolic extent must get one
+    consistent value). Returns the problems found, as messages."""
+    problems: list[str] = []
+    for (what, sinfo), buf in zip(operands, buffers):
+        if sinfo is None:
+            continue
+        if type(sinfo) is not TensorStructInfo:
+            problems.append(f"{what} of {kernel} has struct info {sinfo_to_str(sinfo)}, but "
+                            f"buffer {buf.name} is a tensor")
+            continue
+        if sinfo.dtype != "void" and sinfo.dtype != buf.dtype:
+            problems.append(f"{what} of {kernel} has dtype {sinfo.dtype}, but buffer {buf.name} "
+                            f"has dtype {buf.dtype}")
+        if sinfo.ndim != -1 and sinfo.ndim != len(buf.shape):
+            problems.append(f"{what} of {kernel} has {sinfo.ndim} dimension(s), but buffer "
+                            f"{buf.name} has {len(buf.shape)}")
+            continue
+        if sinfo.shape is None:
+            continue
+        for axis, (dim, bdim) in enumerate(zip(sinfo.shape, buf.shape)):
+            if type(bdim) is tir.Var:
+                prev = bound.get(bdim)
+                if prev is None:
+                    bound[bdim] = (dim, what)
+                elif _provably_different(prev[0], dim):
+                    problems.append(f"{what} of {kernel} gives {bdim.name} = {_dim(dim)} (axis "
+                                    f"{axis} of buffer {buf.name}), but {prev[1]} gives "
+                                    f"{bdim.name} = {_dim(prev[0])}")
+            elif _provably_different(bdim, dim):
+                problems.append(f"{what} of {kernel} has extent {_dim(dim)} on axis {axis}, but "
+                                f"buffer {buf.name} has extent {_dim(bdim)}")
+    return problems
+
+
+def _cached_problems(rule: Rule, ctx: Context, call: Any, compute: Any) -> None:
+    """Report the problems ``compute()`` finds for ``call``; calls with the
+    same struct-info key (same kernel, same operand shapes) share the answer,
+    so a lowered program of many similar calls is checked at dictionary speed."""
+    cache = ctx.state(rule, dict)
+    try:
+        key = _call_key(call)
+        problems = cache.get(key)
+    except TypeError:
+        key, problems = None, None
+    if problems is None:
+        problems = compute()
+        if key is not None:
+            cache[key] = problems
+    for message in problems:
+        ctx.report(rule, message, call)
+
+
+def _dim(e: Any) -> str:
+    from phasec.ir.infer import prim_expr_to_str
+
+    return prim_expr_to_str(e)
+
+
+@register
+class CallSignatureMismatch(Rule):
+    code = "WF405"
+    title = "Call arity or operand struct info disagrees with the operator or callee"
+    explanation = """
+    A call must give its operator or callee the number of operands it takes,
+    with struct info it accepts: the operator's inference rule, the callee
+    function's parameter struct info, or for a direct call of a PrimFunc its
+    buffer parameters (count, rank, dtype, constant extents). Indexing a
+    tuple must use a tuple and an index in range. An inference failure names
+    the operator and the operands' struct info.
+    """
+    help = "fix the operands so that their struct info fits the operator's signature"
+
+    def call(self, ctx: Context, call: Any, opdef: Any) -> None:
+        if not ctx.anf_ok:
+            return
+        op = call.op
+        top = type(op)
+        if top is Op:
+            if opdef is None:
+                return  # WF407
+            if not opdef.variadic and len(call.args) > len(opdef.args):
+                ctx.report(self, f"{opdef.script_name} takes {len(opdef.args)} operand(s) "
+                           f"({', '.join(opdef.args)}) but {len(call.args)} were given", call)
+                return
+        elif top is GlobalVar:
+            target = ctx.lookup(op)
+            if target is None:
+                return  # WF301
+            if isinstance(target, tir.PrimFunc):
+                self._direct_prim_call(ctx, call, target)
+                return
+        _, error = infer_call(ctx, call)
+        if error is not None:
+            ctx.report(self, error, call)
+
+    def binding(self, ctx: Context, b: Any) -> None:
+        value = b.value
+        if type(value) is TupleGetItem and ctx.anf_ok:
+            _, error = infer_expr(ctx, value)
+            if error is not None:
+                ctx.report(self, error, value)
+
+    def _direct_prim_call(self, ctx: Context, call: Any, func: tir.PrimFunc) -> None:
+        def compute() -> list[str]:
+            buffers, _ = _buffer_params(func)
+            kernel = f"PrimFunc cls.{call.op.name_hint}"
+            tensors = [(i, a.struct_info) for i, a in enumerate(call.args)
+                       if type(a.struct_info) is TensorStructInfo]
+            if len(tensors) != len(buffers):
+                return [f"{kernel} has {len(buffers)} buffer parameter(s) but the call passes "
+                        f"{len(tensors)} tensor(s)"]
+            operands = [(f"argument {i}", sinfo) for i, sinfo in tensors]
+            return _buffer_problems(kernel, operands, buffers, {})
+
+        _cached_problems(self, ctx, call, compute)
+
+
+@register
+class CallTIRMismatch(Rule):
+    code = "WF406"
+    title = "call_tir arguments or outputs disagree with the PrimFunc's buffers"
+    explanation = """
+    R.call_tir(cls.kernel, (inputs...), out_sinfo=..., tir_vars=...) calls a
+    PrimFunc in destination-passing style: its buffer parameters are the
+    inputs followed by the outputs, then its scalar parameters take the
+    tir_vars. The callee must be a PrimFunc of the module, the counts must
+    match, and each input's and output's tensor struct info must fit its
+    buffer: same rank, same dtype, equal constant extents, and one
+    consistent value for each symbolic extent of the kernel.
+    """
+    help = "make the call_tir operands and out_sinfo match the PrimFunc's buffer parameters"
+    ops = _CALL_TIR_OPS
+
+    def call(self, ctx: Context, call: Any, opdef: Any) -> None:
+        if not ctx.anf_ok or not call.args:
+            return
+        callee = call.args[0]
+        if type(callee) is not GlobalVar:
+            ctx.report(self, "the first operand of R.call_tir must name a PrimFunc (cls.<name>)",
+                       call)
+            return
+        target = ctx.lookup(callee)
+        if target is None:
+            return  # WF301
+        if not isinstance(target, tir.PrimFunc):
+            ctx.report(self, f"R.call_tir calls cls.{callee.name_hint}, which is a Relax "
+                       "function, not a PrimFunc", call)
+            return
+        _cached_problems(self, ctx, call, lambda: self._problems(call, target))
+
+    def _problems(self, call: Any, target: tir.PrimFunc) -> list[str]:
+        kernel = f"PrimFunc cls.{call.args[0].name_hint}"
+        buffers, scalars = _buffer_params(target)
+        inputs = self._inputs(call)
+        if not call.sinfo_args:
+            return ["R.call_tir needs out_sinfo (the struct info of its outputs)"]
+        out = call.sinfo_args[0]
+        outputs = list(out.fields) if type(out) is TupleStructInfo else [out]
+        if len(inputs) + len(outputs) != len(buffers):
+            return [f"{kernel} has {len(buffers)} buffer parameter(s) but R.call_tir passes "
+                    f"{len(inputs)} input(s) and {len(outputs)} output(s)"]
+        tir_vars = call.args[2] if len(call.args) > 2 else None
+        values = tir_vars.values if type(tir_vars) is ShapeExpr else ()
+        if len(values) != len(scalars):
+            return [f"{kernel} has {len(scalars)} scalar parameter(s) but R.call_tir passes "
+                    f"{len(values)} tir_vars"]
+        bound: dict[tir.Var, Any] = {s: (v, "tir_vars") for s, v in zip(scalars, values)}
+        operands = ([(f"input {i}", s) for i, s in enumerate(inputs)]
+                    + [(f"output {i}", s) for i, s in enumerate(outputs)])
+        return _buffer_problems(kernel, operands, buffers, bound)
+
+    @staticmethod
+    def _inputs(call: Any) -> list[StructInfo | None]:
+        if len(call.args) < 2:
+            return []
+        args = call.args[1]
+        if type(args) is Tuple:
+            return [f.struct_info for f in args.fields]
+        sinfo = args.struct_info
+        if type(sinfo) is TupleStructInfo:
+            return list(sinfo.fields)
+        return [sinfo]
+
+
+@register
+class UnknownOperator(Rule):
+    code = "WF407"
+    title = "Unknown operator"
+    explanation = """
+    Every operator called through an Op must be registered in phasec's
+    operator registry (phasec.ir.op), which supplies its inference, its
+    reference implementation and its legalization. An unknown name cannot be
+    checked, optimized or compiled; it usually is a typo or an operator from
+    a newer TVM that phasec does not implement.
+    """
+    help = "use a registered operator (phasec.ir.op.list_ops() lists them)"
+
+    def call(self, ctx: Context, call: Any, opdef: Any) -> None:
+        if type(call.op) is Op and opdef is None:
+            import difflib
+
+            from phasec.ir.op.registry import list_ops
+
+            names = [o.name for o in list_ops()]
+            close = difflib.get_close_matches(call.op.name, names, n=1)
+            hint = f"; did you mean {'R.' + close[0].removeprefix('relax.')}?" if close else ""
+            ctx.report(self, f"unknown operator {call.op.name!r}{hint}", call)
+

@@ -1,0 +1,205 @@
+"""Helpers the rules share: purity of calls, memoized inference, spelling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phasec.errors import StructInfoError
+from phasec.ir import tir
+from phasec.ir.expr import (
+    Call, Constant, DataflowVar, DataTypeImm, ExternFunc, Function, GlobalVar, Op, PrimValue,
+    ShapeExpr, StringImm, Tuple, Var,
+)
+from phasec.ir.infer import expr_to_str, infer_struct_info, is_base_of, may_be_base_of, sinfo_to_str
+from phasec.ir.struct_info import (
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+    TensorStructInfo, TupleStructInfo,
+)
+
+from .context import Context
+
+__all__ = ["FORCE_PURE", "is_force_pure", "impure_reason", "infer_call", "infer_expr",
+           "op_spelling", "sinfo_to_str", "expr_to_str", "callee_spelling", "sinfo_key",
+           "agreement"]
+
+FORCE_PURE = "relax.force_pure"
+
+
+def is_force_pure(func: Function) -> bool:
+    """Does the function carry a truthy ``relax.force_pure`` attribute?"""
+    return bool(func.attrs.get(FORCE_PURE, False))
+
+
+def op_spelling(name: str) -> str:
+    """``relax.nn.relu`` -> ``R.nn.relu`` (how users wrote it)."""
+    return "R." + name.removeprefix("relax.")
+
+
+def callee_spelling(call: Call) -> str:
+    op = call.op
+    if isinstance(op, Op):
+        return op_spelling(op.name)
+    if isinstance(op, ExternFunc):
+        return f"R.call_packed({op.global_symbol!r}, ...)"
+    try:
+        return expr_to_str(op)
+    except Exception:  # odd callee: a name is enough for a message
+        return type(op).__name__
+
+
+def impure_reason(ctx: Context, call: Call, opdef: Any) -> str | None:
+    """Why ``call`` has side effects (a phrase for messages), or None when pure.
+
+    Impure: operators registered impure, packed calls (``R.call_packed``),
+    direct calls of PrimFuncs (they write their output arguments), and calls
+    of functions or callables whose struct info says impure. A callee whose
+    purity cannot be known (no callable struct info) counts as pure here; the
+    struct-info rules report it.
+    """
+    op = call.op
+    t = type(op)
+    if t is Op:
+        if opdef is not None and not opdef.pure:
+            return f"{op_spelling(op.name)} has side effects"
+        return None
+    if t is ExternFunc:
+        return f"the packed call R.call_packed({op.global_symbol!r}, ...) has side effects"
+    if t is GlobalVar:
+        target = ctx.lookup(op)
+        if isinstance(target, tir.PrimFunc):
+            return f"the direct call of PrimFunc cls.{op.name_hint} writes its arguments"
+        if isinstance(target, Function) and not target.is_pure:
+            return f"cls.{op.name_hint} is an impure function"
+        return None
+    if isinstance(op, Var):
+        sinfo = op.struct_info
+        if isinstance(sinfo, FuncStructInfo) and not sinfo.purity:
+            return f"{op.name_hint} is an impure callable"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Struct-info keys: a hashable summary equal for struct info that is equal
+# "by construction" (same dtypes, same constant dims, the same symbolic Var
+# objects). Inference is a function of the operands' struct info, so equal
+# keys give equal results: the verifier infers each distinct call shape once,
+# which keeps re-inference cheap on long programs made of repeated calls.
+# ---------------------------------------------------------------------------
+
+def _dim_key(d: Any) -> Any:
+    # int64 constants by value; everything else (Vars, expressions) by identity
+    return d.value if type(d) is tir.IntImm and d.dtype == "int64" else d
+
+
+def sinfo_key(s: Any) -> Any:
+    t = type(s)
+    if t is TensorStructInfo:
+        shape = s.shape
+        return ("T", s.dtype, s.ndim if shape is None else tuple([_dim_key(d) for d in shape]))
+    if t is ShapeStructInfo:
+        values = s.values
+        return ("S", s.ndim if values is None else tuple([_dim_key(d) for d in values]))
+    if t is PrimStructInfo:
+        return ("P", s.dtype, None if s.value is None else _dim_key(s.value))
+    if t is ObjectStructInfo:
+        return "O"
+    if t is TupleStructInfo:
+        return ("U", tuple([sinfo_key(f) for f in s.fields]))
+    return s  # callables and anything else: by identity
+
+
+def _operand_key(e: Any) -> Any:
+    t = type(e)
+    if t is Var or t is DataflowVar:
+        return sinfo_key(e.struct_info)
+    if t is Constant or t is ShapeExpr or t is PrimValue:
+        return (t.__name__, sinfo_key(e.struct_info))
+    if t is StringImm or t is DataTypeImm:
+        return (t.__name__, e.value)
+    if t is GlobalVar:
+        return ("g", e.name_hint)
+    if t is ExternFunc:
+        return ("e", e.global_symbol)
+    if t is Tuple:
+        return ("U", tuple([_operand_key(f) for f in e.fields]))
+    return e  # by identity
+
+
+def _call_key(call: Call) -> Any:
+    op = call.op
+    t = type(op)
+    if t is Op:
+        head: Any = op.name
+    elif t is GlobalVar:
+        head = ("g", op.name_hint)
+    elif t is ExternFunc:
+        head = ("e", op.global_symbol)
+    else:
+        head = sinfo_key(op.struct_info)
+    key = (head, tuple([_operand_key(a) for a in call.args]),
+           tuple(call.attrs.items()) if call.attrs else (),
+           tuple([sinfo_key(s) for s in call.sinfo_args]) if call.sinfo_args else ())
+    hash(key)  # unhashable attribute values raise TypeError: no caching then
+    return key
+
+
+def infer_call(ctx: Context, call: Call) -> tuple[StructInfo | None, str | None]:
+    """Re-infer ``call`` from its operands' struct info: ``(sinfo, None)`` or
+    ``(None, error message)``. Memoized for the current call (several rules
+    ask) and cached by struct-info key for the whole check."""
+    memo = ctx._infer_memo
+    if memo[0] is call:
+        return memo[1], memo[2]
+    try:
+        key = _call_key(call)
+    except TypeError:
+        key = None
+    cached = ctx.infer_cache.get(key) if key is not None else None
+    if cached is not None:
+        sinfo, error = cached, None
+    else:
+        sinfo, error = infer_expr(ctx, call)
+        if key is not None and sinfo is not None:
+            ctx.infer_cache[key] = sinfo
+    ctx._infer_memo = (call, sinfo, error)
+    return sinfo, error
+
+
+def agreement(ctx: Context, annotation: StructInfo, inferred: StructInfo) -> str:
+    """``"ok"`` when ``annotation`` is implied by ``inferred`` (``is_base_of``),
+    ``"conflict"`` when it provably contradicts it (``may_be_base_of`` fails),
+    else ``"unproven"`` (more specific than inference can show)."""
+    if annotation is inferred:
+        return "ok"
+    try:
+        key = (sinfo_key(annotation), sinfo_key(inferred))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None:
+        if key[0] == key[1]:
+            return "ok"
+        verdict = ctx.verdict_cache.get(key)
+        if verdict is not None:
+            return verdict
+    if is_base_of(annotation, inferred):
+        verdict = "ok"
+    elif may_be_base_of(annotation, inferred):
+        verdict = "unproven"
+    else:
+        verdict = "conflict"
+    if key is not None:
+        ctx.verdict_cache[key] = verdict
+    return verdict
+
+
+def infer_expr(ctx: Context, expr: Any) -> tuple[StructInfo | None, str | None]:
+    """Inference of any expression, turning every failure into a message."""
+    try:
+        return infer_struct_info(expr, ctx.infer_context()), None
+    except StructInfoError as exc:
+        return None, exc.message
+    except RecursionError:
+        return None, "the expression is nested too deeply to infer its struct info"
+    except Exception as exc:  # a malformed operand must not crash the verifier
+        return None, f"struct info inference failed ({type(exc).__name__}: {exc})"
