@@ -31,7 +31,14 @@ from .transform import (
 
 __all__ = ["generate_sections", "render", "main", "DEFAULT_PATH", "REGENERATE_COMMAND"]
 
-DEFAULT_PATH = Path(__file__).resolve().parents[1] / "PHASES.md"
+def _default_path() -> Path:
+    """PHASES.md at the root of the source checkout this package lives in,
+    else in the current directory (an installed copy has no checkout)."""
+    root = Path(__file__).resolve().parents[1]
+    return root / "PHASES.md" if (root / "pyproject.toml").exists() else Path("PHASES.md")
+
+
+DEFAULT_PATH = _default_path()
 REGENERATE_COMMAND = "python -m phasec.phases_doc"
 
 _BEGIN = "<!-- BEGIN GENERATED: {} -->"

@@ -629,3 +629,34 @@ def test_results_are_numpy_not_numpy_scalars():
     x, r = V("x", tensor((), "float32")), V("r")
     out = run(module(main=func([x], [B(r, op("add", x, x))], r)), np.float32(1.5))
     assert isinstance(out, np.ndarray) and out.dtype == np.float32 and out == 3
+
+
+# ---------------------------------------------------------------------------
+# A module written in TVMScript (ingestion phase: nested functions, dataflow)
+# ---------------------------------------------------------------------------
+
+SCRIPT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        @R.function
+        def inner(z: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+            s = R.add(z, x)
+            t = R.multiply(s, y)
+            return t
+
+        a = inner(y)
+        with R.dataflow():
+            b = R.maximum(a, R.const(10.0, "float32"))
+            gv = R.subtract(b, x)
+            R.output(gv)
+        return gv
+'''
+
+
+def test_tvmscript_module_with_closure_and_dataflow():
+    mod = phasec.parse(SCRIPT)
+    x, y = f32(1, 2, 3), f32(1, 2, 4)
+    expected = np.maximum((y + x) * y, 10) - x
+    np.testing.assert_allclose(run(mod, x, y), expected)

@@ -33,8 +33,8 @@ def _operand(value):
         return value, tuple(int(v.value) for v in value.values)
     if isinstance(value, list):  # a tuple operand of tensors
         return Tuple([_operand(v)[0] for v in value]), value
-    if isinstance(value, PrimValue):
-        return value, value.value.value
+    if isinstance(value, PrimValue):  # as a numpy scalar of its dtype
+        return value, np.array(value.value.value, value.value.dtype)[()]
     raise TypeError(value)
 
 
@@ -397,6 +397,9 @@ def test_creation():
     np.testing.assert_array_equal(out, np.full((2, 2), 2.5, "float32"))
     out = run("full", ShapeExpr([3]), PrimValue(tir.IntImm(7, "int32")), dtype="float32")
     np.testing.assert_array_equal(out, np.full(3, 7.0, "float32"))
+    out = run("full", ShapeExpr([2]), PrimValue(tir.IntImm(7, "int32")))  # dtype from the fill
+    np.testing.assert_array_equal(out, np.full(2, 7, "int32"))
+    assert get_op("relax.full").reference((2,), 1.5).dtype == np.float32
     x = rand(2, 3)
     np.testing.assert_array_equal(run("zeros_like", x), np.zeros_like(x))
     out = run("ones_like", x, dtype="int64")

@@ -19,7 +19,7 @@ from phasec.ir import (
     structural_hash, tir,
 )
 from phasec.transform import (
-    REGISTRY, PassConfigError, PassContext, PassInfo, PassTrace, Pipeline, Sequential,
+    REGISTRY, PassConfigError, PassContext, PassInfo, PassTrace, Pipeline, PrintIR, Sequential,
     function_pass, get_pass, module_pass, pass_entries, prim_func_pass, register_pass,
     verification,
 )

@@ -297,7 +297,7 @@ def test_closure_arity_is_checked():
                       B(r, op("invoke_closure", clo, ir.Tuple([a, a]),
                               sinfo_args=(tensor((2,)),)))], r)
     vm = VirtualMachine(codegen(module(main=main, lifted=lifted)), kernels="interp")
-    with pytest.raises(VMError, match="closure 'lifted' takes 1 arguments, got 2"):
+    with pytest.raises(VMError, match="closure 'lifted' takes 1 argument, got 2"):
         vm["main"](f32(1, 2))
 
 
@@ -568,3 +568,69 @@ def test_instruction_json_round_trip():
         assert str(ins)
     with pytest.raises(ValueError):
         bc.instruction_from_json(["nope"])
+
+
+# ---------------------------------------------------------------------------
+# A build-phase module written in TVMScript
+# ---------------------------------------------------------------------------
+
+SCRIPT = '''
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "build"})
+
+    @T.prim_func(private=True)
+    def add(a: T.handle, b: T.handle, c: T.handle):
+        n = T.int64()
+        A = T.match_buffer(a, (n,), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        C = T.match_buffer(c, (n,), "float32")
+        for i in range(n):
+            C[i] = A[i] + B[i]
+
+    @R.function(pure=False, private=True)
+    def lifted(x: R.Tensor(("n",), "float32"), c: R.Tensor(("n",), "float32")) -> R.Tensor(("n",), "float32"):
+        n = T.int64()
+        st: R.Object = R.vm.alloc_storage(R.shape([n * 4]), runtime_device_index=0, dtype="uint8")
+        out: R.Tensor((n,), "float32") = R.vm.alloc_tensor(st, R.prim_value(0), R.shape([n]), dtype="float32")
+        _ = cls.add(x, c, out)
+        return out
+
+    @R.function(pure=False)
+    def fact(k: R.Tensor((), "int64")) -> R.Tensor((), "int64"):
+        c: R.Tensor((), "bool") = R.call_packed("test.vm.le1", k, sinfo_args=R.Tensor((), "bool"))
+        if c:
+            r: R.Tensor((), "int64") = k
+        else:
+            m: R.Tensor((), "int64") = R.call_packed("test.vm.sub1", k, sinfo_args=R.Tensor((), "int64"))
+            rec: R.Tensor((), "int64") = cls.fact(m)
+            r: R.Tensor((), "int64") = R.call_packed("test.vm.mul", k, rec, sinfo_args=R.Tensor((), "int64"))
+        return r
+
+    @R.function(pure=False)
+    def main(x: R.Tensor(("b",), "float32"), k: R.Tensor((), "int64")):
+        b = T.int64()
+        clo = R.make_closure(cls.lifted, (x,))
+        y: R.Tensor((b,), "float32") = R.invoke_closure(clo, (x,), sinfo_args=R.Tensor((b,), "float32"))
+        f = cls.fact(k)
+        return (y, f)
+'''
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_tvmscript_module_through_vm_and_interpreter(packed_funcs, kernels, tmp_path):
+    packed_funcs("test.vm.le1", lambda k: np.asarray(k <= 1))
+    packed_funcs("test.vm.sub1", lambda k: k - 1)
+    packed_funcs("test.vm.mul", lambda a, b: a * b)
+    mod = phasec.parse(SCRIPT)
+    exe = codegen(mod)
+    exe.save(tmp_path / "m.pvm")
+    for e in (exe, Executable.load(tmp_path / "m.pvm")):
+        vm = VirtualMachine(e, kernels=kernels)
+        for x in (f32(1, 2), f32(1, 2, 3, 4)):
+            y, f = vm["main"](x, np.int64(5))
+            np.testing.assert_array_equal(y, 2 * x)
+            assert int(f) == 120
+    y, f = interpret(mod, f32(1, 2), np.int64(6))
+    np.testing.assert_array_equal(y, [2, 4])
+    assert int(f) == 720

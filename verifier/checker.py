@@ -213,7 +213,9 @@ class Checker:
                 df_frame.open = False
                 ctx.df_frame, ctx.in_dataflow = saved_df
         ctx.binding = None
+        ctx.stmt_span = seq.span  # uses in the result are located at the return statement
         self._operand(seq.body, "body of a function or branch")
+        ctx.stmt_span = None
 
     def _define(self, var: Var, kind: str) -> None:
         ctx = self.ctx

@@ -38,13 +38,13 @@ import numpy as np
 from ..errors import PhasecError, VMError
 from ..ir import tir
 from ..ir.expr import (
-    BindingBlock, Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
+    Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
     MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
     DataflowVar,
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import (
-    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+    FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
 
@@ -377,8 +377,8 @@ def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var],
                       error: type[PhasecError] = None) -> None:
     """Check ``value`` against ``sinfo``, binding its unbound symbolic variables.
 
-    ``lookup(var)`` returns the value of a bound symbolic variable or
-    ``_MISSING``; ``bind(var, value)`` binds one. Dimensions that are plain
+    ``lookup(var)`` returns the value of a bound symbolic variable, or None
+    when it is unbound; ``bind(var, value)`` binds one. Dimensions that are plain
     variables are bound on first sight; compound dimensions (``n * 2``) are
     checked after all variables are bound, as in TVM. ``what`` names the
     checked thing ("function 'main', parameter 'x'") in the error, which is
@@ -396,7 +396,8 @@ def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var],
     def get(var: tir.Var) -> Any:
         if var in local:
             return local[var]
-        return lookup(var)
+        value = lookup(var)
+        return _MISSING if value is None else value
 
     deferred: list[tuple[tir.PrimExpr, Any, str]] = []
 
@@ -508,7 +509,6 @@ class Interpreter:
             "relax.call_dps_packed": self._op_call_dps_packed,
             "relax.call_pure_packed": self._op_call_packed_op,
             "relax.call_packed": self._op_call_packed_op,
-            "relax.call_builtin_with_ctx": self._op_call_packed_op,
             "relax.make_closure": self._op_make_closure,
             "relax.invoke_closure": self._op_invoke_closure,
             "relax.invoke_pure_closure": self._op_invoke_closure,
@@ -830,8 +830,6 @@ class Interpreter:
         if not args:
             raise InterpError(f"{_op_name(call)} needs the packed function as first operand")
         func, rest = args[0], args[1:]
-        if len(rest) == 1 and isinstance(rest[0], tuple) and call.op.name == "relax.call_builtin_with_ctx":
-            rest = list(rest[0])
         try:
             return normalize_value(func(*rest))
         except PhasecError:

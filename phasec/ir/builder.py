@@ -103,6 +103,10 @@ def _collect_names(func: Function) -> set[str]:
     return names
 
 
+# Leaf expressions other than variables: never rewritten by normalization.
+_ATOMS = frozenset(t for t in LEAF_EXPRS if not issubclass(t, Var))
+
+
 def _retype_var(var: Var, sinfo: StructInfo) -> Var:
     return type(var)(var.name_hint, sinfo, span=var.span)
 
@@ -147,6 +151,11 @@ class _Normalizer:
     # -- expressions -----------------------------------------------------
     def leaf(self, expr: Expr) -> Expr:
         """Normalize ``expr`` and bind it to a variable unless it is a leaf."""
+        t = type(expr)
+        if t is Var or t is DataflowVar:  # the common case, kept cheap
+            return self.remap.get(expr, expr) if self.remap else expr
+        if t in _ATOMS:
+            return expr
         new = self.expr(expr)
         return new if is_leaf(new) else self.bind(new)
 
@@ -318,6 +327,7 @@ class _FunctionFrame:
         self.outputs: list[Var] = []
         self.output: Expr | None = None
         self.names = NameTable(p.name_hint for p in params)
+        self.normalizer: _Normalizer | None = None
 
 
 class BlockBuilder:
@@ -379,6 +389,9 @@ class BlockBuilder:
     def _need_frame(self, what: str) -> _FunctionFrame:
         if self._frame is None:
             raise StructInfoError(f"{what} must be called inside 'with bb.function(...)'")
+        if self._frame.output is not None:
+            raise StructInfoError(f"function {self._frame.name!r} is finished (emit_func_output "
+                                  f"was called); {what} cannot add to it")
         return self._frame
 
     @contextmanager
@@ -425,8 +438,11 @@ class BlockBuilder:
         frame.bindings = []
 
     def _normalizer(self, frame: _FunctionFrame) -> _Normalizer:
-        norm = _Normalizer(self._ctx, frame.names)
-        norm.push(frame.bindings, frame.dataflow)
+        norm = frame.normalizer
+        if norm is None:
+            norm = frame.normalizer = _Normalizer(self._ctx, frame.names)
+        # Emit into the open block (its list is replaced when a block closes).
+        norm._scopes = [(frame.bindings, frame.dataflow)]
         return norm
 
     # -- emitting --------------------------------------------------------------
@@ -475,8 +491,6 @@ class BlockBuilder:
         frame = self._need_frame("emit_func_output")
         if frame.dataflow:
             raise StructInfoError("emit_func_output must be called outside the dataflow block")
-        if frame.output is not None:
-            raise StructInfoError(f"function {frame.name!r} already has an output")
         body = self._normalizer(frame).expr(output)
         if not is_leaf(body):
             body = self._normalizer(frame).bind(body, name_hint)

@@ -443,7 +443,9 @@ def call_error(call: Call, message: str) -> StructInfoError:
             continue
         operands.append(f"{expr_to_str(arg)}: {sinfo_to_str(sinfo)}")
     detail = f" (operands: {', '.join(operands)})" if operands else ""
-    return StructInfoError(f"{expr_to_str(call)}: {message}{detail}", call.span)
+    call_str = expr_to_str(call)
+    prefix = "" if call_str in message else f"{call_str}: "
+    return StructInfoError(f"{prefix}{message}{detail}", call.span)
 
 
 # ---------------------------------------------------------------------------

@@ -53,9 +53,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import gc
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal, Optional, Union
 
 import numpy as np
@@ -174,32 +176,12 @@ class BufferLoadDoc(_Node):
     dtype: Optional[Dtype] = None
 
 
-def _prim_tag(v: Any) -> Optional[str]:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return "<int64>"
-    if isinstance(v, dict):
-        return v.get("node")
-    if isinstance(v, BaseModel):
-        return getattr(v, "node", None)
-    return None
-
-
-PrimExprDoc = Annotated[
-    Union[
-        Annotated[int, Tag("<int64>")],
-        Annotated[TirVarRef, Tag("tir.Var")],
-        Annotated[IntImmDoc, Tag("tir.IntImm")],
-        Annotated[FloatImmDoc, Tag("tir.FloatImm")],
-        Annotated[BinaryOpDoc, Tag("tir.BinaryOp")],
-        Annotated[NotDoc, Tag("tir.Not")],
-        Annotated[CastDoc, Tag("tir.Cast")],
-        Annotated[SelectDoc, Tag("tir.Select")],
-        Annotated[TirCallDoc, Tag("tir.Call")],
-        Annotated[BufferLoadDoc, Tag("tir.BufferLoad")],
-    ],
-    Discriminator(_prim_tag, custom_error_type="invalid_prim_expr",
-                  custom_error_message="expected an integer (int64) or a TIR expression "
-                                       "object with a 'node' field"),
+#: A TIR expression: a bare integer is an int64 ``IntImm``; anything else is an
+#: object whose ``node`` names its kind.
+PrimExprDoc = Union[
+    int,
+    Annotated[Union[TirVarRef, IntImmDoc, FloatImmDoc, BinaryOpDoc, NotDoc, CastDoc, SelectDoc,
+                    TirCallDoc, BufferLoadDoc], Field(discriminator="node")],
 ]
 
 # -- TIR statements ---------------------------------------------------------
@@ -327,10 +309,13 @@ class FuncStructInfoDoc(_Node):
     purity: bool = True
 
 
-StructInfoDoc = Annotated[
-    Union[ObjectStructInfoDoc, PrimStructInfoDoc, ShapeStructInfoDoc, TensorStructInfoDoc,
-          TupleStructInfoDoc, FuncStructInfoDoc],
-    Field(discriminator="node"),
+#: Struct info: an object whose ``node`` names its kind, or an integer: the
+#: index of an entry of the module's ``struct_infos`` table.
+StructInfoDoc = Union[
+    int,
+    Annotated[Union[ObjectStructInfoDoc, PrimStructInfoDoc, ShapeStructInfoDoc,
+                    TensorStructInfoDoc, TupleStructInfoDoc, FuncStructInfoDoc],
+              Field(discriminator="node")],
 ]
 
 # -- attribute values -------------------------------------------------------
@@ -409,13 +394,6 @@ Attrs = dict[str, AttrValue]
 # -- Relax expressions ------------------------------------------------------
 
 
-class VarRef(_Node):
-    """A use of a Relax variable defined in ``vars``."""
-
-    node: Literal["Var"]
-    id: Id
-
-
 class ConstantDoc(_Node):
     node: Literal["Constant"]
     dtype: Dtype
@@ -475,8 +453,10 @@ class DataTypeImmDoc(_Node):
 
 
 class CallDoc(_Node):
+    """A call; ``op`` given as a string is the registered operator of that name."""
+
     node: Literal["Call"]
-    op: "ExprDoc"
+    op: Union[str, "ExprDoc"]
     args: list["ExprDoc"]
     attrs: Attrs = Field(default_factory=dict)
     sinfo_args: list[StructInfoDoc] = Field(default_factory=list)
@@ -531,11 +511,13 @@ class FunctionDoc(_Node):
     struct_info: Optional[StructInfoDoc] = None
 
 
-ExprDoc = Annotated[
-    Union[VarRef, ConstantDoc, TupleDoc, TupleGetItemDoc, OpDoc, GlobalVarDoc, ExternFuncDoc,
-          ShapeExprDoc, PrimValueDoc, StringImmDoc, DataTypeImmDoc, CallDoc, IfDoc, SeqExprDoc,
-          FunctionDoc],
-    Field(discriminator="node"),
+#: A Relax expression: an integer is a use of the variable with that id in
+#: ``vars``; anything else is an object whose ``node`` names its kind.
+ExprDoc = Union[
+    int,
+    Annotated[Union[ConstantDoc, TupleDoc, TupleGetItemDoc, OpDoc, GlobalVarDoc, ExternFuncDoc,
+                    ShapeExprDoc, PrimValueDoc, StringImmDoc, DataTypeImmDoc, CallDoc, IfDoc,
+                    SeqExprDoc, FunctionDoc], Field(discriminator="node")],
 ]
 
 
@@ -581,6 +563,7 @@ class ModuleDoc(_Model):
     tir_vars: list[TirVarDef] = Field(default_factory=list)
     buffers: list[BufferDef] = Field(default_factory=list)
     vars: list[VarDef] = Field(default_factory=list)
+    struct_infos: list[StructInfoDoc] = Field(default_factory=list)
     functions: dict[str, FuncDoc] = Field(default_factory=dict)
     span: Optional[SpanDoc] = None
 
@@ -635,6 +618,9 @@ class _Writer:
         self.tir_vars: list[dict] = []
         self.buffers: list[dict] = []
         self.vars: list[dict] = []
+        self.struct_infos: list[dict] = []
+        self.sinfo_by_id: dict[int, int] = {}
+        self.sinfo_by_key: dict[tuple, int] = {}
         self._alive: list[Any] = []  # keep referenced objects alive: ids stay unique
 
     # -- tables -----------------------------------------------------------
@@ -659,7 +645,7 @@ class _Writer:
     def var(self, v: Var) -> int:
         i = self.var_ids.get(id(v))
         if i is None:
-            sinfo = None if v.struct_info is None else self.sinfo(v.struct_info)
+            sinfo = None if v.struct_info is None else self.sinfo_ref(v.struct_info)
             i = self.var_ids[id(v)] = len(self.vars)
             self._alive.append(v)
             d: dict = {"id": i, "name": v.name_hint}
@@ -752,6 +738,23 @@ class _Writer:
         return _with_span(d, f)
 
     # -- struct info ------------------------------------------------------
+    def sinfo_ref(self, s: StructInfo) -> int:
+        """The index of ``s`` in the ``struct_infos`` table (equal ones shared)."""
+        i = self.sinfo_by_id.get(id(s))
+        if i is not None:
+            return i
+        key = _sinfo_key(s)
+        i = self.sinfo_by_key.get(key) if key is not None else None
+        if i is None:
+            d = self.sinfo(s)
+            i = len(self.struct_infos)
+            self.struct_infos.append(d)
+            if key is not None:
+                self.sinfo_by_key[key] = i
+        self.sinfo_by_id[id(s)] = i
+        self._alive.append(s)
+        return i
+
     def sinfo(self, s: StructInfo) -> dict:
         t = type(s)
         if t is TensorStructInfo:
@@ -822,18 +825,23 @@ class _Writer:
     # -- Relax ------------------------------------------------------------
     def _opt_sinfo(self, d: dict, e: Expr) -> None:
         if e.struct_info is not None:
-            d["struct_info"] = self.sinfo(e.struct_info)
+            d["struct_info"] = self.sinfo_ref(e.struct_info)
 
-    def expr(self, e: Expr) -> dict:
+    def expr(self, e: Expr) -> Any:
         t = type(e)
         if t is Var or t is DataflowVar:
-            return {"node": "Var", "id": self.var(e)}
+            return self.var(e)
         if t is Call:
-            d = {"node": "Call", "op": self.expr(e.op), "args": [self.expr(a) for a in e.args]}
+            op = e.op
+            if type(op) is Op and op.struct_info is None and op.span is None:
+                op_doc: Any = op.name
+            else:
+                op_doc = self.expr(op)
+            d = {"node": "Call", "op": op_doc, "args": [self.expr(a) for a in e.args]}
             if e.attrs:
                 d["attrs"] = self.attrs(e.attrs, "call attrs")
             if e.sinfo_args:
-                d["sinfo_args"] = [self.sinfo(s) for s in e.sinfo_args]
+                d["sinfo_args"] = [self.sinfo_ref(s) for s in e.sinfo_args]
             self._opt_sinfo(d, e)
         elif t is Constant:
             arr = e.data  # tobytes() is C order whatever the layout
@@ -881,7 +889,7 @@ class _Writer:
             d = {"node": "Function", "params": [self.var(p) for p in e.params],
                  "body": self.expr(e.body)}
             if e.ret_struct_info is not None:
-                d["ret_struct_info"] = self.sinfo(e.ret_struct_info)
+                d["ret_struct_info"] = self.sinfo_ref(e.ret_struct_info)
             d["is_pure"] = bool(e.is_pure)
             if e.attrs:
                 d["attrs"] = self.attrs(e.attrs, "function attrs")
@@ -897,7 +905,7 @@ class _Writer:
         for bd in b.bindings:  # a loop: blocks may hold 100k bindings
             if type(bd) is MatchCast:
                 x = {"node": "MatchCast", "var": self.var(bd.var), "value": self.expr(bd.value),
-                     "struct_info": self.sinfo(bd.struct_info)}
+                     "struct_info": self.sinfo_ref(bd.struct_info)}
             elif type(bd) is VarBinding:
                 x = {"node": "VarBinding", "var": self.var(bd.var), "value": self.expr(bd.value)}
             else:
@@ -907,6 +915,39 @@ class _Writer:
             append(x)
         kind = "DataflowBlock" if isinstance(b, DataflowBlock) else "BindingBlock"
         return _with_span({"node": kind, "bindings": bindings}, b)
+
+
+def _dim_key(d: Any) -> Any:
+    t = type(d)
+    if t is tir.IntImm:
+        return (d.value, d.dtype, d.span)
+    return id(d)  # variables by identity; other expressions too (rare in shapes)
+
+
+def _sinfo_key(s: StructInfo) -> tuple | None:
+    """A hashable key equal for struct infos that serialize identically
+    (None: compare by identity only)."""
+    t = type(s)
+    if t is TensorStructInfo:
+        shape = None if s.shape is None else tuple(_dim_key(d) for d in s.shape)
+        return ("T", s.dtype, s.ndim, shape, s.span)
+    if t is ObjectStructInfo:
+        return ("O", s.span)
+    if t is PrimStructInfo:
+        return ("P", s.dtype, None if s.value is None else _dim_key(s.value), s.span)
+    if t is ShapeStructInfo:
+        values = None if s.values is None else tuple(_dim_key(d) for d in s.values)
+        return ("S", s.ndim, values, s.span)
+    if t is TupleStructInfo:
+        fields = tuple(_sinfo_key(f) for f in s.fields)
+        return None if None in fields else ("U", fields, s.span)
+    if t is FuncStructInfo:
+        params = None if s.params is None else tuple(_sinfo_key(p) for p in s.params)
+        ret = _sinfo_key(s.ret)
+        if ret is None or (params is not None and None in params):
+            return None
+        return ("F", params, ret, s.purity, s.span)
+    return None
 
 
 def _tuple_sinfo_derived(e: Tuple) -> bool:
@@ -935,6 +976,23 @@ def _function_sinfo_derived(f: Function) -> bool:
             and all(a is p.struct_info for a, p in zip(s.params, f.params)))
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector.
+
+    Reading and writing allocate millions of small acyclic objects; without
+    the pause the collector rescans the growing heap again and again (it
+    tripled load time on a 100k-binding module).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def to_json(mod: IRModule, indent: int | None = None) -> str:
     """Serialize ``mod`` to a JSON document (see the module docstring).
 
@@ -943,6 +1001,11 @@ def to_json(mod: IRModule, indent: int | None = None) -> str:
     """
     if not isinstance(mod, IRModule):
         raise TypeError(f"to_json expects an IRModule, not {type(mod).__name__}")
+    with _gc_paused():
+        return _dump(mod, indent)
+
+
+def _dump(mod: IRModule, indent: int | None) -> str:
     w = _Writer()
     functions = {}
     for name, func in mod.functions.items():
@@ -953,8 +1016,8 @@ def to_json(mod: IRModule, indent: int | None = None) -> str:
         "format": FORMAT_NAME, "version": FORMAT_VERSION,
         "phase": None if phase is None else Phase.parse(phase).label,
         "attrs": w.attrs(attrs, "module attrs"),
-        "tir_vars": w.tir_vars, "buffers": w.buffers, "vars": w.vars,
-        "functions": functions,
+        "tir_vars": w.tir_vars, "buffers": w.buffers, "struct_infos": w.struct_infos,
+        "vars": w.vars, "functions": functions,
     }
     if mod.span is not None:
         doc["span"] = _span(mod.span)
@@ -996,36 +1059,87 @@ def _collect_tags() -> frozenset[str]:
 _TAGS = _collect_tags()
 #: Fields holding dictionaries: the next path element is a user key, never a tag.
 _DICT_FIELDS = frozenset({"functions", "attrs", "dict"})
+#: Labels pydantic gives the scalar members of a union in error locations.
+_SCALAR_LABELS = frozenset({"int", "str", "bool", "float", "none"})
 
 
-def _loc_text(loc: tuple) -> str:
-    parts: list[str] = []
+def _split_loc(loc: tuple) -> tuple[tuple, list[int]]:
+    """Drop pydantic's union labels and discriminator tags from ``loc``.
+
+    Returns the document path and, for each union member label met, the
+    length of the path at that point (where the union is)."""
+    parts: list[Any] = []
+    unions: list[int] = []
     prev: Any = None
     for item in loc:
-        if isinstance(item, str):
-            if item.startswith("<") and item.endswith(">"):
-                continue  # callable-discriminator tag
-            if item in _TAGS and prev not in _DICT_FIELDS:
-                continue  # node-kind discriminator tag
-            if item.startswith("function-") or item.startswith("tagged-union["):
+        if isinstance(item, str) and prev not in _DICT_FIELDS:
+            if item in _SCALAR_LABELS or item.startswith("tagged-union[") or (
+                    item.startswith("<") and item.endswith(">")):
+                unions.append(len(parts))
+                prev = item
                 continue
-        parts.append(str(item))
+            if item in _TAGS or item.startswith("function-"):
+                prev = item
+                continue
+        parts.append(item)
         prev = item
-    return ".".join(parts) or "(document)"
+    return tuple(parts), unions
+
+
+def _clean_errors(errors: list[dict]) -> list[tuple[str, str]]:
+    """Pydantic errors -> (path, message) pairs, one per real problem.
+
+    A value that fails a union (a Var id *or* an expression object, an int64
+    *or* a TIR expression...) makes pydantic report one error per member. A
+    member whose basic type does not match the value (``int_type`` for an
+    object...) is noise when another member went deeper; when none did, the
+    members' expectations are merged into one message.
+    """
+    parsed = []
+    deep: set[tuple] = set()  # union positions some member got past the type check of
+    for err in errors:
+        path, unions = _split_loc(tuple(err["loc"]))
+        mismatch = bool(unions) and unions[-1] == len(path) and err["type"].endswith("_type")
+        for u in (unions[:-1] if mismatch else unions):
+            deep.add(path[:u])
+        parsed.append((path, mismatch, err))
+    out: list[tuple[str, str]] = []
+    merged: dict[tuple, list[str]] = {}
+    for path, mismatch, err in parsed:
+        if mismatch:
+            if path in deep:
+                continue
+            if path not in merged:
+                merged[path] = []
+                out.append((path, None))  # placeholder, filled below
+            want = err["msg"].removeprefix("Input should be ")
+            if want not in merged[path]:
+                merged[path].append(want)
+            continue
+        out.append((path, err["msg"]))
+    result = []
+    for path, msg in out:
+        if msg is None:
+            msg = "Input should be " + " or ".join(merged[path])
+        result.append((".".join(map(str, path)) or "(document)", msg))
+    return result
 
 
 def _schema_error(exc: ValidationError) -> SchemaError:
     errors = exc.errors(include_url=False)
-    lines = []
     for err in errors:
         if err["type"] == "json_invalid":
-            lines.append(f"invalid JSON: {err['msg'].removeprefix('Invalid JSON: ')}")
-            continue
-        lines.append(f"{_loc_text(err['loc'])}: {err['msg']}")
+            # pydantic's message carries the line and column
+            msg = err["msg"].removeprefix("Invalid JSON: ")
+            e = SchemaError(f"invalid JSON: {msg}")
+            e.errors = [("(document)", f"invalid JSON: {msg}")]  # type: ignore[attr-defined]
+            return e
+    pairs = _clean_errors(errors)
+    lines = [f"{path}: {msg}" for path, msg in pairs]
     shown = lines[:20]
     more = f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else ""
     err = SchemaError("invalid module JSON:\n  " + "\n  ".join(shown) + more)
-    err.errors = [(_loc_text(e["loc"]), e["msg"]) for e in errors]  # type: ignore[attr-defined]
+    err.errors = pairs  # type: ignore[attr-defined]
     return err
 
 
@@ -1048,6 +1162,8 @@ class _Reader:
         self.tir_vars: dict[int, tir.Var] = {}
         self.buffers: dict[int, tir.Buffer] = {}
         self.vars: dict[int, Var] = {}
+        self.struct_infos: list[StructInfo] = []
+        self.ops: dict[str, Op] = {}
 
     # -- references -------------------------------------------------------
     def _ref(self, table: dict, i: int, what: str, path: Any) -> Any:
@@ -1069,6 +1185,8 @@ class _Reader:
                 raise _LoadError((q, "id"), f"duplicate buffer id {d.id}")
             shape = tuple(self.prim(x, ((q, "shape"), j)) for j, x in enumerate(d.shape))
             self.buffers[d.id] = tir.Buffer(d.name, shape, d.dtype, span=_mk_span(d.span))
+        for k, d in enumerate(doc.struct_infos):
+            self.struct_infos.append(self.sinfo(d, ((p, "struct_infos"), k)))
         for k, d in enumerate(doc.vars):
             q = ((p, "vars"), k)
             if d.id in self.vars:
@@ -1180,6 +1298,12 @@ class _Reader:
     # -- struct info ------------------------------------------------------
     def sinfo(self, m: Any, p: Any) -> StructInfo:
         t = type(m)
+        if t is int:
+            if 0 <= m < len(self.struct_infos):
+                return self.struct_infos[m]
+            raise _LoadError(p, f"unknown struct info index {m} (the struct_infos table has "
+                             f"{len(self.struct_infos)} entries; an entry may only refer to "
+                             f"earlier ones)")
         span = _mk_span(m.span)
         if t is TensorStructInfoDoc:
             if m.shape is None:
@@ -1241,11 +1365,19 @@ class _Reader:
     # -- Relax ------------------------------------------------------------
     def expr(self, m: Any, p: Any) -> Expr:
         t = type(m)
-        if t is VarRef:
-            return self._ref(self.vars, m.id, "var", (p, "id"))
+        if t is int:
+            var = self.vars.get(m)
+            if var is None:
+                raise _LoadError(p, f"unknown var id {m}")
+            return var
         span = _mk_span(m.span)
         if t is CallDoc:
-            op = self.expr(m.op, (p, "op"))
+            if type(m.op) is str:
+                op = self.ops.get(m.op)
+                if op is None:
+                    op = self.ops[m.op] = Op(m.op)
+            else:
+                op = self.expr(m.op, (p, "op"))
             args = [self.expr(a, ((p, "args"), i)) for i, a in enumerate(m.args)]
             attrs = self.attrs(m.attrs, (p, "attrs")) if m.attrs else None
             sargs = tuple(self.sinfo(s, ((p, "sinfo_args"), i)) for i, s in enumerate(m.sinfo_args))
@@ -1334,6 +1466,11 @@ def from_json(text: str | bytes) -> IRModule:
     document does not fit the schema, refers to unknown ids, or holds bad
     data; invalid JSON gives line and column.
     """
+    with _gc_paused():
+        return _load(text)
+
+
+def _load(text: str | bytes) -> IRModule:
     try:
         doc = ModuleDoc.model_validate_json(text)
     except ValidationError as exc:
@@ -1350,7 +1487,10 @@ def from_json(text: str | bytes) -> IRModule:
                 functions[name] = reader.expr(f, p)
         attrs = reader.attrs(doc.attrs, (None, "attrs"))
     except _LoadError as exc:
-        raise SchemaError(f"invalid module JSON:\n  {_path_text(exc.path)}: {exc.message}") from None
+        path = _path_text(exc.path)
+        err = SchemaError(f"invalid module JSON:\n  {path}: {exc.message}")
+        err.errors = [(path, exc.message)]  # type: ignore[attr-defined]
+        raise err from None
     except RecursionError:
         raise SchemaError("invalid module JSON: nesting too deep") from None
     if doc.phase is not None:

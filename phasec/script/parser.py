@@ -480,7 +480,7 @@ class _ModuleParser:
         attrs = self.attr_dict(call.args[0])
         if "phase" in attrs:
             try:
-                attrs["phase"] = Phase.parse(attrs["phase"]).label
+                Phase.parse(attrs["phase"])  # validated here; kept as written
             except ValueError as exc:
                 node = call.args[0]
                 for k, v in zip(node.keys, node.values):
@@ -2096,12 +2096,13 @@ class _PrimFuncParser:
             if not it.args or len(targets) != len(it.args):
                 raise mp.error(f"{mp.T}.grid has {len(it.args)} extent(s) but the loop has "
                                f"{len(targets)} variable(s)", stmt.target)
-            bounds = [(tir.IntImm(0, e.dtype), e) for e in (self.prim.parse(a) for a in it.args)]
+            bounds = [(tir.IntImm(0, e.dtype, span=e.span), e)
+                      for e in (self.prim.parse(a) for a in it.args)]
         else:
             targets = [stmt.target]
             if len(it.args) == 1:
                 extent = self.prim.parse(it.args[0])
-                bounds = [(tir.IntImm(0, extent.dtype), extent)]
+                bounds = [(tir.IntImm(0, extent.dtype, span=extent.span), extent)]
             elif len(it.args) == 2:
                 start, stop = self.prim.parse_pair(it.args[0], it.args[1])
                 bounds = [(start, _extent(start, stop))]

@@ -14,7 +14,8 @@ Events (all receive the :class:`~verifier.context.Context` first):
 ``exit_function(f)``   after its body
 ``var_def(var, kind)`` a Relax variable is about to be defined; kind is
                        ``"param"``, ``"binding"`` or ``"match_cast"``
-``var_use(var)``       a Relax variable is read
+``var_use(var)``       a Relax variable is read (report without a node: a Var's
+                       span is its definition, the context knows the use site)
 ``global_use(gv)``     a GlobalVar is referenced
 ``sym_def(v)``         a symbolic shape variable is defined (param annotation, match_cast)
 ``sym_use(v)``         a symbolic shape variable is read

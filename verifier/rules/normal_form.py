@@ -54,8 +54,10 @@ class NotANF(Rule):
     help = "bind the inner expression to a variable first and use the variable"
 
     def non_leaf(self, ctx: Context, expr: Any, where: str) -> None:
+        # located at the binding (or return): a nested expression's own span
+        # is wherever a pass copied it from
         ctx.report(self, f"{_kind(expr)} used as {where}: A-normal form requires a leaf "
-                   "(a variable, constant or other leaf expression) here", expr)
+                   "(a variable, constant or other leaf expression) here")
 
 
 @register
@@ -71,7 +73,7 @@ class MisplacedSeqExpr(Rule):
     help = "move the SeqExpr's bindings into the enclosing block and use its result"
 
     def misplaced_seq(self, ctx: Context, expr: Any) -> None:
-        ctx.report(self, "a SeqExpr may only be the body of a function or an if-branch", expr)
+        ctx.report(self, "a SeqExpr may only be the body of a function or an if-branch")
 
 
 @register

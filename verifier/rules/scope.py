@@ -34,10 +34,10 @@ class UseBeforeDef(Rule):
         if frame is None:
             if var not in ctx.recursive:
                 ctx.report(self, f"variable '{_name(var)}' is used before it is defined "
-                           "(or it is never defined)", var)
+                           "(or it is never defined)")
         elif not frame.open and frame.kind not in (BRANCH, DATAFLOW):
             ctx.report(self, f"variable '{_name(var)}' is used outside its scope: it is "
-                       f"defined inside another function ({frame.kind} of '{frame.function}')", var)
+                       f"defined inside another function ({frame.kind} of '{frame.function}')")
 
 
 @register
@@ -59,7 +59,8 @@ class DefinedTwice(Rule):
         owner = ctx.param_owner.get(var)
         if kind == "param" and owner is not None and owner != ctx.func_name:
             return  # WF008 reports a parameter shared between functions
-        ctx.report(self, f"variable '{_name(var)}' is defined more than once", var)
+        # at the second definition (the Var's own span is its first one)
+        ctx.report(self, f"variable '{_name(var)}' is defined more than once")
 
 
 @register
@@ -85,10 +86,10 @@ class DataflowVarEscapes(Rule):
             return  # undefined (WF001) or defined outside a block (WF004)
         if not frame.open:
             ctx.report(self, f"dataflow variable '{_name(var)}' is used after the end of "
-                       "its dataflow block", var)
+                       "its dataflow block")
         elif not ctx.in_dataflow:
             ctx.report(self, f"dataflow variable '{_name(var)}' is used inside a nested "
-                       "function, outside its dataflow block", var)
+                       "function, outside its dataflow block")
 
 
 @register
@@ -126,7 +127,7 @@ class BranchVarEscapes(Rule):
         frame = ctx.defined_in.get(var)
         if frame is not None and not frame.open and frame.kind == BRANCH:
             ctx.report(self, f"variable '{_name(var)}' is bound inside an if-branch and used "
-                       "after the if", var)
+                       "after the if")
 
 
 @register
@@ -199,4 +200,4 @@ class ParamShared(Rule):
         owner = ctx.param_owner.get(var)
         if owner is not None and owner != ctx.func_name:
             ctx.report(self, f"parameter '{_name(var)}' is also a parameter of function "
-                       f"'{owner}'", var)
+                       f"'{owner}'")

@@ -15,7 +15,7 @@ from typing import Any
 
 from phasec.ir import arith, tir
 from phasec.ir.expr import (
-    Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem,
+    Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
 )
 from phasec.ir.infer import is_base_of, may_be_base_of
 from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
@@ -117,13 +117,14 @@ class ReturnMismatch(Rule):
         if result is None:
             return
         verdict = agreement(ctx, ret, result)
-        node = getattr(body.body, "span", None) and body.body
+        # the SeqExpr's span is the return statement (a Var's span is its definition)
+        node = body if body.span is not None else func
         if verdict == "conflict":
             ctx.report(self, f"function is declared to return {sinfo_to_str(ret)} but returns "
-                       f"{sinfo_to_str(result)}", node or func)
+                       f"{sinfo_to_str(result)}", node)
         elif verdict == "unproven":
             ctx.report(self, f"function is declared to return {sinfo_to_str(ret)}, more specific "
-                       f"than the {sinfo_to_str(result)} its body returns", node or func,
+                       f"than the {sinfo_to_str(result)} its body returns", node,
                        severity=WARNING,
                        help="R.match_cast the result before returning it")
 
@@ -267,6 +268,14 @@ def _dim(e: Any) -> str:
     return prim_expr_to_str(e)
 
 
+def _missing_sinfo(call: Any) -> bool:
+    """An operand variable without struct info (WF401 reports it; inference cannot run)."""
+    for a in call.args:
+        if isinstance(a, Var) and a.struct_info is None:
+            return True
+    return isinstance(call.op, Var) and call.op.struct_info is None
+
+
 @register
 class CallSignatureMismatch(Rule):
     code = "WF405"
@@ -282,7 +291,7 @@ class CallSignatureMismatch(Rule):
     help = "fix the operands so that their struct info fits the operator's signature"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
-        if not ctx.anf_ok:
+        if not ctx.anf_ok or _missing_sinfo(call):
             return
         op = call.op
         top = type(op)

@@ -18,6 +18,7 @@ peak of live allocated bytes (for the memory-planning benchmark).
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -215,19 +216,20 @@ class VirtualMachine:
         t = type(ins)
         if t is bc.Call:
             kind = ins.kind
+            get_args = _args_getter(ins.args)
             if kind == CalleeKind.KERNEL:
-                return (_KERNEL, ins.dst, self.kernels[ins.callee], ins.args)
+                return (_KERNEL, ins.dst, self.kernels[ins.callee], get_args)
             if kind == CalleeKind.PACKED:
-                return (_PACKED, ins.dst, _resolve_packed(ins.callee), ins.args)
+                return (_PACKED, ins.dst, _resolve_packed(ins.callee), get_args)
             if kind == CalleeKind.BUILTIN:
                 builtin = self._builtins.get(ins.callee)
                 if builtin is None:
                     raise VMError(f"function {f.name!r}, instruction {pc}: unknown VM builtin "
                                   f"{ins.callee!r}")
-                return (_BUILTIN, ins.dst, builtin, ins.args)
+                return (_BUILTIN, ins.dst, builtin, get_args)
             if kind == CalleeKind.VM_FUNC:
-                return (_CALL, ins.dst, ins.callee, ins.args)
-            return (_CLOSURE_CALL, ins.dst, ins.callee, ins.args)
+                return (_CALL, ins.dst, ins.callee, get_args)
+            return (_CLOSURE_CALL, ins.dst, ins.callee, get_args)
         if t is bc.Move:
             return (_MOVE, ins.dst, ins.src)
         if t is bc.Ret:
@@ -239,7 +241,7 @@ class VirtualMachine:
         if t is bc.Goto:
             return (_GOTO, pc + ins.offset)
         if t is bc.MakeTuple:
-            return (_MAKE_TUPLE, ins.dst, ins.fields)
+            return (_MAKE_TUPLE, ins.dst, _args_getter(ins.fields))
         if t is bc.GetItem:
             return (_GET_ITEM, ins.dst, ins.src, ins.index)
         if t is bc.MakeShape:
@@ -249,7 +251,7 @@ class VirtualMachine:
             expr, dtype = _compile_expr(ins.expr), ins.dtype
             return (_MAKE_PRIM, ins.dst, lambda regs: cast_scalar(expr(regs), dtype))
         if t is bc.MakeClosure:
-            return (_MAKE_CLOSURE, ins.dst, ins.func, ins.captured)
+            return (_MAKE_CLOSURE, ins.dst, ins.func, _args_getter(ins.captured))
         if t is bc.Kill:
             return (_KILL, ins.dst, ins.reg)
         if t is bc.LoadConst:
@@ -269,7 +271,8 @@ class VirtualMachine:
         funcs = self._funcs
         f = funcs[index]
         if len(args) != f.nparams:
-            raise VMError(f"function {f.name!r} takes {f.nparams} arguments, got {len(args)}")
+            raise VMError(f"function {f.name!r} takes {f.nparams} argument"
+                          f"{'' if f.nparams == 1 else 's'}, got {len(args)}")
         regs = f.template.copy()
         regs[:f.nparams] = args
         code = f.code
@@ -282,29 +285,29 @@ class VirtualMachine:
                 ins = code[pc]
                 op = ins[0]
                 if op == _KERNEL:
-                    _, dst, fn, arg_regs = ins
-                    fn(*[regs[i] for i in arg_regs])
+                    _, dst, fn, get_args = ins
+                    fn(*get_args(regs))
                     regs[dst] = _EMPTY
                     pc += 1
                 elif op == _PACKED:
-                    _, dst, fn, arg_regs = ins
-                    value = fn(*[regs[i] for i in arg_regs])
+                    _, dst, fn, get_args = ins
+                    value = fn(*get_args(regs))
                     if isinstance(value, _NEEDS_NORMALIZING):
                         value = normalize_value(value)
                     regs[dst] = value
                     pc += 1
                 elif op == _BUILTIN:
-                    _, dst, fn, arg_regs = ins
-                    regs[dst] = fn(*[regs[i] for i in arg_regs])
+                    _, dst, fn, get_args = ins
+                    regs[dst] = fn(*get_args(regs))
                     pc += 1
                 elif op == _MOVE:
                     regs[ins[1]] = regs[ins[2]]
                     pc += 1
                 elif op == _CALL:
-                    _, dst, callee_index, arg_regs = ins
+                    _, dst, callee_index, get_args = ins
                     callee = funcs[callee_index]
                     new_regs = callee.template.copy()
-                    new_regs[:callee.nparams] = [regs[i] for i in arg_regs]
+                    new_regs[:callee.nparams] = get_args(regs)
                     frames.append((f, code, regs, pc + 1, dst))
                     if len(frames) >= limit:
                         raise VMError(f"call depth exceeded {limit} (runaway recursion in "
@@ -325,16 +328,17 @@ class VirtualMachine:
                 elif op == _GOTO:
                     pc = ins[1]
                 elif op == _CLOSURE_CALL:
-                    _, dst, callee_reg, arg_regs = ins
+                    _, dst, callee_reg, get_args = ins
                     closure = regs[callee_reg]
-                    call_args = [regs[i] for i in arg_regs]
+                    call_args = list(get_args(regs))
                     if type(closure) is VMClosure and closure.vm is self:
                         callee = funcs[closure.func_index]
                         call_args.extend(closure.captured)
                         if len(call_args) != callee.nparams:
-                            raise VMError(f"closure {callee.name!r} takes "
-                                          f"{callee.nparams - len(closure.captured)} arguments, "
-                                          f"got {len(arg_regs)}")
+                            expected = callee.nparams - len(closure.captured)
+                            raise VMError(f"closure {callee.name!r} takes {expected} argument"
+                                          f"{'' if expected == 1 else 's'}, "
+                                          f"got {len(call_args) - len(closure.captured)}")
                         new_regs = callee.template.copy()
                         new_regs[:callee.nparams] = call_args
                         frames.append((f, code, regs, pc + 1, dst))
@@ -351,7 +355,7 @@ class VirtualMachine:
                     else:
                         raise VMError(f"cannot call {describe_value(closure)}: not a function")
                 elif op == _MAKE_TUPLE:
-                    regs[ins[1]] = tuple([regs[i] for i in ins[2]])
+                    regs[ins[1]] = ins[2](regs)
                     pc += 1
                 elif op == _GET_ITEM:
                     tup = regs[ins[2]]
@@ -363,7 +367,7 @@ class VirtualMachine:
                     regs[ins[1]] = ins[2](regs)
                     pc += 1
                 elif op == _MAKE_CLOSURE:
-                    regs[ins[1]] = VMClosure(self, ins[2], tuple([regs[i] for i in ins[3]]))
+                    regs[ins[1]] = VMClosure(self, ins[2], ins[3](regs))
                     pc += 1
                 elif op == _KILL:
                     regs[ins[2]] = None
@@ -403,6 +407,16 @@ def _as_input(value: Any) -> Any:
     if isinstance(value, np.generic):
         return np.asarray(value)
     return value
+
+
+def _args_getter(arg_regs: tuple[int, ...]) -> Callable[[list], tuple]:
+    """A fast ``regs -> tuple of the values of arg_regs`` (itemgetter is C code)."""
+    if len(arg_regs) >= 2:
+        return operator.itemgetter(*arg_regs)
+    if len(arg_regs) == 1:
+        reg = arg_regs[0]
+        return lambda regs: (regs[reg],)
+    return lambda regs: _EMPTY
 
 
 def _resolve_packed(name: str) -> Callable[..., Any]:
@@ -573,6 +587,21 @@ def _compile_pattern(pat: tuple) -> Callable[[Any, list, _Deferred, str], None]:
     return lambda v, regs, deferred, where: None
 
 
+def _has_expr_dims(pat: tuple) -> bool:
+    kind = pat[0]
+    if kind == "tensor":
+        dims = pat[3]
+    elif kind == "shape":
+        dims = pat[2]
+    elif kind == "prim":
+        dims = (pat[2],) if pat[2] is not None else None
+    elif kind == "tuple":
+        return any(_has_expr_dims(p) for p in pat[1])
+    else:
+        return False
+    return dims is not None and any(d[0] == "expr" for d in dims)
+
+
 def _compile_matcher(pattern: tuple, what: str, expected: str) -> Callable[[Any, list], None]:
     check = _compile_pattern(pattern)
 
@@ -580,6 +609,14 @@ def _compile_matcher(pattern: tuple, what: str, expected: str) -> Callable[[Any,
         error = VMError(f"{what}: expected {expected}, got {describe_value(value)} ({reason})")
         error.located = True
         return error
+
+    if not _has_expr_dims(pattern):
+        def simple_matcher(value: Any, regs: list) -> None:
+            try:
+                check(value, regs, None, "")
+            except _MatchFailure as failure:
+                raise fail(value, failure.args[0]) from None
+        return simple_matcher
 
     def matcher(value: Any, regs: list) -> None:
         deferred: _Deferred = []

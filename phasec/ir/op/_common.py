@@ -11,20 +11,17 @@ import numpy as np
 
 from ...errors import StructInfoError
 from .. import arith, tir
-from ..expr import Call, Expr, Op
+from ..expr import Call, Op
 from ..infer import arg_sinfo, call_error, expr_to_str, sinfo_to_str
-from ..struct_info import (
-    ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
-    TupleStructInfo,
-)
+from ..struct_info import ShapeStructInfo, TensorStructInfo
 from .registry import REQUIRED, InferContext, OpDef, OpPattern, find_op, register_op
 
 __all__ = [
     "ATTR_NORMALIZERS", "define", "attrs_of", "tensor_arg", "shape_arg", "err",
     "norm_axis", "norm_axes", "broadcast", "binary_dtype", "Normalizer",
     "as_int", "as_float", "as_bool", "as_str", "as_dtype", "int_tuple", "opt",
-    "pair", "padding4", "shape_tuple", "prod", "OpPattern", "REQUIRED", "InferContext",
-    "tensor_sinfo", "is_scalar_like",
+    "pair", "padding4", "one_of", "shape_tuple", "prod", "OpPattern", "REQUIRED",
+    "InferContext", "tensor_sinfo", "broadcast_dims",
 ]
 
 Normalizer = Callable[[Any], Any]
@@ -215,11 +212,6 @@ def tensor_sinfo(shape: Sequence[tir.PrimExpr] | None, dtype: str, ndim: int = -
     return TensorStructInfo(None, dtype, ndim)
 
 
-def is_scalar_like(sinfo: StructInfo) -> bool:
-    return isinstance(sinfo, PrimStructInfo) or (
-        isinstance(sinfo, TensorStructInfo) and sinfo.ndim in (0, -1))
-
-
 def prod(dims: Sequence[tir.PrimExpr]) -> tir.PrimExpr:
     acc: tir.PrimExpr = tir.IntImm(1)
     for d in dims:
@@ -327,11 +319,3 @@ def broadcast(call: Call, a: TensorStructInfo, b: TensorStructInfo, dtype: str,
     if a.ndim != -1 and b.ndim != -1:
         return TensorStructInfo(None, dtype, max(a.ndim, b.ndim))
     return TensorStructInfo(None, dtype, -1)
-
-
-def tuple_sinfo(fields: Sequence[StructInfo]) -> TupleStructInfo:
-    return TupleStructInfo(list(fields))
-
-
-def object_sinfo() -> ObjectStructInfo:
-    return ObjectStructInfo()

@@ -45,10 +45,9 @@ from __future__ import annotations
 from ..expr import ExternFunc, GlobalVar
 from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
 from ..struct_info import (
-    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo,
-    TupleStructInfo,
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, TensorStructInfo, TupleStructInfo,
 )
-from ._common import REQUIRED, OpPattern, as_dtype, as_int, as_str, attrs_of, define, err, shape_arg
+from ._common import REQUIRED, as_dtype, as_int, as_str, attrs_of, define, err, shape_arg
 
 __all__: list[str] = []
 
@@ -236,4 +235,3 @@ define("vm.alloc_tensor", ("storage", "offset", "shape"), _infer_storage_tensor,
 define("vm.kill_object", ("obj",), _void, category="vm", pure=False,
        doc="VM: release an object (storage or tensor).")
 
-_ = (ShapeStructInfo, OpPattern)

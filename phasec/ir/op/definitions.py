@@ -3,13 +3,34 @@
 The definitions are split by family; importing this module imports them all
 (the registry imports it lazily on first lookup):
 
-* :mod:`.elementwise` — binary/unary elementwise ops and activations
+* :mod:`.elementwise` — binary/unary elementwise ops, activations, stop_fusion
 * :mod:`.nn` — softmax, normalizations, conv2d, pooling
 * :mod:`.linalg` — matmul and reductions
 * :mod:`.manipulate` — shape manipulation, indexing, creation
 * :mod:`.builtin` — call_tir and friends, closures, memory and VM builtins
+
+Conventions shared by all entries:
+
+* ``OpDef.args`` names the Relax operands in order; ``OpDef.attrs`` maps each
+  attribute to its default (``REQUIRED`` if none), in the order the printer
+  writes them. Attribute values are normalized (by ``call_op`` /
+  :func:`phasec.ir.op.normalize_attrs`) to hashable immutable Python values:
+  ints, floats, bools, strings, None and tuples of ints (an ``axis`` given as
+  an int becomes a 1-tuple where the attribute is a list of axes; ``strides``
+  and ``dilation`` become pairs; ``padding`` becomes (top, left, bottom, right)).
+* ``OpDef.reference(*operands, **attrs)`` is the exact numpy semantics. The
+  caller passes tensors as numpy arrays, shape operands (``R.shape``) as
+  tuples of ints, tuple operands (concat's ``tensors``) as sequences of
+  arrays, and prim values as numpy scalars of their dtype (plain Python
+  scalars are read as int64 / float32 / bool); attributes are the call's
+  (normalized) attributes. The result is a numpy array whose dtype and shape
+  are exactly the inferred struct info's (float32 in, float32 out), or a
+  tuple of arrays for ``split``. Builtins (categories "call", "memory",
+  "vm") have no reference.
+* ``OpDef.legalize`` is None here; the TIR legalizations are attached by
+  :mod:`phasec.ir.op.legalize`.
 """
 
 from __future__ import annotations
 
-from . import builtin, elementwise, linalg, manipulate, nn  # noqa: F401
+from . import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (register on import)

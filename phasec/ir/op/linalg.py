@@ -18,7 +18,7 @@ from .. import arith, tir
 from ..struct_info import TensorStructInfo
 from ._common import (
     OpPattern, as_bool, as_dtype, attrs_of, binary_dtype, broadcast_dims, define, err,
-    int_tuple, norm_axes, opt, prod, tensor_arg,
+    int_tuple, norm_axes, opt, tensor_arg,
 )
 
 __all__: list[str] = []
@@ -125,4 +125,3 @@ for _name, _ref in (("sum", _reduce_ref(np.sum)), ("mean", _mean_ref),
            pattern=OpPattern.COMM_REDUCE,
            doc=f"Reduce by {_name} over ``axis`` (None: all axes), optionally keeping dims.")
 
-_ = prod

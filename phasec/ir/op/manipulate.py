@@ -3,7 +3,7 @@
 Operand conventions (the interpreter passes these values to ``reference``):
 tensors are numpy arrays, shape operands (``R.shape([...])``) tuples of ints,
 tuple operands (``concat``'s ``tensors``) sequences of arrays, prim values
-Python scalars.
+numpy scalars of their dtype (see :mod:`.definitions`).
 
 Semantics worth knowing:
 
@@ -533,7 +533,16 @@ def _infer_full(call, ctx):
 
 
 def _full_ref(shape, fill_value, dtype="void"):
-    fill = np.asarray(fill_value)
+    # A prim-value fill should arrive as a numpy scalar of its dtype; plain
+    # Python scalars are read with the Relax defaults (int64, float32, bool).
+    if isinstance(fill_value, bool):
+        fill = np.asarray(fill_value, np.bool_)
+    elif isinstance(fill_value, int):
+        fill = np.asarray(fill_value, np.int64)
+    elif isinstance(fill_value, float):
+        fill = np.asarray(fill_value, np.float32)
+    else:
+        fill = np.asarray(fill_value)
     return np.full(shape_tuple(shape), fill, dtype=fill.dtype if dtype == "void" else dtype)
 
 
@@ -560,4 +569,3 @@ define("zeros_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
 define("ones_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
        reference=_like_ref(1), pattern=OpPattern.ELEMWISE, doc="Ones shaped like x.")
 
-_ = (as_float, tensor_sinfo)

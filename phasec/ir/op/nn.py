@@ -23,7 +23,7 @@ from .. import arith, tir
 from ..struct_info import TensorStructInfo
 from ._common import (
     OpPattern, REQUIRED, as_bool, as_dtype, as_float, as_int, as_str, binary_dtype, define,
-    err, int_tuple, norm_axes, norm_axis, one_of, padding4, pair, tensor_arg, tensor_sinfo,
+    err, int_tuple, norm_axes, norm_axis, padding4, pair, tensor_arg, tensor_sinfo,
 )
 from .elementwise import _float_unary  # the float-dtype check
 
@@ -351,4 +351,3 @@ define("nn.max_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_ma
 define("nn.avg_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_avg_pool2d_ref,
        pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc="2-D average pooling (NCHW).")
 
-_ = (one_of, as_int)  # re-exported helpers used by other families

@@ -1,0 +1,443 @@
+"""Legalization of every compute operator to TIR (phasec.ir.op.legalize),
+checked through the TIR interpreter against each operator's numpy reference;
+symbolic shapes; fused groups lowered to one PrimFunc."""
+
+import numpy as np
+import pytest
+
+from phasec.interp.tir import eval_prim_expr, run_prim_func
+from phasec.ir import (
+    Constant, DataflowBlock, Function, PrimValue, SeqExpr, ShapeExpr, TensorStructInfo, Tuple,
+    TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
+)
+from phasec.ir.builder import BlockBuilder
+from phasec.ir.op import call_op, get_op, list_ops
+from phasec.ir.op.legalize import (
+    LEGALIZE, LegalizeError, has_legalization, legalize_call, legalize_fused, lower_call,
+    lower_fused,
+)
+
+RNG = np.random.default_rng(2024)
+
+
+def tvar(name, shape, dtype="float32"):
+    return Var(name, TensorStructInfo(shape, dtype))
+
+
+def rand(shape, dtype="float32"):
+    if dtype.startswith("int"):
+        return RNG.integers(-9, 10, shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# ---------------------------------------------------------------------------
+# running a lowered call
+# ---------------------------------------------------------------------------
+
+def _bind_dims(exprs, values, env):
+    for e in exprs:
+        si = e.struct_info
+        if isinstance(si, TensorStructInfo) and e in values:
+            for d, size in zip(si.shape, values[e].shape):
+                if isinstance(d, tir.Var):
+                    env[d] = size
+
+
+def _value(expr, values, env):
+    if isinstance(expr, Tuple):
+        return tuple(_value(f, values, env) for f in expr.fields)
+    if isinstance(expr, Constant):
+        return expr.data
+    if isinstance(expr, ShapeExpr):
+        return tuple(int(eval_prim_expr(v, env)) for v in expr.values)
+    if isinstance(expr, PrimValue):
+        return eval_prim_expr(expr.value, env)
+    return values[expr]
+
+
+def check_call(call, values, hints=(True, False), rtol=1e-5, atol=1e-6, dims=None):
+    """Lower ``call``, run it on ``values`` (Var -> array) and compare with the reference."""
+    env = dict(dims or {})
+    flat = [f for a in call.args for f in (a.fields if isinstance(a, Tuple) else [a])]
+    _bind_dims(flat, values, env)
+    ref = get_op(call.op.name).reference(*[_value(a, values, env) for a in call.args],
+                                         **dict(call.attrs))
+    expected = list(ref) if isinstance(ref, tuple) else [np.asarray(ref)]
+    for h in hints:
+        low = lower_call(call, h)
+        ins = [np.asarray(_value(a, values, env)) for a in low.args]
+        outs = [np.zeros(e.shape, e.dtype) for e in expected]
+        scalars = [int(eval_prim_expr(v, env)) for v in low.tir_vars]
+        run_prim_func(low.prim_func, ins + outs + scalars)
+        for got, exp in zip(outs, expected):
+            assert got.dtype == exp.dtype
+            np.testing.assert_allclose(got, exp, rtol=rtol, atol=atol)
+    return low
+
+
+# ---------------------------------------------------------------------------
+# every operator
+# ---------------------------------------------------------------------------
+
+X = tvar("x", (2, 3))
+Y = tvar("y", (3,))
+XI = tvar("xi", (2, 3), "int32")
+YI = tvar("yi", (3,), "int32")
+Z = tvar("z", (2, 3, 4))
+ZI = tvar("zi", (2, 3, 4), "int32")
+G = tvar("g", (4,))
+B = tvar("b", (4,))
+G2 = tvar("g2", (3, 4))
+B2 = tvar("b2", (3, 4))
+M1 = tvar("m1", (5, 4))
+M2 = tvar("m2", (4, 6))
+V1 = tvar("v1", (4,))
+BM = tvar("bm", (2, 1, 5, 4))
+BN = tvar("bn", (3, 4, 6))
+D = tvar("d", (2, 4, 7, 6))
+DI = tvar("di", (1, 2, 5, 5), "int32")
+W = tvar("w", (6, 4, 3, 3))
+WG = tvar("wg", (6, 2, 3, 2))
+S1 = tvar("s1", (2, 1, 4, 1))
+Q = tvar("q", (2, 5, 4))
+IX = tvar("ix", (2, 2), "int64")
+C = tvar("c", (2, 1), "bool")
+E0 = tvar("e0", ())
+
+VALUES = {
+    X: rand((2, 3)), Y: rand((3,)), XI: rand((2, 3), "int32"),
+    YI: np.array([3, -2, 0], "int32"), Z: rand((2, 3, 4)), ZI: rand((2, 3, 4), "int32"),
+    G: rand((4,)), B: rand((4,)), G2: rand((3, 4)), B2: rand((3, 4)), M1: rand((5, 4)),
+    M2: rand((4, 6)), V1: rand((4,)), BM: rand((2, 1, 5, 4)), BN: rand((3, 4, 6)),
+    D: rand((2, 4, 7, 6)), DI: rand((1, 2, 5, 5), "int32"), W: rand((6, 4, 3, 3)),
+    WG: rand((6, 2, 3, 2)), S1: rand((2, 1, 4, 1)), Q: rand((2, 5, 4)),
+    IX: np.array([[0, 2], [-1, 1]], "int64"), C: np.array([[True], [False]]), E0: rand(()),
+}
+POSITIVE = {**VALUES, X: np.abs(VALUES[X]) + 0.1}
+
+BINARY = ["add", "subtract", "multiply", "divide", "floor_divide", "power", "maximum",
+          "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+UNARY = ["negative", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor",
+         "ceil", "round", "nn.relu", "nn.gelu", "nn.gelu_tanh", "nn.silu", "stop_fusion"]
+POOLS = ["nn.max_pool2d", "nn.avg_pool2d"]
+
+CASES = (
+    [(f"{n}-f32", lambda n=n: call_op(n, X, Y)) for n in BINARY]
+    + [(f"{n}-i32", lambda n=n: call_op(n, XI, YI))
+       for n in BINARY + ["logical_and", "logical_or"]]
+    + [(f"{n}-scalar-const", lambda n=n: call_op(n, X, Constant(np.array(1.5, "float32"))))
+       for n in ["add", "multiply", "maximum"]]
+    + [("add-0d", lambda: call_op("add", E0, E0))]
+    + [(f"{n}-f32", lambda n=n: call_op(n, X)) for n in UNARY]
+    + [(f"{n}-i32", lambda n=n: call_op(n, XI))
+       for n in ["negative", "abs", "floor", "ceil", "round", "logical_not", "nn.relu"]]
+    + [("astype-i32", lambda: call_op("astype", X, dtype="int32")),
+       ("astype-bool", lambda: call_op("astype", X, dtype="bool")),
+       ("astype-f64", lambda: call_op("astype", XI, dtype="float64")),
+       ("clip-f32", lambda: call_op("clip", X, min=-0.5, max=0.5)),
+       ("clip-i32", lambda: call_op("clip", XI, min=-2.5, max=3.7)),
+       ("where", lambda: call_op("where", C, X, Y)),
+       ("zeros", lambda: call_op("zeros", (2, 3), dtype="float32")),
+       ("ones", lambda: call_op("ones", (2, 3), dtype="int32")),
+       ("full-tensor", lambda: call_op("full", (2, 3), Constant(np.array(2.5, "float32")))),
+       ("full-var", lambda: call_op("full", (2, 3), E0, dtype="float64")),
+       ("full-prim", lambda: call_op("full", (3,), PrimValue(tir.IntImm(7, "int64")),
+                                     dtype="int32")),
+       ("zeros_like", lambda: call_op("zeros_like", X)),
+       ("ones_like", lambda: call_op("ones_like", X, dtype="int32"))]
+    + [(f"{n}-{axis}-{kd}", lambda n=n, axis=axis, kd=kd: call_op(n, Z, axis=axis, keepdims=kd))
+       for n in ["sum", "mean", "max", "min", "prod"]
+       for axis, kd in ((None, False), ((1,), False), ((0, 2), True), ((-1,), False), ((), False))]
+    + [("mean-i32", lambda: call_op("mean", ZI, axis=(1,))),
+       ("sum-i32", lambda: call_op("sum", ZI, axis=(2,), keepdims=True))]
+    + [(f"{n}-axis{ax}", lambda n=n, ax=ax: call_op(n, Z, axis=ax))
+       for n in ["nn.softmax", "nn.log_softmax"] for ax in (-1, 0, 1)]
+    + [("layer_norm", lambda: call_op("nn.layer_norm", Z, G, B, axes=(-1,))),
+       ("layer_norm-plain", lambda: call_op("nn.layer_norm", Z, G, B, axes=(-1,),
+                                            center=False, scale=False)),
+       ("layer_norm-2axes", lambda: call_op("nn.layer_norm", Z, G2, B2, axes=(1, 2))),
+       ("rms_norm", lambda: call_op("nn.rms_norm", Z, G, axes=(-1,))),
+       ("rms_norm-2axes", lambda: call_op("nn.rms_norm", Z, G2, axes=(1, 2), epsilon=0.1))]
+    + [("matmul", lambda: call_op("matmul", M1, M2)),
+       ("matmul-vec-mat", lambda: call_op("matmul", V1, M2)),
+       ("matmul-mat-vec", lambda: call_op("matmul", M1, V1)),
+       ("matmul-vec-vec", lambda: call_op("matmul", V1, V1)),
+       ("matmul-batch-broadcast", lambda: call_op("matmul", BM, BN)),
+       ("matmul-batch-mat", lambda: call_op("matmul", BM, M2)),
+       ("matmul-out-dtype", lambda: call_op("matmul", M1, M2, out_dtype="float64"))]
+    + [("conv2d", lambda: call_op("nn.conv2d", D, W)),
+       ("conv2d-strided", lambda: call_op("nn.conv2d", D, W, strides=(2, 1),
+                                          padding=(1, 2, 0, 1), dilation=(1, 2))),
+       ("conv2d-groups", lambda: call_op("nn.conv2d", D, WG, groups=2, padding=1))]
+    + [(f"{p}-{k}", lambda p=p, kw=kw: call_op(p, D, **kw)) for p in POOLS
+       for k, kw in (("pad", dict(pool_size=(3, 2), strides=(2, 2), padding=(1, 1))),
+                     ("ceil", dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 0, 1, 1),
+                                   ceil_mode=True)),
+                     ("incl-pad", dict(pool_size=(2, 2), padding=(1, 1), count_include_pad=True,
+                                       dilation=(2, 1))))]
+    + [("avg_pool2d-i32", lambda: call_op("nn.avg_pool2d", DI, pool_size=(2, 2), padding=(1, 1))),
+       ("max_pool2d-i32", lambda: call_op("nn.max_pool2d", DI, pool_size=(3, 3), padding=(1, 1)))]
+    + [("reshape", lambda: call_op("reshape", Z, (4, 6))),
+       ("reshape-infer", lambda: call_op("reshape", Z, (2, -1))),
+       ("reshape-flat", lambda: call_op("reshape", Z, (24,))),
+       ("reshape-split-dims", lambda: call_op("reshape", Z, (2, 3, 2, 2))),
+       ("flatten", lambda: call_op("flatten", Z)),
+       ("permute_dims", lambda: call_op("permute_dims", Z, axes=(2, 0, 1))),
+       ("permute_dims-reverse", lambda: call_op("permute_dims", Z)),
+       ("expand_dims", lambda: call_op("expand_dims", Z, axis=(0, 3))),
+       ("squeeze-all", lambda: call_op("squeeze", S1)),
+       ("squeeze-axis", lambda: call_op("squeeze", S1, axis=(1,))),
+       ("broadcast_to", lambda: call_op("broadcast_to", Y, (4, 2, 3))),
+       ("concat", lambda: call_op("concat", [Z, Q, Z], axis=1)),
+       ("concat-flat", lambda: call_op("concat", [Z, Q], axis=None)),
+       ("split-sections", lambda: call_op("split", Z, indices_or_sections=2, axis=2)),
+       ("split-indices", lambda: call_op("split", Z, indices_or_sections=(1, 2), axis=1)),
+       ("split-clipped", lambda: call_op("split", Z, indices_or_sections=(2, 9), axis=-1)),
+       ("strided_slice", lambda: call_op("strided_slice", Z, axes=(1, 2), begin=(0, 3),
+                                         end=(3, 0), strides=(2, -1))),
+       ("strided_slice-neg", lambda: call_op("strided_slice", Z, axes=(2,), begin=(-3,),
+                                             end=(100,))),
+       ("take-axis", lambda: call_op("take", Z, IX, axis=1)),
+       ("take-flat", lambda: call_op("take", Z, IX))]
+)
+
+
+@pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+def test_operator_matches_reference(make):
+    call = make()
+    values = POSITIVE if call.op.name in ("relax.log", "relax.sqrt", "relax.rsqrt") else VALUES
+    check_call(call, values)
+
+
+def test_every_compute_operator_is_legalized_and_tested():
+    tested = {make().op.name for _, make in CASES}
+    compute_ops = {op.name for op in list_ops()
+                   if op.category == "compute" and op.reference is not None}
+    assert compute_ops - set(LEGALIZE) == set(), "operators without a legalization"
+    assert set(LEGALIZE) - tested == set(), "legalizations without a test case"
+    assert has_legalization("R.nn.conv2d") and not has_legalization("relax.call_tir")
+
+
+def test_lowered_call_describes_the_call_tir():
+    call = call_op("add", X, Constant(np.array(2.0, "float32")))
+    low = lower_call(call)
+    assert low.args == (X,)                      # the 0-d constant is folded into the kernel
+    assert [p.name for p in low.prim_func.params] == ["x", "T_add"]
+    assert low.tir_vars == () and low.out_sinfo is call.struct_info
+    tup = tvar("big", (3,))
+    low = lower_call(call_op("add", tup, Constant(np.arange(3, dtype="float32"))))
+    assert isinstance(low.args[1], Constant) and len(low.prim_func.params) == 3
+    split = lower_call(call_op("split", Z, indices_or_sections=2, axis=0))
+    assert [p.name for p in split.prim_func.params] == ["z", "T_split0", "T_split1"]
+    assert isinstance(split.out_sinfo, TupleStructInfo)
+
+
+# ---------------------------------------------------------------------------
+# symbolic shapes
+# ---------------------------------------------------------------------------
+
+N = tir.Var("n")
+SYM = [
+    ("add-broadcast", lambda: call_op("add", tvar("a", (N, 4)), tvar("bb", (4,)))),
+    ("softmax", lambda: call_op("nn.softmax", tvar("a", (N, 8)))),
+    ("layer_norm", lambda: call_op("nn.layer_norm", tvar("a", (N, 2, 8)), tvar("ga", (8,)),
+                                   tvar("be", (8,)), axes=(-1,))),
+    ("matmul", lambda: call_op("matmul", tvar("a", (N, 4)), tvar("w", (4, 3)))),
+    ("matmul-reduce-n", lambda: call_op("matmul", tvar("a", (3, N)), tvar("w", (N, 2)))),
+    ("sum", lambda: call_op("sum", tvar("a", (N, 4)), axis=(0,))),
+    ("mean-all", lambda: call_op("mean", tvar("a", (N, 4)))),
+    ("conv2d", lambda: call_op("nn.conv2d", tvar("a", (N, 2, 5, 5)), tvar("w", (3, 2, 3, 3)),
+                               padding=1)),
+    ("max_pool2d", lambda: call_op("nn.max_pool2d", tvar("a", (1, 2, N, 6)), pool_size=(2, 2),
+                                   strides=(2, 2), ceil_mode=True)),
+    ("reshape", lambda: call_op("reshape", tvar("a", (N, 4)), (-1, 2))),
+    ("permute_dims", lambda: call_op("permute_dims", tvar("a", (N, 3)))),
+    ("concat", lambda: call_op("concat", [tvar("a", (N, 3)), tvar("c", (2, 3))], axis=0)),
+    ("split", lambda: call_op("split", tvar("a", (N, 3)), indices_or_sections=(1,), axis=0)),
+    ("strided_slice", lambda: call_op("strided_slice", tvar("a", (N, 3)), axes=(0,), begin=(1,),
+                                      end=(2 ** 31 - 1,))),
+    ("take", lambda: call_op("take", tvar("a", (5, 3)), tvar("i", (N,), "int64"), axis=0)),
+    ("broadcast_to", lambda: call_op("broadcast_to", tvar("a", (3,)), ShapeExpr((N, 3)))),
+    ("zeros", lambda: call_op("zeros", ShapeExpr((N, 2)), dtype="float32")),
+]
+
+
+@pytest.mark.parametrize("make", [c[1] for c in SYM], ids=[c[0] for c in SYM])
+def test_symbolic_shapes_with_two_sizes(make):
+    call = make()
+    for size in (2, 5):
+        values = {}
+        for a in call.args:
+            for f in (a.fields if isinstance(a, Tuple) else [a]):
+                si = f.struct_info
+                if isinstance(f, Var) and isinstance(si, TensorStructInfo):
+                    shape = tuple(size if d is N else d.value for d in si.shape)
+                    values[f] = (RNG.integers(-5, 5, shape).astype(si.dtype)
+                                 if si.dtype == "int64" else rand(shape, si.dtype))
+        check_call(call, values, hints=(True,), dims={N: size})
+
+
+def test_output_only_dims_become_scalar_params():
+    low = lower_call(call_op("zeros", ShapeExpr((N, 2)), dtype="float32"))
+    params = low.prim_func.params
+    assert isinstance(params[-1], tir.Var) and params[-1].name == "n" and params[-1] is not N
+    assert low.tir_vars == (N,)
+    low = lower_call(call_op("add", tvar("a", (N, 4)), tvar("bb", (4,))))
+    assert low.tir_vars == ()                    # n is bound by the input buffer
+
+
+# ---------------------------------------------------------------------------
+# fused groups
+# ---------------------------------------------------------------------------
+
+def fused(params, build):
+    """A Primitive function whose dataflow block is built by ``build(bb)``."""
+    bb = BlockBuilder()
+    with bb.function("fused", params, attrs={"Primitive": True}):
+        with bb.dataflow():
+            gv = bb.emit_output(build(bb))
+        bb.emit_func_output(gv)
+    return bb.get()["fused"]
+
+
+def walk(stmt):
+    out, stack = [], [stmt]
+    while stack:
+        s = stack.pop()
+        if s is None:
+            continue
+        out.append(s)
+        if isinstance(s, tir.SeqStmt):
+            stack.extend(reversed(s.stmts))
+        elif isinstance(s, (tir.For, tir.Allocate, tir.LetStmt)):
+            stack.append(s.body)
+        elif isinstance(s, tir.Block):
+            stack.extend([s.body, s.init])
+    return out
+
+
+def nests(func):
+    body = func.body
+    while isinstance(body, tir.Allocate):
+        body = body.body
+    return list(body.stmts) if isinstance(body, tir.SeqStmt) else [body]
+
+
+def run_fused(func, arrays, out_shapes, dtype="float32"):
+    low = lower_fused(func)
+    outs = [np.zeros(s, dtype) for s in out_shapes]
+    ins = [arrays[a] if isinstance(a, Var) else a.data for a in low.args]
+    run_prim_func(low.prim_func, ins + outs)
+    return outs, low
+
+
+def test_elementwise_chain_is_one_nest_writing_only_the_output():
+    x, y = tvar("x", (N, 8)), tvar("y", (8,))
+    func = fused([x, y], lambda bb: call_op("tanh", bb.emit(call_op("multiply", bb.emit(
+        call_op("exp", bb.emit(call_op("add", x, y)))), x))))
+    prim = legalize_fused(func)
+    assert len(nests(prim)) == 1 and isinstance(prim.body, tir.For)
+    assert not any(isinstance(s, tir.Allocate) for s in walk(prim.body))
+    written = {s.buffer.name for s in walk(prim.body) if isinstance(s, tir.BufferStore)}
+    assert written == {prim.params[-1].name}
+    for rows in (1, 6):
+        xa, ya = rand((rows, 8)), rand((8,))
+        (out,), _ = run_fused(func, {x: xa, y: ya}, [(rows, 8)])
+        np.testing.assert_allclose(out, np.tanh(np.exp(xa + ya) * xa), rtol=1e-5)
+
+
+def test_matmul_add_relu_is_one_kernel():
+    x, w, b = tvar("x", (N, 16)), tvar("w", (16, 32)), tvar("b", (32,))
+    func = fused([x, w, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "add", bb.emit(call_op("matmul", x, w)), b))))
+    prim = legalize_fused(func)
+    assert len(nests(prim)) == 1 and not isinstance(prim.body, tir.Allocate)
+    for rows in (3, 8):
+        arrays = {x: rand((rows, 16)), w: rand((16, 32)), b: rand((32,))}
+        (out,), _ = run_fused(func, arrays, [(rows, 32)])
+        np.testing.assert_allclose(out, np.maximum(arrays[x] @ arrays[w] + arrays[b], 0),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_gelu_is_one_kernel():
+    x, g, b = tvar("x", (4, 32)), tvar("g", (32,)), tvar("b", (32,))
+    func = fused([x, g, b], lambda bb: call_op("nn.gelu", bb.emit(
+        call_op("nn.layer_norm", x, g, b, axes=(-1,)))))
+    prim = legalize_fused(func)
+    assert len(nests(prim)) == 1 and not isinstance(prim.body, tir.Allocate)
+    arrays = {x: rand((4, 32)), g: rand((32,)), b: rand((32,))}
+    (out,), _ = run_fused(func, arrays, [(4, 32)])
+    ln = get_op("relax.nn.layer_norm").reference(arrays[x], arrays[g], arrays[b], axes=(-1,))
+    np.testing.assert_allclose(out, get_op("relax.nn.gelu").reference(ln), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_like_chain_is_one_kernel():
+    x = tvar("x", (3, 10))
+    func = fused([x], lambda bb: call_op("divide", e := bb.emit(call_op("exp", x)), bb.emit(
+        call_op("sum", e, axis=(-1,), keepdims=True))))
+    prim = legalize_fused(func)
+    assert len(nests(prim)) == 1 and not isinstance(prim.body, tir.Allocate)
+    xa = rand((3, 10))
+    (out,), _ = run_fused(func, {x: xa}, [(3, 10)])
+    np.testing.assert_allclose(out, np.exp(xa) / np.exp(xa).sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_conv2d_bias_relu_fused():
+    d, w, b = tvar("d", (1, 3, 6, 6)), tvar("w", (4, 3, 3, 3)), tvar("b", (1, 4, 1, 1))
+    func = fused([d, w, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "add", bb.emit(call_op("nn.conv2d", d, w, padding=1)), b))))
+    arrays = {d: rand((1, 3, 6, 6)), w: rand((4, 3, 3, 3)), b: rand((1, 4, 1, 1))}
+    (out,), low = run_fused(func, arrays, [(1, 4, 6, 6)])
+    conv = get_op("relax.nn.conv2d").reference(arrays[d], arrays[w], padding=(1, 1, 1, 1))
+    np.testing.assert_allclose(out, np.maximum(conv + arrays[b], 0), rtol=1e-5, atol=1e-5)
+    # the padded input is staged (pad_temp), the conv and its epilogue share one nest
+    assert len(nests(low.prim_func)) == 2
+
+
+def test_fused_tuple_outputs_constants_and_passthrough():
+    x = tvar("x", (2, 4))
+    bias = Constant(np.arange(4, dtype="float32"))
+    half = Constant(np.array(0.5, "float32"))
+
+    def build(bb):
+        lv = bb.emit(call_op("add", x, bias))
+        parts = bb.emit(call_op("split", lv, indices_or_sections=2, axis=1))
+        first = bb.emit(call_op("multiply", bb.emit(TupleGetItem(parts, 0)), half))
+        return Tuple([first, x, lv])
+    func = fused([x], build)
+    xa = rand((2, 4))
+    outs, low = run_fused(func, {x: xa}, [(2, 2), (2, 4), (2, 4)])
+    assert low.args == (x, bias)                 # non-scalar constants are extra inputs
+    np.testing.assert_allclose(outs[0], (xa + np.arange(4))[:, :2] * 0.5, rtol=1e-6)
+    np.testing.assert_array_equal(outs[1], xa)
+    np.testing.assert_allclose(outs[2], xa + np.arange(4), rtol=1e-6)
+
+
+def test_fused_function_built_by_hand_with_plain_bindings():
+    x = tvar("x", (3,))
+    lv = Var("lv", TensorStructInfo((3,), "float32"))
+    call = call_op("exp", x)
+    body = SeqExpr([DataflowBlock([VarBinding(lv, call)])], lv)
+    func = Function([x], body, attrs={"Primitive": True})
+    xa = rand((3,))
+    (out,), _ = run_fused(func, {x: xa}, [(3,)])
+    np.testing.assert_allclose(out, np.exp(xa), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# errors
+# ---------------------------------------------------------------------------
+
+def test_unknown_shape_is_a_clear_error():
+    x = Var("x", TensorStructInfo(None, "float32", 2))
+    with pytest.raises(LegalizeError, match="known shape"):
+        legalize_call(call_op("exp", x))
+
+
+def test_non_operator_calls_are_rejected():
+    x = tvar("x", (2,))
+    packed = call_op("call_pure_packed", "my.func", x, sinfo_args=TensorStructInfo((2,), "float32"))
+    with pytest.raises(LegalizeError, match="no legalization"):
+        legalize_call(packed)
+    with pytest.raises(LegalizeError, match="expects a Relax Function"):
+        legalize_fused(packed)

@@ -1,0 +1,642 @@
+"""The TVMScript parser: every fixture parses, and the IR it builds is checked
+in detail (node kinds, struct info, dataflow vars, spans, symbolic variables,
+A-normal form, TIR statements), plus the round trip through the printer."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec.ir import (
+    Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, ExternFunc, FuncStructInfo, Function,
+    GlobalVar, If, MatchCast, ObjectStructInfo, Op, PrimStructInfo, PrimValue, SeqExpr,
+    ShapeExpr, ShapeStructInfo, StringImm, TensorStructInfo, Tuple, TupleGetItem,
+    TupleStructInfo, Var, VarBinding, assert_structural_equal, tir,
+)
+from phasec.ir.struct_info import StructInfo
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE_FILES = sorted(FIXTURES.glob("*.py"))
+EXAMPLES = sorted((Path(phasec.__file__).parent / "examples").glob("*.py"))
+
+
+def load(name: str) -> phasec.IRModule:
+    return phasec.load(FIXTURES / f"{name}.py")
+
+
+def line_of(name: str, needle: str) -> int:
+    """1-based line of the first line of fixture ``name`` containing ``needle``."""
+    for i, line in enumerate((FIXTURES / f"{name}.py").read_text().splitlines(), 1):
+        if needle in line:
+            return i
+    raise AssertionError(f"{needle!r} not in {name}")
+
+
+def bindings(func: Function) -> list:
+    return [b for block in func.body.blocks for b in block.bindings]
+
+
+def binding(func: Function, name: str):
+    found = [b for b in bindings(func) if b.var.name_hint == name]
+    assert len(found) == 1, f"{name}: {len(found)} bindings"
+    return found[0]
+
+
+def tensor(shape, dtype) -> TensorStructInfo:
+    return TensorStructInfo(shape, dtype)
+
+
+def sinfo_eq(a: StructInfo | None, b: StructInfo | None) -> bool:
+    from phasec.ir.infer import struct_info_equal
+
+    return struct_info_equal(a, b)
+
+
+# ---------------------------------------------------------------------------
+# Every fixture
+# ---------------------------------------------------------------------------
+
+def test_fixture_set_is_complete():
+    assert {p.stem for p in FIXTURE_FILES} >= {
+        "dataflow_basic", "control_flow", "values", "symbolic", "tir_kernels"}
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES + EXAMPLES, ids=lambda p: p.stem)
+def test_every_fixture_parses(path: Path):
+    mod = phasec.load(path)
+    assert isinstance(mod, phasec.IRModule) and len(mod) >= 1
+    text = path.read_text()
+    assert_structural_equal(mod, phasec.parse(text, filename=str(path)))
+    for name, func in mod.functions.items():
+        assert func.span is not None and func.span.file == str(path)
+        if isinstance(func, Function):
+            assert func.struct_info is not None, name
+            for b in bindings(func):
+                assert b.span is not None and b.var.span is not None
+                assert b.var.struct_info is not None, (name, b.var.name_hint)
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES + EXAMPLES, ids=lambda p: p.stem)
+def test_round_trip_through_printer(path: Path):
+    printer = pytest.importorskip("phasec.script.printer")
+    mod = phasec.load(path)
+    text = printer.print_module(mod)
+    assert_structural_equal(phasec.parse(text), mod)
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
+def test_fixtures_are_well_formed(path: Path):
+    verifier = pytest.importorskip("verifier")
+    mod = phasec.load(path)
+    diags = verifier.check(mod)
+    assert not diags, "\n".join(verifier.format_diagnostic(d) for d in diags)
+
+
+def test_load_json_delegates_to_json_format(tmp_path: Path):
+    json_format = pytest.importorskip("phasec.script.json_format")
+    mod = load("values")
+    path = tmp_path / "values.json"
+    path.write_text(json_format.to_json(mod))
+    assert_structural_equal(phasec.load(path), mod)
+
+
+# ---------------------------------------------------------------------------
+# The canonical module, in detail
+# ---------------------------------------------------------------------------
+
+def test_dataflow_basic_module():
+    mod = load("dataflow_basic")
+    assert mod.attrs["phase"] == "optimization"
+    assert mod.phase == phasec.Phase.OPTIMIZATION
+    assert set(mod.functions) == {"relu", "add", "main"}
+    assert isinstance(mod["relu"], tir.PrimFunc) and isinstance(mod["add"], tir.PrimFunc)
+    main = mod["main"]
+    assert isinstance(main, Function) and main.is_pure
+    # global_symbol for public functions only
+    assert main.attrs["global_symbol"] == "main"
+    assert "global_symbol" not in mod["relu"].attrs
+    assert mod["relu"].attrs["tir.noalias"] is True
+    assert main.span.line == line_of("dataflow_basic", "def main")
+
+
+def test_symbolic_dim_shared_between_signature_and_body():
+    main = load("dataflow_basic")["main"]
+    x, w = main.params
+    n = x.struct_info.shape[0]
+    assert isinstance(n, tir.Var) and n.name == "n" and n.dtype == "int64"
+    assert main.ret_struct_info.shape[0] is n
+    assert w.struct_info.shape[0].dtype == "int64" and w.struct_info.shape[0].value == 4
+    # `n = T.int64()` and the annotations in the body use the signature's n
+    for b in bindings(main):
+        assert b.var.struct_info.shape[0] is n
+    # so do the inferred struct info and call_tir's out_sinfo
+    lv1 = binding(main, "lv1")
+    assert lv1.value.sinfo_args[0].shape[0] is n
+
+
+def test_dataflow_vars_and_outputs():
+    main = load("dataflow_basic")["main"]
+    (block,) = main.body.blocks
+    assert isinstance(block, DataflowBlock)
+    kinds = {b.var.name_hint: type(b.var) for b in block.bindings}
+    assert kinds == {"lv": DataflowVar, "lv1": DataflowVar, "gv": Var}
+    gv = binding(main, "gv").var
+    assert main.body.body is gv
+
+
+def test_calls_struct_info_and_spans():
+    main = load("dataflow_basic")["main"]
+    lv = binding(main, "lv")
+    call = lv.value
+    assert isinstance(call, Call) and isinstance(call.op, Op) and call.op.name == "relax.matmul"
+    assert dict(call.attrs) == {"out_dtype": "void"}
+    assert sinfo_eq(call.struct_info, lv.var.struct_info)
+    line = line_of("dataflow_basic", "lv: R.Tensor")
+    assert lv.span.line == line and call.span.line == line and lv.var.span.line == line
+    assert lv.var.span.col == 12 and lv.span.file.endswith("dataflow_basic.py")
+    assert call.op.span is not None and call.op.span.line == line
+
+    lv1 = binding(main, "lv1").value
+    assert lv1.op.name == "relax.call_tir"
+    gvar, args = lv1.args
+    assert isinstance(gvar, GlobalVar) and gvar.name_hint == "relu"
+    assert isinstance(args, Tuple) and args.fields == (lv.var,)
+    assert len(lv1.sinfo_args) == 1 and lv1.sinfo_args[0].dtype == "float32"
+    assert sinfo_eq(lv1.struct_info, lv1.sinfo_args[0])
+
+    gv = binding(main, "gv").value
+    assert gv.op.name == "relax.add"
+    const = gv.args[1]
+    assert isinstance(const, Constant) and const.data.dtype == np.float32
+    assert const.data.shape == () and const.data.item() == 1.0
+
+
+def test_prim_func_with_handles():
+    relu = load("dataflow_basic")["relu"]
+    X, Y = relu.params
+    assert isinstance(X, tir.Buffer) and isinstance(Y, tir.Buffer)
+    assert (X.name, Y.name, X.dtype) == ("X", "Y", "float32")
+    n = X.shape[0]
+    assert isinstance(n, tir.Var) and Y.shape[0] is n
+    assert X.shape[1].dtype == "int64" and X.shape[1].value == 4
+    outer = relu.body
+    assert isinstance(outer, tir.For) and outer.kind == "parallel" and outer.extent is n
+    assert outer.loop_var.dtype == "int64"
+    inner = outer.body
+    assert isinstance(inner, tir.For) and inner.kind == "vectorized"
+    block = inner.body
+    assert isinstance(block, tir.Block) and block.name == "Y"
+    assert [iv.kind for iv in block.iter_vars] == ["S", "S"]
+    assert block.iter_values == (outer.loop_var, inner.loop_var)
+    assert block.iter_vars[0].extent is n
+    (read,), (write,) = block.reads, block.writes
+    assert read.buffer is X and write.buffer is Y
+    assert read.region[0][0] is block.iter_vars[0].var and read.region[0][1].value == 1
+    store = block.body
+    assert isinstance(store, tir.BufferStore) and store.buffer is Y
+    assert isinstance(store.value, tir.BinaryOp) and store.value.op == "max"
+    assert isinstance(store.value.rhs, tir.FloatImm) and store.value.rhs.dtype == "float32"
+
+
+def test_prim_func_with_buffer_params_and_grid():
+    add = load("dataflow_basic")["add"]
+    A, B, C = add.params
+    assert [b.name for b in add.params] == ["A", "B", "C"]
+    assert [d.value for d in A.shape] == [2, 3] and A.shape[0].dtype == "int64"
+    outer = add.body
+    assert isinstance(outer, tir.For) and outer.kind == "serial"
+    assert isinstance(outer.body, tir.For) and outer.body.kind == "serial"
+    store = outer.body.body
+    assert store.buffer is C and store.indices == (outer.loop_var, outer.body.loop_var)
+    assert store.value.op == "+" and store.value.lhs.buffer is A
+
+
+# ---------------------------------------------------------------------------
+# Control flow, functions as values
+# ---------------------------------------------------------------------------
+
+def test_if_else_and_global_recursion():
+    mod = load("control_flow")
+    fact = mod["fact"]
+    if_binding = bindings(fact)[-1]
+    assert isinstance(if_binding, VarBinding) and if_binding.var.name_hint == "r"
+    node = if_binding.value
+    assert isinstance(node, If) and node.cond is bindings(fact)[0].var
+    assert isinstance(node.true_branch, SeqExpr) and isinstance(node.false_branch, SeqExpr)
+    # a leaf result is the branch body itself
+    assert isinstance(node.true_branch.body, Constant)
+    # a call result is bound to r_else, as TVM does, so bodies stay leaves
+    else_bindings = [b for blk in node.false_branch.blocks for b in blk.bindings]
+    assert [b.var.name_hint for b in else_bindings] == ["m", "rec", "r_else"]
+    assert node.false_branch.body is else_bindings[-1].var
+    rec = else_bindings[1].value
+    assert isinstance(rec.op, GlobalVar) and rec.op.name_hint == "fact"
+    assert sinfo_eq(rec.struct_info, tensor((), "int64"))
+    assert sinfo_eq(node.struct_info, tensor((), "int64"))
+    assert fact.body.body is if_binding.var
+    assert if_binding.span.line == line_of("control_flow", "if stop:")
+
+
+def test_elif_becomes_nested_if():
+    sign = load("control_flow")["sign"]
+    outer = bindings(sign)[-1].value
+    assert isinstance(outer, If)
+    inner_bindings = [b for blk in outer.false_branch.blocks for b in blk.bindings]
+    assert isinstance(inner_bindings[-1].value, If)
+    assert outer.false_branch.body is inner_bindings[-1].var
+
+
+def test_nested_functions_recursion_and_capture():
+    main = load("control_flow")["main"]
+    assert main.attrs["num_input"] == 2 and main.attrs["global_symbol"] == "main"
+    x = main.params[0]
+    repeat_b, shift_b = bindings(main)[:2]
+    assert isinstance(repeat_b.value, Function) and repeat_b.var.name_hint == "repeat"
+    assert isinstance(repeat_b.var.struct_info, FuncStructInfo)
+    assert "global_symbol" not in repeat_b.value.attrs
+    # the recursive call refers to the very Var the function is bound to
+    calls = []
+    phasec.ir.post_order_visit(repeat_b.value, lambda e: calls.append(e) if isinstance(e, Call) else None)
+    recursive = [c for c in calls if c.op is repeat_b.var]
+    assert len(recursive) == 1
+    assert sinfo_eq(recursive[0].struct_info, tensor((4,), "float32"))
+    # the nested function captures main's x
+    shift_body = bindings(shift_b.value)[0].value
+    assert shift_body.args[1] is x
+    # local function calls
+    if_node = bindings(main)[2].value
+    then_call = [b for blk in if_node.true_branch.blocks for b in blk.bindings][0].value
+    assert then_call.op is repeat_b.var
+
+
+def test_closures_and_purity():
+    mod = load("control_flow")
+    assert mod["closures"].is_pure is False
+    assert "global_symbol" not in mod["scale_by"].attrs
+    c, y, z = bindings(mod["closures"])
+    assert c.value.op.name == "relax.make_closure"
+    gv, captured = c.value.args
+    assert isinstance(gv, GlobalVar) and gv.name_hint == "scale_by"
+    assert isinstance(captured, Tuple) and captured.fields == (mod["closures"].params[0],)
+    assert y.value.op.name == "relax.invoke_closure" and y.value.args[0] is c.var
+    assert sinfo_eq(y.value.sinfo_args[0], tensor((4,), "float32"))
+    assert z.value.op.name == "relax.invoke_pure_closure"
+
+
+# ---------------------------------------------------------------------------
+# Values and annotations
+# ---------------------------------------------------------------------------
+
+def test_parameter_annotations():
+    main = load("values")["main"]
+    x, s, p, o, u, v = main.params
+    assert sinfo_eq(x.struct_info, tensor((2, 3), "float32"))
+    assert isinstance(s.struct_info, ShapeStructInfo) and [d.value for d in s.struct_info.values] == [2, 3]
+    assert isinstance(p.struct_info, PrimStructInfo) and p.struct_info.dtype == "int64"
+    assert isinstance(o.struct_info, ObjectStructInfo)
+    assert u.struct_info.shape is None and u.struct_info.ndim == 2
+    assert v.struct_info.shape is None and v.struct_info.ndim == -1 and v.struct_info.dtype == "void"
+    ret = main.ret_struct_info
+    assert isinstance(ret, TupleStructInfo) and len(ret.fields) == 2
+    cb = binding(main, "cb").var.struct_info
+    assert isinstance(cb, FuncStructInfo) and cb.purity and len(cb.params) == 1
+
+
+def test_packed_calls():
+    main = load("values")["main"]
+    first = bindings(main)[0]
+    assert first.var.name_hint == "_"  # a bare call statement
+    assert isinstance(first.value.op, ExternFunc) and first.value.op.global_symbol == "phasec.test.log"
+    assert isinstance(first.value.args[1], StringImm) and first.value.args[1].value == "hello"
+    assert isinstance(first.var.struct_info, ObjectStructInfo)
+    a = binding(main, "a").value
+    assert isinstance(a.op, ExternFunc) and sinfo_eq(a.sinfo_args[0], tensor((2, 3), "float32"))
+    b = binding(main, "b").value
+    assert b.op.name == "relax.call_pure_packed"
+    assert isinstance(b.args[0], ExternFunc) and b.args[1] is binding(main, "a").var
+    c = binding(main, "c").value
+    assert c.op.name == "relax.call_dps_packed" and isinstance(c.args[0], ExternFunc)
+    assert isinstance(c.args[1], Tuple)
+
+
+def test_constants():
+    main = load("values")["main"]
+    k = binding(main, "k").value
+    assert k.data.dtype == np.int32 and k.data.tolist() == [[1, 2, 3], [4, 5, 6]]
+    f = binding(main, "f").value.data
+    assert f.dtype == np.float32 and f[0, 1] == np.float32(-1.25) and math.isnan(f[0, 2])
+    assert f[1, 0] == np.inf and f[1, 1] == -np.inf and f[1, 2] == np.float32(1e-07)
+    d = binding(main, "d").value.data
+    assert d.dtype == np.float64 and d[0] == 0.1
+    assert binding(main, "bo").value.data.dtype == np.bool_
+    i8 = binding(main, "i8").value.data
+    assert i8.dtype == np.int8 and i8.item() == -7
+    assert sinfo_eq(binding(main, "k").var.struct_info, tensor((2, 3), "int32"))
+
+
+def test_leaf_values():
+    main = load("values")["main"]
+    assert isinstance(binding(main, "dt").value, DataTypeImm)
+    assert binding(main, "dt").value.value == "float16"
+    assert binding(main, "st").value.value == 'a "quoted" string\n'
+    sh = binding(main, "sh").value
+    assert isinstance(sh, ShapeExpr) and [d.value for d in sh.values] == [2, 3]
+    assert all(d.dtype == "int64" for d in sh.values)
+    pv = binding(main, "pv").value
+    assert isinstance(pv, PrimValue) and pv.value.dtype == "int64" and pv.value.value == 5
+    assert binding(main, "pf").value.value.dtype == "float32"
+    assert binding(main, "pi").value.value.dtype == "int32"
+    assert isinstance(binding(main, "ext").value, ExternFunc)
+    assert isinstance(binding(main, "cb").value, GlobalVar)
+
+
+def test_tuples_and_indexing():
+    main = load("values")["main"]
+    t = binding(main, "t")
+    assert isinstance(t.value, Tuple) and len(t.value.fields) == 3
+    assert isinstance(t.value.fields[2], PrimValue)
+    first = binding(main, "first").value
+    assert isinstance(first, TupleGetItem) and first.index == 0 and first.tuple_value is t.var
+    assert sinfo_eq(first.struct_info, tensor((2, 3), "float32"))
+    empty = binding(main, "empty").value
+    assert isinstance(empty, Tuple) and empty.fields == ()
+    nested = binding(main, "nested").value
+    assert isinstance(nested.fields[2], Tuple)  # a tuple of leaves stays inline
+    assert isinstance(binding(main, "inner").value, TupleGetItem)
+
+
+def test_nested_calls_are_normalized():
+    main = load("values")["main"]
+    summed = binding(main, "summed")
+    lhs, rhs = summed.value.args
+    assert isinstance(lhs, Var) and isinstance(rhs, Var)
+    names = [b.var.name_hint for b in bindings(main)]
+    assert names.index(lhs.name_hint) < names.index(rhs.name_hint) < names.index("summed")
+    assert binding(main, lhs.name_hint).value.op.name == "relax.add"
+    assert binding(main, rhs.name_hint).value.op.name == "relax.multiply"
+
+
+def test_attributes():
+    mod = load("values")
+    assert dict(mod.attrs) == {"phase": "ingestion", "origin": "fixture", "version": (1, 2)}
+    attrs = mod["main"].attrs
+    assert attrs["levels"] == (1, 2, 3)
+    assert attrs["nested"] == {"a": 1.5, "b": None, "c": True}
+    assert attrs["global_symbol"] == "main"
+    assert "global_symbol" not in mod["helper"].attrs
+
+
+# ---------------------------------------------------------------------------
+# Symbolic shapes
+# ---------------------------------------------------------------------------
+
+def test_symbolic_shapes():
+    main = load("symbolic")["main"]
+    x, y, z = main.params
+    n = x.struct_info.shape[0]
+    two_n = y.struct_info.shape[0]
+    assert isinstance(two_n, tir.BinaryOp) and two_n.op == "*" and two_n.lhs is n
+    assert two_n.rhs.value == 2 and two_n.rhs.dtype == "int64"
+    m = main.ret_struct_info.fields[2].shape[0]
+    assert isinstance(m, tir.Var) and m.name == "m" and m is not n
+
+    scaled = binding(main, "scaled").value
+    assert len(scaled.args) == 3 and isinstance(scaled.args[2], ShapeExpr)
+    tv = scaled.args[2].values[0]
+    assert tv.op == "+" and tv.lhs is n
+
+    parts = binding(main, "parts")
+    out = parts.value.sinfo_args[0]
+    assert isinstance(out, TupleStructInfo) and len(out.fields) == 2
+    assert isinstance(parts.var, DataflowVar)
+
+    zz = binding(main, "zz")
+    assert isinstance(zz, MatchCast) and zz.struct_info.shape[0] is m and zz.value is z
+    assert type(zz.var) is Var  # listed in R.output
+    w = binding(main, "w")
+    k = w.struct_info.shape[0]
+    assert isinstance(w, MatchCast) and k.name == "k" and w.var.struct_info.shape[0] is k
+
+    dims = binding(main, "dims")
+    assert dims.var.struct_info.value.op == "*" and dims.var.struct_info.value.lhs is n
+
+    # symbolic variables are per function
+    scale = load("symbolic")["scale"]
+    assert scale.params[0].shape[0] is not n and scale.params[2].dtype == "int64"
+
+
+# ---------------------------------------------------------------------------
+# TIR statements
+# ---------------------------------------------------------------------------
+
+def test_reduction_block_with_init():
+    mm = load("tir_kernels")["matmul"]
+    assert mm.attrs["op_pattern"] == 4
+    i = mm.body
+    j = i.body
+    k = j.body
+    assert [f.kind for f in (i, j, k)] == ["serial"] * 3
+    block = k.body
+    assert [iv.kind for iv in block.iter_vars] == ["S", "S", "R"]
+    assert [iv.extent.value for iv in block.iter_vars] == [4, 16, 8]
+    assert isinstance(block.init, tir.BufferStore) and block.init.value.value == 0.0
+    assert len(block.reads) == 2 and len(block.writes) == 1
+    assert block.span.line == line_of("tir_kernels", 'with T.block("C")')
+
+    rs = load("tir_kernels")["row_sum"]
+    block = rs.body.body.body
+    assert [iv.kind for iv in block.iter_vars] == ["S", "R"]
+    (read,) = block.reads
+    lo, ext = read.region[1]
+    assert lo.value == 0 and ext.value == 8
+
+
+def test_loops_lets_allocs_and_ifs():
+    ew = load("tir_kernels")["elementwise"]
+    alloc = ew.body
+    assert isinstance(alloc, tir.Allocate) and alloc.buffer.name == "tmp"
+    first, second = alloc.body.stmts
+    assert (first.kind, first.body.kind) == ("parallel", "vectorized")
+    assert (second.kind, second.body.kind) == ("serial", "unroll")
+    store = first.body.body
+    assert store.buffer is alloc.buffer and isinstance(store.value.lhs, tir.Call)
+    assert store.value.lhs.name == "exp"
+    let_x = second.body.body
+    assert isinstance(let_x, tir.LetStmt) and let_x.var.dtype == "float32"
+    let_y = let_x.body
+    assert isinstance(let_y, tir.LetStmt) and let_y.value.op == "max"
+    branch = let_y.body
+    assert isinstance(branch, tir.IfThenElse) and branch.else_case is not None
+    assert branch.condition.op == "and" and isinstance(branch.condition.rhs, tir.Not)
+    assert isinstance(branch.then_case.value, tir.Select)
+    assert isinstance(branch.else_case.value, tir.Select)  # T.if_then_else
+    assert branch.else_case.value.condition.op == "or"
+
+
+def test_casts_literals_and_loop_bounds():
+    casts = load("tir_kernels")["casts"]
+    A, B, n = casts.params
+    assert isinstance(n, tir.Var) and n.dtype == "int64"
+    first, second, evaluate = casts.body.stmts
+    assert first.min.value == 2 and first.extent.value == 6 and first.loop_var.dtype == "int64"
+    cast = first.body.value
+    assert isinstance(cast, tir.Cast) and cast.dtype == "float16"
+    div = cast.value.lhs.lhs
+    assert div.op == "//" and div.rhs.dtype == "int32"  # plain integers are int32 in TIR
+    assert isinstance(evaluate, tir.Evaluate)
+    inner_if = second.body.stmts[1]
+    assert isinstance(inner_if, tir.IfThenElse) and inner_if.else_case is None
+    assert inner_if.then_case.value.dtype == "float16"
+
+
+def test_lowered_main_calls():
+    main = load("tir_kernels")["main"]
+    assert load("tir_kernels").phase == phasec.Phase.LOWERING
+    assert all(not isinstance(b, DataflowBlock) for b in main.body.blocks)
+    cs = binding(main, "cs").value
+    assert cs.op.name == "relax.call_tir" and cs.args[2].values[0].value == 3
+
+
+# ---------------------------------------------------------------------------
+# Spellings and conveniences
+# ---------------------------------------------------------------------------
+
+ALIASED = '''
+from tvm.script import ir as IR
+from tvm.script import relax as Rx
+from tvm.script import tirx as Tx
+
+@IR.ir_module
+class Aliased:
+    """A docstring."""
+    IR.module_attrs({"phase": "ingestion"})
+
+    @Tx.prim_func
+    def copy(a: Tx.handle, b: Tx.handle):
+        A = Tx.match_buffer(a, (4,), "float32")
+        B = Tx.match_buffer(b, (4,), "float32")
+        for i in Tx.serial(4):
+            B[i] = A[i]
+
+    @Rx.function
+    def main(x: Rx.Tensor((4,), "float32")) -> Rx.Tensor((4,), "float32"):
+        """Docstrings are skipped."""
+        y = Rx.call_tir(cls.copy, (x,), out_ty=Rx.Tensor((4,), "float32"))
+        z = Rx.call_pure_packed("f", y, ty_args=Rx.Tensor((4,), "float32"))
+        return z
+'''
+
+
+def test_dialect_aliases_and_alternative_spellings():
+    mod = phasec.parse(ALIASED)
+    copy = mod["copy"]
+    assert copy.attrs["global_symbol"] == "copy"  # not private
+    assert copy.body.extent.dtype == "int32" and copy.params[0].shape[0].dtype == "int32"
+    main = mod["main"]
+    y, z = bindings(main)
+    assert sinfo_eq(y.var.struct_info, tensor((4,), "float32"))
+    assert z.value.sinfo_args and sinfo_eq(z.var.struct_info, tensor((4,), "float32"))
+
+
+OPS = '''
+@I.ir_module
+class Ops:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32"), g: R.Tensor((3,), dtype="float32")):
+        n = T.int64()
+        a = R.nn.softmax(x, 0)
+        b = R.sum(x, axis=[1], keepdims=True)
+        c = R.nn.layer_norm(data=x, gamma=g, beta=g, axes=[-1])
+        d = R.reshape(x, (3, 2))
+        e = R.add(x, g)
+        return e
+'''
+
+
+def test_operator_operands_and_attributes():
+    main = phasec.parse(OPS)["main"]
+    a, b, c, d, e = bindings(main)
+    assert a.value.attrs["axis"] == 0  # trailing positional attribute
+    assert b.value.attrs["axis"] == (1,) and b.value.attrs["keepdims"] is True  # list -> tuple
+    assert sinfo_eq(b.var.struct_info, tensor((2, 1), "float32"))
+    assert c.value.op.name == "relax.nn.layer_norm" and c.value.attrs["axes"] == (-1,)
+    assert c.value.attrs["epsilon"] == 1e-05  # default filled in
+    assert [arg.name_hint for arg in c.value.args] == ["x", "g", "g"]
+    assert isinstance(d.value.args[1], ShapeExpr)
+    assert sinfo_eq(d.var.struct_info, tensor((3, 2), "float32"))
+    assert sinfo_eq(e.var.struct_info, tensor((2, 3), "float32"))
+
+
+SEMANTIC = '''
+@I.ir_module
+class Bad:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32"), y: R.Tensor((4,), dtype="int32")) -> R.Tensor((2, 3), dtype="float32"):
+        a: R.Tensor((2, 3), dtype="float32") = R.add(x, y)
+        b = R.matmul(x, x)
+        c = cls.main(x)
+        return a
+'''
+
+
+def test_semantic_problems_are_left_to_the_verifier():
+    main = phasec.parse(SEMANTIC)["main"]
+    a, b, c = bindings(main)
+    assert a.value.struct_info is None  # inference failed
+    assert sinfo_eq(a.var.struct_info, tensor((2, 3), "float32"))  # the annotation
+    assert b.value.struct_info is None and b.var.struct_info is None
+    assert c.value.struct_info is None  # wrong argument count for main
+
+
+def test_fresh_names_avoid_the_files_names():
+    text = '''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")):
+        lv = R.add(x, x)
+        lv1 = R.add(R.add(lv, x), R.multiply(lv, x))
+        return lv1
+'''
+    names = [b.var.name_hint for b in bindings(phasec.parse(text)["main"])]
+    assert names[0] == "lv" and names[-1] == "lv1"
+    temps = names[1:-1]
+    assert len(temps) == 2 and not set(temps) & {"lv", "lv1", "x"}
+
+
+def test_bytes_input_and_filename_in_spans():
+    mod = phasec.parse(ALIASED.encode("utf-8"), filename="aliased.py")
+    assert mod["main"].span.file == "aliased.py"
+    assert str(mod["main"].span).startswith("aliased.py:")
+
+
+# ---------------------------------------------------------------------------
+# Size
+# ---------------------------------------------------------------------------
+
+def _chain(n: int) -> str:
+    lines = ["@I.ir_module", "class Big:", "    @R.function",
+             '    def main(x: R.Tensor((4, 4), dtype="float32")) -> R.Tensor((4, 4), dtype="float32"):',
+             "        with R.dataflow():"]
+    prev = "x"
+    for i in range(n):
+        lines.append(f'            v{i}: R.Tensor((4, 4), dtype="float32") = R.add({prev}, x)')
+        prev = f"v{i}"
+    lines += [f"            R.output({prev})", f"        return {prev}", ""]
+    return "\n".join(lines)
+
+
+def test_many_bindings_parse_iteratively():
+    n = 5_000  # beyond the recursion limit: the parser loops over bindings
+    start = time.perf_counter()
+    mod = phasec.parse(_chain(n))
+    elapsed = time.perf_counter() - start
+    (block,) = mod["main"].body.blocks
+    assert len(block.bindings) == n
+    assert type(block.bindings[-1].var) is Var and type(block.bindings[0].var) is DataflowVar
+    assert elapsed < 60

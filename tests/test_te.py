@@ -1,0 +1,321 @@
+"""The tensor-expression layer (phasec.ir.te): building computes, lowering to
+PrimFuncs (inlining, anchor + epilogue fusion, schedule hints), symbolic
+shapes and error reporting. Kernels are checked with the TIR interpreter."""
+
+import numpy as np
+import pytest
+
+from phasec.interp.tir import run_prim_func
+from phasec.ir import te
+from phasec.ir import tir as T
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def relu(e):
+    return T.BinaryOp("max", e, T.FloatImm(0.0))
+
+
+def walk(stmt):
+    """Every statement of a PrimFunc body, pre-order (iterative)."""
+    out, stack = [], [stmt]
+    while stack:
+        s = stack.pop()
+        if s is None:
+            continue
+        out.append(s)
+        if isinstance(s, T.SeqStmt):
+            stack.extend(reversed(s.stmts))
+        elif isinstance(s, (T.For, T.Allocate, T.LetStmt)):
+            stack.append(s.body)
+        elif isinstance(s, T.IfThenElse):
+            stack.extend([s.else_case, s.then_case])
+        elif isinstance(s, T.Block):
+            stack.extend([s.body, s.init])
+    return out
+
+
+def stores(func):
+    return {s.buffer.name for s in walk(func.body) if isinstance(s, T.BufferStore)}
+
+
+def loops(func):
+    return [s for s in walk(func.body) if isinstance(s, T.For)]
+
+
+def top_level(func):
+    """Statements at the top of the body, under function-level Allocates."""
+    body = func.body
+    while isinstance(body, T.Allocate):
+        body = body.body
+    return list(body.stmts) if isinstance(body, T.SeqStmt) else [body]
+
+
+def run(func, *arrays):
+    run_prim_func(func, list(arrays))
+    return arrays[-1]
+
+
+# ---------------------------------------------------------------------------
+# building
+# ---------------------------------------------------------------------------
+
+def test_compute_axes_are_int64_vars_named_after_the_lambda():
+    A = te.placeholder((2, 3), "float32", "A")
+    B = te.compute((2, 3), lambda row, col: A[row, col] + 1.0, name="B")
+    assert [v.name for v in B.op.axes] == ["row", "col"]
+    assert all(v.dtype == "int64" for v in B.op.axes)
+    assert B.dtype == "float32" and B.ndim == 2 and B.op.inputs == (A,)
+    C = te.compute((2, 3), lambda *i: A[i], name="C")
+    assert [v.name for v in C.op.axes] == ["i0", "i1"]
+
+
+def test_te_errors_are_clear():
+    A = te.placeholder((2, 3), "float32", "A")
+    with pytest.raises(te.TEError, match="has 2 dimension\\(s\\) but is indexed with 1"):
+        A[0]
+    k = te.reduce_axis(3)
+    with pytest.raises(te.TEError, match="must be the whole body"):
+        te.compute((2,), lambda i: te.sum(A[i, k], axis=[k]) + 1.0)
+    with pytest.raises(te.TEError, match="reduce_axis"):
+        te.sum(A[0, 0], axis=[T.IterVar(T.Var("s"), 3, "S")])
+    with pytest.raises(te.TEError, match="integer expression"):
+        A[0, T.FloatImm(1.0)]
+    B = te.compute((2, 3), lambda i, j: A[i, j] * 2.0, name="B")
+    with pytest.raises(te.TEError, match="placeholder A is used but not listed"):
+        te.create_prim_func([B])
+    with pytest.raises(te.TEError, match="no output"):
+        te.create_prim_func([A])
+    with pytest.raises(te.TEError, match="listed twice"):
+        te.create_prim_func([A, B, B])
+    with pytest.raises(te.TEError, match="unknown dtype"):
+        te.placeholder((2,), "float128")
+
+
+# ---------------------------------------------------------------------------
+# inlining
+# ---------------------------------------------------------------------------
+
+def test_elementwise_chain_is_inlined_into_one_loop_nest():
+    A = te.placeholder((4, 8), "float32", "A")
+    b = te.placeholder((8,), "float32", "b")
+    x1 = te.compute((4, 8), lambda i, j: A[i, j] + b[j], name="x1")
+    x2 = te.compute((4, 8), lambda i, j: te.call("exp", x1[i, j]), name="x2")
+    x3 = te.compute((4, 8), lambda i, j: x2[i, j] * x1[i, j], name="x3")
+    func = te.create_prim_func([A, b, x3])
+    assert stores(func) == {"x3"}                 # nothing else is written
+    assert not any(isinstance(s, T.Allocate) for s in walk(func.body))
+    assert len(top_level(func)) == 1 and isinstance(top_level(func)[0], T.For)
+    # x1 is used twice: bound once with a LetStmt rather than recomputed
+    assert [s.var.name for s in walk(func.body) if isinstance(s, T.LetStmt)][:1] == ["x1"]
+    a, bb = rand(4, 8), rand(8)
+    out = run(func, a, bb, np.zeros((4, 8), "float32"))
+    np.testing.assert_allclose(out, np.exp(a + bb) * (a + bb), rtol=1e-6)
+
+
+def test_inline_false_materializes_an_intermediate():
+    A = te.placeholder((4,), "float32", "A")
+    x1 = te.compute((4,), lambda i: A[i] * 2.0, name="x1", inline=False)
+    k = te.reduce_axis(4, "k")
+    x2 = te.compute((4,), lambda i: te.sum(x1[k] * A[i], axis=[k]), name="x2")
+    func = te.create_prim_func([A, x2])
+    assert isinstance(func.body, T.Allocate) and func.body.buffer.name == "x1"
+    assert {"x1", "x2"} <= stores(func)
+    a = rand(4)
+    np.testing.assert_allclose(run(func, a, np.zeros(4, "float32")), (2 * a).sum() * a, rtol=1e-5)
+
+
+def test_deep_inlined_chain_does_not_recurse():
+    A = te.placeholder((3,), "float32", "A")
+    t = A
+    for k in range(3000):
+        t = te.compute((3,), lambda i, t=t: t[i] + 0.001, name=f"c{k}")
+    func = te.create_prim_func([A, t])
+    a = rand(3)
+    np.testing.assert_allclose(run(func, a, np.zeros(3, "float32")), a + 3.0, rtol=1e-4)
+
+
+def test_diamond_graph_stays_linear():
+    # x_{k+1} = x_k + x_k: naive inlining would build 2**60 nodes.
+    A = te.placeholder((2,), "float32", "A")
+    t = A
+    for k in range(60):
+        t = te.compute((2,), lambda i, t=t: t[i] + t[i], name=f"d{k}")
+    func = te.create_prim_func([A, t])
+    lets = [s for s in walk(func.body) if isinstance(s, T.LetStmt)]
+    assert 55 <= len(lets) <= 61
+    a = np.array([1.0, -2.0], "float32")
+    np.testing.assert_array_equal(run(func, a, np.zeros(2, "float32")), a * 2.0 ** 60)
+
+
+# ---------------------------------------------------------------------------
+# anchor + epilogue, attached reductions
+# ---------------------------------------------------------------------------
+
+def _matmul_relu(M, K, N, batch=None):
+    shape_a = (M, K) if batch is None else (batch, M, K)
+    X = te.placeholder(shape_a, "float32", "X")
+    W = te.placeholder((K, N), "float32", "W")
+    bias = te.placeholder((N,), "float32", "bias")
+    k = te.reduce_axis(K, "k")
+    if batch is None:
+        mm = te.compute((M, N), lambda i, j: te.sum(X[i, k] * W[k, j], axis=[k]), name="mm",
+                        tag="matmul")
+        out = te.compute((M, N), lambda i, j: relu(mm[i, j] + bias[j]), name="out")
+    else:
+        mm = te.compute((batch, M, N), lambda b, i, j: te.sum(X[b, i, k] * W[k, j], axis=[k]),
+                        name="mm")
+        out = te.compute((batch, M, N), lambda b, i, j: relu(mm[b, i, j] + bias[j]), name="out")
+    return X, W, bias, out
+
+
+@pytest.mark.parametrize("M,K,N,batch", [(8, 5, 12, None), (3, 4, 7, None), (6, 3, 200, None),
+                                         (4, 3, 16, 2)])
+@pytest.mark.parametrize("hints", [True, False])
+def test_matmul_with_epilogue_is_one_nest(M, K, N, batch, hints):
+    X, W, bias, out = _matmul_relu(M, K, N, batch)
+    func = te.create_prim_func([X, W, bias, out], schedule_hints=hints)
+    assert not isinstance(func.body, T.Allocate)   # no global intermediate
+    assert len(top_level(func)) == 1               # one loop nest
+    assert "out" in stores(func) and "mm" not in stores(func)
+    x = rand(*((M, K) if batch is None else (batch, M, K)))
+    w, b = rand(K, N), rand(N)
+    got = run(func, x, w, b, np.zeros(((M, N) if batch is None else (batch, M, N)), "float32"))
+    np.testing.assert_allclose(got, np.maximum(x @ w + b, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_schedule_tiles_vectorizes_and_parallelizes():
+    X, W, bias, out = _matmul_relu(64, 256, 256)
+    func = te.create_prim_func([X, W, bias, out])
+    kinds = [f.kind for f in loops(func)]
+    assert kinds[0] == "parallel"
+    assert "unroll" in kinds and "vectorized" in kinds
+    # the reduction loop sits between the tile loops and the vectorized j loop
+    k_loop = next(f for f in loops(func) if f.loop_var.name == "k")
+    inner = [f.kind for f in loops(T.PrimFunc((), k_loop))]
+    assert inner == ["serial", "unroll", "vectorized"]
+    canon = te.create_prim_func([X, W, bias, out], schedule_hints=False)
+    assert {f.kind for f in loops(canon)} == {"serial"}
+    assert any(isinstance(s, T.Block) and s.init is not None for s in walk(canon.body))
+
+
+def test_reduction_alone_accumulates_into_output():
+    A = te.placeholder((5, 6), "float32", "A")
+    k = te.reduce_axis(6, "k")
+    S = te.compute((5,), lambda i: te.sum(A[i, k], axis=[k]), name="S")
+    for hints in (True, False):
+        func = te.create_prim_func([A, S], schedule_hints=hints)
+        assert stores(func) == {"S"}
+        a = rand(5, 6)
+        np.testing.assert_allclose(run(func, a, np.zeros(5, "float32")), a.sum(1), rtol=1e-5)
+
+
+def test_full_reduction_to_a_scalar():
+    A = te.placeholder((3, 4), "int32", "A")
+    k0, k1 = te.reduce_axis(3), te.reduce_axis(4)
+    P = te.compute((), lambda: te.max(A[k0, k1], axis=[k0, k1]), name="P")
+    func = te.create_prim_func([A, P])
+    a = RNG.integers(-50, 50, (3, 4)).astype("int32")
+    assert run(func, a, np.zeros((), "int32")) == a.max()
+
+
+def test_row_reductions_are_computed_inside_the_row_loop():
+    # softmax: the max and the sum are per row, attached under the row loop.
+    n = T.Var("n")
+    A = te.placeholder((n, 16), "float32", "A")
+    k1, k2 = te.reduce_axis(16, "k"), te.reduce_axis(16, "k")
+    mx = te.compute((n,), lambda i: te.max(A[i, k1], axis=[k1]), name="mx")
+    e = te.compute((n, 16), lambda i, j: te.call("exp", A[i, j] - mx[i]), name="e")
+    s = te.compute((n,), lambda i: te.sum(e[i, k2], axis=[k2]), name="s")
+    out = te.compute((n, 16), lambda i, j: e[i, j] / s[i], name="out")
+    func = te.create_prim_func([A, out])
+    assert len(top_level(func)) == 1 and not isinstance(func.body, T.Allocate)
+    allocs = [s for s in walk(func.body) if isinstance(s, T.Allocate)]
+    assert {a.buffer.name for a in allocs} == {"mx_local", "s_local"}
+    assert all(int(a.buffer.shape[0].value) == 1 for a in allocs)
+    for rows in (1, 5):
+        a = rand(rows, 16)
+        got = run(func, a, np.zeros((rows, 16), "float32"))
+        e_ = np.exp(a - a.max(1, keepdims=True))
+        np.testing.assert_allclose(got, e_ / e_.sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_reduction_over_a_leading_axis_gets_its_own_buffer():
+    # x / sum(x, axis=0): attaching the sum under the row loop would recompute it per row.
+    A = te.placeholder((4, 6), "float32", "A")
+    k = te.reduce_axis(4, "k")
+    s = te.compute((6,), lambda j: te.sum(A[k, j], axis=[k]), name="s")
+    out = te.compute((4, 6), lambda i, j: A[i, j] / s[j], name="out")
+    func = te.create_prim_func([A, out])
+    assert isinstance(func.body, T.Allocate) and func.body.buffer.name == "s"
+    assert len(top_level(func)) == 2
+    a = rand(4, 6)
+    got = run(func, a, np.zeros((4, 6), "float32"))
+    np.testing.assert_allclose(got, a / a.sum(0), rtol=1e-5)
+
+
+def test_several_outputs_and_an_output_read_by_another():
+    A = te.placeholder((3, 4), "float32", "A")
+    k = te.reduce_axis(4, "k")
+    s = te.compute((3,), lambda i: te.sum(A[i, k], axis=[k]), name="s")
+    norm = te.compute((3, 4), lambda i, j: A[i, j] / s[i], name="norm")
+    func = te.create_prim_func([A, s, norm])
+    assert [p.name for p in func.params] == ["A", "s", "norm"]
+    a = rand(3, 4)
+    out_s, out_n = np.zeros(3, "float32"), np.zeros((3, 4), "float32")
+    run_prim_func(func, [a, out_s, out_n])
+    np.testing.assert_allclose(out_s, a.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(out_n, a / a.sum(1, keepdims=True), rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# symbolic shapes and parameters
+# ---------------------------------------------------------------------------
+
+def test_symbolic_shapes_use_fresh_variables_and_scalar_params():
+    n, m = T.Var("n"), T.Var("m")
+    A = te.placeholder((n, 4), "float32", "A")
+    B = te.compute((n, 4), lambda i, j: A[i, j] * 2.0, name="B")
+    # m only appears in an output: it becomes a scalar parameter.
+    Z = te.compute((m, 2), lambda i, j: T.FloatImm(1.0), name="Z")
+    lowered = te.lower([A, B, Z])
+    func = lowered.prim_func
+    assert [type(p).__name__ for p in func.params] == ["Buffer", "Buffer", "Buffer", "Var"]
+    assert func.params[3].name == "m" and func.params[3] is not m
+    assert lowered.scalar_params == (m,)
+    assert func.params[0].shape[0] is not n and func.params[0].shape[0] is func.params[1].shape[0]
+    assert lowered.shape_vars[n] is func.params[0].shape[0]
+    for rows, cols in ((2, 3), (5, 1)):
+        a = rand(rows, 4)
+        b, z = np.zeros((rows, 4), "float32"), np.zeros((cols, 2), "float32")
+        run_prim_func(func, [a, b, z, cols])
+        np.testing.assert_array_equal(b, a * 2)
+        np.testing.assert_array_equal(z, np.ones((cols, 2)))
+
+
+def test_parallel_and_vectorize_hints_depend_on_size():
+    def kinds(shape):
+        A = te.placeholder(shape, "float32", "A")
+        B = te.compute(shape, lambda i, j: te.call("tanh", A[i, j]), name="B")
+        return [f.kind for f in loops(te.create_prim_func([A, B]))]
+    assert kinds((4, 8)) == ["serial", "vectorized"]
+    assert kinds((512, 256)) == ["parallel", "vectorized"]
+    assert kinds((1, 1 << 17))[:1] == ["serial"]      # extent-1 loops are skipped ...
+    assert kinds((1, 1 << 17))[1] == "parallel"       # ... the next one is parallel
+    n = T.Var("n")
+    assert kinds((n, 8)) == ["serial", "vectorized"]
+    assert kinds((n, 4096)) == ["parallel", "vectorized"]
+
+
+def test_options_object_and_mapping():
+    A = te.placeholder((512, 256), "float32", "A")
+    B = te.compute((512, 256), lambda i, j: A[i, j] + 1.0, name="B")
+    f = te.create_prim_func([A, B], schedule_hints={"parallel": False})
+    assert [l.kind for l in loops(f)] == ["serial", "vectorized"]
+    f = te.create_prim_func([A, B], schedule_hints=te.ScheduleOptions(vectorize=False))
+    assert [l.kind for l in loops(f)] == ["parallel", "serial"]
+    assert f.attrs["tir.noalias"] is True

@@ -1,0 +1,16 @@
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+# from tvm.script import tir as T
+
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), w: R.Tensor((2, 3), "int32")) -> R.Tensor((2, 3), "float32"):
+        v = R.astype(w, dtype="float32")
+        y: R.Tensor((2, 3), "float32") = R.add(x, v)
+        z: R.Tensor((2, 3), "float32") = cls.helper(v)
+        return y
+
+    @R.function(private=True)
+    def helper(a: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        return a
