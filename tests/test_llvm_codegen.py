@@ -220,14 +220,16 @@ def test_intrinsic_table_is_complete():
     assert set(_NP_INTRINSICS) == set(T.INTRINSICS)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_every_intrinsic(dtype):
+@pytest.mark.parametrize("dtype,vector_math", [("float32", True), ("float32", False),
+                                               ("float64", True)])
+def test_every_intrinsic(dtype, vector_math):
     n = 67
     funcs = {}
     for name in T.INTRINSICS:
         out = "bool" if name == "isnan" else dtype
         funcs[name] = elementwise(n, lambda x, name=name: T.Call(name, (x,)), dtype, out)
-    lib = compile_prim_funcs(funcs)
+    lib = compile_prim_funcs(funcs, vector_math=vector_math)
+    assert ("@erff" in lib.llvm_ir) == (dtype == "float32" and not vector_math)
     x = (RNG.standard_normal(n) * 3).astype(dtype)
     x[:4] = [0.5, 1.5, -2.5, np.nan]  # round half to even, and a NaN
     pos = np.abs(x) + np.asarray(0.1, dtype)
@@ -270,6 +272,53 @@ def test_intrinsics_on_ints_and_half():
     yb = np.ones(n, bool)
     lib["isnan_i"](xi, yb)
     assert not yb.any()
+
+
+_MATH_REF = {
+    "exp": np.exp, "tanh": np.tanh, "erf": np.vectorize(math.erf),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "log": np.log, "log2": np.log2,
+}
+
+
+@pytest.fixture(scope="module")
+def vector_math_lib():
+    n = var("n")
+    funcs = {}
+    for name in _MATH_REF:
+        X, Y = buf("X", (n,)), buf("Y", (n,))
+        funcs[name] = T.PrimFunc((X, Y), loops([n], lambda i, name=name: store(
+            Y, T.Call(name, (X[i],)), i)))
+    return compile_prim_funcs(funcs)
+
+
+@pytest.mark.parametrize("name", sorted(_MATH_REF))
+def test_vectorized_float32_math_accuracy(vector_math_lib, name):
+    """phasec's own float32 exp/tanh/erf/sigmoid/log/log2 (SIMD) against float64."""
+    if name in ("log", "log2"):
+        x = np.concatenate([np.geomspace(1e-45, 3e38, 200_001), np.linspace(0.5, 2, 50_001)])
+        special = [0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 1.0, 8.0, 1e-40]
+    else:
+        x = np.concatenate([np.linspace(-110, 100, 200_001), np.geomspace(1e-30, 10, 50_001)])
+        x = np.concatenate([x, -x])
+        special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40]
+    x = np.concatenate([x, special]).astype(np.float32)
+    y = np.empty_like(x)
+    vector_math_lib[name](x, y)
+    assert "x float>" in vector_math_lib.optimized_ir
+    with np.errstate(all="ignore"):
+        ref = _MATH_REF[name](x.astype(np.float64))
+        ref32 = ref.astype(np.float32)
+    # special values and results out of float32's normal range: exact or within a few ulps
+    tiny = np.abs(ref) < np.finfo(np.float32).tiny
+    nonfinite = ~np.isfinite(ref32)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref32))
+    np.testing.assert_array_equal(y[nonfinite & ~np.isnan(ref32)], ref32[nonfinite & ~np.isnan(ref32)])
+    assert np.abs(y[tiny] - ref[tiny]).max(initial=0) <= 4 * 2.0**-149
+    ok = ~tiny & ~nonfinite
+    rel = np.abs(y[ok] - ref[ok]) / np.abs(ref[ok])
+    assert rel.max() < 5e-7, (name, rel.max(), x[ok][rel.argmax()])
+    if name == "log2":
+        assert y[-2] == 3.0  # exact for powers of two
 
 
 _INT_OPS = {

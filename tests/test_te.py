@@ -319,3 +319,74 @@ def test_options_object_and_mapping():
     f = te.create_prim_func([A, B], schedule_hints=te.ScheduleOptions(vectorize=False))
     assert [l.kind for l in loops(f)] == ["parallel", "serial"]
     assert f.attrs["tir.noalias"] is True
+
+
+# ---------------------------------------------------------------------------
+# random graphs: every schedule computes the same values as numpy
+# ---------------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+def _graph_from_ops(ops, R, C):
+    """Build a TE graph and its numpy mirror from a list of op codes."""
+    A = te.placeholder((R, C), "float32", "A")
+    Wt = te.placeholder((C, C), "float32", "W")
+    a, w = rand(R, C), rand(C, C) * 0.3
+    pool = [(A, a)]
+    for k, (code, p, q) in enumerate(ops):
+        t1, v1 = pool[p % len(pool)]
+        t2, v2 = pool[q % len(pool)]
+        name = f"t{k}"
+
+        def load(t, i, j):  # broadcast (R,) / (C,) / (R, C) to (R, C)
+            if t.ndim == 2:
+                return t[i, j]
+            return t[i] if t.shape[0].value == R and t.shape[0].value != C else t[j]
+
+        def value(t, v):
+            if v.ndim == 1:
+                v = v[:, None] if t.shape[0].value == R and t.shape[0].value != C else v[None, :]
+            return np.broadcast_to(v, (R, C))
+        if code == 0:
+            t = te.compute((R, C), lambda i, j: te.call("tanh", load(t1, i, j)), name=name)
+            v = np.tanh(value(t1, v1))
+        elif code == 1:
+            t = te.compute((R, C), lambda i, j: load(t1, i, j) * load(t2, i, j) + 0.5, name=name)
+            v = value(t1, v1) * value(t2, v2) + np.float32(0.5)
+        elif code == 2 and t1.ndim == 2:
+            kk = te.reduce_axis(C, "k")
+            t = te.compute((R,), lambda i: te.sum(t1[i, kk], axis=[kk]), name=name)
+            v = v1.sum(1)
+        elif code == 3 and t1.ndim == 2:
+            kk = te.reduce_axis(R, "k")
+            t = te.compute((C,), lambda j: te.max(t1[kk, j], axis=[kk]), name=name)
+            v = v1.max(0)
+        elif code == 4 and t1.ndim == 2:
+            kk = te.reduce_axis(C, "k")
+            t = te.compute((R, C), lambda i, j: te.sum(t1[i, kk] * Wt[kk, j], axis=[kk]),
+                           name=name)
+            v = v1 @ w
+        else:
+            continue
+        pool.append((t, v.astype("float32")))
+    outs = [pool[-1]]
+    if len(pool) > 2 and pool[-2][0] is not A:
+        outs.insert(0, pool[-2])
+    return A, Wt, a, w, outs
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 9), st.integers(0, 9)),
+                    min_size=1, max_size=7),
+       R=st.sampled_from([1, 3, 4, 8]), C=st.sampled_from([2, 5, 8]))
+def test_random_graphs_match_numpy(ops, R, C):
+    A, Wt, a, w, outs = _graph_from_ops(ops, R, C)
+    if all(t is A for t, _ in outs):
+        return
+    for hints in (True, False):
+        func = te.create_prim_func([A, Wt] + [t for t, _ in outs], schedule_hints=hints)
+        results = [np.zeros(v.shape, "float32") for _, v in outs]
+        run_prim_func(func, [a, w] + results)
+        for got, (_, exp) in zip(results, outs):
+            np.testing.assert_allclose(got, exp, rtol=1e-4, atol=1e-4)

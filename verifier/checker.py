@@ -15,7 +15,7 @@ from typing import Any
 from phasec.errors import WellFormedError
 from phasec.ir import tir
 from phasec.ir.expr import (
-    Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr, ExternFunc, Function,
+    Binding, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr, ExternFunc, Function,
     GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var,
 )
@@ -164,8 +164,12 @@ class Checker:
                 df_frame = ctx.df_frame = Frame(DATAFLOW, ctx.func_name or "")
                 ctx.in_dataflow = True
             for b in block.bindings:
+                if not isinstance(b, Binding):
+                    ctx.binding = None
+                    self._bad_value(b)
+                    continue
                 ctx.binding = b
-                value = getattr(b, "value", None)
+                value = b.value
                 tv = type(value)
                 ctx.anf_ok = True
                 if tv is Call:
@@ -199,7 +203,7 @@ class Checker:
                     self._operand(value, "binding value")
                 else:
                     self._bad_value(value)
-                var = getattr(b, "var", None)
+                var = b.var
                 if not isinstance(var, Var):
                     self._bad_value(var)
                     continue

@@ -100,7 +100,7 @@ def _collect(paths: Sequence[str]) -> tuple[list[str], list[_Result]]:
             for root, dirs, names in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
                 found.extend(os.path.join(root, n) for n in sorted(names)
-                             if n.endswith(MODULE_SUFFIXES) and not n.startswith("."))
+                             if n.lower().endswith(MODULE_SUFFIXES) and not n.startswith("."))
             if not found:
                 bad.append(_Result(path, error=_InputError(
                     "directory contains no TVMScript (.py) or JSON (.json) module files",
@@ -122,7 +122,7 @@ def _read(path: str) -> tuple[str | None, _InputError | None]:
     if b"\0" in data:
         return None, _InputError("binary file, not a TVMScript or JSON module", "OSError")
     try:
-        return data.decode("utf-8"), None
+        return data.decode("utf-8-sig"), None  # a BOM is fine
     except UnicodeDecodeError as exc:
         return None, _InputError(f"not UTF-8 text (invalid byte at offset {exc.start}); "
                                  "expected a TVMScript or JSON module", "OSError")
@@ -131,7 +131,7 @@ def _read(path: str) -> tuple[str | None, _InputError | None]:
 def _load(path: str, text: str) -> tuple[Any, _InputError | None]:
     """Parse (never execute) one module file."""
     try:
-        if path.endswith(".json"):
+        if path.lower().endswith(".json"):
             from phasec.script.json_format import from_json
 
             return from_json(text), None
@@ -195,7 +195,7 @@ def _input_error_text(result: _Result) -> str:
         loc = result.path
     text = f"{loc}: error: {err.message}"
     if err.span is not None and result.source_lines is not None:
-        text += "\n" + "\n".join(source_excerpt(result.source_lines, err.span))
+        text = "\n".join([text, *source_excerpt(result.source_lines, err.span)])
     return text
 
 

@@ -92,9 +92,10 @@ class Context:
                severity: str | None = None) -> None:
         """Record a violation of ``rule`` at ``node`` (or the current binding)."""
         binding = self.binding or self.outer_binding
+        var = getattr(binding, "var", None)
         self.diagnostics.append(Diagnostic(
             rule.code, severity or rule.severity, message, self.func_name,
-            binding.var.name_hint if binding is not None and isinstance(binding.var, Var) else None,
+            var.name_hint if isinstance(var, Var) else None,
             self.span_of(node), rule.help if help is None else help))
 
     def span_of(self, node: Any = None) -> Span | None:
@@ -106,7 +107,7 @@ class Context:
             return self.stmt_span
         b = self.binding or self.outer_binding
         if b is not None:
-            for candidate in (b, b.var, b.value):
+            for candidate in (b, getattr(b, "var", None), getattr(b, "value", None)):
                 span = getattr(candidate, "span", None)
                 if isinstance(span, Span):
                     return span

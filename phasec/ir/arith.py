@@ -72,6 +72,28 @@ _CONST_FOLD = {
 }
 
 
+class _Entry:
+    """The simplified form of one node: an integer polynomial (``poly``, None
+    for non-integer results) and/or the simplified expression (``expr``,
+    built lazily from ``poly`` only when someone needs it)."""
+
+    __slots__ = ("poly", "expr", "dtype", "owned")
+
+    def __init__(self, poly: Poly | None, expr: PrimExpr | None, dtype: str) -> None:
+        self.poly = poly
+        self.expr = expr
+        self.dtype = dtype
+        self.owned = False  # True: the single consumer may update ``poly`` in place
+
+
+def _poly_const(poly: Poly) -> int | None:
+    if not poly:
+        return 0
+    if len(poly) == 1 and () in poly:
+        return poly[()]
+    return None
+
+
 class _Canonicalizer:
     """One simplification session: atoms are numbered in order of appearance."""
 
@@ -94,8 +116,8 @@ class _Canonicalizer:
 
     # -- polynomial algebra ----------------------------------------------------
     @staticmethod
-    def add(a: Poly, b: Poly, sign: int = 1) -> Poly:
-        out = dict(a)
+    def add(a: Poly, b: Poly, sign: int = 1, in_place: bool = False) -> Poly:
+        out = a if in_place else dict(a)
         for mono, c in b.items():
             v = out.get(mono, 0) + sign * c
             if v:
@@ -104,13 +126,15 @@ class _Canonicalizer:
                 out.pop(mono, None)
         return out
 
-    def mul(self, a: Poly, b: Poly, a_expr: PrimExpr, b_expr: PrimExpr) -> Poly:
-        if len(a) * len(b) > _MAX_TERMS:
+    def mul(self, a: _Entry, b: _Entry) -> Poly:
+        pa, pb = a.poly, b.poly
+        if len(pa) * len(pb) > _MAX_TERMS:
             # Keep the product opaque rather than expanding quadratically.
-            return self.atom(("*", self.key_of(a), self.key_of(b)), BinaryOp("*", a_expr, b_expr))
+            return self.atom(("*", self.key_of(pa), self.key_of(pb)),
+                             BinaryOp("*", self.expr_of(a), self.expr_of(b)))
         out: Poly = {}
-        for ma, ca in a.items():
-            for mb, cb in b.items():
+        for ma, ca in pa.items():
+            for mb, cb in pb.items():
                 mono = tuple(sorted(ma + mb))
                 v = out.get(mono, 0) + ca * cb
                 if v:
@@ -120,6 +144,11 @@ class _Canonicalizer:
         return out
 
     # -- conversion back to expressions ---------------------------------------
+    def expr_of(self, entry: _Entry) -> PrimExpr:
+        if entry.expr is None:
+            entry.expr = self.to_expr(entry.poly, entry.dtype)
+        return entry.expr
+
     def to_expr(self, poly: Poly, dtype: str) -> PrimExpr:
         const = poly.get((), 0)
         terms = [(m, c) for m, c in poly.items() if m != ()]
@@ -146,13 +175,26 @@ class _Canonicalizer:
         return acc
 
     # -- the main walk ------------------------------------------------------------
-    def canon(self, root: PrimExpr) -> tuple[Poly | None, PrimExpr]:
-        """Return (polynomial or None for non-integer results, simplified expr).
+    def canon(self, root: PrimExpr) -> _Entry:
+        """The simplified form of ``root``.
 
         Post-order over the expression with an explicit stack; results are
-        memoized by node identity, so shared subexpressions cost once.
+        memoized by node identity, so shared subexpressions cost once. A
+        node's polynomial is updated in place by its parent when that parent
+        is its only user, so long sums stay linear.
         """
-        memo: dict[int, tuple[Poly | None, PrimExpr]] = {}
+        # Pass 1: how many parents use each node (a DAG may share subterms).
+        users: dict[int, int] = {}
+        seen = {id(root)}
+        todo = [root]
+        while todo:
+            for c in _children(todo.pop()):
+                users[id(c)] = users.get(id(c), 0) + 1
+                if id(c) not in seen:
+                    seen.add(id(c))
+                    todo.append(c)
+        # Pass 2: post-order simplification.
+        memo: dict[int, _Entry] = {}
         stack: list[tuple[PrimExpr, bool]] = [(root, False)]
         while stack:
             e, ready = stack.pop()
@@ -166,109 +208,131 @@ class _Canonicalizer:
                     if id(c) not in memo:
                         stack.append((c, False))
                 continue
+            for c in children:
+                memo[id(c)].owned = users[id(c)] == 1
             memo[id(e)] = self.visit(e, memo)
         return memo[id(root)]
 
-    def visit(self, e: PrimExpr, memo: dict) -> tuple[Poly | None, PrimExpr]:
-        int_result = _is_int_dtype(e.dtype)
+    def visit(self, e: PrimExpr, memo: dict[int, _Entry]) -> _Entry:
+        dtype = e.dtype
+        int_result = _is_int_dtype(dtype)
         if isinstance(e, IntImm):
-            if int_result:
-                return ({(): e.value} if e.value else {}), e
-            return None, e
+            return _Entry(({(): e.value} if e.value else {}) if int_result else None, e, dtype)
         if isinstance(e, tir.Var):
-            if int_result:
-                return self.atom(("var", id(e)), e), e
-            return None, e
+            return _Entry(self.atom(("var", id(e)), e) if int_result else None, e, dtype)
         if isinstance(e, BinaryOp):
-            (pa, ea), (pb, eb) = memo[id(e.lhs)], memo[id(e.rhs)]
-            return self.visit_binary(e, pa, ea, pb, eb)
+            return self.visit_binary(e, memo[id(e.lhs)], memo[id(e.rhs)])
         if isinstance(e, Cast):
-            pv, ev = memo[id(e.value)]
-            if isinstance(ev, IntImm) and int_result:
-                return self.visit(IntImm(ev.value, e.dtype), memo)
-            if pv is not None and int_result and _is_int_dtype(ev.dtype):
+            v = memo[id(e.value)]
+            if v.poly is not None and int_result:
                 # int -> int casts of shape arithmetic are value-preserving.
-                return pv, self.to_expr(pv, e.dtype) if pv else IntImm(0, e.dtype)
-            new = e if ev is e.value else Cast(e.dtype, ev)
-            return self.opaque(new, ("cast", e.dtype, _key(pv, ev)))
+                return _Entry(v.poly if v.owned else dict(v.poly), None, dtype)
+            ev = self.expr_of(v) if v.poly is not None else v.expr
+            new = e if ev is e.value else Cast(dtype, ev)
+            return self.opaque(new, ("cast", dtype, self._key(v)))
         if isinstance(e, Select):
-            (pc, ec), (pt, et), (pf, ef) = (memo[id(e.condition)], memo[id(e.true_value)],
-                                            memo[id(e.false_value)])
-            if isinstance(ec, IntImm):
-                return (pt, et) if ec.value else (pf, ef)
+            c, t, f = memo[id(e.condition)], memo[id(e.true_value)], memo[id(e.false_value)]
+            cond = self._const(c)
+            if cond is not None:
+                chosen = t if cond else f
+                return _Entry(None if chosen.poly is None else dict(chosen.poly),
+                              chosen.expr, chosen.dtype)
+            ec, et, ef = self.expr_of(c), self.expr_of(t), self.expr_of(f)
             new = e if (ec is e.condition and et is e.true_value and ef is e.false_value) \
                 else Select(ec, et, ef)
-            return self.opaque(new, ("select", _key(pc, ec), _key(pt, et), _key(pf, ef)))
+            return self.opaque(new, ("select", self._key(c), self._key(t), self._key(f)))
         if isinstance(e, Not):
-            pv, ev = memo[id(e.value)]
-            if isinstance(ev, IntImm):
-                return None, IntImm(int(not ev.value), "bool")
-            return None, (e if ev is e.value else Not(ev))
+            v = memo[id(e.value)]
+            value = self._const(v)
+            if value is not None:
+                return _Entry(None, IntImm(int(not value), "bool"), "bool")
+            ev = self.expr_of(v)
+            return _Entry(None, e if ev is e.value else Not(ev), "bool")
         if isinstance(e, tir.Call):
             args = [memo[id(a)] for a in e.args]
-            new = e if all(ea is a for (_, ea), a in zip(args, e.args)) \
-                else tir.Call(e.name, tuple(ea for _, ea in args), e.dtype)
-            return self.opaque(new, ("call", e.name, e.dtype, *(_key(p, x) for p, x in args)))
+            exprs = [self.expr_of(a) for a in args]
+            new = e if all(x is a for x, a in zip(exprs, e.args)) \
+                else tir.Call(e.name, tuple(exprs), dtype)
+            return self.opaque(new, ("call", e.name, dtype, *(self._key(a) for a in args)))
         # Loads and anything else: only identical objects are known equal.
         return self.opaque(e, ("id", id(e)))
 
-    def opaque(self, e: PrimExpr, key: tuple) -> tuple[Poly | None, PrimExpr]:
-        if _is_int_dtype(e.dtype):
-            return self.atom(key, e), e
-        return None, e
+    def _const(self, entry: _Entry) -> int | None:
+        if entry.poly is not None:
+            return _poly_const(entry.poly)
+        if isinstance(entry.expr, IntImm):
+            return entry.expr.value
+        return None
 
-    def visit_binary(self, e: BinaryOp, pa, ea, pb, eb) -> tuple[Poly | None, PrimExpr]:
+    def _key(self, entry: _Entry) -> object:
+        if entry.poly is not None:
+            return ("p", self.key_of(entry.poly))
+        if isinstance(entry.expr, (IntImm, FloatImm)):
+            return ("c", entry.expr.dtype, entry.expr.value)
+        return ("id", id(entry.expr))
+
+    def opaque(self, e: PrimExpr, key: tuple) -> _Entry:
+        if _is_int_dtype(e.dtype):
+            return _Entry(self.atom(key, e), e, e.dtype)
+        return _Entry(None, e, e.dtype)
+
+    def visit_binary(self, e: BinaryOp, a: _Entry, b: _Entry) -> _Entry:
         op = e.op
         dtype = e.dtype
+        ca, cb = self._const(a), self._const(b)
         # Constant folding for any integer/bool operands.
-        if isinstance(ea, IntImm) and isinstance(eb, IntImm) and op in _CONST_FOLD:
-            if op in ("//", "%", "/") and eb.value == 0:
-                return self.opaque(_rebuild(e, ea, eb), (op, ea.value, 0))
-            value = _CONST_FOLD[op](ea.value, eb.value)
-            if isinstance(value, bool):
-                return None, IntImm(int(value), "bool")
-            return ({(): value} if value else {}), IntImm(value, dtype)
-        if isinstance(ea, FloatImm) and isinstance(eb, FloatImm) and op in ("+", "-", "*"):
-            return None, FloatImm(_CONST_FOLD[op](ea.value, eb.value), dtype)
+        if ca is not None and cb is not None and op in _CONST_FOLD and _is_foldable(a, b):
+            if op in ("//", "%", "/") and cb == 0:
+                return self.opaque(self._rebuild(e, a, b), (op, ca, 0))
+            value = _CONST_FOLD[op](ca, cb)
+            if isinstance(value, bool) or dtype == "bool":
+                return _Entry(None, IntImm(int(value), "bool"), "bool")
+            return _Entry({(): value} if value else {}, None, dtype)
+        if isinstance(a.expr, FloatImm) and isinstance(b.expr, FloatImm) and op in ("+", "-", "*"):
+            return _Entry(None, FloatImm(_CONST_FOLD[op](a.expr.value, b.expr.value), dtype), dtype)
+        pa, pb = a.poly, b.poly
         if pa is None or pb is None or not _is_int_dtype(dtype):
             if op in ("==", "!=", "<", "<=", ">", ">=") and pa is not None and pb is not None:
-                diff = self.add(pa, pb, -1)
-                if not diff or list(diff) == [()]:
-                    d = diff.get((), 0)
-                    return None, IntImm(int(_CONST_FOLD[op](d, 0)), "bool")
-            return None, _rebuild(e, ea, eb)
-        if op == "+":
-            return self.poly_result(self.add(pa, pb), dtype)
-        if op == "-":
-            return self.poly_result(self.add(pa, pb, -1), dtype)
+                d = _poly_const(self.add(pa, pb, -1))
+                if d is not None:
+                    return _Entry(None, IntImm(int(_CONST_FOLD[op](d, 0)), "bool"), "bool")
+            return _Entry(None, self._rebuild(e, a, b), dtype)
+        if op == "+" or op == "-":
+            sign = 1 if op == "+" else -1
+            if a.owned and pa is not pb:
+                return _Entry(self.add(pa, pb, sign, in_place=True), None, dtype)
+            if op == "+" and b.owned and pa is not pb:
+                return _Entry(self.add(pb, pa, 1, in_place=True), None, dtype)
+            return _Entry(self.add(pa, pb, sign), None, dtype)
         if op == "*":
-            return self.poly_result(self.mul(pa, pb, ea, eb), dtype)
-        if op in ("//", "%") and isinstance(eb, IntImm) and eb.value != 0:
-            c = eb.value
-            if c == 1:
-                return self.poly_result(pa if op == "//" else {}, dtype)
-            if all(coef % c == 0 for coef in pa.values()):
-                if op == "//":
-                    return self.poly_result({m: coef // c for m, coef in pa.items()}, dtype)
-                return self.poly_result({}, dtype)
-        if op in ("//", "%") and len(pb) == 1:
-            # Division by a single term c * m (a monomial m, non-zero as a
-            # divisor): exact when every term holds m and c divides it.
+            return _Entry(self.mul(a, b), None, dtype)
+        if op in ("//", "%") and len(pb) <= 1 and cb != 0:
+            # Division by a single term c * m (a constant, or a monomial m that
+            # is non-zero as a divisor): exact when every term holds m and c
+            # divides its coefficient.
             ((mono, c),) = pb.items()
             quotient = _divide_exact(pa, mono, c)
             if quotient is not None:
-                return self.poly_result(quotient if op == "//" else {}, dtype)
+                return _Entry(quotient if op == "//" else {}, None, dtype)
         if op in ("min", "max"):
-            diff = self.add(pa, pb, -1)
-            if not diff:
-                return pa, ea
-            if list(diff) == [()]:
-                take_a = (diff[()] < 0) == (op == "min")
-                return (pa, ea) if take_a else (pb, eb)
-        return self.opaque(_rebuild(e, ea, eb), (op, self.key_of(pa), self.key_of(pb)))
+            d = _poly_const(self.add(pa, pb, -1))
+            if d is not None:
+                take_a = (d <= 0) == (op == "min")
+                chosen = a if take_a else b
+                return _Entry(dict(chosen.poly), chosen.expr, dtype)
+        return self.opaque(self._rebuild(e, a, b), (op, self.key_of(pa), self.key_of(pb)))
 
-    def poly_result(self, poly: Poly, dtype: str) -> tuple[Poly, PrimExpr]:
-        return poly, self.to_expr(poly, dtype)
+    def _rebuild(self, e: BinaryOp, a: _Entry, b: _Entry) -> BinaryOp:
+        ea = self.expr_of(a) if a.poly is not None or a.expr is None else a.expr
+        eb = self.expr_of(b) if b.poly is not None or b.expr is None else b.expr
+        if ea is e.lhs and eb is e.rhs:
+            return e
+        return BinaryOp(e.op, ea, eb, e.dtype)
+
+
+def _is_foldable(a: _Entry, b: _Entry) -> bool:
+    """Both operands are integer/bool constants (not floats)."""
+    return all(x.poly is not None or isinstance(x.expr, IntImm) for x in (a, b))
 
 
 def _divide_exact(poly: Poly, mono: Monomial, c: int) -> Poly | None:
@@ -287,20 +351,6 @@ def _divide_exact(poly: Poly, mono: Monomial, c: int) -> Poly | None:
     return out
 
 
-def _key(poly: Poly | None, expr: PrimExpr) -> object:
-    if poly is not None:
-        return ("p", tuple(sorted(poly.items())))
-    if isinstance(expr, (IntImm, FloatImm)):
-        return ("c", expr.dtype, expr.value)
-    return ("id", id(expr))
-
-
-def _rebuild(e: BinaryOp, a: PrimExpr, b: PrimExpr) -> BinaryOp:
-    if a is e.lhs and b is e.rhs:
-        return e
-    return BinaryOp(e.op, a, b, e.dtype)
-
-
 def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
     if isinstance(e, BinaryOp):
         return (e.lhs, e.rhs)
@@ -317,14 +367,15 @@ def simplify(expr: PrimExpr | int) -> PrimExpr:
     """A canonical, constant-folded form of ``expr``.
 
     Integer ``+ - *`` become a sum of monomials (in order of first appearance
-    of their variables, constant last); ``//``/``%`` by a constant divide
-    exactly when every coefficient is divisible; comparisons with a constant
-    difference fold to ``T.bool``. Unchanged when nothing simplifies.
+    of their variables, constant last); ``//``/``%`` by a single term divide
+    exactly when possible; comparisons with a constant difference fold to
+    ``T.bool``. Unchanged when nothing simplifies.
     """
     expr = tir.as_prim_expr(expr)
     if isinstance(expr, (IntImm, FloatImm, tir.Var)):
         return expr
-    return _Canonicalizer().canon(expr)[1]
+    canon = _Canonicalizer()
+    return canon.expr_of(canon.canon(expr))
 
 
 def prove_equal(a: PrimExpr | int, b: PrimExpr | int) -> bool:
@@ -338,8 +389,8 @@ def prove_equal(a: PrimExpr | int, b: PrimExpr | int) -> bool:
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         return a.value == b.value
     canon = _Canonicalizer()
-    pa, _ = canon.canon(a)
-    pb, _ = canon.canon(b)
+    pa = canon.canon(a).poly
+    pb = canon.canon(b).poly
     if pa is None or pb is None:
         return False
     return not canon.add(pa, pb, -1)
@@ -355,8 +406,8 @@ def const_int(expr: PrimExpr | int | None) -> int | None:
         return expr.value
     if isinstance(expr, tir.Var):
         return None
-    s = simplify(expr)
-    return s.value if isinstance(s, IntImm) else None
+    canon = _Canonicalizer()
+    return canon._const(canon.canon(expr))
 
 
 def prove_not_equal(a: PrimExpr | int, b: PrimExpr | int) -> bool:

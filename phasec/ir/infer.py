@@ -50,12 +50,7 @@ _PREC = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
          "+": 4, "-": 4, "*": 5, "/": 5, "//": 5, "%": 5}
 
 
-def prim_expr_to_str(e: tir.PrimExpr, _parent_prec: int = 0) -> str:
-    """Spell a scalar expression as TVMScript prints shape dimensions.
-
-    int64 constants are plain integers (the Relax-level default), other
-    integer types are ``T.int32(3)``; variables are their names.
-    """
+def _prim_leaf_to_str(e: tir.PrimExpr) -> str | None:
     if isinstance(e, tir.IntImm):
         if e.dtype == "int64":
             return str(e.value)
@@ -66,25 +61,74 @@ def prim_expr_to_str(e: tir.PrimExpr, _parent_prec: int = 0) -> str:
         return f"T.{e.dtype}({e.value!r})"
     if isinstance(e, tir.Var):
         return e.name
+    return None
+
+
+def _prim_children(e: tir.PrimExpr) -> tuple:
     if isinstance(e, tir.BinaryOp):
-        if e.op in ("min", "max", "pow"):
-            return f"T.{e.op}({prim_expr_to_str(e.lhs)}, {prim_expr_to_str(e.rhs)})"
-        prec = _PREC[e.op]
-        # Left-associative: the right operand needs parentheses at equal precedence.
-        text = f"{prim_expr_to_str(e.lhs, prec)} {e.op} {prim_expr_to_str(e.rhs, prec + 1)}"
-        return f"({text})" if prec < _parent_prec else text
-    if isinstance(e, tir.Not):
-        return f"not {prim_expr_to_str(e.value, 6)}"
-    if isinstance(e, tir.Cast):
-        return f'T.Cast("{e.dtype}", {prim_expr_to_str(e.value)})'
+        return (e.lhs, e.rhs)
+    if isinstance(e, (tir.Not, tir.Cast)):
+        return (e.value,)
     if isinstance(e, tir.Select):
-        return (f"T.Select({prim_expr_to_str(e.condition)}, {prim_expr_to_str(e.true_value)}, "
-                f"{prim_expr_to_str(e.false_value)})")
+        return (e.condition, e.true_value, e.false_value)
     if isinstance(e, tir.Call):
-        return f"T.{e.name}({', '.join(prim_expr_to_str(a) for a in e.args)})"
+        return tuple(e.args)
     if isinstance(e, tir.BufferLoad):
-        return f"{e.buffer.name}[{', '.join(prim_expr_to_str(i) for i in e.indices)}]"
-    return type(e).__name__
+        return tuple(e.indices)
+    return ()
+
+
+def prim_expr_to_str(e: tir.PrimExpr) -> str:
+    """Spell a scalar expression as TVMScript prints shape dimensions.
+
+    int64 constants are plain integers (the Relax-level default), other
+    integer types are ``T.int32(3)``; variables are their names. Iterative,
+    so arbitrarily deep expressions print without recursion.
+    """
+    # Post-order with an explicit stack; each entry is (node, parent precedence).
+    out: list[str] = []
+    stack: list[tuple[tir.PrimExpr, int, bool]] = [(e, 0, False)]
+    while stack:
+        node, parent_prec, ready = stack.pop()
+        leaf = _prim_leaf_to_str(node)
+        if leaf is not None:
+            out.append(leaf)
+            continue
+        children = _prim_children(node)
+        if not ready:
+            stack.append((node, parent_prec, True))
+            if isinstance(node, tir.BinaryOp) and node.op in _PREC:
+                prec = _PREC[node.op]
+                # Left-associative: the right operand needs parentheses at equal precedence.
+                child_precs = (prec, prec + 1)
+            elif isinstance(node, tir.Not):
+                child_precs = (6,)
+            else:
+                child_precs = (0,) * len(children)
+            for child, cp in reversed(list(zip(children, child_precs))):
+                stack.append((child, cp, False))
+            continue
+        args = out[len(out) - len(children):] if children else []
+        del out[len(out) - len(children):]
+        if isinstance(node, tir.BinaryOp):
+            if node.op in _PREC:
+                text = f"{args[0]} {node.op} {args[1]}"
+                out.append(f"({text})" if _PREC[node.op] < parent_prec else text)
+            else:
+                out.append(f"T.{node.op}({args[0]}, {args[1]})")
+        elif isinstance(node, tir.Not):
+            out.append(f"not {args[0]}")
+        elif isinstance(node, tir.Cast):
+            out.append(f'T.Cast("{node.dtype}", {args[0]})')
+        elif isinstance(node, tir.Select):
+            out.append(f"T.Select({', '.join(args)})")
+        elif isinstance(node, tir.Call):
+            out.append(f"T.{node.name}({', '.join(args)})")
+        elif isinstance(node, tir.BufferLoad):
+            out.append(f"{node.buffer.name}[{', '.join(args)}]")
+        else:
+            out.append(type(node).__name__)
+    return out[0]
 
 
 def _dims_to_str(dims: Sequence[tir.PrimExpr]) -> str:

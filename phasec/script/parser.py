@@ -51,7 +51,7 @@ from ..ir.struct_info import (
 
 __all__ = ["parse", "decode_source"]
 
-_DIALECTS = ("ir", "relax", "tir")
+_IGNORED_FLAGS = ("s_tir", "check_well_formed")
 _DEFAULT_ALIASES = {"ir": "I", "relax": "R", "tir": "T"}
 _SCRIPT_MODULES = {"tvm.script", "tvm.script.parser"}
 _DIALECT_OF_MODULE = {"ir": "ir", "relax": "relax", "tir": "tir", "tirx": "tir"}
@@ -86,7 +86,7 @@ _LOOP_KINDS = tir.FOR_KINDS  # serial, parallel, vectorized, unroll
 _TIR_BINARY_FUNCS = {"min": "min", "max": "max", "pow": "pow", "floordiv": "//", "floormod": "%"}
 _TIR_FUNCS = ("Cast", "cast", "Select", "if_then_else", "And", "Or", "Not", *_TIR_BINARY_FUNCS,
               *tir.INTRINSICS, *tir.DTYPES)
-_SINFO_KINDS = ("Tensor", "Tuple", "Shape", "Prim", "Object", "Callable")
+_SINFO_KINDS = ("Tensor", "Tuple", "Shape", "Prim", "Object", "Any", "Callable")
 
 
 def _dotted(node: ast.AST) -> tuple[str, ...] | None:
@@ -256,6 +256,15 @@ class _ModuleParser:
             return number
         if isinstance(node, (ast.List, ast.Tuple)):
             return tuple(self.literal(e) for e in node.elts)
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            # T.bool(True), T.int32(1)... as TVM prints some attribute values
+            name = _dotted(node.func)
+            value = self.number(node.args[0])
+            if (name is not None and len(name) == 2 and name[0] == self.T
+                    and name[1] in tir.DTYPES and value is not None):
+                if name[1] == "bool":
+                    return bool(value)
+                return float(value) if tir.is_float(name[1]) else int(value)
         if isinstance(node, ast.Dict):
             out: dict[Any, Any] = {}
             for k, v in zip(node.keys, node.values):
@@ -411,7 +420,8 @@ class _ModuleParser:
         self.used_names.update(_FRESH_NAME_RE.findall(self.text))
 
     def _is_ir_module_class(self, node: ast.ClassDef) -> bool:
-        return any(_dotted(d) in ((self.I, "ir_module"), ("tvm", "script", "ir_module"))
+        return any(_dotted(d.func if isinstance(d, ast.Call) else d)
+                   in ((self.I, "ir_module"), ("tvm", "script", "ir_module"))
                    for d in node.decorator_list)
 
     def _class(self, cls: ast.ClassDef) -> IRModule:
@@ -419,6 +429,7 @@ class _ModuleParser:
         if len(cls.decorator_list) != 1:
             raise self.error(f"@{self.I}.ir_module must be the only decorator of class "
                              f"{cls.name!r}", cls.decorator_list[-1])
+        self.decorator_flags(cls, ())
         if cls.bases or cls.keywords:
             raise self.error(f"class {cls.name!r}: base classes are not supported", cls)
         self.class_names.add(cls.name)
@@ -515,8 +526,14 @@ class _ModuleParser:
         raise self.error(f"unsupported decorator @{self.src(deco)}; expected "
                          f"@{self.R}.function or @{self.T}.prim_func", deco)
 
-    def decorator_flags(self, fdef: ast.FunctionDef, allowed: Sequence[str]) -> dict[str, bool]:
-        """Literal keyword flags of ``@R.function(pure=False, private=True)``."""
+    def decorator_flags(self, fdef: ast.FunctionDef | ast.ClassDef,
+                        allowed: Sequence[str]) -> dict[str, bool]:
+        """Literal keyword flags of ``@R.function(pure=False, private=True)``.
+
+        TVM's ``s_tir=`` and ``check_well_formed=`` flags are accepted and
+        ignored (phasec always verifies, with its own verifier).
+        """
+        allowed = (*allowed, *_IGNORED_FLAGS)
         deco = fdef.decorator_list[0]
         if not isinstance(deco, ast.Call):
             return {}
@@ -835,7 +852,7 @@ class _SinfoParser:
         if call is None:  # bare R.Tensor, R.Object...
             if kind == "Tensor":
                 return TensorStructInfo(span=span)
-            if kind == "Object":
+            if kind in ("Object", "Any"):  # R.Any: newer TVM's name for R.Object
                 return ObjectStructInfo(span=span)
             if kind == "Shape":
                 return ShapeStructInfo(span=span)
@@ -844,7 +861,7 @@ class _SinfoParser:
             if kind == "Callable":
                 return FuncStructInfo(None, ObjectStructInfo(), True, span=span)
             raise mp.error(f"{mp.R}.Prim needs a dtype, e.g. {mp.R}.Prim(\"int64\")", node)
-        return getattr(self, "_" + kind.lower())(call, span)
+        return getattr(self, "_" + ("object" if kind == "Any" else kind.lower()))(call, span)
 
     def _dims(self, node: ast.AST, what: str) -> tuple[tir.PrimExpr, ...]:
         if not isinstance(node, (ast.Tuple, ast.List)):
@@ -866,6 +883,9 @@ class _SinfoParser:
     def _tensor(self, call: ast.Call, span: Span) -> StructInfo:
         mp = self.mp
         a = mp.bind_args(call, f"{mp.R}.Tensor", ("shape", "dtype", "ndim"), 0)
+        first = a.get("shape")
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and "dtype" not in a:
+            a["dtype"] = a.pop("shape")  # R.Tensor("float32", ndim=2)
         shape = None
         if "shape" in a and not _is_none(a["shape"]):
             shape = self._dims(a["shape"], f"{mp.R}.Tensor shape")
@@ -1072,6 +1092,10 @@ class _RelaxFunctionParser:
         body = list(fdef.body)
         if body and _is_docstring(body[0]):
             body = body[1:]
+        for i, stmt in enumerate(body[:-1]):
+            if isinstance(stmt, ast.Return):
+                raise mp.error("`return` must be the last statement of the function body "
+                               "(this statement follows it)", body[i + 1])
         if not body or not isinstance(body[-1], ast.Return):
             raise mp.error(f"R.function {sig.name!r} must end with `return <expr>`",
                            body[-1] if body else fdef)
@@ -1156,6 +1180,10 @@ class _RelaxFunctionParser:
                 raise mp.error("a symbolic variable declaration takes no annotation", ann)
             if target.id not in self.sig.syms:
                 self.sig.syms[target.id] = tir.Var(target.id, fname[1], span=mp.span(target))
+            return
+        if (ann is None and isinstance(value, ast.Name) and value.id in mp.class_names
+                and self._lookup(value.id) is None):
+            mp.class_names.add(target.id)  # `cls = Module`, as TVM prints it
             return
         if fname == (mp.R, "match_cast"):
             a = mp.bind_args(value, f"{mp.R}.match_cast", ("value", "struct_info"), 2)
@@ -1396,6 +1424,9 @@ class _RelaxFunctionParser:
                 fields.append(self._arg(e))
             return rx.Tuple(fields, span=mp.span(node))
         if isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Name) and node.value.id == "metadata":
+                raise mp.error("metadata[...] constants are not supported; write the value "
+                               f"inline with {mp.R}.const([...], dtype)", node)
             index = mp.number(node.slice)
             if not isinstance(index, int) or isinstance(index, bool) or index < 0:
                 raise mp.error(f"a tuple index must be a non-negative integer literal, got "
@@ -2132,13 +2163,14 @@ class _PrimFuncParser:
         item = stmt.items[0]
         ctx = item.context_expr
         name = _dotted(ctx.func) if isinstance(ctx, ast.Call) else None
-        if len(stmt.items) != 1 or item.optional_vars is not None or name != (mp.T, "block"):
+        if len(stmt.items) != 1 or item.optional_vars is not None or name not in (
+                (mp.T, "block"), (mp.T, "sblock")):
             if name == (mp.T, "init"):
                 raise mp.error(f"`with {mp.T}.init()` is only allowed directly inside a "
                                f"{mp.T}.block", stmt)
             raise mp.error(f"unsupported statement 'with {mp.src(ctx)}' in {mp.T}.prim_func; "
                            f"expected `with {mp.T}.block(\"name\"):`", stmt)
-        a = mp.bind_args(ctx, f"{mp.T}.block", ("name",), 0)
+        a = mp.bind_args(ctx, f"{mp.T}.{name[1]}", ("name",), 0)
         block_name = mp.str_arg(a["name"], f"{mp.T}.block name") if "name" in a else ""
         return self._block(stmt, block_name)
 

@@ -187,50 +187,65 @@ class _PrimPrinter:
         return self.namer.get(b, b.name)
 
     # -- expressions ------------------------------------------------------
-    def prim(self, e: tir.PrimExpr) -> str:
-        return self._prim(e)[0]
+    # A bare integer literal is "weak" when read back: next to a typed operand
+    # (``i + 1``), or where the context has a dtype (a store into a float16
+    # buffer), it takes that dtype, as in TVM. ``hint`` is the dtype a bare
+    # literal would take at the position being printed (None: its own);
+    # literals that would change dtype are spelt out (``T.int32(1)``).
+    def prim(self, e: tir.PrimExpr, hint: str | None = None) -> str:
+        return self._prim(e, hint)[0]
 
-    def _operand(self, e: tir.PrimExpr, min_prec: int) -> str:
-        text, prec = self._prim(e)
+    def _weak(self, e: Any) -> bool:
+        return type(e) is tir.IntImm and e.dtype == self.int_dtype
+
+    def pair(self, a: tir.PrimExpr, b: tir.PrimExpr) -> tuple[tuple[str, int], tuple[str, int]]:
+        """Two operands read back together (a bare literal adopts the other's dtype)."""
+        aw, bw = self._weak(a), self._weak(b)
+        return (self._prim(a, b.dtype if aw and not bw else None),
+                self._prim(b, a.dtype if bw and not aw else None))
+
+    @staticmethod
+    def _paren(operand: tuple[str, int], min_prec: int) -> str:
+        text, prec = operand
         return text if prec >= min_prec else "(" + text + ")"
 
-    def int_lit(self, value: int, dtype: str) -> tuple[str, int]:
+    def int_lit(self, value: int, dtype: str, hint: str | None = None) -> tuple[str, int]:
         if dtype == "bool":
             return f"T.bool({bool(value)})", _P_ATOM
-        if dtype == self.int_dtype:
+        if dtype == self.int_dtype and (hint is None or hint == dtype):
             return str(value), (_P_UNARY if value < 0 else _P_ATOM)
         return f"T.{dtype}({value})", _P_ATOM
 
-    def _prim(self, e: Any) -> tuple[str, int]:
+    def _prim(self, e: Any, hint: str | None = None) -> tuple[str, int]:
         t = type(e)
         if t is tir.Var:
             return self.tvar(e), _P_ATOM
         if t is tir.IntImm:
-            return self.int_lit(e.value, e.dtype)
+            return self.int_lit(e.value, e.dtype, hint)
         if t is tir.FloatImm:
             return f"T.{e.dtype}({_float_lit(e.value)})", _P_ATOM
         if t is tir.BinaryOp:
             op = e.op
+            lhs, rhs = self.pair(e.lhs, e.rhs)
             if op in ("min", "max", "pow"):
-                return f"T.{op}({self.prim(e.lhs)}, {self.prim(e.rhs)})", _P_ATOM
+                return f"T.{op}({lhs[0]}, {rhs[0]})", _P_ATOM
             prec = _BIN_PREC[op]
             # Comparisons do not chain in our semantics: parenthesize both sides.
-            lhs = self._operand(e.lhs, prec + 1 if prec == _P_CMP else prec)
-            rhs = self._operand(e.rhs, prec + 1)
-            return f"{lhs} {op} {rhs}", prec
+            left = self._paren(lhs, prec + 1 if prec == _P_CMP else prec)
+            return f"{left} {op} {self._paren(rhs, prec + 1)}", prec
         if t is tir.Not:
-            return "not " + self._operand(e.value, _P_NOT), _P_NOT
+            return "not " + self._paren(self._prim(e.value), _P_NOT), _P_NOT
         if t is tir.Cast:
             return f"T.Cast({quote_str(e.dtype)}, {self.prim(e.value)})", _P_ATOM
         if t is tir.Select:
-            return (f"T.Select({self.prim(e.condition)}, {self.prim(e.true_value)}, "
-                    f"{self.prim(e.false_value)})"), _P_ATOM
+            a, b = self.pair(e.true_value, e.false_value)
+            return f"T.Select({self.prim(e.condition)}, {a[0]}, {b[0]})", _P_ATOM
         if t is tir.Call:
             return f"T.{e.name}({', '.join(self.prim(a) for a in e.args)})", _P_ATOM
         if t is tir.BufferLoad:
             return self.buffer_name(e.buffer) + self.indices(e.indices), _P_ATOM
         if isinstance(e, (bool, int, float, np.generic)):  # tolerate raw Python scalars
-            return self._prim(tir.as_prim_expr(e))
+            return self._prim(tir.as_prim_expr(e), hint)
         return f"<unprintable {type(e).__name__}>", _P_ATOM
 
     def indices(self, idx: tuple) -> str:
@@ -261,7 +276,9 @@ def _is_zero(e: tir.PrimExpr) -> bool:
 
 
 def _end_of(lo: tir.PrimExpr, extent: tir.PrimExpr) -> tir.PrimExpr:
-    """``lo + extent`` (folded when both are literals of one dtype)."""
+    """``lo + extent``, folded the way the parser unfolds ``lo:end``/``range(lo, end)``."""
+    if _is_zero(lo):
+        return extent
     if type(lo) is tir.IntImm and type(extent) is tir.IntImm and lo.dtype == extent.dtype:
         return tir.IntImm(lo.value + extent.value, extent.dtype)
     return tir.BinaryOp("+", lo, extent)
@@ -367,6 +384,8 @@ class _RelaxPrinter(_PrimPrinter):
         if t is FuncStructInfo:
             purity = "True" if s.purity else "False"
             if s.params is None:
+                if type(s.ret) is ObjectStructInfo and s.purity:
+                    return "R.Callable()"
                 return f"R.Callable(ret={self.sinfo(s.ret)}, purity={purity})"
             params = _tuple_text([self.sinfo(x) for x in s.params])
             return f"R.Callable({params}, {self.sinfo(s.ret)}, purity={purity})"
@@ -537,7 +556,12 @@ class _RelaxPrinter(_PrimPrinter):
             self.emit(inner, f"{name}{ann or ''} = {rhs}")
 
     def function(self, name: str, f: Function, indent: str, top: bool) -> None:
-        """Print ``f`` as ``def name`` (a module function when ``top``)."""
+        """Print ``f`` as ``def name`` (a module function when ``top``).
+
+        Symbolic variables belong to one function, nested ones included (the
+        parser gives each ``@R.function`` its own): every one the function
+        mentions is declared (``n = T.int64()``) at the top of its body.
+        """
         attrs = dict(f.attrs)
         if top and attrs.get("global_symbol") == name:
             del attrs["global_symbol"]
@@ -546,31 +570,33 @@ class _RelaxPrinter(_PrimPrinter):
             deco.append("pure=False")
         if top and "global_symbol" not in f.attrs:
             deco.append("private=True")
-        self.emit(indent, "@R.function" + (f"({', '.join(deco)})" if deco else ""))
-        # Signature: symbolic dims as strings (TVM's convention).
-        self.sig_mode = True
-        params = [f"{self.var(p)}{self._annotation(p)}" for p in f.params]
-        ret = "" if f.ret_struct_info is None else " -> " + self.sinfo(f.ret_struct_info)
-        self.sig_mode = False
-        self.emit(indent, f"def {name}({', '.join(params)}){ret}:")
-        inner = indent + _INDENT
-        if attrs:
-            self.emit(inner, "R.func_attr(" + _attrs_dict_text(self, attrs) + ")")
-        decl_at = len(self.lines)
-        first_var = len(self.tir_vars) if not top else 0
-        body = f.body
-        if type(body) is SeqExpr:
-            self.seq_blocks(body.blocks, inner)
-            result = body.body
-        else:
-            result = body
-        self.indent = inner
-        self.emit(inner, "return " + self.expr(result))
-        if top:
-            # Every symbolic variable of the function (nested ones included) is
-            # declared once at the top of its body.
-            decls = [f"{self.tvar(v)} = T.{v.dtype}()" for v in self.tir_vars[first_var:]]
-            self.lines[decl_at:decl_at] = [inner + d for d in decls]
+        outer = (self.tir_vars, self._tir_seen, self._sinfo_cache)
+        self.tir_vars, self._tir_seen, self._sinfo_cache = [], set(), {}
+        try:
+            self.emit(indent, "@R.function" + (f"({', '.join(deco)})" if deco else ""))
+            # Signature: symbolic dims as strings (TVM's convention).
+            self.sig_mode = True
+            params = [f"{self.var(p)}{self._annotation(p)}" for p in f.params]
+            ret = "" if f.ret_struct_info is None else " -> " + self.sinfo(f.ret_struct_info)
+            self.sig_mode = False
+            self.emit(indent, f"def {name}({', '.join(params)}){ret}:")
+            inner = indent + _INDENT
+            if attrs:
+                self.emit(inner, "R.func_attr(" + _attrs_dict_text(self, attrs) + ")")
+            decl_at = len(self.lines)
+            body = f.body
+            if type(body) is SeqExpr:
+                self.seq_blocks(body.blocks, inner)
+                result = body.body
+            else:
+                result = body
+            self.indent = inner
+            self.emit(inner, "return " + self.expr(result))
+            decls = [f"{inner}{self.tvar(v)} = T.{v.dtype}()" for v in self.tir_vars]
+            self.lines[decl_at:decl_at] = decls
+        finally:
+            self.sig_mode = False
+            self.tir_vars, self._tir_seen, self._sinfo_cache = outer
 
 
 def _op_script_name(name: str) -> str:
@@ -670,7 +696,7 @@ class _TirPrinter(_PrimPrinter):
         while True:
             t = type(s)
             if t is tir.LetStmt:
-                value = self.prim(s.value)
+                value = self.prim(s.value, s.var.dtype)
                 self.emit(indent, f"{self.bind(s.var)}: T.{s.var.dtype} = {value}")
                 s = s.body
                 continue
@@ -683,11 +709,11 @@ class _TirPrinter(_PrimPrinter):
             break
         if t is tir.SeqStmt:
             if not s.stmts:
-                self.emit(indent, "T.evaluate(0)")
+                self.emit(indent, "pass")
             for x in s.stmts:
                 self.stmt(x, indent)
         elif t is tir.BufferStore:
-            value = self.prim(s.value)
+            value = self.prim(s.value, s.buffer.dtype)
             self.emit(indent, f"{self.buffer_name(s.buffer)}{self.indices(s.indices)} = {value}")
         elif t is tir.For:
             self.for_stmt(s, indent)
@@ -707,7 +733,8 @@ class _TirPrinter(_PrimPrinter):
     def _range(self, loop: tir.For) -> str:
         if _is_zero(loop.min) and loop.min.dtype == loop.extent.dtype:
             return self.prim(loop.extent)
-        return f"{self.prim(loop.min)}, {self.prim(_end_of(loop.min, loop.extent))}"
+        lo, end = self.pair(loop.min, _end_of(loop.min, loop.extent))
+        return f"{lo[0]}, {end[0]}"
 
     def for_stmt(self, loop: tir.For, indent: str) -> None:
         chain = [loop]
@@ -753,10 +780,11 @@ class _TirPrinter(_PrimPrinter):
     def region(self, r: tir.BufferRegion) -> str:
         dims = []
         for lo, ext in r.region:
-            if type(ext) is tir.IntImm and ext.value == 1:
+            if type(ext) is tir.IntImm and ext.value == 1 and ext.dtype == lo.dtype:
                 dims.append(self.prim(lo))
             else:
-                dims.append(f"{self.prim(lo)}:{self.prim(_end_of(lo, ext))}")
+                a, b = self.pair(lo, _end_of(lo, ext))
+                dims.append(f"{a[0]}:{b[0]}")
         return self.buffer_name(r.buffer) + ("[" + ", ".join(dims) + "]" if dims else "[()]")
 
     def block(self, blk: tir.Block, indent: str) -> None:
@@ -770,7 +798,7 @@ class _TirPrinter(_PrimPrinter):
         else:
             for iv, val in zip(blk.iter_vars, blk.iter_values):
                 kind = "spatial" if iv.kind == "S" else "reduce"
-                extent, value = self.prim(iv.extent), self.prim(val)
+                extent, value = self.prim(iv.extent, val.dtype), self.prim(val)
                 self.emit(inner, f"{self.bind(iv.var)} = T.axis.{kind}({extent}, {value})")
         self.emit(inner, "T.reads(" + ", ".join(self.region(r) for r in blk.reads) + ")")
         self.emit(inner, "T.writes(" + ", ".join(self.region(r) for r in blk.writes) + ")")
@@ -798,7 +826,8 @@ def print_module(mod: IRModule) -> str:
             lines.append("")
         lines.extend(_function_lines(name, mod.functions[name], _INDENT))
     if not names and not mod.attrs:
-        lines.append(_INDENT + "pass")
+        # A class needs a body; an empty attribute dict reads back as no attributes.
+        lines.append(_INDENT + "I.module_attrs({})")
     return "\n".join(lines) + "\n"
 
 

@@ -45,6 +45,7 @@ import numpy as np
 from ...ir import tir
 from ...ir.node import Node
 from .errors import CodegenError
+from .irlib import MATH_DEPENDS, MATH_FUNCTIONS, RUNTIME_DECLS, RUNTIME_IR
 
 __all__ = ["ModuleCodegen", "KernelABI", "ParamABI", "CodegenOptions", "llvm_type"]
 
@@ -156,6 +157,7 @@ class CodegenOptions:
 
     fast_math: bool = False
     contract: bool = True
+    vector_math: bool = True
     cpu: str = ""
     features: str = ""
     prefer_vector_width: int | None = None
@@ -332,7 +334,8 @@ class ModuleCodegen:
         self.options = options or CodegenOptions()
         self.array_data_offset = array_data_offset
         self.functions: list[str] = []
-        self.decls: dict[str, str] = dict(_RUNTIME_DECLS)
+        self.decls: dict[str, str] = dict(RUNTIME_DECLS)
+        self.math: dict[str, str] = {}
         self.metadata: list[str] = []
         self._md_props: dict[str, str] = {}
         self._n_md = 0
@@ -365,6 +368,19 @@ class ModuleCodegen:
     def intrinsic(self, name: str, ret: str, args: Sequence[str]) -> str:
         """Declare ``@name`` (once) and return its callee reference."""
         self.declare(name, f"declare {ret} @{name}({', '.join(args)})")
+        return f"@{name}"
+
+    def use_math(self, name: str) -> str:
+        """Link the vectorizable math function ``name`` (see irlib); returns the callee."""
+        stack = [name]
+        while stack:
+            n = stack.pop()
+            if n not in self.math:
+                text, decls = MATH_FUNCTIONS[n]
+                self.math[n] = text
+                for k, v in decls.items():
+                    self.declare(k, v)
+                stack.extend(MATH_DEPENDS.get(n, ()))
         return f"@{name}"
 
     def unique_symbol(self, base: str) -> str:
@@ -407,7 +423,7 @@ class ModuleCodegen:
 
     def finish(self) -> str:
         """The complete LLVM assembly of the module."""
-        parts = [_RUNTIME_IR, "attributes #0 = { " + self.attr_group + " }", ""]
+        parts = [RUNTIME_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }", ""]
         parts.extend(self.decls.values())
         parts.append("")
         parts.extend(self.functions)
@@ -1130,6 +1146,10 @@ class _KernelCodegen:
                 fn.emit(f"{r} = call {ty} {callee}({ty} {x}, i1 false)")
                 return r
             return x
+        if self.mod.options.vector_math and rt in ("float32", "float16") and name in (
+                "exp", "sigmoid", "tanh", "erf", "log", "log2"):
+            return self.convert(self._vector_math(name, self.convert(arg, at, "float32")),
+                                "float32", rt)
         x = self.convert(arg, at, rt)
         ty = _LLVM_TYPE[rt]
         sfx = _INTRINSIC_SUFFIX[rt]
@@ -1145,14 +1165,7 @@ class _KernelCodegen:
             fn.emit(f"{s} = call {fl}{ty} {callee}({ty} {x})")
             fn.emit(f"{r} = fdiv {fl}{ty} {one}, {s}")
         elif name == "sigmoid":
-            callee = self.mod.intrinsic(f"llvm.exp.{sfx}", ty, [ty])
-            neg = fn.tmp("neg")
-            fn.emit(f"{neg} = fneg {fl}{ty} {x}")
-            e = fn.tmp("exp")
-            fn.emit(f"{e} = call {fl}{ty} {callee}({ty} {neg})")
-            d = fn.tmp("den")
-            fn.emit(f"{d} = fadd {fl}{ty} {one}, {e}")
-            fn.emit(f"{r} = fdiv {fl}{ty} {one}, {d}")
+            r = self._sigmoid(x, rt, self.mod.intrinsic(f"llvm.exp.{sfx}", ty, [ty]))
         elif name == "erf":
             if rt == "float64":
                 self.mod.declare("erf", "declare double @erf(double) nounwind willreturn memory(none)")
@@ -1165,6 +1178,37 @@ class _KernelCodegen:
                 r = self.convert(rf, "float32", rt)
         else:  # pragma: no cover - INTRINSICS and this table agree (tested)
             raise self.error(f"intrinsic '{name}' has no LLVM lowering", n)
+        return r
+
+    def _sigmoid(self, x: str, dt: str, exp_callee: str) -> str:
+        """1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below: one exp,
+        never overflowing, accurate for very negative x."""
+        fn = self.fn
+        ty = _LLVM_TYPE[dt]
+        sfx = _INTRINSIC_SUFFIX[dt]
+        fabs = self.mod.intrinsic(f"llvm.fabs.{sfx}", ty, [ty])
+        one, zero = _float_literal(1.0, dt), _float_literal(0.0, dt)
+        a, na, e, d, pos, num, r = (fn.tmp(h) for h in ("abs", "neg", "exp", "den", "pos",
+                                                         "num", "sigmoid"))
+        fn.emit(f"{a} = call {ty} {fabs}({ty} {x})")
+        fn.emit(f"{na} = fneg {ty} {a}")
+        fn.emit(f"{e} = call {ty} {exp_callee}({ty} {na})")
+        fn.emit(f"{d} = fadd {ty} {one}, {e}")
+        fn.emit(f"{pos} = fcmp oge {ty} {x}, {zero}")
+        fn.emit(f"{num} = select i1 {pos}, {ty} {one}, {ty} {e}")
+        fn.emit(f"{r} = fdiv {ty} {num}, {d}")
+        return r
+
+    def _vector_math(self, name: str, x: str) -> str:
+        """float32 exp/sigmoid/tanh/erf through phasec's vectorizable helpers."""
+        fn = self.fn
+        r = fn.tmp(name)
+        if name == "sigmoid":
+            return self._sigmoid(x, "float32", self.mod.use_math('phasec.expf'))
+        callee = self.mod.use_math({"exp": "phasec.expf", "tanh": "phasec.tanhf",
+                                    "erf": "phasec.erff", "log": "phasec.logf",
+                                    "log2": "phasec.log2f"}[name])
+        fn.emit(f"{r} = call float {callee}(float {x})")
         return r
 
     # ======================================================================

@@ -371,11 +371,18 @@ def cache_info() -> dict[str, int]:
 
 
 def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = False,
-                       opt_level: int = 3, use_cache: bool = True) -> CompiledLibrary:
+                       vector_math: bool = True, opt_level: int = 3,
+                       use_cache: bool = True) -> CompiledLibrary:
     """Compile every PrimFunc of ``funcs`` into one native library.
 
     Keys are kernel names (``lib[name]``). Compiling structurally equal
     functions again (same names) reuses the cached native code.
+
+    ``fast_math`` lets LLVM reassociate float arithmetic (off: results match
+    numpy up to rounding; multiply-adds may still be fused into FMAs).
+    ``vector_math`` uses phasec's vectorizable float32 exp/sigmoid/tanh/erf
+    (within 4 ulps) instead of libm calls. ``opt_level`` 0-3 selects the
+    LLVM pipeline (vectorization from 2).
 
     Raises :class:`phasec.backend.llvm.CodegenError` (a PhasecError) naming
     the kernel for undefined variables, unknown intrinsics, dtype mismatches
@@ -393,7 +400,8 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     if opt_level not in (0, 1, 2, 3):
         raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
     target = host_target()
-    options = CodegenOptions(fast_math=fast_math, cpu=target.cpu, features=target.features)
+    options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
+                              features=target.features)
     key = (structural_hash(funcs), options, opt_level)
     if use_cache:
         with _cache_lock:

@@ -117,9 +117,15 @@ def register_op(op: OpDef) -> OpDef:
     return op
 
 
+_loaded = False
+
+
 def _ensure_loaded() -> None:
-    # The definitions register themselves on import.
-    from . import definitions  # noqa: F401
+    # The definitions register themselves on import (once).
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import definitions  # noqa: F401
 
 
 def find_op(name: str) -> OpDef | None:
