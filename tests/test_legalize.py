@@ -394,6 +394,33 @@ def test_conv2d_bias_relu_fused():
     assert len(nests(low.prim_func)) == 2
 
 
+def test_transposed_matmul_operand_is_staged_for_a_contiguous_inner_loop():
+    x, w = tvar("x", (8, 16)), tvar("w", (32, 16))
+    func = fused([x, w], lambda bb: call_op("matmul", x, bb.emit(call_op("permute_dims", w))))
+    hinted = legalize_fused(func)
+    assert isinstance(hinted.body, tir.Allocate) and hinted.body.buffer.name == "T_permute_dims"
+    assert any(isinstance(s, tir.For) and s.kind == "vectorized" for s in walk(hinted.body))
+    canonical = legalize_fused(func, schedule_hints=False)
+    assert not isinstance(canonical.body, tir.Allocate)      # plain inlining without hints
+    arrays = {x: rand((8, 16)), w: rand((32, 16))}
+    for prim in (hinted, canonical):
+        out = np.zeros((8, 32), "float32")
+        run_prim_func(prim, [arrays[x], arrays[w], out])
+        np.testing.assert_allclose(out, arrays[x] @ arrays[w].T, rtol=1e-5, atol=1e-5)
+
+
+def test_costly_producer_reused_by_a_matmul_is_computed_once():
+    # gelu(x)[i, k] is read for every j: inlining would recompute it N times.
+    x, w = tvar("x", (4, 8)), tvar("w", (8, 16))
+    func = fused([x, w], lambda bb: call_op("matmul", bb.emit(call_op("nn.gelu", x)), w))
+    prim = legalize_fused(func)
+    assert isinstance(prim.body, tir.Allocate) and prim.body.buffer.name == "T_gelu"
+    arrays = {x: rand((4, 8)), w: rand((8, 16))}
+    (out,), _ = run_fused(func, arrays, [(4, 16)])
+    gelu = get_op("relax.nn.gelu").reference(arrays[x])
+    np.testing.assert_allclose(out, gelu @ arrays[w], rtol=1e-5, atol=1e-5)
+
+
 def test_fused_tuple_outputs_constants_and_passthrough():
     x = tvar("x", (2, 4))
     bias = Constant(np.arange(4, dtype="float32"))

@@ -12,12 +12,22 @@ import numpy as np
 import pytest
 
 from phasec.backend.llvm import CodegenError, compile_prim_funcs
-from phasec.backend.llvm import cache_info, clear_cache
+from phasec.backend.llvm import cache_info, clear_cache, get_num_threads, set_min_parallel_work, set_num_threads
 from phasec.backend.llvm.codegen import ModuleCodegen
 from phasec.errors import PhasecError, VMError
 from phasec.ir import tir as T
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture
+def threads_always():
+    """Parallel loops use the thread pool whatever their size; restored after."""
+    saved = get_num_threads()
+    set_min_parallel_work(0)
+    yield
+    set_min_parallel_work(32768)
+    set_num_threads(saved)
 
 # --------------------------------------------------------------------------
 # Small builders
@@ -139,10 +149,9 @@ def tiled_matmul(M, N, K, tile_i=8, tile_k=64, tile_j=64):
     return T.PrimFunc((A, B, C), body)
 
 
-def test_matmul_plain_and_tiled_parallel_vectorized():
+def test_matmul_plain_and_tiled_parallel_vectorized(threads_always):
     M, N, K = 48, 128, 64
     lib = compile_prim_funcs({"plain": _matmul_block(M, N, K), "tiled": tiled_matmul(M, N, K)})
-    lib.set_min_parallel_work(0)  # force the threads even at this size
     a, b = rand((M, K)), rand((K, N))
     c1, c2 = np.empty((M, N), np.float32), np.empty((M, N), np.float32)
     lib["plain"](a, b, c1)
@@ -493,6 +502,38 @@ def test_symbolic_allocate_and_if_without_else():
         np.testing.assert_allclose(b, ref, rtol=1e-6)
 
 
+def test_zero_size_arrays():
+    n = var("n")
+    A, B = buf("A", (n, 3)), buf("B", (n, 3))
+    k = compile_prim_funcs({"k": T.PrimFunc((A, B), loops([n, 3], lambda i, j: store(
+        B, A[i, j] + 1.0, i, j)))})["k"]
+    k(np.empty((0, 3), np.float32), np.empty((0, 3), np.float32))
+
+
+def test_kernels_parsed_from_tvmscript():
+    parse = pytest.importorskip("phasec.script.parser").parse
+    mod = parse(
+        "from tvm.script import ir as I, tir as T\n"
+        "@I.ir_module\n"
+        "class Module:\n"
+        "    @T.prim_func\n"
+        "    def rsum(var_A: T.handle, var_S: T.handle):\n"
+        "        n = T.int64()\n"
+        "        A = T.match_buffer(var_A, (n, T.int64(16)))\n"
+        "        S = T.match_buffer(var_S, (n,))\n"
+        "        for i, k in T.grid(n, T.int64(16)):\n"
+        "            with T.block(\"S\"):\n"
+        "                vi, vk = T.axis.remap(\"SR\", [i, k])\n"
+        "                with T.init():\n"
+        "                    S[vi] = T.float32(0)\n"
+        "                S[vi] = S[vi] + T.exp(A[vi, vk])\n")
+    k = compile_prim_funcs(dict(mod.prim_funcs()))["rsum"]
+    for rows in (3, 40):
+        a, s = rand((rows, 16)), np.full(rows, 7.0, np.float32)
+        k(a, s)
+        np.testing.assert_allclose(s, np.exp(a).sum(axis=1), rtol=1e-5)
+
+
 def test_symbolic_shapes_two_sizes_and_scalar_params():
     m, n = var("m"), var("n")
     alpha = var("alpha", "float32")
@@ -533,7 +574,7 @@ def test_composite_and_param_bound_dims():
         k2(3, c)
 
 
-def test_parallel_loop_matches_serial():
+def test_parallel_loop_matches_serial(threads_always):
     n, m = 257, 300
     A, S = buf("A", (n, m)), buf("S", (n,))
     funcs = {}
@@ -545,19 +586,18 @@ def test_parallel_loop_matches_serial():
             store(S, acc[T.IntImm(0)], i)))))
         funcs[kind] = T.PrimFunc((A, S), body)
     lib = compile_prim_funcs(funcs)
-    lib.set_min_parallel_work(0)
     a = rand((n, m))
     s1, s2 = np.empty(n, np.float32), np.empty(n, np.float32)
     lib["serial"](a, s1)
-    for threads in (2, 3, 64):
-        lib.set_num_threads(threads)
+    for threads in (2, 3, 1):
+        set_num_threads(threads)
         s2[:] = 0
         lib["parallel"](a, s2)
         np.testing.assert_array_equal(s1, s2)
     assert s1.sum() == s2.sum()
 
 
-def test_parallel_captures_outer_values_and_nested_parallel():
+def test_parallel_captures_outer_values_and_nested_parallel(threads_always):
     n = var("n")
     A, B = buf("A", (n, 16)), buf("B", (n, 16))
     x = var("x", "float32")
@@ -565,7 +605,6 @@ def test_parallel_captures_outer_values_and_nested_parallel():
     inner = T.For(j, 0, 16, "parallel", store(B, A[i, j] + x, i, j))  # nested: runs serially
     body = T.LetStmt(x, T.FloatImm(0.5), T.For(i, 0, n, "parallel", inner))
     lib = compile_prim_funcs({"k": T.PrimFunc((A, B), body)})
-    lib.set_min_parallel_work(0)
     for size in (1, 2, 100):
         a = rand((size, 16))
         b = np.empty_like(a)
@@ -657,6 +696,8 @@ def test_call_errors_name_kernel_parameter_expected_and_actual():
     ro = np.empty((3, 4), np.float32)
     ro.flags.writeable = False
     cases.append(((a, 1, ro), "read-only"))
+    raw = np.zeros(3 * 4 * 4 + 1, np.uint8)[1:].view(np.float32).reshape(3, 4)
+    cases.append(((raw, 1, b), "not aligned"))
     for args, pattern in cases:
         with pytest.raises(VMError, match=pattern):
             k(*args)
@@ -682,3 +723,111 @@ def test_cache_reuses_native_code_for_equal_modules():
     a, b, c = rand((4, 4)), rand((4, 4)), np.empty((4, 4), np.float32)
     lib2["mm"](a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-6)
+
+
+def test_thread_pool_stress_and_concurrent_callers(threads_always):
+    import threading
+
+    n = var("n")
+    A, B = buf("A", (n, 8)), buf("B", (n, 8))
+    i, j = var("i"), var("j")
+    f = T.PrimFunc((A, B), T.For(i, 0, n, "parallel", T.For(
+        j, 0, 8, "serial", store(B, A[i, j] * 2.0 + T.Cast("float32", i), i, j))))
+    k = compile_prim_funcs({"k": f})["k"]
+    set_num_threads(2)
+    # Many back-to-back jobs of varying size: generation hand-off between jobs.
+    for size in list(range(1, 40)) * 20:
+        a = np.full((size, 8), 1.0, np.float32)
+        b = np.empty_like(a)
+        k(a, b)
+        assert (b == 2.0 + np.arange(size, dtype=np.float32)[:, None]).all()
+    # Callers in several Python threads (ctypes releases the GIL): the pool
+    # takes one job at a time, the others run serially; all results correct.
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(50):
+            a = rng.standard_normal((int(rng.integers(1, 300)), 8)).astype(np.float32)
+            b = np.empty_like(a)
+            k(a, b)
+            if not np.allclose(b, a * 2 + np.arange(len(a))[:, None]):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_out_of_memory_is_a_vm_error(threads_always):
+    n = var("n")
+    A = buf("A", (n,))
+    i = var("i")
+    z = T.IntImm(0)
+    funcs = {}
+    for name, shape in (("overflow", (n, n, n, n)), ("too_big", (n, n, n))):
+        huge = buf("huge", shape)
+        idx = (z,) * (len(shape) - 1)
+        body = T.For(i, 0, n, "parallel", T.Allocate(huge, T.SeqStmt((
+            store(huge, A[i], i, *idx), store(A, huge[i, *idx] + 1.0, i)))))
+        funcs[name] = T.PrimFunc((A,), body)
+    lib = compile_prim_funcs(funcs)
+    for name in funcs:
+        with pytest.raises(VMError, match=f"kernel '{name}' failed: out of memory"):
+            lib[name](np.zeros(200_000, np.float32))
+
+
+def test_spawn_parallel_runtime_in_subprocess():
+    """The per-call pthread runtime (used where the futex pool is unavailable)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from test_llvm_codegen import tiled_matmul\n"
+        "from phasec.backend.llvm import compile_prim_funcs, set_min_parallel_work, parallel_runtime_kind\n"
+        "assert parallel_runtime_kind() == 'spawn'\n"
+        "set_min_parallel_work(0)\n"
+        "k = compile_prim_funcs({'t': tiled_matmul(32, 64, 64)})['t']\n"
+        "a, b = np.random.rand(32, 64).astype('f4'), np.random.rand(64, 64).astype('f4')\n"
+        "c = np.empty((32, 64), 'f4'); k(a, b, c)\n"
+        "assert np.allclose(c, a @ b, rtol=1e-4)\n" % os.path.dirname(__file__))
+    env = dict(os.environ, PHASEC_PARALLEL_RUNTIME="spawn")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def test_pointer_entry_fallback_fast_math_and_opt_levels(monkeypatch):
+    import phasec.backend.llvm.runtime as rt
+
+    n = var("n")
+    A, S = buf("A", (n,)), buf("S", (1,))
+    i = var("i")
+    zero = T.IntImm(0)
+    f = T.PrimFunc((A, S), T.SeqStmt((store(S, 0.0, zero), T.For(
+        i, 0, n, "serial", store(S, S[zero] + A[i] * A[i], zero)))))
+    a = rand((1000,))
+    expected = float((a.astype(np.float64) ** 2).sum())
+    # Without the probed PyArrayObject layout the ctypes call passes data pointers.
+    monkeypatch.setattr(rt, "array_data_offset", None)
+    lib = compile_prim_funcs({"ss": f}, use_cache=False)
+    assert lib["ss"].abi.obj_symbol is None
+    s = np.zeros(1, np.float32)
+    lib["ss"](a, s)
+    assert s[0] == pytest.approx(expected, rel=1e-5)
+    monkeypatch.undo()
+    fast = compile_prim_funcs({"ss": f}, fast_math=True)
+    assert "fadd fast" in fast.llvm_ir
+    fast["ss"](a, s)
+    assert s[0] == pytest.approx(expected, rel=1e-4)
+    for level in (0, 2):
+        compile_prim_funcs({"ss": f}, opt_level=level)["ss"](a, s)
+        assert s[0] == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(CodegenError, match="opt_level"):
+        compile_prim_funcs({"ss": f}, opt_level=5)

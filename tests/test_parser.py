@@ -63,7 +63,7 @@ def sinfo_eq(a: StructInfo | None, b: StructInfo | None) -> bool:
 
 def test_fixture_set_is_complete():
     assert {p.stem for p in FIXTURE_FILES} >= {
-        "dataflow_basic", "control_flow", "values", "symbolic", "tir_kernels"}
+        "dataflow_basic", "control_flow", "values", "symbolic", "tir_kernels", "vm_builtins"}
 
 
 @pytest.mark.parametrize("path", FIXTURE_FILES + EXAMPLES, ids=lambda p: p.stem)
@@ -502,6 +502,26 @@ def test_lowered_main_calls():
     assert cs.op.name == "relax.call_tir" and cs.args[2].values[0].value == 3
 
 
+def test_build_phase_builtins():
+    mod = load("vm_builtins")
+    assert mod.phase == phasec.Phase.BUILD
+    main = mod["main"]
+    assert not main.is_pure
+    storage, y, call, z, kill, null = bindings(main)
+    assert storage.value.op.name == "relax.vm.alloc_storage"
+    assert dict(storage.value.attrs) == {"runtime_device_index": 0, "dtype": "uint8"}
+    assert isinstance(storage.value.args[0], ShapeExpr)
+    assert y.value.op.name == "relax.vm.alloc_tensor" and y.value.args[0] is storage.var
+    assert sinfo_eq(y.value.struct_info, tensor((4,), "float32"))
+    assert isinstance(call.value.op, GlobalVar) and call.value.args == (main.params[0], y.var)
+    assert kill.value.op.name == "relax.vm.kill_object"
+    assert null.value.op.name == "relax.null_value" and null.value.args == ()
+    # a Python integer for a scalar operand (offset) is a prim value, as in call_op
+    text = (FIXTURES / "vm_builtins.py").read_text().replace("R.prim_value(0)", "0")
+    offset = bindings(phasec.parse(text)["main"])[1].value.args[1]
+    assert isinstance(offset, PrimValue) and offset.value.dtype == "int64"
+
+
 # ---------------------------------------------------------------------------
 # Spellings and conveniences
 # ---------------------------------------------------------------------------
@@ -541,6 +561,48 @@ def test_dialect_aliases_and_alternative_spellings():
     y, z = bindings(main)
     assert sinfo_eq(y.var.struct_info, tensor((4,), "float32"))
     assert z.value.sinfo_args and sinfo_eq(z.var.struct_info, tensor((4,), "float32"))
+
+
+TVM_STYLE = '''
+import tvm
+from tvm.script import ir as I
+from tvm.script import relax as R
+from tvm.script import tirx as T
+
+@tvm.script.ir_module
+class Expected:
+    @R.function
+    def main(x: R.Tensor([4], "float32"), o: R.Any, t: R.Tensor("float32", ndim=1)) -> R.Tensor((4,), "float32"):
+        cls = Expected
+        gv = R.call_tir(cls.add, (x,), R.Tensor((4,), dtype="float32"))
+        gv2 = R.call_tir(Expected.add, (gv,), R.Tensor((4,), dtype="float32"))
+        return gv2
+
+    @T.prim_func(private=True, s_tir=True)
+    def add(a: T.Buffer((T.int64(4),), "float32"), out: T.Buffer((T.int64(4),), "float32")):
+        T.func_attr({"tir.noalias": T.bool(True)})
+        for i in range(T.int64(4)):
+            with T.sblock("out"):
+                vi = T.axis.spatial(T.int64(4), i)
+                out[vi] = a[vi] + T.float32(1)
+'''
+
+
+def test_tvm_printed_spellings():
+    """What TVM's own printer writes: `cls = Module`, `Module.f`, positional
+    out_sinfo, R.Any, T.sblock, s_tir=, T.bool(True) attributes."""
+    mod = phasec.parse(TVM_STYLE)
+    main = mod["main"]
+    assert isinstance(main.params[1].struct_info, ObjectStructInfo)
+    assert main.params[2].struct_info.ndim == 1
+    gv, gv2 = bindings(main)
+    assert gv.value.args[0].name_hint == "add" and gv2.value.args[0].name_hint == "add"
+    assert sinfo_eq(gv2.var.struct_info, tensor((4,), "float32"))
+    add = mod["add"]
+    assert add.attrs["tir.noalias"] is True and "global_symbol" not in add.attrs
+    block = add.body.body
+    assert isinstance(block, tir.Block) and block.name == "out"
+    assert block.body.value.rhs.value == 1.0
 
 
 OPS = '''

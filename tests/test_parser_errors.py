@@ -243,6 +243,11 @@ def test_malformed_annotations():
     assert "must be a tuple or list" in err.message
 
 
+def test_tvm_metadata_constants_are_explained():
+    err = parse_error(relax('y = R.add(x, metadata["relax.expr.Constant"][0])', "return y"))
+    assert "metadata[...] constants are not supported" in err.message
+
+
 def test_module_level_problems():
     err = parse_error("@I.ir_module\nclass M:\n    I.module_attrs({'phase': 'nonsense'})\n")
     assert "invalid phase 'nonsense'" in err.message and where(err) == (3, 29)

@@ -9,6 +9,7 @@ node kind, so checking is linear in program size at every phase.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
@@ -43,20 +44,21 @@ class _Dispatch:
         self.rules = list(rules)
         for hook in HOOKS:
             setattr(self, hook, [getattr(r, hook) for r in self.rules if hook in r.hooks()])
-        generic = [r.call for r in self.rules if "call" in r.hooks() and r.ops is None]
-        self.call_generic = generic
-        self._call_specific: dict[str, list[Callable]] = {}
-        for r in self.rules:
-            if "call" in r.hooks() and r.ops is not None:
-                for name in r.ops:
-                    self._call_specific.setdefault(name, []).append(r.call)
-        self._call_cache: dict[str | None, list[Callable]] = {None: generic}
+        callers = [r for r in self.rules if "call" in r.hooks()]
+        self._generic = [r.call for r in callers if r.ops is None and r.categories is None]
+        self._filtered = [r for r in callers if r.ops is not None or r.categories is not None]
+        self._by_op: dict[str | None, list[Callable]] = {None: self._generic}
 
-    def call_hooks(self, op_name: str | None) -> list[Callable]:
-        hooks = self._call_cache.get(op_name)
+    def call_hooks(self, op_name: str | None, opdef: Any) -> list[Callable]:
+        """The ``call`` hooks for a call of operator ``op_name`` (None: not an Op)."""
+        hooks = self._by_op.get(op_name)
         if hooks is None:
-            hooks = self.call_generic + self._call_specific.get(op_name, [])
-            self._call_cache[op_name] = hooks
+            category = opdef.category if opdef is not None else "unknown"
+            hooks = self._generic + [
+                r.call for r in self._filtered
+                if (r.ops is not None and op_name in r.ops)
+                or (r.categories is not None and category in r.categories)]
+            self._by_op[op_name] = hooks
         return hooks
 
 
@@ -250,7 +252,7 @@ class Checker:
             self._operand(arg, "call argument")
         for sinfo in call.sinfo_args:
             self._sinfo_syms(sinfo, define=False)
-        for hook in d.call_hooks(name):
+        for hook in d.call_hooks(name, opdef):
             hook(ctx, call, opdef)
 
     def _opdef(self, name: str) -> Any:
@@ -283,7 +285,11 @@ class Checker:
             stack = list(expr.fields)
             while stack:
                 f = stack.pop()
-                if type(f) is Tuple:
+                tf = type(f)
+                if tf is Var or tf is DataflowVar:
+                    for hook in d.var_use:
+                        hook(ctx, f)
+                elif tf is Tuple:
                     stack.extend(f.fields)
                 else:
                     self._operand(f, "tuple field")
@@ -558,7 +564,17 @@ def check(mod: IRModule, phase: Phase | int | str | None = None) -> list[Diagnos
     """
     if not isinstance(mod, IRModule):
         raise TypeError(f"verifier.check expects an IRModule, not {type(mod).__name__}")
-    return Checker(mod, _phase_of(mod, phase)).run()
+    checker = Checker(mod, _phase_of(mod, phase))
+    # The walk allocates many small short-lived objects (keys, frames); with
+    # the cyclic collector running, each collection rescans the whole module,
+    # which made checking large modules several times slower.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return checker.run()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def verify(mod: IRModule, phase: Phase | int | str | None = None,

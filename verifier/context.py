@@ -8,7 +8,6 @@ and leaving a scope costs O(1) — no set copies, whatever the program size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from phasec.ir import tir
@@ -86,6 +85,9 @@ class Context:
         self._infer_memo: tuple[Any, Any, Any] = (None, None, None)
         self.infer_cache: dict[Any, StructInfo] = {}  # call key -> inferred struct info
         self.verdict_cache: dict[Any, str] = {}  # (annotation key, inferred key) -> verdict
+        from .util import Keys  # (util imports this module)
+
+        self.keys = Keys()
 
     # -- reporting -------------------------------------------------------
     def report(self, rule: Rule, message: str, node: Any = None, *, help: str | None = None,

@@ -20,7 +20,7 @@ from .context import Context
 
 __all__ = ["FORCE_PURE", "is_force_pure", "impure_reason", "infer_call", "infer_expr",
            "op_spelling", "sinfo_to_str", "expr_to_str", "callee_spelling", "sinfo_key",
-           "agreement"]
+           "Keys", "agreement"]
 
 FORCE_PURE = "relax.force_pure"
 
@@ -92,6 +92,7 @@ def _dim_key(d: Any) -> Any:
 
 
 def sinfo_key(s: Any) -> Any:
+    """The key of one struct info (see above); unmemoized."""
     t = type(s)
     if t is TensorStructInfo:
         shape = s.shape
@@ -108,39 +109,63 @@ def sinfo_key(s: Any) -> Any:
     return s  # callables and anything else: by identity
 
 
-def _operand_key(e: Any) -> Any:
-    t = type(e)
-    if t is Var or t is DataflowVar:
-        return sinfo_key(e.struct_info)
-    if t is Constant or t is ShapeExpr or t is PrimValue:
-        return (t.__name__, sinfo_key(e.struct_info))
-    if t is StringImm or t is DataTypeImm:
-        return (t.__name__, e.value)
-    if t is GlobalVar:
-        return ("g", e.name_hint)
-    if t is ExternFunc:
-        return ("e", e.global_symbol)
-    if t is Tuple:
-        return ("U", tuple([_operand_key(f) for f in e.fields]))
-    return e  # by identity
+class Keys:
+    """Keys memoized for one check: per struct-info object (a variable's
+    struct info is keyed once however often it is used) and for the call
+    being checked (several rules ask for its key)."""
 
+    __slots__ = ("_sinfo", "_call", "_call_key")
 
-def _call_key(call: Call) -> Any:
-    op = call.op
-    t = type(op)
-    if t is Op:
-        head: Any = op.name
-    elif t is GlobalVar:
-        head = ("g", op.name_hint)
-    elif t is ExternFunc:
-        head = ("e", op.global_symbol)
-    else:
-        head = sinfo_key(op.struct_info)
-    key = (head, tuple([_operand_key(a) for a in call.args]),
-           tuple(call.attrs.items()) if call.attrs else (),
-           tuple([sinfo_key(s) for s in call.sinfo_args]) if call.sinfo_args else ())
-    hash(key)  # unhashable attribute values raise TypeError: no caching then
-    return key
+    def __init__(self) -> None:
+        self._sinfo: dict[Any, Any] = {}
+        self._call: Any = None
+        self._call_key: Any = None
+
+    def sinfo(self, s: Any) -> Any:
+        key = self._sinfo.get(s)
+        if key is None:
+            key = self._sinfo[s] = sinfo_key(s)
+        return key
+
+    def operand(self, e: Any) -> Any:
+        t = type(e)
+        if t is Var or t is DataflowVar:
+            return self.sinfo(e.struct_info)
+        if t is Constant or t is ShapeExpr or t is PrimValue:
+            return (t.__name__, self.sinfo(e.struct_info))
+        if t is StringImm or t is DataTypeImm:
+            return (t.__name__, e.value)
+        if t is GlobalVar:
+            return ("g", e.name_hint)
+        if t is ExternFunc:
+            return ("e", e.global_symbol)
+        if t is Tuple:
+            return ("U", tuple([self.operand(f) for f in e.fields]))
+        return e  # by identity
+
+    def call(self, call: Call) -> Any:
+        """The call's key, or None when it cannot be keyed (unhashable attributes)."""
+        if call is self._call:
+            return self._call_key
+        op = call.op
+        t = type(op)
+        if t is Op:
+            head: Any = op.name
+        elif t is GlobalVar:
+            head = ("g", op.name_hint)
+        elif t is ExternFunc:
+            head = ("e", op.global_symbol)
+        else:
+            head = self.sinfo(op.struct_info)
+        key: Any = (head, tuple([self.operand(a) for a in call.args]),
+                    tuple(call.attrs.items()) if call.attrs else (),
+                    tuple([self.sinfo(s) for s in call.sinfo_args]) if call.sinfo_args else ())
+        try:
+            hash(key)
+        except TypeError:
+            key = None
+        self._call, self._call_key = call, key
+        return key
 
 
 def infer_call(ctx: Context, call: Call) -> tuple[StructInfo | None, str | None]:
@@ -150,10 +175,7 @@ def infer_call(ctx: Context, call: Call) -> tuple[StructInfo | None, str | None]
     memo = ctx._infer_memo
     if memo[0] is call:
         return memo[1], memo[2]
-    try:
-        key = _call_key(call)
-    except TypeError:
-        key = None
+    key = ctx.keys.call(call)
     cached = ctx.infer_cache.get(key) if key is not None else None
     if cached is not None:
         sinfo, error = cached, None
@@ -171,8 +193,8 @@ def agreement(ctx: Context, annotation: StructInfo, inferred: StructInfo) -> str
     else ``"unproven"`` (more specific than inference can show)."""
     if annotation is inferred:
         return "ok"
+    key: Any = (ctx.keys.sinfo(annotation), ctx.keys.sinfo(inferred))
     try:
-        key = (sinfo_key(annotation), sinfo_key(inferred))
         hash(key)
     except TypeError:
         key = None

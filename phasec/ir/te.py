@@ -50,7 +50,9 @@ reductions write their init value before the reduction loops (TVM's
 the innermost dimension of one of its inputs (matmul, conv2d) is computed a
 row (or a tile of rows) at a time into a local accumulator, with the
 reduction loops outside and a contiguous, vectorized innermost loop,
-followed by the epilogue over the same tile. With ``schedule_hints=False``
+followed by the epilogue over the same tile; an injective matmul operand
+that transposes its input (``permute_dims(w)``) is staged into a buffer so
+that this inner loop stays contiguous. With ``schedule_hints=False``
 the kernel is the canonical form: serial loops, one block per stage with
 ``T.init()`` for reductions.
 """
@@ -408,6 +410,10 @@ def _collect_inputs(body: PrimExpr, name: str) -> tuple[Tensor, ...]:
 
 def _expr_key(e: PrimExpr) -> Any:
     """A hashable structural key (variables by identity)."""
+    if isinstance(e, Var):
+        return ("v", id(e))
+    if isinstance(e, IntImm):
+        return ("c", e.dtype, e.value)
     memo: dict[int, Any] = {}
     for n in _post_order([e]):
         if isinstance(n, Var):
@@ -582,6 +588,11 @@ class _Lowering:
 
     def _subst(self, e: PrimExpr, vmap: Mapping[Var, PrimExpr]) -> PrimExpr:
         """Substitute vars (unknown vars are symbolic dims: mapped to fresh copies)."""
+        if isinstance(e, IntImm):
+            return e
+        if isinstance(e, Var):
+            r = vmap.get(e)
+            return r if r is not None else self._shape_var(e)
         memo: dict[int, PrimExpr] = {}
         for n in _post_order([e]):
             if isinstance(n, Var):
@@ -606,11 +617,13 @@ class _Lowering:
         self.stages: dict[int, _Stage] = {}
         self.inlined: set[int] = set()
         stage_list: list[_Stage] = []
+        staged = self._operands_to_stage(order, output_ids) if self.opt.tile else set()
         for t in order:
             if t.is_placeholder:
                 continue
             op = t.op
-            materialize = (id(t) in output_ids or op.is_reduction or op.inline is False)
+            materialize = (id(t) in output_ids or op.is_reduction or op.inline is False
+                           or id(t) in staged)
             if id(t) in output_ids and op.inline:
                 raise TEError(f"create_prim_func: output {t.name} is marked inline")
             if materialize:
@@ -638,6 +651,44 @@ class _Lowering:
         params.extend(self._scalar_params(params, body))
         attrs = {"tir.noalias": True, **self.attrs}
         return PrimFunc(params, body, attrs)
+
+    @staticmethod
+    def _operands_to_stage(order: list[Tensor], output_ids: set[int]) -> set[int]:
+        """Inlinable operands of reductions that get their own buffer (a schedule hint).
+
+        * A matmul operand read along the output's last axis ``j`` that is a
+          transpose of its input (``permute_dims(w)[k, j] = w[j, k]``): inlined,
+          the matmul's innermost loop would be strided. Staged, it costs one
+          copy and the matmul keeps its contiguous, vectorized schedule (TVM
+          packs such weights for the same reason).
+        * An operand that does arithmetic (``gelu(x)`` feeding a matmul) and is
+          read independently of one of the reduction's output axes: inlined,
+          it would be recomputed for every value of that axis.
+        """
+        staged: set[int] = set()
+        for t in order:
+            op = t.op
+            if not isinstance(op, ComputeOp) or not op.is_reduction:
+                continue
+            spatial = [a for a, ext in zip(op.axes, t.shape) if _static(ext) != 1]
+            for ld in _loads_of(op.body.source):
+                src = ld.tensor
+                sop = src.op
+                if (not isinstance(sop, ComputeOp) or sop.is_reduction or sop.inline is not None
+                        or id(src) in output_ids or id(src) in staged):
+                    continue
+                used = {id(n) for i in ld.indices for n in _post_order([i]) if isinstance(n, Var)}
+                if _costly(sop.body) and _b.any(id(a) not in used for a in spatial):
+                    staged.add(id(src))
+                    continue
+                if op.tag != "matmul" or not op.axes or not src.shape:
+                    continue
+                if not _last_index_uses(ld, op.axes[-1]):
+                    continue
+                inner = [x for x in _loads_of(sop.body) if x.indices]
+                if inner and not _b.any(_last_index_uses(x, sop.axes[-1]) for x in inner):
+                    staged.add(id(src))
+        return staged
 
     # -- inlining ----------------------------------------------------------
     def _expand_all(self) -> None:
@@ -750,8 +801,10 @@ class _Lowering:
 
     @staticmethod
     def _subst_keep(e: PrimExpr, vmap: Mapping[Var, PrimExpr]) -> PrimExpr:
-        if not vmap:
+        if not vmap or isinstance(e, IntImm):
             return e
+        if isinstance(e, Var):
+            return vmap.get(e, e)
         memo: dict[int, PrimExpr] = {}
         for n in _post_order([e]):
             if isinstance(n, Var):
@@ -893,7 +946,6 @@ class _NestEmitter:
         self.m = len(root.axes)
         self.shape = [low._map_shape(s) for s in root.tensor.shape]
         self.axis_expr: dict[Var, PrimExpr] = {}
-        self.anchor_acc: tuple[_Stage, Buffer, Callable[[], tuple[PrimExpr, ...]]] | None = None
         self.mode, self.anchor, self.it, self.jt = self._choose_mode()
 
     # -- mode selection ----------------------------------------------------
@@ -923,7 +975,9 @@ class _NestEmitter:
                 pos_i = [k for k, b in enumerate(anchor.binding) if b is prev]
                 p_i = pos_i[0] if len(pos_i) == 1 else -1
         jvar = anchor.axes[p_j]
-        if not any(ld_last_depends(ld, jvar) for ld in _loads_of(anchor.expr)):
+        # Row-wise accumulation pays off when some input is contiguous along j
+        # (matmul's B[k, j], conv2d's input row); otherwise reduce per element.
+        if not _b.any(_last_index_uses(ld, jvar) for ld in _loads_of(anchor.expr)):
             return "scalar", None, 1, 1
         J = _static(self.shape[m - 1])
         if J is None or J < 2:
@@ -1226,8 +1280,13 @@ def _block(name: str, iter_vars: Sequence[IterVar], values: Sequence[PrimExpr], 
     def region(buf: Buffer, indices: Sequence[PrimExpr]) -> tir.BufferRegion:
         dims = []
         for d, i in enumerate(indices):
-            dynamic = _b.any(isinstance(n, BufferLoad) or id(n) in let_vars
-                             for n in _post_order([i]))
+            if isinstance(i, IntImm):
+                dynamic = False
+            elif isinstance(i, Var):
+                dynamic = id(i) in let_vars
+            else:
+                dynamic = _b.any(isinstance(n, BufferLoad) or id(n) in let_vars
+                                 for n in _post_order([i]))
             dims.append((IntImm(0, "int64"), buf.shape[d]) if dynamic
                         else (i, IntImm(1, "int64")))
         return tir.BufferRegion(buf, tuple(dims))
@@ -1254,11 +1313,22 @@ def _tiled(outer: PrimExpr, factor: int, inner: Var) -> PrimExpr:
     return BinaryOp("+", BinaryOp("*", outer, IntImm(factor, "int64")), inner)
 
 
+def _costly(e: PrimExpr) -> bool:
+    """True when computing ``e`` does arithmetic beyond index computations."""
+    for n in _post_order([e]):
+        if isinstance(n, (tir.Call, Select)):
+            return True
+        if isinstance(n, BinaryOp) and not tir.is_int(n.dtype) and not (
+                tir.is_bool(n.dtype) and tir.is_int(n.lhs.dtype)):
+            return True
+    return False
+
+
 def _loads_of(e: PrimExpr) -> list[ProducerLoad]:
     return [n for n in _post_order([e]) if isinstance(n, ProducerLoad)]
 
 
-def ld_last_depends(ld: ProducerLoad, var: Var) -> bool:
+def _last_index_uses(ld: ProducerLoad, var: Var) -> bool:
     """True when the innermost index of ``ld`` uses ``var`` (contiguous along it)."""
     if not ld.indices:
         return False

@@ -84,6 +84,9 @@ __all__ = ["to_json", "from_json", "json_schema", "FORMAT_NAME", "FORMAT_VERSION
 
 FORMAT_NAME = "phasec.ir_module"
 FORMAT_VERSION = 1
+#: About how many levels of JSON nesting a document may have: pydantic's JSON
+#: parser stops at 200 (a chain of ~190 nested TIR operations).
+MAX_DEPTH = 200
 
 # ---------------------------------------------------------------------------
 # Schema (pydantic models)
@@ -622,6 +625,43 @@ class _Writer:
         self.sinfo_by_id: dict[int, int] = {}
         self.sinfo_by_key: dict[tuple, int] = {}
         self._alive: list[Any] = []  # keep referenced objects alive: ids stay unique
+        self.depth = 0  # current node nesting (to refuse documents too deep to read)
+        self.max_depth = 0
+
+    # Nesting is tracked around the recursive writers: a document nested deeper
+    # than the reader accepts must fail here, not when it is loaded.
+    def _enter(self) -> None:
+        self.depth += 1
+        if self.depth > self.max_depth:
+            self.max_depth = self.depth
+
+    def prim(self, e: tir.PrimExpr) -> Any:
+        if type(e) is tir.IntImm or type(e) is tir.Var:
+            return self._prim(e)
+        self._enter()
+        out = self._prim(e)
+        self.depth -= 1
+        return out
+
+    def stmt(self, s: tir.Stmt) -> dict:
+        self._enter()
+        out = self._stmt(s)
+        self.depth -= 1
+        return out
+
+    def sinfo(self, s: StructInfo) -> dict:
+        self._enter()
+        out = self._sinfo(s)
+        self.depth -= 1
+        return out
+
+    def expr(self, e: Expr) -> Any:
+        if type(e) is Var or type(e) is DataflowVar:
+            return self.var(e)
+        self._enter()
+        out = self._expr(e)
+        self.depth -= 1
+        return out
 
     # -- tables -----------------------------------------------------------
     def tvar(self, v: tir.Var) -> int:
@@ -657,7 +697,7 @@ class _Writer:
         return i
 
     # -- TIR --------------------------------------------------------------
-    def prim(self, e: tir.PrimExpr) -> Any:
+    def _prim(self, e: tir.PrimExpr) -> Any:
         t = type(e)
         if t is tir.IntImm:
             if e.dtype == "int64" and e.span is None and not isinstance(e.value, bool):
@@ -689,7 +729,7 @@ class _Writer:
             raise SchemaError(f"cannot write {type(e).__name__} as a TIR expression")
         return _with_span(d, e)
 
-    def stmt(self, s: tir.Stmt) -> dict:
+    def _stmt(self, s: tir.Stmt) -> dict:
         t = type(s)
         if t is tir.BufferStore:
             d = {"node": "tir.BufferStore", "buffer": self.buffer(s.buffer),
@@ -755,7 +795,7 @@ class _Writer:
         self._alive.append(s)
         return i
 
-    def sinfo(self, s: StructInfo) -> dict:
+    def _sinfo(self, s: StructInfo) -> dict:
         t = type(s)
         if t is TensorStructInfo:
             d: dict = {"node": "TensorStructInfo"}
@@ -827,7 +867,7 @@ class _Writer:
         if e.struct_info is not None:
             d["struct_info"] = self.sinfo_ref(e.struct_info)
 
-    def expr(self, e: Expr) -> Any:
+    def _expr(self, e: Expr) -> Any:
         t = type(e)
         if t is Var or t is DataflowVar:
             return self.var(e)
@@ -1002,7 +1042,28 @@ def to_json(mod: IRModule, indent: int | None = None) -> str:
     if not isinstance(mod, IRModule):
         raise TypeError(f"to_json expects an IRModule, not {type(mod).__name__}")
     with _gc_paused():
-        return _dump(mod, indent)
+        try:
+            return _dump(mod, indent)
+        except RecursionError:
+            raise SchemaError(f"the module is nested too deeply to write as JSON (the format "
+                              f"supports about {MAX_DEPTH} levels of nested nodes)") from None
+
+
+def _json_depth(doc: Any) -> int:
+    """Nesting depth of a JSON-ready value (iterative)."""
+    deepest = 0
+    stack = [(doc, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            children = v.values()
+        elif isinstance(v, list):
+            children = v
+        else:
+            continue
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
 
 
 def _dump(mod: IRModule, indent: int | None) -> str:
@@ -1021,6 +1082,13 @@ def _dump(mod: IRModule, indent: int | None) -> str:
     }
     if mod.span is not None:
         doc["span"] = _span(mod.span)
+    # A node level is at most 3 JSON levels (object, list, list of pairs).
+    if 3 * w.max_depth + 8 > MAX_DEPTH:
+        depth = _json_depth(doc)
+        if depth > MAX_DEPTH:
+            raise SchemaError(f"the module is nested too deeply to write as JSON: {depth} "
+                              f"levels, the format supports {MAX_DEPTH} (a chain of nested "
+                              f"TIR operations or expressions is too long)")
     if indent is None:
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
     return json.dumps(doc, indent=indent, allow_nan=False)
@@ -1131,6 +1199,9 @@ def _schema_error(exc: ValidationError) -> SchemaError:
         if err["type"] == "json_invalid":
             # pydantic's message carries the line and column
             msg = err["msg"].removeprefix("Invalid JSON: ")
+            if "recursion limit" in msg:
+                msg = (f"the document is nested too deeply ({msg}); the format supports "
+                       f"about {MAX_DEPTH} levels")
             e = SchemaError(f"invalid JSON: {msg}")
             e.errors = [("(document)", f"invalid JSON: {msg}")]  # type: ignore[attr-defined]
             return e
@@ -1492,7 +1563,8 @@ def _load(text: str | bytes) -> IRModule:
         err.errors = [(path, exc.message)]  # type: ignore[attr-defined]
         raise err from None
     except RecursionError:
-        raise SchemaError("invalid module JSON: nesting too deep") from None
+        raise SchemaError(f"invalid module JSON: nested too deeply (the format supports about "
+                          f"{MAX_DEPTH} levels)") from None
     if doc.phase is not None:
         attrs["phase"] = doc.phase
     return IRModule(functions, attrs, span=_mk_span(doc.span))

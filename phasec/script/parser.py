@@ -1563,9 +1563,17 @@ class _RelaxFunctionParser:
         return self._with_sinfo(call)
 
     def _operand(self, opdef: OpDef, index: int, node: ast.AST) -> rx.Expr:
-        """An operator operand; a Python tuple of dims for a shape operand is an R.shape."""
+        """An operator operand. As for :func:`phasec.ir.op.call_op`, a Python
+        tuple of dims for a shape operand is an R.shape and an integer for a
+        scalar operand (``offset``) an R.prim_value."""
         name = opdef.args[min(index, len(opdef.args) - 1)]
-        if name in _shape_operands() and isinstance(node, (ast.Tuple, ast.List)) \
+        shape_operands, prim_operands = _operand_kinds()
+        if name in prim_operands:
+            number = self.mp.number(node)
+            if isinstance(number, int) and not isinstance(number, bool):
+                return rx.PrimValue(tir.IntImm(number, "int64", span=self.mp.span(node)),
+                                    span=self.mp.span(node))
+        if name in shape_operands and isinstance(node, (ast.Tuple, ast.List)) \
                 and all(self._looks_like_dim(e) for e in node.elts):
             return rx.ShapeExpr([self.prim.parse(e, "int64") for e in node.elts],
                                 span=self.mp.span(node))
@@ -1778,19 +1786,19 @@ class _RelaxFunctionParser:
         return self._invoke(node, "relax.invoke_pure_closure")
 
 
-def _shape_operands() -> frozenset[str]:
-    """Operand names that accept a tuple of dims (``R.reshape(x, (2, n))``)."""
-    global _SHAPE_OPERANDS
-    if _SHAPE_OPERANDS is None:
-        try:
-            from ..ir.op import SHAPE_OPERANDS
-        except ImportError:  # pragma: no cover
-            SHAPE_OPERANDS = frozenset({"shape"})
-        _SHAPE_OPERANDS = frozenset(SHAPE_OPERANDS)
-    return _SHAPE_OPERANDS
+def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
+    """Operand names taking a tuple of dims (``R.reshape(x, (2, n))``) and
+    operand names taking a Python integer (``offset``), from the registry."""
+    global _OPERAND_KINDS
+    if _OPERAND_KINDS is None:
+        from ..ir import op
+
+        _OPERAND_KINDS = (frozenset(getattr(op, "SHAPE_OPERANDS", ("shape",))),
+                          frozenset(getattr(op, "PRIM_OPERANDS", ())))
+    return _OPERAND_KINDS
 
 
-_SHAPE_OPERANDS: frozenset[str] | None = None
+_OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
 
 
 def _flatten(value: Any):

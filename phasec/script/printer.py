@@ -216,7 +216,37 @@ class _PrimPrinter:
             return str(value), (_P_UNARY if value < 0 else _P_ATOM)
         return f"T.{dtype}({value})", _P_ATOM
 
-    def _prim(self, e: Any, hint: str | None = None) -> tuple[str, int]:
+    def _prim(self, root: Any, hint: str | None = None) -> tuple[str, int]:
+        """(text, precedence) of ``root``; an explicit stack, not recursion, so
+        long operator chains (``a0 + a1 + ... + a9999``) print too."""
+        if type(root) not in _COMPOSITE:
+            return self._leaf(root, hint)
+        # Name variables and buffers in textual order first.
+        stack = [root]
+        while stack:
+            e = stack.pop()
+            t = type(e)
+            if t is tir.Var:
+                self.tvar(e)
+            elif t in _COMPOSITE:
+                if t is tir.BufferLoad:
+                    self.buffer_name(e.buffer)
+                stack.extend(reversed(_children(e)))
+        # Then compose the text bottom-up.
+        memo: dict[int, tuple[str, int]] = {}
+        todo: list[tuple[Any, bool]] = [(root, False)]
+        while todo:
+            e, ready = todo.pop()
+            if id(e) in memo:
+                continue
+            if ready:
+                memo[id(e)] = self._compose(e, memo)
+                continue
+            todo.append((e, True))
+            todo.extend((c, False) for c in _children(e) if type(c) in _COMPOSITE)
+        return memo[id(root)]
+
+    def _leaf(self, e: Any, hint: str | None) -> tuple[str, int]:
         t = type(e)
         if t is tir.Var:
             return self.tvar(e), _P_ATOM
@@ -224,9 +254,25 @@ class _PrimPrinter:
             return self.int_lit(e.value, e.dtype, hint)
         if t is tir.FloatImm:
             return f"T.{e.dtype}({_float_lit(e.value)})", _P_ATOM
+        if isinstance(e, (bool, int, float, np.generic)):  # tolerate raw Python scalars
+            return self._leaf(tir.as_prim_expr(e), hint)
+        return f"<unprintable {t.__name__}>", _P_ATOM
+
+    def _compose(self, e: Any, memo: dict[int, tuple[str, int]]) -> tuple[str, int]:
+        """The text of a composite node whose composite children are in ``memo``."""
+
+        def sub(c: Any, hint: str | None = None) -> tuple[str, int]:
+            return memo[id(c)] if type(c) in _COMPOSITE else self._leaf(c, hint)
+
+        def pair(a: Any, b: Any) -> tuple[tuple[str, int], tuple[str, int]]:
+            # read back together, a bare literal adopts the other operand's dtype
+            aw, bw = self._weak(a), self._weak(b)
+            return sub(a, b.dtype if aw and not bw else None), sub(b, a.dtype if bw and not aw else None)
+
+        t = type(e)
         if t is tir.BinaryOp:
             op = e.op
-            lhs, rhs = self.pair(e.lhs, e.rhs)
+            lhs, rhs = pair(e.lhs, e.rhs)
             if op in ("min", "max", "pow"):
                 return f"T.{op}({lhs[0]}, {rhs[0]})", _P_ATOM
             prec = _BIN_PREC[op]
@@ -234,24 +280,41 @@ class _PrimPrinter:
             left = self._paren(lhs, prec + 1 if prec == _P_CMP else prec)
             return f"{left} {op} {self._paren(rhs, prec + 1)}", prec
         if t is tir.Not:
-            return "not " + self._paren(self._prim(e.value), _P_NOT), _P_NOT
+            return "not " + self._paren(sub(e.value), _P_NOT), _P_NOT
         if t is tir.Cast:
-            return f"T.Cast({quote_str(e.dtype)}, {self.prim(e.value)})", _P_ATOM
+            return f"T.Cast({quote_str(e.dtype)}, {sub(e.value)[0]})", _P_ATOM
         if t is tir.Select:
-            a, b = self.pair(e.true_value, e.false_value)
-            return f"T.Select({self.prim(e.condition)}, {a[0]}, {b[0]})", _P_ATOM
+            a, b = pair(e.true_value, e.false_value)
+            return f"T.Select({sub(e.condition)[0]}, {a[0]}, {b[0]})", _P_ATOM
         if t is tir.Call:
-            return f"T.{e.name}({', '.join(self.prim(a) for a in e.args)})", _P_ATOM
-        if t is tir.BufferLoad:
-            return self.buffer_name(e.buffer) + self.indices(e.indices), _P_ATOM
-        if isinstance(e, (bool, int, float, np.generic)):  # tolerate raw Python scalars
-            return self._prim(tir.as_prim_expr(e), hint)
-        return f"<unprintable {type(e).__name__}>", _P_ATOM
+            return f"T.{e.name}({', '.join(sub(a)[0] for a in e.args)})", _P_ATOM
+        # BufferLoad
+        idx = e.indices
+        inner = ", ".join(sub(i)[0] for i in idx) if idx else "()"
+        return f"{self.buffer_name(e.buffer)}[{inner}]", _P_ATOM
 
     def indices(self, idx: tuple) -> str:
         if not idx:
             return "[()]"
         return "[" + ", ".join(self.prim(i) for i in idx) + "]"
+
+
+_COMPOSITE = frozenset({tir.BinaryOp, tir.Not, tir.Cast, tir.Select, tir.Call, tir.BufferLoad})
+
+
+def _children(e: Any) -> tuple:
+    t = type(e)
+    if t is tir.BinaryOp:
+        return (e.lhs, e.rhs)
+    if t is tir.Not or t is tir.Cast:
+        return (e.value,)
+    if t is tir.Select:
+        return (e.condition, e.true_value, e.false_value)
+    if t is tir.Call:
+        return e.args
+    if t is tir.BufferLoad:
+        return e.indices
+    return ()
 
 
 def _has_tir_var(e: Any) -> bool:

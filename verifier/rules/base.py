@@ -21,8 +21,9 @@ Events (all receive the :class:`~verifier.context.Context` first):
 ``sym_use(v)``         a symbolic shape variable is read
 ``block(b)``           a binding block starts
 ``binding(b)``         a binding, after its value's events, before its var is defined
-``call(call, opdef)``  a Call bound by a binding (``opdef`` None unless op is an Op);
-                       a rule may restrict this to some operators with ``ops``
+``call(call, opdef)``  a Call bound by a binding (``opdef`` None unless op is a
+                       registered Op); a rule may restrict this to some operators
+                       with ``ops`` / ``categories``
 ``if_(e)``             an If bound by a binding
 ``non_leaf(e, where)`` a non-leaf expression where A-normal form wants a leaf
 ``misplaced_seq(e)``   a SeqExpr that is not a function or branch body
@@ -65,8 +66,11 @@ class Rule:
     since: ClassVar[Phase] = Phase.INGESTION
     severity: ClassVar[str] = ERROR
     help: ClassVar[str] = ""
-    #: restricts the ``call`` hook to these operator names (None: every call)
+    #: restrict the ``call`` hook to calls of these operator names and/or
+    #: operator categories (``OpDef.category``; ``"unknown"`` for an Op not in
+    #: the registry). Both None: every call, whatever the callee.
     ops: ClassVar[frozenset[str] | None] = None
+    categories: ClassVar[frozenset[str] | None] = None
 
     def hooks(self) -> list[str]:
         """The events this rule implements (the hook methods it overrides)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from phasec.ir.expr import DataflowBlock, Op
+from phasec.ir.expr import DataflowBlock
 from phasec.ir.phase import Phase
 
 from ..context import Context
@@ -101,8 +101,10 @@ class HighLevelOperator(Rule):
     """
     help = f"run LegalizeOps to lower high-level operators to R.call_tir ({_declare(Phase.OPTIMIZATION)})"
 
+    categories = frozenset({"compute"})
+
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
-        if opdef is not None and opdef.category == "compute":
+        if opdef is not None:
             ctx.report(self, f"high-level operator {opdef.script_name} in phase "
                        f"{ctx.phase.label}", call)
 
@@ -162,9 +164,10 @@ class CallTIRInBuild(Rule):
     """
     help = f"run CallTIRRewrite, then VMBuiltinLower ({_declare(Phase.LOWERING)})"
 
+    categories = frozenset({"call"})
+
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
-        if (opdef is not None and opdef.category == "call" and type(call.op) is Op
-                and call.op.name not in PURE_CALL_OPS):
+        if opdef is not None and call.op.name not in PURE_CALL_OPS:
             ctx.report(self, f"{opdef.script_name} in phase build", call)
 
 
@@ -182,6 +185,8 @@ class MemoryBuiltinInBuild(Rule):
     """
     help = f"run VMBuiltinLower ({_declare(Phase.LOWERING)})"
 
+    categories = frozenset({"memory"})
+
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
-        if opdef is not None and opdef.category == "memory":
+        if opdef is not None:
             ctx.report(self, f"memory builtin {opdef.script_name} in phase build", call)

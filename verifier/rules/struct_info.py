@@ -22,7 +22,7 @@ from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 
 from ..context import Context
 from ..diagnostics import WARNING
-from ..util import _call_key, agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
+from ..util import agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
 from .base import Rule, register
 
 _CALL_TIR_OPS = frozenset({"relax.call_tir"})
@@ -249,11 +249,8 @@ def _cached_problems(rule: Rule, ctx: Context, call: Any, compute: Any) -> None:
     same struct-info key (same kernel, same operand shapes) share the answer,
     so a lowered program of many similar calls is checked at dictionary speed."""
     cache = ctx.state(rule, dict)
-    try:
-        key = _call_key(call)
-        problems = cache.get(key)
-    except TypeError:
-        key, problems = None, None
+    key = ctx.keys.call(call)
+    problems = cache.get(key) if key is not None else None
     if problems is None:
         problems = compute()
         if key is not None:
@@ -414,9 +411,10 @@ class UnknownOperator(Rule):
     a newer TVM that phasec does not implement.
     """
     help = "use a registered operator (phasec.ir.op.list_ops() lists them)"
+    categories = frozenset({"unknown"})
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
-        if type(call.op) is Op and opdef is None:
+        if opdef is None:
             import difflib
 
             from phasec.ir.op.registry import list_ops

@@ -19,10 +19,9 @@ Design choices, all for code LLVM can vectorize:
   ``vectorized``/``unroll`` loops;
 * ``parallel`` loops are outlined into a body function over an iteration
   chunk ``[begin, end)`` (keeping ``noalias`` on its buffer parameters) and a
-  trampoline that unpacks a context struct; the generated
-  ``phasec.parallel_for`` splits the range over ``phasec.num_threads``
-  pthreads (the calling thread runs the first chunk); nested parallel loops
-  and small loops run serially;
+  trampoline that unpacks a context struct; ``phasec_rt_parallel_for`` (the
+  process-wide thread pool, see irlib) runs the chunks on all cores; nested
+  parallel loops run serially, small loops too;
 * expressions are emitted iteratively (no Python recursion on deep trees);
   ``Select`` and ``and``/``or`` branch lazily when an operand reads memory,
   so padding guards such as ``Select(i > 0, A[i - 1], 0)`` never read out of
@@ -45,7 +44,7 @@ import numpy as np
 from ...ir import tir
 from ...ir.node import Node
 from .errors import CodegenError
-from .irlib import MATH_DEPENDS, MATH_FUNCTIONS, RUNTIME_DECLS, RUNTIME_IR
+from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, MATH_FUNCTIONS
 
 __all__ = ["ModuleCodegen", "KernelABI", "ParamABI", "CodegenOptions", "llvm_type"]
 
@@ -334,7 +333,7 @@ class ModuleCodegen:
         self.options = options or CodegenOptions()
         self.array_data_offset = array_data_offset
         self.functions: list[str] = []
-        self.decls: dict[str, str] = dict(RUNTIME_DECLS)
+        self.decls: dict[str, str] = dict(KERNEL_LIB_DECLS)
         self.math: dict[str, str] = {}
         self.metadata: list[str] = []
         self._md_props: dict[str, str] = {}
@@ -418,12 +417,12 @@ class ModuleCodegen:
 
     def plan_kernel(self, name: str, func: tir.PrimFunc) -> KernelABI:
         """The ABI :meth:`add_kernel` would produce, without generating code."""
-        symbol = self.unique_symbol("phasec." + _sanitize(name))
+        symbol = self.unique_symbol("phasec.k." + _sanitize(name))
         return kernel_abi(name, func, symbol, self.array_data_offset is not None)
 
     def finish(self) -> str:
         """The complete LLVM assembly of the module."""
-        parts = [RUNTIME_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }", ""]
+        parts = [KERNEL_LIB_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }", ""]
         parts.extend(self.decls.values())
         parts.append("")
         parts.extend(self.functions)
@@ -536,7 +535,7 @@ class _KernelCodegen:
     def generate(self) -> KernelABI:
         func = self.func
         params = func.params
-        self.symbol = self.mod.unique_symbol("phasec." + _sanitize(self.name))
+        self.symbol = self.mod.unique_symbol("phasec.k." + _sanitize(self.name))
         abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None)
         arg_decls: list[str] = []
         for i, p in enumerate(params):
@@ -1343,18 +1342,30 @@ class _KernelCodegen:
             if nbytes is not None:
                 size = str((nbytes + 63) // 64 * 64)
             else:
-                n = str(elem)
+                # Checked size: an overflowing or negative size becomes an
+                # impossible request, so aligned_alloc fails -> out of memory.
+                mulo = self.mod.intrinsic("llvm.smul.with.overflow.i64", "{ i64, i1 }",
+                                          ["i64", "i64"])
+                n, bad = str(elem), "false"
                 for d in dims:
-                    m = fn.tmp("sz")
-                    fn.emit(f"{m} = mul i64 {n}, {d}")
-                    n = m
+                    pr = fn.tmp("sz")
+                    fn.emit(f"{pr} = call {{ i64, i1 }} {mulo}(i64 {n}, i64 {d})")
+                    m, o, b2 = fn.tmp("sz"), fn.tmp("ovf"), fn.tmp("ovf")
+                    fn.emit(f"{m} = extractvalue {{ i64, i1 }} {pr}, 0")
+                    fn.emit(f"{o} = extractvalue {{ i64, i1 }} {pr}, 1")
+                    fn.emit(f"{b2} = or i1 {bad}, {o}")
+                    n, bad = m, b2
+                neg, bad2 = fn.tmp("ovf"), fn.tmp("ovf")
+                fn.emit(f"{neg} = icmp slt i64 {n}, 0")
+                fn.emit(f"{bad2} = or i1 {bad}, {neg}")
                 smax = self.mod.intrinsic("llvm.smax.i64", "i64", ["i64", "i64"])
                 pos = fn.tmp("sz")
                 fn.emit(f"{pos} = call i64 {smax}(i64 {n}, i64 64)")
-                up = fn.tmp("sz")
+                up, rnd = fn.tmp("sz"), fn.tmp("sz")
                 fn.emit(f"{up} = add i64 {pos}, 63")
+                fn.emit(f"{rnd} = and i64 {up}, -64")
                 size = fn.tmp("sz")
-                fn.emit(f"{size} = and i64 {up}, -64")
+                fn.emit(f"{size} = select i1 {bad2}, i64 -64, i64 {rnd}")
             self.mod.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64) nounwind")
             self.mod.declare("free", "declare void @free(ptr) nounwind")
             fn.emit(f"{ptr} = call ptr @aligned_alloc(i64 64, i64 {size})")
@@ -1434,7 +1445,7 @@ class _KernelCodegen:
 
     # -- parallel loops -----------------------------------------------------
     def _parallel_for(self, s: tir.For, tasks: list[Any]) -> None:
-        """Outline the loop body; run it through ``phasec.parallel_for``."""
+        """Outline the loop body; run it through ``phasec_rt_parallel_for``."""
         fn = self.fn
         dt, lo, ext = self._loop_bounds(s)
         ext64 = self.to_i64(ext, dt)
@@ -1546,7 +1557,7 @@ class _KernelCodegen:
             fn.emit(f"store {t} {op}, ptr {fp}")
         rc = fn.tmp("rc")
         cost = _estimate_work(s.body)
-        fn.emit(f"{rc} = call i32 @phasec.parallel_for(ptr {_quote(tramp_sym)}, ptr {ctx}, "
+        fn.emit(f"{rc} = call i32 @phasec_rt_parallel_for(ptr {_quote(tramp_sym)}, ptr {ctx}, "
                 f"i64 {ext64}, i64 {cost})")
         bad = fn.tmp("fail")
         fn.emit(f"{bad} = icmp ne i32 {rc}, 0")

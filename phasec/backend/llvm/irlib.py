@@ -1,8 +1,7 @@
-"""Hand-written LLVM IR linked into every kernel module.
+"""Hand-written LLVM IR: the parallel runtime and helpers for kernels.
 
-* ``phasec.parallel_for``: runs an outlined loop body over ``[0, n)`` split
-  into one chunk per thread (pthreads; the calling thread takes the first
-  chunk); serial when the estimated work is small;
+* ``phasec_rt_parallel_for`` (one runtime module per process): runs an
+  outlined loop body over chunks of ``[0, n)`` on a persistent thread pool;
 * ``phasec.ipow``: integer power;
 * ``phasec.expf`` / ``erff`` / ``tanhf`` / ``logf`` / ``log2f``: float32 math written
   with arithmetic, selects and bit casts only, so the loop vectorizer turns
@@ -19,7 +18,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["RUNTIME_IR", "RUNTIME_DECLS", "MATH_FUNCTIONS", "MATH_DEPENDS"]
+__all__ = ["KERNEL_LIB_IR", "KERNEL_LIB_DECLS", "MATH_FUNCTIONS", "MATH_DEPENDS",
+           "parallel_runtime_ir", "pool_supported"]
 
 
 def _f32(value: float) -> str:
@@ -28,14 +28,275 @@ def _f32(value: float) -> str:
     return f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}"
 
 
-RUNTIME_IR = r"""
+# --------------------------------------------------------------------------
+# Linked into every kernel module
+# --------------------------------------------------------------------------
+
+KERNEL_LIB_IR = r"""
+declare i32 @phasec_rt_parallel_for(ptr, ptr, i64, i64) nounwind
+
+; Integer power by squaring; a negative exponent gives 0 (1 and -1 excepted).
+define internal i64 @phasec.ipow(i64 %b, i64 %e) nounwind memory(none) {
+entry:
+  %neg = icmp slt i64 %e, 0
+  br i1 %neg, label %negexp, label %loop
+negexp:
+  %is1 = icmp eq i64 %b, 1
+  %ism1 = icmp eq i64 %b, -1
+  %odd = and i64 %e, 1
+  %isodd = icmp ne i64 %odd, 0
+  %m1r = select i1 %isodd, i64 -1, i64 1
+  %r0 = select i1 %ism1, i64 %m1r, i64 0
+  %r1 = select i1 %is1, i64 1, i64 %r0
+  ret i64 %r1
+loop:
+  %acc = phi i64 [ 1, %entry ], [ %acc2, %body ]
+  %base = phi i64 [ %b, %entry ], [ %base2, %body ]
+  %ex = phi i64 [ %e, %entry ], [ %ex2, %body ]
+  %done = icmp eq i64 %ex, 0
+  br i1 %done, label %exit, label %body
+body:
+  %bit = and i64 %ex, 1
+  %has = icmp ne i64 %bit, 0
+  %m = mul i64 %acc, %base
+  %acc2 = select i1 %has, i64 %m, i64 %acc
+  %base2 = mul i64 %base, %base
+  %ex2 = lshr i64 %ex, 1
+  br label %loop
+exit:
+  ret i64 %acc
+}
+"""
+
+KERNEL_LIB_DECLS: dict[str, str] = {}
+
+# --------------------------------------------------------------------------
+# The parallel runtime: one module per process
+# --------------------------------------------------------------------------
+#
+# phasec_rt_parallel_for(fn, ctx, n, cost) runs fn(ctx, begin, end) over
+# chunks of [0, n); it returns the bitwise or of the chunks' return codes.
+# It runs serially when there is one thread, n <= 1, or n * cost (estimated
+# element stores) is below phasec_rt_min_work.
+#
+# POOL_RUNTIME_IR (Linux): a persistent pool of num_threads - 1 workers,
+# started on first use. A job is published by storing its parameters, then
+# the packed word @pool.next = gen << 32 | chunks << 16 | next_chunk
+# (release), then bumping the futex word @pool.gen. Threads claim chunks
+# with a compare-and-swap on @pool.next that also checks the generation, so
+# a late worker never runs a chunk of a finished job; the caller works too
+# and then waits until @pool.done counts every chunk. Idle workers spin for
+# phasec_rt_spin rounds, then sleep on the futex. One job at a time: a
+# caller that finds the pool busy (another Python thread) runs serially.
+#
+# SPAWN_RUNTIME_IR (elsewhere): pthread_create/pthread_join per call.
+
+_POOL_TEMPLATE = r"""
+@phasec_rt_num_threads = global i32 1, align 4
+@phasec_rt_min_work = global i64 32768, align 8
+@phasec_rt_spin = global i32 3000, align 4
+@pool.lock = internal global i32 0, align 4
+@pool.gen = internal global i32 0, align 4
+@pool.next = internal global i64 0, align 8
+@pool.done = internal global i64 0, align 8
+@pool.rc = internal global i32 0, align 4
+@pool.fn = internal global ptr null, align 8
+@pool.ctx = internal global ptr null, align 8
+@pool.n = internal global i64 0, align 8
+@pool.nworkers = internal global i32 0, align 4
+@pool.sleepers = internal global i32 0, align 4
+
+declare i32 @pthread_create(ptr, ptr, ptr, ptr) nounwind
+declare i32 @pthread_detach(i64) nounwind
+declare i64 @syscall(i64, ...) nounwind
+declare i32 @sched_yield() nounwind
+declare i64 @llvm.smin.i64(i64, i64)
+declare i64 @llvm.umin.i64(i64, i64)
+@@PAUSE_DECL@@
+
+; Claim and run chunks of job %gen until none is left.
+define internal void @pool.work(i32 %gen) nounwind {
+entry:
+  %gen64 = zext i32 %gen to i64
+  %v0 = load atomic i64, ptr @pool.next acquire, align 8
+  br label %loop
+loop:
+  %v = phi i64 [ %v0, %entry ], [ %vfail, %claim ], [ %vafter, %mark ]
+  %vg = lshr i64 %v, 32
+  %same = icmp eq i64 %vg, %gen64
+  br i1 %same, label %check, label %exit
+check:
+  %idx = and i64 %v, 65535
+  %k0 = lshr i64 %v, 16
+  %k = and i64 %k0, 65535
+  %more = icmp ult i64 %idx, %k
+  br i1 %more, label %claim, label %exit
+claim:
+  %v1 = add i64 %v, 1
+  %pair = cmpxchg ptr @pool.next, i64 %v, i64 %v1 acq_rel acquire, align 8
+  %vfail = extractvalue { i64, i1 } %pair, 0
+  %ok = extractvalue { i64, i1 } %pair, 1
+  br i1 %ok, label %run, label %loop
+run:
+  %fn = load ptr, ptr @pool.fn, align 8
+  %ctx = load ptr, ptr @pool.ctx, align 8
+  %n = load i64, ptr @pool.n, align 8
+  %in = mul i64 %idx, %n
+  %b = udiv i64 %in, %k
+  %i1 = add i64 %idx, 1
+  %i1n = mul i64 %i1, %n
+  %e = udiv i64 %i1n, %k
+  %rc = call i32 %fn(ptr %ctx, i64 %b, i64 %e)
+  %bad = icmp ne i32 %rc, 0
+  br i1 %bad, label %seterr, label %mark
+seterr:
+  %old = atomicrmw or ptr @pool.rc, i32 %rc monotonic, align 4
+  br label %mark
+mark:
+  %d = atomicrmw add ptr @pool.done, i64 1 release, align 8
+  %vafter = load atomic i64, ptr @pool.next acquire, align 8
+  br label %loop
+exit:
+  ret void
+}
+
+; Worker number %arg (0-based). Workers beyond num_threads - 1 (after the
+; thread count was lowered) sleep without spinning or taking chunks.
+define internal ptr @pool.worker(ptr %arg) nounwind {
+entry:
+  %index = ptrtoint ptr %arg to i32
+  br label %top
+top:
+  %my = phi i32 [ -1, %entry ], [ %g, %work ], [ %expect, %sleep ]
+  %nt = load atomic i32, ptr @phasec_rt_num_threads monotonic, align 4
+  %limit = sub i32 %nt, 1
+  %active = icmp slt i32 %index, %limit
+  br i1 %active, label %spin_start, label %excess
+excess:
+  %gx = load atomic i32, ptr @pool.gen acquire, align 4
+  br label %sleep
+spin_start:
+  %spinmax = load i32, ptr @phasec_rt_spin, align 4
+  br label %spin
+spin:
+  %i = phi i32 [ 0, %spin_start ], [ %inext, %pause ]
+  %g = load atomic i32, ptr @pool.gen acquire, align 4
+  %changed = icmp ne i32 %g, %my
+  br i1 %changed, label %work, label %count
+count:
+  %inext = add i32 %i, 1
+  %keep = icmp slt i32 %inext, %spinmax
+  br i1 %keep, label %pause, label %sleep
+pause:
+  @@PAUSE_CALL@@
+  br label %spin
+sleep:
+  %expect = phi i32 [ %my, %count ], [ %gx, %excess ]
+  %s0 = atomicrmw add ptr @pool.sleepers, i32 1 seq_cst, align 4
+  %r = call i64 (i64, ...) @syscall(i64 @@SYS_FUTEX@@, ptr @pool.gen, i32 128, i32 %expect, ptr null)
+  %s1 = atomicrmw sub ptr @pool.sleepers, i32 1 seq_cst, align 4
+  br label %top
+work:
+  call void @pool.work(i32 %g)
+  br label %top
+}
+
+define i32 @phasec_rt_parallel_for(ptr %fn, ptr %ctx, i64 %n, i64 %cost) nounwind {
+entry:
+  %tid = alloca i64, align 8
+  %nt32 = load i32, ptr @phasec_rt_num_threads, align 4
+  %nt0 = sext i32 %nt32 to i64
+  %nt = call i64 @llvm.smin.i64(i64 %nt0, i64 256)
+  %work = mul i64 %n, %cost
+  %minw = load i64, ptr @phasec_rt_min_work, align 8
+  %small = icmp slt i64 %work, %minw
+  %few = icmp sle i64 %nt, 1
+  %tiny = icmp sle i64 %n, 1
+  %s1 = or i1 %small, %few
+  %serial = or i1 %s1, %tiny
+  br i1 %serial, label %run_serial, label %try_lock
+try_lock:
+  %lk = cmpxchg ptr @pool.lock, i32 0, i32 1 acquire monotonic, align 4
+  %locked = extractvalue { i32, i1 } %lk, 1
+  br i1 %locked, label %spawn_hdr, label %run_serial
+run_serial:
+  %rcs = call i32 %fn(ptr %ctx, i64 0, i64 %n)
+  ret i32 %rcs
+spawn_hdr:
+  %nw = load i32, ptr @pool.nworkers, align 4
+  %nw64 = sext i32 %nw to i64
+  %want = sub i64 %nt, 1
+  %need = icmp slt i64 %nw64, %want
+  br i1 %need, label %spawn, label %publish
+spawn:
+  %warg = inttoptr i32 %nw to ptr
+  %r = call i32 @pthread_create(ptr %tid, ptr null, ptr @pool.worker, ptr %warg)
+  %ok = icmp eq i32 %r, 0
+  br i1 %ok, label %spawned, label %publish
+spawned:
+  %t = load i64, ptr %tid, align 8
+  %rd = call i32 @pthread_detach(i64 %t)
+  %nw1 = add i32 %nw, 1
+  store i32 %nw1, ptr @pool.nworkers, align 4
+  br label %spawn_hdr
+publish:
+  %nt4 = mul i64 %nt, 4
+  %k = call i64 @llvm.umin.i64(i64 %n, i64 %nt4)
+  store ptr %fn, ptr @pool.fn, align 8
+  store ptr %ctx, ptr @pool.ctx, align 8
+  store i64 %n, ptr @pool.n, align 8
+  store atomic i64 0, ptr @pool.done monotonic, align 8
+  store atomic i32 0, ptr @pool.rc monotonic, align 4
+  %g0 = load i32, ptr @pool.gen, align 4
+  %g1 = add i32 %g0, 1
+  %g64 = zext i32 %g1 to i64
+  %gsh = shl i64 %g64, 32
+  %ksh = shl i64 %k, 16
+  %packed = or i64 %gsh, %ksh
+  store atomic i64 %packed, ptr @pool.next release, align 8
+  store atomic i32 %g1, ptr @pool.gen seq_cst, align 4
+  %sl = load atomic i32, ptr @pool.sleepers seq_cst, align 4
+  %anysl = icmp sgt i32 %sl, 0
+  br i1 %anysl, label %wake, label %help
+wake:
+  %w = call i64 (i64, ...) @syscall(i64 @@SYS_FUTEX@@, ptr @pool.gen, i32 129, i32 2147483647)
+  br label %help
+help:
+  call void @pool.work(i32 %g1)
+  br label %wait
+wait:
+  %j = phi i32 [ 0, %help ], [ %jn, %do_yield ], [ %jn, %do_pause ]
+  %d = load atomic i64, ptr @pool.done acquire, align 8
+  %fin = icmp uge i64 %d, %k
+  br i1 %fin, label %finish, label %wait_more
+wait_more:
+  %jn = add i32 %j, 1
+  %jm = and i32 %jn, 1023
+  %yield = icmp eq i32 %jm, 0
+  br i1 %yield, label %do_yield, label %do_pause
+do_yield:
+  %y = call i32 @sched_yield()
+  br label %wait
+do_pause:
+  @@PAUSE_CALL@@
+  br label %wait
+finish:
+  %rc = load atomic i32, ptr @pool.rc monotonic, align 4
+  store atomic i32 0, ptr @pool.lock release, align 4
+  ret i32 %rc
+}
+"""
+
+SPAWN_RUNTIME_IR = r"""
 %phasec.task = type { ptr, ptr, i64, i64, i64, i32, i32 }
 
-@phasec.num_threads = global i32 1, align 4
-@phasec.min_parallel_work = global i64 32768, align 8
+@phasec_rt_num_threads = global i32 1, align 4
+@phasec_rt_min_work = global i64 32768, align 8
+@phasec_rt_spin = global i32 0, align 4
 
 declare i32 @pthread_create(ptr, ptr, ptr, ptr) nounwind
 declare i32 @pthread_join(i64, ptr) nounwind
+declare i64 @llvm.smin.i64(i64, i64)
 
 define internal ptr @phasec.thread_entry(ptr %task) nounwind {
 entry:
@@ -53,15 +314,14 @@ entry:
   ret ptr null
 }
 
-; Run fn(ctx, begin, end) over [0, n) split into chunks, one per thread.
-define internal i32 @phasec.parallel_for(ptr %fn, ptr %ctx, i64 %n, i64 %cost) nounwind {
+define i32 @phasec_rt_parallel_for(ptr %fn, ptr %ctx, i64 %n, i64 %cost) nounwind {
 entry:
-  %nt32 = load i32, ptr @phasec.num_threads, align 4
+  %nt32 = load i32, ptr @phasec_rt_num_threads, align 4
   %nt = sext i32 %nt32 to i64
   %k0 = call i64 @llvm.smin.i64(i64 %nt, i64 %n)
   %k = call i64 @llvm.smin.i64(i64 %k0, i64 256)
   %work = mul i64 %n, %cost
-  %minw = load i64, ptr @phasec.min_parallel_work, align 8
+  %minw = load i64, ptr @phasec_rt_min_work, align 8
   %small = icmp slt i64 %work, %minw
   %few = icmp sle i64 %k, 1
   %serial = or i1 %small, %few
@@ -136,43 +396,26 @@ join_latch:
 join_done:
   ret i32 %acc
 }
-
-; Integer power by squaring; a negative exponent gives 0 (1 and -1 excepted).
-define internal i64 @phasec.ipow(i64 %b, i64 %e) nounwind memory(none) {
-entry:
-  %neg = icmp slt i64 %e, 0
-  br i1 %neg, label %negexp, label %loop
-negexp:
-  %is1 = icmp eq i64 %b, 1
-  %ism1 = icmp eq i64 %b, -1
-  %odd = and i64 %e, 1
-  %isodd = icmp ne i64 %odd, 0
-  %m1r = select i1 %isodd, i64 -1, i64 1
-  %r0 = select i1 %ism1, i64 %m1r, i64 0
-  %r1 = select i1 %is1, i64 1, i64 %r0
-  ret i64 %r1
-loop:
-  %acc = phi i64 [ 1, %entry ], [ %acc2, %body ]
-  %base = phi i64 [ %b, %entry ], [ %base2, %body ]
-  %ex = phi i64 [ %e, %entry ], [ %ex2, %body ]
-  %done = icmp eq i64 %ex, 0
-  br i1 %done, label %exit, label %body
-body:
-  %bit = and i64 %ex, 1
-  %has = icmp ne i64 %bit, 0
-  %m = mul i64 %acc, %base
-  %acc2 = select i1 %has, i64 %m, i64 %acc
-  %base2 = mul i64 %base, %base
-  %ex2 = lshr i64 %ex, 1
-  br label %loop
-exit:
-  ret i64 %acc
-}
 """
 
-RUNTIME_DECLS = {
-    "llvm.smin.i64": "declare i64 @llvm.smin.i64(i64, i64)",
-}
+#: Linux futex syscall numbers by machine.
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+
+
+def parallel_runtime_ir(kind: str, machine: str) -> str:
+    """The parallel runtime module: ``"pool"`` (Linux) or ``"spawn"``."""
+    if kind == "spawn":
+        return SPAWN_RUNTIME_IR
+    x86 = machine in ("x86_64", "amd64")
+    return (_POOL_TEMPLATE.replace("@@SYS_FUTEX@@", str(_SYS_FUTEX[machine]))
+            .replace("@@PAUSE_DECL@@", "declare void @llvm.x86.sse2.pause()" if x86 else "")
+            .replace("@@PAUSE_CALL@@", "call void @llvm.x86.sse2.pause()" if x86 else
+                     "fence seq_cst"))
+
+
+def pool_supported(platform: str, machine: str) -> bool:
+    return platform.startswith("linux") and machine in _SYS_FUTEX
+
 
 # --------------------------------------------------------------------------
 # Vectorizable float32 math

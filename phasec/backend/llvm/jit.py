@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import platform
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -21,12 +24,19 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from .errors import CodegenError
+from .irlib import parallel_runtime_ir, pool_supported
 
-__all__ = ["host_target", "NativeModule", "jit_compile"]
+__all__ = ["host_target", "NativeModule", "jit_compile", "set_num_threads", "get_num_threads",
+           "set_min_parallel_work", "parallel_runtime_kind"]
 
 _init_lock = threading.Lock()
+# LLVM's global context is not thread-safe and llvmlite releases the GIL, so
+# compilations are serialised.
+_compile_lock = threading.RLock()
 _initialized = False
 _target: "HostTarget | None" = None
+_runtime: "NativeModule | None" = None
+_runtime_kind = ""
 
 #: C symbols generated code may call, directly or through LLVM intrinsics.
 _PROCESS_SYMBOLS = (
@@ -37,7 +47,7 @@ _PROCESS_SYMBOLS = (
     "floorf", "floor", "ceilf", "ceil", "truncf", "trunc", "roundevenf", "roundeven",
     "fminf", "fmin", "fmaxf", "fmax", "fminimumf", "fminimum", "fmaximumf", "fmaximum",
     "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee",
-    "sincosf", "sincos",
+    "sincosf", "sincos", "pthread_detach", "syscall", "sched_yield",
 )
 
 
@@ -95,7 +105,50 @@ def host_target() -> HostTarget:
             cpu = llvm.get_host_cpu_name()
             features = llvm.get_host_cpu_features().flatten()
             _target = HostTarget(triple, cpu, features)
+            _start_parallel_runtime(_target)
         return _target
+
+
+def _start_parallel_runtime(target: HostTarget) -> None:
+    """JIT the process-wide parallel runtime and export its entry point."""
+    global _runtime, _runtime_kind
+    machine = platform.machine().lower()
+    kind = os.environ.get("PHASEC_PARALLEL_RUNTIME", "pool")
+    if kind not in ("pool", "spawn") or not pool_supported(sys.platform, machine):
+        kind = "spawn"
+    with _compile_lock:
+        _runtime = _jit(target, parallel_runtime_ir(kind, machine), ["phasec_rt_parallel_for"],
+                        ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin"], 3)
+    _runtime_kind = kind
+    llvm.add_symbol("phasec_rt_parallel_for", _runtime.addresses["phasec_rt_parallel_for"])
+    _runtime.set_i32("phasec_rt_num_threads", min(os.cpu_count() or 1, 256))
+
+
+def parallel_runtime_kind() -> str:
+    """``"pool"`` (persistent futex-based thread pool) or ``"spawn"`` (threads per call)."""
+    host_target()
+    return _runtime_kind
+
+
+def set_num_threads(n: int) -> None:
+    """Threads used by ``parallel`` loops, process-wide (1 runs them serially).
+
+    The default is ``os.cpu_count()``.
+    """
+    host_target()
+    _runtime.set_i32("phasec_rt_num_threads", max(1, min(int(n), 256)))
+
+
+def get_num_threads() -> int:
+    host_target()
+    return ctypes.c_int32.from_address(_runtime.globals["phasec_rt_num_threads"]).value
+
+
+def set_min_parallel_work(n: int) -> None:
+    """Parallel loops whose estimated element stores are fewer than ``n`` run
+    serially (default 32768); 0 always uses the threads."""
+    host_target()
+    _runtime.set_i64("phasec_rt_min_work", int(n))
 
 
 @dataclass
@@ -120,6 +173,12 @@ def jit_compile(ir_text: str, entry_symbols: list[str], global_symbols: list[str
     """Parse, optimise (new pass manager, O``opt_level``, loop and SLP
     vectorization) and JIT-compile ``ir_text``."""
     target = host_target()
+    with _compile_lock:
+        return _jit(target, ir_text, entry_symbols, global_symbols, opt_level)
+
+
+def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symbols: list[str],
+         opt_level: int) -> NativeModule:
     tm = target.create_target_machine()
     t0 = time.perf_counter()
     try:

@@ -13,7 +13,6 @@ microsecond that ``ndarray.ctypes.data`` costs per array.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -160,7 +159,8 @@ class Kernel:
             ns[f"dt{i}"] = _NUMPY_DTYPE[p.dtype]
             lines.append(f"if not isinstance(a{i}, nd) or (a{i}.dtype is not dt{i} and "
                          f"a{i}.dtype != dt{i}): bad()")
-            flags = [f"not f{i}.c_contiguous"] + ([f"not f{i}.writeable"] if p.written else [])
+            flags = [f"not f{i}.c_contiguous", f"not f{i}.aligned"] + (
+                [f"not f{i}.writeable"] if p.written else [])
             lines.append(f"f{i} = a{i}.flags")
             lines.append(f"if {' or '.join(flags)}: bad()")
             if all(isinstance(d, int) for d in p.shape):
@@ -266,6 +266,8 @@ class Kernel:
                 return VMError(f"{prefix}, got {a.ndim}-d array of shape {a.shape}")
             if not a.flags.c_contiguous:
                 return VMError(f"{prefix}, got a non C-contiguous array (use np.ascontiguousarray)")
+            if not a.flags.aligned:
+                return VMError(f"{prefix}, got an array whose data is not aligned to its dtype")
             if p.written and not a.flags.writeable:
                 return VMError(f"{prefix}, got a read-only array but the kernel writes to it")
             for d, dim in enumerate(p.shape):
@@ -297,7 +299,6 @@ class CompiledLibrary(Mapping[str, Kernel]):
         self._native = native
         self._kernels = {name: Kernel(abi, native) for name, abi in abis.items()}
         self.llvm_ir = llvm_ir  #: the unoptimised LLVM IR as generated
-        self.set_num_threads(os.cpu_count() or 1)
 
     @property
     def optimized_ir(self) -> str:
@@ -307,16 +308,6 @@ class CompiledLibrary(Mapping[str, Kernel]):
     @property
     def compile_seconds(self) -> float:
         return self._native.compile_seconds
-
-    def set_num_threads(self, n: int) -> None:
-        """Threads used by ``parallel`` loops (1 runs them serially)."""
-        if not isinstance(n, int) or n < 1:
-            raise VMError(f"number of threads must be a positive int, got {n!r}")
-        self._native.set_i32("phasec.num_threads", min(n, 256))
-
-    def set_min_parallel_work(self, n: int) -> None:
-        """Parallel loops with fewer (estimated) element stores run serially."""
-        self._native.set_i64("phasec.min_parallel_work", int(n))
 
     def __getitem__(self, name: str) -> Kernel:
         try:
@@ -435,8 +426,7 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
     ir = gen.finish()
     entries = [a.ptr_symbol for a in abis.values()]
     entries += [a.obj_symbol for a in abis.values() if a.obj_symbol is not None]
-    native = jit_compile(ir, entries, ["phasec.num_threads", "phasec.min_parallel_work"],
-                         opt_level)
+    native = jit_compile(ir, entries, [], opt_level)
     return native, abis, ir
 
 

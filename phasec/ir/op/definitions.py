@@ -27,7 +27,7 @@ Conventions shared by all entries:
   are exactly the inferred struct info's (float32 in, float32 out), or a
   tuple of arrays for ``split``. Builtins (categories "call", "memory",
   "vm") have no reference.
-* ``OpDef.legalize`` is None here; the TIR legalizations are attached by
+* ``OpDef.legalize`` reads the op's TE definition from
   :mod:`phasec.ir.op.legalize`.
 """
 

@@ -74,7 +74,6 @@ class OpDef:
             allocation builtins ``R.builtin.*`` / ``R.memory.*`` (up to
             lowering); ``"vm"`` VM builtins ``R.vm.*``, make_closure,
             invoke_closure, null_value (every phase).
-        legalize: lowering to TIR (set by the backend's legalization table).
         doc: one line describing the op.
     """
 
@@ -87,8 +86,18 @@ class OpDef:
     pure: bool = True
     variadic: bool = False
     category: str = "compute"
-    legalize: Callable[..., Any] | None = None
     doc: str = ""
+
+    @property
+    def legalize(self) -> Callable[..., Any] | None:
+        """The op's lowering to TIR (a TE definition), or None.
+
+        The TE definitions live beside each other in :mod:`phasec.ir.op.legalize`
+        (they share TE helpers); this property is the op's view of its entry.
+        """
+        from .legalize import LEGALIZE
+
+        return LEGALIZE.get(self.name)
 
     @property
     def max_phase(self) -> int:

@@ -1,0 +1,168 @@
+"""ConvertToDataflow: wrap runs of pure bindings into dataflow blocks.
+
+In every ordinary binding block (function bodies, if-branches, nested
+functions) each maximal run of at least ``min_size`` consecutive bindings
+that are free of side effects becomes a ``DataflowBlock``. Eligible values:
+pure calls (see :func:`passes.dead_code_elimination.call_is_pure`), tuples,
+tuple items, variables and constants, and ``R.match_cast``. Impure calls,
+``If`` and nested functions are never moved into a dataflow block: they end
+a run.
+
+Inside a new block, a variable used only by later bindings of the same
+block becomes a ``DataflowVar``; a variable used after the block (by later
+bindings, nested functions, branches or the result) stays an ordinary
+``Var``: it is one of the block's outputs. Existing dataflow blocks are left
+as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from phasec.ir import (
+    Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExprMutator, Function, If,
+    IRModule, MatchCast, Phase, SeqExpr, Var, VarBinding,
+)
+from phasec.transform import PassConfigError, module_pass, register_pass
+
+from .dead_code_elimination import call_is_pure, used_vars
+
+__all__ = ["ConvertToDataflow", "binding_is_pure"]
+
+_NOT_MOVABLE = (If, Function, SeqExpr)
+
+
+def binding_is_pure(binding: Binding, functions: Mapping[str, object]) -> bool:
+    """True when ``binding`` may live in a dataflow block."""
+    value = binding.value
+    if isinstance(value, _NOT_MOVABLE):
+        return False
+    if type(value) is Call:
+        return call_is_pure(value, functions)
+    return True
+
+
+class _Remap(ExprMutator):
+    """Substitutes variables in the (flat, pure) values of one run."""
+
+    def __init__(self, remap: dict[Var, Var]) -> None:
+        super().__init__()
+        self.var_remap = remap
+
+
+class _Converter(ExprMutator):
+    def __init__(self, functions: Mapping[str, object], min_size: int) -> None:
+        super().__init__()
+        self.functions = functions
+        self.min_size = min_size
+
+    def visit_seq_expr_(self, expr: SeqExpr) -> Expr:
+        blocks = [self.visit_binding_block(b) for b in expr.blocks]
+        body = self.visit_expr(expr.body)
+        new_blocks = self._convert(blocks, body)
+        if body is expr.body and len(new_blocks) == len(expr.blocks) and all(
+                a is b for a, b in zip(new_blocks, expr.blocks)):
+            return expr
+        return SeqExpr(new_blocks, body, span=expr.span)
+
+    def _convert(self, blocks: Sequence[BindingBlock], body: Expr) -> list[BindingBlock]:
+        # Position of the last use of every variable (the result counts as +inf).
+        last_use: dict[Var, int] = {}
+        pos = 0
+        for block in blocks:
+            for b in block.bindings:
+                for v in used_vars(b.value):
+                    last_use[v] = pos
+                pos += 1
+        end = pos
+        for v in used_vars(body):
+            last_use[v] = end
+
+        out: list[BindingBlock] = []
+        start = 0  # position of the block's first binding
+        for block in blocks:
+            n = len(block.bindings)
+            if type(block) is DataflowBlock or n < self.min_size:
+                out.append(block)
+                start += n
+                continue
+            out.extend(self._split(block, start, last_use))
+            start += n
+        return out
+
+    def _split(self, block: BindingBlock, start: int,
+               last_use: dict[Var, int]) -> list[BindingBlock]:
+        """``block`` cut into ordinary blocks and dataflow blocks (runs)."""
+        bindings = block.bindings
+        eligible = [binding_is_pure(b, self.functions) for b in bindings]
+        pieces: list[BindingBlock] = []
+        plain: list[Binding] = []
+        i = 0
+        changed = False
+        while i < len(bindings):
+            if not eligible[i]:
+                plain.append(bindings[i])
+                i += 1
+                continue
+            j = i
+            while j < len(bindings) and eligible[j]:
+                j += 1
+            if j - i < self.min_size:
+                plain.extend(bindings[i:j])
+                i = j
+                continue
+            changed = True
+            if plain:
+                pieces.append(BindingBlock(plain, span=block.span))
+                plain = []
+            pieces.append(self._dataflow(bindings[i:j], start + j, last_use))
+            i = j
+        if not changed:
+            return [block]
+        if plain:
+            pieces.append(BindingBlock(plain, span=block.span))
+        return pieces
+
+    @staticmethod
+    def _dataflow(run: Sequence[Binding], run_end: int,
+                  last_use: dict[Var, int]) -> DataflowBlock:
+        remap: dict[Var, Var] = {}
+        mutator = _Remap(remap)
+        out: list[Binding] = []
+        for b in run:
+            value = mutator.visit_expr(b.value) if remap else b.value
+            var = b.var
+            if type(var) is Var and last_use.get(var, -1) < run_end:
+                var = DataflowVar(var.name_hint, var.struct_info, span=var.span)
+                remap[b.var] = var
+            if value is b.value and var is b.var:
+                out.append(b)
+            elif type(b) is MatchCast:
+                out.append(MatchCast(var, value, b.struct_info, span=b.span))
+            else:
+                out.append(VarBinding(var, value, span=b.span))
+        return DataflowBlock(out)
+
+
+@register_pass
+@module_pass(opt_level=1, phases=[Phase.INGESTION, Phase.OPTIMIZATION], name="ConvertToDataflow")
+class ConvertToDataflow:
+    """Wrap runs of at least ``min_size`` pure bindings into dataflow blocks."""
+
+    min_size: int = 2
+
+    def __post_init__(self) -> None:
+        if isinstance(self.min_size, bool) or not isinstance(self.min_size, int) \
+                or self.min_size < 1:
+            raise PassConfigError(f"ConvertToDataflow(min_size=...) must be an int >= 1, "
+                                  f"not {self.min_size!r}")
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        changed = {}
+        for name, func in mod.relax_functions():
+            if "Codegen" in func.attrs:
+                continue  # compiled by an external backend: leave its body alone
+            new = _Converter(mod.functions, self.min_size).visit_expr(func)
+            if new is not func:
+                changed[name] = new
+        return mod.update(changed) if changed else mod

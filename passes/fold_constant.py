@@ -1,0 +1,206 @@
+"""FoldConstant: evaluate operator calls whose operands are all constants.
+
+A call of a pure compute operator (``R.add``, ``R.multiply``, ``R.reshape``,
+``R.nn.conv2d``...) whose tensor operands are constants, or variables bound
+to constants, and whose other operands are constant shapes, prim values,
+strings or dtypes, is evaluated at compile time with the operator's numpy
+reference implementation, through the reference interpreter
+(:mod:`phasec.interp`), and replaced by the resulting ``R.const``. A
+variable bound to a folded constant folds its users in turn, so chains fold
+completely (the intermediate bindings stay; DeadCodeElimination removes the
+unused ones). Elements of constant tuples (``R.split`` results) fold too.
+
+No compile engine or target is involved: the numbers come from the same
+numpy references that define the operators' semantics, so folding cannot
+change results. The folded constant gets the call's inferred dtype and is
+only kept when its shape is the inferred one.
+
+Not folded:
+
+* results with more than ``max_elements`` elements (default ``1 << 20``),
+  so folding never blows up the module (broadcasts of small constants);
+* calls without any constant tensor operand (``R.zeros(shape)``,
+  ``R.full(...)``): they would only turn a small program into a big
+  constant;
+* impure operators, calls of functions, ``call_tir`` / packed calls;
+* a call whose evaluation fails (e.g. an integer division by zero): the
+  error is left to happen at run time, where it belongs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from phasec.interp import Interpreter
+from phasec.ir import (
+    Binding, Call, Constant, DataflowVar, DataTypeImm, Expr, ExprMutator, IRModule,
+    MatchCast, Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Tuple,
+    TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
+)
+from phasec.ir.op import find_op
+from phasec.transform import PassConfigError, module_pass, register_pass
+
+__all__ = ["FoldConstant"]
+
+_NO_VALUE = object()
+
+
+class _Folder(ExprMutator):
+    """Folds bindings in program order; remembers variables bound to constants."""
+
+    def __init__(self, interp: Interpreter, max_elements: int) -> None:
+        super().__init__()
+        self.interp = interp
+        self.max_elements = max_elements
+        self.consts: dict[Var, Expr] = {}   # var -> Constant or Tuple of Constants
+
+    # -- operands ---------------------------------------------------------------
+    def _is_const_leaf(self, e: Expr) -> bool:
+        t = type(e)
+        if t is ShapeExpr:
+            return all(type(v) is tir.IntImm for v in e.values)
+        if t is PrimValue:
+            return type(e.value) in (tir.IntImm, tir.FloatImm)
+        return t is StringImm or t is DataTypeImm
+
+    def _operand(self, e: Expr, bindings: dict, tensors: list) -> bool:
+        """Can ``e`` be evaluated now? Records variables' values in ``bindings``."""
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            t = type(x)
+            if t is Constant:
+                tensors.append(x)
+            elif t is Var or t is DataflowVar:
+                const = self.consts.get(x)
+                if const is None:
+                    return False
+                bindings[x] = self._value(const)
+                tensors.append(const)
+            elif t is Tuple:
+                stack.extend(x.fields)
+            elif not self._is_const_leaf(x):
+                return False
+        return True
+
+    @staticmethod
+    def _value(const: Expr) -> Any:
+        if type(const) is Constant:
+            return const.data
+        return tuple(_Folder._value(f) for f in const.fields)
+
+    # -- folding ----------------------------------------------------------------
+    def _fold_call(self, call: Call) -> Expr | None:
+        op = call.op
+        if type(op) is not Op:
+            return None
+        opdef = find_op(op.name)
+        if opdef is None or not opdef.pure or opdef.reference is None \
+                or opdef.category != "compute":
+            return None
+        bindings: dict[Var, Any] = {}
+        tensors: list[Expr] = []
+        for a in call.args:
+            if not self._operand(a, bindings, tensors):
+                return None
+        if not tensors:
+            return None  # creation from shapes only: keep the small program
+        if not self._fits(call.struct_info):
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                result = self.interp.eval_expr(call, bindings)
+        except Exception:  # noqa: BLE001 - a failing operator fails at run time instead
+            return None
+        return self._to_const(result, call.struct_info)
+
+    def _fits(self, sinfo: Any) -> bool:
+        """Known to be within the size limit (static shapes only)."""
+        total = 0
+        stack = [sinfo]
+        while stack:
+            s = stack.pop()
+            if type(s) is TupleStructInfo:
+                stack.extend(s.fields)
+                continue
+            if type(s) is not TensorStructInfo or s.shape is None:
+                return False
+            n = 1
+            for d in s.shape:
+                if type(d) is not tir.IntImm:
+                    return False
+                n *= d.value
+            total += n
+        return total <= self.max_elements
+
+    def _to_const(self, value: Any, sinfo: Any) -> Expr | None:
+        if type(sinfo) is TupleStructInfo:
+            if not isinstance(value, tuple) or len(value) != len(sinfo.fields):
+                return None
+            fields = [self._to_const(v, s) for v, s in zip(value, sinfo.fields)]
+            if any(f is None for f in fields):
+                return None
+            return Tuple(fields)
+        if type(sinfo) is not TensorStructInfo:
+            return None
+        arr = np.asarray(value)
+        if sinfo.dtype != "void" and str(arr.dtype) != sinfo.dtype:
+            arr = arr.astype(sinfo.dtype)
+        if arr.shape != tuple(d.value for d in sinfo.shape):
+            return None
+        return Constant(arr)
+
+    # -- traversal ----------------------------------------------------------------
+    def visit_binding(self, binding: Binding):
+        value = self.visit_expr(binding.value)
+        var = binding.var
+        folded = None
+        t = type(value)
+        if t is Call:
+            folded = self._fold_call(value)
+        elif t is TupleGetItem:
+            const = self.consts.get(value.tuple_value)
+            if type(const) is Tuple:
+                folded = const.fields[value.index]
+        elif t is Var or t is DataflowVar:
+            const = self.consts.get(value)
+            if const is not None:
+                self.consts[var] = const
+        if folded is not None:
+            value = folded
+        if type(value) is Constant or (type(value) is Tuple and value.fields and all(
+                type(f) is Constant for f in value.fields)):
+            self.consts[var] = value
+        if value is binding.value:
+            return binding
+        if type(binding) is MatchCast:
+            return MatchCast(var, value, binding.struct_info, span=binding.span)
+        return VarBinding(var, value, span=binding.span)
+
+
+@register_pass
+@module_pass(opt_level=0, phases=Phase.OPTIMIZATION, name="FoldConstant")
+class FoldConstant:
+    """Evaluate calls whose operands are all constants (numpy references)."""
+
+    max_elements: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_elements, bool) or not isinstance(self.max_elements, int) \
+                or self.max_elements < 0:
+            raise PassConfigError(f"FoldConstant(max_elements=...) must be an int >= 0, "
+                                  f"not {self.max_elements!r}")
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        interp = Interpreter(mod)
+        changed = {}
+        for name, func in mod.relax_functions():
+            if "Codegen" in func.attrs:
+                continue
+            new = _Folder(interp, self.max_elements).visit_expr(func)
+            if new is not func:
+                changed[name] = new
+        return mod.update(changed) if changed else mod
+

@@ -1,0 +1,397 @@
+"""StaticPlanBlockMemory: reuse storage between tensors whose lifetimes do not overlap.
+
+After CallTIRRewrite every kernel output is an ``R.builtin.alloc_tensor``.
+This pass (lowering phase, 2) plans the allocations of static shape::
+
+    a = R.builtin.alloc_tensor(R.shape([64]), dtype="float32")
+    ...                                       # last use of a
+    b = R.builtin.alloc_tensor(R.shape([64]), dtype="float32")
+    ==>
+    storage = R.memory.alloc_storage(R.shape([256]), virtual_device_index=0,
+                                     storage_scope="global", dtype="uint8")
+    a = R.memory.alloc_tensor(storage, R.prim_value(0), R.shape([64]), dtype="float32")
+    ...
+    _ = R.memory.kill_tensor(a)
+    b = R.memory.alloc_tensor(storage, R.prim_value(0), R.shape([64]), dtype="float32")
+
+**Liveness.** Each binding sequence (a function body, an if-branch) is
+analysed on its own, in one forward pass over its bindings. A tensor's
+lifetime runs from its allocation to the last use of the tensor or of any
+variable aliasing it (``y = a``, a tuple holding it, an item taken from such
+a tuple, a match_cast of it). Uses are operands of direct PrimFunc calls
+(and of ``call_tir``), which read and write their arguments but keep no
+reference.
+
+**Escapes.** A tensor is not planned when it may outlive the sequence or be
+retained elsewhere: it (or an alias) is the sequence's result, or is passed
+to any other call (a Relax function, a closure, a packed function, any other
+operator), or is referenced inside a nested if-branch or function.
+
+**Reuse.** Storages are plain bytes, so tensors of any dtype share them.
+When a tensor is allocated, the free storage of the smallest size that is
+large enough is reused (best fit); when none is large enough the largest
+free storage is reused and grown (its final size is the largest tensor it
+holds, known once the sequence is planned); only with no free storage is a
+new one created. A storage is freed for reuse right after the binding that
+last uses its tensor, so a kernel's output never shares storage with its
+own inputs. Dynamic (symbolic) shapes are left to VMBuiltinLower.
+
+**Kills.** In functions that may have effects (impure, or ``relax.force_pure``
+as RemovePurityChecking leaves them) the pass inserts
+``R.memory.kill_tensor`` after the last use of each planned tensor and of
+each tensor variable aliasing it, and ``R.memory.kill_storage`` after the
+last use of a storage's last tensor: the VM drops the registers there, so
+memory is released as early as the plan allows.
+
+**Statistics.** Each planned function gets the attributes
+``relax.memory_plan.tensor_bytes`` (the bytes the planned tensors take
+allocated one by one) and ``relax.memory_plan.storage_bytes`` (the bytes of
+the storages that replace them); :func:`plan_stats` sums them per module.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from phasec.ir import (
+    Binding, BindingBlock, Call, DataflowVar, Expr, ExprMutator, ExprVisitor, Function,
+    GlobalVar, If, IRModule, ObjectStructInfo, Op, Phase, PrimValue, SeqExpr,
+    ShapeExpr, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
+)
+from phasec.ir.op import op_expr
+from phasec.transform import module_pass, register_pass
+
+__all__ = ["StaticPlanBlockMemory", "PlanStats", "plan_stats", "TENSOR_BYTES_ATTR",
+           "STORAGE_BYTES_ATTR"]
+
+TENSOR_BYTES_ATTR = "relax.memory_plan.tensor_bytes"
+STORAGE_BYTES_ATTR = "relax.memory_plan.storage_bytes"
+FORCE_PURE = "relax.force_pure"
+
+_UNIT = TupleStructInfo([])
+_ALLOC = "relax.builtin.alloc_tensor"
+#: Operators whose tensor operands are only read or written during the call.
+_NON_RETAINING_OPS = frozenset({
+    "relax.call_tir", "relax.memory.kill_tensor", "relax.memory.kill_storage",
+    "relax.vm.kill_object",
+})
+
+
+@dataclass(frozen=True)
+class PlanStats:
+    """Bytes of the planned tensors allocated one by one (``tensor_bytes``)
+    against the bytes of the storages that hold them (``storage_bytes``)."""
+
+    tensor_bytes: int = 0
+    storage_bytes: int = 0
+
+    @property
+    def saved_bytes(self) -> int:
+        return self.tensor_bytes - self.storage_bytes
+
+    def __add__(self, other: "PlanStats") -> "PlanStats":
+        return PlanStats(self.tensor_bytes + other.tensor_bytes,
+                         self.storage_bytes + other.storage_bytes)
+
+
+def plan_stats(mod: IRModule) -> dict[str, PlanStats]:
+    """Per function (and ``"total"``): what StaticPlanBlockMemory planned.
+
+    Read from the attributes the pass sets, so it works on the module right
+    after the pass and on every later module (the build phase included).
+    Functions the pass planned nothing in are not listed.
+    """
+    out: dict[str, PlanStats] = {}
+    total = PlanStats()
+    for name, func in mod.relax_functions():
+        if TENSOR_BYTES_ATTR in func.attrs:
+            stats = PlanStats(int(func.attrs[TENSOR_BYTES_ATTR]),
+                              int(func.attrs.get(STORAGE_BYTES_ATTR, 0)))
+            out[name] = stats
+            total = total + stats
+    out["total"] = total
+    return out
+
+
+@register_pass
+@module_pass(opt_level=0, phases=Phase.LOWERING)
+class StaticPlanBlockMemory:
+    """Plan static-shape allocations into reused storage (alloc_storage + alloc_tensor)."""
+
+    def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        changed = {}
+        for name, func in mod.relax_functions():
+            if func.attrs.get("Codegen"):
+                continue
+            may_kill = not func.is_pure or bool(func.attrs.get(FORCE_PURE))
+            planner = _FunctionPlanner(mod, may_kill)
+            new = planner.visit_expr(func)
+            if new is func:
+                continue
+            stats = PlanStats(int(func.attrs.get(TENSOR_BYTES_ATTR, 0)),
+                              int(func.attrs.get(STORAGE_BYTES_ATTR, 0))) + planner.stats
+            new = new.with_attr(TENSOR_BYTES_ATTR, stats.tensor_bytes)
+            new = new.with_attr(STORAGE_BYTES_ATTR, stats.storage_bytes)
+            changed[name] = new
+        return mod.update(changed) if changed else mod
+
+
+# ---------------------------------------------------------------------------
+# Analysis helpers
+# ---------------------------------------------------------------------------
+
+class _VarRefs(ExprVisitor):
+    """Collects every Relax variable referenced in an expression (nested ones too)."""
+
+    def __init__(self) -> None:
+        self.refs: list[Var] = []
+
+    def visit_var_(self, var: Var) -> None:
+        self.refs.append(var)
+
+
+def _refs(expr: Expr) -> list[Var]:
+    v = _VarRefs()
+    v.visit_expr(expr)
+    return v.refs
+
+
+def _leaf_vars(expr: Expr) -> list[Var]:
+    """Variables of a call operand (a leaf or a tuple of leaves), without recursion
+    into anything but tuples."""
+    out: list[Var] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Var):
+            out.append(e)
+        elif type(e) is Tuple:
+            stack.extend(e.fields)
+        elif type(e) is TupleGetItem:
+            stack.append(e.tuple_value)
+        elif not isinstance(e, (Op, GlobalVar)):
+            out.extend(_refs(e))  # anything else: every variable it mentions
+    return out
+
+
+def _static_alloc(value: Expr) -> tuple[tuple[int, ...], str, int] | None:
+    """(shape, dtype, bytes) of ``R.builtin.alloc_tensor`` with a constant shape."""
+    if type(value) is not Call or type(value.op) is not Op or value.op.name != _ALLOC:
+        return None
+    if len(value.args) != 1 or type(value.args[0]) is not ShapeExpr:
+        return None
+    dims = value.args[0].values
+    if not all(type(d) is tir.IntImm for d in dims):
+        return None
+    dtype = str(value.attrs.get("dtype", "void"))
+    try:
+        itemsize = np.dtype(dtype).itemsize
+    except TypeError:
+        return None
+    shape = tuple(int(d.value) for d in dims)
+    return shape, dtype, itemsize * math.prod(shape)
+
+
+@dataclass
+class _Token:
+    """One static allocation of the sequence being planned."""
+
+    index: int          # binding index of the allocation
+    var: Var
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+    last_use: int = -1
+    escapes: bool = False
+    storage: int = -1
+
+
+@dataclass
+class _Storage:
+    first: int          # binding index of its first tensor
+    size: int
+    end: int = -1       # last use of its last tensor
+    var: Var | None = None
+
+
+# ---------------------------------------------------------------------------
+# Planning
+# ---------------------------------------------------------------------------
+
+class _FunctionPlanner(ExprMutator):
+    """Plans every binding sequence of one function, inner sequences first."""
+
+    def __init__(self, mod: IRModule, may_kill: bool) -> None:
+        super().__init__()
+        self.mod = mod
+        self.may_kill = may_kill
+        self.stats = PlanStats()
+        self._storage_count = 0
+
+    def visit_function_(self, func: Function) -> Expr:
+        if func.attrs.get("Codegen") or func.attrs.get("Composite"):
+            return func
+        return super().visit_function_(func)
+
+    def visit_seq_expr_(self, seq: SeqExpr) -> Expr:
+        seq = super().visit_seq_expr_(seq)  # plans the if-branches inside it first
+        return self._plan(seq)
+
+    def _is_kernel_call(self, call: Call) -> bool:
+        """A direct call of a PrimFunc: it reads and writes its arguments only."""
+        op = call.op
+        return type(op) is GlobalVar and isinstance(self.mod.functions.get(op.name_hint),
+                                                    tir.PrimFunc)
+
+    # -- one sequence ----------------------------------------------------------
+    def _plan(self, seq: SeqExpr) -> SeqExpr:
+        bindings = [b for block in seq.blocks for b in block.bindings]
+        tokens: list[_Token] = []
+        alias: dict[Var, tuple[_Token, ...]] = {}
+        var_last_use: dict[Var, int] = {}
+        for i, b in enumerate(bindings):
+            value = b.value
+            if type(b) is VarBinding:
+                info = _static_alloc(value)
+                if info is not None and type(b.var) is not DataflowVar:
+                    tok = _Token(i, b.var, *info, last_use=i)
+                    tokens.append(tok)
+                    alias[b.var] = (tok,)
+                    var_last_use[b.var] = i
+                    continue
+            used, escaped = self._uses(value)
+            for v in used:
+                toks = alias.get(v)
+                if toks:
+                    var_last_use[v] = i
+                    for t in toks:
+                        t.last_use = i
+            for v in escaped:
+                for t in alias.get(v, ()):
+                    t.escapes = True
+            # what the bound variable may alias
+            flows = self._flows(value)
+            if flows:
+                toks = tuple({id(t): t for v in flows for t in alias.get(v, ())}.values())
+                if toks:
+                    alias[b.var] = toks
+                    var_last_use[b.var] = i
+        if not tokens:
+            return seq
+        for v in _leaf_vars(seq.body):
+            for t in alias.get(v, ()):
+                t.escapes = True
+        planned = [t for t in tokens if not t.escapes]
+        if not planned:
+            return seq
+        storages = self._assign(planned, len(bindings))
+        return self._rewrite(seq, bindings, planned, storages, alias, var_last_use)
+
+    def _uses(self, value: Expr) -> tuple[list[Var], list[Var]]:
+        """(variables used without escaping, variables that escape) in a binding value."""
+        t = type(value)
+        if t is Call:
+            op = value.op
+            operands = [v for a in value.args for v in _leaf_vars(a)]
+            if type(op) is Op and op.name in _NON_RETAINING_OPS:
+                return operands, []
+            if self._is_kernel_call(value):
+                return operands, []
+            callee = [op] if isinstance(op, Var) else []
+            return callee, operands
+        if t is If:
+            cond = [value.cond] if isinstance(value.cond, Var) else []
+            inner = _refs(value.true_branch) + _refs(value.false_branch)
+            return cond, inner
+        if isinstance(value, Var) or t in (Tuple, TupleGetItem):
+            return _leaf_vars(value), []
+        return [], _refs(value)
+
+    @staticmethod
+    def _flows(value: Expr) -> list[Var]:
+        """Variables whose tensors the bound variable may hold."""
+        if isinstance(value, Var) or type(value) in (Tuple, TupleGetItem):
+            return _leaf_vars(value)
+        return []
+
+    def _assign(self, planned: list[_Token], n: int) -> list[_Storage]:
+        """Give every planned tensor a storage: best fit among the free ones."""
+        storages: list[_Storage] = []
+        free: list[tuple[int, int]] = []  # (size, storage id), sorted
+        ends: dict[int, list[_Token]] = {}
+        for tok in planned:
+            ends.setdefault(tok.last_use, []).append(tok)
+        by_index = {tok.index: tok for tok in planned}
+        for i in range(n):
+            tok = by_index.get(i)
+            if tok is not None:
+                k = bisect.bisect_left(free, (tok.nbytes, -1))
+                if k < len(free):
+                    sid = free.pop(k)[1]            # best fit: smallest large enough
+                elif free:
+                    sid = free.pop()[1]             # grow the largest free one
+                    storages[sid].size = tok.nbytes
+                else:
+                    sid = len(storages)
+                    storages.append(_Storage(first=i, size=tok.nbytes))
+                tok.storage = sid
+            for done in ends.get(i, ()):
+                st = storages[done.storage]
+                st.end = max(st.end, i)
+                bisect.insort(free, (st.size, done.storage))
+        return storages
+
+    def _rewrite(self, seq: SeqExpr, bindings: list[Binding], planned: list[_Token],
+                 storages: list[_Storage], alias: dict[Var, tuple[_Token, ...]],
+                 var_last_use: dict[Var, int]) -> SeqExpr:
+        before: dict[int, list[Binding]] = {}
+        after: dict[int, list[Binding]] = {}
+        replace: dict[int, Binding] = {}
+        for sid, st in enumerate(storages):
+            st.var = Var(f"storage{self._storage_count or ''}", ObjectStructInfo())
+            self._storage_count += 1
+            before.setdefault(st.first, []).append(VarBinding(st.var, Call(
+                op_expr("relax.memory.alloc_storage"), [ShapeExpr([st.size])],
+                {"virtual_device_index": 0, "storage_scope": "global", "dtype": "uint8"},
+                struct_info=ObjectStructInfo())))
+        for tok in planned:
+            sinfo = TensorStructInfo(tok.shape, tok.dtype)
+            old = bindings[tok.index]
+            replace[tok.index] = VarBinding(tok.var, Call(
+                op_expr("relax.memory.alloc_tensor"),
+                [storages[tok.storage].var, PrimValue(tir.IntImm(0, "int64")),
+                 ShapeExpr(tok.shape)], {"dtype": tok.dtype}, struct_info=sinfo),
+                span=old.span)
+        if self.may_kill:
+            planned_ids = {id(t) for t in planned}
+            # tensor variables (allocations and their aliases) die at their last use
+            for v, last in var_last_use.items():
+                toks = alias.get(v, ())
+                if not toks or not all(id(t) in planned_ids for t in toks):
+                    continue
+                if not isinstance(v.struct_info, TensorStructInfo):
+                    continue
+                after.setdefault(last, []).append(VarBinding(Var("_", _UNIT), Call(
+                    op_expr("relax.memory.kill_tensor"), [v], struct_info=_UNIT)))
+            for st in storages:
+                after.setdefault(st.end, []).append(VarBinding(Var("_", _UNIT), Call(
+                    op_expr("relax.memory.kill_storage"), [st.var], struct_info=_UNIT)))
+        self.stats = self.stats + PlanStats(sum(t.nbytes for t in planned),
+                                            sum(st.size for st in storages))
+        blocks: list[BindingBlock] = []
+        i = 0
+        for block in seq.blocks:
+            out: list[Binding] = []
+            for b in block.bindings:
+                out.extend(before.get(i, ()))
+                out.append(replace.get(i, b))
+                out.extend(after.get(i, ()))
+                i += 1
+            blocks.append(type(block)(out, span=block.span))
+        return SeqExpr(blocks, seq.body, span=seq.span)
+

@@ -1,0 +1,570 @@
+"""Round trips: print -> parse and JSON -> load give back the same module.
+
+For a suite of modules covering every Relax and TIR node kind, every struct
+info kind and every registered operator:
+
+* ``parse(m.script())`` is structurally equal to ``m``;
+* printing is stable: ``parse(m.script()).script() == m.script()``;
+* JSON is exact: ``from_json(to_json(m))`` is structurally equal to ``m`` and
+  writes back the identical text.
+
+Modules are built programmatically (``phasec.ir`` nodes, ``call_op``) in the
+normal form the parser produces; the fixture files are round-tripped too.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec.ir import (
+    BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, ExternFunc,
+    FuncStructInfo, Function, GlobalVar, If, IRModule, MatchCast, ObjectStructInfo, Op,
+    PrimStructInfo, PrimValue, SeqExpr, ShapeExpr, ShapeStructInfo, StringImm,
+    TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding,
+    assert_structural_equal, tir,
+)
+from phasec.ir.op import REQUIRED, call_op, list_ops
+from phasec.errors import StructInfoError
+from phasec.script.json_format import from_json, to_json
+from phasec.script.printer import print_module
+
+HERE = os.path.dirname(__file__)
+
+
+def check_roundtrip(mod: IRModule) -> str:
+    """Assert every round-trip property for ``mod``; return its text."""
+    text = mod.script()
+    parsed = phasec.parse(text, "printed.py")
+    assert_structural_equal(parsed, mod)
+    assert parsed.script() == text, "printing the parsed module changed the text"
+    doc = to_json(mod)
+    loaded = from_json(doc)
+    assert_structural_equal(loaded, mod)
+    assert to_json(loaded) == doc, "JSON round trip is not exact"
+    assert loaded.script() == text
+    return text
+
+
+def f32(*shape) -> TensorStructInfo:
+    return TensorStructInfo(shape, "float32")
+
+
+def binding_value(mod: IRModule, func: str = "main", index: int = 0):
+    return mod[func].body.blocks[0].bindings[index].value
+
+
+# ---------------------------------------------------------------------------
+# Every node kind
+# ---------------------------------------------------------------------------
+
+def relax_values_function() -> Function:
+    """Leaves and composites: constants, tuples, shapes, prim values, strings,
+    dtypes, extern funcs, global vars, match_cast, struct info of every kind."""
+    n = tir.Var("n", "int64")
+    m = tir.Var("m", "int64")
+    x = Var("x", TensorStructInfo((n, 4), "float32"))
+    s = Var("s", ShapeStructInfo(ndim=2))
+    o = Var("o", ObjectStructInfo())
+    p = Var("p", PrimStructInfo("int64"))
+    bindings = []
+
+    def bind(name, value, sinfo="infer", cls=Var):
+        var = cls(name, value.struct_info if sinfo == "infer" else sinfo)
+        bindings.append(VarBinding(var, value))
+        return var
+
+    c0 = bind("c0", Constant(np.array(0.1, "float32")))
+    bind("c1", Constant(np.array([[1, -2], [3, 4]], "int32")))
+    bind("c2", Constant(np.array([math.nan, math.inf, -math.inf, -0.0, 1e-30], "float64")))
+    bind("c3", Constant(np.array([True, False], "bool")))
+    bind("c4", Constant(np.array([[0.5, 2.0]], "float16")))
+    bind("c5", Constant(np.array(255, "uint8")))
+    bind("c6", Constant(np.array(-(2 ** 63), "int64")))
+    t = bind("t", Tuple([x, c0, Tuple([])]))
+    bind("t1", Tuple([x]))
+    bind("g", TupleGetItem(t, 1))
+    bind("sh", ShapeExpr([n, 4, n * 2]))
+    bind("pv", PrimValue(tir.IntImm(3, "int64")))
+    bind("pv32", PrimValue(tir.IntImm(-3, "int32")))
+    bind("pvf", PrimValue(tir.FloatImm(2.5, "float32")))
+    bind("pvn", PrimValue(n + 1))
+    bind("st", StringImm('quote " backslash \\ newline \n tab \t unicode é'))
+    bind("dt", DataTypeImm("float16"))
+    bind("ef", ExternFunc("my.packed"))
+    bind("gv", GlobalVar("helper"), FuncStructInfo([f32(2)], f32(2)))
+    # match_cast introducing a new symbolic variable m
+    y = Var("y", TensorStructInfo((m, 4), "float32"))
+    bindings.append(MatchCast(y, x, TensorStructInfo((m, 4), "float32")))
+    # variables with every struct info kind
+    bind("a0", Tuple([s, o, p]), TupleStructInfo([ShapeStructInfo(ndim=2), ObjectStructInfo(),
+                                                 PrimStructInfo("int64")]))
+    bind("a1", x, TensorStructInfo(None, "float32", ndim=2))
+    bind("a2", x, TensorStructInfo(None, "float32"))
+    bind("a3", x, TensorStructInfo())
+    bind("a4", x, TensorStructInfo((n, 4)))
+    bind("a5", s, ShapeStructInfo([n, 4]))
+    bind("a6", s, ShapeStructInfo())
+    bind("a7", p, PrimStructInfo("int64", n))
+    bind("a8", p, PrimStructInfo("int64", tir.IntImm(7, "int64")))
+    bind("a9", o, FuncStructInfo(None, ObjectStructInfo(), purity=True))
+    bind("a10", o, FuncStructInfo(None, f32(2), purity=False))
+    bind("a11", o, FuncStructInfo([f32(2), ShapeStructInfo(ndim=1)], f32(2), purity=True))
+    bind("a12", o, FuncStructInfo([], TupleStructInfo([]), purity=False))
+    bind("a13", o, TupleStructInfo([]))
+    bind("a14", x, TensorStructInfo((n * 2 + 1, m), "float32"))
+    body = SeqExpr([BindingBlock(bindings)], y)
+    return Function([x, s, o, p], body, TensorStructInfo((m, 4), "float32"),
+                    attrs={"global_symbol": "values"})
+
+
+def relax_dataflow_function() -> Function:
+    """Dataflow blocks (with outputs, DataflowVars, empty), binding blocks,
+    op calls with attributes, call_tir with tir_vars and tuple outputs."""
+    n = tir.Var("n", "int64")
+    x = Var("x", TensorStructInfo((n, 4), "float32"))
+    w = Var("w", f32(4, 4))
+    mm = call_op("matmul", x, w)
+    lv = DataflowVar("lv", mm.struct_info)
+    sm = call_op("nn.softmax", lv, axis=1)
+    lv1 = DataflowVar("lv", sm.struct_info)  # same hint: printed lv_1
+    sum_ = call_op("sum", lv1, axis=[1], keepdims=True)
+    gv = Var("gv", sum_.struct_info)
+    block1 = DataflowBlock([VarBinding(lv, mm), VarBinding(lv1, sm), VarBinding(gv, sum_)])
+    out = TupleStructInfo([TensorStructInfo((n, 4), "float32"), f32(4)])
+    ct = call_op("call_tir", GlobalVar("kernel"), (gv, w), ShapeExpr([n]), sinfo_args=[out])
+    r = Var("r", out)
+    r0 = Var("r0", TensorStructInfo((n, 4), "float32"))
+    block2 = BindingBlock([VarBinding(r, ct), VarBinding(r0, TupleGetItem(r, 0))])
+    block3 = DataflowBlock([])
+    return Function([x, w], SeqExpr([block1, block2, block3], r0),
+                    TensorStructInfo((n, 4), "float32"), attrs={"global_symbol": "dataflow"})
+
+
+def relax_control_function() -> Function:
+    """If/else (nested), nested functions (recursive), closures, packed calls,
+    calls of globals and locals, impure function with attributes."""
+    x = Var("x", f32(4))
+    cond = Var("cond", TensorStructInfo((), "bool"))
+    fsinfo = FuncStructInfo([f32(4)], f32(4))
+    # nested recursive function  inner(v) = inner(v)  (structure only)
+    inner_var = Var("inner", fsinfo)
+    v = Var("v", f32(4))
+    rec = Var("rec", f32(4))
+    inner = Function([v], SeqExpr([BindingBlock([VarBinding(rec, Call(inner_var, [v],
+                                                                        struct_info=f32(4)))])],
+                                  rec), f32(4), attrs={"Primitive": True})
+    # if/else with bindings in branches and a nested if in the else branch
+    t1 = Var("t1", f32(4))
+    then = SeqExpr([BindingBlock([VarBinding(t1, call_op("add", x, x))])], t1)
+    e1 = Var("e1", f32(4))
+    inner_if = If(cond, SeqExpr([], x), SeqExpr([], e1), struct_info=f32(4))
+    e2 = Var("e2", f32(4))
+    other = SeqExpr([BindingBlock([VarBinding(e1, call_op("multiply", x, x)),
+                                   VarBinding(e2, inner_if)])], e2)
+    y = Var("y", f32(4))
+    clo = Var("clo", ObjectStructInfo())
+    z = Var("z", f32(4))
+    z2 = Var("z2", f32(4))
+    pk = Var("pk", f32(4))
+    pk2 = Var("pk2", TupleStructInfo([f32(4), f32(4)]))
+    pp = Var("pp", f32(4))
+    dps = Var("dps", f32(4))
+    gcall = Var("gcall", f32(4))
+    lcall = Var("lcall", f32(4))
+    unused = Var("_", ObjectStructInfo())
+    bindings = [
+        VarBinding(inner_var, inner),
+        VarBinding(y, If(cond, then, other, struct_info=f32(4))),
+        VarBinding(clo, call_op("make_closure", GlobalVar("helper"), (x,))),
+        VarBinding(z, call_op("invoke_closure", clo, (y,), sinfo_args=[f32(4)])),
+        VarBinding(z2, call_op("invoke_pure_closure", clo, (z,), sinfo_args=[f32(4)])),
+        VarBinding(pk, Call(ExternFunc("test.packed"), [z2, PrimValue(tir.IntImm(1, "int64"))],
+                            sinfo_args=[f32(4)], struct_info=f32(4))),
+        VarBinding(pk2, Call(ExternFunc("test.packed2"), [pk],
+                             sinfo_args=[f32(4), f32(4)], struct_info=pk2.struct_info)),
+        VarBinding(pp, call_op("call_pure_packed", ExternFunc("test.pure"), pk, StringImm("k"),
+                               sinfo_args=[f32(4)])),
+        VarBinding(dps, call_op("call_dps_packed", ExternFunc("test.dps"), (pp, x),
+                                sinfo_args=[f32(4)])),
+        VarBinding(gcall, Call(GlobalVar("helper"), [dps], struct_info=f32(4))),
+        VarBinding(lcall, Call(inner_var, [gcall], struct_info=f32(4))),
+        VarBinding(unused, Call(ExternFunc("test.effect"), [lcall], struct_info=ObjectStructInfo())),
+    ]
+    return Function([x, cond], SeqExpr([BindingBlock(bindings)], lcall), f32(4), is_pure=False,
+                    attrs={"global_symbol": "control", "num_input": 1, "ratio": 0.25,
+                           "nested": {"b": (1, 2), "a": (3.5, "s", None, True, (-1,))},
+                           "inf": math.inf})
+
+
+def relax_helper_function() -> Function:
+    """A private function (no global_symbol): printed with private=True."""
+    a = Var("a", f32(4))
+    b = Var("b", f32(4))
+    r = Var("r", f32(4))
+    return Function([a, b], SeqExpr([BindingBlock([VarBinding(r, call_op("add", a, b))])], r),
+                    f32(4))
+
+
+def tir_kernel_static() -> tir.PrimFunc:
+    """Blocks with remap and explicit axes, init, reads/writes with slices,
+    grid, every loop kind, let/alloc chains, if/else, evaluate, intrinsics."""
+    A = tir.Buffer("A", (4, 8), "float32")
+    B = tir.Buffer("B", (4,), "float32")
+    C = tir.Buffer("C", (4, 8), "float16")
+    i, k = tir.Var("i"), tir.Var("k")
+    vi, vk = tir.Var("v_i"), tir.Var("v_k")
+    reduce_block = tir.Block(
+        "B", [tir.IterVar(vi, tir.IntImm(4)), tir.IterVar(vk, tir.IntImm(8), "R")], [i, k],
+        tir.BufferStore(B, B[vi] + A[vi, vk], [vi]),
+        init=tir.BufferStore(B, tir.FloatImm(0.0), [vi]),
+        reads=[tir.BufferRegion(A, ((vi, tir.IntImm(1)), (tir.IntImm(0), tir.IntImm(8))))],
+        writes=[tir.BufferRegion(B, ((vi, tir.IntImm(1)),))])
+    nest1 = tir.For(i, 0, tir.IntImm(4), "serial", tir.For(k, 0, tir.IntImm(8), "serial",
+                                                              reduce_block))
+    # explicit axes: bindings that are expressions, not plain loop variables
+    j = tir.Var("j")
+    vj = tir.Var("v_j")
+    T_buf = tir.Buffer("T", (8,), "float32")
+    x = tir.Var("x", "float32")
+    y = tir.Var("y", "int32")
+    body2 = tir.Block(
+        "C", [tir.IterVar(vj, tir.IntImm(8))], [j * 1 + 0],
+        tir.LetStmt(x, tir.Call("exp", [A[tir.IntImm(0), vj]]),
+                    tir.Allocate(T_buf,
+                                 tir.SeqStmt([
+                                     tir.BufferStore(T_buf, tir.Select(
+                                         tir.BinaryOp("and", tir.BinaryOp("<", x, tir.FloatImm(1.0)),
+                                                      tir.Not(tir.Call("isnan", [x]))),
+                                         x, tir.BinaryOp("max", x, tir.FloatImm(-1.5))), [vj]),
+                                     tir.LetStmt(y, tir.IntImm(3, "int32") * tir.IntImm(2, "int32"),
+                                                 tir.IfThenElse(
+                                                     tir.BinaryOp("==", vj % 2, tir.IntImm(0)),
+                                                     tir.BufferStore(C, tir.Cast("float16", T_buf[vj]),
+                                                                     [tir.IntImm(1), vj]),
+                                                     tir.BufferStore(C, tir.FloatImm(2.0, "float16"),
+                                                                     [tir.IntImm(2), vj]))),
+                                 ]))),
+        reads=[tir.BufferRegion(A, ((tir.IntImm(0), tir.IntImm(1)), (vj, tir.IntImm(1))))],
+        writes=[tir.BufferRegion(C, ((tir.IntImm(1), tir.IntImm(2)), (vj, tir.IntImm(1))))])
+    loop2 = tir.For(j, 0, tir.IntImm(8), "parallel", body2)
+    p = tir.Var("p")
+    q = tir.Var("q", "int32")
+    u = tir.Var("u")
+    misc = [
+        tir.For(p, tir.IntImm(2), tir.IntImm(6), "vectorized",
+                tir.BufferStore(A, tir.FloatImm(math.nan), [tir.IntImm(0), p])),
+        tir.For(q, tir.IntImm(0, "int32"), tir.IntImm(4, "int32"), "unroll",
+                tir.Evaluate(q + 1)),
+        tir.For(u, tir.IntImm(0), tir.IntImm(3), "serial",
+                tir.IfThenElse(tir.BinaryOp(">=", u, tir.IntImm(1)),
+                               tir.BufferStore(A, tir.FloatImm(-math.inf) * tir.FloatImm(0.5),
+                                               [u, tir.IntImm(0)]))),
+        tir.Evaluate(tir.IntImm(0, "int32")),
+    ]
+    return tir.PrimFunc([A, B, C], tir.SeqStmt([nest1, loop2, *misc]),
+                        {"tir.noalias": True, "global_symbol": "kernel_static"})
+
+
+def tir_kernel_symbolic() -> tir.PrimFunc:
+    """Symbolic shapes (handles + match_buffer), a scalar parameter, non-default
+    dtypes, symbolic loop bounds and regions, mixed literal dtypes."""
+    n = tir.Var("n", "int64")
+    m = tir.Var("m", "int64")
+    X = tir.Buffer("X", (n, 4), "float32")
+    Y = tir.Buffer("Y", (n, 4), "int8")
+    i, j = tir.Var("i"), tir.Var("j")
+    vi, vj = tir.Var("v_i"), tir.Var("v_j")
+    blk = tir.Block("Y", [tir.IterVar(vi, n), tir.IterVar(vj, tir.IntImm(4))], [i, j],
+                    tir.BufferStore(Y, tir.Cast("int8", X[vi, vj] * tir.FloatImm(2.0)), [vi, vj]),
+                    reads=[tir.BufferRegion(X, ((vi, tir.IntImm(1)), (tir.IntImm(0), tir.IntImm(4))))],
+                    writes=[tir.BufferRegion(Y, ((vi, tir.IntImm(1)), (vj, tir.IntImm(1))))])
+    loops = tir.For(i, 0, n, "parallel", tir.For(j, 0, tir.IntImm(4), "vectorized", blk))
+    k = tir.Var("k")
+    w = tir.Var("w", "int32")
+    tail = tir.For(k, m, n, "serial", tir.BufferStore(Y, tir.IntImm(1, "int8"), [k, k % 4]))
+    mixed = tir.Evaluate(tir.BinaryOp("+", w, tir.IntImm(1, "int32")))
+    mixed2 = tir.Evaluate(tir.BinaryOp("<", tir.IntImm(1, "int32"), tir.Cast("int32", m)))
+    mixed3 = tir.Evaluate(tir.BinaryOp("*", tir.IntImm(2, "int32"), tir.IntImm(3, "int32")))
+    mixed4 = tir.Evaluate(tir.BinaryOp("-", tir.Cast("int32", n), tir.IntImm(5, "int32")))
+    mixed5 = tir.Evaluate(tir.BinaryOp("//", tir.IntImm(7, "int32"), tir.IntImm(2, "int64")))
+    region_blk = tir.Block("R", [], [], tir.Evaluate(tir.IntImm(0, "int32")),
+                           reads=[tir.BufferRegion(X, ((m, n), (tir.IntImm(0), tir.IntImm(4))))])
+    let = tir.LetStmt(w, tir.Cast("int32", m), tir.SeqStmt([tail, mixed, mixed2, mixed3, mixed4,
+                                                            mixed5, region_blk]))
+    return tir.PrimFunc([X, Y, m], tir.SeqStmt([loops, let]))
+
+
+def all_nodes_module() -> IRModule:
+    return IRModule({
+        "values": relax_values_function(),
+        "dataflow": relax_dataflow_function(),
+        "control": relax_control_function(),
+        "helper": relax_helper_function(),
+        "kernel": tir_kernel_symbolic(),
+        "kernel_static": tir_kernel_static(),
+    }, {"phase": "ingestion", "note": "round trip", "version": (1, 2)})
+
+
+def test_all_node_kinds_roundtrip():
+    check_roundtrip(all_nodes_module())
+
+
+@pytest.mark.parametrize("build", [relax_values_function, relax_dataflow_function,
+                                   relax_control_function, relax_helper_function])
+def test_relax_function_roundtrip(build):
+    # each function alone too (helper references are only checked by the verifier)
+    name = build.__name__
+    funcs = {name: build()}
+    for dep in ("helper", "kernel"):
+        if dep != name:
+            funcs[dep] = relax_helper_function() if dep == "helper" else tir_kernel_symbolic()
+    check_roundtrip(IRModule(funcs))
+
+
+@pytest.mark.parametrize("build", [tir_kernel_static, tir_kernel_symbolic])
+def test_prim_func_roundtrip(build):
+    check_roundtrip(IRModule({"k": build()}))
+
+
+def test_empty_module_roundtrip():
+    check_roundtrip(IRModule())
+    check_roundtrip(IRModule({}, {"phase": "build"}))
+
+
+def test_name_clashes_roundtrip():
+    """Distinct variables with one hint, hints that are not identifiers or that
+    shadow dialect names, a TIR var and a Relax var with the same name."""
+    n = tir.Var("x", "int64")
+    hints = ["x", "x", "x_1", "", "1abc", "a-b.c", "if", "R", "T", "I", "cls", "range",
+             "float", "_", "_"]
+    params = [Var(h, TensorStructInfo((n,), "float32")) for h in hints[:3]]
+    bindings = []
+    prev = params[0]
+    for h in hints[3:]:
+        v = Var(h, TensorStructInfo((n,), "float32"))
+        bindings.append(VarBinding(v, call_op("add", prev, params[1])))
+        prev = v
+    f = Function(params, SeqExpr([BindingBlock(bindings)], prev), TensorStructInfo((n,), "float32"))
+    text = check_roundtrip(IRModule({"main": f}))
+    # params hinted x / x / x_1 and the symbolic x: four distinct names
+    assert 'def main(x: R.Tensor(("x_1",), dtype="float32"), x_2: ' in text
+    assert "x_1_1: " in text and "x_1 = T.int64()" in text
+    for bad in ("if_1", "R_1", "T_1", "I_1", "cls_1", "range_1", "float_1", "v_1abc", "a_b_c",
+                "__1"):
+        assert f"{bad}: " in text
+
+
+def test_symbolic_vars_per_function_roundtrip():
+    """A nested function's symbolic variables are its own (as the parser reads them)."""
+    n = tir.Var("n", "int64")
+    k = tir.Var("n", "int64")  # the nested function's own n
+    x = Var("x", TensorStructInfo((n,), "float32"))
+    a = Var("a", TensorStructInfo((k,), "float32"))
+    r = Var("r", TensorStructInfo((k,), "float32"))
+    nested = Function([a], SeqExpr([BindingBlock([VarBinding(r, call_op("exp", a))])], r),
+                      TensorStructInfo((k,), "float32"))
+    fv = Var("f", nested.struct_info)
+    y = Var("y", TensorStructInfo((n,), "float32"))
+    outer = Function([x], SeqExpr([BindingBlock([
+        VarBinding(fv, nested), VarBinding(y, Call(fv, [x], struct_info=TensorStructInfo((n,), "float32")))])], y),
+        TensorStructInfo((n,), "float32"), attrs={"global_symbol": "main"})
+    text = check_roundtrip(IRModule({"main": outer}))
+    assert text.count("n = T.int64()") == 1 and "n_1 = T.int64()" in text
+
+
+# ---------------------------------------------------------------------------
+# Every registered operator
+# ---------------------------------------------------------------------------
+
+class _Env:
+    """Parameters the operator calls draw their operands from."""
+
+    def __init__(self) -> None:
+        self.x = Var("x", f32(2, 3))
+        self.y = Var("y", f32(2, 3))
+        self.row = Var("row", f32(1, 3))
+        self.vec = Var("vec", f32(3))
+        self.b = Var("b", TensorStructInfo((2, 3), "bool"))
+        self.idx = Var("idx", TensorStructInfo((2,), "int64"))
+        self.img = Var("img", f32(1, 3, 8, 8))
+        self.wgt = Var("wgt", f32(4, 3, 3, 3))
+        self.obj = Var("obj", ObjectStructInfo())
+        self.params = [self.x, self.y, self.row, self.vec, self.b, self.idx, self.img, self.wgt,
+                       self.obj]
+
+
+#: Operators whose operands/attributes cannot be guessed: name -> builder(env) -> call.
+_OP_TABLE = {
+    "relax.astype": lambda e: call_op("astype", e.x, dtype="float16"),
+    "relax.broadcast_to": lambda e: call_op("broadcast_to", e.row, (2, 3)),
+    "relax.builtin.alloc_tensor": lambda e: call_op("builtin.alloc_tensor", (2, 3), dtype="float32"),
+    "relax.call_dps_packed": lambda e: call_op("call_dps_packed", ExternFunc("ext.f"), (e.x, e.y),
+                                               sinfo_args=[f32(2, 3)]),
+    "relax.call_pure_packed": lambda e: call_op("call_pure_packed", ExternFunc("ext.g"), e.x,
+                                                sinfo_args=[f32(2, 3)]),
+    "relax.call_tir": lambda e: call_op("call_tir", GlobalVar("copy"), (e.x,),
+                                        sinfo_args=[f32(2, 3)]),
+    "relax.clip": lambda e: call_op("clip", e.x, min=0.0, max=1.0),
+    "relax.concat": lambda e: call_op("concat", (e.x, e.y), axis=1),
+    "relax.expand_dims": lambda e: call_op("expand_dims", e.x, axis=0),
+    "relax.full": lambda e: call_op("full", (2, 3), Constant(np.array(1.5, "float32"))),
+    "relax.invoke_closure": lambda e: call_op("invoke_closure", e.obj, (e.x,), sinfo_args=[f32(2, 3)]),
+    "relax.invoke_pure_closure": lambda e: call_op("invoke_pure_closure", e.obj, (e.x,),
+                                                   sinfo_args=[f32(2, 3)]),
+    "relax.make_closure": lambda e: call_op("make_closure", GlobalVar("closed"), (e.y,)),
+    "relax.memory.alloc_storage": lambda e: call_op("memory.alloc_storage", ShapeExpr([24])),
+    "relax.memory.alloc_tensor": lambda e: call_op("memory.alloc_tensor", e.obj, 0, (2, 3),
+                                                   dtype="float32"),
+    "relax.memory.kill_storage": lambda e: call_op("memory.kill_storage", e.obj),
+    "relax.memory.kill_tensor": lambda e: call_op("memory.kill_tensor", e.x),
+    "relax.nn.avg_pool2d": lambda e: call_op("nn.avg_pool2d", e.img, pool_size=(2, 2)),
+    "relax.nn.conv2d": lambda e: call_op("nn.conv2d", e.img, e.wgt, padding=(1, 1, 1, 1)),
+    "relax.nn.layer_norm": lambda e: call_op("nn.layer_norm", e.x, e.vec, e.vec, axes=[-1]),
+    "relax.nn.max_pool2d": lambda e: call_op("nn.max_pool2d", e.img, pool_size=(2, 2)),
+    "relax.nn.rms_norm": lambda e: call_op("nn.rms_norm", e.x, e.vec),
+    "relax.null_value": lambda e: call_op("null_value"),
+    "relax.ones": lambda e: call_op("ones", (2, 3)),
+    "relax.zeros": lambda e: call_op("zeros", (2, 3), dtype="int32"),
+    "relax.reshape": lambda e: call_op("reshape", e.x, (3, 2)),
+    "relax.split": lambda e: call_op("split", e.x, indices_or_sections=2, axis=0),
+    "relax.strided_slice": lambda e: call_op("strided_slice", e.x, axes=[1], begin=[0], end=[2]),
+    "relax.take": lambda e: call_op("take", e.x, e.idx, axis=1),
+    "relax.vm.alloc_storage": lambda e: call_op("vm.alloc_storage", ShapeExpr([24])),
+    "relax.vm.alloc_tensor": lambda e: call_op("vm.alloc_tensor", e.obj, 0, (2, 3), dtype="float32"),
+    "relax.vm.kill_object": lambda e: call_op("vm.kill_object", e.obj),
+    "relax.where": lambda e: call_op("where", e.b, e.x, e.y),
+    "relax.permute_dims": lambda e: call_op("permute_dims", e.x, axes=[1, 0]),
+    "relax.sum": lambda e: call_op("sum", e.x, axis=[1], keepdims=True),
+}
+
+#: Guesses for required attributes of operators not in the table.
+_ATTR_GUESSES = {"axis": 0, "axes": (0,), "dtype": "float32", "indices_or_sections": 1}
+
+
+def _generic_call(opdef, env: _Env) -> Call:
+    """Build a call of an operator not in the table: tensor operands of one
+    dtype, required attributes guessed. Without inferable struct info the call
+    is still printable (its variable is then unannotated)."""
+    attrs = {k: _ATTR_GUESSES.get(k, 1) for k, d in opdef.attrs.items() if d is REQUIRED}
+    n = len(opdef.args)
+    for operand in (env.x, env.b, env.idx):
+        try:
+            return call_op(opdef.name, *([operand] * n), **attrs)
+        except (StructInfoError, TypeError, ValueError):
+            continue
+    full = {k: (d if d is not REQUIRED else attrs[k]) for k, d in opdef.attrs.items()}
+    return Call(Op(opdef.name), [env.x] * n, full)
+
+
+def op_module(opdef) -> IRModule:
+    env = _Env()
+    builder = _OP_TABLE.get(opdef.name)
+    call = builder(env) if builder is not None else _generic_call(opdef, env)
+    if builder is not None:
+        assert call.struct_info is not None, f"{opdef.name}: the table's call does not infer"
+    r = Var("r", call.struct_info)
+    pure = opdef.pure and opdef.category == "compute"
+    block = (DataflowBlock if pure else BindingBlock)([VarBinding(r, call)])
+    main = Function(env.params, SeqExpr([block], r), call.struct_info, is_pure=opdef.pure,
+                    attrs={"global_symbol": "main"})
+    A = tir.Buffer("A", (2, 3))
+    B = tir.Buffer("B", (2, 3))
+    i, j = tir.Var("i"), tir.Var("j")
+    copy = tir.PrimFunc([A, B], tir.For(i, 0, tir.IntImm(2), "serial", tir.For(
+        j, 0, tir.IntImm(3), "serial", tir.BufferStore(B, A[i, j], [i, j]))))
+    return IRModule({"main": main, "copy": copy, "closed": relax_closed_function()})
+
+
+def relax_closed_function() -> Function:
+    a = Var("a", f32(2, 3))
+    b = Var("b", f32(2, 3))
+    r = Var("r", f32(2, 3))
+    return Function([a, b], SeqExpr([BindingBlock([VarBinding(r, call_op("add", a, b))])], r),
+                    f32(2, 3))
+
+
+@pytest.mark.parametrize("opdef", list_ops(), ids=lambda o: o.name)
+def test_every_operator_roundtrip(opdef):
+    mod = op_module(opdef)
+    text = check_roundtrip(mod)
+    call = binding_value(mod)
+    # the printer writes the TVMScript spelling of the op (or its special form)
+    assert opdef.script_name + "(" in text
+    if call.attrs and opdef.name not in ("relax.call_tir", "relax.call_dps_packed"):
+        # attributes are keywords in registry order
+        keys = [k for k in opdef.attrs if k in call.attrs]
+        line = next(l for l in text.splitlines() if opdef.script_name + "(" in l)
+        positions = [line.index(f" {k}=") for k in keys]
+        assert positions == sorted(positions)
+
+
+def test_every_operator_in_one_module():
+    """All operator calls as consecutive bindings of one function."""
+    env = _Env()
+    bindings = []
+    for opdef in list_ops():
+        builder = _OP_TABLE.get(opdef.name)
+        call = builder(env) if builder is not None else _generic_call(opdef, env)
+        bindings.append(VarBinding(Var("v", call.struct_info), call))
+    main = Function(env.params, SeqExpr([BindingBlock(bindings)], bindings[-1].var),
+                    bindings[-1].var.struct_info, is_pure=False)
+    mod = IRModule({"main": main, "copy": op_module(list_ops()[0])["copy"],
+                    "closed": relax_closed_function()})
+    check_roundtrip(mod)
+
+
+# ---------------------------------------------------------------------------
+# Fixture files and large modules
+# ---------------------------------------------------------------------------
+
+FIXTURES = sorted(glob.glob(os.path.join(HERE, "fixtures", "*.py"))
+                  + glob.glob(os.path.join(HERE, "verifier_cases", "*.py")))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=os.path.basename)
+def test_fixture_files_roundtrip(path):
+    with open(path, encoding="utf-8") as fh:
+        mod = phasec.parse(fh.read(), path)
+    check_roundtrip(mod)
+
+
+def chain_module(n_bindings: int) -> IRModule:
+    """One function with ``n_bindings`` bindings in one dataflow block."""
+    n = tir.Var("n", "int64")
+    si = TensorStructInfo((n, 4), "float32")
+    x = Var("x", si)
+    add = Op("relax.add")
+    bindings = []
+    prev = x
+    for _ in range(n_bindings):
+        v = DataflowVar("lv", si)
+        bindings.append(VarBinding(v, Call(add, [prev, x], struct_info=si)))
+        prev = v
+    out = Var("gv", si)
+    bindings.append(VarBinding(out, prev))
+    return IRModule({"main": Function([x], SeqExpr([DataflowBlock(bindings)], out), si,
+                                      attrs={"global_symbol": "main"})})
+
+
+def test_100k_bindings_print_and_json():
+    """Long binding lists print and round-trip through JSON without recursion."""
+    mod = chain_module(100_000)
+    text = print_module(mod)
+    lines = text.splitlines()
+    assert len(lines) > 100_000
+    assert lines[-2].strip() == "R.output(gv)"
+    assert "lv_99999: R.Tensor((n, 4), dtype=\"float32\") = R.add(lv_99998, x)" in text
+    doc = to_json(mod)
+    loaded = from_json(doc)
+    assert len(loaded["main"].body.blocks[0].bindings) == 100_001
+    assert_structural_equal(loaded, mod)
+
+
+def test_long_chain_print_parse_roundtrip():
+    check_roundtrip(chain_module(3000))
