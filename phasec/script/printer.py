@@ -11,9 +11,20 @@ turned into a valid Python identifier. Relax variables, symbolic shape
 variables, TIR variables and buffers share one namespace per function, so
 the text re-parses to a structurally equal module.
 
-Printing is linear in program size: binding lists, statement sequences and
-``LetStmt``/``Allocate`` chains are walked with loops; recursion depth is
-bounded by the nesting of expressions, branches and loops.
+Printing is linear in program size: binding lists, statement sequences,
+``LetStmt``/``Allocate`` chains and TIR expressions are walked with loops;
+recursion depth is bounded by the nesting of Relax expressions, branches,
+functions and loops.
+
+``parse(print(m))`` is structurally equal to ``m`` for modules in the form the
+parser produces (A-normal form). Forms the text cannot express come back
+normalized: nested calls (printed inline) become separate bindings; adjacent
+binding blocks merge and empty ones vanish; a nested ``SeqStmt`` is
+flattened; a ``LetStmt``/``Allocate`` followed by more statements scopes over
+them; attribute lists become tuples; a symbolic variable shared by two
+functions becomes one per function; a zero-size constant of rank > 1 prints
+as ``R.const([], ...)``. ``If``/``SeqExpr``/``Function`` found in expression
+position are printed as statements before their use.
 
 Public helpers for diagnostics: :func:`print_module`, :func:`print_function`,
 :func:`print_prim_func`, :func:`print_expr`, :func:`print_binding`,
@@ -35,7 +46,7 @@ from ..ir import tir
 from ..ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr,
     ExternFunc, Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr,
-    StringImm, Tuple, TupleGetItem, Var, VarBinding,
+    StringImm, Tuple, TupleGetItem, Var,
 )
 from ..ir.module import IRModule
 from ..ir.node import Node
@@ -198,11 +209,14 @@ class _PrimPrinter:
     def _weak(self, e: Any) -> bool:
         return type(e) is tir.IntImm and e.dtype == self.int_dtype
 
-    def pair(self, a: tir.PrimExpr, b: tir.PrimExpr) -> tuple[tuple[str, int], tuple[str, int]]:
-        """Two operands read back together (a bare literal adopts the other's dtype)."""
+    def _pair_hints(self, a: Any, b: Any) -> tuple[str | None, str | None]:
+        """Two operands read back together: a bare literal adopts the other's dtype."""
         aw, bw = self._weak(a), self._weak(b)
-        return (self._prim(a, b.dtype if aw and not bw else None),
-                self._prim(b, a.dtype if bw and not aw else None))
+        return (b.dtype if aw and not bw else None), (a.dtype if bw and not aw else None)
+
+    def pair(self, a: tir.PrimExpr, b: tir.PrimExpr) -> tuple[tuple[str, int], tuple[str, int]]:
+        ha, hb = self._pair_hints(a, b)
+        return self._prim(a, ha), self._prim(b, hb)
 
     @staticmethod
     def _paren(operand: tuple[str, int], min_prec: int) -> str:
@@ -265,9 +279,8 @@ class _PrimPrinter:
             return memo[id(c)] if type(c) in _COMPOSITE else self._leaf(c, hint)
 
         def pair(a: Any, b: Any) -> tuple[tuple[str, int], tuple[str, int]]:
-            # read back together, a bare literal adopts the other operand's dtype
-            aw, bw = self._weak(a), self._weak(b)
-            return sub(a, b.dtype if aw and not bw else None), sub(b, a.dtype if bw and not aw else None)
+            ha, hb = self._pair_hints(a, b)
+            return sub(a, ha), sub(b, hb)
 
         t = type(e)
         if t is tir.BinaryOp:

@@ -5,11 +5,15 @@
 @I.ir_module
 class Module:
     @R.function
-    def main(x: R.Tensor((2, 3), "float32"), w: R.Tensor((2, 3), "int32")) -> R.Tensor((2, 3), "float32"):
+    def main(x: R.Tensor((2, 3), "float32"), w: R.Tensor((2, 3), "int32"), c: R.Prim("bool")) -> R.Tensor((2, 3), "float32"):
         v = R.astype(w, dtype="float32")
         y: R.Tensor((2, 3), "float32") = R.add(x, v)
         z: R.Tensor((2, 3), "float32") = cls.helper(v)
-        return y
+        if c:
+            r: R.Tensor((2, 3), "float32") = y
+        else:
+            r: R.Tensor((2, 3), "float32") = x
+        return r
 
     @R.function(private=True)
     def helper(a: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):

@@ -282,8 +282,9 @@ class CallSignatureMismatch(Rule):
     with struct info it accepts: the operator's inference rule, the callee
     function's parameter struct info, or for a direct call of a PrimFunc its
     buffer parameters (count, rank, dtype, constant extents). Indexing a
-    tuple must use a tuple and an index in range. An inference failure names
-    the operator and the operands' struct info.
+    tuple must use a tuple and an index in range, and the condition of an if
+    must be a boolean scalar. An inference failure names the operator and the
+    operands' struct info.
     """
     help = "fix the operands so that their struct info fits the operator's signature"
 
@@ -312,7 +313,9 @@ class CallSignatureMismatch(Rule):
 
     def binding(self, ctx: Context, b: Any) -> None:
         value = b.value
-        if type(value) is TupleGetItem and ctx.anf_ok:
+        tv = type(value)
+        if (tv is TupleGetItem or tv is If) and ctx.anf_ok:
+            # tuple indexing, and an if's condition (a boolean scalar)
             _, error = infer_expr(ctx, value)
             if error is not None:
                 ctx.report(self, error, value)

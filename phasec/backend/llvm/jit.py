@@ -120,6 +120,9 @@ def _start_parallel_runtime(target: HostTarget) -> None:
         _runtime = _jit(target, parallel_runtime_ir(kind, machine), ["phasec_rt_parallel_for"],
                         ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin"], 3)
     _runtime_kind = kind
+    # Pool workers run this module's code for the life of the process, so it
+    # must never be freed, not even while the interpreter shuts down.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_runtime))
     llvm.add_symbol("phasec_rt_parallel_for", _runtime.addresses["phasec_rt_parallel_for"])
     _runtime.set_i32("phasec_rt_num_threads", min(os.cpu_count() or 1, 256))
 
