@@ -72,7 +72,8 @@ post-dominator rule of TVM, in the simple form: a producer used outside the
 group, or by two groups, or by a block output, never merges). Groups thus
 have one output, their last binding, and merging can never create a cycle.
 ``fuse_opt_level=0`` skips both steps (every operator alone, as in TVM's
-tutorial); ``-1`` (the default) takes the PassContext's opt_level.
+tutorial); any level >= 1 runs both with the table; ``-1`` (the default)
+takes the PassContext's opt_level.
 
 **Lifted functions**: parameters are the group's external inputs in order of
 first use (Relax variables and non-scalar constants; 0-d constants, shapes
@@ -101,10 +102,13 @@ from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function,
     GlobalVar, If, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from phasec.ir.infer import collect_shape_vars, substitute_sinfo
+from phasec.ir.infer import collect_shape_vars
 from phasec.ir.module import IRModule
 from phasec.ir.op.registry import OpDef, OpPattern, find_op
-from phasec.ir.struct_info import ShapeStructInfo, StructInfo, TupleStructInfo
+from phasec.ir.struct_info import (
+    FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
+    TupleStructInfo,
+)
 from phasec.ir.visitor import post_order_visit
 from phasec.transform import PassConfigError, PassContext, module_pass, register_pass
 
@@ -190,13 +194,17 @@ class _ModuleFuser:
         self._opdefs: dict[str, OpDef | None] = {}
 
     def function(self, func: Function) -> Function:
+        if not isinstance(func.body, SeqExpr):
+            return func  # not normalized: nothing here is in a dataflow block
         body = self.seq(func.body)
         if body is func.body:
             return func
         return Function(func.params, body, func.ret_struct_info, func.is_pure, func.attrs,
                         span=func.span)
 
-    def seq(self, seq: SeqExpr) -> SeqExpr:
+    def seq(self, seq: Expr) -> Expr:
+        if not isinstance(seq, SeqExpr):
+            return seq
         blocks = []
         changed = False
         for block in seq.blocks:
@@ -428,7 +436,7 @@ class _Partition:
             if not uses:
                 continue
             gc = self.group_of[uses[0]]
-            if any(self.group_of[c] != gc for c in uses):
+            if gc == gp or any(self.group_of[c] != gc for c in uses):
                 continue
             feeds = self._can_merge(gp, gc, uses)
             if feeds is not None:
@@ -546,9 +554,14 @@ class _GroupFunction:
         self.params: list[Var] = []
         self.args: list[Expr] = []
         self.inner: dict[int, Expr] = {}  # id(caller var or constant) -> inner expr
+        self._renamed: dict[int, StructInfo] = {}
+        self._seen_sinfo: set[int] = set()
 
     # -- symbolic variables ------------------------------------------------
     def _note_sinfo(self, sinfo: StructInfo | None) -> None:
+        if sinfo is None or id(sinfo) in self._seen_sinfo:
+            return
+        self._seen_sinfo.add(id(sinfo))
         for v in collect_shape_vars(sinfo):
             self._note_var(v)
 
@@ -584,9 +597,15 @@ class _GroupFunction:
                     self._note_prim(a.value)
 
     def _sinfo(self, sinfo: StructInfo | None) -> StructInfo | None:
+        """``sinfo`` with the group's symbolic variables renamed (cached: the
+        same struct info object is typically shared by a call and its variable)."""
         if sinfo is None or not self.syms:
             return sinfo
-        return substitute_sinfo(sinfo, self.syms)
+        key = id(sinfo)
+        hit = self._renamed.get(key)
+        if hit is None:
+            hit = self._renamed[key] = _rename_sinfo(sinfo, self.syms)
+        return hit
 
     def _prim(self, expr: tir.PrimExpr) -> tir.PrimExpr:
         return arith.substitute(expr, self.syms) if self.syms else expr
@@ -676,6 +695,34 @@ class _GroupFunction:
         body = SeqExpr([DataflowBlock(new_bindings)], result)
         func = Function(self.params, body, result.struct_info, True, {"Primitive": True})
         return func, self.args
+
+
+def _rename_sinfo(sinfo: StructInfo, vmap: dict[tir.Var, tir.Var]) -> StructInfo:
+    """``sinfo`` with symbolic variables renamed; unlike ``substitute_sinfo``
+    nothing is simplified, so the lifted function states exactly the caller's
+    shapes."""
+    def dims(values: Sequence[tir.PrimExpr]) -> list[tir.PrimExpr]:
+        return [arith.substitute(d, vmap) for d in values]
+
+    if isinstance(sinfo, TensorStructInfo):
+        if sinfo.shape is None:
+            return sinfo
+        return TensorStructInfo(dims(sinfo.shape), sinfo.dtype, span=sinfo.span)
+    if isinstance(sinfo, ShapeStructInfo):
+        if sinfo.values is None:
+            return sinfo
+        return ShapeStructInfo(dims(sinfo.values), span=sinfo.span)
+    if isinstance(sinfo, PrimStructInfo):
+        if sinfo.value is None:
+            return sinfo
+        return PrimStructInfo(sinfo.dtype, arith.substitute(sinfo.value, vmap), span=sinfo.span)
+    if isinstance(sinfo, TupleStructInfo):
+        return TupleStructInfo([_rename_sinfo(f, vmap) for f in sinfo.fields], span=sinfo.span)
+    if isinstance(sinfo, FuncStructInfo):
+        params = None if sinfo.params is None else [_rename_sinfo(p, vmap) for p in sinfo.params]
+        return FuncStructInfo(params, _rename_sinfo(sinfo.ret, vmap), sinfo.purity,
+                              span=sinfo.span)
+    return sinfo
 
 
 def _scan_param_dims(sinfo: StructInfo | None, defined: set[tir.Var], need: Any) -> None:

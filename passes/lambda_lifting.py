@@ -552,8 +552,11 @@ def lift_module(mod: IRModule) -> IRModule:
 @module_pass(opt_level=0, phases=Phase.INGESTION, transition_to=Phase.OPTIMIZATION,
              name="LambdaLifting")
 class LambdaLifting:
-    """Lift nested functions to private module-level functions (closures via
-    make_closure / invoke_pure_closure); enters the optimization phase."""
+    """Lift nested functions to private module-level functions; enters optimization.
+
+    Captured variables go through ``R.make_closure`` and calls of closures
+    through ``R.invoke_pure_closure`` / ``R.invoke_closure``.
+    """
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
         return lift_module(mod)

@@ -14,7 +14,23 @@ The transition from optimization (1) into lowering (2)::
   elementwise epilogue, so the group touches memory once. The Primitive
   Relax functions are removed; their kernels keep their names
   (``fused_matmul_add_relu``).
-* ``relax.stop_fusion`` (a fusion barrier) lowers to its operand.
+* ``relax.stop_fusion`` (a fusion barrier) lowers to its operand: an alias,
+  no kernel and no copy (it only mattered to FuseOps).
+
+**Fusion versus inlining** (the question "what is the difference?"):
+*fusion* is a graph-level decision, made by FuseOps in the optimization
+phase, about which operators share ONE kernel — one ``call_tir``, so the
+intermediate tensors between them never exist as Relax values and never
+get allocated by the VM. *Inlining* is how the kernel generator
+(:mod:`phasec.ir.te`) then builds that kernel's loop nest: an injective
+producer gets no buffer at all, its defining expression is substituted
+into each load of it in the consumer's loop. Not every operator of a fused
+group can be inlined: a reduction anchor (matmul, conv2d, sum) needs an
+accumulator, so it is computed inside its elementwise epilogue's loop nest
+into a small local buffer (``compute_at``) instead. Fusion without inlining
+would still write every intermediate to memory (inside one kernel);
+inlining without fusion is impossible, since an operator can only be
+inlined into a consumer that lives in the same PrimFunc.
 
 Kernels are deduplicated: structurally equal PrimFuncs (``structural_hash``
 then ``structural_equal``) are added once, so ten ``R.add`` calls of the same
@@ -149,7 +165,7 @@ class _ModuleLegalizer:
         operand struct info, which operands are the same variable); a cache hit
         returns the template's LoweredCall, whose ``args`` refer to the
         template's operands: ``pattern`` is then not None and
-        :meth:`_FunctionLegalizer._op_args` maps them onto this call.
+        :meth:`_FunctionLegalizer._template_arg` maps them onto this call.
         """
         key = _call_key(call)
         if key is not None:

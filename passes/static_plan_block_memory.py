@@ -1,7 +1,7 @@
 """StaticPlanBlockMemory: reuse storage between tensors whose lifetimes do not overlap.
 
 After CallTIRRewrite every kernel output is an ``R.builtin.alloc_tensor``.
-This pass (lowering phase, 2) plans the allocations of static shape::
+This pass (lowering phase, 2) plans these allocations::
 
     a = R.builtin.alloc_tensor(R.shape([64]), dtype="float32")
     ...                                       # last use of a
@@ -34,7 +34,13 @@ free storage is reused and grown (its final size is the largest tensor it
 holds, known once the sequence is planned); only with no free storage is a
 new one created. A storage is freed for reuse right after the binding that
 last uses its tensor, so a kernel's output never shares storage with its
-own inputs. Dynamic (symbolic) shapes are left to VMBuiltinLower.
+own inputs.
+
+**Symbolic shapes.** A tensor of symbolic shape (``R.shape([n, 4])``) is
+planned too, into a storage of symbolic size (``R.shape([n * 16])``, computed
+by the VM from the shape variables bound on function entry); it only reuses
+a free storage of the very same size expression over the same variables,
+since sizes that are not provably equal cannot be compared.
 
 **Kills.** In functions that may have effects (impure, or ``relax.force_pure``
 as RemovePurityChecking leaves them) the pass inserts
@@ -46,7 +52,8 @@ memory is released as early as the plan allows.
 **Statistics.** Each planned function gets the attributes
 ``relax.memory_plan.tensor_bytes`` (the bytes the planned tensors take
 allocated one by one) and ``relax.memory_plan.storage_bytes`` (the bytes of
-the storages that replace them); :func:`plan_stats` sums them per module.
+the storages that replace them), counting the tensors of constant shape
+only; :func:`plan_stats` sums them per module.
 """
 
 from __future__ import annotations
@@ -63,6 +70,8 @@ from phasec.ir import (
     GlobalVar, If, IRModule, ObjectStructInfo, Op, Phase, PrimValue, SeqExpr,
     ShapeExpr, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
 )
+from phasec.ir.arith import free_vars, simplify
+from phasec.ir.infer import prim_expr_to_str
 from phasec.ir.op import op_expr
 from phasec.transform import module_pass, register_pass
 
@@ -179,22 +188,33 @@ def _leaf_vars(expr: Expr) -> list[Var]:
     return out
 
 
-def _static_alloc(value: Expr) -> tuple[tuple[int, ...], str, int] | None:
-    """(shape, dtype, bytes) of ``R.builtin.alloc_tensor`` with a constant shape."""
+def _planned_alloc(value: Expr) -> tuple[tuple[tir.PrimExpr, ...], str, int | tir.PrimExpr,
+                                         Any] | None:
+    """(shape, dtype, bytes, size class) of an ``R.builtin.alloc_tensor`` to plan,
+    or None for anything else.
+
+    ``bytes`` is an int for a constant shape (size class None) and a
+    simplified PrimExpr for a symbolic one, whose size class is a key equal
+    only for the same expression over the same variables.
+    """
     if type(value) is not Call or type(value.op) is not Op or value.op.name != _ALLOC:
         return None
     if len(value.args) != 1 or type(value.args[0]) is not ShapeExpr:
         return None
     dims = value.args[0].values
-    if not all(type(d) is tir.IntImm for d in dims):
-        return None
     dtype = str(value.attrs.get("dtype", "void"))
     try:
         itemsize = np.dtype(dtype).itemsize
     except TypeError:
         return None
-    shape = tuple(int(d.value) for d in dims)
-    return shape, dtype, itemsize * math.prod(shape)
+    if all(type(d) is tir.IntImm for d in dims):
+        return dims, dtype, itemsize * math.prod(int(d.value) for d in dims), None
+    size: tir.PrimExpr = tir.IntImm(itemsize, "int64")
+    for d in dims:
+        size = tir.BinaryOp("*", size, d)
+    size = simplify(size)
+    key = (prim_expr_to_str(size), tuple(id(v) for v in free_vars(size)))
+    return dims, dtype, size, key
 
 
 @dataclass
@@ -203,9 +223,10 @@ class _Token:
 
     index: int          # binding index of the allocation
     var: Var
-    shape: tuple[int, ...]
+    shape: tuple[tir.PrimExpr, ...]
     dtype: str
-    nbytes: int
+    nbytes: int | tir.PrimExpr
+    size_class: Any     # None for a constant size, else the key of a symbolic one
     last_use: int = -1
     escapes: bool = False
     storage: int = -1
@@ -214,7 +235,8 @@ class _Token:
 @dataclass
 class _Storage:
     first: int          # binding index of its first tensor
-    size: int
+    size: int | tir.PrimExpr
+    size_class: Any = None
     end: int = -1       # last use of its last tensor
     var: Var | None = None
 
@@ -257,7 +279,7 @@ class _FunctionPlanner(ExprMutator):
         for i, b in enumerate(bindings):
             value = b.value
             if type(b) is VarBinding:
-                info = _static_alloc(value)
+                info = _planned_alloc(value)
                 if info is not None and type(b.var) is not DataflowVar:
                     tok = _Token(i, b.var, *info, last_use=i)
                     tokens.append(tok)
@@ -320,16 +342,25 @@ class _FunctionPlanner(ExprMutator):
         return []
 
     def _assign(self, planned: list[_Token], n: int) -> list[_Storage]:
-        """Give every planned tensor a storage: best fit among the free ones."""
+        """Give every planned tensor a storage: best fit among the free ones
+        (a symbolic size reuses only a storage of the very same size)."""
         storages: list[_Storage] = []
-        free: list[tuple[int, int]] = []  # (size, storage id), sorted
+        free: list[tuple[int, int]] = []  # constant sizes: (size, storage id), sorted
+        free_symbolic: dict[Any, list[int]] = {}  # size class -> free storage ids
         ends: dict[int, list[_Token]] = {}
         for tok in planned:
             ends.setdefault(tok.last_use, []).append(tok)
         by_index = {tok.index: tok for tok in planned}
         for i in range(n):
             tok = by_index.get(i)
-            if tok is not None:
+            if tok is not None and tok.size_class is not None:
+                pool = free_symbolic.get(tok.size_class)
+                if pool:
+                    tok.storage = pool.pop()
+                else:
+                    tok.storage = len(storages)
+                    storages.append(_Storage(i, tok.nbytes, tok.size_class))
+            elif tok is not None:
                 k = bisect.bisect_left(free, (tok.nbytes, -1))
                 if k < len(free):
                     sid = free.pop(k)[1]            # best fit: smallest large enough
@@ -343,7 +374,10 @@ class _FunctionPlanner(ExprMutator):
             for done in ends.get(i, ()):
                 st = storages[done.storage]
                 st.end = max(st.end, i)
-                bisect.insort(free, (st.size, done.storage))
+                if st.size_class is not None:
+                    free_symbolic.setdefault(st.size_class, []).append(done.storage)
+                else:
+                    bisect.insort(free, (st.size, done.storage))
         return storages
 
     def _rewrite(self, seq: SeqExpr, bindings: list[Binding], planned: list[_Token],
@@ -381,8 +415,9 @@ class _FunctionPlanner(ExprMutator):
             for st in storages:
                 after.setdefault(st.end, []).append(VarBinding(Var("_", _UNIT), Call(
                     op_expr("relax.memory.kill_storage"), [st.var], struct_info=_UNIT)))
-        self.stats = self.stats + PlanStats(sum(t.nbytes for t in planned),
-                                            sum(st.size for st in storages))
+        self.stats = self.stats + PlanStats(
+            sum(t.nbytes for t in planned if t.size_class is None),
+            sum(st.size for st in storages if st.size_class is None))
         blocks: list[BindingBlock] = []
         i = 0
         for block in seq.blocks:

@@ -505,3 +505,11 @@ def test_nesting_depth_limit_is_checked_when_writing():
             to_json(_chain_kernel(length))
     text = "[" * 300 + "]" * 300
     assert "nested too deeply" in str(load_error(text))
+
+
+def test_phase_belongs_in_its_own_field():
+    doc = base_doc()
+    doc["attrs"]["phase"] = "build"
+    assert "attrs.phase: the phase goes in the top-level 'phase' field" in str(load_error(doc))
+    with pytest.raises(TypeError):
+        from_json(base_doc())

@@ -831,3 +831,31 @@ def test_pointer_entry_fallback_fast_math_and_opt_levels(monkeypatch):
         assert s[0] == pytest.approx(expected, rel=1e-5)
     with pytest.raises(CodegenError, match="opt_level"):
         compile_prim_funcs({"ss": f}, opt_level=5)
+
+
+def test_parallel_loop_with_offset_and_int32_loop_var(threads_always):
+    n = var("n")
+    A = buf("A", (n,), "int32")
+    i = var("i", "int32")
+    lo = T.IntImm(3, "int32")
+    ext = binop("-", T.Cast("int32", n), T.IntImm(5, "int32"))
+    f = T.PrimFunc((A,), T.For(i, lo, ext, "parallel", store(A, binop("*", i, i), i)))
+    k = compile_prim_funcs({"k": f})["k"]
+    a = np.full(1000, -1, np.int32)
+    k(a)
+    ref = np.full(1000, -1, np.int32)
+    ref[3:998] = np.arange(3, 998) ** 2
+    np.testing.assert_array_equal(a, ref)
+
+
+def test_bool_scalar_parameter():
+    flag = var("flag", "bool")
+    A = buf("A", (4,))
+    k = compile_prim_funcs({"k": T.PrimFunc((flag, A), loops([4], lambda i: store(
+        A, T.Select(flag, T.FloatImm(1.0), T.FloatImm(2.0)), i)))})["k"]
+    a = np.zeros(4, np.float32)
+    for value, expected in ((True, 1.0), (np.False_, 2.0), (1, 1.0)):
+        k(value, a)
+        assert (a == expected).all()
+    with pytest.raises(VMError, match="scalar parameter 'flag'"):
+        k(1.5, a)

@@ -307,3 +307,31 @@ def test_deep_tir_let_chain() -> None:
         body = tir.LetStmt(vars_[k], value, body)
     mod = IRModule({"k": tir.PrimFunc([a], body)})
     assert verifier.check(mod) == []
+
+
+def test_recursive_local_function_and_closures_are_well_formed() -> None:
+    text = HEAD + """    @R.function(pure=False)
+    def main(x: R.Tensor((2, 3), "float32"), c: R.Prim("bool")) -> R.Tensor((2, 3), "float32"):
+        @R.function
+        def loop(y: R.Tensor((2, 3), "float32"), d: R.Prim("bool")) -> R.Tensor((2, 3), "float32"):
+            if d:
+                z = loop(y, d)
+            else:
+                z = R.add(y, x)
+            return z
+        w = loop(x, c)
+        clo = R.make_closure(cls.helper, (x,))
+        v = R.invoke_closure(clo, (w,), sinfo_args=R.Tensor((2, 3), "float32"))
+        return v
+
+    @R.function(private=True)
+    def helper(a: R.Tensor((2, 3), "float32"), b: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        s = R.add(a, b)
+        return s
+"""
+    mod = phasec.parse(text, "rec.py")
+    assert verifier.check(mod) == []
+    assert verifier.infer_phase(mod) == Phase.INGESTION  # the nested function
+    # the pure variant: invoke_closure has side effects
+    pure = phasec.parse(text.replace("@R.function(pure=False)", "@R.function"), "rec.py")
+    assert [d.code for d in verifier.check(pure)] == ["WF202"]

@@ -62,13 +62,15 @@ class _Dispatch:
         return hooks
 
 
-_DISPATCH: dict[Phase, _Dispatch] = {}
+_DISPATCH: dict[tuple[Phase, int], _Dispatch] = {}
 
 
 def _dispatch_for(phase: Phase) -> _Dispatch:
-    d = _DISPATCH.get(phase)
+    rules = all_rules()
+    key = (phase, len(rules))  # a rule registered later invalidates the tables
+    d = _DISPATCH.get(key)
     if d is None:
-        d = _DISPATCH[phase] = _Dispatch(r for r in all_rules() if r.since <= phase)
+        d = _DISPATCH[key] = _Dispatch(r for r in rules if r.since <= phase)
     return d
 
 
@@ -96,7 +98,9 @@ class Checker:
                 self._internal_failure("the IR is nested too deeply to analyse")
             except Exception as exc:  # malformed IR must give a diagnostic, not a traceback
                 self._internal_failure(f"{type(exc).__name__}: {exc}")
-            ctx.binding, ctx.func, ctx.func_depth, ctx.stmt_span = None, None, -1, None
+            # reset the walk state (a failure may have left it mid-function)
+            ctx.binding = ctx.outer_binding = ctx.func = ctx.frame = ctx.df_frame = None
+            ctx.func_depth, ctx.in_dataflow, ctx.stmt_span = -1, False, None
         return ctx.diagnostics
 
     def _internal_failure(self, what: str) -> None:
@@ -184,17 +188,17 @@ class Checker:
                         if type(branch) is not SeqExpr:
                             self._non_leaf(branch, "if branch (must be a SeqExpr)")
                             continue
-                        outer = ctx.frame
+                        outer, anf_ok = ctx.frame, ctx.anf_ok
                         frame = ctx.frame = Frame(BRANCH, ctx.func_name or "")
                         yield self._walk_seq(branch)
                         frame.open = False
-                        ctx.frame, ctx.binding = outer, b
+                        ctx.frame, ctx.binding, ctx.anf_ok = outer, b, anf_ok
                 elif tv is Function:
                     var = b.var
                     ctx.recursive.add(var)  # a local function may call itself
                     yield self._walk_function(value)
                     ctx.recursive.discard(var)
-                    ctx.binding = b
+                    ctx.binding, ctx.anf_ok = b, True
                 elif tv is TupleGetItem:
                     self._operand(value.tuple_value, "tuple_getitem operand")
                 elif tv is SeqExpr:

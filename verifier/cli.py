@@ -299,6 +299,22 @@ def _list_rules(out: TextIO) -> None:
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
          stderr: TextIO | None = None) -> int:
     """Run ``phasec-check``; returns the exit status (0, 1 or 2)."""
+    try:
+        return _main(argv, stdout, stderr)
+    except BrokenPipeError:  # --explain / --list-rules piped into `head`
+        _silence_stdout()
+        return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, keep the interpreter's final flush from failing."""
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    except OSError:
+        pass
+
+
+def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | None) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     parser = _arg_parser()
@@ -347,14 +363,17 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
     unsatisfied = any(r.inferred is None and r.error is None for r in results) if args.infer_phase \
         else False
     status = EXIT_INPUT if inputs else (EXIT_VIOLATIONS if errors or unsatisfied else EXIT_OK)
-    if args.format == "json":
-        _print_json(results, out, status)
-    elif args.format == "github":
-        _print_github(results, out, args.infer_phase)
-        print(_summary(results), file=err)
-    else:
-        _print_text(results, out, args.infer_phase)
-        print(_summary(results), file=out)
+    try:
+        if args.format == "json":
+            _print_json(results, out, status)
+        elif args.format == "github":
+            _print_github(results, out, args.infer_phase)
+            print(_summary(results), file=err)
+        else:
+            _print_text(results, out, args.infer_phase)
+            print(_summary(results), file=out)
+    except BrokenPipeError:  # piped into `head`: the status still tells the truth
+        _silence_stdout()
     return status
 
 

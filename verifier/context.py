@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from phasec.ir import tir
-from phasec.ir.expr import Binding, Call, Function, GlobalVar, Var
+from phasec.ir.expr import Binding, Function, GlobalVar, Var
 from phasec.ir.module import IRModule
 from phasec.ir.node import Span
 from phasec.ir.phase import Phase
@@ -78,7 +78,6 @@ class Context:
         self.sym_owner: dict[tir.Var, str] = {}
         self.param_owner: dict[Var, str] = {}
         self.tir_scope: set[Any] = set()
-        self.tir_defined: set[Any] = set()
         self.stmt_span: Span | None = None
         self._infer_ctx: Any = None
         self._state: dict[str, Any] = {}
@@ -149,7 +148,3 @@ class Context:
 
             self._infer_ctx = context_from_module(self.mod)
         return self._infer_ctx
-
-    def current_call(self) -> Call | None:
-        b = self.binding
-        return b.value if b is not None and isinstance(b.value, Call) else None

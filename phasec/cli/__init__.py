@@ -31,15 +31,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
+        try:
+            impl = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            # Not in this installation (yet): listed, but says so when run.
+            p = sub.add_parser(name, help=f"{help_text} (not available)", description=help_text)
+            p.set_defaults(_module=None)
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        importlib.import_module(module).add_arguments(p)
+        impl.add_arguments(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args._module is None:
+        print(f"phasec {args.command}: error: this subcommand is not available in this "
+              "installation", file=sys.stderr)
+        return 2
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except PhasecError as err:

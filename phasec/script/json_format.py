@@ -5,13 +5,15 @@ returns it as a JSON Schema document. Layout of a document::
 
     {"format": "phasec.ir_module", "version": 1,
      "phase": "optimization",            # or null: no phase attribute
-     "attrs": {...},                     # other module attributes
+     "attrs": {...},                     # the other module attributes
      "tir_vars": [{"id": 0, "name": "n", "dtype": "int64"}, ...],
-     "buffers":  [{"id": 0, "name": "A", "shape": [2, {"node": "tir.Var", "id": 0}],
+     "buffers":  [{"id": 0, "name": "A", "shape": [{"node": "tir.Var", "id": 0}, 4],
                    "dtype": "float32"}, ...],
-     "vars":     [{"id": 0, "name": "x", "dataflow": false,
-                   "struct_info": {"node": "TensorStructInfo", ...}}, ...],
-     "functions": {"main": {"node": "Function", ...}, "add": {"node": "PrimFunc", ...}}}
+     "struct_infos": [{"node": "TensorStructInfo", "shape": [...], "dtype": "float32"}, ...],
+     "vars":     [{"id": 0, "name": "x", "struct_info": 0},
+                  {"id": 1, "name": "lv", "dataflow": true, "struct_info": 0}, ...],
+     "functions": {"main": {"node": "Function", "params": [0], "body": {...}, ...},
+                   "add": {"node": "PrimFunc", ...}}}
 
 Design points:
 
@@ -20,21 +22,26 @@ Design points:
   Every node may carry a ``"span"`` (file, line, col, end_line, end_col).
 * Variables have identity: Relax ``Var``/``DataflowVar``, TIR ``Var`` and
   ``Buffer`` are defined once, in the module-level tables ``vars``,
-  ``tir_vars`` and ``buffers``, and every use (including parameters and
-  binding targets) refers to them by ``id``. Identity round-trips exactly,
-  even across functions. A buffer's shape may only refer to buffers listed
-  before it.
-* A bare JSON integer where a TIR expression is expected is an ``int64``
-  ``IntImm`` (shape dimensions stay readable); other literals are objects.
+  ``tir_vars`` and ``buffers``, and every use (parameters and binding targets
+  included) refers to them by ``id``: where a Relax expression is expected a
+  JSON integer is a use of that Var; TIR uses are ``{"node": "tir.Var", "id":
+  ...}`` and buffer fields hold buffer ids. Identity round-trips exactly, even
+  across functions. A buffer's shape may only refer to buffers listed before it.
+* Compact forms: where a TIR expression is expected a JSON integer is an
+  ``int64`` ``IntImm`` (shape dimensions stay readable); a call's ``op``
+  given as a string is the registered operator of that name. Struct info is
+  written once in the ``struct_infos`` table (equal ones shared) and referred
+  to by index; inline struct info objects are accepted anywhere too (a table
+  entry may refer to earlier entries only).
 * Constants carry ``dtype``, ``shape`` and ``data``: the array's bytes,
   little-endian, C order, base64-encoded.
-* Struct info of expressions is stored, not re-inferred: a ``Call``/``If``
-  (and ``Op``/``GlobalVar``/``ExternFunc``) keeps its ``struct_info`` when it
-  has one, so a loaded module needs no inference. For ``Tuple``,
-  ``TupleGetItem``, ``SeqExpr`` and ``Function`` the struct info is written
-  only when it is not the one the node derives from its parts.
+* Struct info of expressions is stored, not re-inferred, so a loaded module
+  needs no inference: a ``Call``/``If`` (and ``Op``/``GlobalVar``/
+  ``ExternFunc``) keeps its ``struct_info`` when it has one; for ``Tuple``,
+  ``TupleGetItem``, ``SeqExpr`` and ``Function`` it is written only when it is
+  not the one the node derives from its parts.
 * Attribute values: ``null``, booleans, integers, strings and finite floats
-  are JSON literals; a JSON array is a Python tuple; the objects
+  are JSON literals; a JSON array is a Python tuple; the one-key objects
   ``{"list": [...]}``, ``{"dict": {...}}``, ``{"float": "nan"|"inf"|"-inf"}``,
   ``{"prim_expr": ...}``, ``{"expr": ...}``, ``{"struct_info": ...}`` hold the
   rest.
@@ -42,11 +49,19 @@ Design points:
   (non-normal-form or use-before-definition programs included), so the
   verifier can inspect it. ``to_json(from_json(t)) == t`` for any ``t``
   written by ``to_json``.
+* Nesting is limited to :data:`MAX_DEPTH` JSON levels (pydantic's JSON parser
+  stops there); ``to_json`` refuses a module it could not read back.
 
 Any document that does not fit raises :class:`phasec.errors.SchemaError`
 listing the path of each offending field (``functions.main.body.blocks.0.
-bindings.3.value.args.1: Field required``); unknown ids, bad dtypes and
-constant data of the wrong length are SchemaErrors too.
+bindings.3.value.args: Field required``; the paths are also in its
+``errors`` attribute as ``(path, message)`` pairs). Unknown ids, duplicate
+ids, bad dtypes and constant data of the wrong length are SchemaErrors too;
+invalid JSON text gives the line and column.
+
+Performance: reading and writing are linear and iterative over binding
+lists; a 100k-binding function writes in about 0.6 s and loads (pydantic
+validation included) in about 1.5 s.
 """
 
 from __future__ import annotations
@@ -1542,6 +1557,8 @@ def from_json(text: str | bytes) -> IRModule:
 
 
 def _load(text: str | bytes) -> IRModule:
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise TypeError(f"from_json expects JSON text (str or bytes), not {type(text).__name__}")
     try:
         doc = ModuleDoc.model_validate_json(text)
     except ValidationError as exc:
@@ -1557,6 +1574,9 @@ def _load(text: str | bytes) -> IRModule:
             else:
                 functions[name] = reader.expr(f, p)
         attrs = reader.attrs(doc.attrs, (None, "attrs"))
+        if "phase" in attrs:
+            raise _LoadError(((None, "attrs"), "phase"),
+                             "the phase goes in the top-level 'phase' field, not in attrs")
     except _LoadError as exc:
         path = _path_text(exc.path)
         err = SchemaError(f"invalid module JSON:\n  {path}: {exc.message}")
@@ -1565,6 +1585,8 @@ def _load(text: str | bytes) -> IRModule:
     except RecursionError:
         raise SchemaError(f"invalid module JSON: nested too deeply (the format supports about "
                           f"{MAX_DEPTH} levels)") from None
+    except (ValueError, TypeError) as exc:  # an IR constructor refused a value
+        raise SchemaError(f"invalid module JSON: {exc}") from None
     if doc.phase is not None:
         attrs["phase"] = doc.phase
     return IRModule(functions, attrs, span=_mk_span(doc.span))

@@ -552,8 +552,7 @@ class _RelaxPrinter(_PrimPrinter):
                     parts.append(self._callee(a))
                 else:
                     parts.append(self.expr(a))
-            head = _op_script_name(name)
-            order = _op_attr_order(name)
+            head, order = _op_info(name)
         elif t is ExternFunc:
             head = "R.call_packed"
             parts = [quote_str(op.global_symbol)] + [self.expr(a) for a in args]
@@ -675,18 +674,26 @@ class _RelaxPrinter(_PrimPrinter):
             self.tir_vars, self._tir_seen, self._sinfo_cache = outer
 
 
-def _op_script_name(name: str) -> str:
-    return "R." + name.removeprefix("relax.")
+_OP_INFO: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
-def _op_attr_order(name: str) -> tuple[str, ...]:
-    from ..ir.op.registry import find_op
+def _op_info(name: str) -> tuple[str, tuple[str, ...]]:
+    """(TVMScript spelling, attribute order) of the operator ``name``, from the
+    registry; an unregistered name is printed as ``R.<name>`` with its
+    attributes sorted."""
+    info = _OP_INFO.get(name)
+    if info is None:
+        from ..ir.op.registry import find_op
 
-    try:
         opdef = find_op(name)
-    except ImportError:  # definitions not importable: print attrs sorted
-        return ()
-    return tuple(opdef.attrs) if opdef is not None else ()
+        if opdef is None:
+            return "R." + name.removeprefix("relax."), ()
+        info = _OP_INFO[name] = (opdef.script_name, tuple(opdef.attrs))
+    return info
+
+
+def _op_script_name(name: str) -> str:
+    return _op_info(name)[0]
 
 
 def _scalar_text(x: Any) -> str:
@@ -894,14 +901,16 @@ def print_module(mod: IRModule) -> str:
     Functions are printed sorted by name, so equal modules print equally.
     """
     lines = [*HEADER, "", "@I.ir_module", "class Module:"]
+    has_body = False
     if mod.attrs:
         lines.append(_INDENT + "I.module_attrs(" + _attrs_dict_text(_TirPrinter(), mod.attrs) + ")")
-    names = sorted(mod.functions)
-    for name in names:
-        if len(lines) > 6:
-            lines.append("")
+        has_body = True
+    for name in sorted(mod.functions):
+        if has_body:
+            lines.append("")  # a blank line between module-level items
         lines.extend(_function_lines(name, mod.functions[name], _INDENT))
-    if not names and not mod.attrs:
+        has_body = True
+    if not has_body:
         # A class needs a body; an empty attribute dict reads back as no attributes.
         lines.append(_INDENT + "I.module_attrs({})")
     return "\n".join(lines) + "\n"
@@ -937,7 +946,7 @@ def print_expr(expr: Expr) -> str:
     p = _RelaxPrinter()
     t = type(expr)
     if t is Function:
-        p.function(_sanitize(expr.attrs.get("global_symbol", "f")), expr, "", top=False)
+        p.function(_sanitize(str(expr.attrs.get("global_symbol", "f"))), expr, "", top=False)
         return "\n".join(p.lines)
     if t is SeqExpr:
         p.seq_blocks(expr.blocks, "")

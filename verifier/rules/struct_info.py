@@ -28,11 +28,6 @@ from .base import Rule, register
 _CALL_TIR_OPS = frozenset({"relax.call_tir"})
 
 
-def _binding_var(ctx: Context) -> Any:
-    b = ctx.binding
-    return None if b is None else b.var
-
-
 @register
 class MissingStructInfo(Rule):
     code = "WF401"

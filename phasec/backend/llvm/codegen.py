@@ -6,11 +6,11 @@ module. Each kernel ``K`` becomes
 * ``@K`` (internal): the kernel proper, one ``noalias`` pointer per buffer
   parameter, then the scalar parameters, then the symbolic dimensions that
   are bound from buffer shapes; returns 0 or an error code;
-* ``@K.entry_ptr``: the exported C-ABI wrapper taking raw data pointers and
-  64-bit scalars;
-* ``@K.entry_obj`` (when the numpy array layout is known): the same, taking
-  the ``PyArrayObject*`` of each array and reading its data pointer, so the
-  Python side does not pay for ``ndarray.ctypes`` on every call.
+* ``@K.entry_obj`` (when the numpy array layout is known): the exported
+  C-ABI wrapper taking the ``PyArrayObject*`` of each array (it reads the
+  data pointer itself, so the Python side does not pay for
+  ``ndarray.ctypes`` on every call) and 64-bit scalars;
+* ``@K.entry_ptr`` (otherwise): the same taking raw data pointers.
 
 Design choices, all for code LLVM can vectorize:
 
@@ -187,7 +187,10 @@ class ParamABI:
 
 @dataclass(frozen=True)
 class KernelABI:
-    """How to call one compiled kernel: entry symbols and argument order.
+    """How to call one compiled kernel: entry symbol and argument order.
+
+    ``obj_symbol`` is set when the entry takes ``PyObject*`` arrays; only
+    ``ptr_symbol`` exists otherwise.
 
     The native entry takes, in order, one argument per parameter (array data
     pointer or ``PyObject*`` for buffers, ``int64``/``double`` for scalars)
@@ -559,9 +562,11 @@ class _KernelCodegen:
         self.fn.emit(f"ret i32 {RC_OK}")
         self.finish_function()
 
+        # One exported entry, so the kernel body is inlined into exactly one caller.
         if abi.obj_symbol is not None:
             self.emit_entry(abi.obj_symbol, abi.dim_vars, objects=True)
-        self.emit_entry(abi.ptr_symbol, abi.dim_vars, objects=False)
+        else:
+            self.emit_entry(abi.ptr_symbol, abi.dim_vars, objects=False)
         return abi
 
     def finish_function(self) -> None:

@@ -7,6 +7,11 @@ conversions) are registered with LLVM explicitly from the running process,
 and every remaining external declaration is checked before finalisation, so
 a missing symbol is a clear :class:`CodegenError` instead of LLVM aborting
 the process.
+
+The parallel runtime (``phasec_rt_parallel_for``, see :mod:`.irlib`) is a
+separate module JIT-compiled once per process; kernel modules call it by
+symbol. ``PHASEC_PARALLEL_RUNTIME=spawn`` selects the thread-per-call
+runtime instead of the persistent pool (the default on Linux).
 """
 
 from __future__ import annotations

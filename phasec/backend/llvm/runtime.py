@@ -42,7 +42,7 @@ def _probe_array_data_offset() -> int | None:
     base = np.zeros(64, dtype=np.float64)
     samples = [base, base[3:], np.zeros((3, 5), np.int8), np.empty(0, np.float32)]
     try:
-        for off in range(8, 96, 8):
+        for off in range(8, 64, 8):  # within PyArrayObject_fields
             if all(arr.ctypes.data != 0 and ctypes.c_void_p.from_address(id(arr) + off).value
                    == arr.ctypes.data for arr in samples[:3]):
                 return off
@@ -150,8 +150,10 @@ class Kernel:
         # Scalars first: they may fix shape dimensions.
         for i, p in enumerate(abi.params):
             if p.kind == "scalar":
-                pyt = "float" if p.dtype.startswith("float") else "int"
-                lines.append(f"if type(a{i}) is not {pyt}: a{i} = scalar(a{i}, {pyt == 'float'})")
+                kind = "float" if p.dtype.startswith("float") else "bool" if p.dtype == "bool" \
+                    else "int"
+                pyt = "float" if kind == "float" else "int"
+                lines.append(f"if type(a{i}) is not {pyt}: a{i} = scalar(a{i}, {kind!r})")
                 dim_of[id(p.var)] = f"a{i}"
         for i, p in enumerate(abi.params):
             if p.kind != "buffer":
@@ -208,13 +210,16 @@ class Kernel:
         raise self._failure(rc)
 
     @staticmethod
-    def _scalar(value: Any, is_float: bool) -> Any:
-        """Validate and convert a scalar argument that is not exactly int/float."""
+    def _scalar(value: Any, kind: str) -> Any:
+        """Validate and convert a scalar argument that is not exactly int/float
+        (numpy scalars; bools only for bool parameters)."""
         if isinstance(value, (bool, np.bool_)):
-            raise _BadArguments
+            if kind != "bool":
+                raise _BadArguments
+            return int(value)
         if isinstance(value, (int, np.integer)):
-            return float(value) if is_float else int(value)
-        if is_float and isinstance(value, (float, np.floating)):
+            return float(value) if kind == "float" else int(value)
+        if kind == "float" and isinstance(value, (float, np.floating)):
             return float(value)
         raise _BadArguments
 
@@ -245,6 +250,8 @@ class Kernel:
             if p.kind == "scalar":
                 v = args[pos]
                 ok = isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                if p.dtype == "bool":
+                    ok = ok or isinstance(v, (bool, np.bool_))
                 if p.dtype.startswith("float"):
                     ok = ok or isinstance(v, (float, np.floating))
                 if not ok:
@@ -424,8 +431,7 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
     gen = ModuleCodegen(options, array_data_offset)
     abis = {name: gen.add_kernel(name, funcs[name]) for name in sorted(funcs)}
     ir = gen.finish()
-    entries = [a.ptr_symbol for a in abis.values()]
-    entries += [a.obj_symbol for a in abis.values() if a.obj_symbol is not None]
+    entries = [a.obj_symbol or a.ptr_symbol for a in abis.values()]
     native = jit_compile(ir, entries, [], opt_level)
     return native, abis, ir
 

@@ -1,0 +1,70 @@
+"""``phasec build``: compile a module file to a VM executable file.
+
+    phasec build model.py -o model.pvm [--opt-level 2] [--verify each] [--timing]
+
+Runs :func:`phasec.build` (the default pipeline from the module's phase,
+VM codegen, kernel compilation) and writes the executable with
+:meth:`Executable.save`. Run it with ``phasec run model.pvm`` or
+``phasec.VirtualMachine(phasec.Executable.load("model.pvm"))``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..transform import VERIFY_MODES, PassTiming
+from .opt import check_opt_level, read_module
+
+#: the conventional suffix of executable files
+EXECUTABLE_SUFFIX = ".pvm"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", metavar="INPUT",
+                        help="module file: .py (TVMScript), .json, or - for standard input")
+    parser.add_argument("-o", "--output", metavar="OUT", default=None,
+                        help=f"executable file to write (default: INPUT with suffix "
+                             f"{EXECUTABLE_SUFFIX} in the current directory)")
+    parser.add_argument("--opt-level", type=int, default=2, metavar="N",
+                        help="optimization level (default 2)")
+    parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
+                        help="verify after every pass (each, the default), after transitions, "
+                             "or off")
+    parser.add_argument("--passes", metavar="SPEC", default=None,
+                        help="a textual pipeline to use instead of the default one (must end "
+                             "in the build phase)")
+    parser.add_argument("--kernels", choices=("llvm", "none"), default="llvm",
+                        help="compile the kernels now to catch errors (llvm, the default), or "
+                             "skip it (none; they are compiled when the executable is loaded)")
+    parser.add_argument("--timing", action="store_true",
+                        help="print the time spent in each pass (to standard error)")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def default_output(input_path: str) -> str:
+    stem = "module" if input_path == "-" else Path(input_path).stem
+    return stem + EXECUTABLE_SUFFIX
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..pipeline import build
+
+    check_opt_level(args.opt_level)
+    mod = read_module(args.input)
+    timing = PassTiming() if args.timing else None
+    exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
+                instruments=[timing] if timing is not None else [], kernels=args.kernels)
+    out = args.output or default_output(args.input)
+    exe.save(out)
+    if timing is not None:
+        print(timing.render(), file=sys.stderr)
+    stats = exe.stats()
+    print(f"wrote {out}: {_count(stats['functions'], 'function')}, "
+          f"{_count(stats['instructions'], 'instruction')}, {_count(stats['kernels'], 'kernel')}, "
+          f"{_count(stats['constants'], 'constant')}")
+    return 0

@@ -1,0 +1,187 @@
+"""``phasec opt``: run a textual pass pipeline on a module file (like ``mlir-opt``).
+
+    phasec opt model.py --passes "LambdaLifting,FoldConstant,FuseOps{fuse_opt_level=2}"
+    phasec opt model.json --passes LambdaLifting -o lifted.json
+    cat model.py | phasec opt - --print-after-all
+
+INPUT is TVMScript (``.py``), the JSON module format (``.json``) or ``-`` for
+standard input (JSON when it starts with ``{``, TVMScript otherwise). The
+result goes to standard output as TVMScript, or to ``-o OUTPUT`` (TVMScript
+or JSON by its suffix). Diagnostics (``--print-after-all``,
+``--print-before``, ``--timing``, ``--trace``, notes on skipped passes) go to
+standard error, so standard output is only the resulting module.
+
+Without ``--passes`` the default pipeline (:func:`phasec.pipeline.default_pipeline`
+at ``--opt-level``) runs from the module's phase to the build phase, as
+``phasec build`` would, and the lowered module is printed.
+
+Every error (parse, unknown pass or option, phase, verifier, failing pass)
+is a one-line message and exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import ParseError, PhasecError
+from ..ir import IRModule
+from ..transform import (
+    PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace, PrintAfterAll,
+    VERIFY_MODES,
+)
+
+#: output suffix -> format
+OUTPUT_SUFFIXES = {".py": "TVMScript", ".json": "JSON"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", metavar="INPUT",
+                        help="module file: .py (TVMScript), .json, or - for standard input")
+    parser.add_argument("--passes", metavar="SPEC", default=None,
+                        help='textual pipeline, e.g. "LambdaLifting,FuseOps{fuse_opt_level=2}" '
+                             "(see `phasec passes`); default: the default pipeline from the "
+                             "module's phase to the build phase")
+    parser.add_argument("-o", "--output", metavar="OUTPUT", default=None,
+                        help="write the result here (.py: TVMScript, .json: JSON) instead of "
+                             "standard output")
+    parser.add_argument("--opt-level", type=int, default=2, metavar="N",
+                        help="PassContext opt_level: passes above it are skipped (default 2)")
+    parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
+                        help="verify after every pass (each, the default), after transitions "
+                             "only, or never (off)")
+    parser.add_argument("--print-after-all", action="store_true",
+                        help="print the module after every pass (to standard error)")
+    parser.add_argument("--print-before", action="append", default=[], metavar="PASS",
+                        help="print the module before every run of PASS (repeatable)")
+    parser.add_argument("--timing", action="store_true",
+                        help="print the time spent in each pass and in the verifier")
+    parser.add_argument("--trace", action="store_true",
+                        help="print every pass run or skipped, with the phase before and after")
+
+
+# -- shared with `phasec build` and `phasec run` ----------------------------------
+def read_module(path: str) -> IRModule:
+    """Load INPUT: a ``.py``/``.json`` file, or ``-`` for standard input."""
+    from ..script.loader import load
+
+    if path != "-":
+        return load(path)
+    text = sys.stdin.read()
+    if text.lstrip().startswith("{"):
+        from ..script.json_format import from_json
+
+        return from_json(text)
+    from ..script.parser import parse
+
+    return parse(text, filename="<stdin>")
+
+
+def module_text(mod: IRModule, output: str | None) -> str:
+    """The module in the format ``output``'s suffix asks for (TVMScript by default)."""
+    if output is not None and Path(output).suffix.lower() == ".json":
+        from ..script.json_format import to_json
+
+        return to_json(mod, indent=1) + "\n"
+    text = mod.script()
+    return text if text.endswith("\n") else text + "\n"
+
+
+def check_output_suffix(output: str | None) -> None:
+    if output is None or output == "-":
+        return
+    suffix = Path(output).suffix.lower()
+    if suffix not in OUTPUT_SUFFIXES:
+        known = ", ".join(f"{s} ({f})" for s, f in OUTPUT_SUFFIXES.items())
+        raise ParseError(f"cannot write {output!r}: unknown output type "
+                         f"{Path(output).suffix or '(no suffix)'!r}; expected {known}")
+
+
+def check_opt_level(level: int) -> None:
+    if level < 0:
+        raise PassConfigError(f"--opt-level must be >= 0, not {level}")
+
+
+class _PrintBefore(PassInstrument):
+    """Print the module before each run of the named passes."""
+
+    def __init__(self, names: set[str], file: Any) -> None:
+        self.names = names
+        self.file = file
+
+    def run_before_pass(self, mod: IRModule, info: Any) -> None:
+        if info.name in self.names:
+            print(f"# Before {info.name} (phase {mod.phase.label})\n{mod.script()}",
+                  file=self.file)
+
+
+class _SkipNotes(PassInstrument):
+    """Collect the passes a Sequential skipped (shown as notes)."""
+
+    def __init__(self) -> None:
+        self.skipped: list[tuple[str, str]] = []
+
+    def run_on_skip(self, mod: IRModule, info: Any, reason: str) -> None:
+        self.skipped.append((info.name, reason))
+
+
+def _check_pass_names(names: list[str]) -> None:
+    from ..transform import REGISTRY
+
+    for name in names:
+        if name not in REGISTRY:
+            raise PassConfigError(f"--print-before: {REGISTRY.unknown_message(name)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..pipeline import _from_phase, default_pipeline, run_pipeline
+    from ..transform import Pipeline, parse_pipeline
+
+    check_opt_level(args.opt_level)
+    check_output_suffix(args.output)
+    _check_pass_names(args.print_before)
+    # Parse the pipeline before reading the input: a typo fails fast.
+    spec_seq = parse_pipeline(args.passes, name="opt") if args.passes is not None else None
+    mod = read_module(args.input)
+    if spec_seq is not None:
+        pipeline: Any = spec_seq
+    else:
+        pipeline = _from_phase(default_pipeline(args.opt_level), mod.phase)
+
+    err = sys.stderr
+    instruments: list[PassInstrument] = []
+    if args.print_before:
+        instruments.append(_PrintBefore(set(args.print_before), err))
+    if args.print_after_all:
+        instruments.append(PrintAfterAll(file=err))
+    timing = PassTiming() if args.timing else None
+    trace = PassTrace() if args.trace else None
+    notes = _SkipNotes()
+    instruments += [i for i in (timing, trace) if i is not None] + [notes]
+
+    ctx = PassContext(opt_level=args.opt_level, verify=args.verify, instruments=instruments)
+    try:
+        with ctx:
+            result = run_pipeline(pipeline if not isinstance(pipeline, Pipeline)
+                                  else pipeline.to_sequential(), mod, ctx)
+    except PhasecError:
+        # Show what ran before the failure: it helps to locate it.
+        if trace is not None and trace.entries:
+            print(f"pass trace (up to the error):\n{trace.render()}", file=err)
+        raise
+    for name, reason in notes.skipped:
+        hint = " (raise --opt-level)" if "opt_level" in reason else ""
+        print(f"phasec opt: note: {name} skipped: {reason}{hint}", file=err)
+    if trace is not None:
+        print(f"pass trace:\n{trace.render()}", file=err)
+    if timing is not None:
+        print(timing.render(), file=err)
+
+    text = module_text(result, args.output)
+    if args.output is None or args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0

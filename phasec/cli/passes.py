@@ -1,0 +1,75 @@
+"""``phasec passes``: list every registered pass with its phase declaration.
+
+One row per pass: the phases it accepts, its transition (if any), its
+``opt_level`` and the passes it requires; ``--verbose`` adds its options
+(with defaults) and the first line of its docstring; ``--json`` prints the
+same as a JSON list for tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..transform import MISSING, describe_phases, format_value, pass_entries
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show each pass's options and description")
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+
+
+def _options_text(defaults: dict[str, Any]) -> str:
+    parts = []
+    for key, value in defaults.items():
+        try:
+            shown = "<required>" if value is MISSING else format_value(value)
+        except ValueError:  # a default with no textual form (e.g. an object)
+            shown = f"<{type(value).__name__}>"
+        parts.append(f"{key}={shown}")
+    return ", ".join(parts) or "-"
+
+
+def pass_rows(verbose: bool = False) -> list[dict[str, str]]:
+    """One dict per registered pass (sorted by name): the table's cells."""
+    rows = []
+    for entry in pass_entries():
+        info = entry.info
+        row = {
+            "pass": entry.name,
+            "phases": describe_phases(info.phases),
+            "transition": (f"-> {info.transition_to.label}" if info.transition_to is not None
+                           else "-"),
+            "opt_level": str(info.opt_level),
+            "requires": ", ".join(info.required) or "-",
+        }
+        if verbose:
+            row["options"] = _options_text(entry.option_defaults)
+            row["description"] = entry.doc or "-"
+        rows.append(row)
+    return rows
+
+
+def render_table(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return "(no passes registered)"
+    header = list(rows[0])
+    widths = {h: max(len(h), *(len(r[h]) for r in rows)) for h in header}
+    lines = ["  ".join(h.upper().ljust(widths[h]) for h in header).rstrip()]
+    lines.append("  ".join("-" * widths[h] for h in header))
+    for r in rows:
+        lines.append("  ".join(r[h].ljust(widths[h]) for h in header).rstrip())
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = pass_rows(verbose=args.verbose)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(render_table(rows))
+        print(f"\n{len(rows)} passes. Phases: ingestion (0) -> optimization (1) -> "
+              "lowering (2) -> build (3); a pass runs only in the phases it accepts.")
+    return 0

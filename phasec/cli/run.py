@@ -1,0 +1,637 @@
+"""``phasec run``: compile a module, run it on the VM and check it.
+
+    phasec run                                  # the bundled MLP example
+    phasec run --example transformer --dim n=2  # another bundled example
+    phasec run model.py --inputs inputs.npz --repeat 20
+    phasec run model.pvm                        # a saved executable: just run it
+
+For a module (TVMScript, JSON or a bundled example) it
+
+1. compiles it with :func:`phasec.pipeline.lower` and shows every pass with
+   its phase (before -> after), its time and the verifier's time;
+2. generates VM bytecode and compiles the kernels with LLVM;
+3. runs the entry function ``--repeat`` times and prints the best time;
+4. runs the ORIGINAL module on the reference interpreter
+   (:func:`phasec.interp.run`) and compares: the maximum absolute error, the
+   relative error ``max|vm - ref| / max|ref|``, PASS or FAIL. The exit
+   status is 1 on FAIL.
+
+**Inputs.** ``--inputs FILE.npz`` gives arrays by parameter name; every
+parameter it does not give gets a random value, seeded by ``--seed`` (0):
+floats from the standard normal distribution, integers in [0, 8), booleans
+uniformly. Shapes come from the parameters' struct info; a symbolic
+dimension (``n``) takes its value from an array given in ``--inputs``, else
+from ``--dim n=VALUE``, else 1.
+
+**Tolerance.** ``--rtol`` (default 1e-4) bounds ``max|vm - ref| / max|ref|``
+for float outputs; other outputs must be equal. The kernels compute in
+float32 like numpy but sum in a different order (vectorized, tiled) and use
+phasec's vectorized exp/erf/tanh (within 4 ulps), so a reduction over K
+terms may differ by about K * 2^-24 relative to the terms' magnitude; the
+error is measured against the output's largest magnitude because an element
+near zero that results from cancelling terms cannot be held to a relative
+bound of its own.
+
+A saved executable (``phasec build``) runs the same way, but without the
+original module there is no reference to compare with; the check is skipped
+and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import PhasecError
+from ..ir import IRModule, tir
+from ..ir.expr import Function
+from ..ir.struct_info import (
+    PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
+)
+from ..transform import VERIFY_MODES, PassInstrument
+from .opt import check_opt_level, read_module
+
+#: bundled example models (files phasec/examples/<name>.py)
+EXAMPLES: tuple[str, ...] = ("mlp", "cnn", "transformer")
+DEFAULT_EXAMPLE = "mlp"
+DEFAULT_RTOL = 1e-4
+DEFAULT_DIM = 1
+
+
+class InputError(PhasecError):
+    """The inputs of a run cannot be made: a missing or ill-shaped array, a bad ``--dim``."""
+
+
+# -- bundled examples -----------------------------------------------------------
+def example_source(name: str) -> str:
+    """The TVMScript text of a bundled example (package data)."""
+    if name not in EXAMPLES:
+        raise InputError(f"unknown example {name!r}; the bundled examples are "
+                         f"{', '.join(EXAMPLES)}")
+    return (resources.files("phasec") / "examples" / f"{name}.py").read_text(encoding="utf-8")
+
+
+def load_example(name: str) -> IRModule:
+    """A bundled example model, parsed (ingestion phase)."""
+    from ..script.parser import parse
+
+    return parse(example_source(name), filename=f"phasec/examples/{name}.py")
+
+
+# -- arguments ----------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", metavar="INPUT", nargs="?", default=None,
+                        help="module file (.py TVMScript, .json) or executable (phasec build); "
+                             f"default: the bundled {DEFAULT_EXAMPLE} example")
+    parser.add_argument("--example", choices=EXAMPLES, default=None,
+                        help=f"run a bundled example model (default {DEFAULT_EXAMPLE})")
+    parser.add_argument("--inputs", metavar="NPZ", default=None,
+                        help="arrays by parameter name (.npz); parameters not given are random")
+    parser.add_argument("--entry", default="main", help="function to run (default main)")
+    parser.add_argument("--opt-level", type=int, default=2, metavar="N",
+                        help="optimization level (default 2)")
+    parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
+                        help="verify after every pass (each, the default), transitions, or off")
+    parser.add_argument("--repeat", type=int, default=10, metavar="N",
+                        help="run N times and report the best time (default 10)")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                        help=f"value of a symbolic dimension, e.g. n=4 (default {DEFAULT_DIM}); "
+                             "repeatable")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
+                        help=f"tolerance of the check, max|vm-ref|/max|ref| (default {DEFAULT_RTOL:g})")
+    parser.add_argument("--kernels", choices=("llvm", "interp"), default="llvm",
+                        help="run kernels as native code (llvm, the default) or on the TIR "
+                             "interpreter (interp)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="do not list the passes")
+
+
+def parse_dims(items: list[str]) -> dict[str, int]:
+    """``["n=4", "m=2"]`` -> ``{"n": 4, "m": 2}``."""
+    dims: dict[str, int] = {}
+    for item in items:
+        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(-?\d+)\s*", item)
+        if m is None:
+            raise InputError(f"--dim {item!r}: expected NAME=VALUE with an integer value, "
+                             "e.g. --dim n=4")
+        value = int(m.group(2))
+        if value < 0:
+            raise InputError(f"--dim {item!r}: a dimension cannot be negative")
+        dims[m.group(1)] = value
+    return dims
+
+
+# -- inputs ----------------------------------------------------------------------------
+class _Dims:
+    """Values of symbolic dimensions: from given arrays, ``--dim``, or the default."""
+
+    def __init__(self, given: Mapping[str, int]) -> None:
+        self.given = dict(given)
+        self.bound: dict[str, int] = {}
+        self.used: set[str] = set()
+
+    def value(self, name: str) -> int:
+        self.used.add(name)
+        if name in self.bound:
+            return self.bound[name]
+        return self.bound.setdefault(name, self.given.get(name, DEFAULT_DIM))
+
+    def bind(self, name: str, value: int, where: str) -> None:
+        self.used.add(name)
+        if name in self.given and self.given[name] != value:
+            raise InputError(f"{where} has {name} = {value}, but --dim says {name}="
+                             f"{self.given[name]}")
+        old = self.bound.setdefault(name, value)
+        if old != value:
+            raise InputError(f"{where} has {name} = {value}, but another input has "
+                             f"{name} = {old}")
+
+
+def _prim_value(expr: tir.PrimExpr, dims: _Dims) -> int:
+    from ..interp import eval_prim_expr
+
+    return int(eval_prim_expr(expr, lambda v: dims.value(v.name)))
+
+
+def _bind_shape(sinfo: StructInfo | None, value: Any, dims: _Dims, where: str) -> None:
+    """Record the symbolic dims an input array defines (plain variables only)."""
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None \
+            and isinstance(value, np.ndarray) and value.ndim == len(sinfo.shape):
+        for d, n in zip(sinfo.shape, value.shape):
+            if isinstance(d, tir.Var):
+                dims.bind(d.name, int(n), where)
+
+
+def _random_value(sinfo: StructInfo | None, rng: np.random.Generator, dims: _Dims,
+                  where: str) -> Any:
+    if isinstance(sinfo, TensorStructInfo):
+        if sinfo.shape is None:
+            raise InputError(f"{where} has no known shape ({_sinfo(sinfo)}); give it with "
+                             "--inputs")
+        shape = tuple(_prim_value(d, dims) for d in sinfo.shape)
+        return _random_array(shape, sinfo.dtype, rng, where)
+    if isinstance(sinfo, TupleStructInfo):
+        return tuple(_random_value(f, rng, dims, f"{where}[{i}]")
+                     for i, f in enumerate(sinfo.fields))
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        return tuple(_prim_value(v, dims) for v in sinfo.values)
+    if isinstance(sinfo, PrimStructInfo):
+        if sinfo.value is not None:
+            return _prim_value(sinfo.value, dims)
+        if sinfo.dtype.startswith("float"):
+            return float(rng.standard_normal())
+        return int(rng.integers(0, 8))
+    raise InputError(f"cannot make a random value for {where} ({_sinfo(sinfo)}); "
+                     "give it with --inputs")
+
+
+def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator,
+                  where: str) -> np.ndarray:
+    if dtype in ("void", ""):
+        raise InputError(f"{where} has no dtype; give it with --inputs")
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.startswith(("int", "uint")):
+        return rng.integers(0, 8, shape).astype(dtype)
+    raise InputError(f"cannot make a random {dtype} array for {where}; give it with --inputs")
+
+
+def _sinfo(sinfo: StructInfo | None) -> str:
+    from ..interp import sinfo_text
+
+    return sinfo_text(sinfo)
+
+
+def _load_npz(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise InputError(f"--inputs {path!r}: not an .npz archive of named arrays "
+                                 "(write one with numpy.savez)")
+            return {k: data[k] for k in data.files}
+    except FileNotFoundError:
+        raise InputError(f"--inputs {path!r}: no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise InputError(f"--inputs {path!r}: cannot read it as .npz ({exc})") from None
+
+
+def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str, np.ndarray],
+                dims: Mapping[str, int], seed: int) -> tuple[list[Any], list[str]]:
+    """The argument list for ``params`` ((name, struct info) pairs): arrays
+    from ``given`` by name, random values for the rest. Returns the arguments
+    and the names of the random ones."""
+    names = [n for n, _ in params]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise InputError(f"--inputs has {', '.join(map(repr, unknown))}, which "
+                         f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'}"
+                         f"; the parameters are {', '.join(names) or '(none)'}")
+    state = _Dims(dims)
+    for name, sinfo in params:  # given arrays define symbolic dims first
+        if name in given:
+            _bind_shape(sinfo, given[name], state, f"input {name!r}")
+    rng = np.random.default_rng(seed)
+    args: list[Any] = []
+    generated: list[str] = []
+    for name, sinfo in params:
+        if name in given:
+            args.append(given[name])
+        else:
+            args.append(_random_value(sinfo, rng, state, f"parameter {name!r}"))
+            generated.append(name)
+    unused = sorted(set(dims) - state.used)
+    if unused:
+        known = sorted(state.used)
+        raise InputError(f"--dim {unused[0]}: no parameter has a symbolic dimension "
+                         f"{unused[0]!r}" + (f"; they have {', '.join(known)}" if known else
+                                             "; the entry function has no symbolic dimensions"))
+    return args, generated
+
+
+def _executable_params(exe: Any, entry: str) -> list[tuple[str, StructInfo | None]]:
+    """(name, struct info) of an executable function's parameters, read back
+    from the shape checks (``match``) of its prologue."""
+    from ..backend.vm.bytecode import Match
+
+    func = exe.functions[exe.func_index[entry]]
+    patterns: dict[int, Match] = {}
+    for ins in func.code:
+        if isinstance(ins, Match) and ins.src < len(func.params) and ins.src not in patterns:
+            patterns[ins.src] = ins
+    return [(name, _pattern_sinfo(patterns.get(i))) for i, name in enumerate(func.params)]
+
+
+def _pattern_sinfo(ins: Any) -> StructInfo | None:
+    if ins is None or ins.pattern[0] != "tensor" or ins.pattern[3] is None:
+        return None
+    _, dtype, _, dims = ins.pattern
+    # The symbolic names are only in the text of the expected type.
+    m = re.search(r"R\.Tensor\(\(([^()]*)\)", ins.expected)
+    texts = [t.strip() for t in m.group(1).split(",") if t.strip()] if m else []
+    shape: list[Any] = []
+    for i, d in enumerate(dims):
+        if d[0] == "imm":
+            shape.append(int(d[1]))
+        else:
+            name = texts[i] if i < len(texts) and texts[i].isidentifier() else f"d{d[1]}"
+            shape.append(tir.Var(name))
+    return TensorStructInfo(tuple(shape), dtype or "void")
+
+
+# -- the pass log -------------------------------------------------------------------------
+class PassLog(PassInstrument):
+    """Every pass call in order: phase before and after, time, verifier time,
+    and passes skipped (with the reason)."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self._stack: list[tuple[int, float]] = []
+        self._pending_verify = 0.0
+        self._pending_required: dict[str, str] = {}
+
+    def enter_pass_ctx(self) -> None:
+        self.__init__()
+
+    def run_before_required(self, mod: IRModule, info: Any, required_by: Any) -> None:
+        self._pending_required[info.name] = required_by.name
+
+    def run_after_verify(self, mod: IRModule, info: Any, seconds: float, stage: str) -> None:
+        if stage == "input":  # verified before the pass starts: count it for the pass
+            self._pending_verify += seconds
+            return
+        for row in reversed(self.rows):
+            if row["name"] == info.name:
+                row["verify"] += seconds
+                return
+
+    def run_before_pass(self, mod: IRModule, info: Any) -> None:
+        self.rows.append({"name": info.name, "before": mod.phase, "after": mod.phase,
+                          "seconds": 0.0, "verify": self._pending_verify, "status": "running",
+                          "reason": "", "required_by": self._pending_required.pop(info.name, None),
+                          "depth": len(self._stack)})
+        self._pending_verify = 0.0
+        self._stack.append((len(self.rows) - 1, time.perf_counter()))
+
+    def _finish(self, mod: IRModule, status: str, reason: str = "") -> None:
+        index, start = self._stack.pop()
+        row = self.rows[index]
+        row.update(seconds=time.perf_counter() - start, after=mod.phase, status=status,
+                   reason=reason)
+
+    def run_after_pass(self, mod: IRModule, info: Any) -> None:
+        if self._stack:
+            self._finish(mod, "ran")
+
+    def run_on_error(self, mod: IRModule, info: Any, error: BaseException) -> None:
+        if self._stack and self.rows[self._stack[-1][0]]["name"] == info.name:
+            self._finish(mod, "failed", str(error).splitlines()[0] if str(error) else "")
+
+    def run_on_skip(self, mod: IRModule, info: Any, reason: str) -> None:
+        self.rows.append({"name": info.name, "before": mod.phase, "after": mod.phase,
+                          "seconds": 0.0, "verify": 0.0, "status": "skipped", "reason": reason,
+                          "required_by": self._pending_required.pop(info.name, None),
+                          "depth": len(self._stack)})
+
+    def render(self) -> str:
+        header = f"  {'#':>3}  {'pass':<24} {'phase':<28} {'time (ms)':>10} {'verify (ms)':>12}"
+        lines = [header, "  " + "-" * (len(header) - 2)]
+        total = verify = 0.0
+        number = 0
+        for row in self.rows:
+            before, after = row["before"], row["after"]
+            phase = before.label if before == after else f"{before.label} -> {after.label}"
+            name = "  " * row["depth"] + row["name"]
+            if row["status"] == "skipped":
+                lines.append(f"  {'-':>3}  {name:<24} {phase:<28} skipped: {row['reason']}")
+                continue
+            number += 1
+            if row["depth"] == 0:
+                total += row["seconds"]
+            verify += row["verify"]
+            note = f"  (required by {row['required_by']})" if row["required_by"] else ""
+            if row["status"] == "failed":
+                note += f"  FAILED: {row['reason']}"
+            lines.append(f"  {number:>3}  {name:<24} {phase:<28} {row['seconds'] * 1e3:>10.3f} "
+                         f"{row['verify'] * 1e3:>12.3f}{note}")
+        lines.append("  " + "-" * (len(header) - 2))
+        lines.append(f"  {'':>3}  {'total':<24} {'':<28} {total * 1e3:>10.3f} "
+                     f"{verify * 1e3:>12.3f}")
+        return "\n".join(lines)
+
+
+# -- comparing results --------------------------------------------------------------------
+def _leaves(value: Any, path: str = "output") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, (tuple, list)) and not _is_shape(value):
+        for i, v in enumerate(value):
+            yield from _leaves(v, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) for v in value) \
+        and len(value) > 0
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}[{', '.join(map(str, value.shape))}]"
+    return type(value).__name__
+
+
+def summarize(value: np.ndarray) -> str:
+    """A short text summary of an array (numbers as plain Python floats)."""
+    if value.size == 0:
+        return "empty"
+    if value.dtype.kind in "fc":
+        flat = value.ravel()
+        first = ", ".join(f"{float(x):.4g}" for x in flat[:4])
+        return (f"min {float(np.nanmin(value)):.4g}  max {float(np.nanmax(value)):.4g}  "
+                f"mean {float(np.nanmean(value)):.4g}  first [{first}{', ...' if flat.size > 4 else ''}]")
+    flat = value.ravel()
+    return f"first [{', '.join(str(x) for x in flat[:6].tolist())}{', ...' if flat.size > 6 else ''}]"
+
+
+def compare(out: Any, ref: Any, rtol: float) -> tuple[bool, list[str]]:
+    """Compare the VM's result with the reference: (passed, one line per leaf)."""
+    outs, refs = list(_leaves(out)), list(_leaves(ref))
+    if len(outs) != len(refs):
+        return False, [f"output has {len(outs)} values, the reference {len(refs)}"]
+    ok = True
+    lines = []
+    for (path, y), (_, r) in zip(outs, refs):
+        y = np.asarray(y) if isinstance(y, np.generic) else y
+        r = np.asarray(r) if isinstance(r, np.generic) else r
+        if isinstance(y, np.ndarray) and isinstance(r, np.ndarray):
+            if y.shape != r.shape or y.dtype != r.dtype:
+                ok = False
+                lines.append(f"{path}: {_describe(y)}, but the reference is {_describe(r)}  FAIL")
+                continue
+            if y.dtype.kind in "fc":
+                nan_y, nan_r = np.isnan(y), np.isnan(r)
+                if not np.array_equal(nan_y, nan_r):
+                    ok = False
+                    lines.append(f"{path}: {_describe(y)}: NaN where the reference has none "
+                                 "(or the other way)  FAIL")
+                    continue
+                y64 = np.where(nan_y, 0, y).astype(np.float64)
+                r64 = np.where(nan_r, 0, r).astype(np.float64)
+                abs_err = float(np.max(np.abs(y64 - r64))) if y.size else 0.0
+                scale = float(np.max(np.abs(r64))) if r.size else 0.0
+                rel_err = abs_err / scale if scale > 0 else (0.0 if abs_err == 0 else float("inf"))
+                good = rel_err <= rtol
+                ok &= good
+                lines.append(f"{path}: {_describe(y)}  max abs error {abs_err:.3g}, max rel error "
+                             f"{rel_err:.3g} (tolerance {rtol:g})  {'PASS' if good else 'FAIL'}")
+            else:
+                good = bool(np.array_equal(y, r))
+                ok &= good
+                mismatched = int(np.count_nonzero(y != r)) if not good else 0
+                lines.append(f"{path}: {_describe(y)}  "
+                             f"{'equal' if good else f'{mismatched} elements differ'}  "
+                             f"{'PASS' if good else 'FAIL'}")
+        else:
+            good = _plain(y) == _plain(r)
+            ok &= good
+            lines.append(f"{path}: {_plain(y)!r} vs reference {_plain(r)!r}  "
+                         f"{'PASS' if good else 'FAIL'}")
+    return ok, lines
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _copy(value: Any) -> Any:
+    """Detach a result from VM storage (a later run may reuse it)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    return value
+
+
+def _time_runs(fn: Callable[[], Any], repeat: int) -> tuple[Any, list[float]]:
+    times = []
+    result = None
+    for i in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+        if i == 0:
+            result = _copy(out)
+    return result, times
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+# -- the command ---------------------------------------------------------------------------------
+def _is_executable_file(path: str) -> bool:
+    if path == "-" or Path(path).suffix.lower() in (".py", ".json"):
+        return False
+    try:
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    check_opt_level(args.opt_level)
+    if args.repeat < 1:
+        raise InputError(f"--repeat must be at least 1, not {args.repeat}")
+    if not args.rtol >= 0:
+        raise InputError(f"--rtol must be >= 0, not {args.rtol}")
+    if args.input is not None and args.example is not None:
+        raise InputError("give either INPUT or --example, not both")
+    dims = parse_dims(args.dim)
+    given = _load_npz(args.inputs) if args.inputs is not None else {}
+    if args.input is not None and _is_executable_file(args.input):
+        return _run_executable(args, dims, given)
+    return _run_module(args, dims, given)
+
+
+def _entry_params(mod: IRModule, entry: str) -> list[tuple[str, StructInfo | None]]:
+    if entry not in mod.functions or not isinstance(mod[entry], Function):
+        names = [n for n, _ in mod.relax_functions()]
+        raise InputError(f"the module has no Relax function {entry!r} to run; it has "
+                         f"{', '.join(names) or '(none)'} (choose one with --entry)")
+    return [(p.name_hint, p.struct_info) for p in mod[entry].params]
+
+
+def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: list[str],
+                  seed: int, given_file: str | None) -> None:
+    parts = []
+    for (name, _), value in zip(params, args_):
+        parts.append(f"{name}: {_describe(value) if isinstance(value, np.ndarray) else repr(value)}")
+    origin = []
+    if given_file is not None:
+        origin.append(f"from {given_file}")
+    if generated:
+        origin.append(f"random (seed {seed}): {', '.join(generated)}")
+    print(f"inputs ({'; '.join(origin) or 'none'}):")
+    print("  " + ", ".join(parts) if parts else "  (the function takes no parameters)")
+
+
+def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str, np.ndarray]) -> int:
+    from ..backend.vm import VirtualMachine
+    from ..interp import run as interp_run
+    from ..pipeline import codegen_and_compile, lower
+    from ..transform import list_passes
+
+    if args.input is None:
+        name = args.example or DEFAULT_EXAMPLE
+        mod = load_example(name)
+        what = f"example {name!r} (bundled: phasec/examples/{name}.py)"
+    else:
+        mod = read_module(args.input)
+        what = args.input
+    params = _entry_params(mod, args.entry)
+    inputs, generated = make_inputs(params, given, dims, args.seed)
+
+    print(f"phasec run: {what}, phase {mod.phase.label}, entry {args.entry!r}")
+    list_passes()  # import the passes now, so that their import is not timed
+    log = PassLog()
+    start = time.perf_counter()
+    try:
+        lowered = lower(mod, args.opt_level, verify=args.verify, instruments=[log])
+    except PhasecError:
+        if log.rows and not args.quiet:
+            print(f"passes (opt_level {args.opt_level}, verify {args.verify}), up to the error:")
+            print(log.render())
+        raise
+    lower_seconds = time.perf_counter() - start
+    if not args.quiet:
+        print(f"passes (opt_level {args.opt_level}, verify {args.verify}):")
+        print(log.render() if log.rows else "  (none: the module is already in phase build)")
+    start = time.perf_counter()
+    exe = codegen_and_compile(lowered, kernels="none")
+    codegen_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    vm = VirtualMachine(exe, kernels=args.kernels)
+    kernel_seconds = time.perf_counter() - start
+    stats = exe.stats()
+    print(f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "
+          f"({_count(stats['functions'], 'function')}, {stats['instructions']} instructions), "
+          f"{stats['kernels']} kernels "
+          f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
+          f"in {_ms(kernel_seconds)}")
+    _print_inputs(params, inputs, generated, args.seed, args.inputs)
+
+    result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
+    _print_result(result, times, vm)
+
+    start = time.perf_counter()
+    reference = interp_run(mod, *inputs, entry=args.entry)
+    ref_seconds = time.perf_counter() - start
+    print(f"check against the reference interpreter (phasec.interp on the original module, "
+          f"{_ms(ref_seconds)}):")
+    ok, lines = compare(result, reference, args.rtol)
+    for line in lines:
+        print(f"  {line}")
+    print("PASS" if ok else "FAIL: the compiled program's result differs from the reference")
+    return 0 if ok else 1
+
+
+def _print_result(result: Any, times: list[float], vm: Any) -> None:
+    best = min(times)
+    median = statistics.median(times)
+    print(f"run: best of {len(times)}: {_ms(best)} (median {_ms(median)}); "
+          f"peak VM memory {vm.peak_bytes / 1024:.1f} KiB")
+    for path, value in _leaves(result):
+        if isinstance(value, np.ndarray):
+            print(f"  {path}: {_describe(value)}  {summarize(value)}")
+        else:
+            print(f"  {path}: {_plain(value)!r}")
+
+
+def _run_executable(args: argparse.Namespace, dims: dict[str, int],
+                    given: dict[str, np.ndarray]) -> int:
+    from ..backend.vm import Executable, VirtualMachine
+
+    exe = Executable.load(args.input)
+    if args.entry not in exe:
+        raise InputError(f"the executable has no function {args.entry!r}; it has "
+                         f"{', '.join(exe.function_names())} (choose one with --entry)")
+    params = _executable_params(exe, args.entry)
+    inputs, generated = make_inputs(params, given, dims, args.seed)
+    print(f"phasec run: executable {args.input}, entry {args.entry!r} "
+          "(compiled already: no passes to show)")
+    start = time.perf_counter()
+    vm = VirtualMachine(exe, kernels=args.kernels)
+    print(f"kernels: {len(exe.prim_funcs)} "
+          f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
+          f"in {_ms(time.perf_counter() - start)}")
+    _print_inputs(params, inputs, generated, args.seed, args.inputs)
+    result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
+    _print_result(result, times, vm)
+    print("check: skipped: INPUT is a compiled executable, and the reference interpreter needs "
+          "the original module (run `phasec run` on the module file to compare)")
+    return 0
+
+
+__all__ = ["EXAMPLES", "DEFAULT_EXAMPLE", "InputError", "example_source", "load_example",
+           "make_inputs", "parse_dims", "compare", "summarize", "PassLog", "add_arguments", "run"]

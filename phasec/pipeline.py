@@ -1,0 +1,351 @@
+"""The default compilation pipeline and :func:`build`.
+
+``phasec.build(mod)`` takes a module from whatever phase it is in to a VM
+:class:`~phasec.backend.vm.Executable`::
+
+    exe = phasec.build(mod, opt_level=2)
+    vm = phasec.VirtualMachine(exe)
+    y = vm["main"](x, w)
+
+The default pipeline (:func:`default_pipeline`), phase by phase. Passes whose
+``opt_level`` is above the requested level are left out (``opt_level`` in
+brackets where it is not 0):
+
+**ingestion (0)**
+
+1. ``Normalize`` -- A-normal form, struct info filled in.
+2. ``LambdaLifting`` -- nested functions become private module-level
+   functions; transition to *optimization*.
+
+**optimization (1)**
+
+3. ``ConvertToDataflow`` [1] -- runs of pure bindings become dataflow blocks,
+   so that the dataflow passes below (and FuseOps) see them even in modules
+   written without ``R.dataflow()``.
+4. ``CanonicalizeBindings`` [1] -- removes trivial rebindings.
+5. ``FoldConstant`` -- evaluates calls whose inputs are all constants with
+   the reference interpreter (no compiler involved).
+6. ``EliminateCommonSubexpr`` [3] -- merges identical pure calls (opt_level 3,
+   as in TVM's tutorial); runs before DeadCodeElimination, which then removes
+   the duplicates it left unused.
+7. ``DeadCodeElimination`` [1] -- unused pure bindings and unreachable
+   private functions.
+8. ``FuseOps{fuse_opt_level=<opt_level>}`` -- groups operators into
+   ``Primitive`` functions (``fuse_opt_level=0``: one operator per group).
+9. ``ToNonDataflow`` -- removes dataflow blocks (``LegalizeOps`` requires it).
+10. ``LegalizeOps`` -- every operator, and every fused group, becomes a
+    ``call_tir`` into one generated PrimFunc; transition to *lowering*.
+
+**lowering (2)**
+
+11. ``RemovePurityChecking`` -- functions marked ``relax.force_pure``; pure
+    packed calls and closures become ordinary (impure) ones.
+12. ``CallTIRRewrite`` -- explicit output allocation plus a direct kernel call.
+13. ``StaticPlanBlockMemory`` -- tensors whose lifetimes do not overlap share
+    storage.
+14. ``VMBuiltinLower`` -- what is left becomes VM builtins; transition to
+    *build*.
+
+**build (3)**: empty; :func:`build` then runs VM codegen
+(:func:`phasec.backend.vm.codegen`) and compiles the PrimFuncs to native code
+with LLVM (cached per executable and by the structure of the kernels).
+
+The pipeline is a :class:`phasec.transform.Pipeline`: validated statically
+when it is created and again (under the actual :class:`PassContext`) before
+anything runs, and extensible per phase window::
+
+    pipeline = default_pipeline(opt_level=2)
+    pipeline.insert(Phase.LOWERING, passes=[MyKernelTweak()], at="end")
+    exe = phasec.build(mod, pipeline=pipeline)
+
+Modules may enter :func:`build` in any phase: the pipeline starts at the
+module's phase window (a module already in *lowering* skips ingestion and
+optimization; one in *build* goes straight to codegen).
+
+**Required passes.** ``LegalizeOps`` requires ``ToNonDataflow`` and
+``VMBuiltinLower`` requires ``RemovePurityChecking``, ``CallTIRRewrite`` and
+``StaticPlanBlockMemory``. :func:`run_pipeline` (used by :func:`build` and
+``phasec opt``) runs a required pass only when it has not already run in the
+current phase with nothing but other requirements of the same pass after it;
+so the default pipeline runs each pass once, while a pass inserted between a
+requirement and the pass that requires it makes the requirement run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import PhaseError
+from .ir import IRModule, Phase
+from .transform import (
+    Pass, PassConfigError, PassContext, PassInstrument, Pipeline, PlanStep, Sequential,
+    get_pass, get_pass_entry, parse_pipeline,
+)
+
+if TYPE_CHECKING:
+    from .backend.vm import Executable
+
+__all__ = ["default_pipeline", "build", "lower", "run_pipeline", "pipeline_from",
+           "KERNEL_BACKENDS"]
+
+#: Values of ``build(..., kernels=...)``: compile kernels with LLVM, prepare
+#: the TIR interpreter, or compile nothing yet (the VM compiles on creation).
+KERNEL_BACKENDS = ("llvm", "interp", "none")
+
+# (pass name, options) per phase window; "FuseOps" gets fuse_opt_level.
+_INGESTION = ("Normalize", "LambdaLifting")
+_OPTIMIZATION = ("ConvertToDataflow", "CanonicalizeBindings", "FoldConstant",
+                 "EliminateCommonSubexpr", "DeadCodeElimination", "FuseOps", "ToNonDataflow",
+                 "LegalizeOps")
+_LOWERING = ("RemovePurityChecking", "CallTIRRewrite", "StaticPlanBlockMemory",
+             "VMBuiltinLower")
+
+
+def default_pipeline(opt_level: int = 2) -> Pipeline:
+    """The default pipeline from ingestion to build (see the module docstring).
+
+    Passes whose ``opt_level`` is above ``opt_level`` are left out (transition
+    passes are always in); ``FuseOps`` gets ``fuse_opt_level=opt_level``.
+    Each call returns a new :class:`Pipeline`, so editing it (``insert``)
+    never changes anyone else's.
+
+    Raises :class:`PassConfigError` for a bad ``opt_level`` or when a pass of
+    the pipeline is not registered.
+    """
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or opt_level < 0:
+        raise PassConfigError(f"default_pipeline(opt_level=...) must be an int >= 0, "
+                              f"not {opt_level!r}")
+    passes: list[Pass] = []
+    for name in (*_INGESTION, *_OPTIMIZATION, *_LOWERING):
+        options = {"fuse_opt_level": opt_level} if name == "FuseOps" else {}
+        p = get_pass(name, **options)
+        if p.info.opt_level > opt_level and not p.info.is_transition:
+            continue
+        passes.append(p)
+    return Pipeline(passes, start_phase=Phase.INGESTION, name=f"default_O{opt_level}")
+
+
+def pipeline_from(pipeline: "Pipeline | Sequential | Pass | Iterable[Pass] | str | None",
+                  opt_level: int = 2) -> Pipeline:
+    """A :class:`Pipeline` from what users may pass as ``pipeline=``: None (the
+    default pipeline), a Pipeline, a Sequential or a list of passes (flattened),
+    one pass, or a textual spec (``"LambdaLifting,FuseOps{fuse_opt_level=2}"``)."""
+    if pipeline is None:
+        return default_pipeline(opt_level)
+    if isinstance(pipeline, Pipeline):
+        return pipeline
+    if isinstance(pipeline, str):
+        return Pipeline(parse_pipeline(pipeline).flatten(), name="pipeline")
+    if isinstance(pipeline, Sequential):
+        return Pipeline(pipeline.flatten(), name=pipeline.name)
+    if isinstance(pipeline, Pass):
+        return Pipeline([pipeline], name=pipeline.info.name)
+    if isinstance(pipeline, Iterable):
+        return Pipeline(list(pipeline), name="pipeline")
+    raise PassConfigError(f"pipeline=... takes a Pipeline, a Sequential, a list of passes or "
+                          f"a textual spec, not {type(pipeline).__name__}")
+
+
+def _from_phase(pipeline: Pipeline, phase: Phase) -> Pipeline:
+    """The part of ``pipeline`` that runs on a module in ``phase``: from the
+    start of that phase's window. Raises PhaseError when the pipeline never
+    has the module in ``phase``."""
+    if phase == pipeline.start_phase:
+        return pipeline
+    windows = pipeline.windows()
+    if phase not in windows:
+        reached = " -> ".join(p.label for p in windows)
+        raise PhaseError(
+            f"the module is in phase {phase.label}, but pipeline {pipeline.name!r} never has a "
+            f"module in that phase (it goes {reached}); give the module in phase "
+            f"{pipeline.start_phase.label} or use a pipeline that covers {phase.label}")
+    start, _ = windows[phase]
+    return Pipeline(pipeline.passes[start:], start_phase=phase, name=pipeline.name)
+
+
+def _required_closure(name: str, seen: set[str] | None = None) -> set[str]:
+    """Every pass ``name`` requires, directly or through its requirements."""
+    out = set() if seen is None else seen
+    for r in get_pass_entry(name).info.required:
+        if r not in out:
+            out.add(r)
+            _required_closure(r, out)
+    return out
+
+
+def _satisfied_requirements(steps: Sequence[PlanStep]) -> list[PlanStep]:
+    """``steps`` without the required-pass steps that are already satisfied.
+
+    A step that runs pass R because pass P requires it (directly or through
+    another requirement) is dropped when R already ran in the current phase
+    and every pass that ran after it is itself a requirement of P: nothing
+    that could undo R's work came between. Transitions start a new phase, so
+    nothing before them counts.
+    """
+    owners: list[PlanStep | None] = [None] * len(steps)
+    nxt: PlanStep | None = None
+    for i in range(len(steps) - 1, -1, -1):  # the pass each requirement serves
+        if steps[i].required_by is None:
+            nxt = steps[i]
+        owners[i] = nxt
+    closures: dict[str, set[str]] = {}
+    kept: list[PlanStep] = []
+    ran: list[str] = []  # names of the passes run since the phase last changed
+    for step, owner in zip(steps, owners):
+        if step.runs:
+            name = step.pass_.info.name
+            if step.required_by is not None and owner is not None and name in ran:
+                owner_name = owner.pass_.info.name
+                if owner_name not in closures:
+                    closures[owner_name] = _required_closure(owner_name)
+                last = len(ran) - 1 - ran[::-1].index(name)
+                if all(r in closures[owner_name] for r in ran[last + 1:]):
+                    continue
+            ran.append(name)
+            if step.phase_after != step.phase_before:
+                ran = []
+        kept.append(step)
+    return kept
+
+
+def run_pipeline(pipeline: "Pipeline | Sequential", mod: IRModule,
+                 ctx: PassContext | None = None) -> IRModule:
+    """Run ``pipeline`` on ``mod`` under ``ctx`` (default: the current context).
+
+    Like calling the Sequential, with one difference: required passes that
+    are already satisfied are not run again (see the module docstring). The
+    whole plan is validated before any pass runs: a misordered pipeline is a
+    :class:`PhaseError` and ``mod`` is never touched.
+    """
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"run_pipeline needs an IRModule, not {type(mod).__name__}")
+    seq = pipeline.to_sequential() if isinstance(pipeline, Pipeline) else pipeline
+    ctx = ctx if ctx is not None else PassContext.current()
+    steps = _satisfied_requirements(seq.plan(mod.phase, ctx))
+    for step in steps:
+        info = step.pass_.info
+        if step.skip_reason:
+            for inst in ctx.instruments:
+                inst.run_on_skip(mod, info, step.skip_reason)
+            continue
+        if step.required_by is not None:
+            for inst in ctx.instruments:
+                inst.run_before_required(mod, info, step.required_by)
+        mod = step.pass_(mod)
+    return mod
+
+
+class _Forward(PassInstrument):
+    """An instrument of an enclosing context, seen from a nested one: every
+    hook is forwarded except entering and leaving (which would reset it)."""
+
+    def __init__(self, inner: PassInstrument) -> None:
+        self.inner = inner
+
+    def should_run(self, mod: IRModule, info: Any) -> bool:
+        return self.inner.should_run(mod, info)
+
+    def run_before_pass(self, mod: IRModule, info: Any) -> None:
+        self.inner.run_before_pass(mod, info)
+
+    def run_after_pass(self, mod: IRModule, info: Any) -> None:
+        self.inner.run_after_pass(mod, info)
+
+    def run_after_verify(self, mod: IRModule, info: Any, seconds: float, stage: str) -> None:
+        self.inner.run_after_verify(mod, info, seconds, stage)
+
+    def run_on_skip(self, mod: IRModule, info: Any, reason: str) -> None:
+        self.inner.run_on_skip(mod, info, reason)
+
+    def run_on_error(self, mod: IRModule, info: Any, error: BaseException) -> None:
+        self.inner.run_on_error(mod, info, error)
+
+    def run_before_required(self, mod: IRModule, info: Any, required_by: Any) -> None:
+        self.inner.run_before_required(mod, info, required_by)
+
+
+def _build_context(opt_level: int, verify: str | bool,
+                   instruments: Iterable[PassInstrument]) -> PassContext:
+    """The context :func:`lower` runs in: the current context's settings
+    (disabled and required passes, config, its instruments) with
+    ``opt_level``, ``verify`` and ``instruments`` added."""
+    outer = PassContext.current()
+    if isinstance(instruments, PassInstrument):
+        instruments = (instruments,)
+    own = tuple(instruments or ())
+    inherited = tuple(_Forward(i) for i in outer.instruments if not any(i is o for o in own))
+    return outer.replace(opt_level=opt_level, verify=verify, instruments=inherited + own)
+
+
+def lower(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
+          verify: str | bool = "each", instruments: Iterable[PassInstrument] = ()) -> IRModule:
+    """Run the pipeline (default: :func:`default_pipeline`) on ``mod`` up to
+    the build phase and return the lowered module (what :func:`build` hands to
+    VM codegen).
+
+    The pipeline starts at the window of the module's phase and must end in
+    the build phase; both are checked, with the whole plan, before any pass
+    runs. Passes run in a :class:`PassContext` with ``opt_level``, ``verify``
+    and ``instruments`` (plus the settings and instruments of the context
+    ``lower`` is called in).
+    """
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"build/lower need an IRModule, not {type(mod).__name__}")
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or opt_level < 0:
+        raise PassConfigError(f"opt_level must be an int >= 0, not {opt_level!r}")
+    full = pipeline_from(pipeline, opt_level)
+    part = _from_phase(full, mod.phase)
+    ctx = _build_context(opt_level, verify, instruments)
+    final = part.validate(ctx)
+    if final != Phase.BUILD:
+        raise PhaseError(
+            f"pipeline {full.name!r} leaves the module in phase {final.label}, but building "
+            f"needs phase {Phase.BUILD.label}: the pipeline must end with VMBuiltinLower "
+            f"(nothing has run)")
+    with ctx:
+        return run_pipeline(part, mod, ctx)
+
+
+def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
+          verify: str | bool = "each", instruments: Iterable[PassInstrument] = (),
+          kernels: str = "llvm") -> "Executable":
+    """Compile ``mod`` to a VM :class:`~phasec.backend.vm.Executable`.
+
+    Args:
+        mod: a module in any phase; the pipeline starts at its phase window.
+        opt_level: the PassContext opt_level (passes above it are skipped)
+            and the level of the default pipeline.
+        pipeline: None for :func:`default_pipeline` ``(opt_level)``, or a
+            Pipeline, Sequential, list of passes or textual spec ending in the
+            build phase.
+        verify: ``"each"`` (verify after every pass), ``"transitions"`` or
+            ``"off"``; the final module is verified before codegen either way.
+        instruments: pass instruments (e.g. ``PassTiming()``), added to those
+            of the current context.
+        kernels: ``"llvm"`` compiles the kernels now (cached, so the VM
+            created from the executable starts at once), ``"interp"`` prepares
+            the TIR interpreter, ``"none"`` leaves it to the VM.
+
+    Raises :class:`PhaseError` for a pipeline that does not fit the module
+    (before anything runs), :class:`PassError`/:class:`WellFormedError` when
+    a pass fails, and the backend's errors (CodegenError...) for kernels.
+    """
+    if kernels not in KERNEL_BACKENDS:
+        raise PassConfigError(f"build(kernels={kernels!r}): expected one of "
+                              f"{', '.join(map(repr, KERNEL_BACKENDS))}")
+    lowered = lower(mod, opt_level, pipeline=pipeline, verify=verify, instruments=instruments)
+    return codegen_and_compile(lowered, kernels=kernels)
+
+
+def codegen_and_compile(lowered: IRModule, kernels: str = "llvm") -> "Executable":
+    """VM codegen for a build-phase module, then kernel compilation (see
+    :func:`build`'s ``kernels``). The module is verified unless the pass that
+    produced it was just verified."""
+    from .backend.vm import codegen
+    from .transform.verification import is_verified
+
+    exe = codegen(lowered, verify=not is_verified(lowered))
+    if kernels != "none":
+        exe.kernels(kernels)
+    return exe
