@@ -1045,3 +1045,11 @@ def test_phase_ordering_of_the_lowering_passes():
                       get_pass("CallTIRRewrite")])
     with pytest.raises(PhaseError, match="position 3"):
         bad(mod)
+
+
+def test_every_lowering_stage_round_trips_through_text_and_json():
+    mod = phasec.parse(E2E_TEXT)
+    for name in FULL_PIPELINE:
+        mod = get_pass(name)(mod)
+        assert_structural_equal(phasec.parse(mod.script()), mod)
+        assert_structural_equal(phasec.from_json(phasec.to_json(mod)), mod)

@@ -57,6 +57,8 @@ class Constant(Expr):
 
     def __post_init__(self) -> None:
         arr = np.array(self.data, copy=True)
+        if not arr.dtype.isnative:  # dtype strings name native byte order ("int32", not ">i4")
+            arr = arr.astype(arr.dtype.newbyteorder("="))
         arr.setflags(write=False)
         set_field(self, "data", arr)
         set_field(self, "struct_info", TensorStructInfo(arr.shape, str(arr.dtype)))
