@@ -12,7 +12,8 @@ Inside a new block, a variable used only by later bindings of the same
 block becomes a ``DataflowVar``; a variable used after the block (by later
 bindings, nested functions, branches or the result) stays an ordinary
 ``Var``: it is one of the block's outputs. Existing dataflow blocks are left
-as they are.
+as they are, and so are functions with a ``Codegen`` or ``Composite``
+attribute (their bodies belong to an external backend).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from phasec.ir import (
 from phasec.transform import PassConfigError, module_pass, register_pass
 
 from .dead_code_elimination import call_is_pure, used_vars
+from .lambda_lifting import is_byoc_function
 
 __all__ = ["ConvertToDataflow", "binding_is_pure"]
 
@@ -56,6 +58,11 @@ class _Converter(ExprMutator):
         self.functions = functions
         self.min_size = min_size
 
+    def visit_function_(self, func: Function) -> Expr:
+        if is_byoc_function(func):
+            return func  # an external backend's function (or pattern): left as it is
+        return super().visit_function_(func)
+
     def visit_seq_expr_(self, expr: SeqExpr) -> Expr:
         blocks = [self.visit_binding_block(b) for b in expr.blocks]
         body = self.visit_expr(expr.body)
@@ -66,6 +73,9 @@ class _Converter(ExprMutator):
         return SeqExpr(new_blocks, body, span=expr.span)
 
     def _convert(self, blocks: Sequence[BindingBlock], body: Expr) -> list[BindingBlock]:
+        if not any(type(b) is not DataflowBlock and len(b.bindings) >= self.min_size
+                   for b in blocks):
+            return list(blocks)
         # Position of the last use of every variable (the result counts as +inf).
         last_use: dict[Var, int] = {}
         pos = 0
@@ -160,7 +170,7 @@ class ConvertToDataflow:
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
         changed = {}
         for name, func in mod.relax_functions():
-            if "Codegen" in func.attrs:
+            if is_byoc_function(func):
                 continue  # compiled by an external backend: leave its body alone
             new = _Converter(mod.functions, self.min_size).visit_expr(func)
             if new is not func:

@@ -14,7 +14,8 @@ if-branches nested in it, never from one branch of an if into the other or
 after the if, never from inside a dataflow block (a DataflowVar) to outside
 it, and never across a nested function boundary (that would create new
 captures). Impure calls, calls of unknown purity, and memory/VM builtins
-(two allocations are two different buffers) are never merged.
+(two allocations are two different buffers) are never merged, and functions
+with a ``Codegen`` or ``Composite`` attribute are left as they are.
 
 Runs at ``opt_level`` 3, as in TVM's pass-infrastructure tutorial: a
 ``Sequential`` under ``PassContext(opt_level=2)`` skips it.
@@ -36,6 +37,7 @@ from phasec.ir.op import find_op
 from phasec.transform import module_pass, register_pass
 
 from .dead_code_elimination import call_is_pure
+from .lambda_lifting import is_byoc_function
 
 __all__ = ["EliminateCommonSubexpr", "expr_key"]
 
@@ -93,6 +95,8 @@ class _Eliminator(ExprMutator):
 
     # -- scopes -------------------------------------------------------------------
     def visit_function_(self, func: Function) -> Expr:
+        if is_byoc_function(func):
+            return func  # an external backend's function (or pattern): left as it is
         saved, self.scope = self.scope, _Scope()
         try:
             return super().visit_function_(func)
@@ -165,7 +169,7 @@ class EliminateCommonSubexpr:
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
         changed = {}
         for name, func in mod.relax_functions():
-            if "Codegen" in func.attrs:
+            if is_byoc_function(func):
                 continue
             new = _Eliminator(mod.functions).visit_expr(func)
             if new is not func:

@@ -23,8 +23,10 @@ Not folded:
   ``R.full(...)``): they would only turn a small program into a big
   constant;
 * impure operators, calls of functions, ``call_tir`` / packed calls;
-* a call whose evaluation fails (e.g. an integer division by zero): the
-  error is left to happen at run time, where it belongs.
+* a call whose evaluation fails (e.g. an index out of range in ``R.take``):
+  the error is left to happen at run time, where it belongs;
+* anything inside a function with a ``Codegen`` or ``Composite`` attribute
+  (an external backend's function or pattern).
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ import numpy as np
 
 from phasec.interp import Interpreter
 from phasec.ir import (
-    Binding, Call, Constant, DataflowVar, DataTypeImm, Expr, ExprMutator, IRModule,
+    Binding, Call, Constant, DataflowVar, DataTypeImm, Expr, ExprMutator, Function, IRModule,
     MatchCast, Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Tuple,
     TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
 )
 from phasec.ir.op import find_op
 from phasec.transform import PassConfigError, module_pass, register_pass
+
+from .lambda_lifting import is_byoc_function
 
 __all__ = ["FoldConstant"]
 
@@ -153,6 +157,11 @@ class _Folder(ExprMutator):
         return Constant(arr)
 
     # -- traversal ----------------------------------------------------------------
+    def visit_function_(self, func: Function) -> Expr:
+        if is_byoc_function(func):
+            return func  # an external backend's function (or pattern): left as it is
+        return super().visit_function_(func)
+
     def visit_binding(self, binding: Binding):
         value = self.visit_expr(binding.value)
         var = binding.var
@@ -197,7 +206,7 @@ class FoldConstant:
         interp = Interpreter(mod)
         changed = {}
         for name, func in mod.relax_functions():
-            if "Codegen" in func.attrs:
+            if is_byoc_function(func):
                 continue
             new = _Folder(interp, self.max_elements).visit_expr(func)
             if new is not func:

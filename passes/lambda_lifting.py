@@ -46,12 +46,12 @@ from typing import Any
 
 from phasec.ir import (
     Binding, BindingBlock, Call, DataflowVar, Expr, ExprMutator, Function, FuncStructInfo,
-    GlobalVar, If, IRModule, MatchCast, Phase, PrimStructInfo, PrimValue, SeqExpr, ShapeExpr,
-    ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var,
-    VarBinding, arith, tir,
+    GlobalVar, If, IRModule, MatchCast, ObjectStructInfo, Phase, PrimStructInfo, PrimValue,
+    SeqExpr, ShapeExpr, ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem,
+    TupleStructInfo, Var, VarBinding, arith, tir,
 )
 from phasec.ir.builder import NameTable
-from phasec.ir.infer import context_from_module, infer_struct_info
+from phasec.ir.infer import collect_shape_vars, context_from_module, infer_struct_info
 from phasec.ir.op import op_expr
 from phasec.ir.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
@@ -465,7 +465,11 @@ class _Rewriter(ExprMutator):
         call = Call(op_expr("make_closure"), [GlobalVar(frame.name), Tuple(captured)])
         sinfo = infer_struct_info(call, self.lifter.ctx)
         call = Call(call.op, call.args, struct_info=sinfo)
-        var = var_cls(hint_var.name_hint, sinfo, span=hint_var.span)
+        # A closure type mentioning symbolic variables would mention the lifted
+        # function's own ones; annotate the closure R.Object instead (calls
+        # carry their result struct info in sinfo_args).
+        var_sinfo = ObjectStructInfo() if collect_shape_vars(sinfo) else sinfo
+        var = var_cls(hint_var.name_hint, var_sinfo, span=hint_var.span)
         return VarBinding(var, call, span=hint_var.span)
 
     def _lift(self, binding: Binding, frame: _Frame):

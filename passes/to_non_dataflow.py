@@ -30,24 +30,14 @@ class _Converter(ExprMutator):
     def visit_seq_expr_(self, expr: SeqExpr) -> Expr:
         blocks = [self.visit_binding_block(b) for b in expr.blocks]
         body = self.visit_expr(expr.body)
-        needs_merge = any(type(b) is DataflowBlock for b in expr.blocks) or any(
-            not b.bindings for b in expr.blocks) or any(
-            type(a) is BindingBlock and type(b) is BindingBlock
-            for a, b in zip(expr.blocks, expr.blocks[1:]))
-        if not needs_merge and body is expr.body and all(
-                a is b for a, b in zip(blocks, expr.blocks)):
+        # Without dataflow blocks, all bindings form one ordinary block.
+        flat = not expr.blocks or (len(expr.blocks) == 1 and type(expr.blocks[0]) is BindingBlock
+                                   and bool(expr.blocks[0].bindings))
+        unchanged = body is expr.body and all(a is b for a, b in zip(blocks, expr.blocks))
+        if flat and unchanged:
             return expr
-        merged: list[BindingBlock] = []
-        pending: list = []
-        span = None
-        for block in blocks:
-            if not block.bindings:
-                continue
-            if not pending:
-                span = block.span
-            pending.extend(block.bindings)
-        if pending:
-            merged.append(BindingBlock(pending, span=span))
+        bindings = [b for block in blocks for b in block.bindings]
+        merged = [BindingBlock(bindings, span=blocks[0].span)] if bindings else []
         return SeqExpr(merged, body, span=expr.span)
 
     def visit_binding_block(self, block: BindingBlock) -> BindingBlock:

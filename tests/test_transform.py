@@ -551,6 +551,16 @@ def test_required_passes_run_first_and_are_traced(registry, fake_verifier):
     assert c.names == ["Prep", "Body"]
 
 
+def test_required_pass_already_run_in_the_sequence_is_not_rerun(registry, fake_verifier):
+    c = Counter()
+    prep = counting("Prep", c, phases="all")
+    register_pass(prep)
+    first = counting("First", c, phases="all", required=["Prep"])
+    second = counting("Second", c, phases="all", required=["Prep"])
+    Sequential([first, second])(make_module())
+    assert c.names == ["Prep", "First", "Second"]
+
+
 def test_required_pass_problems(registry):
     c = Counter()
     missing = counting("NeedsGhost", c, phases="all", required=["Ghost"])

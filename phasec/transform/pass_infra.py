@@ -599,12 +599,18 @@ class Sequential(Pass):
 
     def _add_required(self, owner: PassInfo, pos: str, phase: Phase, steps: list[PlanStep],
                       chain: tuple[str, ...]) -> Phase:
-        """Append the steps of ``owner``'s required passes (theirs first)."""
+        """Append the steps of ``owner``'s required passes (theirs first).
+
+        A required pass that already ran earlier in this sequence is not run
+        again (like an LLVM analysis that is still available).
+        """
         if not owner.required:
             return phase
         from .registry import get_pass
 
         for rname in owner.required:
+            if any(s.runs and s.pass_.info.name == rname for s in steps):
+                continue
             if rname in chain:
                 raise PassConfigError(f"required passes form a cycle: "
                                       f"{' -> '.join(chain + (rname,))}")

@@ -11,8 +11,9 @@ comments at the top configure it::
 
 :func:`check_pass` runs a pass and checks everything a pass must satisfy:
 the output verifies for its phase, the input is unchanged (structural hash),
-the expected module is reached, the reference interpreter gives the same
-results on random inputs, and (optionally) idempotence.
+the expected module is reached, the result prints as TVMScript that parses
+back to the same module, the reference interpreter gives the same results on
+random inputs, and (optionally) idempotence.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from phasec.transform import Pass, PassContext, parse_pipeline
 
 CASES_DIR = Path(__file__).parent
 AFTER_MARKER = "# ---- after ----"
+HEADER_KEYS = frozenset({"pipeline", "opt_level", "idempotent", "results"})
 
 
 @dataclass
@@ -58,8 +60,8 @@ def load_case(name: str) -> Case:
     assert sep, f"{name}.py has no '{AFTER_MARKER}' line"
     header: dict[str, str] = {}
     for line in before.splitlines():
-        if line.startswith("# ") and ":" in line and not line.startswith("# from"):
-            key, _, value = line[2:].partition(":")
+        key, sep, value = line.removeprefix("# ").partition(":")
+        if line.startswith("# ") and sep and key.strip() in HEADER_KEYS:
             header[key.strip()] = value.strip()
     assert "pipeline" in header, f"{name}.py has no '# pipeline: ...' header"
     return Case(name, header["pipeline"], int(header.get("opt_level", 3)),
@@ -150,6 +152,8 @@ def check_pass(pass_: Pass, mod: IRModule, expected: IRModule | str | None = Non
     with PassContext(opt_level=opt_level, verify=verify):
         out = pass_(mod)
     verifier.verify(out)
+    # What the pass produced prints as TVMScript that reads back the same.
+    assert_structural_equal(parse(out.script()), out)
     assert structural_hash(mod) == before_hash, "the pass modified its input"
     assert mod.script() == before_text, "the pass modified its input"
     if expected is not None:
