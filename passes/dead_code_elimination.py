@@ -17,7 +17,7 @@ match_cast to a fully static struct info is removed like any pure binding.
 
 A module without any entry point keeps all its functions (there is nothing
 to be reachable from). The helpers :func:`call_is_pure`, :func:`used_vars`
-and :func:`remove_empty_blocks` are shared with the other passes.
+and :func:`global_refs` are shared with the other passes.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from phasec.ir.infer import collect_shape_vars
 from phasec.ir.op import find_op
 from phasec.transform import module_pass, register_pass
 
-__all__ = ["DeadCodeElimination", "call_is_pure", "used_vars", "remove_empty_blocks",
-           "reachable_functions", "global_refs"]
+__all__ = ["DeadCodeElimination", "call_is_pure", "used_vars", "reachable_functions",
+           "global_refs"]
 
 
 # ---------------------------------------------------------------------------
@@ -90,11 +90,6 @@ def used_vars(expr: Expr, out: set[Var] | None = None) -> set[Var]:
         elif t is Function:
             stack.append(e.body)
     return found
-
-
-def remove_empty_blocks(blocks: Iterable[BindingBlock]) -> list[BindingBlock]:
-    """``blocks`` without the ones that have no bindings left."""
-    return [b for b in blocks if b.bindings]
 
 
 def global_refs(func: Function) -> set[str]:

@@ -48,8 +48,6 @@ from .lambda_lifting import is_byoc_function
 
 __all__ = ["FoldConstant"]
 
-_NO_VALUE = object()
-
 
 class _Folder(ExprMutator):
     """Folds bindings in program order; remembers variables bound to constants."""

@@ -64,36 +64,35 @@ optimization; one in *build* goes straight to codegen).
 
 **Required passes.** ``LegalizeOps`` requires ``ToNonDataflow`` and
 ``VMBuiltinLower`` requires ``RemovePurityChecking``, ``CallTIRRewrite`` and
-``StaticPlanBlockMemory``. :func:`run_pipeline` (used by :func:`build` and
-``phasec opt``) runs a required pass only when it has not already run in the
-current phase with nothing but other requirements of the same pass after it;
-so the default pipeline runs each pass once, while a pass inserted between a
-requirement and the pass that requires it makes the requirement run again.
+``StaticPlanBlockMemory``. The pipeline lists them explicitly, where they
+belong; a :class:`Sequential` does not run a required pass again when it
+already ran earlier in the sequence, so each pass of the default pipeline
+runs once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .errors import PhaseError
 from .ir import IRModule, Phase
 from .transform import (
-    Pass, PassConfigError, PassContext, PassInstrument, Pipeline, PlanStep, Sequential,
-    get_pass, get_pass_entry, parse_pipeline,
+    Pass, PassConfigError, PassContext, PassInstrument, Pipeline, Sequential, get_pass,
+    parse_pipeline,
 )
 
 if TYPE_CHECKING:
     from .backend.vm import Executable
 
-__all__ = ["default_pipeline", "build", "lower", "run_pipeline", "pipeline_from",
-           "KERNEL_BACKENDS"]
+__all__ = ["default_pipeline", "build", "lower", "codegen_and_compile", "run_pipeline",
+           "pipeline_from", "pipeline_for_phase", "KERNEL_BACKENDS"]
 
 #: Values of ``build(..., kernels=...)``: compile kernels with LLVM, prepare
 #: the TIR interpreter, or compile nothing yet (the VM compiles on creation).
 KERNEL_BACKENDS = ("llvm", "interp", "none")
 
-# (pass name, options) per phase window; "FuseOps" gets fuse_opt_level.
+# Pass names per phase window, in order; FuseOps gets fuse_opt_level=opt_level.
 _INGESTION = ("Normalize", "LambdaLifting")
 _OPTIMIZATION = ("ConvertToDataflow", "CanonicalizeBindings", "FoldConstant",
                  "EliminateCommonSubexpr", "DeadCodeElimination", "FuseOps", "ToNonDataflow",
@@ -147,10 +146,11 @@ def pipeline_from(pipeline: "Pipeline | Sequential | Pass | Iterable[Pass] | str
                           f"a textual spec, not {type(pipeline).__name__}")
 
 
-def _from_phase(pipeline: Pipeline, phase: Phase) -> Pipeline:
+def pipeline_for_phase(pipeline: Pipeline, phase: Phase) -> Pipeline:
     """The part of ``pipeline`` that runs on a module in ``phase``: from the
-    start of that phase's window. Raises PhaseError when the pipeline never
-    has the module in ``phase``."""
+    start of that phase's window (``pipeline`` itself when it starts in
+    ``phase``). Raises :class:`PhaseError` when the pipeline never has the
+    module in ``phase``."""
     if phase == pipeline.start_phase:
         return pipeline
     windows = pipeline.windows()
@@ -164,76 +164,20 @@ def _from_phase(pipeline: Pipeline, phase: Phase) -> Pipeline:
     return Pipeline(pipeline.passes[start:], start_phase=phase, name=pipeline.name)
 
 
-def _required_closure(name: str, seen: set[str] | None = None) -> set[str]:
-    """Every pass ``name`` requires, directly or through its requirements."""
-    out = set() if seen is None else seen
-    for r in get_pass_entry(name).info.required:
-        if r not in out:
-            out.add(r)
-            _required_closure(r, out)
-    return out
-
-
-def _satisfied_requirements(steps: Sequence[PlanStep]) -> list[PlanStep]:
-    """``steps`` without the required-pass steps that are already satisfied.
-
-    A step that runs pass R because pass P requires it (directly or through
-    another requirement) is dropped when R already ran in the current phase
-    and every pass that ran after it is itself a requirement of P: nothing
-    that could undo R's work came between. Transitions start a new phase, so
-    nothing before them counts.
-    """
-    owners: list[PlanStep | None] = [None] * len(steps)
-    nxt: PlanStep | None = None
-    for i in range(len(steps) - 1, -1, -1):  # the pass each requirement serves
-        if steps[i].required_by is None:
-            nxt = steps[i]
-        owners[i] = nxt
-    closures: dict[str, set[str]] = {}
-    kept: list[PlanStep] = []
-    ran: list[str] = []  # names of the passes run since the phase last changed
-    for step, owner in zip(steps, owners):
-        if step.runs:
-            name = step.pass_.info.name
-            if step.required_by is not None and owner is not None and name in ran:
-                owner_name = owner.pass_.info.name
-                if owner_name not in closures:
-                    closures[owner_name] = _required_closure(owner_name)
-                last = len(ran) - 1 - ran[::-1].index(name)
-                if all(r in closures[owner_name] for r in ran[last + 1:]):
-                    continue
-            ran.append(name)
-            if step.phase_after != step.phase_before:
-                ran = []
-        kept.append(step)
-    return kept
-
-
 def run_pipeline(pipeline: "Pipeline | Sequential", mod: IRModule,
                  ctx: PassContext | None = None) -> IRModule:
     """Run ``pipeline`` on ``mod`` under ``ctx`` (default: the current context).
 
-    Like calling the Sequential, with one difference: required passes that
-    are already satisfied are not run again (see the module docstring). The
-    whole plan is validated before any pass runs: a misordered pipeline is a
-    :class:`PhaseError` and ``mod`` is never touched.
+    The whole plan is validated before any pass runs (a misordered pipeline
+    is a :class:`PhaseError` and nothing has run); ``mod`` is never modified.
     """
     if not isinstance(mod, IRModule):
         raise TypeError(f"run_pipeline needs an IRModule, not {type(mod).__name__}")
     seq = pipeline.to_sequential() if isinstance(pipeline, Pipeline) else pipeline
-    ctx = ctx if ctx is not None else PassContext.current()
-    steps = _satisfied_requirements(seq.plan(mod.phase, ctx))
-    for step in steps:
-        info = step.pass_.info
-        if step.skip_reason:
-            for inst in ctx.instruments:
-                inst.run_on_skip(mod, info, step.skip_reason)
-            continue
-        if step.required_by is not None:
-            for inst in ctx.instruments:
-                inst.run_before_required(mod, info, step.required_by)
-        mod = step.pass_(mod)
-    return mod
+    if ctx is None:
+        return seq(mod)
+    with ctx:
+        return seq(mod)
 
 
 class _Forward(PassInstrument):
@@ -295,7 +239,7 @@ def lower(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
     if isinstance(opt_level, bool) or not isinstance(opt_level, int) or opt_level < 0:
         raise PassConfigError(f"opt_level must be an int >= 0, not {opt_level!r}")
     full = pipeline_from(pipeline, opt_level)
-    part = _from_phase(full, mod.phase)
+    part = pipeline_for_phase(full, mod.phase)
     ctx = _build_context(opt_level, verify, instruments)
     final = part.validate(ctx)
     if final != Phase.BUILD:
@@ -303,8 +247,7 @@ def lower(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
             f"pipeline {full.name!r} leaves the module in phase {final.label}, but building "
             f"needs phase {Phase.BUILD.label}: the pipeline must end with VMBuiltinLower "
             f"(nothing has run)")
-    with ctx:
-        return run_pipeline(part, mod, ctx)
+    return run_pipeline(part, mod, ctx)
 
 
 def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,

@@ -102,10 +102,6 @@ class Module:
     np.testing.assert_allclose(f_after(y), y * s + x, rtol=1e-6)
 
 
-@pytest.mark.xfail(reason="R.make_closure's struct-info inference (phasec/ir/op/builtin.py) "
-                          "drops the *first* parameters of the callee for the captured values, "
-                          "but captured values are passed last (interpreter, VM, TVM)",
-                   strict=False)
 def test_closure_struct_info_is_the_nested_functions_signature():
     before = parse(RETURNED)
     after = lift(before)

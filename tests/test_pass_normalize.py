@@ -2,9 +2,9 @@
 
 Non-normal IR cannot be written in TVMScript (the parser normalizes), so the
 inputs here are built with the IR constructors; the expected results are
-TVMScript. The pass infrastructure verifies a pass's *input* under
-``verify="each"``, which a non-normal module fails by definition, so these
-runs use ``verify="off"`` and verify the output explicitly (check_pass).
+TVMScript. Normalize declares ``verify_input=False``, so these run under the
+default ``verify="each"``: the non-normal input is not rejected, the output is
+verified.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Module:
         lv2 = R.exp(y)
         r = R.multiply(lv1, lv2)
         return r
-""", idempotent=True, verify="off")
+""", idempotent=True)
 
 
 def test_dataflow_block_gets_dataflow_vars_and_body_is_bound():
@@ -74,7 +74,7 @@ class Module:
             R.output(gv)
         lv1 = R.sum(gv, axis=[1])
         return (lv1, gv)
-""", idempotent=True, verify="off")
+""", idempotent=True)
     inner = out["main"].body.blocks[0].bindings[0].var
     assert type(inner) is DataflowVar
 
@@ -131,7 +131,7 @@ class Module:
         lv = R.exp(a)
         lv1 = R.exp(lv)
         return lv1
-""", idempotent=True, verify="off")
+""", idempotent=True)
     assert out["main"].body.blocks[0].bindings[0].var.struct_info is not None
 
 
@@ -152,7 +152,7 @@ class Module:
             return lv1
         r = f(x)
         return r
-""", idempotent=True, verify="off")
+""", idempotent=True)
 
 
 def test_fresh_names_do_not_collide_with_existing_ones():
@@ -160,7 +160,7 @@ def test_fresh_names_do_not_collide_with_existing_ones():
     lv, r = Var("lv", T23), Var("r")
     blocks = [BindingBlock([VarBinding(lv, call_op("exp", x)),
                             VarBinding(r, call_op("add", call_op("abs", lv), lv))])]
-    out = check_pass(normalize(), module(("main", entry([x], blocks, r))), verify="off")
+    out = check_pass(normalize(), module(("main", entry([x], blocks, r))))
     names = [b.var.name_hint for b in out["main"].body.blocks[0].bindings]
     assert names == ["lv", "lv1", "r"]
 
@@ -194,7 +194,7 @@ def test_accepts_ingestion_and_optimization_only():
 def test_parameter_without_struct_info_is_a_clear_error():
     x = Var("x")  # no struct info
     mod = module(("main", entry([x], [], x)))
-    with PassContext(verify="off"), pytest.raises(PassError) as err:
+    with pytest.raises(PassError) as err:
         normalize()(mod)
     assert "Normalize" in str(err.value) and "parameter x" in str(err.value)
 
@@ -209,8 +209,7 @@ def test_results_unchanged_on_a_long_function():
         bindings.append(VarBinding(v, call_op("add", call_op("multiply", prev, x), x)))
         prev = v
     mod = module(("main", entry([x], [BindingBlock(bindings)], prev)))
-    with PassContext(verify="off"):
-        out = normalize()(mod)
+    out = normalize()(mod)  # verified on the way out (verify-each)
     assert len(out["main"].body.blocks[0].bindings) == 20_000
     arg = np.full(4, 0.5, "float32")
     from pass_cases.harness import assert_same_results

@@ -15,10 +15,9 @@ import pytest
 
 import verifier
 from phasec import PhaseError, parse
-from phasec.interp import run
 from phasec.ir import (
-    BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase, SeqExpr,
-    TensorStructInfo, Var, VarBinding, structural_equal, structural_hash,
+    Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase, SeqExpr,
+    TensorStructInfo, Var, VarBinding, structural_hash,
 )
 from phasec.ir.builder import BlockBuilder
 from phasec.ir.op import call_op

@@ -134,11 +134,8 @@ def test_insert_at_end_of_lowering_runs_before_vm_builtin_lower(small):
     assert HOOK_SEEN == [Phase.LOWERING]
     ran = trace.ran()
     hook = ran.index("TestLoweringHook")
-    assert ran[hook - 1] == "StaticPlanBlockMemory" and ran[-1] == "VMBuiltinLower"
-    # The hook came between VMBuiltinLower's requirements and VMBuiltinLower:
-    # they run again after it, conservatively (the hook may have undone them).
-    assert ran[hook + 1:-1] == ["RemovePurityChecking", "CallTIRRewrite",
-                                "StaticPlanBlockMemory"]
+    # After memory planning, right before the transition to build.
+    assert ran[hook - 1] == "StaticPlanBlockMemory" and ran[hook + 1:] == ["VMBuiltinLower"]
     assert isinstance(exe, Executable)
 
 
@@ -177,22 +174,14 @@ def test_build_runs_each_pass_once(small):
     assert [(e.name, e.reason) for e in trace.entries if e.status == "skipped"] == []
 
 
-def test_required_pass_reruns_when_something_came_between(small):
-    # ConvertToDataflow after ToNonDataflow undoes it: LegalizeOps's
-    # requirement runs again (and the result is still well formed).
-    spec = "LambdaLifting,ToNonDataflow,ConvertToDataflow,LegalizeOps"
+def test_required_pass_runs_once_when_not_listed(small):
+    # LegalizeOps requires ToNonDataflow: the Sequential runs it first, once.
     trace = PassTrace()
     with PassContext(instruments=[trace]):
-        out = run_pipeline(parse_pipeline(spec), small)
+        out = run_pipeline(parse_pipeline("LambdaLifting,LegalizeOps"), small)
     assert out.phase == Phase.LOWERING
-    assert trace.ran() == ["LambdaLifting", "ToNonDataflow", "ConvertToDataflow",
-                           "ToNonDataflow", "LegalizeOps"]
-    assert trace.entries[3].required_by == "LegalizeOps"
-    # Without the explicit ToNonDataflow the requirement runs, once.
-    trace2 = PassTrace()
-    with PassContext(instruments=[trace2]):
-        run_pipeline(parse_pipeline("LambdaLifting,LegalizeOps"), small)
-    assert trace2.ran() == ["LambdaLifting", "ToNonDataflow", "LegalizeOps"]
+    assert trace.ran() == ["LambdaLifting", "ToNonDataflow", "LegalizeOps"]
+    assert trace.entries[1].required_by == "LegalizeOps"
 
 
 def test_build_skips_above_opt_level_and_runs_cse_at_3(small):

@@ -136,8 +136,8 @@ def _check_pass_names(names: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..pipeline import _from_phase, default_pipeline, run_pipeline
-    from ..transform import Pipeline, parse_pipeline
+    from ..pipeline import default_pipeline, pipeline_for_phase, run_pipeline
+    from ..transform import parse_pipeline
 
     check_opt_level(args.opt_level)
     check_output_suffix(args.output)
@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if spec_seq is not None:
         pipeline: Any = spec_seq
     else:
-        pipeline = _from_phase(default_pipeline(args.opt_level), mod.phase)
+        pipeline = pipeline_for_phase(default_pipeline(args.opt_level), mod.phase)
 
     err = sys.stderr
     instruments: list[PassInstrument] = []
@@ -163,9 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
     ctx = PassContext(opt_level=args.opt_level, verify=args.verify, instruments=instruments)
     try:
-        with ctx:
-            result = run_pipeline(pipeline if not isinstance(pipeline, Pipeline)
-                                  else pipeline.to_sequential(), mod, ctx)
+        result = run_pipeline(pipeline, mod, ctx)
     except PhasecError:
         # Show what ran before the failure: it helps to locate it.
         if trace is not None and trace.entries:

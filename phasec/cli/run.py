@@ -58,6 +58,7 @@ from ..ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 from ..transform import VERIFY_MODES, PassInstrument
+from .build import EXECUTABLE_SUFFIX
 from .opt import check_opt_level, read_module
 
 #: bundled example models (files phasec/examples/<name>.py)
@@ -491,8 +492,11 @@ def _ms(seconds: float) -> str:
 
 # -- the command ---------------------------------------------------------------------------------
 def _is_executable_file(path: str) -> bool:
+    """A ``.pvm`` name (even missing: Executable.load says so) or a zip archive."""
     if path == "-" or Path(path).suffix.lower() in (".py", ".json"):
         return False
+    if Path(path).suffix.lower() == EXECUTABLE_SUFFIX:
+        return True
     try:
         return zipfile.is_zipfile(path)
     except OSError:
@@ -576,7 +580,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     stats = exe.stats()
     print(f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "
           f"({_count(stats['functions'], 'function')}, {stats['instructions']} instructions), "
-          f"{stats['kernels']} kernels "
+          f"{_count(stats['kernels'], 'kernel')} "
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(kernel_seconds)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
@@ -622,7 +626,7 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
           "(compiled already: no passes to show)")
     start = time.perf_counter()
     vm = VirtualMachine(exe, kernels=args.kernels)
-    print(f"kernels: {len(exe.prim_funcs)} "
+    print(f"kernels: {_count(len(exe.prim_funcs), 'kernel')} "
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(time.perf_counter() - start)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)

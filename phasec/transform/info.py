@@ -123,6 +123,10 @@ class PassInfo:
             sets after the pass has run; None for every other pass.
         required: names of registered passes a ``Sequential`` runs right
             before this one.
+        verify_input: whether verify-each checks the module handed to the
+            pass first. False for passes whose job is to repair what the
+            verifier rejects (``Normalize`` puts programs built by hand into
+            A-normal form).
     """
 
     name: str
@@ -130,6 +134,7 @@ class PassInfo:
     phases: frozenset[Phase] = field(default=ALL_PHASES)
     transition_to: Phase | None = None
     required: tuple[str, ...] = ()
+    verify_input: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):

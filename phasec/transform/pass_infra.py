@@ -152,7 +152,7 @@ class _LeafPass(Pass):
             _notify(ctx, "run_on_skip", mod, info,
                     f"{type(inst).__name__}.should_run returned False")
             return mod
-        if ctx.verify == "each":
+        if ctx.verify == "each" and info.verify_input:
             try:
                 verify_for_pass(mod, info, ctx, "input")
             except Exception as exc:
@@ -361,7 +361,7 @@ def _wrap_class(cls: type, base: type, method: str, info: PassInfo) -> type:
 
 def _decorator(kind: str, base: type, method: str, fn_wrapper: type, pass_func: Any,
                opt_level: int, phases: PhasesLike | None, transition_to: Phase | int | str | None,
-               name: str | None, required: Iterable[str]) -> Any:
+               name: str | None, required: Iterable[str], verify_input: bool = True) -> Any:
     def create(target: Any) -> Any:
         target_name = getattr(target, "__name__", None)
         if not callable(target) or target_name is None:
@@ -374,7 +374,7 @@ def _decorator(kind: str, base: type, method: str, fn_wrapper: type, pass_func: 
                 f"@{kind} for {name or target_name} must declare the phases it accepts, "
                 "e.g. phases=Phase.OPTIMIZATION, phases=[0, 1] or phases='all'")
         info = PassInfo(name or target_name, opt_level, _accepted_phases(phases),
-                        transition_to, tuple(required or ()))
+                        transition_to, tuple(required or ()), verify_input)
         if isinstance(target, type):
             return _wrap_class(target, base, method, info)
         return fn_wrapper(target, info)
@@ -391,7 +391,7 @@ def _accepted_phases(phases: PhasesLike) -> frozenset[Phase]:
 
 def module_pass(pass_func: Any = None, *, opt_level: int = 0, phases: PhasesLike | None = None,
                 transition_to: Phase | int | str | None = None, name: str | None = None,
-                required: Iterable[str] = ()) -> Any:
+                required: Iterable[str] = (), verify_input: bool = True) -> Any:
     """Declare a module pass (TVM's ``module_pass``, plus phases).
 
     On a function ``f(mod, ctx) -> IRModule`` it returns a pass object. On a
@@ -405,31 +405,33 @@ def module_pass(pass_func: Any = None, *, opt_level: int = 0, phases: PhasesLike
         transition_to: for transition passes, the phase after the pass.
         name: the pass name (default: the function or class name).
         required: names of registered passes a Sequential runs first.
+        verify_input: False lets verify-each skip checking the pass's input
+            (for passes that repair malformed modules, like Normalize).
     """
     return _decorator("module_pass", ModulePass, "transform_module", _FnModulePass, pass_func,
-                      opt_level, phases, transition_to, name, required)
+                      opt_level, phases, transition_to, name, required, verify_input)
 
 
 def function_pass(pass_func: Any = None, *, opt_level: int = 0, phases: PhasesLike | None = None,
                   transition_to: Phase | int | str | None = None, name: str | None = None,
-                  required: Iterable[str] = ()) -> Any:
+                  required: Iterable[str] = (), verify_input: bool = True) -> Any:
     """Declare a pass applied to every Relax function (TVM's ``function_pass``).
 
     On a function ``f(func, mod, ctx) -> Function`` or a class defining
     ``transform_function(self, func, mod, ctx)``; arguments as :func:`module_pass`.
     """
     return _decorator("function_pass", FunctionPass, "transform_function", _FnFunctionPass,
-                      pass_func, opt_level, phases, transition_to, name, required)
+                      pass_func, opt_level, phases, transition_to, name, required, verify_input)
 
 
 def prim_func_pass(pass_func: Any = None, *, opt_level: int = 0,
                    phases: PhasesLike | None = None,
                    transition_to: Phase | int | str | None = None, name: str | None = None,
-                   required: Iterable[str] = ()) -> Any:
+                   required: Iterable[str] = (), verify_input: bool = True) -> Any:
     """Declare a pass applied to every PrimFunc (TVM's ``prim_func_pass``);
     arguments as :func:`module_pass`."""
     return _decorator("prim_func_pass", PrimFuncPass, "transform_function", _FnPrimFuncPass,
-                      pass_func, opt_level, phases, transition_to, name, required)
+                      pass_func, opt_level, phases, transition_to, name, required, verify_input)
 
 
 # -- Sequential -------------------------------------------------------------------

@@ -149,7 +149,8 @@ def _infer_make_closure(call, ctx):
         if len(captured.fields) > len(fsinfo.params):
             raise err(call, f"R.make_closure captures {len(captured.fields)} values but "
                             f"cls.{call.args[0].name_hint} has only {len(fsinfo.params)} parameters")
-        return FuncStructInfo(fsinfo.params[len(captured.fields):], fsinfo.ret, fsinfo.purity)
+        return FuncStructInfo(fsinfo.params[:len(fsinfo.params) - len(captured.fields)], fsinfo.ret,
+                              fsinfo.purity)
     return ObjectStructInfo()
 
 

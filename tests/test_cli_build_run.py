@@ -1,0 +1,194 @@
+"""``phasec build`` and ``phasec run``, through phasec.cli.main with capsys.
+
+Small modules keep LLVM compilation short; the bundled MLP (the default of
+``phasec run``) is compiled once per process thanks to the kernel cache.
+"""
+
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec.cli import main
+from phasec.pipeline import default_pipeline
+
+SYMBOLIC = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 8), dtype="float32"), w: R.Tensor((8, 4), dtype="float32"),
+             b: R.Tensor((4,), dtype="float32")) -> R.Tensor(("n", 4), dtype="float32"):
+        n = T.int64()
+        with R.dataflow():
+            y = R.nn.relu(R.add(R.matmul(x, w), b))
+            R.output(y)
+        return y
+"""
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(SYMBOLIC)
+    return path
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------
+# phasec run: the bundled example (the README's main-job command)
+# ---------------------------------------------------------------------------
+
+def test_run_without_input_runs_the_bundled_mlp(capsys):
+    code, out, err = run_cli(capsys, "run", "--repeat", "2")
+    assert code == 0, err
+    assert "example 'mlp'" in out
+    # Every pass of the default pipeline, with its phase and its time.
+    for p in default_pipeline().passes:
+        assert f" {p.info.name} " in out
+    for transition in ("ingestion -> optimization", "optimization -> lowering",
+                       "lowering -> build"):
+        assert transition in out
+    assert "time (ms)" in out and "verify (ms)" in out
+    assert "compiled with LLVM" in out
+    assert "best of 2:" in out
+    assert "reference interpreter" in out and "max abs error" in out
+    assert out.rstrip().endswith("PASS")
+
+
+def test_run_example_option_and_quiet(capsys):
+    code, out, _ = run_cli(capsys, "run", "--example", "mlp", "--quiet", "--repeat", "1")
+    assert code == 0
+    assert "example 'mlp'" in out and "time (ms)" not in out and "PASS" in out
+
+
+def test_run_module_file_with_symbolic_dim(capsys, model):
+    code, out, _ = run_cli(capsys, "run", model, "--dim", "n=3", "--repeat", "1")
+    assert code == 0
+    assert "x: float32[3, 8]" in out
+    assert "output: float32[3, 4]" in out and "PASS" in out
+    # Default value of a symbolic dimension: 1.
+    code, out, _ = run_cli(capsys, "run", model, "--repeat", "1", "-q")
+    assert code == 0 and "x: float32[1, 8]" in out
+
+
+def test_run_with_inputs_npz(capsys, model, tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 8)).astype("float32")
+    w = rng.standard_normal((8, 4)).astype("float32")
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=x, w=w)  # b is left to the random generator
+    code, out, _ = run_cli(capsys, "run", model, "--inputs", npz, "--repeat", "1", "-q")
+    assert code == 0
+    assert f"from {npz}" in out and "random (seed 0): b" in out
+    assert "x: float32[5, 8]" in out and "output: float32[5, 4]" in out  # n taken from x
+    assert "PASS" in out
+
+
+def test_run_reports_a_failed_check(capsys, model, monkeypatch):
+    real = phasec.interp.run
+
+    def off_by_one(mod, *args, **kwargs):
+        return real(mod, *args, **kwargs) + 1
+
+    monkeypatch.setattr(phasec.interp, "run", off_by_one)
+    code, out, _ = run_cli(capsys, "run", model, "--repeat", "1", "-q")
+    assert code == 1
+    assert "FAIL" in out and "max abs error 1" in out
+
+
+def test_run_a_module_already_lowered(capsys, model, tmp_path):
+    lowered = tmp_path / "lowered.json"
+    code, _, _ = run_cli(capsys, "opt", model, "--passes", "LambdaLifting,LegalizeOps",
+                         "-o", lowered)
+    assert code == 0
+    code, out, _ = run_cli(capsys, "run", lowered, "--repeat", "1")
+    assert code == 0
+    assert "phase lowering" in out and "Normalize" not in out
+    assert "lowering -> build" in out and "PASS" in out
+
+
+# ---------------------------------------------------------------------------
+# phasec build, then phasec run on the executable
+# ---------------------------------------------------------------------------
+
+def test_build_then_run_executable(capsys, model, tmp_path):
+    exe_path = tmp_path / "model.pvm"
+    code, out, _ = run_cli(capsys, "build", model, "-o", exe_path)
+    assert code == 0 and f"wrote {exe_path}" in out and "1 kernel" in out
+    assert zipfile.is_zipfile(exe_path)
+    exe = phasec.Executable.load(exe_path)
+    assert exe.function_names() == ["main"]
+    code, out, _ = run_cli(capsys, "run", exe_path, "--dim", "n=2", "--repeat", "2")
+    assert code == 0
+    assert "x: float32[2, 8]" in out and "output: float32[2, 4]" in out
+    assert "check: skipped" in out and "compiled executable" in out
+
+
+def test_build_default_output_and_timing(capsys, model, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "build", model, "--opt-level", "0", "--timing",
+                             "--kernels", "none")
+    assert code == 0 and (tmp_path / "model.pvm").exists()
+    assert "LegalizeOps" in err and "verification:" in err
+
+
+def test_build_with_a_pipeline_that_stops_early(capsys, model, tmp_path):
+    code, _, err = run_cli(capsys, "build", model, "--passes", "LambdaLifting,LegalizeOps",
+                           "-o", tmp_path / "x.pvm")
+    assert code == 1 and "leaves the module in phase lowering" in err
+    assert not (tmp_path / "x.pvm").exists()
+
+
+# ---------------------------------------------------------------------------
+# Bad input: status != 0, one clear message, no traceback
+# ---------------------------------------------------------------------------
+
+def test_bad_input_files(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", tmp_path / "missing.py")
+    assert code == 1 and "no such file" in err
+    broken = tmp_path / "broken.py"
+    broken.write_text("@I.ir_module\nclass M:\n    def main(:\n")
+    code, _, err = run_cli(capsys, "build", broken, "-o", tmp_path / "b.pvm")
+    assert code == 1 and "broken.py:3" in err
+    fake = tmp_path / "fake.pvm"
+    with zipfile.ZipFile(fake, "w") as zf:
+        zf.writestr("hello.txt", "not an executable")
+    code, _, err = run_cli(capsys, "run", fake)
+    assert code == 1 and "not a phasec executable" in err
+    code, _, err = run_cli(capsys, "run", tmp_path / "model.pvm")
+    assert code == 1 and "model.pvm" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dim", "n"], "expected NAME=VALUE"),
+    (["--dim", "m=2"], "no parameter has a symbolic dimension 'm'"),
+    (["--entry", "nope"], "no Relax function 'nope'"),
+    (["--repeat", "0"], "--repeat must be at least 1"),
+    (["--inputs", "missing.npz"], "no such file"),
+    (["--example", "mlp"], "either INPUT or --example"),
+])
+def test_bad_run_options(capsys, model, argv, message):
+    code, _, err = run_cli(capsys, "run", model, *argv)
+    assert code == 1 and message in err, err
+
+
+def test_inputs_that_do_not_fit(capsys, model, tmp_path):
+    npz = tmp_path / "in.npz"
+    np.savez(npz, y=np.zeros(3, "float32"))
+    code, _, err = run_cli(capsys, "run", model, "--inputs", npz)
+    assert code == 1 and "'y', which is not a parameter" in err and "x, w, b" in err
+    np.savez(npz, x=np.zeros((5, 8), "float32"))
+    code, _, err = run_cli(capsys, "run", model, "--inputs", npz, "--dim", "n=3")
+    assert code == 1 and "n = 5, but --dim says n=3" in err
+    np.savez(npz, w=np.zeros((8, 5), "float32"))
+    code, _, err = run_cli(capsys, "run", model, "--inputs", npz, "--repeat", "1")
+    assert code == 1 and "w" in err  # the VM's shape check names the parameter

@@ -1,0 +1,266 @@
+"""``phasec opt`` and ``phasec passes``, through phasec.cli.main with capsys."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+import phasec
+from phasec.cli import main
+from phasec.ir import Phase, structural_equal
+from phasec.transform import list_passes, parse_pipeline
+
+MODULE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), dtype="float32"), w: R.Tensor((8, 8), dtype="float32")) -> R.Tensor((4, 8), dtype="float32"):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.nn.relu(R.add(y, R.add(R.const(1.0, "float32"), R.const(2.0, "float32"))))
+            a = R.add(z, x)
+            b = R.add(z, x)
+            out = R.multiply(a, b)
+            R.output(out)
+        return out
+"""
+
+# Declares the optimization phase but holds a nested function: not well formed.
+ILL_FORMED = """
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "optimization"})
+
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        @R.function
+        def inner(y: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+            return y
+
+        z = inner(x)
+        return z
+"""
+
+
+@pytest.fixture
+def module_file(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(MODULE)
+    return str(path)
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------
+# Running pipelines
+# ---------------------------------------------------------------------------
+
+def test_opt_runs_a_spec_and_prints_tvmscript(capsys, module_file):
+    spec = "LambdaLifting,FoldConstant,FuseOps{fuse_opt_level=2}"
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", spec)
+    assert code == 0 and err == ""
+    result = phasec.parse(out)
+    assert result.phase == Phase.OPTIMIZATION
+    assert '"phase": "optimization"' in out
+    # The same as running the pipeline in Python.
+    expected = parse_pipeline(spec)(phasec.load(module_file))
+    assert structural_equal(result, expected)
+    assert any(name.startswith("fused_") for name in result.functions)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".py"])
+def test_opt_writes_output_by_suffix(capsys, module_file, tmp_path, suffix):
+    target = tmp_path / f"out{suffix}"
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", "LambdaLifting",
+                             "-o", str(target))
+    assert code == 0 and out == ""
+    text = target.read_text()
+    if suffix == ".json":
+        assert json.loads(text)["phase"] == "optimization"
+    else:
+        assert text.lstrip().startswith("#") or "@I.ir_module" in text
+    loaded = phasec.load(target)
+    assert structural_equal(loaded, parse_pipeline("LambdaLifting")(phasec.load(module_file)))
+
+
+def test_opt_reads_json_and_stdin(capsys, module_file, tmp_path, monkeypatch):
+    json_file = tmp_path / "model.json"
+    json_file.write_text(phasec.to_json(phasec.load(module_file)))
+    code, from_json, _ = run_cli(capsys, "opt", str(json_file), "--passes", "Normalize")
+    assert code == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO(MODULE))
+    code, from_stdin, _ = run_cli(capsys, "opt", "-", "--passes", "Normalize")
+    assert code == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO(json_file.read_text()))
+    code, from_json_stdin, _ = run_cli(capsys, "opt", "-", "--passes", "Normalize")
+    assert code == 0
+    assert structural_equal(phasec.parse(from_json), phasec.parse(from_stdin))
+    assert structural_equal(phasec.parse(from_json), phasec.parse(from_json_stdin))
+
+
+def test_opt_without_passes_runs_the_default_pipeline(capsys, module_file):
+    code, out, err = run_cli(capsys, "opt", module_file)
+    assert code == 0
+    result = phasec.parse(out)
+    assert result.phase == Phase.BUILD
+    assert list(result.prim_funcs())
+
+
+def test_opt_level_controls_cse(capsys, module_file):
+    spec = "LambdaLifting,EliminateCommonSubexpr,DeadCodeElimination"
+    code, out2, err2 = run_cli(capsys, "opt", module_file, "--passes", spec)
+    assert code == 0
+    assert "note: EliminateCommonSubexpr skipped: opt_level 3" in err2
+    assert "--opt-level" in err2
+    code, out3, err3 = run_cli(capsys, "opt", module_file, "--passes", spec, "--opt-level", "3")
+    assert code == 0 and "skipped" not in err3
+    # The two identical adds (a, b) are merged at opt_level 3 only.
+    assert "R.add(z, x)" in out2 and out2.count("R.add(z, x)") == 2
+    assert out3.count("R.add(z, x)") == 1
+
+
+def test_print_after_all_goes_to_stderr(capsys, module_file):
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes",
+                             "Normalize,LambdaLifting,FoldConstant", "--print-after-all")
+    assert code == 0
+    headers = [line for line in err.splitlines() if line.startswith("# After")]
+    assert headers == ["# After Normalize (phase ingestion)",
+                       "# After LambdaLifting (phase optimization)",
+                       "# After FoldConstant (phase optimization)"]
+    assert err.count("@I.ir_module") == 3
+    assert "# After" not in out and phasec.parse(out).phase == Phase.OPTIMIZATION
+
+
+def test_print_before_named_pass(capsys, module_file):
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes",
+                             "LambdaLifting,FoldConstant", "--print-before", "FoldConstant")
+    assert code == 0
+    assert err.startswith("# Before FoldConstant (phase optimization)")
+    assert err.count("@I.ir_module") == 1
+
+
+def test_timing_and_trace(capsys, module_file):
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes",
+                             "LambdaLifting,LegalizeOps", "--timing", "--trace")
+    assert code == 0
+    assert "pass trace:" in err
+    assert "LambdaLifting" in err and "ingestion -> optimization" in err
+    assert "ToNonDataflow" in err and "required by LegalizeOps" in err
+    assert "optimization -> lowering" in err
+    assert "verification:" in err and "time (ms)" in err
+
+
+@pytest.mark.parametrize("mode", ["each", "transitions", "off"])
+def test_verify_modes(capsys, module_file, mode):
+    code, out, _ = run_cli(capsys, "opt", module_file, "--passes", "LambdaLifting",
+                           "--verify", mode)
+    assert code == 0 and phasec.parse(out).phase == Phase.OPTIMIZATION
+
+
+# ---------------------------------------------------------------------------
+# Errors: one line on stderr, status 1, no traceback
+# ---------------------------------------------------------------------------
+
+def test_phase_error(capsys, module_file):
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", "LegalizeOps")
+    assert code == 1 and out == ""
+    assert err.startswith("phasec opt: error:")
+    assert "expects phase optimization, but the module would be in ingestion" in err
+    assert "run LambdaLifting first" in err
+
+
+def test_phase_error_for_passes_in_the_wrong_order(capsys, module_file):
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes",
+                             "LambdaLifting,LegalizeOps,FoldConstant")
+    assert code == 1
+    assert "FoldConstant expects phase optimization" in err
+    assert "must run before LegalizeOps" in err and "nothing has run" in err
+
+
+def test_verifier_error(capsys, tmp_path):
+    path = tmp_path / "bad_phase.py"
+    path.write_text(ILL_FORMED)
+    code, out, err = run_cli(capsys, "opt", str(path), "--passes", "Normalize")
+    assert code == 1 and out == ""
+    assert "not well-formed for phase optimization" in err
+    assert "inner" in err
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("Lambdalifting", "did you mean LambdaLifting"),
+    ("FuseOps{fuse_level=2}", "no option 'fuse_level'"),
+    ("FuseOps{fuse_opt_level=two}", "expects an integer"),
+    ("LambdaLifting,,FoldConstant", "expected a pass name"),
+])
+def test_bad_pipeline_spec(capsys, module_file, spec, message):
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", spec)
+    assert code == 1 and message in err
+
+
+def test_unknown_print_before_pass(capsys, module_file):
+    code, _, err = run_cli(capsys, "opt", module_file, "--passes", "LambdaLifting",
+                           "--print-before", "FoldConstnt")
+    assert code == 1 and "unknown pass 'FoldConstnt'" in err and "FoldConstant" in err
+
+
+@pytest.mark.parametrize("content, suffix, message", [
+    (None, ".py", "no such file"),
+    ("def broken(:\n", ".py", "invalid Python syntax"),
+    ('{"format": "nope"}', ".json", ""),
+    ("\x00\x01binary", ".py", "NUL bytes"),
+    ("x = 1\n", ".txt", "unknown file type"),
+])
+def test_bad_input_files(capsys, tmp_path, content, suffix, message):
+    path = tmp_path / f"input{suffix}"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run_cli(capsys, "opt", str(path), "--passes", "Normalize")
+    assert code != 0 and out == ""
+    assert err.startswith("phasec opt: error:") and message in err
+    assert len(err.strip().splitlines()) <= 3
+
+
+def test_unknown_output_suffix(capsys, module_file, tmp_path):
+    code, _, err = run_cli(capsys, "opt", module_file, "--passes", "Normalize",
+                           "-o", str(tmp_path / "out.txt"))
+    assert code == 1 and "unknown output type '.txt'" in err
+    assert not (tmp_path / "out.txt").exists()
+
+
+# ---------------------------------------------------------------------------
+# phasec passes
+# ---------------------------------------------------------------------------
+
+def test_passes_lists_every_registered_pass(capsys):
+    code, out, err = run_cli(capsys, "passes")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["PASS", "PHASES", "TRANSITION", "OPT_LEVEL", "REQUIRES"]
+    rows = {line.split()[0]: line for line in lines[2:] if line and not line.startswith(" ")
+            and line.split()[0] in list_passes()}
+    assert set(rows) == set(list_passes())
+    assert "-> optimization" in rows["LambdaLifting"]
+    assert "-> lowering" in rows["LegalizeOps"] and "ToNonDataflow" in rows["LegalizeOps"]
+    assert "-> build" in rows["VMBuiltinLower"]
+    for req in ("RemovePurityChecking", "CallTIRRewrite", "StaticPlanBlockMemory"):
+        assert req in rows["VMBuiltinLower"]
+    assert rows["EliminateCommonSubexpr"].split()[1:] == ["optimization", "-", "3", "-"]
+
+
+def test_passes_verbose_and_json(capsys):
+    code, out, _ = run_cli(capsys, "passes", "--verbose")
+    assert code == 0 and "fuse_opt_level=-1" in out and "DESCRIPTION" in out
+    code, out, _ = run_cli(capsys, "passes", "--json")
+    rows = json.loads(out)
+    by_name = {r["pass"]: r for r in rows}
+    assert set(by_name) == set(list_passes())
+    assert by_name["LambdaLifting"] == {"pass": "LambdaLifting", "phases": "ingestion",
+                                        "transition": "-> optimization", "opt_level": "0",
+                                        "requires": "-"}
