@@ -189,8 +189,8 @@ def test_verifier_error(capsys, tmp_path):
     path.write_text(ILL_FORMED)
     code, out, err = run_cli(capsys, "opt", str(path), "--passes", "Normalize")
     assert code == 1 and out == ""
-    assert "not well-formed for phase optimization" in err
-    assert "inner" in err
+    assert "not well-formed" in err and "phase optimization" in err
+    assert "nested function 'inner'" in err and "LambdaLifting" in err  # the rule's hint
 
 
 @pytest.mark.parametrize("spec, message", [

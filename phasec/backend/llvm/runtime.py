@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import VMError
 from ...ir import tir
 from ...ir.structural import structural_equal, structural_hash
-from .codegen import CodegenOptions, KernelABI, ModuleCodegen, ParamABI
+from .codegen import CodegenOptions, KernelABI, ModuleCodegen
 from .errors import CodegenError
 from .jit import NativeModule, host_target, jit_compile
 
@@ -199,7 +199,7 @@ class Kernel:
         lines.append(f"rc = cfunc({', '.join(call_args)})")
         lines.append("if rc: fail(rc)")
         src = f"def fast({', '.join(names)}):\n" + "".join(f"    {ln}\n" for ln in lines)
-        exec(compile(src, f"<phasec kernel wrapper>", "exec"), ns)  # noqa: S102 - generated
+        exec(compile(src, "<phasec kernel wrapper>", "exec"), ns)  # noqa: S102 - generated
         return ns["fast"]
 
     @staticmethod
@@ -435,6 +435,3 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
     native = jit_compile(ir, entries, [], opt_level)
     return native, abis, ir
 
-
-# keep ParamABI importable from here for the VM
-_ = ParamABI
