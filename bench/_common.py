@@ -81,17 +81,56 @@ def blas_description() -> str:
     return "; ".join(parts)
 
 
+def set_blas_threads(n: int) -> int | None:
+    """Set numpy's BLAS thread count; returns the previous count, or None when
+    it cannot be changed (threadpoolctl if installed, else OpenBLAS by ctypes)."""
+    try:
+        from threadpoolctl import ThreadpoolController  # optional
+        ctl = ThreadpoolController()
+        blas = [c for c in ctl.lib_controllers if c.user_api == "blas"]
+        if not blas:
+            return None
+        previous = blas[0].num_threads
+        for c in blas:
+            c.set_num_threads(n)
+        return previous
+    except ImportError:
+        pass
+    import ctypes
+
+    for path in _openblas_paths():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas_", "64_"), ("scipy_openblas_", ""),
+                               ("openblas_", "")):
+            get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+            put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+            if get is None or put is None:
+                continue
+            get.restype = ctypes.c_int
+            previous = get()
+            put.argtypes = [ctypes.c_int]
+            put(n)
+            return previous
+    return None
+
+
+def _openblas_paths() -> list[str]:
+    try:
+        with open("/proc/self/maps") as maps:
+            return sorted({line.split()[-1] for line in maps
+                           if "openblas" in line.lower() and line.split()[-1].startswith("/")})
+    except OSError:
+        return []
+
+
 def _openblas_by_ctypes() -> list[str]:
     import ctypes
 
     found: list[str] = []
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted({line.split()[-1] for line in maps
-                            if "openblas" in line.lower() and line.split()[-1].startswith("/")})
-    except OSError:
-        return found
-    for path in paths:
+    for path in _openblas_paths():
         try:
             lib = ctypes.CDLL(path)
         except OSError:

@@ -10,9 +10,12 @@ Pipelines measured:
 * ``synthetic``: K passes that rebuild every binding (a realistic linear
   pass cost), a transition pass, K more rebuilding passes;
 * ``registered``: the real passes, when the registry has them (skipped
-  otherwise).
+  otherwise);
+* ``default``: the whole default pipeline (``phasec.pipeline.default_pipeline(2)``,
+  ingestion to build, run with ``run_pipeline`` as ``phasec.build`` does).
 
 Usage: ``python bench/bench_verify_overhead.py [--bindings 10000] [--passes 4] [--repeat 3]``
+(``--quick``: 2000 bindings, one repeat).
 """
 
 from __future__ import annotations
@@ -75,6 +78,16 @@ def registered_pipeline() -> Sequential | None:
     return parse_pipeline(",".join(names), name="registered") if names == wanted else None
 
 
+def default_pipeline_runner() -> Callable[[IRModule], IRModule] | None:
+    """The default pipeline as ``phasec.build`` runs it, or None if unavailable."""
+    try:
+        from phasec.pipeline import default_pipeline, run_pipeline
+        pipeline = default_pipeline(2)
+    except Exception:  # noqa: BLE001 - not built yet: the row is skipped
+        return None
+    return lambda mod: run_pipeline(pipeline, mod)
+
+
 def measure(run: Callable[[], object], mode: str, repeat: int) -> tuple[float, float, float, int]:
     """Best-of-``repeat`` (total, pass, verify seconds, verifier calls)."""
     best = None
@@ -99,7 +112,10 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=4, help="rebuilding passes on each side "
                     "of the transition in the synthetic pipeline")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="2000 bindings, one repeat")
     args = ap.parse_args()
+    if args.quick:
+        args.bindings, args.repeat = min(args.bindings, 2000), 1
 
     verification.load_verifier()  # fail early and clearly if the verifier is missing
     mod = long_program(args.bindings)
@@ -107,20 +123,26 @@ def main() -> None:
     real = registered_pipeline()
     if real is not None:
         pipelines.append(("registered", real))
+    default = default_pipeline_runner()
 
     print(f"program: 1 function, {args.bindings} bindings in one dataflow block; "
           f"best of {args.repeat}")
     header = ("pipeline", "passes", "verify", "total ms", "passes ms", "verify ms",
               "verifications", "overhead vs off")
     rows = []
-    for label, seq in pipelines:
-        results = {mode: measure(lambda: seq(mod), mode, args.repeat)
+    runs: list[tuple[str, int, Callable[[IRModule], IRModule]]] = [
+        (label, len(seq.flatten()), seq) for label, seq in pipelines]
+    if default is not None:
+        from phasec.pipeline import default_pipeline
+        runs.append(("default", len(default_pipeline(2).passes), default))
+    for label, npasses, run in runs:
+        results = {mode: measure(lambda: run(mod), mode, args.repeat)
                    for mode in ("off", "transitions", "each")}
         base = results["off"][0]
         for mode in ("off", "transitions", "each"):
             total, passes, verify, calls = results[mode]
             overhead = (total - base) / base * 100 if base > 0 else 0.0
-            rows.append((label, str(len(seq.flatten())), mode, f"{total * 1e3:.1f}",
+            rows.append((label, str(npasses), mode, f"{total * 1e3:.1f}",
                          f"{passes * 1e3:.1f}", f"{verify * 1e3:.1f}", str(calls),
                          "-" if mode == "off" else f"{overhead:+.0f}%"))
     if real is None:

@@ -189,6 +189,9 @@ def test_inputs_that_do_not_fit(capsys, model, tmp_path):
     np.savez(npz, x=np.zeros((5, 8), "float32"))
     code, _, err = run_cli(capsys, "run", model, "--inputs", npz, "--dim", "n=3")
     assert code == 1 and "n = 5, but --dim says n=3" in err
+    np.save(tmp_path / "one.npy", np.zeros(3, "float32"))
+    code, _, err = run_cli(capsys, "run", model, "--inputs", tmp_path / "one.npy")
+    assert code == 1 and "not an .npz archive" in err
     np.savez(npz, w=np.zeros((8, 5), "float32"))
     code, _, err = run_cli(capsys, "run", model, "--inputs", npz, "--repeat", "1")
     assert code == 1 and "w" in err  # the VM's shape check names the parameter

@@ -5,7 +5,6 @@ A-normal form, TIR statements), plus the round trip through the printer."""
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +82,8 @@ def test_every_fixture_parses(path: Path):
 
 @pytest.mark.parametrize("path", FIXTURE_FILES + EXAMPLES, ids=lambda p: p.stem)
 def test_round_trip_through_printer(path: Path):
-    printer = pytest.importorskip("phasec.script.printer")
+    from phasec.script import printer
+
     mod = phasec.load(path)
     text = printer.print_module(mod)
     assert_structural_equal(phasec.parse(text), mod)
@@ -91,14 +91,16 @@ def test_round_trip_through_printer(path: Path):
 
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
 def test_fixtures_are_well_formed(path: Path):
-    verifier = pytest.importorskip("verifier")
+    import verifier
+
     mod = phasec.load(path)
     diags = verifier.check(mod)
     assert not diags, "\n".join(verifier.format_diagnostic(d) for d in diags)
 
 
 def test_load_json_delegates_to_json_format(tmp_path: Path):
-    json_format = pytest.importorskip("phasec.script.json_format")
+    from phasec.script import json_format
+
     mod = load("values")
     path = tmp_path / "values.json"
     path.write_text(json_format.to_json(mod))
@@ -695,10 +697,7 @@ def _chain(n: int) -> str:
 
 def test_many_bindings_parse_iteratively():
     n = 5_000  # beyond the recursion limit: the parser loops over bindings
-    start = time.perf_counter()
     mod = phasec.parse(_chain(n))
-    elapsed = time.perf_counter() - start
     (block,) = mod["main"].body.blocks
     assert len(block.bindings) == n
     assert type(block.bindings[-1].var) is Var and type(block.bindings[0].var) is DataflowVar
-    assert elapsed < 60

@@ -548,17 +548,10 @@ def test_every_pipeline_stage_roundtrips(path):
     from phasec import transform
 
     mod = phasec.load(path)
-    reached = []
     for name in PIPELINE:
-        try:
-            mod = transform.get_pass(name)(mod)
-        except Exception as exc:  # noqa: BLE001 - another layer's problem; stop here
-            if not reached or mod.phase < phasec.Phase.LOWERING:
-                pytest.skip(f"pipeline stops at {name}: {exc}")
-            break
+        mod = transform.get_pass(name)(mod)
         check_roundtrip(mod)
-        reached.append(name)
-    assert mod.phase >= phasec.Phase.LOWERING
+    assert mod.phase == phasec.Phase.BUILD
     assert any(isinstance(f, tir.PrimFunc) for f in mod.functions.values())
 
 

@@ -216,16 +216,23 @@ def _sinfo(sinfo: StructInfo | None) -> str:
 
 
 def _load_npz(path: str) -> dict[str, np.ndarray]:
+    if not Path(path).exists():
+        raise InputError(f"--inputs {path!r}: no such file")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise InputError(f"--inputs {path!r}: not an .npz archive of named arrays "
-                                 "(write one with numpy.savez)")
-            return {k: data[k] for k in data.files}
+        if not zipfile.is_zipfile(path):  # numpy's own message would talk about pickles
+            raise InputError(f"--inputs {path!r}: not an .npz archive of arrays named after "
+                             "the parameters (write one with numpy.savez)")
+        data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"--inputs {path!r}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise InputError(f"--inputs {path!r}: cannot read it as .npz ({exc})") from None
+    try:
+        return {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise InputError(f"--inputs {path!r}: damaged .npz archive ({exc})") from None
+    finally:
+        data.close()
 
 
 def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str, np.ndarray],

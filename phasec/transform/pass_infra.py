@@ -167,7 +167,8 @@ class _LeafPass(Pass):
         _notify(ctx, "run_after_pass", result, info)
         if ctx.verify == "each" or (ctx.verify == "transitions" and info.is_transition):
             try:
-                verify_for_pass(result, info, ctx, "output")
+                verify_for_pass(result, info, ctx, "output",
+                                given=None if info.verify_input else mod)
             except Exception as exc:
                 _notify(ctx, "run_on_error", result, info, exc)
                 raise
@@ -456,6 +457,23 @@ class PlanStep:
         return not self.skip_reason
 
 
+def _still_in_effect(name: str, owner: PassInfo, steps: list[PlanStep]) -> bool:
+    """True when ``name`` ran and only other requirements of ``owner`` ran since.
+
+    Any other pass in between may have undone its work (ConvertToDataflow
+    after ToNonDataflow), so then the requirement runs again.
+    """
+    for step in reversed(steps):
+        if not step.runs:
+            continue
+        ran = step.pass_.info.name
+        if ran == name:
+            return True
+        if ran not in owner.required:
+            return False
+    return False
+
+
 class _RunEverything:
     """A stand-in context for static analysis: nothing is skipped."""
 
@@ -603,15 +621,15 @@ class Sequential(Pass):
                       chain: tuple[str, ...]) -> Phase:
         """Append the steps of ``owner``'s required passes (theirs first).
 
-        A required pass that already ran earlier in this sequence is not run
-        again (like an LLVM analysis that is still available).
+        A required pass whose effect still holds is not run again (like an
+        LLVM analysis that is still available): see :func:`_still_in_effect`.
         """
         if not owner.required:
             return phase
         from .registry import get_pass
 
         for rname in owner.required:
-            if any(s.runs and s.pass_.info.name == rname for s in steps):
+            if _still_in_effect(rname, owner, steps):
                 continue
             if rname in chain:
                 raise PassConfigError(f"required passes form a cycle: "

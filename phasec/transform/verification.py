@@ -54,11 +54,26 @@ def forget_verified() -> None:
     _VERIFIED.clear()
 
 
-def verify_for_pass(mod: "IRModule", info: "PassInfo", ctx: "PassContext", stage: str) -> None:
+def _inherited(failure: WellFormedError, given: "IRModule") -> bool:
+    """True when every violation in a pass's output was already in its input."""
+    import verifier
+
+    def key(d: object) -> tuple:
+        return (d.code, d.function, d.binding)  # type: ignore[attr-defined]
+
+    before = {key(d) for d in verifier.check(given, phase=given.phase)}
+    return all(key(d) in before for d in failure.diagnostics)
+
+
+def verify_for_pass(mod: "IRModule", info: "PassInfo", ctx: "PassContext", stage: str,
+                    given: "IRModule | None" = None) -> None:
     """Verify ``mod`` against its phase on behalf of the pass ``info``.
 
     ``stage`` is ``"output"`` (``mod`` is the pass's result: a violation is
     the pass's fault) or ``"input"`` (``mod`` is what the pass was given).
+    ``given`` is the pass's unverified input (passes declared with
+    ``verify_input=False``): a violation of the output that the input already
+    had is blamed on the input, not on the pass.
     Instruments hear about the time spent; a violation raises
     :class:`WellFormedError` naming the culprit and carrying the diagnostics.
     """
@@ -78,6 +93,8 @@ def verify_for_pass(mod: "IRModule", info: "PassInfo", ctx: "PassContext", stage
     if failure is None:
         _VERIFIED.append(mod)
         return
+    if stage == "output" and given is not None and _inherited(failure, given):
+        stage = "input"
     if stage == "output":
         if failure.pass_name == info.name and info.name in str(failure):
             raise failure  # the verifier already named the culprit
