@@ -367,7 +367,7 @@ class Checker:
             elif t is PrimStructInfo:
                 dims = None if s.value is None else (s.value,)
             elif t is TupleStructInfo:
-                stack.extend(s.fields)
+                stack.extend(reversed(s.fields))
                 continue
             else:
                 continue

@@ -49,7 +49,7 @@ from ..ir.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
 
-__all__ = ["parse", "decode_source"]
+__all__ = ["parse", "parse_struct_info", "decode_source"]
 
 _IGNORED_FLAGS = ("s_tir", "check_well_formed")
 _DEFAULT_ALIASES = {"ir": "I", "relax": "R", "tir": "T"}
@@ -143,6 +143,51 @@ def parse(text: str | bytes, filename: str = "<string>") -> IRModule:
     if not isinstance(text, str):
         raise TypeError(f"parse() expects TVMScript text (str), not {type(text).__name__}")
     return _ModuleParser(text, filename).run()
+
+
+def parse_struct_info(text: str, filename: str = "<sinfo>", *,
+                      syms: dict[str, tir.Var] | None = None) -> StructInfo:
+    """Parse one struct info annotation, e.g. ``R.Tensor((n, 4), dtype="float32")``
+    (the text :func:`phasec.script.printer.print_sinfo` prints).
+
+    A dimension name (bare, ``n``, or quoted, ``"n"``) is a symbolic variable:
+    an int64 ``tir.Var``, one per name, as in a function signature. Pass a
+    dict as ``syms`` to share the variables between calls: names it holds
+    resolve to its variables, new names are added to it. Nothing is
+    executed; bad text is a :class:`~phasec.errors.ParseError` whose location
+    is in ``filename``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"parse_struct_info() expects text (str), not {type(text).__name__}")
+    text = text.strip()
+    mp = _ModuleParser(text, filename)
+    mp.aliases.update(_DEFAULT_ALIASES)  # R.Tensor, T.int64...
+    if "\x00" in text:
+        raise ParseError("struct info text contains NUL bytes", Span(filename, 1, 0))
+    if not text:
+        raise ParseError("empty struct info; expected an annotation such as "
+                         "R.Tensor((n, 4), \"float32\")", Span(filename, 1, 0))
+    try:
+        node = ast.parse(text, filename=filename, mode="eval").body
+    except SyntaxError as exc:
+        col = max((exc.offset or 1) - 1, 0)
+        raise ParseError(f"invalid struct info syntax: {exc.msg}",
+                         Span(filename, exc.lineno or 1, col)) from None
+    except (RecursionError, MemoryError):
+        raise ParseError("struct info nested too deeply", Span(filename, 1, 0)) from None
+    except ValueError as exc:
+        raise ParseError(f"cannot parse struct info: {exc}", Span(filename, 1, 0)) from None
+    table = syms if syms is not None else {}
+    sp = _SinfoParser(mp, _PrimExprParser(mp, "int64", _signature_resolver(mp, table)))
+    try:
+        return sp.parse(node)
+    except ParseError:
+        raise
+    except (RecursionError, MemoryError):
+        raise ParseError("struct info nested too deeply", Span(filename, 1, 0)) from None
+    except Exception as exc:  # noqa: BLE001 - never a raw traceback for bad text
+        raise ParseError(f"cannot read struct info {mp.src(node)!r} "
+                         f"({type(exc).__name__}: {exc})", mp.span(node)) from exc
 
 
 # ---------------------------------------------------------------------------
@@ -463,7 +508,7 @@ class _ModuleParser:
         for kind, fdef in defs:
             self.where = fdef
             if kind == "relax":
-                sig = self.relax_signature(fdef, nested=False)
+                sig = self.relax_signature(fdef)
                 sigs[fdef.name] = sig
                 fsinfo = sig.struct_info()
                 if fsinfo is not None:
@@ -561,13 +606,21 @@ class _ModuleParser:
             raise self.error(f"function {fdef.name!r}: default parameter values are not "
                              f"supported", (a.defaults or [d for d in a.kw_defaults if d])[0])
 
-    def relax_signature(self, fdef: ast.FunctionDef, nested: bool) -> _Signature:
-        """Parameters and return annotation of an ``@R.function`` (own symbolic vars)."""
+    def relax_signature(self, fdef: ast.FunctionDef,
+                        enclosing: _RelaxFunctionParser | None = None) -> _Signature:
+        """Parameters and return annotation of an ``@R.function``.
+
+        A dimension name declares a symbolic variable of the function, unless
+        it names one of an ``enclosing`` function (for a nested function):
+        that variable is used, as TVM does.
+        """
         self.where = fdef
         flags = self.decorator_flags(fdef, ("pure", "private"))
         self.check_plain_args(fdef)
         syms: dict[str, tir.Var] = {}
-        sp = _SinfoParser(self, _PrimExprParser(self, "int64", _signature_resolver(self, syms)))
+        outer = enclosing.visible_sym if enclosing is not None else None
+        sp = _SinfoParser(self, _PrimExprParser(self, "int64",
+                                                _signature_resolver(self, syms, outer)))
         params = []
         for a in fdef.args.args:
             if a.annotation is None:
@@ -576,15 +629,20 @@ class _ModuleParser:
             params.append(rx.Var(a.arg, sp.parse(a.annotation), span=self.span(a)))
         ret = sp.parse(fdef.returns) if fdef.returns is not None else None
         return _Signature(fdef.name, fdef, params, ret, syms, flags.get("pure", True),
-                          flags.get("private", nested))
+                          flags.get("private", enclosing is not None))
 
 
-def _signature_resolver(mp: _ModuleParser, syms: dict[str, tir.Var]):
-    """In a signature, an unknown dimension name declares a symbolic variable."""
+def _signature_resolver(mp: _ModuleParser, syms: dict[str, tir.Var],
+                        outer: Callable[[str], tir.Var | None] | None = None):
+    """In a signature, a dimension name is a symbolic variable of an enclosing
+    function (``outer`` looks those up) or else declares one in ``syms``."""
     def resolve(name: str, node: ast.AST, declare: bool) -> tir.Var:
         var = syms.get(name)
+        if var is None and outer is not None:
+            var = outer(name)
         if var is None:
-            var = syms[name] = tir.Var(name, "int64", span=mp.span(node))
+            var = tir.Var(name, "int64", span=mp.span(node))
+        syms[name] = var
         return var
     return resolve
 
@@ -1056,10 +1114,22 @@ class _RelaxFunctionParser:
             p = p.parent
         return None
 
+    def visible_sym(self, name: str) -> tir.Var | None:
+        """The symbolic variable ``name`` of this function or of an enclosing
+        one (a nested function is part of its enclosing function and shares
+        its symbolic variables), or None."""
+        p: _RelaxFunctionParser | None = self
+        while p is not None:
+            var = p.sig.syms.get(name)
+            if var is not None:
+                return var
+            p = p.parent
+        return None
+
     def _resolve_dim(self, name: str, node: ast.AST, declare: bool) -> tir.Var:
-        """A symbolic dimension in the body: the function's own variables; a
-        string (``"m"`` in a match_cast) declares a new one."""
-        var = self.sig.syms.get(name)
+        """A symbolic dimension in the body: a variable of this function or an
+        enclosing one; a string (``"m"`` in a match_cast) declares a new one."""
+        var = self.visible_sym(name)
         if var is not None:
             return var
         if declare:
@@ -1178,7 +1248,9 @@ class _RelaxFunctionParser:
                 and not value.args and not value.keywords:
             if ann is not None:
                 raise mp.error("a symbolic variable declaration takes no annotation", ann)
-            if target.id not in self.sig.syms:
+            # Declaring a name again (the printer declares every variable a
+            # function mentions, signature ones included) means the same variable.
+            if self.visible_sym(target.id) is None:
                 self.sig.syms[target.id] = tir.Var(target.id, fname[1], span=mp.span(target))
             return
         if (ann is None and isinstance(value, ast.Name) and value.id in mp.class_names
@@ -1370,7 +1442,7 @@ class _RelaxFunctionParser:
         if kind != "relax":
             raise mp.error(f"a {mp.T}.prim_func cannot be nested in an R.function; define it "
                            f"in the module class", stmt)
-        sig = mp.relax_signature(stmt, nested=True)
+        sig = mp.relax_signature(stmt, enclosing=self)
         mp.where = stmt
         fsinfo = sig.struct_info()
         var = None

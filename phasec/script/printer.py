@@ -415,6 +415,30 @@ class _RelaxPrinter(_PrimPrinter):
         self.indent = ""  # indent of the statement being printed (for hoisting)
         self.sig_mode = False  # printing a function signature: dims as strings
         self._sinfo_cache: dict[int, tuple[StructInfo, str]] = {}
+        # Symbolic variable declarations (see ``function``): the functions being
+        # printed, innermost last, as indices into ``_scopes`` ((line where the
+        # declarations go, indent) per function); per variable, the innermost
+        # function enclosing all its mentions, as a path of indices.
+        self._func_stack: list[int] = []
+        self._scopes: list[tuple[int, str]] = []
+        self._sym_path: dict[int, tuple[tir.Var, tuple[int, ...]]] = {}
+
+    def tvar(self, v: tir.Var) -> str:
+        stack = self._func_stack
+        if stack:
+            entry = self._sym_path.get(id(v))
+            if entry is None:
+                self._sym_path[id(v)] = (v, tuple(stack))
+            else:
+                path = entry[1]
+                # A scope index determines its ancestors, so ``path`` is a
+                # prefix of ``stack`` iff their last common position agrees.
+                if not (len(path) <= len(stack) and stack[len(path) - 1] == path[-1]):
+                    i = 0
+                    while i < len(path) and i < len(stack) and path[i] == stack[i]:
+                        i += 1
+                    self._sym_path[id(v)] = (v, path[:i])
+        return self.namer.get(v, v.name)
 
     # -- struct info ------------------------------------------------------
     def dim(self, e: tir.PrimExpr) -> str:
@@ -633,9 +657,12 @@ class _RelaxPrinter(_PrimPrinter):
     def function(self, name: str, f: Function, indent: str, top: bool) -> None:
         """Print ``f`` as ``def name`` (a module function when ``top``).
 
-        Symbolic variables belong to one function, nested ones included (the
-        parser gives each ``@R.function`` its own): every one the function
-        mentions is declared (``n = T.int64()``) at the top of its body.
+        Every symbolic variable is declared (``n = T.int64()``) once, at the
+        top of the body of the innermost function that encloses all its
+        mentions: a nested function sees (and shares) the symbolic variables
+        of the functions around it, as the parser reads them, so it does not
+        declare the ones an enclosing function mentions. Names are unique in
+        a module-level function, so a name never hides another variable.
         """
         attrs = dict(f.attrs)
         if top and attrs.get("global_symbol") == name:
@@ -645,8 +672,13 @@ class _RelaxPrinter(_PrimPrinter):
             deco.append("pure=False")
         if top and "global_symbol" not in f.attrs:
             deco.append("private=True")
-        outer = (self.tir_vars, self._tir_seen, self._sinfo_cache)
-        self.tir_vars, self._tir_seen, self._sinfo_cache = [], set(), {}
+        outermost = not self._func_stack
+        if outermost:
+            self._scopes, self._sym_path = [], {}
+        scope = len(self._scopes)
+        self._scopes.append((-1, ""))  # set once the signature is printed
+        self._func_stack.append(scope)
+        outer_cache, self._sinfo_cache = self._sinfo_cache, {}
         try:
             self.emit(indent, "@R.function" + (f"({', '.join(deco)})" if deco else ""))
             # Signature: symbolic dims as strings (TVM's convention).
@@ -658,7 +690,7 @@ class _RelaxPrinter(_PrimPrinter):
             inner = indent + _INDENT
             if attrs:
                 self.emit(inner, "R.func_attr(" + _attrs_dict_text(self, attrs) + ")")
-            decl_at = len(self.lines)
+            self._scopes[scope] = (len(self.lines), inner)
             body = f.body
             if type(body) is SeqExpr:
                 self.seq_blocks(body.blocks, inner)
@@ -667,11 +699,23 @@ class _RelaxPrinter(_PrimPrinter):
                 result = body
             self.indent = inner
             self.emit(inner, "return " + self.expr(result))
-            decls = [f"{inner}{self.tvar(v)} = T.{v.dtype}()" for v in self.tir_vars]
-            self.lines[decl_at:decl_at] = decls
         finally:
             self.sig_mode = False
-            self.tir_vars, self._tir_seen, self._sinfo_cache = outer
+            self._func_stack.pop()
+            self._sinfo_cache = outer_cache
+        if outermost:
+            self._declare_syms()
+
+    def _declare_syms(self) -> None:
+        """Insert the symbolic variable declarations of the functions just printed."""
+        by_scope: dict[int, list[str]] = {}
+        for v, path in self._sym_path.values():  # in order of first mention
+            by_scope.setdefault(path[-1], []).append(
+                f"{self.namer.get(v, v.name)} = T.{v.dtype}()")
+        # Bottom up, so the line numbers of the earlier functions stay valid.
+        for scope in sorted(by_scope, key=lambda k: self._scopes[k][0], reverse=True):
+            at, inner = self._scopes[scope]
+            self.lines[at:at] = [inner + d for d in by_scope[scope]]
 
 
 _OP_INFO: dict[str, tuple[str, tuple[str, ...]]] = {}

@@ -1,0 +1,747 @@
+"""How the generator applies each registered compute operator.
+
+One :class:`OpGen` per operator: which first operands it accepts (kind,
+rank, value interval), how it draws the rest (second operand, constants,
+attributes) and the interval of its result. The table is ordered simplest
+first: hypothesis shrinks choices towards index 0, so a minimal failing
+program uses ``R.add`` unless the failure needs another operator.
+
+Operators registered later without an entry here are simply not generated;
+``UNGENERATED`` lists the compute operators deliberately left out, and a
+test keeps the two lists complete.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from hypothesis import strategies as st
+
+from ..ir import tir
+from ..ir.expr import Constant, ShapeExpr, Tuple
+from ..ir.op import call_op
+from ._values import (
+    BOOL, FLOAT, INT, TUPLE, VALUE_CAP, Val, broadcast_ok, const_dim, dim_max, dims_equal,
+    hull, iv_ok, numel_max, shapes_equal,
+)
+
+if TYPE_CHECKING:
+    from ._gen import FuncGen
+
+__all__ = ["OpGen", "OP_GENS", "UNGENERATED", "op_names"]
+
+Interval = tuple[float, float]
+
+
+def _corners(f: Callable[[float, float], float], a: Interval, b: Interval) -> Interval | None:
+    try:
+        vals = [f(x, y) for x in a for y in b]
+    except (OverflowError, ZeroDivisionError, ValueError):
+        return None
+    return min(vals), max(vals)
+
+
+def _mono(f: Callable[[float], float], iv: Interval) -> Interval | None:
+    """The image of an interval under a monotonic (increasing) function."""
+    try:
+        return f(iv[0]), f(iv[1])
+    except (OverflowError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x > -60 else 0.0
+
+
+class OpGen:
+    """How to generate calls of one operator (override the hooks)."""
+
+    #: the registry name of the operator
+    name = ""
+    #: kinds of the first operand this op accepts
+    kinds: tuple[str, ...] = (FLOAT,)
+    min_rank = 0
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and x.rank >= self.min_rank
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------
+# Elementwise unary
+# ---------------------------------------------------------------------------
+
+class Unary(OpGen):
+    """``op(x)`` elementwise; ``iv`` maps the operand's interval (None: not safe)."""
+
+    def __init__(self, name: str, iv: Callable[[Interval], Interval | None],
+                 kinds: tuple[str, ...] = (FLOAT,), out_kind: str | None = None) -> None:
+        self.name = name
+        self.iv = iv
+        self.kinds = kinds
+        self.out_kind = out_kind
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and (x.kind == BOOL or iv_ok(self.iv((x.lo, x.hi))))
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        kind = self.out_kind or x.kind
+        iv = (0.0, 1.0) if kind == BOOL else self.iv((x.lo, x.hi))
+        return g.emit(call_op(self.name, x.expr), kind, iv)
+
+
+def _abs(iv: Interval) -> Interval:
+    lo, hi = iv
+    m = max(abs(lo), abs(hi))
+    return (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), m
+
+
+def _exp(iv: Interval) -> Interval | None:
+    return _mono(math.exp, iv) if iv[1] <= 4.0 else None
+
+
+def _log(iv: Interval) -> Interval | None:
+    return _mono(math.log, iv) if iv[0] >= 0.05 else None
+
+
+def _sqrt(iv: Interval) -> Interval | None:
+    return _mono(math.sqrt, iv) if iv[0] >= 0.0 else None
+
+
+def _rsqrt(iv: Interval) -> Interval | None:
+    return (1 / math.sqrt(iv[1]), 1 / math.sqrt(iv[0])) if iv[0] >= 0.05 else None
+
+
+def _relu(iv: Interval) -> Interval:
+    return max(iv[0], 0.0), max(iv[1], 0.0)
+
+
+def _smooth_relu(floor: float) -> Callable[[Interval], Interval]:
+    # silu/gelu: bounded below by a small negative constant, above by relu
+    return lambda iv: (floor if iv[0] < 0 else 0.0, max(iv[1], 0.0))
+
+
+def _rounding(iv: Interval) -> Interval:
+    return math.floor(iv[0]), math.ceil(iv[1])
+
+
+# ---------------------------------------------------------------------------
+# Elementwise binary (broadcasting)
+# ---------------------------------------------------------------------------
+
+class Binary(OpGen):
+    """``op(x1, x2)`` with numpy broadcasting.
+
+    ``iv(a, b)`` gives the result interval or None when unsafe for those
+    operand intervals; ``const_range(a)`` the range a constant second operand
+    may be drawn from (None: no constant operand).
+    """
+
+    def __init__(self, name: str, iv: Callable[[Interval, Interval], Interval | None],
+                 const_range: Callable[[Interval], Interval | None] | None = None,
+                 kinds: tuple[str, ...] = (FLOAT, INT), out_kind: str | None = None) -> None:
+        self.name = name
+        self.iv = iv
+        self.kinds = kinds
+        self.out_kind = out_kind
+        self.const_range = const_range or (lambda a: (-2.0, 2.0))
+
+    def _ok(self, x: Val, y: Val) -> bool:
+        if y.kind != x.kind or y.dtype != x.dtype or not broadcast_ok(x.shape, y.shape):
+            return False
+        return x.kind == BOOL or iv_ok(self.iv((x.lo, x.hi), (y.lo, y.hi)))
+
+    def _const_ok(self, x: Val) -> Interval | None:
+        if x.kind == BOOL:
+            return None
+        r = self.const_range((x.lo, x.hi))
+        if r is None:
+            return None
+        if x.kind == INT:
+            r = (math.ceil(r[0]), math.floor(r[1]))
+            if r[0] > r[1]:
+                return None
+        return r if iv_ok(self.iv((x.lo, x.hi), r)) else None
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and (self._const_ok(x) is not None or self._ok(x, x))
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        cands: list[Any] = g.visible(lambda v: v.is_tensor and self._ok(x, v))
+        crange = self._const_ok(x)
+        if crange is not None and g.cfg.constants:
+            cands.append("const")
+        y = g.pick(cands)
+        if y == "const":
+            y = g.constant(g.const_shape(x), crange, x.dtype)
+        kind = self.out_kind or x.kind
+        iv = (0.0, 1.0) if kind == BOOL else self.iv((x.lo, x.hi), (y.lo, y.hi))
+        return g.emit(call_op(self.name, x.expr, y.expr), kind, iv)
+
+
+def _add(a: Interval, b: Interval) -> Interval:
+    return a[0] + b[0], a[1] + b[1]
+
+
+def _sub(a: Interval, b: Interval) -> Interval:
+    return a[0] - b[1], a[1] - b[0]
+
+
+def _mul(a: Interval, b: Interval) -> Interval | None:
+    return _corners(lambda x, y: x * y, a, b)
+
+
+def _away_from_zero(b: Interval) -> bool:
+    return b[0] >= 0.25 or b[1] <= -0.25
+
+
+def _div(a: Interval, b: Interval) -> Interval | None:
+    return _corners(lambda x, y: x / y, a, b) if _away_from_zero(b) else None
+
+
+def _floordiv(a: Interval, b: Interval) -> Interval | None:
+    q = _div(a, b)
+    return None if q is None else (math.floor(q[0]), math.floor(q[1]))
+
+
+def _pow(a: Interval, b: Interval) -> Interval | None:
+    if a[0] < 0.1 or a[1] > 8.0 or b[0] < -2.0 or b[1] > 2.0:
+        return None
+    return _corners(lambda x, y: x ** y, a, b)
+
+
+def _divisor_range(a: Interval) -> Interval:
+    return (0.5, 2.0)
+
+
+def _exponent_range(a: Interval) -> Interval:
+    return (-2.0, 2.0)
+
+
+def _compare(a: Interval, b: Interval) -> Interval:
+    return (0.0, 1.0)
+
+
+class Compare(Binary):
+    """Comparisons: numeric operands, a bool result."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, _compare, kinds=(FLOAT, INT), out_kind=BOOL)
+
+
+class Logical(Binary):
+    def __init__(self, name: str) -> None:
+        super().__init__(name, _compare, kinds=(BOOL,), out_kind=BOOL)
+
+
+# ---------------------------------------------------------------------------
+# Other elementwise-like operators
+# ---------------------------------------------------------------------------
+
+class Clip(OpGen):
+    name = "relax.clip"
+    _BOUNDS = ((-1.0, 1.0), (0.0, 1.0), (-0.5, 2.0), (0.0, 6.0))
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        lo, hi = g.pick(list(self._BOUNDS))
+        iv = (min(max(x.lo, lo), hi), min(max(x.hi, lo), hi))
+        return g.emit(call_op(self.name, x.expr, min=lo, max=hi), FLOAT, iv)
+
+
+class Where(OpGen):
+    """``where(cond, x1, x2)``: the first operand is the condition."""
+
+    name = "relax.where"
+    kinds = (BOOL,)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind == BOOL
+
+    def build(self, g: "FuncGen", c: Val) -> Val:
+        xs = g.visible(lambda v: v.kind == FLOAT and broadcast_ok(c.shape, v.shape))
+        opts: list[Any] = xs + (["const"] if g.cfg.constants else [])
+        if not xs:
+            opts = ["const"]
+        x1 = g.pick(opts)
+        if x1 == "const":
+            x1 = g.constant(g.const_shape(c), (-2.0, 2.0), "float32")
+        ys = g.visible(lambda v: v.kind == FLOAT and broadcast_ok(c.shape, v.shape)
+                       and broadcast_ok(x1.shape, v.shape))
+        x2 = g.pick(ys + ["const"])
+        if x2 == "const":
+            x2 = g.constant((), (-2.0, 2.0), "float32")
+        iv = hull((x1.lo, x1.hi), (x2.lo, x2.hi))
+        return g.emit(call_op(self.name, c.expr, x1.expr, x2.expr), FLOAT, iv)
+
+
+class AsType(OpGen):
+    name = "relax.astype"
+    kinds = (FLOAT, INT, BOOL)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        if x.kind == FLOAT:
+            # float -> int truncates; values are well inside int32
+            target = g.pick(["int32", "float32"])
+        else:
+            target = "float32"
+        kind = INT if target.startswith("int") else FLOAT
+        iv = (math.trunc(x.lo), math.trunc(x.hi)) if kind == INT else (x.lo, x.hi)
+        if x.kind == BOOL:
+            iv = (0.0, 1.0)
+        return g.emit(call_op(self.name, x.expr, dtype=target), kind, iv)
+
+
+class Like(OpGen):
+    """``zeros_like`` / ``ones_like``."""
+
+    kinds = (FLOAT, INT)
+
+    def __init__(self, name: str, value: float) -> None:
+        self.name = name
+        self.value = value
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        return g.emit(call_op(self.name, x.expr), x.kind, (self.value, self.value))
+
+
+class Fill(OpGen):
+    """``zeros`` / ``ones`` / ``full`` of the shape of a value in scope."""
+
+    kinds = (FLOAT, INT, BOOL)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        shape = ShapeExpr(x.shape)
+        if self.name == "relax.full":
+            fill = g.constant((), (-2.0, 2.0), "float32")
+            return g.emit(call_op(self.name, shape, fill.expr), FLOAT, (fill.lo, fill.hi))
+        value = 1.0 if self.name == "relax.ones" else 0.0
+        return g.emit(call_op(self.name, shape, dtype="float32"), FLOAT, (value, value))
+
+
+# ---------------------------------------------------------------------------
+# Reductions, normalizations, linear algebra
+# ---------------------------------------------------------------------------
+
+class Reduce(OpGen):
+    kinds = (FLOAT,)
+    min_rank = 1
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _axes(self, g: "FuncGen", x: Val) -> tuple[tuple[int, ...] | None, int]:
+        options: list[Any] = [None] + [(i,) for i in range(x.rank)]
+        if x.rank >= 2:
+            options.append((0, x.rank - 1))
+        axes = g.pick(options)
+        dims = range(x.rank) if axes is None else axes
+        count = math.prod(dim_max(x.shape[i], g.cfg.max_dim) for i in dims)
+        return axes, count
+
+    def _iv(self, x: Val, count: int) -> Interval | None:
+        lo, hi = x.lo, x.hi
+        if self.name == "relax.sum":
+            return min(lo, count * lo), max(hi, count * hi)
+        if self.name == "relax.prod":
+            if count > 8:
+                return None
+            bound = max(x.mag, 1.0) ** count
+            return (0.0 if lo >= 0 else -bound), bound
+        return lo, hi  # mean, max, min
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        if x.kind not in self.kinds or x.rank < 1:
+            return False
+        worst = numel_max(x.shape, g.cfg.max_dim)
+        return iv_ok(self._iv(x, min(worst, 8) if self.name == "relax.prod" else worst))
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        axes, count = self._axes(g, x)
+        iv = self._iv(x, count)
+        if not iv_ok(iv):  # fall back to one axis, always within bounds
+            axes = (x.rank - 1,)
+            iv = self._iv(x, dim_max(x.shape[-1], g.cfg.max_dim))
+        keepdims = g.draw(st.booleans())
+        return g.emit(call_op(self.name, x.expr, axis=axes, keepdims=keepdims), FLOAT, iv)
+
+
+class Softmax(OpGen):
+    kinds = (FLOAT,)
+    min_rank = 1
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        axis = g.pick(list(range(-1, -x.rank - 1, -1)))
+        if self.name == "relax.nn.softmax":
+            iv = (0.0, 1.0)
+        else:
+            n = dim_max(x.shape[axis], g.cfg.max_dim)
+            iv = (-(x.hi - x.lo) - math.log(n) - 1.0, 0.0)
+        return g.emit(call_op(self.name, x.expr, axis=axis), FLOAT, iv)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind == FLOAT and x.rank >= 1 and x.hi - x.lo < 64
+
+
+class Norm(OpGen):
+    """layer_norm / rms_norm over the last axis (which must be constant)."""
+
+    kinds = (FLOAT,)
+    min_rank = 1
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind == FLOAT and x.rank >= 1 and const_dim(x.shape[-1]) is not None
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        n = const_dim(x.shape[-1])
+        gamma = g.constant((n,), (0.5, 1.5), "float32")
+        bound = math.sqrt(n) * gamma.mag
+        if self.name == "relax.nn.layer_norm":
+            beta = g.constant((n,), (-1.0, 1.0), "float32")
+            call = call_op(self.name, x.expr, gamma.expr, beta.expr, axes=[-1])
+            bound += beta.mag
+        else:
+            call = call_op(self.name, x.expr, gamma.expr, axes=[-1])
+        return g.emit(call, FLOAT, (-bound, bound))
+
+
+class Matmul(OpGen):
+    name = "relax.matmul"
+    kinds = (FLOAT,)
+    min_rank = 1
+
+    def _ok(self, x: Val, y: Val, max_dim: int) -> bool:
+        if y.kind != FLOAT or y.rank not in (1, 2) or x.rank + y.rank < 2:
+            return False
+        k = y.shape[0]
+        if x.rank == 1 and y.rank == 1:
+            return False  # a 0-d dot product: fine, but keep shapes simple
+        return dims_equal(x.shape[-1], k) and iv_ok(self._iv(x, y, max_dim))
+
+    @staticmethod
+    def _iv(x: Val, y: Val, max_dim: int) -> Interval:
+        bound = dim_max(x.shape[-1], max_dim) * x.mag * y.mag
+        return -bound, bound
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        if x.kind != FLOAT or x.rank < 1:
+            return False
+        k = const_dim(x.shape[-1])
+        return (k is not None and g.cfg.constants
+                and dim_max(x.shape[-1], g.cfg.max_dim) * x.mag * 1.0 <= VALUE_CAP)
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        cands: list[Any] = g.visible(lambda v: self._ok(x, v, g.cfg.max_dim))
+        cands.append("const")
+        y = g.pick(cands)
+        if y == "const":
+            m = g.pick(list(range(1, g.cfg.max_dim + 1)))
+            y = g.constant((const_dim(x.shape[-1]), m), (-1.0, 1.0), "float32")
+        iv = self._iv(x, y, g.cfg.max_dim)
+        return g.emit(call_op(self.name, x.expr, y.expr), FLOAT, iv)
+
+
+# ---------------------------------------------------------------------------
+# Shape manipulation
+# ---------------------------------------------------------------------------
+
+class PermuteDims(OpGen):
+    name = "relax.permute_dims"
+    kinds = (FLOAT, INT, BOOL)
+    min_rank = 2
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        perms = [p for p in itertools.permutations(range(x.rank)) if p != tuple(range(x.rank))]
+        axes = g.pick([None] + perms[:6])
+        return g.emit(call_op(self.name, x.expr, axes=axes), x.kind, (x.lo, x.hi))
+
+
+class ExpandDims(OpGen):
+    name = "relax.expand_dims"
+    kinds = (FLOAT, INT, BOOL)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and x.rank < g.cfg.max_rank
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        axis = g.pick(list(range(x.rank + 1)))
+        return g.emit(call_op(self.name, x.expr, axis=axis), x.kind, (x.lo, x.hi))
+
+
+class Squeeze(OpGen):
+    name = "relax.squeeze"
+    kinds = (FLOAT, INT, BOOL)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and any(const_dim(d) == 1 for d in x.shape)
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        ones = [i for i, d in enumerate(x.shape) if const_dim(d) == 1]
+        axis = g.pick([(i,) for i in ones] + [None])
+        return g.emit(call_op(self.name, x.expr, axis=axis), x.kind, (x.lo, x.hi))
+
+
+class Flatten(OpGen):
+    name = "relax.flatten"
+    kinds = (FLOAT, INT, BOOL)
+    min_rank = 2
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        return g.emit(call_op(self.name, x.expr), x.kind, (x.lo, x.hi))
+
+
+def _factorizations(total: int) -> list[tuple[int, ...]]:
+    out = [(total,), (1, total)]
+    for a in range(2, total):
+        if total % a == 0:
+            out.append((a, total // a))
+    return out
+
+
+class Reshape(OpGen):
+    name = "relax.reshape"
+    kinds = (FLOAT, INT, BOOL)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and all(const_dim(d) is not None for d in x.shape)
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        total = math.prod(const_dim(d) for d in x.shape)
+        target = g.pick(_factorizations(total))
+        return g.emit(call_op(self.name, x.expr, target), x.kind, (x.lo, x.hi))
+
+
+class BroadcastTo(OpGen):
+    name = "relax.broadcast_to"
+    kinds = (FLOAT, INT, BOOL)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and x.rank < g.cfg.max_rank
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        lead = g.pick(list(range(1, g.cfg.max_dim + 1)))
+        shape = [lead] + [g.pick(list(range(1, g.cfg.max_dim + 1))) if const_dim(d) == 1 else d
+                          for d in x.shape]
+        return g.emit(call_op(self.name, x.expr, tuple(shape)), x.kind, (x.lo, x.hi))
+
+
+class Concat(OpGen):
+    name = "relax.concat"
+    kinds = (FLOAT, INT, BOOL)
+    min_rank = 1
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        axis = g.pick(list(range(x.rank)))
+        ys = g.visible(lambda v: v.kind == x.kind and v.dtype == x.dtype and v.rank == x.rank
+                       and all(dims_equal(a, b) for i, (a, b) in enumerate(zip(x.shape, v.shape))
+                               if i != axis))
+        y = g.pick(ys)
+        iv = hull((x.lo, x.hi), (y.lo, y.hi))
+        return g.emit(call_op(self.name, Tuple([x.expr, y.expr]), axis=axis), x.kind, iv)
+
+
+class Split(OpGen):
+    name = "relax.split"
+    kinds = (FLOAT, INT, BOOL)
+
+    def _axes(self, x: Val) -> list[int]:
+        return [i for i, d in enumerate(x.shape) if (const_dim(d) or 0) >= 2]
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and bool(self._axes(x))
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        axis = g.pick(self._axes(x))
+        d = const_dim(x.shape[axis])
+        # equal sections (an int), or split points (a list: [1] splits after index 0)
+        sections = g.pick([s for s in range(2, d + 1) if d % s == 0] + [[1]])
+        call = call_op(self.name, x.expr, indices_or_sections=sections, axis=axis)
+        tup = g.emit_tuple(call, [x.kind] * len(call.struct_info.fields), (x.lo, x.hi))
+        return g.get_item(tup, g.pick(list(range(len(tup.fields)))))
+
+
+class StridedSlice(OpGen):
+    name = "relax.strided_slice"
+    kinds = (FLOAT, INT, BOOL)
+
+    def _axes(self, x: Val) -> list[int]:
+        return [i for i, d in enumerate(x.shape) if (const_dim(d) or 0) >= 2]
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and bool(self._axes(x))
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        axis = g.pick(self._axes(x))
+        d = const_dim(x.shape[axis])
+        begin = g.pick(list(range(d - 1)))
+        end = g.pick(list(range(d, begin, -1)))
+        stride = g.pick([1, 2])
+        call = call_op(self.name, x.expr, axes=[axis], begin=[begin], end=[end],
+                       strides=[stride])
+        return g.emit(call, x.kind, (x.lo, x.hi))
+
+
+class Take(OpGen):
+    name = "relax.take"
+    kinds = (FLOAT, INT, BOOL)
+    min_rank = 1
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return x.kind in self.kinds and any(const_dim(d) for d in x.shape)
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        axis = g.pick([i for i, d in enumerate(x.shape) if const_dim(d)])
+        d = const_dim(x.shape[axis])
+        count = g.pick(list(range(1, g.cfg.max_dim + 1)))
+        indices = g.int_constant((count,), 0, d - 1)
+        return g.emit(call_op(self.name, x.expr, indices, axis=axis), x.kind, (x.lo, x.hi))
+
+
+# ---------------------------------------------------------------------------
+# Convolution and pooling (NCHW, rank 4)
+# ---------------------------------------------------------------------------
+
+def _spatial_ok(x: Val) -> bool:
+    return (x.kind == FLOAT and x.rank == 4 and const_dim(x.shape[1]) is not None
+            and all((const_dim(d) or 0) >= 1 for d in x.shape[2:]))
+
+
+class Conv2d(OpGen):
+    name = "relax.nn.conv2d"
+    kinds = (FLOAT,)
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return _spatial_ok(x) and const_dim(x.shape[1]) * 9 * x.mag <= VALUE_CAP
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        c = const_dim(x.shape[1])
+        h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
+        kh = g.pick([k for k in (1, 2, 3) if k <= h + 2])
+        kw = g.pick([k for k in (1, 2, 3) if k <= w + 2])
+        pad = g.pick([0, 1])
+        if h + 2 * pad < kh or w + 2 * pad < kw:
+            kh = kw = 1
+        out = g.pick(list(range(1, g.cfg.max_dim + 1)))
+        weight = g.constant((out, c, kh, kw), (-1.0, 1.0), "float32")
+        call = call_op(self.name, x.expr, weight.expr, padding=pad)
+        bound = c * kh * kw * x.mag * weight.mag
+        return g.emit(call, FLOAT, (-bound, bound))
+
+
+class Pool2d(OpGen):
+    kinds = (FLOAT,)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def accepts(self, g: "FuncGen", x: Val) -> bool:
+        return _spatial_ok(x)
+
+    def build(self, g: "FuncGen", x: Val) -> Val:
+        h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
+        size = g.pick([s for s in (1, 2) if s <= min(h, w)])
+        stride = g.pick([1, 2])
+        call = call_op(self.name, x.expr, pool_size=(size, size), strides=(stride, stride))
+        lo, hi = x.lo, x.hi
+        return g.emit(call, FLOAT, (lo, hi))
+
+
+# ---------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------
+
+def _u(name: str, iv: Callable[[Interval], Interval | None], **kw: Any) -> Unary:
+    return Unary("relax." + name, iv, **kw)
+
+
+OP_GENS: list[OpGen] = [
+    Binary("relax.add", _add),
+    Binary("relax.multiply", _mul),
+    Binary("relax.subtract", _sub),
+    _u("negative", lambda iv: (-iv[1], -iv[0]), kinds=(FLOAT, INT)),
+    _u("exp", _exp),
+    _u("nn.relu", _relu),
+    _u("tanh", lambda iv: _mono(math.tanh, iv)),
+    Binary("relax.maximum", lambda a, b: (max(a[0], b[0]), max(a[1], b[1]))),
+    Binary("relax.minimum", lambda a, b: (min(a[0], b[0]), min(a[1], b[1]))),
+    Binary("relax.divide", _div, _divisor_range, kinds=(FLOAT,)),
+    Matmul(),
+    Reduce("relax.sum"),
+    _u("abs", _abs, kinds=(FLOAT, INT)),
+    _u("sigmoid", lambda iv: _mono(_sigmoid, iv)),
+    _u("log", _log),
+    _u("sqrt", _sqrt),
+    _u("rsqrt", _rsqrt),
+    _u("erf", lambda iv: _mono(math.erf, iv)),
+    _u("nn.silu", _smooth_relu(-0.28)),
+    _u("nn.gelu", _smooth_relu(-0.17)),
+    _u("nn.gelu_tanh", _smooth_relu(-0.17)),
+    _u("floor", _rounding),
+    _u("ceil", _rounding),
+    _u("round", _rounding),
+    _u("stop_fusion", lambda iv: iv, kinds=(FLOAT, INT, BOOL)),
+    Clip(),
+    Binary("relax.power", _pow, _exponent_range, kinds=(FLOAT,)),
+    Binary("relax.floor_divide", _floordiv, _divisor_range, kinds=(FLOAT,)),
+    Compare("relax.less"),
+    Compare("relax.greater"),
+    Compare("relax.less_equal"),
+    Compare("relax.greater_equal"),
+    Compare("relax.equal"),
+    Compare("relax.not_equal"),
+    Logical("relax.logical_and"),
+    Logical("relax.logical_or"),
+    _u("logical_not", lambda iv: (0.0, 1.0), kinds=(BOOL,), out_kind=BOOL),
+    Where(),
+    AsType(),
+    Reduce("relax.mean"),
+    Reduce("relax.max"),
+    Reduce("relax.min"),
+    Reduce("relax.prod"),
+    Softmax("relax.nn.softmax"),
+    Softmax("relax.nn.log_softmax"),
+    Norm("relax.nn.layer_norm"),
+    Norm("relax.nn.rms_norm"),
+    PermuteDims(),
+    ExpandDims(),
+    Squeeze(),
+    Flatten(),
+    Reshape(),
+    BroadcastTo(),
+    Concat(),
+    Split(),
+    StridedSlice(),
+    Take(),
+    Like("relax.zeros_like", 0.0),
+    Like("relax.ones_like", 1.0),
+    Fill("relax.zeros"),
+    Fill("relax.ones"),
+    Fill("relax.full"),
+    Conv2d(),
+    Pool2d("relax.nn.max_pool2d"),
+    Pool2d("relax.nn.avg_pool2d"),
+]
+
+#: Compute operators the generator never emits, and why.
+UNGENERATED: dict[str, str] = {}
+
+
+def op_names() -> list[str]:
+    """The operators the generator can emit, in table order."""
+    return [g.name for g in OP_GENS]
