@@ -133,6 +133,51 @@ def test_build_then_run_executable(capsys, model, tmp_path):
     assert "check: skipped" in out and "compiled executable" in out
 
 
+def test_run_executable_uses_its_recorded_signature(capsys, model, tmp_path):
+    exe_path = tmp_path / "model.pvm"
+    assert run_cli(capsys, "build", model, "-o", exe_path)[0] == 0
+    (_, x), (_, w), (_, b) = phasec.Executable.load(exe_path).signature("main")
+    assert x.shape[0].name == "n" and x.shape[1].value == 8 and w.shape[0].value == 8
+    code, out, err = run_cli(capsys, "run", exe_path, "--dim", "n=3", "--repeat", "1")
+    assert code == 0, err
+    assert "x: float32[3, 8], w: float32[8, 4], b: float32[4]" in out
+    assert "output: float32[3, 4]" in out
+    # n from a given array; an unknown --dim names the executable's dims
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.ones((5, 8), "float32"))
+    code, out, _ = run_cli(capsys, "run", exe_path, "--inputs", npz, "--repeat", "1")
+    assert code == 0 and "output: float32[5, 4]" in out
+    code, _, err = run_cli(capsys, "run", exe_path, "--dim", "m=2")
+    assert code == 1 and "no parameter has a symbolic dimension 'm'; they have n" in err
+
+
+def test_run_executable_without_recorded_signature(capsys, model, tmp_path):
+    """Executables of format version 1 record no struct info: inputs must be given."""
+    import json
+
+    exe_path = tmp_path / "model.pvm"
+    assert run_cli(capsys, "build", model, "-o", exe_path)[0] == 0
+    with zipfile.ZipFile(exe_path) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    doc = json.loads(files["executable.json"])
+    doc["version"] = 1
+    for f in doc["functions"]:
+        del f["param_sinfo"]
+    files["executable.json"] = json.dumps(doc).encode()
+    old = tmp_path / "old.pvm"
+    with zipfile.ZipFile(old, "w") as zf:
+        for n, data in files.items():
+            zf.writestr(n, data)
+    code, _, err = run_cli(capsys, "run", old, "--repeat", "1")
+    assert code == 1 and "records no struct info for parameter(s) 'x', 'w', 'b'" in err
+    assert "--inputs" in err
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.ones((2, 8), "float32"), w=np.ones((8, 4), "float32"),
+             b=np.zeros(4, "float32"))
+    code, out, _ = run_cli(capsys, "run", old, "--inputs", npz, "--repeat", "1")
+    assert code == 0 and "output: float32[2, 4]" in out
+
+
 def test_build_default_output_and_timing(capsys, model, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(capsys, "build", model, "--opt-level", "0", "--timing",

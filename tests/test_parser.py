@@ -432,6 +432,138 @@ def test_symbolic_shapes():
     assert scale.params[0].shape[0] is not n and scale.params[2].dtype == "int64"
 
 
+NESTED_SYMBOLIC = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("m", 4), "float32")) -> R.Tensor(("m", 4), "float32"):
+        m = T.int64()
+        @R.function
+        def inner(y: R.Tensor((m, 4), "float32")) -> R.Tensor((m, 4), "float32"):
+            return y
+        z = inner(x)
+        return z
+"""
+
+
+def test_nested_function_uses_the_enclosing_symbolic_variables():
+    import verifier
+
+    mod = phasec.parse(NESTED_SYMBOLIC)
+    main = mod["main"]
+    m = main.params[0].struct_info.shape[0]
+    inner = binding(main, "inner").value
+    # the very same tir.Var: a nested function is part of its enclosing function
+    assert inner.params[0].struct_info.shape[0] is m
+    assert inner.ret_struct_info.shape[0] is m
+    assert binding(main, "z").var.struct_info.shape[0] is m
+    assert verifier.check(mod) == []
+
+
+def test_symbolic_variables_through_several_levels_of_nesting():
+    mod = phasec.parse("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("m", "k"), "float32")):
+        @R.function
+        def f(y: R.Tensor(("j", "m"), "float32")):
+            j = T.int64()
+            m = T.int64()
+            @R.function
+            def g(z: R.Tensor((m, j), "float32")):
+                w = R.match_cast(z, R.Tensor(("m", "q"), "float32"))
+                s = R.shape([m, k, j, q])
+                return s
+            return g
+        @R.function
+        def h(v: R.Tensor(("j",), "float32")):
+            return v
+        return f
+""")
+    main = mod["main"]
+    m, k = main.params[0].struct_info.shape
+    f = binding(main, "f").value
+    j, m_f = f.params[0].struct_info.shape
+    assert m_f is m and j.name == "j"  # "m" (a string) and `m = T.int64()` reuse main's m
+    g = binding(f, "g").value
+    assert g.params[0].struct_info.shape[0] is m and g.params[0].struct_info.shape[1] is j
+    w = binding(g, "w")
+    q = w.struct_info.shape[1]
+    assert w.struct_info.shape[0] is m and q.name == "q"
+    assert binding(g, "s").value.values == (m, k, j, q)
+    # a sibling's own variable is its own
+    h = binding(main, "h").value
+    assert h.params[0].struct_info.shape[0] is not j
+
+
+def test_nested_functions_own_symbolic_variables_stay_inside():
+    with pytest.raises(phasec.ParseError, match="name 'j' is not defined") as info:
+        phasec.parse("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")):
+        @R.function
+        def f(y: R.Tensor(("j",), "float32")):
+            return y
+        s = R.shape([j])
+        return s
+""")
+    assert info.value.span.line == 9
+
+
+# ---------------------------------------------------------------------------
+# parse_struct_info
+# ---------------------------------------------------------------------------
+
+def test_parse_struct_info_reads_printed_struct_info():
+    from phasec.script.parser import parse_struct_info
+    from phasec.script.printer import print_sinfo
+
+    t = parse_struct_info('R.Tensor((n, 4), dtype="float32")')
+    assert isinstance(t, TensorStructInfo) and t.dtype == "float32"
+    n = t.shape[0]
+    assert isinstance(n, tir.Var) and n.name == "n" and n.dtype == "int64"
+    assert t.shape[1].value == 4
+    # one variable per name within a call; quoted names (signature style) too
+    tup = parse_struct_info('R.Tuple(R.Tensor(("n", n * 2)), R.Shape([n, 3]), R.Prim(value=k))')
+    a, shape, prim = tup.fields
+    assert a.shape[0] is shape.values[0] is a.shape[1].lhs
+    assert prim.value.name == "k" and prim.dtype == "int64"
+    # fresh variables per call, unless a syms dict is shared
+    assert parse_struct_info("R.Tensor((n,))").shape[0] is not n
+    syms: dict = {}
+    first = parse_struct_info("R.Tensor((n,))", syms=syms)
+    second = parse_struct_info("R.Shape([n, m])", syms=syms)
+    assert second.values[0] is first.shape[0] is syms["n"] and set(syms) == {"n", "m"}
+    for text in ['R.Tensor((n, 4), dtype="float32")', "R.Object", "R.Tensor(ndim=2)",
+                 'R.Prim("bool")', 'R.Callable((R.Tensor((n,), dtype="int32"),), '
+                 'R.Tensor((n,), dtype="int32"), purity=False)', "R.Tuple()"]:
+        sinfo = parse_struct_info(text)
+        assert print_sinfo(sinfo) == text or text == "R.Tuple()"
+        assert phasec.structural_equal(parse_struct_info(print_sinfo(sinfo)), sinfo)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty struct info"),
+    ("R.Tensor((", "invalid struct info syntax"),
+    ('__import__("os").system("true")', "expected a struct info annotation"),
+    ("None", "expected a struct info annotation"),
+    ('R.Tensor((n,), "float99")', "unknown dtype 'float99'"),
+    ("R.Tensor((n,), ndim=3)", "does not match"),
+    ("R.Shape([x.y])", "unsupported scalar expression"),
+    ("R.Tensor((1,)) + 1", "expected a struct info annotation"),
+    pytest.param("R.Tuple(" * 300 + ")" * 300, "nested", id="deep"),
+])
+def test_parse_struct_info_rejects_bad_text(text, message):
+    from phasec.script.parser import parse_struct_info
+
+    with pytest.raises(phasec.ParseError, match=message) as info:
+        parse_struct_info(text, filename="sig.txt")
+    assert info.value.span is not None and info.value.span.file == "sig.txt"
+
+
 # ---------------------------------------------------------------------------
 # TIR statements
 # ---------------------------------------------------------------------------

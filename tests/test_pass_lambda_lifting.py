@@ -2,9 +2,8 @@
 
 Before/after cases live in tests/pass_cases/lambda_lifting_*.py; this file
 adds the interpreter checks that need chosen inputs (recursion), a function
-returned as a value, symbolic shapes (IR built by hand: the parser does not
-let a nested function see its parent's symbolic variables), naming and the
-phase transition.
+returned as a value, symbolic shapes (nested functions using their parent's
+symbolic variables), naming and the phase transition.
 """
 
 from __future__ import annotations
@@ -16,10 +15,9 @@ import verifier
 from phasec import PhaseError, parse
 from phasec.interp import Closure, run
 from phasec.ir import (
-    BindingBlock, Call, Constant, FuncStructInfo, Function, IRModule, Phase, SeqExpr,
-    ShapeExpr, TensorStructInfo, Var, VarBinding, structural_equal, tir,
+    BindingBlock, Call, FuncStructInfo, Function, IRModule, Phase, SeqExpr, TensorStructInfo,
+    Var, VarBinding, structural_equal,
 )
-from phasec.ir.builder import normalize_function
 from phasec.ir.op import call_op
 from phasec.ir.infer import collect_shape_vars
 from phasec.transform import PassContext, get_pass
@@ -110,32 +108,43 @@ def test_closure_struct_info_is_the_nested_functions_signature():
     assert structural_equal(closure.struct_info, before["main"].ret_struct_info)
 
 
+SYMBOLIC = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")) -> R.Tensor(("n",), "float32"):
+        n = T.int64()
+        @R.function
+        def f(y: R.Tensor((2,), "float32")):
+            zeros = R.zeros(R.shape([n]), dtype="float32")
+            w = R.add(zeros, zeros)
+            return w
+        @R.function
+        def g(z: R.Tensor((n,), "float32")):
+            u = R.multiply(z, z)
+            return u
+        @R.function
+        def h(hy: R.Tensor((2,), "float32")):
+            hz = R.reshape(x, R.shape([n]))
+            return hz
+        r1 = f(R.const([1.0, 1.0], "float32"))
+        r2 = g(r1)
+        r3 = h(R.const([1.0, 1.0], "float32"))
+        r4 = R.add(r2, r3)
+        return r4
+"""
+
+
 def symbolic_module() -> IRModule:
     """main(x: (n,)) with nested f(y: (2,)) using main's n only in its body,
     g(z: (n,)) whose parameter mentions main's n, and h capturing x: (n,)
     and using n in its body."""
-    n = tir.Var("n")
-    tn = TensorStructInfo((n,), "float32")
-    x, y, z = Var("x", tn), Var("y", TensorStructInfo((2,), "float32")), Var("z", tn)
-    zeros, w = Var("zeros", tn), Var("w", tn)
-    f = Function([y], SeqExpr([BindingBlock([
-        VarBinding(zeros, call_op("zeros", ShapeExpr([n]), dtype="float32")),
-        VarBinding(w, call_op("add", zeros, zeros))])], w))
-    u = Var("u", tn)
-    g = Function([z], SeqExpr([BindingBlock([VarBinding(u, call_op("multiply", z, z))])], u))
-    hz, hy = Var("hz", tn), Var("hy", TensorStructInfo((2,), "float32"))
-    h = Function([hy], SeqExpr([BindingBlock([
-        VarBinding(hz, call_op("reshape", x, ShapeExpr([n])))])], hz))
-    fv, gv, hv = Var("f", f.struct_info), Var("g", g.struct_info), Var("h", h.struct_info)
-    r1, r2, r3, r4 = (Var(f"r{i}", tn) for i in range(1, 5))
-    one2 = Constant(np.ones(2, "float32"))
-    main = Function([x], SeqExpr([BindingBlock([
-        VarBinding(fv, f), VarBinding(gv, g), VarBinding(hv, h),
-        VarBinding(r1, Call(fv, [one2])),
-        VarBinding(r2, Call(gv, [r1])),
-        VarBinding(r3, Call(hv, [one2])),
-        VarBinding(r4, call_op("add", r2, r3))])], r4), attrs={"global_symbol": "main"})
-    return IRModule({"main": normalize_function(main)})
+    mod = parse(SYMBOLIC)
+    main = mod["main"]
+    n = main.params[0].struct_info.shape[0]
+    g = main.body.blocks[0].bindings[1].value
+    assert g.params[0].struct_info.shape[0] is n  # main's n, as written
+    return mod
 
 
 def test_symbolic_variables_are_not_shared_between_functions():
@@ -160,6 +169,54 @@ def test_symbolic_variables_are_not_shared_between_functions():
     assert [p.name_hint for p in after["main_h"].params] == ["hy", "x"]
     x = np.arange(4, dtype="float32")
     np.testing.assert_array_equal(run(after, x), run(before, x))
+
+
+NESTED_SAME_SHAPE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("m", 4), "float32")) -> R.Tensor(("m", 4), "float32"):
+        m = T.int64()
+        @R.function
+        def inner(y: R.Tensor((m, 4), "float32")) -> R.Tensor((m, 4), "float32"):
+            s = R.exp(y)
+            return s
+        z = inner(x)
+        t = R.add(z, x)
+        return t
+"""
+
+
+def test_nested_function_with_the_enclosing_symbolic_shape():
+    before = parse(NESTED_SAME_SHAPE)
+    verifier.verify(before)
+    after = check_pass(get_pass("LambdaLifting"), before, """
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "optimization"})
+
+    @R.function
+    def main(x: R.Tensor(("m", 4), "float32")) -> R.Tensor(("m", 4), "float32"):
+        m = T.int64()
+        z: R.Tensor((m, 4), "float32") = cls.main_inner(x)
+        t: R.Tensor((m, 4), "float32") = R.add(z, x)
+        return t
+
+    @R.function(private=True)
+    def main_inner(y: R.Tensor(("m", 4), "float32")) -> R.Tensor(("m", 4), "float32"):
+        m = T.int64()
+        s: R.Tensor((m, 4), "float32") = R.exp(y)
+        return s
+""")
+    assert verifier.check(after) == []
+    # the lifted function has its own m
+    m_main = after["main"].params[0].struct_info.shape[0]
+    assert after["main_inner"].params[0].struct_info.shape[0] is not m_main
+    for rows in (1, 3):
+        x = np.linspace(-1, 1, rows * 4, dtype="float32").reshape(rows, 4)
+        want = run(before, x)
+        np.testing.assert_array_equal(run(after, x), want)
+        np.testing.assert_allclose(want, np.exp(x) + x, rtol=1e-6)
 
 
 def test_names_are_deterministic():

@@ -408,6 +408,22 @@ def test_if_and_nested_function():
     assert_reparses("f", f)
 
 
+def test_nested_function_does_not_redeclare_enclosing_symbolic_vars():
+    src = textwrap.dedent('''\
+        @R.function
+        def main(x: R.Tensor(("m", 4), dtype="float32")) -> R.Tensor(("m", 4), dtype="float32"):
+            m = T.int64()
+            @R.function
+            def inner(y: R.Tensor(("m", 4), dtype="float32")) -> R.Tensor(("m", 4), dtype="float32"):
+                return y
+            z: R.Tensor((m, 4), dtype="float32") = inner(x)
+            return z
+        ''')
+    mod = phasec.parse("@I.ir_module\nclass Module:\n" + textwrap.indent(src, "    "))
+    assert print_function("main", mod["main"]) == src
+    assert_structural_equal(phasec.parse(mod.script()), mod)
+
+
 def test_non_normalized_input_still_prints():
     """Nested calls print inline; If/SeqExpr/Function in expression position are
     hoisted into statements so the text stays valid Python."""

@@ -361,7 +361,8 @@ def test_name_clashes_roundtrip():
 
 
 def test_symbolic_vars_per_function_roundtrip():
-    """A nested function's symbolic variables are its own (as the parser reads them)."""
+    """A nested function's own symbolic variables stay distinct from the
+    enclosing function's, even with the same hint."""
     n = tir.Var("n", "int64")
     k = tir.Var("n", "int64")  # the nested function's own n
     x = Var("x", TensorStructInfo((n,), "float32"))
@@ -376,6 +377,49 @@ def test_symbolic_vars_per_function_roundtrip():
         TensorStructInfo((n,), "float32"), attrs={"global_symbol": "main"})
     text = check_roundtrip(IRModule({"main": outer}))
     assert text.count("n = T.int64()") == 1 and "n_1 = T.int64()" in text
+
+
+def _identity(sinfo, hint: str) -> Function:
+    p = Var(hint, sinfo)
+    return Function([p], SeqExpr([], p), sinfo)
+
+
+def test_nested_functions_share_enclosing_symbolic_vars_roundtrip():
+    """The same tir.Var in a function and the functions nested in it is
+    declared once, by the innermost function enclosing all its uses, and
+    reads back as one variable."""
+    n, k, j = (tir.Var(name, "int64") for name in "nkj")
+    tn, tk = f32(n), f32(k)
+    x = Var("x", tn)
+    # g uses main's n in its signature and body, and has its own j
+    a, s = Var("a", f32(n, j)), Var("s", ShapeStructInfo([n, j]))
+    g = Function([a], SeqExpr([BindingBlock([VarBinding(s, ShapeExpr([n, j]))])], s),
+                 ShapeStructInfo([n, j]))
+    # two siblings share k, which main mentions only after them
+    f1, f2 = _identity(tk, "b"), _identity(tk, "c")
+    gv, f1v, f2v = Var("g", g.struct_info), Var("f1", f1.struct_info), Var("f2", f2.struct_info)
+    cast = Var("cast", tk)
+    main = Function([x], SeqExpr([BindingBlock([
+        VarBinding(gv, g), VarBinding(f1v, f1), VarBinding(f2v, f2),
+        MatchCast(cast, x, tk)])], cast), tk, attrs={"global_symbol": "main"})
+    text = check_roundtrip(IRModule({"main": main}))
+    for name in "nkj":
+        assert text.count(f"{name} = T.int64()") == 1, name
+    lines = [line.strip() for line in text.splitlines()]
+
+    def after_def(name: str) -> list[str]:
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"def {name}("))
+        return lines[start + 1:]
+
+    # main declares n and k first thing; g declares its own j; f1, f2 nothing
+    assert after_def("main")[:3] == ["n = T.int64()", "k = T.int64()", "@R.function"]
+    assert after_def("g")[0] == "j = T.int64()"
+    assert after_def("f1")[0] == "return b" and after_def("f2")[0] == "return c"
+    parsed = phasec.parse(text)
+    pm = parsed["main"]
+    pg, pf1, pf2 = (b.value for b in pm.body.blocks[0].bindings[:3])
+    assert pg.params[0].struct_info.shape[0] is pm.params[0].struct_info.shape[0]
+    assert pf1.params[0].struct_info.shape[0] is pf2.params[0].struct_info.shape[0]
 
 
 # ---------------------------------------------------------------------------

@@ -557,6 +557,110 @@ def test_executable_validation_of_hand_made_bytecode():
                                                    bc.Ret(0)))], [], {})
 
 
+def _rewrite_doc(src, dst, edit):
+    """Copy executable ``src`` to ``dst`` with ``edit(doc)`` applied to executable.json."""
+    import json
+
+    with zipfile.ZipFile(src) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    doc = json.loads(files["executable.json"])
+    edit(doc)
+    files["executable.json"] = json.dumps(doc).encode()
+    with zipfile.ZipFile(dst, "w") as zf:
+        for n, data in files.items():
+            zf.writestr(n, data)
+    return dst
+
+
+def test_signature_survives_save_and_load(tmp_path):
+    n = tir.Var("n", "int64")
+    x, s = V("x", tensor((n, 4))), V("s", ir.ShapeStructInfo([n]))
+    t, k = V("t", ir.TupleStructInfo([tensor((n,), "int32"), ir.PrimStructInfo("int64")])), V("k")
+    main = func([x, s, t, k], [], x)
+    exe = codegen(module(main=main), verify=False)
+    assert exe.functions[0].param_sinfo == (
+        'R.Tensor((n, 4), dtype="float32")', "R.Shape([n])",
+        'R.Tuple(R.Tensor((n,), dtype="int32"), R.Prim("int64"))', None)
+    path = tmp_path / "sig.pvm"
+    exe.save(path)
+    loaded = Executable.load(path)
+    for e in (exe, loaded):
+        sig = e.signature("main")
+        assert [name for name, _ in sig] == ["x", "s", "t", "k"]
+        (_, xs), (_, ss), (_, ts), (_, ks) = sig
+        dim = xs.shape[0]
+        assert isinstance(dim, tir.Var) and dim.name == "n" and dim.dtype == "int64"
+        assert xs.shape[1].value == 4 and xs.dtype == "float32"
+        assert ss.values[0] is dim and ts.fields[0].shape[0] is dim  # one n for the signature
+        assert ks is None
+        assert phasec.structural_equal([p.struct_info for p in main.params[:3]],
+                                       [xs, ss, ts])
+    with pytest.raises(VMError, match="no function 'nope'; it has: main"):
+        loaded.signature("nope")
+
+
+def test_signature_distinct_variables_keep_distinct_names():
+    n1, n2 = tir.Var("n", "int64"), tir.Var("n", "int64")
+    main = func([V("a", tensor((n1,))), V("b", tensor((n2,)))], [], ir.Tuple([]))
+    exe = codegen(module(main=main), verify=False)
+    (_, a), (_, b) = exe.signature("main")
+    assert a.shape[0] is not b.shape[0]
+    assert exe.functions[0].param_sinfo == ('R.Tensor((n,), dtype="float32")',
+                                            'R.Tensor((n_1,), dtype="float32")')
+
+
+def test_executable_format_versions(tmp_path):
+    from phasec.backend.vm.executable import FORMAT_VERSION
+
+    path = tmp_path / "model.pvm"
+    codegen(straight_line_module()).save(path)
+    assert FORMAT_VERSION == 2
+
+    def as_version_1(doc):
+        doc["version"] = 1
+        for f in doc["functions"]:
+            del f["param_sinfo"]
+
+    # version 1 (no signatures) still loads and runs; its signature is unknown
+    old = Executable.load(_rewrite_doc(path, tmp_path / "v1.pvm", as_version_1))
+    assert old.signature("main") == [("x", None), ("y", None)]
+    out = VirtualMachine(old, kernels="interp")["main"](f32(1, 2), f32(3, 4))
+    np.testing.assert_array_equal(out, [12, 24])
+    # an unknown version is refused with a clear message
+    newer = _rewrite_doc(path, tmp_path / "v9.pvm", lambda d: d.update(version=9))
+    with pytest.raises(ExecutableFormatError, match=r"version 9 is not supported.*reads "
+                                                    r"versions 1, 2.*phasec build"):
+        Executable.load(newer)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda f: f.pop("param_sinfo"), "'main' has no param_sinfo"),
+    (lambda f: f.update(param_sinfo=["R.Tensor((n,))"]), "one struct info per parameter"),
+    (lambda f: f.update(param_sinfo="R.Tensor"), "param_sinfo must be a list"),
+    (lambda f: f.update(param_sinfo=[3, None]), "param_sinfo must be a list"),
+    (lambda f: f.update(param_sinfo=["R.Tensor((n,), \"nope\")", None]),
+     "parameter 'x': bad struct info.*unknown dtype 'nope'"),
+    (lambda f: f.update(param_sinfo=["__import__('os').system('false')", None]),
+     "parameter 'x': bad struct info.*expected a struct info annotation"),
+])
+def test_load_rejects_bad_signatures(tmp_path, edit, message):
+    path = tmp_path / "model.pvm"
+    codegen(straight_line_module()).save(path)
+    bad = _rewrite_doc(path, tmp_path / "bad.pvm", lambda d: edit(d["functions"][0]))
+    with pytest.raises(ExecutableFormatError, match=message):
+        Executable.load(bad)
+
+
+def test_hand_made_signature_is_validated():
+    with pytest.raises(ExecutableFormatError, match="one struct info per parameter"):
+        Executable([bc.VMFunction("f", ("x",), 1, (bc.Ret(0),), ())], [], {})
+    with pytest.raises(ExecutableFormatError, match="function 'f', parameter 'x': bad struct"):
+        Executable([bc.VMFunction("f", ("x",), 1, (bc.Ret(0),), ("R.Tensor((",))], [], {})
+    exe = Executable([bc.VMFunction("f", ("x",), 1, (bc.Ret(0),), ("R.Prim(value=k)",))],
+                     [], {})
+    assert exe.signature("f")[0][1].value.name == "k"
+
+
 def test_instruction_json_round_trip():
     instrs = [bc.Call(1, CalleeKind.PACKED, "p", (0,)), bc.Ret(1), bc.Goto(-2), bc.If(0, 3),
               bc.LoadConst(2, 0), bc.Match(0, ("tensor", "float32", 1, (("bind", 3),)), "w", "e"),

@@ -34,32 +34,64 @@ from .rules.base import HOOKS, Rule
 __all__ = ["check", "verify", "infer_phase", "Checker"]
 
 _SIMPLE_LEAVES = (Constant, StringImm, DataTypeImm, ExternFunc, Op)
+_UNKNOWN = object()  # not looked up yet
 _Walk = Generator[Any, None, None]
 
 
+#: The rules whose var_use / var_def hooks the checker's fast paths know
+#: (see ``_Dispatch``): when only these implement the event, a use or
+#: definition that none of them could report is decided with one lookup.
+_KNOWN_VAR_USE = frozenset({"WF001", "WF003", "WF005"})
+_KNOWN_VAR_DEF = frozenset({"WF401", "WF002", "WF004", "WF008"})
+
+
 class _Dispatch:
-    """The hooks of the rules active in one phase, per event (built once per phase)."""
+    """The hooks of the rules active in one phase, per event (built once per phase).
+
+    Performance: most bindings of a large module are fine, and a module
+    repeats the same few call shapes many times, so the checker takes two
+    shortcuts that never change the diagnostics:
+
+    * ``fast_var_use`` / ``fast_var_def``: every rule hooked on the event
+      is one of the built-in scope rules, whose conditions the checker can
+      test inline; a use of a variable defined in an open scope (a
+      definition of a fresh variable with struct info) skips the hooks.
+    * ``call`` hooks of rules with ``call_keyed = True`` (their verdict
+      depends only on the call's struct-info key, the binding's annotation
+      and the enclosing function) are skipped for a key they already
+      passed without a diagnostic.
+    """
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = list(rules)
         for hook in HOOKS:
             setattr(self, hook, [getattr(r, hook) for r in self.rules if hook in r.hooks()])
+        self.fast_var_use = {r.code for r in self.rules if "var_use" in r.hooks()} <= _KNOWN_VAR_USE
+        self.fast_var_def = {r.code for r in self.rules if "var_def" in r.hooks()} <= _KNOWN_VAR_DEF
         callers = [r for r in self.rules if "call" in r.hooks()]
-        self._generic = [r.call for r in callers if r.ops is None and r.categories is None]
+        self._generic = [r for r in callers if r.ops is None and r.categories is None]
         self._filtered = [r for r in callers if r.ops is not None or r.categories is not None]
-        self._by_op: dict[str | None, list[Callable]] = {None: self._generic}
+        self._by_op: dict[str | None, tuple[list[Callable], list[Callable], frozenset[str]]] = {}
 
     def call_hooks(self, op_name: str | None, opdef: Any) -> list[Callable]:
         """The ``call`` hooks for a call of operator ``op_name`` (None: not an Op)."""
-        hooks = self._by_op.get(op_name)
-        if hooks is None:
+        return self.call_plan(op_name, opdef)[0]
+
+    def call_plan(self, op_name: str | None, opdef: Any
+                  ) -> tuple[list[Callable], list[Callable], frozenset[str]]:
+        """``(all hooks, hooks of rules that are not call_keyed, codes of the
+        call_keyed rules)`` for a call of ``op_name``, each list in rule order."""
+        plan = self._by_op.get(op_name)
+        if plan is None:
             category = opdef.category if opdef is not None else "unknown"
-            hooks = self._generic + [
-                r.call for r in self._filtered
+            rules = self._generic if op_name is None else self._generic + [
+                r for r in self._filtered
                 if (r.ops is not None and op_name in r.ops)
                 or (r.categories is not None and category in r.categories)]
-            self._by_op[op_name] = hooks
-        return hooks
+            plan = ([r.call for r in rules], [r.call for r in rules if not r.call_keyed],
+                    frozenset(r.code for r in rules if r.call_keyed))
+            self._by_op[op_name] = plan
+        return plan
 
 
 _DISPATCH: dict[tuple[Phase, int], _Dispatch] = {}
@@ -81,6 +113,10 @@ class Checker:
         self.ctx = Context(mod, phase)
         self.d = _dispatch_for(phase)
         self._opdefs: dict[str, Any] = {}
+        # keys of calls whose call_keyed hooks reported nothing (see _Dispatch)
+        self._clean_calls: set[Any] = set()
+        # struct info objects known to mention no symbolic variable
+        self._static_sinfo: set[Any] = set()
 
     # -- driver ----------------------------------------------------------
     def run(self) -> list[Diagnostic]:
@@ -218,7 +254,8 @@ class Checker:
                 for hook in binding_hooks:
                     hook(ctx, b)
                 self._define(var, "match_cast" if type(b) is MatchCast else "binding")
-                self._sinfo_syms(var.struct_info, define=False)
+                if var.struct_info not in self._static_sinfo:
+                    self._sinfo_syms(var.struct_info, define=False)
             if is_df:
                 df_frame.open = False
                 ctx.df_frame, ctx.in_dataflow = saved_df
@@ -229,12 +266,31 @@ class Checker:
 
     def _define(self, var: Var, kind: str) -> None:
         ctx = self.ctx
-        for hook in self.d.var_def:
-            hook(ctx, var, kind)
+        # Fast path (see _Dispatch): a fresh variable with struct info, an
+        # ordinary Var or a DataflowVar bound inside a dataflow block, is
+        # something none of the built-in var_def rules reports.
+        if not (self.d.fast_var_def and kind != "param" and var.struct_info is not None
+                and var not in ctx.defined_in
+                and (type(var) is not DataflowVar or ctx.in_dataflow)):
+            for hook in self.d.var_def:
+                hook(ctx, var, kind)
         frame = ctx.df_frame if type(var) is DataflowVar and ctx.df_frame is not None else ctx.frame
         ctx.defined_in[var] = frame
 
     # -- expressions -------------------------------------------------------
+    def _use(self, var: Any) -> None:
+        """A use of a Relax variable: the var_use hooks, unless (fast path, see
+        _Dispatch) it is defined in an open scope where none of the built-in
+        scope rules could report it."""
+        ctx = self.ctx
+        if self.d.fast_var_use:
+            frame = ctx.defined_in.get(var)
+            if (frame is not None and frame.open
+                    and (type(var) is not DataflowVar or ctx.in_dataflow)):
+                return
+        for hook in self.d.var_use:
+            hook(ctx, var)
+
     def _visit_call(self, call: Call) -> None:
         ctx, d = self.ctx, self.d
         op = call.op
@@ -243,21 +299,50 @@ class Checker:
         name = None
         if top is Op:
             name = op.name
-            opdef = self._opdef(name)
+            opdef = self._opdefs.get(name, _UNKNOWN)
+            if opdef is _UNKNOWN:
+                opdef = self._opdef(name)
         elif top is GlobalVar:
             for hook in d.global_use:
                 hook(ctx, op)
         elif top is Var or top is DataflowVar:
-            for hook in d.var_use:
-                hook(ctx, op)
+            self._use(op)
         elif top is not ExternFunc:
             self._non_leaf(op, "callee")
+        fast = d.fast_var_use
+        defined_in = ctx.defined_in
         for arg in call.args:
+            ta = type(arg)
+            if fast and (ta is Var or (ta is DataflowVar and ctx.in_dataflow)):
+                frame = defined_in.get(arg)  # inlined _use (the common operand)
+                if frame is not None and frame.open:
+                    continue
             self._operand(arg, "call argument")
         for sinfo in call.sinfo_args:
-            self._sinfo_syms(sinfo, define=False)
-        for hook in d.call_hooks(name, opdef):
+            if sinfo not in self._static_sinfo:
+                self._sinfo_syms(sinfo, define=False)
+        hooks, unkeyed, keyed_codes = d.call_plan(name, opdef)
+        if not keyed_codes:
+            for hook in hooks:
+                hook(ctx, call, opdef)
+            return
+        b = ctx.binding
+        call_key = ctx.keys.call(call)
+        key = None
+        if call_key is not None and b is not None:
+            key = (call_key, ctx.keys.sinfo(getattr(b.var, "struct_info", None)), type(b),
+                   ctx.anf_ok, ctx.in_dataflow, ctx.func)
+            if key in self._clean_calls:
+                for hook in unkeyed:
+                    hook(ctx, call, opdef)
+                return
+        diags = ctx.diagnostics
+        before = len(diags)
+        for hook in hooks:
             hook(ctx, call, opdef)
+        if key is not None and not any(diags[i].code in keyed_codes
+                                       for i in range(before, len(diags))):
+            self._clean_calls.add(key)
 
     def _opdef(self, name: str) -> Any:
         try:
@@ -273,6 +358,10 @@ class Checker:
         t = type(expr)
         ctx, d = self.ctx, self.d
         if t is Var or t is DataflowVar:
+            if d.fast_var_use:  # inlined _use: the common operand
+                frame = ctx.defined_in.get(expr)
+                if frame is not None and frame.open and (t is Var or ctx.in_dataflow):
+                    return
             for hook in d.var_use:
                 hook(ctx, expr)
         elif t in _SIMPLE_LEAVES:
@@ -287,12 +376,17 @@ class Checker:
             self._prim_uses(expr.value)
         elif t is Tuple:
             stack = list(expr.fields)
+            fast = d.fast_var_use
+            defined_in = ctx.defined_in
             while stack:
                 f = stack.pop()
                 tf = type(f)
                 if tf is Var or tf is DataflowVar:
-                    for hook in d.var_use:
-                        hook(ctx, f)
+                    if fast and (tf is Var or ctx.in_dataflow):
+                        frame = defined_in.get(f)  # inlined _use
+                        if frame is not None and frame.open:
+                            continue
+                    self._use(f)
                 elif tf is Tuple:
                     stack.extend(f.fields)
                 else:
@@ -324,8 +418,7 @@ class Checker:
             e = stack.pop()
             t = type(e)
             if t is Var or t is DataflowVar:
-                for hook in d.var_use:
-                    hook(ctx, e)
+                self._use(e)
             elif t is GlobalVar:
                 for hook in d.global_use:
                     hook(ctx, e)
@@ -356,6 +449,11 @@ class Checker:
         ``define`` mode (parameters, match_cast) when not yet visible; every
         other occurrence is a use. Callable signatures are not descended into:
         their symbolic variables are the callee's."""
+        static = self._static_sinfo
+        if sinfo in static:
+            return
+        top = sinfo
+        found = False  # a symbolic variable or expression somewhere in sinfo
         stack = [sinfo]
         while stack:
             s = stack.pop()
@@ -377,6 +475,7 @@ class Checker:
                 td = type(dim)
                 if td is tir.IntImm:
                     continue
+                found = True
                 if td is tir.Var:
                     if define and not self.ctx.sym_visible(dim):
                         self._sym_define(dim)
@@ -384,6 +483,10 @@ class Checker:
                         self._sym_use(dim)
                 else:
                     self._prim_uses(dim)
+        if not found:
+            # No symbolic variable: walking it again (the same object is often
+            # shared by many bindings) would find nothing either.
+            static.add(top)
 
     def _sym_define(self, var: tir.Var) -> None:
         ctx = self.ctx

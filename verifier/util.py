@@ -130,7 +130,11 @@ class Keys:
     def operand(self, e: Any) -> Any:
         t = type(e)
         if t is Var or t is DataflowVar:
-            return self.sinfo(e.struct_info)
+            s = e.struct_info
+            key = self._sinfo.get(s)
+            if key is None:
+                key = self._sinfo[s] = sinfo_key(s)
+            return key
         if t is Constant or t is ShapeExpr or t is PrimValue:
             return (t.__name__, self.sinfo(e.struct_info))
         if t is StringImm or t is DataTypeImm:
@@ -140,7 +144,19 @@ class Keys:
         if t is ExternFunc:
             return ("e", e.global_symbol)
         if t is Tuple:
-            return ("U", tuple([self.operand(f) for f in e.fields]))
+            memo = self._sinfo
+            fields = []
+            for f in e.fields:
+                tf = type(f)
+                if tf is Var or tf is DataflowVar:  # the common field: inlined
+                    s = f.struct_info
+                    key = memo.get(s)
+                    if key is None:
+                        key = memo[s] = sinfo_key(s)
+                    fields.append(key)
+                else:
+                    fields.append(self.operand(f))
+            return ("U", tuple(fields))
         return e  # by identity
 
     def call(self, call: Call) -> Any:
@@ -157,7 +173,8 @@ class Keys:
             head = ("e", op.global_symbol)
         else:
             head = self.sinfo(op.struct_info)
-        key: Any = (head, tuple([self.operand(a) for a in call.args]),
+        operand = self.operand
+        key: Any = (head, tuple([operand(a) for a in call.args]),
                     tuple(call.attrs.items()) if call.attrs else (),
                     tuple([self.sinfo(s) for s in call.sinfo_args]) if call.sinfo_args else ())
         try:

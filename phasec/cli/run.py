@@ -32,9 +32,12 @@ error is measured against the output's largest magnitude because an element
 near zero that results from cancelling terms cannot be held to a relative
 bound of its own.
 
-A saved executable (``phasec build``) runs the same way, but without the
-original module there is no reference to compare with; the check is skipped
-and says so.
+A saved executable (``phasec build``) runs the same way: it records the
+struct info of every function's parameters (:meth:`Executable.signature`),
+so random inputs and symbolic dimensions work as for a module (an
+executable of an older phasec, which does not record them, needs
+``--inputs``). Without the original module there is no reference to compare
+with; the check is skipped and says so.
 """
 
 from __future__ import annotations
@@ -266,36 +269,6 @@ def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str,
                          f"{unused[0]!r}" + (f"; they have {', '.join(known)}" if known else
                                              "; the entry function has no symbolic dimensions"))
     return args, generated
-
-
-def _executable_params(exe: Any, entry: str) -> list[tuple[str, StructInfo | None]]:
-    """(name, struct info) of an executable function's parameters, read back
-    from the shape checks (``match``) of its prologue."""
-    from ..backend.vm.bytecode import Match
-
-    func = exe.functions[exe.func_index[entry]]
-    patterns: dict[int, Match] = {}
-    for ins in func.code:
-        if isinstance(ins, Match) and ins.src < len(func.params) and ins.src not in patterns:
-            patterns[ins.src] = ins
-    return [(name, _pattern_sinfo(patterns.get(i))) for i, name in enumerate(func.params)]
-
-
-def _pattern_sinfo(ins: Any) -> StructInfo | None:
-    if ins is None or ins.pattern[0] != "tensor" or ins.pattern[3] is None:
-        return None
-    _, dtype, _, dims = ins.pattern
-    # The symbolic names are only in the text of the expected type.
-    m = re.search(r"R\.Tensor\(\(([^()]*)\)", ins.expected)
-    texts = [t.strip() for t in m.group(1).split(",") if t.strip()] if m else []
-    shape: list[Any] = []
-    for i, d in enumerate(dims):
-        if d[0] == "imm":
-            shape.append(int(d[1]))
-        else:
-            name = texts[i] if i < len(texts) and texts[i].isidentifier() else f"d{d[1]}"
-            shape.append(tir.Var(name))
-    return TensorStructInfo(tuple(shape), dtype or "void")
 
 
 # -- the pass log -------------------------------------------------------------------------
@@ -627,7 +600,14 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
     if args.entry not in exe:
         raise InputError(f"the executable has no function {args.entry!r}; it has "
                          f"{', '.join(exe.function_names())} (choose one with --entry)")
-    params = _executable_params(exe, args.entry)
+    params = exe.signature(args.entry)
+    unknown = [name for name, sinfo in params if sinfo is None and name not in given]
+    if unknown:  # e.g. an executable saved by an older phasec: no signature recorded
+        raise InputError(f"the executable records no struct info for parameter(s) "
+                         f"{', '.join(map(repr, unknown))} of {args.entry!r}, so no random "
+                         f"input can be made: give them with --inputs (or rebuild the "
+                         f"executable with `phasec build`: executables of older phasec "
+                         f"versions do not record it)")
     inputs, generated = make_inputs(params, given, dims, args.seed)
     print(f"phasec run: executable {args.input}, entry {args.entry!r} "
           "(compiled already: no passes to show)")

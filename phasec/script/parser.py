@@ -16,10 +16,15 @@ Structure:
 * :class:`_PrimExprParser` — scalar TIR expressions; also the symbolic
   dimensions of Relax shapes.
 * :class:`_RelaxFunctionParser` — ``@R.function`` bodies: bindings in
-  A-normal form, dataflow blocks, ``if``/``else``, nested functions.
+  A-normal form, dataflow blocks, ``if``/``else``, nested functions. A
+  nested function sees the enclosing functions' Relax variables and symbolic
+  shape variables (the same objects, as in TVM); a symbolic variable it
+  declares itself is its own.
   :data:`_RELAX_CALLS` is the table of Relax dialect calls (``R.const``,
   ``R.call_tir``...); every other ``R.<name>(...)`` is a registered operator.
 * :class:`_PrimFuncParser` — ``@T.prim_func`` kernels.
+* :func:`parse_struct_info` — one struct info annotation on its own (the
+  signatures saved in VM executables).
 
 Semantic problems (operand struct info that does not fit an operator, a call
 with the wrong number of arguments for a function...) are not parse errors:

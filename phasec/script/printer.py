@@ -8,8 +8,11 @@ parse of a printed module gives the same text.
 Naming: every variable is printed by its name hint, made unique within a
 function (a second distinct variable hinted ``x`` prints as ``x_1``) and
 turned into a valid Python identifier. Relax variables, symbolic shape
-variables, TIR variables and buffers share one namespace per function, so
-the text re-parses to a structurally equal module.
+variables, TIR variables and buffers share one namespace per module-level
+function (its nested functions included), so the text re-parses to a
+structurally equal module. A nested function shares the symbolic variables
+of the functions around it (as in TVM): each symbolic variable is declared
+once, by the innermost function enclosing all its uses.
 
 Printing is linear in program size: binding lists, statement sequences,
 ``LetStmt``/``Allocate`` chains and TIR expressions are walked with loops;
@@ -22,13 +25,13 @@ normalized: nested calls (printed inline) become separate bindings; adjacent
 binding blocks merge and empty ones vanish; a nested ``SeqStmt`` is
 flattened; a ``LetStmt``/``Allocate`` followed by more statements scopes over
 them; attribute lists become tuples; a symbolic variable shared by two
-functions becomes one per function; a zero-size constant of rank > 1 prints
-as ``R.const([], ...)``. ``If``/``SeqExpr``/``Function`` found in expression
-position are printed as statements before their use.
+module-level functions becomes one per function; a zero-size constant of
+rank > 1 prints as ``R.const([], ...)``. ``If``/``SeqExpr``/``Function``
+found in expression position are printed as statements before their use.
 
 Public helpers for diagnostics: :func:`print_module`, :func:`print_function`,
 :func:`print_prim_func`, :func:`print_expr`, :func:`print_binding`,
-:func:`print_sinfo`, :func:`print_prim_expr`, :func:`print_stmt`.
+:func:`print_sinfo`, :func:`print_sinfos`, :func:`print_prim_expr`, :func:`print_stmt`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -58,7 +61,7 @@ from ..ir.struct_info import (
 
 __all__ = [
     "print_module", "print_function", "print_prim_func", "print_expr", "print_binding",
-    "print_sinfo", "print_prim_expr", "print_stmt", "quote_str",
+    "print_sinfo", "print_sinfos", "print_prim_expr", "print_stmt", "quote_str",
 ]
 
 _INDENT = "    "
@@ -1017,6 +1020,16 @@ def print_sinfo(sinfo: StructInfo | None) -> str:
     if sinfo is None:
         return "None"
     return _RelaxPrinter().sinfo(sinfo)
+
+
+def print_sinfos(sinfos: Sequence[StructInfo | None]) -> list[str]:
+    """Several struct infos (a signature) as annotations, one text each, with
+    one naming: a symbolic variable has the same name in every text and
+    distinct variables have distinct names, so
+    :func:`phasec.script.parser.parse_struct_info` with one shared ``syms``
+    dict reads them back with the same sharing. ``None`` prints as ``None``."""
+    p = _RelaxPrinter()
+    return ["None" if s is None else p.sinfo(s) for s in sinfos]
 
 
 def print_prim_expr(expr: tir.PrimExpr, *, tir_context: bool = True) -> str:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import strategies as st
 
 from ..ir import tir
-from ..ir.expr import Constant, ShapeExpr, Tuple
+from ..ir.expr import ShapeExpr, Tuple
 from ..ir.op import call_op
 from ._values import (
     BOOL, FLOAT, INT, TUPLE, VALUE_CAP, Val, broadcast_ok, const_dim, dim_max, dims_equal,

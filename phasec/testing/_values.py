@@ -19,7 +19,6 @@ from typing import Any
 
 from ..ir import tir
 from ..ir.expr import Expr
-from ..ir.structural import structural_equal
 from ..ir.struct_info import TensorStructInfo
 
 __all__ = ["Val", "FLOAT", "INT", "BOOL", "TUPLE", "FUNC", "VALUE_CAP", "INPUT_RANGE",
@@ -93,12 +92,19 @@ def dim_max(d: Any, max_dim: int) -> int:
 
 
 def dims_equal(a: Any, b: Any) -> bool:
+    """Provably equal dimensions: the same constant, the same symbolic
+    variable (by identity: ``n`` of one function is not ``n`` of another),
+    or the same expression over them."""
     if a is b:
         return True
-    ca, cb = const_dim(a), const_dim(b)
-    if ca is not None or cb is not None:
-        return ca == cb
-    return structural_equal(a, b)
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is tir.IntImm:
+        return a.value == b.value
+    if ta is tir.BinaryOp:
+        return a.op == b.op and dims_equal(a.lhs, b.lhs) and dims_equal(a.rhs, b.rhs)
+    return False
 
 
 def shapes_equal(s1: Sequence[Any], s2: Sequence[Any]) -> bool:

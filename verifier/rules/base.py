@@ -71,6 +71,13 @@ class Rule:
     #: the registry). Both None: every call, whatever the callee.
     ops: ClassVar[frozenset[str] | None] = None
     categories: ClassVar[frozenset[str] | None] = None
+    #: the ``call`` hook's diagnostics depend only on the call's struct-info
+    #: key (``ctx.keys.call``: callee, operands' struct info, attributes,
+    #: sinfo_args), the binding's kind and annotation, ``ctx.anf_ok``,
+    #: ``ctx.in_dataflow``, ``ctx.func`` and the module. The checker then
+    #: skips the hook for a key it already passed without a diagnostic
+    #: (a performance promise; set it only when it holds).
+    call_keyed: ClassVar[bool] = False
 
     def hooks(self) -> list[str]:
         """The events this rule implements (the hook methods it overrides)."""

@@ -12,6 +12,7 @@ from .base import Rule, register
 @register
 class ImpureInDataflow(Rule):
     code = "WF201"
+    call_keyed = True
     title = "Impure call inside a dataflow block"
     explanation = """
     Bindings of a dataflow block must be free of side effects, so that
@@ -33,6 +34,7 @@ class ImpureInDataflow(Rule):
 @register
 class ImpureInPureFunction(Rule):
     code = "WF202"
+    call_keyed = True
     title = "Pure function contains an impure call"
     explanation = """
     A function marked pure (the default; R.function(pure=False) marks it

@@ -159,11 +159,13 @@ class SymbolicShared(Rule):
     code = "WF007"
     title = "Symbolic shape variable shared between functions"
     explanation = """
-    Every function has its own symbolic shape variables: the n of one
-    function's signature is unrelated to the n of another, even when they
-    are spelled alike. Sharing one variable object between two functions
-    makes passes that substitute or bind shape variables in one function
-    silently change the other.
+    Every module-level function has its own symbolic shape variables: the n
+    of one function's signature is unrelated to the n of another, even when
+    they are spelled alike. Sharing one variable object between two
+    functions of the module makes passes that substitute or bind shape
+    variables in one function silently change the other. (A nested function
+    is part of its enclosing function and may use that function's symbolic
+    variables; LambdaLifting gives the lifted function fresh ones.)
     """
     help = "give each function its own symbolic variables (copy them when cloning a function)"
 

@@ -54,6 +54,7 @@ class MissingStructInfo(Rule):
 @register
 class CallAnnotationMismatch(Rule):
     code = "WF402"
+    call_keyed = True
     title = "Binding annotation disagrees with the inferred struct info of its call"
     explanation = """
     The struct info of a variable bound to a call must agree with what
@@ -271,6 +272,7 @@ def _missing_sinfo(call: Any) -> bool:
 @register
 class CallSignatureMismatch(Rule):
     code = "WF405"
+    call_keyed = True
     title = "Call arity or operand struct info disagrees with the operator or callee"
     explanation = """
     A call must give its operator or callee the number of operands it takes,
@@ -333,6 +335,7 @@ class CallSignatureMismatch(Rule):
 @register
 class CallTIRMismatch(Rule):
     code = "WF406"
+    call_keyed = True
     title = "call_tir arguments or outputs disagree with the PrimFunc's buffers"
     explanation = """
     R.call_tir(cls.kernel, (inputs...), out_sinfo=..., tir_vars=...) calls a

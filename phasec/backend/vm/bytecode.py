@@ -243,21 +243,43 @@ INSTRUCTIONS: dict[str, type[Instruction]] = {
 
 @dataclass(frozen=True, slots=True)
 class VMFunction:
-    """One compiled Relax function."""
+    """One compiled Relax function.
+
+    ``param_sinfo`` holds each parameter's struct info as TVMScript text
+    (:func:`phasec.script.printer.print_sinfo`, e.g.
+    ``R.Tensor((n, 4), dtype="float32")``; read back with
+    :func:`phasec.script.parser.parse_struct_info`), None for a parameter
+    without one; the whole field is None when unknown (an executable saved
+    by an older phasec, or bytecode built by hand).
+    """
 
     name: str
     params: tuple[str, ...]
     num_regs: int
     code: tuple[Instruction, ...]
+    param_sinfo: tuple[str | None, ...] | None = None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "params": list(self.params), "num_regs": self.num_regs,
+        data = {"name": self.name, "params": list(self.params), "num_regs": self.num_regs,
                 "code": [i.to_json() for i in self.code]}
+        if self.param_sinfo is not None:
+            data["param_sinfo"] = list(self.param_sinfo)
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "VMFunction":
+        """Rebuild from :meth:`to_json` output; raises ValueError (or
+        KeyError/TypeError) on malformed data."""
+        sinfo = data.get("param_sinfo")
+        if sinfo is not None:
+            if not isinstance(sinfo, list) or not all(s is None or isinstance(s, str)
+                                                      for s in sinfo):
+                raise ValueError(f"param_sinfo must be a list of strings or nulls, got "
+                                 f"{sinfo!r:.80}")
+            sinfo = tuple(sinfo)
         return cls(str(data["name"]), tuple(str(p) for p in data["params"]),
-                   int(data["num_regs"]), tuple(instruction_from_json(i) for i in data["code"]))
+                   int(data["num_regs"]), tuple(instruction_from_json(i) for i in data["code"]),
+                   sinfo)
 
 
 # ---------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from ...ir.struct_info import (
     TupleStructInfo,
 )
 from ...interp.relax import sinfo_text
+from ...script.printer import print_sinfos
 from . import bytecode as bc
 from .bytecode import CalleeKind
 from .executable import Executable
@@ -175,8 +176,13 @@ class _FunctionCodegen:
                                 f"function {self.name!r}, parameter {p.name_hint!r}")
         result = self.seq(func.body)
         self.emit(bc.Ret(result))
+        # The signature as text, for callers of a saved executable (phasec run);
+        # printed together so a symbolic variable has one name in all of it.
+        texts = print_sinfos([p.struct_info for p in func.params])
+        param_sinfo = tuple(None if p.struct_info is None else text
+                            for p, text in zip(func.params, texts))
         return bc.VMFunction(self.name, tuple(p.name_hint for p in func.params), self.num_regs,
-                             tuple(self.prologue + self.code))
+                             tuple(self.prologue + self.code), param_sinfo)
 
     def seq(self, seq: SeqExpr) -> int:
         for block in seq.blocks:

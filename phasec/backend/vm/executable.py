@@ -3,16 +3,22 @@
 File format (a zip archive, ``.pvm`` by convention):
 
 * ``executable.json`` — format name and version, the function table (each
-  function's bytecode as JSON lists), and the constant pool (scalars, strings
-  and shapes inline; tensors as references into ``constants.npz``);
+  function's bytecode as JSON lists, and its parameters' struct info as
+  TVMScript text), and the constant pool (scalars, strings and shapes
+  inline; tensors as references into ``constants.npz``);
 * ``constants.npz`` — tensor constants (loaded with ``allow_pickle=False``);
 * ``kernels.json`` (phasec's JSON module format) or ``kernels.py``
   (TVMScript) — the PrimFuncs. Kernels are compiled again after loading;
   compiled libraries are cached per executable.
 
 Loading validates the bytecode (register numbers, jump targets, function
-indices, constant indices), so a damaged or hostile file gives a clear
+indices, constant indices) and parses the parameter struct info (as data:
+nothing in the file is executed), so a damaged or hostile file gives a clear
 :class:`ExecutableFormatError`, never a crash inside the VM.
+
+Versions: 2 added the parameter struct info (``param_sinfo`` of each
+function). Version 1 files still load; their signatures are unknown
+(:meth:`Executable.signature` gives None struct info).
 """
 
 from __future__ import annotations
@@ -23,21 +29,26 @@ import os
 import threading
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ...errors import VMError
+from ...errors import ParseError, VMError
 from ...ir import tir
+from ...ir.struct_info import StructInfo
 from .bytecode import (
     Call, CalleeKind, GetItem, Goto, If, Instruction, LoadConst, MakeClosure, MakePrim,
     MakeShape, MakeTuple, Match, Move, Kill, Ret, VMFunction, instruction_text,
 )
 
-__all__ = ["Executable", "ExecutableFormatError", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["Executable", "ExecutableFormatError", "FORMAT_NAME", "FORMAT_VERSION",
+           "READABLE_VERSIONS"]
 
 FORMAT_NAME = "phasec-vm-executable"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: versions :meth:`Executable.load` reads (1: no parameter struct info)
+READABLE_VERSIONS = (1, 2)
 
 
 class ExecutableFormatError(VMError):
@@ -52,7 +63,7 @@ class Executable:
     """
 
     __slots__ = ("functions", "func_index", "constants", "prim_funcs", "_kernel_cache",
-                 "_lock")
+                 "_lock", "_signatures")
 
     def __init__(self, functions: Sequence[VMFunction], constants: Sequence[Any],
                  prim_funcs: Mapping[str, tir.PrimFunc]) -> None:
@@ -62,6 +73,7 @@ class Executable:
         self.prim_funcs: dict[str, tir.PrimFunc] = dict(prim_funcs)
         self._kernel_cache: dict[str, Mapping[str, Callable[..., Any]]] = {}
         self._lock = threading.Lock()
+        self._signatures: dict[str, tuple[tuple[str, StructInfo | None], ...]] = {}
         self.validate()
 
     # -- inspection ------------------------------------------------------------
@@ -74,6 +86,18 @@ class Executable:
     def __repr__(self) -> str:
         return (f"<Executable functions=[{', '.join(self.function_names())}] "
                 f"kernels={len(self.prim_funcs)} constants={len(self.constants)}>")
+
+    def signature(self, name: str) -> list[tuple[str, StructInfo | None]]:
+        """(name, struct info) of each parameter of function ``name``, as the
+        compiled function had them (symbolic dimensions are ``tir.Var``s, one
+        per name, shared across the parameters). A struct info is None when
+        the parameter had none, or when the executable does not record it (a
+        version-1 file). Raises :class:`VMError` for an unknown function."""
+        sig = self._signatures.get(name)
+        if sig is None:
+            raise VMError(f"the executable has no function {name!r}; it has: "
+                          f"{', '.join(self.function_names()) or '(none)'}")
+        return list(sig)
 
     def stats(self) -> dict[str, int]:
         """Sizes: functions, instructions, registers, constants, kernels."""
@@ -155,6 +179,7 @@ class Executable:
                     pass
             if type(f.code[-1]) not in (Ret, Goto):
                 raise ExecutableFormatError(f"function {f.name!r} does not end with ret or goto")
+        self._signatures = {f.name: _parse_signature(f) for f in self.functions}
 
     # -- save / load -------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
@@ -198,9 +223,12 @@ class Executable:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
             raise ExecutableFormatError(f"{where}: not a phasec executable (format is "
                                         f"{doc.get('format') if isinstance(doc, dict) else None!r})")
-        if doc.get("version") != FORMAT_VERSION:
-            raise ExecutableFormatError(f"{where}: executable format version {doc.get('version')!r} "
-                                        f"is not supported (this phasec reads {FORMAT_VERSION})")
+        version = doc.get("version")
+        if type(version) is not int or version not in READABLE_VERSIONS:
+            raise ExecutableFormatError(
+                f"{where}: executable format version {version!r} is not supported (this "
+                f"phasec reads versions {', '.join(map(str, READABLE_VERSIONS))}); rebuild "
+                f"it with this phasec (phasec build)")
         try:
             tensors: dict[str, np.ndarray] = {}
             if npz is not None:
@@ -208,6 +236,14 @@ class Executable:
                     tensors = {k: data[k] for k in data.files}
             constants = [_const_from_json(c, tensors) for c in doc["constants"]]
             functions = [VMFunction.from_json(f) for f in doc["functions"]]
+            if version >= 2:  # the parameter struct info is part of the format
+                for f in functions:
+                    if f.param_sinfo is None:
+                        raise ExecutableFormatError(
+                            f"{where}: damaged executable: function {f.name!r} has no "
+                            f"param_sinfo (required since format version 2)")
+            else:  # whatever a version-1 file says, it has no (valid) signatures
+                functions = [replace(f, param_sinfo=None) for f in functions]
             prim_funcs = _kernels_from_text(kernel_name, kernel_text) if kernel_name else {}
         except ExecutableFormatError:
             raise
@@ -218,6 +254,33 @@ class Executable:
             return cls(functions, constants, prim_funcs)
         except ExecutableFormatError as exc:
             raise ExecutableFormatError(f"{where}: {exc}") from None
+
+
+def _parse_signature(f: VMFunction) -> tuple[tuple[str, StructInfo | None], ...]:
+    """Parse a function's ``param_sinfo`` texts; ExecutableFormatError if bad."""
+    if f.param_sinfo is None:
+        return tuple((name, None) for name in f.params)
+    if not isinstance(f.param_sinfo, tuple) or len(f.param_sinfo) != len(f.params):
+        raise ExecutableFormatError(f"function {f.name!r}: param_sinfo must give one struct "
+                                    f"info per parameter ({len(f.params)})")
+    from ...script.parser import parse_struct_info  # layer 1; lazy, like the kernels
+
+    syms: dict[str, tir.Var] = {}  # one variable per dimension name, for all parameters
+    sig = []
+    for name, text in zip(f.params, f.param_sinfo):
+        if text is None:
+            sig.append((name, None))
+            continue
+        if not isinstance(text, str):
+            raise ExecutableFormatError(f"function {f.name!r}, parameter {name!r}: struct info "
+                                        f"must be text, not {type(text).__name__}")
+        try:
+            sinfo = parse_struct_info(text, syms=syms)
+        except ParseError as exc:
+            raise ExecutableFormatError(f"function {f.name!r}, parameter {name!r}: bad struct "
+                                        f"info {text!r:.80}: {exc.message}") from None
+        sig.append((name, sinfo))
+    return tuple(sig)
 
 
 # ---------------------------------------------------------------------------

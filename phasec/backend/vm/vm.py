@@ -18,6 +18,7 @@ peak of live allocated bytes (for the memory-planning benchmark).
 
 from __future__ import annotations
 
+import math
 import operator
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +28,8 @@ import numpy as np
 
 from ...errors import PhasecError, VMError
 from ...interp.relax import (
-    _BINARY, _INTRINSIC, Storage, _truth, cast_scalar, describe_value, normalize_value,
+    _BINARY, _INTRINSIC, STORAGE_ALIGNMENT, Storage, _truth, cast_scalar, describe_value,
+    normalize_value,
 )
 from ...packed import find_packed_func, get_packed_func
 from . import bytecode as bc
@@ -74,7 +76,8 @@ class VMClosure:
 class _Decoded:
     """A function ready to run: decoded code, initial register file."""
 
-    __slots__ = ("name", "params", "nparams", "code", "template", "start", "source")
+    __slots__ = ("name", "params", "nparams", "code", "template", "start", "source",
+                 "compiled")
 
     def __init__(self, name: str, params: tuple[str, ...], code: list, template: list,
                  start: int, source: Sequence[bc.Instruction]) -> None:
@@ -85,6 +88,9 @@ class _Decoded:
         self.template = template
         self.start = start
         self.source = source
+        #: straight-line functions: the code as one generated Python function
+        #: ``compiled(args)`` (see _compile_straight_line); None otherwise
+        self.compiled: Callable[[tuple], Any] | None = None
 
 
 class _FunctionHandle:
@@ -128,6 +134,8 @@ class VirtualMachine:
             if missing:
                 raise VMError(f"no kernel implementation given for {', '.join(missing)}")
             self.kernels = kernels
+        self._live_refs: dict[int, tuple[Any, int]] = {}
+        self._funcs_compiled: list[str] = []
         self.reset_stats()
         self._builtins: dict[str, Callable[..., Any]] = {
             "vm.alloc_storage": self._alloc_storage,
@@ -170,17 +178,26 @@ class VirtualMachine:
     def _account(self, owner: Any, nbytes: int) -> None:
         stats = self._stats
         stats["bytes_allocated"] += nbytes
-        stats["live_bytes"] += nbytes
-        if stats["live_bytes"] > stats["peak_bytes"]:
-            stats["peak_bytes"] = stats["live_bytes"]
-        weakref.finalize(owner, self._release, nbytes)
+        live = stats["live_bytes"] = stats["live_bytes"] + nbytes
+        if live > stats["peak_bytes"]:
+            stats["peak_bytes"] = live
+        # A weak reference with a callback (much cheaper than weakref.finalize);
+        # the VM keeps the reference alive until the owner dies.
+        # (Keyed by the reference's id: a weakref hashes like its referent,
+        # and arrays are unhashable.)
+        ref = weakref.ref(owner, self._release)
+        self._live_refs[id(ref)] = (ref, nbytes)
 
-    def _release(self, nbytes: int) -> None:
-        self._stats["live_bytes"] -= nbytes
+    def _release(self, ref: "weakref.ref[Any]") -> None:
+        entry = self._live_refs.pop(id(ref), None)
+        if entry is not None:
+            self._stats["live_bytes"] -= entry[1]
 
     def _alloc_storage(self, size: Any, dtype: Any = None) -> Storage:
-        nbytes = _nbytes(size)
-        storage = Storage(nbytes)
+        return self._new_storage(_nbytes(size))
+
+    def _new_storage(self, nbytes: int) -> Storage:
+        storage = _VMStorage(nbytes)
         self._stats["storage_allocs"] += 1
         # Tensor views keep the owning array alive, not the Storage object.
         self._account(storage.owner, nbytes)
@@ -191,6 +208,44 @@ class VirtualMachine:
             raise VMError(f"alloc_tensor needs a storage, got {describe_value(storage)}")
         self._stats["tensor_allocs"] += 1
         return storage.tensor(int(offset), _shape(shape), str(dtype))
+
+    def _const_builtin(self, name: str, args: tuple[int, ...], consts: Mapping[int, Any]
+                       ) -> tuple[Callable[..., Any], tuple[int, ...]] | None:
+        """A specialized ``(function, argument registers)`` for an allocation
+        builtin whose size/offset/shape/dtype operands are constant registers
+        (the common case: static shapes), or None. Conversions and checks that
+        depend only on constants happen here, once; what remains per call is
+        the allocation itself."""
+        try:
+            if name == "vm.alloc_storage" and args and all(a in consts for a in args):
+                nbytes = _nbytes(consts[args[0]])
+                if nbytes < 0:
+                    return None
+                new_storage = self._new_storage
+                return (lambda: new_storage(nbytes)), ()
+            if (name == "vm.alloc_tensor" and len(args) == 4
+                    and all(a in consts for a in args[1:])):
+                offset = int(consts[args[1]])
+                shape = _shape(consts[args[2]])
+                np_dtype = np.dtype(str(consts[args[3]]))
+            else:
+                return None
+        except (VMError, TypeError, ValueError):
+            return None  # leave the error to the generic builtin, at run time
+        size = np_dtype.itemsize * math.prod(shape)
+        if offset < 0 or offset % np_dtype.itemsize:
+            return None
+        end = offset + size
+        stats = self._stats
+        generic = self._alloc_tensor
+        dtype_text = str(np_dtype)
+
+        def alloc_tensor(storage: Any) -> np.ndarray:
+            if type(storage) is not _VMStorage or end > storage.nbytes:
+                return generic(storage, offset, shape, dtype_text)  # errors, other storages
+            stats["tensor_allocs"] += 1
+            return np.ndarray(shape, np_dtype, storage.data, offset)
+        return alloc_tensor, args[:1]
 
     def _empty(self, shape: Any, dtype: Any) -> np.ndarray:
         arr = np.empty(_shape(shape), dtype=str(dtype))
@@ -209,14 +264,106 @@ class VirtualMachine:
             ins = f.code[start]
             template[ins.dst] = consts[ins.index]
             start += 1
+        # Registers that hold a constant for the whole function: set by the
+        # prologue and written by nothing else.
+        written: set[int] = set(range(len(f.params)))
+        for ins in f.code[start:]:
+            written.update(ins.registers_written())
+        self._consts = {f.code[i].dst: template[f.code[i].dst] for i in range(start)
+                        if f.code[i].dst not in written}
+        self._arg_regs: dict[int, tuple[int, ...]] = {}
         code = [self._decode_instr(ins, pc, f) for pc, ins in enumerate(f.code)]
-        return _Decoded(f.name, f.params, code, template, start, f.code)
+        decoded = _Decoded(f.name, f.params, code, template, start, f.code)
+        decoded.compiled = self._compile_straight_line(decoded, self._arg_regs)
+        return decoded
+
+    def _compile_straight_line(self, f: _Decoded, arg_regs: Mapping[int, tuple[int, ...]]
+                               ) -> Callable[[tuple], Any] | None:
+        """One generated Python function running the whole of ``f``, when ``f``
+        is straight-line code (no jumps, no calls of VM functions or closures):
+        each instruction becomes one line, so running the function costs its
+        calls and register moves but no dispatch. Used for entry calls (where
+        there are no caller frames); errors are located with the same message
+        as in the dispatch loop (the failing line gives the instruction).
+
+        Only generated identifiers and integers enter the source; callables
+        and constants are passed through the namespace.
+        """
+        ns: dict[str, Any] = {"EMPTY": _EMPTY, "NEEDS": _NEEDS_NORMALIZING,
+                              "normalize": normalize_value, "get_item": _get_item,
+                              "template": f.template}
+        lines = ["def run(args):", "    regs = template.copy()",
+                 f"    regs[:{f.nparams}] = args"]
+        first_line = len(lines) + 1  # line number of instruction f.start
+        ended = False
+        for pc in range(f.start, len(f.code)):
+            ins = f.code[pc]
+            op = ins[0]
+            if op == _KERNEL or op == _PACKED or op == _BUILTIN:
+                regs = arg_regs.get(pc)
+                if regs is None:
+                    return None
+                ns[f"f{pc}"] = ins[2]
+                call = f"f{pc}({', '.join(f'regs[{r}]' for r in regs)})"
+                if op == _KERNEL:
+                    line = f"{call}; regs[{ins[1]}] = EMPTY"
+                elif op == _PACKED:
+                    line = (f"v = {call}; regs[{ins[1]}] = normalize(v) if isinstance(v, NEEDS) "
+                            f"else v")
+                else:
+                    line = f"regs[{ins[1]}] = {call}"
+            elif op == _MOVE:
+                line = f"regs[{ins[1]}] = regs[{ins[2]}]"
+            elif op == _RET:
+                line = f"return regs[{ins[1]}]"
+                ended = True
+            elif op == _MATCH:
+                ns[f"f{pc}"] = ins[2]
+                line = f"f{pc}(regs[{ins[1]}], regs)"
+            elif op == _MAKE_TUPLE or op == _MAKE_SHAPE or op == _MAKE_PRIM:
+                ns[f"f{pc}"] = ins[2]
+                line = f"regs[{ins[1]}] = f{pc}(regs)"
+            elif op == _GET_ITEM:
+                line = f"regs[{ins[1]}] = get_item(regs[{ins[2]}], {int(ins[3])})"
+            elif op == _KILL:
+                line = f"regs[{ins[2]}] = None; regs[{ins[1]}] = EMPTY"
+            elif op == _LOAD:
+                ns[f"c{pc}"] = ins[2]
+                line = f"regs[{ins[1]}] = c{pc}"
+            else:  # jumps, calls of VM functions and closures: the dispatch loop
+                return None
+            lines.append("    " + line)
+            if ended:
+                break
+        if not ended:
+            return None
+        source = "\n".join(lines) + "\n"
+        exec(compile(source, f"<phasec vm function {len(self._funcs_compiled)}>", "exec"), ns)  # noqa: S102 - generated
+        self._funcs_compiled.append(f.name)
+        run = ns["run"]
+        code_obj = run.__code__
+        start = f.start
+
+        def located_run(args: tuple) -> Any:
+            try:
+                return run(args)
+            except Exception as exc:
+                tb = exc.__traceback__
+                pc = start
+                while tb is not None:  # the failing line of the generated function
+                    if tb.tb_frame.f_code is code_obj:
+                        pc = start + tb.tb_lineno - first_line
+                    tb = tb.tb_next
+                raise self._located(exc, f, pc, []) from exc
+        return located_run
 
     def _decode_instr(self, ins: bc.Instruction, pc: int, f: bc.VMFunction) -> tuple:
         t = type(ins)
         if t is bc.Call:
             kind = ins.kind
             get_args = _args_getter(ins.args)
+            if kind in (CalleeKind.KERNEL, CalleeKind.PACKED, CalleeKind.BUILTIN):
+                self._arg_regs[pc] = tuple(ins.args)
             if kind == CalleeKind.KERNEL:
                 return (_KERNEL, ins.dst, self.kernels[ins.callee], get_args)
             if kind == CalleeKind.PACKED:
@@ -226,6 +373,10 @@ class VirtualMachine:
                 if builtin is None:
                     raise VMError(f"function {f.name!r}, instruction {pc}: unknown VM builtin "
                                   f"{ins.callee!r}")
+                special = self._const_builtin(ins.callee, tuple(ins.args), self._consts)
+                if special is not None:
+                    self._arg_regs[pc] = special[1]
+                    return (_BUILTIN, ins.dst, special[0], _args_getter(special[1]))
                 return (_BUILTIN, ins.dst, builtin, get_args)
             if kind == CalleeKind.VM_FUNC:
                 return (_CALL, ins.dst, ins.callee, get_args)
@@ -265,7 +416,7 @@ class VirtualMachine:
             raise VMError(f"function {f.name!r} takes {f.nparams} argument"
                           f"{'' if f.nparams == 1 else 's'} ({', '.join(f.params)}), "
                           f"got {len(args)}")
-        return self._execute(index, tuple(_as_input(a) for a in args))
+        return self._execute(index, tuple([_as_input(a) for a in args]))
 
     def _execute(self, index: int, args: tuple) -> Any:
         funcs = self._funcs
@@ -273,6 +424,8 @@ class VirtualMachine:
         if len(args) != f.nparams:
             raise VMError(f"function {f.name!r} takes {f.nparams} argument"
                           f"{'' if f.nparams == 1 else 's'}, got {len(args)}")
+        if f.compiled is not None:
+            return f.compiled(args)
         regs = f.template.copy()
         regs[:f.nparams] = args
         code = f.code
@@ -397,10 +550,53 @@ class VirtualMachine:
 
 
 # ---------------------------------------------------------------------------
-# Helpers: inputs, packed functions, shapes
+# Helpers: storage, inputs, packed functions, shapes
 # ---------------------------------------------------------------------------
 
+def _data_address_reader() -> Callable[[np.ndarray], int]:
+    """The fastest way to read an array's data address: the pointer at the
+    offset the LLVM runtime probed inside numpy's array object (checked
+    against ``ctypes.data`` here), else ``ctypes.data`` (about 1 us)."""
+    slow = lambda a: a.ctypes.data  # noqa: E731
+    try:
+        import ctypes
+
+        from ..llvm.runtime import array_data_offset
+    except Exception:  # noqa: BLE001 - no LLVM backend: the portable way
+        return slow
+    if array_data_offset is None:
+        return slow
+    offset = array_data_offset
+    read = ctypes.c_void_p.from_address
+
+    def fast(a: np.ndarray) -> int:
+        return read(id(a) + offset).value or 0
+    probe = np.empty(8, np.uint8)
+    return fast if fast(probe) == probe.ctypes.data else slow
+
+
+_data_address = _data_address_reader()
+
+
+class _VMStorage(Storage):
+    """The VM's storage: a :class:`Storage` made without the slow
+    ``ctypes.data`` lookup (the VM allocates one per call of a function)."""
+
+    __slots__ = ()
+
+    def __init__(self, nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> None:
+        if nbytes < 0:
+            raise VMError(f"cannot allocate storage of {nbytes} bytes")
+        raw = np.empty(nbytes + alignment, dtype=np.uint8)
+        skew = (-_data_address(raw)) % alignment
+        self.data = raw[skew:skew + nbytes]
+        self.nbytes = nbytes
+        self.owner = raw
+
+
 def _as_input(value: Any) -> Any:
+    if type(value) is np.ndarray:  # the common case, tested first
+        return value if value.flags.c_contiguous else np.ascontiguousarray(value)
     if isinstance(value, np.ndarray):
         # Kernels index row-major contiguous buffers.
         return value if value.flags.c_contiguous else np.ascontiguousarray(value)
@@ -417,6 +613,13 @@ def _args_getter(arg_regs: tuple[int, ...]) -> Callable[[list], tuple]:
         reg = arg_regs[0]
         return lambda regs: (regs[reg],)
     return lambda regs: _EMPTY
+
+
+def _get_item(tup: Any, index: int) -> Any:
+    """``tup[index]`` for the VM's get_item (tuples only, index in range)."""
+    if type(tup) is not tuple or not -len(tup) <= index < len(tup):
+        raise VMError(f"cannot take item {index} of {describe_value(tup)}")
+    return tup[index]
 
 
 def _resolve_packed(name: str) -> Callable[..., Any]:
@@ -602,6 +805,19 @@ def _has_expr_dims(pat: tuple) -> bool:
     return dims is not None and any(d[0] == "expr" for d in dims)
 
 
+def _static_tensor_pattern(pattern: tuple) -> tuple[np.dtype, tuple[int, ...]] | None:
+    """(dtype, shape) when ``pattern`` is a tensor of known dtype and constant shape."""
+    if pattern[0] != "tensor" or not pattern[1] or pattern[3] is None:
+        return None
+    _, dtype, ndim, dims = pattern
+    if ndim != len(dims) or not all(d[0] == "imm" for d in dims):
+        return None
+    try:
+        return np.dtype(dtype), tuple(int(d[1]) for d in dims)
+    except TypeError:
+        return None
+
+
 def _compile_matcher(pattern: tuple, what: str, expected: str) -> Callable[[Any, list], None]:
     check = _compile_pattern(pattern)
 
@@ -609,6 +825,22 @@ def _compile_matcher(pattern: tuple, what: str, expected: str) -> Callable[[Any,
         error = VMError(f"{what}: expected {expected}, got {describe_value(value)} ({reason})")
         error.located = True
         return error
+
+    static = _static_tensor_pattern(pattern)
+    if static is not None:
+        # The common parameter check (a tensor of a static shape): one type,
+        # dtype and shape comparison; anything else takes the full check for
+        # its message.
+        np_dtype, shape = static
+
+        def static_tensor_matcher(value: Any, regs: list) -> None:
+            if type(value) is np.ndarray and value.shape == shape and value.dtype == np_dtype:
+                return
+            try:
+                check(value, regs, None, "")
+            except _MatchFailure as failure:
+                raise fail(value, failure.args[0]) from None
+        return static_tensor_matcher
 
     if not _has_expr_dims(pattern):
         def simple_matcher(value: Any, regs: list) -> None:

@@ -1,0 +1,849 @@
+"""The random program generator behind :func:`phasec.testing.modules`.
+
+Programs are built directly as IR, one hypothesis draw per decision, and
+every decision is a choice among a short list whose first element is the
+simplest (the first operand in scope, ``R.add``, no dataflow block, no
+constant...). Hypothesis shrinks draws towards zero and deletes them, so a
+minimal failing program has few bindings, few functions and plain operators.
+
+A program is a module with a ``main`` function and helpers it calls. Bodies
+are lists of *statements*, each adding one or a few bindings: an operator
+call, a constant, a tuple and its items, a repeated computation (for CSE), a
+call of a module-level helper (created on demand, shape-polymorphic when its
+dims are generalized to symbolic ones), an if/else, a nested function that
+captures variables and is called, a function returned by a nested function,
+a packed call (``R.call_packed`` only in impure or force_pure functions, and
+never in a dataflow block), a ``R.match_cast`` that introduces a symbolic
+dimension, and a bounded recursion (a module-level or nested function that
+calls itself ``k`` times, ``k`` an int64 input in ``[-3, 3]``).
+
+Every generated module is checked by the verifier before it is returned: a
+violation there is a bug in this generator and raises :class:`GeneratorError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..errors import PhasecError
+from ..ir import tir
+from ..ir.builder import NameTable
+from ..ir.expr import (
+    Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
+    Function, GlobalVar, If, MatchCast, Op, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
+)
+from ..ir.infer import infer_struct_info
+from ..ir.module import IRModule
+from ..ir.node import set_field
+from ..ir.op import InferContext, call_op
+from ..ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from ._optable import OP_GENS, OpGen
+from ._values import (
+    BOOL, FLOAT, FUNC, INPUT_RANGE, INT, INT_INPUT_RANGE, TUPLE, Val, const_dim, dims_equal,
+    hull, iv_ok, numel_max, shapes_equal, within,
+)
+from .packed_funcs import DPS_FUNCS, PACKED_FUNCS
+
+__all__ = ["GenConfig", "GeneratorError", "generate_module", "FORCE_PURE"]
+
+FORCE_PURE = "relax.force_pure"
+_SYM_NAMES = ("n", "m", "p", "q")
+_PARAM_NAMES = ("x", "y", "z", "w", "u")
+_PARAM_DTYPES = ("float32", "float32", "float32", "int32", "bool")
+
+
+class GeneratorError(PhasecError):
+    """The generator produced an ill-formed module (a bug in phasec.testing)."""
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """What :func:`phasec.testing.modules` may generate.
+
+    ``max_bindings`` bounds the statements of each function body (a statement
+    adds one to three bindings); ``max_functions`` the module-level functions;
+    ``ops`` restricts the operators (registry names, ``None``: every operator
+    the generator knows).
+    """
+
+    max_bindings: int = 8
+    max_functions: int = 3
+    max_params: int = 3
+    max_rank: int = 4
+    max_dim: int = 4
+    max_depth: int = 2
+    symbolic: bool = True
+    control_flow: bool = True
+    closures: bool = True
+    packed: bool = True
+    dataflow: bool = True
+    constants: bool = True
+    ops: frozenset[str] | None = None
+
+
+@dataclass(eq=False)
+class _Helper:
+    """A module-level function the generator made and may call again."""
+
+    name: str
+    params: list[StructInfo]
+    kinds: list[str]
+    ivs: list[tuple[float, float]]
+    ret_kind: str
+    ret_iv: tuple[float, float]
+    ret_fields: tuple = ()
+    pure: bool = True  # callers see it as pure (pure or force_pure)
+    loop: bool = False  # a self-recursive loop(i, acc)
+
+
+class ModuleGen:
+    """Module-wide state: the functions made so far and their signatures."""
+
+    def __init__(self, draw: Callable[[st.SearchStrategy], Any], cfg: GenConfig) -> None:
+        self.draw = draw
+        self.cfg = cfg
+        self.functions: dict[str, Function] = {}
+        self.globals: dict[str, StructInfo] = {}
+        self.helpers: list[_Helper] = []
+        self.global_names = NameTable(["main"])
+        self.pending = 0  # helpers being generated (not yet in functions)
+        self.op_gens = [g for g in OP_GENS if cfg.ops is None or g.name in cfg.ops]
+
+    @property
+    def ctx(self) -> InferContext:
+        return InferContext(self.globals)
+
+    def can_add_function(self) -> bool:
+        return len(self.functions) + self.pending + 1 < self.cfg.max_functions
+
+    def add_function(self, name: str, func: Function) -> None:
+        self.functions[name] = func
+        self.globals[name] = func.struct_info
+
+    def build(self) -> IRModule:
+        mode = self.draw(st.sampled_from(["pure", "impure", "force_pure"]))
+        gen = FuncGen(self, "main", mode=mode, is_main=True)
+        gen.draw_main_params()
+        func = gen.finish_function(gen.gen_body(self.cfg.max_bindings), {"global_symbol": "main"})
+        functions = dict(self.functions)
+        functions["main"] = func
+        return IRModule(functions)
+
+
+class FuncGen:
+    """Generates the body of one function (and, through sub-generators, the
+    nested functions and branches inside it)."""
+
+    def __init__(self, mg: ModuleGen, name: str, *, mode: str = "pure", is_main: bool = False,
+                 parent: "FuncGen | None" = None, captured: Sequence[Val] = (),
+                 nest: int = 0) -> None:
+        self.mg = mg
+        self.cfg = mg.cfg
+        self.draw = mg.draw
+        self.name = name
+        self.mode = mode
+        self.is_main = is_main
+        self.nest = nest
+        # nested functions share names (readable, unique) with their parent
+        self.names: NameTable = parent.names if parent else NameTable()
+        self.sym_names: NameTable = parent.sym_names if parent else NameTable()
+        self.body_syms: set[tir.Var] = set()  # defined by match_cast: may not escape
+        self.captured = list(captured)
+        self.params: list[Var] = []
+        self.param_vals: list[Val] = []
+        self.scope: list[Val] = []
+        self.blocks: list[BindingBlock] = []
+        self.cur: list[Binding] = []
+        self.in_df = False
+        self.df_has_output = False
+        self.calls: list[tuple[Call, Val]] = []  # op calls made, for "repeat"
+        self.counter_val: Val | None = None
+        self.flag_val: Val | None = None
+
+    # -- drawing helpers -----------------------------------------------------------
+    def pick(self, items: Sequence[Any]) -> Any:
+        if not items:
+            raise GeneratorError("internal: nothing to choose from")
+        if len(items) == 1:
+            return items[0]
+        return items[self.draw(st.integers(0, len(items) - 1))]
+
+    def visible(self, pred: Callable[[Val], bool] = lambda v: True,
+                kinds: Sequence[str] = (FLOAT, INT, BOOL)) -> list[Val]:
+        """Values in scope of these kinds satisfying ``pred`` (params first)."""
+        out = []
+        for v in (*self.captured, *self.param_vals, *self.scope):
+            if v.kind in kinds and pred(v):
+                out.append(v)
+        return out
+
+    def nonlocal_visible(self, kinds: Sequence[str] = (FLOAT, INT, BOOL)) -> list[Val]:
+        return self.visible(lambda v: not v.local, kinds)
+
+    # -- constants -----------------------------------------------------------------
+    def const_shape(self, x: Val) -> tuple:
+        options: list[tuple] = [()]
+        last = const_dim(x.shape[-1]) if x.rank else None
+        if last is not None:
+            options.append((last,))
+        dims = [const_dim(d) for d in x.shape]
+        if x.rank >= 2 and all(d is not None for d in dims):
+            options.append(tuple(dims))
+        return self.pick(options)
+
+    def constant(self, shape: Sequence[int], rng: tuple[float, float], dtype: str) -> Val:
+        """An inline constant with values drawn from ``rng`` (a leaf operand)."""
+        seed = self.draw(st.integers(0, 2**16))
+        gen = np.random.default_rng(seed)
+        if dtype.startswith("int"):
+            data = gen.integers(int(rng[0]), int(rng[1]) + 1, size=shape).astype(dtype)
+        else:
+            # multiples of 1/16 print exactly and stay readable in reproducers
+            data = np.round(gen.uniform(rng[0], rng[1], size=shape) * 16) / 16
+            data = np.clip(data, rng[0], rng[1]).astype(dtype)
+        kind = INT if dtype.startswith("int") else FLOAT
+        lo, hi = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
+        return Val(Constant(data), kind, lo, hi)
+
+    def int_constant(self, shape: Sequence[int], lo: int, hi: int) -> Constant:
+        return self.constant(shape, (lo, hi), "int64").expr
+
+    # -- emitting ------------------------------------------------------------------
+    def _bind(self, value: Expr, sinfo: StructInfo, hint: str,
+              binding: Callable[[Var], Binding] | None = None) -> tuple[Var, bool]:
+        output = True
+        if self.in_df:
+            output = self.draw(st.booleans())
+        if self.in_df and not output:
+            var: Var = DataflowVar(self.names.fresh("lv"), sinfo)
+        else:
+            var = Var(self.names.fresh("gv" if self.in_df else hint), sinfo)
+            self.df_has_output = self.df_has_output or self.in_df
+        self.cur.append(binding(var) if binding else VarBinding(var, value))
+        return var, self.in_df and not output
+
+    def emit(self, value: Expr, kind: str, iv: tuple[float, float] | None,
+             hint: str = "v", fields: tuple = ()) -> Val:
+        """Bind ``value`` (struct info already set) to a fresh variable."""
+        if value.struct_info is None:
+            set_field(value, "struct_info", infer_struct_info(value, self.mg.ctx))
+        var, local = self._bind(value, value.struct_info, hint)
+        lo, hi = iv if iv is not None else (0.0, 1.0)
+        val = Val(var, kind, float(lo), float(hi), fields=fields, local=local)
+        self.scope.append(val)
+        if isinstance(value, Call) and kind != TUPLE:
+            self.calls.append((value, val))
+        return val
+
+    def emit_tuple(self, value: Expr, kinds: Sequence[str], iv: tuple[float, float]) -> Val:
+        fields = tuple((k, iv[0], iv[1]) for k in kinds)
+        return self.emit(value, TUPLE, (0.0, 0.0), fields=fields)
+
+    def get_item(self, tup: Val, index: int) -> Val:
+        kind, lo, hi = tup.fields[index]
+        item = TupleGetItem(tup.expr, index)
+        return self.emit(item, kind, (lo, hi))
+
+    # -- parameters ------------------------------------------------------------------
+    def add_param(self, name: str, sinfo: StructInfo, kind: str,
+                  iv: tuple[float, float]) -> Val:
+        var = Var(self.names.fresh(name), sinfo)
+        self.params.append(var)
+        val = Val(var, kind, float(iv[0]), float(iv[1]))
+        self.param_vals.append(val)
+        return val
+
+    def draw_main_params(self) -> None:
+        cfg = self.cfg
+        pool: list[Any] = []
+        for _ in range(self.draw(st.integers(1, 3))):
+            if cfg.symbolic and self.draw(st.booleans()):
+                pool.append(tir.Var(self.sym_names.fresh(_SYM_NAMES[len(pool) % 4])))
+            else:
+                pool.append(self.draw(st.integers(1, cfg.max_dim)))
+        # the first parameter is a float tensor, so every op has an operand
+        for i in range(self.draw(st.integers(1, cfg.max_params))):
+            rank = self.draw(st.integers(1, cfg.max_rank))
+            shape = tuple(self.pick(pool + [1]) for _ in range(rank))
+            dtype = "float32" if i == 0 else self.draw(st.sampled_from(_PARAM_DTYPES))
+            self.add_param(_PARAM_NAMES[i % len(_PARAM_NAMES)],
+                           TensorStructInfo(shape, dtype), *_input_kind(dtype))
+
+    def counter(self) -> Val | None:
+        """An int64 scalar in [-3, 3] (a recursion count): main adds a parameter."""
+        found = self.visible(lambda v: v.dtype == "int64" and v.rank == 0
+                             and INT_INPUT_RANGE[0] <= v.lo and v.hi <= INT_INPUT_RANGE[1],
+                             kinds=(INT,))
+        if found:
+            return found[0]
+        if self.is_main:
+            self.counter_val = self.add_param("k", TensorStructInfo((), "int64"), INT,
+                                              INT_INPUT_RANGE)
+            return self.counter_val
+        return None
+
+    # -- bodies ------------------------------------------------------------------------
+    def open_dataflow(self) -> None:
+        self.close_block()
+        self.in_df = True
+        self.df_has_output = False
+
+    def close_block(self) -> None:
+        if self.in_df:
+            if self.cur and not self.df_has_output:
+                # a dataflow block must hand something out: alias its last value
+                last = next(v for v in reversed(self.scope) if v.local)
+                var = Var(self.names.fresh("gv"), last.sinfo)
+                self.cur.append(VarBinding(var, last.expr))
+                self.scope.append(Val(var, last.kind, last.lo, last.hi, last.fields))
+            if self.cur:
+                self.blocks.append(DataflowBlock(self.cur))
+            # dataflow variables die with their block
+            self.scope = [v for v in self.scope if not v.local]
+            self.in_df = False
+        elif self.cur:
+            if self.blocks and type(self.blocks[-1]) is BindingBlock:
+                # adjacent plain blocks print as one; keep them one
+                self.cur = [*self.blocks.pop().bindings, *self.cur]
+            self.blocks.append(BindingBlock(self.cur))
+        self.cur = []
+
+    def gen_body(self, budget: int, allow_dataflow: bool = True) -> SeqExpr:
+        """Statements, then the result (a value in scope), as a SeqExpr."""
+        count = self.draw(st.integers(1, max(budget, 1)))
+        use_df = allow_dataflow and self.cfg.dataflow
+        if use_df and self.draw(st.booleans()):
+            self.open_dataflow()
+        for _ in range(count):
+            if use_df and self.draw(st.booleans()):
+                if self.in_df:
+                    self.close_block()
+                else:
+                    self.open_dataflow()
+            self.statement()
+        self.close_block()
+        return SeqExpr(self.blocks, self.result())
+
+    def result(self) -> Expr:
+        def escapes(v: Val) -> bool:
+            return bool(_syms_of(v.sinfo) & self.body_syms)
+
+        cands = [v for v in self.visible(lambda v: not escapes(v), kinds=(FLOAT, INT, BOOL, TUPLE))]
+        cands.reverse()
+        first = cands[0]  # the most recent value: the program's last result is used
+        if len(cands) > 1 and self.draw(st.booleans()):
+            second = self.pick(cands)
+            tup = Tuple([first.expr, second.expr])
+            set_field(tup, "struct_info", TupleStructInfo([first.sinfo, second.sinfo]))
+            self.ret_val = Val(tup, TUPLE, fields=((first.kind, first.lo, first.hi),
+                                                   (second.kind, second.lo, second.hi)))
+            return tup
+        self.ret_val = first
+        return first.expr
+
+    def finish_function(self, body: SeqExpr, attrs: dict[str, Any]) -> Function:
+        if self.mode == "force_pure":
+            attrs = {**attrs, FORCE_PURE: True}
+        return Function(self.params, body, None, self.mode != "impure", attrs)
+
+    # -- statements ----------------------------------------------------------------------
+    def statement(self) -> None:
+        kinds = _STATEMENTS
+        start = self.draw(st.integers(0, len(kinds) - 1))
+        for j in range(len(kinds)):
+            if getattr(self, "_stmt_" + kinds[(start + j) % len(kinds)])():
+                return
+        raise GeneratorError("internal: no statement applies")
+
+    def _stmt_op(self) -> bool:
+        gens = self.mg.op_gens
+        if not gens:
+            return False
+        start = self.draw(st.integers(0, len(gens) - 1))
+        for j in range(len(gens)):
+            gen: OpGen = gens[(start + j) % len(gens)]
+            cands = self.visible(lambda v, gen=gen: gen.accepts(self, v))
+            if cands:
+                gen.build(self, self.pick(cands))
+                return True
+        return False
+
+    def _stmt_const(self) -> bool:
+        if not self.cfg.constants:
+            return False
+        shapes = [tuple(const_dim(d) for d in v.shape) for v in self.visible(kinds=(FLOAT,))]
+        shapes = [s for s in shapes if all(d is not None for d in s)]
+        shape = self.pick([()] + shapes)
+        c = self.constant(shape, INPUT_RANGE, "float32")
+        self.emit(c.expr, FLOAT, (c.lo, c.hi), hint="c")
+        return True
+
+    def _stmt_tuple(self) -> bool:
+        tuples = self.visible(kinds=(TUPLE,))
+        if tuples and self.draw(st.booleans()):
+            tup = self.pick(tuples)
+            self.get_item(tup, self.pick(list(range(len(tup.fields)))))
+            return True
+        vals = self.visible()
+        a, b = self.pick(vals), self.pick(vals)
+        tup = Tuple([a.expr, b.expr])
+        fields = ((a.kind, a.lo, a.hi), (b.kind, b.lo, b.hi))
+        t = self.emit(tup, TUPLE, (0.0, 0.0), hint="t", fields=fields)
+        self.get_item(t, self.pick([0, 1]))
+        return True
+
+    def _stmt_repeat(self) -> bool:
+        """Compute an earlier operator call again (work for CSE)."""
+        visible = {id(v.expr) for v in self.visible(kinds=(FLOAT, INT, BOOL, TUPLE))}
+        cands = [(c, v) for c, v in self.calls
+                 if isinstance(c.op, Op) and _is_compute(c.op.name)
+                 and all(id(var) in visible for var in _vars_in(c.args))]
+        if not cands:
+            return False
+        call, val = self.pick(cands)
+        again = Call(call.op, call.args, call.attrs, call.sinfo_args, struct_info=call.struct_info)
+        self.emit(again, val.kind, (val.lo, val.hi))
+        return True
+
+    def _stmt_call(self) -> bool:
+        return self._call_helper(loop=False)
+
+    def _stmt_loop(self) -> bool:
+        if not self.cfg.control_flow:
+            return False
+        counter = self.counter()
+        if counter is None:
+            return False
+        if (self.cfg.closures and not self.in_df and self.nest < self.cfg.max_depth
+                and self.draw(st.booleans())):
+            return self._local_loop(counter)
+        return self._call_helper(loop=True, counter=counter)
+
+    def _stmt_if(self) -> bool:
+        if self.in_df or not self.cfg.control_flow or self.nest >= self.cfg.max_depth:
+            return False
+        if not (self.is_main or self.visible(kinds=(FLOAT, INT))):
+            return False
+        cond = self.condition()
+        target = self.pick(self.visible(kinds=(FLOAT, INT)) or self.visible())
+        branches = []
+        results = []
+        for _ in range(2):
+            sub = self.branch()
+            for _ in range(self.draw(st.integers(0, 2))):
+                sub.statement()
+            sub.close_block()
+            same = sub.visible(lambda v: v.kind == target.kind and v.dtype == target.dtype
+                               and shapes_equal(v.shape, target.shape))
+            res = sub.pick(same)
+            branches.append(SeqExpr(sub.blocks, res.expr))
+            results.append(res)
+            self.end_branch(sub)
+        value = If(cond.expr, branches[0], branches[1])
+        set_field(value, "struct_info", target.sinfo)
+        iv = hull(*((r.lo, r.hi) for r in results))
+        self.emit(value, target.kind, iv, hint="r")
+        return True
+
+    def _stmt_closure(self) -> bool:
+        """A nested function over captured variables, then a call of it."""
+        if self.in_df or not self.cfg.closures or self.nest >= self.cfg.max_depth:
+            return False
+        args = self._pick_args()
+        sub = FuncGen(self.mg, self.name, parent=self, captured=self.nonlocal_visible(),
+                      nest=self.nest + 1)
+        for a in args:
+            sub.add_param("a", a.sinfo, a.kind, (a.lo, a.hi))
+        body = sub.gen_body(3)
+        func = Function(sub.params, body, None, True, {})
+        fval = self._bind_function(func, sub.ret_val, "f")
+        self._call_local(fval, args)
+        return True
+
+    def _stmt_factory(self) -> bool:
+        """A nested function that returns a nested function; call both."""
+        if (self.in_df or not self.cfg.closures or self.nest + 1 >= self.cfg.max_depth):
+            return False
+        outer_args = self._pick_args(1)
+        inner_args = self._pick_args(1)
+        maker = FuncGen(self.mg, self.name, parent=self, captured=self.nonlocal_visible(),
+                        nest=self.nest + 1)
+        for a in outer_args:
+            maker.add_param("a", a.sinfo, a.kind, (a.lo, a.hi))
+        inner = FuncGen(self.mg, self.name, parent=maker, captured=maker.nonlocal_visible(),
+                        nest=self.nest + 2)
+        for a in inner_args:
+            inner.add_param("b", a.sinfo, a.kind, (a.lo, a.hi))
+        inner_func = Function(inner.params, inner.gen_body(2), None, True, {})
+        made = maker._bind_function(inner_func, inner.ret_val, "g")
+        maker.close_block()
+        maker_func = Function(maker.params, SeqExpr(maker.blocks, made.expr), None, True, {})
+        mval = self._bind_function(maker_func, made, "make")
+        fval = self._call_local(mval, outer_args, hint="h")
+        self._call_local(fval, inner_args)
+        return True
+
+    def _stmt_packed(self) -> bool:
+        if not self.cfg.packed:
+            return False
+        xs = self.visible(kinds=(FLOAT,))
+        if not xs:
+            return False
+        x = self.pick(xs)
+        forms = ["pure", "dps"]
+        if self.mode != "pure" and not self.in_df:
+            forms.append("impure")
+        form = self.pick(forms)
+        table = DPS_FUNCS if form == "dps" else PACKED_FUNCS
+        names = [n for n, (_, f) in table.items() if iv_ok(f(x.lo, x.hi))]
+        name = self.pick(names)
+        iv = table[name][1](x.lo, x.hi)
+        if form == "pure":
+            call = call_op("call_pure_packed", ExternFunc(name), x.expr, sinfo_args=[x.sinfo])
+        elif form == "dps":
+            call = call_op("call_dps_packed", ExternFunc(name), Tuple([x.expr]),
+                           sinfo_args=[x.sinfo])
+        else:
+            call = Call(ExternFunc(name), [x.expr], sinfo_args=[x.sinfo], struct_info=x.sinfo)
+        self.emit(call, FLOAT, iv, hint="p")
+        return True
+
+    def _stmt_match_cast(self) -> bool:
+        """Refine a constant dimension to a new symbolic variable."""
+        if not self.cfg.symbolic:
+            return False
+        xs = self.visible(lambda v: any(const_dim(d) is not None for d in v.shape))
+        if not xs:
+            return False
+        x = self.pick(xs)
+        axis = self.pick([i for i, d in enumerate(x.shape) if const_dim(d) is not None])
+        sym = tir.Var(self.sym_names.fresh("k"))
+        self.body_syms.add(sym)
+        shape = tuple(sym if i == axis else d for i, d in enumerate(x.shape))
+        sinfo = TensorStructInfo(shape, x.dtype)
+        var, local = self._bind(x.expr, sinfo, "mc", lambda v: MatchCast(v, x.expr, sinfo))
+        self.scope.append(Val(var, x.kind, x.lo, x.hi, local=local))
+        return True
+
+    # -- pieces of statements ------------------------------------------------------------
+    def branch(self) -> "FuncGen":
+        """A generator for one if-branch: same function, nested scope."""
+        sub = FuncGen(self.mg, self.name, mode=self.mode, is_main=False, parent=self,
+                      captured=self.nonlocal_visible(), nest=self.nest + 1)
+        sub.body_syms = self.body_syms
+        sub.calls = []
+        return sub
+
+    def end_branch(self, sub: "FuncGen") -> None:
+        # parameters a branch of main asked for are parameters of main
+        pass
+
+    def condition(self) -> Val:
+        """A bool scalar to branch on."""
+        opts: list[Any] = self.visible(lambda v: v.rank == 0, kinds=(BOOL,))
+        if self.visible(kinds=(FLOAT, INT)):
+            opts.append("compare")
+        if self.is_main:
+            opts.append("param")
+        choice = self.pick(opts)
+        if choice == "param":
+            if self.flag_val is None:
+                self.flag_val = self.add_param("flag", TensorStructInfo((), "bool"), BOOL,
+                                               (0.0, 1.0))
+            return self.flag_val
+        if choice == "compare":
+            x = self.pick(self.visible(kinds=(FLOAT, INT)))
+            if x.rank:
+                count = numel_max(x.shape, self.cfg.max_dim)
+                iv = (min(x.lo, count * x.lo), max(x.hi, count * x.hi))
+                x = self.emit(call_op("relax.sum", x.expr), x.kind, iv, hint="s")
+            zero = Constant(np.zeros((), dtype=x.dtype))
+            return self.emit(call_op("relax.greater", x.expr, zero), BOOL, (0, 1), hint="cond")
+        return choice
+
+    def _pick_args(self, most: int = 2) -> list[Val]:
+        vals = self.nonlocal_visible()
+        count = self.draw(st.integers(1, most))
+        return [self.pick(vals) for _ in range(count)]
+
+    def _bind_function(self, func: Function, ret: Val, hint: str) -> Val:
+        var, _ = self._bind(func, func.struct_info, hint)
+        fval = Val(var, FUNC, fn=ret)
+        self.scope.append(fval)
+        return fval
+
+    def _call_local(self, fval: Val, args: Sequence[Val], hint: str = "v") -> Val:
+        call = Call(fval.expr, [a.expr for a in args])
+        set_field(call, "struct_info", infer_struct_info(call, self.mg.ctx))
+        ret: Val = fval.fn
+        if ret.kind == FUNC:
+            var, _ = self._bind(call, call.struct_info, hint)
+            val = Val(var, FUNC, fn=ret.fn)
+            self.scope.append(val)
+            return val
+        return self.emit(call, ret.kind, (ret.lo, ret.hi), fields=ret.fields)
+
+    def _local_loop(self, counter: Val) -> bool:
+        """A nested function calling itself ``counter`` times, then a call of it."""
+        accs = self.nonlocal_visible(kinds=(FLOAT,))
+        if not accs:
+            return False
+        acc = self.pick(accs)
+        sub = FuncGen(self.mg, self.name, parent=self, captured=self.nonlocal_visible(),
+                      nest=self.nest + 1)
+        i = sub.add_param("i", counter.sinfo, INT, INT_INPUT_RANGE)
+        a = sub.add_param("acc", acc.sinfo, FLOAT, (acc.lo, acc.hi))
+        fsinfo = FuncStructInfo([counter.sinfo, acc.sinfo], acc.sinfo, True)
+        # the function refers to itself: its variable exists before its body
+        fvar = Var(self.names.fresh("loop"), fsinfo)
+        body, step_iv = sub._loop_body(i, a, fvar)
+        func = Function(sub.params, body, acc.sinfo, True, {})
+        self.cur.append(VarBinding(fvar, func))
+        self.scope.append(Val(fvar, FUNC, fn=Val(fvar, FLOAT)))
+        call = Call(fvar, [counter.expr, acc.expr], struct_info=acc.sinfo)
+        self.emit(call, FLOAT, hull((acc.lo, acc.hi), step_iv))
+        return True
+
+    def _loop_body(self, i: Val, acc: Val, callee: Expr) -> tuple[SeqExpr, tuple[float, float]]:
+        """``if i <= 0: acc else: callee(i - 1, step(acc))`` as a function body."""
+        stop = Call(_op("less_equal"), [i.expr, Constant(np.zeros((), "int64"))])
+        stop_v = self.emit(_infer(stop), BOOL, (0, 1), hint="stop")
+        self.close_block()
+        base = SeqExpr([], acc.expr)
+        other = self.branch()
+        j = other.emit(call_op("relax.subtract", i.expr, Constant(np.ones((), "int64"))),
+                       INT, (i.lo - 1, i.hi), hint="j")
+        step_name = other.pick(["tanh", "sigmoid", "clip"])
+        if step_name == "clip":
+            step = call_op("relax.clip", acc.expr, min=-1.0, max=1.0)
+        else:
+            step = call_op("relax." + step_name, acc.expr)
+        step_iv = (-1.0, 1.0) if step_name != "sigmoid" else (0.0, 1.0)
+        nxt = other.emit(step, FLOAT, step_iv, hint="nxt")
+        rec = Call(callee, [j.expr, nxt.expr], struct_info=acc.sinfo)
+        res = other.emit(rec, FLOAT, hull((acc.lo, acc.hi), step_iv), hint="rec")
+        other.close_block()
+        branch = SeqExpr(other.blocks, res.expr)
+        value = If(stop_v.expr, base, branch, struct_info=acc.sinfo)
+        out = self.emit(value, FLOAT, hull((acc.lo, acc.hi), step_iv), hint="res")
+        self.close_block()
+        return SeqExpr(self.blocks, out.expr), step_iv
+
+    # -- module-level helpers -----------------------------------------------------------
+    def _call_helper(self, loop: bool, counter: Val | None = None) -> bool:
+        mg = self.mg
+        caller_pure = self.mode == "pure" or self.in_df
+        options: list[Any] = []
+        for h in mg.helpers:
+            if h.loop != loop or (caller_pure and not h.pure):
+                continue
+            args = self._match_args(h, counter)
+            if args is not None:
+                options.append((h, args))
+        if mg.can_add_function() and self.nest == 0 and (not loop or self.cfg.control_flow):
+            options.append("new")
+        if not options:
+            return False
+        choice = self.pick(options)
+        if choice == "new":
+            if loop:
+                accs = self.visible(kinds=(FLOAT,))
+                if not accs:
+                    return False
+                args = [counter, self.pick(accs)]
+                helper = self._new_loop_helper(args[1])
+            else:
+                args = self._pick_args_any()
+                helper = self._new_helper(args, caller_pure)
+        else:
+            helper, args = choice
+        call = Call(GlobalVar(helper.name), [a.expr for a in args])
+        set_field(call, "struct_info", infer_struct_info(call, mg.ctx))
+        if helper.loop:
+            iv = hull((args[1].lo, args[1].hi), helper.ret_iv)
+        else:
+            iv = helper.ret_iv
+        self.emit(call, helper.ret_kind, iv, fields=helper.ret_fields)
+        return True
+
+    def _pick_args_any(self) -> list[Val]:
+        vals = self.visible()
+        count = self.draw(st.integers(1, 2))
+        return [self.pick(vals) for _ in range(count)]
+
+    def _match_args(self, h: _Helper, counter: Val | None) -> list[Val] | None:
+        """Values in scope that fit the helper's parameters (first fit, or None)."""
+        bound: dict[tir.Var, Any] = {}
+        args: list[Val] = []
+        for k, (sinfo, kind, iv) in enumerate(zip(h.params, h.kinds, h.ivs)):
+            if h.loop and k == 0:
+                args.append(counter)
+                continue
+            found = None
+            for v in self.visible(kinds=(kind,)):
+                if v.dtype != sinfo.dtype or v.rank != len(sinfo.shape):
+                    continue
+                if not h.loop and not within((v.lo, v.hi), iv):
+                    continue
+                trial = dict(bound)
+                if _bind_dims(sinfo.shape, v.shape, trial):
+                    found = v
+                    bound = trial
+                    break
+            if found is None:
+                return None
+            args.append(found)
+        return args
+
+    def _generalize(self, sinfos: Sequence[StructInfo]) -> list[StructInfo]:
+        """Parameter struct info for a helper taking these arguments: the
+        caller's symbolic dims become the helper's own, and constant dims may
+        become symbolic (a shape-polymorphic helper)."""
+        names = NameTable()
+        mapping: dict[int, tir.Var] = {}
+        out = []
+        for sinfo in sinfos:
+            dims = []
+            for d in sinfo.shape:
+                if const_dim(d) is None:
+                    sym = mapping.get(id(d))
+                    if sym is None:
+                        sym = mapping[id(d)] = tir.Var(names.fresh(getattr(d, "name", "n")))
+                    dims.append(sym)
+                elif self.cfg.symbolic and self.draw(st.booleans()):
+                    dims.append(tir.Var(names.fresh("m")))
+                else:
+                    dims.append(d)
+            out.append(TensorStructInfo(tuple(dims), sinfo.dtype))
+        return out
+
+    def _new_helper(self, args: Sequence[Val], caller_pure: bool) -> _Helper:
+        mg = self.mg
+        modes = ["pure", "force_pure"] if caller_pure else ["pure", "impure", "force_pure"]
+        mode = self.pick(modes)
+        name = mg.global_names.fresh("helper")
+        mg.pending += 1
+        gen = FuncGen(mg, name, mode=mode)
+        sinfos = self._generalize([a.sinfo for a in args])
+        for a, sinfo in zip(args, sinfos):
+            gen.add_param(_PARAM_NAMES[len(gen.params) % 5], sinfo, a.kind, (a.lo, a.hi))
+        body = gen.gen_body(max(2, self.cfg.max_bindings // 2))
+        private = self.draw(st.booleans())
+        func = gen.finish_function(body, {} if private else {"global_symbol": name})
+        mg.pending -= 1
+        mg.add_function(name, func)
+        ret = gen.ret_val
+        helper = _Helper(name, list(sinfos), [a.kind for a in args], [(a.lo, a.hi) for a in args],
+                         ret.kind, (ret.lo, ret.hi), ret.fields, pure=mode != "impure")
+        mg.helpers.append(helper)
+        return helper
+
+    def _new_loop_helper(self, acc: Val) -> _Helper:
+        mg = self.mg
+        name = mg.global_names.fresh("loop")
+        gen = FuncGen(mg, name)
+        counter_sinfo = TensorStructInfo((), "int64")
+        acc_sinfo = self._generalize([acc.sinfo])[0]
+        i = gen.add_param("i", counter_sinfo, INT, INT_INPUT_RANGE)
+        a = gen.add_param("acc", acc_sinfo, FLOAT, (acc.lo, acc.hi))
+        # the recursive call needs the callee's signature before it exists
+        mg.globals[name] = FuncStructInfo([counter_sinfo, acc_sinfo], acc_sinfo, True)
+        body, step_iv = gen._loop_body(i, a, GlobalVar(name))
+        func = Function(gen.params, body, acc_sinfo, True, {})
+        mg.add_function(name, func)
+        helper = _Helper(name, [counter_sinfo, acc_sinfo], [INT, FLOAT],
+                         [INT_INPUT_RANGE, (-1e9, 1e9)], FLOAT, step_iv, loop=True)
+        mg.helpers.append(helper)
+        return helper
+
+
+# statement kinds, simplest first (hypothesis shrinks towards the first)
+_STATEMENTS = ("op", "const", "tuple", "repeat", "call", "if", "closure", "packed",
+               "match_cast", "loop", "factory")
+
+
+def _is_compute(name: str) -> bool:
+    from ..ir.op import find_op
+
+    opdef = find_op(name)
+    return opdef is not None and opdef.category == "compute"
+
+
+def _vars_in(exprs: Sequence[Expr]) -> list[Var]:
+    out: list[Var] = []
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Var):
+            out.append(e)
+        elif isinstance(e, Tuple):
+            stack.extend(e.fields)
+    return out
+
+
+def _op(name: str) -> Any:
+    from ..ir.op import op_expr
+
+    return op_expr(name)
+
+
+def _infer(call: Call) -> Call:
+    set_field(call, "struct_info", infer_struct_info(call))
+    return call
+
+
+def _input_kind(dtype: str) -> tuple[str, tuple[float, float]]:
+    if dtype == "bool":
+        return BOOL, (0.0, 1.0)
+    if dtype.startswith("int"):
+        return INT, (float(INT_INPUT_RANGE[0]), float(INT_INPUT_RANGE[1]))
+    return FLOAT, INPUT_RANGE
+
+
+def _bind_dims(params: Sequence[Any], actual: Sequence[Any], bound: dict) -> bool:
+    """Can a parameter of shape ``params`` take an argument of shape ``actual``?"""
+    for p, a in zip(params, actual):
+        if const_dim(p) is not None:
+            if const_dim(a) != const_dim(p):
+                return False
+        elif p in bound:
+            if not dims_equal(bound[p], a):
+                return False
+        else:
+            bound[p] = a
+    return True
+
+
+def _syms_of(sinfo: Any) -> set:
+    out: set = set()
+    stack = [sinfo]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, TensorStructInfo) and s.shape is not None:
+            for d in s.shape:
+                stack.append(d)
+        elif isinstance(s, TupleStructInfo):
+            stack.extend(s.fields)
+        elif isinstance(s, tir.Var):
+            out.add(s)
+        elif isinstance(s, tir.BinaryOp):
+            stack.extend((s.lhs, s.rhs))
+    return out
+
+
+def generate_module(draw: Callable[[st.SearchStrategy], Any], cfg: GenConfig) -> IRModule:
+    """Draw one ingestion-phase module (verified; see :class:`GeneratorError`)."""
+    mod = ModuleGen(draw, cfg).build()
+    import verifier
+
+    errors = [d for d in verifier.check(mod) if d.is_error]
+    if errors:
+        text = "\n".join(str(d) for d in errors[:5])
+        raise GeneratorError(f"phasec.testing generated an ill-formed module (a generator bug):\n"
+                             f"{text}\n{mod.script()}")
+    return mod
