@@ -7,9 +7,11 @@ Usage::
     phasec-check --list-rules
 
 PATHs are files or directories (searched recursively for ``.py`` and
-``.json``). Exit status: 0 when every module is clean, 1 when there are
-violations, 2 for input or usage errors (unreadable file, syntax error,
-schema violation, unknown option). Inputs are parsed, never executed.
+``.json``); ``-`` reads one module from standard input (JSON when it starts
+with ``{``, TVMScript otherwise), reported as ``<stdin>``. Exit status: 0
+when every module is clean, 1 when there are violations, 2 for input or
+usage errors (unreadable file, syntax error, schema violation, unknown
+option). Inputs are parsed, never executed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from phasec.errors import ParseError, PhasecError, SchemaError, WellFormedError
 from phasec.ir.node import Span
@@ -33,6 +35,8 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_INPUT = 0, 1, 2
 MODULE_SUFFIXES = (".py", ".json")
+#: the PATH that means standard input, and the name it is reported under
+STDIN_PATH, STDIN_NAME = "-", "<stdin>"
 
 
 class _UsageError(Exception):
@@ -53,7 +57,8 @@ def _arg_parser() -> _ArgParser:
                     "the invariants of their phase. Inputs are parsed, never executed.",
         epilog="exit status: 0 clean, 1 violations, 2 input or usage error")
     p.add_argument("paths", nargs="*", metavar="PATH",
-                   help="module files or directories (searched for .py and .json)")
+                   help="module files or directories (searched for .py and .json); "
+                        "- reads a module from standard input")
     p.add_argument("--phase", metavar="NAME",
                    help="check against this phase instead of the module's declared phase "
                         "(ingestion, optimization, lowering, build or 0-3)")
@@ -95,7 +100,10 @@ def _collect(paths: Sequence[str]) -> tuple[list[str], list[_Result]]:
     files: list[str] = []
     bad: list[_Result] = []
     for path in paths:
-        if os.path.isdir(path):
+        if path == STDIN_PATH:
+            if STDIN_NAME not in files:  # standard input can be read once
+                files.append(STDIN_NAME)
+        elif os.path.isdir(path):
             found = []
             for root, dirs, names in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
@@ -113,12 +121,17 @@ def _collect(paths: Sequence[str]) -> tuple[list[str], list[_Result]]:
     return files, bad
 
 
-def _read(path: str) -> tuple[str | None, _InputError | None]:
+def _read(path: str, stdin: IO[Any] | None = None) -> tuple[str | None, _InputError | None]:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        if path == STDIN_NAME:
+            data = _read_stdin(stdin)
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as exc:
         return None, _InputError(exc.strerror or str(exc), "OSError")
+    if isinstance(data, str):  # a text stream given to main()
+        data = data.encode("utf-8", "surrogateescape")
     if b"\0" in data:
         return None, _InputError("binary file, not a TVMScript or JSON module", "OSError")
     try:
@@ -128,10 +141,23 @@ def _read(path: str) -> tuple[str | None, _InputError | None]:
                                  "expected a TVMScript or JSON module", "OSError")
 
 
+def _read_stdin(stdin: IO[Any] | None) -> bytes | str:
+    stream = stdin if stdin is not None else sys.stdin
+    if stream is None:
+        raise OSError("standard input is closed")
+    return stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+
+
+def _is_json(path: str, text: str) -> bool:
+    if path == STDIN_NAME:  # no suffix: JSON documents start with an object
+        return text.lstrip(" \t\r\n").startswith("{")
+    return path.lower().endswith(".json")
+
+
 def _load(path: str, text: str) -> tuple[Any, _InputError | None]:
     """Parse (never execute) one module file."""
     try:
-        if path.lower().endswith(".json"):
+        if _is_json(path, text):
             from phasec.script.json_format import from_json
 
             return from_json(text), None
@@ -151,9 +177,10 @@ def _load(path: str, text: str) -> tuple[Any, _InputError | None]:
         return None, _InputError(f"invalid module: {exc}", type(exc).__name__)
 
 
-def _run_one(path: str, phase: Phase | None, want_inferred: bool) -> _Result:
+def _run_one(path: str, phase: Phase | None, want_inferred: bool,
+             stdin: IO[Any] | None = None) -> _Result:
     result = _Result(path)
-    text, error = _read(path)
+    text, error = _read(path, stdin)
     if error is None:
         result.source_lines = text.splitlines()
         result.module, error = _load(path, text)
@@ -297,13 +324,21 @@ def _list_rules(out: TextIO) -> None:
 # ---------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
-         stderr: TextIO | None = None) -> int:
-    """Run ``phasec-check``; returns the exit status (0, 1 or 2)."""
+         stderr: TextIO | None = None, stdin: IO[Any] | None = None) -> int:
+    """Run ``phasec-check``; returns the exit status (0, 1 or 2). ``stdin``
+    (default ``sys.stdin``) is what the PATH ``-`` reads."""
     try:
-        return _main(argv, stdout, stderr)
+        return _main(argv, stdout, stderr, stdin)
     except BrokenPipeError:  # --explain / --list-rules piped into `head`
         _silence_stdout()
         return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last resort: a bug, never a traceback
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        print(f"phasec-check: internal error, please report: {detail[:500]}",
+              file=stderr or sys.stderr)
+        return EXIT_INPUT
 
 
 def _silence_stdout() -> None:
@@ -314,7 +349,8 @@ def _silence_stdout() -> None:
         pass
 
 
-def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | None) -> int:
+def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | None,
+          stdin: IO[Any] | None = None) -> int:
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     parser = _arg_parser()
@@ -352,7 +388,7 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
     files, results = _collect(args.paths)
     for path in files:
         try:
-            results.append(_run_one(path, phase, args.infer_phase))
+            results.append(_run_one(path, phase, args.infer_phase, stdin))
         except Exception as exc:  # never a traceback for a user's file
             results.append(_Result(path, error=_InputError(
                 f"internal error while checking this file ({type(exc).__name__}: {exc})",

@@ -1,16 +1,20 @@
 """The ``phasec`` command line: one subcommand per module in this package.
 
 Each subcommand module defines ``add_arguments(parser)`` and ``run(args) -> int``.
-Any :class:`phasec.errors.PhasecError` (and OSError on input files) becomes a
-one-line message on stderr and exit status 1 (2 for usage errors), never a
-Python traceback.
+Any :class:`phasec.errors.PhasecError` becomes a message on stderr and exit
+status 1 (2 for usage errors and unusable files or paths), never a Python
+traceback. Anything else that escapes a subcommand is a bug in phasec: it is
+reported as one "internal error, please report" line, exit status 1 (set
+``PHASEC_TRACEBACK=1`` to see the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from ..errors import PhasecError
@@ -58,12 +62,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PhasecError as err:
         print(f"phasec {args.command}: error: {err}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # output piped into `head`: not an error
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep the final flush quiet
+        except OSError:
+            pass
+        return 0
     except OSError as err:
         print(f"phasec {args.command}: error: {err.strerror or err}: {err.filename or ''}",
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        print(f"phasec {args.command}: error: out of memory", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print(f"phasec {args.command}: error: the input is nested too deeply", file=sys.stderr)
+        return 1
+    except Exception as err:  # noqa: BLE001 - last resort: never a traceback for the user
+        if os.environ.get("PHASEC_TRACEBACK"):
+            traceback.print_exc()
+        detail = " ".join(f"{type(err).__name__}: {err}".split())
+        print(f"phasec {args.command}: internal error, please report: {detail[:500]}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import ParseError, PhasecError
 from ..ir import IRModule
+from ..ir.node import Span
 from ..transform import (
     PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace, PrintAfterAll,
     VERIFY_MODES,
@@ -63,20 +64,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # -- shared with `phasec build` and `phasec run` ----------------------------------
+def read_stdin_text(stream: Any = None) -> str:
+    """All of standard input (or ``stream``) as text: read as bytes and
+    decoded as UTF-8 (BOM allowed), so binary input is a clear ParseError."""
+    stream = sys.stdin if stream is None else stream
+    if stream is None:
+        raise ParseError("cannot read standard input: it is closed", Span("<stdin>", 1, 0))
+    try:
+        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+    except OSError as exc:
+        raise ParseError(f"cannot read standard input: {exc.strerror or exc}",
+                         Span("<stdin>", 1, 0)) from None
+    if isinstance(data, str):
+        return data
+    from ..script.parser import decode_source
+
+    return decode_source(data, "<stdin>")
+
+
+def module_from_text(text: str, filename: str) -> IRModule:
+    """Parse module text of unknown format: JSON when it starts with ``{``,
+    TVMScript otherwise."""
+    if text.lstrip("\ufeff \t\r\n").startswith("{"):
+        from ..script.json_format import from_json
+
+        return from_json(text)
+    from ..script.parser import parse
+
+    return parse(text, filename=filename)
+
+
 def read_module(path: str) -> IRModule:
     """Load INPUT: a ``.py``/``.json`` file, or ``-`` for standard input."""
     from ..script.loader import load
 
     if path != "-":
         return load(path)
-    text = sys.stdin.read()
-    if text.lstrip().startswith("{"):
-        from ..script.json_format import from_json
-
-        return from_json(text)
-    from ..script.parser import parse
-
-    return parse(text, filename="<stdin>")
+    return module_from_text(read_stdin_text(), "<stdin>")
 
 
 def module_text(mod: IRModule, output: str | None) -> str:

@@ -47,6 +47,7 @@ from ..ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
+from ..script._checks import int_range_problem
 
 __all__ = [
     "InterpError", "Interpreter", "Closure", "Storage", "run", "evaluate", "evaluate_expr",
@@ -457,6 +458,8 @@ def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var],
                 fail(f"{where}is not a scalar")
             if tir.is_int(s.dtype) and not _is_int(v):
                 fail(f"{where}is not an integer")
+            if tir.is_int(s.dtype) and int_range_problem(int(v), s.dtype) is not None:
+                fail(f"{where}is out of range: {int_range_problem(int(v), s.dtype)}")
             if tir.is_bool(s.dtype) and not isinstance(v, (bool, int)):
                 fail(f"{where}is not a bool")
             if s.value is not None:
@@ -499,6 +502,9 @@ class Interpreter:
     def __init__(self, mod: IRModule, *, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH) -> None:
         if not isinstance(mod, IRModule):
             raise TypeError(f"Interpreter needs an IRModule, not {type(mod).__name__}")
+        if isinstance(max_call_depth, bool) or not isinstance(max_call_depth, int) \
+                or max_call_depth < 1:
+            raise InterpError(f"max_call_depth must be an int >= 1, not {max_call_depth!r}")
         self.mod = mod
         self.max_call_depth = max_call_depth
         self._globals: dict[str, Any] = {}

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import builtins as _b
 import inspect
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,7 @@ from .tir import (
 __all__ = [
     "Tensor", "ProducerLoad", "Reduce", "TEError", "placeholder", "compute", "reduce_axis",
     "sum", "max", "min", "prod", "create_prim_func", "call", "cast", "select", "const",
-    "max_value", "min_value", "ScheduleOptions", "lower", "LoweredTE",
+    "max_value", "min_value", "ScheduleOptions", "lower", "LoweredTE", "ROW_LOCAL",
 ]
 
 
@@ -326,6 +327,16 @@ def compute(shape: Sequence[Any], fcompute: Callable[..., Any], name: str = "com
 
 
 def _param_names(fcompute: Callable[..., Any], n: int) -> list[str]:
+    # A plain function's parameters come straight from its code object
+    # (inspect.signature costs tens of microseconds, and a long program
+    # makes one compute per operator call).
+    code = getattr(fcompute, "__code__", None)
+    if (type(fcompute) is types.FunctionType and code is not None
+            and not hasattr(fcompute, "__wrapped__") and not hasattr(fcompute, "__signature__")):
+        plain = not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        if plain and not code.co_kwonlyargcount and code.co_argcount == n:
+            return list(code.co_varnames[:n])
+        return [f"i{d}" for d in range(n)]
     try:
         params = list(inspect.signature(fcompute).parameters.values())
     except (TypeError, ValueError):
@@ -478,6 +489,20 @@ class ScheduleOptions:
 
 
 _SYMBOLIC_GUESS = 64  # assumed extent of a symbolic dimension when estimating work
+#: Partial accumulators (see _NestEmitter._partial_lanes): reductions of at
+#: least this many elements along a contiguous axis; lanes tried in order,
+#: the first with at least 4 iterations of the lane loop. 32 float32 lanes
+#: are two AVX-512 (four AVX2) registers: independent chains that hide the
+#: adder's latency.
+_PARTIAL_MIN_EXTENT = 64
+#: ``compute(..., attrs={ROW_LOCAL: True})``: a hint that the tensor is worth
+#: computing once per row into a local buffer (its consumers read each of
+#: its elements several times, e.g. softmax's exp, read by the sum and by
+#: the division). Falls back to inlining when it cannot be attached that way.
+ROW_LOCAL = "te.row_local"
+#: Rows of a matmul/conv2d register tile (the first that divides the rows).
+_TILE_ROWS = (4, 2)
+_PARTIAL_LANES = (32, 16)
 
 
 class _Names:
@@ -512,6 +537,9 @@ class _Stage:
         self.root: _Stage | None = None      # nest this stage is attached to (None: own nest)
         self.binding: tuple[PrimExpr, ...] = ()  # element computed, in the root's axis vars
         self.depth = 0
+        #: attached with its last dimension whole (a row kept in a local
+        #: buffer, see _Lowering._try_row_attach): that dimension's extent
+        self.row: int | None = None
         self.buffer: Buffer | None = None    # global buffer (param or intermediate)
         self.local: Buffer | None = None     # local accumulator when attached
 
@@ -530,8 +558,13 @@ def _combine(combiner: str, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
 
 class _Lowering:
     def __init__(self, args: Sequence[Tensor | Var], options: ScheduleOptions,
-                 attrs: Mapping[str, Any] | None) -> None:
+                 attrs: Mapping[str, Any] | None, no_row_local: frozenset[int] = frozenset()
+                 ) -> None:
         self.opt = options
+        # ids of ROW_LOCAL tensors not to materialize (a first try could not
+        # attach them; see lower())
+        self.no_row_local = no_row_local
+        self.row_local_failed: set[int] = set()
         self.attrs = dict(attrs or {})
         self.names = _Names()
         self.block_names = _Names()
@@ -623,6 +656,8 @@ class _Lowering:
                 continue
             op = t.op
             materialize = (id(t) in output_ids or op.is_reduction or op.inline is False
+                           or (self.opt.tile and op.attrs.get(ROW_LOCAL) and op.inline is None
+                               and id(t) not in self.no_row_local)
                            or id(t) in staged)
             if id(t) in output_ids and op.inline:
                 raise TEError(f"create_prim_func: output {t.name} is marked inline")
@@ -765,9 +800,31 @@ class _Lowering:
                 st.root = None
 
     def _try_attach(self, st: _Stage, uses: list[tuple[_Stage, ProducerLoad]]) -> bool:
+        if self._attach_with(st, uses, row=False):
+            return True
+        if st.tensor.op.attrs.get(ROW_LOCAL) and not st.is_reduce and not st.is_output:
+            if self._attach_with(st, uses, row=True):
+                return True
+            self.row_local_failed.add(id(st.tensor))
+        return False
+
+    def _attach_with(self, st: _Stage, uses: list[tuple[_Stage, ProducerLoad]], row: bool
+                     ) -> bool:
+        """Attach ``st`` to the nest of its consumers when every use reads the
+        element its outer loop indices identify (``row``: when they identify
+        a row, the last index being free; the row is then computed into a
+        local buffer and read from there, TVM's compute_at with a row-sized
+        cache)."""
         roots = {id(c.root or c) for c, _ in uses}
         if len(roots) != 1:
             return False
+        row_extent = None
+        if row:
+            if st.tensor.ndim < 2:
+                return False
+            row_extent = _static(st.tensor.shape[-1])
+            if row_extent is None or not 1 <= row_extent <= self.opt.max_row:
+                return False
         root = uses[0][0].root or uses[0][0]
         root_axes = {id(v): i for i, v in enumerate(root.axes)}
         binding_key = None
@@ -778,7 +835,7 @@ class _Lowering:
             else:
                 vmap = dict(zip(consumer.axes, consumer.binding))
             idx = []
-            for i in ld.indices:
+            for i in (ld.indices[:-1] if row else ld.indices):
                 j = _simplify_index(self._subst_keep(i, vmap))
                 if isinstance(j, Var) and id(j) in root_axes:
                     idx.append(j)
@@ -797,6 +854,7 @@ class _Lowering:
         st.root = root
         st.binding = binding
         st.depth = len(used)
+        st.row = row_extent
         return True
 
     @staticmethod
@@ -880,7 +938,7 @@ class _Lowering:
             return BufferLoad(self.buffers[id(t)], idx)
         st = self.stages[id(t)]
         if st.root is not None:
-            return BufferLoad(st.local, (IntImm(0, "int64"),))
+            return BufferLoad(st.local, (idx[-1],) if st.row else (IntImm(0, "int64"),))
         return BufferLoad(st.buffer, idx)
 
     def with_lets(self, values: list[PrimExpr], make: Callable[[list[PrimExpr]], Stmt]) -> Stmt:
@@ -990,7 +1048,7 @@ class _NestEmitter:
                                          and s is not anchor]:
             I = _static(self.shape[m - 2])
             if I is not None:
-                it = 4 if I % 4 == 0 else 2 if I % 2 == 0 else 1
+                it = next((t for t in _TILE_ROWS if I % t == 0), 1)
             if it > 1:
                 jt = _pick_tile(J, (32, 16, 8), 32, self.opt.max_row) or jt
         return ("tile" if it > 1 else "row"), anchor, it, jt
@@ -1016,6 +1074,7 @@ class _NestEmitter:
             depth = self.m if st is self.root else st.depth
             for s in self.shape[:depth]:
                 count *= g(s)
+            count *= st.row or 1
             for ax in st.raxes:
                 count *= g(self.low._map_shape(ax.extent))
             total += count
@@ -1071,7 +1130,7 @@ class _NestEmitter:
         if k <= self.q:
             for st in self._stages_at(k):
                 st.local = Buffer(self.low.names.fresh(st.name + "_local"),
-                                  (IntImm(1, "int64"),), st.tensor.dtype)
+                                  (IntImm(st.row or 1, "int64"),), st.tensor.dtype)
                 locals_.append(st.local)
                 stmts.extend(self._emit_attached(st))
         if k == len(self.loops):
@@ -1108,6 +1167,11 @@ class _NestEmitter:
     def _emit_attached(self, st: _Stage) -> list[Stmt]:
         values = [self._root_expr(b) for b in st.binding]
         target = st.local
+        if st.row:  # the whole row, into the row buffer
+            j = Var(self.low.names.fresh(st.axes[-1].name), "int64")
+            body = self._emit_stage(st, values + [j], lambda ivs: (target, (ivs[-1],)))
+            kind = "vectorized" if self.opt.vectorize and st.row >= 2 else "serial"
+            return [For(j, IntImm(0, "int64"), IntImm(st.row, "int64"), kind, _seq(body))]
         return self._emit_stage(st, values, lambda ivs: (target, (IntImm(0, "int64"),)))
 
     def _root_expr(self, e: PrimExpr) -> PrimExpr:
@@ -1146,6 +1210,11 @@ class _NestEmitter:
                                BufferStore(buf0, init, idx0)))
         rloops = [Var(low.names.fresh(ax.var.name), "int64") for ax in st.raxes]
         rexts = [low._map_shape(ax.extent) for ax in st.raxes]
+        lanes = self._partial_lanes(st, rexts) if decompose else None
+        if lanes is not None:
+            stmts.append(self._emit_partial_reduction(st, values, spatial, rloops, rexts, init,
+                                                      lanes))
+            return stmts
         rivs = [self._iter_var(ax.var.name, ext, "R") for ax, ext in zip(st.raxes, rexts)]
         ivs, vmap, buf, idx = spatial()
         for ax, iv in zip(st.raxes, rivs):
@@ -1159,6 +1228,91 @@ class _NestEmitter:
             stmt = For(var, IntImm(0, "int64"), ext, "serial", stmt)
         stmts.append(stmt)
         return stmts
+
+    def _partial_lanes(self, st: _Stage, rexts: list[PrimExpr]) -> int | None:
+        """Lanes of partial accumulators for reducing ``st`` (None: reduce serially).
+
+        A float reduction ``acc = acc + x[k]`` is one chain of dependent adds:
+        it runs at the adder's latency, one element every few cycles, and
+        LLVM may not reorder it (float addition is not associative). Summing
+        into L independent partial accumulators (lane ``l`` takes ``k = ko *
+        L + l``), combined once at the end, makes the inner loop elementwise,
+        so it vectorizes and pipelines. It changes the order of the float
+        operations (like numpy's pairwise sums do), so only long reductions
+        whose input is contiguous along the innermost reduction axis get it.
+        """
+        if (not self.opt.vectorize or not st.raxes or not tir.is_float(st.tensor.dtype)
+                or st.combiner not in ("sum", "prod")):
+            # max/min are exact in any order: LLVM vectorizes those reductions itself
+            return None
+        extent = _static(rexts[-1])
+        if extent is None or extent < _PARTIAL_MIN_EXTENT:
+            return None
+        last = st.raxes[-1].var
+        if not _b.any(_last_index_uses(ld, last) for ld in _loads_of(st.expr)):
+            return None
+        for lanes in _PARTIAL_LANES:
+            if extent >= 4 * lanes:
+                return lanes
+        return None
+
+    def _emit_partial_reduction(self, st: _Stage, values: list[PrimExpr],
+                                spatial: Callable[[], Any], rloops: list[Var],
+                                rexts: list[PrimExpr], init: PrimExpr, lanes: int) -> Stmt:
+        """The reduction of ``st`` into ``lanes`` partial accumulators (see
+        :meth:`_partial_lanes`): lanes set to ``init``; the innermost reduction
+        loop split into ``ko`` (serial) and a vectorized lane loop, plus a
+        serial tail for ``extent % lanes``; then the lanes combined into the
+        element (which the init block has set)."""
+        low = self.low
+        i64 = lambda v: IntImm(v, "int64")  # noqa: E731
+        extent = _static(rexts[-1])
+        assert extent is not None
+        part = Buffer(low.names.fresh(st.name + "_part"), (i64(lanes),), st.tensor.dtype)
+        lane0 = Var(low.names.fresh("lane"), "int64")
+        stmts: list[Stmt] = [For(lane0, i64(0), i64(lanes), "vectorized",
+                                 BufferStore(part, init, (lane0,)))]
+
+        def update(k_value: PrimExpr, lane: PrimExpr) -> Stmt:
+            rivs = [self._iter_var(ax.var.name, ext, "R") for ax, ext in zip(st.raxes, rexts)]
+            ivs, vmap, _, _ = spatial()
+            for ax, iv in zip(st.raxes, rivs):
+                vmap[ax.var] = iv.var
+            src = low.emit_value(st.expr, vmap, low.default_load)
+            body = low.with_lets([src], lambda v: BufferStore(
+                part, _combine(st.combiner, BufferLoad(part, (lane,)), v[0]), (lane,)))
+            return _block(self._block_name(st.name), ivs + rivs,
+                          list(values) + rloops[:-1] + [k_value], body)
+
+        ko, li = rloops[-1], Var(low.names.fresh("lane"), "int64")
+        main: Stmt = For(ko, i64(0), i64(extent // lanes), "serial",
+                         For(li, i64(0), i64(lanes), "vectorized",
+                             update(_tiled(ko, lanes, li), li)))
+        tail = extent % lanes
+        if tail:
+            lt = Var(low.names.fresh("lane"), "int64")
+            main = _seq([main, For(lt, i64(0), i64(tail), "serial",
+                                   update(BinaryOp("+", i64(extent - tail), lt), lt))])
+        for var, ext in reversed(list(zip(rloops[:-1], rexts[:-1]))):
+            main = For(var, i64(0), ext, "serial", main)
+        stmts.append(main)
+        # Combine the lanes as a tree (halves folded onto each other, each
+        # step a vector operation) rather than one serial chain of `lanes`.
+        width = lanes // 2
+        while width >= 2:
+            lw = Var(low.names.fresh("lane"), "int64")
+            stmts.append(For(lw, i64(0), i64(width), "vectorized",
+                             BufferStore(part, _combine(st.combiner, BufferLoad(part, (lw,)),
+                                                        BufferLoad(part, (lw + i64(width),))),
+                                         (lw,))))
+            width //= 2
+        stmts.append(BufferStore(part, _combine(st.combiner, BufferLoad(part, (i64(0),)),
+                                                BufferLoad(part, (i64(1),))), (i64(0),)))
+        ivs, _, buf, idx = spatial()
+        stmts.append(_block(self._block_name(st.name + "_lanes"), ivs, values, BufferStore(
+            buf, _combine(st.combiner, BufferLoad(buf, idx), BufferLoad(part, (i64(0),))),
+            idx)))
+        return Allocate(part, _seq(stmts))
 
     # -- innermost part ----------------------------------------------------
     def _inner(self) -> Stmt:
@@ -1362,8 +1516,14 @@ class LoweredTE:
 def lower(tensors: Sequence[Tensor | Var], schedule_hints: bool | ScheduleOptions
           | Mapping[str, Any] = True, attrs: Mapping[str, Any] | None = None) -> LoweredTE:
     """Like :func:`create_prim_func`, also returning the symbolic-variable mapping."""
-    low = _Lowering(tensors, ScheduleOptions.make(schedule_hints), attrs)
+    options = ScheduleOptions.make(schedule_hints)
+    low = _Lowering(tensors, options, attrs)
     func = low.run()
+    if low.row_local_failed:
+        # A ROW_LOCAL tensor could not be kept per row: inline it instead
+        # (recomputing it beats a pass over memory through a global buffer).
+        low = _Lowering(tensors, options, attrs, frozenset(low.row_local_failed))
+        func = low.run()
     original = {id(fresh): orig for orig, fresh in low.svmap.items()}
     scalars = tuple(original[id(p)] for p in func.params if isinstance(p, Var))
     return LoweredTE(func, dict(low.svmap), scalars)

@@ -71,6 +71,7 @@ import binascii
 import contextlib
 import gc
 import json
+import keyword
 import math
 from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Literal, Optional, Union
@@ -93,6 +94,7 @@ from ..ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
+from ._checks import dim_problem, int_range_problem
 
 __all__ = ["to_json", "from_json", "json_schema", "FORMAT_NAME", "FORMAT_VERSION",
            "ModuleDoc"]
@@ -1269,7 +1271,7 @@ class _Reader:
             q = ((p, "buffers"), k)
             if d.id in self.buffers:
                 raise _LoadError((q, "id"), f"duplicate buffer id {d.id}")
-            shape = tuple(self.prim(x, ((q, "shape"), j)) for j, x in enumerate(d.shape))
+            shape = self.dims(d.shape, (q, "shape"))
             self.buffers[d.id] = tir.Buffer(d.name, shape, d.dtype, span=_mk_span(d.span))
         for k, d in enumerate(doc.struct_infos):
             self.struct_infos.append(self.sinfo(d, ((p, "struct_infos"), k)))
@@ -1281,17 +1283,34 @@ class _Reader:
             cls = DataflowVar if d.dataflow else Var
             self.vars[d.id] = cls(d.name, sinfo, span=_mk_span(d.span))
 
+    def dims(self, items: Any, p: Any, allow_negative: bool = False) -> tuple[tir.PrimExpr, ...]:
+        """Shape dimensions: integer expressions (non-negative constants unless
+        ``allow_negative``, as for R.shape values such as reshape's -1)."""
+        out = []
+        for i, x in enumerate(items):
+            q = (p, i)
+            dim = self.prim(x, q)
+            problem = dim_problem(dim, allow_negative=allow_negative)
+            if problem is not None:
+                raise _LoadError(q, problem)
+            out.append(dim)
+        return tuple(out)
+
     # -- TIR --------------------------------------------------------------
     def prim(self, m: Any, p: Any) -> tir.PrimExpr:
         t = type(m)
         if t is int:
+            problem = int_range_problem(m, "int64")
+            if problem is not None:
+                raise _LoadError(p, problem)
             return tir.IntImm(m, "int64")
         span = _mk_span(m.span)
         if t is TirVarRef:
             return self._ref(self.tir_vars, m.id, "tir var", (p, "id"))
         if t is IntImmDoc:
-            if m.dtype == "bool" and m.value not in (0, 1):
-                raise _LoadError((p, "value"), f"a bool IntImm must be 0 or 1, not {m.value}")
+            problem = int_range_problem(m.value, m.dtype)
+            if problem is not None:
+                raise _LoadError((p, "value"), f"an IntImm of dtype {m.dtype}: {problem}")
             return tir.IntImm(m.value, m.dtype, span=span)
         if t is FloatImmDoc:
             return tir.FloatImm(_float_value(m.value), m.dtype, span=span)
@@ -1397,8 +1416,7 @@ class _Reader:
             if m.ndim not in (-1, len(m.shape)):
                 raise _LoadError((p, "ndim"), f"ndim {m.ndim} does not match the shape's "
                                  f"{len(m.shape)} dimensions")
-            shape = tuple(self.prim(x, ((p, "shape"), i)) for i, x in enumerate(m.shape))
-            return TensorStructInfo(shape, m.dtype, span=span)
+            return TensorStructInfo(self.dims(m.shape, (p, "shape")), m.dtype, span=span)
         if t is ObjectStructInfoDoc:
             return ObjectStructInfo(span=span)
         if t is PrimStructInfoDoc:
@@ -1410,8 +1428,8 @@ class _Reader:
             if m.ndim not in (-1, len(m.values)):
                 raise _LoadError((p, "ndim"), f"ndim {m.ndim} does not match the "
                                  f"{len(m.values)} values")
-            return ShapeStructInfo(tuple(self.prim(x, ((p, "values"), i))
-                                         for i, x in enumerate(m.values)), span=span)
+            return ShapeStructInfo(self.dims(m.values, (p, "values"), allow_negative=True),
+                                   span=span)
         if t is TupleStructInfoDoc:
             return TupleStructInfo([self.sinfo(f, ((p, "fields"), i))
                                     for i, f in enumerate(m.fields)], span=span)
@@ -1483,8 +1501,7 @@ class _Reader:
         if t is ExternFuncDoc:
             return ExternFunc(m.global_symbol, self.opt_sinfo(m, p), span=span)
         if t is ShapeExprDoc:
-            return ShapeExpr(tuple(self.prim(v, ((p, "values"), i)) for i, v in enumerate(m.values)),
-                             span=span)
+            return ShapeExpr(self.dims(m.values, (p, "values"), allow_negative=True), span=span)
         if t is PrimValueDoc:
             return PrimValue(self.prim(m.value, (p, "value")), span=span)
         if t is StringImmDoc:
@@ -1522,6 +1539,8 @@ class _Reader:
         if len(raw) != expected:
             raise _LoadError((p, "data"), f"constant data has {len(raw)} bytes; shape "
                              f"{tuple(m.shape)} of {m.dtype} needs {expected}")
+        if m.dtype == "bool" and raw.translate(None, b"\x00\x01"):
+            raise _LoadError((p, "data"), "bool constant data must be bytes 0 or 1")
         arr = np.frombuffer(raw, dtype=dtype).reshape(tuple(m.shape))
         return arr.astype(np.dtype(m.dtype), copy=False)
 
@@ -1559,6 +1578,14 @@ def from_json(text: str | bytes) -> IRModule:
 def _load(text: str | bytes) -> IRModule:
     if not isinstance(text, (str, bytes, bytearray)):
         raise TypeError(f"from_json expects JSON text (str or bytes), not {type(text).__name__}")
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8-sig")  # a BOM is fine, as in files
+        except UnicodeDecodeError as exc:
+            raise SchemaError(f"invalid JSON: the text is not UTF-8 (byte 0x{text[exc.start]:02x} "
+                              f"at offset {exc.start})") from None
+    elif text.startswith("\ufeff"):
+        text = text[1:]
     try:
         doc = ModuleDoc.model_validate_json(text)
     except ValidationError as exc:
@@ -1569,6 +1596,9 @@ def _load(text: str | bytes) -> IRModule:
         functions: dict[str, Any] = {}
         for name, f in doc.functions.items():
             p = ((None, "functions"), name)
+            if not name.isidentifier() or keyword.iskeyword(name):
+                # cls.<name> in TVMScript, and a symbol of the executable
+                raise _LoadError(p, f"function name {name!r} is not a valid identifier")
             if type(f) is PrimFuncDoc:
                 functions[name] = reader.prim_func(f, p)
             else:

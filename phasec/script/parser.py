@@ -53,6 +53,7 @@ from ..ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
+from ._checks import dim_problem, int_range_problem
 
 __all__ = ["parse", "parse_struct_info", "decode_source"]
 
@@ -388,6 +389,25 @@ class _ModuleParser:
                              f"{', '.join(tir.DTYPES)}", node)
         return dtype
 
+    def check_dim(self, dim: tir.PrimExpr, node: ast.AST, what: str,
+                  allow_negative: bool = False) -> tir.PrimExpr:
+        """``dim`` if it can be a dimension (an integer expression, non-negative
+        when constant unless ``allow_negative``); a ParseError otherwise."""
+        problem = dim_problem(dim, allow_negative=allow_negative)
+        if problem is not None:
+            raise self.error(f"{what}: {problem}, got {self.src(node)}", node)
+        return dim
+
+    def dims(self, prim: "_PrimExprParser", nodes: Sequence[ast.AST], what: str,
+             allow_negative: bool = False, dtype: str | None = "int64") -> list[tir.PrimExpr]:
+        """Dimensions (bare literals of ``dtype``), each checked with :meth:`check_dim`."""
+        out = []
+        for e in nodes:
+            if isinstance(e, ast.Starred):
+                raise self.error(f"{what}: *args are not supported in a shape", e)
+            out.append(self.check_dim(prim.parse(e, dtype), e, what, allow_negative))
+        return out
+
     def global_var(self, name: str, node: ast.AST) -> rx.GlobalVar:
         if name not in self.function_kinds:
             known = ", ".join(self.function_kinds) or "(none)"
@@ -603,6 +623,12 @@ class _ModuleParser:
 
     def check_plain_args(self, fdef: ast.FunctionDef) -> None:
         a = fdef.args
+        seen: set[str] = set()
+        for arg in a.args:  # Python's compiler rejects these, ast.parse does not
+            if arg.arg in seen:
+                raise self.error(f"function {fdef.name!r}: duplicate parameter name "
+                                 f"{arg.arg!r}", arg)
+            seen.add(arg.arg)
         if a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg:
             node = (a.vararg or a.kwarg or (a.posonlyargs or a.kwonlyargs)[0])
             raise self.error(f"function {fdef.name!r}: only plain positional parameters are "
@@ -696,7 +722,13 @@ class _PrimExprParser:
         if isinstance(value, bool):
             return tir.IntImm(int(value), "bool", span=span), False
         if isinstance(value, int):
-            return tir.IntImm(value, self.int_dtype, span=span), True
+            dtype = self.int_dtype
+            if int_range_problem(value, dtype) is not None:
+                dtype = "int64"  # as in TVM, a literal too big for int32 is an int64
+            problem = int_range_problem(value, dtype)
+            if problem is not None:
+                raise self.mp.error(f"integer literal {problem}", node)
+            return tir.IntImm(value, dtype, span=span), True
         return tir.FloatImm(float(value), "float32", span=span), True
 
     def _p(self, node: ast.AST) -> tuple[tir.PrimExpr, bool]:
@@ -824,6 +856,9 @@ class _PrimExprParser:
                 return tir.FloatImm(float(number), fn, span=span)
             if isinstance(number, float):
                 raise mp.error(f"{mp.T}.{fn} expects an integer, got {number!r}", args[0])
+            problem = int_range_problem(int(number), fn)
+            if problem is not None:
+                raise mp.error(f"{mp.T}.{fn}({number}): {problem}", args[0])
             return tir.IntImm(int(number), fn, span=span)
         if fn in ("Cast", "cast"):
             arity(2)
@@ -861,6 +896,9 @@ def _adopt(e: tir.PrimExpr, dtype: str) -> tir.PrimExpr:
     if isinstance(e, tir.IntImm) and (tir.is_int(dtype) or tir.is_float(dtype)):
         if tir.is_float(dtype):
             return tir.FloatImm(float(e.value), dtype, span=e.span)
+        problem = int_range_problem(e.value, dtype)
+        if problem is not None:
+            raise ParseError(f"integer literal {problem}", e.span)
         return tir.IntImm(e.value, dtype, span=e.span)
     if isinstance(e, tir.FloatImm) and tir.is_float(dtype):
         return tir.FloatImm(e.value, dtype, span=e.span)
@@ -926,16 +964,12 @@ class _SinfoParser:
             raise mp.error(f"{mp.R}.Prim needs a dtype, e.g. {mp.R}.Prim(\"int64\")", node)
         return getattr(self, "_" + ("object" if kind == "Any" else kind.lower()))(call, span)
 
-    def _dims(self, node: ast.AST, what: str) -> tuple[tir.PrimExpr, ...]:
+    def _dims(self, node: ast.AST, what: str, allow_negative: bool = False
+              ) -> tuple[tir.PrimExpr, ...]:
         if not isinstance(node, (ast.Tuple, ast.List)):
             raise self.mp.error(f"{what} must be a tuple or list of dimensions, got "
                                 f"{self.mp.src(node)!r}", node)
-        dims = []
-        for e in node.elts:
-            if isinstance(e, ast.Starred):
-                raise self.mp.error("*args are not supported in a shape", e)
-            dims.append(self.prim.parse(e, "int64"))
-        return tuple(dims)
+        return tuple(self.mp.dims(self.prim, node.elts, what, allow_negative))
 
     def _int(self, node: ast.AST, what: str) -> int:
         value = self.mp.number(node)
@@ -981,11 +1015,13 @@ class _SinfoParser:
         mp = self.mp
         a = mp.bind_args(call, f"{mp.R}.Shape", ("values", "ndim"), 0)
         if "values" in a and not _is_none(a["values"]):
-            values = self._dims(a["values"], f"{mp.R}.Shape values")
+            values = self._dims(a["values"], f"{mp.R}.Shape values", allow_negative=True)
             if "ndim" in a and self._int(a["ndim"], f"{mp.R}.Shape ndim") not in (-1, len(values)):
                 raise mp.error(f"{mp.R}.Shape: ndim does not match the number of values", a["ndim"])
             return ShapeStructInfo(values, span=span)
         ndim = self._int(a["ndim"], f"{mp.R}.Shape ndim") if "ndim" in a else -1
+        if ndim < -1:
+            raise mp.error(f"{mp.R}.Shape: ndim must be -1 (unknown) or >= 0", a["ndim"])
         return ShapeStructInfo(None, ndim, span=span)
 
     def _prim(self, call: ast.Call, span: Span) -> StructInfo:
@@ -998,6 +1034,10 @@ class _SinfoParser:
             dtype = mp.dtype_arg(a["dtype"], f"{mp.R}.Prim dtype")
             if value is not None:
                 value = _adopt(value, dtype)
+                if tir.is_float(value.dtype) != tir.is_float(dtype) or \
+                        tir.is_bool(value.dtype) != tir.is_bool(dtype):
+                    raise mp.error(f"{mp.R}.Prim: the value {mp.src(a['value'])} is "
+                                   f"{value.dtype}, not {dtype}", a["value"])
         elif value is not None:
             dtype = value.dtype
         else:
@@ -1652,8 +1692,8 @@ class _RelaxFunctionParser:
                                     span=self.mp.span(node))
         if name in shape_operands and isinstance(node, (ast.Tuple, ast.List)) \
                 and all(self._looks_like_dim(e) for e in node.elts):
-            return rx.ShapeExpr([self.prim.parse(e, "int64") for e in node.elts],
-                                span=self.mp.span(node))
+            return rx.ShapeExpr(self.mp.dims(self.prim, node.elts, f"shape operand {name!r}",
+                                             allow_negative=True), span=self.mp.span(node))
         return self._arg(node)
 
     def _looks_like_dim(self, node: ast.AST) -> bool:
@@ -1746,7 +1786,8 @@ class _RelaxFunctionParser:
         v = a["values"]
         if not isinstance(v, (ast.List, ast.Tuple)):
             raise mp.error(f"{mp.R}.shape expects a list of dimensions, e.g. {mp.R}.shape([n, 4])", v)
-        return rx.ShapeExpr([self.prim.parse(e, "int64") for e in v.elts], span=mp.span(node))
+        return rx.ShapeExpr(mp.dims(self.prim, v.elts, f"{mp.R}.shape", allow_negative=True),
+                            span=mp.span(node))
 
     def _call_prim_value(self, node: ast.Call) -> rx.Expr:
         mp = self.mp
@@ -1786,7 +1827,7 @@ class _RelaxFunctionParser:
 
     def _tir_vars(self, node: ast.AST) -> rx.Expr:
         if isinstance(node, (ast.List, ast.Tuple)):
-            return rx.ShapeExpr([self.prim.parse(e, "int64") for e in node.elts],
+            return rx.ShapeExpr(self.mp.dims(self.prim, node.elts, "tir_vars", allow_negative=True),
                                 span=self.mp.span(node))
         return self._arg(node)
 
@@ -2029,7 +2070,7 @@ class _PrimFuncParser:
         a = mp.bind_args(call, what, params, params.index("shape") + 1)
         shape_node = a["shape"]
         elts = shape_node.elts if isinstance(shape_node, (ast.Tuple, ast.List)) else [shape_node]
-        shape = [self.prim.parse(e) for e in elts]
+        shape = mp.dims(self.prim, elts, f"{what} shape", dtype=None)
         dtype = mp.dtype_arg(a["dtype"], f"{what} dtype") if "dtype" in a else "float32"
         return shape, dtype
 
@@ -2225,6 +2266,12 @@ class _PrimFuncParser:
             else:
                 raise mp.error(f"{mp.src(it.func)} takes 1 or 2 arguments (extent, or start and "
                                f"stop), got {len(it.args)}", it)
+        for (start, extent), arg in zip(bounds, it.args if kind == "grid" or len(it.args) == 1
+                                         else it.args[1:]):
+            for bound in (start, extent):
+                if not tir.is_int(bound.dtype):
+                    raise mp.error(f"loop bounds must be integers, got a {bound.dtype} value "
+                                   f"in {mp.src(it)!r}", arg)
         loop_vars = []
         self.scopes.append({})
         try:
@@ -2330,7 +2377,8 @@ class _PrimFuncParser:
             return
         a = mp.bind_args(call, f"{mp.T}.{kind_name}", ("dom", "binding"), 2)
         value = self.prim.parse(a["binding"])
-        extent = self.prim.parse(a["dom"], value.dtype)
+        extent = mp.check_dim(self.prim.parse(a["dom"], value.dtype), a["dom"],
+                              f"{mp.T}.{kind_name} domain")
         kind = "S" if fname[2] in ("spatial", "S") else "R"
         self._add_axis(target, kind, extent, value, iter_vars, iter_values)
 

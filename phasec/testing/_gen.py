@@ -44,7 +44,7 @@ from ..ir.op import InferContext, call_op
 from ..ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from ._optable import OP_GENS, OpGen
 from ._values import (
-    BOOL, FLOAT, FUNC, INPUT_RANGE, INT, INT_INPUT_RANGE, TUPLE, Val, const_dim, dims_equal,
+    BOOL, FLOAT, FUNC, INPUT_RANGE, INT, INT_INPUT_RANGE, OPAQUE, TUPLE, Val, const_dim, dims_equal,
     hull, iv_ok, numel_max, shapes_equal, within,
 )
 from .packed_funcs import DPS_FUNCS, PACKED_FUNCS
@@ -144,7 +144,6 @@ class FuncGen:
                  nest: int = 0) -> None:
         self.mg = mg
         self.cfg = mg.cfg
-        self.draw = mg.draw
         self.name = name
         self.mode = mode
         self.is_main = is_main
@@ -166,6 +165,9 @@ class FuncGen:
         self.flag_val: Val | None = None
 
     # -- drawing helpers -----------------------------------------------------------
+    def draw(self, strategy: st.SearchStrategy) -> Any:
+        return self.mg.draw(strategy)
+
     def pick(self, items: Sequence[Any]) -> Any:
         if not items:
             raise GeneratorError("internal: nothing to choose from")
@@ -234,6 +236,10 @@ class FuncGen:
             set_field(value, "struct_info", infer_struct_info(value, self.mg.ctx))
         var, local = self._bind(value, value.struct_info, hint)
         lo, hi = iv if iv is not None else (0.0, 1.0)
+        sinfo = value.struct_info
+        if kind in (FLOAT, INT, BOOL) and not (isinstance(sinfo, TensorStructInfo)
+                                              and sinfo.shape is not None):
+            kind = OPAQUE  # inference lost the shape: keep it out of later operands
         val = Val(var, kind, float(lo), float(hi), fields=fields, local=local)
         self.scope.append(val)
         if isinstance(value, Call) and kind != TUPLE:
@@ -261,13 +267,17 @@ class FuncGen:
     def draw_main_params(self) -> None:
         cfg = self.cfg
         pool: list[Any] = []
-        for _ in range(self.draw(st.integers(1, 3))):
+        for i in range(3):
+            if i and not self.more(2):
+                break
             if cfg.symbolic and self.draw(st.booleans()):
                 pool.append(tir.Var(self.sym_names.fresh(_SYM_NAMES[len(pool) % 4])))
             else:
                 pool.append(self.draw(st.integers(1, cfg.max_dim)))
         # the first parameter is a float tensor, so every op has an operand
-        for i in range(self.draw(st.integers(1, cfg.max_params))):
+        for i in range(cfg.max_params):
+            if i and not self.more(2):
+                break
             rank = self.draw(st.integers(1, cfg.max_rank))
             shape = tuple(self.pick(pool + [1]) for _ in range(rank))
             dtype = "float32" if i == 0 else self.draw(st.sampled_from(_PARAM_DTYPES))
@@ -315,19 +325,19 @@ class FuncGen:
 
     def gen_body(self, budget: int, allow_dataflow: bool = True) -> SeqExpr:
         """Statements, then the result (a value in scope), as a SeqExpr."""
-        count = self.draw(st.integers(1, max(budget, 1)))
         use_df = allow_dataflow and self.cfg.dataflow
-        if use_df and self.draw(st.booleans()):
-            self.open_dataflow()
-        for _ in range(count):
-            if use_df and self.draw(st.booleans()):
-                if self.in_df:
-                    self.close_block()
-                else:
-                    self.open_dataflow()
-            self.statement()
+        for count in range(max(budget, 1)):
+            # "another statement?" before each one (not a count up front), and
+            # each statement in its own draw: the shrinker deletes statements
+            if count and not self.more():
+                break
+            self.statement(use_df)
         self.close_block()
         return SeqExpr(self.blocks, self.result())
+
+    def more(self, weight: int = 8) -> bool:
+        """Continue a list? True with probability ~weight/(weight+2); shrinks to False."""
+        return self.draw(st.integers(0, weight + 1)) >= 2
 
     def result(self) -> Expr:
         def escapes(v: Val) -> bool:
@@ -352,13 +362,29 @@ class FuncGen:
         return Function(self.params, body, None, self.mode != "impure", attrs)
 
     # -- statements ----------------------------------------------------------------------
-    def statement(self) -> None:
-        kinds = _STATEMENTS
-        start = self.draw(st.integers(0, len(kinds) - 1))
-        for j in range(len(kinds)):
-            if getattr(self, "_stmt_" + kinds[(start + j) % len(kinds)])():
-                return
-        raise GeneratorError("internal: no statement applies")
+    def statement(self, use_df: bool = False) -> None:
+        """One statement, drawn as one unit (a span hypothesis can delete)."""
+        mg = self.mg
+
+        @st.composite
+        def one(draw: Any) -> None:
+            outer, mg.draw = mg.draw, draw
+            try:
+                if use_df and self.draw(st.booleans()):  # switch block kind here
+                    if self.in_df:
+                        self.close_block()
+                    else:
+                        self.open_dataflow()
+                kinds = _STATEMENTS
+                start = self.draw(st.integers(0, len(kinds) - 1))
+                for j in range(len(kinds)):
+                    if getattr(self, "_stmt_" + kinds[(start + j) % len(kinds)])():
+                        return
+                raise GeneratorError("internal: no statement applies")
+            finally:
+                mg.draw = outer
+
+        mg.draw(one())
 
     def _stmt_op(self) -> bool:
         gens = self.mg.op_gens
@@ -435,7 +461,9 @@ class FuncGen:
         results = []
         for _ in range(2):
             sub = self.branch()
-            for _ in range(self.draw(st.integers(0, 2))):
+            for _ in range(2):
+                if not sub.more(2):
+                    break
                 sub.statement()
             sub.close_block()
             same = sub.visible(lambda v: v.kind == target.kind and v.dtype == target.dtype

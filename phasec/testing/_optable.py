@@ -493,7 +493,9 @@ class Squeeze(OpGen):
 
     def build(self, g: "FuncGen", x: Val) -> Val:
         ones = [i for i, d in enumerate(x.shape) if const_dim(d) == 1]
-        axis = g.pick([(i,) for i in ones] + [None])
+        # axis=None squeezes every 1: with a symbolic dim the rank is unknown
+        known = all(const_dim(d) is not None for d in x.shape)
+        axis = g.pick([(i,) for i in ones] + ([None] if known else []))
         return g.emit(call_op(self.name, x.expr, axis=axis), x.kind, (x.lo, x.hi))
 
 

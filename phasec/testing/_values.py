@@ -21,11 +21,13 @@ from ..ir import tir
 from ..ir.expr import Expr
 from ..ir.struct_info import TensorStructInfo
 
-__all__ = ["Val", "FLOAT", "INT", "BOOL", "TUPLE", "FUNC", "VALUE_CAP", "INPUT_RANGE",
+__all__ = ["Val", "FLOAT", "INT", "BOOL", "TUPLE", "FUNC", "OPAQUE", "VALUE_CAP", "INPUT_RANGE",
            "INT_INPUT_RANGE", "const_dim", "dim_max", "dims_equal", "shapes_equal",
            "broadcast_ok", "numel_max", "hull", "within", "iv_ok"]
 
 FLOAT, INT, BOOL, TUPLE, FUNC = "f", "i", "b", "t", "fn"
+#: a tensor whose shape is not known statically: never used as an operand
+OPAQUE = "o"
 
 #: Float inputs are drawn uniformly from this range (see ``inputs_for``).
 INPUT_RANGE = (-2.0, 2.0)

@@ -9,7 +9,8 @@
 
 For every phase the pass accepts (or the ``phases`` asked for), hypothesis
 draws modules of that phase (:func:`phasec.testing.modules`) and inputs, runs
-the pass, and checks that it
+the passes it requires (as a ``Sequential`` would) and then the pass, and
+checks that it
 
 * does not crash (any exception; a ``PhaseError`` too: the pass accepts the
   phase, so the phase check cannot be the problem),
@@ -43,7 +44,8 @@ from .properties import (
 )
 from .strategies import inputs_for, modules
 
-__all__ = ["check_pass", "PassCheckFailure", "CheckPassReport", "format_inputs"]
+__all__ = ["check_pass", "check_one", "PassCheckFailure", "CheckPassReport", "BadInput",
+           "format_inputs"]
 
 _MAX_OUTPUT_LINES = 60
 
@@ -105,10 +107,34 @@ def _as_pass(p: Any) -> Any:
                     f"not {type(p).__name__}")
 
 
+def _run_required(p: Any, mod: IRModule) -> IRModule:
+    """``mod`` after the passes ``p`` requires (rejected if they fail: that
+    is not ``p``'s fault)."""
+    if not p.info.required:
+        return mod
+    from ..transform import PassContext, Sequential, get_pass
+
+    try:
+        with PassContext(opt_level=3):
+            return Sequential([get_pass(n) for n in p.info.required], name="required")(mod)
+    except Exception:  # noqa: BLE001
+        reject()
+        raise  # unreachable: reject() raises
+
+
+class BadInput(Exception):
+    """The interpreter fails on the input module itself (nothing to compare)."""
+
+
 def check_one(p: Any, mod: IRModule, args: Sequence[Any] | None, *, rtol: float = RTOL,
               atol: float = ATOL, timeout: float | None = 60.0,
               expected: Any = None) -> Failure | None:
-    """Run pass ``p`` once on ``mod`` and check it; the failure, or None."""
+    """Run pass ``p`` once on ``mod`` and check it; the failure, or None.
+
+    The interpreter runs only when the pass succeeded and kept the
+    invariants (``expected``: its results on ``mod``, computed if None;
+    :class:`BadInput` if that fails).
+    """
     from ..transform import PassContext
 
     spec = p.spec()
@@ -133,6 +159,11 @@ def check_one(p: Any, mod: IRModule, args: Sequence[Any] | None, *, rtol: float 
                        f"{result.phase.label}:\n{problem}", spec, 0, mod, result)
     if args is None:
         return None
+    if expected is None:
+        try:
+            expected = reference_results(mod, args, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001
+            raise BadInput(f"{type(exc).__name__}: {exc}") from exc
     try:
         got = reference_results(result, args, timeout=timeout)
     except HangError as exc:
@@ -197,15 +228,14 @@ def check_pass(p: Any, *, max_examples: int = 100, phases: Iterable[Phase | int 
         @given(modules(phase, **options), st.data())
         def prop(mod: IRModule, data: Any) -> None:
             args = data.draw(inputs_for(mod), label="inputs") if check_results else None
-            expected = None
-            if args is not None:
-                try:
-                    expected = reference_results(mod, args, timeout=timeout)
-                except Exception:  # noqa: BLE001 - not the pass's fault: try another
-                    reject()
+            # a pass may rely on the passes it requires having run (LegalizeOps on
+            # ToNonDataflow): run them first, and check the pass on their output
+            mod = _run_required(pass_, mod)
             count[0] += 1
-            failure = check_one(pass_, mod, args, rtol=rtol, atol=atol, timeout=timeout,
-                                expected=expected)
+            try:
+                failure = check_one(pass_, mod, args, rtol=rtol, atol=atol, timeout=timeout)
+            except BadInput:
+                reject()  # the generated module itself does not run: not the pass's fault
             if failure is not None:
                 raise _Found(failure, args or ())
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from ...ir import tir
 from ...ir.node import Node
+from .bounds import find_out_of_bounds
 from .errors import CodegenError
 from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, MATH_FUNCTIONS
 
@@ -538,6 +539,11 @@ class _KernelCodegen:
     def generate(self) -> KernelABI:
         func = self.func
         params = func.params
+        # Native code does not check indices: refuse a kernel that would
+        # certainly access memory outside its buffers (it would crash).
+        oob = find_out_of_bounds(func)
+        if oob is not None:
+            raise self.error(oob.message, oob.node)
         self.symbol = self.mod.unique_symbol("phasec.k." + _sanitize(self.name))
         abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None)
         arg_decls: list[str] = []
@@ -674,9 +680,9 @@ class _KernelCodegen:
             return self.check_dtype(n.dtype, f"{t.__name__} {getattr(n, 'name', '')}".strip(), n)
         if t is tir.BufferLoad:
             for i in n.indices:
-                if _is_float(memo[id(i)]):
-                    raise self.error(f"index into buffer '{n.buffer.name}' has float dtype "
-                                     f"{memo[id(i)]}", n)
+                if _is_float(memo[id(i)]) or memo[id(i)] == "bool":
+                    raise self.error(f"index into buffer '{n.buffer.name}' has dtype "
+                                     f"{memo[id(i)]}; indices must be integers", n)
             return self.check_dtype(n.buffer.dtype, f"buffer '{n.buffer.name}'", n)
         if t is tir.BinaryOp:
             lt, rt = memo[id(n.lhs)], memo[id(n.rhs)]
@@ -798,8 +804,39 @@ class _KernelCodegen:
             fn.emit(f"{raw} = {conv} {st} {op} to {dt}")
             fn.emit(f"{r} = freeze {dt} {raw}")
             return r
+        if src == "float64" and dst == "float16":
+            return self._f64_to_f16(op)
         conv = "fpext" if _BITS[dst] > _BITS[src] else "fptrunc"
         fn.emit(f"{r} = {conv} {st} {op} to {dt}")
+        return r
+
+    def _f64_to_f16(self, op: str) -> str:
+        """double -> half, correctly rounded, through float.
+
+        LLVM lowers a direct ``fptrunc double to half`` to a call of
+        ``__truncdfhf2``, a compiler-rt function the JIT cannot resolve (the
+        call jumps to address 0). Rounding to float first would round twice;
+        rounding to float *to odd* (truncate, then set the last bit when
+        inexact) keeps enough information for the second rounding to be the
+        correct one (float has more than 11 + 2 mantissa bits).
+        """
+        fn = self.fn
+        fabs = self.mod.intrinsic("llvm.fabs.f64", "double", ["double"])
+        f, back, af, ad, away = (fn.tmp("h") for _ in range(5))
+        fn.emit(f"{f} = fptrunc double {op} to float")
+        fn.emit(f"{back} = fpext float {f} to double")
+        fn.emit(f"{af} = call double {fabs}(double {back})")
+        fn.emit(f"{ad} = call double {fabs}(double {op})")
+        fn.emit(f"{away} = fcmp ogt double {af}, {ad}")  # rounded away from zero
+        bits, down, trunc, inexact, odd, res, rf, r = (fn.tmp("h") for _ in range(8))
+        fn.emit(f"{bits} = bitcast float {f} to i32")
+        fn.emit(f"{down} = sub i32 {bits}, 1")  # one ulp towards zero (sign-magnitude)
+        fn.emit(f"{trunc} = select i1 {away}, i32 {down}, i32 {bits}")
+        fn.emit(f"{inexact} = fcmp one double {back}, {op}")  # false for NaN
+        fn.emit(f"{odd} = or i32 {trunc}, 1")
+        fn.emit(f"{res} = select i1 {inexact}, i32 {odd}, i32 {trunc}")
+        fn.emit(f"{rf} = bitcast i32 {res} to float")
+        fn.emit(f"{r} = fptrunc float {rf} to half")
         return r
 
     def emit_value_as(self, e: Any, dst: str, what: str) -> str:
@@ -1243,9 +1280,9 @@ class _KernelCodegen:
                                    f"'{buf.name}'")
         index_ops = []
         for idx in s.indices:
-            if _is_float(self.dtype_of(idx)):
-                raise self.error(f"index into buffer '{buf.name}' has float dtype "
-                                 f"{self.dtype_of(idx)}", s)
+            if _is_float(self.dtype_of(idx)) or self.dtype_of(idx) == "bool":
+                raise self.error(f"index into buffer '{buf.name}' has dtype "
+                                 f"{self.dtype_of(idx)}; indices must be integers", s)
             index_ops.append(self.emit_expr(idx))
         _, p = self.element_ptr(buf, s.indices, index_ops, s)
         fn = self.fn

@@ -32,6 +32,7 @@ from ...interp.relax import (
     normalize_value,
 )
 from ...packed import find_packed_func, get_packed_func
+from ...script._checks import int_range_problem
 from . import bytecode as bc
 from .bytecode import CalleeKind
 from .executable import Executable
@@ -126,14 +127,21 @@ class VirtualMachine:
         if not isinstance(exe, Executable):
             raise TypeError(f"VirtualMachine needs an Executable, not {type(exe).__name__}")
         self.exe = exe
-        self.max_call_depth = max_call_depth
+        self.max_call_depth = _check_max_call_depth(max_call_depth)
         if isinstance(kernels, str):
             self.kernels: Mapping[str, Callable[..., Any]] = exe.kernels(kernels)
-        else:
+        elif isinstance(kernels, Mapping):
             missing = sorted(set(exe.prim_funcs) - set(kernels))
             if missing:
                 raise VMError(f"no kernel implementation given for {', '.join(missing)}")
+            uncallable = sorted(k for k in exe.prim_funcs if not callable(kernels[k]))
+            if uncallable:
+                raise VMError(f"the kernel implementation of {', '.join(uncallable)} is not "
+                              f"callable")
             self.kernels = kernels
+        else:
+            raise VMError(f"VirtualMachine(kernels=...) takes 'llvm', 'interp' or a mapping "
+                          f"from kernel name to callable, not {type(kernels).__name__}")
         self._live_refs: dict[int, tuple[Any, int]] = {}
         self._funcs_compiled: list[str] = []
         self.reset_stats()
@@ -594,6 +602,12 @@ class _VMStorage(Storage):
         self.owner = raw
 
 
+def _check_max_call_depth(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise VMError(f"max_call_depth must be an int >= 1, not {value!r}")
+    return value
+
+
 def _as_input(value: Any) -> Any:
     if type(value) is np.ndarray:  # the common case, tested first
         return value if value.flags.c_contiguous else np.ascontiguousarray(value)
@@ -758,6 +772,7 @@ def _compile_pattern(pat: tuple) -> Callable[[Any, list, _Deferred, str], None]:
     if kind == "prim":
         _, dtype, dim = pat
         is_int = dtype.startswith("int") or dtype.startswith("uint")
+        lo, hi = (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) if is_int else (0, 0)
         match_value = _compile_dims((dim,), "value") if dim is not None else None
 
         def prim(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
@@ -767,6 +782,8 @@ def _compile_pattern(pat: tuple) -> Callable[[Any, list, _Deferred, str], None]:
                 raise _MatchFailure(f"{where}not a scalar")
             if is_int and (isinstance(v, float) or isinstance(v, bool)):
                 raise _MatchFailure(f"{where}not an integer")
+            if is_int and not lo <= v <= hi:
+                raise _MatchFailure(f"{where}out of range: {int_range_problem(v, dtype)}")
             if match_value is not None:
                 match_value((v,), regs, deferred, where)
         return prim

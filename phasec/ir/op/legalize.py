@@ -505,9 +505,20 @@ def _softmax_parts(x: Tensor, ax: int, prefix: str) -> tuple[Tensor, Tensor, Ten
 def _softmax(call: Call, inputs: Inputs) -> Tensor:
     x = _tensor(inputs, 0, call)
     ax = _norm_axis(_attrs(call)["axis"], x.ndim)
-    _, shifted, s = _softmax_parts(x, ax, "T_softmax")
-    return te.compute(x.shape, lambda *i: BinaryOp("/", te.call("exp", shifted[i]),
-                                                   s[_drop(i, [ax])]), name="T_softmax")
+    if ax != x.ndim - 1 or x.ndim < 2:
+        _, shifted, s = _softmax_parts(x, ax, "T_softmax")
+        return te.compute(x.shape, lambda *i: BinaryOp("/", te.call("exp", shifted[i]),
+                                                       s[_drop(i, [ax])]), name="T_softmax")
+    # Softmax over rows: exp(x - max) is computed once per element, into a
+    # row buffer that both the sum and the division read (te.ROW_LOCAL),
+    # instead of once in each.
+    red_shape = _drop(x.shape, [ax])
+    mx = _reduction(x, [ax], False, red_shape, te.max, "T_softmax_maxelem")
+    e = te.compute(x.shape, lambda *i: te.call("exp", BinaryOp("-", x[i], mx[_drop(i, [ax])])),
+                   name="T_softmax_exp", attrs={te.ROW_LOCAL: True})
+    s = _reduction(e, [ax], False, red_shape, te.sum, "T_softmax_expsum")
+    return te.compute(x.shape, lambda *i: BinaryOp("/", e[i], s[_drop(i, [ax])]),
+                      name="T_softmax")
 
 
 @_register("nn.log_softmax")

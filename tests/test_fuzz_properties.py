@@ -1,0 +1,238 @@
+"""Property-based tests of pass orderings (phasec.testing), bounded for CI.
+
+The example counts come from the hypothesis profile in conftest.py (``ci``
+when CI is set); the slow properties (running whole sequences through the
+interpreter and the VM) use fewer examples than the profile's default.
+"""
+
+import collections
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+
+import phasec
+import verifier
+from phasec.ir import Phase, tir
+from phasec.ir.op import list_ops
+from phasec.testing import (
+    advance_to_phase, default_pass_names, inputs_for, make_inputs, modules, pass_sequences,
+)
+from phasec.testing._optable import UNGENERATED, op_names
+from phasec.testing.properties import (
+    assert_sequence_ok, check_sequence, compare_results, roundtrip_problem,
+)
+
+SLOW = settings(max_examples=min(settings.default.max_examples, 15), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                       HealthCheck.data_too_large])
+
+
+# ---------------------------------------------------------------------------
+# The generator
+# ---------------------------------------------------------------------------
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(modules(), st.data())
+def test_generated_modules_are_well_formed_and_run(mod, data):
+    assert mod.phase == Phase.INGESTION
+    assert not [d for d in verifier.check(mod) if d.is_error]
+    args = data.draw(inputs_for(mod))
+    result = phasec.interp.run(mod, *args)
+
+    def finite(v):
+        if isinstance(v, tuple):
+            return all(finite(x) for x in v)
+        return not isinstance(v, np.ndarray) or v.dtype.kind != "f" or np.isfinite(v).all()
+
+    assert finite(result), "generated programs are numerically safe by construction"
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_modules_of_each_phase(phase):
+    @SLOW
+    @given(modules(phase, max_bindings=4))
+    def prop(mod):
+        assert mod.phase == phase
+        assert not [d for d in verifier.check(mod) if d.is_error]
+    prop()
+
+
+def test_op_table_covers_every_compute_operator():
+    compute = {o.name for o in list_ops() if o.category == "compute"}
+    generated = set(op_names())
+    assert generated <= compute, generated - compute
+    missing = compute - generated - set(UNGENERATED)
+    assert not missing, f"compute operators neither generated nor excluded: {sorted(missing)}"
+
+
+def test_generator_exercises_every_feature():
+    """Over a few hundred programs, every construct the issue lists shows up."""
+    seen = collections.Counter()
+    features = {
+        "module-level helper": "def helper", "recursion": "def loop",
+        "nested function": "        @R.function", "if/else": "        if ",
+        "dataflow block": "R.dataflow()", "impure packed call": "R.call_packed(",
+        "pure packed call": "R.call_pure_packed(", "dps packed call": "R.call_dps_packed(",
+        "match_cast": "R.match_cast(", "force_pure": "relax.force_pure",
+        "impure function": "pure=False", "symbolic dim": "T.int64()",
+        "constant": "R.const(", "tuple": "R.Tuple(", "broadcast shapes": "R.add(",
+        "function returned by a function": "def make",
+    }
+
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(modules())
+    def collect(mod):
+        text = mod.script()
+        for name, pattern in features.items():
+            seen[name] += pattern in text
+        seen["several functions"] += len(mod.functions) > 1
+
+    collect()
+    assert set(seen) == set(features) | {"several functions"}
+    assert all(seen[name] > 0 for name in seen), seen
+
+
+def test_minimal_examples_are_small():
+    """Hypothesis shrinks generated programs to a few readable bindings."""
+    mod = find(modules(), lambda m: "R.multiply(" in m.script(),
+               settings=settings(database=None, max_examples=500))
+    text = mod.script()
+    assert list(mod.functions) == ["main"]
+    assert text.count(" = ") <= 2, text
+    mod = find(modules(), lambda m: "        @R.function" in m.script(),
+               settings=settings(database=None, max_examples=500))
+    assert mod.script().count(" = ") <= 4, mod.script()
+
+
+def test_inputs_for_symbolic_dimensions_are_consistent():
+    n = tir.Var("n")
+    mod = phasec.parse('''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor(("n", 3), "float32"), y: R.Tensor(("n",), "int32"),
+             b: R.Tensor((), "bool")) -> R.Tensor(("n", 3), "float32"):
+        return x
+''')
+    del n
+
+    @settings(max_examples=20, deadline=None)
+    @given(inputs_for(mod, max_dim=3))
+    def prop(args):
+        x, y, b = args
+        assert x.dtype == np.float32 and x.shape[1] == 3 and 1 <= x.shape[0] <= 3
+        assert y.shape == (x.shape[0],) and y.dtype == np.int32
+        assert b.dtype == np.bool_ and b.shape == ()
+        assert np.all(np.abs(x) <= 2) and np.all(np.abs(y) <= 3)
+    prop()
+    assert all(np.array_equal(a, b) for a, b in zip(make_inputs(mod, 5), make_inputs(mod, 5)))
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pass_sequences(valid=True, max_size=8))
+def test_valid_sequences_pass_static_validation(seq):
+    seq.validate(Phase.INGESTION)
+    assert all(p.info.name in default_pass_names() for p in seq.flatten())
+
+
+def test_compare_results_tolerance_and_nan():
+    a = np.array([1.0, np.nan, np.inf], np.float32)
+    assert compare_results(a, a.copy()) is None
+    assert compare_results(a, a + np.float32(1e-7)) is None
+    assert "differ" in compare_results(a, np.array([2.0, np.nan, np.inf], np.float32))
+    assert "dtype" in compare_results(a, a.astype(np.float64))
+    assert compare_results((a, np.array(True)), (a, np.array(True))) is None
+    assert "tuple" in compare_results((a,), a)
+
+
+# ---------------------------------------------------------------------------
+# Property 1: static validation is exact (and property 2 on every pass run)
+# ---------------------------------------------------------------------------
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                HealthCheck.data_too_large])
+@given(modules(max_bindings=4), pass_sequences(valid=False, max_size=5))
+def test_static_validation_is_exact(mod, seq):
+    report = check_sequence(mod, seq, None, compare="none")
+    assert report.ok, str(report.failures[0])
+    assert report.static_refusal == report.dynamic_refusal
+
+
+def test_static_validation_sees_both_outcomes():
+    refused = accepted = 0
+    for spec in ["LegalizeOps", "LambdaLifting,LegalizeOps,VMBuiltinLower", "FoldConstant",
+                 "LambdaLifting,LambdaLifting", "Normalize,LambdaLifting,FoldConstant"]:
+        mod = phasec.parse('''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = R.add(x, x)
+        return y
+''')
+        report = check_sequence(mod, phasec.transform.parse_pipeline(spec), None,
+                                compare="none")
+        assert report.ok, report.failures
+        refused += report.static_refusal is not None
+        accepted += report.static_refusal is None
+    assert refused == 3 and accepted == 2
+
+
+# ---------------------------------------------------------------------------
+# Properties 2 and 3: invariants kept and results preserved (interpreter, VM)
+# ---------------------------------------------------------------------------
+
+@SLOW
+@given(modules(max_bindings=5), pass_sequences(valid=True, max_size=5), st.data())
+def test_passes_keep_invariants_and_results(mod, seq, data):
+    args = data.draw(inputs_for(mod))
+    assert_sequence_ok(mod, seq, args, kernels="llvm", timeout=120)
+
+
+@SLOW
+@given(modules(max_bindings=5), st.data())
+def test_default_pipeline_matches_interpreter_on_vm(mod, data):
+    """The canonical pipeline (every transition) reaches build; the VM agrees."""
+    args = data.draw(inputs_for(mod))
+    seq = phasec.transform.parse_pipeline(
+        "Normalize,LambdaLifting,ConvertToDataflow,CanonicalizeBindings,FoldConstant,"
+        "EliminateCommonSubexpr,DeadCodeElimination,FuseOps,ToNonDataflow,LegalizeOps,"
+        "RemovePurityChecking,CallTIRRewrite,StaticPlanBlockMemory,VMBuiltinLower")
+    report = assert_sequence_ok(mod, seq, args, compare="end", timeout=120)
+    assert report.reached_build
+
+
+# ---------------------------------------------------------------------------
+# Property 5: text and JSON round trips
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_roundtrips_are_exact(phase):
+    @SLOW
+    @given(modules(phase, max_bindings=5))
+    def prop(mod):
+        problem = roundtrip_problem(mod)
+        assert problem is None, f"{problem}\n{mod.script()}"
+    prop()
+
+
+def test_advance_to_phase_is_the_transition_prefix():
+    mod = phasec.parse('''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        with R.dataflow():
+            y = R.multiply(x, x)
+            R.output(y)
+        return y
+''')
+    assert advance_to_phase(mod, Phase.INGESTION) is mod
+    for phase in Phase:
+        out = advance_to_phase(mod, phase)
+        assert out.phase == phase
+        x = np.arange(2, dtype=np.float32)
+        assert np.allclose(phasec.interp.run(out, x), x * x)

@@ -1,0 +1,101 @@
+"""Property 4: the verifier catches every injected violation, with its rule's code."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import phasec
+import verifier
+from phasec.ir import Phase, structural_equal
+from phasec.testing import advance_to_phase, modules
+from phasec.testing.mutations import MUTATIONS, UNINJECTABLE, mutate, mutation_for
+
+SETTINGS = settings(max_examples=min(settings.default.max_examples, 12), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                           HealthCheck.data_too_large])
+
+EXAMPLE = '''
+@I.ir_module
+class M:
+    @R.function(private=True)
+    def scale(a: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+        b = R.multiply(a, R.const(2.0, "float32"))
+        return b
+
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), flag: R.Tensor((), "bool")) -> R.Tensor(("n", 4), "float32"):
+        n = T.int64()
+        with R.dataflow():
+            y = R.add(x, x)
+            z = R.exp(y)
+            R.output(z)
+        if flag:
+            t = cls.scale(z)
+            r = t
+        else:
+            r = z
+        @R.function
+        def inner(v: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+            w = R.add(v, x)
+            return w
+        out = inner(r)
+        return out
+'''
+
+
+def codes_of(mod):
+    return {d.code for d in verifier.check(mod)}
+
+
+def test_every_rule_has_a_mutation_or_a_reason():
+    rules = {r.code for r in verifier.all_rules()}
+    assert set(MUTATIONS) | set(UNINJECTABLE) == rules
+    assert not set(MUTATIONS) & set(UNINJECTABLE)
+    for code, m in MUTATIONS.items():
+        assert m.since == verifier.get_rule(code).since, code
+        assert m.description
+
+
+def test_unknown_code_is_a_clear_error():
+    with pytest.raises(KeyError, match="no mutation operator for XY999"):
+        mutation_for("XY999")
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_mutations_of_a_fixed_module(phase):
+    """Every operator that applies at ``phase``, on a module with something to
+    edit everywhere (dataflow blocks, an if, a helper, a nested function)."""
+    mod = advance_to_phase(phasec.parse(EXAMPLE), phase)
+    assert not [d for d in verifier.check(mod) if d.is_error]
+    for code, m in MUTATIONS.items():
+        if m.since > phase:
+            continue
+        for choice in range(3):  # different functions / bindings / places
+            mutant = mutate(mod, code, lambda n, c=choice: c % n)
+            assert not structural_equal(mutant, mod), code
+            assert code in codes_of(mutant), (code, phase, choice, mutant.script())
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_mutations_are_caught_on_random_modules(phase):
+    @SETTINGS
+    @given(modules(phase, max_bindings=5), st.data())
+    def prop(mod, data):
+        choose = lambda n: data.draw(st.integers(0, n - 1))  # noqa: E731
+        for code, m in MUTATIONS.items():
+            if m.since > mod.phase:
+                continue
+            mutant = m(mod, choose)
+            found = codes_of(mutant)
+            assert code in found, f"{code} ({m.description}) not reported; got {sorted(found)}"
+    prop()
+
+
+def test_mutation_does_not_touch_its_input():
+    mod = phasec.parse(EXAMPLE)
+    text = mod.script()
+    for code in MUTATIONS:
+        if MUTATIONS[code].since == Phase.INGESTION:
+            mutate(mod, code)
+    assert mod.script() == text
+    assert not [d for d in verifier.check(mod) if d.is_error]
