@@ -10,8 +10,8 @@ import importlib
 from typing import Any
 
 from .errors import (  # noqa: F401
-    ParseError, PassError, PhasecError, PhaseError, SchemaError, StructInfoError,
-    VMError, WellFormedError,
+    InvalidPhaseError, ParseError, PassError, PhasecError, PhaseError, SchemaError,
+    StructInfoError, VMError, WellFormedError,
 )
 from .ir import IRModule, Phase, assert_structural_equal, structural_equal, structural_hash  # noqa: F401
 

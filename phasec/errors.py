@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .ir.node import Span
 
-__all__ = ["PhasecError", "ParseError", "StructInfoError", "PhaseError", "PassError",
-           "WellFormedError", "SchemaError", "VMError"]
+__all__ = ["PhasecError", "ParseError", "StructInfoError", "PhaseError", "InvalidPhaseError",
+           "PassError", "WellFormedError", "SchemaError", "VMError"]
 
 
 class PhasecError(Exception):
@@ -40,6 +40,11 @@ class StructInfoError(PhasecError):
 
 class PhaseError(PhasecError):
     """A pass was asked to run on a module in a phase it does not accept."""
+
+
+class InvalidPhaseError(PhaseError, ValueError):
+    """A value that names no phase (``"foo"``, ``7``), e.g. as a module's
+    ``phase`` attribute. Also a ``ValueError``, as it always was."""
 
 
 class PassError(PhasecError):

@@ -9,7 +9,7 @@ import collections
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, find, given, note, settings
 from hypothesis import strategies as st
 
 import phasec
@@ -154,9 +154,11 @@ def test_compare_results_tolerance_and_nan():
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                 HealthCheck.data_too_large])
-@given(modules(max_bindings=4), pass_sequences(valid=False, max_size=5))
-def test_static_validation_is_exact(mod, seq):
-    report = check_sequence(mod, seq, None, compare="none")
+@given(modules(max_bindings=4), pass_sequences(valid=False, max_size=5),
+       st.sampled_from([3, 2, 1, 0]))
+def test_static_validation_is_exact(mod, seq, opt_level):
+    note(mod.script())
+    report = check_sequence(mod, seq, None, compare="none", opt_level=opt_level)
     assert report.ok, str(report.failures[0])
     assert report.static_refusal == report.dynamic_refusal
 
@@ -188,6 +190,7 @@ class M:
 @SLOW
 @given(modules(max_bindings=5), pass_sequences(valid=True, max_size=5), st.data())
 def test_passes_keep_invariants_and_results(mod, seq, data):
+    note(mod.script())
     args = data.draw(inputs_for(mod))
     assert_sequence_ok(mod, seq, args, kernels="llvm", timeout=120)
 
@@ -196,6 +199,7 @@ def test_passes_keep_invariants_and_results(mod, seq, data):
 @given(modules(max_bindings=5), st.data())
 def test_default_pipeline_matches_interpreter_on_vm(mod, data):
     """The canonical pipeline (every transition) reaches build; the VM agrees."""
+    note(mod.script())
     args = data.draw(inputs_for(mod))
     seq = phasec.transform.parse_pipeline(
         "Normalize,LambdaLifting,ConvertToDataflow,CanonicalizeBindings,FoldConstant,"
@@ -231,8 +235,13 @@ class M:
         return y
 ''')
     assert advance_to_phase(mod, Phase.INGESTION) is mod
-    for phase in Phase:
-        out = advance_to_phase(mod, phase)
-        assert out.phase == phase
-        x = np.arange(2, dtype=np.float32)
-        assert np.allclose(phasec.interp.run(out, x), x * x)
+    x = np.arange(2, dtype=np.float32)
+    for prefix in ("transitions", "default"):
+        for phase in Phase:
+            out = advance_to_phase(mod, phase, prefix)
+            assert out.phase == phase
+            assert np.allclose(phasec.interp.run(out, x), x * x)
+    lowered = advance_to_phase(mod, Phase.LOWERING, "default")
+    assert any(name.startswith("fused_") for name in lowered.functions)  # FuseOps ran
+    with pytest.raises(ValueError, match="prefix"):
+        advance_to_phase(mod, Phase.BUILD, "everything")

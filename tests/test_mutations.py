@@ -23,7 +23,8 @@ class M:
         return b
 
     @R.function
-    def main(x: R.Tensor(("n", 4), "float32"), flag: R.Tensor((), "bool")) -> R.Tensor(("n", 4), "float32"):
+    def main(x: R.Tensor(("n", 4), "float32"),
+             flag: R.Tensor((), "bool")) -> R.Tensor(("n", 4), "float32"):
         n = T.int64()
         with R.dataflow():
             y = R.add(x, x)

@@ -107,8 +107,10 @@ def _collect(paths: Sequence[str]) -> tuple[list[str], list[_Result]]:
             found = []
             for root, dirs, names in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+                # regular files only: a named pipe or device in the tree would block
                 found.extend(os.path.join(root, n) for n in sorted(names)
-                             if n.lower().endswith(MODULE_SUFFIXES) and not n.startswith("."))
+                             if n.lower().endswith(MODULE_SUFFIXES) and not n.startswith(".")
+                             and os.path.isfile(os.path.join(root, n)))
             if not found:
                 bad.append(_Result(path, error=_InputError(
                     "directory contains no TVMScript (.py) or JSON (.json) module files",

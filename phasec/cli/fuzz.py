@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, metavar="N",
                         help="how long to fuzz (default 60)")
     parser.add_argument("--seed", type=int, default=None, metavar="S",
-                        help="base random seed (default: from the clock; printed in the summary)")
+                        help="random seed (default: from the clock; printed in the summary)")
     parser.add_argument("--passes", metavar="SPEC", default=None,
                         help="draw sequences from these passes only (a textual pipeline, "
                              "options allowed); default: every registered pass")

@@ -43,6 +43,7 @@ with; the check is skipped and says so.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import statistics
 import time
@@ -69,6 +70,9 @@ EXAMPLES: tuple[str, ...] = ("mlp", "cnn", "transformer")
 DEFAULT_EXAMPLE = "mlp"
 DEFAULT_RTOL = 1e-4
 DEFAULT_DIM = 1
+#: the largest random input ``phasec run`` makes (16 GiB): beyond it, a typo
+#: in --dim would only end in an out-of-memory error
+MAX_RANDOM_BYTES = 16 << 30
 
 
 class InputError(PhasecError):
@@ -203,6 +207,13 @@ def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator,
                   where: str) -> np.ndarray:
     if dtype in ("void", ""):
         raise InputError(f"{where} has no dtype; give it with --inputs")
+    if any(d < 0 for d in shape):
+        raise InputError(f"{where} would have the negative shape {shape}; check --dim")
+    size = math.prod(shape) * (np.dtype("bool" if dtype == "bool" else dtype).itemsize
+                               if dtype in tir.DTYPES else 1)
+    if size > MAX_RANDOM_BYTES:
+        raise InputError(f"{where} would be a {dtype} array of shape {shape} "
+                         f"({size / 2**30:.3g} GiB); use smaller --dim values or --inputs")
     if dtype.startswith("float"):
         return rng.standard_normal(shape).astype(dtype)
     if dtype == "bool":

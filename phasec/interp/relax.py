@@ -170,6 +170,19 @@ def _trunc_div(a: Any, b: Any) -> Any:
     return q if (a >= 0) == (b >= 0) else -q
 
 
+def _pow(a: Any, b: Any) -> Any:
+    """``a ** b``; for integers as the kernels compute it: wrapped to int64
+    (a modular power, so ``n ** 100000000`` takes microseconds, not hours),
+    and 0 for negative exponents except for the bases 1 and -1."""
+    if isinstance(a, float) or isinstance(b, float):
+        return a ** b
+    a, b = int(a), int(b)
+    if b < 0:
+        return 1 if a == 1 else ((-1 if b % 2 else 1) if a == -1 else 0)
+    r = pow(a, b, 1 << 64)
+    return r - (1 << 64) if r >= 1 << 63 else r
+
+
 _BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
@@ -179,7 +192,7 @@ _BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
     "%": lambda a, b: a % b,
     "min": min,
     "max": max,
-    "pow": lambda a, b: a ** b,
+    "pow": _pow,
     "==": lambda a, b: a == b,
     "!=": lambda a, b: a != b,
     "<": lambda a, b: a < b,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from ..errors import InvalidPhaseError
+
 __all__ = ["Phase"]
 
 
@@ -21,16 +23,17 @@ class Phase(IntEnum):
 
     @classmethod
     def parse(cls, value: "Phase | int | str") -> "Phase":
-        """Accept a Phase, its number (0-3, also as a string) or its name (any case)."""
+        """Accept a Phase, its number (0-3, also as a string) or its name (any case);
+        anything else is an :class:`~phasec.errors.InvalidPhaseError` (a ValueError)."""
         if isinstance(value, Phase):
             return value
         if isinstance(value, bool):
-            raise ValueError(f"invalid phase {value!r}: {cls.choices()}")
+            raise InvalidPhaseError(f"invalid phase {value!r}: {cls.choices()}")
         if isinstance(value, int):
             try:
                 return cls(value)
             except ValueError:
-                raise ValueError(f"invalid phase {value}: {cls.choices()}") from None
+                raise InvalidPhaseError(f"invalid phase {value}: {cls.choices()}") from None
         if isinstance(value, str):
             text = value.strip()
             if text.isdigit():
@@ -38,8 +41,8 @@ class Phase(IntEnum):
             try:
                 return cls[text.upper()]
             except KeyError:
-                raise ValueError(f"invalid phase {value!r}: {cls.choices()}") from None
-        raise ValueError(f"invalid phase {value!r} ({type(value).__name__}): {cls.choices()}")
+                raise InvalidPhaseError(f"invalid phase {value!r}: {cls.choices()}") from None
+        raise InvalidPhaseError(f"invalid phase {value!r} ({type(value).__name__}): {cls.choices()}")
 
     @classmethod
     def choices(cls) -> str:

@@ -52,7 +52,12 @@ row (or a tile of rows) at a time into a local accumulator, with the
 reduction loops outside and a contiguous, vectorized innermost loop,
 followed by the epilogue over the same tile; an injective matmul operand
 that transposes its input (``permute_dims(w)``) is staged into a buffer so
-that this inner loop stays contiguous. With ``schedule_hints=False``
+that this inner loop stays contiguous; a long float sum or product along
+a contiguous axis accumulates into a vector of partial sums (32 or 16
+lanes, folded at the end), so it vectorizes instead of running as one
+latency-bound chain; a compute marked ``attrs={ROW_LOCAL: True}`` (softmax's
+exp) is computed once per row into a local row buffer that its consumers
+in the row loop read. With ``schedule_hints=False``
 the kernel is the canonical form: serial loops, one block per stage with
 ``T.init()`` for reductions.
 """

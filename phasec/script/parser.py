@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,7 +175,9 @@ def parse_struct_info(text: str, filename: str = "<sinfo>", *,
         raise ParseError("empty struct info; expected an annotation such as "
                          "R.Tensor((n, 4), \"float32\")", Span(filename, 1, 0))
     try:
-        node = ast.parse(text, filename=filename, mode="eval").body
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            node = ast.parse(text, filename=filename, mode="eval").body
     except SyntaxError as exc:
         col = max((exc.offset or 1) - 1, 0)
         raise ParseError(f"invalid struct info syntax: {exc.msg}",
@@ -322,8 +325,8 @@ class _ModuleParser:
                 if k is None:
                     raise self.error("dictionary unpacking (**) is not supported", v)
                 key = self.literal(k)
-                if not isinstance(key, (str, int, bool)):
-                    raise self.error(f"unsupported dictionary key {self.src(k)}", k)
+                if not isinstance(key, str):  # as in the JSON format and TVM's attributes
+                    raise self.error(f"dictionary keys must be strings, got {self.src(k)}", k)
                 out[key] = self.literal(v)
             return out
         raise self.error(f"expected a literal value (number, string, bool, None, list or dict), "
@@ -424,7 +427,9 @@ class _ModuleParser:
             raise ParseError("the file is empty; expected an @I.ir_module class",
                              Span(self.filename, 1, 0))
         try:
-            tree = ast.parse(self.text, filename=self.filename)
+            with warnings.catch_warnings():  # e.g. SyntaxWarning: invalid escape sequence
+                warnings.simplefilter("ignore")
+                tree = ast.parse(self.text, filename=self.filename)
         except SyntaxError as exc:
             line = exc.lineno or 1
             col = max((exc.offset or 1) - 1, 0)
@@ -791,7 +796,9 @@ class _PrimExprParser:
         if text.isidentifier():
             return self.resolve(text, node, True)
         try:
-            sub = ast.parse(text, mode="eval").body
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sub = ast.parse(text, mode="eval").body
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             raise self.mp.error(f"invalid dimension expression {node.value!r}", node) from None
         for n in ast.walk(sub):  # report positions at the string

@@ -163,6 +163,7 @@ class FuncGen:
         self.calls: list[tuple[Call, Val]] = []  # op calls made, for "repeat"
         self.counter_val: Val | None = None
         self.flag_val: Val | None = None
+        self.ret_val: Val | None = None  # set by result()
 
     # -- drawing helpers -----------------------------------------------------------
     def draw(self, strategy: st.SearchStrategy) -> Any:
@@ -471,7 +472,6 @@ class FuncGen:
             res = sub.pick(same)
             branches.append(SeqExpr(sub.blocks, res.expr))
             results.append(res)
-            self.end_branch(sub)
         value = If(cond.expr, branches[0], branches[1])
         set_field(value, "struct_info", target.sinfo)
         iv = hull(*((r.lo, r.hi) for r in results))
@@ -566,10 +566,6 @@ class FuncGen:
         sub.body_syms = self.body_syms
         sub.calls = []
         return sub
-
-    def end_branch(self, sub: "FuncGen") -> None:
-        # parameters a branch of main asked for are parameters of main
-        pass
 
     def condition(self) -> Val:
         """A bool scalar to branch on."""

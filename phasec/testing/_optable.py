@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
-from ..ir import tir
 from ..ir.expr import ShapeExpr, Tuple
 from ..ir.op import call_op
 from ._values import (
-    BOOL, FLOAT, INT, TUPLE, VALUE_CAP, Val, broadcast_ok, const_dim, dim_max, dims_equal,
-    hull, iv_ok, numel_max, shapes_equal,
+    BOOL, FLOAT, INT, VALUE_CAP, Val, broadcast_ok, const_dim, dim_max, dims_equal, hull,
+    iv_ok, numel_max,
 )
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The fuzzing campaign behind ``phasec fuzz``.
 
 Round after round, hypothesis draws a program, one to three pass sequences
-and inputs, and :func:`phasec.testing.properties.check_sequence` checks each
+(each with a PassContext opt_level) and inputs, and :func:`phasec.testing.properties.check_sequence` checks each
 sequence (static validation exact, invariants kept, results preserved on the
 interpreter and, for sequences that reach build, on the VM; optionally exact
 round trips). A failure not seen before in this campaign is raised, so
@@ -11,9 +11,9 @@ count it without stopping again, and the campaign goes on looking for new
 ones until the time is up.
 
 Hypothesis's example database lives in ``OUT/hypothesis``: the next campaign
-replays the saved failures first. Entries are never deleted (the campaign
-suppresses failures it already reported, which would otherwise make
-hypothesis drop them as "fixed").
+replays the saved failures first (in its first rounds). Entries are never
+deleted (the campaign suppresses failures it already reported, which would
+otherwise make hypothesis drop them as "fixed").
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, Verbosity, given, settings
 from hypothesis import Phase as HPhase
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
@@ -48,18 +47,21 @@ ROUND_EXAMPLES = 100
 
 
 class KeepFailuresDatabase(ExampleDatabase):
-    """A database that never forgets: saves and fetches go to ``inner``,
-    deletes are ignored (a ``move`` only copies)."""
+    """A database that never forgets: saves go to ``inner``, deletes are
+    ignored (a ``move`` only copies), and fetches return the stored examples
+    only while ``replaying`` is true (until a round ends without a new
+    failure: later rounds would only replay failures already reported)."""
 
     def __init__(self, inner: ExampleDatabase) -> None:
         super().__init__()
         self.inner = inner
+        self.replaying = True
 
     def save(self, key: bytes, value: bytes) -> None:
         self.inner.save(key, value)
 
     def fetch(self, key: bytes) -> Any:
-        return self.inner.fetch(key)
+        return self.inner.fetch(key) if self.replaying else iter(())
 
     def delete(self, key: bytes, value: bytes) -> None:
         pass
@@ -154,7 +156,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
-        seed: base seed (round ``r`` uses ``seed + r``); default: from the clock.
+        seed: seeds hypothesis's choices (default: from the clock).
         passes: the passes sequences are drawn from: a textual pipeline spec
             (``"FoldConstant,FuseOps{fuse_opt_level=2}"``), a list of names or
             pass objects, or None for every registered pass.
@@ -167,6 +169,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     """
     out = Path(out_dir)
     (out / "failures").mkdir(parents=True, exist_ok=True)
+    (out / "hypothesis").mkdir(exist_ok=True)
     db = KeepFailuresDatabase(DirectoryBasedExampleDatabase(str(out / "hypothesis")))
     base_seed = int(seed) if seed is not None else int(time.time()) % 1_000_000
     stats = CampaignStats(seed=base_seed)
@@ -201,8 +204,11 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             if index and not data.draw(st.integers(0, 3), label="another sequence") >= 2:
                 break
             seq = data.draw(sequence_strategy, label="sequence")
+            # passes above the opt_level are skipped, statically and when run
+            opt_level = data.draw(st.sampled_from((3, 2, 1, 0)), label="opt_level")
             report = check_sequence(mod, seq, args, expected=expected, kernels=kernels,
-                                    roundtrip=roundtrip, timeout=timeout)
+                                    roundtrip=roundtrip and index == 0, timeout=timeout,
+                                    opt_level=opt_level)
             stats.sequences += 1
             stats.passes_run += report.passes_run
             stats.static_refusals += report.static_refusal is not None
@@ -220,10 +226,10 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
         report_multiple_bugs=False, verbosity=Verbosity.quiet, print_blob=False,
         phases=[HPhase.explicit, HPhase.reuse, HPhase.generate, HPhase.shrink],
         suppress_health_check=list(HealthCheck))(prop)
+    _seed_hypothesis(base_seed)
     round_index = 0
     while time.monotonic() < deadline:
         newest.clear()
-        test = hypothesis_seed(base_seed + round_index)(test)  # a new round, new examples
         round_index += 1
         try:
             test()
@@ -237,6 +243,10 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
                 continue
+        if not newest:
+            # a round ran to its end: every saved failure has been replayed
+            # (and reported again, or found fixed); later rounds skip them
+            db.replaying = False
         if newest:
             found = newest[-1]  # the last one raised is hypothesis's smallest
             if found.failure.signature not in known:
@@ -250,6 +260,22 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     stats.seconds = time.monotonic() - start
     (out / "summary.json").write_text(json.dumps(stats.as_dict(), indent=2) + "\n")
     return stats
+
+
+def _seed_hypothesis(seed: int) -> None:
+    """Make the rounds' random choices follow ``seed``.
+
+    ``@hypothesis.seed`` would disable the example database, so the campaign
+    seeds the generator hypothesis draws each run's seed from instead (a
+    private attribute: without it, runs are simply not reproducible by seed).
+    """
+    import random
+
+    from hypothesis import core
+
+    local = getattr(core, "threadlocal", None)
+    if local is not None and hasattr(local, "_hypothesis_global_random"):
+        local._hypothesis_global_random = random.Random(seed)
 
 
 def _pass_pool(passes: Any) -> list[Any] | None:
@@ -305,6 +331,8 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule, 
         "# re-check every property (results included):",
         f"#   phasec fuzz --replay {path}",
         f"# signature: {json.dumps(list(failure.signature))}",
+        "# (the program may call phasec.testing.* packed functions: import phasec.testing",
+        "#  before running it with phasec.interp.run or the VM)",
         "",
     ]
     path.write_text("\n".join(header) + mod.script())

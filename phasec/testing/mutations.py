@@ -36,7 +36,7 @@ from ..ir.module import IRModule
 from ..ir.op import call_op
 from ..ir.phase import Phase
 from ..ir.struct_info import (
-    ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
+    ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
 )
 
 __all__ = ["Mutation", "MUTATIONS", "UNINJECTABLE", "mutate", "mutation_for",

@@ -39,8 +39,8 @@ from ..ir.phase import Phase
 
 __all__ = ["Failure", "PropertyFailure", "SequenceReport", "FAILURE_KINDS", "RTOL", "ATOL",
            "compare_results", "check_sequence", "assert_sequence_ok", "roundtrip_problem",
-           "verify_problem", "reference_results", "merge_plain_blocks", "run_vm", "time_limit", "HangError",
-           "copy_args"]
+           "verify_problem", "reference_results", "merge_plain_blocks", "run_vm", "time_limit",
+           "HangError", "copy_args"]
 
 #: Default comparison tolerance (float results; ints and bools compare exactly).
 RTOL = 1e-5
@@ -79,22 +79,41 @@ class Failure:
 
     @property
     def signature(self) -> tuple:
-        """A key grouping failures that are (very likely) the same bug."""
-        first = self.message.splitlines()[0] if self.message else ""
+        """A key grouping failures that are (very likely) the same bug: the
+        kind, the pass (without options) and, for invariant failures, the rule
+        codes reported, else the first line of the message without names
+        and numbers."""
+        import re
+
         name = (self.pass_spec or "").split("{")[0]
+        if self.kind == "invariant":
+            codes = sorted(set(re.findall(r"\[([A-Z]{2}\d{3})\]", self.message)))
+            return (self.kind, name, ",".join(codes))
+        first = self.message.splitlines()[0] if self.message else ""
         return (self.kind, name, _strip_details(first))
 
     def __str__(self) -> str:
         where = f" in {self.pass_spec}" if self.pass_spec else ""
         return f"[{self.kind}]{where}: {self.message}"
 
+    def report(self, max_lines: int = 80) -> str:
+        """The failure with the module the failing pass ran on, as TVMScript."""
+        text = [str(self)]
+        if self.before is not None:
+            lines = self.before.script().splitlines()
+            if len(lines) > max_lines:
+                lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines)"]
+            text += ["", "The module it ran on:", *("    " + line for line in lines)]
+        return "\n".join(text)
+
 
 class PropertyFailure(AssertionError):
-    """A property does not hold; ``failure`` says which and where."""
+    """A property does not hold; ``failure`` says which and where (the message
+    includes the module the failing pass ran on)."""
 
     def __init__(self, failure: Failure) -> None:
         self.failure = failure
-        super().__init__(str(failure))
+        super().__init__(failure.report())
 
 
 class HangError(Exception):
@@ -409,6 +428,11 @@ def check_sequence(mod: IRModule, seq: Any, args: Sequence[Any] | None = None, *
                  f"{type(exc).__name__}: {exc}", before=mod, detail=_error_text(exc))
             return report
 
+    if roundtrip:
+        problem = roundtrip_problem(mod)
+        if problem is not None and fail("roundtrip", f"the input module: {problem}", before=mod):
+            return report
+
     with PassContext(opt_level=opt_level, verify="off") as ctx:
         try:
             seq.plan(mod.phase, ctx)
@@ -447,8 +471,7 @@ def check_sequence(mod: IRModule, seq: Any, args: Sequence[Any] | None = None, *
                 if not _check_results(report, fail, result, args, expected, spec, index,
                                       current, entry, timeout, rtol, atol):
                     return report
-            current = result
-        report.final = current
+            current = report.final = result
 
     # property 1: the static verdict matches what running found
     if report.static_refusal != report.dynamic_refusal:

@@ -71,25 +71,41 @@ def default_pass_names() -> list[str]:
     return [n for n in list_passes() if n not in EXCLUDED_PASSES]
 
 
-def advance_to_phase(mod: IRModule, phase: Phase | int | str) -> IRModule:
-    """Run the transition passes (with the passes they require) from the
-    module's phase up to ``phase``; the result is verified."""
+def advance_to_phase(mod: IRModule, phase: Phase | int | str,
+                     prefix: str = "transitions") -> IRModule:
+    """``mod`` taken from its phase to ``phase`` by a pipeline prefix.
+
+    ``prefix="transitions"``: only the transition passes (and the passes they
+    require), so the result is as close to the input as the phase allows;
+    ``prefix="default"``: the default pipeline (opt_level 3) up to and
+    including the transition into ``phase`` (fused, folded modules). The
+    result is verified at every transition.
+    """
     from ..transform import PassContext, Sequential, get_pass
 
     target = Phase.parse(phase)
-    names = [_TRANSITIONS[p] for p in Phase if mod.phase < p <= target]
-    if not names:
+    if target <= mod.phase:
         return mod
-    with PassContext(opt_level=0, verify="transitions"):
-        return Sequential([get_pass(n) for n in names], name="advance")(mod)
+    if prefix == "default":
+        from ..pipeline import default_pipeline
+
+        pipeline = default_pipeline(opt_level=3)
+        windows = pipeline.windows()
+        passes = list(pipeline.passes[windows[mod.phase][0]:windows[target][0]])
+    elif prefix == "transitions":
+        passes = [get_pass(_TRANSITIONS[p]) for p in Phase if mod.phase < p <= target]
+    else:
+        raise ValueError(f"prefix must be 'transitions' or 'default', not {prefix!r}")
+    with PassContext(opt_level=3, verify="transitions"):
+        return Sequential(passes, name="advance")(mod)
 
 
 def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8,
             max_functions: int = 3, max_params: int = 3, max_rank: int = 4, max_dim: int = 4,
             max_depth: int = 2, symbolic: bool = True, control_flow: bool = True,
             closures: bool = True, packed: bool = True, dataflow: bool = True,
-            constants: bool = True, ops: Iterable[str] | None = None
-            ) -> st.SearchStrategy[IRModule]:
+            constants: bool = True, ops: Iterable[str] | None = None,
+            prefix: str | None = None) -> st.SearchStrategy[IRModule]:
     """Well-formed modules in ``phase`` (with an entry function ``main``).
 
     Args:
@@ -106,8 +122,13 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
         symbolic, control_flow, closures, packed, dataflow, constants: turn
             features of the generated programs off.
         ops: restrict the operators to these registry names (``relax.add``).
+        prefix: how modules past ingestion are made (see
+            :func:`advance_to_phase`): ``"transitions"``, ``"default"`` (the
+            default pipeline's prefix), or None to draw either.
     """
     target = Phase.parse(phase)
+    if prefix not in (None, "transitions", "default"):
+        raise ValueError(f"prefix must be 'transitions', 'default' or None, not {prefix!r}")
     cfg = GenConfig(max_bindings=max_bindings, max_functions=max_functions,
                     max_params=max_params, max_rank=max_rank, max_dim=max_dim,
                     max_depth=max_depth, symbolic=symbolic, control_flow=control_flow,
@@ -119,8 +140,9 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
     def draw_module(draw: Any) -> IRModule:
         mod = generate_module(draw, cfg)
         if target != Phase.INGESTION:
+            how = prefix or draw(st.sampled_from(["transitions", "default"]))
             try:
-                mod = advance_to_phase(mod, target)
+                mod = advance_to_phase(mod, target, how)
             except PhasecError:
                 reject()
         return mod

@@ -31,7 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Union
 
+import numpy as np
+
 from ...ir import tir
+from ...script._checks import int_range_problem
 
 __all__ = ["find_out_of_bounds", "OutOfBounds"]
 
@@ -58,13 +61,24 @@ class OutOfBounds:
     def message(self) -> str:
         access = "write to" if isinstance(self.node, tir.BufferStore) else "read of"
         values = f"{self.lo}" if self.lo == self.hi else f"{self.lo}..{self.hi}"
-        return (f"out-of-bounds {access} buffer '{self.buffer.name}': index {self.dim} takes "
-                f"the values {values}, but the dimension has extent {self.extent} (valid "
-                f"indices 0..{self.extent - 1}); check the loop bounds")
+        return (f"out-of-bounds {access} buffer '{self.buffer.name}': its index in dimension "
+                f"{self.dim} takes the values {values}, but that dimension has extent "
+                f"{self.extent} (valid indices 0..{self.extent - 1}); check the loop bounds")
 
 
-def _const(e: tir.PrimExpr) -> int | None:
-    return e.value if isinstance(e, tir.IntImm) and e.dtype != "bool" else None
+_FOLD = {"//": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
+         "min": min, "max": max,
+         # the kernels' integer power wraps (64-bit multiplications, then the dtype)
+         "pow": lambda a, b: pow(a, b, 1 << 64) if b >= 0 else None}
+
+
+def _wrap(value: int, dtype: str) -> int:
+    """``value`` reduced to ``dtype``'s width, as the machine holds it."""
+    bits = np.iinfo(dtype).bits
+    value &= (1 << bits) - 1
+    if dtype.startswith("int") and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
 
 
 class _Checker:
@@ -88,11 +102,19 @@ class _Checker:
             if e.dtype == "int64" and tir.is_int(e.value.dtype):
                 return self.affine(e.value, depth + 1)
             return None
-        if t is tir.BinaryOp and e.op in ("+", "-", "*"):
+        if t is tir.BinaryOp and e.op in ("+", "-", "*", *_FOLD):
             a = self.affine(e.lhs, depth + 1)
             b = self.affine(e.rhs, depth + 1) if a is not None else None
             if a is None or b is None:
                 return None
+            if e.op in _FOLD:  # folded when both operands are constants
+                ca, cb = _only_const(a), _only_const(b)
+                value = _FOLD[e.op](ca, cb) if ca is not None and cb is not None else None
+                if value is not None and e.op == "pow" and tir.is_int(e.dtype):
+                    value = _wrap(value, e.dtype)
+                if value is None or int_range_problem(value, e.dtype) is not None:
+                    return None  # not constant, or it would wrap at run time
+                return {None: value}
             if e.op == "*":
                 ca, cb = _only_const(a), _only_const(b)
                 if ca is None and cb is None:
@@ -105,6 +127,16 @@ class _Checker:
                 out[k] = out.get(k, 0) + sign * v
             return out
         return None
+
+    def const(self, e: tir.PrimExpr) -> int | None:
+        """The value of a constant integer expression (folded), else None."""
+        form = self.affine(e)
+        if form is None or not tir.is_int(e.dtype):
+            return None
+        value = _only_const(form)
+        if value is None or int_range_problem(value, e.dtype) is not None:
+            return None
+        return value
 
     def span_of(self, form: Affine) -> tuple[int, int]:
         lo = hi = form.get(None, 0)
@@ -122,7 +154,7 @@ class _Checker:
         if len(indices) != len(buf.shape):
             return None  # the code generator reports the rank mismatch itself
         for d, (index, dim) in enumerate(zip(indices, buf.shape)):
-            extent = _const(dim)
+            extent = self.const(dim)
             if extent is None:
                 continue
             form = self.affine(index)
@@ -184,7 +216,7 @@ class _Checker:
                 found = found or self.check_access(s.buffer, s.indices, s)
             elif t is tir.For:
                 found = self.check_expr(s.min) or self.check_expr(s.extent)
-                first, extent = _const(s.min), _const(s.extent)
+                first, extent = self.const(s.min), self.const(s.extent)
                 if extent is not None and extent <= 0:
                     continue  # the body never runs
                 if first is None or extent is None:

@@ -101,6 +101,11 @@ def _is_signed(dtype: str) -> bool:
     return dtype.startswith("int")
 
 
+def _bad_index(buffer: str, dtype: str) -> str:
+    kind = "float dtype" if _is_float(dtype) else "dtype"
+    return f"index into buffer '{buffer}' has {kind} {dtype}; indices must be integers"
+
+
 def _elem_bytes(dtype: str) -> int:
     return 1 if dtype == "bool" else _BITS[dtype] // 8
 
@@ -681,8 +686,7 @@ class _KernelCodegen:
         if t is tir.BufferLoad:
             for i in n.indices:
                 if _is_float(memo[id(i)]) or memo[id(i)] == "bool":
-                    raise self.error(f"index into buffer '{n.buffer.name}' has dtype "
-                                     f"{memo[id(i)]}; indices must be integers", n)
+                    raise self.error(_bad_index(n.buffer.name, memo[id(i)]), n)
             return self.check_dtype(n.buffer.dtype, f"buffer '{n.buffer.name}'", n)
         if t is tir.BinaryOp:
             lt, rt = memo[id(n.lhs)], memo[id(n.rhs)]
@@ -1281,8 +1285,7 @@ class _KernelCodegen:
         index_ops = []
         for idx in s.indices:
             if _is_float(self.dtype_of(idx)) or self.dtype_of(idx) == "bool":
-                raise self.error(f"index into buffer '{buf.name}' has dtype "
-                                 f"{self.dtype_of(idx)}; indices must be integers", s)
+                raise self.error(_bad_index(buf.name, self.dtype_of(idx)), s)
             index_ops.append(self.emit_expr(idx))
         _, p = self.element_ptr(buf, s.indices, index_ops, s)
         fn = self.fn

@@ -303,8 +303,11 @@ def tupleize(value: Any) -> Any:
 
 def instruction_from_json(data: Any) -> Instruction:
     """Rebuild an instruction from :meth:`Instruction.to_json` output; raises
-    ValueError on anything malformed."""
-    if not isinstance(data, list) or not data or data[0] not in INSTRUCTIONS:
+    ValueError on anything malformed (every field is checked against its
+    kind, patterns and expression codes against their grammar, so the VM
+    never meets a malformed instruction)."""
+    if not isinstance(data, list) or not data or not isinstance(data[0], str) \
+            or data[0] not in INSTRUCTIONS:
         raise ValueError(f"not an instruction: {data!r:.80}")
     cls = INSTRUCTIONS[data[0]]
     names = [f.name for f in fields(cls)]
@@ -312,9 +315,179 @@ def instruction_from_json(data: Any) -> Instruction:
     if len(values) != len(names):
         raise ValueError(f"instruction {data[0]!r} needs {len(names)} fields, got {len(values)}")
     kwargs = {n: tupleize(v) for n, v in zip(names, values)}
+    kinds = _FIELD_KINDS[cls]
+    for name, value in kwargs.items():
+        problem = _FIELD_CHECKS[kinds[name]](value)
+        if problem is not None:
+            raise ValueError(f"instruction {data[0]!r}: field {name!r} {problem}, got "
+                             f"{value!r:.80}")
     if cls is Call:
         kwargs["kind"] = CalleeKind(kwargs["kind"])
     return cls(**kwargs)
+
+
+# -- field validation (data read from files) ------------------------------------
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_reg(v: Any) -> str | None:
+    return None if _is_int(v) else "must be an integer"
+
+
+def _check_regs(v: Any) -> str | None:
+    ok = isinstance(v, tuple) and all(_is_int(r) for r in v)
+    return None if ok else "must be a list of integers"
+
+
+def _check_str(v: Any) -> str | None:
+    return None if isinstance(v, str) else "must be a string"
+
+
+def _check_kind(v: Any) -> str | None:
+    return None if _is_int(v) and v in CalleeKind._value2member_map_ else (
+        f"must be a callee kind ({', '.join(str(int(k)) for k in CalleeKind)})")
+
+
+def _check_callee(v: Any) -> str | None:
+    return None if _is_int(v) or isinstance(v, str) else "must be an integer or a name"
+
+
+def _check_dtype(v: Any) -> str | None:
+    from ...ir.tir import DTYPES
+
+    return None if isinstance(v, str) and v in DTYPES else "must be a dtype"
+
+
+#: how deeply expression codes and patterns may nest in a file
+_MAX_CODE_DEPTH = 64
+
+
+def _code_problem(code: Any, depth: int = 0) -> str | None:
+    """Why ``code`` is not a scalar expression code (see the module doc), or None."""
+    from ...interp.relax import _BINARY, _INTRINSIC
+
+    if depth > _MAX_CODE_DEPTH:
+        return "is nested too deeply"
+    if not isinstance(code, tuple) or not code or not isinstance(code[0], str):
+        return "is not an expression code"
+    kind, args = code[0], code[1:]
+    if kind == "imm" and len(args) == 1 and isinstance(args[0], (bool, int, float)):
+        return None
+    if kind == "reg" and len(args) == 1 and _is_int(args[0]):
+        return None
+    subs: tuple = ()
+    if kind == "bin" and len(args) == 3 and isinstance(args[0], str) and args[0] in _BINARY:
+        subs = args[1:]
+    elif kind == "not" and len(args) == 1:
+        subs = args
+    elif kind == "cast" and len(args) == 2 and _check_dtype(args[0]) is None:
+        subs = args[1:]
+    elif kind == "select" and len(args) == 3:
+        subs = args
+    elif kind == "call" and len(args) == 2 and isinstance(args[0], str) \
+            and args[0] in _INTRINSIC and isinstance(args[1], tuple):
+        subs = args[1]
+    else:
+        return f"is not an expression code ({kind!r:.20} node)"
+    for sub in subs:
+        problem = _code_problem(sub, depth + 1)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _dim_problem(dim: Any, depth: int) -> str | None:
+    if not isinstance(dim, tuple) or len(dim) != 2:
+        return "has a malformed dimension"
+    if dim[0] in ("imm", "bind", "check"):
+        return None if _is_int(dim[1]) else "has a malformed dimension"
+    if dim[0] == "expr":
+        return _code_problem(dim[1], depth + 1)
+    return "has a malformed dimension"
+
+
+def _dims_problem(dims: Any, depth: int) -> str | None:
+    if dims is None:
+        return None
+    if not isinstance(dims, tuple):
+        return "has malformed dimensions"
+    for d in dims:
+        problem = _dim_problem(d, depth)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _pattern_problem(pat: Any, depth: int = 0) -> str | None:
+    """Why ``pat`` is not a match pattern (see the module doc), or None."""
+    if depth > _MAX_CODE_DEPTH:
+        return "is nested too deeply"
+    if not isinstance(pat, tuple) or not pat or not isinstance(pat[0], str):
+        return "is not a pattern"
+    kind = pat[0]
+    if kind in ("func", "any") and len(pat) == 1:
+        return None
+    if kind == "tensor" and len(pat) == 4:
+        if pat[1] is not None and _check_dtype(pat[1]) is not None:
+            return "has a bad tensor dtype"
+        if not _is_int(pat[2]) or pat[2] < -1:
+            return "has a bad ndim"
+        if pat[3] is not None and isinstance(pat[3], tuple) and pat[2] != len(pat[3]):
+            return "has an ndim that does not match its dimensions"
+        return _dims_problem(pat[3], depth)
+    if kind == "shape" and len(pat) == 3:
+        if not _is_int(pat[1]) or pat[1] < -1:
+            return "has a bad ndim"
+        if pat[2] is not None and isinstance(pat[2], tuple) and pat[1] != len(pat[2]):
+            return "has an ndim that does not match its dimensions"
+        return _dims_problem(pat[2], depth)
+    if kind == "prim" and len(pat) == 3:
+        if _check_dtype(pat[1]) is not None:
+            return "has a bad scalar dtype"
+        return None if pat[2] is None else _dim_problem(pat[2], depth)
+    if kind == "tuple" and len(pat) == 2 and isinstance(pat[1], tuple):
+        for sub in pat[1]:
+            problem = _pattern_problem(sub, depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    return f"is not a pattern ({kind!r:.20})"
+
+
+def _check_codes(v: Any) -> str | None:
+    if not isinstance(v, tuple):
+        return "must be a list of expression codes"
+    for code in v:
+        problem = _code_problem(code)
+        if problem is not None:
+            return problem
+    return None
+
+
+_FIELD_CHECKS = {
+    "reg": _check_reg, "regs": _check_regs, "str": _check_str, "kind": _check_kind,
+    "callee": _check_callee, "dtype": _check_dtype, "code": _code_problem,
+    "codes": _check_codes, "pattern": _pattern_problem,
+}
+
+#: instruction class -> field -> kind of value (a key of _FIELD_CHECKS)
+_FIELD_KINDS: dict[type, dict[str, str]] = {
+    Call: {"dst": "reg", "kind": "kind", "callee": "callee", "args": "regs"},
+    Ret: {"src": "reg"},
+    Goto: {"offset": "reg"},
+    If: {"cond": "reg", "false_offset": "reg"},
+    LoadConst: {"dst": "reg", "index": "reg"},
+    Match: {"src": "reg", "pattern": "pattern", "what": "str", "expected": "str"},
+    MakeShape: {"dst": "reg", "dims": "codes"},
+    MakePrim: {"dst": "reg", "expr": "code", "dtype": "dtype"},
+    MakeTuple: {"dst": "reg", "fields": "regs"},
+    GetItem: {"dst": "reg", "src": "reg", "index": "reg"},
+    MakeClosure: {"dst": "reg", "func": "reg", "captured": "regs"},
+    Move: {"dst": "reg", "src": "reg"},
+    Kill: {"dst": "reg", "reg": "reg"},
+}
 
 
 def expr_code_text(code: tuple) -> str:

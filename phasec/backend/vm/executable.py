@@ -220,6 +220,9 @@ class Executable:
             raise ExecutableFormatError(f"{where}: no such file") from None
         except (zipfile.BadZipFile, OSError, ValueError, UnicodeDecodeError) as exc:
             raise ExecutableFormatError(f"{where}: not a phasec executable ({exc})") from None
+        except RecursionError:  # json.loads on absurdly nested data
+            raise ExecutableFormatError(f"{where}: damaged executable: executable.json is "
+                                        f"nested too deeply") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
             raise ExecutableFormatError(f"{where}: not a phasec executable (format is "
                                         f"{doc.get('format') if isinstance(doc, dict) else None!r})")

@@ -244,14 +244,14 @@ class VirtualMachine:
         if offset < 0 or offset % np_dtype.itemsize:
             return None
         end = offset + size
-        stats = self._stats
+        vm = self
         generic = self._alloc_tensor
         dtype_text = str(np_dtype)
 
         def alloc_tensor(storage: Any) -> np.ndarray:
             if type(storage) is not _VMStorage or end > storage.nbytes:
                 return generic(storage, offset, shape, dtype_text)  # errors, other storages
-            stats["tensor_allocs"] += 1
+            vm._stats["tensor_allocs"] += 1  # (reset_stats replaces the dict)
             return np.ndarray(shape, np_dtype, storage.data, offset)
         return alloc_tensor, args[:1]
 
@@ -424,7 +424,10 @@ class VirtualMachine:
             raise VMError(f"function {f.name!r} takes {f.nparams} argument"
                           f"{'' if f.nparams == 1 else 's'} ({', '.join(f.params)}), "
                           f"got {len(args)}")
-        return self._execute(index, tuple([_as_input(a) for a in args]))
+        args = tuple([_as_input(a) for a in args])
+        if f.compiled is not None:  # straight-line code: no dispatch loop
+            return f.compiled(args)
+        return self._execute(index, args)
 
     def _execute(self, index: int, args: tuple) -> Any:
         funcs = self._funcs

@@ -185,14 +185,30 @@ def _check_arity(call: Call, n: int) -> None:
         raise err(call, f"{_op_script(call)} expects {n} operand(s), got {len(call.args)}")
 
 
+#: Arithmetic operators that do not take bool tensors: their kernels compute
+#: in the operands' dtype, and bool has no arithmetic (numpy itself refuses
+#: some of them, e.g. subtract and negative). The logical operators,
+#: comparisons, astype and data movement take bool tensors.
+NO_BOOL_OPS = frozenset("relax." + n for n in (
+    "add", "subtract", "multiply", "divide", "floor_divide", "maximum", "minimum",
+    "negative", "nn.relu", "sum", "prod", "max", "min", "matmul", "nn.conv2d",
+    "nn.max_pool2d"))
+
+
 def tensor_arg(call: Call, i: int, ctx: InferContext | None, what: str = "") -> TensorStructInfo:
-    """The TensorStructInfo of operand ``i``; an error if it is not a tensor."""
+    """The TensorStructInfo of operand ``i``; an error if it is not a tensor
+    (or is a bool tensor given to an operator of :data:`NO_BOOL_OPS`)."""
     _check_arity(call, i + 1)
     sinfo = arg_sinfo(call.args[i], ctx)
     if not isinstance(sinfo, TensorStructInfo):
         label = what or expr_to_str(call.args[i])
         raise err(call, f"{_op_script(call)} expects a tensor for {label}, but "
                         f"{expr_to_str(call.args[i])} has struct info {sinfo_to_str(sinfo)}")
+    if sinfo.dtype == "bool" and getattr(call.op, "name", None) in NO_BOOL_OPS:
+        raise err(call, f"{_op_script(call)} does not compute on bool tensors, but "
+                        f"{expr_to_str(call.args[i])} is bool; use R.logical_and, "
+                        f"R.logical_or or R.logical_not, or convert it first with "
+                        f"R.astype({expr_to_str(call.args[i])}, \"int32\")")
     return sinfo
 
 

@@ -1,0 +1,113 @@
+"""``phasec fuzz``: a campaign with a summary, reproducers and a kept database."""
+
+import re
+
+import pytest
+
+from phasec import transform as T
+from phasec.cli import main
+from phasec.ir import Op, Phase
+from phasec.ir.visitor import ExprVisitor
+from phasec.testing.campaign import read_reproducer, run_campaign
+
+
+class _HasMultiply(ExprVisitor):
+    found = False
+
+    def visit_call_(self, call):
+        super().visit_call_(call)
+        if isinstance(call.op, Op) and call.op.name == "relax.multiply":
+            self.found = True
+
+
+@T.module_pass(phases=[Phase.INGESTION, Phase.OPTIMIZATION], name="FuzzCrashOnMultiply")
+def crash_on_multiply(mod, ctx):
+    """A planted bug: crashes on any module that multiplies."""
+    for _, func in mod.relax_functions():
+        v = _HasMultiply()
+        v.visit_expr(func)
+        if v.found:
+            raise ValueError("multiply is not supported")
+    return mod
+
+
+@pytest.fixture
+def planted():
+    with T.REGISTRY.scope():
+        T.register_pass(crash_on_multiply)
+        yield "FuzzCrashOnMultiply"
+
+
+def test_campaign_summary_and_exit_status(tmp_path, capsys):
+    out = tmp_path / "out"
+    status = main(["fuzz", "--seconds", "3", "--seed", "7", "--out", str(out),
+                   "--kernels", "interp", "--passes", "Normalize,ConvertToDataflow"])
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "phasec fuzz: " in text and "seed 7" in text
+    for field in ("programs generated", "sequences run", "passes run", "reached build",
+                  "failures"):
+        assert field in text
+    programs = int(re.search(r"programs generated\s+(\d+)", text).group(1))
+    assert programs > 0
+    unique = int(re.search(r"failures\s+(\d+) unique", text).group(1))
+    assert status == (1 if unique else 0)
+    assert (out / "summary.json").exists() and (out / "hypothesis").is_dir()
+
+
+def test_campaign_finds_saves_and_replays_a_planted_bug(tmp_path, capsys, planted):
+    out = tmp_path / "out"
+    status = main(["fuzz", "--seconds", "6", "--seed", "1", "--out", str(out),
+                   "--kernels", "interp", "--passes", planted, "--no-roundtrip"])
+    text = capsys.readouterr().out
+    assert status == 1
+    assert re.search(r"crash\s+1\s", text), text
+    files = sorted((out / "failures").glob("*-crash-FuzzCrashOnMultiply.py"))
+    assert len(files) == 1, text
+    source = files[0].read_text()
+    assert source.startswith("# phasec fuzz reproducer")
+    assert "# kind: crash" in source and "multiply is not supported" in source
+    assert f"phasec opt {files[0]} --passes" in source
+    assert "R.multiply(" in source  # the module is in the file, after the header
+    rep = read_reproducer(files[0])
+    assert planted in rep.sequence and rep.inputs
+
+    # the header's replay command reproduces it with `phasec opt`
+    spec = re.search(r"--passes '([^']*)'", source).group(1)
+    assert main(["opt", str(files[0]), "--passes", spec, "--opt-level", "3"]) == 1
+    assert "multiply is not supported" in capsys.readouterr().err
+    # and `phasec fuzz --replay` re-checks every property
+    assert main(["fuzz", "--replay", str(files[0]), "--kernels", "interp"]) == 1
+    assert "[crash]" in capsys.readouterr().out
+
+    # the example database keeps the failure: the next campaign replays it first
+    assert any((out / "hypothesis").rglob("*"))
+    again = run_campaign(1.0, seed=99, passes=planted, out_dir=out, kernels="interp",
+                         roundtrip=False)
+    assert [s.failure.kind for s in again.unique] == ["crash"]
+
+
+def test_replay_of_a_fixed_failure_exits_zero(tmp_path, capsys):
+    path = tmp_path / "repro.py"
+    path.write_text("# phasec fuzz reproducer\n# sequence: Normalize\n" + '''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = R.multiply(x, x)
+        return y
+''')
+    assert main(["fuzz", "--replay", str(path), "--kernels", "interp"]) == 0
+    assert "no failure" in capsys.readouterr().out
+
+
+def test_bad_arguments_are_clear_errors(tmp_path, capsys):
+    assert main(["fuzz", "--seconds", "0", "--out", str(tmp_path)]) == 2
+    assert "--seconds must be positive" in capsys.readouterr().err
+    assert main(["fuzz", "--seconds", "1", "--passes", "NoSuchPass", "--out",
+                 str(tmp_path)]) == 1
+    assert "unknown pass 'NoSuchPass'" in capsys.readouterr().err
+    not_a_repro = tmp_path / "plain.py"
+    not_a_repro.write_text("x = 1\n")
+    assert main(["fuzz", "--replay", str(not_a_repro)]) == 1
+    assert "not a phasec fuzz reproducer" in capsys.readouterr().err
