@@ -217,6 +217,9 @@ def _build_context(opt_level: int, verify: str | bool,
     outer = PassContext.current()
     if isinstance(instruments, PassInstrument):
         instruments = (instruments,)
+    if instruments is not None and not isinstance(instruments, Iterable):
+        raise PassConfigError(f"instruments=... takes a list of PassInstrument objects, not "
+                              f"{type(instruments).__name__}")
     own = tuple(instruments or ())
     inherited = tuple(_Forward(i) for i in outer.instruments if not any(i is o for o in own))
     return outer.replace(opt_level=opt_level, verify=verify, instruments=inherited + own)

@@ -546,3 +546,37 @@ def test_invalid_phase_attribute_is_a_phasec_error():
     with pytest.raises(PhaseError, match="invalid phase 'foo'") as info:
         phasec.IRModule({}, {"phase": "foo"})
     assert isinstance(info.value, (InvalidPhaseError, ValueError))
+
+
+def test_phasec_run_huge_dim_is_an_input_error(capsys):
+    """``phasec run --example transformer --dim n=99999999999999999999999`` was
+    "internal error ... ValueError: Maximum allowed dimension exceeded"."""
+    from phasec.cli import main
+
+    assert main(["run", "--example", "transformer", "--dim", "n=99999999999999999999999",
+                 "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "parameter 'x' would be a float32 array of shape (99999999999999999999999" in err
+    assert "internal error" not in err
+
+
+def test_pass_api_argument_types():
+    """``get_pass(5)`` raised TypeError from difflib; ``build(mod, instruments=5)``
+    'int' object is not iterable."""
+    from phasec.transform import PassConfigError, get_pass
+
+    with pytest.raises(PassConfigError, match="a pass name must be a string"):
+        get_pass(5)
+    mod = phasec.parse(relax(X4, "return x"))
+    with pytest.raises(PassConfigError, match="instruments=... takes a list"):
+        phasec.build(mod, instruments=5)
+
+
+def test_load_path_forms(tmp_path):
+    """A NUL in the path raised "ValueError: embedded null byte" from pathlib;
+    a bytes path a TypeError."""
+    path = tmp_path / "m.py"
+    path.write_text(relax(X4, "return x"))
+    assert "main" in phasec.load(os.fsencode(path))
+    with pytest.raises(ParseError, match="cannot contain NUL"):
+        phasec.load(str(path) + "\x00.py")

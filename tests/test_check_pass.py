@@ -70,7 +70,8 @@ def test_catches_fake_transition_leaving_nested_functions():
     assert err.output.phase == Phase.OPTIMIZATION
     assert "PH101" in str(err) and "nested function" in str(err)
     assert "        @R.function" in err.module.script()  # a nested function
-    assert err.module.script().count(" = ") <= 8  # shrunk
+    assert list(err.module.functions) == ["main"]  # shrunk: one function,
+    assert err.module.script().count(" = ") <= 12  # a closure or a small recursive loop
 
 
 def test_catches_multiply_rewritten_into_add():

@@ -1009,6 +1009,8 @@ class _NestEmitter:
         self.m = len(root.axes)
         self.shape = [low._map_shape(s) for s in root.tensor.shape]
         self.axis_expr: dict[Var, PrimExpr] = {}
+        #: buffers to allocate at the start of the level being emitted
+        self.level_buffers: list[Buffer] = []
         self.mode, self.anchor, self.it, self.jt = self._choose_mode()
 
     # -- mode selection ----------------------------------------------------
@@ -1132,6 +1134,7 @@ class _NestEmitter:
         """
         stmts: list[Stmt] = []
         locals_: list[Buffer] = []
+        pending = len(self.level_buffers)
         if k <= self.q:
             for st in self._stages_at(k):
                 st.local = Buffer(self.low.names.fresh(st.name + "_local"),
@@ -1154,6 +1157,12 @@ class _NestEmitter:
                 body = self._level(k + 1)
                 stmts.append(body if elide else For(var, zero, ext, self._loop_kind(k), body))
         body_stmt = _seq(stmts)
+        # Buffers allocated at this level: the attached stages' locals, then
+        # the partial accumulators emitted here. Allocations wrap the whole
+        # level (never in the middle of a statement list, which the
+        # TVMScript text could not tell apart from one that wraps the rest).
+        locals_ += self.level_buffers[pending:]
+        del self.level_buffers[pending:]
         for buf in reversed(locals_):
             body_stmt = Allocate(buf, body_stmt)
         return body_stmt
@@ -1268,7 +1277,8 @@ class _NestEmitter:
         :meth:`_partial_lanes`): lanes set to ``init``; the innermost reduction
         loop split into ``ko`` (serial) and a vectorized lane loop, plus a
         serial tail for ``extent % lanes``; then the lanes combined into the
-        element (which the init block has set)."""
+        element (which the init block has set). The lane buffer is allocated
+        at the start of the enclosing level (see :meth:`_level`)."""
         low = self.low
         i64 = lambda v: IntImm(v, "int64")  # noqa: E731
         extent = _static(rexts[-1])
@@ -1317,7 +1327,8 @@ class _NestEmitter:
         stmts.append(_block(self._block_name(st.name + "_lanes"), ivs, values, BufferStore(
             buf, _combine(st.combiner, BufferLoad(buf, idx), BufferLoad(part, (i64(0),))),
             idx)))
-        return Allocate(part, _seq(stmts))
+        self.level_buffers.append(part)  # allocated by the enclosing _level
+        return _seq(stmts)
 
     # -- innermost part ----------------------------------------------------
     def _inner(self) -> Stmt:

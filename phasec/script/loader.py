@@ -15,15 +15,21 @@ __all__ = ["load", "SUFFIXES"]
 SUFFIXES = {".py": "TVMScript", ".json": "JSON"}
 
 
-def load(path: str | os.PathLike) -> IRModule:
+def load(path: str | bytes | os.PathLike) -> IRModule:
     """Read a module file: ``.py`` is TVMScript, ``.json`` the JSON module format.
 
     The file is data: TVMScript is parsed, never executed. Every problem
     (unknown suffix, missing or unreadable file, binary content, bad syntax)
     is a :class:`~phasec.errors.ParseError` naming the file.
     """
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load() expects a file path, not {type(path).__name__}")
     p = Path(path)
     name = str(path)
+    if "\x00" in name:
+        raise ParseError(f"cannot load {name!r}: a path cannot contain NUL characters")
     suffix = p.suffix.lower()
     if suffix not in SUFFIXES:
         known = ", ".join(f"{s} ({f})" for s, f in SUFFIXES.items())

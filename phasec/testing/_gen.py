@@ -253,6 +253,8 @@ class FuncGen:
 
     def get_item(self, tup: Val, index: int) -> Val:
         kind, lo, hi = tup.fields[index]
+        if kind not in (FLOAT, INT, BOOL):
+            kind = OPAQUE  # a nested tuple: its fields are not tracked
         item = TupleGetItem(tup.expr, index)
         return self.emit(item, kind, (lo, hi))
 
@@ -347,8 +349,10 @@ class FuncGen:
         cands = [v for v in self.visible(lambda v: not escapes(v), kinds=(FLOAT, INT, BOOL, TUPLE))]
         cands.reverse()
         first = cands[0]  # the most recent value: the program's last result is used
-        if len(cands) > 1 and self.draw(st.booleans()):
-            second = self.pick(cands)
+        tensors = [v for v in cands if v.is_tensor]
+        # a pair of tensors (a tuple of tuples would lose the inner fields' kinds)
+        if first.is_tensor and len(tensors) > 1 and self.draw(st.booleans()):
+            second = self.pick(tensors)
             tup = Tuple([first.expr, second.expr])
             set_field(tup, "struct_info", TupleStructInfo([first.sinfo, second.sinfo]))
             self.ret_val = Val(tup, TUPLE, fields=((first.kind, first.lo, first.hi),

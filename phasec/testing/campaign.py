@@ -29,14 +29,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, given, reject, settings
 from hypothesis import Phase as HPhase
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
 from ..ir.module import IRModule
-from .properties import FAILURE_KINDS, Failure, check_sequence, reference_results
+from ._gen import GeneratorError
+from .properties import (
+    FAILURE_KINDS, Failure, _error_text, check_sequence, reference_results,
+)
 from .strategies import inputs_for, modules, pass_sequences
 
 __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_reproducer",
@@ -140,7 +143,8 @@ class CampaignStats:
 
 
 class _NewFailure(Exception):
-    def __init__(self, failure: Failure, mod: IRModule, seq: Any, args: Sequence[Any]) -> None:
+    def __init__(self, failure: Failure, mod: IRModule | None, seq: Any,
+                 args: Sequence[Any]) -> None:
         super().__init__(str(failure))
         self.failure = failure
         self.mod = mod
@@ -193,7 +197,15 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     def prop(data: Any) -> None:
         if time.monotonic() >= deadline:
             return  # time is up: let hypothesis finish quickly
-        mod = data.draw(module_strategy, label="module")
+        try:
+            mod = data.draw(module_strategy, label="module")
+        except GeneratorError as exc:  # a bug in the fuzzer: report it once, go on
+            stats.failing_runs["generator"] += 1
+            failure = Failure("generator", str(exc).splitlines()[0], detail=_error_text(exc))
+            if failure.signature not in known:
+                newest.append(_NewFailure(failure, None, None, ()))
+                raise newest[-1] from exc
+            reject()
         args = data.draw(inputs_for(mod), label="inputs")
         stats.programs += 1
         try:
@@ -235,13 +247,12 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             test()
         except (_NewFailure, Flaky):
             pass
-        except Exception as exc:  # noqa: BLE001 - e.g. a generator bug: report it, go on
-            found = newest[-1] if newest else None
-            if found is None:
+        except Exception as exc:  # noqa: BLE001 - an error outside the checks: go on
+            if not newest:
                 print(f"phasec fuzz: round {round_index} stopped: {type(exc).__name__}: {exc}",
                       file=sys.stderr)
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    raise
+                stats.failing_runs["internal"] += 1
+                db.replaying = False  # a saved example may be what stops the rounds
                 continue
         if not newest:
             # a round ran to its end: every saved failure has been replayed
@@ -301,13 +312,19 @@ def _comment(text: str) -> list[str]:
     return ["#   " + line for line in text.splitlines()] or ["#"]
 
 
-def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule, seq: Any,
-                    args: Sequence[Any]) -> SavedFailure:
+def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule | None,
+                    seq: Any, args: Sequence[Any]) -> SavedFailure:
     """Write ``NNN-kind-pass.py`` (the generated module, replayable with
     ``phasec opt FILE --passes SPEC``), its inputs as ``.npz`` and, when one
     pass is to blame, ``NNN-kind-pass-direct.py`` (the module that pass ran on,
-    with just that pass)."""
+    with just that pass). A generator failure (no module) is saved as
+    ``NNN-generator.txt`` with its traceback."""
     folder.mkdir(parents=True, exist_ok=True)
+    if mod is None:
+        path = folder / f"{number:03d}-{failure.kind}.txt"
+        path.write_text(f"phasec fuzz: {FAILURE_KINDS.get(failure.kind, '')}\n"
+                        f"{failure.message}\n\n{failure.detail}")
+        return SavedFailure(failure, path, None, "")
     sequence = seq.spec()
     name = (failure.pass_spec or sequence).split("{")[0]
     stem = f"{number:03d}-{failure.kind}-{_slug(name)}"

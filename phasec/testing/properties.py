@@ -57,6 +57,7 @@ FAILURE_KINDS: dict[str, str] = {
     "roundtrip": "a text or JSON round trip is not exact",
     "reference": "the interpreter failed on the generated module itself",
     "hang": "a pass, the interpreter or the VM ran past the time limit",
+    "generator": "phasec.testing's program generator failed (a bug in the fuzzer itself)",
 }
 
 

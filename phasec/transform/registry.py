@@ -159,6 +159,8 @@ class PassRegistry:
     def entry(self, name: str) -> PassEntry:
         """The entry for ``name``; unknown names list the known ones."""
         self._ensure_loaded()
+        if not isinstance(name, str):
+            raise PassConfigError(f"a pass name must be a string, not {name!r:.60}")
         found = self._entries.get(name)
         if found is None:
             raise PassConfigError(self.unknown_message(name))

@@ -161,6 +161,9 @@ class _Checker:
             if form is None:
                 continue
             lo, hi = self.span_of(form)
+            if not tir.is_int(index.dtype) or int_range_problem(lo, index.dtype) \
+                    or int_range_problem(hi, index.dtype):
+                continue  # the machine value would wrap: not decidable here
             if lo < 0 or hi >= extent:
                 return OutOfBounds(buf, d, extent, lo, hi, node, index)
         return None
