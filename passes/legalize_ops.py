@@ -117,7 +117,9 @@ class _ModuleLegalizer:
         self.names = NameTable(n for n in mod.functions if n not in self.primitives)
         self.kernels: dict[str, tir.PrimFunc] = {}
         self._by_hash: dict[int, list[tuple[tir.PrimFunc, str]]] = {}
-        self._by_id: dict[int, str] = {}
+        # id -> (the PrimFunc itself, its kernel name): holding the object keeps
+        # its id from being reused by a different PrimFunc.
+        self._by_id: dict[int, tuple[tir.PrimFunc, str]] = {}
         for name, pf in mod.prim_funcs():
             self._remember(pf, name)
         self._fused: dict[str, tuple[LoweredCall, str]] = {}
@@ -141,17 +143,17 @@ class _ModuleLegalizer:
     # -- kernels ---------------------------------------------------------------
     def _remember(self, pf: tir.PrimFunc, name: str) -> None:
         self._by_hash.setdefault(structural_hash(pf), []).append((pf, name))
-        self._by_id[id(pf)] = name
+        self._by_id[id(pf)] = (pf, name)
 
     def add_kernel(self, pf: tir.PrimFunc, hint: str) -> str:
         """The name of a PrimFunc structurally equal to ``pf`` (added if new)."""
         known = self._by_id.get(id(pf))
         if known is not None:
-            return known
+            return known[1]
         bucket = self._by_hash.get(structural_hash(pf), [])
         for other, name in bucket:
             if structural_equal(other, pf):
-                self._by_id[id(pf)] = name
+                self._by_id[id(pf)] = (pf, name)
                 return name
         name = self.names.fresh(hint)
         self.kernels[name] = pf

@@ -49,8 +49,6 @@ _KERNEL_REUSE = "\n".join([
 ])
 
 
-@pytest.mark.xfail(strict=True, reason="LegalizeOps names kernels by id() of freed PrimFuncs "
-                   "(passes/legalize_ops.py, _KernelTable.add_kernel)")
 def test_legalize_ops_kernel_names_survive_address_reuse():
     x = np.array([0.75], np.float32)
     expected = phasec.interp.run(phasec.parse(_KERNEL_REUSE), x)
