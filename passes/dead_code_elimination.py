@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 
 from phasec.ir import (
     BindingBlock, Call, DataflowVar, Expr, ExternFunc, Function, FuncStructInfo,
-    GlobalVar, If, IRModule, MatchCast, Op, Phase, SeqExpr, Tuple, TupleGetItem, Var,
+    GlobalVar, If, IRModule, MatchCast, Op, Phase, SeqExpr, Var, collect_exprs,
 )
 from phasec.ir.infer import collect_shape_vars
 from phasec.ir.op import find_op
@@ -62,61 +62,19 @@ def call_is_pure(call: Call, functions: Mapping[str, object]) -> bool:
     return isinstance(sinfo, FuncStructInfo) and sinfo.purity
 
 
-def used_vars(expr: Expr, out: set[Var] | None = None) -> set[Var]:
+_VAR_KINDS = frozenset((Var, DataflowVar))
+_GLOBAL_KINDS = frozenset((GlobalVar,))
+
+
+def used_vars(expr: Expr) -> set[Var]:
     """Every Relax variable referenced anywhere inside ``expr`` (nested
     branches and functions included). Iterative: no recursion limit."""
-    found: set[Var] = set() if out is None else out
-    stack: list[Expr] = [expr]
-    while stack:
-        e = stack.pop()
-        t = type(e)
-        if t is Var or t is DataflowVar:
-            found.add(e)
-        elif t is Call:
-            stack.append(e.op)
-            stack.extend(e.args)
-        elif t is Tuple:
-            stack.extend(e.fields)
-        elif t is TupleGetItem:
-            stack.append(e.tuple_value)
-        elif t is If:
-            stack.append(e.cond)
-            stack.append(e.true_branch)
-            stack.append(e.false_branch)
-        elif t is SeqExpr:
-            for block in e.blocks:
-                stack.extend(b.value for b in block.bindings)
-            stack.append(e.body)
-        elif t is Function:
-            stack.append(e.body)
-    return found
+    return set(collect_exprs(expr, _VAR_KINDS))
 
 
 def global_refs(func: Function) -> set[str]:
     """Names of the module functions ``func`` refers to (calls, call_tir, values)."""
-    names: set[str] = set()
-    stack: list[Expr] = [func.body]
-    while stack:
-        e = stack.pop()
-        t = type(e)
-        if t is GlobalVar:
-            names.add(e.name_hint)
-        elif t is Call:
-            stack.append(e.op)
-            stack.extend(e.args)
-        elif t is Tuple:
-            stack.extend(e.fields)
-        elif t is TupleGetItem:
-            stack.append(e.tuple_value)
-        elif t is If:
-            stack.extend((e.cond, e.true_branch, e.false_branch))
-        elif t is SeqExpr:
-            for block in e.blocks:
-                stack.extend(b.value for b in block.bindings)
-            stack.append(e.body)
-        elif t is Function:
-            stack.append(e.body)
-    return names
+    return {g.name_hint for g in collect_exprs(func.body, _GLOBAL_KINDS)}
 
 
 def reachable_functions(mod: IRModule, extra_entries: Iterable[str] = ()) -> set[str] | None:

@@ -32,7 +32,11 @@ mentions. A symbolic variable of an enclosing function that the lifted
 function uses but that neither its parameters nor its captured values
 define (for example ``n`` in ``R.zeros(R.shape([n]))``) is captured as an
 extra ``R.Prim(value=n)`` parameter (after the captured values), passed as
-``R.prim_value(n)``.
+``R.prim_value(n)``. Such trailing parameters may define the variables of
+the function's own parameters' compound dimensions (``a: R.Tensor((n * n,))``
+first, ``x: R.Tensor((n, n))`` last): that is well formed, since a function's
+parameters bind all their whole-dimension variables before any compound
+dimension is checked (WF006; the interpreter and the VM do the same).
 
 Functions with a ``Codegen`` or ``Composite`` attribute (BYOC) stay where
 they are, nested or not, and so does everything inside a top-level function

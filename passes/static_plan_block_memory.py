@@ -66,9 +66,10 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import (
-    Binding, BindingBlock, Call, DataflowVar, Expr, ExprMutator, ExprVisitor, Function,
+    Binding, BindingBlock, Call, DataflowVar, Expr, ExprMutator, Function,
     GlobalVar, If, IRModule, ObjectStructInfo, Op, Phase, PrimValue, SeqExpr,
-    ShapeExpr, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
+    ShapeExpr, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding,
+    collect_exprs, tir,
 )
 from phasec.ir.arith import free_vars, simplify
 from phasec.ir.infer import prim_expr_to_str
@@ -154,20 +155,12 @@ class StaticPlanBlockMemory:
 # Analysis helpers
 # ---------------------------------------------------------------------------
 
-class _VarRefs(ExprVisitor):
-    """Collects every Relax variable referenced in an expression (nested ones too)."""
-
-    def __init__(self) -> None:
-        self.refs: list[Var] = []
-
-    def visit_var_(self, var: Var) -> None:
-        self.refs.append(var)
+_VAR_KINDS = frozenset((Var, DataflowVar))
 
 
 def _refs(expr: Expr) -> list[Var]:
-    v = _VarRefs()
-    v.visit_expr(expr)
-    return v.refs
+    """Every Relax variable referenced in an expression (nested ones too)."""
+    return collect_exprs(expr, _VAR_KINDS)
 
 
 def _leaf_vars(expr: Expr) -> list[Var]:

@@ -78,6 +78,8 @@ def test_legalize_ops_kernel_names_survive_address_reuse():
 # Either LambdaLifting must produce a function that binds n first, or the
 # verifier, interpreter and VM must bind every parameter's whole-dimension
 # variables before checking compound dimensions (as TVM's VMShapeLower does).
+# Fixed the second way (the closure convention stays): see WF006's
+# explanation and tests/test_param_symbolic_binding.py.
 # ---------------------------------------------------------------------------
 
 _COMPOUND_CAPTURED = '''
@@ -111,8 +113,6 @@ class M:
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="LambdaLifting: captured parameters that define n come "
-                   "after a parameter of shape (n * n,) (passes/lambda_lifting.py)")
 @pytest.mark.parametrize("source", [_COMPOUND_CAPTURED, _COMPOUND_NOT_CAPTURED],
                          ids=["captured-var-defines-n", "only-prim-value-defines-n"])
 def test_lambda_lifting_compound_symbolic_parameter(source):
@@ -137,10 +137,11 @@ def test_lambda_lifting_compound_symbolic_parameter(source):
 # to m. The TE lowering of softmax (phasec/ir/te.py) produces such scoped
 # accumulators. Either the printer needs a scoped spelling, or the kernel
 # generator should hoist its allocations to the top of the kernel.
+# Fixed both ways: the printer spells a scoped allocation `with
+# T.decl_buffer(...) as acc:` (and a scoped let `with T.LetStmt(...) as v:`),
+# and te.py extends an allocation's scope to the end of its statement list.
 # ---------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="printer flattens an Allocate followed by statements "
-                   "outside its scope; the parser widens the scope (phasec/script)")
 def test_text_roundtrip_of_a_scoped_allocation():
     from phasec.ir import IRModule, tir
     from phasec.testing.properties import roundtrip_problem

@@ -171,9 +171,9 @@ class Checker:
             hook(ctx, func)
         frame = ctx.frame = Frame(FUNCTION, ctx.func_name or "")
         owner = ctx.func_name or ""
-        for param in func.params:
-            if isinstance(param, Var):
-                self._sinfo_syms(param.struct_info, define=True)
+        # One signature binds its symbolic variables together: every
+        # parameter's whole dims define, then compound dims are uses (WF006).
+        self._define_syms([param.struct_info for param in func.params if isinstance(param, Var)])
         for param in func.params:
             if not isinstance(param, Var):
                 self._bad_value(param)
@@ -250,7 +250,7 @@ class Checker:
                     self._bad_value(var)
                     continue
                 if type(b) is MatchCast:
-                    self._sinfo_syms(b.struct_info, define=True)
+                    self._define_syms((b.struct_info,))
                 for hook in binding_hooks:
                     hook(ctx, b)
                 self._define(var, "match_cast" if type(b) is MatchCast else "binding")
@@ -444,11 +444,26 @@ class Checker:
             hook(ctx, value)
 
     # -- symbolic variables ---------------------------------------------------
-    def _sinfo_syms(self, sinfo: Any, define: bool) -> None:
+    def _define_syms(self, sinfos: Iterable[Any]) -> None:
+        """Symbolic variables of a definition site: all parameters of one
+        function, or one match_cast target. As in TVM, every bare dim of every
+        struct info binds its variable first (when not yet visible) and only
+        then are the compound dims (``n * n``) checked, so a compound dim may
+        use a variable that a later dim or a later parameter binds (lifted
+        closures list their captured values, which often bind the variables,
+        after their own parameters)."""
+        compound: list[Any] = []
+        for sinfo in sinfos:
+            self._sinfo_syms(sinfo, True, compound)
+        for dim in compound:
+            self._prim_uses(dim)
+
+    def _sinfo_syms(self, sinfo: Any, define: bool, compound: list[Any] | None = None) -> None:
         """Symbolic variables in struct info: bare dims are definitions in
-        ``define`` mode (parameters, match_cast) when not yet visible; every
-        other occurrence is a use. Callable signatures are not descended into:
-        their symbolic variables are the callee's."""
+        ``define`` mode (see :meth:`_define_syms`) when not yet visible, and
+        compound dims are then appended to ``compound`` to be checked later;
+        every other occurrence is a use. Callable signatures are not descended
+        into: their symbolic variables are the callee's."""
         static = self._static_sinfo
         if sinfo in static:
             return
@@ -481,6 +496,8 @@ class Checker:
                         self._sym_define(dim)
                     else:
                         self._sym_use(dim)
+                elif compound is not None:
+                    compound.append(dim)
                 else:
                     self._prim_uses(dim)
         if not found:
@@ -505,7 +522,7 @@ class Checker:
         """Symbolic variable uses inside a PrimExpr at the Relax level."""
         if type(expr) is tir.IntImm:
             return
-        for var in _prim_vars(expr, None):
+        for var in dict.fromkeys(_prim_vars(expr, None)):  # n * n: one use of n
             self._sym_use(var)
 
     # -- PrimFuncs -----------------------------------------------------------

@@ -51,7 +51,8 @@ from ..script._checks import int_range_problem
 
 __all__ = [
     "InterpError", "Interpreter", "Closure", "Storage", "run", "evaluate", "evaluate_expr",
-    "eval_prim_expr", "match_struct_info", "normalize_value", "sinfo_text", "prim_text", "describe_value",
+    "eval_prim_expr", "match_struct_info", "match_struct_infos", "normalize_value", "sinfo_text",
+    "prim_text", "describe_value",
     "DEFAULT_MAX_CALL_DEPTH", "STORAGE_ALIGNMENT",
 ]
 
@@ -398,12 +399,19 @@ def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var],
     checked thing ("function 'main', parameter 'x'") in the error, which is
     ``error`` (InterpError by default).
     """
-    if (type(sinfo) is TensorStructInfo and type(value) is np.ndarray
-            and (sinfo.dtype == "void" or str(value.dtype) == sinfo.dtype)
-            and (sinfo.ndim < 0 or value.ndim == sinfo.ndim)
-            and (sinfo.shape is None or all(type(d) is tir.IntImm and d.value == n
-                                            for d, n in zip(sinfo.shape, value.shape)))):
-        return  # fast path: a tensor with static dims that fits
+    match_struct_infos(((value, sinfo, what),), lookup, bind, error)
+
+
+def match_struct_infos(items: Sequence[tuple[Any, StructInfo, str]],
+                       lookup: Callable[[tir.Var], Any], bind: Callable[[tir.Var, int], None],
+                       error: type[PhasecError] = None) -> None:
+    """Check several ``(value, sinfo, what)`` together, as one function's
+    parameters are: the plain-variable dimensions of ALL of them are bound
+    first, then the compound dimensions of all of them are checked (TVM's
+    semantics), so ``a: R.Tensor((n * n,))`` may come before the ``x:
+    R.Tensor((n, n))`` that binds n. Nothing is bound unless everything
+    matches. See :func:`match_struct_info` for the arguments.
+    """
     err = error or InterpError
     local: dict[tir.Var, int] = {}
 
@@ -413,7 +421,37 @@ def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var],
         value = lookup(var)
         return _MISSING if value is None else value
 
-    deferred: list[tuple[tir.PrimExpr, Any, str]] = []
+    # (compound dim, actual value, where, the item's value, sinfo and what)
+    deferred: list[tuple[tir.PrimExpr, Any, str, Any, StructInfo, str]] = []
+
+    for value, sinfo, what in items:
+        if (type(sinfo) is TensorStructInfo and type(value) is np.ndarray
+                and (sinfo.dtype == "void" or str(value.dtype) == sinfo.dtype)
+                and (sinfo.ndim < 0 or value.ndim == sinfo.ndim)
+                and (sinfo.shape is None or all(type(d) is tir.IntImm and d.value == n
+                                                for d, n in zip(sinfo.shape, value.shape)))):
+            continue  # fast path: a tensor with static dims that fits
+        _match_one(value, sinfo, what, err, get, local, deferred)
+    for expr, actual, where, value, sinfo, what in deferred:
+        def strict(var: tir.Var) -> Any:
+            got = get(var)
+            if got is _MISSING:
+                raise err(f"{what}: symbolic variable {var.name} in {prim_text(expr)} "
+                          f"is not bound by any plain dimension")
+            return got
+        expected = eval_prim_expr(expr, strict)
+        if expected != actual:
+            raise err(f"{what}: expected {sinfo_text(sinfo)}, got {describe_value(value)} "
+                      f"({where} is {actual}, expected {prim_text(expr)} = {expected})")
+    for var, v in local.items():
+        bind(var, v)
+
+
+def _match_one(value: Any, sinfo: StructInfo, what: str, err: type[PhasecError],
+               get: Callable[[tir.Var], Any], local: dict[tir.Var, int],
+               deferred: list) -> None:
+    """Match one value: bind plain-variable dims into ``local``, append
+    compound dims to ``deferred`` (see :func:`match_struct_infos`)."""
 
     def fail(reason: str) -> None:
         raise err(f"{what}: expected {sinfo_text(sinfo)}, got {describe_value(value)}"
@@ -433,7 +471,7 @@ def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var],
             elif bound != actual:
                 fail(f"{where} is {actual}, but {expr.name} = {bound}")
         else:
-            deferred.append((expr, actual, where))
+            deferred.append((expr, actual, where, value, sinfo, what))
 
     def walk(v: Any, s: StructInfo, where: str) -> None:
         t = type(s)
@@ -483,18 +521,6 @@ def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var],
         # ObjectStructInfo (and unknown kinds): anything goes
 
     walk(value, sinfo, "")
-    for expr, actual, where in deferred:
-        def strict(var: tir.Var) -> Any:
-            got = get(var)
-            if got is _MISSING:
-                raise err(f"{what}: symbolic variable {var.name} in {prim_text(expr)} "
-                          f"is not bound by any earlier dimension")
-            return got
-        expected = eval_prim_expr(expr, strict)
-        if expected != actual:
-            fail(f"{where} is {actual}, expected {prim_text(expr)} = {expected}")
-    for var, v in local.items():
-        bind(var, v)
 
 
 # ---------------------------------------------------------------------------
@@ -607,10 +633,14 @@ class Interpreter:
                               f"got {len(args) - len(closure.captured)}")
         env = _Env(closure.env)
         vars_ = env.vars
+        # All parameters bind their symbolic variables together (see
+        # match_struct_infos): a compound dim may use a later parameter's var.
+        match_struct_infos([(arg, param.struct_info, f"function {name!r}, parameter "
+                             f"{param.name_hint!r}")
+                            for param, arg in zip(func.params, args)
+                            if param.struct_info is not None],
+                           env.lookup, vars_.__setitem__)
         for param, arg in zip(func.params, args):
-            if param.struct_info is not None:
-                match_struct_info(arg, param.struct_info, env.lookup, vars_.__setitem__,
-                                  f"function {name!r}, parameter {param.name_hint!r}")
             vars_[param] = arg
         return self._eval_seq(func.body, env, name)
 

@@ -13,10 +13,10 @@ from .phase import Phase
 from .struct_info import *  # noqa: F401,F403
 from .struct_info import __all__ as _sinfo_all
 from .structural import assert_structural_equal, structural_equal, structural_hash
-from .visitor import ExprMutator, ExprVisitor, post_order_visit
+from .visitor import ExprMutator, ExprVisitor, collect_exprs, post_order_visit
 
 __all__ = [
     "tir", "IRModule", "Node", "Span", "replace", "Phase", "structural_equal",
     "structural_hash", "assert_structural_equal", "ExprVisitor", "ExprMutator",
-    "post_order_visit", *_expr_all, *_sinfo_all,
+    "post_order_visit", "collect_exprs", *_expr_all, *_sinfo_all,
 ]

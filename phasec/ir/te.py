@@ -989,13 +989,35 @@ class _Lowering:
 
 
 def _seq(stmts: list[Stmt]) -> Stmt:
+    """The statements in sequence (nested sequences flattened). An allocation
+    or let followed by more statements takes them into its scope: the same
+    program (its buffer or variable is fresh), and scoped statements end their
+    lists, so the kernel prints with ``T.alloc_buffer`` and reads back exactly."""
     flat: list[Stmt] = []
     for s in stmts:
         if isinstance(s, SeqStmt):
             flat.extend(s.stmts)
         else:
             flat.append(s)
+    for i in range(len(flat) - 1):
+        if isinstance(flat[i], (Allocate, LetStmt)):
+            flat[i:] = [_extend_scope(flat[i], flat[i + 1:])]
+            break
     return flat[0] if len(flat) == 1 else SeqStmt(flat)
+
+
+def _extend_scope(stmt: Allocate | LetStmt, rest: list[Stmt]) -> Stmt:
+    """``stmt`` (an Allocate/LetStmt chain) with ``rest`` appended to its body."""
+    chain: list[Allocate | LetStmt] = []
+    inner: Stmt = stmt
+    while isinstance(inner, (Allocate, LetStmt)):
+        chain.append(inner)
+        inner = inner.body
+    body = _seq([inner, *rest])
+    for s in reversed(chain):
+        body = (Allocate(s.buffer, body) if isinstance(s, Allocate)
+                else LetStmt(s.var, s.value, body))
+    return body
 
 
 class _NestEmitter:

@@ -8,7 +8,7 @@ functions, branches and tuples.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Callable
 
 from .expr import (
@@ -17,7 +17,7 @@ from .expr import (
     StringImm, Tuple, TupleGetItem, Var, VarBinding,
 )
 
-__all__ = ["ExprVisitor", "ExprMutator", "post_order_visit"]
+__all__ = ["ExprVisitor", "ExprMutator", "post_order_visit", "collect_exprs"]
 
 _KIND = {
     Var: "var", DataflowVar: "dataflow_var", Constant: "constant", Tuple: "tuple",
@@ -96,7 +96,11 @@ class ExprMutator:
 
     ``var_remap`` substitutes variables at use sites. ``visit_binding`` may
     return one binding, a sequence of bindings, or None to drop the binding.
+    A rebuilt SeqExpr drops the dataflow blocks left empty, and every empty
+    block when ``drop_empty_blocks`` is set.
     """
+
+    drop_empty_blocks = False
 
     def __init__(self) -> None:
         self.var_remap: dict[Var, Expr] = {}
@@ -149,7 +153,9 @@ class ExprMutator:
         body = self.visit_expr(expr.body)
         if body is expr.body and all(a is b for a, b in zip(blocks, expr.blocks)):
             return expr
-        return SeqExpr([b for b in blocks if b.bindings or not isinstance(b, DataflowBlock)],
+        drop_all = self.drop_empty_blocks
+        return SeqExpr([b for b in blocks
+                        if b.bindings or not (drop_all or isinstance(b, DataflowBlock))],
                        body, span=expr.span)
 
     def visit_function_(self, func: Function) -> Expr:
@@ -202,3 +208,38 @@ def post_order_visit(expr: Expr, fn: Callable[[Expr], Any]) -> None:
             fn(e)
 
     _V().visit_expr(expr)
+
+
+def collect_exprs(expr: Expr, kinds: Collection[type]) -> list[Expr]:
+    """Every sub-expression of ``expr`` (itself included) whose exact type is
+    in ``kinds``, e.g. ``frozenset((Var, DataflowVar))``, in no particular order.
+
+    Walks operands, branches, binding values and nested function bodies, not
+    definition sites (binding targets, parameters); a node of one of
+    ``kinds`` is not walked into. Iterative: no recursion limit.
+    """
+    found: list[Expr] = []
+    stack: list[Expr] = [expr]
+    while stack:
+        e = stack.pop()
+        t = type(e)
+        if t in kinds:
+            found.append(e)
+        elif t is Call:
+            stack.append(e.op)
+            stack.extend(e.args)
+        elif t is Tuple:
+            stack.extend(e.fields)
+        elif t is TupleGetItem:
+            stack.append(e.tuple_value)
+        elif t is If:
+            stack.append(e.cond)
+            stack.append(e.true_branch)
+            stack.append(e.false_branch)
+        elif t is SeqExpr:
+            for block in e.blocks:
+                stack.extend(b.value for b in block.bindings)
+            stack.append(e.body)
+        elif t is Function:
+            stack.append(e.body)
+    return found

@@ -2168,8 +2168,10 @@ class _PrimFuncParser:
             if id(stmt) not in self.declared:
                 self._bind(decl[0], tir.Var(decl[0], decl[1], span=mp.span(target)))
             return None
-        if name == (mp.T, "alloc_buffer"):
-            shape, dtype = self._buffer_args(value, f"{mp.T}.alloc_buffer")
+        if name in ((mp.T, "alloc_buffer"), (mp.T, "decl_buffer")):
+            # Both scope over the rest of the statement list (TVM prints
+            # T.decl_buffer so when nothing follows the allocation's scope).
+            shape, dtype = self._buffer_args(value, f"{mp.T}.{name[1]}")
             buf = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
             self._bind(target.id, buf)
             span = mp.span(stmt)
@@ -2302,16 +2304,59 @@ class _PrimFuncParser:
         item = stmt.items[0]
         ctx = item.context_expr
         name = _dotted(ctx.func) if isinstance(ctx, ast.Call) else None
+        if len(stmt.items) == 1 and name in ((mp.T, "decl_buffer"), (mp.T, "LetStmt")):
+            return self._scoped(stmt, name[1])
         if len(stmt.items) != 1 or item.optional_vars is not None or name not in (
                 (mp.T, "block"), (mp.T, "sblock")):
             if name == (mp.T, "init"):
                 raise mp.error(f"`with {mp.T}.init()` is only allowed directly inside a "
                                f"{mp.T}.block", stmt)
             raise mp.error(f"unsupported statement 'with {mp.src(ctx)}' in {mp.T}.prim_func; "
-                           f"expected `with {mp.T}.block(\"name\"):`", stmt)
+                           f"expected `with {mp.T}.block(\"name\"):`, `with {mp.T}.decl_buffer("
+                           f"shape, dtype) as name:` or `with {mp.T}.LetStmt(value) as name:`",
+                           stmt)
         a = mp.bind_args(ctx, f"{mp.T}.{name[1]}", ("name",), 0)
         block_name = mp.str_arg(a["name"], f"{mp.T}.block name") if "name" in a else ""
         return self._block(stmt, block_name)
+
+    def _scoped(self, stmt: ast.With, kind: str) -> tir.Stmt:
+        """``with T.decl_buffer(shape, dtype) as buf:`` (an allocation) or
+        ``with T.LetStmt(value[, T.<dtype>]) as v:`` (a let) whose scope is the
+        ``with`` body only, unlike ``buf = T.alloc_buffer(...)`` / ``v = value``,
+        which scope over the rest of the statement list."""
+        mp = self.mp
+        item = stmt.items[0]
+        call, target = item.context_expr, item.optional_vars
+        what = f"{mp.T}.{kind}"
+        if not isinstance(target, ast.Name):
+            raise mp.error(f"`with {what}(...)` needs `as name` with a plain name", stmt)
+        expr: tir.PrimExpr | None = None
+        if kind == "decl_buffer":
+            shape, dtype = self._buffer_args(call, what)
+            value: Any = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
+        else:
+            a = mp.bind_args(call, what, ("value", "type_annotation"), 1)
+            dtype = None
+            if "type_annotation" in a:
+                ann = _dotted(a["type_annotation"])
+                if ann is None or len(ann) != 2 or ann[0] != mp.T or ann[1] not in tir.DTYPES:
+                    raise mp.error(f"{what}: expected a scalar type such as {mp.T}.int64, got "
+                                   f"{mp.src(a['type_annotation'])!r}", a["type_annotation"])
+                dtype = ann[1]
+            # With an annotation the value's literals take its dtype (as in
+            # `v: T.int64 = value`); without, the variable takes the value's.
+            expr = self.prim.parse(a["value"], dtype)
+            value = tir.Var(target.id, dtype or expr.dtype, span=mp.span(target))
+        self.scopes.append({})
+        try:
+            self._bind(target.id, value)
+            body = self._stmts(stmt.body)
+        finally:
+            self.scopes.pop()
+        span = mp.span(stmt)
+        if expr is None:
+            return tir.Allocate(value, body, span=span)
+        return tir.LetStmt(value, expr, body, span=span)
 
     def _block(self, stmt: ast.With, block_name: str) -> tir.Stmt:
         mp = self.mp

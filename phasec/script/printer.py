@@ -23,11 +23,26 @@ functions and loops.
 parser produces (A-normal form). Forms the text cannot express come back
 normalized: nested calls (printed inline) become separate bindings; adjacent
 binding blocks merge and empty ones vanish; a nested ``SeqStmt`` is
-flattened; a ``LetStmt``/``Allocate`` followed by more statements scopes over
-them; attribute lists become tuples; a symbolic variable shared by two
+flattened; attribute lists become tuples; a symbolic variable shared by two
 module-level functions becomes one per function; a zero-size constant of
 rank > 1 prints as ``R.const([], ...)``. ``If``/``SeqExpr``/``Function``
 found in expression position are printed as statements before their use.
+
+Scoped TIR statements (``Allocate``, ``LetStmt``) are printed the way TVM's
+printer does ("concise scoping"): when nothing follows the statement in its
+printed statement list, as an assignment, ``buf = T.alloc_buffer(shape,
+dtype)`` / ``v: T.int64 = value``, whose scope is the rest of the list; when
+statements outside its scope follow it (``SeqStmt[Allocate(buf, body),
+more]``), as a ``with`` block holding exactly its body: ``with
+T.decl_buffer(shape, dtype) as buf:`` / ``with T.LetStmt(value) as v:``
+(``T.LetStmt(value, T.<dtype>)`` when the variable's dtype is not the
+value's). Both are spellings TVM's TVMScript reads (``T.decl_buffer`` is
+TVM's allocate-and-declare form, the counterpart of phasec's ``Allocate``);
+flattening the scoped form instead would read back with a wider scope. So
+the text round trip of a TIR statement is exact, and the kernels phasec
+generates (which keep their allocations at the end of statement lists) print
+with the familiar ``T.alloc_buffer``. The JSON format is the exact
+serialization of everything, nested ``SeqStmt`` included.
 
 Public helpers for diagnostics: :func:`print_module`, :func:`print_function`,
 :func:`print_prim_func`, :func:`print_expr`, :func:`print_binding`,
@@ -821,27 +836,46 @@ class _TirPrinter(_PrimPrinter):
         self.lines[decl_at:decl_at] = [inner + d for d in decls]
 
     # -- statements -------------------------------------------------------
-    def stmt(self, s: tir.Stmt, indent: str) -> None:
-        # LetStmt / Allocate chains are printed flat, with a loop.
+    def stmt(self, s: tir.Stmt, indent: str, last: bool = True) -> None:
+        """Print ``s`` at ``indent``. ``last``: nothing follows ``s`` in the
+        printed statement list, so a let or allocation may take the concise
+        spelling, whose scope is the rest of the list (see the module doc)."""
+        # LetStmt / Allocate chains are printed with a loop: flat while they
+        # end the list, as `with` scopes (one more indent each) otherwise.
         while True:
             t = type(s)
             if t is tir.LetStmt:
-                value = self.prim(s.value, s.var.dtype)
-                self.emit(indent, f"{self.bind(s.var)}: T.{s.var.dtype} = {value}")
+                var = s.var
+                if last:
+                    value = self.prim(s.value, var.dtype)
+                    self.emit(indent, f"{self.bind(var)}: T.{var.dtype} = {value}")
+                elif var.dtype == s.value.dtype:
+                    self.emit(indent, f"with T.LetStmt({self.prim(s.value)}) as {self.bind(var)}:")
+                    indent, last = indent + _INDENT, True
+                else:  # the annotation gives the variable's dtype (and the literals')
+                    value = self.prim(s.value, var.dtype)
+                    self.emit(indent, f"with T.LetStmt({value}, T.{var.dtype}) as "
+                                      f"{self.bind(var)}:")
+                    indent, last = indent + _INDENT, True
                 s = s.body
                 continue
             if t is tir.Allocate:
                 b = s.buffer
-                self.emit(indent, f"{self.buffer_name(b)} = T.alloc_buffer("
-                                  f"{self.shape(b.shape)}, {quote_str(b.dtype)})")
+                args = f"{self.shape(b.shape)}, {quote_str(b.dtype)}"
+                if last:
+                    self.emit(indent, f"{self.buffer_name(b)} = T.alloc_buffer({args})")
+                else:
+                    self.emit(indent, f"with T.decl_buffer({args}) as {self.buffer_name(b)}:")
+                    indent, last = indent + _INDENT, True
                 s = s.body
                 continue
             break
         if t is tir.SeqStmt:
             if not s.stmts:
                 self.emit(indent, "pass")
-            for x in s.stmts:
-                self.stmt(x, indent)
+            end = len(s.stmts) - 1
+            for i, x in enumerate(s.stmts):
+                self.stmt(x, indent, last and i == end)
         elif t is tir.BufferStore:
             value = self.prim(s.value, s.buffer.dtype)
             self.emit(indent, f"{self.buffer_name(s.buffer)}{self.indices(s.indices)} = {value}")

@@ -136,12 +136,20 @@ class SymbolicUseBeforeDef(Rule):
     title = "Symbolic shape variable used before its definition"
     explanation = """
     A symbolic shape variable (the n of R.Tensor((n, 4))) is defined by its
-    first occurrence as a whole dimension in a parameter's struct info or in
-    the target of an R.match_cast; everywhere else it is a use: binding
-    annotations, R.shape(...), R.prim_value(...), return struct info, call_tir
-    outputs and tir_vars. A use before any definition names a value nobody
-    provides at run time. Like Relax variables, symbolic variables defined in
-    an if-branch are not visible after it.
+    occurrence as a whole dimension in a parameter's struct info or in the
+    target of an R.match_cast; everywhere else it is a use: compound
+    dimensions (n * n), binding annotations, R.shape(...), R.prim_value(...),
+    return struct info, call_tir outputs and tir_vars. A use before any
+    definition names a value nobody provides at run time.
+    A function's parameters bind together, as in TVM: the whole dimensions of
+    ALL parameters are bound first, then compound dimensions are checked. So
+    in f(a: R.Tensor((n * n,)), x: R.Tensor((n, n))) the n of a's shape is
+    defined by x, although x comes later (lifted closures take their
+    captured values, which often define the variables, after their own
+    parameters). A compound dimension whose variables no parameter has as a
+    whole dimension is an error. An R.match_cast target binds the same way
+    within itself. Like Relax variables, symbolic variables defined in an
+    if-branch are not visible after it.
     """
     help = "bind the variable first with R.match_cast (or take it from a parameter's shape)"
 

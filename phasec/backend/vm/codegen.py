@@ -21,6 +21,7 @@ import numpy as np
 
 from ...errors import PhasecError, PhaseError
 from ...ir import tir
+from ...ir.arith import free_vars
 from ...ir.expr import (
     Call, Constant, DataflowVar, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
     MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
@@ -132,6 +133,7 @@ class _FunctionCodegen:
         self.bound_syms: set[tir.Var] = set()
         self.const_reg: dict[int, int] = {}  # pool index -> register
         self.pending: list[tuple[tir.Var, Any]] = []  # compound-dim vars awaiting a bind
+        self.defer_compound = False  # see emit_match
 
     # -- helpers ------------------------------------------------------------------
     def error(self, message: str, node: Any = None) -> VMCodegenError:
@@ -170,10 +172,7 @@ class _FunctionCodegen:
         func = self.func
         for p in func.params:
             self.var_reg[p] = self.new_reg()
-        for p in func.params:
-            if p.struct_info is not None:
-                self.emit_match(self.var_reg[p], p.struct_info,
-                                f"function {self.name!r}, parameter {p.name_hint!r}")
+        self.match_params(func)
         result = self.seq(func.body)
         self.emit(bc.Ret(result))
         # The signature as text, for callers of a saved executable (phasec run);
@@ -395,9 +394,46 @@ class _FunctionCodegen:
         return named
 
     # -- struct info patterns and scalar expressions ---------------------------------------------
-    def emit_match(self, src: int, sinfo: StructInfo, what: str) -> None:
+    def match_params(self, func: Function) -> None:
+        """Emit the parameter checks with TVM's semantics: the plain-variable
+        dims of ALL parameters are bound before any compound dim is checked,
+        so ``a: R.Tensor((n * n,))`` may precede the ``x: R.Tensor((n, n))``
+        that binds n (lifted closures take their captured values last).
+
+        A parameter with a compound dim that uses a variable only a later
+        parameter binds is matched twice: first with that dim binding a
+        scratch register (checking everything else and binding its own
+        variables), then, after every parameter, fully again.
+        """
+        params = [p for p in func.params if p.struct_info is not None]
+        all_plain = {v for p in params for v in _plain_vars(p.struct_info)}
+        bound = set(self.bound_syms)  # by this parameter or an earlier one
+        needs_recheck: list[bool] = []
+        for p in params:
+            bound.update(_plain_vars(p.struct_info))
+            needs_recheck.append(any(v not in bound and v in all_plain
+                                     for v in _compound_vars(p.struct_info)))
+        for p, recheck in zip(params, needs_recheck):
+            self.emit_match(self.var_reg[p], p.struct_info,
+                            f"function {self.name!r}, parameter {p.name_hint!r}",
+                            defer_compound=recheck)
+        for p, recheck in zip(params, needs_recheck):
+            if recheck:
+                self.emit_match(self.var_reg[p], p.struct_info,
+                                f"function {self.name!r}, parameter {p.name_hint!r}")
+
+    def emit_match(self, src: int, sinfo: StructInfo, what: str,
+                   defer_compound: bool = False) -> None:
+        """Emit a Match of register ``src`` against ``sinfo``. With
+        ``defer_compound``, compound dims only bind a scratch register (the
+        caller checks them by a second full match once their variables are
+        bound)."""
         self.pending: list[tuple[tir.Var, Any]] = []
-        pattern = self.pattern(sinfo)
+        self.defer_compound = defer_compound
+        try:
+            pattern = self.pattern(sinfo)
+        finally:
+            self.defer_compound = False
         for var, node in self.pending:
             if var not in self.bound_syms:
                 raise self.error(f"{what}: symbolic variable {var.name} in a compound dimension "
@@ -429,6 +465,8 @@ class _FunctionCodegen:
                 return ("check", self.sym(expr))
             self.bound_syms.add(expr)
             return ("bind", self.sym(expr))
+        if self.defer_compound:
+            return ("bind", self.new_reg())  # checked by a later full match (match_params)
         # Compound dimension: checked once the plain variables are bound; its
         # variables must be bound by now or by a plain dimension of this pattern.
         return ("expr", self.prim_code(expr, node, allow_pending=True))
@@ -460,6 +498,32 @@ class _FunctionCodegen:
         if t is tir.Call:
             return ("call", expr.name, tuple(self.prim_code(a, node, allow_pending) for a in expr.args))
         raise self.error(f"cannot compute {type(expr).__name__} in a shape expression", node)
+
+
+def _sinfo_dims(sinfo: StructInfo):
+    """The dims of ``sinfo`` (tensor shapes, shape values, prim values, in
+    tuples), as the VM's match patterns see them."""
+    stack = [sinfo]
+    while stack:
+        s = stack.pop()
+        t = type(s)
+        if t is TensorStructInfo and s.shape is not None:
+            yield from s.shape
+        elif t is ShapeStructInfo and s.values is not None:
+            yield from s.values
+        elif t is PrimStructInfo and s.value is not None:
+            yield s.value
+        elif t is TupleStructInfo:
+            stack.extend(s.fields)
+
+
+def _plain_vars(sinfo: StructInfo) -> list[tir.Var]:
+    return [d for d in _sinfo_dims(sinfo) if type(d) is tir.Var]
+
+
+def _compound_vars(sinfo: StructInfo) -> set[tir.Var]:
+    return {v for d in _sinfo_dims(sinfo) if type(d) not in (tir.Var, tir.IntImm)
+            for v in free_vars(d)}
 
 
 def _scalar(value: Any, dtype: str) -> Any:
