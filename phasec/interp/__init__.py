@@ -9,9 +9,9 @@ results define what "the same results" means for every pass.
 
 from .relax import (  # noqa: F401
     DEFAULT_MAX_CALL_DEPTH, Closure, InterpError, Interpreter, Storage, describe_value,
-    eval_prim_expr, evaluate, evaluate_expr, match_struct_info, run, sinfo_text,
+    eval_prim_expr, evaluate, evaluate_expr, match_struct_info, match_struct_infos, run, sinfo_text,
 )
 
 __all__ = ["run", "evaluate", "evaluate_expr", "Interpreter", "InterpError", "Closure",
            "Storage", "DEFAULT_MAX_CALL_DEPTH", "describe_value", "sinfo_text",
-           "eval_prim_expr", "match_struct_info"]
+           "eval_prim_expr", "match_struct_info", "match_struct_infos"]
