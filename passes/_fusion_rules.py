@@ -29,6 +29,7 @@ from typing import Any
 
 from phasec.ir.op.registry import OpDef, OpPattern
 from phasec.transform import PassConfigError
+from phasec.transform.info import is_int_at_least
 
 __all__ = [
     "FusionRules", "DEFAULT_RULES", "TVM_RULES", "NO_EPILOGUE_RULES", "INJECTIVE_PATTERNS",
@@ -107,8 +108,7 @@ class FusionRules:
                         "COMM_REDUCE or OUT_ELEMWISE_FUSABLE")
             pairs.add(pair)
         object.__setattr__(self, "pairs", frozenset(pairs))
-        if (isinstance(self.max_fused_ops, bool) or not isinstance(self.max_fused_ops, int)
-                or self.max_fused_ops < 1):
+        if not is_int_at_least(self.max_fused_ops, 1):
             raise PassConfigError(f"FusionRules(max_fused_ops={self.max_fused_ops!r}) must be "
                                   "an int >= 1")
         if not isinstance(self.op_patterns, Mapping):

@@ -30,9 +30,9 @@ from typing import Any
 
 from phasec.errors import PhasecError
 from phasec.ir import (
-    Binding, Call, ExprMutator, ExternFunc, GlobalVar, IRModule, MatchCast, ObjectStructInfo,
-    Op, Phase, PrimValue, ShapeExpr, ShapeStructInfo, StructInfo, TensorStructInfo, Tuple,
-    TupleGetItem, TupleStructInfo, Var, VarBinding,
+    Binding, Call, ExprMutator, ExternFunc, GlobalVar, IRModule, ObjectStructInfo, Op, Phase,
+    PrimValue, ShapeExpr, ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem,
+    TupleStructInfo, Var, VarBinding,
 )
 from phasec.ir.infer import sinfo_to_str
 from phasec.ir.op import op_expr
@@ -53,12 +53,7 @@ class CallTIRRewrite:
     """Rewrite call_tir / call_dps_packed into an explicit output allocation and a direct call."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            new = _Rewriter(name).visit_expr(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        return mod.map_functions(lambda name, func: _Rewriter(name).visit_expr(func))
 
 
 class _Rewriter(ExprMutator):
@@ -71,10 +66,7 @@ class _Rewriter(ExprMutator):
         if type(value) is Call and type(value.op) is Op and value.op.name in (
                 "relax.call_tir", "relax.call_dps_packed"):
             pre, result = self._rewrite(binding, value)
-            if isinstance(binding, MatchCast):
-                return [*pre, MatchCast(binding.var, result, binding.struct_info,
-                                        span=binding.span)]
-            return [*pre, VarBinding(binding.var, result, span=binding.span)]
+            return [*pre, binding.rebind(result)]
         return super().visit_binding(binding)
 
     def error(self, binding: Binding, message: str) -> CallTIRRewriteError:

@@ -21,7 +21,7 @@ Dataflow and binding blocks left empty are removed. The pass is idempotent.
 from __future__ import annotations
 
 from phasec.ir import (
-    Binding, DataflowVar, Expr, ExprMutator, Function, If, IRModule, MatchCast, Phase,
+    Binding, DataflowVar, ExprMutator, Function, If, IRModule, MatchCast, Phase,
     SeqExpr, Var,
 )
 from phasec.ir.infer import is_base_of, struct_info_equal
@@ -91,6 +91,8 @@ class _Planner:
 
 
 class _Rewriter(ExprMutator):
+    drop_empty_blocks = True
+
     def __init__(self, plan: _Planner) -> None:
         super().__init__()
         self.plan = plan
@@ -103,13 +105,6 @@ class _Rewriter(ExprMutator):
 
     def visit_var_def(self, var: Var) -> Var:
         return self.plan.redefine.get(var, var)
-
-    def visit_seq_expr_(self, expr: SeqExpr) -> Expr:
-        blocks = [self.visit_binding_block(b) for b in expr.blocks]
-        body = self.visit_expr(expr.body)
-        if body is expr.body and all(a is b for a, b in zip(blocks, expr.blocks)):
-            return expr
-        return SeqExpr([b for b in blocks if b.bindings], body, span=expr.span)
 
 
 def canonicalize_function(func: Function) -> Function:
@@ -127,9 +122,4 @@ class CanonicalizeBindings:
     """Remove trivial rebindings (``y = x``, no-op match_casts), substituting uses."""
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            new = canonicalize_function(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        return mod.map_functions(lambda _, func: canonicalize_function(func))

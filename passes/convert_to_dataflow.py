@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 
 from phasec.ir import (
     Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExprMutator, Function, If,
-    IRModule, MatchCast, Phase, SeqExpr, Var, VarBinding,
+    IRModule, Phase, SeqExpr, Var,
 )
 from phasec.transform import PassConfigError, module_pass, register_pass
+from phasec.transform.info import is_int_at_least
 
 from .dead_code_elimination import call_is_pure, used_vars
 from .lambda_lifting import is_byoc_function
@@ -42,14 +43,6 @@ def binding_is_pure(binding: Binding, functions: Mapping[str, object]) -> bool:
     if type(value) is Call:
         return call_is_pure(value, functions)
     return True
-
-
-class _Remap(ExprMutator):
-    """Substitutes variables in the (flat, pure) values of one run."""
-
-    def __init__(self, remap: dict[Var, Var]) -> None:
-        super().__init__()
-        self.var_remap = remap
 
 
 class _Converter(ExprMutator):
@@ -136,8 +129,8 @@ class _Converter(ExprMutator):
     @staticmethod
     def _dataflow(run: Sequence[Binding], run_end: int,
                   last_use: dict[Var, int]) -> DataflowBlock:
-        remap: dict[Var, Var] = {}
-        mutator = _Remap(remap)
+        mutator = ExprMutator()  # substitutes the run's new DataflowVars in later values
+        remap = mutator.var_remap
         out: list[Binding] = []
         for b in run:
             value = mutator.visit_expr(b.value) if remap else b.value
@@ -145,12 +138,7 @@ class _Converter(ExprMutator):
             if type(var) is Var and last_use.get(var, -1) < run_end:
                 var = DataflowVar(var.name_hint, var.struct_info, span=var.span)
                 remap[b.var] = var
-            if value is b.value and var is b.var:
-                out.append(b)
-            elif type(b) is MatchCast:
-                out.append(MatchCast(var, value, b.struct_info, span=b.span))
-            else:
-                out.append(VarBinding(var, value, span=b.span))
+            out.append(b.rebind(value, var))
         return DataflowBlock(out)
 
 
@@ -162,17 +150,12 @@ class ConvertToDataflow:
     min_size: int = 2
 
     def __post_init__(self) -> None:
-        if isinstance(self.min_size, bool) or not isinstance(self.min_size, int) \
-                or self.min_size < 1:
+        if not is_int_at_least(self.min_size, 1):
             raise PassConfigError(f"ConvertToDataflow(min_size=...) must be an int >= 1, "
                                   f"not {self.min_size!r}")
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            if is_byoc_function(func):
-                continue  # compiled by an external backend: leave its body alone
-            new = _Converter(mod.functions, self.min_size).visit_expr(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        converter = _Converter(mod.functions, self.min_size)
+        # A function compiled by an external backend keeps its body:
+        # _Converter.visit_function_ leaves it alone.
+        return mod.map_functions(lambda _, func: converter.visit_expr(func))

@@ -22,7 +22,7 @@ and :func:`global_refs` are shared with the other passes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from phasec.ir import (
     BindingBlock, Call, DataflowVar, Expr, ExternFunc, Function, FuncStructInfo,
@@ -134,11 +134,10 @@ class _Eliminator:
                     block_changed = True
                     continue
                 effect = effect or has_effect
-                live |= uses
+                live.update(uses)
                 if value is not b.value:
                     block_changed = True
-                    b = (MatchCast(b.var, value, b.struct_info, span=b.span)
-                         if type(b) is MatchCast else type(b)(b.var, value, span=b.span))
+                    b = b.rebind(value)
                 kept.append(b)
             if block_changed:
                 changed = True
@@ -152,25 +151,27 @@ class _Eliminator:
         new_blocks.reverse()
         return SeqExpr(new_blocks, seq.body, span=seq.span), live, effect
 
-    def value(self, value: Expr) -> tuple[Expr, set[Var], bool]:
+    def value(self, value: Expr) -> tuple[Expr, Collection[Var], bool]:
         """(new value, variables it uses, whether evaluating it has a side effect)."""
         t = type(value)
         if t is If:
             tb, tuses, teff = self.seq(value.true_branch)
             fb, fuses, feff = self.seq(value.false_branch)
             uses = tuses | fuses
-            uses |= used_vars(value.cond)
+            uses.update(collect_exprs(value.cond, _VAR_KINDS))
             if tb is not value.true_branch or fb is not value.false_branch:
                 value = If(value.cond, tb, fb, struct_info=value.struct_info, span=value.span)
             return value, uses, teff or feff
         if t is Function:
             new = self.function(value)
-            return new, used_vars(new.body), False
+            return new, collect_exprs(new.body, _VAR_KINDS), False
         if t is SeqExpr:  # not normal form, but keep it working
             return self.seq(value)
+        # A list, not a set: the caller adds it to the live set.
+        uses = collect_exprs(value, _VAR_KINDS)
         if t is Call:
-            return value, used_vars(value), not call_is_pure(value, self.functions)
-        return value, used_vars(value), False
+            return value, uses, not call_is_pure(value, self.functions)
+        return value, uses, False
 
 
 @register_pass
@@ -189,12 +190,7 @@ class DeadCodeElimination:
         if isinstance(entries, str):
             entries = (entries,)
         elim = _Eliminator(mod.functions)
-        changed: dict[str, Function] = {}
-        for name, func in mod.relax_functions():
-            new = elim.function(func)
-            if new is not func:
-                changed[name] = new
-        out = mod.update(changed) if changed else mod
+        out = mod.map_functions(lambda _, func: elim.function(func))
         keep = reachable_functions(out, entries)
         if keep is not None and len(keep) < len(out.functions):
             out = out.with_functions({n: f for n, f in out.functions.items() if n in keep})

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import (
-    Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExprMutator, Function, If,
+    Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExprMutator, Function,
     IRModule, Node, Op, Phase, SeqExpr, Var, VarBinding, tir,
 )
 from phasec.ir.infer import is_base_of
@@ -81,6 +81,8 @@ class _Scope:
 
 
 class _Eliminator(ExprMutator):
+    drop_empty_blocks = True
+
     def __init__(self, functions: Mapping[str, object]) -> None:
         super().__init__()
         self.functions = functions
@@ -103,26 +105,13 @@ class _Eliminator(ExprMutator):
         finally:
             self.scope = saved
 
-    def visit_if_(self, expr: If) -> Expr:
-        cond = self.visit_expr(expr.cond)
-        saved = self.scope
+    def visit_seq_expr_(self, expr: SeqExpr) -> Expr:
+        # A function body or an if-branch: what it computes is not reused after it.
+        saved, self.scope = self.scope, _Scope(self.scope)
         try:
-            self.scope = _Scope(saved)
-            tb = self.visit_expr(expr.true_branch)
-            self.scope = _Scope(saved)
-            fb = self.visit_expr(expr.false_branch)
+            return super().visit_seq_expr_(expr)
         finally:
             self.scope = saved
-        if cond is expr.cond and tb is expr.true_branch and fb is expr.false_branch:
-            return expr
-        return If(cond, tb, fb, struct_info=expr.struct_info, span=expr.span)
-
-    def visit_seq_expr_(self, expr: SeqExpr) -> Expr:
-        blocks = [self.visit_binding_block(b) for b in expr.blocks]
-        body = self.visit_expr(expr.body)
-        if body is expr.body and all(a is b for a, b in zip(blocks, expr.blocks)):
-            return expr
-        return SeqExpr([b for b in blocks if b.bindings], body, span=expr.span)
 
     def visit_binding_block(self, block: BindingBlock) -> BindingBlock:
         if type(block) is not DataflowBlock:
@@ -167,12 +156,6 @@ class EliminateCommonSubexpr:
     """Merge identical pure calls within a scope (each is computed once)."""
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            if is_byoc_function(func):
-                continue
-            new = _Eliminator(mod.functions).visit_expr(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        # _Eliminator.visit_function_ leaves BYOC functions alone.
+        return mod.map_functions(lambda _, func: _Eliminator(mod.functions).visit_expr(func))
 

@@ -38,11 +38,12 @@ import numpy as np
 from phasec.interp import Interpreter
 from phasec.ir import (
     Binding, Call, Constant, DataflowVar, DataTypeImm, Expr, ExprMutator, Function, IRModule,
-    MatchCast, Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Tuple,
-    TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
+    Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Tuple, TupleGetItem,
+    TupleStructInfo, Var, tir,
 )
 from phasec.ir.op import find_op
 from phasec.transform import PassConfigError, module_pass, register_pass
+from phasec.transform.info import is_int_at_least
 
 from .lambda_lifting import is_byoc_function
 
@@ -180,11 +181,7 @@ class _Folder(ExprMutator):
         if type(value) is Constant or (type(value) is Tuple and value.fields and all(
                 type(f) is Constant for f in value.fields)):
             self.consts[var] = value
-        if value is binding.value:
-            return binding
-        if type(binding) is MatchCast:
-            return MatchCast(var, value, binding.struct_info, span=binding.span)
-        return VarBinding(var, value, span=binding.span)
+        return binding.rebind(value)
 
 
 @register_pass
@@ -195,19 +192,13 @@ class FoldConstant:
     max_elements: int = 1 << 20
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_elements, bool) or not isinstance(self.max_elements, int) \
-                or self.max_elements < 0:
+        if not is_int_at_least(self.max_elements, 0):
             raise PassConfigError(f"FoldConstant(max_elements=...) must be an int >= 0, "
                                   f"not {self.max_elements!r}")
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
         interp = Interpreter(mod)
-        changed = {}
-        for name, func in mod.relax_functions():
-            if is_byoc_function(func):
-                continue
-            new = _Folder(interp, self.max_elements).visit_expr(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        # _Folder.visit_function_ leaves BYOC functions alone.
+        return mod.map_functions(
+            lambda _, func: _Folder(interp, self.max_elements).visit_expr(func))
 

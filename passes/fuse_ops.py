@@ -109,8 +109,9 @@ from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
     TupleStructInfo,
 )
-from phasec.ir.visitor import post_order_visit
+from phasec.ir.visitor import collect_exprs
 from phasec.transform import PassConfigError, PassContext, module_pass, register_pass
+from phasec.transform.info import is_int_at_least
 
 from ._fusion_rules import (
     ANCHOR_PATTERNS, DEFAULT_RULES, NO_EPILOGUE_RULES, TVM_RULES, FusionRules, get_fusion_rules,
@@ -141,7 +142,7 @@ class FuseOps:
 
     def __post_init__(self) -> None:
         level = self.fuse_opt_level
-        if isinstance(level, bool) or not isinstance(level, int) or level < -1:
+        if not is_int_at_least(level, -1):
             raise PassConfigError(f"FuseOps(fuse_opt_level={level!r}) must be an int >= -1 "
                                   "(-1: use the PassContext's opt_level, 0: no fusion)")
         if self.rules is not None:
@@ -167,16 +168,9 @@ class FuseOps:
         rules = self.resolved_rules(ctx)
         level = self.fuse_opt_level if self.fuse_opt_level >= 0 else ctx.opt_level
         fuser = _ModuleFuser(rules, fuse=level > 0, names=NameTable(mod.functions))
-        changed: dict[str, Function] = {}
-        for name, func in mod.relax_functions():
-            if any(func.attrs.get(key) for key in _SKIP_ATTRS):
-                continue
-            new = fuser.function(func)
-            if new is not func:
-                changed[name] = new
-        if not changed:
-            return mod
-        return mod.update({**changed, **fuser.lifted})
+        out = mod.map_functions(lambda _, func: func if any(
+            func.attrs.get(key) for key in _SKIP_ATTRS) else fuser.function(func))
+        return out if out is mod else out.update(fuser.lifted)
 
 
 # ---------------------------------------------------------------------------
@@ -345,6 +339,9 @@ def _arg_vars(args: Sequence[Expr]) -> Iterator[Var]:
                     stack.extend(e.fields)
 
 
+_VAR_KINDS = frozenset((Var, DataflowVar))
+
+
 def _vars_in(expr: Expr) -> list[Var]:
     """Every variable an expression refers to."""
     if isinstance(expr, Var):
@@ -358,9 +355,7 @@ def _vars_in(expr: Expr) -> list[Var]:
         return list(_arg_vars(expr.fields))
     if isinstance(expr, TupleGetItem) and isinstance(expr.tuple_value, Var):
         return [expr.tuple_value]
-    found: list[Var] = []
-    post_order_visit(expr, lambda e: found.append(e) if isinstance(e, Var) else None)
-    return found
+    return collect_exprs(expr, _VAR_KINDS)
 
 
 # ---------------------------------------------------------------------------

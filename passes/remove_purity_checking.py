@@ -36,12 +36,7 @@ class RemovePurityChecking:
     """Mark pure functions relax.force_pure; call_pure_packed -> call_packed, invoke_pure_closure -> invoke_closure."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            new = _PurityRemover().visit_expr(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        return mod.map_functions(lambda _, func: _PurityRemover().visit_expr(func))
 
 
 class _PurityRemover(ExprMutator):

@@ -134,21 +134,18 @@ class StaticPlanBlockMemory:
     """Plan static-shape allocations into reused storage (alloc_storage + alloc_tensor)."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            if func.attrs.get("Codegen"):
-                continue
+        def plan(name: str, func: Function) -> Function:
             may_kill = not func.is_pure or bool(func.attrs.get(FORCE_PURE))
             planner = _FunctionPlanner(mod, may_kill)
-            new = planner.visit_expr(func)
+            new = planner.visit_expr(func)  # external (Codegen) functions stay as they are
             if new is func:
-                continue
+                return func
             stats = PlanStats(int(func.attrs.get(TENSOR_BYTES_ATTR, 0)),
                               int(func.attrs.get(STORAGE_BYTES_ATTR, 0))) + planner.stats
             new = new.with_attr(TENSOR_BYTES_ATTR, stats.tensor_bytes)
-            new = new.with_attr(STORAGE_BYTES_ATTR, stats.storage_bytes)
-            changed[name] = new
-        return mod.update(changed) if changed else mod
+            return new.with_attr(STORAGE_BYTES_ATTR, stats.storage_bytes)
+
+        return mod.map_functions(plan)
 
 
 # ---------------------------------------------------------------------------

@@ -58,9 +58,4 @@ class ToNonDataflow:
     """Convert dataflow blocks to ordinary binding blocks (DataflowVars become Vars)."""
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            new = to_non_dataflow_function(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        return mod.map_functions(lambda _, func: to_non_dataflow_function(func))

@@ -35,7 +35,7 @@ import numpy as np
 
 from phasec.errors import PhasecError
 from phasec.ir import (
-    Binding, Call, Expr, ExprMutator, Function, IRModule, MatchCast, ObjectStructInfo, Op,
+    Binding, Call, Expr, ExprMutator, Function, IRModule, ObjectStructInfo, Op,
     Phase, PrimValue, ShapeExpr, Var, VarBinding, tir,
 )
 from phasec.ir.arith import simplify
@@ -66,14 +66,8 @@ class VMBuiltinLower:
     """Lower memory builtins to VM builtins (vm.alloc_storage, vm.alloc_tensor, vm.kill_object)."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            if func.attrs.get("Codegen"):
-                continue
-            new = _Lowerer(name).visit_expr(func)
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        # _Lowerer.visit_function_ leaves external (Codegen) functions alone.
+        return mod.map_functions(lambda name, func: _Lowerer(name).visit_expr(func))
 
 
 class _Lowerer(ExprMutator):
@@ -137,11 +131,7 @@ class _Lowerer(ExprMutator):
         tensor = Call(op_expr("relax.vm.alloc_tensor"),
                       [storage, PrimValue(tir.IntImm(0, "int64")), shape], {"dtype": dtype},
                       struct_info=call.struct_info, span=call.span)
-        if isinstance(binding, MatchCast):
-            bound: Binding = MatchCast(binding.var, tensor, binding.struct_info, span=binding.span)
-        else:
-            bound = VarBinding(binding.var, tensor, span=binding.span)
-        return [VarBinding(storage, alloc_storage, span=binding.span), bound]
+        return [VarBinding(storage, alloc_storage, span=binding.span), binding.rebind(tensor)]
 
     def visit_call_(self, call: Call) -> Expr:
         call = super().visit_call_(call)

@@ -76,10 +76,8 @@ def _rules() -> list[tuple[str, Phase | None, str]] | None:
         table = verifier.rules_table()
     except (ImportError, AttributeError):
         return None
-    out = []
-    for code, phase, title in table:
-        out.append((str(code), None if phase is None else Phase.parse(phase), str(title)))
-    return out
+    return [(str(code), None if phase is None else Phase.parse(phase), str(title))
+            for code, phase, title in table]
 
 
 def _transition_entries(entries: list[PassEntry]) -> dict[Phase, list[PassEntry]]:
@@ -137,25 +135,24 @@ def _section_transitions(entries: list[PassEntry]) -> str:
                                    rows)
 
 
+_KINDS = ((Sequential, "sequential"), (ModulePass, "module"), (FunctionPass, "function"),
+          (PrimFuncPass, "prim_func"))
+
+
+def _kind_of_class(cls: type) -> str | None:
+    return next((label for base, label in _KINDS if issubclass(cls, base)), None)
+
+
 def _kind(e: PassEntry) -> str:
     f = e.factory
-    cls = f if isinstance(f, type) else type(f)
-    for base, label in ((Sequential, "sequential"), (ModulePass, "module"),
-                        (FunctionPass, "function"), (PrimFuncPass, "prim_func")):
-        if isinstance(cls, type) and issubclass(cls, base):
-            return label
-    try:
-        return _kind_of_pass(e.create())
+    kind = _kind_of_class(f if isinstance(f, type) else type(f))
+    if kind is not None:
+        return kind
+    try:  # a factory function: look at what it makes
+        made = e.create()
     except Exception:
         return "factory"
-
-
-def _kind_of_pass(p: Any) -> str:
-    for base, label in ((Sequential, "sequential"), (ModulePass, "module"),
-                        (FunctionPass, "function"), (PrimFuncPass, "prim_func")):
-        if isinstance(p, base):
-            return label
-    return "custom"
+    return _kind_of_class(type(made)) or "custom"
 
 
 def _options(e: PassEntry) -> str:

@@ -81,6 +81,8 @@ from .transform import (
     Pass, PassConfigError, PassContext, PassInstrument, Pipeline, Sequential, get_pass,
     parse_pipeline,
 )
+from .transform.context import as_instruments
+from .transform.info import is_int_at_least
 
 if TYPE_CHECKING:
     from .backend.vm import Executable
@@ -112,7 +114,7 @@ def default_pipeline(opt_level: int = 2) -> Pipeline:
     Raises :class:`PassConfigError` for a bad ``opt_level`` or when a pass of
     the pipeline is not registered.
     """
-    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or opt_level < 0:
+    if not is_int_at_least(opt_level, 0):
         raise PassConfigError(f"default_pipeline(opt_level=...) must be an int >= 0, "
                               f"not {opt_level!r}")
     passes: list[Pass] = []
@@ -215,12 +217,7 @@ def _build_context(opt_level: int, verify: str | bool,
     (disabled and required passes, config, its instruments) with
     ``opt_level``, ``verify`` and ``instruments`` added."""
     outer = PassContext.current()
-    if isinstance(instruments, PassInstrument):
-        instruments = (instruments,)
-    if instruments is not None and not isinstance(instruments, Iterable):
-        raise PassConfigError(f"instruments=... takes a list of PassInstrument objects, not "
-                              f"{type(instruments).__name__}")
-    own = tuple(instruments or ())
+    own = as_instruments(instruments, "instruments=...")
     inherited = tuple(_Forward(i) for i in outer.instruments if not any(i is o for o in own))
     return outer.replace(opt_level=opt_level, verify=verify, instruments=inherited + own)
 
@@ -239,7 +236,7 @@ def lower(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
     """
     if not isinstance(mod, IRModule):
         raise TypeError(f"build/lower need an IRModule, not {type(mod).__name__}")
-    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or opt_level < 0:
+    if not is_int_at_least(opt_level, 0):
         raise PassConfigError(f"opt_level must be an int >= 0, not {opt_level!r}")
     full = pipeline_from(pipeline, opt_level)
     part = pipeline_for_phase(full, mod.phase)

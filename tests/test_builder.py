@@ -306,3 +306,41 @@ def test_100k_bindings_build_and_normalize():
             gv = bb.emit_output(v)
         bb.emit_func_output(gv)
     assert len(bindings(bb.get()["big"])) == count + 1
+
+
+# -- small IR helpers shared by the passes ---------------------------------------
+
+def test_collect_exprs_walks_nested_scopes_not_definitions():
+    from phasec.ir import collect_exprs
+
+    x, y = Var("x", T((4,))), Var("y", T((4,)))
+    c, p = Var("c", TensorStructInfo((), "bool")), Var("p", T((4,)))
+    inner = Function([p], SeqExpr([], Tuple([p, GlobalVar("g")])))
+    lv = DataflowVar("lv", T((4,)))
+    body = SeqExpr([DataflowBlock([VarBinding(lv, raw("add", x, x))]),
+                    BindingBlock([VarBinding(Var("f", None), inner)])],
+                   If(c, SeqExpr([], TupleGetItem(Tuple([lv, y]), 0)), SeqExpr([], x)))
+    found = collect_exprs(body, frozenset((Var, DataflowVar)))
+    # binding targets (f) and parameters are definitions; uses inside the nested function count
+    assert {v.name_hint for v in found} == {"x", "lv", "y", "c", "p"}
+    assert [g.name_hint for g in collect_exprs(body, (GlobalVar,))] == ["g"]
+
+
+def test_binding_rebind_keeps_kind_and_struct_info():
+    x, y = Var("x", T((4,))), Var("y", T((4,)))
+    b = VarBinding(x, y)
+    assert b.rebind(y) is b and b.rebind(y, x) is b
+    assert type(b.rebind(x)) is VarBinding and b.rebind(x).var is x
+    cast = MatchCast(x, y, T((4,)))
+    new = cast.rebind(x, Var("z", None))
+    assert type(new) is MatchCast and new.struct_info is cast.struct_info
+    assert new.var.name_hint == "z" and new.value is x
+
+
+def test_module_map_functions_returns_the_module_when_nothing_changes():
+    f = Function([], SeqExpr([], Tuple([])))
+    g = Function([], SeqExpr([], Tuple([])))
+    mod = IRModule({"f": f, "g": g})
+    assert mod.map_functions(lambda name, func: func) is mod
+    new = mod.map_functions(lambda name, func: g if name == "f" else func)
+    assert new is not mod and new["f"] is g and new["g"] is g and list(new) == ["f", "g"]

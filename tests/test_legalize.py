@@ -468,3 +468,99 @@ def test_non_operator_calls_are_rejected():
         legalize_call(packed)
     with pytest.raises(LegalizeError, match="expects a Relax Function"):
         legalize_fused(packed)
+
+
+# ---------------------------------------------------------------------------
+# softmax over the last axis: exp once per element (a row buffer)
+# ---------------------------------------------------------------------------
+
+def count_calls(root, name):
+    """How many tir.Call nodes named ``name`` the tree under ``root`` holds
+    (by position: a node reached twice counts twice)."""
+    import dataclasses
+
+    from phasec.ir.node import Node
+
+    count, stack = 0, [root]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (list, tuple)):
+            stack.extend(n)
+            continue
+        if not isinstance(n, Node):
+            continue
+        if isinstance(n, tir.Call) and n.name == name:
+            count += 1
+        stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
+    return count
+
+
+def allocated(func):
+    return {s.buffer.name: s.buffer for s in walk(func.body) if isinstance(s, tir.Allocate)}
+
+
+def softmax_ref(a):
+    return get_op("relax.nn.softmax").reference(a, axis=-1)
+
+
+@pytest.mark.parametrize("shape", [(4, 32), (3, 100), (2, 4, 16), (1, 4096)])
+def test_softmax_over_rows_computes_exp_once_per_element(shape):
+    low = lower_call(call_op("nn.softmax", tvar("a", shape)))
+    func = low.prim_func
+    assert count_calls(func.body, "exp") == 1
+    row = allocated(func)["T_softmax_exp_local"]     # one row of exp values
+    assert [int(d.value) for d in row.shape] == [shape[-1]]
+    assert len(nests(func)) == 1
+    a = rand(shape) * 5
+    out = np.zeros(shape, "float32")
+    run_prim_func(func, [a, out])
+    np.testing.assert_allclose(out, softmax_ref(a), rtol=1e-5, atol=1e-7)
+
+
+def test_softmax_row_buffer_on_llvm():
+    from phasec.backend.llvm import compile_prim_funcs
+
+    func = lower_call(call_op("nn.softmax", tvar("a", (64, 200)))).prim_func
+    assert count_calls(func.body, "exp") == 1
+    a = rand((64, 200)) * 10
+    out = np.zeros((64, 200), "float32")
+    compile_prim_funcs({"softmax": func})["softmax"](a, out)
+    np.testing.assert_allclose(out, softmax_ref(a), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(out.sum(-1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("last", [N, 5000])
+def test_softmax_without_a_row_buffer_recomputes_exp_and_stays_correct(last):
+    # No row buffer when the row's length is unknown (symbolic) or longer than
+    # ScheduleOptions.max_row: exp is inlined into the sum and the division.
+    from phasec.backend.llvm import compile_prim_funcs
+
+    low = lower_call(call_op("nn.softmax", tvar("a", (3, last))))
+    func = low.prim_func
+    assert "T_softmax_exp_local" not in allocated(func)
+    assert "T_softmax_exp" not in allocated(func)    # inlined, not a global buffer
+    assert count_calls(func.body, "exp") >= 2
+    cols = 7 if last is N else last
+    a = rand((3, cols)) * 5
+    if last is N:  # the interpreter, for the small case
+        out = np.zeros((3, cols), "float32")
+        run_prim_func(func, [a, out])
+        np.testing.assert_allclose(out, softmax_ref(a), rtol=1e-5, atol=1e-7)
+    kernel = compile_prim_funcs({"softmax": func})["softmax"]
+    for x in [a] + ([rand((3, 300)) * 5] if last is N else []):
+        out = np.zeros(x.shape, "float32")
+        kernel(x, out)
+        np.testing.assert_allclose(out, softmax_ref(x), rtol=1e-5, atol=1e-7)
+
+
+def test_softmax_over_a_leading_axis_and_without_hints_is_unchanged():
+    for call, hints in ((call_op("nn.softmax", tvar("a", (6, 5)), axis=0), True),
+                        (call_op("nn.softmax", tvar("a", (6, 5))), False)):
+        func = lower_call(call, hints).prim_func
+        assert "T_softmax_exp_local" not in allocated(func)
+        a = rand((6, 5))
+        out = np.zeros((6, 5), "float32")
+        run_prim_func(func, [a, out])
+        np.testing.assert_allclose(
+            out, get_op("relax.nn.softmax").reference(a, axis=call.attrs["axis"]),
+            rtol=1e-5, atol=1e-7)

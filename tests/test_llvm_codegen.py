@@ -860,3 +860,110 @@ def test_bool_scalar_parameter():
         assert (a == expected).all()
     with pytest.raises(VMError, match="scalar parameter 'flag'"):
         k(1.5, a)
+
+
+def test_native_argument_checks_and_their_fallbacks(monkeypatch):
+    """Entries that check their arrays natively (KernelABI.checked): every
+    refusal gives the Python diagnosis; valid arrays the native check does
+    not take (subclasses, a dtype equal to but not the canonical object) run
+    as views; without the probed layout the checks are in Python."""
+    import phasec.backend.llvm.runtime as rt
+
+    n, s = var("n"), var("s")
+    A, B, Z = buf("A", (n, 3)), buf("B", (n, 3)), buf("Z", ())
+    f = T.PrimFunc((A, s, B, Z), T.SeqStmt((
+        loops([n, 3], lambda i, j: store(B, A[i, j] * T.Cast("float32", s), i, j)),
+        store(Z, Z[()] + 1.0))))
+    m = var("m")
+    C = buf("C", (m,))
+    g = T.PrimFunc((m, C), loops([m], lambda i: store(C, 2.0, i)))  # m bound by a scalar
+
+    class Sub(np.ndarray):
+        pass
+
+    for layout in (rt.array_layout, None):
+        monkeypatch.setattr(rt, "array_layout", layout)
+        lib = compile_prim_funcs({"f": f, "g": g}, use_cache=False)
+        k, k2 = lib["f"], lib["g"]
+        assert k.abi.checked == (layout is not None) == k2.abi.checked
+        a, b, z = rand((4, 3)), np.empty((4, 3), np.float32), np.zeros((), np.float32)
+        k(a, 2, b, z)
+        np.testing.assert_allclose(b, a * 2, rtol=1e-6)
+        assert z == 1.0
+        # valid, though not what the native check takes: a subclass output and
+        # a non-canonical float32 dtype object
+        odd = np.dtype(np.float32, metadata={"tag": 1})
+        assert odd == np.float32 and odd is not np.dtype(np.float32)
+        out = np.zeros((4, 3), np.float32).view(Sub)
+        k(a.view(odd), 3, out, z)
+        np.testing.assert_allclose(np.asarray(out), a * 3, rtol=1e-6)
+        assert z == 2.0
+        for bad, pattern in [
+            ((a, 2, b, None), "parameter 'Z' expects a float32\\(\\) array, got NoneType"),
+            ((a, 2, b, 7), "got int"),
+            ((a, 2, b, np.zeros(1, np.float32)), "got 1-d array"),
+            ((a, 2, rand((5, 3)), z), "binds 'n' = 5, but dimension 0 of 'A' gave 'n' = 4"),
+            ((a, 2, b, np.zeros((), np.float64)), "got dtype float64"),
+        ]:
+            with pytest.raises(VMError, match=pattern):
+                k(*bad)
+        c = np.zeros(5, np.float32)
+        k2(5, c)
+        assert (c == 2).all()
+        with pytest.raises(VMError, match="scalar parameter 'm'"):
+            k2(4, c)
+    # a composite dimension keeps the Python checks
+    monkeypatch.undo()
+    p = var("p")
+    D, E = buf("D", (p,)), buf("E", (binop("*", p, T.IntImm(2)),))
+    h = T.PrimFunc((D, E), loops([p], lambda i: store(E, D[i], i)))
+    assert not compile_prim_funcs({"h": h})["h"].abi.checked
+
+
+def test_parallel_loops_in_many_small_chunks(threads_always):
+    from phasec.backend.llvm.jit import set_parallel_chunk_work
+
+    n = var("n")
+    A, B = buf("A", (n, 16)), buf("B", (n, 16))
+    i, j = var("i"), var("j")
+    f = T.PrimFunc((A, B), T.For(i, 0, n, "parallel", T.For(
+        j, 0, 16, "serial", store(B, A[i, j] + T.Cast("float32", i), i, j))))
+    k = compile_prim_funcs({"k": f})["k"]
+    set_num_threads(2)
+    default = set_parallel_chunk_work(1)     # as many chunks as allowed: 32 per thread
+    try:
+        assert default == 16384
+        for chunk_work in (1, 100, 1 << 40):  # 64 chunks, a few, the minimum (4 per thread)
+            set_parallel_chunk_work(chunk_work)
+            for rows in (1, 3, 64, 65, 1000, 5000):
+                a = rand((rows, 16))
+                b = np.full_like(a, np.nan)
+                k(a, b)
+                np.testing.assert_array_equal(b, a + np.arange(rows, dtype=np.float32)[:, None])
+        assert set_parallel_chunk_work(0) == 1 << 40   # clamped to 1
+    finally:
+        set_parallel_chunk_work(default)
+
+
+def test_vectorized_erf_within_two_ulps(vector_math_lib):
+    """erf without exp: x + x*C(x*x) below 1.25, 1 - g(u)**8 above, clamped at
+    3.92. Dense grid, the two boundaries' neighbourhoods, both signs."""
+    # every float32 within 2000 ulps of the branch point and of the clamp
+    near = [(np.float32(c).view(np.int32) + np.arange(-2000, 2000, dtype=np.int32))
+            .view(np.float32) for c in (1.25, 3.92)]
+    x = np.concatenate([np.linspace(0, 4.5, 300_001, dtype=np.float32), *near,
+                        np.geomspace(1e-38, 1e-3, 2000).astype(np.float32)])
+    x = np.concatenate([x, -x])
+    y = np.empty_like(x)
+    vector_math_lib["erf"](x, y)
+    ref = np.vectorize(math.erf)(x.astype(np.float64))
+    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    err = np.abs(y - ref) / ulp
+    assert err.max() <= 2.0, (err.max(), x[err.argmax()])
+    np.testing.assert_array_equal(y[:len(y) // 2], -y[len(y) // 2:])   # odd, -0.0 included
+    big = np.float32([3.92, 4.0, 10.0, 1e30, np.inf])
+    out = np.empty_like(big)
+    vector_math_lib["erf"](big, out)
+    np.testing.assert_array_equal(out, 1.0)
+    vector_math_lib["erf"](-big, out)
+    np.testing.assert_array_equal(out, -1.0)

@@ -161,6 +161,8 @@ def test_insert_rejects_misfits_and_leaves_pipeline_unchanged():
         pipeline.insert(Phase.OPTIMIZATION, [get_pass("LegalizeOps")])
     with pytest.raises(PassConfigError, match="'start' or 'end'"):
         pipeline.insert(Phase.LOWERING, [lowering_hook], at="middle")
+    with pytest.raises(PassConfigError, match=r"insert\(passes=...\): item 2 is int"):
+        pipeline.insert(Phase.LOWERING, [lowering_hook, 3])
     assert pipeline.spec() == before
 
 

@@ -738,3 +738,145 @@ def test_tvmscript_module_through_vm_and_interpreter(packed_funcs, kernels, tmp_
     y, f = interpret(mod, f32(1, 2), np.int64(6))
     np.testing.assert_array_equal(y, [2, 4])
     assert int(f) == 720
+
+
+# ---------------------------------------------------------------------------
+# Straight-line functions compiled to Python; allocation counters
+# ---------------------------------------------------------------------------
+
+
+def _raise(message):
+    def kernel(*args):
+        raise RuntimeError(message)
+    return kernel
+
+
+def _add_into(a, b, out):
+    out[...] = a + b
+
+
+def _pc_of_kernel_call(exe, func_name, kernel):
+    code = exe.functions[exe.func_index[func_name]].code
+    return next(pc for pc, ins in enumerate(code)
+                if isinstance(ins, bc.Call) and ins.callee == kernel)
+
+
+@pytest.mark.parametrize("failing", ["vadd", "vmul"])
+def test_errors_in_compiled_straight_line_code_name_function_and_instruction(failing):
+    exe = codegen(straight_line_module())
+    kernels = {"vadd": _add_into, "vmul": lambda a, b, o: o.__setitem__(..., a * b)}
+    kernels[failing] = _raise(f"{failing} exploded")
+    vm = VirtualMachine(exe, kernels=kernels)
+    assert vm._funcs_compiled == ["main"]        # no dispatch loop for main
+    pc = _pc_of_kernel_call(exe, "main", failing)
+    with pytest.raises(VMError) as info:
+        vm["main"](f32(1, 2), f32(3, 4))
+    message = str(info.value)
+    assert message.startswith(f"RuntimeError: {failing} exploded (in main, instruction {pc}: "
+                              f"call r")
+    assert f"= kernel {failing}(" in message
+    assert isinstance(info.value.__cause__, RuntimeError)
+    # The dispatch loop reports the very same location.
+    loop_vm = VirtualMachine(exe, kernels=kernels)
+    loop_vm._funcs[exe.func_index["main"]].compiled = None
+    with pytest.raises(VMError) as loop_info:
+        loop_vm["main"](f32(1, 2), f32(3, 4))
+    assert str(loop_info.value) == message
+    # and the VM still works after an error
+    kernels[failing] = _add_into if failing == "vadd" else (
+        lambda a, b, o: o.__setitem__(..., a * b))
+    vm = VirtualMachine(exe, kernels=kernels)
+    np.testing.assert_array_equal(vm["main"](f32(1, 2), f32(3, 4)), [12, 24])
+
+
+def test_errors_in_builtins_of_compiled_code_are_located():
+    n = tir.Var("n", "int64")
+    x = V("x", tensor((n,)))
+    s, t = V("s", OBJ), V("t", tensor((n,)))
+    # storage of 8 bytes, tensor of n floats: fits only for n <= 2
+    main = func([x], [B(s, op("vm.alloc_storage", ir.ShapeExpr([8]), runtime_device_index=0,
+                             dtype="uint8")),
+                      B(t, op("vm.alloc_tensor", s, ir.PrimValue(0), ir.ShapeExpr([n]),
+                              dtype="float32"))], t)
+    vm = VirtualMachine(codegen(module(main=main)), kernels="interp")
+    assert vm._funcs_compiled == ["main"]
+    assert vm["main"](f32(1, 2)).shape == (2,)
+    with pytest.raises(VMError, match=r"12 bytes at offset 0 does not fit in storage of 8 bytes "
+                                      r"\(in main, instruction \d+: call r\d+ = builtin "
+                                      r"vm.alloc_tensor\("):
+        vm["main"](f32(1, 2, 3))
+
+
+def test_errors_in_a_compiled_closure_called_from_python_name_the_closure(packed_funcs):
+    packed_funcs("test.vm.call_with", lambda f, x: f(x))
+    n = tir.Var("n", "int64")
+    x, cap = V("x", tensor((n,))), V("c", tensor((n,)))
+    s, out, blk = alloc("out", [n])
+    u = V("u", UNIT)
+    lifted = func([x, cap], [*blk, B(u, ir.Call(ir.GlobalVar("vadd"), [x, cap, out]))], out)
+    a = V("a", tensor((2,)))
+    clo, r = V("clo", OBJ), V("r", tensor((2,)))
+    main = func([a], [B(clo, op("make_closure", ir.GlobalVar("lifted"), ir.Tuple([a]))),
+                      B(r, packed("test.vm.call_with", clo, a, sinfo=tensor((2,))))], r)
+    exe = codegen(module(main=main, lifted=lifted, vadd=vector_add_kernel()))
+    vm = VirtualMachine(exe, kernels={"vadd": _raise("inner")})
+    assert "lifted" in vm._funcs_compiled and "main" not in vm._funcs_compiled
+    pc = _pc_of_kernel_call(exe, "lifted", "vadd")
+    with pytest.raises(VMError, match=rf"RuntimeError: inner \(in lifted, instruction {pc}: "
+                                      r"call r\d+ = kernel vadd\("):
+        vm["main"](f32(1, 2))
+
+
+def _specialized_allocations(vm, name="main"):
+    """Names of the builtin callables of a decoded function (the constant-shape
+    allocations are closures made once, at decode time)."""
+    code = vm._funcs[vm.exe.func_index[name]].code
+    return [getattr(ins[2], "__name__", "") for ins in code if ins[0] == 2]  # _BUILTIN
+
+
+def test_stats_count_constant_shape_allocations_after_reset_stats():
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    # static shapes: both allocations take the specialized path
+    assert _specialized_allocations(vm).count("alloc_tensor") == 2
+    x = np.ones(256, "float32")
+    vm["main"](x)
+    assert vm.stats["tensor_allocs"] == 2 and vm.stats["storage_allocs"] == 2
+    for _ in range(3):
+        vm.reset_stats()  # replaces the counters: the specialized closures must see the new ones
+        out = vm["main"](x)
+        np.testing.assert_array_equal(out, x * x)
+        assert vm.stats["tensor_allocs"] == 2
+        assert vm.stats["storage_allocs"] == 2 and vm.stats["bytes_allocated"] == 2048
+        assert vm.stats["peak_bytes"] == 1024
+        del out
+    vm.reset_stats()
+    vm["main"](x)
+    vm["main"](x)
+    assert vm.stats["tensor_allocs"] == 4 and vm.stats["storage_allocs"] == 4
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_allocations_with_symbolic_shapes(kernels):
+    exe = codegen(straight_line_module())
+    vm = VirtualMachine(exe, kernels=kernels)
+    # sizes computed at run time: the generic builtins
+    assert "alloc_tensor" not in _specialized_allocations(vm)
+    kept = vm["main"](f32(1, 2, 3), f32(1, 1, 1))          # n = 3: two 12-byte storages
+    np.testing.assert_array_equal(kept, [2, 3, 4])
+    assert vm.stats == {"storage_allocs": 2, "tensor_allocs": 2, "bytes_allocated": 24,
+                        "live_bytes": 12, "peak_bytes": 24}
+    vm.reset_stats()                                        # the kept result stays live
+    assert vm.stats == {"storage_allocs": 0, "tensor_allocs": 0, "bytes_allocated": 0,
+                        "live_bytes": 12, "peak_bytes": 12}
+    x = np.arange(7, dtype="float32")
+    out = vm["main"](x, np.full(7, 2, "float32"))           # n = 7: two 28-byte storages
+    np.testing.assert_array_equal(out, (x + 2) * 2)
+    assert out.shape == (7,) and out.dtype == np.float32
+    assert vm.stats["storage_allocs"] == 2 and vm.stats["tensor_allocs"] == 2
+    assert vm.stats["bytes_allocated"] == 56 and vm.stats["peak_bytes"] == 12 + 56
+    assert vm.stats["live_bytes"] == 12 + 28                # the first storage was killed
+    del out, kept
+    assert vm.stats["live_bytes"] == 0
+    # n = 0: empty tensors, empty storages
+    empty = vm["main"](f32(), f32())
+    assert empty.shape == (0,) and vm.stats["storage_allocs"] == 4

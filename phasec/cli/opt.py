@@ -31,7 +31,7 @@ from ..ir import IRModule
 from ..ir.node import Span
 from ..transform import (
     PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace, PrintAfterAll,
-    VERIFY_MODES,
+    PrintBeforeAll, VERIFY_MODES,
 )
 
 #: output suffix -> format
@@ -128,17 +128,16 @@ def check_opt_level(level: int) -> None:
         raise PassConfigError(f"--opt-level must be >= 0, not {level}")
 
 
-class _PrintBefore(PassInstrument):
+class _PrintBefore(PrintBeforeAll):
     """Print the module before each run of the named passes."""
 
     def __init__(self, names: set[str], file: Any) -> None:
+        super().__init__(file)
         self.names = names
-        self.file = file
 
     def run_before_pass(self, mod: IRModule, info: Any) -> None:
         if info.name in self.names:
-            print(f"# Before {info.name} (phase {mod.phase.label})\n{mod.script()}",
-                  file=self.file)
+            super().run_before_pass(mod, info)
 
 
 class _SkipNotes(PassInstrument):

@@ -62,7 +62,7 @@ from ..ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 from ..transform import VERIFY_MODES, PassInstrument
-from .build import EXECUTABLE_SUFFIX
+from .build import EXECUTABLE_SUFFIX, _count
 from .opt import check_opt_level, read_module
 
 #: bundled example models (files phasec/examples/<name>.py)
@@ -471,10 +471,6 @@ def _time_runs(fn: Callable[[], Any], repeat: int) -> tuple[Any, list[float]]:
         if i == 0:
             result = _copy(out)
     return result, times
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _ms(seconds: float) -> str:

@@ -39,24 +39,16 @@ def _is_int_dtype(dtype: str) -> bool:
     return dtype.startswith("int") or dtype.startswith("uint")
 
 
-def _floordiv(a: int, b: int) -> int:
-    return a // b
-
-
 def _truncdiv(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
-
-
-def _truncmod(a: int, b: int) -> int:
-    return a - b * _truncdiv(a, b)
 
 
 _CONST_FOLD = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
-    "//": _floordiv,
+    "//": lambda a, b: a // b,
     "%": lambda a, b: a % b,
     "/": _truncdiv,  # integer "/" in TIR truncates toward zero
     "min": min,

@@ -221,22 +221,12 @@ class _Normalizer:
             for b in block.bindings:
                 value = self.expr(b.value)
                 var = b.var
-                if isinstance(b, MatchCast):
-                    if var.struct_info is None:
-                        var = _retype_var(var, b.struct_info)
-                        self.remap[b.var] = var
-                    if value is b.value and var is b.var:
-                        out.append(b)
-                    else:
-                        out.append(MatchCast(var, value, b.struct_info, span=b.span))
-                    continue
                 if var.struct_info is None:
-                    var = _retype_var(var, self.sinfo_of(value))
+                    # a match_cast's variable has the struct info it casts to
+                    var = _retype_var(var, b.struct_info if isinstance(b, MatchCast)
+                                      else self.sinfo_of(value))
                     self.remap[b.var] = var
-                if value is b.value and var is b.var:
-                    out.append(b)
-                else:
-                    out.append(VarBinding(var, value, span=b.span))
+                out.append(b if value is b.value and var is b.var else b.rebind(value, var))
         finally:
             self.pop()
         return out

@@ -196,6 +196,18 @@ class Call(Expr):
 class Binding(Node):
     """Base of VarBinding and MatchCast."""
 
+    def rebind(self, value: Expr, var: Var | None = None) -> "Binding":
+        """This binding with another ``value`` (and ``var``, if given): the
+        same kind, span and, for a MatchCast, struct info; ``self`` when
+        nothing changes."""
+        # (``var``, ``value`` and ``span`` are fields of both subclasses.)
+        var = self.var if var is None else var
+        if value is self.value and var is self.var:
+            return self
+        if type(self) is MatchCast:
+            return MatchCast(var, value, self.struct_info, span=self.span)
+        return VarBinding(var, value, span=self.span)
+
 
 @node
 class VarBinding(Binding):

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..errors import StructInfoError
 from . import arith, tir
 from .expr import (
@@ -707,7 +705,3 @@ def infer_struct_info(expr: Expr, ctx: InferContext | None = None) -> StructInfo
     raise StructInfoError(f"cannot infer struct info of {type(expr).__name__}",
                           getattr(expr, "span", None))
 
-
-def constant_sinfo(value: np.ndarray) -> TensorStructInfo:
-    """Struct info of a numpy constant."""
-    return TensorStructInfo(value.shape, str(value.dtype))

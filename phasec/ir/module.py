@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -84,6 +84,20 @@ class IRModule:
     def update(self, functions: Mapping[str, BaseFunc]) -> "IRModule":
         """A module with these functions added or replaced."""
         return IRModule({**self._functions, **functions}, self._attrs, self.span)
+
+    def map_functions(self, fn: Callable[[str, Any], BaseFunc],
+                      kind: type = Function) -> "IRModule":
+        """Apply ``fn(name, func)`` to every function of type ``kind`` (Relax
+        functions by default) and put back what it returns; a function it
+        returns unchanged stays, and the module itself is returned when
+        nothing changed."""
+        changed = {}
+        for name, func in self._functions.items():
+            if isinstance(func, kind):
+                new = fn(name, func)
+                if new is not func:
+                    changed[name] = new
+        return self.update(changed) if changed else self
 
     def update_func(self, name: str, func: BaseFunc) -> "IRModule":
         return self.update({name: func})

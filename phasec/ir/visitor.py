@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from .expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr,
-    ExternFunc, Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr,
-    StringImm, Tuple, TupleGetItem, Var, VarBinding,
+    ExternFunc, Function, GlobalVar, If, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
+    TupleGetItem, Var,
 )
 
 __all__ = ["ExprVisitor", "ExprMutator", "post_order_visit", "collect_exprs"]
@@ -190,9 +190,7 @@ class ExprMutator:
         var = self.visit_var_def(binding.var)
         if value is binding.value and var is binding.var:
             return binding
-        if isinstance(binding, MatchCast):
-            return MatchCast(var, value, binding.struct_info, span=binding.span)
-        return VarBinding(var, value, span=binding.span)
+        return binding.rebind(value, var)
 
     def visit_var_def(self, var: Var) -> Var:
         """Called at each definition site; may return a replacement Var."""

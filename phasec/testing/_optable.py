@@ -557,8 +557,9 @@ class Concat(OpGen):
         return g.emit(call_op(self.name, Tuple([x.expr, y.expr]), axis=axis), x.kind, iv)
 
 
-class Split(OpGen):
-    name = "relax.split"
+class _Slicing(OpGen):
+    """An operator that cuts along an axis of constant extent >= 2."""
+
     kinds = (FLOAT, INT, BOOL)
 
     def _axes(self, x: Val) -> list[int]:
@@ -566,6 +567,10 @@ class Split(OpGen):
 
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return x.kind in self.kinds and bool(self._axes(x))
+
+
+class Split(_Slicing):
+    name = "relax.split"
 
     def build(self, g: "FuncGen", x: Val) -> Val:
         axis = g.pick(self._axes(x))
@@ -577,15 +582,8 @@ class Split(OpGen):
         return g.get_item(tup, g.pick(list(range(len(tup.fields)))))
 
 
-class StridedSlice(OpGen):
+class StridedSlice(_Slicing):
     name = "relax.strided_slice"
-    kinds = (FLOAT, INT, BOOL)
-
-    def _axes(self, x: Val) -> list[int]:
-        return [i for i, d in enumerate(x.shape) if (const_dim(d) or 0) >= 2]
-
-    def accepts(self, g: "FuncGen", x: Val) -> bool:
-        return x.kind in self.kinds and bool(self._axes(x))
 
     def build(self, g: "FuncGen", x: Val) -> Val:
         axis = g.pick(self._axes(x))

@@ -474,11 +474,9 @@ def _force_pure_on_impure(mod: IRModule, choose: Choose) -> IRModule:
 # ---------------------------------------------------------------------------
 
 def _global_uses(func: Function) -> set[str]:
-    from ..ir.visitor import post_order_visit
+    from ..ir.visitor import collect_exprs
 
-    names: set[str] = set()
-    post_order_visit(func, lambda e: names.add(e.name_hint) if isinstance(e, GlobalVar) else None)
-    return names
+    return {g.name_hint for g in collect_exprs(func, (GlobalVar,))}
 
 
 @_mutation("WF301", "delete a function that is still called (or call a missing one)")

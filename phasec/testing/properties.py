@@ -290,9 +290,7 @@ def merge_plain_blocks(mod: IRModule) -> IRModule:
         return f if body is f.body else Function(f.params, body, f.ret_struct_info, f.is_pure,
                                                  f.attrs, span=f.span)
 
-    changed = {name: func(f) for name, f in mod.relax_functions()}
-    changed = {k: v for k, v in changed.items() if v is not mod[k]}
-    return mod.update(changed) if changed else mod
+    return mod.map_functions(lambda _, f: func(f))
 
 
 def roundtrip_problem(mod: IRModule) -> str | None:
@@ -446,7 +444,7 @@ def check_sequence(mod: IRModule, seq: Any, args: Sequence[Any] | None = None, *
             try:
                 with time_limit(timeout):
                     result = p(current)
-            except PhaseError as exc:
+            except PhaseError:
                 report.dynamic_refusal = p.info.name
                 break
             except HangError as exc:

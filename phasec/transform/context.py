@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .info import PassConfigError, PassInfo
+from .info import PassConfigError, PassInfo, is_int_at_least
 
 if TYPE_CHECKING:
     from .instruments import PassInstrument
@@ -42,6 +42,26 @@ def _names(value: Iterable[str] | str | None, what: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def as_instruments(value: Any, what: str = "PassContext(instruments=...)"
+                   ) -> tuple["PassInstrument", ...]:
+    """``value`` (one instrument, a collection of them or None) as a tuple;
+    ``what`` names the argument in the error for anything else."""
+    from .instruments import PassInstrument
+
+    if isinstance(value, PassInstrument):  # one instrument, not in a list
+        return (value,)
+    if value is not None and not isinstance(value, Iterable):
+        raise PassConfigError(f"{what} takes a list of PassInstrument objects, "
+                              f"not {type(value).__name__}")
+    insts = tuple(value or ())
+    for inst in insts:
+        if not isinstance(inst, PassInstrument):
+            raise PassConfigError(
+                f"{what} takes PassInstrument objects, got {type(inst).__name__}; subclass "
+                "PassInstrument or decorate the class with @pass_instrument")
+    return insts
+
+
 class PassContext:
     """Settings for running passes; use as a context manager.
 
@@ -65,9 +85,7 @@ class PassContext:
                  instruments: Iterable["PassInstrument"] | None = (),
                  config: Mapping[str, Any] | None = None, verify: str | bool = "each", *,
                  required_pass: Iterable[str] | str | None = ()) -> None:
-        from .instruments import PassInstrument
-
-        if isinstance(opt_level, bool) or not isinstance(opt_level, int) or opt_level < 0:
+        if not is_int_at_least(opt_level, 0):
             raise PassConfigError(f"PassContext(opt_level=...) must be an int >= 0, "
                                   f"not {opt_level!r}")
         if verify is True:
@@ -77,18 +95,7 @@ class PassContext:
         if verify not in VERIFY_MODES:
             raise PassConfigError(f"PassContext(verify={verify!r}) is not a verify mode; "
                                   f"expected one of {', '.join(map(repr, VERIFY_MODES))}")
-        if isinstance(instruments, PassInstrument):  # one instrument, not in a list
-            instruments = (instruments,)
-        if instruments is not None and not isinstance(instruments, Iterable):
-            raise PassConfigError(f"PassContext(instruments=...) takes a list of "
-                                  f"PassInstrument objects, not {type(instruments).__name__}")
-        insts = tuple(instruments or ())
-        for inst in insts:
-            if not isinstance(inst, PassInstrument):
-                raise PassConfigError(
-                    f"PassContext(instruments=...) takes PassInstrument objects, got "
-                    f"{type(inst).__name__}; subclass PassInstrument or decorate the class "
-                    "with @pass_instrument")
+        insts = as_instruments(instruments)
         if config is not None and not isinstance(config, Mapping):
             raise PassConfigError(f"PassContext(config=...) must be a mapping, "
                                   f"not {type(config).__name__}")

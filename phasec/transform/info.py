@@ -17,7 +17,7 @@ from ..ir import Phase
 
 __all__ = [
     "PassInfo", "PassConfigError", "ALL_PHASES", "TRANSITION_PASSES", "PhasesLike",
-    "as_phases", "describe_phases", "phase_mismatch_message", "phase_after",
+    "as_phases", "describe_phases", "phase_mismatch_message", "phase_after", "is_int_at_least",
 ]
 
 #: Every phase; pass ``phases=ALL_PHASES`` (or ``"all"``) for phase-agnostic passes.
@@ -35,6 +35,11 @@ PhasesLike = Union[Phase, int, str, Iterable[Union[Phase, int, str]]]
 
 # Pass names must survive a round trip through a textual pipeline spec.
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+
+
+def is_int_at_least(value: Any, minimum: int) -> bool:
+    """True for an int (not a bool) >= ``minimum``: the check of integer options."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
 class PassConfigError(PhasecError, ValueError):
@@ -141,8 +146,7 @@ class PassInfo:
             raise PassConfigError(
                 f"invalid pass name {self.name!r}: use letters, digits, '_', '.' or '-', "
                 "starting with a letter or '_'")
-        if isinstance(self.opt_level, bool) or not isinstance(self.opt_level, int) \
-                or self.opt_level < 0:
+        if not is_int_at_least(self.opt_level, 0):
             raise PassConfigError(f"pass {self.name}: opt_level must be an int >= 0, "
                                   f"not {self.opt_level!r}")
         object.__setattr__(self, "phases", as_phases(self.phases))

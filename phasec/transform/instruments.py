@@ -104,10 +104,6 @@ def pass_instrument(cls: type | None = None) -> Any:
     return wrap if cls is None else wrap(cls)
 
 
-def _module_text(mod: "IRModule") -> str:
-    return mod.script()
-
-
 class _Printer(PassInstrument):
     def __init__(self, file: IO[str] | None = None) -> None:
         self._file = file
@@ -120,14 +116,14 @@ class PrintBeforeAll(_Printer):
     """Print the pass name, the module's phase and its IR before every pass."""
 
     def run_before_pass(self, mod: "IRModule", info: "PassInfo") -> None:
-        self._print(f"# Before {info.name} (phase {mod.phase.label})\n{_module_text(mod)}")
+        self._print(f"# Before {info.name} (phase {mod.phase.label})\n{mod.script()}")
 
 
 class PrintAfterAll(_Printer):
     """Print the pass name, the resulting phase and the IR after every pass."""
 
     def run_after_pass(self, mod: "IRModule", info: "PassInfo") -> None:
-        self._print(f"# After {info.name} (phase {mod.phase.label})\n{_module_text(mod)}")
+        self._print(f"# After {info.name} (phase {mod.phase.label})\n{mod.script()}")
 
 
 # -- timing -------------------------------------------------------------------

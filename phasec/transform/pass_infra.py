@@ -216,6 +216,27 @@ class ModulePass(_LeafPass):
         return self.transform_module(mod, ctx)
 
 
+def _each_function(pass_: Any, mod: IRModule, ctx: PassContext, kind: type,
+                   what: str, skip: Callable[[Any], bool] = lambda func: False) -> IRModule:
+    """Run ``pass_.transform_function`` on every function of type ``kind``;
+    a failure names the function (``what`` is "function" or "PrimFunc")."""
+    def apply(name: str, func: Any) -> Any:
+        if skip(func):
+            return func
+        try:
+            new = pass_.transform_function(func, mod, ctx)
+        except PassError:
+            raise
+        except Exception as exc:
+            raise _PassFailure(f"{what} {name!r}", exc) from exc
+        if not isinstance(new, kind):
+            raise _PassFailure(f"{what} {name!r}", TypeError(
+                f"transform_function returned {type(new).__name__}, not a {kind.__name__}"))
+        return new
+
+    return mod.map_functions(apply, kind)
+
+
 class FunctionPass(_LeafPass):
     """A pass applied to each Relax function of the module:
     ``transform_function(self, func, mod, ctx) -> Function``.
@@ -230,22 +251,8 @@ class FunctionPass(_LeafPass):
         raise NotImplementedError(f"{type(self).__name__} must define transform_function")
 
     def _transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        changed = {}
-        for name, func in mod.relax_functions():
-            if "Codegen" in func.attrs:
-                continue
-            try:
-                new = self.transform_function(func, mod, ctx)
-            except PassError:
-                raise
-            except Exception as exc:
-                raise _PassFailure(f"function {name!r}", exc) from exc
-            if not isinstance(new, Function):
-                raise _PassFailure(f"function {name!r}", TypeError(
-                    f"transform_function returned {type(new).__name__}, not a Function"))
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        return _each_function(self, mod, ctx, Function, "function",
+                              skip=lambda func: "Codegen" in func.attrs)
 
 
 class PrimFuncPass(_LeafPass):
@@ -258,27 +265,21 @@ class PrimFuncPass(_LeafPass):
         raise NotImplementedError(f"{type(self).__name__} must define transform_function")
 
     def _transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        changed = {}
-        for name, func in mod.prim_funcs():
-            try:
-                new = self.transform_function(func, mod, ctx)
-            except PassError:
-                raise
-            except Exception as exc:
-                raise _PassFailure(f"PrimFunc {name!r}", exc) from exc
-            if not isinstance(new, PrimFunc):
-                raise _PassFailure(f"PrimFunc {name!r}", TypeError(
-                    f"transform_function returned {type(new).__name__}, not a PrimFunc"))
-            if new is not func:
-                changed[name] = new
-        return mod.update(changed) if changed else mod
+        return _each_function(self, mod, ctx, PrimFunc, "PrimFunc")
 
 
 # -- function-form passes ---------------------------------------------------------
-class _FnModulePass(ModulePass):
-    __slots__ = ("info", "_func", "__doc__")
+class _FnPass:
+    """The function form of the decorators: a pass object wrapping ``_func``.
 
-    def __init__(self, func: Callable[[IRModule, PassContext], IRModule], info: PassInfo) -> None:
+    Subclasses declare the slots ``("info", "_func", "__doc__")`` themselves
+    and have no docstring: ``__doc__`` is the wrapped function's.
+    """
+
+    __slots__ = ()
+    _kind = ""
+
+    def __init__(self, func: Callable[..., Any], info: PassInfo) -> None:
         self.info = info
         self._func = func
         self.__doc__ = func.__doc__
@@ -286,50 +287,33 @@ class _FnModulePass(ModulePass):
     @classmethod
     def option_defaults(cls) -> dict[str, Any]:
         return {}
+
+    def __repr__(self) -> str:
+        return f"<{self._kind} {self.info.name}>"
+
+
+class _FnModulePass(_FnPass, ModulePass):
+    __slots__ = ("info", "_func", "__doc__")
+    _kind = "ModulePass"
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         return self._func(mod, ctx)
 
-    def __repr__(self) -> str:
-        return f"<ModulePass {self.info.name}>"
 
-
-class _FnFunctionPass(FunctionPass):
+class _FnFunctionPass(_FnPass, FunctionPass):
     __slots__ = ("info", "_func", "__doc__")
-
-    def __init__(self, func: Callable[..., Function], info: PassInfo) -> None:
-        self.info = info
-        self._func = func
-        self.__doc__ = func.__doc__
-
-    @classmethod
-    def option_defaults(cls) -> dict[str, Any]:
-        return {}
+    _kind = "FunctionPass"
 
     def transform_function(self, func: Function, mod: IRModule, ctx: PassContext) -> Function:
         return self._func(func, mod, ctx)
 
-    def __repr__(self) -> str:
-        return f"<FunctionPass {self.info.name}>"
 
-
-class _FnPrimFuncPass(PrimFuncPass):
+class _FnPrimFuncPass(_FnPass, PrimFuncPass):
     __slots__ = ("info", "_func", "__doc__")
-
-    def __init__(self, func: Callable[..., PrimFunc], info: PassInfo) -> None:
-        self.info = info
-        self._func = func
-        self.__doc__ = func.__doc__
-
-    @classmethod
-    def option_defaults(cls) -> dict[str, Any]:
-        return {}
+    _kind = "PrimFuncPass"
 
     def transform_function(self, func: PrimFunc, mod: IRModule, ctx: PassContext) -> PrimFunc:
         return self._func(func, mod, ctx)
-
-    def __repr__(self) -> str:
-        return f"<PrimFuncPass {self.info.name}>"
 
 
 def _wrap_class(cls: type, base: type, method: str, info: PassInfo) -> type:
@@ -457,6 +441,22 @@ class PlanStep:
         return not self.skip_reason
 
 
+def as_pass_list(passes: Pass | Iterable[Pass], what: str) -> tuple[Pass, ...]:
+    """``passes`` (one pass, kept whole if a Sequential, or a collection of
+    passes) as a tuple; ``what`` names the receiver in the error otherwise."""
+    if isinstance(passes, Pass):
+        return (passes,)
+    if not isinstance(passes, Iterable):
+        raise PassConfigError(f"{what} takes a list of passes, not {type(passes).__name__}")
+    items = tuple(passes)
+    for i, p in enumerate(items, 1):
+        if not isinstance(p, Pass):
+            hint = (" (a pass class: instantiate it)" if isinstance(p, type)
+                    and issubclass(p, Pass) else "")
+            raise PassConfigError(f"{what}: item {i} is {type(p).__name__}{hint}, not a Pass")
+    return items
+
+
 def _still_in_effect(name: str, owner: PassInfo, steps: list[PlanStep]) -> bool:
     """True when ``name`` ran and only other requirements of ``owner`` ran since.
 
@@ -502,18 +502,7 @@ class Sequential(Pass):
 
     def __init__(self, passes: Iterable[Pass] = (), opt_level: int = 0,
                  name: str = "sequential", required: Iterable[str] = ()) -> None:
-        if isinstance(passes, Pass):  # one pass (a Sequential is nested whole)
-            passes = [passes]
-        if not isinstance(passes, Iterable):
-            raise PassConfigError(f"Sequential {name!r} takes a list of passes, "
-                                  f"not {type(passes).__name__}")
-        items = tuple(passes)
-        for i, p in enumerate(items, 1):
-            if not isinstance(p, Pass):
-                hint = (" (a pass class: instantiate it)" if isinstance(p, type)
-                        and issubclass(p, Pass) else "")
-                raise PassConfigError(f"Sequential {name!r}: item {i} is "
-                                      f"{type(p).__name__}{hint}, not a Pass")
+        items = as_pass_list(passes, f"Sequential {name!r}")
         # Validate the declaration now (name, opt_level, required).
         PassInfo(name, opt_level, ALL_PHASES, None, tuple(required))
         self.passes: tuple[Pass, ...] = items

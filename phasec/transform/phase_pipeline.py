@@ -21,7 +21,7 @@ from ..errors import PhaseError
 from ..ir import IRModule, Phase
 from .context import PassContext
 from .info import PassConfigError, describe_phases, phase_after
-from .pass_infra import Pass, Sequential, _RunEverything
+from .pass_infra import Pass, Sequential, _RunEverything, as_pass_list
 
 __all__ = ["Pipeline"]
 
@@ -89,15 +89,7 @@ class Pipeline:
         target = Phase.parse(phase)
         if at not in ("start", "end"):
             raise PassConfigError(f"Pipeline.insert(at={at!r}): expected 'start' or 'end'")
-        if isinstance(passes, Pass):  # one pass (a Sequential is kept whole)
-            passes = [passes]
-        if not isinstance(passes, Iterable):
-            raise PassConfigError(f"Pipeline.insert(passes=...) takes a list of passes, "
-                                  f"not {type(passes).__name__}")
-        new = list(passes)
-        for p in new:
-            if not isinstance(p, Pass):
-                raise PassConfigError(f"Pipeline.insert: {type(p).__name__} is not a Pass")
+        new = list(as_pass_list(passes, "Pipeline.insert(passes=...)"))
         windows = self.windows()
         if target not in windows:
             reached = " -> ".join(p.label for p in windows)

@@ -75,8 +75,11 @@ _FCMP = {"==": "oeq", "!=": "une", "<": "olt", "<=": "ole", ">": "ogt", ">=": "o
 
 #: Constant-size temporaries up to this many bytes live on the stack.
 ALLOCA_LIMIT = 16 * 1024
-#: Error codes returned by kernels.
-RC_OK, RC_OUT_OF_MEMORY = 0, 1
+#: Error codes returned by kernels. RC_BAD_ARGUMENTS: an entry that checks
+#: its arrays (KernelABI.checked) found one it does not accept; nothing ran.
+RC_OK, RC_OUT_OF_MEMORY, RC_BAD_ARGUMENTS = 0, 1, 1 << 30
+#: numpy array flags (NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE: numpy's C API).
+NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
 
 
 def llvm_type(dtype: str) -> str:
@@ -175,6 +178,26 @@ class CodegenOptions:
 
 
 @dataclass(frozen=True)
+class ArrayLayout:
+    """Where a numpy array object keeps its fields in this process (byte
+    offsets into the object), and the addresses of the ndarray type and of
+    the canonical dtype objects; probed by the runtime. With it, kernel
+    entries check their array arguments natively instead of in Python."""
+
+    type_offset: int
+    data_offset: int
+    nd_offset: int
+    dims_offset: int
+    descr_offset: int
+    flags_offset: int
+    ndarray_type: int
+    descrs: tuple[tuple[str, int], ...]  # (phasec dtype, address of its np.dtype)
+
+    def descr(self, dtype: str) -> int:
+        return dict(self.descrs)[dtype]
+
+
+@dataclass(frozen=True)
 class ParamABI:
     """One kernel parameter as the runtime sees it.
 
@@ -200,7 +223,11 @@ class KernelABI:
 
     The native entry takes, in order, one argument per parameter (array data
     pointer or ``PyObject*`` for buffers, ``int64``/``double`` for scalars)
-    and then one ``int64`` per element of ``dim_vars``.
+    and then one ``int64`` per element of ``dim_vars``. A ``checked`` entry
+    (``PyObject*`` arrays and an :class:`ArrayLayout`) takes no dimensions:
+    it reads them from the arrays, checks each array's type, dtype, rank,
+    shape and flags itself and returns ``RC_BAD_ARGUMENTS`` (running
+    nothing) when one does not fit.
     """
 
     name: str
@@ -208,6 +235,7 @@ class KernelABI:
     ptr_symbol: str
     params: tuple[ParamABI, ...]
     dim_vars: tuple[tir.Var, ...]
+    checked: bool = False
 
 
 # --------------------------------------------------------------------------
@@ -338,9 +366,12 @@ class _BufInfo:
 class ModuleCodegen:
     """Accumulates the LLVM IR of all kernels of one module."""
 
-    def __init__(self, options: CodegenOptions | None = None, array_data_offset: int | None = None) -> None:
+    def __init__(self, options: CodegenOptions | None = None, array_data_offset: int | None = None,
+                 array_layout: ArrayLayout | None = None) -> None:
         self.options = options or CodegenOptions()
         self.array_data_offset = array_data_offset
+        #: set: entries check their arrays natively (see KernelABI.checked)
+        self.array_layout = array_layout if array_data_offset is not None else None
         self.functions: list[str] = []
         self.decls: dict[str, str] = dict(KERNEL_LIB_DECLS)
         self.math: dict[str, str] = {}
@@ -427,7 +458,8 @@ class ModuleCodegen:
     def plan_kernel(self, name: str, func: tir.PrimFunc) -> KernelABI:
         """The ABI :meth:`add_kernel` would produce, without generating code."""
         symbol = self.unique_symbol("phasec.k." + _sanitize(name))
-        return kernel_abi(name, func, symbol, self.array_data_offset is not None)
+        return kernel_abi(name, func, symbol, self.array_data_offset is not None,
+                          self.array_layout is not None)
 
     def finish(self) -> str:
         """The complete LLVM assembly of the module."""
@@ -444,12 +476,14 @@ class ModuleCodegen:
 # --------------------------------------------------------------------------
 
 
-def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool) -> KernelABI:
+def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
+               native_checks: bool = False) -> KernelABI:
     """Validate ``func``'s parameters and describe how to call it.
 
     Symbolic dimensions are bound by scalar parameters or by the first buffer
     dimension that is exactly that variable; composite dimensions (``n * 2``)
-    are checked at call time once every variable they use is bound.
+    are checked at call time once every variable they use is bound (in
+    Python: a kernel with one has no ``checked`` entry).
     """
     def error(message: str, node: Any) -> CodegenError:
         return CodegenError(message, name, getattr(node, "span", None))
@@ -502,8 +536,14 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool)
             abi_params.append(ParamABI(p.name, "buffer", p.dtype, shape, written=id(p) in written))
         else:
             abi_params.append(ParamABI(p.name, "scalar", p.dtype, var=p))
+    # Native checks compare dimensions as int64: not for composite dimensions
+    # or ones given by a float scalar.
+    float_scalars = {id(p) for p in params if isinstance(p, tir.Var) and _is_float(p.dtype)}
+    checked = with_obj_entry and native_checks and all(
+        isinstance(d, int) or (isinstance(d, tir.Var) and id(d) not in float_scalars)
+        for p in abi_params for d in p.shape)
     return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
-                     symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars))
+                     symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars), checked)
 
 
 # --------------------------------------------------------------------------
@@ -550,7 +590,8 @@ class _KernelCodegen:
         if oob is not None:
             raise self.error(oob.message, oob.node)
         self.symbol = self.mod.unique_symbol("phasec.k." + _sanitize(self.name))
-        abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None)
+        abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None,
+                         self.mod.array_layout is not None)
         arg_decls: list[str] = []
         for i, p in enumerate(params):
             if isinstance(p, tir.Buffer):
@@ -574,7 +615,9 @@ class _KernelCodegen:
         self.finish_function()
 
         # One exported entry, so the kernel body is inlined into exactly one caller.
-        if abi.obj_symbol is not None:
+        if abi.checked:
+            self.emit_checked_entry(abi)
+        elif abi.obj_symbol is not None:
             self.emit_entry(abi.obj_symbol, abi.dim_vars, objects=True)
         else:
             self.emit_entry(abi.ptr_symbol, abi.dim_vars, objects=False)
@@ -611,6 +654,95 @@ class _KernelCodegen:
         text = [f"define i32 {_quote(symbol)}({', '.join(decls)}) #0 {{", "entry:", *lines,
                 f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})",
                 "  ret i32 %rc", "}", ""]
+        self.mod.functions.append("\n".join(text))
+
+    def emit_checked_entry(self, abi: KernelABI) -> None:
+        """The exported wrapper taking ``PyObject*`` arrays that it checks
+        itself (see :class:`KernelABI`): each buffer argument must be an
+        exact ndarray (its type is read first: the header every object
+        has), with the canonical dtype object, the rank, the static and
+        symbolic dimensions (a symbolic one bound by its first occurrence or
+        by a scalar parameter), C-contiguous, aligned, writeable if written.
+        A chain of blocks, each branching to ``bad`` on failure, so a field is
+        only read once the object is known to be an array."""
+        layout = self.mod.array_layout
+        assert layout is not None
+        decls: list[str] = []
+        call_args: list[str] = []
+        blocks: list[list[str]] = [[]]  # the checks, one block each
+        bound: dict[int, str] = {}      # dimension Var -> i64 operand
+        scalars: dict[int, str] = {}
+        lines = blocks[0]
+        for i, p in enumerate(self.func.params):
+            if isinstance(p, tir.Var):
+                wide = "double" if _is_float(p.dtype) else "i64"
+                decls.append(f"{wide} %a{i}")
+                op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
+                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
+                if wide == "i64":
+                    scalars[id(p)] = f"%a{i}"
+        bound.update(scalars)
+
+        def field(i: int, name: str, offset: int, ty: str) -> str:
+            lines.append(f"  %a{i}.{name}.p = getelementptr i8, ptr %a{i}, i64 {offset}")
+            lines.append(f"  %a{i}.{name} = load {ty}, ptr %a{i}.{name}.p, align 4")
+            return f"%a{i}.{name}"
+
+        for i, p in enumerate(self.func.params):
+            if not isinstance(p, tir.Buffer):
+                continue
+            decls.insert(i, f"ptr %a{i}")
+            abi_p = abi.params[i]
+            tp = field(i, "type", layout.type_offset, "ptr")
+            lines.append(f"  %a{i}.ok0 = icmp eq ptr {tp}, inttoptr (i64 {layout.ndarray_type} "
+                         f"to ptr)")
+            lines.append(f"  br i1 %a{i}.ok0, label %chk{i}.fields, label %bad")
+            lines = [f"chk{i}.fields:"]
+            blocks.append(lines)
+            descr = field(i, "descr", layout.descr_offset, "ptr")
+            nd = field(i, "nd", layout.nd_offset, "i32")
+            flags = field(i, "flags", layout.flags_offset, "i32")
+            mask = NPY_C_CONTIGUOUS | NPY_ALIGNED | (NPY_WRITEABLE if abi_p.written else 0)
+            lines.append(f"  %a{i}.ok1 = icmp eq ptr {descr}, inttoptr (i64 "
+                         f"{layout.descr(p.dtype)} to ptr)")
+            lines.append(f"  %a{i}.ok2 = icmp eq i32 {nd}, {len(p.shape)}")
+            lines.append(f"  %a{i}.fm = and i32 {flags}, {mask}")
+            lines.append(f"  %a{i}.ok3 = icmp eq i32 %a{i}.fm, {mask}")
+            lines.append(f"  %a{i}.ok12 = and i1 %a{i}.ok1, %a{i}.ok2")
+            lines.append(f"  %a{i}.ok = and i1 %a{i}.ok12, %a{i}.ok3")
+            lines.append(f"  br i1 %a{i}.ok, label %chk{i}.shape, label %bad")
+            lines = [f"chk{i}.shape:"]
+            blocks.append(lines)
+            checks: list[str] = []
+            if abi_p.shape:
+                dims = field(i, "dims", layout.dims_offset, "ptr")
+                for d, dim in enumerate(abi_p.shape):
+                    v = f"%a{i}.d{d}"
+                    lines.append(f"  {v}.p = getelementptr i64, ptr {dims}, i64 {d}")
+                    lines.append(f"  {v} = load i64, ptr {v}.p, align 8")
+                    if isinstance(dim, tir.Var) and id(dim) not in bound:
+                        bound[id(dim)] = v
+                        continue
+                    want = str(dim) if isinstance(dim, int) else bound[id(dim)]
+                    lines.append(f"  {v}.ok = icmp eq i64 {v}, {want}")
+                    checks.append(f"{v}.ok")
+            acc = "true"
+            for k, c in enumerate(checks):
+                lines.append(f"  %a{i}.s{k} = and i1 {acc}, {c}")
+                acc = f"%a{i}.s{k}"
+            lines.append(f"  br i1 {acc}, label %chk{i}.data, label %bad")
+            lines = [f"chk{i}.data:"]
+            blocks.append(lines)
+            data = field(i, "data", layout.data_offset, "ptr")
+            call_args.insert(i, f"ptr {data}")
+        for k, v in enumerate(abi.dim_vars):
+            op = self._entry_convert(lines, bound[id(v)], "i64", v.dtype, f"%dv{k}.c")
+            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
+        lines.append(f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})")
+        lines.append("  ret i32 %rc")
+        body = [ln for block in blocks for ln in block]
+        text = [f"define i32 {_quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
+                "bad:", f"  ret i32 {RC_BAD_ARGUMENTS}", "}", ""]
         self.mod.functions.append("\n".join(text))
 
     @staticmethod

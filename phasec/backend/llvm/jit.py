@@ -32,7 +32,7 @@ from .errors import CodegenError
 from .irlib import parallel_runtime_ir, pool_supported
 
 __all__ = ["host_target", "NativeModule", "jit_compile", "set_num_threads", "get_num_threads",
-           "set_min_parallel_work", "parallel_runtime_kind"]
+           "set_min_parallel_work", "set_parallel_chunk_work", "parallel_runtime_kind"]
 
 _init_lock = threading.Lock()
 # LLVM's global context is not thread-safe and llvmlite releases the GIL, so
@@ -123,7 +123,8 @@ def _start_parallel_runtime(target: HostTarget) -> None:
         kind = "spawn"
     with _compile_lock:
         _runtime = _jit(target, parallel_runtime_ir(kind, machine), ["phasec_rt_parallel_for"],
-                        ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin"], 3)
+                        ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin",
+                         "phasec_rt_chunk_work"], 3)
     _runtime_kind = kind
     # Pool workers run this module's code for the life of the process, so it
     # must never be freed, not even while the interpreter shuts down.
@@ -157,6 +158,18 @@ def set_min_parallel_work(n: int) -> None:
     serially (default 32768); 0 always uses the threads."""
     host_target()
     _runtime.set_i64("phasec_rt_min_work", int(n))
+
+
+def set_parallel_chunk_work(n: int) -> int:
+    """Estimated element stores per chunk of a parallel loop (the pool
+    runtime cuts a loop into between 4 and 32 chunks per thread, one per
+    ``n`` stores); returns the previous value. Smaller chunks balance better
+    when threads are descheduled, larger ones cost fewer atomics."""
+    host_target()
+    address = _runtime.globals["phasec_rt_chunk_work"]
+    previous = ctypes.c_int64.from_address(address).value
+    _runtime.set_i64("phasec_rt_chunk_work", max(1, int(n)))
+    return previous
 
 
 @dataclass
