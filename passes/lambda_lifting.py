@@ -365,6 +365,8 @@ class _Rewriter(ExprMutator):
     """Rewrites one function body: nested functions become closures or globals,
     calls of them become invocations, symbolic variables get fresh copies."""
 
+    drop_empty_blocks = True  # a lifted function can leave its block empty
+
     def __init__(self, lifter: "_Lifter", renamer: _TirRenamer | None,
                  remap: Mapping[Var, Expr]) -> None:
         super().__init__()
@@ -439,13 +441,6 @@ class _Rewriter(ExprMutator):
                 a is b for a, b in zip(params, func.params)):
             return func
         return Function(params, body, ret, func.is_pure, func.attrs, span=func.span)
-
-    def visit_seq_expr_(self, expr: SeqExpr) -> Expr:
-        blocks = [self.visit_binding_block(b) for b in expr.blocks]
-        body = self.visit_expr(expr.body)
-        if body is expr.body and all(a is b for a, b in zip(blocks, expr.blocks)):
-            return expr
-        return SeqExpr([b for b in blocks if b.bindings], body, span=expr.span)
 
     def visit_binding(self, binding: Binding):
         value = binding.value
