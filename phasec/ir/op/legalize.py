@@ -46,7 +46,7 @@ from ..struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..te import Tensor
 from ..tir import BinaryOp, Cast, IntImm, PrimExpr, PrimFunc, Select
 
-__all__ = ["LEGALIZE", "LegalizeError", "LoweredCall", "lower_call", "legalize_call",
+__all__ = ["LEGALIZE", "legalizes", "LegalizeError", "LoweredCall", "lower_call", "legalize_call",
            "lower_fused", "legalize_fused", "has_legalization"]
 
 
@@ -67,6 +67,15 @@ def _register(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
             LEGALIZE["relax." + n] = fn
         return fn
     return wrap
+
+
+def legalizes(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
+    """Register the decorated TE definition as the legalization of ``relax.<name>`` for each name.
+
+    Family modules use it to keep an operator's legalization beside its
+    definition: ``@legalizes("flip")`` above ``def _flip(call, inputs)``.
+    """
+    return _register(*names)
 
 
 def has_legalization(op_name: str) -> bool:
