@@ -181,7 +181,29 @@ def test_phase_error_for_passes_in_the_wrong_order(capsys, module_file):
                              "LambdaLifting,LegalizeOps,FoldConstant")
     assert code == 1
     assert "FoldConstant expects phase optimization" in err
-    assert "must run before LegalizeOps" in err and "nothing has run" in err
+    assert "must run before LegalizeOps" in err and "Nothing has run" in err
+
+
+@pytest.mark.parametrize("spec, expected", [
+    # A pass whose required pass cannot run is reported as the user wrote it:
+    # no internal Sequential name, no pass the user never named.
+    ("LegalizeOps", "misordered passes: LegalizeOps at position 1 cannot run. LegalizeOps "
+                    "expects phase optimization, but the module would be in ingestion"),
+    # A transition that already happened: remove it, not "run it before itself".
+    ("LambdaLifting,LambdaLifting", "LambdaLifting at position 2 cannot run. LambdaLifting "
+                                    "expects phase ingestion, but the module would be in "
+                                    "optimization"),
+])
+def test_misordering_names_the_users_pass(capsys, module_file, spec, expected):
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", spec)
+    assert code == 1
+    assert expected in err
+    for internal in ("Sequential 'opt'", "ToNonDataflow", ", (", "must run before LambdaLifting"):
+        assert internal not in err
+    if spec == "LegalizeOps":
+        assert "run LambdaLifting first" in err
+    else:
+        assert "remove this LambdaLifting" in err
 
 
 def test_verifier_error(capsys, tmp_path):

@@ -231,7 +231,7 @@ def test_misordered_pipeline_fails_before_anything_runs(small):
     with pytest.raises(PhaseError, match="position 3.*FoldConstant expects phase optimization.*"
                                          "must run before LegalizeOps") as info:
         build(small, pipeline=spec, instruments=[trace])
-    assert "nothing has run" in str(info.value)
+    assert "Nothing has run" in str(info.value)
     assert trace.entries == []
 
 

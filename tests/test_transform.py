@@ -429,7 +429,7 @@ def test_misordered_sequential_rejected_before_anything_runs(fake_verifier):
             seq(make_module())
     assert c.names == [] and trace.entries == [] and fake_verifier.calls == []
     msg = str(err.value)
-    assert "Sequential 'mine' is misordered at position 4" in msg
+    assert "misordered passes in Sequential 'mine': Late at position 4 cannot run" in msg
     assert "Late expects phase optimization, but the module would be in lowering" in msg
     assert "after FakeLegalize at position 3" in msg
     assert "must run before LegalizeOps" in msg
@@ -564,7 +564,7 @@ def test_required_pass_problems(registry):
         Sequential([get_pass("CycA")]).plan()
     register_pass(counting("LowOnly", c, phases=Phase.LOWERING))
     needs_low = counting("NeedsLow", c, phases=Phase.INGESTION, required=["LowOnly"])
-    with pytest.raises(PhaseError, match="required by NeedsLow.*LowOnly expects phase lowering"):
+    with pytest.raises(PhaseError, match="NeedsLow requires LowOnly, which cannot run there: LowOnly expects phase lowering"):
         Sequential([needs_low]).plan()
 
 
@@ -675,7 +675,7 @@ def test_pipeline_rejects_required_misfit(registry):
 
 
 def test_pipeline_constructor_validates():
-    with pytest.raises(PhaseError, match="misordered at position 1"):
+    with pytest.raises(PhaseError, match="misordered passes.*FakeLegalize at position 1"):
         Pipeline([fake_legalize, fake_lift])
 
 

@@ -100,6 +100,11 @@ def phase_mismatch_message(info: "PassInfo", phase: Phase, *, where: str = "the 
     """
     head = (f"{info.name} expects phase {describe_phases(info.phases)}, "
             f"but {where} {phase.label}{context}")
+    target = info.transition_to
+    if target is not None and phase >= target:
+        # A transition the module has already made (e.g. LambdaLifting twice).
+        return (f"{head}: {info.name} is the transition into {target.label}, which the "
+                f"module has already made; remove this {info.name}")
     later = sorted(p for p in info.phases if p > phase)
     if later:
         target = later[0]

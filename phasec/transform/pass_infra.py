@@ -484,6 +484,10 @@ class _RunEverything:
         return True, ""
 
 
+#: Sequential names that phasec gives itself; messages leave them out.
+_ANONYMOUS_SEQUENTIALS = frozenset({"sequential", "opt", "pipeline"})
+
+
 class Sequential(Pass):
     """An ordered list of passes, validated as a whole before any runs.
 
@@ -629,7 +633,7 @@ class Sequential(Pass):
                 raise PassConfigError(f"{owner.name} requires {rname!r}, which cannot be "
                                       f"created: {exc}") from None
             phase = self._add_required(rp.info, pos, phase, steps, chain + (rname,))
-            self._check(rp.info, pos, phase, steps, required_by=owner.name)
+            self._check(rp.info, pos, phase, steps, required_by=owner)
             after = phase_after(rp.info, phase)
             steps.append(PlanStep(rp, pos, phase, after, required_by=owner))
             phase = after
@@ -646,18 +650,32 @@ class Sequential(Pass):
         return err
 
     def _check(self, info: PassInfo, pos: str, phase: Phase, steps: list[PlanStep],
-               required_by: str | None = None) -> None:
+               required_by: PassInfo | None = None) -> None:
         if phase in info.phases:
             return
         last = next((s for s in reversed(steps) if s.runs and s.phase_after != s.phase_before),
                     None)
         context = (f" at that point (after {last.pass_.info.name} at position {last.position})"
                    if last is not None else " at that point (the phase it starts in)")
-        req = f", required by {required_by}," if required_by else ""
-        raise self._error(
-            f"{self._describe()} is misordered at position {pos}{req} (nothing has run): "
-            + phase_mismatch_message(info, phase, where="the module would be in",
-                                     context=context), info.name, pos)
+        # Explain in terms of the pass the user wrote: a required pass that
+        # cannot run is reported through the pass that requires it.
+        shown = info
+        if required_by is not None and required_by.phases and phase not in required_by.phases:
+            shown = required_by
+        reason = phase_mismatch_message(shown, phase, where="the module would be in",
+                                        context=context)
+        if shown is info and required_by is not None:
+            reason = (f"{required_by.name} requires {info.name}, which cannot run there: "
+                      + reason)
+        owner = (required_by or info).name
+        # pass_name is the leaf pass whose phase check fails (what running the
+        # steps one by one would hit); the message names the user's pass.
+        raise self._error(f"misordered passes{self._where()}: {owner} at position {pos} "
+                          f"cannot run. {reason}. Nothing has run.", info.name, pos)
+
+    def _where(self) -> str:
+        """`` in Sequential 'x'`` for a name the user chose; empty for the default names."""
+        return "" if self._name in _ANONYMOUS_SEQUENTIALS else f" in Sequential {self._name!r}"
 
     # -- running -----------------------------------------------------------
     def __call__(self, mod: IRModule) -> IRModule:
