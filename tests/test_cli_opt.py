@@ -283,6 +283,23 @@ def test_passes_verbose_and_json(capsys):
     rows = json.loads(out)
     by_name = {r["pass"]: r for r in rows}
     assert set(by_name) == set(list_passes())
-    assert by_name["LambdaLifting"] == {"pass": "LambdaLifting", "phases": "ingestion",
-                                        "transition": "-> optimization", "opt_level": "0",
-                                        "requires": "-"}
+    # Typed values, not table strings (issue 18 #6).
+    assert by_name["LambdaLifting"] == {"pass": "LambdaLifting", "phases": ["ingestion"],
+                                        "transition": "optimization", "opt_level": 0,
+                                        "requires": []}
+    assert by_name["EliminateCommonSubexpr"]["opt_level"] == 3
+    assert by_name["EliminateCommonSubexpr"]["transition"] is None
+    assert "ToNonDataflow" in by_name["LegalizeOps"]["requires"]
+    code, out, _ = run_cli(capsys, "passes", "--json", "--verbose")
+    verbose = {r["pass"]: r for r in json.loads(out)}
+    assert verbose["FuseOps"]["options"]["fuse_opt_level"] == -1
+
+
+def test_print_ir_dumps_to_stderr_so_stdout_stays_one_module(capsys, module_file):
+    # `phasec opt m.py --passes LambdaLifting,PrintIR | phasec-check -` must work:
+    # stdout holds the result alone (issue 18 #2).
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", "LambdaLifting,PrintIR")
+    assert code == 0
+    assert out.count("@I.ir_module") == 1
+    assert phasec.parse(out).phase == Phase.OPTIMIZATION
+    assert "# PrintIR" in err and "@I.ir_module" in err

@@ -140,7 +140,9 @@ def test_print_ir_pass(capsys):
     mod = make_module()
     with PassContext(verify="off"):
         assert PrintIR("checkpoint")(mod) is mod
-    assert capsys.readouterr().out == "# PrintIR checkpoint (phase ingestion)\n<module ingestion>\n"
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stdout is for the command's result alone
+    assert captured.err == "# PrintIR checkpoint (phase ingestion)\n<module ingestion>\n"
     assert PrintIR(header="x").spec() == "PrintIR{header=x}"
     assert PrintIR().spec() == "PrintIR"
 

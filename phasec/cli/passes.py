@@ -3,7 +3,7 @@
 One row per pass: the phases it accepts, its transition (if any), its
 ``opt_level`` and the passes it requires; ``--verbose`` adds its options
 (with defaults) and the first line of its docstring; ``--json`` prints the
-same as a JSON list for tools.
+same as a JSON list of typed records for tools (see :func:`pass_records`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,41 @@ def _options_text(defaults: dict[str, Any]) -> str:
             shown = f"<{type(value).__name__}>"
         parts.append(f"{key}={shown}")
     return ", ".join(parts) or "-"
+
+
+def pass_records(verbose: bool = False) -> list[dict[str, Any]]:
+    """One typed record per registered pass (sorted by name), for ``--json``.
+
+    ``phases``: the accepted phase labels in order; ``transition``: the phase a
+    transition pass moves to, else null; ``opt_level``: an int; ``requires``:
+    a list of pass names; with ``verbose``, ``options`` (name -> default, null
+    for a required option or a default with no JSON form) and ``description``.
+    """
+    records = []
+    for entry in pass_entries():
+        info = entry.info
+        record: dict[str, Any] = {
+            "pass": entry.name,
+            "phases": [p.label for p in sorted(info.phases)],
+            "transition": info.transition_to.label if info.transition_to is not None else None,
+            "opt_level": info.opt_level,
+            "requires": list(info.required),
+        }
+        if verbose:
+            record["options"] = {k: _json_default(v) for k, v in entry.option_defaults.items()}
+            record["description"] = entry.doc
+        records.append(record)
+    return records
+
+
+def _json_default(value: Any) -> Any:
+    if value is MISSING:
+        return None
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return value
 
 
 def pass_rows(verbose: bool = False) -> list[dict[str, str]]:
@@ -65,10 +100,10 @@ def render_table(rows: list[dict[str, str]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = pass_rows(verbose=args.verbose)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(pass_records(verbose=args.verbose), indent=2))
     else:
+        rows = pass_rows(verbose=args.verbose)
         print(render_table(rows))
         print(f"\n{len(rows)} passes. Phases: ingestion (0) -> optimization (1) -> "
               "lowering (2) -> build (3); a pass runs only in the phases it accepts.")

@@ -705,12 +705,14 @@ class Sequential(Pass):
 # -- built-in passes ---------------------------------------------------------------
 @module_pass(opt_level=0, phases=ALL_PHASES, name="PrintIR")
 class PrintIR:
-    """Print the module (TVMScript) with a header; the module is returned unchanged."""
+    """Print the module (TVMScript) with a header to standard error; the module
+    is returned unchanged. Dumps go to stderr so that standard output carries
+    only a command's result (``phasec opt ... | phasec-check -``)."""
 
     header: str = ""
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
         title = f"# PrintIR {self.header}".rstrip() + f" (phase {mod.phase.label})"
-        print(f"{title}\n{mod.script()}", file=sys.stdout)
+        print(f"{title}\n{mod.script()}", file=sys.stderr)
         return mod
 
