@@ -30,7 +30,7 @@ from phasec.ir import (
 )
 from phasec.ir.infer import collect_shape_vars
 from phasec.ir.op import find_op
-from phasec.transform import module_pass, register_pass
+from phasec.transform import PassConfigError, module_pass, register_pass
 
 __all__ = ["DeadCodeElimination", "call_is_pure", "used_vars", "reachable_functions",
            "global_refs"]
@@ -189,6 +189,12 @@ class DeadCodeElimination:
         entries = self.entry_functions
         if isinstance(entries, str):
             entries = (entries,)
+        unknown = [n for n in entries if n not in mod.functions]
+        if unknown:
+            raise PassConfigError(
+                f"DeadCodeElimination(entry_functions=...) names {', '.join(map(repr, unknown))}, "
+                f"which the module does not define; its functions are "
+                f"{', '.join(sorted(mod.functions))}")
         elim = _Eliminator(mod.functions)
         out = mod.map_functions(lambda _, func: elim.function(func))
         keep = reachable_functions(out, entries)

@@ -131,6 +131,11 @@ _SKIP_ATTRS = ("Primitive", "Codegen", "Composite")
 _MAX_NAME = 64
 
 
+#: The highest meaningful fuse_opt_level (TVM's opt levels go up to 4); a
+#: larger value is almost certainly a typo, so it is refused.
+MAX_FUSE_OPT_LEVEL = 4
+
+
 @register_pass
 @module_pass(opt_level=0, phases=Phase.OPTIMIZATION)
 @dataclass(frozen=True)
@@ -142,9 +147,11 @@ class FuseOps:
 
     def __post_init__(self) -> None:
         level = self.fuse_opt_level
-        if not is_int_at_least(level, -1):
-            raise PassConfigError(f"FuseOps(fuse_opt_level={level!r}) must be an int >= -1 "
-                                  "(-1: use the PassContext's opt_level, 0: no fusion)")
+        if not is_int_at_least(level, -1) or level > MAX_FUSE_OPT_LEVEL:
+            raise PassConfigError(
+                f"FuseOps(fuse_opt_level={level!r}) must be an int from -1 to "
+                f"{MAX_FUSE_OPT_LEVEL} (-1: use the PassContext's opt_level, 0: no fusion, "
+                "1 or more: fuse)")
         if self.rules is not None:
             resolve_rules(self.rules, "FuseOps(rules=...)")  # fail at construction
 

@@ -303,3 +303,28 @@ def test_print_ir_dumps_to_stderr_so_stdout_stays_one_module(capsys, module_file
     assert out.count("@I.ir_module") == 1
     assert phasec.parse(out).phase == Phase.OPTIMIZATION
     assert "# PrintIR" in err and "@I.ir_module" in err
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("FuseOps{fuse_opt_level=99}", "must be an int from -1 to 4"),
+    ("LambdaLifting,DeadCodeElimination{entry_functions=[nope]}",
+     "names 'nope', which the module does not define; its functions are main"),
+])
+def test_pass_options_are_validated(capsys, module_file, spec, expected):
+    # Issue 18 #11: values that mean nothing are refused, saying what is allowed.
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", spec)
+    assert code != 0 and out == ""
+    assert expected in err
+
+
+def test_unknown_parallel_runtime_is_refused():
+    import subprocess
+    import sys
+
+    code = ("from phasec.backend.llvm.jit import host_target\n"
+            "try:\n    host_target()\nexcept Exception as e:\n    print(type(e).__name__, e)\n")
+    env = {**__import__("os").environ, "PHASEC_PARALLEL_RUNTIME": "bogus"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert "PhasecError PHASEC_PARALLEL_RUNTIME must be 'pool' (the default) or 'spawn', " \
+           "not 'bogus'" in out.stdout

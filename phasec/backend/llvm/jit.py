@@ -28,6 +28,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
+from ...errors import PhasecError
 from .errors import CodegenError
 from .irlib import parallel_runtime_ir, pool_supported
 
@@ -109,8 +110,9 @@ def host_target() -> HostTarget:
             triple = llvm.get_process_triple()
             cpu = llvm.get_host_cpu_name()
             features = llvm.get_host_cpu_features().flatten()
-            _target = HostTarget(triple, cpu, features)
-            _start_parallel_runtime(_target)
+            target = HostTarget(triple, cpu, features)
+            _start_parallel_runtime(target)  # first: a bad configuration leaves no half-set target
+            _target = target
         return _target
 
 
@@ -119,7 +121,10 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     global _runtime, _runtime_kind
     machine = platform.machine().lower()
     kind = os.environ.get("PHASEC_PARALLEL_RUNTIME", "pool")
-    if kind not in ("pool", "spawn") or not pool_supported(sys.platform, machine):
+    if kind not in ("pool", "spawn"):
+        raise PhasecError(f"PHASEC_PARALLEL_RUNTIME must be 'pool' (the default) or 'spawn', "
+                          f"not {kind!r}")
+    if not pool_supported(sys.platform, machine):
         kind = "spawn"
     with _compile_lock:
         _runtime = _jit(target, parallel_runtime_ir(kind, machine), ["phasec_rt_parallel_for"],
