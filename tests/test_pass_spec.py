@@ -257,3 +257,19 @@ def test_broken_pass_module_fails_loudly(tmp_path, monkeypatch):
     for _ in range(2):  # and again on the next query, not an empty registry
         with pytest.raises(ModuleNotFoundError, match="no_such_dependency_xyz"):
             reg.names()
+
+
+def test_passes_package_exports_every_registered_pass_by_name():
+    # `import passes; passes.LambdaLifting()` reads like TVM's relax.transform.LambdaLift().
+    import passes
+
+    from phasec.transform import get_pass, pass_entries
+
+    builtin = [e.name for e in pass_entries() if e.module.startswith("passes.")]
+    assert len(builtin) >= 14
+    for name in builtin + ["PrintIR"]:
+        made = getattr(passes, name)()
+        assert made.info.name == name
+        assert made.spec() == get_pass(name).spec()
+    assert passes.FuseOps(fuse_opt_level=2).spec() == "FuseOps{fuse_opt_level=2}"
+    assert set(builtin) <= set(passes.__all__)
