@@ -328,3 +328,18 @@ def test_unknown_parallel_runtime_is_refused():
                          timeout=120)
     assert "PhasecError PHASEC_PARALLEL_RUNTIME must be 'pool' (the default) or 'spawn', " \
            "not 'bogus'" in out.stdout
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["-m", "phasec", "--version"], "phasec 0.1.0"),
+    (["-m", "verifier.cli", "--version"], "phasec-check 0.1.0"),
+    (["-m", "phasec", "passes"], "LambdaLifting"),
+])
+def test_version_and_python_dash_m(argv, expected):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert expected in proc.stdout
+    assert phasec.__version__ in expected or expected == "LambdaLifting"

@@ -56,6 +56,9 @@ def _arg_parser() -> _ArgParser:
         description="Check phasec modules (TVMScript .py or JSON) for well-formedness and "
                     "the invariants of their phase. Inputs are parsed, never executed.",
         epilog="exit status: 0 clean, 1 violations, 2 input or usage error")
+    from phasec import __version__
+
+    p.add_argument("--version", action="version", version=f"phasec-check {__version__}")
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="module files or directories (searched for .py and .json); "
                         "- reads a module from standard input")

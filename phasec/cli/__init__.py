@@ -31,7 +31,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="phasec", description="phase-checked tensor compiler")
+    parser.add_argument("--version", action="version", version=f"phasec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():

@@ -1,0 +1,7 @@
+"""``python -m phasec``: the ``phasec`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
