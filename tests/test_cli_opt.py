@@ -331,8 +331,8 @@ def test_unknown_parallel_runtime_is_refused():
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["-m", "phasec", "--version"], "phasec 0.1.0"),
-    (["-m", "verifier.cli", "--version"], "phasec-check 0.1.0"),
+    (["-m", "phasec", "--version"], f"phasec {phasec.__version__}"),
+    (["-m", "verifier.cli", "--version"], f"phasec-check {phasec.__version__}"),
     (["-m", "phasec", "passes"], "LambdaLifting"),
 ])
 def test_version_and_python_dash_m(argv, expected):
@@ -342,4 +342,3 @@ def test_version_and_python_dash_m(argv, expected):
     proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert expected in proc.stdout
-    assert phasec.__version__ in expected or expected == "LambdaLifting"
