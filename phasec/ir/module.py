@@ -130,4 +130,5 @@ class IRModule:
         return self.script()
 
     def __repr__(self) -> str:
-        return (f"<IRModule phase={self.phase.label} functions=[{', '.join(self._functions)}]>")
+        """The module as TVMScript, as TVM shows it."""
+        return self.script()

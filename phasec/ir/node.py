@@ -39,14 +39,46 @@ class Node:
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
 
-    def __repr__(self) -> str:  # short and never recursive-deep
-        return f"<{type(self).__name__} at {id(self):#x}>"
+    def __repr__(self) -> str:
+        """The node as TVMScript (as TVM shows it), for REPLs and debuggers.
+
+        Never raises: a node the printer cannot show (or one being built, in
+        a debugger) falls back to ``<Kind at 0x...>``.
+        """
+        try:
+            text = _script_text(self)
+        except Exception:  # noqa: BLE001 - repr must not fail
+            text = None
+        return text if text is not None else f"<{type(self).__name__} at {id(self):#x}>"
 
     def __copy__(self) -> "Node":
         return self
 
     def __deepcopy__(self, memo: dict) -> "Node":
         return self
+
+
+def _script_text(n: Node) -> str | None:
+    """TVMScript for an expression, binding, struct info or TIR node; None otherwise."""
+    from ..script import printer
+    from . import expr, struct_info, tir
+
+    if isinstance(n, expr.Var):
+        # A variable reads as its name and type, as in a signature.
+        return f"{n.name_hint}: {printer.print_sinfo(n.struct_info)}"
+    if isinstance(n, expr.Expr):
+        return printer.print_expr(n)
+    if isinstance(n, expr.Binding):
+        return printer.print_binding(n)
+    if isinstance(n, struct_info.StructInfo):
+        return printer.print_sinfo(n)
+    if isinstance(n, tir.PrimFunc):
+        return printer.print_prim_func(str((n.attrs or {}).get("global_symbol", "func")), n)
+    if isinstance(n, tir.PrimExpr):
+        return printer.print_prim_expr(n)
+    if isinstance(n, tir.Stmt):
+        return printer.print_stmt(n)
+    return None
 
 
 _NOT_STRUCTURAL = frozenset({"span"})
