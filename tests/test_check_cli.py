@@ -236,7 +236,7 @@ def test_bad_input_exits_2(tmp_path: Path, name: str, content: str | bytes, mess
     status, out, err = run(str(path))
     assert status == 2
     first = out.splitlines()[0]
-    assert first.startswith(f"{path}") and ": error: " in first
+    assert first.startswith(f"{path}") and ": error[IN0" in first
     assert message.lower() in out.lower()
     assert "Traceback" not in out + err
     assert not (tmp_path / "PWNED").exists() and not Path("PWNED").exists()

@@ -2,22 +2,33 @@
 
 Usage::
 
-    phasec-check [--phase NAME] [--format text|json|github] [--infer-phase] PATH...
-    phasec-check --explain CODE
-    phasec-check --list-rules
+    phasec-check [--phase NAME] [--format text|json|github|sarif] [--infer-phase]
+                 [--exclude GLOB]... PATH...
+    phasec-check --explain CODE [--format text|json]
+    phasec-check --list-rules [--format text|json]
 
 PATHs are files or directories (searched recursively for ``.py`` and
 ``.json``); ``-`` reads one module from standard input (JSON when it starts
-with ``{``, TVMScript otherwise), reported as ``<stdin>``. Exit status: 0
-when every module is clean, 1 when there are violations, 2 for input or
-usage errors (unreadable file, syntax error, schema violation, unknown
-option). Inputs are parsed, never executed.
+with ``{``, TVMScript otherwise), reported as ``<stdin>``. Files found in a
+directory that are not modules at all (a ``.py`` file with no ``ir_module``
+class, a ``.json`` document that is not a phasec module) are skipped and
+counted, so the command can run over a source tree; a file named on the
+command line is checked whatever it holds, unless ``--skip-non-modules``
+(what the pre-commit hook passes). ``--exclude`` drops paths matching a glob. Exit status: 0 when every module is clean, 1
+when there are violations, 2 for input or usage errors (unreadable file,
+syntax error, schema violation, unknown option); every input error has an
+``IN`` code (:mod:`verifier.input_codes`). Inputs are parsed, never
+executed.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import fnmatch
+import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +40,7 @@ from phasec.ir.phase import Phase
 
 from .checker import check, infer_phase
 from .diagnostics import ERROR, Diagnostic, format_diagnostic, source_excerpt
+from .input_codes import INPUT_CODES, explain_input_code, input_code_for
 from .rules import all_rules, explain
 
 __all__ = ["main"]
@@ -47,7 +59,18 @@ class _ArgParser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``main`` returns a status."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
+        raise _UsageError(message + _option_suggestion(self, message))
+
+
+def _option_suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """``; did you mean --format?`` for a misspelled option, else empty."""
+    match = re.search(r"unrecognized arguments: (\S+)", message)
+    if not match or not match.group(1).startswith("-"):
+        return ""
+    wrong = match.group(1).split("=", 1)[0]
+    known = [s for a in parser._actions for s in a.option_strings]
+    close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def _arg_parser() -> _ArgParser:
@@ -65,8 +88,15 @@ def _arg_parser() -> _ArgParser:
     p.add_argument("--phase", metavar="NAME",
                    help="check against this phase instead of the module's declared phase "
                         "(ingestion, optimization, lowering, build or 0-3)")
-    p.add_argument("--format", choices=("text", "json", "github"), default="text",
-                   help="output format (default: text)")
+    p.add_argument("--format", choices=("text", "json", "github", "sarif"), default="text",
+                   help="output format (default: text; sarif: SARIF 2.1.0 for code-scanning "
+                        "tools; --explain and --list-rules take text or json)")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="skip files whose path or name matches GLOB (repeatable)")
+    p.add_argument("--skip-non-modules", action="store_true",
+                   help="skip named files that hold no module (no @I.ir_module class, not a "
+                        "phasec JSON module), as files found in directories always are; "
+                        "for pre-commit hooks")
     p.add_argument("--explain", metavar="CODE", help="print the documentation of a rule")
     p.add_argument("--infer-phase", action="store_true",
                    help="print the highest phase each module satisfies")
@@ -84,6 +114,11 @@ class _InputError:
     kind: str
     span: Span | None = None
 
+    @property
+    def code(self) -> str:
+        """The stable ``IN`` code of this kind of input error."""
+        return input_code_for(self.kind)
+
 
 @dataclass
 class _Result:
@@ -95,14 +130,26 @@ class _Result:
     inferred: Phase | None = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: _InputError | None = None
+    not_a_module: bool = False  # skipped: the file holds no module at all
 
 
-def _collect(paths: Sequence[str]) -> tuple[list[str], list[_Result]]:
-    """Module files named by ``paths`` (directories searched, sorted) and
+def _excluded(path: str, patterns: Sequence[str]) -> bool:
+    norm = os.path.normpath(path)
+    return any(fnmatch.fnmatch(norm, pat) or fnmatch.fnmatch(os.path.basename(norm), pat)
+               or fnmatch.fnmatch(path, pat) for pat in patterns)
+
+
+def _collect(paths: Sequence[str], exclude: Sequence[str] = ()
+             ) -> tuple[list[str], set[str], list[_Result]]:
+    """Module files named by ``paths`` (directories searched, sorted, minus
+    ``exclude`` globs), the subset found by searching directories, and
     results for paths that could not be used."""
     files: list[str] = []
+    searched: set[str] = set()
     bad: list[_Result] = []
     for path in paths:
+        if path != STDIN_PATH and _excluded(path, exclude):
+            continue
         if path == STDIN_PATH:
             if STDIN_NAME not in files:  # standard input can be read once
                 files.append(STDIN_NAME)
@@ -113,17 +160,19 @@ def _collect(paths: Sequence[str]) -> tuple[list[str], list[_Result]]:
                 # regular files only: a named pipe or device in the tree would block
                 found.extend(os.path.join(root, n) for n in sorted(names)
                              if n.lower().endswith(MODULE_SUFFIXES) and not n.startswith(".")
-                             and os.path.isfile(os.path.join(root, n)))
+                             and os.path.isfile(os.path.join(root, n))
+                             and not _excluded(os.path.join(root, n), exclude))
             if not found:
                 bad.append(_Result(path, error=_InputError(
                     "directory contains no TVMScript (.py) or JSON (.json) module files",
                     "OSError")))
             files.extend(found)
+            searched.update(found)
         elif os.path.exists(path):
             files.append(path)
         else:
             bad.append(_Result(path, error=_InputError("no such file or directory", "OSError")))
-    return files, bad
+    return files, searched, bad
 
 
 def _read(path: str, stdin: IO[Any] | None = None) -> tuple[str | None, _InputError | None]:
@@ -151,6 +200,25 @@ def _read_stdin(stdin: IO[Any] | None) -> bytes | str:
     if stream is None:
         raise OSError("standard input is closed")
     return stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+
+
+#: ``@I.ir_module``, ``@tvm.script.ir_module``, ``@ir_module`` at the start of a line
+_MODULE_DECORATOR = re.compile(r"^[ \t]*@[\w.]*\bir_module\b", re.MULTILINE)
+
+
+def _is_module_text(path: str, text: str) -> bool:
+    """Whether a file holds a module at all (standard input always does).
+
+    A cheap look, before parsing: TVMScript modules have an ``ir_module``
+    class decorator, JSON modules name the ``phasec.ir_module`` format. Any
+    other ``.py``/``.json`` file (ordinary Python, package.json...) is not an
+    ill-formed module but no module, and is skipped.
+    """
+    if path == STDIN_NAME:
+        return True
+    if _is_json(path, text):
+        return "phasec.ir_module" in text
+    return _MODULE_DECORATOR.search(text) is not None
 
 
 def _is_json(path: str, text: str) -> bool:
@@ -183,9 +251,12 @@ def _load(path: str, text: str) -> tuple[Any, _InputError | None]:
 
 
 def _run_one(path: str, phase: Phase | None, want_inferred: bool,
-             stdin: IO[Any] | None = None) -> _Result:
+             stdin: IO[Any] | None = None, skip_non_module: bool = False) -> _Result:
     result = _Result(path)
     text, error = _read(path, stdin)
+    if error is None and skip_non_module and not _is_module_text(path, text):
+        result.not_a_module = True
+        return result
     if error is None:
         result.source_lines = text.splitlines()
         result.module, error = _load(path, text)
@@ -225,16 +296,36 @@ def _input_error_text(result: _Result) -> str:
         loc = f"{result.path}:{err.span.line}:{err.span.col + 1}"
     else:
         loc = result.path
-    text = f"{loc}: error: {err.message}"
+    text = f"{loc}: error[{err.code}]: {err.message}"
     if err.span is not None and result.source_lines is not None:
         text = "\n".join([text, *source_excerpt(result.source_lines, err.span)])
     return text
 
 
-def _print_text(results: Sequence[_Result], out: TextIO, infer: bool) -> None:
+def _use_colour(out: TextIO) -> bool:
+    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org) or TERM=dumb."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
+
+
+_SEVERITY_TAG = re.compile(r"^(\S.*?: )(error|warning)(\[\w+\])(: )", re.MULTILINE)
+_COLOURS = {"error": "\033[1;31m", "warning": "\033[1;33m"}
+
+
+def _paint(text: str) -> str:
+    """``error[CODE]`` in bold red, ``warning[CODE]`` in bold yellow."""
+    return _SEVERITY_TAG.sub(
+        lambda m: f"{m[1]}{_COLOURS[m[2]]}{m[2]}{m[3]}\033[0m{m[4]}", text)
+
+
+def _print_text(results: Sequence[_Result], out: TextIO, infer: bool,
+                colour: bool = False) -> None:
+    show = _paint if colour else (lambda text: text)
     for r in results:
         if r.error is not None:
-            print(_input_error_text(r), file=out)
+            print(show(_input_error_text(r)), file=out)
             continue
         if infer and r.inferred is not None:
             note = f" (declared: {r.declared.label})" if r.declared is not None else ""
@@ -242,7 +333,8 @@ def _print_text(results: Sequence[_Result], out: TextIO, infer: bool) -> None:
         elif infer:
             print(f"{r.path}: not well-formed at any phase", file=out)
         for d in r.diagnostics:
-            print(format_diagnostic(d, _excerpt_lines(r, d.span), default_file=r.path), file=out)
+            print(show(format_diagnostic(d, _excerpt_lines(r, d.span), default_file=r.path)),
+                  file=out)
 
 
 def _gh_escape(text: str, prop: bool = False) -> str:
@@ -266,7 +358,7 @@ def _gh_line(kind: str, file: str, span: Span | None, title: str, message: str) 
 def _print_github(results: Sequence[_Result], out: TextIO, infer: bool) -> None:
     for r in results:
         if r.error is not None:
-            print(_gh_line("error", r.path, r.error.span, r.error.kind, r.error.message), file=out)
+            print(_gh_line("error", r.path, r.error.span, r.error.code, r.error.message), file=out)
             continue
         if infer and r.inferred is not None:
             print(_gh_line("notice", r.path, None, "phase",
@@ -286,8 +378,8 @@ def _print_json(results: Sequence[_Result], out: TextIO, status: int) -> None:
         if r.error is not None:
             span = r.error.span
             files.append(FileReport(path=r.path, status="input-error", input_error=InputErrorModel(
-                message=r.error.message, kind=r.error.kind, line=span.line if span else None,
-                column=span.col + 1 if span else None)))
+                message=r.error.message, kind=r.error.kind, code=r.error.code,
+                line=span.line if span else None, column=span.col + 1 if span else None)))
             continue
         has_errors = any(d.severity == ERROR for d in r.diagnostics)
         files.append(FileReport(
@@ -309,19 +401,62 @@ def _counts(results: Sequence[_Result]) -> tuple[int, int, int]:
     return errors, warnings, inputs
 
 
-def _summary(results: Sequence[_Result]) -> str:
+def _modules(results: Sequence[_Result]) -> list[_Result]:
+    """The results of files that hold a module (or could not be read)."""
+    return [r for r in results if not r.not_a_module]
+
+
+def _summary(all_results: Sequence[_Result]) -> str:
+    results = _modules(all_results)
+    skipped = len(all_results) - len(results)
     errors, warnings, inputs = _counts(results)
     checked = len(results) - inputs
     parts = [f"{errors} error{'s' if errors != 1 else ''}",
              f"{warnings} warning{'s' if warnings != 1 else ''}"]
     if inputs:
         parts.append(f"{inputs} unreadable input{'s' if inputs != 1 else ''}")
-    return f"checked {checked} module{'s' if checked != 1 else ''}: {', '.join(parts)}"
+    text = f"checked {checked} module{'s' if checked != 1 else ''}: {', '.join(parts)}"
+    return text + (f" (skipped {skipped} file{'s' if skipped != 1 else ''} that "
+                   f"{'are' if skipped != 1 else 'is'} not a module)" if skipped else "")
 
 
-def _list_rules(out: TextIO) -> None:
-    for r in all_rules():
-        print(f"{r.code}  {r.since.label:<12}  {r.title}", file=out)
+def _rule_records() -> list[dict[str, str]]:
+    """Every rule, then every input code: code, phase it applies from, title."""
+    records = [{"code": r.code, "phase": r.since.label, "title": r.title,
+                "severity": r.severity} for r in all_rules()]
+    records += [{"code": c.code, "phase": "input", "title": c.title, "severity": ERROR}
+                for c in INPUT_CODES.values()]
+    return records
+
+
+def _list_rules(out: TextIO, fmt: str) -> None:
+    records = _rule_records()
+    if fmt == "json":
+        print(json.dumps(records, indent=2), file=out)
+        return
+    for r in records:
+        print(f"{r['code']}  {r['phase']:<12}  {r['title']}", file=out)
+
+
+def _explain(code: str, fmt: str) -> str:
+    """The documentation of a rule or input code (KeyError when unknown)."""
+    key = code.strip().upper()
+    if key in INPUT_CODES:
+        entry = INPUT_CODES[key]
+        if fmt == "json":
+            return json.dumps({"code": entry.code, "title": entry.title, "phase": "input",
+                               "severity": ERROR, "explanation": entry.explanation,
+                               "help": ""}, indent=2) + "\n"
+        return explain_input_code(key)
+    if fmt != "json":
+        return explain(code)
+    from .rules import get_rule
+
+    rule = get_rule(code)
+    return json.dumps({"code": rule.code, "title": rule.title, "phase": rule.since.label,
+                       "severity": rule.severity,
+                       "explanation": " ".join(rule.explanation.split()),
+                       "help": rule.help}, indent=2) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -367,7 +502,14 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
                 phase = Phase.parse(args.phase)
             except ValueError as exc:
                 raise _UsageError(f"--phase: {exc}") from None
-        if args.explain is None and not args.list_rules:
+        if args.explain is not None or args.list_rules:
+            if args.paths:
+                option = "--explain" if args.explain is not None else "--list-rules"
+                raise _UsageError(f"{option} takes no PATH (got {args.paths[0]!r}); run the "
+                                  "check and the explanation as two commands")
+            if args.format not in ("text", "json"):
+                raise _UsageError("--explain and --list-rules print text or json")
+        else:
             if not args.paths:
                 raise _UsageError("no PATH given (a module file or a directory)")
             if args.infer_phase and phase is not None:
@@ -381,24 +523,26 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
 
     if args.explain is not None:
         try:
-            print(explain(args.explain), file=out, end="")
+            print(_explain(args.explain, args.format), file=out, end="")
         except KeyError as exc:
             print(f"phasec-check: error: {exc.args[0]}", file=err)
             return EXIT_INPUT
         return EXIT_OK
     if args.list_rules:
-        _list_rules(out)
+        _list_rules(out, args.format)
         return EXIT_OK
 
-    files, results = _collect(args.paths)
+    files, searched, results = _collect(args.paths, args.exclude)
     for path in files:
         try:
-            results.append(_run_one(path, phase, args.infer_phase, stdin))
+            skip = args.skip_non_modules or path in searched
+            results.append(_run_one(path, phase, args.infer_phase, stdin, skip))
         except Exception as exc:  # never a traceback for a user's file
             results.append(_Result(path, error=_InputError(
                 f"internal error while checking this file ({type(exc).__name__}: {exc})",
                 "InternalError")))
     results.sort(key=lambda r: r.path)
+    all_results, results = results, _modules(results)
 
     errors, _, inputs = _counts(results)
     unsatisfied = any(r.inferred is None and r.error is None for r in results) if args.infer_phase \
@@ -409,10 +553,15 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
             _print_json(results, out, status)
         elif args.format == "github":
             _print_github(results, out, args.infer_phase)
-            print(_summary(results), file=err)
+            print(_summary(all_results), file=err)
+        elif args.format == "sarif":
+            from .report import sarif_log
+
+            print(json.dumps(sarif_log(results), indent=2), file=out)
+            print(_summary(all_results), file=err)
         else:
-            _print_text(results, out, args.infer_phase)
-            print(_summary(results), file=out)
+            _print_text(results, out, args.infer_phase, _use_colour(out))
+            print(_summary(all_results), file=out)
     except BrokenPipeError:  # piped into `head`: the status still tells the truth
         _silence_stdout()
     return status
