@@ -12,15 +12,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .ir.node import Span
 
-__all__ = ["PhasecError", "ParseError", "StructInfoError", "PhaseError", "InvalidPhaseError",
-           "PassError", "WellFormedError", "SchemaError", "VMError"]
+__all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
+           "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError"]
 
 
 class PhasecError(Exception):
     """Base of every error phasec raises on purpose."""
 
 
-class ParseError(PhasecError):
+class InputError(PhasecError):
+    """What the user gave is wrong: a file, its contents, an option value.
+
+    The command-line tools exit with status 2 for these (1 is for checks
+    that fail: phase errors, violations, results that do not match).
+    """
+
+
+class ParseError(InputError):
     """TVMScript that phasec cannot read: carries file, line and column."""
 
     def __init__(self, message: str, span: "Span | None" = None) -> None:
@@ -65,7 +73,7 @@ class WellFormedError(PhasecError):
         super().__init__(message)
 
 
-class SchemaError(PhasecError):
+class SchemaError(InputError):
     """A JSON module document does not fit the schema; lists offending paths."""
 
 

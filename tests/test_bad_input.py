@@ -449,7 +449,7 @@ def test_phasec_binary_stdin_is_a_clear_error():
     """Binary standard input gave "cannot parse the file: 'utf-8' codec can't
     encode character '\\udc90'"; closed standard input a traceback."""
     r = _run(["opt", "-"], stdin=b"@I.ir_module\n\x90\x91")
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "not UTF-8 text" in r.stderr.decode() and "Traceback" not in r.stderr.decode()
 
 
@@ -457,7 +457,7 @@ def test_phasec_closed_stdin_is_a_clear_error(monkeypatch, capsys):
     from phasec.cli import main
 
     monkeypatch.setattr(sys, "stdin", None)
-    assert main(["opt", "-"]) == 1
+    assert main(["opt", "-"]) == 2
     err = capsys.readouterr().err
     assert "cannot read standard input" in err and "Traceback" not in err
 
@@ -513,9 +513,9 @@ def test_phasec_check_reads_stdin():
     status, out = _check(["-"], io.StringIO(doc))
     assert status == 0, out
     status, out = _check(["-"], io.BytesIO(b"@I.ir_module\nclass M:\n    x = 1\n"))
-    assert status == 2 and out.startswith("<stdin>:3:5: error:")
+    assert status == 2 and out.startswith("<stdin>:3:5: error[IN002]:")
     status, out = _check(["-"], io.BytesIO(b"\xff\xfe"))
-    assert status == 2 and "<stdin>: error: not UTF-8 text" in out
+    assert status == 2 and "<stdin>: error[IN001]: not UTF-8 text" in out
 
 
 def test_phasec_check_last_resort_handler(monkeypatch):
@@ -554,7 +554,7 @@ def test_phasec_run_huge_dim_is_an_input_error(capsys):
     from phasec.cli import main
 
     assert main(["run", "--example", "transformer", "--dim", "n=99999999999999999999999",
-                 "--quiet"]) == 1
+                 "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "parameter 'x' would be a float32 array of shape (99999999999999999999999" in err
     assert "internal error" not in err

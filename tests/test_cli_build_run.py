@@ -148,7 +148,7 @@ def test_run_executable_uses_its_recorded_signature(capsys, model, tmp_path):
     code, out, _ = run_cli(capsys, "run", exe_path, "--inputs", npz, "--repeat", "1")
     assert code == 0 and "output: float32[5, 4]" in out
     code, _, err = run_cli(capsys, "run", exe_path, "--dim", "m=2")
-    assert code == 1 and "no parameter has a symbolic dimension 'm'; they have n" in err
+    assert code == 2 and "no parameter has a symbolic dimension 'm'; they have n" in err
 
 
 def test_run_executable_without_recorded_signature(capsys, model, tmp_path):
@@ -169,7 +169,7 @@ def test_run_executable_without_recorded_signature(capsys, model, tmp_path):
         for n, data in files.items():
             zf.writestr(n, data)
     code, _, err = run_cli(capsys, "run", old, "--repeat", "1")
-    assert code == 1 and "records no struct info for parameter(s) 'x', 'w', 'b'" in err
+    assert code == 2 and "records no struct info for parameter(s) 'x', 'w', 'b'" in err
     assert "--inputs" in err
     npz = tmp_path / "in.npz"
     np.savez(npz, x=np.ones((2, 8), "float32"), w=np.ones((8, 4), "float32"),
@@ -199,18 +199,18 @@ def test_build_with_a_pipeline_that_stops_early(capsys, model, tmp_path):
 
 def test_bad_input_files(capsys, tmp_path):
     code, _, err = run_cli(capsys, "run", tmp_path / "missing.py")
-    assert code == 1 and "no such file" in err
+    assert code == 2 and "no such file" in err
     broken = tmp_path / "broken.py"
     broken.write_text("@I.ir_module\nclass M:\n    def main(:\n")
     code, _, err = run_cli(capsys, "build", broken, "-o", tmp_path / "b.pvm")
-    assert code == 1 and "broken.py:3" in err
+    assert code == 2 and "broken.py:3" in err
     fake = tmp_path / "fake.pvm"
     with zipfile.ZipFile(fake, "w") as zf:
         zf.writestr("hello.txt", "not an executable")
     code, _, err = run_cli(capsys, "run", fake)
-    assert code == 1 and "not a phasec executable" in err
+    assert code == 2 and "not a phasec executable" in err
     code, _, err = run_cli(capsys, "run", tmp_path / "model.pvm")
-    assert code == 1 and "model.pvm" in err
+    assert code == 2 and "model.pvm" in err
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -223,20 +223,20 @@ def test_bad_input_files(capsys, tmp_path):
 ])
 def test_bad_run_options(capsys, model, argv, message):
     code, _, err = run_cli(capsys, "run", model, *argv)
-    assert code == 1 and message in err, err
+    assert code == 2 and message in err, err
 
 
 def test_inputs_that_do_not_fit(capsys, model, tmp_path):
     npz = tmp_path / "in.npz"
     np.savez(npz, y=np.zeros(3, "float32"))
     code, _, err = run_cli(capsys, "run", model, "--inputs", npz)
-    assert code == 1 and "'y', which is not a parameter" in err and "x, w, b" in err
+    assert code == 2 and "'y', which is not a parameter" in err and "x, w, b" in err
     np.savez(npz, x=np.zeros((5, 8), "float32"))
     code, _, err = run_cli(capsys, "run", model, "--inputs", npz, "--dim", "n=3")
-    assert code == 1 and "n = 5, but --dim says n=3" in err
+    assert code == 2 and "n = 5, but --dim says n=3" in err
     np.save(tmp_path / "one.npy", np.zeros(3, "float32"))
     code, _, err = run_cli(capsys, "run", model, "--inputs", tmp_path / "one.npy")
-    assert code == 1 and "not an .npz archive" in err
+    assert code == 2 and "not an .npz archive" in err
     np.savez(npz, w=np.zeros((8, 5), "float32"))
     code, _, err = run_cli(capsys, "run", model, "--inputs", npz, "--repeat", "1")
     assert code == 1 and "w" in err  # the VM's shape check names the parameter

@@ -105,9 +105,9 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["fuzz", "--seconds", "0", "--out", str(tmp_path)]) == 2
     assert "--seconds must be positive" in capsys.readouterr().err
     assert main(["fuzz", "--seconds", "1", "--passes", "NoSuchPass", "--out",
-                 str(tmp_path)]) == 1
+                 str(tmp_path)]) == 2
     assert "unknown pass 'NoSuchPass'" in capsys.readouterr().err
     not_a_repro = tmp_path / "plain.py"
     not_a_repro.write_text("x = 1\n")
-    assert main(["fuzz", "--replay", str(not_a_repro)]) == 1
+    assert main(["fuzz", "--replay", str(not_a_repro)]) == 2
     assert "not a phasec fuzz reproducer" in capsys.readouterr().err

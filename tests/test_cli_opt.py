@@ -223,13 +223,13 @@ def test_verifier_error(capsys, tmp_path):
 ])
 def test_bad_pipeline_spec(capsys, module_file, spec, message):
     code, out, err = run_cli(capsys, "opt", module_file, "--passes", spec)
-    assert code == 1 and message in err
+    assert code == 2 and message in err
 
 
 def test_unknown_print_before_pass(capsys, module_file):
     code, _, err = run_cli(capsys, "opt", module_file, "--passes", "LambdaLifting",
                            "--print-before", "FoldConstnt")
-    assert code == 1 and "unknown pass 'FoldConstnt'" in err and "FoldConstant" in err
+    assert code == 2 and "unknown pass 'FoldConstnt'" in err and "FoldConstant" in err
 
 
 @pytest.mark.parametrize("content, suffix, message", [
@@ -252,7 +252,7 @@ def test_bad_input_files(capsys, tmp_path, content, suffix, message):
 def test_unknown_output_suffix(capsys, module_file, tmp_path):
     code, _, err = run_cli(capsys, "opt", module_file, "--passes", "Normalize",
                            "-o", str(tmp_path / "out.txt"))
-    assert code == 1 and "unknown output type '.txt'" in err
+    assert code == 2 and "unknown output type '.txt'" in err
     assert not (tmp_path / "out.txt").exists()
 
 
@@ -342,3 +342,43 @@ def test_version_and_python_dash_m(argv, expected):
     proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert expected in proc.stdout
+
+
+@pytest.mark.parametrize("argv, status", [
+    # one convention for every subcommand: input or usage errors 2, failed checks 1
+    (["run", "missing.py"], 2),
+    (["opt", "missing.py", "--passes", "Normalize"], 2),
+    (["build", "missing.py", "-o", "x.pvm"], 2),
+    (["fuzz", "--replay", "missing.py"], 2),
+    (["run", "--exmaple", "cnn"], 2),
+])
+def test_exit_status_convention(capsys, argv, status):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == status, err
+    assert err.count("error") >= 1
+
+
+def test_misspelled_option_suggests_the_right_one_with_the_subcommand_usage(capsys):
+    code, _, err = run_cli(capsys, "run", "--exmaple", "cnn")
+    assert code == 2
+    assert err.startswith("usage: phasec run")
+    assert "did you mean --example?" in err
+
+
+def test_directory_input_says_it_is_a_directory(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", str(tmp_path))
+    assert code == 2 and "it is a directory, not a module file" in err
+    assert "unknown file type" not in err
+
+
+def test_parse_error_shows_source_line_and_caret(capsys, tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text('@I.ir_module\nclass M:\n    @R.function\n'
+                    '    def main(x: R.Tensor((2,), "float32")):\n        return R.foo(x)\n')
+    code, _, err = run_cli(capsys, "run", str(path))
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[0].endswith("unknown operator R.foo (did you mean R.floor?)")
+    assert lines[1].strip() == "return R.foo(x)"
+    assert lines[2].strip().startswith("^")
+    assert lines[2].index("^") == lines[1].index("R.foo")

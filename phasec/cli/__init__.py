@@ -1,8 +1,13 @@
 """The ``phasec`` command line: one subcommand per module in this package.
 
 Each subcommand module defines ``add_arguments(parser)`` and ``run(args) -> int``.
-Any :class:`phasec.errors.PhasecError` becomes a message on stderr and exit
-status 1 (2 for usage errors and unusable files or paths), never a Python
+
+Exit status, the same for every subcommand: 0 success; 1 the check failed
+(a phase error, a verifier violation, results that do not match, fuzzing
+failures); 2 the input or the usage is wrong (unknown option, missing or
+unreadable file, syntax error, invalid JSON); 130/143 interrupted by
+SIGINT/SIGTERM. Any :class:`phasec.errors.PhasecError` becomes a message on
+stderr (a parse error with its source line and a caret), never a Python
 traceback. Anything else that escapes a subcommand is a bug in phasec: it is
 reported as one "internal error, please report" line, exit status 1 (set
 ``PHASEC_TRACEBACK=1`` to see the traceback).
@@ -17,7 +22,11 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from ..errors import PhasecError
+from ..errors import InputError, ParseError, PhasecError
+
+EXIT_FAILED, EXIT_USAGE = 1, 2
+EPILOG = ("exit status: 0 success, 1 check failed (phase error, violations, mismatching "
+          "results), 2 input or usage error, 130/143 interrupted")
 
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -33,7 +42,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(prog="phasec", description="phase-checked tensor compiler")
+    parser = argparse.ArgumentParser(prog="phasec", description="phase-checked tensor compiler",
+                                     epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"phasec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -47,15 +57,60 @@ def build_parser() -> argparse.ArgumentParser:
             p = sub.add_parser(name, help=f"{help_text} (not available)", description=help_text)
             p.set_defaults(_module=None)
             continue
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=EPILOG)
         p.set_defaults(_module=module)
         impl.add_arguments(p)
     return parser
 
 
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     extra: list[str]) -> int:
+    """Report arguments the subcommand does not take, with its usage and the
+    closest option it does take (not the top-level usage)."""
+    import difflib
+
+    sub_parser = next(a for a in parser._actions
+                      if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+    known = [s for a in sub_parser._actions for s in a.option_strings]
+    wrong = extra[0].split("=", 1)[0]
+    close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6) if wrong.startswith("-") \
+        else []
+    hint = f"; did you mean {close[0]}?" if close else ""
+    print(sub_parser.format_usage().rstrip(), file=sys.stderr)
+    print(f"phasec {args.command}: error: unrecognized argument{'s' if len(extra) > 1 else ''}: "
+          f"{' '.join(extra)}{hint}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _error_text(command: str, err: PhasecError) -> str:
+    """The message for a PhasecError; a parse error shows its source line and a caret."""
+    text = f"phasec {command}: error: {err}"
+    span = getattr(err, "span", None)
+    if isinstance(err, ParseError) and span is not None and span.file:
+        try:
+            with open(span.file, encoding="utf-8", errors="replace") as fh:
+                lines = fh.read(1 << 24).splitlines()
+        except OSError:
+            return text
+        from verifier.diagnostics import source_excerpt
+
+        text = "\n".join([text, *source_excerpt(lines, span)])
+    return text
+
+
+def _is_usage_error(err: PhasecError) -> bool:
+    """Whether the input or the usage is wrong (exit 2): a bad file, its
+    contents, an option value, a bad pass specification (``--passes Nope``)."""
+    from ..transform import PassConfigError
+
+    return isinstance(err, (InputError, PassConfigError))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        return _unknown_options(parser, args, extra)
     if args._module is None:
         print(f"phasec {args.command}: error: this subcommand is not available in this "
               "installation", file=sys.stderr)
@@ -63,8 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except PhasecError as err:
-        print(f"phasec {args.command}: error: {err}", file=sys.stderr)
-        return 1
+        print(_error_text(args.command, err), file=sys.stderr)
+        return EXIT_USAGE if _is_usage_error(err) else EXIT_FAILED
     except BrokenPipeError:  # output piped into `head`: not an error
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep the final flush quiet

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PhasecError
+from ..errors import InputError, PhasecError
 from ..ir import IRModule, tir
 from ..ir.expr import Function
 from ..ir.struct_info import (
@@ -73,10 +73,6 @@ DEFAULT_DIM = 1
 #: the largest random input ``phasec run`` makes (16 GiB): beyond it, a typo
 #: in --dim would only end in an out-of-memory error
 MAX_RANDOM_BYTES = 16 << 30
-
-
-class InputError(PhasecError):
-    """The inputs of a run cannot be made: a missing or ill-shaped array, a bad ``--dim``."""
 
 
 # -- bundled examples -----------------------------------------------------------

@@ -30,6 +30,8 @@ def load(path: str | bytes | os.PathLike) -> IRModule:
     name = str(path)
     if "\x00" in name:
         raise ParseError(f"cannot load {name!r}: a path cannot contain NUL characters")
+    if p.is_dir():
+        raise ParseError(f"cannot load {name!r}: it is a directory, not a module file")
     suffix = p.suffix.lower()
     if suffix not in SUFFIXES:
         known = ", ".join(f"{s} ({f})" for s, f in SUFFIXES.items())

@@ -386,9 +386,9 @@ def read_reproducer(path: str | Path) -> Reproducer:
     text = path.read_text()
     match = re.search(r"^# sequence: (.*)$", text, re.M)
     if match is None:
-        from ..errors import PhasecError
+        from ..errors import InputError
 
-        raise PhasecError(f"{path}: not a phasec fuzz reproducer (no '# sequence:' line)")
+        raise InputError(f"{path}: not a phasec fuzz reproducer (no '# sequence:' line)")
     mod = load(path)
     inputs: tuple = ()
     m = re.search(r"^# inputs: (\S+)", text, re.M)

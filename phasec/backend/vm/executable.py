@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ParseError, VMError
+from ...errors import InputError, ParseError, VMError
 from ...ir import tir
 from ...ir.struct_info import StructInfo
 from .bytecode import (
@@ -51,7 +51,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 
-class ExecutableFormatError(VMError):
+class ExecutableFormatError(VMError, InputError):
     """A file is not a (valid) phasec executable."""
 
 
