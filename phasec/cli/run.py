@@ -14,12 +14,22 @@ For a module (TVMScript, JSON or a bundled example) it
 4. runs the ORIGINAL module on the reference interpreter
    (:func:`phasec.interp.run`) and compares: the maximum absolute error, the
    relative error ``max|vm - ref| / max|ref|``, PASS or FAIL. The exit
-   status is 1 on FAIL.
+   status is 1 on FAIL. NaN and infinity must sit where the reference has
+   them; an output with no finite value at all is a FAIL (nothing was
+   checked).
 
-**Inputs.** ``--inputs FILE.npz`` gives arrays by parameter name; every
-parameter it does not give gets a random value, seeded by ``--seed`` (0):
-floats from the standard normal distribution, integers in [0, 8), booleans
-uniformly. Shapes come from the parameters' struct info; a symbolic
+**Repeats.** ``--repeat N`` runs exactly N times. By default runs repeat up
+to 10 times within about two seconds, so a slow model (a large one on the
+TIR interpreter) runs once; runs longer than a second report progress on
+standard error.
+
+**Inputs.** ``--inputs FILE.npz`` gives arrays by parameter name (float64
+arrays for float32 parameters are cast, with a note); every parameter it does
+not give gets a random value, seeded by ``--seed`` (0): floats from a normal
+distribution with standard deviation ``1/sqrt(n)``, ``n`` the product of all
+but the first dimension (1 for scalars and vectors) — the fan-in scaling of
+weight initialisers, which keeps the activations of deep models finite where
+unscaled N(0, 1) values overflow —, integers in [0, 8), booleans uniformly. Shapes come from the parameters' struct info; a symbolic
 dimension (``n``) takes its value from an array given in ``--inputs``, else
 from ``--dim n=VALUE``, else 1.
 
@@ -46,6 +56,7 @@ import argparse
 import math
 import re
 import statistics
+import sys
 import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -70,6 +81,11 @@ EXAMPLES: tuple[str, ...] = ("mlp", "cnn", "transformer")
 DEFAULT_EXAMPLE = "mlp"
 DEFAULT_RTOL = 1e-4
 DEFAULT_DIM = 1
+#: default repeats: up to DEFAULT_REPEAT runs, stopping once they took REPEAT_BUDGET_SECONDS
+DEFAULT_REPEAT = 10
+REPEAT_BUDGET_SECONDS = 2.0
+#: a run longer than this reports progress on standard error
+PROGRESS_SECONDS = 1.0
 #: the largest random input ``phasec run`` makes (16 GiB): beyond it, a typo
 #: in --dim would only end in an out-of-memory error
 MAX_RANDOM_BYTES = 16 << 30
@@ -105,12 +121,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="optimization level (default 2)")
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), transitions, or off")
-    parser.add_argument("--repeat", type=int, default=10, metavar="N",
-                        help="run N times and report the best time (default 10)")
+    parser.add_argument("--repeat", type=int, default=None, metavar="N",
+                        help=f"run N times and report the best time (default: up to "
+                             f"{DEFAULT_REPEAT} runs within {REPEAT_BUDGET_SECONDS:g} s)")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                         help=f"value of a symbolic dimension, e.g. n=4 (default {DEFAULT_DIM}); "
                              "repeatable")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the random inputs (default 0): floats are normal with "
+                             "standard deviation 1/sqrt(n), n the product of all but the first "
+                             "dimension, so deep models stay finite; integers in [0, 8)")
     parser.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
                         help=f"tolerance of the check, max|vm-ref|/max|ref| (default {DEFAULT_RTOL:g})")
     parser.add_argument("--kernels", choices=("llvm", "interp"), default="llvm",
@@ -211,7 +231,8 @@ def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator,
         raise InputError(f"{where} would be a {dtype} array of shape {shape} "
                          f"({size / 2**30:.3g} GiB); use smaller --dim values or --inputs")
     if dtype.startswith("float"):
-        return rng.standard_normal(shape).astype(dtype)
+        fan_in = math.prod(shape[1:]) if len(shape) >= 2 else 1
+        return (rng.standard_normal(shape) / math.sqrt(max(fan_in, 1))).astype(dtype)
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype(bool)
     if dtype.startswith(("int", "uint")):
@@ -245,6 +266,17 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
         data.close()
 
 
+def _cast_given(value: np.ndarray, sinfo: StructInfo | None, name: str) -> np.ndarray:
+    """A float64 array given for a float32 (or float16) parameter is cast, with a
+    note: numpy writes float64 by default, and the VM checks dtypes exactly."""
+    if isinstance(sinfo, TensorStructInfo) and isinstance(value, np.ndarray) \
+            and value.dtype == np.float64 and sinfo.dtype in ("float32", "float16"):
+        print(f"note: input {name!r} is float64; cast to {sinfo.dtype} as the parameter "
+              "declares", file=sys.stderr)
+        return value.astype(sinfo.dtype)
+    return value
+
+
 def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str, np.ndarray],
                 dims: Mapping[str, int], seed: int) -> tuple[list[Any], list[str]]:
     """The argument list for ``params`` ((name, struct info) pairs): arrays
@@ -265,7 +297,7 @@ def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str,
     generated: list[str] = []
     for name, sinfo in params:
         if name in given:
-            args.append(given[name])
+            args.append(_cast_given(given[name], sinfo, name))
         else:
             args.append(_random_value(sinfo, rng, state, f"parameter {name!r}"))
             generated.append(name)
@@ -386,8 +418,14 @@ def summarize(value: np.ndarray) -> str:
     if value.dtype.kind in "fc":
         flat = value.ravel()
         first = ", ".join(f"{float(x):.4g}" for x in flat[:4])
-        return (f"min {float(np.nanmin(value)):.4g}  max {float(np.nanmax(value)):.4g}  "
-                f"mean {float(np.nanmean(value)):.4g}  first [{first}{', ...' if flat.size > 4 else ''}]")
+        finite = flat[np.isfinite(flat)]
+        bad = flat.size - finite.size
+        note = f"  ({bad} NaN or infinite)" if bad else ""
+        if not finite.size:
+            return f"no finite value{note}  first [{first}{', ...' if flat.size > 4 else ''}]"
+        return (f"min {float(finite.min()):.4g}  max {float(finite.max()):.4g}  "
+                f"mean {float(finite.mean()):.4g}{note}  "
+                f"first [{first}{', ...' if flat.size > 4 else ''}]")
     flat = value.ravel()
     return f"first [{', '.join(str(x) for x in flat[:6].tolist())}{', ...' if flat.size > 6 else ''}]"
 
@@ -408,14 +446,14 @@ def compare(out: Any, ref: Any, rtol: float) -> tuple[bool, list[str]]:
                 lines.append(f"{path}: {_describe(y)}, but the reference is {_describe(r)}  FAIL")
                 continue
             if y.dtype.kind in "fc":
-                nan_y, nan_r = np.isnan(y), np.isnan(r)
-                if not np.array_equal(nan_y, nan_r):
+                problem = _non_finite_problem(y, r)
+                if problem:
                     ok = False
-                    lines.append(f"{path}: {_describe(y)}: NaN where the reference has none "
-                                 "(or the other way)  FAIL")
+                    lines.append(f"{path}: {_describe(y)}: {problem}  FAIL")
                     continue
-                y64 = np.where(nan_y, 0, y).astype(np.float64)
-                r64 = np.where(nan_r, 0, r).astype(np.float64)
+                finite = np.isfinite(r)
+                y64 = np.where(finite, y, 0).astype(np.float64)
+                r64 = np.where(finite, r, 0).astype(np.float64)
                 abs_err = float(np.max(np.abs(y64 - r64))) if y.size else 0.0
                 scale = float(np.max(np.abs(r64))) if r.size else 0.0
                 rel_err = abs_err / scale if scale > 0 else (0.0 if abs_err == 0 else float("inf"))
@@ -438,6 +476,22 @@ def compare(out: Any, ref: Any, rtol: float) -> tuple[bool, list[str]]:
     return ok, lines
 
 
+def _non_finite_problem(y: np.ndarray, r: np.ndarray) -> str:
+    """Why NaN/inf values make the comparison fail, or '' when they do not."""
+    if y.size and not np.isfinite(y).any():
+        what = "NaN" if np.isnan(y).all() else "NaN or infinite"
+        return (f"every value is {what}, so nothing could be checked (the computation "
+                "overflowed: try smaller inputs)")
+    if not np.array_equal(np.isnan(y), np.isnan(r)):
+        return f"{int(np.isnan(y).sum())} NaN values where the reference has " \
+               f"{int(np.isnan(r).sum())}, not at the same places"
+    inf_y, inf_r = np.isinf(y), np.isinf(r)
+    if not np.array_equal(inf_y, inf_r) or not np.array_equal(y[inf_y], r[inf_r]):
+        return f"{int(inf_y.sum())} infinite values where the reference has " \
+               f"{int(inf_r.sum())}, not the same"
+    return ""
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -457,15 +511,23 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _time_runs(fn: Callable[[], Any], repeat: int) -> tuple[Any, list[float]]:
-    times = []
+def _time_runs(fn: Callable[[], Any], repeat: int | None) -> tuple[Any, list[float]]:
+    """Run ``fn`` ``repeat`` times, or by default up to DEFAULT_REPEAT times
+    within REPEAT_BUDGET_SECONDS; slow runs report progress on stderr."""
+    times: list[float] = []
     result = None
-    for i in range(repeat):
+    count = repeat if repeat is not None else DEFAULT_REPEAT
+    for i in range(count):
         start = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - start)
         if i == 0:
             result = _copy(out)
+        if times[-1] > PROGRESS_SECONDS:
+            print(f"phasec run: run {i + 1}{f'/{count}' if repeat is not None else ''} took "
+                  f"{times[-1]:.1f} s", file=sys.stderr, flush=True)
+        if repeat is None and sum(times) >= REPEAT_BUDGET_SECONDS:
+            break
     return result, times
 
 
@@ -488,7 +550,7 @@ def _is_executable_file(path: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     check_opt_level(args.opt_level)
-    if args.repeat < 1:
+    if args.repeat is not None and args.repeat < 1:
         raise InputError(f"--repeat must be at least 1, not {args.repeat}")
     if not args.rtol >= 0:
         raise InputError(f"--rtol must be >= 0, not {args.rtol}")
@@ -568,15 +630,18 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
           f"in {_ms(kernel_seconds)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
 
-    result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
-    _print_result(result, times, vm)
-
-    start = time.perf_counter()
-    reference = interp_run(mod, *inputs, entry=args.entry)
-    ref_seconds = time.perf_counter() - start
+    with np.errstate(all="ignore"):  # overflow shows in the check, not as numpy warnings
+        result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
+        _print_result(result, times, vm)
+        if min(times) > PROGRESS_SECONDS:
+            print("phasec run: running the reference interpreter...", file=sys.stderr,
+                  flush=True)
+        start = time.perf_counter()
+        reference = interp_run(mod, *inputs, entry=args.entry)
+        ref_seconds = time.perf_counter() - start
+        ok, lines = compare(result, reference, args.rtol)
     print(f"check against the reference interpreter (phasec.interp on the original module, "
           f"{_ms(ref_seconds)}):")
-    ok, lines = compare(result, reference, args.rtol)
     for line in lines:
         print(f"  {line}")
     print("PASS" if ok else "FAIL: the compiled program's result differs from the reference")
@@ -620,8 +685,9 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(time.perf_counter() - start)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
-    result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
-    _print_result(result, times, vm)
+    with np.errstate(all="ignore"):
+        result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
+        _print_result(result, times, vm)
     print("check: skipped: INPUT is a compiled executable, and the reference interpreter needs "
           "the original module (run `phasec run` on the module file to compare)")
     return 0
