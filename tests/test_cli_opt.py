@@ -382,3 +382,26 @@ def test_parse_error_shows_source_line_and_caret(capsys, tmp_path):
     assert lines[1].strip() == "return R.foo(x)"
     assert lines[2].strip().startswith("^")
     assert lines[2].index("^") == lines[1].index("R.foo")
+
+
+def test_print_after_a_named_pass_and_after_changes(capsys, module_file):
+    spec = "LambdaLifting,FoldConstant,CanonicalizeBindings,FuseOps"
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", spec,
+                             "--print-after", "FoldConstant")
+    assert code == 0
+    assert err.count("# After ") == 1 and "# After FoldConstant (phase optimization)" in err
+    code, out, err = run_cli(capsys, "opt", module_file, "--passes", spec, "--print-after-change")
+    dumped = [line.split()[2] for line in err.splitlines() if line.startswith("# After ")]
+    # LambdaLifting changes the phase; every dumped pass changed the module,
+    # checked independently by running the passes one at a time.
+    mod = phasec.load(module_file)
+    changed = []
+    for name in spec.split(","):
+        after = parse_pipeline(name)(mod)
+        if not structural_equal(after, mod):
+            changed.append(name)
+        mod = after
+    assert dumped == changed and "LambdaLifting" in dumped
+    code, _, err = run_cli(capsys, "opt", module_file, "--passes", spec,
+                           "--print-after", "FoldConstnt")
+    assert code == 2 and "--print-after: unknown pass 'FoldConstnt'" in err

@@ -8,15 +8,17 @@ INPUT is TVMScript (``.py``), the JSON module format (``.json``) or ``-`` for
 standard input (JSON when it starts with ``{``, TVMScript otherwise). The
 result goes to standard output as TVMScript, or to ``-o OUTPUT`` (TVMScript
 or JSON by its suffix). Diagnostics (``--print-after-all``,
-``--print-before``, ``--timing``, ``--trace``, notes on skipped passes) go to
-standard error, so standard output is only the resulting module.
+``--print-after PASS``, ``--print-after-change``, ``--print-before PASS``,
+``--timing``, ``--trace``, notes on skipped passes) go to standard error, so
+standard output is only the resulting module.
 
 Without ``--passes`` the default pipeline (:func:`phasec.pipeline.default_pipeline`
 at ``--opt-level``) runs from the module's phase to the build phase, as
 ``phasec build`` would, and the lowered module is printed.
 
-Every error (parse, unknown pass or option, phase, verifier, failing pass)
-is a one-line message and exit status 1, never a traceback.
+Every error is a message on standard error, never a traceback: exit status
+2 for bad input or usage (parse error, unknown pass or option), 1 for a
+failed check (phase error, verifier violation, failing pass).
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the module after every pass (to standard error)")
     parser.add_argument("--print-before", action="append", default=[], metavar="PASS",
                         help="print the module before every run of PASS (repeatable)")
+    parser.add_argument("--print-after", action="append", default=[], metavar="PASS",
+                        help="print the module after every run of PASS (repeatable)")
+    parser.add_argument("--print-after-change", action="store_true",
+                        help="print the module after every pass that changed it")
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass and in the verifier")
     parser.add_argument("--trace", action="store_true",
@@ -150,12 +156,12 @@ class _SkipNotes(PassInstrument):
         self.skipped.append((info.name, reason))
 
 
-def _check_pass_names(names: list[str]) -> None:
+def _check_pass_names(names: list[str], option: str) -> None:
     from ..transform import REGISTRY
 
     for name in names:
         if name not in REGISTRY:
-            raise PassConfigError(f"--print-before: {REGISTRY.unknown_message(name)}")
+            raise PassConfigError(f"{option}: {REGISTRY.unknown_message(name)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_opt_level(args.opt_level)
     check_output_suffix(args.output)
-    _check_pass_names(args.print_before)
+    _check_pass_names(args.print_before, "--print-before")
+    _check_pass_names(args.print_after, "--print-after")
     # Parse the pipeline before reading the input: a typo fails fast.
     spec_seq = parse_pipeline(args.passes, name="opt") if args.passes is not None else None
     mod = read_module(args.input)
@@ -177,8 +184,10 @@ def run(args: argparse.Namespace) -> int:
     instruments: list[PassInstrument] = []
     if args.print_before:
         instruments.append(_PrintBefore(set(args.print_before), err))
-    if args.print_after_all:
-        instruments.append(PrintAfterAll(file=err))
+    if args.print_after_all or args.print_after or args.print_after_change:
+        only = set(args.print_after) if args.print_after and not args.print_after_all else None
+        instruments.append(PrintAfterAll(file=err, only=only,
+                                         only_changed=args.print_after_change))
     timing = PassTiming() if args.timing else None
     trace = PassTrace() if args.trace else None
     notes = _SkipNotes()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, Callable
 
 from ..ir import Phase
@@ -105,11 +106,13 @@ def pass_instrument(cls: type | None = None) -> Any:
 
 
 class _Printer(PassInstrument):
+    """Dumps go to standard error by default: standard output is for results."""
+
     def __init__(self, file: IO[str] | None = None) -> None:
         self._file = file
 
     def _print(self, text: str) -> None:
-        print(text, file=self._file if self._file is not None else sys.stdout)
+        print(text, file=self._file if self._file is not None else sys.stderr)
 
 
 class PrintBeforeAll(_Printer):
@@ -120,9 +123,37 @@ class PrintBeforeAll(_Printer):
 
 
 class PrintAfterAll(_Printer):
-    """Print the pass name, the resulting phase and the IR after every pass."""
+    """Print the pass name, the resulting phase and the IR after every pass.
+
+    ``only``: print after these passes alone (``--print-after PASS``);
+    ``only_changed``: print only when the pass changed the module
+    (``--print-after-change``; compared structurally with its input).
+    """
+
+    def __init__(self, file: IO[str] | None = None, only: Iterable[str] | None = None,
+                 only_changed: bool = False) -> None:
+        super().__init__(file)
+        self.only = frozenset(only) if only is not None else None
+        self.only_changed = only_changed
+        self._inputs: list["IRModule"] = []
+
+    def run_before_pass(self, mod: "IRModule", info: "PassInfo") -> None:
+        if self.only_changed:
+            self._inputs.append(mod)
+
+    def run_on_error(self, mod: "IRModule", info: "PassInfo", error: BaseException) -> None:
+        if self.only_changed and self._inputs:
+            self._inputs.pop()
 
     def run_after_pass(self, mod: "IRModule", info: "PassInfo") -> None:
+        before = self._inputs.pop() if self.only_changed and self._inputs else None
+        if self.only is not None and info.name not in self.only:
+            return
+        if before is not None:
+            from ..ir import structural_equal
+
+            if mod is before or structural_equal(mod, before):
+                return
         self._print(f"# After {info.name} (phase {mod.phase.label})\n{mod.script()}")
 
 
