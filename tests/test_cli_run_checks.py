@@ -98,3 +98,13 @@ def test_float64_inputs_are_cast_with_a_note(capsys, tmp_path):
     code, out, err = run_cli(capsys, "run", path, "--inputs", npz, "--repeat", "1")
     assert code == 0 and "PASS" in out
     assert "note: input 'x' is float64; cast to float32" in err
+
+
+def test_report_fits_100_columns_and_says_cached(capsys, deep):
+    code, out, _ = run_cli(capsys, "run", deep, "--repeat", "1")
+    assert code == 0
+    assert max(map(len, out.splitlines())) <= 100, max(out.splitlines(), key=len)
+    assert "w39: float32[256, 256]" in out  # all 41 parameters listed, wrapped
+    # Passes that hand back an already verified module need no new verification.
+    rows = [line for line in out.splitlines() if "optimization " in line and "cached" in line]
+    assert rows and "0.000" not in "".join(rows)

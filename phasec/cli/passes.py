@@ -87,15 +87,36 @@ def pass_rows(verbose: bool = False) -> list[dict[str, str]]:
     return rows
 
 
+#: long cells (options, description) go on indented lines wrapped to this width
+COLUMNS = 100
+_WRAPPED = ("options", "description")
+
+
 def render_table(rows: list[dict[str, str]]) -> str:
+    """The table; with ``--verbose`` each pass's options and description follow
+    its row on indented lines, so the output stays within :data:`COLUMNS`."""
     if not rows:
         return "(no passes registered)"
-    header = list(rows[0])
+    import textwrap
+
+    header = [h for h in rows[0] if h not in _WRAPPED]
     widths = {h: max(len(h), *(len(r[h]) for r in rows)) for h in header}
+    # The last column (requires) takes what is left of the width, wrapping
+    # onto continuation lines aligned under it.
+    last = header[-1]
+    start = sum(widths[h] + 2 for h in header[:-1])
+    widths[last] = max(len(last), min(widths[last], COLUMNS - start))
     lines = ["  ".join(h.upper().ljust(widths[h]) for h in header).rstrip()]
     lines.append("  ".join("-" * widths[h] for h in header))
     for r in rows:
-        lines.append("  ".join(r[h].ljust(widths[h]) for h in header).rstrip())
+        cell = textwrap.wrap(r[last], width=widths[last], break_on_hyphens=False) or [""]
+        lines.append("  ".join([*(r[h].ljust(widths[h]) for h in header[:-1]), cell[0]])
+                     .rstrip())
+        lines.extend(" " * start + more for more in cell[1:])
+        for key in _WRAPPED:
+            if key in r and r[key] != "-":
+                lines.extend(textwrap.wrap(f"{key}: {r[key]}", width=COLUMNS,
+                                           initial_indent="    ", subsequent_indent="      "))
     return "\n".join(lines)
 
 
@@ -106,5 +127,5 @@ def run(args: argparse.Namespace) -> int:
         rows = pass_rows(verbose=args.verbose)
         print(render_table(rows))
         print(f"\n{len(rows)} passes. Phases: ingestion (0) -> optimization (1) -> "
-              "lowering (2) -> build (3); a pass runs only in the phases it accepts.")
+              "lowering (2) -> build (3);\na pass runs only in the phases it accepts.")
     return 0

@@ -84,6 +84,8 @@ DEFAULT_DIM = 1
 #: default repeats: up to DEFAULT_REPEAT runs, stopping once they took REPEAT_BUDGET_SECONDS
 DEFAULT_REPEAT = 10
 REPEAT_BUDGET_SECONDS = 2.0
+#: the width the report is wrapped to
+OUTPUT_COLUMNS = 100
 #: a run longer than this reports progress on standard error
 PROGRESS_SECONDS = 1.0
 #: the largest random input ``phasec run`` makes (16 GiB): beyond it, a typo
@@ -313,16 +315,22 @@ def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str,
 # -- the pass log -------------------------------------------------------------------------
 class PassLog(PassInstrument):
     """Every pass call in order: phase before and after, time, verifier time,
-    and passes skipped (with the reason)."""
+    and passes skipped (with the reason).
 
-    def __init__(self) -> None:
+    The verify column says ``cached`` for a pass whose result needed no new
+    verification (the pass handed back a module already verified), and
+    ``-`` where the verify mode checks nothing after that pass.
+    """
+
+    def __init__(self, verify_mode: str = "each") -> None:
+        self.verify_mode = verify_mode
         self.rows: list[dict[str, Any]] = []
         self._stack: list[tuple[int, float]] = []
         self._pending_verify = 0.0
         self._pending_required: dict[str, str] = {}
 
     def enter_pass_ctx(self) -> None:
-        self.__init__()
+        self.__init__(self.verify_mode)
 
     def run_before_required(self, mod: IRModule, info: Any, required_by: Any) -> None:
         self._pending_required[info.name] = required_by.name
@@ -334,11 +342,13 @@ class PassLog(PassInstrument):
         for row in reversed(self.rows):
             if row["name"] == info.name:
                 row["verify"] += seconds
+                row["verified"] = True
                 return
 
     def run_before_pass(self, mod: IRModule, info: Any) -> None:
         self.rows.append({"name": info.name, "before": mod.phase, "after": mod.phase,
-                          "seconds": 0.0, "verify": self._pending_verify, "status": "running",
+                          "seconds": 0.0, "verify": self._pending_verify,
+                          "verified": self._pending_verify > 0, "status": "running",
                           "reason": "", "required_by": self._pending_required.pop(info.name, None),
                           "depth": len(self._stack)})
         self._pending_verify = 0.0
@@ -364,6 +374,13 @@ class PassLog(PassInstrument):
                           "required_by": self._pending_required.pop(info.name, None),
                           "depth": len(self._stack)})
 
+    def _verify_cell(self, row: dict[str, Any]) -> str:
+        if row.get("verified"):
+            return f"{row['verify'] * 1e3:.3f}"
+        transition = row["before"] != row["after"]
+        checked = self.verify_mode == "each" or (self.verify_mode == "transitions" and transition)
+        return "cached" if checked and row["status"] == "ran" else "-"
+
     def render(self) -> str:
         header = f"  {'#':>3}  {'pass':<24} {'phase':<28} {'time (ms)':>10} {'verify (ms)':>12}"
         lines = [header, "  " + "-" * (len(header) - 2)]
@@ -384,7 +401,7 @@ class PassLog(PassInstrument):
             if row["status"] == "failed":
                 note += f"  FAILED: {row['reason']}"
             lines.append(f"  {number:>3}  {name:<24} {phase:<28} {row['seconds'] * 1e3:>10.3f} "
-                         f"{row['verify'] * 1e3:>12.3f}{note}")
+                         f"{self._verify_cell(row):>12}{note}")
         lines.append("  " + "-" * (len(header) - 2))
         lines.append(f"  {'':>3}  {'total':<24} {'':<28} {total * 1e3:>10.3f} "
                      f"{verify * 1e3:>12.3f}")
@@ -581,8 +598,15 @@ def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: li
         origin.append(f"from {given_file}")
     if generated:
         origin.append(f"random (seed {seed}): {', '.join(generated)}")
-    print(f"inputs ({'; '.join(origin) or 'none'}):")
-    print("  " + ", ".join(parts) if parts else "  (the function takes no parameters)")
+    import textwrap
+
+    print(textwrap.fill(f"inputs ({'; '.join(origin) or 'none'}):", width=OUTPUT_COLUMNS,
+                        subsequent_indent="  ", break_on_hyphens=False))
+    if not parts:
+        print("  (the function takes no parameters)")
+        return
+    print(textwrap.fill(", ".join(parts), width=OUTPUT_COLUMNS, initial_indent="  ",
+                        subsequent_indent="  ", break_on_hyphens=False))
 
 
 def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str, np.ndarray]) -> int:
@@ -603,7 +627,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
 
     print(f"phasec run: {what}, phase {mod.phase.label}, entry {args.entry!r}")
     list_passes()  # import the passes now, so that their import is not timed
-    log = PassLog()
+    log = PassLog(args.verify)
     start = time.perf_counter()
     try:
         lowered = lower(mod, args.opt_level, verify=args.verify, instruments=[log])
