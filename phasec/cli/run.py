@@ -434,15 +434,15 @@ def summarize(value: np.ndarray) -> str:
         return "empty"
     if value.dtype.kind in "fc":
         flat = value.ravel()
-        first = ", ".join(f"{float(x):.4g}" for x in flat[:4])
+        first = ", ".join(f"{float(x):.4g}" for x in flat[:3])
         finite = flat[np.isfinite(flat)]
         bad = flat.size - finite.size
         note = f"  ({bad} NaN or infinite)" if bad else ""
         if not finite.size:
-            return f"no finite value{note}  first [{first}{', ...' if flat.size > 4 else ''}]"
+            return f"no finite value{note}  first [{first}{', ...' if flat.size > 3 else ''}]"
         return (f"min {float(finite.min()):.4g}  max {float(finite.max()):.4g}  "
                 f"mean {float(finite.mean()):.4g}{note}  "
-                f"first [{first}{', ...' if flat.size > 4 else ''}]")
+                f"first [{first}{', ...' if flat.size > 3 else ''}]")
     flat = value.ravel()
     return f"first [{', '.join(str(x) for x in flat[:6].tolist())}{', ...' if flat.size > 6 else ''}]"
 
@@ -605,8 +605,14 @@ def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: li
     if not parts:
         print("  (the function takes no parameters)")
         return
-    print(textwrap.fill(", ".join(parts), width=OUTPUT_COLUMNS, initial_indent="  ",
-                        subsequent_indent="  ", break_on_hyphens=False))
+    line = "  "
+    for k, part in enumerate(parts):  # wrap between parameters, never inside one
+        piece = part + ("," if k < len(parts) - 1 else "")
+        if len(line) + len(piece) + 1 > OUTPUT_COLUMNS and line.strip():
+            print(line.rstrip())
+            line = "  "
+        line += piece + " "
+    print(line.rstrip())
 
 
 def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str, np.ndarray]) -> int:
@@ -648,8 +654,8 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     kernel_seconds = time.perf_counter() - start
     stats = exe.stats()
     print(f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "
-          f"({_count(stats['functions'], 'function')}, {stats['instructions']} instructions), "
-          f"{_count(stats['kernels'], 'kernel')} "
+          f"({_count(stats['functions'], 'function')}, {stats['instructions']} instructions),\n"
+          f"  {_count(stats['kernels'], 'kernel')} "
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(kernel_seconds)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
