@@ -517,3 +517,47 @@ def test_reports_every_problem_not_just_the_first() -> None:
     d = Doc(RELAX_TWIN)
     want = _wf001(d) | _wf301(d) | _wf407(d)
     assert errors(d.module()) == want
+
+
+def test_follow_on_missing_struct_info_is_counted_not_reported():
+    # Issue 18 #9: one wrong parameter shape gave the real WF405 plus one WF401
+    # per downstream binding, each with advice that would not fix it.
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), dtype="float32"), w: R.Tensor((6, 8), dtype="float32"),
+             b: R.Tensor((8,), dtype="float32")) -> R.Tensor((4, 8), dtype="float32"):
+        with R.dataflow():
+            lv = R.matmul(x, w)
+            lv1 = R.add(lv, b)
+            lv2 = R.nn.relu(lv1)
+            t = (lv2, lv1)
+            gv = R.multiply(t[0], lv2)
+            R.output(gv)
+        return gv
+'''
+    import phasec
+    import verifier
+
+    diags = verifier.check(phasec.parse(src))
+    assert [d.code for d in diags] == ["WF405"]
+    assert diags[0].binding == "lv"
+    # lv1, lv2, t, the tuple_getitem binding and gv depend on lv
+    assert "more bindings depend on it and are not reported" in diags[0].message
+
+
+def test_independent_missing_struct_info_is_still_reported():
+    from phasec.ir import BindingBlock, Function, SeqExpr, Var, VarBinding, IRModule
+    from phasec.ir.op import call_op
+    from phasec.ir.struct_info import TensorStructInfo
+    import verifier
+
+    x = Var("x", TensorStructInfo((2,), "float32"))
+    y = Var("y", None)  # built by hand without struct info: its own root cause
+    z = Var("z", None)
+    body = SeqExpr([BindingBlock([VarBinding(y, call_op("add", x, x)),
+                                  VarBinding(z, call_op("nn.relu", x))])], x)
+    mod = IRModule({"main": Function([x], body, x.struct_info)})
+    codes = [(d.code, d.binding) for d in verifier.check(mod)]
+    assert ("WF401", "y") in codes and ("WF401", "z") in codes

@@ -10,6 +10,7 @@ warning — it holds only if checked at run time, which is R.match_cast's job.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,9 +43,24 @@ class MissingStructInfo(Rule):
     help = "set the struct info (annotate the variable, or infer it with phasec.ir.infer)"
 
     def var_def(self, ctx: Context, var: Any, kind: str) -> None:
-        if var.struct_info is None:
-            what = "parameter" if kind == "param" else "variable"
-            ctx.report(self, f"{what} '{var.name_hint}' has no struct info", var)
+        if var.struct_info is not None:
+            return
+        causes = ctx.state(self, _Causes)
+        binding = ctx.binding
+        if kind != "param" and binding is not None and binding.var is var:
+            cause, upstream = causes.cause_of(ctx, binding)
+            if cause is not None:  # a consequence of an error: count it, do not report it
+                causes.of[var] = cause
+                if upstream:
+                    causes.followers[cause] = causes.followers.get(cause, 0) + 1
+                return
+        what = "parameter" if kind == "param" else "variable"
+        ctx.report(self, f"{what} '{var.name_hint}' has no struct info", var)
+        causes.of[var] = len(ctx.diagnostics) - 1
+
+    def exit_function(self, ctx: Context, func: Any) -> None:
+        if func is ctx.top_func:
+            ctx.state(self, _Causes).annotate(ctx)
 
     def enter_function(self, ctx: Context, func: Any) -> None:
         if func.ret_struct_info is None:
@@ -261,6 +277,70 @@ def _dim(e: Any) -> str:
     return prim_expr_to_str(e)
 
 
+class _Causes:
+    """Root causes of missing struct info, so that one error is reported once.
+
+    A binding whose call fails inference (WF405) leaves its variable without
+    struct info, and so does every binding that uses that variable, and so
+    on: those follow-on WF401s are counted against the root diagnostic
+    ("n more bindings depend on it") instead of being reported each, with
+    advice that would not fix them.
+    """
+
+    __slots__ = ("of", "followers")
+
+    def __init__(self) -> None:
+        self.of: dict[Any, int] = {}  # variable without struct info -> root diagnostic index
+        self.followers: dict[int, int] = {}  # root diagnostic index -> follow-on count
+
+    def cause_of(self, ctx: Context, binding: Any) -> tuple[int | None, bool]:
+        """The diagnostic that explains why ``binding``'s variable has no struct
+        info, and whether it is upstream (an operand's) rather than this binding's."""
+        for operand in _direct_operands(binding.value):
+            root = self.of.get(operand)
+            if root is not None:
+                return root, True
+        # An error reported on this very binding (e.g. WF405 for its call).
+        name = binding.var.name_hint
+        for index in range(len(ctx.diagnostics) - 1, -1, -1):
+            d = ctx.diagnostics[index]
+            if d.binding != name or d.function != ctx.func_name:
+                break
+            if d.code != MissingStructInfo.code:
+                return index, False
+        return None, False
+
+    def annotate(self, ctx: Context) -> None:
+        for index, count in self.followers.items():
+            d = ctx.diagnostics[index]
+            ctx.diagnostics[index] = dataclasses.replace(
+                d, message=f"{d.message}; {count} more binding{'s' if count != 1 else ''} "
+                           f"depend{'s' if count == 1 else ''} on it and "
+                           f"{'is' if count == 1 else 'are'} not reported")
+        self.followers.clear()
+
+
+def _direct_operands(value: Any) -> list[Any]:
+    """The variables a binding value reads directly (call operands, tuple fields...)."""
+    if isinstance(value, Var):
+        return [value]
+    if isinstance(value, Call):
+        items = list(value.args) + ([value.op] if isinstance(value.op, Var) else [])
+    elif isinstance(value, Tuple):
+        items = list(value.fields)
+    elif isinstance(value, TupleGetItem):
+        items = [value.tuple_value]
+    else:
+        return []
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, Var):
+            out.append(item)
+        elif isinstance(item, Tuple):
+            out.extend(f for f in item.fields if isinstance(f, Var))
+    return out
+
+
 def _missing_sinfo(call: Any) -> bool:
     """An operand variable without struct info (WF401 reports it; inference cannot run)."""
     for a in call.args:
@@ -312,6 +392,9 @@ class CallSignatureMismatch(Rule):
         value = b.value
         tv = type(value)
         if (tv is TupleGetItem or tv is If) and ctx.anf_ok:
+            operand = value.tuple_value if tv is TupleGetItem else value.cond
+            if isinstance(operand, Var) and operand.struct_info is None:
+                return  # WF401 reports the operand (or counts it as a follow-on)
             # tuple indexing, and an if's condition (a boolean scalar)
             _, error = infer_expr(ctx, value)
             if error is not None:
