@@ -184,7 +184,7 @@ def test_dataflow_block_structure():
     # dataflow variables are not visible after the block
     err = parse_error(relax("with R.dataflow():", "    y = R.add(x, x)", "    z = R.add(y, y)",
                             "    R.output(z)", "return y"))
-    assert err.message == "name 'y' is not defined"
+    assert err.message.startswith("'y' is a dataflow variable")
     err = parse_error(relax("R.output(x)", "return x"))
     assert "last statement of a dataflow block" in err.message
 
@@ -411,3 +411,23 @@ def test_load_accepts_a_utf8_bom(tmp_path: Path):
     path = tmp_path / "bom.py"
     path.write_bytes(b"\xef\xbb\xbf" + relax("return x").encode())
     assert "main" in phasec.load(path)
+
+
+def test_dataflow_variable_used_after_its_block_names_the_cause():
+    # Issue 18 #12: this said "name 'lv2' is not defined".
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), dtype="float32")) -> R.Tensor((4,), dtype="float32"):
+        with R.dataflow():
+            lv = R.add(x, x)
+            lv2 = R.multiply(lv, x)
+            R.output(lv)
+        return lv2
+'''
+    with pytest.raises(ParseError) as info:
+        phasec.parse(src)
+    assert "'lv2' is a dataflow variable" in info.value.message
+    assert "add it to R.output" in info.value.message and "WF003" in info.value.message
+    assert info.value.span.line == 10

@@ -1152,6 +1152,8 @@ class _RelaxFunctionParser:
             self.scopes[0].setdefault(self_var.name_hint, self_var)
         self.frame = _Frame(mp.filename)
         self.output_stmts: set[int] = set()  # ids of statements defining R.output vars
+        # names bound inside an ended dataflow block but not in its R.output
+        self.dataflow_locals: set[str] = set()
         self.prim = _PrimExprParser(mp, "int64", self._resolve_dim)
         self.sinfo_parser = _SinfoParser(mp, self.prim)
 
@@ -1411,6 +1413,7 @@ class _RelaxFunctionParser:
                 raise mp.error(f"{mp.R}.output({name}): {name!r} is not a variable bound in this "
                                f"dataflow block", out_call)
             self._bind(name, var)
+        self.dataflow_locals.update(n for n in block_scope if n not in outputs)
 
     def _branch(self, stmts: list[ast.stmt], which: str,
                 if_stmt: ast.If) -> tuple[str, StructInfo | None, rx.SeqExpr]:
@@ -1532,6 +1535,11 @@ class _RelaxFunctionParser:
             if node.id in self.sig.syms:
                 raise mp.error(f"{node.id!r} is a symbolic dimension, not a Relax value; use "
                                f"{mp.R}.prim_value({node.id}) or {mp.R}.shape([{node.id}])", node)
+            if node.id in self.dataflow_locals:
+                raise mp.error(
+                    f"{node.id!r} is a dataflow variable: it is bound inside a dataflow block "
+                    f"but not listed in its {mp.R}.output(...), so it is not visible after the "
+                    f"block; add it to {mp.R}.output (see phasec-check --explain WF003)", node)
             raise mp.error(f"name {node.id!r} is not defined", node)
         if isinstance(node, ast.Attribute):
             name = _dotted(node)
