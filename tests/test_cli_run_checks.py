@@ -108,3 +108,19 @@ def test_report_fits_100_columns_and_says_cached(capsys, deep):
     # Passes that hand back an already verified module need no new verification.
     rows = [line for line in out.splitlines() if "optimization " in line and "cached" in line]
     assert rows and "0.000" not in "".join(rows)
+
+
+@pytest.mark.parametrize("kind, marker", [
+    ("vm", "main"),               # the bytecode lists the entry function
+    ("llvm", "define "),          # LLVM IR function definitions
+    ("asm", "ret"),               # host assembly returns from each kernel
+])
+def test_emit_prints_only_the_code(capsys, kind, marker):
+    code, out, err = run_cli(capsys, "run", "--emit", kind)
+    assert code == 0
+    assert marker in out
+    assert "phasec run:" not in out and "PASS" not in out + err  # nothing ran
+    assert "passes (opt_level" in err  # the report went to stderr
+    if kind == "llvm":
+        import llvmlite.binding as llvm
+        llvm.parse_assembly(out).verify()  # valid IR, checked by LLVM itself

@@ -53,6 +53,7 @@ with; the check is skipped and says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import re
 import statistics
@@ -84,6 +85,8 @@ DEFAULT_DIM = 1
 #: default repeats: up to DEFAULT_REPEAT runs, stopping once they took REPEAT_BUDGET_SECONDS
 DEFAULT_REPEAT = 10
 REPEAT_BUDGET_SECONDS = 2.0
+#: what --emit prints
+EMIT_KINDS = ("llvm", "asm", "vm")
 #: the width the report is wrapped to
 OUTPUT_COLUMNS = 100
 #: a run longer than this reports progress on standard error
@@ -140,6 +143,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "interpreter (interp)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes")
+    parser.add_argument("--emit", choices=EMIT_KINDS, default=None,
+                        help="print the compiled code instead of running it: the kernels' "
+                             "optimized LLVM IR (llvm), their host assembly (asm), or the VM "
+                             "bytecode (vm)")
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:
@@ -575,9 +582,29 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give either INPUT or --example, not both")
     dims = parse_dims(args.dim)
     given = _load_npz(args.inputs) if args.inputs is not None else {}
-    if args.input is not None and _is_executable_file(args.input):
-        return _run_executable(args, dims, given)
-    return _run_module(args, dims, given)
+    runner = _run_executable if args.input is not None and _is_executable_file(args.input) \
+        else _run_module
+    if args.emit is None:
+        return runner(args, dims, given)
+    # The code alone goes to standard output (to pipe or save it); the report to stderr.
+    args.emit_to = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return runner(args, dims, given)
+
+
+def emitted_code(exe: Any, kind: str) -> str:
+    """The executable's code as text: ``vm`` bytecode, or its kernels as
+    optimized LLVM IR (``llvm``) or host assembly (``asm``)."""
+    if kind == "vm":
+        text = exe.as_text()
+    else:
+        if not exe.prim_funcs:
+            return "; the executable has no kernels\n"
+        from ..backend.llvm import compile_prim_funcs
+
+        lib = compile_prim_funcs(exe.prim_funcs)
+        text = lib.optimized_ir if kind == "llvm" else lib.assembly()
+    return text if text.endswith("\n") else text + "\n"
 
 
 def _entry_params(mod: IRModule, entry: str) -> list[tuple[str, StructInfo | None]]:
@@ -649,6 +676,9 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     start = time.perf_counter()
     exe = codegen_and_compile(lowered, kernels="none")
     codegen_seconds = time.perf_counter() - start
+    if args.emit is not None:
+        print(emitted_code(exe, args.emit), end="", file=args.emit_to)
+        return 0
     start = time.perf_counter()
     vm = VirtualMachine(exe, kernels=args.kernels)
     kernel_seconds = time.perf_counter() - start
@@ -695,6 +725,9 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
     from ..backend.vm import Executable, VirtualMachine
 
     exe = Executable.load(args.input)
+    if args.emit is not None:
+        print(emitted_code(exe, args.emit), end="", file=args.emit_to)
+        return 0
     if args.entry not in exe:
         raise InputError(f"the executable has no function {args.entry!r}; it has "
                          f"{', '.join(exe.function_names())} (choose one with --entry)")

@@ -394,6 +394,15 @@ class CompiledLibrary(Mapping[str, Kernel]):
     def compile_seconds(self) -> float:
         return self._native.compile_seconds
 
+    def assembly(self) -> str:
+        """The host machine code of the optimized IR, as assembly text."""
+        import llvmlite.binding as llvm
+
+        from .jit import host_target
+
+        module = llvm.parse_assembly(self.optimized_ir)
+        return host_target().create_target_machine().emit_assembly(module)
+
     def __getitem__(self, name: str) -> Kernel:
         try:
             return self._kernels[name]
