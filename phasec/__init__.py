@@ -31,6 +31,7 @@ _LAZY = {
     "build": "phasec.pipeline",
     "Executable": "phasec.backend.vm",
     "VirtualMachine": "phasec.backend.vm",
+    "report": "phasec.explorer",
 }
 
 

@@ -669,9 +669,12 @@ class Sequential(Pass):
                       + reason)
         owner = (required_by or info).name
         # pass_name is the leaf pass whose phase check fails (what running the
-        # steps one by one would hit); the message names the user's pass.
-        raise self._error(f"misordered passes{self._where()}: {owner} at position {pos} "
+        # steps one by one would hit); the message, and requested_pass, name
+        # the pass the user wrote.
+        err = self._error(f"misordered passes{self._where()}: {owner} at position {pos} "
                           f"cannot run. {reason}. Nothing has run.", info.name, pos)
+        err.requested_pass = owner  # type: ignore[attr-defined]
+        raise err
 
     def _where(self) -> str:
         """`` in Sequential 'x'`` for a name the user chose; empty for the default names."""

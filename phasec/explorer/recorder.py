@@ -1,0 +1,295 @@
+"""Recording a pipeline run as a :class:`~phasec.explorer.model.ReportDoc`.
+
+:class:`PipelineRecorder` is a pass instrument: add it to a
+``PassContext`` (or to ``phasec.build``/``lower``'s ``instruments``) and it
+notes every pass called or skipped, the phase before and after, the pass and
+verifier times, and the module each pass was given and returned (printed as
+TVMScript, each distinct text stored once). :meth:`PipelineRecorder.document`
+turns that into the report, with per-function diffs and the error that
+stopped the pipeline, if any.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import time
+from typing import Any
+
+from ..errors import PhaseError, WellFormedError
+from ..ir import IRModule, Phase, tir
+from ..transform import PassInstrument
+from .model import DiagnosticDoc, ErrorDoc, FunctionDiff, ReportDoc, StepDoc, SummaryDoc
+
+__all__ = ["PipelineRecorder"]
+
+#: a module-level function header in printed TVMScript (``    def main(``)
+_FUNCTION_HEADER = re.compile(r"^    def (\w+)\(")
+#: lines of context around each change in a diff
+DIFF_CONTEXT = 3
+
+
+class PipelineRecorder(PassInstrument):
+    """A pass instrument that records a pipeline run for a report.
+
+    ``verify_mode`` is the ``PassContext``'s verify setting, so that the
+    report can tell "cached" (already verified) from "off" (not checked).
+    """
+
+    def __init__(self, verify_mode: str = "each") -> None:
+        self.verify_mode = verify_mode
+        self.texts: list[str] = []
+        self._text_ids: dict[str, int] = {}
+        self._script_of: dict[int, tuple[IRModule, int]] = {}  # id(module) -> (module, text id)
+        self.steps: list[dict[str, Any]] = []
+        self._open: list[tuple[int, float]] = []
+        self._required: dict[str, str] = {}
+        self._pending_verify = 0.0
+        self.first_module: IRModule | None = None
+        self.last_module: IRModule | None = None
+        self.error: BaseException | None = None
+        self.started = time.perf_counter()
+
+    # -- texts -------------------------------------------------------------
+    def text_id(self, mod: IRModule) -> int:
+        """The index of ``mod``'s TVMScript in :attr:`texts` (printed once per module)."""
+        cached = self._script_of.get(id(mod))
+        if cached is not None and cached[0] is mod:
+            return cached[1]
+        text = mod.script()
+        index = self._text_ids.get(text)
+        if index is None:
+            index = self._text_ids[text] = len(self.texts)
+            self.texts.append(text)
+        self._script_of[id(mod)] = (mod, index)
+        return index
+
+    # -- instrument hooks ----------------------------------------------------
+    def run_before_required(self, mod: IRModule, info: Any, required_by: Any) -> None:
+        self._required[info.name] = required_by.name
+
+    def run_before_pass(self, mod: IRModule, info: Any) -> None:
+        if self.first_module is None:
+            self.first_module = mod
+        self.steps.append({"pass": info.name, "status": "running", "reason": "",
+                           "required_by": self._required.pop(info.name, None),
+                           "phase_before": mod.phase, "phase_after": mod.phase,
+                           "seconds": 0.0, "verify_seconds": self._pending_verify,
+                           "verified": self._pending_verify > 0, "before": self.text_id(mod),
+                           "after": None, "diagnostics": [], "input_violation": False})
+        self._pending_verify = 0.0
+        self._open.append((len(self.steps) - 1, time.perf_counter()))
+
+    def _close(self, mod: IRModule, status: str, reason: str = "") -> dict[str, Any] | None:
+        if not self._open:
+            return None
+        index, start = self._open.pop()
+        step = self.steps[index]
+        step.update(status=status, reason=reason, seconds=time.perf_counter() - start,
+                    phase_after=mod.phase, after=self.text_id(mod))
+        self.last_module = mod
+        return step
+
+    def run_after_pass(self, mod: IRModule, info: Any) -> None:
+        self._close(mod, "ran")
+
+    def run_after_verify(self, mod: IRModule, info: Any, seconds: float, stage: str) -> None:
+        if stage == "input":  # checked before the pass: counted for the pass about to run
+            self._pending_verify += seconds
+            return
+        for step in reversed(self.steps):
+            if step["pass"] == info.name:
+                step["verify_seconds"] += seconds
+                step["verified"] = True
+                return
+
+    def run_on_error(self, mod: IRModule, info: Any, error: BaseException) -> None:
+        step = None
+        if self._open and self.steps[self._open[-1][0]]["pass"] == info.name:
+            step = self._close(mod, "failed", _first_line(error))
+        else:  # a verification failure after the pass body had returned
+            step = next((s for s in reversed(self.steps) if s["pass"] == info.name), None)
+            if step is not None:
+                step["status"] = "failed"
+                step["reason"] = _first_line(error)
+        if step is not None and isinstance(error, WellFormedError):
+            step["input_violation"] = error.pass_name != info.name
+            step["diagnostics"] = list(error.diagnostics)
+
+    def run_on_skip(self, mod: IRModule, info: Any, reason: str) -> None:
+        self.steps.append({"pass": info.name, "status": "skipped", "reason": reason,
+                           "required_by": self._required.pop(info.name, None),
+                           "phase_before": mod.phase, "phase_after": mod.phase,
+                           "seconds": 0.0, "verify_seconds": 0.0, "verified": False,
+                           "before": None, "after": None, "diagnostics": [],
+                           "input_violation": False})
+
+    # -- the document ----------------------------------------------------------
+    def document(self, title: str, start: IRModule | None = None,
+                 final: IRModule | None = None, error: BaseException | None = None,
+                 kernels: int | None = None) -> ReportDoc:
+        """The report: ``start``/``final`` default to the first module a pass
+        saw and the last one a pass returned; ``error`` is what stopped the
+        pipeline; ``kernels`` the number of compiled kernels (default: the
+        PrimFuncs of the final module)."""
+        start = start if start is not None else self.first_module
+        final = final if final is not None else (self.last_module or start)
+        steps = [self._step_doc(i, s) for i, s in enumerate(self.steps)]
+        phases = [p.label for p in Phase]
+        final_phase = final.phase if final is not None else Phase.INGESTION
+        reached = sorted({s["phase_before"] for s in self.steps if s["status"] != "skipped"}
+                         | {s["phase_after"] for s in self.steps if s["status"] == "ran"}
+                         | ({start.phase} if start is not None else set()))
+        if kernels is None:
+            kernels = sum(isinstance(f, tir.PrimFunc) for f in final.functions.values()) \
+                if final is not None else 0
+        ran = [s for s in steps if s.status == "ran"]
+        summary = SummaryDoc(
+            final_phase=final_phase.label, phases_reached=[p.label for p in reached],
+            passes_run=len(ran), passes_skipped=sum(s.status == "skipped" for s in steps),
+            passes_changed=sum(s.changed for s in ran),
+            passes_failed=sum(s.status == "failed" for s in steps), kernels=kernels,
+            total_seconds=sum(s.seconds for s in steps),
+            verify_seconds=sum(s.verify_seconds for s in steps))
+        subject = final if final is not None else start  # what the error is about
+        error_doc = None
+        if error is not None:
+            text = self.text_id(subject) if subject is not None else None
+            error_doc = self._error_doc(error, final_phase, text)
+        return ReportDoc(title=title, phases=phases, texts=self.texts, steps=steps,
+                         error=error_doc, summary=summary)
+
+    def _step_doc(self, index: int, s: dict[str, Any]) -> StepDoc:
+        before, after = s["before"], s["after"]
+        changed = before is not None and after is not None and before != after
+        diff = _diff(self.texts[before], self.texts[after]) if changed else []
+        text = before if s["input_violation"] else (after if after is not None else before)
+        if s["status"] == "skipped":
+            verify = "none"
+        elif s["verified"]:
+            verify = "checked"
+        else:
+            transition = s["phase_before"] != s["phase_after"]
+            checked = self.verify_mode == "each" or (self.verify_mode == "transitions"
+                                                      and transition)
+            verify = "cached" if checked and s["status"] == "ran" else "off"
+        return StepDoc(index=index, pass_=s["pass"], status=s["status"], reason=s["reason"],
+                       required_by=s["required_by"], phase_before=s["phase_before"].label,
+                       phase_after=s["phase_after"].label,
+                       transition=s["phase_before"] != s["phase_after"],
+                       seconds=s["seconds"], verify_seconds=s["verify_seconds"], verify=verify,
+                       before=before, after=after, changed=changed, diff=diff,
+                       diagnostics=[self._diagnostic_doc(d, text) for d in s["diagnostics"]])
+
+    def _error_doc(self, error: BaseException, module_phase: Phase,
+                   text: int | None) -> ErrorDoc:
+        name = getattr(error, "requested_pass", None) or getattr(error, "pass_name", None) \
+            or None
+        needed: list[str] = []
+        fix = ""
+        if isinstance(error, PhaseError):
+            if name:
+                from ..transform import REGISTRY, get_pass_entry
+
+                if name in REGISTRY:
+                    needed = [p.label for p in sorted(get_pass_entry(name).info.phases)]
+            fix = _fix_of(str(error))
+        diagnostics = []
+        if isinstance(error, WellFormedError):
+            diagnostics = [self._diagnostic_doc(d, text) for d in error.diagnostics]
+        return ErrorDoc(kind=type(error).__name__, message=str(error), pass_=name,
+                        phase_needed=needed, module_phase=module_phase.label, fix=fix,
+                        diagnostics=diagnostics)
+
+    def _diagnostic_doc(self, d: Any, text: int | None) -> DiagnosticDoc:
+        """A diagnostic located in the printed module: spans point into the
+        parsed source (kept as ``source``), which passes may have changed, so
+        the line shown is found by the function and binding it names."""
+        span = d.span
+        line = _locate(self.texts[text], d.function, d.binding) if text is not None else None
+        return DiagnosticDoc(code=d.code, severity=d.severity, message=d.message,
+                             function=d.function, binding=d.binding, help=d.help,
+                             source=str(span) if span is not None else None,
+                             text=text if line is not None else None, line=line)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _fix_of(message: str) -> str:
+    """The advice of a phase error: the clause after its last colon."""
+    head = message.split(". Nothing has run")[0]
+    return head.rsplit(": ", 1)[-1].rstrip(".") if ": " in head else ""
+
+
+def _locate(text: str, function: str | None, binding: str | None) -> int | None:
+    """The 1-based line of ``text`` that binds ``binding`` in ``function`` (or
+    the function's header), or None."""
+    if function is None:
+        return None
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if (m := _FUNCTION_HEADER.match(line)) and m.group(1) == function), None)
+    if start is None:
+        return None
+    if binding is None:
+        return start + 1
+    target = re.compile(rf"^\s+{re.escape(binding)}(:| =)")
+    for i in range(start + 1, len(lines)):
+        if _FUNCTION_HEADER.match(lines[i]):
+            break
+        if target.match(lines[i]):
+            return i + 1
+    return start + 1
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """A printed module split by module-level function (its decorators
+    included); ``""`` holds the module's own lines (imports, attributes)."""
+    lines = text.splitlines()
+    sections: dict[str, list[str]] = {"": []}
+    current = ""
+    pending: list[str] = []  # decorator lines, waiting for their def
+    for line in lines:
+        if line.startswith("    @"):
+            pending.append(line)
+            continue
+        m = _FUNCTION_HEADER.match(line)
+        if m:
+            current = m.group(1)
+            sections[current] = pending + [line]
+        else:
+            if pending:
+                sections[current].extend(pending)
+            sections[current].append(line)
+        pending = []
+    if pending:
+        sections[current].extend(pending)
+    return sections
+
+
+def _diff(before: str, after: str) -> list[FunctionDiff]:
+    """Unified diff hunks of two module texts, one entry per function that changed
+    (the module's own lines under ``""``), in the order of the new text."""
+    a, b = _sections(before), _sections(after)
+    names = list(b) + [n for n in a if n not in b]
+    out = []
+    for name in names:
+        old, new = a.get(name, []), b.get(name, [])
+        if old == new:
+            continue
+        lines: list[str] = []
+        matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+        for group in matcher.get_grouped_opcodes(DIFF_CONTEXT):
+            i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+            lines.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@")
+            for tag, k1, k2, l1, l2 in group:
+                if tag == "equal":
+                    lines.extend(" " + line for line in old[k1:k2])
+                    continue
+                lines.extend("-" + line for line in old[k1:k2])
+                lines.extend("+" + line for line in new[l1:l2])
+        out.append(FunctionDiff(function=name, lines=lines))
+    return out
