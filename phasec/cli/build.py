@@ -14,7 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import PhasecError
 from ..transform import VERIFY_MODES, PassTiming
+from ._report import CliReport, add_report_argument
 from .opt import check_opt_level, read_module
 
 #: the conventional suffix of executable files
@@ -38,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", choices=("llvm", "none"), default="llvm",
                         help="compile the kernels now to catch errors (llvm, the default), or "
                              "skip it (none; they are compiled when the executable is loaded)")
+    add_report_argument(parser)
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass (to standard error)")
 
@@ -55,10 +58,17 @@ def run(args: argparse.Namespace) -> int:
     from ..pipeline import build
 
     check_opt_level(args.opt_level)
+    report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
     timing = PassTiming() if args.timing else None
-    exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
-                instruments=[timing] if timing is not None else [], kernels=args.kernels)
+    try:
+        exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
+                    instruments=([timing] if timing is not None else []) + report.instruments,
+                    kernels=args.kernels)
+    except PhasecError as exc:
+        report.write(mod, error=exc)
+        raise
+    report.write(mod, kernels=exe.stats()["kernels"])
     out = args.output or default_output(args.input)
     exe.save(out)
     if timing is not None:

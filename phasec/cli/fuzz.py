@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not check text/JSON round trips of every module")
     parser.add_argument("--replay", metavar="FILE", default=None,
                         help="check a saved reproducer again instead of fuzzing")
+    parser.add_argument("--report", metavar="PATH", default=None,
+                        help="with --replay: a pipeline report of the reproducer's pass "
+                             "sequence (PATH.html or PATH.json), every pass verified")
 
 
 def _progress_printer(stream: Any) -> Any:
@@ -69,10 +72,26 @@ def _progress_printer(stream: Any) -> Any:
     return show
 
 
+def _replay_report(path: str, report_path: str) -> None:
+    """The reproducer's pass sequence, run with every pass verified, as a report."""
+    from ..explorer import check_report_path, report
+    from ..testing.campaign import read_reproducer
+
+    check_report_path(report_path)
+    rep = read_reproducer(path)
+    report(rep.module, rep.sequence or [], title=path).save(report_path)
+    print(f"report: {report_path}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..testing.campaign import replay, run_campaign
 
+    if args.report is not None and not args.replay:
+        print("phasec fuzz: error: --report goes with --replay FILE", file=sys.stderr)
+        return 2
     if args.replay:
+        if args.report is not None:
+            _replay_report(args.replay, args.report)
         failures = replay(args.replay, kernels=args.kernels, roundtrip=not args.no_roundtrip)
         if not failures:
             print(f"{args.replay}: no failure (fixed, or it needs other inputs)")

@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import ParseError, PhasecError
 from ..ir import IRModule
 from ..ir.node import Span
+from ._report import CliReport, add_report_argument
 from ..transform import (
     PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace, PrintAfterAll,
     PrintBeforeAll, VERIFY_MODES,
@@ -63,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the module after every run of PASS (repeatable)")
     parser.add_argument("--print-after-change", action="store_true",
                         help="print the module after every pass that changed it")
+    add_report_argument(parser)
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass and in the verifier")
     parser.add_argument("--trace", action="store_true",
@@ -172,8 +174,10 @@ def run(args: argparse.Namespace) -> int:
     check_output_suffix(args.output)
     _check_pass_names(args.print_before, "--print-before")
     _check_pass_names(args.print_after, "--print-after")
-    # Parse the pipeline before reading the input: a typo fails fast.
+    # Parse the pipeline and check the report path before reading the input:
+    # a typo fails fast.
     spec_seq = parse_pipeline(args.passes, name="opt") if args.passes is not None else None
+    report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
     if spec_seq is not None:
         pipeline: Any = spec_seq
@@ -191,16 +195,18 @@ def run(args: argparse.Namespace) -> int:
     timing = PassTiming() if args.timing else None
     trace = PassTrace() if args.trace else None
     notes = _SkipNotes()
-    instruments += [i for i in (timing, trace) if i is not None] + [notes]
+    instruments += [i for i in (timing, trace) if i is not None] + [notes] + report.instruments
 
     ctx = PassContext(opt_level=args.opt_level, verify=args.verify, instruments=instruments)
     try:
         result = run_pipeline(pipeline, mod, ctx)
-    except PhasecError:
+    except PhasecError as exc:
         # Show what ran before the failure: it helps to locate it.
         if trace is not None and trace.entries:
             print(f"pass trace (up to the error):\n{trace.render()}", file=err)
+        report.write(mod, error=exc)
         raise
+    report.write(mod, result)
     for name, reason in notes.skipped:
         hint = " (raise --opt-level)" if "opt_level" in reason else ""
         print(f"phasec opt: note: {name} skipped: {reason}{hint}", file=err)

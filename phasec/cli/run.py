@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, PhasecError
+from ._report import CliReport, add_report_argument
 from ..ir import IRModule, tir
 from ..ir.expr import Function
 from ..ir.struct_info import (
@@ -143,6 +144,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "interpreter (interp)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes")
+    add_report_argument(parser)
     parser.add_argument("--emit", choices=EMIT_KINDS, default=None,
                         help="print the compiled code instead of running it: the kernels' "
                              "optimized LLVM IR (llvm), their host assembly (asm), or the VM "
@@ -648,6 +650,8 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     from ..pipeline import codegen_and_compile, lower
     from ..transform import list_passes
 
+    report = CliReport(args.report, args.input or f"{args.example or DEFAULT_EXAMPLE}.py",
+                       args.verify)
     if args.input is None:
         name = args.example or DEFAULT_EXAMPLE
         mod = load_example(name)
@@ -663,11 +667,13 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     log = PassLog(args.verify)
     start = time.perf_counter()
     try:
-        lowered = lower(mod, args.opt_level, verify=args.verify, instruments=[log])
-    except PhasecError:
+        lowered = lower(mod, args.opt_level, verify=args.verify,
+                        instruments=[log, *report.instruments])
+    except PhasecError as exc:
         if log.rows and not args.quiet:
             print(f"passes (opt_level {args.opt_level}, verify {args.verify}), up to the error:")
             print(log.render())
+        report.write(mod, error=exc)
         raise
     lower_seconds = time.perf_counter() - start
     if not args.quiet:
@@ -676,6 +682,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     start = time.perf_counter()
     exe = codegen_and_compile(lowered, kernels="none")
     codegen_seconds = time.perf_counter() - start
+    report.write(mod, lowered, kernels=exe.stats()["kernels"])
     if args.emit is not None:
         print(emitted_code(exe, args.emit), end="", file=args.emit_to)
         return 0

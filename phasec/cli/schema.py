@@ -1,4 +1,5 @@
-"""``phasec schema``: print the JSON Schema of the module format."""
+"""``phasec schema``: print the JSON Schema of the module format (or, with
+``--report``, of pipeline reports)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,15 @@ MAX_INDENT = 16
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--indent", type=_indent, default=2,
                         help=f"indentation, 0..{MAX_INDENT} (default 2)")
+    parser.add_argument("--report", action="store_true",
+                        help="the schema of pipeline reports (--report out.json) instead")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..script.json_format import json_schema
+    if args.report:
+        from ..explorer import report_json_schema as schema
+    else:
+        from ..script.json_format import json_schema as schema
 
-    print(json.dumps(json_schema(), indent=args.indent))
+    print(json.dumps(schema(), indent=args.indent))
     return 0

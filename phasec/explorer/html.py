@@ -130,7 +130,7 @@ function render(){
     rows.push('<tr class="'+cls+'" data-index="'+s.index+'" data-phase="'+s.phase_after+
       '" style="--phase:'+colour+'">'+
       '<td class="num">'+(s.index+1)+'</td>'+
-      '<td class="name">'+esc(s.pass)+(s.transition?'<span class="badge">&rarr; '+esc(s.phase_after)+'</span>':'')+
+      '<td class="name">'+esc(s.pass)+(s.transition?' <span class="badge">&rarr; '+esc(s.phase_after)+'</span>':'')+
         (s.required_by?' <small>(required by '+esc(s.required_by)+')</small>':'')+
         (s.status==='skipped'?' <small>skipped</small>':'')+(s.status==='failed'?' <small>FAILED</small>':'')+
         (s.diagnostics.length?' <small>'+s.diagnostics.length+' diagnostic(s)</small>':'')+'</td>'+
