@@ -708,9 +708,11 @@ class Sequential(Pass):
 # -- built-in passes ---------------------------------------------------------------
 @module_pass(opt_level=0, phases=ALL_PHASES, name="PrintIR")
 class PrintIR:
-    """Print the module (TVMScript) with a header to standard error; the module
-    is returned unchanged. Dumps go to stderr so that standard output carries
-    only a command's result (``phasec opt ... | phasec-check -``)."""
+    """Print the module (TVMScript) with a header to stderr; it is returned unchanged.
+
+    Dumps go to standard error so that standard output carries only a
+    command's result (``phasec opt ... | phasec-check -``).
+    """
 
     header: str = ""
 
