@@ -10,6 +10,7 @@ pads ``p0``/``p1``), as TVM 0.27::
 
     out = (i + p0 + p1 - d * (k - 1) - 1 [+ s - 1 with ceil_mode]) // s + 1
     with ceil_mode, out -= 1 when the last window would start at or past i + p0
+    (for a symbolic i, as min/max arithmetic where TVM writes T.if_then_else)
 
 Max pooling ignores padded positions; average pooling divides the sum of
 the taps inside the input by the number of taps inside the input
@@ -66,12 +67,23 @@ def pool_out_size(in_dim: PrimExpr, k: int, s: int, d: int, p0: int, p1: int,
     raw = arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
     if not ceil_mode:
         return raw
+    # The last window starts at (raw - 1) * s, which lies in
+    # [num - s + 1, num] for num = i + p0 + (p1 - d * (k - 1) + s - 2): it is
+    # never past i + p0 when p1 - d * (k - 1) + s - 2 < 0, always when
+    # p1 - d * (k - 1) - 1 >= 0 (decided without knowing i).
+    slack = p1 - d * (k - 1)
+    if slack + s - 2 < 0:
+        return raw
+    if slack - 1 >= 0:
+        return arith.simplify(BinaryOp("-", raw, _i64(1)))
+    # Otherwise the adjustment depends on i: subtract the indicator
+    # [last start >= i + p0], written min(max(last - (i + p0) + 1, 0), 1) rather
+    # than a Select (TVM's if_then_else) so the size stays integer arithmetic
+    # that buffer shapes in compiled kernels accept.
     last_start = BinaryOp("*", BinaryOp("-", raw, _i64(1)), _i64(s))
-    past = BinaryOp(">=", last_start, BinaryOp("+", in_dim, _i64(p0)))
-    static = arith.const_int(arith.simplify(Select(past, _i64(1), _i64(0))))
-    if static is not None:
-        return arith.simplify(BinaryOp("-", raw, _i64(static)))
-    return Select(past, arith.simplify(BinaryOp("-", raw, _i64(1))), raw)
+    over = BinaryOp("+", BinaryOp("-", last_start, BinaryOp("+", in_dim, _i64(p0))), _i64(1))
+    indicator = BinaryOp("min", BinaryOp("max", over, _i64(0)), _i64(1))
+    return arith.simplify(BinaryOp("-", raw, indicator))
 
 
 def _out_sizes_int(in_sizes, a, rank):

@@ -1,0 +1,133 @@
+"""The nn operators end to end: a TVMScript module in TVM 0.27's spelling
+(every attribute written out, as TVM prints them) parsed, compiled with
+phasec.build (FuseOps, LegalizeOps, LLVM kernels) and run on the VM, against
+the independent loop formulas of test_ops_nn.py. One module, compiled once:
+LLVM compilation dominates this file's run time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import phasec
+from test_ops_nn import _adaptive_loops, _channel_stats, _conv_loops, _pool_loops
+
+SOURCE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 4, 9), dtype="float32"), w1: R.Tensor((6, 2, 3), dtype="float32"),
+             v: R.Tensor((1, 2, 5, 4, 5), dtype="float32"),
+             w3: R.Tensor((3, 2, 2, 2, 3), dtype="float32"),
+             g: R.Tensor((4,), dtype="float32"), b: R.Tensor((4,), dtype="float32"),
+             mm: R.Tensor((4,), dtype="float32"), mv: R.Tensor((4,), dtype="float32")):
+        with R.dataflow():
+            c1 = R.nn.conv1d(x, w1, strides=[2], padding=[1, 2], dilation=[1], groups=2,
+                             data_layout="NCW", kernel_layout="OIW", out_layout="NCW",
+                             out_dtype="void")
+            r1 = R.nn.leakyrelu(c1, alpha=0.1)
+            c3 = R.nn.conv3d(v, w3, strides=[1, 1, 2], padding=[1, 0, 1, 0, 1, 1],
+                             dilation=[1, 1, 1], groups=1, data_layout="NCDHW",
+                             kernel_layout="OIDHW", out_layout="NCDHW", out_dtype="void")
+            p1 = R.nn.max_pool1d(x, pool_size=[3], strides=[2], dilation=[1], padding=[1, 1],
+                                 ceil_mode=True, count_include_pad=False, layout="NCW",
+                                 out_layout="NCW")
+            p3 = R.nn.avg_pool3d(v, pool_size=[2, 3, 2], strides=[1, 2, 2], dilation=[1, 1, 1],
+                                 padding=[1, 1, 0, 0, 1, 1], ceil_mode=False,
+                                 count_include_pad=True, layout="NCDHW", out_layout="NCDHW")
+            v4 = R.reshape(v, R.shape([2, 5, 4, 5]))
+            a2 = R.nn.adaptive_avg_pool2d(v4, output_size=[3, 2], layout="NCHW",
+                                          out_layout="NCHW")
+            a3 = R.nn.adaptive_avg_pool3d(v, output_size=[1, 1, 1], layout="NCDHW",
+                                          out_layout="NCDHW")
+            bn = R.nn.batch_norm(x, g, b, mm, mv, axis=1, epsilon=1.0000000000000001e-05,
+                                 center=True, scale=True, momentum=0.10000000000000001,
+                                 training=False)
+            bn0 = bn[0]
+            bt = R.nn.batch_norm(x, g, b, mm, mv, axis=1, epsilon=1e-3, center=True,
+                                 scale=True, momentum=0.25, training=True)
+            gn = R.nn.group_norm(x, g, b, num_groups=2, channel_axis=1, axes=[2],
+                                 epsilon=1e-5, center=True, scale=True)
+            inn = R.nn.instance_norm(x, g, b, channel_axis=1, axes=[2], epsilon=1e-5,
+                                     center=True, scale=True)
+            d = R.nn.dropout(x, rate=0.5)
+            act = R.nn.prelu(R.nn.selu(R.nn.softplus(x, beta=1.0, threshold=20.0)), g, axis=1)
+            out = (r1, c3, p1, p3, a2, a3, bn0, bt, gn, inn, d, act)
+            R.output(out)
+        return out
+
+    @R.function
+    def sym(x: R.Tensor(("n", 2, "w"), dtype="float32"), k: R.Tensor((3, 2, 2), dtype="float32")):
+        n = T.int64()
+        w = T.int64()
+        with R.dataflow():
+            c = R.nn.conv1d(x, k, strides=[1], padding=[1, 0], dilation=[1], groups=1,
+                            data_layout="NCW", kernel_layout="OIW", out_layout="NCW",
+                            out_dtype="void")
+            p = R.nn.avg_pool1d(c, pool_size=[2], strides=[2], dilation=[1], padding=[0, 1],
+                                ceil_mode=True, count_include_pad=False, layout="NCW",
+                                out_layout="NCW")
+            a = R.nn.adaptive_avg_pool1d(c, output_size=[2], layout="NCW", out_layout="NCW")
+            R.output(p, a)
+        return (p, a)
+"""
+
+
+@pytest.fixture(scope="module")
+def vm():
+    mod = phasec.parse(SOURCE)
+    return phasec.VirtualMachine(phasec.build(mod))
+
+
+def close(got, expected, tol=1e-4):
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(expected, np.float64),
+                               rtol=tol, atol=tol)
+
+
+def test_nn_module_on_llvm(vm):
+    rng = np.random.default_rng(7)
+    f = lambda *s: rng.standard_normal(s).astype("float32")  # noqa: E731
+    x, w1, v, w3, g, b, mm = f(2, 4, 9), f(6, 2, 3), f(1, 2, 5, 4, 5), f(3, 2, 2, 2, 3), f(4), \
+        f(4), f(4)
+    mv = (np.abs(f(4)) + 0.5).astype("float32")
+    (r1, c3, p1, p3, a2, a3, bn0, bt, gn, inn, d, act) = vm["main"](x, w1, v, w3, g, b, mm, mv)
+    c1 = _conv_loops(x, w1, (2,), (1, 2), (1,), 2)
+    close(r1, np.where(c1 > 0, c1, 0.1 * c1))
+    close(c3, _conv_loops(v, w3, (1, 1, 2), (1, 0, 1, 0, 1, 1), (1, 1, 1), 1))
+    close(p1, _pool_loops(x, "max", (3,), (2,), (1, 1), (1,), True, False))
+    close(p3, _pool_loops(v, "avg", (2, 3, 2), (1, 2, 2), (1, 1, 0, 0, 1, 1), (1, 1, 1), False,
+                          True))
+    close(a2, _adaptive_loops(v.reshape(2, 5, 4, 5), (3, 2)))
+    close(a3, v.mean(axis=(2, 3, 4), keepdims=True))
+    col = lambda a: np.asarray(a, np.float64)[None, :, None]  # noqa: E731
+    close(bn0, (x - col(mm)) / np.sqrt(col(mv) + 1e-5) * col(g) + col(b))
+    mean, var = _channel_stats(x, 1)
+    close(bt[0], (x - col(mean)) / np.sqrt(col(var) + 1e-3) * col(g) + col(b))
+    close(bt[1], 0.75 * mm + 0.25 * mean)
+    close(bt[2], 0.75 * mv + 0.25 * var)
+    grp = x.astype(np.float64).reshape(2, 2, 2, 9)
+    norm = (grp - grp.mean(axis=(2, 3), keepdims=True)) / np.sqrt(
+        grp.var(axis=(2, 3), keepdims=True) + 1e-5)
+    close(gn, norm.reshape(x.shape) * col(g) + col(b))
+    x64 = x.astype(np.float64)
+    close(inn, (x64 - x64.mean(2, keepdims=True)) / np.sqrt(x64.var(2, keepdims=True) + 1e-5)
+          * col(g) + col(b))
+    np.testing.assert_array_equal(d[0], x)
+    np.testing.assert_array_equal(d[1], np.ones_like(x))
+    sp = np.log1p(np.exp(x64))
+    se = 1.0507009873554805 * np.where(sp > 0, sp, 1.6732632423543772 * (np.exp(sp) - 1))
+    close(act, np.where(se > 0, se, col(g) * se))
+
+
+@pytest.mark.parametrize("n,w", [(1, 5), (3, 8)])
+def test_symbolic_nn_function_on_llvm(vm, n, w):
+    rng = np.random.default_rng(n * 10 + w)
+    x = rng.standard_normal((n, 2, w)).astype("float32")
+    k = rng.standard_normal((3, 2, 2)).astype("float32")
+    p, a = vm["sym"](x, k)
+    c = _conv_loops(x, k, (1,), (1, 0), (1,), 1)
+    close(p, _pool_loops(c, "avg", (2,), (2,), (0, 1), (1,), True, False))
+    close(a, _adaptive_loops(c, (2,)))
+    assert math.prod(np.asarray(p).shape) > 0
