@@ -222,6 +222,17 @@ CASES = (
        ("conv3d-ndhwc", lambda: call_op("nn.conv3d", V5, tvar("w3", (2, 2, 3, 3, 2)),
                                         data_layout="NDHWC", kernel_layout="DHWIO",
                                         out_layout="NCDHW", dilation=(1, 1, 1)))]
+    + [("conv1d_transpose", lambda: call_op("nn.conv1d_transpose", Z, tvar("w1", (3, 2, 3)),
+                                            strides=2, padding=(1, 0), output_padding=1)),
+       ("conv2d_transpose-groups", lambda: call_op("nn.conv2d_transpose", D, tvar("w2", (4, 1, 2, 3)),
+                                                   strides=(2, 1), padding=1, groups=2,
+                                                   dilation=(1, 2))),
+       ("conv2d_transpose-nhwc", lambda: call_op("nn.conv2d_transpose", D, tvar("w2", (2, 2, 3, 6)),
+                                                 data_layout="NHWC", kernel_layout="HWOI",
+                                                 out_layout="NCHW")),
+       ("conv3d_transpose", lambda: call_op("nn.conv3d_transpose", V5,
+                                            tvar("w3", (2, 2, 2, 1, 2)), strides=2,
+                                            output_padding=(1, 0, 1), padding=(1, 0, 0, 0, 0, 1)))]
     + [("reshape", lambda: call_op("reshape", Z, (4, 6))),
        ("reshape-infer", lambda: call_op("reshape", Z, (2, -1))),
        ("reshape-flat", lambda: call_op("reshape", Z, (24,))),
@@ -328,6 +339,9 @@ SYM = [
     ("conv1d-width", lambda: call_op("nn.conv1d", tvar("a", (1, 2, N)), tvar("w", (3, 2, 2)),
                                      strides=2, padding=(1, 0))),
     ("conv3d", lambda: call_op("nn.conv3d", tvar("a", (1, 2, N, 3, 3)), tvar("w", (2, 2, 2, 2, 2)))),
+    ("conv2d_transpose", lambda: call_op("nn.conv2d_transpose", tvar("a", (1, 2, N, 3)),
+                                         tvar("w", (2, 3, 3, 2)), strides=2, padding=1,
+                                         output_padding=1)),
 ]
 
 

@@ -26,7 +26,8 @@ NN_TESTED = {
     "nn.leakyrelu", "nn.prelu", "nn.selu", "nn.softplus", "nn.batch_norm", "nn.group_norm",
     "nn.instance_norm", "nn.dropout", "nn.max_pool1d", "nn.avg_pool1d", "nn.max_pool3d",
     "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
-    "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d",
+    "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose",
+    "nn.conv2d_transpose", "nn.conv3d_transpose",
 }
 
 
@@ -177,6 +178,36 @@ def test_conv_1d_3d_infer():
            tv("w", (6, 4, 3)), groups=0)
     assert S(call_op("nn.conv3d", tv("x", ndim=5), tv("w", (1, 1, 1, 1, 1)))) == \
         'R.Tensor(ndim=5, dtype="float32")'
+
+
+def test_conv_transpose_infer():
+    # TVM 0.27: conv2d_transpose((1, 4, 3, 4), (4, 2, 2, 3), strides=(2, 1), padding=1,
+    # groups=2, dilation=(1, 2)) -> (1, 4, 4, 6)
+    assert S(call_op("nn.conv2d_transpose", tv("x", (1, 4, 3, 4)), tv("w", (4, 2, 2, 3)),
+                     strides=(2, 1), padding=1, groups=2, dilation=(1, 2))) == \
+        'R.Tensor((1, 4, 4, 6), dtype="float32")'
+    assert S(call_op("nn.conv1d_transpose", tv("x", (n, 4, m)), tv("w", (4, 3, 3)), strides=2,
+                     padding=(1, 0), output_padding=1)) == \
+        'R.Tensor((n, 3, m * 2 + 1), dtype="float32")'
+    assert S(call_op("nn.conv3d_transpose", tv("x", (1, 2, 3, 4, 2)), tv("w", (2, 2, 2, 2, 2)),
+                     data_layout="NDHWC", kernel_layout="IODHW")) == \
+        'R.Tensor((1, 3, 4, 5, 2), dtype="float32")'
+    raises(["output_padding (2,) must be less than the strides (2,)"], call_op,
+           "nn.conv1d_transpose", tv("x", (1, 4, 5)), tv("w", (4, 3, 3)), strides=2,
+           output_padding=2)
+    raises(["4 channels", "input channels are 3"], call_op, "nn.conv1d_transpose",
+           tv("x", (1, 4, 5)), tv("w", (3, 3, 3)))
+    raises(["3 input channels are not divisible by groups=2"], call_op, "nn.conv1d_transpose",
+           tv("x", (1, 3, 5)), tv("w", (3, 3, 3)), groups=2)
+    raises(["non-positive"], call_op, "nn.conv1d_transpose", tv("x", (1, 4, 1)),
+           tv("w", (4, 3, 1)), padding=1)
+    assert S(call_op("nn.conv2d_transpose", tv("x", (1, 4, 5, 5)), tv("w", (3, 4, 3, 3)),
+                     kernel_layout="OIHW")) == 'R.Tensor((1, 3, 7, 7), dtype="float32")'
+    raises(["kernel_layout 'OIHW4o' is not a layout", "permutation of 'IOHW'"], call_op,
+           "nn.conv2d_transpose", tv("x", (1, 4, 5, 5)), tv("w", (4, 3, 3, 3)),
+           kernel_layout="OIHW4o")
+    assert S(call_op("nn.conv2d_transpose", tv("x", ndim=4), tv("w", (4, 3, 3, 3)))) == \
+        'R.Tensor(ndim=4, dtype="float32")'
 
 
 # ---------------------------------------------------------------------------
@@ -438,6 +469,65 @@ def test_conv3d_reference(s, pad, dil, groups):
               dilation=dil, groups=groups, data_layout="NDHWC", kernel_layout="DHWIO",
               out_layout="NCDHW")
     close(out, _conv_loops(x, w, s, pad, dil, groups), 1e-4)
+
+
+def _conv_transpose_loops(x, w, s, pad, out_pad, dil, groups):
+    """Transposed convolution (NC + spatial data, IO + spatial kernel) as the
+    gradient of a convolution: output y gathers every (input i, tap t) with
+    i * s + t * d == y + p0, by loops over output positions."""
+    r = w.ndim - 2
+    c, og = w.shape[:2]
+    ks = w.shape[2:]
+    cg = c // groups
+    in_sp = x.shape[2:]
+    outs = [(in_sp[j] - 1) * s[j] - pad[j] - pad[r + j] + dil[j] * (ks[j] - 1) + out_pad[j] + 1
+            for j in range(r)]
+    out = np.zeros((x.shape[0], og * groups, *outs))
+    for b in range(x.shape[0]):
+        for o in range(og * groups):
+            g = o // og
+            for y in np.ndindex(*outs):
+                acc = 0.0
+                for ic in range(g * cg, (g + 1) * cg):
+                    for t in np.ndindex(*ks):
+                        num = [y[j] + pad[j] - t[j] * dil[j] for j in range(r)]
+                        if all(v >= 0 and v % s[j] == 0 and v // s[j] < in_sp[j]
+                               for j, v in enumerate(num)):
+                            i = tuple(v // s[j] for j, v in enumerate(num))
+                            acc += float(x[(b, ic, *i)]) * float(w[(ic, o % og, *t)])
+                out[(b, o, *y)] = acc
+    return out
+
+
+@pytest.mark.parametrize("r,xs,ws,kw", [
+    (1, (2, 4, 5), (4, 3, 3), dict(strides=(2,), padding=(1, 0), output_padding=(1,))),
+    (1, (1, 4, 4), (4, 1, 2), dict(strides=(3,), padding=(0, 0), groups=4, dilation=(2,))),
+    (2, (1, 4, 3, 4), (4, 2, 2, 3), dict(strides=(2, 1), padding=(1, 1, 1, 1), groups=2,
+                                         dilation=(1, 2))),
+    (3, (1, 2, 2, 3, 2), (2, 2, 2, 2, 2), dict(strides=(2, 2, 2), padding=(1, 0, 0, 0, 1, 1),
+                                               output_padding=(1, 0, 1))),
+])
+def test_conv_transpose_references(r, xs, ws, kw):
+    x, w = rand(*xs), rand(*ws)
+    full = {"strides": (1,) * r, "padding": (0,) * (2 * r), "output_padding": (0,) * r,
+            "dilation": (1,) * r, "groups": 1, **kw}
+    out = run(f"nn.conv{r}d_transpose", x, w, **kw)
+    expected = _conv_transpose_loops(x, w, full["strides"], full["padding"],
+                                      full["output_padding"], full["dilation"], full["groups"])
+    close(out, expected, 1e-4)
+    ort = _ort("ConvTranspose", {"x": x, "w": w}, r + 2, strides=list(full["strides"]),
+               pads=list(full["padding"]), output_padding=list(full["output_padding"]),
+               dilations=list(full["dilation"]), group=full["groups"])
+    close(out, ort, 1e-4)
+
+
+def test_conv2d_transpose_layouts():
+    x, w = rand(1, 2, 3, 3), rand(2, 3, 2, 2)
+    expected = _conv_transpose_loops(x, w, (2, 2), (0, 1, 1, 0), (1, 0), (1, 1), 1)
+    out = run("nn.conv2d_transpose", np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+              np.ascontiguousarray(w.transpose(2, 3, 1, 0)), strides=2, padding=(0, 1, 1, 0),
+              output_padding=(1, 0), data_layout="NHWC", kernel_layout="HWOI")
+    close(out, expected.transpose(0, 2, 3, 1), 1e-4)
 
 
 # ---------------------------------------------------------------------------

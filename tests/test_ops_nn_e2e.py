@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import phasec
-from test_ops_nn import _adaptive_loops, _channel_stats, _conv_loops, _pool_loops
+from test_ops_nn import (
+    _adaptive_loops, _channel_stats, _conv_loops, _conv_transpose_loops, _pool_loops,
+)
 
 SOURCE = """
 @I.ir_module
@@ -22,7 +24,8 @@ class Module:
              v: R.Tensor((1, 2, 5, 4, 5), dtype="float32"),
              w3: R.Tensor((3, 2, 2, 2, 3), dtype="float32"),
              g: R.Tensor((4,), dtype="float32"), b: R.Tensor((4,), dtype="float32"),
-             mm: R.Tensor((4,), dtype="float32"), mv: R.Tensor((4,), dtype="float32")):
+             mm: R.Tensor((4,), dtype="float32"), mv: R.Tensor((4,), dtype="float32"),
+             wt: R.Tensor((5, 3, 2, 2), dtype="float32")):
         with R.dataflow():
             c1 = R.nn.conv1d(x, w1, strides=[2], padding=[1, 2], dilation=[1], groups=2,
                              data_layout="NCW", kernel_layout="OIW", out_layout="NCW",
@@ -42,6 +45,11 @@ class Module:
                                           out_layout="NCHW")
             a3 = R.nn.adaptive_avg_pool3d(v, output_size=[1, 1, 1], layout="NCDHW",
                                           out_layout="NCDHW")
+            t2 = R.nn.conv2d_transpose(v4, wt, strides=[2, 1], padding=[1, 0, 0, 1],
+                                       output_padding=[1, 0], dilation=[1, 1], groups=1,
+                                       data_layout="NCHW", kernel_layout="IOHW",
+                                       out_layout="NCHW", out_dtype="void")
+            t2r = R.nn.relu(t2)
             bn = R.nn.batch_norm(x, g, b, mm, mv, axis=1, epsilon=1.0000000000000001e-05,
                                  center=True, scale=True, momentum=0.10000000000000001,
                                  training=False)
@@ -54,7 +62,7 @@ class Module:
                                      center=True, scale=True)
             d = R.nn.dropout(x, rate=0.5)
             act = R.nn.prelu(R.nn.selu(R.nn.softplus(x, beta=1.0, threshold=20.0)), g, axis=1)
-            out = (r1, c3, p1, p3, a2, a3, bn0, bt, gn, inn, d, act)
+            out = (r1, c3, p1, p3, a2, a3, bn0, bt, gn, inn, d, act, t2r)
             R.output(out)
         return out
 
@@ -92,7 +100,11 @@ def test_nn_module_on_llvm(vm):
     x, w1, v, w3, g, b, mm = f(2, 4, 9), f(6, 2, 3), f(1, 2, 5, 4, 5), f(3, 2, 2, 2, 3), f(4), \
         f(4), f(4)
     mv = (np.abs(f(4)) + 0.5).astype("float32")
-    (r1, c3, p1, p3, a2, a3, bn0, bt, gn, inn, d, act) = vm["main"](x, w1, v, w3, g, b, mm, mv)
+    wt = f(5, 3, 2, 2)
+    (r1, c3, p1, p3, a2, a3, bn0, bt, gn, inn, d, act, t2r) = vm["main"](x, w1, v, w3, g, b, mm,
+                                                                         mv, wt)
+    t2 = _conv_transpose_loops(v.reshape(2, 5, 4, 5), wt, (2, 1), (1, 0, 0, 1), (1, 0), (1, 1), 1)
+    close(t2r, np.maximum(t2, 0))
     c1 = _conv_loops(x, w1, (2,), (1, 2), (1,), 2)
     close(r1, np.where(c1 > 0, c1, 0.1 * c1))
     close(c3, _conv_loops(v, w3, (1, 1, 2), (1, 0, 1, 0, 1, 1), (1, 1, 1), 1))

@@ -745,7 +745,8 @@ UNGENERATED: dict[str, str] = {
         "nn.leakyrelu", "nn.prelu", "nn.selu", "nn.softplus", "nn.batch_norm", "nn.group_norm",
         "nn.instance_norm", "nn.dropout", "nn.max_pool1d", "nn.avg_pool1d", "nn.max_pool3d",
         "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
-        "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d")},
+        "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose",
+        "nn.conv2d_transpose", "nn.conv3d_transpose")},
 }
 
 
