@@ -104,6 +104,7 @@ IX = tvar("ix", (2, 2), "int64")
 C = tvar("c", (2, 1), "bool")
 E0 = tvar("e0", ())
 V5 = tvar("v5", (1, 2, 3, 4, 3))
+NT = tvar("nt", (2, 4), "int64")
 
 VALUES = {
     X: rand((2, 3)), Y: rand((3,)), XI: rand((2, 3), "int32"),
@@ -113,7 +114,7 @@ VALUES = {
     D: rand((2, 4, 7, 6)), DI: rand((1, 2, 5, 5), "int32"), W: rand((6, 4, 3, 3)),
     WG: rand((6, 2, 3, 2)), S1: rand((2, 1, 4, 1)), Q: rand((2, 5, 4)),
     IX: np.array([[0, 2], [-1, 1]], "int64"), C: np.array([[True], [False]]), E0: rand(()),
-    V5: rand((1, 2, 3, 4, 3)),
+    V5: rand((1, 2, 3, 4, 3)), NT: np.array([[0, 2, 1, 2], [1, 0, 0, 2]], "int64"),
 }
 POSITIVE = {**VALUES, X: np.abs(VALUES[X]) + 0.1}
 
@@ -233,6 +234,20 @@ CASES = (
        ("conv3d_transpose", lambda: call_op("nn.conv3d_transpose", V5,
                                             tvar("w3", (2, 2, 2, 1, 2)), strides=2,
                                             output_padding=(1, 0, 1), padding=(1, 0, 0, 0, 0, 1)))]
+    + [(f"attention-{cm}", lambda cm=cm: call_op(
+        "nn.attention", tvar("aq", (2, 3, 4, 5)), tvar("ak", (2, 6, 2, 5)), tvar("av", (2, 6, 4, 3)),
+        causal_mask=cm)) for cm in (None, "TopLeft", "BottomRight")]
+    + [("attention_bias", lambda: call_op(
+        "nn.attention_bias", tvar("aq", (2, 4, 2, 5)), tvar("ak", (2, 3, 2, 5)),
+        tvar("av", (2, 3, 2, 3)), tvar("ab", (1, 2, 4, 3)), scale=0.25, causal_mask="BottomRight")),
+       ("cross_entropy", lambda: call_op("nn.cross_entropy_with_logits", Z, Z)),
+       ("cross_entropy-1d", lambda: call_op("nn.cross_entropy_with_logits", Y, Y)),
+       ("cross_entropy-i32", lambda: call_op("nn.cross_entropy_with_logits", XI, XI))]
+    + [(f"nll_loss-{r}-{w}", lambda r=r, w=w: call_op(
+        "nn.nll_loss", Z, NT, *([tvar("nw", (3,))] if w else []), reduction=r, ignore_index=1))
+       for r in ("none", "sum", "mean") for w in (False, True)]
+    + [("nll_loss-1d", lambda: call_op("nn.nll_loss", Y, tvar("nt0", (), "int32"),
+                                       reduction="mean"))]
     + [("reshape", lambda: call_op("reshape", Z, (4, 6))),
        ("reshape-infer", lambda: call_op("reshape", Z, (2, -1))),
        ("reshape-flat", lambda: call_op("reshape", Z, (24,))),
@@ -339,6 +354,10 @@ SYM = [
     ("conv1d-width", lambda: call_op("nn.conv1d", tvar("a", (1, 2, N)), tvar("w", (3, 2, 2)),
                                      strides=2, padding=(1, 0))),
     ("conv3d", lambda: call_op("nn.conv3d", tvar("a", (1, 2, N, 3, 3)), tvar("w", (2, 2, 2, 2, 2)))),
+    ("attention", lambda: call_op("nn.attention", tvar("a", (1, N, 2, 4)), tvar("k", (1, N, 2, 4)),
+                                  tvar("v", (1, N, 2, 3)), causal_mask="TopLeft")),
+    ("nll_loss", lambda: call_op("nn.nll_loss", tvar("a", (N, 3)), tvar("t", (N,), "int64"),
+                                 reduction="sum")),
     ("conv2d_transpose", lambda: call_op("nn.conv2d_transpose", tvar("a", (1, 2, N, 3)),
                                          tvar("w", (2, 3, 3, 2)), strides=2, padding=1,
                                          output_padding=1)),

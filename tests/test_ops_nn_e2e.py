@@ -67,6 +67,21 @@ class Module:
         return out
 
     @R.function
+    def losses(q: R.Tensor((2, 3, 4, 4), dtype="float32"), k: R.Tensor((2, 5, 2, 4), dtype="float32"),
+               v: R.Tensor((2, 5, 2, 3), dtype="float32"), bias: R.Tensor((1, 4, 3, 5), dtype="float32"),
+               p: R.Tensor((3, 4, 2), dtype="float32"), t: R.Tensor((3, 2), dtype="int64"),
+               w: R.Tensor((4,), dtype="float32")):
+        with R.dataflow():
+            att = R.nn.attention_bias(q, k, v, bias, scale=0.5, causal_mask="TopLeft",
+                                      window_size=None)
+            att2 = R.nn.attention(q, k, v, scale=None, causal_mask="BottomRight", window_size=None)
+            nll = R.nn.nll_loss(p, t, w, reduction="mean", ignore_index=3)
+            ce = R.nn.cross_entropy_with_logits(p, p)
+            out = (att, att2, nll, ce)
+            R.output(out)
+        return out
+
+    @R.function
     def sym(x: R.Tensor(("n", 2, "w"), dtype="float32"), k: R.Tensor((3, 2, 2), dtype="float32")):
         n = T.int64()
         w = T.int64()
@@ -143,3 +158,20 @@ def test_symbolic_nn_function_on_llvm(vm, n, w):
     close(p, _pool_loops(c, "avg", (2,), (2,), (0, 1), (1,), True, False))
     close(a, _adaptive_loops(c, (2,)))
     assert math.prod(np.asarray(p).shape) > 0
+
+
+def test_attention_and_losses_on_llvm(vm):
+    from test_ops_nn_attention import _attention_loops
+
+    rng = np.random.default_rng(3)
+    f = lambda *s: rng.standard_normal(s).astype("float32")  # noqa: E731
+    q, k, v, bias, p = f(2, 3, 4, 4), f(2, 5, 2, 4), f(2, 5, 2, 3), f(1, 4, 3, 5), f(3, 4, 2)
+    t = np.array([[0, 3], [1, 2], [3, 3]], "int64")
+    w = (np.abs(f(4)) + 0.5).astype("float32")
+    att, att2, nll, ce = vm["losses"](q, k, v, bias, p, t, w)
+    close(att, _attention_loops(q, k, v, bias, 0.5, 0))
+    close(att2, _attention_loops(q, k, v, None, 0.5, 2))
+    picked = [(-p[i, t[i, j], j] * w[t[i, j]], w[t[i, j]]) for i in range(3) for j in range(2)
+              if t[i, j] != 3]
+    close(nll, sum(a for a, _ in picked) / sum(b for _, b in picked))
+    close(ce, -(p.astype(np.float64) ** 2).sum() / 3)

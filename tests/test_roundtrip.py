@@ -443,8 +443,9 @@ class _Env:
         self.vol = Var("vol", f32(1, 3, 4, 4, 4))
         self.wgt1 = Var("wgt1", f32(4, 3, 3))
         self.wgt3 = Var("wgt3", f32(4, 3, 2, 2, 2))
+        self.bias = Var("bias", f32(1, 8, 3, 3))
         self.params = [self.x, self.y, self.row, self.vec, self.b, self.idx, self.img, self.wgt,
-                       self.obj, self.seq, self.vol, self.wgt1, self.wgt3]
+                       self.obj, self.seq, self.vol, self.wgt1, self.wgt3, self.bias]
 
 
 #: Operators whose operands/attributes cannot be guessed: name -> builder(env) -> call.
@@ -498,6 +499,14 @@ _OP_TABLE = {
     "relax.nn.conv3d_transpose": lambda e: call_op("nn.conv3d_transpose", e.vol, e.wgt3,
                                                    dilation=(1, 2, 1), kernel_layout="OIDHW"),
     "relax.nn.dropout": lambda e: call_op("nn.dropout", e.x, rate=0.25),
+    "relax.nn.attention": lambda e: call_op("nn.attention", e.img, e.img, e.img,
+                                            causal_mask="BottomRight"),
+    "relax.nn.attention_bias": lambda e: call_op("nn.attention_bias", e.img, e.img, e.img,
+                                                 e.bias, scale=0.5),
+    "relax.nn.cross_entropy_with_logits": lambda e: call_op("nn.cross_entropy_with_logits",
+                                                            e.x, e.y),
+    "relax.nn.nll_loss": lambda e: call_op("nn.nll_loss", e.x, e.idx, e.vec, reduction="sum",
+                                           ignore_index=2),
     "relax.nn.group_norm": lambda e: call_op("nn.group_norm", e.img, e.vec, e.vec, num_groups=3,
                                              channel_axis=1, axes=[2, 3]),
     "relax.nn.instance_norm": lambda e: call_op("nn.instance_norm", e.img, e.vec, e.vec,
