@@ -248,6 +248,23 @@ CASES = (
        for r in ("none", "sum", "mean") for w in (False, True)]
     + [("nll_loss-1d", lambda: call_op("nn.nll_loss", Y, tvar("nt0", (), "int32"),
                                        reduction="mean"))]
+    + [(f"resize2d-{m}-{mode}", lambda m=m, mode=mode: call_op(
+        "image.resize2d", D, (5, 9), method=m, coordinate_transformation_mode=mode,
+        roi=(0.1, 0.0, 0.8, 1.0), rounding_method="" if m == "nearest_neighbor" else "round",
+        extrapolation_value=-1.0))
+       for m in ("nearest_neighbor", "linear", "cubic")
+       for mode in ("half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize")]
+    + [("resize2d-nhwc-i32", lambda: call_op("image.resize2d", DI, (3, 4), layout="NHWC")),
+       ("resize2d-cubic-exclude", lambda: call_op("image.resize2d", D, (9, 2), method="cubic",
+                                                  cubic_exclude=1, out_dtype="float64"))]
+    + [("quantize", lambda: call_op("quantize", Z, tvar("qs", (3,)), tvar("qz", (3,), "int8"),
+                                    axis=1)),
+       ("quantize-scalar-u8", lambda: call_op("quantize", Z, Constant(np.array(0.05, "float32")),
+                                              Constant(np.array(7, "uint8")), out_dtype="uint8")),
+       ("dequantize", lambda: call_op("dequantize", ZI, tvar("qs", (4,)), tvar("qz", (1,), "int32"))),
+       ("dequantize-f16", lambda: call_op("dequantize", ZI, tvar("qs", (3,)),
+                                          tvar("qz", (3,), "int32"), axis=-2,
+                                          out_dtype="float16"))]
     + [("reshape", lambda: call_op("reshape", Z, (4, 6))),
        ("reshape-infer", lambda: call_op("reshape", Z, (2, -1))),
        ("reshape-flat", lambda: call_op("reshape", Z, (24,))),
@@ -358,6 +375,9 @@ SYM = [
                                   tvar("v", (1, N, 2, 3)), causal_mask="TopLeft")),
     ("nll_loss", lambda: call_op("nn.nll_loss", tvar("a", (N, 3)), tvar("t", (N,), "int64"),
                                  reduction="sum")),
+    ("resize2d", lambda: call_op("image.resize2d", tvar("a", (1, 2, N, 3)), ShapeExpr((4, N)))),
+    ("quantize", lambda: call_op("quantize", tvar("a", (N, 3)), tvar("s", (3,)),
+                                 tvar("z", (3,), "int32"))),
     ("conv2d_transpose", lambda: call_op("nn.conv2d_transpose", tvar("a", (1, 2, N, 3)),
                                          tvar("w", (2, 3, 3, 2)), strides=2, padding=1,
                                          output_padding=1)),

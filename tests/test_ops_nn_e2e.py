@@ -82,6 +82,20 @@ class Module:
         return out
 
     @R.function
+    def imgq(img: R.Tensor((1, 2, 5, 7), dtype="float32"), s: R.Tensor((2,), dtype="float32"),
+             z: R.Tensor((2,), dtype="int8")):
+        with R.dataflow():
+            up = R.image.resize2d(img, R.shape([8, 3]), roi=[0.0, 0.0, 0.0, 0.0], layout="NCHW",
+                                  method="linear", coordinate_transformation_mode="half_pixel",
+                                  rounding_method="round", cubic_alpha=-0.75, cubic_exclude=0,
+                                  extrapolation_value=0.0, out_dtype="void")
+            q = R.quantize(up, s, z, axis=1, out_dtype="int8")
+            dq = R.dequantize(q, s, z, axis=1, out_dtype="float32")
+            out = (up, q, dq)
+            R.output(out)
+        return out
+
+    @R.function
     def sym(x: R.Tensor(("n", 2, "w"), dtype="float32"), k: R.Tensor((3, 2, 2), dtype="float32")):
         n = T.int64()
         w = T.int64()
@@ -175,3 +189,19 @@ def test_attention_and_losses_on_llvm(vm):
               if t[i, j] != 3]
     close(nll, sum(a for a, _ in picked) / sum(b for _, b in picked))
     close(ce, -(p.astype(np.float64) ** 2).sum() / 3)
+
+
+def test_resize_and_qdq_on_llvm(vm):
+    from test_ops_image_qdq import _bilinear_half_pixel
+
+    rng = np.random.default_rng(5)
+    img = rng.standard_normal((1, 2, 5, 7)).astype("float32")
+    s = np.array([0.02, 0.05], "float32")
+    z = np.array([3, -4], "int8")
+    up, q, dq = vm["imgq"](img, s, z)
+    close(up, _bilinear_half_pixel(img, 8, 3), 1e-5)
+    up = np.asarray(up)
+    expected_q = np.clip(np.round(up / s[None, :, None, None]) + z[None, :, None, None],
+                         -128, 127)
+    np.testing.assert_array_equal(np.asarray(q), expected_q.astype("int8"))
+    close(dq, (expected_q - z[None, :, None, None]) * s[None, :, None, None], 1e-6)

@@ -747,7 +747,8 @@ UNGENERATED: dict[str, str] = {
         "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
         "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose",
         "nn.conv2d_transpose", "nn.conv3d_transpose", "nn.attention", "nn.attention_bias",
-        "nn.cross_entropy_with_logits", "nn.nll_loss")},
+        "nn.cross_entropy_with_logits", "nn.nll_loss", "image.resize2d", "quantize",
+        "dequantize")},
 }
 
 
