@@ -413,5 +413,9 @@ def test_every_compute_op_is_covered_here():
         "prod", "reshape", "flatten", "permute_dims", "expand_dims", "squeeze", "broadcast_to",
         "concat", "split", "strided_slice", "take", "astype", "where", "clip", "zeros", "ones",
         "full", "zeros_like", "ones_like"}
+    from test_ops_nn import NN_TESTED  # the nn operator families are checked there
+    from test_ops_image_qdq import IMAGE_QDQ_TESTED
+    from test_ops_nn_attention import ATTENTION_TESTED
+    tested |= NN_TESTED | ATTENTION_TESTED | IMAGE_QDQ_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

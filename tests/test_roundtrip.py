@@ -439,8 +439,13 @@ class _Env:
         self.img = Var("img", f32(1, 3, 8, 8))
         self.wgt = Var("wgt", f32(4, 3, 3, 3))
         self.obj = Var("obj", ObjectStructInfo())
+        self.seq = Var("seq", f32(1, 3, 8))
+        self.vol = Var("vol", f32(1, 3, 4, 4, 4))
+        self.wgt1 = Var("wgt1", f32(4, 3, 3))
+        self.wgt3 = Var("wgt3", f32(4, 3, 2, 2, 2))
+        self.bias = Var("bias", f32(1, 8, 3, 3))
         self.params = [self.x, self.y, self.row, self.vec, self.b, self.idx, self.img, self.wgt,
-                       self.obj]
+                       self.obj, self.seq, self.vol, self.wgt1, self.wgt3, self.bias]
 
 
 #: Operators whose operands/attributes cannot be guessed: name -> builder(env) -> call.
@@ -472,6 +477,52 @@ _OP_TABLE = {
     "relax.nn.layer_norm": lambda e: call_op("nn.layer_norm", e.x, e.vec, e.vec, axes=[-1]),
     "relax.nn.max_pool2d": lambda e: call_op("nn.max_pool2d", e.img, pool_size=(2, 2)),
     "relax.nn.rms_norm": lambda e: call_op("nn.rms_norm", e.x, e.vec),
+    "relax.nn.adaptive_avg_pool1d": lambda e: call_op("nn.adaptive_avg_pool1d", e.seq,
+                                                      output_size=2, layout="NWC"),
+    "relax.nn.adaptive_avg_pool2d": lambda e: call_op("nn.adaptive_avg_pool2d", e.img,
+                                                      output_size=(1, 2)),
+    "relax.nn.adaptive_avg_pool3d": lambda e: call_op("nn.adaptive_avg_pool3d", e.vol),
+    "relax.nn.avg_pool1d": lambda e: call_op("nn.avg_pool1d", e.seq, pool_size=2,
+                                             count_include_pad=True, padding=1),
+    "relax.nn.avg_pool3d": lambda e: call_op("nn.avg_pool3d", e.vol, pool_size=2, ceil_mode=True,
+                                             strides=2),
+    "relax.nn.batch_norm": lambda e: call_op("nn.batch_norm", e.x, e.vec, e.vec, e.vec, e.vec,
+                                             axis=1, training=False, momentum=0.2),
+    "relax.nn.conv1d": lambda e: call_op("nn.conv1d", e.seq, e.wgt1, padding=(1, 0), strides=2),
+    "relax.nn.conv3d": lambda e: call_op("nn.conv3d", e.vol, e.wgt3, dilation=2,
+                                         out_dtype="float32"),
+    "relax.nn.conv1d_transpose": lambda e: call_op("nn.conv1d_transpose", e.seq, e.wgt1,
+                                                   strides=2, output_padding=1,
+                                                   kernel_layout="OIW"),
+    "relax.nn.conv2d_transpose": lambda e: call_op("nn.conv2d_transpose", e.img, e.wgt,
+                                                   padding=(1, 0), kernel_layout="OIHW"),
+    "relax.nn.conv3d_transpose": lambda e: call_op("nn.conv3d_transpose", e.vol, e.wgt3,
+                                                   dilation=(1, 2, 1), kernel_layout="OIDHW"),
+    "relax.nn.dropout": lambda e: call_op("nn.dropout", e.x, rate=0.25),
+    "relax.image.resize2d": lambda e: call_op("image.resize2d", e.img, (4, 5), method="cubic",
+                                              roi=(0.0, 0.1, 1.0, 0.9)),
+    "relax.quantize": lambda e: call_op("quantize", e.x, e.vec, Constant(np.array(3, "int8")),
+                                        axis=1, out_dtype="int8"),
+    "relax.dequantize": lambda e: call_op("dequantize", e.x, e.vec, Constant(np.array(3, "int8")),
+                                          axis=-1, out_dtype="float16"),
+    "relax.nn.attention": lambda e: call_op("nn.attention", e.img, e.img, e.img,
+                                            causal_mask="BottomRight"),
+    "relax.nn.attention_bias": lambda e: call_op("nn.attention_bias", e.img, e.img, e.img,
+                                                 e.bias, scale=0.5),
+    "relax.nn.cross_entropy_with_logits": lambda e: call_op("nn.cross_entropy_with_logits",
+                                                            e.x, e.y),
+    "relax.nn.nll_loss": lambda e: call_op("nn.nll_loss", e.x, e.idx, e.vec, reduction="sum",
+                                           ignore_index=2),
+    "relax.nn.group_norm": lambda e: call_op("nn.group_norm", e.img, e.vec, e.vec, num_groups=3,
+                                             channel_axis=1, axes=[2, 3]),
+    "relax.nn.instance_norm": lambda e: call_op("nn.instance_norm", e.img, e.vec, e.vec,
+                                                channel_axis=1, axes=[2, 3], epsilon=0.01),
+    "relax.nn.leakyrelu": lambda e: call_op("nn.leakyrelu", e.x, alpha=0.125),
+    "relax.nn.max_pool1d": lambda e: call_op("nn.max_pool1d", e.seq, pool_size=3, dilation=2),
+    "relax.nn.max_pool3d": lambda e: call_op("nn.max_pool3d", e.vol, pool_size=(1, 2, 2),
+                                             layout="NDHWC", out_layout="NCDHW"),
+    "relax.nn.prelu": lambda e: call_op("nn.prelu", e.x, e.vec, axis=1),
+    "relax.nn.softplus": lambda e: call_op("nn.softplus", e.x, beta=2.0, threshold=10.0),
     "relax.null_value": lambda e: call_op("null_value"),
     "relax.ones": lambda e: call_op("ones", (2, 3)),
     "relax.zeros": lambda e: call_op("zeros", (2, 3), dtype="int32"),

@@ -738,7 +738,18 @@ OP_GENS: list[OpGen] = [
 ]
 
 #: Compute operators the generator never emits, and why.
-UNGENERATED: dict[str, str] = {}
+UNGENERATED: dict[str, str] = {
+    # The nn families of issue 13 (phasec/ir/op/nn_*.py) are fuzzed once the
+    # registry-derived fuzz declarations on OpDef replace this table.
+    **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
+        "nn.leakyrelu", "nn.prelu", "nn.selu", "nn.softplus", "nn.batch_norm", "nn.group_norm",
+        "nn.instance_norm", "nn.dropout", "nn.max_pool1d", "nn.avg_pool1d", "nn.max_pool3d",
+        "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
+        "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose",
+        "nn.conv2d_transpose", "nn.conv3d_transpose", "nn.attention", "nn.attention_bias",
+        "nn.cross_entropy_with_logits", "nn.nll_loss", "image.resize2d", "quantize",
+        "dequantize")},
+}
 
 
 def op_names() -> list[str]:

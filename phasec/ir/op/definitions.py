@@ -34,3 +34,4 @@ Conventions shared by all entries:
 from __future__ import annotations
 
 from . import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (register on import)
+from . import image, nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noqa: F401  (register on import)

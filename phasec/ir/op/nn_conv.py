@@ -1,0 +1,384 @@
+"""Convolutions over 1 and 3 spatial dims (``nn.conv1d``, ``nn.conv3d``) and
+transposed convolutions over 1, 2 and 3 (``nn.conv{1,2,3}d_transpose``, below).
+
+Attributes as TVM 0.27: ``strides``, ``dilation`` (1 or r ints), ``padding``
+(1, r or 2r ints: the r leading pads, then the r trailing pads), ``groups``,
+``data_layout`` (a permutation of ``NCW`` / ``NCDHW``), ``kernel_layout`` (a
+permutation of ``OIW`` / ``OIDHW``), ``out_layout`` (None: the data layout)
+and ``out_dtype`` ("void": the operands' dtype). Cross-correlation, as TVM
+and PyTorch; the kernel has ``C / groups`` input channels and its output
+channels are split evenly between the groups. Output size per spatial dim::
+
+    out = (i + p0 + p1 - d * (k - 1) - 1) // s + 1
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import arith, te
+from ..infer import prim_expr_to_str
+from ..struct_info import TensorStructInfo
+from ..tir import BinaryOp, IntImm, Select
+from ._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, err, tensor_arg, tensor_sinfo
+from ._layout import (
+    SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
+)
+from .legalize import _clamp, _const, _out, _tensor, legalizes
+
+__all__ = ["conv_reference", "conv_transpose_reference"]
+
+
+def _attrs(call):
+    from ._common import attrs_of
+    return attrs_of(call)
+
+
+def _i64(v: int) -> IntImm:
+    return IntImm(int(v), "int64")
+
+
+def _data_layout(rank: int) -> str:
+    return "NC" + SPATIAL_LETTERS[rank]
+
+
+def _kernel_layout(rank: int) -> str:
+    return "OI" + SPATIAL_LETTERS[rank]
+
+
+def _conv_out(in_dim, k, s, d, p0, p1):
+    num = BinaryOp("-", BinaryOp("+", in_dim, _i64(p0 + p1)),
+                   BinaryOp("+", BinaryOp("*", _i64(d), BinaryOp("-", k, _i64(1))), _i64(1)))
+    return arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
+
+
+def _infer_conv(rank: int):
+    def infer(call, ctx):
+        data = tensor_arg(call, 0, ctx, "data")
+        weight = tensor_arg(call, 1, ctx, "weight")
+        a = _attrs(call)
+        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
+        kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout")
+        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+        check_positive(call, "strides", a["strides"])
+        check_positive(call, "dilation", a["dilation"])
+        check_nonneg(call, "padding", a["padding"])
+        groups = a["groups"]
+        if groups < 1:
+            raise err(call, f"groups must be positive, got {groups}")
+        for sinfo, what in ((data, "data"), (weight, "weight")):
+            if sinfo.dtype == "bool":
+                raise err(call, f"conv{rank}d does not compute on bool tensors ({what})")
+            if sinfo.ndim not in (-1, rank + 2):
+                raise err(call, f"conv{rank}d expects a {rank + 2}-D {what} tensor, but it has "
+                                f"ndim {sinfo.ndim}")
+        dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
+        if data.shape is None or weight.shape is None:
+            return TensorStructInfo(None, dtype, rank + 2)
+        n, c, *sp = dl.to_canonical(data.shape)
+        o, i, *ks = kl.to_canonical(weight.shape)
+        if arith.prove_not_equal(c, BinaryOp("*", i, _i64(groups))):
+            raise err(call, f"the data has {prim_expr_to_str(c)} input channels but the weight "
+                            f"expects {prim_expr_to_str(i)} x groups({groups})")
+        oc = arith.const_int(o)
+        if oc is not None and oc % groups:
+            raise err(call, f"the weight's {oc} output channels are not divisible by "
+                            f"groups={groups}")
+        pads = a["padding"]
+        out_sp = [_conv_out(sp[j], ks[j], a["strides"][j], a["dilation"][j], pads[j],
+                            pads[rank + j]) for j in range(rank)]
+        for d in out_sp:
+            v = arith.const_int(d)
+            if v is not None and v <= 0:
+                raise err(call, f"the output spatial size would be non-positive ({v}); the "
+                                "kernel is larger than the padded input")
+        return tensor_sinfo(ol.from_canonical((n, o, *out_sp)), dtype)
+    return infer
+
+
+def conv_reference(data, weight, rank, strides, padding, dilation, groups, data_layout,
+                   kernel_layout, out_layout, out_dtype):
+    """numpy N-d grouped, dilated, strided convolution in any layout."""
+    x, w = np.asarray(data), np.asarray(weight)
+    dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
+    acc = np.float64 if dtype.kind == "f" else np.int64
+    dcan, kcan = _data_layout(rank), _kernel_layout(rank)
+    x = np.transpose(x, [data_layout.index(ch) for ch in dcan]).astype(acc)
+    w = np.transpose(w, [kernel_layout.index(ch) for ch in kcan]).astype(acc)
+    x = np.pad(x, [(0, 0), (0, 0)] + [(padding[j], padding[rank + j]) for j in range(rank)])
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    ks = w.shape[2:]
+    out_sp = [(x.shape[2 + j] - dilation[j] * (ks[j] - 1) - 1) // strides[j] + 1
+              for j in range(rank)]
+    out = np.zeros((n, o, *out_sp), acc)
+    og = o // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        ws = w[g * og:(g + 1) * og]
+        for taps in np.ndindex(*ks):
+            window = tuple(slice(taps[j] * dilation[j],
+                                 taps[j] * dilation[j] + strides[j] * (out_sp[j] - 1) + 1,
+                                 strides[j]) for j in range(rank))
+            patch = xs[(slice(None), slice(None)) + window]
+            out[:, g * og:(g + 1) * og] += np.tensordot(
+                patch, ws[(slice(None), slice(None)) + taps], axes=([1], [1])).transpose(
+                    [0, rank + 1] + list(range(1, rank + 1)))
+    ol = out_layout or data_layout
+    return np.transpose(out, [dcan.index(ch) for ch in ol]).astype(dtype)
+
+
+def _conv_ref(rank: int):
+    def ref(data, weight, strides=(1,) * rank, padding=(0,) * (2 * rank), dilation=(1,) * rank,
+            groups=1, data_layout=_data_layout(rank), kernel_layout=_kernel_layout(rank),
+            out_layout=None, out_dtype="void"):
+        return conv_reference(data, weight, rank, strides, padding, dilation, groups,
+                              data_layout, kernel_layout, out_layout, out_dtype)
+    return ref
+
+
+def _conv_attrs(rank: int):
+    one = (1,) * rank
+    return {"strides": (one, spatial(rank)), "padding": ((0,) * (2 * rank), padding_nd(rank)),
+            "dilation": (one, spatial(rank)), "groups": (1, as_int),
+            "data_layout": (_data_layout(rank), as_str),
+            "kernel_layout": (_kernel_layout(rank), as_str),
+            "out_layout": (None, opt_layout), "out_dtype": ("void", as_dtype)}
+
+
+for _rank in (1, 3):
+    define(f"nn.conv{_rank}d", ("data", "weight"), _infer_conv(_rank), attrs=_conv_attrs(_rank),
+           reference=_conv_ref(_rank), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+           doc=f"{_rank}-D convolution (layouts {_data_layout(_rank)}/{_kernel_layout(_rank)} "
+               "or permutations), groups, dilation.")
+
+
+def _conv_te(call, inputs, rank: int):
+    data, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    a = _attrs(call)
+    dt = out.dtype
+    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
+    kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout")
+    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+    pads = a["padding"]
+    n, c, *sp = dl.to_canonical(data.shape)
+    o_ch, cg, *ks = kl.to_canonical(weight.shape)
+    # The padded input, in canonical (NC + spatial) order, gets its own buffer
+    # (as TVM's pad_temp) so the inner loop reads it without bounds checks.
+    padded_shape = (n, c, *[arith.simplify(BinaryOp("+", sp[j], _i64(pads[j] + pads[rank + j])))
+                            for j in range(rank)])
+    zero = _const(0, data.dtype)
+
+    def pad_body(*i):
+        pos = [BinaryOp("-", i[2 + j], _i64(pads[j])) for j in range(rank)]
+        cond = None
+        for j, p in enumerate(pos):
+            cj = BinaryOp("and", BinaryOp(">=", p, _i64(0)), BinaryOp("<", p, sp[j]))
+            cond = cj if cond is None else BinaryOp("and", cond, cj)
+        idx = dl.from_canonical((i[0], i[1], *[_clamp(p, sp[j]) for j, p in enumerate(pos)]))
+        return data[idx] if cond is None or not any(pads) else Select(cond, data[idx], zero)
+    padded = te.compute(padded_shape, pad_body, name="pad_temp", inline=False)
+    rc = te.reduce_axis(cg, "rc")
+    rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
+    groups = a["groups"]
+    og = arith.simplify(BinaryOp("//", o_ch, _i64(groups))) if groups > 1 else None
+
+    def body(*idx):
+        b, oc, *oi = ol.to_canonical(idx)
+        ch = rc.var if og is None else BinaryOp("+", BinaryOp("*", BinaryOp("//", oc, og), cg),
+                                                rc.var)
+        pos = [BinaryOp("+", BinaryOp("*", oi[j], _i64(a["strides"][j])),
+                        BinaryOp("*", rk[j].var, _i64(a["dilation"][j]))) for j in range(rank)]
+        w_idx = kl.from_canonical((oc, rc.var, *[r.var for r in rk]))
+        return te.sum(BinaryOp("*", te.cast(padded[(b, ch, *pos)], dt), te.cast(weight[w_idx], dt)),
+                      axis=[rc, *rk])
+    return te.compute(out.shape, body, name=f"T_conv{rank}d", tag=f"conv{rank}d")
+
+
+for _rank in (1, 3):
+    legalizes(f"nn.conv{_rank}d")(lambda call, inputs, r=_rank: _conv_te(call, inputs, r))
+
+
+# ---------------------------------------------------------------------------
+# conv1d_transpose, conv2d_transpose, conv3d_transpose
+# ---------------------------------------------------------------------------
+#
+# The kernel is (in channels, out channels per group, *window) in canonical
+# order (IOW / IOHW / IODHW, or any permutation); the result has
+# out-per-group x groups channels. Each input element at position i scatters
+# ``data * weight`` to output position ``i * s - p0 + t * d`` for every tap t:
+#
+#     out = (i - 1) * s - p0 - p1 + d * (k - 1) + output_padding + 1
+#
+# ``output_padding`` (less than the stride, as TVM checks) lengthens the
+# output at the end.
+
+def _transpose_kernel_layout(rank: int) -> str:
+    return "IO" + SPATIAL_LETTERS[rank]
+
+
+def _infer_conv_transpose(rank: int):
+    def infer(call, ctx):
+        data = tensor_arg(call, 0, ctx, "data")
+        weight = tensor_arg(call, 1, ctx, "weight")
+        a = _attrs(call)
+        name = f"conv{rank}d_transpose"
+        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
+        kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout")
+        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+        check_positive(call, "strides", a["strides"])
+        check_positive(call, "dilation", a["dilation"])
+        check_nonneg(call, "padding", a["padding"])
+        check_nonneg(call, "output_padding", a["output_padding"])
+        groups = a["groups"]
+        if groups < 1:
+            raise err(call, f"groups must be positive, got {groups}")
+        if any(op >= s for op, s in zip(a["output_padding"], a["strides"])):
+            raise err(call, f"output_padding {a['output_padding']} must be less than the strides "
+                            f"{a['strides']}")
+        for sinfo, what in ((data, "data"), (weight, "weight")):
+            if sinfo.dtype == "bool":
+                raise err(call, f"{name} does not compute on bool tensors ({what})")
+            if sinfo.ndim not in (-1, rank + 2):
+                raise err(call, f"{name} expects a {rank + 2}-D {what} tensor, but it has "
+                                f"ndim {sinfo.ndim}")
+        dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
+        if data.shape is None or weight.shape is None:
+            return TensorStructInfo(None, dtype, rank + 2)
+        n, c, *sp = dl.to_canonical(data.shape)
+        i, o, *ks = kl.to_canonical(weight.shape)
+        if arith.prove_not_equal(c, i):
+            raise err(call, f"the data has {prim_expr_to_str(c)} channels but the weight's input "
+                            f"channels are {prim_expr_to_str(i)}")
+        ic = arith.const_int(i)
+        if ic is not None and ic % groups:
+            raise err(call, f"the weight's {ic} input channels are not divisible by "
+                            f"groups={groups}")
+        pads = a["padding"]
+        out_sp = []
+        for j in range(rank):
+            size = arith.simplify(
+                BinaryOp("+", BinaryOp("*", BinaryOp("-", sp[j], _i64(1)), _i64(a["strides"][j])),
+                         BinaryOp("+", BinaryOp("*", _i64(a["dilation"][j]),
+                                                BinaryOp("-", ks[j], _i64(1))),
+                                  _i64(a["output_padding"][j] + 1 - pads[j] - pads[rank + j]))))
+            v = arith.const_int(size)
+            if v is not None and v <= 0:
+                raise err(call, f"the output spatial size would be non-positive ({v}); the "
+                                "padding removes the whole output")
+            out_sp.append(size)
+        oc = arith.simplify(BinaryOp("*", o, _i64(groups)))
+        return tensor_sinfo(ol.from_canonical((n, oc, *out_sp)), dtype)
+    return infer
+
+
+def conv_transpose_reference(data, weight, rank, strides, padding, output_padding, dilation,
+                             groups, data_layout, kernel_layout, out_layout, out_dtype):
+    """numpy transposed convolution: every input element scatters into the output."""
+    x, w = np.asarray(data), np.asarray(weight)
+    dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
+    acc = np.float64 if dtype.kind == "f" else np.int64
+    dcan, kcan = _data_layout(rank), _transpose_kernel_layout(rank)
+    x = np.transpose(x, [data_layout.index(ch) for ch in dcan]).astype(acc)
+    w = np.transpose(w, [kernel_layout.index(ch) for ch in kcan]).astype(acc)
+    n, c, *sp = x.shape
+    _, og, *ks = w.shape
+    cg = c // groups
+    full = [(sp[j] - 1) * strides[j] + dilation[j] * (ks[j] - 1) + 1 + output_padding[j]
+            for j in range(rank)]
+    out = np.zeros((n, og * groups, *full), acc)
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        ws = w[g * cg:(g + 1) * cg]
+        for taps in np.ndindex(*ks):
+            # (n, cg, *sp) x (cg, og) -> (n, og, *sp), scattered with stride s
+            contrib = np.moveaxis(np.tensordot(xs, ws[(slice(None), slice(None)) + taps],
+                                               axes=([1], [0])), -1, 1)
+            window = tuple(slice(taps[j] * dilation[j],
+                                 taps[j] * dilation[j] + strides[j] * (sp[j] - 1) + 1, strides[j])
+                           for j in range(rank))
+            out[(slice(None), slice(g * og, (g + 1) * og)) + window] += contrib
+    crop = tuple(slice(padding[j], full[j] - padding[rank + j]) for j in range(rank))
+    out = out[(slice(None), slice(None)) + crop]
+    ol = out_layout or data_layout
+    return np.transpose(out, [dcan.index(ch) for ch in ol]).astype(dtype)
+
+
+def _conv_transpose_ref(rank: int):
+    def ref(data, weight, strides=(1,) * rank, padding=(0,) * (2 * rank),
+            output_padding=(0,) * rank, dilation=(1,) * rank, groups=1,
+            data_layout=_data_layout(rank), kernel_layout=_transpose_kernel_layout(rank),
+            out_layout=None, out_dtype="void"):
+        return conv_transpose_reference(data, weight, rank, strides, padding, output_padding,
+                                        dilation, groups, data_layout, kernel_layout, out_layout,
+                                        out_dtype)
+    return ref
+
+
+def _conv_transpose_attrs(rank: int):
+    one = (1,) * rank
+    return {"strides": (one, spatial(rank)), "padding": ((0,) * (2 * rank), padding_nd(rank)),
+            "output_padding": ((0,) * rank, spatial(rank)),
+            "dilation": (one, spatial(rank)), "groups": (1, as_int),
+            "data_layout": (_data_layout(rank), as_str),
+            "kernel_layout": (_transpose_kernel_layout(rank), as_str),
+            "out_layout": (None, opt_layout), "out_dtype": ("void", as_dtype)}
+
+
+for _rank in (1, 2, 3):
+    define(f"nn.conv{_rank}d_transpose", ("data", "weight"), _infer_conv_transpose(_rank),
+           attrs=_conv_transpose_attrs(_rank), reference=_conv_transpose_ref(_rank),
+           pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+           doc=f"{_rank}-D transposed convolution (layouts {_data_layout(_rank)}/"
+               f"{_transpose_kernel_layout(_rank)} or permutations), groups, dilation, "
+               "output_padding.")
+
+
+def _conv_transpose_te(call, inputs, rank: int):
+    data, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    a = _attrs(call)
+    dt = out.dtype
+    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
+    kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout")
+    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+    pads, strides, dil = a["padding"], a["strides"], a["dilation"]
+    _, c, *sp = dl.to_canonical(data.shape)
+    _, og, *ks = kl.to_canonical(weight.shape)
+    groups = a["groups"]
+    cg = arith.simplify(BinaryOp("//", c, _i64(groups))) if groups > 1 else c
+    rc = te.reduce_axis(cg, "rc")
+    rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
+    zero = _const(0, dt)
+
+    # Gather form: output position y takes tap t from input position
+    # (y + p0 - t * d) / s when that is an integer inside the input.
+    def body(*idx):
+        b, o, *y = ol.to_canonical(idx)
+        ch = rc.var if groups == 1 else BinaryOp("+", BinaryOp("*", BinaryOp("//", o, og), cg),
+                                                 rc.var)
+        oc = o if groups == 1 else BinaryOp("%", o, og)
+        cond = None
+        pos = []
+        for j in range(rank):
+            num = BinaryOp("-", BinaryOp("+", y[j], _i64(pads[j])),
+                           BinaryOp("*", rk[j].var, _i64(dil[j])))
+            p = num if strides[j] == 1 else BinaryOp("//", num, _i64(strides[j]))
+            cj = BinaryOp("and", BinaryOp(">=", num, _i64(0)), BinaryOp("<", p, sp[j]))
+            if strides[j] != 1:
+                cj = BinaryOp("and", cj, BinaryOp("==", BinaryOp("%", num, _i64(strides[j])),
+                                                  _i64(0)))
+            cond = cj if cond is None else BinaryOp("and", cond, cj)
+            pos.append(_clamp(p, sp[j]))
+        x_idx = dl.from_canonical((b, ch, *pos))
+        w_idx = kl.from_canonical((ch, oc, *[r.var for r in rk]))
+        prod = BinaryOp("*", te.cast(data[x_idx], dt), te.cast(weight[w_idx], dt))
+        return te.sum(Select(cond, prod, zero), axis=[rc, *rk])
+    return te.compute(out.shape, body, name=f"T_conv{rank}d_transpose",
+                      tag=f"conv{rank}d_transpose")
+
+
+for _rank in (1, 2, 3):
+    legalizes(f"nn.conv{_rank}d_transpose")(
+        lambda call, inputs, r=_rank: _conv_transpose_te(call, inputs, r))

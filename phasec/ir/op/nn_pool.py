@@ -1,0 +1,419 @@
+"""Pooling over 1 and 3 spatial dims, and adaptive average pooling (1-3 dims).
+
+``nn.max_pool1d``/``avg_pool1d``/``max_pool3d``/``avg_pool3d`` take TVM's
+attributes: ``pool_size``, ``strides``, ``dilation`` (1 or r ints),
+``padding`` (1, r or 2r ints: the r leading pads, then the r trailing
+pads), ``ceil_mode``, ``count_include_pad``, ``layout`` (any permutation of
+``NCW`` / ``NCDHW``) and ``out_layout`` (None: the data layout). Output size
+per spatial dim (input ``i``, window ``k``, stride ``s``, dilation ``d``,
+pads ``p0``/``p1``), as TVM 0.27::
+
+    out = (i + p0 + p1 - d * (k - 1) - 1 [+ s - 1 with ceil_mode]) // s + 1
+    with ceil_mode, out -= 1 when the last window would start at or past i + p0
+    (for a symbolic i, as min/max arithmetic where TVM writes T.if_then_else)
+
+Max pooling ignores padded positions; average pooling divides the sum of
+the taps inside the input by the number of taps inside the input
+(``count_include_pad=False``) or inside ``[-p0, i + p1)``
+(``count_include_pad=True``), at least 1; integer averages round down.
+
+``nn.adaptive_avg_pool{1,2,3}d(data, output_size, layout, out_layout)``:
+output index ``o`` of a spatial dim of input size ``i`` and output size ``n``
+averages the input window ``[floor(o * i / n), ceil((o + 1) * i / n))``;
+``output_size`` None keeps the input size, one int is used for every dim.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import arith, te
+from ..struct_info import TensorStructInfo
+from ..tir import BinaryOp, Cast, IntImm, PrimExpr, Select
+from ._common import (
+    OpPattern, as_bool, as_str, define, err, int_tuple, opt, tensor_sinfo, tensor_arg,
+)
+from ._layout import (
+    SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
+)
+from .legalize import _clamp, _const, _name, _out, _tensor, legalizes
+
+__all__ = ["pool_out_size", "pool_reference"]
+
+
+def _attrs(call):
+    from ._common import attrs_of
+    return attrs_of(call)
+
+
+def _i64(v: int) -> IntImm:
+    return IntImm(int(v), "int64")
+
+
+def _canonical(rank: int) -> str:
+    return "NC" + SPATIAL_LETTERS[rank]
+
+
+# ---------------------------------------------------------------------------
+# Output sizes
+# ---------------------------------------------------------------------------
+
+def pool_out_size(in_dim: PrimExpr, k: int, s: int, d: int, p0: int, p1: int,
+                  ceil_mode: bool) -> PrimExpr:
+    """One spatial output size, TVM 0.27's formula (see the module docstring)."""
+    num = BinaryOp("-", BinaryOp("+", in_dim, _i64(p0 + p1)), _i64(d * (k - 1) + 1))
+    if ceil_mode:
+        num = BinaryOp("+", num, _i64(s - 1))
+    raw = arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
+    if not ceil_mode:
+        return raw
+    # The last window starts at (raw - 1) * s, which lies in
+    # [num - s + 1, num] for num = i + p0 + (p1 - d * (k - 1) + s - 2): it is
+    # never past i + p0 when p1 - d * (k - 1) + s - 2 < 0, always when
+    # p1 - d * (k - 1) - 1 >= 0 (decided without knowing i).
+    slack = p1 - d * (k - 1)
+    if slack + s - 2 < 0:
+        return raw
+    if slack - 1 >= 0:
+        return arith.simplify(BinaryOp("-", raw, _i64(1)))
+    # Otherwise the adjustment depends on i: subtract the indicator
+    # [last start >= i + p0], written min(max(last - (i + p0) + 1, 0), 1) rather
+    # than a Select (TVM's if_then_else) so the size stays integer arithmetic
+    # that buffer shapes in compiled kernels accept.
+    last_start = BinaryOp("*", BinaryOp("-", raw, _i64(1)), _i64(s))
+    over = BinaryOp("+", BinaryOp("-", last_start, BinaryOp("+", in_dim, _i64(p0))), _i64(1))
+    indicator = BinaryOp("min", BinaryOp("max", over, _i64(0)), _i64(1))
+    return arith.simplify(BinaryOp("-", raw, indicator))
+
+
+def _out_sizes_int(in_sizes, a, rank):
+    pads = a["padding"]
+    out = []
+    for j in range(rank):
+        k, s, d = a["pool_size"][j], a["strides"][j], a["dilation"][j]
+        p0, p1 = pads[j], pads[rank + j]
+        num = in_sizes[j] + p0 + p1 - d * (k - 1) - 1 + (s - 1 if a["ceil_mode"] else 0)
+        raw = num // s + 1
+        if a["ceil_mode"] and (raw - 1) * s >= in_sizes[j] + p0:
+            raw -= 1
+        out.append(raw)
+    return out
+
+
+def _check_out_positive(call, dims):
+    for d in dims:
+        v = arith.const_int(d)
+        if v is not None and v <= 0:
+            raise err(call, "the output spatial size would be non-positive "
+                            f"({v}); the window is larger than the padded input")
+
+
+# ---------------------------------------------------------------------------
+# max/avg pool 1d and 3d
+# ---------------------------------------------------------------------------
+
+def _infer_pool(rank: int):
+    canonical = _canonical(rank)
+
+    def infer(call, ctx):
+        data = tensor_arg(call, 0, ctx, "data")
+        a = _attrs(call)
+        layout = layout_of(call, a["layout"], canonical, "layout")
+        out_layout = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+        check_positive(call, "pool_size", a["pool_size"])
+        check_positive(call, "strides", a["strides"])
+        check_positive(call, "dilation", a["dilation"])
+        check_nonneg(call, "padding", a["padding"])
+        if data.dtype == "bool":
+            raise err(call, "pooling does not compute on bool tensors; convert the data first")
+        if data.ndim not in (-1, rank + 2):
+            raise err(call, f"{rank}-D pooling expects a {rank + 2}-D tensor ({layout.name}), "
+                            f"but the data has ndim {data.ndim}")
+        if data.shape is None:
+            return TensorStructInfo(None, data.dtype, rank + 2)
+        n, c, *sp = layout.to_canonical(data.shape)
+        pads = a["padding"]
+        out_sp = [pool_out_size(sp[j], a["pool_size"][j], a["strides"][j], a["dilation"][j],
+                                pads[j], pads[rank + j], a["ceil_mode"]) for j in range(rank)]
+        _check_out_positive(call, out_sp)
+        return tensor_sinfo(out_layout.from_canonical((n, c, *out_sp)), data.dtype)
+    return infer
+
+
+def pool_reference(data, kind, rank, pool_size, strides, padding, dilation, ceil_mode,
+                   count_include_pad, layout, out_layout):
+    """numpy max/avg pooling over ``rank`` spatial dims in any layout."""
+    x = np.asarray(data)
+    lay = _Perm(layout, _canonical(rank))
+    xc = np.transpose(x, lay.to_canonical(range(x.ndim)))
+    in_sizes = xc.shape[2:]
+    a = {"pool_size": pool_size, "strides": strides, "padding": padding, "dilation": dilation,
+         "ceil_mode": ceil_mode}
+    out_sizes = _out_sizes_int(in_sizes, a, rank)
+    acc = np.float64 if x.dtype.kind == "f" else np.int64
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    result = np.full(xc.shape[:2] + tuple(out_sizes), low if kind == "max" else 0, acc)
+    count = np.zeros(tuple(out_sizes), np.int64)
+    for taps in np.ndindex(*pool_size):
+        # positions of this tap for every output index, per spatial dim
+        pos = [np.arange(out_sizes[j]) * strides[j] - padding[j] + taps[j] * dilation[j]
+               for j in range(rank)]
+        inside = [(p >= 0) & (p < in_sizes[j]) for j, p in enumerate(pos)]
+        padded = [(p >= -padding[j]) & (p < in_sizes[j] + padding[rank + j])
+                  for j, p in enumerate(pos)]
+        grid = np.ix_(*[np.clip(p, 0, in_sizes[j] - 1) for j, p in enumerate(pos)])
+        valid = np.ones(tuple(out_sizes), bool)
+        in_pad = np.ones(tuple(out_sizes), bool)
+        for j in range(rank):
+            shape = [1] * rank
+            shape[j] = out_sizes[j]
+            valid = valid & inside[j].reshape(shape)
+            in_pad = in_pad & padded[j].reshape(shape)
+        vals = xc[(slice(None), slice(None)) + grid].astype(acc)
+        if kind == "max":
+            result = np.where(valid, np.maximum(result, vals), result)
+        else:
+            result = result + np.where(valid, vals, 0)
+            count += (in_pad if count_include_pad else valid)
+    if kind == "avg":
+        div = np.maximum(count, 1)
+        result = result / div if x.dtype.kind == "f" else result // div
+    out_lay = _Perm(out_layout or layout, _canonical(rank))
+    return np.transpose(result, out_lay.from_canonical_axes()).astype(x.dtype)
+
+
+class _Perm:
+    """Layout permutations for the numpy references (no call to blame)."""
+
+    def __init__(self, name: str, canonical: str) -> None:
+        self.name, self.canonical = name, canonical
+
+    def to_canonical(self, axes):
+        axes = list(axes)
+        return [axes[self.name.index(c)] for c in self.canonical]
+
+    def from_canonical_axes(self):
+        return [self.canonical.index(c) for c in self.name]
+
+
+def _pool_attrs(rank: int):
+    default = (1,) * rank
+    return {"pool_size": (default, spatial(rank)), "strides": (default, spatial(rank)),
+            "padding": ((0,) * (2 * rank), padding_nd(rank)), "dilation": (default, spatial(rank)),
+            "ceil_mode": (False, as_bool), "count_include_pad": (False, as_bool),
+            "layout": (_canonical(rank), as_str), "out_layout": (None, opt_layout)}
+
+
+def _pool_ref(kind: str, rank: int):
+    def ref(data, pool_size=(1,) * rank, strides=(1,) * rank, padding=(0,) * (2 * rank),
+            dilation=(1,) * rank, ceil_mode=False, count_include_pad=False,
+            layout=_canonical(rank), out_layout=None):
+        return pool_reference(data, kind, rank, pool_size, strides, padding, dilation, ceil_mode,
+                              count_include_pad, layout, out_layout)
+    return ref
+
+
+for _rank in (1, 3):
+    for _kind in ("max", "avg"):
+        define(f"nn.{_kind}_pool{_rank}d", ("data",), _infer_pool(_rank), attrs=_pool_attrs(_rank),
+               reference=_pool_ref(_kind, _rank), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+               doc=f"{_rank}-D {_kind} pooling (layout {_canonical(_rank)} or a permutation).")
+
+
+def _pool_te(call, inputs, kind: str, rank: int):
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a = _attrs(call)
+    canonical = _canonical(rank)
+    lay = layout_of(call, a["layout"], canonical, "layout")
+    out_lay = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+    in_sp = lay.to_canonical(x.shape)[2:]
+    pads = a["padding"]
+    taps = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(a["pool_size"])]
+    dt = x.dtype
+    acc = dt if dt.startswith("float") else "int64"
+
+    def positions(oi, rvars):
+        return [BinaryOp("+", BinaryOp("-", BinaryOp("*", oi[j], _i64(a["strides"][j])),
+                                       _i64(pads[j])),
+                         BinaryOp("*", rvars[j], _i64(a["dilation"][j]))) for j in range(rank)]
+
+    def within(pos, lo, hi):
+        cond = None
+        for j, p in enumerate(pos):
+            c = BinaryOp("and", BinaryOp(">=", p, _i64(lo[j]) if isinstance(lo[j], int) else lo[j]),
+                         BinaryOp("<", p, hi[j]))
+            cond = c if cond is None else BinaryOp("and", cond, c)
+        return cond
+
+    def load(n, c, pos):
+        idx = lay.from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
+        return x[idx]
+
+    zeros = [0] * rank
+
+    def total(*o):
+        n, c, *oi = out_lay.to_canonical(o)
+        pos = positions(oi, [t.var for t in taps])
+        inside = within(pos, zeros, in_sp)
+        if kind == "max":
+            return te.max(Select(inside, load(n, c, pos), te.min_value(dt)), axis=taps)
+        return te.sum(Select(inside, te.cast(load(n, c, pos), acc), _const(0, acc)), axis=taps)
+    red = te.compute(out.shape, total, name=_name(call) + ("" if kind == "max" else "_sum"))
+    if kind == "max":
+        return red
+    taps2 = [te.reduce_axis(k, f"q{j}") for j, k in enumerate(a["pool_size"])]
+
+    def count(*o):
+        _, _, *oi = out_lay.to_canonical(o)
+        pos = positions(oi, [t.var for t in taps2])
+        if a["count_include_pad"]:
+            lo = [-pads[j] for j in range(rank)]
+            hi = [arith.simplify(BinaryOp("+", in_sp[j], _i64(pads[rank + j])))
+                  for j in range(rank)]
+        else:
+            lo, hi = zeros, in_sp
+        return te.sum(Select(within(pos, lo, hi), _i64(1), _i64(0)), axis=taps2)
+    cnt = te.compute(out.shape, count, name=_name(call) + "_count")
+
+    def body(*i):
+        c = BinaryOp("max", cnt[i], _i64(1))
+        if dt.startswith("float"):
+            return BinaryOp("/", red[i], Cast(dt, c))
+        return te.cast(BinaryOp("//", red[i], c), dt)
+    return te.compute(out.shape, body, name=_name(call))
+
+
+for _rank in (1, 3):
+    for _kind in ("max", "avg"):
+        legalizes(f"nn.{_kind}_pool{_rank}d")(
+            lambda call, inputs, k=_kind, r=_rank: _pool_te(call, inputs, k, r))
+
+
+# ---------------------------------------------------------------------------
+# adaptive_avg_pool1d/2d/3d
+# ---------------------------------------------------------------------------
+
+def _output_size(rank: int):
+    def norm(v):
+        t = int_tuple(v)
+        if len(t) == 1:
+            t = t * rank
+        if len(t) != rank:
+            raise ValueError(f"expected 1 or {rank} integers, got {len(t)}")
+        if any(s <= 0 for s in t):
+            raise ValueError(f"output sizes must be positive, got {t}")
+        return t
+    return opt(norm)
+
+
+def _infer_adaptive(rank: int):
+    canonical = _canonical(rank)
+
+    def infer(call, ctx):
+        data = tensor_arg(call, 0, ctx, "data")
+        a = _attrs(call)
+        layout = layout_of(call, a["layout"], canonical, "layout")
+        out_layout = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+        if data.dtype == "bool":
+            raise err(call, "pooling does not compute on bool tensors; convert the data first")
+        if data.ndim not in (-1, rank + 2):
+            raise err(call, f"adaptive_avg_pool{rank}d expects a {rank + 2}-D tensor "
+                            f"({layout.name}), but the data has ndim {data.ndim}")
+        if data.shape is None:
+            return TensorStructInfo(None, data.dtype, rank + 2)
+        n, c, *sp = layout.to_canonical(data.shape)
+        if a["output_size"] is not None:
+            sp = [_i64(s) for s in a["output_size"]]
+        return tensor_sinfo(out_layout.from_canonical((n, c, *sp)), data.dtype)
+    return infer
+
+
+def _adaptive_ref(rank: int):
+    def ref(data, output_size=None, layout=_canonical(rank), out_layout=None):
+        x = np.asarray(data)
+        xc = np.transpose(x, _Perm(layout, _canonical(rank)).to_canonical(range(x.ndim)))
+        in_sizes = xc.shape[2:]
+        sizes = output_size if output_size is not None else in_sizes
+        acc = np.float64 if x.dtype.kind == "f" else np.int64
+        out = np.zeros(xc.shape[:2] + tuple(sizes), acc)
+        for o in np.ndindex(*sizes):
+            window = tuple(slice((o[j] * in_sizes[j]) // sizes[j],
+                                 -((-(o[j] + 1) * in_sizes[j]) // sizes[j]))
+                           for j in range(rank))
+            block = xc[(slice(None), slice(None)) + window].astype(acc)
+            total = block.sum(axis=tuple(range(2, 2 + rank)))
+            cnt = int(np.prod([w.stop - w.start for w in window]))
+            out[(slice(None), slice(None)) + o] = total / cnt if acc is np.float64 else total // cnt
+        perm = _Perm(out_layout or layout, _canonical(rank)).from_canonical_axes()
+        return np.transpose(out, perm).astype(x.dtype)
+    return ref
+
+
+for _rank in (1, 2, 3):
+    define(f"nn.adaptive_avg_pool{_rank}d", ("data",), _infer_adaptive(_rank),
+           attrs={"output_size": (None, _output_size(_rank)),
+                  "layout": (_canonical(_rank), as_str), "out_layout": (None, opt_layout)},
+           reference=_adaptive_ref(_rank), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+           doc=f"{_rank}-D adaptive average pooling to ``output_size``.")
+
+
+def _max_window(in_dim: PrimExpr, out_dim: PrimExpr) -> PrimExpr:
+    """The longest adaptive window: exact for static sizes, else ceil(i / n) + 1."""
+    i, n = arith.const_int(in_dim), arith.const_int(out_dim)
+    if i is not None and n is not None:
+        return _i64(max(-((-(o + 1) * i) // n) - (o * i) // n for o in range(n)))
+    return arith.simplify(BinaryOp("+", BinaryOp("//", BinaryOp("-", BinaryOp("+", in_dim, out_dim),
+                                                                  _i64(1)), out_dim), _i64(1)))
+
+
+def _adaptive_te(call, inputs, rank: int):
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a = _attrs(call)
+    canonical = _canonical(rank)
+    lay = layout_of(call, a["layout"], canonical, "layout")
+    out_lay = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+    in_sp = lay.to_canonical(x.shape)[2:]
+    out_sp = out_lay.to_canonical(out.shape)[2:]
+    dt = x.dtype
+    acc = dt if dt.startswith("float") else "int64"
+    taps = [te.reduce_axis(_max_window(in_sp[j], out_sp[j]), f"r{j}") for j in range(rank)]
+
+    def bounds(oi):
+        starts, ends = [], []
+        for j in range(rank):
+            starts.append(BinaryOp("//", BinaryOp("*", oi[j], in_sp[j]), out_sp[j]))
+            # ceil((o + 1) * i / n) for non-negative operands
+            ends.append(BinaryOp("//", BinaryOp("+", BinaryOp("*", BinaryOp("+", oi[j], _i64(1)),
+                                                              in_sp[j]),
+                                                BinaryOp("-", out_sp[j], _i64(1))), out_sp[j]))
+        return starts, ends
+
+    def total(*o):
+        n, c, *oi = out_lay.to_canonical(o)
+        starts, ends = bounds(oi)
+        pos = [BinaryOp("+", starts[j], taps[j].var) for j in range(rank)]
+        cond = None
+        for j in range(rank):
+            cj = BinaryOp("<", pos[j], ends[j])
+            cond = cj if cond is None else BinaryOp("and", cond, cj)
+        idx = lay.from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
+        return te.sum(Select(cond, te.cast(x[idx], acc), _const(0, acc)), axis=taps)
+    s = te.compute(out.shape, total, name=_name(call) + "_sum")
+
+    def body(*o):
+        _, _, *oi = out_lay.to_canonical(o)
+        starts, ends = bounds(oi)
+        cnt: PrimExpr = _i64(1)
+        for j in range(rank):
+            cnt = BinaryOp("*", cnt, BinaryOp("-", ends[j], starts[j]))
+        if dt.startswith("float"):
+            return BinaryOp("/", s[o], Cast(dt, cnt))
+        return te.cast(BinaryOp("//", s[o], cnt), dt)
+    return te.compute(out.shape, body, name=_name(call))
+
+
+for _rank in (1, 2, 3):
+    legalizes(f"nn.adaptive_avg_pool{_rank}d")(
+        lambda call, inputs, r=_rank: _adaptive_te(call, inputs, r))
