@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from .ir.node import Span
 
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
-           "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError"]
+           "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
+           "IndexOutOfRangeError", "index_error_text"]
 
 
 class PhasecError(Exception):
@@ -79,3 +80,26 @@ class SchemaError(InputError):
 
 class VMError(PhasecError):
     """A compiled program was called wrongly (argument count, shape, dtype)."""
+
+
+class IndexOutOfRangeError(VMError, IndexError):
+    """An index read from data is outside its axis (``R.take`` with 7 on 4
+    rows): the compiled kernel, the TIR interpreter and the reference
+    interpreter all raise it, with the same wording (:func:`index_error_text`).
+    ``where`` names the kernel or operator; ``value`` and ``extent`` are the
+    bad index and the axis length."""
+
+    def __init__(self, where: str, value: int, extent: int, context: str = "") -> None:
+        self.where, self.value, self.extent = where, value, extent
+        text = index_error_text(where, value, extent)
+        super().__init__(f"{text} {context}" if context else text)
+
+    def at(self, where: str) -> "IndexOutOfRangeError":
+        """The same error, said of ``where`` (e.g. the kernel that raised it)."""
+        return IndexOutOfRangeError(where, self.value, self.extent)
+
+
+def index_error_text(where: str, value: int, extent: int) -> str:
+    """``kernel 'take': index 7 is out of range for an axis of extent 4 (valid: -4 to 3)``."""
+    valid = f"valid: {-extent} to {extent - 1}" if extent > 0 else "the axis is empty"
+    return f"{where}: index {value} is out of range for an axis of extent {extent} ({valid})"

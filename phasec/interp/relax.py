@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PhasecError, VMError
+from ..errors import IndexOutOfRangeError, PhasecError, VMError
 from ..ir import tir
 from ..ir.expr import (
     Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
@@ -339,6 +339,8 @@ def _run_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
                           f"shape values), got {len(args)}")
     try:
         run_prim_func(func, list(args))
+    except IndexOutOfRangeError as exc:
+        raise exc.at(f"kernel {name!r}") from None
     except PhasecError:
         raise
     except Exception as exc:  # a kernel failing on our inputs is a user-facing error

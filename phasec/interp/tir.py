@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PhasecError, VMError
+from ..errors import IndexOutOfRangeError, PhasecError, VMError
 from ..ir import tir
 from ..ir.tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, Cast, Evaluate, FloatImm, For,
@@ -60,6 +60,15 @@ __all__ = ["run_prim_func", "eval_prim_expr", "TIRExecutionError"]
 class TIRExecutionError(PhasecError):
     """A kernel did something undefined while running (out-of-bounds access,
     integer division by zero, an unbound variable, an unknown node)."""
+
+
+def _checked_index(index: Any, extent: Any) -> int:
+    """``T.checked_index``: negative indices count from the end; the rest is an error."""
+    i, n = int(index), int(extent)
+    j = i + n if i < 0 else i
+    if not 0 <= j < n:
+        raise IndexOutOfRangeError("kernel", i, n)
+    return j
 
 
 # --------------------------------------------------------------------------
@@ -353,6 +362,11 @@ class _Machine:
             raise TIRExecutionError(f"unknown TIR intrinsic T.{e.name}")
         if len(e.args) != arity:
             raise TIRExecutionError(f"T.{e.name} takes {arity} argument(s), got {len(e.args)}")
+        if e.name == "checked_index":
+            work.append((_BIN, _checked_index))
+            work.append(e.args[1])
+            work.append(e.args[0])
+            return
         arg = e.args[0]
         if tir.is_float(arg.dtype):
             fn = _float_intrinsic(e.name, arg.dtype)

@@ -21,7 +21,7 @@ __all__ = [
     "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
     "IfThenElse", "Allocate", "LetStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr",
-    "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "FOR_KINDS",
+    "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
     "is_float", "is_int", "is_bool", "DTYPES", "frozen_attrs",
 ]
 
@@ -57,11 +57,16 @@ COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
 LOGIC_OPS = ("and", "or")
 
 #: Math intrinsics callable as ``T.<name>(...)``: name -> arity.
-INTRINSICS: Mapping[str, int] = MappingProxyType({
+#: unary math intrinsics: name -> arity
+MATH_INTRINSICS: Mapping[str, int] = MappingProxyType({
     "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
     "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1,
     "sin": 1, "cos": 1, "exp2": 1, "log2": 1, "isnan": 1,
 })
+#: every intrinsic: the math ones, and checked_index(i, n): i for 0 <= i < n,
+#: i + n for -n <= i < 0; any other i stops the kernel with an
+#: IndexOutOfRangeError (indices read from data: take, gather, scatter...)
+INTRINSICS: Mapping[str, int] = MappingProxyType({**MATH_INTRINSICS, "checked_index": 2})
 
 
 @node
@@ -164,7 +169,8 @@ class Call(PrimExpr):
     def __post_init__(self) -> None:
         set_field(self, "args", tuple(self.args))
         if not self.dtype:
-            set_field(self, "dtype", "bool" if self.name == "isnan" else self.args[0].dtype)
+            dtype = {"isnan": "bool", "checked_index": "int64"}.get(self.name)
+            set_field(self, "dtype", dtype or self.args[0].dtype)
 
 
 @node

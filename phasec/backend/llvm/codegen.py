@@ -78,6 +78,9 @@ ALLOCA_LIMIT = 16 * 1024
 #: Error codes returned by kernels. RC_BAD_ARGUMENTS: an entry that checks
 #: its arrays (KernelABI.checked) found one it does not accept; nothing ran.
 RC_OK, RC_OUT_OF_MEMORY, RC_BAD_ARGUMENTS = 0, 1, 1 << 30
+#: a T.checked_index failed; the index and the extent are in OOB_VALUE / OOB_EXTENT
+RC_INDEX_OUT_OF_RANGE = 2
+OOB_VALUE, OOB_EXTENT = "phasec_oob_value", "phasec_oob_extent"
 #: numpy array flags (NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE: numpy's C API).
 NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
 
@@ -461,9 +464,19 @@ class ModuleCodegen:
         return kernel_abi(name, func, symbol, self.array_data_offset is not None,
                           self.array_layout is not None)
 
+    def unlikely_md(self) -> str:
+        """The metadata node of a branch weight that marks error exits unlikely."""
+        ref = self._md_props.get("unlikely")
+        if ref is None:
+            ref = self._md_props["unlikely"] = self._md()
+            self.metadata.append(f'{ref} = !{{!"branch_weights", i32 1048575, i32 1}}')
+        return ref
+
     def finish(self) -> str:
         """The complete LLVM assembly of the module."""
-        parts = [KERNEL_LIB_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }", ""]
+        parts = [KERNEL_LIB_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }",
+                 f"@{OOB_VALUE} = global i64 0, align 8",
+                 f"@{OOB_EXTENT} = global i64 0, align 8", ""]
         parts.extend(self.decls.values())
         parts.append("")
         parts.extend(self.functions)
@@ -847,6 +860,11 @@ class _KernelCodegen:
             at = memo[id(n.args[0])]
             if n.name == "isnan":
                 return "bool"
+            if n.name == "checked_index":
+                for a in n.args:
+                    if not _is_intlike(memo[id(a)]):
+                        raise self.error("checked_index takes integer index and extent", n)
+                return "int64"
             if _is_float(at):
                 if n.dtype and n.dtype != at:
                     self.check_dtype(n.dtype, f"result of '{n.name}'", n)
@@ -1059,6 +1077,8 @@ class _KernelCodegen:
             r = self.fn.tmp("sel")
             self.fn.emit(f"{r} = select i1 {c}, {_LLVM_TYPE[rt]} {a}, {_LLVM_TYPE[rt]} {b}")
             vals.append(r)
+        elif t is tir.Call and n.name == "checked_index":
+            vals.append(self._checked_index(n, args[0], args[1]))
         elif t is tir.Call:
             vals.append(self._call(n, args[0]))
         else:  # pragma: no cover - rejected by dtype_of
@@ -1303,6 +1323,31 @@ class _KernelCodegen:
         return adj
 
     # -- intrinsics ---------------------------------------------------------
+    def _checked_index(self, n: tir.Call, index: str, extent: str) -> str:
+        """``T.checked_index(i, n)``: ``i`` (``i + n`` when negative) if in
+        range, else record ``i`` and ``n`` and return RC_INDEX_OUT_OF_RANGE.
+
+        The error exit leaks a temporary buffer the kernel may have
+        allocated, like the out-of-memory exit: it ends the call with an error.
+        """
+        fn = self.fn
+        i = self.convert(index, self.dtype_of(n.args[0]), "int64")
+        size = self.convert(extent, self.dtype_of(n.args[1]), "int64")
+        neg, wrapped, j, ok = (fn.tmp("ix.neg"), fn.tmp("ix.wrap"), fn.tmp("ix"),
+                               fn.tmp("ix.ok"))
+        fn.emit(f"{neg} = icmp slt i64 {i}, 0")
+        fn.emit(f"{wrapped} = add i64 {i}, {size}")
+        fn.emit(f"{j} = select i1 {neg}, i64 {wrapped}, i64 {i}")
+        fn.emit(f"{ok} = icmp ult i64 {j}, {size}")  # unsigned: also catches j < 0
+        bad, cont = fn.label("ix.bad"), fn.label("ix.ok")
+        fn.emit(f"br i1 {ok}, label %{cont}, label %{bad}, !prof {self.mod.unlikely_md()}")
+        fn.start(bad)
+        fn.emit(f"store atomic i64 {i}, ptr @{OOB_VALUE} monotonic, align 8")
+        fn.emit(f"store atomic i64 {size}, ptr @{OOB_EXTENT} monotonic, align 8")
+        fn.emit(f"ret i32 {RC_INDEX_OUT_OF_RANGE}")
+        fn.start(cont)
+        return j
+
     def _call(self, n: tir.Call, arg: str) -> str:
         fn = self.fn
         at = self.dtype_of(n.args[0])
@@ -1738,8 +1783,10 @@ class _KernelCodegen:
                 f"i64 {ext64}, i64 {cost})")
         bad = fn.tmp("fail")
         fn.emit(f"{bad} = icmp ne i32 {rc}, 0")
-        ok = fn.label("par.done")
-        fn.emit(f"br i1 {bad}, label %{self.get_oom_label()}, label %{ok}")
+        ok, failed = fn.label("par.done"), fn.label("par.failed")
+        fn.emit(f"br i1 {bad}, label %{failed}, label %{ok}")
+        fn.start(failed)
+        fn.emit(f"ret i32 {rc}")  # what the failing chunk returned (out of memory, bad index)
         fn.start(ok)
 
     _STMT: Mapping[type, Callable[..., None]] = {

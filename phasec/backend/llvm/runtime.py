@@ -27,10 +27,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import VMError
+from ...errors import IndexOutOfRangeError, VMError
 from ...ir import tir
 from ...ir.structural import structural_equal, structural_hash
-from .codegen import RC_BAD_ARGUMENTS, ArrayLayout, CodegenOptions, KernelABI, ModuleCodegen
+from .codegen import (
+    OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS, RC_INDEX_OUT_OF_RANGE, ArrayLayout, CodegenOptions,
+    KernelABI, ModuleCodegen,
+)
 from .errors import CodegenError
 from .jit import NativeModule, host_target, jit_compile
 
@@ -311,7 +314,12 @@ class Kernel:
                               f"{args[pos].shape}")
 
     def _failure(self, rc: int) -> VMError:
-        if rc == 1:
+        # Parallel chunks OR their codes together: test the bits.
+        if rc & RC_INDEX_OUT_OF_RANGE:
+            value = ctypes.c_int64.from_address(self._owner.globals[OOB_VALUE]).value
+            extent = ctypes.c_int64.from_address(self._owner.globals[OOB_EXTENT]).value
+            return IndexOutOfRangeError(f"kernel {self.name!r}", value, extent)
+        if rc & 1:
             return VMError(f"kernel '{self.name}' failed: out of memory allocating a temporary "
                            "buffer")
         return VMError(f"kernel '{self.name}' failed with error code {rc}")
@@ -521,6 +529,6 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
     abis = {name: gen.add_kernel(name, funcs[name]) for name in sorted(funcs)}
     ir = gen.finish()
     entries = [a.obj_symbol or a.ptr_symbol for a in abis.values()]
-    native = jit_compile(ir, entries, [], opt_level)
+    native = jit_compile(ir, entries, [OOB_VALUE, OOB_EXTENT], opt_level)
     return native, abis, ir
 

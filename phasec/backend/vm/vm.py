@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import PhasecError, VMError
+from ...errors import IndexOutOfRangeError, PhasecError, VMError
 from ...interp.relax import (
     _BINARY, _INTRINSIC, STORAGE_ALIGNMENT, Storage, _truth, cast_scalar, describe_value,
     normalize_value,
@@ -555,7 +555,11 @@ class VirtualMachine:
         except Exception:  # never let the error report fail
             text = "?"
         detail = str(exc) if isinstance(exc, PhasecError) else f"{type(exc).__name__}: {exc}"
-        located = VMError(f"{detail} (in {chain}, instruction {pc}: {text})")
+        where = f"(in {chain}, instruction {pc}: {text})"
+        if isinstance(exc, IndexOutOfRangeError):  # keep the kind: callers catch IndexError
+            located = IndexOutOfRangeError(exc.where, exc.value, exc.extent, where)
+        else:
+            located = VMError(f"{detail} {where}")
         located.located = True
         return located
 

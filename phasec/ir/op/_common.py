@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import StructInfoError
+from ...errors import IndexOutOfRangeError, StructInfoError
 from .. import arith, tir
 from ..expr import Call, Op
 from ..infer import arg_sinfo, call_error, expr_to_str, sinfo_to_str
@@ -335,3 +335,13 @@ def broadcast(call: Call, a: TensorStructInfo, b: TensorStructInfo, dtype: str,
     if a.ndim != -1 and b.ndim != -1:
         return TensorStructInfo(None, dtype, max(a.ndim, b.ndim))
     return TensorStructInfo(None, dtype, -1)
+
+
+def check_indices(indices: np.ndarray, extent: int, where: str) -> None:
+    """The reference semantics of indices read from data (take, gather...):
+    ``-extent <= i < extent``, negatives counting from the end; anything else
+    raises the IndexOutOfRangeError compiled kernels raise (T.checked_index)."""
+    if indices.size:
+        bad = (indices < -extent) | (indices >= extent)
+        if bad.any():
+            raise IndexOutOfRangeError(where, int(indices[bad].flat[0]), int(extent))

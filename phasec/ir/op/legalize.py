@@ -951,10 +951,9 @@ def _take(call: Call, inputs: Inputs) -> Tensor:
     axis = _attrs(call)["axis"]
 
     def wrap(v: PrimExpr, dim: PrimExpr) -> PrimExpr:
-        # numpy's negative indices, then clamped so a bad index cannot read out of bounds
-        v = te.cast(v, I64)
-        v = Select(BinaryOp("<", v, _i64(0)), BinaryOp("+", v, dim), v)
-        return _clamp(v, dim)
+        # numpy's negative indices; anything out of range stops the kernel with an
+        # IndexOutOfRangeError, as the reference does (never a clamp or a wild read)
+        return tir.Call("checked_index", (te.cast(v, I64), dim), "int64")
 
     if axis is None:
         size = _prod(x.shape)

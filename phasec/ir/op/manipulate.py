@@ -30,7 +30,7 @@ from .. import arith, tir
 from ..infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
 from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ._common import (
-    REQUIRED, OpPattern, as_dtype, as_float, as_int, attrs_of, define, err, int_tuple,
+    REQUIRED, OpPattern, as_dtype, check_indices, as_float, as_int, attrs_of, define, err, int_tuple,
     norm_axes, norm_axis, opt, prod, shape_arg, shape_tuple, tensor_arg, tensor_sinfo,
 )
 
@@ -423,7 +423,11 @@ def _infer_take(call, ctx):
 
 
 def _take_ref(x, indices, axis=None):
-    return np.take(np.asarray(x), np.asarray(indices).astype(np.int64), axis=axis, mode="raise")
+    x = np.asarray(x)
+    idx = np.asarray(indices).astype(np.int64)
+    extent = x.size if axis is None else x.shape[axis]
+    check_indices(idx, extent, "take")
+    return np.take(x, idx, axis=axis, mode="raise")
 
 
 define("take", ("x", "indices"), _infer_take, attrs={"axis": (None, opt(as_int))},
