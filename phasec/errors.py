@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
-           "IndexOutOfRangeError", "index_error_text"]
+           "IndexOutOfRangeError", "index_error_text", "FileAccessError"]
 
 
 class PhasecError(Exception):
@@ -71,6 +71,16 @@ class WellFormedError(PhasecError):
     def __init__(self, message: str, diagnostics: Sequence[Any] = (), pass_name: str | None = None) -> None:
         self.diagnostics = list(diagnostics)
         self.pass_name = pass_name
+        super().__init__(message)
+
+
+class FileAccessError(InputError):
+    """A file cannot be read or written: missing, special (a FIFO, a device),
+    larger than the input size limit, or the disk is full. The message names
+    the path (``path``) and says what is wrong; see :mod:`phasec.fileio`."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        self.path = path
         super().__init__(message)
 
 

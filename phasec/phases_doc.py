@@ -338,7 +338,9 @@ def main(argv: Sequence[str] | None = None,
         out(f"{path} is up to date")
         return 0
     if existing != wanted:
-        path.write_text(wanted, encoding="utf-8")
+        from .fileio import write_atomic
+
+        write_atomic(path, wanted, what="file")
         out(f"wrote {path}")
     else:
         out(f"{path} is already up to date")

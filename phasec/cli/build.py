@@ -14,10 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import PhasecError
+from ..errors import InputError, PhasecError
+from ..fileio import same_file
 from ..transform import VERIFY_MODES, PassTiming
 from ._report import CliReport, add_report_argument
-from .opt import check_opt_level, read_module
+from .opt import OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, read_module
 
 #: the conventional suffix of executable files
 EXECUTABLE_SUFFIX = ".pvm"
@@ -54,10 +55,26 @@ def default_output(input_path: str) -> str:
     return stem + EXECUTABLE_SUFFIX
 
 
+def check_output(input_path: str, out: str) -> None:
+    """Refuse an output that would destroy a module file: the input itself
+    (``build m.py -o m.py`` would replace the source with a zip archive) or
+    any ``.py``/``.json`` name."""
+    if input_path != "-" and same_file(input_path, out):
+        raise InputError(f"-o {out!r} is the input file: writing the executable there would "
+                         f"replace the module source; choose another name, e.g. "
+                         f"{default_output(input_path)!r}")
+    if Path(out).suffix.lower() in OUTPUT_SUFFIXES:
+        raise InputError(f"-o {out!r}: an executable is a zip archive, not a module file "
+                         f"({Path(out).suffix}); name it with the suffix {EXECUTABLE_SUFFIX}")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..pipeline import build
 
     check_opt_level(args.opt_level)
+    out = args.output or default_output(args.input)
+    check_output(args.input, out)
+    check_outputs_differ(args.input, out, args.report)
     report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
     timing = PassTiming() if args.timing else None
@@ -69,7 +86,6 @@ def run(args: argparse.Namespace) -> int:
         report.write(mod, error=exc)
         raise
     report.write(mod, kernels=exe.stats()["kernels"])
-    out = args.output or default_output(args.input)
     exe.save(out)
     if timing is not None:
         print(timing.render(), file=sys.stderr)

@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ParseError, PhasecError
+from ..errors import InputError, ParseError, PhasecError
+from ..fileio import write_atomic
 from ..ir import IRModule
 from ..ir.node import Span
 from ._report import CliReport, add_report_argument
@@ -131,6 +132,20 @@ def check_output_suffix(output: str | None) -> None:
                          f"{Path(output).suffix or '(no suffix)'!r}; expected {known}")
 
 
+def check_outputs_differ(input_path: str, output: str | None, report: str | None) -> None:
+    """Refuse a ``--report`` that names the input or the output file: one
+    would silently replace the other."""
+    if report is None:
+        return
+    from ..fileio import same_file
+
+    if input_path != "-" and same_file(input_path, report):
+        raise InputError(f"--report {report!r} is the input file; choose another name")
+    if output is not None and output != "-" and same_file(output, report):
+        raise InputError(f"--report {report!r} and -o {output!r} name the same file; choose "
+                         f"another name for one of them")
+
+
 def check_opt_level(level: int) -> None:
     if level < 0:
         raise PassConfigError(f"--opt-level must be >= 0, not {level}")
@@ -177,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
     # Parse the pipeline and check the report path before reading the input:
     # a typo fails fast.
     spec_seq = parse_pipeline(args.passes, name="opt") if args.passes is not None else None
+    check_outputs_differ(args.input, args.output, args.report)
     report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
     if spec_seq is not None:
@@ -219,5 +235,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None or args.output == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text, encoding="utf-8")
+        # written whole or not at all; `-o INPUT` is fine: the input was read first
+        write_atomic(args.output, text, what="output")
     return 0

@@ -76,7 +76,7 @@ from ..ir.struct_info import (
 )
 from ..transform import VERIFY_MODES, PassInstrument
 from .build import EXECUTABLE_SUFFIX, _count
-from .opt import check_opt_level, read_module
+from .opt import check_opt_level, check_outputs_differ, read_module
 
 #: bundled example models (files phasec/examples/<name>.py)
 EXAMPLES: tuple[str, ...] = ("mlp", "cnn", "transformer")
@@ -650,6 +650,8 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     from ..pipeline import codegen_and_compile, lower
     from ..transform import list_passes
 
+    if args.input is not None:
+        check_outputs_differ(args.input, None, args.report)
     report = CliReport(args.report, args.input or f"{args.example or DEFAULT_EXAMPLE}.py",
                        args.verify)
     if args.input is None:

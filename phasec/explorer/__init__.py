@@ -60,7 +60,9 @@ class PipelineReport:
         """Write the report: HTML or JSON by the suffix; written whole or not at all."""
         check_report_path(path)
         text = self.to_json() if Path(path).suffix.lower() == ".json" else self.to_html()
-        _write_atomically(Path(path), text)
+        from ..fileio import write_atomic
+
+        write_atomic(path, text, what="report")
 
     def __repr__(self) -> str:
         s = self.doc.summary
@@ -84,30 +86,6 @@ def check_report_path(path: str | os.PathLike) -> None:
                          f"{str(parent)!r}")
     if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(f"cannot write the report to {str(path)!r}: permission denied")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # the mode a plain open() would give, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise InputError(f"cannot write the report to {str(path)!r}: "
-                             f"{exc.strerror or exc}") from None
-        raise
 
 
 def report(mod: IRModule, pipeline: Any = None, *, opt_level: int = 2, verify: str = "each",

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
+from ..fileio import write_atomic
 from ..ir.module import IRModule
 from ._gen import GeneratorError
 from .properties import (
@@ -269,7 +270,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                     progress(stats)
         tick()
     stats.seconds = time.monotonic() - start
-    (out / "summary.json").write_text(json.dumps(stats.as_dict(), indent=2) + "\n")
+    write_atomic(out / "summary.json", json.dumps(stats.as_dict(), indent=2) + "\n",
+                 what="fuzz summary")
     return stats
 
 
@@ -322,8 +324,8 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
     folder.mkdir(parents=True, exist_ok=True)
     if mod is None:
         path = folder / f"{number:03d}-{failure.kind}.txt"
-        path.write_text(f"phasec fuzz: {FAILURE_KINDS.get(failure.kind, '')}\n"
-                        f"{failure.message}\n\n{failure.detail}")
+        write_atomic(path, f"phasec fuzz: {FAILURE_KINDS.get(failure.kind, '')}\n"
+                           f"{failure.message}\n\n{failure.detail}", what="reproducer")
         return SavedFailure(failure, path, None, "")
     sequence = seq.spec()
     name = (failure.pass_spec or sequence).split("{")[0]
@@ -333,7 +335,7 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
     params = [p.name_hint for p in mod["main"].params] if "main" in mod else []
     arrays = {(params[i] if i < len(params) else f"arg{i}"): np.asarray(a)
               for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))}
-    np.savez(inputs_path, **arrays)
+    write_atomic(inputs_path, lambda fh: np.savez(fh, **arrays), what="reproducer inputs")
     header = [
         "# phasec fuzz reproducer",
         f"# kind: {failure.kind} ({FAILURE_KINDS.get(failure.kind, '')})",
@@ -352,7 +354,7 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
         "#  before running it with phasec.interp.run or the VM)",
         "",
     ]
-    path.write_text("\n".join(header) + mod.script())
+    write_atomic(path, "\n".join(header) + mod.script(), what="reproducer")
     direct_path = None
     if failure.pass_spec and failure.before is not None and failure.before is not mod:
         direct_path = folder / f"{stem}-direct.py"
@@ -365,7 +367,7 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
             f"#   phasec fuzz --replay {direct_path}",
             "",
         ]
-        direct_path.write_text("\n".join(direct) + failure.before.script())
+        write_atomic(direct_path, "\n".join(direct) + failure.before.script(), what="reproducer")
     return SavedFailure(failure, path, direct_path, sequence)
 
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError, ParseError, VMError
+from ...fileio import write_atomic
 from ...ir import tir
 from ...ir.struct_info import StructInfo
 from .bytecode import (
@@ -192,11 +193,16 @@ class Executable:
                "constants": consts, "kernels": kernel_name}
         npz = io.BytesIO()
         np.savez(npz, **tensors)
-        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr("executable.json", json.dumps(doc, separators=(",", ":")))
-            zf.writestr("constants.npz", npz.getvalue())
-            if kernel_name:
-                zf.writestr(kernel_name, kernel_text)
+
+        def write(fh: Any) -> None:
+            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+                zf.writestr("executable.json", json.dumps(doc, separators=(",", ":")))
+                zf.writestr("constants.npz", npz.getvalue())
+                if kernel_name:
+                    zf.writestr(kernel_name, kernel_text)
+
+        # whole or not at all: a full disk or Ctrl-C leaves the previous file
+        write_atomic(path, write, what="executable")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Executable":

@@ -1,0 +1,355 @@
+"""Every file phasec reads or writes goes through here.
+
+Writing (:func:`write_atomic`): the data goes to a temporary file in the
+target's directory, is flushed to disk (``fsync``) and only then renamed
+over the target (``os.replace``, atomic on POSIX and Windows). On any
+failure — a full disk, a permission problem, Ctrl-C, SIGTERM — the previous
+file stands untouched and the temporary file is removed, so a reader never
+sees half a file and a failed command never destroys what was there. The
+error is a :class:`~phasec.errors.FileAccessError` naming the path.
+
+Reading (:func:`read_bytes`, :func:`open_regular`, :func:`read_stream`):
+only regular files are read — a device (``/dev/zero``), a FIFO or a socket
+would block or never end — and sizes are capped: a file, standard input,
+or a member of an archive larger than :func:`max_input_bytes` is refused
+before it is read. The cap is 2 GiB by default (well above the modules and
+executables phasec handles: weights are stored in binary); set the
+environment variable ``PHASEC_MAX_INPUT_SIZE`` (``512M``, ``8G``, a byte
+count) or the ``--max-input-size`` option of the command-line tools to
+change it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Callable
+from typing import IO, Any, BinaryIO, Union
+
+from .errors import FileAccessError, InputError
+
+__all__ = ["write_atomic", "read_bytes", "read_stream", "open_regular", "check_regular",
+           "max_input_bytes", "set_max_input_bytes", "parse_size", "format_size",
+           "same_file", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
+
+#: the default cap on what one read may take (a file, standard input, an archive member)
+DEFAULT_MAX_INPUT_BYTES = 2 << 30
+#: the environment variable that overrides it
+MAX_INPUT_ENV = "PHASEC_MAX_INPUT_SIZE"
+
+_override: int | None = None  # set_max_input_bytes (the CLIs' --max-input-size)
+
+PathLike = Union[str, "os.PathLike[str]"]
+Data = Union[bytes, str, Callable[[BinaryIO], Any]]
+
+
+# ---------------------------------------------------------------------------
+# Sizes
+# ---------------------------------------------------------------------------
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """``"512M"`` -> 536870912; plain byte counts, K/M/G/T (binary, an
+    optional ``B``/``iB`` after). ``InputError`` naming ``what`` otherwise."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", str(text))
+    if m is None:
+        raise InputError(f"{what}: {text!r} is not a size (examples: 1000000, 512M, 4G)")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise InputError(f"{what}: the size must be positive, not {text!r}")
+    return value
+
+
+def format_size(n: int) -> str:
+    """A byte count for messages: ``2 GiB``, ``1.5 MiB``, ``812 bytes``."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} byte{'' if n == 1 else 's'}"
+
+
+def max_input_bytes() -> int:
+    """The current cap: :func:`set_max_input_bytes`, else ``PHASEC_MAX_INPUT_SIZE``,
+    else :data:`DEFAULT_MAX_INPUT_BYTES`."""
+    if _override is not None:
+        return _override
+    env = os.environ.get(MAX_INPUT_ENV)
+    if env:
+        return parse_size(env, f"the environment variable {MAX_INPUT_ENV}")
+    return DEFAULT_MAX_INPUT_BYTES
+
+
+def set_max_input_bytes(limit: int | None) -> None:
+    """Set the cap for this process (None: back to the environment/default)."""
+    global _override
+    if limit is not None and limit <= 0:
+        raise InputError(f"the input size limit must be positive, not {limit}")
+    _override = limit
+
+
+def _too_big(name: str, size: int | None, limit: int) -> FileAccessError:
+    said = f" ({format_size(size)})" if size is not None else ""
+    return FileAccessError(
+        f"cannot read {name}: it is larger{said} than the input size limit of "
+        f"{format_size(limit)}; raise the limit with --max-input-size or the environment "
+        f"variable {MAX_INPUT_ENV} if it is genuine", path=name)
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _quoted(path: PathLike) -> str:
+    return repr(os.fspath(path))
+
+
+def _open_error(name: str, exc: OSError, verb: str = "read") -> FileAccessError:
+    if isinstance(exc, FileNotFoundError):
+        why = "no such file"
+    elif isinstance(exc, IsADirectoryError):
+        why = "it is a directory"
+    elif isinstance(exc, PermissionError):
+        why = "permission denied"
+    else:
+        why = exc.strerror or str(exc)
+    return FileAccessError(f"cannot {verb} {name}: {why}", path=name)
+
+
+def check_regular(path: PathLike, what: str = "") -> os.stat_result:
+    """``os.stat`` of ``path`` if it is a regular file (symbolic links
+    followed); otherwise a FileAccessError saying what it is. Does not open
+    the file, so a FIFO cannot block here."""
+    name = f"{what} {_quoted(path)}".strip()
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        if isinstance(exc, ValueError):
+            raise FileAccessError(f"cannot read {name}: a path cannot contain NUL characters",
+                                  path=str(path)) from None
+        raise _open_error(name, exc) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise FileAccessError(f"cannot read {name}: it is {_kind(st.st_mode)}, not a regular "
+                              f"file", path=name)
+    return st
+
+
+def open_regular(path: PathLike, what: str = "", limit: int | None = None) -> BinaryIO:
+    """Open a regular file for binary reading, after checking what it is and
+    its size (``limit``, default :func:`max_input_bytes`).
+
+    The file is opened non-blocking and checked again on the open descriptor,
+    so a path swapped for a FIFO between the two checks neither blocks nor
+    gets read."""
+    name = f"{what} {_quoted(path)}".strip()
+    limit = max_input_bytes() if limit is None else limit
+    check_regular(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise _open_error(name, exc) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileAccessError(f"cannot read {name}: it is {_kind(st.st_mode)}, not a "
+                                  f"regular file", path=name)
+        if st.st_size > limit:
+            raise _too_big(name, st.st_size, limit)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: PathLike, what: str = "", limit: int | None = None) -> bytes:
+    """The content of the regular file ``path``, at most ``limit`` bytes
+    (default :func:`max_input_bytes`); FileAccessError naming the path for a
+    missing, unreadable, special or too large file."""
+    name = f"{what} {_quoted(path)}".strip()
+    limit = max_input_bytes() if limit is None else limit
+    with open_regular(path, what, limit) as fh:
+        try:
+            data = fh.read(limit + 1)  # a file that grew since fstat is still capped
+        except OSError as exc:
+            raise _open_error(name, exc) from None
+    if len(data) > limit:
+        raise _too_big(name, None, limit)
+    return data
+
+
+def read_stream(stream: IO[Any], name: str = "standard input", limit: int | None = None
+                ) -> bytes | str:
+    """All of ``stream`` (standard input, whatever it is connected to — a
+    pipe, a terminal, ``/dev/zero``), read in chunks and refused once it
+    passes ``limit``. Returns bytes for a binary stream, str for a text one."""
+    limit = max_input_bytes() if limit is None else limit
+    source = stream.buffer if hasattr(stream, "buffer") else stream
+    chunks: list[Any] = []
+    total = 0
+    while True:
+        try:
+            chunk = source.read(min(1 << 20, limit + 1 - total))
+        except OSError as exc:
+            raise FileAccessError(f"cannot read {name}: {exc.strerror or exc}",
+                                  path=name) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _too_big(name, None, limit)
+    if chunks and isinstance(chunks[0], str):
+        return "".join(chunks)
+    return b"".join(chunks)
+
+
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """Whether two paths name the same file (the same inode when both exist;
+    the same resolved path otherwise)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        try:
+            return os.path.realpath(a) == os.path.realpath(b)
+        except (OSError, ValueError):
+            return False
+
+
+# ---------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------
+
+# How the temporary file is opened; tests replace it to make writes fail midway.
+_fdopen = os.fdopen
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: PathLike, data: Data, what: str = "file",
+                 encoding: str = "utf-8") -> None:
+    """Write ``data`` to ``path`` whole or not at all.
+
+    ``data`` is bytes, text (encoded with ``encoding``) or a function that
+    writes to the binary file object it is given (for zip archives and
+    ``numpy.savez``). The temporary file lives in the target's directory (a
+    rename across file systems would not be atomic); a symbolic link is
+    followed so the file it points to is replaced, and the file keeps its
+    permission bits. Writing to a device or FIFO that already exists (say
+    ``-o /dev/stdout``) cannot be atomic and is done directly.
+
+    Raises :class:`FileAccessError` naming ``what`` and the path, saying the
+    previous file is unchanged; a KeyboardInterrupt (or any other exception)
+    leaves the previous file in place too, and is re-raised.
+    """
+    name = f"{what} {_quoted(path)}"
+    try:
+        target = os.path.realpath(os.fspath(path))
+    except (OSError, ValueError) as exc:
+        raise FileAccessError(f"cannot write {name}: {exc}", path=str(path)) from None
+    if "\x00" in target:
+        raise FileAccessError(f"cannot write {name}: a path cannot contain NUL characters",
+                              path=target)
+    try:
+        st: os.stat_result | None = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _open_error(name, exc, "write") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise FileAccessError(f"cannot write {name}: it is a directory", path=target)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_special(target, name, data, encoding)
+        return
+    directory = os.path.dirname(target) or "."
+    if not os.path.isdir(directory):
+        raise FileAccessError(f"cannot write {name}: there is no directory {directory!r}",
+                              path=target)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
+                                   dir=directory)
+    except OSError as exc:
+        raise _write_error(name, target, exc, st is not None) from None
+    try:
+        # the mode a plain open() would give (mkstemp makes it 0600), or the old file's
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+        try:
+            os.fchmod(fd, mode)
+        except (AttributeError, OSError):  # no fchmod (Windows) or not permitted: keep 0600
+            pass
+        with _fdopen(fd, "wb") as fh:
+            fd = -1  # owned by fh now
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data.encode(encoding) if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise _write_error(name, target, exc, st is not None) from None
+        raise
+    _sync_directory(directory)
+
+
+def _write_error(name: str, target: str, exc: OSError, existed: bool) -> FileAccessError:
+    why = "no space left on device" if exc.errno == errno.ENOSPC else \
+        "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
+    after = "the previous file is unchanged" if existed else "nothing was written"
+    return FileAccessError(f"cannot write {name}: {why} ({after})", path=target)
+
+
+def _write_special(target: str, name: str, data: Data, encoding: str) -> None:
+    try:
+        with open(target, "wb") as fh:
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data.encode(encoding) if isinstance(data, str) else data)
+    except OSError as exc:
+        raise FileAccessError(f"cannot write {name}: {exc.strerror or exc}",
+                              path=target) from None
+
+
+def _sync_directory(directory: str) -> None:
+    """Make the rename itself durable (best effort: not every system can)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
