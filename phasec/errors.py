@@ -79,8 +79,9 @@ class FileAccessError(InputError):
     larger than the input size limit, or the disk is full. The message names
     the path (``path``) and says what is wrong; see :mod:`phasec.fileio`."""
 
-    def __init__(self, message: str, path: str = "") -> None:
+    def __init__(self, message: str, path: str = "", reason: str = "") -> None:
         self.path = path
+        self.reason = reason or message  # the message without "cannot read PATH: "
         super().__init__(message)
 
 

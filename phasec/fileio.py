@@ -11,9 +11,9 @@ error is a :class:`~phasec.errors.FileAccessError` naming the path.
 Reading (:func:`read_bytes`, :func:`open_regular`, :func:`read_stream`):
 only regular files are read — a device (``/dev/zero``), a FIFO or a socket
 would block or never end — and sizes are capped: a file, standard input,
-or a member of an archive larger than :func:`max_input_bytes` is refused
-before it is read. The cap is 2 GiB by default (well above the modules and
-executables phasec handles: weights are stored in binary); set the
+or what an archive's members declare (in total, or one of them) beyond
+:func:`max_input_bytes` is refused before it is read or inflated. The cap
+is 4 GiB by default (well above the models phasec compiles); set the
 environment variable ``PHASEC_MAX_INPUT_SIZE`` (``512M``, ``8G``, a byte
 count) or the ``--max-input-size`` option of the command-line tools to
 change it.
@@ -22,21 +22,26 @@ change it.
 from __future__ import annotations
 
 import errno
+import io
+import math
 import os
 import re
 import stat
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Callable
 from typing import IO, Any, BinaryIO, Union
 
 from .errors import FileAccessError, InputError
 
 __all__ = ["write_atomic", "read_bytes", "read_stream", "open_regular", "check_regular",
+           "SafeZip", "read_npz",
            "max_input_bytes", "set_max_input_bytes", "parse_size", "format_size",
            "same_file", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
 
 #: the default cap on what one read may take (a file, standard input, an archive member)
-DEFAULT_MAX_INPUT_BYTES = 2 << 30
+DEFAULT_MAX_INPUT_BYTES = 4 << 30
 #: the environment variable that overrides it
 MAX_INPUT_ENV = "PHASEC_MAX_INPUT_SIZE"
 
@@ -94,15 +99,32 @@ def set_max_input_bytes(limit: int | None) -> None:
 
 def _too_big(name: str, size: int | None, limit: int) -> FileAccessError:
     said = f" ({format_size(size)})" if size is not None else ""
-    return FileAccessError(
-        f"cannot read {name}: it is larger{said} than the input size limit of "
-        f"{format_size(limit)}; raise the limit with --max-input-size or the environment "
-        f"variable {MAX_INPUT_ENV} if it is genuine", path=name)
+    return _fail("read", name, f"it is larger{said} than the input size limit of "
+                 f"{format_size(limit)}; raise the limit with --max-input-size or the "
+                 f"environment variable {MAX_INPUT_ENV} if it is genuine")
 
 
 # ---------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------
+
+class _Name(str):
+    """How messages name a file (``output 'x.py'``), remembering its path."""
+
+    path: str
+
+    def __new__(cls, what: str, path: PathLike) -> "_Name":
+        text = os.fspath(path)
+        self = super().__new__(cls, f"{what} {text!r}".strip())
+        self.path = text
+        return self
+
+
+def _fail(verb: str, name: str, reason: str) -> FileAccessError:
+    """``cannot read 'x.py': it is a FIFO (named pipe), not a regular file``."""
+    return FileAccessError(f"cannot {verb} {name}: {reason}", path=getattr(name, "path", name),
+                           reason=reason)
+
 
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
@@ -118,10 +140,6 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _quoted(path: PathLike) -> str:
-    return repr(os.fspath(path))
-
-
 def _open_error(name: str, exc: OSError, verb: str = "read") -> FileAccessError:
     if isinstance(exc, FileNotFoundError):
         why = "no such file"
@@ -131,24 +149,22 @@ def _open_error(name: str, exc: OSError, verb: str = "read") -> FileAccessError:
         why = "permission denied"
     else:
         why = exc.strerror or str(exc)
-    return FileAccessError(f"cannot {verb} {name}: {why}", path=name)
+    return _fail(verb, name, why)
 
 
 def check_regular(path: PathLike, what: str = "") -> os.stat_result:
     """``os.stat`` of ``path`` if it is a regular file (symbolic links
     followed); otherwise a FileAccessError saying what it is. Does not open
     the file, so a FIFO cannot block here."""
-    name = f"{what} {_quoted(path)}".strip()
+    name = _Name(what, path)
     try:
         st = os.stat(path)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         if isinstance(exc, ValueError):
-            raise FileAccessError(f"cannot read {name}: a path cannot contain NUL characters",
-                                  path=str(path)) from None
+            raise _fail("read", name, "a path cannot contain NUL characters") from None
         raise _open_error(name, exc) from None
     if not stat.S_ISREG(st.st_mode):
-        raise FileAccessError(f"cannot read {name}: it is {_kind(st.st_mode)}, not a regular "
-                              f"file", path=name)
+        raise _fail("read", name, f"it is {_kind(st.st_mode)}, not a regular file")
     return st
 
 
@@ -159,7 +175,7 @@ def open_regular(path: PathLike, what: str = "", limit: int | None = None) -> Bi
     The file is opened non-blocking and checked again on the open descriptor,
     so a path swapped for a FIFO between the two checks neither blocks nor
     gets read."""
-    name = f"{what} {_quoted(path)}".strip()
+    name = _Name(what, path)
     limit = max_input_bytes() if limit is None else limit
     check_regular(path, what)
     try:
@@ -169,8 +185,7 @@ def open_regular(path: PathLike, what: str = "", limit: int | None = None) -> Bi
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise FileAccessError(f"cannot read {name}: it is {_kind(st.st_mode)}, not a "
-                                  f"regular file", path=name)
+            raise _fail("read", name, f"it is {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
             raise _too_big(name, st.st_size, limit)
         if hasattr(os, "set_blocking"):
@@ -185,7 +200,7 @@ def read_bytes(path: PathLike, what: str = "", limit: int | None = None) -> byte
     """The content of the regular file ``path``, at most ``limit`` bytes
     (default :func:`max_input_bytes`); FileAccessError naming the path for a
     missing, unreadable, special or too large file."""
-    name = f"{what} {_quoted(path)}".strip()
+    name = _Name(what, path)
     limit = max_input_bytes() if limit is None else limit
     with open_regular(path, what, limit) as fh:
         try:
@@ -210,8 +225,7 @@ def read_stream(stream: IO[Any], name: str = "standard input", limit: int | None
         try:
             chunk = source.read(min(1 << 20, limit + 1 - total))
         except OSError as exc:
-            raise FileAccessError(f"cannot read {name}: {exc.strerror or exc}",
-                                  path=name) from None
+            raise _fail("read", name, exc.strerror or str(exc)) from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -265,14 +279,13 @@ def write_atomic(path: PathLike, data: Data, what: str = "file",
     previous file is unchanged; a KeyboardInterrupt (or any other exception)
     leaves the previous file in place too, and is re-raised.
     """
-    name = f"{what} {_quoted(path)}"
+    name = _Name(what, path)
     try:
         target = os.path.realpath(os.fspath(path))
     except (OSError, ValueError) as exc:
-        raise FileAccessError(f"cannot write {name}: {exc}", path=str(path)) from None
+        raise _fail("write", name, str(exc)) from None
     if "\x00" in target:
-        raise FileAccessError(f"cannot write {name}: a path cannot contain NUL characters",
-                              path=target)
+        raise _fail("write", name, "a path cannot contain NUL characters")
     try:
         st: os.stat_result | None = os.stat(target)
     except FileNotFoundError:
@@ -280,14 +293,13 @@ def write_atomic(path: PathLike, data: Data, what: str = "file",
     except OSError as exc:
         raise _open_error(name, exc, "write") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
-        raise FileAccessError(f"cannot write {name}: it is a directory", path=target)
+        raise _fail("write", name, "it is a directory")
     if st is not None and not stat.S_ISREG(st.st_mode):
         _write_special(target, name, data, encoding)
         return
     directory = os.path.dirname(target) or "."
     if not os.path.isdir(directory):
-        raise FileAccessError(f"cannot write {name}: there is no directory {directory!r}",
-                              path=target)
+        raise _fail("write", name, f"there is no directory {directory!r}")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
                                    dir=directory)
@@ -326,7 +338,7 @@ def _write_error(name: str, target: str, exc: OSError, existed: bool) -> FileAcc
     why = "no space left on device" if exc.errno == errno.ENOSPC else \
         "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
     after = "the previous file is unchanged" if existed else "nothing was written"
-    return FileAccessError(f"cannot write {name}: {why} ({after})", path=target)
+    return _fail("write", name, f"{why} ({after})")
 
 
 def _write_special(target: str, name: str, data: Data, encoding: str) -> None:
@@ -337,8 +349,7 @@ def _write_special(target: str, name: str, data: Data, encoding: str) -> None:
             else:
                 fh.write(data.encode(encoding) if isinstance(data, str) else data)
     except OSError as exc:
-        raise FileAccessError(f"cannot write {name}: {exc.strerror or exc}",
-                              path=target) from None
+        raise _fail("write", name, exc.strerror or str(exc)) from None
 
 
 def _sync_directory(directory: str) -> None:
@@ -353,3 +364,165 @@ def _sync_directory(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------
+# Archives (executables, .npz)
+# ---------------------------------------------------------------------------
+
+#: deflate cannot expand data more than 1032:1; a member declaring more is
+#: damaged (or built to exhaust memory), whatever its data says
+DEFLATE_MAX_RATIO = 1032
+#: what can go wrong inside zipfile/zlib/numpy on a damaged archive
+_ARCHIVE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError,
+                   NotImplementedError, RuntimeError, KeyError, IndexError, OverflowError,
+                   UnicodeDecodeError)
+
+
+class SafeZip:
+    """A zip archive whose members are checked before anything is inflated.
+
+    Each member's declared size must fit the input limit (so must their
+    sum), a stored member must declare its real size, and a compressed one
+    no more than deflate can produce from its compressed bytes (no other
+    compression method is accepted: numpy and phasec write only these two).
+    ``zipfile`` never inflates past a declared size, so these checks bound
+    the memory any read takes. Every problem — including a zlib or CRC error
+    while reading — is a :class:`FileAccessError` saying the file is damaged.
+    ``source`` is a path or the archive's bytes (an archive inside another).
+    """
+
+    def __init__(self, source: PathLike | bytes, what: str = "archive",
+                 limit: int | None = None, name: str | None = None) -> None:
+        self.limit = max_input_bytes() if limit is None else limit
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self.name = name or what
+            fh: Any = io.BytesIO(bytes(source))
+        else:
+            self.name = _Name(what, source)
+            fh = open_regular(source, what, self.limit)
+        self._fh = fh
+        try:
+            self.zf = zipfile.ZipFile(fh)
+            infos = self.zf.infolist()
+        except _ARCHIVE_ERRORS as exc:
+            fh.close()
+            raise self._damaged(None, exc, "not a zip archive") from None
+        self.members = {i.filename: i for i in infos}
+        total = sum(i.file_size for i in infos)
+        if total > self.limit:
+            self.close()
+            raise self._error(f"its members declare {format_size(total)} uncompressed, more "
+                              f"than the input size limit of {format_size(self.limit)}; raise "
+                              f"the limit with --max-input-size or {MAX_INPUT_ENV} if it is "
+                              f"genuine")
+        for info in infos:
+            problem = self._member_problem(info)
+            if problem:
+                self.close()
+                raise self._error(f"member {info.filename!r} {problem}: the file is damaged "
+                                  f"(or built to exhaust memory)")
+
+    # -- checks ----------------------------------------------------------------------
+    def _member_problem(self, info: zipfile.ZipInfo) -> str:
+        size, packed = info.file_size, info.compress_size
+        if info.flag_bits & 0x1:
+            return "is encrypted"
+        if info.compress_type == zipfile.ZIP_STORED:
+            return "" if size == packed else (f"is stored uncompressed but declares "
+                                               f"{size} bytes in {packed}")
+        if info.compress_type != zipfile.ZIP_DEFLATED:
+            return f"uses compression method {info.compress_type}, which phasec never writes"
+        if size > packed * DEFLATE_MAX_RATIO + 1024:
+            return (f"declares {format_size(size)} uncompressed from {format_size(packed)} "
+                    f"compressed, more than deflate can produce")
+        return ""
+
+    def _error(self, reason: str) -> FileAccessError:
+        return _fail("read", self.name, reason)
+
+    def _damaged(self, member: str | None, exc: BaseException, what: str = "") -> FileAccessError:
+        where = f"member {member!r}: " if member else ""
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return self._error(f"{where}{what or 'damaged archive'} ({detail})")
+
+    def info(self, member: str) -> zipfile.ZipInfo:
+        try:
+            return self.members[member]
+        except KeyError:
+            raise self._error(f"member {member!r} is missing") from None
+
+    # -- reading ---------------------------------------------------------------------
+    def read(self, member: str) -> bytes:
+        """A member's bytes (checked above; a zlib or CRC error: damaged file)."""
+        info = self.info(member)
+        try:
+            return self.zf.read(info)
+        except _ARCHIVE_ERRORS as exc:
+            raise self._damaged(member, exc) from None
+
+    def npy_header(self, member: str) -> tuple[tuple[int, ...], bool, Any]:
+        """(shape, fortran_order, dtype) from a ``.npy`` member's header, after
+        checking it declares exactly the member's size (only the header is
+        inflated)."""
+        import numpy as np
+
+        info = self.info(member)
+        try:
+            with self.zf.open(info) as fp:
+                version = np.lib.format.read_magic(fp)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+                elif version == (2, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+                else:
+                    raise ValueError(f"unsupported .npy format version {version}")
+                offset = fp.tell()
+        except _ARCHIVE_ERRORS as exc:
+            raise self._damaged(member, exc, "not a valid .npy array") from None
+        if dtype.hasobject:
+            raise self._error(f"member {member!r} holds Python objects, which phasec never "
+                              f"loads")
+        if any(not isinstance(d, int) or d < 0 for d in shape):
+            raise self._error(f"member {member!r} declares the shape {shape}")
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes != info.file_size - offset:
+            raise self._error(f"member {member!r} declares an array of shape {shape} and "
+                              f"dtype {dtype} ({nbytes} bytes) but holds "
+                              f"{info.file_size - offset} bytes of data")
+        return tuple(shape), fortran, dtype
+
+    def array(self, member: str) -> Any:
+        """The array in a ``.npy`` member (header checked first; never pickles)."""
+        import numpy as np
+
+        self.npy_header(member)
+        try:
+            with self.zf.open(self.info(member)) as fp:
+                return np.lib.format.read_array(fp, allow_pickle=False)
+        except _ARCHIVE_ERRORS as exc:
+            raise self._damaged(member, exc) from None
+
+    def close(self) -> None:
+        if hasattr(self, "zf"):
+            self.zf.close()
+        self._fh.close()  # ZipFile leaves a file object it was given open
+
+    def __enter__(self) -> "SafeZip":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_npz(source: PathLike | bytes, what: str = ".npz archive",
+             limit: int | None = None) -> dict[str, Any]:
+    """Every array of an ``.npz`` archive, by name, each checked (see
+    :class:`SafeZip`) before it is inflated; never unpickles anything."""
+    with SafeZip(source, what, limit) as z:
+        out = {}
+        for member in z.members:
+            if not member.endswith(".npy"):
+                raise z._error(f"member {member!r} is not a .npy array")
+            out[member[:-4]] = z.array(member)
+        return out

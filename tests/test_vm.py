@@ -614,7 +614,7 @@ def test_executable_format_versions(tmp_path):
 
     path = tmp_path / "model.pvm"
     codegen(straight_line_module()).save(path)
-    assert FORMAT_VERSION == 2
+    assert FORMAT_VERSION == 3
 
     def as_version_1(doc):
         doc["version"] = 1
@@ -629,7 +629,7 @@ def test_executable_format_versions(tmp_path):
     # an unknown version is refused with a clear message
     newer = _rewrite_doc(path, tmp_path / "v9.pvm", lambda d: d.update(version=9))
     with pytest.raises(ExecutableFormatError, match=r"version 9 is not supported.*reads "
-                                                    r"versions 1, 2.*phasec build"):
+                                                    r"versions 1, 2, 3.*phasec build"):
         Executable.load(newer)
 
 

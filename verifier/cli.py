@@ -18,7 +18,10 @@ command line is checked whatever it holds, unless ``--skip-non-modules``
 when there are violations, 2 for input or usage errors (unreadable file,
 syntax error, schema violation, unknown option); every input error has an
 ``IN`` code (:mod:`verifier.input_codes`). Inputs are parsed, never
-executed.
+executed; only regular files are read (a FIFO or device named on the
+command line is an input error, never a hang), and a file or standard
+input larger than ``--max-input-size`` (default 4G, or
+``$PHASEC_MAX_INPUT_SIZE``) is refused.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO
 
-from phasec.errors import ParseError, PhasecError, SchemaError, WellFormedError
+from phasec.errors import (
+    FileAccessError, InputError, ParseError, PhasecError, SchemaError, WellFormedError,
+)
+from phasec.fileio import (
+    max_input_bytes, parse_size, read_bytes, read_stream, set_max_input_bytes,
+)
 from phasec.ir.node import Span
 from phasec.ir.phase import Phase
 
@@ -97,6 +105,9 @@ def _arg_parser() -> _ArgParser:
                    help="skip named files that hold no module (no @I.ir_module class, not a "
                         "phasec JSON module), as files found in directories always are; "
                         "for pre-commit hooks")
+    p.add_argument("--max-input-size", metavar="SIZE", default=None,
+                   help="refuse inputs larger than SIZE (e.g. 512M, 8G; default 4G or "
+                        "$PHASEC_MAX_INPUT_SIZE)")
     p.add_argument("--explain", metavar="CODE", help="print the documentation of a rule")
     p.add_argument("--infer-phase", action="store_true",
                    help="print the highest phase each module satisfies")
@@ -176,12 +187,15 @@ def _collect(paths: Sequence[str], exclude: Sequence[str] = ()
 
 
 def _read(path: str, stdin: IO[Any] | None = None) -> tuple[str | None, _InputError | None]:
+    # Regular files only (a FIFO or /dev/zero would block or never end), and
+    # standard input too is capped: phasec.fileio.max_input_bytes().
     try:
         if path == STDIN_NAME:
             data = _read_stdin(stdin)
         else:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_bytes(path)
+    except FileAccessError as exc:
+        return None, _InputError(exc.reason, "OSError")
     except OSError as exc:
         return None, _InputError(exc.strerror or str(exc), "OSError")
     if isinstance(data, str):  # a text stream given to main()
@@ -199,7 +213,7 @@ def _read_stdin(stdin: IO[Any] | None) -> bytes | str:
     stream = stdin if stdin is not None else sys.stdin
     if stream is None:
         raise OSError("standard input is closed")
-    return stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+    return read_stream(stream)
 
 
 #: ``@I.ir_module``, ``@tvm.script.ir_module``, ``@ir_module`` at the start of a line
@@ -514,6 +528,14 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
                 raise _UsageError("no PATH given (a module file or a directory)")
             if args.infer_phase and phase is not None:
                 raise _UsageError("--infer-phase and --phase cannot be used together")
+        set_max_input_bytes(None)  # each invocation starts from the environment
+        try:
+            if args.max_input_size is not None:
+                set_max_input_bytes(parse_size(args.max_input_size, "--max-input-size"))
+            else:
+                max_input_bytes()  # a bad $PHASEC_MAX_INPUT_SIZE is a usage error now
+        except InputError as exc:
+            raise _UsageError(str(exc)) from None
     except _UsageError as exc:
         print(parser.format_usage().rstrip(), file=err)
         print(f"phasec-check: error: {exc}", file=err)

@@ -39,6 +39,25 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def add_input_limit_argument(parser: argparse.ArgumentParser) -> None:
+    """``--max-input-size``: the cap on what one read takes (phasec.fileio)."""
+    parser.add_argument("--max-input-size", metavar="SIZE", default=None,
+                        help="refuse input files (and archive members) larger than SIZE "
+                             "(e.g. 512M, 8G; default 4G or $PHASEC_MAX_INPUT_SIZE)")
+
+
+def apply_input_limit(value: str | None) -> None:
+    """Set the process-wide input cap from ``--max-input-size`` (and check
+    ``$PHASEC_MAX_INPUT_SIZE`` now, so a bad value is a usage error at once)."""
+    from .. import fileio
+
+    fileio.set_max_input_bytes(None)  # each invocation starts from the environment
+    if value is not None:
+        fileio.set_max_input_bytes(fileio.parse_size(value, "--max-input-size"))
+    else:
+        fileio.max_input_bytes()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
@@ -60,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EPILOG)
         p.set_defaults(_module=module)
         impl.add_arguments(p)
+        add_input_limit_argument(p)
     return parser
 
 
@@ -87,10 +107,12 @@ def _error_text(command: str, err: PhasecError) -> str:
     text = f"phasec {command}: error: {err}"
     span = getattr(err, "span", None)
     if isinstance(err, ParseError) and span is not None and span.file:
-        try:
-            with open(span.file, encoding="utf-8", errors="replace") as fh:
-                lines = fh.read(1 << 24).splitlines()
-        except OSError:
+        from ..fileio import open_regular
+
+        try:  # the file was read once; it may have been swapped since, so check again
+            with open_regular(span.file) as fh:
+                lines = fh.read(1 << 24).decode("utf-8", "replace").splitlines()
+        except (OSError, PhasecError):
             return text
         from verifier.diagnostics import source_excerpt
 
@@ -116,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "installation", file=sys.stderr)
         return 2
     try:
+        apply_input_limit(getattr(args, "max_input_size", None))
         return int(importlib.import_module(args._module).run(args) or 0)
     except PhasecError as err:
         print(_error_text(args.command, err), file=sys.stderr)

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, ParseError, PhasecError
+from ..errors import FileAccessError, InputError, ParseError, PhasecError
 from ..fileio import write_atomic
 from ..ir import IRModule
 from ..ir.node import Span
@@ -79,10 +79,12 @@ def read_stdin_text(stream: Any = None) -> str:
     stream = sys.stdin if stream is None else stream
     if stream is None:
         raise ParseError("cannot read standard input: it is closed", Span("<stdin>", 1, 0))
+    from ..fileio import read_stream
+
     try:
-        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
-    except OSError as exc:
-        raise ParseError(f"cannot read standard input: {exc.strerror or exc}",
+        data = read_stream(stream)  # capped: `< /dev/zero` ends with an error, not OOM
+    except FileAccessError as exc:
+        raise ParseError(f"cannot read standard input: {exc.reason}",
                          Span("<stdin>", 1, 0)) from None
     if isinstance(data, str):
         return data

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ParseError
+from ..errors import FileAccessError, ParseError
+from ..fileio import read_bytes
 from ..ir.module import IRModule
 from ..ir.node import Span
 
@@ -19,7 +20,8 @@ def load(path: str | bytes | os.PathLike) -> IRModule:
     """Read a module file: ``.py`` is TVMScript, ``.json`` the JSON module format.
 
     The file is data: TVMScript is parsed, never executed. Every problem
-    (unknown suffix, missing or unreadable file, binary content, bad syntax)
+    (unknown suffix, missing or unreadable file, not a regular file, larger
+    than :func:`phasec.fileio.max_input_bytes`, binary content, bad syntax)
     is a :class:`~phasec.errors.ParseError` naming the file.
     """
     if isinstance(path, bytes):
@@ -38,13 +40,11 @@ def load(path: str | bytes | os.PathLike) -> IRModule:
         raise ParseError(f"cannot load {name!r}: unknown file type {p.suffix or '(no suffix)'!r}; "
                          f"expected {known}")
     try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise ParseError(f"cannot load {name!r}: no such file") from None
-    except IsADirectoryError:
-        raise ParseError(f"cannot load {name!r}: it is a directory, not a file") from None
-    except OSError as exc:
-        raise ParseError(f"cannot read {name!r}: {exc.strerror or exc}") from None
+        # regular files only (a FIFO or /dev/zero would block or never end), capped in size
+        data = read_bytes(p)
+    except FileAccessError as exc:
+        verb = "load" if exc.reason == "no such file" else "read"
+        raise ParseError(f"cannot {verb} {name!r}: {exc.reason}") from None
     from .parser import decode_source
 
     if b"\x00" in data:

@@ -384,8 +384,10 @@ def read_reproducer(path: str | Path) -> Reproducer:
     """The module, pass sequence and inputs of a reproducer file."""
     from ..script.loader import load
 
+    from ..fileio import read_bytes, read_npz
+
     path = Path(path)
-    text = path.read_text()
+    text = read_bytes(path, "reproducer").decode("utf-8", "replace")
     match = re.search(r"^# sequence: (.*)$", text, re.M)
     if match is None:
         from ..errors import InputError
@@ -395,8 +397,7 @@ def read_reproducer(path: str | Path) -> Reproducer:
     inputs: tuple = ()
     m = re.search(r"^# inputs: (\S+)", text, re.M)
     if m is not None and (path.parent / m.group(1)).exists():
-        with np.load(path.parent / m.group(1)) as data:
-            by_name = {k: data[k] for k in data.files}
+        by_name = read_npz(path.parent / m.group(1), "reproducer inputs")
         names = [p.name_hint for p in mod["main"].params] if "main" in mod else []
         inputs = tuple(by_name[n] for n in names if n in by_name)
         if len(inputs) != len(names):

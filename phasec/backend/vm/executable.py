@@ -4,27 +4,41 @@ File format (a zip archive, ``.pvm`` by convention):
 
 * ``executable.json`` — format name and version, the function table (each
   function's bytecode as JSON lists, and its parameters' struct info as
-  TVMScript text), and the constant pool (scalars, strings and shapes
-  inline; tensors as references into ``constants.npz``);
-* ``constants.npz`` — tensor constants (loaded with ``allow_pickle=False``);
+  TVMScript text), the constant pool (scalars, strings and shapes inline;
+  tensors as references into ``constants.npz``) and the SHA-256 of the
+  kernel file (``kernel_sha256``);
+* ``constants.npz`` — tensor constants (read with ``allow_pickle=False``);
 * ``kernels.json`` (phasec's JSON module format) or ``kernels.py``
   (TVMScript) — the PrimFuncs. Kernels are compiled again after loading;
   compiled libraries are cached per executable.
 
-Loading validates the bytecode (register numbers, jump targets, function
-indices, constant indices) and parses the parameter struct info (as data:
-nothing in the file is executed), so a damaged or hostile file gives a clear
-:class:`ExecutableFormatError`, never a crash inside the VM.
+Loading treats the file as hostile data. Every member's declared size is
+checked before anything is inflated (against the input size limit of
+:mod:`phasec.fileio` and against what deflate can produce: a zip bomb is
+refused at once); a zlib or CRC error is a damaged-file error; tensor
+constants are checked against their declared shape and dtype and read only
+when the VM first uses them; kernels whose text does not match the digest
+recorded at build time are refused ("modified after build" — an integrity
+check against edited or corrupted files, not a signature: anyone can write
+a new digest); the bytecode is validated (register numbers, forward-only
+jump targets, function and constant indices) and the parameter struct info
+parsed as data. Nothing in the file is executed by Python, so a damaged or
+hostile file gives a clear :class:`ExecutableFormatError`, never a crash
+inside the VM. The kernels themselves do run natively: load executables
+only from sources you trust, as you would a pickle.
 
 Versions: 2 added the parameter struct info (``param_sinfo`` of each
-function). Version 1 files still load; their signatures are unknown
+function), 3 the kernel digest. Version 1 and 2 files still load (without
+the digest check); the signatures of version 1 files are unknown
 (:meth:`Executable.signature` gives None struct info).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import math
 import os
 import threading
 import zipfile
@@ -34,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InputError, ParseError, VMError
-from ...fileio import write_atomic
+from ...errors import FileAccessError, InputError, ParseError, VMError
+from ...fileio import SafeZip, write_atomic
 from ...ir import tir
 from ...ir.struct_info import StructInfo
 from .bytecode import (
@@ -43,13 +57,13 @@ from .bytecode import (
     MakeShape, MakeTuple, Match, Move, Kill, Ret, VMFunction, instruction_text,
 )
 
-__all__ = ["Executable", "ExecutableFormatError", "FORMAT_NAME", "FORMAT_VERSION",
-           "READABLE_VERSIONS"]
+__all__ = ["Executable", "ExecutableFormatError", "ConstantPool", "FORMAT_NAME",
+           "FORMAT_VERSION", "READABLE_VERSIONS", "kernel_digest"]
 
 FORMAT_NAME = "phasec-vm-executable"
-FORMAT_VERSION = 2
-#: versions :meth:`Executable.load` reads (1: no parameter struct info)
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+#: versions :meth:`Executable.load` reads (1: no parameter struct info; 2: no kernel digest)
+READABLE_VERSIONS = (1, 2, 3)
 
 
 class ExecutableFormatError(VMError, InputError):
@@ -70,7 +84,8 @@ class Executable:
                  prim_funcs: Mapping[str, tir.PrimFunc]) -> None:
         self.functions: tuple[VMFunction, ...] = tuple(functions)
         self.func_index: dict[str, int] = {f.name: i for i, f in enumerate(self.functions)}
-        self.constants: tuple[Any, ...] = tuple(constants)
+        self.constants: ConstantPool = constants if isinstance(constants, ConstantPool) \
+            else ConstantPool(constants)
         self.prim_funcs: dict[str, tir.PrimFunc] = dict(prim_funcs)
         self._kernel_cache: dict[str, Mapping[str, Callable[..., Any]]] = {}
         self._lock = threading.Lock()
@@ -112,8 +127,8 @@ class Executable:
         """Disassembly of every function (for debugging and ``--print``)."""
         names = self.function_names()
         lines = []
-        for i, c in enumerate(self.constants):
-            lines.append(f"c{i} = {_const_text(c)}")
+        for i in range(len(self.constants)):
+            lines.append(f"c{i} = {self.constants.describe(i)}")
         for f in self.functions:
             lines.append(f"\nfunction {f.name}({', '.join(f.params)})  # {f.num_regs} registers")
             for pc, ins in enumerate(f.code):
@@ -160,6 +175,11 @@ class Executable:
                     off = ins.offset if t is Goto else ins.false_offset
                     if not isinstance(off, int) or not 0 <= pc + off < n:
                         raise bad(pc, f"jump target {pc}{off:+} outside the function")
+                    # The code generator only jumps forward (if/else); a backward
+                    # jump or one to itself can only loop, and would spin forever.
+                    if off <= 0:
+                        raise bad(pc, f"backward jump to instruction {pc + off}: phasec "
+                                      f"never generates loops in bytecode")
                 elif t is LoadConst and not (isinstance(ins.index, int) and 0 <= ins.index < nconsts):
                     raise bad(pc, f"constant index {ins.index!r} out of range")
                 elif t is MakeClosure and not (isinstance(ins.func, int) and 0 <= ins.func < nfuncs):
@@ -184,13 +204,15 @@ class Executable:
 
     # -- save / load -------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
-        """Write the executable to ``path`` (a zip archive; see the module doc)."""
+        """Write the executable to ``path`` (a zip archive; see the module doc),
+        whole or not at all (:func:`phasec.fileio.write_atomic`)."""
         tensors: dict[str, np.ndarray] = {}
-        consts = [_const_to_json(c, tensors) for c in self.constants]
+        consts = [_const_to_json(self.constants[i], tensors) for i in range(len(self.constants))]
         kernel_name, kernel_text = _kernels_to_text(self.prim_funcs)
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
                "functions": [f.to_json() for f in self.functions],
-               "constants": consts, "kernels": kernel_name}
+               "constants": consts, "kernels": kernel_name,
+               "kernel_sha256": kernel_digest(kernel_text.encode())}
         npz = io.BytesIO()
         np.savez(npz, **tensors)
 
@@ -206,11 +228,19 @@ class Executable:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Executable":
-        """Read an executable written by :meth:`save`."""
+        """Read an executable written by :meth:`save`.
+
+        Nothing is inflated before its declared size is checked (against
+        :func:`phasec.fileio.max_input_bytes` and what deflate can produce);
+        tensor constants are checked against their declared shape and dtype
+        now and read when the VM first uses them. A file whose kernels do
+        not match the digest recorded at build time is refused ("modified
+        after build"). Every problem is an :class:`ExecutableFormatError`.
+        """
         where = os.fspath(path)
         try:
-            with zipfile.ZipFile(path) as zf:
-                names = set(zf.namelist())
+            with SafeZip(path, "executable") as zf:
+                names = zf.members
                 if "executable.json" not in names:
                     raise ExecutableFormatError(f"{where}: not a phasec executable "
                                                 f"(no executable.json inside)")
@@ -219,12 +249,21 @@ class Executable:
                 kernel_name = doc.get("kernels") if isinstance(doc, dict) else None
                 if kernel_name and kernel_name not in names:
                     raise ExecutableFormatError(f"{where}: kernel file {kernel_name!r} is missing")
-                kernel_text = zf.read(kernel_name).decode() if kernel_name else None
+                kernel_bytes = zf.read(kernel_name) if kernel_name else b""
+                kernel_text = kernel_bytes.decode() if kernel_name else None
         except ExecutableFormatError:
             raise
-        except FileNotFoundError:
-            raise ExecutableFormatError(f"{where}: no such file") from None
-        except (zipfile.BadZipFile, OSError, ValueError, UnicodeDecodeError) as exc:
+        except FileAccessError as exc:
+            if exc.reason == "no such file":
+                raise ExecutableFormatError(f"{where}: no such file") from None
+            if exc.reason.startswith("not a zip archive"):
+                raise ExecutableFormatError(f"{where}: not a phasec executable "
+                                            f"({exc.reason})") from None
+            if "damaged" in exc.reason or "member" in exc.reason:
+                raise ExecutableFormatError(f"{where}: damaged executable: {exc.reason}") \
+                    from None
+            raise ExecutableFormatError(f"{where}: {exc.reason}") from None
+        except (ValueError, UnicodeDecodeError) as exc:
             raise ExecutableFormatError(f"{where}: not a phasec executable ({exc})") from None
         except RecursionError:  # json.loads on absurdly nested data
             raise ExecutableFormatError(f"{where}: damaged executable: executable.json is "
@@ -238,12 +277,14 @@ class Executable:
                 f"{where}: executable format version {version!r} is not supported (this "
                 f"phasec reads versions {', '.join(map(str, READABLE_VERSIONS))}); rebuild "
                 f"it with this phasec (phasec build)")
+        if version >= 3 and doc.get("kernel_sha256") != kernel_digest(kernel_bytes):
+            raise ExecutableFormatError(
+                f"{where}: the kernels were modified after build: their SHA-256 does not "
+                f"match the one recorded when the executable was built; rebuild it from its "
+                f"module (phasec build), and do not run files from untrusted sources")
         try:
-            tensors: dict[str, np.ndarray] = {}
-            if npz is not None:
-                with np.load(io.BytesIO(npz), allow_pickle=False) as data:
-                    tensors = {k: data[k] for k in data.files}
-            constants = [_const_from_json(c, tensors) for c in doc["constants"]]
+            store = _TensorStore(npz, where) if npz is not None else None
+            constants = ConstantPool([_const_from_json(c, store) for c in doc["constants"]])
             functions = [VMFunction.from_json(f) for f in doc["functions"]]
             if version >= 2:  # the parameter struct info is part of the format
                 for f in functions:
@@ -256,6 +297,8 @@ class Executable:
             prim_funcs = _kernels_from_text(kernel_name, kernel_text) if kernel_name else {}
         except ExecutableFormatError:
             raise
+        except FileAccessError as exc:
+            raise ExecutableFormatError(f"{where}: damaged executable: {exc.reason}") from None
         except Exception as exc:  # malformed content of any kind
             raise ExecutableFormatError(f"{where}: damaged executable: "
                                         f"{type(exc).__name__}: {exc}") from None
@@ -263,6 +306,11 @@ class Executable:
             return cls(functions, constants, prim_funcs)
         except ExecutableFormatError as exc:
             raise ExecutableFormatError(f"{where}: {exc}") from None
+
+
+def kernel_digest(kernel_text: bytes) -> str:
+    """The SHA-256 of an executable's kernel file, recorded at build time."""
+    return hashlib.sha256(kernel_text).hexdigest()
 
 
 def _parse_signature(f: VMFunction) -> tuple[tuple[str, StructInfo | None], ...]:
@@ -316,14 +364,14 @@ def _const_to_json(value: Any, tensors: dict[str, np.ndarray]) -> Any:
     raise VMError(f"cannot save a constant of type {type(value).__name__}")
 
 
-def _const_from_json(data: Any, tensors: Mapping[str, np.ndarray]) -> Any:
+def _const_from_json(data: Any, store: "_TensorStore | None") -> Any:
     if not isinstance(data, dict) or len(data) != 1:
         raise ValueError(f"bad constant {data!r:.60}")
     (kind, value), = data.items()
     if kind == "tensor":
-        arr = np.array(tensors[value])
-        arr.setflags(write=False)
-        return arr
+        if store is None:
+            raise ValueError("a tensor constant, but the file has no constants.npz")
+        return store.pending(value)
     if kind == "null":
         return None
     if kind == "bool":
@@ -337,8 +385,97 @@ def _const_from_json(data: Any, tensors: Mapping[str, np.ndarray]) -> Any:
     if kind == "str":
         return str(value)
     if kind == "tuple":
-        return tuple(_const_from_json(v, tensors) for v in value)
+        return tuple(_const_from_json(v, store) for v in value)
     raise ValueError(f"unknown constant kind {kind!r}")
+
+
+class _TensorStore:
+    """The tensors of a loaded file's ``constants.npz``: every member's declared
+    size checked at once, each array read when first used."""
+
+    def __init__(self, npz: bytes, where: str) -> None:
+        self.where = where
+        self.zip = SafeZip(npz, name=f"{where} (constants.npz)")
+
+    def pending(self, key: Any) -> "_PendingTensor":
+        if not isinstance(key, str):
+            raise ValueError(f"bad tensor reference {key!r:.60}")
+        member = f"{key}.npy"
+        if member not in self.zip.members:
+            raise ValueError(f"tensor constant {key!r} is missing from constants.npz")
+        shape, _, dtype = self.zip.npy_header(member)
+        return _PendingTensor(self, member, shape, dtype)
+
+
+class _PendingTensor:
+    """A tensor constant not read yet (its header was checked)."""
+
+    __slots__ = ("store", "member", "shape", "dtype")
+
+    def __init__(self, store: _TensorStore, member: str, shape: tuple[int, ...],
+                 dtype: np.dtype) -> None:
+        self.store, self.member, self.shape, self.dtype = store, member, shape, dtype
+
+    def load(self) -> np.ndarray:
+        try:
+            arr = self.store.zip.array(self.member)
+        except FileAccessError as exc:
+            raise ExecutableFormatError(f"{self.store.where}: damaged executable: "
+                                        f"{exc.reason}") from None
+        arr.setflags(write=False)
+        return arr
+
+
+def _materialize(value: Any) -> Any:
+    if type(value) is _PendingTensor:
+        return value.load()
+    if type(value) is tuple:
+        return tuple(_materialize(v) for v in value)
+    return value
+
+
+def _has_pending(value: Any) -> bool:
+    return type(value) is _PendingTensor or (type(value) is tuple
+                                              and any(_has_pending(v) for v in value))
+
+
+class ConstantPool(Sequence[Any]):
+    """The constants of an executable. Those read from a file load when first
+    indexed (the VM indexes a function's constants when it first runs it),
+    so constants nothing uses are never inflated."""
+
+    __slots__ = ("_values", "_pending", "_lock")
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        self._values = list(values)
+        self._pending = {i for i, v in enumerate(self._values) if _has_pending(v)}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        if index < 0:
+            index += len(self._values)
+        if index in self._pending:
+            with self._lock:
+                if index in self._pending:
+                    self._values[index] = _materialize(self._values[index])
+                    self._pending.discard(index)
+        return self._values[index]
+
+    def loaded(self, index: int) -> bool:
+        """Whether constant ``index`` is in memory (not waiting to be read)."""
+        return index not in self._pending
+
+    def describe(self, index: int) -> str:
+        """The constant as :meth:`Executable.as_text` shows it, without reading it."""
+        value = self._values[index]
+        if type(value) is _PendingTensor and math.prod(value.shape) > 8:
+            return f"{value.dtype}{list(value.shape)}"  # (a small one is shown, so read)
+        return _const_text(self[index])
 
 
 def _const_text(value: Any) -> str:
