@@ -20,7 +20,8 @@ PHASEC_LAYERS = {"ir": 1, "script": 1, "errors": 1, "packed": 1, "transform": 3,
                  "backend": 5, "pipeline": 5, "cli": 5, "testing": 5, "phases_doc": 5,
                  "examples": 1,  # examples: TVMScript data files
                  "__main__": 5,  # `python -m phasec`: the CLI
-                 "explorer": 5}  # pipeline reports
+                 "explorer": 5,  # pipeline reports
+                 "frontend": 5}  # model importers (ONNX)
 
 
 def layer_of(module: str) -> int | None:

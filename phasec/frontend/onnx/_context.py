@@ -1,0 +1,423 @@
+"""What a converter sees: the node, its attributes and input values, and a
+checked way to emit phasec operator calls with constant folding.
+
+A *value* is what an ONNX tensor name stands for during import:
+
+* a numpy array: the tensor is known at import time (an initializer, a
+  ``Constant``, or anything computed from those alone). Arrays of dtype
+  ``object`` hold *symbolic shape values*: 1-D (or 0-d) integer data whose
+  elements are ints or symbolic dimensions (:class:`phasec.ir.tir.PrimExpr`),
+  which is what ``Shape`` of a tensor with dynamic dimensions yields;
+* a Relax expression (a variable bound in ``main``): a run-time tensor.
+
+:meth:`NodeContext.emit` builds one phasec operator call (its struct info
+inferred, so shape and dtype errors surface at once, attributed to the ONNX
+node) and, when every operand is known, evaluates it with the operator's
+numpy reference instead of emitting it. Shape computations on constants
+(``Shape -> Gather -> Concat -> Reshape``) therefore never reach the
+compiled program as tensor operations.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+from ...errors import IndexOutOfRangeError
+from ...ir import arith, tir
+from ...ir.expr import Constant, Expr, PrimValue, ShapeExpr, Tuple
+from ...ir.node import Span
+from ...ir.op import call_op, resolve_op
+from ...ir.struct_info import TensorStructInfo
+
+if TYPE_CHECKING:
+    from ...ir.builder import BlockBuilder
+
+__all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "settle"]
+
+Value = Union[np.ndarray, Expr]
+
+#: Folded results above this many elements stay run-time computations, so a
+#: broadcast of a small constant does not blow up the module.
+MAX_FOLD_ELEMENTS = 1 << 20
+
+
+class Unsupported(Exception):
+    """Raised by a converter: this node (attribute, dtype, dynamic input...)
+    is outside what the frontend supports. The importer collects these and
+    reports every unsupported node of the model at once."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def is_const(v: Any) -> bool:
+    """True for values known at import time (numpy arrays, symbolic included)."""
+    return isinstance(v, np.ndarray)
+
+
+def is_symbolic(v: Any) -> bool:
+    """True for known shape values holding symbolic dimensions."""
+    return isinstance(v, np.ndarray) and v.dtype == object
+
+
+def _int_or_expr(x: Any) -> Any:
+    """An element of a symbolic array in canonical form: an int if constant."""
+    if isinstance(x, tir.PrimExpr):
+        x = arith.simplify(x)
+        c = arith.const_int(x)
+        return x if c is None else int(c)
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    return x
+
+
+def settle(arr: np.ndarray, dtype: str = "int64") -> np.ndarray:
+    """A symbolic array with its elements simplified; a plain ``dtype`` array
+    when no symbolic element is left."""
+    if arr.dtype != object:
+        return arr
+    flat = [_int_or_expr(x) for x in arr.reshape(-1)]
+    if all(not isinstance(x, tir.PrimExpr) for x in flat):
+        return np.array(flat, dtype=dtype).reshape(arr.shape)
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(arr.shape)
+
+
+def _sym_compare(fn: Callable[[Any, Any], bool], op: str) -> Callable[[Any, Any], bool]:
+    def cmp(a: Any, b: Any) -> bool:
+        if not isinstance(a, tir.PrimExpr) and not isinstance(b, tir.PrimExpr):
+            return fn(a, b)
+        if op in ("==", "!="):
+            if arith.prove_equal(tir.as_prim_expr(a), tir.as_prim_expr(b)):
+                return op == "=="
+            if arith.prove_not_equal(tir.as_prim_expr(a), tir.as_prim_expr(b)):
+                return op == "!="
+        raise Unsupported("a comparison of symbolic dimensions that cannot be decided at import")
+    return cmp
+
+
+def _sym_div(a: Any, b: Any) -> Any:
+    if isinstance(a, tir.PrimExpr) or isinstance(b, tir.PrimExpr):
+        return tir.as_prim_expr(a) // tir.as_prim_expr(b)  # dimensions are non-negative
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _sym_minmax(pick: str) -> Callable[[Any, Any], Any]:
+    def f(a: Any, b: Any) -> Any:
+        if not isinstance(a, tir.PrimExpr) and not isinstance(b, tir.PrimExpr):
+            return min(a, b) if pick == "min" else max(a, b)
+        d = arith.const_int(arith.simplify(tir.as_prim_expr(a) - tir.as_prim_expr(b)))
+        if d is None:
+            raise Unsupported(f"{pick} of symbolic dimensions that cannot be decided at import")
+        return (a if d <= 0 else b) if pick == "min" else (a if d >= 0 else b)
+    return f
+
+
+#: element functions for operators evaluated on symbolic shape values
+_SYM_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "relax.add": operator.add, "relax.subtract": operator.sub, "relax.multiply": operator.mul,
+    "relax.divide": _sym_div, "relax.floor_divide": lambda a, b: a // b,
+    "relax.maximum": _sym_minmax("max"), "relax.minimum": _sym_minmax("min"),
+    "relax.equal": _sym_compare(operator.eq, "=="),
+    "relax.not_equal": _sym_compare(operator.ne, "!="),
+}
+#: operators that only move elements: their numpy references work on object arrays
+_SYM_MOVE = frozenset({
+    "relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.strided_slice",
+    "relax.concat", "relax.take", "relax.broadcast_to", "relax.permute_dims", "relax.flatten",
+    "relax.where",
+})
+
+
+class NodeContext:
+    """One ONNX node during conversion (see the module docstring)."""
+
+    def __init__(self, builder: "BlockBuilder", node: Any, index: int, opset: int,
+                 inputs: Sequence[Value | None], attrs: dict[str, Any], span: Span,
+                 hint: str, params: dict[int, np.ndarray] | None = None) -> None:
+        self.builder = builder
+        self.node = node
+        self.index = index
+        self.op_type: str = node.op_type
+        self.opset = opset
+        self.inputs = list(inputs)
+        self.attrs = attrs
+        self.span = span
+        self.hint = hint
+        #: input position -> initializer value, for inputs that are parameters
+        #: of ``main`` (``keep_params_in_input``): usable where a constant is needed
+        self.params = params or {}
+
+    # -- attributes and inputs ---------------------------------------------------
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute's value (ints, floats, strings, lists, arrays), or ``default``."""
+        return self.attrs.get(name, default)
+
+    def has(self, i: int) -> bool:
+        """Is optional input ``i`` given (present and not the empty name)?"""
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def input(self, i: int) -> Value:
+        """Input ``i``; a missing required input is reported as unsupported."""
+        if not self.has(i):
+            raise Unsupported(f"input {i} is missing")
+        return self.inputs[i]  # type: ignore[return-value]
+
+    def optional(self, i: int) -> Value | None:
+        return self.inputs[i] if self.has(i) else None
+
+    def const(self, i: int, what: str = "") -> np.ndarray:
+        """Input ``i`` as a numpy array; it must be known at import time."""
+        v = self.input(i)
+        if is_const(v):
+            return v  # type: ignore[return-value]
+        if i in self.params:
+            return self.params[i]
+        name = self.node.input[i]
+        raise Unsupported(f"input {i} ({what or name!r}) must be known at import time "
+                          f"(a constant or initializer), but {name!r} is computed at run time")
+
+    def const_ints(self, i: int, what: str = "") -> list[Any]:
+        """Input ``i`` as a list of ints (or symbolic dimensions)."""
+        arr = self.const(i, what)
+        return [_int_or_expr(x) for x in arr.reshape(-1)]
+
+    def const_scalar(self, i: int, what: str = "") -> Any:
+        arr = self.const(i, what)
+        if arr.size != 1:
+            raise Unsupported(f"input {i} ({what}) must be a scalar, got shape {arr.shape}")
+        return arr.reshape(-1)[0].item() if arr.dtype != object else _int_or_expr(arr.reshape(-1)[0])
+
+    # -- value properties --------------------------------------------------------
+    @staticmethod
+    def sinfo(v: Value) -> TensorStructInfo:
+        if isinstance(v, np.ndarray):
+            return TensorStructInfo(v.shape, "int64" if v.dtype == object else str(v.dtype))
+        s = v.struct_info
+        if not isinstance(s, TensorStructInfo):
+            raise Unsupported("an input is not a tensor")
+        return s
+
+    def dtype(self, v: Value) -> str:
+        return self.sinfo(v).dtype
+
+    def ndim(self, v: Value) -> int:
+        n = self.sinfo(v).ndim
+        if n < 0:
+            raise Unsupported("an input has unknown rank")
+        return n
+
+    def shape(self, v: Value) -> list[Any]:
+        """Dimensions as ints where constant, symbolic PrimExprs otherwise."""
+        s = self.sinfo(v)
+        if s.shape is None:
+            raise Unsupported("an input has an unknown shape")
+        return [_int_or_expr(d) for d in s.shape]
+
+    def static_shape(self, v: Value, what: str = "the input") -> list[int]:
+        dims = self.shape(v)
+        if any(not isinstance(d, int) for d in dims):
+            raise Unsupported(f"{what} needs static dimensions, but has shape "
+                              f"({', '.join(str(d) for d in dims)})")
+        return dims
+
+    # -- building ----------------------------------------------------------------
+    def expr(self, v: Value) -> Expr:
+        """``v`` as a Relax expression (a known array becomes ``R.const``)."""
+        if isinstance(v, np.ndarray):
+            if v.dtype == object:
+                raise Unsupported("a shape value with symbolic dimensions is used as tensor "
+                                  "data; only shape computations on it are supported")
+            return Constant(v, span=self.span)
+        return v
+
+    def _operand(self, a: Any) -> Any:
+        if isinstance(a, np.ndarray):
+            return self.expr(a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._operand(x) for x in a)
+        return a
+
+    def emit(self, op: str, *args: Any, fold: bool = True, **attrs: Any) -> Value:
+        """``R.<op>(*args, **attrs)``: folded when every operand is known
+        (unless ``fold=False``), otherwise bound to a fresh variable named
+        after the node's output.
+
+        Operands are values, Python tuples of ints/dimensions for shape
+        operands, or lists of values for tuple operands (``concat``).
+        """
+        opdef = resolve_op(op, self.span)
+        if any(_has_symbolic(a) for a in args):
+            return self._fold_symbolic(opdef.name, args, attrs)
+        call = call_op(opdef.name, *[self._operand(a) for a in args], span=self.span, **attrs)
+        folded = self._fold(opdef, call) if fold else None
+        if folded is not None:
+            return folded
+        return self.builder.emit(call, self.hint)
+
+    def emit_tuple_item(self, tup: Value, index: int) -> Value:
+        from ...ir.expr import TupleGetItem
+
+        if isinstance(tup, tuple):
+            return tup[index]
+        return self.builder.emit(TupleGetItem(tup, index, span=self.span), self.hint)
+
+    def emit_multi(self, op: str, *args: Any, **attrs: Any) -> list[Value]:
+        """An operator returning a tuple (``split``): one value per field."""
+        opdef = resolve_op(op, self.span)
+        if any(_has_symbolic(a) for a in args):
+            out = self._fold_symbolic(opdef.name, args, attrs)
+            return list(out)  # type: ignore[arg-type]
+        call = call_op(opdef.name, *[self._operand(a) for a in args], span=self.span, **attrs)
+        folded = self._fold(opdef, call)
+        if folded is not None:
+            return list(folded)  # type: ignore[arg-type]
+        from ...ir.expr import TupleGetItem
+
+        tup = self.builder.emit(call, self.hint)
+        n = len(call.struct_info.fields)  # type: ignore[union-attr]
+        return [self.builder.emit(TupleGetItem(tup, k, span=self.span), self.hint)
+                for k in range(n)]
+
+    # -- folding -----------------------------------------------------------------
+    def _fold(self, opdef: Any, call: Any) -> Any:
+        if opdef.reference is None or not opdef.pure or opdef.category != "compute":
+            return None
+        values = []
+        for a in call.args:
+            v = _known(a)
+            if v is _UNKNOWN:
+                return None
+            values.append(v)
+        sinfo = call.struct_info
+        fields = sinfo.fields if hasattr(sinfo, "fields") else [sinfo]
+        for f in fields:
+            if not isinstance(f, TensorStructInfo) or f.shape is None:
+                return None
+            n = 1
+            for d in f.shape:
+                c = arith.const_int(d)
+                if c is None:
+                    return None
+                n *= c
+            if n > MAX_FOLD_ELEMENTS:
+                return None
+        try:
+            with np.errstate(all="ignore"):
+                out = opdef.reference(*values, **dict(call.attrs or {}))
+        except (IndexOutOfRangeError, ValueError, ZeroDivisionError, FloatingPointError):
+            return None  # leave the failure to run time, as FoldConstant does
+        outs = [_conform(o, f) for o, f in zip(out if isinstance(out, tuple) else (out,), fields)]
+        if any(o is None for o in outs):
+            return None  # the reference disagrees with inference: let the compiler decide
+        return tuple(outs) if isinstance(out, tuple) else outs[0]
+
+    def _fold_symbolic(self, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        from ...ir.op import get_op, normalize_attrs
+
+        opdef = get_op(name)
+        norm = normalize_attrs(opdef, attrs, self.span)
+        vals = [_sym_value(a) for a in args]
+        if any(v is _UNKNOWN for v in vals):
+            raise Unsupported(f"{opdef.script_name} mixes symbolic shape values with run-time "
+                              "tensors; only shape computations on known values are supported")
+        try:
+            if name in _SYM_BINARY:
+                fn = np.frompyfunc(_SYM_BINARY[name], 2, 1)
+                a, b = (np.asarray(v, dtype=object) for v in vals)
+                out = fn(a, b)
+                if name in ("relax.equal", "relax.not_equal"):
+                    return np.asarray(out, dtype=bool)
+                return settle(np.asarray(out, dtype=object))
+            if name == "relax.astype":
+                if norm["dtype"].startswith(("int", "uint")):
+                    return settle(np.asarray(vals[0], dtype=object))
+            elif name in _SYM_MOVE:
+                ref = opdef.reference
+                if name == "relax.concat":
+                    out = ref([np.asarray(v, dtype=object) for v in vals[0]], **norm)
+                elif name == "relax.where":
+                    out = np.where(np.asarray(vals[0], bool), np.asarray(vals[1], object),
+                                   np.asarray(vals[2], object))
+                else:
+                    out = ref(*[np.asarray(v, dtype=object) if isinstance(v, np.ndarray) else v
+                                for v in vals], **norm)
+                return settle(np.asarray(out, dtype=object))
+        except Unsupported:
+            raise
+        except (TypeError, ValueError, IndexError) as exc:
+            raise Unsupported(f"{opdef.script_name} on symbolic shape values: {exc}") from None
+        raise Unsupported(f"{opdef.script_name} on symbolic shape values (dynamic dimensions) "
+                          "is not supported at import")
+
+
+class _Unknown:
+    pass
+
+
+_UNKNOWN: Any = _Unknown()
+
+
+def _has_symbolic(a: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return a.dtype == object
+    if isinstance(a, (list, tuple)):
+        return any(_has_symbolic(x) for x in a)
+    return False
+
+
+def _sym_value(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return a
+    if isinstance(a, list):
+        vals = [_sym_value(x) for x in a]
+        return _UNKNOWN if any(v is _UNKNOWN for v in vals) else vals
+    if isinstance(a, tuple):
+        return a
+    if isinstance(a, Constant):
+        return a.data
+    return _UNKNOWN
+
+
+def _known(e: Any) -> Any:
+    """The value of an operand known at import time, or _UNKNOWN."""
+    t = type(e)
+    if t is Constant:
+        return e.data
+    if t is ShapeExpr:
+        out = []
+        for v in e.values:
+            c = arith.const_int(v)
+            if c is None:
+                return _UNKNOWN
+            out.append(int(c))
+        return tuple(out)
+    if t is PrimValue:
+        v = e.value
+        if isinstance(v, (tir.IntImm, tir.FloatImm)):
+            return np.asarray(v.value, dtype=v.dtype)[()]
+        return _UNKNOWN
+    if t is Tuple:
+        vals = [_known(f) for f in e.fields]
+        return _UNKNOWN if any(v is _UNKNOWN for v in vals) else vals
+    return _UNKNOWN
+
+
+def _conform(out: Any, sinfo: TensorStructInfo) -> np.ndarray | None:
+    arr = np.asarray(out)
+    if sinfo.dtype != "void" and str(arr.dtype) != sinfo.dtype:
+        arr = arr.astype(sinfo.dtype)
+    if sinfo.shape is not None:
+        shape = tuple(int(arith.const_int(d)) for d in sinfo.shape)
+        if arr.shape != shape:
+            return None
+    return np.ascontiguousarray(arr)

@@ -1,0 +1,390 @@
+"""The graph walk: an ONNX ``ModelProto`` -> an ingestion-phase IRModule.
+
+One Relax function ``main``: graph inputs (those without an initializer)
+become its parameters, the graph's nodes become bindings of one dataflow
+block (each converted by its converter, see :mod:`._registry`), graph
+outputs its result (a tuple when there are several). Initializers are
+constants, or trailing parameters with ``keep_params_in_input``.
+
+Every binding carries a span naming the ONNX node it came from:
+``Span(file="<model> node '<name>' (<op_type>)", line=<1-based position of
+the node in graph.node>, col=0)``, so a verifier diagnostic reads
+``resnet50.onnx node 'conv1' (Conv):3:1``. Variables are named after the
+ONNX output tensors (made identifiers).
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import PhasecError, StructInfoError
+from ...ir import IRModule, tir
+from ...ir.builder import BlockBuilder
+from ...ir.expr import Constant, Expr, Function, Var
+from ...ir.node import Span
+from ...ir.struct_info import TensorStructInfo
+from ..errors import FrontendError, UnsupportedModelError, UnsupportedNode
+from ._context import NodeContext, Unsupported, Value, is_const
+from ._registry import load_converters
+
+__all__ = ["import_model", "ONNX_DTYPES", "onnx_dtype", "read_model", "sanitize"]
+
+#: ONNX TensorProto element type -> phasec dtype (the ones phasec computes with)
+ONNX_DTYPES: dict[int, str] = {
+    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+    9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+}
+
+#: Opsets older than this changed broadcasting and other semantics; the
+#: converters implement opset 6 and newer (the ONNX backend test data uses 6).
+MIN_OPSET = 6
+
+#: A model file larger than this is refused before reading (protobuf's own limit).
+MAX_MODEL_BYTES = 2 << 30
+
+
+def onnx_dtype(elem_type: int) -> str | None:
+    """The phasec dtype for an ONNX element type, or None when unsupported."""
+    return ONNX_DTYPES.get(elem_type)
+
+
+def _type_name(elem_type: int) -> str:
+    from onnx import TensorProto
+
+    try:
+        return TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return str(elem_type)
+
+
+def sanitize(name: str, fallback: str = "v") -> str:
+    """An identifier for an ONNX name: other characters become ``_``."""
+    s = re.sub(r"\W", "_", name, flags=re.ASCII)
+    if not s:
+        s = fallback
+    if s[0].isdigit():
+        s = "v_" + s
+    if keyword.iskeyword(s) or s in ("R", "T", "I"):
+        s += "_"
+    return s
+
+
+def read_model(model_or_path: Any) -> tuple[Any, str]:
+    """The ``ModelProto`` and a label for spans, from a path, bytes or a proto."""
+    import onnx
+
+    if isinstance(model_or_path, onnx.ModelProto):
+        label = (model_or_path.graph.name or "model") + ".onnx"
+        return model_or_path, label
+    if isinstance(model_or_path, (bytes, bytearray)):
+        try:
+            return onnx.load_model_from_string(bytes(model_or_path)), "model.onnx"
+        except Exception as exc:  # noqa: BLE001 - protobuf raises assorted errors
+            raise FrontendError(f"cannot read the ONNX model: {exc}") from None
+    if not isinstance(model_or_path, (str, os.PathLike)):
+        raise TypeError("from_onnx() expects an onnx.ModelProto, a path or bytes, "
+                        f"not {type(model_or_path).__name__}")
+    path = os.fspath(model_or_path)
+    if "\x00" in path:
+        raise FrontendError(f"cannot load {path!r}: a path cannot contain NUL characters")
+    if os.path.isdir(path):
+        raise FrontendError(f"cannot load {path!r}: it is a directory, not an ONNX model file")
+    if not os.path.exists(path):
+        raise FrontendError(f"cannot load {path!r}: no such file")
+    if not os.path.isfile(path):
+        raise FrontendError(f"cannot load {path!r}: not a regular file")
+    size = os.path.getsize(path)
+    if size > MAX_MODEL_BYTES:
+        raise FrontendError(f"cannot load {path!r}: {size} bytes is more than the 2 GiB a "
+                            "protobuf model can hold (use external data files)")
+    try:
+        model = onnx.load(path)
+    except Exception as exc:  # noqa: BLE001 - protobuf/decode/external-data errors
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise FrontendError(f"cannot read {path!r} as an ONNX model: {msg}") from None
+    if not model.HasField("graph"):
+        raise FrontendError(f"{path!r} holds no ONNX graph (is it an ONNX model file?)")
+    return model, os.path.basename(path)
+
+
+def _attr_value(attr: Any) -> Any:
+    from onnx import AttributeProto, helper, numpy_helper
+
+    t = attr.type
+    if t == AttributeProto.STRING:
+        return attr.s.decode("utf-8", errors="replace")
+    if t == AttributeProto.STRINGS:
+        return [s.decode("utf-8", errors="replace") for s in attr.strings]
+    if t == AttributeProto.TENSOR:
+        return numpy_helper.to_array(attr.t)
+    if t == AttributeProto.INTS:
+        return [int(i) for i in attr.ints]
+    if t == AttributeProto.FLOATS:
+        return [float(f) for f in attr.floats]
+    return helper.get_attribute_value(attr)
+
+
+class _Importer:
+    def __init__(self, model: Any, label: str, shapes: Mapping[str, Sequence[Any]] | None,
+                 keep_params: bool) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.label = label
+        self.shapes = dict(shapes or {})
+        self.keep_params = keep_params
+        self.opsets = {o.domain or "ai.onnx": int(o.version) for o in model.opset_import}
+        self.opset = self.opsets.get("ai.onnx", 0)
+        self.sym_vars: dict[str, tir.Var] = {}
+        self.unsupported: list[UnsupportedNode] = []
+        self.values: dict[str, Value | None] = {}
+        self.poisoned: set[str] = set()
+        self.param_vars: dict[str, Var] = {}     # keep_params: initializer name -> Var
+        self.param_arrays: dict[str, np.ndarray] = {}
+        self.used_params: set[str] = set()
+        self.names: set[str] = set()
+
+    # -- inputs ------------------------------------------------------------------
+    def _unique(self, hint: str) -> str:
+        name = sanitize(hint)
+        k, base = 1, name
+        while name in self.names:
+            name = f"{base}_{k}"
+            k += 1
+        self.names.add(name)
+        return name
+
+    def _dim(self, input_name: str, i: int, d: Any) -> Any:
+        if isinstance(d, (int, np.integer)) and not isinstance(d, bool):
+            if d < 0:
+                raise FrontendError(f"input {input_name!r}: dimension {i} is {d}; give sizes "
+                                    "that are non-negative integers or names")
+            return int(d)
+        if isinstance(d, str):
+            return self._sym(d)
+        if isinstance(d, tir.PrimExpr):
+            return d
+        raise FrontendError(f"input {input_name!r}: dimension {i} must be an int or a name, "
+                            f"not {d!r}")
+
+    def _sym(self, name: str) -> tir.Var:
+        key = sanitize(name, "n")
+        var = self.sym_vars.get(key)
+        if var is None:
+            var = self.sym_vars[key] = tir.Var(key, "int64")
+        return var
+
+    def _input_sinfo(self, vi: Any) -> TensorStructInfo:
+        name = vi.name
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None:
+            kind = vi.type.WhichOneof("value") or "unknown"
+            raise Unsupported(f"graph input {name!r} is a {kind}, not a tensor")
+        dtype = onnx_dtype(tt.elem_type)
+        if dtype is None:
+            raise Unsupported(f"graph input {name!r} has element type {_type_name(tt.elem_type)}, "
+                              "which phasec does not compute with")
+        if name in self.shapes:
+            dims = [self._dim(name, i, d) for i, d in enumerate(self.shapes[name])]
+        elif not tt.HasField("shape"):
+            raise FrontendError(f"graph input {name!r} has no shape; give one with "
+                                f"shapes={{{name!r}: (...)}} (names for dynamic dimensions)")
+        else:
+            dims = []
+            for i, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value"):
+                    dims.append(self._dim(name, i, d.dim_value))
+                elif d.dim_param:
+                    dims.append(self._sym(d.dim_param))
+                else:  # unnamed dynamic dimension: a fresh symbolic variable
+                    dims.append(self._sym(f"{name}_dim{i}"))
+        return TensorStructInfo(tuple(dims), dtype)
+
+    # -- the walk ------------------------------------------------------------------
+    def _record(self, node: Any, index: int, reason: str) -> None:
+        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+        opset = self.opsets.get(node.domain or "ai.onnx", 0)
+        self.unsupported.append(UnsupportedNode(node.name or f"{node.op_type}#{index}", op,
+                                                opset, reason, index))
+        self.poisoned.update(o for o in node.output if o)
+
+    def _span(self, node: Any, index: int) -> Span:
+        name = node.name or f"{node.op_type}#{index}"
+        return Span(f"{self.label} node {name!r} ({node.op_type})", index + 1, 0)
+
+    def run(self) -> IRModule:
+        from onnx import numpy_helper
+
+        convs = load_converters()
+        graph = self.graph
+        if self.opset and self.opset < MIN_OPSET:
+            raise FrontendError(f"the model imports ONNX opset {self.opset}; the frontend "
+                                f"supports opset {MIN_OPSET} and newer (convert it with "
+                                "onnx.version_converter)")
+        unknown = [n for n in self.shapes if n not in {i.name for i in graph.input}]
+        if unknown:
+            names = ", ".join(repr(i.name) for i in graph.input)
+            raise FrontendError(f"shapes= names {', '.join(map(repr, unknown))}, which "
+                                f"{'is' if len(unknown) == 1 else 'are'} not graph inputs "
+                                f"(the inputs are: {names})")
+        if len(graph.sparse_initializer):
+            raise FrontendError("the model has sparse initializers, which the frontend "
+                                "does not support")
+        inits: dict[str, np.ndarray] = {}
+        for t in graph.initializer:
+            if onnx_dtype(t.data_type) is None:
+                self.unsupported.append(UnsupportedNode(
+                    t.name, "initializer", self.opset,
+                    f"element type {_type_name(t.data_type)} is not supported"))
+                self.poisoned.add(t.name)
+                continue
+            try:
+                inits[t.name] = numpy_helper.to_array(t)
+            except Exception as exc:  # noqa: BLE001 - missing external data etc.
+                raise FrontendError(f"cannot read initializer {t.name!r}: {exc}") from None
+
+        params: list[Var] = []
+        for vi in graph.input:
+            if vi.name in inits:
+                continue
+            try:
+                sinfo = self._input_sinfo(vi)
+            except Unsupported as exc:
+                self.unsupported.append(UnsupportedNode(vi.name, "graph input", self.opset,
+                                                        exc.reason))
+                self.poisoned.add(vi.name)
+                continue
+            var = Var(self._unique(vi.name), sinfo)
+            params.append(var)
+            self.values[vi.name] = var
+        for name, arr in inits.items():
+            if self.keep_params:
+                self.param_arrays[name] = arr
+                self.param_vars[name] = Var(self._unique(name),
+                                            TensorStructInfo(arr.shape, str(arr.dtype)))
+                self.values[name] = self.param_vars[name]
+            else:
+                self.values[name] = arr
+
+        # Unsupported operators are known before any conversion.
+        for index, node in enumerate(graph.node):
+            domain = node.domain or "ai.onnx"
+            conv = convs.get(node.op_type) if domain == "ai.onnx" else None
+            if conv is None:
+                self._record(node, index, "operator not supported" if domain == "ai.onnx"
+                             else f"operator domain {node.domain!r} not supported")
+            elif self.opset < conv.since:
+                self._record(node, index, f"opset {self.opset} semantics not supported "
+                                          f"(the converter implements opset {conv.since}+)")
+
+        bb = BlockBuilder()
+        outputs: list[Expr] = []
+        with bb.function("main", params):
+            with bb.dataflow():
+                done = {u.index for u in self.unsupported}
+                for index, node in enumerate(graph.node):
+                    if index in done:
+                        continue
+                    if any(i in self.poisoned for i in node.input if i):
+                        self.poisoned.update(o for o in node.output if o)
+                        continue
+                    self._convert(bb, convs[node.op_type].fn, node, index)
+                if self.unsupported:
+                    raise UnsupportedModelError(self.unsupported, self.label)
+                for vi in graph.output:
+                    if vi.name not in self.values or self.values[vi.name] is None:
+                        raise FrontendError(f"graph output {vi.name!r} is not produced by any "
+                                            "node, input or initializer")
+                    v = self.values[vi.name]
+                    if isinstance(v, np.ndarray):
+                        if v.dtype == object:
+                            raise UnsupportedModelError([UnsupportedNode(
+                                vi.name, "graph output", self.opset,
+                                "a shape value with symbolic dimensions as a graph output")],
+                                self.label)
+                        v = Constant(v)
+                    outputs.append(bb.emit_output(v, sanitize(vi.name)))
+            from ...ir.expr import Tuple
+
+            bb.emit_func_output(outputs[0] if len(outputs) == 1 else Tuple(outputs))
+        mod = bb.get()
+        if self.keep_params:
+            mod = self._with_params(mod, params)
+        return mod
+
+    def _convert(self, bb: BlockBuilder, fn: Any, node: Any, index: int) -> None:
+        inputs: list[Value | None] = []
+        param_inputs: dict[int, np.ndarray] = {}
+        for k, name in enumerate(node.input):
+            if not name:
+                inputs.append(None)
+                continue
+            if name not in self.values:
+                raise FrontendError(f"node {index} {node.name!r} ({node.op_type}) uses "
+                                    f"{name!r}, which no earlier node, input or initializer "
+                                    "defines (is the graph topologically sorted?)")
+            inputs.append(self.values[name])
+            if name in self.param_vars:
+                param_inputs[k] = self.param_arrays[name]
+        try:
+            attrs = {a.name: _attr_value(a) for a in node.attribute}
+        except Exception as exc:  # noqa: BLE001
+            self._record(node, index, f"unreadable attribute: {exc}")
+            return
+        hint = sanitize(next((o for o in node.output if o), node.op_type))
+        ctx = NodeContext(bb, node, index, self.opset, inputs, attrs, self._span(node, index),
+                          hint, param_inputs)
+        try:
+            result = fn(ctx)
+        except Unsupported as exc:
+            self._record(node, index, exc.reason)
+            return
+        except StructInfoError as exc:
+            raise FrontendError(f"{self.label}: node {index} {node.name!r} ({node.op_type}, "
+                                f"opset {self.opset}): {exc.message}") from None
+        except PhasecError as exc:
+            raise FrontendError(f"{self.label}: node {index} {node.name!r} ({node.op_type}, "
+                                f"opset {self.opset}): {exc}") from None
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        for k, out in enumerate(node.output):
+            if not out:
+                continue
+            value = results[k] if k < len(results) else None
+            if value is None:
+                self._record(node, index, f"output {k} ({out!r}) is not supported")
+                return
+            self.values[out] = value
+
+    def _with_params(self, mod: IRModule, inputs: list[Var]) -> IRModule:
+        from ...ir.visitor import collect_exprs
+
+        func = mod["main"]
+        # Parameters only read at import (a Reshape's shape) are not run-time inputs.
+        seen = {id(v) for v in collect_exprs(func.body, frozenset((Var,)))}
+        self.used_params = {n for n, v in self.param_vars.items() if id(v) in seen}
+        used = [self.param_vars[n] for n in self.param_vars if n in self.used_params]
+        attrs = dict(func.attrs or {})
+        attrs["num_input"] = len(inputs)
+        new = Function([*inputs, *used], func.body, func.ret_struct_info, func.is_pure, attrs,
+                       span=func.span)
+        return mod.update_func("main", new)
+
+
+def import_model(model_or_path: Any, shapes: Mapping[str, Sequence[Any]] | None = None,
+                 keep_params_in_input: bool = False) -> tuple[IRModule, dict[str, np.ndarray]]:
+    """Import and verify; returns the module and the parameter values (empty
+    unless ``keep_params_in_input``), keyed by parameter name."""
+    model, label = read_model(model_or_path)
+    imp = _Importer(model, label, shapes, keep_params_in_input)
+    mod = imp.run()
+    from verifier import verify
+
+    verify(mod)
+    params = {imp.param_vars[n].name_hint: imp.param_arrays[n]
+              for n in imp.param_vars if n in imp.used_params}
+    return mod, params

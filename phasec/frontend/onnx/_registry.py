@@ -1,0 +1,57 @@
+"""The table of ONNX operator converters.
+
+A converter is a function ``fn(ctx: NodeContext) -> value | list[value]``
+registered for one or more ONNX ``op_type``\\ s of the default domain. It
+emits phasec operator calls through ``ctx.emit`` (one ONNX op may become
+several phasec ops: composite ops are decomposed) and returns the node's
+output value(s); ``None`` for an optional output it does not produce. A
+case outside what it supports raises :class:`~._context.Unsupported` with
+the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Converter", "CONVERTERS", "converter", "supported_ops"]
+
+
+@dataclass(frozen=True)
+class Converter:
+    op_type: str
+    fn: Callable[[Any], Any]
+    #: the oldest opset version whose semantics the converter implements
+    since: int = 1
+
+
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converter(*op_types: str, since: int = 1) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the converter of every name in ``op_types``."""
+    def wrap(fn: Callable) -> Callable:
+        for t in op_types:
+            if t in CONVERTERS:
+                raise ValueError(f"ONNX operator {t} has two converters")
+            CONVERTERS[t] = Converter(t, fn, since)
+        return fn
+    return wrap
+
+
+_loaded = False
+
+
+def load_converters() -> dict[str, Converter]:
+    """Import every converter family once; returns the table."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import ops_math, ops_nn, ops_reduce, ops_tensor  # noqa: F401  (register on import)
+    return CONVERTERS
+
+
+def supported_ops() -> list[str]:
+    """Every ONNX op_type (default domain) the frontend converts, sorted."""
+    return sorted(load_converters())

@@ -1,0 +1,408 @@
+"""Elementwise ONNX operators: arithmetic, comparisons, logic, math
+functions, activations, Cast, Clip, Where.
+
+ONNX broadcasting (opset 7+) is numpy's, as phasec's binary operators.
+Opset 6 models spell broadcasting with the ``broadcast``/``axis``
+attributes: the second operand is aligned to the first at ``axis`` (by
+default at the trailing dimensions), which a reshape expresses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._context import NodeContext, Unsupported, Value
+from ._importer import ONNX_DTYPES
+from ._registry import converter
+
+__all__ = ["scalar", "onnx_to_dtype"]
+
+
+def scalar(ctx: NodeContext, value: float | int | bool, like: Value | str) -> np.ndarray:
+    """A 0-d constant of ``like``'s dtype (or the dtype named by ``like``)."""
+    dtype = like if isinstance(like, str) else ctx.dtype(like)
+    return np.asarray(value, dtype=dtype)
+
+
+def onnx_to_dtype(elem_type: int, what: str) -> str:
+    dtype = ONNX_DTYPES.get(int(elem_type))
+    if dtype is None:
+        from ._importer import _type_name
+
+        raise Unsupported(f"{what} {_type_name(int(elem_type))} is not supported")
+    return dtype
+
+
+def _float_only(ctx: NodeContext, v: Value) -> None:
+    if not ctx.dtype(v).startswith("float"):
+        raise Unsupported(f"dtype {ctx.dtype(v)} (phasec computes {ctx.op_type} on floats)")
+
+
+# ---------------------------------------------------------------------------
+# unary
+# ---------------------------------------------------------------------------
+
+_UNARY = {
+    "Abs": "abs", "Neg": "negative", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
+    "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Floor": "floor", "Ceil": "ceil",
+    "Round": "round", "Not": "logical_not", "Relu": "nn.relu",
+}
+_FLOAT_UNARY = {"Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Erf"}
+
+
+@converter(*_UNARY)
+def _unary(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    if ctx.op_type in _FLOAT_UNARY:
+        _float_only(ctx, x)
+    if ctx.op_type in ("Abs", "Neg", "Relu") and ctx.dtype(x).startswith("uint"):
+        if ctx.op_type == "Neg":
+            raise Unsupported("Neg of an unsigned integer")
+        return x  # |x| and max(x, 0) of unsigned values are x
+    if ctx.op_type in ("Floor", "Ceil", "Round") and not ctx.dtype(x).startswith("float"):
+        return x
+    return ctx.emit(_UNARY[ctx.op_type], x)
+
+
+@converter("Identity")
+def _identity(ctx: NodeContext) -> Value:
+    return ctx.input(0)
+
+
+@converter("Reciprocal")
+def _reciprocal(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    return ctx.emit("divide", scalar(ctx, 1, x), x)
+
+
+@converter("Sign")
+def _sign(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    zero, one = scalar(ctx, 0, x), scalar(ctx, 1, x)
+    pos = ctx.emit("greater", x, zero)
+    if ctx.dtype(x).startswith("uint"):
+        return ctx.emit("where", pos, one, zero)
+    neg = ctx.emit("less", x, zero)
+    return ctx.emit("where", pos, one, ctx.emit("where", neg, scalar(ctx, -1, x), zero))
+
+
+@converter("IsNaN")
+def _isnan(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    return ctx.emit("not_equal", x, x)
+
+
+@converter("IsInf")
+def _isinf(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    pos, neg = ctx.attr("detect_positive", 1), ctx.attr("detect_negative", 1)
+    p = ctx.emit("equal", x, scalar(ctx, np.inf, x))
+    n = ctx.emit("equal", x, scalar(ctx, -np.inf, x))
+    if pos and neg:
+        return ctx.emit("logical_or", p, n)
+    if pos:
+        return p
+    if neg:
+        return n
+    return ctx.emit("logical_and", p, n)  # detects nothing: always false
+
+
+# ---------------------------------------------------------------------------
+# binary
+# ---------------------------------------------------------------------------
+
+_BINARY = {
+    "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
+    "And": "logical_and", "Or": "logical_or", "Xor": "not_equal",
+    "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal", "Greater": "greater",
+    "GreaterOrEqual": "greater_equal",
+}
+
+
+def legacy_broadcast(ctx: NodeContext, a: Value, b: Value) -> Value:
+    """Opset < 7 ``broadcast=1, axis=k``: align ``b`` with ``a`` at axis ``k``."""
+    if ctx.opset >= 7 or not ctx.attr("broadcast", 0):
+        return b
+    axis = ctx.attr("axis")
+    nb, na = ctx.ndim(b), ctx.ndim(a)
+    if axis is None or nb == 0:
+        return b
+    axis = axis + na if axis < 0 else axis
+    trailing = na - axis - nb
+    if trailing <= 0:
+        return b
+    return ctx.emit("reshape", b, tuple(ctx.shape(b)) + (1,) * trailing)
+
+
+@converter(*_BINARY)
+def _binary(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    b = legacy_broadcast(ctx, a, b)
+    op = _BINARY[ctx.op_type]
+    if ctx.op_type == "Div" and ctx.dtype(a) == "bool":
+        raise Unsupported("Div of bool tensors")
+    if ctx.op_type in ("Add", "Sub", "Mul") and ctx.dtype(a) == "bool":
+        raise Unsupported(f"{ctx.op_type} of bool tensors")
+    return ctx.emit(op, a, b)
+
+
+@converter("Pow")
+def _pow(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    b = legacy_broadcast(ctx, a, b)
+    if ctx.dtype(b) != ctx.dtype(a):
+        b = ctx.emit("astype", b, dtype=ctx.dtype(a))
+    return ctx.emit("power", a, b)
+
+
+@converter("Mod")
+def _mod(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    dt = ctx.dtype(a)
+    fmod = ctx.attr("fmod", 0)
+    if dt.startswith("float"):
+        q = ctx.emit("divide", a, b)
+        if fmod:  # C fmod: truncate the quotient
+            q = ctx.emit("where", ctx.emit("less", q, scalar(ctx, 0, dt)),
+                         ctx.emit("ceil", q), ctx.emit("floor", q))
+        else:
+            q = ctx.emit("floor", q)
+        return ctx.emit("subtract", a, ctx.emit("multiply", q, b))
+    if not fmod and dt.startswith("uint"):
+        fmod = 1  # the same for unsigned values
+    # integers: divide truncates (fmod), floor_divide floors (Python/numpy mod)
+    q = ctx.emit("divide" if fmod else "floor_divide", a, b)
+    r = ctx.emit("subtract", a, ctx.emit("multiply", q, b))
+    # a % 0: numpy gives 0; phasec's division by zero yields 0, so r would be a
+    zero = scalar(ctx, 0, dt)
+    return ctx.emit("where", ctx.emit("equal", b, zero), zero, r) if not _nonzero(b) else r
+
+
+def _nonzero(v: Value) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype != object and bool(np.all(v != 0))
+
+
+_VARIADIC = {"Sum": "add", "Max": "maximum", "Min": "minimum", "Mean": "add"}
+
+
+@converter(*_VARIADIC)
+def _variadic(ctx: NodeContext) -> Value:
+    vals = [ctx.input(i) for i in range(len(ctx.inputs))]
+    if not vals:
+        raise Unsupported("no inputs")
+    dt = ctx.dtype(vals[0])
+    if dt == "bool":
+        raise Unsupported(f"{ctx.op_type} of bool tensors")
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = ctx.emit(_VARIADIC[ctx.op_type], acc, v)
+    if ctx.op_type == "Mean":
+        if len(vals) == 1:
+            return acc
+        acc = ctx.emit("divide", acc, scalar(ctx, len(vals), dt))
+    return acc
+
+
+# ---------------------------------------------------------------------------
+# activations
+# ---------------------------------------------------------------------------
+
+@converter("LeakyRelu")
+def _leaky_relu(ctx: NodeContext) -> Value:
+    return ctx.emit("nn.leakyrelu", ctx.input(0), alpha=float(ctx.attr("alpha", 0.01)))
+
+
+@converter("PRelu")
+def _prelu(ctx: NodeContext) -> Value:
+    x, slope = ctx.input(0), ctx.input(1)
+    slope = legacy_broadcast(ctx, x, slope)
+    neg = ctx.emit("less", x, scalar(ctx, 0, x))
+    return ctx.emit("where", neg, ctx.emit("multiply", x, slope), x)
+
+
+def _expm1_scaled(ctx: NodeContext, x: Value, alpha: float) -> Value:
+    """alpha * (exp(x) - 1)"""
+    e = ctx.emit("subtract", ctx.emit("exp", x), scalar(ctx, 1, x))
+    return ctx.emit("multiply", e, scalar(ctx, alpha, x))
+
+
+@converter("Elu")
+def _elu(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    neg = ctx.emit("less", x, scalar(ctx, 0, x))
+    return ctx.emit("where", neg, _expm1_scaled(ctx, x, float(ctx.attr("alpha", 1.0))), x)
+
+
+@converter("Selu")
+def _selu(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
+    gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
+    pos = ctx.emit("greater", x, scalar(ctx, 0, x))
+    y = ctx.emit("where", pos, x, _expm1_scaled(ctx, x, alpha))
+    return ctx.emit("multiply", y, scalar(ctx, gamma, x))
+
+
+@converter("Celu")
+def _celu(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    alpha = float(ctx.attr("alpha", 1.0))
+    inner = _expm1_scaled(ctx, ctx.emit("divide", x, scalar(ctx, alpha, x)), alpha)
+    zero = scalar(ctx, 0, x)
+    return ctx.emit("add", ctx.emit("maximum", x, zero),
+                    ctx.emit("minimum", inner, zero))
+
+
+@converter("HardSigmoid")
+def _hard_sigmoid(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    return _hard_sigmoid_of(ctx, x, float(ctx.attr("alpha", 0.2)), float(ctx.attr("beta", 0.5)))
+
+
+def _hard_sigmoid_of(ctx: NodeContext, x: Value, alpha: float, beta: float) -> Value:
+    y = ctx.emit("add", ctx.emit("multiply", x, scalar(ctx, alpha, x)), scalar(ctx, beta, x))
+    return ctx.emit("clip", y, min=0.0, max=1.0)
+
+
+@converter("HardSwish")
+def _hard_swish(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    return ctx.emit("multiply", x, _hard_sigmoid_of(ctx, x, 1.0 / 6.0, 0.5))
+
+
+@converter("Softplus")
+def _softplus(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    return _softplus_of(ctx, x)
+
+
+def _softplus_of(ctx: NodeContext, x: Value) -> Value:
+    # log(1 + exp(x)) computed stably: max(x, 0) + log(1 + exp(-|x|))
+    zero, one = scalar(ctx, 0, x), scalar(ctx, 1, x)
+    t = ctx.emit("exp", ctx.emit("negative", ctx.emit("abs", x)))
+    return ctx.emit("add", ctx.emit("maximum", x, zero), ctx.emit("log", ctx.emit("add", t, one)))
+
+
+@converter("Softsign")
+def _softsign(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    return ctx.emit("divide", x, ctx.emit("add", ctx.emit("abs", x), scalar(ctx, 1, x)))
+
+
+@converter("ThresholdedRelu")
+def _thresholded_relu(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    alpha = float(ctx.attr("alpha", 1.0))
+    return ctx.emit("where", ctx.emit("greater", x, scalar(ctx, alpha, x)), x, scalar(ctx, 0, x))
+
+
+@converter("Mish")
+def _mish(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    return ctx.emit("multiply", x, ctx.emit("tanh", _softplus_of(ctx, x)))
+
+
+@converter("Swish")
+def _swish(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    alpha = float(ctx.attr("alpha", 1.0))
+    ax = x if alpha == 1.0 else ctx.emit("multiply", x, scalar(ctx, alpha, x))
+    return ctx.emit("multiply", x, ctx.emit("sigmoid", ax))
+
+
+@converter("Gelu")
+def _gelu(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    _float_only(ctx, x)
+    approx = ctx.attr("approximate", "none")
+    if approx not in ("none", "tanh"):
+        raise Unsupported(f"attribute approximate={approx!r}")
+    return ctx.emit("nn.gelu_tanh" if approx == "tanh" else "nn.gelu", x)
+
+
+@converter("Shrink")
+def _shrink(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    bias, lambd = float(ctx.attr("bias", 0.0)), float(ctx.attr("lambd", 0.5))
+    if not ctx.dtype(x).startswith("float"):
+        raise Unsupported(f"dtype {ctx.dtype(x)}")
+    lo = ctx.emit("less", x, scalar(ctx, -lambd, x))
+    hi = ctx.emit("greater", x, scalar(ctx, lambd, x))
+    zero = scalar(ctx, 0, x)
+    return ctx.emit("where", lo, ctx.emit("add", x, scalar(ctx, bias, x)),
+                    ctx.emit("where", hi, ctx.emit("subtract", x, scalar(ctx, bias, x)), zero))
+
+
+# ---------------------------------------------------------------------------
+# Cast, Clip, Where
+# ---------------------------------------------------------------------------
+
+@converter("Cast")
+def _cast(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    to = ctx.attr("to")
+    if to is None:
+        raise Unsupported("missing attribute 'to'")
+    dtype = onnx_to_dtype(to, "cast to element type")
+    return _cast_to(ctx, x, dtype)
+
+
+def _cast_to(ctx: NodeContext, x: Value, dtype: str) -> Value:
+    if ctx.dtype(x) == dtype:
+        return x
+    src = ctx.dtype(x)
+    if dtype == "bool" and src != "bool":
+        return ctx.emit("not_equal", x, scalar(ctx, 0, x))
+    return ctx.emit("astype", x, dtype=dtype)
+
+
+@converter("CastLike")
+def _cast_like(ctx: NodeContext) -> Value:
+    return _cast_to(ctx, ctx.input(0), ctx.dtype(ctx.input(1)))
+
+
+@converter("Clip")
+def _clip(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dt = ctx.dtype(x)
+    if ctx.opset < 11:
+        lo: Value | None = scalar(ctx, ctx.attr("min", -np.inf), dt) if "min" in ctx.attrs else None
+        hi: Value | None = scalar(ctx, ctx.attr("max", np.inf), dt) if "max" in ctx.attrs else None
+    else:
+        lo, hi = ctx.optional(1), ctx.optional(2)
+    if dt == "bool":
+        raise Unsupported("Clip of bool tensors")
+    # max(x, lo) then min(., hi): a NaN input stays NaN, and lo > hi gives hi (ONNX)
+    if lo is not None:
+        x = ctx.emit("maximum", x, lo)
+    if hi is not None:
+        x = ctx.emit("minimum", x, hi)
+    return x
+
+
+@converter("Where")
+def _where(ctx: NodeContext) -> Value:
+    return ctx.emit("where", ctx.input(0), ctx.input(1), ctx.input(2))
+
+
+@converter("BitwiseNot")
+def _bitwise_not(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dt = ctx.dtype(x)
+    if dt.startswith("uint"):
+        raise Unsupported(f"dtype {dt}")
+    # ~x == -x - 1 in two's complement
+    return ctx.emit("subtract", ctx.emit("negative", x), scalar(ctx, 1, x))
+

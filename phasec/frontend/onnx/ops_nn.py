@@ -1,0 +1,531 @@
+"""ONNX neural-network operators: convolutions, pooling, normalizations,
+Gemm/MatMul, softmax, dropout, LRN, resize.
+
+Composite operators become phasec operators: Gemm is ``permute_dims``,
+``matmul``, ``multiply`` and ``add``; BatchNormalization (inference) is a
+per-channel scale and shift (with constant statistics both fold at import,
+so the pair fuses into the preceding convolution); LRN is an average pool
+over channels of the squared input; LayerNormalization maps to
+``R.nn.layer_norm`` when its scale has the normalized shape.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ._context import NodeContext, Unsupported, Value, is_const
+from ._registry import converter
+from .ops_math import scalar
+from .ops_tensor import norm_axis, prod_dims, reshape
+
+__all__: list[str] = []
+
+
+def _float_input(ctx: NodeContext, i: int = 0) -> Value:
+    x = ctx.input(i)
+    if not ctx.dtype(x).startswith("float"):
+        raise Unsupported(f"dtype {ctx.dtype(x)} (phasec computes {ctx.op_type} on floats)")
+    return x
+
+
+def _channel_shape(ndim: int, c: Any, axis: int = 1) -> tuple[Any, ...]:
+    """(1, C, 1, 1...) for a rank-``ndim`` tensor with channels on ``axis``."""
+    return tuple(c if i == axis else 1 for i in range(ndim))
+
+
+def _spatial_pads(ctx: NodeContext, x: Value, kernel: list[int], strides: list[int],
+                  dilations: list[int]) -> list[int]:
+    """ONNX pads (begins, then ends) after resolving ``auto_pad``."""
+    k = len(kernel)
+    auto = ctx.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        pads = list(ctx.attr("pads", [0] * (2 * k)))
+        if len(pads) != 2 * k:
+            raise Unsupported(f"pads {pads} for {k} spatial dimensions")
+        return pads
+    if auto == "VALID":
+        return [0] * (2 * k)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"attribute auto_pad={auto!r}")
+    dims = ctx.shape(x)[2:]
+    if not all(isinstance(d, int) for d in dims):
+        raise Unsupported(f"auto_pad={auto} on symbolic spatial dimensions")
+    begins, ends = [], []
+    for d, kk, s, dl in zip(dims, kernel, strides, dilations):
+        out = -(-d // s)
+        total = max((out - 1) * s + (kk - 1) * dl + 1 - d, 0)
+        small, big = total // 2, total - total // 2
+        begins.append(small if auto == "SAME_UPPER" else big)
+        ends.append(big if auto == "SAME_UPPER" else small)
+    return begins + ends
+
+
+def _window_attrs(ctx: NodeContext, x: Value, kernel: list[int] | None = None
+                  ) -> tuple[list[int], list[int], list[int], list[int]]:
+    n_spatial = ctx.ndim(x) - 2
+    if n_spatial not in (1, 2, 3):
+        raise Unsupported(f"{ctx.op_type} on a rank-{ctx.ndim(x)} tensor "
+                          "(1 to 3 spatial dimensions are supported)")
+    kernel = list(ctx.attr("kernel_shape", kernel or []))
+    if len(kernel) != n_spatial:
+        raise Unsupported(f"kernel_shape {kernel} for {n_spatial} spatial dimensions")
+    strides = list(ctx.attr("strides", [1] * n_spatial))
+    dilations = list(ctx.attr("dilations", [1] * n_spatial))
+    pads = _spatial_pads(ctx, x, kernel, strides, dilations)
+    return kernel, strides, dilations, pads
+
+
+_LAYOUTS = {1: ("NCW", "OIW", "IOW"), 2: ("NCHW", "OIHW", "IOHW"), 3: ("NCDHW", "OIDHW", "IODHW")}
+
+
+@converter("Conv")
+def _conv(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    w = ctx.input(1)
+    wshape = ctx.shape(w)
+    kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
+    n = len(kernel)
+    data_layout, kernel_layout, _ = _LAYOUTS[n]
+    y = ctx.emit(f"nn.conv{n}d", x, w, strides=strides, padding=pads, dilation=dilations,
+                 groups=int(ctx.attr("group", 1)), data_layout=data_layout,
+                 kernel_layout=kernel_layout, out_layout=data_layout)
+    if ctx.has(2):
+        b = ctx.input(2)
+        y = ctx.emit("add", y, reshape(ctx, b, list(_channel_shape(n + 2, ctx.shape(b)[0]))))
+    return y
+
+
+@converter("ConvTranspose")
+def _conv_transpose(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    w = ctx.input(1)
+    wshape = ctx.shape(w)
+    n = ctx.ndim(x) - 2
+    if n not in (1, 2, 3):
+        raise Unsupported(f"ConvTranspose on a rank-{ctx.ndim(x)} tensor")
+    kernel = list(ctx.attr("kernel_shape", wshape[2:]))
+    strides = list(ctx.attr("strides", [1] * n))
+    dilations = list(ctx.attr("dilations", [1] * n))
+    out_pad = list(ctx.attr("output_padding", [0] * n))
+    group = int(ctx.attr("group", 1))
+    auto = ctx.attr("auto_pad", "NOTSET")
+    out_shape = ctx.attr("output_shape")
+    in_dims = ctx.shape(x)[2:]
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        if not all(isinstance(d, int) for d in in_dims):
+            raise Unsupported("output_shape/auto_pad on symbolic spatial dimensions")
+        if out_shape is None:
+            out_shape = [d * s for d, s in zip(in_dims, strides)]
+        out_shape = list(out_shape)[-n:]
+        begins, ends = [], []
+        for i in range(n):
+            total = (strides[i] * (in_dims[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i]
+                     + 1 - out_shape[i])
+            if total < 0:  # the requested size needs extra rows at the end
+                out_pad[i] -= total
+                total = 0
+            half = total // 2
+            if auto == "SAME_UPPER":
+                begins.append(half)
+                ends.append(total - half)
+            else:
+                begins.append(total - half)
+                ends.append(half)
+        pads = begins + ends
+    elif auto == "VALID":
+        pads = [0] * (2 * n)
+    elif auto in ("NOTSET", ""):
+        pads = list(ctx.attr("pads", [0] * (2 * n)))
+    else:
+        raise Unsupported(f"attribute auto_pad={auto!r}")
+    if any(p >= max(s, d) for p, s, d in zip(out_pad, strides, dilations)):
+        raise Unsupported(f"output_padding {out_pad} not smaller than strides {strides} "
+                          f"or dilations {dilations}")
+    data_layout, _, kernel_layout = _LAYOUTS[n]
+    y = ctx.emit(f"nn.conv{n}d_transpose", x, w, strides=strides, padding=pads,
+                 output_padding=out_pad, dilation=dilations, groups=group,
+                 data_layout=data_layout, kernel_layout=kernel_layout, out_layout=data_layout)
+    if ctx.has(2):
+        b = ctx.input(2)
+        y = ctx.emit("add", y, reshape(ctx, b, list(_channel_shape(n + 2, ctx.shape(b)[0]))))
+    return y
+
+
+# ---------------------------------------------------------------------------
+# pooling
+# ---------------------------------------------------------------------------
+
+def _pool(ctx: NodeContext, kind: str) -> Value:
+    x = _float_input(ctx)
+    kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    n = len(kernel)
+    layout = _LAYOUTS[n][0]
+    attrs: dict[str, Any] = dict(pool_size=kernel, strides=strides, dilation=dilations,
+                                 padding=pads, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
+                                 layout=layout, out_layout=layout)
+    if kind == "avg":
+        attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
+    return ctx.emit(f"nn.{kind}_pool{n}d", x, **attrs)
+
+
+@converter("MaxPool")
+def _max_pool(ctx: NodeContext) -> list[Value | None]:
+    if ctx.attr("storage_order", 0) and len(ctx.node.output) > 1:
+        raise Unsupported("MaxPool indices output")
+    return [_pool(ctx, "max"), None]
+
+
+@converter("AveragePool")
+def _avg_pool(ctx: NodeContext) -> Value:
+    return _pool(ctx, "avg")
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    axes = list(range(2, ctx.ndim(x)))
+    return ctx.emit("mean" if ctx.op_type == "GlobalAveragePool" else "max", x, axis=axes,
+                    keepdims=True)
+
+
+@converter("LpPool")
+def _lp_pool(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    p = float(ctx.attr("p", 2))
+    kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    n = len(kernel)
+    layout = _LAYOUTS[n][0]
+    xp = ctx.emit("power", ctx.emit("abs", x), scalar(ctx, p, x))
+    # sum over the window = average with padding counted, times the window size
+    avg = ctx.emit(f"nn.avg_pool{n}d", xp, pool_size=kernel, strides=strides, dilation=dilations,
+                   padding=pads, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
+                   count_include_pad=True, layout=layout, out_layout=layout)
+    total = ctx.emit("multiply", avg, scalar(ctx, float(np.prod(kernel)), x))
+    return ctx.emit("power", total, scalar(ctx, 1.0 / p, x))
+
+
+@converter("GlobalLpPool")
+def _global_lp_pool(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    p = float(ctx.attr("p", 2))
+    xp = ctx.emit("power", ctx.emit("abs", x), scalar(ctx, p, x))
+    total = ctx.emit("sum", xp, axis=list(range(2, ctx.ndim(x))), keepdims=True)
+    return ctx.emit("power", total, scalar(ctx, 1.0 / p, x))
+
+
+# ---------------------------------------------------------------------------
+# normalizations
+# ---------------------------------------------------------------------------
+
+def _per_channel(ctx: NodeContext, v: Value, ndim: int) -> Value:
+    """A per-channel parameter (C,) as (1, C, 1, ...); (C, D...) as (1, C, D...)."""
+    dims = ctx.shape(v)
+    if len(dims) == 1:
+        return reshape(ctx, v, list(_channel_shape(ndim, dims[0])))
+    return ctx.emit("expand_dims", v, axis=[0])
+
+
+@converter("BatchNormalization")
+def _batch_norm(ctx: NodeContext) -> list[Value | None]:
+    x = _float_input(ctx)
+    if ctx.attr("training_mode", 0):
+        raise Unsupported("training_mode=1 (phasec imports models for inference)")
+    extra = [o for o in ctx.node.output[1:] if o]
+    if extra and ctx.opset >= 9:
+        raise Unsupported("running statistics outputs (training)")
+    scale, bias, mean, var = (ctx.input(i) for i in range(1, 5))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    n = ctx.ndim(x)
+    # y = x * s + t with s = scale / sqrt(var + eps), t = bias - mean * s
+    s = ctx.emit("divide", scale, ctx.emit("sqrt", ctx.emit("add", var, scalar(ctx, eps, var))))
+    t = ctx.emit("subtract", bias, ctx.emit("multiply", mean, s))
+    y = ctx.emit("add", ctx.emit("multiply", x, _per_channel(ctx, s, n)), _per_channel(ctx, t, n))
+    return [y] + [None] * (len(ctx.node.output) - 1)
+
+
+def _moments(ctx: NodeContext, x: Value, axes: list[int]) -> tuple[Value, Value]:
+    """Mean and (biased) variance over ``axes``, kept as size-1 dimensions."""
+    mean = ctx.emit("mean", x, axis=axes, keepdims=True)
+    centered = ctx.emit("subtract", x, mean)
+    var = ctx.emit("mean", ctx.emit("multiply", centered, centered), axis=axes, keepdims=True)
+    return mean, var
+
+
+@converter("InstanceNormalization")
+def _instance_norm(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    scale, bias = ctx.input(1), ctx.input(2)
+    n = ctx.ndim(x)
+    return ctx.emit("nn.instance_norm", x, scale, bias, channel_axis=1,
+                    axes=list(range(2, n)), epsilon=float(ctx.attr("epsilon", 1e-5)))
+
+
+@converter("LayerNormalization")
+def _layer_norm(ctx: NodeContext) -> list[Value | None]:
+    x = _float_input(ctx)
+    dims = ctx.shape(x)
+    n = len(dims)
+    axis = norm_axis(ctx, ctx.attr("axis", -1), n)
+    axes = list(range(axis, n))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    scale = ctx.input(1)
+    bias = ctx.optional(2)
+    want_stats = any(o for o in ctx.node.output[1:])
+    dtype = ctx.dtype(x)
+    if ctx.shape(scale) == dims[axis:] and not want_stats and (
+            bias is None or ctx.shape(bias) == dims[axis:]) and ctx.dtype(scale) == dtype:
+        if bias is None:
+            bias = ctx.emit("zeros_like", scale) if not is_const(scale) else np.zeros_like(scale)
+        return [ctx.emit("nn.layer_norm", x, scale, bias, axes=axes, epsilon=eps), None, None]
+    stash = "float32" if ctx.attr("stash_type", 1) == 1 and dtype == "float16" else dtype
+    xs = x if stash == dtype else ctx.emit("astype", x, dtype=stash)
+    mean, var = _moments(ctx, xs, axes)
+    inv = ctx.emit("rsqrt", ctx.emit("add", var, scalar(ctx, eps, stash)))
+    y = ctx.emit("multiply", ctx.emit("subtract", xs, mean), inv)
+    if stash != dtype:
+        y = ctx.emit("astype", y, dtype=dtype)
+    y = ctx.emit("multiply", y, scale)
+    if bias is not None:
+        y = ctx.emit("add", y, bias)
+    return [y, mean, inv]
+
+
+@converter("GroupNormalization")
+def _group_norm(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    dims = ctx.shape(x)
+    groups = int(ctx.attr("num_groups"))
+    c = dims[1]
+    scale, bias = ctx.input(1), ctx.input(2)
+    if not isinstance(c, int):
+        raise Unsupported("GroupNormalization with a symbolic channel count")
+    if ctx.shape(scale) == [groups] and groups != c:  # opset 18: one scale per group
+        idx = np.arange(c, dtype=np.int64) // (c // groups)
+        scale = ctx.emit("take", scale, idx, axis=0)
+        bias = ctx.emit("take", bias, idx, axis=0)
+    return ctx.emit("nn.group_norm", x, scale, bias, num_groups=groups, channel_axis=1,
+                    axes=list(range(2, len(dims))), epsilon=float(ctx.attr("epsilon", 1e-5)))
+
+
+@converter("MeanVarianceNormalization")
+def _mvn(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    axes = [norm_axis(ctx, a, ctx.ndim(x)) for a in ctx.attr("axes", [0, 2, 3])]
+    mean = ctx.emit("mean", x, axis=axes, keepdims=True)
+    sq_mean = ctx.emit("mean", ctx.emit("multiply", x, x), axis=axes, keepdims=True)
+    var = ctx.emit("subtract", sq_mean, ctx.emit("multiply", mean, mean))
+    std = ctx.emit("add", ctx.emit("sqrt", var), scalar(ctx, 1e-9, x))
+    return ctx.emit("divide", ctx.emit("subtract", x, mean), std)
+
+
+@converter("LpNormalization")
+def _lp_norm(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    axis = norm_axis(ctx, ctx.attr("axis", -1), ctx.ndim(x))
+    p = int(ctx.attr("p", 2))
+    if p == 1:
+        norm = ctx.emit("sum", ctx.emit("abs", x), axis=[axis], keepdims=True)
+    elif p == 2:
+        norm = ctx.emit("sqrt", ctx.emit("sum", ctx.emit("multiply", x, x), axis=[axis],
+                                         keepdims=True))
+    else:
+        raise Unsupported(f"attribute p={p}")
+    zero = scalar(ctx, 0, x)
+    safe = ctx.emit("where", ctx.emit("equal", norm, zero), scalar(ctx, 1, x), norm)
+    return ctx.emit("divide", x, safe)
+
+
+@converter("RMSNormalization")
+def _rms_norm(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    n = ctx.ndim(x)
+    axis = norm_axis(ctx, ctx.attr("axis", -1), n)
+    eps = float(ctx.attr("epsilon", 1e-5))
+    dtype = ctx.dtype(x)
+    stash = "float32" if ctx.attr("stash_type", 1) == 1 and dtype == "float16" else dtype
+    xs = x if stash == dtype else ctx.emit("astype", x, dtype=stash)
+    ms = ctx.emit("mean", ctx.emit("multiply", xs, xs), axis=list(range(axis, n)), keepdims=True)
+    y = ctx.emit("multiply", xs, ctx.emit("rsqrt", ctx.emit("add", ms, scalar(ctx, eps, stash))))
+    if stash != dtype:
+        y = ctx.emit("astype", y, dtype=dtype)
+    return ctx.emit("multiply", y, ctx.input(1))
+
+
+@converter("LRN")
+def _lrn(ctx: NodeContext) -> Value:
+    x = _float_input(ctx)
+    dims = ctx.shape(x)
+    if len(dims) < 3:
+        raise Unsupported(f"LRN of a rank-{len(dims)} tensor")
+    size = int(ctx.attr("size"))
+    alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
+    bias = float(ctx.attr("bias", 1.0))
+    n, c = dims[0], dims[1]
+    rest = prod_dims(dims[2:])
+    # sum of squares over a channel window = size * average with padding counted
+    sq = ctx.emit("multiply", x, x)
+    sq = ctx.emit("reshape", sq, (n, 1, c, rest))
+    lo, hi = (size - 1) // 2, math.ceil((size - 1) / 2)
+    avg = ctx.emit("nn.avg_pool2d", sq, pool_size=[size, 1], strides=[1, 1], dilation=[1, 1],
+                   padding=[lo, 0, hi, 0], ceil_mode=False, count_include_pad=True,
+                   layout="NCHW", out_layout="NCHW")
+    avg = ctx.emit("reshape", avg, tuple(dims))
+    # y = x / (bias + alpha / size * sum) ** beta
+    d = ctx.emit("add", ctx.emit("multiply", avg, scalar(ctx, alpha, x)), scalar(ctx, bias, x))
+    return ctx.emit("divide", x, ctx.emit("power", d, scalar(ctx, beta, x)))
+
+
+# ---------------------------------------------------------------------------
+# Gemm / MatMul / softmax / dropout
+# ---------------------------------------------------------------------------
+
+@converter("Gemm")
+def _gemm(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    if ctx.ndim(a) != 2 or ctx.ndim(b) != 2:
+        raise Unsupported("Gemm operands must be 2-D")
+    alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
+    if ctx.attr("transA", 0):
+        a = ctx.emit("permute_dims", a, axes=[1, 0])
+    if ctx.attr("transB", 0):
+        b = ctx.emit("permute_dims", b, axes=[1, 0])
+    if alpha != 1.0 and is_const(b):
+        b = ctx.emit("multiply", b, scalar(ctx, alpha, b))  # folds into the constant
+        alpha = 1.0
+    y = ctx.emit("matmul", a, b)
+    if alpha != 1.0:
+        y = ctx.emit("multiply", y, scalar(ctx, alpha, y))
+    if ctx.has(2) and beta != 0.0:
+        c = ctx.input(2)
+        if beta != 1.0:
+            c = ctx.emit("multiply", c, scalar(ctx, beta, c))
+        y = ctx.emit("add", y, c)
+    return y
+
+
+@converter("MatMul")
+def _matmul(ctx: NodeContext) -> Value:
+    return ctx.emit("matmul", ctx.input(0), ctx.input(1))
+
+
+def _softmax(ctx: NodeContext, op: str) -> Value:
+    x = _float_input(ctx)
+    dims = ctx.shape(x)
+    n = len(dims)
+    if ctx.opset >= 13:
+        return ctx.emit(op, x, axis=norm_axis(ctx, ctx.attr("axis", -1), n))
+    # opsets < 13: the input is viewed as 2-D, split at axis (default 1)
+    axis = norm_axis(ctx, ctx.attr("axis", 1), n) if n else 0
+    if axis == n - 1:
+        return ctx.emit(op, x, axis=-1)
+    flat = reshape(ctx, x, [prod_dims(dims[:axis]), prod_dims(dims[axis:])])
+    return reshape(ctx, ctx.emit(op, flat, axis=-1), dims)
+
+
+@converter("Softmax")
+def _softmax_op(ctx: NodeContext) -> Value:
+    return _softmax(ctx, "nn.softmax")
+
+
+@converter("LogSoftmax")
+def _log_softmax(ctx: NodeContext) -> Value:
+    return _softmax(ctx, "nn.log_softmax")
+
+
+@converter("Dropout")
+def _dropout(ctx: NodeContext) -> list[Value | None]:
+    x = ctx.input(0)
+    if ctx.opset >= 12 and ctx.has(2):
+        training = ctx.const(2, "training_mode")
+        if bool(np.asarray(training).reshape(-1)[0]):
+            raise Unsupported("training_mode=true (random dropout)")
+    outs: list[Value | None] = [x]
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        dims = ctx.shape(x)
+        mask_dtype = "bool" if ctx.opset >= 10 else ctx.dtype(x)
+        outs.append(ctx.emit("full", tuple(dims), np.asarray(1, mask_dtype), fold=False))
+    return outs
+
+
+# ---------------------------------------------------------------------------
+# resize
+# ---------------------------------------------------------------------------
+
+_COORD_MODES = {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
+                "tf_half_pixel_for_nn"}
+_NEAREST = {"round_prefer_floor": "round_prefer_floor", "round_prefer_ceil": "round_prefer_ceil",
+            "floor": "floor", "ceil": "ceil"}
+
+
+def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[int] | None,
+            mode: str, coord: str, nearest: str) -> Value:
+    dims = ctx.static_shape(x, "Resize's input")
+    if len(dims) != 4:
+        raise Unsupported(f"Resize of a rank-{len(dims)} tensor (4-D NCHW is supported)")
+    if sizes is None:
+        assert scales is not None
+        if len(scales) != 4:
+            raise Unsupported(f"scales {scales} for a rank-4 input")
+        sizes = [int(math.floor(d * s)) for d, s in zip(dims, scales)]
+    if len(sizes) != 4 or sizes[:2] != dims[:2]:
+        raise Unsupported(f"resizing the batch or channel dimension (sizes {sizes})")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"attribute mode={mode!r}")
+    if coord not in _COORD_MODES:
+        raise Unsupported(f"attribute coordinate_transformation_mode={coord!r}")
+    if nearest not in _NEAREST:
+        raise Unsupported(f"attribute nearest_mode={nearest!r}")
+    if ctx.attr("antialias", 0):
+        raise Unsupported("attribute antialias=1")
+    if ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise Unsupported(f"attribute keep_aspect_ratio_policy="
+                          f"{ctx.attr('keep_aspect_ratio_policy')!r}")
+    if scales is not None and any(abs(d * s - o) > 1e-6 for d, s, o in zip(dims, scales, sizes)):
+        # ONNX maps coordinates with the given scale, phasec with size ratios:
+        # they agree only when the scales produce whole sizes
+        raise Unsupported(f"scales {scales} that do not give whole output sizes")
+    return ctx.emit("image.resize2d", x, tuple(sizes[2:]), roi=[0.0, 0.0, 0.0, 0.0],
+                    layout="NCHW", method=mode, coordinate_transformation_mode=coord,
+                    rounding_method=_NEAREST[nearest],
+                    cubic_alpha=float(ctx.attr("cubic_coeff_a", -0.75)),
+                    cubic_exclude=int(ctx.attr("exclude_outside", 0)),
+                    extrapolation_value=float(ctx.attr("extrapolation_value", 0.0)))
+
+
+@converter("Resize", since=10)
+def _resize_op(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    if ctx.attr("axes") is not None:
+        raise Unsupported("attribute axes")
+    if ctx.opset < 11:
+        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
+        return _resize(ctx, x, scales, None, ctx.attr("mode", "nearest"), "asymmetric", "floor")
+    scales = sizes = None
+    if ctx.has(3):
+        sizes = [int(s) for s in ctx.const(3, "sizes").reshape(-1)]
+    elif ctx.has(2) and ctx.const(2, "scales").size:
+        scales = [float(s) for s in ctx.const(2, "scales").reshape(-1)]
+    else:
+        raise Unsupported("Resize without scales or sizes")
+    coord = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    if coord == "tf_crop_and_resize":
+        raise Unsupported("coordinate_transformation_mode='tf_crop_and_resize'")
+    mode = ctx.attr("mode", "nearest")
+    return _resize(ctx, x, scales, sizes, mode, coord,
+                   ctx.attr("nearest_mode", "round_prefer_floor"))
+
+
+@converter("Upsample")
+def _upsample(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    if ctx.opset < 9:
+        scales = [float(s) for s in ctx.attr("scales", [])]
+    else:
+        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
+    mode = ctx.attr("mode", "nearest")
+    if mode == "bilinear":
+        mode = "linear"
+    return _resize(ctx, x, scales, None, mode, "asymmetric", "floor")

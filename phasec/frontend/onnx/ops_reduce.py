@@ -1,0 +1,126 @@
+"""ONNX reductions: Reduce*, ArgMax/ArgMin.
+
+Axes come from the ``axes`` attribute before opset 13 (ReduceSum) or 18
+(the others) and from the second input after; ``noop_with_empty_axes``
+makes an empty axis list the identity. The composite reductions decompose:
+ReduceL2 is ``sqrt(sum(x*x))``, ReduceLogSumExp ``log(sum(exp(x - m))) + m``
+with ``m`` the maximum (stable), ArgMax the smallest index holding the
+maximum (a ``min`` over an index grid).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._context import NodeContext, Unsupported, Value
+from ._registry import converter
+from .ops_math import scalar
+from .ops_tensor import norm_axis
+
+__all__: list[str] = []
+
+_AXES_INPUT_SINCE = {"ReduceSum": 13}
+
+
+def _axes(ctx: NodeContext, x: Value) -> list[int] | None:
+    """The reduced axes (normalized), or None for the identity."""
+    n = ctx.ndim(x)
+    if ctx.opset >= _AXES_INPUT_SINCE.get(ctx.op_type, 18):
+        axes = ctx.const_ints(1, "axes") if ctx.has(1) else []
+    else:
+        axes = list(ctx.attr("axes", []))
+    if not axes:
+        if ctx.attr("noop_with_empty_axes", 0):
+            return None
+        return list(range(n))
+    return sorted({norm_axis(ctx, a, n) for a in axes})
+
+
+def _check_nonempty(ctx: NodeContext, x: Value, axes: list[int]) -> None:
+    dims = ctx.shape(x)
+    if any(isinstance(dims[a], int) and dims[a] == 0 for a in axes):
+        raise Unsupported("a reduction over an empty axis")
+
+
+_SIMPLE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+           "ReduceProd": "prod"}
+
+
+@converter("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+           "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+def _reduce(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dt = ctx.dtype(x)
+    if dt == "bool":
+        raise Unsupported(f"{ctx.op_type} of bool tensors")
+    axes = _axes(ctx, x)
+    keep = bool(ctx.attr("keepdims", 1))
+    op = ctx.op_type
+    if axes is None:
+        if op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+            return x
+        axes = []
+    if op in _SIMPLE:
+        if op in ("ReduceMax", "ReduceMin", "ReduceMean"):
+            _check_nonempty(ctx, x, axes)
+        return ctx.emit(_SIMPLE[op], x, axis=axes, keepdims=keep) if axes else x
+    if op in ("ReduceLogSum", "ReduceLogSumExp") and not dt.startswith("float"):
+        raise Unsupported(f"{op} of {dt} tensors")
+    if op == "ReduceL1":
+        y = ctx.emit("abs", x)
+    elif op in ("ReduceL2", "ReduceSumSquare"):
+        y = ctx.emit("multiply", x, x)
+    elif op == "ReduceLogSumExp":
+        _check_nonempty(ctx, x, axes)
+        if not axes:
+            return x
+        m = ctx.emit("max", x, axis=axes, keepdims=True)
+        # a row of -inf would give inf - inf = nan: shift by 0 there instead
+        finite = ctx.emit("equal", m, m)
+        m = ctx.emit("where", ctx.emit("logical_and", finite, ctx.emit(
+            "less", ctx.emit("abs", m), scalar(ctx, np.inf, x))), m, scalar(ctx, 0, x))
+        s = ctx.emit("sum", ctx.emit("exp", ctx.emit("subtract", x, m)), axis=axes, keepdims=True)
+        y = ctx.emit("add", ctx.emit("log", s), m)
+        return y if keep else ctx.emit("squeeze", y, axis=axes)
+    else:
+        y = x
+    if axes:
+        y = ctx.emit("sum", y, axis=axes, keepdims=keep)
+    if op == "ReduceL2":
+        y = ctx.emit("sqrt", y) if dt.startswith("float") else _int_sqrt(ctx, y)
+    elif op == "ReduceLogSum":
+        y = ctx.emit("log", y)
+    return y
+
+
+def _int_sqrt(ctx: NodeContext, y: Value) -> Value:
+    dt = ctx.dtype(y)
+    f = ctx.emit("sqrt", ctx.emit("astype", y, dtype="float64"))
+    return ctx.emit("astype", f, dtype=dt)
+
+
+@converter("ArgMax", "ArgMin")
+def _arg_reduce(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dims = ctx.shape(x)
+    axis = norm_axis(ctx, ctx.attr("axis", 0), len(dims))
+    keep = bool(ctx.attr("keepdims", 1))
+    last = bool(ctx.attr("select_last_index", 0))
+    d = dims[axis]
+    if not isinstance(d, int):
+        raise Unsupported(f"{ctx.op_type} along a symbolic dimension")
+    if d == 0:
+        raise Unsupported(f"{ctx.op_type} along an empty axis")
+    if ctx.dtype(x) == "bool":
+        raise Unsupported(f"{ctx.op_type} of bool tensors")
+    best = ctx.emit("max" if ctx.op_type == "ArgMax" else "min", x, axis=[axis], keepdims=True)
+    hit = ctx.emit("equal", x, best)
+    shape: list[Any] = [1] * len(dims)
+    shape[axis] = d
+    iota = np.arange(d, dtype=np.int64).reshape(shape)
+    # the first (or last) index holding the extreme value
+    miss = np.asarray(-1 if last else d, np.int64)
+    idx = ctx.emit("where", hit, iota, miss)
+    return ctx.emit("max" if last else "min", idx, axis=[axis], keepdims=keep)

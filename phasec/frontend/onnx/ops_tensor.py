@@ -1,0 +1,608 @@
+"""ONNX shape manipulation, indexing and creation operators.
+
+Operands that determine shapes (Reshape's shape, Slice's starts, Split's
+sizes, Pad's pads...) must be known at import: constants, initializers, or
+values computed from them (``Shape`` of a tensor is known even when some of
+its dimensions are symbolic). Gathers that phasec has no operator for
+(GatherElements, GatherND) and padding become ``take`` with an index
+array computed at import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...ir import tir
+from ._context import NodeContext, Unsupported, Value, is_const, settle
+from ._registry import converter
+from .ops_math import onnx_to_dtype, scalar
+
+__all__ = ["norm_axis", "prod_dims", "reshape"]
+
+_INT_END = (1 << 31) - 1  # phasec's "to the end" for slices on symbolic dimensions
+
+#: ConstantOfShape results up to this many elements are arrays at import
+#: (they usually feed shape computations); larger ones are ``R.full`` calls.
+_SMALL_CONSTANT = 4096
+
+
+def norm_axis(ctx: NodeContext, axis: int, ndim: int, what: str = "axis") -> int:
+    if not -ndim <= axis < ndim:
+        raise Unsupported(f"{what} {axis} is out of range for rank {ndim}")
+    return axis % ndim
+
+
+def prod_dims(dims: list[Any]) -> Any:
+    out: Any = 1
+    for d in dims:
+        out = out * d
+    return settle(np.asarray([out], dtype=object))[0] if isinstance(out, tir.PrimExpr) else out
+
+
+def reshape(ctx: NodeContext, x: Value, dims: list[Any]) -> Value:
+    if ctx.shape(x) == list(dims):
+        return x
+    return ctx.emit("reshape", x, tuple(dims))
+
+
+def _ints_attr_or_input(ctx: NodeContext, attr: str, index: int, since: int) -> list[Any] | None:
+    """An int list given as an attribute before opset ``since`` and as an input after."""
+    if ctx.opset < since:
+        v = ctx.attr(attr)
+        return None if v is None else list(v)
+    return ctx.const_ints(index, attr) if ctx.has(index) else None
+
+
+# ---------------------------------------------------------------------------
+# constants and shapes
+# ---------------------------------------------------------------------------
+
+@converter("Constant")
+def _constant(ctx: NodeContext) -> Value:
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in ctx.attrs:
+            v = ctx.attrs[key]
+            break
+    else:
+        keys = ", ".join(sorted(ctx.attrs)) or "none"
+        raise Unsupported(f"a Constant with attribute(s) {keys} (string and sparse constants "
+                          "are not supported)")
+    if key == "value_float":
+        return np.asarray(v, np.float32)
+    if key == "value_floats":
+        return np.asarray(v, np.float32).reshape(-1)
+    if key == "value_int":
+        return np.asarray(v, np.int64)
+    if key == "value_ints":
+        return np.asarray(v, np.int64).reshape(-1)
+    arr = np.asarray(v)
+    if arr.dtype == object or arr.dtype.kind in "USV" or str(arr.dtype) not in _DTYPES:
+        raise Unsupported(f"a Constant of element type {arr.dtype}")
+    return arr
+
+
+_DTYPES = {"float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
+           "uint16", "uint32", "uint64", "bool"}
+
+
+@converter("Shape")
+def _shape(ctx: NodeContext) -> Value:
+    dims = ctx.shape(ctx.input(0))
+    n = len(dims)
+    start, end = ctx.attr("start", 0), ctx.attr("end", n)
+    start = min(max(start + n if start < 0 else start, 0), n)
+    end = min(max(end + n if end < 0 else end, 0), n)
+    out = np.empty(max(end - start, 0), dtype=object)
+    out[:] = dims[start:end]
+    return settle(out)
+
+
+@converter("Size")
+def _size(ctx: NodeContext) -> Value:
+    n = prod_dims(ctx.shape(ctx.input(0)))
+    if isinstance(n, tir.PrimExpr):
+        out = np.empty((), dtype=object)
+        out[()] = n
+        return out
+    return np.asarray(n, np.int64)
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(ctx: NodeContext) -> Value:
+    dims = ctx.const_ints(0, "shape")
+    value = ctx.attr("value")
+    fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(-1)[0]
+    fill = np.asarray(fill)
+    if str(fill.dtype) not in _DTYPES:
+        raise Unsupported(f"a fill value of element type {fill.dtype}")
+    if all(isinstance(d, int) for d in dims):
+        if any(d < 0 for d in dims):
+            raise Unsupported(f"negative dimension in shape {dims}")
+        if int(np.prod(dims, dtype=np.int64)) <= _SMALL_CONSTANT:
+            return np.full(dims, fill, dtype=fill.dtype)
+    return ctx.emit("full", tuple(dims), fill, fold=False)
+
+
+@converter("Range")
+def _range(ctx: NodeContext) -> Value:
+    start = ctx.const_scalar(0, "start")
+    limit = ctx.const_scalar(1, "limit")
+    delta = ctx.const_scalar(2, "delta")
+    if any(isinstance(v, tir.PrimExpr) for v in (start, limit, delta)):
+        raise Unsupported("Range with symbolic bounds (phasec has no arange operator yet)")
+    dtype = ctx.dtype(ctx.input(0))
+    if delta == 0:
+        raise Unsupported("Range with delta 0")
+    n = max(int(np.ceil((limit - start) / delta)), 0)
+    return (np.asarray(start, dtype) + np.arange(n, dtype=dtype) * np.asarray(delta, dtype)).astype(dtype)
+
+
+@converter("EyeLike")
+def _eye_like(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dims = ctx.static_shape(x)
+    if len(dims) != 2:
+        raise Unsupported(f"EyeLike of rank {len(dims)}")
+    dtype = onnx_to_dtype(ctx.attr("dtype"), "dtype") if "dtype" in ctx.attrs else ctx.dtype(x)
+    return np.eye(dims[0], dims[1], k=int(ctx.attr("k", 0)), dtype=dtype)
+
+
+# ---------------------------------------------------------------------------
+# reshaping
+# ---------------------------------------------------------------------------
+
+@converter("Reshape")
+def _reshape(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    target = list(ctx.attr("shape")) if ctx.opset < 5 else ctx.const_ints(1, "shape")
+    dims = ctx.shape(x)
+    allowzero = ctx.attr("allowzero", 0)
+    out = []
+    for i, d in enumerate(target):
+        if isinstance(d, int) and d == 0 and not allowzero:
+            if i >= len(dims):
+                raise Unsupported(f"shape {target}: a 0 at position {i} copies a dimension "
+                                  f"the rank-{len(dims)} input does not have")
+            d = dims[i]
+        out.append(d)
+    return reshape(ctx, x, out)
+
+
+@converter("Flatten")
+def _flatten(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dims = ctx.shape(x)
+    axis = ctx.attr("axis", 1)
+    axis = axis + len(dims) if axis < 0 else axis
+    if not 0 <= axis <= len(dims):
+        raise Unsupported(f"axis {ctx.attr('axis')} out of range for rank {len(dims)}")
+    return reshape(ctx, x, [prod_dims(dims[:axis]), prod_dims(dims[axis:])])
+
+
+@converter("Transpose")
+def _transpose(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    n = ctx.ndim(x)
+    perm = ctx.attr("perm")
+    perm = list(range(n - 1, -1, -1)) if perm is None else list(perm)
+    if perm == list(range(n)):
+        return x
+    return ctx.emit("permute_dims", x, axes=perm)
+
+
+@converter("Squeeze")
+def _squeeze(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    axes = _ints_attr_or_input(ctx, "axes", 1, 13)
+    n = ctx.ndim(x)
+    if axes is None:
+        dims = ctx.shape(x)
+        if any(not isinstance(d, int) for d in dims):
+            raise Unsupported("Squeeze without axes on a tensor with symbolic dimensions")
+        axes = [i for i, d in enumerate(dims) if d == 1]
+    axes = [norm_axis(ctx, a, n) for a in axes]
+    if not axes:
+        return x
+    return ctx.emit("squeeze", x, axis=sorted(set(axes)))
+
+
+@converter("Unsqueeze")
+def _unsqueeze(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    axes = _ints_attr_or_input(ctx, "axes", 1, 13)
+    if axes is None:
+        raise Unsupported("Unsqueeze without axes")
+    out_rank = ctx.ndim(x) + len(axes)
+    axes = sorted(norm_axis(ctx, a, out_rank) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise Unsupported(f"repeated axes {axes}")
+    return ctx.emit("expand_dims", x, axis=axes)
+
+
+@converter("Expand")
+def _expand(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    target = ctx.const_ints(1, "shape")
+    dims = ctx.shape(x)
+    # bidirectional broadcast: the result has the broadcast of both shapes
+    n = max(len(dims), len(target))
+    a = [1] * (n - len(dims)) + dims
+    b = [1] * (n - len(target)) + target
+    out = []
+    for i, (p, q) in enumerate(zip(a, b)):
+        if isinstance(q, int) and q == 1:
+            out.append(p)
+        elif isinstance(p, int) and p == 1:
+            out.append(q)
+        elif isinstance(p, int) and isinstance(q, int) and p != q:
+            raise Unsupported(f"cannot expand shape {dims} to {target} (axis {i}: {p} vs {q})")
+        else:
+            out.append(p)
+    if out == dims:
+        return x
+    return ctx.emit("broadcast_to", x, tuple(out))
+
+
+@converter("Tile")
+def _tile(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    reps = ctx.const_ints(1, "repeats")
+    dims = ctx.shape(x)
+    if len(reps) != len(dims):
+        raise Unsupported(f"repeats {reps} do not match rank {len(dims)}")
+    if all(isinstance(r, int) and r == 1 for r in reps):
+        return x
+    # (d0, d1, ...) -> (1, d0, 1, d1, ...) -> (r0, d0, r1, d1, ...) -> (r0*d0, r1*d1, ...)
+    y = ctx.emit("expand_dims", x, axis=[2 * i for i in range(len(dims))])
+    big = []
+    for r, d in zip(reps, dims):
+        big += [r, d]
+    y = ctx.emit("broadcast_to", y, tuple(big))
+    return ctx.emit("reshape", y, tuple(r * d for r, d in zip(reps, dims)))
+
+
+@converter("DepthToSpace")
+def _depth_to_space(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    n, c, h, w = _dims4(ctx, x)
+    b = int(ctx.attr("blocksize"))
+    mode = ctx.attr("mode", "DCR")
+    if mode == "DCR":
+        y = ctx.emit("reshape", x, (n, b, b, c // (b * b), h, w))
+        y = ctx.emit("permute_dims", y, axes=[0, 3, 4, 1, 5, 2])
+    elif mode == "CRD":
+        y = ctx.emit("reshape", x, (n, c // (b * b), b, b, h, w))
+        y = ctx.emit("permute_dims", y, axes=[0, 1, 4, 2, 5, 3])
+    else:
+        raise Unsupported(f"attribute mode={mode!r}")
+    return ctx.emit("reshape", y, (n, c // (b * b), h * b, w * b))
+
+
+@converter("SpaceToDepth")
+def _space_to_depth(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    n, c, h, w = _dims4(ctx, x)
+    b = int(ctx.attr("blocksize"))
+    y = ctx.emit("reshape", x, (n, c, h // b, b, w // b, b))
+    y = ctx.emit("permute_dims", y, axes=[0, 3, 5, 1, 2, 4])
+    return ctx.emit("reshape", y, (n, c * b * b, h // b, w // b))
+
+
+def _dims4(ctx: NodeContext, x: Value) -> list[Any]:
+    dims = ctx.shape(x)
+    if len(dims) != 4:
+        raise Unsupported(f"{ctx.op_type} of a rank-{len(dims)} tensor (expects NCHW)")
+    return dims
+
+
+# ---------------------------------------------------------------------------
+# concat / split / slice
+# ---------------------------------------------------------------------------
+
+@converter("Concat")
+def _concat(ctx: NodeContext) -> Value:
+    vals = [ctx.input(i) for i in range(len(ctx.inputs)) if ctx.has(i)]
+    if len(vals) == 1:
+        return vals[0]
+    axis = ctx.attr("axis", 1 if ctx.opset < 4 else None)
+    if axis is None:
+        raise Unsupported("Concat without an axis")
+    n = ctx.ndim(vals[0])
+    axis = norm_axis(ctx, axis, n)
+    # empty known operands add nothing (exporters concatenate [] onto shape values)
+    kept = [v for v in vals if not (is_const(v) and v.size == 0)]
+    if len(kept) == 1:
+        return kept[0]
+    return ctx.emit("concat", kept or vals, axis=axis)
+
+
+@converter("Split")
+def _split(ctx: NodeContext) -> list[Value]:
+    x = ctx.input(0)
+    n_out = len(ctx.node.output)
+    dims = ctx.shape(x)
+    axis = norm_axis(ctx, ctx.attr("axis", 0), len(dims))
+    sizes = _ints_attr_or_input(ctx, "split", 1, 13)
+    dim = dims[axis]
+    if sizes is None:
+        num = ctx.attr("num_outputs", n_out)
+        if isinstance(dim, int) and dim % num:
+            chunk = -(-dim // num)  # opset 18: the last chunk is smaller
+            sizes = [chunk] * (num - 1) + [dim - chunk * (num - 1)]
+        else:
+            if num == 1:
+                return [x]
+            return ctx.emit_multi("split", x, indices_or_sections=num, axis=axis)
+    if len(sizes) == 1:
+        return [x]
+    if any(not isinstance(s, int) for s in sizes):
+        raise Unsupported("Split with symbolic sizes")
+    points, acc = [], 0
+    for s in sizes[:-1]:
+        acc += s
+        points.append(acc)
+    return ctx.emit_multi("split", x, indices_or_sections=points, axis=axis)
+
+
+@converter("Slice")
+def _slice(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dims = ctx.shape(x)
+    if ctx.opset < 10:
+        starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
+        axes = ctx.attr("axes")
+        steps = None
+    else:
+        starts, ends = ctx.const_ints(1, "starts"), ctx.const_ints(2, "ends")
+        axes = ctx.const_ints(3, "axes") if ctx.has(3) else None
+        steps = ctx.const_ints(4, "steps") if ctx.has(4) else None
+    axes = list(range(len(starts))) if axes is None else list(axes)
+    steps = [1] * len(starts) if steps is None else list(steps)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise Unsupported("starts, ends, axes and steps of different lengths")
+    out_axes, begin, end, stride = [], [], [], []
+    for a, b, e, s in zip(axes, starts, ends, steps):
+        if any(isinstance(v, tir.PrimExpr) for v in (b, e, s)):
+            raise Unsupported("Slice with symbolic starts, ends or steps")
+        ax = norm_axis(ctx, a, len(dims), "axis")
+        if s == 0:
+            raise Unsupported("Slice with step 0")
+        d = dims[ax]
+        if isinstance(d, int):
+            lo, hi, st = slice(b, e, s).indices(d)
+            if st < 0 and hi < 0:
+                hi = -(d + 1)  # "before index 0": a negative end would wrap in Python
+            b, e = lo, hi
+        else:
+            b = max(min(b, _INT_END), -_INT_END)
+            e = max(min(e, _INT_END), -_INT_END)
+        if isinstance(d, int) and (b, e, s) == (0, d, 1):
+            continue
+        out_axes.append(ax)
+        begin.append(b)
+        end.append(e)
+        stride.append(s)
+    if not out_axes:
+        return x
+    return ctx.emit("strided_slice", x, axes=out_axes, begin=begin, end=end,
+                    strides=stride if any(s != 1 for s in stride) else None)
+
+
+# ---------------------------------------------------------------------------
+# gathers
+# ---------------------------------------------------------------------------
+
+@converter("Gather")
+def _gather(ctx: NodeContext) -> Value:
+    x, idx = ctx.input(0), ctx.input(1)
+    axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
+    if is_const(idx) and idx.dtype != object and ctx.dtype(idx) not in ("int64", "int32"):
+        idx = idx.astype(np.int64)
+    return ctx.emit("take", x, idx, axis=axis)
+
+
+def _normalized_index(ctx: NodeContext, idx: Value, extent: int) -> Value:
+    """Negative indices counted from the end: idx + extent where idx < 0."""
+    if is_const(idx):
+        return np.where(idx < 0, idx + extent, idx).astype(np.int64)
+    if ctx.dtype(idx) != "int64":
+        idx = ctx.emit("astype", idx, dtype="int64")
+    neg = ctx.emit("less", idx, np.asarray(0, np.int64))
+    return ctx.emit("where", neg, ctx.emit("add", idx, np.asarray(extent, np.int64)), idx)
+
+
+@converter("GatherElements")
+def _gather_elements(ctx: NodeContext) -> Value:
+    x, idx = ctx.input(0), ctx.input(1)
+    xd = ctx.static_shape(x, "GatherElements' data")
+    idd = ctx.static_shape(idx, "GatherElements' indices")
+    axis = norm_axis(ctx, ctx.attr("axis", 0), len(xd))
+    # Flat position in x of out[p]: sum over d != axis of p_d * stride_d, plus
+    # idx[p] * stride_axis; the first part is a constant of idx's shape.
+    strides = [int(np.prod(xd[i + 1:], dtype=np.int64)) for i in range(len(xd))]
+    grids = np.indices(idd, dtype=np.int64) if idd else np.zeros((0,), np.int64)
+    base = np.zeros(idd, np.int64)
+    for d in range(len(xd)):
+        if d != axis:
+            base = base + grids[d] * strides[d]
+    norm = _normalized_index(ctx, idx, xd[axis])
+    flat = ctx.emit("add", ctx.emit("multiply", norm, np.asarray(strides[axis], np.int64)), base)
+    return ctx.emit("take", ctx.emit("reshape", x, (-1,)), flat, axis=0)
+
+
+@converter("GatherND")
+def _gather_nd(ctx: NodeContext) -> Value:
+    x, idx = ctx.input(0), ctx.input(1)
+    xd = ctx.static_shape(x, "GatherND's data")
+    idd = ctx.static_shape(idx, "GatherND's indices")
+    b = int(ctx.attr("batch_dims", 0))
+    k = idd[-1]
+    if b + k > len(xd):
+        raise Unsupported(f"indices of depth {k} with batch_dims {b} on rank {len(xd)}")
+    # x viewed as (B, M, rest) with B = prod(batch dims), M = prod(indexed dims):
+    # out[batch, j] = x[batch, offset(idx[batch, j]), rest]; one flat take over B*M.
+    batch = int(np.prod(xd[:b], dtype=np.int64))
+    m_dims = xd[b:b + k]
+    rest = xd[b + k:]
+    m = int(np.prod(m_dims, dtype=np.int64))
+    n_idx = int(np.prod(idd[b:-1], dtype=np.int64))
+    strides = [int(np.prod(m_dims[i + 1:], dtype=np.int64)) for i in range(k)]
+    idx2 = ctx.emit("reshape", idx, (batch * n_idx, k)) if not is_const(idx) else \
+        idx.reshape(batch * n_idx, k)
+    offset: Value | None = None
+    for j in range(k):
+        col = ctx.emit("strided_slice", idx2, axes=[1], begin=[j], end=[j + 1])
+        col = _normalized_index(ctx, ctx.emit("reshape", col, (batch * n_idx,)), m_dims[j])
+        term = ctx.emit("multiply", col, np.asarray(strides[j], np.int64))
+        offset = term if offset is None else ctx.emit("add", offset, term)
+    base = (np.arange(batch, dtype=np.int64) * m).repeat(n_idx)
+    flat = ctx.emit("add", offset, base) if offset is not None else base
+    src = ctx.emit("reshape", x, (batch * m, *rest))
+    out = ctx.emit("take", src, flat, axis=0)
+    return ctx.emit("reshape", out, (*idd[:-1], *rest))
+
+
+# ---------------------------------------------------------------------------
+# padding
+# ---------------------------------------------------------------------------
+
+@converter("Pad")
+def _pad(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dims = ctx.shape(x)
+    n = len(dims)
+    mode = ctx.attr("mode", "constant")
+    if ctx.opset < 11:
+        pads = list(ctx.attr("pads", ctx.attr("paddings", [])))
+        value: Any = np.asarray(ctx.attr("value", 0.0), ctx.dtype(x))
+        axes = list(range(n))
+    else:
+        pads = ctx.const_ints(1, "pads")
+        value = (np.asarray(ctx.const(2, "constant_value")).reshape(())
+                 if ctx.has(2) else np.asarray(0, ctx.dtype(x)))
+        axes = ctx.const_ints(3, "axes") if ctx.has(3) else list(range(n))
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise Unsupported(f"attribute mode={mode!r}")
+    if len(pads) != 2 * len(axes):
+        raise Unsupported(f"pads {pads} do not match {len(axes)} axes")
+    value = np.asarray(value).astype(ctx.dtype(x))
+    y = x
+    for j, a in enumerate(axes):
+        ax = norm_axis(ctx, a, n)
+        before, after = pads[j], pads[j + len(axes)]
+        if before == 0 and after == 0:
+            continue
+        y = _pad_axis(ctx, y, ax, before, after, mode, value)
+    return y
+
+
+def _pad_axis(ctx: NodeContext, y: Value, ax: int, before: int, after: int, mode: str,
+              value: np.ndarray) -> Value:
+    dims = ctx.shape(y)
+    d = dims[ax]
+    if before < 0 or after < 0:  # negative pads crop
+        if not isinstance(d, int):
+            raise Unsupported("negative pads on a symbolic dimension")
+        lo, hi = max(-before, 0), d - max(-after, 0)
+        y = ctx.emit("strided_slice", y, axes=[ax], begin=[lo], end=[hi])
+        before, after = max(before, 0), max(after, 0)
+        d = hi - lo
+        dims = ctx.shape(y)
+        if before == 0 and after == 0:
+            return y
+    if mode == "constant":
+        parts = []
+        for count in (before, after):
+            if count:
+                shape = list(dims)
+                shape[ax] = count
+                parts.append(ctx.emit("full", tuple(shape), value))
+            else:
+                parts.append(None)
+        pieces = [p for p in (parts[0], y, parts[1]) if p is not None]
+        return ctx.emit("concat", pieces, axis=ax)
+    if not isinstance(d, int):
+        raise Unsupported(f"mode={mode!r} padding of a symbolic dimension")
+    if d == 0:
+        raise Unsupported(f"mode={mode!r} padding of an empty axis")
+    pos = np.arange(-before, d + after)
+    if mode == "edge":
+        idx = np.clip(pos, 0, d - 1)
+    elif mode == "wrap":
+        idx = np.mod(pos, d)
+    else:  # reflect: mirror without repeating the edge
+        if d == 1:
+            idx = np.zeros_like(pos)
+        else:
+            period = 2 * (d - 1)
+            m = np.mod(pos, period)
+            idx = np.where(m < d, m, period - m)
+    return ctx.emit("take", y, idx.astype(np.int64), axis=ax)
+
+
+# ---------------------------------------------------------------------------
+# masks and encodings
+# ---------------------------------------------------------------------------
+
+@converter("Trilu")
+def _trilu(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dims = ctx.shape(x)
+    if len(dims) < 2 or not all(isinstance(d, int) for d in dims[-2:]):
+        raise Unsupported("Trilu needs static last two dimensions")
+    k = int(ctx.const_scalar(1, "k")) if ctx.has(1) else 0
+    rows, cols = dims[-2], dims[-1]
+    mask = np.triu(np.ones((rows, cols), bool), k) if ctx.attr("upper", 1) else \
+        np.tril(np.ones((rows, cols), bool), k)
+    return ctx.emit("where", mask, x, scalar(ctx, 0, x))
+
+
+@converter("OneHot")
+def _one_hot(ctx: NodeContext) -> Value:
+    idx = ctx.input(0)
+    depth = int(np.asarray(ctx.const_scalar(1, "depth")).item())
+    values = ctx.const(2, "values").reshape(-1)
+    off, on = values[0], values[1]
+    n = ctx.ndim(idx)
+    axis = ctx.attr("axis", -1)
+    axis = axis + n + 1 if axis < 0 else axis
+    if ctx.dtype(idx).startswith("float"):
+        idx = ctx.emit("astype", idx, dtype="int64")
+    elif ctx.dtype(idx) != "int64":
+        idx = ctx.emit("astype", idx, dtype="int64")
+    idx = _normalized_index(ctx, idx, depth)
+    idx = ctx.emit("expand_dims", idx, axis=[axis])
+    shape = [1] * (n + 1)
+    shape[axis] = depth
+    hot = ctx.emit("equal", idx, np.arange(depth, dtype=np.int64).reshape(shape))
+    return ctx.emit("where", hot, np.asarray(on), np.asarray(off))
+
+
+@converter("CumSum")
+def _cumsum(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    dims = ctx.shape(x)
+    axis = norm_axis(ctx, int(ctx.const_scalar(1, "axis")), len(dims))
+    d = dims[axis]
+    if not isinstance(d, int):
+        raise Unsupported("CumSum along a symbolic dimension")
+    if ctx.dtype(x) == "bool":
+        raise Unsupported("CumSum of bool")
+    i, j = np.indices((d, d))
+    exclusive, reverse = ctx.attr("exclusive", 0), ctx.attr("reverse", 0)
+    # y[..., j] = sum_i x[..., i] * m[i, j]
+    if reverse:
+        m = (i > j) if exclusive else (i >= j)
+    else:
+        m = (i < j) if exclusive else (i <= j)
+    m = m.astype(ctx.dtype(x))
+    n = len(dims)
+    perm = [a for a in range(n) if a != axis] + [axis]
+    moved = x if axis == n - 1 else ctx.emit("permute_dims", x, axes=perm)
+    y = ctx.emit("matmul", moved, m)
+    if axis == n - 1:
+        return y
+    inv = [perm.index(a) for a in range(n)]
+    return ctx.emit("permute_dims", y, axes=inv)
