@@ -290,7 +290,7 @@ def test_a_file_size_limit_midway_keeps_the_previous_output(tmp_path, command, l
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 2, proc.stderr
-    assert f"cannot write" in proc.stderr and str(out) in proc.stderr
+    assert "cannot write" in proc.stderr and str(out) in proc.stderr
     assert "Traceback" not in proc.stderr
     assert _listing(tmp_path) == before
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: it only maps names to modules lazily.
 PHASEC_LAYERS = {"ir": 1, "script": 1, "errors": 1, "packed": 1, "transform": 3, "interp": 3,
                  "fileio": 1,  # atomic writes and capped reads, used by every layer
+                 "interrupts": 1,  # SIGINT/SIGTERM in the command-line tools
                  "backend": 5, "pipeline": 5, "cli": 5, "testing": 5, "phases_doc": 5,
                  "examples": 1,  # examples: TVMScript data files
                  "__main__": 5,  # `python -m phasec`: the CLI

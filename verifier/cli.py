@@ -43,6 +43,7 @@ from phasec.errors import (
 from phasec.fileio import (
     max_input_bytes, parse_size, read_bytes, read_stream, set_max_input_bytes,
 )
+from phasec.interrupts import interrupted_exit, signals_as_exceptions
 from phasec.ir.node import Span
 from phasec.ir.phase import Phase
 
@@ -481,18 +482,22 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
          stderr: TextIO | None = None, stdin: IO[Any] | None = None) -> int:
     """Run ``phasec-check``; returns the exit status (0, 1 or 2). ``stdin``
     (default ``sys.stdin``) is what the PATH ``-`` reads."""
-    try:
-        return _main(argv, stdout, stderr, stdin)
-    except BrokenPipeError:  # --explain / --list-rules piped into `head`
-        _silence_stdout()
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last resort: a bug, never a traceback
-        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-        print(f"phasec-check: internal error, please report: {detail[:500]}",
-              file=stderr or sys.stderr)
-        return EXIT_INPUT
+    with signals_as_exceptions() as stopper:  # SIGTERM too: exit 143 like Ctrl-C's 130
+        try:
+            return _main(argv, stdout, stderr, stdin)
+        except BrokenPipeError:  # --explain / --list-rules piped into `head`
+            _silence_stdout()
+            return EXIT_OK
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+            stopper.done.set()
+            status, word = interrupted_exit(exc)
+            print(f"phasec-check: {word}", file=stderr or sys.stderr)
+            return status
+        except Exception as exc:  # noqa: BLE001 - last resort: a bug, never a traceback
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+            print(f"phasec-check: internal error, please report: {detail[:500]}",
+                  file=stderr or sys.stderr)
+            return EXIT_INPUT
 
 
 def _silence_stdout() -> None:

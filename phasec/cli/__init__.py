@@ -21,8 +21,10 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import InputError, ParseError, PhasecError
+from ..interrupts import interrupted_exit, signals_as_exceptions
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 EPILOG = ("exit status: 0 success, 1 check failed (phase error, violations, mismatching "
@@ -129,6 +131,15 @@ def _is_usage_error(err: PhasecError) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
+        try:
+            return _main(argv, stopper)
+        except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
+            stopper.done.set()
+            return interrupted_exit(exc)[0]
+
+
+def _main(argv: Sequence[str] | None, stopper: Any) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -153,8 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"phasec {args.command}: error: {err.strerror or err}: {err.filename or ''}",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        stopper.done.set()
+        # One line; files being written were left as they were (fileio).
+        status, word = interrupted_exit(exc)
+        print(f"phasec {args.command}: {word}", file=sys.stderr)
+        return status
     except MemoryError:
         print(f"phasec {args.command}: error: out of memory", file=sys.stderr)
         return 1

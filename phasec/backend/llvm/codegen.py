@@ -33,124 +33,25 @@ Design choices, all for code LLVM can vectorize:
 from __future__ import annotations
 
 import math
-import re
-import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-import numpy as np
-
 from ...ir import tir
 from ...ir.node import Node
+from ._base import (  # re-exported: runtime.py and tests import some from here
+    _BITS, _FCMP, _ICMP, _INTRINSIC_SUFFIX, _LLVM_TYPE, _UNARY_FLOAT_INTRINSIC, ALLOCA_LIMIT,
+    NPY_ALIGNED, NPY_C_CONTIGUOUS, NPY_WRITEABLE, OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS,
+    RC_INDEX_OUT_OF_RANGE, RC_OK, RC_OUT_OF_MEMORY, _bad_index, _BufInfo,
+    _elem_bytes, _expr_children, _float_literal, _FunctionText, _int_literal, _is_float,
+    _is_intlike, _is_signed, _mem_type, _quote, _sanitize, _walk, llvm_type,
+)
 from .bounds import find_out_of_bounds
 from .errors import CodegenError
 from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, MATH_FUNCTIONS
+from .loops import LoopCodegen
 
 __all__ = ["ModuleCodegen", "KernelABI", "ParamABI", "CodegenOptions", "llvm_type"]
-
-# --------------------------------------------------------------------------
-# Types
-# --------------------------------------------------------------------------
-
-_LLVM_TYPE = {
-    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "i8", "uint16": "i16", "uint32": "i32", "uint64": "i64",
-    "float16": "half", "float32": "float", "float64": "double",
-}
-_BITS = {
-    "bool": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
-    "uint32": 32, "uint64": 64, "float16": 16, "float32": 32, "float64": 64,
-}
-_INTRINSIC_SUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
-#: LLVM intrinsics implementing unary TIR intrinsics on floats.
-_UNARY_FLOAT_INTRINSIC = {
-    "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "fabs": "fabs",
-    "floor": "floor", "ceil": "ceil", "round": "roundeven", "trunc": "trunc",
-    "sin": "sin", "cos": "cos", "exp2": "exp2", "log2": "log2",
-}
-_ICMP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-# Ordered float comparisons, except "!=", which is true for NaN like numpy's.
-_FCMP = {"==": "oeq", "!=": "une", "<": "olt", "<=": "ole", ">": "ogt", ">=": "oge"}
-
-#: Constant-size temporaries up to this many bytes live on the stack.
-ALLOCA_LIMIT = 16 * 1024
-#: Error codes returned by kernels. RC_BAD_ARGUMENTS: an entry that checks
-#: its arrays (KernelABI.checked) found one it does not accept; nothing ran.
-RC_OK, RC_OUT_OF_MEMORY, RC_BAD_ARGUMENTS = 0, 1, 1 << 30
-#: a T.checked_index failed; the index and the extent are in OOB_VALUE / OOB_EXTENT
-RC_INDEX_OUT_OF_RANGE = 2
-OOB_VALUE, OOB_EXTENT = "phasec_oob_value", "phasec_oob_extent"
-#: numpy array flags (NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE: numpy's C API).
-NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
-
-
-def llvm_type(dtype: str) -> str:
-    """The LLVM register type of a TIR dtype (bool is ``i1``)."""
-    return _LLVM_TYPE[dtype]
-
-
-def _mem_type(dtype: str) -> str:
-    return "i8" if dtype == "bool" else _LLVM_TYPE[dtype]
-
-
-def _is_float(dtype: str) -> bool:
-    return dtype.startswith("float")
-
-
-def _is_intlike(dtype: str) -> bool:
-    """Integer or bool (bool behaves as a one-bit unsigned integer)."""
-    return not dtype.startswith("float")
-
-
-def _is_signed(dtype: str) -> bool:
-    return dtype.startswith("int")
-
-
-def _bad_index(buffer: str, dtype: str) -> str:
-    kind = "float dtype" if _is_float(dtype) else "dtype"
-    return f"index into buffer '{buffer}' has {kind} {dtype}; indices must be integers"
-
-
-def _elem_bytes(dtype: str) -> int:
-    return 1 if dtype == "bool" else _BITS[dtype] // 8
-
-
-def _float_literal(value: float, dtype: str) -> str:
-    """An exactly representable LLVM float constant in hexadecimal form."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        if dtype == "float16":
-            return f"0xH{int(np.float16(value).view(np.uint16)):04X}"
-        if dtype == "float32":
-            value = float(np.float32(value))
-    return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
-
-
-def _int_literal(value: int, dtype: str) -> str:
-    if dtype == "bool":
-        return "true" if value else "false"
-    bits = _BITS[dtype]
-    value &= (1 << bits) - 1
-    if value >= 1 << (bits - 1):
-        value -= 1 << bits
-    return str(value)
-
-
-def _sanitize(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
-    return s or "v"
-
-
-def _quote(symbol: str) -> str:
-    """An LLVM global name, quoted and escaped."""
-    out = []
-    for ch in symbol:
-        if ch.isalnum() or ch in "._-":
-            out.append(ch)
-        else:
-            out.extend(f"\\{b:02X}" for b in ch.encode("utf-8"))
-    return '@"' + "".join(out) + '"'
-
 
 # --------------------------------------------------------------------------
 # Options and the ABI description handed to the runtime
@@ -239,126 +140,6 @@ class KernelABI:
     params: tuple[ParamABI, ...]
     dim_vars: tuple[tir.Var, ...]
     checked: bool = False
-
-
-# --------------------------------------------------------------------------
-# Generic traversal helpers (iterative)
-# --------------------------------------------------------------------------
-
-
-def _children(n: Any) -> list[Any]:
-    out: list[Any] = []
-    for f in type(n)._fields:
-        v = getattr(n, f)
-        if isinstance(v, Node):
-            out.append(v)
-        elif isinstance(v, tuple):
-            for x in v:
-                if isinstance(x, Node):
-                    out.append(x)
-                elif isinstance(x, tuple):  # BufferRegion ranges
-                    out.extend(y for y in x if isinstance(y, Node))
-    return out
-
-
-def _walk(root: Node) -> list[Node]:
-    """Every node reachable from ``root`` (pre-order, each object once)."""
-    seen: set[int] = set()
-    order: list[Node] = []
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        order.append(n)
-        kids = _children(n)
-        stack.extend(reversed(kids))
-    return order
-
-
-def _expr_children(e: tir.PrimExpr) -> Sequence[tir.PrimExpr]:
-    t = type(e)
-    if t is tir.BinaryOp:
-        return (e.lhs, e.rhs)
-    if t is tir.Not or t is tir.Cast:
-        return (e.value,)
-    if t is tir.Select:
-        return (e.condition, e.true_value, e.false_value)
-    if t is tir.Call:
-        return e.args
-    if t is tir.BufferLoad:
-        return e.indices
-    return ()
-
-
-def _estimate_work(body: tir.Stmt) -> int:
-    """Rough count of element stores per iteration of an enclosing loop.
-
-    Used to keep small parallel loops serial; symbolic inner extents count
-    as 256.
-    """
-    total = 0
-    stack: list[tuple[Any, int]] = [(body, 1)]
-    while stack:
-        n, mult = stack.pop()
-        if isinstance(n, tir.For):
-            ext = n.extent.value if isinstance(n.extent, tir.IntImm) else 256
-            stack.append((n.body, mult * max(int(ext), 1)))
-        elif isinstance(n, tir.BufferStore):
-            total += mult
-        elif isinstance(n, tir.SeqStmt):
-            stack.extend((s, mult) for s in n.stmts)
-        elif isinstance(n, (tir.IfThenElse,)):
-            stack.append((n.then_case, mult))
-            if n.else_case is not None:
-                stack.append((n.else_case, mult))
-        elif isinstance(n, (tir.Allocate, tir.LetStmt)):
-            stack.append((n.body, mult))
-        elif isinstance(n, tir.Block):
-            stack.append((n.body, mult))
-            if n.init is not None:
-                stack.append((n.init, mult))
-    return max(total, 1)
-
-
-# --------------------------------------------------------------------------
-# Function builder: lines of one LLVM function
-# --------------------------------------------------------------------------
-
-
-class _FunctionText:
-    def __init__(self, header: str) -> None:
-        self.header = header
-        self.allocas: list[str] = []
-        self.lines: list[str] = []
-        self.block = "entry"
-        self._n = 0
-
-    def tmp(self, hint: str = "t") -> str:
-        self._n += 1
-        return f"%{hint}.{self._n}"
-
-    def label(self, hint: str) -> str:
-        self._n += 1
-        return f"{hint}.{self._n}"
-
-    def emit(self, line: str) -> None:
-        self.lines.append("  " + line)
-
-    def start(self, label: str) -> None:
-        self.lines.append(f"{label}:")
-        self.block = label
-
-    def text(self) -> str:
-        return "\n".join([self.header + " {", "entry:", *self.allocas, *self.lines, "}", ""])
-
-
-@dataclass
-class _BufInfo:
-    buffer: tir.Buffer
-    ptr: str
-    dims: list[str]  # i64 operands
 
 
 # --------------------------------------------------------------------------
@@ -564,7 +345,7 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
 # --------------------------------------------------------------------------
 
 
-class _KernelCodegen:
+class _KernelCodegen(LoopCodegen):
     """Emits one kernel; helper instances emit its outlined parallel bodies."""
 
     def __init__(self, mod: ModuleCodegen, name: str, func: tir.PrimFunc) -> None:
@@ -580,6 +361,7 @@ class _KernelCodegen:
         self.optypes: dict[int, str] = {}  # BinaryOp -> dtype of its operands
         self.loads: dict[int, bool] = {}  # expression -> reads a buffer
         self.oom_label: str | None = None
+        self.heap: list[str] = []  # heap buffers live at the point being emitted
         self.n_parallel = 0
         self.symbol = ""
 
@@ -1327,8 +1109,8 @@ class _KernelCodegen:
         """``T.checked_index(i, n)``: ``i`` (``i + n`` when negative) if in
         range, else record ``i`` and ``n`` and return RC_INDEX_OUT_OF_RANGE.
 
-        The error exit leaks a temporary buffer the kernel may have
-        allocated, like the out-of-memory exit: it ends the call with an error.
+        The error exit frees the heap buffers live at that point (the
+        out-of-memory exit does not: it has nothing it could free safely).
         """
         fn = self.fn
         i = self.convert(index, self.dtype_of(n.args[0]), "int64")
@@ -1344,7 +1126,7 @@ class _KernelCodegen:
         fn.start(bad)
         fn.emit(f"store atomic i64 {i}, ptr @{OOB_VALUE} monotonic, align 8")
         fn.emit(f"store atomic i64 {size}, ptr @{OOB_EXTENT} monotonic, align 8")
-        fn.emit(f"ret i32 {RC_INDEX_OUT_OF_RANGE}")
+        self.error_return(str(RC_INDEX_OUT_OF_RANGE))
         fn.start(cont)
         return j
 
@@ -1472,60 +1254,6 @@ class _KernelCodegen:
             value = z
         fn.emit(f"store {_mem_type(buf.dtype)} {value}, ptr {p}, align {_elem_bytes(buf.dtype)}")
 
-    def _loop_bounds(self, s: tir.For) -> tuple[str, str, str]:
-        v = s.loop_var
-        dt = self.check_dtype(v.dtype, f"loop variable '{v.name}'", s)
-        if not _is_intlike(dt) or dt == "bool":
-            raise self.error(f"loop variable '{v.name}' must have an integer dtype, not {dt}", s)
-        lo = self.emit_value_as(s.min, dt, f"the start of loop '{v.name}'")
-        ext = self.emit_value_as(s.extent, dt, f"the extent of loop '{v.name}'")
-        return dt, lo, ext
-
-    def _for(self, s: tir.For, tasks: list[Any]) -> None:
-        if s.kind == "parallel" and self.allow_parallel:
-            self._parallel_for(s, tasks)
-            return
-        fn = self.fn
-        dt, lo, ext = self._loop_bounds(s)
-        ty = _LLVM_TYPE[dt]
-        signed = _is_signed(dt)
-        end = fn.tmp("end")
-        fn.emit(f"{end} = add {'nsw ' if signed else ''}{ty} {lo}, {ext}")
-        pre = fn.block
-        hdr, body, latch, exit_ = (fn.label(x) for x in ("for.hdr", "for.body", "for.latch",
-                                                          "for.exit"))
-        iv = fn.tmp(_sanitize(s.loop_var.name))
-        nxt = fn.tmp(_sanitize(s.loop_var.name) + ".next")
-        fn.emit(f"br label %{hdr}")
-        fn.start(hdr)
-        fn.emit(f"{iv} = phi {ty} [ {lo}, %{pre} ], [ {nxt}, %{latch} ]")
-        c = fn.tmp("cond")
-        fn.emit(f"{c} = icmp {'slt' if signed else 'ult'} {ty} {iv}, {end}")
-        fn.emit(f"br i1 {c}, label %{body}, label %{exit_}")
-        fn.start(body)
-        prev = self.bind_var(s.loop_var, iv)
-        md = self._loop_md(s)
-
-        def close() -> None:
-            self.unbind_var(s.loop_var, prev)
-            fn.emit(f"br label %{latch}")
-            fn.start(latch)
-            fn.emit(f"{nxt} = add {'nsw ' if signed else ''}{ty} {iv}, 1")
-            fn.emit(f"br label %{hdr}" + (f", !llvm.loop {md}" if md else ""))
-            fn.start(exit_)
-
-        tasks.append(close)
-        tasks.append(s.body)
-
-    def _loop_md(self, s: tir.For) -> str | None:
-        if s.kind == "vectorized":
-            return self.mod.loop_metadata(['!"llvm.loop.vectorize.enable", i1 true'])
-        if s.kind == "unroll":
-            if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
-                return self.mod.loop_metadata(['!"llvm.loop.unroll.full"'])
-            return self.mod.loop_metadata(['!"llvm.loop.unroll.enable"'])
-        return None
-
     def _if(self, s: tir.IfThenElse, tasks: list[Any]) -> None:
         fn = self.fn
         c = self.emit_cond(s.condition)
@@ -1597,12 +1325,14 @@ class _KernelCodegen:
             fn.emit(f"br i1 {isnull}, label %{self.get_oom_label()}, label %{ok}")
             fn.start(ok)
             free = True
+            self.heap.append(ptr)  # freed by an error exit inside its scope, too
         prev = self.bufs.get(id(buf))
         self.bufs[id(buf)] = _BufInfo(buf, ptr, dims)
 
         def close() -> None:
             if free:
                 fn.emit(f"call void @free(ptr {ptr})")
+                self.heap.pop()
             if prev is None:
                 del self.bufs[id(buf)]
             else:
@@ -1666,133 +1396,10 @@ class _KernelCodegen:
         tasks.append(s.init)
 
     # -- parallel loops -----------------------------------------------------
-    def _parallel_for(self, s: tir.For, tasks: list[Any]) -> None:
-        """Outline the loop body; run it through ``phasec_rt_parallel_for``."""
-        fn = self.fn
-        dt, lo, ext = self._loop_bounds(s)
-        ext64 = self.to_i64(ext, dt)
-
-        # What the body uses from the enclosing scope.
-        cap_bufs: list[_BufInfo] = []
-        cap_vars: list[tuple[tir.Var, str, str]] = []
-        seen: set[int] = set()
-        for n in _walk(s.body):
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            if isinstance(n, tir.Buffer):
-                info = self.bufs.get(id(n))
-                if info is not None:
-                    cap_bufs.append(info)
-            elif isinstance(n, tir.Var) and n is not s.loop_var:
-                b = self.vars.get(id(n))
-                if b is not None:
-                    cap_vars.append((n, b[0], b[1]))
-        # Values to pass: buffer pointers, non-constant dims, scalar variables.
-        fields: list[tuple[str, str]] = []  # (llvm type, operand in the caller)
-        for info in cap_bufs:
-            fields.append(("ptr", info.ptr))
-            fields.extend(("i64", d) for d in info.dims if d.startswith("%"))
-        for v, op, vdt in cap_vars:
-            fields.append((_LLVM_TYPE[vdt], op))
-        fields.append((_LLVM_TYPE[dt], lo))
-
-        self.n_parallel += 1
-        body_sym = f"{self.symbol}.par{self.n_parallel}"
-        tramp_sym = body_sym + ".tramp"
-
-        # 1. The body function over [begin, end) with noalias buffers.
-        child = _KernelCodegen(self.mod, self.name, self.func)
-        child.types, child.optypes, child.loads = self.types, self.optypes, self.loads
-        child.allow_parallel = False
-        child.symbol = body_sym
-        params: list[str] = []
-        k = 0
-        for info in cap_bufs:
-            p = f"%c{k}"
-            k += 1
-            params.append(f"ptr noalias {p}")
-            dims = []
-            for d in info.dims:
-                if d.startswith("%"):
-                    dp = f"%c{k}"
-                    k += 1
-                    params.append(f"i64 {dp}")
-                    dims.append(dp)
-                else:
-                    dims.append(d)
-            child.bufs[id(info.buffer)] = _BufInfo(info.buffer, p, dims)
-        for v, _op, vdt in cap_vars:
-            p = f"%c{k}"
-            k += 1
-            params.append(f"{_LLVM_TYPE[vdt]} {p}")
-            child.vars[id(v)] = (p, vdt)
-            child.var_objs[id(v)] = v
-        lo_param = f"%c{k}"
-        params.append(f"{_LLVM_TYPE[dt]} {lo_param}")
-        params += ["i64 %begin", "i64 %end"]
-        cfn = _FunctionText(f"define internal i32 {_quote(body_sym)}({', '.join(params)}) #0")
-        child.fn = cfn
-        hdr, body, latch, exit_ = (cfn.label(x) for x in ("par.hdr", "par.body", "par.latch",
-                                                           "par.exit"))
-        idx, nxt = cfn.tmp("idx"), cfn.tmp("idx.next")
-        cfn.emit(f"br label %{hdr}")
-        cfn.start(hdr)
-        cfn.emit(f"{idx} = phi i64 [ %begin, %entry ], [ {nxt}, %{latch} ]")
-        c = cfn.tmp("cond")
-        cfn.emit(f"{c} = icmp slt i64 {idx}, %end")
-        cfn.emit(f"br i1 {c}, label %{body}, label %{exit_}")
-        cfn.start(body)
-        ity = _LLVM_TYPE[dt]
-        idx_t = idx if dt in ("int64", "uint64") else child.convert(idx, "int64", dt)
-        iv = cfn.tmp(_sanitize(s.loop_var.name))
-        cfn.emit(f"{iv} = add {ity} {lo_param}, {idx_t}")
-        child.bind_var(s.loop_var, iv)
-        child.emit_stmt(s.body)
-        cfn.emit(f"br label %{latch}")
-        cfn.start(latch)
-        cfn.emit(f"{nxt} = add nsw i64 {idx}, 1")
-        cfn.emit(f"br label %{hdr}")
-        cfn.start(exit_)
-        cfn.emit(f"ret i32 {RC_OK}")
-        child.finish_function()
-
-        # 2. The trampoline unpacking the context struct.
-        struct_ty = "{ " + ", ".join(t for t, _ in fields) + " }"
-        lines = [f"define internal i32 {_quote(tramp_sym)}(ptr %ctx, i64 %begin, i64 %end) #0 {{",
-                 "entry:"]
-        args = []
-        for i, (t, _) in enumerate(fields):
-            lines.append(f"  %f{i}.p = getelementptr inbounds {struct_ty}, ptr %ctx, i32 0, i32 {i}")
-            lines.append(f"  %f{i} = load {t}, ptr %f{i}.p")
-            args.append(f"{t} %f{i}")
-        args += ["i64 %begin", "i64 %end"]
-        lines += [f"  %rc = call i32 {_quote(body_sym)}({', '.join(args)})", "  ret i32 %rc", "}", ""]
-        self.mod.functions.append("\n".join(lines))
-
-        # 3. The call site.
-        ctx = fn.tmp("ctx")
-        fn.allocas.append(f"  {ctx} = alloca {struct_ty}, align 16")
-        for i, (t, op) in enumerate(fields):
-            fp = fn.tmp("ctx.f")
-            fn.emit(f"{fp} = getelementptr inbounds {struct_ty}, ptr {ctx}, i32 0, i32 {i}")
-            fn.emit(f"store {t} {op}, ptr {fp}")
-        rc = fn.tmp("rc")
-        cost = _estimate_work(s.body)
-        fn.emit(f"{rc} = call i32 @phasec_rt_parallel_for(ptr {_quote(tramp_sym)}, ptr {ctx}, "
-                f"i64 {ext64}, i64 {cost})")
-        bad = fn.tmp("fail")
-        fn.emit(f"{bad} = icmp ne i32 {rc}, 0")
-        ok, failed = fn.label("par.done"), fn.label("par.failed")
-        fn.emit(f"br i1 {bad}, label %{failed}, label %{ok}")
-        fn.start(failed)
-        fn.emit(f"ret i32 {rc}")  # what the failing chunk returned (out of memory, bad index)
-        fn.start(ok)
-
     _STMT: Mapping[type, Callable[..., None]] = {
         tir.SeqStmt: _seq,
         tir.BufferStore: _store,
-        tir.For: _for,
+        tir.For: LoopCodegen._for,
         tir.IfThenElse: _if,
         tir.Allocate: _allocate,
         tir.LetStmt: _let,

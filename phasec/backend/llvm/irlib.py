@@ -36,6 +36,8 @@ def _f32(value: float) -> str:
 
 KERNEL_LIB_IR = r"""
 declare i32 @phasec_rt_parallel_for(ptr, ptr, i64, i64) nounwind
+; set on Ctrl-C (SIGINT) or SIGTERM while a kernel runs (phasec/backend/interrupt.py)
+@phasec_rt_cancel = external global i32, align 4
 
 ; Integer power by squaring; a negative exponent gives 0 (1 and -1 excepted).
 define internal i64 @phasec.ipow(i64 %b, i64 %e) nounwind memory(none) {

@@ -29,6 +29,8 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ...errors import PhasecError
+from .. import interrupt
+from ._base import CANCEL_FLAG
 from .errors import CodegenError
 from .irlib import parallel_runtime_ir, pool_supported
 
@@ -105,6 +107,8 @@ def host_target() -> HostTarget:
             except Exception:  # pragma: no cover - explicit symbols below suffice
                 pass
             _register_process_symbols()
+            # the cancel flag kernels poll (Ctrl-C; see phasec/backend/interrupt.py)
+            llvm.add_symbol(CANCEL_FLAG, interrupt.flag_address())
             _initialized = True
         if _target is None:
             triple = llvm.get_process_triple()

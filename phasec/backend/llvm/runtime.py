@@ -34,6 +34,8 @@ from .codegen import (
     OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS, RC_INDEX_OUT_OF_RANGE, ArrayLayout, CodegenOptions,
     KernelABI, ModuleCodegen,
 )
+from ._base import RC_CANCELLED
+from .. import interrupt
 from .errors import CodegenError
 from .jit import NativeModule, host_target, jit_compile
 
@@ -251,7 +253,14 @@ class Kernel:
                 call_args.append(f"a{i}")
         if not abi.checked:
             call_args += [dim_of[id(v)] for v in abi.dim_vars]
-        lines.append(f"rc = cfunc({', '.join(call_args)})")
+        # Armed (see ..interrupt): Ctrl-C stops the native call within a second.
+        # The VM arms once per call, so its kernels take the first branch.
+        ns["interrupt"], ns["armed"] = interrupt, interrupt.armed
+        lines.append("if interrupt._is_armed:")
+        lines.append(f"    rc = cfunc({', '.join(call_args)})")
+        lines.append("else:")
+        lines.append("    with armed():")
+        lines.append(f"        rc = cfunc({', '.join(call_args)})")
         lines.append("if rc: fail(rc)")
         src = f"def fast({', '.join(names)}):\n" + "".join(f"    {ln}\n" for ln in lines)
         exec(compile(src, "<phasec kernel wrapper>", "exec"), ns)  # noqa: S102 - generated
@@ -315,6 +324,8 @@ class Kernel:
 
     def _failure(self, rc: int) -> VMError:
         # Parallel chunks OR their codes together: test the bits.
+        if rc & RC_CANCELLED:  # Ctrl-C or SIGTERM: raise what the signal raises
+            interrupt.raise_interrupt(self.name)
         if rc & RC_INDEX_OUT_OF_RANGE:
             value = ctypes.c_int64.from_address(self._owner.globals[OOB_VALUE]).value
             extent = ctypes.c_int64.from_address(self._owner.globals[OOB_EXTENT]).value

@@ -35,6 +35,7 @@ from ...packed import find_packed_func, get_packed_func
 from ...script._checks import int_range_problem
 from . import bytecode as bc
 from .bytecode import CalleeKind
+from ..interrupt import armed
 from .executable import Executable
 
 __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
@@ -425,9 +426,12 @@ class VirtualMachine:
                           f"{'' if f.nparams == 1 else 's'} ({', '.join(f.params)}), "
                           f"got {len(args)}")
         args = tuple([_as_input(a) for a in args])
-        if f.compiled is not None:  # straight-line code: no dispatch loop
-            return f.compiled(args)
-        return self._execute(index, args)
+        # Armed once per call (not per kernel): Ctrl-C stops a native kernel
+        # within a second and raises KeyboardInterrupt here (backend/interrupt.py).
+        with armed():
+            if f.compiled is not None:  # straight-line code: no dispatch loop
+                return f.compiled(args)
+            return self._execute(index, args)
 
     def _execute(self, index: int, args: tuple) -> Any:
         funcs = self._funcs

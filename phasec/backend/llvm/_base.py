@@ -1,0 +1,249 @@
+"""Shared pieces of the LLVM code generator: dtype tables, literals, error
+codes, the text builder of one LLVM function and iterative TIR traversals.
+
+Split from :mod:`.codegen` so the loop emitters (:mod:`.loops`) can use them
+without an import cycle.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...ir import tir
+from ...ir.node import Node
+
+# --------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------
+
+_LLVM_TYPE = {
+    "bool": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "i8", "uint16": "i16", "uint32": "i32", "uint64": "i64",
+    "float16": "half", "float32": "float", "float64": "double",
+}
+_BITS = {
+    "bool": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
+    "uint32": 32, "uint64": 64, "float16": 16, "float32": 32, "float64": 64,
+}
+_INTRINSIC_SUFFIX = {"float16": "f16", "float32": "f32", "float64": "f64"}
+#: LLVM intrinsics implementing unary TIR intrinsics on floats.
+_UNARY_FLOAT_INTRINSIC = {
+    "exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "fabs": "fabs",
+    "floor": "floor", "ceil": "ceil", "round": "roundeven", "trunc": "trunc",
+    "sin": "sin", "cos": "cos", "exp2": "exp2", "log2": "log2",
+}
+_ICMP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+# Ordered float comparisons, except "!=", which is true for NaN like numpy's.
+_FCMP = {"==": "oeq", "!=": "une", "<": "olt", "<=": "ole", ">": "ogt", ">=": "oge"}
+
+#: Constant-size temporaries up to this many bytes live on the stack.
+ALLOCA_LIMIT = 16 * 1024
+#: Error codes returned by kernels. RC_BAD_ARGUMENTS: an entry that checks
+#: its arrays (KernelABI.checked) found one it does not accept; nothing ran.
+RC_OK, RC_OUT_OF_MEMORY, RC_BAD_ARGUMENTS = 0, 1, 1 << 30
+#: a T.checked_index failed; the index and the extent are in OOB_VALUE / OOB_EXTENT
+RC_INDEX_OUT_OF_RANGE = 2
+OOB_VALUE, OOB_EXTENT = "phasec_oob_value", "phasec_oob_extent"
+#: the kernel stopped at a poll of the cancel flag (Ctrl-C; see ..interrupt and .loops)
+RC_CANCELLED = 4
+#: the process-wide cancel flag (an i32 the interrupt watcher sets) and how
+#: many iterations an innermost loop runs between two looks at it
+CANCEL_FLAG = "phasec_rt_cancel"
+POLL_EVERY = 1 << 16
+#: numpy array flags (NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE: numpy's C API).
+NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
+
+
+def llvm_type(dtype: str) -> str:
+    """The LLVM register type of a TIR dtype (bool is ``i1``)."""
+    return _LLVM_TYPE[dtype]
+
+
+def _mem_type(dtype: str) -> str:
+    return "i8" if dtype == "bool" else _LLVM_TYPE[dtype]
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith("float")
+
+
+def _is_intlike(dtype: str) -> bool:
+    """Integer or bool (bool behaves as a one-bit unsigned integer)."""
+    return not dtype.startswith("float")
+
+
+def _is_signed(dtype: str) -> bool:
+    return dtype.startswith("int")
+
+
+def _bad_index(buffer: str, dtype: str) -> str:
+    kind = "float dtype" if _is_float(dtype) else "dtype"
+    return f"index into buffer '{buffer}' has {kind} {dtype}; indices must be integers"
+
+
+def _elem_bytes(dtype: str) -> int:
+    return 1 if dtype == "bool" else _BITS[dtype] // 8
+
+
+def _float_literal(value: float, dtype: str) -> str:
+    """An exactly representable LLVM float constant in hexadecimal form."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == "float16":
+            return f"0xH{int(np.float16(value).view(np.uint16)):04X}"
+        if dtype == "float32":
+            value = float(np.float32(value))
+    return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016X}"
+
+
+def _int_literal(value: int, dtype: str) -> str:
+    if dtype == "bool":
+        return "true" if value else "false"
+    bits = _BITS[dtype]
+    value &= (1 << bits) - 1
+    if value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return str(value)
+
+
+def _sanitize(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
+    return s or "v"
+
+
+def _quote(symbol: str) -> str:
+    """An LLVM global name, quoted and escaped."""
+    out = []
+    for ch in symbol:
+        if ch.isalnum() or ch in "._-":
+            out.append(ch)
+        else:
+            out.extend(f"\\{b:02X}" for b in ch.encode("utf-8"))
+    return '@"' + "".join(out) + '"'
+
+
+# --------------------------------------------------------------------------
+# Generic traversal helpers (iterative)
+# --------------------------------------------------------------------------
+
+
+def _children(n: Any) -> list[Any]:
+    out: list[Any] = []
+    for f in type(n)._fields:
+        v = getattr(n, f)
+        if isinstance(v, Node):
+            out.append(v)
+        elif isinstance(v, tuple):
+            for x in v:
+                if isinstance(x, Node):
+                    out.append(x)
+                elif isinstance(x, tuple):  # BufferRegion ranges
+                    out.extend(y for y in x if isinstance(y, Node))
+    return out
+
+
+def _walk(root: Node) -> list[Node]:
+    """Every node reachable from ``root`` (pre-order, each object once)."""
+    seen: set[int] = set()
+    order: list[Node] = []
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        kids = _children(n)
+        stack.extend(reversed(kids))
+    return order
+
+
+def _expr_children(e: tir.PrimExpr) -> Sequence[tir.PrimExpr]:
+    t = type(e)
+    if t is tir.BinaryOp:
+        return (e.lhs, e.rhs)
+    if t is tir.Not or t is tir.Cast:
+        return (e.value,)
+    if t is tir.Select:
+        return (e.condition, e.true_value, e.false_value)
+    if t is tir.Call:
+        return e.args
+    if t is tir.BufferLoad:
+        return e.indices
+    return ()
+
+
+def _estimate_work(body: tir.Stmt) -> int:
+    """Rough count of element stores per iteration of an enclosing loop.
+
+    Used to keep small parallel loops serial; symbolic inner extents count
+    as 256.
+    """
+    total = 0
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        n, mult = stack.pop()
+        if isinstance(n, tir.For):
+            ext = n.extent.value if isinstance(n.extent, tir.IntImm) else 256
+            stack.append((n.body, mult * max(int(ext), 1)))
+        elif isinstance(n, tir.BufferStore):
+            total += mult
+        elif isinstance(n, tir.SeqStmt):
+            stack.extend((s, mult) for s in n.stmts)
+        elif isinstance(n, (tir.IfThenElse,)):
+            stack.append((n.then_case, mult))
+            if n.else_case is not None:
+                stack.append((n.else_case, mult))
+        elif isinstance(n, (tir.Allocate, tir.LetStmt)):
+            stack.append((n.body, mult))
+        elif isinstance(n, tir.Block):
+            stack.append((n.body, mult))
+            if n.init is not None:
+                stack.append((n.init, mult))
+    return max(total, 1)
+
+
+# --------------------------------------------------------------------------
+# Function builder: lines of one LLVM function
+# --------------------------------------------------------------------------
+
+
+class _FunctionText:
+    def __init__(self, header: str) -> None:
+        self.header = header
+        self.allocas: list[str] = []
+        self.lines: list[str] = []
+        self.block = "entry"
+        self._n = 0
+
+    def tmp(self, hint: str = "t") -> str:
+        self._n += 1
+        return f"%{hint}.{self._n}"
+
+    def label(self, hint: str) -> str:
+        self._n += 1
+        return f"{hint}.{self._n}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def start(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def text(self) -> str:
+        return "\n".join([self.header + " {", "entry:", *self.allocas, *self.lines, "}", ""])
+
+
+@dataclass
+class _BufInfo:
+    buffer: tir.Buffer
+    ptr: str
+    dims: list[str]  # i64 operands
+
+

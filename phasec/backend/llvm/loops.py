@@ -1,0 +1,294 @@
+"""Loops in LLVM IR: serial loops, outlined parallel loops, and the polls of
+the cancel flag that make a running kernel interruptible.
+
+A mixin of the kernel code generator (:mod:`.codegen`). Every loop whose
+body holds another loop checks the process-wide flag ``phasec_rt_cancel``
+once per iteration; an innermost loop that may run long (a symbolic or
+large extent) is strip-mined into chunks of POLL_EVERY iterations with one
+check per chunk, so the inner loop stays a plain counted loop LLVM
+vectorizes. When the flag is set the kernel frees its live heap buffers and
+returns RC_CANCELLED; :mod:`phasec.backend.interrupt` sets it when SIGINT or SIGTERM
+arrives while a kernel runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...ir import tir
+from ._base import (
+    _BITS, _LLVM_TYPE, CANCEL_FLAG, POLL_EVERY, RC_CANCELLED, RC_OK, _BufInfo, _estimate_work,
+    _FunctionText, _is_intlike, _is_signed, _quote, _sanitize, _walk,
+)
+
+__all__ = ["LoopCodegen"]
+
+
+def _contains_loop(body: tir.Stmt) -> bool:
+    """Whether a statement holds a ``For`` (statements only; exprs hold none)."""
+    stack: list[Any] = [body]
+    while stack:
+        s = stack.pop()
+        t = type(s)
+        if t is tir.For:
+            return True
+        if t is tir.SeqStmt:
+            stack.extend(s.stmts)
+        elif t is tir.IfThenElse:
+            stack.append(s.then_case)
+            if s.else_case is not None:
+                stack.append(s.else_case)
+        elif t is tir.Allocate or t is tir.LetStmt:
+            stack.append(s.body)
+        elif t is tir.Block:
+            stack.append(s.body)
+            if s.init is not None:
+                stack.append(s.init)
+    return False
+
+
+class LoopCodegen:
+    """The loop statements of :class:`~.codegen._KernelCodegen` (a mixin: the
+    attributes and helpers it uses are the code generator's)."""
+
+    fn: Any
+    mod: Any
+    heap: list[str]
+
+    def _loop_bounds(self, s: tir.For) -> tuple[str, str, str]:
+        v = s.loop_var
+        dt = self.check_dtype(v.dtype, f"loop variable '{v.name}'", s)
+        if not _is_intlike(dt) or dt == "bool":
+            raise self.error(f"loop variable '{v.name}' must have an integer dtype, not {dt}", s)
+        lo = self.emit_value_as(s.min, dt, f"the start of loop '{v.name}'")
+        ext = self.emit_value_as(s.extent, dt, f"the extent of loop '{v.name}'")
+        return dt, lo, ext
+
+    def _for(self, s: tir.For, tasks: list[Any]) -> None:
+        if s.kind == "parallel" and self.allow_parallel:
+            self._parallel_for(s, tasks)
+            return
+        fn = self.fn
+        dt, lo, ext = self._loop_bounds(s)
+        ty = _LLVM_TYPE[dt]
+        signed = _is_signed(dt)
+        end = fn.tmp("end")
+        fn.emit(f"{end} = add {'nsw ' if signed else ''}{ty} {lo}, {ext}")
+        mode = self._poll_mode(s.body, dt, s.extent)
+        iv, close_loop = self._open_loop(ty, signed, lo, end, mode, _sanitize(s.loop_var.name))
+        prev = self.bind_var(s.loop_var, iv)
+        md = self._loop_md(s)
+
+        def close() -> None:
+            self.unbind_var(s.loop_var, prev)
+            close_loop(md)
+
+        tasks.append(close)
+        tasks.append(s.body)
+
+    # -- cancellation ----------------------------------------------------------
+    def _poll_mode(self, body: tir.Stmt, dt: str, extent: Any) -> str | None:
+        """Where a loop checks the cancel flag: ``"each"`` iteration when its
+        body holds a loop (one load per iteration of an outer loop costs
+        nothing), ``"strip"`` (once per POLL_EVERY iterations, the loop
+        strip-mined so the inner part still vectorizes) for an innermost loop
+        that may run long, None for one that cannot (a constant extent up to
+        POLL_EVERY, or a loop variable narrower than 32 bits)."""
+        if _contains_loop(body):
+            return "each"
+        if _BITS[dt] < 32 or (isinstance(extent, tir.IntImm) and extent.value <= POLL_EVERY):
+            return None
+        return "strip"
+
+    def _poll(self) -> None:
+        """Return RC_CANCELLED if the cancel flag is set (see :mod:`phasec.backend.interrupt`)."""
+        fn = self.fn
+        flag, stop = fn.tmp("cancel"), fn.tmp("cancel.set")
+        fn.emit(f"{flag} = load volatile i32, ptr @{CANCEL_FLAG}, align 4")
+        fn.emit(f"{stop} = icmp ne i32 {flag}, 0")
+        bad, go = fn.label("cancel"), fn.label("go")
+        fn.emit(f"br i1 {stop}, label %{bad}, label %{go}, !prof {self.mod.unlikely_md()}")
+        fn.start(bad)
+        self.error_return(str(RC_CANCELLED))
+        fn.start(go)
+
+    def error_return(self, rc: str) -> None:
+        """End the kernel with error code ``rc``, freeing the heap buffers
+        that are live here (innermost first)."""
+        for ptr in reversed(self.heap):
+            self.fn.emit(f"call void @free(ptr {ptr})")
+        self.fn.emit(f"ret i32 {rc}")
+
+    def _open_loop(self, ty: str, signed: bool, lo: str, end: str, mode: str | None,
+                   name: str) -> tuple[str, Callable[[str | None], None]]:
+        """Emit the head of ``for iv in [lo, end)`` (polling as ``mode`` says);
+        returns ``iv`` and the function that closes the loop, given its loop
+        metadata, once the body is emitted."""
+        fn = self.fn
+        lt = "slt" if signed else "ult"
+        exit_ = fn.label("for.exit")
+        inner_lo, inner_end, inner_exit = lo, end, exit_
+        if mode == "strip":
+            chdr, cbody, clatch = (fn.label(x) for x in ("strip.hdr", "strip.body", "strip.latch"))
+            c, cend = fn.tmp(name + ".strip"), fn.tmp(name + ".strip.end")
+            pre = fn.block
+            fn.emit(f"br label %{chdr}")
+            fn.start(chdr)
+            fn.emit(f"{c} = phi {ty} [ {lo}, %{pre} ], [ {cend}, %{clatch} ]")
+            more = fn.tmp("strip.more")
+            fn.emit(f"{more} = icmp {lt} {ty} {c}, {end}")
+            fn.emit(f"br i1 {more}, label %{cbody}, label %{exit_}")
+            fn.start(cbody)
+            self._poll()
+            rem, big, step = fn.tmp("strip.rem"), fn.tmp("strip.big"), fn.tmp("strip.step")
+            fn.emit(f"{rem} = sub {ty} {end}, {c}")  # > 0 here: c < end
+            fn.emit(f"{big} = icmp ugt {ty} {rem}, {POLL_EVERY}")
+            fn.emit(f"{step} = add {ty} {c}, {POLL_EVERY}")  # only used when it does not wrap
+            fn.emit(f"{cend} = select i1 {big}, {ty} {step}, {ty} {end}")
+            inner_lo, inner_end, inner_exit = c, cend, clatch
+        hdr, body, latch = (fn.label(x) for x in ("for.hdr", "for.body", "for.latch"))
+        iv, nxt = fn.tmp(name), fn.tmp(name + ".next")
+        pre = fn.block
+        fn.emit(f"br label %{hdr}")
+        fn.start(hdr)
+        fn.emit(f"{iv} = phi {ty} [ {inner_lo}, %{pre} ], [ {nxt}, %{latch} ]")
+        cond = fn.tmp("cond")
+        fn.emit(f"{cond} = icmp {lt} {ty} {iv}, {inner_end}")
+        fn.emit(f"br i1 {cond}, label %{body}, label %{inner_exit}")
+        fn.start(body)
+        if mode == "each":
+            self._poll()
+
+        def close(md: str | None) -> None:
+            fn.emit(f"br label %{latch}")
+            fn.start(latch)
+            fn.emit(f"{nxt} = add {'nsw ' if signed else ''}{ty} {iv}, 1")
+            fn.emit(f"br label %{hdr}" + (f", !llvm.loop {md}" if md else ""))
+            if mode == "strip":
+                fn.start(inner_exit)
+                fn.emit(f"br label %{chdr}")
+            fn.start(exit_)
+
+        return iv, close
+
+    def _loop_md(self, s: tir.For) -> str | None:
+        if s.kind == "vectorized":
+            return self.mod.loop_metadata(['!"llvm.loop.vectorize.enable", i1 true'])
+        if s.kind == "unroll":
+            if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
+                return self.mod.loop_metadata(['!"llvm.loop.unroll.full"'])
+            return self.mod.loop_metadata(['!"llvm.loop.unroll.enable"'])
+        return None
+
+    def _parallel_for(self, s: tir.For, tasks: list[Any]) -> None:
+        """Outline the loop body; run it through ``phasec_rt_parallel_for``."""
+        fn = self.fn
+        dt, lo, ext = self._loop_bounds(s)
+        ext64 = self.to_i64(ext, dt)
+
+        # What the body uses from the enclosing scope.
+        cap_bufs: list[_BufInfo] = []
+        cap_vars: list[tuple[tir.Var, str, str]] = []
+        seen: set[int] = set()
+        for n in _walk(s.body):
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, tir.Buffer):
+                info = self.bufs.get(id(n))
+                if info is not None:
+                    cap_bufs.append(info)
+            elif isinstance(n, tir.Var) and n is not s.loop_var:
+                b = self.vars.get(id(n))
+                if b is not None:
+                    cap_vars.append((n, b[0], b[1]))
+        # Values to pass: buffer pointers, non-constant dims, scalar variables.
+        fields: list[tuple[str, str]] = []  # (llvm type, operand in the caller)
+        for info in cap_bufs:
+            fields.append(("ptr", info.ptr))
+            fields.extend(("i64", d) for d in info.dims if d.startswith("%"))
+        for v, op, vdt in cap_vars:
+            fields.append((_LLVM_TYPE[vdt], op))
+        fields.append((_LLVM_TYPE[dt], lo))
+
+        self.n_parallel += 1
+        body_sym = f"{self.symbol}.par{self.n_parallel}"
+        tramp_sym = body_sym + ".tramp"
+
+        # 1. The body function over [begin, end) with noalias buffers.
+        child = type(self)(self.mod, self.name, self.func)
+        child.types, child.optypes, child.loads = self.types, self.optypes, self.loads
+        child.allow_parallel = False
+        child.symbol = body_sym
+        params: list[str] = []
+        k = 0
+        for info in cap_bufs:
+            p = f"%c{k}"
+            k += 1
+            params.append(f"ptr noalias {p}")
+            dims = []
+            for d in info.dims:
+                if d.startswith("%"):
+                    dp = f"%c{k}"
+                    k += 1
+                    params.append(f"i64 {dp}")
+                    dims.append(dp)
+                else:
+                    dims.append(d)
+            child.bufs[id(info.buffer)] = _BufInfo(info.buffer, p, dims)
+        for v, _op, vdt in cap_vars:
+            p = f"%c{k}"
+            k += 1
+            params.append(f"{_LLVM_TYPE[vdt]} {p}")
+            child.vars[id(v)] = (p, vdt)
+            child.var_objs[id(v)] = v
+        lo_param = f"%c{k}"
+        params.append(f"{_LLVM_TYPE[dt]} {lo_param}")
+        params += ["i64 %begin", "i64 %end"]
+        cfn = _FunctionText(f"define internal i32 {_quote(body_sym)}({', '.join(params)}) #0")
+        child.fn = cfn
+        idx, close_loop = child._open_loop("i64", True, "%begin", "%end",
+                                           child._poll_mode(s.body, "int64", None), "idx")
+        ity = _LLVM_TYPE[dt]
+        idx_t = idx if dt in ("int64", "uint64") else child.convert(idx, "int64", dt)
+        iv = cfn.tmp(_sanitize(s.loop_var.name))
+        cfn.emit(f"{iv} = add {ity} {lo_param}, {idx_t}")
+        child.bind_var(s.loop_var, iv)
+        child.emit_stmt(s.body)
+        close_loop(None)
+        cfn.emit(f"ret i32 {RC_OK}")
+        child.finish_function()
+
+        # 2. The trampoline unpacking the context struct.
+        struct_ty = "{ " + ", ".join(t for t, _ in fields) + " }"
+        lines = [f"define internal i32 {_quote(tramp_sym)}(ptr %ctx, i64 %begin, i64 %end) #0 {{",
+                 "entry:"]
+        args = []
+        for i, (t, _) in enumerate(fields):
+            lines.append(f"  %f{i}.p = getelementptr inbounds {struct_ty}, ptr %ctx, i32 0, i32 {i}")
+            lines.append(f"  %f{i} = load {t}, ptr %f{i}.p")
+            args.append(f"{t} %f{i}")
+        args += ["i64 %begin", "i64 %end"]
+        lines += [f"  %rc = call i32 {_quote(body_sym)}({', '.join(args)})", "  ret i32 %rc", "}", ""]
+        self.mod.functions.append("\n".join(lines))
+
+        # 3. The call site.
+        ctx = fn.tmp("ctx")
+        fn.allocas.append(f"  {ctx} = alloca {struct_ty}, align 16")
+        for i, (t, op) in enumerate(fields):
+            fp = fn.tmp("ctx.f")
+            fn.emit(f"{fp} = getelementptr inbounds {struct_ty}, ptr {ctx}, i32 0, i32 {i}")
+            fn.emit(f"store {t} {op}, ptr {fp}")
+        rc = fn.tmp("rc")
+        cost = _estimate_work(s.body)
+        fn.emit(f"{rc} = call i32 @phasec_rt_parallel_for(ptr {_quote(tramp_sym)}, ptr {ctx}, "
+                f"i64 {ext64}, i64 {cost})")
+        bad = fn.tmp("fail")
+        fn.emit(f"{bad} = icmp ne i32 {rc}, 0")
+        ok, failed = fn.label("par.done"), fn.label("par.failed")
+        fn.emit(f"br i1 {bad}, label %{failed}, label %{ok}")
+        fn.start(failed)
+        self.error_return(rc)  # what the failing chunk returned (out of memory, bad index, cancel)
+        fn.start(ok)
+
