@@ -187,10 +187,15 @@ def test_supported_ops_cover_the_issue_list():
     assert needed <= set(supported_ops())
 
 
-def test_onnx_model_version_check_message():
-    model = _mlp()
-    del model.opset_import[:]
-    model.opset_import.append(helper.make_opsetid("", 5))
-    with pytest.raises(FrontendError, match="opset 5; the frontend supports opset 6"):
+def test_old_opset_semantics_are_reported_per_operator():
+    # Cast's "to" was a string before opset 6; Relu has not changed since opset 1
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Cast", ["r"], ["y"], name="cast", to="INT32")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT32, [2])], opset=5)
+    with pytest.raises(UnsupportedModelError, match="'cast' \\(Cast, opset 5\\): opset 5 "
+                                                   "semantics not supported"):
         from_onnx(model)
-    assert onnx.defs.onnx_opset_version() >= 17
+    relu_only = _model(nodes[:1], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                       [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2])], opset=1)
+    assert _ops(from_onnx(relu_only)) == ["relax.nn.relu"]

@@ -27,6 +27,9 @@ class UnsupportedNode:
     opset: int      #: the opset version the model imports for the node's domain
     reason: str     #: e.g. "operator not supported", "attribute mode='reflect' not supported"
     index: int = -1  #: position in the graph's node list
+    #: the tensor whose value the node needs at import time (a Reshape's
+    #: shape...), when that is why it is unsupported; else ""
+    needs_value: str = ""
 
     def __str__(self) -> str:
         where = f"node {self.index}" if self.index >= 0 else "node"

@@ -50,8 +50,10 @@ class Unsupported(Exception):
     is outside what the frontend supports. The importer collects these and
     reports every unsupported node of the model at once."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, needs_value: str = "") -> None:
         self.reason = reason
+        #: the ONNX tensor whose value would have to be known at import
+        self.needs_value = needs_value
         super().__init__(reason)
 
 
@@ -184,7 +186,8 @@ class NodeContext:
             return self.params[i]
         name = self.node.input[i]
         raise Unsupported(f"input {i} ({what or name!r}) must be known at import time "
-                          f"(a constant or initializer), but {name!r} is computed at run time")
+                          f"(a constant or initializer), but {name!r} is computed at run time",
+                          needs_value=name)
 
     def const_ints(self, i: int, what: str = "") -> list[Any]:
         """Input ``i`` as a list of ints (or symbolic dimensions)."""

@@ -41,10 +41,6 @@ ONNX_DTYPES: dict[int, str] = {
     9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
 }
 
-#: Opsets older than this changed broadcasting and other semantics; the
-#: converters implement opset 6 and newer (the ONNX backend test data uses 6).
-MIN_OPSET = 6
-
 #: A model file larger than this is refused before reading (protobuf's own limit).
 MAX_MODEL_BYTES = 2 << 30
 
@@ -206,11 +202,11 @@ class _Importer:
         return TensorStructInfo(tuple(dims), dtype)
 
     # -- the walk ------------------------------------------------------------------
-    def _record(self, node: Any, index: int, reason: str) -> None:
+    def _record(self, node: Any, index: int, reason: str, needs_value: str = "") -> None:
         op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
         opset = self.opsets.get(node.domain or "ai.onnx", 0)
         self.unsupported.append(UnsupportedNode(node.name or f"{node.op_type}#{index}", op,
-                                                opset, reason, index))
+                                                opset, reason, index, needs_value))
         self.poisoned.update(o for o in node.output if o)
 
     def _span(self, node: Any, index: int) -> Span:
@@ -222,10 +218,6 @@ class _Importer:
 
         convs = load_converters()
         graph = self.graph
-        if self.opset and self.opset < MIN_OPSET:
-            raise FrontendError(f"the model imports ONNX opset {self.opset}; the frontend "
-                                f"supports opset {MIN_OPSET} and newer (convert it with "
-                                "onnx.version_converter)")
         unknown = [n for n in self.shapes if n not in {i.name for i in graph.input}]
         if unknown:
             names = ", ".join(repr(i.name) for i in graph.input)
@@ -342,7 +334,7 @@ class _Importer:
         try:
             result = fn(ctx)
         except Unsupported as exc:
-            self._record(node, index, exc.reason)
+            self._record(node, index, exc.reason, exc.needs_value)
             return
         except StructInfoError as exc:
             raise FrontendError(f"{self.label}: node {index} {node.name!r} ({node.op_type}, "

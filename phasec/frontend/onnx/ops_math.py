@@ -170,7 +170,22 @@ def _mod(ctx: NodeContext) -> Value:
                          ctx.emit("ceil", q), ctx.emit("floor", q))
         else:
             q = ctx.emit("floor", q)
-        return ctx.emit("subtract", a, ctx.emit("multiply", q, b))
+        r = ctx.emit("subtract", a, ctx.emit("multiply", q, b))
+        if _finite(b):
+            return r
+        # a finite a modulo +-inf: fmod gives a; Python's mod gives a when a has
+        # b's sign (or is 0) and b otherwise (the formula above gives nan)
+        inf = scalar(ctx, np.inf, dt)
+        b_inf = ctx.emit("equal", ctx.emit("abs", b), inf)
+        a_fin = ctx.emit("less", ctx.emit("abs", a), inf)
+        if fmod:
+            keep = a
+        else:
+            same = ctx.emit("logical_or", ctx.emit("greater", ctx.emit("multiply", a, b),
+                                                   scalar(ctx, 0, dt)),
+                            ctx.emit("equal", a, scalar(ctx, 0, dt)))
+            keep = ctx.emit("where", same, a, b)
+        return ctx.emit("where", ctx.emit("logical_and", b_inf, a_fin), keep, r)
     if not fmod and dt.startswith("uint"):
         fmod = 1  # the same for unsigned values
     # integers: divide truncates (fmod), floor_divide floors (Python/numpy mod)
@@ -179,6 +194,10 @@ def _mod(ctx: NodeContext) -> Value:
     # a % 0: numpy gives 0; phasec's division by zero yields 0, so r would be a
     zero = scalar(ctx, 0, dt)
     return ctx.emit("where", ctx.emit("equal", b, zero), zero, r) if not _nonzero(b) else r
+
+
+def _finite(v: Value) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype != object and bool(np.all(np.isfinite(v)))
 
 
 def _nonzero(v: Value) -> bool:
@@ -219,6 +238,10 @@ def _leaky_relu(ctx: NodeContext) -> Value:
 def _prelu(ctx: NodeContext) -> Value:
     x, slope = ctx.input(0), ctx.input(1)
     slope = legacy_broadcast(ctx, x, slope)
+    n, sdims = ctx.ndim(x), ctx.shape(slope)
+    if ctx.opset < 7 and len(sdims) == 1 and n > 2 and sdims[0] != 1:
+        # opset 6: a 1-D slope holds one value per channel (axis 1)
+        slope = ctx.emit("reshape", slope, (sdims[0],) + (1,) * (n - 2))
     neg = ctx.emit("less", x, scalar(ctx, 0, x))
     return ctx.emit("where", neg, ctx.emit("multiply", x, slope), x)
 
@@ -349,7 +372,7 @@ def _shrink(ctx: NodeContext) -> Value:
 # Cast, Clip, Where
 # ---------------------------------------------------------------------------
 
-@converter("Cast")
+@converter("Cast", since=6)  # before opset 6, "to" was a string
 def _cast(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     to = ctx.attr("to")

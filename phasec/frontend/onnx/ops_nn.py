@@ -81,10 +81,23 @@ def _window_attrs(ctx: NodeContext, x: Value, kernel: list[int] | None = None
 _LAYOUTS = {1: ("NCW", "OIW", "IOW"), 2: ("NCHW", "OIHW", "IOHW"), 3: ("NCDHW", "OIDHW", "IODHW")}
 
 
+def _in_float32(ctx: NodeContext, values: list[Value]) -> tuple[list[Value], str]:
+    """float16 operands as float32 (products then accumulate in float32, as
+    ONNX Runtime's kernels do); returns them and the dtype to cast back to."""
+    dtype = ctx.dtype(values[0])
+    if dtype != "float16":
+        return values, dtype
+    return [ctx.emit("astype", v, dtype="float32") for v in values], dtype
+
+
+def _back(ctx: NodeContext, y: Value, dtype: str) -> Value:
+    return y if ctx.dtype(y) == dtype else ctx.emit("astype", y, dtype=dtype)
+
+
 @converter("Conv")
 def _conv(ctx: NodeContext) -> Value:
-    x = _float_input(ctx)
-    w = ctx.input(1)
+    _float_input(ctx)
+    (x, w), dtype = _in_float32(ctx, [ctx.input(0), ctx.input(1)])
     wshape = ctx.shape(w)
     kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
     n = len(kernel)
@@ -92,6 +105,7 @@ def _conv(ctx: NodeContext) -> Value:
     y = ctx.emit(f"nn.conv{n}d", x, w, strides=strides, padding=pads, dilation=dilations,
                  groups=int(ctx.attr("group", 1)), data_layout=data_layout,
                  kernel_layout=kernel_layout, out_layout=data_layout)
+    y = _back(ctx, y, dtype)
     if ctx.has(2):
         b = ctx.input(2)
         y = ctx.emit("add", y, reshape(ctx, b, list(_channel_shape(n + 2, ctx.shape(b)[0]))))
@@ -100,8 +114,8 @@ def _conv(ctx: NodeContext) -> Value:
 
 @converter("ConvTranspose")
 def _conv_transpose(ctx: NodeContext) -> Value:
-    x = _float_input(ctx)
-    w = ctx.input(1)
+    _float_input(ctx)
+    (x, w), dtype = _in_float32(ctx, [ctx.input(0), ctx.input(1)])
     wshape = ctx.shape(w)
     n = ctx.ndim(x) - 2
     if n not in (1, 2, 3):
@@ -148,6 +162,7 @@ def _conv_transpose(ctx: NodeContext) -> Value:
     y = ctx.emit(f"nn.conv{n}d_transpose", x, w, strides=strides, padding=pads,
                  output_padding=out_pad, dilation=dilations, groups=group,
                  data_layout=data_layout, kernel_layout=kernel_layout, out_layout=data_layout)
+    y = _back(ctx, y, dtype)
     if ctx.has(2):
         b = ctx.input(2)
         y = ctx.emit("add", y, reshape(ctx, b, list(_channel_shape(n + 2, ctx.shape(b)[0]))))
@@ -159,16 +174,38 @@ def _conv_transpose(ctx: NodeContext) -> Value:
 # ---------------------------------------------------------------------------
 
 def _pool(ctx: NodeContext, kind: str) -> Value:
-    x = _float_input(ctx)
+    x = ctx.input(0)
+    dtype = ctx.dtype(x)
+    if kind == "max" and dtype in ("int8", "uint8", "int16", "uint16"):
+        # the maximum of small integers is exact in float32
+        y = _pool_float(ctx, ctx.emit("astype", x, dtype="float32"), kind)
+        return ctx.emit("astype", y, dtype=dtype)
+    return _pool_float(ctx, _float_input(ctx), kind)
+
+
+def _pool_float(ctx: NodeContext, x: Value, kind: str) -> Value:
     kernel, strides, dilations, pads = _window_attrs(ctx, x)
     n = len(kernel)
     layout = _LAYOUTS[n][0]
+    ceil = bool(ctx.attr("ceil_mode", 0))
     attrs: dict[str, Any] = dict(pool_size=kernel, strides=strides, dilation=dilations,
-                                 padding=pads, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
-                                 layout=layout, out_layout=layout)
+                                 padding=pads, ceil_mode=ceil, layout=layout, out_layout=layout)
     if kind == "avg":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
-    return ctx.emit(f"nn.{kind}_pool{n}d", x, **attrs)
+    y = ctx.emit(f"nn.{kind}_pool{n}d", x, **attrs)
+    if not ceil:
+        return y
+    # ONNX drops a last window that would start in the right padding (as
+    # PyTorch does); phasec's ceil_mode size (TVM's) keeps it: slice it off.
+    in_dims, out_dims = ctx.shape(x)[2:], ctx.shape(y)[2:]
+    axes, ends = [], []
+    for i, (d, o) in enumerate(zip(in_dims, out_dims)):
+        if isinstance(d, int) and isinstance(o, int) and o > 1 and (o - 1) * strides[i] >= d + pads[i]:
+            axes.append(2 + i)
+            ends.append(o - 1)
+    if axes:
+        y = ctx.emit("strided_slice", y, axes=axes, begin=[0] * len(axes), end=ends)
+    return y
 
 
 @converter("MaxPool")
@@ -395,7 +432,8 @@ def _gemm(ctx: NodeContext) -> Value:
     if alpha != 1.0 and is_const(b):
         b = ctx.emit("multiply", b, scalar(ctx, alpha, b))  # folds into the constant
         alpha = 1.0
-    y = ctx.emit("matmul", a, b)
+    (a, b), dtype = _in_float32(ctx, [a, b])
+    y = _back(ctx, ctx.emit("matmul", a, b), dtype)
     if alpha != 1.0:
         y = ctx.emit("multiply", y, scalar(ctx, alpha, y))
     if ctx.has(2) and beta != 0.0:
@@ -408,21 +446,30 @@ def _gemm(ctx: NodeContext) -> Value:
 
 @converter("MatMul")
 def _matmul(ctx: NodeContext) -> Value:
-    return ctx.emit("matmul", ctx.input(0), ctx.input(1))
+    (a, b), dtype = _in_float32(ctx, [ctx.input(0), ctx.input(1)])
+    return _back(ctx, ctx.emit("matmul", a, b), dtype)
 
 
-def _softmax(ctx: NodeContext, op: str) -> Value:
-    x = _float_input(ctx)
+def _softmax_axis_2d(ctx: NodeContext, x: Value, fn: Any) -> Value:
+    """``fn(ctx, x, axis)`` with the axis semantics of Softmax-like ops: along
+    ``axis`` (default -1) from opset 13; before, over the input viewed as 2-D,
+    split at ``axis`` (default 1)."""
     dims = ctx.shape(x)
     n = len(dims)
     if ctx.opset >= 13:
-        return ctx.emit(op, x, axis=norm_axis(ctx, ctx.attr("axis", -1), n))
-    # opsets < 13: the input is viewed as 2-D, split at axis (default 1)
+        return fn(ctx, x, norm_axis(ctx, ctx.attr("axis", -1), n))
     axis = norm_axis(ctx, ctx.attr("axis", 1), n) if n else 0
     if axis == n - 1:
-        return ctx.emit(op, x, axis=-1)
+        return fn(ctx, x, n - 1)
     flat = reshape(ctx, x, [prod_dims(dims[:axis]), prod_dims(dims[axis:])])
-    return reshape(ctx, ctx.emit(op, flat, axis=-1), dims)
+    return reshape(ctx, fn(ctx, flat, 1), dims)
+
+
+def _softmax(ctx: NodeContext, op: str) -> Value:
+    _float_input(ctx)
+    (x,), dtype = _in_float32(ctx, [ctx.input(0)])  # float16: exp and sum in float32
+    y = _softmax_axis_2d(ctx, x, lambda c, v, axis: c.emit(op, v, axis=axis))
+    return _back(ctx, y, dtype)
 
 
 @converter("Softmax")
@@ -456,6 +503,7 @@ def _dropout(ctx: NodeContext) -> list[Value | None]:
 
 _COORD_MODES = {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
                 "tf_half_pixel_for_nn"}
+_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
 _NEAREST = {"round_prefer_floor": "round_prefer_floor", "round_prefer_ceil": "round_prefer_ceil",
             "floor": "floor", "ceil": "ceil"}
 
@@ -488,7 +536,7 @@ def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[
         # they agree only when the scales produce whole sizes
         raise Unsupported(f"scales {scales} that do not give whole output sizes")
     return ctx.emit("image.resize2d", x, tuple(sizes[2:]), roi=[0.0, 0.0, 0.0, 0.0],
-                    layout="NCHW", method=mode, coordinate_transformation_mode=coord,
+                    layout="NCHW", method=_METHODS[mode], coordinate_transformation_mode=coord,
                     rounding_method=_NEAREST[nearest],
                     cubic_alpha=float(ctx.attr("cubic_coeff_a", -0.75)),
                     cubic_exclude=int(ctx.attr("exclude_outside", 0)),
@@ -498,8 +546,6 @@ def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[
 @converter("Resize", since=10)
 def _resize_op(ctx: NodeContext) -> Value:
     x = ctx.input(0)
-    if ctx.attr("axes") is not None:
-        raise Unsupported("attribute axes")
     if ctx.opset < 11:
         scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
         return _resize(ctx, x, scales, None, ctx.attr("mode", "nearest"), "asymmetric", "floor")
@@ -510,6 +556,20 @@ def _resize_op(ctx: NodeContext) -> Value:
         scales = [float(s) for s in ctx.const(2, "scales").reshape(-1)]
     else:
         raise Unsupported("Resize without scales or sizes")
+    axes = ctx.attr("axes")
+    if axes is not None:  # scales/sizes for these axes only; the others keep their size
+        dims = ctx.static_shape(x, "Resize's input")
+        axes = [norm_axis(ctx, a, len(dims)) for a in axes]
+        given = scales if sizes is None else sizes
+        if given is None or len(given) != len(axes):
+            raise Unsupported(f"{len(given or [])} scales/sizes for axes {axes}")
+        full: list[Any] = [1.0] * len(dims) if sizes is None else list(dims)
+        for a, v in zip(axes, given):
+            full[a] = v
+        if sizes is None:
+            scales = full
+        else:
+            sizes = full
     coord = ctx.attr("coordinate_transformation_mode", "half_pixel")
     if coord == "tf_crop_and_resize":
         raise Unsupported("coordinate_transformation_mode='tf_crop_and_resize'")
@@ -518,7 +578,7 @@ def _resize_op(ctx: NodeContext) -> Value:
                    ctx.attr("nearest_mode", "round_prefer_floor"))
 
 
-@converter("Upsample")
+@converter("Upsample", since=7)  # opset 1 had height_scale/width_scale
 def _upsample(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     if ctx.opset < 9:

@@ -54,7 +54,16 @@ def _reduce(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     dt = ctx.dtype(x)
     if dt == "bool":
-        raise Unsupported(f"{ctx.op_type} of bool tensors")
+        if ctx.op_type not in ("ReduceMax", "ReduceMin"):
+            raise Unsupported(f"{ctx.op_type} of bool tensors")
+        # any / all: the maximum / minimum of the values as 0 and 1
+        y = _reduce_as(ctx, ctx.emit("astype", x, dtype="uint8"))
+        return ctx.emit("not_equal", y, np.asarray(0, np.uint8))
+    return _reduce_as(ctx, x)
+
+
+def _reduce_as(ctx: NodeContext, x: Value) -> Value:
+    dt = ctx.dtype(x)
     axes = _axes(ctx, x)
     keep = bool(ctx.attr("keepdims", 1))
     op = ctx.op_type

@@ -285,8 +285,13 @@ def _space_to_depth(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     n, c, h, w = _dims4(ctx, x)
     b = int(ctx.attr("blocksize"))
+    mode = ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise Unsupported(f"attribute mode={mode!r}")
     y = ctx.emit("reshape", x, (n, c, h // b, b, w // b, b))
-    y = ctx.emit("permute_dims", y, axes=[0, 3, 5, 1, 2, 4])
+    # DCR: output channel (i * b + j) * C + c; CRD: c * b * b + i * b + j
+    perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+    y = ctx.emit("permute_dims", y, axes=perm)
     return ctx.emit("reshape", y, (n, c * b * b, h // b, w // b))
 
 
@@ -318,7 +323,7 @@ def _concat(ctx: NodeContext) -> Value:
     return ctx.emit("concat", kept or vals, axis=axis)
 
 
-@converter("Split")
+@converter("Split", since=2)  # opset 1 took the sizes as an input or attribute
 def _split(ctx: NodeContext) -> list[Value]:
     x = ctx.input(0)
     n_out = len(ctx.node.output)

@@ -1,0 +1,169 @@
+"""phasec as an ONNX backend (``onnx.backend.base.Backend``), the interface the
+ONNX conformance suite (``onnx.backend.test.BackendTest``) drives::
+
+    import phasec.frontend.onnx.backend as backend
+    rep = backend.prepare(model)                 # import, compile, load the VM
+    outputs = rep.run([x])                       # or backend.run_model(model, [x])
+    outputs = backend.run_node(node, [x, y])     # one node on its own
+
+``prepare`` imports the model with :func:`~phasec.frontend.onnx.from_onnx`,
+compiles it with the default phase-checked pipeline (:func:`phasec.build`)
+and loads it on a :class:`~phasec.VirtualMachine`. A model that uses an
+operator, attribute or dtype the frontend does not support makes ``prepare``
+raise :class:`unittest.SkipTest` with the frontend's list of unsupported
+nodes: the test runner counts it as skipped, never as a wrong answer. Only
+the CPU device exists.
+
+Shape-determining inputs. phasec compiles for known shapes, so values that
+decide shapes (a Reshape's target shape, Slice's starts, a reduction's
+axes...) must be known at import. When such a value is a graph input (as
+in many conformance cases), ``prepare`` returns a representation that
+compiles on ``run``, with those inputs bound to the values given (recompiled
+when they change, one compiled model per distinct set of values): the
+specialization a static-shape compiler performs. If the model is still
+unsupported with the values bound, ``run`` raises ``unittest.SkipTest``.
+"""
+
+from __future__ import annotations
+
+import unittest
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.backend.base import Backend, BackendRep, Device, DeviceType
+
+from ..errors import FrontendError, UnsupportedModelError
+from . import from_onnx
+
+__all__ = ["PhasecBackend", "PhasecRep", "SpecializingRep", "prepare", "run_model", "run_node", "supports_device"]
+
+
+class PhasecRep(BackendRep):
+    """A compiled model: ``run(inputs)`` returns its outputs as a tuple of arrays."""
+
+    def __init__(self, vm: Any, input_names: Sequence[str], output_names: Sequence[str]) -> None:
+        self.vm = vm
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Run on ``inputs``: a sequence in graph-input order, a mapping by
+        input name, or a single array for a one-input model."""
+        if isinstance(inputs, Mapping):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise FrontendError(f"missing input(s) {', '.join(map(repr, missing))}; "
+                                    f"the model's inputs are {self.input_names}")
+            inputs = [inputs[n] for n in self.input_names]
+        elif isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        # np.require keeps 0-d arrays 0-d (ascontiguousarray would make them 1-d)
+        arrays = [np.require(np.asarray(x), requirements="C") for x in inputs]
+        out = self.vm["main"](*arrays)
+        outs = tuple(out) if len(self.output_names) > 1 else (out,)
+        return tuple(np.asarray(o) for o in outs)
+
+
+class SpecializingRep(BackendRep):
+    """A model whose shape-determining graph inputs are bound at ``run``."""
+
+    def __init__(self, model: onnx.ModelProto, bound: Sequence[str], device: str) -> None:
+        self.model = model
+        self.device = device
+        inits = {t.name for t in model.graph.initializer}
+        self.input_names = [vi.name for vi in model.graph.input if vi.name not in inits]
+        self.bound = [n for n in self.input_names if n in set(bound)]
+        self._compiled: dict[tuple, PhasecRep] = {}
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        if isinstance(inputs, Mapping):
+            feeds = {n: np.asarray(inputs[n]) for n in self.input_names}
+        else:
+            seq = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            feeds = {n: np.asarray(v) for n, v in zip(self.input_names, seq)}
+        key = tuple((n, feeds[n].dtype.str, feeds[n].shape, feeds[n].tobytes())
+                    for n in self.bound)
+        rep = self._compiled.get(key)
+        if rep is None:
+            rep = self._compiled[key] = PhasecBackend.prepare(
+                _bind_inputs(self.model, {n: feeds[n] for n in self.bound}), self.device)
+        return rep.run({n: v for n, v in feeds.items() if n not in self.bound})
+
+
+def _bind_inputs(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """``model`` with the graph inputs in ``values`` turned into initializers."""
+    from onnx import numpy_helper
+
+    bound = onnx.ModelProto()
+    bound.CopyFrom(model)
+    keep = [vi for vi in bound.graph.input if vi.name not in values]
+    del bound.graph.input[:]
+    bound.graph.input.extend(keep)
+    bound.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), name)
+                                   for name, v in values.items())
+    return bound
+
+
+class PhasecBackend(Backend):
+    """The phasec ONNX backend (CPU only)."""
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return Device(device).type == DeviceType.CPU
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU",
+                **kwargs: Any) -> PhasecRep | SpecializingRep:
+        """Import and compile ``model``; unsupported content raises unittest.SkipTest."""
+        import phasec
+
+        if not cls.supports_device(device):
+            raise FrontendError(f"phasec runs on the CPU only, not on {device!r}")
+        try:
+            mod = from_onnx(model)
+        except UnsupportedModelError as exc:
+            inits = {t.name for t in model.graph.initializer}
+            inputs = {vi.name for vi in model.graph.input if vi.name not in inits}
+            needed = {n.needs_value for n in exc.nodes}
+            if all(n.needs_value in inputs for n in exc.nodes):
+                return SpecializingRep(model, sorted(needed), device)
+            raise unittest.SkipTest(str(exc)) from None
+        inits = {t.name for t in model.graph.initializer}
+        inputs = [vi.name for vi in model.graph.input if vi.name not in inits]
+        outputs = [vi.name for vi in model.graph.output]
+        vm = phasec.VirtualMachine(phasec.build(mod))
+        return PhasecRep(vm, inputs, outputs)
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU",
+                  **kwargs: Any) -> tuple[np.ndarray, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
+                 outputs_info: Sequence[tuple[Any, tuple[int, ...]]] | None = None,
+                 **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Run one node: a model is built around it (inputs typed from ``inputs``)."""
+        if isinstance(inputs, Mapping):
+            names = [n for n in node.input if n]
+            arrays = [np.asarray(inputs[n]) for n in names]
+        else:
+            arrays = [np.asarray(x) for x in inputs]
+            names = [n for n in node.input if n][:len(arrays)]
+        value_infos = [helper.make_tensor_value_info(
+            n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in zip(names, arrays)]
+        outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
+                for n in node.output if n]
+        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
+        graph = helper.make_graph([node], "node", value_infos, outs)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        return cls.prepare(model, device).run(arrays)
+
+
+prepare = PhasecBackend.prepare
+run_model = PhasecBackend.run_model
+run_node = PhasecBackend.run_node
+supports_device = PhasecBackend.supports_device

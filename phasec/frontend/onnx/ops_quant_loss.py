@@ -1,0 +1,123 @@
+"""ONNX quantization (QuantizeLinear, DequantizeLinear), losses
+(NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and Hardmax.
+
+QuantizeLinear/DequantizeLinear map to ``R.quantize``/``R.dequantize``
+(round half to even, saturating), per tensor or per axis; blocked
+quantization and the float8/int4 types are not supported. The losses map to
+``R.nn.nll_loss`` (after ``R.nn.log_softmax`` over the class axis for
+SoftmaxCrossEntropyLoss).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._context import NodeContext, Unsupported, Value
+from ._registry import converter
+from .ops_math import onnx_to_dtype
+from .ops_nn import _softmax_axis_2d
+from .ops_tensor import norm_axis
+
+__all__: list[str] = []
+
+_Q_OUT = ("int8", "uint8", "int16", "uint16")
+
+
+def _qdq_axis(ctx: NodeContext, x: Value, scale: Value) -> int:
+    if ctx.attr("block_size", 0):
+        raise Unsupported("blocked quantization (attribute block_size)")
+    if ctx.ndim(scale) == 0 or ctx.shape(scale) == [1]:
+        return -1
+    return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x))
+
+
+@converter("QuantizeLinear", since=10)
+def _quantize(ctx: NodeContext) -> Value:
+    x, scale = ctx.input(0), ctx.input(1)
+    if ctx.has(2):
+        zp = ctx.input(2)
+        out = ctx.dtype(zp)
+    else:
+        out = onnx_to_dtype(ctx.attr("output_dtype"), "output type") \
+            if ctx.attr("output_dtype") else "uint8"
+        zp = np.zeros((), out)
+    if out not in _Q_OUT:
+        raise Unsupported(f"quantizing to {out}")
+    if ctx.dtype(x) not in ("float32", "float16") or ctx.dtype(scale) != ctx.dtype(x):
+        raise Unsupported(f"quantizing {ctx.dtype(x)} with a {ctx.dtype(scale)} scale")
+    axis = _qdq_axis(ctx, x, scale)
+    return ctx.emit("quantize", x, scale, zp, axis=axis, out_dtype=out)
+
+
+@converter("DequantizeLinear", since=10)
+def _dequantize(ctx: NodeContext) -> Value:
+    x, scale = ctx.input(0), ctx.input(1)
+    dt = ctx.dtype(x)
+    if dt not in ("int8", "uint8", "int16", "uint16", "int32"):
+        raise Unsupported(f"dequantizing {dt}")
+    zp = ctx.input(2) if ctx.has(2) else np.zeros((), dt)
+    out = ctx.dtype(scale)
+    if ctx.attr("output_dtype"):
+        out = onnx_to_dtype(ctx.attr("output_dtype"), "output type")
+    if out not in ("float32", "float16"):
+        raise Unsupported(f"dequantizing to {out}")
+    axis = _qdq_axis(ctx, x, scale)
+    return ctx.emit("dequantize", x, scale, zp, axis=axis, out_dtype=out)
+
+
+def _nll(ctx: NodeContext, logp: Value, target: Value, weight: Value | None) -> Value:
+    if ctx.ndim(logp) < 2:
+        raise Unsupported(f"input of rank {ctx.ndim(logp)} (expects (N, C, ...))")
+    reduction = ctx.attr("reduction", "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise Unsupported(f"attribute reduction={reduction!r}")
+    ignore = ctx.attr("ignore_index")
+    attrs = dict(reduction=reduction)
+    if ignore is not None:
+        attrs["ignore_index"] = int(ignore)
+    else:
+        attrs["ignore_index"] = -(1 << 62)  # no class is ignored
+    args = [logp, target] + ([weight] if weight is not None else [])
+    return ctx.emit("nn.nll_loss", *args, **attrs)
+
+
+@converter("NegativeLogLikelihoodLoss", since=12)
+def _nll_loss(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    if not ctx.dtype(x).startswith("float"):
+        raise Unsupported(f"dtype {ctx.dtype(x)}")
+    return _nll(ctx, x, ctx.input(1), ctx.optional(2))
+
+
+@converter("SoftmaxCrossEntropyLoss", since=12)
+def _softmax_ce(ctx: NodeContext) -> list[Value]:
+    x = ctx.input(0)
+    if not ctx.dtype(x).startswith("float"):
+        raise Unsupported(f"dtype {ctx.dtype(x)}")
+    if ctx.ndim(x) < 2:
+        raise Unsupported(f"scores of rank {ctx.ndim(x)}")
+    logp = ctx.emit("nn.log_softmax", x, axis=1)
+    return [_nll(ctx, logp, ctx.input(1), ctx.optional(2)), logp]
+
+
+@converter("Hardmax")
+def _hardmax(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    if not ctx.dtype(x).startswith("float"):
+        raise Unsupported(f"dtype {ctx.dtype(x)}")
+    return _softmax_axis_2d(ctx, x, _hardmax_last)
+
+
+def _hardmax_last(ctx: NodeContext, x: Value, axis: int) -> Value:
+    """One at the first index holding the maximum along ``axis``, zeros elsewhere."""
+    dims = ctx.shape(x)
+    d = dims[axis]
+    if not isinstance(d, int):
+        raise Unsupported("Hardmax along a symbolic dimension")
+    shape = [1] * len(dims)
+    shape[axis] = d
+    iota = np.arange(d, dtype=np.int64).reshape(shape)
+    best = ctx.emit("max", x, axis=[axis], keepdims=True)
+    first = ctx.emit("min", ctx.emit("where", ctx.emit("equal", x, best), iota,
+                                     np.asarray(d, np.int64)), axis=[axis], keepdims=True)
+    return ctx.emit("astype", ctx.emit("equal", iota, first), dtype=ctx.dtype(x))
