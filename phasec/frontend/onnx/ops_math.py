@@ -163,6 +163,8 @@ def _mod(ctx: NodeContext) -> Value:
     a, b = ctx.input(0), ctx.input(1)
     dt = ctx.dtype(a)
     fmod = ctx.attr("fmod", 0)
+    if dt.startswith("float") and not fmod and ctx.opset < 28:
+        raise Unsupported("fmod=0 on floats, which ONNX defines from opset 28 only")
     if dt.startswith("float"):
         q = ctx.emit("divide", a, b)
         if fmod:  # C fmod: truncate the quotient
