@@ -108,6 +108,15 @@ def unary_kernel(name: str) -> T.PrimFunc:
     return T.PrimFunc((X, Y), T.For(i, 0, n, "serial", store(Y, T.Call(name, (X[i],)), i)))
 
 
+def gather_kernel() -> T.PrimFunc:
+    """``Y[i] = X[I[i]]``: an index read from data, which no compiler can prove
+    in bounds (the case bounds checks cost most)."""
+    n = T.Var("n")
+    X, Y, I = T.Buffer("X", (n,)), T.Buffer("Y", (n,)), T.Buffer("I", (n,), "int64")
+    i = T.Var("i")
+    return T.PrimFunc((X, I, Y), T.For(i, 0, n, "serial", store(Y, X[I[i]], i)))
+
+
 def gelu_kernel() -> T.PrimFunc:
     n = T.Var("n")
     X, Y = T.Buffer("X", (n,)), T.Buffer("Y", (n,))
@@ -196,6 +205,28 @@ def main() -> None:
         ts = best_of(lambda: slib[nm](arg, y), reps) if nm in slib else math.nan
         tn = best_of(refs[nm], reps) if refs[nm] else math.nan
         print(f"  {nm:8s} {tv * 1e3:9.3f} {ts * 1e3:9.3f} {tn * 1e3:9.3f}")
+
+    # -- bounds-check mode (phasec.build(..., check_bounds=True)) ---------------
+    print("\ncheck_bounds: every buffer access checked (ms, 1 thread; off -> on)")
+    set_num_threads(1)
+    checked = {"tiled": matmul_cache_tiled(M, N, K), "exp": unary_kernel("exp"), "add": dyn,
+               "gather": gather_kernel()}
+    clib = compile_prim_funcs(checked, check_bounds=True)
+    glib = compile_prim_funcs({"gather": checked["gather"]})
+    a1, b1 = (rng.standard_normal(size, dtype=np.float32) for _ in range(2))
+    perm = rng.permutation(size).astype(np.int64)
+    cases = [("matmul cache-tiled 512^3", mlib["tiled"], clib["tiled"], (a, b, c)),
+             (f"exp, {size} elements", vlib["exp"], clib["exp"], (x, y)),
+             (f"add, {size} elements (symbolic n)", lib["symbolic"], clib["add"], (a1, b1, y)),
+             (f"gather X[I[i]], {size} elements", glib["gather"], clib["gather"], (x, perm, y))]
+    for label, off, on, call_args in cases:
+        # off, on, off again: the first runs after an LLVM compilation can be
+        # slow on a shared machine; the best of both "off" runs is the figure
+        t_off = best_of(lambda: off(*call_args), reps)
+        t_on = best_of(lambda: on(*call_args), reps)
+        t_off = min(t_off, best_of(lambda: off(*call_args), reps))
+        print(f"  {label:36s} {t_off * 1e3:8.3f} -> {t_on * 1e3:8.3f}  (x{t_on / t_off:.2f})")
+    set_num_threads(threads)
 
     # -- thread pool dispatch ------------------------------------------------
     n = T.Var("n")

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
-           "IndexOutOfRangeError", "index_error_text", "FileAccessError"]
+           "IndexOutOfRangeError", "index_error_text", "FileAccessError",
+           "BufferAccessError"]
 
 
 class PhasecError(Exception):
@@ -108,6 +109,24 @@ class IndexOutOfRangeError(VMError, IndexError):
     def at(self, where: str) -> "IndexOutOfRangeError":
         """The same error, said of ``where`` (e.g. the kernel that raised it)."""
         return IndexOutOfRangeError(where, self.value, self.extent)
+
+
+class BufferAccessError(VMError, IndexError):
+    """A kernel indexed a buffer outside its extent: caught by kernels built
+    with bounds checks (``phasec.build(..., check_bounds=True)``) and always
+    by the TIR interpreter. ``kernel``, ``buffer``, ``dim``, ``index`` and
+    ``extent`` say where; ``write`` whether it was a store."""
+
+    def __init__(self, kernel: str, buffer: str, dim: int, index: int, extent: int,
+                 write: bool = False, message: str | None = None) -> None:
+        self.kernel, self.buffer, self.dim = kernel, buffer, dim
+        self.index, self.extent, self.write = index, extent, write
+        if message is None:
+            access = "write to" if write else "read of"
+            valid = f"valid: 0 to {extent - 1}" if extent > 0 else "the dimension is empty"
+            message = (f"kernel {kernel!r}: out-of-bounds {access} buffer {buffer!r}: index "
+                       f"{index} in dimension {dim}, whose extent is {extent} ({valid})")
+        super().__init__(message)
 
 
 def index_error_text(where: str, value: int, extent: int) -> str:

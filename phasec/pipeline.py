@@ -252,7 +252,7 @@ def lower(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
 
 def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
           verify: str | bool = "each", instruments: Iterable[PassInstrument] = (),
-          kernels: str = "llvm") -> "Executable":
+          kernels: str = "llvm", check_bounds: bool = False) -> "Executable":
     """Compile ``mod`` to a VM :class:`~phasec.backend.vm.Executable`.
 
     Args:
@@ -269,6 +269,14 @@ def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
         kernels: ``"llvm"`` compiles the kernels now (cached, so the VM
             created from the executable starts at once), ``"interp"`` prepares
             the TIR interpreter, ``"none"`` leaves it to the VM.
+        check_bounds: compile every kernel with a check of every buffer
+            access (like TVM's ``tir.instrument_bound_checkers``): a wrong
+            index in any kernel, hand-written ones included, raises
+            :class:`~phasec.errors.BufferAccessError` naming the kernel,
+            buffer, dimension, index and extent instead of corrupting memory.
+            Slower (inner loops no longer vectorize); the executable records
+            it, so a saved one loads with the checks. The TIR interpreter
+            always checks.
 
     Raises :class:`PhaseError` for a pipeline that does not fit the module
     (before anything runs), :class:`PassError`/:class:`WellFormedError` when
@@ -278,17 +286,19 @@ def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
         raise PassConfigError(f"build(kernels={kernels!r}): expected one of "
                               f"{', '.join(map(repr, KERNEL_BACKENDS))}")
     lowered = lower(mod, opt_level, pipeline=pipeline, verify=verify, instruments=instruments)
-    return codegen_and_compile(lowered, kernels=kernels)
+    return codegen_and_compile(lowered, kernels=kernels, check_bounds=check_bounds)
 
 
-def codegen_and_compile(lowered: IRModule, kernels: str = "llvm") -> "Executable":
+def codegen_and_compile(lowered: IRModule, kernels: str = "llvm",
+                        check_bounds: bool = False) -> "Executable":
     """VM codegen for a build-phase module, then kernel compilation (see
-    :func:`build`'s ``kernels``). The module is verified unless the pass that
-    produced it was just verified."""
+    :func:`build`'s ``kernels`` and ``check_bounds``). The module is verified
+    unless the pass that produced it was just verified."""
     from .backend.vm import codegen
     from .transform.verification import is_verified
 
     exe = codegen(lowered, verify=not is_verified(lowered))
+    exe.check_bounds = bool(check_bounds)
     if kernels != "none":
         exe.kernels(kernels)
     return exe

@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", choices=("llvm", "none"), default="llvm",
                         help="compile the kernels now to catch errors (llvm, the default), or "
                              "skip it (none; they are compiled when the executable is loaded)")
+    parser.add_argument("--check-bounds", action="store_true",
+                        help="compile the kernels with a check of every buffer access (a wrong "
+                             "index is an error, not a crash; slower), recorded in the "
+                             "executable")
     add_report_argument(parser)
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass (to standard error)")
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
                     instruments=([timing] if timing is not None else []) + report.instruments,
-                    kernels=args.kernels)
+                    kernels=args.kernels, check_bounds=args.check_bounds)
     except PhasecError as exc:
         report.write(mod, error=exc)
         raise

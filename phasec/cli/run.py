@@ -142,6 +142,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", choices=("llvm", "interp"), default="llvm",
                         help="run kernels as native code (llvm, the default) or on the TIR "
                              "interpreter (interp)")
+    parser.add_argument("--check-bounds", action="store_true",
+                        help="compile the kernels with a check of every buffer access: a wrong "
+                             "index is an error naming kernel, buffer, index and extent "
+                             "(slower; the TIR interpreter always checks)")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes")
     add_report_argument(parser)
@@ -678,7 +682,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
         print(f"passes (opt_level {args.opt_level}, verify {args.verify}):")
         print(log.render() if log.rows else "  (none: the module is already in phase build)")
     start = time.perf_counter()
-    exe = codegen_and_compile(lowered, kernels="none")
+    exe = codegen_and_compile(lowered, kernels="none", check_bounds=args.check_bounds)
     codegen_seconds = time.perf_counter() - start
     report.write(mod, lowered, kernels=exe.stats()["kernels"])
     if args.emit is not None:
@@ -729,7 +733,7 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
                     given: dict[str, np.ndarray]) -> int:
     from ..backend.vm import Executable, VirtualMachine
 
-    exe = Executable.load(args.input)
+    exe = Executable.load(args.input, check_bounds=True if args.check_bounds else None)
     if args.emit is not None:
         print(emitted_code(exe, args.emit), end="", file=args.emit_to)
         return 0

@@ -47,19 +47,24 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IndexOutOfRangeError, PhasecError, VMError
+from ..errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
 from ..ir import tir
 from ..ir.tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, Cast, Evaluate, FloatImm, For,
     IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Select, SeqStmt, Stmt, Var,
 )
 
-__all__ = ["run_prim_func", "eval_prim_expr", "TIRExecutionError"]
+__all__ = ["run_prim_func", "eval_prim_expr", "TIRExecutionError", "TIRBufferAccessError"]
 
 
 class TIRExecutionError(PhasecError):
     """A kernel did something undefined while running (out-of-bounds access,
     integer division by zero, an unbound variable, an unknown node)."""
+
+
+class TIRBufferAccessError(TIRExecutionError, BufferAccessError):
+    """An out-of-bounds buffer access on the interpreter: a TIRExecutionError,
+    and the BufferAccessError bounds-checked compiled kernels raise."""
 
 
 def _checked_index(index: Any, extent: Any) -> int:
@@ -428,13 +433,14 @@ class _Machine:
                 f"buffer {buf.name} is accessed but is neither a parameter nor allocated in scope")
         return arr
 
-    def _check_index(self, buf: Buffer, arr: np.ndarray, idx: tuple) -> None:
+    def _check_index(self, buf: Buffer, arr: np.ndarray, idx: tuple, write: bool = False) -> None:
         if len(idx) != arr.ndim:
             raise TIRExecutionError(
                 f"buffer {buf.name} has {arr.ndim} dimension(s) but is indexed with {len(idx)}")
-        for i, d in zip(idx, arr.shape):
+        for dim, (i, d) in enumerate(zip(idx, arr.shape)):
             if not 0 <= i < d:
-                raise TIRExecutionError(
+                raise TIRBufferAccessError(
+                    self.func_name, buf.name, dim, int(i), int(d), write,
                     f"out-of-bounds access {buf.name}[{', '.join(map(str, idx))}] "
                     f"(shape {tuple(arr.shape)}) in PrimFunc {self.func_name}")
 
@@ -451,7 +457,7 @@ class _Machine:
 
     def store(self, buf: Buffer, idx: tuple, value: Any) -> None:
         arr = self.array(buf)
-        self._check_index(buf, arr, idx)
+        self._check_index(buf, arr, idx, write=True)
         try:
             arr[idx] = value
         except ValueError as exc:  # read-only array

@@ -50,6 +50,10 @@ RC_OK, RC_OUT_OF_MEMORY, RC_BAD_ARGUMENTS = 0, 1, 1 << 30
 #: a T.checked_index failed; the index and the extent are in OOB_VALUE / OOB_EXTENT
 RC_INDEX_OUT_OF_RANGE = 2
 OOB_VALUE, OOB_EXTENT = "phasec_oob_value", "phasec_oob_extent"
+#: a kernel built with check_bounds made an out-of-bounds buffer access; the
+#: index, the extent and the site (buffer_site()) are in OOB_VALUE, OOB_EXTENT, OOB_SITE
+RC_BUFFER_OUT_OF_BOUNDS = 8
+OOB_SITE = "phasec_oob_site"
 #: the kernel stopped at a poll of the cancel flag (Ctrl-C; see ..interrupt and .loops)
 RC_CANCELLED = 4
 #: the process-wide cancel flag (an i32 the interrupt watcher sets) and how
@@ -247,3 +251,26 @@ class _BufInfo:
     dims: list[str]  # i64 operands
 
 
+
+
+def buffers_in_order(func: tir.PrimFunc) -> list[tir.Buffer]:
+    """Every buffer of ``func`` — its parameters, then the body's in pre-order —
+    once each. The same order for structurally equal functions, so a number
+    (:func:`buffer_site`) names a buffer across the kernel cache."""
+    seen: set[int] = set()
+    out: list[tir.Buffer] = []
+    for n in [*func.params, *_walk(func.body)]:
+        if isinstance(n, tir.Buffer) and id(n) not in seen:
+            seen.add(id(n))
+            out.append(n)
+    return out
+
+
+def buffer_site(ordinal: int, dim: int, write: bool) -> int:
+    """The number a bounds-checked access stores in OOB_SITE."""
+    return (ordinal << 20) | (min(dim, (1 << 19) - 1) << 1) | int(write)
+
+
+def decode_buffer_site(site: int) -> tuple[int, int, bool]:
+    """(buffer ordinal, dimension, is a write) of :func:`buffer_site`."""
+    return site >> 20, (site >> 1) & ((1 << 19) - 1), bool(site & 1)

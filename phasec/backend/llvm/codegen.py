@@ -41,10 +41,11 @@ from ...ir import tir
 from ...ir.node import Node
 from ._base import (  # re-exported: runtime.py and tests import some from here
     _BITS, _FCMP, _ICMP, _INTRINSIC_SUFFIX, _LLVM_TYPE, _UNARY_FLOAT_INTRINSIC, ALLOCA_LIMIT,
-    NPY_ALIGNED, NPY_C_CONTIGUOUS, NPY_WRITEABLE, OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS,
-    RC_INDEX_OUT_OF_RANGE, RC_OK, RC_OUT_OF_MEMORY, _bad_index, _BufInfo,
-    _elem_bytes, _expr_children, _float_literal, _FunctionText, _int_literal, _is_float,
-    _is_intlike, _is_signed, _mem_type, _quote, _sanitize, _walk, llvm_type,
+    NPY_ALIGNED, NPY_C_CONTIGUOUS, NPY_WRITEABLE, OOB_EXTENT, OOB_SITE, OOB_VALUE,
+    RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_INDEX_OUT_OF_RANGE, RC_OK, RC_OUT_OF_MEMORY,
+    _bad_index, _BufInfo, _elem_bytes, _expr_children, _float_literal, _FunctionText,
+    _int_literal, _is_float, _is_intlike, _is_signed, _mem_type, _quote, _sanitize, _walk,
+    buffer_site, buffers_in_order, llvm_type,
 )
 from .bounds import find_out_of_bounds
 from .errors import CodegenError
@@ -65,11 +66,18 @@ class CodegenOptions:
     ``fast_math`` allows LLVM to reassociate float arithmetic (results may
     then differ from numpy by more than rounding); ``contract`` allows fusing
     a multiply and an add into one FMA, which only removes a rounding step.
+    ``check_bounds`` makes every buffer load and store compare each index with
+    its dimension first (like TVM's ``tir.instrument_bound_checkers``): a
+    kernel with a wrong index ends with an error naming the buffer, the index
+    and the extent instead of touching memory it does not own. It keeps
+    inner loops from vectorizing (bench/bench_kernels.py measures the cost).
     """
 
     fast_math: bool = False
     contract: bool = True
     vector_math: bool = True
+    #: check every buffer access against its extent (RC_BUFFER_OUT_OF_BOUNDS)
+    check_bounds: bool = False
     cpu: str = ""
     features: str = ""
     prefer_vector_width: int | None = None
@@ -140,6 +148,8 @@ class KernelABI:
     params: tuple[ParamABI, ...]
     dim_vars: tuple[tir.Var, ...]
     checked: bool = False
+    #: names of every buffer in :func:`buffers_in_order` order (for error messages)
+    buffers: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------
@@ -257,7 +267,8 @@ class ModuleCodegen:
         """The complete LLVM assembly of the module."""
         parts = [KERNEL_LIB_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }",
                  f"@{OOB_VALUE} = global i64 0, align 8",
-                 f"@{OOB_EXTENT} = global i64 0, align 8", ""]
+                 f"@{OOB_EXTENT} = global i64 0, align 8",
+                 f"@{OOB_SITE} = global i64 0, align 8", ""]
         parts.extend(self.decls.values())
         parts.append("")
         parts.extend(self.functions)
@@ -337,7 +348,8 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
         isinstance(d, int) or (isinstance(d, tir.Var) and id(d) not in float_scalars)
         for p in abi_params for d in p.shape)
     return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
-                     symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars), checked)
+                     symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars), checked,
+                     tuple(b.name for b in buffers_in_order(func)))
 
 
 # --------------------------------------------------------------------------
@@ -362,6 +374,7 @@ class _KernelCodegen(LoopCodegen):
         self.loads: dict[int, bool] = {}  # expression -> reads a buffer
         self.oom_label: str | None = None
         self.heap: list[str] = []  # heap buffers live at the point being emitted
+        self._ordinals: dict[int, int] | None = None  # buffer id -> buffers_in_order index
         self.n_parallel = 0
         self.symbol = ""
 
@@ -932,8 +945,11 @@ class _KernelCodegen(LoopCodegen):
                              f"indexed with {len(indices)} index(es)", node)
         fn = self.fn
         flat = "0"
+        check = self.mod.options.check_bounds
         for d, (idx, op) in enumerate(zip(indices, index_ops)):
             i64 = self.to_i64(op, self.dtype_of(idx))
+            if check:
+                self._check_bound(buf, d, i64, info.dims[d], isinstance(node, tir.BufferStore))
             if d == 0:
                 flat = i64
                 continue
@@ -945,6 +961,25 @@ class _KernelCodegen(LoopCodegen):
         p = fn.tmp("p." + _sanitize(buf.name))
         fn.emit(f"{p} = getelementptr inbounds {_mem_type(buf.dtype)}, ptr {info.ptr}, i64 {flat}")
         return info, p
+
+    def _check_bound(self, buf: tir.Buffer, dim: int, index: str, extent: str,
+                     write: bool) -> None:
+        """check_bounds: ``0 <= index < extent`` or record the access and
+        return RC_BUFFER_OUT_OF_BOUNDS (freeing live heap buffers)."""
+        fn = self.fn
+        ok = fn.tmp("inb")
+        fn.emit(f"{ok} = icmp ult i64 {index}, {extent}")  # unsigned: negatives fail too
+        bad, cont = fn.label("oob"), fn.label("inb")
+        fn.emit(f"br i1 {ok}, label %{cont}, label %{bad}, !prof {self.mod.unlikely_md()}")
+        fn.start(bad)
+        if self._ordinals is None:
+            self._ordinals = {id(b): k for k, b in enumerate(buffers_in_order(self.func))}
+        site = buffer_site(self._ordinals.get(id(buf), 0), dim, write)
+        fn.emit(f"store atomic i64 {index}, ptr @{OOB_VALUE} monotonic, align 8")
+        fn.emit(f"store atomic i64 {extent}, ptr @{OOB_EXTENT} monotonic, align 8")
+        fn.emit(f"store atomic i64 {site}, ptr @{OOB_SITE} monotonic, align 8")
+        self.error_return(str(RC_BUFFER_OUT_OF_BOUNDS))
+        fn.start(cont)
 
     def _load(self, n: tir.BufferLoad, index_ops: Sequence[str]) -> str:
         _, p = self.element_ptr(n.buffer, n.indices, index_ops, n)

@@ -27,14 +27,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import IndexOutOfRangeError, VMError
+from ...errors import BufferAccessError, IndexOutOfRangeError, VMError
 from ...ir import tir
 from ...ir.structural import structural_equal, structural_hash
 from .codegen import (
     OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS, RC_INDEX_OUT_OF_RANGE, ArrayLayout, CodegenOptions,
     KernelABI, ModuleCodegen,
 )
-from ._base import RC_CANCELLED
+from ._base import OOB_SITE, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED, decode_buffer_site
 from .. import interrupt
 from .errors import CodegenError
 from .jit import NativeModule, host_target, jit_compile
@@ -326,6 +326,14 @@ class Kernel:
         # Parallel chunks OR their codes together: test the bits.
         if rc & RC_CANCELLED:  # Ctrl-C or SIGTERM: raise what the signal raises
             interrupt.raise_interrupt(self.name)
+        if rc & RC_BUFFER_OUT_OF_BOUNDS:
+            value = ctypes.c_int64.from_address(self._owner.globals[OOB_VALUE]).value
+            extent = ctypes.c_int64.from_address(self._owner.globals[OOB_EXTENT]).value
+            site = ctypes.c_int64.from_address(self._owner.globals[OOB_SITE]).value
+            ordinal, dim, write = decode_buffer_site(site)
+            names = self.abi.buffers
+            buffer = names[ordinal] if 0 <= ordinal < len(names) else "?"
+            return BufferAccessError(self.name, buffer, dim, value, extent, write)
         if rc & RC_INDEX_OUT_OF_RANGE:
             value = ctypes.c_int64.from_address(self._owner.globals[OOB_VALUE]).value
             extent = ctypes.c_int64.from_address(self._owner.globals[OOB_EXTENT]).value
@@ -476,7 +484,7 @@ def cache_info() -> dict[str, int]:
 
 def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = False,
                        vector_math: bool = True, opt_level: int = 3,
-                       use_cache: bool = True) -> CompiledLibrary:
+                       use_cache: bool = True, check_bounds: bool = False) -> CompiledLibrary:
     """Compile every PrimFunc of ``funcs`` into one native library.
 
     Keys are kernel names (``lib[name]``). Compiling structurally equal
@@ -486,7 +494,10 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     numpy up to rounding; multiply-adds may still be fused into FMAs).
     ``vector_math`` uses phasec's vectorizable float32 exp/sigmoid/tanh/erf
     (within 4 ulps) instead of libm calls. ``opt_level`` 0-3 selects the
-    LLVM pipeline (vectorization from 2).
+    LLVM pipeline (vectorization from 2). ``check_bounds`` checks every buffer
+    access: an out-of-bounds index raises :class:`phasec.errors.BufferAccessError`
+    naming the kernel, buffer, dimension, index and extent (slower: see
+    :class:`CodegenOptions`).
 
     Raises :class:`phasec.backend.llvm.CodegenError` (a PhasecError) naming
     the kernel for undefined variables, unknown intrinsics, dtype mismatches
@@ -505,7 +516,7 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
         raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
     target = host_target()
     options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
-                              features=target.features)
+                              features=target.features, check_bounds=bool(check_bounds))
     # (the array ABI too: it decides the entries, and tests may switch it off)
     key = (structural_hash(funcs), options, opt_level, array_data_offset is not None,
            array_layout is not None)
@@ -540,6 +551,6 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
     abis = {name: gen.add_kernel(name, funcs[name]) for name in sorted(funcs)}
     ir = gen.finish()
     entries = [a.obj_symbol or a.ptr_symbol for a in abis.values()]
-    native = jit_compile(ir, entries, [OOB_VALUE, OOB_EXTENT], opt_level)
+    native = jit_compile(ir, entries, [OOB_VALUE, OOB_EXTENT, OOB_SITE], opt_level)
     return native, abis, ir
 

@@ -5,8 +5,9 @@ File format (a zip archive, ``.pvm`` by convention):
 * ``executable.json`` — format name and version, the function table (each
   function's bytecode as JSON lists, and its parameters' struct info as
   TVMScript text), the constant pool (scalars, strings and shapes inline;
-  tensors as references into ``constants.npz``) and the SHA-256 of the
-  kernel file (``kernel_sha256``);
+  tensors as references into ``constants.npz``), the SHA-256 of the
+  kernel file (``kernel_sha256``) and whether the kernels are compiled with
+  bounds checks (``check_bounds``);
 * ``constants.npz`` — tensor constants (read with ``allow_pickle=False``);
 * ``kernels.json`` (phasec's JSON module format) or ``kernels.py``
   (TVMScript) — the PrimFuncs. Kernels are compiled again after loading;
@@ -28,7 +29,7 @@ inside the VM. The kernels themselves do run natively: load executables
 only from sources you trust, as you would a pickle.
 
 Versions: 2 added the parameter struct info (``param_sinfo`` of each
-function), 3 the kernel digest. Version 1 and 2 files still load (without
+function), 3 the kernel digest and ``check_bounds``. Version 1 and 2 files still load (without
 the digest check); the signatures of version 1 files are unknown
 (:meth:`Executable.signature` gives None struct info).
 """
@@ -78,7 +79,7 @@ class Executable:
     """
 
     __slots__ = ("functions", "func_index", "constants", "prim_funcs", "_kernel_cache",
-                 "_lock", "_signatures")
+                 "_lock", "_signatures", "_check_bounds")
 
     def __init__(self, functions: Sequence[VMFunction], constants: Sequence[Any],
                  prim_funcs: Mapping[str, tir.PrimFunc]) -> None:
@@ -90,7 +91,21 @@ class Executable:
         self._kernel_cache: dict[str, Mapping[str, Callable[..., Any]]] = {}
         self._lock = threading.Lock()
         self._signatures: dict[str, tuple[tuple[str, StructInfo | None], ...]] = {}
+        self._check_bounds = False
         self.validate()
+
+    @property
+    def check_bounds(self) -> bool:
+        """Whether the native kernels check every buffer access (see
+        :func:`phasec.build`); saved with the executable."""
+        return self._check_bounds
+
+    @check_bounds.setter
+    def check_bounds(self, value: bool) -> None:
+        with self._lock:
+            if bool(value) != self._check_bounds:
+                self._check_bounds = bool(value)
+                self._kernel_cache.pop("llvm", None)  # compiled the other way
 
     # -- inspection ------------------------------------------------------------
     def function_names(self) -> list[str]:
@@ -101,7 +116,8 @@ class Executable:
 
     def __repr__(self) -> str:
         return (f"<Executable functions=[{', '.join(self.function_names())}] "
-                f"kernels={len(self.prim_funcs)} constants={len(self.constants)}>")
+                f"kernels={len(self.prim_funcs)} constants={len(self.constants)}"
+                f"{' check_bounds' if self._check_bounds else ''}>")
 
     def signature(self, name: str) -> list[tuple[str, StructInfo | None]]:
         """(name, struct info) of each parameter of function ``name``, as the
@@ -140,12 +156,13 @@ class Executable:
     # -- kernels -------------------------------------------------------------------
     def kernels(self, backend: str = "llvm") -> Mapping[str, Callable[..., Any]]:
         """name -> callable for every PrimFunc (destination-passing style), built
-        once per executable and backend: ``"llvm"`` (native code) or ``"interp"``
-        (the exact TIR interpreter)."""
+        once per executable and backend: ``"llvm"`` (native code, with bounds
+        checks when :attr:`check_bounds`) or ``"interp"`` (the exact TIR
+        interpreter, which always checks)."""
         with self._lock:
             cached = self._kernel_cache.get(backend)
             if cached is None:
-                cached = _build_kernels(self.prim_funcs, backend)
+                cached = _build_kernels(self.prim_funcs, backend, self._check_bounds)
                 self._kernel_cache[backend] = cached
             return cached
 
@@ -212,7 +229,8 @@ class Executable:
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
                "functions": [f.to_json() for f in self.functions],
                "constants": consts, "kernels": kernel_name,
-               "kernel_sha256": kernel_digest(kernel_text.encode())}
+               "kernel_sha256": kernel_digest(kernel_text.encode()),
+               "check_bounds": self._check_bounds}
         npz = io.BytesIO()
         np.savez(npz, **tensors)
 
@@ -227,8 +245,12 @@ class Executable:
         write_atomic(path, write, what="executable")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Executable":
+    def load(cls, path: str | os.PathLike, check_bounds: bool | None = None) -> "Executable":
         """Read an executable written by :meth:`save`.
+
+        ``check_bounds``: None keeps what the file records (how it was built);
+        True compiles its kernels with a check of every buffer access (for a
+        file you do not fully trust, or to debug a kernel), False without.
 
         Nothing is inflated before its declared size is checked (against
         :func:`phasec.fileio.max_input_bytes` and what deflate can produce);
@@ -302,10 +324,16 @@ class Executable:
         except Exception as exc:  # malformed content of any kind
             raise ExecutableFormatError(f"{where}: damaged executable: "
                                         f"{type(exc).__name__}: {exc}") from None
+        recorded = doc.get("check_bounds", False)
+        if type(recorded) is not bool:
+            raise ExecutableFormatError(f"{where}: damaged executable: check_bounds must be "
+                                        f"true or false, not {recorded!r:.40}")
         try:
-            return cls(functions, constants, prim_funcs)
+            exe = cls(functions, constants, prim_funcs)
         except ExecutableFormatError as exc:
             raise ExecutableFormatError(f"{where}: {exc}") from None
+        exe.check_bounds = recorded if check_bounds is None else bool(check_bounds)
+        return exe
 
 
 def kernel_digest(kernel_text: bytes) -> str:
@@ -518,7 +546,8 @@ def _kernels_from_text(name: str, text: str) -> dict[str, tir.PrimFunc]:
     return dict(mod.prim_funcs())
 
 
-def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str) -> dict[str, Callable[..., Any]]:
+def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str,
+                   check_bounds: bool = False) -> dict[str, Callable[..., Any]]:
     if not prim_funcs:
         return {}
     if backend == "interp":
@@ -537,6 +566,6 @@ def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str) -> dict
         except ImportError as exc:
             raise VMError(f"the LLVM kernel backend is not available ({exc}); run with "
                           f"VirtualMachine(exe, kernels='interp')") from exc
-        lib = compile_prim_funcs(dict(prim_funcs))
+        lib = compile_prim_funcs(dict(prim_funcs), check_bounds=check_bounds)
         return {name: lib[name] for name in prim_funcs}
     raise VMError(f"unknown kernel backend {backend!r}; expected 'llvm' or 'interp'")

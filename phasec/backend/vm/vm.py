@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import IndexOutOfRangeError, PhasecError, VMError
+from ...errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
 from ...interp.relax import (
     _BINARY, _INTRINSIC, STORAGE_ALIGNMENT, Storage, _truth, cast_scalar, describe_value,
     normalize_value,
@@ -562,6 +562,9 @@ class VirtualMachine:
         where = f"(in {chain}, instruction {pc}: {text})"
         if isinstance(exc, IndexOutOfRangeError):  # keep the kind: callers catch IndexError
             located = IndexOutOfRangeError(exc.where, exc.value, exc.extent, where)
+        elif isinstance(exc, BufferAccessError):
+            located = BufferAccessError(exc.kernel, exc.buffer, exc.dim, exc.index, exc.extent,
+                                        exc.write, f"{exc} {where}")
         else:
             located = VMError(f"{detail} {where}")
         located.located = True
