@@ -159,9 +159,11 @@ def test_unsupported_nodes_are_listed_at_once():
 
 
 def test_bad_files_are_clear_errors(tmp_path):
-    with pytest.raises(FrontendError, match="no such file"):
+    from phasec.errors import InputError
+
+    with pytest.raises(InputError, match="missing.onnx': no such file"):
         from_onnx(tmp_path / "missing.onnx")
-    with pytest.raises(FrontendError, match="is a directory"):
+    with pytest.raises(InputError, match="it is a directory"):
         from_onnx(tmp_path)
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"\x08\x07this is not a protobuf\xff\xff")

@@ -38,6 +38,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("phasec.cli.run", "compile and run a module (default: the bundled example model)"),
     "fuzz": ("phasec.cli.fuzz", "fuzz pass orderings on random programs"),
     "schema": ("phasec.cli.schema", "print the JSON Schema of the module format"),
+    "import": ("phasec.cli.import_model", "import an ONNX model as TVMScript or JSON"),
 }
 
 

@@ -26,7 +26,8 @@ EXECUTABLE_SUFFIX = ".pvm"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT",
-                        help="module file: .py (TVMScript), .json, or - for standard input")
+                        help="module file: .py (TVMScript), .json, an ONNX model (.onnx), or - "
+                             "for standard input")
     parser.add_argument("-o", "--output", metavar="OUT", default=None,
                         help=f"executable file to write (default: INPUT with suffix "
                              f"{EXECUTABLE_SUFFIX} in the current directory)")

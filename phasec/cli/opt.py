@@ -106,9 +106,15 @@ def module_from_text(text: str, filename: str) -> IRModule:
 
 
 def read_module(path: str) -> IRModule:
-    """Load INPUT: a ``.py``/``.json`` file, or ``-`` for standard input."""
+    """Load INPUT: a ``.py``/``.json`` file, an ONNX model (``.onnx``,
+    imported by :func:`phasec.frontend.onnx.from_onnx`), or ``-`` for
+    standard input."""
     from ..script.loader import load
 
+    if path != "-" and Path(path).suffix.lower() == ".onnx":
+        from ..frontend.onnx import from_onnx
+
+        return from_onnx(path)
     if path != "-":
         return load(path)
     return module_from_text(read_stdin_text(), "<stdin>")

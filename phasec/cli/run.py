@@ -116,7 +116,8 @@ def load_example(name: str) -> IRModule:
 # -- arguments ----------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT", nargs="?", default=None,
-                        help="module file (.py TVMScript, .json) or executable (phasec build); "
+                        help="module file (.py TVMScript, .json), ONNX model (.onnx) or "
+                             "executable (phasec build); "
                              f"default: the bundled {DEFAULT_EXAMPLE} example")
     parser.add_argument("--example", choices=EXAMPLES, default=None,
                         help=f"run a bundled example model (default {DEFAULT_EXAMPLE})")
@@ -273,6 +274,15 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
             raise InputError(f"--inputs {path!r}: not an .npz archive of arrays named after "
                              "the parameters (write one with numpy.savez)") from None
         raise
+
+
+def _onnx_input_names(given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``--inputs`` for an ONNX model names the graph's inputs; the parameters
+    of the imported ``main`` carry those names made identifiers (``gpu_0/data``
+    is ``gpu_0_data``): either spelling is accepted."""
+    from ..frontend.onnx import parameter_name
+
+    return {parameter_name(k): v for k, v in given.items()}
 
 
 def _cast_given(value: np.ndarray, sinfo: StructInfo | None, name: str) -> np.ndarray:
@@ -661,6 +671,8 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     else:
         mod = read_module(args.input)
         what = args.input
+        if Path(args.input).suffix.lower() == ".onnx":
+            given = _onnx_input_names(given)
     params = _entry_params(mod, args.entry)
     inputs, generated = make_inputs(params, given, dims, args.seed)
 

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 
     from ...ir import IRModule
 
-__all__ = ["from_onnx", "from_onnx_with_params", "supported_ops", "FrontendError",
-           "UnsupportedModelError", "UnsupportedNode"]
+__all__ = ["from_onnx", "from_onnx_with_params", "supported_ops", "parameter_name",
+           "FrontendError", "UnsupportedModelError", "UnsupportedNode"]
 
 
 def _need_onnx() -> None:
@@ -84,6 +84,15 @@ def from_onnx_with_params(model_or_path: Any,
     from ._importer import import_model
 
     return import_model(model_or_path, shapes, keep_params_in_input)
+
+
+def parameter_name(onnx_name: str) -> str:
+    """The name ``main``'s parameter (or a binding) gets for an ONNX tensor
+    name: the name made an identifier (``gpu_0/data_0`` -> ``gpu_0_data_0``).
+    Two names that become the same identifier get ``_1``, ``_2``... suffixes."""
+    from ._importer import sanitize
+
+    return sanitize(onnx_name)
 
 
 def supported_ops() -> list[str]:

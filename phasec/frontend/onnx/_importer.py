@@ -41,7 +41,8 @@ ONNX_DTYPES: dict[int, str] = {
     9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
 }
 
-#: A model file larger than this is refused before reading (protobuf's own limit).
+#: A model file larger than this is refused before reading (protobuf's own
+#: limit; larger models keep their weights in external data files).
 MAX_MODEL_BYTES = 2 << 30
 
 
@@ -86,27 +87,32 @@ def read_model(model_or_path: Any) -> tuple[Any, str]:
     if not isinstance(model_or_path, (str, os.PathLike)):
         raise TypeError("from_onnx() expects an onnx.ModelProto, a path or bytes, "
                         f"not {type(model_or_path).__name__}")
+    from ...fileio import read_bytes
+
     path = os.fspath(model_or_path)
-    if "\x00" in path:
-        raise FrontendError(f"cannot load {path!r}: a path cannot contain NUL characters")
-    if os.path.isdir(path):
-        raise FrontendError(f"cannot load {path!r}: it is a directory, not an ONNX model file")
-    if not os.path.exists(path):
-        raise FrontendError(f"cannot load {path!r}: no such file")
-    if not os.path.isfile(path):
-        raise FrontendError(f"cannot load {path!r}: not a regular file")
-    size = os.path.getsize(path)
-    if size > MAX_MODEL_BYTES:
-        raise FrontendError(f"cannot load {path!r}: {size} bytes is more than the 2 GiB a "
-                            "protobuf model can hold (use external data files)")
+    # a regular file, size-capped (phasec.fileio): never a FIFO or a device
+    data = read_bytes(path, "ONNX model", limit=MAX_MODEL_BYTES)
     try:
-        model = onnx.load(path)
-    except Exception as exc:  # noqa: BLE001 - protobuf/decode/external-data errors
+        model = onnx.load_model_from_string(data)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises assorted decode errors
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise FrontendError(f"cannot read {path!r} as an ONNX model: {msg}") from None
     if not model.HasField("graph"):
         raise FrontendError(f"{path!r} holds no ONNX graph (is it an ONNX model file?)")
+    if _uses_external_data(model):
+        from onnx.external_data_helper import load_external_data_for_model
+
+        try:  # tensors stored beside the model, by relative path
+            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+        except Exception as exc:  # noqa: BLE001 - missing or unreadable data files
+            raise FrontendError(f"cannot read the external data of {path!r}: {exc}") from None
     return model, os.path.basename(path)
+
+
+def _uses_external_data(model: Any) -> bool:
+    from onnx import TensorProto
+
+    return any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
 def _attr_value(attr: Any) -> Any:

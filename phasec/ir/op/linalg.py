@@ -61,7 +61,12 @@ def _infer_matmul(call, ctx):
 def _matmul_ref(x1, x2, out_dtype="void"):
     x1, x2 = np.asarray(x1), np.asarray(x2)
     dtype = np.dtype(x1.dtype if out_dtype == "void" else out_dtype)
-    return np.asarray(np.matmul(x1.astype(dtype), x2.astype(dtype))).astype(dtype)
+    # Float products are summed in float64 and rounded once: BLAS's float32
+    # kernels sum the edge columns of a matrix in another order than the
+    # others, so equal columns could give unequal results (a softmax over
+    # large, equal logits then stops being uniform).
+    acc = np.float64 if dtype.kind == "f" and dtype.itemsize < 8 else dtype
+    return np.asarray(np.matmul(x1.astype(acc), x2.astype(acc))).astype(dtype)
 
 
 define("matmul", ("x1", "x2"), _infer_matmul, attrs={"out_dtype": ("void", as_dtype)},
