@@ -290,6 +290,11 @@ CASES = (
 )
 
 
+from test_ops_ext import EXT_LEGALIZE_CASES  # noqa: E402  (creation, transform, statistics)
+
+CASES = CASES + EXT_LEGALIZE_CASES
+
+
 @pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])
 def test_operator_matches_reference(make):
     call = make()

@@ -416,6 +416,7 @@ def test_every_compute_op_is_covered_here():
     from test_ops_nn import NN_TESTED  # the nn operator families are checked there
     from test_ops_image_qdq import IMAGE_QDQ_TESTED
     from test_ops_nn_attention import ATTENTION_TESTED
-    tested |= NN_TESTED | ATTENTION_TESTED | IMAGE_QDQ_TESTED
+    from test_ops_ext import EXT_TESTED
+    tested |= NN_TESTED | ATTENTION_TESTED | IMAGE_QDQ_TESTED | EXT_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

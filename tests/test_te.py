@@ -510,3 +510,31 @@ def test_lanes_only_with_hints_and_a_static_float_extent():
     out = np.zeros(3, "float32")
     run_prim_func(func, [a, out])
     np.testing.assert_allclose(out, a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_extern_stage_reads_materialized_inputs_and_feeds_computes():
+    """te.extern: a hand-written scan between two computes, one kernel; its
+    computed input gets a buffer, its consumer reads its buffer."""
+    n = T.Var("n", "int64")
+    A = te.placeholder((n, 4), "float32", "A")
+    B = te.compute((n, 4), lambda i, j: A[i, j] * T.FloatImm(2.0), name="B")
+
+    def scan(ins, out):
+        (b,) = ins
+        i, k = T.Var("i", "int64"), T.Var("k", "int64")
+        first = T.BufferStore(out, b[i, k], [i, k])
+        rest = T.BufferStore(out, out[i, k - 1] + b[i, k], [i, k])
+        body = T.IfThenElse(T.BinaryOp("==", k, T.IntImm(0)), first, rest)
+        return T.For(i, 0, out.shape[0], "serial", T.For(k, 0, out.shape[1], "serial", body))
+
+    C = te.extern((n, 4), "float32", [B], scan, name="C")
+    D = te.compute((n, 4), lambda i, j: C[i, j] + T.FloatImm(1.0), name="D")
+    for hints in (True, False):
+        f = te.create_prim_func([A, D], schedule_hints=hints)
+        x = rand(3, 4)
+        out = np.zeros((3, 4), "float32")
+        run_prim_func(f, [x, out])
+        expected = np.array([[sum(2 * x[r, :c + 1]) + 1 for c in range(4)] for r in range(3)])
+        np.testing.assert_allclose(out, expected, rtol=1e-5)
+    with pytest.raises(te.TEError, match="must return a TIR statement"):
+        te.create_prim_func([A, te.extern((n, 4), "float32", [A], lambda ins, out: None)])

@@ -84,7 +84,8 @@ from .tir import (
 __all__ = [
     "Tensor", "ProducerLoad", "Reduce", "TEError", "placeholder", "compute", "reduce_axis",
     "sum", "max", "min", "prod", "create_prim_func", "call", "cast", "select", "const",
-    "max_value", "min_value", "ScheduleOptions", "lower", "LoweredTE", "ROW_LOCAL",
+    "max_value", "min_value", "ScheduleOptions", "lower", "LoweredTE", "ROW_LOCAL", "extern",
+    "ExternOp",
 ]
 
 
@@ -159,13 +160,28 @@ class ComputeOp:
         return isinstance(self.body, Reduce)
 
 
+class ExternOp:
+    """The producer of a tensor computed by hand-written TIR (:func:`extern`)."""
+
+    __slots__ = ("inputs", "builder", "inline", "attrs")
+
+    def __init__(self, inputs: tuple["Tensor", ...],
+                 builder: Callable[[list[Buffer], Buffer], Stmt]) -> None:
+        self.inputs = inputs
+        self.builder = builder
+        self.inline = False  # always materialized
+        self.attrs: dict[str, Any] = {}
+
+    is_reduction = False
+
+
 class Tensor:
     """A tensor of a TE graph; ``A[i, j]`` in a compute body reads an element."""
 
     __slots__ = ("shape", "dtype", "name", "op")
 
     def __init__(self, shape: tuple[PrimExpr, ...], dtype: str, name: str,
-                 op: PlaceholderOp | ComputeOp) -> None:
+                 op: PlaceholderOp | ComputeOp | ExternOp) -> None:
         self.shape = shape
         self.dtype = dtype
         self.name = name
@@ -329,6 +345,28 @@ def compute(shape: Sequence[Any], fcompute: Callable[..., Any], name: str = "com
     inputs = _collect_inputs(body, name)
     op = ComputeOp(axes, body, inline, tag, attrs or {}, inputs)
     return Tensor(dims, body.dtype, name, op)
+
+
+def extern(shape: Sequence[Any], dtype: str, inputs: Sequence[Tensor],
+           builder: Callable[[list[Buffer], Buffer], Stmt], name: str = "extern") -> Tensor:
+    """A tensor computed by a hand-written TIR statement (TVM's ``te.extern``).
+
+    ``builder(input_buffers, output_buffer)`` returns the statement that
+    writes every element of ``output_buffer``; it is called once when the
+    kernel is generated, with one buffer per tensor of ``inputs`` (computed
+    inputs are materialized into buffers first). For what a loop nest of
+    elementwise expressions cannot say: scans (cumsum), scatters, sorts.
+    The statement must index the buffers with their own ``shape`` (symbolic
+    dimensions are already those of the kernel) and create fresh loop
+    variables. The tensor is never inlined or attached to a consumer's nest.
+    """
+    if dtype not in tir.DTYPES:
+        raise TEError(f"unknown dtype {dtype!r} for extern {name}")
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TEError(f"extern {name}: inputs must be te.Tensors, got {type(t).__name__}")
+    return Tensor(tuple(_as_dim(s) for s in shape), dtype, name,
+                  ExternOp(tuple(inputs), builder))
 
 
 def _param_names(fcompute: Callable[..., Any], n: int) -> list[str]:
@@ -531,12 +569,16 @@ class _Stage:
         self.tensor = tensor
         self.index = index  # topological position
         op = tensor.op
-        self.axes: tuple[Var, ...] = op.axes
-        self.is_reduce = isinstance(op.body, Reduce)
-        self.raxes: tuple[IterVar, ...] = op.body.axis if self.is_reduce else ()
-        self.combiner = op.body.combiner if self.is_reduce else ""
-        self.init: PrimExpr | None = op.body.init if self.is_reduce else None
-        self.expr: PrimExpr = op.body.source if self.is_reduce else op.body  # expanded later
+        self.extern: ExternOp | None = op if isinstance(op, ExternOp) else None
+        if self.extern is not None:
+            self.axes: tuple[Var, ...] = ()
+            self.is_reduce = False
+            self.raxes: tuple[IterVar, ...] = ()
+            self.combiner = ""
+            self.init: PrimExpr | None = None
+            self.expr: PrimExpr | None = None
+        else:
+            self._init_compute(op)
         self.is_output = False
         self.loads: list[ProducerLoad] = []
         self.root: _Stage | None = None      # nest this stage is attached to (None: own nest)
@@ -547,6 +589,14 @@ class _Stage:
         self.row: int | None = None
         self.buffer: Buffer | None = None    # global buffer (param or intermediate)
         self.local: Buffer | None = None     # local accumulator when attached
+
+    def _init_compute(self, op: ComputeOp) -> None:
+        self.axes = op.axes
+        self.is_reduce = isinstance(op.body, Reduce)
+        self.raxes: tuple[IterVar, ...] = op.body.axis if self.is_reduce else ()
+        self.combiner = op.body.combiner if self.is_reduce else ""
+        self.init: PrimExpr | None = op.body.init if self.is_reduce else None
+        self.expr = op.body.source if self.is_reduce else op.body  # expanded later
 
     @property
     def name(self) -> str:
@@ -608,7 +658,7 @@ class _Lowering:
                     continue
                 state[id(t)] = 1
                 stack.append((t, True))
-                if isinstance(t.op, ComputeOp):
+                if isinstance(t.op, (ComputeOp, ExternOp)):
                     for inp in reversed(t.op.inputs):
                         if not state.get(id(inp)):
                             stack.append((inp, False))
@@ -656,6 +706,9 @@ class _Lowering:
         self.inlined: set[int] = set()
         stage_list: list[_Stage] = []
         staged = self._operands_to_stage(order, output_ids) if self.opt.tile else set()
+        for t in order:  # an extern statement reads its inputs from buffers
+            if isinstance(t.op, ExternOp):
+                staged.update(id(i) for i in t.op.inputs if not i.is_placeholder)
         for t in order:
             if t.is_placeholder:
                 continue
@@ -735,6 +788,8 @@ class _Lowering:
         self.inline_memo: dict[Any, PrimExpr] = {}
         self.let_names: dict[int, str] = {}
         for st in self.stage_list:
+            if st.extern is not None:
+                continue
             st.expr = self._expand(st.expr)
             st.loads = [e for e in _post_order([st.expr])
                         if isinstance(e, ProducerLoad) and id(e.tensor) in self.stages]
@@ -797,7 +852,7 @@ class _Lowering:
             for ld in st.loads:
                 consumers.setdefault(id(ld.tensor), []).append((st, ld))
         for st in reversed(self.stage_list):
-            if st.is_output:
+            if st.is_output or st.extern is not None:
                 continue
             uses = consumers.get(id(st.tensor), [])
             placed = self._try_attach(st, uses) if uses else False
@@ -888,11 +943,30 @@ class _Lowering:
                                    tuple(self._map_shape(s) for s in st.tensor.shape),
                                    st.tensor.dtype)
                 intermediates.append(st.buffer)
+            if st.extern is not None:
+                nests.append(self._emit_extern(st))
+                continue
             nests.append(_NestEmitter(self, st).emit())
         body: Stmt = nests[0] if len(nests) == 1 else SeqStmt(nests)
         for buf in reversed(intermediates):
             body = Allocate(buf, body)
         return body
+
+    def _emit_extern(self, st: _Stage) -> Stmt:
+        bufs = []
+        for t in st.extern.inputs:
+            if t.is_placeholder:
+                bufs.append(self.buffers[id(t)])
+            else:
+                src = self.stages[id(t)]
+                if src.buffer is None:
+                    raise TEError(f"extern {st.name}: input {t.name} has no buffer")
+                bufs.append(src.buffer)
+        stmt = st.extern.builder(bufs, st.buffer)
+        if not isinstance(stmt, Stmt):
+            raise TEError(f"extern {st.name}: the builder must return a TIR statement, "
+                          f"got {type(stmt).__name__}")
+        return stmt
 
     def _scalar_params(self, params: list[Buffer | Var], body: Stmt) -> list[Var]:
         bound: set[int] = set()

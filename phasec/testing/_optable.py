@@ -749,6 +749,11 @@ UNGENERATED: dict[str, str] = {
         "nn.conv2d_transpose", "nn.conv3d_transpose", "nn.attention", "nn.attention_bias",
         "nn.cross_entropy_with_logits", "nn.nll_loss", "image.resize2d", "quantize",
         "dequantize")},
+    # issue 13's creation, data-movement and statistics operators (creation.py,
+    # transform.py, statistics.py): same reason
+    **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
+        "arange", "full_like", "tril", "triu", "one_hot", "eye", "eye_like", "tile", "repeat",
+        "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum", "cumprod")},
 }
 
 

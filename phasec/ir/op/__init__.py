@@ -31,7 +31,9 @@ SHAPE_OPERANDS = frozenset({"shape", "size"})
 #: Operand names that accept a Python tuple/list of expressions (made a Tuple).
 TUPLE_OPERANDS = frozenset({"tensors", "args"})
 #: Operand names that accept a Python scalar (made a PrimValue).
-PRIM_OPERANDS = frozenset({"offset"})
+#: Operand names that accept a Python scalar (made a PrimValue): TVM prints
+#: ``R.arange(0, 10, 1)``, ``R.tril(x, 1)``, ``R.eye(3, 3, 0)`` with bare numbers.
+PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m"})
 
 _OPS: dict[str, Any] = {}
 # name as given -> OpDef (operators are never unregistered)
@@ -113,7 +115,7 @@ def _convert_operand(opdef: OpDef, index: int, value: Any, span: Span | None):
             return Tuple([_convert_operand(opdef, index, v, span) for v in value], span=span)
     if name == "func" and isinstance(value, str):
         return ExternFunc(value, span=span)
-    if name in PRIM_OPERANDS and isinstance(value, int) and not isinstance(value, bool):
+    if name in PRIM_OPERANDS and isinstance(value, (int, float)) and not isinstance(value, bool):
         return PrimValue(value, span=span)
     raise StructInfoError(
         f"{opdef.script_name}: operand {name!r} must be a Relax expression, "

@@ -1,0 +1,327 @@
+"""Tensor creation: arange, full_like, tril, triu, one_hot, eye, eye_like.
+
+Scalar operands are prim values (``R.prim_value(3)``; TVMScript also takes a
+bare number for ``start``/``end``/``step``/``k``), as in TVM 0.27.
+
+* ``arange(start, end, step, dtype)``: numpy.arange. The length is
+  ``ceil((end - start) / step)`` (0 when negative); a symbolic integer
+  ``end`` or ``start`` gives a symbolic length.
+* ``full_like(x, fill_value, dtype="void")``: x's shape filled with a 0-d
+  tensor's value, in ``dtype`` (void: x's dtype).
+* ``tril(x, k)`` / ``triu(x, k)``: keep the elements on and below (above)
+  the k-th diagonal of the last two axes, zero elsewhere (numpy.tril/triu).
+* ``one_hot(indices, on_value, off_value, depth, axis=-1)``: a new axis of
+  ``depth`` at ``axis`` (-1: last); ``on_value`` where the position equals
+  the index, ``off_value`` elsewhere. An index outside ``[0, depth)`` gives
+  a row of ``off_value`` (TVM's rule; it reads no memory with it).
+* ``eye(n, m, k, dtype)`` / ``eye_like(x, k, dtype)``: ones on the k-th
+  diagonal of an n x m matrix (numpy.eye).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import arith, te, tir
+from ..expr import PrimValue
+from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
+from ..struct_info import PrimStructInfo, TensorStructInfo
+from ..tir import BinaryOp, PrimExpr, Select
+from ._common import (
+    REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, tensor_arg,
+)
+from .legalize import LegalizeError, _out, _script, _tensor, legalizes
+
+__all__: list[str] = []
+
+
+def _opt_dtype(v):
+    return as_dtype("void" if v is None else v)
+
+
+def _dtype_required(v):
+    d = as_dtype(v)
+    if d == "void":
+        raise ValueError("a concrete dtype is required")
+    return d
+
+
+def _prim_operand(call, i: int, ctx, what: str) -> PrimStructInfo:
+    if len(call.args) <= i:
+        raise err(call, f"{expr_to_str(call.op)} expects the operand {what!r}")
+    s = arg_sinfo(call.args[i], ctx)
+    if not isinstance(s, PrimStructInfo):
+        raise err(call, f"{expr_to_str(call.op)} expects a scalar (R.prim_value) for {what}, but "
+                        f"{expr_to_str(call.args[i])} has struct info {sinfo_to_str(s)}")
+    return s
+
+
+def _scalar(v) -> float | int | bool:
+    """A runtime prim value (numpy scalar or Python number) as a Python number."""
+    return np.asarray(v).item()
+
+
+def _prim_expr(value, call, what: str) -> PrimExpr:
+    """The TIR value of a prim-value operand of a call being legalized."""
+    if isinstance(value, PrimValue):
+        return value.value
+    raise LegalizeError(f"{_script(call)}: {what} must be an R.prim_value (its value is needed "
+                        "to generate the kernel)")
+
+
+# ---------------------------------------------------------------------------
+# arange
+# ---------------------------------------------------------------------------
+
+def _infer_arange(call, ctx):
+    dtype = attrs_of(call)["dtype"]
+    vals = [_prim_operand(call, i, ctx, w) for i, w in enumerate(("start", "end", "step"))]
+    start, end, step = (v.value for v in vals)
+    if any(v is None for v in (start, end, step)):
+        return TensorStructInfo(None, dtype, 1)
+    consts = [arith.const_int(v) if isinstance(v, tir.IntImm) else
+              (v.value if isinstance(v, tir.FloatImm) else None) for v in (start, end, step)]
+    if consts[2] == 0:
+        raise err(call, "arange: step must not be zero")
+    if all(c is not None for c in consts):
+        n = max(0, math.ceil((consts[1] - consts[0]) / consts[2]))
+        return TensorStructInfo((tir.IntImm(n),), dtype)
+    if all(tir.is_int(v.dtype) for v in (start, end, step)) and consts[2] is not None:
+        s = int(consts[2])
+        span = BinaryOp("-", _i64(end), _i64(start))
+        num = BinaryOp("//", BinaryOp("+", span, tir.IntImm(s - 1 if s > 0 else s + 1)),
+                       tir.IntImm(s))
+        return TensorStructInfo((arith.simplify(num),), dtype)
+    return TensorStructInfo(None, dtype, 1)
+
+
+def _i64(e: PrimExpr) -> PrimExpr:
+    return e if e.dtype == "int64" else tir.Cast("int64", e)
+
+
+def _arange_ref(start, end, step, dtype="int64"):
+    return np.arange(_scalar(start), _scalar(end), _scalar(step)).astype(dtype)
+
+
+define("arange", ("start", "end", "step"), _infer_arange,
+       attrs={"dtype": ("int64", _dtype_required)}, reference=_arange_ref,
+       pattern=OpPattern.INJECTIVE, doc="numpy.arange(start, end, step) in ``dtype``.")
+
+
+@legalizes("arange")
+def _arange(call, inputs):
+    out = _out(call)
+    start = _prim_expr(inputs[0], call, "start")
+    step = _prim_expr(inputs[2], call, "step")
+    dt = out.dtype
+    # numpy computes start + i * step in the arguments' type, then converts
+    work = "float64" if (tir.is_float(start.dtype) or tir.is_float(step.dtype)) else "int64"
+    return te.compute(out.shape, lambda i: te.cast(BinaryOp(
+        "+", te.cast(start, work), BinaryOp("*", te.cast(i, work), te.cast(step, work))), dt),
+        name="T_arange")
+
+
+# ---------------------------------------------------------------------------
+# full_like
+# ---------------------------------------------------------------------------
+
+def _infer_full_like(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    if len(call.args) < 2:
+        raise err(call, "full_like expects a tensor and a fill value")
+    fill = arg_sinfo(call.args[1], ctx)
+    # TVM 0.27 takes a 0-d tensor only (R.full takes a prim value too)
+    if not isinstance(fill, TensorStructInfo) or fill.ndim not in (0, -1):
+        raise err(call, f"full_like needs a 0-d tensor fill value (e.g. R.const(1.0)), but "
+                        f"{expr_to_str(call.args[1])} has struct info {sinfo_to_str(fill)}")
+    dtype = attrs_of(call)["dtype"]
+    return TensorStructInfo(x.shape, x.dtype if dtype == "void" else dtype, x.ndim)
+
+
+def _full_like_ref(x, fill_value, dtype="void"):
+    x = np.asarray(x)
+    return np.full(x.shape, np.asarray(fill_value), dtype=x.dtype if dtype == "void" else dtype)
+
+
+define("full_like", ("x", "fill_value"), _infer_full_like, attrs={"dtype": ("void", _opt_dtype)},
+       reference=_full_like_ref, pattern=OpPattern.ELEMWISE,
+       doc="x's shape filled with a scalar, in dtype (void: x's).")
+
+
+@legalizes("full_like")
+def _full_like(call, inputs):
+    out = _out(call)
+    fill = _tensor(inputs, 1, call)
+    if fill.ndim != 0:
+        raise LegalizeError(f"{_script(call)}: the fill value must be a 0-d tensor")
+    return te.compute(out.shape, lambda *i: _cast_fill(fill[()], out.dtype), name="T_full_like")
+
+
+def _cast_fill(v: PrimExpr, dtype: str) -> PrimExpr:
+    if tir.is_bool(dtype) and not tir.is_bool(v.dtype):
+        return BinaryOp("!=", v, te.const(0, v.dtype))
+    return te.cast(v, dtype)
+
+
+# ---------------------------------------------------------------------------
+# tril / triu
+# ---------------------------------------------------------------------------
+
+def _infer_tri(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    k = _prim_operand(call, 1, ctx, "k")
+    if k.dtype != "void" and not tir.is_int(k.dtype):
+        raise err(call, f"{expr_to_str(call.op)}: the diagonal offset k must be an integer, "
+                        f"got dtype {k.dtype}")
+    if x.ndim != -1 and x.ndim < 2:
+        raise err(call, f"{expr_to_str(call.op)} needs a tensor of at least 2 dimensions, but "
+                        f"{expr_to_str(call.args[0])} has ndim {x.ndim}")
+    return TensorStructInfo(x.shape, x.dtype, x.ndim)
+
+
+define("tril", ("x", "k"), _infer_tri, reference=lambda x, k: np.tril(np.asarray(x), int(k)),
+       pattern=OpPattern.INJECTIVE, doc="numpy.tril: zero above the k-th diagonal of the last two axes.")
+define("triu", ("x", "k"), _infer_tri, reference=lambda x, k: np.triu(np.asarray(x), int(k)),
+       pattern=OpPattern.INJECTIVE, doc="numpy.triu: zero below the k-th diagonal of the last two axes.")
+
+
+def _tri_legalize(lower: bool):
+    def legalize(call, inputs):
+        x = _tensor(inputs, 0, call)
+        out = _out(call)
+        k = _i64(_prim_expr(inputs[1], call, "k"))
+
+        def body(*i):
+            d = BinaryOp("-", i[-1], i[-2])  # column - row
+            keep = BinaryOp("<=", d, k) if lower else BinaryOp(">=", d, k)
+            return Select(keep, x[i], te.const(0, x.dtype))
+        return te.compute(out.shape, body, name="T_tril" if lower else "T_triu")
+    return legalize
+
+
+legalizes("tril")(_tri_legalize(True))
+legalizes("triu")(_tri_legalize(False))
+
+
+# ---------------------------------------------------------------------------
+# one_hot
+# ---------------------------------------------------------------------------
+
+def _infer_one_hot(call, ctx):
+    idx = tensor_arg(call, 0, ctx, "indices")
+    on = _prim_operand(call, 1, ctx, "on_value")
+    off = _prim_operand(call, 2, ctx, "off_value")
+    if idx.dtype != "void" and not tir.is_int(idx.dtype):
+        raise err(call, f"one_hot needs integer indices, but {expr_to_str(call.args[0])} has "
+                        f"dtype {idx.dtype}")
+    if on.dtype != off.dtype:
+        raise err(call, f"one_hot: on_value ({on.dtype}) and off_value ({off.dtype}) must have "
+                        "the same dtype")
+    a = attrs_of(call)
+    depth, axis = a["depth"], a["axis"]
+    if depth <= 0:
+        raise err(call, f"one_hot: depth must be positive, got {depth}")
+    if idx.ndim == -1:
+        return TensorStructInfo(None, on.dtype, -1)
+    ndim = idx.ndim + 1
+    if not -1 <= axis <= idx.ndim:
+        raise err(call, f"one_hot: axis {axis} is out of range for indices of ndim {idx.ndim} "
+                        f"(expected -1 <= axis <= {idx.ndim})")
+    ax = idx.ndim if axis == -1 else axis
+    if idx.shape is None:
+        return TensorStructInfo(None, on.dtype, ndim)
+    dims = list(idx.shape)
+    dims.insert(ax, tir.IntImm(depth))
+    return TensorStructInfo(tuple(dims), on.dtype)
+
+
+def _one_hot_ref(indices, on_value, off_value, depth, axis=-1):
+    idx = np.asarray(indices).astype(np.int64)
+    on, off = np.asarray(on_value), np.asarray(off_value)
+    ax = idx.ndim if axis == -1 else axis
+    pos = np.arange(depth).reshape((depth,) + (1,) * (idx.ndim - ax))
+    hit = np.expand_dims(idx, ax) == pos
+    return np.where(hit, on, off).astype(on.dtype)
+
+
+define("one_hot", ("indices", "on_value", "off_value"), _infer_one_hot,
+       attrs={"depth": (REQUIRED, as_int), "axis": (-1, as_int)}, reference=_one_hot_ref,
+       pattern=OpPattern.INJECTIVE,
+       doc="A new axis of depth at axis: on_value where the position equals the index.")
+
+
+@legalizes("one_hot")
+def _one_hot(call, inputs):
+    idx = _tensor(inputs, 0, call)
+    out = _out(call)
+    on = _prim_expr(inputs[1], call, "on_value")
+    off = _prim_expr(inputs[2], call, "off_value")
+    axis = attrs_of(call)["axis"]
+    ax = idx.ndim if axis == -1 else axis
+
+    def body(*i):
+        pos = i[ax]
+        rest = tuple(i[:ax]) + tuple(i[ax + 1:])
+        return Select(BinaryOp("==", te.cast(idx[rest], "int64"), pos), te.cast(on, out.dtype),
+                      te.cast(off, out.dtype))
+    return te.compute(out.shape, body, name="T_one_hot")
+
+
+# ---------------------------------------------------------------------------
+# eye / eye_like
+# ---------------------------------------------------------------------------
+
+def _infer_eye(call, ctx):
+    n = _prim_operand(call, 0, ctx, "n")
+    m = _prim_operand(call, 1, ctx, "m")
+    _prim_operand(call, 2, ctx, "k")
+    dtype = attrs_of(call)["dtype"]
+    for what, v in (("n", n), ("m", m)):
+        if v.value is not None and not tir.is_int(v.value.dtype):
+            raise err(call, f"eye: {what} must be an integer, got dtype {v.value.dtype}")
+        c = arith.const_int(v.value) if v.value is not None else None
+        if c is not None and c < 0:
+            raise err(call, f"eye: {what} must be non-negative, got {c}")
+    if n.value is None or m.value is None:
+        return TensorStructInfo(None, dtype, 2)
+    return TensorStructInfo((_i64(n.value), _i64(m.value)), dtype)
+
+
+define("eye", ("n", "m", "k"), _infer_eye, attrs={"dtype": ("float32", _dtype_required)},
+       reference=lambda n, m, k, dtype="float32": np.eye(int(n), int(m), int(k), dtype=dtype),
+       pattern=OpPattern.INJECTIVE, doc="numpy.eye(n, m, k): ones on the k-th diagonal.")
+
+
+def _infer_eye_like(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    _prim_operand(call, 1, ctx, "k")
+    if x.ndim not in (-1, 2):
+        raise err(call, f"eye_like needs a 2-D tensor, but {expr_to_str(call.args[0])} has "
+                        f"ndim {x.ndim}")
+    dtype = attrs_of(call)["dtype"]
+    return TensorStructInfo(x.shape, x.dtype if dtype == "void" else dtype, 2)
+
+
+def _eye_like_ref(x, k, dtype="void"):
+    x = np.asarray(x)
+    return np.eye(x.shape[0], x.shape[1], int(k), dtype=x.dtype if dtype == "void" else dtype)
+
+
+define("eye_like", ("x", "k"), _infer_eye_like, attrs={"dtype": ("void", _opt_dtype)},
+       reference=_eye_like_ref, pattern=OpPattern.INJECTIVE,
+       doc="numpy.eye shaped like the 2-D tensor x.")
+
+
+def _eye_legalize(k_index: int):
+    def legalize(call, inputs):
+        out = _out(call)
+        k = _i64(_prim_expr(inputs[k_index], call, "k"))
+        return te.compute(out.shape, lambda i, j: te.cast(
+            BinaryOp("==", BinaryOp("-", j, i), k), out.dtype), name="T_eye")
+    return legalize
+
+
+legalizes("eye")(_eye_legalize(2))
+legalizes("eye_like")(_eye_legalize(1))
