@@ -423,3 +423,16 @@ def test_loops_in_bytecode_are_refused(tmp_path, saved_exe, code, message):
         Executable.load(path)
     r = _phasec("run", path, timeout=120)
     assert r.returncode == 2 and message in r.stderr
+
+
+@pytest.mark.parametrize("array", [np.asfortranarray(np.arange(6, dtype="float32").reshape(2, 3)),
+                                   np.arange(6, dtype=">f4").reshape(2, 3)])
+def test_constants_are_loaded_c_contiguous_in_native_byte_order(tmp_path, saved_exe, array):
+    """numpy writes Fortran-order and big-endian arrays too; kernels take
+    neither, so a constant arrives as the C-order native array it stands for."""
+    npz = io.BytesIO()
+    np.savez(npz, c0=array)
+    exe = Executable.load(_bomb_executable(tmp_path, saved_exe, npz.getvalue()))
+    value = exe.constants[0]
+    assert value.flags.c_contiguous and value.dtype == np.dtype("float32")
+    np.testing.assert_array_equal(value, np.arange(6).reshape(2, 3))

@@ -450,6 +450,11 @@ class _PendingTensor:
         except FileAccessError as exc:
             raise ExecutableFormatError(f"{self.store.where}: damaged executable: "
                                         f"{exc.reason}") from None
+        # Kernels take C-contiguous arrays in native byte order: a Fortran-order
+        # or big-endian array (numpy can write both) is converted once, here.
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        arr = np.ascontiguousarray(arr)
         arr.setflags(write=False)
         return arr
 
