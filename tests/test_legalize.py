@@ -291,8 +291,10 @@ CASES = (
 
 
 from test_ops_ext import EXT_LEGALIZE_CASES  # noqa: E402  (creation, transform, statistics)
+from test_ops_indexing import INDEXING_LEGALIZE_CASES, INDEXING_VALUES  # noqa: E402
 
-CASES = CASES + EXT_LEGALIZE_CASES
+CASES = CASES + EXT_LEGALIZE_CASES + INDEXING_LEGALIZE_CASES
+VALUES.update(INDEXING_VALUES)  # in-range indices for the data-indexed operators
 
 
 @pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])

@@ -444,8 +444,11 @@ class _Env:
         self.wgt1 = Var("wgt1", f32(4, 3, 3))
         self.wgt3 = Var("wgt3", f32(4, 3, 2, 2, 2))
         self.bias = Var("bias", f32(1, 8, 3, 3))
+        self.idx2 = Var("idx2", TensorStructInfo((2, 3), "int64"))
+        self.idx1 = Var("idx1", TensorStructInfo((2, 1), "int64"))
         self.params = [self.x, self.y, self.row, self.vec, self.b, self.idx, self.img, self.wgt,
-                       self.obj, self.seq, self.vol, self.wgt1, self.wgt3, self.bias]
+                       self.obj, self.seq, self.vol, self.wgt1, self.wgt3, self.bias, self.idx2,
+                       self.idx1]
 
 
 #: Operators whose operands/attributes cannot be guessed: name -> builder(env) -> call.
@@ -563,6 +566,13 @@ _OP_TABLE.update({
     "relax.std": lambda e: call_op("std", e.x, axis=[1]),
     "relax.cumsum": lambda e: call_op("cumsum", e.x, axis=1, dtype="float64", exclusive=True),
     "relax.cumprod": lambda e: call_op("cumprod", e.x, axis=0),
+    "relax.gather_elements": lambda e: call_op("gather_elements", e.x, e.idx2, axis=1),
+    "relax.gather_nd": lambda e: call_op("gather_nd", e.x, e.idx1, batch_dims=0),
+    "relax.scatter_elements": lambda e: call_op("scatter_elements", e.x, e.idx2, e.x,
+                                                reduction="max"),
+    "relax.scatter_nd": lambda e: call_op("scatter_nd", e.x, e.idx1, e.y, reduction="add"),
+    "relax.index_put": lambda e: call_op("index_put", e.x, Tuple([e.idx, e.idx]),
+                                         Constant(np.array(1.0, "float32")), accumulate=True),
 })
 
 #: Guesses for required attributes of operators not in the table.

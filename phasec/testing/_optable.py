@@ -753,7 +753,8 @@ UNGENERATED: dict[str, str] = {
     # transform.py, statistics.py): same reason
     **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
         "arange", "full_like", "tril", "triu", "one_hot", "eye", "eye_like", "tile", "repeat",
-        "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum", "cumprod")},
+        "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum", "cumprod",
+        "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "index_put")},
 }
 
 
