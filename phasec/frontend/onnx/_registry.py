@@ -48,7 +48,7 @@ def load_converters() -> dict[str, Converter]:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_tensor  # noqa: F401
+        from . import ops_attention, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_tensor  # noqa: F401
     return CONVERTERS
 
 

@@ -33,9 +33,12 @@ __all__ = ["Case", "Result", "load_cases", "run_case", "by_operator", "TOLERANCE
 #: arithmetic rounds differently from the reference by one float16 ulp:
 #: case (without the device suffix) -> kwargs, with the reason.
 TOLERANCES: dict[str, dict[str, float]] = {
-    # The expanded Attention graph in float16: one element in 96 lands one
-    # float16 ulp (0.00049 at 0.47, relative 1.04e-3) from the expected value,
-    # just over the default rtol of 1e-3. ONNX Runtime lands within it.
+    # Causal Attention in float16 (the operator and its expanded graph): two
+    # elements in 192 land one float16 ulp (0.00049 at 0.47, relative 1.2e-3)
+    # from the expected values, just over the default rtol of 1e-3. phasec
+    # accumulates the float16 matrix products in float32; numpy's float16
+    # matmul, which computed the expected values, rounds as it goes.
+    "test_attention_4d_causal_fp16": {"rtol": 2e-3},
     "test_attention_4d_causal_fp16_expanded": {"rtol": 2e-3},
 }
 
