@@ -15,8 +15,9 @@ carries its elementwise epilogue.
 
 **What is fused** (a "compute" operator is a pure operator of the registry's
 ``compute`` category; everything else — ``call_tir``, packed calls, closures,
-builtins, ``If``, ``match_cast``, tuples, aliases — stays in the caller and is
-a fusion boundary):
+builtins, ``If``, ``match_cast``, tuples, aliases, and operators that lower to
+a VM builtin instead of a kernel (``shape_of``, ``shape_to_tensor``...) —
+stays in the caller and is a fusion boundary):
 
 * an out-elementwise-fusable operator (matmul, conv2d, pooling) with the
   elementwise/broadcast chain after it (its *epilogue*);
@@ -104,6 +105,7 @@ from phasec.ir.expr import (
 )
 from phasec.ir.infer import collect_shape_vars
 from phasec.ir.module import IRModule
+from phasec.ir.op.legalize import LEGALIZE_RELAX
 from phasec.ir.op.registry import OpDef, OpPattern, find_op
 from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
@@ -324,7 +326,8 @@ class _Graph:
             return None
         opdef = fuser.opdef(value.op)
         if (opdef is None or opdef.category != "compute" or not opdef.pure
-                or opdef.name == STOP_FUSION_OP or b.var.struct_info is None):
+                or opdef.name == STOP_FUSION_OP or b.var.struct_info is None
+                or opdef.name in LEGALIZE_RELAX):  # a VM builtin (shape_of...), no kernel
             return None
         if not all(is_leaf(a) for a in value.args):
             return None  # not in A-normal form: leave it to Normalize

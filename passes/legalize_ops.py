@@ -14,6 +14,9 @@ The transition from optimization (1) into lowering (2)::
   elementwise epilogue, so the group touches memory once. The Primitive
   Relax functions are removed; their kernels keep their names
   (``fused_matmul_add_relu``).
+* Operators registered with ``legalizes_to_relax`` (shape_of, print,
+  assert_op...) become the Relax expression their lowering returns: a
+  ``call_pure_packed`` of a VM builtin or an impure packed call, no kernel.
 * ``relax.stop_fusion`` (a fusion barrier) lowers to its operand: an alias,
   no kernel and no copy (it only mattered to FuseOps).
 
@@ -73,7 +76,9 @@ from phasec.ir.infer import (
     substitute_sinfo,
 )
 from phasec.ir.op import find_op, op_expr
-from phasec.ir.op.legalize import LegalizeError, LoweredCall, lower_call, lower_fused
+from phasec.ir.op.legalize import (
+    LEGALIZE_RELAX, LegalizeError, LoweredCall, lower_call, lower_fused,
+)
 from phasec.ir.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
@@ -336,6 +341,13 @@ class _FunctionLegalizer(ExprMutator):
                 raise self.error(f"unknown operator {op.name!r}")
             if opdef.category != "compute":
                 return None
+            relax_level = LEGALIZE_RELAX.get(op.name)
+            if relax_level is not None:  # a VM builtin or packed call, no kernel
+                try:
+                    return [], relax_level(self._with_sinfo(call))
+                except (LegalizeError, StructInfoError) as exc:
+                    raise self.error(f"cannot legalize {expr_to_str(call.op)}: "
+                                     f"{getattr(exc, 'message', None) or exc}") from exc
             return self._lower_op(call)
         if type(op) is GlobalVar and op.name_hint in self.parent.primitives:
             return self._lower_fused(call, op.name_hint)

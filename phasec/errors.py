@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
            "IndexOutOfRangeError", "index_error_text", "FileAccessError",
-           "BufferAccessError"]
+           "BufferAccessError", "ProgramAssertionError"]
 
 
 class PhasecError(Exception):
@@ -133,3 +133,8 @@ def index_error_text(where: str, value: int, extent: int) -> str:
     """``kernel 'take': index 7 is out of range for an axis of extent 4 (valid: -4 to 3)``."""
     valid = f"valid: {-extent} to {extent - 1}" if extent > 0 else "the axis is empty"
     return f"{where}: index {value} is out of range for an axis of extent {extent} ({valid})"
+
+
+class ProgramAssertionError(VMError, AssertionError):
+    """``R.assert_op`` found its condition false while the program ran (on the
+    VM or the reference interpreter); the message is the op's formatted one."""

@@ -127,6 +127,40 @@ def _null_value() -> None:
     return None
 
 
+def _shape_to_tensor(shape: Any) -> np.ndarray:
+    return np.array([int(d) for d in shape], np.int64).reshape(-1)
+
+
+def _tensor_to_shape(tensor: Any) -> tuple[int, ...]:
+    from .errors import VMError
+
+    values = tuple(int(v) for v in np.asarray(tensor).reshape(-1))
+    if any(v < 0 for v in values):
+        raise VMError(f"R.tensor_to_shape: the tensor {list(values)} has a negative dimension")
+    return values
+
+
+def render_values(fmt: str, values: Any) -> str:
+    """What R.print writes and R.assert_op reports: ``fmt.format(*values)``, or
+    without a format the values separated by spaces."""
+    shown = [np.asarray(v) if isinstance(v, np.ndarray) else v for v in values]
+    return fmt.format(*shown) if fmt else " ".join(str(v) for v in shown)
+
+
+def _print(fmt: str, *values: Any) -> tuple:
+    print(render_values(fmt, values), flush=True)
+    return ()
+
+
+def _assert_op(condition: Any, fmt: str, *args: Any) -> tuple:
+    from .errors import ProgramAssertionError
+
+    if not bool(np.asarray(condition)):
+        raise ProgramAssertionError(render_values(fmt, args) if fmt or args
+                                    else "Assertion Failed")
+    return ()
+
+
 def _read_if_cond(cond: Any) -> bool:
     return bool(np.asarray(cond).reshape(-1)[0]) if np.size(cond) else False
 
@@ -139,5 +173,10 @@ for _name, _func in {
     "vm.builtin.copy": _copy,
     "vm.builtin.null_value": _null_value,
     "vm.builtin.read_if_cond": _read_if_cond,
+    # R.shape_to_tensor, R.tensor_to_shape, R.print, R.assert_op lower to these
+    "vm.builtin.shape_to_tensor": _shape_to_tensor,
+    "vm.builtin.tensor_to_shape": _tensor_to_shape,
+    "relax.run.print": _print,
+    "relax.run.assert_op": _assert_op,
 }.items():
     register_func(_name, _func)

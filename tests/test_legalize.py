@@ -312,7 +312,10 @@ def test_every_compute_operator_is_legalized_and_tested():
     tested = {make().op.name for _, make in CASES}
     compute_ops = {op.name for op in list_ops()
                    if op.category == "compute" and op.reference is not None}
-    assert compute_ops - set(LEGALIZE) == set(), "operators without a legalization"
+    from phasec.ir.op.legalize import LEGALIZE_RELAX  # lowered to VM builtins, no kernel
+
+    assert compute_ops - set(LEGALIZE) - set(LEGALIZE_RELAX) == set(), \
+        "operators without a legalization"
     assert set(LEGALIZE) - tested == set(), "legalizations without a test case"
     assert has_legalization("R.nn.conv2d") and not has_legalization("relax.call_tir")
 

@@ -571,6 +571,12 @@ _OP_TABLE.update({
     "relax.scatter_elements": lambda e: call_op("scatter_elements", e.x, e.idx2, e.x,
                                                 reduction="max"),
     "relax.scatter_nd": lambda e: call_op("scatter_nd", e.x, e.idx1, e.y, reduction="add"),
+    "relax.shape_of": lambda e: call_op("shape_of", e.x),
+    "relax.shape_to_tensor": lambda e: call_op("shape_to_tensor", ShapeExpr([2, 3])),
+    "relax.tensor_to_shape": lambda e: call_op("tensor_to_shape", e.idx),
+    "relax.print": lambda e: call_op("print", e.x, e.idx, format="x={} i={}\n\"q\""),
+    "relax.assert_op": lambda e: call_op("assert_op", Constant(np.array(True)), e.x,
+                                         format="bad {}"),
     "relax.index_put": lambda e: call_op("index_put", e.x, Tuple([e.idx, e.idx]),
                                          Constant(np.array(1.0, "float32")), accumulate=True),
 })

@@ -755,6 +755,10 @@ UNGENERATED: dict[str, str] = {
         "arange", "full_like", "tril", "triu", "one_hot", "eye", "eye_like", "tile", "repeat",
         "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum", "cumprod",
         "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "index_put")},
+    **{"relax." + _n: "shapes as values, no kernel: the generator draws tensors" for _n in (
+        "shape_of", "shape_to_tensor", "tensor_to_shape")},
+    **{"relax." + _n: "impure (output, program assertions): not part of a pure program's "
+                      "value" for _n in ("print", "assert_op")},
 }
 
 

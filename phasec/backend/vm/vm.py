@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
+from ...errors import (
+    BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError,
+)
 from ...interp.relax import (
     _BINARY, _INTRINSIC, STORAGE_ALIGNMENT, Storage, _truth, cast_scalar, describe_value,
     normalize_value,
@@ -565,6 +567,8 @@ class VirtualMachine:
         elif isinstance(exc, BufferAccessError):
             located = BufferAccessError(exc.kernel, exc.buffer, exc.dim, exc.index, exc.extent,
                                         exc.write, f"{exc} {where}")
+        elif isinstance(exc, ProgramAssertionError):  # R.assert_op: keep the kind too
+            located = ProgramAssertionError(f"{detail} {where}")
         else:
             located = VMError(f"{detail} {where}")
         located.located = True

@@ -46,7 +46,7 @@ from ..struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from ..te import Tensor
 from ..tir import BinaryOp, Cast, IntImm, PrimExpr, PrimFunc, Select
 
-__all__ = ["LEGALIZE", "legalizes", "LegalizeError", "LoweredCall", "lower_call", "legalize_call",
+__all__ = ["LEGALIZE", "LEGALIZE_RELAX", "legalizes", "legalizes_to_relax", "LegalizeError", "LoweredCall", "lower_call", "legalize_call",
            "lower_fused", "legalize_fused", "has_legalization"]
 
 
@@ -78,11 +78,29 @@ def legalizes(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
     return _register(*names)
 
 
+#: op name -> ``fn(call) -> Expr``: operators that lower to a Relax expression
+#: instead of a kernel (a VM builtin or a packed call: shape_of, print...).
+#: ``call`` carries its struct info; the result must be valid in the lowering
+#: phase (call_pure_packed, an ExternFunc call...).
+LEGALIZE_RELAX: dict[str, Callable[[Call], Expr]] = {}
+
+
+def legalizes_to_relax(*names: str) -> Callable[[Callable[[Call], Expr]], Callable[[Call], Expr]]:
+    """Register the decorated ``fn(call) -> Expr`` as the Relax-level lowering
+    of ``relax.<name>`` for each name (LegalizeOps uses it instead of a kernel)."""
+    def wrap(fn: Callable[[Call], Expr]) -> Callable[[Call], Expr]:
+        for n in names:
+            LEGALIZE_RELAX["relax." + n] = fn
+        return fn
+    return wrap
+
+
 def has_legalization(op_name: str) -> bool:
-    """True when ``op_name`` (``relax.add`` or ``R.add``) has a TE definition."""
+    """True when ``op_name`` (``relax.add`` or ``R.add``) has a TE definition
+    or a Relax-level lowering."""
     if op_name.startswith("R."):
         op_name = "relax." + op_name[2:]
-    return op_name in LEGALIZE
+    return op_name in LEGALIZE or op_name in LEGALIZE_RELAX
 
 
 # --------------------------------------------------------------------------
