@@ -421,52 +421,44 @@ def _normalized_index(ctx: NodeContext, idx: Value, extent: int) -> Value:
 @converter("GatherElements")
 def _gather_elements(ctx: NodeContext) -> Value:
     x, idx = ctx.input(0), ctx.input(1)
-    xd = ctx.static_shape(x, "GatherElements' data")
-    idd = ctx.static_shape(idx, "GatherElements' indices")
-    axis = norm_axis(ctx, ctx.attr("axis", 0), len(xd))
-    # Flat position in x of out[p]: sum over d != axis of p_d * stride_d, plus
-    # idx[p] * stride_axis; the first part is a constant of idx's shape.
-    strides = [int(np.prod(xd[i + 1:], dtype=np.int64)) for i in range(len(xd))]
-    grids = np.indices(idd, dtype=np.int64) if idd else np.zeros((0,), np.int64)
-    base = np.zeros(idd, np.int64)
-    for d in range(len(xd)):
-        if d != axis:
-            base = base + grids[d] * strides[d]
-    norm = _normalized_index(ctx, idx, xd[axis])
-    flat = ctx.emit("add", ctx.emit("multiply", norm, np.asarray(strides[axis], np.int64)), base)
-    return ctx.emit("take", ctx.emit("reshape", x, (-1,)), flat, axis=0)
+    axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
+    return ctx.emit("gather_elements", x, _int64(ctx, idx), axis=axis)
 
 
 @converter("GatherND")
 def _gather_nd(ctx: NodeContext) -> Value:
     x, idx = ctx.input(0), ctx.input(1)
-    xd = ctx.static_shape(x, "GatherND's data")
-    idd = ctx.static_shape(idx, "GatherND's indices")
-    b = int(ctx.attr("batch_dims", 0))
-    k = idd[-1]
-    if b + k > len(xd):
-        raise Unsupported(f"indices of depth {k} with batch_dims {b} on rank {len(xd)}")
-    # x viewed as (B, M, rest) with B = prod(batch dims), M = prod(indexed dims):
-    # out[batch, j] = x[batch, offset(idx[batch, j]), rest]; one flat take over B*M.
-    batch = int(np.prod(xd[:b], dtype=np.int64))
-    m_dims = xd[b:b + k]
-    rest = xd[b + k:]
-    m = int(np.prod(m_dims, dtype=np.int64))
-    n_idx = int(np.prod(idd[b:-1], dtype=np.int64))
-    strides = [int(np.prod(m_dims[i + 1:], dtype=np.int64)) for i in range(k)]
-    idx2 = ctx.emit("reshape", idx, (batch * n_idx, k)) if not is_const(idx) else \
-        idx.reshape(batch * n_idx, k)
-    offset: Value | None = None
-    for j in range(k):
-        col = ctx.emit("strided_slice", idx2, axes=[1], begin=[j], end=[j + 1])
-        col = _normalized_index(ctx, ctx.emit("reshape", col, (batch * n_idx,)), m_dims[j])
-        term = ctx.emit("multiply", col, np.asarray(strides[j], np.int64))
-        offset = term if offset is None else ctx.emit("add", offset, term)
-    base = (np.arange(batch, dtype=np.int64) * m).repeat(n_idx)
-    flat = ctx.emit("add", offset, base) if offset is not None else base
-    src = ctx.emit("reshape", x, (batch * m, *rest))
-    out = ctx.emit("take", src, flat, axis=0)
-    return ctx.emit("reshape", out, (*idd[:-1], *rest))
+    return ctx.emit("gather_nd", x, _int64(ctx, idx), batch_dims=int(ctx.attr("batch_dims", 0)))
+
+
+def _int64(ctx: NodeContext, idx: Value) -> Value:
+    if ctx.dtype(idx) == "int64":
+        return idx
+    return ctx.emit("astype", idx, dtype="int64")
+
+
+_SCATTER_REDUCTIONS = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+def _scatter_reduction(ctx: NodeContext) -> str:
+    r = ctx.attr("reduction", "none")
+    if r not in _SCATTER_REDUCTIONS:
+        raise Unsupported(f"attribute reduction={r!r}")
+    return _SCATTER_REDUCTIONS[r]
+
+
+@converter("ScatterElements", "Scatter")
+def _scatter_elements(ctx: NodeContext) -> Value:
+    x, idx, upd = ctx.input(0), ctx.input(1), ctx.input(2)
+    axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
+    return ctx.emit("scatter_elements", x, _int64(ctx, idx), upd, axis=axis,
+                    reduction=_scatter_reduction(ctx))
+
+
+@converter("ScatterND")
+def _scatter_nd(ctx: NodeContext) -> Value:
+    x, idx, upd = ctx.input(0), ctx.input(1), ctx.input(2)
+    return ctx.emit("scatter_nd", x, _int64(ctx, idx), upd, reduction=_scatter_reduction(ctx))
 
 
 # ---------------------------------------------------------------------------
@@ -585,29 +577,16 @@ def _one_hot(ctx: NodeContext) -> Value:
     return ctx.emit("where", hot, np.asarray(on), np.asarray(off))
 
 
-@converter("CumSum")
-def _cumsum(ctx: NodeContext) -> Value:
+@converter("CumSum", "CumProd")
+def _cumulative(ctx: NodeContext) -> Value:
     x = ctx.input(0)
-    dims = ctx.shape(x)
-    axis = norm_axis(ctx, int(ctx.const_scalar(1, "axis")), len(dims))
-    d = dims[axis]
-    if not isinstance(d, int):
-        raise Unsupported("CumSum along a symbolic dimension")
+    n = ctx.ndim(x)
+    axis = norm_axis(ctx, int(ctx.const_scalar(1, "axis")), n)
     if ctx.dtype(x) == "bool":
-        raise Unsupported("CumSum of bool")
-    i, j = np.indices((d, d))
-    exclusive, reverse = ctx.attr("exclusive", 0), ctx.attr("reverse", 0)
-    # y[..., j] = sum_i x[..., i] * m[i, j]
-    if reverse:
-        m = (i > j) if exclusive else (i >= j)
-    else:
-        m = (i < j) if exclusive else (i <= j)
-    m = m.astype(ctx.dtype(x))
-    n = len(dims)
-    perm = [a for a in range(n) if a != axis] + [axis]
-    moved = x if axis == n - 1 else ctx.emit("permute_dims", x, axes=perm)
-    y = ctx.emit("matmul", moved, m)
-    if axis == n - 1:
-        return y
-    inv = [perm.index(a) for a in range(n)]
-    return ctx.emit("permute_dims", y, axes=inv)
+        raise Unsupported(f"{ctx.op_type} of bool")
+    op = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
+    reverse = bool(ctx.attr("reverse", 0))
+    # reverse: a scan of the flipped tensor, flipped back
+    y = ctx.emit("flip", x, axis=axis) if reverse else x
+    y = ctx.emit(op, y, axis=axis, exclusive=bool(ctx.attr("exclusive", 0)))
+    return ctx.emit("flip", y, axis=axis) if reverse else y
