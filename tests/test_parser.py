@@ -122,7 +122,7 @@ def test_dataflow_basic_module():
     # global_symbol for public functions only
     assert main.attrs["global_symbol"] == "main"
     assert "global_symbol" not in mod["relu"].attrs
-    assert mod["relu"].attrs["tir.noalias"] is True
+    assert mod["relu"].attrs["tirx.noalias"] is True
     assert main.span.line == line_of("dataflow_basic", "def main")
 
 
@@ -714,7 +714,7 @@ class Expected:
 
     @T.prim_func(private=True, s_tir=True)
     def add(a: T.Buffer((T.int64(4),), "float32"), out: T.Buffer((T.int64(4),), "float32")):
-        T.func_attr({"tir.noalias": T.bool(True)})
+        T.func_attr({"tirx.noalias": T.bool(True)})
         for i in range(T.int64(4)):
             with T.sblock("out"):
                 vi = T.axis.spatial(T.int64(4), i)
@@ -733,7 +733,7 @@ def test_tvm_printed_spellings():
     assert gv.value.args[0].name_hint == "add" and gv2.value.args[0].name_hint == "add"
     assert sinfo_eq(gv2.var.struct_info, tensor((4,), "float32"))
     add = mod["add"]
-    assert add.attrs["tir.noalias"] is True and "global_symbol" not in add.attrs
+    assert add.attrs["tirx.noalias"] is True and "global_symbol" not in add.attrs
     block = add.body.body
     assert isinstance(block, tir.Block) and block.name == "out"
     assert block.body.value.rhs.value == 1.0

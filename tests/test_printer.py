@@ -6,6 +6,7 @@ import math
 import textwrap
 
 import numpy as np
+import pytest
 
 import phasec
 from phasec.ir import (
@@ -17,7 +18,7 @@ from phasec.ir import (
 from phasec.ir.op import call_op
 from phasec.script.printer import (
     print_binding, print_expr, print_function, print_module, print_prim_expr, print_prim_func,
-    print_sinfo, print_stmt, quote_str,
+    print_sinfo, print_stmt, quote_str, syntax,
 )
 
 
@@ -72,7 +73,7 @@ def example_module() -> IRModule:
 EXAMPLE_TEXT = '''\
 # from tvm.script import ir as I
 # from tvm.script import relax as R
-# from tvm.script import tir as T
+# from tvm.script import tirx as T
 
 @I.ir_module
 class Module:
@@ -85,28 +86,55 @@ class Module:
 
     @R.function
     def main(x: R.Tensor(("n", 4), dtype="float32"), w: R.Tensor((4, 4), dtype="float32")) -> R.Tensor(("n", 4), dtype="float32"):
+        cls = Module
         n = T.int64()
         with R.dataflow():
-            lv: R.Tensor((n, 4), dtype="float32") = R.matmul(x, w, out_dtype="void")
-            lv1: R.Tensor((n, 4), dtype="float32") = R.call_tir(cls.relu, (lv,), out_sinfo=R.Tensor((n, 4), dtype="float32"))
+            lv: R.Tensor((n, 4), dtype="float32") = R.matmul(x, w, out_dtype=None)
+            lv1: R.Tensor((n, 4), dtype="float32") = R.call_tir(cls.relu, (lv,), out_ty=R.Tensor((n, 4), dtype="float32"))
             gv: R.Tensor((n, 4), dtype="float32") = R.add(lv1, R.const(1.0, "float32"))
             R.output(gv)
         return gv
 
-    @T.prim_func(private=True)
+    @T.prim_func(private=True, s_tir=True)
     def relu(x: T.handle, y: T.handle):
-        T.func_attr({"tir.noalias": True})
+        T.func_attr({"tirx.noalias": True})
         n = T.int64()
         X = T.match_buffer(x, (n, T.int64(4)))
         Y = T.match_buffer(y, (n, T.int64(4)))
         for i in T.parallel(n):
             for j in T.vectorized(T.int64(4)):
-                with T.block("Y"):
+                with T.sblock("Y"):
                     v_i, v_j = T.axis.remap("SS", [i, j])
                     T.reads(X[v_i, v_j])
                     T.writes(Y[v_i, v_j])
                     Y[v_i, v_j] = T.max(X[v_i, v_j], T.float32(0.0))
 '''
+
+
+def legacy_spelling(text: str) -> str:
+    """``text`` in the spelling of TVM before 0.27, by TVM's own renamings."""
+    for new, old in (("import tirx as T", "import tir as T"), ("T.sblock(", "T.block("),
+                     ("out_ty=", "out_sinfo="), ("out_dtype=None", 'out_dtype="void"'),
+                     (", s_tir=True", ""), ('"tirx.noalias"', '"tir.noalias"')):
+        text = text.replace(new, old)
+    return text
+
+
+def test_legacy_syntax_prints_pre_027_spelling_and_reads_back():
+    mod = example_module()
+    legacy = print_module(mod, "legacy")
+    assert legacy == legacy_spelling(EXAMPLE_TEXT)
+    assert mod.script(syntax="legacy") == legacy
+    with syntax("legacy"):
+        assert mod.script() == legacy
+    assert mod.script() == EXAMPLE_TEXT  # the context ended
+    assert_structural_equal(phasec.parse(legacy), mod)
+    assert_structural_equal(phasec.parse(EXAMPLE_TEXT), mod)
+
+
+def test_unknown_syntax_is_refused():
+    with pytest.raises(ValueError, match="unknown TVMScript syntax 'tvm0.18'.*tvm, legacy"):
+        example_module().script(syntax="tvm0.18")
 
 
 def test_example_module_text():
@@ -297,23 +325,23 @@ def test_call_forms():
     n = tir.Var("n", "int64")
     cases = [
         (call_op("call_tir", GlobalVar("k"), (x,), sinfo_args=[f32(2)]),
-         'R.call_tir(cls.k, (x,), out_sinfo=R.Tensor((2,), dtype="float32"))'),
+         'R.call_tir(cls.k, (x,), out_ty=R.Tensor((2,), dtype="float32"))'),
         (call_op("call_tir", GlobalVar("k"), (x, x), ShapeExpr([n]),
                  sinfo_args=[TupleStructInfo([f32(2), f32(2)])]),
-         'R.call_tir(cls.k, (x, x), out_sinfo=[R.Tensor((2,), dtype="float32"), '
+         'R.call_tir(cls.k, (x, x), out_ty=[R.Tensor((2,), dtype="float32"), '
          'R.Tensor((2,), dtype="float32")], tir_vars=R.shape([n]))'),
         (call_op("call_dps_packed", ExternFunc("ext"), (x,), sinfo_args=[f32(2)]),
-         'R.call_dps_packed("ext", (x,), out_sinfo=R.Tensor((2,), dtype="float32"))'),
+         'R.call_dps_packed("ext", (x,), out_ty=R.Tensor((2,), dtype="float32"))'),
         (call_op("call_pure_packed", ExternFunc("ext"), x, x, sinfo_args=[f32(2)]),
-         'R.call_pure_packed("ext", x, x, sinfo_args=R.Tensor((2,), dtype="float32"))'),
+         'R.call_pure_packed("ext", x, x, ty_args=R.Tensor((2,), dtype="float32"))'),
         (Call(ExternFunc("vm.print"), [x, PrimValue(tir.IntImm(1))], sinfo_args=[f32(2), ObjectStructInfo()]),
-         'R.call_packed("vm.print", x, R.prim_value(1), sinfo_args=(R.Tensor((2,), dtype="float32"), R.Object))'),
+         'R.call_packed("vm.print", x, R.prim_value(1), ty_args=(R.Tensor((2,), dtype="float32"), R.Object))'),
         (Call(ExternFunc("noargs"), []), 'R.call_packed("noargs")'),
         (call_op("make_closure", GlobalVar("g"), (x,)), "R.make_closure(cls.g, (x,))"),
         (call_op("invoke_closure", c, (x,), sinfo_args=[f32(2)]),
-         'R.invoke_closure(c, (x,), sinfo_args=R.Tensor((2,), dtype="float32"))'),
+         'R.invoke_closure(c, (x,), ty_args=R.Tensor((2,), dtype="float32"))'),
         (call_op("invoke_pure_closure", c, (), sinfo_args=[f32(2)]),
-         'R.invoke_pure_closure(c, (), sinfo_args=R.Tensor((2,), dtype="float32"))'),
+         'R.invoke_pure_closure(c, (), ty_args=R.Tensor((2,), dtype="float32"))'),
         (Call(GlobalVar("g"), [x, x]), "cls.g(x, x)"),
         (Call(fv, [x]), "fv(x)"),
         (call_op("nn.softmax", x, axis=0), "R.nn.softmax(x, axis=0)"),
@@ -325,6 +353,16 @@ def test_call_forms():
         assert print_expr(call) == text
 
 
+def test_call_forms_in_legacy_spelling():
+    x = Var("x", f32(2))
+    call = call_op("call_tir", GlobalVar("k"), (x,), sinfo_args=[f32(2)])
+    packed = Call(ExternFunc("vm.print"), [x], sinfo_args=[f32(2)])
+    with syntax("legacy"):
+        assert print_expr(call) == 'R.call_tir(cls.k, (x,), out_sinfo=R.Tensor((2,), dtype="float32"))'
+        assert print_expr(packed) == 'R.call_packed("vm.print", x, sinfo_args=R.Tensor((2,), dtype="float32"))'
+        assert print_expr(call_op("matmul", x, x)).endswith('out_dtype="void")')
+
+
 def test_op_attrs_in_registry_order():
     img = Var("img", f32(1, 3, 8, 8))
     w = Var("w", f32(4, 3, 3, 3))
@@ -332,7 +370,7 @@ def test_op_attrs_in_registry_order():
     text = print_expr(call)
     assert text == ('R.nn.conv2d(img, w, strides=(2, 2), padding=(0, 0, 0, 0), dilation=(1, 1), '
                     'groups=1, data_layout="NCHW", kernel_layout="OIHW", out_layout="NCHW", '
-                    'out_dtype="void")')
+                    'out_dtype=None)')
 
 
 def test_leaf_expressions():
@@ -508,7 +546,7 @@ def test_tir_statements():
     ])
     f = tir.PrimFunc([A, B, n], body, {"global_symbol": "k"})
     assert print_prim_func("k", f) == textwrap.dedent('''\
-        @T.prim_func
+        @T.prim_func(s_tir=True)
         def k(a: T.handle, B: T.Buffer((T.int64(4), T.int64(4)), "int32"), n: T.int64):
             A = T.match_buffer(a, (n,), "float16")
             for i in range(T.int64(1), T.int64(1) + (n - T.int64(1))):
@@ -522,7 +560,7 @@ def test_tir_statements():
             if x > T.float32(0.0):
                 T.evaluate(0)
             for k_1 in T.unroll(T.int64(4)):
-                with T.block("b"):
+                with T.sblock("b"):
                     vi = T.axis.reduce(T.int64(4), k_1)
                     T.reads(B[vi, T.int64(0):T.int64(4)])
                     T.writes()

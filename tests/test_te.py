@@ -318,7 +318,7 @@ def test_options_object_and_mapping():
     assert [l.kind for l in loops(f)] == ["serial", "vectorized"]
     f = te.create_prim_func([A, B], schedule_hints=te.ScheduleOptions(vectorize=False))
     assert [l.kind for l in loops(f)] == ["parallel", "serial"]
-    assert f.attrs["tir.noalias"] is True
+    assert f.attrs["tirx.noalias"] is True
 
 
 # ---------------------------------------------------------------------------

@@ -65,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the module after every run of PASS (repeatable)")
     parser.add_argument("--print-after-change", action="store_true",
                         help="print the module after every pass that changed it")
+    add_syntax_argument(parser)
     add_report_argument(parser)
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass and in the verifier")
@@ -73,6 +74,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # -- shared with `phasec build` and `phasec run` ----------------------------------
+def add_syntax_argument(parser: argparse.ArgumentParser) -> None:
+    """``--syntax``: the TVMScript spelling of every module the command prints."""
+    from ..script.printer import SYNTAXES
+
+    parser.add_argument("--syntax", choices=SYNTAXES, default="tvm",
+                        help="TVMScript spelling of printed modules: tvm (what TVM 0.27 prints "
+                             "and parses, the default) or legacy (tir, T.block, out_sinfo=, "
+                             'out_dtype="void", as TVM before 0.27)')
+
+
 def read_stdin_text(stream: Any = None) -> str:
     """All of standard input (or ``stream``) as text: read as bytes and
     decoded as UTF-8 (BOM allowed), so binary input is a clear ParseError."""
@@ -190,6 +201,13 @@ def _check_pass_names(names: list[str], option: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..script.printer import syntax
+
+    with syntax(args.syntax):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..pipeline import default_pipeline, pipeline_for_phase, run_pipeline
     from ..transform import parse_pipeline
 

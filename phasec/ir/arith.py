@@ -425,7 +425,8 @@ def free_vars(expr: PrimExpr) -> list[tir.Var]:
 
 
 def substitute(expr: PrimExpr, vmap: Mapping[tir.Var, PrimExpr]) -> PrimExpr:
-    """Replace variables by expressions (keys are Vars, matched by identity).
+    """Replace variables by expressions (keys are Vars, matched by identity),
+    buffer indices included.
 
     Returns ``expr`` itself when no variable in it is replaced.
     """
@@ -440,7 +441,7 @@ def substitute(expr: PrimExpr, vmap: Mapping[tir.Var, PrimExpr]) -> PrimExpr:
         if isinstance(e, tir.Var):
             memo[id(e)] = vmap.get(e, e)
             continue
-        children = _children(e)
+        children = e.indices if isinstance(e, tir.BufferLoad) else _children(e)
         if not ready and children:
             stack.append((e, True))
             stack.extend((c, False) for c in children)
@@ -458,6 +459,8 @@ def substitute(expr: PrimExpr, vmap: Mapping[tir.Var, PrimExpr]) -> PrimExpr:
             memo[id(e)] = Select(new[0], new[1], new[2])
         elif isinstance(e, tir.Call):
             memo[id(e)] = tir.Call(e.name, tuple(new), e.dtype)
+        elif isinstance(e, tir.BufferLoad):
+            memo[id(e)] = tir.BufferLoad(e.buffer, tuple(new), e.dtype)
         else:
             memo[id(e)] = e
     return memo[id(expr)]

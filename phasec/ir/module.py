@@ -120,11 +120,17 @@ class IRModule:
         return self.with_attr("phase", Phase.parse(phase).label)
 
     # -- text ------------------------------------------------------------
-    def script(self) -> str:
-        """The module as TVMScript (TVM 0.27 spelling)."""
+    def script(self, syntax: str | None = None) -> str:
+        """The module as TVMScript.
+
+        ``syntax``: ``"tvm"`` (what TVM 0.27 prints and parses: ``tirx``,
+        ``T.sblock``, ``out_ty=``, ``out_dtype=None``) or ``"legacy"`` (the
+        spelling before TVM 0.27); default: the spelling selected with
+        :func:`phasec.script.printer.syntax`, else ``"tvm"``.
+        """
         from ..script.printer import print_module
 
-        return print_module(self)
+        return print_module(self, syntax)
 
     def __str__(self) -> str:
         return self.script()

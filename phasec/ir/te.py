@@ -76,6 +76,7 @@ import numpy as np
 from ..errors import PhasecError
 from . import tir
 from .node import Span, node, set_field
+from .tir_blocks import bind_loop_vars_in_blocks
 from .tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, Cast, FloatImm, For, IntImm,
     IterVar, LetStmt, Not, PrimExpr, PrimFunc, Select, SeqStmt, Stmt, Var,
@@ -740,9 +741,10 @@ class _Lowering:
             params.append(st.buffer)
         self._expand_all()
         self._attach()
-        body = self._emit_all()
+        # TVM reads a loop variable inside a block only through an axis.
+        body = bind_loop_vars_in_blocks(self._emit_all())
         params.extend(self._scalar_params(params, body))
-        attrs = {"tir.noalias": True, **self.attrs}
+        attrs = {"tirx.noalias": True, **self.attrs}
         return PrimFunc(params, body, attrs)
 
     @staticmethod
@@ -1658,6 +1660,6 @@ def create_prim_func(tensors: Sequence[Tensor | Var], schedule_hints: bool | Sch
     and fused with their elementwise consumers where possible (see the module
     docstring). ``schedule_hints`` turns the performance annotations on/off
     (or gives :class:`ScheduleOptions`). ``attrs`` are added to the
-    PrimFunc's attributes (``tir.noalias`` is always set).
+    PrimFunc's attributes (``tirx.noalias`` is always set).
     """
     return lower(tensors, schedule_hints, attrs).prim_func

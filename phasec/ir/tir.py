@@ -366,6 +366,11 @@ class Block(Stmt):
 BlockRealize = Block  # TVM name; phasec keeps the binding inside Block
 
 
+#: PrimFunc attribute keys renamed in TVM 0.27 (old spelling -> canonical);
+#: a PrimFunc built or parsed with the old key holds the canonical one.
+LEGACY_ATTR_KEYS = {"tir.noalias": "tirx.noalias"}
+
+
 @node
 class PrimFunc(Node):
     """A loop-level kernel.
@@ -382,7 +387,10 @@ class PrimFunc(Node):
 
     def __post_init__(self) -> None:
         set_field(self, "params", tuple(self.params))
-        set_field(self, "attrs", frozen_attrs(self.attrs))
+        attrs = self.attrs
+        if attrs and any(k in LEGACY_ATTR_KEYS for k in attrs):
+            attrs = {LEGACY_ATTR_KEYS.get(k, k): v for k, v in attrs.items()}
+        set_field(self, "attrs", frozen_attrs(attrs))
 
     def with_attr(self, key: str, value: Any) -> "PrimFunc":
         return PrimFunc(self.params, self.body, {**self.attrs, key: value}, span=self.span)

@@ -86,6 +86,9 @@ def as_str(v: Any) -> str:
 
 
 def as_dtype(v: Any) -> str:
+    """A dtype name; ``None`` (TVM 0.27's spelling of "no dtype") is ``"void"``."""
+    if v is None:
+        return "void"
     if isinstance(v, np.dtype):
         v = str(v)
     if isinstance(v, type) and issubclass(v, np.generic):

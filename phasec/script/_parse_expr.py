@@ -1,0 +1,416 @@
+"""Scalar TIR expressions and struct-info annotations: the pieces of the
+TVMScript parser shared by the Relax and TIR levels (see :mod:`phasec.script.parser`)."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ParseError
+from ..ir import tir
+from ..ir.node import Span
+from ..ir.struct_info import (
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+    TensorStructInfo, TupleStructInfo,
+)
+from ._checks import int_range_problem
+from ._parse_common import (
+    _BINOPS, _CMPOPS, _PY_OP_SPELLING, _SINFO_KINDS, _TIR_BINARY_FUNCS, _TIR_FUNCS, _dotted,
+    _is_none,
+)
+
+if TYPE_CHECKING:
+    from .parser import _ModuleParser
+
+
+class _PrimExprParser:
+    """Scalar expressions: TIR kernels and symbolic dimensions.
+
+    ``int_dtype`` is the dtype of a bare integer literal (int32 in TIR,
+    int64 for Relax shapes). Bare literals are "weak": combined with a typed
+    operand they take its dtype (``i + 1`` with an int64 ``i`` is int64), as
+    in TVM. ``resolve(name, node, declare)`` maps identifiers to ``tir.Var``
+    or ``tir.Buffer``; ``declare`` is True for names written inside strings
+    (``R.Tensor(("n", "n * 2"))``), which may declare symbolic variables.
+    """
+
+    def __init__(self, mp: _ModuleParser, int_dtype: str,
+                 resolve: Callable[[str, ast.AST, bool], Any]) -> None:
+        self.mp = mp
+        self.int_dtype = int_dtype
+        self.resolve = resolve
+        self._in_string = False
+
+    def parse(self, node: ast.AST, dtype: str | None = None) -> tir.PrimExpr:
+        """Parse ``node``; with ``dtype``, a bare literal takes that dtype."""
+        e, weak = self._p(node)
+        if weak and dtype is not None:
+            e = _adopt(e, dtype)
+        return e
+
+    def parse_pair(self, a: ast.AST, b: ast.AST) -> tuple[tir.PrimExpr, tir.PrimExpr]:
+        """Two operands, a bare literal taking the other's dtype."""
+        x, xw = self._p(a)
+        y, yw = self._p(b)
+        if xw and not yw:
+            x = _adopt(x, y.dtype)
+        elif yw and not xw:
+            y = _adopt(y, x.dtype)
+        return x, y
+
+    def _literal(self, value: Any, node: ast.AST) -> tuple[tir.PrimExpr, bool]:
+        span = self.mp.span(node)
+        if isinstance(value, bool):
+            return tir.IntImm(int(value), "bool", span=span), False
+        if isinstance(value, int):
+            dtype = self.int_dtype
+            if int_range_problem(value, dtype) is not None:
+                dtype = "int64"  # as in TVM, a literal too big for int32 is an int64
+            problem = int_range_problem(value, dtype)
+            if problem is not None:
+                raise self.mp.error(f"integer literal {problem}", node)
+            return tir.IntImm(value, dtype, span=span), True
+        return tir.FloatImm(float(value), "float32", span=span), True
+
+    def _p(self, node: ast.AST) -> tuple[tir.PrimExpr, bool]:
+        mp = self.mp
+        number = mp.number(node)
+        if number is not None:
+            return self._literal(number, node)
+        span = mp.span(node)
+        if isinstance(node, ast.Name):
+            value = self.resolve(node.id, node, self._in_string)
+            if isinstance(value, tir.Buffer):
+                raise mp.error(f"buffer {node.id!r} is used as a scalar; index it, e.g. "
+                               f"{node.id}[i]", node)
+            return value, False
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, str) and not self._in_string:
+                return self._string_dim(node), False
+            raise mp.error(f"unsupported literal {mp.src(node)} in a scalar expression", node)
+        if isinstance(node, ast.BinOp):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise mp.error(f"unsupported operator {_PY_OP_SPELLING.get(type(node.op), '?')!r} "
+                               f"in a scalar expression", node)
+            lhs, rhs = self.parse_pair(node.left, node.right)
+            return tir.BinaryOp(op, lhs, rhs, span=span), False
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return tir.Not(self.parse(node.operand), span=span), False
+            if isinstance(node.op, ast.USub):
+                value = self.parse(node.operand)
+                zero = _adopt(tir.IntImm(0, "int32"), value.dtype)
+                return tir.BinaryOp("-", zero, value, span=span), False
+            if isinstance(node.op, ast.UAdd):
+                return self._p(node.operand)
+            raise mp.error("unsupported operator '~' in a scalar expression", node)
+        if isinstance(node, ast.BoolOp):
+            op = "and" if isinstance(node.op, ast.And) else "or"
+            result = self.parse(node.values[0])
+            for v in node.values[1:]:
+                result = tir.BinaryOp(op, result, self.parse(v), span=span)
+            return result, False
+        if isinstance(node, ast.Compare):
+            if len(node.ops) != 1:
+                raise mp.error("chained comparisons are not supported; combine them with 'and'",
+                               node)
+            op = _CMPOPS.get(type(node.ops[0]))
+            if op is None:
+                raise mp.error(f"unsupported comparison in {mp.src(node)!r}", node)
+            lhs, rhs = self.parse_pair(node.left, node.comparators[0])
+            return tir.BinaryOp(op, lhs, rhs, span=span), False
+        if isinstance(node, ast.Subscript):
+            return self._load(node), False
+        if isinstance(node, ast.Call):
+            return self._call(node), False
+        raise mp.error(f"unsupported scalar expression {mp.src(node)!r}", node)
+
+    def _string_dim(self, node: ast.Constant) -> tir.PrimExpr:
+        """``"n"`` or ``"n * 2"``: a dimension written as a string (signatures)."""
+        text = node.value.strip()
+        if text.isidentifier():
+            return self.resolve(text, node, True)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sub = ast.parse(text, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            raise self.mp.error(f"invalid dimension expression {node.value!r}", node) from None
+        for n in ast.walk(sub):  # report positions at the string
+            ast.copy_location(n, node)
+            n.end_lineno, n.end_col_offset = node.end_lineno, node.end_col_offset
+        self._in_string = True
+        try:
+            return self.parse(sub)
+        finally:
+            self._in_string = False
+
+    def _load(self, node: ast.Subscript) -> tir.BufferLoad:
+        mp = self.mp
+        if not isinstance(node.value, ast.Name):
+            raise mp.error(f"only buffers can be indexed in a scalar expression, not "
+                           f"{mp.src(node.value)!r}", node.value)
+        buf = self.resolve(node.value.id, node.value, False)
+        if not isinstance(buf, tir.Buffer):
+            raise mp.error(f"{node.value.id!r} is not a buffer; only buffers can be indexed",
+                           node.value)
+        return tir.BufferLoad(buf, self.indices(node), span=mp.span(node))
+
+    def indices(self, node: ast.Subscript) -> tuple[tir.PrimExpr, ...]:
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        out = []
+        for e in elts:
+            if isinstance(e, ast.Slice):
+                raise self.mp.error("slices are only allowed in T.reads/T.writes regions", e)
+            out.append(self.parse(e))
+        return tuple(out)
+
+    def _call(self, node: ast.Call) -> tir.PrimExpr:
+        mp = self.mp
+        name = _dotted(node.func)
+        span = mp.span(node)
+        if name is None or len(name) != 2 or name[0] != mp.T:
+            raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
+                           f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)
+        fn = name[1]
+        if node.keywords:
+            raise mp.error(f"{mp.T}.{fn} takes positional arguments only", node.keywords[0].value)
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise mp.error(f"{mp.T}.{fn}: *args are not supported", a)
+        args = node.args
+
+        def arity(n: int) -> None:
+            if len(args) != n:
+                raise mp.error(f"{mp.T}.{fn} takes {n} argument(s), got {len(args)}", node)
+
+        if fn in tir.DTYPES:
+            if not args:
+                raise mp.error(f"{mp.T}.{fn}() declares a symbolic variable; write it as a "
+                               f"statement `n = {mp.T}.{fn}()`", node)
+            arity(1)
+            number = mp.number(args[0])
+            if number is None:
+                return tir.Cast(fn, self.parse(args[0]), span=span)
+            if tir.is_float(fn):
+                if isinstance(number, bool):
+                    raise mp.error(f"{mp.T}.{fn} expects a number, got {number}", args[0])
+                return tir.FloatImm(float(number), fn, span=span)
+            if isinstance(number, float):
+                raise mp.error(f"{mp.T}.{fn} expects an integer, got {number!r}", args[0])
+            problem = int_range_problem(int(number), fn)
+            if problem is not None:
+                raise mp.error(f"{mp.T}.{fn}({number}): {problem}", args[0])
+            return tir.IntImm(int(number), fn, span=span)
+        if fn in ("Cast", "cast"):
+            arity(2)
+            # T.Cast(dtype, value) (TVM's node) and T.cast(value, dtype)
+            d_node, v_node = (args[0], args[1]) if fn == "Cast" else (args[1], args[0])
+            dtype = mp.dtype_arg(d_node, f"{mp.T}.{fn}")
+            return tir.Cast(dtype, self.parse(v_node), span=span)
+        if fn in ("Select", "if_then_else"):
+            arity(3)
+            cond = self.parse(args[0])
+            a, b = self.parse_pair(args[1], args[2])
+            return tir.Select(cond, a, b, span=span)
+        if fn in ("And", "Or"):
+            arity(2)
+            return tir.BinaryOp(fn.lower(), self.parse(args[0]), self.parse(args[1]), span=span)
+        if fn == "Not":
+            arity(1)
+            return tir.Not(self.parse(args[0]), span=span)
+        if fn in _TIR_BINARY_FUNCS:
+            arity(2)
+            a, b = self.parse_pair(args[0], args[1])
+            return tir.BinaryOp(_TIR_BINARY_FUNCS[fn], a, b, span=span)
+        if fn in tir.INTRINSICS:
+            arity(tir.INTRINSICS[fn])
+            return tir.Call(fn, [self.parse(a) for a in args], span=span)
+        close = difflib.get_close_matches(fn, _TIR_FUNCS, n=1)
+        hint = f" (did you mean {mp.T}.{close[0]}?)" if close else ""
+        raise mp.error(f"unknown TIR function {mp.T}.{fn}{hint}", node.func)
+
+
+def _adopt(e: tir.PrimExpr, dtype: str) -> tir.PrimExpr:
+    """A bare literal takes the dtype its context asks for."""
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, tir.IntImm) and (tir.is_int(dtype) or tir.is_float(dtype)):
+        if tir.is_float(dtype):
+            return tir.FloatImm(float(e.value), dtype, span=e.span)
+        problem = int_range_problem(e.value, dtype)
+        if problem is not None:
+            raise ParseError(f"integer literal {problem}", e.span)
+        return tir.IntImm(e.value, dtype, span=e.span)
+    if isinstance(e, tir.FloatImm) and tir.is_float(dtype):
+        return tir.FloatImm(e.value, dtype, span=e.span)
+    return e
+
+
+def _same(a: tir.PrimExpr, b: tir.PrimExpr) -> bool:
+    """Syntactic equality of small scalar expressions (variables by identity)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tir.IntImm, tir.FloatImm)):
+        return a.value == b.value and a.dtype == b.dtype
+    if isinstance(a, tir.BinaryOp):
+        return a.op == b.op and _same(a.lhs, b.lhs) and _same(a.rhs, b.rhs)
+    return False
+
+
+def _extent(start: tir.PrimExpr, stop: tir.PrimExpr) -> tir.PrimExpr:
+    """``stop - start``, folded when obvious (``range(a, a + n)`` has extent ``n``)."""
+    if isinstance(start, tir.IntImm) and start.value == 0:
+        return stop
+    if isinstance(start, tir.IntImm) and isinstance(stop, tir.IntImm):
+        return tir.IntImm(stop.value - start.value, stop.dtype, span=stop.span)
+    if isinstance(stop, tir.BinaryOp) and stop.op == "+" and _same(stop.lhs, start):
+        return stop.rhs
+    return tir.BinaryOp("-", stop, start, span=stop.span)
+
+
+# ---------------------------------------------------------------------------
+# Struct info annotations
+# ---------------------------------------------------------------------------
+
+class _SinfoParser:
+    """``R.Tensor(...)``, ``R.Tuple(...)``, ``R.Shape(...)``, ``R.Prim(...)``,
+    ``R.Object``, ``R.Callable(...)``. Dimensions go through ``prim``."""
+
+    def __init__(self, mp: _ModuleParser, prim: _PrimExprParser) -> None:
+        self.mp = mp
+        self.prim = prim
+
+    def parse(self, node: ast.AST) -> StructInfo:
+        mp = self.mp
+        call = node if isinstance(node, ast.Call) else None
+        name = _dotted(call.func if call is not None else node)
+        if name is None or len(name) != 2 or name[0] != mp.R or name[1] not in _SINFO_KINDS:
+            raise mp.error(f"expected a struct info annotation such as "
+                           f"{mp.R}.Tensor((n, 4), \"float32\"), got {mp.src(node)!r}", node)
+        kind = name[1]
+        span = mp.span(node)
+        if call is None:  # bare R.Tensor, R.Object...
+            if kind == "Tensor":
+                return TensorStructInfo(span=span)
+            if kind in ("Object", "Any"):  # R.Any: newer TVM's name for R.Object
+                return ObjectStructInfo(span=span)
+            if kind == "Shape":
+                return ShapeStructInfo(span=span)
+            if kind == "Tuple":
+                return TupleStructInfo((), span=span)
+            if kind == "Callable":
+                return FuncStructInfo(None, ObjectStructInfo(), True, span=span)
+            raise mp.error(f"{mp.R}.Prim needs a dtype, e.g. {mp.R}.Prim(\"int64\")", node)
+        return getattr(self, "_" + ("object" if kind == "Any" else kind.lower()))(call, span)
+
+    def _dims(self, node: ast.AST, what: str, allow_negative: bool = False
+              ) -> tuple[tir.PrimExpr, ...]:
+        if not isinstance(node, (ast.Tuple, ast.List)):
+            raise self.mp.error(f"{what} must be a tuple or list of dimensions, got "
+                                f"{self.mp.src(node)!r}", node)
+        return tuple(self.mp.dims(self.prim, node.elts, what, allow_negative))
+
+    def _int(self, node: ast.AST, what: str) -> int:
+        value = self.mp.number(node)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.mp.error(f"{what} must be an integer literal, got {self.mp.src(node)!r}", node)
+        return value
+
+    def _tensor(self, call: ast.Call, span: Span) -> StructInfo:
+        mp = self.mp
+        a = mp.bind_args(call, f"{mp.R}.Tensor", ("shape", "dtype", "ndim"), 0)
+        first = a.get("shape")
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and "dtype" not in a:
+            a["dtype"] = a.pop("shape")  # R.Tensor("float32", ndim=2)
+        shape = None
+        if "shape" in a and not _is_none(a["shape"]):
+            shape = self._dims(a["shape"], f"{mp.R}.Tensor shape")
+        dtype = "void"
+        if "dtype" in a and not _is_none(a["dtype"]):
+            dtype = mp.str_arg(a["dtype"], f"{mp.R}.Tensor dtype")
+            if dtype not in tir.DTYPES and dtype != "void":
+                raise mp.error(f"{mp.R}.Tensor: unknown dtype {dtype!r}", a["dtype"])
+        ndim = -1
+        if "ndim" in a:
+            ndim = self._int(a["ndim"], f"{mp.R}.Tensor ndim")
+            if ndim < -1:
+                raise mp.error(f"{mp.R}.Tensor: ndim must be -1 (unknown) or >= 0", a["ndim"])
+            if shape is not None and ndim not in (-1, len(shape)):
+                raise mp.error(f"{mp.R}.Tensor: ndim={ndim} does not match the shape's "
+                               f"{len(shape)} dimension(s)", a["ndim"])
+        return TensorStructInfo(shape, dtype, ndim, span=span)
+
+    def _tuple(self, call: ast.Call, span: Span) -> StructInfo:
+        mp = self.mp
+        if call.keywords:
+            raise mp.error(f"{mp.R}.Tuple takes its fields as positional arguments",
+                           call.keywords[0].value)
+        elts = call.args
+        if len(elts) == 1 and isinstance(elts[0], (ast.List, ast.Tuple)):
+            elts = elts[0].elts
+        return TupleStructInfo([self.parse(e) for e in elts], span=span)
+
+    def _shape(self, call: ast.Call, span: Span) -> StructInfo:
+        mp = self.mp
+        a = mp.bind_args(call, f"{mp.R}.Shape", ("values", "ndim"), 0)
+        if "values" in a and not _is_none(a["values"]):
+            values = self._dims(a["values"], f"{mp.R}.Shape values", allow_negative=True)
+            if "ndim" in a and self._int(a["ndim"], f"{mp.R}.Shape ndim") not in (-1, len(values)):
+                raise mp.error(f"{mp.R}.Shape: ndim does not match the number of values", a["ndim"])
+            return ShapeStructInfo(values, span=span)
+        ndim = self._int(a["ndim"], f"{mp.R}.Shape ndim") if "ndim" in a else -1
+        if ndim < -1:
+            raise mp.error(f"{mp.R}.Shape: ndim must be -1 (unknown) or >= 0", a["ndim"])
+        return ShapeStructInfo(None, ndim, span=span)
+
+    def _prim(self, call: ast.Call, span: Span) -> StructInfo:
+        mp = self.mp
+        a = mp.bind_args(call, f"{mp.R}.Prim", ("dtype", "value"), 0)
+        value = None
+        if "value" in a and not _is_none(a["value"]):
+            value = self.prim.parse(a["value"])
+        if "dtype" in a and not _is_none(a["dtype"]):
+            dtype = mp.dtype_arg(a["dtype"], f"{mp.R}.Prim dtype")
+            if value is not None:
+                value = _adopt(value, dtype)
+                if tir.is_float(value.dtype) != tir.is_float(dtype) or \
+                        tir.is_bool(value.dtype) != tir.is_bool(dtype):
+                    raise mp.error(f"{mp.R}.Prim: the value {mp.src(a['value'])} is "
+                                   f"{value.dtype}, not {dtype}", a["value"])
+        elif value is not None:
+            dtype = value.dtype
+        else:
+            raise mp.error(f"{mp.R}.Prim needs a dtype or a value", call)
+        return PrimStructInfo(dtype, value, span=span)
+
+    def _object(self, call: ast.Call, span: Span) -> StructInfo:
+        if call.args or call.keywords:
+            raise self.mp.error(f"{self.mp.R}.Object takes no arguments", call)
+        return ObjectStructInfo(span=span)
+
+    def _callable(self, call: ast.Call, span: Span) -> StructInfo:
+        mp = self.mp
+        a = mp.bind_args(call, f"{mp.R}.Callable", ("params", "ret", "purity"), 0)
+        params = None
+        if "params" in a and not _is_none(a["params"]):
+            p = a["params"]
+            if not isinstance(p, (ast.Tuple, ast.List)):
+                raise mp.error(f"{mp.R}.Callable params must be a tuple of struct info", p)
+            params = [self.parse(e) for e in p.elts]
+        ret: StructInfo = ObjectStructInfo()
+        if "ret" in a and not _is_none(a["ret"]):
+            ret = self.parse(a["ret"])
+        purity = True
+        if "purity" in a:
+            value = a["purity"]
+            if not (isinstance(value, ast.Constant) and isinstance(value.value, bool)):
+                raise mp.error(f"{mp.R}.Callable purity must be True or False", value)
+            purity = value.value
+        return FuncStructInfo(params, ret, purity, span=span)

@@ -1,0 +1,896 @@
+"""The Relax level of the TVMScript parser: ``@R.function`` bodies (see
+:mod:`phasec.script.parser`)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..ir import expr as rx
+from ..ir import tir
+from ..ir.node import Span
+from ..ir.op.registry import REQUIRED, OpDef, find_op
+from ..ir.struct_info import StructInfo, TupleStructInfo
+from ._parse_common import (
+    _INT_DTYPES, _PY_OP_SPELLING, _RELAX_OP_FOR, _SINFO_KINDS, _dotted, _is_docstring, _is_none,
+    _stmt_kind, _to_tuple,
+)
+from ._parse_expr import _PrimExprParser, _SinfoParser
+
+if TYPE_CHECKING:
+    from .parser import _ModuleParser, _Signature
+
+
+class _Frame:
+    """The binding blocks of one SeqExpr under construction."""
+
+    __slots__ = ("blocks", "bindings", "dataflow", "filename")
+
+    def __init__(self, filename: str) -> None:
+        self.blocks: list[rx.BindingBlock] = []
+        self.bindings: list[rx.Binding] = []
+        self.dataflow = False
+        self.filename = filename
+
+    def flush(self, span: Span | None = None) -> None:
+        """Close the open block (a dataflow block is kept even when empty)."""
+        if not self.bindings and not self.dataflow:
+            return
+        if span is None:
+            first, last = self.bindings[0].span, self.bindings[-1].span
+            if first is not None and last is not None:
+                span = Span(first.file, first.line, first.col, last.end_line, last.end_col)
+        cls = rx.DataflowBlock if self.dataflow else rx.BindingBlock
+        self.blocks.append(cls(self.bindings, span=span))
+        self.bindings = []
+
+
+#: Relax dialect calls with their own argument conventions: R.<name> -> handler.
+_RELAX_CALLS = {
+    "const": "_call_const",
+    "shape": "_call_shape",
+    "prim_value": "_call_prim_value",
+    "str": "_call_str",
+    "dtype": "_call_dtype",
+    "call_tir": "_call_tir",
+    "call_dps_packed": "_call_dps_packed",
+    "call_packed": "_call_packed",
+    "call_pure_packed": "_call_pure_packed",
+    "make_closure": "_call_make_closure",
+    "invoke_closure": "_call_invoke_closure",
+    "invoke_pure_closure": "_call_invoke_pure_closure",
+    "ExternFunc": "_call_extern_func",
+}
+
+#: Dialect names that are statements, not values: R.<name> -> where they belong.
+_RELAX_STATEMENT_ONLY = {
+    "match_cast": "can only be the value of an assignment: `y = R.match_cast(x, R.Tensor(...))`",
+    "output": "can only be the last statement of a dataflow block",
+    "dataflow": "opens a block: `with R.dataflow():`",
+    "func_attr": "can only be a statement at the start of a function body",
+    "function": "is a decorator: `@R.function`",
+}
+
+_OUT_SINFO = {"out_ty": "out_sinfo"}
+_SINFO_ARGS = {"ty_args": "sinfo_args"}
+
+
+class _RelaxFunctionParser:
+    """Parses one ``@R.function`` (``parent`` is set for nested functions)."""
+
+    def __init__(self, mp: _ModuleParser, sig: _Signature,
+                 parent: _RelaxFunctionParser | None, self_var: rx.Var | None = None) -> None:
+        self.mp = mp
+        self.sig = sig
+        self.parent = parent
+        self.scopes: list[dict[str, rx.Expr]] = [{p.name_hint: p for p in sig.params}]
+        if self_var is not None:  # a nested function sees its own name (recursion)
+            self.scopes[0].setdefault(self_var.name_hint, self_var)
+        self.frame = _Frame(mp.filename)
+        self.output_stmts: set[int] = set()  # ids of statements defining R.output vars
+        # names bound inside an ended dataflow block but not in its R.output
+        self.dataflow_locals: set[str] = set()
+        self.prim = _PrimExprParser(mp, "int64", self._resolve_dim)
+        self.sinfo_parser = _SinfoParser(mp, self.prim)
+
+    # -- names -------------------------------------------------------------
+    def _lookup(self, name: str) -> rx.Expr | None:
+        p: _RelaxFunctionParser | None = self
+        while p is not None:
+            for scope in reversed(p.scopes):
+                value = scope.get(name)
+                if value is not None:
+                    return value
+            p = p.parent
+        return None
+
+    def visible_sym(self, name: str) -> tir.Var | None:
+        """The symbolic variable ``name`` of this function or of an enclosing
+        one (a nested function is part of its enclosing function and shares
+        its symbolic variables), or None."""
+        p: _RelaxFunctionParser | None = self
+        while p is not None:
+            var = p.sig.syms.get(name)
+            if var is not None:
+                return var
+            p = p.parent
+        return None
+
+    def _resolve_dim(self, name: str, node: ast.AST, declare: bool) -> tir.Var:
+        """A symbolic dimension in the body: a variable of this function or an
+        enclosing one; a string (``"m"`` in a match_cast) declares a new one."""
+        var = self.visible_sym(name)
+        if var is not None:
+            return var
+        if declare:
+            var = self.sig.syms[name] = tir.Var(name, "int64", span=self.mp.span(node))
+            return var
+        if self._lookup(name) is not None:
+            raise self.mp.error(f"{name!r} is a Relax variable, not a symbolic dimension", node)
+        raise self.mp.error(f"name {name!r} is not defined (declare a symbolic dimension with "
+                            f"`{name} = {self.mp.T}.int64()`)", node)
+
+    def _bind(self, name: str, value: rx.Expr) -> None:
+        self.scopes[-1][name] = value
+
+    def _new_var(self, name: str, sinfo: StructInfo | None, node: ast.AST,
+                 stmt: ast.AST | None) -> rx.Var:
+        """A Var, or a DataflowVar inside a dataflow block unless R.output lists it."""
+        span = self.mp.span(node)
+        if self.frame.dataflow and (stmt is None or id(stmt) not in self.output_stmts):
+            return rx.DataflowVar(name, sinfo, span=span)
+        return rx.Var(name, sinfo, span=span)
+
+    def _emit(self, binding: rx.Binding) -> None:
+        self.frame.bindings.append(binding)
+
+    # -- function ----------------------------------------------------------
+    def parse_function(self, attrs: dict[str, Any] | None = None) -> rx.Function:
+        mp, sig = self.mp, self.sig
+        fdef = sig.node
+        attrs = dict(attrs or {})
+        body = list(fdef.body)
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        for i, stmt in enumerate(body[:-1]):
+            if isinstance(stmt, ast.Return):
+                raise mp.error("`return` must be the last statement of the function body "
+                               "(this statement follows it)", body[i + 1])
+        if not body or not isinstance(body[-1], ast.Return):
+            raise mp.error(f"R.function {sig.name!r} must end with `return <expr>`",
+                           body[-1] if body else fdef)
+        func_attrs: dict[str, Any] = {}
+        for stmt in body[:-1]:
+            mp.where = stmt
+            if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                    and _dotted(stmt.value.func) == (mp.R, "func_attr")):
+                call = stmt.value
+                if func_attrs or len(call.args) != 1 or call.keywords:
+                    raise mp.error(f"{mp.R}.func_attr expects one dictionary literal and may "
+                                   f"appear once", stmt)
+                func_attrs = mp.attr_dict(call.args[0])
+                continue
+            self._stmt(stmt)
+        ret = body[-1]
+        mp.where = ret
+        if ret.value is None:
+            raise mp.error(f"R.function {sig.name!r}: `return` needs a value", ret)
+        # A non-leaf result gets its own binding, so the body is a leaf (as TVM's
+        # normalizer does).
+        result = self._arg(ret.value)
+        self.frame.flush()
+        seq = rx.SeqExpr(self.frame.blocks, result, span=mp.span(ret))
+        if not sig.private:
+            attrs["global_symbol"] = sig.name
+        attrs.update(func_attrs)
+        func = rx.Function(sig.params, seq, sig.ret, sig.is_pure, attrs, span=mp.span(fdef))
+        if func.struct_info is None:
+            sinfo = mp.infer(func)
+            if sinfo is not None:
+                func = rx.Function(sig.params, seq, sig.ret, sig.is_pure, attrs,
+                                   struct_info=sinfo, span=func.span)
+        return func
+
+    # -- statements --------------------------------------------------------
+    def _stmts(self, stmts: Sequence[ast.stmt]) -> None:
+        for stmt in stmts:
+            self._stmt(stmt)
+
+    def _stmt(self, stmt: ast.stmt) -> None:
+        mp = self.mp
+        mp.where = stmt
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            self._assign(stmt)
+        elif isinstance(stmt, ast.With):
+            self._dataflow(stmt)
+        elif isinstance(stmt, ast.If):
+            self._if(stmt)
+        elif isinstance(stmt, ast.FunctionDef):
+            self._nested_function(stmt)
+        elif isinstance(stmt, ast.Expr):
+            self._expr_stmt(stmt)
+        elif isinstance(stmt, ast.Return):
+            raise mp.error("`return` must be the last statement of the function body "
+                           "(in an if branch, assign the result instead)", stmt)
+        else:
+            raise mp.error(f"unsupported statement '{_stmt_kind(stmt)}' in R.function", stmt)
+
+    def _target(self, stmt: ast.Assign | ast.AnnAssign) -> tuple[ast.Name, ast.AST | None]:
+        mp = self.mp
+        if isinstance(stmt, ast.Assign):
+            if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+                raise mp.error("only `name = expr` assignments are supported in R.function "
+                               "(no tuple unpacking or chained assignment)", stmt.targets[0])
+            return stmt.targets[0], None
+        if not isinstance(stmt.target, ast.Name):
+            raise mp.error("only `name: annotation = expr` is supported in R.function", stmt.target)
+        if stmt.value is None:
+            raise mp.error(f"annotation without a value for {stmt.target.id!r}", stmt)
+        return stmt.target, stmt.annotation
+
+    def _assign(self, stmt: ast.Assign | ast.AnnAssign) -> None:
+        mp = self.mp
+        target, ann = self._target(stmt)
+        value = stmt.value
+        fname = _dotted(value.func) if isinstance(value, ast.Call) else None
+        # `n = T.int64()`: a symbolic dimension
+        if fname is not None and len(fname) == 2 and fname[0] == mp.T and fname[1] in _INT_DTYPES \
+                and not value.args and not value.keywords:
+            if ann is not None:
+                raise mp.error("a symbolic variable declaration takes no annotation", ann)
+            # Declaring a name again (the printer declares every variable a
+            # function mentions, signature ones included) means the same variable.
+            if self.visible_sym(target.id) is None:
+                self.sig.syms[target.id] = tir.Var(target.id, fname[1], span=mp.span(target))
+            return
+        if (ann is None and isinstance(value, ast.Name) and value.id in mp.class_names
+                and self._lookup(value.id) is None):
+            mp.class_names.add(target.id)  # `cls = Module`, as TVM prints it
+            return
+        if fname == (mp.R, "match_cast"):
+            a = mp.bind_args(value, f"{mp.R}.match_cast", ("value", "struct_info"), 2)
+            source = self._arg(a["value"])
+            cast_sinfo = self.sinfo_parser.parse(a["struct_info"])
+            var_sinfo = self.sinfo_parser.parse(ann) if ann is not None else cast_sinfo
+            var = self._new_var(target.id, var_sinfo, target, stmt)
+            self._emit(rx.MatchCast(var, source, cast_sinfo, span=mp.span(stmt)))
+            self._bind(target.id, var)
+            return
+        expr = self._expr(value)
+        sinfo = self.sinfo_parser.parse(ann) if ann is not None else expr.struct_info
+        var = self._new_var(target.id, sinfo, target, stmt)
+        self._emit(rx.VarBinding(var, expr, span=mp.span(stmt)))
+        self._bind(target.id, var)
+
+    def _expr_stmt(self, stmt: ast.Expr) -> None:
+        mp = self.mp
+        value = stmt.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return  # a docstring or comment string
+        if not isinstance(value, ast.Call):
+            raise mp.error(f"expression statement {mp.src(value)!r} has no effect; only calls "
+                           f"(e.g. {mp.R}.call_packed(...)) may stand alone", stmt)
+        fname = _dotted(value.func)
+        if fname == (mp.R, "output"):
+            raise mp.error(f"{mp.R}.output(...) can only be the last statement of a dataflow "
+                           f"block", stmt)
+        if fname == (mp.R, "func_attr"):
+            raise mp.error(f"{mp.R}.func_attr must be a statement at the top of the function "
+                           f"body", stmt)
+        expr = self._expr(value)
+        var = self._new_var("_", expr.struct_info, value, stmt)
+        self._emit(rx.VarBinding(var, expr, span=mp.span(stmt)))
+
+    def _bound_name(self, stmt: ast.stmt) -> str | None:
+        """The name a statement binds (for R.output resolution), if any."""
+        while True:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                    and isinstance(stmt.targets[0], ast.Name):
+                return stmt.targets[0].id
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                return stmt.target.id
+            if isinstance(stmt, ast.FunctionDef):
+                return stmt.name
+            if isinstance(stmt, ast.If) and stmt.body:
+                stmt = stmt.body[-1]
+                continue
+            return None
+
+    def _dataflow(self, stmt: ast.With) -> None:
+        mp = self.mp
+        item = stmt.items[0]
+        is_df = (len(stmt.items) == 1 and isinstance(item.context_expr, ast.Call)
+                 and _dotted(item.context_expr.func) == (mp.R, "dataflow")
+                 and not item.context_expr.args and not item.context_expr.keywords)
+        if not is_df:
+            raise mp.error(f"unsupported statement 'with {mp.src(item.context_expr)}' in "
+                           f"R.function; only `with {mp.R}.dataflow():` is supported", stmt)
+        if item.optional_vars is not None:
+            raise mp.error(f"`with {mp.R}.dataflow()` takes no `as` target", item.optional_vars)
+        if self.frame.dataflow:
+            raise mp.error("dataflow blocks cannot be nested", stmt)
+        last = stmt.body[-1]
+        if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+                and _dotted(last.value.func) == (mp.R, "output")):
+            raise mp.error(f"expected {mp.R}.output(...) as the last statement of a dataflow "
+                           f"block", last)
+        out_call = last.value
+        if out_call.keywords:
+            raise mp.error(f"{mp.R}.output takes variable names only", out_call.keywords[0].value)
+        last_def: dict[str, ast.stmt] = {}
+        for s in stmt.body[:-1]:
+            name = self._bound_name(s)
+            if name is not None:
+                last_def[name] = s
+        outputs: list[str] = []
+        for a in out_call.args:
+            if not isinstance(a, ast.Name):
+                raise mp.error(f"{mp.R}.output takes variable names, got {mp.src(a)!r}", a)
+            if a.id not in last_def:
+                raise mp.error(f"{mp.R}.output({a.id}): {a.id!r} is not assigned in this "
+                               f"dataflow block", a)
+            outputs.append(a.id)
+        self.frame.flush()
+        self.frame.dataflow = True
+        saved_outputs = self.output_stmts
+        self.output_stmts = {id(last_def[n]) for n in outputs}
+        self.scopes.append({})
+        try:
+            self._stmts(stmt.body[:-1])
+        finally:
+            block_scope = self.scopes.pop()
+            self.output_stmts = saved_outputs
+        mp.where = last
+        self.frame.flush(mp.span(stmt))
+        self.frame.dataflow = False
+        for name in outputs:
+            var = block_scope.get(name)
+            if not isinstance(var, rx.Var) or isinstance(var, rx.DataflowVar):
+                raise mp.error(f"{mp.R}.output({name}): {name!r} is not a variable bound in this "
+                               f"dataflow block", out_call)
+            self._bind(name, var)
+        self.dataflow_locals.update(n for n in block_scope if n not in outputs)
+
+    def _branch(self, stmts: list[ast.stmt], which: str,
+                if_stmt: ast.If) -> tuple[str, StructInfo | None, rx.SeqExpr]:
+        """One branch of an if: its bindings, and the value of its last assignment.
+
+        As in TVM, a leaf value (``y = x``) is the branch's result directly;
+        any other value is bound to ``y_then``/``y_else`` in the branch and
+        that variable is the result, so branch bodies are leaves.
+        """
+        mp = self.mp
+        saved_frame = self.frame
+        self.frame = _Frame(mp.filename)
+        self.scopes.append({})
+        saved_outputs, self.output_stmts = self.output_stmts, set()
+        try:
+            self._stmts(stmts[:-1])
+            last = stmts[-1]
+            mp.where = last
+            ann: StructInfo | None = None
+            if isinstance(last, (ast.Assign, ast.AnnAssign)):
+                target, ann_node = self._target(last)
+                name = target.id
+                inner_name = f"{name}_{which}"
+                value = last.value
+                if isinstance(value, ast.Call) and _dotted(value.func) == (mp.R, "match_cast"):
+                    a = mp.bind_args(value, f"{mp.R}.match_cast", ("value", "struct_info"), 2)
+                    source = self._arg(a["value"])
+                    cast_sinfo = self.sinfo_parser.parse(a["struct_info"])
+                    ann = self.sinfo_parser.parse(ann_node) if ann_node is not None else None
+                    result = rx.Var(inner_name, ann or cast_sinfo, span=mp.span(target))
+                    self._emit(rx.MatchCast(result, source, cast_sinfo, span=mp.span(last)))
+                else:
+                    expr = self._expr(value)
+                    if ann_node is not None:
+                        ann = self.sinfo_parser.parse(ann_node)
+                    if isinstance(expr, (rx.LEAF_EXPRS, rx.Tuple)):
+                        result = expr
+                    else:
+                        result = rx.Var(inner_name, ann or expr.struct_info, span=mp.span(target))
+                        self._emit(rx.VarBinding(result, expr, span=mp.span(last)))
+            elif isinstance(last, ast.If):
+                self._if(last)  # `elif`, or a nested if that binds the result
+                name = self._bound_name(last) or ""
+                result = self.scopes[-1][name]
+            else:
+                raise mp.error(f"the {which} branch of an if must end with an assignment "
+                               f"`name = expr` giving the if's result", last)
+            self.frame.flush()
+            seq = rx.SeqExpr(self.frame.blocks, result, span=mp.span(last))
+        finally:
+            self.scopes.pop()
+            self.frame = saved_frame
+            self.output_stmts = saved_outputs
+        return name, ann, seq
+
+    def _if(self, stmt: ast.If) -> None:
+        mp = self.mp
+        if not stmt.orelse:
+            raise mp.error("an if in R.function needs an else branch (both branches assign the "
+                           "result)", stmt)
+        cond = self._arg(stmt.test)
+        then_name, then_ann, then_seq = self._branch(stmt.body, "then", stmt)
+        else_name, else_ann, else_seq = self._branch(stmt.orelse, "else", stmt)
+        mp.where = stmt
+        if then_name != else_name:
+            raise mp.error(f"both branches of an if must assign the same variable (then assigns "
+                           f"{then_name!r}, else assigns {else_name!r})", stmt)
+        span = mp.span(stmt)
+        node = rx.If(cond, then_seq, else_seq, span=span)
+        sinfo = mp.infer(node)
+        if sinfo is not None:
+            node = rx.If(cond, then_seq, else_seq, struct_info=sinfo, span=span)
+        var_sinfo = then_ann or else_ann or sinfo
+        var = self._new_var(then_name, var_sinfo, stmt, stmt)
+        self._emit(rx.VarBinding(var, node, span=span))
+        self._bind(then_name, var)
+
+    def _nested_function(self, stmt: ast.FunctionDef) -> None:
+        mp = self.mp
+        kind = mp._function_kind(stmt)
+        if kind != "relax":
+            raise mp.error(f"a {mp.T}.prim_func cannot be nested in an R.function; define it "
+                           f"in the module class", stmt)
+        sig = mp.relax_signature(stmt, enclosing=self)
+        mp.where = stmt
+        fsinfo = sig.struct_info()
+        var = None
+        if fsinfo is not None:
+            var = self._new_var(stmt.name, fsinfo, stmt, stmt)
+        elif any(isinstance(n, ast.Name) and n.id == stmt.name
+                 for s in stmt.body for n in ast.walk(s)):
+            raise mp.error(f"recursive function {stmt.name!r} needs a return annotation "
+                           f"(`-> R.Tensor(...)`)", stmt)
+        func = _RelaxFunctionParser(mp, sig, self, self_var=var).parse_function()
+        mp.where = stmt
+        if var is None:
+            var = self._new_var(stmt.name, func.struct_info, stmt, stmt)
+        self._emit(rx.VarBinding(var, func, span=mp.span(stmt)))
+        self._bind(stmt.name, var)
+
+    # -- expressions -------------------------------------------------------
+    def _arg(self, node: ast.AST) -> rx.Expr:
+        """An operand in A-normal form: non-leaf values get their own binding."""
+        return self._as_leaf(self._expr(node), node)
+
+    def _as_leaf(self, expr: rx.Expr, node: ast.AST) -> rx.Expr:
+        if isinstance(expr, (rx.LEAF_EXPRS, rx.Tuple)):  # tuples are built from leaves
+            return expr
+        var = self._new_var(self.mp.fresh_name(), expr.struct_info, node, None)
+        self._emit(rx.VarBinding(var, expr, span=self.mp.span(node)))
+        return var
+
+    def _expr(self, node: ast.AST) -> rx.Expr:
+        mp = self.mp
+        if isinstance(node, ast.Name):
+            value = self._lookup(node.id)
+            if value is not None:
+                return value
+            if node.id in self.sig.syms:
+                raise mp.error(f"{node.id!r} is a symbolic dimension, not a Relax value; use "
+                               f"{mp.R}.prim_value({node.id}) or {mp.R}.shape([{node.id}])", node)
+            if node.id in self.dataflow_locals:
+                raise mp.error(
+                    f"{node.id!r} is a dataflow variable: it is bound inside a dataflow block "
+                    f"but not listed in its {mp.R}.output(...), so it is not visible after the "
+                    f"block; add it to {mp.R}.output (see phasec-check --explain WF003)", node)
+            raise mp.error(f"name {node.id!r} is not defined", node)
+        if isinstance(node, ast.Attribute):
+            name = _dotted(node)
+            if name is not None and len(name) == 2 and name[0] in mp.class_names:
+                return mp.global_var(name[1], node)
+            if name is not None and name[0] == mp.R:
+                raise mp.error(f"{mp.src(node)} is not a value (did you mean to call it?)", node)
+            raise mp.error(f"unsupported expression {mp.src(node)!r}", node)
+        if isinstance(node, ast.Tuple):
+            fields = []
+            for e in node.elts:
+                if isinstance(e, ast.Starred):
+                    raise mp.error("*args are not supported in a tuple", e)
+                fields.append(self._arg(e))
+            return rx.Tuple(fields, span=mp.span(node))
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.value, ast.Name) and node.value.id == "metadata":
+                raise mp.error("metadata[...] constants are not supported; write the value "
+                               f"inline with {mp.R}.const([...], dtype)", node)
+            index = mp.number(node.slice)
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                raise mp.error(f"a tuple index must be a non-negative integer literal, got "
+                               f"{mp.src(node.slice)!r}", node.slice)
+            tup = self._arg(node.value)
+            return rx.TupleGetItem(tup, index, span=mp.span(node))
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, ast.Constant) or mp.number(node) is not None:
+            raise mp.error(f"a Python literal ({mp.src(node)}) is not a Relax value; use "
+                           f"{mp.R}.const(...), {mp.R}.prim_value(...) or {mp.R}.str(...)", node)
+        if isinstance(node, ast.BinOp):
+            spelled = _PY_OP_SPELLING.get(type(node.op), "?")
+            hint = _RELAX_OP_FOR.get(type(node.op))
+            hint_text = f"; use {hint.replace('R.', mp.R + '.')}(...)" if hint else ""
+            raise mp.error(f"operator {spelled!r} is not supported on Relax values{hint_text}", node)
+        if isinstance(node, ast.Lambda):
+            raise mp.error("lambda is not supported; define a nested @R.function", node)
+        raise mp.error(f"unsupported expression {mp.src(node)!r} in R.function", node)
+
+    def _call(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        name = _dotted(node.func)
+        if name is not None and len(name) >= 2 and name[0] == mp.R:
+            return self._relax_call(".".join(name[1:]), node)
+        if name is not None and len(name) >= 2 and name[0] == mp.T:
+            raise mp.error(f"{mp.src(node.func)} is a TIR function; in R.function wrap scalars "
+                           f"with {mp.R}.prim_value(...)", node)
+        if name is not None and len(name) == 2 and name[0] in mp.class_names:
+            callee: rx.Expr = mp.global_var(name[1], node.func)
+        elif name is not None and len(name) == 1:
+            found = self._lookup(name[0])
+            if found is None:
+                raise mp.error(f"name {name[0]!r} is not defined", node.func)
+            callee = found
+        else:
+            raise mp.error(f"unsupported call {mp.src(node.func)!r}; expected {mp.R}.<operator>, "
+                           f"cls.<function> or a local function", node.func)
+        if node.keywords:
+            raise mp.error("calls of functions take positional arguments only",
+                           node.keywords[0].value)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise mp.error("*args are not supported", a)
+            args.append(self._arg(a))
+        return self._with_sinfo(rx.Call(callee, args, span=mp.span(node)))
+
+    def _with_sinfo(self, call: rx.Call) -> rx.Call:
+        sinfo = self.mp.infer(call)
+        if sinfo is None:
+            return call
+        return rx.Call(call.op, call.args, call.attrs, call.sinfo_args, struct_info=sinfo,
+                       span=call.span)
+
+    def _relax_call(self, name: str, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        handler = _RELAX_CALLS.get(name)
+        if handler is not None:
+            return getattr(self, handler)(node)
+        if name in _RELAX_STATEMENT_ONLY:
+            raise mp.error(f"{mp.R}.{name} {_RELAX_STATEMENT_ONLY[name]}", node)
+        if name in _SINFO_KINDS:
+            raise mp.error(f"{mp.R}.{name} is a struct info annotation, not a value", node)
+        opdef = find_op("relax." + name)
+        if opdef is None:
+            hint = mp.op_suggestion("R." + name).replace("R.", mp.R + ".")
+            raise mp.error(f"unknown operator {mp.R}.{name}{hint}", node.func)
+        return self._op_call(opdef, node)
+
+    def _op_call(self, opdef: OpDef, node: ast.Call) -> rx.Expr:
+        """A registered operator: operands by ``OpDef.args``, attributes by ``OpDef.attrs``."""
+        mp = self.mp
+        what = f"{mp.R}.{opdef.name.removeprefix('relax.')}"
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise mp.error(f"{what}: *args are not supported", a)
+        n_fixed = len(opdef.args) - (1 if opdef.variadic else 0)
+        attr_names = list(opdef.attrs)
+        operand_nodes: list[ast.AST | None] = list(node.args[:n_fixed])
+        operand_nodes += [None] * (n_fixed - len(operand_nodes))
+        attr_nodes: dict[str, ast.AST] = {}
+        rest = node.args[n_fixed:]
+        if opdef.variadic:
+            operand_nodes += rest
+        else:
+            if len(rest) > len(attr_names):
+                raise mp.error(
+                    f"{what} takes {len(opdef.args)} operand(s) ({', '.join(opdef.args) or 'none'})"
+                    + (f" and {len(attr_names)} attribute(s) ({', '.join(attr_names)})"
+                       if attr_names else "")
+                    + f", got {len(node.args)} positional argument(s)", node)
+            attr_nodes.update(zip(attr_names, rest))
+        sinfo_node: ast.AST | None = None
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise mp.error(f"{what}: **kwargs are not supported", kw.value)
+            if kw.arg in opdef.args[:n_fixed]:
+                i = opdef.args.index(kw.arg)
+                if operand_nodes[i] is not None:
+                    raise mp.error(f"{what}: operand {kw.arg!r} given twice", kw.value)
+                operand_nodes[i] = kw.value
+            elif kw.arg in opdef.attrs:
+                if kw.arg in attr_nodes:
+                    raise mp.error(f"{what}: attribute {kw.arg!r} given twice", kw.value)
+                attr_nodes[kw.arg] = kw.value
+            elif kw.arg in ("sinfo_args", "ty_args"):
+                sinfo_node = kw.value
+            else:
+                expected = ", ".join(attr_names) or "none"
+                raise mp.error(f"unknown keyword attribute {kw.arg!r} for {what} (its attributes: "
+                               f"{expected})", kw.value)
+        missing = [opdef.args[i] for i, n in enumerate(operand_nodes[:n_fixed]) if n is None]
+        if missing:
+            given = sum(n is not None for n in operand_nodes)
+            raise mp.error(f"{what} expects {len(opdef.args)} operand(s) "
+                           f"({', '.join(opdef.args)}), got {given}; missing {', '.join(missing)}",
+                           node)
+        attrs: dict[str, Any] = {}
+        for key, default in opdef.attrs.items():
+            if key in attr_nodes:
+                attrs[key] = _to_tuple(mp.literal(attr_nodes[key]))
+            elif default is REQUIRED:
+                raise mp.error(f"{what} requires the attribute {key!r}", node)
+            else:
+                attrs[key] = _to_tuple(default)
+        attrs = _normalize_attrs(opdef, attrs)
+        operands = []
+        for i, n in enumerate(operand_nodes):
+            operands.append(self._operand(opdef, i, n))
+        sinfo_args = self._sinfo_list(sinfo_node) if sinfo_node is not None else ()
+        call = rx.Call(rx.Op(opdef.name, span=mp.span(node.func)), operands, attrs, sinfo_args,
+                       span=mp.span(node))
+        return self._with_sinfo(call)
+
+    def _operand(self, opdef: OpDef, index: int, node: ast.AST) -> rx.Expr:
+        """An operator operand. As for :func:`phasec.ir.op.call_op`, a Python
+        tuple of dims for a shape operand is an R.shape and an integer for a
+        scalar operand (``offset``) an R.prim_value."""
+        name = opdef.args[min(index, len(opdef.args) - 1)]
+        shape_operands, prim_operands = _operand_kinds()
+        if name in prim_operands:
+            number = self.mp.number(node)
+            if isinstance(number, int) and not isinstance(number, bool):
+                return rx.PrimValue(tir.IntImm(number, "int64", span=self.mp.span(node)),
+                                    span=self.mp.span(node))
+        if name in shape_operands and isinstance(node, (ast.Tuple, ast.List)) \
+                and all(self._looks_like_dim(e) for e in node.elts):
+            return rx.ShapeExpr(self.mp.dims(self.prim, node.elts, f"shape operand {name!r}",
+                                             allow_negative=True), span=self.mp.span(node))
+        return self._arg(node)
+
+    def _looks_like_dim(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return self._lookup(node.id) is None and node.id in self.sig.syms
+        return not isinstance(node, (ast.Tuple, ast.List, ast.Subscript)) and not (
+            isinstance(node, ast.Call) and _dotted(node.func) is not None
+            and _dotted(node.func)[0] != self.mp.T)
+
+    def _sinfo_list(self, node: ast.AST) -> tuple[StructInfo, ...]:
+        """``sinfo_args=R.Tensor(...)`` or ``sinfo_args=[A, B]``."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return tuple(self.sinfo_parser.parse(e) for e in node.elts)
+        return (self.sinfo_parser.parse(node),)
+
+    def _out_sinfo(self, node: ast.AST) -> StructInfo:
+        """``out_sinfo=R.Tensor(...)``; a list means a tuple of outputs."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return TupleStructInfo([self.sinfo_parser.parse(e) for e in node.elts],
+                                   span=self.mp.span(node))
+        return self.sinfo_parser.parse(node)
+
+    def _args_tuple(self, node: ast.AST) -> rx.Tuple:
+        """The argument tuple of call_tir & co: ``(a, b)``; a single value is wrapped."""
+        if isinstance(node, (ast.Tuple, ast.List)):
+            fields = [self._arg(e) for e in node.elts]
+            return rx.Tuple(fields, span=self.mp.span(node))
+        value = self._arg(node)
+        if isinstance(value, rx.Tuple):
+            return value
+        return rx.Tuple([value], span=self.mp.span(node))
+
+    def _extern(self, node: ast.AST, what: str) -> rx.ExternFunc:
+        name = self.mp.str_arg(node, f"{what}: the function name")
+        return rx.ExternFunc(name, span=self.mp.span(node))
+
+    def _builtin(self, op_name: str, node: ast.Call, args: list[rx.Expr],
+                 sinfo_args: Sequence[StructInfo] = (), attrs: dict[str, Any] | None = None) -> rx.Expr:
+        call = rx.Call(rx.Op(op_name, span=self.mp.span(node.func)), args, attrs or {},
+                       tuple(sinfo_args), span=self.mp.span(node))
+        return self._with_sinfo(call)
+
+    # -- the dialect calls (table _RELAX_CALLS) ----------------------------------
+    def _call_const(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.const", ("value", "dtype"), 1)
+        value = self._const_value(a["value"])
+        dtype = None
+        if "dtype" in a and not _is_none(a["dtype"]):
+            dtype = mp.dtype_arg(a["dtype"], f"{mp.R}.const dtype")
+        leaves = list(_flatten(value))
+        if dtype is None:
+            if leaves and all(isinstance(v, bool) for v in leaves):
+                dtype = "bool"
+            elif leaves and all(isinstance(v, int) for v in leaves):
+                dtype = "int32"
+            else:
+                dtype = "float32"
+        if not tir.is_float(dtype):
+            for v in leaves:
+                if isinstance(v, float):
+                    raise mp.error(f"{mp.R}.const: {v!r} is not a valid {dtype} value", a["value"])
+        try:
+            with np.errstate(all="raise"):
+                data = np.array(value, dtype=dtype)
+        except (ValueError, TypeError, OverflowError, FloatingPointError) as exc:
+            raise mp.error(f"{mp.R}.const: cannot make a {dtype} tensor of this value ({exc})",
+                           a["value"]) from None
+        if tir.is_int(dtype):
+            info = np.iinfo(dtype)
+            bad = [v for v in leaves if not info.min <= v <= info.max]
+            if bad:
+                raise mp.error(f"{mp.R}.const: {bad[0]} does not fit in {dtype}", a["value"])
+        return rx.Constant(data, span=mp.span(node))
+
+    def _const_value(self, node: ast.AST) -> Any:
+        """Nested lists of numbers (tensor constants), or one number."""
+        mp = self.mp
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [self._const_value(e) for e in node.elts]
+        number = mp.number(node)
+        if number is None:
+            raise mp.error(f"{mp.R}.const expects a number or nested lists of numbers, got "
+                           f"{mp.src(node)!r}", node)
+        return number
+
+    def _call_shape(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.shape", ("values",), 1)
+        v = a["values"]
+        if not isinstance(v, (ast.List, ast.Tuple)):
+            raise mp.error(f"{mp.R}.shape expects a list of dimensions, e.g. {mp.R}.shape([n, 4])", v)
+        return rx.ShapeExpr(mp.dims(self.prim, v.elts, f"{mp.R}.shape", allow_negative=True),
+                            span=mp.span(node))
+
+    def _call_prim_value(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.prim_value", ("value",), 1)
+        return rx.PrimValue(self.prim.parse(a["value"]), span=mp.span(node))
+
+    def _call_str(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.str", ("value",), 1)
+        return rx.StringImm(mp.str_arg(a["value"], f"{mp.R}.str"), span=mp.span(node))
+
+    def _call_dtype(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.dtype", ("value",), 1)
+        return rx.DataTypeImm(mp.dtype_arg(a["value"], f"{mp.R}.dtype"), span=mp.span(node))
+
+    def _call_tir(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.call_tir",
+                         ("gvar", "args", "out_sinfo", "tir_vars", "sinfo_args"), 2,
+                         {**_OUT_SINFO, **_SINFO_ARGS})
+        func = self._arg(a["gvar"])
+        args = [func, self._args_tuple(a["args"])]
+        if "tir_vars" in a and not _is_none(a["tir_vars"]):
+            args.append(self._tir_vars(a["tir_vars"]))
+        return self._builtin("relax.call_tir", node, args, self._dps_sinfo(a, f"{mp.R}.call_tir"))
+
+    def _dps_sinfo(self, a: dict[str, ast.expr], what: str) -> tuple[StructInfo, ...]:
+        """``out_sinfo=`` (the usual spelling) or raw ``sinfo_args=``."""
+        if "out_sinfo" in a and "sinfo_args" in a:
+            raise self.mp.error(f"{what}: give out_sinfo= or sinfo_args=, not both", a["sinfo_args"])
+        if "out_sinfo" in a:
+            return (self._out_sinfo(a["out_sinfo"]),)
+        if "sinfo_args" in a:
+            return self._sinfo_list(a["sinfo_args"])
+        raise self.mp.error(f"{what} needs out_sinfo=<struct info of the result>", self.mp.where)
+
+    def _tir_vars(self, node: ast.AST) -> rx.Expr:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return rx.ShapeExpr(self.mp.dims(self.prim, node.elts, "tir_vars", allow_negative=True),
+                                span=self.mp.span(node))
+        return self._arg(node)
+
+    def _call_dps_packed(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        what = f"{mp.R}.call_dps_packed"
+        a = mp.bind_args(node, what, ("func", "args", "out_sinfo", "sinfo_args"), 2,
+                         {**_OUT_SINFO, **_SINFO_ARGS})
+        func = self._callee_arg(a["func"])
+        return self._builtin("relax.call_dps_packed", node, [func, self._args_tuple(a["args"])],
+                             self._dps_sinfo(a, what))
+
+    def _callee_arg(self, node: ast.AST) -> rx.Expr:
+        """A packed function name (string literal -> ExternFunc) or any value."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return rx.ExternFunc(node.value, span=self.mp.span(node))
+        return self._arg(node)
+
+    def _call_extern_func(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.ExternFunc", ("global_symbol",), 1)
+        return self._extern(a["global_symbol"], f"{mp.R}.ExternFunc")
+
+    def _packed_parts(self, node: ast.Call, what: str, callee_is_name: bool
+                      ) -> tuple[rx.Expr, list[rx.Expr], tuple[StructInfo, ...], dict]:
+        mp = self.mp
+        if not node.args:
+            raise mp.error(f"{what} needs the packed function's name as first argument", node)
+        func = self._extern(node.args[0], what) if callee_is_name else self._callee_arg(node.args[0])
+        args = []
+        for a in node.args[1:]:
+            if isinstance(a, ast.Starred):
+                raise mp.error(f"{what}: *args are not supported", a)
+            args.append(self._arg(a))
+        sinfo_args: tuple[StructInfo, ...] = ()
+        attrs: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise mp.error(f"{what}: **kwargs are not supported", kw.value)
+            if _SINFO_ARGS.get(kw.arg, kw.arg) == "sinfo_args":
+                sinfo_args = self._sinfo_list(kw.value)
+            else:  # extra keywords are call attributes (as in TVM)
+                attrs[kw.arg] = _to_tuple(mp.literal(kw.value))
+        return func, args, sinfo_args, attrs
+
+    def _call_packed(self, node: ast.Call) -> rx.Expr:
+        func, args, sinfo_args, attrs = self._packed_parts(node, f"{self.mp.R}.call_packed", True)
+        call = rx.Call(func, args, attrs, sinfo_args, span=self.mp.span(node))
+        return self._with_sinfo(call)
+
+    def _call_pure_packed(self, node: ast.Call) -> rx.Expr:
+        func, args, sinfo_args, attrs = self._packed_parts(node, f"{self.mp.R}.call_pure_packed", False)
+        return self._builtin("relax.call_pure_packed", node, [func, *args], sinfo_args, attrs)
+
+    def _call_make_closure(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.make_closure", ("func", "args"), 2)
+        func = self._arg(a["func"])
+        return self._builtin("relax.make_closure", node, [func, self._args_tuple(a["args"])])
+
+    def _invoke(self, node: ast.Call, op_name: str) -> rx.Expr:
+        mp = self.mp
+        what = f"{mp.R}.{op_name.removeprefix('relax.')}"
+        a = mp.bind_args(node, what, ("closure", "args", "sinfo_args"), 2, _SINFO_ARGS)
+        closure = self._arg(a["closure"])
+        args = self._args_tuple(a["args"])
+        sinfo_args = self._sinfo_list(a["sinfo_args"]) if "sinfo_args" in a else ()
+        return self._builtin(op_name, node, [closure, args], sinfo_args)
+
+    def _call_invoke_closure(self, node: ast.Call) -> rx.Expr:
+        return self._invoke(node, "relax.invoke_closure")
+
+    def _call_invoke_pure_closure(self, node: ast.Call) -> rx.Expr:
+        return self._invoke(node, "relax.invoke_pure_closure")
+
+
+def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
+    """Operand names taking a tuple of dims (``R.reshape(x, (2, n))``) and
+    operand names taking a Python integer (``offset``), from the registry."""
+    global _OPERAND_KINDS
+    if _OPERAND_KINDS is None:
+        from ..ir import op
+
+        _OPERAND_KINDS = (frozenset(getattr(op, "SHAPE_OPERANDS", ("shape",))),
+                          frozenset(getattr(op, "PRIM_OPERANDS", ())))
+    return _OPERAND_KINDS
+
+
+_OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
+
+
+def _flatten(value: Any):
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(reversed(v))
+        else:
+            yield v
+
+
+def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The registry's canonical attribute values; a value the registry rejects
+    is kept as written (a semantic problem the verifier reports)."""
+    try:
+        from ..ir.op import normalize_attrs
+    except ImportError:  # pragma: no cover - registry without normalizers
+        return attrs
+    try:
+        return normalize_attrs(opdef, attrs)
+    except Exception:  # noqa: BLE001
+        return attrs

@@ -1,0 +1,563 @@
+"""The TIR level of the TVMScript parser: ``@T.prim_func`` kernels (see
+:mod:`phasec.script.parser`)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..ir import tir
+from ..ir.node import Span
+from ._parse_common import _BINOPS, _LOOP_KINDS, _dotted, _is_docstring, _is_none, _stmt_kind
+from ._parse_expr import _extent, _PrimExprParser
+
+if TYPE_CHECKING:
+    from .parser import _ModuleParser
+
+
+class _Handle:
+    """A ``T.handle`` parameter waiting for its ``T.match_buffer``."""
+
+    __slots__ = ("name", "index", "node")
+
+    def __init__(self, name: str, index: int, node: ast.AST) -> None:
+        self.name = name
+        self.index = index
+        self.node = node
+
+
+class _Wrap:
+    """A statement that scopes over the rest of its block (let, alloc_buffer)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[tir.Stmt], tir.Stmt]) -> None:
+        self.make = make
+
+
+class _PrimFuncParser:
+    """Parses one ``@T.prim_func``."""
+
+    def __init__(self, mp: _ModuleParser, fdef: ast.FunctionDef) -> None:
+        self.mp = mp
+        self.fdef = fdef
+        self.scopes: list[dict[str, Any]] = [{}]
+        self.params: list[Any] = []
+        self.loop_extents: dict[int, tir.PrimExpr] = {}  # id(loop var) -> extent
+        self.declared: set[int] = set()  # ids of `n = T.int64()` statements already handled
+        self.prim = _PrimExprParser(mp, "int32", self._resolve)
+        self.attrs: dict[str, Any] = {}
+        self.attrs_seen = False
+
+    def _lookup(self, name: str) -> Any:
+        for scope in reversed(self.scopes):
+            value = scope.get(name)
+            if value is not None:
+                return value
+        return None
+
+    def _resolve(self, name: str, node: ast.AST, declare: bool = False) -> Any:
+        mp = self.mp
+        if declare:  # "n" in a buffer shape: a symbolic dim
+            var = self.scopes[0].get(name)
+            if var is None:
+                var = self.scopes[0][name] = tir.Var(name, "int64", span=mp.span(node))
+            if not isinstance(var, tir.Var):
+                raise mp.error(f"{name!r} is not a scalar variable", node)
+            return var
+        value = self._lookup(name)
+        if value is None:
+            raise mp.error(f"name {name!r} is not defined", node)
+        if isinstance(value, _Handle):
+            raise mp.error(f"handle {name!r} must be bound with {mp.T}.match_buffer before use",
+                           node)
+        return value
+
+    def _bind(self, name: str, value: Any) -> None:
+        self.scopes[-1][name] = value
+
+    def _sym_decl(self, stmt: ast.stmt) -> tuple[str, str] | None:
+        """(name, dtype) if ``stmt`` is ``n = T.int64()``."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)):
+            return None
+        name = _dotted(stmt.value.func)
+        if (name is not None and len(name) == 2 and name[0] == self.mp.T and name[1] in tir.DTYPES
+                and not stmt.value.args and not stmt.value.keywords):
+            return stmt.targets[0].id, name[1]
+        return None
+
+    def parse(self) -> tir.PrimFunc:
+        mp, fdef = self.mp, self.fdef
+        flags = mp.decorator_flags(fdef, ("private",))
+        mp.check_plain_args(fdef)
+        body = list(fdef.body)
+        if body and _is_docstring(body[0]):
+            body = body[1:]
+        # Symbolic variables first, so parameter annotations may use them.
+        for stmt in body:
+            decl = self._sym_decl(stmt)
+            if decl is not None:
+                self.scopes[0][decl[0]] = tir.Var(decl[0], decl[1], span=mp.span(stmt.targets[0]))
+                self.declared.add(id(stmt))
+        for i, a in enumerate(fdef.args.args):
+            mp.where = a
+            self.params.append(self._param(a, i))
+            self._bind(a.arg, self.params[-1])
+        if fdef.returns is not None and not _is_none(fdef.returns):
+            raise mp.error(f"a {mp.T}.prim_func returns nothing; remove the return annotation",
+                           fdef.returns)
+        stmt = self._stmts(body, top=True)
+        for p in self.params:
+            if isinstance(p, _Handle):
+                raise mp.error(f"handle parameter {p.name!r} has no {mp.T}.match_buffer", p.node)
+        attrs = {} if flags.get("private", False) else {"global_symbol": fdef.name}
+        attrs.update(self.attrs)
+        return tir.PrimFunc(self.params, stmt, attrs, span=mp.span(fdef))
+
+    def _param(self, a: ast.arg, index: int) -> Any:
+        mp = self.mp
+        ann = a.annotation
+        span = mp.span(a)
+        if ann is None:
+            raise mp.error(f"parameter {a.arg!r} needs an annotation ({mp.T}.Buffer(...), "
+                           f"{mp.T}.handle or a scalar type such as {mp.T}.int64)", a)
+        name = _dotted(ann)
+        if name == (mp.T, "handle"):
+            return _Handle(a.arg, index, a)
+        if name is not None and len(name) == 2 and name[0] == mp.T and name[1] in tir.DTYPES:
+            return tir.Var(a.arg, name[1], span=span)
+        if isinstance(ann, ast.Call) and _dotted(ann.func) == (mp.T, "Buffer"):
+            shape, dtype = self._buffer_args(ann, f"{mp.T}.Buffer")
+            return tir.Buffer(a.arg, shape, dtype, span=span)
+        raise mp.error(f"unsupported parameter annotation {mp.src(ann)!r}; expected "
+                       f"{mp.T}.Buffer(shape, dtype), {mp.T}.handle or {mp.T}.<dtype>", ann)
+
+    def _buffer_args(self, call: ast.Call, what: str,
+                     params: Sequence[str] = ("shape", "dtype")) -> tuple[list, str]:
+        mp = self.mp
+        a = mp.bind_args(call, what, params, params.index("shape") + 1)
+        shape_node = a["shape"]
+        elts = shape_node.elts if isinstance(shape_node, (ast.Tuple, ast.List)) else [shape_node]
+        shape = mp.dims(self.prim, elts, f"{what} shape", dtype=None)
+        dtype = mp.dtype_arg(a["dtype"], f"{what} dtype") if "dtype" in a else "float32"
+        return shape, dtype
+
+    # -- statements ----------------------------------------------------------
+    def _stmts(self, stmts: Sequence[ast.stmt], top: bool = False) -> tir.Stmt:
+        """A statement list; lets and allocations scope over the rest of it."""
+        self.scopes.append({})
+        try:
+            pending: list[tuple[list[tir.Stmt], _Wrap]] = []
+            current: list[tir.Stmt] = []
+            for stmt in stmts:
+                result = self._stmt(stmt, top)
+                if result is None:
+                    continue
+                if isinstance(result, _Wrap):
+                    pending.append((current, result))
+                    current = []
+                else:
+                    current.append(result)
+        finally:
+            self.scopes.pop()
+        body = _seq(current)
+        for before, wrap in reversed(pending):
+            body = _seq([*before, wrap.make(body)])
+        return body
+
+    def _stmt(self, stmt: ast.stmt, top: bool) -> tir.Stmt | _Wrap | None:
+        mp = self.mp
+        mp.where = stmt
+        if isinstance(stmt, ast.For):
+            return self._for(stmt)
+        if isinstance(stmt, ast.Assign):
+            return self._assign(stmt, top)
+        if isinstance(stmt, ast.AnnAssign):
+            return self._ann_assign(stmt)
+        if isinstance(stmt, ast.AugAssign):
+            return self._aug_assign(stmt)
+        if isinstance(stmt, ast.If):
+            cond = self.prim.parse(stmt.test)
+            then = self._stmts(stmt.body)
+            other = self._stmts(stmt.orelse) if stmt.orelse else None
+            return tir.IfThenElse(cond, then, other, span=mp.span(stmt))
+        if isinstance(stmt, ast.With):
+            return self._with(stmt)
+        if isinstance(stmt, ast.Expr):
+            return self._expr_stmt(stmt, top)
+        if isinstance(stmt, ast.Pass):
+            return None
+        raise mp.error(f"unsupported statement '{_stmt_kind(stmt)}' in {mp.T}.prim_func", stmt)
+
+    def _expr_stmt(self, stmt: ast.Expr, top: bool) -> tir.Stmt | None:
+        mp = self.mp
+        value = stmt.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return None
+        name = _dotted(value.func) if isinstance(value, ast.Call) else None
+        if name == (mp.T, "evaluate"):
+            a = mp.bind_args(value, f"{mp.T}.evaluate", ("value",), 1)
+            return tir.Evaluate(self.prim.parse(a["value"]), span=mp.span(stmt))
+        if name == (mp.T, "func_attr"):
+            if not top or self.attrs_seen or len(value.args) != 1 or value.keywords:
+                raise mp.error(f"{mp.T}.func_attr expects one dictionary literal, once, at the "
+                               f"top of the function body", stmt)
+            self.attrs_seen = True
+            self.attrs = mp.attr_dict(value.args[0])
+            return None
+        if name in ((mp.T, "reads"), (mp.T, "writes")):
+            raise mp.error(f"{mp.src(value.func)} is only allowed directly inside a "
+                           f"{mp.T}.block", stmt)
+        raise mp.error(f"unsupported expression statement {mp.src(value)!r} in {mp.T}.prim_func "
+                       f"(use {mp.T}.evaluate(...) to evaluate a scalar)", stmt)
+
+    def _assign(self, stmt: ast.Assign, top: bool) -> tir.Stmt | _Wrap | None:
+        mp = self.mp
+        if len(stmt.targets) != 1:
+            raise mp.error("chained assignment is not supported", stmt)
+        target, value = stmt.targets[0], stmt.value
+        if isinstance(target, ast.Subscript):
+            return self._store(target, value, stmt)
+        if isinstance(target, ast.Tuple):
+            raise mp.error(f"tuple assignment is only supported for {mp.T}.axis.remap inside a "
+                           f"{mp.T}.block", stmt)
+        if not isinstance(target, ast.Name):
+            raise mp.error(f"unsupported assignment target {mp.src(target)!r}", target)
+        name = _dotted(value.func) if isinstance(value, ast.Call) else None
+        decl = self._sym_decl(stmt)
+        if decl is not None:
+            if id(stmt) not in self.declared:
+                self._bind(decl[0], tir.Var(decl[0], decl[1], span=mp.span(target)))
+            return None
+        if name in ((mp.T, "alloc_buffer"), (mp.T, "decl_buffer")):
+            # Both scope over the rest of the statement list (TVM prints
+            # T.decl_buffer so when nothing follows the allocation's scope).
+            shape, dtype = self._buffer_args(value, f"{mp.T}.{name[1]}")
+            buf = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
+            self._bind(target.id, buf)
+            span = mp.span(stmt)
+            return _Wrap(lambda body: tir.Allocate(buf, body, span=span))
+        if name == (mp.T, "match_buffer"):
+            if not top:
+                raise mp.error(f"{mp.T}.match_buffer is only allowed at the top of the function "
+                               f"body", stmt)
+            self._match_buffer(target, value)
+            return None
+        if name is not None and len(name) >= 2 and name[:2] == (mp.T, "axis"):
+            raise mp.error(f"{mp.src(value.func)} is only allowed directly inside a {mp.T}.block",
+                           stmt)
+        expr = self.prim.parse(value)
+        var = tir.Var(target.id, expr.dtype, span=mp.span(target))
+        self._bind(target.id, var)
+        span = mp.span(stmt)
+        return _Wrap(lambda body: tir.LetStmt(var, expr, body, span=span))
+
+    def _ann_assign(self, stmt: ast.AnnAssign) -> _Wrap:
+        mp = self.mp
+        if not isinstance(stmt.target, ast.Name) or stmt.value is None:
+            raise mp.error(f"expected `name: {mp.T}.<dtype> = value`", stmt)
+        ann = _dotted(stmt.annotation)
+        if ann is None or len(ann) != 2 or ann[0] != mp.T or ann[1] not in tir.DTYPES:
+            raise mp.error(f"expected a scalar type annotation such as {mp.T}.float32, got "
+                           f"{mp.src(stmt.annotation)!r}", stmt.annotation)
+        expr = self.prim.parse(stmt.value, ann[1])
+        var = tir.Var(stmt.target.id, ann[1], span=mp.span(stmt.target))
+        self._bind(stmt.target.id, var)
+        span = mp.span(stmt)
+        return _Wrap(lambda body: tir.LetStmt(var, expr, body, span=span))
+
+    def _store(self, target: ast.Subscript, value: ast.AST, stmt: ast.stmt) -> tir.Stmt:
+        mp = self.mp
+        load = self.prim._load(target)
+        expr = self.prim.parse(value, load.buffer.dtype)
+        return tir.BufferStore(load.buffer, expr, load.indices, span=mp.span(stmt))
+
+    def _aug_assign(self, stmt: ast.AugAssign) -> tir.Stmt:
+        mp = self.mp
+        op = _BINOPS.get(type(stmt.op))
+        if not isinstance(stmt.target, ast.Subscript) or op is None:
+            raise mp.error("augmented assignment is only supported on buffer elements "
+                           "(A[i] += x)", stmt)
+        load = self.prim._load(stmt.target)
+        expr = self.prim.parse(stmt.value, load.buffer.dtype)
+        new = tir.BinaryOp(op, load, expr, span=mp.span(stmt))
+        return tir.BufferStore(load.buffer, new, load.indices, span=mp.span(stmt))
+
+    def _match_buffer(self, target: ast.Name, call: ast.Call) -> None:
+        mp = self.mp
+        what = f"{mp.T}.match_buffer"
+        if not call.args or not isinstance(call.args[0], ast.Name):
+            raise mp.error(f"{what} expects a handle parameter as first argument", call)
+        handle = self.scopes[0].get(call.args[0].id)
+        if not isinstance(handle, _Handle):
+            raise mp.error(f"{what}: {call.args[0].id!r} is not an unmatched {mp.T}.handle "
+                           f"parameter", call.args[0])
+        rest = ast.Call(func=call.func, args=call.args[1:], keywords=call.keywords)
+        ast.copy_location(rest, call)
+        shape, dtype = self._buffer_args(rest, what)
+        buf = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
+        self.params[handle.index] = buf
+        del self.scopes[0][handle.name]
+        self.scopes[0][target.id] = buf
+
+    def _for(self, stmt: ast.For) -> tir.Stmt:
+        mp = self.mp
+        if stmt.orelse:
+            raise mp.error("for-else is not supported", stmt.orelse[0])
+        it = stmt.iter
+        name = _dotted(it.func) if isinstance(it, ast.Call) else None
+        kinds = ", ".join(f"{mp.T}.{k}" for k in _LOOP_KINDS)
+        if name == ("range",):
+            kind = "serial"
+        elif name is not None and len(name) == 2 and name[0] == mp.T and name[1] in (*_LOOP_KINDS, "grid"):
+            kind = name[1]
+        else:
+            raise mp.error(f"unsupported loop {mp.src(it)!r}; expected range(...), {kinds} or "
+                           f"{mp.T}.grid(...)", it)
+        if it.keywords:
+            raise mp.error(f"{mp.src(it.func)} takes positional arguments only",
+                           it.keywords[0].value)
+        span = mp.span(stmt)
+        if kind == "grid":
+            targets = stmt.target.elts if isinstance(stmt.target, ast.Tuple) else [stmt.target]
+            if not it.args or len(targets) != len(it.args):
+                raise mp.error(f"{mp.T}.grid has {len(it.args)} extent(s) but the loop has "
+                               f"{len(targets)} variable(s)", stmt.target)
+            bounds = [(tir.IntImm(0, e.dtype, span=e.span), e)
+                      for e in (self.prim.parse(a) for a in it.args)]
+        else:
+            targets = [stmt.target]
+            if len(it.args) == 1:
+                extent = self.prim.parse(it.args[0])
+                bounds = [(tir.IntImm(0, extent.dtype, span=extent.span), extent)]
+            elif len(it.args) == 2:
+                start, stop = self.prim.parse_pair(it.args[0], it.args[1])
+                bounds = [(start, _extent(start, stop))]
+            else:
+                raise mp.error(f"{mp.src(it.func)} takes 1 or 2 arguments (extent, or start and "
+                               f"stop), got {len(it.args)}", it)
+        for (start, extent), arg in zip(bounds, it.args if kind == "grid" or len(it.args) == 1
+                                         else it.args[1:]):
+            for bound in (start, extent):
+                if not tir.is_int(bound.dtype):
+                    raise mp.error(f"loop bounds must be integers, got a {bound.dtype} value "
+                                   f"in {mp.src(it)!r}", arg)
+        loop_vars = []
+        self.scopes.append({})
+        try:
+            for t, (_, extent) in zip(targets, bounds):
+                if not isinstance(t, ast.Name):
+                    raise mp.error(f"a loop variable must be a name, got {mp.src(t)!r}", t)
+                var = tir.Var(t.id, extent.dtype, span=mp.span(t))
+                self.loop_extents[id(var)] = extent
+                self._bind(t.id, var)
+                loop_vars.append(var)
+            body = self._stmts(stmt.body)
+        finally:
+            self.scopes.pop()
+        loop_kind = "serial" if kind == "grid" else kind
+        for var, (start, extent) in zip(reversed(loop_vars), reversed(bounds)):
+            body = tir.For(var, start, extent, loop_kind, body, span=span)
+        return body
+
+    def _with(self, stmt: ast.With) -> tir.Stmt:
+        mp = self.mp
+        item = stmt.items[0]
+        ctx = item.context_expr
+        name = _dotted(ctx.func) if isinstance(ctx, ast.Call) else None
+        if len(stmt.items) == 1 and name in ((mp.T, "decl_buffer"), (mp.T, "LetStmt")):
+            return self._scoped(stmt, name[1])
+        if len(stmt.items) != 1 or item.optional_vars is not None or name not in (
+                (mp.T, "block"), (mp.T, "sblock")):
+            if name == (mp.T, "init"):
+                raise mp.error(f"`with {mp.T}.init()` is only allowed directly inside a "
+                               f"{mp.T}.block", stmt)
+            raise mp.error(f"unsupported statement 'with {mp.src(ctx)}' in {mp.T}.prim_func; "
+                           f"expected `with {mp.T}.block(\"name\"):`, `with {mp.T}.decl_buffer("
+                           f"shape, dtype) as name:` or `with {mp.T}.LetStmt(value) as name:`",
+                           stmt)
+        a = mp.bind_args(ctx, f"{mp.T}.{name[1]}", ("name",), 0)
+        block_name = mp.str_arg(a["name"], f"{mp.T}.block name") if "name" in a else ""
+        return self._block(stmt, block_name)
+
+    def _scoped(self, stmt: ast.With, kind: str) -> tir.Stmt:
+        """``with T.decl_buffer(shape, dtype) as buf:`` (an allocation) or
+        ``with T.LetStmt(value[, T.<dtype>]) as v:`` (a let) whose scope is the
+        ``with`` body only, unlike ``buf = T.alloc_buffer(...)`` / ``v = value``,
+        which scope over the rest of the statement list."""
+        mp = self.mp
+        item = stmt.items[0]
+        call, target = item.context_expr, item.optional_vars
+        what = f"{mp.T}.{kind}"
+        if not isinstance(target, ast.Name):
+            raise mp.error(f"`with {what}(...)` needs `as name` with a plain name", stmt)
+        expr: tir.PrimExpr | None = None
+        if kind == "decl_buffer":
+            shape, dtype = self._buffer_args(call, what)
+            value: Any = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
+        else:
+            a = mp.bind_args(call, what, ("value", "type_annotation"), 1)
+            dtype = None
+            if "type_annotation" in a:
+                ann = _dotted(a["type_annotation"])
+                if ann is None or len(ann) != 2 or ann[0] != mp.T or ann[1] not in tir.DTYPES:
+                    raise mp.error(f"{what}: expected a scalar type such as {mp.T}.int64, got "
+                                   f"{mp.src(a['type_annotation'])!r}", a["type_annotation"])
+                dtype = ann[1]
+            # With an annotation the value's literals take its dtype (as in
+            # `v: T.int64 = value`); without, the variable takes the value's.
+            expr = self.prim.parse(a["value"], dtype)
+            value = tir.Var(target.id, dtype or expr.dtype, span=mp.span(target))
+        self.scopes.append({})
+        try:
+            self._bind(target.id, value)
+            body = self._stmts(stmt.body)
+        finally:
+            self.scopes.pop()
+        span = mp.span(stmt)
+        if expr is None:
+            return tir.Allocate(value, body, span=span)
+        return tir.LetStmt(value, expr, body, span=span)
+
+    def _block(self, stmt: ast.With, block_name: str) -> tir.Stmt:
+        mp = self.mp
+        iter_vars: list[tir.IterVar] = []
+        iter_values: list[tir.PrimExpr] = []
+        reads: tuple | None = None
+        writes: tuple | None = None
+        init: tir.Stmt | None = None
+        body_nodes: list[ast.stmt] = []
+        self.scopes.append({})
+        try:
+            for s in stmt.body:
+                mp.where = s
+                call = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+                fname = _dotted(call.func) if isinstance(call, ast.Call) else None
+                if isinstance(s, ast.Assign) and fname is not None and fname[:2] == (mp.T, "axis"):
+                    self._axis(s, fname, iter_vars, iter_values)
+                elif isinstance(s, ast.Expr) and fname in ((mp.T, "reads"), (mp.T, "writes")):
+                    regions = self._regions(call)
+                    if fname[1] == "reads":
+                        if reads is not None:
+                            raise mp.error(f"{mp.T}.reads given twice", s)
+                        reads = regions
+                    else:
+                        if writes is not None:
+                            raise mp.error(f"{mp.T}.writes given twice", s)
+                        writes = regions
+                elif (isinstance(s, ast.With) and len(s.items) == 1
+                      and isinstance(s.items[0].context_expr, ast.Call)
+                      and _dotted(s.items[0].context_expr.func) == (mp.T, "init")):
+                    if init is not None:
+                        raise mp.error(f"{mp.T}.init given twice", s)
+                    init = self._stmts(s.body)
+                else:
+                    body_nodes.append(s)
+            body = self._stmts(body_nodes)
+        finally:
+            self.scopes.pop()
+        return tir.Block(block_name, iter_vars, iter_values, body, init, reads or (), writes or (),
+                         span=mp.span(stmt))
+
+    def _axis(self, s: ast.Assign, fname: tuple[str, ...], iter_vars: list, iter_values: list) -> None:
+        mp = self.mp
+        call = s.value
+        target = s.targets[0]
+        kind_name = ".".join(fname[1:])
+        if len(fname) != 3 or fname[2] not in ("spatial", "reduce", "S", "R", "remap"):
+            raise mp.error(f"unknown block axis {mp.src(call.func)}; expected {mp.T}.axis.spatial, "
+                           f"{mp.T}.axis.reduce or {mp.T}.axis.remap", call.func)
+        if fname[2] == "remap":
+            a = mp.bind_args(call, f"{mp.T}.{kind_name}", ("kinds", "bindings"), 2)
+            kinds = mp.str_arg(a["kinds"], f"{mp.T}.axis.remap kinds")
+            values = a["bindings"]
+            if not isinstance(values, (ast.List, ast.Tuple)):
+                raise mp.error(f"{mp.T}.axis.remap expects a list of loop variables", values)
+            targets = target.elts if isinstance(target, ast.Tuple) else [target]
+            if not (len(kinds) == len(values.elts) == len(targets)):
+                raise mp.error(f"{mp.T}.axis.remap: {len(kinds)} kind(s), {len(values.elts)} "
+                               f"loop variable(s) and {len(targets)} target(s) must agree", s)
+            for k, v_node, t in zip(kinds, values.elts, targets):
+                if k not in "SR":
+                    raise mp.error(f"{mp.T}.axis.remap: axis kind must be 'S' or 'R', not {k!r}",
+                                   a["kinds"])
+                value = self.prim.parse(v_node)
+                extent = self.loop_extents.get(id(value))
+                if extent is None:
+                    raise mp.error(f"{mp.T}.axis.remap binds loop variables; {mp.src(v_node)!r} "
+                                   f"is not one", v_node)
+                self._add_axis(t, k, extent, value, iter_vars, iter_values)
+            return
+        a = mp.bind_args(call, f"{mp.T}.{kind_name}", ("dom", "binding"), 2)
+        value = self.prim.parse(a["binding"])
+        extent = mp.check_dim(self.prim.parse(a["dom"], value.dtype), a["dom"],
+                              f"{mp.T}.{kind_name} domain")
+        kind = "S" if fname[2] in ("spatial", "S") else "R"
+        self._add_axis(target, kind, extent, value, iter_vars, iter_values)
+
+    def _add_axis(self, target: ast.AST, kind: str, extent: tir.PrimExpr, value: tir.PrimExpr,
+                  iter_vars: list, iter_values: list) -> None:
+        mp = self.mp
+        if not isinstance(target, ast.Name):
+            raise mp.error(f"a block axis must be assigned to a name, got {mp.src(target)!r}", target)
+        var = tir.Var(target.id, value.dtype, span=mp.span(target))
+        iter_vars.append(tir.IterVar(var, extent, kind, span=mp.span(target)))
+        iter_values.append(value)
+        self._bind(target.id, var)
+
+    def _regions(self, call: ast.Call) -> tuple[tir.BufferRegion, ...]:
+        mp = self.mp
+        if call.keywords:
+            raise mp.error(f"{mp.src(call.func)} takes buffer regions as positional arguments",
+                           call.keywords[0].value)
+        elts = call.args
+        if len(elts) == 1 and isinstance(elts[0], (ast.List, ast.Tuple)):
+            elts = elts[0].elts
+        regions = []
+        for e in elts:
+            node = e.value if isinstance(e, ast.Subscript) else e
+            if not isinstance(node, ast.Name):
+                raise mp.error(f"expected a buffer region such as A[i, 0:4], got {mp.src(e)!r}", e)
+            buf = self._resolve(node.id, node)
+            if not isinstance(buf, tir.Buffer):
+                raise mp.error(f"{node.id!r} is not a buffer", node)
+            if not isinstance(e, ast.Subscript):  # the whole buffer
+                region = [(tir.IntImm(0, d.dtype), d) for d in buf.shape]
+            else:
+                idx = e.slice.elts if isinstance(e.slice, ast.Tuple) else [e.slice]
+                region = [self._range(i, buf, d) for d, i in enumerate(idx)]
+            regions.append(tir.BufferRegion(buf, tuple(region), span=mp.span(e)))
+        return tuple(regions)
+
+    def _range(self, node: ast.AST, buf: tir.Buffer, dim: int) -> tuple[tir.PrimExpr, tir.PrimExpr]:
+        mp = self.mp
+        if not isinstance(node, ast.Slice):
+            index = self.prim.parse(node)
+            return index, tir.IntImm(1, index.dtype)
+        if node.step is not None:
+            raise mp.error("strided regions are not supported", node.step)
+        if node.upper is None and dim >= len(buf.shape):
+            raise mp.error(f"buffer {buf.name!r} has only {len(buf.shape)} dimension(s)", node)
+        if node.lower is None and node.upper is None:
+            stop = buf.shape[dim]
+            return tir.IntImm(0, stop.dtype), stop
+        if node.lower is None:
+            stop = self.prim.parse(node.upper)
+            return tir.IntImm(0, stop.dtype), stop
+        if node.upper is None:
+            start = self.prim.parse(node.lower, buf.shape[dim].dtype)
+            return start, _extent(start, buf.shape[dim])
+        start, stop = self.prim.parse_pair(node.lower, node.upper)
+        return start, _extent(start, stop)
+
+
+def _seq(stmts: list[tir.Stmt]) -> tir.Stmt:
+    if len(stmts) == 1:
+        return stmts[0]
+    span = None
+    if stmts and stmts[0].span is not None and stmts[-1].span is not None:
+        first, last = stmts[0].span, stmts[-1].span
+        span = Span(first.file, first.line, first.col, last.end_line, last.end_col)
+    return tir.SeqStmt(stmts, span=span)

@@ -1,0 +1,396 @@
+"""Shared pieces of the TVMScript printer: the spelling in use, literals,
+unique names, scalar (PrimExpr) expressions and attribute values.
+
+The Relax printer (``_print_relax``) and the TIR printer (``_print_tir``) build
+on these; :mod:`phasec.script.printer` is the public API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import keyword
+import math
+import re
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from ..ir import tir
+from ..ir.expr import Expr
+from ..ir.node import Node
+from ..ir.phase import Phase
+from ..ir.struct_info import StructInfo
+
+INDENT = "    "
+
+# ---------------------------------------------------------------------------
+# Spelling
+# ---------------------------------------------------------------------------
+
+#: The spellings the printer knows: ``"tvm"`` is what TVM 0.27 prints and
+#: parses (``tirx``, ``T.sblock``, ``out_ty=``, ``out_dtype=None``);
+#: ``"legacy"`` is the spelling of TVM releases before 0.27 (``tir``,
+#: ``T.block``, ``out_sinfo=``, ``out_dtype="void"``). The parser reads both.
+SYNTAXES = ("tvm", "legacy")
+
+_SYNTAX: ContextVar[str] = ContextVar("phasec_script_syntax", default="tvm")
+
+
+def check_syntax(name: str) -> str:
+    """``name`` if it is a known spelling, else a ValueError listing them."""
+    if name not in SYNTAXES:
+        raise ValueError(f"unknown TVMScript syntax {name!r}: expected one of "
+                         f"{', '.join(SYNTAXES)}")
+    return name
+
+
+@contextlib.contextmanager
+def syntax(name: str) -> Iterator[None]:
+    """Print in spelling ``name`` (one of :data:`SYNTAXES`) within the block."""
+    token = _SYNTAX.set(check_syntax(name))
+    try:
+        yield
+    finally:
+        _SYNTAX.reset(token)
+
+
+def legacy() -> bool:
+    """True when printing the pre-0.27 spelling."""
+    return _SYNTAX.get() == "legacy"
+
+
+#: PrimFunc attribute keys printed in their pre-0.27 spelling (canonical -> legacy).
+LEGACY_ATTR_KEYS = {new: old for old, new in tir.LEGACY_ATTR_KEYS.items()}
+
+# Names a variable must never print as: Python keywords, the dialect aliases,
+# the module class alias and the builtins that printed text uses.
+RESERVED = frozenset(keyword.kwlist) | {"I", "R", "T", "cls", "range", "float"}
+
+_NON_IDENT = re.compile(r"[^0-9A-Za-z_]")
+
+
+# ---------------------------------------------------------------------------
+# Literals
+# ---------------------------------------------------------------------------
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def quote_str(s: str) -> str:
+    """A double-quoted Python string literal for ``s``."""
+    if s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
+    out = []
+    for ch in s:
+        esc = _ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1])  # \x00, \u200b, lone surrogates...
+    return '"' + "".join(out) + '"'
+
+
+def float_lit(v: float) -> str:
+    """A Python float literal that reads back as exactly ``v``."""
+    v = float(v)
+    if math.isnan(v):
+        return 'float("nan")'
+    if math.isinf(v):
+        return 'float("inf")' if v > 0 else '-float("inf")'
+    return repr(v)
+
+
+def tuple_text(items: list[str]) -> str:
+    if len(items) == 1:
+        return "(" + items[0] + ",)"
+    return "(" + ", ".join(items) + ")"
+
+
+def sanitize(hint: str) -> str:
+    name = _NON_IDENT.sub("_", hint or "")
+    if not name:
+        return "v"
+    if name[0].isdigit():
+        return "v_" + name
+    return name
+
+
+class Namer:
+    """Unique, valid identifiers for the variables of one function."""
+
+    __slots__ = ("_by_obj", "_used", "_next", "_alive")
+
+    def __init__(self) -> None:
+        self._by_obj: dict[int, str] = {}
+        self._used: set[str] = set(RESERVED)
+        self._next: dict[str, int] = {}
+        self._alive: list[Any] = []  # keeps ids stable for the namer's lifetime
+
+    def get(self, obj: Any, hint: str) -> str:
+        name = self._by_obj.get(id(obj))
+        if name is None:
+            name = self.fresh(hint)
+            self._by_obj[id(obj)] = name
+            self._alive.append(obj)
+        return name
+
+    def known(self, obj: Any) -> bool:
+        return id(obj) in self._by_obj
+
+    def fresh(self, hint: str) -> str:
+        base = sanitize(hint)
+        if base not in self._used:
+            self._used.add(base)
+            return base
+        k = self._next.get(base, 1)
+        while f"{base}_{k}" in self._used:
+            k += 1
+        self._next[base] = k + 1
+        name = f"{base}_{k}"
+        self._used.add(name)
+        return name
+
+
+# ---------------------------------------------------------------------------
+# Scalar (TIR) expressions, shared by the Relax and TIR printers
+# ---------------------------------------------------------------------------
+
+# Python operator precedence (higher binds tighter).
+_P_OR, _P_AND, _P_NOT, _P_CMP, _P_ADD, _P_MUL, _P_UNARY, _P_ATOM = 1, 2, 3, 4, 6, 7, 8, 10
+_BIN_PREC = {
+    "or": _P_OR, "and": _P_AND,
+    "==": _P_CMP, "!=": _P_CMP, "<": _P_CMP, "<=": _P_CMP, ">": _P_CMP, ">=": _P_CMP,
+    "+": _P_ADD, "-": _P_ADD, "*": _P_MUL, "/": _P_MUL, "//": _P_MUL, "%": _P_MUL,
+}
+
+
+class PrimPrinter:
+    """Prints PrimExprs; ``int_dtype`` is the dtype a bare integer literal has.
+
+    In Relax code a bare integer is int64 (shape dimensions); in TIR it is
+    int32 (as in TVM), so ``T.int64(4)`` is spelt out there.
+    """
+
+    def __init__(self, namer: Namer, int_dtype: str) -> None:
+        self.namer = namer
+        self.int_dtype = int_dtype
+        #: TIR vars in order of first appearance (for declarations).
+        self.tir_vars: list[tir.Var] = []
+        self._tir_seen: set[int] = set()
+
+    # -- names ------------------------------------------------------------
+    def tvar(self, v: tir.Var) -> str:
+        if id(v) not in self._tir_seen:
+            self._tir_seen.add(id(v))
+            self.tir_vars.append(v)
+        return self.namer.get(v, v.name)
+
+    def buffer_name(self, b: tir.Buffer) -> str:
+        return self.namer.get(b, b.name)
+
+    # -- expressions ------------------------------------------------------
+    # A bare integer literal is "weak" when read back: next to a typed operand
+    # (``i + 1``), or where the context has a dtype (a store into a float16
+    # buffer), it takes that dtype, as in TVM. ``hint`` is the dtype a bare
+    # literal would take at the position being printed (None: its own);
+    # literals that would change dtype are spelt out (``T.int32(1)``).
+    def prim(self, e: tir.PrimExpr, hint: str | None = None) -> str:
+        return self._prim(e, hint)[0]
+
+    def _weak(self, e: Any) -> bool:
+        return type(e) is tir.IntImm and e.dtype == self.int_dtype
+
+    def _pair_hints(self, a: Any, b: Any) -> tuple[str | None, str | None]:
+        """Two operands read back together: a bare literal adopts the other's dtype."""
+        aw, bw = self._weak(a), self._weak(b)
+        return (b.dtype if aw and not bw else None), (a.dtype if bw and not aw else None)
+
+    def pair(self, a: tir.PrimExpr, b: tir.PrimExpr) -> tuple[tuple[str, int], tuple[str, int]]:
+        ha, hb = self._pair_hints(a, b)
+        return self._prim(a, ha), self._prim(b, hb)
+
+    @staticmethod
+    def _paren(operand: tuple[str, int], min_prec: int) -> str:
+        text, prec = operand
+        return text if prec >= min_prec else "(" + text + ")"
+
+    def int_lit(self, value: int, dtype: str, hint: str | None = None) -> tuple[str, int]:
+        if dtype == "bool":
+            return f"T.bool({bool(value)})", _P_ATOM
+        if dtype == self.int_dtype and (hint is None or hint == dtype):
+            return str(value), (_P_UNARY if value < 0 else _P_ATOM)
+        return f"T.{dtype}({value})", _P_ATOM
+
+    def _prim(self, root: Any, hint: str | None = None) -> tuple[str, int]:
+        """(text, precedence) of ``root``; an explicit stack, not recursion, so
+        long operator chains (``a0 + a1 + ... + a9999``) print too."""
+        if type(root) not in _COMPOSITE:
+            return self._leaf(root, hint)
+        # Name variables and buffers in textual order first.
+        stack = [root]
+        while stack:
+            e = stack.pop()
+            t = type(e)
+            if t is tir.Var:
+                self.tvar(e)
+            elif t in _COMPOSITE:
+                if t is tir.BufferLoad:
+                    self.buffer_name(e.buffer)
+                stack.extend(reversed(_children(e)))
+        # Then compose the text bottom-up.
+        memo: dict[int, tuple[str, int]] = {}
+        todo: list[tuple[Any, bool]] = [(root, False)]
+        while todo:
+            e, ready = todo.pop()
+            if id(e) in memo:
+                continue
+            if ready:
+                memo[id(e)] = self._compose(e, memo)
+                continue
+            todo.append((e, True))
+            todo.extend((c, False) for c in _children(e) if type(c) in _COMPOSITE)
+        return memo[id(root)]
+
+    def _leaf(self, e: Any, hint: str | None) -> tuple[str, int]:
+        t = type(e)
+        if t is tir.Var:
+            return self.tvar(e), _P_ATOM
+        if t is tir.IntImm:
+            return self.int_lit(e.value, e.dtype, hint)
+        if t is tir.FloatImm:
+            return f"T.{e.dtype}({float_lit(e.value)})", _P_ATOM
+        if isinstance(e, (bool, int, float, np.generic)):  # tolerate raw Python scalars
+            return self._leaf(tir.as_prim_expr(e), hint)
+        return f"<unprintable {t.__name__}>", _P_ATOM
+
+    def _compose(self, e: Any, memo: dict[int, tuple[str, int]]) -> tuple[str, int]:
+        """The text of a composite node whose composite children are in ``memo``."""
+
+        def sub(c: Any, hint: str | None = None) -> tuple[str, int]:
+            return memo[id(c)] if type(c) in _COMPOSITE else self._leaf(c, hint)
+
+        def pair(a: Any, b: Any) -> tuple[tuple[str, int], tuple[str, int]]:
+            ha, hb = self._pair_hints(a, b)
+            return sub(a, ha), sub(b, hb)
+
+        t = type(e)
+        if t is tir.BinaryOp:
+            op = e.op
+            lhs, rhs = pair(e.lhs, e.rhs)
+            if op in ("min", "max", "pow"):
+                return f"T.{op}({lhs[0]}, {rhs[0]})", _P_ATOM
+            prec = _BIN_PREC[op]
+            # Comparisons do not chain in our semantics: parenthesize both sides.
+            left = self._paren(lhs, prec + 1 if prec == _P_CMP else prec)
+            return f"{left} {op} {self._paren(rhs, prec + 1)}", prec
+        if t is tir.Not:
+            return "not " + self._paren(sub(e.value), _P_NOT), _P_NOT
+        if t is tir.Cast:
+            return f"T.Cast({quote_str(e.dtype)}, {sub(e.value)[0]})", _P_ATOM
+        if t is tir.Select:
+            a, b = pair(e.true_value, e.false_value)
+            return f"T.Select({sub(e.condition)[0]}, {a[0]}, {b[0]})", _P_ATOM
+        if t is tir.Call:
+            return f"T.{e.name}({', '.join(sub(a)[0] for a in e.args)})", _P_ATOM
+        # BufferLoad
+        idx = e.indices
+        inner = ", ".join(sub(i)[0] for i in idx) if idx else "()"
+        return f"{self.buffer_name(e.buffer)}[{inner}]", _P_ATOM
+
+    def indices(self, idx: tuple) -> str:
+        if not idx:
+            return "[()]"
+        return "[" + ", ".join(self.prim(i) for i in idx) + "]"
+
+
+_COMPOSITE = frozenset({tir.BinaryOp, tir.Not, tir.Cast, tir.Select, tir.Call, tir.BufferLoad})
+
+
+def _children(e: Any) -> tuple:
+    t = type(e)
+    if t is tir.BinaryOp:
+        return (e.lhs, e.rhs)
+    if t is tir.Not or t is tir.Cast:
+        return (e.value,)
+    if t is tir.Select:
+        return (e.condition, e.true_value, e.false_value)
+    if t is tir.Call:
+        return e.args
+    if t is tir.BufferLoad:
+        return e.indices
+    return ()
+
+
+def has_tir_var(e: Any) -> bool:
+    """True when the PrimExpr mentions a variable (iterative walk)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is tir.Var:
+            return True
+        if isinstance(x, Node):
+            for name in type(x)._fields:
+                v = getattr(x, name)
+                if isinstance(v, Node):
+                    stack.append(v)
+                elif isinstance(v, tuple):
+                    stack.extend(i for i in v if isinstance(i, Node))
+    return False
+
+
+def is_zero(e: tir.PrimExpr) -> bool:
+    return type(e) is tir.IntImm and e.value == 0
+
+
+def end_of(lo: tir.PrimExpr, extent: tir.PrimExpr) -> tir.PrimExpr:
+    """``lo + extent``, folded the way the parser unfolds ``lo:end``/``range(lo, end)``."""
+    if is_zero(lo):
+        return extent
+    if type(lo) is tir.IntImm and type(extent) is tir.IntImm and lo.dtype == extent.dtype:
+        return tir.IntImm(lo.value + extent.value, extent.dtype)
+    return tir.BinaryOp("+", lo, extent)
+
+
+# ---------------------------------------------------------------------------
+# Attribute values (function, module and call attributes)
+# ---------------------------------------------------------------------------
+
+def attr_text(p: Any, v: Any) -> str:
+    """The TVMScript text of attribute value ``v`` (``p``: the printer in use)."""
+    if v is None:
+        return "None"
+    if isinstance(v, Phase):
+        return quote_str(v.label)
+    if isinstance(v, Enum):
+        return attr_text(p, v.value)
+    if isinstance(v, (bool, np.bool_)):
+        return "True" if v else "False"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return float_lit(v)
+    if isinstance(v, str):
+        return quote_str(v)
+    if isinstance(v, (tuple, list)):
+        return tuple_text([attr_text(p, x) for x in v])
+    if isinstance(v, Mapping):
+        keys = sorted(v, key=str)
+        return "{" + ", ".join(f"{attr_text(p, k)}: {attr_text(p, v[k])}" for k in keys) + "}"
+    if isinstance(v, np.ndarray):
+        return attr_text(p, v.tolist())
+    if isinstance(v, tir.PrimExpr):
+        return p.prim(v)
+    if isinstance(v, StructInfo) and hasattr(p, "sinfo"):
+        return p.sinfo(v)
+    if isinstance(v, Expr) and hasattr(p, "sinfo"):
+        return p.expr(v)
+    return quote_str(repr(v))
+
+
+def attrs_dict_text(p: Any, attrs: Mapping[str, Any]) -> str:
+    return attr_text(p, dict(attrs))

@@ -1,0 +1,229 @@
+"""The TIR half of the TVMScript printer: PrimFuncs and their statements
+(see :mod:`phasec.script.printer` for the conventions)."""
+
+from __future__ import annotations
+
+from ..ir import tir
+from ._print_common import (
+    INDENT, LEGACY_ATTR_KEYS, Namer, PrimPrinter, attrs_dict_text, end_of, is_zero, legacy,
+    quote_str, tuple_text,
+)
+
+class TirPrinter(PrimPrinter):
+    """Prints one PrimFunc (or a statement) into ``lines``."""
+
+    def __init__(self, namer: Namer | None = None) -> None:
+        super().__init__(namer or Namer(), "int32")
+        self.lines: list[str] = []
+        self.bound: set[int] = set()  # ids of TIR vars bound by params, loops, lets, axes
+        self.loops: dict[int, tir.For] = {}  # loop var id -> enclosing For (for remap)
+
+    def bind(self, v: tir.Var) -> str:
+        self.bound.add(id(v))
+        return self.tvar(v)
+
+    def emit(self, indent: str, text: str) -> None:
+        self.lines.append(indent + text)
+
+    def shape(self, dims: tuple) -> str:
+        return tuple_text([self.prim(d) for d in dims]) if dims else "()"
+
+    def prim_func(self, name: str, f: tir.PrimFunc, indent: str = "") -> None:
+        attrs = dict(f.attrs)
+        if attrs.get("global_symbol") == name:
+            del attrs["global_symbol"]
+        private = "global_symbol" not in f.attrs
+        # Name every parameter before anything else so they keep their hints.
+        for p in f.params:
+            if isinstance(p, tir.Buffer):
+                self.buffer_name(p)
+            else:
+                self.bind(p)
+        params: list[str] = []
+        matches: list[str] = []
+        for p in f.params:
+            if isinstance(p, tir.Buffer):
+                bname = self.buffer_name(p)
+                if all(type(d) is tir.IntImm for d in p.shape):
+                    params.append(f"{bname}: T.Buffer({self.shape(p.shape)}, {quote_str(p.dtype)})")
+                else:
+                    handle = self.namer.fresh(bname.lower() if bname.lower() != bname else "var_" + bname)
+                    params.append(f"{handle}: T.handle")
+                    dtype = "" if p.dtype == "float32" else ", " + quote_str(p.dtype)
+                    matches.append(f"{bname} = T.match_buffer({handle}, {self.shape(p.shape)}{dtype})")
+            else:
+                params.append(f"{self.tvar(p)}: T.{p.dtype}")
+        inner = indent + INDENT
+        flags = ["private=True"] if private else []
+        if not legacy() and _has_block(f.body):
+            flags.append("s_tir=True")  # TVM 0.27 marks PrimFuncs that hold blocks
+        self.emit(indent, "@T.prim_func" + (f"({', '.join(flags)})" if flags else ""))
+        self.emit(indent, f"def {name}({', '.join(params)}):")
+        if attrs:
+            if legacy():
+                attrs = {LEGACY_ATTR_KEYS.get(k, k): v for k, v in attrs.items()}
+            self.emit(inner, "T.func_attr(" + attrs_dict_text(self, attrs) + ")")
+        decl_at = len(self.lines)
+        for m in matches:
+            self.emit(inner, m)
+        self.stmt(f.body, inner)
+        decls = [f"{self.tvar(v)} = T.{v.dtype}()" for v in self.tir_vars
+                 if id(v) not in self.bound]
+        self.lines[decl_at:decl_at] = [inner + d for d in decls]
+
+    # -- statements -------------------------------------------------------
+    def stmt(self, s: tir.Stmt, indent: str, last: bool = True) -> None:
+        """Print ``s`` at ``indent``. ``last``: nothing follows ``s`` in the
+        printed statement list, so a let or allocation may take the concise
+        spelling, whose scope is the rest of the list (see the module doc)."""
+        # LetStmt / Allocate chains are printed with a loop: flat while they
+        # end the list, as `with` scopes (one more indent each) otherwise.
+        while True:
+            t = type(s)
+            if t is tir.LetStmt:
+                var = s.var
+                if last:
+                    value = self.prim(s.value, var.dtype)
+                    self.emit(indent, f"{self.bind(var)}: T.{var.dtype} = {value}")
+                elif var.dtype == s.value.dtype:
+                    self.emit(indent, f"with T.LetStmt({self.prim(s.value)}) as {self.bind(var)}:")
+                    indent, last = indent + INDENT, True
+                else:  # the annotation gives the variable's dtype (and the literals')
+                    value = self.prim(s.value, var.dtype)
+                    self.emit(indent, f"with T.LetStmt({value}, T.{var.dtype}) as "
+                                      f"{self.bind(var)}:")
+                    indent, last = indent + INDENT, True
+                s = s.body
+                continue
+            if t is tir.Allocate:
+                b = s.buffer
+                args = f"{self.shape(b.shape)}, {quote_str(b.dtype)}"
+                if last:
+                    self.emit(indent, f"{self.buffer_name(b)} = T.alloc_buffer({args})")
+                else:
+                    self.emit(indent, f"with T.decl_buffer({args}) as {self.buffer_name(b)}:")
+                    indent, last = indent + INDENT, True
+                s = s.body
+                continue
+            break
+        if t is tir.SeqStmt:
+            if not s.stmts:
+                self.emit(indent, "pass")
+            end = len(s.stmts) - 1
+            for i, x in enumerate(s.stmts):
+                self.stmt(x, indent, last and i == end)
+        elif t is tir.BufferStore:
+            value = self.prim(s.value, s.buffer.dtype)
+            self.emit(indent, f"{self.buffer_name(s.buffer)}{self.indices(s.indices)} = {value}")
+        elif t is tir.For:
+            self.for_stmt(s, indent)
+        elif t is tir.Block:
+            self.block(s, indent)
+        elif t is tir.IfThenElse:
+            self.emit(indent, f"if {self.prim(s.condition)}:")
+            self.stmt(s.then_case, indent + INDENT)
+            if s.else_case is not None:
+                self.emit(indent, "else:")
+                self.stmt(s.else_case, indent + INDENT)
+        elif t is tir.Evaluate:
+            self.emit(indent, f"T.evaluate({self.prim(s.value)})")
+        else:
+            self.emit(indent, f"<unprintable {t.__name__}>")
+
+    def _range(self, loop: tir.For) -> str:
+        if is_zero(loop.min) and loop.min.dtype == loop.extent.dtype:
+            return self.prim(loop.extent)
+        lo, end = self.pair(loop.min, end_of(loop.min, loop.extent))
+        return f"{lo[0]}, {end[0]}"
+
+    def for_stmt(self, loop: tir.For, indent: str) -> None:
+        chain = [loop]
+        if loop.kind == "serial":
+            while True:
+                cur = chain[-1]
+                nxt = cur.body
+                if not (is_zero(cur.min) and cur.min.dtype == cur.extent.dtype):
+                    break
+                if type(nxt) is tir.For and nxt.kind == "serial" and is_zero(nxt.min) \
+                        and nxt.min.dtype == nxt.extent.dtype:
+                    chain.append(nxt)
+                else:
+                    break
+        names = [self.bind(f.loop_var) for f in chain]
+        if len(chain) > 1:
+            extents = ", ".join(self.prim(f.extent) for f in chain)
+            self.emit(indent, f"for {', '.join(names)} in T.grid({extents}):")
+        else:
+            head = "range" if loop.kind == "serial" else "T." + loop.kind
+            self.emit(indent, f"for {names[0]} in {head}({self._range(loop)}):")
+        for f in chain:
+            self.loops[id(f.loop_var)] = f
+        self.stmt(chain[-1].body, indent + INDENT)
+        for f in chain:
+            self.loops.pop(id(f.loop_var), None)
+
+    def _remappable(self, blk: tir.Block) -> bool:
+        from ..ir.structural import structural_equal
+
+        if len(blk.iter_vars) < 2:
+            return False
+        for iv, val in zip(blk.iter_vars, blk.iter_values):
+            if type(val) is not tir.Var or iv.var.dtype != val.dtype:
+                return False
+            loop = self.loops.get(id(val))
+            if loop is None or not is_zero(loop.min):
+                return False
+            if iv.extent is not loop.extent and not structural_equal(iv.extent, loop.extent):
+                return False
+        return True
+
+    def region(self, r: tir.BufferRegion) -> str:
+        dims = []
+        for lo, ext in r.region:
+            if type(ext) is tir.IntImm and ext.value == 1 and ext.dtype == lo.dtype:
+                dims.append(self.prim(lo))
+            else:
+                a, b = self.pair(lo, end_of(lo, ext))
+                dims.append(f"{a[0]}:{b[0]}")
+        return self.buffer_name(r.buffer) + ("[" + ", ".join(dims) + "]" if dims else "[()]")
+
+    def block(self, blk: tir.Block, indent: str) -> None:
+        head = "T.block" if legacy() else "T.sblock"
+        self.emit(indent, f"with {head}({quote_str(blk.name)}):")
+        inner = indent + INDENT
+        if self._remappable(blk):
+            names = [self.bind(iv.var) for iv in blk.iter_vars]
+            kinds = "".join(iv.kind for iv in blk.iter_vars)
+            values = ", ".join(self.prim(v) for v in blk.iter_values)
+            self.emit(inner, f"{', '.join(names)} = T.axis.remap({quote_str(kinds)}, [{values}])")
+        else:
+            for iv, val in zip(blk.iter_vars, blk.iter_values):
+                kind = "spatial" if iv.kind == "S" else "reduce"
+                extent, value = self.prim(iv.extent, val.dtype), self.prim(val)
+                self.emit(inner, f"{self.bind(iv.var)} = T.axis.{kind}({extent}, {value})")
+        self.emit(inner, "T.reads(" + ", ".join(self.region(r) for r in blk.reads) + ")")
+        self.emit(inner, "T.writes(" + ", ".join(self.region(r) for r in blk.writes) + ")")
+        if blk.init is not None:
+            self.emit(inner, "with T.init():")
+            self.stmt(blk.init, inner + INDENT)
+        self.stmt(blk.body, inner)
+
+
+
+def _has_block(body: tir.Stmt) -> bool:
+    """True when the statement tree holds a ``Block`` (iterative walk)."""
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        t = type(s)
+        if t is tir.Block:
+            return True
+        if t is tir.SeqStmt:
+            stack.extend(s.stmts)
+        elif t is tir.IfThenElse:
+            stack.append(s.then_case)
+            if s.else_case is not None:
+                stack.append(s.else_case)
+        elif t in (tir.For, tir.LetStmt, tir.Allocate):
+            stack.append(s.body)
+    return False
