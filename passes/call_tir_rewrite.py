@@ -100,7 +100,7 @@ class _Rewriter(ExprMutator):
             shape = ShapeExpr(sinfo.shape)
             pre.append(VarBinding(alloc, Call(
                 op_expr("relax.builtin.alloc_tensor"), [shape],
-                {"dtype": sinfo.dtype, "runtime_device_index": 0}, struct_info=sinfo)))
+                {"dtype": sinfo.dtype, "runtime_device_index": 0, "storage_scope": "global"}, struct_info=sinfo)))
             allocs.append(alloc)
         scalars: list[PrimValue] = []
         if is_tir and len(call.args) > 2:

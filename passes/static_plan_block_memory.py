@@ -389,7 +389,8 @@ class _FunctionPlanner(ExprMutator):
             replace[tok.index] = VarBinding(tok.var, Call(
                 op_expr("relax.memory.alloc_tensor"),
                 [storages[tok.storage].var, PrimValue(tir.IntImm(0, "int64")),
-                 ShapeExpr(tok.shape)], {"dtype": tok.dtype}, struct_info=sinfo),
+                 ShapeExpr(tok.shape)], {"dtype": tok.dtype, "runtime_device_index": 0},
+                struct_info=sinfo),
                 span=old.span)
         if self.may_kill:
             planned_ids = {id(t) for t in planned}

@@ -126,10 +126,12 @@ class _Lowerer(ExprMutator):
         device = int(call.attrs.get("runtime_device_index", 0))
         storage = Var(f"{binding.var.name_hint}_storage", ObjectStructInfo())
         alloc_storage = Call(op_expr("relax.vm.alloc_storage"), [ShapeExpr([nbytes])],
-                             {"runtime_device_index": device, "dtype": "uint8"},
+                             {"runtime_device_index": device, "dtype": "uint8",
+                              "storage_scope": str(call.attrs.get("storage_scope", "global"))},
                              struct_info=ObjectStructInfo(), span=call.span)
         tensor = Call(op_expr("relax.vm.alloc_tensor"),
-                      [storage, PrimValue(tir.IntImm(0, "int64")), shape], {"dtype": dtype},
+                      [storage, PrimValue(tir.IntImm(0, "int64")), shape],
+                      {"dtype": dtype, "runtime_device_index": device},
                       struct_info=call.struct_info, span=call.span)
         return [VarBinding(storage, alloc_storage, span=binding.span), binding.rebind(tensor)]
 
@@ -144,11 +146,14 @@ class _Lowerer(ExprMutator):
             device = int(call.attrs.get("virtual_device_index", 0))
             dtype = str(call.attrs.get("dtype", "uint8"))
             return Call(op_expr("relax.vm.alloc_storage"), [size],
-                        {"runtime_device_index": device, "dtype": dtype},
+                        {"runtime_device_index": device, "dtype": dtype,
+                         "storage_scope": str(call.attrs.get("storage_scope", "global"))},
                         struct_info=call.struct_info, span=call.span)
         if name == "relax.memory.alloc_tensor":
             return Call(op_expr("relax.vm.alloc_tensor"), call.args,
-                        {"dtype": call.attrs.get("dtype")}, struct_info=call.struct_info,
+                        {"dtype": call.attrs.get("dtype"),
+                         "runtime_device_index": int(call.attrs.get("runtime_device_index", 0))},
+                        struct_info=call.struct_info,
                         span=call.span)
         if name in ("relax.memory.kill_tensor", "relax.memory.kill_storage"):
             return Call(op_expr("relax.vm.kill_object"), call.args, None,

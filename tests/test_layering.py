@@ -22,7 +22,8 @@ PHASEC_LAYERS = {"ir": 1, "script": 1, "errors": 1, "packed": 1, "transform": 3,
                  "examples": 1,  # examples: TVMScript data files
                  "__main__": 5,  # `python -m phasec`: the CLI
                  "explorer": 5,  # pipeline reports
-                 "frontend": 5}  # model importers (ONNX)
+                 "frontend": 5,  # model importers (ONNX)
+                 "tvm": 5}  # the optional bridge to an installed TVM
 
 
 def layer_of(module: str) -> int | None:

@@ -643,7 +643,8 @@ def test_build_phase_builtins():
     assert not main.is_pure
     storage, y, call, z, kill, null = bindings(main)
     assert storage.value.op.name == "relax.vm.alloc_storage"
-    assert dict(storage.value.attrs) == {"runtime_device_index": 0, "dtype": "uint8"}
+    assert dict(storage.value.attrs) == {"runtime_device_index": 0, "dtype": "uint8",
+                                         "storage_scope": "global"}
     assert isinstance(storage.value.args[0], ShapeExpr)
     assert y.value.op.name == "relax.vm.alloc_tensor" and y.value.args[0] is storage.var
     assert sinfo_eq(y.value.struct_info, tensor((4,), "float32"))

@@ -339,10 +339,12 @@ class BufferRegion(Node):
 
 @node
 class Block(Stmt):
-    """``with T.block(name)``: axes bound to ``iter_values``, optional init.
+    """``with T.sblock(name)``: axes bound to ``iter_values``, optional init.
 
     Merges TVM's Block and BlockRealize: ``iter_values[i]`` is the binding of
-    ``iter_vars[i]`` (``T.axis.spatial(extent, value)``).
+    ``iter_vars[i]`` (``T.axis.spatial(extent, value)``). ``annotations``
+    (``T.sblock_attr({...})``) are hints for TVM's schedulers; phasec keeps
+    them so that TVM's modules go through phasec unchanged, and ignores them.
     """
 
     name: str
@@ -352,9 +354,11 @@ class Block(Stmt):
     init: Stmt | None = None
     reads: tuple[BufferRegion, ...] = ()
     writes: tuple[BufferRegion, ...] = ()
+    annotations: Mapping[str, Any] | None = None
     span: Span | None = None
 
     def __post_init__(self) -> None:
+        set_field(self, "annotations", frozen_attrs(self.annotations))
         set_field(self, "iter_vars", tuple(self.iter_vars))
         set_field(self, "iter_values", tuple(as_prim_expr(v) for v in self.iter_values))
         set_field(self, "reads", tuple(self.reads))

@@ -194,6 +194,14 @@ class _PrimExprParser:
                                f"statement `n = {mp.T}.{fn}()`", node)
             arity(1)
             number = mp.number(args[0])
+            if (number is None and tir.is_float(fn) and isinstance(args[0], ast.Constant)
+                    and isinstance(args[0].value, str)):
+                # T.float32("-inf"), T.float32("nan"): how TVM prints non-finite values
+                word = args[0].value.strip().lower()
+                if word not in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
+                    raise mp.error(f"{mp.T}.{fn} expects a number, \"inf\", \"-inf\" or "
+                                   f"\"nan\", got {args[0].value!r}", args[0])
+                number = float(word)
             if number is None:
                 return tir.Cast(fn, self.parse(args[0]), span=span)
             if tir.is_float(fn):

@@ -14,6 +14,7 @@ from ..ir import tir
 from ..ir.node import Span
 from ..ir.op.registry import REQUIRED, OpDef, find_op
 from ..ir.struct_info import StructInfo, TupleStructInfo
+from ._checks import int_range_problem
 from ._parse_common import (
     _INT_DTYPES, _PY_OP_SPELLING, _RELAX_OP_FOR, _SINFO_KINDS, _dotted, _is_docstring, _is_none,
     _stmt_kind, _to_tuple,
@@ -59,6 +60,7 @@ _RELAX_CALLS = {
     "call_dps_packed": "_call_dps_packed",
     "call_packed": "_call_packed",
     "call_pure_packed": "_call_pure_packed",
+    "call_builtin_with_ctx": "_call_builtin_with_ctx",
     "make_closure": "_call_make_closure",
     "invoke_closure": "_call_invoke_closure",
     "invoke_pure_closure": "_call_invoke_pure_closure",
@@ -127,6 +129,14 @@ class _RelaxFunctionParser:
             return var
         if declare:
             var = self.sig.syms[name] = tir.Var(name, "int64", span=self.mp.span(node))
+            return var
+        if name in self.mp.module_syms and self._lookup(name) is None:
+            # A module-level `n = TypeVar("n")`: a symbolic variable of the
+            # module-level function (shared with the functions nested in it).
+            root = self
+            while root.parent is not None:
+                root = root.parent
+            var = root.sig.syms[name] = tir.Var(name, "int64", span=self.mp.span(node))
             return var
         if self._lookup(name) is not None:
             raise self.mp.error(f"{name!r} is a Relax variable, not a symbolic dimension", node)
@@ -506,7 +516,18 @@ class _RelaxFunctionParser:
             return rx.TupleGetItem(tup, index, span=mp.span(node))
         if isinstance(node, ast.Call):
             return self._call(node)
-        if isinstance(node, ast.Constant) or mp.number(node) is not None:
+        number = mp.number(node)
+        if number is not None and not isinstance(number, bool):
+            # As TVM converts a Python number in a Relax call: an int64 or
+            # float64 R.prim_value (TVM 0.27 prints prim_value operands bare).
+            value = (tir.IntImm(number, "int64") if isinstance(number, int)
+                     else tir.FloatImm(number, "float64"))
+            if isinstance(number, int) and int_range_problem(number, "int64") is not None:
+                raise mp.error(f"integer literal {int_range_problem(number, 'int64')}", node)
+            return rx.PrimValue(value, span=mp.span(node))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return rx.StringImm(node.value, span=mp.span(node))
+        if isinstance(node, ast.Constant):
             raise mp.error(f"a Python literal ({mp.src(node)}) is not a Relax value; use "
                            f"{mp.R}.const(...), {mp.R}.prim_value(...) or {mp.R}.str(...)", node)
         if isinstance(node, ast.BinOp):
@@ -835,6 +856,15 @@ class _RelaxFunctionParser:
     def _call_pure_packed(self, node: ast.Call) -> rx.Expr:
         func, args, sinfo_args, attrs = self._packed_parts(node, f"{self.mp.R}.call_pure_packed", False)
         return self._builtin("relax.call_pure_packed", node, [func, *args], sinfo_args, attrs)
+
+    def _call_builtin_with_ctx(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        what = f"{mp.R}.call_builtin_with_ctx"
+        a = mp.bind_args(node, what, ("func", "args", "sinfo_args"), 2, _SINFO_ARGS)
+        func = self._callee_arg(a["func"])
+        sinfo_args = self._sinfo_list(a["sinfo_args"]) if "sinfo_args" in a else ()
+        return self._builtin("relax.call_builtin_with_ctx", node, [func, self._arg(a["args"])],
+                             sinfo_args)
 
     def _call_make_closure(self, node: ast.Call) -> rx.Expr:
         mp = self.mp

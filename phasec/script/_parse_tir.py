@@ -67,6 +67,8 @@ class _PrimFuncParser:
                 raise mp.error(f"{name!r} is not a scalar variable", node)
             return var
         value = self._lookup(name)
+        if value is None and name in mp.module_syms:  # `n = TypeVar("n")` at module level
+            value = self.scopes[0][name] = tir.Var(name, "int64", span=mp.span(node))
         if value is None:
             raise mp.error(f"name {name!r} is not defined", node)
         if isinstance(value, _Handle):
@@ -231,9 +233,11 @@ class _PrimFuncParser:
             if id(stmt) not in self.declared:
                 self._bind(decl[0], tir.Var(decl[0], decl[1], span=mp.span(target)))
             return None
-        if name in ((mp.T, "alloc_buffer"), (mp.T, "decl_buffer")):
-            # Both scope over the rest of the statement list (TVM prints
-            # T.decl_buffer so when nothing follows the allocation's scope).
+        if name in ((mp.T, "alloc_buffer"), (mp.T, "decl_buffer"), (mp.T, "sblock_alloc_buffer")):
+            # All scope over the rest of the statement list (TVM prints
+            # T.decl_buffer so when nothing follows the allocation's scope;
+            # T.sblock_alloc_buffer is an allocation of the implicit root block,
+            # which TVM 0.27 prints at the top of the function body).
             shape, dtype = self._buffer_args(value, f"{mp.T}.{name[1]}")
             buf = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
             self._bind(target.id, buf)
@@ -428,6 +432,7 @@ class _PrimFuncParser:
         reads: tuple | None = None
         writes: tuple | None = None
         init: tir.Stmt | None = None
+        annotations: dict[str, Any] | None = None
         body_nodes: list[ast.stmt] = []
         self.scopes.append({})
         try:
@@ -447,6 +452,13 @@ class _PrimFuncParser:
                         if writes is not None:
                             raise mp.error(f"{mp.T}.writes given twice", s)
                         writes = regions
+                elif isinstance(s, ast.Expr) and fname in ((mp.T, "sblock_attr"),
+                                                           (mp.T, "block_attr")):
+                    # Block annotations: hints for TVM's schedulers, kept as written.
+                    if len(call.args) != 1 or call.keywords or annotations is not None:
+                        raise mp.error(f"{mp.src(call.func)} expects one dictionary literal, "
+                                       f"once per block", s)
+                    annotations = mp.attr_dict(call.args[0])
                 elif (isinstance(s, ast.With) and len(s.items) == 1
                       and isinstance(s.items[0].context_expr, ast.Call)
                       and _dotted(s.items[0].context_expr.func) == (mp.T, "init")):
@@ -459,7 +471,7 @@ class _PrimFuncParser:
         finally:
             self.scopes.pop()
         return tir.Block(block_name, iter_vars, iter_values, body, init, reads or (), writes or (),
-                         span=mp.span(stmt))
+                         annotations, span=mp.span(stmt))
 
     def _axis(self, s: ast.Assign, fname: tuple[str, ...], iter_vars: list, iter_values: list) -> None:
         mp = self.mp

@@ -192,11 +192,15 @@ class RelaxPrinter(PrimPrinter):
                 return f"{_op_script_name(name)}({', '.join(parts)})"
             parts = []
             for i, a in enumerate(args):
-                if i == 0 and name == "relax.call_pure_packed":
+                if i == 0 and name in ("relax.call_pure_packed", "relax.call_builtin_with_ctx"):
                     parts.append(self._callee(a))
                 else:
                     parts.append(self.expr(a))
-            head, order = _op_info(name)
+            head, order, positional = _op_info(name)
+            given = order[:len(c.attrs)]
+            if positional and not legacy() and c.attrs and set(c.attrs) == set(given):
+                parts += [_positional_attr_text(c.attrs[k]) for k in given]
+                return self._finish_call(head, parts, c)
         elif t is ExternFunc:
             head = "R.call_packed"
             parts = [quote_str(op.global_symbol)] + [self.expr(a) for a in args]
@@ -209,9 +213,12 @@ class RelaxPrinter(PrimPrinter):
             keys = [k for k in order if k in c.attrs]
             keys += sorted((k for k in c.attrs if k not in order), key=str)
             parts += [f"{k}={self._call_attr_text(k, c.attrs[k])}" for k in keys]
+        return self._finish_call(head, parts, c)
+
+    def _finish_call(self, head: str, parts: list[str], c: Call) -> str:
         if c.sinfo_args:
             key = "sinfo_args=" if legacy() else "ty_args="
-            parts.append(key + self.sinfo_args(c.sinfo_args))
+            parts = [*parts, key + self.sinfo_args(c.sinfo_args)]
         return f"{head}({', '.join(parts)})"
 
     def _call_attr_text(self, key: str, value: Any) -> str:
@@ -349,26 +356,40 @@ class RelaxPrinter(PrimPrinter):
             self.lines[at:at] = [inner + d for d in by_scope[scope]]
 
 
-_OP_INFO: dict[str, tuple[str, tuple[str, ...]]] = {}
+_OP_INFO: dict[str, tuple[str, tuple[str, ...], bool]] = {}
+
+#: Operator categories whose attributes TVM passes (and prints) as trailing
+#: positional operands: R.vm.alloc_storage(size, 0, R.dtype("uint8"), R.str("global")).
+_POSITIONAL_ATTR_CATEGORIES = ("memory", "vm")
 
 
-def _op_info(name: str) -> tuple[str, tuple[str, ...]]:
-    """(TVMScript spelling, attribute order) of the operator ``name``, from the
-    registry; an unregistered name is printed as ``R.<name>`` with its
-    attributes sorted."""
+def _op_info(name: str) -> tuple[str, tuple[str, ...], bool]:
+    """(TVMScript spelling, attribute order, attributes printed positionally)
+    of the operator ``name``, from the registry; an unregistered name is
+    printed as ``R.<name>`` with its attributes sorted."""
     info = _OP_INFO.get(name)
     if info is None:
         from ..ir.op.registry import find_op
 
         opdef = find_op(name)
         if opdef is None:
-            return "R." + name.removeprefix("relax."), ()
-        info = _OP_INFO[name] = (opdef.script_name, tuple(opdef.attrs))
+            return "R." + name.removeprefix("relax."), (), False
+        info = _OP_INFO[name] = (opdef.script_name, tuple(opdef.attrs),
+                                 opdef.category in _POSITIONAL_ATTR_CATEGORIES)
     return info
 
 
 def _op_script_name(name: str) -> str:
     return _op_info(name)[0]
+
+
+def _positional_attr_text(value: Any) -> str:
+    """An attribute as TVM 0.27 writes it in operand position: a bare integer
+    (an int64 R.prim_value), R.dtype("...") for a dtype, R.str("...")."""
+    if isinstance(value, str):
+        head = "R.dtype" if value in tir.DTYPES else "R.str"
+        return f"{head}({quote_str(value)})"
+    return str(value)
 
 
 def _scalar_text(x: Any) -> str:

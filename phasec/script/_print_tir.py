@@ -17,6 +17,7 @@ class TirPrinter(PrimPrinter):
         self.lines: list[str] = []
         self.bound: set[int] = set()  # ids of TIR vars bound by params, loops, lets, axes
         self.loops: dict[int, tir.For] = {}  # loop var id -> enclosing For (for remap)
+        self.root_allocs = False  # printing the allocations that open an s_tir body
 
     def bind(self, v: tir.Var) -> str:
         self.bound.add(id(v))
@@ -57,6 +58,8 @@ class TirPrinter(PrimPrinter):
         flags = ["private=True"] if private else []
         if not legacy() and _has_block(f.body):
             flags.append("s_tir=True")  # TVM 0.27 marks PrimFuncs that hold blocks
+            # Allocations opening such a body belong to TVM's implicit root block.
+            self.root_allocs = True
         self.emit(indent, "@T.prim_func" + (f"({', '.join(flags)})" if flags else ""))
         self.emit(indent, f"def {name}({', '.join(params)}):")
         if attrs:
@@ -81,6 +84,7 @@ class TirPrinter(PrimPrinter):
         while True:
             t = type(s)
             if t is tir.LetStmt:
+                self.root_allocs = False
                 var = s.var
                 if last:
                     value = self.prim(s.value, var.dtype)
@@ -99,13 +103,16 @@ class TirPrinter(PrimPrinter):
                 b = s.buffer
                 args = f"{self.shape(b.shape)}, {quote_str(b.dtype)}"
                 if last:
-                    self.emit(indent, f"{self.buffer_name(b)} = T.alloc_buffer({args})")
+                    head = "T.sblock_alloc_buffer" if self.root_allocs else "T.alloc_buffer"
+                    self.emit(indent, f"{self.buffer_name(b)} = {head}({args})")
                 else:
+                    self.root_allocs = False
                     self.emit(indent, f"with T.decl_buffer({args}) as {self.buffer_name(b)}:")
                     indent, last = indent + INDENT, True
                 s = s.body
                 continue
             break
+        self.root_allocs = False
         if t is tir.SeqStmt:
             if not s.stmts:
                 self.emit(indent, "pass")
@@ -203,6 +210,9 @@ class TirPrinter(PrimPrinter):
                 self.emit(inner, f"{self.bind(iv.var)} = T.axis.{kind}({extent}, {value})")
         self.emit(inner, "T.reads(" + ", ".join(self.region(r) for r in blk.reads) + ")")
         self.emit(inner, "T.writes(" + ", ".join(self.region(r) for r in blk.writes) + ")")
+        if blk.annotations:
+            head = "T.block_attr" if legacy() else "T.sblock_attr"
+            self.emit(inner, f"{head}({attrs_dict_text(self, blk.annotations)})")
         if blk.init is not None:
             self.emit(inner, "with T.init():")
             self.stmt(blk.init, inner + INDENT)

@@ -170,6 +170,8 @@ class _ModuleParser:
         self.aliases: dict[str, str] = {}
         self.where: ast.AST | None = None  # innermost statement being parsed
         self.class_names: set[str] = {"cls"}
+        #: names declared at module level by `n = TypeVar("n")` (TVM 0.27)
+        self.module_syms: set[str] = set()
         self.function_kinds: dict[str, str] = {}  # name -> "relax" | "prim"
         self.globals: dict[str, StructInfo] = {}
         self.ctx = InferContext(globals=self.globals)
@@ -255,6 +257,17 @@ class _ModuleParser:
                 if name[1] == "bool":
                     return bool(value)
                 return float(value) if tir.is_float(name[1]) else int(value)
+            # R.str("global"), R.dtype("uint8"), R.prim_value(0): attribute values
+            # TVM 0.27 prints as Relax values (trailing positional operands).
+            if name in ((self.R, "str"), (self.R, "dtype"), (self.R, "prim_value")):
+                inner = self.literal(node.args[0])
+                if name[1] == "prim_value" and not isinstance(inner, (int, float)):
+                    raise self.error(f"{self.R}.prim_value expects a number here, got "
+                                     f"{self.src(node.args[0])}", node.args[0])
+                if name[1] != "prim_value" and not isinstance(inner, str):
+                    raise self.error(f"{self.R}.{name[1]} expects a string, got "
+                                     f"{self.src(node.args[0])}", node.args[0])
+                return inner
         if isinstance(node, ast.Dict):
             out: dict[Any, Any] = {}
             for k, v in zip(node.keys, node.values):
@@ -395,6 +408,10 @@ class _ModuleParser:
             self.where = stmt
             if isinstance(stmt, (ast.Import, ast.ImportFrom)) or (i == 0 and _is_docstring(stmt)):
                 continue
+            sym = self._module_sym(stmt)
+            if sym is not None:
+                self.module_syms.add(sym)
+                continue
             if isinstance(stmt, ast.ClassDef):
                 if not self._is_ir_module_class(stmt):
                     raise self.error(f"class {stmt.name!r} is not an @{self.I}.ir_module class; "
@@ -410,6 +427,23 @@ class _ModuleParser:
             raise self.error(f"more than one @{self.I}.ir_module class (first: "
                              f"{classes[0].name!r}); a file holds one module", classes[1])
         return self._class(classes[0])
+
+    @staticmethod
+    def _module_sym(stmt: ast.stmt) -> str | None:
+        """``n = TypeVar("n")`` (how TVM 0.27 prints a symbolic variable that
+        several functions mention) -> ``"n"``; each function that uses ``n``
+        gets its own int64 symbolic variable of that name."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)):
+            return None
+        call = stmt.value
+        if _dotted(call.func) not in (("TypeVar",), ("typing", "TypeVar")) or call.keywords:
+            return None
+        name = stmt.targets[0].id
+        if len(call.args) != 1 or not isinstance(call.args[0], ast.Constant) \
+                or call.args[0].value != name:
+            return None
+        return name
 
     def _collect_aliases(self, tree: ast.Module) -> None:
         for stmt in tree.body:

@@ -166,6 +166,16 @@ define("make_closure", ("func", "args"), _infer_make_closure, category="vm",
        doc="Capture values into a closure over a module function.")
 define("invoke_closure", ("closure", "args"), _infer_invoke_closure, category="vm", pure=False,
        doc="Invoke a closure (impure); result = sinfo_args.")
+def _infer_call_builtin_with_ctx(call, ctx):
+    _check_count(call, 2, 2)
+    if not isinstance(call.args[0], ExternFunc):
+        raise err(call, "R.call_builtin_with_ctx's first operand must be a builtin's name")
+    return _sinfo_result(call)
+
+
+define("call_builtin_with_ctx", ("func", "args"), _infer_call_builtin_with_ctx, category="vm",
+       pure=False, doc="VM: call a builtin that takes the VM context first (TVM's VMShapeLower "
+                       "emits it); result = sinfo_args.")
 define("null_value", (), lambda call, ctx: ObjectStructInfo(), category="vm",
        doc="The null object.")
 
@@ -213,25 +223,30 @@ def _void(call, ctx):
     return TupleStructInfo([])
 
 
+# Attribute order is TVM's operand order: TVM 0.27 passes (and prints) these
+# attributes as trailing positional operands, e.g.
+# R.vm.alloc_storage(R.shape([64]), 0, R.dtype("uint8"), R.str("global")).
 define("builtin.alloc_tensor", ("shape",), lambda call, ctx: _tensor_of_shape(call, ctx, 0),
-       attrs={"dtype": (REQUIRED, _dtype_required), "runtime_device_index": (0, as_int)},
+       attrs={"dtype": (REQUIRED, _dtype_required), "runtime_device_index": (0, as_int),
+              "storage_scope": ("global", as_str)},
        category="memory", doc="Allocate a tensor of the shape operand.")
 define("memory.alloc_storage", ("size",), _infer_alloc_storage,
        attrs={"virtual_device_index": (0, as_int), "storage_scope": ("global", as_str),
               "dtype": ("uint8", _dtype_required)},
        category="memory", doc="Allocate storage of size bytes (R.shape([nbytes])).")
 define("memory.alloc_tensor", ("storage", "offset", "shape"), _infer_storage_tensor,
-       attrs={"dtype": (REQUIRED, _dtype_required)},
+       attrs={"dtype": (REQUIRED, _dtype_required), "runtime_device_index": (0, as_int)},
        category="memory", doc="A tensor view of storage at a byte offset.")
 define("memory.kill_storage", ("storage",), _void, category="memory", pure=False,
        doc="Release storage.")
 define("memory.kill_tensor", ("tensor",), _void, category="memory", pure=False,
        doc="Release a tensor.")
 define("vm.alloc_storage", ("size",), _infer_alloc_storage,
-       attrs={"runtime_device_index": (0, as_int), "dtype": ("uint8", _dtype_required)},
+       attrs={"runtime_device_index": (0, as_int), "dtype": ("uint8", _dtype_required),
+              "storage_scope": ("global", as_str)},
        category="vm", doc="VM: allocate storage of size bytes.")
 define("vm.alloc_tensor", ("storage", "offset", "shape"), _infer_storage_tensor,
-       attrs={"dtype": (REQUIRED, _dtype_required)},
+       attrs={"dtype": (REQUIRED, _dtype_required), "runtime_device_index": (0, as_int)},
        category="vm", doc="VM: a tensor view of storage at a byte offset.")
 define("vm.kill_object", ("obj",), _void, category="vm", pure=False,
        doc="VM: release an object (storage or tensor).")

@@ -70,7 +70,7 @@ def _collect_tags() -> frozenset[str]:
 #: part of the document's paths, so messages leave them out.
 _TAGS = _collect_tags()
 #: Fields holding dictionaries: the next path element is a user key, never a tag.
-_DICT_FIELDS = frozenset({"functions", "attrs", "dict"})
+_DICT_FIELDS = frozenset({"functions", "attrs", "dict", "annotations"})
 #: Labels pydantic gives the scalar members of a union in error locations.
 _SCALAR_LABELS = frozenset({"int", "str", "bool", "float", "none"})
 
@@ -307,7 +307,7 @@ class _Reader:
             return tir.Block(m.name, ivs, values, self.stmt(m.body, (p, "body")), init,
                              [self.region(r, ((p, "reads"), i)) for i, r in enumerate(m.reads)],
                              [self.region(r, ((p, "writes"), i)) for i, r in enumerate(m.writes)],
-                             span=span)
+                             self.attrs(m.annotations, (p, "annotations")) or None, span=span)
         raise _LoadError(p, f"unexpected {t.__name__}")  # pragma: no cover
 
     def region(self, m: BufferRegionDoc, p: Any) -> tir.BufferRegion:

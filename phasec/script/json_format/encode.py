@@ -206,6 +206,8 @@ class _Writer:
                 d["init"] = self.stmt(s.init)
             d["reads"] = [self.region(r) for r in s.reads]
             d["writes"] = [self.region(r) for r in s.writes]
+            if s.annotations:
+                d["annotations"] = self.attrs(s.annotations, "block annotations")
         else:
             raise SchemaError(f"cannot write {t.__name__} as a TIR statement")
         return _with_span(d, s)

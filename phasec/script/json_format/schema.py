@@ -186,6 +186,7 @@ class BlockDoc(_Node):
     init: Optional["StmtDoc"] = None
     reads: list[BufferRegionDoc] = Field(default_factory=list)
     writes: list[BufferRegionDoc] = Field(default_factory=list)
+    annotations: "Attrs" = Field(default_factory=dict)
 
 
 StmtDoc = Annotated[

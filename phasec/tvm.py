@@ -1,0 +1,248 @@
+"""A bridge for TVM users: phasec modules to and from TVM, and phase checking
+of TVM's own pipeline.
+
+Needs the optional extra ``phasec[tvm]`` (apache-tvm, pinned to the release
+this module is tested with, 0.27). TVM is imported when a function here is
+first called, never by ``import phasec`` nor by ``import phasec.tvm``.
+
+* :func:`from_tvm` / :func:`to_tvm` convert through TVMScript text (what TVM
+  0.27 prints is what phasec reads, and the other way round); the phase
+  travels as the module attribute ``phase``.
+* :class:`PhaseCheck` is a ``tvm.instrument`` pass instrument: it follows the
+  phase through TVM's pipeline, with the transitions of ``PHASES.md`` under
+  TVM's names for them (:data:`TVM_TRANSITIONS`), and runs phasec's verifier
+  on the module after every TVM pass, recording the first pass that breaks an
+  invariant of the phase the module should be in. It changes nothing in TVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import PhasecError
+from .ir.module import IRModule
+from .ir.phase import Phase
+
+__all__ = ["from_tvm", "to_tvm", "PhaseCheck", "PassVerdict", "TVM_TRANSITIONS",
+           "TVMNotAvailableError", "TESTED_TVM_VERSION"]
+
+#: The TVM release this bridge is tested with (the ``phasec[tvm]`` pin).
+TESTED_TVM_VERSION = "0.27"
+
+#: TVM pass name -> the phase a module enters through it (phasec's
+#: transitions, by the names TVM gives them: phasec's LambdaLifting is TVM's
+#: LambdaLift; VMBuiltinLower was renamed LowerRuntimeBuiltin in TVM).
+TVM_TRANSITIONS: dict[str, Phase] = {
+    "LambdaLift": Phase.OPTIMIZATION,
+    "LambdaLifting": Phase.OPTIMIZATION,
+    "LegalizeOps": Phase.LOWERING,
+    "LowerRuntimeBuiltin": Phase.BUILD,
+    "VMBuiltinLower": Phase.BUILD,
+}
+
+
+class TVMNotAvailableError(PhasecError):
+    """TVM is not installed (or not a release this bridge reads)."""
+
+
+def _tvm() -> Any:
+    try:
+        import tvm
+        from tvm import relax  # noqa: F401 - the Relax half must be there too
+    except ImportError as exc:
+        raise TVMNotAvailableError(
+            f"phasec.tvm needs TVM {TESTED_TVM_VERSION}: pip install \"phasec[tvm]\" "
+            f"({exc})") from None
+    return tvm
+
+
+def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>") -> IRModule:
+    """A phasec :class:`IRModule` from a ``tvm.IRModule`` (through its TVMScript).
+
+    The phase is TVM's module attribute ``phase`` when present, else
+    ingestion (as for any module without one). Syntax phasec does not read
+    is a :class:`~phasec.errors.ParseError` naming the line of TVM's text.
+    """
+    tvm = _tvm()
+    if not isinstance(tvm_mod, tvm.IRModule):
+        raise TypeError(f"from_tvm expects a tvm.IRModule, not {type(tvm_mod).__name__}")
+    from .script.parser import parse
+
+    return parse(tvm_mod.script(show_meta=True), filename)
+
+
+def to_tvm(mod: IRModule) -> Any:
+    """A ``tvm.IRModule`` from a phasec module (TVM parses phasec's TVMScript).
+
+    The phase goes along as the module attribute ``phase``; TVM's
+    well-formedness check runs as part of TVM's parsing.
+    """
+    tvm = _tvm()
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"to_tvm expects a phasec IRModule, not {type(mod).__name__}")
+    if "phase" not in mod.attrs:  # spelt out, so that it survives the trip
+        mod = IRModule(mod.functions, {**mod.attrs, "phase": mod.phase.label}, span=mod.span)
+    return tvm.script.from_source(mod.script(syntax="tvm"))
+
+
+@dataclass(frozen=True)
+class PassVerdict:
+    """What :class:`PhaseCheck` found after one TVM pass.
+
+    ``phase`` is the phase the module should be in after the pass (the
+    tracked phase); ``inferred`` the highest phase it satisfies (None when
+    not even structurally well-formed, or unreadable); ``diagnostics`` the
+    verifier's errors at ``phase``; ``order_error`` a transition run from the
+    wrong phase (e.g. LegalizeOps on a module never lambda-lifted);
+    ``unreadable`` the parse error when phasec could not read TVM's text.
+    """
+
+    index: int
+    pass_name: str
+    phase: Phase
+    inferred: Phase | None
+    diagnostics: tuple[Any, ...] = ()
+    order_error: str | None = None
+    unreadable: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics and self.order_error is None and self.unreadable is None
+
+    def describe(self) -> str:
+        head = (f"#{self.index} {self.pass_name}: phase {self.phase.label}, satisfies "
+                f"{self.inferred.label if self.inferred is not None else 'none'}")
+        lines = [head]
+        if self.order_error:
+            lines.append(f"  phase order: {self.order_error}")
+        if self.unreadable:
+            lines.append(f"  unreadable: {self.unreadable}")
+        lines += [f"  {d.code}: {d.message}" for d in self.diagnostics]
+        return "\n".join(lines)
+
+
+@dataclass
+class _State:
+    phase: Phase | None = None
+    last_text: str | None = None
+    last_verdict: PassVerdict | None = None
+    verdicts: list[PassVerdict] = field(default_factory=list)
+
+
+class PhaseCheck:
+    """A TVM pass instrument that phase-checks TVM's own pipeline.
+
+    Use it like any TVM instrument::
+
+        check = PhaseCheck()
+        with tvm.transform.PassContext(opt_level=3, instruments=[check.instrument()]):
+            tvm.compile(mod, target="llvm")
+        print(check.report())
+
+    The phase starts at the first module's ``phase`` attribute (ingestion
+    when it has none). A TVM pass named in :data:`TVM_TRANSITIONS` moves it
+    forward; one run from a phase other than the one phasec runs it in is
+    reported (``order_error``). After every pass whose result still holds a
+    Relax function (TVM's TIR pipeline after VM codegen is outside phasec's
+    phases), the module is read back through its text and verified at the
+    tracked phase. ``raise_on_violation``: raise a
+    :class:`~phasec.errors.WellFormedError` at the first violation (it stops
+    TVM's pipeline) instead of only recording it.
+    """
+
+    def __init__(self, *, raise_on_violation: bool = False) -> None:
+        self.raise_on_violation = raise_on_violation
+        self._state = _State()
+
+    # -- results ------------------------------------------------------------
+    @property
+    def verdicts(self) -> list[PassVerdict]:
+        """One verdict per TVM pass that left a Relax module, in order."""
+        return list(self._state.verdicts)
+
+    @property
+    def first_violation(self) -> PassVerdict | None:
+        """The first pass after which the module broke its phase (or None)."""
+        return next((v for v in self._state.verdicts if not v.ok), None)
+
+    def report(self) -> str:
+        """A readable summary: the phase after every pass, then the findings."""
+        rows = [f"{v.index:3d} {v.pass_name:<28} {v.phase.label:<12} "
+                f"{v.inferred.label if v.inferred is not None else '-':<12} "
+                f"{'ok' if v.ok else 'VIOLATION'}" for v in self._state.verdicts]
+        head = f"{'#':>3} {'pass':<28} {'phase':<12} {'satisfies':<12} verdict"
+        findings = [v.describe() for v in self._state.verdicts if not v.ok]
+        return "\n".join([head, *rows, "", *(findings or ["no phase violations"])])
+
+    # -- the instrument -------------------------------------------------------
+    def instrument(self) -> Any:
+        """The ``tvm.instrument`` object to put in a ``PassContext``."""
+        tvm = _tvm()
+        check = self
+
+        @tvm.instrument.pass_instrument
+        class _PhaseCheckInstrument:
+            def run_after_pass(self, mod: Any, info: Any) -> None:
+                check.after_pass(mod, info.name)
+
+        return _PhaseCheckInstrument()
+
+    def after_pass(self, tvm_mod: Any, pass_name: str) -> PassVerdict | None:
+        """Check ``tvm_mod`` as the result of TVM pass ``pass_name`` (what the
+        instrument calls; usable directly on dumped modules too)."""
+        from tvm import relax
+
+        if not any(isinstance(f, relax.Function) for f in tvm_mod.functions.values()):
+            return None  # TVM's TIR pipeline: outside phasec's phases
+        text = tvm_mod.script(show_meta=True)
+        return self.check_text(text, pass_name)
+
+    def check_text(self, text: str, pass_name: str) -> PassVerdict:
+        """Check one module text as the result of ``pass_name``."""
+        import verifier
+
+        from .script.parser import parse
+
+        state = self._state
+        index = len(state.verdicts)
+        order_error = None
+        target = TVM_TRANSITIONS.get(pass_name)
+        if state.phase is None:
+            state.phase = Phase.INGESTION
+        if target is not None:
+            expected_from = Phase(target.value - 1)
+            if state.phase != expected_from:
+                order_error = (f"{pass_name} moves a module from {expected_from.label} to "
+                               f"{target.label}, but it ran in phase {state.phase.label}"
+                               + (" (phasec's pipeline runs LambdaLifting first)"
+                                  if state.phase < expected_from == Phase.OPTIMIZATION else ""))
+            state.phase = max(state.phase, target)
+        if text == state.last_text and state.last_verdict is not None and order_error is None:
+            prev = state.last_verdict
+            verdict = PassVerdict(index, pass_name, state.phase, prev.inferred, prev.diagnostics,
+                                  None, prev.unreadable)
+        else:
+            try:
+                mod = parse(text, f"<after {pass_name}>")
+            except PhasecError as exc:
+                verdict = PassVerdict(index, pass_name, state.phase, None, (), order_error,
+                                      str(exc))
+            else:
+                if index == 0 and "phase" in mod.attrs and target is None:
+                    state.phase = mod.phase
+                diags = tuple(d for d in verifier.check(mod, state.phase)
+                              if d.severity == verifier.ERROR)
+                try:
+                    inferred: Phase | None = verifier.infer_phase(mod)
+                except PhasecError:
+                    inferred = None
+                verdict = PassVerdict(index, pass_name, state.phase, inferred, diags,
+                                      order_error)
+        state.last_text, state.last_verdict = text, verdict
+        state.verdicts.append(verdict)
+        if self.raise_on_violation and not verdict.ok:
+            from .errors import WellFormedError
+
+            raise WellFormedError(f"phase check after TVM pass {pass_name}:\n{verdict.describe()}")
+        return verdict

@@ -1,0 +1,140 @@
+"""phasec.tvm: conversion to and from TVM 0.27, and PhaseCheck on TVM's own
+pipeline. TVM (installed by the test extra) is the reference: its structural
+equality, its parser and its passes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+import phasec
+from phasec.ir import IRModule, Phase, assert_structural_equal
+from phasec.pipeline import lower
+from phasec.tvm import PhaseCheck, TVMNotAvailableError, from_tvm, to_tvm
+
+EXAMPLES = sorted((Path(phasec.__file__).parent / "examples").glob("*.py"))
+
+
+def _trip(mod: IRModule) -> IRModule:
+    tvm_mod = to_tvm(mod)
+    assert str(tvm_mod.attrs["phase"]) == mod.phase.label
+    back = from_tvm(tvm_mod)
+    assert back.phase == mod.phase
+    return back
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_round_trip_through_tvm_keeps_the_module_and_its_phase(example: Path) -> None:
+    mod = phasec.load(str(example))
+    assert_structural_equal(IRModule(_trip(mod).functions), IRModule(mod.functions))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_round_trip_of_lowered_kernels_computes_the_same(example: Path) -> None:
+    """TVM's parser folds constants in kernels (``T.Cast("float32", 1.0)``
+    becomes ``T.float32(1.0)``), so a lowered module comes back simplified:
+    after one trip it is a fixed point, and it computes the same results."""
+    low = lower(phasec.load(str(example)))
+    once = _trip(low)
+    assert_structural_equal(_trip(once), once)
+    exe_a, exe_b = phasec.build(low), phasec.build(once)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal([int(d.value) if hasattr(d, "value") else 3 for d in p.struct_info.shape],
+                                dtype="float32") for p in low["main"].params]
+    want = phasec.VirtualMachine(exe_a)["main"](*args)
+    got = phasec.VirtualMachine(exe_b)["main"](*args)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+SOFTMAX_MATMUL = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), w: R.Tensor((4, 4), "float32")):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.nn.softmax(y, axis=-1)
+            R.output(z)
+        return z
+"""
+
+NESTED = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        @R.function
+        def inner(y: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+            z = R.add(y, y)
+            return z
+
+        r = inner(x)
+        return r
+"""
+
+
+def test_tvm_module_survives_a_trip_through_phasec_by_tvms_own_equality() -> None:
+    module = tvm.script.from_source(SOFTMAX_MATMUL)
+    for stage in (module, relax.transform.LegalizeOps()(module)):
+        again = to_tvm(from_tvm(stage))
+        tvm.ir.assert_structural_equal(again.without_attr("phase"), stage)
+
+
+def test_phase_check_follows_tvm_compile_and_reports_its_findings() -> None:
+    mod = to_tvm(phasec.load(str(EXAMPLES[0])))
+    check = PhaseCheck()
+    with tvm.transform.PassContext(opt_level=3, instruments=[check.instrument()]):
+        tvm.compile(mod, target="llvm")
+    verdicts = {v.pass_name: v for v in check.verdicts}
+    # TVM's default pipeline never lambda-lifts: LegalizeOps runs in ingestion.
+    first = check.first_violation
+    assert first is not None and first.pass_name == "LegalizeOps"
+    assert "ran in phase ingestion" in first.order_error
+    assert "PH201" in {d.code for d in first.diagnostics}  # dataflow kept past legalization
+    assert verdicts["ToNonDataflow"].phase == Phase.LOWERING
+    # From LowerRuntimeBuiltin (phasec's VMBuiltinLower) on, TVM's modules
+    # are in the build phase and satisfy every one of its invariants.
+    for name in ("LowerRuntimeBuiltin", "VMShapeLower", "AttachGlobalSymbol"):
+        assert verdicts[name].phase == Phase.BUILD and verdicts[name].ok, verdicts[name].describe()
+    report = check.report()
+    assert "LegalizeOps" in report and "VIOLATION" in report
+
+
+def test_phase_check_is_quiet_on_a_pipeline_in_phasec_order() -> None:
+    module = tvm.script.from_source(NESTED)
+    check = PhaseCheck()
+    seq = tvm.transform.Sequential([relax.transform.LambdaLift(),
+                                    relax.transform.LegalizeOps()])
+    with tvm.transform.PassContext(instruments=[check.instrument()]):
+        seq(module)
+    lifted = {v.pass_name: v for v in check.verdicts}["LambdaLift"]
+    assert lifted.phase == Phase.OPTIMIZATION and lifted.ok
+    assert check.first_violation is None or check.first_violation.pass_name != "LambdaLift"
+
+
+def test_phase_check_can_stop_the_pipeline_at_the_first_violation() -> None:
+    mod = to_tvm(phasec.load(str(EXAMPLES[0])))
+    check = PhaseCheck(raise_on_violation=True)
+    with pytest.raises(Exception, match="phase check after TVM pass LegalizeOps"):
+        with tvm.transform.PassContext(opt_level=3, instruments=[check.instrument()]):
+            tvm.compile(mod, target="llvm")
+
+
+def test_without_tvm_the_bridge_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tvm", None)  # import tvm now raises ImportError
+    with pytest.raises(TVMNotAvailableError, match=r'pip install "phasec\[tvm\]"'):
+        to_tvm(phasec.load(str(EXAMPLES[0])))
+
+
+def test_importing_phasec_does_not_import_tvm() -> None:
+    import subprocess
+
+    code = "import phasec, phasec.tvm, sys; print('tvm' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
