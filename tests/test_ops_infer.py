@@ -526,7 +526,7 @@ def test_closures():
 def test_memory_builtins():
     t = call_op("builtin.alloc_tensor", (n, 4), dtype="float32")
     assert S(t) == 'R.Tensor((n, 4), dtype="float32")'
-    assert t.attrs == {"dtype": "float32", "runtime_device_index": 0}
+    assert t.attrs == {"dtype": "float32", "runtime_device_index": 0, "storage_scope": "global"}
     st = call_op("memory.alloc_storage", (64,))
     assert isinstance(st.struct_info, ObjectStructInfo)
     assert st.attrs == {"virtual_device_index": 0, "storage_scope": "global", "dtype": "uint8"}

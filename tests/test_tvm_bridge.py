@@ -138,3 +138,23 @@ def test_importing_phasec_does_not_import_tvm() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_phasec_check_reports_tvm_dumpir_files_with_their_phase(tmp_path: Path) -> None:
+    import subprocess
+
+    dump = tmp_path / "dump"
+    mod = to_tvm(phasec.load(str(next(p for p in EXAMPLES if p.stem == "mlp"))))
+    with tvm.transform.PassContext(opt_level=3, instruments=[tvm.ir.instrument.DumpIR(dump)]):
+        tvm.compile(mod, target="llvm")
+    proc = subprocess.run([sys.executable, "-m", "verifier.cli", str(dump)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    phases = dict(line.split(": ", 1) for line in proc.stdout.splitlines()
+                  if line.startswith(str(dump)))
+    by_pass = {Path(path).stem.split("_", 1)[1]: label.split()[0] for path, label in phases.items()}
+    assert by_pass["LegalizeOps"] == "optimization"  # dataflow blocks remain
+    assert by_pass["ToNonDataflow"] == "lowering"
+    assert by_pass["LowerRuntimeBuiltin"] == "build"
+    tir_files = [p for p in dump.iterdir() if "@R.function" not in p.read_text()]
+    assert tir_files and f"skipped {len(tir_files)} DumpIR files" in proc.stderr + proc.stdout

@@ -14,7 +14,11 @@ directory that are not modules at all (a ``.py`` file with no ``ir_module``
 class, a ``.json`` document that is not a phasec module) are skipped and
 counted, so the command can run over a source tree; a file named on the
 command line is checked whatever it holds, unless ``--skip-non-modules``
-(what the pre-commit hook passes). ``--exclude`` drops paths matching a glob. Exit status: 0 when every module is clean, 1
+(what the pre-commit hook passes). ``--exclude`` drops paths matching a glob.
+The per-pass files of TVM's ``DumpIR`` instrument (``NNN_PassName.py``) found
+in a directory are reported with the phase each reaches (as ``--infer-phase``
+does); those of TVM's TIR pipeline, which follows VM codegen and holds no
+Relax function, are skipped and counted. Exit status: 0 when every module is clean, 1
 when there are violations, 2 for input or usage errors (unreadable file,
 syntax error, schema violation, unknown option); every input error has an
 ``IN`` code (:mod:`verifier.input_codes`). Inputs are parsed, never
@@ -143,6 +147,8 @@ class _Result:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: _InputError | None = None
     not_a_module: bool = False  # skipped: the file holds no module at all
+    dump_stage: bool = False  # a per-pass file of TVM's DumpIR: reported with its inferred phase
+    tir_stage: bool = False  # skipped: a DumpIR file of TVM's TIR pipeline (no Relax function)
 
 
 def _excluded(path: str, patterns: Sequence[str]) -> bool:
@@ -217,6 +223,11 @@ def _read_stdin(stdin: IO[Any] | None) -> bytes | str:
     return read_stream(stream)
 
 
+#: The per-pass files TVM's ``tvm.ir.instrument.DumpIR`` writes: ``012_LegalizeOps.py``.
+_DUMPIR_NAME = re.compile(r"^\d{3}_.+\.py$")
+#: A Relax function in TVMScript text (TVM's TIR pipeline leaves none).
+_RELAX_FUNCTION = re.compile(r"^[ \t]*@R\.function\b", re.MULTILINE)
+
 #: ``@I.ir_module``, ``@tvm.script.ir_module``, ``@ir_module`` at the start of a line
 _MODULE_DECORATOR = re.compile(r"^[ \t]*@[\w.]*\bir_module\b", re.MULTILINE)
 
@@ -272,6 +283,14 @@ def _run_one(path: str, phase: Phase | None, want_inferred: bool,
     if error is None and skip_non_module and not _is_module_text(path, text):
         result.not_a_module = True
         return result
+    if error is None and skip_non_module and _DUMPIR_NAME.match(os.path.basename(path)):
+        # A file of TVM's DumpIR found in a directory: the module after one
+        # TVM pass, reported with the phase it reaches. After VM codegen TVM
+        # goes on with TIR-only modules, outside phasec's phases.
+        if _RELAX_FUNCTION.search(text) is None:
+            result.tir_stage = True
+            return result
+        result.dump_stage = want_inferred = True
     if error is None:
         result.source_lines = text.splitlines()
         result.module, error = _load(path, text)
@@ -342,10 +361,10 @@ def _print_text(results: Sequence[_Result], out: TextIO, infer: bool,
         if r.error is not None:
             print(show(_input_error_text(r)), file=out)
             continue
-        if infer and r.inferred is not None:
+        if (infer or r.dump_stage) and r.inferred is not None:
             note = f" (declared: {r.declared.label})" if r.declared is not None else ""
             print(f"{r.path}: {r.inferred.label}{note}", file=out)
-        elif infer:
+        elif infer or r.dump_stage:
             print(f"{r.path}: not well-formed at any phase", file=out)
         for d in r.diagnostics:
             print(show(format_diagnostic(d, _excerpt_lines(r, d.span), default_file=r.path)),
@@ -418,12 +437,13 @@ def _counts(results: Sequence[_Result]) -> tuple[int, int, int]:
 
 def _modules(results: Sequence[_Result]) -> list[_Result]:
     """The results of files that hold a module (or could not be read)."""
-    return [r for r in results if not r.not_a_module]
+    return [r for r in results if not r.not_a_module and not r.tir_stage]
 
 
 def _summary(all_results: Sequence[_Result]) -> str:
     results = _modules(all_results)
-    skipped = len(all_results) - len(results)
+    tir_stages = sum(r.tir_stage for r in all_results)
+    skipped = len(all_results) - len(results) - tir_stages
     errors, warnings, inputs = _counts(results)
     checked = len(results) - inputs
     parts = [f"{errors} error{'s' if errors != 1 else ''}",
@@ -431,8 +451,14 @@ def _summary(all_results: Sequence[_Result]) -> str:
     if inputs:
         parts.append(f"{inputs} unreadable input{'s' if inputs != 1 else ''}")
     text = f"checked {checked} module{'s' if checked != 1 else ''}: {', '.join(parts)}"
-    return text + (f" (skipped {skipped} file{'s' if skipped != 1 else ''} that "
-                   f"{'are' if skipped != 1 else 'is'} not a module)" if skipped else "")
+    notes = []
+    if skipped:
+        notes.append(f"skipped {skipped} file{'s' if skipped != 1 else ''} that "
+                     f"{'are' if skipped != 1 else 'is'} not a module")
+    if tir_stages:
+        notes.append(f"skipped {tir_stages} DumpIR file{'s' if tir_stages != 1 else ''} of TVM's "
+                     f"TIR pipeline, which hold no Relax function")
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _rule_records() -> list[dict[str, str]]:

@@ -11,7 +11,25 @@ class Module:
         for i, j in T.grid(T.int64(2), T.int64(3)):
             C[i, j] = A[i, j] + B[i, j]
 
+    @T.prim_func(private=True)
+    def dup(a: T.handle, b: T.handle):
+        n = T.int64()
+        A = T.match_buffer(a, (n,))
+        B = T.match_buffer(b, (n * T.int64(2),))
+        for i in range(n):
+            B[i] = A[i]
+            B[i + n] = A[i]
+
+    @T.prim_func(private=True)
+    def scale(A: T.Buffer((T.int64(4),), "float32"), s: T.float32, B: T.Buffer((T.int64(4),), "float32")):
+        for i in range(T.int64(4)):
+            B[i] = A[i] * s
+
     @R.function
-    def main(x: R.Tensor((2, 3), "float32"), k: R.Tensor((2, 3), "int32")) -> R.Tensor((2, 3), "float32"):
+    def main(x: R.Tensor((2, 3), "float32"), k: R.Tensor((2, 3), "int32"), v: R.Tensor((4,), "float32"), f: R.Prim("float32")) -> R.Tensor((2, 3), "float32"):
         y = R.call_tir(cls.add, (x, x), out_sinfo=R.Tensor((2, 3), "float32"))
+        # the output extent n * 2 follows from the input's n = 4
+        d = R.call_tir(cls.dup, (v,), out_sinfo=R.Tensor((8,), "float32"))
+        # a scalar parameter takes an R.Prim input, as in TVM
+        s = R.call_tir(cls.scale, (v, f), out_sinfo=R.Tensor((4,), "float32"))
         return y

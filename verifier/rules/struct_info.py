@@ -19,7 +19,9 @@ from phasec.ir.expr import (
     Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
 )
 from phasec.ir.infer import is_base_of, may_be_base_of
-from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from phasec.ir.struct_info import (
+    PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
+)
 
 from ..context import Context
 from ..diagnostics import WARNING
@@ -225,6 +227,7 @@ def _buffer_problems(kernel: str, operands: Sequence[tuple[str, StructInfo | Non
     extents (constants must match; a buffer's symbolic extent must get one
     consistent value). Returns the problems found, as messages."""
     problems: list[str] = []
+    compound: list[tuple[str, int, Any, Any, str]] = []  # checked once every var is bound
     for (what, sinfo), buf in zip(operands, buffers):
         if sinfo is None:
             continue
@@ -250,9 +253,20 @@ def _buffer_problems(kernel: str, operands: Sequence[tuple[str, StructInfo | Non
                     problems.append(f"{what} of {kernel} gives {bdim.name} = {_dim(dim)} (axis "
                                     f"{axis} of buffer {buf.name}), but {prev[1]} gives "
                                     f"{bdim.name} = {_dim(prev[0])}")
-            elif _provably_different(bdim, dim):
-                problems.append(f"{what} of {kernel} has extent {_dim(dim)} on axis {axis}, but "
-                                f"buffer {buf.name} has extent {_dim(bdim)}")
+            elif type(bdim) is tir.IntImm:
+                if _provably_different(bdim, dim):
+                    problems.append(f"{what} of {kernel} has extent {_dim(dim)} on axis {axis}, "
+                                    f"but buffer {buf.name} has extent {_dim(bdim)}")
+            else:
+                compound.append((what, axis, dim, bdim, buf.name))
+    # An extent such as n * 2 is fixed by the operand that binds n (a
+    # T.match_buffer on an input fixes the output's extent, say).
+    values = {v: value for v, (value, _) in bound.items()}
+    for what, axis, dim, bdim, name in compound:
+        expected = arith.simplify(arith.substitute(bdim, values)) if values else bdim
+        if _provably_different(expected, dim):
+            problems.append(f"{what} of {kernel} has extent {_dim(dim)} on axis {axis}, but "
+                            f"buffer {name} has extent {_dim(bdim)} = {_dim(expected)}")
     return problems
 
 
@@ -450,25 +464,53 @@ class CallTIRMismatch(Rule):
         _cached_problems(self, ctx, call, lambda: self._problems(call, target))
 
     def _problems(self, call: Any, target: tir.PrimFunc) -> list[str]:
+        # The PrimFunc's parameters, in order, take the inputs (tensors for
+        # buffers, R.Prim values for scalars, as in TVM), then the outputs
+        # (buffers), then the tir_vars (scalars).
         kernel = f"PrimFunc cls.{call.args[0].name_hint}"
-        buffers, scalars = _buffer_params(target)
-        inputs = self._inputs(call)
         if not call.sinfo_args:
             return ["R.call_tir needs out_sinfo (the struct info of its outputs)"]
+        inputs = self._inputs(call)
         out = call.sinfo_args[0]
         outputs = list(out.fields) if type(out) is TupleStructInfo else [out]
-        if len(inputs) + len(outputs) != len(buffers):
-            return [f"{kernel} has {len(buffers)} buffer parameter(s) but R.call_tir passes "
-                    f"{len(inputs)} input(s) and {len(outputs)} output(s)"]
         tir_vars = call.args[2] if len(call.args) > 2 else None
         values = tir_vars.values if type(tir_vars) is ShapeExpr else ()
-        if len(values) != len(scalars):
-            return [f"{kernel} has {len(scalars)} scalar parameter(s) but R.call_tir passes "
+        params = list(target.params)
+        n_in, n_out = len(inputs), len(outputs)
+        if n_in + n_out + len(values) != len(params):
+            buffers, scalars = _buffer_params(target)
+            return [f"{kernel} has {len(buffers)} buffer parameter(s) and {len(scalars)} scalar "
+                    f"parameter(s) but R.call_tir passes {n_in} input(s), {n_out} output(s) and "
                     f"{len(values)} tir_vars"]
-        bound: dict[tir.Var, Any] = {s: (v, "tir_vars") for s, v in zip(scalars, values)}
-        operands = ([(f"input {i}", s) for i, s in enumerate(inputs)]
-                    + [(f"output {i}", s) for i, s in enumerate(outputs)])
-        return _buffer_problems(kernel, operands, buffers, bound)
+        problems: list[str] = []
+        bound: dict[tir.Var, Any] = {}
+        operands: list[tuple[str, StructInfo | None]] = []
+        buffers: list[tir.Buffer] = []
+        for i, (param, sinfo) in enumerate(zip(params, inputs)):
+            if type(param) is tir.Buffer:
+                operands.append((f"input {i}", sinfo))
+                buffers.append(param)
+            elif sinfo is not None and (type(sinfo) is not PrimStructInfo
+                                        or sinfo.dtype != param.dtype):
+                problems.append(f"input {i} of {kernel} has struct info {sinfo_to_str(sinfo)}, "
+                                f"but parameter {param.name} is a scalar {param.dtype} "
+                                f"(pass R.Prim({param.dtype!r}))")
+            elif sinfo is not None and sinfo.value is not None:
+                bound[param] = (sinfo.value, f"input {i}")
+        for i, param in enumerate(params[n_in:n_in + n_out]):
+            if type(param) is not tir.Buffer:
+                problems.append(f"output {i} of {kernel} would be scalar parameter {param.name}; "
+                                f"outputs must be buffers")
+            else:
+                operands.append((f"output {i}", outputs[i]))
+                buffers.append(param)
+        for param, value in zip(params[n_in + n_out:], values):
+            if type(param) is not tir.Var:
+                problems.append(f"{kernel}'s buffer parameter {param.name} would take a tir_var; "
+                                f"tir_vars bind the trailing scalar parameters")
+            else:
+                bound[param] = (value, "tir_vars")
+        return problems or _buffer_problems(kernel, operands, buffers, bound)
 
     @staticmethod
     def _inputs(call: Any) -> list[StructInfo | None]:
