@@ -153,3 +153,26 @@ class Module:
     assert (first[0] == "ok") == in_range
     if in_range:
         np.testing.assert_array_equal(first[1], x[np.array(idx)])
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap"])
+def test_take_modes_clip_and_wrap_match_numpy_in_kernels_and_reference(mode: str) -> None:
+    """TVM 0.27's R.take(..., mode=clip|wrap): indices clamped into range or
+    taken modulo the extent, as numpy.take's modes of the same names."""
+    src = f'''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((4, 3), "float32"), i: R.Tensor((6,), "int64")):
+        a = R.take(x, i, axis=0, mode="{mode}")
+        return a
+'''
+    mod = phasec.parse(src)
+    x = np.arange(12, dtype="float32").reshape(4, 3)
+    i = np.array([-9, -1, 0, 3, 4, 400000000], dtype="int64")
+    want = np.take(x, i, axis=0, mode=mode)
+    got = phasec.VirtualMachine(phasec.build(mod))["main"](x, i)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    from phasec.interp.relax import run as interpret
+
+    np.testing.assert_array_equal(np.asarray(interpret(mod, x, i)), want)

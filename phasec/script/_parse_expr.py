@@ -299,6 +299,10 @@ class _SinfoParser:
         mp = self.mp
         call = node if isinstance(node, ast.Call) else None
         name = _dotted(call.func if call is not None else node)
+        if (call is None and name is not None and len(name) == 2 and name[0] == mp.T
+                and name[1] in tir.DTYPES):
+            # T.bool, T.int64: how TVM 0.27 prints R.Prim("bool"), R.Prim("int64")
+            return PrimStructInfo(name[1], span=mp.span(node))
         if name is None or len(name) != 2 or name[0] != mp.R or name[1] not in _SINFO_KINDS:
             raise mp.error(f"expected a struct info annotation such as "
                            f"{mp.R}.Tensor((n, 4), \"float32\"), got {mp.src(node)!r}", node)

@@ -481,9 +481,9 @@ class _RelaxFunctionParser:
             value = self._lookup(node.id)
             if value is not None:
                 return value
-            if node.id in self.sig.syms:
-                raise mp.error(f"{node.id!r} is a symbolic dimension, not a Relax value; use "
-                               f"{mp.R}.prim_value({node.id}) or {mp.R}.shape([{node.id}])", node)
+            sym = self.visible_sym(node.id)
+            if sym is not None:  # as TVM: a symbolic variable used as a value is a prim value
+                return rx.PrimValue(sym, span=mp.span(node))
             if node.id in self.dataflow_locals:
                 raise mp.error(
                     f"{node.id!r} is a dataflow variable: it is bound inside a dataflow block "
@@ -497,7 +497,7 @@ class _RelaxFunctionParser:
             if name is not None and name[0] == mp.R:
                 raise mp.error(f"{mp.src(node)} is not a value (did you mean to call it?)", node)
             raise mp.error(f"unsupported expression {mp.src(node)!r}", node)
-        if isinstance(node, ast.Tuple):
+        if isinstance(node, (ast.Tuple, ast.List)):  # TVM reads a list as a tuple too
             fields = []
             for e in node.elts:
                 if isinstance(e, ast.Starred):
@@ -530,14 +530,31 @@ class _RelaxFunctionParser:
         if isinstance(node, ast.Constant):
             raise mp.error(f"a Python literal ({mp.src(node)}) is not a Relax value; use "
                            f"{mp.R}.const(...), {mp.R}.prim_value(...) or {mp.R}.str(...)", node)
-        if isinstance(node, ast.BinOp):
-            spelled = _PY_OP_SPELLING.get(type(node.op), "?")
-            hint = _RELAX_OP_FOR.get(type(node.op))
-            hint_text = f"; use {hint.replace('R.', mp.R + '.')}(...)" if hint else ""
-            raise mp.error(f"operator {spelled!r} is not supported on Relax values{hint_text}", node)
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            return self._call(self._operator_call(node))
         if isinstance(node, ast.Lambda):
             raise mp.error("lambda is not supported; define a nested @R.function", node)
         raise mp.error(f"unsupported expression {mp.src(node)!r} in R.function", node)
+
+    def _operator_call(self, node: ast.BinOp | ast.UnaryOp) -> ast.Call:
+        """``x + y`` -> ``R.add(x, y)``, ``-x`` -> ``R.negative(x)``: Python
+        operators on Relax values, as TVM's TVMScript overloads them."""
+        mp = self.mp
+        if isinstance(node, ast.UnaryOp):
+            if not isinstance(node.op, ast.USub):
+                raise mp.error(f"operator {mp.src(node).split()[0]!r} is not supported on Relax "
+                               f"values", node)
+            name, operands = "R.negative", [node.operand]
+        else:
+            op = _RELAX_OP_FOR.get(type(node.op))
+            if op is None:
+                spelled = _PY_OP_SPELLING.get(type(node.op), "?")
+                raise mp.error(f"operator {spelled!r} is not supported on Relax values", node)
+            name, operands = op, [node.left, node.right]
+        func = ast.copy_location(ast.Attribute(ast.Name(mp.R, ast.Load()),
+                                               name.split(".", 1)[1], ast.Load()), node)
+        ast.copy_location(func.value, node)
+        return ast.copy_location(ast.Call(func, operands, []), node)
 
     def _call(self, node: ast.Call) -> rx.Expr:
         mp = self.mp

@@ -79,16 +79,25 @@ class _PrimFuncParser:
     def _bind(self, name: str, value: Any) -> None:
         self.scopes[-1][name] = value
 
-    def _sym_decl(self, stmt: ast.stmt) -> tuple[str, str] | None:
-        """(name, dtype) if ``stmt`` is ``n = T.int64()``."""
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)):
+    def _sym_decl(self, stmt: ast.stmt) -> list[tuple[str, str, ast.AST]] | None:
+        """[(name, dtype, target)] if ``stmt`` declares symbolic variables:
+        ``n = T.int64()`` or ``m, n = T.int64(), T.int64()``."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             return None
-        name = _dotted(stmt.value.func)
-        if (name is not None and len(name) == 2 and name[0] == self.mp.T and name[1] in tir.DTYPES
-                and not stmt.value.args and not stmt.value.keywords):
-            return stmt.targets[0].id, name[1]
-        return None
+        target, value = stmt.targets[0], stmt.value
+        pairs = (list(zip(target.elts, value.elts))
+                 if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+                 and len(target.elts) == len(value.elts) else [(target, value)])
+        out = []
+        for t, v in pairs:
+            if not (isinstance(t, ast.Name) and isinstance(v, ast.Call)):
+                return None
+            name = _dotted(v.func)
+            if not (name is not None and len(name) == 2 and name[0] == self.mp.T
+                    and name[1] in tir.DTYPES and not v.args and not v.keywords):
+                return None
+            out.append((t.id, name[1], t))
+        return out
 
     def parse(self) -> tir.PrimFunc:
         mp, fdef = self.mp, self.fdef
@@ -99,9 +108,8 @@ class _PrimFuncParser:
             body = body[1:]
         # Symbolic variables first, so parameter annotations may use them.
         for stmt in body:
-            decl = self._sym_decl(stmt)
-            if decl is not None:
-                self.scopes[0][decl[0]] = tir.Var(decl[0], decl[1], span=mp.span(stmt.targets[0]))
+            for sym, dtype, target in self._sym_decl(stmt) or ():
+                self.scopes[0][sym] = tir.Var(sym, dtype, span=mp.span(target))
                 self.declared.add(id(stmt))
         for i, a in enumerate(fdef.args.args):
             mp.where = a
@@ -222,17 +230,18 @@ class _PrimFuncParser:
         target, value = stmt.targets[0], stmt.value
         if isinstance(target, ast.Subscript):
             return self._store(target, value, stmt)
+        decl = self._sym_decl(stmt)
+        if decl is not None:
+            if id(stmt) not in self.declared:
+                for sym, dtype, t in decl:
+                    self._bind(sym, tir.Var(sym, dtype, span=mp.span(t)))
+            return None
         if isinstance(target, ast.Tuple):
             raise mp.error(f"tuple assignment is only supported for {mp.T}.axis.remap inside a "
                            f"{mp.T}.block", stmt)
         if not isinstance(target, ast.Name):
             raise mp.error(f"unsupported assignment target {mp.src(target)!r}", target)
         name = _dotted(value.func) if isinstance(value, ast.Call) else None
-        decl = self._sym_decl(stmt)
-        if decl is not None:
-            if id(stmt) not in self.declared:
-                self._bind(decl[0], tir.Var(decl[0], decl[1], span=mp.span(target)))
-            return None
         if name in ((mp.T, "alloc_buffer"), (mp.T, "decl_buffer"), (mp.T, "sblock_alloc_buffer")):
             # All scope over the rest of the statement list (TVM prints
             # T.decl_buffer so when nothing follows the allocation's scope;
@@ -306,6 +315,27 @@ class _PrimFuncParser:
         del self.scopes[0][handle.name]
         self.scopes[0][target.id] = buf
 
+    def _grid_extents(self, args: list[ast.expr]) -> tuple[list[tir.PrimExpr], list[ast.AST]]:
+        """The extents of ``T.grid(...)`` and the node each comes from;
+        ``*A.shape`` spreads a buffer's shape (as TVM reads it)."""
+        mp = self.mp
+        extents: list[tir.PrimExpr] = []
+        nodes: list[ast.AST] = []
+        for a in args:
+            if isinstance(a, ast.Starred):
+                inner = a.value
+                buf = (self._lookup(inner.value.id) if isinstance(inner, ast.Attribute)
+                       and inner.attr == "shape" and isinstance(inner.value, ast.Name) else None)
+                if not isinstance(buf, tir.Buffer):
+                    raise mp.error(f"{mp.T}.grid: only a buffer's shape can be spread "
+                                   f"(*A.shape), got {mp.src(a)!r}", a)
+                extents += buf.shape
+                nodes += [a] * len(buf.shape)
+            else:
+                extents.append(self.prim.parse(a))
+                nodes.append(a)
+        return extents, nodes
+
     def _for(self, stmt: ast.For) -> tir.Stmt:
         mp = self.mp
         if stmt.orelse:
@@ -324,13 +354,14 @@ class _PrimFuncParser:
             raise mp.error(f"{mp.src(it.func)} takes positional arguments only",
                            it.keywords[0].value)
         span = mp.span(stmt)
+        arg_nodes: list[ast.AST] = list(it.args)
         if kind == "grid":
             targets = stmt.target.elts if isinstance(stmt.target, ast.Tuple) else [stmt.target]
-            if not it.args or len(targets) != len(it.args):
-                raise mp.error(f"{mp.T}.grid has {len(it.args)} extent(s) but the loop has "
+            extents, arg_nodes = self._grid_extents(it.args)
+            if not extents or len(targets) != len(extents):
+                raise mp.error(f"{mp.T}.grid has {len(extents)} extent(s) but the loop has "
                                f"{len(targets)} variable(s)", stmt.target)
-            bounds = [(tir.IntImm(0, e.dtype, span=e.span), e)
-                      for e in (self.prim.parse(a) for a in it.args)]
+            bounds = [(tir.IntImm(0, e.dtype, span=e.span), e) for e in extents]
         else:
             targets = [stmt.target]
             if len(it.args) == 1:
@@ -342,7 +373,7 @@ class _PrimFuncParser:
             else:
                 raise mp.error(f"{mp.src(it.func)} takes 1 or 2 arguments (extent, or start and "
                                f"stop), got {len(it.args)}", it)
-        for (start, extent), arg in zip(bounds, it.args if kind == "grid" or len(it.args) == 1
+        for (start, extent), arg in zip(bounds, arg_nodes if kind == "grid" or len(it.args) == 1
                                          else it.args[1:]):
             for bound in (start, extent):
                 if not tir.is_int(bound.dtype):

@@ -967,11 +967,17 @@ def _take(call: Call, inputs: Inputs) -> Tensor:
     x, idx = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
     out = _out(call)
     axis = _attrs(call)["axis"]
+    mode = _attrs(call).get("mode", "fast")
 
     def wrap(v: PrimExpr, dim: PrimExpr) -> PrimExpr:
+        v = te.cast(v, I64)
+        if mode == "clip":
+            return _clamp(v, te.cast(dim, I64))
+        if mode == "wrap":
+            return BinaryOp("%", v, te.cast(dim, I64))  # floor modulo: always in [0, dim)
         # numpy's negative indices; anything out of range stops the kernel with an
         # IndexOutOfRangeError, as the reference does (never a clamp or a wild read)
-        return tir.Call("checked_index", (te.cast(v, I64), dim), "int64")
+        return tir.Call("checked_index", (v, dim), "int64")
 
     if axis is None:
         size = _prod(x.shape)

@@ -30,8 +30,9 @@ from .. import arith, tir
 from ..infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
 from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ._common import (
-    REQUIRED, OpPattern, as_dtype, check_indices, as_float, as_int, attrs_of, define, err, int_tuple,
-    norm_axes, norm_axis, opt, prod, shape_arg, shape_tuple, tensor_arg, tensor_sinfo,
+    REQUIRED, OpPattern, as_bool, as_dtype, check_indices, as_float, as_int, attrs_of, define, err,
+    int_tuple, norm_axes, norm_axis, one_of, opt, prod, shape_arg, shape_tuple, tensor_arg,
+    tensor_sinfo,
 )
 
 __all__: list[str] = []
@@ -397,7 +398,10 @@ def _strided_slice_ref(x, axes, begin, end, strides=None):
 
 define("strided_slice", ("x",), _infer_strided_slice,
        attrs={"axes": (REQUIRED, int_tuple), "begin": (REQUIRED, int_tuple),
-              "end": (REQUIRED, int_tuple), "strides": (None, opt(int_tuple))},
+              "end": (REQUIRED, int_tuple), "strides": (None, opt(int_tuple)),
+              # TVM 0.27: "the slice stays in bounds" lets TVM skip clamping; phasec
+              # always clamps as numpy does, which is the same where the promise holds.
+              "assume_inbound": (True, as_bool)},
        reference=_strided_slice_ref, pattern=OpPattern.INJECTIVE,
        doc="numpy slicing x[begin:end:stride] on the listed axes.")
 
@@ -422,17 +426,22 @@ def _infer_take(call, ctx):
                             x.dtype)
 
 
-def _take_ref(x, indices, axis=None):
+def _take_ref(x, indices, axis=None, mode="fast"):
     x = np.asarray(x)
     idx = np.asarray(indices).astype(np.int64)
+    if mode != "fast":  # TVM's clip (clamp into range) and wrap (modulo the extent)
+        return np.take(x, idx, axis=axis, mode=mode)
     extent = x.size if axis is None else x.shape[axis]
     check_indices(idx, extent, "take")
     return np.take(x, idx, axis=axis, mode="raise")
 
 
-define("take", ("x", "indices"), _infer_take, attrs={"axis": (None, opt(as_int))},
+define("take", ("x", "indices"), _infer_take,
+       attrs={"axis": (None, opt(as_int)), "mode": ("fast", one_of("fast", "clip", "wrap"))},
        reference=_take_ref, pattern=OpPattern.INJECTIVE,
-       doc="numpy.take: gather along ``axis`` (None: the flattened tensor).")
+       doc="numpy.take: gather along ``axis`` (None: the flattened tensor). ``mode``: "
+           "fast (TVM's default, unchecked there; phasec bounds-checks it: negative "
+           "indices from the end, anything else out of range is an error), clip, wrap.")
 
 
 # ---------------------------------------------------------------------------
