@@ -141,12 +141,15 @@ def test_unsupported_statement_in_tir():
 
 
 def test_unsupported_expressions():
-    err = parse_error(relax("y = x + x", "return y"))
-    assert "'+' is not supported on Relax values; use R.add" in err.message
+    # x + x is R.add(x, x), as in TVM; x % x has no Relax operator
+    add = phasec.parse(relax("y = x + x", "return y"))["main"].body.blocks[0].bindings[0].value
+    assert add.op.name == "relax.add"
+    err = parse_error(relax("y = x % x", "return y"))
+    assert "'%' is not supported on Relax values" in err.message
     assert where(err) == (BODY_LINE, 12)
     err = parse_error(relax("y = lambda: x", "return y"))
     assert "lambda" in err.message
-    err = parse_error(relax("y = R.add(x, 1.0)", "return y"))
+    err = parse_error(relax("y = R.add(x, None)", "return y"))
     assert "Python literal" in err.message and where(err) == (BODY_LINE, 21)
 
 
@@ -265,9 +268,9 @@ def test_tir_structure():
     assert "only allowed directly inside a T.block" in err.message
     err = parse_error(prim("v = T.axis.spatial(4, 0)"))
     assert "only allowed directly inside a T.block" in err.message
+    # a handle without T.match_buffer is an opaque handle parameter (as in TVM), not an error
     text = "@I.ir_module\nclass M:\n    @T.prim_func\n    def f(a: T.handle):\n        T.evaluate(0)\n"
-    err = parse_error(text)
-    assert err.message == "handle parameter 'a' has no T.match_buffer" and where(err) == (4, 10)
+    assert phasec.parse(text)["f"].params[0].dtype == "handle"
     err = parse_error(prim("for i in T.grid(4, 4):", "    B[i] = A[i]"))
     assert "2 extent(s) but the loop has 1 variable(s)" in err.message
     err = parse_error(prim("for i in T.thread_binding(4):", "    B[i] = A[i]"))

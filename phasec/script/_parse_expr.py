@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import ParseError
 from ..ir import tir
 from ..ir.node import Span
@@ -214,6 +216,17 @@ class _PrimExprParser:
             if problem is not None:
                 raise mp.error(f"{mp.T}.{fn}({number}): {problem}", args[0])
             return tir.IntImm(int(number), fn, span=span)
+        if fn in ("min_value", "max_value"):
+            arity(1)
+            # TVM's meaning: the dtype's finite extreme (not an infinity)
+            dtype = mp.dtype_arg(args[0], f"{mp.T}.{fn}")
+            if tir.is_bool(dtype):
+                return tir.IntImm(int(fn == "max_value"), "bool", span=span)
+            info = np.iinfo(dtype) if tir.is_int(dtype) else np.finfo(dtype)
+            value = info.min if fn == "min_value" else info.max
+            if tir.is_int(dtype):
+                return tir.IntImm(int(value), dtype, span=span)
+            return tir.FloatImm(float(value), dtype, span=span)
         if fn in ("Cast", "cast"):
             arity(2)
             # T.Cast(dtype, value) (TVM's node) and T.cast(value, dtype)

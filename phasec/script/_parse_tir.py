@@ -119,9 +119,10 @@ class _PrimFuncParser:
             raise mp.error(f"a {mp.T}.prim_func returns nothing; remove the return annotation",
                            fdef.returns)
         stmt = self._stmts(body, top=True)
-        for p in self.params:
-            if isinstance(p, _Handle):
-                raise mp.error(f"handle parameter {p.name!r} has no {mp.T}.match_buffer", p.node)
+        # A handle without T.match_buffer stays an opaque handle parameter (TVM
+        # passes such handles to builtins); phasec's kernels cannot use one.
+        self.params = [tir.Var(p.name, "handle", span=mp.span(p.node)) if isinstance(p, _Handle)
+                       else p for p in self.params]
         attrs = {} if flags.get("private", False) else {"global_symbol": fdef.name}
         attrs.update(self.attrs)
         return tir.PrimFunc(self.params, stmt, attrs, span=mp.span(fdef))

@@ -252,6 +252,12 @@ class _ModuleParser:
             # T.bool(True), T.int32(1)... as TVM prints some attribute values
             name = _dotted(node.func)
             value = self.number(node.args[0])
+            arg = node.args[0]
+            if (value is None and isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                    and arg.value.strip().lower() in ("inf", "-inf", "+inf", "nan")
+                    and name is not None and len(name) == 2 and name[1] in tir.DTYPES
+                    and tir.is_float(name[1])):
+                value = float(arg.value)  # T.float64("inf"), as TVM prints it
             if (name is not None and len(name) == 2 and name[0] == self.T
                     and name[1] in tir.DTYPES and value is not None):
                 if name[1] == "bool":

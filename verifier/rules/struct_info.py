@@ -416,15 +416,18 @@ class CallSignatureMismatch(Rule):
 
     def _direct_prim_call(self, ctx: Context, call: Any, func: tir.PrimFunc) -> None:
         def compute() -> list[str]:
-            buffers, _ = _buffer_params(func)
+            # tensors go to buffers and to opaque handles (T.handle without match_buffer)
+            takers = [p for p in func.params if type(p) is tir.Buffer or p.dtype == "handle"]
             kernel = f"PrimFunc cls.{call.op.name_hint}"
             tensors = [(i, a.struct_info) for i, a in enumerate(call.args)
                        if type(a.struct_info) is TensorStructInfo]
-            if len(tensors) != len(buffers):
-                return [f"{kernel} has {len(buffers)} buffer parameter(s) but the call passes "
+            if len(tensors) != len(takers):
+                what = "buffer" if all(type(p) is tir.Buffer for p in takers) else "buffer or handle"
+                return [f"{kernel} has {len(takers)} {what} parameter(s) but the call passes "
                         f"{len(tensors)} tensor(s)"]
-            operands = [(f"argument {i}", sinfo) for i, sinfo in tensors]
-            return _buffer_problems(kernel, operands, buffers, {})
+            pairs = [((f"argument {i}", sinfo), p) for (i, sinfo), p in zip(tensors, takers)
+                     if type(p) is tir.Buffer]
+            return _buffer_problems(kernel, [o for o, _ in pairs], [p for _, p in pairs], {})
 
         _cached_problems(self, ctx, call, compute)
 
@@ -490,6 +493,8 @@ class CallTIRMismatch(Rule):
             if type(param) is tir.Buffer:
                 operands.append((f"input {i}", sinfo))
                 buffers.append(param)
+            elif param.dtype == "handle":
+                continue  # an opaque handle (T.handle without T.match_buffer) takes any object
             elif sinfo is not None and (type(sinfo) is not PrimStructInfo
                                         or sinfo.dtype != param.dtype):
                 problems.append(f"input {i} of {kernel} has struct info {sinfo_to_str(sinfo)}, "
@@ -498,6 +503,8 @@ class CallTIRMismatch(Rule):
             elif sinfo is not None and sinfo.value is not None:
                 bound[param] = (sinfo.value, f"input {i}")
         for i, param in enumerate(params[n_in:n_in + n_out]):
+            if type(param) is not tir.Buffer and param.dtype == "handle":
+                continue
             if type(param) is not tir.Buffer:
                 problems.append(f"output {i} of {kernel} would be scalar parameter {param.name}; "
                                 f"outputs must be buffers")

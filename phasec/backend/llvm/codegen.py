@@ -305,6 +305,10 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
             raise error(f"parameter '{p.name}' appears twice", p)
         seen.add(id(p))
         what = f"buffer '{p.name}'" if isinstance(p, tir.Buffer) else f"scalar parameter '{p.name}'"
+        if isinstance(p, tir.Var) and p.dtype == "handle":
+            raise error(f"parameter '{p.name}' is an opaque handle (T.handle without "
+                        f"T.match_buffer): phasec compiles kernels over buffers and scalars; "
+                        f"bind it with T.match_buffer", p)
         if p.dtype not in _LLVM_TYPE:
             raise error(f"{what} has unsupported dtype {p.dtype!r} (supported: "
                         f"{', '.join(tir.DTYPES)})", p)

@@ -1,0 +1,115 @@
+"""TVMScript forms from TVM's own relax test suite that phasec reads.
+
+Each snippet is accepted by TVM 0.27 (checked here), and phasec must read
+it to the module TVM reads: phasec's module, handed back to TVM, is
+structurally equal to TVM's parse of the same text (TVM's equality is the
+reference)."""
+
+from __future__ import annotations
+
+import pytest
+import tvm
+
+import phasec
+from phasec.ir import tir
+from phasec.tvm import to_tvm
+
+HEADER = """
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+# from tvm.script import tirx as T
+"""
+
+SNIPPETS = {
+    "python_operators_on_relax_values": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), y: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        z = x * y + x
+        w = -z
+        return w
+""",
+    "list_as_tuple_and_prim_annotation": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), flag: T.bool) -> R.Tensor((8,), "float32"):
+        c = R.concat([x, x], axis=0)
+        return c
+""",
+    "symbolic_variable_as_value": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")) -> R.Prim("int64"):
+        n = T.int64()
+        return n
+""",
+    "grid_over_a_buffer_shape_and_tuple_declarations": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def copy(a: T.handle, b: T.handle):
+        m, n = T.int64(), T.int64()
+        A = T.match_buffer(a, (m, n))
+        B = T.match_buffer(b, (m, n))
+        for i, j in T.grid(*A.shape):
+            B[i, j] = A[i, j]
+""",
+    "extremes_and_infinities": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def fill(A: T.Buffer((T.int64(3),), "float32"), B: T.Buffer((T.int64(1),), "int32")):
+        A[0] = T.min_value("float32")
+        A[1] = T.float32("inf")
+        A[2] = T.float32("-inf")
+        B[0] = T.max_value("int32")
+""",
+    "opaque_handle_parameter": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def noop(A: T.handle, n: T.int64):
+        T.evaluate(0)
+""",
+    "take_mode_and_strided_slice_assume_inbound": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 3), "float32"), i: R.Tensor((2,), "int64")) -> R.Tensor((2, 3), "float32"):
+        a = R.take(x, i, axis=0, mode="clip")
+        b = R.strided_slice(a, axes=[1], begin=[0], end=[3], assume_inbound=True)
+        return b
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SNIPPETS))
+def test_phasec_reads_what_tvm_reads(name: str) -> None:
+    text = HEADER + SNIPPETS[name]
+    reference = tvm.script.from_source(text)  # TVM 0.27 accepts the snippet
+    mod = phasec.parse(text)
+    again = to_tvm(mod).without_attr("phase")
+    tvm.ir.assert_structural_equal(again, reference, map_free_vars=True)
+
+
+def test_extremes_are_tvms_finite_values() -> None:
+    mod = phasec.parse(HEADER + SNIPPETS["extremes_and_infinities"])
+    stores = mod["fill"].body.stmts
+    values = [s.value.value for s in stores]
+    assert values[0] == float(-3.4028234663852886e38)  # numpy.finfo("float32").min
+    assert values[1] == float("inf") and values[2] == float("-inf")
+    assert values[3] == 2**31 - 1
+
+
+def test_opaque_handle_reads_but_does_not_compile() -> None:
+    mod = phasec.parse(HEADER + SNIPPETS["opaque_handle_parameter"])
+    assert mod["noop"].params[0].dtype == "handle"
+    assert isinstance(mod["noop"].params[0], tir.Var)
+    from phasec.backend.llvm import compile_prim_funcs
+    from phasec.errors import PhasecError
+
+    with pytest.raises(PhasecError, match="opaque handle"):
+        compile_prim_funcs({"noop": mod["noop"]})
