@@ -16,7 +16,10 @@ passed after the outputs as ``R.prim_value`` operands, one per dimension:
 the form both the VM code generator and the reference interpreter call a
 PrimFunc with. ``R.call_dps_packed(f, (a,), out_sinfo)`` becomes
 ``R.call_packed(f, a, alloc)`` (a packed call on the allocated outputs) and
-``y = alloc``.
+``y = alloc``. ``R.call_tir_inplace(cls.f, (a, b), inplace_indices=[0, -1],
+out_sinfo=[...])`` allocates only the outputs marked -1; an in-place output is
+the argument the kernel overwrites: ``_ = cls.f(a, b, alloc)`` and
+``y = (a, alloc)``.
 
 The direct calls are impure, so the pass requires ``RemovePurityChecking``
 (which marks functions ``relax.force_pure``). Allocations are
@@ -64,7 +67,7 @@ class _Rewriter(ExprMutator):
     def visit_binding(self, binding: Binding) -> Any:
         value = binding.value
         if type(value) is Call and type(value.op) is Op and value.op.name in (
-                "relax.call_tir", "relax.call_dps_packed"):
+                "relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace"):
             pre, result = self._rewrite(binding, value)
             return [*pre, binding.rebind(result)]
         return super().visit_binding(binding)
@@ -76,8 +79,10 @@ class _Rewriter(ExprMutator):
                                    f"{binding.var.name_hint!r}{loc}: {message}")
 
     def _rewrite(self, binding: Binding, call: Call) -> tuple[list[Binding], Any]:
-        is_tir = call.op.name == "relax.call_tir"
+        is_tir = call.op.name in ("relax.call_tir", "relax.call_tir_inplace")
         what = "R.call_tir" if is_tir else "R.call_dps_packed"
+        # call_tir_inplace: output i is argument inplace_indices[i] (-1: allocated)
+        inplace = tuple(call.attrs.get("inplace_indices", ())) if call.attrs else ()
         if len(call.args) < 2 or len(call.sinfo_args) != 1:
             raise self.error(binding, f"{what} needs a callee, a tuple of arguments and one "
                                       "output struct info")
@@ -91,7 +96,14 @@ class _Rewriter(ExprMutator):
         out = call.sinfo_args[0]
         fields = list(out.fields) if isinstance(out, TupleStructInfo) else [out]
         allocs: list[Var] = []
-        for sinfo in fields:
+        results: list[Any] = []
+        for i, sinfo in enumerate(fields):
+            if i < len(inplace) and inplace[i] >= 0:
+                if inplace[i] >= len(inputs):
+                    raise self.error(binding, f"R.call_tir_inplace: inplace index {inplace[i]} "
+                                              f"is not one of its {len(inputs)} arguments")
+                results.append(inputs[inplace[i]])
+                continue
             if not (isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None
                     and sinfo.dtype != "void"):
                 raise self.error(binding, f"{what} output {sinfo_to_str(sinfo)} needs a known "
@@ -100,8 +112,10 @@ class _Rewriter(ExprMutator):
             shape = ShapeExpr(sinfo.shape)
             pre.append(VarBinding(alloc, Call(
                 op_expr("relax.builtin.alloc_tensor"), [shape],
-                {"dtype": sinfo.dtype, "runtime_device_index": 0, "storage_scope": "global"}, struct_info=sinfo)))
+                {"dtype": sinfo.dtype, "runtime_device_index": 0, "storage_scope": "global"},
+                struct_info=sinfo)))
             allocs.append(alloc)
+            results.append(alloc)
         scalars: list[PrimValue] = []
         if is_tir and len(call.args) > 2:
             scalars = [PrimValue(v) for v in self._tir_var_values(binding, call.args[2])]
@@ -113,8 +127,8 @@ class _Rewriter(ExprMutator):
             pre.append(VarBinding(Var("_", obj), Call(callee, [*inputs, *allocs],
                                                       struct_info=obj)))
         if isinstance(out, TupleStructInfo):
-            return pre, Tuple(allocs)
-        return pre, allocs[0]
+            return pre, Tuple(results)
+        return pre, results[0]
 
     @staticmethod
     def _inputs(args: Any, pre: list[Binding]) -> list[Any]:

@@ -462,6 +462,8 @@ _OP_TABLE = {
                                                 sinfo_args=[f32(2, 3)]),
     "relax.call_tir": lambda e: call_op("call_tir", GlobalVar("copy"), (e.x,),
                                         sinfo_args=[f32(2, 3)]),
+    "relax.call_tir_inplace": lambda e: call_op("call_tir_inplace", GlobalVar("copy"), (e.x, e.y),
+                                                inplace_indices=[1], sinfo_args=[f32(2, 3)]),
     "relax.clip": lambda e: call_op("clip", e.x, min=0.0, max=1.0),
     "relax.concat": lambda e: call_op("concat", (e.x, e.y), axis=1),
     "relax.expand_dims": lambda e: call_op("expand_dims", e.x, axis=0),
@@ -639,7 +641,8 @@ def test_every_operator_roundtrip(opdef):
         line = next(l for l in text.splitlines() if opdef.script_name + "(" in l)
         call_text = line.split(opdef.script_name + "(", 1)[1]
         assert not any(f" {k}=" in call_text for k in opdef.attrs)
-    elif call.attrs and opdef.name not in ("relax.call_tir", "relax.call_dps_packed"):
+    elif call.attrs and opdef.name not in ("relax.call_tir", "relax.call_dps_packed",
+                                           "relax.call_tir_inplace"):
         # attributes are keywords in registry order
         keys = [k for k in opdef.attrs if k in call.attrs]
         line = next(l for l in text.splitlines() if opdef.script_name + "(" in l)

@@ -552,6 +552,7 @@ class Interpreter:
         self._op_cache: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
         self._special: dict[str, Callable[[Call, list, _Env], Any]] = {
             "relax.call_tir": self._op_call_tir,
+            "relax.call_tir_inplace": self._op_call_tir_inplace,
             "relax.vm.call_tir_dyn": self._op_call_tir_dyn,
             "relax.call_dps_packed": self._op_call_dps_packed,
             "relax.call_pure_packed": self._op_call_packed_op,
@@ -826,14 +827,18 @@ class Interpreter:
         except Exception as exc:
             raise InterpError(f"packed function {name!r} raised {type(exc).__name__}: {exc}") from exc
 
-    def _alloc_outputs(self, call: Call, env: _Env) -> list[np.ndarray]:
+    def _alloc_outputs(self, call: Call, env: _Env, skip: tuple[int, ...] = ()) -> list[np.ndarray]:
+        """Zeroed arrays for the outputs (those whose ``skip`` entry is >= 0,
+        outputs written in place, left out)."""
         if not call.sinfo_args:
             raise InterpError(f"{_op_name(call)} needs the output struct info (out_sinfo)")
         out = call.sinfo_args[0]
         fields = out.fields if isinstance(out, TupleStructInfo) else (out,)
         lookup = self._sym_lookup(env)
         arrays = []
-        for sinfo in fields:
+        for i, sinfo in enumerate(fields):
+            if i < len(skip) and skip[i] >= 0:
+                continue
             if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype == "void":
                 raise InterpError(f"{_op_name(call)}: output {sinfo_text(sinfo)} needs a known "
                                   f"shape and dtype")
@@ -853,6 +858,26 @@ class Interpreter:
         tir_vars = tuple(args[2]) if len(args) > 2 and args[2] is not None else ()
         outs = self._alloc_outputs(call, env)
         _run_prim_func(kernel.name, kernel.func, [*inputs, *outs, *tir_vars])
+        return self._pack_outputs(call, outs)
+
+    def _op_call_tir_inplace(self, call: Call, args: list, env: _Env) -> Any:
+        # Functional semantics: the kernel writes into copies of the arguments it
+        # overwrites, which become those outputs (the same values TVM's in-place
+        # call leaves, since the overwritten arguments are not used afterwards).
+        kernel = args[0]
+        if not isinstance(kernel, _Kernel):
+            raise InterpError(f"call_tir_inplace needs a PrimFunc of the module, got "
+                              f"{describe_value(kernel)}")
+        inputs = list(_as_tuple(args[1]) if len(args) > 1 else ())
+        tir_vars = tuple(args[2]) if len(args) > 2 and args[2] is not None else ()
+        indices = tuple(call.attrs["inplace_indices"])
+        for k in indices:
+            if k >= 0:
+                inputs[k] = np.array(inputs[k], copy=True)
+        fresh = iter(self._alloc_outputs(call, env, skip=indices))
+        outs = [inputs[k] if k >= 0 else next(fresh) for k in indices]
+        new_outs = [o for o, k in zip(outs, indices) if k < 0]
+        _run_prim_func(kernel.name, kernel.func, [*inputs, *new_outs, *tir_vars])
         return self._pack_outputs(call, outs)
 
     def _op_call_tir_dyn(self, call: Call, args: list, env: _Env) -> Any:

@@ -57,6 +57,7 @@ _RELAX_CALLS = {
     "str": "_call_str",
     "dtype": "_call_dtype",
     "call_tir": "_call_tir",
+    "call_tir_inplace": "_call_tir_inplace",
     "call_dps_packed": "_call_dps_packed",
     "call_packed": "_call_packed",
     "call_pure_packed": "_call_pure_packed",
@@ -806,6 +807,32 @@ class _RelaxFunctionParser:
         if "tir_vars" in a and not _is_none(a["tir_vars"]):
             args.append(self._tir_vars(a["tir_vars"]))
         return self._builtin("relax.call_tir", node, args, self._dps_sinfo(a, f"{mp.R}.call_tir"))
+
+    def _call_tir_inplace(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        what = f"{mp.R}.call_tir_inplace"
+        # TVM's positional order is (gvar, args, inplace_indices, out_sinfo,
+        # tir_vars); with inplace_indices given by keyword, a third positional
+        # argument is tir_vars (the operand order of phasec's registry).
+        if any(kw.arg == "inplace_indices" for kw in node.keywords):
+            params = ("gvar", "args", "tir_vars", "out_sinfo", "inplace_indices", "sinfo_args")
+        else:
+            params = ("gvar", "args", "inplace_indices", "out_sinfo", "tir_vars", "sinfo_args")
+        a = mp.bind_args(node, what, params, 2, {**_OUT_SINFO, **_SINFO_ARGS})
+        if "inplace_indices" not in a:
+            raise mp.error(f"{what} needs inplace_indices=[...]", node)
+        args = [self._arg(a["gvar"]), self._args_tuple(a["args"])]
+        if "tir_vars" in a and not _is_none(a["tir_vars"]):
+            args.append(self._tir_vars(a["tir_vars"]))
+        indices = _to_tuple(mp.literal(a["inplace_indices"]))
+        if isinstance(indices, int):
+            indices = (indices,)
+        if not (isinstance(indices, tuple) and all(isinstance(k, int) and not isinstance(k, bool)
+                                                   for k in indices)):
+            raise mp.error(f"{what}: inplace_indices must be a list of integers, got "
+                           f"{mp.src(a['inplace_indices'])}", a["inplace_indices"])
+        return self._builtin("relax.call_tir_inplace", node, args, self._dps_sinfo(a, what),
+                             {"inplace_indices": indices})
 
     def _dps_sinfo(self, a: dict[str, ast.expr], what: str) -> tuple[StructInfo, ...]:
         """``out_sinfo=`` (the usual spelling) or raw ``sinfo_args=``."""

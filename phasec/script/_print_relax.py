@@ -20,7 +20,7 @@ from ._print_common import (
     quote_str, tuple_text,
 )
 
-_CALL_DPS = ("relax.call_tir", "relax.call_dps_packed")
+_CALL_DPS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace")
 
 
 class RelaxPrinter(PrimPrinter):
@@ -178,8 +178,10 @@ class RelaxPrinter(PrimPrinter):
         args = c.args
         if t is Op:
             name = op.name
-            if name in _CALL_DPS and len(c.sinfo_args) == 1 and not c.attrs and (
-                    2 <= len(args) <= (3 if name == "relax.call_tir" else 2)) and type(args[1]) is Tuple:
+            inplace = name == "relax.call_tir_inplace" and set(c.attrs) == {"inplace_indices"}
+            if (name in _CALL_DPS and not c.attrs or inplace) and len(c.sinfo_args) == 1 and (
+                    2 <= len(args) <= (2 if name == "relax.call_dps_packed" else 3)) \
+                    and (type(args[1]) is Tuple or inplace):
                 parts = [self._callee(args[0]), self.expr(args[1])]
                 out = c.sinfo_args[0]
                 key = "out_sinfo=" if legacy() else "out_ty="
@@ -187,6 +189,9 @@ class RelaxPrinter(PrimPrinter):
                     parts.append(key + "[" + ", ".join(self.sinfo(f) for f in out.fields) + "]")
                 else:
                     parts.append(key + self.sinfo(out))
+                if inplace:
+                    indices = ", ".join(str(k) for k in c.attrs["inplace_indices"])
+                    parts.append(f"inplace_indices=[{indices}]")
                 if len(args) == 3:
                     parts.append("tir_vars=" + self.expr(args[2]))
                 return f"{_op_script_name(name)}({', '.join(parts)})"

@@ -28,7 +28,7 @@ from ..diagnostics import WARNING
 from ..util import agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
 from .base import Rule, register
 
-_CALL_TIR_OPS = frozenset({"relax.call_tir"})
+_CALL_TIR_OPS = frozenset({"relax.call_tir", "relax.call_tir_inplace"})
 
 
 @register
@@ -270,6 +270,19 @@ def _buffer_problems(kernel: str, operands: Sequence[tuple[str, StructInfo | Non
     return problems
 
 
+def _sinfo_conflict(a: StructInfo, b: StructInfo) -> bool:
+    """Two tensor struct infos that provably describe different tensors."""
+    if type(a) is not TensorStructInfo or type(b) is not TensorStructInfo:
+        return type(a) is not type(b)
+    if "void" not in (a.dtype, b.dtype) and a.dtype != b.dtype:
+        return True
+    if -1 not in (a.ndim, b.ndim) and a.ndim != b.ndim:
+        return True
+    if a.shape is None or b.shape is None:
+        return False
+    return any(_provably_different(x, y) for x, y in zip(a.shape, b.shape))
+
+
 def _cached_problems(rule: Rule, ctx: Context, call: Any, compute: Any) -> None:
     """Report the problems ``compute()`` finds for ``call``; calls with the
     same struct-info key (same kernel, same operand shapes) share the answer,
@@ -476,6 +489,17 @@ class CallTIRMismatch(Rule):
         inputs = self._inputs(call)
         out = call.sinfo_args[0]
         outputs = list(out.fields) if type(out) is TupleStructInfo else [out]
+        problems: list[str] = []
+        if call.op.name == "relax.call_tir_inplace":
+            # an in-place output is the argument it overwrites: no buffer of its own
+            indices = tuple(call.attrs.get("inplace_indices", ()))
+            for i, (k, sinfo) in enumerate(zip(indices, outputs)):
+                if 0 <= k < len(inputs) and inputs[k] is not None and sinfo is not None \
+                        and _sinfo_conflict(inputs[k], sinfo):
+                    problems.append(f"output {i} of {kernel} overwrites input {k} "
+                                    f"({sinfo_to_str(inputs[k])}) but is declared "
+                                    f"{sinfo_to_str(sinfo)}")
+            outputs = [s for s, k in zip(outputs, indices) if k == -1]
         tir_vars = call.args[2] if len(call.args) > 2 else None
         values = tir_vars.values if type(tir_vars) is ShapeExpr else ()
         params = list(target.params)
@@ -485,7 +509,6 @@ class CallTIRMismatch(Rule):
             return [f"{kernel} has {len(buffers)} buffer parameter(s) and {len(scalars)} scalar "
                     f"parameter(s) but R.call_tir passes {n_in} input(s), {n_out} output(s) and "
                     f"{len(values)} tir_vars"]
-        problems: list[str] = []
         bound: dict[tir.Var, Any] = {}
         operands: list[tuple[str, StructInfo | None]] = []
         buffers: list[tir.Buffer] = []

@@ -47,7 +47,9 @@ from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
 from ..struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, TensorStructInfo, TupleStructInfo,
 )
-from ._common import REQUIRED, as_dtype, as_int, as_str, attrs_of, define, err, shape_arg
+from ._common import (
+    REQUIRED, as_dtype, as_int, as_str, attrs_of, define, err, int_tuple, shape_arg,
+)
 
 __all__: list[str] = []
 
@@ -106,6 +108,28 @@ def _infer_call_tir(call, ctx):
     return call.sinfo_args[0]
 
 
+def _infer_call_tir_inplace(call, ctx):
+    out = _infer_call_tir(call, ctx)
+    n_out = len(out.fields) if isinstance(out, TupleStructInfo) else 1
+    args = call.args[1]
+    n_args = len(args.fields) if hasattr(args, "fields") else None
+    indices = attrs_of(call)["inplace_indices"]
+    if len(indices) != n_out:
+        raise err(call, f"R.call_tir_inplace has {n_out} output(s) but {len(indices)} "
+                        f"inplace_indices {list(indices)}")
+    for k in indices:
+        if k < -1 or (n_args is not None and k >= n_args):
+            raise err(call, f"R.call_tir_inplace: inplace index {k} is not -1 (a new output) "
+                            f"nor one of its {n_args} argument(s)")
+    if not any(k >= 0 for k in indices):
+        raise err(call, "R.call_tir_inplace needs at least one in-place output (an index "
+                        "other than -1); use R.call_tir otherwise")
+    if len([k for k in indices if k >= 0]) != len({k for k in indices if k >= 0}):
+        raise err(call, f"R.call_tir_inplace: an argument is overwritten by two outputs "
+                        f"(inplace_indices {list(indices)})")
+    return out
+
+
 def _infer_call_dps_packed(call, ctx):
     _check_count(call, 2, 2)
     if not isinstance(call.args[0], ExternFunc):
@@ -156,6 +180,10 @@ def _infer_make_closure(call, ctx):
 
 define("call_tir", ("func", "args", "tir_vars"), _infer_call_tir, variadic=True, category="call",
        doc="Call a PrimFunc in destination-passing style; result = out_sinfo.")
+define("call_tir_inplace", ("func", "args", "tir_vars"), _infer_call_tir_inplace, variadic=True,
+       attrs={"inplace_indices": (REQUIRED, int_tuple)}, category="call",
+       doc="Call a PrimFunc that writes output i into argument inplace_indices[i] (-1: a "
+           "new output, allocated as by call_tir); result = out_sinfo.")
 define("call_dps_packed", ("func", "args"), _infer_call_dps_packed, category="call",
        doc="Call a packed function in destination-passing style; result = out_sinfo.")
 define("call_pure_packed", ("func", "args"), _infer_call_pure_packed, variadic=True,

@@ -387,7 +387,7 @@ def _infer_strided_slice(call, ctx):
     return TensorStructInfo(tuple(dims), x.dtype)
 
 
-def _strided_slice_ref(x, axes, begin, end, strides=None):
+def _strided_slice_ref(x, axes, begin, end, strides=None, assume_inbound=True):
     x = np.asarray(x)
     strides = strides or (1,) * len(axes)
     index = [slice(None)] * x.ndim
