@@ -434,3 +434,54 @@ class Module:
     assert "'lv2' is a dataflow variable" in info.value.message
     assert "add it to R.output" in info.value.message and "WF003" in info.value.message
     assert info.value.span.line == 10
+
+
+# ---------------------------------------------------------------------------
+# Integers stay integers; long lines are clipped
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim, shown", [
+    ("10 ** 10 ** 10", "10 ** 10000000000"),
+    ("2 ** 64 + 4", str(2**64)),
+    ("2 ** 63", str(2**63)),
+    ("9223372036854775807 + 5", str(2**63 + 4)),
+    ("-9223372036854775807 - 5", str(-(2**63) - 4)),
+    ("3 * 4611686018427387904", str(3 * 2**62)),
+])
+def test_shape_arithmetic_past_int64_is_an_error_not_a_wrap(dim: str, shown: str) -> None:
+    text = relax(f"y = R.reshape(x, R.shape([{dim}]))", "return x")
+    err = parse_error(text)
+    # the JSON reader's wording: "<value> does not fit in int64"
+    assert f"{shown} does not fit in int64" in err.message
+    assert where(err)[0] == BODY_LINE
+
+
+def test_shape_arithmetic_within_int64_is_kept() -> None:
+    from phasec.ir import arith
+
+    mod = phasec.parse(relax("y = R.reshape(x, R.shape([4611686018427387904 // 1152921504606846976]))",
+                             "return y"))
+    dim = mod["main"].body.blocks[0].bindings[0].value.struct_info.shape[0]
+    assert arith.const_int(dim) == 4
+
+
+def test_negative_constant_dimension_is_an_error() -> None:
+    err = parse_error(HEADER.replace("R.Tensor((4,)", "R.Tensor((2 - 5,)", 1) + "        return x\n")
+    assert "a dimension cannot be negative (-3)" in err.message
+
+
+def test_excerpt_of_a_very_long_line_is_clipped_around_the_column(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    filler = "y" * 400_000
+    path = tmp_path / "long.py"
+    path.write_text(relax(f"y = R.nope(x, {filler!r})", "return y"))
+    proc = subprocess.run([sys.executable, "-m", "verifier.cli", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stdout.splitlines() + proc.stderr.splitlines()
+    assert all(len(line) < 400 for line in lines), max(len(line) for line in lines)
+    excerpt = next(i for i, line in enumerate(lines) if "R.nope" in line and line.startswith("  "))
+    caret = lines[excerpt + 1].index("^")
+    assert lines[excerpt][caret:].startswith("R.nope")

@@ -77,6 +77,10 @@ def format_diagnostic(diag: Diagnostic, source_lines: Sequence[str] | None = Non
     return "\n".join(out)
 
 
+#: The most characters of a source line an excerpt shows.
+EXCERPT_WIDTH = 120
+
+
 def source_excerpt(source_lines: Sequence[str], span: Span) -> list[str]:
     """The source line of ``span`` and a caret line under its column.
 
@@ -90,6 +94,14 @@ def source_excerpt(source_lines: Sequence[str], span: Span) -> list[str]:
     width = 1
     if span.end_line == span.line and span.end_col is not None and span.end_col > col:
         width = min(span.end_col, len(line)) - col
+    if len(line) > EXCERPT_WIDTH:
+        # A long line (generated code, a minified file) shows a window around
+        # the column, with "..." where it is cut.
+        start = max(0, min(col - EXCERPT_WIDTH // 3, len(line) - EXCERPT_WIDTH))
+        end = start + EXCERPT_WIDTH
+        head, tail = ("..." if start > 0 else ""), ("..." if end < len(line) else "")
+        width = min(width, end - col)
+        line, col = head + line[start:end] + tail, col - start + len(head)
     pad = "".join(ch if ch == "\t" else " " for ch in line[:col])
     return [f"  {line}", f"  {pad}^{'~' * max(0, width - 1)}"]
 
