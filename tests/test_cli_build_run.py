@@ -240,3 +240,67 @@ def test_inputs_that_do_not_fit(capsys, model, tmp_path):
     np.savez(npz, w=np.zeros((8, 5), "float32"))
     code, _, err = run_cli(capsys, "run", model, "--inputs", npz, "--repeat", "1")
     assert code == 1 and "w" in err  # the VM's shape check names the parameter
+
+
+# ---------------------------------------------------------------------------
+# phasec run --save-inputs / --save-outputs
+# ---------------------------------------------------------------------------
+
+def test_run_saves_its_inputs_and_outputs(capsys, model, tmp_path):
+    inputs, outputs = tmp_path / "in.npz", tmp_path / "out.npz"
+    code, out, _ = run_cli(capsys, "run", model, "--dim", "n=3", "-q",
+                           "--save-inputs", inputs, "--save-outputs", outputs)
+    assert code == 0 and "outputs written to" in out
+    given = np.load(inputs)
+    assert sorted(given) == ["b", "w", "x"] and given["x"].shape == (3, 8)
+    want = np.maximum(given["x"] @ given["w"] + given["b"], 0)  # the model, in numpy
+    np.testing.assert_allclose(np.load(outputs)["output"], want, rtol=1e-5, atol=1e-6)
+    # the saved inputs replay the run exactly
+    again = tmp_path / "again.npz"
+    code, _, _ = run_cli(capsys, "run", model, "-q", "--inputs", inputs, "--save-outputs", again)
+    assert code == 0
+    np.testing.assert_array_equal(np.load(again)["output"], np.load(outputs)["output"])
+
+
+def test_run_saves_tuple_outputs_by_path(capsys, tmp_path):
+    path = tmp_path / "pair.py"
+    path.write_text("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), y: R.Tensor((2, 3), "float32")):
+        a = R.add(x, y)
+        m = R.multiply(x, y)
+        t = (a, (m, x))
+        return t
+""")
+    inputs, outputs = tmp_path / "in.npz", tmp_path / "out.npz"
+    code, _, _ = run_cli(capsys, "run", path, "-q", "--save-inputs", inputs,
+                         "--save-outputs", outputs)
+    assert code == 0
+    x, y = np.load(inputs)["x"], np.load(inputs)["y"]
+    saved = np.load(outputs)
+    assert sorted(saved) == ["output[0]", "output[1][0]", "output[1][1]"]
+    np.testing.assert_allclose(saved["output[0]"], x + y, rtol=1e-6)
+    np.testing.assert_allclose(saved["output[1][0]"], x * y, rtol=1e-6)
+    np.testing.assert_array_equal(saved["output[1][1]"], x)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--save-outputs", "out.txt"], "must end in .npz"),
+    (["--save-inputs", "same.npz", "--save-outputs", "same.npz"], "name the same file"),
+])
+def test_run_refuses_bad_save_paths(capsys, model, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "run", model, "-q", *argv)
+    assert code == 2 and message in err
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_run_refuses_to_save_over_its_inputs(capsys, model, tmp_path):
+    inputs = tmp_path / "in.npz"
+    run_cli(capsys, "run", model, "--dim", "n=2", "-q", "--save-inputs", inputs)
+    before = inputs.read_bytes()
+    code, _, err = run_cli(capsys, "run", model, "-q", "--inputs", inputs, "--save-outputs", inputs)
+    assert code == 2 and "is an input file" in err
+    assert inputs.read_bytes() == before

@@ -150,6 +150,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes")
     add_report_argument(parser)
+    parser.add_argument("--save-inputs", metavar="NPZ", default=None,
+                        help="write the inputs of the run (given or random) to NPZ, one array "
+                             "per parameter name: a later run takes them with --inputs NPZ")
+    parser.add_argument("--save-outputs", metavar="NPZ", default=None,
+                        help="write the outputs to NPZ: 'output' for one tensor, 'output[0]', "
+                             "'output[1][0]', ... for the leaves of a tuple")
     parser.add_argument("--emit", choices=EMIT_KINDS, default=None,
                         help="print the compiled code instead of running it: the kernels' "
                              "optimized LLVM IR (llvm), their host assembly (asm), or the VM "
@@ -593,6 +599,7 @@ def run(args: argparse.Namespace) -> int:
     if args.input is not None and args.example is not None:
         raise InputError("give either INPUT or --example, not both")
     dims = parse_dims(args.dim)
+    _check_save_paths(args)
     given = _load_npz(args.inputs) if args.inputs is not None else {}
     runner = _run_executable if args.input is not None and _is_executable_file(args.input) \
         else _run_module
@@ -710,10 +717,12 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(kernel_seconds)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
+    _save_inputs(args.save_inputs, params, inputs)
 
     with np.errstate(all="ignore"):  # overflow shows in the check, not as numpy warnings
         result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
         _print_result(result, times, vm)
+        _save_outputs(args.save_outputs, result)
         if min(times) > PROGRESS_SECONDS:
             print("phasec run: running the reference interpreter...", file=sys.stderr,
                   flush=True)
@@ -727,6 +736,41 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
         print(f"  {line}")
     print("PASS" if ok else "FAIL: the compiled program's result differs from the reference")
     return 0 if ok else 1
+
+
+def _check_save_paths(args: argparse.Namespace) -> None:
+    """--save-inputs/--save-outputs: .npz names, none of them an input file."""
+    from ..fileio import same_file
+
+    paths = [(opt, path) for opt, path in (("--save-inputs", args.save_inputs),
+                                           ("--save-outputs", args.save_outputs)) if path]
+    for opt, path in paths:
+        if Path(path).suffix.lower() != ".npz":
+            raise InputError(f"{opt} {path!r}: the file must end in .npz (numpy's archive of "
+                             f"named arrays)")
+        for other in (args.input, args.inputs):
+            if other is not None and other != "-" and same_file(other, path):
+                raise InputError(f"{opt} {path!r} is an input file; choose another name")
+    if len(paths) == 2 and same_file(paths[0][1], paths[1][1]):
+        raise InputError("--save-inputs and --save-outputs name the same file")
+
+
+def _save_npz(path: str, arrays: dict[str, np.ndarray], what: str) -> None:
+    from ..fileio import write_atomic
+
+    write_atomic(path, lambda f: np.savez(f, **arrays), f"{what} file")
+    print(f"{what} written to {path} ({_count(len(arrays), 'array')})")
+
+
+def _save_inputs(path: str | None, params: list[tuple[str, Any]], inputs: list[Any]) -> None:
+    if path is not None:
+        _save_npz(path, {name: np.asarray(v) for (name, _), v in zip(params, inputs)}, "inputs")
+
+
+def _save_outputs(path: str | None, result: Any) -> None:
+    if path is not None:
+        _save_npz(path, {key: v if isinstance(v, np.ndarray) else np.asarray(_plain(v))
+                         for key, v in _leaves(result)}, "outputs")
 
 
 def _print_result(result: Any, times: list[float], vm: Any) -> None:
@@ -769,9 +813,11 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(time.perf_counter() - start)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
+    _save_inputs(args.save_inputs, params, inputs)
     with np.errstate(all="ignore"):
         result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
         _print_result(result, times, vm)
+        _save_outputs(args.save_outputs, result)
     print("check: skipped: INPUT is a compiled executable, and the reference interpreter needs "
           "the original module (run `phasec run` on the module file to compare)")
     return 0
