@@ -293,8 +293,11 @@ CASES = (
 from test_ops_ext import EXT_LEGALIZE_CASES  # noqa: E402  (creation, transform, statistics)
 from test_ops_indexing import INDEXING_LEGALIZE_CASES, INDEXING_VALUES  # noqa: E402
 
-CASES = CASES + EXT_LEGALIZE_CASES + INDEXING_LEGALIZE_CASES
+from test_ops_elementwise_math import EW_LEGALIZE_CASES, EW_VALUES  # noqa: E402
+
+CASES = CASES + EXT_LEGALIZE_CASES + INDEXING_LEGALIZE_CASES + EW_LEGALIZE_CASES
 VALUES.update(INDEXING_VALUES)  # in-range indices for the data-indexed operators
+VALUES.update(EW_VALUES)  # values in each math function's domain
 
 
 @pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])

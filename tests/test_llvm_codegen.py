@@ -221,8 +221,12 @@ _NP_INTRINSICS = {
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
     "erf": np.vectorize(math.erf), "fabs": np.abs, "floor": np.floor, "ceil": np.ceil,
     "round": np.round, "trunc": np.trunc, "sin": np.sin, "cos": np.cos, "exp2": np.exp2,
-    "log2": np.log2, "isnan": np.isnan,
+    "log2": np.log2, "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
 }
+#: the argument each intrinsic is tested on: its domain
+_UNIT = ("asin", "acos", "atanh")
 
 
 def test_intrinsic_table_is_complete():
@@ -235,24 +239,34 @@ def test_every_intrinsic(dtype, vector_math):
     n = 67
     funcs = {}
     for name in T.MATH_INTRINSICS:
-        out = "bool" if name == "isnan" else dtype
+        out = "bool" if name in T.BOOL_INTRINSICS else dtype
         funcs[name] = elementwise(n, lambda x, name=name: T.Call(name, (x,)), dtype, out)
+    funcs["atan2"] = elementwise(n, lambda y, x: T.Call("atan2", (y, x)), dtype, nin=2)
     lib = compile_prim_funcs(funcs, vector_math=vector_math)
     assert ("@erff" in lib.llvm_ir) == (dtype == "float32" and not vector_math)
     x = (RNG.standard_normal(n) * 3).astype(dtype)
     x[:4] = [0.5, 1.5, -2.5, np.nan]  # round half to even, and a NaN
+    x[4:6] = [np.inf, -np.inf]
     pos = np.abs(x) + np.asarray(0.1, dtype)
+    unit = np.tanh(x).astype(dtype)
     for name in T.MATH_INTRINSICS:
         arg = pos if name in ("log", "sqrt", "rsqrt", "log2") else x
-        y = np.empty(n, bool if name == "isnan" else dtype)
+        arg = unit if name in _UNIT else (pos + 1 if name == "acosh" else arg)
+        y = np.empty(n, bool if name in T.BOOL_INTRINSICS else dtype)
         lib[name](arg, y)
         with np.errstate(all="ignore"):
             ref = _NP_INTRINSICS[name](arg.astype(np.float64))
-        if name == "isnan":
+        if name in T.BOOL_INTRINSICS:
             np.testing.assert_array_equal(y, ref)
         else:
             np.testing.assert_allclose(y, ref.astype(dtype), rtol=1e-5 if dtype == "float32" else 1e-12,
                                        atol=1e-6 if dtype == "float32" else 1e-14, err_msg=name)
+
+
+    y = np.empty(n, dtype)
+    lib["atan2"](x, pos[::-1].copy() - 1, y)
+    np.testing.assert_allclose(y, np.arctan2(x.astype(np.float64), pos[::-1] - 1).astype(dtype),
+                               rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-6)
 
 
 def test_intrinsics_on_ints_and_half():

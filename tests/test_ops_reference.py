@@ -420,6 +420,7 @@ def test_every_compute_op_is_covered_here():
     from test_ops_indexing import INDEXING_TESTED
     from test_ops_shape import SHAPE_TESTED
     tested |= NN_TESTED | ATTENTION_TESTED | IMAGE_QDQ_TESTED | EXT_TESTED | INDEXING_TESTED
-    tested |= SHAPE_TESTED
+    from test_ops_elementwise_math import EW_TESTED
+    tested |= SHAPE_TESTED | EW_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

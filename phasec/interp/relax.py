@@ -209,7 +209,14 @@ _INTRINSIC: Mapping[str, Callable[[float], Any]] = {
     "tanh": math.tanh, "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "erf": math.erf,
     "fabs": abs, "floor": math.floor, "ceil": math.ceil, "round": round, "trunc": math.trunc,
     "sin": math.sin, "cos": math.cos, "exp2": lambda x: 2.0 ** x, "log2": math.log2,
-    "isnan": math.isnan,
+    "isnan": math.isnan, "isinf": math.isinf, "isfinite": math.isfinite,
+    "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan,
+    "sinh": math.sinh, "cosh": math.cosh, "asinh": math.asinh, "acosh": math.acosh,
+    "atanh": math.atanh, "atan2": math.atan2,
+    "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b,
+    "bitwise_xor": lambda a, b: a ^ b, "bitwise_not": lambda a: ~a,
+    "shift_left": lambda a, s: a << s if 0 <= s < 64 else 0,
+    "shift_right": lambda a, s: a >> s if 0 <= s < 64 else (-1 if a < 0 else 0),
 }
 
 

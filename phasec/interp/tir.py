@@ -198,6 +198,21 @@ def _int_pow_negative(a: int, b: int) -> int:
     return 0  # |1 / a**|b|| < 1 truncates to 0
 
 
+def _bit_function(name: str, bits: int) -> Callable[..., int]:
+    """The bit intrinsics on Python ints (the caller wraps the result to the dtype)."""
+    if name == "bitwise_and":
+        return lambda a, b: a & b
+    if name == "bitwise_or":
+        return lambda a, b: a | b
+    if name == "bitwise_xor":
+        return lambda a, b: a ^ b
+    if name == "bitwise_not":
+        return lambda a: ~a if bits > 1 else int(not a)
+    if name == "shift_left":
+        return lambda a, s: a << s if 0 <= s < bits else 0
+    return lambda a, s: a >> s if 0 <= s < bits else (-1 if a < 0 else 0)
+
+
 def _float_intrinsic(name: str, dtype: str) -> Callable[..., Any]:
     ftype = np.dtype(dtype).type
     one = ftype(1)
@@ -209,6 +224,10 @@ def _float_intrinsic(name: str, dtype: str) -> Callable[..., Any]:
         "sigmoid": lambda x: one / (one + np.exp(-x)),
         "erf": lambda x: ftype(math.erf(float(x))),
         "isnan": lambda x: bool(np.isnan(x)),
+        "isinf": lambda x: bool(np.isinf(x)), "isfinite": lambda x: bool(np.isfinite(x)),
+        "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+        "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+        "atanh": np.arctanh,
     }
     fn = table.get(name)
     if fn is None:
@@ -372,14 +391,34 @@ class _Machine:
             work.append(e.args[1])
             work.append(e.args[0])
             return
+        if e.name in tir.BIT_INTRINSICS:
+            dt = e.dtype
+            wrap = (lambda v: bool(v)) if dt == "bool" else _wrapper(dt)
+            bits = np.dtype(dt).itemsize * 8 if dt != "bool" else 1
+            fn = _bit_function(e.name, bits)
+            if len(e.args) == 1:
+                work.append((_UN, lambda a, fn=fn, wrap=wrap: wrap(fn(int(a)))))
+            else:
+                work.append((_BIN, lambda a, b, fn=fn, wrap=wrap: wrap(fn(int(a), int(b)))))
+                work.append(e.args[1])
+            work.append(e.args[0])
+            return
+        if e.name == "atan2":
+            dt = e.dtype if tir.is_float(e.dtype) else "float64"
+            ftype = np.dtype(dt).type
+            work.append((_BIN, lambda a, b, f=ftype: f(np.arctan2(f(a), f(b)))))
+            work.append(e.args[1])
+            work.append(e.args[0])
+            return
         arg = e.args[0]
         if tir.is_float(arg.dtype):
             fn = _float_intrinsic(e.name, arg.dtype)
-            out_conv = _converter("bool" if e.name == "isnan" else arg.dtype, e.dtype)
+            out_conv = _converter("bool" if e.name in tir.BOOL_INTRINSICS else arg.dtype,
+                                  e.dtype)
         else:
             # Integer operands: compute in float64, then convert to the result dtype.
             ffn = _float_intrinsic(e.name, "float64")
-            res_dtype = "bool" if e.name == "isnan" else "float64"
+            res_dtype = "bool" if e.name in tir.BOOL_INTRINSICS else "float64"
             fn = lambda v, ffn=ffn: ffn(np.float64(v))  # noqa: E731
             out_conv = _converter(res_dtype, e.dtype)
         if out_conv is not None:

@@ -22,6 +22,7 @@ __all__ = [
     "IfThenElse", "Allocate", "LetStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr",
     "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
+    "LIBM_INTRINSICS", "BOOL_INTRINSICS", "BIT_INTRINSICS",
     "is_float", "is_int", "is_bool", "DTYPES", "frozen_attrs",
 ]
 
@@ -62,11 +63,28 @@ MATH_INTRINSICS: Mapping[str, int] = MappingProxyType({
     "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
     "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1,
     "sin": 1, "cos": 1, "exp2": 1, "log2": 1, "isnan": 1,
+    # C math library functions (float operands), and the two IEEE class tests
+    "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1, "asinh": 1, "acosh": 1,
+    "atanh": 1, "isinf": 1, "isfinite": 1,
 })
+#: float math intrinsics lowered to the C library function of the same name
+#: (``acosf`` for float32/float16, ``acos`` for float64)
+LIBM_INTRINSICS = frozenset({"tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+                             "atanh"})
+#: intrinsics whose result is bool whatever the operand
+BOOL_INTRINSICS = frozenset({"isnan", "isinf", "isfinite"})
 #: every intrinsic: the math ones, and checked_index(i, n): i for 0 <= i < n,
 #: i + n for -n <= i < 0; any other i stops the kernel with an
 #: IndexOutOfRangeError (indices read from data: take, gather, scatter...)
-INTRINSICS: Mapping[str, int] = MappingProxyType({**MATH_INTRINSICS, "checked_index": 2})
+#: integer (and bool) bit operations, TVM's T.bitwise_and... names: name -> arity.
+#: Shifts follow numpy: an amount outside [0, bits) gives 0 (left) or the sign
+#: fill (right), never C's undefined behaviour.
+BIT_INTRINSICS: Mapping[str, int] = MappingProxyType({
+    "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
+    "shift_left": 2, "shift_right": 2,
+})
+INTRINSICS: Mapping[str, int] = MappingProxyType({**MATH_INTRINSICS, "checked_index": 2,
+                                                  "atan2": 2, **BIT_INTRINSICS})
 
 
 @node
@@ -169,7 +187,8 @@ class Call(PrimExpr):
     def __post_init__(self) -> None:
         set_field(self, "args", tuple(self.args))
         if not self.dtype:
-            dtype = {"isnan": "bool", "checked_index": "int64"}.get(self.name)
+            dtype = "bool" if self.name in BOOL_INTRINSICS else {
+                "checked_index": "int64"}.get(self.name)
             set_field(self, "dtype", dtype or self.args[0].dtype)
 
 

@@ -657,8 +657,21 @@ class _KernelCodegen(LoopCodegen):
                 raise self.error(f"intrinsic '{n.name}' takes {arity} argument(s), "
                                  f"got {len(n.args)}", n)
             at = memo[id(n.args[0])]
-            if n.name == "isnan":
+            if n.name in tir.BOOL_INTRINSICS:
                 return "bool"
+            if n.name in tir.BIT_INTRINSICS:
+                types = [memo[id(a)] for a in n.args]
+                if not all(_is_intlike(t) for t in types):
+                    raise self.error(f"{n.name} needs integer or bool arguments, got "
+                                     f"{', '.join(types)}", n)
+                if len(types) == 1:
+                    return types[0]
+                return self._unify(n.args[0], types[0], n.args[1], types[1], n)
+            if n.name == "atan2":
+                bt = memo[id(n.args[1])]
+                if not (_is_float(at) and _is_float(bt)):
+                    raise self.error("atan2 needs float arguments; insert a Cast", n)
+                return self._unify(n.args[0], at, n.args[1], bt, n)
             if n.name == "checked_index":
                 for a in n.args:
                     if not _is_intlike(memo[id(a)]):
@@ -878,6 +891,10 @@ class _KernelCodegen(LoopCodegen):
             vals.append(r)
         elif t is tir.Call and n.name == "checked_index":
             vals.append(self._checked_index(n, args[0], args[1]))
+        elif t is tir.Call and n.name == "atan2":
+            vals.append(self._atan2(n, args[0], args[1]))
+        elif t is tir.Call and n.name in tir.BIT_INTRINSICS:
+            vals.append(self._bit_op(n, args))
         elif t is tir.Call:
             vals.append(self._call(n, args[0]))
         else:  # pragma: no cover - rejected by dtype_of
@@ -1180,6 +1197,19 @@ class _KernelCodegen(LoopCodegen):
             r = fn.tmp("isnan")
             fn.emit(f"{r} = fcmp uno {_LLVM_TYPE[at]} {arg}, {_float_literal(0.0, at)}")
             return r
+        if name in ("isinf", "isfinite"):
+            if not _is_float(at):
+                return "false" if name == "isinf" else "true"
+            ty = _LLVM_TYPE[at]
+            fabs = self.mod.intrinsic(f"llvm.fabs.{_INTRINSIC_SUFFIX[at]}", ty, [ty])
+            a, r = fn.tmp("abs"), fn.tmp(name)
+            fn.emit(f"{a} = call {ty} {fabs}({ty} {arg})")
+            # |x| == inf; finite: |x| < inf, which is false for NaN (ordered)
+            cmp = "oeq" if name == "isinf" else "olt"
+            fn.emit(f"{r} = fcmp {cmp} {ty} {a}, {_float_literal(float('inf'), at)}")
+            return r
+        if name in tir.LIBM_INTRINSICS and _is_float(at):
+            return self._libm(name, [arg], at, rt)
         if not _is_float(at):  # integer identities and abs
             x = self.convert(arg, at, rt)
             if name == "fabs" and _is_signed(rt):
@@ -1222,6 +1252,68 @@ class _KernelCodegen(LoopCodegen):
         else:  # pragma: no cover - INTRINSICS and this table agree (tested)
             raise self.error(f"intrinsic '{name}' has no LLVM lowering", n)
         return r
+
+    def _libm(self, name: str, args: list[str], at: str, rt: str) -> str:
+        """A C math library call: ``namef`` in float32 (float16 widened), ``name``
+        in float64."""
+        fn = self.fn
+        wide = "float64" if rt == "float64" else "float32"
+        sym = name if wide == "float64" else name + "f"
+        ty = _LLVM_TYPE[wide]
+        self.mod.declare(sym, f"declare {ty} @{sym}({', '.join([ty] * len(args))}) "
+                              "nounwind willreturn memory(none)")
+        xs = [self.convert(a, at, wide) for a in args]
+        r = fn.tmp(name)
+        fn.emit(f"{r} = call {ty} @{sym}({', '.join(f'{ty} {x}' for x in xs)})")
+        return self.convert(r, wide, rt)
+
+    def _bit_op(self, n: tir.Call, args: list[str]) -> str:
+        """and/or/xor/not, and shifts with numpy's rule for amounts outside
+        [0, bits): 0 to the left, the sign fill to the right."""
+        fn = self.fn
+        rt = self.dtype_of(n)
+        ty = _LLVM_TYPE[rt]
+        xs = [self.convert(a, self.dtype_of(e), rt) for a, e in zip(args, n.args)]
+        r = fn.tmp(n.name)
+        if n.name == "bitwise_not":
+            fn.emit(f"{r} = xor {ty} {xs[0]}, {'true' if rt == 'bool' else -1}")
+            return r
+        if n.name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            op = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}[n.name]
+            fn.emit(f"{r} = {op} {ty} {xs[0]}, {xs[1]}")
+            return r
+        if rt == "bool":  # a shift of one bit: by 0 keeps, anything else clears (left)
+            a, s = xs
+            keep = fn.tmp("keep")
+            fn.emit(f"{keep} = xor i1 {s}, true")
+            fn.emit(f"{r} = and i1 {a}, {keep}")
+            return r
+        a, s = xs
+        bits = _BITS[rt]
+        signed = _is_signed(rt)
+        inrange = fn.tmp("inr")
+        fn.emit(f"{inrange} = icmp ult {ty} {s}, {bits}")  # unsigned: negative is out too
+        safe = fn.tmp("s")
+        fn.emit(f"{safe} = select i1 {inrange}, {ty} {s}, {ty} 0")
+        raw = fn.tmp("sh")
+        if n.name == "shift_left":
+            fn.emit(f"{raw} = shl {ty} {a}, {safe}")
+            fill = "0"
+        else:
+            fn.emit(f"{raw} = {'ashr' if signed else 'lshr'} {ty} {a}, {safe}")
+            if signed:
+                fill = fn.tmp("fill")
+                fn.emit(f"{fill} = ashr {ty} {a}, {bits - 1}")
+            else:
+                fill = "0"
+        fn.emit(f"{r} = select i1 {inrange}, {ty} {raw}, {ty} {fill}")
+        return r
+
+    def _atan2(self, n: tir.Call, y: str, x: str) -> str:
+        rt = self.dtype_of(n)
+        ys = self.convert(y, self.dtype_of(n.args[0]), rt)
+        xs = self.convert(x, self.dtype_of(n.args[1]), rt)
+        return self._libm("atan2", [ys, xs], rt, rt)
 
     def _sigmoid(self, x: str, dt: str, exp_callee: str) -> str:
         """1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below: one exp,
