@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["Terminated", "signals_as_exceptions", "EXIT_SIGINT", "EXIT_SIGTERM",
-           "interrupted_exit"]
+           "interrupted_exit", "reporting_interruption"]
 
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
 
@@ -61,6 +61,19 @@ class _Stopper:
             _thread.interrupt_main(self.signum)
 
 
+#: the :func:`signals_as_exceptions` blocks being run (innermost last)
+_ACTIVE: list[_Stopper] = []
+
+
+def reporting_interruption() -> None:
+    """The interruption has been caught and is being reported (a summary
+    written, say): stop redelivering it, and ignore further signals of the
+    innermost :func:`signals_as_exceptions` block, so the report is not cut
+    short. Does nothing outside such a block."""
+    if _ACTIVE:
+        _ACTIVE[-1].done.set()
+
+
 @contextmanager
 def signals_as_exceptions() -> Iterator[Any]:
     """Within the block, SIGINT raises KeyboardInterrupt and SIGTERM
@@ -86,10 +99,12 @@ def signals_as_exceptions() -> Iterator[Any]:
             hook(info)
 
     sys.unraisablehook = quiet_lost_interrupts
+    _ACTIVE.append(stopper)
     try:
         yield stopper
     finally:
         stopper.done.set()
+        _ACTIVE.remove(stopper)
         sys.unraisablehook = hook
         for sig in mine:
             signal.signal(sig, previous[sig])

@@ -111,3 +111,79 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     not_a_repro.write_text("x = 1\n")
     assert main(["fuzz", "--replay", str(not_a_repro)]) == 2
     assert "not a phasec fuzz reproducer" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# Ctrl-C and SIGTERM end a campaign cleanly
+# ---------------------------------------------------------------------------
+
+_CAMPAIGN_SCRIPT = '''
+import sys
+from phasec import transform as T
+from phasec.cli import main
+from phasec.ir import Op, Phase
+from phasec.ir.visitor import ExprVisitor
+
+class HasMultiply(ExprVisitor):
+    found = False
+    def visit_call_(self, call):
+        super().visit_call_(call)
+        if isinstance(call.op, Op) and call.op.name == "relax.multiply":
+            self.found = True
+
+@T.module_pass(phases=[Phase.INGESTION, Phase.OPTIMIZATION], name="FuzzCrashOnMultiply")
+def crash_on_multiply(mod, ctx):
+    for _, func in mod.relax_functions():
+        v = HasMultiply()
+        v.visit_expr(func)
+        if v.found:
+            raise ValueError("multiply is not supported")
+    return mod
+
+T.register_pass(crash_on_multiply)
+sys.exit(main(["fuzz", "--seconds", "600", "--seed", "5", "--out", sys.argv[1],
+               "--kernels", "interp", "--no-roundtrip",
+               "--passes", "FuzzCrashOnMultiply,Normalize"]))
+'''
+
+
+@pytest.mark.parametrize("signum, status, word", [(2, 130, "SIGINT"), (15, 143, "SIGTERM")])
+def test_a_signal_ends_the_campaign_with_its_summary(tmp_path, signum, status, word):
+    """The campaign (600 s) is interrupted once it has saved a reproducer:
+    the summary is printed and written, the reproducer kept, exit 130/143.
+    (The deadlines only turn a hang into a failure; they measure nothing.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "out"
+    script = tmp_path / "campaign.py"
+    script.write_text(_CAMPAIGN_SCRIPT)
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen([sys.executable, str(script), str(out)], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        give_up = time.monotonic() + 300
+        while not list((out / "failures").glob("*-crash-FuzzCrashOnMultiply.py")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < give_up, "no reproducer saved in 300 s"
+            time.sleep(0.2)
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == status, (stdout, stderr)
+    assert f"interrupted ({word})" in stdout, stdout
+    assert re.search(r"failures\s+1 unique", stdout), stdout
+    assert "Traceback" not in stderr, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] == word
+    assert summary["programs"] >= 1 and len(summary["failures"]) == 1
+    kept = Path(summary["failures"][0]["file"])
+    assert kept.exists() and "multiply is not supported" in kept.read_text()

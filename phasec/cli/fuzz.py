@@ -20,8 +20,17 @@ whose header gives the pass sequence and the command that replays it
 again. Hypothesis's example database in ``OUT/hypothesis`` keeps failures
 across runs: the next campaign tries them first.
 
+Ctrl-C (or SIGTERM) ends the campaign cleanly: the summary is printed and
+written to ``OUT/summary.json`` (``"interrupted": "SIGINT"``), reproducers
+found so far are kept (one being shrunk is saved as it stands), and the exit
+status is 130 (143 for SIGTERM).
+
+Coverage: the summary has one line (operators drawn of the registered
+compute operators, pass/phase pairs, transitions, VM runs), summary.json the
+counts, and ``--coverage`` prints the whole table.
+
 Exit status: 0 when nothing failed, 1 when a failure was found (or, with
-``--replay``, still reproduces).
+``--replay``, still reproduces), 130/143 when interrupted.
 """
 
 from __future__ import annotations
@@ -49,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="statements per generated function (default 8)")
     parser.add_argument("--no-roundtrip", action="store_true",
                         help="do not check text/JSON round trips of every module")
+    parser.add_argument("--coverage", action="store_true",
+                        help="print the coverage table: every registered compute operator "
+                             "with its calls drawn, passes run per phase, transitions, VM runs")
     parser.add_argument("--replay", metavar="FILE", default=None,
                         help="check a saved reproducer again instead of fuzzing")
     parser.add_argument("--report", metavar="PATH", default=None,
@@ -102,11 +114,24 @@ def run(args: argparse.Namespace) -> int:
     if args.seconds <= 0:
         print("phasec fuzz: error: --seconds must be positive", file=sys.stderr)
         return 2
-    stats = run_campaign(args.seconds, seed=args.seed, passes=args.passes, out_dir=args.out,
-                         kernels=args.kernels, roundtrip=not args.no_roundtrip,
-                         max_bindings=args.max_bindings,
-                         progress=_progress_printer(sys.stderr))
+    try:
+        stats = run_campaign(args.seconds, seed=args.seed, passes=args.passes,
+                             out_dir=args.out, kernels=args.kernels,
+                             roundtrip=not args.no_roundtrip, max_bindings=args.max_bindings,
+                             progress=_progress_printer(sys.stderr))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the numbers so far, then 130/143
+        stats = getattr(exc, "campaign_stats", None)
+        if stats is not None:
+            _print_summary(stats, args.coverage)
+        raise
+    _print_summary(stats, args.coverage)
+    return 1 if stats.unique else 0
+
+
+def _print_summary(stats: Any, coverage: bool) -> None:
     if sys.stderr.isatty():
         sys.stderr.write("\n")
     print(stats.summary())
-    return 1 if stats.unique else 0
+    if coverage:
+        print(stats.coverage.table())
+    sys.stdout.flush()

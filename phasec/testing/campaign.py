@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from hypothesis import HealthCheck, Verbosity, given, reject, settings
 from hypothesis import Phase as HPhase
 from hypothesis import strategies as st
@@ -36,15 +34,18 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
 from ..fileio import write_atomic
+from ..interrupts import Terminated, reporting_interruption
 from ..ir.module import IRModule
 from ._gen import GeneratorError
+from .coverage import Coverage
 from .properties import (
     FAILURE_KINDS, Failure, _error_text, check_sequence, reference_results,
 )
+from .reproducers import Reproducer, SavedFailure, read_reproducer, replay, save_reproducer
 from .strategies import inputs_for, modules, pass_sequences
 
 __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_reproducer",
-           "KeepFailuresDatabase"]
+           "KeepFailuresDatabase", "Reproducer", "save_reproducer"]
 
 #: examples per hypothesis run (a new seed each round)
 ROUND_EXAMPLES = 100
@@ -75,16 +76,6 @@ class KeepFailuresDatabase(ExampleDatabase):
 
 
 @dataclass
-class SavedFailure:
-    """A new failure and the reproducer files written for it."""
-
-    failure: Failure
-    path: Path
-    direct_path: Path | None
-    sequence: str
-
-
-@dataclass
 class CampaignStats:
     """The numbers of a campaign."""
 
@@ -97,6 +88,11 @@ class CampaignStats:
     reached_build: int = 0
     failing_runs: collections.Counter = field(default_factory=collections.Counter)
     unique: list[SavedFailure] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=Coverage)
+    #: "SIGINT" or "SIGTERM" when a signal ended the campaign early
+    interrupted: str | None = None
+    #: worker processes whose results were merged (``--jobs``)
+    jobs: int = 1
 
     def unique_by_kind(self) -> collections.Counter:
         return collections.Counter(s.failure.kind for s in self.unique)
@@ -111,8 +107,11 @@ class CampaignStats:
 
     def summary(self) -> str:
         secs = max(self.seconds, 1e-9)
+        how = (f", interrupted ({self.interrupted}): the numbers so far"
+               if self.interrupted else "")
+        workers = f", {self.jobs} worker processes" if self.jobs > 1 else ""
         lines = [
-            f"phasec fuzz: {self.seconds:.0f} s, seed {self.seed}",
+            f"phasec fuzz: {self.seconds:.0f} s, seed {self.seed}{workers}{how}",
             f"  programs generated  {self.programs:8d}   ({self.programs / secs:.2f}/s)",
             f"  sequences run       {self.sequences:8d}   ({self.sequences / secs:.2f}/s; "
             f"{self.static_refusals} refused by static validation)",
@@ -123,11 +122,14 @@ class CampaignStats:
         ]
         for kind, count in sorted(self.unique_by_kind().items()):
             lines.append(f"    {kind:12s} {count:4d}   {FAILURE_KINDS.get(kind, '')}")
+        lines.append(f"  coverage            {self.coverage.short()}")
         if self.unique:
             lines.append("  reproducers:")
             for saved in self.unique:
                 lines.append(f"    {saved.path}   [{saved.failure.kind}] "
                              f"{saved.failure.pass_spec or ''}")
+                for note in saved.reach:
+                    lines.append(f"      reached by adding {note}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -138,8 +140,12 @@ class CampaignStats:
             "failing_runs": dict(self.failing_runs),
             "failures": [{"kind": s.failure.kind, "pass": s.failure.pass_spec,
                           "message": s.failure.message.splitlines()[0] if s.failure.message
-                          else "", "file": str(s.path), "sequence": s.sequence}
+                          else "", "file": str(s.path), "sequence": s.sequence,
+                          "reach": list(s.reach), "signature": list(s.failure.signature)}
                          for s in self.unique],
+            "interrupted": self.interrupted,
+            "jobs": self.jobs,
+            "coverage": self.coverage.as_dict(),
         }
 
 
@@ -157,20 +163,30 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                  out_dir: str | Path = "fuzz-out", *, kernels: str = "llvm",
                  roundtrip: bool = True, max_bindings: int = 8, timeout: float = 60.0,
                  progress: Callable[[CampaignStats], None] | None = None,
-                 progress_every: float = 1.0) -> CampaignStats:
+                 progress_every: float = 1.0, summary_name: str = "summary.json",
+                 failure_prefix: str = "") -> CampaignStats:
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
         seed: seeds hypothesis's choices (default: from the clock).
         passes: the passes sequences are drawn from: a textual pipeline spec
             (``"FoldConstant,FuseOps{fuse_opt_level=2}"``), a list of names or
-            pass objects, or None for every registered pass.
+            pass objects, or None for every registered pass. Sequences get
+            the transitions (and the passes these require) needed to reach
+            each drawn pass's phase; the reproducer says which were added.
         out_dir: reproducers go to ``OUT/failures``, hypothesis's database to
             ``OUT/hypothesis``, the numbers to ``OUT/summary.json``.
         kernels: how the VM runs PrimFuncs (``"llvm"`` or ``"interp"``).
         roundtrip: also check text/JSON round trips of every module produced.
         timeout: seconds allowed for one pass, interpreter or VM run.
         progress: called with the stats about every ``progress_every`` s.
+        summary_name, failure_prefix: where the numbers go and how reproducer
+            files start (worker processes of ``--jobs`` use their own).
+
+    Ctrl-C (KeyboardInterrupt) or SIGTERM (:class:`phasec.interrupts.Terminated`)
+    ends the campaign cleanly: a failure being shrunk is saved as it stands,
+    the summary is written with ``"interrupted"`` set, and the exception is
+    raised again with the stats as its ``campaign_stats`` attribute.
     """
     out = Path(out_dir)
     (out / "failures").mkdir(parents=True, exist_ok=True)
@@ -194,6 +210,23 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             last_report[0] = now
             progress(stats)
 
+    def write_summary() -> None:
+        stats.seconds = time.monotonic() - start
+        write_atomic(out / summary_name, json.dumps(stats.as_dict(), indent=2) + "\n",
+                     what="fuzz summary")
+
+    def keep(found: _NewFailure) -> None:
+        """Save a new failure's reproducer (once per signature)."""
+        if found.failure.signature in known:
+            return
+        stats.unique.append(save_reproducer(out / "failures", len(stats.unique) + 1,
+                                            found.failure, found.mod, found.seq, found.args,
+                                            prefix=failure_prefix))
+        known.add(found.failure.signature)
+        write_summary()  # the numbers so far survive a crash or a restart
+        if progress is not None:
+            progress(stats)
+
     @given(st.data())
     def prop(data: Any) -> None:
         if time.monotonic() >= deadline:
@@ -209,6 +242,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             reject()
         args = data.draw(inputs_for(mod), label="inputs")
         stats.programs += 1
+        stats.coverage.add_program(mod)
         try:
             expected = reference_results(mod, args, timeout=timeout)
         except Exception:  # noqa: BLE001 - check_sequence reports it as "reference"
@@ -226,6 +260,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             stats.passes_run += report.passes_run
             stats.static_refusals += report.static_refusal is not None
             stats.reached_build += report.reached_build
+            stats.coverage.add_report(report)
+            stats.coverage.reach_added += bool(getattr(seq, "reach_notes", ()))
             tick()
             for failure in report.failures:
                 stats.failing_runs[failure.kind] += 1
@@ -241,37 +277,37 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
         suppress_health_check=list(HealthCheck))(prop)
     _seed_hypothesis(base_seed)
     round_index = 0
-    while time.monotonic() < deadline:
-        newest.clear()
-        round_index += 1
-        try:
-            test()
-        except (_NewFailure, Flaky):
-            pass
-        except Exception as exc:  # noqa: BLE001 - an error outside the checks: go on
+    try:
+        while time.monotonic() < deadline:
+            newest.clear()
+            round_index += 1
+            try:
+                test()
+            except (_NewFailure, Flaky):
+                pass
+            except Exception as exc:  # noqa: BLE001 - an error outside the checks: go on
+                if not newest:
+                    print(f"phasec fuzz: round {round_index} stopped: {type(exc).__name__}: "
+                          f"{exc}", file=sys.stderr)
+                    stats.failing_runs["internal"] += 1
+                    db.replaying = False  # a saved example may be what stops the rounds
+                    continue
             if not newest:
-                print(f"phasec fuzz: round {round_index} stopped: {type(exc).__name__}: {exc}",
-                      file=sys.stderr)
-                stats.failing_runs["internal"] += 1
-                db.replaying = False  # a saved example may be what stops the rounds
-                continue
-        if not newest:
-            # a round ran to its end: every saved failure has been replayed
-            # (and reported again, or found fixed); later rounds skip them
-            db.replaying = False
-        if newest:
-            found = newest[-1]  # the last one raised is hypothesis's smallest
-            if found.failure.signature not in known:
-                known.add(found.failure.signature)
-                stats.unique.append(save_reproducer(out / "failures", len(stats.unique) + 1,
-                                                    found.failure, found.mod, found.seq,
-                                                    found.args))
-                if progress is not None:
-                    progress(stats)
-        tick()
-    stats.seconds = time.monotonic() - start
-    write_atomic(out / "summary.json", json.dumps(stats.as_dict(), indent=2) + "\n",
-                 what="fuzz summary")
+                # a round ran to its end: every saved failure has been replayed
+                # (and reported again, or found fixed); later rounds skip them
+                db.replaying = False
+            if newest:
+                keep(newest[-1])  # the last one raised is hypothesis's smallest
+            tick()
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        reporting_interruption()  # no second delivery while the summary is written
+        stats.interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        if newest:  # a failure being shrunk: keep the smallest example so far
+            keep(newest[-1])
+        write_summary()
+        exc.campaign_stats = stats  # type: ignore[attr-defined]
+        raise
+    write_summary()
     return stats
 
 
@@ -302,115 +338,3 @@ def _pass_pool(passes: Any) -> list[Any] | None:
     return list(passes)
 
 
-# ---------------------------------------------------------------------------
-# Reproducer files
-# ---------------------------------------------------------------------------
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "sequence"
-
-
-def _comment(text: str) -> list[str]:
-    return ["#   " + line for line in text.splitlines()] or ["#"]
-
-
-def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule | None,
-                    seq: Any, args: Sequence[Any]) -> SavedFailure:
-    """Write ``NNN-kind-pass.py`` (the generated module, replayable with
-    ``phasec opt FILE --passes SPEC``), its inputs as ``.npz`` and, when one
-    pass is to blame, ``NNN-kind-pass-direct.py`` (the module that pass ran on,
-    with just that pass). A generator failure (no module) is saved as
-    ``NNN-generator.txt`` with its traceback."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if mod is None:
-        path = folder / f"{number:03d}-{failure.kind}.txt"
-        write_atomic(path, f"phasec fuzz: {FAILURE_KINDS.get(failure.kind, '')}\n"
-                           f"{failure.message}\n\n{failure.detail}", what="reproducer")
-        return SavedFailure(failure, path, None, "")
-    sequence = seq.spec()
-    name = (failure.pass_spec or sequence).split("{")[0]
-    stem = f"{number:03d}-{failure.kind}-{_slug(name)}"
-    path = folder / f"{stem}.py"
-    inputs_path = folder / f"{stem}.npz"
-    params = [p.name_hint for p in mod["main"].params] if "main" in mod else []
-    arrays = {(params[i] if i < len(params) else f"arg{i}"): np.asarray(a)
-              for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))}
-    write_atomic(inputs_path, lambda fh: np.savez(fh, **arrays), what="reproducer inputs")
-    header = [
-        "# phasec fuzz reproducer",
-        f"# kind: {failure.kind} ({FAILURE_KINDS.get(failure.kind, '')})",
-        f"# failing pass: {failure.pass_spec or '(the sequence as a whole)'}"
-        + (f" (step {failure.position + 1})" if failure.position is not None else ""),
-        "# problem:",
-        *_comment(failure.message),
-        f"# sequence: {sequence}",
-        f"# inputs: {inputs_path.name} (arrays by parameter name)",
-        "# replay the passes:",
-        f"#   phasec opt {path} --passes '{sequence}' --opt-level 3",
-        "# re-check every property (results included):",
-        f"#   phasec fuzz --replay {path}",
-        f"# signature: {json.dumps(list(failure.signature))}",
-        "# (the program may call phasec.testing.* packed functions: import phasec.testing",
-        "#  before running it with phasec.interp.run or the VM)",
-        "",
-    ]
-    write_atomic(path, "\n".join(header) + mod.script(), what="reproducer")
-    direct_path = None
-    if failure.pass_spec and failure.before is not None and failure.before is not mod:
-        direct_path = folder / f"{stem}-direct.py"
-        direct = [
-            "# phasec fuzz reproducer (direct): the module the failing pass ran on",
-            f"# kind: {failure.kind}",
-            f"# sequence: {failure.pass_spec}",
-            f"# inputs: {inputs_path.name}",
-            f"#   phasec opt {direct_path} --passes '{failure.pass_spec}' --opt-level 3",
-            f"#   phasec fuzz --replay {direct_path}",
-            "",
-        ]
-        write_atomic(direct_path, "\n".join(direct) + failure.before.script(), what="reproducer")
-    return SavedFailure(failure, path, direct_path, sequence)
-
-
-@dataclass
-class Reproducer:
-    """A reproducer file read back."""
-
-    module: IRModule
-    sequence: str
-    inputs: tuple
-
-
-def read_reproducer(path: str | Path) -> Reproducer:
-    """The module, pass sequence and inputs of a reproducer file."""
-    from ..script.loader import load
-
-    from ..fileio import read_bytes, read_npz
-
-    path = Path(path)
-    text = read_bytes(path, "reproducer").decode("utf-8", "replace")
-    match = re.search(r"^# sequence: (.*)$", text, re.M)
-    if match is None:
-        from ..errors import InputError
-
-        raise InputError(f"{path}: not a phasec fuzz reproducer (no '# sequence:' line)")
-    mod = load(path)
-    inputs: tuple = ()
-    m = re.search(r"^# inputs: (\S+)", text, re.M)
-    if m is not None and (path.parent / m.group(1)).exists():
-        by_name = read_npz(path.parent / m.group(1), "reproducer inputs")
-        names = [p.name_hint for p in mod["main"].params] if "main" in mod else []
-        inputs = tuple(by_name[n] for n in names if n in by_name)
-        if len(inputs) != len(names):
-            inputs = ()
-    return Reproducer(mod, match.group(1).strip(), inputs)
-
-
-def replay(path: str | Path, *, kernels: str = "llvm", roundtrip: bool = True) -> list[Failure]:
-    """Check a reproducer again; the failures it still shows (empty: fixed)."""
-    from ..transform import parse_pipeline
-
-    rep = read_reproducer(path)
-    seq = parse_pipeline(rep.sequence) if rep.sequence else []
-    report = check_sequence(rep.module, seq, rep.inputs or None, kernels=kernels,
-                            roundtrip=roundtrip)
-    return report.failures

@@ -131,6 +131,9 @@ class SequenceReport:
     final: IRModule | None = None
     reached_build: bool = False
     failures: list[Failure] = field(default_factory=list)
+    #: (pass name, phase it ran in, whether it is a transition), in order
+    ran: list[tuple[str, Phase, bool]] = field(default_factory=list)
+    vm_ran: bool = False  # the final module ran on the VM
 
     @property
     def ok(self) -> bool:
@@ -455,6 +458,7 @@ def check_sequence(mod: IRModule, seq: Any, args: Sequence[Any] | None = None, *
                      before=current, detail=_error_text(exc))
                 return report
             report.passes_run += 1
+            report.ran.append((p.info.name, current.phase, p.info.is_transition))
             problem = verify_problem(result)
             if problem is not None:
                 if fail("invariant", f"output is not well-formed at phase {result.phase.label}:"
@@ -490,6 +494,7 @@ def check_sequence(mod: IRModule, seq: Any, args: Sequence[Any] | None = None, *
             return report
     report.reached_build = final.phase == Phase.BUILD
     if vm and args is not None and compare != "none" and report.reached_build:
+        report.vm_ran = True
         try:
             out = run_vm(final, args, entry, kernels, timeout)
         except HangError as exc:
