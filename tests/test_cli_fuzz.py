@@ -187,3 +187,50 @@ def test_a_signal_ends_the_campaign_with_its_summary(tmp_path, signum, status, w
     assert summary["programs"] >= 1 and len(summary["failures"]) == 1
     kept = Path(summary["failures"][0]["file"])
     assert kept.exists() and "multiply is not supported" in kept.read_text()
+
+
+# ---------------------------------------------------------------------------
+# Restricted pools reach their passes
+# ---------------------------------------------------------------------------
+
+@T.module_pass(phases=[Phase.OPTIMIZATION], name="FuzzCrashOnFused")
+def crash_on_fused(mod, ctx):
+    """A planted bug (the issue's MyPass): crashes on any fused function.
+    It runs in optimization only, and only FuseOps makes fused functions."""
+    for name, func in mod.relax_functions():
+        if func.attrs.get("Primitive"):
+            raise ValueError(f"cannot handle the fused function {name}")
+    return mod
+
+
+def test_a_restricted_pool_reaches_its_passes_phase(tmp_path):
+    """``passes=["FuseOps", MyPass]``: neither runs at ingestion, where
+    programs are generated; the sequences get LambdaLifting (and the passes it
+    requires) to reach optimization, and say so in the reproducer."""
+    from phasec.testing import pass_sequences
+    from phasec.testing.campaign import CampaignStats
+
+    with T.REGISTRY.scope():
+        T.register_pass(crash_on_fused)
+        counts = {}
+
+        def seen(stats: CampaignStats) -> None:
+            counts["sequences"] = stats.sequences
+
+        stats = run_campaign(120, seed=2, passes=["FuseOps", crash_on_fused],
+                             out_dir=tmp_path / "out", kernels="interp", roundtrip=False,
+                             stop_after_failures=1, progress=seen)
+    assert [s.failure.kind for s in stats.unique] == ["crash"], stats.summary()
+    saved = stats.unique[0]
+    assert saved.failure.pass_spec == "FuzzCrashOnFused"
+    assert "cannot handle the fused function fused_" in saved.failure.message
+    # the transition that was added is named, in the stats and the reproducer
+    assert any(note.startswith("LambdaLifting before") for note in saved.reach), saved.reach
+    text = saved.path.read_text()
+    assert "# reach: LambdaLifting before" in text
+    rep = read_reproducer(saved.path)
+    assert rep.sequence.startswith("LambdaLifting") and "FuseOps" in rep.sequence
+    assert stats.coverage.reach_added >= 1
+    print(f"planted FuzzCrashOnFused found after {stats.sequences} sequences, "
+          f"{stats.seconds:.1f} s")
+    assert stats.sequences <= 300  # a small budget (was: not found in ~2,000)

@@ -164,7 +164,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                  roundtrip: bool = True, max_bindings: int = 8, timeout: float = 60.0,
                  progress: Callable[[CampaignStats], None] | None = None,
                  progress_every: float = 1.0, summary_name: str = "summary.json",
-                 failure_prefix: str = "") -> CampaignStats:
+                 failure_prefix: str = "", stop_after_failures: int | None = None
+                 ) -> CampaignStats:
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
@@ -182,6 +183,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
         progress: called with the stats about every ``progress_every`` s.
         summary_name, failure_prefix: where the numbers go and how reproducer
             files start (worker processes of ``--jobs`` use their own).
+        stop_after_failures: end the campaign once this many unique
+            failures are saved (None: run for ``seconds``).
 
     Ctrl-C (KeyboardInterrupt) or SIGTERM (:class:`phasec.interrupts.Terminated`)
     ends the campaign cleanly: a failure being shrunk is saved as it stands,
@@ -279,6 +282,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     round_index = 0
     try:
         while time.monotonic() < deadline:
+            if stop_after_failures is not None and len(stats.unique) >= stop_after_failures:
+                break
             newest.clear()
             round_index += 1
             try:

@@ -40,12 +40,14 @@ from ..ir.phase import Phase
 from ..ir.struct_info import (
     ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
+from ..transform import Sequential
+from ..transform.info import TRANSITION_PASSES
 from ._gen import GenConfig, GeneratorError, generate_module
 from ._values import INPUT_RANGE, INT_INPUT_RANGE
 
 __all__ = ["modules", "pass_sequences", "inputs_for", "GenConfig", "GeneratorError",
            "advance_to_phase", "OPTION_CHOICES", "EXCLUDED_PASSES", "default_pass_names",
-           "make_inputs"]
+           "make_inputs", "FuzzSequence"]
 
 #: Options the sequence strategy draws for some passes (others use defaults).
 OPTION_CHOICES: Mapping[str, Mapping[str, Sequence[Any]]] = {
@@ -60,8 +62,7 @@ EXCLUDED_PASSES: Mapping[str, str] = {
 }
 
 #: The transition into each phase (required passes are added by Sequential).
-_TRANSITIONS = {Phase.OPTIMIZATION: "LambdaLifting", Phase.LOWERING: "LegalizeOps",
-                Phase.BUILD: "VMBuiltinLower"}
+_TRANSITIONS = TRANSITION_PASSES
 
 
 def default_pass_names() -> list[str]:
@@ -165,8 +166,16 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
         valid: True draws only sequences that pass static validation from
             ``start_phase`` (and half of them end with the transitions up to
             build); False draws any ordering; None (default) mixes both.
+
+    A valid sequence reaches every pass it draws: when the pass does not
+    accept the current phase but a later one, the transitions up to that
+    phase are inserted before it (their required passes follow from
+    ``Sequential``), so ``pass_sequences(["FuseOps", MyPass])`` runs both on
+    ingestion modules. The result is a :class:`FuzzSequence` whose
+    ``reach_notes`` say which transitions were added and why.
     """
-    from ..transform import Pass, Sequential, get_pass
+    from ..transform import Pass, get_pass
+    from ..transform.info import describe_phases
 
     pool: list[Any] = list(passes) if passes is not None else default_pass_names()
     if not pool:
@@ -196,16 +205,28 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
         # mixed: three in four valid (invalid ones are refused before running)
         want_valid = valid if valid is not None else draw(st.integers(0, 3)) != 3
         chosen: list[Pass] = []
+        notes: list[str] = []
         phase = start
         for _ in range(size):
             if want_valid:
-                cands = [p for p in pool if phase in info(p).phases]
+                # a pass of a later phase is reachable: the transitions take
+                # the module there (users name passes, not transitions)
+                cands = [p for p in pool if any(ph >= phase for ph in info(p).phases)]
                 if not cands:
                     break
                 item = cands[draw(st.integers(0, len(cands) - 1))]
             else:
                 item = pool[draw(st.integers(0, len(pool) - 1))]
             p = make(item, draw)
+            if want_valid and phase not in p.info.phases:
+                target = min(ph for ph in p.info.phases if ph > phase)
+                added = [get_pass(TRANSITION_PASSES[t]) for t in Phase if phase < t <= target]
+                chosen.extend(added)
+                notes.append(f"{','.join(a.info.name for a in added)} before "
+                             f"{p.info.name} (it runs in {describe_phases(p.info.phases)}; "
+                             f"the module starts in {phase.label})")
+                for a in added:
+                    phase = _phase_after(a, phase)
             chosen.append(p)
             if want_valid:
                 phase = _phase_after(p, phase)
@@ -213,10 +234,28 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
             # finish the pipeline: the remaining transitions up to build
             for target in Phase:
                 if target > phase:
-                    chosen.append(get_pass(_TRANSITIONS[target]))
-        return Sequential(chosen, name="fuzz")
+                    chosen.append(get_pass(TRANSITION_PASSES[target]))
+        return FuzzSequence(chosen, reach_notes=notes)
 
     return draw_seq()
+
+
+class FuzzSequence(Sequential):
+    """A drawn sequence: a ``Sequential`` named ``fuzz`` that remembers the
+    transitions added to reach a drawn pass's phase (``reach_notes``, shown
+    in reproducers and the campaign summary)."""
+
+    __slots__ = ("reach_notes",)
+
+    def __init__(self, passes: Iterable[Any] = (), *, reach_notes: Sequence[str] = (),
+                 **kw: Any) -> None:
+        kw.setdefault("name", "fuzz")
+        super().__init__(passes, **kw)
+        self.reach_notes = tuple(reach_notes)
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        return text + (f"  # reach: {'; '.join(self.reach_notes)}" if self.reach_notes else "")
 
 
 def _phase_after(p: Any, phase: Phase) -> Phase:
