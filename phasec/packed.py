@@ -161,6 +161,83 @@ def _assert_op(condition: Any, fmt: str, *args: Any) -> tuple:
     return ()
 
 
+# Sorting and data-dependent shapes (R.sort, R.argsort, R.topk, R.median,
+# R.unique, R.nonzero lower to these, as TVM's CPU build calls packed sorts):
+# numpy's stable sorts; the references of the operators call the same code.
+
+def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """Stable sorting indices along ``axis``; descending keeps equal elements in
+    their original order (NaN sorts last ascending, first descending)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    flipped = np.flip(x, axis)
+    n = x.shape[axis]
+    return (n - 1) - np.flip(np.argsort(flipped, axis=axis, kind="stable"), axis)
+
+
+def _sort(x: Any, axis: int, descending: bool) -> np.ndarray:
+    x = np.asarray(x)
+    return np.take_along_axis(x, _order(x, int(axis), bool(descending)), int(axis))
+
+
+def _argsort(x: Any, axis: int, descending: bool, dtype: str) -> np.ndarray:
+    return _order(np.asarray(x), int(axis), bool(descending)).astype(str(dtype))
+
+
+def _topk(x: Any, k: int, axis: int, ret_type: str, largest: bool, dtype: str) -> Any:
+    x = np.asarray(x)
+    axis, k = int(axis) % max(x.ndim, 1), int(k)
+    n = x.shape[axis]
+    take = n if k < 1 or k > n else k  # TVM's rule: k < 1 or beyond the axis takes it all
+    idx = np.take(_order(x, axis, bool(largest)), np.arange(take), axis=axis)
+    values = np.take_along_axis(x, idx, axis)
+    idx = idx.astype(str(dtype))
+    return {"both": (values, idx), "values": values, "indices": idx}[str(ret_type)]
+
+
+def _median(x: Any, axis: int, all_axes: bool, keepdims: bool) -> Any:
+    """torch.median: the lower median; along one axis, also its index."""
+    x = np.asarray(x)
+    if all_axes:
+        flat = x.reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        value = flat[order[(flat.size - 1) // 2]]
+        return np.asarray(value).reshape((1,) * x.ndim if keepdims else ())
+    ax = int(axis) % x.ndim
+    order = np.argsort(x, axis=ax, kind="stable")
+    mid = np.take(order, [(x.shape[ax] - 1) // 2], axis=ax)
+    values, index = np.take_along_axis(x, mid, ax), mid.astype(np.int64)
+    if not keepdims:
+        values, index = np.squeeze(values, ax), np.squeeze(index, ax)
+    return values, index
+
+
+def _unique(x: Any, is_sorted: bool, return_index: bool, return_inverse: bool,
+            return_counts: bool, has_axis: bool, axis: int) -> Any:
+    x = np.asarray(x)
+    ax = int(axis) % x.ndim if has_axis else None
+    values, index, inverse, counts = np.unique(x, return_index=True, return_inverse=True,
+                                               return_counts=True, axis=ax)
+    inverse = inverse.reshape(-1)
+    if not is_sorted:  # the order of first occurrence
+        perm = np.argsort(index, kind="stable")
+        rank = np.empty_like(perm)
+        rank[perm] = np.arange(perm.size)
+        values = np.take(values, perm, axis=0 if ax is None else ax)
+        index, counts, inverse = index[perm], counts[perm], rank[inverse]
+    out: list[np.ndarray] = [values]
+    for flag, extra in ((return_index, index), (return_inverse, inverse),
+                        (return_counts, counts)):
+        if flag:
+            out.append(extra.astype(np.int64))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _nonzero(x: Any) -> np.ndarray:
+    x = np.asarray(x)
+    return np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1)
+
+
 def _read_if_cond(cond: Any) -> bool:
     return bool(np.asarray(cond).reshape(-1)[0]) if np.size(cond) else False
 
@@ -178,5 +255,7 @@ for _name, _func in {
     "vm.builtin.tensor_to_shape": _tensor_to_shape,
     "relax.run.print": _print,
     "relax.run.assert_op": _assert_op,
+    "phasec.sort": _sort, "phasec.argsort": _argsort, "phasec.topk": _topk,
+    "phasec.median": _median, "relax.run.unique": _unique, "relax.run.nonzero": _nonzero,
 }.items():
     register_func(_name, _func)

@@ -106,7 +106,7 @@ def test_legalize_ops_makes_builtin_and_packed_calls():
     names = " ".join(str(g) for g in lowered.functions)
     for op in ("shape_of", "shape_to_tensor", "tensor_to_shape", "print", "assert"):
         assert op not in names  # no fused function, no kernel
-    assert set(LEGALIZE_RELAX) == {"relax." + n for n in SHAPE_TESTED}
+    assert {"relax." + n for n in SHAPE_TESTED} <= set(LEGALIZE_RELAX)
 
 
 @pytest.fixture(scope="module")

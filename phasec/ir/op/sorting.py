@@ -1,0 +1,253 @@
+"""Sorting, and results whose shape depends on data: sort, argsort, topk,
+median, unique, nonzero.
+
+Like TVM 0.27 on the CPU (which calls packed sorts and ``relax.run.unique``
+/ ``relax.run.nonzero``), these lower to packed functions registered in
+:mod:`phasec.packed` (numpy's stable sorts), through
+``R.call_pure_packed(name, data, <attributes as prim values and strings>)``;
+the references call the same functions, so the interpreter, FoldConstant
+and the VM agree by construction.
+
+* ``sort(x, axis=-1, descending=False)``; ``argsort(..., dtype="int32")``:
+  stable — equal elements keep their order, descending too; NaN sorts last
+  ascending, first descending.
+* ``topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32")``:
+  the k largest (smallest) along the axis in order, ``(values, indices)``,
+  or one of them (ret_type "values" / "indices"); k < 1, or beyond a known
+  axis length, takes the whole axis (TVM's rule).
+* ``median(x, axis=None, keepdims=False)``: the lower median (torch's);
+  over every axis a tensor, along one axis the pair (values, int64 indices)
+  as TVM 0.27 (several axes but not all: an error).
+* ``unique(x, sorted=True, return_index=False, return_inverse=False,
+  return_counts=False, axis=None)``: numpy.unique (first-occurrence order
+  when not sorted); a tuple when a return_ flag is set. Data-dependent:
+  known rank, unknown length (TVM's struct info).
+* ``nonzero(x)``: the int64 (ndim, count) coordinates of the non-zero
+  elements, numpy.nonzero stacked; (2-D, unknown count).
+"""
+
+from __future__ import annotations
+
+from .. import arith, tir
+from ..expr import ExternFunc, PrimValue, StringImm
+from ..struct_info import TensorStructInfo, TupleStructInfo
+from ._common import (
+    OpPattern, as_bool, as_dtype, as_int, attrs_of, define, err, int_tuple, norm_axes, norm_axis,
+    one_of, opt, tensor_arg,
+)
+from .legalize import legalizes_to_relax
+
+__all__: list[str] = []
+
+
+def _int_dtype(v):
+    d = as_dtype(v)
+    if not tir.is_int(d):
+        raise ValueError(f"an integer dtype is required, got {d!r}")
+    return d
+
+
+def _packed(name: str):
+    from ...packed import get_packed_func
+
+    return get_packed_func(name)
+
+
+def _lower(name: str, attrs_to_args):
+    """LegalizeOps: ``R.call_pure_packed(name, data, *attribute values)``."""
+    def lower(call):
+        from . import call_op
+
+        extra = [PrimValue(v) if isinstance(v, (bool, int)) else StringImm(v)
+                 for v in attrs_to_args(attrs_of(call))]
+        return call_op("call_pure_packed", ExternFunc(name), call.args[0], *extra,
+                       sinfo_args=[call.struct_info], span=call.span)
+    return lower
+
+
+def _pv_bool(v: bool) -> PrimValue:
+    return PrimValue(tir.IntImm(int(v), "bool"))
+
+
+# ---------------------------------------------------------------------------
+# sort / argsort / topk
+# ---------------------------------------------------------------------------
+
+def _infer_sort(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    if x.ndim != -1:
+        norm_axis(call, attrs_of(call)["axis"], x.ndim)
+    return TensorStructInfo(x.shape, x.dtype, x.ndim)
+
+
+def _infer_argsort(call, ctx):
+    x = _infer_sort(call, ctx)
+    return TensorStructInfo(x.shape, attrs_of(call)["dtype"], x.ndim)
+
+
+_SORT_ATTRS = {"axis": (-1, as_int), "descending": (False, as_bool)}
+define("sort", ("x",), _infer_sort, attrs=_SORT_ATTRS,
+       reference=lambda x, axis=-1, descending=False: _packed("phasec.sort")(x, axis, descending),
+       pattern=OpPattern.OPAQUE, doc="Stable sort along axis.")
+define("argsort", ("data",), _infer_argsort,
+       attrs={**_SORT_ATTRS, "dtype": ("int32", _int_dtype)},
+       reference=lambda data, axis=-1, descending=False, dtype="int32":
+       _packed("phasec.argsort")(data, axis, descending, dtype),
+       pattern=OpPattern.OPAQUE, doc="Indices of a stable sort along axis.")
+
+
+def _sort_args(a):
+    return [a["axis"], a["descending"]]
+
+
+legalizes_to_relax("sort")(_lower("phasec.sort", _sort_args))
+legalizes_to_relax("argsort")(_lower("phasec.argsort", lambda a: [*_sort_args(a), a["dtype"]]))
+
+
+def _infer_topk(call, ctx):
+    x = tensor_arg(call, 0, ctx, "data")
+    a = attrs_of(call)
+    k, ret = a["k"], a["ret_type"]
+    if x.ndim == -1 or x.shape is None:
+        vals = TensorStructInfo(None, x.dtype, x.ndim)
+    else:
+        ax = norm_axis(call, a["axis"], x.ndim)
+        dims = list(x.shape)
+        n = arith.const_int(dims[ax])
+        if k >= 1 and not (n is not None and k > n):
+            dims[ax] = tir.IntImm(k)
+        vals = TensorStructInfo(tuple(dims), x.dtype)
+    idx = TensorStructInfo(vals.shape, a["dtype"], vals.ndim)
+    return {"both": TupleStructInfo([vals, idx]), "values": vals, "indices": idx}[ret]
+
+
+define("topk", ("data",), _infer_topk,
+       attrs={"k": (1, as_int), "axis": (-1, as_int),
+              "ret_type": ("both", one_of("both", "values", "indices")),
+              "largest": (True, as_bool), "dtype": ("int32", _int_dtype)},
+       reference=lambda data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32":
+       _packed("phasec.topk")(data, k, axis, ret_type, largest, dtype),
+       pattern=OpPattern.OPAQUE, doc="The k largest (smallest) elements along axis, in order.")
+legalizes_to_relax("topk")(_lower("phasec.topk", lambda a: [
+    a["k"], a["axis"], a["ret_type"], a["largest"], a["dtype"]]))
+
+
+# ---------------------------------------------------------------------------
+# median
+# ---------------------------------------------------------------------------
+
+def _median_axes(call, x: TensorStructInfo) -> tuple[bool, int]:
+    """(over every axis, the one axis otherwise)."""
+    axis = attrs_of(call)["axis"]
+    if axis is None or len(axis) == 0:
+        return True, 0
+    if x.ndim == -1:
+        if len(axis) != 1:
+            raise err(call, "median over several axes needs a tensor of known rank")
+        return False, axis[0]
+    axes = norm_axes(call, axis, x.ndim)
+    if len(axes) == x.ndim:
+        return True, 0
+    if len(axes) != 1:
+        raise err(call, f"median reduces one axis or all of them (TVM 0.27), got axis="
+                        f"{tuple(axis)} for a tensor of ndim {x.ndim}")
+    return False, axes[0]
+
+
+def _infer_median(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    keep = attrs_of(call)["keepdims"]
+    whole, ax = _median_axes(call, x)
+    if whole:
+        if x.ndim == -1:
+            return TensorStructInfo(() if not keep else None, x.dtype, 0 if not keep else -1)
+        return TensorStructInfo((tir.IntImm(1),) * x.ndim if keep else (), x.dtype)
+    if x.shape is None:
+        ndim = -1 if x.ndim == -1 else (x.ndim if keep else x.ndim - 1)
+        vals = TensorStructInfo(None, x.dtype, ndim)
+    else:
+        dims = [tir.IntImm(1) if d == ax else s for d, s in enumerate(x.shape) if keep or d != ax]
+        vals = TensorStructInfo(tuple(dims), x.dtype)
+    return TupleStructInfo([vals, TensorStructInfo(vals.shape, "int64", vals.ndim)])
+
+
+def _median_ref(x, axis=None, keepdims=False):
+    import numpy as np
+
+    x = np.asarray(x)
+    whole = axis is None or len(axis) == 0 or len(axis) == x.ndim
+    return _packed("phasec.median")(x, 0 if whole else axis[0], whole, keepdims)
+
+
+define("median", ("x",), _infer_median,
+       attrs={"axis": (None, opt(int_tuple)), "keepdims": (False, as_bool)},
+       reference=_median_ref, pattern=OpPattern.OPAQUE,
+       doc="The lower median over all axes, or (values, indices) along one axis.")
+
+
+@legalizes_to_relax("median")
+def _median(call):
+    from . import call_op
+
+    x = call.args[0].struct_info
+    whole, ax = _median_axes(call, x)
+    extra = [PrimValue(tir.IntImm(ax)), _pv_bool(whole), _pv_bool(attrs_of(call)["keepdims"])]
+    return call_op("call_pure_packed", ExternFunc("phasec.median"), call.args[0], *extra,
+                   sinfo_args=[call.struct_info], span=call.span)
+
+
+# ---------------------------------------------------------------------------
+# unique / nonzero: data-dependent shapes
+# ---------------------------------------------------------------------------
+
+def _infer_unique(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    a = attrs_of(call)
+    if a["axis"] is None:
+        ndim = 1
+    else:
+        ndim = x.ndim
+        if x.ndim != -1:
+            norm_axis(call, a["axis"], x.ndim)
+    fields = [TensorStructInfo(None, x.dtype, ndim)]
+    for flag in ("return_index", "return_inverse", "return_counts"):
+        if a[flag]:
+            fields.append(TensorStructInfo(None, "int64", 1))
+    return fields[0] if len(fields) == 1 else TupleStructInfo(fields)
+
+
+def _unique_ref(x, sorted=True, return_index=False, return_inverse=False,  # noqa: A002
+                return_counts=False, axis=None):
+    return _packed("relax.run.unique")(x, sorted, return_index, return_inverse, return_counts,
+                                       axis is not None, 0 if axis is None else axis)
+
+
+define("unique", ("x",), _infer_unique,
+       attrs={"sorted": (True, as_bool), "return_index": (False, as_bool),
+              "return_inverse": (False, as_bool), "return_counts": (False, as_bool),
+              "axis": (None, opt(as_int))},
+       reference=_unique_ref, pattern=OpPattern.OPAQUE,
+       doc="numpy.unique (a tuple with the requested index/inverse/counts).")
+
+
+@legalizes_to_relax("unique")
+def _unique(call):
+    from . import call_op
+
+    a = attrs_of(call)
+    extra = [_pv_bool(a[k]) for k in ("sorted", "return_index", "return_inverse",
+                                      "return_counts")]
+    extra += [_pv_bool(a["axis"] is not None), PrimValue(tir.IntImm(a["axis"] or 0))]
+    return call_op("call_pure_packed", ExternFunc("relax.run.unique"), call.args[0], *extra,
+                   sinfo_args=[call.struct_info], span=call.span)
+
+
+def _infer_nonzero(call, ctx):
+    tensor_arg(call, 0, ctx)
+    return TensorStructInfo(None, "int64", 2)
+
+
+define("nonzero", ("x",), _infer_nonzero,
+       reference=lambda x: _packed("relax.run.nonzero")(x), pattern=OpPattern.OPAQUE,
+       doc="int64 (ndim, count) coordinates of the non-zero elements.")
+legalizes_to_relax("nonzero")(_lower("relax.run.nonzero", lambda a: []))
