@@ -20,7 +20,8 @@ __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "BinaryOp", "Not", "Cast", "Select",
     "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
     "IfThenElse", "Allocate", "LetStmt", "Evaluate", "IterVar", "BufferRegion",
-    "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr",
+    "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
+    "stmt_children", "contains_stmt",
     "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
     "LIBM_INTRINSICS", "BOOL_INTRINSICS", "BIT_INTRINSICS",
     "is_float", "is_int", "is_bool", "DTYPES", "frozen_attrs",
@@ -417,3 +418,49 @@ class PrimFunc(Node):
 
     def with_attr(self, key: str, value: Any) -> "PrimFunc":
         return PrimFunc(self.params, self.body, {**self.attrs, key: value}, span=self.span)
+
+
+
+# ---------------------------------------------------------------------------
+# Traversal: the one definition of what a node holds
+# ---------------------------------------------------------------------------
+
+def expr_children(e: PrimExpr) -> tuple[PrimExpr, ...]:
+    """The operands of a scalar expression (a load's indices included)."""
+    t = type(e)
+    if t is BinaryOp:
+        return (e.lhs, e.rhs)
+    if t is Not or t is Cast:
+        return (e.value,)
+    if t is Select:
+        return (e.condition, e.true_value, e.false_value)
+    if t is Call:
+        return e.args
+    if t is BufferLoad:
+        return e.indices
+    return ()
+
+
+def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
+    """The statements directly inside ``s``: bodies, branches, a block's init."""
+    t = type(s)
+    if t is SeqStmt:
+        return s.stmts
+    if t is IfThenElse:
+        return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
+    if t is For or t is Allocate or t is LetStmt:
+        return (s.body,)
+    if t is Block:
+        return (s.body,) if s.init is None else (s.body, s.init)
+    return ()
+
+
+def contains_stmt(body: Stmt, kind: type) -> bool:
+    """Whether a statement of type ``kind`` occurs in ``body`` (iterative walk)."""
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        if type(s) is kind:
+            return True
+        stack.extend(stmt_children(s))
+    return False

@@ -27,17 +27,6 @@ def int_range_problem(value: int, dtype: str) -> str | None:
     return f"{value} does not fit in {dtype} (range {bounds[0]}..{bounds[1]})"
 
 
-def _children(e: tir.PrimExpr) -> tuple[tir.PrimExpr, ...]:
-    if isinstance(e, tir.BinaryOp):
-        return (e.lhs, e.rhs)
-    if isinstance(e, (tir.Not, tir.Cast)):
-        return (e.value,)
-    if isinstance(e, tir.Select):
-        return (e.condition, e.true_value, e.false_value)
-    if isinstance(e, tir.Call):
-        return tuple(e.args)
-    return ()
-
 
 def dim_problem(expr: tir.PrimExpr, *, allow_negative: bool = False) -> str | None:
     """Why ``expr`` cannot be a shape dimension, or None.
@@ -68,7 +57,7 @@ def dim_problem(expr: tir.PrimExpr, *, allow_negative: bool = False) -> str | No
             problem = int_range_problem(e.value, e.dtype)
             if problem is not None:
                 return problem
-        stack.extend(_children(e))
+        stack.extend(tir.expr_children(e))
     return None
 
 

@@ -241,7 +241,7 @@ class PrimPrinter:
             elif t in _COMPOSITE:
                 if t is tir.BufferLoad:
                     self.buffer_name(e.buffer)
-                stack.extend(reversed(_children(e)))
+                stack.extend(reversed(tir.expr_children(e)))
         # Then compose the text bottom-up.
         memo: dict[int, tuple[str, int]] = {}
         todo: list[tuple[Any, bool]] = [(root, False)]
@@ -253,7 +253,7 @@ class PrimPrinter:
                 memo[id(e)] = self._compose(e, memo)
                 continue
             todo.append((e, True))
-            todo.extend((c, False) for c in _children(e) if type(c) in _COMPOSITE)
+            todo.extend((c, False) for c in tir.expr_children(e) if type(c) in _COMPOSITE)
         return memo[id(root)]
 
     def _leaf(self, e: Any, hint: str | None) -> tuple[str, int]:
@@ -311,19 +311,6 @@ class PrimPrinter:
 _COMPOSITE = frozenset({tir.BinaryOp, tir.Not, tir.Cast, tir.Select, tir.Call, tir.BufferLoad})
 
 
-def _children(e: Any) -> tuple:
-    t = type(e)
-    if t is tir.BinaryOp:
-        return (e.lhs, e.rhs)
-    if t is tir.Not or t is tir.Cast:
-        return (e.value,)
-    if t is tir.Select:
-        return (e.condition, e.true_value, e.false_value)
-    if t is tir.Call:
-        return e.args
-    if t is tir.BufferLoad:
-        return e.indices
-    return ()
 
 
 def has_tir_var(e: Any) -> bool:

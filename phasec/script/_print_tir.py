@@ -56,7 +56,7 @@ class TirPrinter(PrimPrinter):
                 params.append(f"{self.tvar(p)}: T.{p.dtype}")
         inner = indent + INDENT
         flags = ["private=True"] if private else []
-        if not legacy() and _has_block(f.body):
+        if not legacy() and tir.contains_stmt(f.body, tir.Block):
             flags.append("s_tir=True")  # TVM 0.27 marks PrimFuncs that hold blocks
             # Allocations opening such a body belong to TVM's implicit root block.
             self.root_allocs = True
@@ -217,23 +217,3 @@ class TirPrinter(PrimPrinter):
             self.emit(inner, "with T.init():")
             self.stmt(blk.init, inner + INDENT)
         self.stmt(blk.body, inner)
-
-
-
-def _has_block(body: tir.Stmt) -> bool:
-    """True when the statement tree holds a ``Block`` (iterative walk)."""
-    stack = [body]
-    while stack:
-        s = stack.pop()
-        t = type(s)
-        if t is tir.Block:
-            return True
-        if t is tir.SeqStmt:
-            stack.extend(s.stmts)
-        elif t is tir.IfThenElse:
-            stack.append(s.then_case)
-            if s.else_case is not None:
-                stack.append(s.else_case)
-        elif t in (tir.For, tir.LetStmt, tir.Allocate):
-            stack.append(s.body)
-    return False

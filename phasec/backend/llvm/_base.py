@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,19 +166,6 @@ def _walk(root: Node) -> list[Node]:
     return order
 
 
-def _expr_children(e: tir.PrimExpr) -> Sequence[tir.PrimExpr]:
-    t = type(e)
-    if t is tir.BinaryOp:
-        return (e.lhs, e.rhs)
-    if t is tir.Not or t is tir.Cast:
-        return (e.value,)
-    if t is tir.Select:
-        return (e.condition, e.true_value, e.false_value)
-    if t is tir.Call:
-        return e.args
-    if t is tir.BufferLoad:
-        return e.indices
-    return ()
 
 
 def _estimate_work(body: tir.Stmt) -> int:

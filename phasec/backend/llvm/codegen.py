@@ -43,7 +43,7 @@ from ._base import (  # re-exported: runtime.py and tests import some from here
     _BITS, _FCMP, _ICMP, _INTRINSIC_SUFFIX, _LLVM_TYPE, _UNARY_FLOAT_INTRINSIC, ALLOCA_LIMIT,
     NPY_ALIGNED, NPY_C_CONTIGUOUS, NPY_WRITEABLE, OOB_EXTENT, OOB_SITE, OOB_VALUE,
     RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_INDEX_OUT_OF_RANGE, RC_OK, RC_OUT_OF_MEMORY,
-    _bad_index, _BufInfo, _elem_bytes, _expr_children, _float_literal, _FunctionText,
+    _bad_index, _BufInfo, _elem_bytes, _float_literal, _FunctionText,
     _int_literal, _is_float, _is_intlike, _is_signed, _mem_type, _quote, _sanitize, _walk,
     buffer_site, buffers_in_order, llvm_type,
 )
@@ -617,7 +617,7 @@ class _KernelCodegen(LoopCodegen):
                 memo[id(n)] = self._infer_one(n)
                 continue
             stack.append((n, True))
-            for k in _expr_children(n):
+            for k in tir.expr_children(n):
                 if id(k) not in memo:
                     stack.append((k, False))
         return memo[id(e)]
@@ -726,7 +726,7 @@ class _KernelCodegen(LoopCodegen):
             n, ready = stack.pop()
             if id(n) in memo:
                 continue
-            kids = _expr_children(n)
+            kids = tir.expr_children(n)
             if ready:
                 memo[id(n)] = type(n) is tir.BufferLoad or any(memo[id(k)] for k in kids)
                 continue
@@ -860,12 +860,12 @@ class _KernelCodegen(LoopCodegen):
                 self._lazy_select(t, tasks)
             else:
                 tasks.append((self._apply, t))
-                tasks.extend(reversed(_expr_children(t)))
+                tasks.extend(reversed(tir.expr_children(t)))
         assert len(vals) == 1
         return vals[0]
 
     def _apply(self, n: Any, vals: list[str]) -> None:
-        kids = _expr_children(n)
+        kids = tir.expr_children(n)
         k = len(kids)
         args = vals[len(vals) - k:]
         del vals[len(vals) - k:]

@@ -25,27 +25,6 @@ from ._base import (
 __all__ = ["LoopCodegen"]
 
 
-def _contains_loop(body: tir.Stmt) -> bool:
-    """Whether a statement holds a ``For`` (statements only; exprs hold none)."""
-    stack: list[Any] = [body]
-    while stack:
-        s = stack.pop()
-        t = type(s)
-        if t is tir.For:
-            return True
-        if t is tir.SeqStmt:
-            stack.extend(s.stmts)
-        elif t is tir.IfThenElse:
-            stack.append(s.then_case)
-            if s.else_case is not None:
-                stack.append(s.else_case)
-        elif t is tir.Allocate or t is tir.LetStmt:
-            stack.append(s.body)
-        elif t is tir.Block:
-            stack.append(s.body)
-            if s.init is not None:
-                stack.append(s.init)
-    return False
 
 
 class LoopCodegen:
@@ -95,7 +74,7 @@ class LoopCodegen:
         strip-mined so the inner part still vectorizes) for an innermost loop
         that may run long, None for one that cannot (a constant extent up to
         POLL_EVERY, or a loop variable narrower than 32 bits)."""
-        if _contains_loop(body):
+        if tir.contains_stmt(body, tir.For):
             return "each"
         if _BITS[dt] < 32 or (isinstance(extent, tir.IntImm) and extent.value <= POLL_EVERY):
             return None
