@@ -25,6 +25,10 @@ Evaluation walks binding lists with loops, and calls between Relax functions
 go through an explicit stack of generators (a trampoline), so neither the
 length of a program nor the depth of its recursion meets Python's recursion
 limit; only the static nesting of If/Tuple expressions uses the Python stack.
+
+What the VM shares with the interpreter lives beside it: ``_values`` (the
+error type, texts of values for messages, scalar evaluation, storage) and
+``matching`` (matching values against struct info).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IndexOutOfRangeError, PhasecError, VMError
+from ..errors import IndexOutOfRangeError, PhasecError
 from ..ir import tir
 from ..ir.expr import (
     Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
@@ -44,10 +48,13 @@ from ..ir.expr import (
 )
 from ..ir.module import IRModule
 from ..ir.struct_info import (
-    FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from ..script._checks import int_range_problem
+from ._values import (
+    _MISSING, STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar,
+    describe_value, eval_prim_expr, prim_text, sinfo_text,
+)
+from .matching import match_struct_info, match_struct_infos
 
 __all__ = [
     "InterpError", "Interpreter", "Closure", "Storage", "run", "evaluate", "evaluate_expr",
@@ -60,238 +67,12 @@ __all__ = [
 #: (a guard against runaway recursion eating all memory).
 DEFAULT_MAX_CALL_DEPTH = 100_000
 
-#: Byte alignment of tensors carved out of storage.
-STORAGE_ALIGNMENT = 64
-
-
-class InterpError(VMError):
-    """A program went wrong while being interpreted: wrong arguments, a failed
-    match_cast, an operator that raised... The message names the function and
-    the binding."""
-
-
-# ---------------------------------------------------------------------------
-# Text of struct info and values (shared with the VM for error messages)
-# ---------------------------------------------------------------------------
-
-_INFIX = {"+", "-", "*", "/", "//", "%", "==", "!=", "<", "<=", ">", ">=", "and", "or"}
-
-
-def prim_text(expr: tir.PrimExpr) -> str:
-    """A short TVMScript-like rendering of a scalar expression."""
-    t = type(expr)
-    if t is tir.IntImm:
-        return str(expr.value) if expr.dtype in ("int64", "int32") else f"T.{expr.dtype}({expr.value})"
-    if t is tir.FloatImm:
-        return repr(expr.value)
-    if t is tir.Var:
-        return expr.name
-    if t is tir.BinaryOp:
-        if expr.op in _INFIX:
-            return f"({prim_text(expr.lhs)} {expr.op} {prim_text(expr.rhs)})"
-        return f"T.{expr.op}({prim_text(expr.lhs)}, {prim_text(expr.rhs)})"
-    if t is tir.Not:
-        return f"not {prim_text(expr.value)}"
-    if t is tir.Cast:
-        return f"T.Cast({expr.dtype!r}, {prim_text(expr.value)})"
-    if t is tir.Select:
-        return (f"T.Select({prim_text(expr.condition)}, {prim_text(expr.true_value)}, "
-                f"{prim_text(expr.false_value)})")
-    if t is tir.Call:
-        return f"T.{expr.name}({', '.join(prim_text(a) for a in expr.args)})"
-    return type(expr).__name__
-
-
-def sinfo_text(sinfo: StructInfo | None) -> str:
-    """A TVMScript-like rendering of struct info, for error messages."""
-    if sinfo is None:
-        return "(unknown)"
-    t = type(sinfo)
-    if t is TensorStructInfo:
-        dtype = "" if sinfo.dtype == "void" else f', dtype="{sinfo.dtype}"'
-        if sinfo.shape is not None:
-            dims = ", ".join(prim_text(d) for d in sinfo.shape)
-            if len(sinfo.shape) == 1:
-                dims += ","
-            return f"R.Tensor(({dims}){dtype})"
-        if sinfo.ndim >= 0:
-            return f"R.Tensor(ndim={sinfo.ndim}{dtype})"
-        return f"R.Tensor({dtype.lstrip(', ')})" if dtype else "R.Tensor"
-    if t is TupleStructInfo:
-        return f"R.Tuple({', '.join(sinfo_text(f) for f in sinfo.fields)})"
-    if t is ShapeStructInfo:
-        if sinfo.values is not None:
-            return f"R.Shape([{', '.join(prim_text(v) for v in sinfo.values)}])"
-        return f"R.Shape(ndim={sinfo.ndim})" if sinfo.ndim >= 0 else "R.Shape"
-    if t is PrimStructInfo:
-        if sinfo.value is not None:
-            return f"R.Prim(value={prim_text(sinfo.value)})"
-        return f'R.Prim("{sinfo.dtype}")'
-    if t is FuncStructInfo:
-        return "R.Callable"
-    return "R.Object"
-
-
-def describe_value(value: Any) -> str:
-    """What a run-time value is, for error messages ("float32 tensor of shape (2, 3)")."""
-    if isinstance(value, np.ndarray):
-        return f"{value.dtype} tensor of shape {tuple(value.shape)}"
-    if isinstance(value, np.generic):
-        return f"{value.dtype} scalar {value.item()!r}"
-    if isinstance(value, tuple):
-        if value and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                         for v in value):
-            return f"shape or tuple {tuple(int(v) for v in value)}"
-        if len(value) > 4:
-            return f"tuple of {len(value)} values"
-        return f"tuple ({', '.join(describe_value(v) for v in value)})"
-    if isinstance(value, bool):
-        return f"bool {value}"
-    if isinstance(value, (int, float)):
-        return f"{type(value).__name__} {value!r}"
-    if isinstance(value, str):
-        return f"string {value!r}"
-    if value is None:
-        return "null"
-    if isinstance(value, Storage):
-        return f"storage of {value.nbytes} bytes"
-    if callable(value):
-        return "function"
-    return type(value).__name__
-
-
-# ---------------------------------------------------------------------------
-# Scalar (TIR) expressions over symbolic variables
-# ---------------------------------------------------------------------------
-
-def _trunc_div(a: Any, b: Any) -> Any:
-    if isinstance(a, float) or isinstance(b, float):
-        return a / b
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _pow(a: Any, b: Any) -> Any:
-    """``a ** b``; for integers as the kernels compute it: wrapped to int64
-    (a modular power, so ``n ** 100000000`` takes microseconds, not hours),
-    and 0 for negative exponents except for the bases 1 and -1."""
-    if isinstance(a, float) or isinstance(b, float):
-        return a ** b
-    a, b = int(a), int(b)
-    if b < 0:
-        return 1 if a == 1 else ((-1 if b % 2 else 1) if a == -1 else 0)
-    r = pow(a, b, 1 << 64)
-    return r - (1 << 64) if r >= 1 << 63 else r
-
-
-_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": _trunc_div,
-    "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-    "min": min,
-    "max": max,
-    "pow": _pow,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "and": lambda a, b: bool(a) and bool(b),
-    "or": lambda a, b: bool(a) or bool(b),
-}
-
-_INTRINSIC: Mapping[str, Callable[[float], Any]] = {
-    "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x),
-    "tanh": math.tanh, "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "erf": math.erf,
-    "fabs": abs, "floor": math.floor, "ceil": math.ceil, "round": round, "trunc": math.trunc,
-    "sin": math.sin, "cos": math.cos, "exp2": lambda x: 2.0 ** x, "log2": math.log2,
-    "isnan": math.isnan, "isinf": math.isinf, "isfinite": math.isfinite,
-    "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan,
-    "sinh": math.sinh, "cosh": math.cosh, "asinh": math.asinh, "acosh": math.acosh,
-    "atanh": math.atanh, "atan2": math.atan2,
-    "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b,
-    "bitwise_xor": lambda a, b: a ^ b, "bitwise_not": lambda a: ~a,
-    "shift_left": lambda a, s: a << s if 0 <= s < 64 else 0,
-    "shift_right": lambda a, s: a >> s if 0 <= s < 64 else (-1 if a < 0 else 0),
-}
-
-
-def cast_scalar(value: Any, dtype: str) -> Any:
-    """``value`` as the Python scalar type of ``dtype`` (int, float or bool)."""
-    if dtype == "bool":
-        return bool(value)
-    if tir.is_float(dtype):
-        return float(value)
-    return int(value)
-
-
-def eval_prim_expr(expr: tir.PrimExpr, lookup: Callable[[tir.Var], Any]) -> Any:
-    """Evaluate a scalar expression; ``lookup`` gives the value of each variable."""
-    t = type(expr)
-    if t is tir.IntImm:
-        return bool(expr.value) if expr.dtype == "bool" else int(expr.value)
-    if t is tir.Var:
-        return lookup(expr)
-    if t is tir.FloatImm:
-        return float(expr.value)
-    if t is tir.BinaryOp:
-        a = eval_prim_expr(expr.lhs, lookup)
-        b = eval_prim_expr(expr.rhs, lookup)
-        try:
-            return _BINARY[expr.op](a, b)
-        except ZeroDivisionError:
-            raise InterpError(f"division by zero in {prim_text(expr)}") from None
-    if t is tir.Cast:
-        return cast_scalar(eval_prim_expr(expr.value, lookup), expr.dtype)
-    if t is tir.Not:
-        return not eval_prim_expr(expr.value, lookup)
-    if t is tir.Select:
-        if eval_prim_expr(expr.condition, lookup):
-            return eval_prim_expr(expr.true_value, lookup)
-        return eval_prim_expr(expr.false_value, lookup)
-    if t is tir.Call and expr.name in _INTRINSIC:
-        return _INTRINSIC[expr.name](*(eval_prim_expr(a, lookup) for a in expr.args))
-    raise InterpError(f"cannot evaluate {prim_text(expr)} as a shape or scalar expression")
 
 
 # ---------------------------------------------------------------------------
 # Run-time objects
 # ---------------------------------------------------------------------------
 
-class Storage:
-    """A raw byte buffer from ``alloc_storage``; tensors are views into it."""
-
-    __slots__ = ("data", "nbytes", "owner", "__weakref__")
-
-    def __init__(self, nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> None:
-        if nbytes < 0:
-            raise InterpError(f"cannot allocate storage of {nbytes} bytes")
-        raw = np.empty(nbytes + alignment, dtype=np.uint8)
-        skew = (-raw.ctypes.data) % alignment
-        self.data = raw[skew:skew + nbytes]
-        self.nbytes = nbytes
-        #: the array owning the memory: every tensor view keeps it alive
-        #: (numpy points a view's ``base`` at the owner, not at ``data``)
-        self.owner = raw
-
-    def tensor(self, offset: int, shape: Sequence[int], dtype: str) -> np.ndarray:
-        """A tensor view of ``shape``/``dtype`` starting ``offset`` bytes in."""
-        shape = tuple(int(d) for d in shape)
-        np_dtype = np.dtype(dtype)
-        size = np_dtype.itemsize * math.prod(shape)
-        if offset < 0 or offset + size > self.nbytes:
-            raise InterpError(f"tensor of {size} bytes at offset {offset} does not fit in "
-                              f"storage of {self.nbytes} bytes")
-        if offset % np_dtype.itemsize:
-            raise InterpError(f"offset {offset} is not aligned to {dtype} ({np_dtype.itemsize} bytes)")
-        return np.ndarray(shape, np_dtype, buffer=self.data, offset=offset)
-
-    def __repr__(self) -> str:
-        return f"<Storage {self.nbytes} bytes>"
 
 
 class Closure:
@@ -375,7 +156,6 @@ class _Env:
         return _MISSING
 
 
-_MISSING = object()
 
 
 class _Invoke:
@@ -386,150 +166,6 @@ class _Invoke:
     def __init__(self, closure: Closure, args: tuple) -> None:
         self.closure = closure
         self.args = args
-
-
-# ---------------------------------------------------------------------------
-# Struct-info matching (parameters and match_cast)
-# ---------------------------------------------------------------------------
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def match_struct_info(value: Any, sinfo: StructInfo, lookup: Callable[[tir.Var], Any],
-                      bind: Callable[[tir.Var, int], None], what: str,
-                      error: type[PhasecError] = None) -> None:
-    """Check ``value`` against ``sinfo``, binding its unbound symbolic variables.
-
-    ``lookup(var)`` returns the value of a bound symbolic variable, or None
-    when it is unbound; ``bind(var, value)`` binds one. Dimensions that are plain
-    variables are bound on first sight; compound dimensions (``n * 2``) are
-    checked after all variables are bound, as in TVM. ``what`` names the
-    checked thing ("function 'main', parameter 'x'") in the error, which is
-    ``error`` (InterpError by default).
-    """
-    match_struct_infos(((value, sinfo, what),), lookup, bind, error)
-
-
-def match_struct_infos(items: Sequence[tuple[Any, StructInfo, str]],
-                       lookup: Callable[[tir.Var], Any], bind: Callable[[tir.Var, int], None],
-                       error: type[PhasecError] = None) -> None:
-    """Check several ``(value, sinfo, what)`` together, as one function's
-    parameters are: the plain-variable dimensions of ALL of them are bound
-    first, then the compound dimensions of all of them are checked (TVM's
-    semantics), so ``a: R.Tensor((n * n,))`` may come before the ``x:
-    R.Tensor((n, n))`` that binds n. Nothing is bound unless everything
-    matches. See :func:`match_struct_info` for the arguments.
-    """
-    err = error or InterpError
-    local: dict[tir.Var, int] = {}
-
-    def get(var: tir.Var) -> Any:
-        if var in local:
-            return local[var]
-        value = lookup(var)
-        return _MISSING if value is None else value
-
-    # (compound dim, actual value, where, the item's value, sinfo and what)
-    deferred: list[tuple[tir.PrimExpr, Any, str, Any, StructInfo, str]] = []
-
-    for value, sinfo, what in items:
-        if (type(sinfo) is TensorStructInfo and type(value) is np.ndarray
-                and (sinfo.dtype == "void" or str(value.dtype) == sinfo.dtype)
-                and (sinfo.ndim < 0 or value.ndim == sinfo.ndim)
-                and (sinfo.shape is None or all(type(d) is tir.IntImm and d.value == n
-                                                for d, n in zip(sinfo.shape, value.shape)))):
-            continue  # fast path: a tensor with static dims that fits
-        _match_one(value, sinfo, what, err, get, local, deferred)
-    for expr, actual, where, value, sinfo, what in deferred:
-        def strict(var: tir.Var) -> Any:
-            got = get(var)
-            if got is _MISSING:
-                raise err(f"{what}: symbolic variable {var.name} in {prim_text(expr)} "
-                          f"is not bound by any plain dimension")
-            return got
-        expected = eval_prim_expr(expr, strict)
-        if expected != actual:
-            raise err(f"{what}: expected {sinfo_text(sinfo)}, got {describe_value(value)} "
-                      f"({where} is {actual}, expected {prim_text(expr)} = {expected})")
-    for var, v in local.items():
-        bind(var, v)
-
-
-def _match_one(value: Any, sinfo: StructInfo, what: str, err: type[PhasecError],
-               get: Callable[[tir.Var], Any], local: dict[tir.Var, int],
-               deferred: list) -> None:
-    """Match one value: bind plain-variable dims into ``local``, append
-    compound dims to ``deferred`` (see :func:`match_struct_infos`)."""
-
-    def fail(reason: str) -> None:
-        raise err(f"{what}: expected {sinfo_text(sinfo)}, got {describe_value(value)}"
-                  + (f" ({reason})" if reason else ""))
-
-    def match_dim(expr: tir.PrimExpr, actual: Any, where: str) -> None:
-        if type(expr) is tir.IntImm:
-            if expr.dtype == "bool":
-                if bool(actual) != bool(expr.value):
-                    fail(f"{where} is {actual}, expected {bool(expr.value)}")
-            elif actual != expr.value:
-                fail(f"{where} is {actual}, expected {expr.value}")
-        elif type(expr) is tir.Var:
-            bound = get(expr)
-            if bound is _MISSING:
-                local[expr] = actual
-            elif bound != actual:
-                fail(f"{where} is {actual}, but {expr.name} = {bound}")
-        else:
-            deferred.append((expr, actual, where, value, sinfo, what))
-
-    def walk(v: Any, s: StructInfo, where: str) -> None:
-        t = type(s)
-        if t is TensorStructInfo:
-            if not isinstance(v, np.ndarray):
-                fail(f"{where}is not a tensor" if where else "not a tensor")
-            if s.dtype != "void" and str(v.dtype) != s.dtype:
-                fail(f"{where}dtype is {v.dtype}, expected {s.dtype}")
-            if s.ndim >= 0 and v.ndim != s.ndim:
-                fail(f"{where}ndim is {v.ndim}, expected {s.ndim}")
-            if s.shape is not None:
-                for i, (d, n) in enumerate(zip(s.shape, v.shape)):
-                    match_dim(d, int(n), f"{where}dimension {i}")
-        elif t is TupleStructInfo:
-            if not isinstance(v, tuple):
-                fail(f"{where}is not a tuple")
-            if len(v) != len(s.fields):
-                fail(f"{where}has {len(v)} fields, expected {len(s.fields)}")
-            for i, (fv, fs) in enumerate(zip(v, s.fields)):
-                walk(fv, fs, f"{where}field {i}: ")
-        elif t is ShapeStructInfo:
-            if not isinstance(v, tuple) or not all(_is_int(x) for x in v):
-                fail(f"{where}is not a shape")
-            if s.ndim >= 0 and len(v) != s.ndim:
-                fail(f"{where}has {len(v)} dimensions, expected {s.ndim}")
-            if s.values is not None:
-                for i, (d, n) in enumerate(zip(s.values, v)):
-                    match_dim(d, int(n), f"{where}value {i}")
-        elif t is PrimStructInfo:
-            if isinstance(v, np.ndarray) and v.ndim == 0:
-                v = v.item()
-            elif isinstance(v, np.generic):
-                v = v.item()
-            if not isinstance(v, (bool, int, float)):
-                fail(f"{where}is not a scalar")
-            if tir.is_int(s.dtype) and not _is_int(v):
-                fail(f"{where}is not an integer")
-            if tir.is_int(s.dtype) and int_range_problem(int(v), s.dtype) is not None:
-                fail(f"{where}is out of range: {int_range_problem(int(v), s.dtype)}")
-            if tir.is_bool(s.dtype) and not isinstance(v, (bool, int)):
-                fail(f"{where}is not a bool")
-            if s.value is not None:
-                match_dim(s.value, v, f"{where}value")
-        elif t is FuncStructInfo:
-            if not callable(v):
-                fail(f"{where}is not a function")
-        # ObjectStructInfo (and unknown kinds): anything goes
-
-    walk(value, sinfo, "")
 
 
 # ---------------------------------------------------------------------------

@@ -366,7 +366,7 @@ _MAX_CODE_DEPTH = 64
 
 def _code_problem(code: Any, depth: int = 0) -> str | None:
     """Why ``code`` is not a scalar expression code (see the module doc), or None."""
-    from ...interp.relax import _BINARY, _INTRINSIC
+    from ...interp._values import _BINARY, _INTRINSIC
 
     if depth > _MAX_CODE_DEPTH:
         return "is nested too deeply"

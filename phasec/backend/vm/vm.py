@@ -29,10 +29,10 @@ import numpy as np
 from ...errors import (
     BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError,
 )
-from ...interp.relax import (
-    _BINARY, _INTRINSIC, STORAGE_ALIGNMENT, Storage, _truth, cast_scalar, describe_value,
-    normalize_value,
+from ...interp._values import (
+    _BINARY, _INTRINSIC, STORAGE_ALIGNMENT, Storage, cast_scalar, describe_value,
 )
+from ...interp.relax import _truth, normalize_value
 from ...packed import find_packed_func, get_packed_func
 from ...script._checks import int_range_problem
 from . import bytecode as bc
