@@ -472,3 +472,78 @@ def test_symbolic_dims_through_shape_arithmetic():
     ops = [b.value.op.name for blk in mod["main"].body.blocks for b in blk.bindings
            if hasattr(b.value, "op") and hasattr(b.value.op, "name")]
     assert ops == ["relax.reshape", "relax.permute_dims"]
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]),
+    ("...ij,...jk", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("ijk,ik->j", [(2, 3, 4), (2, 4)]),
+])
+def test_einsum(eq, shapes):
+    inputs = {f"x{i}": _rand(*s, seed=i) for i, s in enumerate(shapes)}
+    check(node("Einsum", list(inputs), equation=eq), inputs, ["y"], opset=12, atol=1e-5)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rank", [3, 4])
+def test_rotary_embedding(interleaved, rank):
+    # (B, H, S, D) = (2, 4, 3, 8), or 3-D (B, S, H*D) with num_heads
+    x = _rand(2, 4, 3, 8) if rank == 4 else _rand(2, 3, 32)
+    attrs = {} if rank == 4 else {"num_heads": 4}
+    cos, sin = _rand(10, 4, seed=1), _rand(10, 4, seed=2)
+    pos = np.array([[0, 3, 5], [1, 2, 9]], np.int64)
+    check(node("RotaryEmbedding", ["x", "cos", "sin", "pos"], interleaved=interleaved, **attrs),
+          {"x": x, "pos": pos}, ["y"], inits={"cos": cos, "sin": sin}, opset=23)
+
+
+def test_center_crop_pad_and_windows():
+    x = _rand(5, 4, 3)
+    check([node("CenterCropPad", ["x", "shape"], ["c"]),
+           node("HannWindow", ["n"], ["h"]), node("HammingWindow", ["n"], ["m"], periodic=0),
+           node("BlackmanWindow", ["n"], ["b"])],
+          {"x": x}, ["c", "h", "m", "b"], inits={"shape": np.array([2, 7, 3], np.int64),
+                                                "n": np.int64(10)}, opset=18, atol=1e-6)
+
+
+def test_dynamic_quantize_and_matmul_integer():
+    x = _rand(3, 4, lo=-2, hi=3)
+    a = _rand(3, 4, dtype="uint8", lo=0, hi=255)
+    b = _rand(4, 2, dtype="uint8", lo=0, hi=255, seed=1)
+    check([node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+           node("MatMulInteger", ["a", "b", "az", "bz"], ["m"])],
+          {"x": x, "a": a, "b": b}, ["q", "s", "z", "m"],
+          inits={"az": np.uint8(12), "bz": np.uint8(200)},
+          out_types={"q": TensorProto.UINT8, "z": TensorProto.UINT8, "m": TensorProto.INT32})
+
+
+def test_batch_norm_training_mode_statistics():
+    x = _rand(3, 2, 4, 5)
+    params = {"s": _rand(2, seed=1), "b": _rand(2, seed=2), "m": _rand(2, seed=3),
+              "v": _rand(2, seed=4, lo=0.5, hi=2)}
+    check(node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+               training_mode=1, momentum=0.8), {"x": x}, ["y", "rm", "rv"], inits=params,
+          opset=15, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "max"])
+def test_scatter_elements_and_nd(reduction):
+    x = _rand(3, 4)
+    idx = np.array([[1, 0, 2, 3], [0, 2, 1, 1]], np.int64)
+    upd = _rand(2, 4, seed=1)
+    nd_idx = np.array([[0, 1], [2, 3]], np.int64)
+    check([node("ScatterElements", ["x", "i", "u"], ["e"], axis=1, reduction=reduction),
+           node("ScatterND", ["x", "j", "v"], ["n"], reduction=reduction)],
+          {"x": x, "i": idx, "u": upd}, ["e", "n"],
+          inits={"j": nd_idx, "v": np.array([5.0, -1.0], np.float32)}, opset=18)
+
+
+def test_cumprod_reverse_exclusive():
+    x = _rand(3, 4, lo=0.5, hi=1.5)
+    check([node("CumProd", ["x", "a"], ["p"], reverse=1), node("CumProd", ["x", "a"], ["q"],
+                                                               exclusive=1)],
+          {"x": x}, ["p", "q"], inits={"a": np.int64(1)}, opset=26)

@@ -200,3 +200,54 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
         y = ctx.emit("reshape", ctx.emit("permute_dims", y, axes=[0, 2, 1, 3]), (b_, s_, h_ * dv))
     return [y, present_k, present_v, qk_out]
 
+
+
+@converter("RotaryEmbedding", since=23)
+def _rotary_embedding(ctx: NodeContext) -> Value:
+    x, cos, sin = ctx.input(0), ctx.input(1), ctx.input(2)
+    if not ctx.dtype(x).startswith("float"):
+        raise Unsupported(f"dtype {ctx.dtype(x)}")
+    dims = ctx.shape(x)
+    rank = len(dims)
+    if rank == 4:  # (B, H, S, D) -> (B, S, H, D)
+        x = ctx.emit("permute_dims", x, axes=[0, 2, 1, 3])
+    elif rank == 3:
+        heads = int(ctx.attr("num_heads", 0))
+        if not heads or not isinstance(dims[2], int) or dims[2] % heads:
+            raise Unsupported(f"3-D input of hidden size {dims[2]} with num_heads={heads}")
+        x = ctx.emit("reshape", x, (dims[0], dims[1], heads, dims[2] // heads))
+    else:
+        raise Unsupported(f"input of rank {rank}")
+    b, s, h, d = ctx.shape(x)
+    if not isinstance(d, int):
+        raise Unsupported("a symbolic head size")
+    rd = int(ctx.attr("rotary_embedding_dim", 0)) or d
+    half = rd // 2
+    if ctx.has(3):  # caches indexed by position: (B, S, rd/2)
+        pos = ctx.input(3)
+        pos = pos if ctx.dtype(pos) == "int64" else ctx.emit("astype", pos, dtype="int64")
+        cos = ctx.emit("take", cos, pos, axis=0)
+        sin = ctx.emit("take", sin, pos, axis=0)
+    cos = ctx.emit("expand_dims", cos, axis=[2])
+    sin = ctx.emit("expand_dims", sin, axis=[2])
+    rot = x if rd == d else ctx.emit("strided_slice", x, axes=[3], begin=[0], end=[rd])
+    if ctx.attr("interleaved", 0):
+        x1 = ctx.emit("strided_slice", rot, axes=[3], begin=[0], end=[rd], strides=[2])
+        x2 = ctx.emit("strided_slice", rot, axes=[3], begin=[1], end=[rd], strides=[2])
+    else:
+        x1 = ctx.emit("strided_slice", rot, axes=[3], begin=[0], end=[half])
+        x2 = ctx.emit("strided_slice", rot, axes=[3], begin=[half], end=[rd])
+    real = ctx.emit("subtract", ctx.emit("multiply", cos, x1), ctx.emit("multiply", sin, x2))
+    imag = ctx.emit("add", ctx.emit("multiply", sin, x1), ctx.emit("multiply", cos, x2))
+    if ctx.attr("interleaved", 0):  # (r0, i0, r1, i1, ...)
+        pair = ctx.emit("concat", [ctx.emit("expand_dims", real, axis=[4]),
+                                   ctx.emit("expand_dims", imag, axis=[4])], axis=4)
+        rot = ctx.emit("reshape", pair, (b, s, h, rd))
+    else:
+        rot = ctx.emit("concat", [real, imag], axis=3)
+    if rd < d:
+        rot = ctx.emit("concat", [rot, ctx.emit("strided_slice", x, axes=[3], begin=[rd],
+                                                end=[d])], axis=3)
+    if rank == 3:
+        return ctx.emit("reshape", rot, tuple(dims))
+    return ctx.emit("permute_dims", rot, axes=[0, 2, 1, 3])

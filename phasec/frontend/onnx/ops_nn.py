@@ -269,7 +269,7 @@ def _per_channel(ctx: NodeContext, v: Value, ndim: int) -> Value:
 def _batch_norm(ctx: NodeContext) -> list[Value | None]:
     x = _float_input(ctx)
     if ctx.attr("training_mode", 0):
-        raise Unsupported("training_mode=1 (phasec imports models for inference)")
+        return _batch_norm_training(ctx, x)
     extra = [o for o in ctx.node.output[1:] if o]
     if extra and ctx.opset >= 9:
         raise Unsupported("running statistics outputs (training)")
@@ -281,6 +281,28 @@ def _batch_norm(ctx: NodeContext) -> list[Value | None]:
     t = ctx.emit("subtract", bias, ctx.emit("multiply", mean, s))
     y = ctx.emit("add", ctx.emit("multiply", x, _per_channel(ctx, s, n)), _per_channel(ctx, t, n))
     return [y] + [None] * (len(ctx.node.output) - 1)
+
+
+def _batch_norm_training(ctx: NodeContext, x: Value) -> list[Value | None]:
+    """Training mode: the batch's statistics normalize, and the running
+    statistics move towards them by ``1 - momentum`` (deterministic)."""
+    scale, bias, run_mean, run_var = (ctx.input(i) for i in range(1, 5))
+    eps = float(ctx.attr("epsilon", 1e-5))
+    momentum = float(ctx.attr("momentum", 0.9))
+    n = ctx.ndim(x)
+    axes = [0] + list(range(2, n))
+    mean_k, var_k = _moments(ctx, x, axes)  # (1, C, 1, ...), population variance
+    inv = ctx.emit("rsqrt", ctx.emit("add", var_k, scalar(ctx, eps, x)))
+    y = ctx.emit("multiply", ctx.emit("subtract", x, mean_k), inv)
+    y = ctx.emit("add", ctx.emit("multiply", y, _per_channel(ctx, scale, n)),
+                 _per_channel(ctx, bias, n))
+    mean = ctx.emit("squeeze", mean_k, axis=axes)
+    var = ctx.emit("squeeze", var_k, axis=axes)
+
+    def moving(old: Value, new: Value) -> Value:
+        return ctx.emit("add", ctx.emit("multiply", old, scalar(ctx, momentum, old)),
+                        ctx.emit("multiply", new, scalar(ctx, 1.0 - momentum, old)))
+    return [y, moving(run_mean, mean), moving(run_var, var)]
 
 
 def _moments(ctx: NodeContext, x: Value, axes: list[int]) -> tuple[Value, Value]:

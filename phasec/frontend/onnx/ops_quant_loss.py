@@ -65,6 +65,22 @@ def _dequantize(ctx: NodeContext) -> Value:
     return ctx.emit("dequantize", x, scale, zp, axis=axis, out_dtype=out)
 
 
+@converter("DynamicQuantizeLinear", since=11)
+def _dynamic_quantize(ctx: NodeContext) -> list[Value]:
+    x = ctx.input(0)
+    if ctx.dtype(x) != "float32":
+        raise Unsupported(f"dtype {ctx.dtype(x)}")
+    zero = np.zeros((), np.float32)
+    # the range always holds 0; scale = (max - min) / 255, zero point round(-min / scale)
+    lo = ctx.emit("minimum", ctx.emit("min", x), zero)
+    hi = ctx.emit("maximum", ctx.emit("max", x), zero)
+    scale = ctx.emit("divide", ctx.emit("subtract", hi, lo), np.asarray(255, np.float32))
+    zp = ctx.emit("round", ctx.emit("divide", ctx.emit("negative", lo), scale))
+    zp = ctx.emit("astype", ctx.emit("clip", zp, min=0.0, max=255.0), dtype="uint8")
+    y = ctx.emit("quantize", x, scale, zp, axis=-1, out_dtype="uint8")
+    return [y, scale, zp]
+
+
 def _nll(ctx: NodeContext, logp: Value, target: Value, weight: Value | None) -> Value:
     if ctx.ndim(logp) < 2:
         raise Unsupported(f"input of rank {ctx.ndim(logp)} (expects (N, C, ...))")

@@ -590,3 +590,57 @@ def _cumulative(ctx: NodeContext) -> Value:
     y = ctx.emit("flip", x, axis=axis) if reverse else x
     y = ctx.emit(op, y, axis=axis, exclusive=bool(ctx.attr("exclusive", 0)))
     return ctx.emit("flip", y, axis=axis) if reverse else y
+
+
+@converter("CenterCropPad", since=18)
+def _center_crop_pad(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    target = ctx.const_ints(1, "shape")
+    dims = ctx.shape(x)
+    axes = ctx.attr("axes")
+    axes = list(range(len(dims))) if axes is None else [norm_axis(ctx, a, len(dims)) for a in axes]
+    if len(target) != len(axes):
+        raise Unsupported(f"shape {target} for axes {axes}")
+    y = x
+    for ax, t in zip(axes, target):
+        d = dims[ax]
+        if not isinstance(d, int) or not isinstance(t, int):
+            raise Unsupported("CenterCropPad of symbolic dimensions")
+        if t < d:  # crop: the extra element of an odd difference comes off the end
+            start = (d - t) // 2
+            y = ctx.emit("strided_slice", y, axes=[ax], begin=[start], end=[start + t])
+        elif t > d:  # pad with zeros: the extra element of an odd difference goes at the end
+            y = _pad_axis(ctx, y, ax, (t - d) // 2, t - d - (t - d) // 2, "constant",
+                          np.zeros((), ctx.dtype(x)))
+    return y
+
+
+def _window(ctx: NodeContext, coeffs: tuple[float, ...]) -> Value:
+    """sum_k (-1)^k a_k cos(2 pi k n / N), n = 0..size-1, computed at import."""
+    size = ctx.const_scalar(0, "size")
+    if isinstance(size, tir.PrimExpr):
+        raise Unsupported("a window of symbolic size")
+    size = int(size)
+    dtype = onnx_to_dtype(ctx.attr("output_datatype", 1), "output type")
+    periodic = bool(ctx.attr("periodic", 1))
+    n = np.arange(size, dtype=np.float64)
+    denom = size if periodic else size - 1
+    w = np.zeros(size)
+    for k, a in enumerate(coeffs):
+        w += (-1) ** k * a * (np.cos(2 * np.pi * k * n / denom) if denom else 1.0)
+    return w.astype(dtype)
+
+
+@converter("HannWindow", since=17)
+def _hann(ctx: NodeContext) -> Value:
+    return _window(ctx, (0.5, 0.5))
+
+
+@converter("HammingWindow", since=17)
+def _hamming(ctx: NodeContext) -> Value:
+    return _window(ctx, (25 / 46, 21 / 46))
+
+
+@converter("BlackmanWindow", since=17)
+def _blackman(ctx: NodeContext) -> Value:
+    return _window(ctx, (0.42, 0.5, 0.08))

@@ -1,0 +1,127 @@
+"""ONNX Einsum and MatMulInteger, as ``matmul`` with reshapes.
+
+Einsum: each operand first sums the indices no one else needs; then two
+operands at a time (left to right) become one batched ``matmul``: the
+indices both keep are the batch, the ones both share and drop are the
+reduction, the others the matrix rows and columns (``permute_dims`` and
+``reshape`` around it). ``...`` stands for the leading dimensions. A repeated
+index within one operand (a diagonal) is not supported.
+"""
+
+from __future__ import annotations
+
+import string
+
+from ._context import NodeContext, Unsupported, Value
+from ._registry import converter
+from .ops_nn import _back, _in_float32
+from .ops_tensor import prod_dims
+
+__all__: list[str] = []
+
+
+def _parse(ctx: NodeContext, equation: str, ranks: list[int]) -> tuple[list[str], str]:
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise Unsupported(f"equation {equation!r} for {len(ranks)} inputs")
+    used = set(eq) - {".", ",", "-", ">"}
+    spare = [c for c in string.ascii_letters if c not in used]
+    ell_rank = max((r - (len(t) - 3) for t, r in zip(terms, ranks) if "..." in t), default=0)
+    ell = "".join(spare[:ell_rank])
+    out_terms = []
+    for t, r in zip(terms, ranks):
+        if "..." in t:
+            k = r - (len(t) - 3)
+            t = t.replace("...", ell[ell_rank - k:])
+        if len(t) != r:
+            raise Unsupported(f"term {t!r} of equation {equation!r} for a rank-{r} input")
+        if len(set(t)) != len(t):
+            raise Unsupported(f"a repeated index in {t!r} (a diagonal)")
+        out_terms.append(t)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:  # implicit: the ellipsis, then indices used once, alphabetically
+        counts: dict[str, int] = {}
+        for t in out_terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return out_terms, out
+
+
+def _sum_out(ctx: NodeContext, x: Value, term: str, keep: set[str]) -> tuple[Value, str]:
+    axes = [i for i, c in enumerate(term) if c not in keep]
+    if not axes:
+        return x, term
+    return ctx.emit("sum", x, axis=axes), "".join(c for c in term if c in keep)
+
+
+def _permute(ctx: NodeContext, x: Value, term: str, order: str) -> Value:
+    if term == order:
+        return x
+    return ctx.emit("permute_dims", x, axes=[term.index(c) for c in order])
+
+
+def _contract(ctx: NodeContext, a: Value, ta: str, b: Value, tb: str, keep: set[str]
+              ) -> tuple[Value, str]:
+    da = dict(zip(ta, ctx.shape(a)))
+    db = dict(zip(tb, ctx.shape(b)))
+    batch = "".join(c for c in ta if c in tb and c in keep)
+    red = "".join(c for c in ta if c in tb and c not in keep)
+    rows = "".join(c for c in ta if c not in tb)
+    cols = "".join(c for c in tb if c not in ta)
+    for c in batch + red:
+        if isinstance(da[c], int) and isinstance(db[c], int) and da[c] != db[c] and 1 not in (
+                da[c], db[c]):
+            raise Unsupported(f"index {c!r} has sizes {da[c]} and {db[c]}")
+        if da[c] != db[c]:
+            raise Unsupported(f"index {c!r} broadcast between operands")
+    size = {**db, **da}
+    a2 = ctx.emit("reshape", _permute(ctx, a, ta, batch + rows + red),
+                  (prod_dims([size[c] for c in batch]), prod_dims([size[c] for c in rows]),
+                   prod_dims([size[c] for c in red])))
+    b2 = ctx.emit("reshape", _permute(ctx, b, tb, batch + red + cols),
+                  (prod_dims([size[c] for c in batch]), prod_dims([size[c] for c in red]),
+                   prod_dims([size[c] for c in cols])))
+    (a2, b2), dtype = _in_float32(ctx, [a2, b2])
+    y = _back(ctx, ctx.emit("matmul", a2, b2), dtype)
+    term = batch + rows + cols
+    return ctx.emit("reshape", y, tuple(size[c] for c in term)), term
+
+
+@converter("Einsum", since=12)
+def _einsum(ctx: NodeContext) -> Value:
+    vals = [ctx.input(i) for i in range(len(ctx.inputs))]
+    if ctx.dtype(vals[0]) == "bool":
+        raise Unsupported("Einsum of bool tensors")
+    terms, out = _parse(ctx, str(ctx.attr("equation")), [ctx.ndim(v) for v in vals])
+    if len(set(out)) != len(out):
+        raise Unsupported(f"a repeated output index in {out!r}")
+    # indices each step must keep: the output's and those of the operands to come
+    needed_after = [set(out).union(*terms[i + 1:]) for i in range(len(terms))]
+    acc, tacc = _sum_out(ctx, vals[0], terms[0], needed_after[0])
+    for i in range(1, len(vals)):
+        b, tb = _sum_out(ctx, vals[i], terms[i], needed_after[i] | set(tacc))
+        acc, tacc = _contract(ctx, acc, tacc, b, tb, needed_after[i])
+    acc, tacc = _sum_out(ctx, acc, tacc, set(out))
+    return _permute(ctx, acc, tacc, out)
+
+
+@converter("MatMulInteger", since=10)
+def _matmul_integer(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+
+    def centered(x: Value, zp: Value | None, row_axis: int | None) -> Value:
+        x = ctx.emit("astype", x, dtype="int32")
+        if zp is None:
+            return x
+        zp = ctx.emit("astype", zp, dtype="int32")
+        if row_axis is not None and ctx.ndim(zp) == 1 and ctx.shape(zp)[0] != 1:
+            zp = ctx.emit("reshape", zp, (ctx.shape(zp)[0], 1))  # one per row of A
+        return ctx.emit("subtract", x, zp)
+    a32 = centered(a, ctx.optional(2), 0)
+    b32 = centered(b, ctx.optional(3), None)
+    return ctx.emit("matmul", a32, b32)
+
