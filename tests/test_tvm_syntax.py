@@ -74,6 +74,15 @@ class Module:
     def noop(A: T.handle, n: T.int64):
         T.evaluate(0)
 """,
+    "relax_tuple_declarations_and_scalar_operands": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("m", "n"), "float32")) -> R.Tensor(("m", "n"), "float32"):
+        m, n = T.int64(), T.int64()
+        y = R.call_pure_packed("test.scale", x, T.float32(2.0), ty_args=(R.Tensor((m, n), "float32"),))
+        return y
+""",
     "take_mode_and_strided_slice_assume_inbound": """
 @I.ir_module
 class Module:

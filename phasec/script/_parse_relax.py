@@ -244,6 +244,13 @@ class _RelaxFunctionParser:
 
     def _assign(self, stmt: ast.Assign | ast.AnnAssign) -> None:
         mp = self.mp
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Tuple)
+                and len(stmt.targets[0].elts) == len(stmt.value.elts)):
+            # `m, n = T.int64(), T.int64()`: several symbolic declarations at once
+            for t, v in zip(stmt.targets[0].elts, stmt.value.elts):
+                self._assign(ast.copy_location(ast.Assign([t], v), t))
+            return
         target, ann = self._target(stmt)
         value = stmt.value
         fname = _dotted(value.func) if isinstance(value, ast.Call) else None
@@ -562,6 +569,10 @@ class _RelaxFunctionParser:
         name = _dotted(node.func)
         if name is not None and len(name) >= 2 and name[0] == mp.R:
             return self._relax_call(".".join(name[1:]), node)
+        if (name is not None and len(name) == 2 and name[0] == mp.T and name[1] in tir.DTYPES
+                and len(node.args) == 1 and not node.keywords):
+            # T.float32(2.0), T.int64(n + 1): a scalar, as TVM prints a prim value operand
+            return rx.PrimValue(self.prim.parse(node), span=mp.span(node))
         if name is not None and len(name) >= 2 and name[0] == mp.T:
             raise mp.error(f"{mp.src(node.func)} is a TIR function; in R.function wrap scalars "
                            f"with {mp.R}.prim_value(...)", node)
