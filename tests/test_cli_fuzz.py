@@ -207,7 +207,6 @@ def test_a_restricted_pool_reaches_its_passes_phase(tmp_path):
     """``passes=["FuseOps", MyPass]``: neither runs at ingestion, where
     programs are generated; the sequences get LambdaLifting (and the passes it
     requires) to reach optimization, and say so in the reproducer."""
-    from phasec.testing import pass_sequences
     from phasec.testing.campaign import CampaignStats
 
     with T.REGISTRY.scope():

@@ -42,7 +42,7 @@ from ..ir.module import IRModule
 from ..ir.node import set_field
 from ..ir.op import InferContext, call_op
 from ..ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from ._optable import OP_GENS, OpGen
+from ._optable import OpGen, all_op_gens
 from ._values import (
     BOOL, FLOAT, FUNC, INPUT_RANGE, INT, INT_INPUT_RANGE, OPAQUE, TUPLE, Val, const_dim, dims_equal,
     hull, iv_ok, numel_max, shapes_equal, within,
@@ -55,6 +55,8 @@ FORCE_PURE = "relax.force_pure"
 _SYM_NAMES = ("n", "m", "p", "q")
 _PARAM_NAMES = ("x", "y", "z", "w", "u")
 _PARAM_DTYPES = ("float32", "float32", "float32", "int32", "bool")
+#: parameters ``main`` may get beyond ``max_params``, made to fit an operator
+_MAX_EXTRA_PARAMS = 3
 
 
 class GeneratorError(PhasecError):
@@ -112,7 +114,7 @@ class ModuleGen:
         self.helpers: list[_Helper] = []
         self.global_names = NameTable(["main"])
         self.pending = 0  # helpers being generated (not yet in functions)
-        self.op_gens = [g for g in OP_GENS if cfg.ops is None or g.name in cfg.ops]
+        self.op_gens = [g for g in all_op_gens() if cfg.ops is None or g.name in cfg.ops]
 
     @property
     def ctx(self) -> InferContext:
@@ -380,6 +382,11 @@ class FuncGen:
                         self.close_block()
                     else:
                         self.open_dataflow()
+                # half the statements are operator calls: programs are
+                # made of operators, and each of ~100 must come up regularly
+                # (0, the shrink target, is the plain choice of a statement kind)
+                if self.draw(st.integers(0, 1)) == 1 and self._stmt_op():
+                    return
                 kinds = _STATEMENTS
                 start = self.draw(st.integers(0, len(kinds) - 1))
                 for j in range(len(kinds)):
@@ -392,17 +399,62 @@ class FuncGen:
         mg.draw(one())
 
     def _stmt_op(self) -> bool:
+        """One operator call. The operator is drawn first, uniformly over the
+        table (coverage by design: every operator is drawn about equally
+        often, whatever its operand constraints); when nothing in scope fits
+        it, an operand is built to fit (a new parameter of ``main``, else a
+        constant, made positive through ``exp`` where the operator needs it)."""
         gens = self.mg.op_gens
         if not gens:
             return False
-        start = self.draw(st.integers(0, len(gens) - 1))
-        for j in range(len(gens)):
+        # hypothesis favours small integers in a short range (index 0 is
+        # drawn far more often than index 90); a wide range taken modulo
+        # the table's length is close to uniform, and still shrinks to 0
+        start = self.draw(st.integers(0, 2**24 - 1)) % len(gens)
+        first: OpGen = gens[start]
+        cands = self.visible(lambda v: first.accepts(self, v))
+        if not cands:
+            fitted = self._fit_operand(first)
+            cands = [fitted] if fitted is not None else []
+        if cands:
+            first.build(self, self.pick(cands))
+            return True
+        for j in range(1, len(gens)):
             gen: OpGen = gens[(start + j) % len(gens)]
             cands = self.visible(lambda v, gen=gen: gen.accepts(self, v))
             if cands:
                 gen.build(self, self.pick(cands))
                 return True
         return False
+
+    def _fit_operand(self, gen: OpGen) -> Val | None:
+        """A first operand made for ``gen`` (None when none fits)."""
+        wanted = gen.operand(self)
+        if wanted is None:
+            return None
+        kind, shape = wanted
+        val = self._fresh_operand(kind, shape)
+        if gen.accepts(self, val):
+            return val
+        adapted = gen.adapt(self, val)
+        if adapted is not None and gen.accepts(self, adapted):
+            return adapted
+        return None
+
+    def _fresh_operand(self, kind: str, shape: tuple[int, ...]) -> Val:
+        """A new parameter of ``main`` (at most :data:`_MAX_EXTRA_PARAMS` more),
+        else a constant, of this kind and shape."""
+        dtype = {FLOAT: "float32", INT: "int32", BOOL: "bool"}[kind]
+        if self.is_main and len(self.params) < self.cfg.max_params + _MAX_EXTRA_PARAMS:
+            name = _PARAM_NAMES[len(self.params) % len(_PARAM_NAMES)]
+            return self.add_param(name, TensorStructInfo(shape, dtype), *_input_kind(dtype))
+        if kind == BOOL:
+            c = self.constant(shape, INPUT_RANGE, "float32")
+            zero = Constant(np.zeros((), dtype="float32"))
+            return self.emit(call_op("relax.greater", c.expr, zero), BOOL, (0, 1), hint="b")
+        if kind == INT:
+            return self.constant(shape, INT_INPUT_RANGE, "int32")
+        return self.constant(shape, INPUT_RANGE, "float32")
 
     def _stmt_const(self) -> bool:
         if not self.cfg.constants:

@@ -6,9 +6,10 @@ attributes) and the interval of its result. The table is ordered simplest
 first: hypothesis shrinks choices towards index 0, so a minimal failing
 program uses ``R.add`` unless the failure needs another operator.
 
-Operators registered later without an entry here are simply not generated;
-``UNGENERATED`` lists the compute operators deliberately left out, and a
-test keeps the two lists complete.
+Elementwise operators without an entry here are generated from the
+registry (:mod:`phasec.testing._opderived`: domains probed on the
+operator's numpy reference); ``UNGENERATED`` lists the compute operators
+left out, with the reason, and a test keeps the lists complete.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ._values import (
 if TYPE_CHECKING:
     from ._gen import FuncGen
 
-__all__ = ["OpGen", "OP_GENS", "UNGENERATED", "op_names"]
+__all__ = ["OpGen", "OP_GENS", "UNGENERATED", "op_names", "all_op_gens"]
 
 Interval = tuple[float, float]
 
@@ -69,6 +70,26 @@ class OpGen:
 
     def build(self, g: "FuncGen", x: Val) -> Val:
         raise NotImplementedError
+
+    def operand(self, g: "FuncGen") -> tuple[str, tuple[int, ...]] | None:
+        """The kind and (constant) shape of a first operand to make when
+        nothing in scope fits: by default the first accepted kind, a rank
+        from ``max(min_rank, 1)`` up, dimensions of at least 2 (so operators
+        that cut, normalize or contract an axis fit)."""
+        rank = g.draw(st.integers(max(self.min_rank, 1), max(g.cfg.max_rank, self.min_rank, 1)))
+        top = max(g.cfg.max_dim, 2)
+        return self.kinds[0], tuple(g.draw(st.integers(2, top)) for _ in range(rank))
+
+    def adapt(self, g: "FuncGen", x: Val) -> Val | None:
+        """A made operand the operator did not accept, brought into its
+        domain (None: no way). By default a float becomes positive through
+        ``exp`` (log, sqrt, rsqrt and power need one)."""
+        if x.kind != FLOAT:
+            return None
+        iv = _exp((x.lo, x.hi))
+        if iv is None:
+            return None
+        return g.emit(call_op("relax.exp", x.expr), FLOAT, iv, hint="pos")
 
 
 # ---------------------------------------------------------------------------
@@ -490,6 +511,11 @@ class Squeeze(OpGen):
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return x.kind in self.kinds and any(const_dim(d) == 1 for d in x.shape)
 
+    def operand(self, g: "FuncGen") -> tuple[str, tuple[int, ...]] | None:
+        kind, shape = super().operand(g)
+        axis = g.draw(st.integers(0, len(shape)))
+        return kind, shape[:axis] + (1,) + shape[axis:]
+
     def build(self, g: "FuncGen", x: Val) -> Val:
         ones = [i for i, d in enumerate(x.shape) if const_dim(d) == 1]
         # axis=None squeezes every 1: with a symbolic dim the rank is unknown
@@ -616,6 +642,13 @@ class Take(OpGen):
 # Convolution and pooling (NCHW, rank 4)
 # ---------------------------------------------------------------------------
 
+def _nchw(g: "FuncGen") -> tuple[str, tuple[int, ...]]:
+    """A small NCHW float operand for convolutions and pooling."""
+    top = max(g.cfg.max_dim, 2)
+    return FLOAT, (g.draw(st.integers(1, 2)), g.draw(st.integers(1, 3)),
+                   g.draw(st.integers(2, top)), g.draw(st.integers(2, top)))
+
+
 def _spatial_ok(x: Val) -> bool:
     return (x.kind == FLOAT and x.rank == 4 and const_dim(x.shape[1]) is not None
             and all((const_dim(d) or 0) >= 1 for d in x.shape[2:]))
@@ -627,6 +660,9 @@ class Conv2d(OpGen):
 
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return _spatial_ok(x) and const_dim(x.shape[1]) * 9 * x.mag <= VALUE_CAP
+
+    def operand(self, g: "FuncGen") -> tuple[str, tuple[int, ...]] | None:
+        return _nchw(g)
 
     def build(self, g: "FuncGen", x: Val) -> Val:
         c = const_dim(x.shape[1])
@@ -651,6 +687,9 @@ class Pool2d(OpGen):
 
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return _spatial_ok(x)
+
+    def operand(self, g: "FuncGen") -> tuple[str, tuple[int, ...]] | None:
+        return _nchw(g)
 
     def build(self, g: "FuncGen", x: Val) -> Val:
         h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
@@ -739,10 +778,11 @@ OP_GENS: list[OpGen] = [
 
 #: Compute operators the generator never emits, and why.
 UNGENERATED: dict[str, str] = {
-    # The nn families of issue 13 (phasec/ir/op/nn_*.py) are fuzzed once the
-    # registry-derived fuzz declarations on OpDef replace this table.
+    # Issue 13's non-elementwise nn operators (phasec/ir/op/nn_*.py): they need
+    # hand-written entries (operand layouts, attributes); the elementwise ones
+    # are derived from the registry (_opderived.py).
     **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
-        "nn.leakyrelu", "nn.prelu", "nn.selu", "nn.softplus", "nn.batch_norm", "nn.group_norm",
+        "nn.prelu", "nn.batch_norm", "nn.group_norm",
         "nn.instance_norm", "nn.dropout", "nn.max_pool1d", "nn.avg_pool1d", "nn.max_pool3d",
         "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
         "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose",
@@ -756,11 +796,6 @@ UNGENERATED: dict[str, str] = {
         "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum", "cumprod",
         "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "index_put")},
     **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
-        "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "sin", "sinh", "tan",
-        "sign", "square", "trunc", "isfinite", "isinf", "isnan", "bitwise_not", "atan2",
-        "log_add_exp", "floor_mod", "mod", "bitwise_and", "bitwise_or", "bitwise_xor",
-        "left_shift", "right_shift", "logical_xor", "ewise_fma")},
-    **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
         "sort", "argsort", "topk", "median")},
     **{"relax." + _n: "a data-dependent shape: needs a match_cast the generator does not "
                       "draw" for _n in ("unique", "nonzero")},
@@ -771,6 +806,15 @@ UNGENERATED: dict[str, str] = {
 }
 
 
+def all_op_gens() -> list[OpGen]:
+    """The table, then generators derived from the registry for the
+    elementwise operators it lacks (:mod:`phasec.testing._opderived`)."""
+    from ._opderived import derived_generators
+
+    return [*OP_GENS, *derived_generators({g.name for g in OP_GENS})]
+
+
 def op_names() -> list[str]:
-    """The operators the generator can emit, in table order."""
-    return [g.name for g in OP_GENS]
+    """The operators the generator can emit: the table's, then the ones
+    derived from the registry."""
+    return [g.name for g in all_op_gens()]
