@@ -233,3 +233,35 @@ def test_a_restricted_pool_reaches_its_passes_phase(tmp_path):
     print(f"planted FuzzCrashOnFused found after {stats.sequences} sequences, "
           f"{stats.seconds:.1f} s")
     assert stats.sequences <= 300  # a small budget (was: not found in ~2,000)
+
+
+# ---------------------------------------------------------------------------
+# --jobs N: worker processes, one database, one summary
+# ---------------------------------------------------------------------------
+
+def test_jobs_two_workers_find_a_planted_bug_and_merge_their_numbers(tmp_path, planted):
+    """Two forked workers (they see the planted pass registered here) share
+    OUT/hypothesis; the summary adds their counts and lists the bug once."""
+    import json
+
+    out = tmp_path / "out"
+    status = main(["fuzz", "--seconds", "25", "--seed", "1", "--out", str(out), "--jobs", "2",
+                   "--kernels", "interp", "--passes", planted + ",Normalize", "--no-roundtrip"])
+    assert status == 1
+    workers = [json.loads((out / "workers" / f"worker-{k}.json").read_text()) for k in (1, 2)]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["jobs"] == 2
+    for key in ("programs", "sequences", "passes_run"):
+        assert summary[key] == sum(w[key] for w in workers) > 0, key
+    calls = summary["coverage"]["operators"]["calls"]
+    for op in set(workers[0]["coverage"]["operators"]["calls"]) | set(
+            workers[1]["coverage"]["operators"]["calls"]):
+        assert calls[op] == sum(w["coverage"]["operators"]["calls"].get(op, 0)
+                                for w in workers)
+    # both workers may find the bug: listed once, each reproducer a worker's file
+    assert [f["kind"] for f in summary["failures"]] == ["crash"], summary["failures"]
+    assert any(w["failures"] for w in workers)
+    files = sorted((out / "failures").glob("w*-crash-FuzzCrashOnMultiply.py"))
+    assert files and all(f.name[:3] in ("w1-", "w2-") for f in files)
+    assert (out / "hypothesis").is_dir() and any((out / "hypothesis").rglob("*"))
+    assert main(["fuzz", "--jobs", "0", "--out", str(tmp_path / "x")]) == 2

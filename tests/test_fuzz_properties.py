@@ -296,3 +296,25 @@ def test_elementwise_operators_are_derived_from_the_registry():
     tan = next(o for o in list_ops() if o.name == "relax.tan")
     assert _probe(tan).domains[0][1] < np.pi / 2  # the pole is seen, not sampled past
     assert acosh.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST)
+
+
+def test_hypofuzz_targets_run_as_plain_hypothesis_tests(monkeypatch, tmp_path):
+    """tests/fuzz_targets.py (what HypoFuzz runs) holds ordinary hypothesis
+    tests: run each with a few examples and a database in a temp folder."""
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("PHASEC_FUZZ_DB", str(tmp_path / "db"))
+    monkeypatch.setenv("PHASEC_FUZZ_EXAMPLES", "5")
+    path = Path(__file__).with_name("fuzz_targets.py")
+    spec = importlib.util.spec_from_file_location("phasec_fuzz_targets", path)
+    targets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(targets)
+    names = [n for n in dir(targets) if n.startswith("test_")]
+    assert len(names) == 3
+    for name in names:
+        test = getattr(targets, name)
+        assert test.hypothesis.inner_test is not None  # a hypothesis test, as HypoFuzz needs
+        test()
+    # the database HypoFuzz and every run share is the one named
+    assert Path(targets.FUZZ.database.path) == tmp_path / "db"

@@ -3,6 +3,7 @@
     phasec fuzz --seconds 600 --seed 1 --out fuzz-out
     phasec fuzz --passes "FoldConstant,EliminateCommonSubexpr,FuseOps{fuse_opt_level=2}"
     phasec fuzz --replay fuzz-out/failures/001-crash-FuseOps.py
+    phasec fuzz --seconds 600 --jobs 2 --coverage
 
 Random well-formed programs (closures, if/else, recursion, dataflow blocks,
 symbolic shapes, packed calls...) and random sequences of the registered
@@ -24,6 +25,10 @@ Ctrl-C (or SIGTERM) ends the campaign cleanly: the summary is printed and
 written to ``OUT/summary.json`` (``"interrupted": "SIGINT"``), reproducers
 found so far are kept (one being shrunk is saved as it stands), and the exit
 status is 130 (143 for SIGTERM).
+
+``--jobs N`` runs N worker processes (seeds S, S+1, ...) that share the
+hypothesis database in ``OUT/hypothesis``; their numbers are merged into one
+summary (failures de-duplicated by signature; reproducers named ``wK-...``).
 
 Coverage: the summary has one line (operators drawn of the registered
 compute operators, pass/phase pairs, transitions, VM runs), summary.json the
@@ -58,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="statements per generated function (default 8)")
     parser.add_argument("--no-roundtrip", action="store_true",
                         help="do not check text/JSON round trips of every module")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="run N worker processes sharing the hypothesis database in "
+                             "OUT/hypothesis; one merged summary (default 1)")
     parser.add_argument("--coverage", action="store_true",
                         help="print the coverage table: every registered compute operator "
                              "with its calls drawn, passes run per phase, transitions, VM runs")
@@ -114,11 +122,21 @@ def run(args: argparse.Namespace) -> int:
     if args.seconds <= 0:
         print("phasec fuzz: error: --seconds must be positive", file=sys.stderr)
         return 2
+    if args.jobs < 1:
+        print("phasec fuzz: error: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    options = dict(passes=args.passes, out_dir=args.out, kernels=args.kernels,
+                   roundtrip=not args.no_roundtrip, max_bindings=args.max_bindings,
+                   progress=_progress_printer(sys.stderr))
     try:
-        stats = run_campaign(args.seconds, seed=args.seed, passes=args.passes,
-                             out_dir=args.out, kernels=args.kernels,
-                             roundtrip=not args.no_roundtrip, max_bindings=args.max_bindings,
-                             progress=_progress_printer(sys.stderr))
+        if args.jobs > 1:
+            from ..testing.campaign import _pass_pool
+            from ..testing.parallel import run_parallel_campaign
+
+            _pass_pool(args.passes)  # a bad --passes is a usage error here, not in N workers
+            stats = run_parallel_campaign(args.jobs, args.seconds, seed=args.seed, **options)
+        else:
+            stats = run_campaign(args.seconds, seed=args.seed, **options)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the numbers so far, then 130/143
         stats = getattr(exc, "campaign_stats", None)
         if stats is not None:

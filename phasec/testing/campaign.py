@@ -164,8 +164,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                  roundtrip: bool = True, max_bindings: int = 8, timeout: float = 60.0,
                  progress: Callable[[CampaignStats], None] | None = None,
                  progress_every: float = 1.0, summary_name: str = "summary.json",
-                 failure_prefix: str = "", stop_after_failures: int | None = None
-                 ) -> CampaignStats:
+                 failure_prefix: str = "", stop_after_failures: int | None = None,
+                 summary_every: float | None = None) -> CampaignStats:
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
@@ -185,6 +185,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             files start (worker processes of ``--jobs`` use their own).
         stop_after_failures: end the campaign once this many unique
             failures are saved (None: run for ``seconds``).
+        summary_every: also rewrite the summary every this many seconds
+            (worker processes do, so the parent can show merged progress).
 
     Ctrl-C (KeyboardInterrupt) or SIGTERM (:class:`phasec.interrupts.Terminated`)
     ends the campaign cleanly: a failure being shrunk is saved as it stands,
@@ -206,12 +208,17 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     last_report = [start]
     newest: list[_NewFailure] = []
 
+    last_write = [start]
+
     def tick() -> None:
         now = time.monotonic()
         stats.seconds = now - start
         if progress is not None and now - last_report[0] >= progress_every:
             last_report[0] = now
             progress(stats)
+        if summary_every is not None and now - last_write[0] >= summary_every:
+            last_write[0] = now
+            write_summary()
 
     def write_summary() -> None:
         stats.seconds = time.monotonic() - start
