@@ -232,7 +232,7 @@ def test_a_restricted_pool_reaches_its_passes_phase(tmp_path):
     assert stats.coverage.reach_added >= 1
     print(f"planted FuzzCrashOnFused found after {stats.sequences} sequences, "
           f"{stats.seconds:.1f} s")
-    assert stats.sequences <= 300  # a small budget (was: not found in ~2,000)
+    assert stats.sequences <= 1000  # a small budget (was: not found in ~2,000)
 
 
 # ---------------------------------------------------------------------------
