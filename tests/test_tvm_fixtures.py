@@ -70,23 +70,31 @@ def test_tvm_keeps_reshape_past_legalization_which_phasec_reports() -> None:
     assert codes == {"PH202"}
 
 
-def test_phasec_reprint_of_every_tvm_stage_is_accepted_by_tvm() -> None:
-    """Every stage TVM can read back itself, TVM reads from phasec's re-print.
+def _tvm_cannot_read_its_own(text: str) -> bool:
+    """TVM 0.27 prints R.builtin.alloc_tensor(..., ty_args=...) between
+    CallTIRRewrite and LowerAllocTensor, which its own parser refuses."""
+    return any("R.builtin.alloc_tensor(" in line and "ty_args=" in line
+               for line in text.splitlines())
 
-    (TVM 0.27 cannot read its own output between CallTIRRewrite and
-    LowerAllocTensor: it prints ``R.builtin.alloc_tensor(..., ty_args=...)``,
-    which its parser refuses. phasec reads those stages, above.)
-    """
+
+def test_tvm_refuses_the_stages_the_known_printing_bug_affects() -> None:
+    import tvm
+
+    affected = [p for p in STAGES if _tvm_cannot_read_its_own(p.read_text())]
+    assert 0 < len(affected) < len(STAGES) // 3
+    with pytest.raises(Exception, match="ty_args"):
+        tvm.script.from_source(affected[0].read_text())
+
+
+def test_phasec_reprint_of_every_tvm_stage_is_accepted_by_tvm() -> None:
+    """Every stage TVM can read back itself, TVM reads from phasec's re-print
+    (phasec reads the others too, above)."""
     import tvm
     from tvm import relax
 
     failures = []
-    tvm_refuses_own = 0
     for path in STAGES:
-        try:
-            tvm.script.from_source(path.read_text())
-        except Exception:  # noqa: BLE001 - TVM's printer/parser mismatch, counted
-            tvm_refuses_own += 1
+        if _tvm_cannot_read_its_own(path.read_text()):
             continue
         text = parse(path.read_text(), str(path)).script()
         try:
@@ -98,4 +106,3 @@ def test_phasec_reprint_of_every_tvm_stage_is_accepted_by_tvm() -> None:
         if not ok:
             failures.append(f"{path.parent.name}/{path.name}: {detail}")
     assert not failures, "\n".join(failures)
-    assert tvm_refuses_own < len(STAGES) // 3  # most stages are compared
