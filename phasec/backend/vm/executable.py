@@ -454,7 +454,8 @@ class _PendingTensor:
         # or big-endian array (numpy can write both) is converted once, here.
         if not arr.dtype.isnative:
             arr = arr.astype(arr.dtype.newbyteorder("="))
-        arr = np.ascontiguousarray(arr)
+        if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+            arr = np.array(arr, order="C")
         arr.setflags(write=False)
         return arr
 
