@@ -147,7 +147,11 @@ def test_ctrl_c_leaves_the_process_usable(tmp_path, long_module):
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         _wait_for(proc, f"interrupted {name}")
-    out, err = proc.communicate(timeout=HANG)
+    # Read the rest through the same buffered pipe _wait_for reads: the
+    # "after:" line may already sit in its buffer, where communicate() (which
+    # reads the raw descriptor) would not see it.
+    out = _wait_for(proc, "after:")
+    err = proc.communicate(timeout=HANG)[1]
     x = np.array([1, 2, 3], "float32")
     assert f"after: {((x + x) * x).tolist()}" in out, err
     assert proc.returncode == 0, err
