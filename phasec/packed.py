@@ -238,6 +238,19 @@ def _nonzero(x: Any) -> np.ndarray:
     return np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1)
 
 
+def _dynamic_strided_slice(x: Any, begin: Any, end: Any, strides: Any) -> np.ndarray:
+    from .errors import VMError
+
+    x = np.asarray(x)
+    b, e, s = (np.asarray(v).reshape(-1).tolist() for v in (begin, end, strides))
+    if not len(b) == len(e) == len(s) == x.ndim:
+        raise VMError(f"R.dynamic_strided_slice: begin, end and strides need {x.ndim} entries, "
+                      f"got {len(b)}, {len(e)}, {len(s)}")
+    if any(v == 0 for v in s):
+        raise VMError(f"R.dynamic_strided_slice: a stride is zero ({s})")
+    return x[tuple(slice(p, q, r) for p, q, r in zip(b, e, s))].copy()
+
+
 def _read_if_cond(cond: Any) -> bool:
     return bool(np.asarray(cond).reshape(-1)[0]) if np.size(cond) else False
 
@@ -257,5 +270,6 @@ for _name, _func in {
     "relax.run.assert_op": _assert_op,
     "phasec.sort": _sort, "phasec.argsort": _argsort, "phasec.topk": _topk,
     "phasec.median": _median, "relax.run.unique": _unique, "relax.run.nonzero": _nonzero,
+    "phasec.dynamic_strided_slice": _dynamic_strided_slice,
 }.items():
     register_func(_name, _func)

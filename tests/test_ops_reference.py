@@ -425,6 +425,7 @@ def test_every_compute_op_is_covered_here():
     tested |= NN_TESTED | ATTENTION_TESTED | IMAGE_QDQ_TESTED | EXT_TESTED | INDEXING_TESTED
     from test_ops_elementwise_math import EW_TESTED
     from test_ops_sorting import SORTING_TESTED
-    tested |= SHAPE_TESTED | EW_TESTED | SORTING_TESTED
+    from test_ops_combine import COMBINE_TESTED
+    tested |= SHAPE_TESTED | EW_TESTED | SORTING_TESTED | COMBINE_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

@@ -796,9 +796,11 @@ UNGENERATED: dict[str, str] = {
         "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum", "cumprod",
         "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "index_put")},
     **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
-        "sort", "argsort", "topk", "median")},
+        "sort", "argsort", "topk", "median", "stack", "meshgrid", "outer", "einsum",
+        "collapse_sum_like", "collapse_sum_to", "nn.batch_flatten", "nn.pixel_shuffle",
+        "slice_scatter")},
     **{"relax." + _n: "a data-dependent shape: needs a match_cast the generator does not "
-                      "draw" for _n in ("unique", "nonzero")},
+                      "draw" for _n in ("unique", "nonzero", "dynamic_strided_slice")},
     **{"relax." + _n: "shapes as values, no kernel: the generator draws tensors" for _n in (
         "shape_of", "shape_to_tensor", "tensor_to_shape")},
     **{"relax." + _n: "impure (output, program assertions): not part of a pure program's "

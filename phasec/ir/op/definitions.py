@@ -36,4 +36,4 @@ from __future__ import annotations
 from . import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (register on import)
 from . import image, nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noqa: F401  (register on import)
 from . import creation, elementwise_math, indexing, shape_ops, sorting, statistics  # noqa: F401
-from . import transform  # noqa: F401  (register on import)
+from . import combine, transform  # noqa: F401  (register on import)

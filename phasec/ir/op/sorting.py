@@ -1,5 +1,5 @@
 """Sorting, and results whose shape depends on data: sort, argsort, topk,
-median, unique, nonzero.
+median, unique, nonzero, dynamic_strided_slice.
 
 Like TVM 0.27 on the CPU (which calls packed sorts and ``relax.run.unique``
 / ``relax.run.nonzero``), these lower to packed functions registered in
@@ -24,6 +24,10 @@ and the VM agree by construction.
   known rank, unknown length (TVM's struct info).
 * ``nonzero(x)``: the int64 (ndim, count) coordinates of the non-zero
   elements, numpy.nonzero stacked; (2-D, unknown count).
+* ``dynamic_strided_slice(x, begin, end, strides)``: numpy slicing with the
+  bounds read from three 1-D integer tensors, one entry per axis (numpy's
+  clamping of out-of-range bounds: never a read outside x; a zero stride is
+  an error when it runs); known rank, unknown shape.
 """
 
 from __future__ import annotations
@@ -251,3 +255,32 @@ define("nonzero", ("x",), _infer_nonzero,
        reference=lambda x: _packed("relax.run.nonzero")(x), pattern=OpPattern.OPAQUE,
        doc="int64 (ndim, count) coordinates of the non-zero elements.")
 legalizes_to_relax("nonzero")(_lower("relax.run.nonzero", lambda a: []))
+
+
+def _infer_dynamic_strided_slice(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    for k, what in ((1, "begin"), (2, "end"), (3, "strides")):
+        t = tensor_arg(call, k, ctx, what)
+        if t.dtype != "void" and not tir.is_int(t.dtype):
+            raise err(call, f"dynamic_strided_slice needs integer {what}, got dtype {t.dtype}")
+        if t.ndim not in (-1, 1):
+            raise err(call, f"dynamic_strided_slice needs a 1-D {what}, got ndim {t.ndim}")
+        n = arith.const_int(t.shape[0]) if t.shape is not None else None
+        if n is not None and x.ndim != -1 and n != x.ndim:
+            raise err(call, f"dynamic_strided_slice: {what} has {n} entries for a tensor of "
+                            f"ndim {x.ndim}")
+    return TensorStructInfo(None, x.dtype, x.ndim)
+
+
+define("dynamic_strided_slice", ("x", "begin", "end", "strides"), _infer_dynamic_strided_slice,
+       reference=lambda x, begin, end, strides: _packed("phasec.dynamic_strided_slice")(
+           x, begin, end, strides),
+       pattern=OpPattern.OPAQUE, doc="numpy slicing with bounds read from tensors.")
+
+
+@legalizes_to_relax("dynamic_strided_slice")
+def _dynamic_strided_slice(call):
+    from . import call_op
+
+    return call_op("call_pure_packed", ExternFunc("phasec.dynamic_strided_slice"), *call.args,
+                   sinfo_args=[call.struct_info], span=call.span)

@@ -1,5 +1,6 @@
-"""Data movement: tile, repeat, flip, nn.pad (injective: each output element
-is one input element, or a constant).
+"""Data movement: tile, repeat, flip, nn.pad, nn.batch_flatten,
+nn.pixel_shuffle, slice_scatter (injective: each output element is one input
+element, or a constant).
 
 * ``tile(data, repeats)``: numpy.tile. Fewer repeats than dimensions repeat
   the trailing ones; more repeats than dimensions add leading dimensions.
@@ -16,6 +17,12 @@ is one input element, or a constant).
   reflect formula is only right for widths below the dimension; phasec
   agrees with it there); a mode other than constant on an empty dimension
   with padding is an error.
+* ``nn.batch_flatten(data)``: (N, product of the other axes).
+* ``nn.pixel_shuffle(data, upscale_factor)``: NCHW depth to space, channels
+  divisible by r**2 (torch.nn.PixelShuffle).
+* ``slice_scatter(input, src, start, end, step, axis=0)``: a copy of input
+  whose ``start:end:step`` slice of ``axis`` (Python slice rules, positive
+  step) is src (torch.slice_scatter); start/end/step are prim values.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import numpy as np
 
 from .. import arith, te, tir
 from ..struct_info import TensorStructInfo
+from ..infer import prim_expr_to_str
 from ..tir import BinaryOp, PrimExpr, Select
 from ._common import (
     REQUIRED, OpPattern, as_float, as_int, attrs_of, define, err, int_tuple, norm_axis, one_of,
@@ -267,3 +275,170 @@ def _pad(call, inputs):
         return te.compute(out.shape, body, name="T_pad")
     return te.compute(out.shape, lambda *i: x[tuple(source(d, v) if d in padded else v
                                                     for d, v in enumerate(i))], name="T_pad")
+
+
+# ---------------------------------------------------------------------------
+# nn.batch_flatten / nn.pixel_shuffle
+# ---------------------------------------------------------------------------
+
+def _infer_batch_flatten(call, ctx):
+    x = tensor_arg(call, 0, ctx, "data")
+    if x.ndim != -1 and x.ndim < 2:
+        raise err(call, f"nn.batch_flatten needs a tensor of at least 2 dimensions, got ndim "
+                        f"{x.ndim}")
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, 2)
+    return TensorStructInfo((x.shape[0], prod(x.shape[1:])), x.dtype)
+
+
+define("nn.batch_flatten", ("data",), _infer_batch_flatten,
+       reference=lambda data: np.asarray(data).reshape(
+           np.shape(data)[0], int(np.prod(np.shape(data)[1:]))).copy(),
+       pattern=OpPattern.INJECTIVE, doc="Flatten every axis but the first.")
+
+
+@legalizes("nn.batch_flatten")
+def _batch_flatten(call, inputs):
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    rest = x.shape[1:]
+    return te.compute(out.shape, lambda b, j: x[(b, *_unravel(j, rest))], name="T_batch_flatten")
+
+
+def _infer_pixel_shuffle(call, ctx):
+    x = tensor_arg(call, 0, ctx, "data")
+    r = attrs_of(call)["upscale_factor"]
+    if r < 1:
+        raise err(call, f"nn.pixel_shuffle: upscale_factor must be positive, got {r}")
+    if x.ndim not in (-1, 4):
+        raise err(call, f"nn.pixel_shuffle needs a 4-D NCHW tensor, got ndim {x.ndim}")
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, 4)
+    n, c, h, w = x.shape
+    cc = arith.const_int(c)
+    if cc is not None and cc % (r * r):
+        raise err(call, f"nn.pixel_shuffle: {cc} channels are not divisible by "
+                        f"upscale_factor**2 = {r * r}")
+    rr = tir.IntImm(r)
+    return TensorStructInfo((n, arith.simplify(BinaryOp("//", c, tir.IntImm(r * r))),
+                             arith.simplify(BinaryOp("*", h, rr)),
+                             arith.simplify(BinaryOp("*", w, rr))), x.dtype)
+
+
+def _pixel_shuffle_ref(data, upscale_factor):
+    x = np.asarray(data)
+    n, c, h, w = x.shape
+    r = upscale_factor
+    y = x.reshape(n, c // (r * r), r, r, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, c // (r * r), h * r, w * r).copy()
+
+
+define("nn.pixel_shuffle", ("data",), _infer_pixel_shuffle,
+       attrs={"upscale_factor": (REQUIRED, as_int)}, reference=_pixel_shuffle_ref,
+       pattern=OpPattern.INJECTIVE,
+       doc="NCHW depth to space: out[n, c, h, w] = in[n, c*r*r + (h%r)*r + w%r, h//r, w//r].")
+
+
+@legalizes("nn.pixel_shuffle")
+def _pixel_shuffle(call, inputs):
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    r = i64(attrs_of(call)["upscale_factor"])
+
+    def body(n, c, h, w):
+        ch = BinaryOp("+", BinaryOp("*", c, BinaryOp("*", r, r)),
+                      BinaryOp("+", BinaryOp("*", BinaryOp("%", h, r), r), BinaryOp("%", w, r)))
+        return x[n, ch, BinaryOp("//", h, r), BinaryOp("//", w, r)]
+    return te.compute(out.shape, body, name="T_pixel_shuffle")
+
+
+# ---------------------------------------------------------------------------
+# slice_scatter / dynamic_strided_slice
+# ---------------------------------------------------------------------------
+
+def _infer_slice_scatter(call, ctx):
+    from ..infer import arg_sinfo, sinfo_to_str
+    from ..struct_info import PrimStructInfo
+
+    x = tensor_arg(call, 0, ctx, "input_tensor")
+    src = tensor_arg(call, 1, ctx, "src")
+    for k, what in ((2, "start"), (3, "end"), (4, "step")):
+        s = arg_sinfo(call.args[k], ctx) if len(call.args) > k else None
+        if not isinstance(s, PrimStructInfo) or not tir.is_int(s.dtype):
+            raise err(call, f"slice_scatter expects an integer R.prim_value for {what}, got "
+                            f"{sinfo_to_str(s)}")
+    if "void" not in (x.dtype, src.dtype) and x.dtype != src.dtype:
+        raise err(call, f"slice_scatter: src has dtype {src.dtype} but the data has {x.dtype}")
+    if x.ndim != -1 and src.ndim != -1 and x.ndim != src.ndim:
+        raise err(call, f"slice_scatter needs src of the data's rank ({x.ndim}), got {src.ndim}")
+    if x.ndim == -1:
+        return TensorStructInfo(x.shape, x.dtype, x.ndim)
+    ax = norm_axis(call, attrs_of(call)["axis"], x.ndim)
+    vals = [arith.const_int(call.args[k].struct_info.value)
+            if getattr(call.args[k].struct_info, "value", None) is not None else None
+            for k in (2, 3, 4)]
+    if vals[2] is not None and vals[2] <= 0:
+        raise err(call, f"slice_scatter: step must be positive, got {vals[2]}")
+    if x.shape is not None and src.shape is not None:
+        for d in range(x.ndim):
+            if d != ax and arith.prove_not_equal(x.shape[d], src.shape[d]):
+                raise err(call, f"slice_scatter: src's axis {d} has size "
+                                f"{prim_expr_to_str(src.shape[d])}, the data's "
+                                f"{prim_expr_to_str(x.shape[d])}")
+        n = arith.const_int(x.shape[ax])
+        m = arith.const_int(src.shape[ax])
+        if None not in vals and n is not None and m is not None:
+            want = len(range(*slice(*vals).indices(n)))
+            if want != m:
+                raise err(call, f"slice_scatter: the slice {vals[0]}:{vals[1]}:{vals[2]} of axis "
+                                f"{ax} has {want} elements but src has {m}")
+    return TensorStructInfo(x.shape, x.dtype, x.ndim)
+
+
+def _slice_scatter_ref(input_tensor, src, start, end, step, axis=0):
+    x = np.asarray(input_tensor).copy()
+    index = [slice(None)] * x.ndim
+    index[axis % x.ndim] = slice(int(start), int(end), int(step))
+    x[tuple(index)] = np.asarray(src)
+    return x
+
+
+define("slice_scatter", ("input_tensor", "src", "start", "end", "step"), _infer_slice_scatter,
+       attrs={"axis": (0, as_int)}, reference=_slice_scatter_ref, pattern=OpPattern.INJECTIVE,
+       doc="torch.slice_scatter: data with data[start:end:step] on axis replaced by src.")
+
+
+@legalizes("slice_scatter")
+def _slice_scatter(call, inputs):
+    from ..expr import PrimValue
+    from .legalize import LegalizeError, _script
+
+    x, src = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    ax = attrs_of(call)["axis"] % x.ndim
+    vals = []
+    for k in (2, 3, 4):
+        v = inputs[k]
+        if not isinstance(v, PrimValue):
+            raise LegalizeError(f"{_script(call)}: start, end and step must be R.prim_value")
+        vals.append(v.value)
+    consts = [arith.const_int(v) for v in vals]
+    n = arith.const_int(x.shape[ax])
+    if None not in consts and n is not None:  # Python slice semantics on a known axis
+        begin, _, step = slice(*consts).indices(n)
+        start, step_e = i64(begin), i64(step)
+    else:  # symbolic: the indices are taken as given (non-negative, in range)
+        start, step_e = (e if e.dtype == "int64" else tir.Cast("int64", e)
+                         for e in (vals[0], vals[2]))
+    count = src.shape[ax]
+    last = arith.simplify(BinaryOp("-", count, i64(1)))
+
+    def body(*i):
+        off = BinaryOp("-", i[ax], start)
+        k = BinaryOp("//", off, step_e)
+        hit = BinaryOp("and", BinaryOp("and", BinaryOp(">=", off, i64(0)),
+                                       BinaryOp("==", BinaryOp("%", off, step_e), i64(0))),
+                       BinaryOp("<", k, count))
+        safe = BinaryOp("max", BinaryOp("min", k, last), i64(0))  # both branches are evaluated
+        return Select(hit, src[tuple(safe if d == ax else v for d, v in enumerate(i))], x[i])
+    return te.compute(out.shape, body, name="T_slice_scatter")
