@@ -200,7 +200,35 @@ def generate_sections() -> dict[str, str]:
         "transitions": _section_transitions(entries),
         "passes": _section_passes(entries),
         "rules": _section_rules(rules),
+        "operators": _section_operators(),
     }
+
+
+def _section_operators() -> str:
+    """Every registered operator: where it is defined, its pattern kind, and
+    how LegalizeOps lowers it."""
+    from .ir.op import list_ops
+    from .ir.op.legalize import LEGALIZE, LEGALIZE_RELAX
+    from .ir.op.registry import CATEGORY_MAX_PHASE
+
+    rows = []
+    for op in list_ops():
+        family = getattr(op.infer, "__module__", "").removeprefix("phasec.ir.op.")
+        if op.name in LEGALIZE:
+            lowers = "kernel (TE)"
+        elif op.name in LEGALIZE_RELAX:
+            lowers = "VM builtin / packed call"
+        else:
+            lowers = f"stays (a {op.category} builtin, up to {Phase(CATEGORY_MAX_PHASE[op.category]).label})"
+        operands = ", ".join(op.args) + (" ..." if op.variadic else "")
+        attrs = ", ".join(op.attrs) or "-"
+        rows.append([f"`{op.script_name}`", family, operands, attrs, op.pattern.name.lower(),
+                     "yes" if op.pure else "no", lowers])
+    return (f"{len(rows)} operators, from the registry (`phasec.ir.op`); the family is the "
+            "module under `phasec/ir/op/` that holds the definition, inference, reference and "
+            "legalization.\n\n"
+            + _table(["operator", "family", "operands", "attributes", "pattern", "pure",
+                      "lowered to"], rows))
 
 
 def _block(name: str, body: str) -> str:
@@ -297,6 +325,17 @@ Then regenerate this file (`{command}`).
 ## Verifier rules
 
 {rules}
+
+## Operators
+
+An operator is one registry entry, found whole in one family module under
+`phasec/ir/op/`: struct-info inference, numpy reference, fusion pattern kind
+and legalization side by side. Most lower to a kernel generated from a tensor
+expression (scans and scatters through `te.extern` statements); shape values,
+`print`/`assert_op`, sorts and data-dependent shapes lower, as in TVM 0.27, to
+VM builtins and packed functions (`phasec.packed`); builtins stay as they are.
+
+{operators}
 """
 
 

@@ -97,3 +97,17 @@ def test_command_line_check_and_write(tmp_path):
     assert phases_doc.main(["--check", "--output", str(target)], out=messages.append) == 0
     target.write_text(target.read_text().replace("PrintIR", "Gone"))
     assert phases_doc.main(["--check", "--output", str(target)], out=messages.append) == 1
+
+
+def test_documents_every_operator_with_its_family_and_lowering():
+    from phasec.ir.op import list_ops
+
+    text = PHASES_MD.read_text(encoding="utf-8")
+    rows = {line.split(" | ")[0].removeprefix("| ").strip("`"): line
+            for line in text.splitlines() if line.startswith("| `R.")}
+    for op in list_ops():
+        assert op.script_name in rows, op.name
+    assert "| creation |" in rows["R.arange"] and "kernel (TE)" in rows["R.arange"]
+    assert "VM builtin / packed call" in rows["R.shape_of"]
+    assert "| no |" in rows["R.print"]
+    assert "stays (a vm builtin" in rows["R.vm.alloc_storage"]
