@@ -109,6 +109,25 @@ class ArrayLayout:
         return dict(self.descrs)[dtype]
 
 
+#: Symbols naming numpy's ndarray type and dtype objects in compiled code
+#: (bound to this process's addresses by :func:`bind_array_symbols`).
+NDARRAY_SYMBOL = "phasec_np_ndarray"
+
+
+def descr_symbol(dtype: str) -> str:
+    """The symbol naming numpy's dtype object for ``dtype``."""
+    return f"phasec_np_descr_{dtype}"
+
+
+def bind_array_symbols(layout: ArrayLayout) -> None:
+    """Bind the ndarray type and dtype symbols to this process's objects."""
+    import llvmlite.binding as llvm
+
+    llvm.add_symbol(NDARRAY_SYMBOL, layout.ndarray_type)
+    for dtype, address in layout.descrs:
+        llvm.add_symbol(descr_symbol(dtype), address)
+
+
 @dataclass(frozen=True)
 class ParamABI:
     """One kernel parameter as the runtime sees it.
@@ -506,8 +525,11 @@ class _KernelCodegen(LoopCodegen):
             decls.insert(i, f"ptr %a{i}")
             abi_p = abi.params[i]
             tp = field(i, "type", layout.type_offset, "ptr")
-            lines.append(f"  %a{i}.ok0 = icmp eq ptr {tp}, inttoptr (i64 {layout.ndarray_type} "
-                         f"to ptr)")
+            # The ndarray type and the dtype objects are named symbols (their
+            # addresses are bound when the code is loaded), so compiled code
+            # holds no address of this process and can be cached on disk.
+            self.mod.declare(NDARRAY_SYMBOL, f"@{NDARRAY_SYMBOL} = external global i8")
+            lines.append(f"  %a{i}.ok0 = icmp eq ptr {tp}, @{NDARRAY_SYMBOL}")
             lines.append(f"  br i1 %a{i}.ok0, label %chk{i}.fields, label %bad")
             lines = [f"chk{i}.fields:"]
             blocks.append(lines)
@@ -515,8 +537,9 @@ class _KernelCodegen(LoopCodegen):
             nd = field(i, "nd", layout.nd_offset, "i32")
             flags = field(i, "flags", layout.flags_offset, "i32")
             mask = NPY_C_CONTIGUOUS | NPY_ALIGNED | (NPY_WRITEABLE if abi_p.written else 0)
-            lines.append(f"  %a{i}.ok1 = icmp eq ptr {descr}, inttoptr (i64 "
-                         f"{layout.descr(p.dtype)} to ptr)")
+            dsym = descr_symbol(p.dtype)
+            self.mod.declare(dsym, f"@{dsym} = external global i8")
+            lines.append(f"  %a{i}.ok1 = icmp eq ptr {descr}, @{dsym}")
             lines.append(f"  %a{i}.ok2 = icmp eq i32 {nd}, {len(p.shape)}")
             lines.append(f"  %a{i}.fm = and i32 {flags}, {mask}")
             lines.append(f"  %a{i}.ok3 = icmp eq i32 %a{i}.fm, {mask}")

@@ -30,6 +30,7 @@ import llvmlite.binding as llvm
 
 from ...errors import PhasecError
 from .. import interrupt
+from . import diskcache
 from ._base import CANCEL_FLAG
 from .errors import CodegenError
 from .irlib import parallel_runtime_ir, pool_supported
@@ -222,6 +223,18 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
     mod.triple = target.triple
     mod.data_layout = str(tm.target_data)
 
+    key = None
+    if diskcache.enabled():
+        key = diskcache.entry_key(ir_text, opt_level, (target.triple, target.cpu, target.features))
+        hit = diskcache.load(key)
+        if hit is not None:
+            # The machine code of an identical earlier compilation: LLVM only
+            # maps it (no optimization, no code generation).
+            obj, optimized = hit
+            engine = llvm.create_mcjit_compiler(mod, tm)
+            engine.set_object_cache(getbuffer_func=lambda _module: obj)
+            return _finish(engine, entry_symbols, global_symbols, optimized, t0)
+
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
     pto.loop_vectorization = opt_level >= 2
     pto.slp_vectorization = opt_level >= 2
@@ -238,6 +251,17 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
                                    "available in this process")
     optimized = str(mod)
     engine = llvm.create_mcjit_compiler(mod, tm)
+    compiled: list[bytes] = []
+    if key is not None:
+        engine.set_object_cache(notify_func=lambda _module, buf: compiled.append(bytes(buf)))
+    native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
+    if compiled:
+        diskcache.store(key, compiled[0], optimized)
+    return native
+
+
+def _finish(engine: Any, entry_symbols: list[str], global_symbols: list[str], optimized: str,
+            t0: float) -> NativeModule:
     engine.finalize_object()
     addresses = {s: engine.get_function_address(s) for s in entry_symbols}
     globs = {s: engine.get_global_value_address(s) for s in global_symbols}

@@ -32,7 +32,7 @@ from ...ir import tir
 from ...ir.structural import structural_equal, structural_hash
 from .codegen import (
     OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS, RC_INDEX_OUT_OF_RANGE, ArrayLayout, CodegenOptions,
-    KernelABI, ModuleCodegen,
+    KernelABI, ModuleCodegen, bind_array_symbols,
 )
 from ._base import OOB_SITE, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED, decode_buffer_site
 from .. import interrupt
@@ -107,6 +107,8 @@ def _probe_array_layout(data_offset: int | None) -> ArrayLayout | None:
 
 
 array_layout = _probe_array_layout(array_data_offset)
+if array_layout is not None:
+    bind_array_symbols(array_layout)
 
 
 def _shape_str(shape: tuple[Any, ...]) -> str:
