@@ -45,6 +45,18 @@ def test_import_prints_tvmscript_that_parses_back(capsys, model_file):
     phasec.assert_structural_equal(phasec.parse(out), from_onnx(model_file))
 
 
+def test_import_prints_what_tvm_reads_and_the_legacy_spelling_on_request(capsys, model_file):
+    import tvm
+
+    code, out, err = run_cli(capsys, "import", model_file)
+    assert code == 0, err
+    tvm.script.from_source(out)  # TVM 0.27 reads phasec's default spelling
+    code, legacy, err = run_cli(capsys, "import", model_file, "--syntax", "legacy")
+    assert code == 0, err
+    assert "import tir as T" in legacy and "import tirx as T" in out
+    phasec.assert_structural_equal(phasec.parse(legacy), phasec.parse(out))
+
+
 def test_import_writes_json_and_tvmscript_files(capsys, model_file, tmp_path):
     for name in ("m.json", "m.py"):
         out_path = tmp_path / name

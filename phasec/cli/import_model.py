@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..fileio import same_file, write_atomic
-from .opt import check_output_suffix, module_text
+from .opt import add_syntax_argument, check_output_suffix, module_text
 
 #: constants beyond this many bytes make a TVMScript output worth a note
 _LARGE_TEXT_CONSTANTS = 16 << 20
@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
                         help="shape of graph input NAME (a non-integer dimension is a symbolic "
                              "dimension of that name); repeatable")
+    add_syntax_argument(parser)
 
 
 def parse_shapes(items: list[str]) -> dict[str, tuple[int | str, ...]]:
@@ -68,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and args.output != "-" and same_file(args.input, args.output):
         raise InputError(f"-o {args.output!r} is the input model; choose another name")
     mod = from_onnx(args.input, shapes=shapes or None)
-    text = module_text(mod, args.output)
+    from ..script.printer import syntax
+
+    with syntax(args.syntax):
+        text = module_text(mod, args.output)
     if args.output is None or args.output == "-":
         sys.stdout.write(text)
         return 0
