@@ -296,12 +296,14 @@ from test_ops_indexing import INDEXING_LEGALIZE_CASES, INDEXING_VALUES  # noqa: 
 from test_ops_elementwise_math import EW_LEGALIZE_CASES, EW_VALUES  # noqa: E402
 
 from test_ops_combine import COMBINE_LEGALIZE_CASES, COMBINE_VALUES  # noqa: E402
+from test_ops_more import MORE_LEGALIZE_CASES, MORE_VALUES  # noqa: E402
 
 CASES = (CASES + EXT_LEGALIZE_CASES + INDEXING_LEGALIZE_CASES + EW_LEGALIZE_CASES
-         + COMBINE_LEGALIZE_CASES)
+         + COMBINE_LEGALIZE_CASES + MORE_LEGALIZE_CASES)
 VALUES.update(INDEXING_VALUES)  # in-range indices for the data-indexed operators
 VALUES.update(EW_VALUES)  # values in each math function's domain
 VALUES.update(COMBINE_VALUES)  # fields of tuple operands
+VALUES.update(MORE_VALUES)
 
 
 @pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])

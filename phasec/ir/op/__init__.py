@@ -33,7 +33,8 @@ TUPLE_OPERANDS = frozenset({"tensors", "args"})
 #: Operand names that accept a Python scalar (made a PrimValue).
 #: Operand names that accept a Python scalar (made a PrimValue): TVM prints
 #: ``R.arange(0, 10, 1)``, ``R.tril(x, 1)``, ``R.eye(3, 3, 0)`` with bare numbers.
-PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m"})
+PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m", "window_size",
+                           "periodic", "alpha", "beta"})
 
 _OPS: dict[str, Any] = {}
 # name as given -> OpDef (operators are never unregistered)

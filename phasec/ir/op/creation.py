@@ -1,4 +1,5 @@
-"""Tensor creation: arange, full_like, tril, triu, one_hot, eye, eye_like.
+"""Tensor creation: arange, full_like, tril, triu, one_hot, eye, eye_like,
+hamming_window, size.
 
 Scalar operands are prim values (``R.prim_value(3)``; TVMScript also takes a
 bare number for ``start``/``end``/``step``/``k``), as in TVM 0.27.
@@ -16,6 +17,10 @@ bare number for ``start``/``end``/``step``/``k``), as in TVM 0.27.
   a row of ``off_value`` (TVM's rule; it reads no memory with it).
 * ``eye(n, m, k, dtype)`` / ``eye_like(x, k, dtype)``: ones on the k-th
   diagonal of an n x m matrix (numpy.eye).
+* ``hamming_window(window_size, periodic, alpha, beta, dtype)``:
+  ``alpha - beta * cos(2 pi n / D)`` with D = N (periodic) or N - 1, computed
+  in float64 (torch.hamming_window; a window of 1 is [1]).
+* ``size(x)``: the element count of x as a 0-d int64 tensor.
 """
 
 from __future__ import annotations
@@ -325,3 +330,80 @@ def _eye_legalize(k_index: int):
 
 legalizes("eye")(_eye_legalize(2))
 legalizes("eye_like")(_eye_legalize(1))
+
+
+# ---------------------------------------------------------------------------
+# hamming_window / size
+# ---------------------------------------------------------------------------
+
+def _infer_hamming(call, ctx):
+    n = _prim_operand(call, 0, ctx, "window_size")
+    for k, what in ((1, "periodic"), (2, "alpha"), (3, "beta")):
+        _prim_operand(call, k, ctx, what)
+    dtype = attrs_of(call)["dtype"]
+    if not tir.is_float(dtype):
+        raise err(call, f"hamming_window needs a float dtype, got {dtype}")
+    if n.value is None:
+        return TensorStructInfo(None, dtype, 1)
+    if not tir.is_int(n.value.dtype):
+        raise err(call, f"hamming_window: window_size must be an integer, got {n.value.dtype}")
+    c = arith.const_int(n.value)
+    if c is not None and c < 1:
+        raise err(call, f"hamming_window: window_size must be positive, got {c}")
+    return TensorStructInfo((_i64(n.value),), dtype)
+
+
+def _hamming_ref(window_size, periodic, alpha, beta, dtype="float32"):
+    n = int(window_size)
+    if n == 1:
+        return np.ones(1, dtype)
+    denom = n if bool(_scalar(periodic)) else n - 1
+    k = np.arange(n, dtype=np.float64)
+    return (float(alpha) - float(beta) * np.cos(2 * np.pi * k / denom)).astype(dtype)
+
+
+define("hamming_window", ("window_size", "periodic", "alpha", "beta"), _infer_hamming,
+       attrs={"dtype": ("float32", _dtype_required)}, reference=_hamming_ref,
+       pattern=OpPattern.INJECTIVE,
+       doc="alpha - beta * cos(2 pi n / (N if periodic else N - 1)) (torch.hamming_window).")
+
+
+@legalizes("hamming_window")
+def _hamming_window(call, inputs):
+    out = _out(call)
+    n = _i64(_prim_expr(inputs[0], call, "window_size"))
+    periodic = _prim_expr(inputs[1], call, "periodic")
+    alpha, beta = (te.cast(_prim_expr(inputs[k], call, w), "float64")
+                   for k, w in ((2, "alpha"), (3, "beta")))
+    truthy = periodic if tir.is_bool(periodic.dtype) else BinaryOp("!=", periodic,
+                                                                   te.const(0, periodic.dtype))
+    denom = te.cast(Select(truthy, n, BinaryOp("max", BinaryOp("-", n, tir.IntImm(1)),
+                                               tir.IntImm(1))), "float64")
+    two_pi = te.const(2 * np.pi, "float64")
+
+    def body(i):
+        c = te.call("cos", BinaryOp("/", BinaryOp("*", two_pi, te.cast(i, "float64")), denom))
+        w = BinaryOp("-", alpha, BinaryOp("*", beta, c))
+        return te.cast(Select(BinaryOp("==", n, tir.IntImm(1)), te.const(1.0, "float64"), w),
+                       out.dtype)
+    return te.compute(out.shape, body, name="T_hamming_window")
+
+
+def _infer_size(call, ctx):
+    tensor_arg(call, 0, ctx)
+    return TensorStructInfo((), "int64")
+
+
+define("size", ("x",), _infer_size,
+       reference=lambda x: np.asarray(np.asarray(x).size, np.int64), pattern=OpPattern.INJECTIVE,
+       doc="The number of elements of x, as a 0-d int64 tensor.")
+
+
+@legalizes("size")
+def _size(call, inputs):
+    x = _tensor(inputs, 0, call)
+    total: PrimExpr = tir.IntImm(1)
+    for d in x.shape:
+        total = BinaryOp("*", total, d)
+    total = arith.simplify(total)
+    return te.compute((), lambda: total, name="T_size")

@@ -1,5 +1,5 @@
 """Indexing with indices read from data: gather_elements, gather_nd,
-scatter_elements, scatter_nd, index_put.
+scatter_elements, scatter_nd, index_put, index_tensor.
 
 Every index read from data is checked, in the reference
 (:func:`~phasec.ir.op._common.check_indices`) and in the kernels
@@ -30,6 +30,10 @@ clamp, never a read or write outside the tensor.
   ``accumulate`` adds) its value, in row-major order (torch's index_put_).
   (The kernel and reference also handle fewer index tensors, trailing axes
   taken whole, should the rule be relaxed.)
+
+* ``index_tensor(data, (i0, ..., ik-1))``: numpy's ``data[i0, ..., ik-1]``
+  with k <= rank index tensors broadcast together: shape ``B +
+  data.shape[k:]``.
 
 The scatters are kernels written in TIR (:func:`phasec.ir.te.extern`): a
 copy of the data, then one pass over the index positions.
@@ -458,3 +462,67 @@ def _index_put(call, inputs):
         return shape, at
     return _scatter_kernel("T_index_put", "add" if attrs_of(call)["accumulate"] else "update",
                            out.dtype, out.shape, [data, *idx, values], positions)
+
+
+# ---------------------------------------------------------------------------
+# index_tensor
+# ---------------------------------------------------------------------------
+
+def _infer_index_tensor(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    tup = arg_sinfo(call.args[1], ctx) if len(call.args) > 1 else None
+    if isinstance(tup, TensorStructInfo):
+        fields = [tup]
+    elif isinstance(tup, TupleStructInfo) and tup.fields and all(
+            isinstance(f, TensorStructInfo) for f in tup.fields):
+        fields = list(tup.fields)
+    else:
+        raise err(call, "index_tensor expects a non-empty tuple of index tensors, but "
+                        f"{expr_to_str(call.args[1]) if len(call.args) > 1 else 'nothing'} has "
+                        f"struct info {sinfo_to_str(tup)}")
+    for f in fields:
+        if f.dtype != "void" and not tir.is_int(f.dtype):
+            raise err(call, f"index_tensor needs integer index tensors, got dtype {f.dtype}")
+    if data.ndim != -1 and len(fields) > data.ndim:
+        raise err(call, f"index_tensor: {len(fields)} index tensors for data of rank {data.ndim}")
+    if data.shape is None or any(f.shape is None for f in fields):
+        return TensorStructInfo(None, data.dtype, -1)
+    b: tuple = tuple(fields[0].shape)
+    for f in fields[1:]:
+        b = broadcast_dims(call, b, f.shape, ("the index tensors", "the index tensors"))
+        if b is None:
+            return TensorStructInfo(None, data.dtype, -1)
+    return TensorStructInfo(b + tuple(data.shape[len(fields):]), data.dtype)
+
+
+def _index_tensor_ref(data, indices):
+    data = np.asarray(data)
+    idx = [np.asarray(i).astype(np.int64) for i in indices]
+    for j, i in enumerate(idx):
+        check_indices(i, data.shape[j], "index_tensor")
+    return data[tuple(np.broadcast_arrays(*idx))].copy()
+
+
+define("index_tensor", ("data", "indices"), _infer_index_tensor, reference=_index_tensor_ref,
+       pattern=OpPattern.INJECTIVE,
+       doc="numpy advanced indexing data[i0, i1, ...] by broadcast index tensors.")
+
+
+@legalizes("index_tensor")
+def _index_tensor(call, inputs):
+    data = _tensor(inputs, 0, call)
+    idx = inputs[1] if isinstance(inputs[1], list) else [inputs[1]]
+    out = _out(call)
+    k = len(idx)
+    nb = len(out.shape) - (data.ndim - k)
+
+    def body(*i):
+        pos = i[:nb]
+        ind = []
+        for j, t in enumerate(idx):
+            off = nb - t.ndim
+            load = t[tuple(i64(0) if arith.const_int(s) == 1 and arith.const_int(out.shape[off + q]) != 1
+                           else pos[off + q] for q, s in enumerate(t.shape))]
+            ind.append(checked(load, data.shape[j]))
+        return data[tuple(ind) + tuple(i[nb:])]
+    return te.compute(out.shape, body, name="T_index_tensor")

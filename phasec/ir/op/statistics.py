@@ -1,4 +1,5 @@
-"""Statistics and scans: argmax, argmin, variance, std, cumsum, cumprod.
+"""Statistics and scans: argmax, argmin, variance, std, cumsum, cumprod,
+bucketize.
 
 Semantics (TVM 0.27's operators; numpy's functions are the references):
 
@@ -17,6 +18,10 @@ Semantics (TVM 0.27's operators; numpy's functions are the references):
   type ("void": the data's); ``exclusive`` starts from the identity, so
   element ``k`` combines elements ``0..k-1``. The kernel is a scan written
   in TIR (:func:`phasec.ir.te.extern`): one pass over the data.
+* ``bucketize(input, boundaries, out_int32=False, right=False)``: for sorted
+  1-D boundaries, the number of boundaries below each element (at or below
+  with ``right``): torch.bucketize. The kernel counts comparisons (a NaN
+  element lands in bucket 0 where numpy's searchsorted puts it last).
 """
 
 from __future__ import annotations
@@ -283,3 +288,47 @@ def _scan_legalize(kind: str):
 
 legalizes("cumsum")(_scan_legalize("cumsum"))
 legalizes("cumprod")(_scan_legalize("cumprod"))
+
+
+# ---------------------------------------------------------------------------
+# bucketize
+# ---------------------------------------------------------------------------
+
+def _infer_bucketize(call, ctx):
+    x = tensor_arg(call, 0, ctx, "input_tensor")
+    b = tensor_arg(call, 1, ctx, "boundaries")
+    if b.ndim not in (-1, 1):
+        raise err(call, f"bucketize needs 1-D boundaries, but {expr_to_str(call.args[1])} has "
+                        f"ndim {b.ndim}")
+    if "void" not in (x.dtype, b.dtype) and x.dtype != b.dtype:
+        raise err(call, f"bucketize: the boundaries have dtype {b.dtype} but the input "
+                        f"{x.dtype}")
+    if "bool" in (x.dtype, b.dtype):
+        raise err(call, "bucketize needs numeric tensors, not bool")
+    out = "int32" if attrs_of(call)["out_int32"] else "int64"
+    return TensorStructInfo(x.shape, out, x.ndim)
+
+
+def _bucketize_ref(input_tensor, boundaries, out_int32=False, right=False):
+    x, b = np.asarray(input_tensor), np.asarray(boundaries)
+    # counting comparisons (as the kernel): boundaries < x (<= x when right);
+    # for sorted boundaries this is torch.bucketize / numpy.searchsorted
+    cmp = (b <= x[..., None]) if right else (b < x[..., None])
+    return cmp.sum(-1).astype("int32" if out_int32 else "int64")
+
+
+define("bucketize", ("input_tensor", "boundaries"), _infer_bucketize,
+       attrs={"out_int32": (False, as_bool), "right": (False, as_bool)},
+       reference=_bucketize_ref, pattern=OpPattern.OPAQUE,
+       doc="torch.bucketize: the bucket of each element among sorted boundaries.")
+
+
+@legalizes("bucketize")
+def _bucketize(call, inputs):
+    x, b = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    right = attrs_of(call)["right"]
+    k = te.reduce_axis(b.shape[0], "k")
+    return te.compute(out.shape, lambda *i: te.sum(te.cast(
+        BinaryOp("<=" if right else "<", b[(k.var,)], x[i]), out.dtype), axis=[k]),
+        name="T_bucketize")

@@ -1,0 +1,184 @@
+"""hamming_window, size (creation.py), bucketize (statistics.py) and
+index_tensor (indexing.py): inference against TVM 0.27, references against
+formulas and loops written here, hostile indices for index_tensor (the same
+IndexOutOfRangeError on the interpreter and both VM kernel backends), and
+the compiled module against numpy and TVM 0.27's output."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec.errors import IndexOutOfRangeError
+from phasec.ir import PrimValue, TensorStructInfo, Tuple, Var, tir
+from phasec.ir.op import call_op
+from test_ops_infer import raises, tv
+from test_ops_reference import rand, run
+from test_ops_sorting import _dataflow_bindings, _flat, _norm_phasec, _norm_tvm
+
+MORE_TESTED = {"hamming_window", "size", "bucketize", "index_tensor"}
+
+SOURCE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 6), dtype="float32"), bd: R.Tensor((4,), dtype="float32"),
+             i: R.Tensor((2, 3), dtype="int64"), j: R.Tensor((3,), dtype="int64")):
+        n = T.int64()
+        with R.dataflow():
+            hw = R.hamming_window(8, 1, R.prim_value(T.float32(0.54)), R.prim_value(T.float32(0.46)), dtype="float32")
+            hw1 = R.hamming_window(5, 0, R.prim_value(T.float32(0.5)), R.prim_value(T.float32(0.5)), dtype="float64")
+            sz = R.size(x)
+            bk = R.bucketize(x, bd, out_int32=False, right=False)
+            bk1 = R.bucketize(x, bd, out_int32=True, right=True)
+            it = R.index_tensor(x, (i, j))
+            it1 = R.index_tensor(x, (i,))
+            out = (hw, hw1, sz, bk, bk1, it, it1)
+            R.output(out)
+        return out
+'''
+
+
+def test_inference_matches_tvm():
+    from tvm.script import from_source
+
+    env = {"n": 5}
+    ours = {b.var.name_hint: _norm_phasec(b.var.struct_info, env)
+            for b in _dataflow_bindings(phasec.parse(SOURCE))}
+    theirs = {b.var.name: _norm_tvm(b.var.ty, env)
+              for b in _dataflow_bindings(from_source(SOURCE))}
+    assert ours == theirs
+
+
+def test_inference_errors():
+    x = tv("x", (4, 6))
+    pv = lambda v: PrimValue(tir.IntImm(v) if isinstance(v, int) else tir.FloatImm(v))  # noqa
+    raises(["window_size must be positive"], call_op, "hamming_window", pv(0), pv(1), pv(0.5),
+           pv(0.5))
+    raises(["needs a float dtype"], call_op, "hamming_window", pv(4), pv(1), pv(0.5), pv(0.5),
+           dtype="int32")
+    raises(["needs 1-D boundaries"], call_op, "bucketize", x, x)
+    raises(["boundaries have dtype int32"], call_op, "bucketize", x, tv("b", (3,), "int32"))
+    raises(["needs integer index tensors"], call_op, "index_tensor", x, Tuple([x]))
+    raises(["3 index tensors for data of rank 2"], call_op, "index_tensor", x,
+           Tuple([tv("a", (2,), "int64")] * 3))
+    raises(["cannot broadcast"], call_op, "index_tensor", x,
+           Tuple([tv("a", (2,), "int64"), tv("b", (3,), "int64")]))
+
+
+def test_references():
+    pv = lambda v: PrimValue(tir.IntImm(v) if isinstance(v, int) else tir.FloatImm(v, "float64"))  # noqa
+    w = run("hamming_window", pv(6), pv(0), pv(0.54), pv(0.46), dtype="float64")
+    assert np.allclose(w, [0.54 - 0.46 * math.cos(2 * math.pi * k / 5) for k in range(6)])
+    w = run("hamming_window", pv(6), pv(1), pv(0.54), pv(0.46), dtype="float64")
+    assert np.allclose(w, [0.54 - 0.46 * math.cos(2 * math.pi * k / 6) for k in range(6)])
+    assert run("hamming_window", pv(1), pv(0), pv(0.5), pv(0.5)).tolist() == [1.0]
+    assert run("size", rand(3, 4, 2)).item() == 24
+    x = np.array([[-1.0, 0.0, 0.5], [1.0, 2.5, 9.0]], "float32")
+    bd = np.array([0.0, 1.0, 2.5], "float32")
+    left = run("bucketize", x, bd)
+    right = run("bucketize", x, bd, right=True, out_int32=True)
+    for r, c in itertools.product(range(2), range(3)):
+        v = x[r, c]
+        assert left[r, c] == sum(1 for b in bd if b < v)
+        assert right[r, c] == sum(1 for b in bd if b <= v)
+    assert left.dtype == np.int64 and right.dtype == np.int32
+    d = rand(4, 5)
+    rows, cols = np.array([[0], [-1]]), np.array([1, 4, -5])
+    out = run("index_tensor", d, [rows, cols])
+    for p, q in itertools.product(range(2), range(3)):
+        assert out[p, q] == d[rows[p, 0] % 4, cols[q] % 5]
+    out = run("index_tensor", d, [np.array([3, 0])])
+    assert (out[0] == d[3]).all() and (out[1] == d[0]).all()
+
+
+_D = Var("md", TensorStructInfo((4, 5), "float32"))
+_R = Var("mr", TensorStructInfo((2, 1), "int64"))
+_C = Var("mc", TensorStructInfo((3,), "int64"))
+_BD = Var("mbd", TensorStructInfo((3,), "float32"))
+MORE_VALUES = {_R: np.array([[0], [-1]], "int64"), _C: np.array([1, 4, -5], "int64"),
+               _BD: np.array([-0.5, 0.0, 1.0], "float32")}
+
+
+def _pv(v):
+    return PrimValue(tir.IntImm(v) if isinstance(v, int) else tir.FloatImm(v, "float32"))
+
+
+MORE_LEGALIZE_CASES = [
+    ("hamming_window", lambda: call_op("hamming_window", _pv(7), _pv(0), _pv(0.54), _pv(0.46))),
+    ("hamming_window-periodic", lambda: call_op("hamming_window", _pv(4), _pv(1), _pv(0.5),
+                                                _pv(0.5), dtype="float64")),
+    ("size", lambda: call_op("size", _D)),
+    ("bucketize", lambda: call_op("bucketize", _D, _BD)),
+    ("bucketize-right", lambda: call_op("bucketize", _D, _BD, right=True, out_int32=True)),
+    ("index_tensor", lambda: call_op("index_tensor", _D, Tuple([_R, _C]))),
+    ("index_tensor-rows", lambda: call_op("index_tensor", _D, Tuple([_R]))),
+]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    mod = phasec.parse(SOURCE)
+    return mod, phasec.build(mod)
+
+
+def _inputs(rows, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, 6)).astype("float32")
+    bd = np.array([-1.0, -0.25, 0.5, 1.5], "float32")
+    return x, bd, np.array([[0, 1, 2], [-1, 0, 1]]), np.array([5, -6, 0])
+
+
+def _numpy(x, bd, i, j):
+    k = np.arange(8)
+    return [0.54 - 0.46 * np.cos(2 * np.pi * k / 8), 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(5) / 4),
+            np.array(x.size), np.searchsorted(bd, x, side="left"),
+            np.searchsorted(bd, x, side="right"), x[i, j], x[i]]
+
+
+def test_compiled_matches_numpy(compiled):
+    _, exe = compiled
+    vm = phasec.VirtualMachine(exe)
+    args = _inputs(3, 1)
+    args = (args[0], args[1], np.array([[0, 1, 2], [-1, 0, 1]]), np.array([5, -6, 0]))
+    for k, (g, e) in enumerate(zip(_flat(vm["main"](*args)), _numpy(*args))):
+        np.testing.assert_allclose(np.asarray(g), e, rtol=1e-6, atol=1e-6, err_msg=str(k))
+
+
+@pytest.mark.parametrize("bad, extent", [(3, 3), (-4, 3), (2_000_000_000, 3)])
+def test_index_tensor_hostile_indices(compiled, bad, extent):
+    mod, exe = compiled
+    x, bd, i, j = _inputs(3, 2)
+    i = i.copy()
+    i[1, 1] = bad
+    outcomes = []
+    runners = [lambda: phasec.interp.run(mod, x, bd, i, j)]
+    runners += [lambda k=k: phasec.VirtualMachine(exe, kernels=k)["main"](x, bd, i, j)
+                for k in ("llvm", "interp")]
+    for go in runners:
+        with pytest.raises(phasec.PhasecError) as info:
+            go()
+        exc = info.value
+        err = exc if isinstance(exc, IndexOutOfRangeError) else exc.__cause__
+        assert isinstance(err, IndexOutOfRangeError), exc
+        outcomes.append((err.value, err.extent))
+    assert outcomes == [(bad, extent)] * 3
+
+
+def test_compiled_matches_tvm(compiled):
+    import tvm
+    from tvm import relax
+    from tvm.script import from_source
+
+    _, exe = compiled
+    args = _inputs(4, 3)
+    args = (args[0], args[1], np.array([[0, 1, 2], [3, 0, 1]]), np.array([5, 1, 0]))
+    tvm_vm = relax.VirtualMachine(tvm.compile(from_source(SOURCE), target="llvm"), tvm.cpu())
+    theirs = [t.numpy() for t in _flat(tvm_vm["main"](*[tvm.runtime.tensor(a) for a in args]))]
+    ours = _flat(phasec.VirtualMachine(exe)["main"](*args))
+    for k, (o, t) in enumerate(zip(ours, theirs)):
+        np.testing.assert_allclose(np.asarray(o), t, rtol=1e-5, atol=1e-6, err_msg=str(k))
