@@ -13,6 +13,7 @@ from ..ir import expr as rx
 from ..ir import tir
 from ..ir.node import Span
 from ..ir.op.registry import REQUIRED, OpDef, find_op
+from ..ir.infer import erase_to_ndim
 from ..ir.struct_info import StructInfo, TupleStructInfo
 from ._checks import int_range_problem
 from ._parse_common import (
@@ -197,11 +198,17 @@ class _RelaxFunctionParser:
         if not sig.private:
             attrs["global_symbol"] = sig.name
         attrs.update(func_attrs)
-        func = rx.Function(sig.params, seq, sig.ret, sig.is_pure, attrs, span=mp.span(fdef))
+        ret = sig.ret
+        if ret is None and result.struct_info is not None:
+            # No annotation: the body's struct info, as TVM deduces it, with the
+            # dimensions the parameters do not define forgotten.
+            ret = erase_to_ndim(result.struct_info, _sinfo_var_ids(p.struct_info
+                                                                    for p in sig.params))
+        func = rx.Function(sig.params, seq, ret, sig.is_pure, attrs, span=mp.span(fdef))
         if func.struct_info is None:
             sinfo = mp.infer(func)
             if sinfo is not None:
-                func = rx.Function(sig.params, seq, sig.ret, sig.is_pure, attrs,
+                func = rx.Function(sig.params, seq, ret, sig.is_pure, attrs,
                                    struct_info=sinfo, span=func.span)
         return func
 
@@ -714,10 +721,14 @@ class _RelaxFunctionParser:
         return (self.sinfo_parser.parse(node),)
 
     def _out_sinfo(self, node: ast.AST) -> StructInfo:
-        """``out_sinfo=R.Tensor(...)``; a list means a tuple of outputs."""
+        """``out_sinfo=R.Tensor(...)``; a list of several means a tuple of outputs
+        and a list of one a single output, as in TVM (``out_sinfo=R.Tuple(X)``
+        spells a tuple of one)."""
         if isinstance(node, (ast.List, ast.Tuple)):
-            return TupleStructInfo([self.sinfo_parser.parse(e) for e in node.elts],
-                                   span=self.mp.span(node))
+            fields = [self.sinfo_parser.parse(e) for e in node.elts]
+            if len(fields) == 1:
+                return fields[0]
+            return TupleStructInfo(fields, span=self.mp.span(node))
         return self.sinfo_parser.parse(node)
 
     def _args_tuple(self, node: ast.AST) -> rx.Tuple:
@@ -979,3 +990,21 @@ def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:
         return normalize_attrs(opdef, attrs)
     except Exception:  # noqa: BLE001
         return attrs
+
+
+def _sinfo_var_ids(sinfos: Any) -> set[int]:
+    """Ids of the symbolic variables the struct infos mention (what they define)."""
+    from ..ir.arith import free_vars
+
+    ids: set[int] = set()
+    stack = list(sinfos)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, TupleStructInfo):
+            stack.extend(s.fields)
+            continue
+        exprs = getattr(s, "shape", None) or getattr(s, "values", None) or ()
+        value = getattr(s, "value", None)
+        for e in (*exprs, *([value] if value is not None else [])):
+            ids.update(id(v) for v in free_vars(e))
+    return ids

@@ -185,7 +185,7 @@ class RelaxPrinter(PrimPrinter):
                 parts = [self._callee(args[0]), self.expr(args[1])]
                 out = c.sinfo_args[0]
                 key = "out_sinfo=" if legacy() else "out_ty="
-                if type(out) is TupleStructInfo:
+                if type(out) is TupleStructInfo and len(out.fields) != 1:
                     parts.append(key + "[" + ", ".join(self.sinfo(f) for f in out.fields) + "]")
                 else:
                     parts.append(key + self.sinfo(out))
