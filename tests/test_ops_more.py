@@ -1,5 +1,5 @@
-"""hamming_window, size (creation.py), bucketize (statistics.py) and
-index_tensor (indexing.py): inference against TVM 0.27, references against
+"""hamming_window, size (creation.py), bucketize (statistics.py),
+index_tensor and reverse_sequence (indexing.py): inference against TVM 0.27, references against
 formulas and loops written here, hostile indices for index_tensor (the same
 IndexOutOfRangeError on the interpreter and both VM kernel backends), and
 the compiled module against numpy and TVM 0.27's output."""
@@ -20,7 +20,7 @@ from test_ops_infer import raises, tv
 from test_ops_reference import rand, run
 from test_ops_sorting import _dataflow_bindings, _flat, _norm_phasec, _norm_tvm
 
-MORE_TESTED = {"hamming_window", "size", "bucketize", "index_tensor"}
+MORE_TESTED = {"hamming_window", "size", "bucketize", "index_tensor", "reverse_sequence"}
 
 SOURCE = '''
 @I.ir_module
@@ -100,8 +100,9 @@ _D = Var("md", TensorStructInfo((4, 5), "float32"))
 _R = Var("mr", TensorStructInfo((2, 1), "int64"))
 _C = Var("mc", TensorStructInfo((3,), "int64"))
 _BD = Var("mbd", TensorStructInfo((3,), "float32"))
+_LEN = Var("mlen", TensorStructInfo((4,), "int32"))
 MORE_VALUES = {_R: np.array([[0], [-1]], "int64"), _C: np.array([1, 4, -5], "int64"),
-               _BD: np.array([-0.5, 0.0, 1.0], "float32")}
+               _BD: np.array([-0.5, 0.0, 1.0], "float32"), _LEN: np.array([5, 0, 2, 3], "int32")}
 
 
 def _pv(v):
@@ -117,6 +118,8 @@ MORE_LEGALIZE_CASES = [
     ("bucketize-right", lambda: call_op("bucketize", _D, _BD, right=True, out_int32=True)),
     ("index_tensor", lambda: call_op("index_tensor", _D, Tuple([_R, _C]))),
     ("index_tensor-rows", lambda: call_op("index_tensor", _D, Tuple([_R]))),
+    ("reverse_sequence", lambda: call_op("reverse_sequence", _D, _LEN, seq_axis=1,
+                                         batch_axis=0)),
 ]
 
 
@@ -182,3 +185,75 @@ def test_compiled_matches_tvm(compiled):
     ours = _flat(phasec.VirtualMachine(exe)["main"](*args))
     for k, (o, t) in enumerate(zip(ours, theirs)):
         np.testing.assert_allclose(np.asarray(o), t, rtol=1e-5, atol=1e-6, err_msg=str(k))
+
+
+# ---------------------------------------------------------------------------
+# reverse_sequence
+# ---------------------------------------------------------------------------
+
+REVERSE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3, 4, 2), dtype="float32"), l: R.Tensor((4,), dtype="int64"),
+             l2: R.Tensor((3,), dtype="int32")):
+        with R.dataflow():
+            a = R.reverse_sequence(x, l, seq_axis=0, batch_axis=1)
+            b = R.reverse_sequence(x, l2, seq_axis=1, batch_axis=0)
+            out = (a, b)
+            R.output(out)
+        return out
+'''
+
+
+def _reverse_loop(x, lens, seq, bat):
+    out = x.copy()
+    for idx in itertools.product(*map(range, x.shape)):
+        n = int(lens[idx[bat]])
+        if idx[seq] < n:
+            src = list(idx)
+            src[seq] = n - 1 - idx[seq]
+            out[idx] = x[tuple(src)]
+    return out
+
+
+def test_reverse_sequence_reference_vm_and_tvm():
+    import tvm
+    from tvm import relax
+    from tvm.script import from_source
+
+    ours_inf = {b.var.name_hint: _norm_phasec(b.var.struct_info, {})
+                for b in _dataflow_bindings(phasec.parse(REVERSE))}
+    theirs_inf = {b.var.name: _norm_tvm(b.var.ty, {})
+                  for b in _dataflow_bindings(from_source(REVERSE))}
+    assert ours_inf == theirs_inf
+    x = np.arange(24, dtype="float32").reshape(3, 4, 2)
+    l, l2 = np.array([1, 3, 2, 0]), np.array([4, 2, 1], "int32")
+    expected = [_reverse_loop(x, l, 0, 1), _reverse_loop(x, l2, 1, 0)]
+    mod = phasec.parse(REVERSE)
+    ref = phasec.interp.run(mod, x, l, l2)
+    got = phasec.VirtualMachine(phasec.build(mod))["main"](x, l, l2)
+    vm = relax.VirtualMachine(tvm.compile(from_source(REVERSE), target="llvm"), tvm.cpu())
+    theirs = vm["main"](*[tvm.runtime.tensor(a) for a in (x, l, l2)])
+    for e, r, g, t in zip(expected, ref, got, theirs):
+        np.testing.assert_array_equal(r, e)
+        np.testing.assert_array_equal(g, e)
+        np.testing.assert_array_equal(t.numpy(), e)
+
+
+@pytest.mark.parametrize("kernels", ["llvm", "interp"])
+def test_reverse_sequence_length_past_the_axis_is_an_error(kernels):
+    mod = phasec.parse(REVERSE)
+    x = np.zeros((3, 4, 2), "float32")
+    l, l2 = np.array([1, 3, 2, 0]), np.array([4, 9, 1], "int32")  # 9 > 4
+    with pytest.raises(IndexOutOfRangeError) as info:
+        phasec.VirtualMachine(phasec.build(mod), kernels=kernels)["main"](x, l, l2)
+    assert (info.value.value, info.value.extent) == (8, 4)
+    with pytest.raises(phasec.PhasecError) as info:
+        phasec.interp.run(mod, x, l, l2)
+    cause = info.value.__cause__
+    assert isinstance(cause, IndexOutOfRangeError) and (cause.value, cause.extent) == (8, 4)
+    raises(["one length per batch entry"], call_op, "reverse_sequence", tv("d", (3, 4)),
+           tv("s", (4,), "int64"))
+    raises(["seq_axis and batch_axis are both axis 0"], call_op, "reverse_sequence",
+           tv("d", (3, 4)), tv("s", (3,), "int64"), seq_axis=0)

@@ -577,6 +577,7 @@ _OP_TABLE.update({
     "relax.hamming_window": lambda e: call_op("hamming_window", _pv(5), _pv(1), _pv(0.54),
                                               _pv(0.46), dtype="float64"),
     "relax.bucketize": lambda e: call_op("bucketize", e.x, e.vec, right=True),
+    "relax.reverse_sequence": lambda e: call_op("reverse_sequence", e.x, e.idx, seq_axis=1),
     "relax.index_tensor": lambda e: call_op("index_tensor", e.x, Tuple([e.idx, e.idx])),
     "relax.stack": lambda e: call_op("stack", Tuple([e.x, e.y]), axis=2),
     "relax.meshgrid": lambda e: call_op("meshgrid", Tuple([e.vec, e.vec]), indexing="xy"),

@@ -798,7 +798,8 @@ UNGENERATED: dict[str, str] = {
     **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
         "sort", "argsort", "topk", "median", "stack", "meshgrid", "outer", "einsum",
         "collapse_sum_like", "collapse_sum_to", "nn.batch_flatten", "nn.pixel_shuffle",
-        "slice_scatter", "hamming_window", "size", "bucketize", "index_tensor")},
+        "slice_scatter", "hamming_window", "size", "bucketize", "index_tensor",
+        "reverse_sequence")},
     **{"relax." + _n: "a data-dependent shape: needs a match_cast the generator does not "
                       "draw" for _n in ("unique", "nonzero", "dynamic_strided_slice")},
     **{"relax." + _n: "shapes as values, no kernel: the generator draws tensors" for _n in (

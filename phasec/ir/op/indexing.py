@@ -1,5 +1,5 @@
 """Indexing with indices read from data: gather_elements, gather_nd,
-scatter_elements, scatter_nd, index_put, index_tensor.
+scatter_elements, scatter_nd, index_put, index_tensor, reverse_sequence.
 
 Every index read from data is checked, in the reference
 (:func:`~phasec.ir.op._common.check_indices`) and in the kernels
@@ -31,6 +31,11 @@ clamp, never a read or write outside the tensor.
   (The kernel and reference also handle fewer index tensors, trailing axes
   taken whole, should the rule be relaxed.)
 
+* ``reverse_sequence(data, seq_lengths, seq_axis=1, batch_axis=0)``: for
+  each batch entry b, the first ``seq_lengths[b]`` elements along seq_axis
+  reversed (ONNX ReverseSequence); a length past the axis is an
+  IndexOutOfRangeError (the first index read, length - 1), a length <= 0
+  reverses nothing.
 * ``index_tensor(data, (i0, ..., ik-1))``: numpy's ``data[i0, ..., ik-1]``
   with k <= rank index tensors broadcast together: shape ``B +
   data.shape[k:]``.
@@ -526,3 +531,72 @@ def _index_tensor(call, inputs):
             ind.append(checked(load, data.shape[j]))
         return data[tuple(ind) + tuple(i[nb:])]
     return te.compute(out.shape, body, name="T_index_tensor")
+
+
+# ---------------------------------------------------------------------------
+# reverse_sequence
+# ---------------------------------------------------------------------------
+
+def _infer_reverse_sequence(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    lens = tensor_arg(call, 1, ctx, "seq_lengths")
+    _int_indices(call, lens)
+    if lens.ndim not in (-1, 1):
+        raise err(call, f"reverse_sequence needs 1-D seq_lengths, got ndim {lens.ndim}")
+    a = attrs_of(call)
+    if data.ndim != -1:
+        if data.ndim < 2:
+            raise err(call, f"reverse_sequence needs data of rank at least 2, got {data.ndim}")
+        seq = norm_axis(call, a["seq_axis"], data.ndim, "seq_axis")
+        bat = norm_axis(call, a["batch_axis"], data.ndim, "batch_axis")
+        if seq == bat:
+            raise err(call, f"reverse_sequence: seq_axis and batch_axis are both axis {seq}")
+        if data.shape is not None and lens.shape is not None and \
+                arith.prove_not_equal(lens.shape[0], data.shape[bat]):
+            raise err(call, f"reverse_sequence needs one length per batch entry: seq_lengths has "
+                            f"{sinfo_to_str(lens)}, the batch axis {bat} of the data has "
+                            f"{arith.const_int(data.shape[bat])} entries")
+    return TensorStructInfo(data.shape, data.dtype, data.ndim)
+
+
+def _reverse_sequence_ref(data, seq_lengths, seq_axis=1, batch_axis=0):
+    from ...errors import IndexOutOfRangeError
+
+    x = np.asarray(data)
+    seq, bat = seq_axis % x.ndim, batch_axis % x.ndim
+    n = x.shape[seq]
+    out = x.copy()
+    for b, length in enumerate(np.asarray(seq_lengths).astype(np.int64).reshape(-1)):
+        if length > n:  # the kernel's first read, index length - 1, is past the end
+            raise IndexOutOfRangeError("reverse_sequence", int(length) - 1, n)
+        if length <= 0:
+            continue
+        idx = [slice(None)] * x.ndim
+        idx[bat] = b
+        idx[seq] = slice(0, int(length))
+        # the batch axis is gone from the selected part: the sequence axis may shift
+        out[tuple(idx)] = np.flip(x[tuple(idx)], seq - (1 if seq > bat else 0))
+    return out
+
+
+define("reverse_sequence", ("data", "seq_lengths"), _infer_reverse_sequence,
+       attrs={"seq_axis": (1, as_int), "batch_axis": (0, as_int)},
+       reference=_reverse_sequence_ref, pattern=OpPattern.INJECTIVE,
+       doc="Reverse the first seq_lengths[b] elements along seq_axis of each batch entry b.")
+
+
+@legalizes("reverse_sequence")
+def _reverse_sequence(call, inputs):
+    data, lens = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    a = attrs_of(call)
+    seq, bat = a["seq_axis"] % data.ndim, a["batch_axis"] % data.ndim
+
+    def body(*i):
+        length = te.cast(lens[(i[bat],)], "int64")
+        inside = BinaryOp("<", i[seq], length)
+        idx = tir.Select(inside, BinaryOp("-", BinaryOp("-", length, i64(1)), i[seq]), i[seq])
+        # a length past the axis reads index length - 1 first: an error, never a wild read
+        return data[tuple(checked(idx, data.shape[seq]) if d == seq else v
+                          for d, v in enumerate(i))]
+    return te.compute(out.shape, body, name="T_reverse_sequence")
