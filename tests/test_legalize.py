@@ -290,7 +290,7 @@ CASES = (
 )
 
 
-from test_ops_ext import EXT_LEGALIZE_CASES  # noqa: E402  (creation, transform, statistics)
+from test_ops_ext import BOOL_VALUES, EXT_LEGALIZE_CASES  # noqa: E402  (creation, transform...)
 from test_ops_indexing import INDEXING_LEGALIZE_CASES, INDEXING_VALUES  # noqa: E402
 
 from test_ops_elementwise_math import EW_LEGALIZE_CASES, EW_VALUES  # noqa: E402
@@ -304,6 +304,7 @@ VALUES.update(INDEXING_VALUES)  # in-range indices for the data-indexed operator
 VALUES.update(EW_VALUES)  # values in each math function's domain
 VALUES.update(COMBINE_VALUES)  # fields of tuple operands
 VALUES.update(MORE_VALUES)
+VALUES.update(BOOL_VALUES)
 
 
 @pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])

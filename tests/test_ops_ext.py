@@ -410,3 +410,42 @@ def test_end_to_end_matches_tvm(e2e_vm):
     for k, (o, t) in enumerate(zip(ours, theirs)):
         np.testing.assert_allclose(np.asarray(o), t.numpy(), rtol=1e-5, atol=1e-6,
                                    err_msg=str(k))
+
+
+# ---------------------------------------------------------------------------
+# reductions of bool tensors (issue 13: "prod/sum/max/min on bool")
+# ---------------------------------------------------------------------------
+
+_BOOLS = Var("bz", TensorStructInfo((2, 3, 4), "bool"))
+BOOL_VALUES = {_BOOLS: np.random.default_rng(4).integers(0, 2, (2, 3, 4)).astype(bool)}
+EXT_LEGALIZE_CASES += [
+    (f"{n}-bool", lambda n=n: call_op(n, _BOOLS, axis=[1], keepdims=n == "prod"))
+    for n in ("sum", "prod", "max", "min")]
+
+BOOL_REDUCE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(b: R.Tensor(("n", 5), dtype="bool")):
+        n = T.int64()
+        with R.dataflow():
+            out = (R.sum(b, axis=[1]), R.prod(b, axis=[1], keepdims=True), R.max(b, axis=[0]),
+                   R.min(b), R.sum(b))
+            R.output(out)
+        return out
+'''
+
+
+def test_bool_reductions_are_any_and_all():
+    mod = phasec.parse(BOOL_REDUCE)
+    assert [f.dtype for f in mod["main"].ret_struct_info.fields] == ["bool"] * 5
+    vm = phasec.VirtualMachine(phasec.build(mod))
+    b = np.zeros((300, 5), bool)
+    b[7, :] = True
+    b[:, 2] = True  # column 2 all true, row 7 all true, 256 + trues in column 2
+    for run_ in (lambda: vm["main"](b), lambda: phasec.interp.run(mod, b)):
+        s, p, mx, mn, total = (np.asarray(v) for v in run_())
+        assert s.tolist() == [any(row) for row in b.tolist()]
+        assert p[:, 0].tolist() == [all(row) for row in b.tolist()]
+        assert mx.tolist() == [any(b[:, j]) for j in range(5)]
+        assert mn.item() is False and total.item() is True

@@ -72,9 +72,10 @@ def test_every_op_is_registered_with_a_complete_entry():
             hash(value if value is not REQUIRED else 0)  # immutable, hashable defaults
         if opdef.category == "compute":
             assert opdef.reference is not None, opdef.name
-            assert opdef.legalize is not None, opdef.name
+            # a kernel, or a VM builtin / packed call (shape_of, print, sort...)
+            assert (opdef.legalize is None) != (opdef.legalize_relax is None), opdef.name
         else:
-            assert opdef.legalize is None, opdef.name
+            assert opdef.legalize is None and opdef.legalize_relax is None, opdef.name
             assert opdef.category in ("call", "memory", "vm")
 
 

@@ -194,7 +194,7 @@ def _check_arity(call: Call, n: int) -> None:
 #: comparisons, astype and data movement take bool tensors.
 NO_BOOL_OPS = frozenset("relax." + n for n in (
     "add", "subtract", "multiply", "divide", "floor_divide", "maximum", "minimum",
-    "negative", "nn.relu", "sum", "prod", "max", "min", "matmul", "nn.conv2d",
+    "negative", "nn.relu", "matmul", "nn.conv2d",
     "nn.max_pool2d"))
 
 

@@ -12,10 +12,10 @@ Reference semantics (numpy, results in the operands' dtype):
 * Float math (exp, log, sqrt, rsqrt, tanh, sigmoid, erf, gelu, gelu_tanh,
   silu, softmax...) require a float dtype.
 * Arithmetic (add, subtract, multiply, divide, floor_divide, maximum,
-  minimum, negative, relu, and the sum/prod/max/min reductions, matmul,
-  conv2d, max_pool2d) does not take bool tensors
-  (:data:`~phasec.ir.op._common.NO_BOOL_OPS`): use the logical operators, or
-  ``R.astype`` first.
+  minimum, negative, relu, matmul, conv2d, max_pool2d) does not take bool
+  tensors (:data:`~phasec.ir.op._common.NO_BOOL_OPS`): use the logical
+  operators, or ``R.astype`` first. The reductions do, with a bool result
+  as TVM's inference: sum and max are "any", prod and min are "all".
 """
 
 from __future__ import annotations

@@ -483,7 +483,15 @@ def _make_reduce(kind: str) -> LegalizeFn:
         x = _tensor(inputs, 0, call)
         out = _out(call)
         axes = _reduce_axes(call, x.ndim)
-        return _reduction(x, axes, _attrs(call)["keepdims"], out.shape, combiner, _name(call))
+        keep = _attrs(call)["keepdims"]
+        if tir.is_bool(x.dtype):
+            # bool: sum/max = any, prod/min = all; accumulate 0/1 in int64 (bool
+            # arithmetic would wrap: true + true is false in one bit)
+            r = _reduction(x, axes, keep, out.shape, combiner, _name(call) + "_i64",
+                           lambda v: te.cast(v, I64))
+            return te.compute(out.shape, lambda *i: BinaryOp("!=", r[i], _i64(0)),
+                              name=_name(call))
+        return _reduction(x, axes, keep, out.shape, combiner, _name(call))
     return legalize
 
 

@@ -100,6 +100,15 @@ class OpDef:
         return LEGALIZE.get(self.name)
 
     @property
+    def legalize_relax(self) -> Callable[..., Any] | None:
+        """The op's lowering to a Relax expression instead of a kernel (a VM
+        builtin or packed call: shape_of, print, sort...), or None; see
+        :func:`phasec.ir.op.legalize.legalizes_to_relax`."""
+        from .legalize import LEGALIZE_RELAX
+
+        return LEGALIZE_RELAX.get(self.name)
+
+    @property
     def max_phase(self) -> int:
         """The last phase (as an int) in which this op may appear."""
         return CATEGORY_MAX_PHASE[self.category]
