@@ -547,3 +547,30 @@ def test_cumprod_reverse_exclusive():
     check([node("CumProd", ["x", "a"], ["p"], reverse=1), node("CumProd", ["x", "a"], ["q"],
                                                                exclusive=1)],
           {"x": x}, ["p", "q"], inits={"a": np.int64(1)}, opset=26)
+
+
+def test_compress_reverse_sequence_and_empty_reductions():
+    x = _rand(4, 3)
+    empty = np.zeros((0, 3), np.float32)
+    check([node("Compress", ["x", "c"], ["k"], axis=0), node("Compress", ["x", "c"], ["f"]),
+           node("ReverseSequence", ["x", "lens"], ["r"], batch_axis=1, time_axis=0),
+           node("ReduceMax", ["e", "ax"], ["m"], keepdims=1),
+           node("ReduceSum", ["e", "ax"], ["s"], keepdims=0)],
+          {"x": x, "e": empty}, ["k", "f", "r", "m", "s"],
+          inits={"c": np.array([True, False, True]), "lens": np.array([4, 1, 2], np.int64),
+                 "ax": np.array([0], np.int64)}, opset=18)
+
+
+def test_swiglu_and_causal_conv_with_state_by_formula():
+    a, b = _rand(2, 6), _rand(2, 6, seed=1)
+    sig = 1 / (1 + np.exp(-1.5 * a))
+    check(node("SwiGLU", ["a", "b"], alpha=1.5), {"a": a, "b": b}, ["y"], opset=28,
+          expected=[a * sig * b], atol=1e-6)
+    x, w, bias, past = _rand(2, 3, 5), _rand(3, 1, 3, seed=1), _rand(3, seed=2), _rand(2, 3, 2,
+                                                                                       seed=3)
+    full = np.concatenate([past, x], axis=2)
+    conv = np.stack([sum(full[:, :, i:i + 5] * w[None, :, 0, i:i + 1] for i in range(3))])[0]
+    conv = conv + bias[None, :, None]
+    check(node("CausalConvWithState", ["x", "w", "b", "p"], ["y", "s"], activation="silu"),
+          {"x": x, "p": past}, ["y", "s"], inits={"w": w, "b": bias}, opset=27,
+          expected=[conv / (1 + np.exp(-conv)), full[:, :, 5:]], atol=1e-5)

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Case", "Result", "load_cases", "run_case", "by_operator", "TOLERANCES",
+__all__ = ["Case", "Result", "load_cases", "run_case", "operators", "by_operator", "TOLERANCES",
            "SKIPPED_CATEGORIES", "read_list"]
 
 #: Per-case tolerances (the runner's ``test_kwargs``) where phasec's float16
@@ -53,8 +53,12 @@ SKIPPED_CATEGORIES = frozenset({"RealModel"})
 class Case:
     name: str        #: e.g. "test_conv_with_strides_padding_cpu"
     category: str    #: "NodeModel", "SimpleModel", "PyTorchConvertedModel", ...
-    operator: str    #: the operator under test (see :func:`load_cases`)
     func: Any        #: the runner's test function
+    proto: Any       #: the runner's model holder: [ModelProto] once the case has run
+
+    @property
+    def model(self) -> Any:
+        return self.proto[0] if self.proto else None
 
 
 @dataclass(frozen=True)
@@ -66,13 +70,7 @@ class Result:
 
 
 def load_cases(backend: Any = None, device: str = "CPU") -> dict[str, Case]:
-    """Every case of ``BackendTest`` for ``device``, by name.
-
-    A node case's operator is its node's op_type; a case whose graph is an
-    expanded function body (``test_relu_expanded_ver18``) counts for the
-    function's operator as ``"Relu (expanded)"``; other multi-node graphs and
-    model cases are grouped by category.
-    """
+    """Every case of ``BackendTest`` for ``device``, by name."""
     import onnx.backend.test
 
     if backend is None:
@@ -84,24 +82,7 @@ def load_cases(backend: Any = None, device: str = "CPU") -> dict[str, Case]:
     raw = [(cat, name, item) for cat, items in bt._test_items.items()
            for name, item in items.items()
            if name.endswith(suffix) and cat not in SKIPPED_CATEGORIES]
-    single: dict[str, str] = {}
-    for cat, name, item in raw:
-        model = item.proto[0] if item.proto else None
-        if cat == "NodeModel" and model is not None and len(model.graph.node) == 1:
-            single[name.removesuffix(suffix)] = model.graph.node[0].op_type
-    cases = {}
-    for cat, name, item in raw:
-        base = name.removesuffix(suffix)
-        if base in single:
-            op = single[base]
-        elif cat == "NodeModel" and "_expanded" in base and base.split("_expanded")[0] in single:
-            op = single[base.split("_expanded")[0]] + " (expanded)"
-        elif cat == "NodeModel":
-            op = "(multi-node graphs)"
-        else:
-            op = f"({cat})"
-        cases[name] = Case(name, cat, op, item.func)
-    return cases
+    return {name: Case(name, cat, item.func, item.proto) for cat, name, item in raw}
 
 
 def run_case(case: Case) -> Result:
@@ -117,11 +98,43 @@ def run_case(case: Case) -> Result:
     return Result(case, status, message, time.perf_counter() - start)
 
 
+def operators(results: Iterable[Result], device: str = "CPU") -> dict[str, str]:
+    """case name -> the operator it tests (known once the cases have run: the
+    runner loads a case's model when it runs it).
+
+    A node case's operator is its node's op_type; a case whose graph is an
+    expanded function body (``test_relu_expanded_ver18``) counts for the
+    function's operator as ``"Relu (expanded)"``; other multi-node graphs and
+    model cases are grouped by category."""
+    suffix = "_" + device.lower()
+    results = list(results)
+    single: dict[str, str] = {}
+    for r in results:
+        model = r.case.model
+        if r.case.category == "NodeModel" and model is not None and len(model.graph.node) == 1:
+            single[r.case.name.removesuffix(suffix)] = model.graph.node[0].op_type
+    out = {}
+    for r in results:
+        base = r.case.name.removesuffix(suffix)
+        if base in single:
+            op = single[base]
+        elif r.case.category == "NodeModel" and base.split("_expanded")[0] in single:
+            op = single[base.split("_expanded")[0]] + " (expanded)"
+        elif r.case.category == "NodeModel":
+            op = "(multi-node graphs)"
+        else:
+            op = f"({r.case.category})"
+        out[r.case.name] = op
+    return out
+
+
 def by_operator(results: Iterable[Result]) -> dict[str, collections.Counter]:
     """operator -> Counter of statuses."""
+    results = list(results)
+    ops = operators(results)
     table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for r in results:
-        table[r.case.operator][r.status] += 1
+        table[ops[r.case.name]][r.status] += 1
     return dict(table)
 
 

@@ -431,3 +431,12 @@ def _bitwise_not(ctx: NodeContext) -> Value:
     # ~x == -x - 1 in two's complement
     return ctx.emit("subtract", ctx.emit("negative", x), scalar(ctx, 1, x))
 
+
+
+@converter("SwiGLU", since=28)
+def _swiglu(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    _float_only(ctx, a)
+    alpha = float(ctx.attr("alpha", 1.0))
+    ax = a if alpha == 1.0 else ctx.emit("multiply", a, scalar(ctx, alpha, a))
+    return ctx.emit("multiply", ctx.emit("multiply", a, ctx.emit("sigmoid", ax)), b)

@@ -611,3 +611,30 @@ def _upsample(ctx: NodeContext) -> Value:
     if mode == "bilinear":
         mode = "linear"
     return _resize(ctx, x, scales, None, mode, "asymmetric", "floor")
+
+
+@converter("CausalConvWithState", since=27)
+def _causal_conv_with_state(ctx: NodeContext) -> list[Value]:
+    x, w = _float_input(ctx), ctx.input(1)
+    b_, c, length = ctx.shape(x)
+    k = ctx.shape(w)[2]
+    if not isinstance(k, int):
+        raise Unsupported("a symbolic kernel size")
+    activation = ctx.attr("activation", "none")
+    if activation not in ("none", "silu", "swish"):
+        raise Unsupported(f"attribute activation={activation!r}")
+    past = ctx.optional(3)
+    if past is None:
+        past = ctx.emit("zeros", (b_, c, k - 1), dtype=ctx.dtype(x))
+    full = ctx.emit("concat", [past, x], axis=2)  # (B, C, k - 1 + L)
+    (f32, w32), dtype = _in_float32(ctx, [full, w])
+    y = ctx.emit("nn.conv1d", f32, w32, strides=[1], padding=[0, 0], dilation=[1], groups=c,
+                 data_layout="NCW", kernel_layout="OIW", out_layout="NCW")
+    if ctx.has(2):
+        y = ctx.emit("add", y, ctx.emit("reshape", ctx.emit("astype", ctx.input(2),
+                                                            dtype=ctx.dtype(y)), (c, 1)))
+    if activation != "none":  # silu in float32, as the definition computes it
+        y = ctx.emit("multiply", y, ctx.emit("sigmoid", y))
+    y = _back(ctx, y, dtype)
+    present = ctx.emit("strided_slice", full, axes=[2], begin=[length], end=[length + k - 1])
+    return [y, present]

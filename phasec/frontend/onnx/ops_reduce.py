@@ -41,7 +41,30 @@ def _axes(ctx: NodeContext, x: Value) -> list[int] | None:
 def _check_nonempty(ctx: NodeContext, x: Value, axes: list[int]) -> None:
     dims = ctx.shape(x)
     if any(isinstance(dims[a], int) and dims[a] == 0 for a in axes):
-        raise Unsupported("a reduction over an empty axis")
+        raise _Empty()
+
+
+class _Empty(Exception):
+    """A reduction over an axis of size 0: the result is the identity element."""
+
+
+#: the value of a reduction over nothing (ONNX: the identity of the operation)
+_EMPTY_VALUE = {"ReduceMax": -np.inf, "ReduceMin": np.inf, "ReduceLogSumExp": -np.inf,
+                "ReduceLogSum": -np.inf, "ReduceSum": 0, "ReduceSumSquare": 0, "ReduceL1": 0,
+                "ReduceL2": 0, "ReduceProd": 1}
+
+
+def _empty_result(ctx: NodeContext, x: Value, axes: list[int], keep: bool) -> Value:
+    dims = ctx.shape(x)
+    out = tuple(1 if i in axes else d for i, d in enumerate(dims) if keep or i not in axes)
+    value = _EMPTY_VALUE.get(ctx.op_type)
+    dt = ctx.dtype(x)
+    if value is None:
+        raise Unsupported(f"{ctx.op_type} over an empty axis")
+    if not dt.startswith("float") and np.isinf(value):
+        info = np.iinfo(dt)
+        value = info.min if value < 0 else info.max
+    return ctx.emit("full", out, np.asarray(value, dt))
 
 
 _SIMPLE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
@@ -63,6 +86,14 @@ def _reduce(ctx: NodeContext) -> Value:
 
 
 def _reduce_as(ctx: NodeContext, x: Value) -> Value:
+    try:
+        return _reduce_nonempty(ctx, x)
+    except _Empty:
+        axes = _axes(ctx, x) or []
+        return _empty_result(ctx, x, axes, bool(ctx.attr("keepdims", 1)))
+
+
+def _reduce_nonempty(ctx: NodeContext, x: Value) -> Value:
     dt = ctx.dtype(x)
     axes = _axes(ctx, x)
     keep = bool(ctx.attr("keepdims", 1))

@@ -644,3 +644,41 @@ def _hamming(ctx: NodeContext) -> Value:
 @converter("BlackmanWindow", since=17)
 def _blackman(ctx: NodeContext) -> Value:
     return _window(ctx, (0.42, 0.5, 0.08))
+
+
+@converter("Compress", since=9)
+def _compress(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    cond = np.asarray(ctx.const(1, "condition")).reshape(-1).astype(bool)
+    axis = ctx.attr("axis")
+    if axis is None:  # the flattened input
+        x = ctx.emit("reshape", x, (-1,))
+        axis = 0
+    axis = norm_axis(ctx, axis, ctx.ndim(x))
+    d = ctx.shape(x)[axis]
+    if isinstance(d, int) and len(cond) > d:
+        raise Unsupported(f"a condition of {len(cond)} entries for an axis of {d}")
+    # the selected positions are known: a take with them (a shorter condition selects
+    # among the first positions only)
+    return ctx.emit("take", x, np.flatnonzero(cond).astype(np.int64), axis=axis)
+
+
+@converter("ReverseSequence", since=10)
+def _reverse_sequence(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    lens = [int(v) for v in np.asarray(ctx.const(1, "sequence_lens")).reshape(-1)]
+    dims = ctx.static_shape(x, "ReverseSequence's input")
+    batch_axis = norm_axis(ctx, ctx.attr("batch_axis", 1), len(dims))
+    time_axis = norm_axis(ctx, ctx.attr("time_axis", 0), len(dims))
+    steps = dims[time_axis]
+    if len(lens) != dims[batch_axis] or any(not 0 <= n <= steps for n in lens):
+        raise Unsupported(f"sequence_lens {lens} for {dims[batch_axis]} sequences of {steps}")
+    # index along time: the first lens[b] steps reversed, the rest in place
+    t = np.arange(steps)
+    table = np.stack([np.where(t < n, n - 1 - t, t) for n in lens])  # (batch, time)
+    if batch_axis > time_axis:
+        table = table.T
+    shape = [1] * len(dims)
+    shape[batch_axis], shape[time_axis] = dims[batch_axis], steps
+    idx = np.broadcast_to(table.reshape(shape), dims).astype(np.int64)
+    return ctx.emit("gather_elements", x, np.ascontiguousarray(idx), axis=time_axis)
