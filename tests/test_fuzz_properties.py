@@ -81,7 +81,10 @@ def test_generator_exercises_every_feature():
         "function returned by a function": "def make",
     }
 
-    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
+    # Half the statements are operator calls. Not derandomized: one fixed seed
+    # can miss a construct that ~15 of 500 random programs hold (the rarest,
+    # an impure packed call; missing it in 500 has a probability near 1e-7).
+    @settings(max_examples=500, deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck))
     @given(modules())
     def collect(mod):

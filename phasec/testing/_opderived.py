@@ -31,7 +31,7 @@ from ._optable import OpGen
 if TYPE_CHECKING:
     from ._gen import FuncGen
 
-__all__ = ["derived_generators", "Probed"]
+__all__ = ["derived_generators", "Probed", "SKIPPED_KINDS"]
 
 Interval = tuple[float, float]
 
@@ -42,6 +42,17 @@ _DOMAINS: dict[str, tuple[Interval, ...]] = {
     BOOL: ((0.0, 1.0),),
 }
 _DTYPE = {FLOAT: "float32", INT: "int32", BOOL: "bool"}
+
+#: operand kinds not drawn for an operator, and why (fuzzer findings that are
+#: open: drawing them would fail every campaign on a known bug)
+SKIPPED_KINDS: dict[tuple[str, str], str] = {
+    ("relax.floor_mod", FLOAT): "the float32 kernel is FloorMod on floats, which TVM 0.27's "
+                                "TIR refuses (found by this generator; issue 13)",
+    ("relax.mod", FLOAT): "the float32 kernel is not TIR that TVM 0.27 accepts (found by "
+                          "this generator; issue 13)",
+    ("relax.mod", INT): "the int32 kernel divides with '/', which TVM 0.27's TIR parser "
+                        "refuses on integers (found by this generator; issue 13)",
+}
 _CAP = min(VALUE_CAP, 100.0)
 #: grid points per operand (by operand count): dense enough to see a pole
 _POINTS = {1: 2001, 2: 101, 3: 21}
@@ -140,6 +151,8 @@ def _evaluate(opdef: Any, kind: str, doms: tuple[Interval, ...], points: int
 def _probe(opdef: Any) -> Probed | None:
     nargs = len(opdef.args)
     for kind in (FLOAT, INT, BOOL):
+        if (opdef.name, kind) in SKIPPED_KINDS:
+            continue
         dtype = _DTYPE[kind]
         try:
             params = [Var(f"a{i}", TensorStructInfo((2,), dtype)) for i in range(nargs)]
