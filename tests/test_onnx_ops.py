@@ -574,3 +574,41 @@ def test_swiglu_and_causal_conv_with_state_by_formula():
     check(node("CausalConvWithState", ["x", "w", "b", "p"], ["y", "s"], activation="silu"),
           {"x": x, "p": past}, ["y", "s"], inits={"w": w, "b": bias}, opset=27,
           expected=[conv / (1 + np.exp(-conv)), full[:, :, 5:]], atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+                                "Asinh", "Acosh", "Atanh"])
+def test_trigonometry(op):
+    lo, hi = {"Acosh": (1.0, 3.0), "Asin": (-0.9, 0.9), "Acos": (-0.9, 0.9),
+              "Atanh": (-0.9, 0.9)}.get(op, (-1.5, 1.5))
+    check(node(op, ["x"]), {"x": _rand(3, 7, lo=lo, hi=hi)}, ["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_bitwise_and_shifts():
+    a = _rand(4, 5, dtype="int32", lo=-1000, hi=1000)
+    b = _rand(5, dtype="int32", lo=-1000, hi=1000, seed=1)
+    u = _rand(6, dtype="uint8", lo=0, hi=255)
+    s = np.array([0, 1, 2, 3, 7, 1], np.uint8)
+    t = _NP_TO_ONNX
+    check([node("BitwiseAnd", ["a", "b"], ["n"]), node("BitwiseOr", ["a", "b"], ["o"]),
+           node("BitwiseXor", ["a", "b"], ["x"]), node("BitwiseNot", ["u"], ["nu"]),
+           node("BitShift", ["u", "s"], ["l"], direction="LEFT"),
+           node("BitShift", ["u", "s"], ["r"], direction="RIGHT")],
+          {"a": a, "b": b, "u": u, "s": s}, ["n", "o", "x", "nu", "l", "r"], opset=18,
+          out_types={"n": t[np.dtype("int32")], "o": t[np.dtype("int32")],
+                     "x": t[np.dtype("int32")], "nu": t[np.dtype("uint8")],
+                     "l": t[np.dtype("uint8")], "r": t[np.dtype("uint8")]})
+
+
+def test_topk_nonzero_unique():
+    x = np.random.default_rng(3).permutation(24).astype(np.float32).reshape(4, 6)
+    z = np.array([[0, 1, 0], [2, 0, 3]], np.float32)
+    u = np.array([2.0, 1.0, 2.0, 5.0, 1.0], np.float32)
+    i64 = TensorProto.INT64
+    check([node("TopK", ["x", "k"], ["v", "i"], axis=1),
+           node("TopK", ["x", "k"], ["sv", "si"], axis=0, largest=0),
+           node("NonZero", ["z"], ["nz"]),
+           node("Unique", ["u"], ["uy", "ui", "uinv", "uc"], sorted=1)],
+          {"x": x, "z": z, "u": u}, ["v", "i", "sv", "si", "nz", "uy", "ui", "uinv", "uc"],
+          inits={"k": np.array([3], np.int64)},
+          out_types={"i": i64, "si": i64, "nz": i64, "ui": i64, "uinv": i64, "uc": i64})

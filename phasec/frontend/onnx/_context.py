@@ -285,9 +285,12 @@ class NodeContext:
         if folded is not None:
             return list(folded)  # type: ignore[arg-type]
         from ...ir.expr import TupleGetItem
+        from ...ir.struct_info import TupleStructInfo
 
         tup = self.builder.emit(call, self.hint)
-        n = len(call.struct_info.fields)  # type: ignore[union-attr]
+        if not isinstance(call.struct_info, TupleStructInfo):
+            return [tup]  # a single result (e.g. unique with nothing else asked for)
+        n = len(call.struct_info.fields)
         return [self.builder.emit(TupleGetItem(tup, k, span=self.span), self.hint)
                 for k in range(n)]
 

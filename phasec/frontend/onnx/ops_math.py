@@ -42,12 +42,15 @@ def _float_only(ctx: NodeContext, v: Value) -> None:
 # unary
 # ---------------------------------------------------------------------------
 
+_TRIG = {"Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos",
+         "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh",
+         "Atanh": "atanh"}
 _UNARY = {
     "Abs": "abs", "Neg": "negative", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
     "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Floor": "floor", "Ceil": "ceil",
-    "Round": "round", "Not": "logical_not", "Relu": "nn.relu",
+    "Round": "round", "Not": "logical_not", "Relu": "nn.relu", **_TRIG,
 }
-_FLOAT_UNARY = {"Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Erf"}
+_FLOAT_UNARY = {"Exp", "Log", "Sqrt", "Tanh", "Sigmoid", "Erf", *_TRIG}
 
 
 @converter(*_UNARY)
@@ -424,13 +427,24 @@ def _where(ctx: NodeContext) -> Value:
 
 @converter("BitwiseNot")
 def _bitwise_not(ctx: NodeContext) -> Value:
-    x = ctx.input(0)
-    dt = ctx.dtype(x)
-    if dt.startswith("uint"):
-        raise Unsupported(f"dtype {dt}")
-    # ~x == -x - 1 in two's complement
-    return ctx.emit("subtract", ctx.emit("negative", x), scalar(ctx, 1, x))
+    return ctx.emit("bitwise_not", ctx.input(0))
 
+
+_BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
+
+
+@converter(*_BITWISE)
+def _bitwise(ctx: NodeContext) -> Value:
+    return ctx.emit(_BITWISE[ctx.op_type], ctx.input(0), ctx.input(1))
+
+
+@converter("BitShift")
+def _bit_shift(ctx: NodeContext) -> Value:
+    direction = ctx.attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        raise Unsupported(f"attribute direction={direction!r}")
+    return ctx.emit("left_shift" if direction == "LEFT" else "right_shift", ctx.input(0),
+                    ctx.input(1))
 
 
 @converter("SwiGLU", since=28)

@@ -164,3 +164,37 @@ def _arg_reduce(ctx: NodeContext) -> Value:
     miss = np.asarray(-1 if last else d, np.int64)
     idx = ctx.emit("where", hit, iota, miss)
     return ctx.emit("max" if last else "min", idx, axis=[axis], keepdims=keep)
+
+
+@converter("TopK")
+def _topk(ctx: NodeContext) -> list[Value]:
+    x = ctx.input(0)
+    if ctx.opset < 10:
+        k = int(ctx.attr("k"))
+    else:
+        k = ctx.const_scalar(1, "K")
+        if not isinstance(k, int):
+            raise Unsupported("a symbolic K")
+    axis = norm_axis(ctx, ctx.attr("axis", -1), ctx.ndim(x))
+    values, indices = ctx.emit_multi("topk", x, k=int(k), axis=axis, ret_type="both",
+                                     largest=bool(ctx.attr("largest", 1)), dtype="int64")
+    return [values, indices]
+
+
+@converter("NonZero", since=9)
+def _nonzero(ctx: NodeContext) -> Value:
+    return ctx.emit("nonzero", ctx.input(0))
+
+
+@converter("Unique", since=11)
+def _unique(ctx: NodeContext) -> list[Value | None]:
+    x = ctx.input(0)
+    outs = list(ctx.node.output) + [""] * (4 - len(ctx.node.output))
+    axis = ctx.attr("axis")
+    if axis is not None:
+        axis = norm_axis(ctx, axis, ctx.ndim(x))
+    want = [bool(o) for o in outs[1:4]]
+    res = ctx.emit_multi("unique", x, sorted=bool(ctx.attr("sorted", 1)), return_index=want[0],
+                         return_inverse=want[1], return_counts=want[2], axis=axis)
+    it = iter(res[1:])
+    return [res[0]] + [next(it) if w else None for w in want]
