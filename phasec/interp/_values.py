@@ -173,7 +173,7 @@ _INTRINSIC: Mapping[str, Callable[[float], Any]] = {
     "isnan": math.isnan, "isinf": math.isinf, "isfinite": math.isfinite,
     "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan,
     "sinh": math.sinh, "cosh": math.cosh, "asinh": math.asinh, "acosh": math.acosh,
-    "atanh": math.atanh, "atan2": math.atan2,
+    "atanh": math.atanh, "atan2": math.atan2, "fmod": math.fmod,
     "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b,
     "bitwise_xor": lambda a, b: a ^ b, "bitwise_not": lambda a: ~a,
     "shift_left": lambda a, s: a << s if 0 <= s < 64 else 0,

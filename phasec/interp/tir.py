@@ -403,10 +403,11 @@ class _Machine:
                 work.append(e.args[1])
             work.append(e.args[0])
             return
-        if e.name == "atan2":
+        if e.name in ("atan2", "fmod"):
             dt = e.dtype if tir.is_float(e.dtype) else "float64"
             ftype = np.dtype(dt).type
-            work.append((_BIN, lambda a, b, f=ftype: f(np.arctan2(f(a), f(b)))))
+            npf = np.arctan2 if e.name == "atan2" else np.fmod
+            work.append((_BIN, lambda a, b, f=ftype, g=npf: f(g(f(a), f(b)))))
             work.append(e.args[1])
             work.append(e.args[0])
             return

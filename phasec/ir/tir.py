@@ -84,8 +84,9 @@ BIT_INTRINSICS: Mapping[str, int] = MappingProxyType({
     "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
     "shift_left": 2, "shift_right": 2,
 })
+#: ``fmod(a, b)``: C's fmod (the remainder with a's sign, exact), as TVM's T.fmod
 INTRINSICS: Mapping[str, int] = MappingProxyType({**MATH_INTRINSICS, "checked_index": 2,
-                                                  "atan2": 2, **BIT_INTRINSICS})
+                                                  "atan2": 2, "fmod": 2, **BIT_INTRINSICS})
 
 
 @node

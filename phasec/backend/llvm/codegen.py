@@ -690,10 +690,10 @@ class _KernelCodegen(LoopCodegen):
                 if len(types) == 1:
                     return types[0]
                 return self._unify(n.args[0], types[0], n.args[1], types[1], n)
-            if n.name == "atan2":
+            if n.name in ("atan2", "fmod"):
                 bt = memo[id(n.args[1])]
                 if not (_is_float(at) and _is_float(bt)):
-                    raise self.error("atan2 needs float arguments; insert a Cast", n)
+                    raise self.error(f"{n.name} needs float arguments; insert a Cast", n)
                 return self._unify(n.args[0], at, n.args[1], bt, n)
             if n.name == "checked_index":
                 for a in n.args:
@@ -916,6 +916,8 @@ class _KernelCodegen(LoopCodegen):
             vals.append(self._checked_index(n, args[0], args[1]))
         elif t is tir.Call and n.name == "atan2":
             vals.append(self._atan2(n, args[0], args[1]))
+        elif t is tir.Call and n.name == "fmod":
+            vals.append(self._fmod(n, args[0], args[1]))
         elif t is tir.Call and n.name in tir.BIT_INTRINSICS:
             vals.append(self._bit_op(n, args))
         elif t is tir.Call:
@@ -1330,6 +1332,16 @@ class _KernelCodegen(LoopCodegen):
             else:
                 fill = "0"
         fn.emit(f"{r} = select i1 {inrange}, {ty} {raw}, {ty} {fill}")
+        return r
+
+    def _fmod(self, n: tir.Call, a: str, b: str) -> str:
+        """C's fmod: LLVM's frem (exact, the sign of the dividend)."""
+        rt = self.dtype_of(n)
+        ty = _LLVM_TYPE[rt]
+        x = self.convert(a, self.dtype_of(n.args[0]), rt)
+        y = self.convert(b, self.dtype_of(n.args[1]), rt)
+        r = self.fn.tmp("fmod")
+        self.fn.emit(f"{r} = frem {ty} {x}, {y}")
         return r
 
     def _atan2(self, n: tir.Call, y: str, x: str) -> str:

@@ -230,19 +230,23 @@ def _binary_tir(name: str, a: PrimExpr, b: PrimExpr, dt: str) -> PrimExpr:
         return Select(te.call("isinf", hi), hi, soft)
     if name in ("floor_mod", "mod"):
         if tir.is_float(dt):
-            fm = BinaryOp("%", a, b)  # TIR %: the floor remainder (numpy mod)
-            if name == "floor_mod":
-                return fm
+            # C's fmod is exact; the floor remainder moves a non-zero remainder
+            # whose sign differs from the divisor's by one divisor (numpy's rule);
+            # T.fmod, not %: TVM's TIR has no float %
+            r = tir.Call("fmod", (a, b), dt)
+            if name == "mod":
+                return r
             zero = _const(0, dt)
-            differ = BinaryOp("!=", BinaryOp("<", a, zero), BinaryOp("<", b, zero))
-            adjust = BinaryOp("and", BinaryOp("!=", fm, zero), differ)
-            return Select(adjust, BinaryOp("-", fm, b), fm)
+            differ = BinaryOp("!=", BinaryOp("<", r, zero), BinaryOp("<", b, zero))
+            adjust = BinaryOp("and", BinaryOp("!=", r, zero), differ)
+            return Select(adjust, BinaryOp("+", r, b), r)
         zero = _const(0, dt)
         safe = Select(BinaryOp("==", b, zero), _const(1, dt), b)
-        if name == "floor_mod":
-            r = BinaryOp("%", a, safe)
-        else:  # truncated: a - trunc(a / b) * b (TIR integer / truncates)
-            r = BinaryOp("-", a, BinaryOp("*", BinaryOp("/", a, safe), safe))
+        r = BinaryOp("%", a, safe)  # TIR %: the floor remainder (TVM's floormod)
+        if name == "mod":  # truncated: the dividend's sign
+            differ = BinaryOp("!=", BinaryOp("<", r, zero), BinaryOp("<", a, zero))
+            adjust = BinaryOp("and", BinaryOp("!=", r, zero), differ)
+            r = Select(adjust, BinaryOp("-", r, safe), r)
         return Select(BinaryOp("==", b, zero), zero, r)
     if name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
         return tir.Call(name, (a, b), dt)
