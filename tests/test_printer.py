@@ -502,7 +502,9 @@ def test_tir_expressions_and_precedence():
         (tir.BinaryOp("-", a, tir.BinaryOp("-", a, b)), "a - (a - b)"),
         (tir.BinaryOp("-", tir.BinaryOp("-", a, b), a), "a - b - a"),
         (tir.BinaryOp("//", a, tir.BinaryOp("%", a, b)), "a // (a % b)"),
-        (tir.BinaryOp("/", a, b), "a / b"),
+        # integer `/` truncates; TVM 0.27 reads it only spelt T.truncdiv
+        (tir.BinaryOp("/", a, b), "T.truncdiv(a, b)"),
+        (tir.BinaryOp("/", tir.Var("x", "float32"), tir.Var("y", "float32")), "x / y"),
         (tir.BinaryOp("<", tir.BinaryOp("<", a, b), tir.IntImm(1, "bool")), "(a < b) < T.bool(True)"),
         (tir.BinaryOp("and", tir.BinaryOp("or", tir.BinaryOp("<", a, b), tir.BinaryOp("==", a, b)),
                       tir.Not(tir.BinaryOp("!=", a, b))), "(a < b or a == b) and not a != b"),

@@ -22,12 +22,18 @@ Where the two disagree by design (not tested as agreement):
 * Closures are generated without them here: TVMScript cannot spell a
   function returning a callable whose parameters have symbolic dimensions
   the function's own parameters do not bind (TVM: "name 'm' is not defined").
+* Operators phasec has and TVM 0.27 does not (``R.stop_fusion``) are left
+  out of the acceptance property.
+* Kernels with a float ``%`` (phasec's exact floor remainder, numpy's mod,
+  from legalizing floor_mod/mod on floats) are left out of the acceptance
+  property: TVM's TIR takes ``%`` on integers only (TVM legalizes a float
+  floor_mod approximately, as a - floor(a / b) * b).
 """
 
 from __future__ import annotations
 
 import tvm
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tvm import relax
 
@@ -42,6 +48,40 @@ TVM_DOES_NOT_CHECK = {"WF401", "WF403"}
 AGREED = sorted(set(MUTATIONS) - PHASEC_STRICTER - TEXT_CANNOT_CARRY - TVM_DOES_NOT_CHECK)
 
 PHASES = st.sampled_from([Phase.INGESTION, Phase.OPTIMIZATION, Phase.LOWERING, Phase.BUILD])
+
+
+def _has_float_remainder(mod) -> bool:
+    from phasec.ir import tir
+
+    for func in mod.functions.values():
+        if isinstance(func, tir.PrimFunc):
+            stack = [func.body]
+            while stack:
+                node = stack.pop()
+                if type(node) is tir.BinaryOp and node.op == "%" and tir.is_float(node.dtype):
+                    return True
+                if isinstance(node, tir.Stmt):
+                    stack.extend(tir.stmt_children(node))
+                    stack.extend(getattr(node, f) for f in ("value", "condition")
+                                 if isinstance(getattr(node, f, None), tir.PrimExpr))
+                elif isinstance(node, tir.PrimExpr):
+                    stack.extend(tir.expr_children(node))
+    return False
+
+
+def _has_phasec_only_operator(text: str) -> bool:
+    import re
+
+    from phasec.ir.op.registry import find_op
+
+    for name in set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", text)):
+        if find_op("relax." + name) is None:
+            continue  # a dialect call (R.const, R.shape...), not an operator
+        try:
+            tvm.ir.Op.get("relax." + name)
+        except Exception:  # noqa: BLE001 - not registered in TVM
+            return True
+    return False
 
 
 def _tvm_accepts(text: str) -> bool:
@@ -67,7 +107,10 @@ def test_tvm_accepts_every_generated_module(data: st.DataObject) -> None:
     mod = data.draw(modules(phase=phase, closures=False))
     assert verifier.check(mod, phase) == [] or all(d.severity != "error"
                                                    for d in verifier.check(mod, phase))
-    assert _tvm_accepts(mod.script()), mod.script()
+    assume(not _has_float_remainder(mod))
+    text = mod.script()
+    assume(not _has_phasec_only_operator(text))
+    assert _tvm_accepts(text), text
 
 
 @settings(max_examples=6, deadline=None, database=None,

@@ -67,6 +67,14 @@ class Module:
         A[2] = T.float32("-inf")
         B[0] = T.max_value("int32")
 """,
+    "integer_division_spelt_for_tvm": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def divide(A: T.Buffer((T.int64(4),), "int32"), B: T.Buffer((T.int64(4),), "int32")):
+        for i in range(T.int64(4)):
+            B[i] = T.truncdiv(A[i], 3) + T.floordiv(A[i], 3) + T.Div(A[i], 2)
+""",
     "opaque_handle_parameter": """
 @I.ir_module
 class Module:

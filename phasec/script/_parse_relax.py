@@ -201,9 +201,14 @@ class _RelaxFunctionParser:
         ret = sig.ret
         if ret is None and result.struct_info is not None:
             # No annotation: the body's struct info, as TVM deduces it, with the
-            # dimensions the parameters do not define forgotten.
-            ret = erase_to_ndim(result.struct_info, _sinfo_var_ids(p.struct_info
-                                                                    for p in sig.params))
+            # dimensions forgotten that neither the parameters nor an enclosing
+            # function (whose symbolic variables a nested function shares) define.
+            keep = _sinfo_var_ids(p.struct_info for p in sig.params)
+            outer = self.parent
+            while outer is not None:
+                keep.update(id(v) for v in outer.sig.syms.values())
+                outer = outer.parent
+            ret = erase_to_ndim(result.struct_info, keep)
         func = rx.Function(sig.params, seq, ret, sig.is_pure, attrs, span=mp.span(fdef))
         if func.struct_info is None:
             sinfo = mp.infer(func)

@@ -284,6 +284,9 @@ class PrimPrinter:
             lhs, rhs = pair(e.lhs, e.rhs)
             if op in ("min", "max", "pow"):
                 return f"T.{op}({lhs[0]}, {rhs[0]})", _P_ATOM
+            if op == "/" and tir.is_int(e.dtype) and not legacy():
+                # TVM 0.27 reads no integer `/` (it asks which division is meant)
+                return f"T.truncdiv({lhs[0]}, {rhs[0]})", _P_ATOM
             prec = _BIN_PREC[op]
             # Comparisons do not chain in our semantics: parenthesize both sides.
             left = self._paren(lhs, prec + 1 if prec == _P_CMP else prec)

@@ -45,14 +45,7 @@ _DTYPE = {FLOAT: "float32", INT: "int32", BOOL: "bool"}
 
 #: operand kinds not drawn for an operator, and why (fuzzer findings that are
 #: open: drawing them would fail every campaign on a known bug)
-SKIPPED_KINDS: dict[tuple[str, str], str] = {
-    ("relax.floor_mod", FLOAT): "the float32 kernel is FloorMod on floats, which TVM 0.27's "
-                                "TIR refuses (found by this generator; issue 13)",
-    ("relax.mod", FLOAT): "the float32 kernel is not TIR that TVM 0.27 accepts (found by "
-                          "this generator; issue 13)",
-    ("relax.mod", INT): "the int32 kernel divides with '/', which TVM 0.27's TIR parser "
-                        "refuses on integers (found by this generator; issue 13)",
-}
+SKIPPED_KINDS: dict[tuple[str, str], str] = {}
 _CAP = min(VALUE_CAP, 100.0)
 #: grid points per operand (by operand count): dense enough to see a pole
 _POINTS = {1: 2001, 2: 101, 3: 21}

@@ -802,8 +802,6 @@ UNGENERATED: dict[str, str] = {
         "reverse_sequence")},
     **{"relax." + _n: "a data-dependent shape: needs a match_cast the generator does not "
                       "draw" for _n in ("unique", "nonzero", "dynamic_strided_slice")},
-    "relax.mod": "its kernels (float32 and int32) are not TIR that TVM 0.27 accepts: found by "
-                 "the registry-derived generator, open in issue 13 (_opderived.SKIPPED_KINDS)",
     **{"relax." + _n: "shapes as values, no kernel: the generator draws tensors" for _n in (
         "shape_of", "shape_to_tensor", "tensor_to_shape")},
     **{"relax." + _n: "impure (output, program assertions): not part of a pure program's "
