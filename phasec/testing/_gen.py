@@ -581,7 +581,8 @@ class FuncGen:
         x = self.pick(xs)
         forms = ["pure", "dps"]
         if self.mode != "pure" and not self.in_df:
-            forms.append("impure")
+            # the only place an impure packed call may go: draw it often there
+            forms += ["impure"] * 4
         form = self.pick(forms)
         table = DPS_FUNCS if form == "dps" else PACKED_FUNCS
         names = [n for n, (_, f) in table.items() if iv_ok(f(x.lo, x.hi))]
