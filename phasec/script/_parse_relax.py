@@ -7,7 +7,6 @@ import ast
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from ..ir import expr as rx
 from ..ir import tir
@@ -17,10 +16,10 @@ from ..ir.infer import erase_to_ndim
 from ..ir.struct_info import StructInfo, TupleStructInfo
 from ._checks import int_range_problem
 from ._parse_common import (
-    _INT_DTYPES, _PY_OP_SPELLING, _RELAX_OP_FOR, _SINFO_KINDS, _dotted, _is_docstring, _is_none,
-    _stmt_kind, _to_tuple,
+    _INT_DTYPES, _PY_OP_SPELLING, _RELAX_OP_FOR, _SINFO_KINDS, _dotted, _is_docstring, _stmt_kind, _to_tuple,
 )
 from ._parse_expr import _PrimExprParser, _SinfoParser
+from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY, _DialectCalls
 
 if TYPE_CHECKING:
     from .parser import _ModuleParser, _Signature
@@ -50,39 +49,10 @@ class _Frame:
         self.bindings = []
 
 
-#: Relax dialect calls with their own argument conventions: R.<name> -> handler.
-_RELAX_CALLS = {
-    "const": "_call_const",
-    "shape": "_call_shape",
-    "prim_value": "_call_prim_value",
-    "str": "_call_str",
-    "dtype": "_call_dtype",
-    "call_tir": "_call_tir",
-    "call_tir_inplace": "_call_tir_inplace",
-    "call_dps_packed": "_call_dps_packed",
-    "call_packed": "_call_packed",
-    "call_pure_packed": "_call_pure_packed",
-    "call_builtin_with_ctx": "_call_builtin_with_ctx",
-    "make_closure": "_call_make_closure",
-    "invoke_closure": "_call_invoke_closure",
-    "invoke_pure_closure": "_call_invoke_pure_closure",
-    "ExternFunc": "_call_extern_func",
-}
-
-#: Dialect names that are statements, not values: R.<name> -> where they belong.
-_RELAX_STATEMENT_ONLY = {
-    "match_cast": "can only be the value of an assignment: `y = R.match_cast(x, R.Tensor(...))`",
-    "output": "can only be the last statement of a dataflow block",
-    "dataflow": "opens a block: `with R.dataflow():`",
-    "func_attr": "can only be a statement at the start of a function body",
-    "function": "is a decorator: `@R.function`",
-}
-
-_OUT_SINFO = {"out_ty": "out_sinfo"}
-_SINFO_ARGS = {"ty_args": "sinfo_args"}
 
 
-class _RelaxFunctionParser:
+
+class _RelaxFunctionParser(_DialectCalls):
     """Parses one ``@R.function`` (``parent`` is set for nested functions)."""
 
     def __init__(self, mp: _ModuleParser, sig: _Signature,
@@ -756,209 +726,6 @@ class _RelaxFunctionParser:
                        tuple(sinfo_args), span=self.mp.span(node))
         return self._with_sinfo(call)
 
-    # -- the dialect calls (table _RELAX_CALLS) ----------------------------------
-    def _call_const(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.const", ("value", "dtype"), 1)
-        value = self._const_value(a["value"])
-        dtype = None
-        if "dtype" in a and not _is_none(a["dtype"]):
-            dtype = mp.dtype_arg(a["dtype"], f"{mp.R}.const dtype")
-        leaves = list(_flatten(value))
-        if dtype is None:
-            if leaves and all(isinstance(v, bool) for v in leaves):
-                dtype = "bool"
-            elif leaves and all(isinstance(v, int) for v in leaves):
-                dtype = "int32"
-            else:
-                dtype = "float32"
-        if not tir.is_float(dtype):
-            for v in leaves:
-                if isinstance(v, float):
-                    raise mp.error(f"{mp.R}.const: {v!r} is not a valid {dtype} value", a["value"])
-        try:
-            with np.errstate(all="raise"):
-                data = np.array(value, dtype=dtype)
-        except (ValueError, TypeError, OverflowError, FloatingPointError) as exc:
-            raise mp.error(f"{mp.R}.const: cannot make a {dtype} tensor of this value ({exc})",
-                           a["value"]) from None
-        if tir.is_int(dtype):
-            info = np.iinfo(dtype)
-            bad = [v for v in leaves if not info.min <= v <= info.max]
-            if bad:
-                raise mp.error(f"{mp.R}.const: {bad[0]} does not fit in {dtype}", a["value"])
-        return rx.Constant(data, span=mp.span(node))
-
-    def _const_value(self, node: ast.AST) -> Any:
-        """Nested lists of numbers (tensor constants), or one number."""
-        mp = self.mp
-        if isinstance(node, (ast.List, ast.Tuple)):
-            return [self._const_value(e) for e in node.elts]
-        number = mp.number(node)
-        if number is None:
-            raise mp.error(f"{mp.R}.const expects a number or nested lists of numbers, got "
-                           f"{mp.src(node)!r}", node)
-        return number
-
-    def _call_shape(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.shape", ("values",), 1)
-        v = a["values"]
-        if not isinstance(v, (ast.List, ast.Tuple)):
-            raise mp.error(f"{mp.R}.shape expects a list of dimensions, e.g. {mp.R}.shape([n, 4])", v)
-        return rx.ShapeExpr(mp.dims(self.prim, v.elts, f"{mp.R}.shape", allow_negative=True),
-                            span=mp.span(node))
-
-    def _call_prim_value(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.prim_value", ("value",), 1)
-        return rx.PrimValue(self.prim.parse(a["value"]), span=mp.span(node))
-
-    def _call_str(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.str", ("value",), 1)
-        return rx.StringImm(mp.str_arg(a["value"], f"{mp.R}.str"), span=mp.span(node))
-
-    def _call_dtype(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.dtype", ("value",), 1)
-        return rx.DataTypeImm(mp.dtype_arg(a["value"], f"{mp.R}.dtype"), span=mp.span(node))
-
-    def _call_tir(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.call_tir",
-                         ("gvar", "args", "out_sinfo", "tir_vars", "sinfo_args"), 2,
-                         {**_OUT_SINFO, **_SINFO_ARGS})
-        func = self._arg(a["gvar"])
-        args = [func, self._args_tuple(a["args"])]
-        if "tir_vars" in a and not _is_none(a["tir_vars"]):
-            args.append(self._tir_vars(a["tir_vars"]))
-        return self._builtin("relax.call_tir", node, args, self._dps_sinfo(a, f"{mp.R}.call_tir"))
-
-    def _call_tir_inplace(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        what = f"{mp.R}.call_tir_inplace"
-        # TVM's positional order is (gvar, args, inplace_indices, out_sinfo,
-        # tir_vars); with inplace_indices given by keyword, a third positional
-        # argument is tir_vars (the operand order of phasec's registry).
-        if any(kw.arg == "inplace_indices" for kw in node.keywords):
-            params = ("gvar", "args", "tir_vars", "out_sinfo", "inplace_indices", "sinfo_args")
-        else:
-            params = ("gvar", "args", "inplace_indices", "out_sinfo", "tir_vars", "sinfo_args")
-        a = mp.bind_args(node, what, params, 2, {**_OUT_SINFO, **_SINFO_ARGS})
-        if "inplace_indices" not in a:
-            raise mp.error(f"{what} needs inplace_indices=[...]", node)
-        args = [self._arg(a["gvar"]), self._args_tuple(a["args"])]
-        if "tir_vars" in a and not _is_none(a["tir_vars"]):
-            args.append(self._tir_vars(a["tir_vars"]))
-        indices = _to_tuple(mp.literal(a["inplace_indices"]))
-        if isinstance(indices, int):
-            indices = (indices,)
-        if not (isinstance(indices, tuple) and all(isinstance(k, int) and not isinstance(k, bool)
-                                                   for k in indices)):
-            raise mp.error(f"{what}: inplace_indices must be a list of integers, got "
-                           f"{mp.src(a['inplace_indices'])}", a["inplace_indices"])
-        return self._builtin("relax.call_tir_inplace", node, args, self._dps_sinfo(a, what),
-                             {"inplace_indices": indices})
-
-    def _dps_sinfo(self, a: dict[str, ast.expr], what: str) -> tuple[StructInfo, ...]:
-        """``out_sinfo=`` (the usual spelling) or raw ``sinfo_args=``."""
-        if "out_sinfo" in a and "sinfo_args" in a:
-            raise self.mp.error(f"{what}: give out_sinfo= or sinfo_args=, not both", a["sinfo_args"])
-        if "out_sinfo" in a:
-            return (self._out_sinfo(a["out_sinfo"]),)
-        if "sinfo_args" in a:
-            return self._sinfo_list(a["sinfo_args"])
-        raise self.mp.error(f"{what} needs out_sinfo=<struct info of the result>", self.mp.where)
-
-    def _tir_vars(self, node: ast.AST) -> rx.Expr:
-        if isinstance(node, (ast.List, ast.Tuple)):
-            return rx.ShapeExpr(self.mp.dims(self.prim, node.elts, "tir_vars", allow_negative=True),
-                                span=self.mp.span(node))
-        return self._arg(node)
-
-    def _call_dps_packed(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        what = f"{mp.R}.call_dps_packed"
-        a = mp.bind_args(node, what, ("func", "args", "out_sinfo", "sinfo_args"), 2,
-                         {**_OUT_SINFO, **_SINFO_ARGS})
-        func = self._callee_arg(a["func"])
-        return self._builtin("relax.call_dps_packed", node, [func, self._args_tuple(a["args"])],
-                             self._dps_sinfo(a, what))
-
-    def _callee_arg(self, node: ast.AST) -> rx.Expr:
-        """A packed function name (string literal -> ExternFunc) or any value."""
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return rx.ExternFunc(node.value, span=self.mp.span(node))
-        return self._arg(node)
-
-    def _call_extern_func(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.ExternFunc", ("global_symbol",), 1)
-        return self._extern(a["global_symbol"], f"{mp.R}.ExternFunc")
-
-    def _packed_parts(self, node: ast.Call, what: str, callee_is_name: bool
-                      ) -> tuple[rx.Expr, list[rx.Expr], tuple[StructInfo, ...], dict]:
-        mp = self.mp
-        if not node.args:
-            raise mp.error(f"{what} needs the packed function's name as first argument", node)
-        func = self._extern(node.args[0], what) if callee_is_name else self._callee_arg(node.args[0])
-        args = []
-        for a in node.args[1:]:
-            if isinstance(a, ast.Starred):
-                raise mp.error(f"{what}: *args are not supported", a)
-            args.append(self._arg(a))
-        sinfo_args: tuple[StructInfo, ...] = ()
-        attrs: dict[str, Any] = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                raise mp.error(f"{what}: **kwargs are not supported", kw.value)
-            if _SINFO_ARGS.get(kw.arg, kw.arg) == "sinfo_args":
-                sinfo_args = self._sinfo_list(kw.value)
-            else:  # extra keywords are call attributes (as in TVM)
-                attrs[kw.arg] = _to_tuple(mp.literal(kw.value))
-        return func, args, sinfo_args, attrs
-
-    def _call_packed(self, node: ast.Call) -> rx.Expr:
-        func, args, sinfo_args, attrs = self._packed_parts(node, f"{self.mp.R}.call_packed", True)
-        call = rx.Call(func, args, attrs, sinfo_args, span=self.mp.span(node))
-        return self._with_sinfo(call)
-
-    def _call_pure_packed(self, node: ast.Call) -> rx.Expr:
-        func, args, sinfo_args, attrs = self._packed_parts(node, f"{self.mp.R}.call_pure_packed", False)
-        return self._builtin("relax.call_pure_packed", node, [func, *args], sinfo_args, attrs)
-
-    def _call_builtin_with_ctx(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        what = f"{mp.R}.call_builtin_with_ctx"
-        a = mp.bind_args(node, what, ("func", "args", "sinfo_args"), 2, _SINFO_ARGS)
-        func = self._callee_arg(a["func"])
-        sinfo_args = self._sinfo_list(a["sinfo_args"]) if "sinfo_args" in a else ()
-        return self._builtin("relax.call_builtin_with_ctx", node, [func, self._arg(a["args"])],
-                             sinfo_args)
-
-    def _call_make_closure(self, node: ast.Call) -> rx.Expr:
-        mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.make_closure", ("func", "args"), 2)
-        func = self._arg(a["func"])
-        return self._builtin("relax.make_closure", node, [func, self._args_tuple(a["args"])])
-
-    def _invoke(self, node: ast.Call, op_name: str) -> rx.Expr:
-        mp = self.mp
-        what = f"{mp.R}.{op_name.removeprefix('relax.')}"
-        a = mp.bind_args(node, what, ("closure", "args", "sinfo_args"), 2, _SINFO_ARGS)
-        closure = self._arg(a["closure"])
-        args = self._args_tuple(a["args"])
-        sinfo_args = self._sinfo_list(a["sinfo_args"]) if "sinfo_args" in a else ()
-        return self._builtin(op_name, node, [closure, args], sinfo_args)
-
-    def _call_invoke_closure(self, node: ast.Call) -> rx.Expr:
-        return self._invoke(node, "relax.invoke_closure")
-
-    def _call_invoke_pure_closure(self, node: ast.Call) -> rx.Expr:
-        return self._invoke(node, "relax.invoke_pure_closure")
-
-
 def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
     """Operand names taking a tuple of dims (``R.reshape(x, (2, n))``) and
     operand names taking a Python integer (``offset``), from the registry."""
@@ -974,14 +741,6 @@ def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
 _OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
 
 
-def _flatten(value: Any):
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, list):
-            stack.extend(reversed(v))
-        else:
-            yield v
 
 
 def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -20,8 +20,9 @@ Structure (one module per IR level):
   nested function sees the enclosing functions' Relax variables and symbolic
   shape variables (the same objects, as in TVM); a symbolic variable it
   declares itself is its own.
-  :data:`_RELAX_CALLS` is the table of Relax dialect calls (``R.const``,
-  ``R.call_tir``...); every other ``R.<name>(...)`` is a registered operator.
+  ``_parse_relax_calls`` holds :data:`_RELAX_CALLS`, the table of Relax
+  dialect calls (``R.const``, ``R.call_tir``...), and their handlers; every
+  other ``R.<name>(...)`` is a registered operator.
 * ``_parse_tir``: :class:`_PrimFuncParser` — ``@T.prim_func`` kernels.
 * ``_parse_common``: the tables and helpers they share.
 * :func:`parse_struct_info` — one struct info annotation on its own (the
