@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import VMError
-from ..ir import tir
+from ..ir import arith, tir
 from ..ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
@@ -128,8 +128,7 @@ def describe_value(value: Any) -> str:
 def _trunc_div(a: Any, b: Any) -> Any:
     if isinstance(a, float) or isinstance(b, float):
         return a / b
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+    return arith.truncdiv(a, b)
 
 
 def _pow(a: Any, b: Any) -> Any:
@@ -145,25 +144,10 @@ def _pow(a: Any, b: Any) -> Any:
     return r - (1 << 64) if r >= 1 << 63 else r
 
 
-_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": _trunc_div,
-    "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-    "min": min,
-    "max": max,
-    "pow": _pow,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "and": lambda a, b: bool(a) and bool(b),
-    "or": lambda a, b: bool(a) or bool(b),
-}
+# The constant-folding semantics of phasec.ir.arith, with "/" also on floats
+# and TIR's pow (a wrapping integer power).
+_BINARY: Mapping[str, Callable[[Any, Any], Any]] = {**arith.CONST_FOLD, "/": _trunc_div,
+                                                    "pow": _pow}
 
 _INTRINSIC: Mapping[str, Callable[[float], Any]] = {
     "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "rsqrt": lambda x: 1.0 / math.sqrt(x),

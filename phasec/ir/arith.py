@@ -39,18 +39,19 @@ def _is_int_dtype(dtype: str) -> bool:
     return dtype.startswith("int") or dtype.startswith("uint")
 
 
-def _truncdiv(a: int, b: int) -> int:
+def truncdiv(a: int, b: int) -> int:
+    """Integer division truncating toward zero (TIR's integer ``/``)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
 
 
-_CONST_FOLD = {
+CONST_FOLD = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
     "//": lambda a, b: a // b,
     "%": lambda a, b: a % b,
-    "/": _truncdiv,  # integer "/" in TIR truncates toward zero
+    "/": truncdiv,  # integer "/" in TIR truncates toward zero
     "min": min,
     "max": max,
     "==": lambda a, b: a == b,
@@ -273,21 +274,21 @@ class _Canonicalizer:
         dtype = e.dtype
         ca, cb = self._const(a), self._const(b)
         # Constant folding for any integer/bool operands.
-        if ca is not None and cb is not None and op in _CONST_FOLD and _is_foldable(a, b):
+        if ca is not None and cb is not None and op in CONST_FOLD and _is_foldable(a, b):
             if op in ("//", "%", "/") and cb == 0:
                 return self.opaque(self._rebuild(e, a, b), (op, ca, 0))
-            value = _CONST_FOLD[op](ca, cb)
+            value = CONST_FOLD[op](ca, cb)
             if isinstance(value, bool) or dtype == "bool":
                 return _Entry(None, IntImm(int(value), "bool"), "bool")
             return _Entry({(): value} if value else {}, None, dtype)
         if isinstance(a.expr, FloatImm) and isinstance(b.expr, FloatImm) and op in ("+", "-", "*"):
-            return _Entry(None, FloatImm(_CONST_FOLD[op](a.expr.value, b.expr.value), dtype), dtype)
+            return _Entry(None, FloatImm(CONST_FOLD[op](a.expr.value, b.expr.value), dtype), dtype)
         pa, pb = a.poly, b.poly
         if pa is None or pb is None or not _is_int_dtype(dtype):
             if op in ("==", "!=", "<", "<=", ">", ">=") and pa is not None and pb is not None:
                 d = _poly_const(self.add(pa, pb, -1))
                 if d is not None:
-                    return _Entry(None, IntImm(int(_CONST_FOLD[op](d, 0)), "bool"), "bool")
+                    return _Entry(None, IntImm(int(CONST_FOLD[op](d, 0)), "bool"), "bool")
             return _Entry(None, self._rebuild(e, a, b), dtype)
         if op == "+" or op == "-":
             sign = 1 if op == "+" else -1
