@@ -28,6 +28,11 @@ Design choices, all for code LLVM can vectorize:
   bounds, and compute both sides with ``select`` otherwise;
 * integer division follows TVM: ``/`` truncates, ``//`` and ``%`` floor; a
   zero divisor yields 0 and ``INT_MIN / -1`` wraps instead of trapping.
+
+The per-kernel code generator is assembled from mixins, one module per
+part: ``entry`` (the exported entry and its argument checks), ``statements``
+(statements and buffer memory), ``loops``, ``intrinsics``; this module
+keeps the options, the ABI, the module-level driver and expressions.
 """
 
 from __future__ import annotations
@@ -50,8 +55,10 @@ from ._base import (  # re-exported: runtime.py and tests import some from here
 from .bounds import find_out_of_bounds
 from .errors import CodegenError
 from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, MATH_FUNCTIONS
+from .entry import EntryCodegen
 from .intrinsics import IntrinsicCodegen
 from .loops import LoopCodegen
+from .statements import StatementCodegen
 
 __all__ = ["ModuleCodegen", "KernelABI", "ParamABI", "CodegenOptions", "llvm_type"]
 
@@ -381,7 +388,7 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
 # --------------------------------------------------------------------------
 
 
-class _KernelCodegen(LoopCodegen, IntrinsicCodegen):
+class _KernelCodegen(EntryCodegen, StatementCodegen, LoopCodegen, IntrinsicCodegen):
     """Emits one kernel; helper instances emit its outlined parallel bodies."""
 
     def __init__(self, mod: ModuleCodegen, name: str, func: tir.PrimFunc) -> None:
@@ -411,188 +418,6 @@ class _KernelCodegen(LoopCodegen, IntrinsicCodegen):
             raise self.error(f"{what} has unsupported dtype {dtype!r} "
                              f"(supported: {', '.join(tir.DTYPES)})", node)
         return dtype
-
-    # -- entry point ------------------------------------------------------------
-    def generate(self) -> KernelABI:
-        func = self.func
-        params = func.params
-        # Native code does not check indices: refuse a kernel that would
-        # certainly access memory outside its buffers (it would crash).
-        oob = find_out_of_bounds(func)
-        if oob is not None:
-            raise self.error(oob.message, oob.node)
-        self.symbol = self.mod.unique_symbol("phasec.k." + _sanitize(self.name))
-        abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None,
-                         self.mod.array_layout is not None)
-        arg_decls: list[str] = []
-        for i, p in enumerate(params):
-            if isinstance(p, tir.Buffer):
-                arg_decls.append(f"ptr noalias %arg{i}")
-            else:
-                arg_decls.append(f"{_LLVM_TYPE[p.dtype]} %arg{i}")
-                self.bind_var(p, f"%arg{i}")
-        for k, v in enumerate(abi.dim_vars):
-            arg_decls.append(f"{_LLVM_TYPE[v.dtype]} %dim{k}")
-            self.bind_var(v, f"%dim{k}")
-        self.fn = _FunctionText(
-            f"define internal i32 {_quote(self.symbol)}({', '.join(arg_decls)}) #0")
-        for i, p in enumerate(params):
-            if isinstance(p, tir.Buffer):
-                dims = [self.emit_value_as(d, "int64", f"dimension of buffer '{p.name}'")
-                        for d in p.shape]
-                self.bufs[id(p)] = _BufInfo(p, f"%arg{i}", dims)
-
-        self.emit_stmt(func.body)
-        self.fn.emit(f"ret i32 {RC_OK}")
-        self.finish_function()
-
-        # One exported entry, so the kernel body is inlined into exactly one caller.
-        if abi.checked:
-            self.emit_checked_entry(abi)
-        elif abi.obj_symbol is not None:
-            self.emit_entry(abi.obj_symbol, abi.dim_vars, objects=True)
-        else:
-            self.emit_entry(abi.ptr_symbol, abi.dim_vars, objects=False)
-        return abi
-
-    def finish_function(self) -> None:
-        fn = self.fn
-        if self.oom_label is not None:
-            fn.start(self.oom_label)
-            fn.emit(f"ret i32 {RC_OUT_OF_MEMORY}")
-        self.mod.functions.append(fn.text())
-
-    def emit_entry(self, symbol: str, dim_vars: Sequence[tir.Var], objects: bool) -> None:
-        """The exported wrapper: raw pointers (or PyObject*) and int64/double scalars."""
-        decls, lines, call_args = [], [], []
-        for i, p in enumerate(self.func.params):
-            if isinstance(p, tir.Buffer):
-                decls.append(f"ptr %a{i}")
-                if objects:
-                    lines.append(f"  %a{i}.f = getelementptr i8, ptr %a{i}, i64 {self.mod.array_data_offset}")
-                    lines.append(f"  %a{i}.d = load ptr, ptr %a{i}.f, align 8")
-                    call_args.append(f"ptr %a{i}.d")
-                else:
-                    call_args.append(f"ptr %a{i}")
-            else:
-                wide = "double" if _is_float(p.dtype) else "i64"
-                decls.append(f"{wide} %a{i}")
-                op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
-                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
-        for k, v in enumerate(dim_vars):
-            decls.append(f"i64 %d{k}")
-            op = self._entry_convert(lines, f"%d{k}", "i64", v.dtype, f"%d{k}.c")
-            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
-        text = [f"define i32 {_quote(symbol)}({', '.join(decls)}) #0 {{", "entry:", *lines,
-                f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})",
-                "  ret i32 %rc", "}", ""]
-        self.mod.functions.append("\n".join(text))
-
-    def emit_checked_entry(self, abi: KernelABI) -> None:
-        """The exported wrapper taking ``PyObject*`` arrays that it checks
-        itself (see :class:`KernelABI`): each buffer argument must be an
-        exact ndarray (its type is read first: the header every object
-        has), with the canonical dtype object, the rank, the static and
-        symbolic dimensions (a symbolic one bound by its first occurrence or
-        by a scalar parameter), C-contiguous, aligned, writeable if written.
-        A chain of blocks, each branching to ``bad`` on failure, so a field is
-        only read once the object is known to be an array."""
-        layout = self.mod.array_layout
-        assert layout is not None
-        decls: list[str] = []
-        call_args: list[str] = []
-        blocks: list[list[str]] = [[]]  # the checks, one block each
-        bound: dict[int, str] = {}      # dimension Var -> i64 operand
-        scalars: dict[int, str] = {}
-        lines = blocks[0]
-        for i, p in enumerate(self.func.params):
-            if isinstance(p, tir.Var):
-                wide = "double" if _is_float(p.dtype) else "i64"
-                decls.append(f"{wide} %a{i}")
-                op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
-                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
-                if wide == "i64":
-                    scalars[id(p)] = f"%a{i}"
-        bound.update(scalars)
-
-        def field(i: int, name: str, offset: int, ty: str) -> str:
-            lines.append(f"  %a{i}.{name}.p = getelementptr i8, ptr %a{i}, i64 {offset}")
-            lines.append(f"  %a{i}.{name} = load {ty}, ptr %a{i}.{name}.p, align 4")
-            return f"%a{i}.{name}"
-
-        for i, p in enumerate(self.func.params):
-            if not isinstance(p, tir.Buffer):
-                continue
-            decls.insert(i, f"ptr %a{i}")
-            abi_p = abi.params[i]
-            tp = field(i, "type", layout.type_offset, "ptr")
-            # The ndarray type and the dtype objects are named symbols (their
-            # addresses are bound when the code is loaded), so compiled code
-            # holds no address of this process and can be cached on disk.
-            self.mod.declare(NDARRAY_SYMBOL, f"@{NDARRAY_SYMBOL} = external global i8")
-            lines.append(f"  %a{i}.ok0 = icmp eq ptr {tp}, @{NDARRAY_SYMBOL}")
-            lines.append(f"  br i1 %a{i}.ok0, label %chk{i}.fields, label %bad")
-            lines = [f"chk{i}.fields:"]
-            blocks.append(lines)
-            descr = field(i, "descr", layout.descr_offset, "ptr")
-            nd = field(i, "nd", layout.nd_offset, "i32")
-            flags = field(i, "flags", layout.flags_offset, "i32")
-            mask = NPY_C_CONTIGUOUS | NPY_ALIGNED | (NPY_WRITEABLE if abi_p.written else 0)
-            dsym = descr_symbol(p.dtype)
-            self.mod.declare(dsym, f"@{dsym} = external global i8")
-            lines.append(f"  %a{i}.ok1 = icmp eq ptr {descr}, @{dsym}")
-            lines.append(f"  %a{i}.ok2 = icmp eq i32 {nd}, {len(p.shape)}")
-            lines.append(f"  %a{i}.fm = and i32 {flags}, {mask}")
-            lines.append(f"  %a{i}.ok3 = icmp eq i32 %a{i}.fm, {mask}")
-            lines.append(f"  %a{i}.ok12 = and i1 %a{i}.ok1, %a{i}.ok2")
-            lines.append(f"  %a{i}.ok = and i1 %a{i}.ok12, %a{i}.ok3")
-            lines.append(f"  br i1 %a{i}.ok, label %chk{i}.shape, label %bad")
-            lines = [f"chk{i}.shape:"]
-            blocks.append(lines)
-            checks: list[str] = []
-            if abi_p.shape:
-                dims = field(i, "dims", layout.dims_offset, "ptr")
-                for d, dim in enumerate(abi_p.shape):
-                    v = f"%a{i}.d{d}"
-                    lines.append(f"  {v}.p = getelementptr i64, ptr {dims}, i64 {d}")
-                    lines.append(f"  {v} = load i64, ptr {v}.p, align 8")
-                    if isinstance(dim, tir.Var) and id(dim) not in bound:
-                        bound[id(dim)] = v
-                        continue
-                    want = str(dim) if isinstance(dim, int) else bound[id(dim)]
-                    lines.append(f"  {v}.ok = icmp eq i64 {v}, {want}")
-                    checks.append(f"{v}.ok")
-            acc = "true"
-            for k, c in enumerate(checks):
-                lines.append(f"  %a{i}.s{k} = and i1 {acc}, {c}")
-                acc = f"%a{i}.s{k}"
-            lines.append(f"  br i1 {acc}, label %chk{i}.data, label %bad")
-            lines = [f"chk{i}.data:"]
-            blocks.append(lines)
-            data = field(i, "data", layout.data_offset, "ptr")
-            call_args.insert(i, f"ptr {data}")
-        for k, v in enumerate(abi.dim_vars):
-            op = self._entry_convert(lines, bound[id(v)], "i64", v.dtype, f"%dv{k}.c")
-            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
-        lines.append(f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})")
-        lines.append("  ret i32 %rc")
-        body = [ln for block in blocks for ln in block]
-        text = [f"define i32 {_quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
-                "bad:", f"  ret i32 {RC_BAD_ARGUMENTS}", "}", ""]
-        self.mod.functions.append("\n".join(text))
-
-    @staticmethod
-    def _entry_convert(lines: list[str], op: str, wide: str, dtype: str, out: str) -> str:
-        ty = _LLVM_TYPE[dtype]
-        if ty == wide:
-            return op
-        if dtype == "bool":
-            lines.append(f"  {out} = icmp ne i64 {op}, 0")
-        elif wide == "double":
-            lines.append(f"  {out} = fptrunc double {op} to {ty}")
-        else:
-            lines.append(f"  {out} = trunc i64 {op} to {ty}")
-        return out
 
     # -- environment -------------------------------------------------------
     def bind_var(self, v: tir.Var, op: str) -> tuple[Any, Any]:
@@ -983,63 +808,6 @@ class _KernelCodegen(LoopCodegen, IntrinsicCodegen):
 
         tasks.extend([merge, n.rhs, branch, n.lhs])
 
-    # -- memory ------------------------------------------------------------
-    def element_ptr(self, buf: tir.Buffer, indices: Sequence[Any], index_ops: Sequence[str],
-                    node: Any) -> tuple[_BufInfo, str]:
-        info = self.lookup_buffer(buf, node)
-        if len(indices) != len(info.dims):
-            raise self.error(f"buffer '{buf.name}' has {len(info.dims)} dimension(s) but is "
-                             f"indexed with {len(indices)} index(es)", node)
-        fn = self.fn
-        flat = "0"
-        check = self.mod.options.check_bounds
-        for d, (idx, op) in enumerate(zip(indices, index_ops)):
-            i64 = self.to_i64(op, self.dtype_of(idx))
-            if check:
-                self._check_bound(buf, d, i64, info.dims[d], isinstance(node, tir.BufferStore))
-            if d == 0:
-                flat = i64
-                continue
-            m = fn.tmp("ix")
-            fn.emit(f"{m} = mul nsw i64 {flat}, {info.dims[d]}")
-            a = fn.tmp("ix")
-            fn.emit(f"{a} = add nsw i64 {m}, {i64}")
-            flat = a
-        p = fn.tmp("p." + _sanitize(buf.name))
-        fn.emit(f"{p} = getelementptr inbounds {_mem_type(buf.dtype)}, ptr {info.ptr}, i64 {flat}")
-        return info, p
-
-    def _check_bound(self, buf: tir.Buffer, dim: int, index: str, extent: str,
-                     write: bool) -> None:
-        """check_bounds: ``0 <= index < extent`` or record the access and
-        return RC_BUFFER_OUT_OF_BOUNDS (freeing live heap buffers)."""
-        fn = self.fn
-        ok = fn.tmp("inb")
-        fn.emit(f"{ok} = icmp ult i64 {index}, {extent}")  # unsigned: negatives fail too
-        bad, cont = fn.label("oob"), fn.label("inb")
-        fn.emit(f"br i1 {ok}, label %{cont}, label %{bad}, !prof {self.mod.unlikely_md()}")
-        fn.start(bad)
-        if self._ordinals is None:
-            self._ordinals = {id(b): k for k, b in enumerate(buffers_in_order(self.func))}
-        site = buffer_site(self._ordinals.get(id(buf), 0), dim, write)
-        fn.emit(f"store atomic i64 {index}, ptr @{OOB_VALUE} monotonic, align 8")
-        fn.emit(f"store atomic i64 {extent}, ptr @{OOB_EXTENT} monotonic, align 8")
-        fn.emit(f"store atomic i64 {site}, ptr @{OOB_SITE} monotonic, align 8")
-        self.error_return(str(RC_BUFFER_OUT_OF_BOUNDS))
-        fn.start(cont)
-
-    def _load(self, n: tir.BufferLoad, index_ops: Sequence[str]) -> str:
-        _, p = self.element_ptr(n.buffer, n.indices, index_ops, n)
-        dtype = n.buffer.dtype
-        fn = self.fn
-        r = fn.tmp(_sanitize(n.buffer.name))
-        fn.emit(f"{r} = load {_mem_type(dtype)}, ptr {p}, align {_elem_bytes(dtype)}")
-        if dtype == "bool":
-            b = fn.tmp("b")
-            fn.emit(f"{b} = icmp ne i8 {r}, 0")
-            return b
-        return r
-
     # -- arithmetic -------------------------------------------------------------
     def _binop(self, n: tir.BinaryOp, a: str, b: str) -> str:
         fn = self.fn
@@ -1186,192 +954,14 @@ class _KernelCodegen(LoopCodegen, IntrinsicCodegen):
         fn.emit(f"{adj} = and i1 {nz}, {sgn}")
         return adj
 
-    # -- statements ---------------------------------------------------------
-    def emit_stmt(self, root: tir.Stmt) -> None:
-        tasks: list[Any] = [root]
-        while tasks:
-            t = tasks.pop()
-            if not isinstance(t, Node):
-                t()
-                continue
-            handler = self._STMT.get(type(t))
-            if handler is None:
-                raise self.error(f"unsupported statement node {type(t).__name__}", t)
-            handler(self, t, tasks)
-
-    def _seq(self, s: tir.SeqStmt, tasks: list[Any]) -> None:
-        tasks.extend(reversed(s.stmts))
-
-    def _store(self, s: tir.BufferStore, tasks: list[Any]) -> None:
-        buf = s.buffer
-        info = self.lookup_buffer(buf, s)
-        if len(s.indices) != len(info.dims):
-            raise self.error(f"buffer '{buf.name}' has {len(info.dims)} dimension(s) but is "
-                             f"indexed with {len(s.indices)} index(es)", s)
-        value = self.emit_value_as(s.value, buf.dtype, f"the value stored into buffer "
-                                   f"'{buf.name}'")
-        index_ops = []
-        for idx in s.indices:
-            if _is_float(self.dtype_of(idx)) or self.dtype_of(idx) == "bool":
-                raise self.error(_bad_index(buf.name, self.dtype_of(idx)), s)
-            index_ops.append(self.emit_expr(idx))
-        _, p = self.element_ptr(buf, s.indices, index_ops, s)
-        fn = self.fn
-        if buf.dtype == "bool":
-            z = fn.tmp("b")
-            fn.emit(f"{z} = zext i1 {value} to i8")
-            value = z
-        fn.emit(f"store {_mem_type(buf.dtype)} {value}, ptr {p}, align {_elem_bytes(buf.dtype)}")
-
-    def _if(self, s: tir.IfThenElse, tasks: list[Any]) -> None:
-        fn = self.fn
-        c = self.emit_cond(s.condition)
-        lt, lm = fn.label("if.then"), fn.label("if.end")
-        le = fn.label("if.else") if s.else_case is not None else lm
-        fn.emit(f"br i1 {c}, label %{lt}, label %{le}")
-        fn.start(lt)
-
-        def end() -> None:
-            fn.emit(f"br label %{lm}")
-            fn.start(lm)
-
-        if s.else_case is None:
-            tasks.extend([end, s.then_case])
-        else:
-            def mid() -> None:
-                fn.emit(f"br label %{lm}")
-                fn.start(le)
-            tasks.extend([end, s.else_case, mid, s.then_case])
-
-    def _allocate(self, s: tir.Allocate, tasks: list[Any]) -> None:
-        buf = s.buffer
-        self.check_dtype(buf.dtype, f"buffer '{buf.name}'", s)
-        fn = self.fn
-        dims = [self.emit_value_as(d, "int64", f"dimension of buffer '{buf.name}'")
-                for d in buf.shape]
-        elem = _elem_bytes(buf.dtype)
-        static = all(isinstance(d, tir.IntImm) for d in buf.shape)
-        nbytes = elem * math.prod(int(d.value) for d in buf.shape) if static else None
-        ptr = fn.tmp(_sanitize(buf.name))
-        free = False
-        if nbytes is not None and nbytes <= ALLOCA_LIMIT:
-            # In the entry block, so a loop around the Allocate reuses one slot.
-            fn.allocas.append(f"  {ptr} = alloca i8, i64 {max(nbytes, 1)}, align 64")
-        else:
-            if nbytes is not None:
-                size = str((nbytes + 63) // 64 * 64)
-            else:
-                # Checked size: an overflowing or negative size becomes an
-                # impossible request, so aligned_alloc fails -> out of memory.
-                mulo = self.mod.intrinsic("llvm.smul.with.overflow.i64", "{ i64, i1 }",
-                                          ["i64", "i64"])
-                n, bad = str(elem), "false"
-                for d in dims:
-                    pr = fn.tmp("sz")
-                    fn.emit(f"{pr} = call {{ i64, i1 }} {mulo}(i64 {n}, i64 {d})")
-                    m, o, b2 = fn.tmp("sz"), fn.tmp("ovf"), fn.tmp("ovf")
-                    fn.emit(f"{m} = extractvalue {{ i64, i1 }} {pr}, 0")
-                    fn.emit(f"{o} = extractvalue {{ i64, i1 }} {pr}, 1")
-                    fn.emit(f"{b2} = or i1 {bad}, {o}")
-                    n, bad = m, b2
-                neg, bad2 = fn.tmp("ovf"), fn.tmp("ovf")
-                fn.emit(f"{neg} = icmp slt i64 {n}, 0")
-                fn.emit(f"{bad2} = or i1 {bad}, {neg}")
-                smax = self.mod.intrinsic("llvm.smax.i64", "i64", ["i64", "i64"])
-                pos = fn.tmp("sz")
-                fn.emit(f"{pos} = call i64 {smax}(i64 {n}, i64 64)")
-                up, rnd = fn.tmp("sz"), fn.tmp("sz")
-                fn.emit(f"{up} = add i64 {pos}, 63")
-                fn.emit(f"{rnd} = and i64 {up}, -64")
-                size = fn.tmp("sz")
-                fn.emit(f"{size} = select i1 {bad2}, i64 -64, i64 {rnd}")
-            self.mod.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64) nounwind")
-            self.mod.declare("free", "declare void @free(ptr) nounwind")
-            fn.emit(f"{ptr} = call ptr @aligned_alloc(i64 64, i64 {size})")
-            isnull = fn.tmp("null")
-            fn.emit(f"{isnull} = icmp eq ptr {ptr}, null")
-            ok = fn.label("alloc.ok")
-            fn.emit(f"br i1 {isnull}, label %{self.get_oom_label()}, label %{ok}")
-            fn.start(ok)
-            free = True
-            self.heap.append(ptr)  # freed by an error exit inside its scope, too
-        prev = self.bufs.get(id(buf))
-        self.bufs[id(buf)] = _BufInfo(buf, ptr, dims)
-
-        def close() -> None:
-            if free:
-                fn.emit(f"call void @free(ptr {ptr})")
-                self.heap.pop()
-            if prev is None:
-                del self.bufs[id(buf)]
-            else:
-                self.bufs[id(buf)] = prev
-
-        tasks.extend([close, s.body])
-
-    def _let(self, s: tir.LetStmt, tasks: list[Any]) -> None:
-        v = s.var
-        self.check_dtype(v.dtype, f"let variable '{v.name}'", s)
-        op = self.emit_value_as(s.value, v.dtype, f"the value of let variable '{v.name}'")
-        prev = self.bind_var(v, op)
-        tasks.extend([lambda: self.unbind_var(v, prev), s.body])
-
-    def _evaluate(self, s: tir.Evaluate, tasks: list[Any]) -> None:
-        if not isinstance(s.value, (tir.IntImm, tir.FloatImm)):
-            self.emit_expr(s.value)
-
-    def _block(self, s: tir.Block, tasks: list[Any]) -> None:
-        fn = self.fn
-        ops = []
-        for iv, value in zip(s.iter_vars, s.iter_values):
-            dt = self.check_dtype(iv.var.dtype, f"block axis '{iv.var.name}'", s)
-            if not _is_intlike(dt) or dt == "bool":
-                raise self.error(f"block axis '{iv.var.name}' must have an integer dtype", s)
-            ops.append(self.emit_value_as(value, dt, f"the binding of block axis "
-                                          f"'{iv.var.name}'"))
-        prevs = [self.bind_var(iv.var, op) for iv, op in zip(s.iter_vars, ops)]
-
-        def unbind() -> None:
-            for iv, prev in zip(reversed(s.iter_vars), reversed(prevs)):
-                self.unbind_var(iv.var, prev)
-
-        tasks.append(unbind)
-        tasks.append(s.body)
-        if s.init is None:
-            return
-        reduce_ops = [(iv, op) for iv, op in zip(s.iter_vars, ops) if iv.kind == "R"]
-        if not reduce_ops:
-            tasks.append(s.init)
-            return
-        # TVM block semantics: run init at the first iteration of every reduce axis.
-        cond = None
-        for iv, op in reduce_ops:
-            c = fn.tmp("first")
-            fn.emit(f"{c} = icmp eq {_LLVM_TYPE[iv.var.dtype]} {op}, 0")
-            if cond is not None:
-                both = fn.tmp("first")
-                fn.emit(f"{both} = and i1 {cond}, {c}")
-                c = both
-            cond = c
-        li, lc = fn.label("init"), fn.label("init.end")
-        fn.emit(f"br i1 {cond}, label %{li}, label %{lc}")
-        fn.start(li)
-
-        def after_init() -> None:
-            fn.emit(f"br label %{lc}")
-            fn.start(lc)
-
-        tasks.append(after_init)
-        tasks.append(s.init)
-
     # -- parallel loops -----------------------------------------------------
     _STMT: Mapping[type, Callable[..., None]] = {
-        tir.SeqStmt: _seq,
-        tir.BufferStore: _store,
+        tir.SeqStmt: StatementCodegen._seq,
+        tir.BufferStore: StatementCodegen._store,
         tir.For: LoopCodegen._for,
-        tir.IfThenElse: _if,
-        tir.Allocate: _allocate,
-        tir.LetStmt: _let,
-        tir.Evaluate: _evaluate,
-        tir.Block: _block,
+        tir.IfThenElse: StatementCodegen._if,
+        tir.Allocate: StatementCodegen._allocate,
+        tir.LetStmt: StatementCodegen._let,
+        tir.Evaluate: StatementCodegen._evaluate,
+        tir.Block: StatementCodegen._block,
     }

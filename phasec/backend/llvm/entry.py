@@ -1,0 +1,209 @@
+"""The exported entry of a kernel: argument checks (numpy arrays checked natively
+when the array layout is known), scalar conversion and the call of the kernel
+proper; a mixin of the per-kernel codegen in :mod:`phasec.backend.llvm.codegen`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ...ir import tir
+from ._base import (
+    _LLVM_TYPE, NPY_ALIGNED, NPY_C_CONTIGUOUS, NPY_WRITEABLE, RC_BAD_ARGUMENTS, RC_OK,
+    RC_OUT_OF_MEMORY, _BufInfo, _FunctionText, _is_float, _quote, _sanitize,
+)
+from .bounds import find_out_of_bounds
+
+__all__ = ["EntryCodegen"]
+
+if TYPE_CHECKING:
+    from .codegen import KernelABI
+
+
+class EntryCodegen:
+    """Emits a kernel's exported entry (mixed into ``_KernelCodegen``)."""
+
+    def generate(self) -> KernelABI:
+        from .codegen import kernel_abi  # (codegen imports this module)
+
+        func = self.func
+        params = func.params
+        # Native code does not check indices: refuse a kernel that would
+        # certainly access memory outside its buffers (it would crash).
+        oob = find_out_of_bounds(func)
+        if oob is not None:
+            raise self.error(oob.message, oob.node)
+        self.symbol = self.mod.unique_symbol("phasec.k." + _sanitize(self.name))
+        abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None,
+                         self.mod.array_layout is not None)
+        arg_decls: list[str] = []
+        for i, p in enumerate(params):
+            if isinstance(p, tir.Buffer):
+                arg_decls.append(f"ptr noalias %arg{i}")
+            else:
+                arg_decls.append(f"{_LLVM_TYPE[p.dtype]} %arg{i}")
+                self.bind_var(p, f"%arg{i}")
+        for k, v in enumerate(abi.dim_vars):
+            arg_decls.append(f"{_LLVM_TYPE[v.dtype]} %dim{k}")
+            self.bind_var(v, f"%dim{k}")
+        self.fn = _FunctionText(
+            f"define internal i32 {_quote(self.symbol)}({', '.join(arg_decls)}) #0")
+        for i, p in enumerate(params):
+            if isinstance(p, tir.Buffer):
+                dims = [self.emit_value_as(d, "int64", f"dimension of buffer '{p.name}'")
+                        for d in p.shape]
+                self.bufs[id(p)] = _BufInfo(p, f"%arg{i}", dims)
+
+        self.emit_stmt(func.body)
+        self.fn.emit(f"ret i32 {RC_OK}")
+        self.finish_function()
+
+        # One exported entry, so the kernel body is inlined into exactly one caller.
+        if abi.checked:
+            self.emit_checked_entry(abi)
+        elif abi.obj_symbol is not None:
+            self.emit_entry(abi.obj_symbol, abi.dim_vars, objects=True)
+        else:
+            self.emit_entry(abi.ptr_symbol, abi.dim_vars, objects=False)
+        return abi
+
+    def finish_function(self) -> None:
+        fn = self.fn
+        if self.oom_label is not None:
+            fn.start(self.oom_label)
+            fn.emit(f"ret i32 {RC_OUT_OF_MEMORY}")
+        self.mod.functions.append(fn.text())
+
+    def emit_entry(self, symbol: str, dim_vars: Sequence[tir.Var], objects: bool) -> None:
+        """The exported wrapper: raw pointers (or PyObject*) and int64/double scalars."""
+        decls, lines, call_args = [], [], []
+        for i, p in enumerate(self.func.params):
+            if isinstance(p, tir.Buffer):
+                decls.append(f"ptr %a{i}")
+                if objects:
+                    lines.append(f"  %a{i}.f = getelementptr i8, ptr %a{i}, i64 {self.mod.array_data_offset}")
+                    lines.append(f"  %a{i}.d = load ptr, ptr %a{i}.f, align 8")
+                    call_args.append(f"ptr %a{i}.d")
+                else:
+                    call_args.append(f"ptr %a{i}")
+            else:
+                wide = "double" if _is_float(p.dtype) else "i64"
+                decls.append(f"{wide} %a{i}")
+                op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
+                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
+        for k, v in enumerate(dim_vars):
+            decls.append(f"i64 %d{k}")
+            op = self._entry_convert(lines, f"%d{k}", "i64", v.dtype, f"%d{k}.c")
+            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
+        text = [f"define i32 {_quote(symbol)}({', '.join(decls)}) #0 {{", "entry:", *lines,
+                f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})",
+                "  ret i32 %rc", "}", ""]
+        self.mod.functions.append("\n".join(text))
+
+    def emit_checked_entry(self, abi: KernelABI) -> None:
+        """The exported wrapper taking ``PyObject*`` arrays that it checks
+        itself (see :class:`KernelABI`): each buffer argument must be an
+        exact ndarray (its type is read first: the header every object
+        has), with the canonical dtype object, the rank, the static and
+        symbolic dimensions (a symbolic one bound by its first occurrence or
+        by a scalar parameter), C-contiguous, aligned, writeable if written.
+        A chain of blocks, each branching to ``bad`` on failure, so a field is
+        only read once the object is known to be an array."""
+        from .codegen import NDARRAY_SYMBOL, descr_symbol  # (codegen imports this module)
+
+        layout = self.mod.array_layout
+        assert layout is not None
+        decls: list[str] = []
+        call_args: list[str] = []
+        blocks: list[list[str]] = [[]]  # the checks, one block each
+        bound: dict[int, str] = {}      # dimension Var -> i64 operand
+        scalars: dict[int, str] = {}
+        lines = blocks[0]
+        for i, p in enumerate(self.func.params):
+            if isinstance(p, tir.Var):
+                wide = "double" if _is_float(p.dtype) else "i64"
+                decls.append(f"{wide} %a{i}")
+                op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
+                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
+                if wide == "i64":
+                    scalars[id(p)] = f"%a{i}"
+        bound.update(scalars)
+
+        def field(i: int, name: str, offset: int, ty: str) -> str:
+            lines.append(f"  %a{i}.{name}.p = getelementptr i8, ptr %a{i}, i64 {offset}")
+            lines.append(f"  %a{i}.{name} = load {ty}, ptr %a{i}.{name}.p, align 4")
+            return f"%a{i}.{name}"
+
+        for i, p in enumerate(self.func.params):
+            if not isinstance(p, tir.Buffer):
+                continue
+            decls.insert(i, f"ptr %a{i}")
+            abi_p = abi.params[i]
+            tp = field(i, "type", layout.type_offset, "ptr")
+            # The ndarray type and the dtype objects are named symbols (their
+            # addresses are bound when the code is loaded), so compiled code
+            # holds no address of this process and can be cached on disk.
+            self.mod.declare(NDARRAY_SYMBOL, f"@{NDARRAY_SYMBOL} = external global i8")
+            lines.append(f"  %a{i}.ok0 = icmp eq ptr {tp}, @{NDARRAY_SYMBOL}")
+            lines.append(f"  br i1 %a{i}.ok0, label %chk{i}.fields, label %bad")
+            lines = [f"chk{i}.fields:"]
+            blocks.append(lines)
+            descr = field(i, "descr", layout.descr_offset, "ptr")
+            nd = field(i, "nd", layout.nd_offset, "i32")
+            flags = field(i, "flags", layout.flags_offset, "i32")
+            mask = NPY_C_CONTIGUOUS | NPY_ALIGNED | (NPY_WRITEABLE if abi_p.written else 0)
+            dsym = descr_symbol(p.dtype)
+            self.mod.declare(dsym, f"@{dsym} = external global i8")
+            lines.append(f"  %a{i}.ok1 = icmp eq ptr {descr}, @{dsym}")
+            lines.append(f"  %a{i}.ok2 = icmp eq i32 {nd}, {len(p.shape)}")
+            lines.append(f"  %a{i}.fm = and i32 {flags}, {mask}")
+            lines.append(f"  %a{i}.ok3 = icmp eq i32 %a{i}.fm, {mask}")
+            lines.append(f"  %a{i}.ok12 = and i1 %a{i}.ok1, %a{i}.ok2")
+            lines.append(f"  %a{i}.ok = and i1 %a{i}.ok12, %a{i}.ok3")
+            lines.append(f"  br i1 %a{i}.ok, label %chk{i}.shape, label %bad")
+            lines = [f"chk{i}.shape:"]
+            blocks.append(lines)
+            checks: list[str] = []
+            if abi_p.shape:
+                dims = field(i, "dims", layout.dims_offset, "ptr")
+                for d, dim in enumerate(abi_p.shape):
+                    v = f"%a{i}.d{d}"
+                    lines.append(f"  {v}.p = getelementptr i64, ptr {dims}, i64 {d}")
+                    lines.append(f"  {v} = load i64, ptr {v}.p, align 8")
+                    if isinstance(dim, tir.Var) and id(dim) not in bound:
+                        bound[id(dim)] = v
+                        continue
+                    want = str(dim) if isinstance(dim, int) else bound[id(dim)]
+                    lines.append(f"  {v}.ok = icmp eq i64 {v}, {want}")
+                    checks.append(f"{v}.ok")
+            acc = "true"
+            for k, c in enumerate(checks):
+                lines.append(f"  %a{i}.s{k} = and i1 {acc}, {c}")
+                acc = f"%a{i}.s{k}"
+            lines.append(f"  br i1 {acc}, label %chk{i}.data, label %bad")
+            lines = [f"chk{i}.data:"]
+            blocks.append(lines)
+            data = field(i, "data", layout.data_offset, "ptr")
+            call_args.insert(i, f"ptr {data}")
+        for k, v in enumerate(abi.dim_vars):
+            op = self._entry_convert(lines, bound[id(v)], "i64", v.dtype, f"%dv{k}.c")
+            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
+        lines.append(f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})")
+        lines.append("  ret i32 %rc")
+        body = [ln for block in blocks for ln in block]
+        text = [f"define i32 {_quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
+                "bad:", f"  ret i32 {RC_BAD_ARGUMENTS}", "}", ""]
+        self.mod.functions.append("\n".join(text))
+
+    @staticmethod
+    def _entry_convert(lines: list[str], op: str, wide: str, dtype: str, out: str) -> str:
+        ty = _LLVM_TYPE[dtype]
+        if ty == wide:
+            return op
+        if dtype == "bool":
+            lines.append(f"  {out} = icmp ne i64 {op}, 0")
+        elif wide == "double":
+            lines.append(f"  {out} = fptrunc double {op} to {ty}")
+        else:
+            lines.append(f"  {out} = trunc i64 {op} to {ty}")
+        return out
