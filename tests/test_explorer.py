@@ -176,6 +176,43 @@ def test_run_and_build_write_reports(capsys, tmp_path, argv, validator):
     assert doc["summary"]["final_phase"] == "build" and doc["summary"]["kernels"] >= 1
 
 
+REPRODUCER = """# phasec fuzz reproducer
+# sequence: {sequence}
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = R.multiply(x, x)
+        z = R.add(y, x)
+        return z
+"""
+
+
+def test_fuzz_replay_reports_the_reproducers_sequence(capsys, tmp_path, validator):
+    repro = tmp_path / "repro.py"
+    repro.write_text(REPRODUCER.format(sequence="LambdaLifting, ConvertToDataflow, FuseOps"))
+    path = tmp_path / "r.json"
+    code, _, err = run_cli(capsys, "fuzz", "--replay", repro, "--kernels", "interp",
+                           "--report", path)
+    assert code == 0 and f"report: {path}" in err
+    doc = json.loads(path.read_text())
+    assert list(validator.iter_errors(doc)) == []
+    assert [s["pass"] for s in doc["steps"]] == ["LambdaLifting", "ConvertToDataflow", "FuseOps"]
+    fused = doc["steps"][-1]
+    assert fused["changed"] and any(fd["function"].startswith("fused_") for fd in fused["diff"])
+    # A reproducer whose sequence breaks the phase order: the report shows the
+    # PhaseError with the pass that raised it (the replay itself counts a
+    # phase refusal as the infrastructure working, not as a compiler failure).
+    repro.write_text(REPRODUCER.format(sequence="LambdaLifting, ToNonDataflow, LambdaLifting"))
+    code, _, err = run_cli(capsys, "fuzz", "--replay", repro, "--kernels", "interp",
+                             "--report", path)
+    assert code == 0 and f"report: {path}" in err
+    doc = json.loads(path.read_text())
+    assert doc["error"]["kind"] == "PhaseError" and doc["error"]["pass"] == "LambdaLifting"
+    assert "--report goes with --replay" in run_cli(capsys, "fuzz", "--seconds", "1",
+                                                   "--report", path)[2]
+
+
 def test_schema_command_prints_the_report_schema(capsys):
     code, out, _ = run_cli(capsys, "schema", "--report")
     assert code == 0 and json.loads(out) == report_json_schema()
