@@ -171,7 +171,19 @@ CASES = (
     + [("conv2d", lambda: call_op("nn.conv2d", D, W)),
        ("conv2d-strided", lambda: call_op("nn.conv2d", D, W, strides=(2, 1),
                                           padding=(1, 2, 0, 1), dilation=(1, 2))),
-       ("conv2d-groups", lambda: call_op("nn.conv2d", D, WG, groups=2, padding=1))]
+       ("conv2d-groups", lambda: call_op("nn.conv2d", D, WG, groups=2, padding=1)),
+       # D read as NHWC (2, 4 x 7, 6 channels): an HWIO / OHWI weight, out NHWC or NCHW
+       ("conv2d-nhwc-hwio", lambda: call_op("nn.conv2d", D, tvar("wh", (3, 2, 6, 5)),
+                                            data_layout="NHWC", kernel_layout="HWIO",
+                                            padding=(1, 0, 0, 1), strides=(1, 2))),
+       ("conv2d-nhwc-ohwi-nchw", lambda: call_op("nn.conv2d", D, tvar("wh", (4, 2, 3, 3)),
+                                                 data_layout="NHWC", kernel_layout="OHWI",
+                                                 out_layout="NCHW", groups=2, dilation=(1, 2))),
+       ("conv2d-nhwc-depthwise", lambda: call_op("nn.conv2d", D, tvar("wh", (2, 2, 1, 6)),
+                                                 data_layout="NHWC", kernel_layout="HWIO",
+                                                 groups=6, padding=1)),
+       ("conv2d-i32-hwio", lambda: call_op("nn.conv2d", DI, tvar("wi", (2, 2, 2, 3), "int32"),
+                                           kernel_layout="HWIO", padding=1))]
     + [(f"{p}-{k}", lambda p=p, kw=kw: call_op(p, D, **kw)) for p in POOLS
        for k, kw in (("pad", dict(pool_size=(3, 2), strides=(2, 2), padding=(1, 1))),
                      ("ceil", dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 0, 1, 1),
@@ -360,6 +372,9 @@ SYM = [
     ("mean-all", lambda: call_op("mean", tvar("a", (N, 4)))),
     ("conv2d", lambda: call_op("nn.conv2d", tvar("a", (N, 2, 5, 5)), tvar("w", (3, 2, 3, 3)),
                                padding=1)),
+    ("conv2d-nhwc", lambda: call_op("nn.conv2d", tvar("a", (1, N, 5, 2)), tvar("w", (3, 3, 2, 3)),
+                                    data_layout="NHWC", kernel_layout="HWIO", padding=1,
+                                    strides=2)),
     ("max_pool2d", lambda: call_op("nn.max_pool2d", tvar("a", (1, 2, N, 6)), pool_size=(2, 2),
                                    strides=(2, 2), ceil_mode=True)),
     ("reshape", lambda: call_op("reshape", tvar("a", (N, 4)), (-1, 2))),

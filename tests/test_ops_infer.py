@@ -290,14 +290,46 @@ def test_conv2d():
     assert S(call_op("nn.conv2d", tv("u", ndim=4), w)) == 'R.Tensor(ndim=4, dtype="float32")'
     # errors
     raises(["3 input channels", "4 x groups(1)"], call_op, "nn.conv2d", x, tv("w4", (16, 4, 3, 3)))
-    raises(["data_layout 'NHWC' is not supported"], call_op, "nn.conv2d", x, w, data_layout="NHWC")
-    raises(["kernel_layout 'HWIO' is not supported"], call_op, "nn.conv2d", x, w, kernel_layout="HWIO")
+    raises(["data_layout 'NHWW' is not a layout", "permutation of 'NCHW'"], call_op,
+           "nn.conv2d", x, w, data_layout="NHWW")
+    raises(["'NCHW4c' is not a layout", "packed sub-layouts"], call_op, "nn.conv2d", x, w,
+           data_layout="NCHW4c")
+    raises(["kernel_layout 'OIW' is not a layout"], call_op, "nn.conv2d", x, w, kernel_layout="OIW")
+    # the channels are read through the layouts: NHWC data of 3 channels, HWIO weight of 4
+    raises(["3 input channels", "4 x groups(1)"], call_op, "nn.conv2d", tv("xh", (1, 7, 9, 3)),
+           tv("wh4", (3, 3, 4, 4)), data_layout="NHWC", kernel_layout="HWIO")
     raises(["4-D data"], call_op, "nn.conv2d", tv("x3", (3, 32, 32)), w)
     raises(["not divisible by groups=2"], call_op, "nn.conv2d", tv("x6", (1, 6, 8, 8)),
            tv("w6", (5, 3, 3, 3)), groups=2)
     raises(["non-positive"], call_op, "nn.conv2d", tv("xsmall", (1, 3, 2, 2)), w)
     raises(["same datatype"], call_op, "nn.conv2d", x, tv("wh", (16, 3, 3, 3), "float16"))
     raises(["strides must be positive"], call_op, "nn.conv2d", x, w, strides=0)
+
+
+#: conv2d in other layouts: (data shape, weight shape, attributes, TVM 0.27's
+#: inferred struct info and out_layout, from relax.op.nn.conv2d + BlockBuilder.normalize)
+CONV2D_LAYOUTS = [
+    ((n, 32, 32, 3), (3, 3, 3, 16), dict(data_layout="NHWC", kernel_layout="HWIO"),
+     'R.Tensor((n, 30, 30, 16), dtype="float32")', "NHWC"),
+    ((n, 32, m, 3), (16, 3, 3, 3), dict(data_layout="NHWC", kernel_layout="OHWI",
+                                        out_layout="NCHW", strides=(2, 1), padding=(1, 0, 1, 2)),
+     'R.Tensor((n, 16, 16, m), dtype="float32")', "NCHW"),
+    ((1, 10, 10, 8), (3, 3, 1, 8), dict(data_layout="NHWC", kernel_layout="HWIO", groups=8,
+                                        dilation=2),
+     'R.Tensor((1, 6, 6, 8), dtype="float32")', "NHWC"),
+    ((1, 3, 7, 9), (3, 3, 3, 4), dict(kernel_layout="HWIO", padding=1),
+     'R.Tensor((1, 4, 7, 9), dtype="float32")', "NCHW"),
+    ((7, 9, 3, 2), (4, 3, 2, 3), dict(data_layout="HWCN", kernel_layout="OHWI", out_layout="NHWC"),
+     'R.Tensor((2, 5, 8, 4), dtype="float32")', "NHWC"),
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw,expected,out_layout", CONV2D_LAYOUTS)
+def test_conv2d_layouts(xs, ws, kw, expected, out_layout):
+    call = call_op("nn.conv2d", tv("x", xs), tv("w", ws), **kw)
+    assert S(call) == expected
+    # out_layout None is the data layout once the call is built (TVM's constructor)
+    assert call.attrs["out_layout"] == out_layout
 
 
 @pytest.mark.parametrize("name", ["nn.max_pool2d", "nn.avg_pool2d"])

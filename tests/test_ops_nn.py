@@ -26,7 +26,7 @@ NN_TESTED = {
     "nn.leakyrelu", "nn.prelu", "nn.selu", "nn.softplus", "nn.batch_norm", "nn.group_norm",
     "nn.instance_norm", "nn.dropout", "nn.max_pool1d", "nn.avg_pool1d", "nn.max_pool3d",
     "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
-    "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose",
+    "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv1d_transpose",
     "nn.conv2d_transpose", "nn.conv3d_transpose",
 }
 
@@ -454,6 +454,24 @@ def test_conv1d_layouts_and_int8():
     np.testing.assert_array_equal(out, _conv_loops(xi, wi, (1,), (0, 0), (1,), 1))
 
 
+@pytest.mark.parametrize("layout,kernel,out_layout,s,pad,dil,groups", [
+    ("NHWC", "HWIO", None, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ("NHWC", "OHWI", "NCHW", (2, 1), (1, 0, 2, 1), (1, 2), 2),
+    ("NHWC", "HWIO", None, (1, 1), (1, 1, 1, 1), (1, 1), 4),   # depthwise
+    ("NCHW", "HWIO", "NHWC", (1, 2), (0, 1, 0, 1), (2, 1), 1),
+    ("HWCN", "IOHW", "CNHW", (2, 2), (1, 1, 0, 0), (1, 1), 2),
+])
+def test_conv2d_layouts_reference(layout, kernel, out_layout, s, pad, dil, groups):
+    x, w = rand(2, 4, 7, 6), rand(8, 4 // groups, 3, 2)   # NCHW / OIHW
+    expected = _conv_loops(x, w, s, pad, dil, groups)       # NCHW
+    xl = np.ascontiguousarray(x.transpose(["NCHW".index(c) for c in layout]))
+    wl = np.ascontiguousarray(w.transpose(["OIHW".index(c) for c in kernel]))
+    out = run("nn.conv2d", xl, wl, strides=s, padding=pad, dilation=dil, groups=groups,
+              data_layout=layout, kernel_layout=kernel, out_layout=out_layout)
+    ol = out_layout or layout
+    close(out, expected.transpose(["NCHW".index(c) for c in ol]), 1e-4)
+
+
 @pytest.mark.parametrize("s,pad,dil,groups", [
     ((1, 1, 1), (0,) * 6, (1, 1, 1), 1),
     ((2, 1, 2), (1, 0, 1, 0, 1, 1), (1, 2, 1), 2),
@@ -559,6 +577,14 @@ def test_against_onnxruntime_conv_pool_norm():
     out = run("nn.conv1d", x1, w1, strides=2, padding=(1, 2), dilation=2, groups=2)
     close(out, _ort("Conv", {"x": x1, "w": w1}, 3, strides=[2], pads=[1, 2], dilations=[2],
                     group=2), 1e-4)
+    # conv2d on NHWC data with an HWIO weight against ONNX's NCHW / OIHW Conv
+    x2, w2 = rand(1, 4, 6, 5), rand(6, 2, 3, 2)
+    out = run("nn.conv2d", np.ascontiguousarray(x2.transpose(0, 2, 3, 1)),
+              np.ascontiguousarray(w2.transpose(2, 3, 1, 0)), strides=(2, 1),
+              padding=(1, 0, 0, 1), dilation=(1, 2), groups=2, data_layout="NHWC",
+              kernel_layout="HWIO")
+    close(out.transpose(0, 3, 1, 2), _ort("Conv", {"x": x2, "w": w2}, 4, strides=[2, 1],
+                                           pads=[1, 0, 0, 1], dilations=[1, 2], group=2), 1e-4)
     w3 = rand(3, 2, 2, 3, 2)
     out = run("nn.conv3d", x3, w3, padding=(1, 0, 1, 0, 1, 1))
     close(out, _ort("Conv", {"x": x3, "w": w3}, 5, pads=[1, 0, 1, 0, 1, 1]), 1e-4)

@@ -109,6 +109,22 @@ class Module:
             a = R.nn.adaptive_avg_pool1d(c, output_size=[2], layout="NCW", out_layout="NCW")
             R.output(p, a)
         return (p, a)
+
+    @R.function
+    def nhwc(x: R.Tensor(("n", 5, 6, 4), dtype="float32"),
+             k: R.Tensor((3, 2, 2, 6), dtype="float32"), bias: R.Tensor((6,), dtype="float32"),
+             kd: R.Tensor((6, 3, 3, 1), dtype="float32")):
+        n = T.int64()
+        with R.dataflow():
+            c = R.nn.conv2d(x, k, strides=[1, 2], padding=[1, 0, 1, 1], dilation=[1, 1],
+                            groups=2, data_layout="NHWC", kernel_layout="HWIO",
+                            out_layout="NHWC", out_dtype=None)
+            r = R.nn.relu(R.add(c, bias))
+            d = R.nn.conv2d(r, kd, strides=[1, 1], padding=[0, 0, 0, 0], dilation=[2, 1],
+                            groups=6, data_layout="NHWC", kernel_layout="OHWI",
+                            out_layout="NCHW", out_dtype=None)
+            R.output(d)
+        return d
 """
 
 
@@ -172,6 +188,19 @@ def test_symbolic_nn_function_on_llvm(vm, n, w):
     close(p, _pool_loops(c, "avg", (2,), (2,), (0, 1), (1,), True, False))
     close(a, _adaptive_loops(c, (2,)))
     assert math.prod(np.asarray(p).shape) > 0
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_nhwc_conv2d_on_llvm(vm, n):
+    rng = np.random.default_rng(n)
+    f = lambda *s: rng.standard_normal(s).astype("float32")  # noqa: E731
+    x, k, bias, kd = f(n, 5, 6, 4), f(3, 2, 2, 6), f(6), f(6, 3, 3, 1)
+    d = vm["nhwc"](x, k, bias, kd)
+    # the loop formula in NCHW / OIHW
+    c = _conv_loops(x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1), (1, 2), (1, 0, 1, 1),
+                    (1, 1), 2)
+    r = np.maximum(c + bias[None, :, None, None], 0)
+    close(d, _conv_loops(r, kd.transpose(0, 3, 1, 2), (1, 1), (0, 0, 0, 0), (2, 1), 6))
 
 
 def test_attention_and_losses_on_llvm(vm):

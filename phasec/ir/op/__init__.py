@@ -76,7 +76,7 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any], span: Span | None = 
     -> a 1-tuple where the attribute is a list of axes...). Raises
     StructInfoError for unknown or missing attributes and for bad values.
     """
-    from ._common import ATTR_NORMALIZERS
+    from ._common import ATTR_FINISHERS, ATTR_NORMALIZERS
 
     unknown = [k for k in attrs if k not in opdef.attrs]
     if unknown:
@@ -99,7 +99,8 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any], span: Span | None = 
                     f"{opdef.script_name}: invalid value {value!r} for attribute {key!r}: {exc}",
                     span) from None
         out[key] = value
-    return out
+    finish = ATTR_FINISHERS.get(opdef.name)
+    return finish(out) if finish is not None else out
 
 
 def _convert_operand(opdef: OpDef, index: int, value: Any, span: Span | None):

@@ -17,7 +17,7 @@ from ..struct_info import ShapeStructInfo, TensorStructInfo
 from .registry import REQUIRED, InferContext, OpDef, OpPattern, find_op, register_op
 
 __all__ = [
-    "ATTR_NORMALIZERS", "define", "attrs_of", "tensor_arg", "shape_arg", "err",
+    "ATTR_NORMALIZERS", "ATTR_FINISHERS", "define", "attrs_of", "tensor_arg", "shape_arg", "err",
     "norm_axis", "norm_axes", "broadcast", "binary_dtype", "Normalizer",
     "as_int", "as_float", "as_bool", "as_str", "as_dtype", "int_tuple", "opt",
     "pair", "padding4", "one_of", "shape_tuple", "prod", "OpPattern", "REQUIRED",
@@ -30,13 +30,21 @@ Normalizer = Callable[[Any], Any]
 #: raises ValueError/TypeError with a message on bad input).
 ATTR_NORMALIZERS: dict[str, dict[str, Normalizer]] = {}
 
+#: op name -> ``finish(attrs) -> attrs``: fills attributes whose default
+#: depends on another attribute, after each one is normalized (TVM 0.27's
+#: constructors do the same: a convolution's ``out_layout`` None becomes its
+#: ``data_layout``, so it prints as TVM prints it).
+ATTR_FINISHERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
 
 def define(name: str, args: Sequence[str], infer: Callable, *,
            attrs: Mapping[str, tuple[Any, Normalizer]] | None = None,
            reference: Callable | None = None, pattern: OpPattern = OpPattern.OPAQUE,
            pure: bool = True, variadic: bool = False, category: str = "compute",
-           doc: str = "") -> OpDef:
-    """Register ``relax.<name>``. ``attrs`` maps attr name -> (default, normalizer)."""
+           doc: str = "", finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+           ) -> OpDef:
+    """Register ``relax.<name>``. ``attrs`` maps attr name -> (default, normalizer);
+    ``finish`` (see :data:`ATTR_FINISHERS`) completes the normalized attributes."""
     attrs = dict(attrs or {})
     opdef = OpDef(
         name="relax." + name, args=tuple(args), infer=infer,
@@ -44,6 +52,8 @@ def define(name: str, args: Sequence[str], infer: Callable, *,
         pure=pure, variadic=variadic, category=category, doc=doc)
     register_op(opdef)
     ATTR_NORMALIZERS[opdef.name] = {k: n for k, (_, n) in attrs.items()}
+    if finish is not None:
+        ATTR_FINISHERS[opdef.name] = finish
     return opdef
 
 
@@ -176,7 +186,8 @@ def attrs_of(call: Call) -> dict[str, Any]:
                 out[k] = norm(v)
             except (TypeError, ValueError) as exc:
                 raise err(call, f"invalid value for attribute {k!r}: {exc}") from None
-    return out
+    finish = ATTR_FINISHERS.get(opdef.name)
+    return finish(out) if finish is not None else out
 
 
 def _op_script(call: Call) -> str:

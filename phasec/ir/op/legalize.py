@@ -642,54 +642,6 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
     return te.compute(out.shape, body, name="T_matmul", tag="matmul")
 
 
-def _pad_spatial(x: Tensor, pads: tuple[int, int, int, int], fill: PrimExpr,
-                 name: str, inline: bool | None) -> Tensor:
-    """x (NCHW) padded on H/W with ``fill`` (indices clamped, see _clamp)."""
-    pt, pl, pb, pr = pads
-    if not any(pads):
-        return x
-    n, c, h, w = x.shape
-    shape = (n, c, arith.simplify(h + _i64(pt + pb)), arith.simplify(w + _i64(pl + pr)))
-
-    def body(i0: PrimExpr, i1: PrimExpr, i2: PrimExpr, i3: PrimExpr) -> PrimExpr:
-        hh = BinaryOp("-", i2, _i64(pt))
-        ww = BinaryOp("-", i3, _i64(pl))
-        inside = BinaryOp("and",
-                          BinaryOp("and", BinaryOp(">=", hh, _i64(0)), BinaryOp("<", hh, h)),
-                          BinaryOp("and", BinaryOp(">=", ww, _i64(0)), BinaryOp("<", ww, w)))
-        return Select(inside, x[i0, i1, _clamp(hh, h), _clamp(ww, w)], fill)
-    return te.compute(shape, body, name=name, inline=inline)
-
-
-@_register("nn.conv2d")
-def _conv2d(call: Call, inputs: Inputs) -> Tensor:
-    data, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
-    a = _attrs(call)
-    if (a["data_layout"], a["kernel_layout"], a["out_layout"]) != ("NCHW", "OIHW", "NCHW"):
-        raise LegalizeError(f"{_script(call)}: only NCHW data / OIHW weight layouts are supported")
-    out = _out(call)
-    dt = out.dtype
-    (sh, sw), (dh, dw), groups = a["strides"], a["dilation"], a["groups"]
-    # The padded input gets its own buffer (as TVM's pad_temp) so the
-    # convolution's inner loop reads it contiguously, without bounds checks.
-    padded = _pad_spatial(data, a["padding"], _const(0, data.dtype), "pad_temp", False)
-    o_ch, cg, kh, kw = weight.shape
-    rc = te.reduce_axis(cg, "rc")
-    ry = te.reduce_axis(kh, "ry")
-    rx = te.reduce_axis(kw, "rx")
-    og = arith.simplify(BinaryOp("//", o_ch, _i64(groups))) if groups > 1 else None
-
-    def body(n: PrimExpr, o: PrimExpr, y: PrimExpr, x: PrimExpr) -> Any:
-        ch = rc.var if og is None else BinaryOp("+", BinaryOp("*", BinaryOp("//", o, og), cg),
-                                                rc.var)
-        row = BinaryOp("+", BinaryOp("*", y, _i64(sh)), BinaryOp("*", ry.var, _i64(dh)))
-        col = BinaryOp("+", BinaryOp("*", x, _i64(sw)), BinaryOp("*", rx.var, _i64(dw)))
-        return te.sum(BinaryOp("*", te.cast(padded[n, ch, row, col], dt),
-                               te.cast(weight[o, rc.var, ry.var, rx.var], dt)),
-                      axis=[rc, ry, rx])
-    return te.compute(out.shape, body, name="T_conv2d", tag="conv2d")
-
-
 def _pool_window(call: Call, x: Tensor):
     a = _attrs(call)
     (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]

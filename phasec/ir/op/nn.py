@@ -1,11 +1,12 @@
-"""Neural-network operators: softmax, normalizations, conv2d, pooling.
+"""Neural-network operators: softmax, normalizations, 2-D pooling (the
+convolutions are in :mod:`.nn_conv`).
 
-Layouts: only NCHW data and OIHW kernels are supported (others are a
-StructInfoError). Padding is normalized to 4 integers (top, left, bottom,
+Layouts: only NCHW pooling is supported here (others are a StructInfoError).
+Padding is normalized to 4 integers (top, left, bottom,
 right). Output sizes (per spatial dim, kernel k, stride s, dilation d, padding
 p0/p1)::
 
-    out = (in + p0 + p1 - d * (k - 1) - 1) // s + 1            # conv2d, pools
+    out = (in + p0 + p1 - d * (k - 1) - 1) // s + 1            # pools
     out = (in + p0 + p1 - d * (k - 1) - 1 + s - 1) // s + 1    # pools, ceil_mode
 
 Pool semantics: ``max_pool2d`` ignores padding (padded positions are -inf for
@@ -22,7 +23,7 @@ import numpy as np
 from .. import arith, tir
 from ..struct_info import TensorStructInfo
 from ._common import (
-    OpPattern, REQUIRED, as_bool, as_dtype, as_float, as_int, as_str, binary_dtype, define,
+    OpPattern, REQUIRED, as_bool, as_float, as_int, as_str, define,
     err, int_tuple, norm_axes, norm_axis, padding4, pair, tensor_arg, tensor_sinfo,
 )
 from .elementwise import _float_unary  # the float-dtype check
@@ -147,7 +148,7 @@ define("nn.rms_norm", ("data", "weight"), _infer_rms_norm,
 
 
 # ---------------------------------------------------------------------------
-# conv2d
+# output sizes of 2-D windows (pooling)
 # ---------------------------------------------------------------------------
 
 def _spatial_out(in_dim, k, stride, dilation, pad0, pad1, ceil_mode=False):
@@ -171,88 +172,6 @@ def _check_spatial_out(call, dims):
         if v is not None and v <= 0:
             raise err(call, "the output spatial size would be non-positive "
                             f"({v}); the window is larger than the padded input")
-
-
-def _infer_conv2d(call, ctx):
-    data = tensor_arg(call, 0, ctx, "data")
-    weight = tensor_arg(call, 1, ctx, "weight")
-    a = _attrs(call)
-    for key, want in (("data_layout", "NCHW"), ("kernel_layout", "OIHW"), ("out_layout", "NCHW")):
-        if a[key] != want:
-            raise err(call, f"{key} {a[key]!r} is not supported; phasec supports only "
-                            f"data_layout=\"NCHW\", kernel_layout=\"OIHW\", out_layout=\"NCHW\"")
-    _check_positive(call, "strides", a["strides"])
-    _check_positive(call, "dilation", a["dilation"])
-    if a["groups"] < 1:
-        raise err(call, f"groups must be positive, got {a['groups']}")
-    if any(p < 0 for p in a["padding"]):
-        raise err(call, f"padding must be non-negative, got {a['padding']}")
-    for sinfo, what in ((data, "data"), (weight, "weight")):
-        if sinfo.ndim not in (-1, 4):
-            raise err(call, f"conv2d expects a 4-D {what} tensor, but it has ndim {sinfo.ndim}")
-    dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
-    if data.shape is None or weight.shape is None:
-        return TensorStructInfo(None, dtype, 4)
-    n, c, h, w = data.shape
-    o, i, kh, kw = weight.shape
-    groups = a["groups"]
-    if arith.prove_not_equal(c, tir.BinaryOp("*", i, tir.IntImm(groups))):
-        raise err(call, f"the data has {_s(c)} input channels but the weight expects "
-                        f"{_s(i)} x groups({groups})")
-    oc = arith.const_int(o)
-    if oc is not None and oc % groups:
-        raise err(call, f"the weight's {oc} output channels are not divisible by groups={groups}")
-    pt, pl, pb, pr = a["padding"]
-    (sh, sw), (dh, dw) = a["strides"], a["dilation"]
-    oh = _spatial_out(h, kh, sh, dh, pt, pb)
-    ow = _spatial_out(w, kw, sw, dw, pl, pr)
-    _check_spatial_out(call, (oh, ow))
-    return tensor_sinfo((n, o, oh, ow), dtype)
-
-
-def _s(e):
-    from ..infer import prim_expr_to_str
-    return prim_expr_to_str(e)
-
-
-def _pad_nchw(x: np.ndarray, padding, value) -> np.ndarray:
-    pt, pl, pb, pr = padding
-    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
-
-
-def _conv2d_ref(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
-                data_layout="NCHW", kernel_layout="OIHW", out_layout="NCHW", out_dtype="void"):
-    data, weight = np.asarray(data), np.asarray(weight)
-    dtype = np.dtype(data.dtype if out_dtype == "void" else out_dtype)
-    acc_dtype = np.float64 if dtype.kind == "f" else np.int64
-    x = _pad_nchw(data.astype(acc_dtype), padding, 0)
-    wt = weight.astype(acc_dtype)
-    n, c, h, w = x.shape
-    o, cg, kh, kw = wt.shape
-    (sh, sw), (dh, dw) = strides, dilation
-    oh = (h - dh * (kh - 1) - 1) // sh + 1
-    ow = (w - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((n, o, oh, ow), acc_dtype)
-    og = o // groups
-    for g in range(groups):
-        xs = x[:, g * cg:(g + 1) * cg]
-        ws = wt[g * og:(g + 1) * og]
-        for p in range(kh):
-            for q in range(kw):
-                patch = xs[:, :, p * dh: p * dh + sh * (oh - 1) + 1: sh,
-                           q * dw: q * dw + sw * (ow - 1) + 1: sw]
-                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, p, q])
-    return out.astype(dtype)
-
-
-_LAYOUT = as_str
-define("nn.conv2d", ("data", "weight"), _infer_conv2d,
-       attrs={"strides": ((1, 1), pair), "padding": ((0, 0, 0, 0), padding4),
-              "dilation": ((1, 1), pair), "groups": (1, as_int),
-              "data_layout": ("NCHW", _LAYOUT), "kernel_layout": ("OIHW", _LAYOUT),
-              "out_layout": ("NCHW", _LAYOUT), "out_dtype": ("void", as_dtype)},
-       reference=_conv2d_ref, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-       doc="2-D convolution, NCHW data and OIHW weight (cross-correlation, like TVM/PyTorch).")
 
 
 # ---------------------------------------------------------------------------

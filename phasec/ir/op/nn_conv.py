@@ -1,11 +1,15 @@
-"""Convolutions over 1 and 3 spatial dims (``nn.conv1d``, ``nn.conv3d``) and
+"""Convolutions over 1, 2 and 3 spatial dims (``nn.conv{1,2,3}d``) and
 transposed convolutions over 1, 2 and 3 (``nn.conv{1,2,3}d_transpose``, below).
 
 Attributes as TVM 0.27: ``strides``, ``dilation`` (1 or r ints), ``padding``
 (1, r or 2r ints: the r leading pads, then the r trailing pads), ``groups``,
-``data_layout`` (a permutation of ``NCW`` / ``NCDHW``), ``kernel_layout`` (a
-permutation of ``OIW`` / ``OIDHW``), ``out_layout`` (None: the data layout)
-and ``out_dtype`` ("void": the operands' dtype). Cross-correlation, as TVM
+``data_layout`` (a permutation of ``NCW`` / ``NCHW`` / ``NCDHW``: ``NHWC``...),
+``kernel_layout`` (a permutation of ``OIW`` / ``OIHW`` / ``OIDHW``: ``HWIO``,
+``OHWI``...), ``out_layout`` (None becomes the data layout when the call is
+built, as TVM's constructor does) and ``out_dtype`` ("void": the operands'
+dtype). Every layout lowers through the same kernel: its indices are
+permuted into the canonical order (index generalization), so no transpose
+is materialized. Cross-correlation, as TVM
 and PyTorch; the kernel has ``C / groups`` input channels and its output
 channels are split evenly between the groups. Output size per spatial dim::
 
@@ -146,9 +150,17 @@ def _conv_attrs(rank: int):
             "out_layout": (None, opt_layout), "out_dtype": ("void", as_dtype)}
 
 
-for _rank in (1, 3):
+def _fill_out_layout(attrs: dict) -> dict:
+    """``out_layout`` None -> the data layout (TVM's ``out_layout.value_or(data_layout)``)."""
+    if attrs.get("out_layout") is None and isinstance(attrs.get("data_layout"), str):
+        attrs["out_layout"] = attrs["data_layout"]
+    return attrs
+
+
+for _rank in (1, 2, 3):
     define(f"nn.conv{_rank}d", ("data", "weight"), _infer_conv(_rank), attrs=_conv_attrs(_rank),
            reference=_conv_ref(_rank), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+           finish=_fill_out_layout,
            doc=f"{_rank}-D convolution (layouts {_data_layout(_rank)}/{_kernel_layout(_rank)} "
                "or permutations), groups, dilation.")
 
@@ -165,7 +177,8 @@ def _conv_te(call, inputs, rank: int):
     n, c, *sp = dl.to_canonical(data.shape)
     o_ch, cg, *ks = kl.to_canonical(weight.shape)
     # The padded input, in canonical (NC + spatial) order, gets its own buffer
-    # (as TVM's pad_temp) so the inner loop reads it without bounds checks.
+    # (as TVM's pad_temp) so the inner loop reads it without bounds checks;
+    # without padding the kernel reads the data in place, in its own layout.
     padded_shape = (n, c, *[arith.simplify(BinaryOp("+", sp[j], _i64(pads[j] + pads[rank + j])))
                             for j in range(rank)])
     zero = _const(0, data.dtype)
@@ -178,7 +191,14 @@ def _conv_te(call, inputs, rank: int):
             cond = cj if cond is None else BinaryOp("and", cond, cj)
         idx = dl.from_canonical((i[0], i[1], *[_clamp(p, sp[j]) for j, p in enumerate(pos)]))
         return data[idx] if cond is None or not any(pads) else Select(cond, data[idx], zero)
-    padded = te.compute(padded_shape, pad_body, name="pad_temp", inline=False)
+    if any(pads):
+        padded = te.compute(padded_shape, pad_body, name="pad_temp", inline=False)
+
+        def load(idx):
+            return padded[idx]
+    else:
+        def load(idx):
+            return data[dl.from_canonical(idx)]
     rc = te.reduce_axis(cg, "rc")
     rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
     groups = a["groups"]
@@ -191,12 +211,12 @@ def _conv_te(call, inputs, rank: int):
         pos = [BinaryOp("+", BinaryOp("*", oi[j], _i64(a["strides"][j])),
                         BinaryOp("*", rk[j].var, _i64(a["dilation"][j]))) for j in range(rank)]
         w_idx = kl.from_canonical((oc, rc.var, *[r.var for r in rk]))
-        return te.sum(BinaryOp("*", te.cast(padded[(b, ch, *pos)], dt), te.cast(weight[w_idx], dt)),
+        return te.sum(BinaryOp("*", te.cast(load((b, ch, *pos)), dt), te.cast(weight[w_idx], dt)),
                       axis=[rc, *rk])
     return te.compute(out.shape, body, name=f"T_conv{rank}d", tag=f"conv{rank}d")
 
 
-for _rank in (1, 3):
+for _rank in (1, 2, 3):
     legalizes(f"nn.conv{_rank}d")(lambda call, inputs, r=_rank: _conv_te(call, inputs, r))
 
 
@@ -329,7 +349,7 @@ def _conv_transpose_attrs(rank: int):
 for _rank in (1, 2, 3):
     define(f"nn.conv{_rank}d_transpose", ("data", "weight"), _infer_conv_transpose(_rank),
            attrs=_conv_transpose_attrs(_rank), reference=_conv_transpose_ref(_rank),
-           pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+           pattern=OpPattern.OUT_ELEMWISE_FUSABLE, finish=_fill_out_layout,
            doc=f"{_rank}-D transposed convolution (layouts {_data_layout(_rank)}/"
                f"{_transpose_kernel_layout(_rank)} or permutations), groups, dilation, "
                "output_padding.")
