@@ -82,7 +82,7 @@ def to_tvm(mod: IRModule) -> Any:
     if not isinstance(mod, IRModule):
         raise TypeError(f"to_tvm expects a phasec IRModule, not {type(mod).__name__}")
     if "phase" not in mod.attrs:  # spelt out, so that it survives the trip
-        mod = IRModule(mod.functions, {**mod.attrs, "phase": mod.phase.label}, span=mod.span)
+        mod = mod.with_attr("phase", mod.phase.label)
     return tvm.script.from_source(mod.script(syntax="tvm"))
 
 

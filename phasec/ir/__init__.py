@@ -7,7 +7,7 @@ TIR nodes through the ``tir`` submodule (``phasec.ir.tir.For``).
 from . import tir
 from .expr import *  # noqa: F401,F403
 from .expr import __all__ as _expr_all
-from .module import IRModule
+from .module import IRModule, VDevice
 from .node import Node, Span, replace
 from .phase import Phase
 from .struct_info import *  # noqa: F401,F403
@@ -16,7 +16,7 @@ from .structural import assert_structural_equal, structural_equal, structural_ha
 from .visitor import ExprMutator, ExprVisitor, collect_exprs, post_order_visit
 
 __all__ = [
-    "tir", "IRModule", "Node", "Span", "replace", "Phase", "structural_equal",
+    "tir", "IRModule", "VDevice", "Node", "Span", "replace", "Phase", "structural_equal",
     "structural_hash", "assert_structural_equal", "ExprVisitor", "ExprMutator",
     "post_order_visit", "collect_exprs", *_expr_all, *_sinfo_all,
 ]

@@ -7,11 +7,51 @@ from types import MappingProxyType
 from typing import Any
 
 from .expr import BaseFunc, Function, GlobalVar
-from .node import Span
+from .node import Node, Span, node
 from .phase import Phase
 from .tir import PrimFunc, frozen_attrs
 
-__all__ = ["IRModule"]
+__all__ = ["IRModule", "VDevice", "GLOBAL_INFO_KINDS"]
+
+#: The kinds of module global info phasec keeps (``I.module_global_infos``).
+GLOBAL_INFO_KINDS = ("vdevice",)
+
+
+@node
+class VDevice(Node):
+    """A virtual device, TVM's ``I.vdevice(target, vdevice_id, memory_scope)``.
+
+    ``target`` is kept as written: a target string (``"llvm"``,
+    ``"cuda -arch=sm_80"``) or a target configuration dictionary (what TVM
+    prints, ``{"kind": "cuda", "arch": "sm_80", ...}``). phasec compiles for
+    the host only; it carries virtual devices so that TVM modules that name
+    them read, print and compare faithfully.
+    """
+
+    target: Any
+    vdevice_id: int = 0
+    memory_scope: str = "global"
+    span: Span | None = None
+
+    @property
+    def kind(self) -> str:
+        """The target kind (``"llvm"``, ``"cuda"``...)."""
+        if isinstance(self.target, Mapping):
+            return str(self.target.get("kind", ""))
+        return str(self.target).split()[0] if str(self.target).strip() else ""
+
+
+def _frozen_global_infos(infos: Mapping[str, Any] | None) -> Mapping[str, tuple[Any, ...]]:
+    out = {}
+    for key, values in dict(infos or {}).items():
+        if key not in GLOBAL_INFO_KINDS:
+            raise ValueError(f"unsupported module global info {key!r}; phasec keeps "
+                             f"{', '.join(GLOBAL_INFO_KINDS)}")
+        values = tuple(values)
+        if key == "vdevice" and not all(isinstance(v, VDevice) for v in values):
+            raise TypeError("global_infos['vdevice'] must hold VDevice entries")
+        out[key] = values
+    return MappingProxyType(out)
 
 
 class IRModule:
@@ -19,12 +59,15 @@ class IRModule:
 
     Immutable: every method that "changes" a module returns a new one.
     ``mod.phase`` is read from ``attrs["phase"]``; no attribute means ingestion.
+    ``global_infos`` is TVM's module global info (``I.module_global_infos``):
+    ``{"vdevice": (VDevice, ...)}``, which tensor struct info refers to.
     """
 
-    __slots__ = ("_functions", "_attrs", "span")
+    __slots__ = ("_functions", "_attrs", "_global_infos", "span")
 
     def __init__(self, functions: Mapping[str, BaseFunc] | None = None,
-                 attrs: Mapping[str, Any] | None = None, span: Span | None = None) -> None:
+                 attrs: Mapping[str, Any] | None = None, span: Span | None = None,
+                 global_infos: Mapping[str, Any] | None = None) -> None:
         funcs = dict(functions or {})
         for name, func in funcs.items():
             if not isinstance(name, str):
@@ -34,6 +77,7 @@ class IRModule:
                                 f"not {type(func).__name__}")
         self._functions = MappingProxyType(funcs)
         self._attrs = frozen_attrs(attrs)
+        self._global_infos = _frozen_global_infos(global_infos)
         if "phase" in self._attrs:
             Phase.parse(self._attrs["phase"])  # reject nonsense early
         self.span = span
@@ -46,6 +90,15 @@ class IRModule:
     @property
     def attrs(self) -> Mapping[str, Any]:
         return self._attrs
+
+    @property
+    def global_infos(self) -> Mapping[str, tuple[Any, ...]]:
+        return self._global_infos
+
+    @property
+    def vdevices(self) -> tuple[VDevice, ...]:
+        """The module's virtual devices (``global_infos["vdevice"]``), in order."""
+        return self._global_infos.get("vdevice", ())
 
     @property
     def phase(self) -> Phase:
@@ -83,7 +136,8 @@ class IRModule:
     # -- "changing" (returns new modules) --------------------------------
     def update(self, functions: Mapping[str, BaseFunc]) -> "IRModule":
         """A module with these functions added or replaced."""
-        return IRModule({**self._functions, **functions}, self._attrs, self.span)
+        return IRModule({**self._functions, **functions}, self._attrs, self.span,
+                        self._global_infos)
 
     def map_functions(self, fn: Callable[[str, Any], BaseFunc],
                       kind: type = Function) -> "IRModule":
@@ -104,17 +158,21 @@ class IRModule:
 
     def remove(self, *names: str) -> "IRModule":
         return IRModule({k: v for k, v in self._functions.items() if k not in names},
-                        self._attrs, self.span)
+                        self._attrs, self.span, self._global_infos)
 
     def with_functions(self, functions: Mapping[str, BaseFunc]) -> "IRModule":
         """A module with exactly these functions and the same attributes."""
-        return IRModule(functions, self._attrs, self.span)
+        return IRModule(functions, self._attrs, self.span, self._global_infos)
 
     def with_attr(self, key: str, value: Any) -> "IRModule":
-        return IRModule(self._functions, {**self._attrs, key: value}, self.span)
+        return IRModule(self._functions, {**self._attrs, key: value}, self.span,
+                        self._global_infos)
 
     def with_attrs(self, attrs: Mapping[str, Any]) -> "IRModule":
-        return IRModule(self._functions, attrs, self.span)
+        return IRModule(self._functions, attrs, self.span, self._global_infos)
+
+    def with_global_infos(self, global_infos: Mapping[str, Any]) -> "IRModule":
+        return IRModule(self._functions, self._attrs, self.span, global_infos)
 
     def with_phase(self, phase: Phase | int | str) -> "IRModule":
         return self.with_attr("phase", Phase.parse(phase).label)

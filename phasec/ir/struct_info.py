@@ -53,12 +53,20 @@ class ShapeStructInfo(StructInfo):
 
 @node
 class TensorStructInfo(StructInfo):
-    """A tensor: ``R.Tensor((n, 4), "float32")``; dtype "void" means unknown."""
+    """A tensor: ``R.Tensor((n, 4), "float32")``; dtype "void" means unknown.
+
+    ``vdevice`` names the virtual device the tensor lives on, as TVM prints it:
+    ``"<target kind>:<index among the module's vdevices of that kind>:<memory
+    scope>"`` (e.g. ``"llvm:0:global"``), an entry of the module's
+    ``global_infos["vdevice"]``; None means unspecified. It takes part in
+    structural equality (as in TVM); operator inference does not propagate it.
+    """
 
     shape: tuple[PrimExpr, ...] | None = None
     dtype: str = "void"
     ndim: int = -1
     span: Span | None = None
+    vdevice: str | None = None
 
     def __post_init__(self) -> None:
         if self.shape is not None:

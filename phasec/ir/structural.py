@@ -35,7 +35,7 @@ class StructuralMismatch(AssertionError):
 def _module_view(m: Any) -> Any:
     if isinstance(m, IRModule):
         return ("IRModule", tuple(sorted(m.functions.items(), key=lambda kv: kv[0])),
-                dict(m.attrs))
+                dict(m.attrs), dict(m.global_infos))
     return m
 
 

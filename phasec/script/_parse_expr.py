@@ -350,7 +350,7 @@ class _SinfoParser:
 
     def _tensor(self, call: ast.Call, span: Span) -> StructInfo:
         mp = self.mp
-        a = mp.bind_args(call, f"{mp.R}.Tensor", ("shape", "dtype", "ndim"), 0)
+        a = mp.bind_args(call, f"{mp.R}.Tensor", ("shape", "dtype", "vdevice", "ndim"), 0)
         first = a.get("shape")
         if isinstance(first, ast.Constant) and isinstance(first.value, str) and "dtype" not in a:
             a["dtype"] = a.pop("shape")  # R.Tensor("float32", ndim=2)
@@ -370,7 +370,12 @@ class _SinfoParser:
             if shape is not None and ndim not in (-1, len(shape)):
                 raise mp.error(f"{mp.R}.Tensor: ndim={ndim} does not match the shape's "
                                f"{len(shape)} dimension(s)", a["ndim"])
-        return TensorStructInfo(shape, dtype, ndim, span=span)
+        vdevice = None
+        if "vdevice" in a and not _is_none(a["vdevice"]):
+            from ._parse_global_infos import resolve_vdevice
+
+            vdevice = resolve_vdevice(mp, a["vdevice"])
+        return TensorStructInfo(shape, dtype, ndim, span=span, vdevice=vdevice)
 
     def _tuple(self, call: ast.Call, span: Span) -> StructInfo:
         mp = self.mp

@@ -84,6 +84,8 @@ class RelaxPrinter(PrimPrinter):
                 args.append(f"dtype={quote_str(s.dtype)}")
             if s.shape is None and s.ndim != -1:
                 args.append(f"ndim={s.ndim}")
+            if s.vdevice is not None:
+                args.append(f"vdevice={quote_str(s.vdevice)}")
             return "R.Tensor(" + ", ".join(args) + ")" if args else "R.Tensor"
         if t is ObjectStructInfo:
             return "R.Object"

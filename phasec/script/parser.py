@@ -45,7 +45,7 @@ from typing import Any
 from ..errors import ParseError
 from ..ir import expr as rx
 from ..ir import tir
-from ..ir.module import IRModule
+from ..ir.module import IRModule, VDevice
 from ..ir.node import Span
 from ..ir.op.registry import InferContext, list_ops
 from ..ir.phase import Phase
@@ -56,6 +56,7 @@ from ._parse_common import (
     _dotted, _is_docstring, _stmt_kind, _to_tuple,
 )
 from ._parse_expr import _PrimExprParser, _SinfoParser
+from ._parse_global_infos import parse_global_infos
 from ._parse_relax import _RELAX_CALLS, _RELAX_STATEMENT_ONLY, _RelaxFunctionParser
 from ._parse_tir import _PrimFuncParser
 
@@ -180,6 +181,8 @@ class _ModuleParser:
         self._fresh_counter = 0
         self._infer: Callable[..., StructInfo] | None = None
         self._op_suggestions: list[str] | None = None
+        #: the module's virtual devices (None: no module, a struct info on its own)
+        self.vdevices: tuple[VDevice, ...] | None = None
 
     # -- helpers shared by every sub-parser ---------------------------------
     def span(self, node: ast.AST) -> Span:
@@ -487,6 +490,9 @@ class _ModuleParser:
         self.class_names.add(cls.name)
         attrs: dict[str, Any] = {}
         attrs_node: ast.AST | None = None
+        global_infos: dict[str, tuple[Any, ...]] = {}
+        infos_node: ast.AST | None = None
+        self.vdevices = ()
         defs: list[tuple[str, ast.FunctionDef]] = []
         for i, stmt in enumerate(cls.body):
             self.where = stmt
@@ -499,6 +505,14 @@ class _ModuleParser:
                 attrs_node = stmt
                 attrs = self._module_attrs(stmt.value)
                 continue
+            if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                    and _dotted(stmt.value.func) == (self.I, "module_global_infos")):
+                if infos_node is not None:
+                    raise self.error(f"{self.I}.module_global_infos given twice", stmt)
+                infos_node = stmt
+                global_infos = parse_global_infos(self, stmt.value)
+                self.vdevices = global_infos.get("vdevice", ())
+                continue
             if isinstance(stmt, ast.FunctionDef):
                 kind = self._function_kind(stmt)
                 if stmt.name in self.function_kinds:
@@ -508,8 +522,9 @@ class _ModuleParser:
                 continue
             raise self.error(f"unsupported {_stmt_kind(stmt)} statement in an "
                              f"@{self.I}.ir_module class ({self.src(stmt)}); expected "
-                             f"@R.function / @T.prim_func definitions and "
-                             f"{self.I}.module_attrs({{...}})", stmt)
+                             f"@R.function / @T.prim_func definitions, "
+                             f"{self.I}.module_attrs({{...}}) and "
+                             f"{self.I}.module_global_infos({{...}})", stmt)
         # Signatures first: functions may refer to each other in any order.
         sigs: dict[str, _Signature] = {}
         for kind, fdef in defs:
@@ -534,7 +549,7 @@ class _ModuleParser:
             else:
                 func = _PrimFuncParser(self, fdef).parse()
             functions[fdef.name] = func
-        return IRModule(functions, attrs, span=self.span(cls))
+        return IRModule(functions, attrs, span=self.span(cls), global_infos=global_infos)
 
     def _module_attrs(self, call: ast.Call) -> dict[str, Any]:
         if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):

@@ -51,11 +51,11 @@ Public helpers for diagnostics: :func:`print_module`, :func:`print_function`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..ir import tir
 from ..ir.expr import Binding, Expr, Function, If, SeqExpr
-from ..ir.module import IRModule
+from ..ir.module import IRModule, VDevice
 from ..ir.struct_info import StructInfo
 from ._print_common import INDENT, quote_str, SYNTAXES, attrs_dict_text, check_syntax, legacy, sanitize, syntax
 from ._print_relax import RelaxPrinter
@@ -91,6 +91,9 @@ def print_module(mod: IRModule, syntax_name: str | None = None) -> str:
     if mod.attrs:
         lines.append(INDENT + "I.module_attrs(" + attrs_dict_text(TirPrinter(), mod.attrs) + ")")
         has_body = True
+    if mod.global_infos:
+        lines.append(INDENT + "I.module_global_infos(" + _global_infos_text(mod.global_infos) + ")")
+        has_body = True
     for name in sorted(mod.functions):
         if has_body:
             lines.append("")  # a blank line between module-level items
@@ -100,6 +103,27 @@ def print_module(mod: IRModule, syntax_name: str | None = None) -> str:
         # A class needs a body; an empty attribute dict reads back as no attributes.
         lines.append(INDENT + "I.module_attrs({})")
     return "\n".join(lines) + "\n"
+
+
+def _global_infos_text(infos: Mapping[str, tuple[VDevice, ...]]) -> str:
+    """``{"vdevice": [I.vdevice(target, id, scope), ...]}``, targets as written."""
+    items = []
+    for key, devices in infos.items():
+        entries = [f"I.vdevice({_literal(d.target)}, {d.vdevice_id}, {quote_str(d.memory_scope)})"
+                   for d in devices]
+        items.append(f"{quote_str(key)}: [" + ", ".join(entries) + "]")
+    return "{" + ", ".join(items) + "}"
+
+
+def _literal(v: object) -> str:
+    """A target value: strings, numbers, booleans, lists and dictionaries."""
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{quote_str(str(k))}: {_literal(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_literal(x) for x in v) + "]"
+    if isinstance(v, str):
+        return quote_str(v)
+    return repr(v)  # bool, int, float, None: Python's spelling is TVMScript's
 
 
 def _function_lines(name: str, func: Function | tir.PrimFunc, indent: str) -> list[str]:

@@ -18,7 +18,7 @@ from ...ir.expr import (
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ...ir.module import IRModule
+from ...ir.module import IRModule, VDevice
 from ...ir.node import Span
 from ...ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -339,11 +339,12 @@ class _Reader:
         span = _mk_span(m.span)
         if t is TensorStructInfoDoc:
             if m.shape is None:
-                return TensorStructInfo(None, m.dtype, m.ndim, span=span)
+                return TensorStructInfo(None, m.dtype, m.ndim, span=span, vdevice=m.vdevice)
             if m.ndim not in (-1, len(m.shape)):
                 raise _LoadError((p, "ndim"), f"ndim {m.ndim} does not match the shape's "
                                  f"{len(m.shape)} dimensions")
-            return TensorStructInfo(self.dims(m.shape, (p, "shape")), m.dtype, span=span)
+            return TensorStructInfo(self.dims(m.shape, (p, "shape")), m.dtype, span=span,
+                                    vdevice=m.vdevice)
         if t is ObjectStructInfoDoc:
             return ObjectStructInfo(span=span)
         if t is PrimStructInfoDoc:
@@ -531,6 +532,12 @@ def _load(text: str | bytes) -> IRModule:
             else:
                 functions[name] = reader.expr(f, p)
         attrs = reader.attrs(doc.attrs, (None, "attrs"))
+        global_infos = {}
+        if doc.global_infos is not None and doc.global_infos.vdevice:
+            global_infos["vdevice"] = tuple(
+                VDevice(_thaw(reader.attr_value(d.target, (((None, "global_infos"), i), "target"))),
+                        d.vdevice_id, d.memory_scope, span=_mk_span(d.span))
+                for i, d in enumerate(doc.global_infos.vdevice))
         if "phase" in attrs:
             raise _LoadError(((None, "attrs"), "phase"),
                              "the phase goes in the top-level 'phase' field, not in attrs")
@@ -546,5 +553,14 @@ def _load(text: str | bytes) -> IRModule:
         raise SchemaError(f"invalid module JSON: {exc}") from None
     if doc.phase is not None:
         attrs["phase"] = doc.phase
-    return IRModule(functions, attrs, span=_mk_span(doc.span))
+    return IRModule(functions, attrs, span=_mk_span(doc.span), global_infos=global_infos)
+
+
+def _thaw(value: Any) -> Any:
+    """A target as the parser keeps it: dictionaries as dicts, arrays as lists."""
+    if isinstance(value, (tuple, list)):
+        return [_thaw(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _thaw(v) for k, v in value.items()}
+    return value
 

@@ -251,6 +251,8 @@ class _Writer:
             d["dtype"] = s.dtype
             if s.shape is None and s.ndim != -1:
                 d["ndim"] = s.ndim
+            if s.vdevice is not None:
+                d["vdevice"] = s.vdevice
         elif t is ObjectStructInfo:
             d = {"node": "ObjectStructInfo"}
         elif t is PrimStructInfo:
@@ -417,7 +419,7 @@ def _sinfo_key(s: StructInfo) -> tuple | None:
     t = type(s)
     if t is TensorStructInfo:
         shape = None if s.shape is None else tuple(_dim_key(d) for d in s.shape)
-        return ("T", s.dtype, s.ndim, shape, s.span)
+        return ("T", s.dtype, s.ndim, shape, s.span, s.vdevice)
     if t is ObjectStructInfo:
         return ("O", s.span)
     if t is PrimStructInfo:
@@ -527,6 +529,12 @@ def _dump(mod: IRModule, indent: int | None) -> str:
         "tir_vars": w.tir_vars, "buffers": w.buffers, "struct_infos": w.struct_infos,
         "vars": w.vars, "functions": functions,
     }
+    if mod.global_infos:
+        doc["global_infos"] = {
+            key: [_with_span({"target": w.attr_value(d.target, "vdevice target"),
+                              "vdevice_id": d.vdevice_id, "memory_scope": d.memory_scope}, d)
+                  for d in devices]
+            for key, devices in mod.global_infos.items()}
     if mod.span is not None:
         doc["span"] = _span(mod.span)
     # A node level is at most 3 JSON levels (object, list, list of pairs).

@@ -229,6 +229,9 @@ class TensorStructInfoDoc(_Node):
     shape: Optional[list[PrimExprDoc]] = None
     dtype: TensorDtype = "void"
     ndim: int = Field(default=-1, ge=-1)
+    #: the virtual device, "<kind>:<index>:<memory scope>" (an entry of the
+    #: module's global_infos.vdevice)
+    vdevice: Optional[str] = None
 
 
 class TupleStructInfoDoc(_Node):
@@ -487,6 +490,21 @@ class VarDef(_Node):
     struct_info: Optional[StructInfoDoc] = None
 
 
+class VDeviceDoc(_Node):
+    """A virtual device (TVM's ``I.vdevice``): the target as written (a
+    target string or a configuration dictionary, an attribute value)."""
+
+    target: AttrValue
+    vdevice_id: NonNegInt = 0
+    memory_scope: str = "global"
+
+
+class GlobalInfosDoc(_Model):
+    """The module's global infos (TVM's ``I.module_global_infos``)."""
+
+    vdevice: list[VDeviceDoc] = Field(default_factory=list)
+
+
 class ModuleDoc(_Model):
     """A whole IRModule."""
 
@@ -499,6 +517,7 @@ class ModuleDoc(_Model):
     vars: list[VarDef] = Field(default_factory=list)
     struct_infos: list[StructInfoDoc] = Field(default_factory=list)
     functions: dict[str, FuncDoc] = Field(default_factory=dict)
+    global_infos: Optional[GlobalInfosDoc] = None
     span: Optional[SpanDoc] = None
 
 
