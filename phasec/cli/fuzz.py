@@ -4,6 +4,7 @@
     phasec fuzz --passes "FoldConstant,EliminateCommonSubexpr,FuseOps{fuse_opt_level=2}"
     phasec fuzz --replay fuzz-out/failures/001-crash-FuseOps.py
     phasec fuzz --seconds 600 --jobs 2 --coverage
+    phasec fuzz --seconds 3600 --jobs 8 --database redis://fuzz-db:6379/0
 
 Random well-formed programs (closures, if/else, recursion, dataflow blocks,
 symbolic shapes, packed calls...) and random sequences of the registered
@@ -19,7 +20,11 @@ to a minimal example and saved in ``OUT/failures`` as a TVMScript module
 whose header gives the pass sequence and the command that replays it
 (``phasec opt FILE --passes SPEC``); ``phasec fuzz --replay FILE`` checks it
 again. Hypothesis's example database in ``OUT/hypothesis`` keeps failures
-across runs: the next campaign tries them first.
+across runs: the next campaign tries them first. ``--database DIR`` puts it
+elsewhere, and ``--database redis://host:port/db`` in a Redis server, so that
+campaigns on several machines share their findings (a failure one finds is
+replayed first by the others' next campaigns); a bad URL or a server that
+does not answer is an error before the campaign starts.
 
 Ctrl-C (or SIGTERM) ends the campaign cleanly: the summary is printed and
 written to ``OUT/summary.json`` (``"interrupted": "SIGINT"``), reproducers
@@ -66,6 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="run N worker processes sharing the hypothesis database in "
                              "OUT/hypothesis; one merged summary (default 1)")
+    parser.add_argument("--database", metavar="DIR|URL", default=None,
+                        help="hypothesis's example database: a directory (default "
+                             "OUT/hypothesis) or redis://host:port/db, shared by campaigns "
+                             "on several machines (needs the redis package)")
     parser.add_argument("--coverage", action="store_true",
                         help="print the coverage table: every registered compute operator "
                              "with its calls drawn, passes run per phase, transitions, VM runs")
@@ -128,6 +137,11 @@ def run(args: argparse.Namespace) -> int:
     options = dict(passes=args.passes, out_dir=args.out, kernels=args.kernels,
                    roundtrip=not args.no_roundtrip, max_bindings=args.max_bindings,
                    progress=_progress_printer(sys.stderr))
+    if args.database is not None:
+        from ..testing.databases import open_database
+
+        open_database(args.database)  # a bad URL or a server down: one clear error, now
+        options["database"] = args.database
     try:
         if args.jobs > 1:
             from ..testing.campaign import _pass_pool

@@ -30,7 +30,7 @@ from typing import Any
 from hypothesis import HealthCheck, Verbosity, given, reject, settings
 from hypothesis import Phase as HPhase
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 
 from ..fileio import write_atomic
@@ -38,6 +38,7 @@ from ..interrupts import Terminated, reporting_interruption
 from ..ir.module import IRModule
 from ._gen import GeneratorError
 from .coverage import Coverage
+from .databases import FuzzDatabaseError, KeepFailuresDatabase, describe, open_database
 from .properties import (
     FAILURE_KINDS, Failure, _error_text, check_sequence, reference_results,
 )
@@ -49,30 +50,6 @@ __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_repr
 
 #: examples per hypothesis run (a new seed each round)
 ROUND_EXAMPLES = 100
-
-
-class KeepFailuresDatabase(ExampleDatabase):
-    """A database that never forgets: saves go to ``inner``, deletes are
-    ignored (a ``move`` only copies), and fetches return the stored examples
-    only while ``replaying`` is true (until a round ends without a new
-    failure: later rounds would only replay failures already reported)."""
-
-    def __init__(self, inner: ExampleDatabase) -> None:
-        super().__init__()
-        self.inner = inner
-        self.replaying = True
-
-    def save(self, key: bytes, value: bytes) -> None:
-        self.inner.save(key, value)
-
-    def fetch(self, key: bytes) -> Any:
-        return self.inner.fetch(key) if self.replaying else iter(())
-
-    def delete(self, key: bytes, value: bytes) -> None:
-        pass
-
-    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
-        self.inner.save(dest, value)
 
 
 @dataclass
@@ -93,6 +70,10 @@ class CampaignStats:
     interrupted: str | None = None
     #: worker processes whose results were merged (``--jobs``)
     jobs: int = 1
+    #: the example database (a directory or a Redis URL without its password)
+    database: str = ""
+    #: examples replayed from the database (earlier campaigns' findings)
+    replayed: int = 0
 
     def unique_by_kind(self) -> collections.Counter:
         return collections.Counter(s.failure.kind for s in self.unique)
@@ -115,6 +96,8 @@ class CampaignStats:
             f"  programs generated  {self.programs:8d}   ({self.programs / secs:.2f}/s)",
             f"  sequences run       {self.sequences:8d}   ({self.sequences / secs:.2f}/s; "
             f"{self.static_refusals} refused by static validation)",
+            f"  replayed            {self.replayed:8d}   (examples from the database"
+            + (f" {self.database}" if self.database else "") + ")",
             f"  passes run          {self.passes_run:8d}   ({self.passes_run / secs:.1f}/s)",
             f"  reached build       {self.reached_build:8d}   (checked on the VM)",
             f"  failures            {len(self.unique):8d} unique   "
@@ -145,6 +128,8 @@ class CampaignStats:
                          for s in self.unique],
             "interrupted": self.interrupted,
             "jobs": self.jobs,
+            "database": self.database,
+            "replayed": self.replayed,
             "coverage": self.coverage.as_dict(),
         }
 
@@ -165,7 +150,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                  progress: Callable[[CampaignStats], None] | None = None,
                  progress_every: float = 1.0, summary_name: str = "summary.json",
                  failure_prefix: str = "", stop_after_failures: int | None = None,
-                 summary_every: float | None = None) -> CampaignStats:
+                 summary_every: float | None = None,
+                 database: str | Path | ExampleDatabase | None = None) -> CampaignStats:
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
@@ -176,7 +162,13 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             the transitions (and the passes these require) needed to reach
             each drawn pass's phase; the reproducer says which were added.
         out_dir: reproducers go to ``OUT/failures``, hypothesis's database to
-            ``OUT/hypothesis``, the numbers to ``OUT/summary.json``.
+            ``OUT/hypothesis`` (unless ``database`` says otherwise), the
+            numbers to ``OUT/summary.json``.
+        database: hypothesis's example database: a directory, a Redis URL
+            (``redis://host:port/db``, shared by campaigns on several
+            machines) or an ``ExampleDatabase``; see
+            :mod:`phasec.testing.databases`. A bad one raises
+            :class:`~phasec.testing.databases.FuzzDatabaseError`.
         kernels: how the VM runs PrimFuncs (``"llvm"`` or ``"interp"``).
         roundtrip: also check text/JSON round trips of every module produced.
         timeout: seconds allowed for one pass, interpreter or VM run.
@@ -195,10 +187,12 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     """
     out = Path(out_dir)
     (out / "failures").mkdir(parents=True, exist_ok=True)
-    (out / "hypothesis").mkdir(exist_ok=True)
-    db = KeepFailuresDatabase(DirectoryBasedExampleDatabase(str(out / "hypothesis")))
+    if database is None:
+        database = out / "hypothesis"
+    shown = describe(database) if not isinstance(database, ExampleDatabase) else repr(database)
+    db = KeepFailuresDatabase(open_database(database), name=shown)
     base_seed = int(seed) if seed is not None else int(time.time()) % 1_000_000
-    stats = CampaignStats(seed=base_seed)
+    stats = CampaignStats(seed=base_seed, database=shown)
     pool = _pass_pool(passes)
     module_strategy = modules(max_bindings=max_bindings)
     sequence_strategy = pass_sequences(pool)
@@ -213,6 +207,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     def tick() -> None:
         now = time.monotonic()
         stats.seconds = now - start
+        stats.replayed = db.replayed
         if progress is not None and now - last_report[0] >= progress_every:
             last_report[0] = now
             progress(stats)
@@ -222,6 +217,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
 
     def write_summary() -> None:
         stats.seconds = time.monotonic() - start
+        stats.replayed = db.replayed
         write_atomic(out / summary_name, json.dumps(stats.as_dict(), indent=2) + "\n",
                      what="fuzz summary")
 
@@ -297,6 +293,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                 test()
             except (_NewFailure, Flaky):
                 pass
+            except FuzzDatabaseError:
+                raise  # the database went away: every later round would fail the same way
             except Exception as exc:  # noqa: BLE001 - an error outside the checks: go on
                 if not newest:
                     print(f"phasec fuzz: round {round_index} stopped: {type(exc).__name__}: "
@@ -311,6 +309,9 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             if newest:
                 keep(newest[-1])  # the last one raised is hypothesis's smallest
             tick()
+    except FuzzDatabaseError:  # the numbers so far are kept, then the error is reported
+        write_summary()
+        raise
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         reporting_interruption()  # no second delivery while the summary is written
         stats.interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"

@@ -5,7 +5,9 @@ Each worker is a forked process running :func:`run_campaign` with its own
 seed (``seed + k``) in the same output folder: hypothesis's
 ``DirectoryBasedExampleDatabase`` in ``OUT/hypothesis`` is safe to share
 between processes (one file per example, written atomically), so a failure
-one worker saves is replayed by the next campaign of any worker. Workers
+one worker saves is replayed by the next campaign of any worker (with
+``database="redis://..."`` each worker opens its own connection to the
+server after the fork, and the findings are shared with other machines too). Workers
 name their reproducers ``wK-NNN-...`` and write their numbers to
 ``OUT/workers/worker-K.json`` (at each new failure and at the end); the
 parent merges them into ``OUT/summary.json``: counts added, coverage merged,
@@ -55,7 +57,8 @@ def merge_summaries(dicts: list[dict[str, Any]]) -> CampaignStats:
     seen: set[tuple] = set()
     for d in dicts:
         stats.seconds = max(stats.seconds, float(d.get("seconds", 0.0)))
-        for key in ("programs", "sequences", "passes_run", "static_refusals", "reached_build"):
+        for key in ("programs", "sequences", "passes_run", "static_refusals", "reached_build",
+                    "replayed"):
             setattr(stats, key, getattr(stats, key) + int(d.get(key, 0)))
         stats.failing_runs.update(d.get("failing_runs", {}))
         stats.coverage = stats.coverage + Coverage.from_dict(d.get("coverage", {}))
@@ -71,6 +74,7 @@ def merge_summaries(dicts: list[dict[str, Any]]) -> CampaignStats:
                                              f.get("sequence", ""), tuple(f.get("reach", ()))))
     if dicts:
         stats.seed = int(dicts[0].get("seed", 0))
+        stats.database = str(dicts[0].get("database", ""))
     return stats
 
 
