@@ -32,7 +32,7 @@ from ._common import (
     REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, one_of, shape_arg, shape_tuple,
     tensor_arg,
 )
-from .legalize import LegalizeError, _out, _reduction, _script, _tensor, legalizes
+from ._lowering import LegalizeError, _out, _reduction, _script, _tensor, legalizes
 
 __all__: list[str] = []
 

@@ -1,5 +1,5 @@
-"""Tensor creation: arange, full_like, tril, triu, one_hot, eye, eye_like,
-hamming_window, size.
+"""Tensor creation: zeros, ones, full, zeros_like, ones_like, arange,
+full_like, tril, triu, one_hot, eye, eye_like, hamming_window, size.
 
 Scalar operands are prim values (``R.prim_value(3)``; TVMScript also takes a
 bare number for ``start``/``end``/``step``/``k``), as in TVM 0.27.
@@ -26,18 +26,24 @@ bare number for ``start``/``end``/``step``/``k``), as in TVM 0.27.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from .. import arith, te, tir
-from ..expr import PrimValue
+from ..expr import Call, PrimValue
 from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
 from ..struct_info import PrimStructInfo, TensorStructInfo
+from ..te import Tensor
 from ..tir import BinaryOp, PrimExpr, Select
 from ._common import (
-    REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, tensor_arg,
+    REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, shape_arg, shape_tuple,
+    tensor_arg,
 )
-from .legalize import LegalizeError, _out, _script, _tensor, legalizes
+from ._lowering import (
+    LEGALIZE, Inputs, LegalizeError, LegalizeFn, _const, _name, _out, _script, _tensor, legalizes,
+)
+from .manipulate import _same_dtype
 
 __all__: list[str] = []
 
@@ -407,3 +413,113 @@ def _size(call, inputs):
         total = BinaryOp("*", total, d)
     total = arith.simplify(total)
     return te.compute((), lambda: total, name="T_size")
+
+
+# ---------------------------------------------------------------------------
+# creation
+# ---------------------------------------------------------------------------
+
+def _infer_fill(call, ctx):
+    target = shape_arg(call, 0, ctx)
+    dtype = attrs_of(call)["dtype"]
+    if target.values is None:
+        return TensorStructInfo(None, dtype, target.ndim)
+    return TensorStructInfo(target.values, dtype)
+
+
+define("zeros", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
+       reference=lambda shape, dtype="float32": np.zeros(shape_tuple(shape), dtype),
+       pattern=OpPattern.ELEMWISE, doc="A tensor of zeros of the shape operand.")
+define("ones", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
+       reference=lambda shape, dtype="float32": np.ones(shape_tuple(shape), dtype),
+       pattern=OpPattern.ELEMWISE, doc="A tensor of ones of the shape operand.")
+
+
+def _infer_full(call, ctx):
+    target = shape_arg(call, 0, ctx)
+    if len(call.args) < 2:
+        raise err(call, "full expects a shape and a fill value")
+    fill = arg_sinfo(call.args[1], ctx)
+    if isinstance(fill, TensorStructInfo):
+        if fill.ndim not in (0, -1):
+            raise err(call, f"full needs a scalar fill value, but {expr_to_str(call.args[1])} "
+                            f"has struct info {sinfo_to_str(fill)}")
+        fill_dtype = fill.dtype
+    elif isinstance(fill, PrimStructInfo):
+        fill_dtype = fill.dtype
+    else:
+        raise err(call, f"full needs a scalar fill value (a 0-d tensor or R.prim_value), but "
+                        f"{expr_to_str(call.args[1])} has struct info {sinfo_to_str(fill)}")
+    dtype = attrs_of(call)["dtype"]
+    if dtype == "void":
+        dtype = fill_dtype
+    if target.values is None:
+        return TensorStructInfo(None, dtype, target.ndim)
+    return TensorStructInfo(target.values, dtype)
+
+
+def _full_ref(shape, fill_value, dtype="void"):
+    # A prim-value fill should arrive as a numpy scalar of its dtype; plain
+    # Python scalars are read with the Relax defaults (int64, float32, bool).
+    if isinstance(fill_value, bool):
+        fill = np.asarray(fill_value, np.bool_)
+    elif isinstance(fill_value, int):
+        fill = np.asarray(fill_value, np.int64)
+    elif isinstance(fill_value, float):
+        fill = np.asarray(fill_value, np.float32)
+    else:
+        fill = np.asarray(fill_value)
+    return np.full(shape_tuple(shape), fill, dtype=fill.dtype if dtype == "void" else dtype)
+
+
+define("full", ("shape", "fill_value"), _infer_full, attrs={"dtype": ("void", as_dtype)},
+       reference=_full_ref, pattern=OpPattern.ELEMWISE,
+       doc="A tensor of the shape operand filled with a scalar (dtype void: the fill's).")
+
+
+def _infer_like(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    dtype = attrs_of(call)["dtype"]
+    return _same_dtype(x, x.dtype if dtype == "void" else dtype)
+
+
+def _like_ref(fill):
+    def ref(x, dtype="void"):
+        x = np.asarray(x)
+        return np.full(x.shape, fill, dtype=x.dtype if dtype == "void" else dtype)
+    return ref
+
+
+define("zeros_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
+       reference=_like_ref(0), pattern=OpPattern.ELEMWISE, doc="Zeros shaped like x.")
+define("ones_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
+       reference=_like_ref(1), pattern=OpPattern.ELEMWISE, doc="Ones shaped like x.")
+
+
+# ---------------------------------------------------------------------------
+# Legalization: zeros, ones, full, zeros_like, ones_like
+# ---------------------------------------------------------------------------
+
+def _fill(value: Any) -> LegalizeFn:
+    def legalize(call: Call, inputs: Inputs) -> Tensor:
+        out = _out(call)
+        return te.compute(out.shape, lambda *i: _const(value, out.dtype), name=_name(call))
+    return legalize
+
+
+for _n, _v in (("zeros", 0), ("ones", 1), ("zeros_like", 0), ("ones_like", 1)):
+    LEGALIZE["relax." + _n] = _fill(_v)
+
+
+@legalizes("full")
+def _full(call: Call, inputs: Inputs) -> Tensor:
+    out = _out(call)
+    fill = inputs[1]
+    if isinstance(fill, Tensor):
+        if fill.ndim != 0:
+            raise LegalizeError(f"{_script(call)}: the fill value must be a 0-d tensor")
+        return te.compute(out.shape, lambda *i: te.cast(fill[()], out.dtype), name=_name(call))
+    if isinstance(fill, PrimValue):
+        value = fill.value
+        return te.compute(out.shape, lambda *i: te.cast(value, out.dtype), name=_name(call))
+    raise LegalizeError(f"{_script(call)}: unsupported fill value")

@@ -3,11 +3,17 @@
 The definitions are split by family; importing this module imports them all
 (the registry imports it lazily on first lookup):
 
-* :mod:`.elementwise` — binary/unary elementwise ops, activations, stop_fusion
+* :mod:`.elementwise` — binary/unary elementwise ops, activations, astype,
+  where, clip, stop_fusion
 * :mod:`.nn` — softmax, normalizations, conv2d, pooling
 * :mod:`.linalg` — matmul and reductions
-* :mod:`.manipulate` — shape manipulation, indexing, creation
+* :mod:`.manipulate` — shape manipulation and indexing
+* :mod:`.creation` — zeros, ones, full, arange, eye...
 * :mod:`.builtin` — call_tir and friends, closures, memory and VM builtins
+* and the families of issue 13 (:mod:`.elementwise_math`, :mod:`.nn_conv`...)
+
+Each family module holds its operators whole: definition, inference, numpy
+reference and legalization side by side.
 
 Conventions shared by all entries:
 
@@ -27,8 +33,9 @@ Conventions shared by all entries:
   are exactly the inferred struct info's (float32 in, float32 out), or a
   tuple of arrays for ``split``. Builtins (categories "call", "memory",
   "vm") have no reference.
-* ``OpDef.legalize`` reads the op's TE definition from
-  :mod:`phasec.ir.op.legalize`.
+* ``OpDef.legalize`` reads the op's TE definition, registered beside it with
+  :func:`phasec.ir.op._lowering.legalizes`; the drivers that turn calls into
+  PrimFuncs are in :mod:`phasec.ir.op.legalize`.
 """
 
 from __future__ import annotations

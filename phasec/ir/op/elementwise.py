@@ -1,5 +1,6 @@
 """Elementwise operators: binary arithmetic and comparisons (numpy
-broadcasting), unary math, and activations.
+broadcasting), unary math, activations, astype, where and clip; their
+definitions, then their lowerings to TE.
 
 Reference semantics (numpy, results in the operands' dtype):
 
@@ -16,23 +17,36 @@ Reference semantics (numpy, results in the operands' dtype):
   tensors (:data:`~phasec.ir.op._common.NO_BOOL_OPS`): use the logical
   operators, or ``R.astype`` first. The reductions do, with a bool result
   as TVM's inference: sum and max are "any", prod and min are "all".
+* ``clip(x, min, max)``: numpy.clip, result in x's dtype.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
+from .. import te, tir
+from ..expr import Call
+from ..infer import expr_to_str
 from ..struct_info import TensorStructInfo
+from ..te import Tensor
+from ..tir import BinaryOp, Cast, PrimExpr, Select
 from ._common import (
-    OpPattern, binary_dtype, broadcast, define, err, tensor_arg,
+    REQUIRED, OpPattern, as_float, attrs_of, binary_dtype, broadcast, define, err, tensor_arg,
 )
+from ._lowering import (
+    LEGALIZE, Inputs, LegalizeFn, _attrs, _bcast, _const, _float, _name, _out, _safe_div,
+    _tensor,
+    legalizes,
+)
+from .manipulate import _dtype_required, _same_dtype
 
 __all__ = ["BINARY_ARITH", "COMPARISONS", "UNARY"]
 
 
-def _out(result, dtype) -> np.ndarray:
+def _np_result(result, dtype) -> np.ndarray:
     return np.asarray(result).astype(dtype, copy=False)
 
 
@@ -40,13 +54,13 @@ def _binary_ref(fn):
     def ref(a, b):
         a, b = np.asarray(a), np.asarray(b)
         with np.errstate(all="ignore"):
-            return _out(fn(a, b), np.result_type(a, b))
+            return _np_result(fn(a, b), np.result_type(a, b))
     return ref
 
 
 def _compare_ref(fn):
     def ref(a, b):
-        return _out(fn(np.asarray(a), np.asarray(b)), np.bool_)
+        return _np_result(fn(np.asarray(a), np.asarray(b)), np.bool_)
     return ref
 
 
@@ -114,13 +128,13 @@ def _infer_compare(call, ctx):
     return broadcast(call, a, b, "bool")
 
 
-for _name, _fn in BINARY_ARITH.items():
-    define(_name, ("x1", "x2"), _infer_binary, reference=_binary_ref(_fn),
-           pattern=OpPattern.BROADCAST, doc=f"Elementwise {_name} with numpy broadcasting.")
+for _opname, _fn in BINARY_ARITH.items():
+    define(_opname, ("x1", "x2"), _infer_binary, reference=_binary_ref(_fn),
+           pattern=OpPattern.BROADCAST, doc=f"Elementwise {_opname} with numpy broadcasting.")
 
-for _name, _fn in COMPARISONS.items():
-    define(_name, ("x1", "x2"), _infer_compare, reference=_compare_ref(_fn),
-           pattern=OpPattern.BROADCAST, doc=f"Elementwise {_name} (bool result), broadcasting.")
+for _opname, _fn in COMPARISONS.items():
+    define(_opname, ("x1", "x2"), _infer_compare, reference=_compare_ref(_fn),
+           pattern=OpPattern.BROADCAST, doc=f"Elementwise {_opname} (bool result), broadcasting.")
 
 
 # ---------------------------------------------------------------------------
@@ -153,8 +167,8 @@ def _unary_ref(fn, *, via_float64: bool = False):
         x = np.asarray(x)
         with np.errstate(all="ignore"):
             if via_float64:
-                return _out(fn(x.astype(np.float64)), x.dtype)
-            return _out(fn(x), x.dtype)
+                return _np_result(fn(x.astype(np.float64)), x.dtype)
+            return _np_result(fn(x), x.dtype)
     return ref
 
 
@@ -202,10 +216,10 @@ UNARY = {
     "nn.silu": (lambda x: x * _sigmoid(x), True, True),
 }
 
-for _name, (_fn, _needs_float, _f64) in UNARY.items():
-    define(_name, ("x",), _float_unary if _needs_float else _any_unary,
+for _opname, (_fn, _needs_float, _f64) in UNARY.items():
+    define(_opname, ("x",), _float_unary if _needs_float else _any_unary,
            reference=_unary_ref(_fn, via_float64=_f64), pattern=OpPattern.ELEMWISE,
-           doc=f"Elementwise {_name.removeprefix('nn.')}.")
+           doc=f"Elementwise {_opname.removeprefix('nn.')}.")
 
 
 def _stop_fusion_ref(x):
@@ -222,3 +236,253 @@ def _arg_sinfo_any(call, ctx):
     if len(call.args) != 1:
         raise err(call, f"R.stop_fusion expects 1 operand, got {len(call.args)}")
     return arg_sinfo(call.args[0], ctx)
+
+
+# ---------------------------------------------------------------------------
+# astype / where / clip
+# ---------------------------------------------------------------------------
+
+def _infer_astype(call, ctx):
+    return _same_dtype(tensor_arg(call, 0, ctx), attrs_of(call)["dtype"])
+
+
+define("astype", ("x",), _infer_astype, attrs={"dtype": (REQUIRED, _dtype_required)},
+       reference=lambda x, dtype: np.asarray(x).astype(dtype),
+       pattern=OpPattern.ELEMWISE, doc="Convert to ``dtype`` (numpy astype).")
+
+
+def _infer_where(call, ctx):
+    from ._common import broadcast
+    cond = tensor_arg(call, 0, ctx, "the condition")
+    x = tensor_arg(call, 1, ctx)
+    y = tensor_arg(call, 2, ctx)
+    if cond.dtype not in ("void", "bool"):
+        raise err(call, f"where needs a bool condition, but {expr_to_str(call.args[0])} "
+                        f"has dtype {cond.dtype}")
+    if "void" not in (x.dtype, y.dtype) and x.dtype != y.dtype:
+        raise err(call, f"where needs both branches of one dtype, but "
+                        f"{expr_to_str(call.args[1])} has dtype {x.dtype} and "
+                        f"{expr_to_str(call.args[2])} has dtype {y.dtype}")
+    dtype = x.dtype if x.dtype == y.dtype else "void"
+    names = tuple(expr_to_str(a) for a in call.args[:3])
+    xy = broadcast(call, x, y, dtype, names[1:])
+    return broadcast(call, cond, xy, dtype, (names[0], f"broadcast({names[1]}, {names[2]})"))
+
+
+def _where_ref(condition, x1, x2):
+    x1, x2 = np.asarray(x1), np.asarray(x2)
+    return np.where(np.asarray(condition), x1, x2).astype(np.result_type(x1, x2))
+
+
+define("where", ("condition", "x1", "x2"), _infer_where, reference=_where_ref,
+       pattern=OpPattern.BROADCAST, doc="Select x1 where condition else x2 (broadcasting).")
+
+
+def _infer_clip(call, ctx):
+    x = tensor_arg(call, 0, ctx)
+    a = attrs_of(call)
+    if a["min"] > a["max"]:
+        raise err(call, f"clip: min ({a['min']}) is greater than max ({a['max']})")
+    return x if x.span is None else TensorStructInfo(x.shape, x.dtype, x.ndim)
+
+
+def _clip_ref(x, min, max):  # noqa: A002 - TVM's attribute names
+    x = np.asarray(x)
+    return np.clip(x, min, max).astype(x.dtype)
+
+
+define("clip", ("x",), _infer_clip, attrs={"min": (REQUIRED, as_float), "max": (REQUIRED, as_float)},
+       reference=_clip_ref, pattern=OpPattern.ELEMWISE,
+       doc="Clamp to [min, max] (numpy.clip), result in x's dtype.")
+
+
+# ---------------------------------------------------------------------------
+# Legalization
+# ---------------------------------------------------------------------------
+
+def _divide(a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
+    if _float(dtype):
+        return BinaryOp("/", a, b)
+    return _safe_div(a, b, "/")  # TIR integer "/" truncates toward zero
+
+
+def _floor_divide(a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
+    if _float(dtype):
+        return te.call("floor", BinaryOp("/", a, b))
+    return _safe_div(a, b, "//")
+
+
+def _te_power(a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
+    if _float(dtype):
+        return BinaryOp("pow", a, b)
+    # Integer power through float64 (exact below 2**53); negative exponents
+    # give 1 for base 1, +-1 for base -1 and 0 otherwise (the reference's rule).
+    f = BinaryOp("pow", Cast("float64", a), Cast("float64", BinaryOp("max", b, _const(0, dtype))))
+    pos = Cast(dtype, f)
+    one, zero = _const(1, dtype), _const(0, dtype)
+    if dtype.startswith("uint"):
+        return pos
+    minus_one = _const(-1, dtype)
+    odd = BinaryOp("!=", BinaryOp("%", b, _const(2, dtype)), zero)
+    inv = Select(BinaryOp("==", a, one), one,
+                 Select(BinaryOp("==", a, minus_one), Select(odd, minus_one, one), zero))
+    return Select(BinaryOp("<", b, zero), inv, pos)
+
+
+def _logical(op: str) -> Callable[[PrimExpr, PrimExpr, str], PrimExpr]:
+    def fn(a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
+        return te.cast(BinaryOp(op, _truthy(a), _truthy(b)), dtype)
+    return fn
+
+
+def _truthy(x: PrimExpr) -> PrimExpr:
+    return x if tir.is_bool(x.dtype) else BinaryOp("!=", x, _const(0, x.dtype))
+
+
+_BINARY: dict[str, Callable[[PrimExpr, PrimExpr, str], PrimExpr]] = {
+    "add": lambda a, b, dt: BinaryOp("+", a, b),
+    "subtract": lambda a, b, dt: BinaryOp("-", a, b),
+    "multiply": lambda a, b, dt: BinaryOp("*", a, b),
+    "divide": _divide,
+    "floor_divide": _floor_divide,
+    "power": _te_power,
+    "maximum": lambda a, b, dt: BinaryOp("max", a, b),
+    "minimum": lambda a, b, dt: BinaryOp("min", a, b),
+    "logical_and": _logical("and"),
+    "logical_or": _logical("or"),
+    "equal": lambda a, b, dt: BinaryOp("==", a, b),
+    "not_equal": lambda a, b, dt: BinaryOp("!=", a, b),
+    "less": lambda a, b, dt: BinaryOp("<", a, b),
+    "less_equal": lambda a, b, dt: BinaryOp("<=", a, b),
+    "greater": lambda a, b, dt: BinaryOp(">", a, b),
+    "greater_equal": lambda a, b, dt: BinaryOp(">=", a, b),
+}
+
+
+def _make_binary(name: str) -> LegalizeFn:
+    fn = _BINARY[name]
+
+    def legalize(call: Call, inputs: Inputs) -> Tensor:
+        a, b = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+        out = _out(call)
+        shape = out.shape
+        return te.compute(shape, lambda *i: fn(_bcast(a, shape, i), _bcast(b, shape, i),
+                                               out.dtype), name=_name(call))
+    return legalize
+
+
+for _n in _BINARY:
+    LEGALIZE["relax." + _n] = _make_binary(_n)
+
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+
+
+def _te_negative(x: PrimExpr) -> PrimExpr:
+    if _float(x.dtype):
+        return BinaryOp("*", x, _const(-1.0, x.dtype))  # exact, keeps the sign of zero
+    return BinaryOp("-", _const(0, x.dtype), x)
+
+
+def _te_abs(x: PrimExpr) -> PrimExpr:
+    if _float(x.dtype):
+        return te.call("fabs", x)
+    if x.dtype.startswith("uint") or tir.is_bool(x.dtype):
+        return x
+    return Select(BinaryOp("<", x, _const(0, x.dtype)), _te_negative(x), x)
+
+
+def _float_only(name: str) -> Callable[[PrimExpr], PrimExpr]:
+    return lambda x: te.call(name, x)
+
+
+def _int_identity(name: str) -> Callable[[PrimExpr], PrimExpr]:
+    return lambda x: te.call(name, x) if _float(x.dtype) else x
+
+
+def _te_gelu(x: PrimExpr) -> PrimExpr:
+    dt = x.dtype
+    half = _const(0.5, dt)
+    erf = te.call("erf", BinaryOp("*", x, _const(_SQRT1_2, dt)))
+    return BinaryOp("*", BinaryOp("*", half, x), BinaryOp("+", _const(1.0, dt), erf))
+
+
+def _te_gelu_tanh(x: PrimExpr) -> PrimExpr:
+    dt = x.dtype
+    cube = BinaryOp("*", BinaryOp("*", x, x), x)
+    inner = BinaryOp("*", _const(_SQRT_2_PI, dt),
+                     BinaryOp("+", x, BinaryOp("*", _const(0.044715, dt), cube)))
+    return BinaryOp("*", BinaryOp("*", _const(0.5, dt), x),
+                    BinaryOp("+", _const(1.0, dt), te.call("tanh", inner)))
+
+
+_UNARY: dict[str, Callable[[PrimExpr], PrimExpr]] = {
+    "negative": _te_negative,
+    "abs": _te_abs,
+    "exp": _float_only("exp"),
+    "log": _float_only("log"),
+    "sqrt": _float_only("sqrt"),
+    "rsqrt": _float_only("rsqrt"),
+    "tanh": _float_only("tanh"),
+    "sigmoid": _float_only("sigmoid"),
+    "erf": _float_only("erf"),
+    "floor": _int_identity("floor"),
+    "ceil": _int_identity("ceil"),
+    "round": _int_identity("round"),
+    "logical_not": lambda x: te.cast(BinaryOp("==", x, _const(0, x.dtype)), x.dtype),
+    "nn.relu": lambda x: BinaryOp("max", x, _const(0, x.dtype)),
+    "nn.gelu": _te_gelu,
+    "nn.gelu_tanh": _te_gelu_tanh,
+    "nn.silu": lambda x: BinaryOp("*", x, te.call("sigmoid", x)),
+    "stop_fusion": lambda x: x,
+}
+
+
+def _make_unary(name: str) -> LegalizeFn:
+    fn = _UNARY[name]
+
+    def legalize(call: Call, inputs: Inputs) -> Tensor:
+        x = _tensor(inputs, 0, call)
+        out = _out(call)
+        return te.compute(out.shape, lambda *i: te.cast(fn(x[i]), out.dtype), name=_name(call))
+    return legalize
+
+
+for _n in _UNARY:
+    LEGALIZE["relax." + _n] = _make_unary(_n)
+
+
+@legalizes("astype")
+def _astype(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    if tir.is_bool(out.dtype) and not tir.is_bool(x.dtype):
+        return te.compute(out.shape, lambda *i: BinaryOp("!=", x[i], _const(0, x.dtype)),
+                          name=_name(call))
+    return te.compute(out.shape, lambda *i: te.cast(x[i], out.dtype), name=_name(call))
+
+
+@legalizes("clip")
+def _clip(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    a = _attrs(call)
+    out = _out(call)
+    dt = out.dtype
+    if _float(dt):
+        lo, hi = _const(a["min"], dt), _const(a["max"], dt)
+        return te.compute(out.shape, lambda *i: BinaryOp("min", BinaryOp("max", x[i], lo), hi),
+                          name=_name(call))
+    # Integers: clamp in float64 against the float bounds, then truncate (numpy.clip + astype).
+    lo, hi = _const(a["min"], "float64"), _const(a["max"], "float64")
+    return te.compute(out.shape, lambda *i: te.cast(
+        BinaryOp("min", BinaryOp("max", Cast("float64", x[i]), lo), hi), dt), name=_name(call))
+
+
+@legalizes("where")
+def _where(call: Call, inputs: Inputs) -> Tensor:
+    c, a, b = (_tensor(inputs, k, call) for k in range(3))
+    out = _out(call)
+    shape = out.shape
+    return te.compute(shape, lambda *i: Select(_truthy(_bcast(c, shape, i)), _bcast(a, shape, i),
+                                               _bcast(b, shape, i)), name=_name(call))

@@ -36,7 +36,7 @@ from ..infer import expr_to_str, sinfo_to_str
 from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, PrimExpr, Select
 from ._common import OpPattern, binary_dtype, broadcast, define, err, tensor_arg
-from .legalize import _bcast, _const, _name, _out, _tensor, legalizes
+from ._lowering import _bcast, _const, _name, _out, _tensor, legalizes
 
 __all__ = ["MATH_UNARY", "MATH_BINARY"]
 

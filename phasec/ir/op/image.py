@@ -41,7 +41,7 @@ from ._common import (
     tensor_sinfo,
 )
 from ._layout import layout_of
-from .legalize import _clamp, _const, _out, _tensor, legalizes
+from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
 

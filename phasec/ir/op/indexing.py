@@ -59,7 +59,7 @@ from ._common import (
     one_of, tensor_arg,
 )
 from ._tirgen import checked, copy_buffer, i64, nest, seq
-from .legalize import LegalizeError, _out, _script, _tensor, legalizes
+from ._lowering import LegalizeError, _out, _script, _tensor, legalizes
 
 __all__: list[str] = []
 

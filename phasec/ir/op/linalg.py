@@ -12,13 +12,24 @@ Reductions take ``axis=None`` (all axes) or a tuple of axes, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
-from .. import arith, tir
+from .. import arith, te, tir
+from ..expr import Call
 from ..struct_info import TensorStructInfo
+from ..te import Tensor
+from ..tir import BinaryOp, PrimExpr
 from ._common import (
     OpPattern, as_bool, as_dtype, attrs_of, binary_dtype, broadcast_dims, define, err,
     int_tuple, norm_axes, opt, tensor_arg,
+)
+from ._lowering import (
+    I64, LEGALIZE, Inputs, LegalizeFn, _attrs, _count, _float, _i64, _is_one, _name, _norm_axis,
+    _out,
+    _prod, _reduction, _safe_div, _tensor, legalizes,
 )
 
 __all__: list[str] = []
@@ -123,10 +134,88 @@ def _mean_ref(x, axis=None, keepdims=False):
 
 _REDUCE_ATTRS = {"axis": (None, opt(int_tuple)), "keepdims": (False, as_bool)}
 
-for _name, _ref in (("sum", _reduce_ref(np.sum)), ("mean", _mean_ref),
+for _opname, _ref in (("sum", _reduce_ref(np.sum)), ("mean", _mean_ref),
                     ("max", _reduce_ref(np.max)), ("min", _reduce_ref(np.min)),
                     ("prod", _reduce_ref(np.prod))):
-    define(_name, ("x",), _infer_reduce, attrs=_REDUCE_ATTRS, reference=_ref,
+    define(_opname, ("x",), _infer_reduce, attrs=_REDUCE_ATTRS, reference=_ref,
            pattern=OpPattern.COMM_REDUCE,
-           doc=f"Reduce by {_name} over ``axis`` (None: all axes), optionally keeping dims.")
+           doc=f"Reduce by {_opname} over ``axis`` (None: all axes), optionally keeping dims.")
 
+
+# ---------------------------------------------------------------------------
+# Legalization
+# ---------------------------------------------------------------------------
+
+def _reduce_axes(call: Call, ndim: int) -> list[int]:
+    axis = _attrs(call)["axis"]
+    if axis is None:
+        return list(range(ndim))
+    return sorted(_norm_axis(a, ndim) for a in axis)
+
+
+def _make_reduce(kind: str) -> LegalizeFn:
+    combiner = {"sum": te.sum, "max": te.max, "min": te.min, "prod": te.prod}[kind]
+
+    def legalize(call: Call, inputs: Inputs) -> Tensor:
+        x = _tensor(inputs, 0, call)
+        out = _out(call)
+        axes = _reduce_axes(call, x.ndim)
+        keep = _attrs(call)["keepdims"]
+        if tir.is_bool(x.dtype):
+            # bool: sum/max = any, prod/min = all; accumulate 0/1 in int64 (bool
+            # arithmetic would wrap: true + true is false in one bit)
+            r = _reduction(x, axes, keep, out.shape, combiner, _name(call) + "_i64",
+                           lambda v: te.cast(v, I64))
+            return te.compute(out.shape, lambda *i: BinaryOp("!=", r[i], _i64(0)),
+                              name=_name(call))
+        return _reduction(x, axes, keep, out.shape, combiner, _name(call))
+    return legalize
+
+
+for _n in ("sum", "max", "min", "prod"):
+    LEGALIZE["relax." + _n] = _make_reduce(_n)
+
+
+@legalizes("mean")
+def _mean(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    axes = _reduce_axes(call, x.ndim)
+    keep = _attrs(call)["keepdims"]
+    count = _prod([x.shape[a] for a in axes])
+    dt = out.dtype
+    if _float(dt):
+        s = _reduction(x, axes, keep, out.shape, te.sum, "T_mean_sum")
+        return te.compute(out.shape, lambda *i: BinaryOp("/", s[i], _count(count, dt)),
+                          name=_name(call))
+    # Integers: sum in int64, divide truncating toward zero (the reference's rule).
+    s = _reduction(x, axes, keep, out.shape, te.sum, "T_mean_sum",
+                   lambda v: te.cast(v, "int64"))
+    return te.compute(out.shape, lambda *i: te.cast(_safe_div(s[i], count, "/"), dt),
+                      name=_name(call))
+
+
+@legalizes("matmul")
+def _matmul(call: Call, inputs: Inputs) -> Tensor:
+    a, b = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    dt = out.dtype
+    k = te.reduce_axis(a.shape[-1], "k")
+    a_mat, b_mat = a.ndim > 1, b.ndim > 1
+    out_nd = len(out.shape)
+    n_batch = out_nd - int(a_mat) - int(b_mat)
+    batch_shape = out.shape[:n_batch]
+
+    def batch_index(t: Tensor, i: Sequence[PrimExpr]) -> list[PrimExpr]:
+        tb = t.shape[:-2]
+        off = n_batch - len(tb)
+        return [(_i64(0) if _is_one(tb[d]) and not _is_one(batch_shape[off + d])
+                 else i[off + d]) for d in range(len(tb))]
+
+    def body(*i: PrimExpr) -> Any:
+        batch = i[:n_batch]
+        ai = (batch_index(a, batch) + [i[n_batch], k.var]) if a_mat else [k.var]
+        bi = (batch_index(b, batch) + [k.var, i[-1]]) if b_mat else [k.var]
+        return te.sum(BinaryOp("*", te.cast(a[tuple(ai)], dt), te.cast(b[tuple(bi)], dt)),
+                      axis=[k])
+    return te.compute(out.shape, body, name="T_matmul", tag="matmul")

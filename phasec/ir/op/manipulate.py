@@ -1,4 +1,4 @@
-"""Shape manipulation, indexing and tensor creation.
+"""Shape manipulation and indexing (their definitions and their lowerings).
 
 Operand conventions (the interpreter passes these values to ``reference``):
 tensors are numpy arrays, shape operands (``R.shape([...])``) tuples of ints,
@@ -19,20 +19,29 @@ Semantics worth knowing:
   the end".
 * ``take(x, indices, axis)``: numpy.take; ``axis=None`` indexes the flattened
   tensor; indices must lie in [-dim, dim).
-* ``clip(x, min, max)``: numpy.clip, result in x's dtype.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
-from .. import arith, tir
+from .. import arith, te, tir
+from ..expr import Call
 from ..infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
-from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
+from ..struct_info import TensorStructInfo, TupleStructInfo
+from ..te import Tensor
+from ..tir import BinaryOp, PrimExpr, Select
 from ._common import (
-    REQUIRED, OpPattern, as_bool, as_dtype, check_indices, as_float, as_int, attrs_of, define, err,
+    REQUIRED, OpPattern, as_bool, as_dtype, check_indices, as_int, attrs_of, define, err,
     int_tuple, norm_axes, norm_axis, one_of, opt, prod, shape_arg, shape_tuple, tensor_arg,
     tensor_sinfo,
+)
+from ._lowering import (
+    I64, Inputs, LegalizeError, _attrs, _bcast, _clamp, _flat_index, _i64, _is_one, _name,
+    _norm_axis, _out, _prod, _script, _static, _tensor, _unravel, legalizes,
 )
 
 __all__: list[str] = []
@@ -445,140 +454,204 @@ define("take", ("x", "indices"), _infer_take,
 
 
 # ---------------------------------------------------------------------------
-# astype / where / clip
+# Legalization
 # ---------------------------------------------------------------------------
 
-def _infer_astype(call, ctx):
-    return _same_dtype(tensor_arg(call, 0, ctx), attrs_of(call)["dtype"])
+def _reshape_index(i: Sequence[PrimExpr], out_shape: Sequence[PrimExpr],
+                   in_shape: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+    """Index of the input element for output index ``i`` of a row-major reshape.
+
+    A common prefix of equal dimensions is indexed directly; the rest goes
+    through the flat index.
+    """
+    p = 0
+    while (p < len(out_shape) and p < len(in_shape)
+           and arith.prove_equal(out_shape[p], in_shape[p])):
+        p += 1
+    if p == len(out_shape) == len(in_shape):
+        return tuple(i)
+    flat = _flat_index(i[p:], out_shape[p:])
+    return tuple(i[:p]) + tuple(_unravel(flat, in_shape[p:]))
 
 
-define("astype", ("x",), _infer_astype, attrs={"dtype": (REQUIRED, _dtype_required)},
-       reference=lambda x, dtype: np.asarray(x).astype(dtype),
-       pattern=OpPattern.ELEMWISE, doc="Convert to ``dtype`` (numpy astype).")
+@legalizes("reshape", "flatten")
+def _reshape(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    return te.compute(out.shape, lambda *i: x[_reshape_index(i, out.shape, x.shape)],
+                      name=_name(call))
 
 
-def _infer_where(call, ctx):
-    from ._common import broadcast
-    cond = tensor_arg(call, 0, ctx, "the condition")
-    x = tensor_arg(call, 1, ctx)
-    y = tensor_arg(call, 2, ctx)
-    if cond.dtype not in ("void", "bool"):
-        raise err(call, f"where needs a bool condition, but {expr_to_str(call.args[0])} "
-                        f"has dtype {cond.dtype}")
-    if "void" not in (x.dtype, y.dtype) and x.dtype != y.dtype:
-        raise err(call, f"where needs both branches of one dtype, but "
-                        f"{expr_to_str(call.args[1])} has dtype {x.dtype} and "
-                        f"{expr_to_str(call.args[2])} has dtype {y.dtype}")
-    dtype = x.dtype if x.dtype == y.dtype else "void"
-    names = tuple(expr_to_str(a) for a in call.args[:3])
-    xy = broadcast(call, x, y, dtype, names[1:])
-    return broadcast(call, cond, xy, dtype, (names[0], f"broadcast({names[1]}, {names[2]})"))
+@legalizes("permute_dims")
+def _permute_dims(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    axes = _attrs(call)["axes"]
+    order = list(range(x.ndim - 1, -1, -1)) if axes is None else [
+        _norm_axis(v, x.ndim) for v in axes]
+
+    def body(*i: PrimExpr) -> Any:
+        ind: list[PrimExpr] = [_i64(0)] * x.ndim
+        for j, src in enumerate(order):
+            ind[src] = i[j]
+        return x[tuple(ind)]
+    return te.compute(out.shape, body, name=_name(call))
 
 
-def _where_ref(condition, x1, x2):
-    x1, x2 = np.asarray(x1), np.asarray(x2)
-    return np.where(np.asarray(condition), x1, x2).astype(np.result_type(x1, x2))
+@legalizes("expand_dims")
+def _expand_dims(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    new = {_norm_axis(v, len(out.shape)) for v in _attrs(call)["axis"]}
+    return te.compute(out.shape, lambda *i: x[tuple(v for d, v in enumerate(i) if d not in new)],
+                      name=_name(call))
 
 
-define("where", ("condition", "x1", "x2"), _infer_where, reference=_where_ref,
-       pattern=OpPattern.BROADCAST, doc="Select x1 where condition else x2 (broadcasting).")
-
-
-def _infer_clip(call, ctx):
-    x = tensor_arg(call, 0, ctx)
-    a = attrs_of(call)
-    if a["min"] > a["max"]:
-        raise err(call, f"clip: min ({a['min']}) is greater than max ({a['max']})")
-    return x if x.span is None else TensorStructInfo(x.shape, x.dtype, x.ndim)
-
-
-def _clip_ref(x, min, max):  # noqa: A002 - TVM's attribute names
-    x = np.asarray(x)
-    return np.clip(x, min, max).astype(x.dtype)
-
-
-define("clip", ("x",), _infer_clip, attrs={"min": (REQUIRED, as_float), "max": (REQUIRED, as_float)},
-       reference=_clip_ref, pattern=OpPattern.ELEMWISE,
-       doc="Clamp to [min, max] (numpy.clip), result in x's dtype.")
-
-
-# ---------------------------------------------------------------------------
-# creation
-# ---------------------------------------------------------------------------
-
-def _infer_fill(call, ctx):
-    target = shape_arg(call, 0, ctx)
-    dtype = attrs_of(call)["dtype"]
-    if target.values is None:
-        return TensorStructInfo(None, dtype, target.ndim)
-    return TensorStructInfo(target.values, dtype)
-
-
-define("zeros", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
-       reference=lambda shape, dtype="float32": np.zeros(shape_tuple(shape), dtype),
-       pattern=OpPattern.ELEMWISE, doc="A tensor of zeros of the shape operand.")
-define("ones", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
-       reference=lambda shape, dtype="float32": np.ones(shape_tuple(shape), dtype),
-       pattern=OpPattern.ELEMWISE, doc="A tensor of ones of the shape operand.")
-
-
-def _infer_full(call, ctx):
-    target = shape_arg(call, 0, ctx)
-    if len(call.args) < 2:
-        raise err(call, "full expects a shape and a fill value")
-    fill = arg_sinfo(call.args[1], ctx)
-    if isinstance(fill, TensorStructInfo):
-        if fill.ndim not in (0, -1):
-            raise err(call, f"full needs a scalar fill value, but {expr_to_str(call.args[1])} "
-                            f"has struct info {sinfo_to_str(fill)}")
-        fill_dtype = fill.dtype
-    elif isinstance(fill, PrimStructInfo):
-        fill_dtype = fill.dtype
+@legalizes("squeeze")
+def _squeeze(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    axis = _attrs(call)["axis"]
+    if axis is None:
+        dropped = {d for d in range(x.ndim) if _is_one(x.shape[d])}
     else:
-        raise err(call, f"full needs a scalar fill value (a 0-d tensor or R.prim_value), but "
-                        f"{expr_to_str(call.args[1])} has struct info {sinfo_to_str(fill)}")
-    dtype = attrs_of(call)["dtype"]
-    if dtype == "void":
-        dtype = fill_dtype
-    if target.values is None:
-        return TensorStructInfo(None, dtype, target.ndim)
-    return TensorStructInfo(target.values, dtype)
+        dropped = {_norm_axis(v, x.ndim) for v in axis}
+
+    def body(*i: PrimExpr) -> Any:
+        it = iter(i)
+        return x[tuple(_i64(0) if d in dropped else next(it) for d in range(x.ndim))]
+    return te.compute(out.shape, body, name=_name(call))
 
 
-def _full_ref(shape, fill_value, dtype="void"):
-    # A prim-value fill should arrive as a numpy scalar of its dtype; plain
-    # Python scalars are read with the Relax defaults (int64, float32, bool).
-    if isinstance(fill_value, bool):
-        fill = np.asarray(fill_value, np.bool_)
-    elif isinstance(fill_value, int):
-        fill = np.asarray(fill_value, np.int64)
-    elif isinstance(fill_value, float):
-        fill = np.asarray(fill_value, np.float32)
+@legalizes("broadcast_to")
+def _broadcast_to(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    return te.compute(out.shape, lambda *i: _bcast(x, out.shape, i), name=_name(call))
+
+
+@legalizes("concat")
+def _concat(call: Call, inputs: Inputs) -> Tensor:
+    tensors = inputs[0]
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    if not isinstance(tensors, list) or not tensors:
+        raise LegalizeError(f"{_script(call)}: expects a tuple of tensors")
+    out = _out(call)
+    axis = _attrs(call)["axis"]
+    if axis is None:
+        flat = []
+        for k, t in enumerate(tensors):
+            size = _prod(t.shape)
+            flat.append(te.compute((size,), lambda i, t=t: t[tuple(_unravel(i, t.shape))],
+                                   name=f"T_concat_flat{k}"))
+        tensors, ax = flat, 0
     else:
-        fill = np.asarray(fill_value)
-    return np.full(shape_tuple(shape), fill, dtype=fill.dtype if dtype == "void" else dtype)
+        ax = _norm_axis(axis, len(out.shape))
+    parts = [t for t in tensors if _static(t.shape[ax]) != 0]
+    if not parts:
+        parts = tensors[:1]
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        offsets: list[PrimExpr] = []
+        off: PrimExpr = _i64(0)
+        for t in parts:
+            offsets.append(off)
+            off = arith.simplify(BinaryOp("+", off, t.shape[ax]))
+
+        def load(k: int) -> PrimExpr:
+            t = parts[k]
+            local = i[ax] if _static(offsets[k]) == 0 else BinaryOp("-", i[ax], offsets[k])
+            if len(parts) > 1:
+                local = _clamp(local, t.shape[ax])
+            return t[tuple(local if d == ax else v for d, v in enumerate(i))]
+        value = load(len(parts) - 1)
+        for k in range(len(parts) - 2, -1, -1):
+            value = Select(BinaryOp("<", i[ax], offsets[k + 1]), load(k), value)
+        return value
+    return te.compute(out.shape, body, name=_name(call))
 
 
-define("full", ("shape", "fill_value"), _infer_full, attrs={"dtype": ("void", as_dtype)},
-       reference=_full_ref, pattern=OpPattern.ELEMWISE,
-       doc="A tensor of the shape operand filled with a scalar (dtype void: the fill's).")
+@legalizes("split")
+def _split(call: Call, inputs: Inputs) -> list[Tensor]:
+    x = _tensor(inputs, 0, call)
+    sinfo = call.struct_info
+    if not isinstance(sinfo, TupleStructInfo):
+        raise LegalizeError(f"{_script(call)}: expected a tuple result")
+    ax = _norm_axis(_attrs(call)["axis"], x.ndim)
+    outs: list[Tensor] = []
+    begin: PrimExpr = _i64(0)
+    for k in range(len(sinfo.fields)):
+        out = _out(call, k)
+
+        def body(*i: PrimExpr, begin: PrimExpr = begin) -> Any:
+            start = i[ax] if _static(begin) == 0 else BinaryOp("+", i[ax], begin)
+            return x[tuple(start if d == ax else v for d, v in enumerate(i))]
+        outs.append(te.compute(out.shape, body, name=f"T_split{k}"))
+        begin = arith.simplify(BinaryOp("+", begin, out.shape[ax]))
+    return outs
 
 
-def _infer_like(call, ctx):
-    x = tensor_arg(call, 0, ctx)
-    dtype = attrs_of(call)["dtype"]
-    return _same_dtype(x, x.dtype if dtype == "void" else dtype)
+def _slice_start(dim: PrimExpr, b: int, e: int, s: int) -> PrimExpr:
+    c = _static(dim)
+    if c is not None:
+        return _i64(range(*slice(b, e, s).indices(c)).start if c else 0)
+    if s > 0:
+        return _i64(b) if b >= 0 else arith.simplify(BinaryOp("+", dim, _i64(b)))
+    if b >= _END:
+        return arith.simplify(BinaryOp("-", dim, _i64(1)))
+    return _i64(b) if b >= 0 else arith.simplify(BinaryOp("+", dim, _i64(b)))
 
 
-def _like_ref(fill):
-    def ref(x, dtype="void"):
-        x = np.asarray(x)
-        return np.full(x.shape, fill, dtype=x.dtype if dtype == "void" else dtype)
-    return ref
+@legalizes("strided_slice")
+def _strided_slice(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a = _attrs(call)
+    strides = a["strides"] or (1,) * len(a["axes"])
+    spec = {}
+    for axis, b, e, s in zip(a["axes"], a["begin"], a["end"], strides):
+        d = _norm_axis(axis, x.ndim)
+        spec[d] = (_slice_start(x.shape[d], b, e, s), s)
+
+    def body(*i: PrimExpr) -> Any:
+        ind = []
+        for d, v in enumerate(i):
+            if d in spec:
+                start, s = spec[d]
+                term = v if s == 1 else BinaryOp("*", v, _i64(s))
+                ind.append(term if _static(start) == 0 else BinaryOp("+", start, term))
+            else:
+                ind.append(v)
+        return x[tuple(ind)]
+    return te.compute(out.shape, body, name=_name(call))
 
 
-define("zeros_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
-       reference=_like_ref(0), pattern=OpPattern.ELEMWISE, doc="Zeros shaped like x.")
-define("ones_like", ("x",), _infer_like, attrs={"dtype": ("void", as_dtype)},
-       reference=_like_ref(1), pattern=OpPattern.ELEMWISE, doc="Ones shaped like x.")
+@legalizes("take")
+def _take(call: Call, inputs: Inputs) -> Tensor:
+    x, idx = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    axis = _attrs(call)["axis"]
+    mode = _attrs(call).get("mode", "fast")
 
+    def wrap(v: PrimExpr, dim: PrimExpr) -> PrimExpr:
+        v = te.cast(v, I64)
+        if mode == "clip":
+            return _clamp(v, te.cast(dim, I64))
+        if mode == "wrap":
+            return BinaryOp("%", v, te.cast(dim, I64))  # floor modulo: always in [0, dim)
+        # numpy's negative indices; anything out of range stops the kernel with an
+        # IndexOutOfRangeError, as the reference does (never a clamp or a wild read)
+        return tir.Call("checked_index", (v, dim), "int64")
+
+    if axis is None:
+        size = _prod(x.shape)
+        return te.compute(out.shape, lambda *i: x[tuple(_unravel(wrap(idx[i], size), x.shape))],
+                          name=_name(call))
+    ax = _norm_axis(axis, x.ndim)
+    k = idx.ndim
+
+    def body(*i: PrimExpr) -> Any:
+        pick = wrap(idx[tuple(i[ax:ax + k])], x.shape[ax])
+        return x[tuple(i[:ax]) + (pick,) + tuple(i[ax + k:])]
+    return te.compute(out.shape, body, name=_name(call))

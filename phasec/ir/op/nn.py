@@ -18,13 +18,23 @@ least 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
-from .. import arith, tir
+from .. import arith, te, tir
+from ..expr import Call
 from ..struct_info import TensorStructInfo
+from ..te import Tensor
+from ..tir import BinaryOp, Cast, PrimExpr, Select
 from ._common import (
     OpPattern, REQUIRED, as_bool, as_float, as_int, as_str, define,
     err, int_tuple, norm_axes, norm_axis, padding4, pair, tensor_arg, tensor_sinfo,
+)
+from ._lowering import (
+    Inputs, _clamp, _const, _count, _float, _i64, _norm_axis, _out, _prod, _reduction, _tensor,
+    legalizes,
 )
 from .elementwise import _float_unary  # the float-dtype check
 
@@ -62,10 +72,10 @@ def _log_softmax_ref(x, axis=-1):
     return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
 
 
-for _name, _ref in (("nn.softmax", _softmax_ref), ("nn.log_softmax", _log_softmax_ref)):
-    define(_name, ("data",), _infer_softmax, attrs={"axis": (-1, as_int)}, reference=_ref,
+for _opname, _ref in (("nn.softmax", _softmax_ref), ("nn.log_softmax", _log_softmax_ref)):
+    define(_opname, ("data",), _infer_softmax, attrs={"axis": (-1, as_int)}, reference=_ref,
            pattern=OpPattern.OPAQUE,
-           doc=f"{_name.removeprefix('nn.')} along ``axis`` (numerically stable).")
+           doc=f"{_opname.removeprefix('nn.')} along ``axis`` (numerically stable).")
 
 
 # ---------------------------------------------------------------------------
@@ -270,3 +280,171 @@ define("nn.max_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_ma
 define("nn.avg_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_avg_pool2d_ref,
        pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc="2-D average pooling (NCHW).")
 
+
+# ---------------------------------------------------------------------------
+# Legalization
+# ---------------------------------------------------------------------------
+
+def _drop(i: Sequence[PrimExpr], axes: Sequence[int]) -> tuple[PrimExpr, ...]:
+    return tuple(v for d, v in enumerate(i) if d not in axes)
+
+
+def _softmax_parts(x: Tensor, ax: int, prefix: str) -> tuple[Tensor, Tensor, Tensor]:
+    red_shape = _drop(x.shape, [ax])
+    mx = _reduction(x, [ax], False, red_shape, te.max, prefix + "_maxelem")
+    shifted = te.compute(x.shape, lambda *i: BinaryOp("-", x[i], mx[_drop(i, [ax])]),
+                         name=prefix + "_shifted")
+    s = _reduction(shifted, [ax], False, red_shape, te.sum, prefix + "_expsum",
+                   lambda v: te.call("exp", v))
+    return mx, shifted, s
+
+
+@legalizes("nn.softmax")
+def _softmax(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    ax = _norm_axis(_attrs(call)["axis"], x.ndim)
+    if ax != x.ndim - 1 or x.ndim < 2:
+        _, shifted, s = _softmax_parts(x, ax, "T_softmax")
+        return te.compute(x.shape, lambda *i: BinaryOp("/", te.call("exp", shifted[i]),
+                                                       s[_drop(i, [ax])]), name="T_softmax")
+    # Softmax over rows: exp(x - max) is computed once per element, into a
+    # row buffer that both the sum and the division read (te.ROW_LOCAL),
+    # instead of once in each.
+    red_shape = _drop(x.shape, [ax])
+    mx = _reduction(x, [ax], False, red_shape, te.max, "T_softmax_maxelem")
+    e = te.compute(x.shape, lambda *i: te.call("exp", BinaryOp("-", x[i], mx[_drop(i, [ax])])),
+                   name="T_softmax_exp", attrs={te.ROW_LOCAL: True})
+    s = _reduction(e, [ax], False, red_shape, te.sum, "T_softmax_expsum")
+    return te.compute(x.shape, lambda *i: BinaryOp("/", e[i], s[_drop(i, [ax])]),
+                      name="T_softmax")
+
+
+@legalizes("nn.log_softmax")
+def _log_softmax(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    ax = _norm_axis(_attrs(call)["axis"], x.ndim)
+    _, shifted, s = _softmax_parts(x, ax, "T_log_softmax")
+    return te.compute(x.shape, lambda *i: BinaryOp("-", shifted[i],
+                                                   te.call("log", s[_drop(i, [ax])])),
+                      name="T_log_softmax")
+
+
+def _param_index(i: Sequence[PrimExpr], axes: Sequence[int]) -> tuple[PrimExpr, ...]:
+    return tuple(i[a] for a in axes)
+
+
+def _mean_over(x: Tensor, axes: list[int], name: str,
+               value: Callable[[PrimExpr], PrimExpr] = lambda v: v) -> Tensor:
+    red_shape = _drop(x.shape, axes)
+    s = _reduction(x, axes, False, red_shape, te.sum, name + "_sum", value)
+    count = _count(_prod([x.shape[a] for a in axes]), x.dtype)
+    return te.compute(red_shape, lambda *i: BinaryOp("/", s[i], count), name=name)
+
+
+@legalizes("nn.layer_norm")
+def _layer_norm(call: Call, inputs: Inputs) -> Tensor:
+    x, gamma, beta = (_tensor(inputs, k, call) for k in range(3))
+    a = _attrs(call)
+    axes = sorted(_norm_axis(v, x.ndim) for v in a["axes"])
+    dt = x.dtype
+    eps = _const(a["epsilon"], dt)
+    mean = _mean_over(x, axes, "T_layer_norm_mean")
+    diff = te.compute(x.shape, lambda *i: BinaryOp("-", x[i], mean[_drop(i, axes)]),
+                      name="T_layer_norm_diff")
+    var = _mean_over(diff, axes, "T_layer_norm_var", lambda v: BinaryOp("*", v, v))
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        v = BinaryOp("/", diff[i], te.call("sqrt", BinaryOp("+", var[_drop(i, axes)], eps)))
+        if a["scale"]:
+            v = BinaryOp("*", v, gamma[_param_index(i, axes)])
+        if a["center"]:
+            v = BinaryOp("+", v, beta[_param_index(i, axes)])
+        return v
+    return te.compute(x.shape, body, name="T_layer_norm")
+
+
+@legalizes("nn.rms_norm")
+def _rms_norm(call: Call, inputs: Inputs) -> Tensor:
+    x, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    a = _attrs(call)
+    axes = sorted(_norm_axis(v, x.ndim) for v in a["axes"])
+    eps = _const(a["epsilon"], x.dtype)
+    ms = _mean_over(x, axes, "T_rms_norm_ms", lambda v: BinaryOp("*", v, v))
+    return te.compute(x.shape, lambda *i: BinaryOp(
+        "*", BinaryOp("/", x[i], te.call("sqrt", BinaryOp("+", ms[_drop(i, axes)], eps))),
+        weight[_param_index(i, axes)]), name="T_rms_norm")
+
+
+def _pool_window(call: Call, x: Tensor):
+    a = _attrs(call)
+    (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
+    pt, pl, pb, pr = a["padding"]
+    ry = te.reduce_axis(kh, "ry")
+    rx = te.reduce_axis(kw, "rx")
+    h, w = x.shape[2], x.shape[3]
+
+    def coords(y: PrimExpr, xx: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+        row = BinaryOp("+", BinaryOp("-", BinaryOp("*", y, _i64(sh)), _i64(pt)),
+                       BinaryOp("*", ry.var, _i64(dh)))
+        col = BinaryOp("+", BinaryOp("-", BinaryOp("*", xx, _i64(sw)), _i64(pl)),
+                       BinaryOp("*", rx.var, _i64(dw)))
+        return row, col
+
+    def inside(row: PrimExpr, col: PrimExpr, lo_h: int, hi_h: PrimExpr, lo_w: int,
+               hi_w: PrimExpr) -> PrimExpr:
+        return BinaryOp("and",
+                        BinaryOp("and", BinaryOp(">=", row, _i64(lo_h)), BinaryOp("<", row, hi_h)),
+                        BinaryOp("and", BinaryOp(">=", col, _i64(lo_w)), BinaryOp("<", col, hi_w)))
+    return a, ry, rx, h, w, coords, inside, (pt, pl, pb, pr)
+
+
+@legalizes("nn.max_pool2d")
+def _max_pool2d(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a, ry, rx, h, w, coords, inside, _ = _pool_window(call, x)
+    low = te.min_value(x.dtype)
+
+    def body(n: PrimExpr, c: PrimExpr, y: PrimExpr, xx: PrimExpr) -> Any:
+        row, col = coords(y, xx)
+        v = Select(inside(row, col, 0, h, 0, w), x[n, c, _clamp(row, h), _clamp(col, w)], low)
+        return te.max(v, axis=[ry, rx])
+    return te.compute(out.shape, body, name="T_max_pool2d")
+
+
+@legalizes("nn.avg_pool2d")
+def _avg_pool2d(call: Call, inputs: Inputs) -> Tensor:
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a, ry, rx, h, w, coords, inside, (pt, pl, pb, pr) = _pool_window(call, x)
+    dt = x.dtype
+    acc = dt if _float(dt) else "int64"
+
+    def total(n: PrimExpr, c: PrimExpr, y: PrimExpr, xx: PrimExpr) -> Any:
+        row, col = coords(y, xx)
+        v = Select(inside(row, col, 0, h, 0, w),
+                   te.cast(x[n, c, _clamp(row, h), _clamp(col, w)], acc), _const(0, acc))
+        return te.sum(v, axis=[ry, rx])
+    s = te.compute(out.shape, total, name="T_avg_pool2d_sum")
+    ry2 = te.reduce_axis(ry.extent, "ry")
+    rx2 = te.reduce_axis(rx.extent, "rx")
+
+    def count(n: PrimExpr, c: PrimExpr, y: PrimExpr, xx: PrimExpr) -> Any:
+        row = BinaryOp("+", BinaryOp("-", BinaryOp("*", y, _i64(a["strides"][0])), _i64(pt)),
+                       BinaryOp("*", ry2.var, _i64(a["dilation"][0])))
+        col = BinaryOp("+", BinaryOp("-", BinaryOp("*", xx, _i64(a["strides"][1])), _i64(pl)),
+                       BinaryOp("*", rx2.var, _i64(a["dilation"][1])))
+        if a["count_include_pad"]:
+            cond = inside(row, col, -pt, arith.simplify(h + _i64(pb)), -pl,
+                          arith.simplify(w + _i64(pr)))
+        else:
+            cond = inside(row, col, 0, h, 0, w)
+        return te.sum(Select(cond, _i64(1), _i64(0)), axis=[ry2, rx2])
+    cnt = te.compute(out.shape, count, name="T_avg_pool2d_count")
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        c = BinaryOp("max", cnt[i], _i64(1))
+        if _float(dt):
+            return BinaryOp("/", s[i], Cast(dt, c))
+        return te.cast(BinaryOp("//", s[i], c), dt)
+    return te.compute(out.shape, body, name="T_avg_pool2d")

@@ -20,7 +20,7 @@ from ..tir import BinaryOp, Select
 from .. import te
 from ._common import OpPattern, as_float, as_int, define, err, norm_axis, tensor_arg
 from .elementwise import _float_unary
-from .legalize import _const, _name, _out, _tensor, legalizes
+from ._lowering import _const, _name, _out, _tensor, legalizes
 
 __all__ = ["SELU_ALPHA", "SELU_SCALE"]
 

@@ -43,7 +43,7 @@ from ._common import (
     OpPattern, as_float, as_int, binary_dtype, define, err, one_of, opt, tensor_arg,
     tensor_sinfo,
 )
-from .legalize import _clamp, _const, _out, _tensor, legalizes
+from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
 

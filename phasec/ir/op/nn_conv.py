@@ -28,7 +28,7 @@ from ._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, 
 from ._layout import (
     SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from .legalize import _clamp, _const, _out, _tensor, legalizes
+from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__ = ["conv_reference", "conv_transpose_reference"]
 

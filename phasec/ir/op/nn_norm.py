@@ -37,7 +37,7 @@ from ._common import (
     REQUIRED, OpPattern, as_bool, as_float, as_int, define, err, int_tuple, norm_axes, norm_axis,
     tensor_arg,
 )
-from .legalize import _const, _count, _name, _out, _prod, _tensor, legalizes
+from ._lowering import _const, _count, _name, _out, _prod, _tensor, legalizes
 
 __all__: list[str] = []
 

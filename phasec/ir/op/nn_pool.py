@@ -36,7 +36,7 @@ from ._common import (
 from ._layout import (
     SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from .legalize import _clamp, _const, _name, _out, _tensor, legalizes
+from ._lowering import _clamp, _const, _name, _out, _tensor, legalizes
 
 __all__ = ["pool_out_size", "pool_reference"]
 

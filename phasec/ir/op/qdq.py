@@ -27,7 +27,7 @@ from ..infer import prim_expr_to_str
 from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, IntImm
 from ._common import OpPattern, as_dtype, as_int, define, err, tensor_arg
-from .legalize import _const, _out, _tensor, legalizes
+from ._lowering import _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
 

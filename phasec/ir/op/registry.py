@@ -92,10 +92,11 @@ class OpDef:
     def legalize(self) -> Callable[..., Any] | None:
         """The op's lowering to TIR (a TE definition), or None.
 
-        The TE definitions live beside each other in :mod:`phasec.ir.op.legalize`
-        (they share TE helpers); this property is the op's view of its entry.
+        Each TE definition lives beside the op's definition in its family
+        module, registered with :func:`phasec.ir.op._lowering.legalizes`; this
+        property is the op's view of its entry.
         """
-        from .legalize import LEGALIZE
+        from ._lowering import LEGALIZE
 
         return LEGALIZE.get(self.name)
 
@@ -103,8 +104,8 @@ class OpDef:
     def legalize_relax(self) -> Callable[..., Any] | None:
         """The op's lowering to a Relax expression instead of a kernel (a VM
         builtin or packed call: shape_of, print, sort...), or None; see
-        :func:`phasec.ir.op.legalize.legalizes_to_relax`."""
-        from .legalize import LEGALIZE_RELAX
+        :func:`phasec.ir.op._lowering.legalizes_to_relax`."""
+        from ._lowering import LEGALIZE_RELAX
 
         return LEGALIZE_RELAX.get(self.name)
 

@@ -37,7 +37,7 @@ from ..struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
 from ._common import OpPattern, attrs_of, define, err, shape_arg, tensor_arg
-from .legalize import legalizes_to_relax
+from ._lowering import legalizes_to_relax
 
 __all__: list[str] = []
 

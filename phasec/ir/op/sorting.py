@@ -39,7 +39,7 @@ from ._common import (
     OpPattern, as_bool, as_dtype, as_int, attrs_of, define, err, int_tuple, norm_axes, norm_axis,
     one_of, opt, tensor_arg,
 )
-from .legalize import legalizes_to_relax
+from ._lowering import legalizes_to_relax
 
 __all__: list[str] = []
 

@@ -37,7 +37,7 @@ from ._common import (
     tensor_arg,
 )
 from ._tirgen import i64, nest
-from .legalize import (
+from ._lowering import (
     _const, _count, _out, _prod, _reduction, _tensor, _unravel, legalizes,
 )
 from .linalg import _infer_reduce, _np_axis

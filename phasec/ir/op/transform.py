@@ -38,7 +38,7 @@ from ._common import (
     opt, prod, tensor_arg,
 )
 from ._tirgen import checked, i64
-from .legalize import _const, _out, _tensor, _unravel, legalizes
+from ._lowering import _const, _out, _tensor, _unravel, legalizes
 
 __all__: list[str] = []
 
@@ -411,7 +411,7 @@ define("slice_scatter", ("input_tensor", "src", "start", "end", "step"), _infer_
 @legalizes("slice_scatter")
 def _slice_scatter(call, inputs):
     from ..expr import PrimValue
-    from .legalize import LegalizeError, _script
+    from ._lowering import LegalizeError, _script
 
     x, src = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
     out = _out(call)
