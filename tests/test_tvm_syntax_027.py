@@ -44,6 +44,23 @@ class Module:
         z: R.Tensor((2, 3), "float32", "llvm:0:global") = R.add(x, x)
         return z
 """,
+    "meta_var_values_substituted_where_used": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor("float32", ndim=4)) -> R.Tensor("float32", ndim=4):
+        N, C, H, W = T.int64(), I.meta_var(T.int64(16)), T.int64(), T.int64()
+        axis = I.meta_var(1)
+        lv0 = R.match_cast(x, R.Tensor((N, C, H, W), "float32"))
+        lv1 = R.nn.softmax(lv0, axis=axis)
+        return lv1
+
+    @T.prim_func(private=True)
+    def add_k(A: T.Buffer((T.int64(4),), "int32")):
+        K = T.meta_var(3)
+        for i in range(T.int64(4)):
+            A[i] = A[i] + K
+""",
 }
 
 
@@ -138,3 +155,13 @@ class Module:
     tvm.script.from_source(text)  # TVM reads it (relax.dist)
     with pytest.raises(ParseError, match=r"relax\.dist.*not supported"):
         phasec.parse(text)
+
+
+def test_meta_var_names_read_as_their_values() -> None:
+    mod = phasec.parse(_text("meta_var_values_substituted_where_used"))
+    cast = mod["main"].body.blocks[0].bindings[0]
+    n, c, h, w = cast.struct_info.shape
+    assert int(c.value) == 16 and c.dtype == "int64"
+    assert mod["main"].body.blocks[0].bindings[1].value.attrs["axis"] == 1
+    store = mod["add_k"].body.body
+    assert store.value.rhs.value == 3 and store.value.rhs.dtype == "int32"

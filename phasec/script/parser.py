@@ -57,6 +57,7 @@ from ._parse_common import (
 )
 from ._parse_expr import _PrimExprParser, _SinfoParser
 from ._parse_global_infos import parse_global_infos
+from ._parse_meta import expand_meta_vars
 from ._parse_relax import _RELAX_CALLS, _RELAX_STATEMENT_ONLY, _RelaxFunctionParser
 from ._parse_tir import _PrimFuncParser
 
@@ -518,7 +519,7 @@ class _ModuleParser:
                 if stmt.name in self.function_kinds:
                     raise self.error(f"function {stmt.name!r} is defined twice", stmt)
                 self.function_kinds[stmt.name] = kind
-                defs.append((kind, stmt))
+                defs.append((kind, expand_meta_vars(self, stmt)))
                 continue
             raise self.error(f"unsupported {_stmt_kind(stmt)} statement in an "
                              f"@{self.I}.ir_module class ({self.src(stmt)}); expected "
