@@ -4,13 +4,20 @@ Not collected by a plain ``pytest`` run (the file name does not start with
 ``test_``); name it to run it::
 
     pytest tests/fuzz_targets.py                          # a bounded run
-    pip install hypofuzz && hypothesis fuzz -- tests/fuzz_targets.py
+    pip install hypofuzz && hypothesis fuzz -n 2 --no-dashboard -- tests/fuzz_targets.py
 
 HypoFuzz then runs these tests across cores (``-n N``), coverage-guided,
-with the example database these settings name: ``$PHASEC_FUZZ_DB`` (a
-directory; share it between machines, e.g. on a network file system) or
+with the example database named by ``$PHASEC_FUZZ_DB``: a directory (share
+it between machines on a network file system) or a Redis URL,
+``redis://host:port/db`` (see :mod:`phasec.testing.databases`); without it,
 hypothesis's default ``.hypothesis/examples``. A failure found there is
 replayed by every later run of the same test, by pytest too.
+
+``$PHASEC_FUZZ_DB`` becomes the database of hypothesis's *default* settings
+(a profile loaded when this file is imported): HypoFuzz fuzzes only tests
+whose database is the default one. HypoFuzz also leaves out derandomized
+tests, so run it without ``CI`` set (the test suite's ``ci`` profile
+derandomizes).
 
 Each test is one property of :mod:`phasec.testing.properties` over the
 generator of :mod:`phasec.testing.strategies`, the same checks as
@@ -23,17 +30,23 @@ import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase
 
 from phasec.ir import Phase
 from phasec.testing import assert_sequence_ok, inputs_for, modules, pass_sequences
+from phasec.testing.databases import open_database
 from phasec.testing.properties import reference_results
 
 _DB = os.environ.get("PHASEC_FUZZ_DB")
+if _DB:  # the default settings' database, as HypoFuzz requires
+    settings.register_profile("phasec-fuzz-db", parent=settings.default,
+                              database=open_database(_DB))
+    settings.load_profile("phasec-fuzz-db")
 settings.register_profile(
-    "phasec-fuzz", deadline=None, suppress_health_check=list(HealthCheck),
-    max_examples=int(os.environ.get("PHASEC_FUZZ_EXAMPLES", "25")),
-    **({"database": DirectoryBasedExampleDatabase(_DB)} if _DB else {}))
+    "phasec-fuzz", parent=settings.default, deadline=None,
+    # every health check but nested_given: HypoFuzz leaves out tests that
+    # suppress it (it cannot fuzz a @given inside a @given; none is here)
+    suppress_health_check=[h for h in HealthCheck if h is not HealthCheck.nested_given],
+    max_examples=int(os.environ.get("PHASEC_FUZZ_EXAMPLES", "25")))
 FUZZ = settings.get_profile("phasec-fuzz")
 
 

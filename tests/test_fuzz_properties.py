@@ -307,17 +307,25 @@ def test_hypofuzz_targets_run_as_plain_hypothesis_tests(monkeypatch, tmp_path):
     import importlib.util
     from pathlib import Path
 
+    from hypothesis import settings
+
     monkeypatch.setenv("PHASEC_FUZZ_DB", str(tmp_path / "db"))
     monkeypatch.setenv("PHASEC_FUZZ_EXAMPLES", "5")
     path = Path(__file__).with_name("fuzz_targets.py")
     spec = importlib.util.spec_from_file_location("phasec_fuzz_targets", path)
     targets = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(targets)
+    profile = settings.get_current_profile_name()
+    try:
+        spec.loader.exec_module(targets)  # loads a profile: $PHASEC_FUZZ_DB as the default
+        # the database HypoFuzz and every run share is the one named, and the
+        # default one (HypoFuzz fuzzes only tests using the default database)
+        assert Path(targets.FUZZ.database.path) == tmp_path / "db"
+        assert settings().database == targets.FUZZ.database
+    finally:
+        settings.load_profile(profile)  # the rest of the session keeps its own
     names = [n for n in dir(targets) if n.startswith("test_")]
     assert len(names) == 3
     for name in names:
         test = getattr(targets, name)
         assert test.hypothesis.inner_test is not None  # a hypothesis test, as HypoFuzz needs
         test()
-    # the database HypoFuzz and every run share is the one named
-    assert Path(targets.FUZZ.database.path) == tmp_path / "db"
