@@ -427,6 +427,8 @@ def test_every_compute_op_is_covered_here():
     from test_ops_sorting import SORTING_TESTED
     from test_ops_combine import COMBINE_TESTED
     from test_ops_more import MORE_TESTED
+    from test_ops_layout_transform import LAYOUT_TESTED
     tested |= SHAPE_TESTED | EW_TESTED | SORTING_TESTED | COMBINE_TESTED | MORE_TESTED
+    tested |= LAYOUT_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

@@ -601,6 +601,9 @@ _OP_TABLE.update({
                                          format="bad {}"),
     "relax.index_put": lambda e: call_op("index_put", e.x, Tuple([e.idx, e.idx]),
                                          Constant(np.array(1.0, "float32")), accumulate=True),
+    "relax.layout_transform": lambda e: call_op("layout_transform", e.x,
+                                                index_map="lambda i, j: (j, i // 4, i % 4)",
+                                                pad_value=1.5),
 })
 
 #: Guesses for required attributes of operators not in the table.

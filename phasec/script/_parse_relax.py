@@ -651,7 +651,7 @@ class _RelaxFunctionParser(_DialectCalls):
         attrs: dict[str, Any] = {}
         for key, default in opdef.attrs.items():
             if key in attr_nodes:
-                attrs[key] = _to_tuple(mp.literal(attr_nodes[key]))
+                attrs[key] = self._attr_value(key, attr_nodes[key])
             elif default is REQUIRED:
                 raise mp.error(f"{what} requires the attribute {key!r}", node)
             else:
@@ -660,10 +660,27 @@ class _RelaxFunctionParser(_DialectCalls):
         operands = []
         for i, n in enumerate(operand_nodes):
             operands.append(self._operand(opdef, i, n))
+        attrs = _finish_with_operands(opdef, attrs, operands)
         sinfo_args = self._sinfo_list(sinfo_node) if sinfo_node is not None else ()
         call = rx.Call(rx.Op(opdef.name, span=mp.span(node.func)), operands, attrs, sinfo_args,
                        span=mp.span(node))
         return self._with_sinfo(call)
+
+    def _attr_value(self, key: str, node: ast.AST) -> Any:
+        """An operator attribute: a literal, an index map (``T.index_map(lambda
+        ...)`` or a bare lambda, read structurally, never run) or a typed
+        scalar (``pad_value=T.float32(1.5)``)."""
+        if isinstance(node, ast.Lambda) or (
+                isinstance(node, ast.Call) and _dotted(node.func) == (self.mp.T, "index_map")):
+            from ..ir.op._index_map import MapError, index_map_text
+            try:
+                return index_map_text(node)
+            except MapError as exc:
+                raise self.mp.error(f"{key}: {exc}", node) from None
+        if isinstance(node, ast.Call) and _dotted(node.func) is not None \
+                and _dotted(node.func)[0] == self.mp.T:
+            return self.prim.parse(node)
+        return _to_tuple(self.mp.literal(node))
 
     def _operand(self, opdef: OpDef, index: int, node: ast.AST) -> rx.Expr:
         """An operator operand. As for :func:`phasec.ir.op.call_op`, a Python
@@ -741,6 +758,15 @@ def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
 _OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
 
 
+
+
+def _finish_with_operands(opdef: OpDef, attrs: dict[str, Any], operands: list) -> dict[str, Any]:
+    """Attributes completed from the operands (a pad value takes the input's dtype)."""
+    try:
+        from ..ir.op._common import finish_with_operands
+    except ImportError:  # pragma: no cover
+        return attrs
+    return finish_with_operands(opdef.name, attrs, operands)
 
 
 def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -233,6 +233,8 @@ class RelaxPrinter(PrimPrinter):
         # 0.27 it printed "void", which 0.27 reads as a void dtype.
         if value == "void" and key.endswith("dtype") and not legacy():
             return "None"
+        if key == "index_map" and isinstance(value, str):
+            return f"T.index_map({value})"  # layout_transform: the lambda's canonical text
         return attr_text(self, value)
 
     def _callee(self, e: Expr) -> str:

@@ -143,8 +143,10 @@ def call_op(name: str, *args: Any, sinfo_args: tuple[StructInfo, ...] | list = (
         raise StructInfoError(
             f"{opdef.script_name} takes {expected} operand(s) "
             f"({', '.join(opdef.args) or 'none'}) but {len(args)} were given", span)
+    from ._common import finish_with_operands
+
     operands = [_convert_operand(opdef, i, a, span) for i, a in enumerate(args)]
-    norm = normalize_attrs(opdef, attrs, span)
+    norm = finish_with_operands(opdef.name, normalize_attrs(opdef, attrs, span), operands)
     if isinstance(sinfo_args, StructInfo):
         sinfo_args = (sinfo_args,)
     call = Call(op_expr(opdef.name), operands, norm, tuple(sinfo_args), span=span)

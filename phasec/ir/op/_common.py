@@ -17,7 +17,7 @@ from ..struct_info import ShapeStructInfo, TensorStructInfo
 from .registry import REQUIRED, InferContext, OpDef, OpPattern, find_op, register_op
 
 __all__ = [
-    "ATTR_NORMALIZERS", "ATTR_FINISHERS", "define", "attrs_of", "tensor_arg", "shape_arg", "err",
+    "ATTR_NORMALIZERS", "ATTR_FINISHERS", "ATTR_OPERAND_FINISHERS", "finish_with_operands", "define", "attrs_of", "tensor_arg", "shape_arg", "err",
     "norm_axis", "norm_axes", "broadcast", "binary_dtype", "Normalizer",
     "as_int", "as_float", "as_bool", "as_str", "as_dtype", "int_tuple", "opt",
     "pair", "padding4", "one_of", "shape_tuple", "prod", "OpPattern", "REQUIRED",
@@ -36,12 +36,25 @@ ATTR_NORMALIZERS: dict[str, dict[str, Normalizer]] = {}
 #: ``data_layout``, so it prints as TVM prints it).
 ATTR_FINISHERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
+#: op name -> ``finish(attrs, operands) -> attrs``: attributes whose value
+#: depends on the operands, completed where a call is built (the parser,
+#: :func:`phasec.ir.op.call_op`): layout_transform's pad_value 0 takes the
+#: input's dtype, as TVM's constructor converts it.
+ATTR_OPERAND_FINISHERS: dict[str, Callable[[dict[str, Any], Sequence[Any]], dict[str, Any]]] = {}
+
+
+def finish_with_operands(op_name: str, attrs: dict[str, Any], operands: Sequence[Any]) -> dict[str, Any]:
+    """``attrs`` completed by the operator's :data:`ATTR_OPERAND_FINISHERS` entry, if any."""
+    finish = ATTR_OPERAND_FINISHERS.get(op_name)
+    return finish(dict(attrs), operands) if finish is not None else attrs
+
 
 def define(name: str, args: Sequence[str], infer: Callable, *,
            attrs: Mapping[str, tuple[Any, Normalizer]] | None = None,
            reference: Callable | None = None, pattern: OpPattern = OpPattern.OPAQUE,
            pure: bool = True, variadic: bool = False, category: str = "compute",
            doc: str = "", finish: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+           finish_operands: Callable[[dict[str, Any], Sequence[Any]], dict[str, Any]] | None = None,
            ) -> OpDef:
     """Register ``relax.<name>``. ``attrs`` maps attr name -> (default, normalizer);
     ``finish`` (see :data:`ATTR_FINISHERS`) completes the normalized attributes."""
@@ -54,6 +67,8 @@ def define(name: str, args: Sequence[str], infer: Callable, *,
     ATTR_NORMALIZERS[opdef.name] = {k: n for k, (_, n) in attrs.items()}
     if finish is not None:
         ATTR_FINISHERS[opdef.name] = finish
+    if finish_operands is not None:
+        ATTR_OPERAND_FINISHERS[opdef.name] = finish_operands
     return opdef
 
 
