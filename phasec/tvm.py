@@ -17,6 +17,7 @@ first called, never by ``import phasec`` nor by ``import phasec.tvm``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,55 @@ def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>") -> IRModule:
         raise TypeError(f"from_tvm expects a tvm.IRModule, not {type(tvm_mod).__name__}")
     from .script.parser import parse
 
-    return parse(tvm_mod.script(show_meta=True), filename)
+    text, metadata = _script(tvm_mod)
+    return parse(text, filename, metadata=metadata)
+
+
+_METADATA_REF = re.compile(r'metadata\["([\w.]+)"\]\[(\d+)\]')
+_TOP_LEVEL_DEF = re.compile(r"^    def (\w+)\(", re.MULTILINE)
+
+
+def _script(tvm_mod: Any) -> tuple[str, dict[str, list[Any]]]:
+    """TVM's text of ``tvm_mod`` and the values of the constants it refers to.
+
+    TVM prints every non-scalar Relax constant as ``metadata["key"][i]``.
+    Printing the metadata section itself (``show_meta=True``) crashes TVM
+    0.27 (a segmentation fault in ``ffi::ToJSONGraph``) for any module with a
+    tensor constant, so the values are taken from the module instead: TVM
+    numbers the distinct constants in the order it prints them, which is the
+    order of the functions in the text and, within each, the left-to-right
+    order of the expression tree.
+    """
+    from tvm import relax
+    from tvm.ir.expr import Constant
+
+    text = tvm_mod.script(show_meta=False)
+    refs = _METADATA_REF.findall(text)
+    if not refs:
+        return text, {}
+    keys = {key for key, _ in refs}
+    if len(keys) != 1:
+        raise PhasecError(f"TVM's text refers to several metadata kinds ({', '.join(sorted(keys))}); "
+                          "phasec reads Relax tensor constants only")
+    constants: list[Any] = []
+
+    def visit(node: Any) -> None:
+        # Scalars are printed inline (R.const(1.5, "float32")); so are the
+        # integer immediates of shapes, which are constants in TVM 0.27 too.
+        if (isinstance(node, Constant) and len(getattr(node.value, "shape", ())) > 0
+                and not any(node.same_as(c) for c in constants)):
+            constants.append(node)
+
+    by_name = {gv.name_hint: func for gv, func in tvm_mod.functions.items()}
+    for name in _TOP_LEVEL_DEF.findall(text):
+        func = by_name.get(name)
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    used = {int(index) for _, index in refs}
+    if used != set(range(len(constants))):
+        raise PhasecError(f"TVM's text refers to {len(used)} metadata constants but the module "
+                          f"holds {len(constants)}; phasec cannot match them up")
+    return text, {keys.pop(): [c.value.numpy() for c in constants]}
 
 
 def to_tvm(mod: IRModule) -> Any:
@@ -195,11 +244,20 @@ class PhaseCheck:
 
         if not any(isinstance(f, relax.Function) for f in tvm_mod.functions.values()):
             return None  # TVM's TIR pipeline: outside phasec's phases
-        text = tvm_mod.script(show_meta=True)
-        return self.check_text(text, pass_name)
+        try:
+            text, metadata = _script(tvm_mod)
+        except PhasecError as exc:
+            state = self._state
+            return self._record(PassVerdict(len(state.verdicts), pass_name,
+                                            state.phase or Phase.INGESTION, None,
+                                            unreadable=str(exc)), None)
+        return self.check_text(text, pass_name, metadata=metadata)
 
-    def check_text(self, text: str, pass_name: str) -> PassVerdict:
-        """Check one module text as the result of ``pass_name``."""
+    def check_text(self, text: str, pass_name: str, *,
+                   metadata: dict[str, list[Any]] | None = None) -> PassVerdict:
+        """Check one module text as the result of ``pass_name`` (``metadata``:
+        the values of TVM's ``metadata["key"][i]`` constants, as for
+        :func:`~phasec.script.parser.parse`)."""
         import verifier
 
         from .script.parser import parse
@@ -224,7 +282,7 @@ class PhaseCheck:
                                   None, prev.unreadable)
         else:
             try:
-                mod = parse(text, f"<after {pass_name}>")
+                mod = parse(text, f"<after {pass_name}>", metadata=metadata)
             except PhasecError as exc:
                 verdict = PassVerdict(index, pass_name, state.phase, None, (), order_error,
                                       str(exc))
@@ -239,10 +297,15 @@ class PhaseCheck:
                     inferred = None
                 verdict = PassVerdict(index, pass_name, state.phase, inferred, diags,
                                       order_error)
+        return self._record(verdict, text)
+
+    def _record(self, verdict: PassVerdict, text: str | None) -> PassVerdict:
+        state = self._state
         state.last_text, state.last_verdict = text, verdict
         state.verdicts.append(verdict)
         if self.raise_on_violation and not verdict.ok:
             from .errors import WellFormedError
 
-            raise WellFormedError(f"phase check after TVM pass {pass_name}:\n{verdict.describe()}")
+            raise WellFormedError(
+                f"phase check after TVM pass {verdict.pass_name}:\n{verdict.describe()}")
         return verdict

@@ -10,6 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import phasec
@@ -247,8 +248,14 @@ def test_malformed_annotations():
 
 
 def test_tvm_metadata_constants_are_explained():
-    err = parse_error(relax('y = R.add(x, metadata["relax.expr.Constant"][0])', "return y"))
-    assert "metadata[...] constants are not supported" in err.message
+    text = relax('y = R.add(x, metadata["ir.GenericConst"][1])', "return y")
+    err = parse_error(text)
+    assert "refers to TVM's metadata section" in err.message and "phasec.tvm.from_tvm" in err.message
+    assert where(err) == (BODY_LINE, 21)
+    with pytest.raises(ParseError, match=r"has 1 entries; index 1 is out of range"):
+        phasec.parse(text, metadata={"ir.GenericConst": [np.zeros(4, "float32")]})
+    err = parse_error(relax('y = R.add(x, metadata["ir.GenericConst"][x])', "return y"))
+    assert 'expected metadata["<kind>"][<index>]' in err.message
 
 
 def test_module_level_problems():

@@ -454,6 +454,26 @@ class _RelaxFunctionParser(_DialectCalls):
         self._bind(stmt.name, var)
 
     # -- expressions -------------------------------------------------------
+    def _metadata_constant(self, node: ast.Subscript) -> rx.Constant:
+        """TVM's ``metadata["key"][i]``: the constant the caller supplied."""
+        mp = self.mp
+        inner = node.value
+        key = inner.slice if isinstance(inner, ast.Subscript) else None
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)
+                and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int):
+            raise mp.error(f"expected metadata[\"<kind>\"][<index>], got {mp.src(node)!r}", node)
+        table = (mp.metadata or {}).get(key.value)
+        if table is None:
+            raise mp.error(
+                f"{mp.src(node)!r} refers to TVM's metadata section, which this text does not "
+                f"carry: convert the TVM module with phasec.tvm.from_tvm, or write the value "
+                f"inline with {mp.R}.const([...], dtype)", node)
+        index = node.slice.value
+        if not 0 <= index < len(table):
+            raise mp.error(f"metadata[{key.value!r}] has {len(table)} entries; index {index} "
+                           "is out of range", node.slice)
+        return rx.Constant(table[index], span=mp.span(node))
+
     def _arg(self, node: ast.AST) -> rx.Expr:
         """An operand in A-normal form: non-leaf values get their own binding."""
         return self._as_leaf(self._expr(node), node)
@@ -495,9 +515,8 @@ class _RelaxFunctionParser(_DialectCalls):
                 fields.append(self._arg(e))
             return rx.Tuple(fields, span=mp.span(node))
         if isinstance(node, ast.Subscript):
-            if isinstance(node.value, ast.Name) and node.value.id == "metadata":
-                raise mp.error("metadata[...] constants are not supported; write the value "
-                               f"inline with {mp.R}.const([...], dtype)", node)
+            if _is_metadata_ref(node.value) or _is_metadata_ref(node):
+                return self._metadata_constant(node)
             index = mp.number(node.slice)
             if not isinstance(index, int) or isinstance(index, bool) or index < 0:
                 raise mp.error(f"a tuple index must be a non-negative integer literal, got "
@@ -798,3 +817,9 @@ def _sinfo_var_ids(sinfos: Any) -> set[int]:
         for e in (*exprs, *([value] if value is not None else [])):
             ids.update(id(v) for v in free_vars(e))
     return ids
+
+
+def _is_metadata_ref(node: ast.AST) -> bool:
+    """``metadata[...]``: TVM's reference into a module's metadata section."""
+    return (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+            and node.value.id == "metadata")

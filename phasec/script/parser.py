@@ -39,8 +39,10 @@ from __future__ import annotations
 import ast
 import difflib
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from ..errors import ParseError
 from ..ir import expr as rx
@@ -76,19 +78,24 @@ def decode_source(data: bytes, filename: str) -> str:
             f"is it a binary file?", Span(filename, line, col)) from None
 
 
-def parse(text: str | bytes, filename: str = "<string>") -> IRModule:
+def parse(text: str | bytes, filename: str = "<string>", *,
+          metadata: Mapping[str, Sequence[np.ndarray]] | None = None) -> IRModule:
     """Parse TVMScript text into an IRModule.
 
     ``text`` is a ``@I.ir_module`` class in the TVMScript subset phasec reads
     (TVM 0.27 spelling). Nothing in it is executed. Any problem with the text
     is a :class:`~phasec.errors.ParseError` naming the file, line and column
     and what was not understood.
+
+    ``metadata`` resolves TVM's ``metadata["key"][i]`` references to Relax
+    constants (TVM prints every non-scalar constant that way): ``key`` -> the
+    constants' values in index order. :func:`phasec.tvm.from_tvm` supplies it.
     """
     if isinstance(text, (bytes, bytearray)):
         text = decode_source(bytes(text), filename)
     if not isinstance(text, str):
         raise TypeError(f"parse() expects TVMScript text (str), not {type(text).__name__}")
-    return _ModuleParser(text, filename).run()
+    return _ModuleParser(text, filename, metadata).run()
 
 
 def parse_struct_info(text: str, filename: str = "<sinfo>", *,
@@ -167,9 +174,12 @@ class _Signature:
 class _ModuleParser:
     """Parses one file: the imports and the single ``@I.ir_module`` class."""
 
-    def __init__(self, text: str, filename: str) -> None:
+    def __init__(self, text: str, filename: str,
+                 metadata: Mapping[str, Sequence[np.ndarray]] | None = None) -> None:
         self.text = text
         self.filename = filename
+        #: values for TVM's metadata["key"][i] constant references
+        self.metadata = metadata
         self.aliases: dict[str, str] = {}
         self.where: ast.AST | None = None  # innermost statement being parsed
         self.class_names: set[str] = {"cls"}
