@@ -23,7 +23,7 @@ from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, IntImm, PrimExpr, Select
 from ._common import REQUIRED, OpPattern, attrs_of, define, err, tensor_arg
 from ._index_map import MapError, apply_inverse, inverse, map_shape, parse_index_map
-from .legalize import LegalizeError, _clamp, _out, _tensor, legalizes
+from ._lowering import LegalizeError, _clamp, _out, _tensor, legalizes
 
 __all__ = ["layout_transform_reference"]
 
