@@ -8,6 +8,7 @@ import pytest
 from phasec.interp.tir import run_prim_func
 from phasec.ir import te
 from phasec.ir import tir as T
+from phasec.ir.tuning import host_tuning
 
 RNG = np.random.default_rng(7)
 
@@ -179,8 +180,13 @@ def _matmul_relu(M, K, N, batch=None):
 def test_matmul_with_epilogue_is_one_nest(M, K, N, batch, hints):
     X, W, bias, out = _matmul_relu(M, K, N, batch)
     func = te.create_prim_func([X, W, bias, out], schedule_hints=hints)
-    assert not isinstance(func.body, T.Allocate)   # no global intermediate
-    assert len(top_level(func)) == 1               # one loop nest
+    # mm is never materialized: the only buffers are local accumulators and
+    # packed panels of W (the GEMM schedule handles remainder rows and
+    # columns with nests of their own beside the main one)
+    allocated = {s.buffer.name for s in walk(func.body) if isinstance(s, T.Allocate)}
+    assert all(n.startswith(("mm_acc", "mm_bpack", "mm_local")) for n in allocated), allocated
+    if not hints:
+        assert not isinstance(func.body, T.Allocate) and len(top_level(func)) == 1
     assert "out" in stores(func) and "mm" not in stores(func)
     x = rand(*((M, K) if batch is None else (batch, M, K)))
     w, b = rand(K, N), rand(N)
@@ -192,12 +198,20 @@ def test_matmul_schedule_tiles_vectorizes_and_parallelizes():
     X, W, bias, out = _matmul_relu(64, 256, 256)
     func = te.create_prim_func([X, W, bias, out])
     kinds = [f.kind for f in loops(func)]
-    assert kinds[0] == "parallel"
+    assert "parallel" in kinds
     assert "unroll" in kinds and "vectorized" in kinds
-    # the reduction loop sits between the tile loops and the vectorized j loop
+    # the reduction loop sits between the tile loops and the register tile:
+    # rows and vectors unrolled, one vectorized loop over one vector's lanes
     k_loop = next(f for f in loops(func) if f.loop_var.name == "k")
-    inner = [f.kind for f in loops(T.PrimFunc((), k_loop))]
-    assert inner == ["serial", "unroll", "vectorized"]
+    inner = loops(T.PrimFunc((), k_loop))
+    assert [f.kind for f in inner] == ["serial", "unroll", "unroll", "vectorized"]
+    tuning = host_tuning()
+    assert [f.extent.value for f in inner[1:]] == [tuning.gemm_rows, tuning.gemm_vectors,
+                                                    tuning.lanes(32)]
+    # W is packed into contiguous panels once per call (64 rows: 8+ row tiles read them)
+    packs = [s for s in walk(func.body) if isinstance(s, T.Allocate)
+             and s.buffer.name.startswith("mm_bpack")]
+    assert len(packs) == 1
     canon = te.create_prim_func([X, W, bias, out], schedule_hints=False)
     assert {f.kind for f in loops(canon)} == {"serial"}
     assert any(isinstance(s, T.Block) and s.init is not None for s in walk(canon.body))
@@ -538,3 +552,139 @@ def test_extern_stage_reads_materialized_inputs_and_feeds_computes():
         np.testing.assert_allclose(out, expected, rtol=1e-5)
     with pytest.raises(te.TEError, match="must return a TIR statement"):
         te.create_prim_func([A, te.extern((n, 4), "float32", [A], lambda ins, out: None)])
+
+
+# ---------------------------------------------------------------------------
+# the blocked, packed GEMM schedule (compiled with LLVM, checked against numpy)
+# ---------------------------------------------------------------------------
+
+def _gemm(M, K, N, *, epilogue="bias_relu", transposed=False, batch=None, dtype="float32"):
+    """A tagged matmul (as legalize builds it) with an epilogue; returns the
+    tensors and a numpy function computing the same in float64."""
+    lead = () if batch is None else (batch,)
+    X = te.placeholder(lead + (M, K), dtype, "X")
+    W = te.placeholder(lead + ((N, K) if transposed else (K, N)), dtype, "W")
+    bias = te.placeholder((N,), dtype, "bias")
+    R = te.placeholder(lead + (M, N), dtype, "R")
+    k = te.reduce_axis(K, "k")
+
+    def mm_body(*idx):
+        b, (i, j) = idx[:-2], idx[-2:]
+        w = W[b + (j, k)] if transposed else W[b + (k, j)]
+        return te.sum(X[b + (i, k)] * w, axis=[k])
+    mm = te.compute(lead + (M, N), mm_body, name="mm", tag="matmul")
+    one = T.FloatImm(1.0, dtype)
+    half = T.FloatImm(0.5, dtype)
+
+    def gelu(v):
+        inner = T.BinaryOp("*", T.FloatImm(0.7978845608, dtype),
+                           v + T.FloatImm(0.044715, dtype) * v * v * v)
+        return half * v * (one + te.call("tanh", inner))
+    if epilogue == "none":
+        out, ins = mm, [X, W]
+    elif epilogue == "bias_relu":
+        out = te.compute(mm.shape, lambda *i: T.BinaryOp("max", mm[i] + bias[i[-1]],
+                                                          T.FloatImm(0.0, dtype)), name="out")
+        ins = [X, W, bias]
+    else:  # gelu(mm + bias) + residual
+        out = te.compute(mm.shape, lambda *i: gelu(mm[i] + bias[i[-1]]) + R[i], name="out")
+        ins = [X, W, bias, R]
+
+    def reference(x, w, b=None, r=None):
+        w = np.swapaxes(w, -1, -2) if transposed else w
+        y = x.astype("float64") @ w.astype("float64")
+        if epilogue == "bias_relu":
+            y = np.maximum(y + b, 0)
+        elif epilogue == "gelu_res":
+            z = y + b
+            y = 0.5 * z * (1 + np.tanh(0.7978845608 * (z + 0.044715 * z ** 3))) + r
+        return y
+    return ins, out, reference
+
+
+def _check_gemm(funcs, cases):
+    from phasec.backend.llvm import compile_prim_funcs
+    lib = compile_prim_funcs(funcs)
+    for name, arrays, out_shape, dtype, reference in cases:
+        got = np.zeros(out_shape, dtype)
+        lib[name](*arrays, got)
+        want = reference(*arrays)
+        tol = 1e-4 if dtype == "float32" else 1e-10
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max(initial=1.0),
+                                   err_msg=name)
+
+
+def _operands(ins, M, K, N, dtype="float32", batch=None):
+    rng = np.random.default_rng(M * 1000 + K * 10 + N)
+    arrays = []
+    for t in ins:
+        shape = tuple(int(d.value) if isinstance(d, T.IntImm) else {"n": M}.get(d.name, M)
+                      for d in t.shape)
+        arrays.append(rng.standard_normal(shape).astype(dtype))
+    return arrays
+
+
+GEMM_SHAPES = [(1, 7, 13), (7, 13, 1), (13, 97, 7), (97, 13, 257), (257, 7, 97), (2, 257, 33),
+               (9, 3, 40), (17, 64, 96), (64, 300, 739)]
+
+
+@pytest.mark.parametrize("tuning_name", ["host", "avx2", "generic"])
+def test_gemm_schedule_matches_numpy_on_odd_and_prime_shapes(tuning_name):
+    from phasec.ir import tuning as tn
+    tuning = {"host": tn.host_tuning(), "avx2": tn.avx2_tuning(),
+              "generic": tn.generic_tuning()}[tuning_name]
+    opts = te.ScheduleOptions(tuning=tuning)
+    shapes = GEMM_SHAPES if tuning_name == "host" else GEMM_SHAPES[2:6]
+    funcs, cases = {}, []
+    for n, (M, K, N) in enumerate(shapes):
+        for epilogue in ("none", "bias_relu", "gelu_res"):
+            ins, out, ref = _gemm(M, K, N, epilogue=epilogue)
+            name = f"g{n}_{epilogue}"
+            funcs[name] = te.create_prim_func(ins + [out], schedule_hints=opts)
+            cases.append((name, _operands(ins, M, K, N), (M, N), "float32", ref))
+    _check_gemm(funcs, cases)
+
+
+def test_gemm_schedule_structure_per_shape():
+    tuning = host_tuning()
+    mr, nr = tuning.gemm_rows, tuning.gemm_cols(32)
+    # enough rows: W packed, full tiles, plus remainder rows and columns
+    ins, out, _ = _gemm(3 * mr + 1, 40, 2 * nr + 3)
+    func = te.create_prim_func(ins + [out])
+    names = [s.buffer for s in walk(func.body) if isinstance(s, T.Allocate)]
+    packs = [b for b in names if b.name.startswith("mm_bpack")]
+    accs = sorted(tuple(int(d.value) for d in b.shape) for b in names
+                  if b.name.startswith("mm_acc"))
+    assert len(packs) == 1 and tuple(int(d.value) for d in packs[0].shape)[1:] == (40, nr)
+    # full tiles, the remainder row, the remainder columns (all rows, then the last one)
+    assert accs == sorted([(mr, nr), (1, nr), (mr, 3), (1, 3)])
+    # a matrix-vector product: no packing, one wide accumulator row
+    ins, out, _ = _gemm(1, 64, 1000)
+    func = te.create_prim_func(ins + [out])
+    names = [s.buffer for s in walk(func.body) if isinstance(s, T.Allocate)]
+    assert not [b for b in names if b.name.startswith("mm_bpack")]
+    assert {int(b.shape[1].value) for b in names} == {tuning.gemv_cols, 1000 % tuning.gemv_cols}
+
+
+def test_gemm_schedule_symbolic_rows_batch_transposed_and_float64():
+    n = T.Var("n")
+    funcs, cases = {}, []
+    ins, out, ref = _gemm(n, 24, 70, epilogue="gelu_res")
+    funcs["sym"] = te.create_prim_func(ins + [out])
+    ins_b, out_b, ref_b = _gemm(13, 7, 33, epilogue="bias_relu", batch=3)
+    funcs["batch"] = te.create_prim_func(ins_b + [out_b])
+    ins_t, out_t, ref_t = _gemm(19, 31, 45, epilogue="bias_relu", transposed=True)
+    funcs["transposed"] = te.create_prim_func(ins_t + [out_t])
+    ins_d, out_d, ref_d = _gemm(11, 29, 37, epilogue="gelu_res", dtype="float64")
+    funcs["f64"] = te.create_prim_func(ins_d + [out_d])
+    for rows in (1, 2, 7, 8, 9, 97):
+        cases.append(("sym", _operands(ins, rows, 24, 70), (rows, 70), "float32", ref))
+    arrays = _operands(ins_b, 13, 7, 33)
+    cases.append(("batch", arrays, (3, 13, 33), "float32", ref_b))
+    cases.append(("transposed", _operands(ins_t, 19, 31, 45), (19, 45), "float32", ref_t))
+    cases.append(("f64", _operands(ins_d, 11, 29, 37, "float64"), (11, 37), "float64", ref_d))
+    _check_gemm(funcs, cases)
+    # the interpreter (the reference semantics of TIR) agrees on the symbolic kernel
+    x = _operands(ins, 9, 24, 70)
+    got = run(funcs["sym"], *x, np.zeros((9, 70), "float32"))
+    np.testing.assert_allclose(got, ref(*x), rtol=1e-4, atol=1e-4)

@@ -13,7 +13,7 @@ from .tir import (
     PrimExpr, Select, SeqStmt, Stmt, Var,
 )
 from .te import (
-    ProducerLoad, TEError, Tensor, _PARTIAL_LANES, _PARTIAL_MIN_EXTENT, _TILE_ROWS, _expr_key,
+    ProducerLoad, TEError, Tensor, _expr_key,
     _extent_guess, _post_order, _static,
 )
 
@@ -74,6 +74,7 @@ class _NestEmitter:
         self.axis_expr: dict[Var, PrimExpr] = {}
         #: buffers to allocate at the start of the level being emitted
         self.level_buffers: list[Buffer] = []
+        self.gemm: Any = None  # the GemmPlan in "gemm" mode
         self.mode, self.anchor, self.it, self.jt = self._choose_mode()
 
     # -- mode selection ----------------------------------------------------
@@ -102,6 +103,11 @@ class _NestEmitter:
                 prev = self.root.axes[m - 2]
                 pos_i = [k for k, b in enumerate(anchor.binding) if b is prev]
                 p_i = pos_i[0] if len(pos_i) == 1 else -1
+        if self.root.is_reduce or p_i == m - 2:
+            from ._te_gemm import plan_gemm
+            self.gemm = plan_gemm(self, anchor)
+            if self.gemm is not None:
+                return "gemm", anchor, 1, 1
         jvar = anchor.axes[p_j]
         # Row-wise accumulation pays off when some input is contiguous along j
         # (matmul's B[k, j], conv2d's input row); otherwise reduce per element.
@@ -118,7 +124,7 @@ class _NestEmitter:
                                          and s is not anchor]:
             I = _static(self.shape[m - 2])
             if I is not None:
-                it = next((t for t in _TILE_ROWS if I % t == 0), 1)
+                it = next((t for t in self.opt.target.tile_rows if I % t == 0), 1)
             if it > 1:
                 jt = _pick_tile(J, (32, 16, 8), 32, self.opt.max_row) or jt
         return ("tile" if it > 1 else "row"), anchor, it, jt
@@ -163,6 +169,8 @@ class _NestEmitter:
         plan: list[tuple[str, int, PrimExpr]] = []
         if self.mode == "scalar":
             plan = [("axis", t, self.shape[t]) for t in range(m)]
+        elif self.mode == "gemm":  # the batch loops; _te_gemm emits the rest
+            plan = [("axis", t, self.shape[t]) for t in range(m - 2)]
         elif self.mode == "row":
             plan = [("axis", t, self.shape[t]) for t in range(m - 1)]
             plan.append(("jo", m - 1, IntImm(_static(self.shape[m - 1]) // self.jt, "int64")))
@@ -323,12 +331,12 @@ class _NestEmitter:
             # max/min are exact in any order: LLVM vectorizes those reductions itself
             return None
         extent = _static(rexts[-1])
-        if extent is None or extent < _PARTIAL_MIN_EXTENT:
+        if extent is None or extent < self.opt.target.partial_min_extent:
             return None
         last = st.raxes[-1].var
         if not _b.any(_last_index_uses(ld, last) for ld in _loads_of(st.expr)):
             return None
-        for lanes in _PARTIAL_LANES:
+        for lanes in self.opt.target.partial_lanes:
             if extent >= 4 * lanes:
                 return lanes
         return None
@@ -400,6 +408,11 @@ class _NestEmitter:
             values = [self.axis_expr[ax] for ax in root.axes]
             stmts = self._emit_stage(root, values, lambda ivs: (root.buffer, tuple(ivs)))
             return _seq(stmts)
+        if self.mode == "gemm":
+            from ._te_gemm import GemmEmitter
+            parallel = (self.opt.parallel and self.parallel_at < 0
+                        and self._work() >= self.opt.parallel_min_work)
+            return GemmEmitter(self, self.gemm, parallel).emit()
         return self._emit_tile()
 
     def _emit_tile(self) -> Stmt:

@@ -20,7 +20,9 @@ whose parameters are the input buffers, then the output buffers
 symbolic dimensions that no input buffer binds as a bare dimension.
 This module holds the expression layer and the entry points; the lowering
 lives beside it: ``_te_lower`` (stages, inlining, schedule decisions) and
-``_te_emit`` (loop nests, tiling, vectorization, blocks).
+``_te_emit`` (loop nests, tiling, vectorization, blocks), ``_te_gemm`` (the
+matmul schedule); every tile and block size comes from
+:class:`phasec.ir.tuning.TargetTuning`.
 
 **Inlining versus fusion.** Two different mechanisms put several operators
 into one kernel:
@@ -53,7 +55,12 @@ reductions write their init value before the reduction loops (TVM's
 the innermost dimension of one of its inputs (matmul, conv2d) is computed a
 row (or a tile of rows) at a time into a local accumulator, with the
 reduction loops outside and a contiguous, vectorized innermost loop,
-followed by the epilogue over the same tile; an injective matmul operand
+followed by the epilogue over the same tile; a matmul (``tag="matmul"``,
+a product of a row operand and a column operand) gets the blocked, packed
+GEMM schedule of :mod:`phasec.ir._te_gemm` instead (register tiles with
+remainders for every shape, B packed into L2-sized panels, the epilogue
+applied to each finished tile; sizes from :mod:`phasec.ir.tuning`); an
+injective matmul operand
 that transposes its input (``permute_dims(w)``) is staged into a buffer so
 that this inner loop stays contiguous; a long float sum or product along
 a contiguous axis accumulates into a vector of partial sums (32 or 16
@@ -78,6 +85,7 @@ import numpy as np
 from ..errors import PhasecError
 from . import tir
 from .node import Span, node, set_field
+from .tuning import TargetTuning, host_tuning
 from .tir import (
     BinaryOp, Buffer, BufferLoad, Cast, FloatImm, IntImm, IterVar, Not, PrimExpr, PrimFunc,
     Select, Stmt, Var,
@@ -529,6 +537,13 @@ class ScheduleOptions:
     decompose_reduction: bool = True
     parallel_min_work: int = 1 << 16
     max_row: int = 4096
+    #: tile and block sizes (None: :func:`phasec.ir.tuning.host_tuning`)
+    tuning: "TargetTuning | None" = None
+
+    @property
+    def target(self) -> "TargetTuning":
+        """The tuning the schedules use."""
+        return self.tuning if self.tuning is not None else host_tuning()
 
     @staticmethod
     def make(hints: "bool | ScheduleOptions | Mapping[str, Any]") -> "ScheduleOptions":
@@ -542,20 +557,11 @@ class ScheduleOptions:
 
 
 _SYMBOLIC_GUESS = 64  # assumed extent of a symbolic dimension when estimating work
-#: Partial accumulators (see _NestEmitter._partial_lanes): reductions of at
-#: least this many elements along a contiguous axis; lanes tried in order,
-#: the first with at least 4 iterations of the lane loop. 32 float32 lanes
-#: are two AVX-512 (four AVX2) registers: independent chains that hide the
-#: adder's latency.
-_PARTIAL_MIN_EXTENT = 64
 #: ``compute(..., attrs={ROW_LOCAL: True})``: a hint that the tensor is worth
 #: computing once per row into a local buffer (its consumers read each of
 #: its elements several times, e.g. softmax's exp, read by the sum and by
 #: the division). Falls back to inlining when it cannot be attached that way.
 ROW_LOCAL = "te.row_local"
-#: Rows of a matmul/conv2d register tile (the first that divides the rows).
-_TILE_ROWS = (4, 2)
-_PARTIAL_LANES = (32, 16)
 
 
 def _extent_guess(e: PrimExpr) -> int:

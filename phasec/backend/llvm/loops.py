@@ -24,6 +24,40 @@ from ._base import (
 
 __all__ = ["LoopCodegen"]
 
+#: a loop body whose loops run at most this many iterations in all (constant
+#: extents) is treated as straight-line code when placing cancel polls
+SHORT_BODY_TRIPS = 1 << 12
+
+
+def _const_trips(s: tir.Stmt) -> int | None:
+    """Iterations of all the loops in ``s`` (0: none; None: some extent is
+    not a constant)."""
+    t = type(s)
+    if t is tir.For:
+        if not isinstance(s.extent, tir.IntImm):
+            return None
+        inner = _const_trips(s.body)
+        return None if inner is None else s.extent.value * max(inner, 1)
+    if t is tir.SeqStmt:
+        total = 0
+        for x in s.stmts:
+            n = _const_trips(x)
+            if n is None:
+                return None
+            total += n
+        return total
+    if t in (tir.Allocate, tir.LetStmt):
+        return _const_trips(s.body)
+    if t is tir.IfThenElse:
+        a = _const_trips(s.then_case)
+        b = 0 if s.else_case is None else _const_trips(s.else_case)
+        return None if a is None or b is None else a + b
+    if t is tir.Block:
+        a = _const_trips(s.body)
+        b = 0 if s.init is None else _const_trips(s.init)
+        return None if a is None or b is None else a + b
+    return 0
+
 
 
 
@@ -69,14 +103,20 @@ class LoopCodegen:
     # -- cancellation ----------------------------------------------------------
     def _poll_mode(self, body: tir.Stmt, dt: str, extent: Any) -> str | None:
         """Where a loop checks the cancel flag: ``"each"`` iteration when its
-        body holds a loop (one load per iteration of an outer loop costs
-        nothing), ``"strip"`` (once per POLL_EVERY iterations, the loop
-        strip-mined so the inner part still vectorizes) for an innermost loop
-        that may run long, None for one that cannot (a constant extent up to
-        POLL_EVERY, or a loop variable narrower than 32 bits)."""
-        if tir.contains_stmt(body, tir.For):
+        body holds a loop that may run long (one load per iteration of an
+        outer loop costs nothing), ``"strip"`` (once per POLL_EVERY
+        iterations, the loop strip-mined so the inner part still vectorizes)
+        for an innermost loop that may run long, None for one that cannot (a
+        constant extent up to POLL_EVERY, or a loop variable narrower than 32
+        bits). A loop whose body only holds loops of a few constant
+        iterations (a register tile's unrolled and vectorized loops) counts
+        as innermost: a poll inside its body would sit between the tile's
+        instructions."""
+        inner = _const_trips(body)
+        if inner is None or inner > SHORT_BODY_TRIPS:
             return "each"
-        if _BITS[dt] < 32 or (isinstance(extent, tir.IntImm) and extent.value <= POLL_EVERY):
+        if _BITS[dt] < 32 or (isinstance(extent, tir.IntImm)
+                              and extent.value * max(inner, 1) <= POLL_EVERY):
             return None
         return "strip"
 
@@ -153,7 +193,16 @@ class LoopCodegen:
 
     def _loop_md(self, s: tir.For) -> str | None:
         if s.kind == "vectorized":
-            return self.mod.loop_metadata(['!"llvm.loop.vectorize.enable", i1 true'])
+            props = ['!"llvm.loop.vectorize.enable", i1 true']
+            width = self.mod.options.prefer_vector_width or 128
+            if isinstance(s.extent, tir.IntImm) and s.extent.value <= width // 32:
+                # At most one vector of float32: vectorized, no loop is left.
+                # Unrolled first (LLVM fully unrolls short loops before it
+                # vectorizes), it would become scalars that the SLP vectorizer
+                # must regroup, slower to compile, and a register tile indexed
+                # by it could stay in memory.
+                props.append('!"llvm.loop.unroll.disable"')
+            return self.mod.loop_metadata(props)
         if s.kind == "unroll":
             if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
                 return self.mod.loop_metadata(['!"llvm.loop.unroll.full"'])

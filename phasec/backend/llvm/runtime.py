@@ -30,6 +30,7 @@ import numpy as np
 from ...errors import BufferAccessError, IndexOutOfRangeError, VMError
 from ...ir import tir
 from ...ir.structural import structural_equal, structural_hash
+from ...ir.tuning import host_tuning
 from .codegen import (
     OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS, RC_INDEX_OUT_OF_RANGE, ArrayLayout, CodegenOptions,
     KernelABI, ModuleCodegen, bind_array_symbols,
@@ -517,8 +518,11 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     if opt_level not in (0, 1, 2, 3):
         raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
     target = host_target()
+    # LLVM's tuning for some AVX-512 hosts prefers 256-bit vectors; the
+    # schedules' register tiles are sized for the width of the target's tuning
     options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
-                              features=target.features, check_bounds=bool(check_bounds))
+                              features=target.features, check_bounds=bool(check_bounds),
+                              prefer_vector_width=host_tuning().vector_bits)
     # (the array ABI too: it decides the entries, and tests may switch it off)
     key = (structural_hash(funcs), options, opt_level, array_data_offset is not None,
            array_layout is not None)

@@ -1,0 +1,131 @@
+"""Schedule tunables per target: every size the kernel schedules use, in one place.
+
+The TE scheduler (:mod:`phasec.ir.te` and its ``_te_*`` modules) reads tile
+sizes, cache-block sizes and vector widths from one :class:`TargetTuning`;
+the LLVM backend reads the vector width it asks LLVM to prefer from the same
+object, so the schedule's register tiles and the code LLVM emits for them
+agree. :func:`host_tuning` picks the tuning of the machine phasec runs on.
+
+Why these numbers (measured with ``bench/bench_ort.py`` on an AVX-512 host):
+
+* *Register tile* of a matmul: ``gemm_rows`` rows x ``gemm_vectors`` vectors
+  of accumulators. With 32 vector registers (AVX-512) 8 x 2 keeps 16
+  accumulators, two B vectors and a broadcast A value live: 16 independent
+  FMA chains hide the FMA latency, and each B vector loaded feeds 8 FMAs.
+  With 16 registers (AVX2/SSE) 4 x 2 fits.
+* *B panel* (``gemm_panel_bytes``): the columns of B packed together are
+  sized so that the packed panel (K x NC elements) stays in the per-core L2
+  cache while every row tile of A streams past it; a panel's micro-panels
+  (K x NR, contiguous) are read sequentially.
+* *Packing* pays for its copy only when several row tiles reuse the panel
+  (``gemm_pack_min_row_tiles``); a matrix-vector product reads B directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, replace
+
+__all__ = ["TargetTuning", "host_tuning", "generic_tuning", "avx512_tuning", "avx2_tuning"]
+
+
+@dataclass(frozen=True)
+class TargetTuning:
+    """Sizes the kernel schedules use on one kind of target."""
+
+    #: short name for messages and benchmarks
+    name: str
+    #: widest vector register the schedules plan for (bits); the LLVM backend
+    #: passes it as ``prefer-vector-width`` so LLVM emits vectors this wide
+    vector_bits: int
+    #: number of vector registers (sizes the register tiles)
+    vector_registers: int
+    #: matmul register tile: rows of the output computed together
+    gemm_rows: int
+    #: matmul register tile: vectors of columns computed together
+    gemm_vectors: int
+    #: bytes of a packed B panel (K x NC elements), sized to stay in L2
+    gemm_panel_bytes: int
+    #: at most this many columns in a packed B panel
+    gemm_panel_max_cols: int
+    #: pack B only when at least this many row tiles (of ``gemm_rows``) read it
+    gemm_pack_min_row_tiles: int
+    #: a matmul of at most this many rows (a matrix-vector product) is
+    #: computed ``gemv_cols`` columns at a time, accumulating in L1
+    gemv_max_rows: int = 2
+    gemv_cols: int = 512
+    #: register tile rows of conv2d (and of a matmul the GEMM schedule does
+    #: not take): the first that divides the rows
+    tile_rows: tuple[int, ...] = (4, 2)
+    #: partial accumulators of long float sums (see
+    #: ``_NestEmitter._partial_lanes``): lanes tried in order, the first with
+    #: at least 4 iterations of the lane loop. 32 float32 lanes are two
+    #: AVX-512 (four AVX2) registers: independent chains that hide the
+    #: adder's latency.
+    partial_lanes: tuple[int, ...] = (32, 16)
+    #: ... for reductions of at least this many elements along a contiguous axis
+    partial_min_extent: int = 64
+
+    def lanes(self, dtype_bits: int) -> int:
+        """Elements of ``dtype_bits`` bits in one vector register."""
+        return max(1, self.vector_bits // dtype_bits)
+
+    def gemm_cols(self, dtype_bits: int) -> int:
+        """Columns of a matmul register tile for elements of ``dtype_bits`` bits."""
+        return self.gemm_vectors * self.lanes(dtype_bits)
+
+
+def avx512_tuning() -> TargetTuning:
+    """x86-64 with AVX-512F: 32 registers of 512 bits."""
+    return TargetTuning(name="avx512", vector_bits=512, vector_registers=32, gemm_rows=8,
+                        gemm_vectors=2, gemm_panel_bytes=384 * 1024, gemm_panel_max_cols=512,
+                        gemm_pack_min_row_tiles=2)
+
+
+def avx2_tuning() -> TargetTuning:
+    """x86-64 with AVX2/FMA: 16 registers of 256 bits."""
+    return TargetTuning(name="avx2", vector_bits=256, vector_registers=16, gemm_rows=4,
+                        gemm_vectors=2, gemm_panel_bytes=192 * 1024, gemm_panel_max_cols=256,
+                        gemm_pack_min_row_tiles=2)
+
+
+def generic_tuning() -> TargetTuning:
+    """Any other target: 128-bit vectors, 16 registers."""
+    return TargetTuning(name="generic", vector_bits=128, vector_registers=16, gemm_rows=4,
+                        gemm_vectors=2, gemm_panel_bytes=128 * 1024, gemm_panel_max_cols=256,
+                        gemm_pack_min_row_tiles=2)
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU feature flags of the host (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+@functools.lru_cache(maxsize=1)
+def host_tuning() -> TargetTuning:
+    """The tuning for the machine phasec runs on.
+
+    AVX-512F -> :func:`avx512_tuning`, AVX2 with FMA -> :func:`avx2_tuning`,
+    otherwise :func:`generic_tuning`. ``PHASEC_VECTOR_BITS`` (128, 256 or
+    512) caps the vector width, e.g. to compare against 256-bit code on an
+    AVX-512 machine; an unusable value is ignored.
+    """
+    flags = _cpu_flags()
+    if "avx512f" in flags:
+        tuning = avx512_tuning()
+    elif "avx2" in flags and "fma" in flags:
+        tuning = avx2_tuning()
+    else:
+        tuning = generic_tuning()
+    cap = os.environ.get("PHASEC_VECTOR_BITS", "")
+    if cap in ("128", "256", "512") and int(cap) < tuning.vector_bits:
+        tuning = replace(tuning, vector_bits=int(cap))
+    return tuning
