@@ -130,3 +130,34 @@ def test_opaque_handle_reads_but_does_not_compile() -> None:
 
     with pytest.raises(PhasecError, match="opaque handle"):
         compile_prim_funcs({"noop": mod["noop"]})
+
+
+ROUND_AND_INVERT = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((6,), "float32"), i: R.Tensor((6,), "int32")):
+        r = R.round(x)
+        n = R.bitwise_not(i)
+        return (r, n)
+"""
+
+
+def test_tvm_legalized_round_and_bitwise_not_compute_as_numpy() -> None:
+    """TVM legalizes R.round to T.nearbyint and R.bitwise_not to `~v`; both
+    read back and compute numpy's rint and invert (ties to even included)."""
+    import numpy as np
+    from tvm import relax
+
+    from phasec.pipeline import lower
+    from phasec.tvm import from_tvm
+
+    legalized = relax.transform.LegalizeOps()(tvm.script.from_source(ROUND_AND_INVERT))
+    text = legalized.script()
+    assert "T.nearbyint(" in text and "~" in text
+    mod = from_tvm(legalized)
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.7, 3.2], "float32")
+    i = np.array([0, 1, -1, 7, 2**31 - 1, -2**31], "int32")
+    r, n = phasec.VirtualMachine(phasec.build(lower(mod)))["main"](x, i)
+    np.testing.assert_array_equal(np.asarray(r), np.rint(x))
+    np.testing.assert_array_equal(np.asarray(n), np.invert(i))

@@ -109,7 +109,10 @@ class _PrimExprParser:
                 return tir.BinaryOp("-", zero, value, span=span), False
             if isinstance(node.op, ast.UAdd):
                 return self._p(node.operand)
-            raise mp.error("unsupported operator '~' in a scalar expression", node)
+            value = self.parse(node.operand)  # ast.Invert: `~x`, TVM's bitwise not
+            if not (tir.is_int(value.dtype) or tir.is_bool(value.dtype)):
+                raise mp.error(f"'~' needs an integer or bool operand, not {value.dtype}", node)
+            return tir.Call("bitwise_not", (value,), value.dtype, span=span), False
         if isinstance(node, ast.BoolOp):
             op = "and" if isinstance(node.op, ast.And) else "or"
             result = self.parse(node.values[0])
@@ -248,12 +251,18 @@ class _PrimExprParser:
             arity(2)
             a, b = self.parse_pair(args[0], args[1])
             return tir.BinaryOp(_TIR_BINARY_FUNCS[fn], a, b, span=span)
+        fn = _TIR_SYNONYMS.get(fn, fn)
         if fn in tir.INTRINSICS:
             arity(tir.INTRINSICS[fn])
             return tir.Call(fn, [self.parse(a) for a in args], span=span)
         close = difflib.get_close_matches(fn, _TIR_FUNCS, n=1)
         hint = f" (did you mean {mp.T}.{close[0]}?)" if close else ""
         raise mp.error(f"unknown TIR function {mp.T}.{fn}{hint}", node.func)
+
+
+#: TVM's names for phasec's intrinsics: TVM legalizes R.round to
+#: T.nearbyint, which rounds half to even, as phasec's round does.
+_TIR_SYNONYMS = {"nearbyint": "round"}
 
 
 def _adopt(e: tir.PrimExpr, dtype: str) -> tir.PrimExpr:
