@@ -100,6 +100,26 @@ class Module:
         b = R.strided_slice(a, axes=[1], begin=[0], end=[3], assume_inbound=True)
         return b
 """,
+    "r_tuple_function_spelling": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tuple(R.Tuple, R.Tensor((2, 3), "float32")):
+        b = R.tuple(x, R.tuple())
+        gv = R.tuple(R.tuple(), b[0])
+        return gv
+""",
+    "conv2d_nhwc_hwio_and_layout_transform": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8, 8, 3), "float32"), w: R.Tensor((3, 3, 3, 8), "float32")):
+        y = R.nn.conv2d(x, w, padding=[1, 1, 1, 1], data_layout="NHWC", kernel_layout="HWIO")
+        z = R.layout_transform(y, index_map=lambda n, h, w, c: (n, c // 4, h, w, c % 4))
+        p = R.layout_transform(x, index_map=T.index_map(lambda n, h, w, c: (n, h // 3, w, c, h % 3)),
+                               pad_value=0.5)
+        return (y, z, p)
+""",
 }
 
 

@@ -31,6 +31,7 @@ _RELAX_CALLS = {
     "invoke_closure": "_call_invoke_closure",
     "invoke_pure_closure": "_call_invoke_pure_closure",
     "ExternFunc": "_call_extern_func",
+    "tuple": "_call_tuple",
 }
 
 #: Dialect names that are statements, not values: R.<name> -> where they belong.
@@ -91,6 +92,20 @@ class _DialectCalls:
             raise mp.error(f"{mp.R}.const expects a number or nested lists of numbers, got "
                            f"{mp.src(node)!r}", node)
         return number
+
+    def _call_tuple(self, node: ast.Call) -> rx.Expr:
+        """``R.tuple(a, b)``: TVM 0.27's function spelling of the tuple ``(a, b)``
+        (``R.tuple()`` is the empty tuple)."""
+        mp = self.mp
+        if node.keywords:
+            raise mp.error(f"{mp.R}.tuple takes the fields as positional arguments only",
+                           node.keywords[0].value)
+        fields = []
+        for e in node.args:
+            if isinstance(e, ast.Starred):
+                raise mp.error("*args are not supported in a tuple", e)
+            fields.append(self._arg(e))
+        return rx.Tuple(fields, span=mp.span(node))
 
     def _call_shape(self, node: ast.Call) -> rx.Expr:
         mp = self.mp

@@ -129,7 +129,9 @@ class RelaxPrinter(PrimPrinter):
         if t is Constant:
             return self.constant(e)
         if t is Tuple:
-            return tuple_text([self.expr(f) for f in e.fields]) if e.fields else "()"
+            if e.fields:
+                return tuple_text([self.expr(f) for f in e.fields])
+            return "()" if legacy() else "R.tuple()"  # TVM 0.27 spells the empty tuple R.tuple()
         if t is TupleGetItem:
             return f"{self.expr(e.tuple_value)}[{e.index}]"
         if t is GlobalVar:
