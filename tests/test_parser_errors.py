@@ -281,6 +281,8 @@ def test_tir_structure():
     err = parse_error(prim("for i in T.grid(4, 4):", "    B[i] = A[i]"))
     assert "2 extent(s) but the loop has 1 variable(s)" in err.message
     err = parse_error(prim("for i in T.thread_binding(4):", "    B[i] = A[i]"))
+    assert "needs its thread axis" in err.message  # TVM needs it too
+    err = parse_error(prim("for i in T.spin(4):", "    B[i] = A[i]"))
     assert "unsupported loop" in err.message
     err = parse_error(prim("B[0] = A"))
     assert "used as a scalar" in err.message

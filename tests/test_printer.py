@@ -556,7 +556,7 @@ def test_tir_statements():
             for j in range(T.int64(4)):
                 for k in range(T.int64(1), T.int64(4)):
                     B[j, k] = 0
-            x: T.float32 = T.float32(1.0)
+            x: T.let[T.float32] = T.float32(1.0)
             tmp = T.alloc_buffer((T.int64(4),), "float32")
             tmp[T.int64(0)] = x
             if x > T.float32(0.0):
@@ -607,7 +607,7 @@ def test_long_let_chain_prints_iteratively():
     for k in range(5000):
         body = tir.LetStmt(tir.Var("t", "float32"), tir.FloatImm(float(k)), body)
     text = print_prim_func("k", tir.PrimFunc([A], body))
-    assert "t_4999: T.float32 = T.float32(0.0)" in text
+    assert "t_4999: T.let[T.float32] = T.float32(0.0)" in text
 
 
 def test_long_operator_chain_prints_iteratively():

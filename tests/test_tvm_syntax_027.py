@@ -61,6 +61,26 @@ class Module:
         for i in range(T.int64(4)):
             A[i] = A[i] + K
 """,
+    "gpu_thread_bindings_and_scoped_buffers": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def gpu_copy(A: T.Buffer((T.int64(64),), "float32"), B: T.Buffer((T.int64(64),), "float32")):
+        for bx in T.thread_binding(T.int64(2), thread="blockIdx.x"):
+            for tx in T.thread_binding(T.int64(32), thread="threadIdx.x"):
+                B[bx * T.int64(32) + tx] = A[bx * T.int64(32) + tx]
+
+    @T.prim_func(private=True)
+    def staged(A: T.Buffer((T.int64(4),), "float32"), B: T.Buffer((T.int64(4),), "float32")):
+        S = T.alloc_buffer((T.int64(4),), scope="shared")
+        L = T.alloc_local((T.int64(1),), "float32")
+        for i in range(T.int64(4)):
+            S[i] = T.exp(A[i], dtype="float32")
+        for i in range(T.int64(4)):
+            row: T.let[T.float32] = S[i]
+            L[0] = T.max(row, T.float32(0))
+            B[i] = L[0]
+""",
 }
 
 
@@ -165,3 +185,84 @@ def test_meta_var_names_read_as_their_values() -> None:
     assert mod["main"].body.blocks[0].bindings[1].value.attrs["axis"] == 1
     store = mod["add_k"].body.body
     assert store.value.rhs.value == 3 and store.value.rhs.dtype == "int32"
+
+
+@pytest.mark.parametrize("body", [
+    # TVM's source spelling (the class derives from BasePyModule) ...
+    """
+@I.ir_module
+class Module(BasePyModule):
+    @I.pyfunc
+    def add(self, x, y):
+        return x + y
+""",
+    # ... and how TVM 0.27 prints such a module.
+    """
+@I.ir_module
+class Module:
+    I.module_attrs({"base_py_module": True})
+    add = R.ExternFunc("add")
+
+    @R.function
+    def main(x: R.Tensor((5,), "float32")) -> R.Tensor((5,), "float32"):
+        return x
+""",
+])
+def test_base_py_modules_are_one_clear_error(body: str) -> None:
+    with pytest.raises(ParseError, match="BasePyModule.*never runs Python"):
+        phasec.parse(HEADER + body)
+
+
+def test_thread_bindings_are_kept_and_refused_by_the_cpu_backends() -> None:
+    import numpy as np
+
+    from phasec.backend.llvm import compile_prim_funcs
+    from phasec.errors import PhasecError
+    from phasec.interp.tir import run_prim_func
+
+    mod = phasec.parse(_text("gpu_thread_bindings_and_scoped_buffers"))
+    outer = mod["gpu_copy"].body
+    assert (outer.kind, outer.thread, outer.body.thread) == (
+        "thread_binding", "blockIdx.x", "threadIdx.x")
+    assert 'T.thread_binding(T.int64(2), thread="blockIdx.x")' in mod.script()
+    with pytest.raises(PhasecError, match="GPU thread axis 'blockIdx.x'"):
+        compile_prim_funcs({"gpu_copy": mod["gpu_copy"]})
+    a = np.arange(64, dtype="float32")
+    with pytest.raises(PhasecError, match="GPU thread axis 'blockIdx.x'"):
+        run_prim_func(mod["gpu_copy"], [a, np.zeros_like(a)])
+
+
+def test_scoped_buffer_let_and_dtype_keywords_compute_as_numpy() -> None:
+    import numpy as np
+
+    from phasec.backend.llvm import compile_prim_funcs
+
+    mod = phasec.parse(_text("gpu_thread_bindings_and_scoped_buffers"))
+    assert mod["staged"].body.buffer.scope == "shared"
+    assert mod["staged"].body.body.buffer.scope == "local"
+    assert 'scope="shared"' in mod.script()
+    a = np.array([-1.0, 0.5, 2.0, -3.0], dtype="float32")
+    out = np.zeros(4, dtype="float32")
+    compile_prim_funcs({"staged": mod["staged"]})["staged"](a, out)
+    np.testing.assert_allclose(out, np.maximum(np.exp(a), 0), rtol=1e-6)
+
+
+def test_if_then_else_keywords_read_as_tvm_reads_them() -> None:
+    def text(call: str) -> str:
+        return HEADER + f"""
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def relu(A: T.Buffer((T.int64(4),), "float32"), B: T.Buffer((T.int64(4),), "float32")):
+        for i in range(T.int64(4)):
+            B[i] = {call}
+"""
+    plain = text("T.if_then_else(A[i] > T.float32(0), A[i], T.float32(0))")
+    spelled = [text('T.if_then_else(A[i] > T.float32(0), A[i], T.float32(0), dtype="float32")'),
+               text("T.if_then_else(cond=A[i] > T.float32(0), t=A[i], f=T.float32(0))")]
+    for other in spelled:
+        # TVM reads the keyword spellings as the positional call ...
+        tvm.ir.assert_structural_equal(tvm.script.from_source(other),
+                                       tvm.script.from_source(plain))
+        # ... and so does phasec.
+        assert_structural_equal(phasec.parse(other), phasec.parse(plain))

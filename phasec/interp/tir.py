@@ -589,6 +589,11 @@ def _run(m: _Machine, body: Stmt) -> None:
         elif isinstance(item, SeqStmt):
             work.extend(reversed(item.stmts))
         elif isinstance(item, For):
+            if item.kind == "thread_binding":  # refused, as by the LLVM backend
+                raise TIRExecutionError(
+                    f"loop '{item.loop_var.name}' is bound to the GPU thread axis "
+                    f"{item.thread!r} (T.thread_binding); the TIR interpreter runs CPU kernels "
+                    f"only")
             start = m.eval(item.min)
             extent = m.eval(item.extent)
             saved: list[tuple[Var, Any]] = []

@@ -196,12 +196,17 @@ class Call(PrimExpr):
 
 @node
 class Buffer(Node):
-    """A multi-dimensional buffer; identity is object identity, like Var."""
+    """A multi-dimensional buffer; identity is object identity, like Var.
+
+    ``scope`` is TVM's storage scope (``"global"``; ``"shared"``, ``"local"``
+    in GPU-scheduled kernels). On the CPU every scope is ordinary memory.
+    """
 
     name: str
     shape: tuple[PrimExpr, ...]
     dtype: str = "float32"
     span: Span | None = None
+    scope: str = "global"
 
     def __post_init__(self) -> None:
         set_field(self, "shape", tuple(as_prim_expr(s) for s in self.shape))
@@ -253,7 +258,10 @@ const = as_prim_expr
 # Statements
 # --------------------------------------------------------------------------
 
-FOR_KINDS = ("serial", "parallel", "vectorized", "unroll")
+#: ``thread_binding``: a loop bound to a GPU thread axis (``thread``, e.g.
+#: "blockIdx.x"), as TVM schedules GPU kernels; phasec reads, prints and
+#: serializes it, and its CPU backends refuse it (see PHASES.md).
+FOR_KINDS = ("serial", "parallel", "vectorized", "unroll", "thread_binding")
 
 
 @node
@@ -283,7 +291,8 @@ class SeqStmt(Stmt):
 
 @node
 class For(Stmt):
-    """``for loop_var in range(min, min + extent)`` with a kind from FOR_KINDS."""
+    """``for loop_var in range(min, min + extent)`` with a kind from FOR_KINDS;
+    ``thread`` is the thread axis of a ``thread_binding`` loop (None otherwise)."""
 
     loop_var: Var
     min: PrimExpr
@@ -291,10 +300,14 @@ class For(Stmt):
     kind: str
     body: Stmt
     span: Span | None = None
+    thread: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FOR_KINDS:
             raise ValueError(f"unknown loop kind {self.kind!r}; expected one of {FOR_KINDS}")
+        if (self.kind == "thread_binding") != bool(self.thread):
+            raise ValueError("a thread_binding loop needs its thread axis (e.g. "
+                             "thread=\"threadIdx.x\"), and only such a loop has one")
         set_field(self, "min", as_prim_expr(self.min))
         set_field(self, "extent", as_prim_expr(self.extent))
 

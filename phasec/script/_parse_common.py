@@ -39,7 +39,7 @@ _RELAX_OP_FOR = {ast.Add: "R.add", ast.Sub: "R.subtract", ast.Mult: "R.multiply"
 
 _FRESH_NAME_RE = re.compile(r"\blv\d*\b")
 _INT_DTYPES = tuple(d for d in tir.DTYPES if tir.is_int(d))
-_LOOP_KINDS = tir.FOR_KINDS  # serial, parallel, vectorized, unroll
+_LOOP_KINDS = tir.FOR_KINDS  # serial, parallel, vectorized, unroll, thread_binding
 _TIR_BINARY_FUNCS = {"min": "min", "max": "max", "pow": "pow", "floordiv": "//", "floormod": "%",
                      "truncdiv": "/", "Div": "/"}  # TVM prints truncdiv as T.Div
 _TIR_FUNCS = ("Cast", "cast", "Select", "if_then_else", "And", "Or", "Not", "min_value",

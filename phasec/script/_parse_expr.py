@@ -182,12 +182,21 @@ class _PrimExprParser:
             raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
                            f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)
         fn = name[1]
-        if node.keywords:
-            raise mp.error(f"{mp.T}.{fn} takes positional arguments only", node.keywords[0].value)
         for a in node.args:
             if isinstance(a, ast.Starred):
                 raise mp.error(f"{mp.T}.{fn}: *args are not supported", a)
         args = node.args
+        keywords = node.keywords
+        if fn in tir.INTRINSICS or fn in _TIR_BINARY_FUNCS or fn == "if_then_else":
+            # TVM's T.<op> wrappers drop a `dtype=` keyword (TVM's printer writes
+            # one on some calls); the operands decide the dtype.
+            keywords = [kw for kw in keywords if kw.arg != "dtype"]
+        if fn == "if_then_else" and keywords:
+            bound = mp.bind_args(ast.copy_location(ast.Call(node.func, list(args), keywords), node),
+                                 f"{mp.T}.if_then_else", ("cond", "t", "f"), 3)
+            args, keywords = [bound["cond"], bound["t"], bound["f"]], []
+        if keywords:
+            raise mp.error(f"{mp.T}.{fn} takes positional arguments only", keywords[0].value)
 
         def arity(n: int) -> None:
             if len(args) != n:

@@ -145,6 +145,18 @@ class _PrimFuncParser:
         raise mp.error(f"unsupported parameter annotation {mp.src(ann)!r}; expected "
                        f"{mp.T}.Buffer(shape, dtype), {mp.T}.handle or {mp.T}.<dtype>", ann)
 
+    def _scope_arg(self, call: ast.Call, what: str) -> tuple[ast.Call, str]:
+        """An allocation's ``scope="shared"`` keyword: the call without it, and
+        the scope (``"global"`` when not given)."""
+        scope = "global"
+        for kw in call.keywords:
+            if kw.arg == "scope":
+                scope = self.mp.str_arg(kw.value, f"{what} scope")
+                if not scope:
+                    raise self.mp.error(f"{what}: the storage scope is empty", kw.value)
+        keywords = [kw for kw in call.keywords if kw.arg != "scope"]
+        return ast.copy_location(ast.Call(call.func, call.args, keywords), call), scope
+
     def _buffer_args(self, call: ast.Call, what: str,
                      params: Sequence[str] = ("shape", "dtype")) -> tuple[list, str]:
         mp = self.mp
@@ -243,13 +255,19 @@ class _PrimFuncParser:
         if not isinstance(target, ast.Name):
             raise mp.error(f"unsupported assignment target {mp.src(target)!r}", target)
         name = _dotted(value.func) if isinstance(value, ast.Call) else None
-        if name in ((mp.T, "alloc_buffer"), (mp.T, "decl_buffer"), (mp.T, "sblock_alloc_buffer")):
+        if name in ((mp.T, "alloc_buffer"), (mp.T, "decl_buffer"), (mp.T, "sblock_alloc_buffer"),
+                    (mp.T, "alloc_shared"), (mp.T, "alloc_local")):
             # All scope over the rest of the statement list (TVM prints
             # T.decl_buffer so when nothing follows the allocation's scope;
             # T.sblock_alloc_buffer is an allocation of the implicit root block,
             # which TVM 0.27 prints at the top of the function body).
+            value, scope = self._scope_arg(value, f"{mp.T}.{name[1]}")
+            if name[1] in ("alloc_shared", "alloc_local"):  # TVM 0.27's T.alloc_buffer(scope=...)
+                if any(kw.arg == "scope" for kw in stmt.value.keywords):
+                    raise mp.error(f"{mp.T}.{name[1]} has its scope already", stmt.value)
+                scope = name[1].split("_")[1]
             shape, dtype = self._buffer_args(value, f"{mp.T}.{name[1]}")
-            buf = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
+            buf = tir.Buffer(target.id, shape, dtype, span=mp.span(target), scope=scope)
             self._bind(target.id, buf)
             span = mp.span(stmt)
             return _Wrap(lambda body: tir.Allocate(buf, body, span=span))
@@ -272,12 +290,24 @@ class _PrimFuncParser:
         mp = self.mp
         if not isinstance(stmt.target, ast.Name) or stmt.value is None:
             raise mp.error(f"expected `name: {mp.T}.<dtype> = value`", stmt)
-        ann = _dotted(stmt.annotation)
-        if ann is None or len(ann) != 2 or ann[0] != mp.T or ann[1] not in tir.DTYPES:
-            raise mp.error(f"expected a scalar type annotation such as {mp.T}.float32, got "
-                           f"{mp.src(stmt.annotation)!r}", stmt.annotation)
-        expr = self.prim.parse(stmt.value, ann[1])
-        var = tir.Var(stmt.target.id, ann[1], span=mp.span(stmt.target))
+        annotation = stmt.annotation
+        if isinstance(annotation, ast.Subscript) and _dotted(annotation.value) == (mp.T, "let"):
+            # `v: T.let[T.int64] = value`: TVM 0.27's spelling of a scalar binding
+            # (its flat Bind statement), here as for `v: T.int64 = value`.
+            annotation = annotation.slice
+        dtype = None
+        if _dotted(annotation) == (mp.T, "let"):  # `v: T.let = value`: the value's dtype
+            expr = self.prim.parse(stmt.value)
+            dtype = expr.dtype
+        else:
+            ann = _dotted(annotation)
+            if ann is None or len(ann) != 2 or ann[0] != mp.T or ann[1] not in tir.DTYPES:
+                raise mp.error(f"expected a scalar type annotation such as {mp.T}.float32 or "
+                               f"{mp.T}.let[{mp.T}.float32], got {mp.src(stmt.annotation)!r}",
+                               stmt.annotation)
+            dtype = ann[1]
+            expr = self.prim.parse(stmt.value, dtype)
+        var = tir.Var(stmt.target.id, dtype, span=mp.span(stmt.target))
         self._bind(stmt.target.id, var)
         span = mp.span(stmt)
         return _Wrap(lambda body: tir.LetStmt(var, expr, body, span=span))
@@ -351,6 +381,9 @@ class _PrimFuncParser:
         else:
             raise mp.error(f"unsupported loop {mp.src(it)!r}; expected range(...), {kinds} or "
                            f"{mp.T}.grid(...)", it)
+        thread = None
+        if kind == "thread_binding":
+            it, thread = self._thread_axis(it)
         if it.keywords:
             raise mp.error(f"{mp.src(it.func)} takes positional arguments only",
                            it.keywords[0].value)
@@ -395,8 +428,29 @@ class _PrimFuncParser:
             self.scopes.pop()
         loop_kind = "serial" if kind == "grid" else kind
         for var, (start, extent) in zip(reversed(loop_vars), reversed(bounds)):
-            body = tir.For(var, start, extent, loop_kind, body, span=span)
+            body = tir.For(var, start, extent, loop_kind, body, span=span, thread=thread)
         return body
+
+    def _thread_axis(self, it: ast.Call) -> tuple[ast.Call, str]:
+        """``T.thread_binding(extent, thread="threadIdx.x")`` (also ``(start,
+        stop, "blockIdx.x")``): the call without its thread axis, and the axis."""
+        mp = self.mp
+        args, keywords = list(it.args), list(it.keywords)
+        node = None
+        for kw in keywords:
+            if kw.arg == "thread":
+                node = kw.value
+        keywords = [kw for kw in keywords if kw.arg != "thread"]
+        if node is None and args and isinstance(args[-1], ast.Constant) \
+                and isinstance(args[-1].value, str):
+            node = args.pop()
+        if node is None:
+            raise mp.error(f"{mp.T}.thread_binding needs its thread axis, e.g. "
+                           f"thread=\"threadIdx.x\"", it)
+        thread = mp.str_arg(node, f"{mp.T}.thread_binding thread")
+        if not thread:
+            raise mp.error(f"{mp.T}.thread_binding: the thread axis is empty", node)
+        return ast.copy_location(ast.Call(it.func, args, keywords), it), thread
 
     def _with(self, stmt: ast.With) -> tir.Stmt:
         mp = self.mp
@@ -431,8 +485,9 @@ class _PrimFuncParser:
             raise mp.error(f"`with {what}(...)` needs `as name` with a plain name", stmt)
         expr: tir.PrimExpr | None = None
         if kind == "decl_buffer":
+            call, scope = self._scope_arg(call, what)
             shape, dtype = self._buffer_args(call, what)
-            value: Any = tir.Buffer(target.id, shape, dtype, span=mp.span(target))
+            value: Any = tir.Buffer(target.id, shape, dtype, span=mp.span(target), scope=scope)
         else:
             a = mp.bind_args(call, what, ("value", "type_annotation"), 1)
             dtype = None

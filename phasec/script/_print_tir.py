@@ -87,8 +87,11 @@ class TirPrinter(PrimPrinter):
                 self.root_allocs = False
                 var = s.var
                 if last:
+                    # TVM 0.27 reads `v: T.int64 = value` as a local scalar buffer;
+                    # its scalar binding (flat Bind, phasec's LetStmt) is T.let[...].
                     value = self.prim(s.value, var.dtype)
-                    self.emit(indent, f"{self.bind(var)}: T.{var.dtype} = {value}")
+                    ann = f"T.{var.dtype}" if legacy() else f"T.let[T.{var.dtype}]"
+                    self.emit(indent, f"{self.bind(var)}: {ann} = {value}")
                 elif var.dtype == s.value.dtype:
                     self.emit(indent, f"with T.LetStmt({self.prim(s.value)}) as {self.bind(var)}:")
                     indent, last = indent + INDENT, True
@@ -102,6 +105,8 @@ class TirPrinter(PrimPrinter):
             if t is tir.Allocate:
                 b = s.buffer
                 args = f"{self.shape(b.shape)}, {quote_str(b.dtype)}"
+                if b.scope != "global":
+                    args += f", scope={quote_str(b.scope)}"
                 if last:
                     head = "T.sblock_alloc_buffer" if self.root_allocs else "T.alloc_buffer"
                     self.emit(indent, f"{self.buffer_name(b)} = {head}({args})")
@@ -162,7 +167,8 @@ class TirPrinter(PrimPrinter):
             self.emit(indent, f"for {', '.join(names)} in T.grid({extents}):")
         else:
             head = "range" if loop.kind == "serial" else "T." + loop.kind
-            self.emit(indent, f"for {names[0]} in {head}({self._range(loop)}):")
+            thread = "" if loop.thread is None else f", thread={quote_str(loop.thread)}"
+            self.emit(indent, f"for {names[0]} in {head}({self._range(loop)}{thread}):")
         for f in chain:
             self.loops[id(f.loop_var)] = f
         self.stmt(chain[-1].body, indent + INDENT)

@@ -497,6 +497,8 @@ class _ModuleParser:
                              f"{cls.name!r}", cls.decorator_list[-1])
         self.decorator_flags(cls, ())
         if cls.bases or cls.keywords:
+            if any(_dotted(b) is not None and _dotted(b)[-1] == "BasePyModule" for b in cls.bases):
+                raise self.error(f"class {cls.name!r}: {_PY_MODULE_ERROR}", cls.bases[0])
             raise self.error(f"class {cls.name!r}: base classes are not supported", cls)
         self.class_names.add(cls.name)
         attrs: dict[str, Any] = {}
@@ -524,6 +526,9 @@ class _ModuleParser:
                 global_infos = parse_global_infos(self, stmt.value)
                 self.vdevices = global_infos.get("vdevice", ())
                 continue
+            if _is_py_function(self, stmt):
+                what = self.src(stmt) if isinstance(stmt, ast.Assign) else f"@{self.I}.pyfunc"
+                raise self.error(f"{what}: {_PY_MODULE_ERROR}", stmt)
             if isinstance(stmt, ast.FunctionDef):
                 kind = self._function_kind(stmt)
                 if stmt.name in self.function_kinds:
@@ -669,6 +674,21 @@ class _ModuleParser:
         ret = sp.parse(fdef.returns) if fdef.returns is not None else None
         return _Signature(fdef.name, fdef, params, ret, syms, flags.get("pure", True),
                           flags.get("private", enclosing is not None))
+
+
+_PY_MODULE_ERROR = ("TVM's BasePyModule (Python functions: @I.pyfunc, module-level "
+                    "R.ExternFunc entries) is not supported; phasec reads TVMScript and never "
+                    "runs Python")
+
+
+def _is_py_function(mp: _ModuleParser, stmt: ast.stmt) -> bool:
+    """``@I.pyfunc def f(...)``, or ``f = R.ExternFunc("f")`` in the class (how TVM
+    prints a BasePyModule's Python functions)."""
+    if isinstance(stmt, ast.FunctionDef):
+        return any(_dotted(d.func if isinstance(d, ast.Call) else d) == (mp.I, "pyfunc")
+                   for d in stmt.decorator_list)
+    return (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+            and _dotted(stmt.value.func) == (mp.R, "ExternFunc"))
 
 
 def _signature_resolver(mp: _ModuleParser, syms: dict[str, tir.Var],

@@ -79,6 +79,12 @@ class LoopCodegen:
         return dt, lo, ext
 
     def _for(self, s: tir.For, tasks: list[Any]) -> None:
+        if s.kind == "thread_binding":
+            # A GPU kernel: run serially, a kernel whose threads synchronize or
+            # share memory would compute something else, so it is refused.
+            raise self.error(f"loop '{s.loop_var.name}' is bound to the GPU thread axis "
+                             f"{s.thread!r} (T.thread_binding); the LLVM backend compiles for "
+                             f"the host CPU and does not run GPU-scheduled kernels", s)
         if s.kind == "parallel" and self.allow_parallel:
             self._parallel_for(s, tasks)
             return

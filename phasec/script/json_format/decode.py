@@ -199,7 +199,8 @@ class _Reader:
             if d.id in self.buffers:
                 raise _LoadError((q, "id"), f"duplicate buffer id {d.id}")
             shape = self.dims(d.shape, (q, "shape"))
-            self.buffers[d.id] = tir.Buffer(d.name, shape, d.dtype, span=_mk_span(d.span))
+            self.buffers[d.id] = tir.Buffer(d.name, shape, d.dtype, span=_mk_span(d.span),
+                                            scope=d.scope)
         for k, d in enumerate(doc.struct_infos):
             self.struct_infos.append(self.sinfo(d, ((p, "struct_infos"), k)))
         for k, d in enumerate(doc.vars):
@@ -278,7 +279,7 @@ class _Reader:
         if t is ForDoc:
             var = self._ref(self.tir_vars, m.loop_var, "tir var", (p, "loop_var"))
             return tir.For(var, self.prim(m.min, (p, "min")), self.prim(m.extent, (p, "extent")),
-                           m.kind, self.stmt(m.body, (p, "body")), span=span)
+                           m.kind, self.stmt(m.body, (p, "body")), span=span, thread=m.thread)
         if t is IfThenElseDoc:
             other = None if m.else_case is None else self.stmt(m.else_case, (p, "else_case"))
             return tir.IfThenElse(self.prim(m.condition, (p, "condition")),

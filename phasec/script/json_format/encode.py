@@ -123,8 +123,10 @@ class _Writer:
             shape = [self.prim(d) for d in b.shape]  # dependencies first
             i = self.buffer_ids[id(b)] = len(self.buffers)
             self._alive.append(b)
-            self.buffers.append(_with_span(
-                {"id": i, "name": b.name, "shape": shape, "dtype": b.dtype}, b))
+            d = {"id": i, "name": b.name, "shape": shape, "dtype": b.dtype}
+            if b.scope != "global":
+                d["scope"] = b.scope
+            self.buffers.append(_with_span(d, b))
         return i
 
     def var(self, v: Var) -> int:
@@ -184,6 +186,8 @@ class _Writer:
         elif t is tir.For:
             d = {"node": "tir.For", "loop_var": self.tvar(s.loop_var), "min": self.prim(s.min),
                  "extent": self.prim(s.extent), "kind": s.kind, "body": self.stmt(s.body)}
+            if s.thread is not None:
+                d["thread"] = s.thread
         elif t is tir.IfThenElse:
             d = {"node": "tir.IfThenElse", "condition": self.prim(s.condition),
                  "then_case": self.stmt(s.then_case)}

@@ -139,6 +139,8 @@ class ForDoc(_Node):
     extent: PrimExprDoc
     kind: Literal[tir.FOR_KINDS]  # type: ignore[valid-type]
     body: "StmtDoc"
+    #: the thread axis of a thread_binding loop ("threadIdx.x"...)
+    thread: Optional[str] = None
 
 
 class IfThenElseDoc(_Node):
@@ -481,6 +483,8 @@ class BufferDef(_Node):
     name: str
     shape: list[PrimExprDoc]
     dtype: Dtype = "float32"
+    #: the storage scope ("global", "shared", "local"...)
+    scope: str = "global"
 
 
 class VarDef(_Node):
