@@ -81,6 +81,16 @@ class Module:
             L[0] = T.max(row, T.float32(0))
             B[i] = L[0]
 """,
+    "assumptions": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def unpad(A: T.Buffer((T.int64(8),), "float32"), B: T.Buffer((T.int64(6),), "float32")):
+        for i in range(T.int64(8)):
+            T.assume(i < T.int64(6) or A[i] == T.float32(0))
+        for i in range(T.int64(6)):
+            B[i] = A[i] * T.float32(2)
+""",
 }
 
 
@@ -266,3 +276,19 @@ class Module:
                                        tvm.script.from_source(plain))
         # ... and so does phasec.
         assert_structural_equal(phasec.parse(other), phasec.parse(plain))
+
+
+def test_assumptions_are_stated_not_evaluated() -> None:
+    import numpy as np
+
+    from phasec.backend.llvm import compile_prim_funcs
+    from phasec.interp.tir import run_prim_func
+
+    mod = phasec.parse(_text("assumptions"))
+    assert "        T.assume(i < T.int64(6) or A[i] == T.float32(0.0))" in mod.script()
+    a = np.arange(8, dtype="float32")  # the assumption does not hold: nothing checks it
+    for run in (lambda f, args: run_prim_func(f, args),
+                lambda f, args: compile_prim_funcs({"unpad": f})["unpad"](*args)):
+        out = np.zeros(6, dtype="float32")
+        run(mod["unpad"], [a, out])
+        np.testing.assert_array_equal(out, a[:6] * 2)

@@ -386,6 +386,9 @@ class _Machine:
             raise TIRExecutionError(f"unknown TIR intrinsic T.{e.name}")
         if len(e.args) != arity:
             raise TIRExecutionError(f"T.{e.name} takes {arity} argument(s), got {len(e.args)}")
+        if e.name == "assume":  # a stated fact, never evaluated (see tir.INTRINSICS)
+            work.append((_CONST, True))
+            return
         if e.name == "checked_index":
             work.append((_BIN, _checked_index))
             work.append(e.args[1])

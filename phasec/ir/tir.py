@@ -73,7 +73,7 @@ MATH_INTRINSICS: Mapping[str, int] = MappingProxyType({
 LIBM_INTRINSICS = frozenset({"tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
                              "atanh"})
 #: intrinsics whose result is bool whatever the operand
-BOOL_INTRINSICS = frozenset({"isnan", "isinf", "isfinite"})
+BOOL_INTRINSICS = frozenset({"isnan", "isinf", "isfinite", "assume"})
 #: every intrinsic: the math ones, and checked_index(i, n): i for 0 <= i < n,
 #: i + n for -n <= i < 0; any other i stops the kernel with an
 #: IndexOutOfRangeError (indices read from data: take, gather, scatter...)
@@ -84,9 +84,13 @@ BIT_INTRINSICS: Mapping[str, int] = MappingProxyType({
     "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
     "shift_left": 2, "shift_right": 2,
 })
-#: ``fmod(a, b)``: C's fmod (the remainder with a's sign, exact), as TVM's T.fmod
+#: ``fmod(a, b)``: C's fmod (the remainder with a's sign, exact), as TVM's T.fmod.
+#: ``assume(cond)``: TVM's ``T.assume``, a fact the kernel's author states (as
+#: the statement ``Evaluate(assume(cond))``); it is never evaluated (the
+#: condition may even read out of bounds, as in TVM's padding assumptions).
 INTRINSICS: Mapping[str, int] = MappingProxyType({**MATH_INTRINSICS, "checked_index": 2,
-                                                  "atan2": 2, "fmod": 2, **BIT_INTRINSICS})
+                                                  "atan2": 2, "fmod": 2, **BIT_INTRINSICS,
+                                                  "assume": 1})
 
 
 @node

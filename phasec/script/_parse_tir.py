@@ -223,6 +223,8 @@ class _PrimFuncParser:
         if name == (mp.T, "evaluate"):
             a = mp.bind_args(value, f"{mp.T}.evaluate", ("value",), 1)
             return tir.Evaluate(self.prim.parse(a["value"]), span=mp.span(stmt))
+        if name == (mp.T, "assume"):  # TVM's statement form of Evaluate(T.assume(cond))
+            return tir.Evaluate(self.prim.parse(value), span=mp.span(stmt))
         if name == (mp.T, "func_attr"):
             if not top or self.attrs_seen or len(value.args) != 1 or value.keywords:
                 raise mp.error(f"{mp.T}.func_attr expects one dictionary literal, once, at the "

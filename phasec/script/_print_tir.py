@@ -138,7 +138,10 @@ class TirPrinter(PrimPrinter):
                 self.emit(indent, "else:")
                 self.stmt(s.else_case, indent + INDENT)
         elif t is tir.Evaluate:
-            self.emit(indent, f"T.evaluate({self.prim(s.value)})")
+            if type(s.value) is tir.Call and s.value.name == "assume":
+                self.emit(indent, self.prim(s.value))  # as TVM prints it
+            else:
+                self.emit(indent, f"T.evaluate({self.prim(s.value)})")
         else:
             self.emit(indent, f"<unprintable {t.__name__}>")
 

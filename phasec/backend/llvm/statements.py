@@ -208,6 +208,8 @@ class StatementCodegen:
         tasks.extend([lambda: self.unbind_var(v, prev), s.body])
 
     def _evaluate(self, s: tir.Evaluate, tasks: list[Any]) -> None:
+        if isinstance(s.value, tir.Call) and s.value.name == "assume":
+            return  # T.assume: a stated fact, never evaluated (see tir.INTRINSICS)
         if not isinstance(s.value, (tir.IntImm, tir.FloatImm)):
             self.emit_expr(s.value)
 
