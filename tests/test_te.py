@@ -688,3 +688,65 @@ def test_gemm_schedule_symbolic_rows_batch_transposed_and_float64():
     x = _operands(ins, 9, 24, 70)
     got = run(funcs["sym"], *x, np.zeros((9, 70), "float32"))
     np.testing.assert_allclose(got, ref(*x), rtol=1e-4, atol=1e-4)
+
+
+def _conv_nchw(n, c, h, w, o, kh, kw, groups=1):
+    """conv2d (NCHW/OIHW, stride 1, no padding) + bias + relu as legalize builds it."""
+    X = te.placeholder((n, c, h, w), "float32", "X")
+    cg = c // groups
+    W = te.placeholder((o, cg, kh, kw), "float32", "W")
+    bias = te.placeholder((o,), "float32", "bias")
+    rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    og = o // groups
+
+    def body(b, oc, y, x):
+        ch = rc.var if groups == 1 else (oc // og) * cg + rc.var
+        return te.sum(X[b, ch, y + ry.var, x + rx.var] * W[oc, rc.var, ry.var, rx.var],
+                      axis=[rc, ry, rx])
+    conv = te.compute((n, o, h - kh + 1, w - kw + 1), body, name="conv", tag="conv2d")
+    out = te.compute(conv.shape, lambda b, oc, y, x: relu(conv[b, oc, y, x] + bias[oc]),
+                     name="out")
+    return [X, W, bias], out
+
+
+def _conv_reference(x, w, b, groups):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    out = np.zeros((n, o, h - kh + 1, wd - kw + 1))
+    for oc in range(o):
+        g = oc // og
+        for dy in range(kh):
+            for dx in range(kw):
+                patch = x[:, g * cg:(g + 1) * cg, dy:dy + out.shape[2], dx:dx + out.shape[3]]
+                out[:, oc] += np.einsum("nchw,c->nhw", patch.astype("float64"), w[oc, :, dy, dx])
+    return np.maximum(out + b[None, :, None, None], 0)
+
+
+def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
+    from phasec.backend.llvm import compile_prim_funcs
+    rng = np.random.default_rng(3)
+    funcs, cases = {}, []
+    for name, (n, c, h, w, o, kh, kw, groups) in {
+            "conv": (2, 5, 11, 45, 19, 3, 3, 1), "conv1x1": (1, 7, 4, 37, 33, 1, 1, 1),
+            "grouped": (1, 6, 9, 10, 9, 3, 2, 3), "depthwise": (1, 8, 7, 40, 8, 3, 3, 8)}.items():
+        ins, out = _conv_nchw(n, c, h, w, o, kh, kw, groups)
+        func = te.create_prim_func(ins + [out])
+        packed = [s for s in walk(func.body) if isinstance(s, T.Allocate)
+                  and s.buffer.name.startswith("conv_bpack")]
+        accs = [s for s in walk(func.body) if isinstance(s, T.Allocate)
+                and s.buffer.name.startswith("conv_acc")]
+        if groups == 1:   # output channels x positions register tiles
+            assert accs and all(int(a.buffer.shape[0].value) in (host_tuning().gemm_rows,
+                                                                 o % host_tuning().gemm_rows)
+                                for a in accs)
+            assert packed or o < 2 * host_tuning().gemm_rows
+        else:             # the input channel depends on the output channel: no GEMM split
+            assert not packed
+        funcs[name] = func
+        arrays = [rng.standard_normal((n, c, h, w)).astype("float32"),
+                  rng.standard_normal((o, c // groups, kh, kw)).astype("float32"),
+                  rng.standard_normal(o).astype("float32")]
+        cases.append((name, arrays, (n, o, h - kh + 1, w - kw + 1), "float32",
+                      lambda x, wt, b, g=groups: _conv_reference(x, wt, b, g)))
+    _check_gemm(funcs, cases)

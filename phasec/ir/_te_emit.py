@@ -103,11 +103,10 @@ class _NestEmitter:
                 prev = self.root.axes[m - 2]
                 pos_i = [k for k, b in enumerate(anchor.binding) if b is prev]
                 p_i = pos_i[0] if len(pos_i) == 1 else -1
-        if self.root.is_reduce or p_i == m - 2:
-            from ._te_gemm import plan_gemm
-            self.gemm = plan_gemm(self, anchor)
-            if self.gemm is not None:
-                return "gemm", anchor, 1, 1
+        from ._te_gemm import plan_gemm
+        self.gemm = plan_gemm(self, anchor)
+        if self.gemm is not None:
+            return "gemm", anchor, 1, 1
         jvar = anchor.axes[p_j]
         # Row-wise accumulation pays off when some input is contiguous along j
         # (matmul's B[k, j], conv2d's input row); otherwise reduce per element.
@@ -170,7 +169,7 @@ class _NestEmitter:
         if self.mode == "scalar":
             plan = [("axis", t, self.shape[t]) for t in range(m)]
         elif self.mode == "gemm":  # the batch loops; _te_gemm emits the rest
-            plan = [("axis", t, self.shape[t]) for t in range(m - 2)]
+            plan = [("axis", t, self.shape[t]) for t in self.gemm.batch_axes(m)]
         elif self.mode == "row":
             plan = [("axis", t, self.shape[t]) for t in range(m - 1)]
             plan.append(("jo", m - 1, IntImm(_static(self.shape[m - 1]) // self.jt, "int64")))

@@ -1,7 +1,14 @@
-"""The blocked, packed GEMM schedule of a matmul (and batch matmul) nest, with
-its epilogue fused into the output tile (used by :mod:`phasec.ir._te_emit`).
+"""The blocked, packed GEMM schedule of a matmul (and batch matmul) or
+convolution nest, with its epilogue fused into the output tile (used by
+:mod:`phasec.ir._te_emit`).
 
-For one matrix of the nest (inside the batch loops), with the register tile
+The anchor is a sum of ``A * B`` where ``A`` uses the row axis but not the
+last (column) axis of the output and ``B`` the other way round: a matmul
+(rows ``i``, columns ``j``, reduction ``k``), or a convolution (NCHW: rows
+the output channels, columns the output positions of one output row, the
+reduction axes ``rc, ry, rx`` packed flat as ``k``; a channels-last layout
+the other way round). Every other output axis is a "batch" loop around the
+GEMM. For one matrix (inside the batch loops), with the register tile
 MR x NR and panels of NC = TPP * NR columns (sizes from
 :class:`phasec.ir.tuning.TargetTuning`)::
 
@@ -29,6 +36,7 @@ tile.
 from __future__ import annotations
 
 import builtins as _b
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -71,11 +79,12 @@ def _vars_of(e: PrimExpr) -> set[int]:
 
 @dataclass
 class GemmPlan:
-    """What the GEMM schedule needs to know about one matmul anchor."""
+    """What the GEMM schedule needs to know about one anchor."""
 
-    a_expr: PrimExpr       # the row operand (uses i, not j), in the anchor's axis vars
-    b_expr: PrimExpr       # the column operand (uses j, not i)
+    a_expr: PrimExpr       # the row operand (uses the row axis, not the column axis)
+    b_expr: PrimExpr       # the column operand (uses the column axis, not the row axis)
     b_first: bool          # the product is ``b * a`` (operand order kept)
+    row_axis: int          # the output axis of the tile rows (the last one: the columns)
     rows: int              # MR
     cols: int              # NR
     panel_tiles: int       # TPP: micro-panels per packed panel
@@ -85,40 +94,60 @@ class GemmPlan:
     #: accumulators live in L1, one vectorized loop over them per k
     wide: bool = False
 
+    def batch_axes(self, m: int) -> list[int]:
+        """The output axes looped around the GEMM (all but the rows and columns)."""
+        return [t for t in range(m - 1) if t != self.row_axis]
+
+
+#: anchors the GEMM schedule takes: matmuls and (ungrouped) convolutions,
+#: whose output channels are the rows and output positions the columns (or
+#: the other way round in channels-last layouts); a grouped or depthwise
+#: convolution reads its input by output channel, so it has no such split
+GEMM_TAGS = ("matmul", "conv1d", "conv2d", "conv3d")
+
 
 def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
-    """The GEMM plan for ``nest`` (whose innermost two axes are the anchor's
-    rows and columns), or None when the anchor is not a matmul this schedule
-    takes (see :meth:`_NestEmitter._choose_mode`)."""
+    """The GEMM plan for ``nest`` (its last axis the anchor's columns), or
+    None when the anchor is not a product this schedule takes (see
+    :meth:`_NestEmitter._choose_mode`)."""
     tuning = nest.opt.target
     m = nest.m
-    if (m < 2 or anchor.tensor.op.tag != "matmul" or anchor.combiner != "sum"
-            or len(anchor.raxes) != 1 or anchor.tensor.dtype not in ("float32", "float64")):
+    if (m < 2 or anchor.tensor.op.tag not in GEMM_TAGS or anchor.combiner != "sum"
+            or not anchor.raxes or anchor.tensor.dtype not in ("float32", "float64")):
         return None
     if anchor is not nest.root:
         if len(anchor.axes) != m or any(b is not a for b, a in zip(anchor.binding, nest.root.axes)):
             return None
-    # other stages computed per row or per element of the nest would need
-    # their own place inside the tile
-    if [s for s in nest.attached if s.depth >= m - 1 and s is not anchor]:
-        return None
     expr = anchor.expr
     if not isinstance(expr, BinaryOp) or expr.op != "*":
         return None
-    ivar, jvar = anchor.axes[m - 2], anchor.axes[m - 1]
+    jvar = anchor.axes[m - 1]
     lhs, rhs = _vars_of(expr.lhs), _vars_of(expr.rhs)
-    if id(ivar) in lhs and id(jvar) not in lhs and id(jvar) in rhs and id(ivar) not in rhs:
-        a_expr, b_expr, b_first = expr.lhs, expr.rhs, False
-    elif id(jvar) in lhs and id(ivar) not in lhs and id(ivar) in rhs and id(jvar) not in rhs:
-        a_expr, b_expr, b_first = expr.rhs, expr.lhs, True
-    else:
+    split = None
+    for row_axis in range(m - 2, -1, -1):  # matmul: m - 2; conv2d NCHW: the channels
+        ivar = anchor.axes[row_axis]
+        if id(ivar) in lhs and id(jvar) not in lhs and id(jvar) in rhs and id(ivar) not in rhs:
+            split = (row_axis, expr.lhs, expr.rhs, False)
+        elif id(jvar) in lhs and id(ivar) not in lhs and id(ivar) in rhs and id(jvar) not in rhs:
+            split = (row_axis, expr.rhs, expr.lhs, True)
+        if split is not None:
+            break
+    if split is None:
+        return None
+    row_axis, a_expr, b_expr, b_first = split
+    # other stages computed inside the loops of the tile would need their own
+    # place in it (stages at the batch loops' level are fine)
+    if [s for s in nest.attached if s.depth > row_axis and s is not anchor]:
         return None
     N = _static(nest.shape[m - 1])
     if N is None or N < 1:
         return None
+    rexts = [_static(nest.low._map_shape(ax.extent)) for ax in anchor.raxes]
+    if len(rexts) > 1 and any(e is None for e in rexts):
+        return None  # several reduction axes are packed flat: static extents only
     bits = 64 if anchor.tensor.dtype == "float64" else 32
     rows, cols = tuning.gemm_rows, tuning.gemm_cols(bits)
-    K = _static(nest.low._map_shape(anchor.raxes[0].extent))
+    K = None if rexts[0] is None else _b.max(1, math.prod(rexts))
     k_guess = K if K is not None else 1024
     elem = bits // 8
     max_cols = _b.min(tuning.gemm_panel_max_cols,
@@ -131,15 +160,15 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
         tpp = _b.max(d for d in range(1, tpp_max + 1) if n_tiles % d == 0)
         if 2 * tpp < tpp_max:
             tpp = tpp_max  # a partial last panel beats many small panels
-    M = _static(nest.shape[m - 2])
+    M = _static(nest.shape[row_axis])
     if M is not None and M <= tuning.gemv_max_rows:
         # B streams past once; its rows are read contiguously, W at a time
         width = _b.min(N, tuning.gemv_cols)
-        return GemmPlan(a_expr, b_expr, b_first, _b.max(M, 1), width, 1, False,
+        return GemmPlan(a_expr, b_expr, b_first, row_axis, _b.max(M, 1), width, 1, False,
                         tuning.lanes(bits), wide=True)
     row_tiles = None if M is None else -(-M // rows)
     pack = n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
-    return GemmPlan(a_expr, b_expr, b_first, rows, cols, tpp, pack, tuning.lanes(bits))
+    return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits))
 
 
 class GemmEmitter:
@@ -152,9 +181,13 @@ class GemmEmitter:
         self.parallel = parallel
         self.root, self.anchor, self.m = nest.root, nest.anchor, nest.m
         self.dtype = self.anchor.tensor.dtype
-        self.M = nest.shape[self.m - 2]
+        self.ri = plan.row_axis
+        self.M = nest.shape[self.ri]
         self.N = _static(nest.shape[self.m - 1])
-        self.K = self.low._map_shape(self.anchor.raxes[0].extent)
+        # the reduction axes, packed flat (k = (k0 * E1 + k1) * E2 + k2 ...)
+        self.rexts = [self.low._map_shape(ax.extent) for ax in self.anchor.raxes]
+        self.K = (self.rexts[0] if len(self.rexts) == 1
+                  else _i64(math.prod(_static(e) for e in self.rexts)))
         self.vectorize = nest.opt.vectorize
 
     # -- structure -----------------------------------------------------------
@@ -228,26 +261,45 @@ class GemmEmitter:
                              self._row_block(_add(base, r), 1, col0, tiles, width, bp)))
         return _seq(stmts)
 
+    def _reduction_loops(self, base: str) -> tuple[list[Var], PrimExpr]:
+        """Fresh loop variables for the reduction axes and their flat index."""
+        names = self.low.names
+        loop_vars = [Var(names.fresh(ax.var.name + base), _I64) for ax in self.anchor.raxes]
+        flat: PrimExpr = loop_vars[0]
+        for var, ext in zip(loop_vars[1:], self.rexts[1:]):
+            flat = _add(_mul(flat, _static(ext)), var)
+        return loop_vars, flat
+
+    def _wrap_reduction(self, loop_vars: list[Var], body: Stmt) -> Stmt:
+        for var, ext in reversed(list(zip(loop_vars, self.rexts))):
+            body = For(var, _i64(0), ext, "serial", body)
+        return body
+
     def _pack(self, bp: Buffer, col0: PrimExpr, tiles: int, width: int) -> Stmt:
-        """``bp[t, k, c] = B[k, col0 + t*width + c]`` (the column operand's value)."""
-        nest, low, anchor, m = self.nest, self.low, self.anchor, self.m
+        """``bp[t, k, c] = B[k, col0 + t*width + c]`` (the column operand's value;
+        ``k`` the flat index of the reduction axes)."""
+        nest, low, anchor = self.nest, self.low, self.anchor
         t = Var(low.names.fresh("tp"), _I64)
-        k = Var(low.names.fresh("kp"), _I64)
         c = Var(low.names.fresh("cp"), _I64)
+        ks, flat = self._reduction_loops("p")
         col = _add(col0, _add(_mul(t, width), c))
         shape = [low._map_shape(s) for s in anchor.tensor.shape]
         ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
-        kiv = nest._iter_var(anchor.raxes[0].var.name, self.K, "S")
+        kivs = [nest._iter_var(ax.var.name, ext, "S") for ax, ext in zip(anchor.raxes, self.rexts)]
         vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
-        vmap[anchor.raxes[0].var] = kiv.var
+        for ax, iv in zip(anchor.raxes, kivs):
+            vmap[ax.var] = iv.var
+        kflat: PrimExpr = kivs[0].var
+        for iv, ext in zip(kivs[1:], self.rexts[1:]):
+            kflat = _add(_mul(kflat, _static(ext)), iv.var)
         values = self._anchor_values(None, col)
         value = low.emit_value(self.plan.b_expr, vmap, low.default_load)
         from ._te_emit import _block
-        # the block's axes: the anchor's (row axis bound to 0: B does not use it) and k
-        body = low.with_lets([value], lambda v: BufferStore(bp, v[0], (t, kiv.var, c)))
-        blk = _block(nest._block_name(anchor.name + "_pack"), ivs + [kiv], values + [k], body)
+        # the block's axes: the anchor's (the row axis bound to 0: B does not use it)
+        body = low.with_lets([value], lambda v: BufferStore(bp, v[0], (t, kflat, c)))
+        blk = _block(nest._block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
         inner = For(c, _i64(0), _i64(width), "vectorized" if self.vectorize else "serial", blk)
-        return For(t, _i64(0), _i64(tiles), "serial", For(k, _i64(0), self.K, "serial", inner))
+        return For(t, _i64(0), _i64(tiles), "serial", self._wrap_reduction(ks, inner))
 
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
                    bp: Buffer | None) -> Stmt:
@@ -258,35 +310,42 @@ class GemmEmitter:
 
     # -- the register tile -----------------------------------------------------
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
-        """The anchor's axis values at (row, col) (batch axes from the outer loops)."""
-        nest, m = self.nest, self.m
-        vals = [nest.axis_expr[ax] for ax in self.root.axes[:m - 2]]
-        return vals + [row if row is not None else _i64(0), col]
+        """The anchor's axis values at (row, col) (the others from the outer loops)."""
+        nest, m, ri = self.nest, self.m, self.ri
+        return [(row if row is not None else _i64(0)) if t == ri else col if t == m - 1
+                else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
               bp: Buffer | None) -> Stmt:
         from ._te_emit import _block, _combine, _seq
-        nest, low, root, anchor, m = self.nest, self.low, self.root, self.anchor, self.m
+        nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
+                                          self.ri)
         acc_shape = (_i64(mr), _i64(width))
         acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
-        vec = "vectorized" if self.vectorize and width >= 2 else "serial"
         shape = [low._map_shape(s) for s in anchor.tensor.shape]
-
-        lanes = self.plan.lanes if width % self.plan.lanes == 0 and not self.plan.wide else width
-        nvec = width // lanes
+        # The columns as whole vectors (unrolled), then a shorter vectorized
+        # loop for the rest; a wide tile (few rows) is one long vectorized loop.
+        lanes = width if self.plan.wide else _b.min(self.plan.lanes, width)
+        nvec, tail = divmod(width, lanes)
 
         def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str) -> Stmt:
             # rows x vectors unrolled, each vector's lanes one vectorized loop
             # whose extent is the vector width (no loop is left once LLVM
             # vectorizes it, so the accumulators stay in registers)
-            ii = Var(low.names.fresh(root.axes[m - 2].name + "_i"), _I64)
-            jv = Var(low.names.fresh(root.axes[m - 1].name + "_v"), _I64)
-            jl = Var(low.names.fresh(root.axes[m - 1].name + "_i"), _I64)
-            ji = _add(_mul(jv, lanes), jl) if nvec > 1 else jl
-            stmt: Stmt = For(jl, _i64(0), _i64(lanes), vec, make(ii, ji))
-            if nvec > 1:
-                stmt = For(jv, _i64(0), _i64(nvec), "unroll", stmt)
-            return For(ii, _i64(0), _i64(mr), ii_kind, stmt)
+            ii = Var(low.names.fresh(root.axes[ri].name + "_i"), _I64)
+            parts: list[Stmt] = []
+            for start, count, ext in ((0, nvec, lanes), (nvec * lanes, 1 if tail else 0, tail)):
+                if not count:
+                    continue
+                jv = Var(low.names.fresh(root.axes[m - 1].name + "_v"), _I64)
+                jl = Var(low.names.fresh(root.axes[m - 1].name + "_i"), _I64)
+                ji = _add(_i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
+                kind = "vectorized" if self.vectorize and ext >= 2 else "serial"
+                stmt: Stmt = For(jl, _i64(0), _i64(ext), kind, make(ii, ji))
+                if count > 1:
+                    stmt = For(jv, _i64(0), _i64(count), "unroll", stmt)
+                parts.append(stmt)
+            return For(ii, _i64(0), _i64(mr), ii_kind, _seq(parts))
 
         def init(ii: Var, ji: PrimExpr) -> Stmt:
             ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
@@ -294,26 +353,31 @@ class GemmEmitter:
                           self._anchor_values(_add(row0, ii), _add(col, ji)),
                           BufferStore(acc, low._map_shape(anchor.init), (ii, ji)))
 
-        k = Var(low.names.fresh(anchor.raxes[0].var.name), _I64)
+        ks, _ = self._reduction_loops("")
 
         def update(ii: Var, ji: PrimExpr) -> Stmt:
             ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
-            kiv = nest._iter_var(anchor.raxes[0].var.name, self.K, "R")
+            kivs = [nest._iter_var(ax.var.name, ext, "R")
+                    for ax, ext in zip(anchor.raxes, self.rexts)]
             vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
-            vmap[anchor.raxes[0].var] = kiv.var
+            for ax, iv in zip(anchor.raxes, kivs):
+                vmap[ax.var] = iv.var
             a = low.emit_value(self.plan.a_expr, vmap, low.default_load)
             if bp is not None:
-                b: PrimExpr = BufferLoad(bp, (t, kiv.var, ji))
+                kflat: PrimExpr = kivs[0].var
+                for iv, ext in zip(kivs[1:], self.rexts[1:]):
+                    kflat = _add(_mul(kflat, _static(ext)), iv.var)
+                b: PrimExpr = BufferLoad(bp, (t, kflat, ji))
             else:
                 b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
             prod = BinaryOp("*", b, a) if self.plan.b_first else BinaryOp("*", a, b)
             body = low.with_lets([prod], lambda v: BufferStore(
                 acc, _combine("sum", BufferLoad(acc, (ii, ji)), v[0]), (ii, ji)))
-            return _block(nest._block_name(anchor.name + "_update"), ivs + [kiv],
-                          self._anchor_values(_add(row0, ii), _add(col, ji)) + [k], body)
+            return _block(nest._block_name(anchor.name + "_update"), ivs + kivs,
+                          self._anchor_values(_add(row0, ii), _add(col, ji)) + ks, body)
 
         def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
-            nest.axis_expr[root.axes[m - 2]] = _add(row0, ii)
+            nest.axis_expr[root.axes[ri]] = _add(row0, ii)
             nest.axis_expr[root.axes[m - 1]] = _add(col, ji)
             ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
             values = [nest.axis_expr[ax] for ax in root.axes]
@@ -331,5 +395,5 @@ class GemmEmitter:
                 root.buffer, v[0], tuple(iv.var for iv in ivs)))
             return _block(nest._block_name(root.name), ivs, values, body)
 
-        upd = For(k, _i64(0), self.K, "serial", loops(update, "unroll"))
+        upd = self._wrap_reduction(ks, loops(update, "unroll"))
         return Allocate(acc, _seq([loops(init, "unroll"), upd, loops(epilogue, "unroll")]))

@@ -1,0 +1,340 @@
+"""phasec against ONNX Runtime on the workloads of issue 16, same models,
+same process, same inputs.
+
+Every workload is built as an ONNX model with ``onnx.helper`` (weights as
+initializers) and run by phasec (``phasec.frontend.onnx.from_onnx`` +
+``phasec.build`` + the VM) and by ONNX Runtime (all graph optimizations),
+with 1 and 2 threads each (phasec: ``set_num_threads``; ORT:
+``intra_op_num_threads``, one session per count). Figures are the best of N
+batches (a batch calibrated to ~50 ms); ratios are phasec time / ORT time in
+the same run, so both saw the same machine load.
+
+* **GFLOP/s** counts the multiply-adds of the matmuls and convolutions (2
+  flops each) of the workload, nothing else; "-" for the elementwise one.
+* **% peak** is phasec's 1-thread GFLOP/s over the *measured* single-core
+  peak: a phasec-compiled kernel of 16 independent chains of vector FMAs on
+  registers (no memory traffic), timed like the workloads. It is the
+  ceiling of FMA throughput at the widest vectors phasec emits here.
+* **compile** is ``from_onnx`` + ``build`` + loading the VM: *cold* with an
+  empty kernel cache on disk (a fresh ``PHASEC_CACHE_DIR``) and an empty
+  in-memory cache; *warm* the same again in the same process after
+  clearing the in-memory cache, i.e. LLVM skipped through the disk cache.
+* Outputs are checked against ORT's (``rtol 1e-3``) before timing.
+
+    python bench/bench_ort.py                   # all workloads, best of 10
+    python bench/bench_ort.py --quick           # best of 3, no BERT/ResNet
+    python bench/bench_ort.py --only bert,mlp1024
+
+Run it with the Python whose ``phasec`` you want to measure (``PYTHONPATH``
+picks a tree: the header prints which one). onnxruntime is a bench extra,
+never a phasec dependency.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+# a cold disk cache of our own, before phasec is imported
+os.environ["PHASEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="phasec-bench-ort-")
+
+import _common as C  # noqa: E402
+
+C.prepare_blas_env(keep=C.wants_keep_blas_env())
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+THREADS = (1, 2)
+OPSET = 20  # Gelu (with approximate="tanh") and LayerNormalization
+
+
+@dataclass
+class Workload:
+    key: str
+    title: str
+    model: Any            # onnx.ModelProto
+    inputs: dict[str, np.ndarray]
+    flops: float | None   # multiply-adds x 2 of matmuls/convs; None: elementwise
+
+
+# ---------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------
+
+class _Graph:
+    """A small builder over onnx.helper: nodes, initializers, fresh names."""
+
+    def __init__(self, seed: int) -> None:
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.rng = np.random.default_rng(seed)
+        self.n = 0
+
+    def name(self, base: str) -> str:
+        self.n += 1
+        return f"{base}_{self.n}"
+
+    def const(self, value: np.ndarray, base: str = "c") -> str:
+        from onnx import numpy_helper
+
+        name = self.name(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def weight(self, *shape: int, scale: float | None = None) -> str:
+        s = scale if scale is not None else 1.0 / math.sqrt(shape[0] if len(shape) == 2
+                                                           else int(np.prod(shape[1:])))
+        return self.const((self.rng.standard_normal(shape) * s).astype(np.float32), "w")
+
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
+        from onnx import helper
+
+        out = self.name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], **attrs))
+        return out
+
+    def linear(self, x: str, k: int, n: int) -> str:
+        return self.op("Add", self.op("MatMul", x, self.weight(k, n)),
+                       self.const(self.rng.standard_normal(n).astype(np.float32) * 0.1, "b"))
+
+    def layer_norm(self, x: str, n: int) -> str:
+        return self.op("LayerNormalization", x, self.const(np.ones(n, np.float32), "g"),
+                       self.const(np.zeros(n, np.float32), "beta"), axis=-1, epsilon=1e-5)
+
+    def model(self, inputs: dict[str, tuple[int, ...]], output: str, shape: tuple[int, ...]
+              ) -> Any:
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph(
+            self.nodes, "bench",
+            [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v))
+             for k, v in inputs.items()],
+            [helper.make_tensor_value_info(output, TensorProto.FLOAT, list(shape))],
+            initializer=self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                                 ir_version=9)
+
+
+def _inputs(shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    return {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+
+
+def mlp(rows: int, widths: list[int], key: str, title: str) -> Workload:
+    g = _Graph(2)
+    shapes = {"x": (rows, widths[0])}
+    h = "x"
+    for i, (k, n) in enumerate(zip(widths, widths[1:])):
+        h = g.linear(h, k, n)
+        if i < len(widths) - 2:
+            h = g.op("Relu", h)
+    flops = sum(2.0 * rows * k * n for k, n in zip(widths, widths[1:]))
+    return Workload(key, title, g.model(shapes, h, (rows, widths[-1])), _inputs(shapes), flops)
+
+
+def ln_gelu_residual() -> Workload:
+    g = _Graph(3)
+    shapes = {"x": (512, 1024)}
+    y = g.op("Add", g.op("Gelu", g.layer_norm("x", 1024), approximate="tanh"), "x")
+    return Workload("ln_gelu", "layer_norm + gelu_tanh + residual, 512x1024",
+                    g.model(shapes, y, (512, 1024)), _inputs(shapes), None)
+
+
+def attention(b: int = 4, s: int = 128, d: int = 64) -> Workload:
+    g = _Graph(4)
+    shapes = {"q": (b, s, d), "k": (b, s, d), "v": (b, s, d)}
+    scores = g.op("Mul", g.op("MatMul", "q", g.op("Transpose", "k", perm=[0, 2, 1])),
+                  g.const(np.float32(1 / math.sqrt(d))))
+    y = g.op("MatMul", g.op("Softmax", scores, axis=-1), "v")
+    return Workload("attention", f"attention {b}x{s}x{d}", g.model(shapes, y, (b, s, d)),
+                    _inputs(shapes), 2.0 * 2 * b * s * s * d)
+
+
+def bert_layer(s: int = 128, h: int = 768, heads: int = 12, ff: int = 3072) -> Workload:
+    g = _Graph(5)
+    dh = h // heads
+    shapes = {"x": (1, s, h)}
+
+    def split(t: str, perm: list[int]) -> str:
+        r = g.op("Reshape", t, g.const(np.array([1, s, heads, dh], np.int64)))
+        return g.op("Transpose", r, perm=perm)
+    q = split(g.linear("x", h, h), [0, 2, 1, 3])
+    k = split(g.linear("x", h, h), [0, 2, 3, 1])
+    v = split(g.linear("x", h, h), [0, 2, 1, 3])
+    p = g.op("Softmax", g.op("Mul", g.op("MatMul", q, k), g.const(np.float32(1 / math.sqrt(dh)))),
+             axis=-1)
+    ctx = g.op("Reshape", g.op("Transpose", g.op("MatMul", p, v), perm=[0, 2, 1, 3]),
+               g.const(np.array([1, s, h], np.int64)))
+    x1 = g.layer_norm(g.op("Add", g.linear(ctx, h, h), "x"), h)
+    f = g.linear(g.op("Gelu", g.linear(x1, h, ff)), ff, h)
+    y = g.layer_norm(g.op("Add", f, x1), h)
+    flops = 2.0 * (4 * s * h * h + 2 * s * s * h + 2 * s * h * ff)
+    return Workload("bert", f"BERT-base encoder layer, batch 1, seq {s}",
+                    g.model(shapes, y, (1, s, h)), _inputs(shapes), flops)
+
+
+def resnet_block(c: int = 64, hw: int = 56) -> Workload:
+    g = _Graph(6)
+    shapes = {"x": (1, c, hw, hw)}
+
+    def conv(t: str) -> str:
+        return g.op("Conv", t, g.weight(c, c, 3, 3, scale=1 / math.sqrt(9 * c)),
+                    g.const(g.rng.standard_normal(c).astype(np.float32) * 0.1, "b"),
+                    pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    y = g.op("Relu", g.op("Add", conv(g.op("Relu", conv("x"))), "x"))
+    return Workload("resnet", f"ResNet block: two conv3x3 {c}ch {hw}x{hw} + relu + residual",
+                    g.model(shapes, y, (1, c, hw, hw)), _inputs(shapes),
+                    2 * 2.0 * c * c * 9 * hw * hw)
+
+
+def workloads() -> list[Workload]:
+    return [
+        mlp(64, [256, 256, 64], "mlp64", "MLP 64x256->256->64 (relu)"),
+        ln_gelu_residual(),
+        attention(),
+        bert_layer(),
+        mlp(256, [1024] * 4, "mlp1024", "MLP 256x1024, three 1024x1024 layers"),
+        mlp(1, [1024] * 4, "mlp1024_b1", "the same MLP at batch 1"),
+        resnet_block(),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# measuring
+# ---------------------------------------------------------------------------
+
+def _best(fn: Callable[[], Any], repeat: int) -> float:
+    fn()
+    number = C.calibrate(fn, 0.05)
+    return C.best_of(fn, repeat, number, warmup=0)
+
+
+def measure_peak(repeat: int) -> float:
+    """Single-core FMA peak (GFLOP/s) of phasec-compiled code: 16 rows x one
+    vector of accumulators, each updated by ``acc = acc * x + y`` (one FMA)
+    per iteration: 16 independent chains, enough to hide the FMA latency."""
+    from phasec.backend.llvm import compile_prim_funcs, set_num_threads
+    from phasec.ir import tir as T
+
+    try:
+        from phasec.ir.tuning import host_tuning
+        lanes = host_tuning().lanes(32)
+    except ImportError:  # a tree from before the tunings existed (an AVX-512 host)
+        lanes = 16
+    rows, reps = 16, 20000
+    X, Y = T.Buffer("X", (lanes,)), T.Buffer("Y", (lanes,))
+    O, acc = T.Buffer("O", (rows, lanes)), T.Buffer("acc", (rows, lanes))
+    r, i, j, i2, j2, i3, j3 = (T.Var(n) for n in ("r", "i", "j", "i2", "j2", "i3", "j3"))
+
+    def st(b: Any, v: Any, *idx: Any) -> Any:
+        return T.BufferStore(b, T.as_prim_expr(v, b.dtype), tuple(idx))
+    body = T.SeqStmt([
+        T.For(i, 0, rows, "unroll", T.For(j, 0, lanes, "vectorized", st(acc, X[j], i, j))),
+        T.For(r, 0, reps, "serial", T.For(i2, 0, rows, "unroll", T.For(
+            j2, 0, lanes, "vectorized", st(acc, acc[i2, j2] * X[j2] + Y[j2], i2, j2)))),
+        T.For(i3, 0, rows, "unroll", T.For(j3, 0, lanes, "vectorized", st(O, acc[i3, j3], i3, j3))),
+    ])
+    kernel = compile_prim_funcs({"peak": T.PrimFunc((X, Y, O), T.Allocate(acc, body))})["peak"]
+    set_num_threads(1)
+    x, y = np.full(lanes, 0.999, np.float32), np.full(lanes, 1e-3, np.float32)
+    o = np.empty((rows, lanes), np.float32)
+    t = _best(lambda: kernel(x, y, o), repeat)
+    return 2.0 * rows * lanes * reps / t / 1e9
+
+
+def compile_phasec(model: Any) -> tuple[Any, float, float]:
+    """(VM function, cold seconds, warm seconds)."""
+    import phasec
+    from phasec.backend.llvm import clear_cache
+    from phasec.frontend.onnx import from_onnx
+
+    def build() -> Any:
+        return phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"]
+    clear_cache()
+    t0 = time.perf_counter()
+    build()
+    cold = time.perf_counter() - t0
+    clear_cache()  # the in-memory cache: the next build reads the disk cache
+    t0 = time.perf_counter()
+    fn = build()
+    warm = time.perf_counter() - t0
+    return fn, cold, warm
+
+
+def run_workload(w: Workload, repeat: int) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    from phasec.backend.llvm import set_num_threads
+
+    fn, cold, warm = compile_phasec(w.model)
+    args = [w.inputs[i.name] for i in w.model.graph.input]
+    got = np.asarray(fn(*args))
+    out: dict[str, Any] = {"cold": cold, "warm": warm}
+    data = w.model.SerializeToString()
+    want = None
+    for n in THREADS:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = n
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        want = sess.run(None, w.inputs)[0]
+        out[f"ort{n}"] = _best(lambda: sess.run(None, w.inputs), repeat)
+        set_num_threads(n)
+        out[f"ph{n}"] = _best(lambda: fn(*args), repeat)
+    out["agree"] = bool(np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max())))
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=10, help="timed batches per figure (best of)")
+    p.add_argument("--quick", action="store_true", help="best of 3, without BERT and ResNet")
+    p.add_argument("--only", default="", help="comma-separated workload keys: " + ", ".join(
+        ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet"]))
+    p.add_argument("--keep-blas-env", action="store_true")
+    args = p.parse_args()
+    import onnxruntime as ort
+
+    import phasec
+
+    repeat = 3 if args.quick else args.repeat
+    chosen = [w for w in workloads()
+              if (not args.only or w.key in args.only.split(","))
+              and not (args.quick and w.key in ("bert", "resnet"))]
+    peak = measure_peak(repeat)
+    print(f"{C.machine_description()}; phasec {phasec.__version__} from "
+          f"{os.path.dirname(phasec.__file__)}, onnxruntime {ort.__version__}; best of {repeat}")
+    print(f"measured single-core peak (phasec FMA loop, 1 thread): {peak:.0f} GFLOP/s")
+    rows = []
+    for w in chosen:
+        r = run_workload(w, repeat)
+
+        def gf(t: float) -> str:
+            return "-" if w.flops is None else f"{w.flops / t / 1e9:.0f}"
+        rows.append([
+            w.title, C.fmt_seconds(r["ph1"]), C.fmt_seconds(r["ort1"]),
+            C.fmt_ratio(r["ph1"] / r["ort1"]), gf(r["ph1"]), gf(r["ort1"]),
+            "-" if w.flops is None else f"{100 * w.flops / r['ph1'] / 1e9 / peak:.0f}%",
+            C.fmt_seconds(r["ph2"]), C.fmt_seconds(r["ort2"]), C.fmt_ratio(r["ph2"] / r["ort2"]),
+            f"{r['ph1'] / r['ph2']:.2f}x", C.fmt_seconds(r["cold"]), C.fmt_seconds(r["warm"]),
+            "yes" if r["agree"] else "NO"])
+        print(f"  {w.key} done", file=sys.stderr, flush=True)
+    C.print_table(
+        ["workload", "phasec 1T", "ORT 1T", "ratio 1T", "phasec GF/s", "ORT GF/s",
+         "phasec % peak", "phasec 2T", "ORT 2T", "ratio 2T", "phasec 2T speedup",
+         "compile cold", "compile warm", "agree"], rows,
+        title="phasec vs ONNX Runtime (ratio = phasec time / ORT time; 1T/2T = threads)")
+
+
+if __name__ == "__main__":
+    main()
