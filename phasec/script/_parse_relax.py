@@ -536,6 +536,15 @@ class _RelaxFunctionParser(_DialectCalls):
             return rx.PrimValue(value, span=mp.span(node))
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return rx.StringImm(node.value, span=mp.span(node))
+        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+            # As TVM converts a Python bool in a Relax call: a Python int, so an
+            # int64 prim value 1 or 0 (TVM prints it as 1 / 0)
+            return rx.PrimValue(tir.IntImm(int(node.value), "int64"), span=mp.span(node))
+        if isinstance(node, (ast.Compare, ast.BinOp, ast.UnaryOp, ast.BoolOp)) \
+                and self._scalar_only(node):
+            # `N == 16`, `n + 1`: arithmetic on symbolic variables is a scalar
+            # (TVM builds a TIR expression and wraps it as a prim value)
+            return rx.PrimValue(self.prim.parse(node), span=mp.span(node))
         if isinstance(node, ast.Constant):
             raise mp.error(f"a Python literal ({mp.src(node)}) is not a Relax value; use "
                            f"{mp.R}.const(...), {mp.R}.prim_value(...) or {mp.R}.str(...)", node)
@@ -544,6 +553,28 @@ class _RelaxFunctionParser(_DialectCalls):
         if isinstance(node, ast.Lambda):
             raise mp.error("lambda is not supported; define a nested @R.function", node)
         raise mp.error(f"unsupported expression {mp.src(node)!r} in R.function", node)
+
+    def _scalar_only(self, node: ast.AST) -> bool:
+        """True when every operand of an operator expression is a symbolic
+        variable, a number or a ``T.<dtype>(...)`` scalar, and at least one is
+        a symbolic variable (Relax values take Relax operators)."""
+        mp = self.mp
+        stack, symbolic = [node], False
+        while stack:
+            n = stack.pop()
+            if isinstance(n, ast.Name):
+                if self._lookup(n.id) is not None or self.visible_sym(n.id) is None:
+                    return False
+                symbolic = True
+            elif isinstance(n, (ast.Compare, ast.BinOp, ast.UnaryOp, ast.BoolOp)):
+                stack.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr))
+            elif isinstance(n, ast.Call):
+                name = _dotted(n.func)
+                if not (name is not None and len(name) == 2 and name[0] == mp.T):
+                    return False
+            elif mp.number(n) is None:
+                return False
+        return symbolic
 
     def _operator_call(self, node: ast.BinOp | ast.UnaryOp) -> ast.Call:
         """``x + y`` -> ``R.add(x, y)``, ``-x`` -> ``R.negative(x)``: Python

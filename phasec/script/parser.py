@@ -527,8 +527,12 @@ class _ModuleParser:
                 self.vdevices = global_infos.get("vdevice", ())
                 continue
             if _is_py_function(self, stmt):
-                what = self.src(stmt) if isinstance(stmt, ast.Assign) else f"@{self.I}.pyfunc"
-                raise self.error(f"{what}: {_PY_MODULE_ERROR}", stmt)
+                if isinstance(stmt, ast.Assign):
+                    raise self.error(f"{self.src(stmt)}: module-level {self.R}.ExternFunc entries "
+                                     f"(external functions, e.g. the Python functions of TVM's "
+                                     f"BasePyModule) are not supported; a phasec module holds "
+                                     f"@R.function and @T.prim_func definitions", stmt)
+                raise self.error(f"@{self.I}.pyfunc: {_PY_MODULE_ERROR}", stmt)
             if isinstance(stmt, ast.FunctionDef):
                 kind = self._function_kind(stmt)
                 if stmt.name in self.function_kinds:
@@ -676,9 +680,8 @@ class _ModuleParser:
                           flags.get("private", enclosing is not None))
 
 
-_PY_MODULE_ERROR = ("TVM's BasePyModule (Python functions: @I.pyfunc, module-level "
-                    "R.ExternFunc entries) is not supported; phasec reads TVMScript and never "
-                    "runs Python")
+_PY_MODULE_ERROR = ("TVM's BasePyModule (Python functions, @I.pyfunc) is not supported; "
+                    "phasec reads TVMScript and never runs Python")
 
 
 def _is_py_function(mp: _ModuleParser, stmt: ast.stmt) -> bool:
