@@ -445,7 +445,12 @@ class _SinfoParser:
 
     def _callable(self, call: ast.Call, span: Span) -> StructInfo:
         mp = self.mp
-        a = mp.bind_args(call, f"{mp.R}.Callable", ("params", "ret", "purity"), 0)
+        a = mp.bind_args(call, f"{mp.R}.Callable", ("params", "ret", "purity", "derive_func"), 0)
+        if "derive_func" in a and not _is_none(a["derive_func"]):
+            # The name of a TVM-registered function that derives a call's result
+            # struct info; phasec cannot run it, so the callable stays opaque in
+            # its result (R.Object unless the binding is annotated).
+            mp.str_arg(a["derive_func"], f"{mp.R}.Callable derive_func")
         params = None
         if "params" in a and not _is_none(a["params"]):
             p = a["params"]

@@ -608,8 +608,13 @@ class _RelaxFunctionParser(_DialectCalls):
         if name is not None and len(name) >= 2 and name[0] == mp.T:
             raise mp.error(f"{mp.src(node.func)} is a TIR function; in R.function wrap scalars "
                            f"with {mp.R}.prim_value(...)", node)
-        if name is not None and len(name) == 2 and name[0] in mp.class_names:
-            callee: rx.Expr = mp.global_var(name[1], node.func)
+        if (isinstance(node.func, ast.Call)
+                and _dotted(node.func.func) == (mp.R, "ExternFunc")):
+            # R.ExternFunc("f", R.Callable(...))(x, ...): a call of a packed
+            # function (TVM prints it as R.call_packed)
+            callee: rx.Expr = self._call_extern_func(node.func)
+        elif name is not None and len(name) == 2 and name[0] in mp.class_names:
+            callee = mp.global_var(name[1], node.func)
         elif name is not None and len(name) == 1:
             found = self._lookup(name[0])
             if found is None:

@@ -201,8 +201,12 @@ class _DialectCalls:
 
     def _call_extern_func(self, node: ast.Call) -> rx.Expr:
         mp = self.mp
-        a = mp.bind_args(node, f"{mp.R}.ExternFunc", ("global_symbol",), 1)
-        return self._extern(a["global_symbol"], f"{mp.R}.ExternFunc")
+        a = mp.bind_args(node, f"{mp.R}.ExternFunc", ("global_symbol", "struct_info"), 1)
+        func = self._extern(a["global_symbol"], f"{mp.R}.ExternFunc")
+        if "struct_info" in a and not _is_none(a["struct_info"]):
+            func = rx.ExternFunc(func.global_symbol, self.sinfo_parser.parse(a["struct_info"]),
+                                 span=func.span)
+        return func
 
     def _packed_parts(self, node: ast.Call, what: str, callee_is_name: bool
                       ) -> tuple[rx.Expr, list[rx.Expr], tuple[StructInfo, ...], dict]:
