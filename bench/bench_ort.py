@@ -24,6 +24,7 @@ the same run, so both saw the same machine load.
     python bench/bench_ort.py                   # all workloads, best of 10
     python bench/bench_ort.py --quick           # best of 3, no BERT/ResNet
     python bench/bench_ort.py --only bert,mlp1024
+    python bench/bench_ort.py --profile bert    # time each phasec kernel
 
 Run it with the Python whose ``phasec`` you want to measure (``PYTHONPATH``
 picks a tree: the header prints which one). onnxruntime is a bench extra,
@@ -246,7 +247,11 @@ def measure_peak(repeat: int) -> float:
     set_num_threads(1)
     x, y = np.full(lanes, 0.999, np.float32), np.full(lanes, 1e-3, np.float32)
     o = np.empty((rows, lanes), np.float32)
-    t = _best(lambda: kernel(x, y, o), repeat)
+    # many short batches (~5 ms): on a shared machine the best of them is
+    # the one a neighbour's job did not interrupt
+    kernel(x, y, o)
+    t = C.best_of(lambda: kernel(x, y, o), max(50, 10 * repeat), C.calibrate(
+        lambda: kernel(x, y, o), 0.005), warmup=0)
     return 2.0 * rows * lanes * reps / t / 1e9
 
 
@@ -295,14 +300,46 @@ def run_workload(w: Workload, repeat: int) -> dict[str, Any]:
     return out
 
 
+def profile(w: Workload, repeat: int) -> None:
+    """Best time of each phasec kernel of one workload (1 thread), in program order."""
+    import phasec
+    from phasec.backend.llvm import set_num_threads
+    from phasec.backend.vm import VirtualMachine
+    from phasec.frontend.onnx import from_onnx
+
+    exe = phasec.build(from_onnx(w.model))
+    times: dict[str, list[float]] = {}
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_kernel(*args: Any) -> None:
+            t0 = time.perf_counter()
+            fn(*args)
+            times.setdefault(name, []).append(time.perf_counter() - t0)
+        return timed_kernel
+    set_num_threads(1)
+    vm = VirtualMachine(exe, kernels={n: wrap(n, k) for n, k in exe.kernels("llvm").items()})
+    args = [w.inputs[i.name] for i in w.model.graph.input]
+    for _ in range(repeat):
+        vm["main"](*args)
+    whole = _best(lambda: VirtualMachine(exe)["main"](*args), repeat)
+    print(f"{w.title}: whole model {C.fmt_seconds(whole)} (1 thread)")
+    C.print_table(("kernel", "best", "calls/run"),
+                  [(n, C.fmt_seconds(min(t)), len(t) // repeat) for n, t in times.items()])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=10, help="timed batches per figure (best of)")
     p.add_argument("--quick", action="store_true", help="best of 3, without BERT and ResNet")
     p.add_argument("--only", default="", help="comma-separated workload keys: " + ", ".join(
         ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet"]))
+    p.add_argument("--profile", default="", metavar="KEY",
+                   help="time each phasec kernel of one workload instead")
     p.add_argument("--keep-blas-env", action="store_true")
     args = p.parse_args()
+    if args.profile:
+        profile(next(w for w in workloads() if w.key == args.profile), args.repeat)
+        return
     import onnxruntime as ort
 
     import phasec

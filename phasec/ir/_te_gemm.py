@@ -396,4 +396,4 @@ class GemmEmitter:
             return _block(nest._block_name(root.name), ivs, values, body)
 
         upd = self._wrap_reduction(ks, loops(update, "unroll"))
-        return Allocate(acc, _seq([loops(init, "unroll"), upd, loops(epilogue, "unroll")]))
+        return Allocate(acc, _seq([loops(init, "unroll"), upd, loops(epilogue, "serial")]))
