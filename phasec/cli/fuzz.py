@@ -39,6 +39,17 @@ Coverage: the summary has one line (operators drawn of the registered
 compute operators, pass/phase pairs, transitions, VM runs), summary.json the
 counts, and ``--coverage`` prints the whole table.
 
+``--against tvm`` fuzzes TVM 0.27 instead of phasec's pass orderings (extra
+``phasec[tvm]``): each generated module is printed in TVM's syntax and parsed
+by TVM; TVM's well-formedness verdict must agree with phasec's (also on
+modules with an injected structural violation), and LambdaLift, random TVM
+optimization passes and tvm.compile's default pipeline run under phasec's
+PhaseCheck (``--passes`` then names the TVM passes to draw from, e.g.
+``--passes FoldConstant,FuseTransposeMatmul``): a pass whose output breaks its phase, output phasec cannot
+read, a TVM crash, or TVM's VM disagreeing with phasec's interpreter is a
+failure, saved as a reproducer in TVM's syntax (``phasec fuzz --replay``
+checks it again). See ``phasec.testing.against_tvm``.
+
 Exit status: 0 when nothing failed, 1 when a failure was found (or, with
 ``--replay``, still reproduces), 130/143 when interrupted.
 """
@@ -75,6 +86,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hypothesis's example database: a directory (default "
                              "OUT/hypothesis) or redis://host:port/db, shared by campaigns "
                              "on several machines (needs the redis package)")
+    parser.add_argument("--against", choices=("tvm",), default=None,
+                        help="differential fuzzing against TVM 0.27 (extra phasec[tvm]): "
+                             "TVM's well-formedness verdicts, TVM's passes under phasec's "
+                             "phase checking, TVM's VM against phasec's interpreter")
     parser.add_argument("--coverage", action="store_true",
                         help="print the coverage table: every registered compute operator "
                              "with its calls drawn, passes run per phase, transitions, VM runs")
@@ -142,12 +157,21 @@ def run(args: argparse.Namespace) -> int:
 
         open_database(args.database)  # a bad URL or a server down: one clear error, now
         options["database"] = args.database
+    if args.against is not None:
+        from ..tvm import _tvm
+
+        _tvm()  # not installed: how to install it, before any worker starts
+        from ..testing.against_tvm import tvm_pass_pool
+
+        tvm_pass_pool(args.passes)  # a bad TVM pass name: one error, before any worker
+        options["against"] = args.against
     try:
         if args.jobs > 1:
             from ..testing.campaign import _pass_pool
             from ..testing.parallel import run_parallel_campaign
 
-            _pass_pool(args.passes)  # a bad --passes is a usage error here, not in N workers
+            if args.against is None:
+                _pass_pool(args.passes)  # a bad --passes is a usage error here, not in N workers
             stats = run_parallel_campaign(args.jobs, args.seconds, seed=args.seed, **options)
         else:
             stats = run_campaign(args.seconds, seed=args.seed, **options)

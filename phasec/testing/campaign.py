@@ -36,6 +36,7 @@ from hypothesis.errors import Flaky
 from ..fileio import write_atomic
 from ..interrupts import Terminated, reporting_interruption
 from ..ir.module import IRModule
+from ..ir.phase import Phase
 from ._gen import GeneratorError
 from .coverage import Coverage
 from .databases import FuzzDatabaseError, KeepFailuresDatabase, describe, open_database
@@ -74,6 +75,10 @@ class CampaignStats:
     database: str = ""
     #: examples replayed from the database (earlier campaigns' findings)
     replayed: int = 0
+    #: ``--against tvm``: the differential mode, and the programs left out
+    #: (an operator TVM 0.27 lacks, a float remainder: see against_tvm)
+    against: str | None = None
+    left_out: int = 0
 
     def unique_by_kind(self) -> collections.Counter:
         return collections.Counter(s.failure.kind for s in self.unique)
@@ -91,6 +96,7 @@ class CampaignStats:
         how = (f", interrupted ({self.interrupted}): the numbers so far"
                if self.interrupted else "")
         workers = f", {self.jobs} worker processes" if self.jobs > 1 else ""
+        workers += f", against {self.against}" if self.against else ""
         lines = [
             f"phasec fuzz: {self.seconds:.0f} s, seed {self.seed}{workers}{how}",
             f"  programs generated  {self.programs:8d}   ({self.programs / secs:.2f}/s)",
@@ -100,6 +106,8 @@ class CampaignStats:
             + (f" {self.database}" if self.database else "") + ")",
             f"  passes run          {self.passes_run:8d}   ({self.passes_run / secs:.1f}/s)",
             f"  reached build       {self.reached_build:8d}   (checked on the VM)",
+            *([f"  left out            {self.left_out:8d}   (programs TVM 0.27 cannot take: "
+               f"phasec-only operators, float remainders)"] if self.against else []),
             f"  failures            {len(self.unique):8d} unique   "
             f"({sum(self.failing_runs.values())} failing runs, shrinking included)",
         ]
@@ -130,6 +138,8 @@ class CampaignStats:
             "jobs": self.jobs,
             "database": self.database,
             "replayed": self.replayed,
+            "against": self.against,
+            "left_out": self.left_out,
             "coverage": self.coverage.as_dict(),
         }
 
@@ -151,7 +161,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                  progress_every: float = 1.0, summary_name: str = "summary.json",
                  failure_prefix: str = "", stop_after_failures: int | None = None,
                  summary_every: float | None = None,
-                 database: str | Path | ExampleDatabase | None = None) -> CampaignStats:
+                 database: str | Path | ExampleDatabase | None = None,
+                 against: str | None = None) -> CampaignStats:
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
@@ -169,6 +180,10 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             machines) or an ``ExampleDatabase``; see
             :mod:`phasec.testing.databases`. A bad one raises
             :class:`~phasec.testing.databases.FuzzDatabaseError`.
+        against: ``"tvm"``: differential fuzzing against TVM 0.27 instead of
+            phasec's pass orderings (:mod:`phasec.testing.against_tvm`;
+            ``passes`` then names TVM passes, see
+            :func:`~phasec.testing.against_tvm.tvm_pass_pool`).
         kernels: how the VM runs PrimFuncs (``"llvm"`` or ``"interp"``).
         roundtrip: also check text/JSON round trips of every module produced.
         timeout: seconds allowed for one pass, interpreter or VM run.
@@ -193,9 +208,12 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     db = KeepFailuresDatabase(open_database(database), name=shown)
     base_seed = int(seed) if seed is not None else int(time.time()) % 1_000_000
     stats = CampaignStats(seed=base_seed, database=shown)
-    pool = _pass_pool(passes)
-    module_strategy = modules(max_bindings=max_bindings)
-    sequence_strategy = pass_sequences(pool)
+    if against is not None:
+        module_strategy, sequence_strategy = _against_strategies(against, passes, max_bindings)
+        stats.against = against
+    else:
+        module_strategy = modules(max_bindings=max_bindings)
+        sequence_strategy = pass_sequences(_pass_pool(passes))
     known: set[tuple] = set()  # failures already saved by this campaign
     start = time.monotonic()
     deadline = start + seconds
@@ -246,6 +264,9 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                 newest.append(_NewFailure(failure, None, None, ()))
                 raise newest[-1] from exc
             reject()
+        if against is not None and _left_out(mod):
+            stats.left_out += 1
+            reject()
         args = data.draw(inputs_for(mod), label="inputs")
         stats.programs += 1
         stats.coverage.add_program(mod)
@@ -257,11 +278,16 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             if index and not data.draw(st.integers(0, 3), label="another sequence") >= 2:
                 break
             seq = data.draw(sequence_strategy, label="sequence")
-            # passes above the opt_level are skipped, statically and when run
-            opt_level = data.draw(st.sampled_from((3, 2, 1, 0)), label="opt_level")
-            report = check_sequence(mod, seq, args, expected=expected, kernels=kernels,
-                                    roundtrip=roundtrip and index == 0, timeout=timeout,
-                                    opt_level=opt_level)
+            if against is not None:
+                from .against_tvm import check_against_tvm
+
+                report: Any = check_against_tvm(mod, seq, args, expected, timeout=timeout)
+            else:
+                # passes above the opt_level are skipped, statically and when run
+                opt_level = data.draw(st.sampled_from((3, 2, 1, 0)), label="opt_level")
+                report = check_sequence(mod, seq, args, expected=expected, kernels=kernels,
+                                        roundtrip=roundtrip and index == 0, timeout=timeout,
+                                        opt_level=opt_level)
             stats.sequences += 1
             stats.passes_run += report.passes_run
             stats.static_refusals += report.static_refusal is not None
@@ -338,6 +364,30 @@ def _seed_hypothesis(seed: int) -> None:
     local = getattr(core, "threadlocal", None)
     if local is not None and hasattr(local, "_hypothesis_global_random"):
         local._hypothesis_global_random = random.Random(seed)
+
+
+def _against_strategies(against: str, passes: Any, max_bindings: int) -> tuple[Any, Any]:
+    """The module and sequence strategies of ``--against tvm``."""
+    from ..errors import InputError
+
+    if against != "tvm":
+        raise InputError(f"--against {against!r}: the one engine to fuzz against is 'tvm'")
+    from ..tvm import _tvm
+    from .against_tvm import tvm_operators, tvm_pass_pool, tvm_sequences
+
+    _tvm()  # TVMNotAvailableError (how to install it) before any round
+    pool = tvm_pass_pool(passes)
+    ops = tvm_operators()
+    # TVMScript cannot spell every closure; TVM's VM has not phasec's packed test functions
+    common = dict(max_bindings=max_bindings, closures=False, packed=False, ops=ops)
+    mods = st.one_of(modules(**common), modules(phase=Phase.OPTIMIZATION, **common))
+    return mods, tvm_sequences(pool)
+
+
+def _left_out(mod: IRModule) -> bool:
+    from .against_tvm import tvm_can_read
+
+    return tvm_can_read(mod) is not None
 
 
 def _pass_pool(passes: Any) -> list[Any] | None:

@@ -58,7 +58,7 @@ def merge_summaries(dicts: list[dict[str, Any]]) -> CampaignStats:
     for d in dicts:
         stats.seconds = max(stats.seconds, float(d.get("seconds", 0.0)))
         for key in ("programs", "sequences", "passes_run", "static_refusals", "reached_build",
-                    "replayed"):
+                    "replayed", "left_out"):
             setattr(stats, key, getattr(stats, key) + int(d.get(key, 0)))
         stats.failing_runs.update(d.get("failing_runs", {}))
         stats.coverage = stats.coverage + Coverage.from_dict(d.get("coverage", {}))
@@ -75,6 +75,7 @@ def merge_summaries(dicts: list[dict[str, Any]]) -> CampaignStats:
     if dicts:
         stats.seed = int(dicts[0].get("seed", 0))
         stats.database = str(dicts[0].get("database", ""))
+        stats.against = dicts[0].get("against")
     return stats
 
 

@@ -58,6 +58,12 @@ FAILURE_KINDS: dict[str, str] = {
     "reference": "the interpreter failed on the generated module itself",
     "hang": "a pass, the interpreter or the VM ran past the time limit",
     "generator": "phasec.testing's program generator failed (a bug in the fuzzer itself)",
+    # phasec fuzz --against tvm (phasec.testing.against_tvm)
+    "tvm-verdict": "TVM's well-formedness check and phasec's verifier disagree on a module",
+    "tvm-phase": "a TVM pass produced a module that breaks an invariant of its phase",
+    "tvm-unreadable": "phasec cannot read back what a TVM pass printed",
+    "tvm-crash": "a TVM pass or TVM's build failed on a module both verifiers accept",
+    "tvm-results": "TVM's VM disagrees with phasec's interpreter after TVM's passes",
 }
 
 

@@ -70,6 +70,8 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
     arrays = {(params[i] if i < len(params) else f"arg{i}"): np.asarray(a)
               for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic))}
     write_atomic(inputs_path, lambda fh: np.savez(fh, **arrays), what="reproducer inputs")
+    if sequence.startswith("tvm:"):
+        return _save_tvm_reproducer(path, inputs_path, failure, mod, sequence)
     header = [
         "# phasec fuzz reproducer",
         f"# kind: {failure.kind} ({FAILURE_KINDS.get(failure.kind, '')})",
@@ -104,6 +106,29 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
         ]
         write_atomic(direct_path, "\n".join(direct) + failure.before.script(), what="reproducer")
     return SavedFailure(failure, path, direct_path, sequence, reach)
+
+
+def _save_tvm_reproducer(path: Path, inputs_path: Path, failure: Failure, mod: IRModule,
+                         sequence: str) -> SavedFailure:
+    """A finding of ``phasec fuzz --against tvm``: the module in TVM's syntax
+    (``tvm.script.from_source`` reads the file as it is), what TVM ran on it."""
+    header = [
+        "# phasec fuzz reproducer (against TVM 0.27)",
+        f"# kind: {failure.kind} ({FAILURE_KINDS.get(failure.kind, '')})",
+        f"# TVM pass: {failure.pass_spec or '(the sequence as a whole)'}",
+        "# problem:",
+        *_comment(failure.message),
+        f"# sequence: {sequence}",
+        "#   (LambdaLift first when the module is in ingestion; tvm.compile: its default",
+        "#    pipeline for target llvm, then TVM's VM against phasec's interpreter)",
+        f"# inputs: {inputs_path.name} (arrays by parameter name)",
+        "# check it again (TVM's verdict, its passes under phasec.tvm.PhaseCheck, results):",
+        f"#   phasec fuzz --replay {path}",
+        f"# signature: {json.dumps(list(failure.signature))}",
+        "",
+    ]
+    write_atomic(path, "\n".join(header) + mod.script(syntax="tvm"), what="reproducer")
+    return SavedFailure(failure, path, None, sequence)
 
 
 @dataclass
@@ -145,6 +170,16 @@ def replay(path: str | Path, *, kernels: str = "llvm", roundtrip: bool = True) -
     from ..transform import parse_pipeline
 
     rep = read_reproducer(path)
+    if rep.sequence.startswith("tvm:"):
+        from .against_tvm import TVMSequence, check_against_tvm
+        from .properties import reference_results
+
+        try:
+            expected = reference_results(rep.module, rep.inputs) if rep.inputs else None
+        except Exception:  # noqa: BLE001 - results are then not compared
+            expected = None
+        return check_against_tvm(rep.module, TVMSequence.parse(rep.sequence),
+                                 rep.inputs or None, expected).failures
     seq = parse_pipeline(rep.sequence) if rep.sequence else []
     report = check_sequence(rep.module, seq, rep.inputs or None, kernels=kernels,
                             roundtrip=roundtrip)

@@ -1,0 +1,518 @@
+"""Differential fuzzing against TVM 0.27 (``phasec fuzz --against tvm``).
+
+Each generated module is printed in TVM's syntax and parsed by TVM
+(``tvm.script.from_source``); then, by :func:`check_against_tvm`:
+
+(a) **verdicts**: TVM's structural well-formedness check
+    (``relax.analysis.check_well_formed``) must agree with phasec's verifier.
+    A generated module is well-formed by construction, so TVM must accept it;
+    one sequence in three instead injects a structural violation of a rule
+    both check (:data:`AGREED`, with :mod:`phasec.testing.mutations`), which
+    TVM must refuse.
+(b) **TVM's passes**: ``LambdaLift`` (the transition into optimization, as in
+    phasec's pipeline), a random sequence of TVM's optimization passes
+    (:data:`OPTIMIZATION_POOL`), then, for most sequences, ``tvm.compile``'s
+    whole default Relax pipeline to a VM executable, all under phasec's
+    :class:`phasec.tvm.PhaseCheck`. Reported: a TVM pass whose output breaks
+    an invariant of the phase the module is in (``tvm-phase``; the
+    disagreements PHASES.md documents for TVM's pipeline are expected, see
+    :func:`expected_violation`), output phasec cannot read back
+    (``tvm-unreadable``), a pass or the build raising on a module both
+    verifiers accept (``tvm-crash``), and results of TVM's VM differing from
+    phasec's interpreter on the same numpy inputs (``tvm-results``).
+
+Modules are generated without closures (TVMScript cannot spell some of
+them), packed calls (TVM's VM has not phasec's test functions), operators
+TVM 0.27 does not have, or float remainders (TVM's TIR takes ``%`` on
+integers only): :func:`tvm_can_read` says why one is left out.
+
+TVM is imported when a check runs, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from hypothesis import strategies as st
+
+from ..ir.module import IRModule
+from ..ir.phase import Phase
+from .mutations import MUTATIONS, mutate
+from .properties import FAILURE_KINDS, Failure, HangError, compare_results, time_limit
+
+__all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "register_tvm_pass",
+           "unregister_tvm_pass", "check_against_tvm", "tvm_can_read",
+           "tvm_operators", "OPTIMIZATION_POOL", "AGREED", "PHASEC_STRICTER",
+           "TEXT_CANNOT_CARRY", "TVM_DOES_NOT_CHECK", "expected_violation", "TVM_KINDS"]
+
+#: Failure kinds of the TVM differential mode (described in FAILURE_KINDS).
+TVM_KINDS: dict[str, str] = {k: v for k, v in FAILURE_KINDS.items() if k.startswith("tvm-")}
+
+#: Rules where phasec and TVM disagree by design (see tests/test_tvm_differential.py):
+#: phase rules (TVM has no phases; phasec is stricter),
+PHASEC_STRICTER = frozenset({"PH101", "PH201", "PH202", "PH301", "PH302", "PH303", "PH304"})
+#: violations TVMScript text cannot carry (they read back as something legal),
+TEXT_CANNOT_CARRY = frozenset({"WF002", "WF004", "WF007", "WF008", "WF101", "WF102", "WF503"})
+#: checks TVM's check_well_formed does not make (it infers missing struct
+#: info while parsing; it does not compare a body with the declared return).
+TVM_DOES_NOT_CHECK = frozenset({"WF401", "WF403"})
+#: structural rules both check: a violation must be refused by both.
+AGREED = tuple(sorted(set(MUTATIONS) - PHASEC_STRICTER - TEXT_CANNOT_CARRY - TVM_DOES_NOT_CHECK))
+
+#: TVM optimization passes drawn before tvm.compile: each keeps main's
+#: signature and results (no parameter binding, layout change or fast math).
+OPTIMIZATION_POOL = (
+    "AdjustMatmulOrder", "CanonicalizeBindings", "CombineParallelMatmul", "ConvertToDataflow",
+    "DeadCodeElimination", "EliminateCommonSubexpr", "ExpandMatmulOfSum", "FoldConstant",
+    "FuseTransposeMatmul", "Normalize", "RemoveRedundantReshape",
+    "ReorderPermuteDimsAfterConcat", "ReorderTakeAfterMatmul", "TopologicalSort",
+    "DecomposeOpsForInference", "InlinePrivateFunctions", "RemoveUnusedOutputs",
+    "ExpandTupleArguments", "RemoveUnusedParameters",
+)
+
+#: The label tvm.compile's passes are counted under in the coverage table.
+COMPILE = "tvm.compile"
+
+
+@dataclass(frozen=True)
+class TVMSequence:
+    """What TVM runs on one module: ``LambdaLift`` when the module is in
+    ingestion, ``passes`` (TVM pass names) and, when ``compile``, tvm.compile's
+    default pipeline and a VM run. ``mutation``: a rule code whose violation
+    is injected instead (verdicts only: nothing runs)."""
+
+    passes: tuple[str, ...] = ()
+    compile: bool = True
+    mutation: str | None = None
+
+    reach_notes: tuple[str, ...] = ()  # the campaign's interface (restricted pools)
+
+    def spec(self) -> str:
+        """``tvm: ...`` as reproducer files record it (read back by :meth:`parse`)."""
+        if self.mutation:
+            return f"tvm: mutation {self.mutation}"
+        steps = list(self.passes) + ([COMPILE] if self.compile else [])
+        return "tvm: " + (",".join(steps) or "(parse only)")
+
+    @classmethod
+    def parse(cls, spec: str) -> TVMSequence:
+        """The sequence a reproducer's ``# sequence: tvm: ...`` line names."""
+        body = spec.strip().removeprefix("tvm:").strip()
+        if body.startswith("mutation "):
+            return cls(mutation=body.split()[1])
+        steps = [s.strip() for s in body.split(",") if s.strip() and s.strip() != "(parse only)"]
+        return cls(tuple(s for s in steps if s != COMPILE), COMPILE in steps)
+
+
+#: TVM passes by name that are not in ``tvm.relax.transform`` (see register_tvm_pass).
+_EXTRA_PASSES: dict[str, Any] = {}
+
+
+def register_tvm_pass(name: str, make: Any) -> None:
+    """Make ``make()`` (a TVM pass) drawable by name in ``--against tvm``
+    pools (``run_campaign(against="tvm", passes=[name])``): to fuzz a TVM
+    pass of your own, or in tests, a planted bug."""
+    _EXTRA_PASSES[name] = make
+
+
+def unregister_tvm_pass(name: str) -> None:
+    """Forget a pass :func:`register_tvm_pass` added."""
+    _EXTRA_PASSES.pop(name, None)
+
+
+def tvm_pass_pool(passes: Any) -> tuple[str, ...]:
+    """The TVM pass names sequences are drawn from: ``passes`` (names, or a
+    comma-separated string), each a registered one or a pass of
+    ``tvm.relax.transform`` taking no arguments; None: OPTIMIZATION_POOL.
+    An unknown name is an :class:`~phasec.errors.InputError`."""
+    from ..errors import InputError
+
+    if passes is None:
+        return OPTIMIZATION_POOL
+    names = [n.strip() for n in passes.split(",")] if isinstance(passes, str) else list(passes)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise InputError("--passes with --against tvm: give TVM pass names, e.g. "
+                         "FoldConstant,CanonicalizeBindings")
+    from tvm import relax
+
+    for name in names:
+        if name not in _EXTRA_PASSES and not callable(getattr(relax.transform, name, None)):
+            raise InputError(f"--passes: {name!r} is not a pass of tvm.relax.transform "
+                             f"(TVM {'.'.join(map(str, _tvm_version()))})")
+    return tuple(names)
+
+
+def _tvm_version() -> tuple[int, ...]:
+    import tvm
+
+    return tuple(int(p) for p in re.findall(r"\d+", tvm.__version__)[:2])
+
+
+def _make_pass(name: str) -> Any:
+    from tvm import relax
+
+    if name in _EXTRA_PASSES:
+        return _EXTRA_PASSES[name]()
+    return getattr(relax.transform, name)()
+
+
+def tvm_sequences(pool: Sequence[str] = OPTIMIZATION_POOL, *,
+                  mutations: bool = True) -> st.SearchStrategy[TVMSequence]:
+    """Random TVM sequences: a third inject a structural violation (when
+    ``mutations``), the rest run 0-4 passes of ``pool`` then (nine times in
+    ten) tvm.compile."""
+    passes = st.lists(st.sampled_from(tuple(pool)), max_size=4).map(tuple)
+    run = st.builds(TVMSequence, passes, st.integers(0, 9).map(lambda n: n > 0))
+    if not mutations:
+        return run
+    mutated = st.sampled_from(AGREED).map(lambda code: TVMSequence(mutation=code))
+    return st.one_of(run, run, mutated)
+
+
+@dataclass
+class TVMReport:
+    """What :func:`check_against_tvm` found (``ran``/``vm_ran`` feed the
+    campaign's coverage; ``ran`` names passes ``tvm.NAME``)."""
+
+    failures: list[Failure] = field(default_factory=list)
+    passes_run: int = 0
+    reached_build: bool = False
+    vm_ran: bool = False
+    static_refusal: str | None = None
+    ran: list[tuple[str, Phase, bool]] = field(default_factory=list)
+    verdicts: list[Any] = field(default_factory=list)
+
+
+@lru_cache(maxsize=1)
+def tvm_operators() -> frozenset[str]:
+    """Operators of phasec's registry that TVM 0.27 also registers."""
+    import tvm
+
+    from ..ir.op.registry import list_ops
+
+    found = set()
+    for op in list_ops():
+        try:
+            tvm.ir.Op.get(op.name)
+        except Exception:  # noqa: BLE001 - not registered in TVM
+            continue
+        found.add(op.name)
+    return frozenset(found)
+
+
+def _has_float_remainder(mod: IRModule) -> bool:
+    from ..ir import tir
+
+    for func in mod.functions.values():
+        if not isinstance(func, tir.PrimFunc):
+            continue
+        stack: list[Any] = [func.body]
+        while stack:
+            node = stack.pop()
+            if type(node) is tir.BinaryOp and node.op == "%" and tir.is_float(node.dtype):
+                return True
+            if isinstance(node, tir.Stmt):
+                stack.extend(tir.stmt_children(node))
+                stack.extend(getattr(node, f) for f in ("value", "condition")
+                             if isinstance(getattr(node, f, None), tir.PrimExpr))
+            elif isinstance(node, tir.PrimExpr):
+                stack.extend(tir.expr_children(node))
+    return False
+
+
+def tvm_can_read(mod: IRModule) -> str | None:
+    """None when TVM 0.27 can take ``mod`` as it is, else why not."""
+    from ..ir.op.registry import find_op
+
+    for name in set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", mod.script(syntax="tvm"))):
+        if find_op("relax." + name) is not None and "relax." + name not in tvm_operators():
+            return f"R.{name} is phasec's own operator (TVM 0.27 has none of that name)"
+    if _has_float_remainder(mod):
+        return "a float % in a kernel (TVM's TIR takes % on integers only)"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first meaningful line of a (TVM) error, without its traceback."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:  # TVM puts "XxxError: message" after its C++ traceback
+        if re.match(r"^(tvm\.)?\w*(Error|Exception)\b:", ln) or ln.startswith("Check failed"):
+            return ln[:300]
+    return (lines[-1] if lines else type(exc).__name__)[:300]
+
+
+def expected_violation(verdict: Any, ran: Sequence[str]) -> bool:
+    """Whether a PhaseCheck verdict is a disagreement PHASES.md documents for
+    TVM's pipeline ("TVM's pipeline, phase-checked"), not a finding: TVM's
+    transition into lowering spans LegalizeOps (dataflow blocks stay, PH201,
+    until ToNonDataflow) and LowerRuntimeBuiltin (RewriteDataflowReshape
+    brings back R.reshape, PH202, which LowerRuntimeBuiltin lowers)."""
+    if verdict.unreadable or verdict.order_error:
+        return False
+    codes = {d.code for d in verdict.diagnostics}
+    after_legalize = ran[ran.index("LegalizeOps"):] if "LegalizeOps" in ran else []
+    if "PH201" in codes and after_legalize and "ToNonDataflow" not in after_legalize:
+        codes.discard("PH201")
+    if ("PH202" in codes and "LowerRuntimeBuiltin" not in after_legalize
+            and all("reshape" in d.message for d in verdict.diagnostics if d.code == "PH202")):
+        codes.discard("PH202")
+    return not codes
+
+
+def _to_numpy(value: Any) -> Any:
+    """TVM's VM results as numpy arrays, tuples and Python numbers."""
+    import numpy as np
+
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    if isinstance(value, (int, float, bool, np.generic)):
+        return value
+    try:
+        return tuple(_to_numpy(v) for v in value)
+    except TypeError:
+        return value
+
+
+def _tvm_verdict(text: str) -> tuple[Any, str | None]:
+    """TVM's parse of ``text`` and None, or None and why TVM refuses it."""
+    import tvm
+    from tvm import relax
+
+    try:
+        tvm_mod = tvm.script.from_source(text)
+    except Exception as exc:  # noqa: BLE001 - TVM's parser refusing is a verdict
+        return None, f"TVM's parser refuses it: {_first_line(exc)}"
+    try:
+        ok = bool(relax.analysis.check_well_formed(tvm_mod))
+    except Exception as exc:  # noqa: BLE001
+        return None, f"TVM's check_well_formed raises: {_first_line(exc)}"
+    return (tvm_mod, None) if ok else (None, "TVM's check_well_formed says not well-formed")
+
+
+def check_against_tvm(mod: IRModule, seq: TVMSequence, args: Sequence[Any] | None,
+                      expected: Any = None, *, timeout: float | None = 60.0,
+                      isolate: bool = True) -> TVMReport:
+    """Check ``mod`` against TVM as ``seq`` says (see the module docstring).
+
+    ``expected`` is phasec's interpreter's result on ``args`` (None: results
+    are not compared). Every finding is a :class:`Failure` in the report.
+
+    ``isolate``: run TVM in a forked child process (where fork exists), so
+    that TVM crashing the process (a segfault in its C++ code, as its
+    printer does on some modules) is a ``tvm-crash`` finding naming the
+    pass, not the end of the campaign; a child still running after
+    ``timeout`` (twice, plus a minute, for the whole check) is killed.
+    """
+    if isolate and hasattr(os, "fork"):
+        return _isolated(mod, seq, args, expected, timeout)
+    return _check(mod, seq, args, expected, timeout)
+
+
+#: In a forked child: the pipe the stages are written to (see _isolated).
+_progress_fd: int | None = None
+
+
+def _stage(text: str) -> None:
+    """Tell the parent what the child is doing (the last stage names a crash)."""
+    if _progress_fd is not None:
+        os.write(_progress_fd, b"S" + text.encode("utf-8", "replace").replace(b"\n", b" ")
+                 + b"\n")
+
+
+def _isolated(mod: IRModule, seq: TVMSequence, args: Sequence[Any] | None, expected: Any,
+              timeout: float | None) -> TVMReport:
+    global _progress_fd
+    import base64
+    import pickle
+    import select
+    import signal
+    import time
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: check, send the report, leave without cleanups
+        status = 0
+        try:
+            os.close(read_fd)
+            _progress_fd = write_fd
+            report = _check(mod, seq, args, expected, timeout)
+            report.verdicts = []
+            for failure in report.failures:
+                failure.before = failure.after = None
+            blob = base64.b64encode(pickle.dumps(report))
+            view = memoryview(b"R" + blob + b"\n")
+            while view:
+                view = view[os.write(write_fd, view):]
+        except BaseException:  # noqa: BLE001 - the parent reports a child without report
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    limit = time.monotonic() + 2 * (timeout or 60.0) + 60.0
+    killed = False
+    try:
+        while True:
+            left = limit - time.monotonic()
+            if left <= 0:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+                break
+            ready, _, _ = select.select([read_fd], [], [], min(left, 1.0))
+            if ready:
+                data = os.read(read_fd, 1 << 16)
+                if not data:
+                    break
+                chunks.append(data)
+    except BaseException:  # Ctrl-C or SIGTERM: the child goes too
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    stages = [ln[1:].decode("utf-8", "replace") for ln in b"".join(chunks).split(b"\n")
+              if ln.startswith(b"S")]
+    for line in b"".join(chunks).split(b"\n"):
+        if line.startswith(b"R"):
+            report: TVMReport = pickle.loads(base64.b64decode(line[1:]))
+            return report
+    where = stages[-1] if stages else "parsing the module"
+    report = TVMReport()
+    if killed:
+        why = "TVM ran past the time limit"
+    elif os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        why = f"TVM crashed the process ({signal.Signals(sig).name})"
+    else:
+        why = f"the TVM check ended without a report (exit status {os.WEXITSTATUS(status)})"
+    pass_name = where.split(" ", 1)[1] if " " in where else where
+    report.failures.append(Failure("tvm-crash", f"{why} {where}", pass_spec=pass_name,
+                                   detail="stages: " + " | ".join(stages[-8:])))
+    return report
+
+
+def _check(mod: IRModule, seq: TVMSequence, args: Sequence[Any] | None, expected: Any,
+           timeout: float | None) -> TVMReport:
+    import verifier
+
+    report = TVMReport()
+    if seq.mutation:
+        if MUTATIONS[seq.mutation].since > mod.phase:
+            report.static_refusal = f"mutation {seq.mutation} needs a later phase"
+            return report
+        try:
+            bad = mutate(mod, seq.mutation)
+        except Exception:  # noqa: BLE001 - no place for it in this module
+            report.static_refusal = f"mutation {seq.mutation} has no place here"
+            return report
+        codes = {d.code for d in verifier.check(bad, mod.phase) if d.severity == verifier.ERROR}
+        text = bad.script(syntax="tvm")
+        tvm_mod, refusal = _tvm_verdict(text)
+        if seq.mutation not in codes:  # the mutation did not take: nothing to compare
+            report.static_refusal = f"mutation {seq.mutation} not injected"
+        elif tvm_mod is not None:
+            what = MUTATIONS[seq.mutation].description
+            report.failures.append(Failure(
+                "tvm-verdict", f"phasec rejects {seq.mutation} ({what}) but TVM's "
+                f"check_well_formed accepts the module",
+                pass_spec=f"mutation {seq.mutation}", detail=text))
+        return report
+    text = mod.script(syntax="tvm")
+    _stage("in tvm.script.from_source")
+    tvm_mod, refusal = _tvm_verdict(text)
+    if tvm_mod is None:
+        report.failures.append(Failure("tvm-verdict", f"phasec's verifier accepts the module, "
+                                       f"but {refusal}", pass_spec="tvm.script.from_source",
+                                       detail=text))
+        return report
+    _run_tvm(tvm_mod, mod.phase, seq, args, expected, report, timeout)
+    return report
+
+
+def _run_tvm(tvm_mod: Any, phase: Phase, seq: TVMSequence, args: Sequence[Any] | None,
+             expected: Any, report: TVMReport, timeout: float | None) -> None:
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from ..tvm import TVM_TRANSITIONS, PhaseCheck
+
+    check = PhaseCheck()
+    ran: list[str] = []
+    current = [""]
+
+    @tvm.instrument.pass_instrument
+    class _Follow:
+        def run_before_pass(self, mod: Any, info: Any) -> None:
+            current[0] = info.name
+            _stage(f"in {info.name}")
+
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            ran.append(info.name)
+            before = check._state.phase or phase
+            _stage(f"printing-the-output-of {info.name}")  # PhaseCheck reads TVM's text
+            verdict = check.after_pass(mod, info.name)
+            report.ran.append((f"tvm.{info.name}", before, info.name in TVM_TRANSITIONS))
+            if verdict is not None and not verdict.ok and not expected_violation(verdict, ran):
+                report.verdicts.append(verdict)
+
+    names = (["LambdaLift"] if phase == Phase.INGESTION else []) + list(seq.passes)
+    executable = None
+    try:
+        with time_limit(timeout), tvm.transform.PassContext(opt_level=3,
+                                                             instruments=[_Follow()]):
+            passes = [_make_pass(n) for n in names]
+            out = tvm.transform.Sequential(passes)(tvm_mod)
+            if seq.compile:
+                current[0] = f"{COMPILE} (codegen)"
+                _stage(f"in {current[0]}")
+                executable = tvm.compile(out, target="llvm")
+    except HangError as exc:
+        report.failures.append(Failure("tvm-crash", f"TVM ran past the time limit: {exc}",
+                                       pass_spec=current[0] or None))
+    except Exception as exc:  # noqa: BLE001 - a TVM pass or TVM's build failed
+        report.failures.append(Failure(
+            "tvm-crash", f"{type(exc).__name__}: {_first_line(exc)}",
+            pass_spec=current[0] or None, detail=traceback.format_exc()[-4000:]))
+    report.passes_run = len(ran)
+    report.reached_build = check._state.phase == Phase.BUILD
+    for verdict in report.verdicts[:1]:  # the first pass to break its phase
+        kind = "tvm-unreadable" if verdict.unreadable else "tvm-phase"
+        if verdict.unreadable:
+            message = f"phasec cannot read TVM's output: {verdict.unreadable}"
+        else:
+            codes = sorted({d.code for d in verdict.diagnostics})
+            message = (f"{','.join(codes) or 'phase order'} in phase {verdict.phase.label}: "
+                       + "; ".join([*(f"{d.code}: {d.message}" for d in verdict.diagnostics),
+                                    *([verdict.order_error] if verdict.order_error else [])]))
+        report.failures.insert(0, Failure(kind, message, pass_spec=verdict.pass_name,
+                                          detail=verdict.describe()))
+    if executable is None or expected is None or args is None:
+        return
+    _stage("running TVM's VM")
+    try:
+        with time_limit(timeout):
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            targs = [tvm.runtime.tensor(np.array(a, order="C"))  # ascontiguousarray makes 0-d 1-d
+                     if isinstance(a, np.ndarray) else a for a in args]
+            got = _to_numpy(vm["main"](*targs))
+    except Exception as exc:  # noqa: BLE001 - TVM's VM failed where phasec's interpreter ran
+        report.failures.append(Failure("tvm-results", f"TVM's VM fails where phasec's "
+                                       f"interpreter runs: {type(exc).__name__}: "
+                                       f"{_first_line(exc)}", pass_spec=COMPILE,
+                                       detail=traceback.format_exc()[-4000:]))
+        return
+    report.vm_ran = True
+    problem = compare_results(expected, got)
+    if problem is not None:
+        report.failures.append(Failure("tvm-results", f"TVM's VM and phasec's interpreter "
+                                       f"differ: {problem}", pass_spec=COMPILE,
+                                       detail=f"TVM sequence: {seq.spec()}"))

@@ -1,0 +1,175 @@
+"""``phasec fuzz --against tvm``: differential fuzzing against TVM 0.27.
+
+Planted disagreements, each a TVM pass written here with TVM's own Python
+API (registered by name for the campaign's pool): one changes results
+(multiply becomes add, add subtract...), caught by comparing TVM's VM with phasec's
+interpreter on the inputs; one adds a function with a nested function after
+LambdaLift, which breaks the optimization phase (PH101) and is caught by
+phasec.tvm.PhaseCheck. The verdict comparison is checked on a structural
+violation both verifiers see (they agree) and on one only phasec can see in
+TVMScript text (WF002: TVM's parser reads a variable bound twice as two
+variables), which the mode reports as a disagreement.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import tvm
+
+from phasec.cli import main
+from phasec.script.parser import parse
+from phasec.testing.against_tvm import (
+    AGREED, TVMSequence, check_against_tvm, register_tvm_pass, unregister_tvm_pass,
+)
+from phasec.testing.campaign import read_reproducer, run_campaign
+
+NESTED = """
+@I.ir_module
+class Extra:
+    @R.function
+    def helper(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        @R.function
+        def inner(y: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+            z: R.Tensor((2,), dtype="float32") = R.add(y, y)
+            return z
+
+        r: R.Tensor((2,), dtype="float32") = inner(x)
+        return r
+"""
+
+
+#: The planted bug's operator swaps (same operands, other results).
+SWAPS = {"multiply": "add", "add": "subtract", "subtract": "multiply", "maximum": "minimum",
+         "minimum": "maximum", "tanh": "sigmoid", "sigmoid": "tanh", "exp": "sin",
+         "negative": "abs", "abs": "negative", "sqrt": "square", "square": "sqrt"}
+
+
+def _swap_operators() -> tvm.transform.Pass:
+    """A planted TVM bug: R.multiply becomes R.add, R.add R.subtract... (see
+    SWAPS), through TVM's own printer and parser; modules with tensor
+    constants, which TVM 0.27 cannot print with their values, are left
+    alone."""
+    pattern = re.compile(r"\bR\.(" + "|".join(SWAPS) + r")\(")
+
+    @tvm.transform.module_pass(opt_level=0, name="PlantedSwapOperators")
+    def planted(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        text = mod.script()
+        if "metadata[" in text or not pattern.search(text):
+            return mod
+        return tvm.script.from_source(pattern.sub(lambda m: f"R.{SWAPS[m.group(1)]}(", text))
+
+    return planted
+
+
+def _add_nested_function() -> tvm.transform.Pass:
+    """A planted TVM bug: adds a module-level function holding a nested
+    function (results unchanged; the optimization phase forbids it)."""
+
+    @tvm.transform.module_pass(opt_level=0, name="PlantedNestedFunction")
+    def planted(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+        extra = tvm.script.from_source(NESTED)
+        functions = dict(mod.functions.items())
+        functions[extra.get_global_var("helper")] = extra["helper"]
+        return tvm.IRModule(functions, attrs=mod.attrs)
+
+    return planted
+
+
+@pytest.fixture
+def planted():
+    register_tvm_pass("PlantedSwapOperators", _swap_operators)
+    register_tvm_pass("PlantedNestedFunction", _add_nested_function)
+    yield
+    unregister_tvm_pass("PlantedSwapOperators")
+    unregister_tvm_pass("PlantedNestedFunction")
+
+
+def test_a_tvm_pass_that_changes_results_is_found_and_saved(tmp_path, planted, capsys):
+    out = tmp_path / "out"
+    stats = run_campaign(300, seed=4, passes=["PlantedSwapOperators"], out_dir=out,
+                         against="tvm", stop_after_failures=1)
+    assert [s.failure.kind for s in stats.unique] == ["tvm-results"], stats.summary()
+    saved = stats.unique[0]
+    assert "TVM's VM and phasec's interpreter differ" in saved.failure.message
+    text = saved.path.read_text()
+    assert text.startswith("# phasec fuzz reproducer (against TVM 0.27)")
+    assert re.search(r"^# sequence: tvm: .*PlantedSwapOperators.*tvm\.compile$", text, re.M)
+    # the module is in TVM's syntax: TVM reads the file as it is, and it
+    # calls an operator the planted pass swaps
+    assert re.search(r"\bR\.(" + "|".join(SWAPS) + r")\(", text)
+    tvm_mod = tvm.script.from_source(text)
+    assert "main" in [gv.name_hint for gv in tvm_mod.get_global_vars()]
+    # the replay finds the same
+    rep = read_reproducer(saved.path)
+    assert rep.inputs and rep.sequence.startswith("tvm:")
+    assert main(["fuzz", "--replay", str(saved.path)]) == 1
+    assert "[tvm-results]" in capsys.readouterr().out
+    assert stats.as_dict()["against"] == "tvm"
+
+
+def test_a_tvm_pass_that_breaks_its_phase_is_found_by_phase_check(tmp_path, planted):
+    stats = run_campaign(300, seed=5, passes=["PlantedNestedFunction"], out_dir=tmp_path / "o",
+                         against="tvm", stop_after_failures=1)
+    assert [s.failure.kind for s in stats.unique] == ["tvm-phase"], stats.summary()
+    failure = stats.unique[0].failure
+    assert failure.pass_spec == "PlantedNestedFunction"
+    assert failure.message.startswith("PH101 in phase optimization")
+    # LambdaLift ran first (the transition into optimization), in the coverage too
+    assert stats.coverage.transitions["tvm.LambdaLift"] >= 1
+
+
+def _simple_module():
+    return parse("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+        a: R.Tensor((2, 3), dtype="float32") = R.multiply(x, x)
+        b: R.Tensor((2, 3), dtype="float32") = R.add(a, x)
+        return b
+""")
+
+
+def test_verdicts_agree_on_a_shared_rule_and_differ_where_text_cannot_carry_it():
+    mod = _simple_module()
+    agreed = [code for code in AGREED if code in ("WF001", "WF301", "WF405")]
+    assert agreed
+    for code in agreed:
+        report = check_against_tvm(mod, TVMSequence(mutation=code), None)
+        assert report.failures == [] and report.static_refusal is None, code
+    # WF002 (a variable bound twice) reads back in TVM as two variables: a
+    # disagreement by design, which the mode reports when asked to compare it
+    report = check_against_tvm(mod, TVMSequence(mutation="WF002"), None)
+    assert [f.kind for f in report.failures] == ["tvm-verdict"]
+    assert "phasec rejects WF002" in report.failures[0].message
+
+
+def test_tvm_passes_and_vm_agree_with_the_interpreter_on_a_module():
+    mod = _simple_module()
+    x = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+    expected = x * x + x  # numpy's formula
+    seq = TVMSequence(("FoldConstant", "CanonicalizeBindings"), compile=True)
+    report = check_against_tvm(mod, seq, [x], expected)
+    assert report.failures == [] and report.vm_ran and report.reached_build
+    names = [name for name, _, _ in report.ran]
+    for name in ("tvm.LambdaLift", "tvm.FoldConstant", "tvm.LegalizeOps",
+                 "tvm.LowerRuntimeBuiltin"):
+        assert name in names
+    wrong = check_against_tvm(mod, seq, [x], expected + 1)  # TVM computes x*x+x, not that
+    assert [f.kind for f in wrong.failures] == ["tvm-results"]
+
+
+def test_command_line_against_tvm(tmp_path, capsys):
+    assert main(["fuzz", "--against", "tvm", "--passes", "NoSuchPass", "--seconds", "5",
+                 "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "'NoSuchPass' is not a pass of tvm.relax.transform" in err and "Traceback" not in err
+    status = main(["fuzz", "--against", "tvm", "--seconds", "8", "--seed", "3",
+                   "--out", str(tmp_path / "b")])
+    text = capsys.readouterr().out
+    assert "against tvm" in text and "left out" in text
+    programs = int(re.search(r"programs generated\s+(\d+)", text).group(1))
+    assert programs > 0 and status in (0, 1)
