@@ -103,7 +103,30 @@ class Module:
             y = R.call_pure_packed("test.scale", x, n * 2, False, ty_args=R.Tensor((n,), "float32"))
         return y
 """,
+    "calls_through_the_relax_module_var_ty_and_folded_constants": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        cls = Module
+        a = relax.call_tir(cls.scale, (x,), out_ty=x.ty)
+        b = relax.op.add(a, R.const(15.0 / 14.0, "float32"))
+        c = R.call_pure_packed("test.f", b, ty_args=[b.ty])
+        d = R.maximum(c, R.const(float("-inf"), "float32"))
+        return d
+
+    @T.prim_func(private=True)
+    def scale(A: T.buffer((T.int64(4),), "float32"), B: T.Buffer((T.int64(4),), "float32")):
+        for i in range(T.int64(4)):
+            B[i] = A[i] * T.float32(2)
+""",
 }
+
+
+def _tvm_parse(text: str):
+    """TVM's parse, with ``relax`` (TVM's Python module) in scope as in TVM's tests."""
+    return tvm.script.from_source(text, extra_vars={
+        "relax": tvm.relax, "I": tvm.script.ir, "R": tvm.script.relax, "T": tvm.script.tirx})
 
 
 def _text(name: str) -> str:
@@ -117,7 +140,7 @@ def _same_as_tvm(mod: phasec.IRModule, reference) -> None:
 
 @pytest.mark.parametrize("name", sorted(SNIPPETS))
 def test_phasec_reads_the_snippet_and_tvms_reprint_as_tvm_does(name: str) -> None:
-    reference = tvm.script.from_source(_text(name))  # TVM 0.27 accepts the snippet
+    reference = _tvm_parse(_text(name))  # TVM 0.27 accepts the snippet
     _same_as_tvm(phasec.parse(_text(name)), reference)
     _same_as_tvm(phasec.parse(reference.script()), reference)
 
@@ -329,3 +352,25 @@ def test_calls_of_extern_funcs_read_as_tvm_prints_them() -> None:
     assert 'R.call_packed("runtime.TVMTensorCreateView", A' in mod.script()
     for syntax in ("tvm", "legacy"):
         assert_structural_equal(phasec.parse(mod.script(syntax=syntax)), mod)
+
+
+def test_tvms_printed_infinity_constant_and_buffer_alignment_read() -> None:
+    reference = _tvm_parse(_text("calls_through_the_relax_module_var_ty_and_folded_constants"))
+    assert 'R.const("-inf", "float32")' in reference.script()  # how TVM prints it
+    mod = phasec.parse(reference.script())
+    const = mod["main"].body.blocks[0].bindings[-1].value.args[1]
+    assert const.data.dtype == "float32" and const.data == float("-inf")
+    # offset_factor / align are alignment facts TVM's buffers may carry; phasec's
+    # buffers have no element offset, so they read as the plain buffer.
+    aligned = HEADER + """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def f(a: T.handle, B: T.Buffer((T.int64(4),), "float32", offset_factor=16, align=64)):
+        A = T.match_buffer(a, (T.int64(4),), "float32", offset_factor=1)
+        for i in range(T.int64(4)):
+            B[i] = A[i]
+"""
+    _tvm_parse(aligned)
+    f = phasec.parse(aligned)["f"]
+    assert [[int(d.value) for d in p.shape] for p in f.params] == [[4], [4]]

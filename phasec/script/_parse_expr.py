@@ -322,12 +322,24 @@ class _SinfoParser:
     """``R.Tensor(...)``, ``R.Tuple(...)``, ``R.Shape(...)``, ``R.Prim(...)``,
     ``R.Object``, ``R.Callable(...)``. Dimensions go through ``prim``."""
 
-    def __init__(self, mp: _ModuleParser, prim: _PrimExprParser) -> None:
+    def __init__(self, mp: _ModuleParser, prim: _PrimExprParser,
+                 var_sinfo: Callable[[str], Any] | None = None) -> None:
         self.mp = mp
         self.prim = prim
+        #: in a function body: name -> the Relax variable of that name (or None),
+        #: for `x.ty`, the struct info of variable x (as TVM's parser evaluates it)
+        self.var_sinfo = var_sinfo
 
     def parse(self, node: ast.AST) -> StructInfo:
         mp = self.mp
+        if (isinstance(node, ast.Attribute) and node.attr in ("ty", "struct_info")
+                and isinstance(node.value, ast.Name) and self.var_sinfo is not None):
+            var = self.var_sinfo(node.value.id)
+            if var is not None:
+                if var.struct_info is None:
+                    raise mp.error(f"{node.value.id!r} has no known struct info to take "
+                                   f"`.{node.attr}` of", node)
+                return var.struct_info
         call = node if isinstance(node, ast.Call) else None
         name = _dotted(call.func if call is not None else node)
         if (call is None and name is not None and len(name) == 2 and name[0] == mp.T

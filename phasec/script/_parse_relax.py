@@ -68,7 +68,7 @@ class _RelaxFunctionParser(_DialectCalls):
         # names bound inside an ended dataflow block but not in its R.output
         self.dataflow_locals: set[str] = set()
         self.prim = _PrimExprParser(mp, "int64", self._resolve_dim)
-        self.sinfo_parser = _SinfoParser(mp, self.prim)
+        self.sinfo_parser = _SinfoParser(mp, self.prim, self._lookup_var)
 
     # -- names -------------------------------------------------------------
     def _lookup(self, name: str) -> rx.Expr | None:
@@ -80,6 +80,11 @@ class _RelaxFunctionParser(_DialectCalls):
                     return value
             p = p.parent
         return None
+
+    def _lookup_var(self, name: str) -> rx.Var | None:
+        """The Relax variable ``name`` (for ``name.ty`` annotations), or None."""
+        value = self._lookup(name)
+        return value if isinstance(value, rx.Var) else None
 
     def visible_sym(self, name: str) -> tir.Var | None:
         """The symbolic variable ``name`` of this function or of an enclosing
@@ -601,6 +606,12 @@ class _RelaxFunctionParser(_DialectCalls):
         name = _dotted(node.func)
         if name is not None and len(name) >= 2 and name[0] == mp.R:
             return self._relax_call(".".join(name[1:]), node)
+        if (name is not None and len(name) >= 2 and name[0] == "relax"
+                and self._lookup("relax") is None):
+            # relax.call_tir(...), relax.op.add(...): calls spelt through TVM's
+            # Python module, which TVM's parser evaluates to the same calls
+            rest = name[2:] if name[1] == "op" and len(name) > 2 else name[1:]
+            return self._relax_call(".".join(rest), node)
         if (name is not None and len(name) == 2 and name[0] == mp.T and name[1] in tir.DTYPES
                 and len(node.args) == 1 and not node.keywords):
             # T.float32(2.0), T.int64(n + 1): a scalar, as TVM prints a prim value operand

@@ -44,6 +44,9 @@ _RELAX_STATEMENT_ONLY = {
 }
 
 _OUT_SINFO = {"out_ty": "out_sinfo"}
+#: arithmetic folded in R.const values (TVM's parser evaluates the Python expression)
+_CONST_FOLD = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+               ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b}
 _SINFO_ARGS = {"ty_args": "sinfo_args"}
 
 
@@ -88,6 +91,20 @@ class _DialectCalls:
         if isinstance(node, (ast.List, ast.Tuple)):
             return [self._const_value(e) for e in node.elts]
         number = mp.number(node)
+        if (number is None and isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and node.value.strip().lower() in ("inf", "-inf", "+inf", "nan")):
+            number = float(node.value)  # R.const("inf", "float32"): how TVM prints infinity
+        if number is None and isinstance(node, ast.BinOp) and type(node.op) in _CONST_FOLD:
+            # R.const(15.0 / 14.0): arithmetic on two number literals (folded
+            # here as Python would; nothing else is evaluated)
+            lhs, rhs = self._const_value(node.left), self._const_value(node.right)
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                       for v in (lhs, rhs)):
+                raise mp.error(f"{mp.R}.const: only number literals can be combined, got "
+                               f"{mp.src(node)!r}", node)
+            if isinstance(node.op, ast.Div) and rhs == 0:
+                raise mp.error(f"{mp.R}.const: division by zero in {mp.src(node)!r}", node)
+            number = _CONST_FOLD[type(node.op)](lhs, rhs)
         if number is None:
             raise mp.error(f"{mp.R}.const expects a number or nested lists of numbers, got "
                            f"{mp.src(node)!r}", node)

@@ -139,7 +139,7 @@ class _PrimFuncParser:
             return _Handle(a.arg, index, a)
         if name is not None and len(name) == 2 and name[0] == mp.T and name[1] in tir.DTYPES:
             return tir.Var(a.arg, name[1], span=span)
-        if isinstance(ann, ast.Call) and _dotted(ann.func) == (mp.T, "Buffer"):
+        if isinstance(ann, ast.Call) and _dotted(ann.func) in ((mp.T, "Buffer"), (mp.T, "buffer")):
             shape, dtype = self._buffer_args(ann, f"{mp.T}.Buffer")
             return tir.Buffer(a.arg, shape, dtype, span=span)
         raise mp.error(f"unsupported parameter annotation {mp.src(ann)!r}; expected "
@@ -160,6 +160,19 @@ class _PrimFuncParser:
     def _buffer_args(self, call: ast.Call, what: str,
                      params: Sequence[str] = ("shape", "dtype")) -> tuple[list, str]:
         mp = self.mp
+        kept = []
+        for kw in call.keywords:
+            if kw.arg in ("offset_factor", "align"):
+                # Alignment facts about the buffer's data; phasec's buffers start
+                # at their data (no element offset) and are allocated aligned.
+                value = mp.number(kw.value)
+                if not isinstance(value, int) or isinstance(value, bool) or value < -1:
+                    raise mp.error(f"{what}: {kw.arg} must be an integer literal, got "
+                                   f"{mp.src(kw.value)}", kw.value)
+            else:
+                kept.append(kw)
+        if len(kept) != len(call.keywords):
+            call = ast.copy_location(ast.Call(call.func, call.args, kept), call)
         a = mp.bind_args(call, what, params, params.index("shape") + 1)
         shape_node = a["shape"]
         elts = shape_node.elts if isinstance(shape_node, (ast.Tuple, ast.List)) else [shape_node]
