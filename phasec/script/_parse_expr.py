@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from .parser import _ModuleParser
 
 
+#: Python's bit operators as TVM prints its TIR bit intrinsics.
+_BIT_OPS = {ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
+            ast.LShift: "shift_left", ast.RShift: "shift_right"}
+
+
 class _PrimExprParser:
     """Scalar expressions: TIR kernels and symbolic dimensions.
 
@@ -94,6 +99,14 @@ class _PrimExprParser:
                 return self._string_dim(node), False
             raise mp.error(f"unsupported literal {mp.src(node)} in a scalar expression", node)
         if isinstance(node, ast.BinOp):
+            bit = _BIT_OPS.get(type(node.op))
+            if bit is not None:  # TVM prints T.bitwise_and(a, b) as a & b (and | ^ << >>)
+                lhs, rhs = self.parse_pair(node.left, node.right)
+                for v in (lhs, rhs):
+                    if not (tir.is_int(v.dtype) or tir.is_bool(v.dtype)):
+                        raise mp.error(f"{_PY_OP_SPELLING[type(node.op)]!r} needs integer or "
+                                       f"bool operands, not {v.dtype}", node)
+                return tir.Call(bit, (lhs, rhs), lhs.dtype, span=span), False
             op = _BINOPS.get(type(node.op))
             if op is None:
                 raise mp.error(f"unsupported operator {_PY_OP_SPELLING.get(type(node.op), '?')!r} "
