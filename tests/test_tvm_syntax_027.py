@@ -120,6 +120,16 @@ class Module:
         for i in range(T.int64(4)):
             B[i] = A[i] * T.float32(2)
 """,
+    "format_strings_on_print_and_assert": """
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((4,), "float32"), c: R.Prim("bool")) -> R.Tensor((4,), "float32"):
+        R.assert_op(c, format=R.str("bad {}"))
+        R.assert_op(c, x, format="x = {}")
+        R.print(x, format=R.str("x: {}"))
+        return x
+""",
 }
 
 

@@ -31,7 +31,9 @@ found in expression position are printed as statements before their use.
 Scoped TIR statements (``Allocate``, ``LetStmt``) are printed the way TVM's
 printer does ("concise scoping"): when nothing follows the statement in its
 printed statement list, as an assignment, ``buf = T.alloc_buffer(shape,
-dtype)`` / ``v: T.int64 = value``, whose scope is the rest of the list; when
+dtype)`` / ``v: T.let[T.int64] = value`` (``v: T.int64 = value`` in the legacy
+spelling; TVM 0.27 reads that as a local scalar buffer), whose scope is the
+rest of the list; when
 statements outside its scope follow it (``SeqStmt[Allocate(buf, body),
 more]``), as a ``with`` block holding exactly its body: ``with
 T.decl_buffer(shape, dtype) as buf:`` / ``with T.LetStmt(value) as v:``
