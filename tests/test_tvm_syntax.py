@@ -159,13 +159,15 @@ class Module:
     def main(x: R.Tensor((6,), "float32"), i: R.Tensor((6,), "int32")):
         r = R.round(x)
         n = R.bitwise_not(i)
-        return (r, n)
+        m = R.mod(i, R.const([3, -3, 5, -7, 10, 9], "int32"))
+        return (r, n, m)
 """
 
 
-def test_tvm_legalized_round_and_bitwise_not_compute_as_numpy() -> None:
-    """TVM legalizes R.round to T.nearbyint and R.bitwise_not to `~v`; both
-    read back and compute numpy's rint and invert (ties to even included)."""
+def test_tvm_legalized_round_invert_and_mod_compute_as_numpy() -> None:
+    """TVM legalizes R.round to T.nearbyint, R.bitwise_not to `~v` and integer
+    R.mod to T.truncmod; all read back and compute numpy's rint (ties to even
+    included), invert and fmod (the remainder with the dividend's sign)."""
     import numpy as np
     from tvm import relax
 
@@ -174,10 +176,11 @@ def test_tvm_legalized_round_and_bitwise_not_compute_as_numpy() -> None:
 
     legalized = relax.transform.LegalizeOps()(tvm.script.from_source(ROUND_AND_INVERT))
     text = legalized.script()
-    assert "T.nearbyint(" in text and "~" in text
+    assert "T.nearbyint(" in text and "~" in text and "T.truncmod(" in text
     mod = from_tvm(legalized)
     x = np.array([0.5, 1.5, 2.5, -0.5, -1.7, 3.2], "float32")
     i = np.array([0, 1, -1, 7, 2**31 - 1, -2**31], "int32")
-    r, n = phasec.VirtualMachine(phasec.build(lower(mod)))["main"](x, i)
+    r, n, m = phasec.VirtualMachine(phasec.build(lower(mod)))["main"](x, i)
     np.testing.assert_array_equal(np.asarray(r), np.rint(x))
     np.testing.assert_array_equal(np.asarray(n), np.invert(i))
+    np.testing.assert_array_equal(np.asarray(m), np.fmod(i, [3, -3, 5, -7, 10, 9]))

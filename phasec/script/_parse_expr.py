@@ -269,6 +269,10 @@ class _PrimExprParser:
         if fn == "Not":
             arity(1)
             return tir.Not(self.parse(args[0]), span=span)
+        if fn == "truncmod":  # the remainder with the dividend's sign: a - truncdiv(a, b) * b
+            arity(2)
+            a, b = self.parse_pair(args[0], args[1])
+            return tir.BinaryOp("-", a, tir.BinaryOp("*", tir.BinaryOp("/", a, b), b), span=span)
         if fn in _TIR_BINARY_FUNCS:
             arity(2)
             a, b = self.parse_pair(args[0], args[1])
