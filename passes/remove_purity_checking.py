@@ -9,9 +9,13 @@ argument), which pure functions cannot contain. This pass
   they are (force_pure on them would contradict their declaration);
 * turns ``R.call_pure_packed(f, args...)`` into the plain packed call
   ``R.call_packed(f, args...)`` (a ``Call`` whose callee is the ``ExternFunc``);
+* turns ``R.call_inplace_packed(f, args..., inplace_indices=...)`` into the
+  plain packed call ``R.call_packed(f, args...)`` too (the packed function
+  writes the arguments the indices name itself, as in TVM);
 * turns ``R.invoke_pure_closure(c, args)`` into ``R.invoke_closure(c, args)``.
 
-The result has no ``call_pure_packed`` / ``invoke_pure_closure`` left and no
+The result has no ``call_pure_packed`` / ``call_inplace_packed`` /
+``invoke_pure_closure`` left and no
 pure function without ``relax.force_pure``: the build-phase rules PH301 and
 PH302 hold. Nested functions (only BYOC regions remain nested in lowering)
 are treated like module-level ones. Running the pass twice changes nothing.
@@ -54,6 +58,11 @@ class _PurityRemover(ExprMutator):
         if op.name == "relax.call_pure_packed" and call.args and \
                 isinstance(call.args[0], ExternFunc):
             return Call(call.args[0], call.args[1:], call.attrs, call.sinfo_args,
+                        struct_info=call.struct_info, span=call.span)
+        if op.name == "relax.call_inplace_packed" and call.args and \
+                isinstance(call.args[0], ExternFunc):
+            # as TVM: the packed function writes the named arguments itself
+            return Call(call.args[0], call.args[1:], None, call.sinfo_args,
                         struct_info=call.struct_info, span=call.span)
         if op.name == "relax.invoke_pure_closure":
             return Call(op_expr("relax.invoke_closure"), call.args, call.attrs, call.sinfo_args,

@@ -11,6 +11,9 @@ lowering                                        build
 ``R.memory.alloc_storage(size, ...)``           ``R.vm.alloc_storage(size, ...)``
 ``R.memory.alloc_tensor(s, off, shape, dtype)`` ``R.vm.alloc_tensor(s, off, shape, dtype)``
 ``R.memory.kill_tensor(t)`` / ``kill_storage``  ``R.vm.kill_object(t)``
+``R.memory.view(x, shape, dtype, offset)``      ``runtime.TVMTensorCreateView`` (packed call,
+                                                omitted operands filled from ``x``)
+``R.memory.ensure_zero_offset(x)``              ``vm.builtin.ensure_zero_offset`` (packed call)
 ==============================================  =====================================
 
 ``nbytes`` of an unplanned allocation is ``prod(shape) * itemsize``, a
@@ -35,8 +38,8 @@ import numpy as np
 
 from phasec.errors import PhasecError
 from phasec.ir import (
-    Binding, Call, Expr, ExprMutator, Function, IRModule, ObjectStructInfo, Op,
-    Phase, PrimValue, ShapeExpr, Var, VarBinding, tir,
+    Binding, Call, DataTypeImm, Expr, ExprMutator, ExternFunc, Function, IRModule,
+    ObjectStructInfo, Op, Phase, PrimValue, ShapeExpr, TensorStructInfo, Var, VarBinding, tir,
 )
 from phasec.ir.arith import simplify
 from phasec.ir.op import find_op, op_expr
@@ -51,6 +54,7 @@ _NEEDS_PASS = {
     "relax.call_tir": "CallTIRRewrite",
     "relax.call_dps_packed": "CallTIRRewrite",
     "relax.call_pure_packed": "RemovePurityChecking",
+    "relax.call_inplace_packed": "RemovePurityChecking",
     "relax.invoke_pure_closure": "RemovePurityChecking",
 }
 
@@ -135,6 +139,30 @@ class _Lowerer(ExprMutator):
                       struct_info=call.struct_info, span=call.span)
         return [VarBinding(storage, alloc_storage, span=binding.span), binding.rebind(tensor)]
 
+    def _view(self, call: Call) -> Expr:
+        """R.memory.view -> runtime.TVMTensorCreateView(x, shape, dtype, offset) with
+        every omitted operand filled from the input (TVM's LowerBuiltinView)."""
+        from phasec.ir.op.memory_view import is_void
+
+        data, shape, dtype, offset = call.args
+        if is_void(shape) and is_void(dtype) and is_void(offset):
+            return data
+        sinfo = data.struct_info
+        if is_void(shape):
+            if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None:
+                raise self.error("R.memory.view without a shape needs an input of known shape",
+                                 call)
+            shape = ShapeExpr(sinfo.shape)
+        if is_void(dtype):
+            if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype == "void":
+                raise self.error("R.memory.view without a dtype needs an input of known dtype",
+                                 call)
+            dtype = DataTypeImm(sinfo.dtype)
+        if is_void(offset):
+            offset = PrimValue(tir.IntImm(0, "int64"))
+        return Call(ExternFunc("runtime.TVMTensorCreateView"), [data, shape, dtype, offset],
+                    None, (call.struct_info,), struct_info=call.struct_info, span=call.span)
+
     def visit_call_(self, call: Call) -> Expr:
         call = super().visit_call_(call)
         op = call.op
@@ -158,6 +186,11 @@ class _Lowerer(ExprMutator):
         if name in ("relax.memory.kill_tensor", "relax.memory.kill_storage"):
             return Call(op_expr("relax.vm.kill_object"), call.args, None,
                         struct_info=call.struct_info, span=call.span)
+        if name == "relax.memory.view":
+            return self._view(call)
+        if name == "relax.memory.ensure_zero_offset":
+            return Call(ExternFunc("vm.builtin.ensure_zero_offset"), call.args, None,
+                        (call.struct_info,), struct_info=call.struct_info, span=call.span)
         if name in _NEEDS_PASS:
             raise self.error(f"R.{name.removeprefix('relax.')} is not allowed in the build "
                              f"phase: run {_NEEDS_PASS[name]} before VMBuiltinLower", call)

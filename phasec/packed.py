@@ -251,6 +251,35 @@ def _dynamic_strided_slice(x: Any, begin: Any, end: Any, strides: Any) -> np.nda
     return x[tuple(slice(p, q, r) for p, q, r in zip(b, e, s))].copy()
 
 
+def _create_view(data: Any, shape: Any, dtype: Any, offset: Any) -> np.ndarray:
+    """``runtime.TVMTensorCreateView`` (R.memory.view, every operand filled in
+    by VMBuiltinLower): a numpy array over the same memory as ``data``,
+    ``offset`` bytes in. A view past the end of ``data`` is a VMError."""
+    from .errors import VMError
+
+    if not isinstance(data, np.ndarray) or not data.flags.c_contiguous:
+        raise VMError("R.memory.view needs a contiguous tensor to view")
+    out_dtype = np.dtype(str(dtype))
+    out_shape = tuple(int(d) for d in shape)
+    start = int(offset)
+    nbytes = int(np.prod(out_shape, dtype=np.int64)) * out_dtype.itemsize
+    if start < 0 or start + nbytes > data.nbytes:
+        raise VMError(f"R.memory.view: a view of {nbytes} bytes at byte offset {start} exceeds "
+                      f"the {data.nbytes} bytes of the viewed tensor")
+    flat = data.reshape(-1).view(np.uint8)
+    return flat[start:start + nbytes].view(out_dtype).reshape(out_shape)
+
+
+def _ensure_zero_offset(data: Any) -> Any:
+    """``vm.builtin.ensure_zero_offset``: a tensor whose data starts at its
+    buffer's beginning (a view at an offset is copied)."""
+    if isinstance(data, np.ndarray) and data.base is not None and (
+            not data.flags.c_contiguous
+            or data.__array_interface__["data"][0] != np.asarray(data.base).__array_interface__["data"][0]):
+        return np.ascontiguousarray(data).copy()
+    return data
+
+
 def _read_if_cond(cond: Any) -> bool:
     return bool(np.asarray(cond).reshape(-1)[0]) if np.size(cond) else False
 
@@ -271,5 +300,8 @@ for _name, _func in {
     "phasec.sort": _sort, "phasec.argsort": _argsort, "phasec.topk": _topk,
     "phasec.median": _median, "relax.run.unique": _unique, "relax.run.nonzero": _nonzero,
     "phasec.dynamic_strided_slice": _dynamic_strided_slice,
+    # R.memory.view and R.memory.ensure_zero_offset lower to these (as in TVM)
+    "runtime.TVMTensorCreateView": _create_view,
+    "vm.builtin.ensure_zero_offset": _ensure_zero_offset,
 }.items():
     register_func(_name, _func)

@@ -601,6 +601,12 @@ _OP_TABLE.update({
                                          format="bad {}"),
     "relax.index_put": lambda e: call_op("index_put", e.x, Tuple([e.idx, e.idx]),
                                          Constant(np.array(1.0, "float32")), accumulate=True),
+    "relax.call_inplace_packed": lambda e: call_op(
+        "call_inplace_packed", ExternFunc("f"), e.x, e.y, inplace_indices=[1, -1],
+        sinfo_args=[TupleStructInfo([f32(2, 3), f32(2, 3)])]),
+    "relax.memory.view": lambda e: call_op("memory.view", e.x, ShapeExpr([3, 2])),
+    "relax.vm.call_tir_dyn": lambda e: call_op("vm.call_tir_dyn", GlobalVar("copy"),
+                                               Tuple([e.x, e.y])),
     "relax.layout_transform": lambda e: call_op("layout_transform", e.x,
                                                 index_map="lambda i, j: (j, i // 4, i % 4)",
                                                 pad_value=1.5),

@@ -212,6 +212,9 @@ class Interpreter:
             "relax.memory.kill_tensor": self._op_kill,
             "relax.vm.kill_object": self._op_kill,
             "relax.null_value": lambda call, args, env: None,
+            "relax.call_inplace_packed": self._op_call_packed_op,
+            "relax.memory.view": self._op_memory_view,
+            "relax.memory.ensure_zero_offset": self._op_ensure_zero_offset,
         }
 
     # -- public API --------------------------------------------------------
@@ -556,6 +559,26 @@ class Interpreter:
         except Exception as exc:
             raise InterpError(f"{_op_name(call)}: {_callee_name(call)} raised "
                               f"{type(exc).__name__}: {exc}") from exc
+
+    def _op_ensure_zero_offset(self, call: Call, args: list, env: _Env) -> Any:
+        from ..packed import get_packed_func
+
+        return get_packed_func("vm.builtin.ensure_zero_offset")(args[0])
+
+    def _op_memory_view(self, call: Call, args: list, env: _Env) -> Any:
+        # omitted operands (R.tuple(), R.null_value()): the input's shape, dtype, offset 0
+        from ..ir.op.memory_view import is_void
+        from ..packed import get_packed_func
+
+        data, shape, dtype, offset = args
+        ops = call.args
+        if is_void(ops[1]):
+            shape = np.shape(data)
+        if is_void(ops[2]) or dtype is None:
+            dtype = np.asarray(data).dtype
+        if is_void(ops[3]):
+            offset = 0
+        return get_packed_func("runtime.TVMTensorCreateView")(data, shape, dtype, offset)
 
     def _op_make_closure(self, call: Call, args: list, env: _Env) -> Any:
         func = args[0]

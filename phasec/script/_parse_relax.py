@@ -709,6 +709,16 @@ class _RelaxFunctionParser(_DialectCalls):
                 raise mp.error(f"unknown keyword attribute {kw.arg!r} for {what} (its attributes: "
                                f"{expected})", kw.value)
         missing = [opdef.args[i] for i, n in enumerate(operand_nodes[:n_fixed]) if n is None]
+        optional = _optional_operands(opdef)
+        if missing and all(m in optional for m in missing):
+            # TVM's "void" for an omitted operand (R.memory.view's shape, dtype, offset)
+            empty = ast.copy_location(ast.Call(ast.Attribute(ast.Name(mp.R, ast.Load()), "tuple",
+                                                             ast.Load()), [], []), node)
+            for n in ast.walk(empty):
+                ast.copy_location(n, node)
+            operand_nodes = [empty if n is None and i < n_fixed else n
+                             for i, n in enumerate(operand_nodes)]
+            missing = []
         if missing:
             given = sum(n is not None for n in operand_nodes)
             raise mp.error(f"{what} expects {len(opdef.args)} operand(s) "
@@ -824,6 +834,12 @@ def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
 _OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
 
 
+
+
+def _optional_operands(opdef: OpDef) -> tuple[str, ...]:
+    from ..ir.op import OPTIONAL_OPERANDS
+
+    return OPTIONAL_OPERANDS.get(opdef.name, ())
 
 
 def _finish_with_operands(opdef: OpDef, attrs: dict[str, Any], operands: list) -> dict[str, Any]:

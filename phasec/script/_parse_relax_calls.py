@@ -26,12 +26,14 @@ _RELAX_CALLS = {
     "call_dps_packed": "_call_dps_packed",
     "call_packed": "_call_packed",
     "call_pure_packed": "_call_pure_packed",
+    "call_inplace_packed": "_call_inplace_packed",
     "call_builtin_with_ctx": "_call_builtin_with_ctx",
     "make_closure": "_call_make_closure",
     "invoke_closure": "_call_invoke_closure",
     "invoke_pure_closure": "_call_invoke_pure_closure",
     "ExternFunc": "_call_extern_func",
     "tuple": "_call_tuple",
+    "nn.relu6": "_call_relu6",
 }
 
 #: Dialect names that are statements, not values: R.<name> -> where they belong.
@@ -123,6 +125,19 @@ class _DialectCalls:
                 raise mp.error("*args are not supported in a tuple", e)
             fields.append(self._arg(e))
         return rx.Tuple(fields, span=mp.span(node))
+
+    def _call_relu6(self, node: ast.Call) -> rx.Expr:
+        """``R.nn.relu6(x)``: TVM 0.27 registers no such operator; its script
+        function builds ``R.clip(x, 0, 6)`` (and prints that), so does phasec."""
+        from ..ir.op import get_op
+
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.nn.relu6", ("data",), 1)
+        clip = ast.Call(ast.Attribute(ast.Name(mp.R, ast.Load()), "clip", ast.Load()),
+                        [a["data"], ast.Constant(0), ast.Constant(6)], [])
+        for n in ast.walk(clip):
+            ast.copy_location(n, node)
+        return self._op_call(get_op("relax.clip"), clip)
 
     def _call_shape(self, node: ast.Call) -> rx.Expr:
         mp = self.mp
@@ -255,6 +270,18 @@ class _DialectCalls:
     def _call_pure_packed(self, node: ast.Call) -> rx.Expr:
         func, args, sinfo_args, attrs = self._packed_parts(node, f"{self.mp.R}.call_pure_packed", False)
         return self._builtin("relax.call_pure_packed", node, [func, *args], sinfo_args, attrs)
+
+    def _call_inplace_packed(self, node: ast.Call) -> rx.Expr:
+        from ..ir.op import find_op, normalize_attrs
+        from ..errors import StructInfoError
+
+        what = f"{self.mp.R}.call_inplace_packed"
+        func, args, sinfo_args, attrs = self._packed_parts(node, what, False)
+        try:
+            attrs = normalize_attrs(find_op("relax.call_inplace_packed"), attrs)
+        except StructInfoError as exc:
+            raise self.mp.error(str(exc), node) from None
+        return self._builtin("relax.call_inplace_packed", node, [func, *args], sinfo_args, attrs)
 
     def _call_builtin_with_ctx(self, node: ast.Call) -> rx.Expr:
         mp = self.mp

@@ -201,7 +201,8 @@ class RelaxPrinter(PrimPrinter):
                 return f"{_op_script_name(name)}({', '.join(parts)})"
             parts = []
             for i, a in enumerate(args):
-                if i == 0 and name in ("relax.call_pure_packed", "relax.call_builtin_with_ctx"):
+                if i == 0 and name in ("relax.call_pure_packed", "relax.call_builtin_with_ctx",
+                                       "relax.call_inplace_packed"):
                     parts.append(self._callee(a))
                 else:
                     parts.append(self.expr(a))
@@ -235,6 +236,8 @@ class RelaxPrinter(PrimPrinter):
         # 0.27 it printed "void", which 0.27 reads as a void dtype.
         if value == "void" and key.endswith("dtype") and not legacy():
             return "None"
+        if key == "inplace_indices" and isinstance(value, tuple):
+            return "[" + ", ".join(str(v) for v in value) + "]"  # as TVM 0.27 prints it
         if key == "index_map" and isinstance(value, str):
             return f"T.index_map({value})"  # layout_transform: the lambda's canonical text
         return attr_text(self, value)

@@ -24,7 +24,7 @@ from .registry import (
 
 __all__ = ["OpDef", "OpPattern", "REQUIRED", "InferContext", "register_op", "get_op",
            "find_op", "list_ops", "call_op", "normalize_attrs", "op_expr", "resolve_op",
-           "CATEGORY_MAX_PHASE", "SHAPE_OPERANDS", "TUPLE_OPERANDS"]
+           "CATEGORY_MAX_PHASE", "SHAPE_OPERANDS", "TUPLE_OPERANDS", "OPTIONAL_OPERANDS"]
 
 #: Operand names that accept a Python tuple/list of dims (made a ShapeExpr).
 SHAPE_OPERANDS = frozenset({"shape", "size"})
@@ -35,6 +35,12 @@ TUPLE_OPERANDS = frozenset({"tensors", "args"})
 #: ``R.arange(0, 10, 1)``, ``R.tril(x, 1)``, ``R.eye(3, 3, 0)`` with bare numbers.
 PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m", "window_size",
                            "periodic", "alpha", "beta"})
+
+#: Operands that may be omitted, per operator: TVM fills them with its "void"
+#: value, the empty tuple ``R.tuple()`` (so do the parser and call_op).
+OPTIONAL_OPERANDS: dict[str, tuple[str, ...]] = {
+    "relax.memory.view": ("shape", "dtype", "relative_byte_offset"),
+}
 
 _OPS: dict[str, Any] = {}
 # name as given -> OpDef (operators are never unregistered)
@@ -137,6 +143,13 @@ def call_op(name: str, *args: Any, sinfo_args: tuple[StructInfo, ...] | list = (
     from ..infer import infer_struct_info
 
     opdef = resolve_op(name, span)
+    optional = OPTIONAL_OPERANDS.get(opdef.name, ())
+    if optional and len(args) < len(opdef.args):
+        from ..expr import Tuple
+
+        missing = opdef.args[len(args):]
+        if all(m in optional for m in missing):
+            args = (*args, *(Tuple([], span=span) for _ in missing))
     n_fixed = len(opdef.args) - (1 if opdef.variadic else 0)
     if (len(args) < n_fixed) or (not opdef.variadic and len(args) != len(opdef.args)):
         expected = (f"at least {n_fixed}" if opdef.variadic else str(len(opdef.args)))

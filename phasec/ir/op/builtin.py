@@ -43,7 +43,7 @@ VM (category "vm"):
 from __future__ import annotations
 
 from ..expr import ExternFunc, GlobalVar
-from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
+from ..infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
 from ..struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, TensorStructInfo, TupleStructInfo,
 )
@@ -146,6 +146,54 @@ def _infer_call_pure_packed(call, ctx):
     return _sinfo_result(call)
 
 
+def _infer_call_inplace_packed(call, ctx):
+    """TVM 0.27's InferTypeCallInplacePacked: the result is ``sinfo_args``;
+    each in-place index names an operand (after the callee), -1 a new value,
+    at least one is not -1, none repeats, and the argument an index names
+    must have the struct info of the output it becomes."""
+    if len(call.args) < 2 or not isinstance(call.args[0], ExternFunc):
+        raise err(call, "R.call_inplace_packed needs a packed function name and at least one "
+                        "argument (without arguments use R.call_pure_packed)")
+    indices = attrs_of(call)["inplace_indices"]
+    n = len(call.args) - 1
+    seen = set()
+    for i, k in enumerate(indices):
+        if not -1 <= k < n:
+            raise err(call, f"in-place index {i} is out of range (must be between -1 and {n - 1}, "
+                            f"inclusive, but is {k})")
+        if k != -1:
+            if k in seen:
+                raise err(call, f"all in-place indices must be unique, but index {k} appears "
+                                "more than once")
+            seen.add(k)
+    if not seen:
+        raise err(call, "at least one in-place index must be other than -1 (or else use "
+                        "R.call_pure_packed)")
+    ret = _sinfo_result(call)
+    outs = [ret] if len(indices) == 1 else (
+        list(ret.fields) if isinstance(ret, TupleStructInfo) else None)
+    if outs is None or len(outs) != len(indices):
+        raise err(call, "several in-place indices need a tuple result (ty_args) with one field "
+                        "per index")
+    for out, k in zip(outs, indices):
+        if k == -1:
+            continue
+        given = arg_sinfo(call.args[k + 1], ctx)
+        if not is_base_of(out, given):
+            raise err(call, f"the result {sinfo_to_str(out)} does not match the in-place "
+                            f"argument {k}: {sinfo_to_str(given)}")
+    return ret
+
+
+def _infer_call_tir_dyn(call, ctx):
+    _check_count(call, 2, 2)
+    if not isinstance(call.args[0], GlobalVar):
+        raise err(call, "R.vm.call_tir_dyn's first operand must be a PrimFunc of the module "
+                        f"(cls.name), not {expr_to_str(call.args[0])}")
+    _check_tuple_operand(call, 1, ctx, "arguments")
+    return TupleStructInfo([])
+
+
 def _check_closure(call, ctx) -> None:
     sinfo = arg_sinfo(call.args[0], ctx)
     if not isinstance(sinfo, (FuncStructInfo, ObjectStructInfo)):
@@ -188,6 +236,13 @@ define("call_dps_packed", ("func", "args"), _infer_call_dps_packed, category="ca
        doc="Call a packed function in destination-passing style; result = out_sinfo.")
 define("call_pure_packed", ("func", "args"), _infer_call_pure_packed, variadic=True,
        category="call", doc="A packed call known to be pure; result = sinfo_args.")
+define("call_inplace_packed", ("func", "args"), _infer_call_inplace_packed, variadic=True,
+       attrs={"inplace_indices": (REQUIRED, int_tuple)}, category="call",
+       doc="A packed call that writes its result into the arguments inplace_indices name "
+           "(-1: a new value); pure as TVM declares it; result = sinfo_args.")
+define("vm.call_tir_dyn", ("func", "args"), _infer_call_tir_dyn, category="vm", pure=False,
+       doc="VM: call a PrimFunc on (tensors..., shape): the build phase's form of a call_tir "
+           "whose kernel takes symbolic sizes (impure: it writes its outputs).")
 define("invoke_pure_closure", ("closure", "args"), _infer_invoke_closure, category="call",
        doc="Invoke a closure known to be pure; result = sinfo_args.")
 define("make_closure", ("func", "args"), _infer_make_closure, category="vm",
