@@ -130,6 +130,21 @@ class Module:
         R.print(x, format=R.str("x: {}"))
         return x
 """,
+    "prim_funcs_that_return_a_value": """
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(A: R.Tensor(["N"], "float32")) -> R.Tensor(["N"], "float32"):
+        N = T.int64()
+        condition: R.Prim("bool") = Module.is_multiple(R.prim_value(N))
+        _ = R.assert_op(condition)
+        return A
+
+    @T.prim_func(private=True)
+    def is_multiple(N: T.int64) -> T.bool:
+        T.func_attr({"tirx.is_host_func": True})
+        return N % 16 == 0
+""",
 }
 
 
@@ -384,3 +399,23 @@ class Module:
     _tvm_parse(aligned)
     f = phasec.parse(aligned)["f"]
     assert [[int(d.value) for d in p.shape] for p in f.params] == [[4], [4]]
+
+
+def test_prim_funcs_that_return_a_value_are_read_and_not_run() -> None:
+    from phasec.backend.llvm import compile_prim_funcs
+    from phasec.errors import PhasecError
+    from phasec.interp.tir import run_prim_func
+    from phasec.ir import PrimStructInfo
+
+    mod = phasec.parse(_text("prim_funcs_that_return_a_value"))
+    f = mod["is_multiple"]
+    assert f.ret_dtype == "bool"
+    assert "def is_multiple(N: T.int64) -> T.bool:" in mod.script()
+    # called from Relax, it gives the scalar it returns (as TVM infers)
+    call = mod["main"].body.blocks[0].bindings[0].value
+    assert isinstance(phasec.ir.infer.infer_struct_info(
+        call, phasec.ir.infer.context_from_module(mod)), PrimStructInfo)
+    with pytest.raises(PhasecError, match="returns a value"):
+        compile_prim_funcs({"is_multiple": f})
+    with pytest.raises(PhasecError, match="returns a value"):
+        run_prim_func(f, [32])

@@ -627,6 +627,9 @@ def _run(m: _Machine, body: Stmt) -> None:
             work.append(_Restore([], buf))
             work.append(item.body)
         elif isinstance(item, Evaluate):
+            if isinstance(item.value, tir.Call) and item.value.name == tir.RET:
+                raise TIRExecutionError("this PrimFunc returns a value (T.ret / return); the TIR "
+                                        "interpreter runs kernels, which return nothing")
             m.eval(item.value)
         else:
             raise TIRExecutionError(f"cannot execute TIR statement node {type(item).__name__}")

@@ -494,11 +494,19 @@ def call_error(call: Call, message: str) -> StructInfoError:
 # Inference
 # ---------------------------------------------------------------------------
 
+def prim_func_sinfo(ret_dtype: str | None) -> FuncStructInfo:
+    """A PrimFunc as a Relax callee: opaque and impure, returning ``R.Tuple()``
+    (a kernel) or ``R.Prim(ret_dtype)`` (a PrimFunc that returns a scalar)."""
+    ret = TupleStructInfo([]) if ret_dtype is None else PrimStructInfo(ret_dtype)
+    return FuncStructInfo(None, ret, purity=False)
+
+
 def context_from_module(mod: "IRModule | Mapping[str, object] | None") -> InferContext:
     """An InferContext with the struct info of every function of ``mod``.
 
     A Relax function contributes its FuncStructInfo; a PrimFunc an opaque
-    impure callable returning ``R.Tuple()`` (call it through ``R.call_tir``).
+    impure callable returning ``R.Tuple()`` (call it through ``R.call_tir``),
+    or ``R.Prim(ret_dtype)`` for one that returns a scalar.
     """
     from .expr import Function as _Function
 
@@ -511,7 +519,7 @@ def context_from_module(mod: "IRModule | Mapping[str, object] | None") -> InferC
             if func.struct_info is not None:
                 globals_[name] = func.struct_info
         elif isinstance(func, tir.PrimFunc):
-            globals_[name] = FuncStructInfo(None, TupleStructInfo([]), purity=False)
+            globals_[name] = prim_func_sinfo(func.ret_dtype)
     return InferContext(globals_)
 
 

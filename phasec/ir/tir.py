@@ -84,6 +84,9 @@ BIT_INTRINSICS: Mapping[str, int] = MappingProxyType({
     "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
     "shift_left": 2, "shift_right": 2,
 })
+#: ``ret``: TVM's ``T.ret(value)`` / ``return value`` in a PrimFunc with a
+#: ``ret_dtype``; only as the statement ``Evaluate(ret(value))``, not in INTRINSICS.
+RET = "ret"
 #: ``fmod(a, b)``: C's fmod (the remainder with a's sign, exact), as TVM's T.fmod.
 #: ``assume(cond)``: TVM's ``T.assume``, a fact the kernel's author states (as
 #: the statement ``Evaluate(assume(cond))``); it is never evaluated (the
@@ -420,12 +423,19 @@ class PrimFunc(Node):
     ``params`` are Buffers (tensors, destination-passing style: outputs last)
     or scalar ``Var``s (shape parameters). Symbolic dimensions appearing in
     buffer shapes are bound by the shapes of the buffers passed at call time.
+
+    ``ret_dtype``: a PrimFunc that returns a scalar (TVM's ``-> T.bool`` with
+    ``return value``, the statement ``Evaluate(ret(value))``; host-side
+    helpers such as TVM's ComputePrimValue makes) has its dtype here; None
+    for kernels, which return nothing. phasec reads, prints and verifies
+    them; its backends do not run them.
     """
 
     params: tuple[Union[Buffer, Var], ...]
     body: Stmt
     attrs: Mapping[str, Any] | None = None
     span: Span | None = None
+    ret_dtype: str | None = None
 
     def __post_init__(self) -> None:
         set_field(self, "params", tuple(self.params))
@@ -435,7 +445,8 @@ class PrimFunc(Node):
         set_field(self, "attrs", frozen_attrs(attrs))
 
     def with_attr(self, key: str, value: Any) -> "PrimFunc":
-        return PrimFunc(self.params, self.body, {**self.attrs, key: value}, span=self.span)
+        return PrimFunc(self.params, self.body, {**self.attrs, key: value}, span=self.span,
+                        ret_dtype=self.ret_dtype)
 
 
 

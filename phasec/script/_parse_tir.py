@@ -49,6 +49,7 @@ class _PrimFuncParser:
         self.prim = _PrimExprParser(mp, "int32", self._resolve)
         self.attrs: dict[str, Any] = {}
         self.attrs_seen = False
+        self.ret_dtype: str | None = None  # `-> T.bool`: the function returns a scalar
 
     def _lookup(self, name: str) -> Any:
         for scope in reversed(self.scopes):
@@ -116,8 +117,12 @@ class _PrimFuncParser:
             self.params.append(self._param(a, i))
             self._bind(a.arg, self.params[-1])
         if fdef.returns is not None and not _is_none(fdef.returns):
-            raise mp.error(f"a {mp.T}.prim_func returns nothing; remove the return annotation",
-                           fdef.returns)
+            ret = _dotted(fdef.returns)
+            if ret is None or len(ret) != 2 or ret[0] != mp.T or ret[1] not in tir.DTYPES:
+                raise mp.error(f"a {mp.T}.prim_func returns a scalar ({mp.T}.bool, "
+                               f"{mp.T}.int64...) or nothing, got {mp.src(fdef.returns)!r}",
+                               fdef.returns)
+            self.ret_dtype = ret[1]
         stmt = self._stmts(body, top=True)
         # A handle without T.match_buffer stays an opaque handle parameter (TVM
         # passes such handles to builtins); phasec's kernels cannot use one.
@@ -125,7 +130,7 @@ class _PrimFuncParser:
                        else p for p in self.params]
         attrs = {} if flags.get("private", False) else {"global_symbol": fdef.name}
         attrs.update(self.attrs)
-        return tir.PrimFunc(self.params, stmt, attrs, span=mp.span(fdef))
+        return tir.PrimFunc(self.params, stmt, attrs, span=mp.span(fdef), ret_dtype=self.ret_dtype)
 
     def _param(self, a: ast.arg, index: int) -> Any:
         mp = self.mp
@@ -225,7 +230,24 @@ class _PrimFuncParser:
             return self._expr_stmt(stmt, top)
         if isinstance(stmt, ast.Pass):
             return None
+        if isinstance(stmt, ast.Return):
+            if stmt.value is None:
+                raise mp.error("`return` needs a value (a PrimFunc with a return annotation "
+                               "returns a scalar)", stmt)
+            return self._return(stmt.value, stmt)
         raise mp.error(f"unsupported statement '{_stmt_kind(stmt)}' in {mp.T}.prim_func", stmt)
+
+    def _return(self, value: ast.AST, stmt: ast.stmt) -> tir.Stmt:
+        """``return value`` / ``T.ret(value)``: ``Evaluate(ret(value))``, as TVM."""
+        mp = self.mp
+        if self.ret_dtype is None:
+            raise mp.error(f"this {mp.T}.prim_func returns a value; annotate its return type, "
+                           f"e.g. `-> {mp.T}.bool`", stmt)
+        expr = self.prim.parse(value, self.ret_dtype)
+        if expr.dtype != self.ret_dtype:
+            raise mp.error(f"the function returns {self.ret_dtype} but this value is "
+                           f"{expr.dtype}", value)
+        return tir.Evaluate(tir.Call(tir.RET, [expr], span=mp.span(value)), span=mp.span(stmt))
 
     def _expr_stmt(self, stmt: ast.Expr, top: bool) -> tir.Stmt | None:
         mp = self.mp
@@ -236,6 +258,9 @@ class _PrimFuncParser:
         if name == (mp.T, "evaluate"):
             a = mp.bind_args(value, f"{mp.T}.evaluate", ("value",), 1)
             return tir.Evaluate(self.prim.parse(a["value"]), span=mp.span(stmt))
+        if name == (mp.T, "ret"):
+            a = mp.bind_args(value, f"{mp.T}.ret", ("value",), 1)
+            return self._return(a["value"], stmt)
         if name == (mp.T, "assume"):  # TVM's statement form of Evaluate(T.assume(cond))
             return tir.Evaluate(self.prim.parse(value), span=mp.span(stmt))
         if name == (mp.T, "func_attr"):

@@ -61,7 +61,8 @@ class TirPrinter(PrimPrinter):
             # Allocations opening such a body belong to TVM's implicit root block.
             self.root_allocs = True
         self.emit(indent, "@T.prim_func" + (f"({', '.join(flags)})" if flags else ""))
-        self.emit(indent, f"def {name}({', '.join(params)}):")
+        ret = "" if f.ret_dtype is None else f" -> T.{f.ret_dtype}"
+        self.emit(indent, f"def {name}({', '.join(params)}){ret}:")
         if attrs:
             if legacy():
                 attrs = {LEGACY_ATTR_KEYS.get(k, k): v for k, v in attrs.items()}
@@ -140,6 +141,8 @@ class TirPrinter(PrimPrinter):
         elif t is tir.Evaluate:
             if type(s.value) is tir.Call and s.value.name == "assume":
                 self.emit(indent, self.prim(s.value))  # as TVM prints it
+            elif type(s.value) is tir.Call and s.value.name == tir.RET and len(s.value.args) == 1:
+                self.emit(indent, f"return {self.prim(s.value.args[0])}")
             else:
                 self.emit(indent, f"T.evaluate({self.prim(s.value)})")
         else:

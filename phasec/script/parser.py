@@ -49,6 +49,7 @@ from ..ir import expr as rx
 from ..ir import tir
 from ..ir.module import IRModule, VDevice
 from ..ir.node import Span
+from ..ir.infer import prim_func_sinfo
 from ..ir.op.registry import InferContext, list_ops
 from ..ir.phase import Phase
 from ..ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo
@@ -558,7 +559,10 @@ class _ModuleParser:
             else:
                 # PrimFuncs are opaque impure callables at the Relax level
                 # (as phasec.ir.infer.context_from_module describes them).
-                self.globals[fdef.name] = FuncStructInfo(None, TupleStructInfo([]), purity=False)
+                ret = _dotted(fdef.returns) if fdef.returns is not None else None
+                ret_dtype = (ret[1] if ret is not None and len(ret) == 2 and ret[0] == self.T
+                             and ret[1] in tir.DTYPES else None)
+                self.globals[fdef.name] = prim_func_sinfo(ret_dtype)
         functions: dict[str, rx.BaseFunc] = {}
         for kind, fdef in defs:
             self.where = fdef

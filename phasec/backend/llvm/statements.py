@@ -210,6 +210,9 @@ class StatementCodegen:
     def _evaluate(self, s: tir.Evaluate, tasks: list[Any]) -> None:
         if isinstance(s.value, tir.Call) and s.value.name == "assume":
             return  # T.assume: a stated fact, never evaluated (see tir.INTRINSICS)
+        if isinstance(s.value, tir.Call) and s.value.name == tir.RET:
+            raise self.error("this PrimFunc returns a value (T.ret / return); the LLVM backend "
+                             "compiles kernels, which return nothing", s)
         if not isinstance(s.value, (tir.IntImm, tir.FloatImm)):
             self.emit_expr(s.value)
 

@@ -326,7 +326,8 @@ class _Reader:
             else:
                 params.append(self._ref(self.tir_vars, x.id, "tir var", q))
         return tir.PrimFunc(params, self.stmt(m.body, (p, "body")),
-                            self.attrs(m.attrs, (p, "attrs")), span=_mk_span(m.span))
+                            self.attrs(m.attrs, (p, "attrs")), span=_mk_span(m.span),
+                            ret_dtype=m.ret_dtype)
 
     # -- struct info ------------------------------------------------------
     def sinfo(self, m: Any, p: Any) -> StructInfo:

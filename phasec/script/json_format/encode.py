@@ -224,6 +224,8 @@ class _Writer:
         params = [{"node": "tir.Buffer", "id": self.buffer(p)} if isinstance(p, tir.Buffer)
                   else {"node": "tir.Var", "id": self.tvar(p)} for p in f.params]
         d = {"node": "PrimFunc", "params": params, "body": self.stmt(f.body)}
+        if f.ret_dtype is not None:
+            d["ret_dtype"] = f.ret_dtype
         if f.attrs:
             d["attrs"] = self.attrs(f.attrs, "PrimFunc attrs")
         return _with_span(d, f)

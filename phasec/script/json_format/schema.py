@@ -465,6 +465,8 @@ class PrimFuncDoc(_Node):
     params: list[ParamDoc]
     body: StmtDoc
     attrs: Attrs = Field(default_factory=dict)
+    #: the dtype of the scalar the function returns (None: a kernel)
+    ret_dtype: Optional[Dtype] = None
 
 
 FuncDoc = Annotated[Union[FunctionDoc, PrimFuncDoc], Field(discriminator="node")]
