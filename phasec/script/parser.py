@@ -22,7 +22,10 @@ Structure (one module per IR level):
   declares itself is its own.
   ``_parse_relax_calls`` holds :data:`_RELAX_CALLS`, the table of Relax
   dialect calls (``R.const``, ``R.call_tir``...), and their handlers; every
-  other ``R.<name>(...)`` is a registered operator.
+  other ``R.<name>(...)`` is a registered operator, matched to the registry
+  by ``_parse_relax_ops``.
+* ``_parse_global_infos``: ``I.module_global_infos`` (virtual devices) and the
+  ``vdevice`` of tensor annotations; ``_parse_meta``: ``I.meta_var`` names.
 * ``_parse_tir``: :class:`_PrimFuncParser` — ``@T.prim_func`` kernels.
 * ``_parse_common``: the tables and helpers they share.
 * :func:`parse_struct_info` — one struct info annotation on its own (the
@@ -52,7 +55,7 @@ from ..ir.node import Span
 from ..ir.infer import prim_func_sinfo
 from ..ir.op.registry import InferContext, list_ops
 from ..ir.phase import Phase
-from ..ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo
+from ..ir.struct_info import FuncStructInfo, StructInfo
 from ._checks import dim_problem
 from ._parse_common import (
     _DEFAULT_ALIASES, _DIALECT_OF_MODULE, _FRESH_NAME_RE, _IGNORED_FLAGS, _SCRIPT_MODULES,
@@ -61,7 +64,8 @@ from ._parse_common import (
 from ._parse_expr import _PrimExprParser, _SinfoParser
 from ._parse_global_infos import parse_global_infos
 from ._parse_meta import expand_meta_vars
-from ._parse_relax import _RELAX_CALLS, _RELAX_STATEMENT_ONLY, _RelaxFunctionParser
+from ._parse_relax import _RelaxFunctionParser
+from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
 from ._parse_tir import _PrimFuncParser
 
 __all__ = ["parse", "parse_struct_info", "decode_source"]

@@ -1,0 +1,199 @@
+"""Registered operators in ``@R.function`` bodies: ``R.<name>(operands...,
+attributes...)`` matched to the operator registry's operands and attributes
+(a mixin of the Relax function parser, :mod:`phasec.script._parse_relax`)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from ..ir import expr as rx
+from ..ir import tir
+from ..ir.op.registry import REQUIRED, OpDef, find_op
+from ._parse_common import _SINFO_KINDS, _dotted, _to_tuple
+from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
+
+if TYPE_CHECKING:
+    from .parser import _ModuleParser
+
+
+class _OperatorCalls:
+    """``R.<operator>(...)`` calls (mixed into the Relax function parser)."""
+
+    mp: _ModuleParser
+
+    def _relax_call(self, name: str, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        handler = _RELAX_CALLS.get(name)
+        if handler is not None:
+            return getattr(self, handler)(node)
+        if name in _RELAX_STATEMENT_ONLY:
+            raise mp.error(f"{mp.R}.{name} {_RELAX_STATEMENT_ONLY[name]}", node)
+        if name in _SINFO_KINDS:
+            raise mp.error(f"{mp.R}.{name} is a struct info annotation, not a value", node)
+        opdef = find_op("relax." + name)
+        if opdef is None:
+            hint = mp.op_suggestion("R." + name).replace("R.", mp.R + ".")
+            raise mp.error(f"unknown operator {mp.R}.{name}{hint}", node.func)
+        return self._op_call(opdef, node)
+
+    def _op_call(self, opdef: OpDef, node: ast.Call) -> rx.Expr:
+        """A registered operator: operands by ``OpDef.args``, attributes by ``OpDef.attrs``."""
+        mp = self.mp
+        what = f"{mp.R}.{opdef.name.removeprefix('relax.')}"
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise mp.error(f"{what}: *args are not supported", a)
+        n_fixed = len(opdef.args) - (1 if opdef.variadic else 0)
+        attr_names = list(opdef.attrs)
+        operand_nodes: list[ast.AST | None] = list(node.args[:n_fixed])
+        operand_nodes += [None] * (n_fixed - len(operand_nodes))
+        attr_nodes: dict[str, ast.AST] = {}
+        rest = node.args[n_fixed:]
+        if opdef.variadic:
+            operand_nodes += rest
+        else:
+            if len(rest) > len(attr_names):
+                raise mp.error(
+                    f"{what} takes {len(opdef.args)} operand(s) ({', '.join(opdef.args) or 'none'})"
+                    + (f" and {len(attr_names)} attribute(s) ({', '.join(attr_names)})"
+                       if attr_names else "")
+                    + f", got {len(node.args)} positional argument(s)", node)
+            attr_nodes.update(zip(attr_names, rest))
+        sinfo_node: ast.AST | None = None
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise mp.error(f"{what}: **kwargs are not supported", kw.value)
+            if kw.arg in opdef.args[:n_fixed]:
+                i = opdef.args.index(kw.arg)
+                if operand_nodes[i] is not None:
+                    raise mp.error(f"{what}: operand {kw.arg!r} given twice", kw.value)
+                operand_nodes[i] = kw.value
+            elif kw.arg in opdef.attrs:
+                if kw.arg in attr_nodes:
+                    raise mp.error(f"{what}: attribute {kw.arg!r} given twice", kw.value)
+                attr_nodes[kw.arg] = kw.value
+            elif kw.arg in ("sinfo_args", "ty_args"):
+                sinfo_node = kw.value
+            else:
+                expected = ", ".join(attr_names) or "none"
+                raise mp.error(f"unknown keyword attribute {kw.arg!r} for {what} (its attributes: "
+                               f"{expected})", kw.value)
+        missing = [opdef.args[i] for i, n in enumerate(operand_nodes[:n_fixed]) if n is None]
+        optional = _optional_operands(opdef)
+        if missing and all(m in optional for m in missing):
+            # TVM's "void" for an omitted operand (R.memory.view's shape, dtype, offset)
+            empty = ast.copy_location(ast.Call(ast.Attribute(ast.Name(mp.R, ast.Load()), "tuple",
+                                                             ast.Load()), [], []), node)
+            for n in ast.walk(empty):
+                ast.copy_location(n, node)
+            operand_nodes = [empty if n is None and i < n_fixed else n
+                             for i, n in enumerate(operand_nodes)]
+            missing = []
+        if missing:
+            given = sum(n is not None for n in operand_nodes)
+            raise mp.error(f"{what} expects {len(opdef.args)} operand(s) "
+                           f"({', '.join(opdef.args)}), got {given}; missing {', '.join(missing)}",
+                           node)
+        attrs: dict[str, Any] = {}
+        for key, default in opdef.attrs.items():
+            if key in attr_nodes:
+                attrs[key] = self._attr_value(key, attr_nodes[key])
+            elif default is REQUIRED:
+                raise mp.error(f"{what} requires the attribute {key!r}", node)
+            else:
+                attrs[key] = _to_tuple(default)
+        attrs = _normalize_attrs(opdef, attrs)
+        operands = []
+        for i, n in enumerate(operand_nodes):
+            operands.append(self._operand(opdef, i, n))
+        attrs = _finish_with_operands(opdef, attrs, operands)
+        sinfo_args = self._sinfo_list(sinfo_node) if sinfo_node is not None else ()
+        call = rx.Call(rx.Op(opdef.name, span=mp.span(node.func)), operands, attrs, sinfo_args,
+                       span=mp.span(node))
+        return self._with_sinfo(call)
+
+    def _attr_value(self, key: str, node: ast.AST) -> Any:
+        """An operator attribute: a literal, an index map (``T.index_map(lambda
+        ...)`` or a bare lambda, read structurally, never run) or a typed
+        scalar (``pad_value=T.float32(1.5)``)."""
+        if isinstance(node, ast.Lambda) or (
+                isinstance(node, ast.Call) and _dotted(node.func) == (self.mp.T, "index_map")):
+            from ..ir.op._index_map import MapError, index_map_text
+            try:
+                return index_map_text(node)
+            except MapError as exc:
+                raise self.mp.error(f"{key}: {exc}", node) from None
+        if isinstance(node, ast.Call) and _dotted(node.func) is not None \
+                and _dotted(node.func)[0] == self.mp.T:
+            return self.prim.parse(node)
+        return _to_tuple(self.mp.literal(node))
+
+    def _operand(self, opdef: OpDef, index: int, node: ast.AST) -> rx.Expr:
+        """An operator operand. As for :func:`phasec.ir.op.call_op`, a Python
+        tuple of dims for a shape operand is an R.shape and an integer for a
+        scalar operand (``offset``) an R.prim_value."""
+        name = opdef.args[min(index, len(opdef.args) - 1)]
+        shape_operands, prim_operands = _operand_kinds()
+        if name in prim_operands:
+            number = self.mp.number(node)
+            if isinstance(number, int) and not isinstance(number, bool):
+                return rx.PrimValue(tir.IntImm(number, "int64", span=self.mp.span(node)),
+                                    span=self.mp.span(node))
+        if name in shape_operands and isinstance(node, (ast.Tuple, ast.List)) \
+                and all(self._looks_like_dim(e) for e in node.elts):
+            return rx.ShapeExpr(self.mp.dims(self.prim, node.elts, f"shape operand {name!r}",
+                                             allow_negative=True), span=self.mp.span(node))
+        return self._arg(node)
+
+    def _looks_like_dim(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return self._lookup(node.id) is None and node.id in self.sig.syms
+        return not isinstance(node, (ast.Tuple, ast.List, ast.Subscript)) and not (
+            isinstance(node, ast.Call) and _dotted(node.func) is not None
+            and _dotted(node.func)[0] != self.mp.T)
+
+
+def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
+    """Operand names taking a tuple of dims (``R.reshape(x, (2, n))``) and
+    operand names taking a Python integer (``offset``), from the registry."""
+    global _OPERAND_KINDS
+    if _OPERAND_KINDS is None:
+        from ..ir import op
+
+        _OPERAND_KINDS = (frozenset(getattr(op, "SHAPE_OPERANDS", ("shape",))),
+                          frozenset(getattr(op, "PRIM_OPERANDS", ())))
+    return _OPERAND_KINDS
+
+
+_OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
+
+
+
+
+def _optional_operands(opdef: OpDef) -> tuple[str, ...]:
+    from ..ir.op import OPTIONAL_OPERANDS
+
+    return OPTIONAL_OPERANDS.get(opdef.name, ())
+
+
+def _finish_with_operands(opdef: OpDef, attrs: dict[str, Any], operands: list) -> dict[str, Any]:
+    """Attributes completed from the operands (a pad value takes the input's dtype)."""
+    try:
+        from ..ir.op._common import finish_with_operands
+    except ImportError:  # pragma: no cover
+        return attrs
+    return finish_with_operands(opdef.name, attrs, operands)
+
+
+def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The registry's canonical attribute values; a value the registry rejects
+    is kept as written (a semantic problem the verifier reports)."""
+    try:
+        from ..ir.op import normalize_attrs
+    except ImportError:  # pragma: no cover - registry without normalizers
+        return attrs
+    try:
+        return normalize_attrs(opdef, attrs)
+    except Exception:  # noqa: BLE001
+        return attrs
