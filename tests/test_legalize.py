@@ -298,7 +298,15 @@ CASES = (
        ("strided_slice-neg", lambda: call_op("strided_slice", Z, axes=(2,), begin=(-3,),
                                              end=(100,))),
        ("take-axis", lambda: call_op("take", Z, IX, axis=1)),
-       ("take-flat", lambda: call_op("take", Z, IX))]
+       ("take-flat", lambda: call_op("take", Z, IX)),
+       # a scalar index (R.prim_value), negative from the end; symbolic below
+       ("take-prim", lambda: call_op("take", Z, PrimValue(tir.IntImm(-2, "int64")), axis=1)),
+       ("take-prim-i32", lambda: call_op("take", Z, PrimValue(tir.IntImm(3, "int32")), axis=2)),
+       # split as TVM 0.27: ceildiv sections, clamped (also decreasing) points, one section
+       ("split-uneven", lambda: call_op("split", tvar("s10", (10, 2)), indices_or_sections=4)),
+       ("split-clamped", lambda: call_op("split", tvar("s10", (10, 2)),
+                                         indices_or_sections=(3, 1, 12))),
+       ("split-one", lambda: call_op("split", Z, indices_or_sections=1, axis=1))]
 )
 
 
@@ -385,6 +393,9 @@ SYM = [
     ("strided_slice", lambda: call_op("strided_slice", tvar("a", (N, 3)), axes=(0,), begin=(1,),
                                       end=(2 ** 31 - 1,))),
     ("take", lambda: call_op("take", tvar("a", (5, 3)), tvar("i", (N,), "int64"), axis=0)),
+    ("take-prim-symbolic", lambda: call_op("take", tvar("a", (N, 3)),
+                                           PrimValue(tir.BinaryOp("-", N, tir.IntImm(1))), axis=0)),
+    ("split-uneven-symbolic", lambda: call_op("split", tvar("a", (N, 3)), indices_or_sections=2)),
     ("broadcast_to", lambda: call_op("broadcast_to", tvar("a", (3,)), ShapeExpr((N, 3)))),
     ("zeros", lambda: call_op("zeros", ShapeExpr((N, 2)), dtype="float32")),
     ("batch_norm", lambda: call_op("nn.batch_norm", tvar("a", (N, 3, 2)),

@@ -362,6 +362,19 @@ def test_concat_split():
         np.testing.assert_array_equal(got, want)
     parts = run("split", x, indices_or_sections=[2, 9])  # clipped to the dimension
     assert [p.shape[0] for p in parts] == [2, 4, 0]
+    # uneven sections: ceil(10 / 4) = 3 rows each, the last the rest (TVM 0.27)
+    y = rand(10, 2)
+    parts = run("split", y, indices_or_sections=4)
+    for got, want in zip(parts, (y[0:3], y[3:6], y[6:9], y[9:10])):
+        np.testing.assert_array_equal(got, want)
+    # decreasing and negative split points are clamped into [0, dim] (TVM, not numpy)
+    parts = run("split", y, indices_or_sections=[3, 1, 12])
+    for got, want in zip(parts, (y[0:3], y[3:3], y[1:10], y[10:10])):
+        np.testing.assert_array_equal(got, want)
+    parts = run("split", y, indices_or_sections=[-2, 4])
+    for got, want in zip(parts, (y[0:0], y[0:4], y[4:10])):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(run("split", y, indices_or_sections=1), y)
 
 
 def test_strided_slice_and_take():
@@ -377,6 +390,11 @@ def test_strided_slice_and_take():
     np.testing.assert_array_equal(run("take", x, idx, axis=0), x[idx])
     np.testing.assert_array_equal(run("take", x, np.array([1, 0], "int32"), axis=-1), x[:, [1, 0]])
     np.testing.assert_array_equal(run("take", x, idx), x.ravel()[idx])
+    # a scalar index (R.prim_value): the axis goes away, as x[3] / x[:, 2]
+    three = PrimValue(tir.IntImm(3, "int64"))
+    np.testing.assert_array_equal(run("take", x, three, axis=0), x[3])
+    np.testing.assert_array_equal(run("take", x, PrimValue(tir.IntImm(-1, "int32")), axis=1),
+                                  x[:, -1])
 
 
 def test_astype_where_clip():

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from .. import arith, te, tir
-from ..expr import Call
+from ..expr import Call, PrimValue
 from ..infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
-from ..struct_info import TensorStructInfo, TupleStructInfo
+from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from ..te import Tensor
 from ..tir import BinaryOp, PrimExpr, Select
 from ._common import (
@@ -293,38 +293,57 @@ define("concat", ("tensors",), _infer_concat, attrs={"axis": (0, opt(as_int))},
        doc="Concatenate a tuple of tensors along ``axis`` (None: flatten first).")
 
 
-def _split_lengths(call, dim: tir.PrimExpr, spec) -> list[tir.PrimExpr]:
-    if isinstance(spec, int):
-        if spec <= 0:
-            raise err(call, f"split: the number of sections must be positive, got {spec}")
-        c = arith.const_int(dim)
-        if c is not None and c % spec:
-            raise err(call, f"split: dimension {c} cannot be split into {spec} equal sections")
-        part = arith.simplify(tir.BinaryOp("//", dim, tir.IntImm(spec)))
-        return [part] * spec
-    if any(b < a for a, b in zip(spec, spec[1:])) or any(i < 0 for i in spec):
-        raise err(call, f"split: indices {spec} must be non-negative and non-decreasing")
+def split_bounds(dim: tir.PrimExpr, spec) -> list[tuple[tir.PrimExpr, tir.PrimExpr]]:
+    """(begin, length) of each output of ``split`` along a dimension of size
+    ``dim``, as TVM 0.27's InferTypeSplit: ``n`` sections are ``ceildiv(dim,
+    n)`` long but the last, which takes the rest; indices are clamped to
+    ``[0, dim]`` and a section between decreasing indices is empty. (With a
+    symbolic ``dim``, constant indices are taken to be inside it.)"""
+    i64 = tir.IntImm
     c = arith.const_int(dim)
+    if isinstance(spec, int):
+        if c is not None:
+            part = -(-c // spec)
+            return [(i64(k * part), i64(part if k < spec - 1 else c - part * (spec - 1)))
+                    for k in range(spec)]
+        if arith.prove_equal(arith.simplify(tir.BinaryOp("%", dim, i64(spec))), i64(0)):
+            part = arith.simplify(tir.BinaryOp("//", dim, i64(spec)))
+        else:
+            part = arith.simplify(tir.BinaryOp("//", tir.BinaryOp("+", dim, i64(spec - 1)),
+                                               i64(spec)))
+        out = [(arith.simplify(tir.BinaryOp("*", part, i64(k))), part) for k in range(spec - 1)]
+        begin = arith.simplify(tir.BinaryOp("*", part, i64(spec - 1)))
+        return out + [(begin, arith.simplify(tir.BinaryOp("-", dim, begin)))]
     bounds = [0, *spec]
     out = []
-    for i, lo in enumerate(bounds):
+    for k, lo in enumerate(bounds):
+        hi = bounds[k + 1] if k + 1 < len(bounds) else None
         if c is not None:
-            hi = bounds[i + 1] if i + 1 < len(bounds) else c
-            out.append(tir.IntImm(max(min(hi, c) - min(lo, c), 0)))
-        elif i + 1 < len(bounds):
-            out.append(tir.IntImm(bounds[i + 1] - lo))
+            lo_c = min(max(lo, 0), c)
+            hi_c = c if hi is None else min(max(hi, 0), c)
+            out.append((i64(lo_c), i64(max(hi_c - lo_c, 0))))
         else:
-            out.append(arith.simplify(tir.BinaryOp("-", dim, tir.IntImm(lo))))
+            lo_c = max(lo, 0)
+            length = (arith.simplify(tir.BinaryOp("-", dim, i64(lo_c))) if hi is None
+                      else i64(max(max(hi, 0) - lo_c, 0)))
+            out.append((i64(lo_c), length))
     return out
+
+
+def _single(spec) -> bool:
+    """One section, or no split points: TVM 0.27 returns the input tensor itself."""
+    return spec == 1 or spec == ()
 
 
 def _infer_split(call, ctx):
     x = tensor_arg(call, 0, ctx)
     a = attrs_of(call)
     spec = a["indices_or_sections"]
-    n_out = spec if isinstance(spec, int) else len(spec) + 1
     if isinstance(spec, int) and spec <= 0:
         raise err(call, f"split: the number of sections must be positive, got {spec}")
+    if _single(spec):
+        return x
+    n_out = spec if isinstance(spec, int) else len(spec) + 1
     if x.ndim == -1:
         return TupleStructInfo([TensorStructInfo(None, x.dtype, -1)] * n_out)
     if x.ndim == 0:
@@ -333,7 +352,12 @@ def _infer_split(call, ctx):
     if x.shape is None:
         return TupleStructInfo([TensorStructInfo(None, x.dtype, x.ndim)] * n_out)
     fields = []
-    for length in _split_lengths(call, x.shape[ax], spec):
+    for _, length in split_bounds(x.shape[ax], spec):
+        v = arith.const_int(length)
+        if v is not None and v < 0:
+            raise err(call, f"split: {prim_expr_to_str(x.shape[ax])} cannot be split into "
+                            f"{spec} sections of ceil({prim_expr_to_str(x.shape[ax])} / {spec}): "
+                            f"the last would have {v} elements")
         dims = list(x.shape)
         dims[ax] = length
         fields.append(TensorStructInfo(tuple(dims), x.dtype))
@@ -343,13 +367,21 @@ def _infer_split(call, ctx):
 def _split_ref(x, indices_or_sections, axis=0):
     x = np.asarray(x)
     spec = indices_or_sections
-    return tuple(p.copy() for p in np.split(x, spec if isinstance(spec, int) else list(spec), axis))
+    if _single(spec):
+        return x.copy()
+    ax = axis % x.ndim
+    parts = []
+    for begin, length in split_bounds(tir.IntImm(x.shape[ax]), spec):
+        b, n = int(begin.value), int(length.value)
+        parts.append(np.take(x, np.arange(b, b + n), axis=ax))
+    return tuple(parts)
 
 
 define("split", ("x",), _infer_split,
        attrs={"indices_or_sections": (REQUIRED, _int_or_tuple), "axis": (0, as_int)},
        reference=_split_ref, pattern=OpPattern.INJECTIVE,
-       doc="Split into equal sections or at indices; returns a tuple.")
+       doc="Split into n sections (ceildiv(dim, n) long, the last the rest) or at indices "
+           "(clamped into the dimension); a tuple, or the tensor itself for one section.")
 
 
 # ---------------------------------------------------------------------------
@@ -417,7 +449,12 @@ define("strided_slice", ("x",), _infer_strided_slice,
 
 def _infer_take(call, ctx):
     x = tensor_arg(call, 0, ctx)
-    idx = tensor_arg(call, 1, ctx, "indices")
+    # TVM 0.27: a scalar index (R.prim_value / an R.Prim variable) is a 0-d tensor of indices
+    prim = arg_sinfo(call.args[1], ctx) if len(call.args) > 1 else None
+    if isinstance(prim, PrimStructInfo):
+        idx = TensorStructInfo((), prim.dtype)
+    else:
+        idx = tensor_arg(call, 1, ctx, "indices")
     if idx.dtype != "void" and not tir.is_int(idx.dtype):
         raise err(call, f"take needs integer indices, but {expr_to_str(call.args[1])} has "
                         f"dtype {idx.dtype}")
@@ -573,22 +610,25 @@ def _concat(call: Call, inputs: Inputs) -> Tensor:
 
 
 @legalizes("split")
-def _split(call: Call, inputs: Inputs) -> list[Tensor]:
+def _split(call: Call, inputs: Inputs) -> Any:
     x = _tensor(inputs, 0, call)
+    a = _attrs(call)
+    spec = a["indices_or_sections"]
+    if _single(spec):
+        out = _out(call)
+        return te.compute(out.shape, lambda *i: x[i], name="T_split")
     sinfo = call.struct_info
     if not isinstance(sinfo, TupleStructInfo):
         raise LegalizeError(f"{_script(call)}: expected a tuple result")
-    ax = _norm_axis(_attrs(call)["axis"], x.ndim)
+    ax = _norm_axis(a["axis"], x.ndim)
     outs: list[Tensor] = []
-    begin: PrimExpr = _i64(0)
-    for k in range(len(sinfo.fields)):
+    for k, (begin, _) in enumerate(split_bounds(x.shape[ax], spec)):
         out = _out(call, k)
 
         def body(*i: PrimExpr, begin: PrimExpr = begin) -> Any:
             start = i[ax] if _static(begin) == 0 else BinaryOp("+", i[ax], begin)
             return x[tuple(start if d == ax else v for d, v in enumerate(i))]
         outs.append(te.compute(out.shape, body, name=f"T_split{k}"))
-        begin = arith.simplify(BinaryOp("+", begin, out.shape[ax]))
     return outs
 
 
@@ -627,9 +667,34 @@ def _strided_slice(call: Call, inputs: Inputs) -> Tensor:
     return te.compute(out.shape, body, name=_name(call))
 
 
+class _ScalarIndex:
+    """A scalar index (R.prim_value) read like a 0-d tensor: ``idx[()]``."""
+
+    ndim = 0
+
+    def __init__(self, value: PrimExpr) -> None:
+        self.value = value
+
+    def __getitem__(self, _: Any) -> PrimExpr:
+        return self.value
+
+
+def _take_indices(call: Call, inputs: Inputs) -> Any:
+    if isinstance(inputs[1], Tensor):
+        return inputs[1]
+    value = inputs[1]
+    if isinstance(value, PrimValue):
+        return _ScalarIndex(value.value)
+    sinfo = getattr(value, "struct_info", None)
+    if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
+        return _ScalarIndex(sinfo.value)
+    raise LegalizeError(f"{_script(call)}: a scalar index must be an R.prim_value or an R.Prim "
+                        "with a known value to be lowered to a kernel")
+
+
 @legalizes("take")
 def _take(call: Call, inputs: Inputs) -> Tensor:
-    x, idx = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    x, idx = _tensor(inputs, 0, call), _take_indices(call, inputs)
     out = _out(call)
     axis = _attrs(call)["axis"]
     mode = _attrs(call).get("mode", "fast")
