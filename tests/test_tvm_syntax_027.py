@@ -145,13 +145,45 @@ class Module:
         T.func_attr({"tirx.is_host_func": True})
         return N % 16 == 0
 """,
+    "one_name_for_a_grids_loop_variables": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True, s_tir=True)
+    def product(A: T.Buffer((16, 8), "int32"), B: T.Buffer((16, 8), "int32"),
+                C: T.Buffer((16, 8), "int32")):
+        for iters in T.grid(*A.shape):
+            with T.sblock("compute"):
+                i, j = T.axis.remap("SS", iters)
+                T.reads(A[i, j], B[i, j])
+                T.writes(C[i, j])
+                C[i, j] = A[i, j] * B[i, j]
+""",
+    "type_var_declarations_inside_a_function": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x1: R.Tensor((10, 5), "float32"), y1: R.Tensor((10, 5), "float32")) -> R.Tensor((10, 5), "float32"):
+        m = TypeVar("m")
+        n = TypeVar("n")
+
+        @R.function
+        def inner(x2: R.Tensor((n, m), "float32"), y2: R.Tensor((n, m), "float32")) -> R.Tensor((n, m), "float32"):
+            s: R.Tensor((n, m), "float32") = R.add(x2, y2)
+            return s
+
+        out: R.Tensor((10, 5), "float32") = inner(x1, y1)
+        return out
+""",
 }
 
 
 def _tvm_parse(text: str):
     """TVM's parse, with ``relax`` (TVM's Python module) in scope as in TVM's tests."""
+    from typing import TypeVar
+
     return tvm.script.from_source(text, extra_vars={
-        "relax": tvm.relax, "I": tvm.script.ir, "R": tvm.script.relax, "T": tvm.script.tirx})
+        "relax": tvm.relax, "I": tvm.script.ir, "R": tvm.script.relax, "T": tvm.script.tirx,
+        "TypeVar": TypeVar})
 
 
 def _text(name: str) -> str:

@@ -238,6 +238,12 @@ class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
             for t, v in zip(stmt.targets[0].elts, stmt.value.elts):
                 self._assign(ast.copy_location(ast.Assign([t], v), t))
             return
+        if isinstance(stmt, ast.Assign) and mp._module_sym(stmt) is not None:
+            # `n = TypeVar("n")` in a body: how TVM prints the symbolic variables
+            # of a nested function that the enclosing one does not use; each
+            # function mentioning `n` gets its own variable, as at module level.
+            mp.module_syms.add(stmt.targets[0].id)
+            return
         target, ann = self._target(stmt)
         value = stmt.value
         fname = _dotted(value.func) if isinstance(value, ast.Call) else None

@@ -27,6 +27,13 @@ class _Handle:
         self.node = node
 
 
+class _LoopVars(tuple):
+    """``for iters in T.grid(m, n)``: one name for the grid's loop variables
+    (TVM binds it to their tuple; ``T.axis.remap("SS", iters)`` takes it)."""
+
+    __slots__ = ()
+
+
 class _Wrap:
     """A statement that scopes over the rest of its block (let, alloc_buffer)."""
 
@@ -75,6 +82,9 @@ class _PrimFuncParser:
         if isinstance(value, _Handle):
             raise mp.error(f"handle {name!r} must be bound with {mp.T}.match_buffer before use",
                            node)
+        if isinstance(value, _LoopVars):
+            raise mp.error(f"{name!r} names the {len(value)} loop variables of a {mp.T}.grid; "
+                           f"use it in {mp.T}.axis.remap or name them (for i, j in ...)", node)
         return value
 
     def _bind(self, name: str, value: Any) -> None:
@@ -432,6 +442,11 @@ class _PrimFuncParser:
         if kind == "grid":
             targets = stmt.target.elts if isinstance(stmt.target, ast.Tuple) else [stmt.target]
             extents, arg_nodes = self._grid_extents(it.args)
+            grouped = (len(targets) == 1 and isinstance(targets[0], ast.Name)
+                       and len(extents) > 1)
+            if grouped:  # `for iters in T.grid(m, n)`: one variable per extent
+                targets = [ast.copy_location(ast.Name(f"{stmt.target.id}_{k}", ast.Store()),
+                                             stmt.target) for k in range(len(extents))]
             if not extents or len(targets) != len(extents):
                 raise mp.error(f"{mp.T}.grid has {len(extents)} extent(s) but the loop has "
                                f"{len(targets)} variable(s)", stmt.target)
@@ -463,6 +478,8 @@ class _PrimFuncParser:
                 self.loop_extents[id(var)] = extent
                 self._bind(t.id, var)
                 loop_vars.append(var)
+            if kind == "grid" and grouped:
+                self._bind(stmt.target.id, _LoopVars(loop_vars))
             body = self._stmts(stmt.body)
         finally:
             self.scopes.pop()
@@ -612,6 +629,12 @@ class _PrimFuncParser:
             a = mp.bind_args(call, f"{mp.T}.{kind_name}", ("kinds", "bindings"), 2)
             kinds = mp.str_arg(a["kinds"], f"{mp.T}.axis.remap kinds")
             values = a["bindings"]
+            if isinstance(values, ast.Name) and isinstance(self._lookup(values.id), _LoopVars):
+                # `T.axis.remap("SS", iters)` with `for iters in T.grid(...)`
+                loop_vars = self._lookup(values.id)
+                values = ast.copy_location(ast.List(
+                    [ast.copy_location(ast.Name(f"{values.id}_{k}", ast.Load()), values)
+                     for k in range(len(loop_vars))], ast.Load()), values)
             if not isinstance(values, (ast.List, ast.Tuple)):
                 raise mp.error(f"{mp.T}.axis.remap expects a list of loop variables", values)
             targets = target.elts if isinstance(target, ast.Tuple) else [target]
