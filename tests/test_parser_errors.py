@@ -278,8 +278,11 @@ def test_tir_structure():
     # a handle without T.match_buffer is an opaque handle parameter (as in TVM), not an error
     text = "@I.ir_module\nclass M:\n    @T.prim_func\n    def f(a: T.handle):\n        T.evaluate(0)\n"
     assert phasec.parse(text)["f"].params[0].dtype == "handle"
+    err = parse_error(prim("for i, j in T.grid(4, 4, 4):", "    B[i] = A[i]"))
+    assert "3 extent(s) but the loop has 2 variable(s)" in err.message
+    # one name for all of a grid's variables is TVM's spelling for T.axis.remap only
     err = parse_error(prim("for i in T.grid(4, 4):", "    B[i] = A[i]"))
-    assert "2 extent(s) but the loop has 1 variable(s)" in err.message
+    assert "names the 2 loop variables of a T.grid" in err.message
     err = parse_error(prim("for i in T.thread_binding(4):", "    B[i] = A[i]"))
     assert "needs its thread axis" in err.message  # TVM needs it too
     err = parse_error(prim("for i in T.spin(4):", "    B[i] = A[i]"))
