@@ -183,7 +183,14 @@ CASES = (
                                                  data_layout="NHWC", kernel_layout="HWIO",
                                                  groups=6, padding=1)),
        ("conv2d-i32-hwio", lambda: call_op("nn.conv2d", DI, tvar("wi", (2, 2, 2, 3), "int32"),
-                                           kernel_layout="HWIO", padding=1))]
+                                           kernel_layout="HWIO", padding=1)),
+       # packed layouts: D4 is NCHW4c (1, 2, 5, 4, 4): 8 channels
+       ("conv2d-nchw4c-oihw4o", lambda: call_op("nn.conv2d", tvar("d4", (1, 2, 5, 4, 4)),
+                                                tvar("w4", (2, 8, 3, 2, 4)), padding=1,
+                                                data_layout="NCHW4c", kernel_layout="OIHW4o")),
+       ("conv2d-nhwc4c-groups-nchw", lambda: call_op(
+           "nn.conv2d", tvar("d4", (1, 5, 4, 2, 4)), tvar("w4", (1, 2, 2, 4, 4)), groups=2,
+           data_layout="NHWC4c", kernel_layout="OHWI4o", out_layout="NCHW"))]
     + [(f"{p}-{k}", lambda p=p, kw=kw: call_op(p, D, **kw)) for p in POOLS
        for k, kw in (("pad", dict(pool_size=(3, 2), strides=(2, 2), padding=(1, 1))),
                      ("ceil", dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 0, 1, 1),

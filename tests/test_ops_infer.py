@@ -292,8 +292,12 @@ def test_conv2d():
     raises(["3 input channels", "4 x groups(1)"], call_op, "nn.conv2d", x, tv("w4", (16, 4, 3, 3)))
     raises(["data_layout 'NHWW' is not a layout", "permutation of 'NCHW'"], call_op,
            "nn.conv2d", x, w, data_layout="NHWW")
-    raises(["'NCHW4c' is not a layout", "packed sub-layouts"], call_op, "nn.conv2d", x, w,
-           data_layout="NCHW4c")
+    raises(["'NCHW4q' is not a layout", "or a packed layout such as NCHW4c"], call_op,
+           "nn.conv2d", x, w, data_layout="NCHW4q")
+    raises(["5-D data tensor (NCHW4c)"], call_op,
+           "nn.conv2d", x, w, data_layout="NCHW4c")
+    raises(["out_layout 'NCHW4c' packs C by 4, but the output has 6"], call_op, "nn.conv2d",
+           tv("x6", (1, 3, 5, 5)), tv("w6", (6, 3, 1, 1)), out_layout="NCHW4c")
     raises(["kernel_layout 'OIW' is not a layout"], call_op, "nn.conv2d", x, w, kernel_layout="OIW")
     # the channels are read through the layouts: NHWC data of 3 channels, HWIO weight of 4
     raises(["3 input channels", "4 x groups(1)"], call_op, "nn.conv2d", tv("xh", (1, 7, 9, 3)),
@@ -321,6 +325,21 @@ CONV2D_LAYOUTS = [
      'R.Tensor((1, 4, 7, 9), dtype="float32")', "NCHW"),
     ((7, 9, 3, 2), (4, 3, 2, 3), dict(data_layout="HWCN", kernel_layout="OHWI", out_layout="NHWC"),
      'R.Tensor((2, 5, 8, 4), dtype="float32")', "NHWC"),
+    # TVM's packed sub-layouts: NCHW4c is (N, C/4, H, W, 4)
+    ((2, 4, 28, 28, 4), (8, 16, 3, 3, 4), dict(data_layout="NCHW4c", kernel_layout="OIHW4o"),
+     'R.Tensor((2, 8, 26, 26, 4), dtype="float32")', "NCHW4c"),
+    ((2, 28, 28, 4, 4), (8, 3, 3, 16, 4), dict(data_layout="NHWC4c", kernel_layout="OHWI4o",
+                                               padding=1),
+     'R.Tensor((2, 28, 28, 8, 4), dtype="float32")', "NHWC4c"),
+    ((2, 4, 28, 28, 4), (32, 16, 3, 3), dict(data_layout="NCHW4c", kernel_layout="OIHW",
+                                             out_layout="NCHW"),
+     'R.Tensor((2, 32, 26, 26), dtype="float32")', "NCHW"),
+    ((n, 4, 10, 10, 4), (8, 16, 3, 3, 4), dict(data_layout="NCHW4c", kernel_layout="OIHW4o",
+                                               strides=2),
+     'R.Tensor((n, 8, 4, 4, 4), dtype="float32")', "NCHW4c"),
+    ((2, 28, 28, 16), (8, 3, 3, 4, 4, 2), dict(data_layout="NHWC", kernel_layout="OHWI4i2o",
+                                               out_layout="NCHW2c"),
+     'R.Tensor((2, 8, 26, 26, 2), dtype="float32")', "NCHW2c"),
 ]
 
 

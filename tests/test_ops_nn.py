@@ -166,8 +166,11 @@ def test_conv_1d_3d_infer():
            tv("w", (6, 3, 3)))
     raises(["5 output channels are not divisible by groups=2"], call_op, "nn.conv1d",
            tv("x", (1, 4, 5)), tv("w", (5, 2, 3)), groups=2)
-    raises(["'NCW4c' is not a layout"], call_op, "nn.conv1d", tv("x", (1, 4, 5)),
-           tv("w", (6, 4, 3)), data_layout="NCW4c")
+    # a packed layout (TVM's sub-layouts) has one more dimension
+    raises(["expects a 4-D data tensor (NCW4c), but it has ndim 3"], call_op, "nn.conv1d",
+           tv("x", (1, 4, 5)), tv("w", (6, 4, 3)), data_layout="NCW4c")
+    raises(["'NCW4' is not a layout"], call_op, "nn.conv1d", tv("x", (1, 4, 5)),
+           tv("w", (6, 4, 3)), data_layout="NCW4")
     raises(["kernel_layout 'OIHW'"], call_op, "nn.conv1d", tv("x", (1, 4, 5)),
            tv("w", (6, 4, 3)), kernel_layout="OIHW")
     raises(["same datatype"], call_op, "nn.conv1d", tv("x", (1, 4, 5)),
@@ -203,9 +206,11 @@ def test_conv_transpose_infer():
            tv("w", (4, 3, 1)), padding=1)
     assert S(call_op("nn.conv2d_transpose", tv("x", (1, 4, 5, 5)), tv("w", (3, 4, 3, 3)),
                      kernel_layout="OIHW")) == 'R.Tensor((1, 3, 7, 7), dtype="float32")'
-    raises(["kernel_layout 'OIHW4o' is not a layout", "permutation of 'IOHW'"], call_op,
+    raises(["kernel_layout 'OIHW4x' is not a layout", "permutation of 'IOHW'"], call_op,
            "nn.conv2d_transpose", tv("x", (1, 4, 5, 5)), tv("w", (4, 3, 3, 3)),
-           kernel_layout="OIHW4o")
+           kernel_layout="OIHW4x")
+    raises(["expects a 5-D weight tensor (OIHW4o)"], call_op, "nn.conv2d_transpose",
+           tv("x", (1, 4, 5, 5)), tv("w", (4, 3, 3, 3)), kernel_layout="OIHW4o")
     assert S(call_op("nn.conv2d_transpose", tv("x", ndim=4), tv("w", (4, 3, 3, 3)))) == \
         'R.Tensor(ndim=4, dtype="float32")'
 
@@ -470,6 +475,29 @@ def test_conv2d_layouts_reference(layout, kernel, out_layout, s, pad, dil, group
               data_layout=layout, kernel_layout=kernel, out_layout=out_layout)
     ol = out_layout or layout
     close(out, expected.transpose(["NCHW".index(c) for c in ol]), 1e-4)
+
+
+def _pack_channels(x, f, axis=1):
+    """NCHW -> NCHW{f}c by hand: the channel axis split into (C/f, f), the block last."""
+    shape = list(x.shape)
+    split = shape[:axis] + [shape[axis] // f, f] + shape[axis + 1:]
+    return np.moveaxis(x.reshape(split), axis + 1, -1)
+
+
+def test_conv2d_packed_layouts_reference():
+    x, w = rand(2, 8, 6, 5), rand(8, 4, 3, 2)   # NCHW / OIHW, groups 2
+    expected = _conv_loops(x, w, (1, 2), (1, 0, 1, 1), (1, 1), 2)
+    # NCHW4c data, OIHW4o kernel, NCHW4c out
+    out = run("nn.conv2d", _pack_channels(x, 4), _pack_channels(w, 4, axis=0), strides=(1, 2),
+              padding=(1, 0, 1, 1), groups=2, data_layout="NCHW4c", kernel_layout="OIHW4o")
+    close(out, _pack_channels(expected, 4), 1e-4)
+    # NHWC4c data, OHWI2i4o kernel (I split by 2, O by 4), NCHW out
+    xh = _pack_channels(x.transpose(0, 2, 3, 1), 4, axis=3)            # N H W C/4 4
+    wo = w.transpose(0, 2, 3, 1)                                        # O H W I
+    wo = wo.reshape(2, 4, 3, 2, 2, 2).transpose(0, 2, 3, 4, 5, 1)       # O/4 H W I/2 2i 4o
+    out = run("nn.conv2d", xh, np.ascontiguousarray(wo), strides=(1, 2), padding=(1, 0, 1, 1),
+              groups=2, data_layout="NHWC4c", kernel_layout="OHWI2i4o", out_layout="NCHW")
+    close(out, expected, 1e-4)
 
 
 @pytest.mark.parametrize("s,pad,dil,groups", [

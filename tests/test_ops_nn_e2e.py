@@ -125,6 +125,17 @@ class Module:
                             out_layout="NCHW", out_dtype=None)
             R.output(d)
         return d
+
+    @R.function
+    def packed(x: R.Tensor((1, 2, 5, 4, 4), dtype="float32"),
+               w: R.Tensor((2, 8, 3, 3, 4), dtype="float32")):
+        with R.dataflow():
+            c = R.nn.conv2d(x, w, strides=[1, 1], padding=[1, 1, 1, 1], dilation=[1, 1],
+                            groups=1, data_layout="NCHW4c", kernel_layout="OIHW4o",
+                            out_layout="NCHW4c", out_dtype=None)
+            r = R.nn.relu(c)
+            R.output(r)
+        return r
 """
 
 
@@ -201,6 +212,18 @@ def test_nhwc_conv2d_on_llvm(vm, n):
                     (1, 1), 2)
     r = np.maximum(c + bias[None, :, None, None], 0)
     close(d, _conv_loops(r, kd.transpose(0, 3, 1, 2), (1, 1), (0, 0, 0, 0), (2, 1), 6))
+
+
+def test_packed_nchw4c_conv2d_on_llvm(vm):
+    from test_ops_nn import _pack_channels
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 8, 5, 4)).astype("float32")
+    w = rng.standard_normal((8, 8, 3, 3)).astype("float32")
+    r = vm["packed"](np.ascontiguousarray(_pack_channels(x, 4)),
+                     np.ascontiguousarray(_pack_channels(w, 4, axis=0)))
+    expected = np.maximum(_conv_loops(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), 0)
+    close(r, _pack_channels(expected, 4))
 
 
 def test_attention_and_losses_on_llvm(vm):

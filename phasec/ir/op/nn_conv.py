@@ -26,7 +26,7 @@ from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, IntImm, Select
 from ._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, err, tensor_arg, tensor_sinfo
 from ._layout import (
-    SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
+    Layout, SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
 from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
@@ -61,24 +61,24 @@ def _infer_conv(rank: int):
         data = tensor_arg(call, 0, ctx, "data")
         weight = tensor_arg(call, 1, ctx, "weight")
         a = _attrs(call)
-        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
-        kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout")
-        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+        kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout", packed=True)
+        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
         check_positive(call, "strides", a["strides"])
         check_positive(call, "dilation", a["dilation"])
         check_nonneg(call, "padding", a["padding"])
         groups = a["groups"]
         if groups < 1:
             raise err(call, f"groups must be positive, got {groups}")
-        for sinfo, what in ((data, "data"), (weight, "weight")):
+        for sinfo, what, lay in ((data, "data", dl), (weight, "weight", kl)):
             if sinfo.dtype == "bool":
                 raise err(call, f"conv{rank}d does not compute on bool tensors ({what})")
-            if sinfo.ndim not in (-1, rank + 2):
-                raise err(call, f"conv{rank}d expects a {rank + 2}-D {what} tensor, but it has "
-                                f"ndim {sinfo.ndim}")
+            if sinfo.ndim not in (-1, lay.ndim):
+                raise err(call, f"conv{rank}d expects a {lay.ndim}-D {what} tensor "
+                                f"({lay.name}), but it has ndim {sinfo.ndim}")
         dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
         if data.shape is None or weight.shape is None:
-            return TensorStructInfo(None, dtype, rank + 2)
+            return TensorStructInfo(None, dtype, ol.ndim)
         n, c, *sp = dl.to_canonical(data.shape)
         o, i, *ks = kl.to_canonical(weight.shape)
         if arith.prove_not_equal(c, BinaryOp("*", i, _i64(groups))):
@@ -96,8 +96,31 @@ def _infer_conv(rank: int):
             if v is not None and v <= 0:
                 raise err(call, f"the output spatial size would be non-positive ({v}); the "
                                 "kernel is larger than the padded input")
+        _check_packed_out(call, ol, (n, o, *out_sp))
         return tensor_sinfo(ol.from_canonical((n, o, *out_sp)), dtype)
     return infer
+
+
+def _check_packed_out(call, layout, dims) -> None:
+    """A packed output layout (NCHW4c) must divide the dimension it packs."""
+    for letter, f in getattr(layout, "factors", {}).items():
+        v = arith.const_int(dims[layout.canonical.index(letter)])
+        if v is not None and v % f:
+            raise err(call, f"out_layout {layout.name!r} packs {letter} by {f}, but the output "
+                            f"has {v}")
+
+
+def _layouts(rank: int, data_layout: str, kernel_layout: str, out_layout, transpose=False):
+    """The Layout objects of a reference call (the attributes were checked by inference)."""
+    from ._layout import _packed
+
+    def get(name, canonical):
+        if sorted(name) == sorted(canonical):
+            return Layout(name, canonical)
+        return _packed(name, canonical)
+    kcan = _transpose_kernel_layout(rank) if transpose else _kernel_layout(rank)
+    return (get(data_layout, _data_layout(rank)), get(kernel_layout, kcan),
+            get(out_layout or data_layout, _data_layout(rank)))
 
 
 def conv_reference(data, weight, rank, strides, padding, dilation, groups, data_layout,
@@ -106,9 +129,9 @@ def conv_reference(data, weight, rank, strides, padding, dilation, groups, data_
     x, w = np.asarray(data), np.asarray(weight)
     dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
     acc = np.float64 if dtype.kind == "f" else np.int64
-    dcan, kcan = _data_layout(rank), _kernel_layout(rank)
-    x = np.transpose(x, [data_layout.index(ch) for ch in dcan]).astype(acc)
-    w = np.transpose(w, [kernel_layout.index(ch) for ch in kcan]).astype(acc)
+    dl, kl, ol = _layouts(rank, data_layout, kernel_layout, out_layout)
+    x = dl.array_to_canonical(x).astype(acc)
+    w = kl.array_to_canonical(w).astype(acc)
     x = np.pad(x, [(0, 0), (0, 0)] + [(padding[j], padding[rank + j]) for j in range(rank)])
     n, c = x.shape[:2]
     o, cg = w.shape[:2]
@@ -128,8 +151,7 @@ def conv_reference(data, weight, rank, strides, padding, dilation, groups, data_
             out[:, g * og:(g + 1) * og] += np.tensordot(
                 patch, ws[(slice(None), slice(None)) + taps], axes=([1], [1])).transpose(
                     [0, rank + 1] + list(range(1, rank + 1)))
-    ol = out_layout or data_layout
-    return np.transpose(out, [dcan.index(ch) for ch in ol]).astype(dtype)
+    return ol.array_from_canonical(out).astype(dtype)
 
 
 def _conv_ref(rank: int):
@@ -170,9 +192,9 @@ def _conv_te(call, inputs, rank: int):
     out = _out(call)
     a = _attrs(call)
     dt = out.dtype
-    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
-    kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout")
-    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+    kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout", packed=True)
+    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
     pads = a["padding"]
     n, c, *sp = dl.to_canonical(data.shape)
     o_ch, cg, *ks = kl.to_canonical(weight.shape)
@@ -189,7 +211,7 @@ def _conv_te(call, inputs, rank: int):
         for j, p in enumerate(pos):
             cj = BinaryOp("and", BinaryOp(">=", p, _i64(0)), BinaryOp("<", p, sp[j]))
             cond = cj if cond is None else BinaryOp("and", cond, cj)
-        idx = dl.from_canonical((i[0], i[1], *[_clamp(p, sp[j]) for j, p in enumerate(pos)]))
+        idx = dl.index_from_canonical((i[0], i[1], *[_clamp(p, sp[j]) for j, p in enumerate(pos)]))
         return data[idx] if cond is None or not any(pads) else Select(cond, data[idx], zero)
     if any(pads):
         padded = te.compute(padded_shape, pad_body, name="pad_temp", inline=False)
@@ -198,19 +220,19 @@ def _conv_te(call, inputs, rank: int):
             return padded[idx]
     else:
         def load(idx):
-            return data[dl.from_canonical(idx)]
+            return data[dl.index_from_canonical(idx)]
     rc = te.reduce_axis(cg, "rc")
     rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
     groups = a["groups"]
     og = arith.simplify(BinaryOp("//", o_ch, _i64(groups))) if groups > 1 else None
 
     def body(*idx):
-        b, oc, *oi = ol.to_canonical(idx)
+        b, oc, *oi = ol.index_to_canonical(idx)
         ch = rc.var if og is None else BinaryOp("+", BinaryOp("*", BinaryOp("//", oc, og), cg),
                                                 rc.var)
         pos = [BinaryOp("+", BinaryOp("*", oi[j], _i64(a["strides"][j])),
                         BinaryOp("*", rk[j].var, _i64(a["dilation"][j]))) for j in range(rank)]
-        w_idx = kl.from_canonical((oc, rc.var, *[r.var for r in rk]))
+        w_idx = kl.index_from_canonical((oc, rc.var, *[r.var for r in rk]))
         return te.sum(BinaryOp("*", te.cast(load((b, ch, *pos)), dt), te.cast(weight[w_idx], dt)),
                       axis=[rc, *rk])
     return te.compute(out.shape, body, name=f"T_conv{rank}d", tag=f"conv{rank}d")
@@ -244,9 +266,9 @@ def _infer_conv_transpose(rank: int):
         weight = tensor_arg(call, 1, ctx, "weight")
         a = _attrs(call)
         name = f"conv{rank}d_transpose"
-        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
-        kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout")
-        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+        kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout", packed=True)
+        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
         check_positive(call, "strides", a["strides"])
         check_positive(call, "dilation", a["dilation"])
         check_nonneg(call, "padding", a["padding"])
@@ -257,15 +279,15 @@ def _infer_conv_transpose(rank: int):
         if any(op >= s for op, s in zip(a["output_padding"], a["strides"])):
             raise err(call, f"output_padding {a['output_padding']} must be less than the strides "
                             f"{a['strides']}")
-        for sinfo, what in ((data, "data"), (weight, "weight")):
+        for sinfo, what, lay in ((data, "data", dl), (weight, "weight", kl)):
             if sinfo.dtype == "bool":
                 raise err(call, f"{name} does not compute on bool tensors ({what})")
-            if sinfo.ndim not in (-1, rank + 2):
-                raise err(call, f"{name} expects a {rank + 2}-D {what} tensor, but it has "
-                                f"ndim {sinfo.ndim}")
+            if sinfo.ndim not in (-1, lay.ndim):
+                raise err(call, f"{name} expects a {lay.ndim}-D {what} tensor ({lay.name}), "
+                                f"but it has ndim {sinfo.ndim}")
         dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
         if data.shape is None or weight.shape is None:
-            return TensorStructInfo(None, dtype, rank + 2)
+            return TensorStructInfo(None, dtype, ol.ndim)
         n, c, *sp = dl.to_canonical(data.shape)
         i, o, *ks = kl.to_canonical(weight.shape)
         if arith.prove_not_equal(c, i):
@@ -289,6 +311,7 @@ def _infer_conv_transpose(rank: int):
                                 "padding removes the whole output")
             out_sp.append(size)
         oc = arith.simplify(BinaryOp("*", o, _i64(groups)))
+        _check_packed_out(call, ol, (n, oc, *out_sp))
         return tensor_sinfo(ol.from_canonical((n, oc, *out_sp)), dtype)
     return infer
 
@@ -299,9 +322,9 @@ def conv_transpose_reference(data, weight, rank, strides, padding, output_paddin
     x, w = np.asarray(data), np.asarray(weight)
     dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
     acc = np.float64 if dtype.kind == "f" else np.int64
-    dcan, kcan = _data_layout(rank), _transpose_kernel_layout(rank)
-    x = np.transpose(x, [data_layout.index(ch) for ch in dcan]).astype(acc)
-    w = np.transpose(w, [kernel_layout.index(ch) for ch in kcan]).astype(acc)
+    dl, kl, ol = _layouts(rank, data_layout, kernel_layout, out_layout, transpose=True)
+    x = dl.array_to_canonical(x).astype(acc)
+    w = kl.array_to_canonical(w).astype(acc)
     n, c, *sp = x.shape
     _, og, *ks = w.shape
     cg = c // groups
@@ -321,8 +344,7 @@ def conv_transpose_reference(data, weight, rank, strides, padding, output_paddin
             out[(slice(None), slice(g * og, (g + 1) * og)) + window] += contrib
     crop = tuple(slice(padding[j], full[j] - padding[rank + j]) for j in range(rank))
     out = out[(slice(None), slice(None)) + crop]
-    ol = out_layout or data_layout
-    return np.transpose(out, [dcan.index(ch) for ch in ol]).astype(dtype)
+    return ol.array_from_canonical(out).astype(dtype)
 
 
 def _conv_transpose_ref(rank: int):
@@ -360,9 +382,9 @@ def _conv_transpose_te(call, inputs, rank: int):
     out = _out(call)
     a = _attrs(call)
     dt = out.dtype
-    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout")
-    kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout")
-    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout")
+    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+    kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout", packed=True)
+    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
     pads, strides, dil = a["padding"], a["strides"], a["dilation"]
     _, c, *sp = dl.to_canonical(data.shape)
     _, og, *ks = kl.to_canonical(weight.shape)
@@ -375,7 +397,7 @@ def _conv_transpose_te(call, inputs, rank: int):
     # Gather form: output position y takes tap t from input position
     # (y + p0 - t * d) / s when that is an integer inside the input.
     def body(*idx):
-        b, o, *y = ol.to_canonical(idx)
+        b, o, *y = ol.index_to_canonical(idx)
         ch = rc.var if groups == 1 else BinaryOp("+", BinaryOp("*", BinaryOp("//", o, og), cg),
                                                  rc.var)
         oc = o if groups == 1 else BinaryOp("%", o, og)
@@ -391,8 +413,8 @@ def _conv_transpose_te(call, inputs, rank: int):
                                                   _i64(0)))
             cond = cj if cond is None else BinaryOp("and", cond, cj)
             pos.append(_clamp(p, sp[j]))
-        x_idx = dl.from_canonical((b, ch, *pos))
-        w_idx = kl.from_canonical((ch, oc, *[r.var for r in rk]))
+        x_idx = dl.index_from_canonical((b, ch, *pos))
+        w_idx = kl.index_from_canonical((ch, oc, *[r.var for r in rk]))
         prod = BinaryOp("*", te.cast(data[x_idx], dt), te.cast(weight[w_idx], dt))
         return te.sum(Select(cond, prod, zero), axis=[rc, *rk])
     return te.compute(out.shape, body, name=f"T_conv{rank}d_transpose",
