@@ -6,7 +6,7 @@ initializers) and run by phasec (``phasec.frontend.onnx.from_onnx`` +
 ``phasec.build`` + the VM) and by ONNX Runtime (all graph optimizations),
 with 1 and 2 threads each (phasec: ``set_num_threads``; ORT:
 ``intra_op_num_threads``, one session per count). Figures are the best of N
-batches (a batch calibrated to ~50 ms); ratios are phasec time / ORT time in
+batches of ~1 ms (at least N, as many as fit in 0.4 s); ratios are phasec time / ORT time in
 the same run, so both saw the same machine load.
 
 * **GFLOP/s** counts the multiply-adds of the matmuls and convolutions (2
@@ -21,7 +21,7 @@ the same run, so both saw the same machine load.
   clearing the in-memory cache, i.e. LLVM skipped through the disk cache.
 * Outputs are checked against ORT's (``rtol 1e-3``) before timing.
 
-    python bench/bench_ort.py                   # all workloads, best of 10
+    python bench/bench_ort.py                   # all workloads
     python bench/bench_ort.py --quick           # best of 3, no BERT/ResNet
     python bench/bench_ort.py --only bert,mlp1024
     python bench/bench_ort.py --profile bert    # time each phasec kernel
@@ -45,6 +45,7 @@ import _common as C  # noqa: E402
 C.prepare_blas_env(keep=C.wants_keep_blas_env())
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -212,10 +213,17 @@ def workloads() -> list[Workload]:
 # measuring
 # ---------------------------------------------------------------------------
 
-def _best(fn: Callable[[], Any], repeat: int) -> float:
+def _best(fn: Callable[[], Any], repeat: int, budget: float = 0.4) -> float:
+    """Best mean seconds per call over batches of ~1 ms (at least ``repeat``
+    batches, more while within ``budget`` seconds). On a machine shared with
+    other jobs the scheduler takes the core away for milliseconds at a time,
+    so a long batch is always interrupted; the best short one is not."""
     fn()
-    number = C.calibrate(fn, 0.05)
-    return C.best_of(fn, repeat, number, warmup=0)
+    number = C.calibrate(fn, 0.001)
+    t0 = time.perf_counter()
+    fn()
+    batch = max(time.perf_counter() - t0, 1e-9) * number
+    return C.best_of(fn, max(repeat, min(2000, int(budget / batch))), number, warmup=0)
 
 
 def measure_peak(repeat: int) -> float:
@@ -247,11 +255,7 @@ def measure_peak(repeat: int) -> float:
     set_num_threads(1)
     x, y = np.full(lanes, 0.999, np.float32), np.full(lanes, 1e-3, np.float32)
     o = np.empty((rows, lanes), np.float32)
-    # many short batches (~5 ms): on a shared machine the best of them is
-    # the one a neighbour's job did not interrupt
-    kernel(x, y, o)
-    t = C.best_of(lambda: kernel(x, y, o), max(50, 10 * repeat), C.calibrate(
-        lambda: kernel(x, y, o), 0.005), warmup=0)
+    t = _best(lambda: kernel(x, y, o), repeat, budget=1.0)
     return 2.0 * rows * lanes * reps / t / 1e9
 
 
@@ -286,6 +290,10 @@ def run_workload(w: Workload, repeat: int) -> dict[str, Any]:
     data = w.model.SerializeToString()
     want = None
     for n in THREADS:
+        # phasec first, with no ORT session alive: ORT's idle worker threads
+        # spin after each run and would take the cores phasec's threads need
+        set_num_threads(n)
+        out[f"ph{n}"] = _best(lambda: fn(*args), repeat)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = n
         opts.inter_op_num_threads = 1
@@ -294,8 +302,8 @@ def run_workload(w: Workload, repeat: int) -> dict[str, Any]:
         sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
         want = sess.run(None, w.inputs)[0]
         out[f"ort{n}"] = _best(lambda: sess.run(None, w.inputs), repeat)
-        set_num_threads(n)
-        out[f"ph{n}"] = _best(lambda: fn(*args), repeat)
+        del sess
+        gc.collect()
     out["agree"] = bool(np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max())))
     return out
 
@@ -321,7 +329,8 @@ def profile(w: Workload, repeat: int) -> None:
     args = [w.inputs[i.name] for i in w.model.graph.input]
     for _ in range(repeat):
         vm["main"](*args)
-    whole = _best(lambda: VirtualMachine(exe)["main"](*args), repeat)
+    main = VirtualMachine(exe)["main"]
+    whole = _best(lambda: main(*args), repeat)
     print(f"{w.title}: whole model {C.fmt_seconds(whole)} (1 thread)")
     C.print_table(("kernel", "best", "calls/run"),
                   [(n, C.fmt_seconds(min(t)), len(t) // repeat) for n, t in times.items()])
@@ -329,7 +338,7 @@ def profile(w: Workload, repeat: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeat", type=int, default=10, help="timed batches per figure (best of)")
+    p.add_argument("--repeat", type=int, default=20, help="timed batches per figure (best of)")
     p.add_argument("--quick", action="store_true", help="best of 3, without BERT and ResNet")
     p.add_argument("--only", default="", help="comma-separated workload keys: " + ", ".join(
         ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet"]))

@@ -2,6 +2,8 @@
 PrimFuncs (inlining, anchor + epilogue fusion, schedule hints), symbolic
 shapes and error reporting. Kernels are checked with the TIR interpreter."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,9 @@ from phasec.interp.tir import run_prim_func
 from phasec.ir import te
 from phasec.ir import tir as T
 from phasec.ir.tuning import host_tuning
+
+#: the host's tuning, packing B whatever its size (so small tests take that path)
+PACK_ALWAYS = dataclasses.replace(host_tuning(), gemm_pack_min_bytes=0)
 
 RNG = np.random.default_rng(7)
 
@@ -208,10 +213,14 @@ def test_matmul_schedule_tiles_vectorizes_and_parallelizes():
     tuning = host_tuning()
     assert [f.extent.value for f in inner[1:]] == [tuning.gemm_rows, tuning.gemm_vectors,
                                                     tuning.lanes(32)]
-    # W is packed into contiguous panels once per call (64 rows: 8+ row tiles read them)
-    packs = [s for s in walk(func.body) if isinstance(s, T.Allocate)
-             and s.buffer.name.startswith("mm_bpack")]
-    assert len(packs) == 1
+    # W (256 KiB) stays in L2: read in place. A W too big for that (here: a
+    # tuning that packs any W) is packed into contiguous panels once per call.
+    def packs(f):
+        return [s for s in walk(f.body) if isinstance(s, T.Allocate)
+                and s.buffer.name.startswith("mm_bpack")]
+    assert not packs(func)
+    packing = te.ScheduleOptions(tuning=PACK_ALWAYS)
+    assert len(packs(te.create_prim_func([X, W, bias, out], schedule_hints=packing))) == 1
     canon = te.create_prim_func([X, W, bias, out], schedule_hints=False)
     assert {f.kind for f in loops(canon)} == {"serial"}
     assert any(isinstance(s, T.Block) and s.init is not None for s in walk(canon.body))
@@ -628,13 +637,14 @@ GEMM_SHAPES = [(1, 7, 13), (7, 13, 1), (13, 97, 7), (97, 13, 257), (257, 7, 97),
                (9, 3, 40), (17, 64, 96), (64, 300, 739)]
 
 
-@pytest.mark.parametrize("tuning_name", ["host", "avx2", "generic"])
+@pytest.mark.parametrize("tuning_name", ["host", "host packing", "avx2", "generic"])
 def test_gemm_schedule_matches_numpy_on_odd_and_prime_shapes(tuning_name):
     from phasec.ir import tuning as tn
-    tuning = {"host": tn.host_tuning(), "avx2": tn.avx2_tuning(),
+    tuning = {"host": tn.host_tuning(), "host packing": PACK_ALWAYS,
+              "avx2": dataclasses.replace(tn.avx2_tuning(), gemm_pack_min_bytes=0),
               "generic": tn.generic_tuning()}[tuning_name]
     opts = te.ScheduleOptions(tuning=tuning)
-    shapes = GEMM_SHAPES if tuning_name == "host" else GEMM_SHAPES[2:6]
+    shapes = GEMM_SHAPES if tuning_name.startswith("host") else GEMM_SHAPES[2:6]
     funcs, cases = {}, []
     for n, (M, K, N) in enumerate(shapes):
         for epilogue in ("none", "bias_relu", "gelu_res"):
@@ -650,7 +660,7 @@ def test_gemm_schedule_structure_per_shape():
     mr, nr = tuning.gemm_rows, tuning.gemm_cols(32)
     # enough rows: W packed, full tiles, plus remainder rows and columns
     ins, out, _ = _gemm(3 * mr + 1, 40, 2 * nr + 3)
-    func = te.create_prim_func(ins + [out])
+    func = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(tuning=PACK_ALWAYS))
     names = [s.buffer for s in walk(func.body) if isinstance(s, T.Allocate)]
     packs = [b for b in names if b.name.startswith("mm_bpack")]
     accs = sorted(tuple(int(d.value) for d in b.shape) for b in names
@@ -671,6 +681,8 @@ def test_gemm_schedule_symbolic_rows_batch_transposed_and_float64():
     funcs, cases = {}, []
     ins, out, ref = _gemm(n, 24, 70, epilogue="gelu_res")
     funcs["sym"] = te.create_prim_func(ins + [out])
+    funcs["sym_packed"] = te.create_prim_func(
+        ins + [out], schedule_hints=te.ScheduleOptions(tuning=PACK_ALWAYS))
     ins_b, out_b, ref_b = _gemm(13, 7, 33, epilogue="bias_relu", batch=3)
     funcs["batch"] = te.create_prim_func(ins_b + [out_b])
     ins_t, out_t, ref_t = _gemm(19, 31, 45, epilogue="bias_relu", transposed=True)
@@ -678,7 +690,8 @@ def test_gemm_schedule_symbolic_rows_batch_transposed_and_float64():
     ins_d, out_d, ref_d = _gemm(11, 29, 37, epilogue="gelu_res", dtype="float64")
     funcs["f64"] = te.create_prim_func(ins_d + [out_d])
     for rows in (1, 2, 7, 8, 9, 97):
-        cases.append(("sym", _operands(ins, rows, 24, 70), (rows, 70), "float32", ref))
+        for name in ("sym", "sym_packed"):
+            cases.append((name, _operands(ins, rows, 24, 70), (rows, 70), "float32", ref))
     arrays = _operands(ins_b, 13, 7, 33)
     cases.append(("batch", arrays, (3, 13, 33), "float32", ref_b))
     cases.append(("transposed", _operands(ins_t, 19, 31, 45), (19, 45), "float32", ref_t))
@@ -731,7 +744,8 @@ def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
             "conv": (2, 5, 11, 45, 19, 3, 3, 1), "conv1x1": (1, 7, 4, 37, 33, 1, 1, 1),
             "grouped": (1, 6, 9, 10, 9, 3, 2, 3), "depthwise": (1, 8, 7, 40, 8, 3, 3, 8)}.items():
         ins, out = _conv_nchw(n, c, h, w, o, kh, kw, groups)
-        func = te.create_prim_func(ins + [out])
+        func = te.create_prim_func(ins + [out],
+                                   schedule_hints=te.ScheduleOptions(tuning=PACK_ALWAYS))
         packed = [s for s in walk(func.body) if isinstance(s, T.Allocate)
                   and s.buffer.name.startswith("conv_bpack")]
         accs = [s for s in walk(func.body) if isinstance(s, T.Allocate)

@@ -25,7 +25,8 @@ The N % NR remainder columns get a narrower tile (reading B directly); the
 M % MR remainder rows a shorter one (a static M) or a loop of one-row tiles
 (a symbolic M). Panels are not packed when fewer than
 ``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
-matrix-vector product: the copy would cost as much as the product).
+matrix-vector product: the copy would cost as much as the product), nor
+when B is small enough to stay in L2 (``gemm_pack_min_bytes``).
 
 K is not split: a packed micro-panel (K x NR) is read sequentially from L2
 while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
@@ -167,7 +168,8 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
         return GemmPlan(a_expr, b_expr, b_first, row_axis, _b.max(M, 1), width, 1, False,
                         tuning.lanes(bits), wide=True)
     row_tiles = None if M is None else -(-M // rows)
-    pack = n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
+    pack = (n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
+            and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes))
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits))
 
 
