@@ -451,3 +451,31 @@ def test_prim_funcs_that_return_a_value_are_read_and_not_run() -> None:
         compile_prim_funcs({"is_multiple": f})
     with pytest.raises(PhasecError, match="returns a value"):
         run_prim_func(f, [32])
+
+
+SHAPE_VARIABLE_AS_TENSOR_SHAPE = HEADER + """
+@I.ir_module
+class Module:
+    @R.function
+    def main(shape: R.Tensor((2,), "int64"), known: R.Shape([2, 3]), any_shape: R.Shape):
+        R.func_attr({"relax.force_pure": True})
+        lv1: R.Shape(ndim=2) = R.tensor_to_shape(shape)
+        a: R.Tensor(lv1, dtype="float32") = R.zeros(lv1, dtype="float32")
+        b = R.call_packed("test.f", a, ty_args=R.Tensor(known, dtype="float32"))
+        c = R.call_packed("test.f", a, ty_args=R.Tensor(any_shape, dtype="float32"))
+        return (a, b, c)
+"""
+
+
+def test_a_shape_variable_as_a_tensor_shape_reads_as_its_known_shape() -> None:
+    reference = _tvm_parse(SHAPE_VARIABLE_AS_TENSOR_SHAPE)
+    mod = phasec.parse(SHAPE_VARIABLE_AS_TENSOR_SHAPE)
+    tvm_vars = [b.var.ty for b in reference["main"].body.blocks[0].bindings[1:]]
+    ours = [b.var.struct_info for b in mod["main"].body.blocks[0].bindings[1:]]
+    for theirs, mine in zip(tvm_vars, ours):
+        # TVM keeps the shape variable itself; phasec what its struct info knows
+        assert (mine.ndim, mine.dtype) == (theirs.ndim, "float32")
+    assert [int(d.value) for d in ours[1].shape] == [2, 3]
+    assert ours[0].shape is None and ours[2].shape is None
+    for syntax in ("tvm", "legacy"):
+        assert_structural_equal(phasec.parse(mod.script(syntax=syntax)), mod)

@@ -402,14 +402,27 @@ class _SinfoParser:
         if isinstance(first, ast.Constant) and isinstance(first.value, str) and "dtype" not in a:
             a["dtype"] = a.pop("shape")  # R.Tensor("float32", ndim=2)
         shape = None
-        if "shape" in a and not _is_none(a["shape"]):
+        ndim = -1
+        shape_var = None
+        if isinstance(a.get("shape"), ast.Name) and self.var_sinfo is not None:
+            shape_var = self.var_sinfo(a["shape"].id)
+        if shape_var is not None:
+            # R.Tensor(s, "float32") with a shape variable s (TVM keeps the link to
+            # s): the shape s's struct info knows, else its rank, else unknown.
+            s_sinfo = shape_var.struct_info
+            if not isinstance(s_sinfo, ShapeStructInfo):
+                raise mp.error(f"{mp.R}.Tensor: {a['shape'].id!r} is not a shape value (its "
+                               f"struct info is not {mp.R}.Shape)", a["shape"])
+            if s_sinfo.values is not None:
+                shape = s_sinfo.values
+            ndim = s_sinfo.ndim
+        elif "shape" in a and not _is_none(a["shape"]):
             shape = self._dims(a["shape"], f"{mp.R}.Tensor shape")
         dtype = "void"
         if "dtype" in a and not _is_none(a["dtype"]):
             dtype = mp.str_arg(a["dtype"], f"{mp.R}.Tensor dtype")
             if dtype not in tir.DTYPES and dtype != "void":
                 raise mp.error(f"{mp.R}.Tensor: unknown dtype {dtype!r}", a["dtype"])
-        ndim = -1
         if "ndim" in a:
             ndim = self._int(a["ndim"], f"{mp.R}.Tensor ndim")
             if ndim < -1:
@@ -422,6 +435,8 @@ class _SinfoParser:
             from ._parse_global_infos import resolve_vdevice
 
             vdevice = resolve_vdevice(mp, a["vdevice"])
+        if shape is None and ndim != -1:
+            return TensorStructInfo(None, dtype, ndim, span=span, vdevice=vdevice)
         return TensorStructInfo(shape, dtype, ndim, span=span, vdevice=vdevice)
 
     def _tuple(self, call: ast.Call, span: Span) -> StructInfo:
