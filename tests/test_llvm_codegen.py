@@ -981,3 +981,18 @@ def test_vectorized_erf_within_two_ulps(vector_math_lib):
     np.testing.assert_array_equal(out, 1.0)
     vector_math_lib["erf"](-big, out)
     np.testing.assert_array_equal(out, -1.0)
+
+
+def test_kernels_prefer_the_vector_width_of_the_target_tuning():
+    # LLVM's own tuning for some AVX-512 CPUs prefers 256-bit vectors; the
+    # schedules' register tiles are sized for the tuning's width
+    from phasec.ir.tuning import host_tuning
+    A, B = T.Buffer("A", (64,)), T.Buffer("B", (64,))
+    i = T.Var("i")
+    f = T.PrimFunc((A, B), T.For(i, 0, 64, "vectorized", T.BufferStore(B, A[i] * 2.0, (i,))))
+    lib = compile_prim_funcs({"double_it": f})
+    assert f'"prefer-vector-width"="{host_tuning().vector_bits}"' in lib.llvm_ir
+    a = np.arange(64, dtype="float32")
+    b = np.zeros(64, "float32")
+    lib["double_it"](a, b)
+    np.testing.assert_array_equal(b, a * 2)

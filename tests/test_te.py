@@ -764,3 +764,24 @@ def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
         cases.append((name, arrays, (n, o, h - kh + 1, w - kw + 1), "float32",
                       lambda x, wt, b, g=groups: _conv_reference(x, wt, b, g)))
     _check_gemm(funcs, cases)
+
+
+def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):
+    from phasec.ir import tuning as tn
+    cases = [({"avx512f", "avx2", "fma"}, "avx512", 512), ({"avx2", "fma"}, "avx2", 256),
+             ({"sse2"}, "generic", 128), (set(), "generic", 128)]
+    try:
+        for flags, name, bits in cases:
+            monkeypatch.setattr(tn, "_cpu_flags", lambda flags=flags: flags)
+            monkeypatch.delenv("PHASEC_VECTOR_BITS", raising=False)
+            tn.host_tuning.cache_clear()
+            t = tn.host_tuning()
+            assert (t.name, t.vector_bits, t.lanes(32), t.lanes(64)) == (name, bits, bits // 32,
+                                                                         bits // 64)
+        monkeypatch.setattr(tn, "_cpu_flags", lambda: {"avx512f"})
+        for cap, bits in (("256", 256), ("128", 128), ("1024", 512), ("wide", 512)):
+            monkeypatch.setenv("PHASEC_VECTOR_BITS", cap)
+            tn.host_tuning.cache_clear()
+            assert tn.host_tuning().vector_bits == bits
+    finally:
+        tn.host_tuning.cache_clear()
