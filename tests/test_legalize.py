@@ -196,7 +196,14 @@ CASES = (
                      ("ceil", dict(pool_size=(3, 3), strides=(2, 2), padding=(1, 0, 1, 1),
                                    ceil_mode=True)),
                      ("incl-pad", dict(pool_size=(2, 2), padding=(1, 1), count_include_pad=True,
-                                       dilation=(2, 1))))]
+                                       dilation=(2, 1))),
+                     # D read as NHWC (2, 4 x 7, 6 channels), out NCHW; ceil_mode drops a
+                     # last window that would start in the padding (TVM 0.27)
+                     ("nhwc", dict(pool_size=(2, 3), strides=(2, 2), layout="NHWC",
+                                   out_layout="NCHW", ceil_mode=True, padding=(0, 1, 1, 0))))]
+    + [(f"{p}-nchw2c", lambda p=p: call_op(p, tvar("d2c", (1, 2, 5, 4, 2)), pool_size=2,
+                                           strides=1, padding=1, layout="NCHW2c"))
+       for p in POOLS]
     + [("avg_pool2d-i32", lambda: call_op("nn.avg_pool2d", DI, pool_size=(2, 2), padding=(1, 1))),
        ("max_pool2d-i32", lambda: call_op("nn.max_pool2d", DI, pool_size=(3, 3), padding=(1, 1)))]
     + [(f"{n}", lambda n=n, kw=kw: call_op(n, Z, **kw))

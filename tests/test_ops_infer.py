@@ -360,8 +360,15 @@ def test_pools(name):
     assert S(call_op(name, x7, pool_size=2, strides=2)) == 'R.Tensor((1, 1, 3, 3), dtype="float32")'
     assert S(call_op(name, x7, pool_size=2, strides=2, ceil_mode=True)) == \
         'R.Tensor((1, 1, 4, 4), dtype="float32")'
-    raises(["layout 'NHWC' is not supported"], call_op, name, x, layout="NHWC")
-    raises(["4-D NCHW"], call_op, name, tv("x2", (3, 4)))
+    # other layouts (TVM 0.27's InferTypePool2D): NHWC, and packed NCHW4c
+    assert S(call_op(name, tv("xh", (n, 32, 32, 3)), pool_size=2, strides=2, layout="NHWC")) \
+        == 'R.Tensor((n, 16, 16, 3), dtype="float32")'
+    assert S(call_op(name, tv("xp", (1, 2, 7, 7, 4)), pool_size=2, strides=2, ceil_mode=True,
+                     layout="NCHW4c", out_layout="NHWC")) == \
+        'R.Tensor((1, 4, 4, 8), dtype="float32")'
+    assert call_op(name, x, layout="NHWC").attrs["out_layout"] == "NHWC"
+    raises(["layout 'NHWW' is not a layout"], call_op, name, x, layout="NHWW")
+    raises(["expects a 4-D tensor (NCHW)"], call_op, name, tv("x2", (3, 4)))
     raises(["non-positive"], call_op, name, x7, pool_size=9)
 
 

@@ -123,8 +123,10 @@ def test_pool_1d_3d_infer():
         "padding"] == (1, 2, 3, 1, 2, 3)
     raises(["padding needs 1, 3 or 6"], call_op, "nn.avg_pool3d", tv("x", (1, 2, 4, 4, 4)),
            padding=(1, 2))
-    raises(["'NCW4c' is not a layout", "sub-layouts"], call_op, "nn.max_pool1d",
+    raises(["1-D pooling expects a 4-D tensor (NCW4c)"], call_op, "nn.max_pool1d",
            tv("x", (1, 2, 4)), layout="NCW4c")
+    raises(["'NCW4' is not a layout"], call_op, "nn.max_pool1d", tv("x", (1, 2, 4)),
+           layout="NCW4")
     raises(["expects a 3-D tensor"], call_op, "nn.max_pool1d", tv("x", (1, 2, 4, 4)))
     raises(["non-positive"], call_op, "nn.max_pool1d", tv("x", (1, 2, 2)), pool_size=3)
     raises(["pool_size must be positive"], call_op, "nn.max_pool1d", tv("x", (1, 2, 2)),

@@ -245,7 +245,9 @@ def _pool_naive(x, k, s, pad, dil, ceil_mode, mode, include_pad):
 
     def size(dim, kk, ss, dd, p0, p1):
         num = dim + p0 + p1 - dd * (kk - 1) - 1 + (ss - 1 if ceil_mode else 0)
-        return num // ss + 1
+        raw = num // ss + 1
+        # TVM 0.27 (and PyTorch): with ceil_mode no window starts past the input
+        return raw - 1 if ceil_mode and (raw - 1) * ss >= dim + p0 else raw
 
     oh, ow = size(h, k[0], s[0], dil[0], pt, pb), size(w, k[1], s[1], dil[1], pl, pr)
     out = np.zeros((n, c, oh, ow))
@@ -282,6 +284,19 @@ def test_pools(k, s, pad, dil, ceil_mode, include_pad):
               count_include_pad=include_pad)
     close(run("nn.max_pool2d", x, **kw), _pool_naive(x, k, s, pad, dil, ceil_mode, "max", include_pad))
     close(run("nn.avg_pool2d", x, **kw), _pool_naive(x, k, s, pad, dil, ceil_mode, "avg", include_pad))
+
+
+def test_pool2d_nhwc_and_packed_layouts():
+    x = rand(2, 8, 7, 6)
+    kw = dict(pool_size=(3, 2), strides=(2, 2), padding=(1, 0, 1, 1), ceil_mode=True)
+    for mode in ("max", "avg"):
+        want = _pool_naive(x, (3, 2), (2, 2), (1, 0, 1, 1), (1, 1), True, mode, False)
+        got = run(f"nn.{mode}_pool2d", np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                  layout="NHWC", **kw)
+        close(got, want.transpose(0, 2, 3, 1))
+        # NCHW4c in (channels split 2 x 4, the block last), NCHW out
+        packed = np.ascontiguousarray(x.reshape(2, 2, 4, 7, 6).transpose(0, 1, 3, 4, 2))
+        close(run(f"nn.{mode}_pool2d", packed, layout="NCHW4c", out_layout="NCHW", **kw), want)
 
 
 # ---------------------------------------------------------------------------

@@ -1,39 +1,23 @@
-"""Neural-network operators: softmax, normalizations, 2-D pooling (the
-convolutions are in :mod:`.nn_conv`).
-
-Layouts: only NCHW pooling is supported here (others are a StructInfoError).
-Padding is normalized to 4 integers (top, left, bottom,
-right). Output sizes (per spatial dim, kernel k, stride s, dilation d, padding
-p0/p1)::
-
-    out = (in + p0 + p1 - d * (k - 1) - 1) // s + 1            # pools
-    out = (in + p0 + p1 - d * (k - 1) - 1 + s - 1) // s + 1    # pools, ceil_mode
-
-Pool semantics: ``max_pool2d`` ignores padding (padded positions are -inf for
-floats, the minimum for integers); ``avg_pool2d`` divides the sum of the valid
-taps by the number of taps inside the input (``count_include_pad=False``) or
-inside the padded input ``[-p0, in + p1)`` (``count_include_pad=True``), at
-least 1.
-"""
+"""Neural-network operators: softmax, log_softmax, layer_norm, rms_norm (the
+convolutions are in :mod:`.nn_conv`, pooling in :mod:`.nn_pool`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
-from .. import arith, te, tir
+from .. import arith, te
 from ..expr import Call
 from ..struct_info import TensorStructInfo
 from ..te import Tensor
-from ..tir import BinaryOp, Cast, PrimExpr, Select
+from ..tir import BinaryOp, PrimExpr
 from ._common import (
-    OpPattern, REQUIRED, as_bool, as_float, as_int, as_str, define,
-    err, int_tuple, norm_axes, norm_axis, padding4, pair, tensor_arg, tensor_sinfo,
+    OpPattern, REQUIRED, as_bool, as_float, as_int, define,
+    err, int_tuple, norm_axes, norm_axis, tensor_arg,
 )
 from ._lowering import (
-    Inputs, _clamp, _const, _count, _float, _i64, _norm_axis, _out, _prod, _reduction, _tensor,
+    Inputs, _const, _count, _norm_axis, _prod, _reduction, _tensor,
     legalizes,
 )
 from .elementwise import _float_unary  # the float-dtype check
@@ -157,129 +141,6 @@ define("nn.rms_norm", ("data", "weight"), _infer_rms_norm,
        doc="x / sqrt(mean(x^2 over axes) + epsilon) * weight.")
 
 
-# ---------------------------------------------------------------------------
-# output sizes of 2-D windows (pooling)
-# ---------------------------------------------------------------------------
-
-def _spatial_out(in_dim, k, stride, dilation, pad0, pad1, ceil_mode=False):
-    i64 = tir.IntImm
-    num = tir.BinaryOp("-", tir.BinaryOp("+", in_dim, i64(pad0 + pad1)),
-                       tir.BinaryOp("+", tir.BinaryOp("*", i64(dilation),
-                                                      tir.BinaryOp("-", k, i64(1))), i64(1)))
-    if ceil_mode:
-        num = tir.BinaryOp("+", num, i64(stride - 1))
-    return arith.simplify(tir.BinaryOp("+", tir.BinaryOp("//", num, i64(stride)), i64(1)))
-
-
-def _check_positive(call, name, values):
-    if any(v <= 0 for v in values):
-        raise err(call, f"{name} must be positive, got {tuple(values)}")
-
-
-def _check_spatial_out(call, dims):
-    for d in dims:
-        v = arith.const_int(d)
-        if v is not None and v <= 0:
-            raise err(call, "the output spatial size would be non-positive "
-                            f"({v}); the window is larger than the padded input")
-
-
-# ---------------------------------------------------------------------------
-# pooling
-# ---------------------------------------------------------------------------
-
-def _infer_pool(call, ctx):
-    data = tensor_arg(call, 0, ctx, "data")
-    a = _attrs(call)
-    for key in ("layout", "out_layout"):
-        if a[key] != "NCHW":
-            raise err(call, f"{key} {a[key]!r} is not supported; phasec supports only NCHW pooling")
-    _check_positive(call, "pool_size", a["pool_size"])
-    _check_positive(call, "strides", a["strides"])
-    _check_positive(call, "dilation", a["dilation"])
-    if any(p < 0 for p in a["padding"]):
-        raise err(call, f"padding must be non-negative, got {a['padding']}")
-    if data.ndim not in (-1, 4):
-        raise err(call, f"pooling expects a 4-D NCHW tensor, but the data has ndim {data.ndim}")
-    if data.shape is None:
-        return TensorStructInfo(None, data.dtype, 4)
-    n, c, h, w = data.shape
-    pt, pl, pb, pr = a["padding"]
-    (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
-    oh = _spatial_out(h, tir.IntImm(kh), sh, dh, pt, pb, a["ceil_mode"])
-    ow = _spatial_out(w, tir.IntImm(kw), sw, dw, pl, pr, a["ceil_mode"])
-    _check_spatial_out(call, (oh, ow))
-    return tensor_sinfo((n, c, oh, ow), data.dtype)
-
-
-def _pool_out_size(size, k, s, d, p0, p1, ceil_mode):
-    num = size + p0 + p1 - d * (k - 1) - 1
-    if ceil_mode:
-        num += s - 1
-    return num // s + 1
-
-
-def _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode):
-    """Yield (tap values, valid mask, in-padded-input mask) for every window tap."""
-    n, c, h, w = data.shape
-    (kh, kw), (sh, sw), (dh, dw) = pool_size, strides, dilation
-    pt, pl, pb, pr = padding
-    oh = _pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode)
-    ow = _pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode)
-    rows0 = np.arange(oh) * sh - pt
-    cols0 = np.arange(ow) * sw - pl
-    for p in range(kh):
-        rows = rows0 + p * dh
-        for q in range(kw):
-            cols = cols0 + q * dw
-            valid = ((rows >= 0) & (rows < h))[:, None] & ((cols >= 0) & (cols < w))[None, :]
-            padded = ((rows >= -pt) & (rows < h + pb))[:, None] & \
-                     ((cols >= -pl) & (cols < w + pr))[None, :]
-            r = np.clip(rows, 0, h - 1)
-            cc = np.clip(cols, 0, w - 1)
-            yield data[:, :, r[:, None], cc[None, :]], valid, padded, (n, c, oh, ow)
-
-
-def _max_pool2d_ref(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0, 0, 0),
-                    dilation=(1, 1), ceil_mode=False, count_include_pad=False,
-                    layout="NCHW", out_layout="NCHW"):
-    data = np.asarray(data)
-    low = -np.inf if data.dtype.kind == "f" else np.iinfo(data.dtype).min
-    out = None
-    for vals, valid, _, shape in _pool_taps(data, pool_size, strides, padding, dilation, ceil_mode):
-        vals = np.where(valid, vals, np.asarray(low, data.dtype))
-        out = vals if out is None else np.maximum(out, vals)
-    return out.astype(data.dtype)
-
-
-def _avg_pool2d_ref(data, pool_size=(1, 1), strides=(1, 1), padding=(0, 0, 0, 0),
-                    dilation=(1, 1), ceil_mode=False, count_include_pad=False,
-                    layout="NCHW", out_layout="NCHW"):
-    data = np.asarray(data)
-    acc_dtype = np.float64 if data.dtype.kind == "f" else np.int64
-    total = count = None
-    for vals, valid, padded, shape in _pool_taps(data, pool_size, strides, padding, dilation,
-                                                 ceil_mode):
-        vals = np.where(valid, vals.astype(acc_dtype), 0)
-        counted = (padded if count_include_pad else valid).astype(np.int64)
-        total = vals if total is None else total + vals
-        count = counted if count is None else count + counted
-    count = np.maximum(count, 1)
-    if data.dtype.kind == "f":
-        return (total / count).astype(data.dtype)
-    return (total // count).astype(data.dtype)
-
-
-_POOL_ATTRS = {"pool_size": ((1, 1), pair), "strides": ((1, 1), pair),
-               "padding": ((0, 0, 0, 0), padding4), "dilation": ((1, 1), pair),
-               "ceil_mode": (False, as_bool), "count_include_pad": (False, as_bool),
-               "layout": ("NCHW", as_str), "out_layout": ("NCHW", as_str)}
-
-define("nn.max_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_max_pool2d_ref,
-       pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc="2-D max pooling (NCHW).")
-define("nn.avg_pool2d", ("data",), _infer_pool, attrs=_POOL_ATTRS, reference=_avg_pool2d_ref,
-       pattern=OpPattern.OUT_ELEMWISE_FUSABLE, doc="2-D average pooling (NCHW).")
-
 
 # ---------------------------------------------------------------------------
 # Legalization
@@ -373,78 +234,3 @@ def _rms_norm(call: Call, inputs: Inputs) -> Tensor:
     return te.compute(x.shape, lambda *i: BinaryOp(
         "*", BinaryOp("/", x[i], te.call("sqrt", BinaryOp("+", ms[_drop(i, axes)], eps))),
         weight[_param_index(i, axes)]), name="T_rms_norm")
-
-
-def _pool_window(call: Call, x: Tensor):
-    a = _attrs(call)
-    (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
-    pt, pl, pb, pr = a["padding"]
-    ry = te.reduce_axis(kh, "ry")
-    rx = te.reduce_axis(kw, "rx")
-    h, w = x.shape[2], x.shape[3]
-
-    def coords(y: PrimExpr, xx: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
-        row = BinaryOp("+", BinaryOp("-", BinaryOp("*", y, _i64(sh)), _i64(pt)),
-                       BinaryOp("*", ry.var, _i64(dh)))
-        col = BinaryOp("+", BinaryOp("-", BinaryOp("*", xx, _i64(sw)), _i64(pl)),
-                       BinaryOp("*", rx.var, _i64(dw)))
-        return row, col
-
-    def inside(row: PrimExpr, col: PrimExpr, lo_h: int, hi_h: PrimExpr, lo_w: int,
-               hi_w: PrimExpr) -> PrimExpr:
-        return BinaryOp("and",
-                        BinaryOp("and", BinaryOp(">=", row, _i64(lo_h)), BinaryOp("<", row, hi_h)),
-                        BinaryOp("and", BinaryOp(">=", col, _i64(lo_w)), BinaryOp("<", col, hi_w)))
-    return a, ry, rx, h, w, coords, inside, (pt, pl, pb, pr)
-
-
-@legalizes("nn.max_pool2d")
-def _max_pool2d(call: Call, inputs: Inputs) -> Tensor:
-    x = _tensor(inputs, 0, call)
-    out = _out(call)
-    a, ry, rx, h, w, coords, inside, _ = _pool_window(call, x)
-    low = te.min_value(x.dtype)
-
-    def body(n: PrimExpr, c: PrimExpr, y: PrimExpr, xx: PrimExpr) -> Any:
-        row, col = coords(y, xx)
-        v = Select(inside(row, col, 0, h, 0, w), x[n, c, _clamp(row, h), _clamp(col, w)], low)
-        return te.max(v, axis=[ry, rx])
-    return te.compute(out.shape, body, name="T_max_pool2d")
-
-
-@legalizes("nn.avg_pool2d")
-def _avg_pool2d(call: Call, inputs: Inputs) -> Tensor:
-    x = _tensor(inputs, 0, call)
-    out = _out(call)
-    a, ry, rx, h, w, coords, inside, (pt, pl, pb, pr) = _pool_window(call, x)
-    dt = x.dtype
-    acc = dt if _float(dt) else "int64"
-
-    def total(n: PrimExpr, c: PrimExpr, y: PrimExpr, xx: PrimExpr) -> Any:
-        row, col = coords(y, xx)
-        v = Select(inside(row, col, 0, h, 0, w),
-                   te.cast(x[n, c, _clamp(row, h), _clamp(col, w)], acc), _const(0, acc))
-        return te.sum(v, axis=[ry, rx])
-    s = te.compute(out.shape, total, name="T_avg_pool2d_sum")
-    ry2 = te.reduce_axis(ry.extent, "ry")
-    rx2 = te.reduce_axis(rx.extent, "rx")
-
-    def count(n: PrimExpr, c: PrimExpr, y: PrimExpr, xx: PrimExpr) -> Any:
-        row = BinaryOp("+", BinaryOp("-", BinaryOp("*", y, _i64(a["strides"][0])), _i64(pt)),
-                       BinaryOp("*", ry2.var, _i64(a["dilation"][0])))
-        col = BinaryOp("+", BinaryOp("-", BinaryOp("*", xx, _i64(a["strides"][1])), _i64(pl)),
-                       BinaryOp("*", rx2.var, _i64(a["dilation"][1])))
-        if a["count_include_pad"]:
-            cond = inside(row, col, -pt, arith.simplify(h + _i64(pb)), -pl,
-                          arith.simplify(w + _i64(pr)))
-        else:
-            cond = inside(row, col, 0, h, 0, w)
-        return te.sum(Select(cond, _i64(1), _i64(0)), axis=[ry2, rx2])
-    cnt = te.compute(out.shape, count, name="T_avg_pool2d_count")
-
-    def body(*i: PrimExpr) -> PrimExpr:
-        c = BinaryOp("max", cnt[i], _i64(1))
-        if _float(dt):
-            return BinaryOp("/", s[i], Cast(dt, c))
-        return te.cast(BinaryOp("//", s[i], c), dt)
-    return te.compute(out.shape, body, name="T_avg_pool2d")

@@ -1,10 +1,12 @@
-"""Pooling over 1 and 3 spatial dims, and adaptive average pooling (1-3 dims).
+"""Pooling over 1, 2 and 3 spatial dims, and adaptive average pooling (1-3 dims).
 
-``nn.max_pool1d``/``avg_pool1d``/``max_pool3d``/``avg_pool3d`` take TVM's
-attributes: ``pool_size``, ``strides``, ``dilation`` (1 or r ints),
-``padding`` (1, r or 2r ints: the r leading pads, then the r trailing
-pads), ``ceil_mode``, ``count_include_pad``, ``layout`` (any permutation of
-``NCW`` / ``NCDHW``) and ``out_layout`` (None: the data layout). Output size
+``nn.max_pool{1,2,3}d``/``avg_pool{1,2,3}d`` take TVM's attributes:
+``pool_size``, ``strides``, ``dilation`` (1 or r ints), ``padding`` (1, r or
+2r ints: the r leading pads, then the r trailing pads), ``ceil_mode``,
+``count_include_pad``, ``layout`` (any permutation of ``NCW`` / ``NCHW`` /
+``NCDHW``, or a packed layout such as ``NCHW4c``, see
+:class:`~phasec.ir.op._layout.PackedLayout`) and ``out_layout`` (None
+becomes the data layout when the call is built, as TVM's constructor does). Output size
 per spatial dim (input ``i``, window ``k``, stride ``s``, dilation ``d``,
 pads ``p0``/``p1``), as TVM 0.27::
 
@@ -118,19 +120,20 @@ def _infer_pool(rank: int):
     def infer(call, ctx):
         data = tensor_arg(call, 0, ctx, "data")
         a = _attrs(call)
-        layout = layout_of(call, a["layout"], canonical, "layout")
-        out_layout = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+        layout = layout_of(call, a["layout"], canonical, "layout", packed=True)
+        out_layout = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout",
+                           packed=True)
         check_positive(call, "pool_size", a["pool_size"])
         check_positive(call, "strides", a["strides"])
         check_positive(call, "dilation", a["dilation"])
         check_nonneg(call, "padding", a["padding"])
         if data.dtype == "bool":
             raise err(call, "pooling does not compute on bool tensors; convert the data first")
-        if data.ndim not in (-1, rank + 2):
-            raise err(call, f"{rank}-D pooling expects a {rank + 2}-D tensor ({layout.name}), "
+        if data.ndim not in (-1, layout.ndim):
+            raise err(call, f"{rank}-D pooling expects a {layout.ndim}-D tensor ({layout.name}), "
                             f"but the data has ndim {data.ndim}")
         if data.shape is None:
-            return TensorStructInfo(None, data.dtype, rank + 2)
+            return TensorStructInfo(None, data.dtype, out_layout.ndim)
         n, c, *sp = layout.to_canonical(data.shape)
         pads = a["padding"]
         out_sp = [pool_out_size(sp[j], a["pool_size"][j], a["strides"][j], a["dilation"][j],
@@ -144,8 +147,7 @@ def pool_reference(data, kind, rank, pool_size, strides, padding, dilation, ceil
                    count_include_pad, layout, out_layout):
     """numpy max/avg pooling over ``rank`` spatial dims in any layout."""
     x = np.asarray(data)
-    lay = _Perm(layout, _canonical(rank))
-    xc = np.transpose(x, lay.to_canonical(range(x.ndim)))
+    xc = _ref_layout(layout, rank).array_to_canonical(x)
     in_sizes = xc.shape[2:]
     a = {"pool_size": pool_size, "strides": strides, "padding": padding, "dilation": dilation,
          "ceil_mode": ceil_mode}
@@ -178,22 +180,24 @@ def pool_reference(data, kind, rank, pool_size, strides, padding, dilation, ceil
     if kind == "avg":
         div = np.maximum(count, 1)
         result = result / div if x.dtype.kind == "f" else result // div
-    out_lay = _Perm(out_layout or layout, _canonical(rank))
-    return np.transpose(result, out_lay.from_canonical_axes()).astype(x.dtype)
+    return _ref_layout(out_layout or layout, rank).array_from_canonical(result).astype(x.dtype)
 
 
-class _Perm:
-    """Layout permutations for the numpy references (no call to blame)."""
+def _ref_layout(name: str, rank: int):
+    """The layout of a reference call (inference has checked the attribute)."""
+    from ._layout import Layout, _packed
 
-    def __init__(self, name: str, canonical: str) -> None:
-        self.name, self.canonical = name, canonical
+    canonical = _canonical(rank)
+    if sorted(name) == sorted(canonical):
+        return Layout(name, canonical)
+    return _packed(name, canonical)
 
-    def to_canonical(self, axes):
-        axes = list(axes)
-        return [axes[self.name.index(c)] for c in self.canonical]
 
-    def from_canonical_axes(self):
-        return [self.canonical.index(c) for c in self.name]
+def _fill_out_layout(attrs: dict) -> dict:
+    """``out_layout`` None -> the data layout (TVM's ``out_layout.value_or(layout)``)."""
+    if attrs.get("out_layout") is None and isinstance(attrs.get("layout"), str):
+        attrs["out_layout"] = attrs["layout"]
+    return attrs
 
 
 def _pool_attrs(rank: int):
@@ -213,10 +217,11 @@ def _pool_ref(kind: str, rank: int):
     return ref
 
 
-for _rank in (1, 3):
+for _rank in (1, 2, 3):
     for _kind in ("max", "avg"):
         define(f"nn.{_kind}_pool{_rank}d", ("data",), _infer_pool(_rank), attrs=_pool_attrs(_rank),
                reference=_pool_ref(_kind, _rank), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+               finish=_fill_out_layout,
                doc=f"{_rank}-D {_kind} pooling (layout {_canonical(_rank)} or a permutation).")
 
 
@@ -225,8 +230,9 @@ def _pool_te(call, inputs, kind: str, rank: int):
     out = _out(call)
     a = _attrs(call)
     canonical = _canonical(rank)
-    lay = layout_of(call, a["layout"], canonical, "layout")
-    out_lay = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+    lay = layout_of(call, a["layout"], canonical, "layout", packed=True)
+    out_lay = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout",
+                           packed=True)
     in_sp = lay.to_canonical(x.shape)[2:]
     pads = a["padding"]
     taps = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(a["pool_size"])]
@@ -247,13 +253,13 @@ def _pool_te(call, inputs, kind: str, rank: int):
         return cond
 
     def load(n, c, pos):
-        idx = lay.from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
+        idx = lay.index_from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
         return x[idx]
 
     zeros = [0] * rank
 
     def total(*o):
-        n, c, *oi = out_lay.to_canonical(o)
+        n, c, *oi = out_lay.index_to_canonical(o)
         pos = positions(oi, [t.var for t in taps])
         inside = within(pos, zeros, in_sp)
         if kind == "max":
@@ -265,7 +271,7 @@ def _pool_te(call, inputs, kind: str, rank: int):
     taps2 = [te.reduce_axis(k, f"q{j}") for j, k in enumerate(a["pool_size"])]
 
     def count(*o):
-        _, _, *oi = out_lay.to_canonical(o)
+        _, _, *oi = out_lay.index_to_canonical(o)
         pos = positions(oi, [t.var for t in taps2])
         if a["count_include_pad"]:
             lo = [-pads[j] for j in range(rank)]
@@ -284,7 +290,7 @@ def _pool_te(call, inputs, kind: str, rank: int):
     return te.compute(out.shape, body, name=_name(call))
 
 
-for _rank in (1, 3):
+for _rank in (1, 2, 3):
     for _kind in ("max", "avg"):
         legalizes(f"nn.{_kind}_pool{_rank}d")(
             lambda call, inputs, k=_kind, r=_rank: _pool_te(call, inputs, k, r))
@@ -313,15 +319,16 @@ def _infer_adaptive(rank: int):
     def infer(call, ctx):
         data = tensor_arg(call, 0, ctx, "data")
         a = _attrs(call)
-        layout = layout_of(call, a["layout"], canonical, "layout")
-        out_layout = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+        layout = layout_of(call, a["layout"], canonical, "layout", packed=True)
+        out_layout = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout",
+                           packed=True)
         if data.dtype == "bool":
             raise err(call, "pooling does not compute on bool tensors; convert the data first")
-        if data.ndim not in (-1, rank + 2):
-            raise err(call, f"adaptive_avg_pool{rank}d expects a {rank + 2}-D tensor "
+        if data.ndim not in (-1, layout.ndim):
+            raise err(call, f"adaptive_avg_pool{rank}d expects a {layout.ndim}-D tensor "
                             f"({layout.name}), but the data has ndim {data.ndim}")
         if data.shape is None:
-            return TensorStructInfo(None, data.dtype, rank + 2)
+            return TensorStructInfo(None, data.dtype, out_layout.ndim)
         n, c, *sp = layout.to_canonical(data.shape)
         if a["output_size"] is not None:
             sp = [_i64(s) for s in a["output_size"]]
@@ -332,7 +339,7 @@ def _infer_adaptive(rank: int):
 def _adaptive_ref(rank: int):
     def ref(data, output_size=None, layout=_canonical(rank), out_layout=None):
         x = np.asarray(data)
-        xc = np.transpose(x, _Perm(layout, _canonical(rank)).to_canonical(range(x.ndim)))
+        xc = _ref_layout(layout, rank).array_to_canonical(x)
         in_sizes = xc.shape[2:]
         sizes = output_size if output_size is not None else in_sizes
         acc = np.float64 if x.dtype.kind == "f" else np.int64
@@ -345,8 +352,7 @@ def _adaptive_ref(rank: int):
             total = block.sum(axis=tuple(range(2, 2 + rank)))
             cnt = int(np.prod([w.stop - w.start for w in window]))
             out[(slice(None), slice(None)) + o] = total / cnt if acc is np.float64 else total // cnt
-        perm = _Perm(out_layout or layout, _canonical(rank)).from_canonical_axes()
-        return np.transpose(out, perm).astype(x.dtype)
+        return _ref_layout(out_layout or layout, rank).array_from_canonical(out).astype(x.dtype)
     return ref
 
 
@@ -355,6 +361,7 @@ for _rank in (1, 2, 3):
            attrs={"output_size": (None, _output_size(_rank)),
                   "layout": (_canonical(_rank), as_str), "out_layout": (None, opt_layout)},
            reference=_adaptive_ref(_rank), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+           finish=_fill_out_layout,
            doc=f"{_rank}-D adaptive average pooling to ``output_size``.")
 
 
@@ -372,8 +379,9 @@ def _adaptive_te(call, inputs, rank: int):
     out = _out(call)
     a = _attrs(call)
     canonical = _canonical(rank)
-    lay = layout_of(call, a["layout"], canonical, "layout")
-    out_lay = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout")
+    lay = layout_of(call, a["layout"], canonical, "layout", packed=True)
+    out_lay = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout",
+                           packed=True)
     in_sp = lay.to_canonical(x.shape)[2:]
     out_sp = out_lay.to_canonical(out.shape)[2:]
     dt = x.dtype
@@ -391,19 +399,19 @@ def _adaptive_te(call, inputs, rank: int):
         return starts, ends
 
     def total(*o):
-        n, c, *oi = out_lay.to_canonical(o)
+        n, c, *oi = out_lay.index_to_canonical(o)
         starts, ends = bounds(oi)
         pos = [BinaryOp("+", starts[j], taps[j].var) for j in range(rank)]
         cond = None
         for j in range(rank):
             cj = BinaryOp("<", pos[j], ends[j])
             cond = cj if cond is None else BinaryOp("and", cond, cj)
-        idx = lay.from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
+        idx = lay.index_from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
         return te.sum(Select(cond, te.cast(x[idx], acc), _const(0, acc)), axis=taps)
     s = te.compute(out.shape, total, name=_name(call) + "_sum")
 
     def body(*o):
-        _, _, *oi = out_lay.to_canonical(o)
+        _, _, *oi = out_lay.index_to_canonical(o)
         starts, ends = bounds(oi)
         cnt: PrimExpr = _i64(1)
         for j in range(rank):
