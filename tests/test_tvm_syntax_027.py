@@ -174,6 +174,38 @@ class Module:
         out: R.Tensor((10, 5), "float32") = inner(x1, y1)
         return out
 """,
+    "if_branches_ending_in_a_dataflow_block_or_a_call_statement": """
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((4, 4), "float32"), w: R.Tensor((4, 4), "float32"), flag: R.Prim("bool")):
+        if flag:
+            with R.dataflow():
+                w_t = R.permute_dims(w)
+                out = R.matmul(x, w_t)
+                R.output(out)
+        else:
+            with R.dataflow():
+                out = R.matmul(x, w)
+                R.output(out)
+        if flag:
+            R.print(out, format="then: {}")
+        else:
+            R.print(out, format="else: {}")
+        return out
+""",
+    "a_buffers_shape_as_dimensions": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def copy(X: T.Buffer((T.int64(16), T.int64(32)), "float32"),
+             Z: T.Buffer((T.int64(16), T.int64(32)), "float32")):
+        Y = T.alloc_buffer(X.shape, "float32")
+        for i in T.serial(T.int64(0), X.shape[0]):
+            for j in range(X.shape[-1]):
+                Y[i, j] = X[i, j]
+                Z[i, j] = Y[i, j]
+""",
 }
 
 

@@ -142,10 +142,36 @@ class _PrimExprParser:
             lhs, rhs = self.parse_pair(node.left, node.comparators[0])
             return tir.BinaryOp(op, lhs, rhs, span=span), False
         if isinstance(node, ast.Subscript):
+            dim = self.buffer_dim(node)
+            if dim is not None:
+                return dim, False
             return self._load(node), False
         if isinstance(node, ast.Call):
             return self._call(node), False
         raise mp.error(f"unsupported scalar expression {mp.src(node)!r}", node)
+
+    def buffer_shape(self, node: ast.AST) -> tuple[tir.PrimExpr, ...] | None:
+        """``A.shape`` for a buffer ``A``: its shape (None for anything else)."""
+        if not (isinstance(node, ast.Attribute) and node.attr == "shape"
+                and isinstance(node.value, ast.Name)):
+            return None
+        try:
+            buf = self.resolve(node.value.id, node.value, False)
+        except ParseError:
+            return None
+        return buf.shape if isinstance(buf, tir.Buffer) else None
+
+    def buffer_dim(self, node: ast.Subscript) -> tir.PrimExpr | None:
+        """``A.shape[1]`` for a buffer ``A``: that dimension (None for anything else)."""
+        shape = self.buffer_shape(node.value)
+        if shape is None:
+            return None
+        index = self.mp.number(node.slice)
+        if not isinstance(index, int) or isinstance(index, bool) or not -len(shape) <= index < len(shape):
+            raise self.mp.error(f"{self.mp.src(node.value)} has {len(shape)} dimension(s); "
+                                f"index it with an integer literal in range, got "
+                                f"{self.mp.src(node.slice)!r}", node.slice)
+        return shape[index]
 
     def _string_dim(self, node: ast.Constant) -> tir.PrimExpr:
         """``"n"`` or ``"n * 2"``: a dimension written as a string (signatures)."""

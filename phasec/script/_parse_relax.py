@@ -295,6 +295,17 @@ class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
         var = self._new_var("_", expr.struct_info, value, stmt)
         self._emit(rx.VarBinding(var, expr, span=mp.span(stmt)))
 
+    def _dataflow_output_names(self, stmt: ast.With) -> list[str]:
+        """The names in the ``R.output(...)`` ending ``with R.dataflow():`` (or [])."""
+        mp = self.mp
+        if not (len(stmt.items) == 1 and isinstance(stmt.items[0].context_expr, ast.Call)
+                and _dotted(stmt.items[0].context_expr.func) == (mp.R, "dataflow")
+                and stmt.body and isinstance(stmt.body[-1], ast.Expr)
+                and isinstance(stmt.body[-1].value, ast.Call)
+                and _dotted(stmt.body[-1].value.func) == (mp.R, "output")):
+            return []
+        return [a.id for a in stmt.body[-1].value.args if isinstance(a, ast.Name)]
+
     def _bound_name(self, stmt: ast.stmt) -> str | None:
         """The name a statement binds (for R.output resolution), if any."""
         while True:
@@ -408,6 +419,19 @@ class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
                 self._if(last)  # `elif`, or a nested if that binds the result
                 name = self._bound_name(last) or ""
                 result = self.scopes[-1][name]
+            elif isinstance(last, ast.With) and self._dataflow_output_names(last):
+                # A branch ending in a dataflow block: its result is the block's
+                # last output binding (as TVM reads it)
+                self._stmt(last)
+                outputs = self._dataflow_output_names(last)
+                bound = [self._bound_name(s) for s in last.body[:-1]]
+                name = next((b for b in reversed(bound) if b in outputs), outputs[-1])
+                result = self.scopes[-1][name]
+            elif isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+                # A branch ending in a call statement (`R.print(...)`): TVM's sugar
+                # for a branch whose result is the empty tuple, bound to `_`
+                self._stmt(last)
+                name, result = "_", rx.Tuple([], span=mp.span(last))
             else:
                 raise mp.error(f"the {which} branch of an if must end with an assignment "
                                f"`name = expr` giving the if's result", last)

@@ -190,8 +190,12 @@ class _PrimFuncParser:
             call = ast.copy_location(ast.Call(call.func, call.args, kept), call)
         a = mp.bind_args(call, what, params, params.index("shape") + 1)
         shape_node = a["shape"]
-        elts = shape_node.elts if isinstance(shape_node, (ast.Tuple, ast.List)) else [shape_node]
-        shape = mp.dims(self.prim, elts, f"{what} shape", dtype=None)
+        same_as = self.prim.buffer_shape(shape_node)  # T.alloc_buffer(X.shape, ...)
+        if same_as is not None:
+            shape = list(same_as)
+        else:
+            elts = shape_node.elts if isinstance(shape_node, (ast.Tuple, ast.List)) else [shape_node]
+            shape = mp.dims(self.prim, elts, f"{what} shape", dtype=None)
         dtype = mp.dtype_arg(a["dtype"], f"{what} dtype") if "dtype" in a else "float32"
         return shape, dtype
 
