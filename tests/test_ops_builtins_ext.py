@@ -193,3 +193,20 @@ def test_call_tir_dyn_reads_runs_and_round_trips():
     tvm.script.from_source(text)
     with pytest.raises(StructInfoError, match="must be a PrimFunc of the module"):
         call_op("vm.call_tir_dyn", ExternFunc("f"), Tuple([]))
+
+
+def test_view_offset_written_as_integer_arithmetic_is_folded():
+    # TVM's parser evaluates relative_byte_offset=32 * 64 * 4 as Python; phasec folds it
+    # (nothing executed) to the same R.prim_value(8192)
+    import tvm
+
+    text = VIEWS.replace("relative_byte_offset=R.prim_value(32)",
+                         "relative_byte_offset=2 * 4 * 4")
+    mod = phasec.parse(text)
+    view = _bindings(mod)["D"].value
+    assert isinstance(view.args[3], PrimValue) and view.args[3].value.value == 32
+    assert "R.prim_value(32)" in mod.script()
+    assert "D: R.Tensor((2, 2)" in tvm.script.from_source(text).script()
+    with pytest.raises(phasec.errors.ParseError):
+        phasec.parse(VIEWS.replace("relative_byte_offset=R.prim_value(32)",
+                                   "relative_byte_offset=__import__('os')"))

@@ -140,6 +140,15 @@ class _OperatorCalls:
             if isinstance(number, int) and not isinstance(number, bool):
                 return rx.PrimValue(tir.IntImm(number, "int64", span=self.mp.span(node)),
                                     span=self.mp.span(node))
+            if isinstance(node, ast.BinOp) and _int_literals_only(node):
+                # integer arithmetic on literals (relative_byte_offset=32 * 64 * 4), which
+                # TVM's parser evaluates as Python: folded here, nothing executed
+                from ..ir.arith import simplify
+
+                value = simplify(self.prim.parse(node, "int64"))
+                if isinstance(value, tir.IntImm):
+                    return rx.PrimValue(tir.IntImm(value.value, "int64", span=self.mp.span(node)),
+                                        span=self.mp.span(node))
         if name in shape_operands and isinstance(node, (ast.Tuple, ast.List)) \
                 and all(self._looks_like_dim(e) for e in node.elts):
             return rx.ShapeExpr(self.mp.dims(self.prim, node.elts, f"shape operand {name!r}",
@@ -169,6 +178,23 @@ def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
 _OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
 
 
+
+
+def _int_literals_only(node: ast.AST) -> bool:
+    """An expression of integer literals and + - * // (nothing else)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.BinOp):
+            if not isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+                return False
+        elif isinstance(n, ast.UnaryOp):
+            if not isinstance(n.op, ast.USub):
+                return False
+        elif isinstance(n, ast.Constant):
+            if type(n.value) is not int:
+                return False
+        elif not isinstance(n, (ast.operator, ast.unaryop)):
+            return False
+    return True
 
 
 def _optional_operands(opdef: OpDef) -> tuple[str, ...]:

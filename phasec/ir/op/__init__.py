@@ -34,7 +34,7 @@ TUPLE_OPERANDS = frozenset({"tensors", "args"})
 #: Operand names that accept a Python scalar (made a PrimValue): TVM prints
 #: ``R.arange(0, 10, 1)``, ``R.tril(x, 1)``, ``R.eye(3, 3, 0)`` with bare numbers.
 PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m", "window_size",
-                           "periodic", "alpha", "beta"})
+                           "periodic", "alpha", "beta", "relative_byte_offset"})
 
 #: Operands that may be omitted, per operator: TVM fills them with its "void"
 #: value, the empty tuple ``R.tuple()`` (so do the parser and call_op).
