@@ -202,3 +202,42 @@ def test_tvm_bit_operators_in_tir_read_back():
     want = (a & b, a | b, a ^ b, a << 3, a >> 1, p & q, p ^ q)  # numpy's operators
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.tolist() == w.tolist()
+
+
+# ---------------------------------------------------------------------------
+# FoldConstant: a folded constant that numpy laid out in another order
+# (generator of issue 13's operators: "[vm] ... the VM failed: VMError: kernel
+# 'add': parameter 'gv' expects a float32(2, 2, 2, 1) array, got a non
+# C-contiguous array"). R.nn.attention_bias's reference ends in a transpose;
+# FoldConstant made its result a Constant as it was, and the kernel that read
+# the constant refused it. Constants are now C-ordered copies.
+# ---------------------------------------------------------------------------
+
+_FOLDED_VIEW = '''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((1, 2, 2, 1), "float32")) -> R.Tensor((1, 2, 2, 1), "float32"):
+        with R.dataflow():
+            a = R.nn.attention_bias(
+                R.const([[[[0.5, -1.0], [2.0, 0.25]], [[1.5, 0.75], [-0.5, 1.0]]]], "float32"),
+                R.const([[[[0.25, -0.5]]]], "float32"), R.const([[[[0.5]]]], "float32"),
+                R.const([[[[0.25], [-0.5]]]], "float32"))
+            b = R.permute_dims(R.const([[1.0, 2.0], [3.0, 4.0]], "float32"))
+            c = R.add(x, a)
+            d = R.add(c, R.reshape(b, R.shape([1, 2, 2, 1])))
+            R.output(d)
+        return d
+'''
+
+
+def test_folded_constants_are_c_ordered():
+    assert phasec.ir.Constant(np.ones((2, 3), np.float32).T).data.flags.c_contiguous
+    mod = phasec.parse(_FOLDED_VIEW)
+    x = np.array([0.5, -1.0, 0.25, 2.0], np.float32).reshape(1, 2, 2, 1)
+    expected = phasec.interp.run(mod, x)
+    seq = parse_pipeline("LambdaLifting,FoldConstant,LegalizeOps,VMBuiltinLower")
+    report = check_sequence(mod, seq, [x])
+    assert report.ok, report.failures[0]
+    got = phasec.VirtualMachine(phasec.build(mod))["main"](x)
+    assert np.allclose(got, expected, atol=1e-6)

@@ -194,6 +194,24 @@ def test_tri_one_hot_full_like_reference():
     assert f.dtype == np.float32 and (f == 3).all()
 
 
+def test_one_hot_with_float_prim_values_keeps_float32_in_the_interpreter():
+    """The interpreter passes a float prim value as a Python float, which
+    numpy reads as float64: one_hot's reference returned float64 where its
+    struct info (and the compiled kernel) say float32 (a fuzzer finding)."""
+    mod = phasec.parse('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(y: R.Tensor((2,), dtype="int32")) -> R.Tensor((2, 3), dtype="float32"):
+        v = R.one_hot(y, R.prim_value(T.float32(1.0)), R.prim_value(T.float32(0.0)), depth=3)
+        return v
+''')
+    y = np.array([2, 0], "int32")
+    expect = np.eye(3, dtype="float32")[y]
+    for out in (phasec.interp.run(mod, y), phasec.VirtualMachine(phasec.build(mod))["main"](y)):
+        assert out.dtype == np.float32 and np.array_equal(out, expect)
+
+
 def test_tile_repeat_flip_reference():
     x = rand(2, 3)
     t = run("tile", x, repeats=[2, 1, 3])

@@ -98,6 +98,31 @@ def test_gather_references():
     assert out.shape == (3, 3, 4) and (out[2] == v[1]).all()
 
 
+def test_gather_elements_with_indices_shorter_than_the_data():
+    """ONNX GatherElements lets indices be shorter than the data on the other
+    axes too (out[r, c] = x[r, idx[r, c]] for the rows idx has). The reference
+    used numpy's take_along_axis, which wants those axes to broadcast, and
+    failed on such calls (a fuzzer finding); the kernel was right."""
+    x = rand(3, 2)
+    idx = np.array([[1], [0]])
+    out = run("gather_elements", x, idx, axis=1)
+    assert out.shape == (2, 1)
+    assert out[0, 0] == x[0, 1] and out[1, 0] == x[1, 0]
+    out = run("gather_elements", x, np.array([[2, -1]]), axis=0)
+    assert out[0, 0] == x[2, 0] and out[0, 1] == x[2, 1]
+    mod = phasec.parse('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3, 2), dtype="float32")):
+        r = R.gather_elements(x, R.const([[1], [0]], "int64"), axis=1)
+        return r
+''')
+    expect = np.array([[x[0, 1]], [x[1, 0]]], "float32")
+    assert np.array_equal(phasec.interp.run(mod, x), expect)
+    assert np.array_equal(phasec.VirtualMachine(phasec.build(mod))["main"](x), expect)
+
+
 @pytest.mark.parametrize("reduction", ["update", "add", "mul", "mean", "max", "min"])
 def test_scatter_elements_reference(reduction):
     x = rand(3, 4)

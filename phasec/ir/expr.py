@@ -56,7 +56,9 @@ class Constant(Expr):
     span: Span | None = None
 
     def __post_init__(self) -> None:
-        arr = np.array(self.data, copy=True)
+        # C order: kernels and the VM take row-major buffers (a folded
+        # reference result may be a transposed view)
+        arr = np.array(self.data, copy=True, order="C")
         if not arr.dtype.isnative:  # dtype strings name native byte order ("int32", not ">i4")
             arr = arr.astype(arr.dtype.newbyteorder("="))
         arr.setflags(write=False)

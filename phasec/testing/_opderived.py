@@ -56,7 +56,12 @@ def _grid(kind: str, dom: Interval, points: int) -> np.ndarray:
         return np.array([False, True])
     if kind == INT:
         return np.arange(int(dom[0]), int(dom[1]) + 1, dtype="int32")
-    return np.linspace(dom[0], dom[1], points).astype("float32")
+    grid = np.linspace(dom[0], dom[1], points)
+    if dom[0] < 0.0 < dom[1]:
+        # zero exactly (a linspace may miss it by an ulp): a remainder or a
+        # quotient by it is where the reference leaves the finite values
+        grid = np.sort(np.append(grid, 0.0))
+    return grid.astype("float32")
 
 
 def _const_shape(x: Val) -> tuple[int, ...] | None:

@@ -6,10 +6,12 @@ attributes) and the interval of its result. The table is ordered simplest
 first: hypothesis shrinks choices towards index 0, so a minimal failing
 program uses ``R.add`` unless the failure needs another operator.
 
-Elementwise operators without an entry here are generated from the
-registry (:mod:`phasec.testing._opderived`: domains probed on the
-operator's numpy reference); ``UNGENERATED`` lists the compute operators
-left out, with the reason, and a test keeps the lists complete.
+The other operators are generated from the registry: those that declare
+how they are drawn (:mod:`phasec.ir.op._draw`, read by
+:mod:`phasec.testing._opdeclared`) and the elementwise ones
+(:mod:`phasec.testing._opderived`: domains probed on the operator's numpy
+reference); ``UNGENERATED`` lists the compute operators left out, with the
+reason, and a test keeps the lists exact.
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ class OpGen:
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return x.kind in self.kinds and x.rank >= self.min_rank
 
-    def build(self, g: "FuncGen", x: Val) -> Val:
+    def build(self, g: "FuncGen", x: Val) -> Val | None:
+        """Emit a call on first operand ``x``; its value, or None when the
+        call does not suit after all (the generator tries another operator)."""
         raise NotImplementedError
 
     def operand(self, g: "FuncGen") -> tuple[str, tuple[int, ...]] | None:
@@ -578,6 +582,8 @@ class Concat(OpGen):
         ys = g.visible(lambda v: v.kind == x.kind and v.dtype == x.dtype and v.rank == x.rank
                        and all(dims_equal(a, b) for i, (a, b) in enumerate(zip(x.shape, v.shape))
                                if i != axis))
+        if not any(v is x for v in ys):
+            ys.append(x)  # x may be a constant made to fit, not a value in scope
         y = g.pick(ys)
         iv = hull((x.lo, x.hi), (y.lo, y.hi))
         return g.emit(call_op(self.name, Tuple([x.expr, y.expr]), axis=axis), x.kind, iv)
@@ -776,47 +782,26 @@ OP_GENS: list[OpGen] = [
     Pool2d("relax.nn.avg_pool2d"),
 ]
 
-#: Compute operators the generator never emits, and why.
-UNGENERATED: dict[str, str] = {
-    # Issue 13's non-elementwise nn operators (phasec/ir/op/nn_*.py): they need
-    # hand-written entries (operand layouts, attributes); the elementwise ones
-    # are derived from the registry (_opderived.py).
-    **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
-        "nn.prelu", "nn.batch_norm", "nn.group_norm",
-        "nn.instance_norm", "nn.dropout", "nn.max_pool1d", "nn.avg_pool1d", "nn.max_pool3d",
-        "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
-        "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv3d", "nn.conv1d_transpose",
-        "nn.conv2d_transpose", "nn.conv3d_transpose", "nn.attention", "nn.attention_bias",
-        "nn.cross_entropy_with_logits", "nn.nll_loss", "image.resize2d", "quantize",
-        "dequantize")},
-    # issue 13's creation, data-movement and statistics operators (creation.py,
-    # transform.py, statistics.py): same reason
-    **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
-        "arange", "full_like", "tril", "triu", "one_hot", "eye", "eye_like", "tile", "repeat",
-        "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum", "cumprod",
-        "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "index_put")},
-    **{"relax." + _n: "awaiting the registry-derived fuzz declaration (issue 13)" for _n in (
-        "sort", "argsort", "topk", "median", "stack", "meshgrid", "outer", "einsum",
-        "collapse_sum_like", "collapse_sum_to", "nn.batch_flatten", "nn.pixel_shuffle",
-        "slice_scatter", "hamming_window", "size", "bucketize", "index_tensor",
-        "reverse_sequence")},
-    **{"relax." + _n: "a data-dependent shape: needs a match_cast the generator does not "
-                      "draw" for _n in ("unique", "nonzero", "dynamic_strided_slice")},
-    **{"relax." + _n: "shapes as values, no kernel: the generator draws tensors" for _n in (
-        "shape_of", "shape_to_tensor", "tensor_to_shape")},
-    **{"relax." + _n: "impure (output, program assertions): not part of a pure program's "
-                      "value" for _n in ("print", "assert_op")},
-    "relax.layout_transform": "awaiting the registry-derived fuzz declaration (issue 13): "
-                              "needs an index map drawn to fit the operand's rank",
-}
+#: Compute operators the generator never emits, and why: none. Every
+#: registered compute operator is drawn, from this table, from its draw
+#: declaration in the registry (:mod:`phasec.ir.op._draw`) or from its
+#: elementwise reference (:mod:`phasec.testing._opderived`); an operator that
+#: cannot be drawn goes here with the reason (a test keeps the list exact).
+UNGENERATED: dict[str, str] = {}
 
 
 def all_op_gens() -> list[OpGen]:
-    """The table, then generators derived from the registry for the
-    elementwise operators it lacks (:mod:`phasec.testing._opderived`)."""
+    """The table, then generators derived from the registry: the operators
+    that declare how they are drawn (:mod:`phasec.testing._opdeclared`) and
+    the elementwise operators found by probing their numpy reference
+    (:mod:`phasec.testing._opderived`)."""
+    from ._opdeclared import declared_generators
     from ._opderived import derived_generators
 
-    return [*OP_GENS, *derived_generators({g.name for g in OP_GENS})]
+    table = {g.name for g in OP_GENS}
+    declared = declared_generators(table)
+    return [*OP_GENS, *declared,
+            *derived_generators(table | {g.name for g in declared})]
 
 
 def op_names() -> list[str]:

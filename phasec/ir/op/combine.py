@@ -20,6 +20,7 @@ the sums that undo broadcasting: collapse_sum_like, collapse_sum_to.
 
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -32,6 +33,7 @@ from ._common import (
     REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, one_of, shape_arg, shape_tuple,
     tensor_arg,
 )
+from ._draw import ANY_DTYPE, FLOATS, NUMBERS, data_like, declares_draw
 from ._lowering import LegalizeError, _out, _reduction, _script, _tensor, legalizes
 
 __all__: list[str] = []
@@ -389,3 +391,66 @@ def _collapse_sum(call, inputs):
     s = _reduction(x, axes, True, kept, te.sum, "T_collapse_sum_red")
     return te.compute(out.shape, lambda *i: s[(tir.IntImm(0),) * lead + tuple(i)],
                       name="T_collapse_sum")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_stack(ctx):
+    others = [data_like(ctx, ctx.shape) for _ in range(ctx.integers(0, 2))]
+    rank = len(ctx.shape)
+    return ([ctx.x, *others],), {"axis": ctx.choose(range(-rank - 1, rank + 1))}
+
+
+def _draw_meshgrid(ctx):
+    others = [data_like(ctx, (ctx.integers(1, 3),)) for _ in range(ctx.integers(0, 2))]
+    return ([ctx.x, *others],), {"indexing": ctx.choose(["ij", "xy"])}
+
+
+def _draw_outer(ctx):
+    y = data_like(ctx, (ctx.integers(1, 4),))
+    bound = ctx.mag * max(abs(float(y.min())), abs(float(y.max())))
+    ctx.result_in(-bound, bound)
+    return (ctx.x, y), {}
+
+
+def _draw_einsum(ctx):
+    rank = len(ctx.shape)
+    letters = "abcd"[:rank]
+    choices = [f"{letters}->{letters[::-1]}", f"{letters}->"]
+    if rank >= 2 and ctx.shape[-1] == ctx.shape[-2]:
+        choices.append(f"{letters[:-1]}{letters[-2]}->{letters[:-1]}")  # a diagonal
+    subscripts = ctx.choose(choices)
+    operands = [ctx.x]
+    if ctx.choose([False, True]):  # contract the last axis with a matrix
+        m = ctx.integers(1, 3)
+        w = ctx.const((ctx.shape[-1], m), -1.0, 1.0, ctx.dtype)
+        subscripts = f"{letters},{letters[-1]}z->{letters[:-1]}z"
+        operands.append(w)
+        bound = ctx.shape[-1] * ctx.mag
+    elif subscripts.endswith("->"):
+        bound = math.prod(ctx.shape) * ctx.mag
+    else:
+        bound = ctx.mag
+    ctx.result_in(-bound, bound)
+    return (operands,), {"subscripts": subscripts}
+
+
+def _collapsed_target(ctx):
+    """A shape that broadcasts to the data's, and the count summed into each element."""
+    keep = ctx.integers(0, len(ctx.shape))
+    target = [d if ctx.choose([True, False]) else 1 for d in ctx.shape[len(ctx.shape) - keep:]]
+    count = math.prod(ctx.shape) // max(math.prod(target), 1)
+    ctx.result_in(-count * ctx.mag, count * ctx.mag)
+    return tuple(target)
+
+
+declares_draw("stack", dtypes=ANY_DTYPE, ranks=(1, 2, 3), build=_draw_stack)
+declares_draw("meshgrid", dtypes=ANY_DTYPE, ranks=(1,), build=_draw_meshgrid)
+declares_draw("outer", dtypes=NUMBERS, ranks=(1,), build=_draw_outer)
+declares_draw("einsum", dtypes=FLOATS, build=_draw_einsum)
+declares_draw("collapse_sum_to", dtypes=NUMBERS, build=lambda ctx: (
+    (ctx.x, _collapsed_target(ctx)), {}))
+declares_draw("collapse_sum_like", dtypes=NUMBERS, build=lambda ctx: (
+    (ctx.x, data_like(ctx, _collapsed_target(ctx))), {}))

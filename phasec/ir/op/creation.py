@@ -40,6 +40,7 @@ from ._common import (
     REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, shape_arg, shape_tuple,
     tensor_arg,
 )
+from ._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
 from ._lowering import (
     LEGALIZE, Inputs, LegalizeError, LegalizeFn, _const, _name, _out, _script, _tensor, legalizes,
 )
@@ -67,6 +68,19 @@ def _prim_operand(call, i: int, ctx, what: str) -> PrimStructInfo:
         raise err(call, f"{expr_to_str(call.op)} expects a scalar (R.prim_value) for {what}, but "
                         f"{expr_to_str(call.args[i])} has struct info {sinfo_to_str(s)}")
     return s
+
+
+def _prim_array(v) -> np.ndarray:
+    """A prim-value operand as a 0-d array of its dtype: it should arrive as a
+    numpy scalar of that dtype; plain Python scalars (what the interpreter
+    passes) are read with the Relax defaults (int64, float32, bool)."""
+    if isinstance(v, bool):
+        return np.asarray(v, np.bool_)
+    if isinstance(v, int):
+        return np.asarray(v, np.int64)
+    if isinstance(v, float):
+        return np.asarray(v, np.float32)
+    return np.asarray(v)
 
 
 def _scalar(v) -> float | int | bool:
@@ -250,7 +264,7 @@ def _infer_one_hot(call, ctx):
 
 def _one_hot_ref(indices, on_value, off_value, depth, axis=-1):
     idx = np.asarray(indices).astype(np.int64)
-    on, off = np.asarray(on_value), np.asarray(off_value)
+    on, off = _prim_array(on_value), _prim_array(off_value)
     ax = idx.ndim if axis == -1 else axis
     pos = np.arange(depth).reshape((depth,) + (1,) * (idx.ndim - ax))
     hit = np.expand_dims(idx, ax) == pos
@@ -459,16 +473,7 @@ def _infer_full(call, ctx):
 
 
 def _full_ref(shape, fill_value, dtype="void"):
-    # A prim-value fill should arrive as a numpy scalar of its dtype; plain
-    # Python scalars are read with the Relax defaults (int64, float32, bool).
-    if isinstance(fill_value, bool):
-        fill = np.asarray(fill_value, np.bool_)
-    elif isinstance(fill_value, int):
-        fill = np.asarray(fill_value, np.int64)
-    elif isinstance(fill_value, float):
-        fill = np.asarray(fill_value, np.float32)
-    else:
-        fill = np.asarray(fill_value)
+    fill = _prim_array(fill_value)
     return np.full(shape_tuple(shape), fill, dtype=fill.dtype if dtype == "void" else dtype)
 
 
@@ -523,3 +528,70 @@ def _full(call: Call, inputs: Inputs) -> Tensor:
         value = fill.value
         return te.compute(out.shape, lambda *i: te.cast(value, out.dtype), name=_name(call))
     raise LegalizeError(f"{_script(call)}: unsupported fill value")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_arange(ctx):
+    start, step = ctx.integers(-3, 3), ctx.choose([1, 2, -1])
+    end = start + step * ctx.integers(0, 4)
+    dtype = ctx.choose(["int64", "int32", "float32"])
+    ctx.result_in(min(start, end), max(start, end))
+    return (start, end, step), {"dtype": dtype}
+
+
+def _draw_full_like(ctx):
+    fill = data_like(ctx, ())
+    return (ctx.x, fill), {"dtype": ctx.choose(["void", "float32", "int32"])}
+
+
+def _draw_tri(ctx):
+    ctx.include(0, 0)
+    return (ctx.x, ctx.integers(-1, 1)), {}
+
+
+def _draw_one_hot(ctx):
+    on, off = ctx.choose([(1.0, 0.0), (2.0, -1.0)])
+    ctx.result_in(off, on)
+    depth = ctx.integers(1, 4)
+    axis = ctx.choose([-1, *range(len(ctx.shape) + 1)])
+    return (ctx.x, PrimValue(on), PrimValue(off)), {"depth": depth, "axis": axis}
+
+
+def _draw_eye(ctx):
+    ctx.result_in(0, 1)
+    return (ctx.integers(1, 4), ctx.integers(1, 4), ctx.integers(-1, 1)), {
+        "dtype": ctx.choose(["float32", "int32", "bool"])}
+
+
+def _draw_eye_like(ctx):
+    ctx.result_in(0, 1)
+    return (ctx.x, ctx.integers(-1, 1)), {"dtype": ctx.choose(["void", "float32"])}
+
+
+def _draw_hamming(ctx):
+    ctx.result_in(-0.1, 1.1)
+    return (ctx.integers(1, 5), PrimValue(ctx.choose([True, False])), 0.54, 0.46), {}
+
+
+def _draw_size(ctx):
+    n = math.prod(ctx.shape)
+    ctx.result_in(n, n)
+    return (ctx.x,), {}
+
+
+# the operators without a tensor operand take a tensor in scope and ignore it
+declares_draw("arange", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False,
+              build=_draw_arange)
+declares_draw("eye", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False, build=_draw_eye)
+declares_draw("hamming_window", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False,
+              build=_draw_hamming)
+declares_draw("full_like", dtypes=NUMBERS, build=_draw_full_like)
+declares_draw("tril", dtypes=ANY_DTYPE, ranks=(2, 3, 4), static=False, build=_draw_tri)
+declares_draw("triu", dtypes=ANY_DTYPE, ranks=(2, 3, 4), static=False, build=_draw_tri)
+declares_draw("one_hot", dtypes=("int32",), ranks=(0, 1, 2, 3), static=False,
+              build=_draw_one_hot)
+declares_draw("eye_like", dtypes=NUMBERS, ranks=(2,), build=_draw_eye_like)
+declares_draw("size", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), build=_draw_size)

@@ -41,6 +41,7 @@ from ._common import (
     tensor_sinfo,
 )
 from ._layout import layout_of
+from ._draw import declares_draw
 from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
@@ -301,3 +302,19 @@ def _resize2d(call, inputs):
                            _const(a["extrapolation_value"], calc), value)
         return te.cast(value, out.dtype)
     return te.compute(out.shape, body, name="T_resize2d")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_resize2d(ctx):
+    size = (ctx.integers(1, 5), ctx.integers(1, 5))
+    method = ctx.choose(["nearest_neighbor", "linear", "cubic"])
+    mode = ctx.choose(["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"])
+    if method == "cubic":  # the Keys kernel overshoots the data (on each of two axes)
+        ctx.include(ctx.lo - (ctx.hi - ctx.lo), ctx.hi + (ctx.hi - ctx.lo))
+    return (ctx.x, size), {"method": method, "coordinate_transformation_mode": mode}
+
+
+declares_draw("image.resize2d", ranks=(4,), build=_draw_resize2d)

@@ -59,6 +59,7 @@ from ._common import (
     one_of, tensor_arg,
 )
 from ._tirgen import checked, copy_buffer, i64, nest, seq
+from ._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
 from ._lowering import LegalizeError, _out, _script, _tensor, legalizes
 
 __all__: list[str] = []
@@ -100,7 +101,11 @@ def _infer_gather_elements(call, ctx):
 def _gather_elements_ref(data, indices, axis=0):
     data, idx = np.asarray(data), np.asarray(indices).astype(np.int64)
     check_indices(idx, data.shape[axis], "gather_elements")
-    return np.take_along_axis(data, idx, axis=axis)
+    # indices may be shorter than the data on the other axes (ONNX
+    # GatherElements); numpy's take_along_axis wants them to broadcast
+    ax = axis % data.ndim
+    data = data[tuple(slice(None) if d == ax else slice(0, s) for d, s in enumerate(idx.shape))]
+    return np.take_along_axis(data, idx, axis=ax)
 
 
 define("gather_elements", ("data", "indices"), _infer_gather_elements,
@@ -600,3 +605,76 @@ def _reverse_sequence(call, inputs):
         return data[tuple(checked(idx, data.shape[seq]) if d == seq else v
                           for d, v in enumerate(i))]
     return te.compute(out.shape, body, name="T_reverse_sequence")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing): index
+# tensors are constants in range for the data they index (negative ones too)
+# ---------------------------------------------------------------------------
+
+def _draw_gather_elements(ctx):
+    axis = ctx.choose(range(len(ctx.shape)))
+    shape = tuple(ctx.integers(1, d) for d in ctx.shape)
+    dim = ctx.shape[axis]
+    return (ctx.x, ctx.indices(shape, dim, -dim)), {"axis": axis}
+
+
+def _nd_indices(ctx, count: int):
+    """(count, k) positions into the first k axes of the data, and k."""
+    k = ctx.integers(1, len(ctx.shape))
+    cols = [ctx.indices((count, 1), d, -d) for d in ctx.shape[:k]]
+    return np.concatenate(cols, axis=1), k
+
+
+def _draw_gather_nd(ctx):
+    idx, _ = _nd_indices(ctx, ctx.integers(1, 3))
+    return (ctx.x, idx), {}
+
+
+def _draw_scatter_elements(ctx):
+    axis = ctx.choose(range(len(ctx.shape)))
+    shape = tuple(ctx.integers(1, d) for d in ctx.shape)
+    dim = ctx.shape[axis]
+    reduction = ctx.choose(["update", "max", "min", "mean"])
+    return ((ctx.x, ctx.indices(shape, dim, -dim), data_like(ctx, shape)),
+            {"axis": axis, "reduction": reduction})
+
+
+def _draw_scatter_nd(ctx):
+    count = ctx.integers(1, 3)
+    idx, k = _nd_indices(ctx, count)
+    reduction = ctx.choose(["update", "max", "min"])
+    return (ctx.x, idx, data_like(ctx, (count, *ctx.shape[k:]))), {"reduction": reduction}
+
+
+def _per_axis_indices(ctx, axes: int, count: int) -> list:
+    return [ctx.indices((count,), d, -d) for d in ctx.shape[:axes]]
+
+
+def _draw_index_put(ctx):
+    count = ctx.integers(1, 3)
+    accumulate = ctx.choose([False, True]) if ctx.dtype != "bool" else False
+    values = data_like(ctx, ctx.choose([(count,), ()]))
+    if accumulate:  # a position written count times at most
+        ctx.include(ctx.lo - count * 3.0, ctx.hi + count * 3.0)
+    return ((ctx.x, _per_axis_indices(ctx, len(ctx.shape), count), values),
+            {"accumulate": accumulate})
+
+
+def _draw_index_tensor(ctx):
+    count = ctx.integers(1, 3)
+    return (ctx.x, _per_axis_indices(ctx, ctx.integers(1, len(ctx.shape)), count)), {}
+
+
+def _draw_reverse_sequence(ctx):
+    lengths = ctx.indices((ctx.shape[0],), ctx.shape[1] + 1, 1)
+    return (ctx.x, lengths), {"seq_axis": 1, "batch_axis": 0}
+
+
+declares_draw("gather_elements", dtypes=ANY_DTYPE, build=_draw_gather_elements)
+declares_draw("gather_nd", dtypes=ANY_DTYPE, build=_draw_gather_nd)
+declares_draw("scatter_elements", dtypes=NUMBERS, build=_draw_scatter_elements)
+declares_draw("scatter_nd", dtypes=NUMBERS, build=_draw_scatter_nd)
+declares_draw("index_put", dtypes=ANY_DTYPE, build=_draw_index_put)
+declares_draw("index_tensor", dtypes=ANY_DTYPE, build=_draw_index_tensor)
+declares_draw("reverse_sequence", dtypes=ANY_DTYPE, ranks=(2, 3, 4), build=_draw_reverse_sequence)

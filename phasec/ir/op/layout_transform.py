@@ -23,6 +23,7 @@ from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, IntImm, PrimExpr, Select
 from ._common import REQUIRED, OpPattern, attrs_of, define, err, tensor_arg
 from ._index_map import MapError, apply_inverse, inverse, map_shape, parse_index_map
+from ._draw import ANY_DTYPE, declares_draw
 from ._lowering import LegalizeError, _clamp, _out, _tensor, legalizes
 
 __all__ = ["layout_transform_reference"]
@@ -211,3 +212,25 @@ def _layout_transform_te(call, inputs):
         safe = tuple(_clamp(i, n) for i, n in zip(index, x.shape))
         return Select(cond, x[safe], fill)
     return te.compute(out.shape, body, name="T_layout_trans")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_layout_transform(ctx):
+    names = "ijkl"[:len(ctx.shape)]
+    outs = list(names)
+    if ctx.choose([False, True]):  # reverse the axes
+        outs.reverse()
+    if ctx.choose([False, True]):  # split one axis (padding where it does not divide)
+        k = ctx.choose(range(len(names)))
+        factor = ctx.choose([2, 3])
+        outs = [f"{v} // {factor}" if v == names[k] else v for v in outs] + [
+            f"{names[k]} % {factor}"]
+    ctx.include(0, 0)  # padding positions (0 when pad_value is None)
+    text = f"lambda {', '.join(names)}: ({', '.join(outs)}{',' if len(outs) == 1 else ''})"
+    return (ctx.x,), {"index_map": text}
+
+
+declares_draw("layout_transform", dtypes=ANY_DTYPE, build=_draw_layout_transform)

@@ -20,6 +20,7 @@ from ..tir import BinaryOp, Select
 from .. import te
 from ._common import OpPattern, as_float, as_int, define, err, norm_axis, tensor_arg
 from .elementwise import _float_unary
+from ._draw import declares_draw
 from ._lowering import _const, _name, _out, _tensor, legalizes
 
 __all__ = ["SELU_ALPHA", "SELU_SCALE"]
@@ -178,3 +179,15 @@ def _softplus(call, inputs):
                         beta)
         return Select(BinaryOp(">", bx, thr), x[i], soft)
     return te.compute(out.shape, body, name=_name(call))
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_prelu(ctx):
+    axis = ctx.choose(range(len(ctx.shape)))
+    return (ctx.x, ctx.const((ctx.shape[axis],), 0.0, 1.0)), {"axis": axis}
+
+
+declares_draw("nn.prelu", build=_draw_prelu)

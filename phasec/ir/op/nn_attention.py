@@ -43,6 +43,7 @@ from ._common import (
     OpPattern, as_float, as_int, binary_dtype, define, err, one_of, opt, tensor_arg,
     tensor_sinfo,
 )
+from ._draw import declares_draw
 from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
@@ -401,3 +402,44 @@ def _nll_loss(call, inputs):
     wsum = te.compute((), lambda: te.sum(weight_of(idx2), axis=axes2), name="T_nll_loss_wsum")
     return te.compute((), lambda: BinaryOp("/", total[()], wsum[()]), name="T_nll_loss")
 
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_attention(bias: bool):
+    def build(ctx):
+        b, s, h, d = ctx.shape
+        kv = ctx.integers(1, 3)
+        heads = ctx.choose([k for k in range(1, h + 1) if h % k == 0])  # grouped-query
+        key = ctx.const((b, kv, heads, d), -1.0, 1.0)
+        value = ctx.const((b, kv, heads, ctx.integers(1, 3)), -1.0, 1.0)
+        ctx.result_in(-1.0, 1.0)  # a convex combination of the values
+        operands = [ctx.x, key, value]
+        if bias:
+            operands.append(ctx.const((ctx.choose([1, b]), ctx.choose([1, h]), s, kv), -1.0, 1.0))
+        causal = ctx.choose([None, "TopLeft", "BottomRight"])
+        return tuple(operands), {"causal_mask": causal}
+    return build
+
+
+def _draw_cross_entropy(ctx):
+    labels = ctx.const(ctx.shape, 0.0, 1.0)
+    bound = math.prod(ctx.shape) * ctx.mag
+    ctx.result_in(-bound, bound)
+    return (ctx.x, labels), {}
+
+
+def _draw_nll_loss(ctx):
+    n, c = ctx.shape[0], ctx.shape[1]
+    targets = ctx.indices((n, *ctx.shape[2:]), c)
+    weights = ctx.const((c,), 0.5, 1.5)
+    bound = math.prod(ctx.shape) * ctx.mag * 1.5
+    ctx.result_in(-bound, bound)
+    return (ctx.x, targets, weights), {"reduction": ctx.choose(["mean", "sum", "none"])}
+
+
+declares_draw("nn.attention", ranks=(4,), build=_draw_attention(False))
+declares_draw("nn.attention_bias", ranks=(4,), build=_draw_attention(True))
+declares_draw("nn.cross_entropy_with_logits", build=_draw_cross_entropy)
+declares_draw("nn.nll_loss", ranks=(2, 3), build=_draw_nll_loss)

@@ -18,6 +18,8 @@ channels are split evenly between the groups. Output size per spatial dim::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import arith, te
@@ -28,6 +30,7 @@ from ._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, 
 from ._layout import (
     Layout, SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
+from ._draw import declares_draw
 from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__ = ["conv_reference", "conv_transpose_reference"]
@@ -424,3 +427,45 @@ def _conv_transpose_te(call, inputs, rank: int):
 for _rank in (1, 2, 3):
     legalizes(f"nn.conv{_rank}d_transpose")(
         lambda call, inputs, r=_rank: _conv_transpose_te(call, inputs, r))
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _conv_shape(rank: int):
+    top = 4 if rank < 3 else 3
+    return lambda pick: (pick([1, 2]), pick([1, 2, 3, 4]),
+                         *(pick(range(2, top + 1)) for _ in range(rank)))
+
+
+def _draw_conv(rank: int, transpose: bool):
+    def build(ctx):
+        c, spatial = ctx.shape[1], ctx.shape[2:]
+        groups = ctx.choose([g for g in range(1, c + 1) if c % g == 0])
+        per_group = ctx.integers(1, 2)
+        kernel = tuple(ctx.integers(1, min(3, d)) for d in spatial)
+        strides = tuple(ctx.choose([1, 2]) for _ in spatial)
+        pads = [ctx.choose([0, 1]) for _ in range(rank)]
+        if transpose:  # output (i - 1) * s - 2 p + k: keep it positive
+            pads = [0 if (i - 1) * s + k - 2 * p < 1 else p
+                    for i, s, k, p in zip(spatial, strides, kernel, pads)]
+        pads = tuple(pads) * 2
+        if transpose:
+            weight = ctx.const((c, per_group, *kernel), -1.0, 1.0)
+            taps = (c // groups) * math.prod(kernel)
+        else:
+            weight = ctx.const((groups * per_group, c // groups, *kernel), -1.0, 1.0)
+            taps = (c // groups) * math.prod(kernel)
+        bound = taps * ctx.mag
+        ctx.result_in(-bound, bound)
+        return (ctx.x, weight), {"strides": strides, "padding": pads, "groups": groups}
+    return build
+
+
+for _rank in (1, 3):
+    declares_draw(f"nn.conv{_rank}d", ranks=(_rank + 2,), shape=_conv_shape(_rank),
+                  build=_draw_conv(_rank, False))
+for _rank in (1, 2, 3):
+    declares_draw(f"nn.conv{_rank}d_transpose", ranks=(_rank + 2,), shape=_conv_shape(_rank),
+                  build=_draw_conv(_rank, True))

@@ -25,6 +25,7 @@ the attributes' documented meaning).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,6 +38,7 @@ from ._common import (
     REQUIRED, OpPattern, as_bool, as_float, as_int, define, err, int_tuple, norm_axes, norm_axis,
     tensor_arg,
 )
+from ._draw import declares_draw
 from ._lowering import _const, _count, _name, _out, _prod, _tensor, legalizes
 
 __all__: list[str] = []
@@ -375,3 +377,54 @@ def _dropout(call, inputs):
     out = _out(call, 0)
     return [te.compute(out.shape, lambda *i: x[i], name="T_dropout"),
             te.compute(out.shape, lambda *i: _const(1, x.dtype), name="T_dropout_mask")]
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _norm_params(ctx, channels: int):
+    gamma = ctx.const((channels,), 0.5, 1.5)
+    beta = ctx.const((channels,), -1.0, 1.0)
+    return gamma, beta
+
+
+def _draw_batch_norm(ctx):
+    c = ctx.shape[1]
+    gamma, beta = _norm_params(ctx, c)
+    mean, var = ctx.const((c,), -1.0, 1.0), ctx.const((c,), 0.5, 1.5)
+    training = ctx.choose([True, False])
+    n = math.prod(ctx.shape) // c
+    scale = math.sqrt(n) if training else (ctx.mag + 1.0) / math.sqrt(0.5)
+    bound = max(scale * 1.5 + 1.0, ctx.mag ** 2 + 1.5)
+    ctx.result_in(-bound, bound)
+    return (ctx.x, gamma, beta, mean, var), {"axis": 1, "training": training,
+                                             "center": ctx.choose([True, False]),
+                                             "scale": ctx.choose([True, False])}
+
+
+def _draw_group_norm(groups: bool):
+    def build(ctx):
+        c = ctx.shape[1]
+        gamma, beta = _norm_params(ctx, c)
+        num = ctx.choose([g for g in range(1, c + 1) if c % g == 0]) if groups else c
+        axes = list(range(2, len(ctx.shape)))
+        n = (c // num) * math.prod(ctx.shape[2:])
+        bound = math.sqrt(n) * 1.5 + 1.0
+        ctx.result_in(-bound, bound)
+        attrs = {"channel_axis": 1, "axes": axes}
+        if groups:
+            attrs["num_groups"] = num
+        return (ctx.x, gamma, beta), attrs
+    return build
+
+
+def _draw_dropout(ctx):
+    ctx.include(1.0, 1.0)  # the mask: all ones at inference
+    return (ctx.x,), {"rate": ctx.choose([0.5, 0.1])}
+
+
+declares_draw("nn.batch_norm", ranks=(2, 3, 4), build=_draw_batch_norm)
+declares_draw("nn.group_norm", ranks=(3, 4), build=_draw_group_norm(True))
+declares_draw("nn.instance_norm", ranks=(3, 4), build=_draw_group_norm(False))
+declares_draw("nn.dropout", build=_draw_dropout)

@@ -38,6 +38,7 @@ from ._common import (
 from ._layout import (
     SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
+from ._draw import declares_draw
 from ._lowering import _clamp, _const, _name, _out, _tensor, legalizes
 
 __all__ = ["pool_out_size", "pool_reference"]
@@ -425,3 +426,42 @@ def _adaptive_te(call, inputs, rank: int):
 for _rank in (1, 2, 3):
     legalizes(f"nn.adaptive_avg_pool{_rank}d")(
         lambda call, inputs, r=_rank: _adaptive_te(call, inputs, r))
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _spatial_shape(rank: int):
+    top = 4 if rank < 3 else 3
+    return lambda pick: (pick([1, 2]), pick([1, 2, 3]),
+                         *(pick(range(2, top + 1)) for _ in range(rank)))
+
+
+def _draw_pool(rank: int, avg: bool):
+    def build(ctx):
+        spatial = ctx.shape[2:]
+        size = tuple(ctx.integers(1, min(2, d)) for d in spatial)
+        pad = tuple(ctx.choose([0, 1]) if k > 1 else 0 for k in size) * 2
+        attrs = {"pool_size": size, "strides": tuple(ctx.choose([1, 2]) for _ in spatial),
+                 "padding": pad, "ceil_mode": ctx.choose([False, True])}
+        if avg:
+            attrs["count_include_pad"] = ctx.choose([False, True])
+            ctx.include(0, 0)
+        return (ctx.x,), attrs
+    return build
+
+
+def _draw_adaptive(ctx):
+    size = ctx.choose([None, tuple(ctx.integers(1, d + 1) for d in ctx.shape[2:])])
+    return (ctx.x,), {"output_size": size}
+
+
+for _rank in (1, 3):
+    declares_draw(f"nn.max_pool{_rank}d", ranks=(_rank + 2,), shape=_spatial_shape(_rank),
+                  build=_draw_pool(_rank, False))
+    declares_draw(f"nn.avg_pool{_rank}d", ranks=(_rank + 2,), shape=_spatial_shape(_rank),
+                  build=_draw_pool(_rank, True))
+for _rank in (1, 2, 3):
+    declares_draw(f"nn.adaptive_avg_pool{_rank}d", ranks=(_rank + 2,),
+                  shape=_spatial_shape(_rank), build=_draw_adaptive)

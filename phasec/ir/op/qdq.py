@@ -27,6 +27,7 @@ from ..infer import prim_expr_to_str
 from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, IntImm
 from ._common import OpPattern, as_dtype, as_int, define, err, tensor_arg
+from ._draw import NUMBERS, declares_draw
 from ._lowering import _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
@@ -175,3 +176,32 @@ def _dequantize(call, inputs):
                          _const(-65504.0, "float32"))
         return te.cast(v, out.dtype)
     return te.compute(out.shape, body, name="T_dequantize")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _qdq_params(ctx):
+    """Per tensor or per channel scale (powers of two: exact division) and zero point."""
+    axis = ctx.choose(range(-len(ctx.shape), len(ctx.shape))) if ctx.shape else -1
+    n = ctx.choose([(), (ctx.shape[axis],)]) if ctx.shape else ()
+    scale = np.full(n, ctx.choose([0.25, 0.5, 1.0]), "float32")
+    zp = ctx.indices(n, 3, -2).astype(ctx.choose(["int8", "int32"]))
+    return scale, zp, axis
+
+
+def _draw_quantize(ctx):
+    scale, zp, axis = _qdq_params(ctx)
+    return (ctx.x, scale, zp), {"axis": axis, "out_dtype": ctx.choose(["int8", "uint8", "int16"])}
+
+
+def _draw_dequantize(ctx):
+    scale, zp, axis = _qdq_params(ctx)
+    bound = (ctx.mag + 2.0) * float(scale.max(initial=1.0))
+    ctx.result_in(-bound, bound)
+    return (ctx.x, scale, zp), {"axis": axis}
+
+
+declares_draw("quantize", ranks=(0, 1, 2, 3), build=_draw_quantize, out="index")
+declares_draw("dequantize", dtypes=NUMBERS, ranks=(0, 1, 2, 3), build=_draw_dequantize)

@@ -31,12 +31,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import arith, tir
-from ..expr import Call, ExternFunc, StringImm
+from ..expr import Call, ExternFunc, ShapeExpr, StringImm
 from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
 from ..struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
 from ._common import OpPattern, attrs_of, define, err, shape_arg, tensor_arg
+from ._draw import ANY_DTYPE, declares_draw
 from ._lowering import legalizes_to_relax
 
 __all__: list[str] = []
@@ -176,3 +177,33 @@ define("assert_op", ("condition", "format_args"), _infer_assert,
 def _assert(call):
     args = [call.args[0], StringImm(attrs_of(call)["format"]), *call.args[1:]]
     return _packed("relax.run.assert_op", call, args)
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_shape_to_tensor(ctx):
+    ctx.result_in(0, max(ctx.shape, default=0))
+    return (ShapeExpr(ctx.shape),), {}
+
+
+def _draw_tensor_to_shape(ctx):
+    dims = np.array([ctx.integers(0, 4) for _ in range(ctx.integers(1, 3))], "int64")
+    return (dims,), {}
+
+
+# shapes are values here, not tensors: shape_of and tensor_to_shape give an
+# R.Shape (opaque to later operators), shape_to_tensor reads a shape literal
+# of the static shape in scope; print and assert_op are impure (impure
+# functions, outside dataflow blocks), assert_op on a true condition
+declares_draw("shape_of", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False,
+              build=lambda ctx: ((ctx.x,), {}))
+declares_draw("shape_to_tensor", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4),
+              build=_draw_shape_to_tensor)
+declares_draw("tensor_to_shape", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False,
+              build=_draw_tensor_to_shape)
+declares_draw("print", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False, impure=True,
+              build=lambda ctx: ((ctx.x,), {"format": ctx.choose(["", "value: {}"])}))
+declares_draw("assert_op", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False, impure=True,
+              build=lambda ctx: ((np.array(True), ctx.x), {"format": ctx.choose(["", "x={}"])}))

@@ -32,6 +32,10 @@ and the VM agree by construction.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import arith, tir
 from ..expr import ExternFunc, PrimValue, StringImm
 from ..struct_info import TensorStructInfo, TupleStructInfo
@@ -39,6 +43,7 @@ from ._common import (
     OpPattern, as_bool, as_dtype, as_int, attrs_of, define, err, int_tuple, norm_axes, norm_axis,
     one_of, opt, tensor_arg,
 )
+from ._draw import ANY_DTYPE, NUMBERS, declares_draw
 from ._lowering import legalizes_to_relax
 
 __all__: list[str] = []
@@ -284,3 +289,65 @@ def _dynamic_strided_slice(call):
 
     return call_op("call_pure_packed", ExternFunc("phasec.dynamic_strided_slice"), *call.args,
                    sinfo_args=[call.struct_info], span=call.span)
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_sort(ctx):
+    return (ctx.x,), {"axis": ctx.choose(range(-len(ctx.shape), len(ctx.shape))),
+                      "descending": ctx.choose([False, True])}
+
+
+def _draw_argsort(ctx):
+    ctx.result_in(0, max(ctx.shape))
+    return (ctx.x,), {"axis": ctx.choose(range(len(ctx.shape))),
+                      "descending": ctx.choose([False, True]),
+                      "dtype": ctx.choose(["int32", "int64"])}
+
+
+def _draw_topk(ctx):
+    axis = ctx.choose(range(len(ctx.shape)))
+    ctx.include(0, max(ctx.shape))  # the indices
+    return (ctx.x,), {"k": ctx.integers(0, ctx.shape[axis] + 1), "axis": axis,
+                      "ret_type": ctx.choose(["both", "values", "indices"]),
+                      "largest": ctx.choose([True, False]),
+                      "dtype": ctx.choose(["int32", "int64"])}
+
+
+def _draw_median(ctx):
+    axis = ctx.choose([None, *range(len(ctx.shape))])
+    if axis is not None:
+        ctx.include(0, max(ctx.shape))  # (values, indices) along one axis
+    return (ctx.x,), {"axis": axis, "keepdims": ctx.choose([False, True])}
+
+
+def _draw_unique(ctx):
+    ctx.include(0, math.prod(ctx.shape))  # indices, inverse and counts
+    return (ctx.x,), {"sorted": ctx.choose([True, False]),
+                      "return_index": ctx.choose([False, True]),
+                      "return_inverse": ctx.choose([False, True]),
+                      "return_counts": ctx.choose([False, True])}
+
+
+def _draw_dynamic_strided_slice(ctx):
+    begin, end, strides = [], [], []
+    for d in ctx.shape:
+        b = ctx.integers(-d, d - 1)
+        begin.append(b)
+        end.append(ctx.integers(-d - 1, d + 1))
+        strides.append(ctx.choose([1, 2, -1]))
+    rows = [np.array(v, "int64") for v in (begin, end, strides)]
+    return (ctx.x, *rows), {}
+
+
+declares_draw("sort", dtypes=NUMBERS, build=_draw_sort)
+declares_draw("argsort", dtypes=NUMBERS, build=_draw_argsort)
+declares_draw("topk", dtypes=NUMBERS, build=_draw_topk)
+declares_draw("median", dtypes=NUMBERS, build=_draw_median)
+# data-dependent shapes: the results have a known rank and unknown extents,
+# so later operators do not use them (the generator tracks static shapes)
+declares_draw("unique", dtypes=NUMBERS, ranks=(1, 2, 3), build=_draw_unique)
+declares_draw("nonzero", dtypes=ANY_DTYPE, build=lambda ctx: ((ctx.x,), {}), out="index")
+declares_draw("dynamic_strided_slice", dtypes=ANY_DTYPE, build=_draw_dynamic_strided_slice)

@@ -26,6 +26,8 @@ Semantics (TVM 0.27's operators; numpy's functions are the references):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import te, tir
@@ -37,6 +39,7 @@ from ._common import (
     tensor_arg,
 )
 from ._tirgen import i64, nest
+from ._draw import NUMBERS, declares_draw
 from ._lowering import (
     _const, _count, _out, _prod, _reduction, _tensor, _unravel, legalizes,
 )
@@ -332,3 +335,49 @@ def _bucketize(call, inputs):
     return te.compute(out.shape, lambda *i: te.sum(te.cast(
         BinaryOp("<=" if right else "<", b[(k.var,)], x[i]), out.dtype), axis=[k]),
         name="T_bucketize")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_arg(ctx):
+    axis = ctx.choose([None, *range(len(ctx.shape))])
+    return (ctx.x,), {"axis": axis, "keepdims": ctx.choose([False, True])}
+
+
+def _draw_moment(ctx):
+    axis = ctx.choose([None, *((d,) for d in range(len(ctx.shape)))])
+    return (ctx.x,), {"axis": axis, "keepdims": ctx.choose([False, True])}
+
+
+def _draw_scan(kind: str):
+    def build(ctx):
+        axis = ctx.choose([None, *range(len(ctx.shape))])
+        n = math.prod(ctx.shape) if axis is None else ctx.shape[axis]
+        if kind == "sum":
+            ctx.include(-n * ctx.mag, n * ctx.mag)
+        elif n > 6:
+            return None  # a product of more than 6 factors may leave the bounds
+        else:
+            bound = max(ctx.mag, 1.0) ** n
+            ctx.include(-bound, bound)
+        return (ctx.x,), {"axis": axis, "exclusive": ctx.choose([False, True])}
+    return build
+
+
+def _draw_bucketize(ctx):
+    count = ctx.integers(1, 4)
+    bounds = np.sort(ctx.const((count,), ctx.lo, ctx.hi, ctx.dtype))
+    ctx.result_in(0, count)
+    return (ctx.x, bounds), {"out_int32": ctx.choose([False, True]),
+                             "right": ctx.choose([False, True])}
+
+
+declares_draw("argmax", dtypes=NUMBERS, build=_draw_arg, out="index")
+declares_draw("argmin", dtypes=NUMBERS, build=_draw_arg, out="index")
+declares_draw("variance", build=_draw_moment, out=lambda ctx: (0.0, ctx.mag ** 2))
+declares_draw("std", build=_draw_moment, out=lambda ctx: (0.0, ctx.mag))
+declares_draw("cumsum", dtypes=NUMBERS, build=_draw_scan("sum"))
+declares_draw("cumprod", dtypes=NUMBERS, build=_draw_scan("prod"))
+declares_draw("bucketize", dtypes=NUMBERS, build=_draw_bucketize)

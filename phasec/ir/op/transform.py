@@ -38,6 +38,7 @@ from ._common import (
     opt, prod, tensor_arg,
 )
 from ._tirgen import checked, i64
+from ._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
 from ._lowering import _const, _out, _tensor, _unravel, legalizes
 
 __all__: list[str] = []
@@ -442,3 +443,43 @@ def _slice_scatter(call, inputs):
         safe = BinaryOp("max", BinaryOp("min", k, last), i64(0))  # both branches are evaluated
         return Select(hit, src[tuple(safe if d == ax else v for d, v in enumerate(i))], x[i])
     return te.compute(out.shape, body, name="T_slice_scatter")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_pad(ctx):
+    value = ctx.choose([0.0, 1.0])
+    ctx.include(value, value)
+    width = tuple(ctx.choose([0, 1]) for _ in range(2 * len(ctx.shape)))
+    mode = ctx.choose(["constant", "reflect", "replicate", "circular"])
+    return (ctx.x,), {"pad_width": width, "pad_value": value, "pad_mode": mode}
+
+
+def _draw_slice_scatter(ctx):
+    axis = ctx.choose(range(len(ctx.shape)))
+    dim = ctx.shape[axis]
+    start = ctx.integers(0, dim - 1)
+    end = ctx.integers(start + 1, dim)
+    step = ctx.choose([1, 2])
+    src_shape = list(ctx.shape)
+    src_shape[axis] = len(range(start, end, step))
+    return (ctx.x, data_like(ctx, src_shape), start, end, step), {"axis": axis}
+
+
+declares_draw("tile", dtypes=ANY_DTYPE, ranks=(1, 2, 3), build=lambda ctx: (
+    (ctx.x,), {"repeats": tuple(ctx.choose([1, 2]) for _ in range(ctx.integers(1, 3)))}))
+declares_draw("repeat", dtypes=ANY_DTYPE, build=lambda ctx: (
+    (ctx.x,), {"repeats": ctx.choose([1, 2, 3]),
+               "axis": ctx.choose([None, *range(len(ctx.shape))])}))
+declares_draw("flip", dtypes=ANY_DTYPE, build=lambda ctx: (
+    (ctx.x,), {"axis": ctx.choose(range(-len(ctx.shape), len(ctx.shape)))}))
+declares_draw("nn.pad", dtypes=NUMBERS, build=_draw_pad)
+declares_draw("nn.batch_flatten", dtypes=ANY_DTYPE, ranks=(2, 3, 4), static=False,
+              build=lambda ctx: ((ctx.x,), {}))
+declares_draw("nn.pixel_shuffle", dtypes=ANY_DTYPE, ranks=(4,),
+              fits=lambda s: s[1] % 4 == 0,
+              shape=lambda pick: (pick([1, 2]), 4, pick([1, 2, 3]), pick([1, 2, 3])),
+              build=lambda ctx: ((ctx.x,), {"upscale_factor": 2}))
+declares_draw("slice_scatter", dtypes=ANY_DTYPE, build=_draw_slice_scatter)
