@@ -785,3 +785,19 @@ def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):
             assert tn.host_tuning().vector_bits == bits
     finally:
         tn.host_tuning.cache_clear()
+
+
+def test_gemm_schedule_on_empty_extents():
+    # no rows, no reduction (the sum is its init, 0: the epilogue sees bias only), no columns
+    n = T.Var("n")
+    funcs, cases = {}, []
+    for name, (M, K, N) in {"m0": (0, 5, 7), "k0": (40, 0, 40), "n0": (5, 3, 0)}.items():
+        ins, out, ref = _gemm(M, K, N)
+        funcs[name] = te.create_prim_func(ins + [out])
+        cases.append((name, _operands(ins, M, K, N), (M, N), "float32", ref))
+    ins, out, ref = _gemm(n, 5, 40)
+    funcs["sym"] = te.create_prim_func(ins + [out],
+                                       schedule_hints=te.ScheduleOptions(tuning=PACK_ALWAYS))
+    for rows in (0, 1, 3):
+        cases.append(("sym", _operands(ins, rows, 5, 40), (rows, 40), "float32", ref))
+    _check_gemm(funcs, cases)

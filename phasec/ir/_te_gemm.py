@@ -162,6 +162,8 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
         if 2 * tpp < tpp_max:
             tpp = tpp_max  # a partial last panel beats many small panels
     M = _static(nest.shape[row_axis])
+    if M is not None and M < 1:
+        return None  # nothing to compute: the plain nest handles empty shapes
     if M is not None and M <= tuning.gemv_max_rows:
         # B streams past once; its rows are read contiguously, W at a time
         width = _b.min(N, tuning.gemv_cols)
@@ -283,7 +285,7 @@ class GemmEmitter:
         nest, low, anchor = self.nest, self.low, self.anchor
         t = Var(low.names.fresh("tp"), _I64)
         c = Var(low.names.fresh("cp"), _I64)
-        ks, flat = self._reduction_loops("p")
+        ks, _ = self._reduction_loops("p")
         col = _add(col0, _add(_mul(t, width), c))
         shape = [low._map_shape(s) for s in anchor.tensor.shape]
         ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
