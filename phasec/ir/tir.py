@@ -91,6 +91,9 @@ RET = "ret"
 #: ``assume(cond)``: TVM's ``T.assume``, a fact the kernel's author states (as
 #: the statement ``Evaluate(assume(cond))``); it is never evaluated (the
 #: condition may even read out of bounds, as in TVM's padding assumptions).
+#: TVM has no checked_index: its syntax spells the intrinsic as a call of
+#: this external function, T.call_pure_extern("int64", CHECKED_INDEX_EXTERN, i, n)
+CHECKED_INDEX_EXTERN = "phasec_checked_index"
 INTRINSICS: Mapping[str, int] = MappingProxyType({**MATH_INTRINSICS, "checked_index": 2,
                                                   "atan2": 2, "fmod": 2, **BIT_INTRINSICS,
                                                   "assume": 1})

@@ -295,6 +295,8 @@ class _PrimExprParser:
         if fn == "Not":
             arity(1)
             return tir.Not(self.parse(args[0]), span=span)
+        if fn in ("call_pure_extern", "call_extern"):
+            return self._extern_call(fn, args, node)
         if fn == "truncmod":  # the remainder with the dividend's sign: a - truncdiv(a, b) * b
             arity(2)
             a, b = self.parse_pair(args[0], args[1])
@@ -310,6 +312,22 @@ class _PrimExprParser:
         close = difflib.get_close_matches(fn, _TIR_FUNCS, n=1)
         hint = f" (did you mean {mp.T}.{close[0]}?)" if close else ""
         raise mp.error(f"unknown TIR function {mp.T}.{fn}{hint}", node.func)
+
+    def _extern_call(self, fn: str, args: list[ast.expr], node: ast.Call) -> tir.PrimExpr:
+        """``T.call_pure_extern("int64", "phasec_checked_index", i, n)``: how the
+        TVM spelling writes phasec's checked_index; other external functions
+        are not something phasec's kernels can call."""
+        mp = self.mp
+        name = args[1].value if len(args) > 1 and isinstance(args[1], ast.Constant) else None
+        if name != tir.CHECKED_INDEX_EXTERN:
+            raise mp.error(f"{mp.T}.{fn}: external function {mp.src(args[1]) if len(args) > 1 else ''}"
+                           f" is not supported (phasec's kernels call only "
+                           f"{tir.CHECKED_INDEX_EXTERN!r})", node)
+        if len(args) != 4 or mp.dtype_arg(args[0], f"{mp.T}.{fn}") != "int64":
+            raise mp.error(f'{mp.T}.{fn}("int64", "{tir.CHECKED_INDEX_EXTERN}", index, extent) '
+                           f"takes an int64 result and two operands", node)
+        return tir.Call("checked_index", (self.parse(args[2]), self.parse(args[3])), "int64",
+                        span=mp.span(node))
 
 
 #: TVM's names for phasec's intrinsics: TVM legalizes R.round to
