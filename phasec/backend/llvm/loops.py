@@ -29,6 +29,42 @@ __all__ = ["LoopCodegen"]
 SHORT_BODY_TRIPS = 1 << 12
 
 
+def _straight_line_body(body: tir.Stmt) -> bool:
+    """No branch, no loop, and no address computed from data (a load or a
+    checked index inside an index) in ``body``."""
+    stack: list[tir.Stmt] = [body]
+    exprs: list[tir.PrimExpr] = []
+    while stack:
+        s = stack.pop()
+        t = type(s)
+        if t is tir.IfThenElse or t is tir.For:
+            return False
+        if t is tir.BufferStore:
+            exprs += [s.value, *s.indices]
+            if any(_reads_data(i) for i in s.indices):
+                return False
+        elif t is tir.LetStmt or t is tir.Evaluate:
+            exprs.append(s.value)
+        stack.extend(tir.stmt_children(s))
+    while exprs:
+        e = exprs.pop()
+        if type(e) is tir.BufferLoad and any(_reads_data(i) for i in e.indices):
+            return False
+        exprs.extend(tir.expr_children(e))
+    return True
+
+
+def _reads_data(e: tir.PrimExpr) -> bool:
+    """Whether an index expression loads from a buffer or checks a data index."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is tir.BufferLoad or (type(x) is tir.Call and x.name == "checked_index"):
+            return True
+        stack.extend(tir.expr_children(x))
+    return False
+
+
 def _const_trips(s: tir.Stmt) -> int | None:
     """Iterations of all the loops in ``s`` (0: none; None: some extent is
     not a constant)."""
@@ -201,13 +237,18 @@ class LoopCodegen:
         if s.kind == "vectorized":
             props = ['!"llvm.loop.vectorize.enable", i1 true']
             width = self.mod.options.prefer_vector_width or 128
-            if isinstance(s.extent, tir.IntImm) and s.extent.value <= width // 32:
+            if (isinstance(s.extent, tir.IntImm) and s.extent.value <= width // 32
+                    and _straight_line_body(s.body)):
                 # At most one vector of float32: vectorized, no loop is left.
                 # Unrolled first (LLVM fully unrolls short loops before it
                 # vectorizes), it would become scalars that the SLP vectorizer
                 # must regroup, slower to compile, and a register tile indexed
                 # by it could stay in memory.
                 props.append('!"llvm.loop.unroll.disable"')
+                # (Only on a straight-line body with data-independent
+                # addresses: a loop LLVM then fails to vectorize, a gather or
+                # a scatter, would stay a loop and LLVM would warn on stderr
+                # that the vectorization it was told to do did not happen.)
             return self.mod.loop_metadata(props)
         if s.kind == "unroll":
             if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
