@@ -276,7 +276,8 @@ class PhaseCheck:
                                + (" (phasec's pipeline runs LambdaLifting first)"
                                   if state.phase < expected_from == Phase.OPTIMIZATION else ""))
             state.phase = max(state.phase, target)
-        if text == state.last_text and state.last_verdict is not None and order_error is None:
+        if (text == state.last_text and state.last_verdict is not None and order_error is None
+                and state.last_verdict.phase == state.phase):  # a transition re-verifies
             prev = state.last_verdict
             verdict = PassVerdict(index, pass_name, state.phase, prev.inferred, prev.diagnostics,
                                   None, prev.unreadable)

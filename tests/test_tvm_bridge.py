@@ -208,3 +208,28 @@ def test_phasec_check_reports_tvm_dumpir_files_with_their_phase(tmp_path: Path) 
     assert by_pass["LowerRuntimeBuiltin"] == "build"
     tir_files = [p for p in dump.iterdir() if "@R.function" not in p.read_text()]
     assert tir_files and f"skipped {len(tir_files)} DumpIR files" in proc.stderr + proc.stdout
+
+
+def test_phase_check_verifies_again_after_a_transition_that_changes_no_text() -> None:
+    """TVM 0.27's LegalizeOps leaves R.ewise_fma as it is (no lowering): the
+    text is unchanged, but the module is now in the lowering phase, where a
+    high-level operator is a PH202 violation (phasec fuzz --against tvm found
+    PhaseCheck reusing the optimization-phase verdict of the same text)."""
+    module = tvm.script.from_source("""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1,), dtype="float32")) -> R.Tensor((1,), dtype="float32"):
+        v: R.Tensor((1,), dtype="float32") = R.ewise_fma(x, x, x)
+        return v
+""")
+    check = PhaseCheck()
+    seq = tvm.transform.Sequential([relax.transform.LambdaLift(),
+                                    relax.transform.LegalizeOps()])
+    with tvm.transform.PassContext(instruments=[check.instrument()]):
+        seq(module)
+    verdicts = {v.pass_name: v for v in check.verdicts}
+    assert verdicts["LambdaLift"].ok
+    legalized = verdicts["LegalizeOps"]
+    assert legalized.phase == Phase.LOWERING and not legalized.ok
+    assert {d.code for d in legalized.diagnostics} == {"PH202"}

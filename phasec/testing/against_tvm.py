@@ -433,12 +433,15 @@ def _check(mod: IRModule, seq: TVMSequence, args: Sequence[Any] | None, expected
                                        f"but {refusal}", pass_spec="tvm.script.from_source",
                                        detail=text))
         return report
-    _run_tvm(tvm_mod, mod.phase, seq, args, expected, report, timeout)
+    from .coverage import ops_in
+
+    ops = ", ".join(sorted(n.removeprefix("relax.") for n in ops_in(mod)))
+    _run_tvm(tvm_mod, mod.phase, seq, args, expected, report, timeout, ops)
     return report
 
 
 def _run_tvm(tvm_mod: Any, phase: Phase, seq: TVMSequence, args: Sequence[Any] | None,
-             expected: Any, report: TVMReport, timeout: float | None) -> None:
+             expected: Any, report: TVMReport, timeout: float | None, ops: str) -> None:
     import numpy as np
     import tvm
     from tvm import relax
@@ -463,6 +466,10 @@ def _run_tvm(tvm_mod: Any, phase: Phase, seq: TVMSequence, args: Sequence[Any] |
             report.ran.append((f"tvm.{info.name}", before, info.name in TVM_TRANSITIONS))
             if verdict is not None and not verdict.ok and not expected_violation(verdict, ran):
                 report.verdicts.append(verdict)
+            # what fails before the next pass starts is outside a pass (tvm.compile's
+            # VM codegen after its last Relax pass, TIR lowering between passes)
+            if not info.name.startswith("_") and info.name != "sequential":
+                current[0] = f"{COMPILE} after {info.name}"
 
     names = (["LambdaLift"] if phase == Phase.INGESTION else []) + list(seq.passes)
     executable = None
@@ -513,6 +520,9 @@ def _run_tvm(tvm_mod: Any, phase: Phase, seq: TVMSequence, args: Sequence[Any] |
     report.vm_ran = True
     problem = compare_results(expected, got)
     if problem is not None:
+        # the first line (the signature) names the operators, not where the
+        # values differ: one reproducer per operator set, not per index
         report.failures.append(Failure("tvm-results", f"TVM's VM and phasec's interpreter "
-                                       f"differ: {problem}", pass_spec=COMPILE,
+                                       f"differ on a module calling {ops or 'no operator'}\n"
+                                       f"{problem}", pass_spec=COMPILE,
                                        detail=f"TVM sequence: {seq.spec()}"))
