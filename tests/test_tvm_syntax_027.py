@@ -206,6 +206,18 @@ class Module:
                 Y[i, j] = X[i, j]
                 Z[i, j] = Y[i, j]
 """,
+    "attribute_statements": """
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def double(A: T.Buffer((T.int64(8),), "float32"), B: T.Buffer((T.int64(8),), "float32")):
+        with T.attr(0, "pragma_scope", "seq"):
+            for i in T.parallel(T.int64(4)):
+                B[i] = A[i] * T.float32(2)
+        T.attr({"pragma_unroll": 1})
+        for i in range(T.int64(4), T.int64(8)):
+            B[i] = A[i] * T.float32(2)
+""",
 }
 
 
@@ -511,3 +523,20 @@ def test_a_shape_variable_as_a_tensor_shape_reads_as_its_known_shape() -> None:
     assert ours[0].shape is None and ours[2].shape is None
     for syntax in ("tvm", "legacy"):
         assert_structural_equal(phasec.parse(mod.script(syntax=syntax)), mod)
+
+
+def test_attribute_statements_are_kept_and_transparent_when_run() -> None:
+    import numpy as np
+
+    from phasec.backend.llvm import compile_prim_funcs
+    from phasec.interp.tir import run_prim_func
+
+    mod = phasec.parse(_text("attribute_statements"))
+    assert 'T.attr({"pragma_unroll": 1})' in mod.script()
+    assert 'with T.attr(0, "pragma_scope", "seq"):' in mod.script(syntax="legacy")
+    a = np.arange(8, dtype="float32")
+    for run in (lambda f, args: run_prim_func(f, args),
+                lambda f, args: compile_prim_funcs({"double": f})["double"](*args)):
+        out = np.zeros(8, dtype="float32")
+        run(mod["double"], [a, out])
+        np.testing.assert_array_equal(out, a * 2)

@@ -603,6 +603,10 @@ class Checker:
                 if define(s.loop_var):
                     stack.append(("exit", s.loop_var))
                 stack.append(s.body)
+            elif t is tir.AttrStmt:
+                if isinstance(s.value, tir.PrimExpr):
+                    uses(s.value)
+                stack.append(s.body)
             elif t is tir.LetStmt:
                 uses(s.value)
                 if define(s.var):

@@ -610,6 +610,8 @@ def _run(m: _Machine, body: Stmt) -> None:
                 work.append(item.then_case)
             elif item.else_case is not None:
                 work.append(item.else_case)
+        elif isinstance(item, tir.AttrStmt):
+            work.append(item.body)  # a hint for TVM's lowering
         elif isinstance(item, LetStmt):
             value = m.eval(item.value)
             conv = _converter(item.value.dtype, item.var.dtype)

@@ -19,7 +19,7 @@ from .node import Node, Span, node, set_field
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "BinaryOp", "Not", "Cast", "Select",
     "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
-    "IfThenElse", "Allocate", "LetStmt", "Evaluate", "IterVar", "BufferRegion",
+    "IfThenElse", "Allocate", "LetStmt", "AttrStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
     "stmt_children", "contains_stmt",
     "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
@@ -350,6 +350,19 @@ class LetStmt(Stmt):
 
 
 @node
+class AttrStmt(Stmt):
+    """``T.attr({"pragma_scope": "seq"})`` / ``T.attr(0, key, value)``: TVM's
+    attribute statement, a hint for TVM's lowering that scopes over ``body``
+    (``value`` a number, string or scalar expression). phasec keeps it and
+    otherwise runs ``body`` as if it were not there."""
+
+    key: str
+    value: Any
+    body: Stmt
+    span: Span | None = None
+
+
+@node
 class Evaluate(Stmt):
     """A scalar expression evaluated for effect (``T.evaluate(0)`` is a no-op)."""
 
@@ -480,7 +493,7 @@ def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
         return s.stmts
     if t is IfThenElse:
         return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
-    if t is For or t is Allocate or t is LetStmt:
+    if t is For or t is Allocate or t is LetStmt or t is AttrStmt:
         return (s.body,)
     if t is Block:
         return (s.body,) if s.init is None else (s.body, s.init)

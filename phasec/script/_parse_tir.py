@@ -251,6 +251,30 @@ class _PrimFuncParser:
             return self._return(stmt.value, stmt)
         raise mp.error(f"unsupported statement '{_stmt_kind(stmt)}' in {mp.T}.prim_func", stmt)
 
+    def _attr_args(self, call: ast.Call) -> list[tuple[str, Any]]:
+        """``T.attr({"key": value, ...})`` or ``T.attr(0, "key", value)``: the
+        (key, value) pairs (TVM's node 0, "no particular node", only)."""
+        mp = self.mp
+        what = f"{mp.T}.attr"
+        if len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Dict):
+            items = list(zip(call.args[0].keys, call.args[0].values))
+        else:
+            a = mp.bind_args(call, what, ("node", "attr_key", "value"), 3)
+            if mp.number(a["node"]) != 0:
+                raise mp.error(f"{what} on a node other than 0 is not supported, got "
+                               f"{mp.src(a['node'])}", a["node"])
+            items = [(a["attr_key"], a["value"])]
+        out = []
+        for k, v in items:
+            if k is None:
+                raise mp.error("dictionary unpacking (**) is not supported", v)
+            key = mp.str_arg(k, f"{what} key")
+            if isinstance(v, ast.Constant) and isinstance(v.value, (str, bool, int, float)):
+                out.append((key, v.value))
+            else:
+                out.append((key, self.prim.parse(v)))
+        return out
+
     def _return(self, value: ast.AST, stmt: ast.stmt) -> tir.Stmt:
         """``return value`` / ``T.ret(value)``: ``Evaluate(ret(value))``, as TVM."""
         mp = self.mp
@@ -272,6 +296,15 @@ class _PrimFuncParser:
         if name == (mp.T, "evaluate"):
             a = mp.bind_args(value, f"{mp.T}.evaluate", ("value",), 1)
             return tir.Evaluate(self.prim.parse(a["value"]), span=mp.span(stmt))
+        if name == (mp.T, "attr"):  # scopes over the rest of the list, as TVM reads it
+            attrs = self._attr_args(value)
+            span = mp.span(stmt)
+
+            def make(body: tir.Stmt) -> tir.Stmt:
+                for key, v in reversed(attrs):
+                    body = tir.AttrStmt(key, v, body, span=span)
+                return body
+            return _Wrap(make)
         if name == (mp.T, "ret"):
             a = mp.bind_args(value, f"{mp.T}.ret", ("value",), 1)
             return self._return(a["value"], stmt)
@@ -520,6 +553,11 @@ class _PrimFuncParser:
         name = _dotted(ctx.func) if isinstance(ctx, ast.Call) else None
         if len(stmt.items) == 1 and name in ((mp.T, "decl_buffer"), (mp.T, "LetStmt")):
             return self._scoped(stmt, name[1])
+        if len(stmt.items) == 1 and name == (mp.T, "attr") and item.optional_vars is None:
+            body = self._stmts(stmt.body)  # `with T.attr(...):` scopes over its body only
+            for key, v in reversed(self._attr_args(ctx)):
+                body = tir.AttrStmt(key, v, body, span=mp.span(stmt))
+            return body
         if len(stmt.items) != 1 or item.optional_vars is not None or name not in (
                 (mp.T, "block"), (mp.T, "sblock")):
             if name == (mp.T, "init"):

@@ -103,6 +103,16 @@ class TirPrinter(PrimPrinter):
                     indent, last = indent + INDENT, True
                 s = s.body
                 continue
+            if t is tir.AttrStmt:
+                args = (f"{{{quote_str(s.key)}: {self._attr_value(s.value)}}}" if not legacy()
+                        else f"0, {quote_str(s.key)}, {self._attr_value(s.value)}")
+                if last:  # as TVM prints it: scopes over the rest of the list
+                    self.emit(indent, f"T.attr({args})")
+                else:
+                    self.emit(indent, f"with T.attr({args}):")
+                    indent, last = indent + INDENT, True
+                s = s.body
+                continue
             if t is tir.Allocate:
                 b = s.buffer
                 args = f"{self.shape(b.shape)}, {quote_str(b.dtype)}"
@@ -147,6 +157,13 @@ class TirPrinter(PrimPrinter):
                 self.emit(indent, f"T.evaluate({self.prim(s.value)})")
         else:
             self.emit(indent, f"<unprintable {t.__name__}>")
+
+    def _attr_value(self, v: object) -> str:
+        if isinstance(v, tir.PrimExpr):
+            return self.prim(v)
+        if isinstance(v, str):
+            return quote_str(v)
+        return repr(v)  # bool, int, float: Python's spelling is TVMScript's
 
     def _range(self, loop: tir.For) -> str:
         if is_zero(loop.min) and loop.min.dtype == loop.extent.dtype:

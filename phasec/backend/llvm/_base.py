@@ -189,7 +189,7 @@ def _estimate_work(body: tir.Stmt) -> int:
             stack.append((n.then_case, mult))
             if n.else_case is not None:
                 stack.append((n.else_case, mult))
-        elif isinstance(n, (tir.Allocate, tir.LetStmt)):
+        elif isinstance(n, (tir.Allocate, tir.LetStmt, tir.AttrStmt)):
             stack.append((n.body, mult))
         elif isinstance(n, tir.Block):
             stack.append((n.body, mult))

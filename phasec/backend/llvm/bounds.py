@@ -235,7 +235,7 @@ class _Checker:
                 stack.append(("bound", key, self.bound.get(key, _ABSENT)))
                 self.bound[key] = self.affine(s.value)
                 stack.append(s.body)
-            elif t is tir.Allocate:
+            elif t is tir.Allocate or t is tir.AttrStmt:
                 stack.append(s.body)
             elif t is tir.Evaluate:
                 found = self.check_expr(s.value)

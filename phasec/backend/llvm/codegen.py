@@ -962,6 +962,7 @@ class _KernelCodegen(EntryCodegen, StatementCodegen, LoopCodegen, IntrinsicCodeg
         tir.IfThenElse: StatementCodegen._if,
         tir.Allocate: StatementCodegen._allocate,
         tir.LetStmt: StatementCodegen._let,
+        tir.AttrStmt: StatementCodegen._attr,
         tir.Evaluate: StatementCodegen._evaluate,
         tir.Block: StatementCodegen._block,
     }

@@ -82,7 +82,7 @@ def _const_trips(s: tir.Stmt) -> int | None:
                 return None
             total += n
         return total
-    if t in (tir.Allocate, tir.LetStmt):
+    if t in (tir.Allocate, tir.LetStmt, tir.AttrStmt):
         return _const_trips(s.body)
     if t is tir.IfThenElse:
         a = _const_trips(s.then_case)

@@ -207,6 +207,9 @@ class StatementCodegen:
         prev = self.bind_var(v, op)
         tasks.extend([lambda: self.unbind_var(v, prev), s.body])
 
+    def _attr(self, s: tir.AttrStmt, tasks: list[Any]) -> None:
+        tasks.append(s.body)  # a hint for TVM's lowering; nothing to emit
+
     def _evaluate(self, s: tir.Evaluate, tasks: list[Any]) -> None:
         if isinstance(s.value, tir.Call) and s.value.name == "assume":
             return  # T.assume: a stated fact, never evaluated (see tir.INTRINSICS)

@@ -27,7 +27,8 @@ from ...ir.struct_info import (
 from .._checks import dim_problem, int_range_problem
 
 from .schema import (
-    AllocateDoc, AttrDict, AttrExpr, AttrFloat, AttrList, AttrPrimExpr, AttrStructInfo,
+    AllocateDoc, AttrDict, AttrExpr, AttrFloat, AttrList, AttrPrimExpr, AttrStmtDoc,
+    AttrStructInfo,
     BinaryOpDoc, BlockDoc, BlockDocR, BufferLoadDoc, BufferRef, BufferRegionDoc,
     BufferStoreDoc, CallDoc, CastDoc, ConstantDoc, DataTypeImmDoc, EvaluateDoc, ExternFuncDoc,
     FloatImmDoc, ForDoc, FuncStructInfoDoc, FunctionDoc, GlobalVarDoc, IfDoc, IfThenElseDoc,
@@ -291,6 +292,9 @@ class _Reader:
             var = self._ref(self.tir_vars, m.var, "tir var", (p, "var"))
             return tir.LetStmt(var, self.prim(m.value, (p, "value")), self.stmt(m.body, (p, "body")),
                                span=span)
+        if t is AttrStmtDoc:
+            return tir.AttrStmt(m.key, self.attr_value(m.value, (p, "value")),
+                                self.stmt(m.body, (p, "body")), span=span)
         if t is EvaluateDoc:
             return tir.Evaluate(self.prim(m.value, (p, "value")), span=span)
         if t is BlockDoc:

@@ -198,6 +198,9 @@ class _Writer:
         elif t is tir.LetStmt:
             d = {"node": "tir.LetStmt", "var": self.tvar(s.var), "value": self.prim(s.value),
                  "body": self.stmt(s.body)}
+        elif t is tir.AttrStmt:
+            d = {"node": "tir.AttrStmt", "key": s.key,
+                 "value": self.attr_value(s.value, f"T.attr {s.key!r}"), "body": self.stmt(s.body)}
         elif t is tir.Evaluate:
             d = {"node": "tir.Evaluate", "value": self.prim(s.value)}
         elif t is tir.Block:

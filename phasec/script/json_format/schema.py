@@ -163,6 +163,13 @@ class LetStmtDoc(_Node):
     body: "StmtDoc"
 
 
+class AttrStmtDoc(_Node):
+    node: Literal["tir.AttrStmt"]
+    key: str
+    value: "AttrValue"
+    body: "StmtDoc"
+
+
 class EvaluateDoc(_Node):
     node: Literal["tir.Evaluate"]
     value: PrimExprDoc
@@ -193,7 +200,7 @@ class BlockDoc(_Node):
 
 StmtDoc = Annotated[
     Union[BufferStoreDoc, SeqStmtDoc, ForDoc, IfThenElseDoc, AllocateDoc, LetStmtDoc,
-          EvaluateDoc, BlockDoc],
+          AttrStmtDoc, EvaluateDoc, BlockDoc],
     Field(discriminator="node"),
 ]
 
