@@ -184,6 +184,18 @@ class _PrimFuncParser:
                 if not isinstance(value, int) or isinstance(value, bool) or value < -1:
                     raise mp.error(f"{what}: {kw.arg} must be an integer literal, got "
                                    f"{mp.src(kw.value)}", kw.value)
+            elif kw.arg == "elem_offset":
+                # TVM's element offset: 0, or a free variable (what offset_factor
+                # makes, printed as `elem_offset=elem_offset_1`). phasec's buffers
+                # start at their data, so a free offset is read as 0; any other
+                # offset would move the data and is refused.
+                value = kw.value
+                if isinstance(value, ast.Call) and len(value.args) == 1 \
+                        and _dotted(value.func) in ((mp.T, "int32"), (mp.T, "int64")):
+                    value = value.args[0]
+                if not (mp.number(value) == 0 or isinstance(value, ast.Name)):
+                    raise mp.error(f"{what}: an element offset other than 0 or a free variable "
+                                   f"is not supported, got {mp.src(kw.value)}", kw.value)
             else:
                 kept.append(kw)
         if len(kept) != len(call.keywords):
