@@ -218,6 +218,15 @@ class Module:
         for i in range(T.int64(4), T.int64(8)):
             B[i] = A[i] * T.float32(2)
 """,
+    "bare_symbolic_operands": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")) -> R.Tensor(dtype="int64", ndim=1):
+        n = T.int64()
+        y = R.arange(1, n, 2, dtype="int64")
+        return y
+""",
 }
 
 
