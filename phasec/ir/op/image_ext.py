@@ -1,0 +1,296 @@
+"""``image.resize3d`` and ``image.affine_grid`` (TVM 0.27).
+
+* ``image.resize3d(data, size, roi, layout, method,
+  coordinate_transformation_mode, rounding_method, cubic_alpha,
+  cubic_exclude, extrapolation_value, out_dtype)``: :mod:`.image`'s
+  resize over three spatial dims (``size`` is ``R.shape([d, h, w])``,
+  ``layout`` a permutation of NCDHW, ``roi`` six numbers: the three starts
+  then the three ends). The coordinate modes, rounding and the nearest /
+  linear / cubic taps are resize2d's, per dim; interpolation sums along W,
+  then H, then D (float32 for integer data, converted back).
+* ``image.affine_grid(data, size, align_corners=True)``: the sampling grid of
+  a batch of affine matrices ``data`` (``[N, 2, 3]`` for a 2-D ``size``
+  ``(H, W)``, ``[N, 3, 4]`` for ``(D, H, W)``); the output is ``[N, 2, H, W]``
+  (``[N, 3, D, H, W]``): channel 0 the x (width) coordinate. Output index
+  ``i`` along a dim of size ``s`` is the normalized coordinate ``-1 + i * (2 -
+  1e-7) / (s - 1)`` with ``align_corners`` (TVM's constant; s > 1), else
+  ``-1 + 1 / s + i * 2 / s``; ``out[n, k] = data[n, k, ndim] + sum_r data[n,
+  k, ndim - 1 - r] * coord_r`` over the dims slowest first, as TVM's
+  kernel computes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import arith, te
+from ..infer import expr_to_str
+from ..struct_info import TensorStructInfo
+from ..tir import BinaryOp, Cast, IntImm, Select
+from ._common import (
+    OpPattern, as_bool, as_dtype, as_float, as_int, as_str, attrs_of, define, err, one_of,
+    shape_arg, tensor_arg, tensor_sinfo,
+)
+from ._draw import declares_draw
+from ._layout import Layout, layout_of
+from ._lowering import _const, _out, _tensor, legalizes
+from .image import MODES, ROUNDING, _coord_te, _coords_np, _taps_np, _taps_te
+
+__all__: list[str] = []
+
+F32 = "float32"
+
+
+def _roi6(v):
+    if isinstance(v, (int, float)):
+        v = (v,)
+    t = tuple(as_float(x) for x in v)
+    if len(t) == 1:
+        t = t * 6
+    if len(t) != 6:
+        raise ValueError(f"roi needs 1 or 6 numbers, got {len(t)}")
+    return t
+
+
+def _infer_resize3d(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    size = shape_arg(call, 1, ctx)
+    a = attrs_of(call)
+    layout = layout_of(call, a["layout"], "NCDHW", "layout")
+    if size.ndim not in (-1, 3):
+        raise err(call, f"the output size must have 3 entries (depth, height, width), but "
+                        f"{expr_to_str(call.args[1])} has {size.ndim}")
+    if data.ndim not in (-1, 5):
+        raise err(call, f"resize3d expects a 5-D tensor ({layout.name}), but the data has "
+                        f"ndim {data.ndim}")
+    if data.dtype == "bool":
+        raise err(call, "resize3d does not compute on bool tensors")
+    dtype = a["out_dtype"] if a["out_dtype"] != "void" else data.dtype
+    if data.shape is None or size.values is None:
+        return TensorStructInfo(None, dtype, 5)
+    n, c, *_ = layout.to_canonical(data.shape)
+    return tensor_sinfo(layout.from_canonical((n, c, *size.values)), dtype)
+
+
+def _resize3d_ref(data, size, roi=(0.0,) * 6, layout="NCDHW", method="linear",
+                  coordinate_transformation_mode="half_pixel", rounding_method="",
+                  cubic_alpha=-0.75, cubic_exclude=0, extrapolation_value=0.0,
+                  out_dtype="void"):
+    x = np.asarray(data)
+    dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
+    lay = Layout(layout, "NCDHW")
+    xc = lay.array_to_canonical(x).astype(np.float32 if x.dtype.kind != "f" else x.dtype)
+    mode = coordinate_transformation_mode
+    rounding = rounding_method or ("round" if mode == "align_corners" else "floor")
+    ins = xc.shape[2:]
+    outs = tuple(int(s) for s in size)
+    coords = [_coords_np(outs[j], ins[j], mode, roi[j], roi[3 + j]) for j in range(3)]
+    taps = [_taps_np(coords[j], ins[j], method, rounding, cubic_alpha, cubic_exclude)
+            for j in range(3)]
+    (iz, wz), (iy, wy), (ix, wx) = taps
+    g = xc[:, :, iz[:, None, None, :, None, None], iy[None, :, None, None, :, None],
+           ix[None, None, :, None, None, :]]  # n c od oh ow tz ty tx
+    if method == "nearest_neighbor":
+        out = g[..., 0, 0, 0]
+    else:  # along w, then h, then d: the kernel's order of float32 operations
+        f = xc.dtype
+        rows = (g * wx[None, None, :, None, None, :].astype(f)).sum(axis=-1)
+        planes = (rows * wy[None, :, None, None, :].astype(f)).sum(axis=-1)
+        out = (planes * wz[:, None, None, :].astype(f)).sum(axis=-1)
+    if mode == "tf_crop_and_resize":
+        outside = np.zeros(outs, bool)
+        for j in range(3):
+            bad = (coords[j] < 0) | (coords[j] > ins[j] - 1)
+            shape = [1, 1, 1]
+            shape[j] = outs[j]
+            outside = outside | bad.reshape(shape)
+        out = np.where(outside, np.asarray(extrapolation_value, out.dtype), out)
+    return lay.array_from_canonical(out).astype(dtype)
+
+
+define("image.resize3d", ("data", "size"), _infer_resize3d,
+       attrs={"roi": ((0.0,) * 6, _roi6), "layout": ("NCDHW", as_str),
+              "method": ("linear", one_of("nearest_neighbor", "linear", "cubic")),
+              "coordinate_transformation_mode": ("half_pixel", one_of(*MODES)),
+              "rounding_method": ("", one_of(*ROUNDING)),
+              "cubic_alpha": (-0.75, as_float), "cubic_exclude": (0, as_int),
+              "extrapolation_value": (0.0, as_float), "out_dtype": ("void", as_dtype)},
+       reference=_resize3d_ref, pattern=OpPattern.INJECTIVE,
+       doc="3-D image resize (nearest, trilinear, tricubic) with TVM's coordinate modes.")
+
+
+@legalizes("image.resize3d")
+def _resize3d(call, inputs):
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a = attrs_of(call)
+    lay = layout_of(call, a["layout"], "NCDHW", "layout")
+    ins = lay.to_canonical(x.shape)[2:]
+    outs = lay.to_canonical(out.shape)[2:]
+    mode = a["coordinate_transformation_mode"]
+    rounding = a["rounding_method"] or ("round" if mode == "align_corners" else "floor")
+    roi = a["roi"]
+    calc = x.dtype if x.dtype.startswith("float") else F32
+
+    def body(*o):
+        n, c, *pos = lay.index_to_canonical(o)
+        cs = [_coord_te(pos[j], ins[j], outs[j], mode, roi[j], roi[3 + j]) for j in range(3)]
+        taps = [_taps_te(cs[j], ins[j], a["method"], rounding, a["cubic_alpha"],
+                         a["cubic_exclude"]) for j in range(3)]
+
+        def weighted(v, w):
+            return v if w is None else BinaryOp("*", v, te.cast(w, calc))
+        value = None
+        for iz, wz in taps[0]:
+            plane = None
+            for iy, wy in taps[1]:
+                row = None
+                for ix, wx in taps[2]:
+                    v = weighted(te.cast(x[lay.index_from_canonical((n, c, iz, iy, ix))], calc), wx)
+                    row = v if row is None else BinaryOp("+", row, v)
+                row = weighted(row, wy)
+                plane = row if plane is None else BinaryOp("+", plane, row)
+            plane = weighted(plane, wz)
+            value = plane if value is None else BinaryOp("+", value, plane)
+        if mode == "tf_crop_and_resize":
+            zero = _const(0.0, F32)
+            outside = None
+            for j in range(3):
+                hi = Cast(F32, BinaryOp("-", ins[j], IntImm(1, "int64")))
+                bad = BinaryOp("or", BinaryOp("<", cs[j], zero), BinaryOp(">", cs[j], hi))
+                outside = bad if outside is None else BinaryOp("or", outside, bad)
+            value = Select(outside, _const(a["extrapolation_value"], calc), value)
+        return te.cast(value, out.dtype)
+    return te.compute(out.shape, body, name="T_resize3d")
+
+
+# ---------------------------------------------------------------------------
+# affine_grid
+# ---------------------------------------------------------------------------
+
+def _infer_affine_grid(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    size = shape_arg(call, 1, ctx)
+    a = attrs_of(call)
+    if size.ndim not in (2, 3):
+        raise err(call, "affine_grid expects the target size to be a 2-dim (H, W) or 3-dim "
+                        f"(D, H, W) shape, but {expr_to_str(call.args[1])} has {size.ndim}")
+    spatial = size.ndim
+    if data.ndim not in (-1, 3):
+        raise err(call, "affine_grid expects the affine matrices as a 3-D tensor (batch, "
+                        f"spatial, spatial + 1), but the data has ndim {data.ndim}")
+    if data.dtype != "void" and not data.dtype.startswith("float"):
+        raise err(call, f"affine_grid computes in floating point, but the data is {data.dtype}")
+    if data.shape is not None:
+        for k, want in ((1, spatial), (2, spatial + 1)):
+            v = arith.const_int(data.shape[k])
+            if v is not None and v != want:
+                raise err(call, f"affine_grid expects dimension {k} of the matrices to be "
+                                f"{want} for a {spatial}-D grid, but it is {v}")
+    if a["align_corners"] and size.values is not None:
+        for d in size.values:
+            v = arith.const_int(d)
+            if v is not None and v <= 1:
+                raise err(call, "affine_grid with align_corners needs every target size > 1 "
+                                f"(TVM divides by size - 1), got {v}")
+    if data.shape is None or size.values is None:
+        return TensorStructInfo(None, data.dtype, spatial + 2)
+    return tensor_sinfo((data.shape[0], IntImm(spatial, "int64"), *size.values), data.dtype)
+
+
+def _grid_consts(s: int, align_corners: bool) -> tuple[float, float]:
+    """(start, step) of the normalized coordinates along a dim of size ``s``."""
+    if align_corners:
+        return -1.0, (2.0 - 1e-7) / (s - 1)
+    return -1.0 + 1.0 / s, 2.0 / s
+
+
+def _affine_grid_ref(data, size, align_corners=True):
+    theta = np.asarray(data)
+    dims = tuple(int(s) for s in size)
+    nd = len(dims)
+    f = theta.dtype.type
+    out = np.empty((theta.shape[0], nd, *dims), theta.dtype)
+    coords = []
+    for r, s in enumerate(dims):
+        start, step = _grid_consts(s, align_corners)
+        shape = [1] * nd
+        shape[r] = s
+        coords.append((f(start) + np.arange(s, dtype=theta.dtype) * f(step)).reshape(shape))
+    for n in range(theta.shape[0]):
+        for k in range(nd):
+            val = np.full(dims, theta[n, k, nd], theta.dtype)
+            for r in range(nd):
+                val = val + theta[n, k, nd - 1 - r] * coords[r]
+            out[n, k] = val
+    return out
+
+
+define("image.affine_grid", ("data", "size"), _infer_affine_grid,
+       attrs={"align_corners": (True, as_bool)}, reference=_affine_grid_ref,
+       pattern=OpPattern.INJECTIVE,
+       doc="The sampling grid [N, 2, H, W] (or [N, 3, D, H, W]) of a batch of affine matrices.")
+
+
+@legalizes("image.affine_grid")
+def _affine_grid(call, inputs):
+    theta = _tensor(inputs, 0, call)
+    out = _out(call)
+    nd = len(out.shape) - 2
+    dt = theta.dtype
+    align = attrs_of(call)["align_corners"]
+    consts = []
+    for d in out.shape[2:]:
+        s = arith.const_int(d)
+        if s is not None:
+            start, step = _grid_consts(s, align)
+            consts.append((_const(start, dt), _const(step, dt)))
+        else:  # a symbolic size: the same constants, computed in float64 at run time
+            sf = Cast("float64", d)
+            if align:
+                step = BinaryOp("/", _const(2.0 - 1e-7, "float64"),
+                                BinaryOp("-", sf, _const(1.0, "float64")))
+                consts.append((_const(-1.0, dt), Cast(dt, step)))
+            else:
+                start = BinaryOp("+", _const(-1.0, "float64"),
+                                 BinaryOp("/", _const(1.0, "float64"), sf))
+                consts.append((Cast(dt, start),
+                               Cast(dt, BinaryOp("/", _const(2.0, "float64"), sf))))
+
+    def body(n, k, *pos):
+        val = theta[n, k, IntImm(nd, "int64")]
+        for r in range(nd):
+            start, step = consts[r]
+            coord = BinaryOp("+", start, BinaryOp("*", Cast(dt, pos[r]), step))
+            val = BinaryOp("+", val, BinaryOp("*", theta[n, k, IntImm(nd - 1 - r, "int64")],
+                                              coord))
+        return val
+    return te.compute(out.shape, body, name="T_affine_grid")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _draw_resize3d(ctx):
+    size = tuple(ctx.integers(1, 4) for _ in range(3))
+    method = ctx.choose(["nearest_neighbor", "linear", "cubic"])
+    mode = ctx.choose(["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"])
+    if method == "cubic":  # the Keys kernel overshoots the data (on each of three axes)
+        span = ctx.hi - ctx.lo
+        ctx.include(ctx.lo - 2 * span, ctx.hi + 2 * span)
+    return (ctx.x, size), {"method": method, "coordinate_transformation_mode": mode}
+
+
+def _draw_affine_grid(ctx):
+    nd = ctx.shape[1]
+    size = tuple(ctx.integers(2, 4) for _ in range(nd))
+    return (ctx.x, size), {"align_corners": ctx.choose([True, False])}
+
+
+declares_draw("image.resize3d", ranks=(5,), build=_draw_resize3d)
+# coordinates lie in [-1, 1]: |out| <= (nd + 1) * max|theta|
+declares_draw("image.affine_grid", ranks=(3,), build=_draw_affine_grid,
+              fits=lambda s: s[1] in (2, 3) and s[2] == s[1] + 1,
+              shape=lambda pick: (pick([1, 2]), 2, 3) if pick([0, 1]) else (pick([1, 2]), 3, 4),
+              out=lambda ctx: (-(ctx.shape[1] + 1) * ctx.mag, (ctx.shape[1] + 1) * ctx.mag))

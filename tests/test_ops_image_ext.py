@@ -1,0 +1,120 @@
+"""image.resize3d and image.affine_grid (phasec/ir/op/image_ext.py): inference
+against TVM 0.27's, and results against TVM 0.27 itself (the same module
+compiled by tvm.compile and run on TVM's VM: an independent implementation),
+on the interpreter, the TIR interpreter (test_legalize's table) and LLVM."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec.interp import run as interp_run
+from phasec.ir import ShapeExpr, TensorStructInfo, Var, tir
+from phasec.ir.op import call_op
+from test_ops_infer import S, raises, tv
+
+IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid"}
+
+SOURCE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 2, 3, 4, 5), "float32"), t: R.Tensor((2, 2, 3), "float32"),
+             t3: R.Tensor((1, 3, 4), "float32"), xl: R.Tensor((1, 3, 4, 5, 2), "float32")):
+        a = R.image.resize3d(x, (4, 6, 7), layout="NCDHW", method="linear",
+                             coordinate_transformation_mode="half_pixel", rounding_method="")
+        b = R.image.resize3d(x, R.shape([2, 5, 3]), layout="NCDHW", method="nearest_neighbor",
+                             coordinate_transformation_mode="asymmetric", rounding_method="floor")
+        c = R.image.affine_grid(t, size=(4, 5), align_corners=True)
+        d = R.image.affine_grid(t, size=(4, 5), align_corners=False)
+        e = R.image.affine_grid(t3, size=(2, 3, 4))
+        f = R.image.resize3d(x, (5, 2, 8), layout="NCDHW", method="cubic",
+                             coordinate_transformation_mode="align_corners", rounding_method="")
+        g = R.image.resize3d(xl, (6, 3, 4), layout="NDHWC", method="linear",
+                             coordinate_transformation_mode="align_corners", rounding_method="")
+        return (a, b, c, d, e, f, g)
+'''
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((1, 2, 3, 4, 5)).astype("float32"),
+            rng.standard_normal((2, 2, 3)).astype("float32"),
+            rng.standard_normal((1, 3, 4)).astype("float32"),
+            rng.standard_normal((1, 3, 4, 5, 2)).astype("float32"))
+
+
+@pytest.fixture(scope="module")
+def tvm_results(inputs):
+    import tvm
+    from tvm import relax
+
+    mod = tvm.script.from_source(SOURCE)
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    return [r.numpy() for r in vm["main"](*[tvm.runtime.tensor(a) for a in inputs])], mod
+
+
+def test_inference_matches_tvm(tvm_results):
+    _, tvm_mod = tvm_results
+    text = tvm_mod.script()
+    mod = phasec.parse(SOURCE)
+    for b in mod["main"].body.blocks[0].bindings:
+        assert f"{b.var.name_hint}: {S(b.value)} = " in text
+
+
+def test_interpreter_and_llvm_match_tvm(tvm_results, inputs):
+    expected, _ = tvm_results
+    mod = phasec.parse(SOURCE)
+    for got in (interp_run(mod, *inputs), phasec.VirtualMachine(phasec.build(mod))["main"](*inputs)):
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5, atol=1e-6)
+
+
+def test_affine_grid_against_its_formula():
+    # the identity transform gives the normalized pixel centres (align_corners=False)
+    theta = np.array([[[1, 0, 0], [0, 1, 0]]], "float32")
+    call = call_op("image.affine_grid", Var("t", TensorStructInfo((1, 2, 3), "float32")),
+                   ShapeExpr([2, 4]), align_corners=False)
+    from phasec.ir.op import get_op
+    out = get_op("relax.image.affine_grid").reference(theta, (2, 4), **dict(call.attrs))
+    xs = (2 * np.arange(4) + 1) / 4 - 1
+    ys = (2 * np.arange(2) + 1) / 2 - 1
+    np.testing.assert_allclose(out[0, 0], np.broadcast_to(xs, (2, 4)), atol=1e-6)
+    np.testing.assert_allclose(out[0, 1], np.broadcast_to(ys[:, None], (2, 4)), atol=1e-6)
+
+
+def test_errors():
+    t = tv("t", (2, 2, 3))
+    # TVM 0.27's InferTypeAffineGrid checks
+    raises(["2-dim (H, W) or 3-dim"], call_op, "image.affine_grid", t, ShapeExpr([4]))
+    raises(["dimension 1 of the matrices to be 3 for a 3-D grid, but it is 2"], call_op,
+           "image.affine_grid", t, ShapeExpr([2, 3, 4]))
+    raises(["3-D tensor"], call_op, "image.affine_grid", tv("m", (2, 6)), ShapeExpr([4, 4]))
+    raises(["needs every target size > 1"], call_op, "image.affine_grid", t, ShapeExpr([1, 4]))
+    x = tv("x", (1, 2, 3, 4, 5))
+    # TVM 0.27's InferTypeResize3D checks
+    raises(["3 entries (depth, height, width)"], call_op, "image.resize3d", x, ShapeExpr([4, 4]))
+    raises(["5-D tensor"], call_op, "image.resize3d", tv("y", (1, 2, 3, 4)), ShapeExpr([1, 2, 3]))
+    raises(["roi needs 1 or 6 numbers"], call_op, "image.resize3d", x, ShapeExpr([1, 2, 3]),
+           roi=(0.0, 1.0))
+    n = tir.Var("n")
+    assert S(call_op("image.resize3d", tv("s", (n, 2, 3, 4, 5)), ShapeExpr([n, 2, 2]),
+                     layout="NDHWC")) == 'R.Tensor((n, n, 2, 2, 5), dtype="float32")'
+
+
+_X5 = Var("ri_x", TensorStructInfo((1, 2, 3, 4, 5), "float32"))
+_T = Var("ri_t", TensorStructInfo((2, 2, 3), "float32"))
+IMAGE_EXT_LEGALIZE_CASES = [
+    ("resize3d-linear", lambda: call_op("image.resize3d", _X5, ShapeExpr([2, 6, 3]))),
+    ("resize3d-nearest-ndhwc", lambda: call_op(
+        "image.resize3d", _X5, ShapeExpr([4, 2, 3]), layout="NDHWC", method="nearest_neighbor",
+        coordinate_transformation_mode="asymmetric", rounding_method="floor")),
+    ("resize3d-crop", lambda: call_op(
+        "image.resize3d", _X5, ShapeExpr([3, 3, 3]), coordinate_transformation_mode="tf_crop_and_resize",
+        roi=(0.1, -0.2, 0.0, 0.9, 1.3, 1.0), extrapolation_value=-1.0)),
+    ("affine_grid", lambda: call_op("image.affine_grid", _T, ShapeExpr([3, 4]))),
+    ("affine_grid-centres", lambda: call_op("image.affine_grid", _T, ShapeExpr([3, 4]),
+                                            align_corners=False)),
+]
