@@ -241,3 +241,35 @@ def test_folded_constants_are_c_ordered():
     assert report.ok, report.failures[0]
     got = phasec.VirtualMachine(phasec.build(mod))["main"](x)
     assert np.allclose(got, expected, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# phasec fuzz, seed 7 (issue 13's operators drawn): "[roundtrip] in
+# LegalizeOps: parse(mod.script()) differs from the module at
+# [1][0][1].body.body.stmts: length 2 vs 3". R.index_put with a 0-d constant
+# value lowers to a kernel whose body is [the constant's block, the extern's
+# SeqStmt(copy, scatter)]: a nested sequence, which the text prints flat and
+# reads back flat. SeqStmt now flattens nested sequences when built.
+# ---------------------------------------------------------------------------
+
+_NESTED_SEQ = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
+        v = R.index_put(x, (R.const([2, 0], "int64"),), R.const(0.5625, "float32"))
+        return v
+'''
+
+
+def test_kernels_with_nested_statement_sequences_read_back():
+    from phasec.ir import tir
+    from phasec.testing.properties import roundtrip_problem
+
+    a, b = tir.Evaluate(tir.IntImm(1, "int32")), tir.Evaluate(tir.IntImm(2, "int32"))
+    assert tir.SeqStmt([a, tir.SeqStmt([b, a])]).stmts == (a, b, a)
+    mod = phasec.parse(_NESTED_SEQ)
+    lowered = get_pass("LegalizeOps")(get_pass("LambdaLifting")(mod))
+    assert roundtrip_problem(lowered) is None
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    assert phasec.interp.run(lowered, x).tolist() == [0.5625, 2.0, 0.5625]

@@ -292,11 +292,21 @@ class BufferStore(Stmt):
 
 @node
 class SeqStmt(Stmt):
+    """Statements in order. A nested SeqStmt is flattened into its parent
+    (as TVM's SeqStmt::Flatten): the text has no nesting, so a nested one
+    would not read back as itself."""
+
     stmts: tuple[Stmt, ...]
     span: Span | None = None
 
     def __post_init__(self) -> None:
-        set_field(self, "stmts", tuple(self.stmts))
+        flat: list[Stmt] = []
+        for s in self.stmts:
+            if type(s) is SeqStmt:
+                flat.extend(s.stmts)  # already flat
+            else:
+                flat.append(s)
+        set_field(self, "stmts", tuple(flat))
 
 
 @node

@@ -185,11 +185,10 @@ def declared_generators(skip: set[str] | frozenset[str]) -> list[Declared]:
     """One generator per registered compute operator with a draw declaration
     (those in ``skip``, the hand-written table's, excepted), by name."""
     from ..ir.op import list_ops
-    from ..ir.op._draw import draw_of
 
     out = []
     for opdef in list_ops():
-        spec = draw_of(opdef.name)
+        spec = opdef.draw
         if spec is not None and opdef.name not in skip:
             out.append(Declared(opdef.name, spec))
     return out

@@ -335,8 +335,18 @@ def reference_results(mod: IRModule, args: Sequence[Any], entry: str = "main",
     """The interpreter's results (raises what the interpreter raises)."""
     from ..interp import run
 
-    with time_limit(timeout):
+    with time_limit(timeout), _quiet():
         return run(mod, *copy_args(args), entry=entry)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Programs drawn with R.print write to standard output: the properties
+    run them many times, and a campaign's terminal is for its progress."""
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def run_vm(mod: IRModule, args: Sequence[Any], entry: str = "main", kernels: str = "llvm",
@@ -344,7 +354,7 @@ def run_vm(mod: IRModule, args: Sequence[Any], entry: str = "main", kernels: str
     """Compile a build-phase module to VM bytecode and run it."""
     from ..backend.vm import VirtualMachine, codegen
 
-    with time_limit(timeout):
+    with time_limit(timeout), _quiet():
         exe = codegen(mod)
         return VirtualMachine(exe, kernels=kernels)[entry](*copy_args(args))
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Draw", "DrawContext", "declares_draw", "draw_of", "DRAWS", "axes_of", "data_like",
-           "FLOATS", "NUMBERS", "ANY_DTYPE"]
+__all__ = ["Draw", "DrawContext", "declares_draw", "draw_of", "DRAWS", "data_like", "FLOATS",
+           "NUMBERS", "ANY_DTYPE"]
 
 FLOATS = ("float32",)
 NUMBERS = ("float32", "int32")
@@ -112,11 +112,6 @@ def declares_draw(name: str, draw: Draw | None = None, **kw: Any) -> Draw:
 def draw_of(name: str) -> Draw | None:
     """The draw declaration of ``relax.<name>`` (or the full name), or None."""
     return DRAWS.get(name if name.startswith("relax.") else "relax." + name)
-
-
-def axes_of(ctx: DrawContext, min_extent: int = 1) -> list[int]:
-    """The axes of the first operand with at least ``min_extent`` elements."""
-    return [i for i, d in enumerate(ctx.shape) if d >= min_extent]
 
 
 def data_like(ctx: DrawContext, shape: Sequence[int], dtype: str | None = None) -> Any:

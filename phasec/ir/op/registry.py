@@ -110,6 +110,14 @@ class OpDef:
         return LEGALIZE_RELAX.get(self.name)
 
     @property
+    def draw(self) -> Any:
+        """How a random program generator calls the op (a
+        :class:`phasec.ir.op._draw.Draw` declared beside its definition), or None."""
+        from ._draw import draw_of
+
+        return draw_of(self.name)
+
+    @property
     def max_phase(self) -> int:
         """The last phase (as an int) in which this op may appear."""
         return CATEGORY_MAX_PHASE[self.category]
