@@ -551,3 +551,12 @@ def test_attribute_statements_are_kept_and_transparent_when_run() -> None:
         out = np.zeros(8, dtype="float32")
         run(mod["double"], [a, out])
         np.testing.assert_array_equal(out, a * 2)
+
+
+def test_json_refuses_a_vdevice_the_module_does_not_declare() -> None:
+    from phasec.errors import SchemaError
+
+    doc = json.loads(to_json(phasec.parse(_text("vdevices_in_global_infos_and_tensor_struct_info"))))
+    doc["global_infos"]["vdevice"] = doc["global_infos"]["vdevice"][:1]  # only llvm:0 left
+    with pytest.raises(SchemaError, match="'cuda:0:global' is not one of the module's virtual"):
+        from_json(json.dumps(doc))

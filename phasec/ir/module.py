@@ -11,7 +11,7 @@ from .node import Node, Span, node
 from .phase import Phase
 from .tir import PrimFunc, frozen_attrs
 
-__all__ = ["IRModule", "VDevice", "GLOBAL_INFO_KINDS"]
+__all__ = ["IRModule", "VDevice", "GLOBAL_INFO_KINDS", "canonical_vdevice"]
 
 #: The kinds of module global info phasec keeps (``I.module_global_infos``).
 GLOBAL_INFO_KINDS = ("vdevice",)
@@ -39,6 +39,15 @@ class VDevice(Node):
         if isinstance(self.target, Mapping):
             return str(self.target.get("kind", ""))
         return str(self.target).split()[0] if str(self.target).strip() else ""
+
+
+def canonical_vdevice(devices: tuple[VDevice, ...], dev: VDevice) -> str:
+    """How a tensor's struct info names ``dev``, one of ``devices`` (the module's
+    virtual devices): ``"<kind>:<index among devices of that kind>:<scope>"``,
+    TVM's printed form (e.g. ``"llvm:0:global"``)."""
+    same_kind = [d for d in devices if d.kind == dev.kind]
+    index = next(i for i, d in enumerate(same_kind) if d is dev)
+    return f"{dev.kind}:{index}:{dev.memory_scope}"
 
 
 def _frozen_global_infos(infos: Mapping[str, Any] | None) -> Mapping[str, tuple[Any, ...]]:

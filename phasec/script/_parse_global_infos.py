@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from ..ir.module import GLOBAL_INFO_KINDS, VDevice
+from ..ir.module import GLOBAL_INFO_KINDS, VDevice, canonical_vdevice
 from ._parse_common import _dotted
 
 if TYPE_CHECKING:
@@ -129,10 +129,3 @@ def resolve_vdevice(mp: _ModuleParser, node: ast.AST) -> str:
                        f"virtual device(s) of kind {kind!r} (its kinds: {known})", node)
     dev = candidates[index]
     return canonical_vdevice(devices, dev)
-
-
-def canonical_vdevice(devices: tuple[VDevice, ...], dev: VDevice) -> str:
-    """``"<kind>:<index among devices of that kind>:<scope>"``, TVM's printed form."""
-    same_kind = [d for d in devices if d.kind == dev.kind]
-    index = next(i for i, d in enumerate(same_kind) if d is dev)
-    return f"{dev.kind}:{index}:{dev.memory_scope}"

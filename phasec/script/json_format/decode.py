@@ -18,7 +18,7 @@ from ...ir.expr import (
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ...ir.module import IRModule, VDevice
+from ...ir.module import IRModule, VDevice, canonical_vdevice
 from ...ir.node import Span
 from ...ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -190,6 +190,15 @@ class _Reader:
 
     def tables(self, doc: ModuleDoc) -> None:
         p = None
+        self.global_infos: dict[str, tuple[VDevice, ...]] = {}
+        self.vdevice_names: set[str] = set()
+        if doc.global_infos is not None and doc.global_infos.vdevice:
+            devices = tuple(
+                VDevice(_thaw(self.attr_value(d.target, (((p, "global_infos"), i), "target"))),
+                        d.vdevice_id, d.memory_scope, span=_mk_span(d.span))
+                for i, d in enumerate(doc.global_infos.vdevice))
+            self.global_infos["vdevice"] = devices
+            self.vdevice_names = {canonical_vdevice(devices, d) for d in devices}
         for k, d in enumerate(doc.tir_vars):
             q = ((p, "tir_vars"), k)
             if d.id in self.tir_vars:
@@ -344,6 +353,10 @@ class _Reader:
                              f"earlier ones)")
         span = _mk_span(m.span)
         if t is TensorStructInfoDoc:
+            if m.vdevice is not None and m.vdevice not in self.vdevice_names:
+                known = ", ".join(sorted(self.vdevice_names)) or "none"
+                raise _LoadError((p, "vdevice"), f"vdevice {m.vdevice!r} is not one of the "
+                                 f"module's virtual devices (global_infos.vdevice: {known})")
             if m.shape is None:
                 return TensorStructInfo(None, m.dtype, m.ndim, span=span, vdevice=m.vdevice)
             if m.ndim not in (-1, len(m.shape)):
@@ -538,12 +551,7 @@ def _load(text: str | bytes) -> IRModule:
             else:
                 functions[name] = reader.expr(f, p)
         attrs = reader.attrs(doc.attrs, (None, "attrs"))
-        global_infos = {}
-        if doc.global_infos is not None and doc.global_infos.vdevice:
-            global_infos["vdevice"] = tuple(
-                VDevice(_thaw(reader.attr_value(d.target, (((None, "global_infos"), i), "target"))),
-                        d.vdevice_id, d.memory_scope, span=_mk_span(d.span))
-                for i, d in enumerate(doc.global_infos.vdevice))
+        global_infos = reader.global_infos
         if "phase" in attrs:
             raise _LoadError(((None, "attrs"), "phase"),
                              "the phase goes in the top-level 'phase' field, not in attrs")
