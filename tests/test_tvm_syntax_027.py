@@ -560,3 +560,46 @@ def test_json_refuses_a_vdevice_the_module_does_not_declare() -> None:
     doc["global_infos"]["vdevice"] = doc["global_infos"]["vdevice"][:1]  # only llvm:0 left
     with pytest.raises(SchemaError, match="'cuda:0:global' is not one of the module's virtual"):
         from_json(json.dumps(doc))
+
+
+ON_A_VDEVICE = HEADER + """
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global")]})
+
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32", "llvm"),
+             y: R.Tensor((2, 3), "float32", "llvm")) -> R.Tensor((2, 3), "float32", "llvm"):
+        with R.dataflow():
+            z = R.add(x, y)
+            w = R.multiply(z, x)
+            R.output(w)
+        return w
+"""
+
+
+def test_a_module_on_a_vdevice_goes_through_the_pipeline_tvm_reading_every_stage() -> None:
+    import numpy as np
+    from tvm import relax
+
+    from phasec import transform
+    from phasec.backend.vm import VirtualMachine
+    from phasec.pipeline import build
+
+    class Stages(transform.PassInstrument):
+        def __init__(self) -> None:
+            self.texts: list[tuple[str, str]] = []
+
+        def run_after_pass(self, mod, info) -> None:
+            self.texts.append((info.name, mod.script()))
+
+    mod = phasec.parse(ON_A_VDEVICE)
+    stages = Stages()
+    exe = build(mod, instruments=[stages])
+    assert len(stages.texts) > 10
+    for name, text in stages.texts:
+        assert 'I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global")]})' in text, name
+        assert relax.analysis.check_well_formed(tvm.script.from_source(text)), name
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    y = np.ones((2, 3), dtype="float32")
+    np.testing.assert_allclose(VirtualMachine(exe)["main"](x, y), (x + y) * x)
