@@ -603,3 +603,20 @@ def test_a_module_on_a_vdevice_goes_through_the_pipeline_tvm_reading_every_stage
     x = np.arange(6, dtype="float32").reshape(2, 3)
     y = np.ones((2, 3), dtype="float32")
     np.testing.assert_allclose(VirtualMachine(exe)["main"](x, y), (x + y) * x)
+
+
+@pytest.mark.parametrize("statement", [
+    'T.call_packed("test.f", A.data)',
+    "T.evaluate(T.tvm_struct_get(A.data, 0, 5, dtype=\"uint8\"))",
+])
+def test_tvms_host_side_tir_builtins_are_one_clear_error(statement: str) -> None:
+    text = HEADER + f"""
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def host(A: T.Buffer((T.int64(4),), "float32")):
+        {statement}
+"""
+    _tvm_parse(text)  # TVM reads it
+    with pytest.raises(ParseError, match="host-side TIR builtins"):
+        phasec.parse(text)

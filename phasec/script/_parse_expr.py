@@ -20,8 +20,8 @@ from ..ir.struct_info import (
 )
 from ._checks import int_range_problem
 from ._parse_common import (
-    _BINOPS, _CMPOPS, _PY_OP_SPELLING, _SINFO_KINDS, _TIR_BINARY_FUNCS, _TIR_FUNCS, _dotted,
-    _is_none,
+    TIR_BUILTIN_ERROR, _BINOPS, _CMPOPS, _PY_OP_SPELLING, _SINFO_KINDS, _TIR_BINARY_FUNCS,
+    _TIR_BUILTINS, _TIR_FUNCS, _dotted, _is_none,
 )
 
 if TYPE_CHECKING:
@@ -221,6 +221,8 @@ class _PrimExprParser:
             raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
                            f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)
         fn = name[1]
+        if fn in _TIR_BUILTINS:
+            raise mp.error(f"{mp.T}.{fn}: {TIR_BUILTIN_ERROR}", node.func)
         for a in node.args:
             if isinstance(a, ast.Starred):
                 raise mp.error(f"{mp.T}.{fn}: *args are not supported", a)

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..ir import tir
 from ..ir.node import Span
-from ._parse_common import _BINOPS, _LOOP_KINDS, _dotted, _is_docstring, _is_none, _stmt_kind
+from ._parse_common import (
+    TIR_BUILTIN_ERROR, _BINOPS, _LOOP_KINDS, _TIR_BUILTINS, _dotted, _is_docstring, _is_none,
+    _stmt_kind,
+)
 from ._parse_expr import _extent, _PrimExprParser
 
 if TYPE_CHECKING:
@@ -332,6 +335,8 @@ class _PrimFuncParser:
         if name in ((mp.T, "reads"), (mp.T, "writes")):
             raise mp.error(f"{mp.src(value.func)} is only allowed directly inside a "
                            f"{mp.T}.block", stmt)
+        if name is not None and len(name) == 2 and name[0] == mp.T and name[1] in _TIR_BUILTINS:
+            raise mp.error(f"{mp.T}.{name[1]}: {TIR_BUILTIN_ERROR}", stmt)
         raise mp.error(f"unsupported expression statement {mp.src(value)!r} in {mp.T}.prim_func "
                        f"(use {mp.T}.evaluate(...) to evaluate a scalar)", stmt)
 
