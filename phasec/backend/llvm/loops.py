@@ -237,7 +237,7 @@ class LoopCodegen:
         if s.kind == "vectorized":
             props = ['!"llvm.loop.vectorize.enable", i1 true']
             width = self.mod.options.prefer_vector_width or 128
-            if (isinstance(s.extent, tir.IntImm) and s.extent.value <= width // 32
+            if (isinstance(s.extent, tir.IntImm) and 4 <= s.extent.value <= width // 32
                     and _straight_line_body(s.body)):
                 # At most one vector of float32: vectorized, no loop is left.
                 # Unrolled first (LLVM fully unrolls short loops before it
@@ -248,7 +248,10 @@ class LoopCodegen:
                 # (Only on a straight-line body with data-independent
                 # addresses: a loop LLVM then fails to vectorize, a gather or
                 # a scatter, would stay a loop and LLVM would warn on stderr
-                # that the vectorization it was told to do did not happen.)
+                # that the vectorization it was told to do did not happen.
+                # Nor on 2-3 iterations: LLVM does not vectorize the last
+                # steps of a partial-sum tree fold, part[l] += part[l + 2],
+                # and warns the same way; unrolled they cost nothing.)
             return self.mod.loop_metadata(props)
         if s.kind == "unroll":
             if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
