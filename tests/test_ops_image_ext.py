@@ -1,4 +1,5 @@
-"""image.resize3d and image.affine_grid (phasec/ir/op/image_ext.py): inference
+"""image.resize3d, image.affine_grid and image.grid_sample
+(phasec/ir/op/image_ext.py): inference
 against TVM 0.27's, and results against TVM 0.27 itself (the same module
 compiled by tvm.compile and run on TVM's VM: an independent implementation),
 on the interpreter, the TIR interpreter (test_legalize's table) and LLVM."""
@@ -14,7 +15,7 @@ from phasec.ir import ShapeExpr, TensorStructInfo, Var, tir
 from phasec.ir.op import call_op
 from test_ops_infer import S, raises, tv
 
-IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid"}
+IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample"}
 
 SOURCE = '''
 @I.ir_module
@@ -118,3 +119,116 @@ IMAGE_EXT_LEGALIZE_CASES = [
     ("affine_grid-centres", lambda: call_op("image.affine_grid", _T, ShapeExpr([3, 4]),
                                             align_corners=False)),
 ]
+
+_G = Var("ri_g", TensorStructInfo((2, 2, 3, 2), "float32"))
+_D = Var("ri_d", TensorStructInfo((2, 3, 4, 5), "float32"))
+IMAGE_EXT_LEGALIZE_CASES += [
+    (f"grid_sample-{m}-{p}-{a}", lambda m=m, p=p, a=a: call_op(
+        "image.grid_sample", _D, _G, method=m, padding_mode=p, align_corners=a))
+    for m, p, a in (("bilinear", "zeros", False), ("nearest", "border", True),
+                    ("bicubic", "reflection", False), ("bilinear", "reflection", True))]
+
+
+# ---------------------------------------------------------------------------
+# grid_sample
+# ---------------------------------------------------------------------------
+
+GRID_COMBOS = [("bilinear", "zeros", False), ("bilinear", "reflection", True),
+               ("nearest", "border", False), ("nearest", "reflection", False),
+               ("bicubic", "zeros", True), ("bicubic", "border", False),
+               ("bicubic", "reflection", True)]
+GRID_COMBOS_3D = [("bilinear", "border", True), ("nearest", "zeros", False),
+                  ("bilinear", "reflection", False)]
+
+
+def _grid_source():
+    lines = [f'        o{i} = R.image.grid_sample(x, g, method="{m}", layout="NCHW", '
+             f'padding_mode="{p}", align_corners={a})' for i, (m, p, a) in enumerate(GRID_COMBOS)]
+    lines += [f'        q{i} = R.image.grid_sample(v, g3, method="{m}", layout="NCDHW", '
+              f'padding_mode="{p}", align_corners={a})'
+              for i, (m, p, a) in enumerate(GRID_COMBOS_3D)]
+    outs = [f"o{i}" for i in range(len(GRID_COMBOS))] + [f"q{i}" for i in range(len(GRID_COMBOS_3D))]
+    return ("@I.ir_module\nclass Module:\n    @R.function\n"
+            '    def main(x: R.Tensor((2, 3, 5, 4), "float32"), g: R.Tensor((2, 2, 3, 6), "float32"),\n'
+            '             v: R.Tensor((1, 2, 3, 4, 5), "float32"),\n'
+            '             g3: R.Tensor((1, 3, 2, 3, 2), "float32")):\n'
+            + "\n".join(lines) + f"\n        return ({', '.join(outs)})\n")
+
+
+def test_grid_sample_matches_tvm_on_the_interpreter_and_llvm():
+    import tvm
+    from tvm import relax
+
+    rng = np.random.default_rng(1)
+    args = (rng.standard_normal((2, 3, 5, 4)).astype("float32"),
+            rng.uniform(-1.6, 1.6, (2, 2, 3, 6)).astype("float32"),   # some taps outside
+            rng.standard_normal((1, 2, 3, 4, 5)).astype("float32"),
+            rng.uniform(-1.6, 1.6, (1, 3, 2, 3, 2)).astype("float32"))
+    text = _grid_source()
+    vm = relax.VirtualMachine(tvm.compile(tvm.script.from_source(text), target="llvm"), tvm.cpu())
+    expected = [r.numpy() for r in vm["main"](*[tvm.runtime.tensor(a) for a in args])]
+    mod = phasec.parse(text)
+    for got in (interp_run(mod, *args), phasec.VirtualMachine(phasec.build(mod))["main"](*args)):
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode,padding,align", [("bilinear", "zeros", False),
+                                                ("nearest", "border", True),
+                                                ("bicubic", "reflection", False)])
+def test_grid_sample_matches_onnxruntime(mode, padding, align):
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    from phasec.ir.op import get_op
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 4, 5)).astype("float32")
+    g = rng.uniform(-1.3, 1.3, (1, 3, 4, 2)).astype("float32")   # ONNX: [N, H, W, 2]
+    onnx_mode = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}[mode]
+    node = helper.make_node("GridSample", ["x", "g"], ["y"], mode=onnx_mode,
+                            padding_mode=padding, align_corners=int(align))
+    graph = helper.make_graph([node], "g", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape),
+        helper.make_tensor_value_info("g", TensorProto.FLOAT, g.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    sess = onnxruntime.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    expected = sess.run(None, {"x": x, "g": g})[0]
+    got = get_op("relax.image.grid_sample").reference(
+        x, np.ascontiguousarray(g.transpose(0, 3, 1, 2)), method=mode, padding_mode=padding,
+        align_corners=align)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_grid_sample_hostile_grid_reads_nothing_outside():
+    # NaN and huge coordinates: far outside, so zero padding (never a wild read)
+    text = _grid_source()
+    mod = phasec.parse(text)
+    x = np.ones((2, 3, 5, 4), "float32")
+    g = np.full((2, 2, 3, 6), np.nan, "float32")
+    g[0, 0, 0, :3] = [np.inf, -np.inf, 3.0e38]
+    v, g3 = np.ones((1, 2, 3, 4, 5), "float32"), np.full((1, 3, 2, 3, 2), np.nan, "float32")
+    results = phasec.VirtualMachine(phasec.build(mod))["main"](x, g, v, g3)
+    interp = interp_run(mod, x, g, v, g3)
+    for (m, p, _), got, ref in zip(GRID_COMBOS + GRID_COMBOS_3D, results, interp):
+        got = np.asarray(got)
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, ref, atol=1e-5)
+        if p == "zeros":
+            assert not got.any()
+
+
+def test_grid_sample_errors():
+    x, g = tv("x", (2, 3, 5, 4)), tv("g", (2, 2, 3, 6))
+    assert S(call_op("image.grid_sample", x, g)) == 'R.Tensor((2, 3, 3, 6), dtype="float32")'
+    raises(["to hold 2 coordinates, but it is 3"], call_op,
+           "image.grid_sample", x, tv("g3", (2, 3, 3, 6)))
+    raises(["bicubic sampling is 2-D only"], call_op, "image.grid_sample",
+           tv("v", (1, 2, 3, 4, 5)), tv("w", (1, 3, 2, 2, 2)), layout="NCDHW", method="bicubic")
+    raises(["layout NCHW or NCDHW"], call_op, "image.grid_sample", x, g, layout="NHWC")
+    raises(["expected one of"], call_op, "image.grid_sample", x, g, padding_mode="wrap")
+    raises(["computes in floating point"], call_op, "image.grid_sample", tv("xi", (2, 3, 5, 4),
+           "int32"), g)
