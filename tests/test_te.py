@@ -634,7 +634,7 @@ def _operands(ins, M, K, N, dtype="float32", batch=None):
 
 
 GEMM_SHAPES = [(1, 7, 13), (7, 13, 1), (13, 97, 7), (97, 13, 257), (257, 7, 97), (2, 257, 33),
-               (9, 3, 40), (17, 64, 96), (64, 300, 739)]
+               (9, 3, 40), (17, 64, 96), (64, 300, 739), (1, 9, 4100), (2, 5, 2053)]
 
 
 @pytest.mark.parametrize("tuning_name", ["host", "host packing", "avx2", "generic"])
@@ -673,7 +673,13 @@ def test_gemm_schedule_structure_per_shape():
     func = te.create_prim_func(ins + [out])
     names = [s.buffer for s in walk(func.body) if isinstance(s, T.Allocate)]
     assert not [b for b in names if b.name.startswith("mm_bpack")]
-    assert {int(b.shape[1].value) for b in names} == {tuning.gemv_cols, 1000 % tuning.gemv_cols}
+    assert {int(b.shape[1].value) for b in names} == {min(1000, tuning.gemv_acc_bytes // 4)}
+    # rows longer than the accumulator budget: strips of it, then the rest
+    cols = tuning.gemv_acc_bytes // 4
+    ins, out, _ = _gemm(1, 8, cols + 5)
+    func = te.create_prim_func(ins + [out])
+    names = [s.buffer for s in walk(func.body) if isinstance(s, T.Allocate)]
+    assert sorted(int(b.shape[1].value) for b in names) == [5, cols]
 
 
 def test_gemm_schedule_symbolic_rows_batch_transposed_and_float64():

@@ -165,8 +165,8 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
     if M is not None and M < 1:
         return None  # nothing to compute: the plain nest handles empty shapes
     if M is not None and M <= tuning.gemv_max_rows:
-        # B streams past once; its rows are read contiguously, W at a time
-        width = _b.min(N, tuning.gemv_cols)
+        # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
+        width = _b.max(1, _b.min(N, tuning.gemv_acc_bytes // (M * elem)))
         return GemmPlan(a_expr, b_expr, b_first, row_axis, _b.max(M, 1), width, 1, False,
                         tuning.lanes(bits), wide=True)
     row_tiles = None if M is None else -(-M // rows)
