@@ -243,7 +243,8 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in lines:  # TVM puts "XxxError: message" after its C++ traceback
-        if re.match(r"^(tvm\.)?\w*(Error|Exception)\b:", ln) or ln.startswith("Check failed"):
+        if (re.match(r"^(tvm\.)?\w*(Error|Exception)\b:", ln) or ln.startswith("Check failed")
+                or ln.startswith("error:")):  # TVMScript's parser: "error: ..." then a caret
             return ln[:300]
     return (lines[-1] if lines else type(exc).__name__)[:300]
 
@@ -508,8 +509,10 @@ def _run_tvm(tvm_mod: Any, phase: Phase, seq: TVMSequence, args: Sequence[Any] |
     try:
         with time_limit(timeout):
             vm = relax.VirtualMachine(executable, tvm.cpu())
-            targs = [tvm.runtime.tensor(np.array(a, order="C"))  # ascontiguousarray makes 0-d 1-d
-                     if isinstance(a, np.ndarray) else a for a in args]
+            # numpy scalars (a 0-d bool input) are tensors too; np.array, not
+            # ascontiguousarray, which makes a 0-d array 1-d
+            targs = [tvm.runtime.tensor(np.array(a, order="C"))
+                     if isinstance(a, (np.ndarray, np.generic)) else a for a in args]
             got = _to_numpy(vm["main"](*targs))
     except Exception as exc:  # noqa: BLE001 - TVM's VM failed where phasec's interpreter ran
         report.failures.append(Failure("tvm-results", f"TVM's VM fails where phasec's "

@@ -162,7 +162,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                  failure_prefix: str = "", stop_after_failures: int | None = None,
                  summary_every: float | None = None,
                  database: str | Path | ExampleDatabase | None = None,
-                 against: str | None = None) -> CampaignStats:
+                 against: str | None = None,
+                 stop_when: Callable[[CampaignStats], bool] | None = None) -> CampaignStats:
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
@@ -192,6 +193,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             files start (worker processes of ``--jobs`` use their own).
         stop_after_failures: end the campaign once this many unique
             failures are saved (None: run for ``seconds``).
+        stop_when: end the campaign once this returns true (checked after
+            every round), e.g. when a failure of some kind has been saved.
         summary_every: also rewrite the summary every this many seconds
             (worker processes do, so the parent can show merged progress).
 
@@ -312,6 +315,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     try:
         while time.monotonic() < deadline:
             if stop_after_failures is not None and len(stats.unique) >= stop_after_failures:
+                break
+            if stop_when is not None and stop_when(stats):
                 break
             newest.clear()
             round_index += 1
