@@ -210,3 +210,26 @@ def test_view_offset_written_as_integer_arithmetic_is_folded():
     with pytest.raises(phasec.errors.ParseError):
         phasec.parse(VIEWS.replace("relative_byte_offset=R.prim_value(32)",
                                    "relative_byte_offset=__import__('os')"))
+
+
+def test_stop_lift_params_is_the_identity():
+    # TVM 0.27: InferTypeUnaryArith (same struct info), no legalization of its own
+    import tvm
+
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, "n"), "float32")):
+        n = T.int64()
+        y = R.builtin.stop_lift_params(x)
+        z = R.add(y, y)
+        return z
+"""
+    mod = phasec.parse(text)
+    assert S(_bindings(mod)["y"].value) == 'R.Tensor((2, n), dtype="float32")'
+    assert "y: R.Tensor((2, n), dtype=\"float32\")" in tvm.script.from_source(text).script()
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    np.testing.assert_array_equal(interp_run(mod, x), 2 * x)
+    np.testing.assert_array_equal(phasec.VirtualMachine(phasec.build(mod))["main"](x), 2 * x)
+    raises(["expects a tensor"], call_op, "builtin.stop_lift_params", ShapeExpr([2]))

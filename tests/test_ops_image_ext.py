@@ -15,7 +15,8 @@ from phasec.ir import ShapeExpr, TensorStructInfo, Var, tir
 from phasec.ir.op import call_op
 from test_ops_infer import S, raises, tv
 
-IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample"}
+IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample",
+                    "builtin.stop_lift_params"}  # the last in test_ops_builtins_ext.py
 
 SOURCE = '''
 @I.ir_module
@@ -123,6 +124,7 @@ IMAGE_EXT_LEGALIZE_CASES = [
 _G = Var("ri_g", TensorStructInfo((2, 2, 3, 2), "float32"))
 _D = Var("ri_d", TensorStructInfo((2, 3, 4, 5), "float32"))
 IMAGE_EXT_LEGALIZE_CASES += [
+    ("stop_lift_params", lambda: call_op("builtin.stop_lift_params", _T))] + [
     (f"grid_sample-{m}-{p}-{a}", lambda m=m, p=p, a=a: call_op(
         "image.grid_sample", _D, _G, method=m, padding_mode=p, align_corners=a))
     for m, p, a in (("bilinear", "zeros", False), ("nearest", "border", True),
