@@ -16,7 +16,7 @@ from phasec.errors import StructInfoError, VMError
 from phasec.interp import run as interp_run
 from phasec.ir import ExternFunc, PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
 from phasec.ir.op import call_op
-from test_ops_infer import S, raises
+from test_ops_infer import S, raises, tv
 
 VIEWS = '''
 @I.ir_module
@@ -233,3 +233,75 @@ class Module:
     np.testing.assert_array_equal(interp_run(mod, x), 2 * x)
     np.testing.assert_array_equal(phasec.VirtualMachine(phasec.build(mod))["main"](x), 2 * x)
     raises(["expects a tensor"], call_op, "builtin.stop_lift_params", ShapeExpr([2]))
+
+
+# ---------------------------------------------------------------------------
+# multinomial_from_uniform
+# ---------------------------------------------------------------------------
+
+SAMPLING = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(p: R.Tensor((3, 7), "float32"), u: R.Tensor((9, 1), "float32"),
+             k: R.Tensor((9, 1), "int64")):
+        y = R.multinomial_from_uniform(p, u, k, dtype="int64")
+        return y
+'''
+
+
+def test_multinomial_from_uniform_matches_tvm():
+    import tvm
+    from tvm import relax
+
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0, 1, (3, 7)).astype("float32")
+    p /= p.sum(axis=1, keepdims=True)
+    u = rng.uniform(0, 1, (9, 1)).astype("float32")
+    u[:3, 0] = [0.0, 0.9999999, p[1, 0]]   # edges: the first category, the last, a boundary
+    k = rng.integers(0, 3, (9, 1)).astype("int64")
+    k[2, 0] = 1
+    vm = relax.VirtualMachine(tvm.compile(tvm.script.from_source(SAMPLING), target="llvm"),
+                              tvm.cpu())
+    expected = vm["main"](*[tvm.runtime.tensor(a) for a in (p, u, k)]).numpy()
+    mod = phasec.parse(SAMPLING)
+    np.testing.assert_array_equal(interp_run(mod, p, u, k), expected)
+    np.testing.assert_array_equal(phasec.VirtualMachine(phasec.build(mod))["main"](p, u, k),
+                                  expected)
+    # TVM's documented example
+    from phasec.ir.op import get_op
+    ref = get_op("relax.multinomial_from_uniform").reference
+    np.testing.assert_array_equal(
+        ref(np.array([[0.2, 0.3, 0.5], [0.3, 0.4, 0.3]], "float32"),
+            np.array([[0.4], [0.9]], "float32"), np.array([[0], [1]], "int64")), [[1], [2]])
+
+
+def test_multinomial_sample_indices_are_bounds_checked():
+    from phasec.errors import IndexOutOfRangeError, PhasecError
+
+    mod = phasec.parse(SAMPLING)
+    p = np.full((3, 7), 1 / 7, "float32")
+    u = np.full((9, 1), 0.5, "float32")
+    k = np.zeros((9, 1), "int64")
+    k[4, 0] = 3   # past the 3 distributions
+    # the interpreter names the binding around the reference's IndexOutOfRangeError
+    with pytest.raises(PhasecError, match="index 3 is out of range for an axis of extent 3"):
+        interp_run(mod, p, u, k)
+    with pytest.raises(IndexOutOfRangeError):
+        phasec.VirtualMachine(phasec.build(mod))["main"](p, u, k)
+    k[4, 0] = -1  # negative counts from the end, as every data index in phasec
+    np.testing.assert_array_equal(interp_run(mod, p, u, k), np.full((9, 1), 3))
+
+
+def test_multinomial_inference_errors():
+    p, u, k = tv("p", (3, 7)), tv("u", (9, 1)), tv("k", (9, 1), "int64")
+    assert S(call_op("multinomial_from_uniform", p, u, k)) == 'R.Tensor((9, 1), dtype="int64")'
+    # TVM 0.27's InferTypeMultinomialFromUniform checks
+    raises(["prob to have float dtype"], call_op, "multinomial_from_uniform",
+           tv("pi", (3, 7), "int32"), u, k)
+    raises(["sample_indices to have int dtype"], call_op, "multinomial_from_uniform", p, u,
+           tv("kf", (9, 1)))
+    raises(["prob to be a 2-D tensor"], call_op, "multinomial_from_uniform", tv("p1", (7,)), u, k)
+    raises(["the same number of rows"], call_op, "multinomial_from_uniform", p, u,
+           tv("k8", (8, 1), "int64"))
+    raises(["shape (n, 1)"], call_op, "multinomial_from_uniform", p, tv("u2", (9, 2)), k)

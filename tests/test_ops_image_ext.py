@@ -11,12 +11,13 @@ import pytest
 
 import phasec
 from phasec.interp import run as interp_run
-from phasec.ir import ShapeExpr, TensorStructInfo, Var, tir
+from phasec.ir import Constant, ShapeExpr, TensorStructInfo, Var, tir
 from phasec.ir.op import call_op
 from test_ops_infer import S, raises, tv
 
 IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample",
-                    "builtin.stop_lift_params"}  # the last in test_ops_builtins_ext.py
+                    # these two in test_ops_builtins_ext.py
+                    "builtin.stop_lift_params", "multinomial_from_uniform"}
 
 SOURCE = '''
 @I.ir_module
@@ -124,7 +125,11 @@ IMAGE_EXT_LEGALIZE_CASES = [
 _G = Var("ri_g", TensorStructInfo((2, 2, 3, 2), "float32"))
 _D = Var("ri_d", TensorStructInfo((2, 3, 4, 5), "float32"))
 IMAGE_EXT_LEGALIZE_CASES += [
-    ("stop_lift_params", lambda: call_op("builtin.stop_lift_params", _T))] + [
+    ("stop_lift_params", lambda: call_op("builtin.stop_lift_params", _T)),
+    ("multinomial_from_uniform", lambda: call_op(
+        "multinomial_from_uniform", Var("mp", TensorStructInfo((3, 5), "float32")),
+        Var("mu", TensorStructInfo((4, 1), "float32")),
+        Constant(np.array([[0], [2], [-1], [1]], "int64")), dtype="int32"))] + [
     (f"grid_sample-{m}-{p}-{a}", lambda m=m, p=p, a=a: call_op(
         "image.grid_sample", _D, _G, method=m, padding_mode=p, align_corners=a))
     for m, p, a in (("bilinear", "zeros", False), ("nearest", "border", True),

@@ -44,4 +44,4 @@ from . import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (regis
 from . import image, nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noqa: F401  (register on import)
 from . import creation, elementwise_math, indexing, shape_ops, sorting, statistics  # noqa: F401
 from . import combine, transform  # noqa: F401  (register on import)
-from . import builtin_compute, image_ext, layout_transform, memory_view  # noqa: F401
+from . import builtin_compute, image_ext, layout_transform, memory_view, sampling  # noqa: F401
