@@ -184,7 +184,6 @@ def test_grid_sample_matches_tvm_on_the_interpreter_and_llvm():
                                                 ("nearest", "border", True),
                                                 ("bicubic", "reflection", False)])
 def test_grid_sample_matches_onnxruntime(mode, padding, align):
-    import onnx
     import onnxruntime
     from onnx import TensorProto, helper
 
