@@ -273,3 +273,38 @@ def test_kernels_with_nested_statement_sequences_read_back():
     assert roundtrip_problem(lowered) is None
     x = np.array([1.0, 2.0, 3.0], np.float32)
     assert phasec.interp.run(lowered, x).tolist() == [0.5625, 2.0, 0.5625]
+
+
+# ---------------------------------------------------------------------------
+# Acceptance campaign (phasec fuzz --seconds 600 --jobs 2): "[roundtrip]
+# LegalizeOps: parsing the printed module failed: T.call_pure_extern: one of
+# TVM's host-side TIR builtins". Refusing TVM's host-side builtins also
+# refused phasec's own spelling of checked_index in TVM's syntax,
+# T.call_pure_extern("int64", "phasec_checked_index", i, n), in every kernel
+# of a data-indexed operator (index_put, gather_elements, take...).
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, expected", [
+    ('R.index_put(x, (R.const([0, 2], "int64"),), R.const([0.5, 1.5], "float32"), '
+     'accumulate=False)', [0.5, 2.0, 1.5]),       # x[[0, 2]] = [0.5, 1.5]
+    ('R.gather_elements(x, R.const([2, 0, 1], "int64"), axis=0)', [3.0, 1.0, 2.0]),  # x[[2, 0, 1]]
+])
+def test_checked_index_kernels_read_back_in_tvm_syntax(call, expected):
+    from phasec.ir import assert_structural_equal
+    from phasec.script.parser import parse
+
+    mod = parse(f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3,), dtype="float32")):
+        v = {call}
+        return v
+""")
+    lowered = parse_pipeline("LambdaLifting,LegalizeOps")(mod)
+    text = lowered.script()
+    assert 'T.call_pure_extern("int64", "phasec_checked_index"' in text
+    again = parse(text)
+    assert_structural_equal(again, lowered)
+    x = np.array([1.0, 2.0, 3.0], dtype="float32")
+    assert phasec.interp.run(again, x).tolist() == expected
