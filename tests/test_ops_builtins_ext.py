@@ -305,3 +305,29 @@ def test_multinomial_inference_errors():
     raises(["the same number of rows"], call_op, "multinomial_from_uniform", p, u,
            tv("k8", (8, 1), "int64"))
     raises(["shape (n, 1)"], call_op, "multinomial_from_uniform", p, tv("u2", (9, 2)), k)
+
+
+def test_pure_extern_func_call_as_tvm_lowers_a_view():
+    # TVM's LowerRuntimeBuiltin writes R.memory.view as a call of an ExternFunc whose own
+    # struct info says pure: a pure function may contain it; it prints and reads back as such
+    import tvm
+    import verifier
+    from phasec.ir.structural import structural_equal
+
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(A: R.Tensor([4096], "float32")):
+        B = R.ExternFunc("runtime.TVMTensorCreateView",
+                         R.Callable(derive_func="tvm.relax.type.infer_view_ty", purity=True))(
+            A, R.shape([64, 64]), R.dtype("float32"), R.prim_value(0))
+        return B
+"""
+    mod = phasec.parse(text)
+    assert not [d for d in verifier.check(mod) if d.is_error]
+    again = phasec.parse(mod.script())
+    assert structural_equal(mod, again)
+    tvm.script.from_source(mod.script())
+    impure = phasec.parse(text.replace("purity=True", "purity=False"))
+    assert any(d.code == "WF202" for d in verifier.check(impure) if d.is_error)

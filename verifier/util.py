@@ -50,7 +50,8 @@ def callee_spelling(call: Call) -> str:
 def impure_reason(ctx: Context, call: Call, opdef: Any) -> str | None:
     """Why ``call`` has side effects (a phrase for messages), or None when pure.
 
-    Impure: operators registered impure, packed calls (``R.call_packed``),
+    Impure: operators registered impure, packed calls (``R.call_packed``) unless
+    the ExternFunc's own struct info declares it pure,
     direct calls of PrimFuncs (they write their output arguments), and calls
     of functions or callables whose struct info says impure. A callee whose
     purity cannot be known (no callable struct info) counts as pure here; the
@@ -63,6 +64,11 @@ def impure_reason(ctx: Context, call: Call, opdef: Any) -> str | None:
             return f"{op_spelling(op.name)} has side effects"
         return None
     if t is ExternFunc:
+        sinfo = op.struct_info
+        if isinstance(sinfo, FuncStructInfo) and sinfo.purity:
+            # declared pure, as TVM's R.ExternFunc(name, R.Callable(..., purity=True)) that
+            # LowerRuntimeBuiltin emits for R.memory.view
+            return None
         return f"the packed call R.call_packed({op.global_symbol!r}, ...) has side effects"
     if t is GlobalVar:
         target = ctx.lookup(op)

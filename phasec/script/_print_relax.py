@@ -211,6 +211,16 @@ class RelaxPrinter(PrimPrinter):
             if positional and not legacy() and c.attrs and set(c.attrs) == set(given):
                 parts += [_positional_attr_text(c.attrs[k]) for k in given]
                 return self._finish_call(head, parts, c)
+        elif t is ExternFunc and type(op.struct_info) is FuncStructInfo:
+            # a callee with its own callable struct info (TVM writes R.ExternFunc(name,
+            # R.Callable(..., purity=True))(args...)): kept, so its purity survives
+            fs = op.struct_info
+            # spelt out: TVM 0.27 does not read a bare R.Callable() here
+            callable_text = (f"R.Callable(ret={self.sinfo(fs.ret)}, purity={fs.purity})"
+                             if fs.params is None else self.sinfo(fs))
+            head = f"R.ExternFunc({quote_str(op.global_symbol)}, {callable_text})"
+            parts = [self.expr(a) for a in args]
+            order = ()
         elif t is ExternFunc:
             head = "R.call_packed"
             parts = [quote_str(op.global_symbol)] + [self.expr(a) for a in args]
