@@ -308,3 +308,39 @@ class Module:
     assert_structural_equal(again, lowered)
     x = np.array([1.0, 2.0, 3.0], dtype="float32")
     assert phasec.interp.run(again, x).tolist() == expected
+
+
+# ---------------------------------------------------------------------------
+# phasec fuzz --against tvm, seed 4, once every operator was drawn: "[tvm-
+# unreadable] NormalizeGlobalVar: T.call_packed: one of TVM's host-side TIR
+# builtins". TVM 0.27's CPU pipeline (DispatchSortScan) lowers R.argsort (and
+# sort, topk, median) to TIR calling a packed sort, which phasec does not
+# read; the differential campaign leaves such programs out, saying why.
+# ---------------------------------------------------------------------------
+
+def test_programs_with_packed_sorts_are_left_out_against_tvm():
+    from phasec.testing.against_tvm import tvm_can_read
+
+    for call in ('R.argsort(y, axis=0, descending=False, dtype="int32")',
+                 'R.sort(y, axis=0, descending=False)',
+                 'R.topk(y, k=1, axis=0, ret_type="values", largest=True, dtype="int32")',
+                 "R.median(y, axis=None, keepdims=False)"):
+        mod = phasec.parse(f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(y: R.Tensor((2,), dtype="float32")):
+        v = {call}
+        return v
+''')
+        why = tvm_can_read(mod)
+        assert why is not None and "packed sort" in why, (call, why)
+    plain = phasec.parse('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(y: R.Tensor((2,), dtype="float32")):
+        v = R.cumsum(y, axis=0)
+        return v
+''')
+    assert tvm_can_read(plain) is None

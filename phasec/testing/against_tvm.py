@@ -23,8 +23,10 @@ Each generated module is printed in TVM's syntax and parsed by TVM
 
 Modules are generated without closures (TVMScript cannot spell some of
 them), packed calls (TVM's VM has not phasec's test functions), operators
-TVM 0.27 does not have, or float remainders (TVM's TIR takes ``%`` on
-integers only): :func:`tvm_can_read` says why one is left out.
+TVM 0.27 does not have, operators TVM's CPU pipeline lowers to host-side TIR
+phasec does not read (sort, argsort, topk, median: packed sorts), or float
+remainders (TVM's TIR takes ``%`` on integers only): :func:`tvm_can_read`
+says why one is left out.
 
 TVM is imported when a check runs, never at import.
 """
@@ -226,6 +228,11 @@ def _has_float_remainder(mod: IRModule) -> bool:
     return False
 
 
+#: operators whose TVM 0.27 CPU lowering phasec cannot read back (checked with
+#: relax.backend.DispatchSortScan then LegalizeOps: T.call_packed in the TIR)
+_HOST_TIR_OPS = frozenset({"sort", "argsort", "topk", "median"})
+
+
 def tvm_can_read(mod: IRModule) -> str | None:
     """None when TVM 0.27 can take ``mod`` as it is, else why not."""
     from ..ir.op.registry import find_op
@@ -233,6 +240,9 @@ def tvm_can_read(mod: IRModule) -> str | None:
     for name in set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", mod.script(syntax="tvm"))):
         if find_op("relax." + name) is not None and "relax." + name not in tvm_operators():
             return f"R.{name} is phasec's own operator (TVM 0.27 has none of that name)"
+        if name in _HOST_TIR_OPS:
+            return (f"R.{name}: TVM's CPU pipeline (DispatchSortScan) lowers it to TIR that "
+                    "calls a packed sort (T.call_packed), host-side TIR phasec does not read")
     if _has_float_remainder(mod):
         return "a float % in a kernel (TVM's TIR takes % on integers only)"
     return None

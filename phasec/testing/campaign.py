@@ -107,7 +107,8 @@ class CampaignStats:
             f"  passes run          {self.passes_run:8d}   ({self.passes_run / secs:.1f}/s)",
             f"  reached build       {self.reached_build:8d}   (checked on the VM)",
             *([f"  left out            {self.left_out:8d}   (programs TVM 0.27 cannot take: "
-               f"phasec-only operators, float remainders)"] if self.against else []),
+               f"phasec-only operators, packed sorts, float remainders)"]
+              if self.against else []),
             f"  failures            {len(self.unique):8d} unique   "
             f"({sum(self.failing_runs.values())} failing runs, shrinking included)",
         ]

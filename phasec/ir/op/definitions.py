@@ -36,6 +36,13 @@ Conventions shared by all entries:
 * ``OpDef.legalize`` reads the op's TE definition, registered beside it with
   :func:`phasec.ir.op._lowering.legalizes`; the drivers that turn calls into
   PrimFuncs are in :mod:`phasec.ir.op.legalize`.
+* ``OpDef.draw`` reads how the fuzzing generator calls the op, declared
+  beside it with :func:`phasec.ir.op._draw.declares_draw` (operand dtypes
+  and ranks, a ``build`` drawing the other operands and the attributes, the
+  result's interval). Elementwise ops usually need none (the generator
+  probes their reference); a compute op with neither is a test failure until
+  it declares one or is listed, with the reason, in
+  ``phasec.testing._optable.UNGENERATED``.
 """
 
 from __future__ import annotations
