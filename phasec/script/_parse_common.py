@@ -83,7 +83,7 @@ def _is_none(node: ast.AST) -> bool:
 #: TVM's host-side TIR builtins (what VM codegen to TIR and hand-written host
 #: code use): named in the error that refuses them.
 _TIR_BUILTINS = frozenset({
-    "call_packed", "call_cpacked", "call_extern", "call_pure_extern", "call_intrin",
+    "call_packed", "call_cpacked", "call_intrin",
     "call_packed_lowered", "call_cpacked_lowered", "call_kernel", "tvm_struct_get",
     "tvm_struct_set", "tvm_stack_make_array", "tvm_stack_make_shape", "tvm_stack_alloca",
     "anylist_getitem", "anylist_setitem_call_packed", "anylist_setitem_call_cpacked",
