@@ -221,10 +221,7 @@ class _PrimExprParser:
             raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
                            f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)
         fn = name[1]
-        checked_index = (fn in ("call_pure_extern", "call_extern") and len(node.args) > 1
-                         and isinstance(node.args[1], ast.Constant)
-                         and node.args[1].value == tir.CHECKED_INDEX_EXTERN)
-        if fn in _TIR_BUILTINS and not checked_index:  # phasec's own checked_index spelling
+        if fn in _TIR_BUILTINS:
             raise mp.error(f"{mp.T}.{fn}: {TIR_BUILTIN_ERROR}", node.func)
         for a in node.args:
             if isinstance(a, ast.Starred):
