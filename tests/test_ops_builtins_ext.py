@@ -331,3 +331,19 @@ class Module:
     tvm.script.from_source(mod.script())
     impure = phasec.parse(text.replace("purity=True", "purity=False"))
     assert any(d.code == "WF202" for d in verifier.check(impure) if d.is_error)
+
+
+def test_cumsum_exclusive_none_is_false():
+    # TVM 0.27: R.cumsum(x, axis=1, exclusive=None) builds (and prints) exclusive=False
+    x = tv("x", (2, 3))
+    for op in ("cumsum", "cumprod"):
+        assert call_op(op, x, axis=1, exclusive=None).attrs["exclusive"] is False
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        y = R.cumsum(x, axis=1, exclusive=None)
+        return y
+"""
+    assert "exclusive=False" in phasec.parse(text).script()

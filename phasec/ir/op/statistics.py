@@ -241,8 +241,13 @@ def _opt_dtype(v):
     return as_dtype("void" if v is None else v)
 
 
+def _opt_bool(v):
+    """``exclusive=None`` is False, as TVM 0.27's constructor makes it."""
+    return False if v is None else as_bool(v)
+
+
 _SCAN_ATTRS = {"axis": (None, opt(as_int)), "dtype": ("void", _opt_dtype),
-               "exclusive": (False, as_bool)}
+               "exclusive": (False, _opt_bool)}
 define("cumsum", ("data",), _infer_scan, attrs=_SCAN_ATTRS, reference=_scan_ref(np.cumsum, 0),
        pattern=OpPattern.OPAQUE,
        doc="Running sum along ``axis`` (None: flattened); ``exclusive`` starts from 0.")
