@@ -227,6 +227,17 @@ class Module:
         y = R.arange(1, n, 2, dtype="int64")
         return y
 """,
+    "attention_with_a_bias_operand": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(q: R.Tensor((4, 16, 32, 8), "float32"), k: R.Tensor((4, 8, 32, 8), "float32"),
+             v: R.Tensor((4, 8, 32, 16), "float32"), bias: R.Tensor((4, 32, 16, 8), "float32")):
+        a = R.nn.attention(q, k, v, bias, scale=0.1, causal_mask="TopLeft")
+        b = R.nn.attention(q, k, v, bias=bias)
+        c = R.nn.attention(q, k, v, None, 0.5)
+        return (a, b, c)
+""",
 }
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..ir import expr as rx
 from ..ir import tir
 from ..ir.op.registry import REQUIRED, OpDef, find_op
-from ._parse_common import _SINFO_KINDS, _dotted, _to_tuple
+from ._parse_common import _SINFO_KINDS, _dotted, _is_none, _to_tuple
 from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
 
 if TYPE_CHECKING:
@@ -31,6 +31,10 @@ class _OperatorCalls:
             raise mp.error(f"{mp.R}.{name} {_RELAX_STATEMENT_ONLY[name]}", node)
         if name in _SINFO_KINDS:
             raise mp.error(f"{mp.R}.{name} is a struct info annotation, not a value", node)
+        if name == "nn.attention":
+            node = _attention_with_bias(node)
+            if _dotted(node.func)[-1] == "attention_bias":
+                name = "nn.attention_bias"
         opdef = find_op("relax." + name)
         if opdef is None:
             hint = mp.op_suggestion("R." + name).replace("R.", mp.R + ".")
@@ -223,3 +227,24 @@ def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:
         return normalize_attrs(opdef, attrs)
     except Exception:  # noqa: BLE001
         return attrs
+
+
+def _attention_with_bias(node: ast.Call) -> ast.Call:
+    """``R.nn.attention(q, k, v, bias, ...)`` / ``bias=...``: TVM's Python
+    function makes ``R.nn.attention_bias`` when a bias is given (its 4th
+    parameter); the call respelt so (a None bias: plain attention)."""
+    args, keywords = list(node.args), list(node.keywords)
+    bias = None
+    if len(args) >= 4:
+        bias = args.pop(3)
+    for kw in keywords:
+        if kw.arg == "bias":
+            bias = kw.value
+    keywords = [kw for kw in keywords if kw.arg != "bias"]
+    if bias is None or _is_none(bias):
+        if len(args) == len(node.args) and len(keywords) == len(node.keywords):
+            return node
+        return ast.copy_location(ast.Call(node.func, args, keywords), node)
+    func = ast.copy_location(ast.Attribute(node.func.value, "attention_bias", ast.Load()),
+                             node.func)
+    return ast.copy_location(ast.Call(func, [*args[:3], bias, *args[3:]], keywords), node)
