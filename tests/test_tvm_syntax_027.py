@@ -238,6 +238,21 @@ class Module:
         c = R.nn.attention(q, k, v, None, 0.5)
         return (a, b, c)
 """,
+    "node_constructors_as_scalars_and_meta_var_attributes": """
+@I.ir_module
+class Module:
+    @R.function
+    def main(q: R.Tensor((4, 16, 32, 8), "float32"), k: R.Tensor((4, 8, 32, 8), "float32"),
+             v: R.Tensor((4, 8, 32, 16), "float32"), bias: R.Tensor((4, 32, 16, 8), "float32")):
+        scale = I.meta_var(T.FloatImm("float32", 0.1))
+        gv = R.nn.attention(q, k, v, bias, scale=scale, causal_mask="TopLeft")
+        return gv
+
+    @T.prim_func(private=True)
+    def fill(A: T.Buffer((T.int64(2),), "float32"), B: T.Buffer((T.int64(2),), "int32")):
+        A[0] = T.FloatImm("float32", 0.25)
+        B[1] = T.IntImm("int32", 7)
+""",
 }
 
 

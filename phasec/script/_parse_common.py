@@ -43,6 +43,7 @@ _LOOP_KINDS = tir.FOR_KINDS  # serial, parallel, vectorized, unroll, thread_bind
 _TIR_BINARY_FUNCS = {"min": "min", "max": "max", "pow": "pow", "floordiv": "//", "floormod": "%",
                      "truncdiv": "/", "Div": "/"}  # TVM prints truncdiv as T.Div
 _TIR_FUNCS = ("Cast", "cast", "Select", "if_then_else", "And", "Or", "Not", "min_value", "truncmod",
+              "FloatImm", "IntImm",
               "max_value", *_TIR_BINARY_FUNCS,
               *tir.INTRINSICS, *tir.DTYPES)
 _SINFO_KINDS = ("Tensor", "Tuple", "Shape", "Prim", "Object", "Any", "Callable")

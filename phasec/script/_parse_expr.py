@@ -269,6 +269,25 @@ class _PrimExprParser:
             if problem is not None:
                 raise mp.error(f"{mp.T}.{fn}({number}): {problem}", args[0])
             return tir.IntImm(int(number), fn, span=span)
+        if fn in ("FloatImm", "IntImm"):
+            # T.FloatImm("float32", 0.1): TVM's node constructors (dtype, value)
+            arity(2)
+            dtype = mp.dtype_arg(args[0], f"{mp.T}.{fn}")
+            number = mp.number(args[1])
+            if number is None or isinstance(number, bool) or (
+                    fn == "IntImm" and isinstance(number, float)):
+                raise mp.error(f"{mp.T}.{fn} expects a number literal, got {mp.src(args[1])}",
+                               args[1])
+            if fn == "FloatImm":
+                if not tir.is_float(dtype):
+                    raise mp.error(f"{mp.T}.FloatImm needs a float dtype, got {dtype!r}", args[0])
+                return tir.FloatImm(float(number), dtype, span=span)
+            if not tir.is_int(dtype) and not tir.is_bool(dtype):
+                raise mp.error(f"{mp.T}.IntImm needs an integer dtype, got {dtype!r}", args[0])
+            problem = int_range_problem(int(number), dtype) if tir.is_int(dtype) else None
+            if problem is not None:
+                raise mp.error(f"{mp.T}.IntImm({number}): {problem}", args[1])
+            return tir.IntImm(int(number), dtype, span=span)
         if fn in ("min_value", "max_value"):
             arity(1)
             # TVM's meaning: the dtype's finite extreme (not an infinity)
