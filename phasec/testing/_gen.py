@@ -382,7 +382,10 @@ class FuncGen:
         def one(draw: Any) -> None:
             outer, mg.draw = mg.draw, draw
             try:
-                if use_df and self.draw(st.booleans()):  # switch block kind here
+                # in a dataflow block or not, drawn for each statement (not a
+                # "switch" draw: deleting a statement while shrinking then
+                # leaves the block kind of the following ones as it was)
+                if use_df and self.draw(st.booleans()) != self.in_df:
                     if self.in_df:
                         self.close_block()
                     else:
