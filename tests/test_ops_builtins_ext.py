@@ -347,3 +347,34 @@ class Module:
         return y
 """
     assert "exclusive=False" in phasec.parse(text).script()
+
+
+def test_binary_operators_take_a_scalar_operand():
+    # TVM 0.27's InferTypeBroadcast accepts an R.Prim operand beside a tensor
+    # (test_transform_legalize_ops_binary writes R.add(x, y) with y: R.Prim("float32"))
+    import tvm
+
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, "k"), "float32")):
+        k = T.int64()
+        a = R.multiply(x, R.prim_value(T.float32(2.5)))
+        b = R.greater(R.prim_value(T.float32(0.5)), x)
+        c = R.add(R.astype(x, "int64"), R.prim_value(k))
+        return (a, b, c)
+"""
+    mod = phasec.parse(text)
+    theirs = tvm.script.from_source(text).script()
+    for name, b in _bindings(mod).items():
+        if name in "abc":
+            assert f"{name}: {S(b.value)} = " in theirs
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    expected = (x * 2.5, 0.5 > x, x.astype("int64") + 3)   # k = 3, the symbolic width
+    for got in (interp_run(mod, x), phasec.VirtualMachine(phasec.build(mod))["main"](x)):
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(np.asarray(g), e)
+    one = PrimValue(tir.FloatImm(1.0, "float32"))
+    raises(["of two scalars (R.Prim)"], call_op, "add", one, one)
+    raises(["same datatype"], call_op, "add", tv("x", (2, 3)), PrimValue(tir.IntImm(1, "int64")))

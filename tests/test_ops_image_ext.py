@@ -11,7 +11,7 @@ import pytest
 
 import phasec
 from phasec.interp import run as interp_run
-from phasec.ir import Constant, ShapeExpr, TensorStructInfo, Var, tir
+from phasec.ir import Constant, PrimValue, ShapeExpr, TensorStructInfo, Var, tir
 from phasec.ir.op import call_op
 from test_ops_infer import S, raises, tv
 
@@ -125,6 +125,9 @@ IMAGE_EXT_LEGALIZE_CASES = [
 _G = Var("ri_g", TensorStructInfo((2, 2, 3, 2), "float32"))
 _D = Var("ri_d", TensorStructInfo((2, 3, 4, 5), "float32"))
 IMAGE_EXT_LEGALIZE_CASES += [
+    # binary operators with a scalar (R.prim_value) operand, TVM 0.27's spelling
+    ("multiply-prim", lambda: call_op("multiply", _T, PrimValue(tir.FloatImm(-1.5, "float32")))),
+    ("less-prim-lhs", lambda: call_op("less", PrimValue(tir.FloatImm(0.25, "float32")), _T)),
     ("stop_lift_params", lambda: call_op("builtin.stop_lift_params", _T)),
     ("multinomial_from_uniform", lambda: call_op(
         "multinomial_from_uniform", Var("mp", TensorStructInfo((3, 5), "float32")),

@@ -50,9 +50,18 @@ def _np_result(result, dtype) -> np.ndarray:
     return np.asarray(result).astype(dtype, copy=False)
 
 
+def _as_operand(v, other):
+    """A binary operand as an array; an R.Prim scalar given as a plain Python
+    number takes the other operand's dtype (inference has checked that both
+    dtypes agree)."""
+    if isinstance(v, (int, float, bool)) and not isinstance(v, np.generic):
+        return np.asarray(v, dtype=np.asarray(other).dtype)
+    return np.asarray(v)
+
+
 def _binary_ref(fn):
     def ref(a, b):
-        a, b = np.asarray(a), np.asarray(b)
+        a, b = _as_operand(a, b), _as_operand(b, a)
         with np.errstate(all="ignore"):
             return _np_result(fn(a, b), np.result_type(a, b))
     return ref
@@ -60,7 +69,7 @@ def _binary_ref(fn):
 
 def _compare_ref(fn):
     def ref(a, b):
-        return _np_result(fn(np.asarray(a), np.asarray(b)), np.bool_)
+        return _np_result(fn(_as_operand(a, b), _as_operand(b, a)), np.bool_)
     return ref
 
 
@@ -115,15 +124,38 @@ COMPARISONS = {
 }
 
 
+def _binary_operands(call, ctx):
+    """The operands' struct info; an R.Prim scalar beside a tensor broadcasts as
+    a 0-d tensor. (TVM 0.27's InferTypeBroadcast reads it as shape (1,): the
+    same result except beside a 0-d tensor, where TVM's is (1,) and phasec's
+    (); two scalars are not a tensor computation: an error here, where TVM
+    gives an R.Prim.)"""
+    from ..infer import arg_sinfo
+    from ..struct_info import PrimStructInfo
+
+    out = []
+    prims = 0
+    for i in range(2):
+        s = arg_sinfo(call.args[i], ctx) if len(call.args) > i else None
+        if isinstance(s, PrimStructInfo):
+            prims += 1
+            out.append(TensorStructInfo((), s.dtype))
+        else:
+            out.append(tensor_arg(call, i, ctx))
+    if prims == 2:
+        raise err(call, f"{expr_to_str(call.op)} of two scalars (R.Prim): phasec computes it on "
+                        "tensors only; make one operand a tensor (R.const) or compute the scalar "
+                        "in the shape (a symbolic expression)")
+    return out
+
+
 def _infer_binary(call, ctx):
-    a = tensor_arg(call, 0, ctx)
-    b = tensor_arg(call, 1, ctx)
+    a, b = _binary_operands(call, ctx)
     return broadcast(call, a, b, binary_dtype(call, a, b))
 
 
 def _infer_compare(call, ctx):
-    a = tensor_arg(call, 0, ctx)
-    b = tensor_arg(call, 1, ctx)
+    a, b = _binary_operands(call, ctx)
     binary_dtype(call, a, b)
     return broadcast(call, a, b, "bool")
 
@@ -363,12 +395,32 @@ def _make_binary(name: str) -> LegalizeFn:
     fn = _BINARY[name]
 
     def legalize(call: Call, inputs: Inputs) -> Tensor:
-        a, b = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+        a, b = _binary_input(call, inputs, 0), _binary_input(call, inputs, 1)
         out = _out(call)
         shape = out.shape
-        return te.compute(shape, lambda *i: fn(_bcast(a, shape, i), _bcast(b, shape, i),
-                                               out.dtype), name=_name(call))
+
+        def load(t, i):
+            return t if isinstance(t, PrimExpr) else _bcast(t, shape, i)
+        return te.compute(shape, lambda *i: fn(load(a, i), load(b, i), out.dtype),
+                          name=_name(call))
     return legalize
+
+
+def _binary_input(call: Call, inputs: Inputs, k: int):
+    """A tensor operand, or the value of an R.Prim one (an R.prim_value, or an R.Prim
+    variable whose value is known): a scalar broadcast over the result."""
+    from ..expr import PrimValue
+    from ..struct_info import PrimStructInfo
+
+    v = inputs[k]
+    if isinstance(v, Tensor):
+        return v
+    if isinstance(v, PrimValue):
+        return v.value
+    sinfo = getattr(v, "struct_info", None)
+    if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
+        return sinfo.value
+    return _tensor(inputs, k, call)  # the driver's error: a kernel operand must be a tensor
 
 
 for _n in _BINARY:
