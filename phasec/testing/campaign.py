@@ -164,7 +164,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                  summary_every: float | None = None,
                  database: str | Path | ExampleDatabase | None = None,
                  against: str | None = None,
-                 stop_when: Callable[[CampaignStats], bool] | None = None) -> CampaignStats:
+                 stop_when: Callable[[CampaignStats], bool] | None = None,
+                 ops: Any = None) -> CampaignStats:
     """Fuzz pass orderings for ``seconds``; see the module docstring.
 
     Args:
@@ -194,6 +195,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
             files start (worker processes of ``--jobs`` use their own).
         stop_after_failures: end the campaign once this many unique
             failures are saved (None: run for ``seconds``).
+        ops: with ``against``, draw only these operators (registry names,
+            ``relax.`` optional), e.g. to aim at a TVM pass of your own.
         stop_when: end the campaign once this returns true (checked after
             every round), e.g. when a failure of some kind has been saved.
         summary_every: also rewrite the summary every this many seconds
@@ -213,7 +216,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     base_seed = int(seed) if seed is not None else int(time.time()) % 1_000_000
     stats = CampaignStats(seed=base_seed, database=shown)
     if against is not None:
-        module_strategy, sequence_strategy = _against_strategies(against, passes, max_bindings)
+        module_strategy, sequence_strategy = _against_strategies(against, passes, max_bindings,
+                                                                 ops)
         stats.against = against
     else:
         module_strategy = modules(max_bindings=max_bindings)
@@ -372,7 +376,8 @@ def _seed_hypothesis(seed: int) -> None:
         local._hypothesis_global_random = random.Random(seed)
 
 
-def _against_strategies(against: str, passes: Any, max_bindings: int) -> tuple[Any, Any]:
+def _against_strategies(against: str, passes: Any, max_bindings: int,
+                        only: Any = None) -> tuple[Any, Any]:
     """The module and sequence strategies of ``--against tvm``."""
     from ..errors import InputError
 
@@ -384,6 +389,8 @@ def _against_strategies(against: str, passes: Any, max_bindings: int) -> tuple[A
     _tvm()  # TVMNotAvailableError (how to install it) before any round
     pool = tvm_pass_pool(passes)
     ops = tvm_operators()
+    if only is not None:  # the operators asked for, of those TVM has
+        ops = ops & {o if o.startswith("relax.") else "relax." + o for o in only}
     # TVMScript cannot spell every closure; TVM's VM has not phasec's packed test functions
     common = dict(max_bindings=max_bindings, closures=False, packed=False, ops=ops)
     mods = st.one_of(modules(**common), modules(phase=Phase.OPTIMIZATION, **common))
