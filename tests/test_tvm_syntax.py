@@ -184,3 +184,35 @@ def test_tvm_legalized_round_invert_and_mod_compute_as_numpy() -> None:
     np.testing.assert_array_equal(np.asarray(r), np.rint(x))
     np.testing.assert_array_equal(np.asarray(n), np.invert(i))
     np.testing.assert_array_equal(np.asarray(m), np.fmod(i, [3, -3, 5, -7, 10, 9]))
+
+
+FORWARD_SCALAR = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(y: R.Tensor((1, "m", "m", 2), dtype="int32")):
+        m = T.int64()
+        v = R.nn.batch_flatten(y)
+        w = R.reshape(v, R.shape([1, m * m * 2]))
+        return w
+"""
+
+
+def test_a_buffer_shape_may_name_a_scalar_parameter_declared_after_it() -> None:
+    """TVM's LegalizeOps writes `v: T.Buffer((1, "m * m * 2")), m: T.int64`:
+    the m of the shape is the parameter (not the module-level TypeVar m), so
+    the kernel verifies clean and computes numpy's reshape."""
+    import numpy as np
+    from tvm import relax
+
+    import verifier
+    from phasec.pipeline import lower
+    from phasec.tvm import from_tvm
+
+    legalized = relax.transform.LegalizeOps()(tvm.script.from_source(FORWARD_SCALAR))
+    assert '"m * m * T.int64(2)"), "int32"), m: T.int64' in legalized.script()
+    mod = from_tvm(legalized)
+    assert [d for d in verifier.check(mod, "optimization") if d.severity == verifier.ERROR] == []
+    y = np.arange(18, dtype="int32").reshape(1, 3, 3, 2)
+    got = phasec.VirtualMachine(phasec.build(lower(mod)))["main"](y)
+    np.testing.assert_array_equal(np.asarray(got), y.reshape(1, 18))

@@ -125,9 +125,18 @@ class _PrimFuncParser:
             for sym, dtype, target in self._sym_decl(stmt) or ():
                 self.scopes[0][sym] = tir.Var(sym, dtype, span=mp.span(target))
                 self.declared.add(id(stmt))
+        # Scalar parameters before buffers: a buffer's shape may name one that
+        # comes later in the signature (TVM prints `gv: T.Buffer((1, "m * 2")),
+        # m: T.int64`), and that name is the parameter, not a module-level one.
+        scalars = {}
+        for a in fdef.args.args:
+            name = _dotted(a.annotation) if a.annotation is not None else None
+            if name is not None and len(name) == 2 and name[0] == mp.T and name[1] in tir.DTYPES:
+                scalars[a.arg] = tir.Var(a.arg, name[1], span=mp.span(a))
+                self._bind(a.arg, scalars[a.arg])
         for i, a in enumerate(fdef.args.args):
             mp.where = a
-            self.params.append(self._param(a, i))
+            self.params.append(scalars.get(a.arg) or self._param(a, i))
             self._bind(a.arg, self.params[-1])
         if fdef.returns is not None and not _is_none(fdef.returns):
             ret = _dotted(fdef.returns)
