@@ -56,31 +56,12 @@ from phasec.ir import Phase
 from phasec.testing import modules
 # the classification lives beside `phasec fuzz --against tvm`, which uses it too
 from phasec.testing.against_tvm import (
-    AGREED, PHASEC_STRICTER, TEXT_CANNOT_CARRY, TVM_DOES_NOT_CHECK,
+    AGREED, PHASEC_STRICTER, TEXT_CANNOT_CARRY, TVM_DOES_NOT_CHECK, has_float_remainder,
 )
 from phasec.testing.mutations import MUTATIONS, mutate
 
 
 PHASES = st.sampled_from([Phase.INGESTION, Phase.OPTIMIZATION, Phase.LOWERING, Phase.BUILD])
-
-
-def _has_float_remainder(mod) -> bool:
-    from phasec.ir import tir
-
-    for func in mod.functions.values():
-        if isinstance(func, tir.PrimFunc):
-            stack = [func.body]
-            while stack:
-                node = stack.pop()
-                if type(node) is tir.BinaryOp and node.op == "%" and tir.is_float(node.dtype):
-                    return True
-                if isinstance(node, tir.Stmt):
-                    stack.extend(tir.stmt_children(node))
-                    stack.extend(getattr(node, f) for f in ("value", "condition")
-                                 if isinstance(getattr(node, f, None), tir.PrimExpr))
-                elif isinstance(node, tir.PrimExpr):
-                    stack.extend(tir.expr_children(node))
-    return False
 
 
 def _has_phasec_only_operator(text: str) -> bool:
@@ -121,7 +102,7 @@ def test_tvm_accepts_every_generated_module(data: st.DataObject) -> None:
     mod = data.draw(modules(phase=phase, closures=False))
     assert verifier.check(mod, phase) == [] or all(d.severity != "error"
                                                    for d in verifier.check(mod, phase))
-    assume(not _has_float_remainder(mod))
+    assume(not has_float_remainder(mod))
     text = mod.script()
     assume(not _has_phasec_only_operator(text))
     assume("with T.decl_buffer(" not in text)

@@ -51,7 +51,8 @@ from .properties import FAILURE_KINDS, Failure, HangError, compare_results, time
 __all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "register_tvm_pass",
            "unregister_tvm_pass", "check_against_tvm", "tvm_can_read",
            "tvm_operators", "OPTIMIZATION_POOL", "AGREED", "PHASEC_STRICTER",
-           "TEXT_CANNOT_CARRY", "TVM_DOES_NOT_CHECK", "expected_violation", "TVM_KINDS"]
+           "TEXT_CANNOT_CARRY", "TVM_DOES_NOT_CHECK", "expected_violation", "TVM_KINDS",
+           "has_float_remainder"]
 
 #: Failure kinds of the TVM differential mode (described in FAILURE_KINDS).
 TVM_KINDS: dict[str, str] = {k: v for k, v in FAILURE_KINDS.items() if k.startswith("tvm-")}
@@ -208,7 +209,9 @@ def tvm_operators() -> frozenset[str]:
     return frozenset(found)
 
 
-def _has_float_remainder(mod: IRModule) -> bool:
+def has_float_remainder(mod: IRModule) -> bool:
+    """Whether a kernel of ``mod`` takes a float ``%`` (phasec's exact floor
+    remainder), which TVM's TIR has on integers only."""
     from ..ir import tir
 
     for func in mod.functions.values():
@@ -243,7 +246,7 @@ def tvm_can_read(mod: IRModule) -> str | None:
         if name in _HOST_TIR_OPS:
             return (f"R.{name}: TVM's CPU pipeline (DispatchSortScan) lowers it to TIR that "
                     "calls a packed sort (T.call_packed), host-side TIR phasec does not read")
-    if _has_float_remainder(mod):
+    if has_float_remainder(mod):
         return "a float % in a kernel (TVM's TIR takes % on integers only)"
     return None
 
