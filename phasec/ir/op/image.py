@@ -37,8 +37,8 @@ from ..infer import expr_to_str
 from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, Cast, IntImm, Select
 from ._common import (
-    OpPattern, as_dtype, as_float, as_int, as_str, define, err, one_of, shape_arg, tensor_arg,
-    tensor_sinfo,
+    OpPattern, as_dtype, as_float, as_int, as_str, attrs_of, define, err, one_of, shape_arg,
+    tensor_arg, tensor_sinfo,
 )
 from ._layout import layout_of
 from ._draw import declares_draw
@@ -52,40 +52,50 @@ MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
 ROUNDING = ("", "round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
-def _attrs(call):
-    from ._common import attrs_of
-    return attrs_of(call)
+def roi_attr(spatial: int):
+    """The validator of a resize's ``roi`` attribute over ``spatial``
+    dimensions: one number (for every bound) or a start and an end per axis."""
+    count = 2 * spatial
+
+    def roi(v):
+        if isinstance(v, (int, float)):
+            v = (v,)
+        t = tuple(as_float(x) for x in v)
+        if len(t) == 1:
+            t = t * count
+        if len(t) != count:
+            raise ValueError(f"roi needs 1 or {count} numbers, got {len(t)}")
+        return t
+    return roi
 
 
-def _roi(v):
-    if isinstance(v, (int, float)):
-        v = (v,)
-    t = tuple(as_float(x) for x in v)
-    if len(t) == 1:
-        t = t * 4
-    if len(t) != 4:
-        raise ValueError(f"roi needs 1 or 4 numbers, got {len(t)}")
-    return t
+_AXES = {2: "height, width", 3: "depth, height, width"}
 
 
-def _infer_resize2d(call, ctx):
-    data = tensor_arg(call, 0, ctx, "data")
-    size = shape_arg(call, 1, ctx)
-    a = _attrs(call)
-    layout = layout_of(call, a["layout"], "NCHW", "layout")
-    if size.ndim not in (-1, 2):
-        raise err(call, f"the output size must have 2 entries (height, width), but "
-                        f"{expr_to_str(call.args[1])} has {size.ndim}")
-    if data.ndim not in (-1, 4):
-        raise err(call, f"resize2d expects a 4-D tensor ({layout.name}), but the data has "
-                        f"ndim {data.ndim}")
-    if data.dtype == "bool":
-        raise err(call, "resize2d does not compute on bool tensors")
-    dtype = a["out_dtype"] if a["out_dtype"] != "void" else data.dtype
-    if data.shape is None or size.values is None:
-        return TensorStructInfo(None, dtype, 4)
-    n, c, _, _ = layout.to_canonical(data.shape)
-    return tensor_sinfo(layout.from_canonical((n, c, *size.values)), dtype)
+def resize_inference(op: str, spatial: int, default_layout: str):
+    """Struct-info inference of ``image.<op>`` resizing ``spatial`` axes:
+    the data's batch and channels, the requested size, in the data's layout."""
+    rank = spatial + 2
+
+    def infer(call, ctx):
+        data = tensor_arg(call, 0, ctx, "data")
+        size = shape_arg(call, 1, ctx)
+        a = attrs_of(call)
+        layout = layout_of(call, a["layout"], default_layout, "layout")
+        if size.ndim not in (-1, spatial):
+            raise err(call, f"the output size must have {spatial} entries ({_AXES[spatial]}), "
+                            f"but {expr_to_str(call.args[1])} has {size.ndim}")
+        if data.ndim not in (-1, rank):
+            raise err(call, f"{op} expects a {rank}-D tensor ({layout.name}), but the data has "
+                            f"ndim {data.ndim}")
+        if data.dtype == "bool":
+            raise err(call, f"{op} does not compute on bool tensors")
+        dtype = a["out_dtype"] if a["out_dtype"] != "void" else data.dtype
+        if data.shape is None or size.values is None:
+            return TensorStructInfo(None, dtype, rank)
+        n, c, *_ = layout.to_canonical(data.shape)
+        return tensor_sinfo(layout.from_canonical((n, c, *size.values)), dtype)
+    return infer
 
 
 # ---------------------------------------------------------------------------
@@ -175,8 +185,8 @@ def _resize2d_ref(data, size, roi=(0.0,) * 4, layout="NCHW", method="linear",
     return np.transpose(out, ["NCHW".index(ch) for ch in layout]).astype(dtype)
 
 
-define("image.resize2d", ("data", "size"), _infer_resize2d,
-       attrs={"roi": ((0.0, 0.0, 0.0, 0.0), _roi), "layout": ("NCHW", as_str),
+define("image.resize2d", ("data", "size"), resize_inference("resize2d", 2, "NCHW"),
+       attrs={"roi": ((0.0, 0.0, 0.0, 0.0), roi_attr(2)), "layout": ("NCHW", as_str),
               "method": ("linear", one_of("nearest_neighbor", "linear", "cubic")),
               "coordinate_transformation_mode": ("half_pixel", one_of(*MODES)),
               "rounding_method": ("round", one_of(*ROUNDING)),
@@ -266,7 +276,7 @@ def _taps_te(c, in_size, method, rounding, alpha, exclude):
 def _resize2d(call, inputs):
     x = _tensor(inputs, 0, call)
     out = _out(call)
-    a = _attrs(call)
+    a = attrs_of(call)
     lay = layout_of(call, a["layout"], "NCHW", "layout")
     _, _, h, w = lay.to_canonical(x.shape)
     _, _, oh, ow = lay.to_canonical(out.shape)

@@ -35,42 +35,13 @@ from ._common import (
 from ._draw import declares_draw
 from ._layout import Layout, layout_of
 from ._lowering import _clamp, _const, _out, _tensor, legalizes
-from .image import MODES, ROUNDING, _coord_te, _coords_np, _taps_np, _taps_te
+from .image import (
+    MODES, ROUNDING, _coord_te, _coords_np, _taps_np, _taps_te, resize_inference, roi_attr,
+)
 
 __all__: list[str] = []
 
 F32 = "float32"
-
-
-def _roi6(v):
-    if isinstance(v, (int, float)):
-        v = (v,)
-    t = tuple(as_float(x) for x in v)
-    if len(t) == 1:
-        t = t * 6
-    if len(t) != 6:
-        raise ValueError(f"roi needs 1 or 6 numbers, got {len(t)}")
-    return t
-
-
-def _infer_resize3d(call, ctx):
-    data = tensor_arg(call, 0, ctx, "data")
-    size = shape_arg(call, 1, ctx)
-    a = attrs_of(call)
-    layout = layout_of(call, a["layout"], "NCDHW", "layout")
-    if size.ndim not in (-1, 3):
-        raise err(call, f"the output size must have 3 entries (depth, height, width), but "
-                        f"{expr_to_str(call.args[1])} has {size.ndim}")
-    if data.ndim not in (-1, 5):
-        raise err(call, f"resize3d expects a 5-D tensor ({layout.name}), but the data has "
-                        f"ndim {data.ndim}")
-    if data.dtype == "bool":
-        raise err(call, "resize3d does not compute on bool tensors")
-    dtype = a["out_dtype"] if a["out_dtype"] != "void" else data.dtype
-    if data.shape is None or size.values is None:
-        return TensorStructInfo(None, dtype, 5)
-    n, c, *_ = layout.to_canonical(data.shape)
-    return tensor_sinfo(layout.from_canonical((n, c, *size.values)), dtype)
 
 
 def _resize3d_ref(data, size, roi=(0.0,) * 6, layout="NCDHW", method="linear",
@@ -109,8 +80,16 @@ def _resize3d_ref(data, size, roi=(0.0,) * 6, layout="NCDHW", method="linear",
     return lay.array_from_canonical(out).astype(dtype)
 
 
+_resize3d_inference = resize_inference("resize3d", 3, "NCDHW")
+
+
+def _infer_resize3d(call, ctx):
+    """resize2d's inference over three spatial axes (NCDHW by default)."""
+    return _resize3d_inference(call, ctx)
+
+
 define("image.resize3d", ("data", "size"), _infer_resize3d,
-       attrs={"roi": ((0.0,) * 6, _roi6), "layout": ("NCDHW", as_str),
+       attrs={"roi": ((0.0,) * 6, roi_attr(3)), "layout": ("NCDHW", as_str),
               "method": ("linear", one_of("nearest_neighbor", "linear", "cubic")),
               "coordinate_transformation_mode": ("half_pixel", one_of(*MODES)),
               "rounding_method": ("", one_of(*ROUNDING)),
