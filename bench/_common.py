@@ -317,3 +317,27 @@ def tvm_status() -> tuple[Any, str]:
         reason = "TVM not installed" if isinstance(exc, ImportError) else f"TVM unusable ({exc})"
         return None, reason
     return tvm, f"TVM {getattr(tvm, '__version__', '?')}"
+
+
+def profile_kernels(exe: Any, run_once: Callable[[Any], Any], repeat: int, title: str,
+                    whole_seconds: float) -> None:
+    """Print the best time of each LLVM kernel of ``exe`` in program order:
+    ``run_once(vm)`` runs the model once on a VirtualMachine whose kernels are
+    timed; ``whole_seconds`` is the whole model's best time, for scale."""
+    from phasec.backend.vm import VirtualMachine
+
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., None]:
+        def timed_kernel(*args: Any) -> None:
+            t0 = time.perf_counter()
+            fn(*args)
+            times.setdefault(name, []).append(time.perf_counter() - t0)
+        return timed_kernel
+
+    vm = VirtualMachine(exe, kernels={n: timed(n, k) for n, k in exe.kernels("llvm").items()})
+    for _ in range(repeat):
+        run_once(vm)
+    print(f"{title}: whole model {fmt_seconds(whole_seconds)}")
+    print_table(("kernel", "best", "calls/run"),
+                [(n, fmt_seconds(min(t)), len(t) // repeat) for n, t in times.items()])

@@ -316,24 +316,11 @@ def profile(w: Workload, repeat: int) -> None:
     from phasec.frontend.onnx import from_onnx
 
     exe = phasec.build(from_onnx(w.model))
-    times: dict[str, list[float]] = {}
-
-    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed_kernel(*args: Any) -> None:
-            t0 = time.perf_counter()
-            fn(*args)
-            times.setdefault(name, []).append(time.perf_counter() - t0)
-        return timed_kernel
     set_num_threads(1)
-    vm = VirtualMachine(exe, kernels={n: wrap(n, k) for n, k in exe.kernels("llvm").items()})
     args = [w.inputs[i.name] for i in w.model.graph.input]
-    for _ in range(repeat):
-        vm["main"](*args)
     main = VirtualMachine(exe)["main"]
     whole = _best(lambda: main(*args), repeat)
-    print(f"{w.title}: whole model {C.fmt_seconds(whole)} (1 thread)")
-    C.print_table(("kernel", "best", "calls/run"),
-                  [(n, C.fmt_seconds(min(t)), len(t) // repeat) for n, t in times.items()])
+    C.profile_kernels(exe, lambda vm: vm["main"](*args), repeat, f"{w.title} (1 thread)", whole)
 
 
 def main() -> None:

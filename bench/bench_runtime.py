@@ -272,25 +272,10 @@ def profile_kernels(model: Model, repeat: int) -> None:
     from phasec.backend.vm import VirtualMachine
 
     exe = phasec.build(phasec.parse(model.source), opt_level=2)
-    kernels = exe.kernels("llvm")
-    times: dict[str, list[float]] = {}
-
-    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed_kernel(*args: Any) -> None:
-            t0 = time.perf_counter()
-            fn(*args)
-            times.setdefault(name, []).append(time.perf_counter() - t0)
-        return timed_kernel
-
-    vm = VirtualMachine(exe, kernels={n: wrap(n, k) for n, k in kernels.items()})
     inputs = model.make_inputs(np.random.default_rng(0))
-    for _ in range(repeat):
-        vm["main"](*inputs)
     plain = VirtualMachine(exe)
     total, _ = time_fn(lambda: plain["main"](*inputs), repeat)
-    print(f"{model.name}: whole model {C.fmt_seconds(total)}")
-    C.print_table(("kernel", "best", "calls/run"),
-                  [(n, C.fmt_seconds(min(t)), len(t) // repeat) for n, t in times.items()])
+    C.profile_kernels(exe, lambda vm: vm["main"](*inputs), repeat, model.name, total)
 
 
 def main(argv: list[str] | None = None) -> None:
