@@ -11,7 +11,9 @@ recursion limit.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +25,7 @@ from .module import IRModule
 from .node import Node
 
 __all__ = ["structural_equal", "structural_hash", "assert_structural_equal",
-           "StructuralMismatch"]
+           "StructuralMismatch", "exact_fingerprint"]
 
 _BOUND = (Var, tir.Var, tir.Buffer)
 
@@ -115,9 +117,103 @@ def assert_structural_equal(lhs: Any, rhs: Any) -> None:
         raise StructuralMismatch(f"not structurally equal at {where}")
 
 
+# A PrimFunc is immutable, and a build hashes each kernel several times
+# (LegalizeOps deduplicating kernels, the kernel cache keying a library):
+# its walk is remembered by identity, and the exact fingerprint the disk
+# cache needs comes from the same walk. Strong references keep ids unique.
+class _Walked:
+    __slots__ = ("func", "hash", "tokens", "names", "exact", "fingerprint")
+
+    def __init__(self, func: Any, tokens: list[Any], names: list[str], exact: bool) -> None:
+        self.func = func
+        self.hash = hash(tuple(tokens))
+        self.tokens: list[Any] | None = tokens  # dropped once fingerprinted
+        self.names = names
+        self.exact = exact
+        self.fingerprint: str | None = None
+
+
+_WALKED: dict[int, _Walked] = {}
+_WALKED_MAX = 512
+_walked_lock = threading.Lock()
+
+
 def structural_hash(value: Any) -> int:
-    """A hash consistent with :func:`structural_equal`."""
+    """A hash consistent with :func:`structural_equal`.
+
+    A PrimFunc's hash is computed once per object; a mapping of names to
+    PrimFuncs (a kernel library) combines its functions' hashes (equal
+    mappings have pairwise equal functions, so this stays consistent).
+    """
+    if isinstance(value, tir.PrimFunc):
+        return _walked(value).hash
+    if _is_library(value):
+        return hash(("prim_funcs", tuple((k, _walked(value[k]).hash) for k in sorted(value))))
+    return hash(tuple(_tokens(value)[0]))
+
+
+def exact_fingerprint(value: Any) -> str | None:
+    """A SHA-256 hex digest of a PrimFunc, or of a mapping of names to
+    PrimFuncs, stable across processes: the walk of :func:`structural_hash`
+    plus the variables' and buffers' names (derived fields such as an
+    expression's dtype follow from the rest; spans are left out). Equal
+    fingerprints mean the same program, names included, which is what a
+    persistent cache may key generated code by.
+
+    None when the program holds a leaf value this function cannot write out
+    exactly (anything but str, int, float, bool, None, bytes, numpy arrays,
+    nodes and containers of them) or is not such a mapping.
+    """
+    if isinstance(value, tir.PrimFunc):
+        return _fingerprint(_walked(value))
+    if not _is_library(value):
+        return None
+    parts = []
+    for k in sorted(value):
+        fp = _fingerprint(_walked(value[k]))
+        if fp is None:
+            return None
+        parts.append((k, fp))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _is_library(value: Any) -> bool:
+    return (isinstance(value, Mapping) and not isinstance(value, IRModule) and bool(value)
+            and all(isinstance(k, str) and isinstance(v, tir.PrimFunc)
+                    for k, v in value.items()))
+
+
+def _walked(func: tir.PrimFunc) -> _Walked:
+    hit = _WALKED.get(id(func))
+    if hit is not None and hit.func is func:
+        return hit
+    w = _Walked(func, *_tokens(func))
+    with _walked_lock:
+        if len(_WALKED) >= _WALKED_MAX:
+            _WALKED.pop(next(iter(_WALKED)))
+        _WALKED[id(func)] = w
+    return w
+
+
+def _fingerprint(w: _Walked) -> str | None:
+    if w.fingerprint is None and w.exact:
+        h = hashlib.sha256(repr(w.tokens).encode())
+        h.update(b"\0names")
+        h.update(repr(w.names).encode())
+        w.fingerprint = h.hexdigest()
+        w.tokens = None
+    return w.fingerprint
+
+
+_EXACT_LEAVES = frozenset((str, int, float, bool, type(None), bytes))
+
+
+def _tokens(value: Any) -> tuple[list[Any], list[str], bool]:
+    """The structural walk: (tokens, names of the bound variables in order of
+    first appearance, whether every leaf has an exact repr)."""
     tokens: list[Any] = []
+    names: list[str] = []
+    exact = True
     var_index: dict[int, int] = {}
     stack: list[Any] = [_module_view(value)]
     while stack:
@@ -130,10 +226,11 @@ def structural_hash(value: Any) -> int:
                     tokens.append(("v", idx))
                     continue
                 var_index[id(a)] = len(var_index)
+                names.append(_name(a))
             elif isinstance(a, GlobalVar):
                 tokens.append(("g", a.name_hint))
                 continue
-            tokens.append(ta.__name__)
+            tokens.append(ta)  # the class: its repr cannot be mistaken for a str leaf's
             for name in reversed(ta._fields):
                 if name == "name_hint" or (name == "name" and isinstance(a, _BOUND)):
                     continue
@@ -143,12 +240,16 @@ def structural_hash(value: Any) -> int:
             stack.extend(reversed(a))
         elif isinstance(a, Mapping):
             keys = sorted(a, key=str)
+            if exact and not all(type(k) is str for k in keys):
+                exact = False
             tokens.append(("m", tuple(keys)))
             stack.extend(a[k] for k in reversed(keys))
         elif isinstance(a, np.ndarray):
             tokens.append((str(a.dtype), a.shape, a.tobytes()))
         elif isinstance(a, float) and math.isnan(a):
-            tokens.append("nan")
+            tokens.append(("nan",))
         else:
+            if ta not in _EXACT_LEAVES:
+                exact = False
             tokens.append(a)
-    return hash(tuple(tokens))
+    return tokens, names, exact

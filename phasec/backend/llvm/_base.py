@@ -239,13 +239,15 @@ class _BufInfo:
 
 
 
-def buffers_in_order(func: tir.PrimFunc) -> list[tir.Buffer]:
+def buffers_in_order(func: tir.PrimFunc, body_nodes: list[Node] | None = None
+                     ) -> list[tir.Buffer]:
     """Every buffer of ``func`` — its parameters, then the body's in pre-order —
     once each. The same order for structurally equal functions, so a number
-    (:func:`buffer_site`) names a buffer across the kernel cache."""
+    (:func:`buffer_site`) names a buffer across the kernel cache.
+    ``body_nodes``: ``_walk(func.body)`` when the caller has it already."""
     seen: set[int] = set()
     out: list[tir.Buffer] = []
-    for n in [*func.params, *_walk(func.body)]:
+    for n in [*func.params, *(_walk(func.body) if body_nodes is None else body_nodes)]:
         if isinstance(n, tir.Buffer) and id(n) not in seen:
             seen.add(id(n))
             out.append(n)

@@ -364,7 +364,8 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
                                     f"{type(n).__name__}; only integer arithmetic on shape "
                                     "variables is allowed", p)
 
-    written = {id(n.buffer) for n in _walk(func.body) if isinstance(n, tir.BufferStore)}
+    body_nodes = _walk(func.body)  # one walk for both uses (warm builds do little else)
+    written = {id(n.buffer) for n in body_nodes if isinstance(n, tir.BufferStore)}
     abi_params = []
     for p in params:
         if isinstance(p, tir.Buffer):
@@ -380,7 +381,7 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
         for p in abi_params for d in p.shape)
     return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
                      symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars), checked,
-                     tuple(b.name for b in buffers_in_order(func)))
+                     tuple(b.name for b in buffers_in_order(func, body_nodes)))
 
 
 # --------------------------------------------------------------------------

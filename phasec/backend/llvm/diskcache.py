@@ -3,9 +3,12 @@
 A second process compiling the same kernels (a second ``phasec run`` of a
 model, a test suite, a service restart) loads their machine code instead of
 running LLVM again. An entry is keyed by the SHA-256 of everything the code
-depends on: the LLVM IR phasec generated (which encodes the PrimFuncs and the
-code generation options), the optimization level, the target (triple, CPU,
-features), and the phasec, llvmlite and LLVM versions. Entries are written
+depends on. For kernel libraries (:func:`program_key`) that is the program
+itself (an exact fingerprint of the PrimFuncs, names included), the code
+generation settings and the code generator's own sources, so a warm build
+finds its entry without generating any LLVM IR; for IR compiled directly
+(:func:`entry_key`) it is the IR text. Both add the optimization level, the
+target (triple, CPU, features), and the phasec, llvmlite and LLVM versions. Entries are written
 atomically (a temporary file renamed into place), so concurrent processes
 never see half an entry; each entry carries a checksum of its contents, and an
 entry that is unreadable, truncated or fails its checksum is ignored (and
@@ -27,7 +30,7 @@ import os
 import struct
 from pathlib import Path
 
-__all__ = ["cache_dir", "enabled", "entry_key", "load", "store", "clear", "info"]
+__all__ = ["cache_dir", "enabled", "entry_key", "program_key", "load", "store", "clear", "info"]
 
 _MAGIC = b"PHASECK1"
 _HEADER = struct.Struct("<8s32sQ")  # magic, sha256 of the payload, object size
@@ -62,6 +65,40 @@ def entry_key(ir_text: str, opt_level: int, target: tuple[str, str, str]) -> str
         h.update(part.encode() + b"\0")
     h.update(ir_text.encode())
     return h.hexdigest()
+
+
+_SOURCES_DIGEST: list[str] = []
+
+
+def _sources_digest() -> str:
+    """SHA-256 of the code generator's own sources (this package and the TIR
+    definitions it reads), computed once per process: a key made from the
+    input program instead of the generated IR must change whenever the code
+    that turns one into the other changes, version bump or not."""
+    if not _SOURCES_DIGEST:
+        here = Path(__file__).resolve().parent
+        files = sorted(here.glob("*.py")) + [here.parent.parent / "ir" / "tir.py"]
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f.name.encode() + b"\0")
+            try:
+                h.update(f.read_bytes())
+            except OSError:
+                h.update(b"?")
+        _SOURCES_DIGEST.append(h.hexdigest())
+    return _SOURCES_DIGEST[0]
+
+
+def program_key(program_fingerprint: str, settings: str, opt_level: int,
+                target: tuple[str, str, str]) -> str:
+    """The key of the code compiled from a program (its exact fingerprint,
+    :func:`phasec.ir.structural.exact_fingerprint`) with code generation
+    ``settings`` (their exact text), without generating its LLVM IR: a warm
+    build then skips code generation as well as LLVM. It covers what
+    :func:`entry_key` covers through the IR, plus the code generator's
+    sources."""
+    return entry_key("program\0" + program_fingerprint + "\0" + settings + "\0"
+                     + _sources_digest(), opt_level, target)
 
 
 def _path(key: str) -> Path:

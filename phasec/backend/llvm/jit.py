@@ -203,16 +203,47 @@ class NativeModule:
 
 
 def jit_compile(ir_text: str, entry_symbols: list[str], global_symbols: list[str],
-                opt_level: int = 3) -> NativeModule:
+                opt_level: int = 3, cache_key: str | None = None) -> NativeModule:
     """Parse, optimise (new pass manager, O``opt_level``, loop and SLP
-    vectorization) and JIT-compile ``ir_text``."""
+    vectorization) and JIT-compile ``ir_text``.
+
+    The object code goes to the disk cache (when on) under ``cache_key``, or
+    under a key of ``ir_text`` itself when None; :func:`jit_load_cached`
+    reads an entry back without any IR."""
     target = host_target()
     with _compile_lock:
-        return _jit(target, ir_text, entry_symbols, global_symbols, opt_level)
+        return _jit(target, ir_text, entry_symbols, global_symbols, opt_level, cache_key)
+
+
+def jit_load_cached(cache_key: str, entry_symbols: list[str],
+                    global_symbols: list[str]) -> NativeModule | None:
+    """The disk cache's entry ``cache_key`` mapped into this process, or None
+    (cache off, no entry, a damaged entry). No IR is generated or parsed: the
+    engine gets an empty module and the object code through its object cache,
+    so LLVM only links and maps the machine code."""
+    if not diskcache.enabled():
+        return None
+    hit = diskcache.load(cache_key)
+    if hit is None:
+        return None
+    obj, optimized = hit
+    target = host_target()
+    with _compile_lock:
+        tm = target.create_target_machine()
+        t0 = time.perf_counter()
+        mod = llvm.parse_assembly("")
+        mod.triple = target.triple
+        mod.data_layout = str(tm.target_data)
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.set_object_cache(getbuffer_func=lambda _module: obj)
+        native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
+    if not all(native.addresses.values()) or not all(native.globals.values()):
+        return None  # an entry that lacks a symbol is not this code: rebuild
+    return native
 
 
 def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symbols: list[str],
-         opt_level: int) -> NativeModule:
+         opt_level: int, cache_key: str | None = None) -> NativeModule:
     tm = target.create_target_machine()
     t0 = time.perf_counter()
     try:
@@ -225,7 +256,8 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
 
     key = None
     if diskcache.enabled():
-        key = diskcache.entry_key(ir_text, opt_level, (target.triple, target.cpu, target.features))
+        key = cache_key or diskcache.entry_key(ir_text, opt_level,
+                                               (target.triple, target.cpu, target.features))
         hit = diskcache.load(key)
         if hit is not None:
             # The machine code of an identical earlier compilation: LLVM only

@@ -20,6 +20,7 @@ pointers are passed, at about a microsecond per array for
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -29,7 +30,7 @@ import numpy as np
 
 from ...errors import BufferAccessError, IndexOutOfRangeError, VMError
 from ...ir import tir
-from ...ir.structural import structural_equal, structural_hash
+from ...ir.structural import exact_fingerprint, structural_equal, structural_hash
 from ...ir.tuning import host_tuning
 from .codegen import (
     OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS, RC_INDEX_OUT_OF_RANGE, ArrayLayout, CodegenOptions,
@@ -38,7 +39,8 @@ from .codegen import (
 from ._base import OOB_SITE, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED, decode_buffer_site
 from .. import interrupt
 from .errors import CodegenError
-from .jit import NativeModule, host_target, jit_compile
+from . import diskcache
+from .jit import NativeModule, host_target, jit_compile, jit_load_cached
 
 __all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
            "array_data_offset", "array_layout"]
@@ -410,10 +412,20 @@ class Kernel:
 class CompiledLibrary(Mapping[str, Kernel]):
     """The compiled kernels of one module, by name (a read-only mapping)."""
 
-    def __init__(self, native: NativeModule, abis: Mapping[str, KernelABI], llvm_ir: str) -> None:
+    def __init__(self, native: NativeModule, abis: Mapping[str, KernelABI],
+                 llvm_ir: "str | Callable[[], str]") -> None:
         self._native = native
         self._kernels = {name: Kernel(abi, native) for name, abi in abis.items()}
-        self.llvm_ir = llvm_ir  #: the unoptimised LLVM IR as generated
+        # a callable when the code came from the disk cache without any IR:
+        # the IR is generated only if someone asks for it
+        self._llvm_ir = llvm_ir
+
+    @property
+    def llvm_ir(self) -> str:
+        """The unoptimised LLVM IR as generated."""
+        if callable(self._llvm_ir):
+            self._llvm_ir = self._llvm_ir()
+        return self._llvm_ir
 
     @property
     def optimized_ir(self) -> str:
@@ -551,12 +563,47 @@ def _abis_for(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions) -> dic
     return {name: gen.plan_kernel(name, funcs[name]) for name in sorted(funcs)}
 
 
+_GLOBALS = [OOB_VALUE, OOB_EXTENT, OOB_SITE]
+
+
 def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
-             opt_level: int) -> tuple[NativeModule, dict[str, KernelABI], str]:
+             opt_level: int) -> tuple[NativeModule, dict[str, KernelABI], "str | Callable[[], str]"]:
+    key = _program_key(funcs, options, opt_level)
+    if key is not None:
+        # A warm build: the disk cache has this program's machine code, found
+        # without generating its IR (code generation is most of a warm build)
+        abis = _abis_for(funcs, options)
+        native = jit_load_cached(key, [a.obj_symbol or a.ptr_symbol for a in abis.values()],
+                                 _GLOBALS)
+        if native is not None:
+            return native, abis, lambda: _generate(funcs, options)[1]
+    abis, ir = _generate(funcs, options)
+    entries = [a.obj_symbol or a.ptr_symbol for a in abis.values()]
+    native = jit_compile(ir, entries, _GLOBALS, opt_level, cache_key=key)
+    return native, abis, ir
+
+
+def _generate(funcs: Mapping[str, tir.PrimFunc],
+              options: CodegenOptions) -> tuple[dict[str, KernelABI], str]:
     gen = ModuleCodegen(options, array_data_offset, array_layout)
     abis = {name: gen.add_kernel(name, funcs[name]) for name in sorted(funcs)}
-    ir = gen.finish()
-    entries = [a.obj_symbol or a.ptr_symbol for a in abis.values()]
-    native = jit_compile(ir, entries, [OOB_VALUE, OOB_EXTENT, OOB_SITE], opt_level)
-    return native, abis, ir
+    return abis, gen.finish()
+
+
+def _program_key(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
+                 opt_level: int) -> str | None:
+    """The disk-cache key of ``funcs`` compiled with ``options`` (see
+    :func:`diskcache.program_key`), or None (cache off, or a program the exact
+    fingerprint cannot serialize: its entry is then keyed by its IR)."""
+    if not diskcache.enabled():
+        return None
+    fingerprint = exact_fingerprint(dict(funcs))
+    if fingerprint is None:
+        return None
+    layout = None if array_layout is None else dataclasses.replace(
+        array_layout, ndarray_type=0, descrs=tuple((d, 0) for d, _ in array_layout.descrs))
+    target = host_target()
+    settings = repr((options, array_data_offset, layout))  # process addresses left out
+    return diskcache.program_key(fingerprint, settings, opt_level,
+                                 (target.triple, target.cpu, target.features))
 
