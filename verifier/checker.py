@@ -630,6 +630,7 @@ class Checker:
                 for value in s.iter_values:
                     uses(value)
                 for iv in s.iter_vars:
+                    uses(iv.min)
                     uses(iv.extent)
                 for iv in s.iter_vars:
                     if define(iv.var):

@@ -642,12 +642,18 @@ def _run_block(m: _Machine, block: Block, work: list[Any]) -> None:
     saved: list[tuple[Var, Any]] = []
     at_first_reduce = True
     for iv, value in zip(block.iter_vars, values):
-        extent = m.eval(iv.extent)
-        if not 0 <= value < extent:
-            raise TIRExecutionError(
-                f"block {block.name}: axis {iv.var.name} is bound to {value}, outside "
-                f"[0, {extent}) in PrimFunc {m.func_name}")
-        if iv.kind == "R" and value != 0:
+        start = m.eval(iv.min) if iv.has_min else 0
+        if not iv.has_min:
+            extent = m.eval(iv.extent)
+            if not 0 <= value < extent:
+                raise TIRExecutionError(
+                    f"block {block.name}: axis {iv.var.name} is bound to {value}, outside "
+                    f"[0, {extent}) in PrimFunc {m.func_name}")
+        # A (begin, end) domain is not checked: TVM derives them for the blocks
+        # it nests and does not keep them consistent with the binding (its
+        # adaptive pooling binds v to an axis over [v, 1), empty for v >= 1);
+        # TVM never checks a domain at run time, the binding alone is the value.
+        if iv.kind == "R" and value != start:
             at_first_reduce = False
         _bind(m.env, iv.var, value, saved)
     work.append(_Restore(saved))

@@ -382,17 +382,32 @@ class Evaluate(Stmt):
 
 @node
 class IterVar(Node):
-    """A block axis: ``var = T.axis.spatial(extent, binding)``; kind "S" or "R"."""
+    """A block axis: ``var = T.axis.spatial(extent, binding)``; kind "S" or "R".
+
+    The axis ranges over ``[min, min + extent)``; ``min`` is 0 unless the text
+    gives the domain as ``(begin, end)`` (TVM writes that for the inner blocks
+    it nests, e.g. in adaptive pooling: ``T.axis.spatial((v, v + 1), v)``).
+    """
 
     var: Var
     extent: PrimExpr
     kind: str = "S"
     span: Span | None = None
+    min: PrimExpr | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("S", "R"):
             raise ValueError(f"block axis kind must be 'S' or 'R', not {self.kind!r}")
         set_field(self, "extent", as_prim_expr(self.extent))
+        # One spelling of "starts at 0" (None and 0 alike) so that consumers
+        # and structural equality see a single form.
+        set_field(self, "min", IntImm(0, self.var.dtype) if self.min is None
+                  else as_prim_expr(self.min, self.var.dtype))
+
+    @property
+    def has_min(self) -> bool:
+        """Whether the domain starts elsewhere than 0 (``(begin, end)`` form)."""
+        return not (type(self.min) is IntImm and self.min.value == 0)
 
 
 @node

@@ -54,7 +54,8 @@ class _PrimFuncParser:
         self.fdef = fdef
         self.scopes: list[dict[str, Any]] = [{}]
         self.params: list[Any] = []
-        self.loop_extents: dict[int, tir.PrimExpr] = {}  # id(loop var) -> extent
+        # id(loop var) -> (start, extent): T.axis.remap gives an axis its loop's domain
+        self.loop_doms: dict[int, tuple[tir.PrimExpr, tir.PrimExpr]] = {}
         self.declared: set[int] = set()  # ids of `n = T.int64()` statements already handled
         self.prim = _PrimExprParser(mp, "int32", self._resolve)
         self.attrs: dict[str, Any] = {}
@@ -534,11 +535,11 @@ class _PrimFuncParser:
         loop_vars = []
         self.scopes.append({})
         try:
-            for t, (_, extent) in zip(targets, bounds):
+            for t, (start, extent) in zip(targets, bounds):
                 if not isinstance(t, ast.Name):
                     raise mp.error(f"a loop variable must be a name, got {mp.src(t)!r}", t)
                 var = tir.Var(t.id, extent.dtype, span=mp.span(t))
-                self.loop_extents[id(var)] = extent
+                self.loop_doms[id(var)] = (start, extent)
                 self._bind(t.id, var)
                 loop_vars.append(var)
             if kind == "grid" and grouped:
@@ -714,26 +715,43 @@ class _PrimFuncParser:
                     raise mp.error(f"{mp.T}.axis.remap: axis kind must be 'S' or 'R', not {k!r}",
                                    a["kinds"])
                 value = self.prim.parse(v_node)
-                extent = self.loop_extents.get(id(value))
-                if extent is None:
+                dom = self.loop_doms.get(id(value))
+                if dom is None:
                     raise mp.error(f"{mp.T}.axis.remap binds loop variables; {mp.src(v_node)!r} "
                                    f"is not one", v_node)
-                self._add_axis(t, k, extent, value, iter_vars, iter_values)
+                start, extent = dom
+                self._add_axis(t, k, extent, value, iter_vars, iter_values,
+                               start)
             return
         a = mp.bind_args(call, f"{mp.T}.{kind_name}", ("dom", "binding"), 2)
         value = self.prim.parse(a["binding"])
-        extent = mp.check_dim(self.prim.parse(a["dom"], value.dtype), a["dom"],
-                              f"{mp.T}.{kind_name} domain")
+        dom = a["dom"]
+        start: tir.PrimExpr | None = None
+        if isinstance(dom, ast.Tuple):
+            # `(begin, end)`: TVM's spelling of a domain that does not start at 0
+            if len(dom.elts) != 2 or any(isinstance(e, ast.Starred) for e in dom.elts):
+                raise mp.error(f"{mp.T}.{kind_name} domain: expected an extent or a (begin, end) "
+                               f"pair, got {mp.src(dom)}", dom)
+            start = self.prim.parse(dom.elts[0], value.dtype)
+            stop = self.prim.parse(dom.elts[1], value.dtype)
+            for bound, node in ((start, dom.elts[0]), (stop, dom.elts[1])):
+                if not tir.is_int(bound.dtype):
+                    raise mp.error(f"{mp.T}.{kind_name} domain bounds must be integers, got a "
+                                   f"{bound.dtype} value", node)
+            extent = _extent(start, stop)
+        else:
+            extent = mp.check_dim(self.prim.parse(dom, value.dtype), dom,
+                                  f"{mp.T}.{kind_name} domain")
         kind = "S" if fname[2] in ("spatial", "S") else "R"
-        self._add_axis(target, kind, extent, value, iter_vars, iter_values)
+        self._add_axis(target, kind, extent, value, iter_vars, iter_values, start)
 
     def _add_axis(self, target: ast.AST, kind: str, extent: tir.PrimExpr, value: tir.PrimExpr,
-                  iter_vars: list, iter_values: list) -> None:
+                  iter_vars: list, iter_values: list, start: tir.PrimExpr | None = None) -> None:
         mp = self.mp
         if not isinstance(target, ast.Name):
             raise mp.error(f"a block axis must be assigned to a name, got {mp.src(target)!r}", target)
         var = tir.Var(target.id, value.dtype, span=mp.span(target))
-        iter_vars.append(tir.IterVar(var, extent, kind, span=mp.span(target)))
+        iter_vars.append(tir.IterVar(var, extent, kind, span=mp.span(target), min=start))
         iter_values.append(value)
         self._bind(target.id, var)
 

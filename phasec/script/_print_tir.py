@@ -207,7 +207,10 @@ class TirPrinter(PrimPrinter):
             if type(val) is not tir.Var or iv.var.dtype != val.dtype:
                 return False
             loop = self.loops.get(id(val))
-            if loop is None or not is_zero(loop.min):
+            if loop is None:
+                return False
+            # T.axis.remap gives the axis its loop's whole domain (start and extent)
+            if not structural_equal(iv.min, loop.min):
                 return False
             if iv.extent is not loop.extent and not structural_equal(iv.extent, loop.extent):
                 return False
@@ -235,7 +238,12 @@ class TirPrinter(PrimPrinter):
         else:
             for iv, val in zip(blk.iter_vars, blk.iter_values):
                 kind = "spatial" if iv.kind == "S" else "reduce"
-                extent, value = self.prim(iv.extent, val.dtype), self.prim(val)
+                if iv.has_min:  # TVM's `(begin, end)` domain
+                    a, b = self.pair(iv.min, end_of(iv.min, iv.extent))
+                    extent = f"({a[0]}, {b[0]})"
+                else:
+                    extent = self.prim(iv.extent, val.dtype)
+                value = self.prim(val)
                 self.emit(inner, f"{self.bind(iv.var)} = T.axis.{kind}({extent}, {value})")
         self.emit(inner, "T.reads(" + ", ".join(self.region(r) for r in blk.reads) + ")")
         self.emit(inner, "T.writes(" + ", ".join(self.region(r) for r in blk.writes) + ")")

@@ -246,7 +246,10 @@ class StatementCodegen:
         cond = None
         for iv, op in reduce_ops:
             c = fn.tmp("first")
-            fn.emit(f"{c} = icmp eq {_LLVM_TYPE[iv.var.dtype]} {op}, 0")
+            # the first iteration is the domain's start (0 unless `(begin, end)`)
+            start = (self.emit_value_as(iv.min, iv.var.dtype, f"the domain start of block axis "
+                                        f"'{iv.var.name}'") if iv.has_min else "0")
+            fn.emit(f"{c} = icmp eq {_LLVM_TYPE[iv.var.dtype]} {op}, {start}")
             if cond is not None:
                 both = fn.tmp("first")
                 fn.emit(f"{both} = and i1 {cond}, {c}")

@@ -315,7 +315,8 @@ class _Reader:
                 q = ((p, "iter_vars"), i)
                 ivs.append(tir.IterVar(self._ref(self.tir_vars, iv.var, "tir var", (q, "var")),
                                        self.prim(iv.extent, (q, "extent")), iv.kind,
-                                       span=_mk_span(iv.span)))
+                                       span=_mk_span(iv.span),
+                                       min=None if iv.min is None else self.prim(iv.min, (q, "min"))))
             values = [self.prim(v, ((p, "iter_values"), i)) for i, v in enumerate(m.iter_values)]
             init = None if m.init is None else self.stmt(m.init, (p, "init"))
             return tir.Block(m.name, ivs, values, self.stmt(m.body, (p, "body")), init,

@@ -206,7 +206,9 @@ class _Writer:
         elif t is tir.Block:
             d = {"node": "tir.Block", "name": s.name,
                  "iter_vars": [_with_span({"var": self.tvar(iv.var), "extent": self.prim(iv.extent),
-                                           "kind": iv.kind}, iv) for iv in s.iter_vars],
+                                           "kind": iv.kind,
+                                           **({"min": self.prim(iv.min)} if iv.has_min else {})},
+                                          iv) for iv in s.iter_vars],
                  "iter_values": [self.prim(v) for v in s.iter_values],
                  "body": self.stmt(s.body)}
             if s.init is not None:

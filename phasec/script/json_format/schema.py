@@ -179,6 +179,8 @@ class IterVarDoc(_Node):
     var: Id
     extent: PrimExprDoc
     kind: Literal["S", "R"] = "S"
+    #: where the domain starts (absent: 0), as TVM's ``(begin, end)`` domains
+    min: PrimExprDoc | None = None
 
 
 class BufferRegionDoc(_Node):
