@@ -98,7 +98,7 @@ def test_parsed_module_roundtrip_keeps_spans_and_struct_info():
 def test_document_layout():
     doc = json.loads(to_json(parsed_module()))
     assert doc["format"] == FORMAT_NAME == "phasec.ir_module"
-    assert doc["version"] == FORMAT_VERSION == 1
+    assert doc["version"] == FORMAT_VERSION == 2
     assert doc["phase"] == "optimization" and doc["attrs"] == {"note": "x"}
     assert [v["name"] for v in doc["tir_vars"]][:1] == ["n"]
     assert {f: d["node"] for f, d in doc["functions"].items()} == {"relu": "PrimFunc",
@@ -457,8 +457,9 @@ def test_bad_dtypes_and_constant_data():
 
 def test_other_semantic_errors():
     doc = base_doc()
-    doc["version"] = 2
-    assert "version: Input should be 1" in str(load_error(doc))
+    doc["version"] = 7
+    assert "version: unsupported format version 7; this phasec reads versions 1, 2" in \
+        str(load_error(doc))
     doc = base_doc()
     doc["phase"] = "testing"
     assert "phase: Input should be 'ingestion'" in str(load_error(doc))

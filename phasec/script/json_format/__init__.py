@@ -3,7 +3,7 @@
 The schema is defined by the pydantic (v2) models below; ``json_schema()``
 returns it as a JSON Schema document. Layout of a document::
 
-    {"format": "phasec.ir_module", "version": 1,
+    {"format": "phasec.ir_module", "version": 2,
      "phase": "optimization",            # or null: no phase attribute
      "attrs": {...},                     # the other module attributes
      "tir_vars": [{"id": 0, "name": "n", "dtype": "int64"}, ...],
@@ -49,8 +49,18 @@ Design points:
   (non-normal-form or use-before-definition programs included), so the
   verifier can inspect it. ``to_json(from_json(t)) == t`` for any ``t``
   written by ``to_json``.
+* Chains whose length the program's structure does not bound are lists, not
+  nestings: ``tir.Nest`` holds statements each continuing in the next (lets,
+  the statements after a let, allocations, attributes, else-ifs) as
+  ``{"scopes": [...], "body": ...}``, and ``tir.SelectChain`` selects nested
+  in their false value as ``{"cases": [...], "false_value": ...}``; the writer
+  uses them for chains of two or more.
 * Nesting is limited to :data:`MAX_DEPTH` JSON levels (pydantic's JSON parser
-  stops there); ``to_json`` refuses a module it could not read back.
+  stops there); ``to_json`` refuses a module it could not read back (a sum of
+  hundreds of terms, say).
+* Versions: documents are written as :data:`FORMAT_VERSION` 2 (version 1 had
+  no chain nodes); ``from_json`` reads :data:`READABLE_VERSIONS` and names the
+  version of any other.
 
 Any document that does not fit raises :class:`phasec.errors.SchemaError`
 listing the path of each offending field (``functions.main.body.blocks.0.
@@ -69,7 +79,9 @@ from __future__ import annotations
 
 from .decode import from_json
 from .encode import to_json
-from .schema import FORMAT_NAME, FORMAT_VERSION, MAX_DEPTH, ModuleDoc, json_schema
+from .schema import (
+    FORMAT_NAME, FORMAT_VERSION, MAX_DEPTH, READABLE_VERSIONS, ModuleDoc, json_schema,
+)
 
-__all__ = ["to_json", "from_json", "json_schema", "FORMAT_NAME", "FORMAT_VERSION", "MAX_DEPTH",
-           "ModuleDoc"]
+__all__ = ["to_json", "from_json", "json_schema", "FORMAT_NAME", "FORMAT_VERSION",
+           "READABLE_VERSIONS", "MAX_DEPTH", "ModuleDoc"]

@@ -32,8 +32,10 @@ from .schema import (
     BinaryOpDoc, BlockDoc, BlockDocR, BufferLoadDoc, BufferRef, BufferRegionDoc,
     BufferStoreDoc, CallDoc, CastDoc, ConstantDoc, DataTypeImmDoc, EvaluateDoc, ExternFuncDoc,
     FloatImmDoc, ForDoc, FuncStructInfoDoc, FunctionDoc, GlobalVarDoc, IfDoc, IfThenElseDoc,
-    IntImmDoc, LetStmtDoc, MAX_DEPTH, MatchCastDoc, ModuleDoc, NotDoc, ObjectStructInfoDoc,
-    OpDoc, PrimFuncDoc, PrimStructInfoDoc, PrimValueDoc, SelectDoc, SeqExprDoc, SeqStmtDoc,
+    IntImmDoc, LetScopeDoc, LetStmtDoc, MAX_DEPTH, MatchCastDoc, ModuleDoc, NestDoc, NotDoc,
+    ObjectStructInfoDoc, OpDoc, PrimFuncDoc, PrimStructInfoDoc, PrimValueDoc, READABLE_VERSIONS,
+    SelectChainDoc, SelectDoc, SeqExprDoc, SeqScopeDoc, SeqStmtDoc, AllocateScopeDoc,
+    AttrScopeDoc,
     ShapeExprDoc, ShapeStructInfoDoc, SpanDoc, StringImmDoc, TensorStructInfoDoc, TirCallDoc,
     TirVarRef, TupleDoc, TupleGetItemDoc, TupleStructInfoDoc, _Model,
 )
@@ -150,13 +152,22 @@ def _schema_error(exc: ValidationError) -> SchemaError:
             e = SchemaError(f"invalid JSON: {msg}")
             e.errors = [("(document)", f"invalid JSON: {msg}")]  # type: ignore[attr-defined]
             return e
-    pairs = _clean_errors(errors)
+    pairs = [(path, f"unsupported format version {_input_text(errors, path)}; this phasec reads "
+                    f"versions {', '.join(map(str, READABLE_VERSIONS))}")
+             if path == "version" else (path, msg) for path, msg in _clean_errors(errors)]
     lines = [f"{path}: {msg}" for path, msg in pairs]
     shown = lines[:20]
     more = f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else ""
     err = SchemaError("invalid module JSON:\n  " + "\n  ".join(shown) + more)
     err.errors = pairs  # type: ignore[attr-defined]
     return err
+
+
+def _input_text(errors: list[dict], path: str) -> str:
+    for err in errors:
+        if ".".join(map(str, err["loc"])) == path:
+            return repr(err.get("input"))
+    return "?"  # pragma: no cover
 
 
 def _mk_span(s: SpanDoc | None) -> Span | None:
@@ -174,7 +185,8 @@ def _float_value(v: Any) -> float:
 class _Reader:
     """Validated document models -> IR nodes."""
 
-    def __init__(self) -> None:
+    def __init__(self, version: int = 2) -> None:
+        self.version = version
         self.tir_vars: dict[int, tir.Var] = {}
         self.buffers: dict[int, tir.Buffer] = {}
         self.vars: dict[int, Var] = {}
@@ -264,6 +276,16 @@ class _Reader:
                               self.prim(m.true_value, (p, "true_value")),
                               self.prim(m.false_value, (p, "false_value")), m.dtype or "",
                               span=span)
+        if t is SelectChainDoc:
+            self._needs_version_2("tir.SelectChain", p)
+            value = self.prim(m.false_value, (p, "false_value"))
+            for i in range(len(m.cases) - 1, -1, -1):  # a loop: chains may be long
+                c = m.cases[i]
+                q = ((p, "cases"), i)
+                value = tir.Select(self.prim(c.condition, (q, "condition")),
+                                   self.prim(c.true_value, (q, "true_value")), value,
+                                   c.dtype or "", span=_mk_span(c.span))
+            return value
         if t is TirCallDoc:
             if not m.args and not m.dtype:
                 raise _LoadError((p, "dtype"), "a tir.Call without arguments needs a dtype")
@@ -306,6 +328,8 @@ class _Reader:
                                 self.stmt(m.body, (p, "body")), span=span)
         if t is EvaluateDoc:
             return tir.Evaluate(self.prim(m.value, (p, "value")), span=span)
+        if t is NestDoc:
+            return self.nest(m, p)
         if t is BlockDoc:
             if len(m.iter_vars) != len(m.iter_values):
                 raise _LoadError((p, "iter_values"), f"a block needs one binding per axis: "
@@ -324,6 +348,38 @@ class _Reader:
                              [self.region(r, ((p, "writes"), i)) for i, r in enumerate(m.writes)],
                              self.attrs(m.annotations, (p, "annotations")) or None, span=span)
         raise _LoadError(p, f"unexpected {t.__name__}")  # pragma: no cover
+
+    def nest(self, m: NestDoc, p: Any) -> tir.Stmt:
+        """A ``tir.Nest``: its scopes wrapped around its body, innermost first
+        (a loop: a chain may hold thousands of lets)."""
+        self._needs_version_2("tir.Nest", p)
+        out = self.stmt(m.body, (p, "body"))
+        for i in range(len(m.scopes) - 1, -1, -1):
+            sc = m.scopes[i]
+            q = ((p, "scopes"), i)
+            t = type(sc)
+            span = _mk_span(sc.span)
+            if t is LetScopeDoc:
+                var = self._ref(self.tir_vars, sc.var, "tir var", (q, "var"))
+                out = tir.LetStmt(var, self.prim(sc.value, (q, "value")), out, span=span)
+            elif t is SeqScopeDoc:
+                stmts = [self.stmt(x, ((q, "stmts"), k)) for k, x in enumerate(sc.stmts)]
+                out = tir.SeqStmt([*stmts, out], span=span)
+            elif t is AllocateScopeDoc:
+                out = tir.Allocate(self._ref(self.buffers, sc.buffer, "buffer", (q, "buffer")),
+                                   out, span=span)
+            elif t is AttrScopeDoc:
+                out = tir.AttrStmt(sc.key, self.attr_value(sc.value, (q, "value")), out,
+                                   span=span)
+            else:  # ElseIfScopeDoc
+                out = tir.IfThenElse(self.prim(sc.condition, (q, "condition")),
+                                     self.stmt(sc.then_case, (q, "then_case")), out, span=span)
+        return out
+
+    def _needs_version_2(self, what: str, p: Any) -> None:
+        if self.version < 2:
+            raise _LoadError((p, "node"), f"{what} is a format version 2 node, but the "
+                             f"document says version {self.version}")
 
     def region(self, m: BufferRegionDoc, p: Any) -> tir.BufferRegion:
         buf = self._ref(self.buffers, m.buffer, "buffer", (p, "buffer"))
@@ -538,7 +594,7 @@ def _load(text: str | bytes) -> IRModule:
         doc = ModuleDoc.model_validate_json(text)
     except ValidationError as exc:
         raise _schema_error(exc) from None
-    reader = _Reader()
+    reader = _Reader(doc.version)
     try:
         reader.tables(doc)
         functions: dict[str, Any] = {}

@@ -84,15 +84,50 @@ class _Writer:
         if type(e) is tir.IntImm or type(e) is tir.Var:
             return self._prim(e)
         self._enter()
-        out = self._prim(e)
+        if type(e) is tir.Select and type(e.false_value) is tir.Select:
+            out = self._select_chain(e)
+        else:
+            out = self._prim(e)
         self.depth -= 1
         return out
 
     def stmt(self, s: tir.Stmt) -> dict:
         self._enter()
-        out = self._stmt(s)
+        scopes, body = _scope_chain(s)
+        out = self._nest(scopes, body) if len(scopes) >= 2 else self._stmt(s)
         self.depth -= 1
         return out
+
+    # Chains whose length is not bounded by the program's structure (lets, the
+    # statements after each let, else-ifs, selects) are written as lists: the
+    # reader's nesting limit would otherwise bound the chain (issue 17).
+    def _nest(self, scopes: list[tir.Stmt], body: tir.Stmt) -> dict:
+        out = []
+        for s in scopes:
+            t = type(s)
+            if t is tir.LetStmt:
+                d = {"node": "tir.LetStmt", "var": self.tvar(s.var), "value": self.prim(s.value)}
+            elif t is tir.SeqStmt:
+                d = {"node": "tir.SeqStmt", "stmts": [self.stmt(x) for x in s.stmts[:-1]]}
+            elif t is tir.Allocate:
+                d = {"node": "tir.Allocate", "buffer": self.buffer(s.buffer)}
+            elif t is tir.AttrStmt:
+                d = {"node": "tir.AttrStmt", "key": s.key,
+                     "value": self.attr_value(s.value, f"T.attr {s.key!r}")}
+            else:  # IfThenElse with an else case
+                d = {"node": "tir.IfThenElse", "condition": self.prim(s.condition),
+                     "then_case": self.stmt(s.then_case)}
+            out.append(_with_span(d, s))
+        return {"node": "tir.Nest", "scopes": out, "body": self.stmt(body)}
+
+    def _select_chain(self, e: tir.Select) -> dict:
+        cases = []
+        while type(e) is tir.Select:
+            cases.append(_with_span({"condition": self.prim(e.condition),
+                                     "true_value": self.prim(e.true_value),
+                                     "dtype": e.dtype}, e))
+            e = e.false_value
+        return {"node": "tir.SelectChain", "cases": cases, "false_value": self.prim(e)}
 
     def sinfo(self, s: StructInfo) -> dict:
         self._enter()
@@ -415,6 +450,31 @@ class _Writer:
             append(x)
         kind = "DataflowBlock" if isinstance(b, DataflowBlock) else "BindingBlock"
         return _with_span({"node": kind, "bindings": bindings}, b)
+
+
+def _scope_chain(s: tir.Stmt) -> tuple[list[tir.Stmt], tir.Stmt]:
+    """The statements from ``s`` on that each continue in one next statement
+    (a let's body, a SeqStmt's last statement, an allocation's or attribute's
+    body, an else case), and the statement the chain ends in."""
+    scopes = []
+    while True:
+        t = type(s)
+        if t is tir.LetStmt or t is tir.Allocate or t is tir.AttrStmt:
+            nxt = s.body
+        elif t is tir.IfThenElse and s.else_case is not None:
+            nxt = s.else_case
+        elif t is tir.SeqStmt and len(s.stmts) >= 2 and _continues(s.stmts[-1]):
+            nxt = s.stmts[-1]  # a SeqStmt is flat: its last statement is not one
+        else:
+            return scopes, s
+        scopes.append(s)
+        s = nxt
+
+
+def _continues(s: tir.Stmt) -> bool:
+    t = type(s)
+    return (t is tir.LetStmt or t is tir.Allocate or t is tir.AttrStmt
+            or (t is tir.IfThenElse and s.else_case is not None))
 
 
 def _dim_key(d: Any) -> Any:

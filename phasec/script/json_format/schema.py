@@ -10,10 +10,16 @@ from typing_extensions import TypeAliasType
 from ...ir import tir
 from ...ir.phase import Phase
 
-__all__ = ["json_schema", "FORMAT_NAME", "FORMAT_VERSION", "MAX_DEPTH", "ModuleDoc"]
+__all__ = ["json_schema", "FORMAT_NAME", "FORMAT_VERSION", "READABLE_VERSIONS", "MAX_DEPTH",
+           "ModuleDoc"]
 
 FORMAT_NAME = "phasec.ir_module"
-FORMAT_VERSION = 1
+#: 2: chains of nested TIR scopes (lets, else-ifs...) and of selects written flat
+#: (``tir.Nest``, ``tir.SelectChain``); version 1 documents (which never have
+#: them) still read.
+FORMAT_VERSION = 2
+#: the versions :func:`from_json` reads
+READABLE_VERSIONS = (1, 2)
 #: About how many levels of JSON nesting a document may have: pydantic's JSON
 #: parser stops at 200 (a chain of ~190 nested TIR operations).
 MAX_DEPTH = 200
@@ -109,12 +115,31 @@ class BufferLoadDoc(_Node):
     dtype: Optional[Dtype] = None
 
 
+class SelectCaseDoc(_Node):
+    """One ``condition ? true_value :`` of a :class:`SelectChainDoc`."""
+
+    condition: "PrimExprDoc"
+    true_value: "PrimExprDoc"
+    dtype: Optional[Dtype] = None
+
+
+class SelectChainDoc(_Node):
+    """Selects nested in their ``false_value`` (an else-if chain; ``stack`` of
+    many tensors legalizes to one), written flat so that the chain's length
+    does not nest the document: ``Select(c0, t0, Select(c1, t1, f))`` is
+    ``{"cases": [{c0, t0}, {c1, t1}], "false_value": f}``."""
+
+    node: Literal["tir.SelectChain"]
+    cases: list[SelectCaseDoc] = Field(min_length=1)
+    false_value: "PrimExprDoc"
+
+
 #: A TIR expression: a bare integer is an int64 ``IntImm``; anything else is an
 #: object whose ``node`` names its kind.
 PrimExprDoc = Union[
     int,
     Annotated[Union[TirVarRef, IntImmDoc, FloatImmDoc, BinaryOpDoc, NotDoc, CastDoc, SelectDoc,
-                    TirCallDoc, BufferLoadDoc], Field(discriminator="node")],
+                    SelectChainDoc, TirCallDoc, BufferLoadDoc], Field(discriminator="node")],
 ]
 
 # -- TIR statements ---------------------------------------------------------
@@ -200,9 +225,67 @@ class BlockDoc(_Node):
     annotations: "Attrs" = Field(default_factory=dict)
 
 
+# A scope of a tir.Nest: a statement without the part the chain continues in.
+
+class LetScopeDoc(_Node):
+    """``LetStmt(var, value, <rest>)``."""
+
+    node: Literal["tir.LetStmt"]
+    var: Id
+    value: PrimExprDoc
+
+
+class SeqScopeDoc(_Node):
+    """``SeqStmt([*stmts, <rest>])``."""
+
+    node: Literal["tir.SeqStmt"]
+    stmts: list["StmtDoc"] = Field(min_length=1)
+
+
+class AllocateScopeDoc(_Node):
+    """``Allocate(buffer, <rest>)``."""
+
+    node: Literal["tir.Allocate"]
+    buffer: Id
+
+
+class AttrScopeDoc(_Node):
+    """``AttrStmt(key, value, <rest>)``."""
+
+    node: Literal["tir.AttrStmt"]
+    key: str
+    value: "AttrValue"
+
+
+class ElseIfScopeDoc(_Node):
+    """``IfThenElse(condition, then_case, <rest>)``: the rest is the else case."""
+
+    node: Literal["tir.IfThenElse"]
+    condition: PrimExprDoc
+    then_case: "StmtDoc"
+
+
+ScopeDoc = Annotated[
+    Union[LetScopeDoc, SeqScopeDoc, AllocateScopeDoc, AttrScopeDoc, ElseIfScopeDoc],
+    Field(discriminator="node"),
+]
+
+
+class NestDoc(_Node):
+    """Statements each continuing in the next (a chain of lets, the statements
+    after a let, buffer allocations, attributes, else-ifs), written flat so
+    that the chain's length does not nest the document: ``scopes[0]`` holds
+    ``scopes[1]``, ... the last holds ``body``. phasec's legalization of bicubic
+    grid_sample is a chain of ~250 lets."""
+
+    node: Literal["tir.Nest"]
+    scopes: list[ScopeDoc] = Field(min_length=1)
+    body: "StmtDoc"
+
+
 StmtDoc = Annotated[
     Union[BufferStoreDoc, SeqStmtDoc, ForDoc, IfThenElseDoc, AllocateDoc, LetStmtDoc,
-          AttrStmtDoc, EvaluateDoc, BlockDoc],
+          AttrStmtDoc, EvaluateDoc, BlockDoc, NestDoc],
     Field(discriminator="node"),
 ]
 
@@ -524,7 +607,7 @@ class ModuleDoc(_Model):
     """A whole IRModule."""
 
     format: Literal["phasec.ir_module"]
-    version: Literal[1]
+    version: Literal[READABLE_VERSIONS]  # type: ignore[valid-type]
     phase: Optional[Literal[tuple(p.label for p in Phase)]] = None  # type: ignore[valid-type]
     attrs: Attrs = Field(default_factory=dict)
     tir_vars: list[TirVarDef] = Field(default_factory=list)
