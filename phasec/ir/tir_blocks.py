@@ -87,6 +87,8 @@ def _is_zero(e: tir.PrimExpr) -> bool:
 
 def _loop_vars_used(roots: Any, loops: Mapping[int, tir.For]) -> list[tir.Var]:
     """The enclosing loops' variables mentioned under ``roots``, in order of first mention."""
+    if not loops:
+        return []  # a block outside every loop: nothing to look for
     found: dict[int, tir.Var] = {}
     stack = [roots]
     while stack:
