@@ -11,7 +11,10 @@ the lowering phase (2) this pass makes the allocation explicit::
     y = alloc
 
 Several outputs (a tuple ``out_sinfo``) get one allocation each and
-``y = (alloc, alloc1)``. The kernel's scalar parameters (``tir_vars``) are
+``y = (alloc, alloc1)``. Scalar operands in the argument tuple
+(``R.prim_value(m)``, how phasec's LegalizeOps and TVM 0.27 pass a kernel's
+scalar parameters) stay in place, before the outputs. A ``tir_vars`` operand
+(written by other producers; phasec's LegalizeOps no longer emits one) is
 passed after the outputs as ``R.prim_value`` operands, one per dimension:
 the form both the VM code generator and the reference interpreter call a
 PrimFunc with. ``R.call_dps_packed(f, (a,), out_sinfo)`` becomes

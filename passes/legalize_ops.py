@@ -42,9 +42,12 @@ shapes share one ``cls.add``. Kernel names come from the operator (``add``,
 deterministic suffixes (``add1``, ``add2``...); functions are processed in
 name order, so the result does not depend on dictionary order.
 
-Symbolic shapes: a dimension that no input buffer binds (``n`` in
-``R.zeros(R.shape([n, 4]))``) becomes a scalar PrimFunc parameter passed
-through ``call_tir``'s ``tir_vars`` (see legalize.py's calling convention).
+Symbolic shapes: a dimension that an output buffer binds (``n`` in
+``R.zeros(R.shape([n, 4]))``) is read from that buffer's shape, as TVM's
+LegalizeOps does; one that no buffer has as a bare dimension (``n`` in
+``R.zeros(R.shape([2 * n]))``) becomes a scalar PrimFunc parameter passed
+in the argument tuple as ``R.prim_value(n)`` (see legalize.py's calling
+convention); phasec never emits ``tir_vars``.
 For a fused group the group's own symbolic variables are mapped to the
 caller's by matching the group's parameter struct info against the call's
 arguments.
@@ -65,7 +68,7 @@ from typing import Any
 from phasec.errors import PhasecError, StructInfoError
 from phasec.ir import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExprMutator,
-    Function, GlobalVar, IRModule, MatchCast, Op, Phase, PrimStructInfo, ShapeExpr,
+    Function, GlobalVar, IRModule, MatchCast, Op, Phase, PrimStructInfo, PrimValue,
     ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var,
     VarBinding, structural_equal, structural_hash, tir,
 )
@@ -449,9 +452,10 @@ class _FunctionLegalizer(ExprMutator):
 
     def _call_tir(self, kernel: str, args: Sequence[Expr], tir_vars: list[tir.PrimExpr],
                   out: StructInfo) -> Call:
-        operands: list[Expr] = [GlobalVar(kernel), Tuple(list(args))]
-        if tir_vars:
-            operands.append(ShapeExpr(tuple(tir_vars)))
+        # The kernel's scalar parameters follow its input buffers: they are
+        # passed in the argument tuple (TVM 0.27's call_tir has no tir_vars).
+        scalars = [PrimValue(v) for v in tir_vars]
+        operands: list[Expr] = [GlobalVar(kernel), Tuple([*args, *scalars])]
         return Call(op_expr("relax.call_tir"), operands, None, (out,), struct_info=out)
 
 

@@ -68,7 +68,7 @@ def check_call(call, values, hints=(True, False), rtol=1e-5, atol=1e-6, dims=Non
         ins = [np.asarray(_value(a, values, env)) for a in low.args]
         outs = [np.zeros(e.shape, e.dtype) for e in expected]
         scalars = [int(eval_prim_expr(v, env)) for v in low.tir_vars]
-        run_prim_func(low.prim_func, ins + outs + scalars)
+        run_prim_func(low.prim_func, ins + scalars + outs)  # scalars before outputs
         for got, exp in zip(outs, expected):
             assert got.dtype == exp.dtype
             np.testing.assert_allclose(got, exp, rtol=rtol, atol=atol)
@@ -462,13 +462,30 @@ def test_symbolic_shapes_with_two_sizes(make):
         check_call(call, values, hints=(True,), dims={N: size})
 
 
-def test_output_only_dims_become_scalar_params():
+def test_output_dims_are_bound_by_the_output_buffer():
+    # as TVM 0.27's LegalizeOps: the output buffer's shape binds n, no scalar
     low = lower_call(call_op("zeros", ShapeExpr((N, 2)), dtype="float32"))
-    params = low.prim_func.params
-    assert isinstance(params[-1], tir.Var) and params[-1].name == "n" and params[-1] is not N
-    assert low.tir_vars == (N,)
+    (out,) = low.prim_func.params
+    assert isinstance(out, tir.Buffer) and out.shape[0].name == "n" and out.shape[0] is not N
+    assert low.tir_vars == ()
+    out_arr = np.ones((5, 2), "float32")
+    run_prim_func(low.prim_func, [out_arr])      # n read from the array's shape
+    np.testing.assert_array_equal(out_arr, np.zeros((5, 2), "float32"))
     low = lower_call(call_op("add", tvar("a", (N, 4)), tvar("bb", (4,))))
     assert low.tir_vars == ()                    # n is bound by the input buffer
+
+
+def test_dims_no_buffer_binds_become_scalar_params_before_the_outputs():
+    # n appears only as 2 * n: a scalar parameter after the inputs, before the
+    # outputs (TVM 0.27's order: call_tir passes it in its argument tuple)
+    x = tvar("x", (1,))
+    low = lower_call(call_op("broadcast_to", x, ShapeExpr((N * 2,))))
+    a, n, out = low.prim_func.params
+    assert isinstance(a, tir.Buffer) and isinstance(n, tir.Var) and isinstance(out, tir.Buffer)
+    assert n.name == "n" and n is not N and low.tir_vars == (N,)
+    out_arr = np.zeros((6,), "float32")
+    run_prim_func(low.prim_func, [np.array([2.5], "float32"), 3, out_arr])
+    np.testing.assert_array_equal(out_arr, np.full((6,), 2.5, "float32"))
 
 
 # ---------------------------------------------------------------------------

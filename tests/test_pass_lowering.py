@@ -232,27 +232,42 @@ def test_legalize_ops_out_sinfo_and_args_of_call_tir():
     assert len(first.args) == 2  # no tir_vars: n is bound by x's buffer
 
 
-def test_legalize_ops_passes_output_only_dims_through_tir_vars():
+def test_legalize_ops_binds_output_only_dims_without_tir_vars():
+    # As TVM 0.27's LegalizeOps: n of R.zeros(R.shape([n, 3])) is bound by the
+    # kernel's output buffer; n of R.shape([n * 2]), which no buffer has as a
+    # bare dimension, is a scalar parameter passed in the argument tuple as
+    # R.prim_value(n), before the outputs. No call_tir has a tir_vars operand.
     mod = phasec.parse('''
 @I.ir_module
 class Module:
     I.module_attrs({"phase": "optimization"})
     @R.function
-    def main(x: R.Tensor(("n", 3), "float32")) -> R.Tensor(("n", 3), "float32"):
+    def main(x: R.Tensor(("n", 3), "float32")) -> R.Tuple(R.Tensor(("n", 3), "float32"), R.Tensor(("n * 2",), "float32")):
         n = T.int64()
         z = R.zeros(R.shape([n, 3]), "float32")
         gv = R.add(x, z)
-        return gv
+        w = R.ones(R.shape([n * 2]), "float32")
+        return (gv, w)
 ''')
     out = run_pass("LegalizeOps", mod)
-    call = bindings(out["main"])[0].value
-    assert call.args[0].name_hint == "zeros"
-    assert isinstance(call.args[2], ShapeExpr)
-    (n,) = call.args[2].values
+    calls = [b.value for b in bindings(out["main"]) if isinstance(b.value, Call)]
+    assert all(len(c.args) == 2 for c in calls)  # (kernel, argument tuple): no tir_vars
+    zeros, ones = (next(c for c in calls if c.args[0].name_hint == k) for k in ("zeros", "ones"))
+    assert zeros.args[1].fields == () and not any(isinstance(p, tir.Var)
+                                                   for p in out["zeros"].params)
+    (n,) = [f.value for f in ones.args[1].fields if isinstance(f, PrimValue)]
     assert n is mod["main"].params[0].struct_info.shape[0]
-    scalars = [p for p in out["zeros"].params if isinstance(p, tir.Var)]
-    assert len(scalars) == 1
-    assert_same_results(mod, out, rand(4, 3))
+    scalar, buf = out["ones"].params
+    assert isinstance(scalar, tir.Var) and isinstance(buf, tir.Buffer)
+    x = rand(4, 3)
+    lowered = run_pass("CallTIRRewrite", get_pass("RemovePurityChecking")(out))
+    for m in (out, lowered):
+        gv, w = interpret(m, x)
+        np.testing.assert_array_equal(gv, x)
+        np.testing.assert_array_equal(w, np.ones(8, "float32"))
+    gv, w = VirtualMachine(phasec.build(mod))["main"](x[:2])  # the whole pipeline, native
+    np.testing.assert_array_equal(np.asarray(gv), x[:2])
+    np.testing.assert_array_equal(np.asarray(w), np.ones(4, "float32"))
 
 
 def test_legalize_ops_deduplicates_kernels_and_names_them_deterministically():
@@ -541,9 +556,9 @@ class Module:
     direct = [b.value for b in bindings(main) if isinstance(b.value, Call)
               and isinstance(b.value.op, GlobalVar)]
     assert [c.op.name_hint for c in direct] == ["zeros", "add", "split"]
-    # zeros: no inputs, one output, the scalar n as a prim value
+    # zeros: no inputs, one output whose shape binds n (no scalar)
     zeros = direct[0]
-    assert isinstance(zeros.args[1], PrimValue) and zeros.args[1].value is n
+    assert len(zeros.args) == 1 and zeros.args[0].struct_info.shape[0] is n
     # split: two allocations, bound as a tuple
     split_binding = [b for b in bindings(main) if b.var.name_hint == "s"][0]
     assert isinstance(split_binding.value, Tuple) and len(split_binding.value.fields) == 2

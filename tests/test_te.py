@@ -303,8 +303,9 @@ def test_symbolic_shapes_use_fresh_variables_and_scalar_params():
     n, m = T.Var("n"), T.Var("m")
     A = te.placeholder((n, 4), "float32", "A")
     B = te.compute((n, 4), lambda i, j: A[i, j] * 2.0, name="B")
-    # m only appears in an output: it becomes a scalar parameter.
-    Z = te.compute((m, 2), lambda i, j: T.FloatImm(1.0), name="Z")
+    # m only appears in an output, inside an expression (2 * m): no buffer
+    # binds it, so it becomes a scalar parameter.
+    Z = te.compute((m * 2, 2), lambda i, j: T.FloatImm(1.0), name="Z")
     lowered = te.lower([A, B, Z])
     func = lowered.prim_func
     assert [type(p).__name__ for p in func.params] == ["Buffer", "Buffer", "Buffer", "Var"]
@@ -314,10 +315,23 @@ def test_symbolic_shapes_use_fresh_variables_and_scalar_params():
     assert lowered.shape_vars[n] is func.params[0].shape[0]
     for rows, cols in ((2, 3), (5, 1)):
         a = rand(rows, 4)
-        b, z = np.zeros((rows, 4), "float32"), np.zeros((cols, 2), "float32")
+        b, z = np.zeros((rows, 4), "float32"), np.zeros((2 * cols, 2), "float32")
         run_prim_func(func, [a, b, z, cols])
         np.testing.assert_array_equal(b, a * 2)
-        np.testing.assert_array_equal(z, np.ones((cols, 2)))
+        np.testing.assert_array_equal(z, np.ones((2 * cols, 2)))
+
+
+def test_a_bare_output_dimension_is_bound_by_the_output_buffer():
+    # as TVM's create_prim_func: m is read from the output buffer's shape
+    m = T.Var("m")
+    Z = te.compute((m, 2), lambda i, j: T.FloatImm(1.0), name="Z")
+    lowered = te.lower([Z])
+    (buf,) = lowered.prim_func.params
+    assert lowered.scalar_params == () and buf.shape[0] is lowered.shape_vars[m]
+    for rows in (1, 4):
+        z = np.zeros((rows, 2), "float32")
+        run_prim_func(lowered.prim_func, [z])
+        np.testing.assert_array_equal(z, np.ones((rows, 2)))
 
 
 def test_parallel_and_vectorize_hints_depend_on_size():

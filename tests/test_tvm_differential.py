@@ -31,13 +31,6 @@ Where the two disagree by design (not tested as agreement):
   with-statement"); it reads only the assignment form, whose scope is the
   rest of the list (an open printer question, found when the generator
   began drawing every operator).
-* A ``call_tir`` passing symbolic variables (``tir_vars=R.shape([m])``, what
-  phasec's LegalizeOps adds when a kernel's output shape names a variable
-  its inputs do not) is left out of the acceptance property: TVM 0.27's
-  ``R.call_tir`` has no such argument (its printer writes the shape as a
-  positional argument after ``out_ty=``, which Python cannot parse), and its
-  own LegalizeOps binds the variable from the output buffer's shape instead.
-  Lowering without tir_vars, as TVM does, is an open item.
 * Kernels with a float ``%`` (phasec's exact floor remainder, numpy's mod,
   from legalizing floor_mod/mod on floats) are left out of the acceptance
   property: TVM's TIR takes ``%`` on integers only (TVM legalizes a float
@@ -106,7 +99,6 @@ def test_tvm_accepts_every_generated_module(data: st.DataObject) -> None:
     text = mod.script()
     assume(not _has_phasec_only_operator(text))
     assume("with T.decl_buffer(" not in text)
-    assume("tir_vars=" not in text)
     assert _tvm_accepts(text), text
 
 

@@ -434,8 +434,12 @@ class _Lowering:
         return stmt
 
     def _scalar_params(self, params: list[Buffer | Var], body: Stmt) -> list[Var]:
+        # A bare symbolic dimension of any buffer parameter, input or output,
+        # is bound by the buffer's shape (as TVM's create_prim_func does), so
+        # only a variable every buffer has inside an expression (``2 * n``)
+        # needs a scalar parameter.
         bound: set[int] = set()
-        for p in params[:len(self.inputs)]:
+        for p in params:
             for d in p.shape:
                 if isinstance(d, Var):
                     bound.add(id(d))

@@ -15,15 +15,18 @@ the shared TE helpers). This module holds what is common to all of them:
   computed together with its elementwise epilogue (see :mod:`phasec.ir.te`
   for the difference between inlining and fusion).
 
-**PrimFunc calling convention** (what ``call_tir`` passes): the input buffers
-(one per tensor operand, in operand order, tuple operands flattened; 0-d
-constants are folded into the kernel instead), then the output buffers
-(several for a tuple result, e.g. ``split``), then one int64 scalar
-parameter per symbolic dimension that no input buffer binds as a bare
-dimension (e.g. the ``n`` of ``R.zeros(R.shape([n, 4]))``), passed through
-``call_tir``'s ``tir_vars``. :class:`LoweredCall` lists exactly these: the
-Relax operands for the input buffers and the Relax-level values for the
-scalar parameters.
+**PrimFunc calling convention** (what ``call_tir`` passes, TVM 0.27's): the
+input buffers (one per tensor operand, in operand order, tuple operands
+flattened; 0-d constants are folded into the kernel instead), then one int64
+scalar parameter per symbolic dimension that no buffer, input or output,
+has as a bare dimension (the ``n`` of ``R.zeros(R.shape([2 * n]))``; the
+``n`` of ``R.zeros(R.shape([n, 4]))`` is bound by the output buffer's
+shape), then the output buffers (several for a tuple result, e.g.
+``split``). ``call_tir`` passes the scalars in its argument tuple, after the
+tensors, as ``R.prim_value`` (TVM 0.27's ``R.call_tir`` has no ``tir_vars``
+operand; phasec still reads one, written by other producers).
+:class:`LoweredCall` lists exactly these: the Relax operands for the input
+buffers and the Relax-level values for the scalar parameters.
 
 Importing this module imports the operator definitions, so the registries
 are complete for whoever reads them.
@@ -34,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import te
+from .. import te, tir
 from ..expr import (
     Call, Constant, Expr, Function, MatchCast, Op, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
@@ -73,7 +76,8 @@ class LoweredCall:
     non-scalar constants of its body; a field of a tuple-typed operand is a
     ``TupleGetItem``). ``tir_vars``: the Relax-level values (symbolic
     variables of the caller, or of the fused function) of the scalar
-    parameters, in order; empty when there are none. ``out_sinfo``: the
+    parameters, in order (``call_tir`` passes them as ``R.prim_value``
+    after ``args``); empty when there are none. ``out_sinfo``: the
     struct info of the result (a TupleStructInfo for several outputs).
     """
 
@@ -173,7 +177,18 @@ def _finish_outputs(outputs: list[Tensor]) -> list[Tensor]:
 def _build(inputs: _Inputs, outputs: list[Tensor], out_sinfo: StructInfo,
            schedule_hints: Any) -> LoweredCall:
     lowered = te.lower(inputs.tensors + _finish_outputs(outputs), schedule_hints)
-    return LoweredCall(lowered.prim_func, tuple(inputs.args), lowered.scalar_params, out_sinfo)
+    func = lowered.prim_func
+    if lowered.scalar_params:
+        # te puts the scalar parameters last; call_tir passes them in its
+        # argument tuple (as R.prim_value), so they go right after the input
+        # buffers, before the outputs (TVM 0.27's convention: its call_tir
+        # has no separate tir_vars operand).
+        n_in = len(inputs.tensors)
+        buffers = [p for p in func.params if not isinstance(p, tir.Var)]
+        scalars = [p for p in func.params if isinstance(p, tir.Var)]
+        func = tir.PrimFunc((*buffers[:n_in], *scalars, *buffers[n_in:]), func.body,
+                            func.attrs, span=func.span)
+    return LoweredCall(func, tuple(inputs.args), lowered.scalar_params, out_sinfo)
 
 
 def lower_call(call: Call, schedule_hints: Any = True) -> LoweredCall:
