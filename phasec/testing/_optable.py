@@ -787,13 +787,7 @@ OP_GENS: list[OpGen] = [
 #: declaration in the registry (:mod:`phasec.ir.op._draw`) or from its
 #: elementwise reference (:mod:`phasec.testing._opderived`); an operator that
 #: cannot be drawn goes here with the reason (a test keeps the list exact).
-UNGENERATED: dict[str, str] = {
-    "relax.multinomial_from_uniform": (
-        "its draw (probabilities, uniform samples, row indices) was declared, but adding it to "
-        "the generator's choices left test_minimal_examples_are_small's derandomized shrink at "
-        "a 13-binding nested-function example; out of issue 13's scope, left out until the "
-        "shrink is made robust to the number of operators"),
-}
+UNGENERATED: dict[str, str] = {}
 
 
 def all_op_gens() -> list[OpGen]:

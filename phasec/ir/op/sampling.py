@@ -19,6 +19,7 @@ from .. import arith, te
 from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, IntImm, Select
 from ._common import OpPattern, as_dtype, attrs_of, check_indices, define, err, tensor_arg
+from ._draw import declares_draw
 from ._lowering import _out, _tensor, legalizes
 from ._tirgen import checked
 
@@ -96,3 +97,15 @@ def _multinomial_te(call, inputs):
     last = arith.simplify(BinaryOp("-", vocab, IntImm(1, "int64")))
     return te.compute(out.shape, lambda i, j: te.cast(BinaryOp("min", cnt[i, j], last),
                                                       out.dtype), name="T_multinomial")
+
+
+def _draw(ctx):
+    # rows in range, not from the end: TVM 0.27 does not read negative
+    # indices (phasec does, as numpy; the unit tests cover them)
+    batch, vocab = ctx.shape
+    n = ctx.integers(1, 4)
+    return ((ctx.x, ctx.const((n, 1), 0.0, 1.0), ctx.indices((n, 1), batch)),
+            {"dtype": "int64"})
+
+
+declares_draw("multinomial_from_uniform", ranks=(2,), build=_draw, out="index")
