@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from ..errors import PhasecError
 from ..ir.expr import Constant, Tuple
 from ..ir.op import call_op
-from ..ir.op._draw import Draw
+from ..ir.op._draw import Draw, Elementwise
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
-from ._optable import OpGen
+from ._optable import OpGen, elementwise_generator
 from ._values import BOOL, FLOAT, INT, OPAQUE, Val, const_dim, hull, iv_ok
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ class Declared(OpGen):
         self.spec = spec
         self.kinds = tuple(dict.fromkeys(_KIND[d] for d in spec.dtypes))
         self.min_rank = min(spec.ranks)
+        self.order = spec.order
 
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         s = self.spec
@@ -181,15 +182,19 @@ class Declared(OpGen):
         return float(iv[0]), float(iv[1])
 
 
-def declared_generators(skip: set[str] | frozenset[str]) -> list[Declared]:
+def declared_generators(skip: set[str] | frozenset[str]) -> list[OpGen]:
     """One generator per registered compute operator with a draw declaration
-    (those in ``skip``, the hand-written table's, excepted), by name."""
+    (those in ``skip``, the hand-written table's, excepted), in registry order."""
     from ..ir.op import list_ops
 
-    out = []
+    out: list[OpGen] = []
     for opdef in list_ops():
         spec = opdef.draw
-        if spec is not None and opdef.name not in skip:
+        if spec is None or opdef.name in skip:
+            continue
+        if isinstance(spec, Elementwise):
+            out.append(elementwise_generator(opdef.name, spec))
+        else:
             out.append(Declared(opdef.name, spec))
     return out
 

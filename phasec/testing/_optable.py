@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from ..ir.expr import ShapeExpr, Tuple
 from ..ir.op import call_op
+from ..ir.op._draw import Elementwise, draw_of
 from ._values import (
     BOOL, FLOAT, INT, VALUE_CAP, Val, broadcast_ok, const_dim, dim_max, dims_equal, hull,
     iv_ok, numel_max,
@@ -38,26 +39,6 @@ __all__ = ["OpGen", "OP_GENS", "UNGENERATED", "op_names", "all_op_gens"]
 Interval = tuple[float, float]
 
 
-def _corners(f: Callable[[float, float], float], a: Interval, b: Interval) -> Interval | None:
-    try:
-        vals = [f(x, y) for x in a for y in b]
-    except (OverflowError, ZeroDivisionError, ValueError):
-        return None
-    return min(vals), max(vals)
-
-
-def _mono(f: Callable[[float], float], iv: Interval) -> Interval | None:
-    """The image of an interval under a monotonic (increasing) function."""
-    try:
-        return f(iv[0]), f(iv[1])
-    except (OverflowError, ValueError, ZeroDivisionError):
-        return None
-
-
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x > -60 else 0.0
-
-
 class OpGen:
     """How to generate calls of one operator (override the hooks)."""
 
@@ -66,6 +47,9 @@ class OpGen:
     #: kinds of the first operand this op accepts
     kinds: tuple[str, ...] = (FLOAT,)
     min_rank = 0
+    #: the operator's place among the simplest (hypothesis shrinks towards
+    #: the first); None: after those with one
+    order: int | None = None
 
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return x.kind in self.kinds and x.rank >= self.min_rank
@@ -90,25 +74,38 @@ class OpGen:
         ``exp`` (log, sqrt, rsqrt and power need one)."""
         if x.kind != FLOAT:
             return None
-        iv = _exp((x.lo, x.hi))
+        iv = draw_of("exp").interval((x.lo, x.hi))
         if iv is None:
             return None
         return g.emit(call_op("relax.exp", x.expr), FLOAT, iv, hint="pos")
 
 
 # ---------------------------------------------------------------------------
-# Elementwise unary
+# Elementwise operators (from their registry declaration)
 # ---------------------------------------------------------------------------
 
-class Unary(OpGen):
-    """``op(x)`` elementwise; ``iv`` maps the operand's interval (None: not safe)."""
+_KINDS = {"float32": FLOAT, "int32": INT, "bool": BOOL}
 
-    def __init__(self, name: str, iv: Callable[[Interval], Interval | None],
-                 kinds: tuple[str, ...] = (FLOAT,), out_kind: str | None = None) -> None:
+
+def _kinds(dtypes: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(_KINDS[d] for d in dtypes)
+
+
+def elementwise_generator(name: str, spec: Elementwise) -> OpGen:
+    """The generator of an operator declaring an :class:`Elementwise` draw."""
+    return (Unary if spec.arity == 1 else Binary)(name, spec)
+
+
+class Unary(OpGen):
+    """``op(x)`` elementwise; ``iv`` maps the operand's interval (None: not safe).
+    Made from the operator's :class:`~phasec.ir.op._draw.Elementwise` declaration."""
+
+    def __init__(self, name: str, spec: Elementwise) -> None:
         self.name = name
-        self.iv = iv
-        self.kinds = kinds
-        self.out_kind = out_kind
+        self.iv = spec.interval
+        self.kinds = _kinds(spec.dtypes)
+        self.out_kind = BOOL if spec.result == "bool" else None
+        self.order = spec.order
 
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return x.kind in self.kinds and (x.kind == BOOL or iv_ok(self.iv((x.lo, x.hi))))
@@ -117,41 +114,6 @@ class Unary(OpGen):
         kind = self.out_kind or x.kind
         iv = (0.0, 1.0) if kind == BOOL else self.iv((x.lo, x.hi))
         return g.emit(call_op(self.name, x.expr), kind, iv)
-
-
-def _abs(iv: Interval) -> Interval:
-    lo, hi = iv
-    m = max(abs(lo), abs(hi))
-    return (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), m
-
-
-def _exp(iv: Interval) -> Interval | None:
-    return _mono(math.exp, iv) if iv[1] <= 4.0 else None
-
-
-def _log(iv: Interval) -> Interval | None:
-    return _mono(math.log, iv) if iv[0] >= 0.05 else None
-
-
-def _sqrt(iv: Interval) -> Interval | None:
-    return _mono(math.sqrt, iv) if iv[0] >= 0.0 else None
-
-
-def _rsqrt(iv: Interval) -> Interval | None:
-    return (1 / math.sqrt(iv[1]), 1 / math.sqrt(iv[0])) if iv[0] >= 0.05 else None
-
-
-def _relu(iv: Interval) -> Interval:
-    return max(iv[0], 0.0), max(iv[1], 0.0)
-
-
-def _smooth_relu(floor: float) -> Callable[[Interval], Interval]:
-    # silu/gelu: bounded below by a small negative constant, above by relu
-    return lambda iv: (floor if iv[0] < 0 else 0.0, max(iv[1], 0.0))
-
-
-def _rounding(iv: Interval) -> Interval:
-    return math.floor(iv[0]), math.ceil(iv[1])
 
 
 # ---------------------------------------------------------------------------
@@ -166,14 +128,13 @@ class Binary(OpGen):
     may be drawn from (None: no constant operand).
     """
 
-    def __init__(self, name: str, iv: Callable[[Interval, Interval], Interval | None],
-                 const_range: Callable[[Interval], Interval | None] | None = None,
-                 kinds: tuple[str, ...] = (FLOAT, INT), out_kind: str | None = None) -> None:
+    def __init__(self, name: str, spec: Elementwise) -> None:
         self.name = name
-        self.iv = iv
-        self.kinds = kinds
-        self.out_kind = out_kind
-        self.const_range = const_range or (lambda a: (-2.0, 2.0))
+        self.iv = spec.interval
+        self.kinds = _kinds(spec.dtypes)
+        self.out_kind = BOOL if spec.result == "bool" else None
+        self.const_range = spec.const_range or (lambda a: (-2.0, 2.0))
+        self.order = spec.order
 
     def _ok(self, x: Val, y: Val) -> bool:
         if y.kind != x.kind or y.dtype != x.dtype or not broadcast_ok(x.shape, y.shape):
@@ -206,61 +167,6 @@ class Binary(OpGen):
         kind = self.out_kind or x.kind
         iv = (0.0, 1.0) if kind == BOOL else self.iv((x.lo, x.hi), (y.lo, y.hi))
         return g.emit(call_op(self.name, x.expr, y.expr), kind, iv)
-
-
-def _add(a: Interval, b: Interval) -> Interval:
-    return a[0] + b[0], a[1] + b[1]
-
-
-def _sub(a: Interval, b: Interval) -> Interval:
-    return a[0] - b[1], a[1] - b[0]
-
-
-def _mul(a: Interval, b: Interval) -> Interval | None:
-    return _corners(lambda x, y: x * y, a, b)
-
-
-def _away_from_zero(b: Interval) -> bool:
-    return b[0] >= 0.25 or b[1] <= -0.25
-
-
-def _div(a: Interval, b: Interval) -> Interval | None:
-    return _corners(lambda x, y: x / y, a, b) if _away_from_zero(b) else None
-
-
-def _floordiv(a: Interval, b: Interval) -> Interval | None:
-    q = _div(a, b)
-    return None if q is None else (math.floor(q[0]), math.floor(q[1]))
-
-
-def _pow(a: Interval, b: Interval) -> Interval | None:
-    if a[0] < 0.1 or a[1] > 8.0 or b[0] < -2.0 or b[1] > 2.0:
-        return None
-    return _corners(lambda x, y: x ** y, a, b)
-
-
-def _divisor_range(a: Interval) -> Interval:
-    return (0.5, 2.0)
-
-
-def _exponent_range(a: Interval) -> Interval:
-    return (-2.0, 2.0)
-
-
-def _compare(a: Interval, b: Interval) -> Interval:
-    return (0.0, 1.0)
-
-
-class Compare(Binary):
-    """Comparisons: numeric operands, a bool result."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name, _compare, kinds=(FLOAT, INT), out_kind=BOOL)
-
-
-class Logical(Binary):
-    def __init__(self, name: str) -> None:
-        super().__init__(name, _compare, kinds=(BOOL,), out_kind=BOOL)
 
 
 # ---------------------------------------------------------------------------
@@ -710,77 +616,44 @@ class Pool2d(OpGen):
 # The table
 # ---------------------------------------------------------------------------
 
-def _u(name: str, iv: Callable[[Interval], Interval | None], **kw: Any) -> Unary:
-    return Unary("relax." + name, iv, **kw)
-
-
-OP_GENS: list[OpGen] = [
-    Binary("relax.add", _add),
-    Binary("relax.multiply", _mul),
-    Binary("relax.subtract", _sub),
-    _u("negative", lambda iv: (-iv[1], -iv[0]), kinds=(FLOAT, INT)),
-    _u("exp", _exp),
-    _u("nn.relu", _relu),
-    _u("tanh", lambda iv: _mono(math.tanh, iv)),
-    Binary("relax.maximum", lambda a, b: (max(a[0], b[0]), max(a[1], b[1]))),
-    Binary("relax.minimum", lambda a, b: (min(a[0], b[0]), min(a[1], b[1]))),
-    Binary("relax.divide", _div, _divisor_range, kinds=(FLOAT,)),
-    Matmul(),
-    Reduce("relax.sum"),
-    _u("abs", _abs, kinds=(FLOAT, INT)),
-    _u("sigmoid", lambda iv: _mono(_sigmoid, iv)),
-    _u("log", _log),
-    _u("sqrt", _sqrt),
-    _u("rsqrt", _rsqrt),
-    _u("erf", lambda iv: _mono(math.erf, iv)),
-    _u("nn.silu", _smooth_relu(-0.28)),
-    _u("nn.gelu", _smooth_relu(-0.17)),
-    _u("nn.gelu_tanh", _smooth_relu(-0.17)),
-    _u("floor", _rounding),
-    _u("ceil", _rounding),
-    _u("round", _rounding),
-    _u("stop_fusion", lambda iv: iv, kinds=(FLOAT, INT, BOOL)),
-    Clip(),
-    Binary("relax.power", _pow, _exponent_range, kinds=(FLOAT,)),
-    Binary("relax.floor_divide", _floordiv, _divisor_range, kinds=(FLOAT,)),
-    Compare("relax.less"),
-    Compare("relax.greater"),
-    Compare("relax.less_equal"),
-    Compare("relax.greater_equal"),
-    Compare("relax.equal"),
-    Compare("relax.not_equal"),
-    Logical("relax.logical_and"),
-    Logical("relax.logical_or"),
-    _u("logical_not", lambda iv: (0.0, 1.0), kinds=(BOOL,), out_kind=BOOL),
-    Where(),
-    AsType(),
-    Reduce("relax.mean"),
-    Reduce("relax.max"),
-    Reduce("relax.min"),
-    Reduce("relax.prod"),
-    Softmax("relax.nn.softmax"),
-    Softmax("relax.nn.log_softmax"),
-    Norm("relax.nn.layer_norm"),
-    Norm("relax.nn.rms_norm"),
-    PermuteDims(),
-    ExpandDims(),
-    Squeeze(),
-    Flatten(),
-    Reshape(),
-    BroadcastTo(),
-    Concat(),
-    Split(),
-    StridedSlice(),
-    Take(),
-    Like("relax.zeros_like", 0.0),
-    Like("relax.ones_like", 1.0),
-    Fill("relax.zeros"),
-    Fill("relax.ones"),
-    Fill("relax.full"),
-    Conv2d(),
-    Pool2d("relax.nn.max_pool2d"),
-    Pool2d("relax.nn.avg_pool2d"),
-]
+#: The operators whose generator is written here, by their place among the
+#: simplest (see OpGen.order; the elementwise ones declare theirs in the
+#: registry, between these).
+OP_GENS: dict[int, OpGen] = {
+    10: Matmul(),
+    11: Reduce("relax.sum"),
+    25: Clip(),
+    37: Where(),
+    38: AsType(),
+    39: Reduce("relax.mean"),
+    40: Reduce("relax.max"),
+    41: Reduce("relax.min"),
+    42: Reduce("relax.prod"),
+    43: Softmax("relax.nn.softmax"),
+    44: Softmax("relax.nn.log_softmax"),
+    45: Norm("relax.nn.layer_norm"),
+    46: Norm("relax.nn.rms_norm"),
+    47: PermuteDims(),
+    48: ExpandDims(),
+    49: Squeeze(),
+    50: Flatten(),
+    51: Reshape(),
+    52: BroadcastTo(),
+    53: Concat(),
+    54: Split(),
+    55: StridedSlice(),
+    56: Take(),
+    57: Like("relax.zeros_like", 0.0),
+    58: Like("relax.ones_like", 1.0),
+    59: Fill("relax.zeros"),
+    60: Fill("relax.ones"),
+    61: Fill("relax.full"),
+    62: Conv2d(),
+    63: Pool2d("relax.nn.max_pool2d"),
+    64: Pool2d("relax.nn.avg_pool2d"),
+}
+for _order, _gen in OP_GENS.items():
+    _gen.order = _order
 
 #: Compute operators the generator never emits, and why: none. Every
 #: registered compute operator is drawn, from this table, from its draw
@@ -791,20 +664,26 @@ UNGENERATED: dict[str, str] = {}
 
 
 def all_op_gens() -> list[OpGen]:
-    """The table, then generators derived from the registry: the operators
-    that declare how they are drawn (:mod:`phasec.testing._opdeclared`) and
-    the elementwise operators found by probing their numpy reference
+    """Every generator: those with a place among the simplest (``order``:
+    this module's table and the registry declarations that give one) in that
+    order, then the other operators that declare how they are drawn
+    (:mod:`phasec.testing._opdeclared`, in registry order), then the
+    elementwise operators found by probing their numpy reference
     (:mod:`phasec.testing._opderived`)."""
     from ._opdeclared import declared_generators
     from ._opderived import derived_generators
 
-    table = {g.name for g in OP_GENS}
+    table = {g.name for g in OP_GENS.values()}
     declared = declared_generators(table)
-    return [*OP_GENS, *declared,
+    ranked = sorted([*OP_GENS.values(), *(g for g in declared if g.order is not None)],
+                    key=lambda g: g.order)
+    orders = [g.order for g in ranked]
+    if len(set(orders)) != len(orders):
+        raise ValueError(f"two operators declare the same draw order: {orders}")
+    return [*ranked, *(g for g in declared if g.order is None),
             *derived_generators(table | {g.name for g in declared})]
 
 
 def op_names() -> list[str]:
-    """The operators the generator can emit: the table's, then the ones
-    derived from the registry."""
+    """The operators the generator can emit, in the generator's order."""
     return [g.name for g in all_op_gens()]

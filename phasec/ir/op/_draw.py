@@ -22,6 +22,14 @@ result (a tuple result: of every field) for inputs in the operands'
 intervals: ``"same"`` (the hull of the tensor operands' intervals, for data
 movement, selection and averaging), ``"index"`` (``[0, max(shape)]``, for
 positions and counts), ``"bool"``, or ``fn(ctx) -> (lo, hi)``.
+
+An elementwise operator declares an :class:`Elementwise` instead: a rule
+mapping its operands' value intervals to one holding the result (interval
+arithmetic, None where the operator is unsafe: a pole, an overflow), the
+operand dtypes, and for a binary operator the range a constant second
+operand may be drawn from. ``order`` places an operator among the simplest:
+hypothesis shrinks a choice towards the first one, so a minimal failing
+program calls ``R.add`` (order 0) unless the failure needs another operator.
 """
 
 from __future__ import annotations
@@ -30,8 +38,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Draw", "DrawContext", "declares_draw", "draw_of", "DRAWS", "data_like", "FLOATS",
-           "NUMBERS", "ANY_DTYPE"]
+__all__ = ["Draw", "DrawContext", "Elementwise", "declares_draw", "draw_of", "DRAWS",
+           "data_like", "FLOATS", "NUMBERS", "ANY_DTYPE", "Interval", "monotone", "corners"]
+
+Interval = tuple[float, float]
 
 FLOATS = ("float32",)
 NUMBERS = ("float32", "int32")
@@ -83,6 +93,8 @@ class Draw:
         impure: the call has side effects (it goes only where an impure call
             may: an impure function, outside dataflow blocks).
         static: the first operand needs a fully static shape.
+        order: the operator's place among the simplest (see the module
+            docstring); None: after those that have one.
     """
 
     build: Callable[[DrawContext], tuple[Sequence[Any], Mapping[str, Any]] | None]
@@ -93,13 +105,64 @@ class Draw:
     fits: Callable[[tuple[int, ...]], bool] | None = None
     impure: bool = False
     static: bool = True
+    order: int | None = None
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """How to call an elementwise operator (see the module docstring).
+
+    Attributes:
+        interval: ``interval(a)`` (unary) or ``interval(a, b)`` (binary): an
+            interval holding every result for operands in intervals ``a``
+            (and ``b``), or None when the operator is unsafe there.
+        arity: 1 or 2 (a binary operator broadcasts its operands).
+        dtypes: dtypes of the operands (both of a binary operator alike).
+        result: ``"bool"`` for a bool result (comparisons, logic), None for
+            the operands' dtype.
+        const_range: ``const_range(a) -> (lo, hi)``: the values a constant
+            second operand may take beside a first in ``a`` (binary only;
+            default ``(-2, 2)``; None from the function: no constant).
+        order: as :attr:`Draw.order`.
+    """
+
+    interval: Callable[..., Interval | None]
+    arity: int = 1
+    dtypes: tuple[str, ...] = FLOATS
+    result: str | None = None
+    const_range: Callable[[Interval], Interval | None] | None = None
+    order: int | None = None
+
+
+def monotone(f: Callable[[float], float]) -> Callable[[Interval], Interval | None]:
+    """The interval rule of an increasing function (None where it overflows)."""
+    def rule(iv: Interval) -> Interval | None:
+        try:
+            return f(iv[0]), f(iv[1])
+        except (OverflowError, ValueError, ZeroDivisionError):
+            return None
+    return rule
+
+
+def corners(f: Callable[[float, float], float]) -> Callable[[Interval, Interval],
+                                                            Interval | None]:
+    """The interval rule of a binary function monotonic in each operand: the
+    hull of its values at the corners (None where it overflows)."""
+    def rule(a: Interval, b: Interval) -> Interval | None:
+        try:
+            vals = [f(x, y) for x in a for y in b]
+        except (OverflowError, ZeroDivisionError, ValueError):
+            return None
+        return min(vals), max(vals)
+    return rule
 
 
 #: op name -> its draw declaration
-DRAWS: dict[str, Draw] = {}
+DRAWS: dict[str, Draw | Elementwise] = {}
 
 
-def declares_draw(name: str, draw: Draw | None = None, **kw: Any) -> Draw:
+def declares_draw(name: str, draw: Draw | Elementwise | None = None, **kw: Any
+                  ) -> Draw | Elementwise:
     """Declare how ``relax.<name>`` is drawn: ``declares_draw("flip", build=...)``."""
     spec = draw if draw is not None else Draw(**kw)
     full = "relax." + name
@@ -109,7 +172,7 @@ def declares_draw(name: str, draw: Draw | None = None, **kw: Any) -> Draw:
     return spec
 
 
-def draw_of(name: str) -> Draw | None:
+def draw_of(name: str) -> Draw | Elementwise | None:
     """The draw declaration of ``relax.<name>`` (or the full name), or None."""
     return DRAWS.get(name if name.startswith("relax.") else "relax." + name)
 

@@ -41,6 +41,7 @@ from ._lowering import (
     _tensor,
     legalizes,
 )
+from ._draw import ANY_DTYPE, FLOATS, NUMBERS, Elementwise, corners, declares_draw, monotone
 from .manipulate import _dtype_required, _same_dtype
 
 __all__ = ["BINARY_ARITH", "COMPARISONS", "UNARY"]
@@ -538,3 +539,100 @@ def _where(call: Call, inputs: Inputs) -> Tensor:
     shape = out.shape
     return te.compute(shape, lambda *i: Select(_truthy(_bcast(c, shape, i)), _bcast(a, shape, i),
                                                _bcast(b, shape, i)), name=_name(call))
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws them (interval rules, phasec.ir.op._draw)
+# ---------------------------------------------------------------------------
+
+def _sigmoid_scalar(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x > -60 else 0.0
+
+
+def _exp_iv(iv):
+    return monotone(math.exp)(iv) if iv[1] <= 4.0 else None  # keep results small
+
+
+def _abs_iv(iv):
+    lo, hi = iv
+    return (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
+
+
+def _smooth_relu_iv(floor: float):
+    # silu/gelu: bounded below by a small negative constant, above by relu
+    return lambda iv: (floor if iv[0] < 0 else 0.0, max(iv[1], 0.0))
+
+
+def _rounding_iv(iv):
+    return math.floor(iv[0]), math.ceil(iv[1])
+
+
+def _away_from_zero(b) -> bool:
+    return b[0] >= 0.25 or b[1] <= -0.25
+
+
+_quotient = corners(lambda x, y: x / y)
+
+
+def _div_iv(a, b):
+    return _quotient(a, b) if _away_from_zero(b) else None
+
+
+def _floordiv_iv(a, b):
+    q = _div_iv(a, b)
+    return None if q is None else (math.floor(q[0]), math.floor(q[1]))
+
+
+def _pow_iv(a, b):
+    if a[0] < 0.1 or a[1] > 8.0 or b[0] < -2.0 or b[1] > 2.0:
+        return None
+    return corners(lambda x, y: x ** y)(a, b)
+
+
+def _bool_iv(*ivs):
+    return 0.0, 1.0
+
+
+#: name -> (order, interval rule, operand dtypes, result "bool" or None); the
+#: order is the operator's place among the simplest (R.add first).
+_UNARY_DRAWS = {
+    "negative": (3, lambda iv: (-iv[1], -iv[0]), NUMBERS, None),
+    "exp": (4, _exp_iv, FLOATS, None),
+    "nn.relu": (5, lambda iv: (max(iv[0], 0.0), max(iv[1], 0.0)), FLOATS, None),
+    "tanh": (6, monotone(math.tanh), FLOATS, None),
+    "abs": (12, _abs_iv, NUMBERS, None),
+    "sigmoid": (13, monotone(_sigmoid_scalar), FLOATS, None),
+    "log": (14, lambda iv: monotone(math.log)(iv) if iv[0] >= 0.05 else None, FLOATS, None),
+    "sqrt": (15, lambda iv: monotone(math.sqrt)(iv) if iv[0] >= 0.0 else None, FLOATS, None),
+    "rsqrt": (16, lambda iv: ((1 / math.sqrt(iv[1]), 1 / math.sqrt(iv[0])) if iv[0] >= 0.05
+                              else None), FLOATS, None),
+    "erf": (17, monotone(math.erf), FLOATS, None),
+    "nn.silu": (18, _smooth_relu_iv(-0.28), FLOATS, None),
+    "nn.gelu": (19, _smooth_relu_iv(-0.17), FLOATS, None),
+    "nn.gelu_tanh": (20, _smooth_relu_iv(-0.17), FLOATS, None),
+    "floor": (21, _rounding_iv, FLOATS, None),
+    "ceil": (22, _rounding_iv, FLOATS, None),
+    "round": (23, _rounding_iv, FLOATS, None),
+    "stop_fusion": (24, lambda iv: iv, ANY_DTYPE, None),
+    "logical_not": (36, _bool_iv, ("bool",), "bool"),
+}
+_DIVISOR = (0.5, 2.0)
+#: name -> (order, interval rule, operand dtypes, result, constant second operand range)
+_BINARY_DRAWS = {
+    "add": (0, lambda a, b: (a[0] + b[0], a[1] + b[1]), NUMBERS, None, None),
+    "multiply": (1, corners(lambda x, y: x * y), NUMBERS, None, None),
+    "subtract": (2, lambda a, b: (a[0] - b[1], a[1] - b[0]), NUMBERS, None, None),
+    "maximum": (7, lambda a, b: (max(a[0], b[0]), max(a[1], b[1])), NUMBERS, None, None),
+    "minimum": (8, lambda a, b: (min(a[0], b[0]), min(a[1], b[1])), NUMBERS, None, None),
+    "divide": (9, _div_iv, FLOATS, None, lambda a: _DIVISOR),
+    "power": (26, _pow_iv, FLOATS, None, lambda a: (-2.0, 2.0)),
+    "floor_divide": (27, _floordiv_iv, FLOATS, None, lambda a: _DIVISOR),
+    **{name: (28 + k, _bool_iv, NUMBERS, "bool", None) for k, name in enumerate(
+        ("less", "greater", "less_equal", "greater_equal", "equal", "not_equal"))},
+    "logical_and": (34, _bool_iv, ("bool",), "bool", None),
+    "logical_or": (35, _bool_iv, ("bool",), "bool", None),
+}
+for _opname, (_order, _iv, _dtypes, _result) in _UNARY_DRAWS.items():
+    declares_draw(_opname, Elementwise(_iv, 1, _dtypes, _result, order=_order))
+for _opname, (_order, _iv, _dtypes, _result, _crange) in _BINARY_DRAWS.items():
+    declares_draw(_opname, Elementwise(_iv, 2, _dtypes, _result, _crange, order=_order))
