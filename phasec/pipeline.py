@@ -38,12 +38,15 @@ brackets where it is not 0):
 
 **lowering (2)**
 
-11. ``RemovePurityChecking`` -- functions marked ``relax.force_pure``; pure
+11. ``PackConstantWeights`` [2] -- a matmul kernel's constant weights are
+    packed into its register tiles' layout once, at build time, instead of
+    on every call.
+12. ``RemovePurityChecking`` -- functions marked ``relax.force_pure``; pure
     packed calls and closures become ordinary (impure) ones.
-12. ``CallTIRRewrite`` -- explicit output allocation plus a direct kernel call.
-13. ``StaticPlanBlockMemory`` -- tensors whose lifetimes do not overlap share
+13. ``CallTIRRewrite`` -- explicit output allocation plus a direct kernel call.
+14. ``StaticPlanBlockMemory`` -- tensors whose lifetimes do not overlap share
     storage.
-14. ``VMBuiltinLower`` -- what is left becomes VM builtins; transition to
+15. ``VMBuiltinLower`` -- what is left becomes VM builtins; transition to
     *build*.
 
 **build (3)**: empty; :func:`build` then runs VM codegen
@@ -99,8 +102,8 @@ _INGESTION = ("Normalize", "LambdaLifting")
 _OPTIMIZATION = ("ConvertToDataflow", "CanonicalizeBindings", "FoldConstant",
                  "EliminateCommonSubexpr", "DeadCodeElimination", "FuseOps", "ToNonDataflow",
                  "LegalizeOps")
-_LOWERING = ("RemovePurityChecking", "CallTIRRewrite", "StaticPlanBlockMemory",
-             "VMBuiltinLower")
+_LOWERING = ("PackConstantWeights", "RemovePurityChecking", "CallTIRRewrite",
+             "StaticPlanBlockMemory", "VMBuiltinLower")
 
 
 def default_pipeline(opt_level: int = 2) -> Pipeline:

@@ -38,8 +38,8 @@ class Module:
 
 ALL_NAMES = ("Normalize", "LambdaLifting", "ConvertToDataflow", "CanonicalizeBindings",
              "FoldConstant", "EliminateCommonSubexpr", "DeadCodeElimination", "FuseOps",
-             "ToNonDataflow", "LegalizeOps", "RemovePurityChecking", "CallTIRRewrite",
-             "StaticPlanBlockMemory", "VMBuiltinLower")
+             "ToNonDataflow", "LegalizeOps", "PackConstantWeights", "RemovePurityChecking",
+             "CallTIRRewrite", "StaticPlanBlockMemory", "VMBuiltinLower")
 
 
 def small_inputs():
@@ -75,8 +75,8 @@ def test_default_pipeline_validates_to_build():
     assert by_phase[Phase.INGESTION] == ["Normalize"]
     assert by_phase[Phase.OPTIMIZATION][0] == "ConvertToDataflow"
     assert by_phase[Phase.OPTIMIZATION][-1] == "ToNonDataflow"
-    assert by_phase[Phase.LOWERING] == ["RemovePurityChecking", "CallTIRRewrite",
-                                        "StaticPlanBlockMemory"]
+    assert by_phase[Phase.LOWERING] == ["PackConstantWeights", "RemovePurityChecking",
+                                        "CallTIRRewrite", "StaticPlanBlockMemory"]
     assert by_phase[Phase.BUILD] == []
 
 
@@ -203,7 +203,7 @@ def test_build_skips_above_opt_level_and_runs_cse_at_3(small):
 @pytest.mark.parametrize("steps, expected_first", [
     ("", "Normalize"),                                   # ingestion
     ("LambdaLifting", "ConvertToDataflow"),              # optimization
-    ("LambdaLifting,LegalizeOps", "RemovePurityChecking"),  # lowering
+    ("LambdaLifting,LegalizeOps", "PackConstantWeights"),  # lowering
     ("LambdaLifting,LegalizeOps,VMBuiltinLower", None),     # build: codegen only
 ])
 def test_build_starts_at_the_module_phase(small, steps, expected_first):

@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .tir import (
-    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, PrimExpr, Stmt, Var,
+    Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, PrimExpr, Stmt,
+    Var,
 )
 from .te import Tensor, _post_order, _static
 
@@ -52,6 +53,14 @@ if TYPE_CHECKING:
     from ._te_lower import _Stage
 
 _I64 = "int64"
+
+#: The marker of a packing loop nest the PackConstantWeights pass can remove:
+#: ``AttrStmt(PACK_MARK, value=index of the panel's first micro-panel, body=pack)``.
+#: The PrimFunc then names the packed parameter in ``PREPACK_ATTR`` and the
+#: micro-panel width in ``PREPACK_WIDTH_ATTR``.
+PACK_MARK = "phasec.gemm_pack"
+PREPACK_ATTR = "phasec.gemm_prepack"
+PREPACK_WIDTH_ATTR = "phasec.gemm_prepack_width"
 
 
 def _i64(v: int) -> IntImm:
@@ -214,14 +223,14 @@ class GemmEmitter:
             bp = shared
             if p.pack and bp is None:
                 bp = self._pack_buffer(tpp, nr)
-            body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows)
+            body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp))
             if p.pack and shared is None:
                 body = Allocate(bp, body)
             stmts.append(For(jc, _i64(0), _i64(full), "parallel" if par_panels else "serial",
                              body))
         if last:
             bp = shared if shared is not None or not p.pack else self._pack_buffer(last, nr)
-            tail = self._panel(_i64(full * tpp * nr), last, nr, bp, par_rows)
+            tail = self._panel(_i64(full * tpp * nr), last, nr, bp, par_rows, _i64(full * tpp))
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
             stmts.append(self._panel(_i64(n_tiles * nr), 1, n_rem, None, par_rows))
@@ -236,13 +245,20 @@ class GemmEmitter:
                       (_i64(tiles), self.K, _i64(width)), self.dtype)
 
     def _panel(self, col0: PrimExpr, tiles: int, width: int, bp: Buffer | None,
-               par_rows: bool) -> Stmt:
-        """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every row."""
+               par_rows: bool, tile0: PrimExpr | None = None) -> Stmt:
+        """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every
+        row. ``tile0``: the index of the panel's first micro-panel in B."""
         from ._te_emit import _seq
         p = self.plan
         stmts: list[Stmt] = []
         if bp is not None:
-            stmts.append(self._pack(bp, col0, tiles, width))
+            pack, param = self._pack(bp, col0, tiles, width)
+            if param is not None and tile0 is not None:
+                # B is a parameter read as B[k, j]: packed in advance, this nest
+                # can go (see passes/pack_constant_weights.py)
+                pack = AttrStmt(PACK_MARK, tile0, pack)
+                self._declare_prepack(param, width)
+            stmts.append(pack)
         mr = p.rows
         Ms = _static(self.M)
         if Ms is not None:
@@ -279,9 +295,20 @@ class GemmEmitter:
             body = For(var, _i64(0), ext, "serial", body)
         return body
 
-    def _pack(self, bp: Buffer, col0: PrimExpr, tiles: int, width: int) -> Stmt:
+    def _declare_prepack(self, param: Buffer, width: int) -> None:
+        attrs = self.low.attrs
+        known = attrs.get(PREPACK_ATTR)
+        if known is None:
+            attrs[PREPACK_ATTR] = param.name
+            attrs[PREPACK_WIDTH_ATTR] = width
+        elif known != param.name or attrs.get(PREPACK_WIDTH_ATTR) != width:
+            attrs[PREPACK_ATTR] = ""  # two packed operands: the pass leaves the kernel
+
+    def _pack(self, bp: Buffer, col0: PrimExpr, tiles: int, width: int
+              ) -> tuple[Stmt, Buffer | None]:
         """``bp[t, k, c] = B[k, col0 + t*width + c]`` (the column operand's value;
-        ``k`` the flat index of the reduction axes)."""
+        ``k`` the flat index of the reduction axes), and B's parameter buffer
+        when the value is exactly ``B[k, j]`` of a 2-D parameter (else None)."""
         nest, low, anchor = self.nest, self.low, self.anchor
         t = Var(low.names.fresh("tp"), _I64)
         c = Var(low.names.fresh("cp"), _I64)
@@ -303,7 +330,13 @@ class GemmEmitter:
         body = low.with_lets([value], lambda v: BufferStore(bp, v[0], (t, kflat, c)))
         blk = _block(nest._block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
         inner = For(c, _i64(0), _i64(width), "vectorized" if self.vectorize else "serial", blk)
-        return For(t, _i64(0), _i64(tiles), "serial", self._wrap_reduction(ks, inner))
+        param = None
+        if (type(value) is BufferLoad and len(kivs) == 1 and len(value.indices) == 2
+                and value.indices[0] is kivs[0].var and value.indices[1] is ivs[-1].var
+                and _b.any(value.buffer is b for b in low.buffers.values())
+                and [_static(d) for d in value.buffer.shape] == [_static(self.K), self.N]):
+            param = value.buffer
+        return For(t, _i64(0), _i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
                    bp: Buffer | None) -> Stmt:

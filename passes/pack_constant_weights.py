@@ -1,0 +1,271 @@
+"""PackConstantWeights: pack a matmul's constant weights once per build.
+
+The GEMM schedule (:mod:`phasec.ir._te_gemm`) copies each panel of B into a
+contiguous packed buffer (micro-panels of ``K x NR`` elements) on every call
+before the register tiles read it: for B = a weight matrix of a model that
+copy is the same on every call, and for BERT's 768x3072 weights it costs
+about a tenth of the matmul. In the lowering phase the weights are relax
+constants passed to ``call_tir``, so this pass does the copy once, at build
+time::
+
+    y = R.call_tir(cls.fused_matmul_add, (x, R.const(W), R.const(b)), out_sinfo=...)
+    ==>
+    y = R.call_tir(cls.fused_matmul_add_prepacked, (x, R.const(Wp), R.const(b)), ...)
+
+where ``Wp[t, k, c] = W[k, t*NR + c]`` (zero past the last column) and the
+new kernel is the old one without its packing loop nests, reading ``Wp``
+where it read the packed buffer. The schedule marks what may be removed: the
+kernel's ``phasec.gemm_prepack`` attribute names the parameter (read exactly
+as ``B[k, j]``) and ``phasec.gemm_prepack_width`` the micro-panel width; each
+packing nest is ``AttrStmt("phasec.gemm_pack", first micro-panel, nest)``.
+A kernel whose rewrite finds anything else is left as it is, and so is a
+call whose argument is not a constant (the same kernel can serve both: the
+original stays while a call uses it).
+
+The pass changes no value: a packed element is a copy of a weight element,
+read by the same multiply-add in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from phasec.ir import (
+    Binding, Call, Constant, ExprMutator, Function, GlobalVar, IRModule, Op, Phase, Tuple, tir,
+)
+from phasec.ir._te_gemm import PACK_MARK, PREPACK_ATTR, PREPACK_WIDTH_ATTR
+from phasec.ir.node import Node, replace
+from phasec.ir.tir_blocks import bind_loop_vars_in_blocks
+from phasec.ir.visitor import collect_exprs
+from phasec.transform import module_pass, register_pass
+
+__all__ = ["PackConstantWeights", "prepacked_kernel", "pack_weight"]
+
+
+@register_pass
+@module_pass(opt_level=2, phases=Phase.LOWERING)
+class PackConstantWeights:
+    """Pack the constant weights of matmul kernels once at build time instead of on every call."""
+
+    def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        variants: dict[str, tuple[str, tir.PrimFunc, int, bool] | None] = {}
+        names = set(mod.functions)
+
+        def variant(name: str) -> tuple[str, tir.PrimFunc, int, bool] | None:
+            if name not in variants:
+                func = mod.functions.get(name)
+                made = prepacked_kernel(func) if isinstance(func, tir.PrimFunc) else None
+                if made is None:
+                    variants[name] = None
+                else:
+                    new_name = name + "_prepacked"
+                    while new_name in names:
+                        new_name += "_"
+                    names.add(new_name)
+                    variants[name] = (new_name, *made)
+            return variants[name]
+
+        changed = {}
+        for name, func in mod.functions.items():
+            if isinstance(func, Function):
+                new = _CallRewriter(variant).visit_expr(func)
+                if new is not func:
+                    changed[name] = new
+        if not changed:
+            return mod
+        functions = {**mod.functions, **changed}
+        for entry in variants.values():
+            if entry is not None:
+                functions[entry[0]] = entry[1]
+        # the original kernels no call uses any more are not compiled
+        used = {g.name_hint for f in functions.values() if isinstance(f, Function)
+                for g in collect_exprs(f, frozenset((GlobalVar,)))}
+        for name, entry in variants.items():
+            if entry is not None and name not in used:
+                functions.pop(name, None)
+            if entry is not None and entry[0] not in used:
+                functions.pop(entry[0], None)
+        return mod.with_functions(functions)
+
+
+class _CallRewriter(ExprMutator):
+    def __init__(self, variant: Any) -> None:
+        super().__init__()
+        self.variant = variant
+
+    def visit_binding(self, binding: Binding) -> Any:
+        call = binding.value
+        if not (type(call) is Call and type(call.op) is Op and call.op.name == "relax.call_tir"
+                and len(call.args) >= 2 and type(call.args[0]) is GlobalVar
+                and type(call.args[1]) is Tuple):
+            return super().visit_binding(binding)
+        entry = self.variant(call.args[0].name_hint)
+        if entry is None:
+            return binding
+        new_name, func, index, keeps_b = entry
+        args = list(call.args[1].fields)
+        if index >= len(args) or type(args[index]) is not Constant:
+            return binding
+        width = int(func.params[index + 1 if keeps_b else index].shape[2].value)
+        packed = Constant(pack_weight(args[index].data, width))
+        if keeps_b:
+            args.insert(index + 1, packed)
+        else:
+            args[index] = packed
+        operands = [GlobalVar(new_name), Tuple(args), *call.args[2:]]
+        return binding.rebind(Call(call.op, operands, call.attrs, call.sinfo_args,
+                                   struct_info=call.struct_info))
+
+
+def pack_weight(w: np.ndarray, width: int) -> np.ndarray:
+    """``Wp[t, k, c] = w[k, t*width + c]``, zero past the last column: the
+    layout of the GEMM schedule's packed micro-panels (a view when the
+    columns divide evenly; :class:`Constant` makes it contiguous)."""
+    k, n = w.shape
+    tiles = -(-n // width)
+    if tiles * width != n:
+        padded = np.zeros((k, tiles * width), w.dtype)
+        padded[:, :n] = w
+        w = padded
+    return w.reshape(k, tiles, width).transpose(1, 0, 2)
+
+
+def prepacked_kernel(func: tir.PrimFunc) -> tuple[tir.PrimFunc, int, bool] | None:
+    """``func`` reading its weight parameter already packed, or None when it
+    declares none or its body is not what the GEMM schedule marks.
+
+    Returns (kernel, index of the weight parameter, whether the kernel still
+    reads the weight unpacked too): when it does (columns beyond the last
+    whole micro-panel read B directly), the packed parameter comes right
+    after the original; otherwise it replaces it.
+    """
+    pname = (func.attrs or {}).get(PREPACK_ATTR)
+    width = (func.attrs or {}).get(PREPACK_WIDTH_ATTR)
+    if not pname or not isinstance(width, int) or width < 1:
+        return None
+    index = next((i for i, p in enumerate(func.params)
+                  if isinstance(p, tir.Buffer) and p.name == pname), None)
+    if index is None:
+        return None
+    b = func.params[index]
+    dims = [d.value if isinstance(d, tir.IntImm) else None for d in b.shape]
+    if len(dims) != 2 or None in dims:
+        return None
+    k, n = dims
+    packed = tir.Buffer(b.name + "_packed", (tir.IntImm(-(-n // width), "int64"),
+                                             tir.IntImm(k, "int64"), tir.IntImm(width, "int64")),
+                        b.dtype)
+    surgery = _Surgery(packed)
+    try:
+        body = surgery.stmt(func.body, {})
+    except _Unexpected:
+        return None
+    mentioned = _buffers_mentioned(body)
+    if not surgery.removed or not mentioned.isdisjoint(surgery.removed):
+        return None
+    keeps_b = id(b) in mentioned
+    params = list(func.params)
+    if keeps_b:
+        params.insert(index + 1, packed)
+    else:
+        params[index] = packed
+    attrs = {a: v for a, v in func.attrs.items() if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR)}
+    # the micro-panel index reads the panel loop's variable inside blocks
+    body = bind_loop_vars_in_blocks(body)
+    return tir.PrimFunc(params, body, attrs, func.span, func.ret_dtype), index, keeps_b
+
+
+class _Unexpected(Exception):
+    """The marks are not where the GEMM schedule puts them: leave the kernel."""
+
+
+class _Surgery:
+    """Removes the marked packing nests and redirects their buffers' reads."""
+
+    def __init__(self, packed: tir.Buffer) -> None:
+        self.packed = packed
+        self.removed: set[int] = set()  # ids of the per-call packed buffers
+
+    def stmt(self, s: Any, base: dict[int, Any]) -> Any:
+        """``s`` rewritten (``base``: packed buffer id -> its first micro-panel)."""
+        t = type(s)
+        if t is tir.AttrStmt and s.key == PACK_MARK:
+            raise _Unexpected  # a mark outside a sequence: not the schedule's shape
+        if t is tir.SeqStmt:
+            out = []
+            env = base
+            for x in s.stmts:
+                if type(x) is tir.AttrStmt and x.key == PACK_MARK:
+                    target = _stored_buffer(x.body)
+                    if target is None:
+                        raise _Unexpected
+                    env = {**env, id(target): x.value}
+                    self.removed.add(id(target))
+                    continue
+                out.append(self.stmt(x, env))
+            if not out:
+                return tir.Evaluate(tir.IntImm(0, "int32"))
+            return out[0] if len(out) == 1 else tir.SeqStmt(tuple(out))
+        if t is tir.Allocate:
+            body = self.stmt(s.body, base)
+            if id(s.buffer) in self.removed:
+                return body  # the per-call packed buffer is gone
+            return s if body is s.body else replace(s, body=body)
+        return self.node(s, base)
+
+    def node(self, x: Any, base: dict[int, Any]) -> Any:
+        t = type(x)
+        if t is tir.BufferLoad and id(x.buffer) in base:
+            i0, *rest = x.indices
+            return tir.BufferLoad(self.packed, (_plus(base[id(x.buffer)], i0), *rest))
+        if t is tir.BufferRegion and id(x.buffer) in base:
+            (m0, e0), *rest = x.region
+            return tir.BufferRegion(self.packed, ((_plus(base[id(x.buffer)], m0), e0), *rest))
+        if t is tuple:
+            items = [self.node(i, base) for i in x]
+            return x if all(a is b for a, b in zip(items, x)) else tuple(items)
+        if isinstance(x, tir.Stmt):
+            if t in (tir.SeqStmt, tir.Allocate) or (t is tir.AttrStmt and x.key == PACK_MARK):
+                return self.stmt(x, base)
+        if isinstance(x, Node) and not isinstance(x, (tir.Buffer, tir.Var)):
+            changes = {}
+            for f in t._fields:
+                old = getattr(x, f)
+                new = (self.stmt(old, base) if isinstance(old, tir.Stmt)
+                       else self.node(old, base))
+                if new is not old:
+                    changes[f] = new
+            return replace(x, **changes) if changes else x
+        return x
+
+
+def _plus(a: Any, b: Any) -> Any:
+    if type(a) is tir.IntImm and a.value == 0:
+        return b
+    return tir.BinaryOp("+", a, b)
+
+
+def _stored_buffer(s: Any) -> tir.Buffer | None:
+    """The one buffer a packing nest stores to."""
+    found = {id(n.buffer): n.buffer for n in _nodes(s) if type(n) is tir.BufferStore}
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _nodes(root: Any) -> list[Any]:
+    out, stack = [], [root]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        elif isinstance(x, Node):
+            out.append(x)
+            stack.extend(getattr(x, f) for f in type(x)._fields)
+    return out
+
+
+def _buffers_mentioned(root: Any) -> set[int]:
+    """Ids of the buffers that nodes under ``root`` load, store, allocate or
+    name in a region."""
+    return {id(n.buffer) for n in _nodes(root) if getattr(n, "buffer", None) is not None}

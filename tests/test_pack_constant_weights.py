@@ -1,0 +1,140 @@
+"""PackConstantWeights: a matmul's constant weights are packed once per build
+(the kernel no longer packs them on every call), with the same results as
+the reference interpreter (numpy) on odd, prime and symbolic shapes; a
+kernel also called with non-constant weights keeps its packing form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec.interp import run as interpret
+from phasec.ir import Constant, TensorStructInfo, Var, tir
+from phasec.ir._te_gemm import PACK_MARK, PREPACK_ATTR
+from phasec.ir.builder import BlockBuilder
+from phasec.ir.op import call_op
+from phasec.pipeline import lower
+
+from passes.pack_constant_weights import pack_weight
+
+RNG = np.random.default_rng(16)
+
+
+def _mlp(rows, k: int, n: int, *, variable_weight: bool = False):
+    """relu(x @ W + b) with W, b constants (and, with ``variable_weight``, a
+    second product x @ w of the same shapes whose weight is a parameter)."""
+    x = Var("x", TensorStructInfo((rows, k), "float32"))
+    params = [x]
+    if variable_weight:
+        params.append(Var("w", TensorStructInfo((k, n), "float32")))
+    weight = (RNG.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    bias = RNG.standard_normal(n).astype(np.float32)
+    bb = BlockBuilder()
+    with bb.function("main", params):
+        y = bb.emit(call_op("relax.matmul", x, Constant(weight)))
+        y = bb.emit(call_op("relax.nn.relu", bb.emit(call_op("relax.add", y, Constant(bias)))))
+        if variable_weight:
+            y = bb.emit(call_op("relax.add", y, bb.emit(call_op("relax.matmul", x, params[1]))))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+def _stmts(func: tir.PrimFunc) -> list:
+    out, stack = [], [func.body]
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        for f in type(s)._fields:
+            v = getattr(s, f)
+            if isinstance(v, tir.Stmt):
+                stack.append(v)
+            elif isinstance(v, tuple):
+                stack.extend(x for x in v if isinstance(x, tir.Stmt))
+    return out
+
+
+def _run(mod, *args):
+    vm = phasec.VirtualMachine(phasec.build(mod))
+    return np.asarray(vm["main"](*args))
+
+
+def _check(mod, *args) -> None:
+    want = np.asarray(interpret(mod, *args), dtype=np.float64)
+    got = _run(mod, *args)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_pack_weight_layout() -> None:
+    w = np.arange(5 * 7, dtype=np.float32).reshape(5, 7)
+    p = pack_weight(w, 3)  # 3 micro-panels, the last one column short
+    assert p.shape == (3, 5, 3)
+    for t in range(3):
+        for k in range(5):
+            for c in range(3):
+                col = t * 3 + c
+                assert p[t, k, c] == (w[k, col] if col < 7 else 0)
+
+
+def test_prime_shapes_pack_once_and_match_the_interpreter() -> None:
+    # 37 rows (4 row tiles of 8 and 5 more), K and N prime: the last 13
+    # columns are narrower than a micro-panel and read the weight directly
+    mod = _mlp(37, 521, 557)
+    low = lower(mod)
+    kernels = dict(low.prim_funcs())
+    assert any(name.endswith("_prepacked") for name in kernels), sorted(kernels)
+    for name, func in kernels.items():
+        assert not any(type(s) is tir.AttrStmt and s.key == PACK_MARK for s in _stmts(func)), name
+        assert PREPACK_ATTR not in func.attrs
+    packed = [f for n, f in kernels.items() if n.endswith("_prepacked")][0]
+    # the remainder columns still read the weight: the packed copy comes after it
+    shapes = [tuple(int(d.value) for d in p.shape) for p in packed.params]
+    (three,) = [sh for sh in shapes if len(sh) == 3]
+    width = three[2]
+    assert (521, 557) in shapes and three == (-(-557 // width), 521, width)
+    assert shapes.index(three) == shapes.index((521, 557)) + 1
+    _check(mod, RNG.standard_normal((37, 521)).astype(np.float32))
+
+
+def test_whole_micro_panels_replace_the_weight() -> None:
+    mod = _mlp(16, 1024, 1024)
+    kernels = dict(lower(mod).prim_funcs())
+    (packed,) = [f for n, f in kernels.items() if n.endswith("_prepacked")]
+    assert len(kernels) == 1  # the packing kernel nothing calls any more is gone
+    shapes = [tuple(int(d.value) for d in p.shape) for p in packed.params]
+    assert (1024, 1024) not in shapes
+    _check(mod, RNG.standard_normal((16, 1024)).astype(np.float32))
+
+
+def test_symbolic_rows() -> None:
+    n = tir.Var("n", "int64")
+    mod = _mlp(n, 521, 557)
+    assert any(name.endswith("_prepacked") for name, _ in lower(mod).prim_funcs())
+    vm = phasec.VirtualMachine(phasec.build(mod))
+    for rows in (1, 5, 8, 37):
+        x = RNG.standard_normal((rows, 521)).astype(np.float32)
+        want = np.asarray(interpret(mod, x), dtype=np.float64)
+        np.testing.assert_allclose(np.asarray(vm["main"](x)), want, rtol=1e-4,
+                                   atol=1e-4 * np.abs(want).max())
+
+
+def test_a_kernel_also_called_with_variable_weights_stays() -> None:
+    mod = _mlp(37, 521, 557, variable_weight=True)
+    names = sorted(name for name, _ in lower(mod).prim_funcs())
+    assert any(n.endswith("_prepacked") for n in names)
+    assert any(PACK_MARK in repr(f) for _, f in lower(mod).prim_funcs())  # the original
+    x = RNG.standard_normal((37, 521)).astype(np.float32)
+    w = RNG.standard_normal((521, 557)).astype(np.float32)
+    _check(mod, x, w)
+
+
+@pytest.mark.parametrize("opt_level", [1, 2])
+def test_same_values_with_and_without_the_pass(opt_level: int) -> None:
+    mod = _mlp(24, 521, 557)
+    x = RNG.standard_normal((24, 521)).astype(np.float32)
+    names = [n for n, _ in lower(mod, opt_level=opt_level).prim_funcs()]
+    assert any(n.endswith("_prepacked") for n in names) == (opt_level >= 2)
+    vm = phasec.VirtualMachine(phasec.build(mod, opt_level=opt_level))
+    want = np.asarray(interpret(mod, x), dtype=np.float64)
+    np.testing.assert_allclose(np.asarray(vm["main"](x)), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
