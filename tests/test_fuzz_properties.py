@@ -78,6 +78,23 @@ def test_op_table_covers_every_compute_operator():
     assert all(UNGENERATED.values()), "every exclusion says why"
 
 
+def test_generators_come_from_the_registry():
+    """Issue 13: no second table. Each generator is an operator's draw
+    declaration (OpDef.draw, beside its definition) or, for an undeclared
+    elementwise operator, probed from its numpy reference; the declared
+    orders put the simplest first (R.add, the shrink target)."""
+    from phasec.ir.op import find_op
+    from phasec.testing._opderived import Probed
+    from phasec.testing._optable import all_op_gens
+
+    gens = all_op_gens()
+    assert [g.name for g in gens[:3]] == ["relax.add", "relax.multiply", "relax.subtract"]
+    for g in gens:
+        assert find_op(g.name).draw is not None or isinstance(g, Probed), g.name
+    orders = [g.order for g in gens if g.order is not None]
+    assert orders == sorted(orders) and len(orders) == 65
+
+
 def test_generator_exercises_every_feature():
     """Over a few hundred programs, every construct the issue lists shows up."""
     seen = collections.Counter()

@@ -171,6 +171,13 @@ class FuncGen:
     def draw(self, strategy: st.SearchStrategy) -> Any:
         return self.mg.draw(strategy)
 
+    def integers(self, lo: int, hi: int) -> int:
+        """An integer in [lo, hi] (for the registry's draw hooks)."""
+        return self.draw(st.integers(lo, hi))
+
+    def boolean(self) -> bool:
+        return self.draw(st.booleans())
+
     def pick(self, items: Sequence[Any]) -> Any:
         if not items:
             raise GeneratorError("internal: nothing to choose from")

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from ..errors import PhasecError
 from ..ir.expr import Constant, Tuple
 from ..ir.op import call_op
-from ..ir.op._draw import Draw, Elementwise
+from ..ir.op._draw import Draw, Elementwise, Hooks
 from ..ir.struct_info import TensorStructInfo, TupleStructInfo
-from ._optable import OpGen, elementwise_generator
+from ._optable import Hooked, OpGen, elementwise_generator
 from ._values import BOOL, FLOAT, INT, OPAQUE, Val, const_dim, hull, iv_ok
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class Declared(OpGen):
 
 def declared_generators(skip: set[str] | frozenset[str]) -> list[OpGen]:
     """One generator per registered compute operator with a draw declaration
-    (those in ``skip``, the hand-written table's, excepted), in registry order."""
+    (those in ``skip`` excepted), in registry order."""
     from ..ir.op import list_ops
 
     out: list[OpGen] = []
@@ -194,6 +194,8 @@ def declared_generators(skip: set[str] | frozenset[str]) -> list[OpGen]:
             continue
         if isinstance(spec, Elementwise):
             out.append(elementwise_generator(opdef.name, spec))
+        elif isinstance(spec, Hooks):
+            out.append(Hooked(opdef.name, spec))
         else:
             out.append(Declared(opdef.name, spec))
     return out

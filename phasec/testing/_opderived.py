@@ -1,11 +1,10 @@
 """Generators derived from the operator registry, for elementwise operators
-without a hand-written entry in :mod:`phasec.testing._optable`.
+without a draw declaration (:mod:`phasec.ir.op._draw`).
 
-Operators are registered concurrently with the fuzzer's table; an
-elementwise or broadcasting operator (pattern ``ELEMWISE``/``BROADCAST``,
+An elementwise or broadcasting operator (pattern ``ELEMWISE``/``BROADCAST``,
 one to three operands, no required attribute, a numpy reference and a
-lowering) is fuzzed as soon as it is registered. What the table writes by
-hand is found here by probing the operator's own numpy reference: for each
+lowering) is fuzzed as soon as it is registered. What a declaration states
+is found here by probing the operator's own numpy reference: for each
 operand dtype the operator's inference accepts (float32, int32, bool), the
 first operand domains (from a short list, widest first) on which the
 reference stays finite and small on a dense grid, and the result interval

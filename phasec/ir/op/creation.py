@@ -40,7 +40,7 @@ from ._common import (
     REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, shape_arg, shape_tuple,
     tensor_arg,
 )
-from ._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
+from ._draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
 from ._lowering import (
     LEGALIZE, Inputs, LegalizeError, LegalizeFn, _const, _name, _out, _script, _tensor, legalizes,
 )
@@ -595,3 +595,34 @@ declares_draw("one_hot", dtypes=("int32",), ranks=(0, 1, 2, 3), static=False,
               build=_draw_one_hot)
 declares_draw("eye_like", dtypes=NUMBERS, ranks=(2,), build=_draw_eye_like)
 declares_draw("size", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), build=_draw_size)
+
+
+# zeros_like / ones_like / zeros / ones / full (phasec.ir.op._draw.Hooks)
+
+def _like_draw(name: str, value: float, order: int) -> Hooks:
+    def build(g, x):
+        from . import call_op
+
+        return g.emit(call_op("relax." + name, x.expr), x.kind, (value, value))
+    return Hooks(build, (FLOAT, INT), order=order)
+
+
+def _fill_draw(name: str, order: int) -> Hooks:
+    """Of the shape of a value in scope (symbolic dimensions included)."""
+    def build(g, x):
+        from ..expr import ShapeExpr
+        from . import call_op
+
+        shape = ShapeExpr(x.shape)
+        if name == "full":
+            fill = g.constant((), (-2.0, 2.0), "float32")
+            return g.emit(call_op("relax.full", shape, fill.expr), FLOAT, (fill.lo, fill.hi))
+        value = 1.0 if name == "ones" else 0.0
+        return g.emit(call_op("relax." + name, shape, dtype="float32"), FLOAT, (value, value))
+    return Hooks(build, (FLOAT, INT, BOOL), order=order)
+
+
+declares_draw("zeros_like", _like_draw("zeros_like", 0.0, 57))
+declares_draw("ones_like", _like_draw("ones_like", 1.0, 58))
+for _opname, _order in (("zeros", 59), ("ones", 60), ("full", 61)):
+    declares_draw(_opname, _fill_draw(_opname, _order))

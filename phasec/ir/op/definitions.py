@@ -37,10 +37,12 @@ Conventions shared by all entries:
   :func:`phasec.ir.op._lowering.legalizes`; the drivers that turn calls into
   PrimFuncs are in :mod:`phasec.ir.op.legalize`.
 * ``OpDef.draw`` reads how the fuzzing generator calls the op, declared
-  beside it with :func:`phasec.ir.op._draw.declares_draw` (operand dtypes
-  and ranks, a ``build`` drawing the other operands and the attributes, the
-  result's interval). Elementwise ops usually need none (the generator
-  probes their reference); a compute op with neither is a test failure until
+  beside it with :func:`phasec.ir.op._draw.declares_draw` (a ``Draw``:
+  operand dtypes and ranks, a ``build`` drawing the other operands and the
+  attributes, the result's interval; an ``Elementwise`` interval rule; or
+  ``Hooks`` run on the generator); the generator has no other table.
+  Elementwise ops may declare none (the generator then probes their
+  reference); a compute op with neither is a test failure until
   it declares one or is listed, with the reason, in
   ``phasec.testing._optable.UNGENERATED``.
 """
@@ -52,3 +54,4 @@ from . import image, nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noq
 from . import creation, elementwise_math, indexing, shape_ops, sorting, statistics  # noqa: F401
 from . import combine, transform  # noqa: F401  (register on import)
 from . import builtin_compute, image_ext, layout_transform, memory_view, sampling  # noqa: F401
+from . import manipulate_draw  # noqa: F401  (the draw declarations of manipulate's operators)

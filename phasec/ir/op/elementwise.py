@@ -41,7 +41,10 @@ from ._lowering import (
     _tensor,
     legalizes,
 )
-from ._draw import ANY_DTYPE, FLOATS, NUMBERS, Elementwise, corners, declares_draw, monotone
+from ._draw import (
+    ANY_DTYPE, BOOL, FLOAT, FLOATS, INT, NUMBERS, Elementwise, Hooks, broadcast_ok, corners,
+    declares_draw, hull, monotone,
+)
 from .manipulate import _dtype_required, _same_dtype
 
 __all__ = ["BINARY_ARITH", "COMPARISONS", "UNARY"]
@@ -636,3 +639,59 @@ for _opname, (_order, _iv, _dtypes, _result) in _UNARY_DRAWS.items():
     declares_draw(_opname, Elementwise(_iv, 1, _dtypes, _result, order=_order))
 for _opname, (_order, _iv, _dtypes, _result, _crange) in _BINARY_DRAWS.items():
     declares_draw(_opname, Elementwise(_iv, 2, _dtypes, _result, _crange, order=_order))
+
+
+# clip, where, astype (phasec.ir.op._draw.Hooks)
+
+_CLIP_BOUNDS = ((-1.0, 1.0), (0.0, 1.0), (-0.5, 2.0), (0.0, 6.0))
+
+
+def _clip_build(g, x):
+    from . import call_op
+
+    lo, hi = g.pick(list(_CLIP_BOUNDS))
+    iv = (min(max(x.lo, lo), hi), min(max(x.hi, lo), hi))
+    return g.emit(call_op("relax.clip", x.expr, min=lo, max=hi), FLOAT, iv)
+
+
+def _where_build(g, c):
+    """``where(cond, x1, x2)``: the first operand is the condition; the
+    branches are float values in scope that broadcast with it, or constants."""
+    from . import call_op
+
+    xs = g.visible(lambda v: v.kind == FLOAT and broadcast_ok(c.shape, v.shape))
+    opts: list = xs + (["const"] if g.cfg.constants else [])
+    if not xs:
+        opts = ["const"]
+    x1 = g.pick(opts)
+    if x1 == "const":
+        x1 = g.constant(g.const_shape(c), (-2.0, 2.0), "float32")
+    ys = g.visible(lambda v: v.kind == FLOAT and broadcast_ok(c.shape, v.shape)
+                   and broadcast_ok(x1.shape, v.shape))
+    x2 = g.pick(ys + ["const"])
+    if x2 == "const":
+        x2 = g.constant((), (-2.0, 2.0), "float32")
+    iv = hull((x1.lo, x1.hi), (x2.lo, x2.hi))
+    return g.emit(call_op("relax.where", c.expr, x1.expr, x2.expr), FLOAT, iv)
+
+
+def _astype_build(g, x):
+    from . import call_op
+
+    if x.kind == FLOAT:
+        # float -> int truncates; values are well inside int32
+        target = g.pick(["int32", "float32"])
+    else:
+        target = "float32"
+    kind = INT if target.startswith("int") else FLOAT
+    iv = (math.trunc(x.lo), math.trunc(x.hi)) if kind == INT else (x.lo, x.hi)
+    if x.kind == BOOL:
+        iv = (0.0, 1.0)
+    return g.emit(call_op("relax.astype", x.expr, dtype=target), kind, iv)
+
+
+declares_draw("clip", Hooks(_clip_build, (FLOAT,), order=25))
+declares_draw("where", Hooks(_where_build, (BOOL,), accepts=lambda g, x: x.kind == BOOL,
+                             order=37))
+declares_draw("astype", Hooks(_astype_build, (FLOAT, INT, BOOL),
+                              accepts=lambda g, x: x.kind in (FLOAT, INT, BOOL), order=38))

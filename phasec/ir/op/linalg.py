@@ -22,6 +22,9 @@ from ..expr import Call
 from ..struct_info import TensorStructInfo
 from ..te import Tensor
 from ..tir import BinaryOp, PrimExpr
+from ._draw import (
+    FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, dim_max, dims_equal, iv_ok, numel_max,
+)
 from ._common import (
     OpPattern, as_bool, as_dtype, attrs_of, binary_dtype, broadcast_dims, define, err,
     int_tuple, norm_axes, opt, tensor_arg,
@@ -219,3 +222,87 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
         return te.sum(BinaryOp("*", te.cast(a[tuple(ai)], dt), te.cast(b[tuple(bi)], dt)),
                       axis=[k])
     return te.compute(out.shape, body, name="T_matmul", tag="matmul")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws them (phasec.ir.op._draw.Hooks)
+# ---------------------------------------------------------------------------
+
+def _matmul_iv(x, y, max_dim):
+    bound = dim_max(x.shape[-1], max_dim) * x.mag * y.mag
+    return -bound, bound
+
+
+def _matmul_ok(x, y, max_dim) -> bool:
+    if y.kind != FLOAT or y.rank not in (1, 2) or x.rank + y.rank < 2:
+        return False
+    if x.rank == 1 and y.rank == 1:
+        return False  # a 0-d dot product: fine, but keep shapes simple
+    return dims_equal(x.shape[-1], y.shape[0]) and iv_ok(_matmul_iv(x, y, max_dim))
+
+
+def _matmul_accepts(g, x) -> bool:
+    if x.kind != FLOAT or x.rank < 1:
+        return False
+    k = const_dim(x.shape[-1])
+    return (k is not None and g.cfg.constants
+            and dim_max(x.shape[-1], g.cfg.max_dim) * x.mag * 1.0 <= VALUE_CAP)
+
+
+def _matmul_build(g, x):
+    from . import call_op
+
+    cands = g.visible(lambda v: _matmul_ok(x, v, g.cfg.max_dim))
+    cands.append("const")
+    y = g.pick(cands)
+    if y == "const":  # the second operand: a value in scope, or a weight
+        m = g.pick(list(range(1, g.cfg.max_dim + 1)))
+        y = g.constant((const_dim(x.shape[-1]), m), (-1.0, 1.0), "float32")
+    return g.emit(call_op("relax.matmul", x.expr, y.expr), FLOAT, _matmul_iv(x, y, g.cfg.max_dim))
+
+
+declares_draw("matmul", Hooks(_matmul_build, (FLOAT,), 1, _matmul_accepts, order=10))
+
+
+def _reduce_iv(name, x, count):
+    lo, hi = x.lo, x.hi
+    if name == "sum":
+        return min(lo, count * lo), max(hi, count * hi)
+    if name == "prod":
+        if count > 8:
+            return None
+        bound = max(x.mag, 1.0) ** count
+        return (0.0 if lo >= 0 else -bound), bound
+    return lo, hi  # mean, max, min
+
+
+def _reduce_draw(name: str, order: int) -> Hooks:
+    def accepts(g, x) -> bool:
+        if x.kind != FLOAT or x.rank < 1:
+            return False
+        worst = numel_max(x.shape, g.cfg.max_dim)
+        return iv_ok(_reduce_iv(name, x, min(worst, 8) if name == "prod" else worst))
+
+    def build(g, x):
+        from . import call_op
+
+        options: list[Any] = [None] + [(i,) for i in range(x.rank)]
+        if x.rank >= 2:
+            options.append((0, x.rank - 1))
+        axes = g.pick(options)
+        dims = range(x.rank) if axes is None else axes
+        count = 1
+        for i in dims:
+            count *= dim_max(x.shape[i], g.cfg.max_dim)
+        iv = _reduce_iv(name, x, count)
+        if not iv_ok(iv):  # fall back to one axis, always within bounds
+            axes = (x.rank - 1,)
+            iv = _reduce_iv(name, x, dim_max(x.shape[-1], g.cfg.max_dim))
+        keepdims = g.boolean()
+        return g.emit(call_op("relax." + name, x.expr, axis=axes, keepdims=keepdims), FLOAT, iv)
+
+    return Hooks(build, (FLOAT,), 1, accepts, order=order)
+
+
+for _opname, _order in (("sum", 11), ("mean", 39), ("max", 40), ("min", 41), ("prod", 42)):
+    declares_draw(_opname, _reduce_draw(_opname, _order))

@@ -3,6 +3,7 @@ convolutions are in :mod:`.nn_conv`, pooling in :mod:`.nn_pool`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from ._lowering import (
     Inputs, _const, _count, _norm_axis, _prod, _reduction, _tensor,
     legalizes,
 )
+from ._draw import FLOAT, Hooks, const_dim, declares_draw, dim_max
 from .elementwise import _float_unary  # the float-dtype check
 
 __all__: list[str] = []
@@ -234,3 +236,50 @@ def _rms_norm(call: Call, inputs: Inputs) -> Tensor:
     return te.compute(x.shape, lambda *i: BinaryOp(
         "*", BinaryOp("/", x[i], te.call("sqrt", BinaryOp("+", ms[_drop(i, axes)], eps))),
         weight[_param_index(i, axes)]), name="T_rms_norm")
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws them (phasec.ir.op._draw.Hooks)
+# ---------------------------------------------------------------------------
+
+def _softmax_draw(name: str, order: int) -> Hooks:
+    def build(g, x):
+        from . import call_op
+
+        axis = g.pick(list(range(-1, -x.rank - 1, -1)))
+        if name == "nn.softmax":
+            iv = (0.0, 1.0)
+        else:
+            n = dim_max(x.shape[axis], g.cfg.max_dim)
+            iv = (-(x.hi - x.lo) - math.log(n) - 1.0, 0.0)
+        return g.emit(call_op("relax." + name, x.expr, axis=axis), FLOAT, iv)
+
+    return Hooks(build, (FLOAT,), 1,
+                 accepts=lambda g, x: x.kind == FLOAT and x.rank >= 1 and x.hi - x.lo < 64,
+                 order=order)
+
+
+def _norm_draw(name: str, order: int) -> Hooks:
+    """Over the last axis (which must be constant), with constant gamma/beta."""
+    def build(g, x):
+        from . import call_op
+
+        n = const_dim(x.shape[-1])
+        gamma = g.constant((n,), (0.5, 1.5), "float32")
+        bound = math.sqrt(n) * gamma.mag
+        if name == "nn.layer_norm":
+            beta = g.constant((n,), (-1.0, 1.0), "float32")
+            call = call_op("relax." + name, x.expr, gamma.expr, beta.expr, axes=[-1])
+            bound += beta.mag
+        else:
+            call = call_op("relax." + name, x.expr, gamma.expr, axes=[-1])
+        return g.emit(call, FLOAT, (-bound, bound))
+
+    return Hooks(build, (FLOAT,), 1, accepts=lambda g, x: (
+        x.kind == FLOAT and x.rank >= 1 and const_dim(x.shape[-1]) is not None), order=order)
+
+
+for _opname, _order in (("nn.softmax", 43), ("nn.log_softmax", 44)):
+    declares_draw(_opname, _softmax_draw(_opname, _order))
+for _opname, _order in (("nn.layer_norm", 45), ("nn.rms_norm", 46)):
+    declares_draw(_opname, _norm_draw(_opname, _order))

@@ -30,7 +30,7 @@ from ._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, 
 from ._layout import (
     Layout, SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from ._draw import declares_draw
+from ._draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
 from ._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__ = ["conv_reference", "conv_transpose_reference"]
@@ -469,3 +469,26 @@ for _rank in (1, 3):
 for _rank in (1, 2, 3):
     declares_draw(f"nn.conv{_rank}d_transpose", ranks=(_rank + 2,), shape=_conv_shape(_rank),
                   build=_draw_conv(_rank, True))
+
+
+def _conv2d_build(g, x):
+    """NCHW data, a constant OIHW weight of 1..3 square-ish kernels, padding 0 or 1."""
+    from . import call_op
+
+    c = const_dim(x.shape[1])
+    h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
+    kh = g.pick([k for k in (1, 2, 3) if k <= h + 2])
+    kw = g.pick([k for k in (1, 2, 3) if k <= w + 2])
+    pad = g.pick([0, 1])
+    if h + 2 * pad < kh or w + 2 * pad < kw:
+        kh = kw = 1
+    out = g.pick(list(range(1, g.cfg.max_dim + 1)))
+    weight = g.constant((out, c, kh, kw), (-1.0, 1.0), "float32")
+    call = call_op("relax.nn.conv2d", x.expr, weight.expr, padding=pad)
+    bound = c * kh * kw * x.mag * weight.mag
+    return g.emit(call, FLOAT, (-bound, bound))
+
+
+declares_draw("nn.conv2d", Hooks(_conv2d_build, (FLOAT,), accepts=lambda g, x: (
+    spatial_ok(x) and const_dim(x.shape[1]) * 9 * x.mag <= VALUE_CAP),
+    operand=nchw_operand, order=62))

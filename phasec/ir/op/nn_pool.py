@@ -38,7 +38,7 @@ from ._common import (
 from ._layout import (
     SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from ._draw import declares_draw
+from ._draw import FLOAT, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
 from ._lowering import _clamp, _const, _name, _out, _tensor, legalizes
 
 __all__ = ["pool_out_size", "pool_reference"]
@@ -465,3 +465,22 @@ for _rank in (1, 3):
 for _rank in (1, 2, 3):
     declares_draw(f"nn.adaptive_avg_pool{_rank}d", ranks=(_rank + 2,),
                   shape=_spatial_shape(_rank), build=_draw_adaptive)
+
+
+def _pool2d_draw(name: str, order: int) -> Hooks:
+    """NCHW data, a square window of 1 or 2, strides 1 or 2 (the result within the data's interval)."""
+    def build(g, x):
+        from . import call_op
+
+        h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
+        size = g.pick([s for s in (1, 2) if s <= min(h, w)])
+        stride = g.pick([1, 2])
+        call = call_op("relax." + name, x.expr, pool_size=(size, size), strides=(stride, stride))
+        return g.emit(call, FLOAT, (x.lo, x.hi))
+
+    return Hooks(build, (FLOAT,), accepts=lambda g, x: spatial_ok(x), operand=nchw_operand,
+                 order=order)
+
+
+declares_draw("nn.max_pool2d", _pool2d_draw("nn.max_pool2d", 63))
+declares_draw("nn.avg_pool2d", _pool2d_draw("nn.avg_pool2d", 64))
