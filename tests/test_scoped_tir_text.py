@@ -1,11 +1,13 @@
 """Text round trip of TIR allocations and lets whose scope ends before their list does.
 
 ``Allocate(buf, body)`` / ``LetStmt(v, value, body)`` followed by statements
-outside their scope print as ``with T.decl_buffer(...) as buf:`` / ``with
-T.LetStmt(...) as v:`` (TVM's non-concise spellings); at the end of a
-statement list they keep the concise ``buf = T.alloc_buffer(...)`` / ``v:
-T.int64 = value``, whose scope is the rest of the list. Kernels phasec
-generates never need the ``with`` form.
+outside their scope print, in TVM 0.27's syntax (which has no scoped
+allocation or let), as their concise spelling inside ``with
+T.attr({"phasec.scope": T.bool(True)}):``; in the legacy syntax as ``with
+T.decl_buffer(...) as buf:`` / ``with T.LetStmt(...) as v:`` (the non-concise
+spellings of TVM before 0.27). At the end of a statement list they keep the
+concise ``buf = T.alloc_buffer(...)`` / ``v: T.let[T.int64] = value``, whose
+scope is the rest of the list. Kernels phasec generates never need a scope.
 """
 
 import numpy as np
@@ -33,9 +35,11 @@ A = tir.Buffer("A", (i64(2),), "float32")
 B = tir.Buffer("B", (i64(2),), "float32")
 
 
-def scoped_kernel():
+def scoped_kernel(mixed_dtype_let=True):
     """acc lives for fill + copy only; the loop after it is outside its scope;
-    the let v likewise covers one store."""
+    the let v likewise covers one store (and the let w, whose int64 variable
+    takes an int32 value, unless not ``mixed_dtype_let``: TVM requires a let
+    variable's dtype to be its value's)."""
     acc = tir.Buffer("acc", (i64(2),), "float32")
     i, j, k = tir.Var("i", "int64"), tir.Var("j", "int64"), tir.Var("k", "int64")
     v, w = tir.Var("v", "int64"), tir.Var("w", "int64")
@@ -48,12 +52,13 @@ def scoped_kernel():
                         tir.BufferStore(B, tir.BufferLoad(A, (w,)), (w,)))
     tail = tir.Allocate(tir.Buffer("t", (i64(1),), "float32"),
                         tir.BufferStore(B, tir.BufferLoad(B, (i64(0),)), (i64(0),)))
-    body = tir.SeqStmt([tir.Allocate(acc, tir.SeqStmt([fill, copy])), let_v, let_w, add, tail])
+    lets = [let_v, let_w] if mixed_dtype_let else [let_v]
+    body = tir.SeqStmt([tir.Allocate(acc, tir.SeqStmt([fill, copy])), *lets, add, tail])
     return tir.PrimFunc([A, B], body)
 
 
-def test_scoped_allocation_and_let_print_as_with_blocks():
-    text = IRModule({"kernel": scoped_kernel()}).script()
+def test_scoped_allocation_and_let_print_as_with_blocks_in_the_legacy_syntax():
+    text = IRModule({"kernel": scoped_kernel()}).script(syntax="legacy")
     assert 'with T.decl_buffer((T.int64(2),), "float32") as acc:' in text
     assert "with T.LetStmt(T.int64(1)) as v:" in text
     assert "with T.LetStmt(T.int32(0), T.int64) as w:" in text
@@ -61,11 +66,22 @@ def test_scoped_allocation_and_let_print_as_with_blocks():
     assert 't = T.alloc_buffer((T.int64(1),), "float32")' in text
 
 
-def test_scoped_allocation_and_let_round_trip_exactly():
+def test_scoped_allocation_and_let_print_in_a_scope_attribute_by_default():
+    text = IRModule({"kernel": scoped_kernel()}).script()
+    assert "T.decl_buffer" not in text and "T.LetStmt" not in text
+    assert text.count('with T.attr({"phasec.scope": T.bool(True)}):') == 3
+    assert 'acc = T.alloc_buffer((T.int64(2),), "float32")' in text
+    assert "v: T.let[T.int64] = T.int64(1)" in text
+
+
+@pytest.mark.parametrize("syntax", ["tvm", "legacy"])
+def test_scoped_allocation_and_let_round_trip_exactly(syntax):
     mod = IRModule({"kernel": scoped_kernel()})
+    text = mod.script(syntax=syntax)
+    back = phasec.parse(text)
+    assert structural_equal(back["kernel"], mod["kernel"])
+    assert phasec.parse(back.script(syntax=syntax)).script(syntax=syntax) == text
     assert roundtrip_problem(mod) is None
-    back = phasec.parse(mod.script())
-    assert phasec.parse(back.script()).script() == back.script() == mod.script()
 
 
 def test_round_tripped_kernel_computes_the_same():

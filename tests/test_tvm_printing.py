@@ -119,3 +119,21 @@ def test_checked_indices_survive_the_tvm_spelling() -> None:
     np.testing.assert_array_equal(np.asarray(c), want_c)
     with pytest.raises(phasec.errors.PhasecError, match="index 5 is out of range"):
         vm(x, np.array([0, 5, 1]), j)
+
+
+def test_tvm_reads_a_scoped_allocation_and_let_inside_the_scope_attribute() -> None:
+    # A TIR allocation or let that statements outside its scope follow:
+    # TVM 0.27 has no scoped form (it refuses `with T.decl_buffer(...) as b:`
+    # and `with T.LetStmt(...)`); phasec's text puts it in a phasec.scope
+    # attribute statement, which TVM parses, and keeps it inside.
+    from test_scoped_tir_text import scoped_kernel
+
+    text = phasec.IRModule({"kernel": scoped_kernel(mixed_dtype_let=False)}).script()
+    assert text.count('with T.attr({"phasec.scope": T.bool(True)}):') == 2
+    mod = tvm.script.from_source(text)
+    assert tvm.tirx.analysis.verify_well_formed(mod["kernel"])
+    printed = mod.script()
+    assert printed.index('T.attr({"phasec.scope": T.bool(True)})') < printed.index("acc = T.alloc_buffer")
+    # and phasec reads TVM's print of it back as the kernel it printed
+    back = phasec.parse(printed)["kernel"]
+    assert phasec.IRModule({"kernel": back}).script() == text

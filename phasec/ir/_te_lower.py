@@ -11,13 +11,13 @@ from . import tir
 from .tir_blocks import bind_loop_vars_in_blocks
 from .tir import (
     Allocate, Buffer, BufferLoad, FloatImm, IntImm, IterVar, LetStmt, PrimExpr, PrimFunc,
-    SeqStmt, Stmt, Var,
+    Stmt, Var,
 )
 from .te import (
     ComputeOp, ExternOp, ProducerLoad, ROW_LOCAL, Reduce, ScheduleOptions, TEError, Tensor,
     _children, _expr_key, _extent_guess, _post_order, _rebuild, _simplify_index, _static,
 )
-from ._te_emit import _NestEmitter, _costly, _last_index_uses, _loads_of
+from ._te_emit import _NestEmitter, _costly, _last_index_uses, _loads_of, _seq
 
 
 class _Names:
@@ -412,7 +412,9 @@ class _Lowering:
                 nests.append(self._emit_extern(st))
                 continue
             nests.append(_NestEmitter(self, st).emit())
-        body: Stmt = nests[0] if len(nests) == 1 else SeqStmt(nests)
+        # _seq: a stage's scoped accumulator takes the later stages into its
+        # scope, so no allocation is followed by statements outside it
+        body: Stmt = _seq(nests)
         for buf in reversed(intermediates):
             body = Allocate(buf, body)
         return body

@@ -456,6 +456,13 @@ BlockRealize = Block  # TVM name; phasec keeps the binding inside Block
 #: a PrimFunc built or parsed with the old key holds the canonical one.
 LEGACY_ATTR_KEYS = {"tir.noalias": "tirx.noalias"}
 
+#: The key of the attribute statement TVMScript text wraps around an
+#: ``Allocate``/``LetStmt`` that statements outside its scope follow
+#: (``with T.attr({"phasec.scope": T.bool(True)}):``): TVM 0.27 has no scoped
+#: allocation or let to spell it with. Readers drop the attribute; no IR node
+#: carries it.
+SCOPE_ATTR = "phasec.scope"
+
 
 @node
 class PrimFunc(Node):

@@ -581,8 +581,17 @@ class _PrimFuncParser:
         if len(stmt.items) == 1 and name in ((mp.T, "decl_buffer"), (mp.T, "LetStmt")):
             return self._scoped(stmt, name[1])
         if len(stmt.items) == 1 and name == (mp.T, "attr") and item.optional_vars is None:
+            attrs = self._attr_args(ctx)
+            if [k for k, _ in attrs] == [tir.SCOPE_ATTR]:
+                # the printer's scope of an allocation or let that statements
+                # outside it follow: the body alone, its names local to it
+                self.scopes.append({})
+                try:
+                    return self._stmts(stmt.body)
+                finally:
+                    self.scopes.pop()
             body = self._stmts(stmt.body)  # `with T.attr(...):` scopes over its body only
-            for key, v in reversed(self._attr_args(ctx)):
+            for key, v in reversed(attrs):
                 body = tir.AttrStmt(key, v, body, span=mp.span(stmt))
             return body
         if len(stmt.items) != 1 or item.optional_vars is not None or name not in (

@@ -9,6 +9,8 @@ from ._print_common import (
     quote_str, tuple_text,
 )
 
+SCOPE_ATTR = tir.SCOPE_ATTR
+
 class TirPrinter(PrimPrinter):
     """Prints one PrimFunc (or a statement) into ``lines``."""
 
@@ -87,6 +89,9 @@ class TirPrinter(PrimPrinter):
             if t is tir.LetStmt:
                 self.root_allocs = False
                 var = s.var
+                if not last and not legacy():
+                    indent, last = self._scope_marker(indent), True
+                    continue
                 if last:
                     # TVM 0.27 reads `v: T.int64 = value` as a local scalar buffer;
                     # its scalar binding (flat Bind, phasec's LetStmt) is T.let[...].
@@ -114,6 +119,10 @@ class TirPrinter(PrimPrinter):
                 s = s.body
                 continue
             if t is tir.Allocate:
+                if not last and not legacy():
+                    self.root_allocs = False
+                    indent, last = self._scope_marker(indent), True
+                    continue
                 b = s.buffer
                 args = f"{self.shape(b.shape)}, {quote_str(b.dtype)}"
                 if b.scope != "global":
@@ -157,6 +166,20 @@ class TirPrinter(PrimPrinter):
                 self.emit(indent, f"T.evaluate({self.prim(s.value)})")
         else:
             self.emit(indent, f"<unprintable {t.__name__}>")
+
+    def _scope_marker(self, indent: str) -> str:
+        """Open the scope of an allocation or let that statements outside it
+        follow; returns the indent of its body. TVM 0.27 has no scoped
+        allocation or let (its AllocBuffer and Bind scope over the rest of
+        their list, and its parser refuses ``with T.decl_buffer(...) as buf:``
+        and ``with T.LetStmt(...)``), so the scope is an attribute statement
+        with phasec's key :data:`SCOPE_ATTR`, holding the concise spelling:
+        TVM reads a harmless annotation, phasec reads back exactly the scoped
+        statement (no attribute). The legacy spelling keeps the ``with``
+        forms."""
+        # the value as TVM prints it
+        self.emit(indent, f"with T.attr({{{quote_str(SCOPE_ATTR)}: T.bool(True)}}):")
+        return indent + INDENT
 
     def _attr_value(self, v: object) -> str:
         if isinstance(v, tir.PrimExpr):

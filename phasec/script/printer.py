@@ -33,17 +33,21 @@ printer does ("concise scoping"): when nothing follows the statement in its
 printed statement list, as an assignment, ``buf = T.alloc_buffer(shape,
 dtype)`` / ``v: T.let[T.int64] = value`` (``v: T.int64 = value`` in the legacy
 spelling; TVM 0.27 reads that as a local scalar buffer), whose scope is the
-rest of the list; when
-statements outside its scope follow it (``SeqStmt[Allocate(buf, body),
-more]``), as a ``with`` block holding exactly its body: ``with
-T.decl_buffer(shape, dtype) as buf:`` / ``with T.LetStmt(value) as v:``
-(``T.LetStmt(value, T.<dtype>)`` when the variable's dtype is not the
-value's). Both are spellings TVM's TVMScript reads (``T.decl_buffer`` is
-TVM's allocate-and-declare form, the counterpart of phasec's ``Allocate``);
-flattening the scoped form instead would read back with a wider scope. So
-the text round trip of a TIR statement is exact, and the kernels phasec
-generates (which keep their allocations at the end of statement lists) print
-with the familiar ``T.alloc_buffer``. The JSON format is the exact
+rest of the list. When statements outside its scope follow it
+(``SeqStmt[Allocate(buf, body), more]``), TVM 0.27 has no spelling for it (its
+AllocBuffer and Bind always scope over the rest of their list; its parser
+refuses ``with T.decl_buffer(...) as buf:`` and ``with T.LetStmt(...)``), so
+the concise spelling goes inside ``with T.attr({"phasec.scope":
+T.bool(True)}):``, which TVM reads as a harmless attribute statement and
+phasec reads back as exactly the scoped statement (no attribute; see
+:data:`phasec.ir.tir.SCOPE_ATTR`). The legacy spelling keeps the older
+``with`` blocks holding exactly the body: ``with T.decl_buffer(shape, dtype)
+as buf:`` / ``with T.LetStmt(value) as v:`` (``T.LetStmt(value, T.<dtype>)``
+when the variable's dtype is not the value's); phasec reads both.
+Flattening the scoped form instead would read back with a wider scope. So
+the text round trip of a TIR statement is exact in both spellings, and the
+kernels phasec generates (which keep their allocations at the end of
+statement lists) print with the familiar ``T.alloc_buffer``. The JSON format is the exact
 serialization of everything, nested ``SeqStmt`` included.
 
 Public helpers for diagnostics: :func:`print_module`, :func:`print_function`,
