@@ -880,3 +880,77 @@ def test_allocations_with_symbolic_shapes(kernels):
     # n = 0: empty tensors, empty storages
     empty = vm["main"](f32(), f32())
     assert empty.shape == (0,) and vm.stats["storage_allocs"] == 4
+
+
+# ---------------------------------------------------------------------------
+# Arming for Ctrl-C: once per call, skipped for short calls of constant shapes
+# ---------------------------------------------------------------------------
+
+_STATIC_MLP = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 8), "float32")):
+        y = R.nn.relu(R.matmul(x, w))
+        return y
+"""
+
+_SYMBOLIC_MLP = _STATIC_MLP.replace('R.Tensor((4, 8), "float32")', 'R.Tensor(("n", 8), "float32")')
+
+
+def _count_wakeup_fd_calls(monkeypatch):
+    import signal as _signal
+
+    calls = []
+    real = _signal.set_wakeup_fd
+
+    def counting(*a, **k):
+        calls.append(a[0])
+        return real(*a, **k)
+    monkeypatch.setattr(_signal, "set_wakeup_fd", counting)
+    return calls
+
+
+def test_short_calls_of_constant_shapes_run_unarmed(monkeypatch):
+    import phasec.backend.vm.vm as vm_module
+
+    mod = phasec.parse(_STATIC_MLP)
+    x, w = np.ones((4, 8), np.float32), np.full((8, 8), 0.5, np.float32)
+    main = VirtualMachine(phasec.build(mod))["main"]
+    calls = _count_wakeup_fd_calls(monkeypatch)
+    first = main(x, w)
+    assert len(calls) == 2  # armed: installed, then restored
+    for _ in range(3):
+        np.testing.assert_array_equal(main(x, w), first)
+    assert len(calls) == 2  # the same short work: not armed again
+    np.testing.assert_allclose(first, np.maximum(x @ w, 0))
+    # a call that took longer than the limit is armed the next time
+    monkeypatch.setattr(vm_module, "SHORT_CALL_SECONDS", 0.0)
+    main(x, w)
+    main(x, w)
+    assert len(calls) == 4
+
+
+def test_calls_with_symbolic_shapes_are_always_armed(monkeypatch):
+    mod = phasec.parse(_SYMBOLIC_MLP)
+    w = np.full((8, 8), 0.5, np.float32)
+    main = VirtualMachine(phasec.build(mod))["main"]
+    calls = _count_wakeup_fd_calls(monkeypatch)
+    for n in (1, 4, 2):
+        x = np.ones((n, 8), np.float32)
+        np.testing.assert_allclose(main(x, w), np.maximum(x @ w, 0))
+    assert len(calls) == 6  # every call: its size can change
+
+
+def test_short_call_leaves_interrupt_state_as_it_was():
+    from phasec.backend import interrupt
+
+    assert not interrupt._is_armed
+    with interrupt.short_call():
+        assert interrupt._is_armed  # kernels inside do not arm one by one
+    assert not interrupt._is_armed
+    with interrupt.armed():
+        with interrupt.short_call():
+            assert interrupt._is_armed
+        assert interrupt._is_armed  # nested: the outer arming stays
+    assert not interrupt._is_armed

@@ -30,7 +30,7 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["FLAG", "flag_address", "armed", "raise_interrupt", "cancel_requested"]
+__all__ = ["FLAG", "flag_address", "armed", "short_call", "raise_interrupt", "cancel_requested"]
 
 #: the flag kernels poll (exported to LLVM as ``phasec_rt_cancel``); kept
 #: alive for the life of the process, as compiled code holds its address
@@ -130,6 +130,31 @@ class armed:
         _is_armed = False
         _forward = -1
         FLAG.value = 0
+
+
+class short_call:
+    """Context manager around a call known to be short (the VM's judgement:
+    the same work took milliseconds at most last time): its kernels do not
+    arm one by one, and nothing is installed, so a signal is handled by
+    Python when the call returns, as during any Python code. Arming costs
+    two ``signal.set_wakeup_fd`` calls, as much as a small kernel.
+
+    Only the main thread's state changes (elsewhere :class:`armed` does
+    nothing anyway)."""
+
+    __slots__ = ("_mine",)
+
+    def __enter__(self) -> "short_call":
+        global _is_armed
+        self._mine = not _is_armed and threading.get_ident() == threading.main_thread().ident
+        if self._mine:
+            _is_armed = True  # (the watcher forwards; FLAG stays 0: no fd of ours)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _is_armed
+        if self._mine:
+            _is_armed = False
 
 
 def raise_interrupt(kernel: str) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import operator
 import weakref
+from time import perf_counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,13 +38,26 @@ from ...packed import find_packed_func, get_packed_func
 from ...script._checks import int_range_problem
 from . import bytecode as bc
 from .bytecode import CalleeKind
-from ..interrupt import armed
+from ..interrupt import armed, short_call
 from .executable import Executable
 
 __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
 
 #: Deepest chain of Relax calls before the VM stops (runaway recursion guard).
 DEFAULT_MAX_CALL_DEPTH = 100_000
+
+#: A call of a function of constant shapes that took less than this runs
+#: unarmed the next time (see VirtualMachine._invoke_entry): Ctrl-C then
+#: waits at most about this long.
+SHORT_CALL_SECONDS = 0.002
+
+
+def _static_params(nparams: int, code: Sequence[bc.Instruction]) -> bool:
+    """Whether every parameter register is checked as a tensor of constant
+    shape and dtype (the function then does the same work on every call)."""
+    static = {ins.src for ins in code
+              if type(ins) is bc.Match and _static_tensor_pattern(ins.pattern) is not None}
+    return nparams > 0 and all(r in static for r in range(nparams))
 
 # Decoded opcodes, roughly in order of frequency (the dispatch chain tests
 # them in this order).
@@ -81,7 +95,7 @@ class _Decoded:
     """A function ready to run: decoded code, initial register file."""
 
     __slots__ = ("name", "params", "nparams", "code", "template", "start", "source",
-                 "compiled")
+                 "compiled", "static", "short")
 
     def __init__(self, name: str, params: tuple[str, ...], code: list, template: list,
                  start: int, source: Sequence[bc.Instruction]) -> None:
@@ -95,6 +109,11 @@ class _Decoded:
         #: straight-line functions: the code as one generated Python function
         #: ``compiled(args)`` (see _compile_straight_line); None otherwise
         self.compiled: Callable[[tuple], Any] | None = None
+        #: every parameter is a tensor of constant shape (so each call does
+        #: the same work), and the last call took under SHORT_CALL_SECONDS:
+        #: see VirtualMachine._invoke_entry
+        self.static = _static_params(len(params), source)
+        self.short = False
 
 
 class _FunctionHandle:
@@ -428,11 +447,29 @@ class VirtualMachine:
                           f"{'' if f.nparams == 1 else 's'} ({', '.join(f.params)}), "
                           f"got {len(args)}")
         args = tuple([_as_input(a) for a in args])
+        compiled = f.compiled
+        if compiled is not None and f.static:
+            # Straight-line code of constant shapes does the same work every
+            # call. Arming (two signal.set_wakeup_fd calls, ~2-5 us) is for
+            # long calls; a call as short as the last one was runs unarmed,
+            # and Ctrl-C during it is handled when it returns, as for any
+            # Python code.
+            if f.short:
+                with short_call():
+                    t0 = perf_counter()
+                    result = compiled(args)
+                    f.short = perf_counter() - t0 < SHORT_CALL_SECONDS
+                return result
+            with armed():
+                t0 = perf_counter()
+                result = compiled(args)
+                f.short = perf_counter() - t0 < SHORT_CALL_SECONDS
+            return result
         # Armed once per call (not per kernel): Ctrl-C stops a native kernel
         # within a second and raises KeyboardInterrupt here (backend/interrupt.py).
         with armed():
-            if f.compiled is not None:  # straight-line code: no dispatch loop
-                return f.compiled(args)
+            if compiled is not None:  # straight-line code: no dispatch loop
+                return compiled(args)
             return self._execute(index, args)
 
     def _execute(self, index: int, args: tuple) -> Any:
