@@ -34,15 +34,18 @@ def _stage(model: str, stage: str) -> tuple[str, phasec.IRModule]:
     return text, phasec.parse(text, str(path))
 
 
-def _round_trips(mod: phasec.IRModule) -> None:
-    """Both spellings and the JSON format give the module back unchanged."""
+def _round_trips(mod: phasec.IRModule, schema: bool = True) -> None:
+    """Both spellings and the JSON format give the module back unchanged
+    (``schema``: also validate the JSON against the published schema, which
+    jsonschema does slowly on large modules)."""
     for syntax in ("tvm", "legacy"):
         text = mod.script(syntax=syntax)
         again = phasec.parse(text)
         assert_structural_equal(again, mod)
         assert again.script(syntax=syntax) == text
     doc = to_json(mod)
-    jsonschema.Draft202012Validator(json_schema()).validate(json.loads(doc))
+    if schema:
+        jsonschema.Draft202012Validator(json_schema()).validate(json.loads(doc))
     assert_structural_equal(from_json(doc), mod)
 
 
@@ -152,3 +155,69 @@ def test_begin_end_domains_are_what_tvm_reads() -> None:
     _same_as_tvm(phasec.parse(RANGED_REDUCE), RANGED_REDUCE)
     # and phasec's reprint is what TVM reads from its own text
     _same_as_tvm(phasec.parse(mod.script()), text)
+
+
+# ---------------------------------------------------------------------------
+# Buffers in block annotations: attention
+# ---------------------------------------------------------------------------
+
+def test_tvms_attention_with_buffers_in_block_annotations_reads_and_round_trips() -> None:
+    from phasec.ir import tir
+
+    text, mod = _stage("attention", "LegalizeOps")
+    hinted = [blk.annotations["layout_free_placeholders"] for f in mod.functions.values()
+              if isinstance(f, tir.PrimFunc) for blk in _blocks(f.body)
+              if "layout_free_placeholders" in blk.annotations]
+    assert hinted and all(isinstance(b, tir.Buffer) for hint in hinted for b in hint)
+    assert 'T.sblock_attr({"layout_free_placeholders": (T_reshape_1,)})' in mod.script()
+    assert not [d for d in verifier.check(mod, verifier.infer_phase(mod))
+                if d.severity == verifier.ERROR]
+    _round_trips(mod, schema=False)  # the schema is checked on HINTED below
+
+
+def test_annotation_buffers_and_expressions_are_what_tvm_reads() -> None:
+    text, mod = _stage("attention", "LegalizeOps")
+    _same_as_tvm(mod, text)
+    _same_as_tvm(phasec.parse(mod.script()), text)
+    hinted = HINTED.replace("HINT", '{"free": [B], "at": n + 1, "meta": {"k": [B, 2]}}')
+    mod = phasec.parse(hinted)
+    _round_trips(mod)
+    _same_as_tvm(mod, hinted)
+
+
+HINTED = """
+# from tvm.script import ir as I
+# from tvm.script import tirx as T
+
+@I.ir_module
+class Module:
+    @T.prim_func(private=True, s_tir=True)
+    def copy(a: T.handle, b: T.handle):
+        n = T.int64()
+        A = T.match_buffer(a, (n,))
+        B = T.match_buffer(b, (n,))
+        for i in range(n):
+            with T.sblock("copy"):
+                v_i = T.axis.spatial(n, i)
+                T.reads(A[v_i])
+                T.writes(B[v_i])
+                T.sblock_attr(HINT)
+                B[v_i] = A[v_i]
+"""
+
+
+def test_an_annotation_naming_an_unknown_name_is_a_clear_error() -> None:
+    with pytest.raises(phasec.errors.ParseError, match="name 'C' is not defined"):
+        phasec.parse(HINTED.replace("HINT", '{"free": [C]}'))
+
+
+def _blocks(body) -> list:
+    from phasec.ir import tir
+
+    found, stack = [], [body]
+    while stack:
+        s = stack.pop()
+        if type(s) is tir.Block:
+            found.append(s)
+        stack.extend(tir.stmt_children(s))
+    return found

@@ -10,7 +10,7 @@ node kind, so checking is linear in program size at every phase.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
 from phasec.errors import WellFormedError
@@ -638,6 +638,19 @@ class Checker:
                 for region in (*s.reads, *s.writes):
                     for hook in buf_use:
                         hook(ctx, region.buffer)
+                # buffers and expressions named in schedule hints are uses too
+                hints = list(s.annotations.values())
+                while hints:
+                    h = hints.pop()
+                    if isinstance(h, tir.Buffer):
+                        for hook in buf_use:
+                            hook(ctx, h)
+                    elif isinstance(h, tir.PrimExpr):
+                        uses(h)
+                    elif isinstance(h, (tuple, list)):
+                        hints.extend(h)
+                    elif isinstance(h, Mapping):
+                        hints.extend(h.values())
                     for lo, ext in region.region:
                         uses(lo)
                         uses(ext)

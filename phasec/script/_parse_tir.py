@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..ir import tir
+from ..errors import ParseError
 from ..ir.node import Span
 from ._parse_common import (
     TIR_BUILTIN_ERROR, _BINOPS, _LOOP_KINDS, _TIR_BUILTINS, _dotted, _is_docstring, _is_none,
@@ -680,7 +681,7 @@ class _PrimFuncParser:
                     if len(call.args) != 1 or call.keywords or annotations is not None:
                         raise mp.error(f"{mp.src(call.func)} expects one dictionary literal, "
                                        f"once per block", s)
-                    annotations = mp.attr_dict(call.args[0])
+                    annotations = self._annotations(call.args[0])
                 elif (isinstance(s, ast.With) and len(s.items) == 1
                       and isinstance(s.items[0].context_expr, ast.Call)
                       and _dotted(s.items[0].context_expr.func) == (mp.T, "init")):
@@ -694,6 +695,33 @@ class _PrimFuncParser:
             self.scopes.pop()
         return tir.Block(block_name, iter_vars, iter_values, body, init, reads or (), writes or (),
                          annotations, span=mp.span(stmt))
+
+    def _annotations(self, node: ast.AST) -> dict[str, Any]:
+        """A block's ``{"key": value}``: literals as attributes everywhere, and
+        the buffers and scalar expressions TVM's schedule hints name
+        (``{"layout_free_placeholders": [T_reshape_1]}``)."""
+        mp = self.mp
+        if not isinstance(node, ast.Dict):
+            raise mp.error(f"expected a dictionary literal, got {mp.src(node)}", node)
+        out: dict[str, Any] = {}
+        for key, value in zip(node.keys, node.values):
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                raise mp.error(f"attribute names must be strings, got "
+                               f"{'**' if key is None else mp.src(key)}", key or value)
+            out[key.value] = self._annotation_value(value)
+        return out
+
+    def _annotation_value(self, node: ast.AST) -> Any:
+        if isinstance(node, ast.Dict):
+            return self._annotations(node)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return tuple(self._annotation_value(e) for e in node.elts)
+        if isinstance(node, ast.Name) and isinstance(self._lookup(node.id), tir.Buffer):
+            return self._lookup(node.id)
+        try:
+            return self.mp.literal(node)
+        except ParseError:
+            return self.prim.parse(node)  # a scalar expression (or its clear error)
 
     def _axis(self, s: ast.Assign, fname: tuple[str, ...], iter_vars: list, iter_values: list) -> None:
         mp = self.mp

@@ -380,6 +380,8 @@ def attr_text(p: Any, v: Any) -> str:
         return attr_text(p, v.tolist())
     if isinstance(v, tir.PrimExpr):
         return p.prim(v)
+    if isinstance(v, tir.Buffer) and hasattr(p, "buffer_name"):
+        return p.buffer_name(v)  # a buffer named in a block annotation
     if isinstance(v, StructInfo) and hasattr(p, "sinfo"):
         return p.sinfo(v)
     if isinstance(v, Expr) and hasattr(p, "sinfo"):

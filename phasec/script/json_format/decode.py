@@ -28,6 +28,7 @@ from .._checks import dim_problem, int_range_problem
 
 from .schema import (
     AllocateDoc, AttrDict, AttrExpr, AttrFloat, AttrList, AttrPrimExpr, AttrStmtDoc,
+    AttrBuffer,
     AttrStructInfo,
     BinaryOpDoc, BlockDoc, BlockDocR, BufferLoadDoc, BufferRef, BufferRegionDoc,
     BufferStoreDoc, CallDoc, CastDoc, ConstantDoc, DataTypeImmDoc, EvaluateDoc, ExternFuncDoc,
@@ -468,6 +469,8 @@ class _Reader:
             return self.expr(v.expr, (p, "expr"))
         if t is AttrStructInfo:
             return self.sinfo(v.struct_info, (p, "struct_info"))
+        if t is AttrBuffer:
+            return self._ref(self.buffers, v.buffer, "buffer", (p, "buffer"))
         raise _LoadError(p, f"unexpected attribute value {v!r}")  # pragma: no cover
 
     # -- Relax ------------------------------------------------------------

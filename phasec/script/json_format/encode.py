@@ -352,6 +352,8 @@ class _Writer:
             return {"prim_expr": self.prim(v)}
         if isinstance(v, StructInfo):
             return {"struct_info": self.sinfo(v)}
+        if isinstance(v, tir.Buffer):
+            return {"buffer": self.buffer(v)}
         if isinstance(v, Expr):
             return {"expr": self.expr(v)}
         raise SchemaError(f"{where}: attribute value of type {type(v).__name__} ({v!r}) "

@@ -376,9 +376,16 @@ class AttrStructInfo(_Model):
     struct_info: StructInfoDoc
 
 
+class AttrBuffer(_Model):
+    """A TIR buffer (by id) as an attribute value: TVM's block annotations
+    name buffers (``{"layout_free_placeholders": [T_reshape_1]}``)."""
+
+    buffer: Id
+
+
 _ATTR_OBJECT_TAGS = {"list": "<list>", "dict": "<dict>", "float": "<float-special>",
                      "prim_expr": "<prim_expr>", "expr": "<expr>",
-                     "struct_info": "<struct_info>"}
+                     "struct_info": "<struct_info>", "buffer": "<buffer>"}
 
 
 def _attr_tag(v: Any) -> Optional[str]:
@@ -413,11 +420,12 @@ AttrValue = TypeAliasType("AttrValue", Annotated[
         Annotated[AttrPrimExpr, Tag("<prim_expr>")],
         Annotated[AttrExpr, Tag("<expr>")],
         Annotated[AttrStructInfo, Tag("<struct_info>")],
+        Annotated[AttrBuffer, Tag("<buffer>")],
     ],
     Discriminator(_attr_tag, custom_error_type="invalid_attr_value",
                   custom_error_message="expected null, a boolean, number, string or array, or "
                                        "an object with one key of: list, dict, float, "
-                                       "prim_expr, expr, struct_info"),
+                                       "prim_expr, expr, struct_info, buffer"),
 ])
 
 Attrs = dict[str, AttrValue]
