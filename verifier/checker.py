@@ -619,6 +619,9 @@ class Checker:
                     scope.add(s.buffer)
                     stack.append(("exit", s.buffer))
                 stack.append(s.body)
+            elif t is tir.While:
+                uses(s.condition)
+                stack.append(s.body)
             elif t is tir.IfThenElse:
                 uses(s.condition)
                 if s.else_case is not None:

@@ -610,6 +610,10 @@ def _run(m: _Machine, body: Stmt) -> None:
                 work.append(item.then_case)
             elif item.else_case is not None:
                 work.append(item.else_case)
+        elif isinstance(item, tir.While):
+            if m.eval(item.condition):
+                work.append(item)  # test again once the body has run
+                work.append(item.body)
         elif isinstance(item, tir.AttrStmt):
             work.append(item.body)  # a hint for TVM's lowering
         elif isinstance(item, LetStmt):

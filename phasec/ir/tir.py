@@ -19,7 +19,7 @@ from .node import Node, Span, node, set_field
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "BinaryOp", "Not", "Cast", "Select",
     "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
-    "IfThenElse", "Allocate", "LetStmt", "AttrStmt", "Evaluate", "IterVar", "BufferRegion",
+    "IfThenElse", "While", "Allocate", "LetStmt", "AttrStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
     "stmt_children", "contains_stmt",
     "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
@@ -341,6 +341,17 @@ class IfThenElse(Stmt):
 
 
 @node
+class While(Stmt):
+    """``while condition: body``: TVM's While (its bucketize searches with
+    one); ``body`` runs as long as ``condition`` holds, evaluated before
+    every iteration."""
+
+    condition: PrimExpr
+    body: Stmt
+    span: Span | None = None
+
+
+@node
 class Allocate(Stmt):
     """``buf = T.alloc_buffer(...)``: ``buffer`` is live inside ``body``."""
 
@@ -525,7 +536,7 @@ def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
         return s.stmts
     if t is IfThenElse:
         return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
-    if t is For or t is Allocate or t is LetStmt or t is AttrStmt:
+    if t is For or t is Allocate or t is LetStmt or t is AttrStmt or t is While:
         return (s.body,)
     if t is Block:
         return (s.body,) if s.init is None else (s.body, s.init)

@@ -38,7 +38,7 @@ def _rewrite(s: tir.Stmt, loops: Mapping[int, tir.For]) -> tir.Stmt:
     if t is tir.SeqStmt:
         stmts = tuple(_rewrite(x, loops) for x in s.stmts)
         return s if all(a is b for a, b in zip(stmts, s.stmts)) else replace(s, stmts=stmts)
-    if t in (tir.LetStmt, tir.Allocate, tir.AttrStmt):
+    if t in (tir.LetStmt, tir.Allocate, tir.AttrStmt, tir.While):
         new_body = _rewrite(s.body, loops)
         return s if new_body is s.body else replace(s, body=new_body)
     if t is tir.IfThenElse:

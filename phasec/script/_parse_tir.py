@@ -264,6 +264,14 @@ class _PrimFuncParser:
             then = self._stmts(stmt.body)
             other = self._stmts(stmt.orelse) if stmt.orelse else None
             return tir.IfThenElse(cond, then, other, span=mp.span(stmt))
+        if isinstance(stmt, ast.While):
+            if stmt.orelse:
+                raise mp.error("a while loop in TIR has no `else` branch", stmt.orelse[0])
+            cond = self.prim.parse(stmt.test)
+            if cond.dtype != "bool":
+                raise mp.error(f"a while condition must be a bool expression, got a "
+                               f"{cond.dtype} value", stmt.test)
+            return tir.While(cond, self._stmts(stmt.body), span=mp.span(stmt))
         if isinstance(stmt, ast.With):
             return self._with(stmt)
         if isinstance(stmt, ast.Expr):

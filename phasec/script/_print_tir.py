@@ -157,6 +157,9 @@ class TirPrinter(PrimPrinter):
             if s.else_case is not None:
                 self.emit(indent, "else:")
                 self.stmt(s.else_case, indent + INDENT)
+        elif t is tir.While:
+            self.emit(indent, f"while {self.prim(s.condition)}:")
+            self.stmt(s.body, indent + INDENT)
         elif t is tir.Evaluate:
             if type(s.value) is tir.Call and s.value.name == "assume":
                 self.emit(indent, self.prim(s.value))  # as TVM prints it

@@ -191,6 +191,8 @@ def _estimate_work(body: tir.Stmt) -> int:
                 stack.append((n.else_case, mult))
         elif isinstance(n, (tir.Allocate, tir.LetStmt, tir.AttrStmt)):
             stack.append((n.body, mult))
+        elif isinstance(n, tir.While):  # trips unknown: counted as a loop of 256
+            stack.append((n.body, mult * 256))
         elif isinstance(n, tir.Block):
             stack.append((n.body, mult))
             if n.init is not None:

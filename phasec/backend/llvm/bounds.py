@@ -239,7 +239,7 @@ class _Checker:
                 stack.append(s.body)
             elif t is tir.Evaluate:
                 found = self.check_expr(s.value)
-            elif t is tir.IfThenElse:
+            elif t is tir.IfThenElse or t is tir.While:
                 found = self.check_expr(s.condition)  # the branches are conditional
             elif t is tir.Block:
                 for iv, value in zip(s.iter_vars, s.iter_values):

@@ -961,6 +961,7 @@ class _KernelCodegen(EntryCodegen, StatementCodegen, LoopCodegen, IntrinsicCodeg
         tir.BufferStore: StatementCodegen._store,
         tir.For: LoopCodegen._for,
         tir.IfThenElse: StatementCodegen._if,
+        tir.While: LoopCodegen._while,
         tir.Allocate: StatementCodegen._allocate,
         tir.LetStmt: StatementCodegen._let,
         tir.AttrStmt: StatementCodegen._attr,

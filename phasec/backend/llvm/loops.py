@@ -37,7 +37,7 @@ def _straight_line_body(body: tir.Stmt) -> bool:
     while stack:
         s = stack.pop()
         t = type(s)
-        if t is tir.IfThenElse or t is tir.For:
+        if t is tir.IfThenElse or t is tir.For or t is tir.While:
             return False
         if t is tir.BufferStore:
             exprs += [s.value, *s.indices]
@@ -84,6 +84,8 @@ def _const_trips(s: tir.Stmt) -> int | None:
         return total
     if t in (tir.Allocate, tir.LetStmt, tir.AttrStmt):
         return _const_trips(s.body)
+    if t is tir.While:
+        return None  # as many iterations as the data decides
     if t is tir.IfThenElse:
         a = _const_trips(s.then_case)
         b = 0 if s.else_case is None else _const_trips(s.else_case)
@@ -138,6 +140,26 @@ class LoopCodegen:
         def close() -> None:
             self.unbind_var(s.loop_var, prev)
             close_loop(md)
+
+        tasks.append(close)
+        tasks.append(s.body)
+
+    def _while(self, s: tir.While, tasks: list[Any]) -> None:
+        """``while cond: body``: the condition is tested at the head of every
+        iteration, which also polls the cancel flag (the trip count is the
+        data's)."""
+        fn = self.fn
+        head, body, done = fn.label("while.head"), fn.label("while.body"), fn.label("while.end")
+        fn.emit(f"br label %{head}")
+        fn.start(head)
+        self._poll()
+        c = self.emit_cond(s.condition)
+        fn.emit(f"br i1 {c}, label %{body}, label %{done}")
+        fn.start(body)
+
+        def close() -> None:
+            fn.emit(f"br label %{head}")
+            fn.start(done)
 
         tasks.append(close)
         tasks.append(s.body)

@@ -38,7 +38,7 @@ from .schema import (
     SelectChainDoc, SelectDoc, SeqExprDoc, SeqScopeDoc, SeqStmtDoc, AllocateScopeDoc,
     AttrScopeDoc,
     ShapeExprDoc, ShapeStructInfoDoc, SpanDoc, StringImmDoc, TensorStructInfoDoc, TirCallDoc,
-    TirVarRef, TupleDoc, TupleGetItemDoc, TupleStructInfoDoc, _Model,
+    TirVarRef, TupleDoc, TupleGetItemDoc, TupleStructInfoDoc, WhileDoc, _Model,
 )
 from . import schema
 from .encode import _gc_paused
@@ -320,6 +320,9 @@ class _Reader:
         if t is AllocateDoc:
             buf = self._ref(self.buffers, m.buffer, "buffer", (p, "buffer"))
             return tir.Allocate(buf, self.stmt(m.body, (p, "body")), span=span)
+        if t is WhileDoc:
+            return tir.While(self.prim(m.condition, (p, "condition")),
+                             self.stmt(m.body, (p, "body")), span=span)
         if t is LetStmtDoc:
             var = self._ref(self.tir_vars, m.var, "tir var", (p, "var"))
             return tir.LetStmt(var, self.prim(m.value, (p, "value")), self.stmt(m.body, (p, "body")),

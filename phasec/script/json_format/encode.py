@@ -230,6 +230,9 @@ class _Writer:
                 d["else_case"] = self.stmt(s.else_case)
         elif t is tir.Allocate:
             d = {"node": "tir.Allocate", "buffer": self.buffer(s.buffer), "body": self.stmt(s.body)}
+        elif t is tir.While:
+            d = {"node": "tir.While", "condition": self.prim(s.condition),
+                 "body": self.stmt(s.body)}
         elif t is tir.LetStmt:
             d = {"node": "tir.LetStmt", "var": self.tvar(s.var), "value": self.prim(s.value),
                  "body": self.stmt(s.body)}

@@ -181,6 +181,12 @@ class AllocateDoc(_Node):
     body: "StmtDoc"
 
 
+class WhileDoc(_Node):
+    node: Literal["tir.While"]
+    condition: PrimExprDoc
+    body: "StmtDoc"
+
+
 class LetStmtDoc(_Node):
     node: Literal["tir.LetStmt"]
     var: Id
@@ -285,7 +291,7 @@ class NestDoc(_Node):
 
 StmtDoc = Annotated[
     Union[BufferStoreDoc, SeqStmtDoc, ForDoc, IfThenElseDoc, AllocateDoc, LetStmtDoc,
-          AttrStmtDoc, EvaluateDoc, BlockDoc, NestDoc],
+          AttrStmtDoc, EvaluateDoc, BlockDoc, NestDoc, WhileDoc],
     Field(discriminator="node"),
 ]
 
