@@ -55,7 +55,20 @@ def _tvm() -> Any:
         raise TVMNotAvailableError(
             f"phasec.tvm needs TVM {TESTED_TVM_VERSION}: pip install \"phasec[tvm]\" "
             f"({exc})") from None
+    _register_stop_fusion(tvm)
     return tvm
+
+
+def _register_stop_fusion(tvm: Any) -> None:
+    """Give TVM's VM the packed function TVM's syntax spells ``R.stop_fusion``
+    with (:data:`phasec.ir.op.elementwise.STOP_FUSION_PACKED`): the identity,
+    returning a copy (the result must not alias the operand, whose storage
+    TVM's memory planning may reuse once the operand is dead)."""
+    from .ir.op.elementwise import STOP_FUSION_PACKED
+
+    if tvm.get_global_func(STOP_FUSION_PACKED, allow_missing=True) is None:
+        tvm.register_global_func(STOP_FUSION_PACKED,
+                                 lambda x: tvm.runtime.tensor(x.numpy(), device=x.device))
 
 
 def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>") -> IRModule:

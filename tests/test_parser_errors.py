@@ -497,3 +497,22 @@ def test_excerpt_of_a_very_long_line_is_clipped_around_the_column(tmp_path) -> N
     excerpt = next(i for i, line in enumerate(lines) if "R.nope" in line and line.startswith("  "))
     caret = lines[excerpt + 1].index("^")
     assert lines[excerpt][caret:].startswith("R.nope")
+
+
+@pytest.mark.parametrize("call, message", [
+    ('R.call_pure_packed("phasec.stop_fusion", x, x, ty_args=R.Tensor((4,), "float32"))',
+     "takes exactly one operand"),
+    ('R.call_pure_packed("phasec.stop_fusion", x, ty_args=R.Tensor((5,), "float32"))',
+     "ty_args must be the operand's struct info"),
+])
+def test_tvm_spelling_of_stop_fusion_is_checked(call, message):
+    err = parse_error(relax(f"y = {call}", "return y"))
+    assert message in err.message and where(err) == (BODY_LINE, 12)
+
+
+def test_tvm_spelling_of_stop_fusion_reads_as_stop_fusion():
+    mod = phasec.parse(relax(
+        'y = R.call_pure_packed("phasec.stop_fusion", x, ty_args=R.Tensor((4,), "float32"))',
+        "return y"))
+    call = mod["main"].body.blocks[0].bindings[0].value
+    assert call.op.name == "relax.stop_fusion" and call.args == (mod["main"].params[0],)

@@ -663,7 +663,12 @@ def test_every_operator_roundtrip(opdef):
     mod = op_module(opdef)
     text = check_roundtrip(mod)
     call = binding_value(mod)
-    # the printer writes the TVMScript spelling of the op (or its special form)
+    # the printer writes the TVMScript spelling of the op (or its special form;
+    # TVM 0.27 has no stop_fusion: a packed call, see PHASES.md)
+    if opdef.name == "relax.stop_fusion":
+        assert 'R.call_pure_packed("phasec.stop_fusion", ' in text
+        text = mod.script(syntax="legacy")
+        assert_structural_equal(phasec.parse(text), mod)  # the legacy spelling reads back too
     assert opdef.script_name + "(" in text
     if call.attrs and opdef.category in ("memory", "vm"):
         # TVM's layout: the attributes are trailing positional operands, in registry order

@@ -233,3 +233,84 @@ class Module:
     legalized = verdicts["LegalizeOps"]
     assert legalized.phase == Phase.LOWERING and not legalized.ok
     assert {d.code for d in legalized.diagnostics} == {"PH202"}
+
+
+_STOP_FUSION = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        a = R.add(x, x)
+        b = R.stop_fusion(a)
+        c = R.multiply(b, x)
+        return c
+'''
+
+
+def test_stop_fusion_is_a_packed_call_tvm_parses_fuses_around_and_runs() -> None:
+    # TVM 0.27 has no stop_fusion operator: phasec spells it as the pure packed
+    # call phasec.stop_fusion, which the bridge registers with TVM (identity)
+    mod = phasec.parse(_STOP_FUSION)
+    text = mod.script()
+    assert 'R.call_pure_packed("phasec.stop_fusion", a, ty_args=' in text
+    assert "R.stop_fusion(a)" in mod.script(syntax="legacy")
+    tvm_mod = to_tvm(mod)
+    assert relax.analysis.check_well_formed(tvm_mod)
+    back = from_tvm(tvm_mod)
+    assert [b.value.op.name for b in back["main"].body.blocks[0].bindings] == [
+        "relax.add", "relax.stop_fusion", "relax.multiply"]
+    # TVM's FuseOps does not fuse across the barrier: add and multiply stay apart
+    fused = relax.transform.FuseOps()(relax.transform.LegalizeOps()(tvm_mod))
+    assert "phasec.stop_fusion" in fused.script()
+    x = np.random.default_rng(0).random((2, 3), dtype=np.float32)
+    vm = relax.VirtualMachine(tvm.compile(tvm_mod, target="llvm"), tvm.cpu())
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), (x + x) * x,
+                               rtol=1e-6)
+
+
+def test_tvm_type_defects_are_named() -> None:
+    # what TVM 0.27 infers for these (its defects, PHASES.md) against numpy
+    from phasec.testing.against_tvm import tvm_can_read, tvm_type_defect
+
+    bb = relax.BlockBuilder()
+    assert bb.normalize(relax.op.arange(1, -2, -1, dtype="int64")).ty.shape[0] == 5
+    assert len(np.arange(1, -2, -1)) == 3
+    x = relax.Var("x", relax.TensorType((2,), "float32"))
+    y = relax.Var("y", relax.TensorType((3,), "float32"))
+    grid = bb.normalize(relax.op.meshgrid(relax.Tuple([x, y]), indexing="xy"))
+    assert [int(d) for d in grid.ty.fields[0].shape] == [2, 3]
+    assert np.meshgrid(np.zeros(2), np.zeros(3), indexing="xy")[0].shape == (3, 2)
+    neg = phasec.parse('''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), "float32"), y: R.Tensor((3,), "float32")):
+        a = R.arange(1, -2, -1, dtype="int64")
+        b = R.arange(0, 3, 1, dtype="int64")
+        g = R.meshgrid((x, y), indexing="xy")
+        h = R.meshgrid((x, y), indexing="ij")
+        k = R.meshgrid((x, x, y), indexing="xy")
+        return (a, b, g, h, k)
+''')
+    main = neg["main"]
+
+    def only(name):
+        binding = next(b for blk in main.body.blocks for b in blk.bindings
+                       if b.var.name_hint == name)
+        fn = phasec.ir.Function(main.params, phasec.ir.SeqExpr(
+            [phasec.ir.BindingBlock([binding])], binding.var))
+        return IRModule({"main": fn})
+
+    assert "negative step" in tvm_type_defect(only("a"))
+    assert tvm_type_defect(only("b")) is None
+    assert "indexing" in tvm_type_defect(only("g"))
+    assert tvm_type_defect(only("h")) is None
+    assert tvm_type_defect(only("k")) is None  # the first two inputs have one length
+    for name, refused in (("a", True), ("b", False), ("g", True), ("h", False), ("k", False)):
+        m = only(name)
+        assert (tvm_can_read(m) is not None) == refused
+        try:
+            accepted = bool(relax.analysis.check_well_formed(tvm.script.from_source(m.script())))
+        except Exception:  # noqa: BLE001 - TVM's parser refuses it as not well-formed
+            accepted = False
+        assert accepted != refused, (name, m.script())

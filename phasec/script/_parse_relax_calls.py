@@ -11,6 +11,7 @@ import numpy as np
 
 from ..ir import expr as rx
 from ..ir import tir
+from ..ir.op.elementwise import STOP_FUSION_PACKED
 from ..ir.struct_info import StructInfo
 from ._parse_common import _is_none, _to_tuple
 
@@ -269,7 +270,27 @@ class _DialectCalls:
 
     def _call_pure_packed(self, node: ast.Call) -> rx.Expr:
         func, args, sinfo_args, attrs = self._packed_parts(node, f"{self.mp.R}.call_pure_packed", False)
+        if type(func) is rx.ExternFunc and func.global_symbol == STOP_FUSION_PACKED:
+            return self._stop_fusion(node, args, sinfo_args, attrs)
         return self._builtin("relax.call_pure_packed", node, [func, *args], sinfo_args, attrs)
+
+    def _stop_fusion(self, node: ast.Call, args: list[rx.Expr], sinfo_args: tuple[StructInfo, ...],
+                     attrs: dict) -> rx.Expr:
+        """``R.call_pure_packed("phasec.stop_fusion", x, ty_args=...)``: how TVM's
+        syntax spells ``R.stop_fusion(x)`` (TVM 0.27 has no such operator)."""
+        from ..ir.structural import structural_equal
+
+        mp = self.mp
+        what = f'{mp.R}.call_pure_packed("{STOP_FUSION_PACKED}", ...)'
+        if len(args) != 1 or attrs:
+            raise mp.error(f"{what} (phasec's R.stop_fusion) takes exactly one operand and no "
+                           f"attributes", node)
+        call = self._builtin("relax.stop_fusion", node, args)
+        if len(sinfo_args) > 1 or (sinfo_args and call.struct_info is not None
+                                   and not structural_equal(sinfo_args[0], call.struct_info)):
+            raise mp.error(f"{what} (phasec's R.stop_fusion): ty_args must be the operand's "
+                           f"struct info, the identity's result", node)
+        return call
 
     def _call_inplace_packed(self, node: ast.Call) -> rx.Expr:
         from ..ir.op import find_op, normalize_attrs

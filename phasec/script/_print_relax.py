@@ -182,6 +182,10 @@ class RelaxPrinter(PrimPrinter):
         args = c.args
         if t is Op:
             name = op.name
+            if name == "relax.stop_fusion" and not legacy():
+                packed = self._stop_fusion_packed(c)
+                if packed is not None:
+                    return packed
             inplace = name == "relax.call_tir_inplace" and set(c.attrs) == {"inplace_indices"}
             if (name in _CALL_DPS and not c.attrs or inplace) and len(c.sinfo_args) == 1 and (
                     2 <= len(args) <= (2 if name == "relax.call_dps_packed" else 3)) \
@@ -234,6 +238,21 @@ class RelaxPrinter(PrimPrinter):
             keys += sorted((k for k in c.attrs if k not in order), key=str)
             parts += [f"{k}={self._call_attr_text(k, c.attrs[k])}" for k in keys]
         return self._finish_call(head, parts, c)
+
+    def _stop_fusion_packed(self, c: Call) -> str | None:
+        """``R.stop_fusion(x)`` in TVM 0.27's syntax, which has no such operator:
+        the pure packed call ``phasec.stop_fusion`` (see
+        :data:`phasec.ir.op.elementwise.STOP_FUSION_PACKED`); None when the
+        call's struct info is unknown (TVM needs ``ty_args``)."""
+        from ..ir.op.elementwise import STOP_FUSION_PACKED
+
+        if len(c.args) != 1 or c.attrs or c.sinfo_args:
+            return None
+        sinfo = c.struct_info or c.args[0].struct_info
+        if sinfo is None:
+            return None
+        return (f"R.call_pure_packed({quote_str(STOP_FUSION_PACKED)}, {self.expr(c.args[0])}, "
+                f"ty_args={self.sinfo(sinfo)})")
 
     def _finish_call(self, head: str, parts: list[str], c: Call) -> str:
         if c.sinfo_args:

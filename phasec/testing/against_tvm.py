@@ -24,8 +24,9 @@ Each generated module is printed in TVM's syntax and parsed by TVM
 Modules are generated without closures (TVMScript cannot spell some of
 them), packed calls (TVM's VM has not phasec's test functions), operators
 TVM 0.27 does not have, operators TVM's CPU pipeline lowers to host-side TIR
-phasec does not read (sort, argsort, topk, median: packed sorts), or float
-remainders (TVM's TIR takes ``%`` on integers only): :func:`tvm_can_read`
+phasec does not read (sort, argsort, topk, median: packed sorts), float
+remainders (TVM's TIR takes ``%`` on integers only), or calls whose struct
+info TVM 0.27 infers wrongly (:func:`tvm_type_defect`): :func:`tvm_can_read`
 says why one is left out.
 
 TVM is imported when a check runs, never at import.
@@ -52,7 +53,7 @@ __all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "regist
            "unregister_tvm_pass", "check_against_tvm", "tvm_can_read",
            "tvm_operators", "OPTIMIZATION_POOL", "AGREED", "PHASEC_STRICTER",
            "TEXT_CANNOT_CARRY", "TVM_DOES_NOT_CHECK", "expected_violation", "TVM_KINDS",
-           "has_float_remainder"]
+           "has_float_remainder", "tvm_type_defect"]
 
 #: Failure kinds of the TVM differential mode (described in FAILURE_KINDS).
 TVM_KINDS: dict[str, str] = {k: v for k, v in FAILURE_KINDS.items() if k.startswith("tvm-")}
@@ -231,6 +232,53 @@ def has_float_remainder(mod: IRModule) -> bool:
     return False
 
 
+def tvm_type_defect(mod: IRModule) -> str | None:
+    """Why TVM 0.27 would refuse ``mod``'s correct struct info (a known defect
+    of TVM's type inference, listed in PHASES.md), or None.
+
+    * ``R.arange`` with a negative step: TVM's length assumes a positive step
+      (``R.arange(1, -2, -1)``: TVM 5 elements, numpy and phasec 3).
+    * ``R.meshgrid(..., indexing="xy")`` whose first two inputs differ in
+      length: TVM's inference ignores ``indexing`` (numpy, and phasec, swap
+      the first two axes of every grid).
+    """
+    from ..ir import tir
+    from ..ir.expr import Call, Function, Op, PrimValue, Tuple
+    from ..ir.struct_info import TensorStructInfo
+    from ..ir.visitor import collect_exprs
+
+    def length(si: Any) -> Any:
+        return si.shape[0] if isinstance(si, TensorStructInfo) and si.shape else None
+
+    for func in mod.functions.values():
+        if not isinstance(func, Function):
+            continue
+        for call in collect_exprs(func, (Call,)):
+            if type(call.op) is not Op:
+                continue
+            if call.op.name == "relax.arange" and len(call.args) == 3:
+                step = call.args[2]
+                value = step.value if type(step) is PrimValue else None
+                if isinstance(value, (tir.IntImm, tir.FloatImm)) and value.value < 0:
+                    return ("R.arange with a negative step: TVM 0.27 infers its length as if "
+                            "the step were positive")
+            if call.op.name == "relax.meshgrid" and call.attrs.get("indexing") == "xy":
+                grids = call.args[0]
+                if type(grids) is Tuple:
+                    items = [f.struct_info for f in grids.fields]
+                else:
+                    items = list(getattr(grids.struct_info, "fields", None) or ())
+                if len(items) >= 2:
+                    a, b = length(items[0]), length(items[1])
+                    same = a is not None and b is not None and (
+                        a is b or (isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm)
+                                   and a.value == b.value))
+                    if not same:
+                        return ('R.meshgrid(..., indexing="xy"): TVM 0.27 infers the "ij" '
+                                "shapes (its inference ignores indexing)")
+    return None
+
+
 #: operators whose TVM 0.27 CPU lowering phasec cannot read back (checked with
 #: relax.backend.DispatchSortScan then LegalizeOps: T.call_packed in the TIR)
 _HOST_TIR_OPS = frozenset({"sort", "argsort", "topk", "median"})
@@ -248,7 +296,7 @@ def tvm_can_read(mod: IRModule) -> str | None:
                     "calls a packed sort (T.call_packed), host-side TIR phasec does not read")
     if has_float_remainder(mod):
         return "a float % in a kernel (TVM's TIR takes % on integers only)"
-    return None
+    return tvm_type_defect(mod)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -266,6 +266,14 @@ define("stop_fusion", ("x",), lambda call, ctx: _arg_sinfo_any(call, ctx),
        reference=_stop_fusion_ref, pattern=OpPattern.OPAQUE,
        doc="Identity; a fusion barrier for FuseOps.")
 
+#: TVM 0.27 has no stop_fusion operator: in its syntax ``R.stop_fusion(x)`` is
+#: spelt as a pure packed call of this name, ``R.call_pure_packed(
+#: "phasec.stop_fusion", x, ty_args=<x's struct info>)`` (TVM parses it and its
+#: FuseOps does not fuse across it: an opaque call), which phasec's parser reads
+#: back as ``R.stop_fusion(x)``; ``phasec.tvm`` registers the name with TVM as
+#: the identity, so TVM's VM runs it.
+STOP_FUSION_PACKED = "phasec.stop_fusion"
+
 
 def _arg_sinfo_any(call, ctx):
     from ..infer import arg_sinfo
