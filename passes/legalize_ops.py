@@ -370,7 +370,7 @@ class _FunctionLegalizer(ExprMutator):
             args = [self._leaf(self._template_arg(call, pos), pre) for pos in pattern]
         out = lowered.out_sinfo
         self._check_out(out, call)
-        return pre, self._call_tir(name, args, list(lowered.tir_vars), out)
+        return pre, self._call_tir(name, args, list(lowered.tir_vars), out, pre)
 
     @staticmethod
     def _template_arg(call: Call, pos: tuple[int, int | None]) -> Expr:
@@ -427,7 +427,7 @@ class _FunctionLegalizer(ExprMutator):
         tir_vars = [simplify(substitute(v, vmap)) for v in lowered.tir_vars]
         out = substitute_sinfo(lowered.out_sinfo, vmap)
         self._check_out(out, call)
-        return pre, self._call_tir(name, args, tir_vars, out)
+        return pre, self._call_tir(name, args, tir_vars, out, pre)
 
     def _check_out(self, out: StructInfo, call: Call) -> None:
         fields = out.fields if isinstance(out, TupleStructInfo) else (out,)
@@ -451,11 +451,22 @@ class _FunctionLegalizer(ExprMutator):
         return expr
 
     def _call_tir(self, kernel: str, args: Sequence[Expr], tir_vars: list[tir.PrimExpr],
-                  out: StructInfo) -> Call:
+                  out: StructInfo, pre: list[Binding]) -> Expr:
         # The kernel's scalar parameters follow its input buffers: they are
         # passed in the argument tuple (TVM 0.27's call_tir has no tir_vars).
         scalars = [PrimValue(v) for v in tir_vars]
         operands: list[Expr] = [GlobalVar(kernel), Tuple([*args, *scalars])]
+        if type(out) is TupleStructInfo and len(out.fields) == 1:
+            # A one-field tuple result (R.meshgrid of one tensor, R.split into
+            # one section): TVM 0.27's call_tir takes a list of tensor types
+            # and gives one tensor a tensor result, so the kernel's call
+            # returns the tensor and a tuple of it follows (as TVM legalizes).
+            field = out.fields[0]
+            cls = DataflowVar if self.dataflow else Var
+            var = cls("lv", field)
+            pre.append(VarBinding(var, Call(op_expr("relax.call_tir"), operands, None, (field,),
+                                            struct_info=field)))
+            return Tuple([var])
         return Call(op_expr("relax.call_tir"), operands, None, (out,), struct_info=out)
 
 

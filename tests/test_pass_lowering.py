@@ -1068,3 +1068,24 @@ def test_every_lowering_stage_round_trips_through_text_and_json():
         mod = get_pass(name)(mod)
         assert_structural_equal(phasec.parse(mod.script()), mod)
         assert_structural_equal(phasec.from_json(phasec.to_json(mod)), mod)
+
+
+def test_legalize_ops_gives_a_one_field_tuple_result_a_tensor_call_tir():
+    # TVM 0.27's call_tir gives a single output a tensor result (out_ty is a
+    # list of tensor types), so a one-field tuple is built after the call
+    mod = phasec.parse('''
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "optimization"})
+    @R.function
+    def main(x: R.Tensor((3,), "float32")) -> R.Tuple(R.Tensor((3,), "float32")):
+        g = R.meshgrid((x,), indexing="ij")
+        return g
+''')
+    out = run_pass("LegalizeOps", mod)
+    call, tup = (b.value for b in bindings(out["main"]))
+    assert isinstance(call, Call) and isinstance(call.struct_info, TensorStructInfo)
+    assert isinstance(tup, Tuple) and tup.fields[0] is bindings(out["main"])[0].var
+    x = rand(3)
+    (g,) = interpret(out, x)
+    np.testing.assert_array_equal(g, np.meshgrid(x, indexing="ij")[0])

@@ -49,7 +49,27 @@ class Module:
         c = R.scatter_elements(x, j, R.multiply(b, R.const(2.0, "float32")), axis=1)
         return (a, c)
 """
-MODULES = {p.stem: p for p in EXAMPLES} | {"data_indexed": DATA_INDEXED}
+#: What once printed in a form TVM 0.27 refuses: R.meshgrid of one tensor (a
+#: one-field tuple result: TVM's call_tir gives one output a tensor result),
+#: R.zeros of a shape only the output names (tir_vars, which TVM's call_tir
+#: lacks; n * 2 needs a scalar kernel parameter), batch_norm (a row accumulator
+#: whose scope ended before the kernel's list), R.stop_fusion (no TVM operator).
+ONCE_REFUSED = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32"), s: R.Tensor((2, 3, 4), "float32"),
+             g: R.Tensor((3,), "float32")):
+        n = T.int64()
+        grid = R.meshgrid((x,), indexing="ij")
+        z = R.zeros(R.shape([n]), "float32")
+        z2 = R.zeros(R.shape([n * 2]), "float32")
+        bn = R.nn.batch_norm(s, g, g, g, g, axis=1)
+        barrier = R.stop_fusion(z)
+        return (grid, z2, bn, barrier)
+"""
+MODULES = {p.stem: p for p in EXAMPLES} | {"data_indexed": DATA_INDEXED,
+                                            "once_refused": ONCE_REFUSED}
 
 
 def _load(name: str) -> phasec.IRModule:
@@ -137,3 +157,4 @@ def test_tvm_reads_a_scoped_allocation_and_let_inside_the_scope_attribute() -> N
     # and phasec reads TVM's print of it back as the kernel it printed
     back = phasec.parse(printed)["kernel"]
     assert phasec.IRModule({"kernel": back}).script() == text
+
