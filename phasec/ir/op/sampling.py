@@ -19,7 +19,7 @@ from .. import arith, te
 from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, IntImm, Select
 from ._common import OpPattern, as_dtype, attrs_of, check_indices, define, err, tensor_arg
-from ._draw import declares_draw
+from ._draw import FLOAT, INT, Hooks, const_dim, declares_draw
 from ._lowering import _out, _tensor, legalizes
 from ._tirgen import checked
 
@@ -99,13 +99,32 @@ def _multinomial_te(call, inputs):
                                                       out.dtype), name="T_multinomial")
 
 
-def _draw(ctx):
+def _draw_accepts(g, x) -> bool:
+    # Probabilities: non-negative (a made operand is brought there through
+    # exp, OpGen.adapt). With a negative one the running sum is not monotone
+    # and the category is not defined: TVM 0.27's kernel then keeps the last
+    # j with c[j-1] <= u < c[j] (or writes nothing), phasec counts the c[j] <= u.
+    return (x.kind == FLOAT and x.rank == 2 and x.lo >= 0.0
+            and all(const_dim(d) is not None for d in x.shape))
+
+
+def _draw_build(g, x):
+    from . import call_op
+
+    batch, vocab = (const_dim(d) for d in x.shape)
+    n = g.integers(1, 4)
+    u = g.constant((n, 1), (0.0, 1.0), "float32")
     # rows in range, not from the end: TVM 0.27 does not read negative
     # indices (phasec does, as numpy; the unit tests cover them)
-    batch, vocab = ctx.shape
-    n = ctx.integers(1, 4)
-    return ((ctx.x, ctx.const((n, 1), 0.0, 1.0), ctx.indices((n, 1), batch)),
-            {"dtype": "int64"})
+    k = g.int_constant((n, 1), 0, batch - 1)
+    call = call_op("relax.multinomial_from_uniform", x.expr, u.expr, k, dtype="int64")
+    return g.emit(call, INT, (0.0, float(vocab - 1)))
 
 
-declares_draw("multinomial_from_uniform", ranks=(2,), build=_draw, out="index")
+def _draw_operand(g):
+    top = max(g.cfg.max_dim, 2)
+    return FLOAT, (g.integers(2, top), g.integers(2, top))
+
+
+declares_draw("multinomial_from_uniform", Hooks(_draw_build, (FLOAT,), 2, _draw_accepts,
+                                                _draw_operand))
