@@ -27,9 +27,7 @@ An elementwise operator declares an :class:`Elementwise` instead: a rule
 mapping its operands' value intervals to one holding the result (interval
 arithmetic, None where the operator is unsafe: a pole, an overflow), the
 operand dtypes, and for a binary operator the range a constant second
-operand may be drawn from. ``order`` places an operator among the simplest:
-hypothesis shrinks a choice towards the first one, so a minimal failing
-program calls ``R.add`` (order 0) unless the failure needs another operator.
+operand may be drawn from.
 
 An operator whose draw picks among the values in scope or controls what is
 bound (matmul's second operand, a where's branches, split's tuple...)
@@ -39,13 +37,18 @@ interface (:class:`GenContext`, implemented by :mod:`phasec.testing`) and
 its values (:class:`Value`: an expression, a kind among :data:`KINDS` and
 an interval holding its elements). The value helpers below (dimension
 bounds, broadcasting, intervals) are the generator's, shared with it.
+
+Any declaration may give an ``order``, the operator's place among the
+simplest: hypothesis shrinks a choice towards the first one, so a minimal
+failing program calls ``R.add`` (order 0) unless the failure needs another
+operator; operators without one come after, in registry order.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-import math
 from typing import Any, Protocol
 
 from .. import tir

@@ -22,12 +22,12 @@ from ..expr import Call
 from ..struct_info import TensorStructInfo
 from ..te import Tensor
 from ..tir import BinaryOp, PrimExpr
-from ._draw import (
-    FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, dim_max, dims_equal, iv_ok, numel_max,
-)
 from ._common import (
     OpPattern, as_bool, as_dtype, attrs_of, binary_dtype, broadcast_dims, define, err,
     int_tuple, norm_axes, opt, tensor_arg,
+)
+from ._draw import (
+    FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, dim_max, dims_equal, iv_ok, numel_max,
 )
 from ._lowering import (
     I64, LEGALIZE, Inputs, LegalizeFn, _attrs, _count, _float, _i64, _is_one, _name, _norm_axis,
