@@ -29,7 +29,7 @@ def _stage_name(path: Path) -> str:
 
 def test_fixtures_cover_every_model_and_tvm_pass() -> None:
     assert {d.name for d in MODELS} == {"cnn", "mlp", "transformer", "ops", "control", "pool",
-                                          "attention", "bucketize"}
+                                          "attention", "bucketize", "sort"}
     names = {_stage_name(f) for f in STAGES}
     # TVM's passes that phasec has no counterpart of are among the stages read.
     assert {"LowerAllocTensor", "KillAfterLastUse", "LowerRuntimeBuiltin", "VMShapeLower",

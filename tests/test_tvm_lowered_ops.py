@@ -303,3 +303,71 @@ def test_unsupported_while_loops_are_clear_errors(loop: str, message: str) -> No
         "        for i in range(T.int64(4)):\n            " + loop + "\n")
     with pytest.raises(phasec.errors.ParseError, match=message):
         phasec.parse(text)
+
+
+# ---------------------------------------------------------------------------
+# Host TIR calling TVM's packed functions: sort, argsort, topk
+# ---------------------------------------------------------------------------
+
+def test_tvms_packed_sort_kernels_read_verify_and_round_trip() -> None:
+    from phasec.ir import tir
+
+    text, mod = _stage("sort", "NormalizeGlobalVar")
+    assert [name for f in ("sort", "argsort", "topk")
+            for name in tir.host_calls(mod[f].body)] == [
+        "tvm.contrib.sort.sort", "tvm.contrib.sort.argsort", "tvm.contrib.sort.topk"]
+    assert not [d for d in verifier.check(mod, verifier.infer_phase(mod))
+                if d.severity == verifier.ERROR]
+    _round_trips(mod)
+    # printed back as TVM prints it (an expression statement)
+    line = next(s.strip() for s in mod.script().splitlines() if "tvm.contrib.sort.sort" in s)
+    assert line.startswith('T.call_packed("tvm.contrib.sort.sort", T.tvm_stack_make_array('
+                           'data_buf.data, T.tvm_stack_make_shape(T.int64(2), T.int64(5)), ')
+    assert line in text
+
+
+def test_phasec_never_runs_a_packed_call_and_names_it() -> None:
+    from phasec.backend.llvm import CodegenError
+    from phasec.errors import PhasecError
+
+    _, mod = _stage("sort", "NormalizeGlobalVar")
+    x = np.zeros((2, 5), "float32")
+    with pytest.raises(PhasecError, match="packed function 'tvm.contrib.sort.argsort'"):
+        run_prim_func(mod["argsort"], [x, np.zeros((2, 5), "int32")])
+    with pytest.raises(CodegenError, match="packed function 'tvm.contrib.sort.topk'"):
+        compile_prim_funcs({"topk": mod["topk"]})
+    with pytest.raises(CodegenError, match="packed function 'tvm.contrib.sort."):
+        phasec.build(mod)
+
+
+HOST = """
+# from tvm.script import ir as I
+# from tvm.script import tirx as T
+
+@I.ir_module
+class Module:
+    @T.prim_func(private=True, s_tir=True)
+    def host(A: T.Buffer((T.int64(4),), "float32"), B: T.Buffer((T.int64(4),), "float32")):
+        with T.sblock("host"):
+            T.reads()
+            T.writes()
+            T.call_packed("my.sort", T.tvm_stack_make_array(A.data, T.tvm_stack_make_shape(T.int64(4)), 0, 1, T.float32(0.0), T.int64(0)), T.tvm_stack_make_array(B.data, T.tvm_stack_make_shape(4), 0, 1, T.float32(0.0), 0), -1, "both", T.bool(True))
+"""
+
+
+def test_host_calls_are_what_tvm_reads() -> None:
+    mod = phasec.parse(HOST)
+    _round_trips(mod)
+    _same_as_tvm(mod, HOST)
+    _same_as_tvm(phasec.parse(mod.script()), HOST)
+
+
+@pytest.mark.parametrize("call, message", [
+    ('T.call_packed(A.data)', "needs the packed function's name"),
+    ('T.call_packed("f", C.data)', "name 'C' is not defined"),
+    ('T.call_packed("f", T.tvm_struct_get(A.data, 0, 5, dtype="uint8"))', "host-side TIR builtins"),
+])
+def test_malformed_host_calls_are_clear_errors(call: str, message: str) -> None:
+    text = HOST.replace(HOST.strip().splitlines()[-1].strip(), call)
+    with pytest.raises(phasec.errors.ParseError, match=message):
+        phasec.parse(text)

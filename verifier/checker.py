@@ -690,6 +690,9 @@ def _prim_vars(expr: Any, loaded: list[Any] | None) -> list[tir.Var]:
             stack.extend((e.false_value, e.true_value, e.condition))
         elif t is tir.Call:
             stack.extend(reversed(e.args))
+        elif t is tir.BufferData:  # `buf.data` in a host call uses the buffer
+            if loaded is not None:
+                loaded.append(e.buffer)
     return found
 
 

@@ -749,6 +749,12 @@ def run_prim_func(func: PrimFunc, args: Sequence[np.ndarray | int]) -> None:
     if not isinstance(func, PrimFunc):
         raise TypeError(f"run_prim_func expects a PrimFunc, got {type(func).__name__}")
     m = _Machine(_func_name(func))
+    packed = tir.host_calls(func.body)
+    if packed:  # refused before anything runs
+        raise TIRExecutionError(
+            f"PrimFunc {m.func_name} calls TVM's packed function {packed[0]!r} (T.call_packed, "
+            f"a function of TVM's runtime), which the TIR interpreter does not run; phasec's "
+            f"own lowering of the operator computes it in TIR")
     with np.errstate(all="ignore"):
         _bind_params(m, func, args)
         _run(m, func.body)

@@ -17,7 +17,8 @@ import numpy as np
 from .node import Node, Span, node, set_field
 
 __all__ = [
-    "PrimExpr", "Var", "IntImm", "FloatImm", "BinaryOp", "Not", "Cast", "Select",
+    "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "BufferData", "HOST_CALLS",
+    "host_calls", "BinaryOp", "Not", "Cast", "Select",
     "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
     "IfThenElse", "While", "Allocate", "LetStmt", "AttrStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
@@ -200,8 +201,27 @@ class Call(PrimExpr):
         set_field(self, "args", tuple(self.args))
         if not self.dtype:
             dtype = "bool" if self.name in BOOL_INTRINSICS else {
-                "checked_index": "int64"}.get(self.name)
+                "checked_index": "int64", **HOST_CALLS}.get(self.name)
             set_field(self, "dtype", dtype or self.args[0].dtype)
+
+
+#: TVM's host-side TIR builtins phasec keeps as opaque calls (name -> the
+#: dtype of the call): TVM legalizes sort, argsort and topk to a kernel whose
+#: body is ``T.call_packed("tvm.contrib.sort.sort", T.tvm_stack_make_array(
+#: data.data, T.tvm_stack_make_shape(...), ...), ...)``. phasec reads, prints,
+#: serializes and verifies them; its backends refuse them (see host_calls).
+HOST_CALLS: Mapping[str, str] = MappingProxyType({
+    "call_packed": "int32", "tvm_stack_make_array": "handle", "tvm_stack_make_shape": "handle",
+})
+
+
+@node
+class StringImm(PrimExpr):
+    """A string operand of a host call (the packed function's name, "both")."""
+
+    value: str
+    dtype: str = "handle"
+    span: Span | None = None
 
 
 @node
@@ -238,6 +258,15 @@ class BufferLoad(PrimExpr):
         set_field(self, "indices", tuple(self.indices))
         if not self.dtype:
             set_field(self, "dtype", self.buffer.dtype)
+
+
+@node(derived=("dtype",))
+class BufferData(PrimExpr):
+    """``buf.data``: the address of a buffer's memory, an operand of host calls."""
+
+    buffer: Buffer
+    dtype: str = "handle"
+    span: Span | None = None
 
 
 def as_prim_expr(value: Any, dtype: str | None = None) -> PrimExpr:
@@ -541,6 +570,33 @@ def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
     if t is Block:
         return (s.body,) if s.init is None else (s.body, s.init)
     return ()
+
+
+def host_calls(body: Stmt) -> list[str]:
+    """The packed functions a kernel body calls through TVM's host builtins
+    (``T.call_packed("tvm.contrib.sort.sort", ...)`` gives that name), in
+    order; ``"<host call>"`` for another host builtin outside such a call."""
+    found: list[str] = []
+    stmts: list[Any] = [body]
+    exprs: list[Any] = []
+    while stmts:
+        s = stmts.pop()
+        stmts.extend(reversed(stmt_children(s)))
+        for f in type(s)._fields:
+            v = getattr(s, f)
+            if isinstance(v, PrimExpr):
+                exprs.append(v)
+            elif isinstance(v, tuple):
+                exprs.extend(x for x in v if isinstance(x, PrimExpr))
+    while exprs:
+        e = exprs.pop()
+        if type(e) is Call and e.name in HOST_CALLS:
+            first = e.args[0] if e.args else None
+            found.append(first.value if e.name == "call_packed" and type(first) is StringImm
+                         else "<host call>")
+            continue
+        exprs.extend(expr_children(e))
+    return found
 
 
 def contains_stmt(body: Stmt, kind: type) -> bool:

@@ -213,6 +213,31 @@ class _PrimExprParser:
             out.append(self.parse(e))
         return tuple(out)
 
+    def _host_call(self, node: ast.Call, fn: str) -> tir.Call:
+        """``T.call_packed("f", ...)``, ``T.tvm_stack_make_array(buf.data, ...)``,
+        ``T.tvm_stack_make_shape(...)``: kept as opaque calls (tir.HOST_CALLS);
+        their operands may be strings and buffer addresses (``buf.data``)."""
+        mp = self.mp
+        if node.keywords:
+            raise mp.error(f"{mp.T}.{fn} takes positional arguments only", node.keywords[0].value)
+        args: list[tir.PrimExpr] = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise mp.error(f"{mp.T}.{fn}: *args are not supported", a)
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                args.append(tir.StringImm(a.value, span=mp.span(a)))
+            elif isinstance(a, ast.Attribute) and a.attr == "data" and isinstance(a.value, ast.Name):
+                buf = self.resolve(a.value.id, a.value, False)
+                if not isinstance(buf, tir.Buffer):
+                    raise mp.error(f"{a.value.id!r} is not a buffer; only a buffer has .data", a)
+                args.append(tir.BufferData(buf, span=mp.span(a)))
+            else:
+                args.append(self.parse(a))
+        if fn == "call_packed" and (not args or type(args[0]) is not tir.StringImm):
+            raise mp.error(f"{mp.T}.call_packed needs the packed function's name (a string) "
+                           f"first", node)
+        return tir.Call(fn, tuple(args), span=mp.span(node))
+
     def _call(self, node: ast.Call) -> tir.PrimExpr:
         mp = self.mp
         name = _dotted(node.func)
@@ -221,6 +246,8 @@ class _PrimExprParser:
             raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
                            f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)
         fn = name[1]
+        if fn in tir.HOST_CALLS:
+            return self._host_call(node, fn)
         if fn in _TIR_BUILTINS:
             raise mp.error(f"{mp.T}.{fn}: {TIR_BUILTIN_ERROR}", node.func)
         for a in node.args:

@@ -354,6 +354,9 @@ class _PrimFuncParser:
         if name in ((mp.T, "reads"), (mp.T, "writes")):
             raise mp.error(f"{mp.src(value.func)} is only allowed directly inside a "
                            f"{mp.T}.block", stmt)
+        if name is not None and len(name) == 2 and name[0] == mp.T and name[1] in tir.HOST_CALLS:
+            # TVM's statement form of T.evaluate(T.call_packed(...))
+            return tir.Evaluate(self.prim.parse(value), span=mp.span(stmt))
         if name is not None and len(name) == 2 and name[0] == mp.T and name[1] in _TIR_BUILTINS:
             raise mp.error(f"{mp.T}.{name[1]}: {TIR_BUILTIN_ERROR}", stmt)
         raise mp.error(f"unsupported expression statement {mp.src(value)!r} in {mp.T}.prim_func "

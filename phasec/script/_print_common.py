@@ -264,6 +264,10 @@ class PrimPrinter:
             return self.int_lit(e.value, e.dtype, hint)
         if t is tir.FloatImm:
             return f"T.{e.dtype}({float_lit(e.value)})", _P_ATOM
+        if t is tir.StringImm:  # operands of host calls
+            return quote_str(e.value), _P_ATOM
+        if t is tir.BufferData:
+            return f"{self.buffer_name(e.buffer)}.data", _P_ATOM
         if isinstance(e, (bool, int, float, np.generic)):  # tolerate raw Python scalars
             return self._leaf(tir.as_prim_expr(e), hint)
         return f"<unprintable {t.__name__}>", _P_ATOM

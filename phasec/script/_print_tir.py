@@ -161,7 +161,8 @@ class TirPrinter(PrimPrinter):
             self.emit(indent, f"while {self.prim(s.condition)}:")
             self.stmt(s.body, indent + INDENT)
         elif t is tir.Evaluate:
-            if type(s.value) is tir.Call and s.value.name == "assume":
+            if type(s.value) is tir.Call and (s.value.name == "assume"
+                                              or s.value.name in tir.HOST_CALLS):
                 self.emit(indent, self.prim(s.value))  # as TVM prints it
             elif type(s.value) is tir.Call and s.value.name == tir.RET and len(s.value.args) == 1:
                 self.emit(indent, f"return {self.prim(s.value.args[0])}")

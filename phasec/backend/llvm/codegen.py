@@ -53,7 +53,7 @@ from ._base import (  # re-exported: runtime.py and tests import some from here
     buffer_site, buffers_in_order, llvm_type,
 )
 from .bounds import find_out_of_bounds
-from .errors import CodegenError
+from .errors import CodegenError, refuse_host_calls
 from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, MATH_FUNCTIONS
 from .entry import EntryCodegen
 from .intrinsics import IntrinsicCodegen
@@ -271,6 +271,7 @@ class ModuleCodegen:
             raise CodegenError(f"expected a tir.PrimFunc, got {type(func).__name__}", name)
         if name in self.kernels:
             raise CodegenError("defined twice in the same module", name)
+        refuse_host_calls(name, func)
         gen = _KernelCodegen(self, name, func)
         abi = gen.generate()
         self.kernels[name] = abi

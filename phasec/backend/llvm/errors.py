@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from ...errors import PhasecError
+from ...ir import tir
 
-__all__ = ["CodegenError"]
+__all__ = ["CodegenError", "refuse_host_calls"]
+
+
+def refuse_host_calls(name: str, func: "tir.PrimFunc") -> None:
+    """A CodegenError if ``func`` calls TVM's host builtins (T.call_packed...),
+    which name functions of TVM's runtime that phasec neither has nor runs."""
+    packed = tir.host_calls(func.body)
+    if packed:
+        raise CodegenError(f"calls TVM's packed function {packed[0]!r} (T.call_packed, a "
+                           f"function of TVM's runtime), which the LLVM backend does not "
+                           f"compile; phasec's own lowering of the operator computes it "
+                           f"in TIR", name)
 
 
 class CodegenError(PhasecError):

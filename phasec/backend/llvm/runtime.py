@@ -38,7 +38,7 @@ from .codegen import (
 )
 from ._base import OOB_SITE, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED, decode_buffer_site
 from .. import interrupt
-from .errors import CodegenError
+from .errors import CodegenError, refuse_host_calls
 from . import diskcache
 from .jit import NativeModule, host_target, jit_compile, jit_load_cached
 
@@ -527,6 +527,7 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
             raise CodegenError(f"kernel names must be strings, got {name!r}")
         if not isinstance(f, tir.PrimFunc):
             raise CodegenError(f"expected a tir.PrimFunc, got {type(f).__name__}", name)
+        refuse_host_calls(name, f)
     if opt_level not in (0, 1, 2, 3):
         raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
     target = host_target()

@@ -39,6 +39,7 @@ from .schema import (
     AttrScopeDoc,
     ShapeExprDoc, ShapeStructInfoDoc, SpanDoc, StringImmDoc, TensorStructInfoDoc, TirCallDoc,
     TirVarRef, TupleDoc, TupleGetItemDoc, TupleStructInfoDoc, WhileDoc, _Model,
+    BufferDataDoc, TirStringImmDoc,
 )
 from . import schema
 from .encode import _gc_paused
@@ -292,6 +293,11 @@ class _Reader:
                 raise _LoadError((p, "dtype"), "a tir.Call without arguments needs a dtype")
             args = tuple(self.prim(a, ((p, "args"), i)) for i, a in enumerate(m.args))
             return tir.Call(m.name, args, m.dtype or "", span=span)
+        if t is TirStringImmDoc:
+            return tir.StringImm(m.value, span=span)
+        if t is BufferDataDoc:
+            return tir.BufferData(self._ref(self.buffers, m.buffer, "buffer", (p, "buffer")),
+                                  span=span)
         if t is BufferLoadDoc:
             buf = self._ref(self.buffers, m.buffer, "buffer", (p, "buffer"))
             idx = tuple(self.prim(a, ((p, "indices"), i)) for i, a in enumerate(m.indices))

@@ -204,6 +204,10 @@ class _Writer:
         elif t is tir.Call:
             d = {"node": "tir.Call", "name": e.name, "args": [self.prim(a) for a in e.args],
                  "dtype": e.dtype}
+        elif t is tir.StringImm:
+            d = {"node": "tir.StringImm", "value": e.value}
+        elif t is tir.BufferData:
+            d = {"node": "tir.BufferData", "buffer": self.buffer(e.buffer)}
         elif t is tir.BufferLoad:
             d = {"node": "tir.BufferLoad", "buffer": self.buffer(e.buffer),
                  "indices": [self.prim(i) for i in e.indices], "dtype": e.dtype}

@@ -105,7 +105,22 @@ class TirCallDoc(_Node):
     node: Literal["tir.Call"]
     name: str
     args: list["PrimExprDoc"]
-    dtype: Optional[Dtype] = None
+    #: "handle": TVM's host builtins (tvm_stack_make_array...), kept opaque
+    dtype: Optional[Union[Dtype, Literal["handle"]]] = None
+
+
+class TirStringImmDoc(_Node):
+    """A string operand of a host call (``T.call_packed("f", ...)``)."""
+
+    node: Literal["tir.StringImm"]
+    value: str
+
+
+class BufferDataDoc(_Node):
+    """``buf.data``, an operand of a host call."""
+
+    node: Literal["tir.BufferData"]
+    buffer: Id
 
 
 class BufferLoadDoc(_Node):
@@ -139,7 +154,8 @@ class SelectChainDoc(_Node):
 PrimExprDoc = Union[
     int,
     Annotated[Union[TirVarRef, IntImmDoc, FloatImmDoc, BinaryOpDoc, NotDoc, CastDoc, SelectDoc,
-                    SelectChainDoc, TirCallDoc, BufferLoadDoc], Field(discriminator="node")],
+                    SelectChainDoc, TirCallDoc, BufferLoadDoc, TirStringImmDoc, BufferDataDoc],
+              Field(discriminator="node")],
 ]
 
 # -- TIR statements ---------------------------------------------------------
