@@ -371,3 +371,13 @@ def test_malformed_host_calls_are_clear_errors(call: str, message: str) -> None:
     text = HOST.replace(HOST.strip().splitlines()[-1].strip(), call)
     with pytest.raises(phasec.errors.ParseError, match=message):
         phasec.parse(text)
+
+
+def test_a_module_without_functions_reads_as_tvm_prints_it() -> None:
+    """TVM prints a module without functions (as its passes see some
+    submodules during tvm.compile) with a ``pass`` body."""
+    text = "# from tvm.script import ir as I\n\n@I.ir_module\nclass Module:\n    pass\n"
+    mod = phasec.parse(text)
+    assert len(mod.functions) == 0
+    _round_trips(mod)
+    _same_as_tvm(mod, text)

@@ -516,6 +516,8 @@ class _ModuleParser:
             self.where = stmt
             if i == 0 and _is_docstring(stmt):
                 continue
+            if isinstance(stmt, ast.Pass):  # TVM prints a module without functions so
+                continue
             if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
                     and _dotted(stmt.value.func) == (self.I, "module_attrs")):
                 if attrs_node is not None:
