@@ -778,6 +778,36 @@ def test_thread_pool_stress_and_concurrent_callers(threads_always):
     assert not errors
 
 
+def test_pool_workers_keep_off_the_callers_cpu_without_touching_the_caller(threads_always):
+    """A woken worker that finds itself on its caller's CPU restricts its own
+    affinity (see irlib's pool.avoid_cpu); the calling thread's affinity and
+    the results are unchanged, whatever CPU each call starts on."""
+    import os
+
+    before = os.sched_getaffinity(0)
+    n = 64
+    A, B = buf("A", (n, 16)), buf("B", (n, 16))
+    acc = buf("acc", (16,))
+    i, r, j, j2, j3 = (var(x) for x in ("i", "r", "j", "j2", "j3"))
+    inner = T.Allocate(acc, T.SeqStmt([
+        T.For(j, 0, 16, "vectorized", store(acc, A[i, j], j)),
+        T.For(r, 0, 200, "serial", T.For(j2, 0, 16, "vectorized",
+                                         store(acc, acc[j2] * 0.5 + 1.0, j2))),
+        T.For(j3, 0, 16, "vectorized", store(B, acc[j3], i, j3))]))
+    k = compile_prim_funcs({"k": T.PrimFunc((A, B), T.For(i, 0, n, "parallel", inner))})["k"]
+    a = RNG.standard_normal((n, 16)).astype(np.float32)
+    want = a.copy()
+    for _ in range(200):  # x -> x/2 + 1, exactly in float32
+        want = want * np.float32(0.5) + np.float32(1.0)
+    for threads in (2, 1, 2):
+        set_num_threads(threads)
+        for _ in range(30):
+            b = np.empty_like(a)
+            k(a, b)
+            np.testing.assert_array_equal(b, want)
+    assert os.sched_getaffinity(0) == before
+
+
 def test_out_of_memory_is_a_vm_error(threads_always):
     n = var("n")
     A = buf("A", (n,))

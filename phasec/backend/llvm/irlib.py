@@ -114,15 +114,64 @@ _POOL_TEMPLATE = r"""
 @pool.n = internal global i64 0, align 8
 @pool.nworkers = internal global i32 0, align 4
 @pool.sleepers = internal global i32 0, align 4
+@pool.caller_cpu = internal global i32 -1, align 4
+@pool.base_mask = internal global [16 x i64] zeroinitializer, align 8
+@pool.have_mask = internal global i32 0, align 4
 
 declare i32 @pthread_create(ptr, ptr, ptr, ptr) nounwind
 declare i32 @pthread_detach(i64) nounwind
 declare i64 @syscall(i64, ...) nounwind
 declare i32 @sched_yield() nounwind
+declare i32 @sched_getcpu() nounwind
+declare i32 @sched_getaffinity(i32, i64, ptr) nounwind
+declare i32 @sched_setaffinity(i32, i64, ptr) nounwind
 declare i64 @llvm.smin.i64(i64, i64)
 declare i64 @llvm.umin.i64(i64, i64)
 declare i64 @llvm.umax.i64(i64, i64)
 @@PAUSE_DECL@@
+
+; A worker woken on the CPU its caller runs on would only take turns with
+; it (seen on a shared machine: the scheduler placed the woken worker next
+; to its waker while the other core ran other processes' jobs, and two
+; threads ran no faster than one). Such a worker restricts itself to the
+; process's CPUs but the caller's, which moves it at once; the next clash
+; (the caller moved) sets a new mask. Nothing happens without a clash.
+define internal void @pool.avoid_cpu(i32 %cpu) nounwind {
+entry:
+  %mask = alloca [16 x i64], align 8
+  %have = load atomic i32, ptr @pool.have_mask acquire, align 4
+  %ok0 = icmp ne i32 %have, 0
+  %inrange = icmp ult i32 %cpu, 1024
+  %ok = and i1 %ok0, %inrange
+  br i1 %ok, label %copy, label %done
+copy:
+  %i = phi i64 [ 0, %entry ], [ %inext, %copy ]
+  %any = phi i64 [ 0, %entry ], [ %anynext, %copy ]
+  %src = getelementptr inbounds [16 x i64], ptr @pool.base_mask, i64 0, i64 %i
+  %dst = getelementptr inbounds [16 x i64], ptr %mask, i64 0, i64 %i
+  %w = load i64, ptr %src, align 8
+  %c64 = zext i32 %cpu to i64
+  %word = lshr i64 %c64, 6
+  %bit = and i64 %c64, 63
+  %one = shl i64 1, %bit
+  %notone = xor i64 %one, -1
+  %hit = icmp eq i64 %i, %word
+  %cleared = and i64 %w, %notone
+  %w2 = select i1 %hit, i64 %cleared, i64 %w
+  store i64 %w2, ptr %dst, align 8
+  %anynext = or i64 %any, %w2
+  %inext = add i64 %i, 1
+  %more = icmp ult i64 %inext, 16
+  br i1 %more, label %copy, label %apply
+apply:
+  %nonempty = icmp ne i64 %anynext, 0
+  br i1 %nonempty, label %set, label %done
+set:
+  %r = call i32 @sched_setaffinity(i32 0, i64 128, ptr %mask)
+  br label %done
+done:
+  ret void
+}
 
 ; Claim and run chunks of job %gen until none is left.
 define internal void @pool.work(i32 %gen) nounwind {
@@ -177,7 +226,7 @@ entry:
   %index = ptrtoint ptr %arg to i32
   br label %top
 top:
-  %my = phi i32 [ -1, %entry ], [ %g, %work ], [ %expect, %sleep ]
+  %my = phi i32 [ -1, %entry ], [ %g, %run_job ], [ %expect, %sleep ]
   %nt = load atomic i32, ptr @phasec_rt_num_threads monotonic, align 4
   %limit = sub i32 %nt, 1
   %active = icmp slt i32 %index, %limit
@@ -207,6 +256,14 @@ sleep:
   %s1 = atomicrmw sub ptr @pool.sleepers, i32 1 seq_cst, align 4
   br label %top
 work:
+  %ccpu = load atomic i32, ptr @pool.caller_cpu monotonic, align 4
+  %wcpu = call i32 @sched_getcpu()
+  %clash = icmp eq i32 %ccpu, %wcpu
+  br i1 %clash, label %move, label %run_job
+move:
+  call void @pool.avoid_cpu(i32 %ccpu)
+  br label %run_job
+run_job:
   call void @pool.work(i32 %g)
   br label %top
 }
@@ -239,6 +296,16 @@ spawn_hdr:
   %need = icmp slt i64 %nw64, %want
   br i1 %need, label %spawn, label %publish
 spawn:
+  %hm = load atomic i32, ptr @pool.have_mask acquire, align 4
+  %nohm = icmp eq i32 %hm, 0
+  br i1 %nohm, label %getmask, label %spawn2
+getmask:
+  %gm = call i32 @sched_getaffinity(i32 0, i64 128, ptr @pool.base_mask)
+  %gmok = icmp eq i32 %gm, 0
+  %gmv = zext i1 %gmok to i32
+  store atomic i32 %gmv, ptr @pool.have_mask release, align 4
+  br label %spawn2
+spawn2:
   %warg = inttoptr i32 %nw to ptr
   %r = call i32 @pthread_create(ptr %tid, ptr null, ptr @pool.worker, ptr %warg)
   %ok = icmp eq i32 %r, 0
@@ -260,6 +327,8 @@ publish:
   %kl = call i64 @llvm.umax.i64(i64 %kw, i64 %nt4)
   %kc = call i64 @llvm.umin.i64(i64 %kl, i64 65535)
   %k = call i64 @llvm.umin.i64(i64 %n, i64 %kc)
+  %mycpu = call i32 @sched_getcpu()
+  store atomic i32 %mycpu, ptr @pool.caller_cpu monotonic, align 4
   store ptr %fn, ptr @pool.fn, align 8
   store ptr %ctx, ptr @pool.ctx, align 8
   store i64 %n, ptr @pool.n, align 8

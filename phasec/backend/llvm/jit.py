@@ -57,6 +57,7 @@ _PROCESS_SYMBOLS = (
     "fminf", "fmin", "fmaxf", "fmax", "fminimumf", "fminimum", "fmaximumf", "fmaximum",
     "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee",
     "sincosf", "sincos", "pthread_detach", "syscall", "sched_yield",
+    "sched_getcpu", "sched_getaffinity", "sched_setaffinity",  # the pool runtime
     # the C math functions of tir.LIBM_INTRINSICS and atan2
     "tanf", "tan", "asinf", "asin", "acosf", "acos", "atanf", "atan", "sinhf", "sinh",
     "coshf", "cosh", "asinhf", "asinh", "acoshf", "acosh", "atanhf", "atanh", "atan2f", "atan2",
