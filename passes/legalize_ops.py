@@ -342,9 +342,9 @@ class _FunctionLegalizer(ExprMutator):
             opdef = find_op(op.name)
             if opdef is None:
                 raise self.error(f"unknown operator {op.name!r}")
-            if opdef.category != "compute":
-                return None
             relax_level = LEGALIZE_RELAX.get(op.name)
+            if opdef.category != "compute" and relax_level is None:
+                return None
             if relax_level is not None:  # a VM builtin or packed call, no kernel
                 try:
                     return [], relax_level(self._with_sinfo(call))

@@ -14,6 +14,8 @@ lowering                                        build
 ``R.memory.view(x, shape, dtype, offset)``      ``runtime.TVMTensorCreateView`` (packed call,
                                                 omitted operands filled from ``x``)
 ``R.memory.ensure_zero_offset(x)``              ``vm.builtin.ensure_zero_offset`` (packed call)
+``R.to_vdevice(x, dst_vdevice=...)``            ``vm.builtin.to_device`` (packed call: a copy;
+                                                only CPU target kinds build)
 ==============================================  =====================================
 
 ``nbytes`` of an unplanned allocation is ``prod(shape) * itemsize``, a
@@ -39,10 +41,12 @@ import numpy as np
 from phasec.errors import PhasecError
 from phasec.ir import (
     Binding, Call, DataTypeImm, Expr, ExprMutator, ExternFunc, Function, IRModule,
-    ObjectStructInfo, Op, Phase, PrimValue, ShapeExpr, TensorStructInfo, Var, VarBinding, tir,
+    ObjectStructInfo, Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Var,
+    VarBinding, tir,
 )
 from phasec.ir.arith import simplify
 from phasec.ir.op import find_op, op_expr
+from phasec.ir.op.device import CPU_DEVICE_TYPE, CPU_TARGET_KINDS
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["VMBuiltinLower", "VMBuiltinLowerError"]
@@ -163,6 +167,19 @@ class _Lowerer(ExprMutator):
         return Call(ExternFunc("runtime.TVMTensorCreateView"), [data, shape, dtype, offset],
                     None, (call.struct_info,), struct_info=call.struct_info, span=call.span)
 
+    def _to_device(self, call: Call) -> Expr:
+        """``R.to_vdevice`` -> ``vm.builtin.to_device(x, device_type, device_id,
+        scope)``, TVM's layout (its LowerRuntimeBuiltin); only CPU targets build."""
+        dst = str(call.attrs["dst_vdevice"])
+        kind, index, scope = dst.split(":", 2)
+        if kind not in CPU_TARGET_KINDS:
+            raise self.error(f"R.to_vdevice to {dst!r}: phasec builds for the host CPU only "
+                             f"(target kinds {', '.join(CPU_TARGET_KINDS)})", call)
+        operands = [call.args[0], PrimValue(tir.IntImm(CPU_DEVICE_TYPE, "int64")),
+                    PrimValue(tir.IntImm(max(int(index), 0), "int64")), StringImm(scope)]
+        return Call(ExternFunc("vm.builtin.to_device"), operands, None, (call.struct_info,),
+                    struct_info=call.struct_info, span=call.span)
+
     def visit_call_(self, call: Call) -> Expr:
         call = super().visit_call_(call)
         op = call.op
@@ -191,6 +208,8 @@ class _Lowerer(ExprMutator):
         if name == "relax.memory.ensure_zero_offset":
             return Call(ExternFunc("vm.builtin.ensure_zero_offset"), call.args, None,
                         (call.struct_info,), struct_info=call.struct_info, span=call.span)
+        if name == "relax.to_vdevice":
+            return self._to_device(call)
         if name in _NEEDS_PASS:
             raise self.error(f"R.{name.removeprefix('relax.')} is not allowed in the build "
                              f"phase: run {_NEEDS_PASS[name]} before VMBuiltinLower", call)

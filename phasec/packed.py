@@ -280,6 +280,15 @@ def _ensure_zero_offset(data: Any) -> Any:
     return data
 
 
+def _to_device(data: Any, device_type: Any, device_id: Any, scope: Any = "global") -> Any:
+    """``vm.builtin.to_device`` (R.to_vdevice after VMBuiltinLower, TVM's
+    layout): a copy, on the one device phasec runs on, the CPU."""
+    if int(device_type) != 1:
+        raise ValueError(f"vm.builtin.to_device: device type {int(device_type)} is not the CPU "
+                         "(1), the only device phasec runs on")
+    return np.array(data, copy=True)
+
+
 def _read_if_cond(cond: Any) -> bool:
     return bool(np.asarray(cond).reshape(-1)[0]) if np.size(cond) else False
 
@@ -303,5 +312,6 @@ for _name, _func in {
     # R.memory.view and R.memory.ensure_zero_offset lower to these (as in TVM)
     "runtime.TVMTensorCreateView": _create_view,
     "vm.builtin.ensure_zero_offset": _ensure_zero_offset,
+    "vm.builtin.to_device": _to_device,
 }.items():
     register_func(_name, _func)

@@ -208,6 +208,7 @@ def _section_operators() -> str:
     """Every registered operator: where it is defined, its pattern kind, and
     how LegalizeOps lowers it."""
     from .ir.op import list_ops
+    from .ir.op._lowering import LOWERS_TO
     from .ir.op.legalize import LEGALIZE, LEGALIZE_RELAX
     from .ir.op.registry import CATEGORY_MAX_PHASE
 
@@ -217,7 +218,7 @@ def _section_operators() -> str:
         if op.name in LEGALIZE:
             lowers = "kernel (TE)"
         elif op.name in LEGALIZE_RELAX:
-            lowers = "VM builtin / packed call"
+            lowers = LOWERS_TO[op.name]
         else:
             lowers = f"stays (a {op.category} builtin, up to {Phase(CATEGORY_MAX_PHASE[op.category]).label})"
         operands = ", ".join(op.args) + (" ..." if op.variadic else "")

@@ -333,10 +333,11 @@ from test_ops_combine import COMBINE_LEGALIZE_CASES, COMBINE_VALUES  # noqa: E40
 from test_ops_more import MORE_LEGALIZE_CASES, MORE_VALUES  # noqa: E402
 from test_ops_layout_transform import LAYOUT_LEGALIZE_CASES  # noqa: E402
 from test_ops_image_ext import IMAGE_EXT_LEGALIZE_CASES  # noqa: E402
+from test_ops_device_grad import DEVICE_GRAD_LEGALIZE_CASES  # noqa: E402
 
 CASES = (CASES + EXT_LEGALIZE_CASES + INDEXING_LEGALIZE_CASES + EW_LEGALIZE_CASES
          + COMBINE_LEGALIZE_CASES + MORE_LEGALIZE_CASES + LAYOUT_LEGALIZE_CASES
-         + IMAGE_EXT_LEGALIZE_CASES)
+         + IMAGE_EXT_LEGALIZE_CASES + DEVICE_GRAD_LEGALIZE_CASES)
 VALUES.update(INDEXING_VALUES)  # in-range indices for the data-indexed operators
 VALUES.update(EW_VALUES)  # values in each math function's domain
 VALUES.update(COMBINE_VALUES)  # fields of tuple operands

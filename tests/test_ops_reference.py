@@ -463,6 +463,7 @@ def test_every_compute_op_is_covered_here():
     from test_ops_layout_transform import LAYOUT_TESTED
     tested |= SHAPE_TESTED | EW_TESTED | SORTING_TESTED | COMBINE_TESTED | MORE_TESTED
     from test_ops_image_ext import IMAGE_EXT_TESTED
-    tested |= LAYOUT_TESTED | IMAGE_EXT_TESTED
+    from test_ops_device_grad import DEVICE_GRAD_TESTED
+    tested |= LAYOUT_TESTED | IMAGE_EXT_TESTED | DEVICE_GRAD_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

@@ -195,6 +195,7 @@ class Interpreter:
         self._op_cache: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
         self._special: dict[str, Callable[[Call, list, _Env], Any]] = {
             "relax.call_tir": self._op_call_tir,
+            "relax.call_tir_with_grad": self._op_call_tir,
             "relax.call_tir_inplace": self._op_call_tir_inplace,
             "relax.vm.call_tir_dyn": self._op_call_tir_dyn,
             "relax.call_dps_packed": self._op_call_dps_packed,

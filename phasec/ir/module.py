@@ -11,10 +11,17 @@ from .node import Node, Span, node
 from .phase import Phase
 from .tir import PrimFunc, frozen_attrs
 
-__all__ = ["IRModule", "VDevice", "GLOBAL_INFO_KINDS", "canonical_vdevice"]
+__all__ = ["IRModule", "VDevice", "Target", "GLOBAL_INFO_KINDS", "canonical_vdevice"]
 
 #: The kinds of module global info phasec keeps (``I.module_global_infos``).
 GLOBAL_INFO_KINDS = ("vdevice",)
+
+
+def target_kind(target: Any) -> str:
+    """The kind of a target written as a string or a configuration dictionary."""
+    if isinstance(target, Mapping):
+        return str(target.get("kind", ""))
+    return str(target).split()[0] if str(target).strip() else ""
 
 
 @node
@@ -36,9 +43,27 @@ class VDevice(Node):
     @property
     def kind(self) -> str:
         """The target kind (``"llvm"``, ``"cuda"``...)."""
-        if isinstance(self.target, Mapping):
-            return str(self.target.get("kind", ""))
-        return str(self.target).split()[0] if str(self.target).strip() else ""
+        return target_kind(self.target)
+
+
+@node
+class Target(Node):
+    """A compilation target as TVM writes it, ``T.target("llvm")`` or
+    ``T.target({"kind": "llvm", "keys": ["cpu"], ...})``, kept as written.
+
+    TVM's LegalizeOps sets it as the ``"target"`` attribute of the PrimFuncs
+    of a module with virtual devices. phasec compiles every kernel for the
+    host CPU and keeps the attribute so that such modules read, print and
+    compare faithfully.
+    """
+
+    target: Any
+    span: Span | None = None
+
+    @property
+    def kind(self) -> str:
+        """The target kind (``"llvm"``, ``"cuda"``...)."""
+        return target_kind(self.target)
 
 
 def canonical_vdevice(devices: tuple[VDevice, ...], dev: VDevice) -> str:

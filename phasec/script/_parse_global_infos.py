@@ -50,7 +50,7 @@ def parse_global_infos(mp: _ModuleParser, call: ast.Call) -> dict[str, tuple[Any
         if not isinstance(value, (ast.List, ast.Tuple)):
             raise mp.error(f"{I}.module_global_infos[{key!r}] must be a list of "
                            f"{I}.vdevice(...), got {mp.src(value)}", value)
-        out[key] = tuple(_vdevice(mp, e) for e in value.elts)
+        out[key] = tuple(vdevice_value(mp, e) for e in value.elts)
     return out
 
 
@@ -59,7 +59,7 @@ def _mentions_device_mesh(mp: _ModuleParser, node: ast.AST) -> bool:
                for n in ast.walk(node))
 
 
-def _vdevice(mp: _ModuleParser, node: ast.AST) -> VDevice:
+def vdevice_value(mp: _ModuleParser, node: ast.AST) -> VDevice:
     I = mp.I  # noqa: N806,E741
     if not (isinstance(node, ast.Call) and _dotted(node.func) == (I, "vdevice")):
         raise mp.error(f"expected {I}.vdevice(target, vdevice_id, memory_scope), got "

@@ -9,8 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import StructInfoError
 from ..ir import expr as rx
 from ..ir import tir
+from ..ir.op import normalize_attrs
+from ..ir.op.registry import find_op
 from ..ir.op.elementwise import STOP_FUSION_PACKED
 from ..ir.struct_info import StructInfo
 from ._parse_common import _is_none, _to_tuple
@@ -24,6 +27,7 @@ _RELAX_CALLS = {
     "dtype": "_call_dtype",
     "call_tir": "_call_tir",
     "call_tir_inplace": "_call_tir_inplace",
+    "call_tir_with_grad": "_call_tir_with_grad",
     "call_dps_packed": "_call_dps_packed",
     "call_packed": "_call_packed",
     "call_pure_packed": "_call_pure_packed",
@@ -200,6 +204,29 @@ class _DialectCalls:
                            f"{mp.src(a['inplace_indices'])}", a["inplace_indices"])
         return self._builtin("relax.call_tir_inplace", node, args, self._dps_sinfo(a, what),
                              {"inplace_indices": indices})
+
+    def _call_tir_with_grad(self, node: ast.Call) -> rx.Expr:
+        mp = self.mp
+        what = f"{mp.R}.call_tir_with_grad"
+        a = mp.bind_args(node, what,
+                         ("gvar", "args", "out_sinfo", "te_grad_name", "te_grad_kwargs",
+                          "sinfo_args"), 2, {**_OUT_SINFO, **_SINFO_ARGS})
+        if "te_grad_name" not in a:
+            raise mp.error(f"{what} needs te_grad_name=\"...\" (the TE gradient's name)", node)
+        attrs = {"te_grad_name": mp.str_arg(a["te_grad_name"], f"{what} te_grad_name")}
+        if "te_grad_kwargs" in a and not _is_none(a["te_grad_kwargs"]):
+            kwargs = mp.literal(a["te_grad_kwargs"])
+            if not isinstance(kwargs, dict):
+                raise mp.error(f"{what}: te_grad_kwargs must be a dict, got "
+                               f"{mp.src(a['te_grad_kwargs'])}", a["te_grad_kwargs"])
+            attrs["te_grad_kwargs"] = {k: _to_tuple(v) for k, v in kwargs.items()}
+        try:
+            attrs = normalize_attrs(find_op("relax.call_tir_with_grad"), attrs)
+        except StructInfoError as exc:
+            raise mp.error(f"{what}: {exc.message}", node) from None
+        args = [self._arg(a["gvar"]), self._args_tuple(a["args"])]
+        return self._builtin("relax.call_tir_with_grad", node, args, self._dps_sinfo(a, what),
+                             attrs)
 
     def _dps_sinfo(self, a: dict[str, ast.expr], what: str) -> tuple[StructInfo, ...]:
         """``out_sinfo=`` (the usual spelling) or raw ``sinfo_args=``."""

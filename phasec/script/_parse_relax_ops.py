@@ -35,6 +35,8 @@ class _OperatorCalls:
             node = _attention_with_bias(node)
             if _dotted(node.func)[-1] == "attention_bias":
                 name = "nn.attention_bias"
+        if name == "hint_on_device":
+            node = _hint_on_device_flat(mp, node)
         opdef = find_op("relax." + name)
         if opdef is None:
             hint = mp.op_suggestion("R." + name).replace("R.", mp.R + ".")
@@ -248,3 +250,32 @@ def _attention_with_bias(node: ast.Call) -> ast.Call:
     func = ast.copy_location(ast.Attribute(node.func.value, "attention_bias", ast.Load()),
                              node.func)
     return ast.copy_location(ast.Call(func, [*args[:3], bias, *args[3:]], keywords), node)
+
+
+def _hint_on_device_flat(mp: _ModuleParser, node: ast.Call) -> ast.Call:
+    """``R.hint_on_device(x, R.device(device_type=1, index=0), "global")``, as
+    TVM writes it, respelt with the operator's attributes as keywords
+    (``device_type=1, index=0, memory_scope="global"``)."""
+    args, keywords = list(node.args), list(node.keywords)
+    device = args.pop(1) if len(args) >= 2 else None
+    for kw in keywords:
+        if kw.arg == "dst_vdevice":
+            device = kw.value
+    keywords = [kw for kw in keywords if kw.arg != "dst_vdevice"]
+    if len(args) >= 2:
+        keywords.append(ast.copy_location(ast.keyword("memory_scope", args.pop(1)), node))
+    if device is not None:
+        if not (isinstance(device, ast.Call) and _dotted(device.func) == (mp.R, "device")):
+            raise mp.error(f"{mp.R}.hint_on_device expects a device "
+                           f"{mp.R}.device(device_type=..., index=...), got {mp.src(device)}",
+                           device)
+        names = ("device_type", "index")
+        if len(device.args) > 2:
+            raise mp.error(f"{mp.R}.device takes device_type and index", device)
+        keywords += [ast.copy_location(ast.keyword(k, v), v) for k, v in zip(names, device.args)]
+        for kw in device.keywords:
+            if kw.arg not in names:
+                raise mp.error(f"{mp.R}.device: unknown argument {kw.arg!r} (it takes "
+                               f"device_type and index)", kw.value)
+            keywords.append(kw)
+    return ast.copy_location(ast.Call(node.func, args, keywords), node)

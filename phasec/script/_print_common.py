@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir import tir
 from ..ir.expr import Expr
+from ..ir.module import Target, VDevice
 from ..ir.node import Node
 from ..ir.phase import Phase
 from ..ir.struct_info import StructInfo
@@ -388,9 +389,30 @@ def attr_text(p: Any, v: Any) -> str:
         return p.buffer_name(v)  # a buffer named in a block annotation
     if isinstance(v, StructInfo) and hasattr(p, "sinfo"):
         return p.sinfo(v)
+    if isinstance(v, VDevice):
+        return vdevice_text(v)
+    if isinstance(v, Target):
+        return f"T.target({_target_literal(v.target)})"
     if isinstance(v, Expr) and hasattr(p, "sinfo"):
         return p.expr(v)
     return quote_str(repr(v))
+
+
+def vdevice_text(d: VDevice) -> str:
+    """``I.vdevice(target, id, scope)``, the target as written."""
+    return f"I.vdevice({_target_literal(d.target)}, {d.vdevice_id}, {quote_str(d.memory_scope)})"
+
+
+def _target_literal(v: object) -> str:
+    """A target value: strings, numbers, booleans, lists and dictionaries."""
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{quote_str(str(k))}: {_target_literal(x)}"
+                               for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_target_literal(x) for x in v) + "]"
+    if isinstance(v, str):
+        return quote_str(v)
+    return repr(v)  # bool, int, float, None: Python's spelling is TVMScript's
 
 
 def attrs_dict_text(p: Any, attrs: Mapping[str, Any]) -> str:

@@ -203,6 +203,26 @@ class RelaxPrinter(PrimPrinter):
                 if len(args) == 3:
                     parts.append("tir_vars=" + self.expr(args[2]))
                 return f"{_op_script_name(name)}({', '.join(parts)})"
+            if name == "relax.call_tir_with_grad" and len(args) == 2 and len(c.sinfo_args) == 1:
+                key = "out_sinfo=" if legacy() else "out_ty="
+                out = c.sinfo_args[0]
+                outs = (out.fields if type(out) is TupleStructInfo and len(out.fields) != 1
+                        else None)
+                parts = [self._callee(args[0]), self.expr(args[1]),
+                         key + ("[" + ", ".join(self.sinfo(f) for f in outs) + "]"
+                                if outs is not None else self.sinfo(out)),
+                         f"te_grad_name={quote_str(c.attrs['te_grad_name'])}"]
+                if c.attrs.get("te_grad_kwargs"):
+                    parts.append("te_grad_kwargs=" + attr_text(self, dict(c.attrs["te_grad_kwargs"])))
+                return f"R.call_tir_with_grad({', '.join(parts)})"
+            if name == "relax.hint_on_device" and set(c.attrs) == {"device_type", "index",
+                                                                   "memory_scope"}:
+                # TVM's spelling: the device as R.device(...), the scope positional
+                device = (f"R.device(device_type={c.attrs['device_type']}, "
+                          f"index={c.attrs['index']})")
+                parts = [*(self.expr(a) for a in args), device,
+                         quote_str(c.attrs["memory_scope"])]
+                return self._finish_call("R.hint_on_device", parts, c)
             parts = []
             for i, a in enumerate(args):
                 if i == 0 and name in ("relax.call_pure_packed", "relax.call_builtin_with_ctx",
@@ -401,9 +421,9 @@ class RelaxPrinter(PrimPrinter):
 
 _OP_INFO: dict[str, tuple[str, tuple[str, ...], bool]] = {}
 
-#: Operator categories whose attributes TVM passes (and prints) as trailing
+#: Operator namespaces whose attributes TVM passes (and prints) as trailing
 #: positional operands: R.vm.alloc_storage(size, 0, R.dtype("uint8"), R.str("global")).
-_POSITIONAL_ATTR_CATEGORIES = ("memory", "vm")
+_POSITIONAL_ATTR_NAMESPACES = ("relax.memory.", "relax.builtin.", "relax.vm.")
 
 
 def _op_info(name: str) -> tuple[str, tuple[str, ...], bool]:
@@ -418,7 +438,8 @@ def _op_info(name: str) -> tuple[str, tuple[str, ...], bool]:
         if opdef is None:
             return "R." + name.removeprefix("relax."), (), False
         info = _OP_INFO[name] = (opdef.script_name, tuple(opdef.attrs),
-                                 opdef.category in _POSITIONAL_ATTR_CATEGORIES)
+                                 opdef.category != "compute"
+                                 and name.startswith(_POSITIONAL_ATTR_NAMESPACES))
     return info
 
 

@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import ParseError
 from ..ir import expr as rx
 from ..ir import tir
-from ..ir.module import IRModule, VDevice
+from ..ir.module import IRModule, Target, VDevice
 from ..ir.node import Span
 from ..ir.infer import prim_func_sinfo
 from ..ir.op.registry import InferContext, list_ops
@@ -62,7 +62,7 @@ from ._parse_common import (
     _dotted, _is_docstring, _stmt_kind, _to_tuple,
 )
 from ._parse_expr import _PrimExprParser, _SinfoParser
-from ._parse_global_infos import parse_global_infos
+from ._parse_global_infos import parse_global_infos, vdevice_value
 from ._parse_meta import expand_meta_vars
 from ._parse_relax import _RelaxFunctionParser
 from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
@@ -294,6 +294,15 @@ class _ModuleParser:
                     raise self.error(f"{self.R}.{name[1]} expects a string, got "
                                      f"{self.src(node.args[0])}", node.args[0])
                 return inner
+        if isinstance(node, ast.Call) and _dotted(node.func) == (self.I, "vdevice"):
+            return vdevice_value(self, node)  # TVM's dst_vdevice= of vm.builtin.to_device
+        if isinstance(node, ast.Call) and _dotted(node.func) == (self.T, "target"):
+            a = self.bind_args(node, f"{self.T}.target", ("target",), 1)
+            target = self.literal(a["target"])
+            if not isinstance(target, (str, dict)):
+                raise self.error(f"{self.T}.target expects a target string or dictionary, got "
+                                 f"{self.src(a['target'])}", a["target"])
+            return Target(target, span=self.span(node))
         if isinstance(node, ast.Dict):
             out: dict[Any, Any] = {}
             for k, v in zip(node.keys, node.values):

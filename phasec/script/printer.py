@@ -63,7 +63,10 @@ from ..ir import tir
 from ..ir.expr import Binding, Expr, Function, If, SeqExpr
 from ..ir.module import IRModule, VDevice
 from ..ir.struct_info import StructInfo
-from ._print_common import INDENT, quote_str, SYNTAXES, attrs_dict_text, check_syntax, legacy, sanitize, syntax
+from ._print_common import (
+    INDENT, SYNTAXES, attrs_dict_text, check_syntax, legacy, quote_str, sanitize, syntax,
+    vdevice_text,
+)
 from ._print_relax import RelaxPrinter
 from ._print_tir import TirPrinter
 
@@ -115,21 +118,9 @@ def _global_infos_text(infos: Mapping[str, tuple[VDevice, ...]]) -> str:
     """``{"vdevice": [I.vdevice(target, id, scope), ...]}``, targets as written."""
     items = []
     for key, devices in infos.items():
-        entries = [f"I.vdevice({_literal(d.target)}, {d.vdevice_id}, {quote_str(d.memory_scope)})"
-                   for d in devices]
+        entries = [vdevice_text(d) for d in devices]
         items.append(f"{quote_str(key)}: [" + ", ".join(entries) + "]")
     return "{" + ", ".join(items) + "}"
-
-
-def _literal(v: object) -> str:
-    """A target value: strings, numbers, booleans, lists and dictionaries."""
-    if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{quote_str(str(k))}: {_literal(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_literal(x) for x in v) + "]"
-    if isinstance(v, str):
-        return quote_str(v)
-    return repr(v)  # bool, int, float, None: Python's spelling is TVMScript's
 
 
 def _function_lines(name: str, func: Function | tir.PrimFunc, indent: str) -> list[str]:

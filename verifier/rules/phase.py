@@ -102,6 +102,8 @@ class HighLevelOperator(Rule):
     help = f"run LegalizeOps to lower high-level operators to R.call_tir ({_declare(Phase.OPTIMIZATION)})"
 
     categories = frozenset({"compute"})
+    # call_tir plus the name of its gradient, for a Gradient pass (high level)
+    ops = frozenset({"relax.call_tir_with_grad"})
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if opdef is not None:

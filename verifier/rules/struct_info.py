@@ -28,7 +28,7 @@ from ..diagnostics import WARNING
 from ..util import agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
 from .base import Rule, register
 
-_CALL_TIR_OPS = frozenset({"relax.call_tir", "relax.call_tir_inplace"})
+_CALL_TIR_OPS = frozenset({"relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad"})
 
 
 @register

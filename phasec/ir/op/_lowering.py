@@ -66,12 +66,19 @@ def legalizes(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
 LEGALIZE_RELAX: dict[str, Callable[[Call], Expr]] = {}
 
 
-def legalizes_to_relax(*names: str) -> Callable[[Callable[[Call], Expr]], Callable[[Call], Expr]]:
+#: op name -> what its LEGALIZE_RELAX lowering produces, for PHASES.md
+LOWERS_TO: dict[str, str] = {}
+
+
+def legalizes_to_relax(*names: str, lowers_to: str = "VM builtin / packed call"
+                       ) -> Callable[[Callable[[Call], Expr]], Callable[[Call], Expr]]:
     """Register the decorated ``fn(call) -> Expr`` as the Relax-level lowering
-    of ``relax.<name>`` for each name (LegalizeOps uses it instead of a kernel)."""
+    of ``relax.<name>`` for each name (LegalizeOps uses it instead of a kernel);
+    ``lowers_to`` says what it produces (PHASES.md's operator table)."""
     def wrap(fn: Callable[[Call], Expr]) -> Callable[[Call], Expr]:
         for n in names:
             LEGALIZE_RELAX["relax." + n] = fn
+            LOWERS_TO["relax." + n] = lowers_to
         return fn
     return wrap
 

@@ -42,7 +42,9 @@ VM (category "vm"):
 
 from __future__ import annotations
 
-from ..expr import ExternFunc, GlobalVar
+from typing import Any
+
+from ..expr import Call, Expr, ExternFunc, GlobalVar, Op
 from ..infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
 from ..struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, TensorStructInfo, TupleStructInfo,
@@ -50,6 +52,7 @@ from ..struct_info import (
 from ._common import (
     REQUIRED, as_dtype, as_int, as_str, attrs_of, define, err, int_tuple, shape_arg,
 )
+from ._lowering import legalizes_to_relax
 
 __all__: list[str] = []
 
@@ -232,6 +235,35 @@ define("call_tir_inplace", ("func", "args", "tir_vars"), _infer_call_tir_inplace
        attrs={"inplace_indices": (REQUIRED, int_tuple)}, category="call",
        doc="Call a PrimFunc that writes output i into argument inplace_indices[i] (-1: a "
            "new output, allocated as by call_tir); result = out_sinfo.")
+
+
+def _grad_kwargs(v) -> tuple[tuple[str, Any], ...]:
+    """te_grad_kwargs, kept hashable: (name, value) pairs sorted by name."""
+    if isinstance(v, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in v):
+        v = dict(v)
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise TypeError(f"expected a dict from argument names to values, got {v!r}")
+    return tuple(sorted(v.items()))
+
+
+def _infer_call_tir_with_grad(call, ctx):
+    _check_count(call, 2, 2)
+    return _infer_call_tir(call, ctx)
+
+
+define("call_tir_with_grad", ("func", "args"), _infer_call_tir_with_grad, category="call",
+       attrs={"te_grad_name": (REQUIRED, as_str), "te_grad_kwargs": ((), _grad_kwargs)},
+       doc="A call_tir that names the TE gradient (te_grad_name) TVM's Gradient pass uses; "
+           "phasec has no Gradient pass, and LegalizeOps lowers it to the call_tir it is.")
+
+
+@legalizes_to_relax("call_tir_with_grad", lowers_to="its call_tir")
+def _call_tir_with_grad(call: Call) -> Expr:
+    # the gradient's name is for TVM's Gradient pass, which phasec does not have
+    return Call(Op("relax.call_tir"), call.args, None, call.sinfo_args,
+                struct_info=call.struct_info, span=call.span)
+
+
 define("call_dps_packed", ("func", "args"), _infer_call_dps_packed, category="call",
        doc="Call a packed function in destination-passing style; result = out_sinfo.")
 define("call_pure_packed", ("func", "args"), _infer_call_pure_packed, variadic=True,

@@ -55,3 +55,4 @@ from . import creation, elementwise_math, indexing, shape_ops, sorting, statisti
 from . import combine, transform  # noqa: F401  (register on import)
 from . import builtin_compute, image_ext, layout_transform, memory_view, sampling  # noqa: F401
 from . import manipulate_draw  # noqa: F401  (the draw declarations of manipulate's operators)
+from . import device, grad  # noqa: F401  (register on import)

@@ -36,6 +36,7 @@ from ..tir import BinaryOp, Cast, PrimExpr, Select
 from ._common import (
     REQUIRED, OpPattern, as_float, attrs_of, binary_dtype, broadcast, define, err, tensor_arg,
 )
+from ._draw import declares_draw
 from ._lowering import (
     LEGALIZE, Inputs, LegalizeFn, _attrs, _bcast, _const, _float, _name, _out, _safe_div,
     _tensor,
@@ -294,6 +295,16 @@ define("astype", ("x",), _infer_astype, attrs={"dtype": (REQUIRED, _dtype_requir
        reference=lambda x, dtype: np.asarray(x).astype(dtype),
        pattern=OpPattern.ELEMWISE, doc="Convert to ``dtype`` (numpy astype).")
 
+# TVM 0.27's marker for a parameter stored in one dtype and used in another
+# (ToMixedPrecision writes it). TVM infers astype's struct info but registers
+# no legalization; phasec lowers it as the astype it means, elementwise so
+# that the conversion fuses into its consumer.
+define("wrap_param", ("data",), _infer_astype, attrs={"dtype": ("float32", _dtype_required)},
+       reference=lambda data, dtype: np.asarray(data).astype(dtype),
+       pattern=OpPattern.ELEMWISE, doc="A parameter converted to ``dtype`` (an astype).")
+declares_draw("wrap_param", dtypes=("float32", "int32"), ranks=(0, 1, 2, 3, 4),
+              build=lambda ctx: ((ctx.x,), {"dtype": "float32"}))
+
 
 def _infer_where(call, ctx):
     from ._common import broadcast
@@ -517,7 +528,7 @@ for _n in _UNARY:
     LEGALIZE["relax." + _n] = _make_unary(_n)
 
 
-@legalizes("astype")
+@legalizes("astype", "wrap_param")
 def _astype(call: Call, inputs: Inputs) -> Tensor:
     x = _tensor(inputs, 0, call)
     out = _out(call)
