@@ -13,8 +13,8 @@ from ..errors import StructInfoError
 from ..ir import expr as rx
 from ..ir import tir
 from ..ir.op import normalize_attrs
-from ..ir.op.registry import find_op
 from ..ir.op.elementwise import STOP_FUSION_PACKED
+from ..ir.op.registry import find_op
 from ..ir.struct_info import StructInfo
 from ._parse_common import _is_none, _to_tuple
 
