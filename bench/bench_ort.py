@@ -213,17 +213,27 @@ def workloads() -> list[Workload]:
 # measuring
 # ---------------------------------------------------------------------------
 
+def _budget(call_seconds: float, budget: float) -> float:
+    """Seconds of sampling: ``budget``, or more for calls of milliseconds
+    (about 60 calls, at most 3 s): on a shared machine a long call is rarely
+    undisturbed, so its best needs more tries than a short one's."""
+    return max(budget, min(3.0, 60 * call_seconds))
+
+
 def _best(fn: Callable[[], Any], repeat: int, budget: float = 0.4) -> float:
     """Best mean seconds per call over batches of ~1 ms (at least ``repeat``
-    batches, more while within ``budget`` seconds). On a machine shared with
-    other jobs the scheduler takes the core away for milliseconds at a time,
-    so a long batch is always interrupted; the best short one is not."""
+    batches, more while within ``budget`` seconds, see :func:`_budget`). On a
+    machine shared with other jobs the scheduler takes the core away for
+    milliseconds at a time, so a long batch is always interrupted; the best
+    short one is not."""
     fn()
     number = C.calibrate(fn, 0.001)
     t0 = time.perf_counter()
     fn()
-    batch = max(time.perf_counter() - t0, 1e-9) * number
-    return C.best_of(fn, max(repeat, min(2000, int(budget / batch))), number, warmup=0)
+    one = max(time.perf_counter() - t0, 1e-9)
+    batch = one * number
+    return C.best_of(fn, max(repeat, min(2000, int(_budget(one, budget) / batch))), number,
+                     warmup=0)
 
 
 def _best_by_threads(fn: Callable[[], Any], threads: tuple[int, ...], repeat: int,
@@ -235,12 +245,16 @@ def _best_by_threads(fn: Callable[[], Any], threads: tuple[int, ...], repeat: in
     from phasec.backend.llvm import set_num_threads
 
     numbers = {}
+    one = math.inf
     for n in threads:
         set_num_threads(n)
         fn()
+        t0 = time.perf_counter()
+        fn()
+        one = min(one, time.perf_counter() - t0)
         numbers[n] = C.calibrate(fn, 0.001)
     best = {n: math.inf for n in threads}
-    t_end = time.perf_counter() + budget
+    t_end = time.perf_counter() + 2 * _budget(one, budget / 2)
     rounds = 0
     while rounds < repeat or (time.perf_counter() < t_end and rounds < 2000):
         for n in threads:
