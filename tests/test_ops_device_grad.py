@@ -177,6 +177,13 @@ def test_errors():
            Constant(np.zeros(2, "float32")))
     raises(["device type"], call_op, "hint_on_device", _X, device_type=0)
     raises(["dtype"], call_op, "wrap_param", _X, dtype="void")
+    # the Python spelling TVM's parser evaluates (its own tests write it)
+    for spelling, device in (("tvm.cpu()", (1, 0)), ("tvm.cuda(1)", (2, 1))):
+        hinted = _bindings(phasec.parse(SOURCE.replace("R.device(device_type=1, index=0)",
+                                                       spelling)))["e"].value
+        assert (hinted.attrs["device_type"], hinted.attrs["index"]) == device
+    with pytest.raises(PhasecError, match=r"tvm.<device>\(index\)"):
+        phasec.parse(SOURCE.replace("R.device(device_type=1, index=0)", "tvm.tpu()"))
     with pytest.raises(PhasecError, match=r"expects a device R\.device"):
         phasec.parse(SOURCE.replace('R.device(device_type=1, index=0)', '"cpu"'))
     cuda = SOURCE.replace(VDEVICE_INFO, VDEVICE_INFO.replace(

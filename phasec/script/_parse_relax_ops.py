@@ -252,6 +252,11 @@ def _attention_with_bias(node: ast.Call) -> ast.Call:
     return ast.copy_location(ast.Call(func, [*args[:3], bias, *args[3:]], keywords), node)
 
 
+#: DLPack device types of TVM's device constructors (tvm.cpu() is type 1)
+_DLPACK_DEVICE_TYPES = {"cpu": 1, "cuda": 2, "opencl": 4, "vulkan": 7, "metal": 8, "rocm": 10,
+                        "ext_dev": 12, "hexagon": 16}
+
+
 def _hint_on_device_flat(mp: _ModuleParser, node: ast.Call) -> ast.Call:
     """``R.hint_on_device(x, R.device(device_type=1, index=0), "global")``, as
     TVM writes it, respelt with the operator's attributes as keywords
@@ -264,7 +269,18 @@ def _hint_on_device_flat(mp: _ModuleParser, node: ast.Call) -> ast.Call:
     keywords = [kw for kw in keywords if kw.arg != "dst_vdevice"]
     if len(args) >= 2:
         keywords.append(ast.copy_location(ast.keyword("memory_scope", args.pop(1)), node))
-    if device is not None:
+    if device is not None and isinstance(device, ast.Call) and (
+            _dotted(device.func) or ("",))[0] == "tvm" and len(_dotted(device.func)) == 2:
+        # the Python spelling TVM's parser evaluates: tvm.cpu(), tvm.cuda(1)...
+        kind = _dotted(device.func)[1]
+        if kind not in _DLPACK_DEVICE_TYPES or device.keywords or len(device.args) > 1:
+            raise mp.error(f"{mp.R}.hint_on_device: expected tvm.<device>(index) with a device of "
+                           f"{', '.join(_DLPACK_DEVICE_TYPES)}, got {mp.src(device)}", device)
+        type_node = ast.copy_location(ast.Constant(_DLPACK_DEVICE_TYPES[kind]), device)
+        index = device.args[0] if device.args else ast.copy_location(ast.Constant(0), device)
+        keywords += [ast.copy_location(ast.keyword("device_type", type_node), device),
+                     ast.copy_location(ast.keyword("index", index), device)]
+    elif device is not None:
         if not (isinstance(device, ast.Call) and _dotted(device.func) == (mp.R, "device")):
             raise mp.error(f"{mp.R}.hint_on_device expects a device "
                            f"{mp.R}.device(device_type=..., index=...), got {mp.src(device)}",
