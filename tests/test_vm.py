@@ -954,3 +954,53 @@ def test_short_call_leaves_interrupt_state_as_it_was():
             assert interrupt._is_armed
         assert interrupt._is_armed  # nested: the outer arming stays
     assert not interrupt._is_armed
+
+
+# ---------------------------------------------------------------------------
+# Storages of constant size are reused between calls when nothing holds them
+# ---------------------------------------------------------------------------
+
+def test_storage_is_reused_only_when_nothing_refers_to_it():
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    x = np.arange(256, dtype="float32")
+    out = vm["main"](x)
+    address = out.ctypes.data
+    kept = vm["main"](x + 1)  # `out` is still held: a new storage for this result
+    assert kept.ctypes.data != address
+    np.testing.assert_array_equal(out, x * x)  # not overwritten by the second call
+    np.testing.assert_array_equal(kept, (x + 1) * (x + 1))
+    assert vm.stats["live_bytes"] == 2048  # both results
+    del out
+    assert vm.stats["live_bytes"] == 1024
+    view = kept[::2]  # a view of a result holds its storage too
+    del kept
+    assert vm.stats["live_bytes"] == 1024
+    again = vm["main"](x + 2)
+    np.testing.assert_array_equal(view, ((x + 1) * (x + 1))[::2])
+    del view, again
+    assert vm.stats["live_bytes"] == 0
+    first = vm["main"](x).ctypes.data  # dropped at once: the next call reuses it
+    assert vm["main"](x).ctypes.data == first
+
+
+def test_pooled_storages_under_concurrent_callers():
+    import threading
+
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    errors = []
+
+    def call(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(30):
+            x = rng.standard_normal(256).astype("float32")
+            out = vm["main"](x)
+            if not np.array_equal(out, x * x):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=call, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert vm.stats["live_bytes"] == 0

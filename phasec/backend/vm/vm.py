@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
+import threading
 import weakref
 from time import perf_counter
 from collections.abc import Callable, Mapping, Sequence
@@ -165,6 +167,10 @@ class VirtualMachine:
             raise VMError(f"VirtualMachine(kernels=...) takes 'llvm', 'interp' or a mapping "
                           f"from kernel name to callable, not {type(kernels).__name__}")
         self._live_refs: dict[int, tuple[Any, int]] = {}
+        #: storages of constant size kept between calls, one per allocating
+        #: instruction (see _pooled_storage): [storage, nbytes, in use, idle refcounts]
+        self._pool: list[list[Any]] = []
+        self._pool_lock = threading.Lock()
         self._funcs_compiled: list[str] = []
         self.reset_stats()
         self._builtins: dict[str, Callable[..., Any]] = {
@@ -192,6 +198,7 @@ class VirtualMachine:
         """Allocation counters since creation or :meth:`reset_stats`:
         ``storage_allocs``, ``tensor_allocs``, ``bytes_allocated`` (total),
         ``live_bytes`` (allocated and still referenced) and ``peak_bytes``."""
+        self._sweep()
         return dict(self._stats)
 
     @property
@@ -200,6 +207,8 @@ class VirtualMachine:
         return self._stats["peak_bytes"]
 
     def reset_stats(self) -> None:
+        if hasattr(self, "_pool"):
+            self._sweep()
         live = getattr(self, "_stats", {}).get("live_bytes", 0)
         self._stats = {"storage_allocs": 0, "tensor_allocs": 0, "bytes_allocated": 0,
                        "live_bytes": live, "peak_bytes": live}
@@ -233,6 +242,49 @@ class VirtualMachine:
         self._account(storage.owner, nbytes)
         return storage
 
+    # A straight-line model allocates the same storages on every call, and a
+    # fresh 64 KiB numpy allocation plus its accounting costs ~3-4 us, as much
+    # as a small kernel. So each constant-size allocating instruction keeps
+    # the storage it made last; the next call reuses it when nothing refers
+    # to it any more: no register, no tensor view of it (every view holds
+    # the owning array, so the reference counts of the storage and its owner
+    # are back at what they were when it was new). A storage still in use
+    # (an output the caller kept) is left to the caller and accounted like
+    # any other; the instruction allocates a new one.
+    @staticmethod
+    def _refcounts(cell: list[Any]) -> tuple[int, int]:
+        st = cell[0]
+        return sys.getrefcount(st), sys.getrefcount(st.owner)
+
+    def _sweep(self) -> None:
+        """Pooled storages nothing refers to any more stop counting as live."""
+        for cell in self._pool:
+            if cell[2] and self._refcounts(cell) == cell[3]:
+                cell[2] = False
+                self._stats["live_bytes"] -= cell[1]
+
+    def _pooled_storage(self, cell: list[Any]) -> Storage:
+        nbytes = cell[1]
+        stats = self._stats
+        with self._pool_lock:
+            self._sweep()
+            if cell[0] is not None and cell[2]:
+                # still in use (e.g. a returned tensor): from now on it is
+                # accounted like any other storage, until its owner dies
+                ref = weakref.ref(cell[0].owner, self._release)
+                self._live_refs[id(ref)] = (ref, nbytes)
+                cell[0] = None
+            if cell[0] is None:
+                cell[0] = _VMStorage(nbytes)
+                cell[3] = self._refcounts(cell)  # nothing else refers to it yet
+            cell[2] = True
+            stats["storage_allocs"] += 1
+            stats["bytes_allocated"] += nbytes
+            live = stats["live_bytes"] = stats["live_bytes"] + nbytes
+            if live > stats["peak_bytes"]:
+                stats["peak_bytes"] = live
+            return cell[0]
+
     def _alloc_tensor(self, storage: Any, offset: Any, shape: Any, dtype: Any) -> np.ndarray:
         if not isinstance(storage, Storage):
             raise VMError(f"alloc_tensor needs a storage, got {describe_value(storage)}")
@@ -251,8 +303,10 @@ class VirtualMachine:
                 nbytes = _nbytes(consts[args[0]])
                 if nbytes < 0:
                     return None
-                new_storage = self._new_storage
-                return (lambda: new_storage(nbytes)), ()
+                cell: list[Any] = [None, nbytes, False, None]
+                self._pool.append(cell)
+                pooled = self._pooled_storage
+                return (lambda: pooled(cell)), ()
             if (name == "vm.alloc_tensor" and len(args) == 4
                     and all(a in consts for a in args[1:])):
                 offset = int(consts[args[1]])
