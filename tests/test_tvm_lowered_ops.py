@@ -365,7 +365,7 @@ def test_host_calls_are_what_tvm_reads() -> None:
 @pytest.mark.parametrize("call, message", [
     ('T.call_packed(A.data)', "needs the packed function's name"),
     ('T.call_packed("f", C.data)', "name 'C' is not defined"),
-    ('T.call_packed("f", T.tvm_struct_get(A.data, 0, 5, dtype="uint8"))', "host-side TIR builtins"),
+    ('T.call_packed("f", T.tvm_stack_alloca("shape", 1))', "host-side TIR builtins"),
 ])
 def test_malformed_host_calls_are_clear_errors(call: str, message: str) -> None:
     text = HOST.replace(HOST.strip().splitlines()[-1].strip(), call)
@@ -381,3 +381,61 @@ def test_a_module_without_functions_reads_as_tvm_prints_it() -> None:
     assert len(mod.functions) == 0
     _round_trips(mod)
     _same_as_tvm(mod, text)
+
+
+HOST_HELPERS = """
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+# from tvm.script import tirx as T
+
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def is_int8(t: T.handle) -> T.bool:
+        T.func_attr({"tirx.is_host_func": True})
+        code: T.let[T.uint8] = T.tvm_struct_get(t, 0, 5, "uint8")
+        bits: T.let[T.uint8] = T.tvm_struct_get(t, 0, 6, "uint8")
+        return code == T.uint8(0) and bits == T.uint8(8)
+
+    @T.prim_func
+    def vm_body(ctx: T.handle, regs: T.handle, consts: T.handle, funcs: T.handle):
+        T.anylist_setitem_call_packed(regs, 1, "vm.builtin.copy", T.anylist_getitem(regs, 0))
+        T.call_cpacked("my_kernel", T.anylist_getitem(regs, 1))
+
+    @R.function
+    def main(x: R.Tensor((4,), dtype="int8")) -> R.Prim("bool"):
+        cls = Module
+        ok: R.Prim("bool") = cls.is_int8(x)
+        return ok
+"""
+
+
+def test_tvm_host_helpers_and_vm_tir_read_verify_and_are_what_tvm_reads() -> None:
+    """Handle parameters as operands of host calls (T.tvm_struct_get with its
+    dtype operand, TVM's VM-as-TIR anylist calls, T.call_cpacked); a helper
+    that only reads is pure (as TVM decides), so Relax may call it directly."""
+    from phasec.ir import tir
+
+    mod = phasec.parse(HOST_HELPERS)
+    assert mod["is_int8"].params[0].dtype == "handle"
+    assert not [d for d in verifier.check(mod, verifier.infer_phase(mod))
+                if d.severity == verifier.ERROR]
+    assert tir.host_calls(mod["vm_body"].body) == ["vm.builtin.copy", "my_kernel"]
+    assert 'T.tvm_struct_get(t, 0, 5, "uint8")' in mod.script()
+    _round_trips(mod)
+    _same_as_tvm(mod, HOST_HELPERS)
+    _same_as_tvm(phasec.parse(mod.script()), HOST_HELPERS)
+    from phasec.backend.llvm import CodegenError
+
+    with pytest.raises(CodegenError, match="packed function 'vm.builtin.copy'"):
+        compile_prim_funcs({"vm_body": mod["vm_body"]})
+
+
+def test_a_relax_call_of_a_kernel_that_writes_stays_impure() -> None:
+    text = HOST_HELPERS.replace('code: T.let[T.uint8] = T.tvm_struct_get(t, 0, 5, "uint8")',
+                                'T.call_packed("log", t)\n'
+                                '        code: T.let[T.uint8] = T.tvm_struct_get(t, 0, 5, "uint8")')
+    assert text != HOST_HELPERS
+    mod = phasec.parse(text)
+    with pytest.raises(phasec.errors.WellFormedError, match="WF202"):
+        verifier.infer_phase(mod)

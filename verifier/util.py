@@ -72,7 +72,7 @@ def impure_reason(ctx: Context, call: Call, opdef: Any) -> str | None:
         return f"the packed call R.call_packed({op.global_symbol!r}, ...) has side effects"
     if t is GlobalVar:
         target = ctx.lookup(op)
-        if isinstance(target, tir.PrimFunc):
+        if isinstance(target, tir.PrimFunc) and not prim_func_is_pure(target):
             return f"the direct call of PrimFunc cls.{op.name_hint} writes its arguments"
         if isinstance(target, Function) and not target.is_pure:
             return f"cls.{op.name_hint} is an impure function"
@@ -248,3 +248,36 @@ def infer_expr(ctx: Context, expr: Any) -> tuple[StructInfo | None, str | None]:
         return None, "the expression is nested too deeply to infer its struct info"
     except Exception as exc:  # a malformed operand must not crash the verifier
         return None, f"struct info inference failed ({type(exc).__name__}: {exc})"
+
+
+#: host calls with effects (TVM's kOpaque / kUpdateState call effect kinds)
+_EFFECT_HOST_CALLS = frozenset({"call_packed", "call_cpacked", "anylist_setitem_call_packed",
+                                "anylist_setitem_call_cpacked"})
+
+
+def prim_func_is_pure(func: tir.PrimFunc) -> bool:
+    """TVM's purity of a PrimFunc (what a direct call of it may do): it
+    stores into no buffer but those it allocates, and calls no host function
+    with effects (a packed call). Kernels, which write their outputs, are
+    impure; a helper that computes and returns a value (``-> T.bool``) is pure."""
+    own: set[int] = set()
+    stmts: list[Any] = [func.body]
+    exprs: list[Any] = []
+    while stmts:
+        s = stmts.pop()
+        t = type(s)
+        if t is tir.Allocate:
+            own.add(id(s.buffer))
+        elif t is tir.BufferStore and id(s.buffer) not in own:
+            return False
+        stmts.extend(tir.stmt_children(s))
+        for f in type(s)._fields:
+            v = getattr(s, f)
+            if isinstance(v, tir.PrimExpr):
+                exprs.append(v)
+    while exprs:
+        e = exprs.pop()
+        if type(e) is tir.Call and e.name in _EFFECT_HOST_CALLS:
+            return False
+        exprs.extend(tir.expr_children(e))
+    return True

@@ -202,6 +202,8 @@ class Call(PrimExpr):
         if not self.dtype:
             dtype = "bool" if self.name in BOOL_INTRINSICS else {
                 "checked_index": "int64", **HOST_CALLS}.get(self.name)
+            if dtype == "" or (dtype is None and not self.args):
+                raise ValueError(f"T.{self.name} needs its dtype")
             set_field(self, "dtype", dtype or self.args[0].dtype)
 
 
@@ -212,6 +214,11 @@ class Call(PrimExpr):
 #: serializes and verifies them; its backends refuse them (see host_calls).
 HOST_CALLS: Mapping[str, str] = MappingProxyType({
     "call_packed": "int32", "tvm_stack_make_array": "handle", "tvm_stack_make_shape": "handle",
+    # TVM's VM lowered to TIR (its VMTIR codegen) and host-side helpers
+    "call_cpacked": "int32", "anylist_getitem": "handle", "anylist_setitem_call_packed": "int32",
+    "anylist_setitem_call_cpacked": "int32",
+    # a field of a DLTensor; its dtype is an operand (T.tvm_struct_get(t, 0, 5, "uint8"))
+    "tvm_struct_get": "",
 })
 
 
@@ -588,14 +595,16 @@ def host_calls(body: Stmt) -> list[str]:
                 exprs.append(v)
             elif isinstance(v, tuple):
                 exprs.extend(x for x in v if isinstance(x, PrimExpr))
-    while exprs:
-        e = exprs.pop()
-        if type(e) is Call and e.name in HOST_CALLS:
-            first = e.args[0] if e.args else None
-            found.append(first.value if e.name == "call_packed" and type(first) is StringImm
-                         else "<host call>")
-            continue
-        exprs.extend(expr_children(e))
+    for root in exprs:  # in statement order
+        stack = [root]
+        while stack:
+            e = stack.pop()
+            if type(e) is Call and e.name in HOST_CALLS:
+                # the function a packed call names (its first string operand)
+                names = [a.value for a in e.args if type(a) is StringImm]
+                found.append(names[0] if names else f"T.{e.name}")
+                continue
+            stack.extend(reversed(expr_children(e)))
     return found
 
 

@@ -50,6 +50,9 @@ class _PrimExprParser:
         self.int_dtype = int_dtype
         self.resolve = resolve
         self._in_string = False
+        #: name -> the opaque handle variable a host call may take (T.handle
+        #: parameters without T.match_buffer), or None; set by the TIR reader
+        self.handle_operand: Callable[[str], tir.Var | None] | None = None
 
     def parse(self, node: ast.AST, dtype: str | None = None) -> tir.PrimExpr:
         """Parse ``node``; with ``dtype``, a bare literal takes that dtype."""
@@ -218,13 +221,29 @@ class _PrimExprParser:
         ``T.tvm_stack_make_shape(...)``: kept as opaque calls (tir.HOST_CALLS);
         their operands may be strings and buffer addresses (``buf.data``)."""
         mp = self.mp
-        if node.keywords:
-            raise mp.error(f"{mp.T}.{fn} takes positional arguments only", node.keywords[0].value)
+        keywords = list(node.keywords)
+        arg_nodes = list(node.args)
+        dtype = ""
+        if fn == "tvm_struct_get":  # the dtype: `dtype="uint8"`, or last as TVM prints it
+            dtype_node = None
+            if keywords and keywords[0].arg == "dtype":
+                dtype_node = keywords.pop(0).value
+            elif len(arg_nodes) == 4:
+                dtype_node = arg_nodes.pop()
+            if dtype_node is None or len(arg_nodes) != 3:
+                raise mp.error(f"{mp.T}.tvm_struct_get takes (handle, index, field, dtype)", node)
+            dtype = mp.dtype_arg(dtype_node, f"{mp.T}.tvm_struct_get")
+        if keywords:
+            raise mp.error(f"{mp.T}.{fn} takes positional arguments only", keywords[0].value)
         args: list[tir.PrimExpr] = []
-        for a in node.args:
+        for a in arg_nodes:
             if isinstance(a, ast.Starred):
                 raise mp.error(f"{mp.T}.{fn}: *args are not supported", a)
-            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+            handle = (self.handle_operand(a.id) if isinstance(a, ast.Name)
+                      and self.handle_operand is not None else None)
+            if handle is not None:
+                args.append(handle)
+            elif isinstance(a, ast.Constant) and isinstance(a.value, str):
                 args.append(tir.StringImm(a.value, span=mp.span(a)))
             elif isinstance(a, ast.Attribute) and a.attr == "data" and isinstance(a.value, ast.Name):
                 buf = self.resolve(a.value.id, a.value, False)
@@ -233,10 +252,9 @@ class _PrimExprParser:
                 args.append(tir.BufferData(buf, span=mp.span(a)))
             else:
                 args.append(self.parse(a))
-        if fn == "call_packed" and (not args or type(args[0]) is not tir.StringImm):
-            raise mp.error(f"{mp.T}.call_packed needs the packed function's name (a string) "
-                           f"first", node)
-        return tir.Call(fn, tuple(args), span=mp.span(node))
+        if fn in ("call_packed", "call_cpacked") and (not args or type(args[0]) is not tir.StringImm):
+            raise mp.error(f"{mp.T}.{fn} needs the packed function's name (a string) first", node)
+        return tir.Call(fn, tuple(args), dtype, span=mp.span(node))
 
     def _call(self, node: ast.Call) -> tir.PrimExpr:
         mp = self.mp

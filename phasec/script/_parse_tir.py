@@ -59,6 +59,8 @@ class _PrimFuncParser:
         self.loop_doms: dict[int, tuple[tir.PrimExpr, tir.PrimExpr]] = {}
         self.declared: set[int] = set()  # ids of `n = T.int64()` statements already handled
         self.prim = _PrimExprParser(mp, "int32", self._resolve)
+        self.prim.handle_operand = self._handle_operand
+        self.handle_vars: dict[int, tir.Var] = {}  # parameter index -> its handle variable
         self.attrs: dict[str, Any] = {}
         self.attrs_seen = False
         self.ret_dtype: str | None = None  # `-> T.bool`: the function returns a scalar
@@ -91,6 +93,20 @@ class _PrimFuncParser:
             raise mp.error(f"{name!r} names the {len(value)} loop variables of a {mp.T}.grid; "
                            f"use it in {mp.T}.axis.remap or name them (for i, j in ...)", node)
         return value
+
+    def _handle_operand(self, name: str) -> tir.Var | None:
+        """The opaque variable of handle parameter ``name`` (an operand of a
+        host call), or None if ``name`` is not one."""
+        value = self._lookup(name)
+        if isinstance(value, _Handle):
+            var = self.handle_vars.get(value.index)
+            if var is None:
+                var = self.handle_vars[value.index] = tir.Var(name, "handle",
+                                                              span=self.mp.span(value.node))
+            return var
+        if isinstance(value, tir.Var) and value.dtype == "handle":
+            return value
+        return None
 
     def _bind(self, name: str, value: Any) -> None:
         self.scopes[-1][name] = value
@@ -150,8 +166,9 @@ class _PrimFuncParser:
         stmt = self._stmts(body, top=True)
         # A handle without T.match_buffer stays an opaque handle parameter (TVM
         # passes such handles to builtins); phasec's kernels cannot use one.
-        self.params = [tir.Var(p.name, "handle", span=mp.span(p.node)) if isinstance(p, _Handle)
-                       else p for p in self.params]
+        self.params = [(self.handle_vars.get(p.index)
+                        or tir.Var(p.name, "handle", span=mp.span(p.node)))
+                       if isinstance(p, _Handle) else p for p in self.params]
         attrs = {} if flags.get("private", False) else {"global_symbol": fdef.name}
         attrs.update(self.attrs)
         return tir.PrimFunc(self.params, stmt, attrs, span=mp.span(fdef), ret_dtype=self.ret_dtype)

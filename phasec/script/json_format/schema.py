@@ -29,6 +29,8 @@ MAX_DEPTH = 200
 # ---------------------------------------------------------------------------
 
 Dtype = Literal[tir.DTYPES]  # type: ignore[valid-type]
+#: a TIR dtype or "handle" (TVM's opaque pointers, operands of host calls)
+HandleDtype = Literal[(*tir.DTYPES, "handle")]  # type: ignore[valid-type]
 TensorDtype = Literal[(*tir.DTYPES, "void")]  # type: ignore[valid-type]
 NonNegInt = Annotated[int, Field(ge=0)]
 Id = Annotated[int, Field(ge=0)]
@@ -106,7 +108,7 @@ class TirCallDoc(_Node):
     name: str
     args: list["PrimExprDoc"]
     #: "handle": TVM's host builtins (tvm_stack_make_array...), kept opaque
-    dtype: Optional[Union[Dtype, Literal["handle"]]] = None
+    dtype: Optional[HandleDtype] = None
 
 
 class TirStringImmDoc(_Node):
@@ -599,7 +601,8 @@ FuncDoc = Annotated[Union[FunctionDoc, PrimFuncDoc], Field(discriminator="node")
 class TirVarDef(_Node):
     id: Id
     name: str
-    dtype: Dtype = "int64"
+    #: "handle": a T.handle parameter without T.match_buffer (host calls take it)
+    dtype: HandleDtype = "int64"
 
 
 class BufferDef(_Node):
