@@ -439,3 +439,50 @@ def test_a_relax_call_of_a_kernel_that_writes_stays_impure() -> None:
     mod = phasec.parse(text)
     with pytest.raises(phasec.errors.WellFormedError, match="WF202"):
         verifier.infer_phase(mod)
+
+
+# ---------------------------------------------------------------------------
+# A PrimFunc calling a PrimFunc that returns a value
+# ---------------------------------------------------------------------------
+
+CALLS_HELPER = """
+# from tvm.script import ir as I
+# from tvm.script import tirx as T
+
+@I.ir_module
+class Mod:
+    @T.prim_func(private=True)
+    def halve(v: T.float32) -> T.float32:
+        return v * T.float32(0.5)
+
+    @T.prim_func(private=True)
+    def halves(a: T.Buffer((T.int64(4),), "float32"), b: T.Buffer((T.int64(4),), "float32")):
+        for i in range(T.int64(4)):
+            b[i] = Mod.halve(a[i]) + T.float32(1.0)
+"""
+
+
+def test_a_prim_func_calling_a_prim_func_reads_and_is_what_tvm_reads() -> None:
+    from phasec.backend.llvm import CodegenError
+    from phasec.errors import PhasecError
+    from phasec.ir import tir
+
+    mod = phasec.parse(CALLS_HELPER)
+    assert tir.host_calls(mod["halves"].body) == ["@halve"]
+    assert "b[i] = Module.halve(a[i]) + T.float32(1.0)" in mod.script()
+    assert not [d for d in verifier.check(mod, verifier.infer_phase(mod))
+                if d.severity == verifier.ERROR]
+    _round_trips(mod)
+    _same_as_tvm(mod, CALLS_HELPER)
+    _same_as_tvm(phasec.parse(mod.script()), CALLS_HELPER)
+    a = np.ones(4, "float32")
+    with pytest.raises(PhasecError, match="PrimFunc 'halve' of the module"):
+        run_prim_func(mod["halves"], [a, a.copy()])
+    with pytest.raises(CodegenError, match="PrimFunc 'halve' of the module"):
+        compile_prim_funcs({"halves": mod["halves"]})
+
+
+def test_calling_a_kernel_in_an_expression_is_a_clear_error() -> None:
+    text = CALLS_HELPER.replace("Mod.halve(a[i])", "Mod.halves(a[i])")
+    with pytest.raises(phasec.errors.ParseError, match="PrimFunc 'halves' returns nothing"):
+        phasec.parse(text)

@@ -752,9 +752,8 @@ def run_prim_func(func: PrimFunc, args: Sequence[np.ndarray | int]) -> None:
     packed = tir.host_calls(func.body)
     if packed:  # refused before anything runs
         raise TIRExecutionError(
-            f"PrimFunc {m.func_name} calls TVM's packed function {packed[0]!r} (T.call_packed, "
-            f"a function of TVM's runtime), which the TIR interpreter does not run; phasec's "
-            f"own lowering of the operator computes it in TIR")
+            f"PrimFunc {m.func_name} calls {tir.describe_host_call(packed[0])}, which the TIR "
+            f"interpreter does not run; phasec's own lowering of an operator computes it in TIR")
     with np.errstate(all="ignore"):
         _bind_params(m, func, args)
         _run(m, func.body)

@@ -18,7 +18,7 @@ from .node import Node, Span, node, set_field
 
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "BufferData", "HOST_CALLS",
-    "host_calls", "BinaryOp", "Not", "Cast", "Select",
+    "host_calls", "PRIM_FUNC_CALL", "describe_host_call", "BinaryOp", "Not", "Cast", "Select",
     "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
     "IfThenElse", "While", "Allocate", "LetStmt", "AttrStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
@@ -220,6 +220,20 @@ HOST_CALLS: Mapping[str, str] = MappingProxyType({
     # a field of a DLTensor; its dtype is an operand (T.tvm_struct_get(t, 0, 5, "uint8"))
     "tvm_struct_get": "",
 })
+
+
+#: ``Call("@f", args, dtype)``: a call of PrimFunc ``f`` of the same module
+#: that returns a value (TVM's ``Module.f(x, y)`` inside a kernel, ``f``
+#: declared ``-> T.float32``); kept opaque like the host calls: phasec reads,
+#: prints, serializes and verifies it, and its backends refuse it.
+PRIM_FUNC_CALL = "@"
+
+
+def describe_host_call(name: str) -> str:
+    """What a name from :func:`host_calls` calls, for error messages."""
+    if name.startswith(PRIM_FUNC_CALL):
+        return f"PrimFunc {name[1:]!r} of the module (a call between PrimFuncs)"
+    return f"TVM's packed function {name!r} (T.call_packed, a function of TVM's runtime)"
 
 
 @node
@@ -582,7 +596,8 @@ def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
 def host_calls(body: Stmt) -> list[str]:
     """The packed functions a kernel body calls through TVM's host builtins
     (``T.call_packed("tvm.contrib.sort.sort", ...)`` gives that name), in
-    order; ``"<host call>"`` for another host builtin outside such a call."""
+    order (``T.<builtin>`` for a host builtin that names none), and the
+    PrimFuncs it calls (``"@f"``, see PRIM_FUNC_CALL)."""
     found: list[str] = []
     stmts: list[Any] = [body]
     exprs: list[Any] = []
@@ -599,7 +614,9 @@ def host_calls(body: Stmt) -> list[str]:
         stack = [root]
         while stack:
             e = stack.pop()
-            if type(e) is Call and e.name in HOST_CALLS:
+            if type(e) is Call and e.name.startswith(PRIM_FUNC_CALL):
+                found.append(e.name)
+            elif type(e) is Call and e.name in HOST_CALLS:
                 # the function a packed call names (its first string operand)
                 names = [a.value for a in e.args if type(a) is StringImm]
                 found.append(names[0] if names else f"T.{e.name}")

@@ -216,6 +216,19 @@ class _PrimExprParser:
             out.append(self.parse(e))
         return tuple(out)
 
+    def _prim_func_call(self, node: ast.Call, callee: str) -> tir.Call:
+        """``Module.f(x, y)``: a call of PrimFunc ``f`` that returns a value."""
+        mp = self.mp
+        dtype = mp.prim_ret_dtypes[callee]
+        if dtype is None:
+            raise mp.error(f"PrimFunc {callee!r} returns nothing (a kernel); only a PrimFunc "
+                           f"that returns a value (-> {mp.T}.float32...) can be called in a "
+                           f"scalar expression", node)
+        if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            raise mp.error(f"a call of PrimFunc {callee!r} takes positional arguments only", node)
+        args = tuple(self.parse(a) for a in node.args)
+        return tir.Call(tir.PRIM_FUNC_CALL + callee, args, dtype, span=mp.span(node))
+
     def _host_call(self, node: ast.Call, fn: str) -> tir.Call:
         """``T.call_packed("f", ...)``, ``T.tvm_stack_make_array(buf.data, ...)``,
         ``T.tvm_stack_make_shape(...)``: kept as opaque calls (tir.HOST_CALLS);
@@ -260,6 +273,9 @@ class _PrimExprParser:
         mp = self.mp
         name = _dotted(node.func)
         span = mp.span(node)
+        if (name is not None and len(name) == 2 and name[0] in mp.class_names
+                and name[1] in mp.prim_ret_dtypes):
+            return self._prim_func_call(node, name[1])
         if name is None or len(name) != 2 or name[0] != mp.T:
             raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
                            f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)

@@ -309,6 +309,8 @@ class PrimPrinter:
                 # TVM has no such intrinsic: spelt as the external function
                 # phasec's kernels call, which TVM reads and checks as any other
                 return f'T.call_pure_extern("int64", "{tir.CHECKED_INDEX_EXTERN}", {args})', _P_ATOM
+            if e.name.startswith(tir.PRIM_FUNC_CALL):  # another PrimFunc, as TVM prints it
+                return f"Module.{e.name[len(tir.PRIM_FUNC_CALL):]}({args})", _P_ATOM
             if e.name == "tvm_struct_get":  # its dtype is an operand, as TVM prints it
                 return f"T.tvm_struct_get({args}, {quote_str(e.dtype)})", _P_ATOM
             return f"T.{e.name}({args})", _P_ATOM

@@ -188,6 +188,8 @@ class _ModuleParser:
         self.aliases: dict[str, str] = {}
         self.where: ast.AST | None = None  # innermost statement being parsed
         self.class_names: set[str] = {"cls"}
+        #: PrimFunc name -> the dtype it returns (None: a kernel, which returns nothing)
+        self.prim_ret_dtypes: dict[str, str | None] = {}
         #: names declared at module level by `n = TypeVar("n")` (TVM 0.27)
         self.module_syms: set[str] = set()
         self.function_kinds: dict[str, str] = {}  # name -> "relax" | "prim"
@@ -578,6 +580,7 @@ class _ModuleParser:
                 ret_dtype = (ret[1] if ret is not None and len(ret) == 2 and ret[0] == self.T
                              and ret[1] in tir.DTYPES else None)
                 self.globals[fdef.name] = prim_func_sinfo(ret_dtype)
+                self.prim_ret_dtypes[fdef.name] = ret_dtype
         functions: dict[str, rx.BaseFunc] = {}
         for kind, fdef in defs:
             self.where = fdef

@@ -13,10 +13,9 @@ def refuse_host_calls(name: str, func: "tir.PrimFunc") -> None:
     which name functions of TVM's runtime that phasec neither has nor runs."""
     packed = tir.host_calls(func.body)
     if packed:
-        raise CodegenError(f"calls TVM's packed function {packed[0]!r} (T.call_packed, a "
-                           f"function of TVM's runtime), which the LLVM backend does not "
-                           f"compile; phasec's own lowering of the operator computes it "
-                           f"in TIR", name)
+        raise CodegenError(f"calls {tir.describe_host_call(packed[0])}, which the LLVM backend "
+                           f"does not compile; phasec's own lowering of an operator computes "
+                           f"it in TIR", name)
 
 
 class CodegenError(PhasecError):
