@@ -463,7 +463,7 @@ def row_reduction(reducer, R, K, dtype="float32"):
     return A, S
 
 
-@pytest.mark.parametrize("K,lanes", [(100, 16), (64, 16), (300, 32), (128, 32)])
+@pytest.mark.parametrize("K,lanes", [(100, 16), (64, 16), (300, 32), (128, 16), (256, 32)])
 def test_sum_over_contiguous_axis_uses_lanes_and_a_tail(K, lanes):
     A, S = row_reduction(te.sum, 3, K)
     func = te.create_prim_func([A, S])

@@ -335,7 +335,11 @@ class _NestEmitter:
         last = st.raxes[-1].var
         if not _b.any(_last_index_uses(ld, last) for ld in _loads_of(st.expr)):
             return None
-        for lanes in self.opt.target.partial_lanes:
+        target = self.opt.target
+        for lanes in target.partial_lanes:  # the widest with enough iterations ...
+            if extent >= target.partial_iterations * lanes:
+                return lanes
+        for lanes in target.partial_lanes:  # ... else the widest with at least 4
             if extent >= 4 * lanes:
                 return lanes
         return None
