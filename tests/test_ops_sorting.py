@@ -227,3 +227,23 @@ def test_vm_matches_tvm(vm):
             assert o.shape == (1, 1)
             t = t.reshape(1, 1)
         np.testing.assert_array_equal(np.asarray(o), t, err_msg=str(k))
+
+
+def test_median_along_the_only_axis_is_a_pair_as_tvm_infers():
+    # TVM 0.27 gives median along one axis (values, indices) even when that
+    # axis is all of a 1-D tensor; phasec's annotation once said a tensor,
+    # which TVM refused as not well-formed
+    import tvm
+    from tvm import relax
+
+    x = np.array([3.0, 1.0, 2.0, 5.0], "float32")
+    for keep in (False, True):
+        sinfo = call_op("median", tv("v", (4,)), axis=[0], keepdims=keep).struct_info
+        bb = relax.BlockBuilder()
+        theirs = bb.normalize(relax.op.median(relax.Var("v", relax.TensorType((4,), "float32")),
+                                              axis=[0], keepdims=keep)).ty
+        assert len(sinfo.fields) == len(theirs.fields) == 2
+        for ours, t in zip(sinfo.fields, theirs.fields):
+            assert [int(d.value) for d in ours.shape] == [int(d) for d in t.shape]
+        vals, idx = run("median", x, axis=[0], keepdims=keep)
+        assert float(vals.reshape(())) == 2.0 and int(idx.reshape(())) == 2  # the lower median

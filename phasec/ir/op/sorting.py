@@ -16,8 +16,9 @@ and the VM agree by construction.
   or one of them (ret_type "values" / "indices"); k < 1, or beyond a known
   axis length, takes the whole axis (TVM's rule).
 * ``median(x, axis=None, keepdims=False)``: the lower median (torch's);
-  over every axis a tensor, along one axis the pair (values, int64 indices)
-  as TVM 0.27 (several axes but not all: an error).
+  over every axis (``axis=None``, or several axes that are all of them) a
+  tensor, along one axis (even the only axis of a 1-D tensor) the pair
+  (values, int64 indices), as TVM 0.27 (several axes but not all: an error).
 * ``unique(x, sorted=True, return_index=False, return_inverse=False,
   return_counts=False, axis=None)``: numpy.unique (first-occurrence order
   when not sorted); a tuple when a return_ flag is set. Data-dependent:
@@ -155,6 +156,11 @@ def _median_axes(call, x: TensorStructInfo) -> tuple[bool, int]:
             raise err(call, "median over several axes needs a tensor of known rank")
         return False, axis[0]
     axes = norm_axes(call, axis, x.ndim)
+    if len(axes) == 1:
+        # one axis is the pair (values, indices) even when it is the only
+        # axis of a 1-D tensor: TVM 0.27's rule (its type inference counts the
+        # axes given, not the axes left)
+        return False, axes[0]
     if len(axes) == x.ndim:
         return True, 0
     if len(axes) != 1:
@@ -184,7 +190,8 @@ def _median_ref(x, axis=None, keepdims=False):
     import numpy as np
 
     x = np.asarray(x)
-    whole = axis is None or len(axis) == 0 or len(axis) == x.ndim
+    # one axis is a (values, indices) pair, even a 1-D tensor's only axis
+    whole = axis is None or len(axis) == 0 or (len(axis) == x.ndim and len(axis) != 1)
     return _packed("phasec.median")(x, 0 if whole else axis[0], whole, keepdims)
 
 
