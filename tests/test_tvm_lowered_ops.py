@@ -486,3 +486,52 @@ def test_calling_a_kernel_in_an_expression_is_a_clear_error() -> None:
     text = CALLS_HELPER.replace("Mod.halve(a[i])", "Mod.halves(a[i])")
     with pytest.raises(phasec.errors.ParseError, match="PrimFunc 'halves' returns nothing"):
         phasec.parse(text)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("T.axis.reduce((T.int64(2), T.int64(6)), k)", "T.axis.reduce((T.int64(2),), k)",
+     r"expected an extent or a \(begin, end\) pair"),
+    ("T.axis.reduce((T.int64(2), T.int64(6)), k)", "T.axis.reduce((T.float32(2), T.int64(6)), k)",
+     "domain bounds must be integers"),
+    ("out[T.int64(0)] = out[T.int64(0)] + x[v_k]",
+     'T.call_packed("f", v_k.data)', "'v_k' is not a buffer; only a buffer has .data"),
+    ("out[T.int64(0)] = out[T.int64(0)] + x[v_k]",
+     "T.evaluate(T.tvm_struct_get(x.data, 0))", r"tvm_struct_get takes \(handle, index, field, "
+     r"dtype\)"),
+    ("out[T.int64(0)] = out[T.int64(0)] + x[v_k]",
+     'T.call_packed("f", *x)', r"\*args are not supported"),
+])
+def test_malformed_domains_and_host_operands_are_clear_errors(old: str, new: str,
+                                                               message: str) -> None:
+    text = RANGED_REDUCE.replace(old, new)
+    assert text != RANGED_REDUCE
+    with pytest.raises(phasec.errors.ParseError, match=message):
+        phasec.parse(text)
+
+
+PLACEHOLDER_INFOS = """
+# from tvm.script import ir as I
+# from tvm.script import relax as R
+
+@I.ir_module
+class Module:
+    I.module_global_infos({"placeholder": [I.dummy_global_info(), I.dummy_global_info()]})
+
+    @R.function
+    def main(x: R.Tensor((2,), dtype="float32")) -> R.Tensor((2,), dtype="float32"):
+        return x
+"""
+
+
+def test_placeholder_global_infos_read_as_tvm_reads_them() -> None:
+    from phasec.ir.module import DummyGlobalInfo
+
+    mod = phasec.parse(PLACEHOLDER_INFOS)
+    assert [type(d) for d in mod.global_infos["placeholder"]] == [DummyGlobalInfo] * 2
+    _round_trips(mod)
+    _same_as_tvm(mod, PLACEHOLDER_INFOS)
+    bad = PLACEHOLDER_INFOS.replace("I.dummy_global_info(), I.dummy_global_info()",
+                                    'I.dummy_global_info(), I.vdevice("llvm")')
+    with pytest.raises(phasec.errors.ParseError, match="unsupported module global info "
+                                                       "'placeholder'"):
+        phasec.parse(bad)

@@ -11,7 +11,8 @@ from .node import Node, Span, node
 from .phase import Phase
 from .tir import PrimFunc, frozen_attrs
 
-__all__ = ["IRModule", "VDevice", "Target", "GLOBAL_INFO_KINDS", "canonical_vdevice"]
+__all__ = ["IRModule", "VDevice", "Target", "DummyGlobalInfo", "GLOBAL_INFO_KINDS",
+           "canonical_vdevice"]
 
 #: The kinds of module global info phasec keeps (``I.module_global_infos``).
 GLOBAL_INFO_KINDS = ("vdevice",)
@@ -47,6 +48,15 @@ class VDevice(Node):
 
 
 @node
+class DummyGlobalInfo(Node):
+    """TVM's ``I.dummy_global_info()``: a global info entry that holds
+    nothing (TVM's tests use it to exercise module global infos). Under any
+    key but ``"vdevice"``; kept so that such modules read and print back."""
+
+    span: Span | None = None
+
+
+@node
 class Target(Node):
     """A compilation target as TVM writes it, ``T.target("llvm")`` or
     ``T.target({"kind": "llvm", "keys": ["cpu"], ...})``, kept as written.
@@ -78,11 +88,13 @@ def canonical_vdevice(devices: tuple[VDevice, ...], dev: VDevice) -> str:
 def _frozen_global_infos(infos: Mapping[str, Any] | None) -> Mapping[str, tuple[Any, ...]]:
     out = {}
     for key, values in dict(infos or {}).items():
-        if key not in GLOBAL_INFO_KINDS:
-            raise ValueError(f"unsupported module global info {key!r}; phasec keeps "
-                             f"{', '.join(GLOBAL_INFO_KINDS)}")
         values = tuple(values)
-        if key == "vdevice" and not all(isinstance(v, VDevice) for v in values):
+        if key not in GLOBAL_INFO_KINDS:
+            if not all(isinstance(v, DummyGlobalInfo) for v in values):
+                raise ValueError(f"unsupported module global info {key!r}; phasec keeps "
+                                 f"{', '.join(GLOBAL_INFO_KINDS)} (and placeholder "
+                                 f"DummyGlobalInfo entries under other keys)")
+        elif key == "vdevice" and not all(isinstance(v, VDevice) for v in values):
             raise TypeError("global_infos['vdevice'] must hold VDevice entries")
         out[key] = values
     return MappingProxyType(out)

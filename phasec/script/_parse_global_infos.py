@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from ..ir.module import GLOBAL_INFO_KINDS, VDevice, canonical_vdevice
+from ..ir.module import GLOBAL_INFO_KINDS, DummyGlobalInfo, VDevice, canonical_vdevice
 from ._parse_common import _dotted
 
 if TYPE_CHECKING:
@@ -42,16 +42,28 @@ def parse_global_infos(mp: _ModuleParser, call: ast.Call) -> dict[str, tuple[Any
         key = mp.str_arg(key_node, f"{I}.module_global_infos key")
         if key == "mesh" or _mentions_device_mesh(mp, value):
             raise mp.error(f"{_DIST_ERROR} ({I}.module_global_infos {key!r})", key_node)
-        if key not in GLOBAL_INFO_KINDS:
+        dummies = (isinstance(value, (ast.List, ast.Tuple)) and value.elts
+                   and all(_is_dummy(mp, e) for e in value.elts))
+        if key not in GLOBAL_INFO_KINDS and not dummies:
             raise mp.error(f"unsupported module global info {key!r}; phasec reads "
-                           f"{', '.join(repr(k) for k in GLOBAL_INFO_KINDS)}", key_node)
+                           f"{', '.join(repr(k) for k in GLOBAL_INFO_KINDS)} (and "
+                           f"{I}.dummy_global_info() entries)", key_node)
         if key in out:
             raise mp.error(f"{I}.module_global_infos: {key!r} given twice", key_node)
         if not isinstance(value, (ast.List, ast.Tuple)):
             raise mp.error(f"{I}.module_global_infos[{key!r}] must be a list of "
                            f"{I}.vdevice(...), got {mp.src(value)}", value)
-        out[key] = tuple(vdevice_value(mp, e) for e in value.elts)
+        if key != "vdevice" and dummies:
+            out[key] = tuple(DummyGlobalInfo(span=mp.span(e)) for e in value.elts)
+        else:
+            out[key] = tuple(vdevice_value(mp, e) for e in value.elts)
     return out
+
+
+def _is_dummy(mp: _ModuleParser, node: ast.AST) -> bool:
+    """``I.dummy_global_info()``."""
+    return (isinstance(node, ast.Call) and _dotted(node.func) == (mp.I, "dummy_global_info")
+            and not node.args and not node.keywords)
 
 
 def _mentions_device_mesh(mp: _ModuleParser, node: ast.AST) -> bool:

@@ -61,7 +61,7 @@ from collections.abc import Mapping, Sequence
 
 from ..ir import tir
 from ..ir.expr import Binding, Expr, Function, If, SeqExpr
-from ..ir.module import IRModule, VDevice
+from ..ir.module import DummyGlobalInfo, IRModule, VDevice
 from ..ir.struct_info import StructInfo
 from ._print_common import (
     INDENT, SYNTAXES, attrs_dict_text, check_syntax, legacy, quote_str, sanitize, syntax,
@@ -118,7 +118,8 @@ def _global_infos_text(infos: Mapping[str, tuple[VDevice, ...]]) -> str:
     """``{"vdevice": [I.vdevice(target, id, scope), ...]}``, targets as written."""
     items = []
     for key, devices in infos.items():
-        entries = [vdevice_text(d) for d in devices]
+        entries = ["I.dummy_global_info()" if isinstance(d, DummyGlobalInfo) else vdevice_text(d)
+                   for d in devices]
         items.append(f"{quote_str(key)}: [" + ", ".join(entries) + "]")
     return "{" + ", ".join(items) + "}"
 

@@ -18,7 +18,7 @@ from ...ir.expr import (
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ...ir.module import IRModule, VDevice, canonical_vdevice
+from ...ir.module import DummyGlobalInfo, IRModule, VDevice, canonical_vdevice
 from ...ir.node import Span
 from ...ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -213,6 +213,13 @@ class _Reader:
                 for i, d in enumerate(doc.global_infos.vdevice))
             self.global_infos["vdevice"] = devices
             self.vdevice_names = {canonical_vdevice(devices, d) for d in devices}
+        if doc.global_infos is not None:
+            for key, count in doc.global_infos.dummy.items():
+                if key == "vdevice" or count == 0:
+                    raise _LoadError(((p, "global_infos"), "dummy"),
+                                     f"dummy global info {key!r}: a key other than 'vdevice' "
+                                     f"with at least one entry")
+                self.global_infos[key] = tuple(DummyGlobalInfo() for _ in range(count))
         for k, d in enumerate(doc.tir_vars):
             q = ((p, "tir_vars"), k)
             if d.id in self.tir_vars:

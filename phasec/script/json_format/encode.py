@@ -614,7 +614,10 @@ def _dump(mod: IRModule, indent: int | None) -> str:
             key: [_with_span({"target": w.attr_value(d.target, "vdevice target"),
                               "vdevice_id": d.vdevice_id, "memory_scope": d.memory_scope}, d)
                   for d in devices]
-            for key, devices in mod.global_infos.items()}
+            for key, devices in mod.global_infos.items() if key == "vdevice"}
+        dummy = {key: len(v) for key, v in mod.global_infos.items() if key != "vdevice"}
+        if dummy:
+            doc["global_infos"]["dummy"] = dummy
     if mod.span is not None:
         doc["span"] = _span(mod.span)
     # A node level is at most 3 JSON levels (object, list, list of pairs).

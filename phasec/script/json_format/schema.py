@@ -634,6 +634,8 @@ class GlobalInfosDoc(_Model):
     """The module's global infos (TVM's ``I.module_global_infos``)."""
 
     vdevice: list[VDeviceDoc] = Field(default_factory=list)
+    #: other keys holding only TVM's placeholder I.dummy_global_info(): key -> how many
+    dummy: dict[str, NonNegInt] = Field(default_factory=dict)
 
 
 class ModuleDoc(_Model):
