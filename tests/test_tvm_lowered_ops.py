@@ -535,3 +535,42 @@ def test_placeholder_global_infos_read_as_tvm_reads_them() -> None:
     with pytest.raises(phasec.errors.ParseError, match="unsupported module global info "
                                                        "'placeholder'"):
         phasec.parse(bad)
+
+
+INVARIANT_LOOP = """
+# from tvm.script import ir as I
+# from tvm.script import tirx as T
+
+@I.ir_module
+class Module:
+    @T.prim_func(private=True)
+    def count(out: T.Buffer((T.int64(1),), "int32")):
+        out[T.int64(0)] = 0
+        while T.tvm_thread_invariant(out[T.int64(0)] < 4):
+            out[T.int64(0)] = out[T.int64(0)] + 1
+"""
+
+
+def test_thread_invariant_conditions_read_and_are_refused_by_name() -> None:
+    from phasec.backend.llvm import CodegenError
+
+    mod = phasec.parse(INVARIANT_LOOP)
+    _round_trips(mod)
+    _same_as_tvm(mod, INVARIANT_LOOP)
+    with pytest.raises(CodegenError, match="TVM's builtin T.tvm_thread_invariant"):
+        compile_prim_funcs({"count": mod["count"]})
+
+
+@pytest.mark.parametrize("spelling, reads_as", [
+    ('tvm.tirx.const(True, "bool")', "T.bool(True)"),
+    ("tvm.tirx.const(2.5)", "T.float32(2.5)"),
+    ('tvm.tir.const(3, "int64")', "T.int64(3)"),
+])
+def test_tvm_python_constants_in_kernels_read_as_tvm_builds_them(spelling: str,
+                                                                 reads_as: str) -> None:
+    text = COLLATZ.replace("out[i] = T.int64(0)", f"out[i] = T.Cast(\"int64\", {spelling})")
+    assert text != COLLATZ
+    assert phasec.parse(text).script() == phasec.parse(
+        COLLATZ.replace("out[i] = T.int64(0)", f"out[i] = T.Cast(\"int64\", {reads_as})")).script()
+    with pytest.raises(phasec.errors.ParseError, match="an integer dtype needs an integer"):
+        phasec.parse(COLLATZ.replace("out[i] = T.int64(0)", 'out[i] = tvm.tirx.const(1.5, "int64")'))

@@ -219,6 +219,8 @@ HOST_CALLS: Mapping[str, str] = MappingProxyType({
     "anylist_setitem_call_cpacked": "int32",
     # a field of a DLTensor; its dtype is an operand (T.tvm_struct_get(t, 0, 5, "uint8"))
     "tvm_struct_get": "",
+    # a GPU loop condition that every thread of a block computes alike
+    "tvm_thread_invariant": "bool",
 })
 
 
@@ -233,6 +235,8 @@ def describe_host_call(name: str) -> str:
     """What a name from :func:`host_calls` calls, for error messages."""
     if name.startswith(PRIM_FUNC_CALL):
         return f"PrimFunc {name[1:]!r} of the module (a call between PrimFuncs)"
+    if name.startswith("T."):
+        return f"TVM's builtin {name}"
     return f"TVM's packed function {name!r} (T.call_packed, a function of TVM's runtime)"
 
 

@@ -216,6 +216,30 @@ class _PrimExprParser:
             out.append(self.parse(e))
         return tuple(out)
 
+    def _tvm_const(self, node: ast.Call) -> tir.PrimExpr:
+        """``tvm.tirx.const(value, dtype)``: a constant, as TVM's Python API builds
+        it (dtype by default int32 for an integer, float32 for a float)."""
+        mp = self.mp
+        a = mp.bind_args(node, "tvm.tirx.const", ("value", "dtype"), 1)
+        value = mp.number(a["value"])
+        if value is None:
+            raise mp.error(f"tvm.tirx.const expects a number or bool literal, got "
+                           f"{mp.src(a['value'])}", a["value"])
+        if "dtype" in a:
+            dtype = mp.dtype_arg(a["dtype"], "tvm.tirx.const")
+        else:
+            dtype = ("bool" if isinstance(value, bool) else
+                     "float32" if isinstance(value, float) else "int32")
+        if tir.is_float(dtype):
+            return tir.FloatImm(float(value), dtype, span=mp.span(node))
+        if isinstance(value, float):
+            raise mp.error(f"tvm.tirx.const({value!r}, {dtype!r}): an integer dtype needs an "
+                           f"integer value", a["value"])
+        problem = int_range_problem(int(value), dtype) if tir.is_int(dtype) else None
+        if problem is not None:
+            raise mp.error(f"tvm.tirx.const({value}): {problem}", a["value"])
+        return tir.IntImm(int(value), dtype, span=mp.span(node))
+
     def _prim_func_call(self, node: ast.Call, callee: str) -> tir.Call:
         """``Module.f(x, y)``: a call of PrimFunc ``f`` that returns a value."""
         mp = self.mp
@@ -276,6 +300,8 @@ class _PrimExprParser:
         if (name is not None and len(name) == 2 and name[0] in mp.class_names
                 and name[1] in mp.prim_ret_dtypes):
             return self._prim_func_call(node, name[1])
+        if name in (("tvm", "tirx", "const"), ("tvm", "tir", "const")):
+            return self._tvm_const(node)
         if name is None or len(name) != 2 or name[0] != mp.T:
             raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
                            f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)
