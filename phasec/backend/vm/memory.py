@@ -1,0 +1,246 @@
+"""The VM's memory: storages, tensor views of them, and the accounting
+behind ``VirtualMachine.stats`` (a mixin of :class:`VirtualMachine`, split
+from ``vm.py`` along that seam).
+
+Allocation builtins with constant operands (static shapes: the common case)
+are specialized when a function is decoded; a constant-size
+``vm.alloc_storage`` keeps the storage it made and reuses it on the next
+call when nothing refers to it any more (see :meth:`VMMemory._pooled_storage`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ...errors import VMError
+from ...interp._values import STORAGE_ALIGNMENT, Storage, describe_value
+
+__all__ = ["VMMemory"]
+
+
+class VMMemory:
+    """Storage allocation and accounting for :class:`VirtualMachine`."""
+
+    _stats: dict[str, int]
+
+    def _init_memory(self) -> None:
+        self._live_refs: dict[int, tuple[Any, int]] = {}
+        #: storages of constant size kept between calls, one per allocating
+        #: instruction (see _pooled_storage): [storage, nbytes, in use, idle refcounts]
+        self._pool: list[list[Any]] = []
+        self._pool_lock = threading.Lock()
+        self.reset_stats()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Allocation counters since creation or :meth:`reset_stats`:
+        ``storage_allocs``, ``tensor_allocs``, ``bytes_allocated`` (total),
+        ``live_bytes`` (allocated and still referenced) and ``peak_bytes``."""
+        self._sweep()
+        return dict(self._stats)
+
+    @property
+    def peak_bytes(self) -> int:
+        """The most bytes of VM-allocated memory alive at once."""
+        return self._stats["peak_bytes"]
+
+    def reset_stats(self) -> None:
+        if hasattr(self, "_pool"):
+            self._sweep()
+        live = getattr(self, "_stats", {}).get("live_bytes", 0)
+        self._stats = {"storage_allocs": 0, "tensor_allocs": 0, "bytes_allocated": 0,
+                       "live_bytes": live, "peak_bytes": live}
+
+    # -- builtins --------------------------------------------------------------------
+    def _account(self, owner: Any, nbytes: int) -> None:
+        stats = self._stats
+        stats["bytes_allocated"] += nbytes
+        live = stats["live_bytes"] = stats["live_bytes"] + nbytes
+        if live > stats["peak_bytes"]:
+            stats["peak_bytes"] = live
+        # A weak reference with a callback (much cheaper than weakref.finalize);
+        # the VM keeps the reference alive until the owner dies.
+        # (Keyed by the reference's id: a weakref hashes like its referent,
+        # and arrays are unhashable.)
+        ref = weakref.ref(owner, self._release)
+        self._live_refs[id(ref)] = (ref, nbytes)
+
+    def _release(self, ref: "weakref.ref[Any]") -> None:
+        entry = self._live_refs.pop(id(ref), None)
+        if entry is not None:
+            self._stats["live_bytes"] -= entry[1]
+
+    def _alloc_storage(self, size: Any, dtype: Any = None) -> Storage:
+        return self._new_storage(_nbytes(size))
+
+    def _new_storage(self, nbytes: int) -> Storage:
+        storage = _VMStorage(nbytes)
+        self._stats["storage_allocs"] += 1
+        # Tensor views keep the owning array alive, not the Storage object.
+        self._account(storage.owner, nbytes)
+        return storage
+
+    # A straight-line model allocates the same storages on every call, and a
+    # fresh 64 KiB numpy allocation plus its accounting costs ~3-4 us, as much
+    # as a small kernel. So each constant-size allocating instruction keeps
+    # the storage it made last; the next call reuses it when nothing refers
+    # to it any more: no register, no tensor view of it (every view holds
+    # the owning array, so the reference counts of the storage and its owner
+    # are back at what they were when it was new). A storage still in use
+    # (an output the caller kept) is left to the caller and accounted like
+    # any other; the instruction allocates a new one.
+    @staticmethod
+    def _refcounts(cell: list[Any]) -> tuple[int, int]:
+        st = cell[0]
+        return sys.getrefcount(st), sys.getrefcount(st.owner)
+
+    def _sweep(self) -> None:
+        """Pooled storages nothing refers to any more stop counting as live."""
+        for cell in self._pool:
+            if cell[2] and self._refcounts(cell) == cell[3]:
+                cell[2] = False
+                self._stats["live_bytes"] -= cell[1]
+
+    def _pooled_storage(self, cell: list[Any]) -> Storage:
+        nbytes = cell[1]
+        stats = self._stats
+        with self._pool_lock:
+            self._sweep()
+            if cell[0] is not None and cell[2]:
+                # still in use (e.g. a returned tensor): from now on it is
+                # accounted like any other storage, until its owner dies
+                ref = weakref.ref(cell[0].owner, self._release)
+                self._live_refs[id(ref)] = (ref, nbytes)
+                cell[0] = None
+            if cell[0] is None:
+                cell[0] = _VMStorage(nbytes)
+                cell[3] = self._refcounts(cell)  # nothing else refers to it yet
+            cell[2] = True
+            stats["storage_allocs"] += 1
+            stats["bytes_allocated"] += nbytes
+            live = stats["live_bytes"] = stats["live_bytes"] + nbytes
+            if live > stats["peak_bytes"]:
+                stats["peak_bytes"] = live
+            return cell[0]
+
+    def _alloc_tensor(self, storage: Any, offset: Any, shape: Any, dtype: Any) -> np.ndarray:
+        if not isinstance(storage, Storage):
+            raise VMError(f"alloc_tensor needs a storage, got {describe_value(storage)}")
+        self._stats["tensor_allocs"] += 1
+        return storage.tensor(int(offset), _shape(shape), str(dtype))
+
+    def _const_builtin(self, name: str, args: tuple[int, ...], consts: Mapping[int, Any]
+                       ) -> tuple[Callable[..., Any], tuple[int, ...]] | None:
+        """A specialized ``(function, argument registers)`` for an allocation
+        builtin whose size/offset/shape/dtype operands are constant registers
+        (the common case: static shapes), or None. Conversions and checks that
+        depend only on constants happen here, once; what remains per call is
+        the allocation itself."""
+        try:
+            if name == "vm.alloc_storage" and args and all(a in consts for a in args):
+                nbytes = _nbytes(consts[args[0]])
+                if nbytes < 0:
+                    return None
+                cell: list[Any] = [None, nbytes, False, None]
+                self._pool.append(cell)
+                pooled = self._pooled_storage
+                return (lambda: pooled(cell)), ()
+            if (name == "vm.alloc_tensor" and len(args) == 4
+                    and all(a in consts for a in args[1:])):
+                offset = int(consts[args[1]])
+                shape = _shape(consts[args[2]])
+                np_dtype = np.dtype(str(consts[args[3]]))
+            else:
+                return None
+        except (VMError, TypeError, ValueError):
+            return None  # leave the error to the generic builtin, at run time
+        size = np_dtype.itemsize * math.prod(shape)
+        if offset < 0 or offset % np_dtype.itemsize:
+            return None
+        end = offset + size
+        vm = self
+        generic = self._alloc_tensor
+        dtype_text = str(np_dtype)
+
+        def alloc_tensor(storage: Any) -> np.ndarray:
+            if type(storage) is not _VMStorage or end > storage.nbytes:
+                return generic(storage, offset, shape, dtype_text)  # errors, other storages
+            vm._stats["tensor_allocs"] += 1  # (reset_stats replaces the dict)
+            return np.ndarray(shape, np_dtype, storage.data, offset)
+        return alloc_tensor, args[:1]
+
+    def _empty(self, shape: Any, dtype: Any) -> np.ndarray:
+        arr = np.empty(_shape(shape), dtype=str(dtype))
+        self._stats["tensor_allocs"] += 1
+        self._account(arr, arr.nbytes)
+        return arr
+
+
+def _data_address_reader() -> Callable[[np.ndarray], int]:
+    """The fastest way to read an array's data address: the pointer at the
+    offset the LLVM runtime probed inside numpy's array object (checked
+    against ``ctypes.data`` here), else ``ctypes.data`` (about 1 us)."""
+    slow = lambda a: a.ctypes.data  # noqa: E731
+    try:
+        import ctypes
+
+        from ..llvm.runtime import array_data_offset
+    except Exception:  # noqa: BLE001 - no LLVM backend: the portable way
+        return slow
+    if array_data_offset is None:
+        return slow
+    offset = array_data_offset
+    read = ctypes.c_void_p.from_address
+
+    def fast(a: np.ndarray) -> int:
+        return read(id(a) + offset).value or 0
+    probe = np.empty(8, np.uint8)
+    return fast if fast(probe) == probe.ctypes.data else slow
+
+
+_data_address = _data_address_reader()
+
+
+class _VMStorage(Storage):
+    """The VM's storage: a :class:`Storage` made without the slow
+    ``ctypes.data`` lookup (the VM allocates one per call of a function)."""
+
+    __slots__ = ()
+
+    def __init__(self, nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> None:
+        if nbytes < 0:
+            raise VMError(f"cannot allocate storage of {nbytes} bytes")
+        raw = np.empty(nbytes + alignment, dtype=np.uint8)
+        skew = (-_data_address(raw)) % alignment
+        self.data = raw[skew:skew + nbytes]
+        self.nbytes = nbytes
+        self.owner = raw
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    if isinstance(value, tuple):
+        return tuple(int(d) for d in value)
+    if isinstance(value, np.ndarray):
+        return tuple(int(d) for d in value.reshape(-1))
+    raise VMError(f"expected a shape, got {describe_value(value)}")
+
+
+def _nbytes(size: Any) -> int:
+    if isinstance(size, (int, np.integer)):
+        return int(size)
+    n = 1
+    for d in _shape(size):
+        n *= d
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Compiled scalar expressions and match patterns
+# ---------------------------------------------------------------------------
