@@ -59,6 +59,36 @@ def _tvm() -> Any:
     return tvm
 
 
+def _stop_fusion_as_packed(mod: IRModule) -> IRModule:
+    """``mod`` with each ``R.stop_fusion(x)`` as the packed call TVM's text
+    spells it with. TVM's LegalizeOps keeps that call (a packed call, which
+    TVM runs as such), while phasec reads it back as ``R.stop_fusion``, a
+    high-level operator the lowering phase forbids (PH202): from lowering on,
+    PhaseCheck verifies it as what it is in TVM's pipeline."""
+    from .ir.expr import Call, ExternFunc, Op
+    from .ir.op import call_op
+    from .ir.op.elementwise import STOP_FUSION_PACKED
+    from .ir.visitor import ExprMutator
+
+    class _Packed(ExprMutator):
+        def visit_call_(self, expr: Call) -> Any:
+            expr = super().visit_call_(expr)
+            if type(expr.op) is Op and expr.op.name == "relax.stop_fusion" \
+                    and expr.struct_info is not None:
+                return call_op("call_pure_packed", ExternFunc(STOP_FUSION_PACKED), *expr.args,
+                               sinfo_args=[expr.struct_info], span=expr.span)
+            return expr
+
+    changed = {}
+    for name, func in mod.relax_functions():
+        new = _Packed().visit_expr(func)
+        if new is not func:
+            changed[name] = new
+    if not changed:
+        return mod
+    return mod.with_functions({**dict(mod.functions), **changed})
+
+
 def _register_stop_fusion(tvm: Any) -> None:
     """Give TVM's VM the packed function TVM's syntax spells ``R.stop_fusion``
     with (:data:`phasec.ir.op.elementwise.STOP_FUSION_PACKED`): the identity,
@@ -303,6 +333,8 @@ class PhaseCheck:
             else:
                 if index == 0 and "phase" in mod.attrs and target is None:
                     state.phase = mod.phase
+                if state.phase >= Phase.LOWERING:
+                    mod = _stop_fusion_as_packed(mod)
                 diags = tuple(d for d in verifier.check(mod, state.phase)
                               if d.severity == verifier.ERROR)
                 try:

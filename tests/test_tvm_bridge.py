@@ -314,3 +314,16 @@ class M:
         except Exception:  # noqa: BLE001 - TVM's parser refuses it as not well-formed
             accepted = False
         assert accepted != refused, (name, m.script())
+
+
+def test_phase_check_reads_tvms_kept_stop_fusion_as_the_packed_call_it_is() -> None:
+    # TVM's LegalizeOps keeps the packed call phasec.stop_fusion (TVM runs it);
+    # PhaseCheck must not report it as a high-level operator left in lowering
+    check = PhaseCheck()
+    with tvm.transform.PassContext(opt_level=3, instruments=[check.instrument()]):
+        tvm.compile(to_tvm(phasec.parse(_STOP_FUSION)), target="llvm")
+    bad = [v for v in check.verdicts if not v.ok]
+    assert [v.pass_name for v in bad] == ["LegalizeOps"]  # the documented order finding only
+    assert bad[0].diagnostics == () and "LambdaLifting first" in bad[0].order_error
+    lowered = [v for v in check.verdicts if v.phase >= Phase.LOWERING and v.inferred is not None]
+    assert lowered and all(v.inferred >= Phase.LOWERING for v in lowered)
