@@ -31,7 +31,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..errors import PhasecError
-from ..ir import tir
+from ..ir import arith, tir
 from ..ir.builder import NameTable
 from ..ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
@@ -250,6 +250,10 @@ class FuncGen:
         if kind in (FLOAT, INT, BOOL) and not (isinstance(sinfo, TensorStructInfo)
                                               and sinfo.shape is not None):
             kind = OPAQUE  # inference lost the shape: keep it out of later operands
+        elif kind in (FLOAT, INT, BOOL) and any(arith.const_int(d) == 0 for d in sinfo.shape):
+            # an empty tensor (R.arange(0, 0)): a result, never a later operand, as
+            # the draw declarations build operands for tensors with elements
+            kind = OPAQUE
         val = Val(var, kind, float(lo), float(hi), fields=fields, local=local)
         self.scope.append(val)
         if isinstance(value, Call) and kind != TUPLE:
