@@ -211,6 +211,25 @@ def test_an_annotation_naming_an_unknown_name_is_a_clear_error() -> None:
         phasec.parse(HINTED.replace("HINT", '{"free": [C]}'))
 
 
+def test_an_annotated_block_without_regions_verifies() -> None:
+    # TVM's relax suite (test_transform_split_layout_rewrite_preproc.py): a block
+    # with a schedule hint and no T.reads/T.writes. The verifier's scan of block
+    # regions sat inside the loop over annotations (27576bd): WF100, "cannot access
+    # local variable 'region'", and only the last region's bounds were scanned
+    mod = phasec.parse("""
+@I.ir_module
+class Module:
+    @T.prim_func
+    def rewrite(W: T.Buffer((8, 8), "float32"), W_rewrite: T.Buffer((2, 2, 4, 4), "float32")):
+        for i, j in T.grid(8, 8):
+            with T.sblock("W_rewrite"):
+                vi, vj = T.axis.remap("SS", [i, j])
+                T.sblock_attr({"meta_schedule.layout_rewrite_preproc": True})
+                W_rewrite[vi // 4, vj // 4, vi % 4, vj % 4] = W[vi, vj]
+""")
+    assert [d.code for d in verifier.check(mod)] == []
+
+
 def _blocks(body) -> list:
     from phasec.ir import tir
 

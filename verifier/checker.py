@@ -641,6 +641,9 @@ class Checker:
                 for region in (*s.reads, *s.writes):
                     for hook in buf_use:
                         hook(ctx, region.buffer)
+                    for lo, ext in region.region:
+                        uses(lo)
+                        uses(ext)
                 # buffers and expressions named in schedule hints are uses too
                 hints = list(s.annotations.values())
                 while hints:
@@ -654,9 +657,6 @@ class Checker:
                         hints.extend(h)
                     elif isinstance(h, Mapping):
                         hints.extend(h.values())
-                    for lo, ext in region.region:
-                        uses(lo)
-                        uses(ext)
                 stack.append(s.body)
                 if s.init is not None:
                     stack.append(s.init)
