@@ -169,8 +169,15 @@ class Module:
 
 
 def test_errors():
-    raises(["dst_vdevice", "<target kind>:<index>:<memory scope>"], call_op, "to_vdevice", _X,
-           dst_vdevice="gpu")
+    raises(["dst_vdevice", "<target kind>[:<index>[:<memory scope>]]"], call_op, "to_vdevice",
+           _X, dst_vdevice="llvm:zero")
+    # TVM's short spellings: an omitted index is 0, an omitted scope global (the
+    # parser looks "kind:index" up among the module's devices, as TVM does)
+    assert call_op("to_vdevice", _X, dst_vdevice="llvm").attrs["dst_vdevice"] == "llvm:0:global"
+    short = phasec.parse(SOURCE.replace('dst_vdevice="llvm:0:global"', 'dst_vdevice="llvm:0"'))
+    assert _bindings(short)["f"].value.attrs["dst_vdevice"] == "llvm:0:global"
+    with pytest.raises(PhasecError, match=r"to_vdevice dst_vdevice 'llvm:1'.*1 virtual device"):
+        phasec.parse(SOURCE.replace('dst_vdevice="llvm:0:global"', 'dst_vdevice="llvm:1"'))
     raises(["requires", "dst_vdevice"], call_op, "to_vdevice", _X)
     assert call_op("grad.no_grad", ShapeExpr([2])).struct_info.values is not None  # any value
     raises(["marks a variable", "bind it first"], call_op, "grad.start_checkpoint",

@@ -109,26 +109,27 @@ def _as_list(value: Any) -> Any:
     return value
 
 
-def resolve_vdevice(mp: _ModuleParser, node: ast.AST) -> str:
+def resolve_vdevice(mp: _ModuleParser, node: ast.AST, what: str = "") -> str:
     """The canonical ``"<kind>:<index>:<scope>"`` of a tensor's ``vdevice`` string.
 
     ``"cuda"`` is ``"cuda:0"``; ``"vdevice:2"`` is the module's third device
     whatever its kind (as TVM reads them). Outside a module (a struct info
     read on its own) the text is kept as written.
     """
-    text = mp.str_arg(node, f"{mp.R}.Tensor vdevice")
+    what = what or f"{mp.R}.Tensor vdevice"
+    text = mp.str_arg(node, what)
     parts = text.split(":")
     kind = parts[0]
     try:
         index = int(parts[1]) if len(parts) > 1 else 0
     except ValueError:
-        raise mp.error(f"{mp.R}.Tensor vdevice {text!r}: expected \"<target kind>:<index>\", "
+        raise mp.error(f"{what} {text!r}: expected \"<target kind>:<index>\", "
                        f"e.g. \"llvm:0\"", node) from None
     devices: tuple[VDevice, ...] | None = mp.vdevices
     if devices is None:
         return text
     if not devices:
-        raise mp.error(f"{mp.R}.Tensor vdevice {text!r}: the module declares no virtual "
+        raise mp.error(f"{what} {text!r}: the module declares no virtual "
                        f"devices; add {mp.I}.module_global_infos({{\"vdevice\": "
                        f"[{mp.I}.vdevice(...)]}})", node)
     if kind == "vdevice":
@@ -137,7 +138,7 @@ def resolve_vdevice(mp: _ModuleParser, node: ast.AST) -> str:
         candidates = [d for d in devices if d.kind == kind]
     if not 0 <= index < len(candidates):
         known = ", ".join(sorted({d.kind for d in devices}))
-        raise mp.error(f"{mp.R}.Tensor vdevice {text!r}: the module has {len(candidates)} "
+        raise mp.error(f"{what} {text!r}: the module has {len(candidates)} "
                        f"virtual device(s) of kind {kind!r} (its kinds: {known})", node)
     dev = candidates[index]
     return canonical_vdevice(devices, dev)

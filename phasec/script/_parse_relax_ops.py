@@ -11,6 +11,7 @@ from ..ir import expr as rx
 from ..ir import tir
 from ..ir.op.registry import REQUIRED, OpDef, find_op
 from ._parse_common import _SINFO_KINDS, _dotted, _is_none, _to_tuple
+from ._parse_global_infos import resolve_vdevice
 from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class _OperatorCalls:
                 name = "nn.attention_bias"
         if name == "hint_on_device":
             node = _hint_on_device_flat(mp, node)
+        elif name == "to_vdevice":
+            node = _to_vdevice_resolved(mp, node)
         opdef = find_op("relax." + name)
         if opdef is None:
             hint = mp.op_suggestion("R." + name).replace("R.", mp.R + ".")
@@ -250,6 +253,24 @@ def _attention_with_bias(node: ast.Call) -> ast.Call:
     func = ast.copy_location(ast.Attribute(node.func.value, "attention_bias", ast.Load()),
                              node.func)
     return ast.copy_location(ast.Call(func, [*args[:3], bias, *args[3:]], keywords), node)
+
+
+def _to_vdevice_resolved(mp: _ModuleParser, node: ast.Call) -> ast.Call:
+    """``R.to_vdevice(x, dst_vdevice="llvm:0")``: the device named as in a
+    tensor's ``vdevice`` (``"kind[:index]"`` among the module's virtual
+    devices, as TVM's parser looks it up), made its canonical
+    ``"kind:index:scope"``."""
+    args, keywords = list(node.args), list(node.keywords)
+    if len(args) >= 2 and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str):
+        args[1] = ast.copy_location(
+            ast.Constant(resolve_vdevice(mp, args[1], f"{mp.R}.to_vdevice dst_vdevice")), args[1])
+    for i, kw in enumerate(keywords):
+        if kw.arg == "dst_vdevice" and isinstance(kw.value, ast.Constant) \
+                and isinstance(kw.value.value, str):
+            text = resolve_vdevice(mp, kw.value, f"{mp.R}.to_vdevice dst_vdevice")
+            keywords[i] = ast.copy_location(
+                ast.keyword("dst_vdevice", ast.copy_location(ast.Constant(text), kw.value)), kw)
+    return ast.copy_location(ast.Call(node.func, args, keywords), node)
 
 
 #: DLPack device types of TVM's device constructors (tvm.cpu() is type 1)

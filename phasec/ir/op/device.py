@@ -49,15 +49,20 @@ CPU_TARGET_KINDS = ("llvm", "c", "cpu", "ext_dev")
 #: DLPack's device type of the CPU (TVM's R.device(device_type=1))
 CPU_DEVICE_TYPE = 1
 
-_VDEVICE = re.compile(r"[A-Za-z_][\w.-]*:-?\d+:[\w.-]+")
+_VDEVICE = re.compile(r"([A-Za-z_][\w.-]*)(?::(-?\d+)(?::([\w.-]+))?)?")
 
 
 def _vdevice(v) -> str:
+    """The canonical ``"kind:index:scope"``; an omitted index is 0 and an
+    omitted scope "global" (the parser resolves them against the module's
+    virtual devices first, as TVM looks them up)."""
     text = as_str(v)
-    if not _VDEVICE.fullmatch(text):
-        raise ValueError(f"expected a virtual device \"<target kind>:<index>:<memory scope>\" "
+    m = _VDEVICE.fullmatch(text)
+    if m is None:
+        raise ValueError(f"expected a virtual device \"<target kind>[:<index>[:<memory scope>]]\" "
                          f"(e.g. \"llvm:0:global\"), got {text!r}")
-    return text
+    kind, index, scope = m.groups()
+    return f"{kind}:{index or 0}:{scope or 'global'}"
 
 
 def _infer_to_vdevice(call, ctx):
