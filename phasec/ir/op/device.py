@@ -45,7 +45,7 @@ from ._lowering import legalizes_to_relax
 __all__ = ["CPU_DEVICE_TYPE", "CPU_TARGET_KINDS"]
 
 #: target kinds whose memory is the host's: to_vdevice to them is a copy phasec builds
-CPU_TARGET_KINDS = ("llvm", "c", "cpu", "ext_dev")
+CPU_TARGET_KINDS = ("llvm", "c")
 #: DLPack's device type of the CPU (TVM's R.device(device_type=1))
 CPU_DEVICE_TYPE = 1
 
