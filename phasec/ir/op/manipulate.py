@@ -188,21 +188,28 @@ def _infer_squeeze(call, ctx):
     axes = set(norm_axes(call, axis, x.ndim))
     if x.shape is None:
         return TensorStructInfo(None, x.dtype, x.ndim - len(axes))
-    for a in sorted(axes):
-        c = arith.const_int(x.shape[a])
-        if c is not None and c != 1:
-            raise err(call, f"squeeze: axis {a} has size {c}, not 1")
+    axes = _squeezed(x.shape, axes)
     return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+
+
+def _squeezed(shape: Sequence[tir.PrimExpr], axes: set[int]) -> set[int]:
+    """The listed axes squeeze removes. As in TVM 0.27 (and PyTorch), an axis
+    whose size is a constant other than 1 is left as it is; a symbolic one is
+    removed (it must be 1 at run time)."""
+    return {a for a in axes if arith.const_int(shape[a]) in (None, 1)}
 
 
 def _squeeze_ref(x, axis=None):
     x = np.asarray(x)
-    return np.squeeze(x, None if axis is None else tuple(a % x.ndim for a in axis)).copy()
+    if axis is None:
+        return np.squeeze(x).copy()
+    return np.squeeze(x, tuple(a % x.ndim for a in axis if x.shape[a % x.ndim] == 1)).copy()
 
 
 define("squeeze", ("x",), _infer_squeeze, attrs={"axis": (None, opt(int_tuple))},
        reference=_squeeze_ref, pattern=OpPattern.INJECTIVE,
-       doc="Remove size-1 dimensions (all of them, or those in ``axis``).")
+       doc="Remove size-1 dimensions (all of them, or those in ``axis``; a listed axis "
+           "of another constant size stays, as in TVM 0.27).")
 
 
 def _infer_broadcast_to(call, ctx):
@@ -552,7 +559,7 @@ def _squeeze(call: Call, inputs: Inputs) -> Tensor:
     if axis is None:
         dropped = {d for d in range(x.ndim) if _is_one(x.shape[d])}
     else:
-        dropped = {_norm_axis(v, x.ndim) for v in axis}
+        dropped = _squeezed(x.shape, {_norm_axis(v, x.ndim) for v in axis})
 
     def body(*i: PrimExpr) -> Any:
         it = iter(i)
