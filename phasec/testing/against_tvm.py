@@ -221,8 +221,9 @@ def tvm_operators() -> frozenset[str]:
 
 
 def has_float_remainder(mod: IRModule) -> bool:
-    """Whether a kernel of ``mod`` takes a float ``%`` (phasec's exact floor
-    remainder), which TVM's TIR has on integers only."""
+    """Whether a kernel of ``mod`` takes a float ``%``, which TVM's TIR has on
+    integers only (a hand-written kernel may; phasec's lowering of floor_mod
+    and mod on floats uses ``T.fmod`` instead)."""
     from ..ir import tir
 
     for func in mod.functions.values():
