@@ -562,3 +562,33 @@ def test_independent_missing_struct_info_is_still_reported():
     mod = IRModule({"main": Function([x], body, x.struct_info)})
     codes = [(d.code, d.binding) for d in verifier.check(mod)]
     assert ("WF401", "y") in codes and ("WF401", "z") in codes
+
+
+def test_attribute_values_are_checked_even_where_inference_does_not_read_them():
+    # R.nn.leakyrelu's inference never reads alpha, R.scatter_nd's never its
+    # reduction, R.hint_on_device's never the device: a bad value passed the
+    # verifier and surfaced only when LegalizeOps (or nothing) used it
+    import phasec
+    import verifier
+
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), i: R.Tensor((1, 1), "int64"),
+             u: R.Tensor((1, 3), "float32")):
+        a = R.nn.leakyrelu(x, alpha=ALPHA)
+        b = R.scatter_nd(x, i, u, reduction=REDUCTION)
+        c = R.hint_on_device(x, R.device(device_type=DEVICE, index=0), "global")
+        return (a, b, c)
+'''
+    good = src.replace("ALPHA", "0.1").replace("REDUCTION", '"add"').replace("DEVICE", "1")
+    assert verifier.check(phasec.parse(good)) == []
+    for name, bad in (("alpha", ("ALPHA", '"a"')), ("reduction", ("REDUCTION", '"bogus"')),
+                      ("device_type", ("DEVICE", '"cpu"'))):
+        text = good.replace({"alpha": "0.1", "reduction": '"add"',
+                             "device_type": "device_type=1"}[name],
+                            bad[1] if name != "device_type" else f"device_type={bad[1]}")
+        diags = verifier.check(phasec.parse(text))
+        assert [d.code for d in diags] == ["WF405"], text
+        assert f"attribute {name!r}" in diags[0].message

@@ -190,13 +190,7 @@ class RelaxPrinter(PrimPrinter):
             if (name in _CALL_DPS and not c.attrs or inplace) and len(c.sinfo_args) == 1 and (
                     2 <= len(args) <= (2 if name == "relax.call_dps_packed" else 3)) \
                     and (type(args[1]) is Tuple or inplace):
-                parts = [self._callee(args[0]), self.expr(args[1])]
-                out = c.sinfo_args[0]
-                key = "out_sinfo=" if legacy() else "out_ty="
-                if type(out) is TupleStructInfo and len(out.fields) != 1:
-                    parts.append(key + "[" + ", ".join(self.sinfo(f) for f in out.fields) + "]")
-                else:
-                    parts.append(key + self.sinfo(out))
+                parts = [self._callee(args[0]), self.expr(args[1]), self._out_ty(c)]
                 if inplace:
                     indices = ", ".join(str(k) for k in c.attrs["inplace_indices"])
                     parts.append(f"inplace_indices=[{indices}]")
@@ -204,13 +198,7 @@ class RelaxPrinter(PrimPrinter):
                     parts.append("tir_vars=" + self.expr(args[2]))
                 return f"{_op_script_name(name)}({', '.join(parts)})"
             if name == "relax.call_tir_with_grad" and len(args) == 2 and len(c.sinfo_args) == 1:
-                key = "out_sinfo=" if legacy() else "out_ty="
-                out = c.sinfo_args[0]
-                outs = (out.fields if type(out) is TupleStructInfo and len(out.fields) != 1
-                        else None)
-                parts = [self._callee(args[0]), self.expr(args[1]),
-                         key + ("[" + ", ".join(self.sinfo(f) for f in outs) + "]"
-                                if outs is not None else self.sinfo(out)),
+                parts = [self._callee(args[0]), self.expr(args[1]), self._out_ty(c),
                          f"te_grad_name={quote_str(c.attrs['te_grad_name'])}"]
                 if c.attrs.get("te_grad_kwargs"):
                     parts.append("te_grad_kwargs=" + attr_text(self, dict(c.attrs["te_grad_kwargs"])))
@@ -273,6 +261,15 @@ class RelaxPrinter(PrimPrinter):
             return None
         return (f"R.call_pure_packed({quote_str(STOP_FUSION_PACKED)}, {self.expr(c.args[0])}, "
                 f"ty_args={self.sinfo(sinfo)})")
+
+    def _out_ty(self, c: Call) -> str:
+        """``out_ty=`` (``out_sinfo=`` in the legacy syntax) of a
+        destination-passing call: one struct info, or a list of several."""
+        out = c.sinfo_args[0]
+        key = "out_sinfo=" if legacy() else "out_ty="
+        if type(out) is TupleStructInfo and len(out.fields) != 1:
+            return key + "[" + ", ".join(self.sinfo(f) for f in out.fields) + "]"
+        return key + self.sinfo(out)
 
     def _finish_call(self, head: str, parts: list[str], c: Call) -> str:
         if c.sinfo_args:

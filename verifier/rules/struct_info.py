@@ -14,11 +14,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from phasec.errors import StructInfoError
 from phasec.ir import arith, tir
 from phasec.ir.expr import (
     Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
 )
 from phasec.ir.infer import is_base_of, may_be_base_of
+from phasec.ir.op import normalize_attrs
 from phasec.ir.struct_info import (
     PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
@@ -387,8 +389,10 @@ class CallSignatureMismatch(Rule):
     function's parameter struct info, or for a direct call of a PrimFunc its
     buffer parameters (count, rank, dtype, constant extents). Indexing a
     tuple must use a tuple and an index in range, and the condition of an if
-    must be a boolean scalar. An inference failure names the operator and the
-    operands' struct info.
+    must be a boolean scalar. An operator's attributes must be values of their
+    domains, whether or not its inference reads them (an alpha that is not a
+    number, an unknown reduction). An inference failure names the operator and
+    the operands' struct info.
     """
     help = "fix the operands so that their struct info fits the operator's signature"
 
@@ -404,6 +408,12 @@ class CallSignatureMismatch(Rule):
                 ctx.report(self, f"{opdef.script_name} takes {len(opdef.args)} operand(s) "
                            f"({', '.join(opdef.args)}) but {len(call.args)} were given", call)
                 return
+            if call.attrs or opdef.attrs:
+                try:
+                    normalize_attrs(opdef, call.attrs)
+                except StructInfoError as exc:
+                    ctx.report(self, exc.message, call)
+                    return
         elif top is GlobalVar:
             target = ctx.lookup(op)
             if target is None:
