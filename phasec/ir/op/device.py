@@ -29,16 +29,7 @@ import numpy as np
 
 from ..expr import Call, Expr
 from ..struct_info import TensorStructInfo
-from ._common import (
-    REQUIRED,
-    OpPattern,
-    as_int,
-    as_str,
-    attrs_of,
-    define,
-    err,
-    tensor_arg,
-)
+from ._common import REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, tensor_arg
 from ._draw import ANY_DTYPE, declares_draw
 from ._lowering import legalizes_to_relax
 

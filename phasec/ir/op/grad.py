@@ -5,11 +5,11 @@ machinery: ``R.grad.no_grad(x)``, ``R.grad.start_checkpoint(x)`` and
 Each is the identity (TVM infers the operand's struct info, whatever it is)
 and tells TVM's Gradient pass what to differentiate or recompute; as in TVM,
 a checkpoint marker's operand must be a variable (it names the tensor the
-stage starts or ends at). phasec has no
-Gradient pass, so they only have to survive the pipeline until LegalizeOps,
-which replaces each by its operand, as TVM's legalization does. The gradient
-operators themselves (``R.grad.*_backward``) are not registered: they are out
-of scope (see PHASES.md's list of missing TVM operators).
+stage starts or ends at). phasec has no Gradient pass, so they only have to
+survive the pipeline until LegalizeOps, which replaces each by its operand,
+as TVM's legalization does. The gradient operators themselves
+(``R.grad.*_backward``) are not registered: they are out of scope (see
+PHASES.md's list of missing TVM operators).
 """
 
 from __future__ import annotations
