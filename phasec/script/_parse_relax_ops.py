@@ -290,29 +290,29 @@ def _hint_on_device_flat(mp: _ModuleParser, node: ast.Call) -> ast.Call:
     keywords = [kw for kw in keywords if kw.arg != "dst_vdevice"]
     if len(args) >= 2:
         keywords.append(ast.copy_location(ast.keyword("memory_scope", args.pop(1)), node))
-    if device is not None and isinstance(device, ast.Call) and (
-            _dotted(device.func) or ("",))[0] == "tvm" and len(_dotted(device.func)) == 2:
+    if device is None:
+        return ast.copy_location(ast.Call(node.func, args, keywords), node)
+    name = _dotted(device.func) if isinstance(device, ast.Call) else None
+    if name is not None and len(name) == 2 and name[0] == "tvm":
         # the Python spelling TVM's parser evaluates: tvm.cpu(), tvm.cuda(1)...
-        kind = _dotted(device.func)[1]
-        if kind not in _DLPACK_DEVICE_TYPES or device.keywords or len(device.args) > 1:
+        if name[1] not in _DLPACK_DEVICE_TYPES or device.keywords or len(device.args) > 1:
             raise mp.error(f"{mp.R}.hint_on_device: expected tvm.<device>(index) with a device of "
                            f"{', '.join(_DLPACK_DEVICE_TYPES)}, got {mp.src(device)}", device)
-        type_node = ast.copy_location(ast.Constant(_DLPACK_DEVICE_TYPES[kind]), device)
+        type_node = ast.copy_location(ast.Constant(_DLPACK_DEVICE_TYPES[name[1]]), device)
         index = device.args[0] if device.args else ast.copy_location(ast.Constant(0), device)
         keywords += [ast.copy_location(ast.keyword("device_type", type_node), device),
                      ast.copy_location(ast.keyword("index", index), device)]
-    elif device is not None:
-        if not (isinstance(device, ast.Call) and _dotted(device.func) == (mp.R, "device")):
-            raise mp.error(f"{mp.R}.hint_on_device expects a device "
-                           f"{mp.R}.device(device_type=..., index=...), got {mp.src(device)}",
-                           device)
-        names = ("device_type", "index")
+    elif name == (mp.R, "device"):
+        fields = ("device_type", "index")
         if len(device.args) > 2:
             raise mp.error(f"{mp.R}.device takes device_type and index", device)
-        keywords += [ast.copy_location(ast.keyword(k, v), v) for k, v in zip(names, device.args)]
+        keywords += [ast.copy_location(ast.keyword(k, v), v) for k, v in zip(fields, device.args)]
         for kw in device.keywords:
-            if kw.arg not in names:
+            if kw.arg not in fields:
                 raise mp.error(f"{mp.R}.device: unknown argument {kw.arg!r} (it takes "
                                f"device_type and index)", kw.value)
             keywords.append(kw)
+    else:
+        raise mp.error(f"{mp.R}.hint_on_device expects a device "
+                       f"{mp.R}.device(device_type=..., index=...), got {mp.src(device)}", device)
     return ast.copy_location(ast.Call(node.func, args, keywords), node)
