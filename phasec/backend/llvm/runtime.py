@@ -32,11 +32,11 @@ from ...errors import BufferAccessError, IndexOutOfRangeError, VMError
 from ...ir import tir
 from ...ir.structural import exact_fingerprint, structural_equal, structural_hash
 from ...ir.tuning import host_tuning
-from .codegen import (
-    OOB_EXTENT, OOB_VALUE, RC_BAD_ARGUMENTS, RC_INDEX_OUT_OF_RANGE, ArrayLayout, CodegenOptions,
-    KernelABI, ModuleCodegen, bind_array_symbols,
+from .codegen import ArrayLayout, CodegenOptions, KernelABI, ModuleCodegen, bind_array_symbols
+from ._base import (
+    OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
+    RC_INDEX_OUT_OF_RANGE, decode_buffer_site,
 )
-from ._base import OOB_SITE, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED, decode_buffer_site
 from .. import interrupt
 from .errors import CodegenError, refuse_host_calls
 from . import diskcache
