@@ -211,6 +211,31 @@ def spread(values: Sequence[float]) -> float:
     return ordered[len(ordered) // 2] / ordered[0] if ordered[0] > 0 else math.nan
 
 
+def run_queue_wait() -> float | None:
+    """Seconds the threads of this process have spent runnable but waiting
+    for a CPU (the second field of Linux's ``/proc/<pid>/task/<tid>/schedstat``,
+    summed over the threads alive now), or None where it is not available.
+
+    The difference across a timed call says whether the machine took a core
+    away from it: on a machine shared with other jobs a call of milliseconds
+    with two threads is often slowed by its worker waiting behind another
+    process, and its time then says nothing about the code. Threads that
+    ended during the call are not counted (phasec's pool threads live for
+    the process)."""
+    total = 0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # the thread ended meanwhile
+    return total / 1e9
+
+
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     """``(fn(), seconds)``."""
     t0 = time.perf_counter()
