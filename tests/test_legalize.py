@@ -774,3 +774,47 @@ def test_softmax_over_a_leading_axis_and_without_hints_is_unchanged():
         np.testing.assert_allclose(
             out, get_op("relax.nn.softmax").reference(a, axis=call.attrs["axis"]),
             rtol=1e-5, atol=1e-7)
+
+
+# softmax's row maximum uses te.fast_max (the CPU's max, partial lanes): a NaN
+# or an infinity anywhere in a row must still give numpy's row
+@pytest.mark.parametrize("op", ["nn.softmax", "nn.log_softmax"])
+@pytest.mark.parametrize("shape", [(7, 127), (5, 131), (3, 1, 64), (2, 13)])
+def test_softmax_rows_with_nan_and_infinities_match_the_reference(op, shape):
+    from phasec.backend.llvm import compile_prim_funcs
+
+    func = lower_call(call_op(op, tvar("a", shape))).prim_func
+    a = rand(shape) * 5
+    rows = a.reshape(-1, shape[-1])
+    last = shape[-1] - 1
+    rows[0, 0] = np.nan                    # first element
+    rows[1, last] = np.nan                 # last element (the tail of the lanes)
+    rows[-1, last // 2] = np.inf           # inf - inf: NaN, as in numpy
+    if rows.shape[0] > 3:
+        rows[2, :] = -np.inf               # a row of -inf
+        rows[3, 1:3] = (np.nan, 1e30)      # NaN beside a huge value
+    with np.errstate(all="ignore"):
+        ref = get_op("relax." + op).reference(a, axis=-1)
+    kernel = compile_prim_funcs({"k": func})["k"]
+    for run in (lambda out: run_prim_func(func, [a, out]), lambda out: kernel(a, out)):
+        out = np.zeros(shape, "float32")
+        with np.errstate(all="ignore"):
+            run(out)
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)
+
+
+def test_softmax_with_a_symbolic_row_length_and_nan():
+    from phasec.backend.llvm import compile_prim_funcs
+
+    func = lower_call(call_op("nn.softmax", tvar("a", (3, N)))).prim_func
+    kernel = compile_prim_funcs({"k": func})["k"]
+    for cols in (1, 67, 257):
+        a = rand((3, cols)) * 5
+        a[1, cols - 1] = np.nan
+        with np.errstate(all="ignore"):
+            ref = softmax_ref(a)
+        out = np.zeros((3, cols), "float32")
+        kernel(a, out)
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)

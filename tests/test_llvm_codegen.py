@@ -345,6 +345,46 @@ def test_vectorized_float32_math_accuracy(vector_math_lib, name):
         assert y[-2] == 3.0  # exact for powers of two
 
 
+def test_exp_scaled_by_ldexp_on_avx512_is_bitwise_the_portable_exp(monkeypatch):
+    """With AVX-512 exp multiplies its polynomial by 2**n with llvm.ldexp (one
+    vscalefps); elsewhere by two power-of-two factors built from integer
+    bits. Both scalings are exact, so the two forms agree bit for bit, and
+    both are within a few ulps of float64 exp (over every 4099th float32 bit
+    pattern: all signs, magnitudes, subnormals, infinities and NaNs)."""
+    from phasec.backend.llvm import codegen, irlib
+
+    assert "@llvm.ldexp" in irlib.math_function("phasec.expf", "+sse2,+avx512f,+avx512vl")[0]
+    for features in ("", "+avx2,+fma", "+avx2,-avx512f"):
+        assert "@llvm.ldexp" not in irlib.math_function("phasec.expf", features)[0]
+    n = var("n")
+    X, Y = buf("X", (n,)), buf("Y", (n,))
+    func = T.PrimFunc((X, Y), loops([n], lambda i: store(Y, T.Call("exp", (X[i],)), i)))
+    x = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")  # both forms compiled here
+    host = compile_prim_funcs({"exp": func}, use_cache=False)
+    from phasec.backend.llvm.jit import host_target
+    avx512 = "+avx512f" in host_target().features.split(",")
+    assert ("@llvm.ldexp" in host.llvm_ir) == avx512
+    monkeypatch.setattr(codegen, "math_function",
+                        lambda name, features="": irlib.math_function(name, ""))
+    portable = compile_prim_funcs({"exp": func}, use_cache=False)
+    assert "@llvm.ldexp" not in portable.llvm_ir
+    y_host, y_portable = np.empty_like(x), np.empty_like(x)
+    host["exp"](x, y_host)
+    portable["exp"](x, y_portable)
+    nan = np.isnan(y_host)
+    np.testing.assert_array_equal(nan, np.isnan(y_portable))
+    np.testing.assert_array_equal(y_host[~nan].view(np.uint32), y_portable[~nan].view(np.uint32))
+    with np.errstate(all="ignore"):
+        ref = np.exp(x.astype(np.float64))
+    np.testing.assert_array_equal(nan, np.isnan(ref))
+    normal = (ref >= np.finfo(np.float32).tiny) & (ref <= np.finfo(np.float32).max)
+    assert (np.abs(y_host[normal] - ref[normal]) / ref[normal]).max() < 5e-7
+    assert (y_host[ref > np.finfo(np.float32).max] == np.inf).all()
+    assert np.abs(y_host[ref < np.finfo(np.float32).tiny] - ref[ref < np.finfo(np.float32).tiny]
+                  ).max() <= 4 * 2.0**-149
+
+
 _INT_OPS = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": lambda a, b: np.fix(a / b),
     "//": np.floor_divide, "%": np.mod, "min": np.minimum, "max": np.maximum,

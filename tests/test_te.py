@@ -537,6 +537,39 @@ def test_max_min_reductions_stay_exact(reducer, np_fn, dtype):
         np.testing.assert_array_equal(got, np_fn(a, axis=1))
 
 
+@pytest.mark.parametrize("R,K", [(5, 127), (3, 131), (2, 64), (4, 1000), (7, 13)])
+def test_fast_max_uses_lanes_and_equals_max_on_finite_and_infinite_values(R, K):
+    # te.fast_max (softmax's row maximum): the CPU's max instruction, in
+    # partial lanes from 64 elements on; the maximum wherever it is (first
+    # element, vector body, tail), infinities included.
+    A, S = row_reduction(te.fast_max, R, K)
+    func = te.create_prim_func([A, S])
+    assert bool(lane_buffers(func)) == (K >= 64)
+    a = rand(R, K) * 100
+    a[0, K - 1] = 1e4                # in the tail (or the last lane)
+    a[1, 0] = 1e4                    # the first element
+    a[R - 1, :] = -np.inf            # a row of -inf: -inf (the init value)
+    if R > 3:
+        a[2, K // 2] = np.inf
+    for got in run_both(func, [a], (R,)):
+        np.testing.assert_array_equal(got, a.max(1))
+
+
+def test_fast_max_with_a_symbolic_extent_and_on_integers():
+    n = T.Var("n")
+    An, Sn = row_reduction(te.fast_max, 3, n)
+    func = te.create_prim_func([An, Sn])
+    assert lane_buffers(func) == []     # no lanes for an unknown extent
+    a = rand(3, 71)
+    for got in run_both(func, [a], (3,)):
+        np.testing.assert_array_equal(got, a.max(1))
+    Ai, Si = row_reduction(te.fast_max, 4, 97, "int32")
+    func = te.create_prim_func([Ai, Si])
+    ai = (rand(4, 97) * 1000).astype("int32")
+    for got in run_both(func, [ai], (4,), "int32"):
+        np.testing.assert_array_equal(got, ai.max(1))
+
+
 def test_lanes_only_with_hints_and_a_static_float_extent():
     A, S = row_reduction(te.sum, 3, 100)
     assert lane_buffers(te.create_prim_func([A, S], schedule_hints=False)) == []

