@@ -105,6 +105,7 @@ from phasec.ir.expr import (
 )
 from phasec.ir.infer import collect_shape_vars
 from phasec.ir.module import IRModule
+from phasec.ir.op import map_symbolic_attrs, symbolic_attr_values
 from phasec.ir.op.legalize import LEGALIZE_RELAX
 from phasec.ir.op.registry import OpDef, OpPattern, find_op
 from phasec.ir.struct_info import (
@@ -586,6 +587,8 @@ class _GroupFunction:
                 self._note_sinfo(value.struct_info)
                 for s in value.sinfo_args:
                     self._note_sinfo(s)
+                for e in symbolic_attr_values(value.attrs):  # strided_slice's begin=(i,)
+                    self._note_prim(e)
                 stack = list(value.args)
             else:
                 stack = [value.tuple_value]
@@ -683,8 +686,9 @@ class _GroupFunction:
             value = b.value
             if isinstance(value, Call):
                 sinfo = value.struct_info if value.struct_info is not None else b.var.struct_info
+                attrs = map_symbolic_attrs(value.attrs, self._prim)
                 new_value: Expr = Call(value.op, [self._expr(a) for a in value.args],
-                                       value.attrs, [self._sinfo(s) for s in value.sinfo_args],
+                                       attrs, [self._sinfo(s) for s in value.sinfo_args],
                                        struct_info=self._sinfo(sinfo), span=value.span)
             else:
                 new_value = TupleGetItem(self._expr(value.tuple_value), value.index,

@@ -56,7 +56,7 @@ from phasec.ir import (
 )
 from phasec.ir.builder import NameTable
 from phasec.ir.infer import collect_shape_vars, context_from_module, infer_struct_info
-from phasec.ir.op import op_expr
+from phasec.ir.op import map_symbolic_attrs, op_expr, symbolic_attr_values
 from phasec.ir.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
@@ -240,6 +240,8 @@ class _Analyzer:
                 stack.extend(e.args)
                 for s in e.sinfo_args:
                     self._sinfo_syms(frame, s, False)
+                for v in symbolic_attr_values(e.attrs):  # strided_slice's begin=(i,)
+                    self._prim_uses(frame, v)
             elif t is Tuple:
                 stack.extend(e.fields)
             elif t is TupleGetItem:
@@ -416,11 +418,14 @@ class _Rewriter(ExprMutator):
             return Call(op_expr(name), [closure, Tuple(args)], None, (ret,),
                         struct_info=ret, span=call.span)
         new_op = self.visit_expr(op)
-        if (new_op is op and sinfo is call.struct_info
+        # symbolic attribute values (strided_slice's begin=(i,)) take the fresh variables too
+        attrs = call.attrs if self.renamer is None else \
+            map_symbolic_attrs(call.attrs, self.renamer.expr)
+        if (new_op is op and sinfo is call.struct_info and attrs is call.attrs
                 and all(a is b for a, b in zip(args, call.args))
                 and all(a is b for a, b in zip(sinfo_args, call.sinfo_args))):
             return call
-        return Call(new_op, args, call.attrs, sinfo_args, struct_info=sinfo, span=call.span)
+        return Call(new_op, args, attrs, sinfo_args, struct_info=sinfo, span=call.span)
 
     def visit_if_(self, expr: If) -> Expr:
         cond = self.visit_expr(expr.cond)

@@ -21,6 +21,7 @@ from phasec.ir.expr import (
     TupleGetItem, Var,
 )
 from phasec.ir.module import IRModule
+from phasec.ir.op import SYMBOLIC_ATTRS, symbolic_attr_values
 from phasec.ir.phase import Phase
 from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
@@ -321,6 +322,10 @@ class Checker:
         for sinfo in call.sinfo_args:
             if sinfo not in self._static_sinfo:
                 self._sinfo_syms(sinfo, define=False)
+        if name in SYMBOLIC_ATTRS and call.attrs:
+            # strided_slice's begin=(index,): a use of the symbolic variable
+            for value in symbolic_attr_values(call.attrs):
+                self._prim_uses(value)
         hooks, unkeyed, keyed_codes = d.call_plan(name, opdef)
         if not keyed_codes:
             for hook in hooks:

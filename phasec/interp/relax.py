@@ -47,6 +47,7 @@ from ..ir.expr import (
     DataflowVar,
 )
 from ..ir.module import IRModule
+from ..ir.op import SYMBOLIC_ATTRS, map_symbolic_attrs
 from ..ir.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
@@ -424,6 +425,8 @@ class Interpreter:
             special = self._special.get(op.name)
             if special is not None:
                 return special(call, args, env)
+            if op.name in SYMBOLIC_ATTRS and call.attrs:
+                return self._op_reference(op.name, call, args, self._attr_values(call, env))
             return self._op_reference(op.name, call, args)
         if t is ExternFunc:
             args = [self._value(a, env) for a in call.args]
@@ -439,7 +442,14 @@ class Interpreter:
             return normalize_value(callee(*args))
         raise InterpError(f"cannot call {describe_value(callee)}: it is not a function")
 
-    def _op_reference(self, name: str, call: Call, args: list) -> Any:
+    def _attr_values(self, call: Call, env: _Env) -> Mapping[str, Any]:
+        """The call's attributes with symbolic entries (strided_slice's
+        ``begin=(index,)``) evaluated in ``env``."""
+        lookup = self._sym_lookup(env)
+        return map_symbolic_attrs(call.attrs, lambda e: int(eval_prim_expr(e, lookup)))
+
+    def _op_reference(self, name: str, call: Call, args: list,
+                      attrs: Mapping[str, Any] | None = None) -> Any:
         entry = self._op_cache.get(name)
         if entry is None:
             from ..ir.op.registry import REQUIRED, find_op
@@ -452,8 +462,10 @@ class Interpreter:
             defaults = {k: v for k, v in opdef.attrs.items() if v is not REQUIRED}
             entry = self._op_cache[name] = (opdef.reference, defaults)
         reference, kwargs = entry
-        if call.attrs:
-            kwargs = {**kwargs, **call.attrs}
+        if attrs is None:
+            attrs = call.attrs
+        if attrs:
+            kwargs = {**kwargs, **attrs}
         try:
             return normalize_value(reference(*args, **kwargs))
         except PhasecError:

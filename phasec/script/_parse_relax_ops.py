@@ -107,7 +107,7 @@ class _OperatorCalls:
         attrs: dict[str, Any] = {}
         for key, default in opdef.attrs.items():
             if key in attr_nodes:
-                attrs[key] = self._attr_value(key, attr_nodes[key])
+                attrs[key] = self._attr_value(key, attr_nodes[key], opdef)
             elif default is REQUIRED:
                 raise mp.error(f"{what} requires the attribute {key!r}", node)
             else:
@@ -122,10 +122,15 @@ class _OperatorCalls:
                        span=mp.span(node))
         return self._with_sinfo(call)
 
-    def _attr_value(self, key: str, node: ast.AST) -> Any:
+    def _attr_value(self, key: str, node: ast.AST, opdef: OpDef | None = None) -> Any:
         """An operator attribute: a literal, an index map (``T.index_map(lambda
-        ...)`` or a bare lambda, read structurally, never run) or a typed
-        scalar (``pad_value=T.float32(1.5)``)."""
+        ...)`` or a bare lambda, read structurally, never run), a typed
+        scalar (``pad_value=T.float32(1.5)``) or, where the registry allows
+        it (:data:`phasec.ir.op.SYMBOLIC_ATTRS`), a tuple of symbolic integer
+        expressions (strided_slice's ``(index, index + 1)``)."""
+        if opdef is not None and isinstance(node, (ast.List, ast.Tuple)) \
+                and key in _symbolic_attrs().get(opdef.name, ()):
+            return tuple(self._symbolic_entry(opdef, key, e) for e in node.elts)
         if isinstance(node, ast.Lambda) or (
                 isinstance(node, ast.Call) and _dotted(node.func) == (self.mp.T, "index_map")):
             from ..ir.op._index_map import MapError, index_map_text
@@ -137,6 +142,36 @@ class _OperatorCalls:
                 and _dotted(node.func)[0] == self.mp.T:
             return self.prim.parse(node)
         return _to_tuple(self.mp.literal(node))
+
+    def _symbolic_entry(self, opdef: OpDef, key: str, node: ast.AST) -> Any:
+        """One entry of a symbolic attribute: an integer, or an int64 expression
+        over the function's symbolic variables (``R.prim_value(e)`` is ``e``)."""
+        mp = self.mp
+        what = f"{mp.R}.{opdef.name.removeprefix('relax.')} {key}"
+        if isinstance(node, ast.Starred):
+            raise mp.error(f"{what}: *args are not supported", node)
+        if isinstance(node, ast.Call) and _dotted(node.func) == (mp.R, "prim_value"):
+            if len(node.args) != 1 or node.keywords:
+                raise mp.error(f"{mp.R}.prim_value takes one value", node)
+            node = node.args[0]
+        number = mp.number(node)
+        if isinstance(number, int) and not isinstance(number, bool):
+            return number
+        if number is not None:
+            raise mp.error(f"{what}: expected an integer or a symbolic integer expression, "
+                           f"got {mp.src(node)}", node)
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and self._lookup(n.id) is not None:
+                raise mp.error(
+                    f"{what}: {n.id!r} is a Relax variable; phasec takes integers and "
+                    f"expressions of symbolic shape variables here (declare one, k = "
+                    f"{mp.T}.int64(), bound by a parameter's {mp.R}.Shape([k]) or an "
+                    f"{mp.R}.match_cast, and use k)", n)
+        value = self.prim.parse(node, "int64")
+        if not tir.is_int(value.dtype):
+            raise mp.error(f"{what}: expected an integer expression, got {mp.src(node)} of "
+                           f"dtype {value.dtype}", node)
+        return value.value if type(value) is tir.IntImm else value
 
     def _operand(self, opdef: OpDef, index: int, node: ast.AST) -> rx.Expr:
         """An operator operand. As for :func:`phasec.ir.op.call_op`, a Python
@@ -170,6 +205,12 @@ class _OperatorCalls:
         return not isinstance(node, (ast.Tuple, ast.List, ast.Subscript)) and not (
             isinstance(node, ast.Call) and _dotted(node.func) is not None
             and _dotted(node.func)[0] != self.mp.T)
+
+
+def _symbolic_attrs() -> dict[str, frozenset[str]]:
+    from ..ir.op import SYMBOLIC_ATTRS
+
+    return SYMBOLIC_ATTRS
 
 
 def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:

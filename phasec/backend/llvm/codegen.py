@@ -355,10 +355,11 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
                         raise error(f"shape of buffer '{p.name}' uses '{n.name}', which is "
                                     "neither a scalar parameter nor a dimension of some buffer "
                                     "parameter, so it cannot be bound at call time", p)
-                    if not isinstance(n, (tir.Var, tir.IntImm, tir.BinaryOp, tir.Cast)):
+                    if not isinstance(n, (tir.Var, tir.IntImm, tir.BinaryOp, tir.Cast,
+                                          tir.Select)):
                         raise error(f"shape of buffer '{p.name}' contains a "
-                                    f"{type(n).__name__}; only integer arithmetic on shape "
-                                    "variables is allowed", p)
+                                    f"{type(n).__name__}; only integer arithmetic (and "
+                                    "selects) on shape variables is allowed", p)
 
     body_nodes = _walk(func.body)  # one walk for both uses (warm builds do little else)
     written = {id(n.buffer) for n in body_nodes if isinstance(n, tir.BufferStore)}

@@ -145,10 +145,16 @@ def _shape_evaluator(e: tir.PrimExpr) -> Callable[[dict[int, int]], int]:
             "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
             "//": lambda x, y: x // y if y else 0, "%": lambda x, y: x % y if y else 0,
             "/": lambda x, y: int(x / y) if y else 0, "min": min, "max": max,
+            "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
+            ">=": lambda x, y: x >= y, "==": lambda x, y: x == y, "!=": lambda x, y: x != y,
         }
         f = ops.get(e.op)
         if f is not None:
             return lambda env: f(a(env), b(env))
+    if isinstance(e, tir.Select):
+        # strided_slice with a symbolic begin: a negative index counts from the end
+        c, t, f2 = (_shape_evaluator(x) for x in (e.condition, e.true_value, e.false_value))
+        return lambda env: t(env) if c(env) else f2(env)
     raise CodegenError(f"unsupported expression {type(e).__name__} in a buffer shape")
 
 

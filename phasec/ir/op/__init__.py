@@ -24,7 +24,8 @@ from .registry import (
 
 __all__ = ["OpDef", "OpPattern", "REQUIRED", "InferContext", "register_op", "get_op",
            "find_op", "list_ops", "call_op", "normalize_attrs", "op_expr", "resolve_op",
-           "CATEGORY_MAX_PHASE", "SHAPE_OPERANDS", "TUPLE_OPERANDS", "OPTIONAL_OPERANDS"]
+           "CATEGORY_MAX_PHASE", "SHAPE_OPERANDS", "TUPLE_OPERANDS", "OPTIONAL_OPERANDS",
+           "SYMBOLIC_ATTRS", "symbolic_attr_values", "map_symbolic_attrs"]
 
 #: Operand names that accept a Python tuple/list of dims (made a ShapeExpr).
 SHAPE_OPERANDS = frozenset({"shape", "size"})
@@ -41,6 +42,50 @@ PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m", "win
 OPTIONAL_OPERANDS: dict[str, tuple[str, ...]] = {
     "relax.memory.view": ("shape", "dtype", "relative_byte_offset"),
 }
+
+#: Attributes whose entries may be symbolic integer expressions, per operator:
+#: TVM 0.27 passes strided_slice's begin / end / strides as tuples of PrimExprs
+#: (``R.strided_slice(x, (0,), (index,), (index + 1,))``). The parser reads
+#: expressions there; everything that rewrites symbolic variables (FuseOps,
+#: LambdaLifting) maps them with :func:`map_symbolic_attrs`.
+SYMBOLIC_ATTRS: dict[str, frozenset[str]] = {
+    "relax.strided_slice": frozenset({"begin", "end", "strides"}),
+}
+
+
+def symbolic_attr_values(attrs: Mapping[str, Any] | None) -> list[Any]:
+    """The symbolic ``tir.PrimExpr``s among attribute values (a value, or an
+    entry of a tuple value); constants are not listed."""
+    from .. import tir
+
+    out: list[Any] = []
+    if not attrs:
+        return out
+    for v in attrs.values():
+        items = v if type(v) is tuple else (v,)
+        for x in items:
+            if isinstance(x, tir.PrimExpr) and type(x) is not tir.IntImm \
+                    and type(x) is not tir.FloatImm:
+                out.append(x)
+    return out
+
+
+def map_symbolic_attrs(attrs: Mapping[str, Any] | None, fn: Any) -> Any:
+    """``attrs`` with ``fn`` applied to each symbolic value (see
+    :func:`symbolic_attr_values`); the same object when there is none."""
+    if not symbolic_attr_values(attrs):
+        return attrs
+    from .. import tir
+
+    def one(x: Any) -> Any:
+        if isinstance(x, tir.PrimExpr) and type(x) is not tir.IntImm \
+                and type(x) is not tir.FloatImm:
+            return fn(x)
+        return x
+
+    return {k: tuple(one(x) for x in v) if type(v) is tuple else one(v)
+            for k, v in attrs.items()}
+
 
 _OPS: dict[str, Any] = {}
 # name as given -> OpDef (operators are never unregistered)

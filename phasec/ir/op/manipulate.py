@@ -16,7 +16,8 @@ Semantics worth knowing:
 * ``strided_slice``: numpy slicing ``x[begin:end:stride]`` on each listed
   axis (clipped to the dimension). For symbolic dimensions the indices are
   assumed in bounds (TVM's ``assume_inbound``); ``end >= 2**31 - 1`` means "to
-  the end".
+  the end". A begin / end entry may be symbolic (``index + 1``, as TVM 0.27
+  allows); its length follows TVM's clamped form (see :mod:`._symslice`).
 * ``take(x, indices, axis)``: numpy.take; ``axis=None`` indexes the flattened
   tensor; indices must lie in [-dim, dim).
 """
@@ -43,6 +44,7 @@ from ._lowering import (
     I64, Inputs, LegalizeError, _attrs, _bcast, _clamp, _flat_index, _i64, _is_one, _name,
     _norm_axis, _out, _prod, _script, _static, _tensor, _unravel, legalizes,
 )
+from ._symslice import canonical_index, index_tuple, is_symbolic, plain_int_tuple, slice_length
 
 __all__: list[str] = []
 
@@ -431,7 +433,11 @@ def _infer_strided_slice(call, ctx):
         return TensorStructInfo(None, x.dtype, x.ndim)
     dims = list(x.shape)
     for ax, b, e, s in zip(axes_n, begin, end, strides):
-        dims[ax] = _slice_len(call, x.shape[ax], b, e, s)
+        if is_symbolic(b) or is_symbolic(e):
+            # TVM 0.27: symbolic begin / end entries (see _symslice)
+            dims[ax] = slice_length(b, e, s, x.shape[ax], a["assume_inbound"])
+        else:
+            dims[ax] = _slice_len(call, x.shape[ax], b, e, s)
     return TensorStructInfo(tuple(dims), x.dtype)
 
 
@@ -445,11 +451,14 @@ def _strided_slice_ref(x, axes, begin, end, strides=None, assume_inbound=True):
 
 
 define("strided_slice", ("x",), _infer_strided_slice,
-       attrs={"axes": (REQUIRED, int_tuple), "begin": (REQUIRED, int_tuple),
-              "end": (REQUIRED, int_tuple), "strides": (None, opt(int_tuple)),
+       # begin / end entries may be symbolic (TVM 0.27's PrimExpr tuples); strides are ints
+       attrs={"axes": (REQUIRED, int_tuple), "begin": (REQUIRED, index_tuple),
+              "end": (REQUIRED, index_tuple), "strides": (None, opt(plain_int_tuple)),
               # TVM 0.27: "the slice stays in bounds" lets TVM skip clamping; phasec
               # always clamps as numpy does, which is the same where the promise holds.
-              "assume_inbound": (True, as_bool)},
+              # It decides the inferred length of a symbolic begin / end only. Off by
+              # default, as TVM 0.27's strided_slice (which prints it when False).
+              "assume_inbound": (False, as_bool)},
        reference=_strided_slice_ref, pattern=OpPattern.INJECTIVE,
        doc="numpy slicing x[begin:end:stride] on the listed axes.")
 
@@ -659,7 +668,12 @@ def _strided_slice(call: Call, inputs: Inputs) -> Tensor:
     spec = {}
     for axis, b, e, s in zip(a["axes"], a["begin"], a["end"], strides):
         d = _norm_axis(axis, x.ndim)
-        spec[d] = (_slice_start(x.shape[d], b, e, s), s)
+        if is_symbolic(b) or is_symbolic(e):
+            # numpy's start (negative from the end, clamped), whether or not
+            # assume_inbound promised it in bounds: the same where it is
+            spec[d] = (canonical_index(b, x.shape[d], s), s)
+        else:
+            spec[d] = (_slice_start(x.shape[d], b, e, s), s)
 
     def body(*i: PrimExpr) -> Any:
         ind = []
