@@ -14,20 +14,25 @@ import pytest
 
 from phasec.backend.llvm import CodegenError, compile_prim_funcs
 from phasec.backend.llvm import cache_info, clear_cache, get_num_threads, set_min_parallel_work, set_num_threads
+from phasec.backend.llvm import set_parallel_wake_work
 from phasec.backend.llvm.codegen import ModuleCodegen
 from phasec.errors import PhasecError, VMError
 from phasec.ir import tir as T
+from phasec.ir.tuning import host_tuning
 
 RNG = np.random.default_rng(0)
 
 
 @pytest.fixture
 def threads_always():
-    """Parallel loops use the thread pool whatever their size; restored after."""
+    """Parallel loops use the thread pool whatever their size, waking its
+    worker if it sleeps; restored after."""
     saved = get_num_threads()
     set_min_parallel_work(0)
+    set_parallel_wake_work(0)
     yield
-    set_min_parallel_work(32768)
+    set_min_parallel_work(host_tuning().parallel_min_work)
+    set_parallel_wake_work(host_tuning().parallel_wake_work)
     set_num_threads(saved)
 
 # --------------------------------------------------------------------------

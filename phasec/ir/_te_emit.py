@@ -188,7 +188,7 @@ class _NestEmitter:
             v = _static(ext)
             if v == 1:
                 continue
-            if (v is None or v >= 2) and self._work() >= self.opt.parallel_min_work:
+            if (v is None or v >= 2) and self._work() >= self.opt.min_parallel_work:
                 return k
             return -1
         return -1
@@ -417,7 +417,7 @@ class _NestEmitter:
         if self.mode == "gemm":
             from ._te_gemm import GemmEmitter
             parallel = (self.opt.parallel and self.parallel_at < 0
-                        and self._work() >= self.opt.parallel_min_work)
+                        and self._work() >= self.opt.min_parallel_work)
             return GemmEmitter(self, self.gemm, parallel).emit()
         return self._emit_tile()
 

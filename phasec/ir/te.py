@@ -48,8 +48,9 @@ into one kernel:
 
 **Schedule hints** (``schedule_hints=True``, the default): the outermost
 non-trivial spatial loop is ``parallel`` when it has at least two iterations
-and the kernel does at least ~64k scalar operations; the innermost spatial
-loop of an elementwise nest is ``vectorized`` when its extent is static;
+and the kernel does at least ``TargetTuning.parallel_min_work`` (32k) scalar
+operations; the innermost spatial loop of an elementwise nest is
+``vectorized`` when its extent is static;
 reductions write their init value before the reduction loops (TVM's
 ``decompose_reduction``); a reduction whose innermost output axis indexes
 the innermost dimension of one of its inputs (matmul, conv2d) is computed a
@@ -550,7 +551,8 @@ class ScheduleOptions:
     vectorize: bool = True
     tile: bool = True
     decompose_reduction: bool = True
-    parallel_min_work: int = 1 << 16
+    #: None: the target's ``parallel_min_work`` (:mod:`phasec.ir.tuning`)
+    parallel_min_work: int | None = None
     max_row: int = 4096
     #: tile and block sizes (None: :func:`phasec.ir.tuning.host_tuning`)
     tuning: "TargetTuning | None" = None
@@ -559,6 +561,13 @@ class ScheduleOptions:
     def target(self) -> "TargetTuning":
         """The tuning the schedules use."""
         return self.tuning if self.tuning is not None else host_tuning()
+
+    @property
+    def min_parallel_work(self) -> int:
+        """Scalar operations a loop nest needs to be made parallel."""
+        if self.parallel_min_work is not None:
+            return self.parallel_min_work
+        return self.target.parallel_min_work
 
     @staticmethod
     def make(hints: "bool | ScheduleOptions | Mapping[str, Any]") -> "ScheduleOptions":

@@ -79,6 +79,20 @@ class TargetTuning:
     partial_iterations: int = 8
     #: ... for reductions of at least this many elements along a contiguous axis
     partial_min_extent: int = 64
+    #: a loop nest is parallel when it does at least this many scalar
+    #: operations (estimated element stores; the parallel runtime checks the
+    #: same bound again at run time, for symbolic extents). With the pool's
+    #: worker awake a loop of 64k stores (8.5 us on one thread) runs in
+    #: 5.9 us on two; 32k stores break even. 4 x 128 x 64 attention's
+    #: transpose (32k elements, a gather: 14 us) 14.0 -> 8.8 us.
+    parallel_min_work: int = 1 << 15
+    #: ... but while the pool's workers sleep (after ~0.1 ms idle) a loop
+    #: of fewer stores than this runs on the calling thread alone: waking a
+    #: worker costs the caller ~10 us on a virtual machine and the worker
+    #: arrives tens of microseconds later (measured after 1 ms idle: 262k
+    #: stores 36.8 us on one thread, 45.1 us waking the worker; 524k stores
+    #: 62.9 vs 59.3 us). See phasec/backend/llvm/irlib.py.
+    parallel_wake_work: int = 1 << 19
 
     def lanes(self, dtype_bits: int) -> int:
         """Elements of ``dtype_bits`` bits in one vector register."""

@@ -97,6 +97,18 @@ KERNEL_LIB_DECLS: dict[str, str] = {}
 # phasec_rt_spin rounds, then sleep on the futex. One job at a time: a
 # caller that finds the pool busy (another Python thread) runs serially.
 #
+# Waking a sleeping worker is not free: the futex wake costs the caller
+# ~10 us on a virtual machine (the host has to wake the idle CPU) and the
+# worker starts tens of microseconds later. Measured on the AVX-512 VM
+# (two CPUs; a loop run after 1 ms idle, median): 32k stores 9.0 us on one
+# thread, 16.3 us with a worker to wake; 262k stores 36.8 vs 45.1 us; 524k
+# stores 62.9 vs 59.3 us. So while an active worker sleeps
+# (@phasec_rt_asleep), a loop of fewer than phasec_rt_wake_work estimated stores
+# runs serially without waking it, except the WAKE_AFTER-th such loop in
+# quick succession: a lone small loop after idle is not slowed down,
+# and a stream of them pays one wake-up, after which the worker, spinning,
+# takes loops down to phasec_rt_min_work.
+#
 # SPAWN_RUNTIME_IR (elsewhere): pthread_create/pthread_join per call.
 
 _POOL_TEMPLATE = r"""
@@ -104,6 +116,7 @@ _POOL_TEMPLATE = r"""
 @phasec_rt_min_work = global i64 32768, align 8
 @phasec_rt_spin = global i32 3000, align 4
 @phasec_rt_chunk_work = global i64 @@CHUNK_WORK@@, align 8
+@phasec_rt_wake_work = global i64 @@WAKE_WORK@@, align 8
 @pool.lock = internal global i32 0, align 4
 @pool.gen = internal global i32 0, align 4
 @pool.next = internal global i64 0, align 8
@@ -114,6 +127,11 @@ _POOL_TEMPLATE = r"""
 @pool.n = internal global i64 0, align 8
 @pool.nworkers = internal global i32 0, align 4
 @pool.sleepers = internal global i32 0, align 4
+; (global, not internal: read by tests through jit._pool_state)
+@phasec_rt_asleep = global i32 0, align 4
+@phasec_rt_wakeups = global i64 0, align 8
+@pool.skipped = internal global i32 0, align 4
+@pool.skip_tsc = internal global i64 0, align 8
 @pool.caller_cpu = internal global i32 -1, align 4
 @pool.base_mask = internal global [16 x i64] zeroinitializer, align 8
 @pool.have_mask = internal global i32 0, align 4
@@ -129,6 +147,7 @@ declare i64 @llvm.smin.i64(i64, i64)
 declare i64 @llvm.umin.i64(i64, i64)
 declare i64 @llvm.umax.i64(i64, i64)
 @@PAUSE_DECL@@
+declare i64 @llvm.readcyclecounter()
 
 ; A worker woken on the CPU its caller runs on would only take turns with
 ; it (seen on a shared machine: the scheduler placed the woken worker next
@@ -250,10 +269,15 @@ pause:
   @@PAUSE_CALL@@
   br label %spin
 sleep:
+  ; @phasec_rt_asleep counts the active workers among the sleepers (the excess
+  ; ones sleep until the thread count is raised)
   %expect = phi i32 [ %my, %count ], [ %gx, %excess ]
+  %counted = phi i32 [ 1, %count ], [ 0, %excess ]
+  %a0 = atomicrmw add ptr @phasec_rt_asleep, i32 %counted seq_cst, align 4
   %s0 = atomicrmw add ptr @pool.sleepers, i32 1 seq_cst, align 4
   %r = call i64 (i64, ...) @syscall(i64 @@SYS_FUTEX@@, ptr @pool.gen, i32 128, i32 %expect, ptr null)
   %s1 = atomicrmw sub ptr @pool.sleepers, i32 1 seq_cst, align 4
+  %a1 = atomicrmw sub ptr @phasec_rt_asleep, i32 %counted seq_cst, align 4
   br label %top
 work:
   %ccpu = load atomic i32, ptr @pool.caller_cpu monotonic, align 4
@@ -281,7 +305,33 @@ entry:
   %tiny = icmp sle i64 %n, 1
   %s1 = or i1 %small, %few
   %serial = or i1 %s1, %tiny
-  br i1 %serial, label %run_serial, label %try_lock
+  br i1 %serial, label %run_serial, label %check_asleep
+check_asleep:
+  ; a sleeping worker is only woken for a loop worth the wake-up (see above)
+  %asl = load atomic i32, ptr @phasec_rt_asleep monotonic, align 4
+  %anyasl = icmp sgt i32 %asl, 0
+  %ww = load i64, ptr @phasec_rt_wake_work, align 8
+  %below = icmp slt i64 %work, %ww
+  %nowake = and i1 %anyasl, %below
+  br i1 %nowake, label %skip, label %try_lock
+skip:
+  ; ... unless small loops keep coming: the WAKE_AFTER-th one skipped, each
+  ; within ~2^20 time-stamp ticks (a few tenths of a millisecond) of the
+  ; last, wakes the worker anyway, which then spins between them
+  %now = @@TSC_CALL@@
+  %last = load atomic i64, ptr @pool.skip_tsc monotonic, align 8
+  store atomic i64 %now, ptr @pool.skip_tsc monotonic, align 8
+  %dt = sub i64 %now, %last
+  %recent = icmp ult i64 %dt, 1048576
+  br i1 %recent, label %skip_count, label %skip_first
+skip_first:
+  store atomic i32 1, ptr @pool.skipped monotonic, align 4
+  br label %run_serial
+skip_count:
+  %sk = atomicrmw add ptr @pool.skipped, i32 1 monotonic, align 4
+  %sk1 = add i32 %sk, 1
+  %enough = icmp uge i32 %sk1, @@WAKE_AFTER@@
+  br i1 %enough, label %try_lock, label %run_serial
 try_lock:
   %lk = cmpxchg ptr @pool.lock, i32 0, i32 1 acquire monotonic, align 4
   %locked = extractvalue { i32, i1 } %lk, 1
@@ -329,6 +379,7 @@ publish:
   %k = call i64 @llvm.umin.i64(i64 %n, i64 %kc)
   %mycpu = call i32 @sched_getcpu()
   store atomic i32 %mycpu, ptr @pool.caller_cpu monotonic, align 4
+  store atomic i32 0, ptr @pool.skipped monotonic, align 4
   store ptr %fn, ptr @pool.fn, align 8
   store ptr %ctx, ptr @pool.ctx, align 8
   store i64 %n, ptr @pool.n, align 8
@@ -347,6 +398,7 @@ publish:
   br i1 %anysl, label %wake, label %help
 wake:
   %w = call i64 (i64, ...) @syscall(i64 @@SYS_FUTEX@@, ptr @pool.gen, i32 129, i32 2147483647)
+  %wk = atomicrmw add ptr @phasec_rt_wakeups, i64 1 monotonic, align 8
   br label %help
 help:
   call void @pool.work(i32 %g1)
@@ -381,6 +433,9 @@ SPAWN_RUNTIME_IR = r"""
 @phasec_rt_min_work = global i64 32768, align 8
 @phasec_rt_spin = global i32 0, align 4
 @phasec_rt_chunk_work = global i64 @@CHUNK_WORK@@, align 8
+@phasec_rt_wake_work = global i64 0, align 8  ; (no sleeping workers here)
+@phasec_rt_asleep = global i32 0, align 4
+@phasec_rt_wakeups = global i64 0, align 8
 
 declare i32 @pthread_create(ptr, ptr, ptr, ptr) nounwind
 declare i32 @pthread_join(i64, ptr) nounwind
@@ -490,6 +545,15 @@ join_done:
 #: of work: the chunk's claim and completion, two atomics, stay negligible).
 CHUNK_WORK = 16384
 
+#: Default estimated element stores below which a parallel loop does not wake
+#: a sleeping pool worker but runs serially (see the pool's comment; the
+#: value used is host_tuning().parallel_wake_work, set when the runtime starts).
+WAKE_WORK = 1 << 19
+#: ... except the WAKE_AFTER-th such loop in quick succession, so that a stream of
+#: small loops (a model of small kernels called back to back) still gets the
+#: worker, which then spins between them: one wake-up per stream, not per loop
+WAKE_AFTER = 4
+
 #: Linux futex syscall numbers by machine.
 _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 
@@ -501,6 +565,12 @@ def parallel_runtime_ir(kind: str, machine: str) -> str:
     x86 = machine in ("x86_64", "amd64")
     return (_POOL_TEMPLATE.replace("@@SYS_FUTEX@@", str(_SYS_FUTEX[machine]))
             .replace("@@CHUNK_WORK@@", str(CHUNK_WORK))
+            .replace("@@WAKE_WORK@@", str(WAKE_WORK))
+            .replace("@@WAKE_AFTER@@", str(WAKE_AFTER))
+            # the time stamp counter (elsewhere the cycle counter may trap in
+            # user mode: then every skipped loop counts as recent)
+            .replace("@@TSC_CALL@@", "call i64 @llvm.readcyclecounter()" if x86 else
+                     "add i64 0, 0")
             .replace("@@PAUSE_DECL@@", "declare void @llvm.x86.sse2.pause()" if x86 else "")
             .replace("@@PAUSE_CALL@@", "call void @llvm.x86.sse2.pause()" if x86 else
                      "fence seq_cst"))

@@ -29,6 +29,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ...errors import PhasecError
+from ...ir.tuning import host_tuning
 from .. import interrupt
 from . import diskcache
 from ._base import CANCEL_FLAG
@@ -36,7 +37,8 @@ from .errors import CodegenError
 from .irlib import parallel_runtime_ir, pool_supported
 
 __all__ = ["host_target", "NativeModule", "jit_compile", "set_num_threads", "get_num_threads",
-           "set_min_parallel_work", "set_parallel_chunk_work", "parallel_runtime_kind"]
+           "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
+           "parallel_runtime_kind"]
 
 _init_lock = threading.Lock()
 # LLVM's global context is not thread-safe and llvmlite releases the GIL, so
@@ -138,13 +140,17 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     with _compile_lock:
         _runtime = _jit(target, parallel_runtime_ir(kind, machine), ["phasec_rt_parallel_for"],
                         ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin",
-                         "phasec_rt_chunk_work"], 3)
+                         "phasec_rt_chunk_work", "phasec_rt_wake_work", "phasec_rt_asleep",
+                         "phasec_rt_wakeups"], 3)
     _runtime_kind = kind
     # Pool workers run this module's code for the life of the process, so it
     # must never be freed, not even while the interpreter shuts down.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(_runtime))
     llvm.add_symbol("phasec_rt_parallel_for", _runtime.addresses["phasec_rt_parallel_for"])
     _runtime.set_i32("phasec_rt_num_threads", min(os.cpu_count() or 1, 256))
+    tuning = host_tuning()
+    _runtime.set_i64("phasec_rt_min_work", tuning.parallel_min_work)
+    _runtime.set_i64("phasec_rt_wake_work", tuning.parallel_wake_work)
 
 
 def parallel_runtime_kind() -> str:
@@ -169,9 +175,32 @@ def get_num_threads() -> int:
 
 def set_min_parallel_work(n: int) -> None:
     """Parallel loops whose estimated element stores are fewer than ``n`` run
-    serially (default 32768); 0 always uses the threads."""
+    serially (default ``host_tuning().parallel_min_work``, 32768); 0 always
+    uses the threads."""
     host_target()
     _runtime.set_i64("phasec_rt_min_work", int(n))
+
+
+def set_parallel_wake_work(n: int) -> int:
+    """Parallel loops of fewer estimated element stores than ``n`` run
+    serially while the pool's worker threads sleep (they went to sleep after
+    spinning idle for a while): waking them costs more than such a loop
+    gains (default ``host_tuning().parallel_wake_work``; 0 always wakes
+    them). Returns the previous value."""
+    host_target()
+    address = _runtime.globals["phasec_rt_wake_work"]
+    previous = ctypes.c_int64.from_address(address).value
+    _runtime.set_i64("phasec_rt_wake_work", max(0, int(n)))
+    return previous
+
+
+def _pool_state() -> tuple[int, int]:
+    """(pool workers asleep now, futex wake-ups callers have issued so far):
+    for tests of when the pool wakes its workers."""
+    host_target()
+    asleep = ctypes.c_int32.from_address(_runtime.globals["phasec_rt_asleep"]).value
+    wakeups = ctypes.c_int64.from_address(_runtime.globals["phasec_rt_wakeups"]).value
+    return asleep, wakeups
 
 
 def set_parallel_chunk_work(n: int) -> int:
