@@ -138,3 +138,35 @@ def test_same_values_with_and_without_the_pass(opt_level: int) -> None:
     want = np.asarray(interpret(mod, x), dtype=np.float64)
     np.testing.assert_allclose(np.asarray(vm["main"](x)), want, rtol=1e-4,
                                atol=1e-4 * np.abs(want).max())
+
+
+def _misaligned(a: np.ndarray, skew: int) -> np.ndarray:
+    """A copy of ``a`` whose data starts ``skew`` bytes past a 64-byte boundary."""
+    raw = np.empty(a.nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + skew
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    assert out.ctypes.data % 64 == skew
+    return out
+
+
+@pytest.mark.parametrize("skew", [4, 16, 32, 48])
+def test_constants_are_cache_line_aligned_whatever_their_source(skew: int) -> None:
+    # Kernels stream constant weights with 64-byte vector loads: a constant's
+    # data starts on a cache line, whatever the array it was made from.
+    for a in (RNG.standard_normal((1021, 37)).astype(np.float32),   # prime shape
+              RNG.integers(-9, 9, (3, 5, 7)).astype(">i4"),          # big-endian
+              RNG.standard_normal((13, 11)).T,                        # a transposed view
+              np.array(2.5, np.float64), np.arange(3, dtype=np.int8)):
+        src = _misaligned(np.ascontiguousarray(a), skew) if a.flags.c_contiguous else a
+        data = Constant(src).data
+        assert data.ctypes.data % 64 == 0 and data.flags.c_contiguous
+        assert not data.flags.writeable and data.dtype.isnative
+        np.testing.assert_array_equal(data, a)
+    # the executable hands kernels the aligned arrays (a batch-1 product of
+    # prime sizes: its weight read directly, not packed), same results
+    mod = _mlp(1, 1021, 37)
+    exe = phasec.build(mod)
+    big = [c for c in exe.constants if isinstance(c, np.ndarray) and c.size > 1]
+    assert big and all(c.ctypes.data % 64 == 0 for c in big)
+    _check(mod, RNG.standard_normal((1, 1021)).astype(np.float32))
