@@ -397,10 +397,8 @@ class GemmEmitter:
         # and stores, and four rows of B streaming at once (1x1024 @
         # 1024x1024: 63 -> 55 us on one core).
         K0 = _static(self.rexts[0]) if len(self.rexts) == 1 else None
-        import os
-        U = int(os.environ.get("GEMV_UNROLL", "4"))
-        unroll = U if (self.plan.wide and bp is None and K0 is not None and K0 >= 8
-                       and K0 % U == 0) else 1
+        unroll = 4 if (self.plan.wide and bp is None and K0 is not None and K0 >= 8
+                       and K0 % 4 == 0) else 1
 
         def update(ii: Var, ji: PrimExpr) -> Stmt:
             ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
