@@ -293,6 +293,31 @@ class _PrimExprParser:
             raise mp.error(f"{mp.T}.{fn} needs the packed function's name (a string) first", node)
         return tir.Call(fn, tuple(args), dtype, span=mp.span(node))
 
+    def _op_call(self, node: ast.Call) -> tuple[ast.Call, str]:
+        """``T.Call(tvm.ir.Op.get("tirx.tvm_call_packed"), [args...], ret_ty=...)``,
+        TVM's generic spelling of a call of a TIR operator, respelt as the call
+        TVM prints for it (``T.call_packed(args...)``); the result type is the
+        operator's own. Operators phasec's TIR does not have stay an error."""
+        mp = self.mp
+        op = node.args[0] if node.args else None
+        op_name = None
+        if isinstance(op, ast.Call) and _dotted(op.func) == ("tvm", "ir", "Op", "get") \
+                and len(op.args) == 1 and isinstance(op.args[0], ast.Constant) \
+                and isinstance(op.args[0].value, str) and not op.keywords:
+            op_name = op.args[0].value
+        if op_name is None or len(node.args) != 2 or not isinstance(node.args[1], (ast.List,
+                                                                                 ast.Tuple)) \
+                or any(kw.arg not in ("ret_ty", "dtype") for kw in node.keywords):
+            raise mp.error(f"{mp.T}.Call: expected {mp.T}.Call(tvm.ir.Op.get(\"tirx.<op>\"), "
+                           f"[operands...], ret_ty=...), got {mp.src(node)}", node)
+        short = op_name.split(".", 1)[1] if op_name.startswith(("tirx.", "tir.")) else op_name
+        fn = {"tvm_call_packed": "call_packed", "tvm_call_cpacked": "call_cpacked"}.get(short, short)
+        if fn not in tir.HOST_CALLS and fn not in tir.INTRINSICS:
+            raise mp.error(f"{mp.T}.Call of {op_name!r}: {TIR_BUILTIN_ERROR}", node)
+        func = ast.copy_location(ast.Attribute(ast.Name(mp.T, ast.Load()), fn, ast.Load()),
+                                 node.func)
+        return ast.copy_location(ast.Call(func, list(node.args[1].elts), []), node), fn
+
     def _call(self, node: ast.Call) -> tir.PrimExpr:
         mp = self.mp
         name = _dotted(node.func)
@@ -306,6 +331,8 @@ class _PrimExprParser:
             raise mp.error(f"unsupported call {mp.src(node.func)!r} in a scalar expression; "
                            f"expected a {mp.T}.<function> such as {mp.T}.max or {mp.T}.exp", node)
         fn = name[1]
+        if fn == "Call":
+            node, fn = self._op_call(node)
         if fn in tir.HOST_CALLS:
             return self._host_call(node, fn)
         if fn in _TIR_BUILTINS:
@@ -515,6 +542,11 @@ class _SinfoParser:
                 and name[1] in tir.DTYPES):
             # T.bool, T.int64: how TVM 0.27 prints R.Prim("bool"), R.Prim("int64")
             return PrimStructInfo(name[1], span=mp.span(node))
+        if name == (mp.I, "StringType") and call is not None and not call.args \
+                and not call.keywords:
+            # TVM 0.27's type of R.str(...): phasec has no string struct info and
+            # gives strings R.Object, which holds them
+            return ObjectStructInfo(span=mp.span(node))
         if name is None or len(name) != 2 or name[0] != mp.R or name[1] not in _SINFO_KINDS:
             raise mp.error(f"expected a struct info annotation such as "
                            f"{mp.R}.Tensor((n, 4), \"float32\"), got {mp.src(node)!r}", node)
@@ -568,6 +600,11 @@ class _SinfoParser:
             if s_sinfo.values is not None:
                 shape = s_sinfo.values
             ndim = s_sinfo.ndim
+        elif _unknown_length(mp, a.get("shape")):
+            # R.Tensor((-1,)): what TVM 0.27 infers (and prints) for R.shape_to_tensor
+            # of a shape of unknown rank, the rank written as a dimension; read as
+            # what it stands for, a 1-D tensor of unknown length
+            ndim = 1
         elif "shape" in a and not _is_none(a["shape"]):
             shape = self._dims(a["shape"], f"{mp.R}.Tensor shape")
         dtype = "void"
@@ -663,3 +700,9 @@ class _SinfoParser:
                 raise mp.error(f"{mp.R}.Callable purity must be True or False", value)
             purity = value.value
         return FuncStructInfo(params, ret, purity, span=span)
+
+
+def _unknown_length(mp: Any, node: ast.AST | None) -> bool:
+    """``(-1,)``: TVM 0.27's shape for a 1-D tensor of unknown length."""
+    return isinstance(node, (ast.Tuple, ast.List)) and len(node.elts) == 1 \
+        and type(mp.number(node.elts[0])) is int and mp.number(node.elts[0]) == -1

@@ -335,15 +335,18 @@ class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
         if self.frame.dataflow:
             raise mp.error("dataflow blocks cannot be nested", stmt)
         last = stmt.body[-1]
+        body = stmt.body[:-1]
         if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
                 and _dotted(last.value.func) == (mp.R, "output")):
-            raise mp.error(f"expected {mp.R}.output(...) as the last statement of a dataflow "
-                           f"block", last)
-        out_call = last.value
+            # TVM 0.27 reads a block without R.output as R.output(): nothing leaves it
+            body = stmt.body
+            out_call = ast.copy_location(ast.Call(ast.Name(mp.R, ast.Load()), [], []), last)
+        else:
+            out_call = last.value
         if out_call.keywords:
             raise mp.error(f"{mp.R}.output takes variable names only", out_call.keywords[0].value)
         last_def: dict[str, ast.stmt] = {}
-        for s in stmt.body[:-1]:
+        for s in body:
             name = self._bound_name(s)
             if name is not None:
                 last_def[name] = s
@@ -361,7 +364,7 @@ class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
         self.output_stmts = {id(last_def[n]) for n in outputs}
         self.scopes.append({})
         try:
-            self._stmts(stmt.body[:-1])
+            self._stmts(body)
         finally:
             block_scope = self.scopes.pop()
             self.output_stmts = saved_outputs

@@ -503,7 +503,8 @@ class _ModuleParser:
 
     def _is_ir_module_class(self, node: ast.ClassDef) -> bool:
         return any(_dotted(d.func if isinstance(d, ast.Call) else d)
-                   in ((self.I, "ir_module"), ("tvm", "script", "ir_module"))
+                   in ((self.I, "ir_module"), ("tvm", "script", "ir_module"),
+                      ("tvm", "script", "ir", "ir_module"))
                    for d in node.decorator_list)
 
     def _class(self, cls: ast.ClassDef) -> IRModule:
