@@ -720,8 +720,11 @@ def test_gemm_schedule_structure_per_shape():
     accs = sorted(tuple(int(d.value) for d in b.shape) for b in names
                   if b.name.startswith("mm_acc"))
     assert len(packs) == 1 and tuple(int(d.value) for d in packs[0].shape)[1:] == (40, nr)
-    # full tiles, the remainder row, the remainder columns (all rows, then the last one)
-    assert accs == sorted([(mr, nr), (1, nr), (mr, 3), (1, 3)])
+    # full tiles and the remainder row; the 3 remainder columns join the last
+    # micro-panel in one tile of nr + 3 columns and half the rows (its
+    # accumulators stay within the full tile's), then the last row
+    M = 3 * mr + 1
+    assert accs == sorted([(mr, nr), (1, nr), (mr // 2, nr + 3), (M % (mr // 2), nr + 3)])
     # a matrix-vector product: no packing, one wide accumulator row
     ins, out, _ = _gemm(1, 64, 1000)
     func = te.create_prim_func(ins + [out])
@@ -801,7 +804,7 @@ def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
     rng = np.random.default_rng(3)
     funcs, cases = {}, []
     for name, (n, c, h, w, o, kh, kw, groups) in {
-            "conv": (2, 5, 11, 45, 19, 3, 3, 1), "conv1x1": (1, 7, 4, 37, 33, 1, 1, 1),
+            "conv": (2, 5, 11, 70, 19, 3, 3, 1), "conv1x1": (1, 7, 4, 77, 33, 1, 1, 1),
             "grouped": (1, 6, 9, 10, 9, 3, 2, 3), "depthwise": (1, 8, 7, 40, 8, 3, 3, 8)}.items():
         ins, out = _conv_nchw(n, c, h, w, o, kh, kw, groups)
         func = te.create_prim_func(ins + [out],
@@ -811,8 +814,7 @@ def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
         accs = [s for s in walk(func.body) if isinstance(s, T.Allocate)
                 and s.buffer.name.startswith("conv_acc")]
         if groups == 1:   # output channels x positions register tiles
-            assert accs and all(int(a.buffer.shape[0].value) in (host_tuning().gemm_rows,
-                                                                 o % host_tuning().gemm_rows)
+            assert accs and all(1 <= int(a.buffer.shape[0].value) <= host_tuning().gemm_rows
                                 for a in accs)
             assert packed or o < 2 * host_tuning().gemm_rows
         else:             # the input channel depends on the output channel: no GEMM split
@@ -824,6 +826,52 @@ def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
         cases.append((name, arrays, (n, o, h - kh + 1, w - kw + 1), "float32",
                       lambda x, wt, b, g=groups: _conv_reference(x, wt, b, g)))
     _check_gemm(funcs, cases)
+
+
+def _acc_shapes(func, prefix="conv_acc"):
+    return sorted({tuple(int(d.value) for d in s.buffer.shape) for s in walk(func.body)
+                   if isinstance(s, T.Allocate) and s.buffer.name.startswith(prefix)})
+
+
+@pytest.mark.parametrize("tuning_name", ["avx512", "avx2"])
+def test_conv2d_gemm_tiles_on_odd_prime_and_wide_tail_widths(tuning_name):
+    """Output widths that are no multiple of the register tile: the columns
+    left over become vectors of powers of two plus 1-3 columns (7, 13, 29,
+    61), joined with the last micro-panel into one wider tile of fewer rows
+    when that stays within four registers a row (56 = 32 + 24 -> one 56-wide
+    tile); a symbolic height is a batch loop. Checked against numpy."""
+    from phasec.ir import tuning as tn
+    tuning = {"avx512": tn.avx512_tuning(), "avx2": tn.avx2_tuning()}[tuning_name]
+    opts = te.ScheduleOptions(tuning=tuning)
+    lanes, mr, nr = tuning.lanes(32), tuning.gemm_rows, tuning.gemm_cols(32)
+    rng = np.random.default_rng(5)
+    funcs, cases = {}, []
+    h = T.Var("h")
+    for name, (c, height, width, o, k) in {
+            "w7": (3, 6, 9, 19, 3), "w13": (4, 5, 15, 9, 3), "w28": (5, 4, 30, 16, 3),
+            "w29": (2, 4, 31, 11, 3), "w56": (3, 3, 58, 17, 3), "w61": (2, 3, 63, 8, 3),
+            "w37_1x1": (5, 2, 37, 13, 1), "sym_h": (3, h, 58, 10, 3)}.items():
+        ins, out = _conv_nchw(1, c, height, width, o, k, k)
+        funcs[name] = te.create_prim_func(ins + [out], schedule_hints=opts)
+        for hh in ((5, 3) if name == "sym_h" else (height,)):
+            arrays = [rng.standard_normal((1, c, hh, width)).astype("float32"),
+                      rng.standard_normal((o, c, k, k)).astype("float32"),
+                      rng.standard_normal(o).astype("float32")]
+            cases.append((name, arrays, (1, o, hh - k + 1, width - k + 1), "float32",
+                          lambda x, wt, b: _conv_reference(x, wt, b, 1)))
+    _check_gemm(funcs, cases)
+    # 56 columns: the 24 (avx512; 8 on avx2) past the last whole micro-panel
+    # are no whole vectors, and 56 columns are four registers a row on avx512
+    # (3 x 16 + 8): one tile of all 56 columns, half the rows
+    accs = _acc_shapes(funcs["w56"])
+    if tuning_name == "avx512":
+        assert accs == sorted({(mr // 2, 56), (17 % (mr // 2), 56)})
+        # 61 = 3 x 16 + 8 + 4 + 1: five registers a row, too many to join:
+        # a 32-column micro-panel, then 29 = 16 + 8 + 4 + 1 in four rows
+        assert _acc_shapes(funcs["w61"]) == sorted([(mr, nr), (mr // 2, 29)])
+    else:  # avx2: 56 = 3 micro-panels of 16, then 8 = a whole vector
+        assert accs == sorted({(mr, nr), (17 % mr, nr), (mr, 8), (17 % mr, 8)})
+    assert all(w % lanes == 0 or w > lanes for _, w in _acc_shapes(funcs["w28"]))
 
 
 def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):

@@ -64,6 +64,10 @@ class TargetTuning:
     #: 512-column strips). One strip means no parallel loop over strips.
     gemv_max_rows: int = 2
     gemv_acc_bytes: int = 16 * 1024
+    #: columns of a GEMM left over after the whole micro-panels that are not
+    #: whole vectors join the last micro-panel in one tile of at most this
+    #: many registers a row (with fewer rows, see ``GemmEmitter._column_split``)
+    gemm_wide_tail_vectors: int = 4
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)
