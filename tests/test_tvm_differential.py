@@ -18,7 +18,9 @@ Where the two disagree by design (not tested as agreement):
   again inside its loop is Python shadowing).
 * Checks TVM does not make: WF401 (TVM infers missing struct info while
   parsing), WF403 (TVM's check_well_formed does not compare a function's
-  body with its declared return struct info).
+  body with its declared return struct info), and WF302 on PrimFuncs that
+  export one global_symbol twice (TVM only compares a Relax function's
+  global_symbol with its name; a build would link two definitions of it).
 * Closures are generated without them here: TVMScript cannot spell a
   function returning a callable whose parameters have symbolic dimensions
   the function's own parameters do not bind (TVM: "name 'm' is not defined").
@@ -35,11 +37,14 @@ Where the two disagree by design (not tested as agreement):
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import tvm
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from tvm import relax
 
+import phasec
 import verifier
 from phasec.ir import Phase
 from phasec.testing import modules
@@ -59,6 +64,17 @@ def _tvm_accepts(text: str) -> bool:
         return bool(relax.analysis.check_well_formed(tvm.script.from_source(text)))
     except Exception:  # noqa: BLE001 - a TVM parse or well-formedness error is a rejection
         return False
+
+
+def test_prim_func_global_symbols_as_tvm_reads_them() -> None:
+    """A PrimFunc's global_symbol may differ from its name (both accept it);
+    exporting one symbol twice is refused by phasec alone (see above)."""
+    cases = Path(__file__).parent / "verifier_cases"
+    good = (cases / "wf302_good.py").read_text()
+    assert _tvm_accepts(good) and verifier.check(phasec.parse(good)) == []
+    clash = good.replace('"scale_by_two"', '"scale"')
+    assert _tvm_accepts(clash)
+    assert [d.code for d in verifier.check(phasec.parse(clash))] == ["WF302"]
 
 
 def test_every_rule_is_classified() -> None:

@@ -30,29 +30,34 @@ class UndefinedGlobal(Rule):
         ctx.report(self, f"cls.{name} names no function of the module{hint}", gvar)
 
 
-def _check_symbol(rule: Rule, ctx: Context, func: Any) -> None:
-    symbol = func.attrs.get("global_symbol")
-    if symbol is not None and symbol != ctx.func_name:
-        ctx.report(rule, f"function '{ctx.func_name}' has global_symbol {symbol!r}; they must "
-                   "be equal", func)
-
-
 @register
 class GlobalSymbolMismatch(Rule):
     code = "WF302"
-    title = "global_symbol differs from the function's name"
+    title = "global_symbol differs from the function's name, or is exported twice"
     explanation = """
-    A module-level function that is exported carries a global_symbol
-    attribute: the name it is looked up by at run time. It must equal the
-    name the module stores the function under, or calls by name (and the
-    VM's function table) would reach the wrong function. Private functions
-    have no global_symbol.
+    An exported module-level function carries a global_symbol attribute:
+    the name it is looked up by at run time. A Relax function's must equal
+    the name the module stores it under, or calls by name (and the VM's
+    function table) would reach the wrong function. A PrimFunc's is the
+    symbol its kernel is linked under, which may differ from its name (TVM
+    allows it; phasec calls kernels through their GlobalVar), but no two
+    functions may export one symbol: a library built from the module would
+    hold two definitions of it. Private functions have no global_symbol.
     """
     help = "rename the function or set global_symbol to its name (or make it private)"
 
     def enter_function(self, ctx: Context, func: Any) -> None:
-        if ctx.func_depth == 0:
-            _check_symbol(self, ctx, func)
+        symbol = func.attrs.get("global_symbol")
+        if ctx.func_depth == 0 and symbol is not None and symbol != ctx.func_name:
+            ctx.report(self, f"function '{ctx.func_name}' has global_symbol {symbol!r}; they "
+                       "must be equal", func)
 
     def prim_func(self, ctx: Context, func: Any) -> None:
-        _check_symbol(self, ctx, func)
+        symbol = func.attrs.get("global_symbol")
+        if symbol is None or symbol == ctx.func_name:
+            return  # names are unique, so a symbol equal to its name cannot clash
+        others = [name for name, f in ctx.mod.functions.items() if name != ctx.func_name
+                  and (getattr(f, "attrs", None) or {}).get("global_symbol") == symbol]
+        if others:
+            ctx.report(self, f"PrimFunc '{ctx.func_name}' exports global_symbol {symbol!r}, "
+                       f"which function '{others[0]}' exports too", func)
