@@ -143,3 +143,53 @@ def test_generic_tir_call_of_an_operator():
         in err.message
     err = _error(GENERIC_CALL.replace('tvm.ir.Op.get("tirx.tvm_call_packed"), ', ""))
     assert "expected T.Call(tvm.ir.Op.get(" in err.message
+
+
+VDEVICES = '''
+@I.ir_module
+class Module:
+    I.module_global_infos({"vdevice": [
+        I.vdevice("llvm", 0, "global"),
+        I.vdevice({"keys": ["cuda", "gpu"], "kind": "cuda", "arch": "sm_80"}, 0, "global"),
+    ]})
+
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32", "llvm"), y: R.Tensor((1, 3), "float32"),
+             g: R.Tensor((2, 3), "float32", "cuda")):
+        a = R.add(x, y)
+        b = R.multiply(y, a)
+        c = R.exp(b)
+        d = R.less(c, y)
+        e = R.sqrt(x)
+        f = R.negative(y)
+        h = R.maximum(g, g)
+        i = R.abs(g)
+        j = R.floor_divide(h, R.const(2, "float32"))
+        return (a, b, c, d, e, f, h, i, j)
+'''
+
+
+def test_vdevice_propagates_through_unary_and_binary_ops_as_in_tvm():
+    """Each binding's inferred struct info, vdevice included, is what TVM 0.27's
+    BlockBuilder infers for the same module (its printed binding annotations)."""
+    printed = _tvm_print(VDEVICES)
+    ours = print_module(phasec.parse(VDEVICES))
+    for name in "abcdefhij":
+        theirs_line = next(l.strip() for l in printed.splitlines() if l.strip().startswith(f"{name}:"))
+        ours_line = next(l.strip() for l in ours.splitlines() if l.strip().startswith(f"{name}:"))
+        assert ours_line.split(" = ")[0] == theirs_line.split(" = ")[0]
+    assert 'a: R.Tensor((2, 3), dtype="float32", vdevice="llvm:0:global")' in ours
+    assert 'h: R.Tensor((2, 3), dtype="float32", vdevice="cuda:0:global")' in ours
+
+
+def test_binary_op_across_two_vdevices_is_an_error():
+    from tvm.script import from_source
+
+    bad = VDEVICES.replace("h = R.maximum(g, g)", "h = R.maximum(g, x)")
+    with pytest.raises(Exception, match="same VDevice"):
+        from_source(bad)
+    diags = [d for d in verifier.check(phasec.parse(bad, "f.py"), Phase.INGESTION)
+             if d.code == "WF405"]
+    assert "the operands are on different virtual devices (g on 'cuda:0:global', x on " \
+        "'llvm:0:global')" in str(diags[0])
+    assert str(diags[0]).startswith("f.py:18:13: error[WF405]: R.maximum(g, x): the operands")

@@ -59,7 +59,8 @@ class TensorStructInfo(StructInfo):
     ``"<target kind>:<index among the module's vdevices of that kind>:<memory
     scope>"`` (e.g. ``"llvm:0:global"``), an entry of the module's
     ``global_infos["vdevice"]``; None means unspecified. It takes part in
-    structural equality (as in TVM); operator inference does not propagate it.
+    structural equality (as in TVM). Unary and binary elementwise operators
+    propagate it to their result, as TVM 0.27 infers (other operators do not).
     """
 
     shape: tuple[PrimExpr, ...] | None = None

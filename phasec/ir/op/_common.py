@@ -18,7 +18,7 @@ from .registry import REQUIRED, InferContext, OpDef, OpPattern, find_op, registe
 
 __all__ = [
     "ATTR_NORMALIZERS", "ATTR_FINISHERS", "ATTR_OPERAND_FINISHERS", "finish_with_operands", "define", "attrs_of", "tensor_arg", "shape_arg", "err",
-    "norm_axis", "norm_axes", "broadcast", "binary_dtype", "Normalizer",
+    "norm_axis", "norm_axes", "broadcast", "binary_vdevice", "binary_dtype", "Normalizer",
     "as_int", "as_float", "as_bool", "as_str", "as_dtype", "int_tuple", "opt",
     "pair", "padding4", "one_of", "shape_tuple", "prod", "OpPattern", "REQUIRED",
     "InferContext", "tensor_sinfo", "broadcast_dims",
@@ -349,21 +349,41 @@ def _shape_str(dims: Sequence[tir.PrimExpr]) -> str:
     return sinfo_to_str(ShapeStructInfo(tuple(dims))).removeprefix("R.Shape(").removesuffix(")")
 
 
+def binary_vdevice(call: Call, a: TensorStructInfo, b: TensorStructInfo) -> str | None:
+    """The virtual device of a binary operator's result, as TVM 0.27 infers it
+    (InferBinaryArithOpOutVDevice): the one operand that names a device, the
+    same device of both, or an error for two different devices; an explicit
+    result struct info (``ty_args``) decides."""
+    if call.sinfo_args and type(call.sinfo_args[0]) is TensorStructInfo:
+        return call.sinfo_args[0].vdevice
+    va, vb = a.vdevice, b.vdevice
+    if va is None or va == vb:
+        return vb
+    if vb is None:
+        return va
+    raise err(call, f"the operands are on different virtual devices "
+                    f"({expr_to_str(call.args[0])} on {va!r}, {expr_to_str(call.args[1])} on "
+                    f"{vb!r}); copy one to the other's device with R.to_vdevice")
+
+
 def broadcast(call: Call, a: TensorStructInfo, b: TensorStructInfo, dtype: str,
               names: tuple[str, str] | None = None) -> TensorStructInfo:
-    """The result of broadcasting ``a`` and ``b`` (best partial result)."""
+    """The result of broadcasting ``a`` and ``b`` (best partial result), on
+    their virtual device (:func:`binary_vdevice`)."""
+    vdevice = binary_vdevice(call, a, b) if a.vdevice is not None or b.vdevice is not None \
+        else None
     if a.shape is not None and b.shape is not None:
-        if a.shape == b.shape and a.dtype == dtype and a.span is None:
+        if a.shape == b.shape and a.dtype == dtype and a.span is None and a.vdevice == vdevice:
             return a  # same dimension objects: nothing to broadcast (common fast path)
         if names is None:
             names = (expr_to_str(call.args[0]), expr_to_str(call.args[1]))
         dims = broadcast_dims(call, a.shape, b.shape, names)
         if dims is not None:
-            return TensorStructInfo(dims, dtype)
-        return TensorStructInfo(None, dtype, max(a.ndim, b.ndim))
+            return TensorStructInfo(dims, dtype, vdevice=vdevice)
+        return TensorStructInfo(None, dtype, max(a.ndim, b.ndim), vdevice=vdevice)
     if a.ndim != -1 and b.ndim != -1:
-        return TensorStructInfo(None, dtype, max(a.ndim, b.ndim))
-    return TensorStructInfo(None, dtype, -1)
+        return TensorStructInfo(None, dtype, max(a.ndim, b.ndim), vdevice=vdevice)
+    return TensorStructInfo(None, dtype, -1, vdevice=vdevice)
 
 
 def check_indices(indices: np.ndarray, extent: int, where: str) -> None:

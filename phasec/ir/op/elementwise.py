@@ -196,7 +196,8 @@ def _arg(call) -> str:
 
 
 def _same(x: TensorStructInfo) -> TensorStructInfo:
-    return x if x.span is None else TensorStructInfo(x.shape, x.dtype, x.ndim)
+    # the operand's struct info, on its virtual device (as TVM 0.27's InferTypeUnary)
+    return x if x.span is None else TensorStructInfo(x.shape, x.dtype, x.ndim, vdevice=x.vdevice)
 
 
 def _unary_ref(fn, *, via_float64: bool = False):

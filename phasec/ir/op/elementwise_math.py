@@ -42,7 +42,9 @@ __all__ = ["MATH_UNARY", "MATH_BINARY"]
 
 
 def _same(x: TensorStructInfo, dtype: str | None = None) -> TensorStructInfo:
-    return TensorStructInfo(x.shape, x.dtype if dtype is None else dtype, x.ndim)
+    # on the operand's virtual device, as TVM 0.27's InferTypeUnary
+    return TensorStructInfo(x.shape, x.dtype if dtype is None else dtype, x.ndim,
+                            vdevice=x.vdevice)
 
 
 def _kind_check(call, x: TensorStructInfo, kind: str, k: int = 0) -> None:
