@@ -16,12 +16,16 @@ from ..ir.op import normalize_attrs
 from ..ir.op.elementwise import STOP_FUSION_PACKED
 from ..ir.op.registry import find_op
 from ..ir.struct_info import StructInfo
-from ._parse_common import _is_none, _to_tuple
+from ._parse_common import _dotted, _is_none, _to_tuple
 
 #: Relax dialect calls with their own argument conventions: R.<name> -> handler.
 _RELAX_CALLS = {
     "const": "_call_const",
     "shape": "_call_shape",
+    "ShapeExpr": "_call_shape",
+    "TupleGetItem": "_call_tuple_get_item",
+    "emit_with_ty": "_call_emit_with_type",
+    "emit_with_type": "_call_emit_with_type",
     "prim_value": "_call_prim_value",
     "str": "_call_str",
     "dtype": "_call_dtype",
@@ -152,6 +156,40 @@ class _DialectCalls:
             raise mp.error(f"{mp.R}.shape expects a list of dimensions, e.g. {mp.R}.shape([n, 4])", v)
         return rx.ShapeExpr(mp.dims(self.prim, v.elts, f"{mp.R}.shape", allow_negative=True),
                             span=mp.span(node))
+
+    def _call_tuple_get_item(self, node: ast.Call) -> rx.Expr:
+        """``R.TupleGetItem(t, i)``: the builder spelling of ``t[i]``."""
+        mp = self.mp
+        a = mp.bind_args(node, f"{mp.R}.TupleGetItem", ("tuple_value", "index"), 2)
+        index = mp.number(a["index"])
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise mp.error(f"a tuple index must be a non-negative integer literal, got "
+                           f"{mp.src(a['index'])!r}", a["index"])
+        return rx.TupleGetItem(self._arg(a["tuple_value"]), index, span=mp.span(node))
+
+    def _call_emit_with_type(self, node: ast.Call) -> rx.Expr:
+        """``R.emit_with_ty("relax.<op>", (args...), (struct infos...))``: TVM's
+        builder spelling of a call of a registered operator by name, with
+        explicit type arguments. It is the call ``R.<op>(args..., ty_args=...)``,
+        as TVM prints it."""
+        mp = self.mp
+        what = f"{mp.R}.{_dotted(node.func)[-1]}"
+        a = mp.bind_args(node, what, ("op", "args", "ty_args"), 2)
+        name = mp.str_arg(a["op"], f"{what}: the operator name")
+        if not name.startswith("relax.") or find_op(name) is None:
+            raise mp.error(f"{what}: unknown operator {name!r}", a["op"])
+        if not isinstance(a["args"], (ast.Tuple, ast.List)):
+            raise mp.error(f"{what}: the arguments must be a tuple, e.g. (x, y)", a["args"])
+        func: ast.expr = ast.Name(mp.R, ast.Load())
+        for part in name.removeprefix("relax.").split("."):
+            func = ast.Attribute(func, part, ast.Load())
+        keywords = ([ast.keyword("ty_args", a["ty_args"])]
+                    if "ty_args" in a and not _is_none(a["ty_args"]) else [])
+        call = ast.Call(func, list(a["args"].elts), keywords)
+        for n in ast.walk(call):
+            if not hasattr(n, "lineno"):  # the synthesized callee: located at the call
+                ast.copy_location(n, node)
+        return self._call(call)
 
     def _call_prim_value(self, node: ast.Call) -> rx.Expr:
         mp = self.mp

@@ -55,11 +55,11 @@ from ..ir.node import Span
 from ..ir.infer import prim_func_sinfo
 from ..ir.op.registry import InferContext, list_ops
 from ..ir.phase import Phase
-from ..ir.struct_info import FuncStructInfo, StructInfo
+from ..ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo
 from ._checks import dim_problem
 from ._parse_common import (
     _DEFAULT_ALIASES, _DIALECT_OF_MODULE, _FRESH_NAME_RE, _IGNORED_FLAGS, _SCRIPT_MODULES,
-    _dotted, _is_docstring, _stmt_kind, _to_tuple,
+    _dotted, _is_docstring, _is_none, _stmt_kind, _to_tuple,
 )
 from ._parse_expr import _PrimExprParser, _SinfoParser
 from ._parse_global_infos import parse_global_infos, vdevice_value
@@ -698,7 +698,11 @@ class _ModuleParser:
                 raise self.error(f"parameter {a.arg!r} of {fdef.name!r} needs a struct info "
                                  f"annotation, e.g. {a.arg}: R.Tensor((n, 4), \"float32\")", a)
             params.append(rx.Var(a.arg, sp.parse(a.annotation), span=self.span(a)))
-        ret = sp.parse(fdef.returns) if fdef.returns is not None else None
+        ret = None
+        if fdef.returns is not None:
+            # `-> None` declares no result, as TVM reads it: the empty tuple
+            ret = (TupleStructInfo([], span=self.span(fdef.returns)) if _is_none(fdef.returns)
+                   else sp.parse(fdef.returns))
         return _Signature(fdef.name, fdef, params, ret, syms, flags.get("pure", True),
                           flags.get("private", enclosing is not None))
 
