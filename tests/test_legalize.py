@@ -818,3 +818,66 @@ def test_softmax_with_a_symbolic_row_length_and_nan():
         kernel(a, out)
         np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)
+
+
+# permute_dims swapping the last two axes: the transposing schedule
+# (phasec/ir/_te_transpose.py: four columns interleaved into a row buffer,
+# then copied out in rows), remainders of every size, against numpy on the
+# TIR interpreter and on LLVM
+def _row_buffers(func):
+    return [b for name, b in allocated(func).items() if name.endswith("_rows")]
+
+
+@pytest.mark.parametrize("shape,perm", [
+    ((3, 67, 131), (0, 2, 1)),       # out 131 x 67 (primes): 2 blocks of 8 groups, 3 columns
+    ((2, 5, 9), (0, 2, 1)),          # out 9 x 5: one group and one column
+    ((41, 13), (1, 0)),              # 2-D, out 13 x 41: a block, a partial one, a column
+    ((1, 4, 8), (0, 2, 1)),          # out 8 x 4: exactly one group of eight rows
+    ((2, 3, 11, 9), (0, 1, 3, 2)),   # two batch axes
+    ((2, 11, 3, 64), (0, 2, 3, 1)),  # BERT's key split: out 3 x 64 x 11, a batch axis moves
+])
+def test_last_two_axes_transpose_schedule_on_odd_and_prime_shapes(shape, perm):
+    from phasec.backend.llvm import compile_prim_funcs
+
+    func = lower_call(call_op("permute_dims", tvar("a", shape), axes=perm)).prim_func
+    assert len(_row_buffers(func)) == 1
+    a = rand(shape)
+    want = np.transpose(a, perm)
+    out = np.zeros(want.shape, "float32")
+    run_prim_func(func, [a, out])
+    np.testing.assert_array_equal(out, want)
+    out = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"t": func})["t"](a, out)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_transpose_schedule_with_a_symbolic_batch_and_fused_elementwise_ops():
+    from phasec.backend.llvm import compile_prim_funcs
+
+    x = tvar("x", (N, 37, 19))
+    func = fused([x], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "multiply", bb.emit(call_op("permute_dims", x, axes=(0, 2, 1))),
+        Constant(np.array(2.0, "float32"))))))
+    prim = legalize_fused(func)
+    assert len(_row_buffers(prim)) == 1
+    kernel = compile_prim_funcs({"t": prim})["t"]
+    for batch in (1, 3):
+        a = rand((batch, 37, 19))
+        want = np.maximum(np.transpose(a, (0, 2, 1)) * 2, 0)
+        for run in (lambda o: run_prim_func(prim, [a, o]), lambda o: kernel(a, o)):
+            out = np.zeros((batch, 19, 37), "float32")
+            run(out)
+            np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: call_op("permute_dims", tvar("a", (4, 7))),                 # fewer than 8 rows
+    lambda: call_op("permute_dims", tvar("a", (64, 3))),                # fewer than 4 columns
+    lambda: call_op("permute_dims", tvar("a", (9, 3000))),              # rows too long
+    lambda: call_op("permute_dims", tvar("a", (16, 16), "float64")),    # not 32-bit
+    lambda: call_op("permute_dims", tvar("a", (N, 16))),                # symbolic columns
+    lambda: call_op("permute_dims", tvar("a", (3, 16, 16)), axes=(1, 0, 2)),  # last axis kept
+])
+def test_transpose_schedule_only_where_it_applies(make):
+    func = lower_call(make()).prim_func
+    assert _row_buffers(func) == []

@@ -92,6 +92,9 @@ class _NestEmitter:
             p_j = m - 1
             p_i = m - 2
         else:
+            from ._te_transpose import takes_transpose
+            if not self.attached and takes_transpose(self):
+                return "transpose", None, 1, 1
             if len(deep) != 1 or not deep[0].is_reduce:
                 return "scalar", None, 1, 1
             anchor = deep[0]
@@ -172,6 +175,8 @@ class _NestEmitter:
             plan = [("axis", t, self.shape[t]) for t in range(m)]
         elif self.mode == "gemm":  # the batch loops; _te_gemm emits the rest
             plan = [("axis", t, self.shape[t]) for t in self.gemm.batch_axes(m)]
+        elif self.mode == "transpose":  # the outer axes; _te_transpose emits the last two
+            plan = [("axis", t, self.shape[t]) for t in range(m - 2)]
         elif self.mode == "row":
             plan = [("axis", t, self.shape[t]) for t in range(m - 1)]
             plan.append(("jo", m - 1, IntImm(_static(self.shape[m - 1]) // self.jt, "int64")))
@@ -419,6 +424,9 @@ class _NestEmitter:
             parallel = (self.opt.parallel and self.parallel_at < 0
                         and self._work() >= self.opt.min_parallel_work)
             return GemmEmitter(self, self.gemm, parallel).emit()
+        if self.mode == "transpose":
+            from ._te_transpose import emit_transpose
+            return emit_transpose(self)
         return self._emit_tile()
 
     def _emit_tile(self) -> Stmt:

@@ -66,9 +66,12 @@ that transposes its input (``permute_dims(w)``) is staged into a buffer so
 that this inner loop stays contiguous; a long float sum or product along
 a contiguous axis accumulates into a vector of partial sums (32 or 16
 lanes, folded at the end), so it vectorizes instead of running as one
-latency-bound chain; a compute marked ``attrs={ROW_LOCAL: True}`` (softmax's
-exp) is computed once per row into a local row buffer that its consumers
-in the row loop read. With ``schedule_hints=False``
+latency-bound chain; an elementwise nest that reads its inputs along its
+next-to-last axis (``permute_dims`` swapping the last two axes) is
+transposed four columns at a time through a row buffer
+(:mod:`phasec.ir._te_transpose`) instead of gathering; a compute marked
+``attrs={ROW_LOCAL: True}`` (softmax's exp) is computed once per row into
+a local row buffer that its consumers in the row loop read. With ``schedule_hints=False``
 the kernel is the canonical form: serial loops, one block per stage with
 ``T.init()`` for reductions.
 """
