@@ -193,3 +193,24 @@ def test_binary_op_across_two_vdevices_is_an_error():
     assert "the operands are on different virtual devices (g on 'cuda:0:global', x on " \
         "'llvm:0:global')" in str(diags[0])
     assert str(diags[0]).startswith("f.py:18:13: error[WF405]: R.maximum(g, x): the operands")
+
+
+RETURNS_NONE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def f(x: R.Tensor((3,), "float32")) -> None:
+        y = R.add(x, x)
+        return R.tuple()
+'''
+
+
+def test_return_annotation_none_is_the_empty_tuple():
+    printed = _tvm_print(RETURNS_NONE)
+    assert "-> R.Tuple:" in printed
+    ours = phasec.parse(RETURNS_NONE)
+    assert structural_equal(ours, phasec.parse(printed)) and _clean(ours)
+    # a function declared to return nothing that returns a tensor: the verifier says so
+    wrong = phasec.parse(RETURNS_NONE.replace("return R.tuple()", "return y"), "f.py")
+    diags = [d for d in verifier.check(wrong, Phase.INGESTION) if d.severity == "error"]
+    assert [d.code for d in diags] == ["WF403"]
