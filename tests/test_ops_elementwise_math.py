@@ -67,6 +67,53 @@ def test_inference_matches_tvm(rows):
     assert _bindings_phasec(INFER_SOURCE, env) == _bindings_tvm(INFER_SOURCE, env)
 
 
+PRIM_SOURCE = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 5), dtype="float32"), s: R.Prim("float32"),
+             i: R.Tensor((2, "n"), dtype="int32"), k: R.Prim("int32")):
+        n = T.int64()
+        a0 = R.atan2(x, s)
+        a1 = R.log_add_exp(s, x)
+        a2 = R.mod(x, R.prim_value(T.float32(0.75)))
+        a3 = R.floor_mod(i, k)
+        a4 = R.left_shift(k, i)
+        a5 = R.bitwise_xor(i, R.prim_value(T.int32(6)))
+        return (a0, a1, a2, a3, a4, a5)
+'''
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_prim_operands_broadcast_as_tvm_infers(rows):
+    """An R.Prim scalar for either operand, as the arithmetic operators take it."""
+    env = {"n": rows}
+    assert _bindings_phasec(PRIM_SOURCE, env) == _bindings_tvm(PRIM_SOURCE, env)
+
+
+def test_prim_operands_compute_as_numpy():
+    """R.prim_value operands (known values) lower to the scalar broadcast."""
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3, 4), dtype="float32"), i: R.Tensor((3, 4), dtype="int32")):
+        a = R.atan2(R.prim_value(T.float32(-0.5)), x)
+        b = R.floor_mod(i, R.prim_value(T.int32(-3)))
+        c = R.log_add_exp(x, R.prim_value(T.float32(1.5)))
+        return (a, b, c)
+'''
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-2, 2, (3, 4)).astype("float32")
+    i = rng.integers(-9, 9, (3, 4)).astype("int32")
+    vm = phasec.VirtualMachine(phasec.build(phasec.parse(src)))
+    a, b, c = vm["main"](x, i)
+    np.testing.assert_allclose(a, np.arctan2(np.float32(-0.5), x), rtol=1e-6)
+    assert b.tolist() == np.mod(i, -3).tolist()
+    np.testing.assert_allclose(c, np.logaddexp(x, np.float32(1.5)), rtol=1e-6)
+    assert a.dtype == np.float32 and b.dtype == np.int32
+
+
 def test_dtype_errors():
     x, i, b = tv("x", (2, 3)), tv("i", (2, 3), "int32"), tv("b", (2, 3), "bool")
     raises(["R.acos requires a float dtype", "int32"], call_op, "acos", i)

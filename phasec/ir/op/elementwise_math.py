@@ -22,6 +22,9 @@ Semantics (numpy's functions are the references):
   an amount outside ``[0, bits)`` gives 0 to the left and the sign fill to
   the right, as numpy, never C's undefined behaviour).
 * ``logical_xor``: as ``logical_and``: the operands' dtype holding 0/1.
+* The binary ones take an ``R.Prim`` scalar for either operand (not both),
+  broadcast over the other, as the arithmetic operators do (TVM 0.27's
+  InferTypeBroadcast).
 * ``ewise_fma(x1, x2, x3)``: ``x1 * x2 + x3`` on three tensors of one shape
   and dtype (no broadcasting, TVM's rule); multiply then add, each rounded
   (TVM's legalization), not a fused multiply-add.
@@ -36,6 +39,7 @@ from ..infer import expr_to_str, sinfo_to_str
 from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, PrimExpr, Select
 from ._common import OpPattern, binary_dtype, broadcast, define, err, tensor_arg
+from .elementwise import _as_operand, _binary_input, _binary_operands
 from ._lowering import _bcast, _const, _name, _out, _tensor, legalizes
 
 __all__ = ["MATH_UNARY", "MATH_BINARY"]
@@ -71,7 +75,7 @@ def _unary_infer(kind: str, out_dtype: str | None = None):
 
 def _binary_infer(kind: str):
     def infer(call, ctx):
-        a, b = tensor_arg(call, 0, ctx), tensor_arg(call, 1, ctx)
+        a, b = _binary_operands(call, ctx)  # an R.Prim operand broadcasts as a scalar
         _kind_check(call, a, kind, 0)
         _kind_check(call, b, kind, 1)
         return broadcast(call, a, b, binary_dtype(call, a, b))
@@ -88,7 +92,7 @@ def _ref_unary(fn, out=None):
 
 def _ref_binary(fn):
     def ref(x1, x2):
-        a, b = np.asarray(x1), np.asarray(x2)
+        a, b = _as_operand(x1, x2), _as_operand(x2, x1)
         with np.errstate(all="ignore"):
             return np.asarray(fn(a, b)).astype(np.result_type(a, b))
     return ref
@@ -260,11 +264,14 @@ def _binary_tir(name: str, a: PrimExpr, b: PrimExpr, dt: str) -> PrimExpr:
 
 def _binary_legalize(name: str):
     def legalize(call, inputs):
-        a, b = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+        a, b = _binary_input(call, inputs, 0), _binary_input(call, inputs, 1)
         out = _out(call)
         shape = out.shape
+
+        def load(t, i):
+            return t if isinstance(t, PrimExpr) else _bcast(t, shape, i)
         return te.compute(shape, lambda *i: _binary_tir(
-            name, _bcast(a, shape, i), _bcast(b, shape, i), out.dtype), name=_name(call))
+            name, load(a, i), load(b, i), out.dtype), name=_name(call))
     return legalize
 
 
