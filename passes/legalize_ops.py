@@ -216,9 +216,10 @@ def _sinfo_key(s: StructInfo | None) -> Any:
     (constant dims by value, symbolic dims by variable identity)."""
     if type(s) is TensorStructInfo:
         if s.shape is None:
-            return ("T", s.dtype, s.ndim)
+            return ("T", s.dtype, s.ndim, s.vdevice)
         dims = tuple(_dim_key(d) for d in s.shape)
-        return None if None in dims else ("T", s.dtype, dims)
+        # the vdevice too: a cached lowering's out_ty carries it
+        return None if None in dims else ("T", s.dtype, dims, s.vdevice)
     if type(s) is TupleStructInfo:
         fields = tuple(_sinfo_key(f) for f in s.fields)
         return None if None in fields else ("U", fields)

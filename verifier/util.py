@@ -102,7 +102,10 @@ def sinfo_key(s: Any) -> Any:
     t = type(s)
     if t is TensorStructInfo:
         shape = s.shape
-        return ("T", s.dtype, s.ndim if shape is None else tuple([_dim_key(d) for d in shape]))
+        key = ("T", s.dtype, s.ndim if shape is None else tuple([_dim_key(d) for d in shape]))
+        # the virtual device decides an operator's result device, and whether
+        # two operands' devices clash
+        return key if s.vdevice is None else key + (s.vdevice,)
     if t is ShapeStructInfo:
         values = s.values
         return ("S", s.ndim if values is None else tuple([_dim_key(d) for d in values]))

@@ -608,6 +608,41 @@ _OPDEFS: dict[str, object] = {}  # cache: operators are never unregistered
 _EMPTY_CTX = InferContext()
 
 
+def _operand_vdevice(call: Call) -> str | None:
+    """The virtual device of an operator's tensor operands (tuple fields
+    included) when they name exactly one, else None."""
+    found: str | None = None
+    stack = list(call.args)
+    while stack:
+        a = stack.pop()
+        if type(a) is Tuple:
+            stack.extend(a.fields)
+            continue
+        s = getattr(a, "struct_info", None)
+        if type(s) is TupleStructInfo:
+            stack.extend(s.fields)
+            continue
+        v = getattr(s, "vdevice", None)
+        if v is not None:
+            if found is not None and v != found:
+                return None
+            found = v
+    return found
+
+
+def _on_vdevice(sinfo: StructInfo, vdevice: str) -> StructInfo:
+    """``sinfo`` with its tensors that name no virtual device placed on ``vdevice``:
+    as TVM 0.27 infers, an operator's results live where its operands do."""
+    if type(sinfo) is TensorStructInfo:
+        if sinfo.vdevice is not None:
+            return sinfo
+        return TensorStructInfo(sinfo.shape, sinfo.dtype, sinfo.ndim, span=sinfo.span,
+                                vdevice=vdevice)
+    if type(sinfo) is TupleStructInfo:
+        return TupleStructInfo([_on_vdevice(f, vdevice) for f in sinfo.fields], span=sinfo.span)
+    return sinfo
+
+
 def _infer_call(call: Call, ctx: InferContext | None) -> StructInfo:
     op = call.op
     if isinstance(op, Op):
@@ -617,7 +652,12 @@ def _infer_call(call: Call, ctx: InferContext | None) -> StructInfo:
                 opdef = _OPDEFS[op.name] = get_op(op.name)
             except KeyError as exc:
                 raise StructInfoError(str(exc.args[0]), call.span or op.span) from None
-        return opdef.infer(call, ctx or _EMPTY_CTX)
+        result = opdef.infer(call, ctx or _EMPTY_CTX)
+        if opdef.category == "compute":
+            vdevice = _operand_vdevice(call)
+            if vdevice is not None:
+                result = _on_vdevice(result, vdevice)
+        return result
     if isinstance(op, ExternFunc):
         return _sinfo_args_result(call)
     if isinstance(op, GlobalVar):

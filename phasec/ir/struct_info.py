@@ -59,8 +59,9 @@ class TensorStructInfo(StructInfo):
     ``"<target kind>:<index among the module's vdevices of that kind>:<memory
     scope>"`` (e.g. ``"llvm:0:global"``), an entry of the module's
     ``global_infos["vdevice"]``; None means unspecified. It takes part in
-    structural equality (as in TVM). Unary and binary elementwise operators
-    propagate it to their result, as TVM 0.27 infers (other operators do not).
+    structural equality (as in TVM). An operator's tensor results live on
+    the virtual device its tensor operands name (when they name one), as
+    TVM 0.27 infers; binary operators on two different ones are an error.
     """
 
     shape: tuple[PrimExpr, ...] | None = None
