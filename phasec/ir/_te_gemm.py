@@ -87,6 +87,15 @@ def _mul(a: PrimExpr, c: int) -> PrimExpr:
     return BinaryOp("*", a, _i64(c))
 
 
+def _subst_var(e: PrimExpr, var: Var, value: PrimExpr) -> PrimExpr:
+    """``e`` with ``var`` replaced by ``value``."""
+    from .te import _children, _rebuild
+    memo: dict[int, PrimExpr] = {}
+    for n in _post_order([e]):
+        memo[id(n)] = value if n is var else _rebuild(n, [memo[id(c)] for c in _children(n)])
+    return memo[id(e)]
+
+
 def _vars_of(e: PrimExpr) -> set[int]:
     return {id(n) for n in _post_order([e]) if isinstance(n, Var)}
 
@@ -508,4 +517,53 @@ class GemmEmitter:
             upd: Stmt = For(ks[0], _i64(0), _i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
             upd = self._wrap_reduction(ks, loops(update, "unroll"))
-        return Allocate(acc, _seq([loops(init, "unroll"), upd, loops(epilogue, "serial")]))
+        prefetch = self._epilogue_prefetch(row0, mr, col, width)
+        return Allocate(acc, _seq([loops(init, "unroll"), *prefetch, upd,
+                                   loops(epilogue, "serial")]))
+
+    def _epilogue_prefetch(self, row0: PrimExpr, mr: int, col: PrimExpr, width: int
+                           ) -> list[Stmt]:
+        """Cache prefetches, issued before the tile's reduction, of the lines
+        its epilogue reads along the tile's columns (a residual) and writes
+        (the output): one per cache line of each of the tile's rows (see
+        ``tir.PREFETCH_ATTR``). Touched only at the end of the tile, a few
+        hundred bytes per row here and there, each line was a cache miss that
+        stalled the pipeline (a ResNet block's convolutions, caches cold:
+        2.10 -> 2.07 ms, with a residual 2.19 -> 2.13 ms)."""
+        from ._te_emit import _seq
+        from .tir import PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Evaluate, FloatImm
+        nest, low, root, m, ri = self.nest, self.low, self.root, self.m, self.ri
+        K = _static(self.K)
+        if self.plan.wide or K is None or K < nest.opt.target.gemm_prefetch_min_k:
+            return []  # (a short reduction hides no miss and pays for the prefetches)
+        ii = Var(low.names.fresh("pf_i"), _I64)
+        jj = Var(low.names.fresh("pf_j"), _I64)
+        values = {ax: (_add(row0, ii) if t == ri else _add(col, jj) if t == m - 1
+                       else nest.axis_expr[ax]) for t, ax in enumerate(root.axes)}
+        found: dict[int, tuple[str, Buffer, tuple[PrimExpr, ...]]] = {}
+
+        def collect(tensor: Tensor, idx: tuple[PrimExpr, ...]) -> PrimExpr:
+            st = None if tensor.is_placeholder else low.stages.get(id(tensor))
+            buf = (low.buffers[id(tensor)] if tensor.is_placeholder
+                   else None if st is None or st is self.anchor or st.root is not None
+                   else st.buffer)
+            if buf is not None and _b.any(id(jj) in _vars_of(i) for i in idx):
+                found.setdefault(id(buf), (PREFETCH_ATTR, buf, idx))
+            return FloatImm(0.0, tensor.dtype)
+        if self.anchor is not root:
+            low.emit_value(root.expr, values, collect)
+        found.setdefault(id(root.buffer), (PREFETCH_WRITE_ATTR, root.buffer,
+                                           tuple(values[ax] for ax in root.axes)))
+        step = 64 // (8 if self.dtype == "float64" else 4)  # elements of a cache line
+        points = list(range(0, width, step))
+        if width - 1 not in points:
+            points.append(width - 1)  # the last line of a row that is not line-aligned
+        stmts: list[Stmt] = []
+        for key, buf, idx in found.values():
+            row = Var(low.names.fresh("pf_i"), _I64)  # a loop variable per loop
+            idx = tuple(_subst_var(i, ii, row) for i in idx)
+            body = [AttrStmt(key, BufferLoad(buf, tuple(_subst_var(i, jj, _i64(p))
+                                                        for i in idx)),
+                             Evaluate(IntImm(0, "int32"))) for p in points]
+            stmts.append(For(row, _i64(0), _i64(mr), "unroll", _seq(body)))
+        return stmts

@@ -24,7 +24,7 @@ __all__ = [
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
     "stmt_children", "contains_stmt",
     "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
-    "LIBM_INTRINSICS", "BOOL_INTRINSICS", "BIT_INTRINSICS",
+    "LIBM_INTRINSICS", "BOOL_INTRINSICS", "BIT_INTRINSICS", "PREFETCH_ATTR", "PREFETCH_WRITE_ATTR",
     "is_float", "is_int", "is_bool", "DTYPES", "frozen_attrs",
 ]
 
@@ -88,6 +88,14 @@ BIT_INTRINSICS: Mapping[str, int] = MappingProxyType({
 #: ``ret``: TVM's ``T.ret(value)`` / ``return value`` in a PrimFunc with a
 #: ``ret_dtype``; only as the statement ``Evaluate(ret(value))``, not in INTRINSICS.
 RET = "ret"
+#: ``T.attr({"phasec.prefetch": A[i, j]}): body``: a hint that ``A[i, j]`` will
+#: be read soon (``"phasec.prefetch_write"``: written). The LLVM backend emits a
+#: cache prefetch of that element's address (never a load: nothing is read
+#: and no index is checked, a prefetch cannot fault), the interpreter and TVM
+#: run the body as if the attribute were not there. The GEMM schedule puts
+#: them before a register tile's reduction for what its epilogue reads.
+PREFETCH_ATTR = "phasec.prefetch"
+PREFETCH_WRITE_ATTR = "phasec.prefetch_write"
 #: ``fmod(a, b)``: C's fmod (the remainder with a's sign, exact), as TVM's T.fmod.
 #: ``assume(cond)``: TVM's ``T.assume``, a fact the kernel's author states (as
 #: the statement ``Evaluate(assume(cond))``); it is never evaluated (the

@@ -68,6 +68,11 @@ class TargetTuning:
     #: whole vectors join the last micro-panel in one tile of at most this
     #: many registers a row (with fewer rows, see ``GemmEmitter._column_split``)
     gemm_wide_tail_vectors: int = 4
+    #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
+    #: writes before its reduction when that is at least this long (see
+    #: ``GemmEmitter._epilogue_prefetch``; measured: K = 128 batched matmuls
+    #: of BERT's attention were slower with it, K >= 256 as fast or faster)
+    gemm_prefetch_min_k: int = 256
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)

@@ -208,7 +208,34 @@ class StatementCodegen:
         tasks.extend([lambda: self.unbind_var(v, prev), s.body])
 
     def _attr(self, s: tir.AttrStmt, tasks: list[Any]) -> None:
-        tasks.append(s.body)  # a hint for TVM's lowering; nothing to emit
+        if (s.key in (tir.PREFETCH_ATTR, tir.PREFETCH_WRITE_ATTR)
+                and type(s.value) is tir.BufferLoad):
+            self._prefetch(s.value, s.key == tir.PREFETCH_WRITE_ATTR)
+        tasks.append(s.body)  # otherwise a hint for TVM's lowering; nothing to emit
+
+    def _prefetch(self, at: tir.BufferLoad, write: bool) -> None:
+        """``llvm.prefetch`` of the address of ``at`` (to L1; nothing is
+        loaded, so the index is not checked: a prefetch does not fault, and the
+        address is computed without ``inbounds``)."""
+        info = self.lookup_buffer(at.buffer, at)
+        if len(at.indices) != len(info.dims):
+            raise self.error(f"buffer '{at.buffer.name}' has {len(info.dims)} dimension(s) but "
+                             f"is indexed with {len(at.indices)} index(es)", at)
+        fn = self.fn
+        flat = "0"
+        for d, idx in enumerate(at.indices):
+            i64 = self.to_i64(self.emit_expr(idx), self.dtype_of(idx))
+            if d == 0:
+                flat = i64
+                continue
+            m, a = fn.tmp("ix"), fn.tmp("ix")
+            fn.emit(f"{m} = mul i64 {flat}, {info.dims[d]}")
+            fn.emit(f"{a} = add i64 {m}, {i64}")
+            flat = a
+        p = fn.tmp("pf." + _sanitize(at.buffer.name))
+        fn.emit(f"{p} = getelementptr {_mem_type(at.buffer.dtype)}, ptr {info.ptr}, i64 {flat}")
+        callee = self.mod.intrinsic("llvm.prefetch.p0", "void", ["ptr", "i32", "i32", "i32"])
+        fn.emit(f"call void {callee}(ptr {p}, i32 {1 if write else 0}, i32 3, i32 1)")
 
     def _evaluate(self, s: tir.Evaluate, tasks: list[Any]) -> None:
         if isinstance(s.value, tir.Call) and s.value.name == "assume":

@@ -1,0 +1,188 @@
+"""Cache prefetch hints (``T.attr({"phasec.prefetch": A[i]})``) and the GEMM
+schedule's use of them: a register tile with a long reduction prefetches the
+lines its epilogue reads (a residual) and writes (the output) before the
+reduction. Values are checked against numpy (LLVM and the TIR interpreter);
+the hints survive printing, parsing and JSON, and TVM 0.27 compiles and runs
+a kernel that has them (it ignores the attribute)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+import phasec
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import IRModule, assert_structural_equal, te
+from phasec.ir import tir as T
+from phasec.ir.tuning import host_tuning
+from phasec.script.json_format import from_json, to_json
+
+
+def _walk(stmt):
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        yield s
+        stack.extend(T.stmt_children(s))
+
+
+def _conv_residual(c: int, h: int, w: int, o: int, k: int = 3, opts=None):
+    """conv2d (NCHW, no padding) + residual, as te computes; with its numpy reference."""
+    X = te.placeholder((1, c, h, w), "float32", "X")
+    W = te.placeholder((o, c, k, k), "float32", "W")
+    oh, ow = h - k + 1, w - k + 1
+    R = te.placeholder((1, o, oh, ow), "float32", "R")
+    rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(k, "ry"), te.reduce_axis(k, "rx")
+    conv = te.compute((1, o, oh, ow), lambda b, q, y, x: te.sum(
+        X[b, rc.var, y + ry.var, x + rx.var] * W[q, rc.var, ry.var, rx.var],
+        axis=[rc, ry, rx]), name="conv", tag="conv2d")
+    out = te.compute(conv.shape, lambda b, q, y, x: conv[b, q, y, x] + R[b, q, y, x], name="out")
+    func = te.create_prim_func([X, W, R, out], schedule_hints=opts or True)
+
+    def reference(x, wt, r):
+        oh, ow = x.shape[2] - k + 1, x.shape[3] - k + 1
+        y = np.zeros((1, o, oh, ow))
+        for dy in range(k):
+            for dx in range(k):
+                y[0] += np.einsum("chw,qc->qhw", x[0, :, dy:dy + oh, dx:dx + ow].astype("float64"),
+                                  wt[:, :, dy, dx])
+        return y + r
+    if not isinstance(h, int):
+        return func, None, None, reference
+    rng = np.random.default_rng(c * 100 + w)
+    args = [rng.standard_normal((1, c, h, w)).astype("float32"),
+            rng.standard_normal((o, c, k, k)).astype("float32"),
+            rng.standard_normal((1, o, oh, ow)).astype("float32")]
+    return func, args, (1, o, oh, ow), reference
+
+
+def _prefetches(func):
+    return [(s.key, s.value.buffer.name) for s in _walk(func.body)
+            if isinstance(s, T.AttrStmt) and s.key in (T.PREFETCH_ATTR, T.PREFETCH_WRITE_ATTR)]
+
+
+def test_long_reduction_tiles_prefetch_the_residual_and_output_lines():
+    # K = 32 x 3 x 3 = 288: long enough; 23 columns (prime), 13 channels (odd)
+    func, args, out_shape, reference = _conv_residual(32, 5, 25, 13)
+    keys = _prefetches(func)
+    assert {(T.PREFETCH_ATTR, "R"), (T.PREFETCH_WRITE_ATTR, "out")} == set(keys)
+    assert not [b for _, b in keys if b in ("X", "W")]  # the reduction's operands: never
+    want = reference(*args)
+    got = np.zeros(out_shape, "float32")
+    lib = compile_prim_funcs({"k": func})
+    lib["k"](*args, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    asm = lib.assembly()
+    assert "prefetcht0" in asm and "prefetchw" in asm
+    # the interpreter runs the body as if the hints were not there
+    fresh = [a.copy() for a in args] + [np.zeros(out_shape, "float32")]
+    run_prim_func(func, fresh)
+    np.testing.assert_allclose(fresh[-1], want, rtol=1e-4, atol=1e-4)
+
+
+def test_short_reductions_and_the_switch_leave_no_prefetch():
+    # K = 8 x 3 x 3 = 72 < gemm_prefetch_min_k: the prefetches would not pay
+    func, args, out_shape, reference = _conv_residual(8, 4, 12, 9)
+    assert not _prefetches(func)
+    off = te.ScheduleOptions(tuning=dataclasses.replace(host_tuning(), gemm_prefetch_min_k=10**9))
+    func_off, _, _, _ = _conv_residual(32, 5, 25, 13, opts=off)
+    assert not _prefetches(func_off)
+    got = np.zeros(out_shape, "float32")
+    compile_prim_funcs({"k": func})["k"](*args, got)
+    np.testing.assert_allclose(got, reference(*args), rtol=1e-4, atol=1e-4)
+
+
+def test_a_symbolic_height_prefetches_too():
+    n = T.Var("n")
+    func, _, _, reference = _conv_residual(32, n, 19, 6)
+    assert _prefetches(func)
+    rng = np.random.default_rng(1)
+    lib = compile_prim_funcs({"k": func})
+    for h in (3, 4, 7):
+        args = [rng.standard_normal((1, 32, h, 19)).astype("float32"),
+                rng.standard_normal((6, 32, 3, 3)).astype("float32"),
+                rng.standard_normal((1, 6, h - 2, 17)).astype("float32")]
+        got = np.zeros((1, 6, h - 2, 17), "float32")
+        lib["k"](*args, got)
+        np.testing.assert_allclose(got, reference(*args), rtol=1e-4, atol=1e-4)
+
+
+def test_a_prefetch_address_is_never_checked_or_read():
+    # a hint past the end of its buffer: no bounds error (check_bounds on), no
+    # fault, nothing read; the interpreter ignores it as well
+    A = T.Buffer("A", (8,), "float32")
+    B = T.Buffer("B", (8,), "float32")
+    i = T.Var("i")
+    body = T.For(i, 0, 8, "serial", T.AttrStmt(
+        T.PREFETCH_ATTR, T.BufferLoad(A, (i + 1000000,)),
+        T.AttrStmt(T.PREFETCH_WRITE_ATTR, T.BufferLoad(B, (i - 100,)),
+                   T.BufferStore(B, A[i] * 2.0, (i,)))))
+    func = T.PrimFunc([A, B], body)
+    a = np.arange(8, dtype="float32")
+    for check in (False, True):
+        b = np.zeros(8, "float32")
+        compile_prim_funcs({"f": func}, check_bounds=check)["f"](a, b)
+        np.testing.assert_array_equal(b, 2 * a)
+    b = np.zeros(8, "float32")
+    run_prim_func(func, [a, b])
+    np.testing.assert_array_equal(b, 2 * a)
+
+
+_RESIDUAL = '''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((1, 32, 10, 10), "float32"), w: R.Tensor((16, 32, 3, 3), "float32"),
+             r: R.Tensor((1, 16, 8, 8), "float32")) -> R.Tensor((1, 16, 8, 8), "float32"):
+        with R.dataflow():
+            c = R.nn.conv2d(x, w)
+            y = R.add(c, r)
+            R.output(y)
+        return y
+'''
+
+
+def _legalized() -> IRModule:
+    from phasec.transform import get_pass
+    mod = phasec.parse(_RESIDUAL)
+    for name in ("Normalize", "LambdaLifting", "ConvertToDataflow", "FuseOps", "ToNonDataflow",
+                 "LegalizeOps"):
+        mod = get_pass(name)(mod)
+    return mod
+
+
+def test_prefetch_hints_print_parse_and_json_round_trip():
+    mod = _legalized()
+    kernels = [f for f in mod.functions.values() if isinstance(f, T.PrimFunc)]
+    assert any(_prefetches(f) for f in kernels)
+    for syntax in ("tvm", "legacy"):
+        text = mod.script(syntax=syntax)
+        assert '"phasec.prefetch"' in text and '"phasec.prefetch_write"' in text
+        again = phasec.parse(text)
+        assert_structural_equal(again, mod)
+        assert again.script(syntax=syntax) == text
+    assert_structural_equal(from_json(to_json(mod)), mod)
+
+
+def test_tvm_compiles_and_runs_a_kernel_with_prefetch_hints():
+    import tvm
+    from tvm import relax
+
+    from phasec.tvm import to_tvm
+    mod = _legalized()
+    vm = relax.VirtualMachine(tvm.compile(to_tvm(mod), target="llvm"), tvm.cpu())
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype("float32")
+            for s in ((1, 32, 10, 10), (16, 32, 3, 3), (1, 16, 8, 8))]
+    got = vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
+    ours = np.asarray(phasec.VirtualMachine(phasec.build(phasec.parse(_RESIDUAL)))["main"](*args))
+    want = np.zeros((16, 8, 8))
+    for dy in range(3):
+        for dx in range(3):
+            want += np.einsum("chw,qc->qhw", args[0][0, :, dy:dy + 8, dx:dx + 8].astype("float64"),
+                              args[1][:, :, dy, dx])
+    want = want[None] + args[2]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-4)
