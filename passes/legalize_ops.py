@@ -74,6 +74,7 @@ from phasec.ir import (
 )
 from phasec.ir.arith import simplify, substitute
 from phasec.ir.builder import NameTable
+from phasec.ir.visitor import collect_exprs
 from phasec.ir.infer import (
     collect_shape_vars, context_from_module, expr_to_str, infer_struct_info, sinfo_to_str,
     substitute_sinfo,
@@ -109,7 +110,11 @@ class LegalizeOps:
     """Lower every operator (and every fused group) to a call_tir into a generated PrimFunc."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        return _ModuleLegalizer(mod).run()
+        # Kernels may plan for weights packed once per build only when the
+        # context lets PackConstantWeights run (otherwise they pack per call)
+        from .pack_constant_weights import PackConstantWeights
+        prepack = ctx is not None and ctx.pass_enabled(PackConstantWeights.info)[0]
+        return _ModuleLegalizer(mod, prepack).run()
 
 
 # ---------------------------------------------------------------------------
@@ -117,7 +122,7 @@ class LegalizeOps:
 # ---------------------------------------------------------------------------
 
 class _ModuleLegalizer:
-    def __init__(self, mod: IRModule) -> None:
+    def __init__(self, mod: IRModule, prepack: bool = True) -> None:
         self.mod = mod
         self.primitives: dict[str, Function] = {
             name: f for name, f in mod.relax_functions() if f.attrs.get(PRIMITIVE)}
@@ -133,6 +138,7 @@ class _ModuleLegalizer:
         self._fused: dict[str, tuple[LoweredCall, str]] = {}
         self._call_cache: dict[Any, tuple[LoweredCall, str, _Pattern]] = {}
         self.ctx: InferContext = context_from_module(mod)
+        self.constant_params = _constant_params(mod, self.primitives) if prepack else {}
 
     def run(self) -> IRModule:
         new_funcs: dict[str, Any] = {}
@@ -193,10 +199,28 @@ class _ModuleLegalizer:
         hit = self._fused.get(gname)
         if hit is None:
             func = self.primitives[gname]
-            lowered = lower_fused(func)
+            lowered = lower_fused(func, constant_params=self.constant_params.get(gname, ()))
             hit = (lowered, self.add_kernel(lowered.prim_func, gname))
             self._fused[gname] = hit
         return hit
+
+
+def _constant_params(mod: IRModule, primitives: dict[str, Function]) -> dict[str, tuple[int, ...]]:
+    """For each Primitive function, the positions of the parameters every
+    call of it passes a Constant (the group's weights, which FuseOps made
+    parameters): its kernel may read them in a layout prepared once per
+    build (PackConstantWeights)."""
+    found: dict[str, set[int]] = {}
+    for name, func in mod.relax_functions():
+        if name in primitives:
+            continue
+        for call in collect_exprs(func, frozenset((Call,))):
+            if type(call.op) is not GlobalVar or call.op.name_hint not in primitives:
+                continue
+            here = {k for k, a in enumerate(call.args) if type(a) is Constant}
+            gname = call.op.name_hint
+            found[gname] = found[gname] & here if gname in found else here
+    return {g: tuple(sorted(ks)) for g, ks in found.items() if ks}
 
 
 def _is_byoc(func: Function) -> bool:

@@ -12,6 +12,7 @@ import phasec
 from phasec.interp import run as interpret
 from phasec.ir import Constant, TensorStructInfo, Var, tir
 from phasec.ir._te_gemm import PACK_MARK, PREPACK_ATTR
+from phasec.ir.tuning import host_tuning
 from phasec.ir.builder import BlockBuilder
 from phasec.ir.op import call_op
 from phasec.pipeline import lower
@@ -170,3 +171,44 @@ def test_constants_are_cache_line_aligned_whatever_their_source(skew: int) -> No
     big = [c for c in exe.constants if isinstance(c, np.ndarray) and c.size > 1]
     assert big and all(c.ctypes.data % 64 == 0 for c in big)
     _check(mod, RNG.standard_normal((1, 1021)).astype(np.float32))
+
+
+# A matrix-vector product (1 or 2 rows) whose weight is a constant streams it
+# from micro-panels packed once per build (TargetTuning.gemv_cols columns),
+# one sequential stream per panel into register accumulators.
+def _kernels(mod, **kw) -> dict[str, tir.PrimFunc]:
+    return dict(lower(mod, **kw).prim_funcs())
+
+
+@pytest.mark.parametrize("rows,k,n", [(1, 521, 557), (2, 37, 300), (1, 1024, 1024), (1, 7, 513)])
+def test_matrix_vector_products_read_constant_weights_packed(rows, k, n) -> None:
+    # prime and odd sizes: whole panels plus columns past the last one (read
+    # from the weight itself), two rows (narrower panels)
+    mod = _mlp(rows, k, n)
+    kernels = _kernels(mod)
+    (packed,) = [f for name, f in kernels.items() if name.endswith("_prepacked")]
+    three = [tuple(int(d.value) for d in p.shape) for p in packed.params if len(p.shape) == 3]
+    width = host_tuning().gemv_cols(rows, 32)
+    assert three == [(-(-n // width), k, width)]   # the last one zero-padded
+    assert not any(PACK_MARK in repr(f) for f in kernels.values())   # nothing packs per call
+    _check(mod, RNG.standard_normal((rows, k)).astype(np.float32))
+
+
+def test_matrix_vector_products_of_variable_or_narrow_weights_read_rows() -> None:
+    # a weight that is a parameter (beside a product of the same shapes with
+    # a constant weight, which is packed), a weight narrower than one panel,
+    # and opt_level 1 (no PackConstantWeights): rows of B, nothing packed per call
+    x = RNG.standard_normal((1, 521)).astype(np.float32)
+    for mod, kw, args in ((_mlp(1, 521, 557, variable_weight=True), {},
+                           (x, RNG.standard_normal((521, 557)).astype(np.float32))),
+                          (_mlp(1, 521, 100), {}, (x,)),
+                          (_mlp(1, 521, 557), {"opt_level": 1}, (x,))):
+        kernels = _kernels(mod, **kw)
+        assert not any(PACK_MARK in repr(f) for f in kernels.values()), sorted(kernels)
+        if kw:
+            vm = phasec.VirtualMachine(phasec.build(mod, **kw))
+            want = np.asarray(interpret(mod, *args), dtype=np.float64)
+            np.testing.assert_allclose(np.asarray(vm["main"](*args)), want, rtol=1e-4,
+                                       atol=1e-4 * np.abs(want).max())
+        else:
+            _check(mod, *args)

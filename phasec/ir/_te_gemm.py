@@ -50,7 +50,7 @@ from .tir import (
     Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, PrimExpr, Stmt,
     Var,
 )
-from .te import Tensor, _post_order, _static
+from .te import ProducerLoad, Tensor, _post_order, _static
 
 if TYPE_CHECKING:
     from ._te_emit import _NestEmitter
@@ -186,6 +186,15 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
     M = _static(nest.shape[row_axis])
     if M is not None and M < 1:
         return None  # nothing to compute: the plain nest handles empty shapes
+    if (M is not None and M <= tuning.gemv_max_rows and K is not None
+            and _constant_matrix(b_expr, nest.opt.constant_inputs)):
+        # A constant B (a weight): micro-panels of gemv_cols(M) columns packed
+        # once per build (PackConstantWeights), each one sequential stream
+        # into register accumulators (see TargetTuning.gemv_cols)
+        width = tuning.gemv_cols(M, bits)
+        if N >= width:
+            return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
+                            tuning.lanes(bits))
     if M is not None and M <= tuning.gemv_max_rows:
         # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
         width = _b.max(1, _b.min(N, tuning.gemv_acc_bytes // (M * elem)))
@@ -195,6 +204,12 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
     pack = (n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
             and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes))
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits))
+
+
+def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
+    """Whether the column operand is a 2-D constant placeholder read as is."""
+    return (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
+            and b_expr.tensor.name in constants and len(b_expr.indices) == 2)
 
 
 class GemmEmitter:

@@ -559,6 +559,10 @@ class ScheduleOptions:
     max_row: int = 4096
     #: tile and block sizes (None: :func:`phasec.ir.tuning.host_tuning`)
     tuning: "TargetTuning | None" = None
+    #: names of placeholders whose values are constants of the module (a
+    #: model's weights): a matrix-vector product streams such a B operand
+    #: from micro-panels packed once per build (see ``_te_gemm.plan_gemm``)
+    constant_inputs: frozenset[str] = frozenset()
 
     @property
     def target(self) -> "TargetTuning":

@@ -34,6 +34,8 @@ are complete for whoever reads them.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,13 +212,17 @@ def legalize_call(call: Call, schedule_hints: Any = True) -> PrimFunc:
     return lower_call(call, schedule_hints).prim_func
 
 
-def lower_fused(func: Function, schedule_hints: Any = True) -> LoweredCall:
+def lower_fused(func: Function, schedule_hints: Any = True,
+                constant_params: Collection[int] = ()) -> LoweredCall:
     """Lower a fused (``Primitive``) function to ONE PrimFunc.
 
     The body must be bindings of operator calls, tuples, tuple indexing and
     variable aliases over the parameters (and constants). ``args`` of the
     result are the parameters (tuple parameters as TupleGetItems) followed
-    by the non-scalar constants used in the body.
+    by the non-scalar constants used in the body. ``constant_params``: the
+    positions of tensor parameters every caller passes a constant (weights):
+    the schedules may plan for a copy prepared once per build (see
+    ``ScheduleOptions.constant_inputs``).
     """
     if not isinstance(func, Function):
         raise LegalizeError(f"lower_fused expects a Relax Function, got {type(func).__name__}")
@@ -224,6 +230,12 @@ def lower_fused(func: Function, schedule_hints: Any = True) -> LoweredCall:
     env: dict[Var, Any] = {}
     for k, p in enumerate(func.params):
         env[p] = _operand(inputs, p, k)
+    names = frozenset(env[func.params[k]].name for k in constant_params
+                      if 0 <= k < len(func.params) and isinstance(env[func.params[k]], Tensor))
+    if names:
+        opts = te.ScheduleOptions.make(schedule_hints)
+        if opts.tile:  # (without hints no schedule reads it)
+            schedule_hints = dataclasses.replace(opts, constant_inputs=names)
     body = func.body
     if not isinstance(body, SeqExpr):
         raise LegalizeError("lower_fused: the function body must be a SeqExpr")
