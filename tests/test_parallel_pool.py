@@ -103,6 +103,31 @@ def test_a_sleeping_worker_is_woken_only_for_loops_worth_it(two_threads):
     assert _pool_state()[1] == wakeups
 
 
+def test_transcendental_values_count_as_more_work(two_threads):
+    """A loop of tanh is worth waking the worker for at a size where a loop of
+    plain arithmetic is not: each call in a stored value counts for several
+    stores in the work estimate (a store of a tanh costs ~7x a scaled copy)."""
+    rows, cols = 251, 1021  # 256k stores, below parallel_wake_work
+    assert rows * cols < host_tuning().parallel_wake_work
+    A, B = T.Buffer("A", (rows, cols)), T.Buffer("B", (rows, cols))
+    i, j = T.Var("i"), T.Var("j")
+    body = T.For(i, 0, rows, "parallel", T.For(j, 0, cols, "vectorized", T.BufferStore(
+        B, T.Call("tanh", (A[i, j] * 0.5,), "float32"), (i, j))))
+    kernel = compile_prim_funcs({"tanh_rows": T.PrimFunc((A, B), body)})["tanh_rows"]
+    plain = _scale_kernel(rows, cols)
+    a = (RNG.standard_normal((rows, cols)) * 3).astype(np.float32)
+    want = np.tanh(a.astype(np.float64) * 0.5)
+    _scale_kernel(521, 1031)()  # starts the worker
+    _wait_until_asleep()
+    _, wakeups = _pool_state()
+    plain()
+    assert _pool_state()[1] == wakeups
+    b = np.full_like(a, np.nan)
+    kernel(a, b)
+    assert _pool_state()[1] == wakeups + 1
+    np.testing.assert_allclose(b, want, rtol=1e-6, atol=1e-6)
+
+
 SOURCE = """
 @I.ir_module
 class Module:
