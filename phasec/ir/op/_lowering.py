@@ -50,6 +50,16 @@ def _register(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
     return wrap
 
 
+def scalar_operands(fn: LegalizeFn) -> LegalizeFn:
+    """Mark a TE definition that takes an ``R.Prim`` operand whose value is
+    unknown (a function parameter, say) as a scalar ``tir.Var``: the kernel
+    receives it as a scalar parameter at its operand's position, as TVM 0.27
+    legalizes ``R.atan2(x, y)`` for ``y: R.Prim("float32")``. Unmarked
+    definitions see such an operand as its Relax expression."""
+    fn.scalar_operands = True  # type: ignore[attr-defined]
+    return fn
+
+
 def legalizes(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
     """Register the decorated TE definition as the legalization of ``relax.<name>`` for each name.
 

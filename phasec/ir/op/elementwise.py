@@ -36,11 +36,9 @@ from ..tir import BinaryOp, Cast, PrimExpr, Select
 from ._common import (
     REQUIRED, OpPattern, as_float, attrs_of, binary_dtype, broadcast, define, err, tensor_arg,
 )
-from ._draw import declares_draw
 from ._lowering import (
     LEGALIZE, Inputs, LegalizeFn, _attrs, _bcast, _const, _float, _name, _out, _safe_div,
-    _tensor,
-    legalizes,
+    _tensor, legalizes, scalar_operands,
 )
 from ._draw import (
     ANY_DTYPE, BOOL, FLOAT, FLOATS, INT, NUMBERS, Elementwise, Hooks, broadcast_ok, corners,
@@ -427,7 +425,7 @@ def _make_binary(name: str) -> LegalizeFn:
             return t if isinstance(t, PrimExpr) else _bcast(t, shape, i)
         return te.compute(shape, lambda *i: fn(load(a, i), load(b, i), out.dtype),
                           name=_name(call))
-    return legalize
+    return scalar_operands(legalize)
 
 
 def _binary_input(call: Call, inputs: Inputs, k: int):
@@ -437,7 +435,7 @@ def _binary_input(call: Call, inputs: Inputs, k: int):
     from ..struct_info import PrimStructInfo
 
     v = inputs[k]
-    if isinstance(v, Tensor):
+    if isinstance(v, (Tensor, PrimExpr)):  # PrimExpr: a scalar parameter (scalar_operands)
         return v
     if isinstance(v, PrimValue):
         return v.value

@@ -40,7 +40,7 @@ from ..struct_info import TensorStructInfo
 from ..tir import BinaryOp, PrimExpr, Select
 from ._common import OpPattern, binary_dtype, broadcast, define, err, tensor_arg
 from .elementwise import _as_operand, _binary_input, _binary_operands
-from ._lowering import _bcast, _const, _name, _out, _tensor, legalizes
+from ._lowering import _bcast, _const, _name, _out, _tensor, legalizes, scalar_operands
 
 __all__ = ["MATH_UNARY", "MATH_BINARY"]
 
@@ -272,7 +272,7 @@ def _binary_legalize(name: str):
             return t if isinstance(t, PrimExpr) else _bcast(t, shape, i)
         return te.compute(shape, lambda *i: _binary_tir(
             name, load(a, i), load(b, i), out.dtype), name=_name(call))
-    return legalize
+    return scalar_operands(legalize)
 
 
 for _n in MATH_BINARY:

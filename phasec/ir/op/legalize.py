@@ -43,7 +43,7 @@ from .. import te, tir
 from ..expr import (
     Call, Constant, Expr, Function, MatchCast, Op, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from ..struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from ..struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from ..te import Tensor
 from ..tir import PrimExpr, PrimFunc
 from ._lowering import (
@@ -73,7 +73,8 @@ def has_legalization(op_name: str) -> bool:
 class LoweredCall:
     """A PrimFunc plus what a ``call_tir`` to it passes.
 
-    ``args``: one Relax expression per input buffer parameter, in order
+    ``args``: one Relax expression per input parameter (a buffer, or the
+    scalar of an ``R.Prim`` operand), in order
     (operands of the call, or for a fused function its parameters and the
     non-scalar constants of its body; a field of a tuple-typed operand is a
     ``TupleGetItem``). ``tir_vars``: the Relax-level values (symbolic
@@ -90,12 +91,17 @@ class LoweredCall:
 
 
 class _Inputs:
-    """Placeholders for Relax operands (deduplicated by identity)."""
+    """Placeholders for Relax operands (deduplicated by identity): tensors,
+    and scalars for R.Prim operands of unknown value. ``args`` lists the
+    Relax operands in parameter order, ``params`` the placeholder or scalar
+    each one becomes."""
 
     def __init__(self) -> None:
         self.tensors: list[Tensor] = []
+        self.scalars: list[tir.Var] = []
         self.args: list[Expr] = []
-        self._by_id: dict[int, Tensor] = {}
+        self.params: list[Tensor | tir.Var] = []
+        self._by_id: dict[int, Tensor | tir.Var] = {}
         self._names: set[str] = set()
 
     def _fresh(self, hint: str) -> str:
@@ -122,7 +128,18 @@ class _Inputs:
         self._by_id[id(expr)] = t
         self.tensors.append(t)
         self.args.append(expr)
+        self.params.append(t)
         return t
+
+    def scalar(self, expr: Expr, hint: str) -> tir.Var:
+        v = self._by_id.get(id(expr))
+        if v is None:
+            v = tir.Var(self._fresh(hint), expr.struct_info.dtype)
+            self._by_id[id(expr)] = v
+            self.scalars.append(v)
+            self.args.append(expr)
+            self.params.append(v)
+        return v
 
 
 def _arg_hint(expr: Expr, default: str) -> str:
@@ -133,9 +150,13 @@ def _arg_hint(expr: Expr, default: str) -> str:
     return default
 
 
-def _operand(inputs: _Inputs, expr: Expr, pos: int) -> Any:
+def _operand(inputs: _Inputs, expr: Expr, pos: int, scalars: bool = False) -> Any:
+    """The TE operand for a Relax operand; ``scalars``: an R.Prim variable of
+    unknown value becomes a scalar parameter (see ``scalar_operands``)."""
     if isinstance(expr, Tuple):
         return [_operand(inputs, f, pos) for f in expr.fields]
+    if scalars and _unknown_prim(expr):
+        return inputs.scalar(expr, _arg_hint(expr, f"arg{pos}"))
     sinfo = expr.struct_info
     if isinstance(sinfo, TensorStructInfo) or isinstance(expr, Constant):
         return inputs.tensor(expr, _arg_hint(expr, f"arg{pos}"))
@@ -148,6 +169,15 @@ def _operand(inputs: _Inputs, expr: Expr, pos: int) -> Any:
             out.append(inputs.tensor(item, f"{_arg_hint(expr, f'arg{pos}')}_{k}"))
         return out
     return expr
+
+
+def _unknown_prim(expr: Any) -> bool:
+    return (isinstance(expr, Var) and isinstance(expr.struct_info, PrimStructInfo)
+            and expr.struct_info.value is None)
+
+
+def _takes_scalars(fn: LegalizeFn) -> bool:
+    return getattr(fn, "scalar_operands", False)
 
 
 def _legalize_fn(call: Call) -> LegalizeFn:
@@ -178,26 +208,36 @@ def _finish_outputs(outputs: list[Tensor]) -> list[Tensor]:
 
 def _build(inputs: _Inputs, outputs: list[Tensor], out_sinfo: StructInfo,
            schedule_hints: Any) -> LoweredCall:
-    lowered = te.lower(inputs.tensors + _finish_outputs(outputs), schedule_hints)
+    lowered = te.lower([*inputs.tensors, *inputs.scalars, *_finish_outputs(outputs)],
+                       schedule_hints)
     func = lowered.prim_func
-    if lowered.scalar_params:
-        # te puts the scalar parameters last; call_tir passes them in its
-        # argument tuple (as R.prim_value), so they go right after the input
-        # buffers, before the outputs (TVM 0.27's convention: its call_tir
-        # has no separate tir_vars operand).
+    tir_vars = lowered.scalar_params
+    if tir_vars:
+        # te puts the scalar parameters last (the operand scalars first);
+        # call_tir passes them in its argument tuple, so the operand scalars
+        # take their operands' places and the symbolic dimensions (as
+        # R.prim_value) follow the inputs, before the outputs (TVM 0.27's
+        # convention: its call_tir has no separate tir_vars operand).
         n_in = len(inputs.tensors)
         buffers = [p for p in func.params if not isinstance(p, tir.Var)]
         scalars = [p for p in func.params if isinstance(p, tir.Var)]
-        func = tir.PrimFunc((*buffers[:n_in], *scalars, *buffers[n_in:]), func.body,
+        fresh = {id(orig): p for orig, p in zip(tir_vars, scalars)}
+        in_buffers = iter(buffers[:n_in])
+        params = [next(in_buffers) if isinstance(p, Tensor) else fresh[id(p)]
+                  for p in inputs.params]
+        operand_scalars = {id(v) for v in inputs.scalars}
+        dims = [(orig, p) for orig, p in zip(tir_vars, scalars) if id(orig) not in operand_scalars]
+        func = tir.PrimFunc((*params, *(p for _, p in dims), *buffers[n_in:]), func.body,
                             func.attrs, span=func.span)
-    return LoweredCall(func, tuple(inputs.args), lowered.scalar_params, out_sinfo)
+        tir_vars = tuple(orig for orig, _ in dims)
+    return LoweredCall(func, tuple(inputs.args), tir_vars, out_sinfo)
 
 
 def lower_call(call: Call, schedule_hints: Any = True) -> LoweredCall:
     """Lower one operator call to a PrimFunc and its ``call_tir`` operands."""
     fn = _legalize_fn(call)
     inputs = _Inputs()
-    operands = [_operand(inputs, a, k) for k, a in enumerate(call.args)]
+    operands = [_operand(inputs, a, k, _takes_scalars(fn)) for k, a in enumerate(call.args)]
     outputs = _as_list(fn(call, operands))
     sinfo = call.struct_info
     if sinfo is None:
@@ -226,10 +266,13 @@ def lower_fused(func: Function, schedule_hints: Any = True,
     """
     if not isinstance(func, Function):
         raise LegalizeError(f"lower_fused expects a Relax Function, got {type(func).__name__}")
+    if not isinstance(func.body, SeqExpr):
+        raise LegalizeError("lower_fused: the function body must be a SeqExpr")
     inputs = _Inputs()
     env: dict[Var, Any] = {}
+    scalar_params = _scalar_params(func)
     for k, p in enumerate(func.params):
-        env[p] = _operand(inputs, p, k)
+        env[p] = _operand(inputs, p, k, p in scalar_params)
     names = frozenset(env[func.params[k]].name for k in constant_params
                       if 0 <= k < len(func.params) and isinstance(env[func.params[k]], Tensor))
     if names:
@@ -237,8 +280,6 @@ def lower_fused(func: Function, schedule_hints: Any = True,
         if opts.tile:  # (without hints no schedule reads it)
             schedule_hints = dataclasses.replace(opts, constant_inputs=names)
     body = func.body
-    if not isinstance(body, SeqExpr):
-        raise LegalizeError("lower_fused: the function body must be a SeqExpr")
 
     def value_of(expr: Expr, where: str) -> Any:
         if isinstance(expr, Var):
@@ -286,6 +327,20 @@ def lower_fused(func: Function, schedule_hints: Any = True,
             raise LegalizeError("lower_fused: the function must return tensors")
     sinfo = func.ret_struct_info or body.struct_info
     return _build(inputs, flat, sinfo, schedule_hints)
+
+
+def _scalar_params(func: Function) -> set[Var]:
+    """The R.Prim parameters of unknown value that only operators taking
+    scalar operands use: they become scalar parameters of the kernel."""
+    verdict: dict[Var, bool] = {}
+    for block in func.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, Call) and isinstance(b.value.op, Op):
+                takes = b.value.op.name in LEGALIZE and _takes_scalars(LEGALIZE[b.value.op.name])
+                for a in b.value.args:
+                    if isinstance(a, Var) and _unknown_prim(a):
+                        verdict[a] = verdict.get(a, True) and takes
+    return {p for p in func.params if verdict.get(p, False)}
 
 
 def legalize_fused(func: Function, schedule_hints: Any = True) -> PrimFunc:
