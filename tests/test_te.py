@@ -860,6 +860,12 @@ def test_conv2d_gemm_tiles_on_odd_prime_and_wide_tail_widths(tuning_name):
             cases.append((name, arrays, (1, o, hh - k + 1, width - k + 1), "float32",
                           lambda x, wt, b: _conv_reference(x, wt, b, 1)))
     _check_gemm(funcs, cases)
+    # the TIR interpreter (the reference semantics of the kernels) agrees
+    for name, arrays, out_shape, _, reference in cases:
+        if name in ("w7", "w13", "w56", "sym_h"):
+            got = run(funcs[name], *arrays, np.zeros(out_shape, "float32"))
+            np.testing.assert_allclose(got, reference(*arrays), rtol=1e-4, atol=1e-4,
+                                       err_msg=name)
     # 56 columns: the 24 (avx512; 8 on avx2) past the last whole micro-panel
     # are no whole vectors, and 56 columns are four registers a row on avx512
     # (3 x 16 + 8): one tile of all 56 columns, half the rows

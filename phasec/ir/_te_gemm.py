@@ -18,6 +18,7 @@ MR x NR and panels of NC = TPP * NR columns (sizes from
         for each tile of MR rows (then the M % MR remainder rows):
             for each micro-panel t of the panel:
                 acc[MR, NR] = 0                      # registers
+                prefetch the epilogue's lines        # a residual, the output (K >= 256)
                 for k: acc[ii, c] += A[row0+ii, k] * Bp[t, k, c]
                 out[row0+ii, col0+t*NR+c] = epilogue(acc[ii, c])
 
