@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..ir import expr as rx
 from ..ir import tir
 from ..ir.op.registry import REQUIRED, OpDef, find_op
+from ..ir.struct_info import PrimStructInfo
 from ._parse_common import _SINFO_KINDS, _dotted, _is_none, _to_tuple
 from ._parse_global_infos import resolve_vdevice
 from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
@@ -160,14 +161,33 @@ class _OperatorCalls:
         if number is not None:
             raise mp.error(f"{what}: expected an integer or a symbolic integer expression, "
                            f"got {mp.src(node)}", node)
+        known: dict[str, tir.PrimExpr] = {}
         for n in ast.walk(node):
-            if isinstance(n, ast.Name) and self._lookup(n.id) is not None:
-                raise mp.error(
-                    f"{what}: {n.id!r} is a Relax variable; phasec takes integers and "
-                    f"expressions of symbolic shape variables here (declare one, k = "
-                    f"{mp.T}.int64(), bound by a parameter's {mp.R}.Shape([k]) or an "
-                    f"{mp.R}.match_cast, and use k)", n)
-        value = self.prim.parse(node, "int64")
+            var = self._lookup(n.id) if isinstance(n, ast.Name) else None
+            if var is None:
+                continue
+            sinfo = getattr(var, "struct_info", None)
+            if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None \
+                    and tir.is_int(sinfo.value.dtype):
+                # an R.Prim variable of known value (LambdaLifting's captured n_value:
+                # R.Prim(value=n)) stands for that value, as TVM reads it
+                known[n.id] = sinfo.value
+                continue
+            raise mp.error(
+                f"{what}: {n.id!r} is a Relax variable whose value is not known; phasec "
+                f"takes integers and expressions of symbolic shape variables here (declare "
+                f"one, k = {mp.T}.int64(), bound by a parameter's {mp.R}.Shape([k]) or an "
+                f"{mp.R}.match_cast, and use k)", n)
+        if known:
+            resolve = self.prim.resolve
+            self.prim.resolve = lambda name, n, declare: (
+                known[name] if name in known else resolve(name, n, declare))
+            try:
+                value = self.prim.parse(node, "int64")
+            finally:
+                self.prim.resolve = resolve
+        else:
+            value = self.prim.parse(node, "int64")
         if not tir.is_int(value.dtype):
             raise mp.error(f"{what}: expected an integer expression, got {mp.src(node)} of "
                            f"dtype {value.dtype}", node)

@@ -3,7 +3,12 @@
 TVM 0.27 passes strided_slice's ``begin``, ``end`` and ``strides`` as tuples
 of PrimExprs, so an entry may be a symbolic expression (``index``,
 ``index + 1``, ``2 * n + 1``); phasec keeps them as the attribute values
-(an int, or a ``tir.PrimExpr`` where the entry is symbolic).
+(an int, or a ``tir.PrimExpr`` where the entry is symbolic). A symbolic
+stride must be an expression that cannot be negative (of shape variables,
+``k + 1``): it slices forwards, and a zero stride is an error at run time
+(the interpreter's, numpy's "slice step cannot be zero"; the VM's division by
+zero in the result shape). TVM also takes a stride of unknown sign; phasec
+refuses it (WF405), since the kernel would need both directions.
 
 For a symbolic entry the result length follows TVM's ``topi::GetLength``:
 each index is canonicalized as Python's ``slice.indices`` does (a negative
@@ -34,7 +39,7 @@ import numpy as np
 from .. import arith, tir
 from ..tir import BinaryOp, IntImm, PrimExpr, Select
 
-__all__ = ["index_entry", "index_tuple", "plain_int_tuple", "canonical_index", "slice_length",
+__all__ = ["index_entry", "index_tuple", "stride_tuple", "canonical_index", "slice_length",
            "is_symbolic"]
 
 Bound = tuple["int | None", "int | None"]
@@ -67,16 +72,20 @@ def index_tuple(v: Any) -> tuple[int | PrimExpr, ...]:
     return (index_entry(v),)
 
 
-def plain_int_tuple(v: Any) -> tuple[int, ...]:
-    """Strides: integers only. TVM 0.27 also takes a symbolic stride, whose
-    sign decides the slice direction at run time; phasec refuses it (a
-    kernel would need both directions)."""
+def stride_tuple(v: Any) -> tuple[int | PrimExpr, ...]:
+    """Strides: integers, or symbolic expressions that cannot be negative
+    (expressions of shape variables: ``k``, ``2 * k``), which slice forwards.
+    TVM 0.27 also takes a stride of unknown sign, whose sign picks the slice
+    direction at run time; phasec refuses it (a kernel would need both)."""
     out = index_tuple(v)
     for x in out:
         if isinstance(x, PrimExpr):
-            raise TypeError(f"a symbolic stride ({_text(x)}) is not supported by phasec; "
-                            "strides must be integers")
-    return out  # type: ignore[return-value]
+            low = bounds(x)[0]
+            if low is None or low < 0:
+                raise TypeError(f"a symbolic stride must be a non-negative expression of "
+                                f"shape variables (k, 2 * k), got {_text(x)}, whose sign is "
+                                f"not known")
+    return out
 
 
 def is_symbolic(v: Any) -> bool:
@@ -191,7 +200,9 @@ def canonical_index(index: int | PrimExpr, dim: PrimExpr, stride: int) -> PrimEx
     return smin(smax(wrapped, lo_r), hi_r)
 
 
-def _ceildiv(n: PrimExpr, k: int) -> PrimExpr:
+def _ceildiv(n: PrimExpr, k: int | PrimExpr) -> PrimExpr:
+    if isinstance(k, PrimExpr):  # a symbolic stride
+        return arith.simplify(BinaryOp("//", BinaryOp("-", BinaryOp("+", n, k), _i64(1)), k))
     if k == 1:
         return arith.simplify(n)
     return arith.simplify(BinaryOp("//", BinaryOp("+", n, _i64(k - 1)), _i64(k)))
@@ -206,13 +217,18 @@ def _difference(hi: PrimExpr, lo: PrimExpr) -> PrimExpr:
     return arith.simplify(BinaryOp("-", hi, lo))
 
 
-def slice_length(begin: int | PrimExpr, end: int | PrimExpr, stride: int, dim: PrimExpr,
-                 assume_inbound: bool) -> PrimExpr:
+def slice_length(begin: int | PrimExpr, end: int | PrimExpr, stride: int | PrimExpr,
+                 dim: PrimExpr, assume_inbound: bool) -> PrimExpr:
     """The length of ``x[begin:end:stride]`` along a dimension ``dim``, where
-    ``begin`` or ``end`` is symbolic (see the module docstring)."""
+    ``begin``, ``end`` or ``stride`` is symbolic (see the module docstring; a
+    symbolic stride is non-negative, see :func:`stride_tuple`)."""
     b = _i64(begin) if isinstance(begin, int) else begin
     e = _i64(end) if isinstance(end, int) else end
-    k = abs(stride)
+    if isinstance(stride, PrimExpr):
+        k: int | PrimExpr = stride
+        stride = 1  # the direction: forwards
+    else:
+        k = abs(stride)
     if assume_inbound:
         n = BinaryOp("-", e, b) if stride > 0 else BinaryOp("-", b, e)
         return _ceildiv(n, k)

@@ -44,7 +44,7 @@ from ._lowering import (
     I64, Inputs, LegalizeError, _attrs, _bcast, _clamp, _flat_index, _i64, _is_one, _name,
     _norm_axis, _out, _prod, _script, _static, _tensor, _unravel, legalizes,
 )
-from ._symslice import canonical_index, index_tuple, is_symbolic, plain_int_tuple, slice_length
+from ._symslice import canonical_index, index_tuple, is_symbolic, slice_length, stride_tuple
 
 __all__: list[str] = []
 
@@ -433,8 +433,8 @@ def _infer_strided_slice(call, ctx):
         return TensorStructInfo(None, x.dtype, x.ndim)
     dims = list(x.shape)
     for ax, b, e, s in zip(axes_n, begin, end, strides):
-        if is_symbolic(b) or is_symbolic(e):
-            # TVM 0.27: symbolic begin / end entries (see _symslice)
+        if is_symbolic(b) or is_symbolic(e) or is_symbolic(s):
+            # TVM 0.27: symbolic begin / end / stride entries (see _symslice)
             dims[ax] = slice_length(b, e, s, x.shape[ax], a["assume_inbound"])
         else:
             dims[ax] = _slice_len(call, x.shape[ax], b, e, s)
@@ -453,7 +453,7 @@ def _strided_slice_ref(x, axes, begin, end, strides=None, assume_inbound=True):
 define("strided_slice", ("x",), _infer_strided_slice,
        # begin / end entries may be symbolic (TVM 0.27's PrimExpr tuples); strides are ints
        attrs={"axes": (REQUIRED, int_tuple), "begin": (REQUIRED, index_tuple),
-              "end": (REQUIRED, index_tuple), "strides": (None, opt(plain_int_tuple)),
+              "end": (REQUIRED, index_tuple), "strides": (None, opt(stride_tuple)),
               # TVM 0.27: "the slice stays in bounds" lets TVM skip clamping; phasec
               # always clamps as numpy does, which is the same where the promise holds.
               # It decides the inferred length of a symbolic begin / end only. Off by
@@ -668,10 +668,10 @@ def _strided_slice(call: Call, inputs: Inputs) -> Tensor:
     spec = {}
     for axis, b, e, s in zip(a["axes"], a["begin"], a["end"], strides):
         d = _norm_axis(axis, x.ndim)
-        if is_symbolic(b) or is_symbolic(e):
+        if is_symbolic(b) or is_symbolic(e) or is_symbolic(s):
             # numpy's start (negative from the end, clamped), whether or not
             # assume_inbound promised it in bounds: the same where it is
-            spec[d] = (canonical_index(b, x.shape[d], s), s)
+            spec[d] = (canonical_index(b, x.shape[d], 1 if is_symbolic(s) else s), s)
         else:
             spec[d] = (_slice_start(x.shape[d], b, e, s), s)
 
@@ -680,7 +680,7 @@ def _strided_slice(call: Call, inputs: Inputs) -> Tensor:
         for d, v in enumerate(i):
             if d in spec:
                 start, s = spec[d]
-                term = v if s == 1 else BinaryOp("*", v, _i64(s))
+                term = v if s == 1 else BinaryOp("*", v, s if isinstance(s, PrimExpr) else _i64(s))
                 ind.append(term if _static(start) == 0 else BinaryOp("+", start, term))
             else:
                 ind.append(v)
