@@ -25,6 +25,17 @@ def target_kind(target: Any) -> str:
     return str(target).split()[0] if str(target).strip() else ""
 
 
+def plain_target(target: Any) -> Any:
+    """A target as phasec keeps it: configuration dictionaries as dicts and
+    arrays as lists at every depth (as TVM prints them), whatever spelling
+    (tuple or list) the source or document used."""
+    if isinstance(target, (tuple, list)):
+        return [plain_target(v) for v in target]
+    if isinstance(target, Mapping):
+        return {k: plain_target(v) for k, v in target.items()}
+    return target
+
+
 @node
 class VDevice(Node):
     """A virtual device, TVM's ``I.vdevice(target, vdevice_id, memory_scope)``.

@@ -17,7 +17,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from ..ir.module import GLOBAL_INFO_KINDS, DummyGlobalInfo, VDevice, canonical_vdevice
+from ..ir.module import (
+    GLOBAL_INFO_KINDS, DummyGlobalInfo, VDevice, canonical_vdevice, plain_target,
+)
 from ._parse_common import _dotted
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ def vdevice_value(mp: _ModuleParser, node: ast.AST) -> VDevice:
         if not isinstance(kind, str) or not kind:
             raise mp.error(f"{what}: a target dictionary needs a \"kind\" string "
                            f"(e.g. {{\"kind\": \"cuda\"}})", a["target"])
-        target = {k: _as_list(v) for k, v in target.items()}
+        target = plain_target(target)
     elif not isinstance(target, str) or not target.strip():
         raise mp.error(f"{what}: the target must be a target string such as \"llvm\" or a "
                        f"target dictionary, got {mp.src(a['target'])}", a["target"])
@@ -99,14 +101,6 @@ def vdevice_value(mp: _ModuleParser, node: ast.AST) -> VDevice:
         scope = mp.str_arg(a["memory_scope"], f"{what} memory_scope")
     return VDevice(target, vdevice_id, scope, span=mp.span(node))
 
-
-def _as_list(value: Any) -> Any:
-    """Target configuration values keep lists as lists (as TVM prints them)."""
-    if isinstance(value, tuple):
-        return [_as_list(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _as_list(v) for k, v in value.items()}
-    return value
 
 
 def resolve_vdevice(mp: _ModuleParser, node: ast.AST, what: str = "") -> str:

@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import ParseError
 from ..ir import expr as rx
 from ..ir import tir
-from ..ir.module import IRModule, Target, VDevice
+from ..ir.module import IRModule, Target, VDevice, plain_target
 from ..ir.node import Span
 from ..ir.infer import prim_func_sinfo
 from ..ir.op.registry import InferContext, list_ops
@@ -304,7 +304,7 @@ class _ModuleParser:
             if not isinstance(target, (str, dict)):
                 raise self.error(f"{self.T}.target expects a target string or dictionary, got "
                                  f"{self.src(a['target'])}", a["target"])
-            return Target(target, span=self.span(node))
+            return Target(plain_target(target), span=self.span(node))
         if isinstance(node, ast.Dict):
             out: dict[Any, Any] = {}
             for k, v in zip(node.keys, node.values):

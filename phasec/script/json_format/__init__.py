@@ -43,8 +43,12 @@ Design points:
 * Attribute values: ``null``, booleans, integers, strings and finite floats
   are JSON literals; a JSON array is a Python tuple; the one-key objects
   ``{"list": [...]}``, ``{"dict": {...}}``, ``{"float": "nan"|"inf"|"-inf"}``,
-  ``{"prim_expr": ...}``, ``{"expr": ...}``, ``{"struct_info": ...}`` hold the
-  rest.
+  ``{"prim_expr": ...}``, ``{"expr": ...}``, ``{"struct_info": ...}``,
+  ``{"buffer": id}`` (a block annotation naming a buffer), ``{"target": ...}``
+  (TVM's ``T.target(...)``, a target string or dictionary) and
+  ``{"vdevice": {"target": ..., "vdevice_id": 0, "memory_scope": "global"}}``
+  (``I.vdevice(...)``) hold the rest. (``buffer``, ``target`` and ``vdevice``
+  values were added within version 2: older readers refuse them by name.)
 * Loading is exact, not normalizing: the module holds what the document says
   (non-normal-form or use-before-definition programs included), so the
   verifier can inspect it. ``to_json(from_json(t)) == t`` for any ``t``

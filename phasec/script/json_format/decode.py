@@ -18,7 +18,9 @@ from ...ir.expr import (
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ...ir.module import DummyGlobalInfo, IRModule, VDevice, canonical_vdevice
+from ...ir.module import (
+    DummyGlobalInfo, IRModule, Target, VDevice, canonical_vdevice, plain_target,
+)
 from ...ir.node import Span
 from ...ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -28,8 +30,7 @@ from .._checks import dim_problem, int_range_problem
 
 from .schema import (
     AllocateDoc, AttrDict, AttrExpr, AttrFloat, AttrList, AttrPrimExpr, AttrStmtDoc,
-    AttrBuffer,
-    AttrStructInfo,
+    AttrBuffer, AttrStructInfo, AttrTarget, AttrVDevice,
     BinaryOpDoc, BlockDoc, BlockDocR, BufferLoadDoc, BufferRef, BufferRegionDoc,
     BufferStoreDoc, CallDoc, CastDoc, ConstantDoc, DataTypeImmDoc, EvaluateDoc, ExternFuncDoc,
     FloatImmDoc, ForDoc, FuncStructInfoDoc, FunctionDoc, GlobalVarDoc, IfDoc, IfThenElseDoc,
@@ -207,10 +208,8 @@ class _Reader:
         self.global_infos: dict[str, tuple[VDevice, ...]] = {}
         self.vdevice_names: set[str] = set()
         if doc.global_infos is not None and doc.global_infos.vdevice:
-            devices = tuple(
-                VDevice(_thaw(self.attr_value(d.target, (((p, "global_infos"), i), "target"))),
-                        d.vdevice_id, d.memory_scope, span=_mk_span(d.span))
-                for i, d in enumerate(doc.global_infos.vdevice))
+            devices = tuple(self.vdevice(d, ((p, "global_infos"), i))
+                            for i, d in enumerate(doc.global_infos.vdevice))
             self.global_infos["vdevice"] = devices
             self.vdevice_names = {canonical_vdevice(devices, d) for d in devices}
         if doc.global_infos is not None:
@@ -487,7 +486,21 @@ class _Reader:
             return self.sinfo(v.struct_info, (p, "struct_info"))
         if t is AttrBuffer:
             return self._ref(self.buffers, v.buffer, "buffer", (p, "buffer"))
+        if t is AttrTarget:
+            return Target(self.target(v.target, (p, "target")))
+        if t is AttrVDevice:
+            return self.vdevice(v.vdevice, (p, "vdevice"))
         raise _LoadError(p, f"unexpected attribute value {v!r}")  # pragma: no cover
+
+    def target(self, v: Any, p: Any) -> Any:
+        value = self.attr_value(v, p)
+        if not (isinstance(value, str) or (isinstance(value, dict) and value.get("kind"))):
+            raise _LoadError(p, "a target is a target string or a dictionary with a \"kind\"")
+        return plain_target(value)
+
+    def vdevice(self, d: Any, p: Any) -> VDevice:
+        return VDevice(self.target(d.target, (p, "target")), d.vdevice_id, d.memory_scope,
+                       span=_mk_span(d.span))
 
     # -- Relax ------------------------------------------------------------
     def expr(self, m: Any, p: Any) -> Expr:
@@ -644,13 +657,3 @@ def _load(text: str | bytes) -> IRModule:
     if doc.phase is not None:
         attrs["phase"] = doc.phase
     return IRModule(functions, attrs, span=_mk_span(doc.span), global_infos=global_infos)
-
-
-def _thaw(value: Any) -> Any:
-    """A target as the parser keeps it: dictionaries as dicts, arrays as lists."""
-    if isinstance(value, (tuple, list)):
-        return [_thaw(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _thaw(v) for k, v in value.items()}
-    return value
-

@@ -18,7 +18,7 @@ from ...ir.expr import (
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ...ir.module import IRModule
+from ...ir.module import IRModule, Target, VDevice
 from ...ir.node import Span
 from ...ir.phase import Phase
 from ...ir.struct_info import (
@@ -361,10 +361,18 @@ class _Writer:
             return {"struct_info": self.sinfo(v)}
         if isinstance(v, tir.Buffer):
             return {"buffer": self.buffer(v)}
+        if isinstance(v, Target):
+            return {"target": self.attr_value(v.target, where)}
+        if isinstance(v, VDevice):
+            return {"vdevice": self.vdevice(v, where)}
         if isinstance(v, Expr):
             return {"expr": self.expr(v)}
         raise SchemaError(f"{where}: attribute value of type {type(v).__name__} ({v!r}) "
                           f"cannot be written to JSON")
+
+    def vdevice(self, d: VDevice, where: str) -> dict:
+        return _with_span({"target": self.attr_value(d.target, where),
+                           "vdevice_id": d.vdevice_id, "memory_scope": d.memory_scope}, d)
 
     # -- Relax ------------------------------------------------------------
     def _opt_sinfo(self, d: dict, e: Expr) -> None:
@@ -611,9 +619,7 @@ def _dump(mod: IRModule, indent: int | None) -> str:
     }
     if mod.global_infos:
         doc["global_infos"] = {
-            key: [_with_span({"target": w.attr_value(d.target, "vdevice target"),
-                              "vdevice_id": d.vdevice_id, "memory_scope": d.memory_scope}, d)
-                  for d in devices]
+            key: [w.vdevice(d, "vdevice target") for d in devices]
             for key, devices in mod.global_infos.items() if key == "vdevice"}
         dummy = {key: len(v) for key, v in mod.global_infos.items() if key != "vdevice"}
         if dummy:

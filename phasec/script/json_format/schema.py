@@ -407,9 +407,25 @@ class AttrBuffer(_Model):
     buffer: Id
 
 
+class AttrTarget(_Model):
+    """A compilation target as TVM writes it (``T.target(...)``, the
+    ``"target"`` attribute TVM's LegalizeOps sets on PrimFuncs): the target
+    string or configuration dictionary as written."""
+
+    target: "AttrValue"
+
+
+class AttrVDevice(_Model):
+    """A virtual device as an attribute value (``I.vdevice(...)``, the
+    ``dst_vdevice`` of ``vm.builtin.to_device`` in TVM's later stages)."""
+
+    vdevice: "VDeviceDoc"
+
+
 _ATTR_OBJECT_TAGS = {"list": "<list>", "dict": "<dict>", "float": "<float-special>",
                      "prim_expr": "<prim_expr>", "expr": "<expr>",
-                     "struct_info": "<struct_info>", "buffer": "<buffer>"}
+                     "struct_info": "<struct_info>", "buffer": "<buffer>",
+                     "target": "<target>", "vdevice": "<vdevice>"}
 
 
 def _attr_tag(v: Any) -> Optional[str]:
@@ -445,11 +461,14 @@ AttrValue = TypeAliasType("AttrValue", Annotated[
         Annotated[AttrExpr, Tag("<expr>")],
         Annotated[AttrStructInfo, Tag("<struct_info>")],
         Annotated[AttrBuffer, Tag("<buffer>")],
+        Annotated[AttrTarget, Tag("<target>")],
+        Annotated[AttrVDevice, Tag("<vdevice>")],
     ],
     Discriminator(_attr_tag, custom_error_type="invalid_attr_value",
                   custom_error_message="expected null, a boolean, number, string or array, or "
                                        "an object with one key of: list, dict, float, "
-                                       "prim_expr, expr, struct_info, buffer"),
+                                       "prim_expr, expr, struct_info, buffer, target, "
+                                       "vdevice"),
 ])
 
 Attrs = dict[str, AttrValue]
