@@ -117,9 +117,10 @@ class TargetTuning:
         in half the vector registers (AVX-512, one row: 16 vectors, 256
         float32 columns). Each micro-panel (K x columns) is then read as one
         sequential stream, and no accumulator goes through memory: the
-        batch-1 1024-wide MLP's three layers 184 -> 171-169 us (one core,
-        quiet; under other processes' memory traffic 1.8x faster than rows
-        of B read four at a time, whose accumulators live in L1)."""
+        batch-1 1024-wide MLP's three layers 190.5 / 173.5 -> 172.1 / 171.3
+        us (one core, two interleaved runs; under other processes' memory
+        traffic 428 -> 233 us) against rows of B read four at a time into
+        accumulators in L1."""
         vectors = max(1, self.vector_registers // (2 * max(1, rows)))
         return vectors * self.lanes(dtype_bits)
 
