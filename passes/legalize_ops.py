@@ -13,7 +13,11 @@ The transition from optimization (1) into lowering (2)::
   into their consumers' loop nests and a reduction anchor carries its
   elementwise epilogue, so the group touches memory once. The Primitive
   Relax functions are removed; their kernels keep their names
-  (``fused_matmul_add_relu``).
+  (``fused_matmul_add_relu``). The parameters every call of a Primitive
+  function passes a constant (its weights) are named to the schedule
+  (``ScheduleOptions.constant_inputs``) when the context lets
+  PackConstantWeights run: a matrix-vector product then reads such a weight
+  from micro-panels that pass packs once per build.
 * Operators registered with ``legalizes_to_relax`` (shape_of, print,
   assert_op...) become the Relax expression their lowering returns: a
   ``call_pure_packed`` of a VM builtin or an impure packed call, no kernel.
