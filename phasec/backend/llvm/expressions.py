@@ -12,6 +12,7 @@ trapping.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...ir import tir
@@ -32,7 +33,12 @@ class ExpressionCodegen:
     # ======================================================================
     def dtype_of(self, e: Any) -> str:
         """The dtype of the value the codegen produces for ``e`` (checked)."""
-        memo = self.types
+        return self._memoized(e, self.types, self._infer_one)
+
+    def _memoized(self, e: Any, memo: dict[int, Any], compute: Callable[[Any], Any]) -> Any:
+        """``compute(n)`` for ``e`` and each of its sub-expressions not in
+        ``memo`` yet, children first; iterative (no Python recursion on deep
+        trees)."""
         r = memo.get(id(e))
         if r is not None:
             return r
@@ -41,15 +47,13 @@ class ExpressionCodegen:
             n, ready = stack.pop()
             if id(n) in memo:
                 continue
+            if ready:
+                memo[id(n)] = compute(n)
+                continue
             if not isinstance(n, tir.PrimExpr):
                 raise self.error(f"expected a scalar expression, got {type(n).__name__}", n)
-            if ready:
-                memo[id(n)] = self._infer_one(n)
-                continue
             stack.append((n, True))
-            for k in tir.expr_children(n):
-                if id(k) not in memo:
-                    stack.append((k, False))
+            stack.extend((k, False) for k in tir.expr_children(n) if id(k) not in memo)
         return memo[id(e)]
 
     def _infer_one(self, n: tir.PrimExpr) -> str:
@@ -147,22 +151,10 @@ class ExpressionCodegen:
         raise self.error(f"dtype mismatch in '{what}': {ta} and {tb}; insert a Cast", where)
 
     def reads_memory(self, e: Any) -> bool:
+        """Does evaluating ``e`` load from a buffer?"""
         memo = self.loads
-        r = memo.get(id(e))
-        if r is not None:
-            return r
-        stack: list[tuple[Any, bool]] = [(e, False)]
-        while stack:
-            n, ready = stack.pop()
-            if id(n) in memo:
-                continue
-            kids = tir.expr_children(n)
-            if ready:
-                memo[id(n)] = type(n) is tir.BufferLoad or any(memo[id(k)] for k in kids)
-                continue
-            stack.append((n, True))
-            stack.extend((k, False) for k in kids if id(k) not in memo)
-        return memo[id(e)]
+        return self._memoized(e, memo, lambda n: type(n) is tir.BufferLoad or any(
+            memo[id(k)] for k in tir.expr_children(n)))
 
     # ======================================================================
     # Conversions
