@@ -22,6 +22,10 @@ inferred shapes read as TVM prints them (``T.min(index + 1, 16) -
 T.min(index, 16)``): symbolic variables are shape variables, hence
 non-negative (TVM 0.27 has no other kind); ``min`` / ``max`` are resolved when
 constant bounds decide them, ``x - min(y, x)`` becomes ``max(x - y, 0)``.
+(phasec also lets ``R.Prim(value=k)`` bind a variable; one that is negative at
+run time breaks this assumption: the inferred length and the kernel's start
+then do not hold. A bound that may be negative is written as an expression of
+shape variables, ``k - 20``, whose sign the canonical form tests at run time.)
 
 One deliberate difference: where TVM's length can be negative (``x[5:k]`` with
 ``k < 5``: TVM infers ``T.min(k, 16) - 5``, a negative dimension for small
