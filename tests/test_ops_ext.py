@@ -194,6 +194,29 @@ def test_tri_one_hot_full_like_reference():
     assert f.dtype == np.float32 and (f == 3).all()
 
 
+def test_tri_k_defaults_to_zero_as_in_tvm():
+    """R.tril(x) / R.triu(x) are R.tril(x, 0) / R.triu(x, 0), TVM 0.27's default."""
+    from tvm.script import from_source
+
+    from phasec.ir.structural import structural_equal
+
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3, 4), "float32")):
+        lo = R.tril(x)
+        up = R.triu(x)
+        return (lo, up)
+'''
+    ours = phasec.parse(src)
+    assert structural_equal(ours, phasec.parse(from_source(src).script()))
+    x = rand(3, 4)
+    lo, up = phasec.VirtualMachine(phasec.build(ours))["main"](x)
+    assert (lo == np.tril(x)).all() and (up == np.triu(x)).all()
+    assert structural_equal(call_op("tril", _Z), call_op("tril", _Z, _p(0)))
+
+
 def test_one_hot_with_float_prim_values_keeps_float32_in_the_interpreter():
     """The interpreter passes a float prim value as a Python float, which
     numpy reads as float64: one_hot's reference returned float64 where its

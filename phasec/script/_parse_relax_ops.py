@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..ir import expr as rx
 from ..ir import tir
+from ..ir.op import OPERAND_DEFAULTS
 from ..ir.op.registry import REQUIRED, OpDef, find_op
 from ..ir.struct_info import PrimStructInfo
 from ._parse_common import _SINFO_KINDS, _dotted, _is_none, _to_tuple
@@ -89,6 +90,10 @@ class _OperatorCalls:
                 expected = ", ".join(attr_names) or "none"
                 raise mp.error(f"unknown keyword attribute {kw.arg!r} for {what} (its attributes: "
                                f"{expected})", kw.value)
+        defaults = OPERAND_DEFAULTS.get(opdef.name, {})
+        operand_nodes = [ast.copy_location(ast.Constant(defaults[opdef.args[i]]), node)
+                         if n is None and i < n_fixed and opdef.args[i] in defaults else n
+                         for i, n in enumerate(operand_nodes)]  # R.tril(x): R.tril(x, 0)
         missing = [opdef.args[i] for i, n in enumerate(operand_nodes[:n_fixed]) if n is None]
         optional = _optional_operands(opdef)
         if missing and all(m in optional for m in missing):

@@ -25,13 +25,13 @@ from .registry import (
 __all__ = ["OpDef", "OpPattern", "REQUIRED", "InferContext", "register_op", "get_op",
            "find_op", "list_ops", "call_op", "normalize_attrs", "op_expr", "resolve_op",
            "CATEGORY_MAX_PHASE", "SHAPE_OPERANDS", "TUPLE_OPERANDS", "OPTIONAL_OPERANDS",
+           "OPERAND_DEFAULTS",
            "SYMBOLIC_ATTRS", "symbolic_attr_values", "map_symbolic_attrs"]
 
 #: Operand names that accept a Python tuple/list of dims (made a ShapeExpr).
 SHAPE_OPERANDS = frozenset({"shape", "size"})
 #: Operand names that accept a Python tuple/list of expressions (made a Tuple).
 TUPLE_OPERANDS = frozenset({"tensors", "args"})
-#: Operand names that accept a Python scalar (made a PrimValue).
 #: Operand names that accept a Python scalar (made a PrimValue): TVM prints
 #: ``R.arange(0, 10, 1)``, ``R.tril(x, 1)``, ``R.eye(3, 3, 0)`` with bare numbers.
 PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m", "window_size",
@@ -41,6 +41,12 @@ PRIM_OPERANDS = frozenset({"offset", "start", "end", "step", "k", "n", "m", "win
 #: value, the empty tuple ``R.tuple()`` (so do the parser and call_op).
 OPTIONAL_OPERANDS: dict[str, tuple[str, ...]] = {
     "relax.memory.view": ("shape", "dtype", "relative_byte_offset"),
+}
+#: Operands with a default value when omitted (TVM 0.27's Python API:
+#: ``R.tril(x)`` is ``R.tril(x, 0)``), per operator: name -> value.
+OPERAND_DEFAULTS: dict[str, dict[str, Any]] = {
+    "relax.tril": {"k": 0},
+    "relax.triu": {"k": 0},
 }
 
 #: Attributes whose entries may be symbolic integer expressions, per operator:
@@ -195,6 +201,11 @@ def call_op(name: str, *args: Any, sinfo_args: tuple[StructInfo, ...] | list = (
         missing = opdef.args[len(args):]
         if all(m in optional for m in missing):
             args = (*args, *(Tuple([], span=span) for _ in missing))
+    defaults = OPERAND_DEFAULTS.get(opdef.name, {})
+    if defaults and len(args) < len(opdef.args):
+        missing = opdef.args[len(args):]
+        if all(m in defaults for m in missing):
+            args = (*args, *(defaults[m] for m in missing))
     n_fixed = len(opdef.args) - (1 if opdef.variadic else 0)
     if (len(args) < n_fixed) or (not opdef.variadic and len(args) != len(opdef.args)):
         expected = (f"at least {n_fixed}" if opdef.variadic else str(len(opdef.args)))
