@@ -59,21 +59,20 @@ SYMBOLIC_ATTRS: dict[str, frozenset[str]] = {
 }
 
 
+def _is_symbolic(x: Any) -> bool:
+    from .. import tir
+
+    return isinstance(x, tir.PrimExpr) and type(x) is not tir.IntImm \
+        and type(x) is not tir.FloatImm
+
+
 def symbolic_attr_values(attrs: Mapping[str, Any] | None) -> list[Any]:
     """The symbolic ``tir.PrimExpr``s among attribute values (a value, or an
     entry of a tuple value); constants are not listed."""
-    from .. import tir
-
-    out: list[Any] = []
     if not attrs:
-        return out
-    for v in attrs.values():
-        items = v if type(v) is tuple else (v,)
-        for x in items:
-            if isinstance(x, tir.PrimExpr) and type(x) is not tir.IntImm \
-                    and type(x) is not tir.FloatImm:
-                out.append(x)
-    return out
+        return []
+    return [x for v in attrs.values() for x in (v if type(v) is tuple else (v,))
+            if _is_symbolic(x)]
 
 
 def map_symbolic_attrs(attrs: Mapping[str, Any] | None, fn: Any) -> Any:
@@ -81,13 +80,9 @@ def map_symbolic_attrs(attrs: Mapping[str, Any] | None, fn: Any) -> Any:
     :func:`symbolic_attr_values`); the same object when there is none."""
     if not symbolic_attr_values(attrs):
         return attrs
-    from .. import tir
 
     def one(x: Any) -> Any:
-        if isinstance(x, tir.PrimExpr) and type(x) is not tir.IntImm \
-                and type(x) is not tir.FloatImm:
-            return fn(x)
-        return x
+        return fn(x) if _is_symbolic(x) else x
 
     return {k: tuple(one(x) for x in v) if type(v) is tuple else one(v)
             for k, v in attrs.items()}
