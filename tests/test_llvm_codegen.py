@@ -1020,9 +1020,11 @@ def test_parallel_loops_in_many_small_chunks(threads_always):
         j, 0, 16, "serial", store(B, A[i, j] + T.Cast("float32", i), i, j))))
     k = compile_prim_funcs({"k": f})["k"]
     set_num_threads(2)
+    from phasec.backend.llvm.irlib import CHUNK_WORK
+
     default = set_parallel_chunk_work(1)     # as many chunks as allowed: 32 per thread
     try:
-        assert default == 16384
+        assert default == CHUNK_WORK
         for chunk_work in (1, 100, 1 << 40):  # 64 chunks, a few, the minimum (4 per thread)
             set_parallel_chunk_work(chunk_work)
             for rows in (1, 3, 64, 65, 1000, 5000):

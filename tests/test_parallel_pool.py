@@ -191,3 +191,59 @@ def test_kernels_between_the_thresholds_are_parallel_and_match_numpy(vm, two_thr
                 np.testing.assert_allclose(np.asarray(n), norm, rtol=1e-4, atol=1e-4)
                 np.testing.assert_allclose(np.asarray(m), soft, rtol=1e-5, atol=1e-6)
                 np.testing.assert_array_equal(np.asarray(r), np.maximum(u + v, 0))
+
+
+FUSED_SOURCE = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(s: R.Tensor((3, 67, 101), dtype="float32"), y: R.Tensor((5, 7, 1031), dtype="float32"),
+             g: R.Tensor((1031,), dtype="float32"), b: R.Tensor((1031,), dtype="float32"),
+             u: R.Tensor((7, 211, 37), dtype="float32"), w: R.Tensor((4, 131, 97), dtype="float32")):
+        with R.dataflow():
+            m = R.nn.softmax(s, axis=-1)
+            n = R.nn.layer_norm(y, g, b, axes=[-1], epsilon=1e-05, center=True, scale=True)
+            r = R.nn.relu(R.add(u, u))
+            e = R.exp(w)
+            R.output(m, n, r, e)
+        return (m, n, r, e)
+"""
+
+
+def _parallel_extents(func: T.PrimFunc) -> list[int]:
+    found, stack = [], [func.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, T.For) and s.kind == "parallel":
+            found.append(s.extent.value)
+        stack.extend(T.stmt_children(s))
+    return found
+
+
+def test_short_odd_parallel_axes_are_fused_with_the_next(two_threads):
+    """A parallel outer axis of 3, 5 or 7 iterations becomes one parallel loop
+    with the next axis (i0 = f // E1, i1 = f % E1); an even one (4) is left
+    alone. Values against numpy at 1 and 2 threads."""
+    exe = phasec.build(phasec.parse(FUSED_SOURCE))
+    extents = {name: _parallel_extents(f) for name, f in exe.prim_funcs.items()}
+    assert extents == {"fused_softmax": [3 * 67], "fused_layer_norm": [5 * 7],
+                       "fused_add_relu": [7 * 211], "fused_exp": [4]}, extents
+    vm = phasec.VirtualMachine(exe)
+    s = (RNG.standard_normal((3, 67, 101)) * 3).astype(np.float32)
+    y = RNG.standard_normal((5, 7, 1031)).astype(np.float32)
+    g = RNG.standard_normal(1031).astype(np.float32)
+    b = RNG.standard_normal(1031).astype(np.float32)
+    u = RNG.standard_normal((7, 211, 37)).astype(np.float32)
+    w = RNG.standard_normal((4, 131, 97)).astype(np.float32)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    y64 = y.astype(np.float64)
+    mean = y64.mean(axis=-1, keepdims=True)
+    norm = (y64 - mean) / np.sqrt(((y64 - mean) ** 2).mean(axis=-1, keepdims=True) + 1e-5) * g + b
+    for threads in (1, 2):
+        set_num_threads(threads)
+        m, n, r, x = vm["main"](s, y, g, b, u, w)
+        np.testing.assert_allclose(np.asarray(m), e / e.sum(axis=-1, keepdims=True),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(n), norm, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(np.asarray(r), np.maximum(u + u, 0))
+        np.testing.assert_allclose(np.asarray(x), np.exp(w.astype(np.float64)), rtol=1e-6)

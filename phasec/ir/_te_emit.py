@@ -165,6 +165,7 @@ class _NestEmitter:
         self.loops = self._outer_loop_plan()
         self.q = _b.sum(1 for kind, _, _ in self.loops if kind == "axis")
         self.parallel_at = self._parallel_level()
+        self.fused_at = self._fused_level()
         return self._level(0)
 
     def _outer_loop_plan(self) -> list[tuple[str, int, PrimExpr]]:
@@ -198,6 +199,27 @@ class _NestEmitter:
             return -1
         return -1
 
+    def _fused_level(self) -> int:
+        """The level of the parallel loop when it is fused with the next one
+        into a single parallel loop (``i0 = f // E1``, ``i1 = f % E1``), or -1.
+
+        Taken when the parallel axis has an odd number of static iterations
+        below ``TargetTuning.parallel_min_iterations`` (which two threads
+        cannot split evenly) and the next loop is another root axis of static
+        extent, neither vectorized nor preceded by a stage computed between
+        the two loops."""
+        k = self.parallel_at
+        if k < 0 or k + 1 >= len(self.loops) or k + 1 > self.q:
+            return -1
+        (kind0, _, ext0), (kind1, _, ext1) = self.loops[k], self.loops[k + 1]
+        e0, e1 = _static(ext0), _static(ext1)
+        if (kind0 != "axis" or kind1 != "axis" or e0 is None or e1 is None or e1 < 2
+                or e0 >= self.opt.target.parallel_min_iterations or e0 % 2 == 0
+                or [st for st in self.attached if st.depth == k + 1]
+                or self._loop_kind(k + 1) != "serial"):
+            return -1
+        return k
+
     def _stages_at(self, depth: int) -> list[_Stage]:
         return [s for s in self.attached if s.depth == depth and s is not self.anchor]
 
@@ -223,7 +245,16 @@ class _NestEmitter:
         else:
             kind, t, ext = self.loops[k]
             zero = IntImm(0, "int64")
-            if kind == "axis":
+            if kind == "axis" and k == self.fused_at:
+                t1 = self.loops[k + 1][1]
+                e1 = _static(self.loops[k + 1][2])
+                a0, a1 = self.root.axes[t], self.root.axes[t1]
+                var = Var(self.low.names.fresh(f"{a0.name}_{a1.name}_fused"), "int64")
+                self.axis_expr[a0] = BinaryOp("//", var, IntImm(e1, "int64"))
+                self.axis_expr[a1] = BinaryOp("%", var, IntImm(e1, "int64"))
+                stmts.append(For(var, zero, IntImm(_static(ext) * e1, "int64"), "parallel",
+                                 self._level(k + 2)))
+            elif kind == "axis":
                 var = self._loop_var(self.root.axes[t])
                 self.axis_expr[self.root.axes[t]] = var
                 stmts.append(For(var, zero, ext, self._loop_kind(k), self._level(k + 1)))

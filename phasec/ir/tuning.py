@@ -102,6 +102,15 @@ class TargetTuning:
     #: stores 36.8 us on one thread, 45.1 us waking the worker; 524k stores
     #: 62.9 vs 59.3 us). See phasec/backend/llvm/irlib.py.
     parallel_wake_work: int = 1 << 19
+    #: a parallel outer axis of an odd number of static iterations below
+    #: this is fused with the next loop (when that is another axis of static
+    #: extent with nothing computed between the two): an odd count splits
+    #: unevenly over two threads (3 x 128 x 1024 softmax: 1.45x on two
+    #: threads over its 3 batches, 1.77x fused into 384 rows). Even counts
+    #: are left alone: they split evenly already, and the extra chunks of a
+    #: fused loop cost ~0.4 us each here (4 x 128 x 128 softmax: 13.5 us
+    #: over its 4 batches, 15.6 us fused)
+    parallel_min_iterations: int = 16
 
     def lanes(self, dtype_bits: int) -> int:
         """Elements of ``dtype_bits`` bits in one vector register."""

@@ -90,10 +90,11 @@ KERNEL_LIB_DECLS: dict[str, str] = {}
 # with a compare-and-swap on @pool.next that also checks the generation, so
 # a late worker never runs a chunk of a finished job; the caller works too
 # and then waits until @pool.done counts every chunk. A large loop is cut
-# into many chunks (about CHUNK_WORK estimated stores each, up to 32 per
-# thread): on a shared machine a worker may be descheduled in the middle of
-# its chunk, and the caller, who has to wait for that chunk, then waits for
-# a small piece of work while the other threads take the rest. Idle workers spin for
+# into several chunks per thread (about CHUNK_WORK estimated stores each,
+# 4 to 32 per thread), so that a worker that starts late or is descheduled
+# leaves the rest to the others; each chunk costs ~0.4-0.5 us of claiming
+# on the 2-vCPU VM, so chunks are not made smaller than ~20 us of work
+# (see CHUNK_WORK). Idle workers spin for
 # phasec_rt_spin rounds, then sleep on the futex. One job at a time: a
 # caller that finds the pool busy (another Python thread) runs serially.
 #
@@ -376,7 +377,15 @@ publish:
   %kw = call i64 @llvm.umin.i64(i64 %byw, i64 %ntx32)
   %kl = call i64 @llvm.umax.i64(i64 %kw, i64 %nt4)
   %kc = call i64 @llvm.umin.i64(i64 %kl, i64 65535)
-  %k = call i64 @llvm.umin.i64(i64 %n, i64 %kc)
+  %k0 = call i64 @llvm.umin.i64(i64 %n, i64 %kc)
+  ; ... of equal sizes: ceil(n / k0) iterations each (12 heads in 8 chunks
+  ; would be chunks of 1 and 2 heads, whose last one can leave a thread
+  ; idle; as 6 chunks of 2 they split 3 / 3)
+  %nm1 = add i64 %n, -1
+  %per0 = add i64 %nm1, %k0
+  %per = udiv i64 %per0, %k0
+  %k1 = add i64 %nm1, %per
+  %k = udiv i64 %k1, %per
   %mycpu = call i32 @sched_getcpu()
   store atomic i32 %mycpu, ptr @pool.caller_cpu monotonic, align 4
   store atomic i32 0, ptr @pool.skipped monotonic, align 4
@@ -541,9 +550,13 @@ join_done:
 }
 """
 
-#: Default estimated element stores per chunk of a parallel loop (a few microseconds
-#: of work: the chunk's claim and completion, two atomics, stay negligible).
-CHUNK_WORK = 16384
+#: Default estimated element stores per chunk of a parallel loop (about 20 us of
+#: memory-bound work). A chunk costs ~0.4-0.5 us beyond its work on the 2-vCPU
+#: VM (its claim and completion move cache lines between the cores): with 16384
+#: (up to 32 chunks per thread) a 512 x 1024 layer_norm took 80.4 us on two
+#: threads, with 262144 (8 chunks) 60.1 us (99.9 us on one); BERT's softmax
+#: 50.6 -> 41.6 us; kernels of few, long chunks (the GEMMs) are unchanged.
+CHUNK_WORK = 262144
 
 #: Default estimated element stores below which a parallel loop does not wake
 #: a sleeping pool worker but runs serially (see the pool's comment; the
