@@ -1,0 +1,137 @@
+"""Narrow stride-1 NCHW conv2d (output rows shorter than a vector: ResNet's
+14x14 and 7x7 stages) computed over the padded rows laid end to end
+(``nn_conv._flat_conv2d``): the values against numpy's reference
+convolution, on the TIR interpreter and on LLVM, for padding, dilation,
+5x5 and 1x1 kernels, odd and prime sizes and a symbolic batch; the kernel's
+structure (a flat padded copy, the GEMM over the rows, the epilogue); and
+the calls that keep the plain schedule (strided, grouped, wide rows,
+channels-last)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import TensorStructInfo, Var, tir
+from phasec.ir.builder import BlockBuilder
+from phasec.ir.op import call_op, get_op
+from phasec.ir.op.legalize import lower_fused
+
+RNG = np.random.default_rng(7)
+
+
+def _fused(params, build):
+    bb = BlockBuilder()
+    with bb.function("fused", params, attrs={"Primitive": True}):
+        with bb.dataflow():
+            gv = bb.emit_output(build(bb))
+        bb.emit_func_output(gv)
+    return bb.get()["fused"]
+
+
+def _conv_bias_relu(n, c, h, w, o, k, **attrs):
+    d = Var("d", TensorStructInfo((n, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((o, c // attrs.get("groups", 1), k, k), "float32"))
+    b = Var("b", TensorStructInfo((1, o, 1, 1), "float32"))
+    func = _fused([d, wt, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "add", bb.emit(call_op("nn.conv2d", d, wt, **attrs)), b))))
+    return func, (d, wt, b)
+
+
+def _buffers(prim):
+    out, stack = [], [prim.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tir.Allocate):
+            out.append(s.buffer.name)
+        stack.extend(tir.stmt_children(s))
+    return out
+
+
+CASES = {  # (c, h, w, o, k, attrs)
+    "3x3_pad1_14": (8, 14, 14, 16, 3, {"padding": 1}),
+    "3x3_pad1_7": (16, 7, 7, 24, 3, {"padding": 1}),
+    "1x1_7": (12, 7, 7, 8, 1, {}),
+    "5x5_pad2_9": (4, 9, 9, 5, 5, {"padding": 2}),
+    "3x3_dil2_13": (3, 13, 13, 7, 3, {"padding": 2, "dilation": 2}),
+    "3x3_uneven_pad": (5, 11, 10, 6, 3, {"padding": (1, 0, 2, 1)}),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_narrow_conv_over_flat_padded_rows_matches_numpy(name):
+    c, h, w, o, k, attrs = CASES[name]
+    func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
+    low = lower_fused(func)
+    assert "pad_flat" in _buffers(low.prim_func) and "T_conv2d_rows" in _buffers(low.prim_func)
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    wa = RNG.standard_normal((o, c, k, k)).astype("float32")
+    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+    pads = attrs.get("padding", 0)
+    pads = (pads,) * 4 if isinstance(pads, int) else pads
+    dil = attrs.get("dilation", 1)
+    want = np.maximum(get_op("relax.nn.conv2d").reference(
+        x, wa, padding=pads, dilation=(dil, dil)) + ba, 0)
+    out_shape = want.shape
+    lib = compile_prim_funcs({"k": low.prim_func})
+    got = np.zeros(out_shape, "float32")
+    lib["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros(out_shape, "float32")
+    run_prim_func(low.prim_func, [x, wa, ba, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_symbolic_batch_takes_the_flat_rows_too():
+    n = tir.Var("n")
+    func, _ = _conv_bias_relu(n, 6, 7, 7, 8, 3, padding=1)
+    low = lower_fused(func)
+    assert "pad_flat" in _buffers(low.prim_func)
+    lib = compile_prim_funcs({"k": low.prim_func})
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 6, 7, 7)).astype("float32")
+        wa = RNG.standard_normal((8, 6, 3, 3)).astype("float32")
+        ba = RNG.standard_normal((1, 8, 1, 1)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa, padding=(1, 1, 1, 1))
+                          + ba, 0)
+        got = np.zeros(want.shape, "float32")
+        lib["k"](x, wa, ba, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("attrs,shape", [
+    ({"padding": 1, "strides": 2}, (8, 14, 14)),       # strided
+    ({"padding": 1, "groups": 2}, (8, 7, 7)),          # grouped
+    ({"padding": 1}, (8, 6, 40)),                      # rows wider than a vector
+    ({"padding": 1, "data_layout": "NHWC", "kernel_layout": "HWIO"}, (8, 7, 7)),
+])
+def test_other_convolutions_keep_the_plain_schedule(attrs, shape):
+    c, h, w = shape
+    o, k = 8, 3
+    nhwc = attrs.get("data_layout") == "NHWC"
+    d = Var("d", TensorStructInfo((1, h, w, c) if nhwc else (1, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((k, k, c, o) if nhwc else (o, c // attrs.get("groups", 1),
+                                                              k, k), "float32"))
+    func = _fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs))
+    low = lower_fused(func)
+    assert "pad_flat" not in _buffers(low.prim_func)
+    assert "pad_temp" in _buffers(low.prim_func)
+
+
+def test_wide_rows_fuse_the_epilogue_into_the_conv_nest():
+    func, _ = _conv_bias_relu(1, 3, 6, 20, 4, 3, padding=1)
+    low = lower_fused(func)
+    body = low.prim_func.body
+    while isinstance(body, tir.Allocate):
+        body = body.body
+    # the padded input (pad_temp), then one nest: the conv and its epilogue
+    assert isinstance(body, tir.SeqStmt) and len(body.stmts) == 2
+    x = RNG.standard_normal((1, 3, 6, 20)).astype("float32")
+    wa = RNG.standard_normal((4, 3, 3, 3)).astype("float32")
+    ba = RNG.standard_normal((1, 4, 1, 1)).astype("float32")
+    want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa, padding=(1, 1, 1, 1)) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
