@@ -920,6 +920,51 @@ def test_grouped_conv2d_takes_the_gemm_when_groups_hold_whole_row_tiles(monkeypa
                                        err_msg=name)
 
 
+def test_strided_conv2d_packs_its_gathered_input_columns():
+    """A stride-2 convolution reads every other input column: its panels,
+    the last narrower one too, are packed (gathered once per output row)
+    so the register tiles load whole vectors; values against numpy on LLVM
+    and the interpreter, odd and prime sizes, a symbolic height."""
+    rng = np.random.default_rng(13)
+    h = T.Var("h")
+    funcs, cases = {}, []
+    for name, (c, height, w, o, k, s) in {
+            "s2_3x3": (5, 9, 75, 11, 3, 2), "s2_1x1": (7, 6, 29, 16, 1, 2),
+            "s3_narrow": (4, 7, 23, 9, 3, 3), "s2_sym": (3, h, 41, 8, 3, 2)}.items():
+        X = te.placeholder((1, c, height, w), "float32", "X")
+        W = te.placeholder((o, c, k, k), "float32", "W")
+        rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(k, "ry"), te.reduce_axis(k, "rx")
+        oh = (height - k) // s + 1
+        ow = (w - k) // s + 1
+        conv = te.compute((1, o, oh, ow), lambda b, q, y, x: te.sum(
+            X[b, rc.var, y * s + ry.var, x * s + rx.var] * W[q, rc.var, ry.var, rx.var],
+            axis=[rc, ry, rx]), name="conv", tag="conv2d")
+        out = te.compute(conv.shape, lambda b, q, y, x: relu(conv[b, q, y, x]), name="out")
+        func = te.create_prim_func([X, W, out])
+        packs = [a for a in walk(func.body) if isinstance(a, T.Allocate)
+                 and a.buffer.name.startswith("conv_bpack")]
+        assert packs, name
+        funcs[name] = func
+
+        def reference(x, wt, s=s, k=k):
+            hh, ww = x.shape[2], x.shape[3]
+            y = np.zeros((1, wt.shape[0], (hh - k) // s + 1, (ww - k) // s + 1))
+            for dy in range(k):
+                for dx in range(k):
+                    patch = x[0, :, dy:dy + s * (y.shape[2] - 1) + 1:s,
+                              dx:dx + s * (y.shape[3] - 1) + 1:s].astype("float64")
+                    y[0] += np.einsum("chw,qc->qhw", patch, wt[:, :, dy, dx])
+            return np.maximum(y, 0)
+        for hh in ((9, 4) if name == "s2_sym" else (height,)):
+            arrays = [rng.standard_normal((1, c, hh, w)).astype("float32"),
+                      rng.standard_normal((o, c, k, k)).astype("float32")]
+            cases.append((name, arrays, reference(*arrays).shape, "float32", reference))
+    _check_gemm(funcs, cases)
+    for name, arrays, out_shape, _, reference in cases[:2]:
+        got = run(funcs[name], *arrays, np.zeros(out_shape, "float32"))
+        np.testing.assert_allclose(got, reference(*arrays), rtol=1e-4, atol=1e-4, err_msg=name)
+
+
 def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):
     from phasec.ir import tuning as tn
     cases = [({"avx512f", "avx2", "fma"}, "avx512", 512), ({"avx2", "fma"}, "avx2", 256),

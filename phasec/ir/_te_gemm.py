@@ -117,6 +117,9 @@ class GemmPlan:
     #: a matrix-vector product (a few rows): tiles ``cols`` wide whose
     #: accumulators live in L1, one vectorized loop over them per k
     wide: bool = False
+    #: B is read by gathers (see ``_unit_stride``): the last, narrower panel
+    #: of columns is packed too
+    pack_rest: bool = False
     #: B uses the row axis only as ``row // c`` with ``row_group`` a multiple
     #: of every tile's rows (a grouped convolution): a tile reads B at its
     #: first row (0: B does not use the row axis)
@@ -225,10 +228,35 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
         return GemmPlan(a_expr, b_expr, b_first, row_axis, _b.max(M, 1), width, 1, False,
                         tuning.lanes(bits), wide=True)
     row_tiles = None if M is None else -(-M // rows)
+    # B not contiguous along the columns (a strided convolution reads every
+    # s-th input column): the tiles' vector loads would be gathers, so every
+    # panel, the last narrower one too, is packed whatever its size
+    gather = not group and not _unit_stride(b_expr, jvar)
     pack = (n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
             and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes) and not group)
+    pack = pack or (gather and n_tiles > 0)
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
-                    row_group=group)
+                    row_group=group, pack_rest=gather)
+
+
+def _unit_stride(e: PrimExpr, var: Var) -> bool:
+    """True when every tensor load in ``e`` that uses ``var`` uses it in its
+    last index only, with step 1 (``A[.., var + c]``): consecutive values of
+    ``var`` read consecutive elements."""
+    from .arith import simplify
+    for n in _post_order([e]):
+        if not isinstance(n, (ProducerLoad, BufferLoad)):
+            continue
+        uses = [id(var) in _vars_of(i) for i in n.indices]
+        if not _b.any(uses):
+            continue
+        if _b.any(uses[:-1]):
+            return False
+        last = n.indices[-1]
+        step = simplify(BinaryOp("-", _subst_var(last, var, BinaryOp("+", var, _i64(1))), last))
+        if not (isinstance(step, IntImm) and step.value == 1):
+            return False
+    return True
 
 
 def _row_group(e: PrimExpr, var: Var) -> int:
@@ -350,8 +378,10 @@ class GemmEmitter:
             tail = self._panel(_i64(full * tpp * nr), last, nr, bp, par_rows, _i64(full * tpp))
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
-            stmts.append(self._panel(_i64(n_tiles * nr), 1, n_rem, None, par_rows,
-                                     rows=self._rows_for(n_rem)))
+            bp_rest = self._pack_buffer(1, n_rem) if p.pack_rest else None
+            rest = self._panel(_i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
+                               rows=self._rows_for(n_rem))
+            stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
         from ._te_emit import _seq
         body = _seq(stmts)
         if shared is not None:
