@@ -787,7 +787,8 @@ def test_softmax_rows_with_nan_and_infinities_match_the_reference(op, shape):
     from phasec.backend.llvm import compile_prim_funcs
 
     func = lower_call(call_op(op, tvar("a", shape))).prim_func
-    a = rand(shape) * 5
+    # its own stream: the data must not change with the tests drawn before it
+    a = np.random.default_rng(sum(shape)).standard_normal(shape).astype("float32") * 5
     rows = a.reshape(-1, shape[-1])
     last = shape[-1] - 1
     rows[0, 0] = np.nan                    # first element
@@ -804,7 +805,10 @@ def test_softmax_rows_with_nan_and_infinities_match_the_reference(op, shape):
         with np.errstate(all="ignore"):
             run(out)
         np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
-        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-7)
+        # log_softmax near 0 is x - max - log(sum): float32 rounding of log(sum)
+        # (up to log(131) ~ 4.9, an ulp of 4.8e-7) bounds its absolute error
+        atol = 1e-6 if op == "nn.log_softmax" else 1e-7
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=atol)
 
 
 def test_softmax_with_a_symbolic_row_length_and_nan():
