@@ -15,27 +15,18 @@ import pytest
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp.tir import run_prim_func
 from phasec.ir import TensorStructInfo, Var, tir
-from phasec.ir.builder import BlockBuilder
 from phasec.ir.op import call_op, get_op
 from phasec.ir.op.legalize import lower_fused
+from test_legalize import fused  # a Primitive function built by a BlockBuilder
 
 RNG = np.random.default_rng(7)
-
-
-def _fused(params, build):
-    bb = BlockBuilder()
-    with bb.function("fused", params, attrs={"Primitive": True}):
-        with bb.dataflow():
-            gv = bb.emit_output(build(bb))
-        bb.emit_func_output(gv)
-    return bb.get()["fused"]
 
 
 def _conv_bias_relu(n, c, h, w, o, k, **attrs):
     d = Var("d", TensorStructInfo((n, c, h, w), "float32"))
     wt = Var("w", TensorStructInfo((o, c // attrs.get("groups", 1), k, k), "float32"))
     b = Var("b", TensorStructInfo((1, o, 1, 1), "float32"))
-    func = _fused([d, wt, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
+    func = fused([d, wt, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
         "add", bb.emit(call_op("nn.conv2d", d, wt, **attrs)), b))))
     return func, (d, wt, b)
 
@@ -114,7 +105,7 @@ def test_other_convolutions_keep_the_plain_schedule(attrs, shape):
     d = Var("d", TensorStructInfo((1, h, w, c) if nhwc else (1, c, h, w), "float32"))
     wt = Var("w", TensorStructInfo((k, k, c, o) if nhwc else (o, c // attrs.get("groups", 1),
                                                               k, k), "float32"))
-    func = _fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs))
+    func = fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs))
     low = lower_fused(func)
     assert "pad_flat" not in _buffers(low.prim_func)
     assert "pad_temp" in _buffers(low.prim_func)
