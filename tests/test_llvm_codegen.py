@@ -356,11 +356,11 @@ def test_exp_scaled_by_ldexp_on_avx512_is_bitwise_the_portable_exp(monkeypatch):
     bits. Both scalings are exact, so the two forms agree bit for bit, and
     both are within a few ulps of float64 exp (over every 4099th float32 bit
     pattern: all signs, magnitudes, subnormals, infinities and NaNs)."""
-    from phasec.backend.llvm import codegen, irlib
+    from phasec.backend.llvm import codegen, mathlib
 
-    assert "@llvm.ldexp" in irlib.math_function("phasec.expf", "+sse2,+avx512f,+avx512vl")[0]
+    assert "@llvm.ldexp" in mathlib.math_function("phasec.expf", "+sse2,+avx512f,+avx512vl")[0]
     for features in ("", "+avx2,+fma", "+avx2,-avx512f"):
-        assert "@llvm.ldexp" not in irlib.math_function("phasec.expf", features)[0]
+        assert "@llvm.ldexp" not in mathlib.math_function("phasec.expf", features)[0]
     n = var("n")
     X, Y = buf("X", (n,)), buf("Y", (n,))
     func = T.PrimFunc((X, Y), loops([n], lambda i: store(Y, T.Call("exp", (X[i],)), i)))
@@ -371,7 +371,7 @@ def test_exp_scaled_by_ldexp_on_avx512_is_bitwise_the_portable_exp(monkeypatch):
     avx512 = "+avx512f" in host_target().features.split(",")
     assert ("@llvm.ldexp" in host.llvm_ir) == avx512
     monkeypatch.setattr(codegen, "math_function",
-                        lambda name, features="": irlib.math_function(name, ""))
+                        lambda name, features="": mathlib.math_function(name, ""))
     portable = compile_prim_funcs({"exp": func}, use_cache=False)
     assert "@llvm.ldexp" not in portable.llvm_ir
     y_host, y_portable = np.empty_like(x), np.empty_like(x)
@@ -863,7 +863,7 @@ def test_out_of_memory_is_a_vm_error(threads_always):
         huge = buf("huge", shape)
         idx = (z,) * (len(shape) - 1)
         body = T.For(i, 0, n, "parallel", T.Allocate(huge, T.SeqStmt((
-            store(huge, A[i], i, *idx), store(A, huge[i, *idx] + 1.0, i)))))
+            store(huge, A[i], i, *idx), store(A, huge[(i, *idx)] + 1.0, i)))))
         funcs[name] = T.PrimFunc((A,), body)
     lib = compile_prim_funcs(funcs)
     for name in funcs:

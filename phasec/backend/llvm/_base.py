@@ -169,7 +169,7 @@ def _walk(root: Node) -> list[Node]:
 
 
 #: Transcendental intrinsics (a polynomial of ~10-20 vector operations, see
-#: irlib, or a libm call) and what each counts for in :func:`_estimate_work`: measured on
+#: mathlib, or a libm call) and what each counts for in :func:`_estimate_work`: measured on
 #: one AVX-512 core, a store of gelu_tanh's value (one tanh) costs 0.7 ns
 #: against ~0.1 ns for a scaled copy.
 _MATH_CALLS = frozenset({

@@ -48,11 +48,12 @@ from ._base import (
     _sanitize, _walk, buffers_in_order, llvm_type,
 )
 from .errors import CodegenError, refuse_host_calls
-from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR, MATH_DEPENDS, math_function
+from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR
 from .entry import EntryCodegen
 from .expressions import ExpressionCodegen
 from .intrinsics import IntrinsicCodegen
 from .loops import LoopCodegen
+from .mathlib import MATH_DEPENDS, math_function
 from .statements import StatementCodegen
 
 __all__ = ["ModuleCodegen", "KernelABI", "ParamABI", "CodegenOptions", "llvm_type"]
@@ -226,7 +227,7 @@ class ModuleCodegen:
         return f"@{name}"
 
     def use_math(self, name: str) -> str:
-        """Link the vectorizable math function ``name`` (see irlib); returns the callee."""
+        """Link the vectorizable math function ``name`` (see mathlib); returns the callee."""
         stack = [name]
         while stack:
             n = stack.pop()
