@@ -54,26 +54,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
-import re
 import statistics
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import FileAccessError, InputError, PhasecError
+from ..errors import InputError, PhasecError
+from ._inputs import DEFAULT_DIM, load_npz, make_inputs, onnx_input_names, parse_dims
 from ._report import CliReport, add_report_argument
-from ..ir import IRModule, tir
+from ..ir import IRModule
 from ..ir.expr import Function
-from ..ir.struct_info import (
-    PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
-)
+from ..ir.struct_info import StructInfo
 from ..transform import VERIFY_MODES, PassInstrument
 from .build import EXECUTABLE_SUFFIX, _count
 from .opt import check_opt_level, check_outputs_differ, read_module
@@ -82,7 +79,6 @@ from .opt import check_opt_level, check_outputs_differ, read_module
 EXAMPLES: tuple[str, ...] = ("mlp", "cnn", "transformer")
 DEFAULT_EXAMPLE = "mlp"
 DEFAULT_RTOL = 1e-4
-DEFAULT_DIM = 1
 #: default repeats: up to DEFAULT_REPEAT runs, stopping once they took REPEAT_BUDGET_SECONDS
 DEFAULT_REPEAT = 10
 REPEAT_BUDGET_SECONDS = 2.0
@@ -92,9 +88,6 @@ EMIT_KINDS = ("llvm", "asm", "vm")
 OUTPUT_COLUMNS = 100
 #: a run longer than this reports progress on standard error
 PROGRESS_SECONDS = 1.0
-#: the largest random input ``phasec run`` makes (16 GiB): beyond it, a typo
-#: in --dim would only end in an out-of-memory error
-MAX_RANDOM_BYTES = 16 << 30
 
 
 # -- bundled examples -----------------------------------------------------------
@@ -160,179 +153,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the compiled code instead of running it: the kernels' "
                              "optimized LLVM IR (llvm), their host assembly (asm), or the VM "
                              "bytecode (vm)")
-
-
-def parse_dims(items: list[str]) -> dict[str, int]:
-    """``["n=4", "m=2"]`` -> ``{"n": 4, "m": 2}``."""
-    dims: dict[str, int] = {}
-    for item in items:
-        m = re.fullmatch(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(-?\d+)\s*", item)
-        if m is None:
-            raise InputError(f"--dim {item!r}: expected NAME=VALUE with an integer value, "
-                             "e.g. --dim n=4")
-        value = int(m.group(2))
-        if value < 0:
-            raise InputError(f"--dim {item!r}: a dimension cannot be negative")
-        dims[m.group(1)] = value
-    return dims
-
-
-# -- inputs ----------------------------------------------------------------------------
-class _Dims:
-    """Values of symbolic dimensions: from given arrays, ``--dim``, or the default."""
-
-    def __init__(self, given: Mapping[str, int]) -> None:
-        self.given = dict(given)
-        self.bound: dict[str, int] = {}
-        self.used: set[str] = set()
-
-    def value(self, name: str) -> int:
-        self.used.add(name)
-        if name in self.bound:
-            return self.bound[name]
-        return self.bound.setdefault(name, self.given.get(name, DEFAULT_DIM))
-
-    def bind(self, name: str, value: int, where: str) -> None:
-        self.used.add(name)
-        if name in self.given and self.given[name] != value:
-            raise InputError(f"{where} has {name} = {value}, but --dim says {name}="
-                             f"{self.given[name]}")
-        old = self.bound.setdefault(name, value)
-        if old != value:
-            raise InputError(f"{where} has {name} = {value}, but another input has "
-                             f"{name} = {old}")
-
-
-def _prim_value(expr: tir.PrimExpr, dims: _Dims) -> int:
-    from ..interp import eval_prim_expr
-
-    return int(eval_prim_expr(expr, lambda v: dims.value(v.name)))
-
-
-def _bind_shape(sinfo: StructInfo | None, value: Any, dims: _Dims, where: str) -> None:
-    """Record the symbolic dims an input array defines (plain variables only)."""
-    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None \
-            and isinstance(value, np.ndarray) and value.ndim == len(sinfo.shape):
-        for d, n in zip(sinfo.shape, value.shape):
-            if isinstance(d, tir.Var):
-                dims.bind(d.name, int(n), where)
-
-
-def _random_value(sinfo: StructInfo | None, rng: np.random.Generator, dims: _Dims,
-                  where: str) -> Any:
-    if isinstance(sinfo, TensorStructInfo):
-        if sinfo.shape is None:
-            raise InputError(f"{where} has no known shape ({_sinfo(sinfo)}); give it with "
-                             "--inputs")
-        shape = tuple(_prim_value(d, dims) for d in sinfo.shape)
-        return _random_array(shape, sinfo.dtype, rng, where)
-    if isinstance(sinfo, TupleStructInfo):
-        return tuple(_random_value(f, rng, dims, f"{where}[{i}]")
-                     for i, f in enumerate(sinfo.fields))
-    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
-        return tuple(_prim_value(v, dims) for v in sinfo.values)
-    if isinstance(sinfo, PrimStructInfo):
-        if sinfo.value is not None:
-            return _prim_value(sinfo.value, dims)
-        if sinfo.dtype.startswith("float"):
-            return float(rng.standard_normal())
-        return int(rng.integers(0, 8))
-    raise InputError(f"cannot make a random value for {where} ({_sinfo(sinfo)}); "
-                     "give it with --inputs")
-
-
-def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator,
-                  where: str) -> np.ndarray:
-    if dtype in ("void", ""):
-        raise InputError(f"{where} has no dtype; give it with --inputs")
-    if any(d < 0 for d in shape):
-        raise InputError(f"{where} would have the negative shape {shape}; check --dim")
-    size = math.prod(shape) * (np.dtype("bool" if dtype == "bool" else dtype).itemsize
-                               if dtype in tir.DTYPES else 1)
-    if size > MAX_RANDOM_BYTES:
-        raise InputError(f"{where} would be a {dtype} array of shape {shape} "
-                         f"({size / 2**30:.3g} GiB); use smaller --dim values or --inputs")
-    if dtype.startswith("float"):
-        fan_in = math.prod(shape[1:]) if len(shape) >= 2 else 1
-        return (rng.standard_normal(shape) / math.sqrt(max(fan_in, 1))).astype(dtype)
-    if dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype.startswith(("int", "uint")):
-        return rng.integers(0, 8, shape).astype(dtype)
-    raise InputError(f"cannot make a random {dtype} array for {where}; give it with --inputs")
-
-
-def _sinfo(sinfo: StructInfo | None) -> str:
-    from ..interp import sinfo_text
-
-    return sinfo_text(sinfo)
-
-
-def _load_npz(path: str) -> dict[str, np.ndarray]:
-    """The arrays of ``--inputs``: a regular file, each member's declared size
-    checked before it is inflated, nothing unpickled (phasec.fileio.read_npz)."""
-    from ..fileio import read_npz
-
-    try:
-        return read_npz(path, what="--inputs")
-    except FileAccessError as exc:
-        if "not a zip archive" in exc.reason:  # numpy's own message would talk about pickles
-            raise InputError(f"--inputs {path!r}: not an .npz archive of arrays named after "
-                             "the parameters (write one with numpy.savez)") from None
-        raise
-
-
-def _onnx_input_names(given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``--inputs`` for an ONNX model names the graph's inputs; the parameters
-    of the imported ``main`` carry those names made identifiers (``gpu_0/data``
-    is ``gpu_0_data``): either spelling is accepted."""
-    from ..frontend.onnx import parameter_name
-
-    return {parameter_name(k): v for k, v in given.items()}
-
-
-def _cast_given(value: np.ndarray, sinfo: StructInfo | None, name: str) -> np.ndarray:
-    """A float64 array given for a float32 (or float16) parameter is cast, with a
-    note: numpy writes float64 by default, and the VM checks dtypes exactly."""
-    if isinstance(sinfo, TensorStructInfo) and isinstance(value, np.ndarray) \
-            and value.dtype == np.float64 and sinfo.dtype in ("float32", "float16"):
-        print(f"note: input {name!r} is float64; cast to {sinfo.dtype} as the parameter "
-              "declares", file=sys.stderr)
-        return value.astype(sinfo.dtype)
-    return value
-
-
-def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str, np.ndarray],
-                dims: Mapping[str, int], seed: int) -> tuple[list[Any], list[str]]:
-    """The argument list for ``params`` ((name, struct info) pairs): arrays
-    from ``given`` by name, random values for the rest. Returns the arguments
-    and the names of the random ones."""
-    names = [n for n, _ in params]
-    unknown = sorted(set(given) - set(names))
-    if unknown:
-        raise InputError(f"--inputs has {', '.join(map(repr, unknown))}, which "
-                         f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'}"
-                         f"; the parameters are {', '.join(names) or '(none)'}")
-    state = _Dims(dims)
-    for name, sinfo in params:  # given arrays define symbolic dims first
-        if name in given:
-            _bind_shape(sinfo, given[name], state, f"input {name!r}")
-    rng = np.random.default_rng(seed)
-    args: list[Any] = []
-    generated: list[str] = []
-    for name, sinfo in params:
-        if name in given:
-            args.append(_cast_given(given[name], sinfo, name))
-        else:
-            args.append(_random_value(sinfo, rng, state, f"parameter {name!r}"))
-            generated.append(name)
-    unused = sorted(set(dims) - state.used)
-    if unused:
-        known = sorted(state.used)
-        raise InputError(f"--dim {unused[0]}: no parameter has a symbolic dimension "
-                         f"{unused[0]!r}" + (f"; they have {', '.join(known)}" if known else
-                                             "; the entry function has no symbolic dimensions"))
-    return args, generated
 
 
 # -- the pass log -------------------------------------------------------------------------
@@ -600,7 +420,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give either INPUT or --example, not both")
     dims = parse_dims(args.dim)
     _check_save_paths(args)
-    given = _load_npz(args.inputs) if args.inputs is not None else {}
+    given = load_npz(args.inputs) if args.inputs is not None else {}
     runner = _run_executable if args.input is not None and _is_executable_file(args.input) \
         else _run_module
     if args.emit is None:
@@ -679,7 +499,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
         mod = read_module(args.input)
         what = args.input
         if Path(args.input).suffix.lower() == ".onnx":
-            given = _onnx_input_names(given)
+            given = onnx_input_names(given)
     params = _entry_params(mod, args.entry)
     inputs, generated = make_inputs(params, given, dims, args.seed)
 
