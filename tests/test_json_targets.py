@@ -66,8 +66,11 @@ def test_targets_and_vdevices_round_trip(validator) -> None:
 
 
 @pytest.mark.parametrize("bad,message", [
-    ({"target": 5}, "a target is a target string or a dictionary"),
-    ({"target": {"dict": {"keys": ["cpu"]}}}, "a target is a target string or a dictionary"),
+    ({"target": 5}, "a target is a target string such as \"llvm\" or a target dictionary"),
+    ({"target": "  "}, "a target string cannot be blank"),
+    ({"target": {"dict": {"keys": ["cpu"]}}}, "a target dictionary needs a \"kind\" string"),
+    ({"target": {"dict": {"kind": 3}}}, "a target dictionary needs a \"kind\" string"),
+    ({"vdevice": {"target": {"dict": {"kind": ["cuda"]}}}}, "needs a \"kind\" string"),
     ({"vdevice": {"target": "llvm", "vdevice_id": -1}}, "vdevice_id"),
     ({"vdevice": {"vdevice_id": 0}}, "target"),
 ])
@@ -111,3 +114,20 @@ class Module:
         back = from_json(to_json(mod))
         assert_structural_equal(back, mod)
         assert back.script() == mod.script()
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('T.target({"keys": ["cpu"], "kind": "llvm", ', 'T.target({"keys": ["cpu"], ',
+     'T.target: a target dictionary needs a "kind" string'),
+    ('"kind": "llvm", "host"', '"kind": "", "host"', 'T.target: a target dictionary needs'),
+    ('dst_vdevice=I.vdevice({"keys": ["cpu"], "kind": "llvm", "tag": ""}',
+     'dst_vdevice=I.vdevice(" "', "I.vdevice: a target string cannot be blank"),
+])
+def test_the_parser_refuses_the_same_targets(old, new, message) -> None:
+    """The text form and the JSON form share one rule (ir.module.target_problem)."""
+    from phasec.errors import ParseError
+
+    assert old in LOWERED
+    with pytest.raises(ParseError) as info:
+        phasec.parse(LOWERED.replace(old, new), "f.py")
+    assert str(info.value).startswith("f.py:") and message in str(info.value)

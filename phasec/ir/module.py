@@ -36,6 +36,21 @@ def plain_target(target: Any) -> Any:
     return target
 
 
+def target_problem(target: Any) -> str | None:
+    """Why ``target`` is not a target TVM accepts (None when it is): a
+    non-blank target string, or a configuration dictionary whose ``"kind"``
+    is a non-empty string."""
+    if isinstance(target, str):
+        return None if target.strip() else "a target string cannot be blank"
+    if isinstance(target, Mapping):
+        kind = target.get("kind")
+        if isinstance(kind, str) and kind:
+            return None
+        return 'a target dictionary needs a "kind" string (e.g. {"kind": "cuda"})'
+    return ('a target is a target string such as "llvm" or a target dictionary, not '
+            f"{type(target).__name__}")
+
+
 @node
 class VDevice(Node):
     """A virtual device, TVM's ``I.vdevice(target, vdevice_id, memory_scope)``.

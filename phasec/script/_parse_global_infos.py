@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..ir.module import (
     GLOBAL_INFO_KINDS, DummyGlobalInfo, VDevice, canonical_vdevice, plain_target,
+    target_problem,
 )
 from ._parse_common import _dotted
 
@@ -81,15 +82,10 @@ def vdevice_value(mp: _ModuleParser, node: ast.AST) -> VDevice:
     what = f"{I}.vdevice"
     a = mp.bind_args(node, what, ("target", "vdevice_id", "memory_scope"), 1)
     target = mp.literal(a["target"])
-    if isinstance(target, dict):
-        kind = target.get("kind")
-        if not isinstance(kind, str) or not kind:
-            raise mp.error(f"{what}: a target dictionary needs a \"kind\" string "
-                           f"(e.g. {{\"kind\": \"cuda\"}})", a["target"])
-        target = plain_target(target)
-    elif not isinstance(target, str) or not target.strip():
-        raise mp.error(f"{what}: the target must be a target string such as \"llvm\" or a "
-                       f"target dictionary, got {mp.src(a['target'])}", a["target"])
+    problem = target_problem(target)
+    if problem is not None:
+        raise mp.error(f"{what}: {problem}, got {mp.src(a['target'])}", a["target"])
+    target = plain_target(target)
     vdevice_id = 0
     if "vdevice_id" in a:
         vdevice_id = mp.number(a["vdevice_id"])

@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import ParseError
 from ..ir import expr as rx
 from ..ir import tir
-from ..ir.module import IRModule, Target, VDevice, plain_target
+from ..ir.module import IRModule, Target, VDevice, plain_target, target_problem
 from ..ir.node import Span
 from ..ir.infer import prim_func_sinfo
 from ..ir.op.registry import InferContext, list_ops
@@ -301,9 +301,10 @@ class _ModuleParser:
         if isinstance(node, ast.Call) and _dotted(node.func) == (self.T, "target"):
             a = self.bind_args(node, f"{self.T}.target", ("target",), 1)
             target = self.literal(a["target"])
-            if not isinstance(target, (str, dict)):
-                raise self.error(f"{self.T}.target expects a target string or dictionary, got "
-                                 f"{self.src(a['target'])}", a["target"])
+            problem = target_problem(target)
+            if problem is not None:
+                raise self.error(f"{self.T}.target: {problem}, got {self.src(a['target'])}",
+                                 a["target"])
             return Target(plain_target(target), span=self.span(node))
         if isinstance(node, ast.Dict):
             out: dict[Any, Any] = {}

@@ -20,6 +20,7 @@ from ...ir.expr import (
 )
 from ...ir.module import (
     DummyGlobalInfo, IRModule, Target, VDevice, canonical_vdevice, plain_target,
+    target_problem,
 )
 from ...ir.node import Span
 from ...ir.struct_info import (
@@ -494,8 +495,9 @@ class _Reader:
 
     def target(self, v: Any, p: Any) -> Any:
         value = self.attr_value(v, p)
-        if not (isinstance(value, str) or (isinstance(value, dict) and value.get("kind"))):
-            raise _LoadError(p, "a target is a target string or a dictionary with a \"kind\"")
+        problem = target_problem(value)
+        if problem is not None:
+            raise _LoadError(p, problem)
         return plain_target(value)
 
     def vdevice(self, d: Any, p: Any) -> VDevice:
