@@ -18,9 +18,19 @@ only kept when its shape is the inferred one.
 Not folded:
 
 * results with more than ``max_elements`` elements (default ``1 << 20``),
-  so folding never blows up the module (broadcasts of small constants);
+  so folding never blows up the module (broadcasts of small constants),
+  unless the result is a *splat* (every element the same bits): an
+  elementwise, broadcast or injective call (``R.full``, ``R.permute_dims``,
+  ``R.reshape``, ``R.add``...) of splat constants whose result is a splat
+  too. A splat costs one element in the executable
+  (:class:`~phasec.backend.vm.executable.ConstantPool` keeps it as its value
+  and shape, materialized once when a VM first runs a function using it,
+  shared between equal splats), while left unfolded it is recomputed and
+  rewritten on every call (ONNX ``ConstantOfShape`` weights of the ONNX
+  test models: ResNet-50 rebuilt 44 MB of them per call). Splats are
+  evaluated up to ``_MAX_SPLAT_ELEMENTS`` elements;
 * calls without any constant tensor operand (``R.zeros(shape)``,
-  ``R.full(...)``): they would only turn a small program into a big
+  ``R.ones(shape)``): they would only turn a small program into a big
   constant;
 * impure operators, calls of functions, ``call_tir`` / packed calls;
 * a call whose evaluation fails (e.g. an index out of range in ``R.take``):
@@ -39,15 +49,19 @@ from phasec.interp import Interpreter
 from phasec.ir import (
     Binding, Call, Constant, DataflowVar, DataTypeImm, Expr, ExprMutator, Function, IRModule,
     Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Tuple, TupleGetItem,
-    TupleStructInfo, Var, tir,
+    TupleStructInfo, Var, is_splat, tir,
 )
-from phasec.ir.op import find_op
+from phasec.ir.op import OpPattern, find_op
 from phasec.transform import PassConfigError, module_pass, register_pass
 from phasec.transform.info import is_int_at_least
 
 from .lambda_lifting import is_byoc_function
 
 __all__ = ["FoldConstant"]
+
+#: Largest splat result evaluated (elements): folding evaluates it at full
+#: size once (the numpy reference), so this bounds the build's transient memory.
+_MAX_SPLAT_ELEMENTS = 1 << 25
 
 
 class _Folder(ExprMutator):
@@ -58,6 +72,7 @@ class _Folder(ExprMutator):
         self.interp = interp
         self.max_elements = max_elements
         self.consts: dict[Var, Expr] = {}   # var -> Constant or Tuple of Constants
+        self.splats: dict[int, tuple[bool, np.ndarray]] = {}  # id(data) -> (is_splat, data)
 
     # -- operands ---------------------------------------------------------------
     def _is_const_leaf(self, e: Expr) -> bool:
@@ -110,17 +125,40 @@ class _Folder(ExprMutator):
                 return None
         if not tensors:
             return None  # creation from shapes only: keep the small program
-        if not self._fits(call.struct_info):
+        fits = self._fits(call.struct_info, self.max_elements)
+        if not fits and not self._splat_candidate(opdef.pattern, tensors, call.struct_info):
             return None
         try:
             with np.errstate(all="ignore"):
                 result = self.interp.eval_expr(call, bindings)
         except Exception:  # noqa: BLE001 - a failing operator fails at run time instead
             return None
+        if not fits and not (isinstance(result, np.ndarray) and is_splat(result)):
+            return None  # too big, and not a splat after all (e.g. R.pad's border)
         return self._to_const(result, call.struct_info)
 
-    def _fits(self, sinfo: Any) -> bool:
-        """Known to be within the size limit (static shapes only)."""
+    def _splat_candidate(self, pattern: OpPattern, tensors: list, sinfo: Any) -> bool:
+        """May this oversized call fold to a splat? Its operands must all be
+        splat tensors and the op one that maps elements to elements (an
+        injective op only moves or copies them), so the result is a splat
+        unless the op makes up values of its own (checked after evaluating)."""
+        if pattern > OpPattern.INJECTIVE or type(sinfo) is not TensorStructInfo:
+            return False
+        if not self._fits(sinfo, _MAX_SPLAT_ELEMENTS):
+            return False
+        for t in tensors:
+            if type(t) is not Constant:
+                return False
+            known = self.splats.get(id(t.data))
+            if known is None:  # (the array is kept with its answer, so its id stays its own)
+                known = self.splats[id(t.data)] = (is_splat(t.data), t.data)
+            if not known[0]:
+                return False
+        return True
+
+    @staticmethod
+    def _fits(sinfo: Any, limit: int) -> bool:
+        """Known to be within ``limit`` elements (static shapes only)."""
         total = 0
         stack = [sinfo]
         while stack:
@@ -136,7 +174,7 @@ class _Folder(ExprMutator):
                     return False
                 n *= d.value
             total += n
-        return total <= self.max_elements
+        return total <= limit
 
     def _to_const(self, value: Any, sinfo: Any) -> Expr | None:
         if type(sinfo) is TupleStructInfo:

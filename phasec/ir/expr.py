@@ -24,7 +24,7 @@ __all__ = [
     "Expr", "Var", "DataflowVar", "Constant", "Tuple", "TupleGetItem", "Op",
     "GlobalVar", "ExternFunc", "ShapeExpr", "PrimValue", "StringImm", "DataTypeImm",
     "Call", "If", "SeqExpr", "Function", "Binding", "VarBinding", "MatchCast",
-    "BindingBlock", "DataflowBlock", "BaseFunc", "LEAF_EXPRS",
+    "BindingBlock", "DataflowBlock", "BaseFunc", "LEAF_EXPRS", "is_splat",
 ]
 
 
@@ -65,11 +65,37 @@ def _aligned_copy(data: Any) -> np.ndarray:
     src = np.asarray(data)
     if src.dtype.hasobject or src.nbytes == 0:
         return np.array(src, copy=True, order="C")
-    raw = np.empty(src.nbytes + CONSTANT_ALIGNMENT, np.uint8)
-    skew = -raw.__array_interface__["data"][0] % CONSTANT_ALIGNMENT
-    out = raw[skew:skew + src.nbytes].view(src.dtype).reshape(src.shape)
+    out = aligned_empty(src.shape, src.dtype)
     np.copyto(out, src, casting="no")
     return out
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialized C-ordered array starting on a :data:`CONSTANT_ALIGNMENT`
+    boundary (not of object dtype, not empty)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + CONSTANT_ALIGNMENT, np.uint8)
+    skew = -raw.__array_interface__["data"][0] % CONSTANT_ALIGNMENT
+    return raw[skew:skew + nbytes].view(dtype).reshape(shape)
+
+
+def is_splat(arr: np.ndarray) -> bool:
+    """Whether every element of ``arr`` has the same bits (NaNs of one
+    payload are equal, ``0.0`` and ``-0.0`` are not); False when empty or of
+    object dtype."""
+    if arr.size == 0 or arr.dtype.hasobject:
+        return False
+    if arr.size == 1:
+        return True
+    flat = arr.reshape(-1)
+    if arr.dtype.itemsize in (1, 2, 4, 8) and arr.dtype.kind not in "US":
+        flat = flat.view(f"u{arr.dtype.itemsize}")  # bitwise: NaN == NaN, -0.0 != 0.0
+        # a few samples first: a real weight fails here without a full scan
+        if flat[-1] != flat[0] or flat[flat.size // 2] != flat[0]:
+            return False
+        return bool((flat == flat[0]).all())
+    return bool((flat == flat[0]).all()) and not (arr.dtype.kind in "fc"
+                                                  and bool(np.isnan(flat[0])))
 
 
 @node

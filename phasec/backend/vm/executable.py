@@ -51,7 +51,8 @@ import numpy as np
 
 from ...errors import FileAccessError, InputError, ParseError, VMError
 from ...fileio import SafeZip, write_atomic
-from ...ir import tir
+from ...ir import is_splat, tir
+from ...ir.expr import aligned_empty
 from ...ir.struct_info import StructInfo
 from .bytecode import (
     Call, CalleeKind, GetItem, Goto, If, Instruction, LoadConst, MakeClosure, MakePrim,
@@ -460,8 +461,56 @@ class _PendingTensor:
         return arr
 
 
+class _SplatTensor:
+    """A tensor constant whose elements all have the same bits, kept as that
+    element and its shape until a VM first uses it (see :class:`ConstantPool`)."""
+
+    __slots__ = ("element", "shape", "_array", "_lock")
+
+    def __init__(self, element: np.ndarray, shape: tuple[int, ...]) -> None:
+        self.element, self.shape = element, shape
+        self._array: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.element.dtype
+
+    def key(self) -> tuple:
+        return (self.shape, self.element.dtype.str, self.element.tobytes())
+
+    def load(self) -> np.ndarray:
+        """The materialized array: made once, then shared by every use."""
+        with self._lock:
+            if self._array is None:
+                # aligned like every constant (kernels stream weights with full-width loads)
+                arr = aligned_empty(self.shape, self.element.dtype)
+                arr[...] = self.element
+                arr.setflags(write=False)
+                self._array = arr
+            return self._array
+
+
+#: Tensor constants of at least this many elements that are splats are kept
+#: compact (smaller ones cost less than the scan that would find them).
+SPLAT_MIN_ELEMENTS = 4096
+
+
+def _compact(value: Any, splats: dict[tuple, _SplatTensor]) -> Any:
+    """``value`` with its splat tensors replaced by shared :class:`_SplatTensor`s."""
+    if type(value) is tuple:
+        return tuple(_compact(v, splats) for v in value)
+    if type(value) is _SplatTensor:
+        return splats.setdefault(value.key(), value)
+    if (isinstance(value, np.ndarray) and value.size >= SPLAT_MIN_ELEMENTS
+            and value.dtype.isnative and is_splat(value)):
+        splat = _SplatTensor(value.reshape(-1)[:1].reshape(()).copy(), value.shape)
+        return splats.setdefault(splat.key(), splat)
+    return value
+
+
 def _materialize(value: Any) -> Any:
-    if type(value) is _PendingTensor:
+    if type(value) is _PendingTensor or type(value) is _SplatTensor:
         return value.load()
     if type(value) is tuple:
         return tuple(_materialize(v) for v in value)
@@ -469,19 +518,26 @@ def _materialize(value: Any) -> Any:
 
 
 def _has_pending(value: Any) -> bool:
-    return type(value) is _PendingTensor or (type(value) is tuple
-                                              and any(_has_pending(v) for v in value))
+    return type(value) is _PendingTensor or type(value) is _SplatTensor or (
+        type(value) is tuple and any(_has_pending(v) for v in value))
 
 
 class ConstantPool(Sequence[Any]):
     """The constants of an executable. Those read from a file load when first
     indexed (the VM indexes a function's constants when it first runs it),
-    so constants nothing uses are never inflated."""
+    so constants nothing uses are never inflated.
+
+    A tensor whose elements all have the same bits (a *splat*, e.g. an ONNX
+    ``ConstantOfShape`` weight that FoldConstant folded) is kept as one
+    element and its shape, and materialized when first indexed, once for all
+    equal splats of the pool: the executable stays small, nothing is
+    recomputed per call, and the kernels still get an ordinary array."""
 
     __slots__ = ("_values", "_pending", "_lock")
 
     def __init__(self, values: Sequence[Any]) -> None:
-        self._values = list(values)
+        splats: dict[tuple, _SplatTensor] = {}
+        self._values = [_compact(v, splats) for v in values]
         self._pending = {i for i, v in enumerate(self._values) if _has_pending(v)}
         self._lock = threading.Lock()
 
@@ -507,7 +563,7 @@ class ConstantPool(Sequence[Any]):
     def describe(self, index: int) -> str:
         """The constant as :meth:`Executable.as_text` shows it, without reading it."""
         value = self._values[index]
-        if type(value) is _PendingTensor and math.prod(value.shape) > 8:
+        if type(value) in (_PendingTensor, _SplatTensor) and math.prod(value.shape) > 8:
             return f"{value.dtype}{list(value.shape)}"  # (a small one is shown, so read)
         return _const_text(self[index])
 
