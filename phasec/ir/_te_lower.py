@@ -75,6 +75,22 @@ class _Stage:
         return self.tensor.name
 
 
+def _stage_bounds(st: _Stage) -> dict[int, tuple[int, int]]:
+    """``id(var) -> (lo, hi)`` of the stage's axes and reduction axes with static
+    extents: the values its body is evaluated at."""
+    bounds: dict[int, tuple[int, int]] = {}
+    for var, ext in zip(st.axes, st.tensor.shape):
+        n = _static(ext)
+        if n is not None and n > 0:
+            bounds[id(var)] = (0, n - 1)
+    for iv in st.raxes:
+        n = _static(iv.extent)
+        lo = 0 if iv.min is None else _static(iv.min)
+        if n is not None and n > 0 and lo is not None:
+            bounds[id(iv.var)] = (lo, lo + n - 1)
+    return bounds
+
+
 class _Lowering:
     def __init__(self, args: Sequence[Tensor | Var], options: ScheduleOptions,
                  attrs: Mapping[str, Any] | None, no_row_local: frozenset[int] = frozenset()
@@ -255,12 +271,17 @@ class _Lowering:
         for st in self.stage_list:
             if st.extern is not None:
                 continue
-            st.expr = self._expand(st.expr)
+            st.expr = self._expand(st.expr, _stage_bounds(st))
             st.loads = [e for e in _post_order([st.expr])
                         if isinstance(e, ProducerLoad) and id(e.tensor) in self.stages]
 
-    def _expand(self, root: PrimExpr) -> PrimExpr:
-        """Replace loads of inlined tensors by their (recursively expanded) bodies."""
+    def _expand(self, root: PrimExpr, bounds: Mapping[int, tuple[int, int]] | None = None
+                ) -> PrimExpr:
+        """Replace loads of inlined tensors by their (recursively expanded) bodies.
+
+        ``bounds``: the ranges of the stage's axes, for the indices (a fused
+        reshape -> permute_dims -> reshape then reads ``x[c % g * n + c // g]``
+        instead of a dozen divisions of a flat index)."""
         ctxs: list[dict] = [{}]
         memo: dict[tuple[int, int], PrimExpr] = {}
         # stack items: (expr, ctx, state, extra)
@@ -287,7 +308,7 @@ class _Lowering:
             if state == 1:
                 new = [memo[(id(c), id(ctx))] for c in _children(e)]
                 if isinstance(e, ProducerLoad) and id(e.tensor) in self.inlined:
-                    idx = tuple(_simplify_index(i) for i in new)
+                    idx = tuple(_simplify_index(i, bounds) for i in new)
                     ikey = (id(e.tensor), tuple(_expr_key(i) for i in idx))
                     hit = self.inline_memo.get(ikey)
                     if hit is not None:
@@ -300,7 +321,7 @@ class _Lowering:
                     stack.append((op.body, ctx2, 0, None))
                     continue
                 if isinstance(e, ProducerLoad):
-                    new = [_simplify_index(i) for i in new]
+                    new = [_simplify_index(i, bounds) for i in new]
                 memo[key] = _rebuild(e, new)
                 continue
             ikey, ctx2 = extra

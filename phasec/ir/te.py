@@ -519,14 +519,21 @@ def _expr_key(e: PrimExpr) -> Any:
     return memo[id(e)]
 
 
-def _simplify_index(e: PrimExpr) -> PrimExpr:
+def _simplify_index(e: PrimExpr, bounds: Mapping[int, tuple[int, int]] | None = None
+                    ) -> PrimExpr:
+    """``e`` simplified; with ``bounds`` (``id(var) -> (lo, hi)`` of the loop
+    variables) quotients and remainders the ranges decide are resolved too
+    (:func:`phasec.ir.arith_bound.simplify_bounded`)."""
     if isinstance(e, (Var, IntImm)) or not tir.is_int(e.dtype):
         return e
     try:
         from .arith import simplify
+        from .arith_bound import simplify_bounded
     except ImportError:  # pragma: no cover - arith is part of the IR core
         return e
     try:
+        if bounds:
+            e = simplify_bounded(e, bounds)
         return simplify(e)
     except Exception:  # noqa: BLE001 - simplification is best effort
         return e
