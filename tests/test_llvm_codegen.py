@@ -540,7 +540,7 @@ def test_allocate_let_if_and_unroll():
     b = np.empty(n, np.float32)
     lib["k"](a, b)
     np.testing.assert_allclose(b, np.abs(a * 2 + np.arange(n) * 100), rtol=1e-6)
-    assert "aligned_alloc" in lib.llvm_ir and "llvm.loop.unroll.full" in lib.llvm_ir
+    assert "@phasec_rt_alloc" in lib.llvm_ir and "llvm.loop.unroll.full" in lib.llvm_ir
 
 
 def test_symbolic_allocate_and_if_without_else():

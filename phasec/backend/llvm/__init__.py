@@ -12,7 +12,7 @@ from .codegen import CodegenOptions, KernelABI, ParamABI
 from .errors import CodegenError
 from .jit import (
     get_num_threads, parallel_runtime_kind, set_min_parallel_work, set_num_threads,
-    set_parallel_chunk_work, set_parallel_wake_work,
+    set_buffer_cache_limit, set_parallel_chunk_work, set_parallel_wake_work, trim_buffer_cache,
 )
 from .runtime import (
     CompiledLibrary, Kernel, UnknownKernelError, cache_info, clear_cache, compile_prim_funcs,
@@ -21,4 +21,5 @@ from .runtime import (
 __all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "CodegenError",
            "UnknownKernelError", "CodegenOptions", "KernelABI", "ParamABI", "cache_info",
            "clear_cache", "set_num_threads", "get_num_threads", "set_min_parallel_work",
-           "set_parallel_chunk_work", "set_parallel_wake_work", "parallel_runtime_kind"]
+           "set_parallel_chunk_work", "set_parallel_wake_work", "parallel_runtime_kind",
+           "trim_buffer_cache", "set_buffer_cache_limit"]

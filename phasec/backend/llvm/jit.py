@@ -29,6 +29,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from ...errors import PhasecError
+from ...fileio import parse_size
 from ...ir.tuning import host_tuning
 from .. import interrupt
 from . import diskcache
@@ -38,7 +39,12 @@ from .irlib import parallel_runtime_ir, pool_supported
 
 __all__ = ["host_target", "NativeModule", "jit_compile", "set_num_threads", "get_num_threads",
            "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
-           "parallel_runtime_kind"]
+           "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit"]
+
+#: the limit of the runtime's cache of freed kernel buffers ("0": none; "256M"...)
+BUFFER_CACHE_ENV = "PHASEC_BUFFER_CACHE"
+#: the runtime's cache of kernels' freed intermediate buffers (irlib.BUFFER_CACHE_IR)
+_RUNTIME_BUFFER_FUNCTIONS = ("phasec_rt_alloc", "phasec_rt_free", "phasec_rt_trim_buffers")
 
 _init_lock = threading.Lock()
 # LLVM's global context is not thread-safe and llvmlite releases the GIL, so
@@ -138,19 +144,44 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     if not pool_supported(sys.platform, machine):
         kind = "spawn"
     with _compile_lock:
-        _runtime = _jit(target, parallel_runtime_ir(kind, machine), ["phasec_rt_parallel_for"],
+        _runtime = _jit(target, parallel_runtime_ir(kind, machine),
+                        ["phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS],
                         ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin",
                          "phasec_rt_chunk_work", "phasec_rt_wake_work", "phasec_rt_asleep",
-                         "phasec_rt_wakeups"], 3)
+                         "phasec_rt_wakeups", "phasec_rt_buffer_cache_bytes"], 3)
     _runtime_kind = kind
     # Pool workers run this module's code for the life of the process, so it
     # must never be freed, not even while the interpreter shuts down.
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(_runtime))
-    llvm.add_symbol("phasec_rt_parallel_for", _runtime.addresses["phasec_rt_parallel_for"])
+    for name in ("phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS):
+        llvm.add_symbol(name, _runtime.addresses[name])
     _runtime.set_i32("phasec_rt_num_threads", min(os.cpu_count() or 1, 256))
     tuning = host_tuning()
     _runtime.set_i64("phasec_rt_min_work", tuning.parallel_min_work)
     _runtime.set_i64("phasec_rt_wake_work", tuning.parallel_wake_work)
+    limit = os.environ.get(BUFFER_CACHE_ENV, "").strip()
+    if limit:
+        _runtime.set_i64("phasec_rt_buffer_cache_bytes", 0 if limit == "0" else parse_size(
+            limit, f"the environment variable {BUFFER_CACHE_ENV}"))
+
+
+def trim_buffer_cache() -> int:
+    """Free the kernel buffers the runtime keeps for reuse (see
+    :data:`.irlib.BUFFER_CACHE_IR`); returns the bytes released."""
+    host_target()
+    fn = ctypes.CFUNCTYPE(ctypes.c_int64)(_runtime.addresses["phasec_rt_trim_buffers"])
+    return int(fn())
+
+
+def set_buffer_cache_limit(nbytes: int) -> None:
+    """Keep at most ``nbytes`` of kernels' freed intermediate buffers for
+    reuse (0: none; default 512 MiB, or ``PHASEC_BUFFER_CACHE``). Blocks
+    already kept beyond a lower limit are freed."""
+    host_target()
+    if not isinstance(nbytes, int) or nbytes < 0:
+        raise PhasecError(f"the buffer cache limit must be a byte count >= 0, not {nbytes!r}")
+    _runtime.set_i64("phasec_rt_buffer_cache_bytes", nbytes)
+    trim_buffer_cache()
 
 
 def parallel_runtime_kind() -> str:

@@ -145,6 +145,7 @@ class StatementCodegen:
         nbytes = elem * math.prod(int(d.value) for d in buf.shape) if static else None
         ptr = fn.tmp(_sanitize(buf.name))
         free = False
+        size = ""
         if nbytes is not None and nbytes <= ALLOCA_LIMIT:
             # In the entry block, so a loop around the Allocate reuses one slot.
             fn.allocas.append(f"  {ptr} = alloca i8, i64 {max(nbytes, 1)}, align 64")
@@ -176,9 +177,12 @@ class StatementCodegen:
                 fn.emit(f"{rnd} = and i64 {up}, -64")
                 size = fn.tmp("sz")
                 fn.emit(f"{size} = select i1 {bad2}, i64 -64, i64 {rnd}")
-            self.mod.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64) nounwind")
+            # through the runtime's cache of freed blocks (see irlib.BUFFER_CACHE_IR);
+            # an error exit frees a live one with free()
+            self.mod.declare("phasec_rt_alloc", "declare noalias ptr @phasec_rt_alloc(i64) nounwind")
+            self.mod.declare("phasec_rt_free", "declare void @phasec_rt_free(ptr, i64) nounwind")
             self.mod.declare("free", "declare void @free(ptr) nounwind")
-            fn.emit(f"{ptr} = call ptr @aligned_alloc(i64 64, i64 {size})")
+            fn.emit(f"{ptr} = call ptr @phasec_rt_alloc(i64 {size})")
             isnull = fn.tmp("null")
             fn.emit(f"{isnull} = icmp eq ptr {ptr}, null")
             ok = fn.label("alloc.ok")
@@ -191,7 +195,7 @@ class StatementCodegen:
 
         def close() -> None:
             if free:
-                fn.emit(f"call void @free(ptr {ptr})")
+                fn.emit(f"call void @phasec_rt_free(ptr {ptr}, i64 {size})")
                 self.heap.pop()
             if prev is None:
                 del self.bufs[id(buf)]
