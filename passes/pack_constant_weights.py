@@ -1,4 +1,5 @@
-"""PackConstantWeights: pack a matmul's constant weights once per build.
+"""PackConstantWeights: pack a matmul's (or transform a Winograd convolution's)
+constant weights once per build.
 
 The GEMM schedule (:mod:`phasec.ir._te_gemm`) copies each panel of B into a
 contiguous packed buffer (micro-panels of ``K x NR`` elements) on every call
@@ -24,10 +25,17 @@ original stays while a call uses it).
 
 The pass changes no value: a packed element is a copy of a weight element,
 read by the same multiply-add in the same order.
+
+A Winograd convolution (:mod:`phasec.ir.op.nn_winograd`) marks its weight
+transform (``U = G w G^T``) the same way, with ``WINOGRAD_MARK``: for a
+constant weight the pass computes ``U`` here (:func:`transform_weight`, in
+float64 rounded once, where the kernel's own transform rounds at each
+step: the values may differ in the last bit) and the kernel reads it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,6 +44,7 @@ from phasec.ir import (
     Binding, Call, Constant, ExprMutator, Function, GlobalVar, IRModule, Op, Phase, Tuple, tir,
 )
 from phasec.ir._te_gemm import PACK_MARK, PREPACK_ATTR, PREPACK_WIDTH_ATTR
+from phasec.ir.op.nn_winograd import WINOGRAD_MARK, transform_weight
 from phasec.ir.node import Node, replace
 from phasec.ir.tir_blocks import bind_loop_vars_in_blocks
 from phasec.ir.visitor import collect_exprs
@@ -47,13 +56,13 @@ __all__ = ["PackConstantWeights", "prepacked_kernel", "pack_weight"]
 @register_pass
 @module_pass(opt_level=2, phases=Phase.LOWERING)
 class PackConstantWeights:
-    """Pack the constant weights of matmul kernels once at build time instead of on every call."""
+    """Pack matmul kernels' constant weights (transform Winograd convolutions') once per build, not per call."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
-        variants: dict[str, tuple[str, tir.PrimFunc, int, bool] | None] = {}
+        variants: dict[str, tuple[str, tir.PrimFunc, int, bool, Any] | None] = {}
         names = set(mod.functions)
 
-        def variant(name: str) -> tuple[str, tir.PrimFunc, int, bool] | None:
+        def variant(name: str) -> tuple[str, tir.PrimFunc, int, bool, Any] | None:
             if name not in variants:
                 func = mod.functions.get(name)
                 made = prepacked_kernel(func) if isinstance(func, tir.PrimFunc) else None
@@ -104,12 +113,11 @@ class _CallRewriter(ExprMutator):
         entry = self.variant(call.args[0].name_hint)
         if entry is None:
             return binding
-        new_name, func, index, keeps_b = entry
+        new_name, _, index, keeps_b, pack = entry
         args = list(call.args[1].fields)
         if index >= len(args) or type(args[index]) is not Constant:
             return binding
-        width = int(func.params[index + 1 if keeps_b else index].shape[2].value)
-        packed = Constant(pack_weight(args[index].data, width))
+        packed = Constant(pack(args[index].data))
         if keeps_b:
             args.insert(index + 1, packed)
         else:
@@ -132,15 +140,27 @@ def pack_weight(w: np.ndarray, width: int) -> np.ndarray:
     return w.reshape(k, tiles, width).transpose(1, 0, 2)
 
 
-def prepacked_kernel(func: tir.PrimFunc) -> tuple[tir.PrimFunc, int, bool] | None:
-    """``func`` reading its weight parameter already packed, or None when it
-    declares none or its body is not what the GEMM schedule marks.
+#: (kernel reading its weight prepacked, index of the weight parameter,
+#: whether the kernel still reads the weight as it is too, the packing of a
+#: weight value)
+Prepacked = tuple[tir.PrimFunc, int, bool, Callable[[np.ndarray], np.ndarray]]
 
-    Returns (kernel, index of the weight parameter, whether the kernel still
-    reads the weight unpacked too): when it does (columns beyond the last
-    whole micro-panel read B directly), the packed parameter comes right
-    after the original; otherwise it replaces it.
+
+def prepacked_kernel(func: tir.PrimFunc) -> Prepacked | None:
+    """``func`` reading its weight parameter already packed, or None when it
+    marks nothing to pack or its body is not what the schedules mark.
+
+    Two kinds of marks: the GEMM schedule's packing of B into micro-panels
+    (``PREPACK_ATTR`` naming the weight, ``PACK_MARK`` nests), and a
+    Winograd convolution's weight transform (a ``WINOGRAD_MARK`` nest that
+    reads one parameter). When the kernel still reads the weight as it is
+    too (columns beyond the last whole micro-panel read B directly), the
+    packed parameter comes right after the original; otherwise it replaces it.
     """
+    return _gemm_prepacked(func) or _winograd_prepacked(func)
+
+
+def _gemm_prepacked(func: tir.PrimFunc) -> Prepacked | None:
     pname = (func.attrs or {}).get(PREPACK_ATTR)
     width = (func.attrs or {}).get(PREPACK_WIDTH_ATTR)
     if not pname or not isinstance(width, int) or width < 1:
@@ -150,14 +170,49 @@ def prepacked_kernel(func: tir.PrimFunc) -> tuple[tir.PrimFunc, int, bool] | Non
     if index is None:
         return None
     b = func.params[index]
-    dims = [d.value if isinstance(d, tir.IntImm) else None for d in b.shape]
-    if len(dims) != 2 or None in dims:
+    dims = _static_dims(b)
+    if dims is None or len(dims) != 2:
         return None
     k, n = dims
     packed = tir.Buffer(b.name + "_packed", (tir.IntImm(-(-n // width), "int64"),
                                              tir.IntImm(k, "int64"), tir.IntImm(width, "int64")),
                         b.dtype)
-    surgery = _Surgery(packed)
+    attrs = {a: v for a, v in func.attrs.items() if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR)}
+    made = _rewrite(func, index, packed, PACK_MARK, lambda mark: mark.value, attrs)
+    return None if made is None else (*made, lambda w: pack_weight(w, width))
+
+
+def _winograd_prepacked(func: tir.PrimFunc) -> Prepacked | None:
+    marks = [s for s in _statements(func.body) if type(s) is tir.AttrStmt and s.key == WINOGRAD_MARK]
+    if len(marks) != 1 or not isinstance(marks[0].value, tir.IntImm):
+        return None
+    m = marks[0].value.value
+    params = {id(p): i for i, p in enumerate(func.params) if isinstance(p, tir.Buffer)}
+    read = {id(n.buffer) for n in _nodes(marks[0].body) if type(n) is tir.BufferLoad}
+    weights = [params[b] for b in read if b in params]
+    target = _stored_buffer(marks[0].body)
+    if len(weights) != 1 or len(read) != 1 or target is None or _static_dims(target) is None:
+        return None
+    index = weights[0]
+    w = func.params[index]
+    packed = tir.Buffer(w.name + "_winograd", target.shape, target.dtype)
+    made = _rewrite(func, index, packed, WINOGRAD_MARK, lambda mark: tir.IntImm(0, "int64"),
+                    dict(func.attrs or {}))
+    return None if made is None else (*made, lambda data: transform_weight(data, m))
+
+
+def _static_dims(b: tir.Buffer) -> list[int] | None:
+    dims = [d.value if isinstance(d, tir.IntImm) else None for d in b.shape]
+    return None if None in dims else dims
+
+
+def _rewrite(func: tir.PrimFunc, index: int, packed: tir.Buffer, mark: str,
+             offset: Callable[[tir.AttrStmt], Any], attrs: dict[str, Any]
+             ) -> tuple[tir.PrimFunc, int, bool] | None:
+    """``func`` without its ``mark`` nests, reading ``packed`` (a new
+    parameter) where it read the buffers those nests wrote."""
+    b = func.params[index]
+    surgery = _Surgery(packed, mark, offset)
     try:
         body = surgery.stmt(func.body, {})
     except _Unexpected:
@@ -171,7 +226,6 @@ def prepacked_kernel(func: tir.PrimFunc) -> tuple[tir.PrimFunc, int, bool] | Non
         params.insert(index + 1, packed)
     else:
         params[index] = packed
-    attrs = {a: v for a, v in func.attrs.items() if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR)}
     # the micro-panel index reads the panel loop's variable inside blocks
     body = bind_loop_vars_in_blocks(body)
     return tir.PrimFunc(params, body, attrs, func.span, func.ret_dtype), index, keeps_b
@@ -182,26 +236,30 @@ class _Unexpected(Exception):
 
 
 class _Surgery:
-    """Removes the marked packing nests and redirects their buffers' reads."""
+    """Removes the nests marked ``mark`` and redirects their buffers' reads
+    to ``packed`` (the first index shifted by ``offset(mark statement)``)."""
 
-    def __init__(self, packed: tir.Buffer) -> None:
+    def __init__(self, packed: tir.Buffer, mark: str,
+                 offset: Callable[[tir.AttrStmt], Any]) -> None:
         self.packed = packed
+        self.mark = mark
+        self.offset = offset
         self.removed: set[int] = set()  # ids of the per-call packed buffers
 
     def stmt(self, s: Any, base: dict[int, Any]) -> Any:
         """``s`` rewritten (``base``: packed buffer id -> its first micro-panel)."""
         t = type(s)
-        if t is tir.AttrStmt and s.key == PACK_MARK:
+        if t is tir.AttrStmt and s.key == self.mark:
             raise _Unexpected  # a mark outside a sequence: not the schedule's shape
         if t is tir.SeqStmt:
             out = []
             env = base
             for x in s.stmts:
-                if type(x) is tir.AttrStmt and x.key == PACK_MARK:
+                if type(x) is tir.AttrStmt and x.key == self.mark:
                     target = _stored_buffer(x.body)
                     if target is None:
                         raise _Unexpected
-                    env = {**env, id(target): x.value}
+                    env = {**env, id(target): self.offset(x)}
                     self.removed.add(id(target))
                     continue
                 out.append(self.stmt(x, env))
@@ -227,7 +285,7 @@ class _Surgery:
             items = [self.node(i, base) for i in x]
             return x if all(a is b for a, b in zip(items, x)) else tuple(items)
         if isinstance(x, tir.Stmt):
-            if t in (tir.SeqStmt, tir.Allocate) or (t is tir.AttrStmt and x.key == PACK_MARK):
+            if t in (tir.SeqStmt, tir.Allocate) or (t is tir.AttrStmt and x.key == self.mark):
                 return self.stmt(x, base)
         if isinstance(x, Node) and not isinstance(x, (tir.Buffer, tir.Var)):
             changes = {}
@@ -251,6 +309,16 @@ def _stored_buffer(s: Any) -> tir.Buffer | None:
     """The one buffer a packing nest stores to."""
     found = {id(n.buffer): n.buffer for n in _nodes(s) if type(n) is tir.BufferStore}
     return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _statements(root: tir.Stmt) -> list[tir.Stmt]:
+    """Every statement under ``root`` (not their expressions: a cheap walk)."""
+    out, stack = [], [root]
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        stack.extend(tir.stmt_children(s))
+    return out
 
 
 def _nodes(root: Any) -> list[Any]:

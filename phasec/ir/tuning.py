@@ -111,6 +111,15 @@ class TargetTuning:
     #: fused loop cost ~0.4 us each here (4 x 128 x 128 softmax: 13.5 us
     #: over its 4 batches, 15.6 us fused)
     parallel_min_iterations: int = 16
+    #: 3x3 stride-1 convolutions (NCHW, one group) of at least
+    #: ``winograd_min_channels`` input and output channels are computed by
+    #: Winograd's F(m x m, 3 x 3) with m at most ``winograd_tile`` (4 or 2;
+    #: 0: never), see :mod:`phasec.ir.op.nn_winograd`. One core, against the
+    #: direct convolution: 64 channels at 56x56 2.11 -> 0.80 ms, 256 at 14x14
+    #: 2.43 -> 1.04 ms, 512 at 7x7 (F(2x2)) 4.06 -> 1.95 ms; 16 channels at
+    #: 56x56 gain nothing (0.139 vs 0.142 ms), 32 gain 2x
+    winograd_tile: int = 4
+    winograd_min_channels: int = 32
 
     def lanes(self, dtype_bits: int) -> int:
         """Elements of ``dtype_bits`` bits in one vector register."""
@@ -186,4 +195,7 @@ def host_tuning() -> TargetTuning:
     cap = os.environ.get("PHASEC_VECTOR_BITS", "")
     if cap in ("128", "256", "512") and int(cap) < tuning.vector_bits:
         tuning = replace(tuning, vector_bits=int(cap))
+    wino = os.environ.get("PHASEC_WINOGRAD", "")
+    if wino in ("0", "2", "4"):
+        tuning = replace(tuning, winograd_tile=int(wino))
     return tuning

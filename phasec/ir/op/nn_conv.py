@@ -32,6 +32,7 @@ from ._layout import (
 )
 from ._draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
 from ._lowering import _clamp, _const, _out, _tensor, legalizes
+from .nn_winograd import winograd_conv2d
 
 __all__ = ["conv_reference", "conv_transpose_reference"]
 
@@ -201,9 +202,11 @@ def _conv_te(call, inputs, rank: int):
     pads = a["padding"]
     n, c, *sp = dl.to_canonical(data.shape)
     o_ch, cg, *ks = kl.to_canonical(weight.shape)
-    flat = _flat_conv2d(call, data, weight, out, a, (dl, kl, ol), (sp, ks)) if rank == 2 else None
-    if flat is not None:
-        return flat
+    if rank == 2:
+        special = (_winograd_conv2d(data, weight, out, a, (dl, kl, ol))
+                   or _flat_conv2d(call, data, weight, out, a, (dl, kl, ol), (sp, ks)))
+        if special is not None:
+            return special
     # The padded input, in canonical (NC + spatial) order, gets its own buffer
     # (as TVM's pad_temp) so the inner loop reads it without bounds checks;
     # without padding the kernel reads the data in place, in its own layout.
@@ -242,6 +245,25 @@ def _conv_te(call, inputs, rank: int):
         return te.sum(BinaryOp("*", te.cast(load((b, ch, *pos)), dt), te.cast(weight[w_idx], dt)),
                       axis=[rc, *rk])
     return te.compute(out.shape, body, name=f"T_conv{rank}d", tag=f"conv{rank}d")
+
+
+def _winograd_conv2d(data, weight, out, a, layouts):
+    """A 3x3 stride-1 NCHW conv2d of enough channels by Winograd's F(m x m, 3 x 3)
+    (:mod:`.nn_winograd`; ``m`` and the channel threshold from the host's
+    :class:`~phasec.ir.tuning.TargetTuning`), or None when the call is not one."""
+    from ..tuning import host_tuning
+    tuning = host_tuning()
+    dl, kl, ol = layouts
+    dt = out.dtype
+    if (not tuning.winograd_tile or dl.name != "NCHW" or kl.name != "OIHW" or ol.name != "NCHW"
+            or a["groups"] != 1 or tuple(a["strides"]) != (1, 1) or tuple(a["dilation"]) != (1, 1)
+            or dt not in ("float32", "float64") or data.dtype != dt or weight.dtype != dt):
+        return None
+    channels = [arith.const_int(x) for x in (data.shape[1], weight.shape[0])]
+    if any(x is None or x < tuning.winograd_min_channels for x in channels):
+        return None
+    return winograd_conv2d(data, weight, out.shape, a["padding"], dt, tuning.winograd_tile,
+                           tuning.lanes(64 if dt == "float64" else 32))
 
 
 def _flat_conv2d(call, data, weight, out, a, layouts, dims):
