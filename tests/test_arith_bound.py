@@ -181,3 +181,57 @@ def test_channel_shuffle_symbolic_batch():
     ref = x.reshape(1, 3, 4, 5, 3).transpose(0, 2, 1, 3, 4).reshape(1, 12, 5, 3)
     got = np.asarray(phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"](x))
     np.testing.assert_array_equal(got, ref)
+
+
+# ---------------------------------------------------------------------------
+# Clamps and conditions
+
+@pytest.mark.parametrize("expr,ranges", [
+    # a clamp that never clamps, and one that does
+    (lambda v: T.BinaryOp("max", T.BinaryOp("min", v["a"] * 2 + v["r"], _i(54)), _i(0)),
+     {"a": (0, 26), "r": (0, 2)}),
+    (lambda v: T.BinaryOp("max", T.BinaryOp("min", v["a"] * 2 + v["r"] - 1, _i(54)), _i(0)),
+     {"a": (0, 27), "r": (0, 2)}),
+])
+def test_clamps_resolve_only_when_the_ranges_allow(expr, ranges):
+    s = _check_everywhere(expr, ranges)
+    if ranges["a"][1] == 26:
+        assert "min" not in str(s) and "max" not in str(s), s
+
+
+def _cond(op, a, b):
+    return BinaryOp(op, a, b)
+
+
+@pytest.mark.parametrize("make,expected", [
+    (lambda v: _cond(">=", v["a"] * 2 + v["r"], _i(0)), True),
+    (lambda v: _cond("<", v["a"] * 2 + v["r"], _i(55)), True),
+    (lambda v: _cond("<", v["a"] * 2 + v["r"] - 1, _i(0)), None),   # true only at a = r = 0
+    (lambda v: _cond("and", _cond(">=", v["a"], _i(0)), _cond("<", v["r"], _i(3))), True),
+    (lambda v: _cond("or", _cond(">", v["a"], _i(40)), _cond("==", v["r"] - v["r"], _i(0))),
+     True),
+    (lambda v: _cond("!=", v["a"] - v["a"], _i(0)), False),
+    (lambda v: _cond("<=", v["a"], v["r"] + 30), True),
+])
+def test_prove_bounded_agrees_with_every_point(make, expected):
+    from phasec.ir.arith_bound import prove_bounded
+
+    ranges = {"a": (0, 26), "r": (0, 2)}
+    vars_ = {name: Var(name) for name in ranges}
+    cond = make(vars_)
+    known = prove_bounded(cond, {id(vars_[n]): r for n, r in ranges.items()})
+    _ops = {**_PY, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, ">": lambda a, b: a > b,
+            "<=": lambda a, b: a <= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+            "and": lambda a, b: a and b, "or": lambda a, b: a or b}
+
+    def ev(e, env):
+        if isinstance(e, IntImm):
+            return e.value
+        if isinstance(e, Var):
+            return env[e.name]
+        return _ops[e.op](ev(e.lhs, env), ev(e.rhs, env))
+    values = {bool(ev(cond, {"a": a, "r": r}))
+              for a in range(ranges["a"][0], ranges["a"][1] + 1)
+              for r in range(ranges["r"][0], ranges["r"][1] + 1)}
+    assert known is expected
+    assert values == ({True, False} if expected is None else {expected})

@@ -17,6 +17,7 @@ from .te import (
     ComputeOp, ExternOp, ProducerLoad, ROW_LOCAL, Reduce, ScheduleOptions, TEError, Tensor,
     _children, _expr_key, _extent_guess, _post_order, _rebuild, _simplify_index, _static,
 )
+from .arith_bound import prove_bounded
 from ._te_emit import _NestEmitter, _costly, _last_index_uses, _loads_of, _seq
 
 
@@ -73,6 +74,13 @@ class _Stage:
     @property
     def name(self) -> str:
         return self.tensor.name
+
+
+def _prove(cond: PrimExpr, bounds: Mapping[int, tuple[int, int]]) -> bool | None:
+    try:
+        return prove_bounded(cond, bounds)
+    except Exception:  # noqa: BLE001 - simplification is best effort
+        return None
 
 
 def _stage_bounds(st: _Stage) -> dict[int, tuple[int, int]]:
@@ -322,6 +330,13 @@ class _Lowering:
                     continue
                 if isinstance(e, ProducerLoad):
                     new = [_simplify_index(i, bounds) for i in new]
+                elif bounds and isinstance(e, tir.Select):
+                    # a border test the ranges decide (a pooling window or
+                    # a pad without padding on that side) picks its branch
+                    known = _prove(new[0], bounds)
+                    if known is not None:
+                        memo[key] = new[1] if known else new[2]
+                        continue
                 memo[key] = _rebuild(e, new)
                 continue
             ikey, ctx2 = extra

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from . import tir
 from .tir import BinaryOp, IntImm, PrimExpr, Var
 
-__all__ = ["simplify_bounded"]
+__all__ = ["simplify_bounded", "prove_bounded"]
 
 Interval = tuple  # (lo, hi), inclusive, or None when unknown
 
@@ -49,6 +49,12 @@ def simplify_bounded(expr: PrimExpr, bounds: Mapping[int, tuple[int, int]]) -> P
     ``(lo, hi)``. Only integer ``BinaryOp`` nodes are rewritten; anything else
     (calls, casts, selects) is an opaque atom whose range is unknown."""
     return _Simplifier(bounds).run(expr)
+
+
+def prove_bounded(cond: PrimExpr, bounds: Mapping[int, tuple[int, int]]) -> bool | None:
+    """True or False when the ranges decide the integer condition ``cond``
+    (comparisons joined by ``and`` / ``or``), else None (not known)."""
+    return _Simplifier(bounds).truth(cond)
 
 
 class _Simplifier:
@@ -97,8 +103,45 @@ class _Simplifier:
                              None)
         if e.op in ("//", "%") and type(b) is IntImm and b.value > 0:
             return (self.div if e.op == "//" else self.mod)(a, b.value, e.dtype)
+        if e.op in ("min", "max"):
+            ia, ib = self.interval(a), self.interval(b)
+            if ia is not None and ib is not None:  # a clamp that never clamps
+                if ia[1] <= ib[0]:
+                    return a if e.op == "min" else b
+                if ib[1] <= ia[0]:
+                    return b if e.op == "min" else a
         new = e if (a is e.lhs and b is e.rhs) else BinaryOp(e.op, a, b, e.dtype)
         return self.note(new, _combine(e.op, self.interval(a), self.interval(b)))
+
+    # -- conditions -----------------------------------------------------------------
+    def truth(self, c: PrimExpr) -> bool | None:
+        if type(c) is not BinaryOp:
+            return None
+        if c.op in ("and", "or"):
+            a, b = self.truth(c.lhs), self.truth(c.rhs)
+            if c.op == "and":
+                return False if False in (a, b) else (True if a is True and b is True else None)
+            return True if True in (a, b) else (False if a is False and b is False else None)
+        if c.op not in ("<", "<=", ">", ">=", "==", "!=") or not (
+                tir.is_int(c.lhs.dtype) and tir.is_int(c.rhs.dtype)):
+            return None
+        # the range of lhs - rhs as one linear sum (so that x - x cancels)
+        terms, const = self.linear(self.run(BinaryOp("-", c.lhs, c.rhs, c.lhs.dtype)))
+        iv = self.interval(self.build(list(terms.values()), const, c.lhs.dtype))
+        if iv is None:
+            return None
+        lo, hi = iv
+        if c.op == "<":
+            return True if hi < 0 else (False if lo >= 0 else None)
+        if c.op == "<=":
+            return True if hi <= 0 else (False if lo > 0 else None)
+        if c.op == ">":
+            return True if lo > 0 else (False if hi <= 0 else None)
+        if c.op == ">=":
+            return True if lo >= 0 else (False if hi < 0 else None)
+        if c.op == "==":
+            return True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None)
+        return True if lo > 0 or hi < 0 else (False if lo == hi == 0 else None)
 
     # -- linear sums ---------------------------------------------------------------
     def key(self, e: PrimExpr) -> object:
