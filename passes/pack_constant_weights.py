@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import (
-    Binding, Call, Constant, ExprMutator, Function, GlobalVar, IRModule, Op, Phase, Tuple, tir,
+    Binding, Call, Constant, DataflowVar, ExprMutator, Function, GlobalVar, IRModule, Op, Phase,
+    Tuple, Var, tir,
 )
 from phasec.ir._te_gemm import PACK_MARK, PREPACK_ATTR, PREPACK_WIDTH_ATTR
 from phasec.ir.op.nn_winograd import WINOGRAD_MARK, transform_weight
@@ -79,7 +80,16 @@ class PackConstantWeights:
         changed = {}
         for name, func in mod.functions.items():
             if isinstance(func, Function):
-                new = _CallRewriter(variant).visit_expr(func)
+                rewriter = _CallRewriter(variant)
+                new = rewriter.visit_expr(func)
+                if rewriter.consumed:
+                    # a weight bound to a variable (a folded constant) that no
+                    # other expression reads is gone: not carried beside its
+                    # packed form in the executable
+                    used = {id(v) for v in collect_exprs(new, frozenset((Var, DataflowVar)))}
+                    dead = {id(v) for v in rewriter.consumed if id(v) not in used}
+                    if dead:
+                        new = _DropBindings(dead).visit_expr(new)
                 if new is not func:
                     changed[name] = new
         if not changed:
@@ -100,12 +110,20 @@ class PackConstantWeights:
 
 
 class _CallRewriter(ExprMutator):
+    """Points calls of kernels with a prepacked variant at it, with the
+    weight packed: a constant argument, or a variable bound to one earlier
+    in the function (FoldConstant's results stay bound)."""
+
     def __init__(self, variant: Any) -> None:
         super().__init__()
         self.variant = variant
+        self.constants: dict[int, Constant] = {}  # id(var) -> the constant bound to it
+        self.consumed: list[Var] = []             # variables read as a packed weight
 
     def visit_binding(self, binding: Binding) -> Any:
         call = binding.value
+        if type(call) is Constant:
+            self.constants[id(binding.var)] = call
         if not (type(call) is Call and type(call.op) is Op and call.op.name == "relax.call_tir"
                 and len(call.args) >= 2 and type(call.args[0]) is GlobalVar
                 and type(call.args[1]) is Tuple):
@@ -115,9 +133,15 @@ class _CallRewriter(ExprMutator):
             return binding
         new_name, _, index, keeps_b, pack = entry
         args = list(call.args[1].fields)
-        if index >= len(args) or type(args[index]) is not Constant:
+        if index >= len(args):
             return binding
-        packed = Constant(pack(args[index].data))
+        weight = args[index] if type(args[index]) is Constant else self.constants.get(
+            id(args[index]))
+        if weight is None:
+            return binding
+        if weight is not args[index]:
+            self.consumed.append(args[index])
+        packed = Constant(pack(weight.data))
         if keeps_b:
             args.insert(index + 1, packed)
         else:
@@ -125,6 +149,17 @@ class _CallRewriter(ExprMutator):
         operands = [GlobalVar(new_name), Tuple(args), *call.args[2:]]
         return binding.rebind(Call(call.op, operands, call.attrs, call.sinfo_args,
                                    struct_info=call.struct_info))
+
+
+class _DropBindings(ExprMutator):
+    """Removes the bindings of the given variables (ids)."""
+
+    def __init__(self, dead: set[int]) -> None:
+        super().__init__()
+        self.dead = dead
+
+    def visit_binding(self, binding: Binding) -> Any:
+        return None if id(binding.var) in self.dead else binding
 
 
 def pack_weight(w: np.ndarray, width: int) -> np.ndarray:

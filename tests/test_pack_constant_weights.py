@@ -212,3 +212,42 @@ def test_matrix_vector_products_of_variable_or_narrow_weights_read_rows() -> Non
                                        atol=1e-4 * np.abs(want).max())
         else:
             _check(mod, *args)
+
+
+@pytest.mark.parametrize("op,wshape,xshape", [
+    ("MatMul", [1024, 768], [256, 1024]),       # the GEMM's packed micro-panels
+    ("Conv", [64, 64, 3, 3], [1, 64, 20, 20]),  # a Winograd convolution's transform
+])
+def test_a_weight_bound_to_a_variable_is_packed_and_its_binding_dropped(op, wshape, xshape):
+    # ConstantOfShape weights (ONNX's test models) fold into constants that
+    # stay bound to variables: they are packed like inline ones, and the
+    # unpacked constant is not carried beside the packed one
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from phasec.frontend.onnx import from_onnx
+    value = 0.01
+    nodes = [helper.make_node("ConstantOfShape", ["wshape"], ["w"], value=helper.make_tensor(
+                 "v", TensorProto.FLOAT, [1], [value])),
+             helper.make_node(op, ["x", "w"], ["y"], **({"pads": [1, 1, 1, 1]} if op == "Conv"
+                                                        else {}))]
+    out_shape = [xshape[0], wshape[1]] if op == "MatMul" else xshape
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, xshape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        [numpy_helper.from_array(np.array(wshape, np.int64), "wshape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    exe = phasec.build(from_onnx(model))
+    assert [n for n in exe.prim_funcs if n.endswith("_prepacked")]
+    shapes = [tuple(c.shape) for c in exe.constants if isinstance(c, np.ndarray)]
+    assert tuple(wshape) not in shapes, shapes
+    x = RNG.standard_normal(xshape).astype(np.float32)
+    got = np.asarray(phasec.VirtualMachine(exe)["main"](x))
+    w = np.full(wshape, value, np.float64)
+    if op == "MatMul":
+        want = x.astype(np.float64) @ w
+    else:  # each output: value x the sum of the 3x3 window over every channel
+        xp = np.pad(x.astype(np.float64).sum(axis=1), [(0, 0), (1, 1), (1, 1)])
+        window = sum(xp[:, r:r + xshape[2], s:s + xshape[3]] for r in range(3) for s in range(3))
+        want = np.repeat((value * window)[:, None], wshape[0], axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
