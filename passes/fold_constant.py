@@ -27,8 +27,12 @@ Not folded:
   and shape, materialized once when a VM first runs a function using it,
   shared between equal splats), while left unfolded it is recomputed and
   rewritten on every call (ONNX ``ConstantOfShape`` weights of the ONNX
-  test models: ResNet-50 rebuilt 44 MB of them per call). Splats are
-  evaluated up to ``_MAX_SPLAT_ELEMENTS`` elements;
+  test models: ResNet-50 rebuilt 44 MB of them per call). The folded
+  constant holds a broadcast view of the one element, not a full-size copy.
+  Fills and layout ops of splats fold without evaluating; other ops are
+  evaluated up to ``_MAX_SPLAT_ELEMENTS`` elements. Memory: a VM holds a
+  materialized splat while it lives, as any weight; unfolded, every call
+  allocated and filled the same bytes;
 * calls without any constant tensor operand (``R.zeros(shape)``,
   ``R.ones(shape)``): they would only turn a small program into a big
   constant;
@@ -60,8 +64,41 @@ from .lambda_lifting import is_byoc_function
 __all__ = ["FoldConstant"]
 
 #: Largest splat result evaluated (elements): folding evaluates it at full
-#: size once (the numpy reference), so this bounds the build's transient memory.
+#: size once (the numpy reference), so this bounds the build's transient
+#: memory. Fills and layout ops of splats (``R.full``, ``R.permute_dims``...)
+#: are not evaluated (see ``_splat_element``) and fold whatever their size.
 _MAX_SPLAT_ELEMENTS = 1 << 25
+
+
+#: ops whose result, for splat operands, is a splat of the first tensor
+#: operand's element (moved or copied elements), or of their fill value
+_SPLAT_LAYOUT = frozenset({"relax.permute_dims", "relax.reshape", "relax.broadcast_to",
+                           "relax.expand_dims", "relax.squeeze", "relax.flatten",
+                           "relax.astype"})
+_SPLAT_FILL = {"relax.zeros_like": 0, "relax.ones_like": 1}
+
+
+def _splat_element(op: str, args: Any, tensors: list) -> Any:
+    """The element of a splat result that needs no evaluation (a fill or a
+    moved element; the caller casts it to the result's dtype), or None."""
+    if op == "relax.full" and len(tensors) == 1:
+        return tensors[0].data.reshape(-1)[0]
+    if op == "relax.full_like" and len(tensors) == 2:
+        return tensors[1].data.reshape(-1)[0]
+    if op in _SPLAT_FILL:
+        return _SPLAT_FILL[op]
+    if op in _SPLAT_LAYOUT and len(tensors) == 1:
+        return tensors[0].data.reshape(-1)[0]
+    return None
+
+
+def _splat_const(element: Any, sinfo: Any) -> Constant | None:
+    """A splat constant of ``sinfo`` (static shape): a read-only broadcast of
+    one element, which :class:`Constant` keeps as it is (no full-size copy)."""
+    if type(sinfo) is not TensorStructInfo or sinfo.dtype == "void":
+        return None
+    one = np.asarray(element).astype(sinfo.dtype).reshape(())
+    return Constant(np.broadcast_to(one, tuple(d.value for d in sinfo.shape)))
 
 
 class _Folder(ExprMutator):
@@ -126,15 +163,23 @@ class _Folder(ExprMutator):
         if not tensors:
             return None  # creation from shapes only: keep the small program
         fits = self._fits(call.struct_info, self.max_elements)
-        if not fits and not self._splat_candidate(opdef.pattern, tensors, call.struct_info):
-            return None
+        if not fits:
+            if not self._splat_candidate(opdef.pattern, tensors, call.struct_info):
+                return None
+            element = _splat_element(op.name, call.args, tensors)
+            if element is not None:  # known without evaluating the whole result
+                return _splat_const(element, call.struct_info)
+            if not self._fits(call.struct_info, _MAX_SPLAT_ELEMENTS):
+                return None  # evaluating it would take too much memory
         try:
             with np.errstate(all="ignore"):
                 result = self.interp.eval_expr(call, bindings)
         except Exception:  # noqa: BLE001 - a failing operator fails at run time instead
             return None
-        if not fits and not (isinstance(result, np.ndarray) and is_splat(result)):
-            return None  # too big, and not a splat after all (e.g. R.pad's border)
+        if not fits:
+            if not (isinstance(result, np.ndarray) and is_splat(result)):
+                return None  # too big, and not a splat after all (e.g. R.pad's border)
+            return _splat_const(result.reshape(-1)[0], call.struct_info)
         return self._to_const(result, call.struct_info)
 
     def _splat_candidate(self, pattern: OpPattern, tensors: list, sinfo: Any) -> bool:
@@ -144,7 +189,7 @@ class _Folder(ExprMutator):
         unless the op makes up values of its own (checked after evaluating)."""
         if pattern > OpPattern.INJECTIVE or type(sinfo) is not TensorStructInfo:
             return False
-        if not self._fits(sinfo, _MAX_SPLAT_ELEMENTS):
+        if not self._fits(sinfo, 1 << 62):  # (static shapes only)
             return False
         for t in tensors:
             if type(t) is not Constant:

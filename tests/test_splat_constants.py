@@ -95,6 +95,49 @@ def test_fold_constant_folds_oversized_splats_only():
                                    want, rtol=1e-6)
 
 
+def test_folded_splats_cost_one_element_and_round_trip():
+    from phasec.script.json_format.decode import from_json
+    from phasec.script.json_format.encode import to_json
+
+    mod = parse(_SPLATS)
+    with PassContext(opt_level=3):
+        out = get_pass("FoldConstant", max_elements=4)(mod)
+    w2 = _bindings(out)["w2"].data
+    assert w2.shape == (3, 2) and not any(w2.strides) and not w2.flags.writeable
+    # the text and JSON forms write the values out; read back, the same module
+    for back in (parse(out.script()), from_json(to_json(out))):
+        np.testing.assert_array_equal(_bindings(back)["w2"].data, np.full((3, 2), 3.0))
+        x = np.ones((3, 2), np.float32)
+        np.testing.assert_array_equal(
+            np.asarray(phasec.VirtualMachine(phasec.build(back))["main"](x)),
+            np.asarray(phasec.VirtualMachine(phasec.build(out))["main"](x)))
+
+
+def test_huge_fills_fold_without_being_evaluated():
+    # 64M elements (256 MB as float32): a fill and its transpose fold to views
+    mod = parse("""
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "optimization"})
+
+    @R.function
+    def main(x: R.Tensor((8192, 8192), "float32")) -> R.Tensor((8192, 8192), "float32"):
+        w = R.full(R.shape([8192, 8192]), R.const(0.5, "float32"), dtype="float16")
+        wt = R.permute_dims(w, axes=[1, 0])
+        w32 = R.astype(wt, "float32")
+        r = R.add(x, w32)
+        return r
+""")
+    with PassContext(opt_level=3):
+        out = get_pass("FoldConstant")(mod)
+    got = _bindings(out)
+    for name, dtype in (("w", "float16"), ("wt", "float16"), ("w32", "float32")):
+        data = got[name].data
+        assert isinstance(got[name], Constant) and data.shape == (8192, 8192)
+        assert str(data.dtype) == dtype and not any(data.strides)
+        assert float(data[0, 0]) == 0.5 and float(data[-1, -1]) == 0.5
+
+
 def test_fold_constant_leaves_non_injective_ops_of_splats():
     # a reduction of a splat is not a splat candidate past the limit
     mod = parse("""
@@ -127,6 +170,11 @@ def test_constant_pool_keeps_splats_compact_and_shared():
     small = np.full((4,), 3.0, np.float32)      # below SPLAT_MIN_ELEMENTS: as it is
     pool = ConstantPool([a, b, c, real, small, (a, 1)])
     assert [pool.loaded(i) for i in range(6)] == [False, False, False, True, True, False]
+    # a broadcast view (a folded splat Constant's data), small or not, is
+    # materialized contiguous for the kernels
+    view = np.broadcast_to(np.float32(2.0), (3, 5))
+    (v,) = ConstantPool([view])
+    assert v.flags.c_contiguous and v.shape == (3, 5) and (v == 2.0).all()
     assert pool.describe(0) == "float32[64, 128]" and not pool.loaded(0)
     got = [pool[i] for i in range(6)]
     assert got[0] is got[1] and got[0] is got[5][0] and got[0] is not got[2]

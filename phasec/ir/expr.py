@@ -79,13 +79,20 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return raw[skew:skew + nbytes].view(dtype).reshape(shape)
 
 
+def _is_splat_view(data: Any) -> bool:
+    """A numpy array of more than one element whose strides are all 0 (one
+    element seen everywhere: ``np.broadcast_to(x, shape)`` of a scalar)."""
+    return (type(data) is np.ndarray and data.size > 1 and not any(data.strides)
+            and data.dtype.isnative and not data.dtype.hasobject)
+
+
 def is_splat(arr: np.ndarray) -> bool:
     """Whether every element of ``arr`` has the same bits (NaNs of one
     payload are equal, ``0.0`` and ``-0.0`` are not); False when empty or of
     object dtype."""
     if arr.size == 0 or arr.dtype.hasobject:
         return False
-    if arr.size == 1:
+    if arr.size == 1 or not any(arr.strides):  # one element, or one seen everywhere
         return True
     flat = arr.reshape(-1)
     if arr.dtype.itemsize in (1, 2, 4, 8) and arr.dtype.kind not in "US":
@@ -107,6 +114,14 @@ class Constant(Expr):
     span: Span | None = None
 
     def __post_init__(self) -> None:
+        if _is_splat_view(self.data):
+            # a broadcast of one element (FoldConstant's splats): kept as the
+            # view, so that a 9 MB splat weight costs its element; the VM's
+            # constant pool materializes it once, contiguous and aligned
+            arr = self.data
+            arr.setflags(write=False)
+            set_field(self, "struct_info", TensorStructInfo(arr.shape, str(arr.dtype)))
+            return
         # C order: kernels and the VM take row-major buffers (a folded
         # reference result may be a transposed view)
         arr = _aligned_copy(self.data)

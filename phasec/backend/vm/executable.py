@@ -502,10 +502,15 @@ def _compact(value: Any, splats: dict[tuple, _SplatTensor]) -> Any:
         return tuple(_compact(v, splats) for v in value)
     if type(value) is _SplatTensor:
         return splats.setdefault(value.key(), value)
-    if (isinstance(value, np.ndarray) and value.size >= SPLAT_MIN_ELEMENTS
-            and value.dtype.isnative and is_splat(value)):
+    if not isinstance(value, np.ndarray):
+        return value
+    view = not value.flags.c_contiguous  # a splat Constant's broadcast view, say
+    if (view or value.size >= SPLAT_MIN_ELEMENTS) and value.dtype.isnative and is_splat(value):
         splat = _SplatTensor(value.reshape(-1)[:1].reshape(()).copy(), value.shape)
         return splats.setdefault(splat.key(), splat)
+    if view:  # kernels take C-contiguous arrays
+        value = np.array(value, order="C")
+        value.setflags(write=False)
     return value
 
 
