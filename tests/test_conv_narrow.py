@@ -1,11 +1,12 @@
-"""Narrow stride-1 NCHW conv2d (output rows shorter than a vector: ResNet's
-14x14 and 7x7 stages) computed over the padded rows laid end to end
-(``nn_conv._flat_conv2d``): the values against numpy's reference
-convolution, on the TIR interpreter and on LLVM, for padding, dilation,
-5x5 and 1x1 kernels, odd and prime sizes and a symbolic batch; the kernel's
-structure (a flat padded copy, the GEMM over the rows, the epilogue); and
-the calls that keep the plain schedule (strided, grouped, wide rows,
-channels-last)."""
+"""Narrow NCHW conv2d (output rows shorter than a vector: ResNet's 14x14
+and 7x7 stages). Stride 1: computed over the padded rows laid end to end
+(``nn_conv._flat_conv2d``); strided: over the input gathered into columns
+(im2col, ``nn_conv._strided_narrow_conv2d``). The values against numpy's
+reference convolution, on the TIR interpreter and on LLVM, for padding,
+dilation, 5x5 and 1x1 kernels, odd and prime sizes and a symbolic batch;
+the kernel's structure (a flat padded copy or the columns, the GEMM over
+all positions, the epilogue); and the calls that keep the plain schedule
+(grouped, wide rows, channels-last)."""
 
 from __future__ import annotations
 
@@ -92,8 +93,58 @@ def test_a_symbolic_batch_takes_the_flat_rows_too():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+STRIDED = {  # (c, h, w, o, k, attrs): 7x7 and narrower outputs
+    "3x3_s2_14": (8, 14, 14, 16, 3, {"padding": 1, "strides": 2}),
+    "1x1_s2_14": (12, 14, 14, 20, 1, {"strides": 2}),
+    "3x3_s2_odd_uneven": (5, 13, 11, 7, 3, {"padding": (1, 0, 2, 1), "strides": 2}),
+    "3x3_s2x3_dil2": (6, 17, 19, 9, 3, {"padding": 2, "strides": (2, 3), "dilation": 2}),
+    "5x5_s3_prime": (3, 23, 23, 11, 5, {"padding": 2, "strides": 3}),
+}
+
+
+@pytest.mark.parametrize("name", list(STRIDED))
+def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
+    c, h, w, o, k, attrs = STRIDED[name]
+    func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
+    low = lower_fused(func)
+    assert "im2col" in _buffers(low.prim_func) and "T_conv2d_cols" in _buffers(low.prim_func)
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    wa = RNG.standard_normal((o, c, k, k)).astype("float32")
+    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+    pads = attrs.get("padding", 0)
+    pads = (pads,) * 4 if isinstance(pads, int) else pads
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    want = np.maximum(get_op("relax.nn.conv2d").reference(
+        x, wa, padding=pads, strides=two(attrs["strides"]),
+        dilation=two(attrs.get("dilation", 1))) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros(want.shape, "float32")
+    run_prim_func(low.prim_func, [x, wa, ba, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_symbolic_batch_takes_the_gathered_columns_too():
+    n = tir.Var("n")
+    func, _ = _conv_bias_relu(n, 6, 14, 14, 8, 3, padding=1, strides=2)
+    low = lower_fused(func)
+    assert "im2col" in _buffers(low.prim_func)
+    lib = compile_prim_funcs({"k": low.prim_func})
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 6, 14, 14)).astype("float32")
+        wa = RNG.standard_normal((8, 6, 3, 3)).astype("float32")
+        ba = RNG.standard_normal((1, 8, 1, 1)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(
+            x, wa, padding=(1, 1, 1, 1), strides=(2, 2)) + ba, 0)
+        got = np.zeros(want.shape, "float32")
+        lib["k"](x, wa, ba, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("attrs,shape", [
-    ({"padding": 1, "strides": 2}, (8, 14, 14)),       # strided
+    ({"padding": 1, "strides": 2}, (8, 40, 40)),       # strided, rows wider than a vector
+    ({"padding": 1, "strides": 2}, (8, 6, 6)),         # strided, fewer positions than a vector
     ({"padding": 1, "groups": 2}, (8, 7, 7)),          # grouped
     ({"padding": 1}, (8, 6, 40)),                      # rows wider than a vector
     ({"padding": 1, "data_layout": "NHWC", "kernel_layout": "HWIO"}, (8, 7, 7)),
@@ -108,6 +159,7 @@ def test_other_convolutions_keep_the_plain_schedule(attrs, shape):
     func = fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs))
     low = lower_fused(func)
     assert "pad_flat" not in _buffers(low.prim_func)
+    assert "im2col" not in _buffers(low.prim_func)
     assert "pad_temp" in _buffers(low.prim_func)
 
 
