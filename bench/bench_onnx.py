@@ -23,6 +23,11 @@ the model's own):
     python bench/bench_onnx.py                       # all nine models
     python bench/bench_onnx.py --models resnet50,squeezenet --repeat 5
     python bench/bench_onnx.py --quick               # squeezenet, best of 2
+    python bench/bench_onnx.py --profile shufflenet  # each phasec kernel, 1 thread, and ORT
+
+``--profile MODEL`` times every phasec kernel of one model at one thread
+(each call site's best over the rounds, summed per kernel), the whole call
+and ONNX Runtime's whole call in the same process, rounds alternating.
 """
 
 from __future__ import annotations
@@ -134,6 +139,72 @@ def _spawn(engine: str, name: str, repeat: int) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def profile(name: str, repeat: int, top: int = 40) -> None:
+    """Where one model's time goes: each phasec kernel at one thread (the best
+    of each call site over ``repeat`` rounds, summed per kernel), the whole
+    call, and ONNX Runtime's whole call, rounds alternating (see the module
+    docstring)."""
+    import math
+
+    import onnx
+    import onnxruntime as ort
+
+    import phasec
+    from phasec.backend.llvm import set_num_threads
+    from phasec.backend.vm import VirtualMachine
+    from phasec.frontend.onnx import from_onnx
+
+    model = onnx.load(_model_path(name))
+    in_name, x = _input(model)
+    exe = phasec.build(from_onnx(model))
+    set_num_threads(1)
+    state = {"site": 0}
+    best: dict[tuple[int, str], float] = {}
+
+    def timed(kname: str, fn: Any) -> Any:
+        def call(*a: Any) -> None:
+            t0 = time.perf_counter()
+            fn(*a)
+            dt = time.perf_counter() - t0
+            key = (state["site"], kname)
+            best[key] = min(best.get(key, math.inf), dt)
+            state["site"] += 1
+        return call
+    kernels = exe.kernels("llvm")
+    timed_main = VirtualMachine(exe, kernels={k: timed(k, f) for k, f in kernels.items()})["main"]
+    plain_main = VirtualMachine(exe)["main"]
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    feeds = {in_name: x}
+    plain_main(x)
+    sess.run(None, feeds)
+    whole = ort_best = math.inf
+    for _ in range(repeat):
+        state["site"] = 0
+        timed_main(x)
+        t0 = time.perf_counter()
+        plain_main(x)
+        whole = min(whole, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        ort_best = min(ort_best, time.perf_counter() - t0)
+    per: dict[str, list[float]] = {}
+    for (_, kname), t in best.items():
+        per.setdefault(kname, []).append(t)
+    total = sum(sum(v) for v in per.values())
+    rows = [[k, len(v), C.fmt_seconds(sum(v)), f"{100 * sum(v) / total:.1f}%"]
+            for k, v in sorted(per.items(), key=lambda kv: -sum(kv[1]))[:top]]
+    rows.append(["(sum of kernels)", "", C.fmt_seconds(total), ""])
+    rows.append(["(whole call, best)", "", C.fmt_seconds(whole), ""])
+    rows.append(["(ONNX Runtime, whole call, best)", "", C.fmt_seconds(ort_best),
+                 C.fmt_ratio(whole / ort_best)])
+    C.print_table(["kernel", "calls", "1T", "share"], rows,
+                  title=f"{name}: best of {repeat} alternating rounds, one thread")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS))
@@ -141,7 +212,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="squeezenet only, best of 2")
     p.add_argument("--keep-blas-env", action="store_true")
     p.add_argument("--worker", nargs=2, metavar=("ENGINE", "MODEL"), help=argparse.SUPPRESS)
+    p.add_argument("--profile", default="", metavar="MODEL", choices=["", *MODELS],
+                   help="time each phasec kernel of one model (one thread) beside ORT")
     args = p.parse_args()
+    if args.profile:
+        profile(args.profile, max(args.repeat, 10))
+        return
     if args.worker:
         print(json.dumps(worker(args.worker[0], args.worker[1], args.repeat)))
         return
