@@ -278,8 +278,13 @@ def _padded_input(x, pads, rank: int, fill):
             out, src[(ni, ci, *i)], (ni, ci, *[BinaryOp("+", i[j], _i64(lo[j]))
                                               for j in range(rank)])), "y")
         body = SeqStmt((fill_stmt, copy_stmt))
+        # threads only for enough work, as the TE schedules decide (tuning)
+        from ..tuning import host_tuning
+
+        work = n * c * int(np.prod(shape[2:]))
+        par = c > 1 and work >= host_tuning().parallel_min_work
         return For(ni, _i64(0), _i64(n), "serial",
-                   For(ci, _i64(0), _i64(c), "parallel" if c > 1 else "serial", body))
+                   For(ci, _i64(0), _i64(c), "parallel" if par else "serial", body))
     return te.extern([_i64(v) for v in shape], x.dtype, [x], build, name="pad_temp")
 
 
