@@ -81,6 +81,14 @@ CASES = [
     ((1, 2, 40, 43), (3, 2), (1, 2), (1, 0, 1, 1), (2, 1), True),    # dilation, ceil
     ((1, 3, 34, 34), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),   # stride 1
     ((1, 2, 33, 65), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), True),    # ceil, odd sizes
+    ((1, 5, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),     # narrow, stride 1
+    ((1, 3, 14, 14), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),   # narrow, padded copy
+    ((2, 3, 9, 11), (3, 3), (2, 2), (0, 0, 1, 1), (1, 1), False),    # Inception's padding
+    ((1, 3, 27, 27), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False),   # narrow: te.max
+    # ceil_mode windows that reach past the padding
+    ((1, 2, 7, 8), (2, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),
+    ((1, 2, 35, 40), (2, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),
+    ((1, 2, 36, 41), (3, 3), (2, 3), (0, 1, 0, 1), (2, 1), True),
 ]
 
 
@@ -109,6 +117,15 @@ def test_fast_path_is_taken_only_for_wide_rows():
     assert "_nans" not in text and "pad_temp" not in text
     # no padding: the window is always inside, so no test and no clamp remain
     assert "T.Select" not in text and "T.min(" not in text
+    # narrow and strided with padding: te.max over the padded copy
+    padded, _ = _build((1, 2, 14, 14), (1, 2, 7, 7), pool_size=(3, 3), strides=(2, 2),
+                       padding=(1, 1, 1, 1))
+    text = lower(padded).script()
+    assert "pad_temp" in text and "_nans" not in text and "T.min(" not in text
+    # stride 1: the fast path whatever the width
+    stride1, _ = _build((1, 2, 7, 7), (1, 2, 7, 7), pool_size=(3, 3), strides=(1, 1),
+                        padding=(1, 1, 1, 1))
+    assert "_nans" in lower(stride1).script()
 
 
 def test_nhwc_wide_rows_match_numpy():

@@ -226,28 +226,36 @@ for _rank in (1, 2, 3):
                doc=f"{_rank}-D {_kind} pooling (layout {_canonical(_rank)} or a permutation).")
 
 
-def _fast_max_pool(dtype: str, out_shape) -> bool:
+def _fast_max_pool(dtype: str, out_shape, stride: int) -> bool:
     """Whether a max pooling takes te.fast_max plus a NaN count (below) rather
-    than te.max: float, and output rows of at least one vector (static).
+    than te.max: float, and a stride of 1 along the rows or output rows of at
+    least one vector (static).
 
-    Measured on one core (3x3 stride 2, NCHW; ORT 1.32 in brackets):
-    128x55x55 no padding 566 -> 100 us (81), 96x109x109 380 -> 232 us (227),
-    64x112x112 padding 1 810 -> 347 us (157), 24x112x112 357 -> 133 us (82).
-    With the count the reductions get a scalar accumulator per output
-    element instead of a row of them, which rows narrower than a vector do
-    not repay: 256x27x27 (13 columns) 160 -> 239 us; it keeps te.max."""
+    Measured on one core (3x3, NCHW; us, before -> after, ORT 1.32 in
+    brackets): stride 2, 128x55x55 no padding 566 -> 100 (81), 96x109x109
+    380 -> 232 (227), 64x112x112 padding 1 810 -> 347 (157), 24x112x112 357
+    -> 133 (82); stride 1, 1024x7x7 padding 1 523 -> 63 (32), 256x12x12 82 ->
+    35 (19). With the count the reductions get a scalar accumulator per
+    output element instead of a row of them, which strided rows narrower
+    than a vector do not repay (256x27x27 stride 2: 160 -> 239 us, 320x28x28
+    padding 1: 256 -> 356 us): those keep te.max (over the padded copy when
+    there is padding: 256 -> 203 us)."""
     if not dtype.startswith("float") or not out_shape:
         return False
+    if stride == 1:
+        return True
     from ..tuning import host_tuning
 
     width = arith.const_int(out_shape[-1])
     return width is not None and width >= host_tuning().lanes(int(dtype[5:]))
 
 
-def _padded_input(x, pads, rank: int, fill):
+def _padded_input(x, pads, rank: int, fill, reach: list[int]):
     """The input with its padding filled in (``fill``: the max's identity) as
     a buffer of its own, for a canonical-layout input of static shape with
-    padding; else None.
+    padding; else None. It extends to ``reach`` (per spatial axis, the end of
+    the last window in input coordinates) when that passes the padding, as
+    ``ceil_mode``'s last window may.
 
     Reading the border through a bounds test and clamped indices in the
     pooling loop made every load a gather (64x112x112 3x3/2 max pool with
@@ -260,7 +268,8 @@ def _padded_input(x, pads, rank: int, fill):
         return None
     n, c, *sp = dims
     lo, hi = pads[:rank], pads[rank:]
-    shape = (n, c, *[sp[j] + lo[j] + hi[j] for j in range(rank)])
+    # up to where the windows reach (``reach``: exclusive, input coordinates)
+    shape = (n, c, *[lo[j] + max(sp[j] + hi[j], reach[j]) for j in range(rank)])
 
     def build(bufs, out):
         src = bufs[0]
@@ -320,10 +329,16 @@ def _pool_te(call, inputs, kind: str, rank: int):
         return x[idx]
 
     zeros = [0] * rank
-    fast = kind == "max" and _fast_max_pool(dt, out.shape)
-    # with te.fast_max, the padding in a copy of its own: see _padded_input
-    padded = (_padded_input(x, pads, rank, te.min_value(dt))
-              if fast and a["layout"] == canonical else None)
+    fast = kind == "max" and _fast_max_pool(dt, out.shape, a["strides"][-1])
+    # a max pool's padding in a copy of its own: see _padded_input
+    padded = None
+    if kind == "max" and a["layout"] == canonical:
+        # how far the last window reaches (ceil_mode's may pass the padding)
+        out_sp = [arith.const_int(d) for d in out_lay.to_canonical(out.shape)[2:]]
+        if all(d is not None for d in out_sp):
+            reach = [(out_sp[j] - 1) * a["strides"][j] - pads[j]
+                     + (a["pool_size"][j] - 1) * a["dilation"][j] + 1 for j in range(rank)]
+            padded = _padded_input(x, pads, rank, te.min_value(dt), reach)
 
     def tap(n, c, pos):
         """The input at ``pos``: the padded copy's, or tested against the border."""
