@@ -1,0 +1,112 @@
+"""Grouped NCHW conv2d (ShuffleNet's 1x1 convolutions: 4 groups of 34, 68
+and 136 channels at 28x28, 14x14 and 7x7). Narrow stride-1 ones run over
+the rows laid end to end (``nn_conv._flat_conv2d``), grouped 1x1 ones
+without padding over rows of up to two vectors too, and the GEMM schedule
+takes them when its register tiles' rows lie in one group
+(``GemmPlan.row_group``). The values against numpy's reference
+convolution on LLVM and on the TIR interpreter for groups of 68, 34, 17
+(odd) and 6 channels, 1x1 and 3x3, a symbolic batch; the schedule taken
+(the GEMM's register tiles, read from the kernel's buffers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import TensorStructInfo, Var, tir
+from phasec.ir.op import call_op, get_op
+from phasec.ir.op.legalize import lower_fused
+from phasec.ir.tuning import host_tuning
+from test_legalize import fused  # a Primitive function built by a BlockBuilder
+
+RNG = np.random.default_rng(16)
+
+
+def _grouped(n, og: int, groups: int, h: int, w: int, k: int, pad: int):
+    """conv2d (+ bias + relu) of ``groups`` groups of ``og`` channels in and out."""
+    c = og * groups
+    d = Var("d", TensorStructInfo((n, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((c, og, k, k), "float32"))
+    b = Var("b", TensorStructInfo((1, c, 1, 1), "float32"))
+    return fused([d, wt, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "add", bb.emit(call_op("nn.conv2d", d, wt, groups=groups, padding=pad)), b))))
+
+
+def _allocs(prim) -> dict[str, list[tuple[int, ...]]]:
+    out: dict[str, list[tuple[int, ...]]] = {}
+    stack = [prim.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tir.Allocate):
+            shape = tuple(int(d.value) if isinstance(d, tir.IntImm) else -1
+                          for d in s.buffer.shape)
+            out.setdefault(s.buffer.name, []).append(shape)
+        stack.extend(tir.stmt_children(s))
+    return out
+
+
+def _check(low, og, groups, batch, h, w, k, pad, interp: bool) -> None:
+    c = og * groups
+    x = RNG.standard_normal((batch, c, h, w)).astype("float32")
+    wa = RNG.standard_normal((c, og, k, k)).astype("float32")
+    ba = RNG.standard_normal((1, c, 1, 1)).astype("float32")
+    want = np.maximum(get_op("relax.nn.conv2d").reference(
+        x, wa, padding=(pad,) * 4, groups=groups) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if interp:
+        got = np.zeros(want.shape, "float32")
+        run_prim_func(low.prim_func, [x, wa, ba, got])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+CASES = {  # og, groups, h, w, k, pad, on the interpreter too (small enough)
+    "og68_1x1_narrow": (68, 2, 3, 5, 1, 0, True),
+    "og68_3x3_narrow": (68, 2, 7, 7, 3, 1, False),
+    "og34_1x1_rows_under_two_vectors": (34, 2, 2, 20, 1, 0, True),
+    "og34_3x3_narrow": (34, 3, 5, 6, 3, 1, False),
+    "og17_1x1_odd": (17, 3, 4, 9, 1, 0, True),
+    "og17_3x3_odd": (17, 3, 5, 5, 3, 1, True),
+    "og6_3x3": (6, 3, 7, 7, 3, 1, True),
+    "og6_1x1_wide": (6, 2, 3, 40, 1, 0, True),
+    "og68_1x1_wide_plain": (68, 2, 2, 33, 1, 0, False),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_grouped_conv_matches_numpy(name):
+    og, groups, h, w, k, pad, interp = CASES[name]
+    low = lower_fused(_grouped(1, og, groups, h, w, k, pad))
+    lanes = host_tuning().lanes(32)
+    flat = w < lanes or (k == 1 and w < 2 * lanes and w % lanes != 0)
+    assert ("pad_flat" in _allocs(low.prim_func)) == flat
+    _check(low, og, groups, 1, h, w, k, pad, interp)
+
+
+def test_a_symbolic_batch():
+    n = tir.Var("n")
+    for og, w, k, pad in ((34, 20, 1, 0), (17, 7, 3, 1)):
+        low = lower_fused(_grouped(n, og, 2, 3, w, k, pad))
+        assert "pad_flat" in _allocs(low.prim_func)
+        for batch in (1, 3):
+            _check(low, og, 2, batch, 3, w, k, pad, interp=batch == 1 and og == 17)
+
+
+@pytest.mark.parametrize("og,hw,rows", [(68, 14, 4), (34, 28, 2), (136, 7, 8)])
+def test_shufflenet_shapes_take_the_gemm_tiles_over_all_positions(og, hw, rows):
+    """ShuffleNet's grouped 1x1 convolutions: one GEMM over the H*W positions
+    (not one per output row of 7-28 columns), register tiles of the rows
+    that divide the group, full vectors wide."""
+    t = host_tuning()
+    low = lower_fused(_grouped(1, og, 4, hw, hw, 1, 0))
+    allocs = _allocs(low.prim_func)
+    assert allocs["pad_flat"] == [(1, 4 * og, hw * hw)]
+    tiles = allocs["T_conv2d_rows_acc"]
+    # every tile several rows (of one group) by whole vectors and more
+    assert all(r >= 2 and c >= t.lanes(32) for r, c in tiles), tiles
+    if hw * hw >= 2 * t.gemm_cols(32):  # whole micro-panels
+        assert (min(rows, t.gemm_rows), t.gemm_cols(32)) in tiles, tiles
+    _check(low, og, 4, 1, hw, hw, 1, 0, interp=False)
