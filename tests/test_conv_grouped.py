@@ -95,18 +95,39 @@ def test_a_symbolic_batch():
             _check(low, og, 2, batch, 3, w, k, pad, interp=batch == 1 and og == 17)
 
 
-@pytest.mark.parametrize("og,hw,rows", [(68, 14, 4), (34, 28, 2), (136, 7, 8)])
-def test_shufflenet_shapes_take_the_gemm_tiles_over_all_positions(og, hw, rows):
+def _tiles(allocs) -> list[tuple[int, ...]]:
+    """The GEMM's register tiles (the accumulators of each tile shape)."""
+    return [s for name, shapes in allocs.items() if name.startswith("T_conv2d_rows_acc")
+            for s in shapes]
+
+
+@pytest.mark.parametrize("og,hw", [(68, 14), (34, 28), (136, 7)])
+def test_shufflenet_shapes_take_the_gemm_tiles_over_all_positions(og, hw):
     """ShuffleNet's grouped 1x1 convolutions: one GEMM over the H*W positions
     (not one per output row of 7-28 columns), register tiles of the rows
-    that divide the group, full vectors wide."""
+    within a group (68 = 8 x 8 + 4), whole vectors wide."""
     t = host_tuning()
     low = lower_fused(_grouped(1, og, 4, hw, hw, 1, 0))
     allocs = _allocs(low.prim_func)
     assert allocs["pad_flat"] == [(1, 4 * og, hw * hw)]
-    tiles = allocs["T_conv2d_rows_acc"]
+    tiles = _tiles(allocs)
     # every tile several rows (of one group) by whole vectors and more
     assert all(r >= 2 and c >= t.lanes(32) for r, c in tiles), tiles
     if hw * hw >= 2 * t.gemm_cols(32):  # whole micro-panels
-        assert (min(rows, t.gemm_rows), t.gemm_cols(32)) in tiles, tiles
+        assert (t.gemm_rows, t.gemm_cols(32)) in tiles, tiles
     _check(low, og, 4, 1, hw, hw, 1, 0, interp=False)
+
+
+@pytest.mark.parametrize("og,k", [(17, 1), (17, 3), (34, 3), (6, 3)])
+def test_groups_the_tile_rows_do_not_divide_end_in_a_smaller_tile(og, k):
+    """Each group's rows in whole register tiles of the plan's rows (at most
+    the group's), then its last rows in one smaller tile: every tile reads
+    one group's input (``GemmEmitter._panel``)."""
+    t = host_tuning()
+    mr = t.gemm_rows
+    while mr > og:
+        mr //= 2
+    low = lower_fused(_grouped(1, og, 4, 8, 12, k, k // 2))
+    tiles = _tiles(_allocs(low.prim_func))
+    assert {r for r, _ in tiles} == ({mr, og % mr} if og % mr else {mr}), tiles
+    _check(low, og, 4, 1, 8, 12, k, k // 2, interp=og <= 17)
