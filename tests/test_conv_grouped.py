@@ -5,8 +5,9 @@ without padding over rows of up to two vectors too, and the GEMM schedule
 takes them when its register tiles' rows lie in one group
 (``GemmPlan.row_group``). The values against numpy's reference
 convolution on LLVM and on the TIR interpreter for groups of 68, 34, 17
-(odd) and 6 channels, 1x1 and 3x3, a symbolic batch; the schedule taken
-(the GEMM's register tiles, read from the kernel's buffers)."""
+(odd), 6 and 1 (depthwise: flat rows too, no GEMM) channels, 1x1 and
+3x3, a symbolic batch; the schedule taken (the GEMM's register tiles,
+read from the kernel's buffers)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,10 @@ CASES = {  # og, groups, h, w, k, pad, on the interpreter too (small enough)
     "og6_3x3": (6, 3, 7, 7, 3, 1, True),
     "og6_1x1_wide": (6, 2, 3, 40, 1, 0, True),
     "og68_1x1_wide_plain": (68, 2, 2, 33, 1, 0, False),
+    "depthwise_3x3_narrow": (1, 24, 7, 7, 3, 1, True),
+    "depthwise_3x3_14": (1, 16, 14, 14, 3, 1, False),
+    "depthwise_3x3_wide_plain": (1, 8, 4, 20, 3, 1, True),
+    "depthwise_1x1_narrow": (1, 5, 6, 9, 1, 0, True),
 }
 
 

@@ -6,7 +6,7 @@ reference convolution, on the TIR interpreter and on LLVM, for padding,
 dilation, 5x5 and 1x1 kernels, odd and prime sizes and a symbolic batch;
 the kernel's structure (a flat padded copy or the columns, the GEMM over
 all positions, the epilogue); and the calls that keep the plain schedule
-(depthwise, wide rows, channels-last). Grouped ones: test_conv_grouped.py."""
+(wide rows, channels-last). Grouped and depthwise ones: test_conv_grouped.py."""
 
 from __future__ import annotations
 
@@ -145,7 +145,6 @@ def test_a_symbolic_batch_takes_the_gathered_columns_too():
 @pytest.mark.parametrize("attrs,shape", [
     ({"padding": 1, "strides": 2}, (8, 40, 40)),       # strided, rows wider than a vector
     ({"padding": 1, "strides": 2}, (8, 6, 6)),         # strided, fewer positions than a vector
-    ({"padding": 1, "groups": 8}, (8, 7, 7)),          # depthwise
     ({"padding": 1}, (8, 6, 40)),                      # rows wider than a vector
     ({"padding": 1, "data_layout": "NHWC", "kernel_layout": "HWIO"}, (8, 7, 7)),
 ])
