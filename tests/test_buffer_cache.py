@@ -32,7 +32,7 @@ def test_the_buffer_cache_reuses_and_releases_large_buffers():
         B, _add(A[i], tmp[i * 4096]), (i,)))
     kernel = compile_prim_funcs({"k": tir.PrimFunc((A, B), tir.Allocate(
         tmp, tir.SeqStmt((fill, body))))})["k"]
-    trim_buffer_cache()
+    set_buffer_cache_limit(64 << 20)  # (off by default)
     a = RNG.standard_normal(n).astype(np.float32)
     want = a + np.arange(n, dtype=np.float32) * 4096
     errors = []
@@ -43,15 +43,18 @@ def test_the_buffer_cache_reuses_and_releases_large_buffers():
             kernel(a, out)
             if not np.array_equal(out, want):
                 errors.append(out)
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    # what the calls gave back is kept (at least one 1 MiB block), then released
-    assert trim_buffer_cache() >= big * 4
-    assert trim_buffer_cache() == 0
+    try:
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        # what the calls gave back is kept (at least one 1 MiB block), then released
+        assert trim_buffer_cache() >= big * 4
+        assert trim_buffer_cache() == 0
+    finally:
+        set_buffer_cache_limit(BUFFER_CACHE_BYTES)
 
 
 def test_the_buffer_cache_limit():

@@ -562,21 +562,27 @@ _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 #
 # A kernel's intermediate buffers too big for its stack (a Winograd
 # convolution's transformed tiles, a padded input) are allocated and freed
-# on every call. glibc returns such blocks to the system when several are
+# on every call. glibc may return such blocks to the system when several are
 # free at the top of its heap, and the next call then takes a page fault for
-# every 4 KiB it touches: measured ~440 faults and ~0.8 ms of a 2.4 ms
-# kernel; VGG-19, whose Winograd convolutions at 224x224 use 29 MB blocks,
-# 439 -> 276 ms. phasec_rt_alloc / phasec_rt_free keep up to BUFFER_SLOTS
-# freed blocks of at least BUFFER_MIN_BYTES (at most
-# phasec_rt_buffer_cache_bytes in all: 0 keeps none) for the next request of
-# the same or a somewhat smaller size (best fit within 2x), under a spin lock
-# held for a scan of the table. A block is an ordinary aligned_alloc block
-# (an error exit may free() it); phasec_rt_trim_buffers frees every cached one.
+# every 4 KiB it touches: a Winograd convolution kernel called in a loop on
+# its own measured ~440 faults a call, 1.93 ms instead of 0.80 ms.
+# phasec_rt_alloc / phasec_rt_free keep up to BUFFER_SLOTS freed blocks of at
+# least BUFFER_MIN_BYTES (at most phasec_rt_buffer_cache_bytes in all) for the
+# next request of the same or a somewhat smaller size (best fit within 2x),
+# under a spin lock held for a scan of the table. A block is an ordinary
+# aligned_alloc block (an error exit may free() it); phasec_rt_trim_buffers
+# frees every cached one.
+#
+# The cache is off by default (BUFFER_CACHE_BYTES = 0): models run by the VM
+# allocate between kernels, glibc keeps its heap, and the cache bought nothing
+# there (the ResNet block 1.53 ms with or without it, BERT 17.4 ms both), while
+# the blocks it holds kept VGG-19 at 1140 MiB of peak memory instead of 950
+# (64 MiB cache) and no faster (216-239 ms against 207-211).
 
 BUFFER_SLOTS = 32
 BUFFER_MIN_BYTES = 64 * 1024
-#: the default of phasec_rt_buffer_cache_bytes (PHASEC_BUFFER_CACHE, see jit.py)
-BUFFER_CACHE_BYTES = 512 * 1024 * 1024
+#: the default of phasec_rt_buffer_cache_bytes (PHASEC_BUFFER_CACHE, see jit.py): off
+BUFFER_CACHE_BYTES = 0
 
 _BUFFER_CACHE_TEMPLATE = r"""
 declare noalias ptr @aligned_alloc(i64, i64) nounwind

@@ -175,8 +175,10 @@ def trim_buffer_cache() -> int:
 
 def set_buffer_cache_limit(nbytes: int) -> None:
     """Keep at most ``nbytes`` of kernels' freed intermediate buffers for
-    reuse (0: none; default 512 MiB, or ``PHASEC_BUFFER_CACHE``). Blocks
-    already kept beyond a lower limit are freed."""
+    reuse (default 0, none; or ``PHASEC_BUFFER_CACHE``). For kernels called
+    in a loop on their own (``compile_prim_funcs``), whose large buffers
+    would otherwise be faulted in again on every call; blocks already kept
+    beyond a lower limit are freed."""
     host_target()
     if not isinstance(nbytes, int) or nbytes < 0:
         raise PhasecError(f"the buffer cache limit must be a byte count >= 0, not {nbytes!r}")
