@@ -344,23 +344,27 @@ def tvm_status() -> tuple[Any, str]:
     return tvm, f"TVM {getattr(tvm, '__version__', '?')}"
 
 
-def profile_kernels(exe: Any, run_once: Callable[[Any], Any], repeat: int, title: str,
-                    whole_seconds: float) -> None:
-    """Print the best time of each LLVM kernel of ``exe`` in program order:
-    ``run_once(vm)`` runs the model once on a VirtualMachine whose kernels are
-    timed; ``whole_seconds`` is the whole model's best time, for scale."""
+def timed_kernels_vm(exe: Any, record: Callable[[str, float], None]) -> Any:
+    """A VirtualMachine of ``exe`` whose LLVM kernels each call
+    ``record(kernel name, seconds)`` after running."""
     from phasec.backend.vm import VirtualMachine
-
-    times: dict[str, list[float]] = {}
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., None]:
         def timed_kernel(*args: Any) -> None:
             t0 = time.perf_counter()
             fn(*args)
-            times.setdefault(name, []).append(time.perf_counter() - t0)
+            record(name, time.perf_counter() - t0)
         return timed_kernel
+    return VirtualMachine(exe, kernels={n: timed(n, k) for n, k in exe.kernels("llvm").items()})
 
-    vm = VirtualMachine(exe, kernels={n: timed(n, k) for n, k in exe.kernels("llvm").items()})
+
+def profile_kernels(exe: Any, run_once: Callable[[Any], Any], repeat: int, title: str,
+                    whole_seconds: float) -> None:
+    """Print the best time of each LLVM kernel of ``exe`` in program order:
+    ``run_once(vm)`` runs the model once on a VirtualMachine whose kernels are
+    timed; ``whole_seconds`` is the whole model's best time, for scale."""
+    times: dict[str, list[float]] = {}
+    vm = timed_kernels_vm(exe, lambda name, dt: times.setdefault(name, []).append(dt))
     for _ in range(repeat):
         run_once(vm)
     print(f"{title}: whole model {fmt_seconds(whole_seconds)}")

@@ -372,18 +372,11 @@ def profile(w: Workload, repeat: int, budget: float = 6.0) -> None:
     state = {"threads": 1, "site": 0}
     best: dict[tuple[int, int, str], float] = {}  # (threads, call site, kernel) -> seconds
 
-    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., None]:
-        def timed_kernel(*a: Any) -> None:
-            t0 = time.perf_counter()
-            fn(*a)
-            dt = time.perf_counter() - t0
-            key = (state["threads"], state["site"], name)
-            best[key] = min(best.get(key, math.inf), dt)
-            state["site"] += 1
-        return timed_kernel
-
-    kernels = exe.kernels("llvm")
-    timed_main = VirtualMachine(exe, kernels={n: timed(n, k) for n, k in kernels.items()})["main"]
+    def record(name: str, dt: float) -> None:
+        key = (state["threads"], state["site"], name)
+        best[key] = min(best.get(key, math.inf), dt)
+        state["site"] += 1
+    timed_main = C.timed_kernels_vm(exe, record)["main"]
     plain_main = VirtualMachine(exe)["main"]
     whole: dict[int, list[tuple[float, bool]]] = {1: [], 2: []}
     for n in THREADS:  # warm up both counts (the pool starts on first use)

@@ -42,6 +42,26 @@ def _buffers(prim):
     return out
 
 
+def _check_against_numpy(prim, c, h, w, o, k, attrs):
+    """``prim`` (relu(conv2d + bias)) on LLVM and on the TIR interpreter
+    against numpy's reference convolution, for random values."""
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    wa = RNG.standard_normal((o, c, k, k)).astype("float32")
+    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+    pads = attrs.get("padding", 0)
+    pads = (pads,) * 4 if isinstance(pads, int) else pads
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    want = np.maximum(get_op("relax.nn.conv2d").reference(
+        x, wa, padding=pads, strides=two(attrs.get("strides", 1)),
+        dilation=two(attrs.get("dilation", 1))) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": prim})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros(want.shape, "float32")
+    run_prim_func(prim, [x, wa, ba, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
 CASES = {  # (c, h, w, o, k, attrs)
     "3x3_pad1_14": (8, 14, 14, 16, 3, {"padding": 1}),
     "3x3_pad1_7": (16, 7, 7, 24, 3, {"padding": 1}),
@@ -58,22 +78,7 @@ def test_narrow_conv_over_flat_padded_rows_matches_numpy(name):
     func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
     low = lower_fused(func)
     assert "pad_flat" in _buffers(low.prim_func) and "T_conv2d_rows" in _buffers(low.prim_func)
-    x = RNG.standard_normal((1, c, h, w)).astype("float32")
-    wa = RNG.standard_normal((o, c, k, k)).astype("float32")
-    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
-    pads = attrs.get("padding", 0)
-    pads = (pads,) * 4 if isinstance(pads, int) else pads
-    dil = attrs.get("dilation", 1)
-    want = np.maximum(get_op("relax.nn.conv2d").reference(
-        x, wa, padding=pads, dilation=(dil, dil)) + ba, 0)
-    out_shape = want.shape
-    lib = compile_prim_funcs({"k": low.prim_func})
-    got = np.zeros(out_shape, "float32")
-    lib["k"](x, wa, ba, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    interp = np.zeros(out_shape, "float32")
-    run_prim_func(low.prim_func, [x, wa, ba, interp])
-    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+    _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
 
 
 def test_a_symbolic_batch_takes_the_flat_rows_too():
@@ -108,21 +113,7 @@ def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
     func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
     low = lower_fused(func)
     assert "im2col" in _buffers(low.prim_func) and "T_conv2d_cols" in _buffers(low.prim_func)
-    x = RNG.standard_normal((1, c, h, w)).astype("float32")
-    wa = RNG.standard_normal((o, c, k, k)).astype("float32")
-    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
-    pads = attrs.get("padding", 0)
-    pads = (pads,) * 4 if isinstance(pads, int) else pads
-    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
-    want = np.maximum(get_op("relax.nn.conv2d").reference(
-        x, wa, padding=pads, strides=two(attrs["strides"]),
-        dilation=two(attrs.get("dilation", 1))) + ba, 0)
-    got = np.zeros(want.shape, "float32")
-    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    interp = np.zeros(want.shape, "float32")
-    run_prim_func(low.prim_func, [x, wa, ba, interp])
-    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+    _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
 
 
 def test_a_symbolic_batch_takes_the_gathered_columns_too():
