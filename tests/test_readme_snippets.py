@@ -99,7 +99,7 @@ def test_every_python_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         # afterwards: later tests see the registry the project defines
         with transform.REGISTRY.scope():
             try:
-                exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102 - our README
+                exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102
             except Exception as exc:
                 raise AssertionError(f"the README snippet at line {line} fails: "
                                      f"{type(exc).__name__}: {exc}\n{code}") from exc
