@@ -57,7 +57,7 @@ __all__ = ["PackConstantWeights", "prepacked_kernel", "pack_weight"]
 @register_pass
 @module_pass(opt_level=2, phases=Phase.LOWERING)
 class PackConstantWeights:
-    """Pack matmul kernels' constant weights (transform Winograd convolutions') once per build, not per call."""
+    """Pack matmuls' (transform Winograd convolutions') constant weights once per build."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         variants: dict[str, tuple[str, tir.PrimFunc, int, bool, Any] | None] = {}
@@ -218,7 +218,8 @@ def _gemm_prepacked(func: tir.PrimFunc) -> Prepacked | None:
 
 
 def _winograd_prepacked(func: tir.PrimFunc) -> Prepacked | None:
-    marks = [s for s in _statements(func.body) if type(s) is tir.AttrStmt and s.key == WINOGRAD_MARK]
+    marks = [s for s in _statements(func.body)
+             if type(s) is tir.AttrStmt and s.key == WINOGRAD_MARK]
     if len(marks) != 1 or not isinstance(marks[0].value, tir.IntImm):
         return None
     m = marks[0].value.value

@@ -78,3 +78,25 @@ def test_the_buffer_cache_limit():
             set_buffer_cache_limit(-1)
     finally:
         set_buffer_cache_limit(BUFFER_CACHE_BYTES)
+
+
+@pytest.mark.parametrize("value", ["lots", "-5", "1.5X"])
+def test_a_bad_limit_in_the_environment_is_refused_with_its_name(value):
+    import os
+    import subprocess
+    import sys
+
+    code = ("from phasec.backend.llvm import compile_prim_funcs\n"
+            "from phasec.ir import tir\n"
+            "A = tir.Buffer('A', (4,))\n"
+            "nothing = tir.Evaluate(tir.IntImm(0, 'int32'))\n"
+            "try:\n"
+            "    compile_prim_funcs({'k': tir.PrimFunc((A,), nothing)})\n"
+            "except Exception as e:\n"
+            "    print(type(e).__name__, e)\n")
+    env = {**os.environ, "PHASEC_BUFFER_CACHE": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert f"the environment variable PHASEC_BUFFER_CACHE: {value!r} is not a size" in out.stdout
+

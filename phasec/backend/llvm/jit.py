@@ -143,6 +143,9 @@ def _start_parallel_runtime(target: HostTarget) -> None:
                           f"not {kind!r}")
     if not pool_supported(sys.platform, machine):
         kind = "spawn"
+    limit = os.environ.get(BUFFER_CACHE_ENV, "").strip()
+    cache_bytes = None if not limit else 0 if limit == "0" else parse_size(
+        limit, f"the environment variable {BUFFER_CACHE_ENV}")  # refused before any JIT work
     with _compile_lock:
         _runtime = _jit(target, parallel_runtime_ir(kind, machine),
                         ["phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS],
@@ -159,10 +162,8 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     tuning = host_tuning()
     _runtime.set_i64("phasec_rt_min_work", tuning.parallel_min_work)
     _runtime.set_i64("phasec_rt_wake_work", tuning.parallel_wake_work)
-    limit = os.environ.get(BUFFER_CACHE_ENV, "").strip()
-    if limit:
-        _runtime.set_i64("phasec_rt_buffer_cache_bytes", 0 if limit == "0" else parse_size(
-            limit, f"the environment variable {BUFFER_CACHE_ENV}"))
+    if cache_bytes is not None:
+        _runtime.set_i64("phasec_rt_buffer_cache_bytes", cache_bytes)
 
 
 def trim_buffer_cache() -> int:

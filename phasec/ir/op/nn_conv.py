@@ -202,10 +202,13 @@ def _conv_te(call, inputs, rank: int):
     pads = a["padding"]
     n, c, *sp = dl.to_canonical(data.shape)
     o_ch, cg, *ks = kl.to_canonical(weight.shape)
-    if rank == 2:
-        special = (_winograd_conv2d(data, weight, out, a, (dl, kl, ol))
-                   or _flat_conv2d(call, data, weight, out, a, (dl, kl, ol), (sp, ks))
-                   or _strided_narrow_conv2d(data, weight, out, a, (dl, kl, ol), (sp, ks)))
+    # NCHW float convolutions with static sizes where it matters have
+    # schedules of their own, each None when the call is not its kind
+    if (rank == 2 and (dl.name, kl.name, ol.name) == ("NCHW", "OIHW", "NCHW")
+            and dt in ("float32", "float64") and data.dtype == dt and weight.dtype == dt):
+        special = (_winograd_conv2d(data, weight, out, a)
+                   or _flat_conv2d(data, weight, out, a, (sp, ks))
+                   or _strided_narrow_conv2d(data, weight, out, a, (sp, ks)))
         if special is not None:
             return special
     # The padded input, in canonical (NC + spatial) order, gets its own buffer
@@ -248,26 +251,30 @@ def _conv_te(call, inputs, rank: int):
     return te.compute(out.shape, body, name=f"T_conv{rank}d", tag=f"conv{rank}d")
 
 
-def _winograd_conv2d(data, weight, out, a, layouts):
-    """A 3x3 stride-1 NCHW conv2d of enough channels by Winograd's F(m x m, 3 x 3)
+def _lanes(dtype: str) -> int:
+    """Elements of ``dtype`` (float32 or float64) in one of the host's vectors."""
+    from ..tuning import host_tuning
+    return host_tuning().lanes(64 if dtype == "float64" else 32)
+
+
+def _winograd_conv2d(data, weight, out, a):
+    """A 3x3 stride-1 conv2d of enough channels by Winograd's F(m x m, 3 x 3)
     (:mod:`.nn_winograd`; ``m`` and the channel threshold from the host's
-    :class:`~phasec.ir.tuning.TargetTuning`), or None when the call is not one."""
+    :class:`~phasec.ir.tuning.TargetTuning`), or None when the call is not one.
+    (Of the NCHW float convolutions, see _conv_te.)"""
     from ..tuning import host_tuning
     tuning = host_tuning()
-    dl, kl, ol = layouts
-    dt = out.dtype
-    if (not tuning.winograd_tile or dl.name != "NCHW" or kl.name != "OIHW" or ol.name != "NCHW"
-            or a["groups"] != 1 or tuple(a["strides"]) != (1, 1) or tuple(a["dilation"]) != (1, 1)
-            or dt not in ("float32", "float64") or data.dtype != dt or weight.dtype != dt):
+    if (not tuning.winograd_tile or a["groups"] != 1 or tuple(a["strides"]) != (1, 1)
+            or tuple(a["dilation"]) != (1, 1)):
         return None
     channels = [arith.const_int(x) for x in (data.shape[1], weight.shape[0])]
     if any(x is None or x < tuning.winograd_min_channels for x in channels):
         return None
-    return winograd_conv2d(data, weight, out.shape, a["padding"], dt, tuning.winograd_tile,
-                           tuning.lanes(64 if dt == "float64" else 32))
+    return winograd_conv2d(data, weight, out.shape, a["padding"], out.dtype,
+                           tuning.winograd_tile, _lanes(out.dtype))
 
 
-def _flat_conv2d(call, data, weight, out, a, layouts, dims):
+def _flat_conv2d(data, weight, out, a, dims):
     """A narrow stride-1 NCHW conv2d computed over the padded rows laid end to
     end, or None when the call is not one.
 
@@ -292,14 +299,10 @@ def _flat_conv2d(call, data, weight, out, a, layouts, dims):
     ``whole``) 141 -> 95 us. Depthwise ones (og = 1, no GEMM) get the plain
     nest's vectors over whole flat rows instead of 7 or 14 columns: 3x3,
     272 channels at 14x14 95 -> 65 us, 544 at 7x7 85 -> 42 us."""
-    from ..tuning import host_tuning
-    dl, kl, ol = layouts
     sp, ks = dims
     dt = out.dtype
     groups = a["groups"]
-    if (dl.name != "NCHW" or kl.name != "OIHW" or ol.name != "NCHW"
-            or tuple(a["strides"]) != (1, 1) or dt not in ("float32", "float64")
-            or data.dtype != dt or weight.dtype != dt):
+    if tuple(a["strides"]) != (1, 1):
         return None
     shape = [arith.const_int(d) for d in (*sp, *ks, out.shape[2], out.shape[3],
                                           out.shape[1], weight.shape[1])]
@@ -310,7 +313,7 @@ def _flat_conv2d(call, data, weight, out, a, layouts, dims):
     top, left, bottom, right = a["padding"]
     dy, dx = a["dilation"]
     Wp = W + left + right
-    lanes = host_tuning().lanes(64 if dt == "float64" else 32)
+    lanes = _lanes(dt)
     # A grouped 1x1 convolution without padding drops nothing: its rows end
     # to end are the input as laid out. Taken for rows of under two vectors
     # that are no whole vectors (ShuffleNet's 28-wide rows, 34 channels a
@@ -353,7 +356,7 @@ def _flat_conv2d(call, data, weight, out, a, layouts, dims):
         b, oc, BinaryOp("+", BinaryOp("*", y, _i64(Wp)), x)], name="T_conv2d")
 
 
-def _strided_narrow_conv2d(data, weight, out, a, layouts, dims):
+def _strided_narrow_conv2d(data, weight, out, a, dims):
     """A strided NCHW conv2d whose output rows are narrower than a vector
     (ResNet's 14x14 -> 7x7 downsampling), or None when the call is not one:
     its input gathered once into columns, ``cols[b, c, ry, rx, p]`` for
@@ -363,19 +366,15 @@ def _strided_narrow_conv2d(data, weight, out, a, layouts, dims):
     panels through gathers: 512 channels 3x3 stride 2 14x14 -> 7x7 ran at
     ~15 GFLOP/s (7.8 ms), 1x1 1024 -> 2048 at ~14 (7.2 ms). The epilogue
     is a nest of its own that reads the rows back (as in _flat_conv2d)."""
-    from ..tuning import host_tuning
-    dl, kl, ol = layouts
     sp, ks = dims
     dt = out.dtype
-    if (dl.name != "NCHW" or kl.name != "OIHW" or ol.name != "NCHW" or a["groups"] != 1
-            or tuple(a["strides"]) == (1, 1) or dt not in ("float32", "float64")
-            or data.dtype != dt or weight.dtype != dt):
+    if a["groups"] != 1 or tuple(a["strides"]) == (1, 1):
         return None
     shape = [arith.const_int(d) for d in (*sp, *ks, out.shape[2], out.shape[3])]
     if any(v is None for v in shape):
         return None
     H, W, KH, KW, OH, OW = shape
-    if not OW < host_tuning().lanes(64 if dt == "float64" else 32) <= OH * OW:
+    if not OW < _lanes(dt) <= OH * OW:
         return None
     top, left = a["padding"][0], a["padding"][1]
     (sy, sx), (dy, dx) = a["strides"], a["dilation"]

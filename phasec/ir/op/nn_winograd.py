@@ -44,7 +44,7 @@ from fractions import Fraction as F
 import numpy as np
 
 from .. import arith, te, tir
-from ..tir import BinaryOp, Buffer, For, IfThenElse, IntImm, PrimExpr, Select, Stmt, Var
+from ..tir import BinaryOp, Buffer, For, IfThenElse, IntImm, PrimExpr, Stmt, Var
 from ._tirgen import i64, seq
 
 __all__ = ["WINOGRAD_MARK", "winograd_matrices", "transform_weight", "winograd_conv2d"]
