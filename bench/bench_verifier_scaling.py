@@ -61,7 +61,7 @@ def prepared_modules(n: int) -> list[tuple[str, Any]]:
 
 
 def time_verify(mod: Any, repeat: int) -> float:
-    import verifier
+    from phasec import verifier
 
     def run() -> None:
         verifier.verify(mod, phase=mod.phase)
@@ -72,7 +72,7 @@ def time_verify(mod: Any, repeat: int) -> float:
 
 
 def profile(n: int, limit: int = 25) -> None:
-    import verifier
+    from phasec import verifier
 
     for label, mod in prepared_modules(n):
         prof = cProfile.Profile()

@@ -8,7 +8,7 @@ query, so the layers stay ordered.
 Every registered pass is also exported here by its registry name, the way
 TVM users write ``relax.transform.LambdaLift()``::
 
-    import passes
+    from phasec import passes
     seq = transform.Sequential([passes.LambdaLifting(), passes.FuseOps(fuse_opt_level=2)])
 
 ``phasec.transform.get_pass(name, **options)`` builds the same passes by name.

@@ -3,7 +3,7 @@
 A :class:`FusionRules` value is a table a user replaces per target (an
 accelerator that runs matmul alone, a CPU that likes big kernels...)::
 
-    from passes.fuse_ops import FuseOps, FusionRules, DEFAULT_RULES
+    from phasec.passes.fuse_ops import FuseOps, FusionRules, DEFAULT_RULES
     from phasec.ir.op.registry import OpPattern as P
 
     no_epilogue = DEFAULT_RULES.forbid((P.OUT_ELEMWISE_FUSABLE, P.ELEMWISE),
@@ -15,7 +15,7 @@ accelerator that runs matmul alone, a CPU that likes big kernels...)::
     #   then FuseOps{rules=my_accel} in a textual pipeline
 
 The table is a set of allowed *(producer kind, consumer kind)* pairs over
-:class:`~phasec.ir.op.registry.OpPattern`; see :mod:`passes.fuse_ops` for how
+:class:`~phasec.ir.op.registry.OpPattern`; see :mod:`phasec.passes.fuse_ops` for how
 FuseOps reads it and for the default table. ``op_patterns`` overrides the
 pattern kind of individual operators (``{"relax.nn.conv2d": OpPattern.OPAQUE}``
 keeps conv2d alone), and ``max_fused_ops`` bounds the size of a group.
@@ -177,7 +177,7 @@ class _FrozenDict(dict):
 
 _INJECTIVE_CHAINS = frozenset((p, c) for p in INJECTIVE_PATTERNS for c in INJECTIVE_PATTERNS)
 
-#: The default table (see the module docstring of :mod:`passes.fuse_ops`).
+#: The default table (see the module docstring of :mod:`phasec.passes.fuse_ops`).
 DEFAULT_RULES = FusionRules(
     pairs=_INJECTIVE_CHAINS | {(E, R), (B, R), (O, E), (O, B), (R, E), (R, B)},
     name="default")

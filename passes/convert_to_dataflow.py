@@ -3,7 +3,7 @@
 In every ordinary binding block (function bodies, if-branches, nested
 functions) each maximal run of at least ``min_size`` consecutive bindings
 that are free of side effects becomes a ``DataflowBlock``. Eligible values:
-pure calls (see :func:`passes.dead_code_elimination.call_is_pure`), tuples,
+pure calls (see :func:`phasec.passes.dead_code_elimination.call_is_pure`), tuples,
 tuple items, variables and constants, and ``R.match_cast``. Impure calls,
 ``If`` and nested functions are never moved into a dataflow block: they end
 a run.
@@ -27,8 +27,8 @@ from phasec.ir import (
 from phasec.transform import PassConfigError, module_pass, register_pass
 from phasec.transform.info import is_int_at_least
 
-from .dead_code_elimination import call_is_pure, used_vars
-from .lambda_lifting import is_byoc_function
+from phasec.passes.dead_code_elimination import call_is_pure, used_vars
+from phasec.passes.lambda_lifting import is_byoc_function
 
 __all__ = ["ConvertToDataflow", "binding_is_pure"]
 

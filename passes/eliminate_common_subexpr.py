@@ -36,8 +36,8 @@ from phasec.ir.infer import is_base_of
 from phasec.ir.op import find_op
 from phasec.transform import module_pass, register_pass
 
-from .dead_code_elimination import call_is_pure
-from .lambda_lifting import is_byoc_function
+from phasec.passes.dead_code_elimination import call_is_pure
+from phasec.passes.lambda_lifting import is_byoc_function
 
 __all__ = ["EliminateCommonSubexpr", "expr_key"]
 

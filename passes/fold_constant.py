@@ -59,7 +59,7 @@ from phasec.ir.op import OpPattern, find_op
 from phasec.transform import PassConfigError, module_pass, register_pass
 from phasec.transform.info import is_int_at_least
 
-from .lambda_lifting import is_byoc_function
+from phasec.passes.lambda_lifting import is_byoc_function
 
 __all__ = ["FoldConstant"]
 

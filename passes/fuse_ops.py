@@ -116,7 +116,7 @@ from phasec.ir.visitor import collect_exprs
 from phasec.transform import PassConfigError, PassContext, module_pass, register_pass
 from phasec.transform.info import is_int_at_least
 
-from ._fusion_rules import (
+from phasec.passes._fusion_rules import (
     ANCHOR_PATTERNS, DEFAULT_RULES, NO_EPILOGUE_RULES, TVM_RULES, FusionRules, get_fusion_rules,
     list_fusion_rules, register_fusion_rules, resolve_rules,
 )

@@ -60,7 +60,7 @@ from phasec.ir.op import map_symbolic_attrs, op_expr, symbolic_attr_values
 from phasec.ir.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
-from .normalize import normalize_module
+from phasec.passes.normalize import normalize_module
 
 __all__ = ["LambdaLifting", "is_byoc_function"]
 

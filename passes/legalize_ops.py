@@ -116,7 +116,7 @@ class LegalizeOps:
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         # Kernels may plan for weights packed once per build only when the
         # context lets PackConstantWeights run (otherwise they pack per call)
-        from .pack_constant_weights import PackConstantWeights
+        from phasec.passes.pack_constant_weights import PackConstantWeights
         prepack = ctx is not None and ctx.pass_enabled(PackConstantWeights.info)[0]
         return _ModuleLegalizer(mod, prepack).run()
 

@@ -26,7 +26,7 @@ from phasec.ir.infer import context_from_module
 from phasec.ir.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
-from .dead_code_elimination import global_refs
+from phasec.passes.dead_code_elimination import global_refs
 
 __all__ = ["Normalize", "normalize_module"]
 

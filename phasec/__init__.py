@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import (  # noqa: F401
+from phasec.errors import (  # noqa: F401
     InvalidPhaseError, ParseError, PassError, PhasecError, PhaseError, SchemaError,
     StructInfoError, VMError, WellFormedError,
 )
-from .ir import IRModule, Phase, assert_structural_equal, structural_equal, structural_hash  # noqa: F401
+from phasec.ir import IRModule, Phase, assert_structural_equal, structural_equal, structural_hash  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .ir.node import Span
+    from phasec.ir.node import Span
 
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",

@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any, BinaryIO, Union
 
-from .errors import FileAccessError, InputError
+from phasec.errors import FileAccessError, InputError
 
 __all__ = ["write_atomic", "read_bytes", "read_stream", "open_regular", "check_regular",
            "SafeZip", "read_npz",

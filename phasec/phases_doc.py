@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .ir import Phase
-from .transform import (
+from phasec.ir import Phase
+from phasec.transform import (
     MISSING, TRANSITION_PASSES, FunctionPass, ModulePass, PassEntry, PrimFuncPass, Sequential,
     describe_phases, format_value, pass_entries,
 )
@@ -71,7 +71,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def _rules() -> list[tuple[str, Phase | None, str]] | None:
     """(code, phase or None for every phase, title); None if no verifier."""
     try:
-        import verifier
+        from phasec import verifier
 
         table = verifier.rules_table()
     except (ImportError, AttributeError):
@@ -207,10 +207,10 @@ def generate_sections() -> dict[str, str]:
 def _section_operators() -> str:
     """Every registered operator: where it is defined, its pattern kind, and
     how LegalizeOps lowers it."""
-    from .ir.op import list_ops
-    from .ir.op._lowering import LOWERS_TO
-    from .ir.op.legalize import LEGALIZE, LEGALIZE_RELAX
-    from .ir.op.registry import CATEGORY_MAX_PHASE
+    from phasec.ir.op import list_ops
+    from phasec.ir.op._lowering import LOWERS_TO
+    from phasec.ir.op.legalize import LEGALIZE, LEGALIZE_RELAX
+    from phasec.ir.op.registry import CATEGORY_MAX_PHASE
 
     rows = []
     for op in list_ops():
@@ -378,7 +378,7 @@ def main(argv: Sequence[str] | None = None,
         out(f"{path} is up to date")
         return 0
     if existing != wanted:
-        from .fileio import write_atomic
+        from phasec.fileio import write_atomic
 
         write_atomic(path, wanted, what="file")
         out(f"wrote {path}")

@@ -78,17 +78,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .errors import PhaseError
-from .ir import IRModule, Phase
-from .transform import (
+from phasec.errors import PhaseError
+from phasec.ir import IRModule, Phase
+from phasec.transform import (
     Pass, PassConfigError, PassContext, PassInstrument, Pipeline, Sequential, get_pass,
     parse_pipeline,
 )
-from .transform.context import as_instruments
-from .transform.info import is_int_at_least
+from phasec.transform.context import as_instruments
+from phasec.transform.info import is_int_at_least
 
 if TYPE_CHECKING:
-    from .backend.vm import Executable
+    from phasec.backend.vm import Executable
 
 __all__ = ["default_pipeline", "build", "lower", "codegen_and_compile", "run_pipeline",
            "pipeline_from", "pipeline_for_phase", "KERNEL_BACKENDS"]
@@ -297,8 +297,8 @@ def codegen_and_compile(lowered: IRModule, kernels: str = "llvm",
     """VM codegen for a build-phase module, then kernel compilation (see
     :func:`build`'s ``kernels`` and ``check_bounds``). The module is verified
     unless the pass that produced it was just verified."""
-    from .backend.vm import codegen
-    from .transform.verification import is_verified
+    from phasec.backend.vm import codegen
+    from phasec.transform.verification import is_verified
 
     exe = codegen(lowered, verify=not is_verified(lowered))
     exe.check_bounds = bool(check_bounds)

@@ -6,7 +6,16 @@ two cores; ``dev`` is the default for local runs.
 """
 
 import os
+import sys
 import tempfile
+from pathlib import Path
+
+# The tests exercise the *installed* phasec (`pip install ".[test]"`, or `-e`
+# for development), never the source folders beside them: verifier/ and
+# passes/ install as phasec.verifier and phasec.passes, which a plain
+# `phasec/` folder on sys.path (what `python -m pytest` puts there) lacks.
+_REPO = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _REPO]
 
 from hypothesis import HealthCheck, settings
 

@@ -287,7 +287,7 @@ def test_a_file_size_limit_midway_keeps_the_previous_output(tmp_path, command, l
     argv = [sys.executable, "-c", _LIMITED, str(limit), command, str(src), "-o", str(out)]
     if command == "opt":
         argv[-2:-2] = ["--passes", "LambdaLifting"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 2, proc.stderr
     assert "cannot write" in proc.stderr and str(out) in proc.stderr

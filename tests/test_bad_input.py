@@ -234,7 +234,7 @@ def test_arithmetic_on_bool_tensors_is_a_diagnostic(call):
     """Arithmetic on bool tensors passed inference and failed in the LLVM code
     generator ("cannot use a int32 value as the value stored into buffer
     'T_add' of dtype bool"), without the Relax location."""
-    from verifier.checker import check
+    from phasec.verifier.checker import check
 
     mod = phasec.parse(relax('x: R.Tensor((3, 3), "bool")', f"r = {call}", "return r"), "b.py")
     diags = [d for d in check(mod, mod.phase) if d.code == "WF405"]
@@ -437,7 +437,7 @@ def test_deeply_nested_executable_json(tmp_path):
 
 def _run(args: list[str], stdin: bytes | None = b"", close_stdin: bool = False
          ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = dict(os.environ)
     return subprocess.run([sys.executable, "-c", "import sys; from phasec.cli import main; "
                            "sys.exit(main())", *args],
                           input=None if close_stdin else stdin,
@@ -486,7 +486,7 @@ def test_phasec_last_resort_handler(monkeypatch, capsys):
 
 
 def test_phasec_broken_pipe_is_quiet():
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = dict(os.environ)
     code = ("import sys; from phasec.cli import main; sys.exit(main(['schema']))")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env)
@@ -497,7 +497,7 @@ def test_phasec_broken_pipe_is_quiet():
 
 
 def _check(args: list[str], stdin) -> tuple[int, str]:
-    from verifier.cli import main
+    from phasec.verifier.cli import main
 
     out = io.StringIO()
     status = main(args, stdout=out, stderr=out, stdin=stdin)
@@ -519,7 +519,7 @@ def test_phasec_check_reads_stdin():
 
 
 def test_phasec_check_last_resort_handler(monkeypatch):
-    import verifier.cli as cli
+    from phasec.verifier import cli
 
     def boom(*args, **kwargs):
         raise AttributeError("oops")

@@ -12,7 +12,7 @@ import tvm
 from tvm import relax
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.interp.relax import run as interpret
 
 MODULE = '''

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import phasec
-from verifier.cli import main
-from verifier.report import CheckReport
+from phasec.verifier.cli import main
+from phasec.verifier.report import CheckReport
 
 CASES = Path(__file__).parent / "verifier_cases"
 REPO = Path(__file__).resolve().parent.parent
@@ -285,12 +285,12 @@ def test_console_script_process(tmp_path: Path) -> None:
     """The real process: exit status, and no traceback for a binary file."""
     binary = tmp_path / "bin.json"
     binary.write_bytes(bytes(range(256)))
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-m", "verifier.cli", str(binary),
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-m", "phasec.verifier.cli", str(binary),
                            str(CASES / "ph202_good.py")],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "binary" in proc.stdout and "Traceback" not in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "verifier.cli", "--explain", "PH303"],
+    proc = subprocess.run([sys.executable, "-m", "phasec.verifier.cli", "--explain", "PH303"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith("PH303: ")

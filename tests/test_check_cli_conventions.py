@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from verifier.cli import main
-from verifier.input_codes import INPUT_CODES
-from verifier.rules import all_rules
+from phasec.verifier.cli import main
+from phasec.verifier.input_codes import INPUT_CODES
+from phasec.verifier.rules import all_rules
 
 CASES = Path(__file__).parent / "verifier_cases"
 REPO = Path(__file__).resolve().parent.parent

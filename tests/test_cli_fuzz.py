@@ -163,7 +163,7 @@ def test_a_signal_ends_the_campaign_with_its_summary(tmp_path, signum, status, w
     script = tmp_path / "campaign.py"
     script.write_text(_CAMPAIGN_SCRIPT)
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, str(script), str(out)], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -339,7 +339,7 @@ def test_unknown_parallel_runtime_is_refused():
 
 @pytest.mark.parametrize("argv, expected", [
     (["-m", "phasec", "--version"], f"phasec {phasec.__version__}"),
-    (["-m", "verifier.cli", "--version"], f"phasec-check {phasec.__version__}"),
+    (["-m", "phasec.verifier.cli", "--version"], f"phasec-check {phasec.__version__}"),
     (["-m", "phasec", "passes"], "LambdaLifting"),
 ])
 def test_version_and_python_dash_m(argv, expected):

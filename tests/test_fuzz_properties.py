@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, find, given, note, settings
 from hypothesis import strategies as st
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.ir import Phase, tir
 from phasec.ir.op import list_ops
 from phasec.testing import (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.testing.properties import check_sequence
 from phasec.transform import PassContext, get_pass, parse_pipeline
 

@@ -47,7 +47,7 @@ EXPECTED = (X + np.array([[1, 2, 3], [4, 5, 6]], "float32")) * 2  # numpy, not p
 
 def _run(argv: list[str], stdin=subprocess.DEVNULL, env: dict | None = None, timeout=60):
     """A command line in a subprocess; the timeout makes a hang a failure."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, *argv], stdin=stdin, capture_output=True,
                           text=True, env=full_env, timeout=timeout)
 
@@ -57,7 +57,7 @@ def _phasec(*args: str, **kw):
 
 
 def _check(*args: str, **kw):
-    return _run(["-m", "verifier.cli", *map(str, args)], **kw)
+    return _run(["-m", "phasec.verifier.cli", *map(str, args)], **kw)
 
 
 @pytest.fixture

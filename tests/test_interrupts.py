@@ -68,7 +68,7 @@ class Module:
 
 
 def _popen(argv: list[str], cwd: Path, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = dict(os.environ)
     return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 
@@ -198,7 +198,7 @@ def test_a_signal_mid_write_leaves_the_previous_output(tmp_path, command, sig, s
 
 
 def test_phasec_check_waiting_on_stdin_stops_on_sigterm(tmp_path):
-    proc = _popen(["-m", "verifier.cli", "-"], tmp_path, stdin=subprocess.PIPE)
+    proc = _popen(["-m", "phasec.verifier.cli", "-"], tmp_path, stdin=subprocess.PIPE)
     time.sleep(1.0)  # phasec-check is blocked reading standard input
     code, out, err = _stop(proc, signal.SIGTERM)
     proc.stdin.close()

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.ir import Phase, structural_equal
 from phasec.testing import advance_to_phase, modules
 from phasec.testing.mutations import MUTATIONS, UNINJECTABLE, mutate, mutation_for

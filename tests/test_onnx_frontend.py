@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.frontend import FrontendError, UnsupportedModelError
 from phasec.frontend.onnx import from_onnx, from_onnx_with_params, supported_ops
 from phasec.ir import Call, Phase, TensorStructInfo, tir

@@ -311,7 +311,7 @@ def test_pure_extern_func_call_as_tvm_lowers_a_view():
     # TVM's LowerRuntimeBuiltin writes R.memory.view as a call of an ExternFunc whose own
     # struct info says pure: a pure function may contain it; it prints and reads back as such
     import tvm
-    import verifier
+    from phasec import verifier
     from phasec.ir.structural import structural_equal
 
     text = """

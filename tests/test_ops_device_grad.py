@@ -249,7 +249,7 @@ def test_call_tir_with_grad_runs_as_call_tir_and_tvm_reads_it():
 def test_call_tir_with_grad_is_high_level():
     # LegalizeOps lowers it to its call_tir; one left in phase lowering is PH202
     from phasec import transform
-    from verifier import check
+    from phasec.verifier import check
 
     mod = phasec.parse(GRAD_TIR)
     lowered = transform.parse_pipeline("LambdaLifting,LegalizeOps")(mod)

@@ -173,7 +173,7 @@ class Module:
 
 
 def test_print_in_a_pure_function_is_a_diagnostic():
-    from verifier import check
+    from phasec.verifier import check
 
     src = '''
 @I.ir_module

@@ -17,7 +17,7 @@ from phasec.ir.builder import BlockBuilder
 from phasec.ir.op import call_op
 from phasec.pipeline import lower
 
-from passes.pack_constant_weights import pack_weight
+from phasec.passes.pack_constant_weights import pack_weight
 
 RNG = np.random.default_rng(16)
 

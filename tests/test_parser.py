@@ -91,7 +91,7 @@ def test_round_trip_through_printer(path: Path):
 
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
 def test_fixtures_are_well_formed(path: Path):
-    import verifier
+    from phasec import verifier
 
     mod = phasec.load(path)
     diags = verifier.check(mod)
@@ -447,7 +447,7 @@ class Module:
 
 
 def test_nested_function_uses_the_enclosing_symbolic_variables():
-    import verifier
+    from phasec import verifier
 
     mod = phasec.parse(NESTED_SYMBOLIC)
     main = mod["main"]

@@ -492,7 +492,7 @@ def test_excerpt_of_a_very_long_line_is_clipped_around_the_column(tmp_path) -> N
     filler = "y" * 400_000
     path = tmp_path / "long.py"
     path.write_text(relax(f"y = R.nope(x, {filler!r})", "return y"))
-    proc = subprocess.run([sys.executable, "-m", "verifier.cli", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "phasec.verifier.cli", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 2
     lines = proc.stdout.splitlines() + proc.stderr.splitlines()

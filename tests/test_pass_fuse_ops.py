@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import verifier
-from passes.fuse_ops import (
+from phasec import verifier
+from phasec.passes.fuse_ops import (
     DEFAULT_RULES, NO_EPILOGUE_RULES, TVM_RULES, FuseOps, FusionRules, get_fusion_rules,
     register_fusion_rules,
 )

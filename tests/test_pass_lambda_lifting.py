@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import verifier
+from phasec import verifier
 from phasec import PhaseError, parse
 from phasec.interp import Closure, run
 from phasec.ir import (

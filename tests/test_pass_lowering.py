@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec import PassError, PhaseError, WellFormedError
 from phasec.backend.vm import VirtualMachine, codegen
 from phasec.interp import run as interpret
@@ -29,8 +29,8 @@ from phasec.ir.op.legalize import LEGALIZE, legalize_call
 from phasec.packed import register_func, remove_func
 from phasec.transform import PassContext, Sequential, get_pass
 
-from passes.legalize_ops import LegalizeOpsError, kernel_base_name
-from passes.static_plan_block_memory import (
+from phasec.passes.legalize_ops import LegalizeOpsError, kernel_base_name
+from phasec.passes.static_plan_block_memory import (
     STORAGE_BYTES_ATTR, TENSOR_BYTES_ATTR, PlanStats, plan_stats,
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import verifier
+from phasec import verifier
 from phasec import PhaseError, parse
 from phasec.ir import (
     Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase, SeqExpr,

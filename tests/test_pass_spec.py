@@ -260,12 +260,12 @@ def test_broken_pass_module_fails_loudly(tmp_path, monkeypatch):
 
 
 def test_passes_package_exports_every_registered_pass_by_name():
-    # `import passes; passes.LambdaLifting()` reads like TVM's relax.transform.LambdaLift().
-    import passes
+    # `from phasec import passes; passes.LambdaLifting()` reads like TVM's relax.transform.LambdaLift().
+    from phasec import passes
 
     from phasec.transform import get_pass, pass_entries
 
-    builtin = [e.name for e in pass_entries() if e.module.startswith("passes.")]
+    builtin = [e.name for e in pass_entries() if e.module.startswith("phasec.passes.")]
     assert len(builtin) >= 14
     for name in builtin + ["PrintIR"]:
         made = getattr(passes, name)()

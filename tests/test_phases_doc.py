@@ -64,7 +64,7 @@ def test_pass_rows_show_phases_transition_opt_level_required_and_options():
 
 
 def test_rules_section_lists_the_verifier_rules():
-    import verifier
+    from phasec import verifier
 
     rows = verifier.rules_table()
     section = phases_doc.generate_sections()["rules"]

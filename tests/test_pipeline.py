@@ -220,7 +220,7 @@ def test_build_starts_at_the_module_phase(small, steps, expected_first):
 def test_lower_returns_a_verified_build_module(small):
     out = lower(small)
     assert out.phase == Phase.BUILD
-    import verifier
+    from phasec import verifier
 
     verifier.verify(out, Phase.BUILD)
 

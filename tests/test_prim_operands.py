@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.ir import Call, PrimStructInfo, tir
 from phasec.transform import Sequential, get_pass
 

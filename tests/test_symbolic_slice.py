@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.errors import ParseError
 from phasec.interp import run
 from phasec.ir import Phase

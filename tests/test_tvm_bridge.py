@@ -197,7 +197,7 @@ def test_phasec_check_reports_tvm_dumpir_files_with_their_phase(tmp_path: Path) 
     mod = to_tvm(phasec.load(str(next(p for p in EXAMPLES if p.stem == "mlp"))))
     with tvm.transform.PassContext(opt_level=3, instruments=[tvm.ir.instrument.DumpIR(dump)]):
         tvm.compile(mod, target="llvm")
-    proc = subprocess.run([sys.executable, "-m", "verifier.cli", str(dump)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "phasec.verifier.cli", str(dump)], capture_output=True,
                           text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     phases = dict(line.split(": ", 1) for line in proc.stdout.splitlines()

@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from tvm import relax
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.ir import Phase
 from phasec.testing import modules
 # the classification lives beside `phasec fuzz --against tvm`, which uses it too

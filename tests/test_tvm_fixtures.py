@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import verifier
+from phasec import verifier
 from phasec.ir import Phase
 from phasec.script.parser import parse
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp.tir import run_prim_func
 from phasec.ir import assert_structural_equal

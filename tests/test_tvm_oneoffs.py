@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.errors import ParseError
 from phasec.ir import ObjectStructInfo, Phase, TensorStructInfo
 from phasec.ir.structural import structural_equal

@@ -205,7 +205,7 @@ def test_a_buffer_shape_may_name_a_scalar_parameter_declared_after_it() -> None:
     import numpy as np
     from tvm import relax
 
-    import verifier
+    from phasec import verifier
     from phasec.pipeline import lower
     from phasec.tvm import from_tvm
 

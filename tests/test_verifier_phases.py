@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.errors import WellFormedError
 from phasec.ir import (
     BindingBlock, Call, DataflowBlock, DataflowVar, Function, GlobalVar, If, IRModule, Op,

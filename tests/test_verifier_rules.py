@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import phasec
-import verifier
+from phasec import verifier
 from phasec.errors import WellFormedError
 from phasec.ir import BindingBlock, ExprMutator, Function, IRModule, VarBinding, tir
 from phasec.ir.phase import Phase
@@ -539,7 +539,7 @@ class Module:
         return gv
 '''
     import phasec
-    import verifier
+    from phasec import verifier
 
     diags = verifier.check(phasec.parse(src))
     assert [d.code for d in diags] == ["WF405"]
@@ -552,7 +552,7 @@ def test_independent_missing_struct_info_is_still_reported():
     from phasec.ir import BindingBlock, Function, SeqExpr, Var, VarBinding, IRModule
     from phasec.ir.op import call_op
     from phasec.ir.struct_info import TensorStructInfo
-    import verifier
+    from phasec import verifier
 
     x = Var("x", TensorStructInfo((2,), "float32"))
     y = Var("y", None)  # built by hand without struct info: its own root cause
@@ -569,7 +569,7 @@ def test_attribute_values_are_checked_even_where_inference_does_not_read_them():
     # reduction, R.hint_on_device's never the device: a bad value passed the
     # verifier and surfaced only when LegalizeOps (or nothing) used it
     import phasec
-    import verifier
+    from phasec import verifier
 
     src = '''
 @I.ir_module

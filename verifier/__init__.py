@@ -29,9 +29,9 @@ The ``WF`` rules apply at every phase. ``verifier.explain(code)`` (or
 
 from __future__ import annotations
 
-from .checker import check, infer_phase, verify
-from .diagnostics import ERROR, WARNING, Diagnostic, format_diagnostic
-from .rules import Rule, all_rules, explain, get_rule, rules_table
+from phasec.verifier.checker import check, infer_phase, verify
+from phasec.verifier.diagnostics import ERROR, WARNING, Diagnostic, format_diagnostic
+from phasec.verifier.rules import Rule, all_rules, explain, get_rule, rules_table
 
 __all__ = ["check", "verify", "infer_phase", "Diagnostic", "ERROR", "WARNING",
            "format_diagnostic", "Rule", "all_rules", "get_rule", "rules_table", "explain"]

@@ -27,10 +27,10 @@ from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
 
-from .context import BRANCH, DATAFLOW, FUNCTION, PRIM_FUNC, Context, Frame
-from .diagnostics import ERROR, Diagnostic, summarize
-from .rules import all_rules
-from .rules.base import HOOKS, Rule
+from phasec.verifier.context import BRANCH, DATAFLOW, FUNCTION, PRIM_FUNC, Context, Frame
+from phasec.verifier.diagnostics import ERROR, Diagnostic, summarize
+from phasec.verifier.rules import all_rules
+from phasec.verifier.rules.base import HOOKS, Rule
 
 __all__ = ["check", "verify", "infer_phase", "Checker"]
 
@@ -141,7 +141,7 @@ class Checker:
         return ctx.diagnostics
 
     def _internal_failure(self, what: str) -> None:
-        from .rules.base import get_rule
+        from phasec.verifier.rules.base import get_rule
 
         ctx = self.ctx
         rule = get_rule("WF100")
@@ -756,7 +756,7 @@ def infer_phase(mod: IRModule) -> Phase:
     breaks a structural rule (one that applies at every phase) satisfies no
     phase: :class:`phasec.WellFormedError` is raised carrying those errors.
     """
-    from .rules.base import get_rule
+    from phasec.verifier.rules.base import get_rule
 
     diags = [d for d in check(mod, Phase.BUILD) if d.severity == ERROR]
     if not diags:

@@ -51,10 +51,10 @@ from phasec.interrupts import interrupted_exit, signals_as_exceptions
 from phasec.ir.node import Span
 from phasec.ir.phase import Phase
 
-from .checker import check, infer_phase
-from .diagnostics import ERROR, Diagnostic, format_diagnostic, source_excerpt
-from .input_codes import INPUT_CODES, explain_input_code, input_code_for
-from .rules import all_rules, explain
+from phasec.verifier.checker import check, infer_phase
+from phasec.verifier.diagnostics import ERROR, Diagnostic, format_diagnostic, source_excerpt
+from phasec.verifier.input_codes import INPUT_CODES, explain_input_code, input_code_for
+from phasec.verifier.rules import all_rules, explain
 
 __all__ = ["main"]
 
@@ -405,7 +405,7 @@ def _print_github(results: Sequence[_Result], out: TextIO, infer: bool) -> None:
 
 
 def _print_json(results: Sequence[_Result], out: TextIO, status: int) -> None:
-    from .report import CheckReport, FileReport, InputErrorModel, diagnostic_model
+    from phasec.verifier.report import CheckReport, FileReport, InputErrorModel, diagnostic_model
 
     files = []
     for r in results:
@@ -491,7 +491,7 @@ def _explain(code: str, fmt: str) -> str:
         return explain_input_code(key)
     if fmt != "json":
         return explain(code)
-    from .rules import get_rule
+    from phasec.verifier.rules import get_rule
 
     rule = get_rule(code)
     return json.dumps({"code": rule.code, "title": rule.title, "phase": rule.since.label,
@@ -608,7 +608,7 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
             _print_github(results, out, args.infer_phase)
             print(_summary(all_results), file=err)
         elif args.format == "sarif":
-            from .report import sarif_log
+            from phasec.verifier.report import sarif_log
 
             print(json.dumps(sarif_log(results), indent=2), file=out)
             print(_summary(all_results), file=err)

@@ -17,8 +17,8 @@ from phasec.ir.node import Span
 from phasec.ir.phase import Phase
 from phasec.ir.struct_info import StructInfo
 
-from .diagnostics import Diagnostic
-from .rules.base import Rule
+from phasec.verifier.diagnostics import Diagnostic
+from phasec.verifier.rules.base import Rule
 
 __all__ = ["Frame", "Context", "FUNCTION", "BRANCH", "DATAFLOW", "PRIM_FUNC"]
 
@@ -84,7 +84,7 @@ class Context:
         self._infer_memo: tuple[Any, Any, Any] = (None, None, None)
         self.infer_cache: dict[Any, StructInfo] = {}  # call key -> inferred struct info
         self.verdict_cache: dict[Any, str] = {}  # (annotation key, inferred key) -> verdict
-        from .util import Keys  # (util imports this module)
+        from phasec.verifier.util import Keys  # (util imports this module)
 
         self.keys = Keys()
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .diagnostics import Diagnostic
-from .rules import get_rule
+from phasec.verifier.diagnostics import Diagnostic
+from phasec.verifier.rules import get_rule
 
 __all__ = ["DiagnosticModel", "InputErrorModel", "FileReport", "CheckReport", "diagnostic_model",
            "sarif_log"]
@@ -113,8 +113,8 @@ def sarif_log(results: Sequence[Any]) -> dict[str, Any]:
     """
     from phasec import __version__
 
-    from .input_codes import INPUT_CODES
-    from .rules import all_rules
+    from phasec.verifier.input_codes import INPUT_CODES
+    from phasec.verifier.rules import all_rules
 
     rules = [{"id": r.code, "name": r.title,
               "shortDescription": {"text": r.title},

@@ -16,7 +16,7 @@ from phasec.ir.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
 
-from .context import Context
+from phasec.verifier.context import Context
 
 __all__ = ["FORCE_PURE", "is_force_pure", "impure_reason", "infer_call", "infer_expr",
            "op_spelling", "sinfo_to_str", "expr_to_str", "callee_spelling", "sinfo_key",

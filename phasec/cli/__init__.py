@@ -23,8 +23,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InputError, ParseError, PhasecError
-from ..interrupts import interrupted_exit, signals_as_exceptions
+from phasec.errors import InputError, ParseError, PhasecError
+from phasec.interrupts import interrupted_exit, signals_as_exceptions
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 EPILOG = ("exit status: 0 success, 1 check failed (phase error, violations, mismatching "
@@ -53,7 +53,7 @@ def add_input_limit_argument(parser: argparse.ArgumentParser) -> None:
 def apply_input_limit(value: str | None) -> None:
     """Set the process-wide input cap from ``--max-input-size`` (and check
     ``$PHASEC_MAX_INPUT_SIZE`` now, so a bad value is a usage error at once)."""
-    from .. import fileio
+    from phasec import fileio
 
     fileio.set_max_input_bytes(None)  # each invocation starts from the environment
     if value is not None:
@@ -63,7 +63,7 @@ def apply_input_limit(value: str | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from phasec import __version__
 
     parser = argparse.ArgumentParser(prog="phasec", description="phase-checked tensor compiler",
                                      epilog=EPILOG)
@@ -111,14 +111,14 @@ def _error_text(command: str, err: PhasecError) -> str:
     text = f"phasec {command}: error: {err}"
     span = getattr(err, "span", None)
     if isinstance(err, ParseError) and span is not None and span.file:
-        from ..fileio import open_regular
+        from phasec.fileio import open_regular
 
         try:  # the file was read once; it may have been swapped since, so check again
             with open_regular(span.file) as fh:
                 lines = fh.read(1 << 24).decode("utf-8", "replace").splitlines()
         except (OSError, PhasecError):
             return text
-        from verifier.diagnostics import source_excerpt
+        from phasec.verifier.diagnostics import source_excerpt
 
         text = "\n".join([text, *source_excerpt(lines, span)])
     return text
@@ -127,7 +127,7 @@ def _error_text(command: str, err: PhasecError) -> str:
 def _is_usage_error(err: PhasecError) -> bool:
     """Whether the input or the usage is wrong (exit 2): a bad file, its
     contents, an option value, a bad pass specification (``--passes Nope``)."""
-    from ..transform import PassConfigError
+    from phasec.transform import PassConfigError
 
     return isinstance(err, (InputError, PassConfigError))
 

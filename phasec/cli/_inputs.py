@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FileAccessError, InputError
-from ..ir import tir
-from ..ir.struct_info import (
+from phasec.errors import FileAccessError, InputError
+from phasec.ir import tir
+from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 
@@ -69,7 +69,7 @@ class _Dims:
 
 
 def _prim_value(expr: tir.PrimExpr, dims: _Dims) -> int:
-    from ..interp import eval_prim_expr
+    from phasec.interp import eval_prim_expr
 
     return int(eval_prim_expr(expr, lambda v: dims.value(v.name)))
 
@@ -128,7 +128,7 @@ def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator,
 
 
 def _sinfo(sinfo: StructInfo | None) -> str:
-    from ..interp import sinfo_text
+    from phasec.interp import sinfo_text
 
     return sinfo_text(sinfo)
 
@@ -136,7 +136,7 @@ def _sinfo(sinfo: StructInfo | None) -> str:
 def load_npz(path: str) -> dict[str, np.ndarray]:
     """The arrays of ``--inputs``: a regular file, each member's declared size
     checked before it is inflated, nothing unpickled (phasec.fileio.read_npz)."""
-    from ..fileio import read_npz
+    from phasec.fileio import read_npz
 
     try:
         return read_npz(path, what="--inputs")
@@ -151,7 +151,7 @@ def onnx_input_names(given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``--inputs`` for an ONNX model names the graph's inputs; the parameters
     of the imported ``main`` carry those names made identifiers (``gpu_0/data``
     is ``gpu_0_data``): either spelling is accepted."""
-    from ..frontend.onnx import parameter_name
+    from phasec.frontend.onnx import parameter_name
 
     return {parameter_name(k): v for k, v in given.items()}
 

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..ir import IRModule
+from phasec.ir import IRModule
 
 __all__ = ["add_report_argument", "CliReport"]
 
@@ -30,7 +30,7 @@ class CliReport:
         self.title = title
         self.recorder: Any = None
         if path is not None:
-            from ..explorer import PipelineRecorder, check_report_path
+            from phasec.explorer import PipelineRecorder, check_report_path
 
             check_report_path(path)
             self.recorder = PipelineRecorder(verify)
@@ -44,7 +44,7 @@ class CliReport:
         """Write the report (a no-op without ``--report``)."""
         if self.recorder is None:
             return
-        from ..explorer import PipelineReport
+        from phasec.explorer import PipelineReport
 
         doc = self.recorder.document(self.title, start=start, final=final, error=error,
                                      kernels=kernels)

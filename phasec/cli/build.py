@@ -14,11 +14,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import InputError, PhasecError
-from ..fileio import same_file
-from ..transform import VERIFY_MODES, PassTiming
-from ._report import CliReport, add_report_argument
-from .opt import OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, read_module
+from phasec.errors import InputError, PhasecError
+from phasec.fileio import same_file
+from phasec.transform import VERIFY_MODES, PassTiming
+from phasec.cli._report import CliReport, add_report_argument
+from phasec.cli.opt import OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, read_module
 
 #: the conventional suffix of executable files
 EXECUTABLE_SUFFIX = ".pvm"
@@ -74,7 +74,7 @@ def check_output(input_path: str, out: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..pipeline import build
+    from phasec.pipeline import build
 
     check_opt_level(args.opt_level)
     out = args.output or default_output(args.input)

@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..backend.llvm import diskcache
+    from phasec.backend.llvm import diskcache
 
     if args.action == "clear":
         removed = diskcache.clear()

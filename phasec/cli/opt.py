@@ -28,12 +28,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import FileAccessError, InputError, ParseError, PhasecError
-from ..fileio import write_atomic
-from ..ir import IRModule
-from ..ir.node import Span
-from ._report import CliReport, add_report_argument
-from ..transform import (
+from phasec.errors import FileAccessError, InputError, ParseError, PhasecError
+from phasec.fileio import write_atomic
+from phasec.ir import IRModule
+from phasec.ir.node import Span
+from phasec.cli._report import CliReport, add_report_argument
+from phasec.transform import (
     PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace, PrintAfterAll,
     PrintBeforeAll, VERIFY_MODES,
 )
@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # -- shared with `phasec build` and `phasec run` ----------------------------------
 def add_syntax_argument(parser: argparse.ArgumentParser) -> None:
     """``--syntax``: the TVMScript spelling of every module the command prints."""
-    from ..script.printer import SYNTAXES
+    from phasec.script.printer import SYNTAXES
 
     parser.add_argument("--syntax", choices=SYNTAXES, default="tvm",
                         help="TVMScript spelling of printed modules: tvm (what TVM 0.27 prints "
@@ -90,7 +90,7 @@ def read_stdin_text(stream: Any = None) -> str:
     stream = sys.stdin if stream is None else stream
     if stream is None:
         raise ParseError("cannot read standard input: it is closed", Span("<stdin>", 1, 0))
-    from ..fileio import read_stream
+    from phasec.fileio import read_stream
 
     try:
         data = read_stream(stream)  # capped: `< /dev/zero` ends with an error, not OOM
@@ -99,7 +99,7 @@ def read_stdin_text(stream: Any = None) -> str:
                          Span("<stdin>", 1, 0)) from None
     if isinstance(data, str):
         return data
-    from ..script.parser import decode_source
+    from phasec.script.parser import decode_source
 
     return decode_source(data, "<stdin>")
 
@@ -108,10 +108,10 @@ def module_from_text(text: str, filename: str) -> IRModule:
     """Parse module text of unknown format: JSON when it starts with ``{``,
     TVMScript otherwise."""
     if text.lstrip("\ufeff \t\r\n").startswith("{"):
-        from ..script.json_format import from_json
+        from phasec.script.json_format import from_json
 
         return from_json(text)
-    from ..script.parser import parse
+    from phasec.script.parser import parse
 
     return parse(text, filename=filename)
 
@@ -120,10 +120,10 @@ def read_module(path: str) -> IRModule:
     """Load INPUT: a ``.py``/``.json`` file, an ONNX model (``.onnx``,
     imported by :func:`phasec.frontend.onnx.from_onnx`), or ``-`` for
     standard input."""
-    from ..script.loader import load
+    from phasec.script.loader import load
 
     if path != "-" and Path(path).suffix.lower() == ".onnx":
-        from ..frontend.onnx import from_onnx
+        from phasec.frontend.onnx import from_onnx
 
         return from_onnx(path)
     if path != "-":
@@ -134,7 +134,7 @@ def read_module(path: str) -> IRModule:
 def module_text(mod: IRModule, output: str | None) -> str:
     """The module in the format ``output``'s suffix asks for (TVMScript by default)."""
     if output is not None and Path(output).suffix.lower() == ".json":
-        from ..script.json_format import to_json
+        from phasec.script.json_format import to_json
 
         return to_json(mod, indent=1) + "\n"
     text = mod.script()
@@ -156,7 +156,7 @@ def check_outputs_differ(input_path: str, output: str | None, report: str | None
     would silently replace the other."""
     if report is None:
         return
-    from ..fileio import same_file
+    from phasec.fileio import same_file
 
     if input_path != "-" and same_file(input_path, report):
         raise InputError(f"--report {report!r} is the input file; choose another name")
@@ -193,7 +193,7 @@ class _SkipNotes(PassInstrument):
 
 
 def _check_pass_names(names: list[str], option: str) -> None:
-    from ..transform import REGISTRY
+    from phasec.transform import REGISTRY
 
     for name in names:
         if name not in REGISTRY:
@@ -201,15 +201,15 @@ def _check_pass_names(names: list[str], option: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..script.printer import syntax
+    from phasec.script.printer import syntax
 
     with syntax(args.syntax):
         return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..pipeline import default_pipeline, pipeline_for_phase, run_pipeline
-    from ..transform import parse_pipeline
+    from phasec.pipeline import default_pipeline, pipeline_for_phase, run_pipeline
+    from phasec.transform import parse_pipeline
 
     check_opt_level(args.opt_level)
     check_output_suffix(args.output)

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from ..transform import MISSING, describe_phases, format_value, pass_entries
+from phasec.transform import MISSING, describe_phases, format_value, pass_entries
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

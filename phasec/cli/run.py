@@ -65,15 +65,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, PhasecError
-from ._inputs import DEFAULT_DIM, load_npz, make_inputs, onnx_input_names, parse_dims
-from ._report import CliReport, add_report_argument
-from ..ir import IRModule
-from ..ir.expr import Function
-from ..ir.struct_info import StructInfo
-from ..transform import VERIFY_MODES, PassInstrument
-from .build import EXECUTABLE_SUFFIX, _count
-from .opt import check_opt_level, check_outputs_differ, read_module
+from phasec.errors import InputError, PhasecError
+from phasec.cli._inputs import DEFAULT_DIM, load_npz, make_inputs, onnx_input_names, parse_dims
+from phasec.cli._report import CliReport, add_report_argument
+from phasec.ir import IRModule
+from phasec.ir.expr import Function
+from phasec.ir.struct_info import StructInfo
+from phasec.transform import VERIFY_MODES, PassInstrument
+from phasec.cli.build import EXECUTABLE_SUFFIX, _count
+from phasec.cli.opt import check_opt_level, check_outputs_differ, read_module
 
 #: bundled example models (files phasec/examples/<name>.py)
 EXAMPLES: tuple[str, ...] = ("mlp", "cnn", "transformer")
@@ -101,7 +101,7 @@ def example_source(name: str) -> str:
 
 def load_example(name: str) -> IRModule:
     """A bundled example model, parsed (ingestion phase)."""
-    from ..script.parser import parse
+    from phasec.script.parser import parse
 
     return parse(example_source(name), filename=f"phasec/examples/{name}.py")
 
@@ -439,7 +439,7 @@ def emitted_code(exe: Any, kind: str) -> str:
     else:
         if not exe.prim_funcs:
             return "; the executable has no kernels\n"
-        from ..backend.llvm import compile_prim_funcs
+        from phasec.backend.llvm import compile_prim_funcs
 
         lib = compile_prim_funcs(exe.prim_funcs)
         text = lib.optimized_ir if kind == "llvm" else lib.assembly()
@@ -482,10 +482,10 @@ def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: li
 
 
 def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str, np.ndarray]) -> int:
-    from ..backend.vm import VirtualMachine
-    from ..interp import run as interp_run
-    from ..pipeline import codegen_and_compile, lower
-    from ..transform import list_passes
+    from phasec.backend.vm import VirtualMachine
+    from phasec.interp import run as interp_run
+    from phasec.pipeline import codegen_and_compile, lower
+    from phasec.transform import list_passes
 
     if args.input is not None:
         check_outputs_differ(args.input, None, args.report)
@@ -560,7 +560,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
 
 def _check_save_paths(args: argparse.Namespace) -> None:
     """--save-inputs/--save-outputs: .npz names, none of them an input file."""
-    from ..fileio import same_file
+    from phasec.fileio import same_file
 
     paths = [(opt, path) for opt, path in (("--save-inputs", args.save_inputs),
                                            ("--save-outputs", args.save_outputs)) if path]
@@ -576,7 +576,7 @@ def _check_save_paths(args: argparse.Namespace) -> None:
 
 
 def _save_npz(path: str, arrays: dict[str, np.ndarray], what: str) -> None:
-    from ..fileio import write_atomic
+    from phasec.fileio import write_atomic
 
     write_atomic(path, lambda f: np.savez(f, **arrays), f"{what} file")
     print(f"{what} written to {path} ({_count(len(arrays), 'array')})")
@@ -607,7 +607,7 @@ def _print_result(result: Any, times: list[float], vm: Any) -> None:
 
 def _run_executable(args: argparse.Namespace, dims: dict[str, int],
                     given: dict[str, np.ndarray]) -> int:
-    from ..backend.vm import Executable, VirtualMachine
+    from phasec.backend.vm import Executable, VirtualMachine
 
     exe = Executable.load(args.input, check_bounds=True if args.check_bounds else None)
     if args.emit is not None:

@@ -30,9 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.report:
-        from ..explorer import report_json_schema as schema
+        from phasec.explorer import report_json_schema as schema
     else:
-        from ..script.json_format import json_schema as schema
+        from phasec.script.json_format import json_schema as schema
 
     print(json.dumps(schema(), indent=args.indent))
     return 0

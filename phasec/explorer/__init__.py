@@ -22,11 +22,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, PhasecError
-from ..ir import IRModule
-from .html import render_fragment, render_html
-from .model import ReportDoc, report_json_schema
-from .recorder import PipelineRecorder
+from phasec.errors import InputError, PhasecError
+from phasec.ir import IRModule
+from phasec.explorer.html import render_fragment, render_html
+from phasec.explorer.model import ReportDoc, report_json_schema
+from phasec.explorer.recorder import PipelineRecorder
 
 __all__ = ["PipelineReport", "PipelineRecorder", "report", "report_json_schema",
            "check_report_path", "REPORT_SUFFIXES"]
@@ -60,7 +60,7 @@ class PipelineReport:
         """Write the report: HTML or JSON by the suffix; written whole or not at all."""
         check_report_path(path)
         text = self.to_json() if Path(path).suffix.lower() == ".json" else self.to_html()
-        from ..fileio import write_atomic
+        from phasec.fileio import write_atomic
 
         write_atomic(path, text, what="report")
 
@@ -97,8 +97,8 @@ def report(mod: IRModule, pipeline: Any = None, *, opt_level: int = 2, verify: s
     ``Sequential``/``Pipeline`` or a list of passes. Errors do not raise: the
     report ends with the error (``rep.error``), after the passes that ran.
     """
-    from ..pipeline import pipeline_for_phase, pipeline_from, run_pipeline
-    from ..pipeline import _build_context  # the context lower() uses
+    from phasec.pipeline import pipeline_for_phase, pipeline_from, run_pipeline
+    from phasec.pipeline import _build_context  # the context lower() uses
 
     recorder = PipelineRecorder(verify if isinstance(verify, str) else
                                 ("each" if verify else "off"))

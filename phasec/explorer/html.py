@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import json
 
-from .model import ReportDoc
+from phasec.explorer.model import ReportDoc
 
 __all__ = ["render_html", "render_fragment", "PHASE_COLOURS"]
 

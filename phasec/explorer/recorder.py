@@ -16,10 +16,10 @@ import re
 import time
 from typing import Any
 
-from ..errors import PhaseError, WellFormedError
-from ..ir import IRModule, Phase, tir
-from ..transform import PassInstrument
-from .model import DiagnosticDoc, ErrorDoc, FunctionDiff, ReportDoc, StepDoc, SummaryDoc
+from phasec.errors import PhaseError, WellFormedError
+from phasec.ir import IRModule, Phase, tir
+from phasec.transform import PassInstrument
+from phasec.explorer.model import DiagnosticDoc, ErrorDoc, FunctionDiff, ReportDoc, StepDoc, SummaryDoc
 
 __all__ = ["PipelineRecorder"]
 
@@ -189,7 +189,7 @@ class PipelineRecorder(PassInstrument):
         fix = ""
         if isinstance(error, PhaseError):
             if name:
-                from ..transform import REGISTRY, get_pass_entry
+                from phasec.transform import REGISTRY, get_pass_entry
 
                 if name in REGISTRY:
                     needed = [p.label for p in sorted(get_pass_entry(name).info.phases)]

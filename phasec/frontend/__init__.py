@@ -11,6 +11,6 @@ builder and verify them; nothing below imports them.
 
 from __future__ import annotations
 
-from .errors import FrontendError, UnsupportedModelError
+from phasec.frontend.errors import FrontendError, UnsupportedModelError
 
 __all__ = ["FrontendError", "UnsupportedModelError"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import InputError
+from phasec.errors import InputError
 
 __all__ = ["FrontendError", "UnsupportedModelError", "UnsupportedNode"]
 

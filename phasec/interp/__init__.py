@@ -7,7 +7,7 @@ numpy references, PrimFuncs through the exact TIR interpreter
 results define what "the same results" means for every pass.
 """
 
-from .relax import (  # noqa: F401
+from phasec.interp.relax import (  # noqa: F401
     DEFAULT_MAX_CALL_DEPTH, Closure, InterpError, Interpreter, Storage, describe_value,
     eval_prim_expr, evaluate, evaluate_expr, match_struct_info, match_struct_infos, run, sinfo_text,
 )

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import VMError
-from ..ir import arith, tir
-from ..ir.struct_info import (
+from phasec.errors import VMError
+from phasec.ir import arith, tir
+from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )

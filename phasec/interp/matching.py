@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PhasecError
-from ..ir import tir
-from ..ir.struct_info import (
+from phasec.errors import PhasecError
+from phasec.ir import tir
+from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from ..script._checks import int_range_problem
-from ._values import (
+from phasec.script._checks import int_range_problem
+from phasec.interp._values import (
     _MISSING, InterpError, describe_value, eval_prim_expr, prim_text, sinfo_text,
 )
 

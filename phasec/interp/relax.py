@@ -39,23 +39,23 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import IndexOutOfRangeError, PhasecError
-from ..ir import tir
-from ..ir.expr import (
+from phasec.errors import IndexOutOfRangeError, PhasecError
+from phasec.ir import tir
+from phasec.ir.expr import (
     Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
     MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
     DataflowVar,
 )
-from ..ir.module import IRModule
-from ..ir.op import SYMBOLIC_ATTRS, map_symbolic_attrs
-from ..ir.struct_info import (
+from phasec.ir.module import IRModule
+from phasec.ir.op import SYMBOLIC_ATTRS, map_symbolic_attrs
+from phasec.ir.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
-from ._values import (
+from phasec.interp._values import (
     _MISSING, STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar,
     describe_value, eval_prim_expr, prim_text, sinfo_text,
 )
-from .matching import match_struct_info, match_struct_infos
+from phasec.interp.matching import match_struct_info, match_struct_infos
 
 __all__ = [
     "InterpError", "Interpreter", "Closure", "Storage", "run", "evaluate", "evaluate_expr",
@@ -120,7 +120,7 @@ class _Kernel:
 
 
 def _run_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
-    from .tir import run_prim_func  # exact TIR interpreter (same layer)
+    from phasec.interp.tir import run_prim_func  # exact TIR interpreter (same layer)
 
     nparams = len(func.params)
     if len(args) != nparams:
@@ -400,7 +400,7 @@ class Interpreter:
         if t is GlobalVar:
             return self._global_value(expr.name_hint)
         if t is ExternFunc:
-            from ..packed import get_packed_func
+            from phasec.packed import get_packed_func
 
             return get_packed_func(expr.global_symbol)
         raise InterpError(f"operator {expr.name!r} cannot be used as a value")
@@ -452,7 +452,7 @@ class Interpreter:
                       attrs: Mapping[str, Any] | None = None) -> Any:
         entry = self._op_cache.get(name)
         if entry is None:
-            from ..ir.op.registry import REQUIRED, find_op
+            from phasec.ir.op.registry import REQUIRED, find_op
 
             opdef = find_op(name)
             if opdef is None:
@@ -476,7 +476,7 @@ class Interpreter:
                               f"{type(exc).__name__}: {exc}") from exc
 
     def _call_packed(self, name: str, args: Sequence[Any]) -> Any:
-        from ..packed import get_packed_func
+        from phasec.packed import get_packed_func
 
         func = get_packed_func(name)
         try:
@@ -574,14 +574,14 @@ class Interpreter:
                               f"{type(exc).__name__}: {exc}") from exc
 
     def _op_ensure_zero_offset(self, call: Call, args: list, env: _Env) -> Any:
-        from ..packed import get_packed_func
+        from phasec.packed import get_packed_func
 
         return get_packed_func("vm.builtin.ensure_zero_offset")(args[0])
 
     def _op_memory_view(self, call: Call, args: list, env: _Env) -> Any:
         # omitted operands (R.tuple(), R.null_value()): the input's shape, dtype, offset 0
-        from ..ir.op.memory_view import is_void
-        from ..packed import get_packed_func
+        from phasec.ir.op.memory_view import is_void
+        from phasec.packed import get_packed_func
 
         data, shape, dtype, offset = args
         ops = call.args
@@ -608,7 +608,7 @@ class Interpreter:
     # Memory builtins: operands are found by the names the registry gives them,
     # falling back to TVM's operand order.
     def _operands(self, call: Call, args: list, tvm_order: Sequence[str]) -> dict[str, Any]:
-        from ..ir.op.registry import find_op
+        from phasec.ir.op.registry import find_op
 
         opdef = find_op(call.op.name)
         names = opdef.args if opdef is not None else tvm_order

@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
-from ..ir import tir
-from ..ir.tir import (
+from phasec.errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
+from phasec.ir import tir
+from phasec.ir.tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, Cast, Evaluate, FloatImm, For,
     IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Select, SeqStmt, Stmt, Var,
 )

@@ -7,18 +7,18 @@ import builtins as _b
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import tir
-from .tir import (
+from phasec.ir import tir
+from phasec.ir.tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, For, IntImm, IterVar, LetStmt,
     PrimExpr, Select, SeqStmt, Stmt, Var,
 )
-from .te import (
+from phasec.ir.te import (
     ProducerLoad, TEError, Tensor, _expr_key,
     _extent_guess, _post_order, _static,
 )
 
 if TYPE_CHECKING:
-    from ._te_lower import _Lowering, _Stage
+    from phasec.ir._te_lower import _Lowering, _Stage
 
 
 def _combine(combiner: str, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
@@ -92,7 +92,7 @@ class _NestEmitter:
             p_j = m - 1
             p_i = m - 2
         else:
-            from ._te_transpose import takes_transpose
+            from phasec.ir._te_transpose import takes_transpose
             if not self.attached and takes_transpose(self):
                 return "transpose", None, 1, 1
             if len(deep) != 1 or not deep[0].is_reduce:
@@ -108,7 +108,7 @@ class _NestEmitter:
                 prev = self.root.axes[m - 2]
                 pos_i = [k for k, b in enumerate(anchor.binding) if b is prev]
                 p_i = pos_i[0] if len(pos_i) == 1 else -1
-        from ._te_gemm import plan_gemm
+        from phasec.ir._te_gemm import plan_gemm
         self.gemm = plan_gemm(self, anchor)
         if self.gemm is not None:
             return "gemm", anchor, 1, 1
@@ -451,12 +451,12 @@ class _NestEmitter:
             stmts = self._emit_stage(root, values, lambda ivs: (root.buffer, tuple(ivs)))
             return _seq(stmts)
         if self.mode == "gemm":
-            from ._te_gemm import GemmEmitter
+            from phasec.ir._te_gemm import GemmEmitter
             parallel = (self.opt.parallel and self.parallel_at < 0
                         and self._work() >= self.opt.min_parallel_work)
             return GemmEmitter(self, self.gemm, parallel).emit()
         if self.mode == "transpose":
-            from ._te_transpose import emit_transpose
+            from phasec.ir._te_transpose import emit_transpose
             return emit_transpose(self)
         return self._emit_tile()
 

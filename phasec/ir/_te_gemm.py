@@ -47,15 +47,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .tir import (
+from phasec.ir.tir import (
     Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, PrimExpr, Stmt,
     Var,
 )
-from .te import ProducerLoad, Tensor, _children, _post_order, _static
+from phasec.ir.te import ProducerLoad, Tensor, _children, _post_order, _static
 
 if TYPE_CHECKING:
-    from ._te_emit import _NestEmitter
-    from ._te_lower import _Stage
+    from phasec.ir._te_emit import _NestEmitter
+    from phasec.ir._te_lower import _Stage
 
 _I64 = "int64"
 
@@ -90,7 +90,7 @@ def _mul(a: PrimExpr, c: int) -> PrimExpr:
 
 def _subst_var(e: PrimExpr, var: Var, value: PrimExpr) -> PrimExpr:
     """``e`` with ``var`` replaced by ``value``."""
-    from .te import _children, _rebuild
+    from phasec.ir.te import _children, _rebuild
     memo: dict[int, PrimExpr] = {}
     for n in _post_order([e]):
         memo[id(n)] = value if n is var else _rebuild(n, [memo[id(c)] for c in _children(n)])
@@ -251,7 +251,7 @@ def _unit_stride(e: PrimExpr, var: Var) -> bool:
     """True when every tensor load in ``e`` that uses ``var`` uses it in its
     last index only, with step 1 (``A[.., var + c]``): consecutive values of
     ``var`` read consecutive elements."""
-    from .arith import simplify
+    from phasec.ir.arith import simplify
     for n in _post_order([e]):
         if not isinstance(n, (ProducerLoad, BufferLoad)):
             continue
@@ -390,7 +390,7 @@ class GemmEmitter:
             rest = self._panel(_i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
                                rows=self._rows_for(n_rem))
             stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
-        from ._te_emit import _seq
+        from phasec.ir._te_emit import _seq
         body = _seq(stmts)
         if shared is not None:
             body = Allocate(shared, body)
@@ -405,7 +405,7 @@ class GemmEmitter:
         """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every
         row, ``rows`` at a time (default: the plan's). ``tile0``: the index of
         the panel's first micro-panel in B."""
-        from ._te_emit import _seq
+        from phasec.ir._te_emit import _seq
         p = self.plan
         stmts: list[Stmt] = []
         if bp is not None:
@@ -498,7 +498,7 @@ class GemmEmitter:
             kflat = _add(_mul(kflat, _static(ext)), iv.var)
         values = self._anchor_values(None, col)
         value = low.emit_value(self.plan.b_expr, vmap, low.default_load)
-        from ._te_emit import _block
+        from phasec.ir._te_emit import _block
         # the block's axes: the anchor's (the row axis bound to 0: B does not use it)
         body = low.with_lets([value], lambda v: BufferStore(bp, v[0], (t, kflat, c)))
         blk = _block(nest._block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
@@ -527,7 +527,7 @@ class GemmEmitter:
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
               bp: Buffer | None) -> Stmt:
-        from ._te_emit import _block, _combine, _seq
+        from phasec.ir._te_emit import _block, _combine, _seq
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
         acc_shape = (_i64(mr), _i64(width))
@@ -647,8 +647,8 @@ class GemmEmitter:
         hundred bytes per row here and there, each line was a cache miss that
         stalled the pipeline (a ResNet block's convolutions, caches cold:
         2.10 -> 2.07 ms, with a residual 2.19 -> 2.13 ms)."""
-        from ._te_emit import _seq
-        from .tir import PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Evaluate, FloatImm
+        from phasec.ir._te_emit import _seq
+        from phasec.ir.tir import PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Evaluate, FloatImm
         nest, low, root, m, ri = self.nest, self.low, self.root, self.m, self.ri
         K = _static(self.K)
         if self.plan.wide or K is None or K < nest.opt.target.gemm_prefetch_min_k:

@@ -7,18 +7,18 @@ import builtins as _b
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import tir
-from .tir_blocks import bind_loop_vars_in_blocks
-from .tir import (
+from phasec.ir import tir
+from phasec.ir.tir_blocks import bind_loop_vars_in_blocks
+from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, FloatImm, IntImm, IterVar, LetStmt, PrimExpr, PrimFunc,
     Stmt, Var,
 )
-from .te import (
+from phasec.ir.te import (
     ComputeOp, ExternOp, ProducerLoad, ROW_LOCAL, Reduce, ScheduleOptions, TEError, Tensor,
     _children, _expr_key, _extent_guess, _post_order, _rebuild, _simplify_index, _static,
 )
-from .arith_bound import prove_bounded
-from ._te_emit import _NestEmitter, _costly, _last_index_uses, _loads_of, _seq
+from phasec.ir.arith_bound import prove_bounded
+from phasec.ir._te_emit import _NestEmitter, _costly, _last_index_uses, _loads_of, _seq
 
 
 class _Names:

@@ -30,14 +30,14 @@ from __future__ import annotations
 import builtins as _b
 from typing import TYPE_CHECKING
 
-from . import tir
-from .tir import (
+from phasec.ir import tir
+from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, BufferStore, For, IntImm, IterVar, PrimExpr, Stmt, Var,
 )
-from .te import _post_order, _static
+from phasec.ir.te import _post_order, _static
 
 if TYPE_CHECKING:
-    from ._te_emit import _NestEmitter
+    from phasec.ir._te_emit import _NestEmitter
 
 #: output columns interleaved together
 GROUP = 4
@@ -58,7 +58,7 @@ def takes_transpose(nest: _NestEmitter) -> bool:
     load's innermost index is exactly the next-to-last axis, no load's uses
     the last one. Static I >= 8 and J >= GROUP, 32-bit elements (the
     interleaving measured)."""
-    from ._te_emit import _last_index_uses, _loads_of
+    from phasec.ir._te_emit import _last_index_uses, _loads_of
 
     root, m = nest.root, nest.m
     if (m < 2 or root.is_reduce or nest.attached or not nest.opt.vectorize
@@ -84,7 +84,7 @@ def _groups_per_block(rows: int, cols: int) -> int:
 def emit_transpose(nest: _NestEmitter) -> Stmt:
     """The last two loops of ``nest`` (inside its outer axis loops) in the
     transposing schedule of the module docstring."""
-    from ._te_emit import _block, _seq
+    from phasec.ir._te_emit import _block, _seq
 
     low, root, m = nest.low, nest.root, nest.m
     rows, cols = _static(nest.shape[m - 2]), _static(nest.shape[m - 1])

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import tir
-from .tir import BinaryOp, Cast, FloatImm, IntImm, Not, PrimExpr, Select
+from phasec.ir import tir
+from phasec.ir.tir import BinaryOp, Cast, FloatImm, IntImm, Not, PrimExpr, Select
 
 __all__ = ["simplify", "prove_equal", "prove_not_equal", "const_int", "substitute", "free_vars"]
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import tir
-from .tir import BinaryOp, IntImm, PrimExpr, Var
+from phasec.ir import tir
+from phasec.ir.tir import BinaryOp, IntImm, PrimExpr, Var
 
 __all__ = ["simplify_bounded", "prove_bounded"]
 

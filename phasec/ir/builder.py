@@ -29,16 +29,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import StructInfoError
-from .expr import (
+from phasec.errors import StructInfoError
+from phasec.ir.expr import (
     LEAF_EXPRS, Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, Function,
     GlobalVar, If, MatchCast, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from .infer import context_from_module, infer_struct_info
-from .module import IRModule
-from .op.registry import InferContext
-from .struct_info import StructInfo
-from .tir import PrimFunc
+from phasec.ir.infer import context_from_module, infer_struct_info
+from phasec.ir.module import IRModule
+from phasec.ir.op.registry import InferContext
+from phasec.ir.struct_info import StructInfo
+from phasec.ir.tir import PrimFunc
 
 __all__ = ["BlockBuilder", "normalize_function", "normalize_expr", "is_leaf", "NameTable"]
 
@@ -192,7 +192,7 @@ class _Normalizer:
         return expr  # other leaves carry their own struct info
 
     def _with_sinfo(self, expr: Expr) -> Expr:
-        from .node import set_field
+        from phasec.ir.node import set_field
 
         if expr.struct_info is None:
             # ``expr`` was just created here and is not shared yet.

@@ -13,12 +13,12 @@ from typing import Any, Union
 
 import numpy as np
 
-from .node import Node, Span, node, set_field
-from .struct_info import (
+from phasec.ir.node import Node, Span, node, set_field
+from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from .tir import PrimExpr, PrimFunc, as_prim_expr, frozen_attrs
+from phasec.ir.tir import PrimExpr, PrimFunc, as_prim_expr, frozen_attrs
 
 __all__ = [
     "Expr", "Var", "DataflowVar", "Constant", "Tuple", "TupleGetItem", "Op",

@@ -17,20 +17,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import StructInfoError
-from . import arith, tir
-from .expr import (
+from phasec.errors import StructInfoError
+from phasec.ir import arith, tir
+from phasec.ir.expr import (
     Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If, Op, PrimValue,
     SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
 )
-from .op.registry import InferContext, get_op
-from .struct_info import (
+from phasec.ir.op.registry import InferContext, get_op
+from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
 
 if TYPE_CHECKING:
-    from .module import IRModule
+    from phasec.ir.module import IRModule
 
 __all__ = [
     "infer_struct_info", "struct_info_equal", "is_base_of", "join", "unify",
@@ -508,7 +508,7 @@ def context_from_module(mod: "IRModule | Mapping[str, object] | None") -> InferC
     impure callable returning ``R.Tuple()`` (call it through ``R.call_tir``),
     or ``R.Prim(ret_dtype)`` for one that returns a scalar.
     """
-    from .expr import Function as _Function
+    from phasec.ir.expr import Function as _Function
 
     if mod is None:
         return InferContext()

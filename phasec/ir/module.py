@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .expr import BaseFunc, Function, GlobalVar
-from .node import Node, Span, node
-from .phase import Phase
-from .tir import PrimFunc, frozen_attrs
+from phasec.ir.expr import BaseFunc, Function, GlobalVar
+from phasec.ir.node import Node, Span, node
+from phasec.ir.phase import Phase
+from phasec.ir.tir import PrimFunc, frozen_attrs
 
 __all__ = ["IRModule", "VDevice", "Target", "DummyGlobalInfo", "GLOBAL_INFO_KINDS",
            "canonical_vdevice"]
@@ -258,7 +258,7 @@ class IRModule:
         spelling before TVM 0.27); default: the spelling selected with
         :func:`phasec.script.printer.syntax`, else ``"tvm"``.
         """
-        from ..script.printer import print_module
+        from phasec.script.printer import print_module
 
         return print_module(self, syntax)
 

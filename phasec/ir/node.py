@@ -60,8 +60,8 @@ class Node:
 
 def _script_text(n: Node) -> str | None:
     """TVMScript for an expression, binding, struct info or TIR node; None otherwise."""
-    from ..script import printer
-    from . import expr, struct_info, tir
+    from phasec.script import printer
+    from phasec.ir import expr, struct_info, tir
 
     if isinstance(n, expr.Var):
         # A variable reads as its name and type, as in a signature.

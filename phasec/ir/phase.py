@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from ..errors import InvalidPhaseError
+from phasec.errors import InvalidPhaseError
 
 __all__ = ["Phase"]
 

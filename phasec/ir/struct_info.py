@@ -7,8 +7,8 @@ Mirrors TVM's ``relax.StructInfo`` family. Shapes are tuples of TIR
 
 from __future__ import annotations
 
-from .node import Node, Span, node, set_field
-from .tir import PrimExpr, as_prim_expr
+from phasec.ir.node import Node, Span, node, set_field
+from phasec.ir.tir import PrimExpr, as_prim_expr
 
 __all__ = [
     "StructInfo", "ObjectStructInfo", "PrimStructInfo", "ShapeStructInfo",

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from . import tir
-from .expr import GlobalVar, Var
-from .module import IRModule
-from .node import Node
+from phasec.ir import tir
+from phasec.ir.expr import GlobalVar, Var
+from phasec.ir.module import IRModule
+from phasec.ir.node import Node
 
 __all__ = ["structural_equal", "structural_hash", "assert_structural_equal",
            "StructuralMismatch", "exact_fingerprint"]

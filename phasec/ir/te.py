@@ -86,11 +86,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PhasecError
-from . import tir
-from .node import Span, node, set_field
-from .tuning import TargetTuning, host_tuning
-from .tir import (
+from phasec.errors import PhasecError
+from phasec.ir import tir
+from phasec.ir.node import Span, node, set_field
+from phasec.ir.tuning import TargetTuning, host_tuning
+from phasec.ir.tir import (
     BinaryOp, Buffer, BufferLoad, Cast, FloatImm, IntImm, IterVar, Not, PrimExpr, PrimFunc,
     Select, Stmt, Var,
 )
@@ -527,8 +527,8 @@ def _simplify_index(e: PrimExpr, bounds: Mapping[int, tuple[int, int]] | None = 
     if isinstance(e, (Var, IntImm)) or not tir.is_int(e.dtype):
         return e
     try:
-        from .arith import simplify
-        from .arith_bound import simplify_bounded
+        from phasec.ir.arith import simplify
+        from phasec.ir.arith_bound import simplify_bounded
     except ImportError:  # pragma: no cover - arith is part of the IR core
         return e
     try:
@@ -628,7 +628,7 @@ class LoweredTE:
 def lower(tensors: Sequence[Tensor | Var], schedule_hints: bool | ScheduleOptions
           | Mapping[str, Any] = True, attrs: Mapping[str, Any] | None = None) -> LoweredTE:
     """Like :func:`create_prim_func`, also returning the symbolic-variable mapping."""
-    from ._te_lower import _Lowering  # the lowering machinery, loaded on first use
+    from phasec.ir._te_lower import _Lowering  # the lowering machinery, loaded on first use
 
     options = ScheduleOptions.make(schedule_hints)
     low = _Lowering(tensors, options, attrs)

@@ -14,7 +14,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from .node import Node, Span, node, set_field
+from phasec.ir.node import Node, Span, node, set_field
 
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "BufferData", "HOST_CALLS",

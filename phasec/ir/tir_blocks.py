@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import tir
-from .arith import substitute
-from .node import Node, replace
+from phasec.ir import tir
+from phasec.ir.arith import substitute
+from phasec.ir.node import Node, replace
 
 __all__ = ["bind_loop_vars_in_blocks"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, Callable
 
-from .expr import (
+from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr,
     ExternFunc, Function, GlobalVar, If, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import tir
+from phasec.ir import tir
 
 __all__ = ["int_range_problem", "dim_problem"]
 

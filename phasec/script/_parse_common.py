@@ -6,7 +6,7 @@ import ast
 import re
 from typing import Any
 
-from ..ir import tir
+from phasec.ir import tir
 
 _IGNORED_FLAGS = ("s_tir", "check_well_formed")
 _DEFAULT_ALIASES = {"ir": "I", "relax": "R", "tir": "T"}

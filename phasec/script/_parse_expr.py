@@ -11,21 +11,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ParseError
-from ..ir import tir
-from ..ir.node import Span
-from ..ir.struct_info import (
+from phasec.errors import ParseError
+from phasec.ir import tir
+from phasec.ir.node import Span
+from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from ._checks import int_range_problem
-from ._parse_common import (
+from phasec.script._checks import int_range_problem
+from phasec.script._parse_common import (
     TIR_BUILTIN_ERROR, _BINOPS, _CMPOPS, _PY_OP_SPELLING, _SINFO_KINDS, _TIR_BINARY_FUNCS,
     _TIR_BUILTINS, _TIR_FUNCS, _dotted, _is_none,
 )
 
 if TYPE_CHECKING:
-    from .parser import _ModuleParser
+    from phasec.script.parser import _ModuleParser
 
 
 #: Python's bit operators as TVM prints its TIR bit intrinsics.
@@ -621,7 +621,7 @@ class _SinfoParser:
                                f"{len(shape)} dimension(s)", a["ndim"])
         vdevice = None
         if "vdevice" in a and not _is_none(a["vdevice"]):
-            from ._parse_global_infos import resolve_vdevice
+            from phasec.script._parse_global_infos import resolve_vdevice
 
             vdevice = resolve_vdevice(mp, a["vdevice"])
         if shape is None and ndim != -1:

@@ -17,14 +17,14 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from ..ir.module import (
+from phasec.ir.module import (
     GLOBAL_INFO_KINDS, DummyGlobalInfo, VDevice, canonical_vdevice, plain_target,
     target_problem,
 )
-from ._parse_common import _dotted
+from phasec.script._parse_common import _dotted
 
 if TYPE_CHECKING:
-    from .parser import _ModuleParser
+    from phasec.script.parser import _ModuleParser
 
 __all__ = ["parse_global_infos", "resolve_vdevice"]
 

@@ -15,10 +15,10 @@ import ast
 import copy
 from typing import TYPE_CHECKING
 
-from ._parse_common import _dotted
+from phasec.script._parse_common import _dotted
 
 if TYPE_CHECKING:
-    from .parser import _ModuleParser
+    from phasec.script.parser import _ModuleParser
 
 __all__ = ["expand_meta_vars"]
 

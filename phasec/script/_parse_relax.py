@@ -8,21 +8,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 
-from ..ir import expr as rx
-from ..ir import tir
-from ..ir.node import Span
-from ..ir.infer import erase_to_ndim
-from ..ir.struct_info import StructInfo, TupleStructInfo
-from ._checks import int_range_problem
-from ._parse_common import (
+from phasec.ir import expr as rx
+from phasec.ir import tir
+from phasec.ir.node import Span
+from phasec.ir.infer import erase_to_ndim
+from phasec.ir.struct_info import StructInfo, TupleStructInfo
+from phasec.script._checks import int_range_problem
+from phasec.script._parse_common import (
     _INT_DTYPES, _PY_OP_SPELLING, _RELAX_OP_FOR, _dotted, _is_docstring, _stmt_kind,
 )
-from ._parse_expr import _PrimExprParser, _SinfoParser
-from ._parse_relax_calls import _DialectCalls
-from ._parse_relax_ops import _OperatorCalls
+from phasec.script._parse_expr import _PrimExprParser, _SinfoParser
+from phasec.script._parse_relax_calls import _DialectCalls
+from phasec.script._parse_relax_ops import _OperatorCalls
 
 if TYPE_CHECKING:
-    from .parser import _ModuleParser, _Signature
+    from phasec.script.parser import _ModuleParser, _Signature
 
 
 class _Frame:
@@ -723,7 +723,7 @@ class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
 
 def _sinfo_var_ids(sinfos: Any) -> set[int]:
     """Ids of the symbolic variables the struct infos mention (what they define)."""
-    from ..ir.arith import free_vars
+    from phasec.ir.arith import free_vars
 
     ids: set[int] = set()
     stack = list(sinfos)

@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import StructInfoError
-from ..ir import expr as rx
-from ..ir import tir
-from ..ir.op import normalize_attrs
-from ..ir.op.elementwise import STOP_FUSION_PACKED
-from ..ir.op.registry import find_op
-from ..ir.struct_info import StructInfo
-from ._parse_common import _dotted, _is_none, _to_tuple
+from phasec.errors import StructInfoError
+from phasec.ir import expr as rx
+from phasec.ir import tir
+from phasec.ir.op import normalize_attrs
+from phasec.ir.op.elementwise import STOP_FUSION_PACKED
+from phasec.ir.op.registry import find_op
+from phasec.ir.struct_info import StructInfo
+from phasec.script._parse_common import _dotted, _is_none, _to_tuple
 
 #: Relax dialect calls with their own argument conventions: R.<name> -> handler.
 _RELAX_CALLS = {
@@ -138,7 +138,7 @@ class _DialectCalls:
     def _call_relu6(self, node: ast.Call) -> rx.Expr:
         """``R.nn.relu6(x)``: TVM 0.27 registers no such operator; its script
         function builds ``R.clip(x, 0, 6)`` (and prints that), so does phasec."""
-        from ..ir.op import get_op
+        from phasec.ir.op import get_op
 
         mp = self.mp
         a = mp.bind_args(node, f"{mp.R}.nn.relu6", ("data",), 1)
@@ -343,7 +343,7 @@ class _DialectCalls:
                      attrs: dict) -> rx.Expr:
         """``R.call_pure_packed("phasec.stop_fusion", x, ty_args=...)``: how TVM's
         syntax spells ``R.stop_fusion(x)`` (TVM 0.27 has no such operator)."""
-        from ..ir.structural import structural_equal
+        from phasec.ir.structural import structural_equal
 
         mp = self.mp
         what = f'{mp.R}.call_pure_packed("{STOP_FUSION_PACKED}", ...)'
@@ -358,8 +358,8 @@ class _DialectCalls:
         return call
 
     def _call_inplace_packed(self, node: ast.Call) -> rx.Expr:
-        from ..ir.op import find_op, normalize_attrs
-        from ..errors import StructInfoError
+        from phasec.ir.op import find_op, normalize_attrs
+        from phasec.errors import StructInfoError
 
         what = f"{self.mp.R}.call_inplace_packed"
         func, args, sinfo_args, attrs = self._packed_parts(node, what, False)

@@ -7,17 +7,17 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from ..ir import expr as rx
-from ..ir import tir
-from ..ir.op import OPERAND_DEFAULTS
-from ..ir.op.registry import REQUIRED, OpDef, find_op
-from ..ir.struct_info import PrimStructInfo
-from ._parse_common import _SINFO_KINDS, _dotted, _is_none, _to_tuple
-from ._parse_global_infos import resolve_vdevice
-from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
+from phasec.ir import expr as rx
+from phasec.ir import tir
+from phasec.ir.op import OPERAND_DEFAULTS
+from phasec.ir.op.registry import REQUIRED, OpDef, find_op
+from phasec.ir.struct_info import PrimStructInfo
+from phasec.script._parse_common import _SINFO_KINDS, _dotted, _is_none, _to_tuple
+from phasec.script._parse_global_infos import resolve_vdevice
+from phasec.script._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
 
 if TYPE_CHECKING:
-    from .parser import _ModuleParser
+    from phasec.script.parser import _ModuleParser
 
 
 class _OperatorCalls:
@@ -139,7 +139,7 @@ class _OperatorCalls:
             return tuple(self._symbolic_entry(opdef, key, e) for e in node.elts)
         if isinstance(node, ast.Lambda) or (
                 isinstance(node, ast.Call) and _dotted(node.func) == (self.mp.T, "index_map")):
-            from ..ir.op._index_map import MapError, index_map_text
+            from phasec.ir.op._index_map import MapError, index_map_text
             try:
                 return index_map_text(node)
             except MapError as exc:
@@ -212,7 +212,7 @@ class _OperatorCalls:
             if isinstance(node, ast.BinOp) and _int_literals_only(node):
                 # integer arithmetic on literals (relative_byte_offset=32 * 64 * 4), which
                 # TVM's parser evaluates as Python: folded here, nothing executed
-                from ..ir.arith import simplify
+                from phasec.ir.arith import simplify
 
                 value = simplify(self.prim.parse(node, "int64"))
                 if isinstance(value, tir.IntImm):
@@ -233,7 +233,7 @@ class _OperatorCalls:
 
 
 def _symbolic_attrs() -> dict[str, frozenset[str]]:
-    from ..ir.op import SYMBOLIC_ATTRS
+    from phasec.ir.op import SYMBOLIC_ATTRS
 
     return SYMBOLIC_ATTRS
 
@@ -243,7 +243,7 @@ def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
     operand names taking a Python integer (``offset``), from the registry."""
     global _OPERAND_KINDS
     if _OPERAND_KINDS is None:
-        from ..ir import op
+        from phasec.ir import op
 
         _OPERAND_KINDS = (frozenset(getattr(op, "SHAPE_OPERANDS", ("shape",))),
                           frozenset(getattr(op, "PRIM_OPERANDS", ())))
@@ -273,7 +273,7 @@ def _int_literals_only(node: ast.AST) -> bool:
 
 
 def _optional_operands(opdef: OpDef) -> tuple[str, ...]:
-    from ..ir.op import OPTIONAL_OPERANDS
+    from phasec.ir.op import OPTIONAL_OPERANDS
 
     return OPTIONAL_OPERANDS.get(opdef.name, ())
 
@@ -281,7 +281,7 @@ def _optional_operands(opdef: OpDef) -> tuple[str, ...]:
 def _finish_with_operands(opdef: OpDef, attrs: dict[str, Any], operands: list) -> dict[str, Any]:
     """Attributes completed from the operands (a pad value takes the input's dtype)."""
     try:
-        from ..ir.op._common import finish_with_operands
+        from phasec.ir.op._common import finish_with_operands
     except ImportError:  # pragma: no cover
         return attrs
     return finish_with_operands(opdef.name, attrs, operands)
@@ -291,7 +291,7 @@ def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:
     """The registry's canonical attribute values; a value the registry rejects
     is kept as written (a semantic problem the verifier reports)."""
     try:
-        from ..ir.op import normalize_attrs
+        from phasec.ir.op import normalize_attrs
     except ImportError:  # pragma: no cover - registry without normalizers
         return attrs
     try:

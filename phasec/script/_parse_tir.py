@@ -7,17 +7,17 @@ import ast
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..ir import tir
-from ..ir.node import Span
-from ._parse_common import (
+from phasec.ir import tir
+from phasec.ir.node import Span
+from phasec.script._parse_common import (
     TIR_BUILTIN_ERROR, _BINOPS, _LOOP_KINDS, _TIR_BUILTINS, _dotted, _is_docstring, _is_none,
     _stmt_kind,
 )
-from ._parse_expr import _extent, _PrimExprParser
-from ._parse_tir_blocks import _BlockParser, _LoopVars
+from phasec.script._parse_expr import _extent, _PrimExprParser
+from phasec.script._parse_tir_blocks import _BlockParser, _LoopVars
 
 if TYPE_CHECKING:
-    from .parser import _ModuleParser
+    from phasec.script.parser import _ModuleParser
 
 
 class _Handle:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ParseError
-from ..ir import tir
-from ._parse_common import _dotted
-from ._parse_expr import _extent
+from phasec.errors import ParseError
+from phasec.ir import tir
+from phasec.script._parse_common import _dotted
+from phasec.script._parse_expr import _extent
 
 if TYPE_CHECKING:
-    from ._parse_expr import _PrimExprParser
-    from .parser import _ModuleParser
+    from phasec.script._parse_expr import _PrimExprParser
+    from phasec.script.parser import _ModuleParser
 
 
 class _LoopVars(tuple):

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import tir
-from ..ir.expr import Expr
-from ..ir.module import Target, VDevice
-from ..ir.node import Node
-from ..ir.phase import Phase
-from ..ir.struct_info import StructInfo
+from phasec.ir import tir
+from phasec.ir.expr import Expr
+from phasec.ir.module import Target, VDevice
+from phasec.ir.node import Node
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import StructInfo
 
 INDENT = "    "
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ir import tir
-from ..ir.expr import (
+from phasec.ir import tir
+from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr,
     ExternFunc, Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr,
     StringImm, Tuple, TupleGetItem, Var,
 )
-from ..ir.struct_info import (
+from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from ._print_common import (
+from phasec.script._print_common import (
     INDENT, Namer, PrimPrinter, attr_text, attrs_dict_text, float_lit, has_tir_var, legacy,
     quote_str, tuple_text,
 )
@@ -252,7 +252,7 @@ class RelaxPrinter(PrimPrinter):
         the pure packed call ``phasec.stop_fusion`` (see
         :data:`phasec.ir.op.elementwise.STOP_FUSION_PACKED`); None when the
         call's struct info is unknown (TVM needs ``ty_args``)."""
-        from ..ir.op.elementwise import STOP_FUSION_PACKED
+        from phasec.ir.op.elementwise import STOP_FUSION_PACKED
 
         if len(c.args) != 1 or c.attrs or c.sinfo_args:
             return None
@@ -429,7 +429,7 @@ def _op_info(name: str) -> tuple[str, tuple[str, ...], bool]:
     printed as ``R.<name>`` with its attributes sorted."""
     info = _OP_INFO.get(name)
     if info is None:
-        from ..ir.op.registry import find_op
+        from phasec.ir.op.registry import find_op
 
         opdef = find_op(name)
         if opdef is None:

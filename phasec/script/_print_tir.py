@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ..ir import tir
-from ._print_common import (
+from phasec.ir import tir
+from phasec.script._print_common import (
     INDENT, LEGACY_ATTR_KEYS, Namer, PrimPrinter, attrs_dict_text, end_of, is_zero, legacy,
     quote_str, tuple_text,
 )
@@ -226,7 +226,7 @@ class TirPrinter(PrimPrinter):
             self.loops.pop(id(f.loop_var), None)
 
     def _remappable(self, blk: tir.Block) -> bool:
-        from ..ir.structural import structural_equal
+        from phasec.ir.structural import structural_equal
 
         if len(blk.iter_vars) < 2:
             return False

@@ -47,26 +47,26 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ParseError
-from ..ir import expr as rx
-from ..ir import tir
-from ..ir.module import IRModule, Target, VDevice, plain_target, target_problem
-from ..ir.node import Span
-from ..ir.infer import prim_func_sinfo
-from ..ir.op.registry import InferContext, list_ops
-from ..ir.phase import Phase
-from ..ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo
-from ._checks import dim_problem
-from ._parse_common import (
+from phasec.errors import ParseError
+from phasec.ir import expr as rx
+from phasec.ir import tir
+from phasec.ir.module import IRModule, Target, VDevice, plain_target, target_problem
+from phasec.ir.node import Span
+from phasec.ir.infer import prim_func_sinfo
+from phasec.ir.op.registry import InferContext, list_ops
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo
+from phasec.script._checks import dim_problem
+from phasec.script._parse_common import (
     _DEFAULT_ALIASES, _DIALECT_OF_MODULE, _FRESH_NAME_RE, _IGNORED_FLAGS, _SCRIPT_MODULES,
     _dotted, _is_docstring, _is_none, _stmt_kind, _to_tuple,
 )
-from ._parse_expr import _PrimExprParser, _SinfoParser
-from ._parse_global_infos import parse_global_infos, vdevice_value
-from ._parse_meta import expand_meta_vars
-from ._parse_relax import _RelaxFunctionParser
-from ._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
-from ._parse_tir import _PrimFuncParser
+from phasec.script._parse_expr import _PrimExprParser, _SinfoParser
+from phasec.script._parse_global_infos import parse_global_infos, vdevice_value
+from phasec.script._parse_meta import expand_meta_vars
+from phasec.script._parse_relax import _RelaxFunctionParser
+from phasec.script._parse_relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
+from phasec.script._parse_tir import _PrimFuncParser
 
 __all__ = ["parse", "parse_struct_info", "decode_source"]
 
@@ -241,7 +241,7 @@ class _ModuleParser:
         """Struct info of ``expr``, or None when inference fails (a semantic
         problem the verifier reports, not a parse error)."""
         if self._infer is None:
-            from ..ir.infer import infer_struct_info
+            from phasec.ir.infer import infer_struct_info
 
             self._infer = infer_struct_info
         try:

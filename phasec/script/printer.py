@@ -59,16 +59,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..ir import tir
-from ..ir.expr import Binding, Expr, Function, If, SeqExpr
-from ..ir.module import DummyGlobalInfo, IRModule, VDevice
-from ..ir.struct_info import StructInfo
-from ._print_common import (
+from phasec.ir import tir
+from phasec.ir.expr import Binding, Expr, Function, If, SeqExpr
+from phasec.ir.module import DummyGlobalInfo, IRModule, VDevice
+from phasec.ir.struct_info import StructInfo
+from phasec.script._print_common import (
     INDENT, SYNTAXES, attrs_dict_text, check_syntax, legacy, quote_str, sanitize, syntax,
     vdevice_text,
 )
-from ._print_relax import RelaxPrinter
-from ._print_tir import TirPrinter
+from phasec.script._print_relax import RelaxPrinter
+from phasec.script._print_tir import TirPrinter
 
 __all__ = [
     "print_module", "print_function", "print_prim_func", "print_expr", "print_binding",

@@ -43,14 +43,14 @@ generated programs call (``phasec.testing.scale2`` ...).
 
 from __future__ import annotations
 
-from .campaign import CampaignStats, run_campaign
-from .check_pass import CheckPassReport, PassCheckFailure, check_pass
-from .packed_funcs import register_testing_funcs
-from .properties import (
+from phasec.testing.campaign import CampaignStats, run_campaign
+from phasec.testing.check_pass import CheckPassReport, PassCheckFailure, check_pass
+from phasec.testing.packed_funcs import register_testing_funcs
+from phasec.testing.properties import (
     Failure, PropertyFailure, SequenceReport, assert_sequence_ok, check_sequence,
     roundtrip_problem,
 )
-from .strategies import (
+from phasec.testing.strategies import (
     EXCLUDED_PASSES, OPTION_CHOICES, GenConfig, GeneratorError, advance_to_phase,
     default_pass_names, inputs_for, make_inputs, modules, pass_sequences,
 )

@@ -30,25 +30,25 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..errors import PhasecError
-from ..ir import arith, tir
-from ..ir.builder import NameTable
-from ..ir.expr import (
+from phasec.errors import PhasecError
+from phasec.ir import arith, tir
+from phasec.ir.builder import NameTable
+from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
     Function, If, MatchCast, Op, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from ..ir.infer import infer_struct_info
-from ..ir.module import IRModule
-from ..ir.node import set_field
-from ..ir.op import InferContext, call_op
-from ..ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
-from ._gen_functions import PARAM_NAMES, FunctionStatements, Helper, syms_of
-from ._optable import OpGen, all_op_gens
-from ._values import (
+from phasec.ir.infer import infer_struct_info
+from phasec.ir.module import IRModule
+from phasec.ir.node import set_field
+from phasec.ir.op import InferContext, call_op
+from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from phasec.testing._gen_functions import PARAM_NAMES, FunctionStatements, Helper, syms_of
+from phasec.testing._optable import OpGen, all_op_gens
+from phasec.testing._values import (
     BOOL, FLOAT, INPUT_RANGE, INT, INT_INPUT_RANGE, OPAQUE, TUPLE, Val, const_dim, hull, iv_ok,
     numel_max, shapes_equal,
 )
-from .packed_funcs import DPS_FUNCS, PACKED_FUNCS
+from phasec.testing.packed_funcs import DPS_FUNCS, PACKED_FUNCS
 
 __all__ = ["GenConfig", "GeneratorError", "generate_module", "FORCE_PURE"]
 
@@ -618,7 +618,7 @@ _RANDOM = st.randoms(use_true_random=False)
 
 def _is_compute(name: str) -> bool:
     """A pure compute operator (a call ``repeat`` may compute again anywhere)."""
-    from ..ir.op import find_op
+    from phasec.ir.op import find_op
 
     opdef = find_op(name)
     return opdef is not None and opdef.category == "compute" and opdef.pure
@@ -647,7 +647,7 @@ def _input_kind(dtype: str) -> tuple[str, tuple[float, float]]:
 def generate_module(draw: Callable[[st.SearchStrategy], Any], cfg: GenConfig) -> IRModule:
     """Draw one ingestion-phase module (verified; see :class:`GeneratorError`)."""
     mod = ModuleGen(draw, cfg).build()
-    import verifier
+    from phasec import verifier
 
     errors = [d for d in verifier.check(mod) if d.is_error]
     if errors:

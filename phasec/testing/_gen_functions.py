@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..ir import tir
-from ..ir.builder import NameTable
-from ..ir.expr import Call, Constant, Expr, Function, GlobalVar, If, SeqExpr, Var, VarBinding
-from ..ir.infer import infer_struct_info
-from ..ir.node import set_field
-from ..ir.op import call_op
-from ..ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from ._values import (
+from phasec.ir import tir
+from phasec.ir.builder import NameTable
+from phasec.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, SeqExpr, Var, VarBinding
+from phasec.ir.infer import infer_struct_info
+from phasec.ir.node import set_field
+from phasec.ir.op import call_op
+from phasec.ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from phasec.testing._values import (
     BOOL, FLOAT, FUNC, INT, INT_INPUT_RANGE, Val, const_dim, dims_equal, hull, within,
 )
 
@@ -300,7 +300,7 @@ class FunctionStatements:
 
 
 def _op(name: str) -> Any:
-    from ..ir.op import op_expr
+    from phasec.ir.op import op_expr
 
     return op_expr(name)
 

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from hypothesis import strategies as st
 
-from ..errors import PhasecError
-from ..ir.expr import Constant, Tuple
-from ..ir.op import call_op
-from ..ir.op._draw import Draw, Elementwise, Hooks
-from ..ir.struct_info import TensorStructInfo, TupleStructInfo
-from ._optable import Hooked, OpGen, elementwise_generator
-from ._values import BOOL, FLOAT, INT, OPAQUE, Val, const_dim, hull, iv_ok
+from phasec.errors import PhasecError
+from phasec.ir.expr import Constant, Tuple
+from phasec.ir.op import call_op
+from phasec.ir.op._draw import Draw, Elementwise, Hooks
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.testing._optable import Hooked, OpGen, elementwise_generator
+from phasec.testing._values import BOOL, FLOAT, INT, OPAQUE, Val, const_dim, hull, iv_ok
 
 if TYPE_CHECKING:
-    from ._gen import FuncGen
+    from phasec.testing._gen import FuncGen
 
 __all__ = ["Declared", "declared_generators"]
 
@@ -147,7 +147,7 @@ class Declared(OpGen):
         try:
             call = call_op(self.name, *args, ctx=g.mg.ctx, **attrs)
         except PhasecError as exc:
-            from ._gen import GeneratorError
+            from phasec.testing._gen import GeneratorError
 
             raise GeneratorError(f"the draw declaration of {self.name} built an invalid call "
                                  f"(a bug in the declaration): {exc}") from None
@@ -185,7 +185,7 @@ class Declared(OpGen):
 def declared_generators(skip: set[str] | frozenset[str]) -> list[OpGen]:
     """One generator per registered compute operator with a draw declaration
     (those in ``skip`` excepted), in registry order."""
-    from ..ir.op import list_ops
+    from phasec.ir.op import list_ops
 
     out: list[OpGen] = []
     for opdef in list_ops():

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..ir.expr import Var
-from ..ir.op import call_op
-from ..ir.struct_info import TensorStructInfo
-from ._values import BOOL, FLOAT, INT, VALUE_CAP, Val, const_dim, shapes_equal, within
-from ._optable import OpGen
+from phasec.ir.expr import Var
+from phasec.ir.op import call_op
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.testing._values import BOOL, FLOAT, INT, VALUE_CAP, Val, const_dim, shapes_equal, within
+from phasec.testing._optable import OpGen
 
 if TYPE_CHECKING:
-    from ._gen import FuncGen
+    from phasec.testing._gen import FuncGen
 
 __all__ = ["derived_generators", "Probed", "SKIPPED_KINDS"]
 
@@ -126,7 +126,7 @@ class Probed(OpGen):
         kind = self.kinds[0]
         if kind == BOOL:
             c = g.constant(shape, (-1.0, 1.0), "float32")
-            from ..ir.expr import Constant
+            from phasec.ir.expr import Constant
 
             zero = Constant(np.zeros((), dtype="float32"))
             return g.emit(call_op("relax.greater", c.expr, zero), BOOL, (0.0, 1.0), hint="b")
@@ -188,7 +188,7 @@ def _probe(opdef: Any) -> Probed | None:
 
 @functools.lru_cache(maxsize=None)
 def _derived_for(names: frozenset[str], registered: tuple[str, ...]) -> tuple[Probed, ...]:
-    from ..ir.op import OpPattern, REQUIRED, find_op
+    from phasec.ir.op import OpPattern, REQUIRED, find_op
 
     out = []
     for name in registered:
@@ -207,7 +207,7 @@ def _derived_for(names: frozenset[str], registered: tuple[str, ...]) -> tuple[Pr
 
 def derived_generators(table_names: set[str] | frozenset[str]) -> list[Probed]:
     """Generators for the registered elementwise operators not in the table."""
-    from ..ir.op import list_ops
+    from phasec.ir.op import list_ops
 
     registered = tuple(sorted(o.name for o in list_ops()))
     return list(_derived_for(frozenset(table_names), registered))

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from hypothesis import strategies as st
 
-from ..ir.op import call_op
-from ..ir.op._draw import KINDS, Elementwise, Hooks, draw_of
-from ._values import BOOL, FLOAT, INT, Val, broadcast_ok, iv_ok
+from phasec.ir.op import call_op
+from phasec.ir.op._draw import KINDS, Elementwise, Hooks, draw_of
+from phasec.testing._values import BOOL, FLOAT, INT, Val, broadcast_ok, iv_ok
 
 if TYPE_CHECKING:
-    from ._gen import FuncGen
+    from phasec.testing._gen import FuncGen
 
 __all__ = ["OpGen", "Unary", "Binary", "Hooked", "UNGENERATED", "op_names", "all_op_gens",
            "elementwise_generator"]
@@ -202,8 +202,8 @@ def all_op_gens() -> list[OpGen]:
     operators that declare how they are drawn (:mod:`phasec.testing._opdeclared`,
     in registry order), then the elementwise operators found by probing
     their numpy reference (:mod:`phasec.testing._opderived`)."""
-    from ._opdeclared import declared_generators
-    from ._opderived import derived_generators
+    from phasec.testing._opdeclared import declared_generators
+    from phasec.testing._opderived import derived_generators
 
     declared = declared_generators(frozenset())
     ranked = sorted((g for g in declared if g.order is not None), key=lambda g: g.order)

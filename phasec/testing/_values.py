@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir.expr import Expr
-from ..ir.op._draw import (  # the generator's value model, shared with the declarations
+from phasec.ir.expr import Expr
+from phasec.ir.op._draw import (  # the generator's value model, shared with the declarations
     BOOL, FLOAT, FUNC, INT, OPAQUE, TUPLE, VALUE_CAP, broadcast_ok, const_dim, dim_max,
     dims_equal, hull, iv_ok, numel_max, shapes_equal, within,
 )
-from ..ir.struct_info import TensorStructInfo
+from phasec.ir.struct_info import TensorStructInfo
 
 __all__ = ["Val", "FLOAT", "INT", "BOOL", "TUPLE", "FUNC", "OPAQUE", "VALUE_CAP", "INPUT_RANGE",
            "INT_INPUT_RANGE", "const_dim", "dim_max", "dims_equal", "shapes_equal",

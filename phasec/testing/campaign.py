@@ -33,18 +33,18 @@ from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 
-from ..fileio import write_atomic
-from ..interrupts import Terminated, reporting_interruption
-from ..ir.module import IRModule
-from ..ir.phase import Phase
-from ._gen import GeneratorError
-from .coverage import Coverage
-from .databases import FuzzDatabaseError, KeepFailuresDatabase, describe, open_database
-from .properties import (
+from phasec.fileio import write_atomic
+from phasec.interrupts import Terminated, reporting_interruption
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
+from phasec.testing._gen import GeneratorError
+from phasec.testing.coverage import Coverage
+from phasec.testing.databases import FuzzDatabaseError, KeepFailuresDatabase, describe, open_database
+from phasec.testing.properties import (
     FAILURE_KINDS, Failure, _error_text, check_sequence, reference_results,
 )
-from .reproducers import Reproducer, SavedFailure, read_reproducer, replay, save_reproducer
-from .strategies import inputs_for, modules, pass_sequences
+from phasec.testing.reproducers import Reproducer, SavedFailure, read_reproducer, replay, save_reproducer
+from phasec.testing.strategies import inputs_for, modules, pass_sequences
 
 __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_reproducer",
            "KeepFailuresDatabase", "Reproducer", "save_reproducer"]
@@ -287,7 +287,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                 break
             seq = data.draw(sequence_strategy, label="sequence")
             if against is not None:
-                from .against_tvm import check_against_tvm
+                from phasec.testing.against_tvm import check_against_tvm
 
                 report: Any = check_against_tvm(mod, seq, args, expected, timeout=timeout)
             else:
@@ -379,12 +379,12 @@ def _seed_hypothesis(seed: int) -> None:
 def _against_strategies(against: str, passes: Any, max_bindings: int,
                         only: Any = None) -> tuple[Any, Any]:
     """The module and sequence strategies of ``--against tvm``."""
-    from ..errors import InputError
+    from phasec.errors import InputError
 
     if against != "tvm":
         raise InputError(f"--against {against!r}: the one engine to fuzz against is 'tvm'")
-    from ..tvm import _tvm
-    from .against_tvm import tvm_operators, tvm_pass_pool, tvm_sequences
+    from phasec.tvm import _tvm
+    from phasec.testing.against_tvm import tvm_operators, tvm_pass_pool, tvm_sequences
 
     _tvm()  # TVMNotAvailableError (how to install it) before any round
     pool = tvm_pass_pool(passes)
@@ -398,7 +398,7 @@ def _against_strategies(against: str, passes: Any, max_bindings: int,
 
 
 def _left_out(mod: IRModule) -> bool:
-    from .against_tvm import tvm_can_read
+    from phasec.testing.against_tvm import tvm_can_read
 
     return tvm_can_read(mod) is not None
 
@@ -407,7 +407,7 @@ def _pass_pool(passes: Any) -> list[Any] | None:
     if passes is None:
         return None
     if isinstance(passes, str):
-        from ..transform import parse_pipeline
+        from phasec.transform import parse_pipeline
 
         seq = parse_pipeline(passes)
         return list(seq.flatten())

@@ -35,14 +35,14 @@ import numpy as np
 from hypothesis import HealthCheck, Verbosity, given, reject, settings
 from hypothesis import strategies as st
 
-from ..errors import PhaseError
-from ..ir.module import IRModule
-from ..ir.phase import Phase
-from .properties import (
+from phasec.errors import PhaseError
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
+from phasec.testing.properties import (
     ATOL, FAILURE_KINDS, RTOL, Failure, HangError, _error_text, compare_results,
     reference_results, time_limit, verify_problem,
 )
-from .strategies import inputs_for, modules
+from phasec.testing.strategies import inputs_for, modules
 
 __all__ = ["check_pass", "check_one", "PassCheckFailure", "CheckPassReport", "BadInput",
            "format_inputs"]
@@ -95,7 +95,7 @@ class _Found(Exception):
 
 
 def _as_pass(p: Any) -> Any:
-    from ..transform import Pass, get_pass
+    from phasec.transform import Pass, get_pass
 
     if isinstance(p, Pass):
         return p
@@ -112,7 +112,7 @@ def _run_required(p: Any, mod: IRModule) -> IRModule:
     is not ``p``'s fault)."""
     if not p.info.required:
         return mod
-    from ..transform import PassContext, Sequential, get_pass
+    from phasec.transform import PassContext, Sequential, get_pass
 
     try:
         with PassContext(opt_level=3):
@@ -135,7 +135,7 @@ def check_one(p: Any, mod: IRModule, args: Sequence[Any] | None, *, rtol: float 
     invariants (``expected``: its results on ``mod``, computed if None;
     :class:`BadInput` if that fails).
     """
-    from ..transform import PassContext
+    from phasec.transform import PassContext
 
     spec = p.spec()
     try:

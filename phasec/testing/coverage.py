@@ -14,16 +14,16 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.expr import Call, Op
-from ..ir.module import IRModule
-from ..ir.visitor import ExprVisitor
+from phasec.ir.expr import Call, Op
+from phasec.ir.module import IRModule
+from phasec.ir.visitor import ExprVisitor
 
 __all__ = ["Coverage", "ops_in", "registered_compute_ops"]
 
 
 def registered_compute_ops() -> list[str]:
     """The registry's compute operators (the ones programs are made of)."""
-    from ..ir.op import list_ops
+    from phasec.ir.op import list_ops
 
     return sorted(o.name for o in list_ops() if o.category == "compute")
 
@@ -123,7 +123,7 @@ class Coverage:
 
     def table(self) -> str:
         """The full table (``phasec fuzz --coverage``)."""
-        from ._optable import UNGENERATED
+        from phasec.testing._optable import UNGENERATED
 
         universe = registered_compute_ops()
         lines = [f"coverage: operators drawn {len(universe) - len(self.missing_ops(universe))} "
@@ -146,7 +146,7 @@ class Coverage:
         for key, count in self.passes.items():
             phase, name = key.split(":", 1)
             by_phase[phase].append((name, count))
-        from ..ir.phase import Phase
+        from phasec.ir.phase import Phase
 
         for phase in Phase:
             rows = sorted(by_phase.get(phase.label, []))

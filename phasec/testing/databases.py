@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from ..errors import InputError
+from phasec.errors import InputError
 
 __all__ = ["FuzzDatabaseError", "KeepFailuresDatabase", "open_database", "is_redis_url",
            "REDIS_KEY_PREFIX"]

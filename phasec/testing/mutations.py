@@ -27,15 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import tir
-from ..ir.expr import (
+from phasec.ir import tir
+from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, ExternFunc, Function,
     GlobalVar, If, Op, SeqExpr, ShapeExpr, Tuple, Var, VarBinding,
 )
-from ..ir.module import IRModule
-from ..ir.op import call_op
-from ..ir.phase import Phase
-from ..ir.struct_info import (
+from phasec.ir.module import IRModule
+from phasec.ir.op import call_op
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import (
     ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
 )
 
@@ -208,7 +208,7 @@ class Kernel:
 
 @lru_cache(maxsize=1)
 def _kernel() -> tir.PrimFunc:
-    from ..script.parser import parse
+    from phasec.script.parser import parse
 
     return parse(_KERNEL_SOURCE)["mutant_copy"]
 
@@ -259,7 +259,7 @@ def _replace_stmt(stmt: Any, target: Any, new: Any) -> Any:
         body = _replace_stmt(stmt.body, target, new)
         if body is stmt.body:
             return stmt
-        from ..ir.node import replace
+        from phasec.ir.node import replace
         return replace(stmt, body=body)
     return stmt
 
@@ -474,7 +474,7 @@ def _force_pure_on_impure(mod: IRModule, choose: Choose) -> IRModule:
 # ---------------------------------------------------------------------------
 
 def _global_uses(func: Function) -> set[str]:
-    from ..ir.visitor import collect_exprs
+    from phasec.ir.visitor import collect_exprs
 
     return {g.name_hint for g in collect_exprs(func, (GlobalVar,))}
 

@@ -30,18 +30,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..fileio import write_atomic
-from ..interrupts import Terminated, reporting_interruption
-from .campaign import CampaignStats, run_campaign
-from .coverage import Coverage
-from .properties import Failure
-from .reproducers import SavedFailure
+from phasec.fileio import write_atomic
+from phasec.interrupts import Terminated, reporting_interruption
+from phasec.testing.campaign import CampaignStats, run_campaign
+from phasec.testing.coverage import Coverage
+from phasec.testing.properties import Failure
+from phasec.testing.reproducers import SavedFailure
 
 __all__ = ["run_parallel_campaign", "merge_summaries"]
 
 
 def _worker(index: int, seconds: float, seed: int, kwargs: dict[str, Any]) -> None:
-    from ..interrupts import signals_as_exceptions
+    from phasec.interrupts import signals_as_exceptions
 
     with signals_as_exceptions():  # the forked handlers' watchdog did not survive the fork
         try:

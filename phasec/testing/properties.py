@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PhaseError
-from ..ir.module import IRModule
-from ..ir.phase import Phase
+from phasec.errors import PhaseError
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
 
 __all__ = ["Failure", "PropertyFailure", "SequenceReport", "FAILURE_KINDS", "RTOL", "ATOL",
            "compare_results", "check_sequence", "assert_sequence_ok", "roundtrip_problem",
@@ -249,7 +249,7 @@ def _describe(v: Any) -> str:
 
 def verify_problem(mod: IRModule) -> str | None:
     """The verifier's errors for ``mod`` at its phase, as text, or None."""
-    import verifier
+    from phasec import verifier
 
     errors = [d for d in verifier.check(mod) if d.is_error]
     if not errors:
@@ -265,7 +265,7 @@ def merge_plain_blocks(mod: IRModule) -> IRModule:
     blocks, so the text round trip of a module that has them yields one
     block; that is the only difference the text round trip may show.
     """
-    from ..ir.expr import BindingBlock, Function, If, SeqExpr, VarBinding
+    from phasec.ir.expr import BindingBlock, Function, If, SeqExpr, VarBinding
 
     def seq(s: SeqExpr) -> SeqExpr:
         blocks: list = []
@@ -305,9 +305,9 @@ def merge_plain_blocks(mod: IRModule) -> IRModule:
 def roundtrip_problem(mod: IRModule) -> str | None:
     """None when the text and JSON round trips of ``mod`` are exact (the text
     one up to :func:`merge_plain_blocks`)."""
-    from ..ir.structural import _first_mismatch
-    from ..script.json_format import from_json, to_json
-    from ..script.parser import parse
+    from phasec.ir.structural import _first_mismatch
+    from phasec.script.json_format import from_json, to_json
+    from phasec.script.parser import parse
 
     try:
         text = mod.script()
@@ -333,7 +333,7 @@ def roundtrip_problem(mod: IRModule) -> str | None:
 def reference_results(mod: IRModule, args: Sequence[Any], entry: str = "main",
                       timeout: float | None = None) -> Any:
     """The interpreter's results (raises what the interpreter raises)."""
-    from ..interp import run
+    from phasec.interp import run
 
     with time_limit(timeout), _quiet():
         return run(mod, *copy_args(args), entry=entry)
@@ -352,7 +352,7 @@ def _quiet() -> Iterator[None]:
 def run_vm(mod: IRModule, args: Sequence[Any], entry: str = "main", kernels: str = "llvm",
            timeout: float | None = None) -> Any:
     """Compile a build-phase module to VM bytecode and run it."""
-    from ..backend.vm import VirtualMachine, codegen
+    from phasec.backend.vm import VirtualMachine, codegen
 
     with time_limit(timeout), _quiet():
         exe = codegen(mod)
@@ -379,7 +379,7 @@ def _leaf_steps(seq: Any, ctx: Any) -> list[Any]:
     (theirs first), except a requirement still in effect — it ran, and only
     other requirements of the same pass ran since; passes the context
     disables are skipped, transitions never are."""
-    from ..transform import Sequential, get_pass
+    from phasec.transform import Sequential, get_pass
 
     ran: list[str] = []
     steps: list[Any] = []
@@ -425,7 +425,7 @@ def check_sequence(mod: IRModule, seq: Any, args: Sequence[Any] | None = None, *
         kernels: how the VM runs PrimFuncs (``"llvm"`` or ``"interp"``).
         timeout: seconds allowed for each pass, interpreter or VM run.
     """
-    from ..transform import PassContext, Sequential
+    from phasec.transform import PassContext, Sequential
 
     if not isinstance(seq, Sequential):
         seq = Sequential(list(seq) if isinstance(seq, (list, tuple)) else [seq], name="fuzz")

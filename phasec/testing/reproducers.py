@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import write_atomic
-from ..ir.module import IRModule
-from .properties import FAILURE_KINDS, Failure, check_sequence
+from phasec.fileio import write_atomic
+from phasec.ir.module import IRModule
+from phasec.testing.properties import FAILURE_KINDS, Failure, check_sequence
 
 __all__ = ["SavedFailure", "save_reproducer", "Reproducer", "read_reproducer", "replay"]
 
@@ -142,15 +142,15 @@ class Reproducer:
 
 def read_reproducer(path: str | Path) -> Reproducer:
     """The module, pass sequence and inputs of a reproducer file."""
-    from ..script.loader import load
+    from phasec.script.loader import load
 
-    from ..fileio import read_bytes, read_npz
+    from phasec.fileio import read_bytes, read_npz
 
     path = Path(path)
     text = read_bytes(path, "reproducer").decode("utf-8", "replace")
     match = re.search(r"^# sequence: (.*)$", text, re.M)
     if match is None:
-        from ..errors import InputError
+        from phasec.errors import InputError
 
         raise InputError(f"{path}: not a phasec fuzz reproducer (no '# sequence:' line)")
     mod = load(path)
@@ -167,12 +167,12 @@ def read_reproducer(path: str | Path) -> Reproducer:
 
 def replay(path: str | Path, *, kernels: str = "llvm", roundtrip: bool = True) -> list[Failure]:
     """Check a reproducer again; the failures it still shows (empty: fixed)."""
-    from ..transform import parse_pipeline
+    from phasec.transform import parse_pipeline
 
     rep = read_reproducer(path)
     if rep.sequence.startswith("tvm:"):
-        from .against_tvm import TVMSequence, check_against_tvm
-        from .properties import reference_results
+        from phasec.testing.against_tvm import TVMSequence, check_against_tvm
+        from phasec.testing.properties import reference_results
 
         try:
             expected = reference_results(rep.module, rep.inputs) if rep.inputs else None

@@ -33,17 +33,17 @@ import numpy as np
 from hypothesis import reject
 from hypothesis import strategies as st
 
-from ..errors import PhasecError
-from ..ir import tir
-from ..ir.module import IRModule
-from ..ir.phase import Phase
-from ..ir.struct_info import (
+from phasec.errors import PhasecError
+from phasec.ir import tir
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import (
     ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
-from ..transform import Sequential
-from ..transform.info import TRANSITION_PASSES
-from ._gen import GenConfig, GeneratorError, generate_module
-from ._values import INPUT_RANGE, INT_INPUT_RANGE
+from phasec.transform import Sequential
+from phasec.transform.info import TRANSITION_PASSES
+from phasec.testing._gen import GenConfig, GeneratorError, generate_module
+from phasec.testing._values import INPUT_RANGE, INT_INPUT_RANGE
 
 __all__ = ["modules", "pass_sequences", "inputs_for", "GenConfig", "GeneratorError",
            "advance_to_phase", "OPTION_CHOICES", "EXCLUDED_PASSES", "default_pass_names",
@@ -67,7 +67,7 @@ _TRANSITIONS = TRANSITION_PASSES
 
 def default_pass_names() -> list[str]:
     """Every registered pass except :data:`EXCLUDED_PASSES`."""
-    from ..transform import list_passes
+    from phasec.transform import list_passes
 
     return [n for n in list_passes() if n not in EXCLUDED_PASSES]
 
@@ -82,13 +82,13 @@ def advance_to_phase(mod: IRModule, phase: Phase | int | str,
     including the transition into ``phase`` (fused, folded modules). The
     result is verified at every transition.
     """
-    from ..transform import PassContext, Sequential, get_pass
+    from phasec.transform import PassContext, Sequential, get_pass
 
     target = Phase.parse(phase)
     if target <= mod.phase:
         return mod
     if prefix == "default":
-        from ..pipeline import default_pipeline
+        from phasec.pipeline import default_pipeline
 
         pipeline = default_pipeline(opt_level=3)
         windows = pipeline.windows()
@@ -174,8 +174,8 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
     ingestion modules. The result is a :class:`FuzzSequence` whose
     ``reach_notes`` say which transitions were added and why.
     """
-    from ..transform import Pass, get_pass
-    from ..transform.info import describe_phases
+    from phasec.transform import Pass, get_pass
+    from phasec.transform.info import describe_phases
 
     pool: list[Any] = list(passes) if passes is not None else default_pass_names()
     if not pool:
@@ -195,7 +195,7 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
     def info(item: Any) -> Any:
         if isinstance(item, Pass):
             return item.info
-        from ..transform import get_pass_entry
+        from phasec.transform import get_pass_entry
 
         return get_pass_entry(item).info
 
@@ -260,7 +260,7 @@ class FuzzSequence(Sequential):
 
 def _phase_after(p: Any, phase: Phase) -> Phase:
     """The phase after ``p`` runs, its required passes included."""
-    from ..transform import get_pass
+    from phasec.transform import get_pass
 
     for name in p.info.required:
         phase = _phase_after(get_pass(name), phase)
@@ -299,7 +299,7 @@ def inputs_for(mod: IRModule, entry: str = "main", *, max_dim: int = 4
 def make_inputs(mod: IRModule, seed: int, sym_values: Mapping[Any, int] | None = None,
                 entry: str = "main", max_dim: int = 4) -> tuple:
     """The arguments :func:`inputs_for` would draw for ``seed`` (deterministic)."""
-    from ..interp import eval_prim_expr
+    from phasec.interp import eval_prim_expr
 
     rng = np.random.default_rng(seed)
     values = dict(sym_values or {})

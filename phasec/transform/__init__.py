@@ -22,25 +22,25 @@ bad context argument, malformed pass declaration) raise
 :class:`PassConfigError`, a :class:`phasec.PhasecError` and ``ValueError``.
 """
 
-from .context import VERIFY_MODES, PassContext
-from .info import (
+from phasec.transform.context import VERIFY_MODES, PassContext
+from phasec.transform.info import (
     ALL_PHASES, TRANSITION_PASSES, PassConfigError, PassInfo, as_phases, describe_phases,
     phase_mismatch_message,
 )
-from .instruments import (
+from phasec.transform.instruments import (
     PassInstrument, PassTiming, PassTrace, PrintAfterAll, PrintBeforeAll, TimingRow, TraceEntry,
     pass_instrument,
 )
-from .pass_infra import (
+from phasec.transform.pass_infra import (
     MISSING, FunctionPass, ModulePass, Pass, PlanStep, PrimFuncPass, PrintIR, Sequential,
     function_pass, module_pass, prim_func_pass,
 )
-from .phase_pipeline import Pipeline
-from .registry import (
+from phasec.transform.phase_pipeline import Pipeline
+from phasec.transform.registry import (
     REGISTRY, PassEntry, PassRegistry, get_pass, get_pass_entry, list_passes, pass_entries,
     register_pass,
 )
-from .spec import format_value, parse_pipeline, pass_spec
+from phasec.transform.spec import format_value, parse_pipeline, pass_spec
 
 __all__ = [
     "PassContext", "VERIFY_MODES", "PassInfo", "PassConfigError", "ALL_PHASES",

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .info import PassConfigError, PassInfo, is_int_at_least
+from phasec.transform.info import PassConfigError, PassInfo, is_int_at_least
 
 if TYPE_CHECKING:
-    from .instruments import PassInstrument
+    from phasec.transform.instruments import PassInstrument
 
 __all__ = ["PassContext", "VERIFY_MODES"]
 
@@ -46,7 +46,7 @@ def as_instruments(value: Any, what: str = "PassContext(instruments=...)"
                    ) -> tuple["PassInstrument", ...]:
     """``value`` (one instrument, a collection of them or None) as a tuple;
     ``what`` names the argument in the error for anything else."""
-    from .instruments import PassInstrument
+    from phasec.transform.instruments import PassInstrument
 
     if isinstance(value, PassInstrument):  # one instrument, not in a list
         return (value,)

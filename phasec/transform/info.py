@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from ..errors import PhasecError
-from ..ir import Phase
+from phasec.errors import PhasecError
+from phasec.ir import Phase
 
 __all__ = [
     "PassInfo", "PassConfigError", "ALL_PHASES", "TRANSITION_PASSES", "PhasesLike",

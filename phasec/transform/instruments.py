@@ -18,11 +18,11 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, Callable
 
-from ..ir import Phase
+from phasec.ir import Phase
 
 if TYPE_CHECKING:
-    from ..ir import IRModule
-    from .info import PassInfo
+    from phasec.ir import IRModule
+    from phasec.transform.info import PassInfo
 
 __all__ = ["PassInstrument", "pass_instrument", "PrintBeforeAll", "PrintAfterAll",
            "PassTiming", "TimingRow", "PassTrace", "TraceEntry"]
@@ -150,7 +150,7 @@ class PrintAfterAll(_Printer):
         if self.only is not None and info.name not in self.only:
             return
         if before is not None:
-            from ..ir import structural_equal
+            from phasec.ir import structural_equal
 
             if mod is before or structural_equal(mod, before):
                 return

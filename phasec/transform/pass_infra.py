@@ -29,15 +29,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import PassError, PhaseError
-from ..ir import Function, IRModule, Phase
-from ..ir.tir import PrimFunc
-from .context import PassContext
-from .info import (
+from phasec.errors import PassError, PhaseError
+from phasec.ir import Function, IRModule, Phase
+from phasec.ir.tir import PrimFunc
+from phasec.transform.context import PassContext
+from phasec.transform.info import (
     ALL_PHASES, PassConfigError, PassInfo, PhasesLike, as_phases, describe_phases, phase_after,
     phase_mismatch_message,
 )
-from .verification import verify_for_pass
+from phasec.transform.verification import verify_for_pass
 
 __all__ = [
     "Pass", "ModulePass", "FunctionPass", "PrimFuncPass", "Sequential", "PlanStep",
@@ -74,7 +74,7 @@ class Pass:
 
     def spec(self) -> str:
         """The textual pipeline form, e.g. ``FuseOps{fuse_opt_level=2}``."""
-        from .spec import pass_spec
+        from phasec.transform.spec import pass_spec
 
         return pass_spec(self)
 
@@ -619,7 +619,7 @@ class Sequential(Pass):
         """
         if not owner.required:
             return phase
-        from .registry import get_pass
+        from phasec.transform.registry import get_pass
 
         for rname in owner.required:
             if _still_in_effect(rname, owner, steps):

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..errors import PhaseError
-from ..ir import IRModule, Phase
-from .context import PassContext
-from .info import PassConfigError, describe_phases, phase_after
-from .pass_infra import Pass, Sequential, _RunEverything, as_pass_list
+from phasec.errors import PhaseError
+from phasec.ir import IRModule, Phase
+from phasec.transform.context import PassContext
+from phasec.transform.info import PassConfigError, describe_phases, phase_after
+from phasec.transform.pass_infra import Pass, Sequential, _RunEverything, as_pass_list
 
 __all__ = ["Pipeline"]
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .info import PassConfigError, PassInfo
-from .pass_infra import MISSING, Pass, PrintIR, _signature_defaults
+from phasec.transform.info import PassConfigError, PassInfo
+from phasec.transform.pass_infra import MISSING, Pass, PrintIR, _signature_defaults
 
 __all__ = ["PassEntry", "PassRegistry", "register_pass", "get_pass", "list_passes",
            "get_pass_entry", "pass_entries", "REGISTRY"]
@@ -29,7 +29,7 @@ __all__ = ["PassEntry", "PassRegistry", "register_pass", "get_pass", "list_passe
 PassFactory = Union[type, Callable[..., Pass], Pass]
 
 #: The package whose import registers the compiler's passes.
-PASSES_PACKAGE = "passes"
+PASSES_PACKAGE = "phasec.passes"
 
 
 @dataclass

@@ -23,12 +23,12 @@ import enum
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..ir import Phase
-from .info import PassConfigError
-from .pass_infra import MISSING, Pass, Sequential
+from phasec.ir import Phase
+from phasec.transform.info import PassConfigError
+from phasec.transform.pass_infra import MISSING, Pass, Sequential
 
 if TYPE_CHECKING:
-    from .registry import PassRegistry
+    from phasec.transform.registry import PassRegistry
 
 __all__ = ["parse_pipeline", "pass_spec", "format_value"]
 
@@ -181,7 +181,7 @@ def parse_pipeline(text: str, *, name: str = "sequential", opt_level: int = 0,
     for a syntax error, an unknown pass (listing the known ones) or an
     unknown or ill-typed option (listing the pass's options).
     """
-    from .registry import REGISTRY
+    from phasec.transform.registry import REGISTRY
 
     if not isinstance(text, str):
         raise PassConfigError(f"a pipeline spec is a string, not {type(text).__name__}")

@@ -14,12 +14,12 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import PhasecError, WellFormedError
+from phasec.errors import PhasecError, WellFormedError
 
 if TYPE_CHECKING:
-    from ..ir import IRModule
-    from .context import PassContext
-    from .info import PassInfo
+    from phasec.ir import IRModule
+    from phasec.transform.context import PassContext
+    from phasec.transform.info import PassInfo
 
 __all__ = ["verify_for_pass", "is_verified", "load_verifier", "forget_verified"]
 
@@ -36,7 +36,7 @@ def load_verifier() -> VerifyFn:
     cannot be imported (a broken installation).
     """
     try:
-        import verifier
+        from phasec import verifier
         return verifier.verify
     except (ImportError, AttributeError) as exc:
         raise PhasecError(
@@ -56,7 +56,7 @@ def forget_verified() -> None:
 
 def _inherited(failure: WellFormedError, given: "IRModule") -> bool:
     """True when every violation in a pass's output was already in its input."""
-    import verifier
+    from phasec import verifier
 
     def key(d: object) -> tuple:
         return (d.code, d.function, d.binding)  # type: ignore[attr-defined]

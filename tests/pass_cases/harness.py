@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-import verifier
+from phasec import verifier
 from phasec import parse
 from phasec.interp import Closure, run
 from phasec.ir import (

@@ -11,7 +11,7 @@ Codes are stable and grouped (see :mod:`verifier` for the list):
 
 from __future__ import annotations
 
-from .base import HOOKS, Rule, all_rules, explain, get_rule, register, rules_table
+from phasec.verifier.rules.base import HOOKS, Rule, all_rules, explain, get_rule, register, rules_table
 
 __all__ = ["Rule", "HOOKS", "register", "all_rules", "get_rule", "rules_table", "explain"]
 
@@ -23,4 +23,4 @@ def _load_all() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import module, normal_form, phase, purity, scope, struct_info, tir  # noqa: F401
+        from phasec.verifier.rules import module, normal_form, phase, purity, scope, struct_info, tir  # noqa: F401

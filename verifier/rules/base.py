@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from phasec.ir.phase import Phase
 
-from ..diagnostics import ERROR
+from phasec.verifier.diagnostics import ERROR
 
 if TYPE_CHECKING:
-    from ..context import Context
+    from phasec.verifier.context import Context
 
 __all__ = ["Rule", "HOOKS", "register", "all_rules", "get_rule", "rules_table", "explain"]
 
@@ -123,7 +123,7 @@ def register(cls: type[Rule]) -> type[Rule]:
 
 def all_rules() -> list[Rule]:
     """Every registered rule: structural (WF) rules first, then by phase and code."""
-    from . import _load_all
+    from phasec.verifier.rules import _load_all
 
     _load_all()
     return sorted(_RULES.values(), key=lambda r: (r.since, r.code))
@@ -131,7 +131,7 @@ def all_rules() -> list[Rule]:
 
 def get_rule(code: str) -> Rule:
     """The rule with this code (case-insensitive); KeyError naming close codes."""
-    from . import _load_all
+    from phasec.verifier.rules import _load_all
 
     _load_all()
     key = code.strip().upper()

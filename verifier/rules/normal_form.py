@@ -6,8 +6,8 @@ from typing import Any
 
 from phasec.ir import tir
 
-from ..context import Context
-from .base import Rule, register
+from phasec.verifier.context import Context
+from phasec.verifier.rules.base import Rule, register
 
 
 def _kind(node: Any) -> str:

@@ -22,9 +22,9 @@ from typing import Any
 from phasec.ir.expr import DataflowBlock
 from phasec.ir.phase import Phase
 
-from ..context import Context
-from ..util import FORCE_PURE, is_force_pure, op_spelling
-from .base import Rule, register
+from phasec.verifier.context import Context
+from phasec.verifier.util import FORCE_PURE, is_force_pure, op_spelling
+from phasec.verifier.rules.base import Rule, register
 
 #: attributes that exempt a nested function from PH101 (BYOC: external codegen, patterns)
 BYOC_ATTRS = ("Codegen", "Composite")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context
-from ..util import FORCE_PURE, impure_reason, is_force_pure
-from .base import Rule, register
+from phasec.verifier.context import Context
+from phasec.verifier.util import FORCE_PURE, impure_reason, is_force_pure
+from phasec.verifier.rules.base import Rule, register
 
 
 @register

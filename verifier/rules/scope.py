@@ -6,8 +6,8 @@ from typing import Any
 
 from phasec.ir.expr import DataflowVar
 
-from ..context import BRANCH, DATAFLOW, Context
-from .base import Rule, register
+from phasec.verifier.context import BRANCH, DATAFLOW, Context
+from phasec.verifier.rules.base import Rule, register
 
 
 def _name(var: Any) -> str:

@@ -25,10 +25,10 @@ from phasec.ir.struct_info import (
     PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
 
-from ..context import Context
-from ..diagnostics import WARNING
-from ..util import agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
-from .base import Rule, register
+from phasec.verifier.context import Context
+from phasec.verifier.diagnostics import WARNING
+from phasec.verifier.util import agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
+from phasec.verifier.rules.base import Rule, register
 
 _CALL_TIR_OPS = frozenset({"relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad"})
 

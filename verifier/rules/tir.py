@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import Context
-from .base import Rule, register
+from phasec.verifier.context import Context
+from phasec.verifier.rules.base import Rule, register
 
 
 @register

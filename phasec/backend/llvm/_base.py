@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ...ir import tir
-from ...ir.node import Node
+from phasec.ir import tir
+from phasec.ir.node import Node
 
 # --------------------------------------------------------------------------
 # Types

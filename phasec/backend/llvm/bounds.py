@@ -33,8 +33,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from ...ir import tir
-from ...script._checks import int_range_problem
+from phasec.ir import tir
+from phasec.script._checks import int_range_problem
 
 __all__ = ["find_out_of_bounds", "OutOfBounds"]
 

@@ -42,19 +42,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from ...ir import tir
-from ._base import (
+from phasec.ir import tir
+from phasec.backend.llvm._base import (
     _LLVM_TYPE, OOB_EXTENT, OOB_SITE, OOB_VALUE, _BufInfo, _FunctionText, _is_float, _is_intlike,
     _sanitize, _walk, buffers_in_order, llvm_type,
 )
-from .errors import CodegenError, refuse_host_calls
-from .irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR
-from .entry import EntryCodegen
-from .expressions import ExpressionCodegen
-from .intrinsics import IntrinsicCodegen
-from .loops import LoopCodegen
-from .mathlib import MATH_DEPENDS, math_function
-from .statements import StatementCodegen
+from phasec.backend.llvm.errors import CodegenError, refuse_host_calls
+from phasec.backend.llvm.irlib import KERNEL_LIB_DECLS, KERNEL_LIB_IR
+from phasec.backend.llvm.entry import EntryCodegen
+from phasec.backend.llvm.expressions import ExpressionCodegen
+from phasec.backend.llvm.intrinsics import IntrinsicCodegen
+from phasec.backend.llvm.loops import LoopCodegen
+from phasec.backend.llvm.mathlib import MATH_DEPENDS, math_function
+from phasec.backend.llvm.statements import StatementCodegen
 
 __all__ = ["ModuleCodegen", "KernelABI", "ParamABI", "CodegenOptions", "llvm_type"]
 

@@ -57,7 +57,7 @@ def entry_key(ir_text: str, opt_level: int, target: tuple[str, str, str]) -> str
     import llvmlite
     import llvmlite.binding as llvm
 
-    from ... import __version__
+    from phasec import __version__
 
     h = hashlib.sha256()
     for part in (_MAGIC.decode(), __version__, llvmlite.__version__,
@@ -126,7 +126,7 @@ def load(key: str) -> tuple[bytes, str] | None:
 def store(key: str, obj: bytes, optimized_ir: str) -> bool:
     """Write entry ``key`` atomically; False (and nothing written) on any error:
     the cache is an optimization, never a reason for a build to fail."""
-    from ...fileio import write_atomic
+    from phasec.fileio import write_atomic
 
     payload = obj + optimized_ir.encode("utf-8")
     data = _HEADER.pack(_MAGIC, hashlib.sha256(payload).digest(), len(obj)) + payload

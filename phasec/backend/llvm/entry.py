@@ -7,24 +7,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...ir import tir
-from ._base import (
+from phasec.ir import tir
+from phasec.backend.llvm._base import (
     _LLVM_TYPE, NPY_ALIGNED, NPY_C_CONTIGUOUS, NPY_WRITEABLE, RC_BAD_ARGUMENTS, RC_OK,
     RC_OUT_OF_MEMORY, _BufInfo, _FunctionText, _is_float, _quote, _sanitize,
 )
-from .bounds import find_out_of_bounds
+from phasec.backend.llvm.bounds import find_out_of_bounds
 
 __all__ = ["EntryCodegen"]
 
 if TYPE_CHECKING:
-    from .codegen import KernelABI
+    from phasec.backend.llvm.codegen import KernelABI
 
 
 class EntryCodegen:
     """Emits a kernel's exported entry (mixed into ``_KernelCodegen``)."""
 
     def generate(self) -> KernelABI:
-        from .codegen import kernel_abi  # (codegen imports this module)
+        from phasec.backend.llvm.codegen import kernel_abi  # (codegen imports this module)
 
         func = self.func
         params = func.params
@@ -109,7 +109,7 @@ class EntryCodegen:
         by a scalar parameter), C-contiguous, aligned, writeable if written.
         A chain of blocks, each branching to ``bad`` on failure, so a field is
         only read once the object is known to be an array."""
-        from .codegen import NDARRAY_SYMBOL, descr_symbol  # (codegen imports this module)
+        from phasec.backend.llvm.codegen import NDARRAY_SYMBOL, descr_symbol  # (codegen imports this module)
 
         layout = self.mod.array_layout
         assert layout is not None

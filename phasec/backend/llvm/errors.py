@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...errors import PhasecError
-from ...ir import tir
+from phasec.errors import PhasecError
+from phasec.ir import tir
 
 __all__ = ["CodegenError", "refuse_host_calls"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...ir import tir
-from ...ir.node import Node
-from ._base import (
+from phasec.ir import tir
+from phasec.ir.node import Node
+from phasec.backend.llvm._base import (
     _BITS, _FCMP, _ICMP, _INTRINSIC_SUFFIX, _LLVM_TYPE, _bad_index, _float_literal, _int_literal,
     _is_float, _is_intlike, _is_signed,
 )

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from ...ir import tir
-from ._base import (
+from phasec.ir import tir
+from phasec.backend.llvm._base import (
     _BITS, _INTRINSIC_SUFFIX, _LLVM_TYPE, _UNARY_FLOAT_INTRINSIC, OOB_EXTENT, OOB_VALUE,
     RC_INDEX_OUT_OF_RANGE, _float_literal, _is_float, _is_signed,
 )

@@ -28,14 +28,14 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from ...errors import PhasecError
-from ...fileio import parse_size
-from ...ir.tuning import host_tuning
-from .. import interrupt
-from . import diskcache
-from ._base import CANCEL_FLAG
-from .errors import CodegenError
-from .irlib import parallel_runtime_ir, pool_supported
+from phasec.errors import PhasecError
+from phasec.fileio import parse_size
+from phasec.ir.tuning import host_tuning
+from phasec.backend import interrupt
+from phasec.backend.llvm import diskcache
+from phasec.backend.llvm._base import CANCEL_FLAG
+from phasec.backend.llvm.errors import CodegenError
+from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
 
 __all__ = ["host_target", "NativeModule", "jit_compile", "set_num_threads", "get_num_threads",
            "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",

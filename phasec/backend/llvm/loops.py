@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...ir import tir
-from ._base import (
+from phasec.ir import tir
+from phasec.backend.llvm._base import (
     _BITS, _LLVM_TYPE, CANCEL_FLAG, POLL_EVERY, RC_CANCELLED, RC_OK, _BufInfo, _estimate_work,
     _FunctionText, _is_intlike, _is_signed, _quote, _sanitize, _walk,
 )

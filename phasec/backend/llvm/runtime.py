@@ -28,19 +28,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...errors import BufferAccessError, IndexOutOfRangeError, VMError
-from ...ir import tir
-from ...ir.structural import exact_fingerprint, structural_equal, structural_hash
-from ...ir.tuning import host_tuning
-from .codegen import ArrayLayout, CodegenOptions, KernelABI, ModuleCodegen, bind_array_symbols
-from ._base import (
+from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError
+from phasec.ir import tir
+from phasec.ir.structural import exact_fingerprint, structural_equal, structural_hash
+from phasec.ir.tuning import host_tuning
+from phasec.backend.llvm.codegen import ArrayLayout, CodegenOptions, KernelABI, ModuleCodegen, bind_array_symbols
+from phasec.backend.llvm._base import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
     RC_INDEX_OUT_OF_RANGE, decode_buffer_site,
 )
-from .. import interrupt
-from .errors import CodegenError, refuse_host_calls
-from . import diskcache
-from .jit import NativeModule, host_target, jit_compile, jit_load_cached
+from phasec.backend import interrupt
+from phasec.backend.llvm.errors import CodegenError, refuse_host_calls
+from phasec.backend.llvm import diskcache
+from phasec.backend.llvm.jit import NativeModule, host_target, jit_compile, jit_load_cached
 
 __all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
            "array_data_offset", "array_layout"]
@@ -446,7 +446,7 @@ class CompiledLibrary(Mapping[str, Kernel]):
         """The host machine code of the optimized IR, as assembly text."""
         import llvmlite.binding as llvm
 
-        from .jit import host_target
+        from phasec.backend.llvm.jit import host_target
 
         module = llvm.parse_assembly(self.optimized_ir)
         return host_target().create_target_machine().emit_assembly(module)

@@ -8,9 +8,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ...ir import tir
-from ...ir.node import Node
-from ._base import (
+from phasec.ir import tir
+from phasec.ir.node import Node
+from phasec.backend.llvm._base import (
     _LLVM_TYPE, ALLOCA_LIMIT, OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BUFFER_OUT_OF_BOUNDS,
     _bad_index, _BufInfo, _elem_bytes, _is_float, _is_intlike, _mem_type, _sanitize,
     buffer_site, buffers_in_order,

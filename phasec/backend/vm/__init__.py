@@ -6,10 +6,10 @@
     y = vm["main"](x)
 """
 
-from .bytecode import CalleeKind, Instruction, VMFunction  # noqa: F401
-from .codegen import VMCodegenError, codegen
-from .executable import Executable, ExecutableFormatError
-from .vm import VirtualMachine, VMClosure
+from phasec.backend.vm.bytecode import CalleeKind, Instruction, VMFunction  # noqa: F401
+from phasec.backend.vm.codegen import VMCodegenError, codegen
+from phasec.backend.vm.executable import Executable, ExecutableFormatError
+from phasec.backend.vm.vm import VirtualMachine, VMClosure
 
 __all__ = ["codegen", "Executable", "ExecutableFormatError", "VirtualMachine", "VMClosure",
            "VMCodegenError", "CalleeKind", "Instruction", "VMFunction"]

@@ -355,7 +355,7 @@ def _check_callee(v: Any) -> str | None:
 
 
 def _check_dtype(v: Any) -> str | None:
-    from ...ir.tir import DTYPES
+    from phasec.ir.tir import DTYPES
 
     return None if isinstance(v, str) and v in DTYPES else "must be a dtype"
 
@@ -366,7 +366,7 @@ _MAX_CODE_DEPTH = 64
 
 def _code_problem(code: Any, depth: int = 0) -> str | None:
     """Why ``code`` is not a scalar expression code (see the module doc), or None."""
-    from ...interp._values import _BINARY, _INTRINSIC
+    from phasec.interp._values import _BINARY, _INTRINSIC
 
     if depth > _MAX_CODE_DEPTH:
         return "is nested too deeply"

@@ -19,24 +19,24 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import PhasecError, PhaseError
-from ...ir import tir
-from ...ir.arith import free_vars
-from ...ir.expr import (
+from phasec.errors import PhasecError, PhaseError
+from phasec.ir import tir
+from phasec.ir.arith import free_vars
+from phasec.ir.expr import (
     Call, Constant, DataflowVar, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
     MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
 )
-from ...ir.module import IRModule
-from ...ir.phase import Phase
-from ...ir.struct_info import (
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
     TupleStructInfo,
 )
-from ...interp.relax import sinfo_text
-from ...script.printer import print_sinfos
-from . import bytecode as bc
-from .bytecode import CalleeKind
-from .executable import Executable
+from phasec.interp.relax import sinfo_text
+from phasec.script.printer import print_sinfos
+from phasec.backend.vm import bytecode as bc
+from phasec.backend.vm.bytecode import CalleeKind
+from phasec.backend.vm.executable import Executable
 
 __all__ = ["codegen", "VMCodegenError"]
 
@@ -65,7 +65,7 @@ def codegen(mod: IRModule, *, verify: bool = True) -> Executable:
 
 
 def _verify(mod: IRModule) -> None:
-    from verifier import verify  # layer 2; imported lazily to keep `import phasec` cheap
+    from phasec.verifier import verify  # layer 2; imported lazily to keep `import phasec` cheap
 
     verify(mod, Phase.BUILD)
 
@@ -380,7 +380,7 @@ class _FunctionCodegen:
                        tvm_order: tuple[str, ...]) -> dict[str, tuple[str, Any]]:
         """An op's operands (``("expr", Expr)``) and attributes (``("attr", value)``)
         by name, as the registry names them (TVM's order if it does not know the op)."""
-        from ...ir.op.registry import find_op
+        from phasec.ir.op.registry import find_op
 
         opdef = find_op(name)
         names = opdef.args if opdef is not None else tvm_order

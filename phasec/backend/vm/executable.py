@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FileAccessError, InputError, ParseError, VMError
-from ...fileio import SafeZip, write_atomic
-from ...ir import is_splat, tir
-from ...ir.expr import aligned_empty
-from ...ir.struct_info import StructInfo
-from .bytecode import (
+from phasec.errors import FileAccessError, InputError, ParseError, VMError
+from phasec.fileio import SafeZip, write_atomic
+from phasec.ir import is_splat, tir
+from phasec.ir.expr import aligned_empty
+from phasec.ir.struct_info import StructInfo
+from phasec.backend.vm.bytecode import (
     Call, CalleeKind, GetItem, Goto, If, Instruction, LoadConst, MakeClosure, MakePrim,
     MakeShape, MakeTuple, Match, Move, Kill, Ret, VMFunction, instruction_text,
 )
@@ -349,7 +349,7 @@ def _parse_signature(f: VMFunction) -> tuple[tuple[str, StructInfo | None], ...]
     if not isinstance(f.param_sinfo, tuple) or len(f.param_sinfo) != len(f.params):
         raise ExecutableFormatError(f"function {f.name!r}: param_sinfo must give one struct "
                                     f"info per parameter ({len(f.params)})")
-    from ...script.parser import parse_struct_info  # layer 1; lazy, like the kernels
+    from phasec.script.parser import parse_struct_info  # layer 1; lazy, like the kernels
 
     syms: dict[str, tir.Var] = {}  # one variable per dimension name, for all parameters
     sig = []
@@ -588,11 +588,11 @@ def _const_text(value: Any) -> str:
 def _kernels_to_text(prim_funcs: Mapping[str, tir.PrimFunc]) -> tuple[str | None, str]:
     if not prim_funcs:
         return None, ""
-    from ...ir.module import IRModule
+    from phasec.ir.module import IRModule
 
     mod = IRModule(dict(prim_funcs))
     try:
-        from ...script.json_format import to_json
+        from phasec.script.json_format import to_json
     except ImportError:
         return "kernels.py", mod.script()
     text = to_json(mod)
@@ -601,11 +601,11 @@ def _kernels_to_text(prim_funcs: Mapping[str, tir.PrimFunc]) -> tuple[str | None
 
 def _kernels_from_text(name: str, text: str) -> dict[str, tir.PrimFunc]:
     if name == "kernels.json":
-        from ...script.json_format import from_json
+        from phasec.script.json_format import from_json
 
         mod = from_json(text)
     elif name == "kernels.py":
-        from ...script.parser import parse
+        from phasec.script.parser import parse
 
         mod = parse(text)
     else:
@@ -618,7 +618,7 @@ def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str,
     if not prim_funcs:
         return {}
     if backend == "interp":
-        from ...interp.relax import _run_prim_func
+        from phasec.interp.relax import _run_prim_func
 
         def make(name: str, func: tir.PrimFunc) -> Callable[..., Any]:
             def kernel(*args: Any) -> None:
@@ -629,7 +629,7 @@ def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str,
         return {name: make(name, f) for name, f in prim_funcs.items()}
     if backend == "llvm":
         try:
-            from ..llvm import compile_prim_funcs
+            from phasec.backend.llvm import compile_prim_funcs
         except ImportError as exc:
             raise VMError(f"the LLVM kernel backend is not available ({exc}); run with "
                           f"VirtualMachine(exe, kernels='interp')") from exc

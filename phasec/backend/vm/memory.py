@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import VMError
-from ...interp._values import STORAGE_ALIGNMENT, Storage, describe_value
+from phasec.errors import VMError
+from phasec.interp._values import STORAGE_ALIGNMENT, Storage, describe_value
 
 __all__ = ["VMMemory"]
 
@@ -191,7 +191,7 @@ def _data_address_reader() -> Callable[[np.ndarray], int]:
     try:
         import ctypes
 
-        from ..llvm.runtime import array_data_offset
+        from phasec.backend.llvm.runtime import array_data_offset
     except Exception:  # noqa: BLE001 - no LLVM backend: the portable way
         return slow
     if array_data_offset is None:

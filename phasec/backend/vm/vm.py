@@ -25,20 +25,20 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import (
+from phasec.errors import (
     BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError,
 )
-from ...interp._values import (
+from phasec.interp._values import (
     _BINARY, _INTRINSIC, cast_scalar, describe_value,
 )
-from ...interp.relax import _truth, normalize_value
-from ...packed import find_packed_func, get_packed_func
-from ...script._checks import int_range_problem
-from . import bytecode as bc
-from .bytecode import CalleeKind
-from ..interrupt import armed, short_call
-from .executable import Executable
-from .memory import VMMemory
+from phasec.interp.relax import _truth, normalize_value
+from phasec.packed import find_packed_func, get_packed_func
+from phasec.script._checks import int_range_problem
+from phasec.backend.vm import bytecode as bc
+from phasec.backend.vm.bytecode import CalleeKind
+from phasec.backend.interrupt import armed, short_call
+from phasec.backend.vm.executable import Executable
+from phasec.backend.vm.memory import VMMemory
 
 __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
 

@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
-from ...errors import IndexOutOfRangeError
-from ...ir import arith, tir
-from ...ir.expr import Constant, Expr, PrimValue, ShapeExpr, Tuple
-from ...ir.node import Span
-from ...ir.op import call_op, resolve_op
-from ...ir.struct_info import TensorStructInfo
+from phasec.errors import IndexOutOfRangeError
+from phasec.ir import arith, tir
+from phasec.ir.expr import Constant, Expr, PrimValue, ShapeExpr, Tuple
+from phasec.ir.node import Span
+from phasec.ir.op import call_op, resolve_op
+from phasec.ir.struct_info import TensorStructInfo
 
 if TYPE_CHECKING:
-    from ...ir.builder import BlockBuilder
+    from phasec.ir.builder import BlockBuilder
 
 __all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "settle"]
 
@@ -268,7 +268,7 @@ class NodeContext:
         return self.builder.emit(call, self.hint)
 
     def emit_tuple_item(self, tup: Value, index: int) -> Value:
-        from ...ir.expr import TupleGetItem
+        from phasec.ir.expr import TupleGetItem
 
         if isinstance(tup, tuple):
             return tup[index]
@@ -284,8 +284,8 @@ class NodeContext:
         folded = self._fold(opdef, call)
         if folded is not None:
             return list(folded)  # type: ignore[arg-type]
-        from ...ir.expr import TupleGetItem
-        from ...ir.struct_info import TupleStructInfo
+        from phasec.ir.expr import TupleGetItem
+        from phasec.ir.struct_info import TupleStructInfo
 
         tup = self.builder.emit(call, self.hint)
         if not isinstance(call.struct_info, TupleStructInfo):
@@ -328,7 +328,7 @@ class NodeContext:
         return tuple(outs) if isinstance(out, tuple) else outs[0]
 
     def _fold_symbolic(self, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        from ...ir.op import get_op, normalize_attrs
+        from phasec.ir.op import get_op, normalize_attrs
 
         opdef = get_op(name)
         norm = normalize_attrs(opdef, attrs, self.span)

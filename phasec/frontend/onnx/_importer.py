@@ -23,15 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import PhasecError, StructInfoError
-from ...ir import IRModule, tir
-from ...ir.builder import BlockBuilder
-from ...ir.expr import Constant, Expr, Function, Var
-from ...ir.node import Span
-from ...ir.struct_info import TensorStructInfo
-from ..errors import FrontendError, UnsupportedModelError, UnsupportedNode
-from ._context import NodeContext, Unsupported, Value, is_const
-from ._registry import load_converters
+from phasec.errors import PhasecError, StructInfoError
+from phasec.ir import IRModule, tir
+from phasec.ir.builder import BlockBuilder
+from phasec.ir.expr import Constant, Expr, Function, Var
+from phasec.ir.node import Span
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
+from phasec.frontend.onnx._registry import load_converters
 
 __all__ = ["import_model", "ONNX_DTYPES", "onnx_dtype", "read_model", "sanitize"]
 
@@ -87,7 +87,7 @@ def read_model(model_or_path: Any) -> tuple[Any, str]:
     if not isinstance(model_or_path, (str, os.PathLike)):
         raise TypeError("from_onnx() expects an onnx.ModelProto, a path or bytes, "
                         f"not {type(model_or_path).__name__}")
-    from ...fileio import read_bytes
+    from phasec.fileio import read_bytes
 
     path = os.fspath(model_or_path)
     # a regular file, size-capped (phasec.fileio): never a FIFO or a device
@@ -307,7 +307,7 @@ class _Importer:
                                 self.label)
                         v = Constant(v)
                     outputs.append(bb.emit_output(v, sanitize(vi.name)))
-            from ...ir.expr import Tuple
+            from phasec.ir.expr import Tuple
 
             bb.emit_func_output(outputs[0] if len(outputs) == 1 else Tuple(outputs))
         mod = bb.get()
@@ -359,7 +359,7 @@ class _Importer:
             self.values[out] = value
 
     def _with_params(self, mod: IRModule, inputs: list[Var]) -> IRModule:
-        from ...ir.visitor import collect_exprs
+        from phasec.ir.visitor import collect_exprs
 
         func = mod["main"]
         # Parameters only read at import (a Reshape's shape) are not run-time inputs.
@@ -380,7 +380,7 @@ def import_model(model_or_path: Any, shapes: Mapping[str, Sequence[Any]] | None 
     model, label = read_model(model_or_path)
     imp = _Importer(model, label, shapes, keep_params_in_input)
     mod = imp.run()
-    from verifier import verify
+    from phasec.verifier import verify
 
     verify(mod)
     params = {imp.param_vars[n].name_hint: imp.param_arrays[n]

@@ -48,7 +48,7 @@ def load_converters() -> dict[str, Converter]:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import (  # noqa: F401  (register on import)
+        from phasec.frontend.onnx import (  # noqa: F401  (register on import)
             ops_attention, ops_linalg, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_tensor,
         )
     return CONVERTERS

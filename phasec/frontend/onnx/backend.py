@@ -35,8 +35,8 @@ import onnx
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
-from ..errors import FrontendError, UnsupportedModelError
-from . import from_onnx
+from phasec.frontend.errors import FrontendError, UnsupportedModelError
+from phasec.frontend.onnx import from_onnx
 
 __all__ = ["PhasecBackend", "PhasecRep", "SpecializingRep", "prepare", "run_model", "run_node", "supports_device"]
 

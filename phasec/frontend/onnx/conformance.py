@@ -74,7 +74,7 @@ def load_cases(backend: Any = None, device: str = "CPU") -> dict[str, Case]:
     import onnx.backend.test
 
     if backend is None:
-        from . import backend as phasec_backend
+        from phasec.frontend.onnx import backend as phasec_backend
 
         backend = phasec_backend
     bt = onnx.backend.test.BackendTest(backend, __name__, test_kwargs=TOLERANCES)

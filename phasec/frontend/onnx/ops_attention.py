@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ._context import NodeContext, Unsupported, Value
-from ._registry import converter
-from .ops_math import onnx_to_dtype, scalar
-from .ops_nn import _back, _in_float32
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
+from phasec.frontend.onnx.ops_nn import _back, _in_float32
 
 __all__: list[str] = []
 

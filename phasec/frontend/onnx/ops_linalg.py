@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import string
 
-from ._context import NodeContext, Unsupported, Value
-from ._registry import converter
-from .ops_nn import _back, _in_float32
-from .ops_tensor import prod_dims
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_nn import _back, _in_float32
+from phasec.frontend.onnx.ops_tensor import prod_dims
 
 __all__: list[str] = []
 

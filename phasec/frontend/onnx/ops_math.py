@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._context import NodeContext, Unsupported, Value
-from ._importer import ONNX_DTYPES
-from ._registry import converter
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._importer import ONNX_DTYPES
+from phasec.frontend.onnx._registry import converter
 
 __all__ = ["scalar", "onnx_to_dtype"]
 
@@ -27,7 +27,7 @@ def scalar(ctx: NodeContext, value: float | int | bool, like: Value | str) -> np
 def onnx_to_dtype(elem_type: int, what: str) -> str:
     dtype = ONNX_DTYPES.get(int(elem_type))
     if dtype is None:
-        from ._importer import _type_name
+        from phasec.frontend.onnx._importer import _type_name
 
         raise Unsupported(f"{what} {_type_name(int(elem_type))} is not supported")
     return dtype

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from ._context import NodeContext, Unsupported, Value, is_const
-from ._registry import converter
-from .ops_math import scalar
-from .ops_tensor import norm_axis, prod_dims, reshape
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_math import scalar
+from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims, reshape
 
 __all__: list[str] = []
 

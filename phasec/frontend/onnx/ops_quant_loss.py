@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._context import NodeContext, Unsupported, Value
-from ._registry import converter
-from .ops_math import onnx_to_dtype
-from .ops_nn import _softmax_axis_2d
-from .ops_tensor import norm_axis
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_math import onnx_to_dtype
+from phasec.frontend.onnx.ops_nn import _softmax_axis_2d
+from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__: list[str] = []
 

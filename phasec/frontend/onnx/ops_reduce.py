@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ._context import NodeContext, Unsupported, Value
-from ._registry import converter
-from .ops_math import scalar
-from .ops_tensor import norm_axis
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_math import scalar
+from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__: list[str] = []
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ...ir import tir
-from ._context import NodeContext, Unsupported, Value, is_const, settle
-from ._registry import converter
-from .ops_math import onnx_to_dtype, scalar
+from phasec.ir import tir
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const, settle
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
 
 __all__ = ["norm_axis", "prod_dims", "reshape"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import StructInfoError
-from ..node import Span, set_field
-from ..struct_info import StructInfo
-from .registry import (
+from phasec.errors import StructInfoError
+from phasec.ir.node import Span, set_field
+from phasec.ir.struct_info import StructInfo
+from phasec.ir.op.registry import (
     CATEGORY_MAX_PHASE, REQUIRED, InferContext, OpDef, OpPattern, find_op, get_op, list_ops,
     register_op,
 )
@@ -60,7 +60,7 @@ SYMBOLIC_ATTRS: dict[str, frozenset[str]] = {
 
 
 def _is_symbolic(x: Any) -> bool:
-    from .. import tir
+    from phasec.ir import tir
 
     return isinstance(x, tir.PrimExpr) and type(x) is not tir.IntImm \
         and type(x) is not tir.FloatImm
@@ -109,7 +109,7 @@ def resolve_op(name: str, span: Span | None = None) -> OpDef:
 
 def op_expr(name: str):
     """The (shared) ``Op`` expression naming the registered operator ``name``."""
-    from ..expr import Op
+    from phasec.ir.expr import Op
 
     op = _OPS.get(name)
     if op is not None:
@@ -128,7 +128,7 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any], span: Span | None = 
     -> a 1-tuple where the attribute is a list of axes...). Raises
     StructInfoError for unknown or missing attributes and for bad values.
     """
-    from ._common import ATTR_FINISHERS, ATTR_NORMALIZERS
+    from phasec.ir.op._common import ATTR_FINISHERS, ATTR_NORMALIZERS
 
     unknown = [k for k in attrs if k not in opdef.attrs]
     if unknown:
@@ -156,7 +156,7 @@ def normalize_attrs(opdef: OpDef, attrs: Mapping[str, Any], span: Span | None = 
 
 
 def _convert_operand(opdef: OpDef, index: int, value: Any, span: Span | None):
-    from ..expr import Expr, ExternFunc, PrimValue, ShapeExpr, Tuple
+    from phasec.ir.expr import Expr, ExternFunc, PrimValue, ShapeExpr, Tuple
 
     if isinstance(value, Expr):
         return value
@@ -185,13 +185,13 @@ def call_op(name: str, *args: Any, sinfo_args: tuple[StructInfo, ...] | list = (
     normalizes their values. Python tuples/lists are accepted for shape
     operands (-> ``R.shape``) and tuple operands (-> a Relax Tuple).
     """
-    from ..expr import Call
-    from ..infer import infer_struct_info
+    from phasec.ir.expr import Call
+    from phasec.ir.infer import infer_struct_info
 
     opdef = resolve_op(name, span)
     optional = OPTIONAL_OPERANDS.get(opdef.name, ())
     if optional and len(args) < len(opdef.args):
-        from ..expr import Tuple
+        from phasec.ir.expr import Tuple
 
         missing = opdef.args[len(args):]
         if all(m in optional for m in missing):
@@ -207,7 +207,7 @@ def call_op(name: str, *args: Any, sinfo_args: tuple[StructInfo, ...] | list = (
         raise StructInfoError(
             f"{opdef.script_name} takes {expected} operand(s) "
             f"({', '.join(opdef.args) or 'none'}) but {len(args)} were given", span)
-    from ._common import finish_with_operands
+    from phasec.ir.op._common import finish_with_operands
 
     operands = [_convert_operand(opdef, i, a, span) for i, a in enumerate(args)]
     norm = finish_with_operands(opdef.name, normalize_attrs(opdef, attrs, span), operands)

@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import IndexOutOfRangeError, StructInfoError
-from .. import arith, tir
-from ..expr import Call, Op
-from ..infer import arg_sinfo, call_error, expr_to_str, sinfo_to_str
-from ..struct_info import ShapeStructInfo, TensorStructInfo
-from .registry import REQUIRED, InferContext, OpDef, OpPattern, find_op, register_op
+from phasec.errors import IndexOutOfRangeError, StructInfoError
+from phasec.ir import arith, tir
+from phasec.ir.expr import Call, Op
+from phasec.ir.infer import arg_sinfo, call_error, expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import ShapeStructInfo, TensorStructInfo
+from phasec.ir.op.registry import REQUIRED, InferContext, OpDef, OpPattern, find_op, register_op
 
 __all__ = [
     "ATTR_NORMALIZERS", "ATTR_FINISHERS", "ATTR_OPERAND_FINISHERS", "finish_with_operands", "define", "attrs_of", "tensor_arg", "shape_arg", "err",

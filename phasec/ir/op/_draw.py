@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .. import tir
+from phasec.ir import tir
 
 __all__ = ["Draw", "DrawContext", "Elementwise", "Hooks", "GenContext", "Value", "declares_draw",
            "draw_of", "DRAWS", "data_like", "FLOATS", "NUMBERS", "ANY_DTYPE", "Interval",

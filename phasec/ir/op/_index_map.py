@@ -31,9 +31,9 @@ import ast
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...errors import PhasecError
-from .. import arith, tir
-from ..tir import BinaryOp, IntImm, PrimExpr
+from phasec.errors import PhasecError
+from phasec.ir import arith, tir
+from phasec.ir.tir import BinaryOp, IntImm, PrimExpr
 
 __all__ = ["IndexMap", "parse_index_map", "index_map_text", "MapError"]
 

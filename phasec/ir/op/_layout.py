@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import arith
-from ..tir import BinaryOp, IntImm, PrimExpr
-from ._common import Normalizer, err, int_tuple
+from phasec.ir import arith
+from phasec.ir.tir import BinaryOp, IntImm, PrimExpr
+from phasec.ir.op._common import Normalizer, err, int_tuple
 
 __all__ = ["Layout", "PackedLayout", "layout_of", "spatial", "padding_nd", "SPATIAL_LETTERS"]
 

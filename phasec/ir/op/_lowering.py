@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...errors import PhasecError
-from .. import arith, te, tir
-from ..expr import Call, Expr, Op
-from ..struct_info import TensorStructInfo, TupleStructInfo
-from ..te import Tensor
-from ..tir import BinaryOp, Cast, IntImm, PrimExpr, Select
+from phasec.errors import PhasecError
+from phasec.ir import arith, te, tir
+from phasec.ir.expr import Call, Expr, Op
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.ir.te import Tensor
+from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Select
 
 __all__ = ["LEGALIZE", "LEGALIZE_RELAX", "legalizes", "legalizes_to_relax", "LegalizeError",
            "Inputs", "LegalizeFn"]
@@ -113,14 +113,14 @@ def _script(call: Call) -> str:
 
 
 def _attrs(call: Call) -> dict[str, Any]:
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 
 def _out(call: Call, index: int | None = None) -> TensorStructInfo:
     sinfo = call.struct_info
     if sinfo is None:
-        from ..infer import infer_struct_info
+        from phasec.ir.infer import infer_struct_info
         sinfo = infer_struct_info(call)
     if index is not None:
         if not isinstance(sinfo, TupleStructInfo):

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import arith, tir
-from ..tir import BinaryOp, IntImm, PrimExpr, Select
+from phasec.ir import arith, tir
+from phasec.ir.tir import BinaryOp, IntImm, PrimExpr, Select
 
 __all__ = ["index_entry", "index_tuple", "stride_tuple", "canonical_index", "slice_length",
            "is_symbolic"]
@@ -97,7 +97,7 @@ def is_symbolic(v: Any) -> bool:
 
 
 def _text(e: PrimExpr) -> str:
-    from ..infer import prim_expr_to_str
+    from phasec.ir.infer import prim_expr_to_str
 
     return prim_expr_to_str(e)
 

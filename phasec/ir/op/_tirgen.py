@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from itertools import count
 
-from .. import tir
-from ..tir import BinaryOp, Buffer, For, IntImm, PrimExpr, SeqStmt, Stmt, Var
+from phasec.ir import tir
+from phasec.ir.tir import BinaryOp, Buffer, For, IntImm, PrimExpr, SeqStmt, Stmt, Var
 
 __all__ = ["nest", "seq", "copy_buffer", "checked", "i64", "ravel"]
 

@@ -44,15 +44,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..expr import Call, Expr, ExternFunc, GlobalVar, Op
-from ..infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
-from ..struct_info import (
+from phasec.ir.expr import Call, Expr, ExternFunc, GlobalVar, Op
+from phasec.ir.infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
+from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, TensorStructInfo, TupleStructInfo,
 )
-from ._common import (
+from phasec.ir.op._common import (
     REQUIRED, as_dtype, as_int, as_str, attrs_of, define, err, int_tuple, shape_arg,
 )
-from ._lowering import legalizes_to_relax
+from phasec.ir.op._lowering import legalizes_to_relax
 
 __all__: list[str] = []
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..struct_info import TensorStructInfo
-from ._common import OpPattern, define, err, tensor_arg
-from ._draw import ANY_DTYPE, declares_draw
-from ._lowering import _out, _tensor, legalizes
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.op._common import OpPattern, define, err, tensor_arg
+from phasec.ir.op._draw import ANY_DTYPE, declares_draw
+from phasec.ir.op._lowering import _out, _tensor, legalizes
 
 __all__: list[str] = []
 
@@ -33,7 +33,7 @@ define("builtin.stop_lift_params", ("x",), _infer,
 @legalizes("builtin.stop_lift_params")
 def _stop_lift_params(call, inputs):
     x = _tensor(inputs, 0, call)
-    from .. import te
+    from phasec.ir import te
     return te.compute(_out(call).shape, lambda *i: x[i], name="T_stop_lift_params")
 
 

@@ -25,16 +25,16 @@ import string
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
-from ..struct_info import TensorStructInfo, TupleStructInfo
-from ..tir import BinaryOp, PrimExpr
-from ._common import (
+from phasec.ir import arith, te, tir
+from phasec.ir.infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.ir.tir import BinaryOp, PrimExpr
+from phasec.ir.op._common import (
     REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, one_of, shape_arg, shape_tuple,
     tensor_arg,
 )
-from ._draw import ANY_DTYPE, FLOATS, NUMBERS, data_like, declares_draw
-from ._lowering import LegalizeError, _out, _reduction, _script, _tensor, legalizes
+from phasec.ir.op._draw import ANY_DTYPE, FLOATS, NUMBERS, data_like, declares_draw
+from phasec.ir.op._lowering import LegalizeError, _out, _reduction, _script, _tensor, legalizes
 
 __all__: list[str] = []
 

@@ -30,21 +30,21 @@ from typing import Any
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..expr import Call, PrimValue
-from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
-from ..struct_info import PrimStructInfo, TensorStructInfo
-from ..te import Tensor
-from ..tir import BinaryOp, PrimExpr, Select
-from ._common import (
+from phasec.ir import arith, te, tir
+from phasec.ir.expr import Call, PrimValue
+from phasec.ir.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo
+from phasec.ir.te import Tensor
+from phasec.ir.tir import BinaryOp, PrimExpr, Select
+from phasec.ir.op._common import (
     REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, shape_arg, shape_tuple,
     tensor_arg,
 )
-from ._draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
-from ._lowering import (
+from phasec.ir.op._draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
+from phasec.ir.op._lowering import (
     LEGALIZE, Inputs, LegalizeError, LegalizeFn, _const, _name, _out, _script, _tensor, legalizes,
 )
-from .manipulate import _same_dtype
+from phasec.ir.op.manipulate import _same_dtype
 
 __all__: list[str] = []
 
@@ -601,7 +601,7 @@ declares_draw("size", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), build=_draw_size)
 
 def _like_draw(name: str, value: float, order: int) -> Hooks:
     def build(g, x):
-        from . import call_op
+        from phasec.ir.op import call_op
 
         return g.emit(call_op("relax." + name, x.expr), x.kind, (value, value))
     return Hooks(build, (FLOAT, INT), order=order)
@@ -610,8 +610,8 @@ def _like_draw(name: str, value: float, order: int) -> Hooks:
 def _fill_draw(name: str, order: int) -> Hooks:
     """Of the shape of a value in scope (symbolic dimensions included)."""
     def build(g, x):
-        from ..expr import ShapeExpr
-        from . import call_op
+        from phasec.ir.expr import ShapeExpr
+        from phasec.ir.op import call_op
 
         shape = ShapeExpr(x.shape)
         if name == "full":

@@ -49,10 +49,10 @@ Conventions shared by all entries:
 
 from __future__ import annotations
 
-from . import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (register on import)
-from . import image, nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noqa: F401  (register on import)
-from . import creation, elementwise_math, indexing, shape_ops, sorting, statistics  # noqa: F401
-from . import combine, transform  # noqa: F401  (register on import)
-from . import builtin_compute, image_ext, layout_transform, memory_view, sampling  # noqa: F401
-from . import manipulate_draw  # noqa: F401  (the draw declarations of manipulate's operators)
-from . import device, grad  # noqa: F401  (register on import)
+from phasec.ir.op import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (register on import)
+from phasec.ir.op import image, nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noqa: F401  (register on import)
+from phasec.ir.op import creation, elementwise_math, indexing, shape_ops, sorting, statistics  # noqa: F401
+from phasec.ir.op import combine, transform  # noqa: F401  (register on import)
+from phasec.ir.op import builtin_compute, image_ext, layout_transform, memory_view, sampling  # noqa: F401
+from phasec.ir.op import manipulate_draw  # noqa: F401  (the draw declarations of manipulate's operators)
+from phasec.ir.op import device, grad  # noqa: F401  (register on import)

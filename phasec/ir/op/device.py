@@ -27,11 +27,11 @@ import re
 
 import numpy as np
 
-from ..expr import Call, Expr
-from ..struct_info import TensorStructInfo
-from ._common import REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, tensor_arg
-from ._draw import ANY_DTYPE, declares_draw
-from ._lowering import legalizes_to_relax
+from phasec.ir.expr import Call, Expr
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.op._common import REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, tensor_arg
+from phasec.ir.op._draw import ANY_DTYPE, declares_draw
+from phasec.ir.op._lowering import legalizes_to_relax
 
 __all__ = ["CPU_DEVICE_TYPE", "CPU_TARGET_KINDS"]
 

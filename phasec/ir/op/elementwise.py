@@ -27,24 +27,24 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import te, tir
-from ..expr import Call
-from ..infer import expr_to_str
-from ..struct_info import TensorStructInfo
-from ..te import Tensor
-from ..tir import BinaryOp, Cast, PrimExpr, Select
-from ._common import (
+from phasec.ir import te, tir
+from phasec.ir.expr import Call
+from phasec.ir.infer import expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.te import Tensor
+from phasec.ir.tir import BinaryOp, Cast, PrimExpr, Select
+from phasec.ir.op._common import (
     REQUIRED, OpPattern, as_float, attrs_of, binary_dtype, broadcast, define, err, tensor_arg,
 )
-from ._lowering import (
+from phasec.ir.op._lowering import (
     LEGALIZE, Inputs, LegalizeFn, _attrs, _bcast, _const, _float, _name, _out, _safe_div,
     _tensor, legalizes, scalar_operands,
 )
-from ._draw import (
+from phasec.ir.op._draw import (
     ANY_DTYPE, BOOL, FLOAT, FLOATS, INT, NUMBERS, Elementwise, Hooks, broadcast_ok, corners,
     declares_draw, hull, monotone,
 )
-from .manipulate import _dtype_required, _same_dtype
+from phasec.ir.op.manipulate import _dtype_required, _same_dtype
 
 __all__ = ["BINARY_ARITH", "COMPARISONS", "UNARY"]
 
@@ -133,8 +133,8 @@ def _binary_operands(call, ctx):
     same result except beside a 0-d tensor, where TVM's is (1,) and phasec's
     (); two scalars are not a tensor computation: an error here, where TVM
     gives an R.Prim.)"""
-    from ..infer import arg_sinfo
-    from ..struct_info import PrimStructInfo
+    from phasec.ir.infer import arg_sinfo
+    from phasec.ir.struct_info import PrimStructInfo
 
     out = []
     prims = 0
@@ -189,7 +189,7 @@ def _any_unary(call, ctx):
 
 
 def _arg(call) -> str:
-    from ..infer import expr_to_str
+    from phasec.ir.infer import expr_to_str
     return expr_to_str(call.args[0])
 
 
@@ -276,7 +276,7 @@ STOP_FUSION_PACKED = "phasec.stop_fusion"
 
 
 def _arg_sinfo_any(call, ctx):
-    from ..infer import arg_sinfo
+    from phasec.ir.infer import arg_sinfo
     if len(call.args) != 1:
         raise err(call, f"R.stop_fusion expects 1 operand, got {len(call.args)}")
     return arg_sinfo(call.args[0], ctx)
@@ -306,7 +306,7 @@ declares_draw("wrap_param", dtypes=("float32", "int32"), ranks=(0, 1, 2, 3, 4),
 
 
 def _infer_where(call, ctx):
-    from ._common import broadcast
+    from phasec.ir.op._common import broadcast
     cond = tensor_arg(call, 0, ctx, "the condition")
     x = tensor_arg(call, 1, ctx)
     y = tensor_arg(call, 2, ctx)
@@ -431,8 +431,8 @@ def _make_binary(name: str) -> LegalizeFn:
 def _binary_input(call: Call, inputs: Inputs, k: int):
     """A tensor operand, or the value of an R.Prim one (an R.prim_value, or an R.Prim
     variable whose value is known): a scalar broadcast over the result."""
-    from ..expr import PrimValue
-    from ..struct_info import PrimStructInfo
+    from phasec.ir.expr import PrimValue
+    from phasec.ir.struct_info import PrimStructInfo
 
     v = inputs[k]
     if isinstance(v, (Tensor, PrimExpr)):  # PrimExpr: a scalar parameter (scalar_operands)
@@ -665,7 +665,7 @@ _CLIP_BOUNDS = ((-1.0, 1.0), (0.0, 1.0), (-0.5, 2.0), (0.0, 6.0))
 
 
 def _clip_build(g, x):
-    from . import call_op
+    from phasec.ir.op import call_op
 
     lo, hi = g.pick(list(_CLIP_BOUNDS))
     iv = (min(max(x.lo, lo), hi), min(max(x.hi, lo), hi))
@@ -675,7 +675,7 @@ def _clip_build(g, x):
 def _where_build(g, c):
     """``where(cond, x1, x2)``: the first operand is the condition; the
     branches are float values in scope that broadcast with it, or constants."""
-    from . import call_op
+    from phasec.ir.op import call_op
 
     xs = g.visible(lambda v: v.kind == FLOAT and broadcast_ok(c.shape, v.shape))
     opts: list = xs + (["const"] if g.cfg.constants else [])
@@ -694,7 +694,7 @@ def _where_build(g, c):
 
 
 def _astype_build(g, x):
-    from . import call_op
+    from phasec.ir.op import call_op
 
     if x.kind == FLOAT:
         # float -> int truncates; values are well inside int32

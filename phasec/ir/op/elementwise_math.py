@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..infer import expr_to_str, sinfo_to_str
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, PrimExpr, Select
-from ._common import OpPattern, binary_dtype, broadcast, define, err, tensor_arg
-from .elementwise import _as_operand, _binary_input, _binary_operands
-from ._lowering import _bcast, _const, _name, _out, _tensor, legalizes, scalar_operands
+from phasec.ir import arith, te, tir
+from phasec.ir.infer import expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, PrimExpr, Select
+from phasec.ir.op._common import OpPattern, binary_dtype, broadcast, define, err, tensor_arg
+from phasec.ir.op.elementwise import _as_operand, _binary_input, _binary_operands
+from phasec.ir.op._lowering import _bcast, _const, _name, _out, _tensor, legalizes, scalar_operands
 
 __all__ = ["MATH_UNARY", "MATH_BINARY"]
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..expr import Call, Expr, Var
-from ..infer import arg_sinfo, expr_to_str
-from ._common import OpPattern, define, err
-from ._draw import ANY_DTYPE, declares_draw
-from ._lowering import legalizes_to_relax
+from phasec.ir.expr import Call, Expr, Var
+from phasec.ir.infer import arg_sinfo, expr_to_str
+from phasec.ir.op._common import OpPattern, define, err
+from phasec.ir.op._draw import ANY_DTYPE, declares_draw
+from phasec.ir.op._lowering import legalizes_to_relax
 
 __all__: list[str] = []
 

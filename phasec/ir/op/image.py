@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import te
-from ..infer import expr_to_str
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, Cast, IntImm, Select
-from ._common import (
+from phasec.ir import te
+from phasec.ir.infer import expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, Cast, IntImm, Select
+from phasec.ir.op._common import (
     OpPattern, as_dtype, as_float, as_int, as_str, attrs_of, define, err, one_of, shape_arg,
     tensor_arg, tensor_sinfo,
 )
-from ._layout import layout_of
-from ._draw import declares_draw
-from ._lowering import _clamp, _const, _out, _tensor, legalizes
+from phasec.ir.op._layout import layout_of
+from phasec.ir.op._draw import declares_draw
+from phasec.ir.op._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
 

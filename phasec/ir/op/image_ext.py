@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, te
-from ..infer import expr_to_str
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, Cast, IntImm, Select
-from ._common import (
+from phasec.ir import arith, te
+from phasec.ir.infer import expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, Cast, IntImm, Select
+from phasec.ir.op._common import (
     OpPattern, as_bool, as_dtype, as_float, as_int, as_str, attrs_of, define, err, one_of,
     shape_arg, tensor_arg, tensor_sinfo,
 )
-from ._draw import declares_draw
-from ._layout import Layout, layout_of
-from ._lowering import _clamp, _const, _out, _tensor, legalizes
-from .image import (
+from phasec.ir.op._draw import declares_draw
+from phasec.ir.op._layout import Layout, layout_of
+from phasec.ir.op._lowering import _clamp, _const, _out, _tensor, legalizes
+from phasec.ir.op.image import (
     MODES, ROUNDING, _coord_te, _coords_np, _taps_np, _taps_te, resize_inference, roi_attr,
 )
 

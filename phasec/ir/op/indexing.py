@@ -50,17 +50,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
-from ..struct_info import TensorStructInfo, TupleStructInfo
-from ..tir import BinaryOp, BufferStore, PrimExpr
-from ._common import (
+from phasec.ir import arith, te, tir
+from phasec.ir.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.ir.tir import BinaryOp, BufferStore, PrimExpr
+from phasec.ir.op._common import (
     OpPattern, as_bool, as_int, attrs_of, broadcast_dims, check_indices, define, err, norm_axis,
     one_of, tensor_arg,
 )
-from ._tirgen import checked, copy_buffer, i64, nest, seq
-from ._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
-from ._lowering import LegalizeError, _out, _script, _tensor, legalizes
+from phasec.ir.op._tirgen import checked, copy_buffer, i64, nest, seq
+from phasec.ir.op._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
+from phasec.ir.op._lowering import LegalizeError, _out, _script, _tensor, legalizes
 
 __all__: list[str] = []
 
@@ -565,7 +565,7 @@ def _infer_reverse_sequence(call, ctx):
 
 
 def _reverse_sequence_ref(data, seq_lengths, seq_axis=1, batch_axis=0):
-    from ...errors import IndexOutOfRangeError
+    from phasec.errors import IndexOutOfRangeError
 
     x = np.asarray(data)
     seq, bat = seq_axis % x.ndim, batch_axis % x.ndim

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, IntImm, PrimExpr, Select
-from ._common import REQUIRED, OpPattern, attrs_of, define, err, tensor_arg
-from ._index_map import MapError, apply_inverse, inverse, map_shape, parse_index_map
-from ._draw import ANY_DTYPE, declares_draw
-from ._lowering import LegalizeError, _clamp, _out, _tensor, legalizes
+from phasec.ir import arith, te, tir
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, IntImm, PrimExpr, Select
+from phasec.ir.op._common import REQUIRED, OpPattern, attrs_of, define, err, tensor_arg
+from phasec.ir.op._index_map import MapError, apply_inverse, inverse, map_shape, parse_index_map
+from phasec.ir.op._draw import ANY_DTYPE, declares_draw
+from phasec.ir.op._lowering import LegalizeError, _clamp, _out, _tensor, legalizes
 
 __all__ = ["layout_transform_reference"]
 
@@ -39,7 +39,7 @@ def _norm_index_map(v: Any) -> str:
         out = v(*[tir.Var(n, "int64") for n in names])
         if not isinstance(out, (tuple, list)):
             out = (out,)
-        from ._index_map import _text  # the canonical spelling of each output
+        from phasec.ir.op._index_map import _text  # the canonical spelling of each output
         exprs = [tir.as_prim_expr(e, "int64") if not isinstance(e, PrimExpr) else e for e in out]
         body = ", ".join(_text(e) for e in exprs) + ("," if len(exprs) == 1 else "")
         return parse_index_map(f"lambda {', '.join(names)}: ({body})").text

@@ -39,18 +39,18 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from .. import te, tir
-from ..expr import (
+from phasec.ir import te, tir
+from phasec.ir.expr import (
     Call, Constant, Expr, Function, MatchCast, Op, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from ..struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from ..te import Tensor
-from ..tir import PrimExpr, PrimFunc
-from ._lowering import (
+from phasec.ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from phasec.ir.te import Tensor
+from phasec.ir.tir import PrimExpr, PrimFunc
+from phasec.ir.op._lowering import (
     LEGALIZE, LEGALIZE_RELAX, LegalizeError, LegalizeFn, _const, _script, legalizes,
     legalizes_to_relax,
 )
-from . import definitions  # noqa: F401  (each family registers its lowerings)
+from phasec.ir.op import definitions  # noqa: F401  (each family registers its lowerings)
 
 __all__ = ["LEGALIZE", "LEGALIZE_RELAX", "legalizes", "legalizes_to_relax", "LegalizeError",
            "LoweredCall", "lower_call", "legalize_call", "lower_fused", "legalize_fused",
@@ -241,7 +241,7 @@ def lower_call(call: Call, schedule_hints: Any = True) -> LoweredCall:
     outputs = _as_list(fn(call, operands))
     sinfo = call.struct_info
     if sinfo is None:
-        from ..infer import infer_struct_info
+        from phasec.ir.infer import infer_struct_info
         sinfo = infer_struct_info(call)
     return _build(inputs, outputs, sinfo, schedule_hints)
 

@@ -17,19 +17,19 @@ from typing import Any
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..expr import Call
-from ..struct_info import TensorStructInfo
-from ..te import Tensor
-from ..tir import BinaryOp, PrimExpr
-from ._common import (
+from phasec.ir import arith, te, tir
+from phasec.ir.expr import Call
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.te import Tensor
+from phasec.ir.tir import BinaryOp, PrimExpr
+from phasec.ir.op._common import (
     OpPattern, as_bool, as_dtype, attrs_of, binary_dtype, broadcast_dims, define, err,
     int_tuple, norm_axes, opt, tensor_arg,
 )
-from ._draw import (
+from phasec.ir.op._draw import (
     FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, dim_max, dims_equal, iv_ok, numel_max,
 )
-from ._lowering import (
+from phasec.ir.op._lowering import (
     I64, LEGALIZE, Inputs, LegalizeFn, _attrs, _count, _float, _i64, _is_one, _name, _norm_axis,
     _out,
     _prod, _reduction, _safe_div, _tensor, legalizes,
@@ -57,7 +57,7 @@ def _infer_matmul(call, ctx):
     ka = a.shape[-1]
     kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if arith.prove_not_equal(ka, kb):
-        from ..infer import prim_expr_to_str as s
+        from phasec.ir.infer import prim_expr_to_str as s
         raise err(call, f"matmul reduction lengths differ: {s(ka)} (last axis of the first "
                         f"operand) vs {s(kb)} ({'first' if b.ndim == 1 else 'second-to-last'} "
                         "axis of the second operand)")
@@ -250,7 +250,7 @@ def _matmul_accepts(g, x) -> bool:
 
 
 def _matmul_build(g, x):
-    from . import call_op
+    from phasec.ir.op import call_op
 
     cands = g.visible(lambda v: _matmul_ok(x, v, g.cfg.max_dim))
     cands.append("const")
@@ -284,7 +284,7 @@ def _reduce_draw(name: str, order: int) -> Hooks:
         return iv_ok(_reduce_iv(name, x, min(worst, 8) if name == "prod" else worst))
 
     def build(g, x):
-        from . import call_op
+        from phasec.ir.op import call_op
 
         options: list[Any] = [None] + [(i,) for i in range(x.rank)]
         if x.rank >= 2:

@@ -29,22 +29,22 @@ from typing import Any
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..expr import Call, PrimValue
-from ..infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
-from ..struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
-from ..te import Tensor
-from ..tir import BinaryOp, PrimExpr, Select
-from ._common import (
+from phasec.ir import arith, te, tir
+from phasec.ir.expr import Call, PrimValue
+from phasec.ir.infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
+from phasec.ir.te import Tensor
+from phasec.ir.tir import BinaryOp, PrimExpr, Select
+from phasec.ir.op._common import (
     REQUIRED, OpPattern, as_bool, as_dtype, check_indices, as_int, attrs_of, define, err,
     int_tuple, norm_axes, norm_axis, one_of, opt, prod, shape_arg, shape_tuple, tensor_arg,
     tensor_sinfo,
 )
-from ._lowering import (
+from phasec.ir.op._lowering import (
     I64, Inputs, LegalizeError, _attrs, _bcast, _clamp, _flat_index, _i64, _is_one, _name,
     _norm_axis, _out, _prod, _script, _static, _tensor, _unravel, legalizes,
 )
-from ._symslice import canonical_index, index_tuple, is_symbolic, slice_length, stride_tuple
+from phasec.ir.op._symslice import canonical_index, index_tuple, is_symbolic, slice_length, stride_tuple
 
 __all__: list[str] = []
 

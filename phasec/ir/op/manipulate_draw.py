@@ -11,8 +11,8 @@ import itertools
 import math
 from typing import Any
 
-from ..expr import Tuple
-from ._draw import BOOL, FLOAT, INT, Hooks, const_dim, declares_draw, dims_equal, hull
+from phasec.ir.expr import Tuple
+from phasec.ir.op._draw import BOOL, FLOAT, INT, Hooks, const_dim, declares_draw, dims_equal, hull
 
 __all__: list[str] = []
 
@@ -20,7 +20,7 @@ _ANY = (FLOAT, INT, BOOL)
 
 
 def _call(name: str, *args: Any, **attrs: Any) -> Any:
-    from . import call_op
+    from phasec.ir.op import call_op
 
     return call_op("relax." + name, *args, **attrs)
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, tir
-from ..expr import Call, DataTypeImm, PrimValue, Tuple
-from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
-from ..struct_info import ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo
-from ._common import define, err
+from phasec.ir import arith, tir
+from phasec.ir.expr import Call, DataTypeImm, PrimValue, Tuple
+from phasec.ir.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo
+from phasec.ir.op._common import define, err
 
 __all__ = ["is_void", "VIEW_OPTIONAL"]
 

@@ -8,27 +8,27 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import arith, te
-from ..expr import Call
-from ..struct_info import TensorStructInfo
-from ..te import Tensor
-from ..tir import BinaryOp, FloatImm, PrimExpr
-from ._common import (
+from phasec.ir import arith, te
+from phasec.ir.expr import Call
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.te import Tensor
+from phasec.ir.tir import BinaryOp, FloatImm, PrimExpr
+from phasec.ir.op._common import (
     OpPattern, REQUIRED, as_bool, as_float, as_int, define,
     err, int_tuple, norm_axes, norm_axis, tensor_arg,
 )
-from ._lowering import (
+from phasec.ir.op._lowering import (
     Inputs, _const, _count, _norm_axis, _prod, _reduction, _tensor,
     legalizes,
 )
-from ._draw import FLOAT, Hooks, const_dim, declares_draw, dim_max
-from .elementwise import _float_unary  # the float-dtype check
+from phasec.ir.op._draw import FLOAT, Hooks, const_dim, declares_draw, dim_max
+from phasec.ir.op.elementwise import _float_unary  # the float-dtype check
 
 __all__: list[str] = []
 
 
 def _attrs(call):
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 
@@ -72,7 +72,7 @@ def _check_norm_param(call, x: TensorStructInfo, axes: list[int], idx: int, what
     p = tensor_arg(call, idx, None, what)
     names = (call.args[0], call.args[idx])
     if x.dtype != "void" and p.dtype != "void" and x.dtype != p.dtype:
-        from ..infer import expr_to_str
+        from phasec.ir.infer import expr_to_str
         raise err(call, f"{what} {expr_to_str(names[1])} has dtype {p.dtype} but the input "
                         f"{expr_to_str(names[0])} has dtype {x.dtype}")
     if p.ndim != -1 and p.ndim != len(axes):
@@ -81,7 +81,7 @@ def _check_norm_param(call, x: TensorStructInfo, axes: list[int], idx: int, what
     if p.shape is not None and x.shape is not None:
         for pd, a in zip(p.shape, axes):
             if arith.prove_not_equal(pd, x.shape[a]):
-                from ..infer import prim_expr_to_str
+                from phasec.ir.infer import prim_expr_to_str
                 raise err(call, f"{what} dimension {prim_expr_to_str(pd)} does not match input "
                                 f"dimension {prim_expr_to_str(x.shape[a])} on axis {a}")
 
@@ -254,7 +254,7 @@ def _rms_norm(call: Call, inputs: Inputs) -> Tensor:
 
 def _softmax_draw(name: str, order: int) -> Hooks:
     def build(g, x):
-        from . import call_op
+        from phasec.ir.op import call_op
 
         axis = g.pick(list(range(-1, -x.rank - 1, -1)))
         if name == "nn.softmax":
@@ -272,7 +272,7 @@ def _softmax_draw(name: str, order: int) -> Hooks:
 def _norm_draw(name: str, order: int) -> Hooks:
     """Over the last axis (which must be constant), with constant gamma/beta."""
     def build(g, x):
-        from . import call_op
+        from phasec.ir.op import call_op
 
         n = const_dim(x.shape[-1])
         gamma = g.constant((n,), (0.5, 1.5), "float32")

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith
-from ..tir import BinaryOp, Select
-from .. import te
-from ._common import OpPattern, as_float, as_int, define, err, norm_axis, tensor_arg
-from .elementwise import _float_unary
-from ._draw import declares_draw
-from ._lowering import _const, _name, _out, _tensor, legalizes
+from phasec.ir import arith
+from phasec.ir.tir import BinaryOp, Select
+from phasec.ir import te
+from phasec.ir.op._common import OpPattern, as_float, as_int, define, err, norm_axis, tensor_arg
+from phasec.ir.op.elementwise import _float_unary
+from phasec.ir.op._draw import declares_draw
+from phasec.ir.op._lowering import _const, _name, _out, _tensor, legalizes
 
 __all__ = ["SELU_ALPHA", "SELU_SCALE"]
 
@@ -30,7 +30,7 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _attrs(call):
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 

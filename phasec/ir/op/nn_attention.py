@@ -35,22 +35,22 @@ import math
 
 import numpy as np
 
-from .. import arith, te
-from ..infer import expr_to_str, prim_expr_to_str
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, Cast, IntImm, Select
-from ._common import (
+from phasec.ir import arith, te
+from phasec.ir.infer import expr_to_str, prim_expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, Cast, IntImm, Select
+from phasec.ir.op._common import (
     OpPattern, as_float, as_int, binary_dtype, define, err, one_of, opt, tensor_arg,
     tensor_sinfo,
 )
-from ._draw import declares_draw
-from ._lowering import _clamp, _const, _out, _tensor, legalizes
+from phasec.ir.op._draw import declares_draw
+from phasec.ir.op._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
 
 
 def _attrs(call):
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 

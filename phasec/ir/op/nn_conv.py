@@ -22,23 +22,23 @@ import math
 
 import numpy as np
 
-from .. import arith, te
-from ..infer import prim_expr_to_str
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, IntImm, Select
-from ._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, err, tensor_arg, tensor_sinfo
-from ._layout import (
+from phasec.ir import arith, te
+from phasec.ir.infer import prim_expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, IntImm, Select
+from phasec.ir.op._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, err, tensor_arg, tensor_sinfo
+from phasec.ir.op._layout import (
     Layout, SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from ._draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
-from ._lowering import _clamp, _const, _out, _tensor, legalizes
-from .nn_winograd import winograd_conv2d
+from phasec.ir.op._draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
+from phasec.ir.op._lowering import _clamp, _const, _out, _tensor, legalizes
+from phasec.ir.op.nn_winograd import winograd_conv2d
 
 __all__ = ["conv_reference", "conv_transpose_reference"]
 
 
 def _attrs(call):
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 
@@ -116,7 +116,7 @@ def _check_packed_out(call, layout, dims) -> None:
 
 def _layouts(rank: int, data_layout: str, kernel_layout: str, out_layout, transpose=False):
     """The Layout objects of a reference call (the attributes were checked by inference)."""
-    from ._layout import _packed
+    from phasec.ir.op._layout import _packed
 
     def get(name, canonical):
         if sorted(name) == sorted(canonical):
@@ -253,7 +253,7 @@ def _conv_te(call, inputs, rank: int):
 
 def _lanes(dtype: str) -> int:
     """Elements of ``dtype`` (float32 or float64) in one of the host's vectors."""
-    from ..tuning import host_tuning
+    from phasec.ir.tuning import host_tuning
     return host_tuning().lanes(64 if dtype == "float64" else 32)
 
 
@@ -262,7 +262,7 @@ def _winograd_conv2d(data, weight, out, a):
     (:mod:`.nn_winograd`; ``m`` and the channel threshold from the host's
     :class:`~phasec.ir.tuning.TargetTuning`), or None when the call is not one.
     (Of the NCHW float convolutions, see _conv_te.)"""
-    from ..tuning import host_tuning
+    from phasec.ir.tuning import host_tuning
     tuning = host_tuning()
     if (not tuning.winograd_tile or a["groups"] != 1 or tuple(a["strides"]) != (1, 1)
             or tuple(a["dilation"]) != (1, 1)):
@@ -635,7 +635,7 @@ for _rank in (1, 2, 3):
 
 def _conv2d_build(g, x):
     """NCHW data, a constant OIHW weight of 1..3 square-ish kernels, padding 0 or 1."""
-    from . import call_op
+    from phasec.ir.op import call_op
 
     c = const_dim(x.shape[1])
     h, w = const_dim(x.shape[2]), const_dim(x.shape[3])

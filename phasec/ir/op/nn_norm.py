@@ -30,22 +30,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import arith, te
-from ..infer import expr_to_str, prim_expr_to_str
-from ..struct_info import TensorStructInfo, TupleStructInfo
-from ..tir import BinaryOp, PrimExpr
-from ._common import (
+from phasec.ir import arith, te
+from phasec.ir.infer import expr_to_str, prim_expr_to_str
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.ir.tir import BinaryOp, PrimExpr
+from phasec.ir.op._common import (
     REQUIRED, OpPattern, as_bool, as_float, as_int, define, err, int_tuple, norm_axes, norm_axis,
     tensor_arg,
 )
-from ._draw import declares_draw
-from ._lowering import _const, _count, _name, _out, _prod, _tensor, legalizes
+from phasec.ir.op._draw import declares_draw
+from phasec.ir.op._lowering import _const, _count, _name, _out, _prod, _tensor, legalizes
 
 __all__: list[str] = []
 
 
 def _attrs(call):
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 

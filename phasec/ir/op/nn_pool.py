@@ -29,23 +29,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, te
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, BufferStore, Cast, For, IntImm, PrimExpr, Select, SeqStmt, Var
-from ._common import (
+from phasec.ir import arith, te
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, BufferStore, Cast, For, IntImm, PrimExpr, Select, SeqStmt, Var
+from phasec.ir.op._common import (
     OpPattern, as_bool, as_str, define, err, int_tuple, opt, tensor_sinfo, tensor_arg,
 )
-from ._layout import (
+from phasec.ir.op._layout import (
     SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from ._draw import FLOAT, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
-from ._lowering import _clamp, _const, _name, _out, _tensor, legalizes
+from phasec.ir.op._draw import FLOAT, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
+from phasec.ir.op._lowering import _clamp, _const, _name, _out, _tensor, legalizes
 
 __all__ = ["pool_out_size", "pool_reference"]
 
 
 def _attrs(call):
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 
@@ -186,7 +186,7 @@ def pool_reference(data, kind, rank, pool_size, strides, padding, dilation, ceil
 
 def _ref_layout(name: str, rank: int):
     """The layout of a reference call (inference has checked the attribute)."""
-    from ._layout import Layout, _packed
+    from phasec.ir.op._layout import Layout, _packed
 
     canonical = _canonical(rank)
     if sorted(name) == sorted(canonical):
@@ -244,7 +244,7 @@ def _fast_max_pool(dtype: str, out_shape, stride: int) -> bool:
         return False
     if stride == 1:
         return True
-    from ..tuning import host_tuning
+    from phasec.ir.tuning import host_tuning
 
     width = arith.const_int(out_shape[-1])
     return width is not None and width >= host_tuning().lanes(int(dtype[5:]))
@@ -288,7 +288,7 @@ def _padded_input(x, pads, rank: int, fill, reach: list[int]):
                                               for j in range(rank)])), "y")
         body = SeqStmt((fill_stmt, copy_stmt))
         # threads only for enough work, as the TE schedules decide (tuning)
-        from ..tuning import host_tuning
+        from phasec.ir.tuning import host_tuning
 
         work = n * c * int(np.prod(shape[2:]))
         par = c > 1 and work >= host_tuning().parallel_min_work
@@ -573,7 +573,7 @@ for _rank in (1, 2, 3):
 def _pool2d_draw(name: str, order: int) -> Hooks:
     """NCHW data, a square window of 1 or 2, strides 1 or 2 (the result within the data's interval)."""
     def build(g, x):
-        from . import call_op
+        from phasec.ir.op import call_op
 
         h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
         size = g.pick([s for s in (1, 2) if s <= min(h, w)])

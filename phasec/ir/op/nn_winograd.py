@@ -27,7 +27,7 @@ choose when it is used; ``PHASEC_WINOGRAD=0`` turns it off on the host.
 
 The weight transform is a nest of its own marked
 ``AttrStmt(WINOGRAD_MARK, m, nest)``: when the weight is a constant of the
-module, :class:`passes.pack_constant_weights.PackConstantWeights` computes
+module, :class:`phasec.passes.pack_constant_weights.PackConstantWeights` computes
 ``U`` once at build time (:func:`transform_weight`) and the kernel reads it
 as a parameter instead. The transforms are written as TIR (``te.extern``)
 with the constants folded in, zero terms skipped and contiguous innermost
@@ -43,9 +43,9 @@ from fractions import Fraction as F
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..tir import BinaryOp, Buffer, For, IfThenElse, IntImm, PrimExpr, Stmt, Var
-from ._tirgen import i64, seq
+from phasec.ir import arith, te, tir
+from phasec.ir.tir import BinaryOp, Buffer, For, IfThenElse, IntImm, PrimExpr, Stmt, Var
+from phasec.ir.op._tirgen import i64, seq
 
 __all__ = ["WINOGRAD_MARK", "winograd_matrices", "transform_weight", "winograd_conv2d"]
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, te
-from ..infer import prim_expr_to_str
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, IntImm
-from ._common import OpPattern, as_dtype, as_int, define, err, tensor_arg
-from ._draw import NUMBERS, declares_draw
-from ._lowering import _const, _out, _tensor, legalizes
+from phasec.ir import arith, te
+from phasec.ir.infer import prim_expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, IntImm
+from phasec.ir.op._common import OpPattern, as_dtype, as_int, define, err, tensor_arg
+from phasec.ir.op._draw import NUMBERS, declares_draw
+from phasec.ir.op._lowering import _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
 
@@ -37,7 +37,7 @@ _SCALE_DTYPES = ("float16", "float32")
 
 
 def _attrs(call):
-    from ._common import attrs_of
+    from phasec.ir.op._common import attrs_of
     return attrs_of(call)
 
 

@@ -15,8 +15,8 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..expr import Call
-    from ..struct_info import StructInfo
+    from phasec.ir.expr import Call
+    from phasec.ir.struct_info import StructInfo
 
 __all__ = ["OpPattern", "OpDef", "REQUIRED", "register_op", "get_op", "find_op",
            "list_ops", "InferContext", "CATEGORY_MAX_PHASE"]
@@ -96,7 +96,7 @@ class OpDef:
         module, registered with :func:`phasec.ir.op._lowering.legalizes`; this
         property is the op's view of its entry.
         """
-        from ._lowering import LEGALIZE
+        from phasec.ir.op._lowering import LEGALIZE
 
         return LEGALIZE.get(self.name)
 
@@ -105,7 +105,7 @@ class OpDef:
         """The op's lowering to a Relax expression instead of a kernel (a VM
         builtin or packed call: shape_of, print, sort...), or None; see
         :func:`phasec.ir.op._lowering.legalizes_to_relax`."""
-        from ._lowering import LEGALIZE_RELAX
+        from phasec.ir.op._lowering import LEGALIZE_RELAX
 
         return LEGALIZE_RELAX.get(self.name)
 
@@ -113,7 +113,7 @@ class OpDef:
     def draw(self) -> Any:
         """How a random program generator calls the op (a
         :class:`phasec.ir.op._draw.Draw` declared beside its definition), or None."""
-        from ._draw import draw_of
+        from phasec.ir.op._draw import draw_of
 
         return draw_of(self.name)
 
@@ -152,7 +152,7 @@ def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import definitions  # noqa: F401
+        from phasec.ir.op import definitions  # noqa: F401
 
 
 def find_op(name: str) -> OpDef | None:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, te
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, IntImm, Select
-from ._common import OpPattern, as_dtype, attrs_of, check_indices, define, err, tensor_arg
-from ._draw import FLOAT, INT, Hooks, const_dim, declares_draw
-from ._lowering import _out, _tensor, legalizes
-from ._tirgen import checked
+from phasec.ir import arith, te
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, IntImm, Select
+from phasec.ir.op._common import OpPattern, as_dtype, attrs_of, check_indices, define, err, tensor_arg
+from phasec.ir.op._draw import FLOAT, INT, Hooks, const_dim, declares_draw
+from phasec.ir.op._lowering import _out, _tensor, legalizes
+from phasec.ir.op._tirgen import checked
 
 __all__: list[str] = []
 
@@ -109,7 +109,7 @@ def _draw_accepts(g, x) -> bool:
 
 
 def _draw_build(g, x):
-    from . import call_op
+    from phasec.ir.op import call_op
 
     batch, vocab = (const_dim(d) for d in x.shape)
     n = g.integers(1, 4)

@@ -30,15 +30,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, tir
-from ..expr import Call, ExternFunc, ShapeExpr, StringImm
-from ..infer import arg_sinfo, expr_to_str, sinfo_to_str
-from ..struct_info import (
+from phasec.ir import arith, tir
+from phasec.ir.expr import Call, ExternFunc, ShapeExpr, StringImm
+from phasec.ir.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
-from ._common import OpPattern, attrs_of, define, err, shape_arg, tensor_arg
-from ._draw import ANY_DTYPE, declares_draw
-from ._lowering import legalizes_to_relax
+from phasec.ir.op._common import OpPattern, attrs_of, define, err, shape_arg, tensor_arg
+from phasec.ir.op._draw import ANY_DTYPE, declares_draw
+from phasec.ir.op._lowering import legalizes_to_relax
 
 __all__: list[str] = []
 
@@ -54,7 +54,7 @@ def _format_str(v) -> str:
 
 
 def _pure_packed(name: str, call: Call) -> Call:
-    from . import call_op
+    from phasec.ir.op import call_op
 
     return call_op("call_pure_packed", ExternFunc(name), *call.args,
                    sinfo_args=[call.struct_info], span=call.span)
@@ -89,7 +89,7 @@ def _infer_shape_to_tensor(call, ctx):
 
 
 def _shape_to_tensor_ref(expr):
-    from ...packed import get_packed_func
+    from phasec.packed import get_packed_func
 
     return get_packed_func("vm.builtin.shape_to_tensor")(expr)
 
@@ -113,7 +113,7 @@ def _infer_tensor_to_shape(call, ctx):
 
 
 def _tensor_to_shape_ref(expr):
-    from ...packed import get_packed_func
+    from phasec.packed import get_packed_func
 
     return get_packed_func("vm.builtin.tensor_to_shape")(expr)
 
@@ -133,7 +133,7 @@ def _infer_print(call, ctx):
 
 
 def _print_ref(*values, format=""):  # noqa: A002 - TVM's attribute name
-    from ...packed import get_packed_func  # the VM's own implementation: one behaviour
+    from phasec.packed import get_packed_func  # the VM's own implementation: one behaviour
 
     return get_packed_func("relax.run.print")(format, *values)
 
@@ -162,7 +162,7 @@ def _infer_assert(call, ctx):
 
 
 def _assert_ref(condition, *format_args, format=""):  # noqa: A002
-    from ...packed import get_packed_func
+    from phasec.packed import get_packed_func
 
     return get_packed_func("relax.run.assert_op")(condition, format, *format_args)
 

@@ -37,15 +37,15 @@ import math
 
 import numpy as np
 
-from .. import arith, tir
-from ..expr import ExternFunc, PrimValue, StringImm
-from ..struct_info import TensorStructInfo, TupleStructInfo
-from ._common import (
+from phasec.ir import arith, tir
+from phasec.ir.expr import ExternFunc, PrimValue, StringImm
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.ir.op._common import (
     OpPattern, as_bool, as_dtype, as_int, attrs_of, define, err, int_tuple, norm_axes, norm_axis,
     one_of, opt, tensor_arg,
 )
-from ._draw import ANY_DTYPE, NUMBERS, declares_draw
-from ._lowering import legalizes_to_relax
+from phasec.ir.op._draw import ANY_DTYPE, NUMBERS, declares_draw
+from phasec.ir.op._lowering import legalizes_to_relax
 
 __all__: list[str] = []
 
@@ -58,7 +58,7 @@ def _int_dtype(v):
 
 
 def _packed(name: str):
-    from ...packed import get_packed_func
+    from phasec.packed import get_packed_func
 
     return get_packed_func(name)
 
@@ -66,7 +66,7 @@ def _packed(name: str):
 def _lower(name: str, attrs_to_args):
     """LegalizeOps: ``R.call_pure_packed(name, data, *attribute values)``."""
     def lower(call):
-        from . import call_op
+        from phasec.ir.op import call_op
 
         extra = [PrimValue(v) if isinstance(v, (bool, int)) else StringImm(v)
                  for v in attrs_to_args(attrs_of(call))]
@@ -203,7 +203,7 @@ define("median", ("x",), _infer_median,
 
 @legalizes_to_relax("median")
 def _median(call):
-    from . import call_op
+    from phasec.ir.op import call_op
 
     x = call.args[0].struct_info
     whole, ax = _median_axes(call, x)
@@ -248,7 +248,7 @@ define("unique", ("x",), _infer_unique,
 
 @legalizes_to_relax("unique")
 def _unique(call):
-    from . import call_op
+    from phasec.ir.op import call_op
 
     a = attrs_of(call)
     extra = [_pv_bool(a[k]) for k in ("sorted", "return_index", "return_inverse",
@@ -292,7 +292,7 @@ define("dynamic_strided_slice", ("x", "begin", "end", "strides"), _infer_dynamic
 
 @legalizes_to_relax("dynamic_strided_slice")
 def _dynamic_strided_slice(call):
-    from . import call_op
+    from phasec.ir.op import call_op
 
     return call_op("call_pure_packed", ExternFunc("phasec.dynamic_strided_slice"), *call.args,
                    sinfo_args=[call.struct_info], span=call.span)

@@ -30,20 +30,20 @@ import math
 
 import numpy as np
 
-from .. import te, tir
-from ..infer import expr_to_str
-from ..struct_info import TensorStructInfo
-from ..tir import BinaryOp, IfThenElse, PrimExpr, Select
-from ._common import (
+from phasec.ir import te, tir
+from phasec.ir.infer import expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, IfThenElse, PrimExpr, Select
+from phasec.ir.op._common import (
     OpPattern, as_bool, as_dtype, as_int, attrs_of, define, err, int_tuple, norm_axis, opt, prod,
     tensor_arg,
 )
-from ._tirgen import i64, nest
-from ._draw import NUMBERS, declares_draw
-from ._lowering import (
+from phasec.ir.op._tirgen import i64, nest
+from phasec.ir.op._draw import NUMBERS, declares_draw
+from phasec.ir.op._lowering import (
     _const, _count, _out, _prod, _reduction, _tensor, _unravel, legalizes,
 )
-from .linalg import _infer_reduce, _np_axis
+from phasec.ir.op.linalg import _infer_reduce, _np_axis
 
 __all__: list[str] = []
 

@@ -29,17 +29,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import arith, te, tir
-from ..struct_info import TensorStructInfo
-from ..infer import prim_expr_to_str
-from ..tir import BinaryOp, PrimExpr, Select
-from ._common import (
+from phasec.ir import arith, te, tir
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.infer import prim_expr_to_str
+from phasec.ir.tir import BinaryOp, PrimExpr, Select
+from phasec.ir.op._common import (
     REQUIRED, OpPattern, as_float, as_int, attrs_of, define, err, int_tuple, norm_axis, one_of,
     opt, prod, tensor_arg,
 )
-from ._tirgen import checked, i64
-from ._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
-from ._lowering import _const, _out, _tensor, _unravel, legalizes
+from phasec.ir.op._tirgen import checked, i64
+from phasec.ir.op._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
+from phasec.ir.op._lowering import _const, _out, _tensor, _unravel, legalizes
 
 __all__: list[str] = []
 
@@ -358,8 +358,8 @@ def _pixel_shuffle(call, inputs):
 # ---------------------------------------------------------------------------
 
 def _infer_slice_scatter(call, ctx):
-    from ..infer import arg_sinfo, sinfo_to_str
-    from ..struct_info import PrimStructInfo
+    from phasec.ir.infer import arg_sinfo, sinfo_to_str
+    from phasec.ir.struct_info import PrimStructInfo
 
     x = tensor_arg(call, 0, ctx, "input_tensor")
     src = tensor_arg(call, 1, ctx, "src")
@@ -411,8 +411,8 @@ define("slice_scatter", ("input_tensor", "src", "start", "end", "step"), _infer_
 
 @legalizes("slice_scatter")
 def _slice_scatter(call, inputs):
-    from ..expr import PrimValue
-    from ._lowering import LegalizeError, _script
+    from phasec.ir.expr import PrimValue
+    from phasec.ir.op._lowering import LegalizeError, _script
 
     x, src = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
     out = _out(call)

@@ -81,9 +81,9 @@ validation included) in about 1.5 s.
 
 from __future__ import annotations
 
-from .decode import from_json
-from .encode import to_json
-from .schema import (
+from phasec.script.json_format.decode import from_json
+from phasec.script.json_format.encode import to_json
+from phasec.script.json_format.schema import (
     FORMAT_NAME, FORMAT_VERSION, MAX_DEPTH, READABLE_VERSIONS, ModuleDoc, json_schema,
 )
 

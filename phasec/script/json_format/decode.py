@@ -11,25 +11,25 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from ...errors import SchemaError
-from ...ir import tir
-from ...ir.expr import (
+from phasec.errors import SchemaError
+from phasec.ir import tir
+from phasec.ir.expr import (
     BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr, ExternFunc,
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ...ir.module import (
+from phasec.ir.module import (
     DummyGlobalInfo, IRModule, Target, VDevice, canonical_vdevice, plain_target,
     target_problem,
 )
-from ...ir.node import Span
-from ...ir.struct_info import (
+from phasec.ir.node import Span
+from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from .._checks import dim_problem, int_range_problem
+from phasec.script._checks import dim_problem, int_range_problem
 
-from .schema import (
+from phasec.script.json_format.schema import (
     AllocateDoc, AttrDict, AttrExpr, AttrFloat, AttrList, AttrPrimExpr, AttrStmtDoc,
     AttrBuffer, AttrStructInfo, AttrTarget, AttrVDevice,
     BinaryOpDoc, BlockDoc, BlockDocR, BufferLoadDoc, BufferRef, BufferRegionDoc,
@@ -43,8 +43,8 @@ from .schema import (
     TirVarRef, TupleDoc, TupleGetItemDoc, TupleStructInfoDoc, WhileDoc, _Model,
     BufferDataDoc, TirStringImmDoc,
 )
-from . import schema
-from .encode import _gc_paused
+from phasec.script.json_format import schema
+from phasec.script.json_format.encode import _gc_paused
 # ---------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------

@@ -11,22 +11,22 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 
-from ...errors import SchemaError
-from ...ir import tir
-from ...ir.expr import (
+from phasec.errors import SchemaError
+from phasec.ir import tir
+from phasec.ir.expr import (
     BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr, ExternFunc,
     Function, GlobalVar, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple,
     TupleGetItem, Var, VarBinding,
 )
-from ...ir.module import IRModule, Target, VDevice
-from ...ir.node import Span
-from ...ir.phase import Phase
-from ...ir.struct_info import (
+from phasec.ir.module import IRModule, Target, VDevice
+from phasec.ir.node import Span
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
 
-from .schema import FORMAT_NAME, FORMAT_VERSION, MAX_DEPTH
+from phasec.script.json_format.schema import FORMAT_NAME, FORMAT_VERSION, MAX_DEPTH
 # Writing
 # ---------------------------------------------------------------------------
 

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from typing_extensions import TypeAliasType
 
-from ...ir import tir
-from ...ir.phase import Phase
+from phasec.ir import tir
+from phasec.ir.phase import Phase
 
 __all__ = ["json_schema", "FORMAT_NAME", "FORMAT_VERSION", "READABLE_VERSIONS", "MAX_DEPTH",
            "ModuleDoc"]
