@@ -7,7 +7,36 @@ and the layers below never import the layers above them.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
+
+
+class _SourceCheckoutFinder(importlib.abc.MetaPathFinder):
+    """Finds ``phasec.verifier`` and ``phasec.passes`` in a source checkout.
+
+    The repository keeps them as the top-level folders ``verifier/`` and
+    ``passes/``; an install maps them into the package (pyproject.toml's
+    package-dir). When Python imports ``phasec`` from the checkout itself (the
+    repository root on ``sys.path``), this finder supplies the same mapping.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._folders = {f"{__name__}.{name}": root / name for name in ("verifier", "passes")}
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        folder = self._folders.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, folder / "__init__.py", submodule_search_locations=[str(folder)])
+
+
+_HERE = Path(__file__).resolve().parent
+if not (_HERE / "verifier").is_dir() and (_HERE.parent / "verifier" / "__init__.py").is_file():
+    sys.meta_path.append(_SourceCheckoutFinder(_HERE.parent))
 
 from phasec.errors import (  # noqa: F401
     InvalidPhaseError, ParseError, PassError, PhasecError, PhaseError, SchemaError,
@@ -43,5 +72,11 @@ def __getattr__(name: str) -> Any:
     return mod if module.endswith("." + name) else getattr(mod, name)
 
 
+__all__ = sorted({"__version__", "IRModule", "Phase", "assert_structural_equal", "structural_equal",
+                  "structural_hash", "InvalidPhaseError", "ParseError", "PassError",
+                  "PhasecError", "PhaseError", "SchemaError", "StructInfoError", "VMError",
+                  "WellFormedError", *_LAZY})
+
+
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return list(__all__)
