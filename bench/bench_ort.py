@@ -272,7 +272,7 @@ def measure_peak(repeat: int) -> float:
     from phasec.ir import tir as T
 
     try:
-        from phasec.ir.tuning import host_tuning
+        from phasec.target.tuning import host_tuning
         lanes = host_tuning().lanes(32)
     except ImportError:  # a tree from before the tunings existed (an AVX-512 host)
         lanes = 16

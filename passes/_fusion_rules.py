@@ -4,7 +4,7 @@ A :class:`FusionRules` value is a table a user replaces per target (an
 accelerator that runs matmul alone, a CPU that likes big kernels...)::
 
     from phasec.passes.fuse_ops import FuseOps, FusionRules, DEFAULT_RULES
-    from phasec.ir.op.registry import OpPattern as P
+    from phasec.op.registry import OpPattern as P
 
     no_epilogue = DEFAULT_RULES.forbid((P.OUT_ELEMWISE_FUSABLE, P.ELEMWISE),
                                        (P.OUT_ELEMWISE_FUSABLE, P.BROADCAST),
@@ -15,7 +15,7 @@ accelerator that runs matmul alone, a CPU that likes big kernels...)::
     #   then FuseOps{rules=my_accel} in a textual pipeline
 
 The table is a set of allowed *(producer kind, consumer kind)* pairs over
-:class:`~phasec.ir.op.registry.OpPattern`; see :mod:`phasec.passes.fuse_ops` for how
+:class:`~phasec.op.registry.OpPattern`; see :mod:`phasec.passes.fuse_ops` for how
 FuseOps reads it and for the default table. ``op_patterns`` overrides the
 pattern kind of individual operators (``{"relax.nn.conv2d": OpPattern.OPAQUE}``
 keeps conv2d alone), and ``max_fused_ops`` bounds the size of a group.
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from phasec.ir.op.registry import OpDef, OpPattern
+from phasec.op.registry import OpDef, OpPattern
 from phasec.transform import PassConfigError
 from phasec.transform.info import is_int_at_least
 

@@ -40,8 +40,8 @@ from phasec.ir import (
     PrimValue, ShapeExpr, ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem,
     TupleStructInfo, Var, VarBinding,
 )
-from phasec.ir.infer import sinfo_to_str
-from phasec.ir.op import op_expr
+from phasec.op.infer import sinfo_to_str
+from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["CallTIRRewrite", "CallTIRRewriteError"]

@@ -28,8 +28,8 @@ from phasec.ir import (
     BindingBlock, Call, DataflowVar, Expr, ExternFunc, Function, FuncStructInfo,
     GlobalVar, If, IRModule, MatchCast, Op, Phase, SeqExpr, Var, collect_exprs,
 )
-from phasec.ir.infer import collect_shape_vars
-from phasec.ir.op import find_op
+from phasec.op.infer import collect_shape_vars
+from phasec.op import find_op
 from phasec.transform import PassConfigError, module_pass, register_pass
 
 __all__ = ["DeadCodeElimination", "call_is_pure", "used_vars", "reachable_functions",

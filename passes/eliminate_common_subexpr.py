@@ -32,8 +32,8 @@ from phasec.ir import (
     Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExprMutator, Function,
     IRModule, Node, Op, Phase, SeqExpr, Var, VarBinding, tir,
 )
-from phasec.ir.infer import is_base_of
-from phasec.ir.op import find_op
+from phasec.op.infer import is_base_of
+from phasec.op import find_op
 from phasec.transform import module_pass, register_pass
 
 from phasec.passes.dead_code_elimination import call_is_pure

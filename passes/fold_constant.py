@@ -55,7 +55,7 @@ from phasec.ir import (
     Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Tuple, TupleGetItem,
     TupleStructInfo, Var, is_splat, tir,
 )
-from phasec.ir.op import OpPattern, find_op
+from phasec.op import OpPattern, find_op
 from phasec.transform import PassConfigError, module_pass, register_pass
 from phasec.transform.info import is_int_at_least
 

@@ -3,13 +3,13 @@
 Within each dataflow block of each Relax function (functions with a
 ``Primitive``, ``Codegen`` or ``Composite`` attribute are left alone),
 operator calls are partitioned into groups by their fusion pattern kind
-(:class:`~phasec.ir.op.registry.OpPattern`). Every group, a single operator
+(:class:`~phasec.op.registry.OpPattern`). Every group, a single operator
 included, becomes a private module-level function with the attribute
 ``{"Primitive": True}`` whose body is one dataflow block holding the group's
 bindings; the group's bindings in the caller are replaced by one call
 ``lv = cls.fused_matmul_add_relu(x, w, b)`` placed where the group's last
 binding was. ``LegalizeOps`` then lowers each such function to ONE PrimFunc
-(:func:`phasec.ir.op.legalize.legalize_fused`), in which injective operators
+(:func:`phasec.op.legalize.legalize_fused`), in which injective operators
 are computed inline and the group's anchor (matmul, conv2d, a reduction...)
 carries its elementwise epilogue.
 
@@ -97,17 +97,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from phasec.ir import Phase, tir
-from phasec.ir import arith
-from phasec.ir.builder import NameTable, is_leaf
+from phasec import arith
+from phasec.script.builder import NameTable, is_leaf
 from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function,
     GlobalVar, If, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from phasec.ir.infer import collect_shape_vars
+from phasec.op.infer import collect_shape_vars
 from phasec.ir.module import IRModule
-from phasec.ir.op import map_symbolic_attrs, symbolic_attr_values
-from phasec.ir.op.legalize import LEGALIZE_RELAX
-from phasec.ir.op.registry import OpDef, OpPattern, find_op
+from phasec.op import map_symbolic_attrs, symbolic_attr_values
+from phasec.op.legalize import LEGALIZE_RELAX
+from phasec.op.registry import OpDef, OpPattern, find_op
 from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
     TupleStructInfo,

@@ -52,12 +52,13 @@ from phasec.ir import (
     Binding, BindingBlock, Call, DataflowVar, Expr, ExprMutator, Function, FuncStructInfo,
     GlobalVar, If, IRModule, MatchCast, ObjectStructInfo, Phase, PrimStructInfo, PrimValue,
     SeqExpr, ShapeExpr, ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem,
-    TupleStructInfo, Var, VarBinding, arith, tir,
+    TupleStructInfo, Var, VarBinding, tir,
 )
-from phasec.ir.builder import NameTable
-from phasec.ir.infer import collect_shape_vars, context_from_module, infer_struct_info
-from phasec.ir.op import map_symbolic_attrs, op_expr, symbolic_attr_values
-from phasec.ir.op.registry import InferContext
+from phasec import arith
+from phasec.script.builder import NameTable
+from phasec.op.infer import collect_shape_vars, context_from_module, infer_struct_info
+from phasec.op import map_symbolic_attrs, op_expr, symbolic_attr_values
+from phasec.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
 from phasec.passes.normalize import normalize_module

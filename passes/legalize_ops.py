@@ -6,10 +6,10 @@ The transition from optimization (1) into lowering (2)::
                                    ==>                    out_sinfo=R.Tensor((n, 4), "float32"))
 
 * Every call of a ``compute`` operator becomes one ``call_tir`` into the
-  PrimFunc :func:`phasec.ir.op.legalize.lower_call` generates for it.
+  PrimFunc :func:`phasec.op.legalize.lower_call` generates for it.
 * Every call of a module function marked ``Primitive`` (a group made by
   FuseOps) becomes one ``call_tir`` into ONE PrimFunc made by
-  :func:`~phasec.ir.op.legalize.lower_fused`: injective operators are inlined
+  :func:`~phasec.op.legalize.lower_fused`: injective operators are inlined
   into their consumers' loop nests and a reduction anchor carries its
   elementwise epilogue, so the group touches memory once. The Primitive
   Relax functions are removed; their kernels keep their names
@@ -29,7 +29,7 @@ The transition from optimization (1) into lowering (2)::
 phase, about which operators share ONE kernel — one ``call_tir``, so the
 intermediate tensors between them never exist as Relax values and never
 get allocated by the VM. *Inlining* is how the kernel generator
-(:mod:`phasec.ir.te`) then builds that kernel's loop nest: an injective
+(:mod:`phasec.te`) then builds that kernel's loop nest: an injective
 producer gets no buffer at all, its defining expression is substituted
 into each load of it in the consumer's loop. Not every operator of a fused
 group can be inlined: a reduction anchor (matmul, conv2d, sum) needs an
@@ -76,18 +76,18 @@ from phasec.ir import (
     ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var,
     VarBinding, structural_equal, structural_hash, tir,
 )
-from phasec.ir.arith import simplify, substitute
-from phasec.ir.builder import NameTable
+from phasec.arith import simplify, substitute
+from phasec.script.builder import NameTable
 from phasec.ir.visitor import collect_exprs
-from phasec.ir.infer import (
+from phasec.op.infer import (
     collect_shape_vars, context_from_module, expr_to_str, infer_struct_info, sinfo_to_str,
     substitute_sinfo,
 )
-from phasec.ir.op import find_op, op_expr
-from phasec.ir.op.legalize import (
+from phasec.op import find_op, op_expr
+from phasec.op.legalize import (
     LEGALIZE_RELAX, LegalizeError, LoweredCall, lower_call, lower_fused,
 )
-from phasec.ir.op.registry import InferContext
+from phasec.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["LegalizeOps", "LegalizeOpsError", "kernel_base_name"]

@@ -1,6 +1,6 @@
 """Normalize: A-normal form with struct info filled in everywhere.
 
-Wraps :func:`phasec.ir.builder.normalize_function` for every Relax function
+Wraps :func:`phasec.script.builder.normalize_function` for every Relax function
 of the module: nested non-leaf operands are bound to fresh variables (named
 ``lv``, ``lv1``... deterministically, DataflowVars inside dataflow blocks),
 if-branches and function bodies become ``SeqExpr``s, and variables and
@@ -21,9 +21,9 @@ pass's input too, but Normalize's input is exactly the IR that check rejects
 from __future__ import annotations
 
 from phasec.ir import Function, IRModule, Phase
-from phasec.ir.builder import normalize_function
-from phasec.ir.infer import context_from_module
-from phasec.ir.op.registry import InferContext
+from phasec.script.builder import normalize_function
+from phasec.op.infer import context_from_module
+from phasec.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
 from phasec.passes.dead_code_elimination import global_refs

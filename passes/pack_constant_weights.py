@@ -1,7 +1,7 @@
 """PackConstantWeights: pack a matmul's (or transform a Winograd convolution's)
 constant weights once per build.
 
-The GEMM schedule (:mod:`phasec.ir._te_gemm`) copies each panel of B into a
+The GEMM schedule (:mod:`phasec.te.schedules.gemm`) copies each panel of B into a
 contiguous packed buffer (micro-panels of ``K x NR`` elements) on every call
 before the register tiles read it: for B = a weight matrix of a model that
 copy is the same on every call, and for BERT's 768x3072 weights it costs
@@ -26,7 +26,7 @@ original stays while a call uses it).
 The pass changes no value: a packed element is a copy of a weight element,
 read by the same multiply-add in the same order.
 
-A Winograd convolution (:mod:`phasec.ir.op.nn_winograd`) marks its weight
+A Winograd convolution (:mod:`phasec.op.nn_winograd`) marks its weight
 transform (``U = G w G^T``) the same way, with ``WINOGRAD_MARK``: for a
 constant weight the pass computes ``U`` here (:func:`transform_weight`, in
 float64 rounded once, where the kernel's own transform rounds at each
@@ -44,10 +44,10 @@ from phasec.ir import (
     Binding, Call, Constant, DataflowVar, ExprMutator, Function, GlobalVar, IRModule, Op, Phase,
     Tuple, Var, tir,
 )
-from phasec.ir._te_gemm import PACK_MARK, PREPACK_ATTR, PREPACK_WIDTH_ATTR
-from phasec.ir.op.nn_winograd import WINOGRAD_MARK, transform_weight
+from phasec.te.schedules.gemm import PACK_MARK, PREPACK_ATTR, PREPACK_WIDTH_ATTR
+from phasec.op.nn_winograd import WINOGRAD_MARK, transform_weight
 from phasec.ir.node import Node, replace
-from phasec.ir.tir_blocks import bind_loop_vars_in_blocks
+from phasec.te.blocks import bind_loop_vars_in_blocks
 from phasec.ir.visitor import collect_exprs
 from phasec.transform import module_pass, register_pass
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from phasec.ir import Call, ExprMutator, ExternFunc, Function, IRModule, Op, Phase
-from phasec.ir.op import op_expr
+from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["RemovePurityChecking", "FORCE_PURE"]

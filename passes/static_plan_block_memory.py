@@ -71,9 +71,9 @@ from phasec.ir import (
     ShapeExpr, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding,
     collect_exprs, tir,
 )
-from phasec.ir.arith import free_vars, simplify
-from phasec.ir.infer import prim_expr_to_str
-from phasec.ir.op import op_expr
+from phasec.arith import free_vars, simplify
+from phasec.op.infer import prim_expr_to_str
+from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["StaticPlanBlockMemory", "PlanStats", "plan_stats", "TENSOR_BYTES_ATTR",

@@ -207,14 +207,14 @@ def generate_sections() -> dict[str, str]:
 def _section_operators() -> str:
     """Every registered operator: where it is defined, its pattern kind, and
     how LegalizeOps lowers it."""
-    from phasec.ir.op import list_ops
-    from phasec.ir.op._lowering import LOWERS_TO
-    from phasec.ir.op.legalize import LEGALIZE, LEGALIZE_RELAX
-    from phasec.ir.op.registry import CATEGORY_MAX_PHASE
+    from phasec.op import list_ops
+    from phasec.op._lowering import LOWERS_TO
+    from phasec.op.legalize import LEGALIZE, LEGALIZE_RELAX
+    from phasec.op.registry import CATEGORY_MAX_PHASE
 
     rows = []
     for op in list_ops():
-        family = getattr(op.infer, "__module__", "").removeprefix("phasec.ir.op.")
+        family = getattr(op.infer, "__module__", "").removeprefix("phasec.op.")
         if op.name in LEGALIZE:
             lowers = "kernel (TE)"
         elif op.name in LEGALIZE_RELAX:
@@ -225,8 +225,8 @@ def _section_operators() -> str:
         attrs = ", ".join(op.attrs) or "-"
         rows.append([f"`{op.script_name}`", family, operands, attrs, op.pattern.name.lower(),
                      "yes" if op.pure else "no", lowers])
-    return (f"{len(rows)} operators, from the registry (`phasec.ir.op`); the family is the "
-            "module under `phasec/ir/op/` that holds the definition, inference, reference and "
+    return (f"{len(rows)} operators, from the registry (`phasec.op`); the family is the "
+            "module under `phasec/op/` that holds the definition, inference, reference and "
             "legalization.\n\n"
             + _table(["operator", "family", "operands", "attributes", "pattern", "pure",
                       "lowered to"], rows))
@@ -330,11 +330,11 @@ Then regenerate this file (`{command}`).
 ## Operators
 
 An operator is one registry entry, found whole in one family module under
-`phasec/ir/op/`: struct-info inference, numpy reference, fusion pattern kind
+`phasec/op/`: struct-info inference, numpy reference, fusion pattern kind
 and legalization side by side. Most lower to a kernel generated from a tensor
 expression (scans and scatters through `te.extern` statements); shape values,
 `print`/`assert_op`, sorts and data-dependent shapes lower, as in TVM 0.27, to
-VM builtins and packed functions (`phasec.packed`); builtins stay as they are.
+VM builtins and packed functions (`phasec.runtime.packed`); builtins stay as they are.
 
 {operators}
 """

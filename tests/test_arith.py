@@ -4,10 +4,10 @@
 from hypothesis import given, strategies as st
 
 from phasec.ir import tir
-from phasec.ir.arith import (
+from phasec.arith import (
     const_int, free_vars, prove_equal, prove_not_equal, simplify, substitute,
 )
-from phasec.ir.infer import prim_expr_to_str
+from phasec.op.infer import prim_expr_to_str
 from phasec.ir.tir import BinaryOp, IntImm
 
 n = tir.Var("n")

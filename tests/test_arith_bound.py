@@ -1,4 +1,4 @@
-"""Index simplification with loop ranges (phasec.ir.arith_bound), and what it
+"""Index simplification with loop ranges (phasec.arith.bound), and what it
 buys: fused layout chains (a channel shuffle) read their input directly.
 
 The references are independent: the original and the simplified index
@@ -18,8 +18,8 @@ from onnx import TensorProto, helper
 import phasec
 from phasec.frontend.onnx import from_onnx
 from phasec.ir import tir as T
-from phasec.ir.arith_bound import simplify_bounded
-from phasec.ir.op._lowering import _flat_index, _unravel
+from phasec.arith.bound import simplify_bounded
+from phasec.op._lowering import _flat_index, _unravel
 from phasec.ir.tir import BinaryOp, IntImm, Var
 
 _PY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
@@ -214,7 +214,7 @@ def _cond(op, a, b):
     (lambda v: _cond("<=", v["a"], v["r"] + 30), True),
 ])
 def test_prove_bounded_agrees_with_every_point(make, expected):
-    from phasec.ir.arith_bound import prove_bounded
+    from phasec.arith.bound import prove_bounded
 
     ranges = {"a": (0, 26), "r": (0, 2)}
     vars_ = {name: Var(name) for name in ranges}

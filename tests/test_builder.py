@@ -10,9 +10,9 @@ from phasec.ir import (
     GlobalVar, If, IRModule, MatchCast, Op, SeqExpr, TensorStructInfo, Tuple, TupleGetItem,
     TupleStructInfo, Var, VarBinding, structural_equal, tir,
 )
-from phasec.ir.builder import BlockBuilder, NameTable, is_leaf, normalize_function
-from phasec.ir.infer import sinfo_to_str
-from phasec.ir.op import InferContext, call_op
+from phasec.script.builder import BlockBuilder, NameTable, is_leaf, normalize_function
+from phasec.op.infer import sinfo_to_str
+from phasec.op import InferContext, call_op
 
 n = tir.Var("n")
 

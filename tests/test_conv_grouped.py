@@ -17,9 +17,9 @@ import pytest
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp.tir import run_prim_func
 from phasec.ir import TensorStructInfo, Var, tir
-from phasec.ir.op import call_op, get_op
-from phasec.ir.op.legalize import lower_fused
-from phasec.ir.tuning import host_tuning
+from phasec.op import call_op, get_op
+from phasec.op.legalize import lower_fused
+from phasec.target.tuning import host_tuning
 from test_legalize import fused  # a Primitive function built by a BlockBuilder
 
 RNG = np.random.default_rng(16)

@@ -15,7 +15,7 @@ import phasec
 from phasec.cli import main
 from phasec.explorer import report, report_json_schema
 from phasec.ir import BindingBlock, Function, IRModule, SeqExpr, Var, VarBinding
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.transform import PassContext, PassTiming, PassTrace, parse_pipeline
 

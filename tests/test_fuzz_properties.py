@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import phasec
 from phasec import verifier
 from phasec.ir import Phase, tir
-from phasec.ir.op import list_ops
+from phasec.op import list_ops
 from phasec.testing import (
     advance_to_phase, default_pass_names, inputs_for, make_inputs, modules, pass_sequences,
 )
@@ -70,7 +70,7 @@ def test_op_table_covers_every_compute_operator():
     missing = compute - generated - set(UNGENERATED)
     assert not missing, (
         f"compute operators neither generated nor excluded: {sorted(missing)}; declare how each "
-        "is drawn beside its definition (declares_draw, phasec/ir/op/_draw.py) or list it in "
+        "is drawn beside its definition (declares_draw, phasec/op/_draw.py) or list it in "
         "phasec/testing/_optable.py's UNGENERATED with the reason")
     both = generated & set(UNGENERATED)
     assert not both, f"listed as ungenerated but generated: {sorted(both)}"
@@ -83,7 +83,7 @@ def test_generators_come_from_the_registry():
     declaration (OpDef.draw, beside its definition) or, for an undeclared
     elementwise operator, probed from its numpy reference; the declared
     orders put the simplest first (R.add, the shrink target)."""
-    from phasec.ir.op import find_op
+    from phasec.op import find_op
     from phasec.testing._opderived import Probed
     from phasec.testing._optable import all_op_gens
 
@@ -290,7 +290,7 @@ def test_every_registered_operator_is_drawn():
     functions...). Each such program also runs on the interpreter."""
     import collections
 
-    from phasec.ir.op import list_ops
+    from phasec.op import list_ops
     from phasec.testing.coverage import ops_in
 
     compute = sorted(o.name for o in list_ops() if o.category == "compute")
@@ -347,7 +347,7 @@ def test_elementwise_operators_are_derived_from_the_registry():
     gets a domain short of its pole."""
     import numpy as np
 
-    from phasec.ir.op import OpPattern, list_ops
+    from phasec.op import OpPattern, list_ops
     from phasec.testing._opderived import _probe
     from phasec.testing._values import FLOAT
 
@@ -368,7 +368,7 @@ def test_probed_domains_keep_divisors_away_from_zero():
     linspace over (-0.9, 0.9) missed 0 by an ulp, so the probe let the
     generator draw a divisor constant of 0.0 (a NaN result; found when the
     generator's draws changed)."""
-    from phasec.ir.op import get_op
+    from phasec.op import get_op
     from phasec.testing._opderived import _probe
 
     for name in ("relax.floor_mod", "relax.mod"):

@@ -129,12 +129,12 @@ def test_lambda_lifting_compound_symbolic_parameter(source):
 # mod.script()) differs from the module at ...body.body.body: SeqStmt vs
 # Allocate", in the softmax kernel the TE lowering generates).
 #
-# phasec/script/printer.py prints ``Allocate(a, body)`` as ``a =
+# phasec/script/printer/__init__.py prints ``Allocate(a, body)`` as ``a =
 # T.alloc_buffer(...)`` followed by ``body``; when the Allocate is not the
 # last statement of its SeqStmt (SeqStmt[Allocate(a, ...), For]), the
-# parser (phasec/script/parser.py) gives the allocation the rest of the
+# parser (phasec/script/parser/__init__.py) gives the allocation the rest of the
 # enclosing block as its scope, so parse(print(m)) is not structurally equal
-# to m. The TE lowering of softmax (phasec/ir/te.py) produces such scoped
+# to m. The TE lowering of softmax (phasec/te/__init__.py) produces such scoped
 # accumulators. Either the printer needs a scoped spelling, or the kernel
 # generator should hoist its allocations to the top of the kernel.
 # Fixed both ways: the printer spells a scoped allocation `with

@@ -14,9 +14,10 @@ import numpy as np
 import phasec
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp.tir import run_prim_func
-from phasec.ir import IRModule, assert_structural_equal, te
+from phasec.ir import IRModule, assert_structural_equal
+from phasec import te
 from phasec.ir import tir as T
-from phasec.ir.tuning import host_tuning
+from phasec.target.tuning import host_tuning
 from phasec.script.json_format import from_json, to_json
 
 

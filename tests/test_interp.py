@@ -7,7 +7,7 @@ import phasec
 from phasec import ir
 from phasec.interp import InterpError, Interpreter, evaluate_expr, run
 from phasec.ir import tir
-from phasec.packed import register_func, remove_func
+from phasec.runtime.packed import register_func, remove_func
 
 # ---------------------------------------------------------------------------
 # Building helpers

@@ -18,7 +18,7 @@ from phasec.ir import (
     PrimValue, SeqExpr, ShapeExpr, ShapeStructInfo, Span, StringImm, TensorStructInfo, Tuple,
     TupleGetItem, TupleStructInfo, Var, VarBinding, assert_structural_equal, tir,
 )
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from phasec.script.json_format import FORMAT_NAME, FORMAT_VERSION, from_json, json_schema, to_json
 
 SRC = '''

@@ -13,7 +13,7 @@ import pytest
 
 import phasec
 from phasec import transform
-from phasec.ir.op import list_ops
+from phasec.op import list_ops
 from phasec.script.json_format import json_schema, to_json
 
 from test_roundtrip import PIPELINE, all_nodes_module, op_module

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: phasec subpackage/module -> layer (1 lowest). The package root is layer 0:
 #: it only maps names to modules lazily.
-PHASEC_LAYERS = {"verifier": 2, "passes": 4, "ir": 1, "script": 1, "errors": 1, "packed": 1, "transform": 3, "interp": 3,
+PHASEC_LAYERS = {"verifier": 2, "passes": 4, "ir": 1, "target": 1, "arith": 1, "te": 1, "op": 1, "runtime": 1, "script": 1, "errors": 1, "packed": 1, "transform": 3, "interp": 3,
                  "fileio": 1,  # atomic writes and capped reads, used by every layer
                  "interrupts": 1,  # SIGINT/SIGTERM in the command-line tools
                  "backend": 5, "pipeline": 5, "cli": 5, "testing": 5, "phases_doc": 5,

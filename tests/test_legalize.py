@@ -1,4 +1,4 @@
-"""Legalization of every compute operator to TIR (phasec.ir.op.legalize),
+"""Legalization of every compute operator to TIR (phasec.op.legalize),
 checked through the TIR interpreter against each operator's numpy reference;
 symbolic shapes; fused groups lowered to one PrimFunc."""
 
@@ -10,9 +10,9 @@ from phasec.ir import (
     Constant, DataflowBlock, Function, PrimValue, SeqExpr, ShapeExpr, TensorStructInfo, Tuple,
     TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
 )
-from phasec.ir.builder import BlockBuilder
-from phasec.ir.op import call_op, get_op, list_ops
-from phasec.ir.op.legalize import (
+from phasec.script.builder import BlockBuilder
+from phasec.op import call_op, get_op, list_ops
+from phasec.op.legalize import (
     LEGALIZE, LegalizeError, has_legalization, legalize_call, legalize_fused, lower_call,
     lower_fused,
 )
@@ -360,7 +360,7 @@ def test_every_compute_operator_is_legalized_and_tested():
     tested = {make().op.name for _, make in CASES}
     compute_ops = {op.name for op in list_ops()
                    if op.category == "compute" and op.reference is not None}
-    from phasec.ir.op.legalize import LEGALIZE_RELAX  # lowered to VM builtins, no kernel
+    from phasec.op.legalize import LEGALIZE_RELAX  # lowered to VM builtins, no kernel
 
     assert compute_ops - set(LEGALIZE) - set(LEGALIZE_RELAX) == set(), \
         "operators without a legalization"
@@ -828,7 +828,7 @@ def test_softmax_with_a_symbolic_row_length_and_nan():
 
 
 # permute_dims swapping the last two axes: the transposing schedule
-# (phasec/ir/_te_transpose.py: four columns interleaved into a row buffer,
+# (phasec/te/schedules/transpose.py: four columns interleaved into a row buffer,
 # then copied out in rows), remainders of every size, against numpy on the
 # TIR interpreter and on LLVM
 def _row_buffers(func):

@@ -18,7 +18,7 @@ from phasec.backend.llvm import set_parallel_wake_work
 from phasec.backend.llvm.codegen import ModuleCodegen
 from phasec.errors import PhasecError, VMError
 from phasec.ir import tir as T
-from phasec.ir.tuning import host_tuning
+from phasec.target.tuning import host_tuning
 
 RNG = np.random.default_rng(0)
 
@@ -1064,7 +1064,7 @@ def test_vectorized_erf_within_two_ulps(vector_math_lib):
 def test_kernels_prefer_the_vector_width_of_the_target_tuning():
     # LLVM's own tuning for some AVX-512 CPUs prefers 256-bit vectors; the
     # schedules' register tiles are sized for the tuning's width
-    from phasec.ir.tuning import host_tuning
+    from phasec.target.tuning import host_tuning
     A, B = T.Buffer("A", (64,)), T.Buffer("B", (64,))
     i = T.Var("i")
     f = T.PrimFunc((A, B), T.For(i, 0, 64, "vectorized", T.BufferStore(B, A[i] * 2.0, (i,))))

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import phasec
-from phasec import packed
+from phasec.runtime import packed
 from phasec.errors import StructInfoError, VMError
 from phasec.interp import run as interp_run
 from phasec.ir import ExternFunc, PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import S, raises, tv
 
 VIEWS = '''
@@ -186,7 +186,7 @@ def test_call_tir_dyn_reads_runs_and_round_trips():
     mod = phasec.parse(TIR_DYN)
     call = _bindings(mod)["_"].value
     assert S(call) == "R.Tuple()"  # TVM 0.27: ReturnVoidType
-    assert not phasec.ir.op.get_op("relax.vm.call_tir_dyn").pure
+    assert not phasec.op.get_op("relax.vm.call_tir_dyn").pure
     np.testing.assert_array_equal(interp_run(mod, np.zeros(5, "float32")), np.full(5, 2.5))
     text = mod.script()
     assert "R.vm.call_tir_dyn(cls.tir_full, (alloc, R.shape([n])))" in text
@@ -269,7 +269,7 @@ def test_multinomial_from_uniform_matches_tvm():
     np.testing.assert_array_equal(phasec.VirtualMachine(phasec.build(mod))["main"](p, u, k),
                                   expected)
     # TVM's documented example
-    from phasec.ir.op import get_op
+    from phasec.op import get_op
     ref = get_op("relax.multinomial_from_uniform").reference
     np.testing.assert_array_equal(
         ref(np.array([[0.2, 0.3, 0.5], [0.3, 0.4, 0.3]], "float32"),

@@ -14,7 +14,7 @@ import pytest
 
 import phasec
 from phasec.ir import PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import raises, tv
 from test_ops_reference import rand, run
 from test_ops_sorting import _dataflow_bindings, _flat, _norm_phasec, _norm_tvm

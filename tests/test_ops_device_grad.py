@@ -1,5 +1,5 @@
 """TVM 0.27's placement, parameter and gradient-marker operators
-(phasec/ir/op/device.py, grad.py, wrap_param, call_tir_with_grad): inference
+(phasec/op/device.py, grad.py, wrap_param, call_tir_with_grad): inference
 against what TVM 0.27 infers (TVM builds the same calls with its own
 BlockBuilder), the interpreter and the VM against numpy, TVM reading
 phasec's print back, TVM's pipeline on them under PhaseCheck, and the errors."""
@@ -16,7 +16,7 @@ import phasec
 from phasec.errors import PhasecError, StructInfoError
 from phasec.interp import run as interp_run
 from phasec.ir import Constant, Phase, ShapeExpr, TensorStructInfo, Var
-from phasec.ir.op import call_op
+from phasec.op import call_op
 
 #: the compute operators tested here (to_vdevice is a memory builtin, as in TVM)
 DEVICE_GRAD_TESTED = {"hint_on_device", "wrap_param", "grad.no_grad", "grad.start_checkpoint",

@@ -1,4 +1,4 @@
-"""The elementwise operators of phasec/ir/op/elementwise_math.py: inference
+"""The elementwise operators of phasec/op/elementwise_math.py: inference
 against TVM 0.27 (same module, symbolic shapes), dtype errors (phasec
 refuses at inference what TVM 0.27 accepts and cannot compile: acos of an
 integer tensor, a bitwise and of floats...), references against Python's
@@ -18,7 +18,7 @@ import pytest
 
 import phasec
 from phasec.ir import TensorStructInfo, Var
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_ext import _bindings_phasec, _bindings_tvm
 from test_ops_infer import raises, tv
 from test_ops_reference import run

@@ -1,5 +1,5 @@
 """The creation, data-movement and statistics operators of issue 13
-(phasec/ir/op/creation.py, transform.py, statistics.py): inference against
+(phasec/op/creation.py, transform.py, statistics.py): inference against
 TVM 0.27 (the same TVMScript parsed by TVM and by phasec, every binding's
 struct info compared, symbolic shapes included), error cases, the numpy
 references against independent loop formulas written here, and one module
@@ -19,7 +19,7 @@ import pytest
 
 import phasec
 from phasec.ir import PrimValue, TensorStructInfo, Var, tir
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import S, raises, tv
 from test_ops_reference import rand, run
 
@@ -79,7 +79,7 @@ class Module:
 
 def _bindings_phasec(source, env):
     """name -> (dtype, ndim, dims evaluated at ``env`` or None)."""
-    from phasec.ir.infer import prim_expr_to_str
+    from phasec.op.infer import prim_expr_to_str
 
     mod = phasec.parse(source)
     out = {}

@@ -1,5 +1,5 @@
 """image.resize3d, image.affine_grid and image.grid_sample
-(phasec/ir/op/image_ext.py): inference
+(phasec/op/image_ext.py): inference
 against TVM 0.27's, and results against TVM 0.27 itself (the same module
 compiled by tvm.compile and run on TVM's VM: an independent implementation),
 on the interpreter, the TIR interpreter (test_legalize's table) and LLVM."""
@@ -12,7 +12,7 @@ import pytest
 import phasec
 from phasec.interp import run as interp_run
 from phasec.ir import Constant, PrimValue, ShapeExpr, TensorStructInfo, Var, tir
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import S, raises, tv
 
 IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample",
@@ -80,7 +80,7 @@ def test_affine_grid_against_its_formula():
     theta = np.array([[[1, 0, 0], [0, 1, 0]]], "float32")
     call = call_op("image.affine_grid", Var("t", TensorStructInfo((1, 2, 3), "float32")),
                    ShapeExpr([2, 4]), align_corners=False)
-    from phasec.ir.op import get_op
+    from phasec.op import get_op
     out = get_op("relax.image.affine_grid").reference(theta, (2, 4), **dict(call.attrs))
     xs = (2 * np.arange(4) + 1) / 4 - 1
     ys = (2 * np.arange(2) + 1) / 2 - 1
@@ -190,7 +190,7 @@ def test_grid_sample_matches_onnxruntime(mode, padding, align):
     import onnxruntime
     from onnx import TensorProto, helper
 
-    from phasec.ir.op import get_op
+    from phasec.op import get_op
     rng = np.random.default_rng(2)
     x = rng.standard_normal((1, 2, 4, 5)).astype("float32")
     g = rng.uniform(-1.3, 1.3, (1, 3, 4, 2)).astype("float32")   # ONNX: [N, H, W, 2]

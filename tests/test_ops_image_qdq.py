@@ -1,4 +1,4 @@
-"""image.resize2d, quantize and dequantize (phasec/ir/op/image.py, qdq.py):
+"""image.resize2d, quantize and dequantize (phasec/op/image.py, qdq.py):
 inference (TVM 0.27's results, symbolic and error cases), the references
 against loop formulas written here, ONNX Runtime's Resize and TVM 0.27's own
 compiled output."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from phasec.ir import ShapeExpr, tir
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import S, raises, tv
 from test_ops_nn_attention import run_tvm
 from test_ops_reference import close, rand, run

@@ -1,4 +1,4 @@
-"""The data-indexed operators of phasec/ir/op/indexing.py (gather_elements,
+"""The data-indexed operators of phasec/op/indexing.py (gather_elements,
 gather_nd, scatter_elements, scatter_nd, index_put): inference against TVM
 0.27 reading the same module, references against loop formulas written
 here, hostile indices (out of range in either direction, huge, negative
@@ -18,7 +18,7 @@ import pytest
 import phasec
 from phasec.errors import IndexOutOfRangeError
 from phasec.ir import TensorStructInfo, Tuple, Var
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_ext import _bindings_phasec, _bindings_tvm
 from test_ops_infer import raises, tv
 from test_ops_reference import rand, run

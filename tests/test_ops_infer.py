@@ -9,14 +9,14 @@ from phasec.ir import (
     ObjectStructInfo, Op, PrimStructInfo, PrimValue, SeqExpr, ShapeExpr, ShapeStructInfo, Span,
     TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, tir,
 )
-from phasec.ir.infer import (
+from phasec.op.infer import (
     collect_shape_vars, context_from_module, infer_struct_info, is_base_of, join,
     sinfo_to_str, struct_info_equal, unify,
 )
-from phasec.ir.op import (
+from phasec.op import (
     OpDef, OpPattern, REQUIRED, InferContext, call_op, find_op, get_op, list_ops,
 )
-from phasec.ir.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
+from phasec.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
 
 n = tir.Var("n")
 m = tir.Var("m")

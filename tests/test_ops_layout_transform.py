@@ -1,4 +1,4 @@
-"""R.layout_transform (phasec/ir/op/layout_transform.py, _index_map.py):
+"""R.layout_transform (phasec/op/layout_transform.py, _index_map.py):
 inference against TVM 0.27 (IndexMap.map_shape's results, recorded here and
 checked live through TVM's own parser), the index map read structurally and
 printed as TVM prints it, the numpy reference against independent numpy
@@ -13,8 +13,8 @@ import pytest
 import phasec
 from phasec.errors import ParseError, StructInfoError
 from phasec.ir import TensorStructInfo, Var, tir
-from phasec.ir.op import call_op
-from phasec.ir.op.legalize import LegalizeError, lower_call
+from phasec.op import call_op
+from phasec.op.legalize import LegalizeError, lower_call
 from test_ops_infer import S, raises, tv
 from test_ops_reference import close, run
 
@@ -149,7 +149,7 @@ def test_tvm_reads_what_phasec_prints_and_infers_the_same():
     theirs = tvm.script.from_source(mod.script())
     text = theirs.script()
     for name in "abc":
-        assert f"{name}: {phasec.ir.infer.sinfo_to_str(ours[name])}" in text
+        assert f"{name}: {phasec.op.infer.sinfo_to_str(ours[name])}" in text
     assert "R.Tensor((60,)" in text and str(ours["e"].shape[0].value) == "60"
 
 
@@ -211,7 +211,7 @@ def test_a_map_that_cannot_be_inverted_is_a_clear_error():
         with pytest.raises(LegalizeError, match=why):
             lower_call(_lt(x, text))
     # the reference says the same, rather than guessing
-    from phasec.ir.op._index_map import MapError
+    from phasec.op._index_map import MapError
     with pytest.raises(MapError, match="drops part of input index i"):
         run("layout_transform", np.zeros((4, 2), "float32"), index_map="lambda i, j: (i // 2, j)")
 
@@ -278,7 +278,7 @@ def test_symbolic_padding_on_the_tir_interpreter():
 
 
 def run_ref(call, *values):
-    from phasec.ir.op import get_op
+    from phasec.op import get_op
     return get_op(call.op.name).reference(*values, **dict(call.attrs))
 
 

@@ -15,7 +15,7 @@ import pytest
 import phasec
 from phasec.errors import IndexOutOfRangeError
 from phasec.ir import PrimValue, TensorStructInfo, Tuple, Var, tir
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import raises, tv
 from test_ops_reference import rand, run
 from test_ops_sorting import _dataflow_bindings, _flat, _norm_phasec, _norm_tvm

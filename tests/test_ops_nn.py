@@ -1,4 +1,4 @@
-"""The neural-network operators of phasec/ir/op/nn_{act,norm,pool,conv}.py:
+"""The neural-network operators of phasec/op/nn_{act,norm,pool,conv}.py:
 struct-info inference (TVM 0.27's results, symbolic and error cases), the
 numpy references against independent formulas written here with explicit
 loops, and against ONNX Runtime one-node models as a second reference.
@@ -14,7 +14,7 @@ import pytest
 
 from phasec.ir import TensorStructInfo, tir
 from phasec.interp.tir import eval_prim_expr
-from phasec.ir.op import call_op, get_op
+from phasec.op import call_op, get_op
 from test_ops_infer import S, raises, tv
 from test_ops_reference import close, rand, run
 

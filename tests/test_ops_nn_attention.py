@@ -1,4 +1,4 @@
-"""Attention and loss operators (phasec/ir/op/nn_attention.py): inference
+"""Attention and loss operators (phasec/op/nn_attention.py): inference
 (TVM 0.27's results, symbolic and error cases), the references against loop
 formulas written here and against TVM 0.27 itself (its legalization compiled
 with tvm.compile and run on its VM)."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from phasec.ir import tir
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import S, raises, tv
 from test_ops_reference import close, rand, run
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from phasec.ir import PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
-from phasec.ir.op import call_op, get_op, list_ops
-from phasec.ir.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
+from phasec.op import call_op, get_op, list_ops
+from phasec.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
 
 rng = np.random.default_rng(0)
 

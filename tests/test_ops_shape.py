@@ -1,5 +1,5 @@
 """shape_of, shape_to_tensor, tensor_to_shape, print and assert_op
-(phasec/ir/op/shape_ops.py): inference against TVM 0.27 reading the same
+(phasec/op/shape_ops.py): inference against TVM 0.27 reading the same
 module, what LegalizeOps makes of them (VM builtins and packed calls, no
 kernel, never fused), and the program run on the reference interpreter and
 on the VM: printed text, shapes, a failing assertion."""
@@ -13,8 +13,8 @@ import phasec
 from phasec import transform
 from phasec.errors import ProgramAssertionError
 from phasec.ir import Call, ExternFunc, ShapeExpr, tir
-from phasec.ir.op import call_op
-from phasec.ir.op.legalize import LEGALIZE_RELAX
+from phasec.op import call_op
+from phasec.op.legalize import LEGALIZE_RELAX
 from test_ops_infer import S, raises, tv
 
 SHAPE_TESTED = {"shape_of", "shape_to_tensor", "tensor_to_shape", "print", "assert_op"}
@@ -43,7 +43,7 @@ def _shape_bindings_tvm():
 
 def test_inference_matches_tvm():
     mod = phasec.parse(INFER_SOURCE)
-    from phasec.ir.infer import sinfo_to_str
+    from phasec.op.infer import sinfo_to_str
 
     ours = {b.var.name_hint: sinfo_to_str(b.var.struct_info)
             for blk in mod["main"].body.blocks for b in blk.bindings}

@@ -1,4 +1,4 @@
-"""sort, argsort, topk, median, unique, nonzero (phasec/ir/op/sorting.py):
+"""sort, argsort, topk, median, unique, nonzero (phasec/op/sorting.py):
 inference against TVM 0.27 reading the same module (tuples, data-dependent
 shapes, symbolic dimensions), references against independent Python
 (``sorted`` with explicit keys, loops), the packed lowering, and the
@@ -12,7 +12,7 @@ import pytest
 
 import phasec
 from phasec.ir import Call, ExternFunc
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from test_ops_infer import raises, tv
 from test_ops_reference import run
 
@@ -44,7 +44,7 @@ class Module:
 
 def _norm_phasec(si, env):
     from phasec.ir import TupleStructInfo
-    from phasec.ir.infer import prim_expr_to_str
+    from phasec.op.infer import prim_expr_to_str
 
     if isinstance(si, TupleStructInfo):
         return tuple(_norm_phasec(f, env) for f in si.fields)

@@ -11,10 +11,10 @@ import pytest
 import phasec
 from phasec.interp import run as interpret
 from phasec.ir import Constant, TensorStructInfo, Var, tir
-from phasec.ir._te_gemm import PACK_MARK, PREPACK_ATTR
-from phasec.ir.tuning import host_tuning
-from phasec.ir.builder import BlockBuilder
-from phasec.ir.op import call_op
+from phasec.te.schedules.gemm import PACK_MARK, PREPACK_ATTR
+from phasec.target.tuning import host_tuning
+from phasec.script.builder import BlockBuilder
+from phasec.op import call_op
 from phasec.pipeline import lower
 
 from phasec.passes.pack_constant_weights import pack_weight

@@ -1,4 +1,4 @@
-"""The packed-function registry (phasec.packed)."""
+"""The packed-function registry (phasec.runtime.packed)."""
 
 import threading
 
@@ -7,7 +7,7 @@ import pytest
 
 import phasec
 from phasec.errors import PhasecError
-from phasec.packed import (
+from phasec.runtime.packed import (
     PackedFuncError, find_packed_func, get_packed_func, list_packed_funcs, register_func,
     remove_func,
 )

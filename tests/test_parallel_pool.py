@@ -24,7 +24,7 @@ from phasec.backend.llvm import (
 )
 from phasec.backend.llvm.jit import _pool_state
 from phasec.ir import tir as T
-from phasec.ir.tuning import host_tuning
+from phasec.target.tuning import host_tuning
 
 RNG = np.random.default_rng(16)
 

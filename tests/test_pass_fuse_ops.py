@@ -19,11 +19,11 @@ from phasec.ir import (
     TensorStructInfo, TupleGetItem, TupleStructInfo, Var, assert_structural_equal, structural_hash,
     tir,
 )
-from phasec.ir.builder import BlockBuilder
-from phasec.ir.infer import collect_shape_vars
-from phasec.ir.op import call_op
-from phasec.ir.op.legalize import lower_fused
-from phasec.ir.op.registry import OpPattern as P
+from phasec.script.builder import BlockBuilder
+from phasec.op.infer import collect_shape_vars
+from phasec.op import call_op
+from phasec.op.legalize import lower_fused
+from phasec.op.registry import OpPattern as P
 from phasec.script.parser import parse
 from phasec.transform import PassConfigError, PassContext, Sequential, get_pass, parse_pipeline
 

@@ -18,8 +18,8 @@ from phasec.ir import (
     BindingBlock, Call, FuncStructInfo, Function, IRModule, Phase, SeqExpr, TensorStructInfo,
     Var, VarBinding, structural_equal,
 )
-from phasec.ir.op import call_op
-from phasec.ir.infer import collect_shape_vars
+from phasec.op import call_op
+from phasec.op.infer import collect_shape_vars
 from phasec.transform import PassContext, get_pass
 
 from pass_cases.harness import case_names, check_pass, load_case, run_case

@@ -23,10 +23,10 @@ from phasec.ir import (
     Call, ExternFunc, Function, GlobalVar, Op, Phase, PrimValue, ShapeExpr, TensorStructInfo,
     Tuple, Var, assert_structural_equal, structural_equal, structural_hash, tir,
 )
-from phasec.ir.builder import BlockBuilder
-from phasec.ir.op import call_op
-from phasec.ir.op.legalize import LEGALIZE, legalize_call
-from phasec.packed import register_func, remove_func
+from phasec.script.builder import BlockBuilder
+from phasec.op import call_op
+from phasec.op.legalize import LEGALIZE, legalize_call
+from phasec.runtime.packed import register_func, remove_func
 from phasec.transform import PassContext, Sequential, get_pass
 
 from phasec.passes.legalize_ops import LegalizeOpsError, kernel_base_name
@@ -863,7 +863,7 @@ class Module:
     main = mod["main"]
     n = main.params[0].struct_info.shape[0]
     sizes = [b.value.args[0].values[0] for b in calls_of(main, "relax.memory.alloc_storage")]
-    assert all(phasec.ir.arith.prove_equal(s, n * 16) or phasec.ir.arith.prove_equal(s, n * 4)
+    assert all(phasec.arith.prove_equal(s, n * 16) or phasec.arith.prove_equal(s, n * 4)
                for s in sizes)
     # a and b (n*16 bytes) take two storages and c reuses a's (a died when b was
     # computed); d, e, f, g (n*4 bytes) never take a storage of another size
@@ -952,7 +952,7 @@ class Module:
     storage = calls_of(out["main"], "relax.vm.alloc_storage")[0].value
     (size,) = storage.args[0].values
     n = mod["main"].params[0].struct_info.shape[0]
-    assert phasec.ir.arith.prove_equal(size, n * 16)
+    assert phasec.arith.prove_equal(size, n * 16)
     vm = VirtualMachine(codegen(out), kernels="interp")
     x = rand(3, 4)
     np.testing.assert_allclose(vm["main"](x), np.exp(x), rtol=1e-6)

@@ -17,7 +17,7 @@ from phasec.ir import (
     BindingBlock, Call, DataflowBlock, DataflowVar, Function, GlobalVar, If, IRModule, Phase,
     SeqExpr, TensorStructInfo, Tuple, TupleGetItem, Var, VarBinding,
 )
-from phasec.ir.op import call_op, op_expr
+from phasec.op import call_op, op_expr
 from phasec.transform import PassContext, get_pass
 
 from pass_cases.harness import check_pass

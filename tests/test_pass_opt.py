@@ -19,8 +19,8 @@ from phasec.ir import (
     Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase, SeqExpr,
     TensorStructInfo, Var, VarBinding, structural_hash,
 )
-from phasec.ir.builder import BlockBuilder
-from phasec.ir.op import call_op
+from phasec.script.builder import BlockBuilder
+from phasec.op import call_op
 from phasec.transform import PassConfigError, PassContext, Sequential, get_pass
 
 from pass_cases.harness import assert_same_results, case_names, check_pass, run_case

@@ -100,7 +100,7 @@ def test_command_line_check_and_write(tmp_path):
 
 
 def test_documents_every_operator_with_its_family_and_lowering():
-    from phasec.ir.op import list_ops
+    from phasec.op import list_ops
 
     text = PHASES_MD.read_text(encoding="utf-8")
     rows = {line.split(" | ")[0].removeprefix("| ").strip("`"): line

@@ -15,7 +15,7 @@ from phasec.ir import (
     PrimValue, SeqExpr, ShapeExpr, ShapeStructInfo, TensorStructInfo, Tuple, TupleStructInfo,
     Var, VarBinding, assert_structural_equal, tir,
 )
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from phasec.script.printer import (
     print_binding, print_expr, print_function, print_module, print_prim_expr, print_prim_func,
     print_sinfo, print_stmt, quote_str, syntax,

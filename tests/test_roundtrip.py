@@ -29,7 +29,7 @@ from phasec.ir import (
     TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding,
     assert_structural_equal, tir,
 )
-from phasec.ir.op import REQUIRED, call_op, list_ops
+from phasec.op import REQUIRED, call_op, list_ops
 from phasec.errors import StructInfoError
 from phasec.script.json_format import from_json, to_json
 from phasec.script.printer import print_module

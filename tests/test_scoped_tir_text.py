@@ -16,9 +16,9 @@ import pytest
 import phasec
 from phasec.errors import ParseError
 from phasec.interp.tir import run_prim_func
-from phasec.ir import _te_emit
+from phasec.te import emit as _te_emit
 from phasec.ir import IRModule, structural_equal, tir
-from phasec.ir import te
+from phasec import te
 from phasec.testing.properties import roundtrip_problem
 from phasec.transform import PassContext, get_pass
 

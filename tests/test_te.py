@@ -1,4 +1,4 @@
-"""The tensor-expression layer (phasec.ir.te): building computes, lowering to
+"""The tensor-expression layer (phasec.te): building computes, lowering to
 PrimFuncs (inlining, anchor + epilogue fusion, schedule hints), symbolic
 shapes and error reporting. Kernels are checked with the TIR interpreter."""
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from phasec.interp.tir import run_prim_func
-from phasec.ir import te
+from phasec import te
 from phasec.ir import tir as T
-from phasec.ir.tuning import host_tuning
+from phasec.target.tuning import host_tuning
 
 #: the host's tuning, packing B whatever its size (so small tests take that path)
 PACK_ALWAYS = dataclasses.replace(host_tuning(), gemm_pack_min_bytes=0)
@@ -693,7 +693,7 @@ GEMM_SHAPES = [(1, 7, 13), (7, 13, 1), (13, 97, 7), (97, 13, 257), (257, 7, 97),
 
 @pytest.mark.parametrize("tuning_name", ["host", "host packing", "avx2", "generic"])
 def test_gemm_schedule_matches_numpy_on_odd_and_prime_shapes(tuning_name):
-    from phasec.ir import tuning as tn
+    from phasec.target import tuning as tn
     tuning = {"host": tn.host_tuning(), "host packing": PACK_ALWAYS,
               "avx2": dataclasses.replace(tn.avx2_tuning(), gemm_pack_min_bytes=0),
               "generic": tn.generic_tuning()}[tuning_name]
@@ -840,7 +840,7 @@ def test_conv2d_gemm_tiles_on_odd_prime_and_wide_tail_widths(tuning_name):
     61), joined with the last micro-panel into one wider tile of fewer rows
     when that stays within four registers a row (56 = 32 + 24 -> one 56-wide
     tile); a symbolic height is a batch loop. Checked against numpy."""
-    from phasec.ir import tuning as tn
+    from phasec.target import tuning as tn
     tuning = {"avx512": tn.avx512_tuning(), "avx2": tn.avx2_tuning()}[tuning_name]
     opts = te.ScheduleOptions(tuning=tuning)
     lanes, mr, nr = tuning.lanes(32), tuning.gemm_rows, tuning.gemm_cols(32)
@@ -887,7 +887,7 @@ def test_grouped_conv2d_takes_the_gemm_when_groups_hold_whole_row_tiles(monkeypa
     when they do not divide og: 3 = 2 + 1) and it reads the input at its
     first row; a depthwise one (og = 1) keeps the old schedule. Against
     numpy (LLVM) and the TIR interpreter; a symbolic height too."""
-    from phasec.ir import _te_gemm as gemm_module
+    from phasec.te.schedules import gemm as gemm_module
     plan = gemm_module.plan_gemm
     rng = np.random.default_rng(11)
     h = T.Var("h")
@@ -970,7 +970,7 @@ def test_strided_conv2d_packs_its_gathered_input_columns():
 
 
 def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):
-    from phasec.ir import tuning as tn
+    from phasec.target import tuning as tn
     cases = [({"avx512f", "avx2", "fma"}, "avx512", 512), ({"avx2", "fma"}, "avx2", 256),
              ({"sse2"}, "generic", 128), (set(), "generic", 128)]
     try:

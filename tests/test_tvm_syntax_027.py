@@ -534,8 +534,8 @@ def test_prim_funcs_that_return_a_value_are_read_and_not_run() -> None:
     assert "def is_multiple(N: T.int64) -> T.bool:" in mod.script()
     # called from Relax, it gives the scalar it returns (as TVM infers)
     call = mod["main"].body.blocks[0].bindings[0].value
-    assert isinstance(phasec.ir.infer.infer_struct_info(
-        call, phasec.ir.infer.context_from_module(mod)), PrimStructInfo)
+    assert isinstance(phasec.op.infer.infer_struct_info(
+        call, phasec.op.infer.context_from_module(mod)), PrimStructInfo)
     with pytest.raises(PhasecError, match="returns a value"):
         compile_prim_funcs({"is_multiple": f})
     with pytest.raises(PhasecError, match="returns a value"):

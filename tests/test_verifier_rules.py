@@ -550,7 +550,7 @@ class Module:
 
 def test_independent_missing_struct_info_is_still_reported():
     from phasec.ir import BindingBlock, Function, SeqExpr, Var, VarBinding, IRModule
-    from phasec.ir.op import call_op
+    from phasec.op import call_op
     from phasec.ir.struct_info import TensorStructInfo
     from phasec import verifier
 

@@ -17,7 +17,7 @@ from phasec.backend.vm import bytecode as bc
 from phasec.errors import PhaseError, VMError, WellFormedError
 from phasec.interp import run as interpret
 from phasec.ir import tir
-from phasec.packed import register_func, remove_func
+from phasec.runtime.packed import register_func, remove_func
 
 # ---------------------------------------------------------------------------
 # Building helpers (build-phase form)

@@ -21,7 +21,7 @@ from phasec.ir.expr import (
     TupleGetItem, Var,
 )
 from phasec.ir.module import IRModule
-from phasec.ir.op import SYMBOLIC_ATTRS, symbolic_attr_values
+from phasec.op import SYMBOLIC_ATTRS, symbolic_attr_values
 from phasec.ir.phase import Phase
 from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
@@ -353,7 +353,7 @@ class Checker:
         try:
             return self._opdefs[name]
         except KeyError:
-            from phasec.ir.op.registry import find_op
+            from phasec.op.registry import find_op
 
             opdef = self._opdefs[name] = find_op(name)
             return opdef

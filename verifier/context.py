@@ -144,7 +144,7 @@ class Context:
     def infer_context(self) -> Any:
         """The operator registry's InferContext for this module (built once)."""
         if self._infer_ctx is None:
-            from phasec.ir.infer import context_from_module
+            from phasec.op.infer import context_from_module
 
             self._infer_ctx = context_from_module(self.mod)
         return self._infer_ctx

@@ -3,7 +3,7 @@
 ``phasec.interp.run(mod, *args, entry="main")`` (alias ``evaluate``, also
 exported as ``phasec.evaluate``) interprets a module: operators through their
 numpy references, PrimFuncs through the exact TIR interpreter
-(:mod:`phasec.interp.tir`), packed functions from :mod:`phasec.packed`. Its
+(:mod:`phasec.interp.tir`), packed functions from :mod:`phasec.runtime.packed`. Its
 results define what "the same results" means for every pass.
 """
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import VMError
-from phasec.ir import arith, tir
+from phasec.ir import tir
+from phasec import arith
 from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
@@ -144,7 +145,7 @@ def _pow(a: Any, b: Any) -> Any:
     return r - (1 << 64) if r >= 1 << 63 else r
 
 
-# The constant-folding semantics of phasec.ir.arith, with "/" also on floats
+# The constant-folding semantics of phasec.arith, with "/" also on floats
 # and TIR's pow (a wrapping integer power).
 _BINARY: Mapping[str, Callable[[Any, Any], Any]] = {**arith.CONST_FOLD, "/": _trunc_div,
                                                     "pow": _pow}

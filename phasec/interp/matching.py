@@ -15,7 +15,7 @@ from phasec.ir.struct_info import (
     FuncStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from phasec.script._checks import int_range_problem
+from phasec.script.checks import int_range_problem
 from phasec.interp._values import (
     _MISSING, InterpError, describe_value, eval_prim_expr, prim_text, sinfo_text,
 )

@@ -4,7 +4,7 @@ It defines what "the same results" means for every pass and for the fuzzer:
 each operator runs through its numpy ``reference`` from the operator
 registry, PrimFuncs run through the exact TIR interpreter
 (:func:`phasec.interp.tir.run_prim_func`), and packed functions come from
-:mod:`phasec.packed`.
+:mod:`phasec.runtime.packed`.
 
 Run-time values:
 
@@ -47,7 +47,7 @@ from phasec.ir.expr import (
     DataflowVar,
 )
 from phasec.ir.module import IRModule
-from phasec.ir.op import SYMBOLIC_ATTRS, map_symbolic_attrs
+from phasec.op import SYMBOLIC_ATTRS, map_symbolic_attrs
 from phasec.ir.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
@@ -400,7 +400,7 @@ class Interpreter:
         if t is GlobalVar:
             return self._global_value(expr.name_hint)
         if t is ExternFunc:
-            from phasec.packed import get_packed_func
+            from phasec.runtime.packed import get_packed_func
 
             return get_packed_func(expr.global_symbol)
         raise InterpError(f"operator {expr.name!r} cannot be used as a value")
@@ -452,7 +452,7 @@ class Interpreter:
                       attrs: Mapping[str, Any] | None = None) -> Any:
         entry = self._op_cache.get(name)
         if entry is None:
-            from phasec.ir.op.registry import REQUIRED, find_op
+            from phasec.op.registry import REQUIRED, find_op
 
             opdef = find_op(name)
             if opdef is None:
@@ -476,7 +476,7 @@ class Interpreter:
                               f"{type(exc).__name__}: {exc}") from exc
 
     def _call_packed(self, name: str, args: Sequence[Any]) -> Any:
-        from phasec.packed import get_packed_func
+        from phasec.runtime.packed import get_packed_func
 
         func = get_packed_func(name)
         try:
@@ -574,14 +574,14 @@ class Interpreter:
                               f"{type(exc).__name__}: {exc}") from exc
 
     def _op_ensure_zero_offset(self, call: Call, args: list, env: _Env) -> Any:
-        from phasec.packed import get_packed_func
+        from phasec.runtime.packed import get_packed_func
 
         return get_packed_func("vm.builtin.ensure_zero_offset")(args[0])
 
     def _op_memory_view(self, call: Call, args: list, env: _Env) -> Any:
         # omitted operands (R.tuple(), R.null_value()): the input's shape, dtype, offset 0
-        from phasec.ir.op.memory_view import is_void
-        from phasec.packed import get_packed_func
+        from phasec.op.memory_view import is_void
+        from phasec.runtime.packed import get_packed_func
 
         data, shape, dtype, offset = args
         ops = call.args
@@ -608,7 +608,7 @@ class Interpreter:
     # Memory builtins: operands are found by the names the registry gives them,
     # falling back to TVM's operand order.
     def _operands(self, call: Call, args: list, tvm_order: Sequence[str]) -> dict[str, Any]:
-        from phasec.ir.op.registry import find_op
+        from phasec.op.registry import find_op
 
         opdef = find_op(call.op.name)
         names = opdef.args if opdef is not None else tvm_order

@@ -3,7 +3,7 @@
 Every expression has ``struct_info`` (None until inferred) and ``span``.
 For a ``Var`` the struct info is part of its identity and compared
 structurally; for every other expression it is derived from its operands
-(by :mod:`phasec.ir.infer` / the block builder) and not compared.
+(by :mod:`phasec.op.infer` / the block builder) and not compared.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class TupleGetItem(Expr):
 class Op(Expr):
     """A reference to a registered operator, by name (``relax.add``...).
 
-    Use :func:`phasec.ir.op.get_op` for its definition.
+    Use :func:`phasec.op.get_op` for its definition.
     """
 
     name: str

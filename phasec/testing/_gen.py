@@ -31,16 +31,17 @@ import numpy as np
 from hypothesis import strategies as st
 
 from phasec.errors import PhasecError
-from phasec.ir import arith, tir
-from phasec.ir.builder import NameTable
+from phasec.ir import tir
+from phasec import arith
+from phasec.script.builder import NameTable
 from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
     Function, If, MatchCast, Op, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from phasec.ir.infer import infer_struct_info
+from phasec.op.infer import infer_struct_info
 from phasec.ir.module import IRModule
 from phasec.ir.node import set_field
-from phasec.ir.op import InferContext, call_op
+from phasec.op import InferContext, call_op
 from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.testing._gen_functions import PARAM_NAMES, FunctionStatements, Helper, syms_of
 from phasec.testing._optable import OpGen, all_op_gens
@@ -618,7 +619,7 @@ _RANDOM = st.randoms(use_true_random=False)
 
 def _is_compute(name: str) -> bool:
     """A pure compute operator (a call ``repeat`` may compute again anywhere)."""
-    from phasec.ir.op import find_op
+    from phasec.op import find_op
 
     opdef = find_op(name)
     return opdef is not None and opdef.category == "compute" and opdef.pure

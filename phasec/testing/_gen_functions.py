@@ -18,11 +18,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 from phasec.ir import tir
-from phasec.ir.builder import NameTable
+from phasec.script.builder import NameTable
 from phasec.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, SeqExpr, Var, VarBinding
-from phasec.ir.infer import infer_struct_info
+from phasec.op.infer import infer_struct_info
 from phasec.ir.node import set_field
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from phasec.ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.testing._values import (
     BOOL, FLOAT, FUNC, INT, INT_INPUT_RANGE, Val, const_dim, dims_equal, hull, within,
@@ -300,7 +300,7 @@ class FunctionStatements:
 
 
 def _op(name: str) -> Any:
-    from phasec.ir.op import op_expr
+    from phasec.op import op_expr
 
     return op_expr(name)
 

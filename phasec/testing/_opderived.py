@@ -1,5 +1,5 @@
 """Generators derived from the operator registry, for elementwise operators
-without a draw declaration (:mod:`phasec.ir.op._draw`).
+without a draw declaration (:mod:`phasec.op._draw`).
 
 An elementwise or broadcasting operator (pattern ``ELEMWISE``/``BROADCAST``,
 one to three operands, no required attribute, a numpy reference and a
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from phasec.ir.expr import Var
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.testing._values import BOOL, FLOAT, INT, VALUE_CAP, Val, const_dim, shapes_equal, within
 from phasec.testing._optable import OpGen
@@ -188,7 +188,7 @@ def _probe(opdef: Any) -> Probed | None:
 
 @functools.lru_cache(maxsize=None)
 def _derived_for(names: frozenset[str], registered: tuple[str, ...]) -> tuple[Probed, ...]:
-    from phasec.ir.op import OpPattern, REQUIRED, find_op
+    from phasec.op import OpPattern, REQUIRED, find_op
 
     out = []
     for name in registered:
@@ -207,7 +207,7 @@ def _derived_for(names: frozenset[str], registered: tuple[str, ...]) -> tuple[Pr
 
 def derived_generators(table_names: set[str] | frozenset[str]) -> list[Probed]:
     """Generators for the registered elementwise operators not in the table."""
-    from phasec.ir.op import list_ops
+    from phasec.op import list_ops
 
     registered = tuple(sorted(o.name for o in list_ops()))
     return list(_derived_for(frozenset(table_names), registered))

@@ -207,7 +207,7 @@ def tvm_operators() -> frozenset[str]:
     tvm.compile builds (see :data:`TVM_CANNOT_BUILD`)."""
     import tvm
 
-    from phasec.ir.op.registry import list_ops
+    from phasec.op.registry import list_ops
 
     found = set()
     for op in list_ops():
@@ -297,7 +297,7 @@ _HOST_TIR_OPS = frozenset({"sort", "argsort", "topk", "median"})
 
 def tvm_can_read(mod: IRModule) -> str | None:
     """None when TVM 0.27 can take ``mod`` as it is, else why not."""
-    from phasec.ir.op.registry import find_op
+    from phasec.op.registry import find_op
 
     for name in set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", mod.script(syntax="tvm"))):
         if "relax." + name in TVM_CANNOT_BUILD:

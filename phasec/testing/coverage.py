@@ -1,7 +1,7 @@
 """What a fuzzing campaign reached: operators drawn, passes run per phase,
 transitions, VM runs.
 
-The operator list is the registry's (``phasec.ir.op.list_ops``), read when
+The operator list is the registry's (``phasec.op.list_ops``), read when
 the table is made, so operators registered after this file was written are
 listed (as not drawn, until the generator's table has an entry for them)
 instead of silently missing. Counts merge (``+``) so the per-worker results
@@ -23,7 +23,7 @@ __all__ = ["Coverage", "ops_in", "registered_compute_ops"]
 
 def registered_compute_ops() -> list[str]:
     """The registry's compute operators (the ones programs are made of)."""
-    from phasec.ir.op import list_ops
+    from phasec.op import list_ops
 
     return sorted(o.name for o in list_ops() if o.category == "compute")
 

@@ -33,7 +33,7 @@ from phasec.ir.expr import (
     GlobalVar, If, Op, SeqExpr, ShapeExpr, Tuple, Var, VarBinding,
 )
 from phasec.ir.module import IRModule
-from phasec.ir.op import call_op
+from phasec.op import call_op
 from phasec.ir.phase import Phase
 from phasec.ir.struct_info import (
     ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,

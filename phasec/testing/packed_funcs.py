@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from phasec.packed import register_func
+from phasec.runtime.packed import register_func
 
 __all__ = ["PACKED_FUNCS", "DPS_FUNCS", "register_testing_funcs"]
 

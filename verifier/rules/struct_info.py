@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from phasec.errors import StructInfoError
-from phasec.ir import arith, tir
+from phasec.ir import tir
+from phasec import arith
 from phasec.ir.expr import (
     Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
 )
-from phasec.ir.infer import is_base_of, may_be_base_of
-from phasec.ir.op import normalize_attrs
+from phasec.op.infer import is_base_of, may_be_base_of
+from phasec.op import normalize_attrs
 from phasec.ir.struct_info import (
     PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
@@ -44,7 +45,7 @@ class MissingStructInfo(Rule):
     parser fills it in by inference; IR built by hand or by a pass must set
     it (use R.Object when nothing is known).
     """
-    help = "set the struct info (annotate the variable, or infer it with phasec.ir.infer)"
+    help = "set the struct info (annotate the variable, or infer it with phasec.op.infer)"
 
     def var_def(self, ctx: Context, var: Any, kind: str) -> None:
         if var.struct_info is not None:
@@ -301,7 +302,7 @@ def _cached_problems(rule: Rule, ctx: Context, call: Any, compute: Any) -> None:
 
 
 def _dim(e: Any) -> str:
-    from phasec.ir.infer import prim_expr_to_str
+    from phasec.op.infer import prim_expr_to_str
 
     return prim_expr_to_str(e)
 
@@ -571,19 +572,19 @@ class UnknownOperator(Rule):
     title = "Unknown operator"
     explanation = """
     Every operator called through an Op must be registered in phasec's
-    operator registry (phasec.ir.op), which supplies its inference, its
+    operator registry (phasec.op), which supplies its inference, its
     reference implementation and its legalization. An unknown name cannot be
     checked, optimized or compiled; it usually is a typo or an operator from
     a newer TVM that phasec does not implement.
     """
-    help = "use a registered operator (phasec.ir.op.list_ops() lists them)"
+    help = "use a registered operator (phasec.op.list_ops() lists them)"
     categories = frozenset({"unknown"})
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if opdef is None:
             import difflib
 
-            from phasec.ir.op.registry import list_ops
+            from phasec.op.registry import list_ops
 
             names = [o.name for o in list_ops()]
             close = difflib.get_close_matches(call.op.name, names, n=1)

@@ -34,7 +34,7 @@ from typing import Any, Union
 import numpy as np
 
 from phasec.ir import tir
-from phasec.script._checks import int_range_problem
+from phasec.script.checks import int_range_problem
 
 __all__ = ["find_out_of_bounds", "OutOfBounds"]
 

@@ -30,7 +30,7 @@ import llvmlite.binding as llvm
 
 from phasec.errors import PhasecError
 from phasec.fileio import parse_size
-from phasec.ir.tuning import host_tuning
+from phasec.target.tuning import host_tuning
 from phasec.backend import interrupt
 from phasec.backend.llvm import diskcache
 from phasec.backend.llvm._base import CANCEL_FLAG

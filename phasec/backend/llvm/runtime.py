@@ -31,7 +31,7 @@ import numpy as np
 from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError
 from phasec.ir import tir
 from phasec.ir.structural import exact_fingerprint, structural_equal, structural_hash
-from phasec.ir.tuning import host_tuning
+from phasec.target.tuning import host_tuning
 from phasec.backend.llvm.codegen import ArrayLayout, CodegenOptions, KernelABI, ModuleCodegen, bind_array_symbols
 from phasec.backend.llvm._base import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,

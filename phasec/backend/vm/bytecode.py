@@ -39,7 +39,7 @@ __all__ = [
 class CalleeKind(IntEnum):
     """What a :class:`Call` calls."""
 
-    PACKED = 0      #: a packed function, by name (phasec.packed registry)
+    PACKED = 0      #: a packed function, by name (phasec.runtime.packed registry)
     VM_FUNC = 1     #: another function of the executable, by index
     KERNEL = 2      #: a PrimFunc of the executable (destination-passing), by name
     CLOSURE = 3     #: the closure (or Python callable) held in a register

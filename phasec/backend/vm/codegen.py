@@ -21,7 +21,7 @@ import numpy as np
 
 from phasec.errors import PhasecError, PhaseError
 from phasec.ir import tir
-from phasec.ir.arith import free_vars
+from phasec.arith import free_vars
 from phasec.ir.expr import (
     Call, Constant, DataflowVar, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
     MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
@@ -380,7 +380,7 @@ class _FunctionCodegen:
                        tvm_order: tuple[str, ...]) -> dict[str, tuple[str, Any]]:
         """An op's operands (``("expr", Expr)``) and attributes (``("attr", value)``)
         by name, as the registry names them (TVM's order if it does not know the op)."""
-        from phasec.ir.op.registry import find_op
+        from phasec.op.registry import find_op
 
         opdef = find_op(name)
         names = opdef.args if opdef is not None else tvm_order

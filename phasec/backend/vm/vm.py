@@ -32,8 +32,8 @@ from phasec.interp._values import (
     _BINARY, _INTRINSIC, cast_scalar, describe_value,
 )
 from phasec.interp.relax import _truth, normalize_value
-from phasec.packed import find_packed_func, get_packed_func
-from phasec.script._checks import int_range_problem
+from phasec.runtime.packed import find_packed_func, get_packed_func
+from phasec.script.checks import int_range_problem
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
 from phasec.backend.interrupt import armed, short_call

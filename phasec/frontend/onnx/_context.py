@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from phasec.errors import IndexOutOfRangeError
-from phasec.ir import arith, tir
+from phasec.ir import tir
+from phasec import arith
 from phasec.ir.expr import Constant, Expr, PrimValue, ShapeExpr, Tuple
 from phasec.ir.node import Span
-from phasec.ir.op import call_op, resolve_op
+from phasec.op import call_op, resolve_op
 from phasec.ir.struct_info import TensorStructInfo
 
 if TYPE_CHECKING:
-    from phasec.ir.builder import BlockBuilder
+    from phasec.script.builder import BlockBuilder
 
 __all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "settle"]
 
@@ -328,7 +329,7 @@ class NodeContext:
         return tuple(outs) if isinstance(out, tuple) else outs[0]
 
     def _fold_symbolic(self, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        from phasec.ir.op import get_op, normalize_attrs
+        from phasec.op import get_op, normalize_attrs
 
         opdef = get_op(name)
         norm = normalize_attrs(opdef, attrs, self.span)

@@ -25,7 +25,7 @@ import numpy as np
 
 from phasec.errors import PhasecError, StructInfoError
 from phasec.ir import IRModule, tir
-from phasec.ir.builder import BlockBuilder
+from phasec.script.builder import BlockBuilder
 from phasec.ir.expr import Constant, Expr, Function, Var
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo

@@ -27,7 +27,7 @@ from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
-from phasec.script._checks import dim_problem, int_range_problem
+from phasec.script.checks import dim_problem, int_range_problem
 
 from phasec.script.json_format.schema import (
     AllocateDoc, AttrDict, AttrExpr, AttrFloat, AttrList, AttrPrimExpr, AttrStmtDoc,

@@ -1,0 +1,260 @@
+"""What every operator's legalization shares: the registries LegalizeOps
+reads (:data:`LEGALIZE`, :data:`LEGALIZE_RELAX`), the decorators a family
+module registers its lowerings with, and the small TE helpers they use.
+
+:data:`LEGALIZE` maps an operator name (``"relax.add"``) to a function
+``legalize(call, inputs) -> te.Tensor | list[te.Tensor]``; ``inputs[i]``
+corresponds to ``call.args[i]``: a :class:`~phasec.te.Tensor` for a tensor
+operand, a list of Tensors for a tuple operand (``concat``), or the Relax
+expression itself for anything else (shapes, prim values). Attributes are
+read with defaults filled in; result shapes and dtypes come from
+``call.struct_info``.
+
+Each family module (:mod:`.elementwise`, :mod:`.nn`, :mod:`.manipulate`...)
+keeps an operator's lowering beside its definition; the drivers that turn a
+call or a fused group into a PrimFunc are in :mod:`.legalize`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from phasec.errors import PhasecError
+from phasec.ir import tir
+from phasec import arith
+from phasec import te
+from phasec.ir.expr import Call, Expr, Op
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.te import Tensor
+from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Select
+
+__all__ = ["LEGALIZE", "LEGALIZE_RELAX", "legalizes", "legalizes_to_relax", "LegalizeError",
+           "Inputs", "LegalizeFn"]
+
+
+class LegalizeError(PhasecError):
+    """An operator call cannot be lowered to TIR (unknown shape, unsupported op...)."""
+
+
+Inputs = Sequence[Any]
+LegalizeFn = Callable[[Call, Inputs], "Tensor | list[Tensor]"]
+
+#: op name -> TE definition
+LEGALIZE: dict[str, LegalizeFn] = {}
+
+
+def _register(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
+    def wrap(fn: LegalizeFn) -> LegalizeFn:
+        for n in names:
+            LEGALIZE["relax." + n] = fn
+        return fn
+    return wrap
+
+
+def scalar_operands(fn: LegalizeFn) -> LegalizeFn:
+    """Mark a TE definition that takes an ``R.Prim`` operand whose value is
+    unknown (a function parameter, say) as a scalar ``tir.Var``: the kernel
+    receives it as a scalar parameter at its operand's position, as TVM 0.27
+    legalizes ``R.atan2(x, y)`` for ``y: R.Prim("float32")``. Unmarked
+    definitions see such an operand as its Relax expression."""
+    fn.scalar_operands = True  # type: ignore[attr-defined]
+    return fn
+
+
+def legalizes(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
+    """Register the decorated TE definition as the legalization of ``relax.<name>`` for each name.
+
+    Family modules use it to keep an operator's legalization beside its
+    definition: ``@legalizes("flip")`` above ``def _flip(call, inputs)``.
+    """
+    return _register(*names)
+
+
+#: op name -> ``fn(call) -> Expr``: operators that lower to a Relax expression
+#: instead of a kernel (a VM builtin or a packed call: shape_of, print...).
+#: ``call`` carries its struct info; the result must be valid in the lowering
+#: phase (call_pure_packed, an ExternFunc call...).
+LEGALIZE_RELAX: dict[str, Callable[[Call], Expr]] = {}
+
+
+#: op name -> what its LEGALIZE_RELAX lowering produces, for PHASES.md
+LOWERS_TO: dict[str, str] = {}
+
+
+def legalizes_to_relax(*names: str, lowers_to: str = "VM builtin / packed call"
+                       ) -> Callable[[Callable[[Call], Expr]], Callable[[Call], Expr]]:
+    """Register the decorated ``fn(call) -> Expr`` as the Relax-level lowering
+    of ``relax.<name>`` for each name (LegalizeOps uses it instead of a kernel);
+    ``lowers_to`` says what it produces (PHASES.md's operator table)."""
+    def wrap(fn: Callable[[Call], Expr]) -> Callable[[Call], Expr]:
+        for n in names:
+            LEGALIZE_RELAX["relax." + n] = fn
+            LOWERS_TO["relax." + n] = lowers_to
+        return fn
+    return wrap
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+I64 = "int64"
+
+
+def _i64(v: int) -> IntImm:
+    return IntImm(int(v), I64)
+
+
+def _op_name(call: Call) -> str:
+    return call.op.name if isinstance(call.op, Op) else "<call>"
+
+
+def _script(call: Call) -> str:
+    return "R." + _op_name(call).removeprefix("relax.")
+
+
+def _attrs(call: Call) -> dict[str, Any]:
+    from phasec.op._common import attrs_of
+    return attrs_of(call)
+
+
+def _out(call: Call, index: int | None = None) -> TensorStructInfo:
+    sinfo = call.struct_info
+    if sinfo is None:
+        from phasec.op.infer import infer_struct_info
+        sinfo = infer_struct_info(call)
+    if index is not None:
+        if not isinstance(sinfo, TupleStructInfo):
+            raise LegalizeError(f"{_script(call)}: expected a tuple result")
+        sinfo = sinfo.fields[index]
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or sinfo.dtype == "void":
+        raise LegalizeError(
+            f"cannot legalize {_script(call)}: its result needs a known shape and dtype "
+            "(symbolic dimensions are fine), but struct info inference could not determine "
+            "them; add a match_cast to give the operands known shapes")
+    return sinfo
+
+
+def _name(call: Call) -> str:
+    return "T_" + _op_name(call).removeprefix("relax.").removeprefix("nn.")
+
+
+def _static(e: PrimExpr) -> int | None:
+    return arith.const_int(e)
+
+
+def _is_one(e: PrimExpr) -> bool:
+    return _static(e) == 1
+
+
+def _bcast(t: Tensor, out_shape: Sequence[PrimExpr], idx: Sequence[PrimExpr]) -> Any:
+    """Load ``t`` at the output index ``idx`` with numpy broadcasting."""
+    off = len(out_shape) - t.ndim
+    ind = []
+    for d in range(t.ndim):
+        if _is_one(t.shape[d]) and not _is_one(out_shape[off + d]):
+            ind.append(_i64(0))
+        else:
+            ind.append(idx[off + d])
+    return t[tuple(ind)]
+
+
+def _const(value: Any, dtype: str) -> PrimExpr:
+    return te.const(value, dtype)
+
+
+def _float(dtype: str) -> bool:
+    return tir.is_float(dtype)
+
+
+def _clamp(i: PrimExpr, hi: PrimExpr) -> PrimExpr:
+    """``i`` clamped to ``[0, hi - 1]`` (so a load stays in bounds when a Select
+    evaluates both branches)."""
+    upper = arith.simplify(BinaryOp("-", hi, _i64(1)))
+    return BinaryOp("max", BinaryOp("min", i, upper), _i64(0))
+
+
+def _norm_axis(axis: int, ndim: int) -> int:
+    return axis + ndim if axis < 0 else axis
+
+
+def _prod(dims: Sequence[PrimExpr]) -> PrimExpr:
+    acc: PrimExpr = _i64(1)
+    for d in dims:
+        acc = BinaryOp("*", acc, d)
+    return arith.simplify(acc)
+
+
+def _count(count: PrimExpr, dtype: str) -> PrimExpr:
+    """An element count as a value of ``dtype`` (an immediate when static)."""
+    c = _static(count)
+    return _const(c, dtype) if c is not None else Cast(dtype, count)
+
+
+def _tensor(inputs: Inputs, i: int, call: Call) -> Tensor:
+    t = inputs[i]
+    if not isinstance(t, Tensor):
+        raise LegalizeError(f"{_script(call)}: operand {i} must be a tensor")
+    return t
+
+
+def _safe_div(a: PrimExpr, b: PrimExpr, op: str) -> PrimExpr:
+    """Integer division that yields 0 for a zero divisor (as the reference)
+    without ever dividing by zero (both Select branches may be evaluated)."""
+    zero = _const(0, a.dtype)
+    safe_b = Select(BinaryOp("==", b, zero), _const(1, b.dtype), b)
+    return Select(BinaryOp("==", b, zero), zero, BinaryOp(op, a, safe_b))
+
+
+def _reduction(x: Tensor, axes: Sequence[int], keepdims: bool, out_shape: Sequence[PrimExpr],
+               combiner: Callable[..., Any], name: str,
+               value: Callable[[PrimExpr], PrimExpr] = lambda v: v) -> Tensor:
+    """``combiner(value(x[...]))`` over ``axes`` of ``x`` with output ``out_shape``."""
+    axes = list(axes)
+    if not axes:
+        return te.compute(out_shape, lambda *i: value(x[i]), name=name)
+    rks = [te.reduce_axis(x.shape[a], f"k{a}") for a in axes]
+
+    def body(*i: PrimExpr) -> Any:
+        ind: list[Any] = []
+        pos = 0
+        rk = iter(rks)
+        for d in range(x.ndim):
+            if d in axes:
+                ind.append(next(rk).var)
+                if keepdims:
+                    pos += 1
+            else:
+                ind.append(i[pos])
+                pos += 1
+        return combiner(value(x[tuple(ind)]), axis=rks)
+    return te.compute(out_shape, body, name=name)
+
+
+def _strides(shape: Sequence[PrimExpr]) -> list[PrimExpr]:
+    out: list[PrimExpr] = []
+    acc: PrimExpr = _i64(1)
+    for d in reversed(shape):
+        out.append(acc)
+        acc = arith.simplify(BinaryOp("*", acc, d))
+    return list(reversed(out))
+
+
+def _flat_index(i: Sequence[PrimExpr], shape: Sequence[PrimExpr]) -> PrimExpr:
+    flat: PrimExpr = _i64(0)
+    for v, s in zip(i, _strides(shape)):
+        term = v if _static(s) == 1 else BinaryOp("*", v, s)
+        flat = term if _static(flat) == 0 else BinaryOp("+", flat, term)
+    return flat
+
+
+def _unravel(flat: PrimExpr, shape: Sequence[PrimExpr]) -> list[PrimExpr]:
+    out = []
+    strides = _strides(shape)
+    for d, (s, st) in enumerate(zip(shape, strides)):
+        v = flat if _static(st) == 1 else BinaryOp("//", flat, st)
+        if d > 0:
+            v = BinaryOp("%", v, s)
+        out.append(v)
+    return out

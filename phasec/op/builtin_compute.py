@@ -1,0 +1,40 @@
+"""``R.builtin.stop_lift_params(x)`` (TVM 0.27): the identity on a tensor,
+marking where LiftTransformParams stops lifting parameter transformations.
+Inference is TVM's InferTypeUnaryArith (a tensor in, the same struct info
+out); it computes a copy, and is opaque to fusion as TVM registers no
+pattern for it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.op._common import OpPattern, define, err, tensor_arg
+from phasec.op._draw import ANY_DTYPE, declares_draw
+from phasec.op._lowering import _out, _tensor, legalizes
+
+__all__: list[str] = []
+
+
+def _infer(call, ctx):
+    if len(call.args) != 1:
+        raise err(call, f"R.builtin.stop_lift_params expects 1 operand, got {len(call.args)}")
+    x = tensor_arg(call, 0, ctx, "x")
+    if x.shape is not None:
+        return TensorStructInfo(x.shape, x.dtype)
+    return TensorStructInfo(None, x.dtype, x.ndim)
+
+
+define("builtin.stop_lift_params", ("x",), _infer,
+       reference=lambda x: np.array(x, copy=True), pattern=OpPattern.OPAQUE,
+       doc="Identity; where LiftTransformParams stops lifting.")
+
+
+@legalizes("builtin.stop_lift_params")
+def _stop_lift_params(call, inputs):
+    x = _tensor(inputs, 0, call)
+    from phasec import te
+    return te.compute(_out(call).shape, lambda *i: x[i], name="T_stop_lift_params")
+
+
+declares_draw("builtin.stop_lift_params", dtypes=ANY_DTYPE, build=lambda ctx: ((ctx.x,), {}))

@@ -1,0 +1,657 @@
+"""Convolutions over 1, 2 and 3 spatial dims (``nn.conv{1,2,3}d``) and
+transposed convolutions over 1, 2 and 3 (``nn.conv{1,2,3}d_transpose``, below).
+
+Attributes as TVM 0.27: ``strides``, ``dilation`` (1 or r ints), ``padding``
+(1, r or 2r ints: the r leading pads, then the r trailing pads), ``groups``,
+``data_layout`` (a permutation of ``NCW`` / ``NCHW`` / ``NCDHW``: ``NHWC``...),
+``kernel_layout`` (a permutation of ``OIW`` / ``OIHW`` / ``OIDHW``: ``HWIO``,
+``OHWI``...), ``out_layout`` (None becomes the data layout when the call is
+built, as TVM's constructor does) and ``out_dtype`` ("void": the operands'
+dtype). Every layout lowers through the same kernel: its indices are
+permuted into the canonical order (index generalization), so no transpose
+is materialized. Cross-correlation, as TVM
+and PyTorch; the kernel has ``C / groups`` input channels and its output
+channels are split evenly between the groups. Output size per spatial dim::
+
+    out = (i + p0 + p1 - d * (k - 1) - 1) // s + 1
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from phasec import arith
+from phasec import te
+from phasec.op.infer import prim_expr_to_str
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.tir import BinaryOp, IntImm, Select
+from phasec.op._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, err, tensor_arg, tensor_sinfo
+from phasec.op._layout import (
+    Layout, SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
+)
+from phasec.op._draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
+from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
+from phasec.op.nn_winograd import winograd_conv2d
+
+__all__ = ["conv_reference", "conv_transpose_reference"]
+
+
+def _attrs(call):
+    from phasec.op._common import attrs_of
+    return attrs_of(call)
+
+
+def _i64(v: int) -> IntImm:
+    return IntImm(int(v), "int64")
+
+
+def _data_layout(rank: int) -> str:
+    return "NC" + SPATIAL_LETTERS[rank]
+
+
+def _kernel_layout(rank: int) -> str:
+    return "OI" + SPATIAL_LETTERS[rank]
+
+
+def _conv_out(in_dim, k, s, d, p0, p1):
+    num = BinaryOp("-", BinaryOp("+", in_dim, _i64(p0 + p1)),
+                   BinaryOp("+", BinaryOp("*", _i64(d), BinaryOp("-", k, _i64(1))), _i64(1)))
+    return arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
+
+
+def _infer_conv(rank: int):
+    def infer(call, ctx):
+        data = tensor_arg(call, 0, ctx, "data")
+        weight = tensor_arg(call, 1, ctx, "weight")
+        a = _attrs(call)
+        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+        kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout", packed=True)
+        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
+        check_positive(call, "strides", a["strides"])
+        check_positive(call, "dilation", a["dilation"])
+        check_nonneg(call, "padding", a["padding"])
+        groups = a["groups"]
+        if groups < 1:
+            raise err(call, f"groups must be positive, got {groups}")
+        for sinfo, what, lay in ((data, "data", dl), (weight, "weight", kl)):
+            if sinfo.dtype == "bool":
+                raise err(call, f"conv{rank}d does not compute on bool tensors ({what})")
+            if sinfo.ndim not in (-1, lay.ndim):
+                raise err(call, f"conv{rank}d expects a {lay.ndim}-D {what} tensor "
+                                f"({lay.name}), but it has ndim {sinfo.ndim}")
+        dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
+        if data.shape is None or weight.shape is None:
+            return TensorStructInfo(None, dtype, ol.ndim)
+        n, c, *sp = dl.to_canonical(data.shape)
+        o, i, *ks = kl.to_canonical(weight.shape)
+        if arith.prove_not_equal(c, BinaryOp("*", i, _i64(groups))):
+            raise err(call, f"the data has {prim_expr_to_str(c)} input channels but the weight "
+                            f"expects {prim_expr_to_str(i)} x groups({groups})")
+        oc = arith.const_int(o)
+        if oc is not None and oc % groups:
+            raise err(call, f"the weight's {oc} output channels are not divisible by "
+                            f"groups={groups}")
+        pads = a["padding"]
+        out_sp = [_conv_out(sp[j], ks[j], a["strides"][j], a["dilation"][j], pads[j],
+                            pads[rank + j]) for j in range(rank)]
+        for d in out_sp:
+            v = arith.const_int(d)
+            if v is not None and v <= 0:
+                raise err(call, f"the output spatial size would be non-positive ({v}); the "
+                                "kernel is larger than the padded input")
+        _check_packed_out(call, ol, (n, o, *out_sp))
+        return tensor_sinfo(ol.from_canonical((n, o, *out_sp)), dtype)
+    return infer
+
+
+def _check_packed_out(call, layout, dims) -> None:
+    """A packed output layout (NCHW4c) must divide the dimension it packs."""
+    for letter, f in getattr(layout, "factors", {}).items():
+        v = arith.const_int(dims[layout.canonical.index(letter)])
+        if v is not None and v % f:
+            raise err(call, f"out_layout {layout.name!r} packs {letter} by {f}, but the output "
+                            f"has {v}")
+
+
+def _layouts(rank: int, data_layout: str, kernel_layout: str, out_layout, transpose=False):
+    """The Layout objects of a reference call (the attributes were checked by inference)."""
+    from phasec.op._layout import _packed
+
+    def get(name, canonical):
+        if sorted(name) == sorted(canonical):
+            return Layout(name, canonical)
+        return _packed(name, canonical)
+    kcan = _transpose_kernel_layout(rank) if transpose else _kernel_layout(rank)
+    return (get(data_layout, _data_layout(rank)), get(kernel_layout, kcan),
+            get(out_layout or data_layout, _data_layout(rank)))
+
+
+def conv_reference(data, weight, rank, strides, padding, dilation, groups, data_layout,
+                   kernel_layout, out_layout, out_dtype):
+    """numpy N-d grouped, dilated, strided convolution in any layout."""
+    x, w = np.asarray(data), np.asarray(weight)
+    dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
+    acc = np.float64 if dtype.kind == "f" else np.int64
+    dl, kl, ol = _layouts(rank, data_layout, kernel_layout, out_layout)
+    x = dl.array_to_canonical(x).astype(acc)
+    w = kl.array_to_canonical(w).astype(acc)
+    x = np.pad(x, [(0, 0), (0, 0)] + [(padding[j], padding[rank + j]) for j in range(rank)])
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    ks = w.shape[2:]
+    out_sp = [(x.shape[2 + j] - dilation[j] * (ks[j] - 1) - 1) // strides[j] + 1
+              for j in range(rank)]
+    out = np.zeros((n, o, *out_sp), acc)
+    og = o // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        ws = w[g * og:(g + 1) * og]
+        for taps in np.ndindex(*ks):
+            window = tuple(slice(taps[j] * dilation[j],
+                                 taps[j] * dilation[j] + strides[j] * (out_sp[j] - 1) + 1,
+                                 strides[j]) for j in range(rank))
+            patch = xs[(slice(None), slice(None)) + window]
+            out[:, g * og:(g + 1) * og] += np.tensordot(
+                patch, ws[(slice(None), slice(None)) + taps], axes=([1], [1])).transpose(
+                    [0, rank + 1] + list(range(1, rank + 1)))
+    return ol.array_from_canonical(out).astype(dtype)
+
+
+def _conv_ref(rank: int):
+    def ref(data, weight, strides=(1,) * rank, padding=(0,) * (2 * rank), dilation=(1,) * rank,
+            groups=1, data_layout=_data_layout(rank), kernel_layout=_kernel_layout(rank),
+            out_layout=None, out_dtype="void"):
+        return conv_reference(data, weight, rank, strides, padding, dilation, groups,
+                              data_layout, kernel_layout, out_layout, out_dtype)
+    return ref
+
+
+def _conv_attrs(rank: int):
+    one = (1,) * rank
+    return {"strides": (one, spatial(rank)), "padding": ((0,) * (2 * rank), padding_nd(rank)),
+            "dilation": (one, spatial(rank)), "groups": (1, as_int),
+            "data_layout": (_data_layout(rank), as_str),
+            "kernel_layout": (_kernel_layout(rank), as_str),
+            "out_layout": (None, opt_layout), "out_dtype": ("void", as_dtype)}
+
+
+def _fill_out_layout(attrs: dict) -> dict:
+    """``out_layout`` None -> the data layout (TVM's ``out_layout.value_or(data_layout)``)."""
+    if attrs.get("out_layout") is None and isinstance(attrs.get("data_layout"), str):
+        attrs["out_layout"] = attrs["data_layout"]
+    return attrs
+
+
+for _rank in (1, 2, 3):
+    define(f"nn.conv{_rank}d", ("data", "weight"), _infer_conv(_rank), attrs=_conv_attrs(_rank),
+           reference=_conv_ref(_rank), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+           finish=_fill_out_layout,
+           doc=f"{_rank}-D convolution (layouts {_data_layout(_rank)}/{_kernel_layout(_rank)} "
+               "or permutations), groups, dilation.")
+
+
+def _conv_te(call, inputs, rank: int):
+    data, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    a = _attrs(call)
+    dt = out.dtype
+    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+    kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout", packed=True)
+    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
+    pads = a["padding"]
+    n, c, *sp = dl.to_canonical(data.shape)
+    o_ch, cg, *ks = kl.to_canonical(weight.shape)
+    # NCHW float convolutions with static sizes where it matters have
+    # schedules of their own, each None when the call is not its kind
+    if (rank == 2 and (dl.name, kl.name, ol.name) == ("NCHW", "OIHW", "NCHW")
+            and dt in ("float32", "float64") and data.dtype == dt and weight.dtype == dt):
+        special = (_winograd_conv2d(data, weight, out, a)
+                   or _flat_conv2d(data, weight, out, a, (sp, ks))
+                   or _strided_narrow_conv2d(data, weight, out, a, (sp, ks)))
+        if special is not None:
+            return special
+    # The padded input, in canonical (NC + spatial) order, gets its own buffer
+    # (as TVM's pad_temp) so the inner loop reads it without bounds checks;
+    # without padding the kernel reads the data in place, in its own layout.
+    padded_shape = (n, c, *[arith.simplify(BinaryOp("+", sp[j], _i64(pads[j] + pads[rank + j])))
+                            for j in range(rank)])
+    zero = _const(0, data.dtype)
+
+    def pad_body(*i):
+        pos = [BinaryOp("-", i[2 + j], _i64(pads[j])) for j in range(rank)]
+        cond = None
+        for j, p in enumerate(pos):
+            cj = BinaryOp("and", BinaryOp(">=", p, _i64(0)), BinaryOp("<", p, sp[j]))
+            cond = cj if cond is None else BinaryOp("and", cond, cj)
+        idx = dl.index_from_canonical((i[0], i[1], *[_clamp(p, sp[j]) for j, p in enumerate(pos)]))
+        return data[idx] if cond is None or not any(pads) else Select(cond, data[idx], zero)
+    if any(pads):
+        padded = te.compute(padded_shape, pad_body, name="pad_temp", inline=False)
+
+        def load(idx):
+            return padded[idx]
+    else:
+        def load(idx):
+            return data[dl.index_from_canonical(idx)]
+    rc = te.reduce_axis(cg, "rc")
+    rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
+    groups = a["groups"]
+    og = arith.simplify(BinaryOp("//", o_ch, _i64(groups))) if groups > 1 else None
+
+    def body(*idx):
+        b, oc, *oi = ol.index_to_canonical(idx)
+        ch = rc.var if og is None else BinaryOp("+", BinaryOp("*", BinaryOp("//", oc, og), cg),
+                                                rc.var)
+        pos = [BinaryOp("+", BinaryOp("*", oi[j], _i64(a["strides"][j])),
+                        BinaryOp("*", rk[j].var, _i64(a["dilation"][j]))) for j in range(rank)]
+        w_idx = kl.index_from_canonical((oc, rc.var, *[r.var for r in rk]))
+        return te.sum(BinaryOp("*", te.cast(load((b, ch, *pos)), dt), te.cast(weight[w_idx], dt)),
+                      axis=[rc, *rk])
+    return te.compute(out.shape, body, name=f"T_conv{rank}d", tag=f"conv{rank}d")
+
+
+def _lanes(dtype: str) -> int:
+    """Elements of ``dtype`` (float32 or float64) in one of the host's vectors."""
+    from phasec.target.tuning import host_tuning
+    return host_tuning().lanes(64 if dtype == "float64" else 32)
+
+
+def _winograd_conv2d(data, weight, out, a):
+    """A 3x3 stride-1 conv2d of enough channels by Winograd's F(m x m, 3 x 3)
+    (:mod:`.nn_winograd`; ``m`` and the channel threshold from the host's
+    :class:`~phasec.target.tuning.TargetTuning`), or None when the call is not one.
+    (Of the NCHW float convolutions, see _conv_te.)"""
+    from phasec.target.tuning import host_tuning
+    tuning = host_tuning()
+    if (not tuning.winograd_tile or a["groups"] != 1 or tuple(a["strides"]) != (1, 1)
+            or tuple(a["dilation"]) != (1, 1)):
+        return None
+    channels = [arith.const_int(x) for x in (data.shape[1], weight.shape[0])]
+    if any(x is None or x < tuning.winograd_min_channels for x in channels):
+        return None
+    return winograd_conv2d(data, weight, out.shape, a["padding"], out.dtype,
+                           tuning.winograd_tile, _lanes(out.dtype))
+
+
+def _flat_conv2d(data, weight, out, a, dims):
+    """A narrow stride-1 NCHW conv2d computed over the padded rows laid end to
+    end, or None when the call is not one.
+
+    An output row narrower than a vector (ResNet's 14x14 and 7x7 stages)
+    fills a fraction of each FMA of the GEMM schedule's register tiles
+    (output channels x positions of a row). Over the padded input flattened
+    per channel (``pad_flat[c, y*Wp + x]``, with ``Wp`` the padded width),
+    output position ``(y, x)`` is column ``p = y*Wp + x`` and tap ``(ry,
+    rx)`` reads ``pad_flat[c, p + ry*dy*Wp + rx*dx]``: contiguous in ``p``,
+    so the GEMM runs over ``OH*Wp`` columns of whole vectors. The ``Wp - OW``
+    columns past each output row are computed and dropped (the same sums in
+    the same order for the others: the values are those of the plain
+    schedule). One core: 256 channels 3x3 at 14x14 3.59 -> 2.34 ms, 512 at
+    7x7 7.79 -> 3.29 ms, 1x1 0.39 -> 0.24 ms and 0.85 -> 0.27 ms. The
+    epilogue (bias, relu, a residual) is a nest of its own that reads the
+    rows back, as it cannot run in the register tiles of dropped columns.
+
+    Grouped convolutions too: channel ``(oc // og) * cg + rc``, which the
+    GEMM schedule tiles within a group (``GemmPlan.row_group``).
+    ShuffleNet's 1x1 ones, one core: 272 channels in 4 groups at 14x14 148
+    -> 81 us, 544 at 7x7 244 -> 84 us, 136 at 28x28 (rows end to end, see
+    ``whole``) 141 -> 95 us. Depthwise ones (og = 1, no GEMM) get the plain
+    nest's vectors over whole flat rows instead of 7 or 14 columns: 3x3,
+    272 channels at 14x14 95 -> 65 us, 544 at 7x7 85 -> 42 us."""
+    sp, ks = dims
+    dt = out.dtype
+    groups = a["groups"]
+    if tuple(a["strides"]) != (1, 1):
+        return None
+    shape = [arith.const_int(d) for d in (*sp, *ks, out.shape[2], out.shape[3],
+                                          out.shape[1], weight.shape[1])]
+    if any(v is None for v in shape):
+        return None
+    H, W, KH, KW, OH, OW, O, CG = shape
+    og = O // groups
+    top, left, bottom, right = a["padding"]
+    dy, dx = a["dilation"]
+    Wp = W + left + right
+    lanes = _lanes(dt)
+    # A grouped 1x1 convolution without padding drops nothing: its rows end
+    # to end are the input as laid out. Taken for rows of under two vectors
+    # that are no whole vectors (ShuffleNet's 28-wide rows, 34 channels a
+    # group: 2-row tiles of 16 + 8 + 4 columns, 141 -> 95 us); wider ones
+    # keep their rows (24 -> 112 channels at 56x56: the copy cost more than
+    # the wider tiles bought, 54 -> 82 us)
+    whole = (groups > 1 and KH == KW == 1 and not any(a["padding"])
+             and OW % lanes != 0 and OW < 2 * lanes)
+    if not whole and (not 2 <= OW < lanes or 2 * OW < Wp or OH < 2):
+        return None  # wide enough rows, or more dropped columns than kept
+    n, c = data.shape[0], data.shape[1]
+    Hp = H + top + bottom
+    # every column of the last row is computed, the dropped ones too
+    length = OH * Wp + dy * (KH - 1) * Wp + dx * (KW - 1)
+    zero = _const(0, dt)
+
+    def pad_body(b, ch, q):
+        y = BinaryOp("-", BinaryOp("//", q, _i64(Wp)), _i64(top))
+        x = BinaryOp("-", BinaryOp("%", q, _i64(Wp)), _i64(left))
+        in_y = BinaryOp("and", BinaryOp(">=", y, _i64(0)), BinaryOp("<", y, _i64(H)))
+        in_x = BinaryOp("and", BinaryOp(">=", x, _i64(0)), BinaryOp("<", x, _i64(W)))
+        cond = BinaryOp("and", in_y, in_x)
+        cond = BinaryOp("and", cond, BinaryOp("<", q, _i64(Hp * Wp)))
+        return Select(cond, data[b, ch, _clamp(y, _i64(H)), _clamp(x, _i64(W))], zero)
+    padded = te.compute((n, c, _i64(length)), pad_body, name="pad_flat", inline=False)
+    rc = te.reduce_axis(_i64(CG), "rc")
+    ry, rx = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
+
+    def wide_body(b, oc, p):
+        tap = BinaryOp("+", BinaryOp("*", ry.var, _i64(dy * Wp)), BinaryOp("*", rx.var, _i64(dx)))
+        # a grouped convolution reads its group's input channels (the GEMM
+        # schedule sees ``oc // og``: GemmPlan.row_group)
+        ch = rc.var if groups == 1 else BinaryOp(
+            "+", BinaryOp("*", BinaryOp("//", oc, _i64(og)), _i64(CG)), rc.var)
+        return te.sum(BinaryOp("*", padded[b, ch, BinaryOp("+", p, tap)],
+                               weight[oc, rc.var, ry.var, rx.var]), axis=[rc, ry, rx])
+    wide = te.compute((n, out.shape[1], _i64(OH * Wp)), wide_body, name="T_conv2d_rows",
+                      tag="conv2d")
+    return te.compute(out.shape, lambda b, oc, y, x: wide[
+        b, oc, BinaryOp("+", BinaryOp("*", y, _i64(Wp)), x)], name="T_conv2d")
+
+
+def _strided_narrow_conv2d(data, weight, out, a, dims):
+    """A strided NCHW conv2d whose output rows are narrower than a vector
+    (ResNet's 14x14 -> 7x7 downsampling), or None when the call is not one:
+    its input gathered once into columns, ``cols[b, c, ry, rx, p]`` for
+    output position ``p = y*OW + x`` (im2col), then one GEMM over all the
+    output positions, whose columns are whole vectors. The plain schedule
+    makes a GEMM per output row, OW columns wide, and packs each of its
+    panels through gathers: 512 channels 3x3 stride 2 14x14 -> 7x7 ran at
+    ~15 GFLOP/s (7.8 ms), 1x1 1024 -> 2048 at ~14 (7.2 ms). The epilogue
+    is a nest of its own that reads the rows back (as in _flat_conv2d)."""
+    sp, ks = dims
+    dt = out.dtype
+    if a["groups"] != 1 or tuple(a["strides"]) == (1, 1):
+        return None
+    shape = [arith.const_int(d) for d in (*sp, *ks, out.shape[2], out.shape[3])]
+    if any(v is None for v in shape):
+        return None
+    H, W, KH, KW, OH, OW = shape
+    if not OW < _lanes(dt) <= OH * OW:
+        return None
+    top, left = a["padding"][0], a["padding"][1]
+    (sy, sx), (dy, dx) = a["strides"], a["dilation"]
+    n, c = data.shape[0], data.shape[1]
+    zero = _const(0, dt)
+
+    def col_body(b, ch, r, s, p):
+        y = BinaryOp("+", BinaryOp("*", BinaryOp("//", p, _i64(OW)), _i64(sy)),
+                     BinaryOp("-", BinaryOp("*", r, _i64(dy)), _i64(top)))
+        x = BinaryOp("+", BinaryOp("*", BinaryOp("%", p, _i64(OW)), _i64(sx)),
+                     BinaryOp("-", BinaryOp("*", s, _i64(dx)), _i64(left)))
+        value = data[b, ch, _clamp(y, _i64(H)), _clamp(x, _i64(W))]
+        if not any(a["padding"]):
+            return value
+        inside = BinaryOp("and", BinaryOp("and", BinaryOp(">=", y, _i64(0)),
+                                          BinaryOp("<", y, _i64(H))),
+                          BinaryOp("and", BinaryOp(">=", x, _i64(0)), BinaryOp("<", x, _i64(W))))
+        return Select(inside, value, zero)
+    cols = te.compute((n, c, _i64(KH), _i64(KW), _i64(OH * OW)), col_body, name="im2col",
+                      inline=False)
+    rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
+    flat = te.compute((n, out.shape[1], _i64(OH * OW)), lambda b, oc, p: te.sum(
+        BinaryOp("*", cols[b, rc.var, ry.var, rx.var, p], weight[oc, rc.var, ry.var, rx.var]),
+        axis=[rc, ry, rx]), name="T_conv2d_cols", tag="conv2d")
+    return te.compute(out.shape, lambda b, oc, y, x: flat[
+        b, oc, BinaryOp("+", BinaryOp("*", y, _i64(OW)), x)], name="T_conv2d")
+
+
+for _rank in (1, 2, 3):
+    legalizes(f"nn.conv{_rank}d")(lambda call, inputs, r=_rank: _conv_te(call, inputs, r))
+
+
+# ---------------------------------------------------------------------------
+# conv1d_transpose, conv2d_transpose, conv3d_transpose
+# ---------------------------------------------------------------------------
+#
+# The kernel is (in channels, out channels per group, *window) in canonical
+# order (IOW / IOHW / IODHW, or any permutation); the result has
+# out-per-group x groups channels. Each input element at position i scatters
+# ``data * weight`` to output position ``i * s - p0 + t * d`` for every tap t:
+#
+#     out = (i - 1) * s - p0 - p1 + d * (k - 1) + output_padding + 1
+#
+# ``output_padding`` (less than the stride, as TVM checks) lengthens the
+# output at the end.
+
+def _transpose_kernel_layout(rank: int) -> str:
+    return "IO" + SPATIAL_LETTERS[rank]
+
+
+def _infer_conv_transpose(rank: int):
+    def infer(call, ctx):
+        data = tensor_arg(call, 0, ctx, "data")
+        weight = tensor_arg(call, 1, ctx, "weight")
+        a = _attrs(call)
+        name = f"conv{rank}d_transpose"
+        dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+        kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout", packed=True)
+        ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
+        check_positive(call, "strides", a["strides"])
+        check_positive(call, "dilation", a["dilation"])
+        check_nonneg(call, "padding", a["padding"])
+        check_nonneg(call, "output_padding", a["output_padding"])
+        groups = a["groups"]
+        if groups < 1:
+            raise err(call, f"groups must be positive, got {groups}")
+        if any(op >= s for op, s in zip(a["output_padding"], a["strides"])):
+            raise err(call, f"output_padding {a['output_padding']} must be less than the strides "
+                            f"{a['strides']}")
+        for sinfo, what, lay in ((data, "data", dl), (weight, "weight", kl)):
+            if sinfo.dtype == "bool":
+                raise err(call, f"{name} does not compute on bool tensors ({what})")
+            if sinfo.ndim not in (-1, lay.ndim):
+                raise err(call, f"{name} expects a {lay.ndim}-D {what} tensor ({lay.name}), "
+                                f"but it has ndim {sinfo.ndim}")
+        dtype = a["out_dtype"] if a["out_dtype"] != "void" else binary_dtype(call, data, weight)
+        if data.shape is None or weight.shape is None:
+            return TensorStructInfo(None, dtype, ol.ndim)
+        n, c, *sp = dl.to_canonical(data.shape)
+        i, o, *ks = kl.to_canonical(weight.shape)
+        if arith.prove_not_equal(c, i):
+            raise err(call, f"the data has {prim_expr_to_str(c)} channels but the weight's input "
+                            f"channels are {prim_expr_to_str(i)}")
+        ic = arith.const_int(i)
+        if ic is not None and ic % groups:
+            raise err(call, f"the weight's {ic} input channels are not divisible by "
+                            f"groups={groups}")
+        pads = a["padding"]
+        out_sp = []
+        for j in range(rank):
+            size = arith.simplify(
+                BinaryOp("+", BinaryOp("*", BinaryOp("-", sp[j], _i64(1)), _i64(a["strides"][j])),
+                         BinaryOp("+", BinaryOp("*", _i64(a["dilation"][j]),
+                                                BinaryOp("-", ks[j], _i64(1))),
+                                  _i64(a["output_padding"][j] + 1 - pads[j] - pads[rank + j]))))
+            v = arith.const_int(size)
+            if v is not None and v <= 0:
+                raise err(call, f"the output spatial size would be non-positive ({v}); the "
+                                "padding removes the whole output")
+            out_sp.append(size)
+        oc = arith.simplify(BinaryOp("*", o, _i64(groups)))
+        _check_packed_out(call, ol, (n, oc, *out_sp))
+        return tensor_sinfo(ol.from_canonical((n, oc, *out_sp)), dtype)
+    return infer
+
+
+def conv_transpose_reference(data, weight, rank, strides, padding, output_padding, dilation,
+                             groups, data_layout, kernel_layout, out_layout, out_dtype):
+    """numpy transposed convolution: every input element scatters into the output."""
+    x, w = np.asarray(data), np.asarray(weight)
+    dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
+    acc = np.float64 if dtype.kind == "f" else np.int64
+    dl, kl, ol = _layouts(rank, data_layout, kernel_layout, out_layout, transpose=True)
+    x = dl.array_to_canonical(x).astype(acc)
+    w = kl.array_to_canonical(w).astype(acc)
+    n, c, *sp = x.shape
+    _, og, *ks = w.shape
+    cg = c // groups
+    full = [(sp[j] - 1) * strides[j] + dilation[j] * (ks[j] - 1) + 1 + output_padding[j]
+            for j in range(rank)]
+    out = np.zeros((n, og * groups, *full), acc)
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg]
+        ws = w[g * cg:(g + 1) * cg]
+        for taps in np.ndindex(*ks):
+            # (n, cg, *sp) x (cg, og) -> (n, og, *sp), scattered with stride s
+            contrib = np.moveaxis(np.tensordot(xs, ws[(slice(None), slice(None)) + taps],
+                                               axes=([1], [0])), -1, 1)
+            window = tuple(slice(taps[j] * dilation[j],
+                                 taps[j] * dilation[j] + strides[j] * (sp[j] - 1) + 1, strides[j])
+                           for j in range(rank))
+            out[(slice(None), slice(g * og, (g + 1) * og)) + window] += contrib
+    crop = tuple(slice(padding[j], full[j] - padding[rank + j]) for j in range(rank))
+    out = out[(slice(None), slice(None)) + crop]
+    return ol.array_from_canonical(out).astype(dtype)
+
+
+def _conv_transpose_ref(rank: int):
+    def ref(data, weight, strides=(1,) * rank, padding=(0,) * (2 * rank),
+            output_padding=(0,) * rank, dilation=(1,) * rank, groups=1,
+            data_layout=_data_layout(rank), kernel_layout=_transpose_kernel_layout(rank),
+            out_layout=None, out_dtype="void"):
+        return conv_transpose_reference(data, weight, rank, strides, padding, output_padding,
+                                        dilation, groups, data_layout, kernel_layout, out_layout,
+                                        out_dtype)
+    return ref
+
+
+def _conv_transpose_attrs(rank: int):
+    one = (1,) * rank
+    return {"strides": (one, spatial(rank)), "padding": ((0,) * (2 * rank), padding_nd(rank)),
+            "output_padding": ((0,) * rank, spatial(rank)),
+            "dilation": (one, spatial(rank)), "groups": (1, as_int),
+            "data_layout": (_data_layout(rank), as_str),
+            "kernel_layout": (_transpose_kernel_layout(rank), as_str),
+            "out_layout": (None, opt_layout), "out_dtype": ("void", as_dtype)}
+
+
+for _rank in (1, 2, 3):
+    define(f"nn.conv{_rank}d_transpose", ("data", "weight"), _infer_conv_transpose(_rank),
+           attrs=_conv_transpose_attrs(_rank), reference=_conv_transpose_ref(_rank),
+           pattern=OpPattern.OUT_ELEMWISE_FUSABLE, finish=_fill_out_layout,
+           doc=f"{_rank}-D transposed convolution (layouts {_data_layout(_rank)}/"
+               f"{_transpose_kernel_layout(_rank)} or permutations), groups, dilation, "
+               "output_padding.")
+
+
+def _conv_transpose_te(call, inputs, rank: int):
+    data, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    a = _attrs(call)
+    dt = out.dtype
+    dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
+    kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout", packed=True)
+    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
+    pads, strides, dil = a["padding"], a["strides"], a["dilation"]
+    _, c, *sp = dl.to_canonical(data.shape)
+    _, og, *ks = kl.to_canonical(weight.shape)
+    groups = a["groups"]
+    cg = arith.simplify(BinaryOp("//", c, _i64(groups))) if groups > 1 else c
+    rc = te.reduce_axis(cg, "rc")
+    rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
+    zero = _const(0, dt)
+
+    # Gather form: output position y takes tap t from input position
+    # (y + p0 - t * d) / s when that is an integer inside the input.
+    def body(*idx):
+        b, o, *y = ol.index_to_canonical(idx)
+        ch = rc.var if groups == 1 else BinaryOp("+", BinaryOp("*", BinaryOp("//", o, og), cg),
+                                                 rc.var)
+        oc = o if groups == 1 else BinaryOp("%", o, og)
+        cond = None
+        pos = []
+        for j in range(rank):
+            num = BinaryOp("-", BinaryOp("+", y[j], _i64(pads[j])),
+                           BinaryOp("*", rk[j].var, _i64(dil[j])))
+            p = num if strides[j] == 1 else BinaryOp("//", num, _i64(strides[j]))
+            cj = BinaryOp("and", BinaryOp(">=", num, _i64(0)), BinaryOp("<", p, sp[j]))
+            if strides[j] != 1:
+                cj = BinaryOp("and", cj, BinaryOp("==", BinaryOp("%", num, _i64(strides[j])),
+                                                  _i64(0)))
+            cond = cj if cond is None else BinaryOp("and", cond, cj)
+            pos.append(_clamp(p, sp[j]))
+        x_idx = dl.index_from_canonical((b, ch, *pos))
+        w_idx = kl.index_from_canonical((ch, oc, *[r.var for r in rk]))
+        prod = BinaryOp("*", te.cast(data[x_idx], dt), te.cast(weight[w_idx], dt))
+        return te.sum(Select(cond, prod, zero), axis=[rc, *rk])
+    return te.compute(out.shape, body, name=f"T_conv{rank}d_transpose",
+                      tag=f"conv{rank}d_transpose")
+
+
+for _rank in (1, 2, 3):
+    legalizes(f"nn.conv{_rank}d_transpose")(
+        lambda call, inputs, r=_rank: _conv_transpose_te(call, inputs, r))
+
+
+# ---------------------------------------------------------------------------
+# How the fuzzing generator draws these operators (phasec.testing)
+# ---------------------------------------------------------------------------
+
+def _conv_shape(rank: int):
+    top = 4 if rank < 3 else 3
+    return lambda pick: (pick([1, 2]), pick([1, 2, 3, 4]),
+                         *(pick(range(2, top + 1)) for _ in range(rank)))
+
+
+def _draw_conv(rank: int, transpose: bool):
+    def build(ctx):
+        c, spatial = ctx.shape[1], ctx.shape[2:]
+        groups = ctx.choose([g for g in range(1, c + 1) if c % g == 0])
+        per_group = ctx.integers(1, 2)
+        kernel = tuple(ctx.integers(1, min(3, d)) for d in spatial)
+        strides = tuple(ctx.choose([1, 2]) for _ in spatial)
+        pads = [ctx.choose([0, 1]) for _ in range(rank)]
+        if transpose:  # output (i - 1) * s - 2 p + k: keep it positive
+            pads = [0 if (i - 1) * s + k - 2 * p < 1 else p
+                    for i, s, k, p in zip(spatial, strides, kernel, pads)]
+        pads = tuple(pads) * 2
+        if transpose:
+            weight = ctx.const((c, per_group, *kernel), -1.0, 1.0)
+            taps = (c // groups) * math.prod(kernel)
+        else:
+            weight = ctx.const((groups * per_group, c // groups, *kernel), -1.0, 1.0)
+            taps = (c // groups) * math.prod(kernel)
+        bound = taps * ctx.mag
+        ctx.result_in(-bound, bound)
+        return (ctx.x, weight), {"strides": strides, "padding": pads, "groups": groups}
+    return build
+
+
+for _rank in (1, 3):
+    declares_draw(f"nn.conv{_rank}d", ranks=(_rank + 2,), shape=_conv_shape(_rank),
+                  build=_draw_conv(_rank, False))
+for _rank in (1, 2, 3):
+    declares_draw(f"nn.conv{_rank}d_transpose", ranks=(_rank + 2,), shape=_conv_shape(_rank),
+                  build=_draw_conv(_rank, True))
+
+
+def _conv2d_build(g, x):
+    """NCHW data, a constant OIHW weight of 1..3 square-ish kernels, padding 0 or 1."""
+    from phasec.op import call_op
+
+    c = const_dim(x.shape[1])
+    h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
+    kh = g.pick([k for k in (1, 2, 3) if k <= h + 2])
+    kw = g.pick([k for k in (1, 2, 3) if k <= w + 2])
+    pad = g.pick([0, 1])
+    if h + 2 * pad < kh or w + 2 * pad < kw:
+        kh = kw = 1
+    out = g.pick(list(range(1, g.cfg.max_dim + 1)))
+    weight = g.constant((out, c, kh, kw), (-1.0, 1.0), "float32")
+    call = call_op("relax.nn.conv2d", x.expr, weight.expr, padding=pad)
+    bound = c * kh * kw * x.mag * weight.mag
+    return g.emit(call, FLOAT, (-bound, bound))
+
+
+declares_draw("nn.conv2d", Hooks(_conv2d_build, (FLOAT,), accepts=lambda g, x: (
+    spatial_ok(x) and const_dim(x.shape[1]) * 9 * x.mag <= VALUE_CAP),
+    operand=nchw_operand, order=62))

@@ -1,0 +1,338 @@
+"""Winograd convolution F(m x m, 3 x 3) for stride-1 NCHW conv2d (Lavin and
+Gray, "Fast Algorithms for Convolutional Neural Networks", 2016).
+
+A 3x3 convolution computes each ``m x m`` tile of an output channel from an
+``a x a`` tile of each input channel (``a = m + 2``, tiles overlapping by
+two). In the Winograd domain that is an elementwise product, so over all
+channels it becomes ``a * a`` independent matrix products::
+
+    U[e, k, c] = (G  w[k, c]  G^T)[e]          weight transform (a x a per k, c)
+    V[e, c, p] = (B^T d[c, tile p]  B)[e]      input transform (a x a per c, tile)
+    M[e, k, p] = sum_c U[e, k, c] * V[e, c, p] a x a GEMMs (the GEMM schedule)
+    y[k, tile p] = A^T M[:, k, p] A            output transform (m x m per k, tile)
+
+F(4x4, 3x3) does 36 multiply-adds per 16 outputs and input channel where
+the direct convolution does 144: the GEMMs are a quarter of the direct
+convolution's work, and the transforms are cheap additions with small
+constants. 64 channels 3x3 over 56x56 (one core): 2.03 ms direct (at the
+machine's FMA peak) -> see ``bench/README.md``.
+
+The price is rounding: the transforms scale values by up to 5 (B), 8 (A)
+and 1/24 (G), so the result differs from the direct convolution's by a few
+float32 ulps of the output's magnitude (measured below 2e-6 relative to the
+largest output on random data, 64 to 512 channels; the direct sum's own
+rounding is about a third of that). A target's
+``TargetTuning.winograd_tile`` (0: never) and ``winograd_min_channels``
+choose when it is used; ``PHASEC_WINOGRAD=0`` turns it off on the host.
+
+The weight transform is a nest of its own marked
+``AttrStmt(WINOGRAD_MARK, m, nest)``: when the weight is a constant of the
+module, :class:`phasec.passes.pack_constant_weights.PackConstantWeights` computes
+``U`` once at build time (:func:`transform_weight`) and the kernel reads it
+as a parameter instead. The transforms are written as TIR (``te.extern``)
+with the constants folded in, zero terms skipped and contiguous innermost
+loops: the input tile rows are first copied into a small buffer
+de-interleaved by ``x mod m``, so that both passes of ``B^T d B`` (rows,
+then columns) read consecutive elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction as F
+
+import numpy as np
+
+from phasec.ir import tir
+from phasec import arith
+from phasec import te
+from phasec.ir.tir import BinaryOp, Buffer, For, IfThenElse, IntImm, PrimExpr, Stmt, Var
+from phasec.op._tirgen import i64, seq
+
+__all__ = ["WINOGRAD_MARK", "winograd_matrices", "transform_weight", "winograd_conv2d"]
+
+#: the key of the AttrStmt around a kernel's weight transform (value: m)
+WINOGRAD_MARK = "phasec.winograd_weight"
+
+_Matrix = tuple[tuple[F, ...], ...]
+
+# (A^T: m x a, G: a x 3, B^T: a x a) for the interpolation points
+# 0, 1, -1 (m = 2) and 0, 1, -1, 2, -2 (m = 4), and infinity.
+_MATRICES: dict[int, tuple[_Matrix, _Matrix, _Matrix]] = {
+    2: (
+        ((F(1), F(1), F(1), F(0)),
+         (F(0), F(1), F(-1), F(-1))),
+        ((F(1), F(0), F(0)),
+         (F(1, 2), F(1, 2), F(1, 2)),
+         (F(1, 2), F(-1, 2), F(1, 2)),
+         (F(0), F(0), F(1))),
+        ((F(1), F(0), F(-1), F(0)),
+         (F(0), F(1), F(1), F(0)),
+         (F(0), F(-1), F(1), F(0)),
+         (F(0), F(1), F(0), F(-1))),
+    ),
+    4: (
+        ((F(1), F(1), F(1), F(1), F(1), F(0)),
+         (F(0), F(1), F(-1), F(2), F(-2), F(0)),
+         (F(0), F(1), F(1), F(4), F(4), F(0)),
+         (F(0), F(1), F(-1), F(8), F(-8), F(1))),
+        ((F(1, 4), F(0), F(0)),
+         (F(-1, 6), F(-1, 6), F(-1, 6)),
+         (F(-1, 6), F(1, 6), F(-1, 6)),
+         (F(1, 24), F(1, 12), F(1, 6)),
+         (F(1, 24), F(-1, 12), F(1, 6)),
+         (F(0), F(0), F(1))),
+        ((F(4), F(0), F(-5), F(0), F(1), F(0)),
+         (F(0), F(-4), F(-4), F(1), F(1), F(0)),
+         (F(0), F(4), F(-4), F(-1), F(1), F(0)),
+         (F(0), F(-2), F(-1), F(2), F(1), F(0)),
+         (F(0), F(2), F(-1), F(-2), F(1), F(0)),
+         (F(0), F(4), F(0), F(-5), F(0), F(1))),
+    ),
+}
+
+
+def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A^T, G, B^T) of F(m, 3) as float64 arrays (m = 2 or 4)."""
+    if m not in _MATRICES:
+        raise ValueError(f"Winograd tiles of {m} outputs are not provided (2 or 4)")
+    return tuple(np.array(x, dtype=np.float64) for x in _MATRICES[m])  # type: ignore[return-value]
+
+
+def transform_weight(w: np.ndarray, m: int) -> np.ndarray:
+    """``U[e1 * a + e2, k, c] = (G w[k, c] G^T)[e1, e2]`` for an OIHW 3x3
+    weight, computed in float64 and rounded once to ``w``'s dtype."""
+    _, g, _ = winograd_matrices(m)
+    a = m + 2
+    u = np.einsum("er,kcrs,fs->efkc", g, w.astype(np.float64), g)
+    return np.ascontiguousarray(u.reshape(a * a, *w.shape[:2]).astype(w.dtype))
+
+
+def _combine(terms: Sequence[tuple[F, PrimExpr]], dtype: str) -> PrimExpr:
+    """``sum(coef * value)`` with zero terms skipped and unit ones unmultiplied."""
+    out: PrimExpr | None = None
+    for coef, value in terms:
+        if coef == 0:
+            continue
+        neg = coef < 0
+        mag = -coef if neg else coef
+        term = value if mag == 1 else BinaryOp("*", te.const(float(mag), dtype), value)
+        if out is None:
+            out = BinaryOp("-", te.const(0.0, dtype), term) if neg else term
+        else:
+            out = BinaryOp("-" if neg else "+", out, term)
+    return te.const(0.0, dtype) if out is None else out
+
+
+def _loop(extent: int, body, kind: str = "serial", name: str = "i") -> Stmt:
+    v = Var(name, "int64")
+    return For(v, i64(0), i64(extent), kind, body(v))
+
+
+def _add(*xs: PrimExpr | int) -> PrimExpr:
+    out: PrimExpr | None = None
+    for x in xs:
+        if isinstance(x, int):
+            if x == 0:
+                continue
+            x = i64(x)
+        out = x if out is None else BinaryOp("+", out, x)
+    return i64(0) if out is None else out
+
+
+def _mul(x: PrimExpr, c: int) -> PrimExpr:
+    return x if c == 1 else BinaryOp("*", x, i64(c))
+
+
+def _round_up(x: int, step: int) -> int:
+    return -(-x // step) * step
+
+
+class _Plan:
+    """The static sizes of one Winograd convolution.
+
+    The loops over a row of tiles run over ``twv`` (the tiles of a row
+    rounded up to whole vectors of ``lanes``) so that each is whole vectors:
+    the GEMM's columns are laid out image after image, ``stride`` apart,
+    each image's ``th * tw`` tiles followed by ``twv - tw`` spare columns
+    that the last row of tiles spills into (and the first reads back from).
+    """
+
+    def __init__(self, m: int, n: int, c: int, k: int, h: int, w: int, oh: int, ow: int,
+                 top: int, left: int, dtype: str, lanes: int) -> None:
+        self.m, self.a = m, m + 2
+        self.n, self.c, self.k, self.h, self.w = n, c, k, h, w
+        self.oh, self.ow, self.top, self.left, self.dtype = oh, ow, top, left, dtype
+        self.th, self.tw = -(-oh // m), -(-ow // m)          # tiles per column, per row
+        # whole vectors, or one short one (a power of two) for a narrow image
+        self.twv = _round_up(self.tw, min(lanes, 1 << max(2, (self.tw - 1).bit_length())))
+        self.stride = self.th * self.tw + self.twv - self.tw  # GEMM columns per image
+        self.p = n * self.stride                             # the GEMM's columns
+        # a de-interleaved row: the tiles' columns, the two they share with
+        # the next tile, rounded up to vectors
+        self.q = _round_up(self.twv + -(-2 // m), lanes)
+        self.at, self.g, self.bt = _MATRICES[m]
+
+    def first_column(self, n: PrimExpr, ty: PrimExpr) -> PrimExpr:
+        """The GEMM column of tile (ty, 0) of image n."""
+        return _add(_mul(n, self.stride), _mul(ty, self.tw))
+
+
+def _weight_nest(plan: _Plan, w: Buffer, u: Buffer) -> Stmt:
+    """U = G w G^T for every (k, c), vectorized over c: nine loads, the
+    products in registers, a contiguous store per element of the tile."""
+    a, dt = plan.a, plan.dtype
+
+    def body(k: Var, c: Var) -> Stmt:
+        loads = [[w[k, c, i64(r), i64(s)] for s in range(3)] for r in range(3)]
+        lets: list[tuple[Var, PrimExpr]] = []
+        t = []  # G w (a x 3), bound once each: every row of U reuses them
+        for e in range(a):
+            row = []
+            for s in range(3):
+                var = Var(f"wt{e}_{s}", dt)
+                lets.append((var, _combine([(plan.g[e][r], loads[r][s]) for r in range(3)], dt)))
+                row.append(var)
+            t.append(row)
+        stmt: Stmt = seq(*[tir.BufferStore(
+            u, _combine([(plan.g[f][s], t[e][s]) for s in range(3)], dt), (i64(e * a + f), k, c))
+            for e in range(a) for f in range(a)])
+        for var, value in reversed(lets):
+            stmt = tir.LetStmt(var, value, stmt)
+        return stmt
+    nest = _loop(plan.k, lambda k: _loop(plan.c, lambda c: body(k, c), "vectorized", "c"),
+                 "parallel", "k")
+    return tir.AttrStmt(WINOGRAD_MARK, IntImm(plan.m, "int64"), nest)
+
+
+def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
+    """V = B^T d B for every (channel, tile), a row of tiles at a time: each
+    of the a input rows copied into a zero-padded row and from there
+    de-interleaved (``rows[r, x % m, x // m]``), their row transform
+    ``t = B^T rows``, then the column transform of each tile; every
+    innermost loop is contiguous (the de-interleaving one an interleaved
+    group LLVM vectorizes with shuffles)."""
+    m, a, q, dt = plan.m, plan.a, plan.q, plan.dtype
+    padded = Buffer("wino_pad", (i64(q * m),), dt)
+    rows = Buffer("wino_rows", (i64(a), i64(m), i64(q)), dt)
+    tb = Buffer("wino_t", (i64(a), i64(m), i64(q)), dt)
+    zero = te.const(0.0, dt)
+    inner = min(plan.w, q * m - plan.left)  # image columns that land in the padded row
+
+    def zeros(lo: int, hi: int) -> list[Stmt]:
+        if hi <= lo:
+            return []
+        return [_loop(hi - lo, lambda x: tir.BufferStore(padded, zero, (_add(x, lo),)),
+                      "vectorized", "x")]
+
+    def per_channel(nc: Var) -> Stmt:
+        n = BinaryOp("//", nc, i64(plan.c))
+        c = BinaryOp("%", nc, i64(plan.c))
+
+        def per_row(ty: Var) -> Stmt:
+            def fill(r: Var) -> Stmt:
+                y = _add(_mul(ty, m), r, -plan.top)
+                in_y = BinaryOp("and", BinaryOp(">=", y, i64(0)), BinaryOp("<", y, i64(plan.h)))
+                copy = _loop(inner, lambda x: tir.BufferStore(
+                    padded, d[n, c, y, x], (_add(x, plan.left),)), "vectorized", "x")
+                row = IfThenElse(in_y, seq(*zeros(0, plan.left), copy,
+                                           *zeros(plan.left + inner, q * m)),
+                                 seq(*zeros(0, q * m)))
+                spread = _loop(q, lambda x_q: seq(*[tir.BufferStore(
+                    rows, padded[_add(_mul(x_q, m), ph)], (r, i64(ph), x_q))
+                    for ph in range(m)]), "vectorized", "xq")
+                return seq(row, spread)
+            row_t = [_loop(q, lambda x_q, e=e, ph=ph: tir.BufferStore(
+                tb, _combine([(plan.bt[e][r], rows[i64(r), i64(ph), x_q]) for r in range(a)], dt),
+                (i64(e), i64(ph), x_q)), "vectorized", "xq") for e in range(a) for ph in range(m)]
+            p0 = plan.first_column(n, ty)
+
+            def col(e: Var) -> Stmt:  # the coefficients depend on f only
+                return seq(*[_loop(plan.twv, lambda tx, f=f: tir.BufferStore(v, _combine(
+                    [(plan.bt[f][s], tb[e, i64(s % m), _add(tx, s // m)]) for s in range(a)],
+                    dt), (_add(_mul(e, a), f), c, _add(p0, tx))), "vectorized", "tx")
+                    for f in range(a)])
+            return seq(_loop(a, fill, "serial", "r"), *row_t, _loop(a, col, "serial", "e"))
+        body = _loop(plan.th, per_row, "serial", "ty")
+        return tir.Allocate(padded, tir.Allocate(rows, tir.Allocate(tb, body)))
+    return _loop(plan.n * plan.c, per_channel, "parallel", "nc")
+
+
+def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
+    """y = A^T M A for every (output channel, tile), a row of tiles at a time:
+    the column transform into ``o1[i, f, tx]``, the row transform into
+    ``r[i, j, tx]`` (both contiguous in ``tx``), then the m output rows
+    gathered from ``r`` (``y[x] = r[i, x % m, x // m]``)."""
+    m, a, dt = plan.m, plan.a, plan.dtype
+    o1 = Buffer("wino_o1", (i64(m), i64(a), i64(plan.twv)), dt)
+    rb = Buffer("wino_r", (i64(m), i64(m), i64(plan.twv)), dt)
+
+    def per_channel(nk: Var) -> Stmt:
+        n = BinaryOp("//", nk, i64(plan.k))
+        k = BinaryOp("%", nk, i64(plan.k))
+
+        def per_row(ty: Var) -> Stmt:
+            p0 = plan.first_column(n, ty)
+            # the coefficients depend on i (first) and j (second) only
+            first = _loop(a, lambda f: seq(*[_loop(plan.twv, lambda tx, i=i: tir.BufferStore(
+                o1, _combine([(plan.at[i][e], mb[_add(i64(e * a), f), k, _add(p0, tx)])
+                              for e in range(a)], dt), (i64(i), f, tx)), "vectorized", "tx")
+                for i in range(m)]), "serial", "f")
+            second = _loop(m, lambda i: seq(*[_loop(plan.twv, lambda tx, j=j: tir.BufferStore(
+                rb, _combine([(plan.at[j][f], o1[i, i64(f), tx]) for f in range(a)], dt),
+                (i, i64(j), tx)), "vectorized", "tx") for j in range(m)]), "serial", "i")
+
+            def out_row(i: int) -> Stmt:
+                # whole tiles as interleaved groups of m stores, then the
+                # columns of a last partial tile
+                y = _add(_mul(ty, m), i)
+                full, rest = divmod(plan.ow, m)
+                parts = [] if not full else [_loop(full, lambda tx: seq(*[tir.BufferStore(
+                    out, rb[i64(i), i64(j), tx], (n, k, y, _add(_mul(tx, m), j)))
+                    for j in range(m)]), "vectorized", "tx")]
+                parts += [tir.BufferStore(out, rb[i64(i), i64(j), i64(full)],
+                                          (n, k, y, i64(full * m + j))) for j in range(rest)]
+                store = seq(*parts)
+                if plan.oh % m == 0 or i == 0:
+                    return store
+                return IfThenElse(BinaryOp("<", y, i64(plan.oh)), store)
+            return seq(first, second, *[out_row(i) for i in range(m)])
+        return tir.Allocate(o1, tir.Allocate(rb, _loop(plan.th, per_row, "serial", "ty")))
+    return _loop(plan.n * plan.k, per_channel, "parallel", "nk")
+
+
+def winograd_conv2d(data: te.Tensor, weight: te.Tensor, out_shape: Sequence[PrimExpr],
+                    padding: Sequence[int], dtype: str, max_tile: int,
+                    lanes: int) -> te.Tensor | None:
+    """The conv2d of NCHW ``data`` and OIHW 3x3 ``weight`` (stride 1,
+    dilation 1, one group, ``padding`` top, left, bottom, right) by
+    F(m x m, 3 x 3), its loops in vectors of ``lanes``, or None when a shape
+    is not static or the image too small.
+
+    ``m`` is the largest of ``max_tile`` and 2 that gives the GEMMs at least
+    a vector of columns (tiles): a 7x7 image has 4 tiles of 4x4 and 16 of
+    2x2, and F(2x2) is there 4x faster than F(4x4) (512 channels, one core:
+    1.95 against 8.2 ms; the direct convolution 4.1 ms). A smaller image
+    keeps the direct convolution."""
+    dims = [arith.const_int(x) for x in (*data.shape, *weight.shape, *out_shape)]
+    if any(x is None for x in dims):
+        return None
+    n, c, h, w, k, _, kh, kw, _, _, oh, ow = dims
+    if (kh, kw) != (3, 3) or min(n, c, k, oh, ow) < 1:
+        return None
+    plans = [_Plan(m, n, c, k, h, w, oh, ow, padding[0], padding[1], dtype, lanes)
+             for m in sorted(_MATRICES, reverse=True) if m <= max_tile]
+    plan = next((p for p in plans if n * p.th * p.tw >= lanes), None)
+    if plan is None:
+        return None
+    e = plan.a * plan.a
+    u = te.extern((e, k, c), dtype, [weight], lambda ins, o: _weight_nest(plan, ins[0], o),
+                  name="T_winograd_weight")
+    v = te.extern((e, c, plan.p), dtype, [data], lambda ins, o: _input_nest(plan, ins[0], o),
+                  name="T_winograd_input")
+    rc = te.reduce_axis(c, "rc")
+    prod = te.compute((e, k, plan.p), lambda b, i, j: te.sum(u[b, i, rc.var] * v[b, rc.var, j],
+                                                            axis=[rc]),
+                      name="T_winograd_gemm", tag="matmul")
+    return te.extern(tuple(out_shape), dtype, [prod], lambda ins, o: _output_nest(plan, ins[0], o),
+                     name="T_conv2d_winograd")

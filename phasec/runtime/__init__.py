@@ -1,0 +1,1 @@
+"""What the interpreter and the VM share: packed functions and value semantics."""

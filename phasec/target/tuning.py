@@ -1,0 +1,201 @@
+"""Schedule tunables per target: every size the kernel schedules use, in one place.
+
+The TE scheduler (:mod:`phasec.te` and its ``_te_*`` modules) reads tile
+sizes, cache-block sizes and vector widths from one :class:`TargetTuning`;
+the LLVM backend reads the vector width it asks LLVM to prefer from the same
+object, so the schedule's register tiles and the code LLVM emits for them
+agree. :func:`host_tuning` picks the tuning of the machine phasec runs on.
+
+Why these numbers (measured with ``bench/bench_ort.py`` on an AVX-512 host):
+
+* *Register tile* of a matmul: ``gemm_rows`` rows x ``gemm_vectors`` vectors
+  of accumulators. With 32 vector registers (AVX-512) 8 x 2 keeps 16
+  accumulators, two B vectors and a broadcast A value live: 16 independent
+  FMA chains hide the FMA latency, and each B vector loaded feeds 8 FMAs.
+  With 16 registers (AVX2/SSE) 4 x 2 fits.
+* *B panel* (``gemm_panel_bytes``): the columns of B packed together are
+  sized so that the packed panel (K x NC elements) stays in the per-core L2
+  cache while every row tile of A streams past it; a panel's micro-panels
+  (K x NR, contiguous) are read sequentially.
+* *Packing* pays for its copy only when several row tiles reuse the panel
+  (``gemm_pack_min_row_tiles``) and B does not fit in L2 anyway
+  (``gemm_pack_min_bytes``); a matrix-vector product reads B directly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, replace
+
+__all__ = ["TargetTuning", "host_tuning", "generic_tuning", "avx512_tuning", "avx2_tuning"]
+
+
+@dataclass(frozen=True)
+class TargetTuning:
+    """Sizes the kernel schedules use on one kind of target."""
+
+    #: short name for messages and benchmarks
+    name: str
+    #: widest vector register the schedules plan for (bits); the LLVM backend
+    #: passes it as ``prefer-vector-width`` so LLVM emits vectors this wide
+    vector_bits: int
+    #: number of vector registers (sizes the register tiles)
+    vector_registers: int
+    #: matmul register tile: rows of the output computed together
+    gemm_rows: int
+    #: matmul register tile: vectors of columns computed together
+    gemm_vectors: int
+    #: bytes of a packed B panel (K x NC elements), sized to stay in L2
+    gemm_panel_bytes: int
+    #: at most this many columns in a packed B panel
+    gemm_panel_max_cols: int
+    #: pack B only when at least this many row tiles (of ``gemm_rows``) read it
+    gemm_pack_min_row_tiles: int
+    #: ... and when B is at least this big: a smaller B stays in L2 anyway,
+    #: and the hardware prefetchers follow its rows as well as a packed copy
+    #: (measured: 64x256 @ 256x256 +8% without packing)
+    gemm_pack_min_bytes: int = 1 << 20
+    #: a matmul of at most this many rows (a matrix-vector product) is
+    #: computed whole rows at a time (up to ``gemv_acc_bytes`` of
+    #: accumulators, in L1): B is then read row after row, one sequential
+    #: stream the prefetchers follow across pages (measured 1x1024 @
+    #: 1024x1024: 58 -> 54 us, 1x768 @ 768x3072: 140 -> 116 us, against
+    #: 512-column strips). One strip means no parallel loop over strips.
+    gemv_max_rows: int = 2
+    gemv_acc_bytes: int = 16 * 1024
+    #: columns of a GEMM left over after the whole micro-panels that are not
+    #: whole vectors join the last micro-panel in one tile of at most this
+    #: many registers a row (with fewer rows, see ``GemmEmitter._column_split``)
+    gemm_wide_tail_vectors: int = 4
+    #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
+    #: writes before its reduction when that is at least this long (see
+    #: ``GemmEmitter._epilogue_prefetch``; measured: K = 128 batched matmuls
+    #: of BERT's attention were slower with it, K >= 256 as fast or faster)
+    gemm_prefetch_min_k: int = 256
+    #: register tile rows of conv2d (and of a matmul the GEMM schedule does
+    #: not take): the first that divides the rows
+    tile_rows: tuple[int, ...] = (4, 2)
+    #: partial accumulators of long float sums (see
+    #: ``_NestEmitter._partial_lanes``): lanes tried in order, the first with
+    #: at least ``partial_iterations`` iterations of the lane loop, else the
+    #: first with at least 4. 32 float32 lanes are two AVX-512 (four AVX2)
+    #: registers: independent chains that hide the adder's latency.
+    partial_lanes: tuple[int, ...] = (32, 16)
+    #: ... a short row (softmax over 128 keys) spends more on folding 32
+    #: lanes than it saves: 16 lanes there, 4 x 128 x 128 softmax 45.9 ->
+    #: 41.4 us (one core)
+    partial_iterations: int = 8
+    #: ... for reductions of at least this many elements along a contiguous axis
+    partial_min_extent: int = 64
+    #: a loop nest is parallel when it does at least this many scalar
+    #: operations (estimated element stores; the parallel runtime checks the
+    #: same bound again at run time, for symbolic extents). With the pool's
+    #: worker awake a loop of 64k stores (8.5 us on one thread) runs in
+    #: 5.9 us on two; 32k stores break even. 4 x 128 x 64 attention's
+    #: transpose (32k elements, a gather: 14 us) 14.0 -> 8.8 us.
+    parallel_min_work: int = 1 << 15
+    #: ... but while the pool's workers sleep (after ~0.1 ms idle) a loop
+    #: of fewer stores than this runs on the calling thread alone: waking a
+    #: worker costs the caller ~10 us on a virtual machine and the worker
+    #: arrives tens of microseconds later (measured after 1 ms idle: 262k
+    #: stores 36.8 us on one thread, 45.1 us waking the worker; 524k stores
+    #: 62.9 vs 59.3 us). See phasec/backend/llvm/irlib.py.
+    parallel_wake_work: int = 1 << 19
+    #: a parallel outer axis of an odd number of static iterations below
+    #: this is fused with the next loop (when that is another axis of static
+    #: extent with nothing computed between the two): an odd count splits
+    #: unevenly over two threads (3 x 128 x 1024 softmax: 1.45x on two
+    #: threads over its 3 batches, 1.77x fused into 384 rows). Even counts
+    #: are left alone: they split evenly already, and the extra chunks of a
+    #: fused loop cost ~0.4 us each here (4 x 128 x 128 softmax: 13.5 us
+    #: over its 4 batches, 15.6 us fused)
+    parallel_min_iterations: int = 16
+    #: 3x3 stride-1 convolutions (NCHW, one group) of at least
+    #: ``winograd_min_channels`` input and output channels are computed by
+    #: Winograd's F(m x m, 3 x 3) with m at most ``winograd_tile`` (4 or 2;
+    #: 0: never), see :mod:`phasec.op.nn_winograd`. One core, against the
+    #: direct convolution: 64 channels at 56x56 2.11 -> 0.80 ms, 256 at 14x14
+    #: 2.43 -> 1.04 ms, 512 at 7x7 (F(2x2)) 4.06 -> 1.95 ms; 16 channels at
+    #: 56x56 gain nothing (0.139 vs 0.142 ms), 32 gain 2x
+    winograd_tile: int = 4
+    winograd_min_channels: int = 32
+
+    def lanes(self, dtype_bits: int) -> int:
+        """Elements of ``dtype_bits`` bits in one vector register."""
+        return max(1, self.vector_bits // dtype_bits)
+
+    def gemm_cols(self, dtype_bits: int) -> int:
+        """Columns of a matmul register tile for elements of ``dtype_bits`` bits."""
+        return self.gemm_vectors * self.lanes(dtype_bits)
+
+    def gemv_cols(self, rows: int, dtype_bits: int) -> int:
+        """Columns of a matrix-vector product's tile when its B is a constant
+        packed once per build: ``rows`` x that many columns of accumulators
+        in half the vector registers (AVX-512, one row: 16 vectors, 256
+        float32 columns). Each micro-panel (K x columns) is then read as one
+        sequential stream, and no accumulator goes through memory: the
+        batch-1 1024-wide MLP's three layers 190.5 / 173.5 -> 172.1 / 171.3
+        us (one core, two interleaved runs; under other processes' memory
+        traffic 428 -> 233 us) against rows of B read four at a time into
+        accumulators in L1."""
+        vectors = max(1, self.vector_registers // (2 * max(1, rows)))
+        return vectors * self.lanes(dtype_bits)
+
+
+def avx512_tuning() -> TargetTuning:
+    """x86-64 with AVX-512F: 32 registers of 512 bits."""
+    return TargetTuning(name="avx512", vector_bits=512, vector_registers=32, gemm_rows=8,
+                        gemm_vectors=2, gemm_panel_bytes=384 * 1024, gemm_panel_max_cols=512,
+                        gemm_pack_min_row_tiles=2)
+
+
+def avx2_tuning() -> TargetTuning:
+    """x86-64 with AVX2/FMA: 16 registers of 256 bits."""
+    return TargetTuning(name="avx2", vector_bits=256, vector_registers=16, gemm_rows=4,
+                        gemm_vectors=2, gemm_panel_bytes=192 * 1024, gemm_panel_max_cols=256,
+                        gemm_pack_min_row_tiles=2)
+
+
+def generic_tuning() -> TargetTuning:
+    """Any other target: 128-bit vectors, 16 registers."""
+    return TargetTuning(name="generic", vector_bits=128, vector_registers=16, gemm_rows=4,
+                        gemm_vectors=2, gemm_panel_bytes=128 * 1024, gemm_panel_max_cols=256,
+                        gemm_pack_min_row_tiles=2)
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU feature flags of the host (Linux ``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+@functools.lru_cache(maxsize=1)
+def host_tuning() -> TargetTuning:
+    """The tuning for the machine phasec runs on.
+
+    AVX-512F -> :func:`avx512_tuning`, AVX2 with FMA -> :func:`avx2_tuning`,
+    otherwise :func:`generic_tuning`. ``PHASEC_VECTOR_BITS`` (128, 256 or
+    512) caps the vector width, e.g. to compare against 256-bit code on an
+    AVX-512 machine; an unusable value is ignored.
+    """
+    flags = _cpu_flags()
+    if "avx512f" in flags:
+        tuning = avx512_tuning()
+    elif "avx2" in flags and "fma" in flags:
+        tuning = avx2_tuning()
+    else:
+        tuning = generic_tuning()
+    cap = os.environ.get("PHASEC_VECTOR_BITS", "")
+    if cap in ("128", "256", "512") and int(cap) < tuning.vector_bits:
+        tuning = replace(tuning, vector_bits=int(cap))
+    wino = os.environ.get("PHASEC_WINOGRAD", "")
+    if wino in ("0", "2", "4"):
+        tuning = replace(tuning, winograd_tile=int(wino))
+    return tuning

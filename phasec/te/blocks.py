@@ -1,0 +1,120 @@
+"""Give every block its own axes for the loop variables it uses.
+
+TVM's well-formedness check (0.27) refuses a non-opaque block that reads a
+loop variable of an enclosing loop directly instead of through one of its
+axes ("Loop iterator var ... is defined outside of any block, but is used
+inside the non-opaque current block"). phasec's schedules (register tiles,
+accumulators indexed by the inner loop) do use outer loop variables inside
+blocks, so :func:`bind_loop_vars_in_blocks` rewrites each such block: one
+extra spatial axis per loop variable, bound to that variable, replaces it
+inside the block. The value of every expression is unchanged (an axis is its
+binding), so kernels compute exactly what they did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from phasec.ir import tir
+from phasec.arith import substitute
+from phasec.ir.node import Node, replace
+
+__all__ = ["bind_loop_vars_in_blocks"]
+
+
+def bind_loop_vars_in_blocks(body: tir.Stmt) -> tir.Stmt:
+    """``body`` with every block's uses of enclosing loop variables bound to
+    new spatial axes of that block (see the module docstring)."""
+    return _rewrite(body, {})
+
+
+def _rewrite(s: tir.Stmt, loops: Mapping[int, tir.For]) -> tir.Stmt:
+    t = type(s)
+    if t is tir.For:
+        inner = {**loops, id(s.loop_var): s}
+        new_body = _rewrite(s.body, inner)
+        return s if new_body is s.body else replace(s, body=new_body)
+    if t is tir.SeqStmt:
+        stmts = tuple(_rewrite(x, loops) for x in s.stmts)
+        return s if all(a is b for a, b in zip(stmts, s.stmts)) else replace(s, stmts=stmts)
+    if t in (tir.LetStmt, tir.Allocate, tir.AttrStmt, tir.While):
+        new_body = _rewrite(s.body, loops)
+        return s if new_body is s.body else replace(s, body=new_body)
+    if t is tir.IfThenElse:
+        then_case = _rewrite(s.then_case, loops)
+        else_case = None if s.else_case is None else _rewrite(s.else_case, loops)
+        if then_case is s.then_case and else_case is s.else_case:
+            return s
+        return replace(s, then_case=then_case, else_case=else_case)
+    if t is tir.Block:
+        return _bind_block(s, loops)
+    return s
+
+
+def _bind_block(blk: tir.Block, loops: Mapping[int, tir.For]) -> tir.Block:
+    # Loops inside the block are the block's own: start afresh below it.
+    body = _rewrite(blk.body, {})
+    init = None if blk.init is None else _rewrite(blk.init, {})
+    used = _loop_vars_used((body, init, blk.reads, blk.writes), loops)
+    if not used:
+        if body is blk.body and init is blk.init:
+            return blk
+        return replace(blk, body=body, init=init)
+    taken = {iv.var.name for iv in blk.iter_vars}
+    vmap: dict[tir.Var, tir.PrimExpr] = {}
+    iter_vars = list(blk.iter_vars)
+    iter_values = list(blk.iter_values)
+    for loop_var in used:
+        loop = loops[id(loop_var)]
+        name = "v_" + loop_var.name
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        axis = tir.Var(name, loop_var.dtype)
+        extent = loop.extent if _is_zero(loop.min) else tir.BinaryOp("+", loop.min, loop.extent)
+        iter_vars.append(tir.IterVar(axis, extent, "S"))
+        iter_values.append(loop_var)
+        vmap[loop_var] = axis
+    return replace(blk, iter_vars=tuple(iter_vars), iter_values=tuple(iter_values),
+                   body=_substitute(body, vmap), init=_substitute(init, vmap),
+                   reads=_substitute(blk.reads, vmap), writes=_substitute(blk.writes, vmap))
+
+
+def _is_zero(e: tir.PrimExpr) -> bool:
+    return type(e) is tir.IntImm and e.value == 0
+
+
+def _loop_vars_used(roots: Any, loops: Mapping[int, tir.For]) -> list[tir.Var]:
+    """The enclosing loops' variables mentioned under ``roots``, in order of first mention."""
+    if not loops:
+        return []  # a block outside every loop: nothing to look for
+    found: dict[int, tir.Var] = {}
+    stack = [roots]
+    while stack:
+        x = stack.pop()
+        if type(x) is tir.Var:
+            if id(x) in loops and id(x) not in found:
+                found[id(x)] = x
+        elif isinstance(x, Node):
+            stack.extend(reversed([getattr(x, f) for f in type(x)._fields]))
+        elif isinstance(x, tuple):
+            stack.extend(reversed(x))
+    return list(found.values())
+
+
+def _substitute(x: Any, vmap: Mapping[tir.Var, tir.PrimExpr]) -> Any:
+    """``x`` (a statement, region, expression or tuple of them) with ``vmap`` applied."""
+    if isinstance(x, tir.PrimExpr):
+        return substitute(x, vmap)
+    if isinstance(x, tuple):
+        return tuple(_substitute(i, vmap) for i in x)
+    if isinstance(x, Node) and not isinstance(x, tir.Buffer):
+        changes = {}
+        for f in type(x)._fields:
+            old = getattr(x, f)
+            new = _substitute(old, vmap)
+            if new is not old:
+                changes[f] = new
+        return replace(x, **changes) if changes else x
+    return x

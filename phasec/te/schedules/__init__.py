@@ -1,0 +1,1 @@
+"""CPU schedules of tensor-expression nests: one module per schedule."""

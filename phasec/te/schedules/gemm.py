@@ -1,0 +1,686 @@
+"""The blocked, packed GEMM schedule of a matmul (and batch matmul) or
+convolution nest, with its epilogue fused into the output tile (used by
+:mod:`phasec.te.emit`).
+
+The anchor is a sum of ``A * B`` where ``A`` uses the row axis but not the
+last (column) axis of the output and ``B`` the other way round: a matmul
+(rows ``i``, columns ``j``, reduction ``k``), or a convolution (NCHW: rows
+the output channels, columns the output positions of one output row, the
+reduction axes ``rc, ry, rx`` packed flat as ``k``; a channels-last layout
+the other way round). Every other output axis is a "batch" loop around the
+GEMM. For one matrix (inside the batch loops), with the register tile
+MR x NR and panels of NC = TPP * NR columns (sizes from
+:class:`phasec.target.tuning.TargetTuning`)::
+
+    for each panel of NC columns of B:               # parallel when there are several
+        Bp[t, k, c] = B[k, col0 + t*NR + c]          # packed once per panel (contiguous
+                                                     # micro-panels K x NR, L2-sized)
+        for each tile of MR rows (then the M % MR remainder rows):
+            for each micro-panel t of the panel:
+                acc[MR, NR] = 0                      # registers
+                prefetch the epilogue's lines        # a residual, the output (K >= 256)
+                for k: acc[ii, c] += A[row0+ii, k] * Bp[t, k, c]
+                out[row0+ii, col0+t*NR+c] = epilogue(acc[ii, c])
+
+The N % NR remainder columns get a narrower tile (reading B directly; its
+columns made of whole vectors, then vectors of 8, 4 lanes..., so that each
+is one register), or, when they are not whole vectors, join the last
+micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
+4 x 56 tile, not 8 x 32 + 8 x 24, which runs at ~88% of peak); the M % MR
+remainder rows a shorter one (a static M) or a loop of one-row tiles (a
+symbolic M). Panels are not packed when fewer than
+``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
+matrix-vector product: the copy would cost as much as the product), nor
+when B is small enough to stay in L2 (``gemm_pack_min_bytes``).
+
+K is not split: a packed micro-panel (K x NR) is read sequentially from L2
+while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
+accumulators never leave registers and the epilogue applies to the finished
+tile.
+"""
+
+from __future__ import annotations
+
+import builtins as _b
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from phasec.ir.tir import (
+    Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, PrimExpr, Stmt,
+    Var,
+)
+from phasec.te import ProducerLoad, Tensor, _children, _post_order, _static
+
+if TYPE_CHECKING:
+    from phasec.te.emit import _NestEmitter
+    from phasec.te.lowering import _Stage
+
+_I64 = "int64"
+
+#: The marker of a packing loop nest the PackConstantWeights pass can remove:
+#: ``AttrStmt(PACK_MARK, value=index of the panel's first micro-panel, body=pack)``.
+#: The PrimFunc then names the packed parameter in ``PREPACK_ATTR`` and the
+#: micro-panel width in ``PREPACK_WIDTH_ATTR``.
+PACK_MARK = "phasec.gemm_pack"
+PREPACK_ATTR = "phasec.gemm_prepack"
+PREPACK_WIDTH_ATTR = "phasec.gemm_prepack_width"
+
+
+def _i64(v: int) -> IntImm:
+    return IntImm(v, _I64)
+
+
+def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    if isinstance(a, IntImm) and a.value == 0:
+        return b
+    if isinstance(b, IntImm) and b.value == 0:
+        return a
+    return BinaryOp("+", a, b)
+
+
+def _mul(a: PrimExpr, c: int) -> PrimExpr:
+    if c == 1:
+        return a
+    if isinstance(a, IntImm):
+        return _i64(a.value * c)
+    return BinaryOp("*", a, _i64(c))
+
+
+def _subst_var(e: PrimExpr, var: Var, value: PrimExpr) -> PrimExpr:
+    """``e`` with ``var`` replaced by ``value``."""
+    from phasec.te import _children, _rebuild
+    memo: dict[int, PrimExpr] = {}
+    for n in _post_order([e]):
+        memo[id(n)] = value if n is var else _rebuild(n, [memo[id(c)] for c in _children(n)])
+    return memo[id(e)]
+
+
+def _vars_of(e: PrimExpr) -> set[int]:
+    return {id(n) for n in _post_order([e]) if isinstance(n, Var)}
+
+
+@dataclass
+class GemmPlan:
+    """What the GEMM schedule needs to know about one anchor."""
+
+    a_expr: PrimExpr       # the row operand (uses the row axis, not the column axis)
+    b_expr: PrimExpr       # the column operand (uses the column axis, not the row axis)
+    b_first: bool          # the product is ``b * a`` (operand order kept)
+    row_axis: int          # the output axis of the tile rows (the last one: the columns)
+    rows: int              # MR
+    cols: int              # NR
+    panel_tiles: int       # TPP: micro-panels per packed panel
+    pack: bool
+    lanes: int             # elements of one vector register
+    #: a matrix-vector product (a few rows): tiles ``cols`` wide whose
+    #: accumulators live in L1, one vectorized loop over them per k
+    wide: bool = False
+    #: B is read by gathers (see ``_unit_stride``): the last, narrower panel
+    #: of columns is packed too
+    pack_rest: bool = False
+    #: B uses the row axis only as ``row // c`` with ``c`` a multiple of
+    #: ``row_group`` (a grouped convolution): every tile's rows lie in one
+    #: group (whole tiles, then each group's last rows in a smaller one) and
+    #: the tile reads B at its first row (0: B does not use the row axis)
+    row_group: int = 0
+
+    def batch_axes(self, m: int) -> list[int]:
+        """The output axes looped around the GEMM (all but the rows and columns)."""
+        return [t for t in range(m - 1) if t != self.row_axis]
+
+
+#: anchors the GEMM schedule takes: matmuls and convolutions, whose output
+#: channels are the rows and output positions the columns (or the other way
+#: round in channels-last layouts). A grouped convolution reads its input
+#: channel by output channel group (``oc // og``): its register tiles are
+#: kept within a group (see ``GemmPlan.row_group``; 64 channels in 4 groups,
+#: 3x3, 56x56: 0.97 -> 0.52 ms; odd groups, 16 of 17 channels, 1x1 at 14x14:
+#: 54 -> 33 us); a depthwise one (``og`` = 1) has no such split
+GEMM_TAGS = ("matmul", "conv1d", "conv2d", "conv3d")
+
+
+def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
+    """The GEMM plan for ``nest`` (its last axis the anchor's columns), or
+    None when the anchor is not a product this schedule takes (see
+    :meth:`_NestEmitter._choose_mode`)."""
+    tuning = nest.opt.target
+    m = nest.m
+    if (m < 2 or anchor.tensor.op.tag not in GEMM_TAGS or anchor.combiner != "sum"
+            or not anchor.raxes or anchor.tensor.dtype not in ("float32", "float64")):
+        return None
+    if anchor is not nest.root:
+        if len(anchor.axes) != m or any(b is not a for b, a in zip(anchor.binding, nest.root.axes)):
+            return None
+    expr = anchor.expr
+    if not isinstance(expr, BinaryOp) or expr.op != "*":
+        return None
+    jvar = anchor.axes[m - 1]
+    lhs, rhs = _vars_of(expr.lhs), _vars_of(expr.rhs)
+    split = None
+    group = 0  # B reads the rows in groups of this many (a grouped convolution), or 0
+    for row_axis in range(m - 2, -1, -1):  # matmul: m - 2; conv2d NCHW: the channels
+        ivar = anchor.axes[row_axis]
+        for a, b, first in ((expr.lhs, expr.rhs, False), (expr.rhs, expr.lhs, True)):
+            av, bv = (lhs, rhs) if not first else (rhs, lhs)
+            if id(ivar) not in av or id(jvar) in av or id(jvar) not in bv:
+                continue
+            if id(ivar) not in bv:
+                split = (row_axis, a, b, first)
+            else:
+                group = _row_group(b, ivar)
+                if group:
+                    split = (row_axis, a, b, first)
+            if split is not None:
+                break
+        if split is not None:
+            break
+    if split is None:
+        return None
+    row_axis, a_expr, b_expr, b_first = split
+    # other stages computed inside the loops of the tile would need their own
+    # place in it (stages at the batch loops' level are fine)
+    if [s for s in nest.attached if s.depth > row_axis and s is not anchor]:
+        return None
+    N = _static(nest.shape[m - 1])
+    if N is None or N < 1:
+        return None
+    rexts = [_static(nest.low._map_shape(ax.extent)) for ax in anchor.raxes]
+    if len(rexts) > 1 and any(e is None for e in rexts):
+        return None  # several reduction axes are packed flat: static extents only
+    bits = 64 if anchor.tensor.dtype == "float64" else 32
+    rows, cols = tuning.gemm_rows, tuning.gemm_cols(bits)
+    if group:
+        # every register tile's rows in one group: B is the same for all of
+        # them. The plan's rows (at most the group's), each group's last rows
+        # in one smaller tile when they do not divide it (GemmEmitter._panel).
+        # Rows that divide the group instead (2 for 34) were slower: 136
+        # channels in groups of 34, 3x3 at 28x28, 1.76 -> 0.72 ms with 8 rows
+        # (+ 2); 1x1 at 28x28 95 -> 90 us
+        M = _static(nest.shape[row_axis])
+        if M is None or M % group:
+            return None
+        while rows > group:
+            rows //= 2
+        if rows < 2:
+            return None
+    K = None if rexts[0] is None else _b.max(1, math.prod(rexts))
+    k_guess = K if K is not None else 1024
+    elem = bits // 8
+    max_cols = _b.min(tuning.gemm_panel_max_cols,
+                      tuning.gemm_panel_bytes // _b.max(1, k_guess * elem))
+    tpp_max = _b.max(1, max_cols // cols)
+    n_tiles = N // cols
+    if n_tiles <= tpp_max:
+        tpp = _b.max(1, n_tiles)
+    else:
+        tpp = _b.max(d for d in range(1, tpp_max + 1) if n_tiles % d == 0)
+        if 2 * tpp < tpp_max:
+            tpp = tpp_max  # a partial last panel beats many small panels
+    M = _static(nest.shape[row_axis])
+    if M is not None and M < 1:
+        return None  # nothing to compute: the plain nest handles empty shapes
+    if (M is not None and M <= tuning.gemv_max_rows and K is not None
+            and _constant_matrix(b_expr, nest.opt.constant_inputs)):
+        # A constant B (a weight): micro-panels of gemv_cols(M) columns packed
+        # once per build (PackConstantWeights), each one sequential stream
+        # into register accumulators (see TargetTuning.gemv_cols)
+        width = tuning.gemv_cols(M, bits)
+        if N >= width:
+            return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
+                            tuning.lanes(bits))
+    if M is not None and M <= tuning.gemv_max_rows and not group:
+        # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
+        width = _b.max(1, _b.min(N, tuning.gemv_acc_bytes // (M * elem)))
+        return GemmPlan(a_expr, b_expr, b_first, row_axis, _b.max(M, 1), width, 1, False,
+                        tuning.lanes(bits), wide=True)
+    row_tiles = None if M is None else -(-M // rows)
+    # B not contiguous along the columns (a strided convolution reads every
+    # s-th input column): the tiles' vector loads would be gathers, so every
+    # panel, the last narrower one too, is packed whatever its size
+    gather = not group and not _unit_stride(b_expr, jvar)
+    pack = (n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
+            and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes) and not group)
+    pack = pack or (gather and n_tiles > 0)
+    return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
+                    row_group=group, pack_rest=gather)
+
+
+def _unit_stride(e: PrimExpr, var: Var) -> bool:
+    """True when every tensor load in ``e`` that uses ``var`` uses it in its
+    last index only, with step 1 (``A[.., var + c]``): consecutive values of
+    ``var`` read consecutive elements."""
+    from phasec.arith import simplify
+    for n in _post_order([e]):
+        if not isinstance(n, (ProducerLoad, BufferLoad)):
+            continue
+        uses = [id(var) in _vars_of(i) for i in n.indices]
+        if not _b.any(uses):
+            continue
+        if _b.any(uses[:-1]):
+            return False
+        last = n.indices[-1]
+        step = simplify(BinaryOp("-", _subst_var(last, var, BinaryOp("+", var, _i64(1))), last))
+        if not (isinstance(step, IntImm) and step.value == 1):
+            return False
+    return True
+
+
+def _row_group(e: PrimExpr, var: Var) -> int:
+    """When ``e`` uses ``var`` only as ``var // c`` (static ``c``): the gcd of
+    those ``c`` (rows ``[g*c, (g+1)*c)`` read the same ``e``: a grouped
+    convolution's input channel ``(oc // og) * cg + rc``); else 0."""
+    divisors: list[int] = []
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if n is var:
+            return 0  # used otherwise
+        if (isinstance(n, BinaryOp) and n.op == "//" and n.lhs is var
+                and isinstance(n.rhs, IntImm) and n.rhs.value > 0):
+            divisors.append(n.rhs.value)
+            continue
+        stack.extend(_children(n))
+    return math.gcd(*divisors) if divisors else 0
+
+
+def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
+    """Whether the column operand is a 2-D constant placeholder read as is."""
+    return (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
+            and b_expr.tensor.name in constants and len(b_expr.indices) == 2)
+
+
+class GemmEmitter:
+    """Emits the GEMM part of one nest (inside its batch loops)."""
+
+    def __init__(self, nest: _NestEmitter, plan: GemmPlan, parallel: bool) -> None:
+        self.nest = nest
+        self.low = nest.low
+        self.plan = plan
+        self.parallel = parallel
+        self.root, self.anchor, self.m = nest.root, nest.anchor, nest.m
+        self.dtype = self.anchor.tensor.dtype
+        self.ri = plan.row_axis
+        self.M = nest.shape[self.ri]
+        self.N = _static(nest.shape[self.m - 1])
+        # the reduction axes, packed flat (k = (k0 * E1 + k1) * E2 + k2 ...)
+        self.rexts = [self.low._map_shape(ax.extent) for ax in self.anchor.raxes]
+        self.K = (self.rexts[0] if len(self.rexts) == 1
+                  else _i64(math.prod(_static(e) for e in self.rexts)))
+        self.vectorize = nest.opt.vectorize
+
+    # -- structure -----------------------------------------------------------
+    def _vector_pieces(self, width: int) -> list[int]:
+        """The vectors a row of ``width`` accumulators is made of: whole
+        vectors, then the rest as powers of two down to 4 (12 -> 8 + 4), each
+        one register that LLVM vectorizes whole, then the last 1-3 columns
+        as one short loop. (A 12-wide vectorized loop became a vector of 8
+        plus a scalar loop, and the accumulators went to memory: a 64-channel
+        3x3 convolution over 28 columns ran at 22 GFLOP/s, now 99.)"""
+        lanes = self.plan.lanes
+        pieces = [lanes] * (width // lanes)
+        tail = width % lanes
+        bit = lanes
+        while tail >= 4:
+            bit //= 2
+            if tail >= bit:
+                pieces.append(bit)
+                tail -= bit
+        if tail:
+            pieces.append(tail)
+        return pieces
+
+    def _rows_for(self, width: int) -> int:
+        """Rows of a register tile ``width`` columns wide: the plan's rows,
+        halved while the accumulators would exceed the plan's own tile (so
+        that a wider tile still leaves registers for B and A)."""
+        p = self.plan
+        budget = p.rows * len(self._vector_pieces(p.cols))
+        rows, regs = p.rows, len(self._vector_pieces(width))
+        while rows > 1 and rows * regs > budget:
+            rows //= 2
+        return rows
+
+    def _column_split(self) -> tuple[int, int]:
+        """(whole micro-panels, width of the last, narrower tile). Columns left
+        over that are not whole vectors join the last whole micro-panel in
+        one wider tile of fewer rows when it stays within
+        ``TargetTuning.gemm_wide_tail_vectors`` registers a row: a zmm+ymm
+        tile of 8 x 24 runs at ~88% of peak, 4 x 56 (three zmm + a ymm) at
+        ~100% (a 64-channel 3x3 convolution over 56 columns: 2.10 -> 1.98 ms)."""
+        p = self.plan
+        n_tiles, n_rem = divmod(self.N, p.cols)
+        if (n_rem % p.lanes and n_tiles and not p.wide
+                and len(self._vector_pieces(p.cols + n_rem))
+                <= self.nest.opt.target.gemm_wide_tail_vectors):
+            return n_tiles - 1, p.cols + n_rem
+        return n_tiles, n_rem
+
+    def emit(self) -> Stmt:
+        p = self.plan
+        nr, tpp = p.cols, p.panel_tiles
+        n_tiles, n_rem = self._column_split()
+        full, last = divmod(n_tiles, tpp)
+        Ms = _static(self.M)
+        row_tiles = None if Ms is None else Ms // p.rows
+        # Parallel over panels when there are several, else over row tiles.
+        par_panels = self.parallel and full >= 2
+        par_rows = self.parallel and not par_panels and (row_tiles is None or row_tiles >= 2)
+        stmts: list[Stmt] = []
+        shared: Buffer | None = None
+        if p.pack and n_tiles and not par_panels:
+            shared = self._pack_buffer(_b.min(tpp, n_tiles), nr)
+        if full:
+            jc = Var(self.low.names.fresh("jc"), _I64)
+            bp = shared
+            if p.pack and bp is None:
+                bp = self._pack_buffer(tpp, nr)
+            body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp))
+            if p.pack and shared is None:
+                body = Allocate(bp, body)
+            stmts.append(For(jc, _i64(0), _i64(full), "parallel" if par_panels else "serial",
+                             body))
+        if last:
+            bp = shared if shared is not None or not p.pack else self._pack_buffer(last, nr)
+            tail = self._panel(_i64(full * tpp * nr), last, nr, bp, par_rows, _i64(full * tpp))
+            stmts.append(tail if bp is shared else Allocate(bp, tail))
+        if n_rem:
+            bp_rest = self._pack_buffer(1, n_rem) if p.pack_rest else None
+            rest = self._panel(_i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
+                               rows=self._rows_for(n_rem))
+            stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
+        from phasec.te.emit import _seq
+        body = _seq(stmts)
+        if shared is not None:
+            body = Allocate(shared, body)
+        return body
+
+    def _pack_buffer(self, tiles: int, width: int) -> Buffer:
+        return Buffer(self.low.names.fresh(self.anchor.name + "_bpack"),
+                      (_i64(tiles), self.K, _i64(width)), self.dtype)
+
+    def _panel(self, col0: PrimExpr, tiles: int, width: int, bp: Buffer | None,
+               par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None) -> Stmt:
+        """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every
+        row, ``rows`` at a time (default: the plan's). ``tile0``: the index of
+        the panel's first micro-panel in B."""
+        from phasec.te.emit import _seq
+        p = self.plan
+        stmts: list[Stmt] = []
+        if bp is not None:
+            pack, param = self._pack(bp, col0, tiles, width)
+            if param is not None and tile0 is not None:
+                # B is a parameter read as B[k, j]: packed in advance, this nest
+                # can go (see passes/pack_constant_weights.py)
+                pack = AttrStmt(PACK_MARK, tile0, pack)
+                self._declare_prepack(param, width)
+            stmts.append(pack)
+        mr = rows or p.rows
+        Ms = _static(self.M)
+        if Ms is not None and p.row_group and p.row_group % mr:
+            # tiles within each group (plan_gemm: M is whole groups): its
+            # whole tiles, then its last rows in one smaller tile
+            og = p.row_group
+            n_full, rem = divmod(og, mr)
+            g = Var(self.low.names.fresh("ig"), _I64)
+            base = _mul(g, og)
+            inner: list[Stmt] = []
+            if n_full:
+                io = Var(self.low.names.fresh("io"), _I64)
+                inner.append(For(io, _i64(0), _i64(n_full), "serial", self._row_block(
+                    _add(base, _mul(io, mr)), mr, col0, tiles, width, bp)))
+            inner.append(self._row_block(_add(base, _i64(og - rem)), rem, col0, tiles, width,
+                                         bp))
+            kind = "parallel" if par_rows and Ms // og >= 2 else "serial"
+            stmts.append(For(g, _i64(0), _i64(Ms // og), kind, _seq(inner)))
+        elif Ms is not None:
+            n_full, rem = divmod(Ms, mr)
+            if n_full:
+                io = Var(self.low.names.fresh("io"), _I64)
+                kind = "parallel" if par_rows and n_full >= 2 else "serial"
+                stmts.append(For(io, _i64(0), _i64(n_full), kind,
+                                 self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
+            if rem:
+                stmts.append(self._row_block(_i64(Ms - rem), rem, col0, tiles, width, bp))
+        else:
+            io = Var(self.low.names.fresh("io"), _I64)
+            n_full_e = BinaryOp("//", self.M, _i64(mr))
+            stmts.append(For(io, _i64(0), n_full_e, "parallel" if par_rows else "serial",
+                             self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
+            r = Var(self.low.names.fresh("ir"), _I64)
+            base = BinaryOp("*", n_full_e, _i64(mr))
+            stmts.append(For(r, _i64(0), BinaryOp("%", self.M, _i64(mr)), "serial",
+                             self._row_block(_add(base, r), 1, col0, tiles, width, bp)))
+        return _seq(stmts)
+
+    def _reduction_loops(self, base: str) -> tuple[list[Var], PrimExpr]:
+        """Fresh loop variables for the reduction axes and their flat index."""
+        names = self.low.names
+        loop_vars = [Var(names.fresh(ax.var.name + base), _I64) for ax in self.anchor.raxes]
+        flat: PrimExpr = loop_vars[0]
+        for var, ext in zip(loop_vars[1:], self.rexts[1:]):
+            flat = _add(_mul(flat, _static(ext)), var)
+        return loop_vars, flat
+
+    def _wrap_reduction(self, loop_vars: list[Var], body: Stmt) -> Stmt:
+        for var, ext in reversed(list(zip(loop_vars, self.rexts))):
+            body = For(var, _i64(0), ext, "serial", body)
+        return body
+
+    def _declare_prepack(self, param: Buffer, width: int) -> None:
+        attrs = self.low.attrs
+        known = attrs.get(PREPACK_ATTR)
+        if known is None:
+            attrs[PREPACK_ATTR] = param.name
+            attrs[PREPACK_WIDTH_ATTR] = width
+        elif known != param.name or attrs.get(PREPACK_WIDTH_ATTR) != width:
+            attrs[PREPACK_ATTR] = ""  # two packed operands: the pass leaves the kernel
+
+    def _pack(self, bp: Buffer, col0: PrimExpr, tiles: int, width: int
+              ) -> tuple[Stmt, Buffer | None]:
+        """``bp[t, k, c] = B[k, col0 + t*width + c]`` (the column operand's value;
+        ``k`` the flat index of the reduction axes), and B's parameter buffer
+        when the value is exactly ``B[k, j]`` of a 2-D parameter (else None)."""
+        nest, low, anchor = self.nest, self.low, self.anchor
+        t = Var(low.names.fresh("tp"), _I64)
+        c = Var(low.names.fresh("cp"), _I64)
+        ks, _ = self._reduction_loops("p")
+        col = _add(col0, _add(_mul(t, width), c))
+        shape = [low._map_shape(s) for s in anchor.tensor.shape]
+        ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+        kivs = [nest._iter_var(ax.var.name, ext, "S") for ax, ext in zip(anchor.raxes, self.rexts)]
+        vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
+        for ax, iv in zip(anchor.raxes, kivs):
+            vmap[ax.var] = iv.var
+        kflat: PrimExpr = kivs[0].var
+        for iv, ext in zip(kivs[1:], self.rexts[1:]):
+            kflat = _add(_mul(kflat, _static(ext)), iv.var)
+        values = self._anchor_values(None, col)
+        value = low.emit_value(self.plan.b_expr, vmap, low.default_load)
+        from phasec.te.emit import _block
+        # the block's axes: the anchor's (the row axis bound to 0: B does not use it)
+        body = low.with_lets([value], lambda v: BufferStore(bp, v[0], (t, kflat, c)))
+        blk = _block(nest._block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
+        inner = For(c, _i64(0), _i64(width), "vectorized" if self.vectorize else "serial", blk)
+        param = None
+        if (type(value) is BufferLoad and len(kivs) == 1 and len(value.indices) == 2
+                and value.indices[0] is kivs[0].var and value.indices[1] is ivs[-1].var
+                and _b.any(value.buffer is b for b in low.buffers.values())
+                and [_static(d) for d in value.buffer.shape] == [_static(self.K), self.N]):
+            param = value.buffer
+        return For(t, _i64(0), _i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
+
+    def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
+                   bp: Buffer | None) -> Stmt:
+        """Rows ``[row0, row0 + mr)`` of the panel: one register tile per micro-panel."""
+        t = Var(self.low.names.fresh("jt"), _I64)
+        body = self._tile(row0, mr, _add(col0, _mul(t, width)), t, width, bp)
+        return For(t, _i64(0), _i64(tiles), "serial", body)
+
+    # -- the register tile -----------------------------------------------------
+    def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
+        """The anchor's axis values at (row, col) (the others from the outer loops)."""
+        nest, m, ri = self.nest, self.m, self.ri
+        return [(row if row is not None else _i64(0)) if t == ri else col if t == m - 1
+                else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
+
+    def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
+              bp: Buffer | None) -> Stmt:
+        from phasec.te.emit import _block, _combine, _seq
+        nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
+                                          self.ri)
+        acc_shape = (_i64(mr), _i64(width))
+        acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
+        shape = [low._map_shape(s) for s in anchor.tensor.shape]
+        # The columns as whole vectors (unrolled), then the rest as vectors of
+        # powers of two (see _vector_pieces); a wide tile (few rows) is one
+        # long vectorized loop.
+        if self.plan.wide:
+            groups = [(0, 1, width)]
+        else:
+            pieces = self._vector_pieces(width)
+            nvec = pieces.count(self.plan.lanes)
+            groups = [(0, nvec, self.plan.lanes)] if nvec else []
+            start = nvec * self.plan.lanes
+            for piece in pieces[nvec:]:
+                groups.append((start, 1, piece))
+                start += piece
+
+        def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str) -> Stmt:
+            # rows x vectors unrolled, each vector's lanes one vectorized loop
+            # whose extent is the vector width (no loop is left once LLVM
+            # vectorizes it, so the accumulators stay in registers)
+            ii = Var(low.names.fresh(root.axes[ri].name + "_i"), _I64)
+            parts: list[Stmt] = []
+            for start, count, ext in groups:
+                jv = Var(low.names.fresh(root.axes[m - 1].name + "_v"), _I64)
+                jl = Var(low.names.fresh(root.axes[m - 1].name + "_i"), _I64)
+                ji = _add(_i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
+                kind = "vectorized" if self.vectorize and ext >= 2 else "serial"
+                stmt: Stmt = For(jl, _i64(0), _i64(ext), kind, make(ii, ji))
+                if count > 1:
+                    stmt = For(jv, _i64(0), _i64(count), "unroll", stmt)
+                parts.append(stmt)
+            return For(ii, _i64(0), _i64(mr), ii_kind, _seq(parts))
+
+        def init(ii: Var, ji: PrimExpr) -> Stmt:
+            ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+            return _block(nest._block_name(anchor.name + "_init"), ivs,
+                          self._anchor_values(_add(row0, ii), _add(col, ji)),
+                          BufferStore(acc, low._map_shape(anchor.init), (ii, ji)))
+
+        ks, _ = self._reduction_loops("")
+        # A matrix-vector product adds ``unroll`` rows of B per pass over its
+        # accumulators (in L1, not registers): the same additions in the same
+        # order (bitwise the same sums), a quarter of the accumulator loads
+        # and stores, and four rows of B streaming at once (1x1024 @
+        # 1024x1024: 63 -> 55 us on one core).
+        K0 = _static(self.rexts[0]) if len(self.rexts) == 1 else None
+        unroll = 4 if (self.plan.wide and bp is None and K0 is not None and K0 >= 8
+                       and K0 % 4 == 0) else 1
+
+        def update(ii: Var, ji: PrimExpr) -> Stmt:
+            ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+            kivs = [nest._iter_var(ax.var.name, ext, "R")
+                    for ax, ext in zip(anchor.raxes, self.rexts)]
+            vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
+            for ax, iv in zip(anchor.raxes, kivs):
+                vmap[ax.var] = iv.var
+            total: PrimExpr = BufferLoad(acc, (ii, ji))
+            for q in range(unroll):
+                if q:
+                    vmap[anchor.raxes[0].var] = BinaryOp("+", kivs[0].var, _i64(q))
+                a = low.emit_value(self.plan.a_expr, vmap, low.default_load)
+                if bp is not None:
+                    kflat: PrimExpr = kivs[0].var
+                    for iv, ext in zip(kivs[1:], self.rexts[1:]):
+                        kflat = _add(_mul(kflat, _static(ext)), iv.var)
+                    b: PrimExpr = BufferLoad(bp, (t, kflat, ji))
+                elif self.plan.row_group:
+                    # the same for every row of the tile: read at its first row
+                    # (not per row, which LLVM would not see is the same load)
+                    b = low.emit_value(self.plan.b_expr, {**vmap, anchor.axes[ri]: row0},
+                                       low.default_load)
+                else:
+                    b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
+                prod = BinaryOp("*", b, a) if self.plan.b_first else BinaryOp("*", a, b)
+                total = _combine("sum", total, prod)
+            body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
+            kvalues = [_mul(ks[0], unroll)] if unroll > 1 else ks
+            return _block(nest._block_name(anchor.name + "_update"), ivs + kivs,
+                          self._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
+
+        def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
+            nest.axis_expr[root.axes[ri]] = _add(row0, ii)
+            nest.axis_expr[root.axes[m - 1]] = _add(col, ji)
+            ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
+            values = [nest.axis_expr[ax] for ax in root.axes]
+            if anchor is root:
+                value: PrimExpr = BufferLoad(acc, (ii, ji))
+            else:
+                vmap = {ax: iv.var for ax, iv in zip(root.axes, ivs)}
+
+                def load(tensor: Tensor, ind: tuple[PrimExpr, ...]) -> PrimExpr:
+                    if not tensor.is_placeholder and low.stages.get(id(tensor)) is anchor:
+                        return BufferLoad(acc, (ii, ji))
+                    return low.default_load(tensor, ind)
+                value = low.emit_value(root.expr, vmap, load)
+            body = low.with_lets([value], lambda v: BufferStore(
+                root.buffer, v[0], tuple(iv.var for iv in ivs)))
+            return _block(nest._block_name(root.name), ivs, values, body)
+
+        if unroll > 1:
+            upd: Stmt = For(ks[0], _i64(0), _i64(K0 // unroll), "serial", loops(update, "unroll"))
+        else:
+            upd = self._wrap_reduction(ks, loops(update, "unroll"))
+        prefetch = self._epilogue_prefetch(row0, mr, col, width)
+        return Allocate(acc, _seq([loops(init, "unroll"), *prefetch, upd,
+                                   loops(epilogue, "serial")]))
+
+    def _epilogue_prefetch(self, row0: PrimExpr, mr: int, col: PrimExpr, width: int
+                           ) -> list[Stmt]:
+        """Cache prefetches, issued before the tile's reduction, of the lines
+        its epilogue reads along the tile's columns (a residual) and writes
+        (the output): one per cache line of each of the tile's rows (see
+        ``tir.PREFETCH_ATTR``). Touched only at the end of the tile, a few
+        hundred bytes per row here and there, each line was a cache miss that
+        stalled the pipeline (a ResNet block's convolutions, caches cold:
+        2.10 -> 2.07 ms, with a residual 2.19 -> 2.13 ms)."""
+        from phasec.te.emit import _seq
+        from phasec.ir.tir import PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Evaluate, FloatImm
+        nest, low, root, m, ri = self.nest, self.low, self.root, self.m, self.ri
+        K = _static(self.K)
+        if self.plan.wide or K is None or K < nest.opt.target.gemm_prefetch_min_k:
+            return []  # (a short reduction hides no miss and pays for the prefetches)
+        ii = Var(low.names.fresh("pf_i"), _I64)
+        jj = Var(low.names.fresh("pf_j"), _I64)
+        values = {ax: (_add(row0, ii) if t == ri else _add(col, jj) if t == m - 1
+                       else nest.axis_expr[ax]) for t, ax in enumerate(root.axes)}
+        found: dict[int, tuple[str, Buffer, tuple[PrimExpr, ...]]] = {}
+
+        def collect(tensor: Tensor, idx: tuple[PrimExpr, ...]) -> PrimExpr:
+            st = None if tensor.is_placeholder else low.stages.get(id(tensor))
+            buf = (low.buffers[id(tensor)] if tensor.is_placeholder
+                   else None if st is None or st is self.anchor or st.root is not None
+                   else st.buffer)
+            if buf is not None and _b.any(id(jj) in _vars_of(i) for i in idx):
+                found.setdefault(id(buf), (PREFETCH_ATTR, buf, idx))
+            return FloatImm(0.0, tensor.dtype)
+        if self.anchor is not root:
+            low.emit_value(root.expr, values, collect)
+        found.setdefault(id(root.buffer), (PREFETCH_WRITE_ATTR, root.buffer,
+                                           tuple(values[ax] for ax in root.axes)))
+        step = 64 // (8 if self.dtype == "float64" else 4)  # elements of a cache line
+        points = list(range(0, width, step))
+        if width - 1 not in points:
+            points.append(width - 1)  # the last line of a row that is not line-aligned
+        stmts: list[Stmt] = []
+        for key, buf, idx in found.values():
+            row = Var(low.names.fresh("pf_i"), _I64)  # a loop variable per loop
+            idx = tuple(_subst_var(i, ii, row) for i in idx)
+            body = [AttrStmt(key, BufferLoad(buf, tuple(_subst_var(i, jj, _i64(p))
+                                                        for i in idx)),
+                             Evaluate(IntImm(0, "int32"))) for p in points]
+            stmts.append(For(row, _i64(0), _i64(mr), "unroll", _seq(body)))
+        return stmts
