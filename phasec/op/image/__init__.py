@@ -1,0 +1,1 @@
+"""relax.op.image: image operators (TVM 0.27 namespace)."""

@@ -1,0 +1,1 @@
+"""relax.op.memory: memory operators (TVM 0.27 namespace)."""
