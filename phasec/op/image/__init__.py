@@ -1,1 +1,0 @@
-"""relax.op.image: image operators (TVM 0.27 namespace)."""
