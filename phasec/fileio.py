@@ -356,8 +356,16 @@ def write_atomic(path: PathLike, data: Data, what: str = "file", encoding: str =
     directory, base = os.path.split(text)
     if base in ("", ".", ".."):
         raise _fail("write", name, "it is a directory")
+    directory = directory or "."
+    if not _DIRECTORY_DESCRIPTORS:  # Windows: the same steps by path
+        if dir_fd is not None:
+            raise _fail("write", name, "this system cannot write relative to a directory")
+        if not os.path.isdir(directory):
+            raise _fail("write", name, f"there is no directory {directory!r}")
+        _replace_in(_Dir(None, directory), base, name, data, encoding, mode, replace_special)
+        return
     try:
-        dfd = os.open(directory or ".", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC, dir_fd=dir_fd)
+        dfd = os.open(directory, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
         raise _fail("write", name, f"there is no directory {directory!r}") from None
     except NotADirectoryError:
@@ -365,16 +373,50 @@ def write_atomic(path: PathLike, data: Data, what: str = "file", encoding: str =
     except OSError as exc:
         raise _open_error(name, exc, "write") from None
     try:
-        _replace_in(dfd, base, name, data, encoding, mode, replace_special)
+        _replace_in(_Dir(dfd, directory), base, name, data, encoding, mode, replace_special)
     finally:
         os.close(dfd)
 
 
-def _replace_in(dfd: int, base: str, name: str, data: Data, encoding: str,
+#: whether directories can be opened and named relative to (POSIX; not Windows)
+_DIRECTORY_DESCRIPTORS = os.open in os.supports_dir_fd and bool(_O_DIRECTORY)
+
+
+class _Dir:
+    """The target's directory: an open descriptor (names relative to it:
+    nothing can be swapped in between), or only its path (Windows)."""
+
+    def __init__(self, fd: int | None, path: str) -> None:
+        self.fd = fd
+        self.path = path
+
+    def name(self, entry: str) -> str:
+        """How to name ``entry`` together with ``dir_fd=self.fd``."""
+        return entry if self.fd is not None else os.path.join(self.path, entry)
+
+    def sync(self) -> None:
+        """Make a rename in it durable (best effort: not every system can)."""
+        fd = self.fd
+        if fd is None:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            if fd != self.fd:
+                os.close(fd)
+
+
+def _replace_in(where: _Dir, base: str, name: str, data: Data, encoding: str,
                 mode: int | None, replace_special: bool) -> None:
-    """Replace the entry ``base`` of the open directory ``dfd`` (see write_atomic)."""
+    """Replace the entry ``base`` of the directory ``where`` (see write_atomic)."""
     try:
-        st: os.stat_result | None = os.stat(base, dir_fd=dfd, follow_symlinks=False)
+        st: os.stat_result | None = os.stat(where.name(base), dir_fd=where.fd,
+                                            follow_symlinks=False)
     except FileNotFoundError:
         st = None
     except OSError as exc:
@@ -383,14 +425,14 @@ def _replace_in(dfd: int, base: str, name: str, data: Data, encoding: str,
         raise _fail("write", name, "it is a directory")
     if st is not None and not stat.S_ISREG(st.st_mode) and not replace_special:
         if stat.S_ISLNK(st.st_mode):
-            raise _link_refused(dfd, base, name)
-        _write_special(dfd, base, name, data, encoding)
+            raise _link_refused(where, base, name)
+        _write_special(where, base, name, data, encoding)
         return
     existed = st is not None
     if mode is None:  # the old file's bits, or what a plain open() would give
         mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) \
             else 0o666 & ~_umask()
-    fd, tmp = _temporary(dfd, base, name, existed)
+    fd, tmp = _temporary(where, base, name, existed)
     try:
         try:  # created 0600; now the old file's bits or the default
             os.fchmod(fd, mode)
@@ -401,31 +443,29 @@ def _replace_in(dfd: int, base: str, name: str, data: Data, encoding: str,
             _write_data(fh, data, encoding)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, base, src_dir_fd=dfd, dst_dir_fd=dfd)  # replaces a link, not its target
+        # replaces the name: a link there is replaced, never its target
+        os.replace(where.name(tmp), where.name(base), src_dir_fd=where.fd, dst_dir_fd=where.fd)
     except BaseException as exc:
         if fd >= 0:
             os.close(fd)
         try:
-            os.unlink(tmp, dir_fd=dfd)
+            os.unlink(where.name(tmp), dir_fd=where.fd)
         except OSError:
             pass
         if isinstance(exc, OSError):
             raise _write_error(name, exc, existed) from None
         raise
-    try:  # make the rename itself durable (best effort: not every system can)
-        os.fsync(dfd)
-    except OSError:
-        pass
+    where.sync()
 
 
-def _temporary(dfd: int, base: str, name: str, existed: bool) -> tuple[int, str]:
+def _temporary(where: _Dir, base: str, name: str, existed: bool) -> tuple[int, str]:
     """A new file (mode 0600, created exclusively, never through a link) beside ``base``."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC | \
         getattr(os, "O_BINARY", 0)
     for _ in range(100):
         tmp = f".{base[:200]}.{secrets.token_hex(6)}.tmp"
         try:
-            return os.open(tmp, flags, 0o600, dir_fd=dfd), tmp
+            return os.open(where.name(tmp), flags, 0o600, dir_fd=where.fd), tmp
         except FileExistsError:
             continue
         except OSError as exc:
@@ -433,9 +473,9 @@ def _temporary(dfd: int, base: str, name: str, existed: bool) -> tuple[int, str]
     raise _fail("write", name, "no temporary file name was free")
 
 
-def _link_refused(dfd: int, base: str, name: str) -> FileAccessError:
+def _link_refused(where: _Dir, base: str, name: str) -> FileAccessError:
     try:
-        to = f" (to {os.readlink(base, dir_fd=dfd)!r})"
+        to = f" (to {os.readlink(where.name(base), dir_fd=where.fd)!r})"
     except OSError:
         to = ""
     return _fail("write", name, f"it is a symbolic link{to}; phasec never writes through a "
@@ -484,14 +524,14 @@ def _write_error(name: str, exc: OSError, existed: bool) -> FileAccessError:
     return _fail("write", name, f"{why} ({after})")
 
 
-def _write_special(dfd: int, base: str, name: str, data: Data, encoding: str) -> None:
+def _write_special(where: _Dir, base: str, name: str, data: Data, encoding: str) -> None:
     """Write into an existing device or FIFO (not atomic: it cannot be)."""
     try:
-        fd = os.open(base, os.O_WRONLY | _O_NOFOLLOW | getattr(os, "O_NOCTTY", 0) | _O_CLOEXEC,
-                     dir_fd=dfd)
+        fd = os.open(where.name(base), os.O_WRONLY | _O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+                     | _O_CLOEXEC, dir_fd=where.fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # became a link since it was looked at
-            raise _link_refused(dfd, base, name) from None
+            raise _link_refused(where, base, name) from None
         raise _fail("write", name, exc.strerror or str(exc)) from None
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for a file since: not atomic, refuse

@@ -252,3 +252,22 @@ def test_stream_descriptor_names():
     assert fileio.stream_descriptor("/proc/self/fd/3") == 3
     for other in ("-", "/dev/null", "/dev/stdout2", "out.pvm", "/proc/1/fd/1"):
         assert fileio.stream_descriptor(other) is None
+
+
+def test_without_directory_descriptors_the_same_rules_hold(tmp_path, monkeypatch):
+    """Systems that cannot open a directory (Windows) take the path-based
+    steps: still atomic, still no link written through."""
+    monkeypatch.setattr(fileio, "_DIRECTORY_DESCRIPTORS", False)
+    out = tmp_path / "out.txt"
+    fileio.write_atomic(out, "one")
+    fileio.write_atomic(out, b"two")
+    assert out.read_text() == "two"
+    victim = _victim(tmp_path)
+    link = tmp_path / "link.txt"
+    link.symlink_to(victim)
+    with pytest.raises(FileAccessError, match="symbolic link"):
+        fileio.write_atomic(link, "x")
+    with pytest.raises(FileAccessError, match="there is no directory"):
+        fileio.write_atomic(tmp_path / "missing" / "x.txt", "x")
+    assert victim.read_text() == "do not overwrite\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "out.txt", "victim"]

@@ -39,6 +39,8 @@ so the cache trusts nothing it did not write itself:
   entry), damaged, truncated, or written by anything that does not know
   the secret (a checksum recomputed over other bytes) is ignored and
   rebuilt; all of this is checked before a byte reaches LLVM.
+* On a system that cannot open directories (Windows) none of this can be
+  held, and the cache is not used.
 * Entries are written atomically (a temporary file renamed into place,
   :func:`phasec.fileio.write_atomic`): concurrent processes never see half
   an entry, and whatever is at an entry's name (a link, a FIFO) is replaced,
