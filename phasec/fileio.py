@@ -6,7 +6,10 @@ over the target (``os.replace``, atomic on POSIX and Windows). On any
 failure — a full disk, a permission problem, Ctrl-C, SIGTERM — the previous
 file stands untouched and the temporary file is removed, so a reader never
 sees half a file and a failed command never destroys what was there. The
-error is a :class:`~phasec.errors.FileAccessError` naming the path.
+error is a :class:`~phasec.errors.FileAccessError` naming the path. Nothing
+is ever written through a symbolic link: phasec resolves no link itself, a
+link at the target's name is refused, and the rename replaces a name, never
+a link's target.
 
 Reading (:func:`read_bytes`, :func:`open_regular`, :func:`read_stream`):
 only regular files are read — a device (``/dev/zero``), a FIFO or a socket
@@ -26,8 +29,9 @@ import io
 import math
 import os
 import re
+import secrets
 import stat
-import tempfile
+import sys
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -35,7 +39,7 @@ from typing import IO, Any, BinaryIO, Union
 
 from phasec.errors import FileAccessError, InputError
 
-__all__ = ["write_atomic", "read_bytes", "read_stream", "open_regular", "check_regular",
+__all__ = ["write_atomic", "stream_descriptor", "read_bytes", "read_stream", "open_regular", "check_regular",
            "SafeZip", "read_npz",
            "max_input_bytes", "set_max_input_bytes", "parse_size", "format_size",
            "same_file", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
@@ -46,6 +50,12 @@ DEFAULT_MAX_INPUT_BYTES = 4 << 30
 MAX_INPUT_ENV = "PHASEC_MAX_INPUT_SIZE"
 
 _override: int | None = None  # set_max_input_bytes (the CLIs' --max-input-size)
+
+# open() flags that not every system has (0: not available)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 PathLike = Union[str, "os.PathLike[str]"]
 Data = Union[bytes, str, Callable[[BinaryIO], Any]]
@@ -152,35 +162,48 @@ def _open_error(name: str, exc: OSError, verb: str = "read") -> FileAccessError:
     return _fail(verb, name, why)
 
 
-def check_regular(path: PathLike, what: str = "") -> os.stat_result:
+def check_regular(path: PathLike, what: str = "", *, follow_symlinks: bool = True,
+                  dir_fd: int | None = None) -> os.stat_result:
     """``os.stat`` of ``path`` if it is a regular file (symbolic links
-    followed); otherwise a FileAccessError saying what it is. Does not open
-    the file, so a FIFO cannot block here."""
+    followed unless ``follow_symlinks`` is False: then a link is refused);
+    otherwise a FileAccessError saying what it is. Does not open the file,
+    so a FIFO cannot block here. ``dir_fd`` as for ``os.stat``."""
     name = _Name(what, path)
     try:
-        st = os.stat(path)
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         if isinstance(exc, ValueError):
             raise _fail("read", name, "a path cannot contain NUL characters") from None
         raise _open_error(name, exc) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise _fail("read", name, "it is a symbolic link, which is not followed here")
     if not stat.S_ISREG(st.st_mode):
         raise _fail("read", name, f"it is {_kind(st.st_mode)}, not a regular file")
     return st
 
 
-def open_regular(path: PathLike, what: str = "", limit: int | None = None) -> BinaryIO:
+def open_regular(path: PathLike, what: str = "", limit: int | None = None, *,
+                 follow_symlinks: bool = True, dir_fd: int | None = None) -> BinaryIO:
     """Open a regular file for binary reading, after checking what it is and
     its size (``limit``, default :func:`max_input_bytes`).
 
     The file is opened non-blocking and checked again on the open descriptor,
     so a path swapped for a FIFO between the two checks neither blocks nor
-    gets read."""
+    gets read. ``follow_symlinks=False`` opens with ``O_NOFOLLOW``: a link
+    is refused, even one that appears between the check and the open.
+    ``dir_fd``: ``path`` is relative to that open directory."""
     name = _Name(what, path)
     limit = max_input_bytes() if limit is None else limit
-    check_regular(path, what)
+    check_regular(path, what, follow_symlinks=follow_symlinks, dir_fd=dir_fd)
+    flags = os.O_RDONLY | _O_NONBLOCK | _O_CLOEXEC | getattr(os, "O_BINARY", 0)
+    if not follow_symlinks:
+        flags |= _O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise _fail("read", name, "it is a symbolic link, which is not followed here"
+                        ) from None
         raise _open_error(name, exc) from None
     try:
         st = os.fstat(fd)
@@ -256,6 +279,22 @@ def same_file(a: PathLike, b: PathLike) -> bool:
 # How the temporary file is opened; tests replace it to make writes fail midway.
 _fdopen = os.fdopen
 
+#: the paths that name one of this process's own open descriptors: written
+#: to that descriptor (what a shell does with them), never reopened
+_STREAM_PATH = re.compile(r"/dev/(?:(stdout)|(stderr)|fd/(\d+))|/proc/self/fd/(\d+)")
+
+
+def stream_descriptor(path: PathLike) -> int | None:
+    """The descriptor ``path`` names when it is one of this process's own
+    streams (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), else None. :func:`write_atomic` writes to that
+    descriptor as it is (a pipe, a terminal, a file the shell opened)."""
+    m = _STREAM_PATH.fullmatch(os.fspath(path))
+    if m is None:
+        return None
+    stdout, stderr, fd, proc_fd = m.groups()
+    return 1 if stdout else 2 if stderr else int(fd or proc_fd)
+
 
 def _umask() -> int:
     mask = os.umask(0o022)
@@ -263,107 +302,271 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: PathLike, data: Data, what: str = "file",
-                 encoding: str = "utf-8") -> None:
-    """Write ``data`` to ``path`` whole or not at all.
+def write_atomic(path: PathLike, data: Data, what: str = "file", encoding: str = "utf-8",
+                 *, dir_fd: int | None = None, mode: int | None = None,
+                 replace_special: bool = False) -> None:
+    """Write ``data`` to ``path`` whole or not at all, never through a link.
 
     ``data`` is bytes, text (encoded with ``encoding``) or a function that
     writes to the binary file object it is given (for zip archives and
-    ``numpy.savez``). The temporary file lives in the target's directory (a
-    rename across file systems would not be atomic); a symbolic link is
-    followed so the file it points to is replaced, and the file keeps its
-    permission bits. Writing to a device or FIFO that already exists (say
-    ``-o /dev/stdout``) cannot be atomic and is done directly.
+    ``numpy.savez``). The data goes to a temporary file in the target's
+    directory (a rename across file systems would not be atomic), which is
+    then renamed over ``path``: the rename replaces ``path`` itself, so a
+    file is never written through a symbolic link to somewhere else.
+
+    **Links.** phasec never resolves a link itself (the kernel's rules for
+    links in sticky, world-writable directories then hold). A symbolic link
+    at ``path`` is refused: it is either the user's own, and replacing it
+    with a regular file would silently break it, or planted (say in
+    ``/tmp``) to make phasec overwrite its target; phasec cannot tell the
+    two apart, and the message says what to do (write to the link's target
+    by its own path, or remove the link). Links in the directories leading
+    to ``path`` are followed, as by any program. Should a link appear at
+    ``path`` while the data is written, the rename replaces the link, not
+    its target.
+
+    **Not a file.** A directory is refused. An existing device or FIFO (say
+    ``/dev/null``) cannot be replaced atomically and is written directly
+    (opened without following links). ``/dev/stdout``, ``/dev/stderr``,
+    ``/dev/fd/N`` and ``/proc/self/fd/N`` are written to this process's own
+    descriptor (so ``-o /dev/stdout`` works on a pipe).
+
+    The new file gets ``mode``; by default an existing file's permission
+    bits, or what ``open()`` would give (``0o666`` less the umask).
+    ``dir_fd``: ``path`` is relative to that open directory (as for
+    ``os.open``). ``replace_special``: whatever is at ``path`` and is not a
+    regular file (a link, a FIFO, a device) is replaced by the new file,
+    never written into or refused -- for files phasec owns, like kernel
+    cache entries.
 
     Raises :class:`FileAccessError` naming ``what`` and the path, saying the
     previous file is unchanged; a KeyboardInterrupt (or any other exception)
     leaves the previous file in place too, and is re-raised.
     """
     name = _Name(what, path)
-    try:
-        target = os.path.realpath(os.fspath(path))
-    except (OSError, ValueError) as exc:
-        raise _fail("write", name, str(exc)) from None
-    if "\x00" in target:
+    text = os.fspath(path)
+    if "\x00" in text:
         raise _fail("write", name, "a path cannot contain NUL characters")
+    if not text:
+        raise _fail("write", name, "an empty path names no file")
+    stream = stream_descriptor(text) if dir_fd is None and not replace_special else None
+    if stream is not None:
+        _write_stream(stream, name, data, encoding)
+        return
+    directory, base = os.path.split(text)
+    if base in ("", ".", ".."):
+        raise _fail("write", name, "it is a directory")
+    directory = directory or "."
+    if not _DIRECTORY_DESCRIPTORS:  # Windows: the same steps by path
+        if dir_fd is not None:
+            raise _fail("write", name, "this system cannot write relative to a directory")
+        if not os.path.isdir(directory):
+            raise _fail("write", name, f"there is no directory {directory!r}")
+        _replace_in(_Dir(None, directory), base, name, data, encoding, mode, replace_special)
+        return
     try:
-        st: os.stat_result | None = os.stat(target)
+        dfd = os.open(directory, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise _fail("write", name, f"there is no directory {directory!r}") from None
+    except NotADirectoryError:
+        raise _fail("write", name, f"{directory!r} is not a directory") from None
+    except OSError as exc:
+        raise _open_error(name, exc, "write") from None
+    try:
+        _replace_in(_Dir(dfd, directory), base, name, data, encoding, mode, replace_special)
+    finally:
+        os.close(dfd)
+
+
+#: whether directories can be opened and named relative to (POSIX; not Windows)
+_DIRECTORY_DESCRIPTORS = os.open in os.supports_dir_fd and bool(_O_DIRECTORY)
+
+
+class _Dir:
+    """The target's directory: an open descriptor (names relative to it:
+    nothing can be swapped in between), or only its path (Windows)."""
+
+    def __init__(self, fd: int | None, path: str) -> None:
+        self.fd = fd
+        self.path = path
+
+    def name(self, entry: str) -> str:
+        """How to name ``entry`` together with ``dir_fd=self.fd``."""
+        return entry if self.fd is not None else os.path.join(self.path, entry)
+
+    def sync(self) -> None:
+        """Make a rename in it durable (best effort: not every system can)."""
+        fd = self.fd
+        if fd is None:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            if fd != self.fd:
+                os.close(fd)
+
+
+def _replace_in(where: _Dir, base: str, name: str, data: Data, encoding: str,
+                mode: int | None, replace_special: bool) -> None:
+    """Replace the entry ``base`` of the directory ``where`` (see write_atomic)."""
+    try:
+        st: os.stat_result | None = os.stat(where.name(base), dir_fd=where.fd,
+                                            follow_symlinks=False)
     except FileNotFoundError:
         st = None
     except OSError as exc:
         raise _open_error(name, exc, "write") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise _fail("write", name, "it is a directory")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_special(target, name, data, encoding)
+    if st is not None and not stat.S_ISREG(st.st_mode) and not replace_special:
+        if stat.S_ISLNK(st.st_mode):
+            raise _link_refused(where, base, name)
+        _write_special(where, base, name, data, encoding)
         return
-    directory = os.path.dirname(target) or "."
-    if not os.path.isdir(directory):
-        raise _fail("write", name, f"there is no directory {directory!r}")
+    existed = st is not None
+    if mode is None:  # the old file's bits, or what a plain open() would give
+        mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) \
+            else 0o666 & ~_umask()
+    fd, tmp = _temporary(where, base, name, existed)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                                   dir=directory)
-    except OSError as exc:
-        raise _write_error(name, target, exc, st is not None) from None
-    try:
-        # the mode a plain open() would give (mkstemp makes it 0600), or the old file's
-        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-        try:
+        try:  # created 0600; now the old file's bits or the default
             os.fchmod(fd, mode)
         except (AttributeError, OSError):  # no fchmod (Windows) or not permitted: keep 0600
             pass
         with _fdopen(fd, "wb") as fh:
             fd = -1  # owned by fh now
-            if callable(data):
-                data(fh)
-            else:
-                fh.write(data.encode(encoding) if isinstance(data, str) else data)
+            _write_data(fh, data, encoding)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        # replaces the name: a link there is replaced, never its target
+        os.replace(where.name(tmp), where.name(base), src_dir_fd=where.fd, dst_dir_fd=where.fd)
     except BaseException as exc:
         if fd >= 0:
             os.close(fd)
         try:
-            os.unlink(tmp)
+            os.unlink(where.name(tmp), dir_fd=where.fd)
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise _write_error(name, target, exc, st is not None) from None
+            raise _write_error(name, exc, existed) from None
         raise
-    _sync_directory(directory)
+    where.sync()
 
 
-def _write_error(name: str, target: str, exc: OSError, existed: bool) -> FileAccessError:
+def _temporary(where: _Dir, base: str, name: str, existed: bool) -> tuple[int, str]:
+    """A new file (mode 0600, created exclusively, never through a link) beside ``base``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC | \
+        getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = f".{base[:200]}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(where.name(tmp), flags, 0o600, dir_fd=where.fd), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _write_error(name, exc, existed) from None
+    raise _fail("write", name, "no temporary file name was free")
+
+
+def _link_refused(where: _Dir, base: str, name: str) -> FileAccessError:
+    try:
+        to = f" (to {os.readlink(where.name(base), dir_fd=where.fd)!r})"
+    except OSError:
+        to = ""
+    return _fail("write", name, f"it is a symbolic link{to}; phasec never writes through a "
+                 f"link: give the path of the file itself, or remove the link")
+
+
+def _write_data(fh: BinaryIO, data: Data, encoding: str) -> None:
+    if callable(data):
+        data(fh)
+    else:
+        fh.write(data.encode(encoding) if isinstance(data, str) else data)
+
+
+class _Sequential:
+    """A stream (a pipe, a terminal, ``/dev/null``) as a file that cannot
+    seek: ``zipfile`` and ``numpy.savez`` then write it front to back
+    (``/dev/null`` claims to seek, yet always reports position 0, which
+    breaks the zip directory's offsets)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, data: Any) -> int:
+        return self._inner.write(data)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def read(self, *args: Any) -> bytes:  # numpy tells a file object from a path by it
+        raise io.UnsupportedOperation("a stream being written cannot be read")
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        raise io.UnsupportedOperation("a stream has no position")
+
+    def seek(self, *args: Any) -> int:
+        raise io.UnsupportedOperation("a stream cannot seek")
+
+
+def _write_error(name: str, exc: OSError, existed: bool) -> FileAccessError:
     why = "no space left on device" if exc.errno == errno.ENOSPC else \
         "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc))
     after = "the previous file is unchanged" if existed else "nothing was written"
     return _fail("write", name, f"{why} ({after})")
 
 
-def _write_special(target: str, name: str, data: Data, encoding: str) -> None:
+def _write_special(where: _Dir, base: str, name: str, data: Data, encoding: str) -> None:
+    """Write into an existing device or FIFO (not atomic: it cannot be)."""
     try:
-        with open(target, "wb") as fh:
-            if callable(data):
-                data(fh)
-            else:
-                fh.write(data.encode(encoding) if isinstance(data, str) else data)
+        fd = os.open(where.name(base), os.O_WRONLY | _O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+                     | _O_CLOEXEC, dir_fd=where.fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # became a link since it was looked at
+            raise _link_refused(where, base, name) from None
+        raise _fail("write", name, exc.strerror or str(exc)) from None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for a file since: not atomic, refuse
+            raise _fail("write", name, "it changed while being opened; nothing was written")
+        with os.fdopen(fd, "wb") as fh:
+            fd = -1
+            _write_data(_Sequential(fh), data, encoding)
     except OSError as exc:
         raise _fail("write", name, exc.strerror or str(exc)) from None
-
-
-def _sync_directory(directory: str) -> None:
-    """Make the rename itself durable (best effort: not every system can)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _write_stream(fd: int, name: str, data: Data, encoding: str) -> None:
+    """Write to this process's descriptor ``fd`` (``/dev/stdout``...), as it is.
+
+    Standard output and error go through ``sys.stdout``/``sys.stderr`` (their
+    text is flushed first, so the order holds). A reader that went away
+    (``| head``) raises BrokenPipeError, which the command line treats as
+    the end of the output."""
+    stream = {1: sys.stdout, 2: sys.stderr}.get(fd)
+    target = getattr(stream, "buffer", None)
+    try:
+        if target is not None:
+            stream.flush()  # type: ignore[union-attr]
+            _write_data(_Sequential(target), data, encoding)
+            target.flush()
+            return
+        with os.fdopen(os.dup(fd), "wb") as fh:
+            _write_data(_Sequential(fh), data, encoding)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise _fail("write", name, exc.strerror or str(exc)) from None
 
 
 # ---------------------------------------------------------------------------

@@ -97,15 +97,19 @@ def test_write_atomic_writes_bytes_text_and_streams(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.bin", "b.txt", "c.npz"]
 
 
-def test_write_atomic_keeps_the_mode_and_follows_links(tmp_path):
+def test_write_atomic_keeps_the_mode_and_refuses_links(tmp_path):
     target = tmp_path / "real.txt"
     target.write_text("old")
     os.chmod(target, 0o640)
+    fileio.write_atomic(target, "new")
+    assert target.read_text() == "new"
+    assert oct(target.stat().st_mode & 0o777) == oct(0o640)
+    # issue 27: a link is never written through (it used to be followed)
     link = tmp_path / "link.txt"
     link.symlink_to(target)
-    fileio.write_atomic(link, "new")
+    with pytest.raises(FileAccessError, match="symbolic link"):
+        fileio.write_atomic(link, "through the link")
     assert link.is_symlink() and target.read_text() == "new"
-    assert oct(target.stat().st_mode & 0o777) == oct(0o640)
 
 
 def test_a_new_file_gets_the_umask_mode(tmp_path):

@@ -39,7 +39,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("phasec.cli.fuzz", "fuzz pass orderings on random programs"),
     "schema": ("phasec.cli.schema", "print the JSON Schema of the module format"),
     "import": ("phasec.cli.import_model", "import an ONNX model as TVMScript or JSON"),
-    "cache": ("phasec.cli.cache", "show (info) or empty (clear) the persistent kernel cache"),
+    "cache": ("phasec.cli.cache",
+              "show (info), empty (clear) or shrink (prune) the persistent kernel cache"),
 }
 
 

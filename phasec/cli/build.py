@@ -19,6 +19,7 @@ from phasec.fileio import same_file
 from phasec.transform import VERIFY_MODES, PassTiming
 from phasec.cli._report import CliReport, add_report_argument
 from phasec.cli.opt import OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, read_module
+from phasec.cli._outputs import is_stream, output_option, to_stdout
 
 #: the conventional suffix of executable files
 EXECUTABLE_SUFFIX = ".pvm"
@@ -29,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="module file: .py (TVMScript), .json, an ONNX model (.onnx), or - "
                              "for standard input")
     parser.add_argument("-o", "--output", metavar="OUT", default=None,
-                        help=f"executable file to write (default: INPUT with suffix "
-                             f"{EXECUTABLE_SUFFIX} in the current directory)")
+                        help=f"executable file to write, or - for standard output (default: "
+                             f"INPUT with suffix {EXECUTABLE_SUFFIX} in the current directory)")
     parser.add_argument("--opt-level", type=int, default=2, metavar="N",
                         help="optimization level (default 2)")
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
@@ -64,6 +65,8 @@ def check_output(input_path: str, out: str) -> None:
     """Refuse an output that would destroy a module file: the input itself
     (``build m.py -o m.py`` would replace the source with a zip archive) or
     any ``.py``/``.json`` name."""
+    if is_stream(out):  # standard output, /dev/null: no file to protect, no suffix
+        return
     if input_path != "-" and same_file(input_path, out):
         raise InputError(f"-o {out!r} is the input file: writing the executable there would "
                          f"replace the module source; choose another name, e.g. "
@@ -77,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from phasec.pipeline import build
 
     check_opt_level(args.opt_level)
-    out = args.output or default_output(args.input)
+    out = output_option(args.output) or default_output(args.input)  # "" is refused
     check_output(args.input, out)
     check_outputs_differ(args.input, out, args.report)
     report = CliReport(args.report, args.input, args.verify)
@@ -97,5 +100,6 @@ def run(args: argparse.Namespace) -> int:
     stats = exe.stats()
     print(f"wrote {out}: {_count(stats['functions'], 'function')}, "
           f"{_count(stats['instructions'], 'instruction')}, {_count(stats['kernels'], 'kernel')}, "
-          f"{_count(stats['constants'], 'constant')}")
+          f"{_count(stats['constants'], 'constant')}",
+          file=sys.stderr if to_stdout(out) else sys.stdout)  # not into the executable's bytes
     return 0

@@ -24,6 +24,7 @@ from pathlib import Path
 from phasec.errors import InputError
 from phasec.fileio import same_file, write_atomic
 from phasec.cli.opt import add_syntax_argument, check_output_suffix, module_text
+from phasec.cli._outputs import is_stream, output_option, to_stdout
 
 #: constants beyond this many bytes make a TVMScript output worth a note
 _LARGE_TEXT_CONSTANTS = 16 << 20
@@ -64,22 +65,23 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int | str, ...]]:
 def run(args: argparse.Namespace) -> int:
     from phasec.frontend.onnx import from_onnx
 
-    check_output_suffix(args.output)
+    output = output_option(args.output)
+    check_output_suffix(output)
     shapes = parse_shapes(args.shape)
-    if args.output is not None and args.output != "-" and same_file(args.input, args.output):
-        raise InputError(f"-o {args.output!r} is the input model; choose another name")
+    if output is not None and not is_stream(output) and same_file(args.input, output):
+        raise InputError(f"-o {output!r} is the input model; choose another name")
     mod = from_onnx(args.input, shapes=shapes or None)
     from phasec.script.printer import syntax
 
     with syntax(args.syntax):
-        text = module_text(mod, args.output)
-    if args.output is None or args.output == "-":
+        text = module_text(mod, output)
+    if output is None or to_stdout(output):
         sys.stdout.write(text)
         return 0
-    write_atomic(args.output, text, what="module")
-    fmt = "JSON" if Path(args.output).suffix.lower() == ".json" else "TVMScript"
+    write_atomic(output, text, what="module")
+    fmt = "JSON" if Path(output).suffix.lower() == ".json" else "TVMScript"
     n_bindings = sum(len(b.bindings) for b in mod["main"].body.blocks)
-    print(f"wrote {args.output}: {fmt}, phase {mod.phase.label}, {n_bindings} bindings in main",
+    print(f"wrote {output}: {fmt}, phase {mod.phase.label}, {n_bindings} bindings in main",
           file=sys.stderr)
     if fmt == "TVMScript" and len(text) > _LARGE_TEXT_CONSTANTS:
         print("note: the weights are written as nested lists; the JSON format (-o *.json) "

@@ -30,6 +30,7 @@ from typing import Any
 
 from phasec.errors import FileAccessError, InputError, ParseError, PhasecError
 from phasec.fileio import write_atomic
+from phasec.cli._outputs import is_stream, output_option, to_stdout
 from phasec.ir import IRModule
 from phasec.ir.node import Span
 from phasec.cli._report import CliReport, add_report_argument
@@ -142,7 +143,7 @@ def module_text(mod: IRModule, output: str | None) -> str:
 
 
 def check_output_suffix(output: str | None) -> None:
-    if output is None or output == "-":
+    if output is None or is_stream(output):  # standard output, /dev/null: TVMScript
         return
     suffix = Path(output).suffix.lower()
     if suffix not in OUTPUT_SUFFIXES:
@@ -212,13 +213,14 @@ def _run(args: argparse.Namespace) -> int:
     from phasec.transform import parse_pipeline
 
     check_opt_level(args.opt_level)
-    check_output_suffix(args.output)
+    output = output_option(args.output)
+    check_output_suffix(output)
     _check_pass_names(args.print_before, "--print-before")
     _check_pass_names(args.print_after, "--print-after")
     # Parse the pipeline and check the report path before reading the input:
     # a typo fails fast.
     spec_seq = parse_pipeline(args.passes, name="opt") if args.passes is not None else None
-    check_outputs_differ(args.input, args.output, args.report)
+    check_outputs_differ(args.input, output, args.report)
     report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
     if spec_seq is not None:
@@ -257,10 +259,10 @@ def _run(args: argparse.Namespace) -> int:
     if timing is not None:
         print(timing.render(), file=err)
 
-    text = module_text(result, args.output)
-    if args.output is None or args.output == "-":
+    text = module_text(result, output)
+    if output is None or to_stdout(output):
         sys.stdout.write(text)
     else:
         # written whole or not at all; `-o INPUT` is fine: the input was read first
-        write_atomic(args.output, text, what="output")
+        write_atomic(output, text, what="output")
     return 0
