@@ -11,6 +11,7 @@ warning — it holds only if checked at run time, which is R.match_cast's job.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,8 +21,9 @@ from phasec import arith
 from phasec.ir.expr import (
     Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
 )
-from phasec.op.infer import is_base_of, may_be_base_of
 from phasec.op import normalize_attrs
+from phasec.op.infer import is_base_of, may_be_base_of, prim_expr_to_str
+from phasec.op.registry import list_ops
 from phasec.ir.struct_info import (
     PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
@@ -302,8 +304,6 @@ def _cached_problems(rule: Rule, ctx: Context, call: Any, compute: Any) -> None:
 
 
 def _dim(e: Any) -> str:
-    from phasec.op.infer import prim_expr_to_str
-
     return prim_expr_to_str(e)
 
 
@@ -582,10 +582,6 @@ class UnknownOperator(Rule):
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if opdef is None:
-            import difflib
-
-            from phasec.op.registry import list_ops
-
             names = [o.name for o in list_ops()]
             close = difflib.get_close_matches(call.op.name, names, n=1)
             hint = f"; did you mean {'R.' + close[0].removeprefix('relax.')}?" if close else ""
