@@ -20,10 +20,14 @@ import textwrap
 
 from phasec.ir.phase import Phase
 
-from phasec.verifier.rules import module, normal_form, phase, purity, scope, struct_info, tir  # noqa: F401
-from phasec.verifier.rules.base import HOOKS, Rule, register, registered
+# the groups register their rules on import
+from phasec.verifier.rules import (  # noqa: F401
+    module, normal_form, phase, purity, scope, struct_info, tir,
+)
+from phasec.verifier.rules.base import HOOKS, Rule, TVMCheck, register, registered
 
-__all__ = ["Rule", "HOOKS", "register", "all_rules", "get_rule", "rules_table", "explain"]
+__all__ = ["Rule", "TVMCheck", "HOOKS", "register", "all_rules", "get_rule", "rules_table",
+           "explain"]
 
 
 def all_rules() -> list[Rule]:
@@ -53,7 +57,8 @@ def explain(code: str) -> str:
     since = ("every phase" if rule.since == Phase.INGESTION
              else f"phase {rule.since.label} ({int(rule.since)}) and later")
     body = textwrap.fill(" ".join(rule.explanation.split()), width=78)
-    text = f"{rule.code}: {rule.title}\n\nApplies to: {since}. Severity: {rule.severity}.\n\n{body}\n"
+    text = (f"{rule.code}: {rule.title}\n\nApplies to: {since}. Severity: {rule.severity}."
+            f"\n\n{body}\n")
     if rule.help:
         text += f"\nHow to fix: {rule.help}\n"
     return text
