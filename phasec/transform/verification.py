@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from phasec.errors import PhasecError, WellFormedError
 
@@ -31,6 +31,13 @@ VerifyFn = Callable[..., None]
 _VERIFIED: deque["IRModule"] = deque(maxlen=8)
 
 
+def _verifier() -> Any:
+    """The :mod:`phasec.verifier` package, imported on first use (see above)."""
+    from phasec import verifier
+
+    return verifier
+
+
 def load_verifier() -> VerifyFn:
     """``verifier.verify``, imported on first use.
 
@@ -38,8 +45,7 @@ def load_verifier() -> VerifyFn:
     cannot be imported (a broken installation).
     """
     try:
-        from phasec import verifier
-        return verifier.verify
+        return _verifier().verify
     except (ImportError, AttributeError) as exc:
         raise PhasecError(
             f"cannot verify modules: the 'verifier' package is unavailable ({exc}); "
@@ -58,7 +64,7 @@ def forget_verified() -> None:
 
 def _inherited(failure: WellFormedError, given: "IRModule") -> bool:
     """True when every violation in a pass's output was already in its input."""
-    from phasec import verifier
+    verifier = _verifier()
 
     def key(d: object) -> tuple:
         return (d.code, d.function, d.binding)  # type: ignore[attr-defined]
