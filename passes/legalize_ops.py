@@ -90,6 +90,8 @@ from phasec.op.legalize import (
 from phasec.op.registry import InferContext
 from phasec.transform import module_pass, register_pass
 
+from phasec.passes.pack_constant_weights import PackConstantWeights
+
 __all__ = ["LegalizeOps", "LegalizeOpsError", "kernel_base_name"]
 
 #: Function attributes of groups made by FuseOps / handed to external codegen.
@@ -116,7 +118,6 @@ class LegalizeOps:
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         # Kernels may plan for weights packed once per build only when the
         # context lets PackConstantWeights run (otherwise they pack per call)
-        from phasec.passes.pack_constant_weights import PackConstantWeights
         prepack = ctx is not None and ctx.pass_enabled(PackConstantWeights.info)[0]
         return _ModuleLegalizer(mod, prepack).run()
 

@@ -86,7 +86,7 @@ def test_verifier_reports_a_compound_dim_no_parameter_binds():
 
 
 def test_wf006_explanation_states_the_rule():
-    from phasec.verifier.rules.base import get_rule
+    from phasec.verifier.rules import get_rule
 
     text = " ".join(get_rule("WF006").explanation.split())
     assert "ALL parameters are bound first" in text

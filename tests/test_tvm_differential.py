@@ -6,21 +6,13 @@ well-formed. Each structural mutation (``phasec.testing.mutations``) makes
 phasec report its rule; for the rules TVM checks too, TVM must reject the
 mutated module as well.
 
-Where the two disagree by design (not tested as agreement):
+Where the two disagree by design, the rule says so: its ``tvm`` (a
+``verifier.TVMCheck``) and ``tvm_note``. Phase rules (PH101-PH304): TVM has
+no phases, phasec is stricter. Violations TVMScript text cannot carry (e.g.
+WF002, a variable bound twice, reads back as two variables). Checks TVM does
+not make (e.g. WF401: TVM infers missing struct info while parsing). The
+tests below hold every rule's classification against TVM itself. Besides:
 
-* Phase rules (PH101-PH304): TVM has no phases; phasec is stricter.
-* Violations TVMScript text cannot carry: WF002 (a variable bound twice
-  reads back as two variables), WF004 (a dataflow variable outside a
-  dataflow block reads back as an ordinary one), WF007/WF008 (a symbolic
-  variable or parameter shared between functions reads back as one per
-  function), WF101/WF102 (a nested call or a sequence in value position is
-  normalized into bindings by both parsers), WF503 (a loop variable bound
-  again inside its loop is Python shadowing).
-* Checks TVM does not make: WF401 (TVM infers missing struct info while
-  parsing), WF403 (TVM's check_well_formed does not compare a function's
-  body with its declared return struct info), and WF302 on PrimFuncs that
-  export one global_symbol twice (TVM only compares a Relax function's
-  global_symbol with its name; a build would link two definitions of it).
 * Closures are generated without them here: TVMScript cannot spell a
   function returning a callable whose parameters have symbolic dimensions
   the function's own parameters do not bind (TVM: "name 'm' is not defined").
@@ -48,12 +40,10 @@ import phasec
 from phasec import verifier
 from phasec.ir import Phase
 from phasec.testing import modules
-# the classification lives beside `phasec fuzz --against tvm`, which uses it too
-from phasec.testing.against_tvm import (
-    AGREED, PHASEC_STRICTER, TEXT_CANNOT_CARRY, TVM_DOES_NOT_CHECK, has_float_remainder,
-    tvm_type_defect,
-)
+# the rules each carry their classification; `phasec fuzz --against tvm` derives these from it
+from phasec.testing.against_tvm import AGREED, has_float_remainder, tvm_type_defect
 from phasec.testing.mutations import MUTATIONS, mutate
+from phasec.verifier import TVMCheck
 
 
 PHASES = st.sampled_from([Phase.INGESTION, Phase.OPTIMIZATION, Phase.LOWERING, Phase.BUILD])
@@ -78,11 +68,17 @@ def test_prim_func_global_symbols_as_tvm_reads_them() -> None:
 
 
 def test_every_rule_is_classified() -> None:
-    """A new rule must be put in one of the lists (its disagreement explained)."""
-    excluded = PHASEC_STRICTER | TEXT_CANNOT_CARRY | TVM_DOES_NOT_CHECK
-    assert excluded <= set(MUTATIONS)
-    assert len(excluded) == len(PHASEC_STRICTER) + len(TEXT_CANNOT_CARRY) + len(TVM_DOES_NOT_CHECK)
-    assert len(AGREED) == len(MUTATIONS) - len(excluded) == 19
+    """Every rule says how TVM treats its violation; the phase rules, and only
+    they, are phasec's alone because TVM has no phases; the agreed rules are
+    the ones TVM refuses that a mutation can inject."""
+    rules = verifier.all_rules()
+    assert all(isinstance(r.tvm, TVMCheck) for r in rules)
+    assert {r.code for r in rules if r.tvm is TVMCheck.NO_PHASES} == \
+        {r.code for r in rules if r.since > Phase.INGESTION}
+    assert all(r.tvm_note for r in rules
+               if r.tvm in (TVMCheck.TEXT_CANNOT_CARRY, TVMCheck.NOT_CHECKED))
+    assert set(AGREED) == {r.code for r in rules
+                           if r.tvm is TVMCheck.REFUSES and r.code in MUTATIONS}
 
 
 @settings(max_examples=30, deadline=None, database=None,
@@ -111,3 +107,28 @@ def test_tvm_rejects_the_structural_mutations_it_checks(data: st.DataObject) -> 
         bad = mutate(mod, code)
         assert code in {d.code for d in verifier.check(bad, phase)}
         assert not _tvm_accepts(bad.script()), f"TVM accepts a module with {code}:\n{bad.script()}"
+
+
+@settings(max_examples=6, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_the_rules_tvm_does_not_refuse_are_classified_as_tvm_behaves(
+        data: st.DataObject) -> None:
+    """The other side of the classification, against TVM: a violation TVM does
+    not check is one TVM accepts; one the text cannot carry is gone when
+    phasec reads the printed module back."""
+    phase = data.draw(PHASES)
+    mod = data.draw(modules(phase=phase, closures=False))
+    assume(not has_float_remainder(mod) and tvm_type_defect(mod) is None)
+    for rule in verifier.all_rules():
+        if rule.tvm not in (TVMCheck.NOT_CHECKED, TVMCheck.TEXT_CANNOT_CARRY) \
+                or rule.code not in MUTATIONS or rule.since > phase:
+            continue
+        bad = mutate(mod, rule.code)
+        assert rule.code in {d.code for d in verifier.check(bad, phase)}
+        text = bad.script()
+        if rule.tvm is TVMCheck.NOT_CHECKED:
+            assert _tvm_accepts(text), f"TVM refuses a module with {rule.code}:\n{text}"
+        else:
+            read_back = {d.code for d in verifier.check(phasec.parse(text), phase)}
+            assert rule.code not in read_back, f"the text carries {rule.code}:\n{text}"

@@ -24,14 +24,18 @@ Rule codes are stable and grouped:
   invariants, each applying from its phase on.
 
 The ``WF`` rules apply at every phase. ``verifier.explain(code)`` (or
-``phasec-check --explain CODE``) prints a rule's full explanation.
+``phasec-check --explain CODE``) prints a rule's full explanation. Each rule
+also says how TVM's own check treats its violation (``Rule.tvm``, a
+:class:`TVMCheck`) and can inject it into a module (``Rule.inject``, which
+:mod:`phasec.testing.mutations` uses).
 """
 
 from __future__ import annotations
 
 from phasec.verifier.checker import check, infer_phase, verify
 from phasec.verifier.diagnostics import ERROR, WARNING, Diagnostic, format_diagnostic
-from phasec.verifier.rules import Rule, all_rules, explain, get_rule, rules_table
+from phasec.verifier.rules import Rule, TVMCheck, all_rules, explain, get_rule, rules_table
 
 __all__ = ["check", "verify", "infer_phase", "Diagnostic", "ERROR", "WARNING",
-           "format_diagnostic", "Rule", "all_rules", "get_rule", "rules_table", "explain"]
+           "format_diagnostic", "Rule", "TVMCheck", "all_rules", "get_rule", "rules_table",
+           "explain"]

@@ -22,6 +22,7 @@ from phasec.ir.expr import (
 )
 from phasec.ir.module import IRModule
 from phasec.op import SYMBOLIC_ATTRS, symbolic_attr_values
+from phasec.op.registry import find_op
 from phasec.ir.phase import Phase
 from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
@@ -29,8 +30,7 @@ from phasec.ir.struct_info import (
 
 from phasec.verifier.context import BRANCH, DATAFLOW, FUNCTION, PRIM_FUNC, Context, Frame
 from phasec.verifier.diagnostics import ERROR, Diagnostic, summarize
-from phasec.verifier.rules import all_rules
-from phasec.verifier.rules.base import HOOKS, Rule
+from phasec.verifier.rules import HOOKS, Rule, all_rules, get_rule
 
 __all__ = ["check", "verify", "infer_phase", "Checker"]
 
@@ -141,8 +141,6 @@ class Checker:
         return ctx.diagnostics
 
     def _internal_failure(self, what: str) -> None:
-        from phasec.verifier.rules.base import get_rule
-
         ctx = self.ctx
         rule = get_rule("WF100")
         ctx.report(rule, f"function '{ctx.func_name}' could not be analysed completely "
@@ -353,8 +351,6 @@ class Checker:
         try:
             return self._opdefs[name]
         except KeyError:
-            from phasec.op.registry import find_op
-
             opdef = self._opdefs[name] = find_op(name)
             return opdef
 
@@ -756,8 +752,6 @@ def infer_phase(mod: IRModule) -> Phase:
     breaks a structural rule (one that applies at every phase) satisfies no
     phase: :class:`phasec.WellFormedError` is raised carrying those errors.
     """
-    from phasec.verifier.rules.base import get_rule
-
     diags = [d for d in check(mod, Phase.BUILD) if d.severity == ERROR]
     if not diags:
         return Phase.BUILD

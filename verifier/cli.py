@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO
 
+from phasec import __version__
 from phasec.errors import (
     FileAccessError, InputError, ParseError, PhasecError, SchemaError, WellFormedError,
 )
@@ -54,7 +55,7 @@ from phasec.ir.phase import Phase
 from phasec.verifier.checker import check, infer_phase
 from phasec.verifier.diagnostics import ERROR, Diagnostic, format_diagnostic, source_excerpt
 from phasec.verifier.input_codes import INPUT_CODES, explain_input_code, input_code_for
-from phasec.verifier.rules import all_rules, explain
+from phasec.verifier.rules import all_rules, explain, get_rule
 
 __all__ = ["main"]
 
@@ -92,8 +93,6 @@ def _arg_parser() -> _ArgParser:
         description="Check phasec modules (TVMScript .py or JSON) for well-formedness and "
                     "the invariants of their phase. Inputs are parsed, never executed.",
         epilog="exit status: 0 clean, 1 violations, 2 input or usage error")
-    from phasec import __version__
-
     p.add_argument("--version", action="version", version=f"phasec-check {__version__}")
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="module files or directories (searched for .py and .json); "
@@ -255,6 +254,8 @@ def _is_json(path: str, text: str) -> bool:
 
 def _load(path: str, text: str) -> tuple[Any, _InputError | None]:
     """Parse (never execute) one module file."""
+    # The readers are imported when a file needs one: the JSON reader alone
+    # costs ~0.5 s of start-up, which --explain and --list-rules never need.
     try:
         if _is_json(path, text):
             from phasec.script.json_format import from_json
@@ -405,6 +406,7 @@ def _print_github(results: Sequence[_Result], out: TextIO, infer: bool) -> None:
 
 
 def _print_json(results: Sequence[_Result], out: TextIO, status: int) -> None:
+    # (lazy, as for SARIF below: the report's pydantic models cost ~0.15 s to import)
     from phasec.verifier.report import CheckReport, FileReport, InputErrorModel, diagnostic_model
 
     files = []
@@ -491,8 +493,6 @@ def _explain(code: str, fmt: str) -> str:
         return explain_input_code(key)
     if fmt != "json":
         return explain(code)
-    from phasec.verifier.rules import get_rule
-
     rule = get_rule(code)
     return json.dumps({"code": rule.code, "title": rule.title, "phase": rule.since.label,
                        "severity": rule.severity,

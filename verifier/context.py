@@ -8,7 +8,7 @@ and leaving a scope costs O(1) — no set copies, whatever the program size.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from phasec.ir import tir
 from phasec.ir.expr import Binding, Function, GlobalVar, Var
@@ -16,9 +16,13 @@ from phasec.ir.module import IRModule
 from phasec.ir.node import Span
 from phasec.ir.phase import Phase
 from phasec.ir.struct_info import StructInfo
+from phasec.op.infer import context_from_module
 
 from phasec.verifier.diagnostics import Diagnostic
-from phasec.verifier.rules.base import Rule
+from phasec.verifier.keys import Keys
+
+if TYPE_CHECKING:  # rules are built on the context; the context only reports for them
+    from phasec.verifier.rules.base import Rule
 
 __all__ = ["Frame", "Context", "FUNCTION", "BRANCH", "DATAFLOW", "PRIM_FUNC"]
 
@@ -84,8 +88,6 @@ class Context:
         self._infer_memo: tuple[Any, Any, Any] = (None, None, None)
         self.infer_cache: dict[Any, StructInfo] = {}  # call key -> inferred struct info
         self.verdict_cache: dict[Any, str] = {}  # (annotation key, inferred key) -> verdict
-        from phasec.verifier.util import Keys  # (util imports this module)
-
         self.keys = Keys()
 
     # -- reporting -------------------------------------------------------
@@ -144,7 +146,5 @@ class Context:
     def infer_context(self) -> Any:
         """The operator registry's InferContext for this module (built once)."""
         if self._infer_ctx is None:
-            from phasec.op.infer import context_from_module
-
             self._infer_ctx = context_from_module(self.mod)
         return self._infer_ctx

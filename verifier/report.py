@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from phasec import __version__
 from phasec.verifier.diagnostics import Diagnostic
-from phasec.verifier.rules import get_rule
+from phasec.verifier.input_codes import INPUT_CODES
+from phasec.verifier.rules import all_rules, get_rule
 
 __all__ = ["DiagnosticModel", "InputErrorModel", "FileReport", "CheckReport", "diagnostic_model",
            "sarif_log"]
@@ -111,11 +113,6 @@ def sarif_log(results: Sequence[Any]) -> dict[str, Any]:
     diagnostic and every input error is a result pointing at its file and,
     when known, its line and column.
     """
-    from phasec import __version__
-
-    from phasec.verifier.input_codes import INPUT_CODES
-    from phasec.verifier.rules import all_rules
-
     rules = [{"id": r.code, "name": r.title,
               "shortDescription": {"text": r.title},
               "fullDescription": {"text": " ".join(r.explanation.split())},

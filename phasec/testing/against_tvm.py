@@ -48,6 +48,7 @@ from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
 from phasec.testing.mutations import MUTATIONS, mutate
 from phasec.testing.properties import FAILURE_KINDS, Failure, HangError, compare_results, time_limit
+from phasec.verifier import TVMCheck, all_rules
 
 __all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "register_tvm_pass",
            "unregister_tvm_pass", "check_against_tvm", "tvm_can_read",
@@ -58,16 +59,24 @@ __all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "regist
 #: Failure kinds of the TVM differential mode (described in FAILURE_KINDS).
 TVM_KINDS: dict[str, str] = {k: v for k, v in FAILURE_KINDS.items() if k.startswith("tvm-")}
 
-#: Rules where phasec and TVM disagree by design (see tests/test_tvm_differential.py):
+
+def _rules_where(check: TVMCheck) -> frozenset[str]:
+    """The codes of the rules whose violation TVM treats as ``check`` says."""
+    return frozenset(rule.code for rule in all_rules() if rule.tvm is check)
+
+
+#: How TVM treats each rule's violation is the rule's own ``tvm`` (a
+#: :class:`~phasec.verifier.TVMCheck`; tests/test_tvm_differential.py holds each
+#: rule to it against TVM). Where the two disagree by design:
 #: phase rules (TVM has no phases; phasec is stricter),
-PHASEC_STRICTER = frozenset({"PH101", "PH201", "PH202", "PH301", "PH302", "PH303", "PH304"})
-#: violations TVMScript text cannot carry (they read back as something legal),
-TEXT_CANNOT_CARRY = frozenset({"WF002", "WF004", "WF007", "WF008", "WF101", "WF102", "WF503"})
-#: checks TVM's check_well_formed does not make (it infers missing struct
-#: info while parsing; it does not compare a body with the declared return).
-TVM_DOES_NOT_CHECK = frozenset({"WF401", "WF403"})
-#: structural rules both check: a violation must be refused by both.
-AGREED = tuple(sorted(set(MUTATIONS) - PHASEC_STRICTER - TEXT_CANNOT_CARRY - TVM_DOES_NOT_CHECK))
+PHASEC_STRICTER = _rules_where(TVMCheck.NO_PHASES)
+#: violations TVMScript text cannot carry (they read back as something legal:
+#: each rule's tvm_note says as what),
+TEXT_CANNOT_CARRY = _rules_where(TVMCheck.TEXT_CANNOT_CARRY)
+#: checks TVM's check_well_formed does not make (each rule's tvm_note says why).
+TVM_DOES_NOT_CHECK = _rules_where(TVMCheck.NOT_CHECKED)
+#: structural rules both check, with a mutation: a violation must be refused by both.
+AGREED = tuple(sorted(_rules_where(TVMCheck.REFUSES) & set(MUTATIONS)))
 
 #: TVM optimization passes drawn before tvm.compile: each keeps main's
 #: signature and results (no parameter binding, layout change or fast math).

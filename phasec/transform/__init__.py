@@ -31,16 +31,18 @@ from phasec.transform.instruments import (
     PassInstrument, PassTiming, PassTrace, PrintAfterAll, PrintBeforeAll, TimingRow, TraceEntry,
     pass_instrument,
 )
+from phasec.transform.options import MISSING, format_value
 from phasec.transform.pass_infra import (
-    MISSING, FunctionPass, ModulePass, Pass, PlanStep, PrimFuncPass, PrintIR, Sequential,
-    function_pass, module_pass, prim_func_pass,
+    FunctionPass, ModulePass, Pass, PrimFuncPass, PrintIR, function_pass, module_pass,
+    prim_func_pass,
 )
 from phasec.transform.phase_pipeline import Pipeline
 from phasec.transform.registry import (
     REGISTRY, PassEntry, PassRegistry, get_pass, get_pass_entry, list_passes, pass_entries,
     register_pass,
 )
-from phasec.transform.spec import format_value, parse_pipeline, pass_spec
+from phasec.transform.sequential import PlanStep, Sequential
+from phasec.transform.spec import parse_pipeline, pass_spec
 
 __all__ = [
     "PassContext", "VERIFY_MODES", "PassInfo", "PassConfigError", "ALL_PHASES",

@@ -10,12 +10,10 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from phasec.transform.info import PassConfigError, PassInfo, is_int_at_least
-
-if TYPE_CHECKING:
-    from phasec.transform.instruments import PassInstrument
+from phasec.transform.instruments import PassInstrument
 
 __all__ = ["PassContext", "VERIFY_MODES"]
 
@@ -46,8 +44,6 @@ def as_instruments(value: Any, what: str = "PassContext(instruments=...)"
                    ) -> tuple["PassInstrument", ...]:
     """``value`` (one instrument, a collection of them or None) as a tuple;
     ``what`` names the argument in the error for anything else."""
-    from phasec.transform.instruments import PassInstrument
-
     if isinstance(value, PassInstrument):  # one instrument, not in a list
         return (value,)
     if value is not None and not isinstance(value, Iterable):

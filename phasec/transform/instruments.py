@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, Callable
 
-from phasec.ir import Phase
+from phasec.ir import Phase, structural_equal
 
 if TYPE_CHECKING:
     from phasec.ir import IRModule
@@ -150,8 +150,6 @@ class PrintAfterAll(_Printer):
         if self.only is not None and info.name not in self.only:
             return
         if before is not None:
-            from phasec.ir import structural_equal
-
             if mod is before or structural_equal(mod, before):
                 return
         self._print(f"# After {info.name} (phase {mod.phase.label})\n{mod.script()}")

@@ -21,7 +21,8 @@ from phasec.errors import PhaseError
 from phasec.ir import IRModule, Phase
 from phasec.transform.context import PassContext
 from phasec.transform.info import PassConfigError, describe_phases, phase_after
-from phasec.transform.pass_infra import Pass, Sequential, _RunEverything, as_pass_list
+from phasec.transform.pass_infra import Pass
+from phasec.transform.sequential import Sequential, _RunEverything, as_pass_list
 
 __all__ = ["Pipeline"]
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from phasec.transform.info import PassConfigError, PassInfo
-from phasec.transform.pass_infra import MISSING, Pass, PrintIR, _signature_defaults
+from phasec.transform.options import MISSING, signature_defaults
+from phasec.transform.pass_infra import Pass, PrintIR
 
 __all__ = ["PassEntry", "PassRegistry", "register_pass", "get_pass", "list_passes",
            "get_pass_entry", "pass_entries", "REGISTRY"]
@@ -63,7 +64,7 @@ class PassEntry:
             return {}
         if isinstance(f, type) and issubclass(f, Pass):
             return f.option_defaults()
-        return _signature_defaults(f)
+        return signature_defaults(f)
 
     @property
     def doc(self) -> str:

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from phasec.ir import Phase
 from phasec.transform.info import PassConfigError
-from phasec.transform.pass_infra import MISSING, Pass, Sequential
-
-if TYPE_CHECKING:
-    from phasec.transform.registry import PassRegistry
+from phasec.transform.options import MISSING, SPEC_KEYWORDS, format_value
+from phasec.transform.pass_infra import Pass
+from phasec.transform.registry import REGISTRY, PassRegistry
+from phasec.transform.sequential import Sequential
 
 __all__ = ["parse_pipeline", "pass_spec", "format_value"]
 
@@ -40,8 +40,6 @@ _TOKEN_RE = re.compile(r"""
   | (?P<word>[A-Za-z_][A-Za-z0-9_.\-]*)
 """, re.VERBOSE)
 
-_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
-_KEYWORDS = {"true": True, "false": False, "none": None}
 
 
 class _Tok:
@@ -127,8 +125,8 @@ class _Parser:
         if tok.kind == "punct":
             raise self.error(f"expected a value, found {tok.text!r}")
         self.i += 1
-        if tok.kind == "word" and tok.text.lower() in _KEYWORDS:
-            return _KEYWORDS[tok.text.lower()], tok.col
+        if tok.kind == "word" and tok.text.lower() in SPEC_KEYWORDS:
+            return SPEC_KEYWORDS[tok.text.lower()], tok.col
         return tok.value, tok.col
 
 
@@ -174,15 +172,13 @@ def _coerce(value: Any, default: Any, pass_name: str, key: str) -> Any:
 
 
 def parse_pipeline(text: str, *, name: str = "sequential", opt_level: int = 0,
-                   registry: "PassRegistry | None" = None) -> Sequential:
+                   registry: PassRegistry | None = None) -> Sequential:
     """Parse a textual pipeline into a :class:`Sequential` of registered passes.
 
     ``Sequential.spec()`` prints it back. Raises :class:`PassConfigError`
     for a syntax error, an unknown pass (listing the known ones) or an
     unknown or ill-typed option (listing the pass's options).
     """
-    from phasec.transform.registry import REGISTRY
-
     if not isinstance(text, str):
         raise PassConfigError(f"a pipeline spec is a string, not {type(text).__name__}")
     reg = registry if registry is not None else REGISTRY
@@ -229,44 +225,8 @@ def parse_pipeline(text: str, *, name: str = "sequential", opt_level: int = 0,
     return Sequential(passes, opt_level=opt_level, name=name)
 
 
-def format_value(value: Any) -> str:
-    """The spec spelling of an option value (inverse of the parser)."""
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Phase):
-        return value.label
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        if _BARE_WORD.match(value) and value.lower() not in _KEYWORDS:
-            return value
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if isinstance(value, (tuple, list, frozenset)):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
-    raise PassConfigError(f"option value {value!r} ({type(value).__name__}) has no textual form")
-
-
 def pass_spec(p: Pass) -> str:
     """``Name`` or ``Name{opt=value,...}`` listing options that differ from
-    their defaults; a Sequential prints its passes, comma-separated."""
-    if isinstance(p, Sequential):
-        return ",".join(pass_spec(q) for q in p.flatten())
-    defaults = type(p).option_defaults()
-    parts = []
-    for key, value in p.options().items():
-        default = defaults.get(key, MISSING)
-        if default is not MISSING and _same(value, default):
-            continue
-        parts.append(f"{key}={format_value(value)}")
-    return p.info.name + ("{" + ",".join(parts) + "}" if parts else "")
-
-
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return type(a) is type(b) and bool(a == b)
-    except Exception:  # values without a usable ==
-        return a is b
+    their defaults; a Sequential prints its passes, comma-separated
+    (:meth:`Pass.spec`)."""
+    return p.spec()

@@ -1,5 +1,10 @@
 """The rule base class and the one table every rule is registered in.
 
+This module is the bottom of the rules package: the rule groups
+(``scope``, ``normal_form``, ...) import it to define and register their
+rules, and the package (:mod:`phasec.verifier.rules`) imports the groups and
+answers queries over the complete table.
+
 A rule is a small class: a stable ``code``, a one-line ``title``, a longer
 ``explanation``, the phase ``since`` which it applies, a default ``help``
 line, and one or more *hooks* — methods named after the traversal events the
@@ -37,18 +42,16 @@ Events (all receive the :class:`~verifier.context.Context` first):
 
 from __future__ import annotations
 
-import difflib
-import textwrap
-from typing import TYPE_CHECKING, Any, ClassVar
+import enum
+from typing import Any, ClassVar
 
+from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
 
+from phasec.verifier.context import Context
 from phasec.verifier.diagnostics import ERROR
 
-if TYPE_CHECKING:
-    from phasec.verifier.context import Context
-
-__all__ = ["Rule", "HOOKS", "register", "all_rules", "get_rule", "rules_table", "explain"]
+__all__ = ["Rule", "TVMCheck", "HOOKS", "register", "registered"]
 
 #: every event name a rule may implement
 HOOKS = ("module", "enter_function", "exit_function", "var_def", "var_use", "global_use",
@@ -57,8 +60,34 @@ HOOKS = ("module", "enter_function", "exit_function", "var_def", "var_use", "glo
          "tir_buffer_use")
 
 
+class TVMCheck(enum.Enum):
+    """How TVM 0.27 treats a module that violates a rule, printed as TVMScript
+    and checked by ``tvm.relax.analysis.check_well_formed``.
+
+    ``tests/test_tvm_differential.py`` holds every rule to its classification
+    against TVM itself, and ``phasec fuzz --against tvm`` injects the
+    violations TVM refuses too (:data:`REFUSES`).
+    """
+
+    #: TVM refuses the module too (its parser or its check_well_formed).
+    REFUSES = "refuses"
+    #: A phase invariant: TVM has no phases, so phasec alone checks it.
+    NO_PHASES = "no phases"
+    #: The text cannot carry the violation: printed and read back, the module
+    #: no longer has it (``tvm_note`` says what it reads back as).
+    TEXT_CANNOT_CARRY = "text cannot carry it"
+    #: TVM's check does not look for it: TVM accepts the module
+    #: (``tvm_note`` says why).
+    NOT_CHECKED = "not checked"
+
+
 class Rule:
-    """Base class of every rule; subclass, set the class attributes, override hooks."""
+    """Base class of every rule; subclass, set the class attributes, override hooks.
+
+    Besides its check, a rule carries how to break it (:meth:`inject`, for
+    :mod:`phasec.testing.mutations`) and how TVM treats the violation
+    (``tvm``), so a new rule is this one class plus its test cases.
+    """
 
     code: ClassVar[str] = ""
     title: ClassVar[str] = ""
@@ -78,31 +107,59 @@ class Rule:
     #: skips the hook for a key it already passed without a diagnostic
     #: (a performance promise; set it only when it holds).
     call_keyed: ClassVar[bool] = False
+    #: how TVM's own well-formedness check treats a violation (required)
+    tvm: ClassVar[TVMCheck | None] = None
+    #: why TVM does not refuse it the way phasec does: required when ``tvm`` is
+    #: TEXT_CANNOT_CARRY or NOT_CHECKED, a caveat for REFUSES
+    tvm_note: ClassVar[str] = ""
+    #: what :meth:`inject` does, one line ("bind the same variable twice")
+    injection: ClassVar[str] = ""
+    #: why the rule has no :meth:`inject`, when its violation cannot be injected
+    uninjectable: ClassVar[str] = ""
 
     def hooks(self) -> list[str]:
         """The events this rule implements (the hook methods it overrides)."""
         return [h for h in HOOKS if getattr(type(self), h) is not getattr(Rule, h)]
 
     # Hook defaults: do nothing. Subclasses override the ones they need.
-    def module(self, ctx: "Context", mod: Any) -> None: ...
-    def enter_function(self, ctx: "Context", func: Any) -> None: ...
-    def exit_function(self, ctx: "Context", func: Any) -> None: ...
-    def var_def(self, ctx: "Context", var: Any, kind: str) -> None: ...
-    def var_use(self, ctx: "Context", var: Any) -> None: ...
-    def global_use(self, ctx: "Context", gvar: Any) -> None: ...
-    def sym_def(self, ctx: "Context", var: Any) -> None: ...
-    def sym_use(self, ctx: "Context", var: Any) -> None: ...
-    def block(self, ctx: "Context", block: Any) -> None: ...
-    def binding(self, ctx: "Context", binding: Any) -> None: ...
-    def call(self, ctx: "Context", call: Any, opdef: Any) -> None: ...
-    def if_(self, ctx: "Context", expr: Any) -> None: ...
-    def non_leaf(self, ctx: "Context", expr: Any, where: str) -> None: ...
-    def misplaced_seq(self, ctx: "Context", expr: Any) -> None: ...
-    def bad_value(self, ctx: "Context", value: Any) -> None: ...
-    def prim_func(self, ctx: "Context", func: Any) -> None: ...
-    def tir_var_def(self, ctx: "Context", var: Any) -> None: ...
-    def tir_var_use(self, ctx: "Context", var: Any) -> None: ...
-    def tir_buffer_use(self, ctx: "Context", buffer: Any) -> None: ...
+    def module(self, ctx: Context, mod: Any) -> None: ...
+    def enter_function(self, ctx: Context, func: Any) -> None: ...
+    def exit_function(self, ctx: Context, func: Any) -> None: ...
+    def var_def(self, ctx: Context, var: Any, kind: str) -> None: ...
+    def var_use(self, ctx: Context, var: Any) -> None: ...
+    def global_use(self, ctx: Context, gvar: Any) -> None: ...
+    def sym_def(self, ctx: Context, var: Any) -> None: ...
+    def sym_use(self, ctx: Context, var: Any) -> None: ...
+    def block(self, ctx: Context, block: Any) -> None: ...
+    def binding(self, ctx: Context, binding: Any) -> None: ...
+    def call(self, ctx: Context, call: Any, opdef: Any) -> None: ...
+    def if_(self, ctx: Context, expr: Any) -> None: ...
+    def non_leaf(self, ctx: Context, expr: Any, where: str) -> None: ...
+    def misplaced_seq(self, ctx: Context, expr: Any) -> None: ...
+    def bad_value(self, ctx: Context, value: Any) -> None: ...
+    def prim_func(self, ctx: Context, func: Any) -> None: ...
+    def tir_var_def(self, ctx: Context, var: Any) -> None: ...
+    def tir_var_use(self, ctx: Context, var: Any) -> None: ...
+    def tir_buffer_use(self, ctx: Context, buffer: Any) -> None: ...
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        """A copy of ``mod`` (well-formed, of phase ``since`` or later) with a
+        violation of this rule, made the way a faulty pass would make it.
+
+        ``choose(n)`` returns an index in ``range(n)`` for each choice (which
+        function, which binding, where to insert), so hypothesis can drive and
+        shrink them. Prefer a realistic edit of existing code (duplicate a
+        binding, delete a function still called) and fall back to inserting a
+        small self-contained offending binding or function when the module has
+        nothing to edit. Rules that implement it set ``injection``; the others
+        say why in ``uninjectable``.
+        """
+        raise NotImplementedError(f"rule {self.code} has no injector: {self.uninjectable}")
+
+    @property
+    def injectable(self) -> bool:
+        """Does this rule implement :meth:`inject`?"""
+        return type(self).inject is not Rule.inject
 
     def __repr__(self) -> str:
         return f"<rule {self.code} ({self.since.label}): {self.title}>"
@@ -115,45 +172,23 @@ def register(cls: type[Rule]) -> type[Rule]:
     """Class decorator: add one instance of ``cls`` to the rule table."""
     if not cls.code or not cls.title or not cls.explanation:
         raise ValueError(f"rule {cls.__name__} needs a code, a title and an explanation")
+    if not isinstance(cls.tvm, TVMCheck):
+        raise ValueError(f"rule {cls.code} needs tvm: how TVM's check_well_formed treats "
+                         "a violation (a TVMCheck)")
+    if cls.tvm in (TVMCheck.TEXT_CANNOT_CARRY, TVMCheck.NOT_CHECKED) and not cls.tvm_note:
+        raise ValueError(f"rule {cls.code} needs a tvm_note saying why TVM does not refuse it")
+    if cls.inject is not Rule.inject and not cls.injection:
+        raise ValueError(f"rule {cls.code} needs an injection line describing its inject()")
+    if cls.inject is Rule.inject and not cls.uninjectable:
+        raise ValueError(f"rule {cls.code} needs an inject() method, or uninjectable saying "
+                         "why its violation cannot be injected")
     if cls.code in _RULES:
         raise ValueError(f"rule code {cls.code} registered twice")
     _RULES[cls.code] = cls()
     return cls
 
 
-def all_rules() -> list[Rule]:
-    """Every registered rule: structural (WF) rules first, then by phase and code."""
-    from phasec.verifier.rules import _load_all
-
-    _load_all()
-    return sorted(_RULES.values(), key=lambda r: (r.since, r.code))
-
-
-def get_rule(code: str) -> Rule:
-    """The rule with this code (case-insensitive); KeyError naming close codes."""
-    from phasec.verifier.rules import _load_all
-
-    _load_all()
-    key = code.strip().upper()
-    if key in _RULES:
-        return _RULES[key]
-    close = difflib.get_close_matches(key, list(_RULES), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise KeyError(f"unknown rule code {code!r}{hint} (known codes: {min(_RULES)}..{max(_RULES)})")
-
-
-def rules_table() -> list[tuple[str, str, str]]:
-    """``(code, phase label, title)`` for every rule, in :func:`all_rules` order (for PHASES.md)."""
-    return [(r.code, r.since.label, r.title) for r in all_rules()]
-
-
-def explain(code: str) -> str:
-    """The full documentation of one rule: title, phase, explanation and help."""
-    rule = get_rule(code)
-    since = ("every phase" if rule.since == Phase.INGESTION
-             else f"phase {rule.since.label} ({int(rule.since)}) and later")
-    body = textwrap.fill(" ".join(rule.explanation.split()), width=78)
-    text = f"{rule.code}: {rule.title}\n\nApplies to: {since}. Severity: {rule.severity}.\n\n{body}\n"
-    if rule.help:
-        text += f"\nHow to fix: {rule.help}\n"
-    return text
+def registered() -> dict[str, Rule]:
+    """Code -> rule, for every rule registered so far (the rule groups register
+    theirs when :mod:`phasec.verifier.rules` imports them)."""
+    return _RULES

@@ -5,8 +5,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from phasec.ir.expr import Binding, Call, GlobalVar, Var, VarBinding
+from phasec.ir.module import IRModule
+from phasec.ir.struct_info import ObjectStructInfo
+
 from phasec.verifier.context import Context
-from phasec.verifier.rules.base import Rule, register
+from phasec.verifier.injection import Choose, entry_function, global_uses, insert_bindings, pick
+from phasec.verifier.rules.base import Rule, TVMCheck, register
 
 
 @register
@@ -20,6 +25,8 @@ class UndefinedGlobal(Rule):
     removed or renamed a function without updating its callers.
     """
     help = "add the function to the module or fix the name"
+    tvm = TVMCheck.REFUSES
+    injection = "delete a function that is still called (or call a missing one)"
 
     def global_use(self, ctx: Context, gvar: Any) -> None:
         name = gvar.name_hint
@@ -28,6 +35,19 @@ class UndefinedGlobal(Rule):
         close = difflib.get_close_matches(name, list(ctx.mod.functions), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         ctx.report(self, f"cls.{name} names no function of the module{hint}", gvar)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        called = set()
+        for _, func in mod.relax_functions():
+            called |= global_uses(func)
+        called = sorted(n for n in called if n in mod.functions and n != "main")
+        if called and choose(2) == 0:
+            return mod.remove(pick(called, choose))
+
+        def build(x: Var) -> list[Binding]:
+            call = Call(GlobalVar("missing_function"), [x], struct_info=ObjectStructInfo())
+            return [VarBinding(Var("v", ObjectStructInfo()), call)]
+        return insert_bindings(mod, build, choose)
 
 
 @register
@@ -45,6 +65,12 @@ class GlobalSymbolMismatch(Rule):
     hold two definitions of it. Private functions have no global_symbol.
     """
     help = "rename the function or set global_symbol to its name (or make it private)"
+    tvm = TVMCheck.REFUSES
+    tvm_note = (
+        "TVM compares a Relax function's global_symbol with its name, but not two "
+        "functions exporting one symbol: phasec alone refuses that (a build would link "
+        "two definitions of it).")
+    injection = "set a global_symbol different from the function's name"
 
     def enter_function(self, ctx: Context, func: Any) -> None:
         symbol = func.attrs.get("global_symbol")
@@ -61,3 +87,7 @@ class GlobalSymbolMismatch(Rule):
         if others:
             ctx.report(self, f"PrimFunc '{ctx.func_name}' exports global_symbol {symbol!r}, "
                        f"which function '{others[0]}' exports too", func)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        name, func = entry_function(mod, choose)
+        return mod.update({name: func.with_attr("global_symbol", name + "_renamed")})

@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from phasec.ir import tir
+from phasec.ir.expr import Binding, Call, Op, SeqExpr, Var, VarBinding
+from phasec.ir.module import IRModule
+from phasec.ir.struct_info import ObjectStructInfo, TensorStructInfo
 
 from phasec.verifier.context import Context
-from phasec.verifier.rules.base import Rule, register
+from phasec.verifier.injection import (
+    Choose, copy_kernel, insert_bindings, pick, replace_block, top_bindings, trivial_if,
+)
+from phasec.verifier.rules.base import Rule, TVMCheck, register
 
 
 def _kind(node: Any) -> str:
@@ -29,11 +35,17 @@ class MalformedNode(Rule):
     completely it also reports this rule.
     """
     help = "construct the node with the right class (see phasec.ir)"
+    tvm = TVMCheck.REFUSES
+    injection = "bind a TIR expression as if it were a Relax value"
 
     def bad_value(self, ctx: Context, value: Any) -> None:
         if isinstance(value, tir.PrimFunc):
             return  # WF103 reports inline PrimFuncs
         ctx.report(self, f"unexpected {_kind(value)} here: not a node of the expected kind")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(
+            mod, lambda x: [VarBinding(Var("bad", ObjectStructInfo()), tir.IntImm(1))], choose)
 
 
 @register
@@ -52,12 +64,41 @@ class NotANF(Rule):
     this rule catches passes that build nested expressions.
     """
     help = "bind the inner expression to a variable first and use the variable"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "Both parsers normalize a nested call into bindings."
+    injection = "nest a call inside another call's operands"
 
     def non_leaf(self, ctx: Context, expr: Any, where: str) -> None:
         # located at the binding (or return): a nested expression's own span
         # is wherever a pass copied it from
         ctx.report(self, f"{_kind(expr)} used as {where}: A-normal form requires a leaf "
                    "(a variable, constant or other leaf expression) here")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        cands = [(n, f, bi, ki, b) for n, f in mod.relax_functions()
+                 for bi, ki, b in top_bindings(f)
+                 if isinstance(b.value, Call) and isinstance(b.value.op, Op)
+                 and any(isinstance(a, Var) and isinstance(a.struct_info, TensorStructInfo)
+                         for a in b.value.args)]
+        if cands:
+            name, func, bi, ki, b = pick(cands, choose)
+            call = b.value
+            i = next(i for i, a in enumerate(call.args)
+                     if isinstance(a, Var) and isinstance(a.struct_info, TensorStructInfo))
+            inner = Call(Op("relax.negative"), [call.args[i]], struct_info=call.args[i].struct_info)
+            args = list(call.args)
+            args[i] = inner
+            new = Call(call.op, args, call.attrs, call.sinfo_args, struct_info=call.struct_info,
+                       span=call.span)
+            bindings = list(func.body.blocks[bi].bindings)
+            bindings[ki] = VarBinding(b.var, new, span=b.span)
+            return mod.update({name: replace_block(func, bi, bindings)})
+
+        def build(x: Var) -> list[Binding]:
+            inner = Call(Op("relax.negative"), [x], struct_info=x.struct_info)
+            return [VarBinding(Var("nested", x.struct_info),
+                               Call(Op("relax.negative"), [inner], struct_info=x.struct_info))]
+        return insert_bindings(mod, build, choose)
 
 
 @register
@@ -71,9 +112,16 @@ class MisplacedSeqExpr(Rule):
     scope rules and from every pass that walks binding blocks.
     """
     help = "move the SeqExpr's bindings into the enclosing block and use its result"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "Both parsers normalize a sequence in value position into bindings."
+    injection = "bind a SeqExpr (a body) as a value"
 
     def misplaced_seq(self, ctx: Context, expr: Any) -> None:
         ctx.report(self, "a SeqExpr may only be the body of a function or an if-branch")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(
+            mod, lambda x: [VarBinding(Var("seq", x.struct_info), SeqExpr([], x))], choose)
 
 
 @register
@@ -87,11 +135,17 @@ class InlinePrimFunc(Rule):
     neither the VM nor the code generator can place it.
     """
     help = "add the PrimFunc to the module and refer to it as cls.<name>"
+    tvm = TVMCheck.REFUSES
+    injection = "use a PrimFunc inline as a Relax value"
 
     def bad_value(self, ctx: Context, value: Any) -> None:
         if isinstance(value, tir.PrimFunc):
             ctx.report(self, "a PrimFunc cannot appear inside a Relax function; add it to "
                        "the module and refer to its GlobalVar")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(
+            mod, lambda x: [VarBinding(Var("kernel", ObjectStructInfo()), copy_kernel())], choose)
 
 
 @register
@@ -105,7 +159,14 @@ class IfInDataflow(Rule):
     may only appear in an ordinary binding block.
     """
     help = "close the dataflow block before the if (R.output) and bind the if outside it"
+    tvm = TVMCheck.REFUSES
+    injection = "put an if inside a dataflow block"
 
     def if_(self, ctx: Context, expr: Any) -> None:
         if ctx.in_dataflow:
             ctx.report(self, "an If cannot appear inside a dataflow block", expr)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(
+            mod, lambda x: [VarBinding(Var("r", x.struct_info), trivial_if(x, [], x))], choose,
+            dataflow=True)

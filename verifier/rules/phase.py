@@ -19,12 +19,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from phasec.ir.expr import DataflowBlock
+from phasec.ir.expr import (
+    Binding, DataflowBlock, ExternFunc, Function, SeqExpr, Tuple, Var, VarBinding,
+)
 from phasec.ir.phase import Phase
+from phasec.ir.module import IRModule
+from phasec.op import call_op
+from phasec.ir.struct_info import TensorStructInfo
 
 from phasec.verifier.context import Context
 from phasec.verifier.util import FORCE_PURE, is_force_pure, op_spelling
-from phasec.verifier.rules.base import Rule, register
+from phasec.verifier.injection import Choose, insert_bindings, new_function, pick
+from phasec.verifier.rules.base import Rule, TVMCheck, register
 
 #: attributes that exempt a nested function from PH101 (BYOC: external codegen, patterns)
 BYOC_ATTRS = ("Codegen", "Composite")
@@ -51,6 +57,8 @@ class NestedFunction(Rule):
     external code generator, which must see them in place.
     """
     help = f"run LambdaLifting to lift nested functions ({_declare(Phase.INGESTION)})"
+    tvm = TVMCheck.NO_PHASES
+    injection = "leave a nested function after lambda lifting"
 
     def enter_function(self, ctx: Context, func: Any) -> None:
         if ctx.func_depth > 0 and not any(func.attrs.get(a) for a in BYOC_ATTRS):
@@ -58,6 +66,13 @@ class NestedFunction(Rule):
             name = f" '{b.var.name_hint}'" if b is not None else ""
             ctx.report(self, f"nested function{name} in phase {ctx.phase.label}; only functions "
                        "with a Codegen or Composite attribute may stay nested", func)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        def build(x: Var) -> list[Binding]:
+            a = Var("a", x.struct_info)
+            inner = Function([a], SeqExpr([], a), None, mod.phase < Phase.BUILD, {})
+            return [VarBinding(Var("inner", inner.struct_info), inner)]
+        return insert_bindings(mod, build, choose)
 
 
 @register
@@ -74,10 +89,16 @@ class DataflowBlockAfterOptimization(Rule):
     the transition into lowering, requires it.
     """
     help = f"run ToNonDataflow before LegalizeOps ({_declare(Phase.OPTIMIZATION)})"
+    tvm = TVMCheck.NO_PHASES
+    injection = "leave a dataflow block in the lowering phase"
 
     def block(self, ctx: Context, block: Any) -> None:
         if isinstance(block, DataflowBlock):
             ctx.report(self, f"dataflow block in phase {ctx.phase.label}", _block_anchor(block))
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(mod, lambda x: [VarBinding(Var("gv", x.struct_info), x)], choose,
+                               dataflow=True)
 
 
 def _block_anchor(block: Any) -> Any:
@@ -104,11 +125,19 @@ class HighLevelOperator(Rule):
     categories = frozenset({"compute"})
     # call_tir plus the name of its gradient, for a Gradient pass (high level)
     ops = frozenset({"relax.call_tir_with_grad"})
+    tvm = TVMCheck.NO_PHASES
+    injection = "leave a high-level operator in the lowering phase"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if opdef is not None:
             ctx.report(self, f"high-level operator {opdef.script_name} in phase "
                        f"{ctx.phase.label}", call)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        def build(x: Var) -> list[Binding]:
+            call = call_op("relax.stop_fusion", x)
+            return [VarBinding(Var("v", call.struct_info), call)]
+        return insert_bindings(mod, build, choose)
 
 
 @register
@@ -125,10 +154,22 @@ class PureFunctionInBuild(Rule):
     lowering phase, marks the functions.
     """
     help = f"run RemovePurityChecking ({_declare(Phase.LOWERING)})"
+    tvm = TVMCheck.NO_PHASES
+    injection = "leave a pure function (no force_pure) in the build phase"
 
     def enter_function(self, ctx: Context, func: Any) -> None:
         if func.is_pure and not is_force_pure(func):
             ctx.report(self, f"function is pure without {FORCE_PURE} in phase build", func)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        cands = [(n, f) for n, f in mod.relax_functions()
+                 if f.attrs.get(FORCE_PURE) and f.is_pure]
+        if cands:
+            name, func = pick(sorted(cands, key=lambda nf: nf[0]), choose)
+            return mod.update({name: func.without_attr(FORCE_PURE)})
+        x = Var("x", TensorStructInfo((2,), "float32"))
+        func = new_function([x], SeqExpr([], x), "mutant_pure", pure=True)
+        return mod.update({"mutant_pure": func})
 
 
 @register
@@ -145,10 +186,19 @@ class PureCallInBuild(Rule):
     """
     help = f"run RemovePurityChecking ({_declare(Phase.LOWERING)})"
     ops = PURE_CALL_OPS
+    tvm = TVMCheck.NO_PHASES
+    injection = "leave R.call_pure_packed in the build phase"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         plain = "R.call_packed" if call.op.name.endswith("call_pure_packed") else "R.invoke_closure"
         ctx.report(self, f"{op_spelling(call.op.name)} in phase build (use {plain})", call)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        def build(x: Var) -> list[Binding]:
+            call = call_op("relax.call_pure_packed", ExternFunc("phasec.testing.scale2"), x,
+                           sinfo_args=[x.struct_info])
+            return [VarBinding(Var("p", x.struct_info), call)]
+        return insert_bindings(mod, build, choose)
 
 
 @register
@@ -167,10 +217,19 @@ class CallTIRInBuild(Rule):
     help = f"run CallTIRRewrite, then VMBuiltinLower ({_declare(Phase.LOWERING)})"
 
     categories = frozenset({"call"})
+    tvm = TVMCheck.NO_PHASES
+    injection = "leave R.call_dps_packed in the build phase"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if opdef is not None and call.op.name not in PURE_CALL_OPS:
             ctx.report(self, f"{opdef.script_name} in phase build", call)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        def build(x: Var) -> list[Binding]:
+            call = call_op("relax.call_dps_packed", ExternFunc("phasec.testing.scale2_dps"),
+                           Tuple([x]), sinfo_args=[x.struct_info])
+            return [VarBinding(Var("y", x.struct_info), call)]
+        return insert_bindings(mod, build, choose)
 
 
 @register
@@ -188,7 +247,15 @@ class MemoryBuiltinInBuild(Rule):
     help = f"run VMBuiltinLower ({_declare(Phase.LOWERING)})"
 
     categories = frozenset({"memory"})
+    tvm = TVMCheck.NO_PHASES
+    injection = "leave a memory builtin in the build phase"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if opdef is not None:
             ctx.report(self, f"memory builtin {opdef.script_name} in phase build", call)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        def build(x: Var) -> list[Binding]:
+            call = call_op("relax.builtin.alloc_tensor", (2,), dtype="float32")
+            return [VarBinding(Var("alloc", call.struct_info), call)]
+        return insert_bindings(mod, build, choose)

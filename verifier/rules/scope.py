@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from phasec.ir.expr import DataflowVar
+from phasec.ir import tir
+from phasec.ir.expr import (
+    Binding, BindingBlock, DataflowBlock, DataflowVar, If, SeqExpr, ShapeExpr, Var, VarBinding,
+)
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
+from phasec.ir.struct_info import ShapeStructInfo, TensorStructInfo
 
 from phasec.verifier.context import BRANCH, DATAFLOW, Context
-from phasec.verifier.rules.base import Rule, register
+from phasec.verifier.injection import (
+    Choose, anchor, insert_bindings, insert_block, new_function, pick, replace_block,
+    top_bindings, trivial_if, with_body,
+)
+from phasec.verifier.rules.base import Rule, TVMCheck, register
 
 
 def _name(var: Any) -> str:
@@ -28,6 +38,8 @@ class UseBeforeDef(Rule):
     that reorder or drop bindings typically introduce it.
     """
     help = "define the variable before this use, or use a variable that is in scope here"
+    tvm = TVMCheck.REFUSES
+    injection = "use a variable before its binding (or one never bound)"
 
     def var_use(self, ctx: Context, var: Any) -> None:
         frame = ctx.defined_in.get(var)
@@ -38,6 +50,16 @@ class UseBeforeDef(Rule):
         elif not frame.open and frame.kind not in (BRANCH, DATAFLOW):
             ctx.report(self, f"variable '{_name(var)}' is used outside its scope: it is "
                        f"defined inside another function ({frame.kind} of '{frame.function}')")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        mod, name, func, x = anchor(mod, choose)
+        later = [b for _, _, b in top_bindings(func) if type(b.var) is Var]
+        if later and choose(2) == 0:
+            target = pick(later, choose).var
+        else:
+            target = Var("ghost", x.struct_info)
+        use = VarBinding(Var("early", target.struct_info), target)
+        return insert_block(mod, name, func, BindingBlock([use]), choose, at="start")
 
 
 @register
@@ -52,6 +74,9 @@ class DefinedTwice(Rule):
     function body without creating fresh variables.
     """
     help = "bind a fresh variable (passes: copy with new Vars, e.g. through a var remap)"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "A variable bound twice reads back as two variables."
+    injection = "bind the same variable twice (a copied binding)"
 
     def var_def(self, ctx: Context, var: Any, kind: str) -> None:
         if var not in ctx.defined_in:
@@ -61,6 +86,19 @@ class DefinedTwice(Rule):
             return  # WF008 reports a parameter shared between functions
         # at the second definition (the Var's own span is its first one)
         ctx.report(self, f"variable '{_name(var)}' is defined more than once")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        cands = [(n, f) for n, f in mod.relax_functions() if top_bindings(f)]
+        if not cands:
+            def build(x: Var) -> list[Binding]:
+                v = Var("twice", x.struct_info)
+                return [VarBinding(v, x), VarBinding(v, x)]
+            return insert_bindings(mod, build, choose)
+        name, func = pick(sorted(cands, key=lambda nf: nf[0]), choose)
+        bi, ki, b = pick(top_bindings(func), choose)
+        bindings = list(func.body.blocks[bi].bindings)
+        bindings.insert(ki + 1, b)  # the very same binding again
+        return mod.update({name: replace_block(func, bi, bindings)})
 
 
 @register
@@ -77,6 +115,8 @@ class DataflowVarEscapes(Rule):
     miscompile.
     """
     help = "list the variable in R.output(...) and use the output variable outside the block"
+    tvm = TVMCheck.REFUSES
+    injection = "use a dataflow variable after its dataflow block"
 
     def var_use(self, ctx: Context, var: Any) -> None:
         if type(var) is not DataflowVar:
@@ -91,6 +131,21 @@ class DataflowVarEscapes(Rule):
             ctx.report(self, f"dataflow variable '{_name(var)}' is used inside a nested "
                        "function, outside its dataflow block")
 
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        cands = [(n, f, bi, b.var) for n, f in mod.relax_functions()
+                 for bi, ki, b in top_bindings(f)
+                 if type(b.var) is DataflowVar and isinstance(f.body.blocks[bi], DataflowBlock)]
+        if cands:
+            name, func, bi, dv = pick(cands, choose)
+            blocks = list(func.body.blocks)
+            blocks.insert(bi + 1, BindingBlock([VarBinding(Var("leak", dv.struct_info), dv)]))
+            return mod.update({name: with_body(func, blocks)})
+        mod, name, func, x = anchor(mod, choose)
+        dv = DataflowVar("lv", x.struct_info)
+        blocks = [DataflowBlock([VarBinding(dv, x)]),
+                  BindingBlock([VarBinding(Var("leak", dv.struct_info), dv)]), *func.body.blocks]
+        return mod.update({name: with_body(func, blocks)})
+
 
 @register
 class DataflowVarOutside(Rule):
@@ -104,11 +159,18 @@ class DataflowVarOutside(Rule):
     DataflowVars into Vars.
     """
     help = "use an ordinary Var here (ToNonDataflow converts DataflowVars when it removes blocks)"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "A dataflow variable outside a dataflow block reads back as an ordinary one."
+    injection = "bind a dataflow variable outside any dataflow block"
 
     def var_def(self, ctx: Context, var: Any, kind: str) -> None:
         if type(var) is DataflowVar and (kind == "param" or not ctx.in_dataflow):
             where = "as a function parameter" if kind == "param" else "outside a dataflow block"
             ctx.report(self, f"dataflow variable '{_name(var)}' is defined {where}", var)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(mod, lambda x: [VarBinding(DataflowVar("lv", x.struct_info), x)],
+                               choose)
 
 
 @register
@@ -122,12 +184,33 @@ class BranchVarEscapes(Rule):
     the other branch ran.
     """
     help = "use the variable the If is bound to, or compute the value before the if"
+    tvm = TVMCheck.REFUSES
+    injection = "use a variable bound inside an if-branch after the if"
 
     def var_use(self, ctx: Context, var: Any) -> None:
         frame = ctx.defined_in.get(var)
         if frame is not None and not frame.open and frame.kind == BRANCH:
             ctx.report(self, f"variable '{_name(var)}' is bound inside an if-branch and used "
                        "after the if")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        for name, func in sorted(mod.relax_functions(), key=lambda nf: nf[0]):
+            for bi, ki, b in top_bindings(func):
+                if isinstance(b.value, If):
+                    inner = [c for br in (b.value.true_branch, b.value.false_branch)
+                             for blk in br.blocks for c in blk.bindings]
+                    if inner:
+                        v = pick(inner, choose).var
+                        bindings = list(func.body.blocks[bi].bindings)
+                        bindings.insert(ki + 1, VarBinding(Var("escaped", v.struct_info), v))
+                        return mod.update({name: replace_block(func, bi, bindings)})
+
+        def build(x: Var) -> list[Binding]:
+            t = Var("inner", x.struct_info)
+            r = Var("r", x.struct_info)
+            return [VarBinding(r, trivial_if(x, [VarBinding(t, x)], t)),
+                    VarBinding(Var("escaped", t.struct_info), t)]
+        return insert_bindings(mod, build, choose)
 
 
 @register
@@ -152,6 +235,8 @@ class SymbolicUseBeforeDef(Rule):
     if-branch are not visible after it.
     """
     help = "bind the variable first with R.match_cast (or take it from a parameter's shape)"
+    tvm = TVMCheck.REFUSES
+    injection = "use a symbolic variable nothing defines"
 
     def sym_use(self, ctx: Context, var: Any) -> None:
         if ctx.sym_visible(var):
@@ -160,6 +245,11 @@ class SymbolicUseBeforeDef(Rule):
         if owner is not None and owner != ctx.func_name:
             return  # shared between functions: WF007
         ctx.report(self, f"symbolic variable '{_name(var)}' is used before it is defined", None)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        k = tir.Var("k_undefined")
+        return insert_bindings(
+            mod, lambda x: [VarBinding(Var("s", ShapeStructInfo([k])), ShapeExpr([k]))], choose)
 
 
 @register
@@ -176,6 +266,9 @@ class SymbolicShared(Rule):
     variables; LambdaLifting gives the lifted function fresh ones.)
     """
     help = "give each function its own symbolic variables (copy them when cloning a function)"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "A symbolic variable shared between functions reads back as one per function."
+    injection = "share one symbolic variable between two functions"
 
     def _check(self, ctx: Context, var: Any) -> None:
         owner = ctx.sym_owner.get(var)
@@ -190,6 +283,26 @@ class SymbolicShared(Rule):
     sym_def = _check
     sym_use = _check
 
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        syms = []
+        for _, func in sorted(mod.relax_functions(), key=lambda nf: nf[0]):
+            for p in func.params:
+                s = p.struct_info
+                if isinstance(s, TensorStructInfo) and s.shape is not None:
+                    syms.extend(d for d in s.shape if isinstance(d, tir.Var))
+        if syms:
+            n = pick(syms, choose)
+            funcs = {}
+        else:  # two new functions sharing a fresh one
+            n = tir.Var("n")
+            a = Var("a", TensorStructInfo((n,), "float32"))
+            funcs = {"mutant_a": new_function([a], SeqExpr([], a), "mutant_a",
+                                              pure=mod.phase < Phase.BUILD)}
+        b = Var("b", TensorStructInfo((n,), "float32"))
+        funcs["mutant_shared"] = new_function([b], SeqExpr([], b), "mutant_shared",
+                                              pure=mod.phase < Phase.BUILD)
+        return mod.update(funcs)
+
 
 @register
 class ParamShared(Rule):
@@ -203,6 +316,9 @@ class ParamShared(Rule):
     existing one without copying them.
     """
     help = "create fresh parameter Vars for the new function"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "A parameter shared between functions reads back as one per function."
+    injection = "reuse another function's parameter variable"
 
     def var_def(self, ctx: Context, var: Any, kind: str) -> None:
         if kind != "param":
@@ -211,3 +327,8 @@ class ParamShared(Rule):
         if owner is not None and owner != ctx.func_name:
             ctx.report(self, f"parameter '{_name(var)}' is also a parameter of function "
                        f"'{owner}'")
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        mod, _, func, x = anchor(mod, choose)
+        copy = new_function([x], SeqExpr([], x), "mutant_copy_params", pure=mod.phase < Phase.BUILD)
+        return mod.update({"mutant_copy_params": copy})

@@ -11,6 +11,7 @@ warning — it holds only if checked at run time, which is R.match_cast's job.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,18 +19,26 @@ from phasec.errors import StructInfoError
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import (
-    Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
+    Binding, Call, ExternFunc, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple,
+    TupleGetItem, Var, VarBinding,
 )
-from phasec.op.infer import is_base_of, may_be_base_of
-from phasec.op import normalize_attrs
+from phasec.op import call_op, normalize_attrs
+from phasec.op.infer import is_base_of, may_be_base_of, prim_expr_to_str
+from phasec.op.registry import list_ops
 from phasec.ir.struct_info import (
     PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
+from phasec.ir.module import IRModule
+from phasec.ir.phase import Phase
 
 from phasec.verifier.context import Context
 from phasec.verifier.diagnostics import WARNING
 from phasec.verifier.util import agreement, callee_spelling, infer_call, infer_expr, sinfo_to_str
-from phasec.verifier.rules.base import Rule, register
+from phasec.verifier.injection import (
+    Choose, conflicting_sinfo, copy_kernel, entry_function, insert_bindings, pick, replace_block,
+    top_bindings, with_body,
+)
+from phasec.verifier.rules.base import Rule, TVMCheck, register
 
 _CALL_TIR_OPS = frozenset({"relax.call_tir", "relax.call_tir_inplace", "relax.call_tir_with_grad"})
 
@@ -46,6 +55,9 @@ class MissingStructInfo(Rule):
     it (use R.Object when nothing is known).
     """
     help = "set the struct info (annotate the variable, or infer it with phasec.op.infer)"
+    tvm = TVMCheck.NOT_CHECKED
+    tvm_note = "TVM infers missing struct info while parsing."
+    injection = "bind a variable without struct info"
 
     def var_def(self, ctx: Context, var: Any, kind: str) -> None:
         if var.struct_info is not None:
@@ -71,6 +83,9 @@ class MissingStructInfo(Rule):
         if func.ret_struct_info is None:
             ctx.report(self, "function has no return struct info", func)
 
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(mod, lambda x: [VarBinding(Var("untyped", None), x)], choose)
+
 
 @register
 class CallAnnotationMismatch(Rule):
@@ -87,6 +102,8 @@ class CallAnnotationMismatch(Rule):
     can prove is a warning; use R.match_cast to check it at run time.
     """
     help = "fix the annotation to the inferred struct info (or use R.match_cast to refine it)"
+    tvm = TVMCheck.REFUSES
+    injection = "annotate a call's result with a wrong dtype"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         b = ctx.binding
@@ -110,6 +127,26 @@ class CallAnnotationMismatch(Rule):
                        f"{callee_spelling(call)}; it is not checked", b.var, severity=WARNING,
                        help="use R.match_cast to check the refinement at run time")
 
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        cands = [(n, f, bi, ki, b) for n, f in mod.relax_functions()
+                 for bi, ki, b in top_bindings(f)
+                 if isinstance(b.value, Call) and isinstance(b.value.op, Op)
+                 and isinstance(b.var.struct_info, TensorStructInfo)]
+        if cands:
+            name, func, bi, ki, b = pick(cands, choose)
+            cls = type(b.var)
+            bad = VarBinding(cls("wrong", conflicting_sinfo(b.var.struct_info)), b.value)
+            bindings = list(func.body.blocks[bi].bindings)
+            bindings.insert(ki + 1, bad)
+            return mod.update({name: replace_block(func, bi, bindings)})
+
+        def build(x: Var) -> list[Binding]:
+            call = call_op("relax.stop_fusion", x) if mod.phase < Phase.LOWERING else \
+                call_op("relax.call_dps_packed", ExternFunc("phasec.testing.scale2_dps"),
+                        Tuple([x]), sinfo_args=[x.struct_info])
+            return [VarBinding(Var("wrong", conflicting_sinfo(x.struct_info)), call)]
+        return insert_bindings(mod, build, choose)
+
 
 @register
 class ReturnMismatch(Rule):
@@ -124,6 +161,11 @@ class ReturnMismatch(Rule):
     warning.
     """
     help = "fix the return annotation, or R.match_cast the result before returning it"
+    tvm = TVMCheck.NOT_CHECKED
+    tvm_note = (
+        "TVM's check_well_formed does not compare a function's body with its declared "
+        "return struct info.")
+    injection = "declare a return struct info the body contradicts"
 
     def exit_function(self, ctx: Context, func: Any) -> None:
         ret = func.ret_struct_info
@@ -145,6 +187,11 @@ class ReturnMismatch(Rule):
                        severity=WARNING,
                        help="R.match_cast the result before returning it")
 
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        name, func = entry_function(mod, choose)
+        ret = conflicting_sinfo(func.ret_struct_info)
+        return mod.update({name: with_body(func, list(func.body.blocks), ret=ret)})
+
 
 @register
 class BindingValueMismatch(Rule):
@@ -159,6 +206,8 @@ class BindingValueMismatch(Rule):
     different dtype or rank) is an error.
     """
     help = "fix the annotation to the value's struct info"
+    tvm = TVMCheck.REFUSES
+    injection = "annotate a variable with struct info its value contradicts"
 
     def binding(self, ctx: Context, b: Any) -> None:
         value = b.value
@@ -203,6 +252,10 @@ class BindingValueMismatch(Rule):
         if sinfo is not None and not may_be_base_of(target, sinfo):
             ctx.report(self, f"R.match_cast of {sinfo_to_str(sinfo)} to {sinfo_to_str(target)} "
                        "can never succeed", b)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        return insert_bindings(
+            mod, lambda x: [VarBinding(Var("wrong", conflicting_sinfo(x.struct_info)), x)], choose)
 
 
 def _buffer_params(func: tir.PrimFunc) -> tuple[list[tir.Buffer], list[tir.Var]]:
@@ -302,8 +355,6 @@ def _cached_problems(rule: Rule, ctx: Context, call: Any, compute: Any) -> None:
 
 
 def _dim(e: Any) -> str:
-    from phasec.op.infer import prim_expr_to_str
-
     return prim_expr_to_str(e)
 
 
@@ -396,6 +447,8 @@ class CallSignatureMismatch(Rule):
     the operands' struct info.
     """
     help = "fix the operands so that their struct info fits the operator's signature"
+    tvm = TVMCheck.REFUSES
+    injection = "call an operator with the wrong number of operands"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if not ctx.anf_ok or _missing_sinfo(call):
@@ -455,6 +508,12 @@ class CallSignatureMismatch(Rule):
 
         _cached_problems(self, ctx, call, compute)
 
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        def build(x: Var) -> list[Binding]:
+            call = Call(Op("relax.add"), [x], struct_info=x.struct_info)  # add takes two
+            return [VarBinding(Var("v", x.struct_info), call)]
+        return insert_bindings(mod, build, choose)
+
 
 @register
 class CallTIRMismatch(Rule):
@@ -472,6 +531,8 @@ class CallTIRMismatch(Rule):
     """
     help = "make the call_tir operands and out_sinfo match the PrimFunc's buffer parameters"
     ops = _CALL_TIR_OPS
+    tvm = TVMCheck.REFUSES
+    injection = "call a PrimFunc with call_tir and mismatched buffers"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if not ctx.anf_ok or not call.args:
@@ -565,6 +626,32 @@ class CallTIRMismatch(Rule):
             return list(sinfo.fields)
         return [sinfo]
 
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        cands = [(n, f, bi, ki, b) for n, f in mod.relax_functions()
+                 for bi, ki, b in top_bindings(f)
+                 if isinstance(b.value, Call) and isinstance(b.value.op, Op)
+                 and b.value.op.name == "relax.call_tir" and b.value.sinfo_args
+                 and isinstance(b.value.sinfo_args[0], TensorStructInfo)]
+        if cands:
+            name, func, bi, ki, b = pick(cands, choose)
+            call = b.value
+            wrong = conflicting_sinfo(call.sinfo_args[0])
+            new = Call(call.op, call.args, call.attrs, (wrong, *call.sinfo_args[1:]),
+                       struct_info=wrong, span=call.span)
+            bindings = list(func.body.blocks[bi].bindings)
+            bindings[ki] = VarBinding(type(b.var)(b.var.name_hint, wrong), new, span=b.span)
+            # the old variable's uses now refer to nothing: keep it defined
+            bindings.insert(ki, b)
+            return mod.update({name: replace_block(func, bi, bindings)})
+        mod = mod.update({"mutant_copy": copy_kernel()}) if "mutant_copy" not in mod else mod
+
+        def build(x: Var) -> list[Binding]:
+            out = TensorStructInfo((5,), "int32")  # the kernel writes float32[2]
+            call = Call(Op("relax.call_tir"), [GlobalVar("mutant_copy"), Tuple([x])],
+                        sinfo_args=[out], struct_info=out)
+            return [VarBinding(Var("y", out), call)]
+        return insert_bindings(mod, build, choose)
+
 
 @register
 class UnknownOperator(Rule):
@@ -579,15 +666,19 @@ class UnknownOperator(Rule):
     """
     help = "use a registered operator (phasec.op.list_ops() lists them)"
     categories = frozenset({"unknown"})
+    tvm = TVMCheck.REFUSES
+    injection = "call an operator that is not registered"
 
     def call(self, ctx: Context, call: Any, opdef: Any) -> None:
         if opdef is None:
-            import difflib
-
-            from phasec.op.registry import list_ops
-
             names = [o.name for o in list_ops()]
             close = difflib.get_close_matches(call.op.name, names, n=1)
             hint = f"; did you mean {'R.' + close[0].removeprefix('relax.')}?" if close else ""
             ctx.report(self, f"unknown operator {call.op.name!r}{hint}", call)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        def build(x: Var) -> list[Binding]:
+            call = Call(Op("relax.no_such_operator"), [x], struct_info=x.struct_info)
+            return [VarBinding(Var("v", x.struct_info), call)]
+        return insert_bindings(mod, build, choose)
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from phasec.ir import tir
+from phasec.ir.module import IRModule
+
 from phasec.verifier.context import Context
-from phasec.verifier.rules.base import Rule, register
+from phasec.verifier.injection import (
+    Choose, first_store, pick, replace_stmt, some_prim_func, with_prim_body,
+)
+from phasec.verifier.rules.base import Rule, TVMCheck, register
 
 
 @register
@@ -22,11 +28,24 @@ class TirVarOutOfScope(Rule):
     forget to substitute variables typically cause it.
     """
     help = "use a variable that is in scope here (substitute it when moving code out of a loop)"
+    tvm = TVMCheck.REFUSES
+    injection = "index a buffer with a loop variable that is not in scope"
 
     def tir_var_use(self, ctx: Context, var: Any) -> None:
         if var not in ctx.tir_scope:
             ctx.report(self, f"TIR variable '{var.name}' is used outside its scope (not a "
                        "parameter, an enclosing loop or let variable, or a block axis)", None)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        mod, name, func = some_prim_func(mod, choose)
+        store = first_store(func.body)
+        stray = tir.Var("i_out_of_scope")
+        new = tir.BufferStore(store.buffer, store.value, (stray,) * len(store.indices),
+                              span=store.span)
+        if not store.indices:  # a 0-d buffer: put the stray variable in the value
+            value = tir.Cast(store.buffer.dtype, stray)
+            new = tir.BufferStore(store.buffer, value, (), span=store.span)
+        return mod.update({name: with_prim_body(func, replace_stmt(func.body, store, new))})
 
 
 @register
@@ -41,11 +60,20 @@ class BufferOutOfScope(Rule):
     does not exist when the kernel runs.
     """
     help = "pass the buffer as a parameter or allocate it in the enclosing scope"
+    tvm = TVMCheck.REFUSES
+    injection = "store into a buffer the kernel does not own"
 
     def tir_buffer_use(self, ctx: Context, buffer: Any) -> None:
         if buffer not in ctx.tir_scope:
             ctx.report(self, f"buffer '{buffer.name}' is used outside its scope (not a parameter "
                        "or an enclosing allocation)", None)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        mod, name, func = some_prim_func(mod, choose)
+        store = first_store(func.body)
+        stray = tir.Buffer("stray", store.buffer.shape, store.buffer.dtype)
+        new = tir.BufferStore(stray, store.value, store.indices, span=store.span)
+        return mod.update({name: with_prim_body(func, replace_stmt(func.body, store, new))})
 
 
 @register
@@ -60,8 +88,34 @@ class TirVarRedefined(Rule):
     one register, would compute wrong indices.
     """
     help = "use a fresh TIR variable for the inner loop, let or block axis"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "A loop variable bound again inside its loop is Python shadowing in the text."
+    injection = "define a loop variable again inside its own loop"
 
     def tir_var_def(self, ctx: Context, var: Any) -> None:
         if var in ctx.tir_scope:
             ctx.report(self, f"TIR variable '{var.name}' is defined again while already in scope",
                        None)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        mod, name, func = some_prim_func(mod, choose)
+        loops = []
+        stack = [func.body]
+        while stack:
+            s = stack.pop()
+            if isinstance(s, tir.For):
+                loops.append(s)
+            for field in ("body", "then_case", "else_case"):
+                child = getattr(s, field, None)
+                if isinstance(child, tir.Stmt):
+                    stack.append(child)
+            if isinstance(s, tir.SeqStmt):
+                stack.extend(s.stmts)
+        if loops:
+            loop = pick(loops, choose)
+            inner = tir.For(loop.loop_var, tir.IntImm(0), tir.IntImm(1), "serial", loop.body)
+            new = tir.For(loop.loop_var, loop.min, loop.extent, loop.kind, inner, span=loop.span)
+            return mod.update({name: with_prim_body(func, replace_stmt(func.body, loop, new))})
+        v = tir.Var("i")
+        body = tir.For(v, 0, 1, "serial", tir.For(v, 0, 1, "serial", func.body))
+        return mod.update({name: with_prim_body(func, body)})
