@@ -10,7 +10,7 @@ import numpy as np
 
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.op._common import OpPattern, define, err, tensor_arg
-from phasec.op._draw import ANY_DTYPE, declares_draw
+from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op._lowering import _out, _tensor, legalizes
 
 __all__: list[str] = []

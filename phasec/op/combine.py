@@ -35,7 +35,7 @@ from phasec.op._common import (
     REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, one_of, shape_arg, shape_tuple,
     tensor_arg,
 )
-from phasec.op._draw import ANY_DTYPE, FLOATS, NUMBERS, data_like, declares_draw
+from phasec.op.draw import ANY_DTYPE, FLOATS, NUMBERS, data_like, declares_draw
 from phasec.op._lowering import LegalizeError, _out, _reduction, _script, _tensor, legalizes
 
 __all__: list[str] = []

@@ -42,7 +42,7 @@ from phasec.op._common import (
     REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, shape_arg, shape_tuple,
     tensor_arg,
 )
-from phasec.op._draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
+from phasec.op.draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
 from phasec.op._lowering import (
     LEGALIZE, Inputs, LegalizeError, LegalizeFn, _const, _name, _out, _script, _tensor, legalizes,
 )
@@ -599,7 +599,7 @@ declares_draw("eye_like", dtypes=NUMBERS, ranks=(2,), build=_draw_eye_like)
 declares_draw("size", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), build=_draw_size)
 
 
-# zeros_like / ones_like / zeros / ones / full (phasec.op._draw.Hooks)
+# zeros_like / ones_like / zeros / ones / full (phasec.op.draw.Hooks)
 
 def _like_draw(name: str, value: float, order: int) -> Hooks:
     def build(g, x):

@@ -37,7 +37,7 @@ Conventions shared by all entries:
   :func:`phasec.op._lowering.legalizes`; the drivers that turn calls into
   PrimFuncs are in :mod:`phasec.op.legalize`.
 * ``OpDef.draw`` reads how the fuzzing generator calls the op, declared
-  beside it with :func:`phasec.op._draw.declares_draw` (a ``Draw``:
+  beside it with :func:`phasec.op.draw.declares_draw` (a ``Draw``:
   operand dtypes and ranks, a ``build`` drawing the other operands and the
   attributes, the result's interval; an ``Elementwise`` interval rule; or
   ``Hooks`` run on the generator); the generator has no other table.

@@ -30,7 +30,7 @@ import numpy as np
 from phasec.ir.expr import Call, Expr
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.op._common import REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, tensor_arg
-from phasec.op._draw import ANY_DTYPE, declares_draw
+from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op._lowering import legalizes_to_relax
 
 __all__ = ["CPU_DEVICE_TYPE", "CPU_TARGET_KINDS"]

@@ -41,7 +41,7 @@ from phasec.op._lowering import (
     LEGALIZE, Inputs, LegalizeFn, _attrs, _bcast, _const, _float, _name, _out, _safe_div,
     _tensor, legalizes, scalar_operands,
 )
-from phasec.op._draw import (
+from phasec.op.draw import (
     ANY_DTYPE, BOOL, FLOAT, FLOATS, INT, NUMBERS, Elementwise, Hooks, broadcast_ok, corners,
     declares_draw, hull, monotone,
 )
@@ -564,7 +564,7 @@ def _where(call: Call, inputs: Inputs) -> Tensor:
 
 
 # ---------------------------------------------------------------------------
-# How the fuzzing generator draws them (interval rules, phasec.op._draw)
+# How the fuzzing generator draws them (interval rules, phasec.op.draw)
 # ---------------------------------------------------------------------------
 
 def _sigmoid_scalar(x: float) -> float:
@@ -660,7 +660,7 @@ for _opname, (_order, _iv, _dtypes, _result, _crange) in _BINARY_DRAWS.items():
     declares_draw(_opname, Elementwise(_iv, 2, _dtypes, _result, _crange, order=_order))
 
 
-# clip, where, astype (phasec.op._draw.Hooks)
+# clip, where, astype (phasec.op.draw.Hooks)
 
 _CLIP_BOUNDS = ((-1.0, 1.0), (0.0, 1.0), (-0.5, 2.0), (0.0, 6.0))
 

@@ -41,7 +41,7 @@ from phasec.op._common import (
     tensor_arg, tensor_sinfo,
 )
 from phasec.op._layout import layout_of
-from phasec.op._draw import declares_draw
+from phasec.op.draw import declares_draw
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []

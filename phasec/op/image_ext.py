@@ -33,7 +33,7 @@ from phasec.op._common import (
     OpPattern, as_bool, as_dtype, as_float, as_int, as_str, attrs_of, define, err, one_of,
     shape_arg, tensor_arg, tensor_sinfo,
 )
-from phasec.op._draw import declares_draw
+from phasec.op.draw import declares_draw
 from phasec.op._layout import Layout, layout_of
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 from phasec.op.image import (

@@ -61,7 +61,7 @@ from phasec.op._common import (
     one_of, tensor_arg,
 )
 from phasec.op._tirgen import checked, copy_buffer, i64, nest, seq
-from phasec.op._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
+from phasec.op.draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
 from phasec.op._lowering import LegalizeError, _out, _script, _tensor, legalizes
 
 __all__: list[str] = []

@@ -25,7 +25,7 @@ from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, IntImm, PrimExpr, Select
 from phasec.op._common import REQUIRED, OpPattern, attrs_of, define, err, tensor_arg
 from phasec.op._index_map import MapError, apply_inverse, inverse, map_shape, parse_index_map
-from phasec.op._draw import ANY_DTYPE, declares_draw
+from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op._lowering import LegalizeError, _clamp, _out, _tensor, legalizes
 
 __all__ = ["layout_transform_reference"]

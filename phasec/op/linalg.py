@@ -28,7 +28,7 @@ from phasec.op._common import (
     OpPattern, as_bool, as_dtype, attrs_of, binary_dtype, broadcast_dims, define, err,
     int_tuple, norm_axes, opt, tensor_arg,
 )
-from phasec.op._draw import (
+from phasec.op.draw import (
     FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, dim_max, dims_equal, iv_ok, numel_max,
 )
 from phasec.op._lowering import (
@@ -227,7 +227,7 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
 
 
 # ---------------------------------------------------------------------------
-# How the fuzzing generator draws them (phasec.op._draw.Hooks)
+# How the fuzzing generator draws them (phasec.op.draw.Hooks)
 # ---------------------------------------------------------------------------
 
 def _matmul_iv(x, y, max_dim):

@@ -1,5 +1,5 @@
 """How the fuzzing generator draws the operators of :mod:`.manipulate`
-(:class:`phasec.op._draw.Hooks`; a sibling module only because
+(:class:`phasec.op.draw.Hooks`; a sibling module only because
 manipulate.py is near the size limit): permute_dims, expand_dims, squeeze,
 flatten, reshape, broadcast_to, concat, split, strided_slice and take, each
 with the attribute domains and operand shapes it accepts. Data movement: the
@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from phasec.ir.expr import Tuple
-from phasec.op._draw import BOOL, FLOAT, INT, Hooks, const_dim, declares_draw, dims_equal, hull
+from phasec.op.draw import BOOL, FLOAT, INT, Hooks, const_dim, declares_draw, dims_equal, hull
 
 __all__: list[str] = []
 

@@ -22,7 +22,7 @@ from phasec.op._lowering import (
     Inputs, _const, _count, _norm_axis, _prod, _reduction, _tensor,
     legalizes,
 )
-from phasec.op._draw import FLOAT, Hooks, const_dim, declares_draw, dim_max
+from phasec.op.draw import FLOAT, Hooks, const_dim, declares_draw, dim_max
 from phasec.op.elementwise import _float_unary  # the float-dtype check
 
 __all__: list[str] = []
@@ -250,7 +250,7 @@ def _rms_norm(call: Call, inputs: Inputs) -> Tensor:
 
 
 # ---------------------------------------------------------------------------
-# How the fuzzing generator draws them (phasec.op._draw.Hooks)
+# How the fuzzing generator draws them (phasec.op.draw.Hooks)
 # ---------------------------------------------------------------------------
 
 def _softmax_draw(name: str, order: int) -> Hooks:

@@ -20,7 +20,7 @@ from phasec.ir.tir import BinaryOp, Select
 from phasec import te
 from phasec.op._common import OpPattern, as_float, as_int, define, err, norm_axis, tensor_arg
 from phasec.op.elementwise import _float_unary
-from phasec.op._draw import declares_draw
+from phasec.op.draw import declares_draw
 from phasec.op._lowering import _const, _name, _out, _tensor, legalizes
 
 __all__ = ["SELU_ALPHA", "SELU_SCALE"]

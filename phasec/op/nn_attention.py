@@ -44,7 +44,7 @@ from phasec.op._common import (
     OpPattern, as_float, as_int, binary_dtype, define, err, one_of, opt, tensor_arg,
     tensor_sinfo,
 )
-from phasec.op._draw import declares_draw
+from phasec.op.draw import declares_draw
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 
 __all__: list[str] = []

@@ -39,7 +39,7 @@ from phasec.op._common import (
     REQUIRED, OpPattern, as_bool, as_float, as_int, define, err, int_tuple, norm_axes, norm_axis,
     tensor_arg,
 )
-from phasec.op._draw import declares_draw
+from phasec.op.draw import declares_draw
 from phasec.op._lowering import _const, _count, _name, _out, _prod, _tensor, legalizes
 
 __all__: list[str] = []

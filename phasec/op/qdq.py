@@ -28,7 +28,7 @@ from phasec.op.infer import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, IntImm
 from phasec.op._common import OpPattern, as_dtype, as_int, define, err, tensor_arg
-from phasec.op._draw import NUMBERS, declares_draw
+from phasec.op.draw import NUMBERS, declares_draw
 from phasec.op._lowering import _const, _out, _tensor, legalizes
 
 __all__: list[str] = []

@@ -38,7 +38,7 @@ from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
 from phasec.op._common import OpPattern, attrs_of, define, err, shape_arg, tensor_arg
-from phasec.op._draw import ANY_DTYPE, declares_draw
+from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op._lowering import legalizes_to_relax
 
 __all__: list[str] = []

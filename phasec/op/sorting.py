@@ -45,7 +45,7 @@ from phasec.op._common import (
     OpPattern, as_bool, as_dtype, as_int, attrs_of, define, err, int_tuple, norm_axes, norm_axis,
     one_of, opt, tensor_arg,
 )
-from phasec.op._draw import ANY_DTYPE, NUMBERS, declares_draw
+from phasec.op.draw import ANY_DTYPE, NUMBERS, declares_draw
 from phasec.op._lowering import legalizes_to_relax
 
 __all__: list[str] = []

@@ -40,7 +40,7 @@ from phasec.op._common import (
     tensor_arg,
 )
 from phasec.op._tirgen import i64, nest
-from phasec.op._draw import NUMBERS, declares_draw
+from phasec.op.draw import NUMBERS, declares_draw
 from phasec.op._lowering import (
     _const, _count, _out, _prod, _reduction, _tensor, _unravel, legalizes,
 )

@@ -40,7 +40,7 @@ from phasec.op._common import (
     opt, prod, tensor_arg,
 )
 from phasec.op._tirgen import checked, i64
-from phasec.op._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
+from phasec.op.draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
 from phasec.op._lowering import _const, _out, _tensor, _unravel, legalizes
 
 __all__: list[str] = []
