@@ -49,11 +49,12 @@ Conventions shared by all entries:
 
 from __future__ import annotations
 
-from phasec.op import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (register on import)
-from phasec.op import nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noqa: F401  (register on import)
-from phasec.op import creation, elementwise_math, indexing, shape_ops, sorting, statistics  # noqa: F401
+from phasec.op import binary, builtin, datatype, linalg, manipulate, search, ternary, unary  # noqa: F401
+from phasec.op import nn_conv, nn_pool, qdq  # noqa: F401  (register on import)
+from phasec.op import creation, indexing, shape_ops, sorting, statistics  # noqa: F401
 from phasec.op import combine, transform  # noqa: F401  (register on import)
 from phasec.op import builtin_compute, layout_transform, memory_view, sampling  # noqa: F401
 from phasec.op import manipulate_draw  # noqa: F401  (the draw declarations of manipulate's operators)
 from phasec.op import device, grad  # noqa: F401  (register on import)
 from phasec.op.image import grid, resize  # noqa: F401  (register on import)
+from phasec.op.nn import activation, attention, loss, norm  # noqa: F401  (register on import)
