@@ -46,7 +46,7 @@ from phasec.ir import (
 )
 from phasec.arith import simplify
 from phasec.op import find_op, op_expr
-from phasec.op.device import CPU_DEVICE_TYPE, CPU_TARGET_KINDS
+from phasec.op.base import CPU_DEVICE_TYPE, CPU_TARGET_KINDS
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["VMBuiltinLower", "VMBuiltinLowerError"]
@@ -146,7 +146,7 @@ class _Lowerer(ExprMutator):
     def _view(self, call: Call) -> Expr:
         """R.memory.view -> runtime.TVMTensorCreateView(x, shape, dtype, offset) with
         every omitted operand filled from the input (TVM's LowerBuiltinView)."""
-        from phasec.op.memory_view import is_void
+        from phasec.op.memory.view import is_void
 
         data, shape, dtype, offset = call.args
         if is_void(shape) and is_void(dtype) and is_void(offset):

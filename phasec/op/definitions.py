@@ -49,12 +49,13 @@ Conventions shared by all entries:
 
 from __future__ import annotations
 
-from phasec.op import binary, builtin, datatype, linalg, manipulate, search, ternary, unary  # noqa: F401
+from phasec.op import base, binary, builtin, datatype, linalg, manipulate, search, ternary, unary  # noqa: F401
 from phasec.op import nn_conv, nn_pool, qdq  # noqa: F401  (register on import)
-from phasec.op import creation, indexing, shape_ops, sorting, statistics  # noqa: F401
+from phasec.op import creation, indexing, sorting, statistics, vm  # noqa: F401
 from phasec.op import combine, transform  # noqa: F401  (register on import)
-from phasec.op import builtin_compute, layout_transform, memory_view, sampling  # noqa: F401
+from phasec.op import layout_transform, sampling  # noqa: F401
+from phasec.op.memory import memory, view  # noqa: F401  (register on import)
 from phasec.op import manipulate_draw  # noqa: F401  (the draw declarations of manipulate's operators)
-from phasec.op import device, grad  # noqa: F401  (register on import)
+from phasec.op import grad  # noqa: F401  (register on import)
 from phasec.op.image import grid, resize  # noqa: F401  (register on import)
 from phasec.op.nn import activation, attention, loss, norm  # noqa: F401  (register on import)
