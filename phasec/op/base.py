@@ -1,6 +1,7 @@
 """The base operators (TVM 0.27's ``relax.op.base``): the call-like builtins and
 closures, shapes as values, print and assert_op, and device placement
-(the memory and VM builtins are in :mod:`.memory` and :mod:`.vm`).
+(the memory and VM builtins are in :mod:`.memory` and :mod:`.vm`), and
+``size(x)``, the element count of x as a 0-d int64 tensor.
 
 Call-like builtins and closures
 -------------------------------
@@ -78,14 +79,17 @@ TVM registers no fusion pattern for either (opaque).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import numpy as np
 
 from phasec import arith
+from phasec import te
 from phasec.ir import tir
 from phasec.ir.expr import Call, Expr, ExternFunc, GlobalVar, Op, ShapeExpr, StringImm
+from phasec.ir.tir import BinaryOp, PrimExpr
 from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo,
     TupleStructInfo,
@@ -93,7 +97,7 @@ from phasec.ir.struct_info import (
 from phasec.op._common import (
     REQUIRED, OpPattern, as_int, as_str, attrs_of, define, err, int_tuple, shape_arg, tensor_arg,
 )
-from phasec.op._lowering import legalizes_to_relax
+from phasec.op._lowering import _tensor, legalizes, legalizes_to_relax
 from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op.infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
 
@@ -570,3 +574,36 @@ def _hint_on_device(call: Call) -> Expr:
 
 
 declares_draw("hint_on_device", dtypes=ANY_DTYPE, build=lambda ctx: ((ctx.x,), {}))
+
+
+# ---------------------------------------------------------------------------
+# size
+# ---------------------------------------------------------------------------
+
+def _infer_size(call, ctx):
+    tensor_arg(call, 0, ctx)
+    return TensorStructInfo((), "int64")
+
+
+define("size", ("x",), _infer_size,
+       reference=lambda x: np.asarray(np.asarray(x).size, np.int64), pattern=OpPattern.INJECTIVE,
+       doc="The number of elements of x, as a 0-d int64 tensor.")
+
+
+@legalizes("size")
+def _size(call, inputs):
+    x = _tensor(inputs, 0, call)
+    total: PrimExpr = tir.IntImm(1)
+    for d in x.shape:
+        total = BinaryOp("*", total, d)
+    total = arith.simplify(total)
+    return te.compute((), lambda: total, name="T_size")
+
+
+def _draw_size(ctx):
+    n = math.prod(ctx.shape)
+    ctx.result_in(n, n)
+    return (ctx.x,), {}
+
+
+declares_draw("size", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), build=_draw_size)

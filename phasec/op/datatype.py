@@ -1,8 +1,8 @@
 """Data types (TVM 0.27's ``relax.op.datatype``): ``astype(x, dtype)`` (numpy
 astype) and ``wrap_param(data, dtype)``, ToMixedPrecision's marker of a
-parameter stored in one dtype and used in another; and the two dtype helpers
-the operators with a ``dtype`` attribute share (:func:`dtype_required`,
-:func:`with_dtype`)."""
+parameter stored in one dtype and used in another; and the dtype helpers the
+operators with a ``dtype`` attribute share (:func:`dtype_required`,
+:func:`dtype_or_void`, :func:`with_dtype`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from phasec.op._lowering import Inputs, _const, _name, _out, _tensor, legalizes
 from phasec.op.draw import BOOL, FLOAT, INT, Hooks, declares_draw
 from phasec.te import Tensor
 
-__all__ = ["dtype_required", "with_dtype"]
+__all__ = ["dtype_required", "dtype_or_void", "with_dtype"]
 
 
 def dtype_required(v) -> str:
@@ -29,6 +29,11 @@ def dtype_required(v) -> str:
     if d == "void":
         raise ValueError("a concrete dtype is required")
     return d
+
+
+def dtype_or_void(v) -> str:
+    """The normalizer of an optional ``dtype`` attribute: None is "void"."""
+    return as_dtype("void" if v is None else v)
 
 
 def with_dtype(x: TensorStructInfo, dtype: str) -> TensorStructInfo:

@@ -7,6 +7,8 @@ family:
   dropout
 * :mod:`.attention` -- attention, attention_bias
 * :mod:`.loss` -- cross_entropy_with_logits, nll_loss
+* :mod:`.pad` -- pad, and the other data movements: batch_flatten, pixel_shuffle
+* :mod:`.pad` -- pad, and the other data movements: batch_flatten, pixel_shuffle
 
 The convolutions and the pooling operators are still in
 :mod:`phasec.op.nn_conv` and :mod:`phasec.op.nn_pool` (with the Winograd

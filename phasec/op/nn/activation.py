@@ -31,12 +31,16 @@ from phasec import arith
 from phasec import te
 from phasec.ir.expr import Call
 from phasec.ir.tir import BinaryOp, FloatImm, PrimExpr, Select
-from phasec.op._common import OpPattern, as_float, as_int, attrs_of, define, err, norm_axis, tensor_arg
+from phasec.op._common import (
+    OpPattern, as_float, as_int, attrs_of, define, err, norm_axis, tensor_arg,
+)
 from phasec.op._lowering import (
     Inputs, _const, _name, _norm_axis, _out, _reduction, _tensor, legalizes,
 )
 from phasec.op.draw import FLOAT, FLOATS, Elementwise, Hooks, declares_draw, dim_max
-from phasec.op.unary import any_unary, float_unary, np_erf, np_sigmoid, unary_kernel, unary_reference
+from phasec.op.unary import (
+    any_unary, float_unary, np_erf, np_sigmoid, unary_kernel, unary_reference,
+)
 from phasec.te import Tensor
 
 __all__ = ["UNARY_ACTIVATIONS", "SELU_ALPHA", "SELU_SCALE"]
