@@ -15,14 +15,13 @@ from __future__ import annotations
 from phasec.ir import tir
 from phasec.ir.expr import ExternFunc, PrimValue, StringImm
 from phasec.op._common import attrs_of
+from phasec.runtime.packed import get_packed_func
 
 __all__ = ["packed", "lower_to_packed", "bool_value"]
 
 
 def packed(name: str):
     """The packed function ``name`` (:mod:`phasec.runtime.packed`)."""
-    from phasec.runtime.packed import get_packed_func
-
     return get_packed_func(name)
 
 

@@ -100,6 +100,7 @@ from phasec.op._common import (
 from phasec.op._lowering import _tensor, legalizes, legalizes_to_relax
 from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op.infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
+from phasec.runtime.packed import get_packed_func
 
 __all__ = ["CPU_DEVICE_TYPE", "CPU_TARGET_KINDS", "check_operand_count", "check_tuple_operand"]
 
@@ -380,8 +381,6 @@ def _infer_shape_to_tensor(call, ctx):
 
 
 def _shape_to_tensor_ref(expr):
-    from phasec.runtime.packed import get_packed_func
-
     return get_packed_func("vm.builtin.shape_to_tensor")(expr)
 
 
@@ -404,8 +403,6 @@ def _infer_tensor_to_shape(call, ctx):
 
 
 def _tensor_to_shape_ref(expr):
-    from phasec.runtime.packed import get_packed_func
-
     return get_packed_func("vm.builtin.tensor_to_shape")(expr)
 
 
@@ -424,8 +421,7 @@ def _infer_print(call, ctx):
 
 
 def _print_ref(*values, format=""):  # noqa: A002 - TVM's attribute name
-    from phasec.runtime.packed import get_packed_func  # the VM's own implementation: one behaviour
-
+    # the VM's own implementation: one behaviour
     return get_packed_func("relax.run.print")(format, *values)
 
 
@@ -453,8 +449,6 @@ def _infer_assert(call, ctx):
 
 
 def _assert_ref(condition, *format_args, format=""):  # noqa: A002
-    from phasec.runtime.packed import get_packed_func
-
     return get_packed_func("relax.run.assert_op")(condition, format, *format_args)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.op._common import REQUIRED, OpPattern, as_int, as_str, define, err, tensor_arg
 from phasec.op._lowering import _out, _tensor, legalizes
@@ -54,7 +55,6 @@ define("builtin.stop_lift_params", ("x",), _infer,
 @legalizes("builtin.stop_lift_params")
 def _stop_lift_params(call, inputs):
     x = _tensor(inputs, 0, call)
-    from phasec import te
     return te.compute(_out(call).shape, lambda *i: x[i], name="T_stop_lift_params")
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from phasec import arith
 from phasec import te
 from phasec.ir import tir
-from phasec.ir.expr import Call, PrimValue
+from phasec.ir.expr import Call, PrimValue, ShapeExpr
 from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo
 from phasec.ir.tir import BinaryOp, PrimExpr, Select
 from phasec.op._common import (
@@ -497,7 +497,6 @@ def _like_draw(name: str, value: float, order: int) -> Hooks:
 def _fill_draw(name: str, order: int) -> Hooks:
     """Of the shape of a value in scope (symbolic dimensions included)."""
     def build(g, x):
-        from phasec.ir.expr import ShapeExpr
         from phasec.op import call_op
 
         shape = ShapeExpr(x.shape)

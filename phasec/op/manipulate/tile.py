@@ -19,6 +19,7 @@ import numpy as np
 
 from phasec import arith
 from phasec import te
+from phasec.errors import IndexOutOfRangeError
 from phasec.ir import tir
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp
@@ -175,8 +176,6 @@ def _infer_reverse_sequence(call, ctx):
 
 
 def _reverse_sequence_ref(data, seq_lengths, seq_axis=1, batch_axis=0):
-    from phasec.errors import IndexOutOfRangeError
-
     x = np.asarray(data)
     seq, bat = seq_axis % x.ndim, batch_axis % x.ndim
     n = x.shape[seq]
