@@ -1,10 +1,10 @@
 """Linear algebra (TVM 0.27's ``relax.op.linear_algebra``): matmul, outer, einsum.
 
-``matmul`` follows ``numpy.matmul``: 1-D operands are promoted (a leading or
-trailing 1 that is removed from the result) and batch dimensions broadcast.
-With ``out_dtype`` set the operands are converted to it before multiplying
-(so int8 x int8 -> int32 accumulates in int32); otherwise both operands need
-the same dtype.
+* ``matmul(x1, x2, out_dtype="void")`` follows ``numpy.matmul``: 1-D operands
+  are promoted (a leading or trailing 1 that is removed from the result) and
+  batch dimensions broadcast. With ``out_dtype`` set the operands are
+  converted to it before multiplying (so int8 x int8 -> int32 accumulates in
+  int32); otherwise both operands need the same dtype.
 * ``outer(x1, x2)``: ``x1[i] * x2[j]`` of two 1-D tensors of one dtype.
 * ``einsum(operands, subscripts)``: numpy.einsum — explicit (``ij,jk->ik``)
   or implicit output, repeated labels (diagonals, ``ii->i``), and ``...``

@@ -1,7 +1,8 @@
 """Sorting (TVM 0.27's ``relax.op.sorting``): sort, argsort, topk.
 
-Like TVM 0.27 on the CPU (which calls packed sorts), these lower to packed functions registered in
-:mod:`phasec.runtime.packed` (numpy's stable sorts), through
+Like TVM 0.27 on the CPU (which calls packed sorts), these lower to packed
+functions registered in :mod:`phasec.runtime.packed` (numpy's stable sorts),
+through
 ``R.call_pure_packed(name, data, <attributes as prim values and strings>)``;
 the references call the same functions, so the interpreter, FoldConstant
 and the VM agree by construction.

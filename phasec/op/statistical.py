@@ -22,8 +22,8 @@ Semantics (numpy's functions are the references):
 * ``median(x, axis=None, keepdims=False)``: the lower median (torch's);
   over every axis (``axis=None``, or several axes that are all of them) a
   tensor, along one axis (even the only axis of a 1-D tensor) the pair
-  (values, int64 indices), as TVM 0.27 (several axes but not all: an error). It lowers to a packed
-  function (:mod:`phasec.op._packed`).
+  (values, int64 indices), as TVM 0.27 (several axes but not all: an
+  error). It lowers to a packed function (:mod:`phasec.op._packed`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ phase's lowering passes write for the VM to run.
 * ``R.vm.call_tir_dyn(func: GlobalVar, args: Tuple)`` -> ``R.Tuple()`` (impure): a
   call_tir whose kernel takes the symbolic sizes as a last shape argument.
 
-The allocations infer as the memory builtins they stand for (:mod:`.memory.memory`).
+The allocations infer as the memory builtins they stand for
+(:mod:`.memory.memory`).
 """
 
 from __future__ import annotations

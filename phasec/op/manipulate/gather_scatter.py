@@ -31,14 +31,9 @@ clamp, never a read or write outside the tensor.
   ``accumulate`` adds) its value, in row-major order (torch's index_put_).
   (The kernel and reference also handle fewer index tensors, trailing axes
   taken whole, should the rule be relaxed.)
-
 * ``index_tensor(data, (i0, ..., ik-1))``: numpy's ``data[i0, ..., ik-1]``
   with k <= rank index tensors broadcast together: shape ``B +
   data.shape[k:]``.
-
-The scatters are kernels written in TIR (:func:`phasec.te.extern`): a
-copy of the data, then one pass over the index positions.
-
 * ``slice_scatter(input, src, start, end, step, axis=0)``: a copy of input
   whose ``start:end:step`` slice of ``axis`` (Python slice rules, positive
   step) is src (torch.slice_scatter); start/end/step are prim values.
@@ -46,7 +41,11 @@ copy of the data, then one pass over the index positions.
   ``depth`` at ``axis`` (-1: last); ``on_value`` where the position equals
   the index, ``off_value`` elsewhere. An index outside ``[0, depth)`` gives
   a row of ``off_value`` (TVM's rule; it reads no memory with it).
-  Scalar operands are prim values (``R.prim_value(3)``), as in TVM 0.27.
+
+The scatters are kernels written in TIR (:func:`phasec.te.extern`): a
+copy of the data, then one pass over the index positions. Scalar operands
+(slice_scatter's bounds, one_hot's values) are prim values
+(``R.prim_value(3)``), as in TVM 0.27.
 """
 
 from __future__ import annotations

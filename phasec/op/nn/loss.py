@@ -1,4 +1,5 @@
-"""Losses (TVM 0.27's ``relax.nn``): ``nn.cross_entropy_with_logits``, ``nn.nll_loss``.
+"""Losses (TVM 0.27's ``relax.nn``): ``nn.cross_entropy_with_logits``,
+``nn.nll_loss``.
 
 ``cross_entropy_with_logits(x, y)`` is ``-sum(x * y) / N`` with N the first
 dimension when the operands have at least 2 dims, ``-sum(x * y)`` otherwise;
