@@ -46,8 +46,8 @@ from phasec.ir import (
 )
 from phasec.arith import simplify
 from phasec.op import find_op, op_expr
-from phasec.op.device import CPU_DEVICE_TYPE, CPU_TARGET_KINDS
-from phasec.op.memory_view import is_void
+from phasec.op.base import CPU_DEVICE_TYPE, CPU_TARGET_KINDS
+from phasec.op.memory.view import is_void
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["VMBuiltinLower", "VMBuiltinLowerError"]

@@ -67,7 +67,7 @@ def _stop_fusion_as_packed(mod: IRModule) -> IRModule:
     PhaseCheck verifies it as what it is in TVM's pipeline."""
     from phasec.ir.expr import Call, ExternFunc, Op
     from phasec.op import call_op
-    from phasec.op.elementwise import STOP_FUSION_PACKED
+    from phasec.op.unary import STOP_FUSION_PACKED
     from phasec.ir.visitor import ExprMutator
 
     class _Packed(ExprMutator):
@@ -91,10 +91,10 @@ def _stop_fusion_as_packed(mod: IRModule) -> IRModule:
 
 def _register_stop_fusion(tvm: Any) -> None:
     """Give TVM's VM the packed function TVM's syntax spells ``R.stop_fusion``
-    with (:data:`phasec.op.elementwise.STOP_FUSION_PACKED`): the identity,
+    with (:data:`phasec.op.unary.STOP_FUSION_PACKED`): the identity,
     returning a copy (the result must not alias the operand, whose storage
     TVM's memory planning may reuse once the operand is dead)."""
-    from phasec.op.elementwise import STOP_FUSION_PACKED
+    from phasec.op.unary import STOP_FUSION_PACKED
 
     if tvm.get_global_func(STOP_FUSION_PACKED, allow_missing=True) is None:
         tvm.register_global_func(STOP_FUSION_PACKED,

@@ -70,7 +70,7 @@ def test_op_table_covers_every_compute_operator():
     missing = compute - generated - set(UNGENERATED)
     assert not missing, (
         f"compute operators neither generated nor excluded: {sorted(missing)}; declare how each "
-        "is drawn beside its definition (declares_draw, phasec/op/_draw.py) or list it in "
+        "is drawn beside its definition (declares_draw, phasec/op/draw.py) or list it in "
         "phasec/testing/_optable.py's UNGENERATED with the reason")
     both = generated & set(UNGENERATED)
     assert not both, f"listed as ungenerated but generated: {sorted(both)}"

@@ -1,6 +1,6 @@
-"""stack, meshgrid, outer, einsum, collapse_sum_like/to (combine.py),
-nn.batch_flatten, nn.pixel_shuffle, slice_scatter (transform.py) and
-dynamic_strided_slice (sorting.py): inference against TVM 0.27 reading the
+"""stack, meshgrid, outer, einsum, collapse_sum_like/to (manipulate/, linear_algebra.py),
+nn.batch_flatten, nn.pixel_shuffle (nn/pad.py), slice_scatter (manipulate/) and
+dynamic_strided_slice (index.py): inference against TVM 0.27 reading the
 same module, errors, references against loops written here, legalization
 cases for test_legalize.py, and one module on the VM (LLVM kernels) against
 numpy and TVM 0.27's compiled output."""

@@ -1,5 +1,5 @@
 """TVM 0.27's placement, parameter and gradient-marker operators
-(phasec/op/device.py, grad.py, wrap_param, call_tir_with_grad): inference
+(phasec/op/base.py, grad.py, wrap_param, call_tir_with_grad): inference
 against what TVM 0.27 infers (TVM builds the same calls with its own
 BlockBuilder), the interpreter and the VM against numpy, TVM reading
 phasec's print back, TVM's pipeline on them under PhaseCheck, and the errors."""

@@ -1,4 +1,5 @@
-"""The elementwise operators of phasec/op/elementwise_math.py: inference
+"""TVM 0.27's further elementwise operators (phasec/op/unary.py, binary.py,
+ternary.py): inference
 against TVM 0.27 (same module, symbolic shapes), dtype errors (phasec
 refuses at inference what TVM 0.27 accepts and cannot compile: acos of an
 integer tensor, a bitwise and of floats...), references against Python's

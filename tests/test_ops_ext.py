@@ -1,5 +1,6 @@
 """The creation, data-movement and statistics operators of issue 13
-(phasec/op/creation.py, transform.py, statistics.py): inference against
+(phasec/op/create.py, manipulate/tile.py, nn/pad.py, statistical.py,
+search.py): inference against
 TVM 0.27 (the same TVMScript parsed by TVM and by phasec, every binding's
 struct info compared, symbolic shapes included), error cases, the numpy
 references against independent loop formulas written here, and one module

@@ -1,5 +1,5 @@
 """image.resize3d, image.affine_grid and image.grid_sample
-(phasec/op/image_ext.py): inference
+(phasec/op/image/resize.py, grid.py): inference
 against TVM 0.27's, and results against TVM 0.27 itself (the same module
 compiled by tvm.compile and run on TVM's VM: an independent implementation),
 on the interpreter, the TIR interpreter (test_legalize's table) and LLVM."""

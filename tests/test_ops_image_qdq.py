@@ -1,4 +1,4 @@
-"""image.resize2d, quantize and dequantize (phasec/op/image.py, qdq.py):
+"""image.resize2d, quantize and dequantize (phasec/op/image/resize.py, qdq.py):
 inference (TVM 0.27's results, symbolic and error cases), the references
 against loop formulas written here, ONNX Runtime's Resize and TVM 0.27's own
 compiled output."""

@@ -1,4 +1,4 @@
-"""The data-indexed operators of phasec/op/indexing.py (gather_elements,
+"""The data-indexed operators of phasec/op/manipulate/gather_scatter.py (gather_elements,
 gather_nd, scatter_elements, scatter_nd, index_put): inference against TVM
 0.27 reading the same module, references against loop formulas written
 here, hostile indices (out of range in either direction, huge, negative

@@ -16,7 +16,12 @@ from phasec.op.infer import (
 from phasec.op import (
     OpDef, OpPattern, REQUIRED, InferContext, call_op, find_op, get_op, list_ops,
 )
-from phasec.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
+from phasec.op.binary import BINARY_ARITH, COMPARISONS
+from phasec.op.nn.activation import UNARY_ACTIVATIONS
+from phasec.op.unary import UNARY as _UNARY
+
+#: the unary operators and the elementwise activations of relax.nn (nn/activation.py)
+UNARY = {**_UNARY, **UNARY_ACTIVATIONS}
 
 n = tir.Var("n")
 m = tir.Var("m")

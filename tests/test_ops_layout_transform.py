@@ -1,4 +1,5 @@
-"""R.layout_transform (phasec/op/layout_transform.py, _index_map.py):
+"""R.layout_transform (phasec/op/manipulate/layout_transform.py,
+phasec/op/_index_map.py):
 inference against TVM 0.27 (IndexMap.map_shape's results, recorded here and
 checked live through TVM's own parser), the index map read structurally and
 printed as TVM prints it, the numpy reference against independent numpy

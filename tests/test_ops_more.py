@@ -1,5 +1,5 @@
-"""hamming_window, size (creation.py), bucketize (statistics.py),
-index_tensor and reverse_sequence (indexing.py): inference against TVM 0.27, references against
+"""hamming_window, size (create.py, base.py), bucketize (search.py),
+index_tensor and reverse_sequence (manipulate/): inference against TVM 0.27, references against
 formulas and loops written here, hostile indices for index_tensor (the same
 IndexOutOfRangeError on the interpreter and both VM kernel backends), and
 the compiled module against numpy and TVM 0.27's output."""

@@ -1,4 +1,4 @@
-"""The neural-network operators of phasec/op/nn_{act,norm,pool,conv}.py:
+"""The neural-network operators of phasec/op/nn/ and nn_{pool,conv}.py:
 struct-info inference (TVM 0.27's results, symbolic and error cases), the
 numpy references against independent formulas written here with explicit
 loops, and against ONNX Runtime one-node models as a second reference.

@@ -1,4 +1,4 @@
-"""Attention and loss operators (phasec/op/nn_attention.py): inference
+"""Attention and loss operators (phasec/op/nn/attention.py, loss.py): inference
 (TVM 0.27's results, symbolic and error cases), the references against loop
 formulas written here and against TVM 0.27 itself (its legalization compiled
 with tvm.compile and run on its VM)."""

@@ -12,7 +12,12 @@ import pytest
 
 from phasec.ir import PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
 from phasec.op import call_op, get_op, list_ops
-from phasec.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
+from phasec.op.binary import BINARY_ARITH, COMPARISONS
+from phasec.op.nn.activation import UNARY_ACTIVATIONS
+from phasec.op.unary import UNARY as _UNARY
+
+#: the unary operators and the elementwise activations of relax.nn (nn/activation.py)
+UNARY = {**_UNARY, **UNARY_ACTIVATIONS}
 
 rng = np.random.default_rng(0)
 

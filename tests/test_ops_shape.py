@@ -1,5 +1,5 @@
 """shape_of, shape_to_tensor, tensor_to_shape, print and assert_op
-(phasec/op/shape_ops.py): inference against TVM 0.27 reading the same
+(phasec/op/base.py): inference against TVM 0.27 reading the same
 module, what LegalizeOps makes of them (VM builtins and packed calls, no
 kernel, never fused), and the program run on the reference interpreter and
 on the VM: printed text, shapes, a failing assertion."""

@@ -1,4 +1,5 @@
-"""sort, argsort, topk, median, unique, nonzero (phasec/op/sorting.py):
+"""sort, argsort, topk, median, unique, nonzero (phasec/op/sorting.py,
+statistical.py, set.py):
 inference against TVM 0.27 reading the same module (tuples, data-dependent
 shapes, symbolic dimensions), references against independent Python
 (``sorted`` with explicit keys, loops), the packed lowering, and the

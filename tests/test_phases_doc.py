@@ -107,7 +107,7 @@ def test_documents_every_operator_with_its_family_and_lowering():
             for line in text.splitlines() if line.startswith("| `R.")}
     for op in list_ops():
         assert op.script_name in rows, op.name
-    assert "| creation |" in rows["R.arange"] and "kernel (TE)" in rows["R.arange"]
+    assert "| create |" in rows["R.arange"] and "kernel (TE)" in rows["R.arange"]
     assert "VM builtin / packed call" in rows["R.shape_of"]
     assert "| no |" in rows["R.print"]
     assert "stays (a vm builtin" in rows["R.vm.alloc_storage"]

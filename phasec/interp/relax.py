@@ -580,7 +580,7 @@ class Interpreter:
 
     def _op_memory_view(self, call: Call, args: list, env: _Env) -> Any:
         # omitted operands (R.tuple(), R.null_value()): the input's shape, dtype, offset 0
-        from phasec.op.memory_view import is_void
+        from phasec.op.memory.view import is_void
         from phasec.runtime.packed import get_packed_func
 
         data, shape, dtype, offset = args

@@ -1,19 +1,70 @@
-"""Every built-in operator, registered on import.
+"""Every built-in operator, registered on import: this is the one list of the
+operator families (the registry imports it lazily on first lookup).
 
-The definitions are split by family; importing this module imports them all
-(the registry imports it lazily on first lookup):
+The families follow TVM 0.27's ``python/tvm/relax/op`` layout: an operator is
+in the module TVM names (``R.take`` in :mod:`.index`, ``R.nn.softmax`` in
+:mod:`.nn`); where TVM keeps one large module (``manipulate.py``,
+``nn/nn.py``) phasec has a package with one module per family. Each family
+module holds its operators whole: registry entry, struct-info inference,
+numpy reference, fusion pattern, legalization and draw declaration, side by
+side.
 
-* :mod:`.elementwise` — binary/unary elementwise ops, activations, astype,
-  where, clip, stop_fusion
-* :mod:`.nn` — softmax, normalizations, conv2d, pooling
-* :mod:`.linalg` — matmul and reductions
-* :mod:`.manipulate` — shape manipulation and indexing
-* :mod:`.creation` — zeros, ones, full, arange, eye...
-* :mod:`.builtin` — call_tir and friends, closures, memory and VM builtins
-* and the families of issue 13 (:mod:`.elementwise_math`, :mod:`.nn_conv`...)
+* :mod:`.base` -- call_tir, call_tir_inplace, call_tir_with_grad,
+  call_dps_packed, call_pure_packed, call_inplace_packed, invoke_pure_closure,
+  make_closure, invoke_closure, call_builtin_with_ctx, null_value, shape_of,
+  shape_to_tensor, tensor_to_shape, print, assert_op, size, to_vdevice,
+  hint_on_device
+* :mod:`.binary` -- add, subtract, multiply, divide, floor_divide, power,
+  maximum, minimum, the comparisons, logical_and/or/xor, atan2, log_add_exp,
+  floor_mod, mod, bitwise_and/or/xor, left_shift, right_shift
+* :mod:`.builtin` -- builtin.alloc_tensor, builtin.stop_lift_params
+* :mod:`.create` -- zeros, ones, full, zeros_like, ones_like, full_like,
+  arange, tril, triu, eye, eye_like, hamming_window
+* :mod:`.datatype` -- astype, wrap_param
+* :mod:`.grad` -- grad.no_grad, grad.start_checkpoint, grad.end_checkpoint
+* :mod:`.image` -- image.resize2d, image.resize3d (:mod:`.image.resize`);
+  image.affine_grid, image.grid_sample (:mod:`.image.grid`)
+* :mod:`.index` -- take, strided_slice, dynamic_strided_slice
+* :mod:`.linear_algebra` -- matmul, outer, einsum
+* :mod:`.manipulate` -- reshape, flatten, permute_dims, expand_dims, squeeze,
+  broadcast_to, collapse_sum_like, collapse_sum_to
+  (:mod:`.manipulate.reshape`); concat, split, stack, meshgrid
+  (:mod:`.manipulate.join`); tile, repeat, flip, reverse_sequence
+  (:mod:`.manipulate.tile`); gather_elements, gather_nd, scatter_elements,
+  scatter_nd, index_put, index_tensor, slice_scatter, one_hot
+  (:mod:`.manipulate.gather_scatter`); layout_transform
+  (:mod:`.manipulate.layout_transform`)
+* :mod:`.memory` -- memory.alloc_storage, memory.alloc_tensor,
+  memory.kill_storage, memory.kill_tensor (:mod:`.memory.memory`);
+  memory.view, memory.ensure_zero_offset (:mod:`.memory.view`)
+* :mod:`.nn` -- relu, gelu, gelu_tanh, silu, leakyrelu, prelu, selu,
+  softplus, softmax, log_softmax (:mod:`.nn.activation`); layer_norm,
+  rms_norm, batch_norm, group_norm, instance_norm, dropout (:mod:`.nn.norm`);
+  attention, attention_bias (:mod:`.nn.attention`);
+  cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
+  pixel_shuffle (:mod:`.nn.pad`). The convolutions and the pooling operators
+  are still in :mod:`.nn_conv` and :mod:`.nn_pool`.
+* :mod:`.qdq` -- quantize, dequantize
+* :mod:`.sampling` -- multinomial_from_uniform
+* :mod:`.search` -- where, argmax, argmin, bucketize
+* :mod:`.set` -- unique, nonzero
+* :mod:`.sorting` -- sort, argsort, topk
+* :mod:`.statistical` -- sum, mean, max, min, prod, variance, std, cumsum,
+  cumprod, median
+* :mod:`.ternary` -- ewise_fma
+* :mod:`.unary` -- negative, abs, exp, log, sqrt, rsqrt, tanh, sigmoid, erf,
+  the trigonometric and hyperbolic functions, sign, square, floor, ceil,
+  round, trunc, logical_not, bitwise_not, isfinite, isinf, isnan, clip; and
+  stop_fusion, phasec's fusion barrier, which TVM lacks (it spells it as a
+  pure packed call)
+* :mod:`.vm` -- vm.alloc_storage, vm.alloc_tensor, vm.kill_object,
+  vm.call_tir_dyn
 
-Each family module holds its operators whole: definition, inference, numpy
-reference and legalization side by side.
+What several families share is in helper modules: :mod:`.draw` (how an
+operator declares its draws; the fuzzing generator reads it),
+:mod:`._elementwise` (the elementwise families), :mod:`._packed` (the
+operators lowered to packed functions), and the registry's own
+:mod:`._common`, :mod:`._lowering`, :mod:`.infer`.
 
 Conventions shared by all entries:
 
@@ -37,7 +88,7 @@ Conventions shared by all entries:
   :func:`phasec.op._lowering.legalizes`; the drivers that turn calls into
   PrimFuncs are in :mod:`phasec.op.legalize`.
 * ``OpDef.draw`` reads how the fuzzing generator calls the op, declared
-  beside it with :func:`phasec.op._draw.declares_draw` (a ``Draw``:
+  beside it with :func:`phasec.op.draw.declares_draw` (a ``Draw``:
   operand dtypes and ranks, a ``build`` drawing the other operands and the
   attributes, the result's interval; an ``Elementwise`` interval rule; or
   ``Hooks`` run on the generator); the generator has no other table.
@@ -49,10 +100,13 @@ Conventions shared by all entries:
 
 from __future__ import annotations
 
-from phasec.op import builtin, elementwise, linalg, manipulate, nn  # noqa: F401  (register on import)
-from phasec.op import image, nn_act, nn_attention, nn_conv, nn_norm, nn_pool, qdq  # noqa: F401  (register on import)
-from phasec.op import creation, elementwise_math, indexing, shape_ops, sorting, statistics  # noqa: F401
-from phasec.op import combine, transform  # noqa: F401  (register on import)
-from phasec.op import builtin_compute, image_ext, layout_transform, memory_view, sampling  # noqa: F401
-from phasec.op import manipulate_draw  # noqa: F401  (the draw declarations of manipulate's operators)
-from phasec.op import device, grad  # noqa: F401  (register on import)
+# Each family module registers its operators on import.
+from phasec.op import base, binary, builtin, create, datatype, grad, index  # noqa: F401
+from phasec.op import linear_algebra, qdq, sampling, search, sorting, statistical  # noqa: F401
+from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
+from phasec.op import ternary, unary, vm  # noqa: F401
+from phasec.op import nn_conv, nn_pool  # noqa: F401  (relax.nn; to move into phasec.op.nn)
+from phasec.op.image import grid, resize  # noqa: F401
+from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
+from phasec.op.memory import memory, view  # noqa: F401
+from phasec.op.nn import activation, attention, loss, norm, pad  # noqa: F401

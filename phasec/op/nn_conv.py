@@ -31,7 +31,7 @@ from phasec.op._common import OpPattern, as_dtype, as_int, as_str, binary_dtype,
 from phasec.op._layout import (
     Layout, SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from phasec.op._draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
+from phasec.op.draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 from phasec.op.nn_winograd import winograd_conv2d
 

@@ -39,7 +39,7 @@ from phasec.op._common import (
 from phasec.op._layout import (
     SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
 )
-from phasec.op._draw import FLOAT, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
+from phasec.op.draw import FLOAT, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
 from phasec.op._lowering import _clamp, _const, _name, _out, _tensor, legalizes
 
 __all__ = ["pool_out_size", "pool_reference"]

@@ -27,19 +27,14 @@ from phasec import te
 from phasec.op.infer import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, IntImm
-from phasec.op._common import OpPattern, as_dtype, as_int, define, err, tensor_arg
-from phasec.op._draw import NUMBERS, declares_draw
+from phasec.op._common import OpPattern, as_dtype, as_int, attrs_of, define, err, tensor_arg
+from phasec.op.draw import NUMBERS, declares_draw
 from phasec.op._lowering import _const, _out, _tensor, legalizes
 
 __all__: list[str] = []
 
 _ZP_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "float16")
 _SCALE_DTYPES = ("float16", "float32")
-
-
-def _attrs(call):
-    from phasec.op._common import attrs_of
-    return attrs_of(call)
 
 
 def _singleton(p: TensorStructInfo) -> bool:
@@ -51,7 +46,7 @@ def _singleton(p: TensorStructInfo) -> bool:
 
 def _infer_qdq(quantize: bool):
     def infer(call, ctx):
-        a = _attrs(call)
+        a = attrs_of(call)
         name = "quantize" if quantize else "dequantize"
         outs = ("int8", "uint8", "int16", "uint16") if quantize else ("float16", "float32")
         if a["out_dtype"] not in outs:
@@ -148,7 +143,7 @@ def _param_te(p, axis: int, i):
 def _quantize(call, inputs):
     x, s, z = (_tensor(inputs, k, call) for k in range(3))
     out = _out(call)
-    a = _attrs(call)
+    a = attrs_of(call)
     axis = a["axis"] % x.ndim if x.ndim else 0
     dt, od = x.dtype, out.dtype
 
@@ -165,7 +160,7 @@ def _quantize(call, inputs):
 def _dequantize(call, inputs):
     x, s, z = (_tensor(inputs, k, call) for k in range(3))
     out = _out(call)
-    a = _attrs(call)
+    a = attrs_of(call)
     axis = a["axis"] % x.ndim if x.ndim else 0
     calc = x.dtype if x.dtype.startswith("float") else "int32"
 

@@ -112,8 +112,8 @@ class OpDef:
     @property
     def draw(self) -> Any:
         """How a random program generator calls the op (a
-        :class:`phasec.op._draw.Draw` declared beside its definition), or None."""
-        from phasec.op._draw import draw_of
+        :class:`phasec.op.draw.Draw` declared beside its definition), or None."""
+        from phasec.op.draw import draw_of
 
         return draw_of(self.name)
 

@@ -20,7 +20,7 @@ from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, IntImm, Select
 from phasec.op._common import OpPattern, as_dtype, attrs_of, check_indices, define, err, tensor_arg
-from phasec.op._draw import FLOAT, INT, Hooks, const_dim, declares_draw
+from phasec.op.draw import FLOAT, INT, Hooks, const_dim, declares_draw
 from phasec.op._lowering import _out, _tensor, legalizes
 from phasec.op._tirgen import checked
 

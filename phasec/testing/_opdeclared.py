@@ -1,7 +1,7 @@
 """Generators for the operators that declare how they are drawn.
 
 An operator whose operands need more than a tensor in scope declares a
-:class:`phasec.op._draw.Draw` beside its definition (dtypes and ranks of
+:class:`phasec.op.draw.Draw` beside its definition (dtypes and ranks of
 the first operand; a ``build`` that draws the other operands and the
 attributes from their domains for a given shape; the interval of the
 result). This module turns each declaration into an :class:`OpGen`: the
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from phasec.errors import PhasecError
 from phasec.ir.expr import Constant, Tuple
 from phasec.op import call_op
-from phasec.op._draw import Draw, Elementwise, Hooks
+from phasec.op.draw import Draw, Elementwise, Hooks
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.testing._optable import Hooked, OpGen, elementwise_generator
 from phasec.testing._values import BOOL, FLOAT, INT, OPAQUE, Val, const_dim, hull, iv_ok
@@ -45,7 +45,7 @@ def kind_of_dtype(dtype: str) -> str:
 
 
 class _Ctx:
-    """The :class:`~phasec.op._draw.DrawContext` of one call being built."""
+    """The :class:`~phasec.op.draw.DrawContext` of one call being built."""
 
     def __init__(self, g: "FuncGen", x: Val) -> None:
         self.g = g

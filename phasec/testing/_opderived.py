@@ -1,5 +1,5 @@
 """Generators derived from the operator registry, for elementwise operators
-without a draw declaration (:mod:`phasec.op._draw`).
+without a draw declaration (:mod:`phasec.op.draw`).
 
 An elementwise or broadcasting operator (pattern ``ELEMWISE``/``BROADCAST``,
 one to three operands, no required attribute, a numpy reference and a

@@ -4,7 +4,7 @@ One :class:`OpGen` per registered compute operator: which first operands it
 accepts (kind, rank, value interval), how it draws the rest (second operand,
 constants, attributes) and the interval of its result. Every one is made
 from what the registry holds (issue 13): the operator's draw declaration
-beside its definition (:mod:`phasec.op._draw`: an ``Elementwise``
+beside its definition (:mod:`phasec.op.draw`: an ``Elementwise``
 interval rule, read here by :class:`Unary`/:class:`Binary`; ``Hooks`` run on
 the generator, :class:`Hooked`; a ``Draw`` of operand domains, read by
 :mod:`phasec.testing._opdeclared`), or for an undeclared elementwise
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from hypothesis import strategies as st
 
 from phasec.op import call_op
-from phasec.op._draw import KINDS, Elementwise, Hooks, draw_of
+from phasec.op.draw import KINDS, Elementwise, Hooks, draw_of
 from phasec.testing._values import BOOL, FLOAT, INT, Val, broadcast_ok, iv_ok
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def elementwise_generator(name: str, spec: Elementwise) -> OpGen:
 
 
 class Hooked(OpGen):
-    """An operator declaring :class:`~phasec.op._draw.Hooks`: the hooks
+    """An operator declaring :class:`~phasec.op.draw.Hooks`: the hooks
     run on the generator itself."""
 
     def __init__(self, name: str, spec: Hooks) -> None:
@@ -117,7 +117,7 @@ class Hooked(OpGen):
 
 class Unary(OpGen):
     """``op(x)`` elementwise; ``iv`` maps the operand's interval (None: not safe).
-    Made from the operator's :class:`~phasec.op._draw.Elementwise` declaration."""
+    Made from the operator's :class:`~phasec.op.draw.Elementwise` declaration."""
 
     def __init__(self, name: str, spec: Elementwise) -> None:
         self.name = name
@@ -190,7 +190,7 @@ class Binary(OpGen):
 
 #: Compute operators the generator never emits, and why: none. Every
 #: registered compute operator is drawn, from its draw
-#: declaration in the registry (:mod:`phasec.op._draw`) or from its
+#: declaration in the registry (:mod:`phasec.op.draw`) or from its
 #: elementwise reference (:mod:`phasec.testing._opderived`); an operator that
 #: cannot be drawn goes here with the reason (a test keeps the list exact).
 UNGENERATED: dict[str, str] = {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from phasec.ir.expr import Expr
-from phasec.op._draw import (  # the generator's value model, shared with the declarations
+from phasec.op.draw import (  # the generator's value model, shared with the declarations
     BOOL, FLOAT, FUNC, INT, OPAQUE, TUPLE, VALUE_CAP, broadcast_ok, const_dim, dim_max,
     dims_equal, hull, iv_ok, numel_max, shapes_equal, within,
 )

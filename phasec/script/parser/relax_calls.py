@@ -13,7 +13,7 @@ from phasec.errors import StructInfoError
 from phasec.ir import expr as rx
 from phasec.ir import tir
 from phasec.op import normalize_attrs
-from phasec.op.elementwise import STOP_FUSION_PACKED
+from phasec.op.unary import STOP_FUSION_PACKED
 from phasec.op.registry import find_op
 from phasec.ir.struct_info import StructInfo
 from phasec.script.parser.common import _dotted, _is_none, _to_tuple

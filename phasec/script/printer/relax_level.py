@@ -250,9 +250,9 @@ class RelaxPrinter(PrimPrinter):
     def _stop_fusion_packed(self, c: Call) -> str | None:
         """``R.stop_fusion(x)`` in TVM 0.27's syntax, which has no such operator:
         the pure packed call ``phasec.stop_fusion`` (see
-        :data:`phasec.op.elementwise.STOP_FUSION_PACKED`); None when the
+        :data:`phasec.op.unary.STOP_FUSION_PACKED`); None when the
         call's struct info is unknown (TVM needs ``ty_args``)."""
-        from phasec.op.elementwise import STOP_FUSION_PACKED
+        from phasec.op.unary import STOP_FUSION_PACKED
 
         if len(c.args) != 1 or c.attrs or c.sinfo_args:
             return None

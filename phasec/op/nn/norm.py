@@ -1,5 +1,12 @@
-"""Normalizations with statistics over channel groups, and dropout.
+"""Normalizations (TVM 0.27's ``relax.nn``): layer_norm, rms_norm, batch_norm,
+group_norm, instance_norm; and dropout.
 
+* ``nn.layer_norm(data, gamma, beta, axes, epsilon, center, scale)``:
+  ``(x - mean) / sqrt(var + epsilon) * gamma + beta`` over ``axes``
+  (population variance); ``gamma``/``beta`` have one entry per normalized
+  element.
+* ``nn.rms_norm(data, weight, axes=(-1,), epsilon)``: ``x / sqrt(mean(x^2
+  over axes) + epsilon) * weight``.
 * ``nn.batch_norm(data, gamma, beta, moving_mean, moving_var, axis, epsilon,
   center, scale, momentum, training)`` returns the tuple TVM returns:
   ``(out, new_moving_mean, new_moving_var)``. With ``training=True`` (TVM's
@@ -17,38 +24,173 @@
   inference, where dropout is the identity and the mask all ones (as TVM's
   legalization).
 
-``center``/``scale`` switch the ``beta`` shift / ``gamma`` scale off for all
-three normalizations (TVM 0.27's legalization of group_norm and
-instance_norm ignores the two flags and always applies both; phasec follows
-the attributes' documented meaning).
+``center``/``scale`` switch the ``beta`` shift / ``gamma`` scale off for
+layer_norm, batch_norm, group_norm and instance_norm (TVM 0.27's legalization
+of group_norm and instance_norm ignores the two flags and always applies
+both; phasec follows the attributes' documented meaning).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from phasec import arith
 from phasec import te
-from phasec.op.infer import expr_to_str, prim_expr_to_str
+from phasec.ir.expr import Call
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.ir.tir import BinaryOp, PrimExpr
 from phasec.op._common import (
-    REQUIRED, OpPattern, as_bool, as_float, as_int, define, err, int_tuple, norm_axes, norm_axis,
-    tensor_arg,
+    REQUIRED, OpPattern, as_bool, as_float, as_int, attrs_of, define, err, int_tuple, norm_axes,
+    norm_axis, tensor_arg,
 )
-from phasec.op._draw import declares_draw
-from phasec.op._lowering import _const, _count, _name, _out, _prod, _tensor, legalizes
+from phasec.op._lowering import (
+    Inputs, _const, _count, _name, _norm_axis, _out, _prod, _reduction, _tensor, legalizes,
+)
+from phasec.op.draw import FLOAT, Hooks, const_dim, declares_draw
+from phasec.op.infer import expr_to_str, prim_expr_to_str
+from phasec.op.unary import float_unary
+from phasec.te import Tensor
 
 __all__: list[str] = []
 
 
-def _attrs(call):
-    from phasec.op._common import attrs_of
-    return attrs_of(call)
+# ---------------------------------------------------------------------------
+# layer_norm / rms_norm
+# ---------------------------------------------------------------------------
 
+def _check_norm_param(call, x: TensorStructInfo, axes: list[int], idx: int, what: str) -> None:
+    p = tensor_arg(call, idx, None, what)
+    names = (call.args[0], call.args[idx])
+    if x.dtype != "void" and p.dtype != "void" and x.dtype != p.dtype:
+        raise err(call, f"{what} {expr_to_str(names[1])} has dtype {p.dtype} but the input "
+                        f"{expr_to_str(names[0])} has dtype {x.dtype}")
+    if p.ndim != -1 and p.ndim != len(axes):
+        raise err(call, f"{what} must have one dimension per normalized axis "
+                        f"({len(axes)}), but it has ndim {p.ndim}")
+    if p.shape is not None and x.shape is not None:
+        for pd, a in zip(p.shape, axes):
+            if arith.prove_not_equal(pd, x.shape[a]):
+                raise err(call, f"{what} dimension {prim_expr_to_str(pd)} does not match input "
+                                f"dimension {prim_expr_to_str(x.shape[a])} on axis {a}")
+
+
+def _infer_layer_norm(call, ctx):
+    x = float_unary(call, ctx)
+    for i in (1, 2):
+        tensor_arg(call, i, ctx)
+    attrs = attrs_of(call)
+    if x.ndim != -1:
+        axes = norm_axes(call, attrs["axes"], x.ndim, "axes")
+        _check_norm_param(call, x, axes, 1, "gamma")
+        _check_norm_param(call, x, axes, 2, "beta")
+    return x
+
+
+def _layer_norm_ref(x, gamma, beta, axes, epsilon=1e-5, center=True, scale=True):
+    x = np.asarray(x)
+    axes = tuple(a % x.ndim for a in axes)
+    mean = np.mean(x, axis=axes, keepdims=True)
+    var = np.mean(np.square(x - mean), axis=axes, keepdims=True)
+    out = (x - mean) / np.sqrt(var + np.asarray(epsilon, x.dtype))
+    bshape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    if scale:
+        out = out * np.asarray(gamma).reshape(bshape)
+    if center:
+        out = out + np.asarray(beta).reshape(bshape)
+    return out.astype(x.dtype)
+
+
+define("nn.layer_norm", ("data", "gamma", "beta"), _infer_layer_norm,
+       attrs={"axes": (REQUIRED, int_tuple), "epsilon": (1e-5, as_float),
+              "center": (True, as_bool), "scale": (True, as_bool)},
+       reference=_layer_norm_ref, pattern=OpPattern.OPAQUE,
+       doc="(x - mean) / sqrt(var + epsilon) * gamma + beta over ``axes`` (population variance).")
+
+
+def _infer_rms_norm(call, ctx):
+    x = float_unary(call, ctx)
+    tensor_arg(call, 1, ctx)
+    if x.ndim != -1:
+        axes = norm_axes(call, attrs_of(call)["axes"], x.ndim, "axes")
+        _check_norm_param(call, x, axes, 1, "weight")
+    return x
+
+
+def _rms_norm_ref(x, weight, axes=(-1,), epsilon=1e-5):
+    x = np.asarray(x)
+    axes = tuple(a % x.ndim for a in axes)
+    ms = np.mean(np.square(x), axis=axes, keepdims=True)
+    bshape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    out = x / np.sqrt(ms + np.asarray(epsilon, x.dtype)) * np.asarray(weight).reshape(bshape)
+    return out.astype(x.dtype)
+
+
+define("nn.rms_norm", ("data", "weight"), _infer_rms_norm,
+       attrs={"axes": ((-1,), int_tuple), "epsilon": (1e-5, as_float)},
+       reference=_rms_norm_ref, pattern=OpPattern.OPAQUE,
+       doc="x / sqrt(mean(x^2 over axes) + epsilon) * weight.")
+
+
+# ---------------------------------------------------------------------------
+# layer_norm / rms_norm: legalization
+# ---------------------------------------------------------------------------
+
+def _drop(i: Sequence[PrimExpr], axes: Sequence[int]) -> tuple[PrimExpr, ...]:
+    return tuple(v for d, v in enumerate(i) if d not in axes)
+
+
+def _param_index(i: Sequence[PrimExpr], axes: Sequence[int]) -> tuple[PrimExpr, ...]:
+    return tuple(i[a] for a in axes)
+
+
+def _mean_over(x: Tensor, axes: list[int], name: str,
+               value: Callable[[PrimExpr], PrimExpr] = lambda v: v) -> Tensor:
+    red_shape = _drop(x.shape, axes)
+    s = _reduction(x, axes, False, red_shape, te.sum, name + "_sum", value)
+    count = _count(_prod([x.shape[a] for a in axes]), x.dtype)
+    return te.compute(red_shape, lambda *i: BinaryOp("/", s[i], count), name=name)
+
+
+@legalizes("nn.layer_norm")
+def _layer_norm(call: Call, inputs: Inputs) -> Tensor:
+    x, gamma, beta = (_tensor(inputs, k, call) for k in range(3))
+    a = attrs_of(call)
+    axes = sorted(_norm_axis(v, x.ndim) for v in a["axes"])
+    dt = x.dtype
+    eps = _const(a["epsilon"], dt)
+    mean = _mean_over(x, axes, "T_layer_norm_mean")
+    diff = te.compute(x.shape, lambda *i: BinaryOp("-", x[i], mean[_drop(i, axes)]),
+                      name="T_layer_norm_diff")
+    var = _mean_over(diff, axes, "T_layer_norm_var", lambda v: BinaryOp("*", v, v))
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        v = BinaryOp("/", diff[i], te.call("sqrt", BinaryOp("+", var[_drop(i, axes)], eps)))
+        if a["scale"]:
+            v = BinaryOp("*", v, gamma[_param_index(i, axes)])
+        if a["center"]:
+            v = BinaryOp("+", v, beta[_param_index(i, axes)])
+        return v
+    return te.compute(x.shape, body, name="T_layer_norm")
+
+
+@legalizes("nn.rms_norm")
+def _rms_norm(call: Call, inputs: Inputs) -> Tensor:
+    x, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    a = attrs_of(call)
+    axes = sorted(_norm_axis(v, x.ndim) for v in a["axes"])
+    eps = _const(a["epsilon"], x.dtype)
+    ms = _mean_over(x, axes, "T_rms_norm_ms", lambda v: BinaryOp("*", v, v))
+    return te.compute(x.shape, lambda *i: BinaryOp(
+        "*", BinaryOp("/", x[i], te.call("sqrt", BinaryOp("+", ms[_drop(i, axes)], eps))),
+        weight[_param_index(i, axes)]), name="T_rms_norm")
+
+
+# ---------------------------------------------------------------------------
+# Shared by batch_norm, group_norm and instance_norm
+# ---------------------------------------------------------------------------
 
 def _float_data(call, ctx, what: str) -> TensorStructInfo:
     data = tensor_arg(call, 0, ctx, "data")
@@ -173,7 +315,7 @@ _BN_PARAMS = ("gamma", "beta", "moving_mean", "moving_var")
 def _infer_batch_norm(call, ctx):
     data = _float_data(call, ctx, "batch_norm")
     params = _params(call, ctx, data, _BN_PARAMS)
-    a = _attrs(call)
+    a = attrs_of(call)
     if not 0.0 <= a["momentum"] <= 1.0:
         raise err(call, f"momentum must be in [0, 1], got {a['momentum']}")
     if a["epsilon"] < 0:
@@ -224,7 +366,7 @@ define("nn.batch_norm", ("data", "gamma", "beta", "moving_mean", "moving_var"),
 @legalizes("nn.batch_norm")
 def _batch_norm(call, inputs):
     x, gamma, beta, mm, mv = (_tensor(inputs, k, call) for k in range(5))
-    a = _attrs(call)
+    a = attrs_of(call)
     out = _out(call, 0)
     dt = x.dtype
     axis = a["axis"] % x.ndim
@@ -261,7 +403,7 @@ def _batch_norm(call, inputs):
 def _infer_grouped(call, ctx, what: str, num_groups: int | None):
     data = _float_data(call, ctx, what)
     params = _params(call, ctx, data, ("gamma", "beta"))
-    a = _attrs(call)
+    a = attrs_of(call)
     if a["epsilon"] < 0:
         raise err(call, f"epsilon must be non-negative, got {a['epsilon']}")
     if num_groups is not None and num_groups <= 0:
@@ -312,7 +454,7 @@ def _instance_norm_ref(data, gamma, beta, channel_axis, axes, epsilon=1e-5, cent
 _NORM_FLAGS = {"epsilon": (1e-5, as_float), "center": (True, as_bool), "scale": (True, as_bool)}
 
 define("nn.group_norm", ("data", "gamma", "beta"),
-       lambda call, ctx: _infer_grouped(call, ctx, "group_norm", _attrs(call)["num_groups"]),
+       lambda call, ctx: _infer_grouped(call, ctx, "group_norm", attrs_of(call)["num_groups"]),
        attrs={"num_groups": (REQUIRED, as_int), "channel_axis": (REQUIRED, as_int),
               "axes": (REQUIRED, int_tuple), **_NORM_FLAGS},
        reference=_group_norm_ref, pattern=OpPattern.OPAQUE,
@@ -327,7 +469,7 @@ define("nn.instance_norm", ("data", "gamma", "beta"),
 
 def _grouped_norm(call, inputs, groups_of):
     x, gamma, beta = (_tensor(inputs, k, call) for k in range(3))
-    a = _attrs(call)
+    a = attrs_of(call)
     out = _out(call)
     ch = a["channel_axis"] % x.ndim
     axes = sorted(v % x.ndim for v in a["axes"])
@@ -342,7 +484,7 @@ def _grouped_norm(call, inputs, groups_of):
 
 @legalizes("nn.group_norm")
 def _group_norm(call, inputs):
-    return _grouped_norm(call, inputs, lambda x, ch: _attrs(call)["num_groups"])
+    return _grouped_norm(call, inputs, lambda x, ch: attrs_of(call)["num_groups"])
 
 
 @legalizes("nn.instance_norm")
@@ -356,7 +498,7 @@ def _instance_norm(call, inputs):
 
 def _infer_dropout(call, ctx):
     data = tensor_arg(call, 0, ctx, "data")
-    rate = _attrs(call)["rate"]
+    rate = attrs_of(call)["rate"]
     if not 0.0 <= rate <= 1.0:
         raise err(call, f"rate must be in [0, 1], got {rate}")
     return TupleStructInfo([data, data])
@@ -383,6 +525,30 @@ def _dropout(call, inputs):
 # ---------------------------------------------------------------------------
 # How the fuzzing generator draws these operators (phasec.testing)
 # ---------------------------------------------------------------------------
+
+def _norm_draw(name: str, order: int) -> Hooks:
+    """Over the last axis (which must be constant), with constant gamma/beta."""
+    def build(g, x):
+        from phasec.op import call_op
+
+        n = const_dim(x.shape[-1])
+        gamma = g.constant((n,), (0.5, 1.5), "float32")
+        bound = math.sqrt(n) * gamma.mag
+        if name == "nn.layer_norm":
+            beta = g.constant((n,), (-1.0, 1.0), "float32")
+            call = call_op("relax." + name, x.expr, gamma.expr, beta.expr, axes=[-1])
+            bound += beta.mag
+        else:
+            call = call_op("relax." + name, x.expr, gamma.expr, axes=[-1])
+        return g.emit(call, FLOAT, (-bound, bound))
+
+    return Hooks(build, (FLOAT,), 1, accepts=lambda g, x: (
+        x.kind == FLOAT and x.rank >= 1 and const_dim(x.shape[-1]) is not None), order=order)
+
+
+for _opname, _order in (("nn.layer_norm", 45), ("nn.rms_norm", 46)):
+    declares_draw(_opname, _norm_draw(_opname, _order))
+
 
 def _norm_params(ctx, channels: int):
     gamma = ctx.const((channels,), 0.5, 1.5)

@@ -57,7 +57,7 @@ __all__ = ["Draw", "DrawContext", "Elementwise", "Hooks", "GenContext", "Value",
            "draw_of", "DRAWS", "data_like", "FLOATS", "NUMBERS", "ANY_DTYPE", "Interval",
            "monotone", "corners", "FLOAT", "INT", "BOOL", "TUPLE", "FUNC", "OPAQUE", "KINDS",
            "VALUE_CAP", "const_dim", "dim_max", "dims_equal", "shapes_equal", "broadcast_ok",
-           "numel_max", "hull", "within", "iv_ok", "nchw_operand", "spatial_ok"]
+           "numel_max", "hull", "within", "iv_ok", "nchw_operand", "spatial_ok", "cut_axes"]
 
 Interval = tuple[float, float]
 
@@ -143,6 +143,12 @@ def dims_equal(a: Any, b: Any) -> bool:
     if ta is tir.BinaryOp:
         return a.op == b.op and dims_equal(a.lhs, b.lhs) and dims_equal(a.rhs, b.rhs)
     return False
+
+
+def cut_axes(x: Any) -> list[int]:
+    """The axes of a value with a constant extent of 2 or more (where an
+    operator may cut it: split, strided_slice)."""
+    return [i for i, d in enumerate(x.shape) if (const_dim(d) or 0) >= 2]
 
 
 def shapes_equal(s1: Sequence[Any], s2: Sequence[Any]) -> bool:

@@ -1,5 +1,6 @@
-"""Indexing with indices read from data: gather_elements, gather_nd,
-scatter_elements, scatter_nd, index_put, index_tensor, reverse_sequence.
+"""Gathers and scatters (TVM 0.27's ``relax.op.manipulate``): gather_elements,
+gather_nd, scatter_elements, scatter_nd, index_put, index_tensor (indices read
+from data), slice_scatter and one_hot.
 
 Every index read from data is checked, in the reference
 (:func:`~phasec.op._common.check_indices`) and in the kernels
@@ -30,18 +31,21 @@ clamp, never a read or write outside the tensor.
   ``accumulate`` adds) its value, in row-major order (torch's index_put_).
   (The kernel and reference also handle fewer index tensors, trailing axes
   taken whole, should the rule be relaxed.)
-
-* ``reverse_sequence(data, seq_lengths, seq_axis=1, batch_axis=0)``: for
-  each batch entry b, the first ``seq_lengths[b]`` elements along seq_axis
-  reversed (ONNX ReverseSequence); a length past the axis is an
-  IndexOutOfRangeError (the first index read, length - 1), a length <= 0
-  reverses nothing.
 * ``index_tensor(data, (i0, ..., ik-1))``: numpy's ``data[i0, ..., ik-1]``
   with k <= rank index tensors broadcast together: shape ``B +
   data.shape[k:]``.
+* ``slice_scatter(input, src, start, end, step, axis=0)``: a copy of input
+  whose ``start:end:step`` slice of ``axis`` (Python slice rules, positive
+  step) is src (torch.slice_scatter); start/end/step are prim values.
+* ``one_hot(indices, on_value, off_value, depth, axis=-1)``: a new axis of
+  ``depth`` at ``axis`` (-1: last); ``on_value`` where the position equals
+  the index, ``off_value`` elsewhere. An index outside ``[0, depth)`` gives
+  a row of ``off_value`` (TVM's rule; it reads no memory with it).
 
 The scatters are kernels written in TIR (:func:`phasec.te.extern`): a
-copy of the data, then one pass over the index positions.
+copy of the data, then one pass over the index positions. Scalar operands
+(slice_scatter's bounds, one_hot's values) are prim values
+(``R.prim_value(3)``), as in TVM 0.27.
 """
 
 from __future__ import annotations
@@ -50,24 +54,27 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from phasec.ir import tir
 from phasec import arith
 from phasec import te
-from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
-from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
-from phasec.ir.tir import BinaryOp, BufferStore, PrimExpr
+from phasec.ir import tir
+from phasec.ir.expr import PrimValue
+from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
+from phasec.ir.tir import BinaryOp, BufferStore, PrimExpr, Select
 from phasec.op._common import (
-    OpPattern, as_bool, as_int, attrs_of, broadcast_dims, check_indices, define, err, norm_axis,
-    one_of, tensor_arg,
+    REQUIRED, OpPattern, as_bool, as_int, attrs_of, broadcast_dims, check_indices, define, err,
+    norm_axis, one_of, tensor_arg,
 )
-from phasec.op._tirgen import checked, copy_buffer, i64, nest, seq
-from phasec.op._draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
 from phasec.op._lowering import LegalizeError, _out, _script, _tensor, legalizes
+from phasec.op._tirgen import checked, copy_buffer, i64, nest, seq
+from phasec.op.draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
+from phasec.op.create import prim_array, prim_expr, prim_operand
+from phasec.op.infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
 
-__all__: list[str] = []
+__all__ = ["int_indices"]
 
 
-def _int_indices(call, idx: TensorStructInfo, k: int = 1) -> None:
+def int_indices(call, idx: TensorStructInfo, k: int = 1) -> None:
+    """Raise unless operand ``k`` (``idx``) has an integer dtype."""
     if idx.dtype != "void" and not tir.is_int(idx.dtype):
         raise err(call, f"{expr_to_str(call.op)} needs integer indices, but "
                         f"{expr_to_str(call.args[k])} has dtype {idx.dtype}")
@@ -90,7 +97,7 @@ def _dims_differ(a, b) -> bool:
 def _infer_gather_elements(call, ctx):
     data = tensor_arg(call, 0, ctx, "data")
     idx = tensor_arg(call, 1, ctx, "indices")
-    _int_indices(call, idx)
+    int_indices(call, idx)
     if data.ndim != -1 and idx.ndim != -1 and data.ndim != idx.ndim:
         raise err(call, f"gather_elements needs indices of the data's rank ({data.ndim}), got "
                         f"rank {idx.ndim}")
@@ -246,7 +253,7 @@ def _infer_scatter_elements(call, ctx):
     data = tensor_arg(call, 0, ctx, "data")
     idx = tensor_arg(call, 1, ctx, "indices")
     upd = tensor_arg(call, 2, ctx, "updates")
-    _int_indices(call, idx)
+    int_indices(call, idx)
     _same_dtype(call, data, upd, 2)
     if data.ndim != -1 and idx.ndim != -1 and data.ndim != idx.ndim:
         raise err(call, f"scatter_elements needs indices of the data's rank ({data.ndim}), got "
@@ -314,7 +321,7 @@ def _infer_scatter_nd(call, ctx):
     data = tensor_arg(call, 0, ctx, "data")
     idx = tensor_arg(call, 1, ctx, "indices")
     upd = tensor_arg(call, 2, ctx, "updates")
-    _int_indices(call, idx)
+    int_indices(call, idx)
     _same_dtype(call, data, upd, 2)
     if idx.ndim == 0:
         raise err(call, "scatter_nd needs indices of rank at least 1")
@@ -541,72 +548,153 @@ def _index_tensor(call, inputs):
 
 
 # ---------------------------------------------------------------------------
-# reverse_sequence
+# slice_scatter
 # ---------------------------------------------------------------------------
 
-def _infer_reverse_sequence(call, ctx):
-    data = tensor_arg(call, 0, ctx, "data")
-    lens = tensor_arg(call, 1, ctx, "seq_lengths")
-    _int_indices(call, lens)
-    if lens.ndim not in (-1, 1):
-        raise err(call, f"reverse_sequence needs 1-D seq_lengths, got ndim {lens.ndim}")
-    a = attrs_of(call)
-    if data.ndim != -1:
-        if data.ndim < 2:
-            raise err(call, f"reverse_sequence needs data of rank at least 2, got {data.ndim}")
-        seq = norm_axis(call, a["seq_axis"], data.ndim, "seq_axis")
-        bat = norm_axis(call, a["batch_axis"], data.ndim, "batch_axis")
-        if seq == bat:
-            raise err(call, f"reverse_sequence: seq_axis and batch_axis are both axis {seq}")
-        if data.shape is not None and lens.shape is not None and \
-                arith.prove_not_equal(lens.shape[0], data.shape[bat]):
-            raise err(call, f"reverse_sequence needs one length per batch entry: seq_lengths has "
-                            f"{sinfo_to_str(lens)}, the batch axis {bat} of the data has "
-                            f"{arith.const_int(data.shape[bat])} entries")
-    return TensorStructInfo(data.shape, data.dtype, data.ndim)
+def _infer_slice_scatter(call, ctx):
+    x = tensor_arg(call, 0, ctx, "input_tensor")
+    src = tensor_arg(call, 1, ctx, "src")
+    for k, what in ((2, "start"), (3, "end"), (4, "step")):
+        s = arg_sinfo(call.args[k], ctx) if len(call.args) > k else None
+        if not isinstance(s, PrimStructInfo) or not tir.is_int(s.dtype):
+            raise err(call, f"slice_scatter expects an integer R.prim_value for {what}, got "
+                            f"{sinfo_to_str(s)}")
+    if "void" not in (x.dtype, src.dtype) and x.dtype != src.dtype:
+        raise err(call, f"slice_scatter: src has dtype {src.dtype} but the data has {x.dtype}")
+    if x.ndim != -1 and src.ndim != -1 and x.ndim != src.ndim:
+        raise err(call, f"slice_scatter needs src of the data's rank ({x.ndim}), got {src.ndim}")
+    if x.ndim == -1:
+        return TensorStructInfo(x.shape, x.dtype, x.ndim)
+    ax = norm_axis(call, attrs_of(call)["axis"], x.ndim)
+    vals = [arith.const_int(call.args[k].struct_info.value)
+            if getattr(call.args[k].struct_info, "value", None) is not None else None
+            for k in (2, 3, 4)]
+    if vals[2] is not None and vals[2] <= 0:
+        raise err(call, f"slice_scatter: step must be positive, got {vals[2]}")
+    if x.shape is not None and src.shape is not None:
+        for d in range(x.ndim):
+            if d != ax and arith.prove_not_equal(x.shape[d], src.shape[d]):
+                raise err(call, f"slice_scatter: src's axis {d} has size "
+                                f"{prim_expr_to_str(src.shape[d])}, the data's "
+                                f"{prim_expr_to_str(x.shape[d])}")
+        n = arith.const_int(x.shape[ax])
+        m = arith.const_int(src.shape[ax])
+        if None not in vals and n is not None and m is not None:
+            want = len(range(*slice(*vals).indices(n)))
+            if want != m:
+                raise err(call, f"slice_scatter: the slice {vals[0]}:{vals[1]}:{vals[2]} of axis "
+                                f"{ax} has {want} elements but src has {m}")
+    return TensorStructInfo(x.shape, x.dtype, x.ndim)
 
 
-def _reverse_sequence_ref(data, seq_lengths, seq_axis=1, batch_axis=0):
-    from phasec.errors import IndexOutOfRangeError
-
-    x = np.asarray(data)
-    seq, bat = seq_axis % x.ndim, batch_axis % x.ndim
-    n = x.shape[seq]
-    out = x.copy()
-    for b, length in enumerate(np.asarray(seq_lengths).astype(np.int64).reshape(-1)):
-        if length > n:  # the kernel's first read, index length - 1, is past the end
-            raise IndexOutOfRangeError("reverse_sequence", int(length) - 1, n)
-        if length <= 0:
-            continue
-        idx = [slice(None)] * x.ndim
-        idx[bat] = b
-        idx[seq] = slice(0, int(length))
-        # the batch axis is gone from the selected part: the sequence axis may shift
-        out[tuple(idx)] = np.flip(x[tuple(idx)], seq - (1 if seq > bat else 0))
-    return out
+def _slice_scatter_ref(input_tensor, src, start, end, step, axis=0):
+    x = np.asarray(input_tensor).copy()
+    index = [slice(None)] * x.ndim
+    index[axis % x.ndim] = slice(int(start), int(end), int(step))
+    x[tuple(index)] = np.asarray(src)
+    return x
 
 
-define("reverse_sequence", ("data", "seq_lengths"), _infer_reverse_sequence,
-       attrs={"seq_axis": (1, as_int), "batch_axis": (0, as_int)},
-       reference=_reverse_sequence_ref, pattern=OpPattern.INJECTIVE,
-       doc="Reverse the first seq_lengths[b] elements along seq_axis of each batch entry b.")
+define("slice_scatter", ("input_tensor", "src", "start", "end", "step"), _infer_slice_scatter,
+       attrs={"axis": (0, as_int)}, reference=_slice_scatter_ref, pattern=OpPattern.INJECTIVE,
+       doc="torch.slice_scatter: data with data[start:end:step] on axis replaced by src.")
 
 
-@legalizes("reverse_sequence")
-def _reverse_sequence(call, inputs):
-    data, lens = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+@legalizes("slice_scatter")
+def _slice_scatter(call, inputs):
+    x, src = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
     out = _out(call)
-    a = attrs_of(call)
-    seq, bat = a["seq_axis"] % data.ndim, a["batch_axis"] % data.ndim
+    ax = attrs_of(call)["axis"] % x.ndim
+    vals = []
+    for k in (2, 3, 4):
+        v = inputs[k]
+        if not isinstance(v, PrimValue):
+            raise LegalizeError(f"{_script(call)}: start, end and step must be R.prim_value")
+        vals.append(v.value)
+    consts = [arith.const_int(v) for v in vals]
+    n = arith.const_int(x.shape[ax])
+    if None not in consts and n is not None:  # Python slice semantics on a known axis
+        begin, _, step = slice(*consts).indices(n)
+        start, step_e = i64(begin), i64(step)
+    else:  # symbolic: the indices are taken as given (non-negative, in range)
+        start, step_e = (e if e.dtype == "int64" else tir.Cast("int64", e)
+                         for e in (vals[0], vals[2]))
+    count = src.shape[ax]
+    last = arith.simplify(BinaryOp("-", count, i64(1)))
 
     def body(*i):
-        length = te.cast(lens[(i[bat],)], "int64")
-        inside = BinaryOp("<", i[seq], length)
-        idx = tir.Select(inside, BinaryOp("-", BinaryOp("-", length, i64(1)), i[seq]), i[seq])
-        # a length past the axis reads index length - 1 first: an error, never a wild read
-        return data[tuple(checked(idx, data.shape[seq]) if d == seq else v
-                          for d, v in enumerate(i))]
-    return te.compute(out.shape, body, name="T_reverse_sequence")
+        off = BinaryOp("-", i[ax], start)
+        k = BinaryOp("//", off, step_e)
+        hit = BinaryOp("and", BinaryOp("and", BinaryOp(">=", off, i64(0)),
+                                       BinaryOp("==", BinaryOp("%", off, step_e), i64(0))),
+                       BinaryOp("<", k, count))
+        safe = BinaryOp("max", BinaryOp("min", k, last), i64(0))  # both branches are evaluated
+        return Select(hit, src[tuple(safe if d == ax else v for d, v in enumerate(i))], x[i])
+    return te.compute(out.shape, body, name="T_slice_scatter")
+
+
+# ---------------------------------------------------------------------------
+# one_hot
+# ---------------------------------------------------------------------------
+
+def _infer_one_hot(call, ctx):
+    idx = tensor_arg(call, 0, ctx, "indices")
+    on = prim_operand(call, 1, ctx, "on_value")
+    off = prim_operand(call, 2, ctx, "off_value")
+    if idx.dtype != "void" and not tir.is_int(idx.dtype):
+        raise err(call, f"one_hot needs integer indices, but {expr_to_str(call.args[0])} has "
+                        f"dtype {idx.dtype}")
+    if on.dtype != off.dtype:
+        raise err(call, f"one_hot: on_value ({on.dtype}) and off_value ({off.dtype}) must have "
+                        "the same dtype")
+    a = attrs_of(call)
+    depth, axis = a["depth"], a["axis"]
+    if depth <= 0:
+        raise err(call, f"one_hot: depth must be positive, got {depth}")
+    if idx.ndim == -1:
+        return TensorStructInfo(None, on.dtype, -1)
+    ndim = idx.ndim + 1
+    if not -1 <= axis <= idx.ndim:
+        raise err(call, f"one_hot: axis {axis} is out of range for indices of ndim {idx.ndim} "
+                        f"(expected -1 <= axis <= {idx.ndim})")
+    ax = idx.ndim if axis == -1 else axis
+    if idx.shape is None:
+        return TensorStructInfo(None, on.dtype, ndim)
+    dims = list(idx.shape)
+    dims.insert(ax, tir.IntImm(depth))
+    return TensorStructInfo(tuple(dims), on.dtype)
+
+
+def _one_hot_ref(indices, on_value, off_value, depth, axis=-1):
+    idx = np.asarray(indices).astype(np.int64)
+    on, off = prim_array(on_value), prim_array(off_value)
+    ax = idx.ndim if axis == -1 else axis
+    pos = np.arange(depth).reshape((depth,) + (1,) * (idx.ndim - ax))
+    hit = np.expand_dims(idx, ax) == pos
+    return np.where(hit, on, off).astype(on.dtype)
+
+
+define("one_hot", ("indices", "on_value", "off_value"), _infer_one_hot,
+       attrs={"depth": (REQUIRED, as_int), "axis": (-1, as_int)}, reference=_one_hot_ref,
+       pattern=OpPattern.INJECTIVE,
+       doc="A new axis of depth at axis: on_value where the position equals the index.")
+
+
+@legalizes("one_hot")
+def _one_hot(call, inputs):
+    idx = _tensor(inputs, 0, call)
+    out = _out(call)
+    on = prim_expr(inputs[1], call, "on_value")
+    off = prim_expr(inputs[2], call, "off_value")
+    axis = attrs_of(call)["axis"]
+    ax = idx.ndim if axis == -1 else axis
+
+    def body(*i):
+        pos = i[ax]
+        rest = tuple(i[:ax]) + tuple(i[ax + 1:])
+        return Select(BinaryOp("==", te.cast(idx[rest], "int64"), pos), te.cast(on, out.dtype),
+                      te.cast(off, out.dtype))
+    return te.compute(out.shape, body, name="T_one_hot")
 
 
 # ---------------------------------------------------------------------------
@@ -671,9 +759,23 @@ def _draw_index_tensor(ctx):
     return (ctx.x, _per_axis_indices(ctx, ctx.integers(1, len(ctx.shape)), count)), {}
 
 
-def _draw_reverse_sequence(ctx):
-    lengths = ctx.indices((ctx.shape[0],), ctx.shape[1] + 1, 1)
-    return (ctx.x, lengths), {"seq_axis": 1, "batch_axis": 0}
+def _draw_slice_scatter(ctx):
+    axis = ctx.choose(range(len(ctx.shape)))
+    dim = ctx.shape[axis]
+    start = ctx.integers(0, dim - 1)
+    end = ctx.integers(start + 1, dim)
+    step = ctx.choose([1, 2])
+    src_shape = list(ctx.shape)
+    src_shape[axis] = len(range(start, end, step))
+    return (ctx.x, data_like(ctx, src_shape), start, end, step), {"axis": axis}
+
+
+def _draw_one_hot(ctx):
+    on, off = ctx.choose([(1.0, 0.0), (2.0, -1.0)])
+    ctx.result_in(off, on)
+    depth = ctx.integers(1, 4)
+    axis = ctx.choose([-1, *range(len(ctx.shape) + 1)])
+    return (ctx.x, PrimValue(on), PrimValue(off)), {"depth": depth, "axis": axis}
 
 
 declares_draw("gather_elements", dtypes=ANY_DTYPE, build=_draw_gather_elements)
@@ -682,4 +784,6 @@ declares_draw("scatter_elements", dtypes=NUMBERS, build=_draw_scatter_elements)
 declares_draw("scatter_nd", dtypes=NUMBERS, build=_draw_scatter_nd)
 declares_draw("index_put", dtypes=ANY_DTYPE, build=_draw_index_put)
 declares_draw("index_tensor", dtypes=ANY_DTYPE, build=_draw_index_tensor)
-declares_draw("reverse_sequence", dtypes=ANY_DTYPE, ranks=(2, 3, 4), build=_draw_reverse_sequence)
+declares_draw("slice_scatter", dtypes=ANY_DTYPE, build=_draw_slice_scatter)
+declares_draw("one_hot", dtypes=("int32",), ranks=(0, 1, 2, 3), static=False,
+              build=_draw_one_hot)

@@ -1,23 +1,15 @@
-"""``image.resize3d``, ``image.affine_grid`` and ``image.grid_sample`` (TVM 0.27;
-grid_sample's rules are with its definition below).
+"""Sampling grids (TVM 0.27's ``relax.image``): ``image.affine_grid`` and
+``image.grid_sample`` (grid_sample's rules are with its definition below).
 
-* ``image.resize3d(data, size, roi, layout, method,
-  coordinate_transformation_mode, rounding_method, cubic_alpha,
-  cubic_exclude, extrapolation_value, out_dtype)``: :mod:`.image`'s
-  resize over three spatial dims (``size`` is ``R.shape([d, h, w])``,
-  ``layout`` a permutation of NCDHW, ``roi`` six numbers: the three starts
-  then the three ends). The coordinate modes, rounding and the nearest /
-  linear / cubic taps are resize2d's, per dim; interpolation sums along W,
-  then H, then D (float32 for integer data, converted back).
-* ``image.affine_grid(data, size, align_corners=True)``: the sampling grid of
-  a batch of affine matrices ``data`` (``[N, 2, 3]`` for a 2-D ``size``
-  ``(H, W)``, ``[N, 3, 4]`` for ``(D, H, W)``); the output is ``[N, 2, H, W]``
-  (``[N, 3, D, H, W]``): channel 0 the x (width) coordinate. Output index
-  ``i`` along a dim of size ``s`` is the normalized coordinate ``-1 + i * (2 -
-  1e-7) / (s - 1)`` with ``align_corners`` (TVM's constant; s > 1), else
-  ``-1 + 1 / s + i * 2 / s``; ``out[n, k] = data[n, k, ndim] + sum_r data[n,
-  k, ndim - 1 - r] * coord_r`` over the dims slowest first, as TVM's
-  kernel computes it.
+``image.affine_grid(data, size, align_corners=True)``: the sampling grid of
+a batch of affine matrices ``data`` (``[N, 2, 3]`` for a 2-D ``size``
+``(H, W)``, ``[N, 3, 4]`` for ``(D, H, W)``); the output is ``[N, 2, H, W]``
+(``[N, 3, D, H, W]``): channel 0 the x (width) coordinate. Output index
+``i`` along a dim of size ``s`` is the normalized coordinate ``-1 + i * (2 -
+1e-7) / (s - 1)`` with ``align_corners`` (TVM's constant; s > 1), else
+``-1 + 1 / s + i * 2 / s``; ``out[n, k] = data[n, k, ndim] + sum_r data[n,
+k, ndim - 1 - r] * coord_r`` over the dims slowest first, as TVM's
+kernel computes it.
 """
 
 from __future__ import annotations
@@ -30,124 +22,21 @@ from phasec.op.infer import expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, Cast, IntImm, Select
 from phasec.op._common import (
-    OpPattern, as_bool, as_dtype, as_float, as_int, as_str, attrs_of, define, err, one_of,
-    shape_arg, tensor_arg, tensor_sinfo,
+    OpPattern, as_bool, as_str, attrs_of, define, err, one_of, shape_arg, tensor_arg,
+    tensor_sinfo,
 )
-from phasec.op._draw import declares_draw
-from phasec.op._layout import Layout, layout_of
+from phasec.op.draw import declares_draw
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
-from phasec.op.image import (
-    MODES, ROUNDING, _coord_te, _coords_np, _taps_np, _taps_te, resize_inference, roi_attr,
-)
 
 __all__: list[str] = []
 
 F32 = "float32"
 
 
-def _resize3d_ref(data, size, roi=(0.0,) * 6, layout="NCDHW", method="linear",
-                  coordinate_transformation_mode="half_pixel", rounding_method="",
-                  cubic_alpha=-0.75, cubic_exclude=0, extrapolation_value=0.0,
-                  out_dtype="void"):
-    x = np.asarray(data)
-    dtype = np.dtype(x.dtype if out_dtype == "void" else out_dtype)
-    lay = Layout(layout, "NCDHW")
-    xc = lay.array_to_canonical(x).astype(np.float32 if x.dtype.kind != "f" else x.dtype)
-    mode = coordinate_transformation_mode
-    rounding = rounding_method or ("round" if mode == "align_corners" else "floor")
-    ins = xc.shape[2:]
-    outs = tuple(int(s) for s in size)
-    coords = [_coords_np(outs[j], ins[j], mode, roi[j], roi[3 + j]) for j in range(3)]
-    taps = [_taps_np(coords[j], ins[j], method, rounding, cubic_alpha, cubic_exclude)
-            for j in range(3)]
-    (iz, wz), (iy, wy), (ix, wx) = taps
-    g = xc[:, :, iz[:, None, None, :, None, None], iy[None, :, None, None, :, None],
-           ix[None, None, :, None, None, :]]  # n c od oh ow tz ty tx
-    if method == "nearest_neighbor":
-        out = g[..., 0, 0, 0]
-    else:  # along w, then h, then d: the kernel's order of float32 operations
-        f = xc.dtype
-        rows = (g * wx[None, None, :, None, None, :].astype(f)).sum(axis=-1)
-        planes = (rows * wy[None, :, None, None, :].astype(f)).sum(axis=-1)
-        out = (planes * wz[:, None, None, :].astype(f)).sum(axis=-1)
-    if mode == "tf_crop_and_resize":
-        outside = np.zeros(outs, bool)
-        for j in range(3):
-            bad = (coords[j] < 0) | (coords[j] > ins[j] - 1)
-            shape = [1, 1, 1]
-            shape[j] = outs[j]
-            outside = outside | bad.reshape(shape)
-        out = np.where(outside, np.asarray(extrapolation_value, out.dtype), out)
-    return lay.array_from_canonical(out).astype(dtype)
-
-
-_resize3d_inference = resize_inference("resize3d", 3, "NCDHW")
-
-
-def _infer_resize3d(call, ctx):
-    """resize2d's inference over three spatial axes (NCDHW by default)."""
-    return _resize3d_inference(call, ctx)
-
-
-define("image.resize3d", ("data", "size"), _infer_resize3d,
-       attrs={"roi": ((0.0,) * 6, roi_attr(3)), "layout": ("NCDHW", as_str),
-              "method": ("linear", one_of("nearest_neighbor", "linear", "cubic")),
-              "coordinate_transformation_mode": ("half_pixel", one_of(*MODES)),
-              "rounding_method": ("", one_of(*ROUNDING)),
-              "cubic_alpha": (-0.75, as_float), "cubic_exclude": (0, as_int),
-              "extrapolation_value": (0.0, as_float), "out_dtype": ("void", as_dtype)},
-       reference=_resize3d_ref, pattern=OpPattern.INJECTIVE,
-       doc="3-D image resize (nearest, trilinear, tricubic) with TVM's coordinate modes.")
-
-
-@legalizes("image.resize3d")
-def _resize3d(call, inputs):
-    x = _tensor(inputs, 0, call)
-    out = _out(call)
-    a = attrs_of(call)
-    lay = layout_of(call, a["layout"], "NCDHW", "layout")
-    ins = lay.to_canonical(x.shape)[2:]
-    outs = lay.to_canonical(out.shape)[2:]
-    mode = a["coordinate_transformation_mode"]
-    rounding = a["rounding_method"] or ("round" if mode == "align_corners" else "floor")
-    roi = a["roi"]
-    calc = x.dtype if x.dtype.startswith("float") else F32
-
-    def body(*o):
-        n, c, *pos = lay.index_to_canonical(o)
-        cs = [_coord_te(pos[j], ins[j], outs[j], mode, roi[j], roi[3 + j]) for j in range(3)]
-        taps = [_taps_te(cs[j], ins[j], a["method"], rounding, a["cubic_alpha"],
-                         a["cubic_exclude"]) for j in range(3)]
-
-        def weighted(v, w):
-            return v if w is None else BinaryOp("*", v, te.cast(w, calc))
-        value = None
-        for iz, wz in taps[0]:
-            plane = None
-            for iy, wy in taps[1]:
-                row = None
-                for ix, wx in taps[2]:
-                    v = weighted(te.cast(x[lay.index_from_canonical((n, c, iz, iy, ix))], calc), wx)
-                    row = v if row is None else BinaryOp("+", row, v)
-                row = weighted(row, wy)
-                plane = row if plane is None else BinaryOp("+", plane, row)
-            plane = weighted(plane, wz)
-            value = plane if value is None else BinaryOp("+", value, plane)
-        if mode == "tf_crop_and_resize":
-            zero = _const(0.0, F32)
-            outside = None
-            for j in range(3):
-                hi = Cast(F32, BinaryOp("-", ins[j], IntImm(1, "int64")))
-                bad = BinaryOp("or", BinaryOp("<", cs[j], zero), BinaryOp(">", cs[j], hi))
-                outside = bad if outside is None else BinaryOp("or", outside, bad)
-            value = Select(outside, _const(a["extrapolation_value"], calc), value)
-        return te.cast(value, out.dtype)
-    return te.compute(out.shape, body, name="T_resize3d")
-
-
 # ---------------------------------------------------------------------------
 # affine_grid
 # ---------------------------------------------------------------------------
+
 
 def _infer_affine_grid(call, ctx):
     data = tensor_arg(call, 0, ctx, "data")
@@ -249,27 +138,12 @@ def _affine_grid(call, inputs):
     return te.compute(out.shape, body, name="T_affine_grid")
 
 
-# ---------------------------------------------------------------------------
-# How the fuzzing generator draws these operators (phasec.testing)
-# ---------------------------------------------------------------------------
-
-def _draw_resize3d(ctx):
-    size = tuple(ctx.integers(1, 4) for _ in range(3))
-    method = ctx.choose(["nearest_neighbor", "linear", "cubic"])
-    mode = ctx.choose(["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"])
-    if method == "cubic":  # the Keys kernel overshoots the data (on each of three axes)
-        span = ctx.hi - ctx.lo
-        ctx.include(ctx.lo - 2 * span, ctx.hi + 2 * span)
-    return (ctx.x, size), {"method": method, "coordinate_transformation_mode": mode}
-
-
 def _draw_affine_grid(ctx):
     nd = ctx.shape[1]
     size = tuple(ctx.integers(2, 4) for _ in range(nd))
     return (ctx.x, size), {"align_corners": ctx.choose([True, False])}
 
 
-declares_draw("image.resize3d", ranks=(5,), build=_draw_resize3d)
 # coordinates lie in [-1, 1]: |out| <= (nd + 1) * max|theta|
 declares_draw("image.affine_grid", ranks=(3,), build=_draw_affine_grid,
               fits=lambda s: s[1] in (2, 3) and s[2] == s[1] + 1,

@@ -1,5 +1,7 @@
-"""Tensor creation: zeros, ones, full, zeros_like, ones_like, arange,
-full_like, tril, triu, one_hot, eye, eye_like, hamming_window, size.
+"""Tensor creation (TVM 0.27's ``relax.op.create``): zeros, ones, full,
+zeros_like, ones_like, full_like, arange, tril, triu, eye, eye_like,
+hamming_window; and the helpers of the operators with scalar (prim value)
+operands (:func:`prim_operand`, :func:`prim_array`, :func:`prim_expr`).
 
 Scalar operands are prim values (``R.prim_value(3)``; TVMScript also takes a
 bare number for ``start``/``end``/``step``/``k``), as in TVM 0.27.
@@ -11,16 +13,11 @@ bare number for ``start``/``end``/``step``/``k``), as in TVM 0.27.
   tensor's value, in ``dtype`` (void: x's dtype).
 * ``tril(x, k)`` / ``triu(x, k)``: keep the elements on and below (above)
   the k-th diagonal of the last two axes, zero elsewhere (numpy.tril/triu).
-* ``one_hot(indices, on_value, off_value, depth, axis=-1)``: a new axis of
-  ``depth`` at ``axis`` (-1: last); ``on_value`` where the position equals
-  the index, ``off_value`` elsewhere. An index outside ``[0, depth)`` gives
-  a row of ``off_value`` (TVM's rule; it reads no memory with it).
 * ``eye(n, m, k, dtype)`` / ``eye_like(x, k, dtype)``: ones on the k-th
   diagonal of an n x m matrix (numpy.eye).
 * ``hamming_window(window_size, periodic, alpha, beta, dtype)``:
   ``alpha - beta * cos(2 pi n / D)`` with D = N (periodic) or N - 1, computed
   in float64 (torch.hamming_window; a window of 1 is [1]).
-* ``size(x)``: the element count of x as a 0-d int64 tensor.
 """
 
 from __future__ import annotations
@@ -30,39 +27,28 @@ from typing import Any
 
 import numpy as np
 
-from phasec.ir import tir
 from phasec import arith
 from phasec import te
-from phasec.ir.expr import Call, PrimValue
-from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir import tir
+from phasec.ir.expr import Call, PrimValue, ShapeExpr
 from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo
-from phasec.te import Tensor
 from phasec.ir.tir import BinaryOp, PrimExpr, Select
 from phasec.op._common import (
-    REQUIRED, OpPattern, as_dtype, as_int, attrs_of, define, err, shape_arg, shape_tuple,
-    tensor_arg,
+    OpPattern, as_dtype, attrs_of, define, err, shape_arg, shape_tuple, tensor_arg,
 )
-from phasec.op._draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
 from phasec.op._lowering import (
-    LEGALIZE, Inputs, LegalizeError, LegalizeFn, _const, _name, _out, _script, _tensor, legalizes,
+    Inputs, LegalizeError, LegalizeFn, _const, _name, _out, _script, _tensor, legalizes,
 )
-from phasec.op.manipulate import _same_dtype
+from phasec.op.datatype import dtype_or_void, dtype_required, with_dtype
+from phasec.op.draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
+from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.te import Tensor
 
-__all__: list[str] = []
-
-
-def _opt_dtype(v):
-    return as_dtype("void" if v is None else v)
-
-
-def _dtype_required(v):
-    d = as_dtype(v)
-    if d == "void":
-        raise ValueError("a concrete dtype is required")
-    return d
+__all__ = ["prim_operand", "prim_array", "prim_expr"]
 
 
-def _prim_operand(call, i: int, ctx, what: str) -> PrimStructInfo:
+def prim_operand(call, i: int, ctx, what: str) -> PrimStructInfo:
+    """Operand ``i`` (``what``), which must be a scalar (R.prim_value)."""
     if len(call.args) <= i:
         raise err(call, f"{expr_to_str(call.op)} expects the operand {what!r}")
     s = arg_sinfo(call.args[i], ctx)
@@ -72,7 +58,7 @@ def _prim_operand(call, i: int, ctx, what: str) -> PrimStructInfo:
     return s
 
 
-def _prim_array(v) -> np.ndarray:
+def prim_array(v) -> np.ndarray:
     """A prim-value operand as a 0-d array of its dtype: it should arrive as a
     numpy scalar of that dtype; plain Python scalars (what the interpreter
     passes) are read with the Relax defaults (int64, float32, bool)."""
@@ -90,7 +76,7 @@ def _scalar(v) -> float | int | bool:
     return np.asarray(v).item()
 
 
-def _prim_expr(value, call, what: str) -> PrimExpr:
+def prim_expr(value, call, what: str) -> PrimExpr:
     """The TIR value of a prim-value operand of a call being legalized."""
     if isinstance(value, PrimValue):
         return value.value
@@ -104,7 +90,7 @@ def _prim_expr(value, call, what: str) -> PrimExpr:
 
 def _infer_arange(call, ctx):
     dtype = attrs_of(call)["dtype"]
-    vals = [_prim_operand(call, i, ctx, w) for i, w in enumerate(("start", "end", "step"))]
+    vals = [prim_operand(call, i, ctx, w) for i, w in enumerate(("start", "end", "step"))]
     start, end, step = (v.value for v in vals)
     if any(v is None for v in (start, end, step)):
         return TensorStructInfo(None, dtype, 1)
@@ -133,15 +119,15 @@ def _arange_ref(start, end, step, dtype="int64"):
 
 
 define("arange", ("start", "end", "step"), _infer_arange,
-       attrs={"dtype": ("int64", _dtype_required)}, reference=_arange_ref,
+       attrs={"dtype": ("int64", dtype_required)}, reference=_arange_ref,
        pattern=OpPattern.INJECTIVE, doc="numpy.arange(start, end, step) in ``dtype``.")
 
 
 @legalizes("arange")
 def _arange(call, inputs):
     out = _out(call)
-    start = _prim_expr(inputs[0], call, "start")
-    step = _prim_expr(inputs[2], call, "step")
+    start = prim_expr(inputs[0], call, "start")
+    step = prim_expr(inputs[2], call, "step")
     dt = out.dtype
     # numpy computes start + i * step in the arguments' type, then converts
     work = "float64" if (tir.is_float(start.dtype) or tir.is_float(step.dtype)) else "int64"
@@ -172,7 +158,7 @@ def _full_like_ref(x, fill_value, dtype="void"):
     return np.full(x.shape, np.asarray(fill_value), dtype=x.dtype if dtype == "void" else dtype)
 
 
-define("full_like", ("x", "fill_value"), _infer_full_like, attrs={"dtype": ("void", _opt_dtype)},
+define("full_like", ("x", "fill_value"), _infer_full_like, attrs={"dtype": ("void", dtype_or_void)},
        reference=_full_like_ref, pattern=OpPattern.ELEMWISE,
        doc="x's shape filled with a scalar, in dtype (void: x's).")
 
@@ -198,7 +184,7 @@ def _cast_fill(v: PrimExpr, dtype: str) -> PrimExpr:
 
 def _infer_tri(call, ctx):
     x = tensor_arg(call, 0, ctx)
-    k = _prim_operand(call, 1, ctx, "k")
+    k = prim_operand(call, 1, ctx, "k")
     if k.dtype != "void" and not tir.is_int(k.dtype):
         raise err(call, f"{expr_to_str(call.op)}: the diagonal offset k must be an integer, "
                         f"got dtype {k.dtype}")
@@ -218,7 +204,7 @@ def _tri_legalize(lower: bool):
     def legalize(call, inputs):
         x = _tensor(inputs, 0, call)
         out = _out(call)
-        k = _i64(_prim_expr(inputs[1], call, "k"))
+        k = _i64(prim_expr(inputs[1], call, "k"))
 
         def body(*i):
             d = BinaryOp("-", i[-1], i[-2])  # column - row
@@ -233,77 +219,13 @@ legalizes("triu")(_tri_legalize(False))
 
 
 # ---------------------------------------------------------------------------
-# one_hot
-# ---------------------------------------------------------------------------
-
-def _infer_one_hot(call, ctx):
-    idx = tensor_arg(call, 0, ctx, "indices")
-    on = _prim_operand(call, 1, ctx, "on_value")
-    off = _prim_operand(call, 2, ctx, "off_value")
-    if idx.dtype != "void" and not tir.is_int(idx.dtype):
-        raise err(call, f"one_hot needs integer indices, but {expr_to_str(call.args[0])} has "
-                        f"dtype {idx.dtype}")
-    if on.dtype != off.dtype:
-        raise err(call, f"one_hot: on_value ({on.dtype}) and off_value ({off.dtype}) must have "
-                        "the same dtype")
-    a = attrs_of(call)
-    depth, axis = a["depth"], a["axis"]
-    if depth <= 0:
-        raise err(call, f"one_hot: depth must be positive, got {depth}")
-    if idx.ndim == -1:
-        return TensorStructInfo(None, on.dtype, -1)
-    ndim = idx.ndim + 1
-    if not -1 <= axis <= idx.ndim:
-        raise err(call, f"one_hot: axis {axis} is out of range for indices of ndim {idx.ndim} "
-                        f"(expected -1 <= axis <= {idx.ndim})")
-    ax = idx.ndim if axis == -1 else axis
-    if idx.shape is None:
-        return TensorStructInfo(None, on.dtype, ndim)
-    dims = list(idx.shape)
-    dims.insert(ax, tir.IntImm(depth))
-    return TensorStructInfo(tuple(dims), on.dtype)
-
-
-def _one_hot_ref(indices, on_value, off_value, depth, axis=-1):
-    idx = np.asarray(indices).astype(np.int64)
-    on, off = _prim_array(on_value), _prim_array(off_value)
-    ax = idx.ndim if axis == -1 else axis
-    pos = np.arange(depth).reshape((depth,) + (1,) * (idx.ndim - ax))
-    hit = np.expand_dims(idx, ax) == pos
-    return np.where(hit, on, off).astype(on.dtype)
-
-
-define("one_hot", ("indices", "on_value", "off_value"), _infer_one_hot,
-       attrs={"depth": (REQUIRED, as_int), "axis": (-1, as_int)}, reference=_one_hot_ref,
-       pattern=OpPattern.INJECTIVE,
-       doc="A new axis of depth at axis: on_value where the position equals the index.")
-
-
-@legalizes("one_hot")
-def _one_hot(call, inputs):
-    idx = _tensor(inputs, 0, call)
-    out = _out(call)
-    on = _prim_expr(inputs[1], call, "on_value")
-    off = _prim_expr(inputs[2], call, "off_value")
-    axis = attrs_of(call)["axis"]
-    ax = idx.ndim if axis == -1 else axis
-
-    def body(*i):
-        pos = i[ax]
-        rest = tuple(i[:ax]) + tuple(i[ax + 1:])
-        return Select(BinaryOp("==", te.cast(idx[rest], "int64"), pos), te.cast(on, out.dtype),
-                      te.cast(off, out.dtype))
-    return te.compute(out.shape, body, name="T_one_hot")
-
-
-# ---------------------------------------------------------------------------
 # eye / eye_like
 # ---------------------------------------------------------------------------
 
 def _infer_eye(call, ctx):
-    n = _prim_operand(call, 0, ctx, "n")
-    m = _prim_operand(call, 1, ctx, "m")
-    _prim_operand(call, 2, ctx, "k")
+    n = prim_operand(call, 0, ctx, "n")
+    m = prim_operand(call, 1, ctx, "m")
+    prim_operand(call, 2, ctx, "k")
     dtype = attrs_of(call)["dtype"]
     for what, v in (("n", n), ("m", m)):
         if v.value is not None and not tir.is_int(v.value.dtype):
@@ -316,14 +238,14 @@ def _infer_eye(call, ctx):
     return TensorStructInfo((_i64(n.value), _i64(m.value)), dtype)
 
 
-define("eye", ("n", "m", "k"), _infer_eye, attrs={"dtype": ("float32", _dtype_required)},
+define("eye", ("n", "m", "k"), _infer_eye, attrs={"dtype": ("float32", dtype_required)},
        reference=lambda n, m, k, dtype="float32": np.eye(int(n), int(m), int(k), dtype=dtype),
        pattern=OpPattern.INJECTIVE, doc="numpy.eye(n, m, k): ones on the k-th diagonal.")
 
 
 def _infer_eye_like(call, ctx):
     x = tensor_arg(call, 0, ctx)
-    _prim_operand(call, 1, ctx, "k")
+    prim_operand(call, 1, ctx, "k")
     if x.ndim not in (-1, 2):
         raise err(call, f"eye_like needs a 2-D tensor, but {expr_to_str(call.args[0])} has "
                         f"ndim {x.ndim}")
@@ -336,7 +258,7 @@ def _eye_like_ref(x, k, dtype="void"):
     return np.eye(x.shape[0], x.shape[1], int(k), dtype=x.dtype if dtype == "void" else dtype)
 
 
-define("eye_like", ("x", "k"), _infer_eye_like, attrs={"dtype": ("void", _opt_dtype)},
+define("eye_like", ("x", "k"), _infer_eye_like, attrs={"dtype": ("void", dtype_or_void)},
        reference=_eye_like_ref, pattern=OpPattern.INJECTIVE,
        doc="numpy.eye shaped like the 2-D tensor x.")
 
@@ -344,7 +266,7 @@ define("eye_like", ("x", "k"), _infer_eye_like, attrs={"dtype": ("void", _opt_dt
 def _eye_legalize(k_index: int):
     def legalize(call, inputs):
         out = _out(call)
-        k = _i64(_prim_expr(inputs[k_index], call, "k"))
+        k = _i64(prim_expr(inputs[k_index], call, "k"))
         return te.compute(out.shape, lambda i, j: te.cast(
             BinaryOp("==", BinaryOp("-", j, i), k), out.dtype), name="T_eye")
     return legalize
@@ -355,13 +277,13 @@ legalizes("eye_like")(_eye_legalize(1))
 
 
 # ---------------------------------------------------------------------------
-# hamming_window / size
+# hamming_window
 # ---------------------------------------------------------------------------
 
 def _infer_hamming(call, ctx):
-    n = _prim_operand(call, 0, ctx, "window_size")
+    n = prim_operand(call, 0, ctx, "window_size")
     for k, what in ((1, "periodic"), (2, "alpha"), (3, "beta")):
-        _prim_operand(call, k, ctx, what)
+        prim_operand(call, k, ctx, what)
     dtype = attrs_of(call)["dtype"]
     if not tir.is_float(dtype):
         raise err(call, f"hamming_window needs a float dtype, got {dtype}")
@@ -385,7 +307,7 @@ def _hamming_ref(window_size, periodic, alpha, beta, dtype="float32"):
 
 
 define("hamming_window", ("window_size", "periodic", "alpha", "beta"), _infer_hamming,
-       attrs={"dtype": ("float32", _dtype_required)}, reference=_hamming_ref,
+       attrs={"dtype": ("float32", dtype_required)}, reference=_hamming_ref,
        pattern=OpPattern.INJECTIVE,
        doc="alpha - beta * cos(2 pi n / (N if periodic else N - 1)) (torch.hamming_window).")
 
@@ -393,9 +315,9 @@ define("hamming_window", ("window_size", "periodic", "alpha", "beta"), _infer_ha
 @legalizes("hamming_window")
 def _hamming_window(call, inputs):
     out = _out(call)
-    n = _i64(_prim_expr(inputs[0], call, "window_size"))
-    periodic = _prim_expr(inputs[1], call, "periodic")
-    alpha, beta = (te.cast(_prim_expr(inputs[k], call, w), "float64")
+    n = _i64(prim_expr(inputs[0], call, "window_size"))
+    periodic = prim_expr(inputs[1], call, "periodic")
+    alpha, beta = (te.cast(prim_expr(inputs[k], call, w), "float64")
                    for k, w in ((2, "alpha"), (3, "beta")))
     truthy = periodic if tir.is_bool(periodic.dtype) else BinaryOp("!=", periodic,
                                                                    te.const(0, periodic.dtype))
@@ -411,28 +333,8 @@ def _hamming_window(call, inputs):
     return te.compute(out.shape, body, name="T_hamming_window")
 
 
-def _infer_size(call, ctx):
-    tensor_arg(call, 0, ctx)
-    return TensorStructInfo((), "int64")
-
-
-define("size", ("x",), _infer_size,
-       reference=lambda x: np.asarray(np.asarray(x).size, np.int64), pattern=OpPattern.INJECTIVE,
-       doc="The number of elements of x, as a 0-d int64 tensor.")
-
-
-@legalizes("size")
-def _size(call, inputs):
-    x = _tensor(inputs, 0, call)
-    total: PrimExpr = tir.IntImm(1)
-    for d in x.shape:
-        total = BinaryOp("*", total, d)
-    total = arith.simplify(total)
-    return te.compute((), lambda: total, name="T_size")
-
-
 # ---------------------------------------------------------------------------
-# creation
+# zeros, ones, full, zeros_like, ones_like
 # ---------------------------------------------------------------------------
 
 def _infer_fill(call, ctx):
@@ -443,10 +345,10 @@ def _infer_fill(call, ctx):
     return TensorStructInfo(target.values, dtype)
 
 
-define("zeros", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
+define("zeros", ("shape",), _infer_fill, attrs={"dtype": ("float32", dtype_required)},
        reference=lambda shape, dtype="float32": np.zeros(shape_tuple(shape), dtype),
        pattern=OpPattern.ELEMWISE, doc="A tensor of zeros of the shape operand.")
-define("ones", ("shape",), _infer_fill, attrs={"dtype": ("float32", _dtype_required)},
+define("ones", ("shape",), _infer_fill, attrs={"dtype": ("float32", dtype_required)},
        reference=lambda shape, dtype="float32": np.ones(shape_tuple(shape), dtype),
        pattern=OpPattern.ELEMWISE, doc="A tensor of ones of the shape operand.")
 
@@ -475,7 +377,7 @@ def _infer_full(call, ctx):
 
 
 def _full_ref(shape, fill_value, dtype="void"):
-    fill = _prim_array(fill_value)
+    fill = prim_array(fill_value)
     return np.full(shape_tuple(shape), fill, dtype=fill.dtype if dtype == "void" else dtype)
 
 
@@ -487,7 +389,7 @@ define("full", ("shape", "fill_value"), _infer_full, attrs={"dtype": ("void", as
 def _infer_like(call, ctx):
     x = tensor_arg(call, 0, ctx)
     dtype = attrs_of(call)["dtype"]
-    return _same_dtype(x, x.dtype if dtype == "void" else dtype)
+    return with_dtype(x, x.dtype if dtype == "void" else dtype)
 
 
 def _like_ref(fill):
@@ -515,7 +417,7 @@ def _fill(value: Any) -> LegalizeFn:
 
 
 for _n, _v in (("zeros", 0), ("ones", 1), ("zeros_like", 0), ("ones_like", 1)):
-    LEGALIZE["relax." + _n] = _fill(_v)
+    legalizes(_n)(_fill(_v))
 
 
 @legalizes("full")
@@ -554,14 +456,6 @@ def _draw_tri(ctx):
     return (ctx.x, ctx.integers(-1, 1)), {}
 
 
-def _draw_one_hot(ctx):
-    on, off = ctx.choose([(1.0, 0.0), (2.0, -1.0)])
-    ctx.result_in(off, on)
-    depth = ctx.integers(1, 4)
-    axis = ctx.choose([-1, *range(len(ctx.shape) + 1)])
-    return (ctx.x, PrimValue(on), PrimValue(off)), {"depth": depth, "axis": axis}
-
-
 def _draw_eye(ctx):
     ctx.result_in(0, 1)
     return (ctx.integers(1, 4), ctx.integers(1, 4), ctx.integers(-1, 1)), {
@@ -578,12 +472,6 @@ def _draw_hamming(ctx):
     return (ctx.integers(1, 5), PrimValue(ctx.choose([True, False])), 0.54, 0.46), {}
 
 
-def _draw_size(ctx):
-    n = math.prod(ctx.shape)
-    ctx.result_in(n, n)
-    return (ctx.x,), {}
-
-
 # the operators without a tensor operand take a tensor in scope and ignore it
 declares_draw("arange", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=False,
               build=_draw_arange)
@@ -593,13 +481,10 @@ declares_draw("hamming_window", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), static=
 declares_draw("full_like", dtypes=NUMBERS, build=_draw_full_like)
 declares_draw("tril", dtypes=ANY_DTYPE, ranks=(2, 3, 4), static=False, build=_draw_tri)
 declares_draw("triu", dtypes=ANY_DTYPE, ranks=(2, 3, 4), static=False, build=_draw_tri)
-declares_draw("one_hot", dtypes=("int32",), ranks=(0, 1, 2, 3), static=False,
-              build=_draw_one_hot)
 declares_draw("eye_like", dtypes=NUMBERS, ranks=(2,), build=_draw_eye_like)
-declares_draw("size", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), build=_draw_size)
 
 
-# zeros_like / ones_like / zeros / ones / full (phasec.op._draw.Hooks)
+# zeros_like / ones_like / zeros / ones / full (phasec.op.draw.Hooks)
 
 def _like_draw(name: str, value: float, order: int) -> Hooks:
     def build(g, x):
@@ -612,7 +497,6 @@ def _like_draw(name: str, value: float, order: int) -> Hooks:
 def _fill_draw(name: str, order: int) -> Hooks:
     """Of the shape of a value in scope (symbolic dimensions included)."""
     def build(g, x):
-        from phasec.ir.expr import ShapeExpr
         from phasec.op import call_op
 
         shape = ShapeExpr(x.shape)
