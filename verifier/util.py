@@ -10,7 +10,9 @@ from phasec.ir.expr import (
     Call, Constant, DataflowVar, DataTypeImm, ExternFunc, Function, GlobalVar, Op, PrimValue,
     ShapeExpr, StringImm, Tuple, Var,
 )
-from phasec.op.infer import expr_to_str, infer_struct_info, is_base_of, may_be_base_of, sinfo_to_str
+from phasec.arith.lattice import is_base_of, may_be_base_of
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import infer_struct_info
 from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,

@@ -45,7 +45,9 @@ from __future__ import annotations
 from typing import Any
 
 from phasec.ir.expr import Call, Expr, ExternFunc, GlobalVar, Op
-from phasec.op.infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
+from phasec.arith.lattice import is_base_of
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, TensorStructInfo, TupleStructInfo,
 )

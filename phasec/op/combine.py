@@ -28,7 +28,8 @@ import numpy as np
 from phasec.ir import tir
 from phasec import arith
 from phasec import te
-from phasec.op.infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.ir.tir import BinaryOp, PrimExpr
 from phasec.op._common import (

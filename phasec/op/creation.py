@@ -34,7 +34,8 @@ from phasec.ir import tir
 from phasec import arith
 from phasec import te
 from phasec.ir.expr import Call, PrimValue
-from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo
 from phasec.te import Tensor
 from phasec.ir.tir import BinaryOp, PrimExpr, Select
@@ -603,7 +604,7 @@ declares_draw("size", dtypes=ANY_DTYPE, ranks=(0, 1, 2, 3, 4), build=_draw_size)
 
 def _like_draw(name: str, value: float, order: int) -> Hooks:
     def build(g, x):
-        from phasec.op import call_op
+        from phasec.op.calls import call_op
 
         return g.emit(call_op("relax." + name, x.expr), x.kind, (value, value))
     return Hooks(build, (FLOAT, INT), order=order)
@@ -613,7 +614,7 @@ def _fill_draw(name: str, order: int) -> Hooks:
     """Of the shape of a value in scope (symbolic dimensions included)."""
     def build(g, x):
         from phasec.ir.expr import ShapeExpr
-        from phasec.op import call_op
+        from phasec.op.calls import call_op
 
         shape = ShapeExpr(x.shape)
         if name == "full":

@@ -1,7 +1,8 @@
 """Every built-in operator, registered on import.
 
 The definitions are split by family; importing this module imports them all
-(the registry imports it lazily on first lookup):
+(the package :mod:`phasec.op` imports it, so importing any operator module
+registers them all):
 
 * :mod:`.elementwise` — binary/unary elementwise ops, activations, astype,
   where, clip, stop_fusion

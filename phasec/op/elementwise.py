@@ -30,7 +30,7 @@ import numpy as np
 from phasec.ir import tir
 from phasec import te
 from phasec.ir.expr import Call
-from phasec.op.infer import expr_to_str
+from phasec.ir.text import expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.te import Tensor
 from phasec.ir.tir import BinaryOp, Cast, PrimExpr, Select
@@ -190,7 +190,7 @@ def _any_unary(call, ctx):
 
 
 def _arg(call) -> str:
-    from phasec.op.infer import expr_to_str
+    from phasec.ir.text import expr_to_str
     return expr_to_str(call.args[0])
 
 
@@ -666,7 +666,7 @@ _CLIP_BOUNDS = ((-1.0, 1.0), (0.0, 1.0), (-0.5, 2.0), (0.0, 6.0))
 
 
 def _clip_build(g, x):
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     lo, hi = g.pick(list(_CLIP_BOUNDS))
     iv = (min(max(x.lo, lo), hi), min(max(x.hi, lo), hi))
@@ -676,7 +676,7 @@ def _clip_build(g, x):
 def _where_build(g, c):
     """``where(cond, x1, x2)``: the first operand is the condition; the
     branches are float values in scope that broadcast with it, or constants."""
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     xs = g.visible(lambda v: v.kind == FLOAT and broadcast_ok(c.shape, v.shape))
     opts: list = xs + (["const"] if g.cfg.constants else [])
@@ -695,7 +695,7 @@ def _where_build(g, c):
 
 
 def _astype_build(g, x):
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     if x.kind == FLOAT:
         # float -> int truncates; values are well inside int32

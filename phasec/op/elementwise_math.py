@@ -37,7 +37,7 @@ import numpy as np
 from phasec.ir import tir
 from phasec import arith
 from phasec import te
-from phasec.op.infer import expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, sinfo_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, PrimExpr, Select
 from phasec.op._common import OpPattern, binary_dtype, broadcast, define, err, tensor_arg

@@ -59,7 +59,7 @@ def _infer_matmul(call, ctx):
     ka = a.shape[-1]
     kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if arith.prove_not_equal(ka, kb):
-        from phasec.op.infer import prim_expr_to_str as s
+        from phasec.ir.text import prim_expr_to_str as s
         raise err(call, f"matmul reduction lengths differ: {s(ka)} (last axis of the first "
                         f"operand) vs {s(kb)} ({'first' if b.ndim == 1 else 'second-to-last'} "
                         "axis of the second operand)")
@@ -252,7 +252,7 @@ def _matmul_accepts(g, x) -> bool:
 
 
 def _matmul_build(g, x):
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     cands = g.visible(lambda v: _matmul_ok(x, v, g.cfg.max_dim))
     cands.append("const")
@@ -286,7 +286,7 @@ def _reduce_draw(name: str, order: int) -> Hooks:
         return iv_ok(_reduce_iv(name, x, min(worst, 8) if name == "prod" else worst))
 
     def build(g, x):
-        from phasec.op import call_op
+        from phasec.op.calls import call_op
 
         options: list[Any] = [None] + [(i,) for i in range(x.rank)]
         if x.rank >= 2:

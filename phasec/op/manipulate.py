@@ -33,7 +33,8 @@ from phasec.ir import tir
 from phasec import arith
 from phasec import te
 from phasec.ir.expr import Call, PrimValue
-from phasec.op.infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from phasec.te import Tensor
 from phasec.ir.tir import BinaryOp, PrimExpr, Select

@@ -20,7 +20,7 @@ _ANY = (FLOAT, INT, BOOL)
 
 
 def _call(name: str, *args: Any, **attrs: Any) -> Any:
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     return call_op("relax." + name, *args, **attrs)
 

@@ -73,7 +73,7 @@ def _check_norm_param(call, x: TensorStructInfo, axes: list[int], idx: int, what
     p = tensor_arg(call, idx, None, what)
     names = (call.args[0], call.args[idx])
     if x.dtype != "void" and p.dtype != "void" and x.dtype != p.dtype:
-        from phasec.op.infer import expr_to_str
+        from phasec.ir.text import expr_to_str
         raise err(call, f"{what} {expr_to_str(names[1])} has dtype {p.dtype} but the input "
                         f"{expr_to_str(names[0])} has dtype {x.dtype}")
     if p.ndim != -1 and p.ndim != len(axes):
@@ -82,7 +82,7 @@ def _check_norm_param(call, x: TensorStructInfo, axes: list[int], idx: int, what
     if p.shape is not None and x.shape is not None:
         for pd, a in zip(p.shape, axes):
             if arith.prove_not_equal(pd, x.shape[a]):
-                from phasec.op.infer import prim_expr_to_str
+                from phasec.ir.text import prim_expr_to_str
                 raise err(call, f"{what} dimension {prim_expr_to_str(pd)} does not match input "
                                 f"dimension {prim_expr_to_str(x.shape[a])} on axis {a}")
 
@@ -255,7 +255,7 @@ def _rms_norm(call: Call, inputs: Inputs) -> Tensor:
 
 def _softmax_draw(name: str, order: int) -> Hooks:
     def build(g, x):
-        from phasec.op import call_op
+        from phasec.op.calls import call_op
 
         axis = g.pick(list(range(-1, -x.rank - 1, -1)))
         if name == "nn.softmax":
@@ -273,7 +273,7 @@ def _softmax_draw(name: str, order: int) -> Hooks:
 def _norm_draw(name: str, order: int) -> Hooks:
     """Over the last axis (which must be constant), with constant gamma/beta."""
     def build(g, x):
-        from phasec.op import call_op
+        from phasec.op.calls import call_op
 
         n = const_dim(x.shape[-1])
         gamma = g.constant((n,), (0.5, 1.5), "float32")

@@ -33,7 +33,8 @@ import numpy as np
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import Call, ExternFunc, ShapeExpr, StringImm
-from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
@@ -55,7 +56,7 @@ def _format_str(v) -> str:
 
 
 def _pure_packed(name: str, call: Call) -> Call:
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     return call_op("call_pure_packed", ExternFunc(name), *call.args,
                    sinfo_args=[call.struct_info], span=call.span)

@@ -67,7 +67,7 @@ def _packed(name: str):
 def _lower(name: str, attrs_to_args):
     """LegalizeOps: ``R.call_pure_packed(name, data, *attribute values)``."""
     def lower(call):
-        from phasec.op import call_op
+        from phasec.op.calls import call_op
 
         extra = [PrimValue(v) if isinstance(v, (bool, int)) else StringImm(v)
                  for v in attrs_to_args(attrs_of(call))]
@@ -204,7 +204,7 @@ define("median", ("x",), _infer_median,
 
 @legalizes_to_relax("median")
 def _median(call):
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     x = call.args[0].struct_info
     whole, ax = _median_axes(call, x)
@@ -249,7 +249,7 @@ define("unique", ("x",), _infer_unique,
 
 @legalizes_to_relax("unique")
 def _unique(call):
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     a = attrs_of(call)
     extra = [_pv_bool(a[k]) for k in ("sorted", "return_index", "return_inverse",
@@ -293,7 +293,7 @@ define("dynamic_strided_slice", ("x", "begin", "end", "strides"), _infer_dynamic
 
 @legalizes_to_relax("dynamic_strided_slice")
 def _dynamic_strided_slice(call):
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     return call_op("call_pure_packed", ExternFunc("phasec.dynamic_strided_slice"), *call.args,
                    sinfo_args=[call.struct_info], span=call.span)

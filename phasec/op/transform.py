@@ -33,7 +33,7 @@ from phasec.ir import tir
 from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.op.infer import prim_expr_to_str
+from phasec.ir.text import prim_expr_to_str, sinfo_to_str
 from phasec.ir.tir import BinaryOp, PrimExpr, Select
 from phasec.op._common import (
     REQUIRED, OpPattern, as_float, as_int, attrs_of, define, err, int_tuple, norm_axis, one_of,
@@ -360,7 +360,7 @@ def _pixel_shuffle(call, inputs):
 # ---------------------------------------------------------------------------
 
 def _infer_slice_scatter(call, ctx):
-    from phasec.op.infer import arg_sinfo, sinfo_to_str
+    from phasec.op.infer import arg_sinfo
     from phasec.ir.struct_info import PrimStructInfo
 
     x = tensor_arg(call, 0, ctx, "input_tensor")

@@ -20,7 +20,7 @@ from phasec import arith
 from phasec.ir.expr import (
     Call, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
 )
-from phasec.op.infer import is_base_of, may_be_base_of
+from phasec.arith.lattice import is_base_of, may_be_base_of
 from phasec.op import normalize_attrs
 from phasec.ir.struct_info import (
     PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
@@ -302,7 +302,7 @@ def _cached_problems(rule: Rule, ctx: Context, call: Any, compute: Any) -> None:
 
 
 def _dim(e: Any) -> str:
-    from phasec.op.infer import prim_expr_to_str
+    from phasec.ir.text import prim_expr_to_str
 
     return prim_expr_to_str(e)
 
