@@ -1,8 +1,13 @@
-"""Base machinery shared by every IR node: spans, immutability, field lists.
+"""Base machinery shared by every IR node: spans, immutability, field lists,
+the children a node holds, and the hook through which the IR prints itself.
 
 Nodes are frozen, slotted dataclasses compared by identity (``eq=False``):
 ``Var`` identity is object identity, and structural equality is the separate
-function :func:`phasec.ir.structural_equal`.
+function :func:`phasec.ir.structural_equal`. A node's children are read off
+its field annotations (:func:`children`, :func:`node_fields`): traversals
+need no per-class code. ``repr(node)`` and ``str(module)`` print through the
+function installed with :func:`set_printer` (the TVMScript printer, a layer
+above the IR).
 """
 
 from __future__ import annotations
