@@ -40,7 +40,7 @@ from phasec.ir import (
     PrimValue, ShapeExpr, ShapeStructInfo, StructInfo, TensorStructInfo, Tuple, TupleGetItem,
     TupleStructInfo, Var, VarBinding,
 )
-from phasec.op.infer import sinfo_to_str
+from phasec.ir.text import sinfo_to_str
 from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
 

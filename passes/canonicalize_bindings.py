@@ -24,7 +24,7 @@ from phasec.ir import (
     Binding, DataflowVar, ExprMutator, Function, If, IRModule, MatchCast, Phase,
     SeqExpr, Var,
 )
-from phasec.op.infer import is_base_of, struct_info_equal
+from phasec.arith.lattice import is_base_of, struct_info_equal
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["CanonicalizeBindings", "canonicalize_function"]

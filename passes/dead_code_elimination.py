@@ -28,7 +28,7 @@ from phasec.ir import (
     BindingBlock, Call, DataflowVar, Expr, ExternFunc, Function, FuncStructInfo,
     GlobalVar, If, IRModule, MatchCast, Op, Phase, SeqExpr, Var, collect_exprs,
 )
-from phasec.op.infer import collect_shape_vars
+from phasec.arith.lattice import collect_shape_vars
 from phasec.op import find_op
 from phasec.transform import PassConfigError, module_pass, register_pass
 

@@ -32,7 +32,7 @@ from phasec.ir import (
     Binding, BindingBlock, Call, DataflowBlock, DataflowVar, Expr, ExprMutator, Function,
     IRModule, Node, Op, Phase, SeqExpr, Var, VarBinding, tir,
 )
-from phasec.op.infer import is_base_of
+from phasec.arith.lattice import is_base_of
 from phasec.op import find_op
 from phasec.transform import module_pass, register_pass
 

@@ -103,7 +103,7 @@ from phasec.ir.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function,
     GlobalVar, If, Op, PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
-from phasec.op.infer import collect_shape_vars
+from phasec.arith.lattice import collect_shape_vars
 from phasec.ir.module import IRModule
 from phasec.op import map_symbolic_attrs, symbolic_attr_values
 from phasec.op.legalize import LEGALIZE_RELAX

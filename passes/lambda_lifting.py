@@ -56,7 +56,8 @@ from phasec.ir import (
 )
 from phasec import arith
 from phasec.script.builder import NameTable
-from phasec.op.infer import collect_shape_vars, context_from_module, infer_struct_info
+from phasec.arith.lattice import collect_shape_vars
+from phasec.op.infer import context_from_module, infer_struct_info
 from phasec.op import map_symbolic_attrs, op_expr, symbolic_attr_values
 from phasec.op.registry import InferContext
 from phasec.transform import module_pass, register_pass

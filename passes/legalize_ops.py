@@ -79,10 +79,9 @@ from phasec.ir import (
 from phasec.arith import simplify, substitute
 from phasec.script.builder import NameTable
 from phasec.ir.visitor import collect_exprs
-from phasec.op.infer import (
-    collect_shape_vars, context_from_module, expr_to_str, infer_struct_info, sinfo_to_str,
-    substitute_sinfo,
-)
+from phasec.arith.lattice import collect_shape_vars, substitute_sinfo
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import context_from_module, infer_struct_info
 from phasec.op import find_op, op_expr
 from phasec.op.legalize import (
     LEGALIZE_RELAX, LegalizeError, LoweredCall, lower_call, lower_fused,

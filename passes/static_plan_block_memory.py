@@ -72,7 +72,7 @@ from phasec.ir import (
     collect_exprs, tir,
 )
 from phasec.arith import free_vars, simplify
-from phasec.op.infer import prim_expr_to_str
+from phasec.ir.text import prim_expr_to_str
 from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
 

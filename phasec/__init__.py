@@ -43,6 +43,18 @@ from phasec.errors import (  # noqa: F401
     StructInfoError, VMError, WellFormedError,
 )
 from phasec.ir import IRModule, Phase, assert_structural_equal, structural_equal, structural_hash  # noqa: F401
+from phasec.ir.node import set_printer
+
+
+def _print_on_first_use(obj: Any, syntax: str | None) -> str | None:
+    """The IR's printer until the real one is loaded: the first ``str(mod)``
+    or ``repr(node)`` imports phasec.script.printer (which installs itself in
+    place of this function) and prints with it. ``import phasec`` stays cheap:
+    the printer reads the operator registry, which loads every operator."""
+    return importlib.import_module("phasec.script.printer").script_text(obj, syntax)
+
+
+set_printer(_print_on_first_use)
 
 __version__ = "0.1.0"
 

@@ -208,8 +208,7 @@ def _section_operators() -> str:
     """Every registered operator: where it is defined, its pattern kind, and
     how LegalizeOps lowers it."""
     from phasec.op import list_ops
-    from phasec.op._lowering import LOWERS_TO
-    from phasec.op.legalize import LEGALIZE, LEGALIZE_RELAX
+    from phasec.op.legalize import LEGALIZE, LEGALIZE_RELAX, LOWERS_TO
     from phasec.op.registry import CATEGORY_MAX_PHASE
 
     rows = []

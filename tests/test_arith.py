@@ -7,7 +7,7 @@ from phasec.ir import tir
 from phasec.arith import (
     const_int, free_vars, prove_equal, prove_not_equal, simplify, substitute,
 )
-from phasec.op.infer import prim_expr_to_str
+from phasec.ir.text import prim_expr_to_str
 from phasec.ir.tir import BinaryOp, IntImm
 
 n = tir.Var("n")

@@ -11,7 +11,7 @@ from phasec.ir import (
     TupleStructInfo, Var, VarBinding, structural_equal, tir,
 )
 from phasec.script.builder import BlockBuilder, NameTable, is_leaf, normalize_function
-from phasec.op.infer import sinfo_to_str
+from phasec.ir.text import sinfo_to_str
 from phasec.op import InferContext, call_op
 
 n = tir.Var("n")

@@ -80,7 +80,7 @@ class Module:
 
 def _bindings_phasec(source, env):
     """name -> (dtype, ndim, dims evaluated at ``env`` or None)."""
-    from phasec.op.infer import prim_expr_to_str
+    from phasec.ir.text import prim_expr_to_str
 
     mod = phasec.parse(source)
     out = {}

@@ -9,10 +9,9 @@ from phasec.ir import (
     ObjectStructInfo, Op, PrimStructInfo, PrimValue, SeqExpr, ShapeExpr, ShapeStructInfo, Span,
     TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, tir,
 )
-from phasec.op.infer import (
-    collect_shape_vars, context_from_module, infer_struct_info, is_base_of, join,
-    sinfo_to_str, struct_info_equal, unify,
-)
+from phasec.arith.lattice import collect_shape_vars, is_base_of, join, struct_info_equal, unify
+from phasec.ir.text import sinfo_to_str
+from phasec.op.infer import context_from_module, infer_struct_info
 from phasec.op import (
     OpDef, OpPattern, REQUIRED, InferContext, call_op, find_op, get_op, list_ops,
 )

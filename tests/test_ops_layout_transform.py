@@ -212,7 +212,7 @@ def test_a_map_that_cannot_be_inverted_is_a_clear_error():
         with pytest.raises(LegalizeError, match=why):
             lower_call(_lt(x, text))
     # the reference says the same, rather than guessing
-    from phasec.op._index_map import MapError
+    from phasec.op.index_map import MapError
     with pytest.raises(MapError, match="drops part of input index i"):
         run("layout_transform", np.zeros((4, 2), "float32"), index_map="lambda i, j: (i // 2, j)")
 

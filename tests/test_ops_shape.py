@@ -43,7 +43,7 @@ def _shape_bindings_tvm():
 
 def test_inference_matches_tvm():
     mod = phasec.parse(INFER_SOURCE)
-    from phasec.op.infer import sinfo_to_str
+    from phasec.ir.text import sinfo_to_str
 
     ours = {b.var.name_hint: sinfo_to_str(b.var.struct_info)
             for blk in mod["main"].body.blocks for b in blk.bindings}

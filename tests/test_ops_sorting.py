@@ -45,7 +45,7 @@ class Module:
 
 def _norm_phasec(si, env):
     from phasec.ir import TupleStructInfo
-    from phasec.op.infer import prim_expr_to_str
+    from phasec.ir.text import prim_expr_to_str
 
     if isinstance(si, TupleStructInfo):
         return tuple(_norm_phasec(f, env) for f in si.fields)

@@ -51,7 +51,7 @@ def tensor(shape, dtype) -> TensorStructInfo:
 
 
 def sinfo_eq(a: StructInfo | None, b: StructInfo | None) -> bool:
-    from phasec.op.infer import struct_info_equal
+    from phasec.arith.lattice import struct_info_equal
 
     return struct_info_equal(a, b)
 

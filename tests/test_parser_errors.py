@@ -16,7 +16,7 @@ import pytest
 import phasec
 from phasec.errors import ParseError
 from phasec.script import loader as loader_mod
-from phasec.script import parser as parser_mod
+from phasec.script.parser import driver as parser_mod
 
 HEADER = '''@I.ir_module
 class M:

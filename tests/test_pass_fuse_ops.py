@@ -20,7 +20,7 @@ from phasec.ir import (
     tir,
 )
 from phasec.script.builder import BlockBuilder
-from phasec.op.infer import collect_shape_vars
+from phasec.arith.lattice import collect_shape_vars
 from phasec.op import call_op
 from phasec.op.legalize import lower_fused
 from phasec.op.registry import OpPattern as P

@@ -19,7 +19,7 @@ from phasec.ir import (
     Var, VarBinding, structural_equal,
 )
 from phasec.op import call_op
-from phasec.op.infer import collect_shape_vars
+from phasec.arith.lattice import collect_shape_vars
 from phasec.transform import PassContext, get_pass
 
 from pass_cases.harness import case_names, check_pass, load_case, run_case

@@ -9,9 +9,17 @@ from typing import Any
 
 from phasec.errors import StructInfoError
 from phasec.ir import tir
-from phasec.ir.expr import Call, ExternFunc, Function, GlobalVar, Op, Var
-from phasec.ir.struct_info import FuncStructInfo, StructInfo
-from phasec.op.infer import expr_to_str, infer_struct_info, is_base_of, may_be_base_of, sinfo_to_str
+from phasec.ir.expr import (
+    Call, Constant, DataflowVar, DataTypeImm, ExternFunc, Function, GlobalVar, Op, PrimValue,
+    ShapeExpr, StringImm, Tuple, Var,
+)
+from phasec.arith.lattice import is_base_of, may_be_base_of
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import infer_struct_info
+from phasec.ir.struct_info import (
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+    TensorStructInfo, TupleStructInfo,
+)
 
 from phasec.verifier.context import Context
 

@@ -345,6 +345,10 @@ def _divide_exact(poly: Poly, mono: Monomial, c: int) -> Poly | None:
 
 
 def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
+    """The operands arithmetic looks into: those of operators, casts, selects
+    and calls. Unlike :func:`phasec.ir.tir.expr_children`, a load (or any
+    other node, such as a TE tensor read) is an atom whose indices are not
+    walked: its value is unknown whatever they are."""
     if isinstance(e, BinaryOp):
         return (e.lhs, e.rhs)
     if isinstance(e, (Cast, Not)):

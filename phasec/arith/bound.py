@@ -38,6 +38,8 @@ Interval = tuple  # (lo, hi), inclusive, or None when unknown
 
 
 def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:
+    """The operands this simplifier rewrites: only integer operators'; any
+    other node is an atom (see :func:`simplify_bounded`)."""
     if type(e) is BinaryOp:
         return (e.lhs, e.rhs)
     return ()

@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from phasec.ir.expr import BaseFunc, Function, GlobalVar
-from phasec.ir.node import Node, Span, node
+from phasec.ir.node import Node, Span, node, script_text
 from phasec.ir.phase import Phase
 from phasec.ir.tir import PrimFunc, frozen_attrs
 
@@ -258,9 +258,10 @@ class IRModule:
         spelling before TVM 0.27); default: the spelling selected with
         :func:`phasec.script.printer.syntax`, else ``"tvm"``.
         """
-        from phasec.script.printer import print_module
-
-        return print_module(self, syntax)
+        text = script_text(self, syntax)
+        if text is None:  # no printer installed: name the functions at least
+            return f"<IRModule: {', '.join(sorted(self._functions)) or 'no functions'}>"
+        return text
 
     def __str__(self) -> str:
         return self.script()

@@ -25,7 +25,7 @@ from phasec.ir.module import IRModule
 from phasec.ir.node import Node
 
 __all__ = ["structural_equal", "structural_hash", "assert_structural_equal",
-           "StructuralMismatch", "exact_fingerprint"]
+           "first_mismatch", "StructuralMismatch", "exact_fingerprint"]
 
 _BOUND = (Var, tir.Var, tir.Buffer)
 
@@ -41,8 +41,10 @@ def _module_view(m: Any) -> Any:
     return m
 
 
-def _first_mismatch(lhs: Any, rhs: Any) -> str | None:
-    """Return None when equal, else a path describing the first difference."""
+def first_mismatch(lhs: Any, rhs: Any) -> str | None:
+    """None when ``lhs`` and ``rhs`` are structurally equal, else where they
+    first differ: a path and what differs there (``body.stmts[2].value: 1 vs
+    2``)."""
     var_map: dict[int, Any] = {}
     rev_map: dict[int, Any] = {}
     # Each entry: (a, b, path) where path is a (parent, key) linked list.
@@ -107,12 +109,12 @@ def _fmt(path: Any, what: str) -> str:
 
 def structural_equal(lhs: Any, rhs: Any) -> bool:
     """True when ``lhs`` and ``rhs`` are equal up to renaming of variables."""
-    return _first_mismatch(lhs, rhs) is None
+    return first_mismatch(lhs, rhs) is None
 
 
 def assert_structural_equal(lhs: Any, rhs: Any) -> None:
     """Raise :class:`StructuralMismatch` naming the first difference."""
-    where = _first_mismatch(lhs, rhs)
+    where = first_mismatch(lhs, rhs)
     if where is not None:
         raise StructuralMismatch(f"not structurally equal at {where}")
 

@@ -8,13 +8,13 @@ code generators handle every operator in one table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Union
 
 import numpy as np
 
-from phasec.ir.node import Node, Span, node, set_field
+from phasec.ir.node import Node, Span, children_getter, no_children, node, set_field
 
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "BufferData", "HOST_CALLS",
@@ -22,7 +22,7 @@ __all__ = [
     "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
     "IfThenElse", "While", "Allocate", "LetStmt", "AttrStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
-    "stmt_children", "contains_stmt",
+    "stmt_children", "stmt_exprs", "contains_stmt",
     "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
     "LIBM_INTRINSICS", "BOOL_INTRINSICS", "BIT_INTRINSICS", "PREFETCH_ATTR", "PREFETCH_WRITE_ATTR",
     "is_float", "is_int", "is_bool", "DTYPES", "frozen_attrs",
@@ -574,35 +574,49 @@ class PrimFunc(Node):
 # ---------------------------------------------------------------------------
 # Traversal: the one definition of what a node holds
 # ---------------------------------------------------------------------------
+# Read off the nodes' dataclass fields (see phasec.ir.node.node_fields): a new
+# node class needs no traversal code here.
+
+_EXPR_CHILDREN: dict[type, Callable[[Any], tuple]] = {}
+_STMT_CHILDREN: dict[type, Callable[[Any], tuple]] = {}
+_STMT_EXPRS: dict[type, Callable[[Any], tuple]] = {}
+
 
 def expr_children(e: PrimExpr) -> tuple[PrimExpr, ...]:
-    """The operands of a scalar expression (a load's indices included)."""
-    t = type(e)
-    if t is BinaryOp:
-        return (e.lhs, e.rhs)
-    if t is Not or t is Cast:
-        return (e.value,)
-    if t is Select:
-        return (e.condition, e.true_value, e.false_value)
-    if t is Call:
-        return e.args
-    if t is BufferLoad:
-        return e.indices
-    return ()
+    """The operands of a scalar expression (a load's indices included), in
+    field order; () for anything that is not a PrimExpr."""
+    try:  # the hot path of every expression walk: one lookup, one call
+        return _EXPR_CHILDREN[type(e)](e)
+    except KeyError:
+        t = type(e)
+        get = _EXPR_CHILDREN[t] = (children_getter(t, PrimExpr) if issubclass(t, PrimExpr)
+                                   else no_children)
+        return get(e)
 
 
 def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
-    """The statements directly inside ``s``: bodies, branches, a block's init."""
-    t = type(s)
-    if t is SeqStmt:
-        return s.stmts
-    if t is IfThenElse:
-        return (s.then_case,) if s.else_case is None else (s.then_case, s.else_case)
-    if t is For or t is Allocate or t is LetStmt or t is AttrStmt or t is While:
-        return (s.body,)
-    if t is Block:
-        return (s.body,) if s.init is None else (s.body, s.init)
-    return ()
+    """The statements directly inside ``s``: bodies, branches, a block's init,
+    in field order; () for anything that is not a Stmt."""
+    try:
+        return _STMT_CHILDREN[type(s)](s)
+    except KeyError:
+        t = type(s)
+        get = _STMT_CHILDREN[t] = (children_getter(t, Stmt) if issubclass(t, Stmt)
+                                   else no_children)
+        return get(s)
+
+
+def stmt_exprs(s: Stmt) -> tuple[PrimExpr, ...]:
+    """The expressions a statement holds directly, in field order: a loop's
+    variable and bounds, a store's value and indices, a condition, a block's
+    bindings (not those of the statements inside it)."""
+    try:
+        return _STMT_EXPRS[type(s)](s)
+    except KeyError:
+        t = type(s)
+        get = _STMT_EXPRS[t] = (children_getter(t, PrimExpr) if issubclass(t, Stmt)
+                                else no_children)
+        return get(s)
 
 
 def host_calls(body: Stmt) -> list[str]:
@@ -616,12 +630,7 @@ def host_calls(body: Stmt) -> list[str]:
     while stmts:
         s = stmts.pop()
         stmts.extend(reversed(stmt_children(s)))
-        for f in type(s)._fields:
-            v = getattr(s, f)
-            if isinstance(v, PrimExpr):
-                exprs.append(v)
-            elif isinstance(v, tuple):
-                exprs.extend(x for x in v if isinstance(x, PrimExpr))
+        exprs.extend(stmt_exprs(s))
     for root in exprs:  # in statement order
         stack = [root]
         while stack:

@@ -13,7 +13,8 @@ from phasec.errors import IndexOutOfRangeError, StructInfoError
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import Call, Op
-from phasec.op.infer import arg_sinfo, call_error, expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo, call_error
 from phasec.ir.struct_info import ShapeStructInfo, TensorStructInfo
 from phasec.op.registry import REQUIRED, InferContext, OpDef, OpPattern, find_op, register_op
 

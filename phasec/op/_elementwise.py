@@ -13,7 +13,7 @@ from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, PrimExpr
 from phasec.op._common import err
 from phasec.op._lowering import _const
-from phasec.op.infer import expr_to_str
+from phasec.ir.text import expr_to_str
 
 __all__ = ["np_result", "kind_check", "on_device", "truthy", "bool_interval"]
 

@@ -1,6 +1,8 @@
-"""What every operator's legalization shares: the registries LegalizeOps
-reads (:data:`LEGALIZE`, :data:`LEGALIZE_RELAX`), the decorators a family
-module registers its lowerings with, and the small TE helpers they use.
+"""What every operator's legalization shares: the decorators a family
+module registers its lowerings with (into the registry's tables
+:data:`~phasec.op.registry.LEGALIZE` and
+:data:`~phasec.op.registry.LEGALIZE_RELAX`, which LegalizeOps reads), and
+the small TE helpers they use.
 
 :data:`LEGALIZE` maps an operator name (``"relax.add"``) to a function
 ``legalize(call, inputs) -> te.Tensor | list[te.Tensor]``; ``inputs[i]``
@@ -28,6 +30,9 @@ from phasec.ir.expr import Call, Expr, Op
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.te import Tensor
 from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Select
+from phasec.op._common import attrs_of
+from phasec.op.infer import infer_struct_info
+from phasec.op.registry import LEGALIZE, LEGALIZE_RELAX, LOWERS_TO, LegalizeFn
 
 __all__ = ["LEGALIZE", "LEGALIZE_RELAX", "legalizes", "legalizes_to_relax", "LegalizeError",
            "Inputs", "LegalizeFn"]
@@ -38,10 +43,6 @@ class LegalizeError(PhasecError):
 
 
 Inputs = Sequence[Any]
-LegalizeFn = Callable[[Call, Inputs], "Tensor | list[Tensor]"]
-
-#: op name -> TE definition
-LEGALIZE: dict[str, LegalizeFn] = {}
 
 
 def _register(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
@@ -69,17 +70,6 @@ def legalizes(*names: str) -> Callable[[LegalizeFn], LegalizeFn]:
     definition: ``@legalizes("flip")`` above ``def _flip(call, inputs)``.
     """
     return _register(*names)
-
-
-#: op name -> ``fn(call) -> Expr``: operators that lower to a Relax expression
-#: instead of a kernel (a VM builtin or a packed call: shape_of, print...).
-#: ``call`` carries its struct info; the result must be valid in the lowering
-#: phase (call_pure_packed, an ExternFunc call...).
-LEGALIZE_RELAX: dict[str, Callable[[Call], Expr]] = {}
-
-
-#: op name -> what its LEGALIZE_RELAX lowering produces, for PHASES.md
-LOWERS_TO: dict[str, str] = {}
 
 
 def legalizes_to_relax(*names: str, lowers_to: str = "VM builtin / packed call"
@@ -115,14 +105,12 @@ def _script(call: Call) -> str:
 
 
 def _attrs(call: Call) -> dict[str, Any]:
-    from phasec.op._common import attrs_of
     return attrs_of(call)
 
 
 def _out(call: Call, index: int | None = None) -> TensorStructInfo:
     sinfo = call.struct_info
     if sinfo is None:
-        from phasec.op.infer import infer_struct_info
         sinfo = infer_struct_info(call)
     if index is not None:
         if not isinstance(sinfo, TupleStructInfo):

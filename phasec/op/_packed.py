@@ -16,6 +16,7 @@ from phasec.ir import tir
 from phasec.ir.expr import ExternFunc, PrimValue, StringImm
 from phasec.op._common import attrs_of
 from phasec.runtime.packed import get_packed_func
+from phasec.op.calls import call_op
 
 __all__ = ["packed", "lower_to_packed", "bool_value"]
 
@@ -28,7 +29,6 @@ def packed(name: str):
 def lower_to_packed(name: str, attrs_to_args):
     """LegalizeOps: ``R.call_pure_packed(name, data, *attribute values)``."""
     def lower(call):
-        from phasec.op import call_op
 
         extra = [PrimValue(v) if isinstance(v, (bool, int)) else StringImm(v)
                  for v in attrs_to_args(attrs_of(call))]

@@ -42,6 +42,7 @@ import numpy as np
 
 from phasec.ir import tir
 from phasec import arith
+from phasec.ir.text import prim_expr_to_str
 from phasec.ir.tir import BinaryOp, IntImm, PrimExpr, Select
 
 __all__ = ["index_entry", "index_tuple", "stride_tuple", "canonical_index", "slice_length",
@@ -98,8 +99,6 @@ def is_symbolic(v: Any) -> bool:
 
 
 def _text(e: PrimExpr) -> str:
-    from phasec.op.infer import prim_expr_to_str
-
     return prim_expr_to_str(e)
 
 

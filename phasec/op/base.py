@@ -99,8 +99,11 @@ from phasec.op._common import (
 )
 from phasec.op._lowering import _tensor, legalizes, legalizes_to_relax
 from phasec.op.draw import ANY_DTYPE, declares_draw
-from phasec.op.infer import arg_sinfo, expr_to_str, is_base_of, sinfo_to_str
+from phasec.arith.lattice import is_base_of
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.runtime.packed import get_packed_func
+from phasec.op.calls import call_op
 
 __all__ = ["CPU_DEVICE_TYPE", "CPU_TARGET_KINDS", "check_operand_count", "check_tuple_operand"]
 
@@ -346,7 +349,6 @@ def _format_str(v) -> str:
 
 
 def _pure_packed(name: str, call: Call) -> Call:
-    from phasec.op import call_op
 
     return call_op("call_pure_packed", ExternFunc(name), *call.args,
                    sinfo_args=[call.struct_info], span=call.span)

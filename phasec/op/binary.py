@@ -49,7 +49,8 @@ from phasec.op._lowering import (
     scalar_operands,
 )
 from phasec.op.draw import FLOATS, NUMBERS, Elementwise, corners, declares_draw
-from phasec.op.infer import arg_sinfo, expr_to_str
+from phasec.ir.text import expr_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.te import Tensor
 
 __all__ = ["BINARY_ARITH", "COMPARISONS", "MATH_BINARY"]

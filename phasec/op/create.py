@@ -41,8 +41,10 @@ from phasec.op._lowering import (
 )
 from phasec.op.datatype import dtype_or_void, dtype_required, with_dtype
 from phasec.op.draw import ANY_DTYPE, BOOL, FLOAT, INT, NUMBERS, Hooks, data_like, declares_draw
-from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__ = ["prim_operand", "prim_array", "prim_expr"]
 
@@ -488,7 +490,6 @@ declares_draw("eye_like", dtypes=NUMBERS, ranks=(2,), build=_draw_eye_like)
 
 def _like_draw(name: str, value: float, order: int) -> Hooks:
     def build(g, x):
-        from phasec.op import call_op
 
         return g.emit(call_op("relax." + name, x.expr), x.kind, (value, value))
     return Hooks(build, (FLOAT, INT), order=order)
@@ -497,7 +498,6 @@ def _like_draw(name: str, value: float, order: int) -> Hooks:
 def _fill_draw(name: str, order: int) -> Hooks:
     """Of the shape of a value in scope (symbolic dimensions included)."""
     def build(g, x):
-        from phasec.op import call_op
 
         shape = ShapeExpr(x.shape)
         if name == "full":

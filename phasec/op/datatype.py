@@ -19,6 +19,7 @@ from phasec.op._common import REQUIRED, OpPattern, as_dtype, attrs_of, define, t
 from phasec.op._lowering import Inputs, _const, _name, _out, _tensor, legalizes
 from phasec.op.draw import BOOL, FLOAT, INT, Hooks, declares_draw
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__ = ["dtype_required", "dtype_or_void", "with_dtype"]
 
@@ -73,7 +74,6 @@ def _astype(call: Call, inputs: Inputs) -> Tensor:
 # How the fuzzing generator draws astype (phasec.op.draw.Hooks)
 
 def _astype_build(g, x):
-    from phasec.op import call_op
 
     if x.kind == FLOAT:
         # float -> int truncates; values are well inside int32

@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from phasec.ir.expr import Call, Expr, Var
-from phasec.op.infer import arg_sinfo, expr_to_str
+from phasec.ir.text import expr_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.op._common import OpPattern, define, err
 from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op._lowering import legalizes_to_relax

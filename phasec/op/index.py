@@ -40,8 +40,10 @@ from phasec.op._symslice import (
     canonical_index, index_tuple, is_symbolic, slice_length, stride_tuple,
 )
 from phasec.op.draw import ANY_DTYPE, BOOL, FLOAT, INT, Hooks, const_dim, cut_axes, declares_draw
-from phasec.op.infer import arg_sinfo, expr_to_str
+from phasec.ir.text import expr_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__: list[str] = []
 
@@ -189,7 +191,6 @@ define("dynamic_strided_slice", ("x", "begin", "end", "strides"), _infer_dynamic
 
 @legalizes_to_relax("dynamic_strided_slice")
 def _dynamic_strided_slice(call):
-    from phasec.op import call_op
 
     return call_op("call_pure_packed", ExternFunc("phasec.dynamic_strided_slice"), *call.args,
                    sinfo_args=[call.struct_info], span=call.span)
@@ -303,7 +304,6 @@ _ANY = (FLOAT, INT, BOOL)
 
 
 def _call(name: str, *args: Any, **attrs: Any) -> Any:
-    from phasec.op import call_op
 
     return call_op("relax." + name, *args, **attrs)
 

@@ -47,13 +47,13 @@ from phasec.ir.expr import (
 from phasec.ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.te import Tensor
 from phasec.ir.tir import PrimExpr, PrimFunc
-from phasec.op._lowering import (
-    LEGALIZE, LEGALIZE_RELAX, LegalizeError, LegalizeFn, _const, _script, legalizes,
-    legalizes_to_relax,
-)
 from phasec.op import definitions  # noqa: F401  (each family registers its lowerings)
+from phasec.op._lowering import LegalizeError, _const, _script, legalizes, legalizes_to_relax
+from phasec.op.infer import infer_struct_info
+from phasec.op.registry import LEGALIZE, LEGALIZE_RELAX, LOWERS_TO, LegalizeFn
 
-__all__ = ["LEGALIZE", "LEGALIZE_RELAX", "legalizes", "legalizes_to_relax", "LegalizeError",
+__all__ = ["LEGALIZE", "LEGALIZE_RELAX", "LOWERS_TO", "legalizes", "legalizes_to_relax",
+           "LegalizeError",
            "LoweredCall", "lower_call", "legalize_call", "lower_fused", "legalize_fused",
            "has_legalization"]
 
@@ -242,7 +242,6 @@ def lower_call(call: Call, schedule_hints: Any = True) -> LoweredCall:
     outputs = _as_list(fn(call, operands))
     sinfo = call.struct_info
     if sinfo is None:
-        from phasec.op.infer import infer_struct_info
         sinfo = infer_struct_info(call)
     return _build(inputs, outputs, sinfo, schedule_hints)
 

@@ -37,8 +37,9 @@ from phasec.op.draw import (
     dims_equal, iv_ok,
 )
 from phasec.op.manipulate.join import common_dtype, tensor_list, tuple_of_tensors
-from phasec.op.infer import expr_to_str, prim_expr_to_str
+from phasec.ir.text import expr_to_str, prim_expr_to_str
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__: list[str] = []
 
@@ -311,7 +312,6 @@ def _matmul_accepts(g, x) -> bool:
 
 
 def _matmul_build(g, x):
-    from phasec.op import call_op
 
     cands = g.visible(lambda v: _matmul_ok(x, v, g.cfg.max_dim))
     cands.append("const")

@@ -24,7 +24,7 @@ import numpy as np
 
 from phasec import arith
 from phasec import te
-from phasec.op.infer import prim_expr_to_str
+from phasec.ir.text import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, IntImm, Select
 from phasec.op._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, err, tensor_arg, tensor_sinfo
@@ -636,7 +636,7 @@ for _rank in (1, 2, 3):
 
 def _conv2d_build(g, x):
     """NCHW data, a constant OIHW weight of 1..3 square-ish kernels, padding 0 or 1."""
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     c = const_dim(x.shape[1])
     h, w = const_dim(x.shape[2]), const_dim(x.shape[3])

@@ -574,7 +574,7 @@ for _rank in (1, 2, 3):
 def _pool2d_draw(name: str, order: int) -> Hooks:
     """NCHW data, a square window of 1 or 2, strides 1 or 2 (the result within the data's interval)."""
     def build(g, x):
-        from phasec.op import call_op
+        from phasec.op.calls import call_op
 
         h, w = const_dim(x.shape[2]), const_dim(x.shape[3])
         size = g.pick([s for s in (1, 2) if s <= min(h, w)])

@@ -24,7 +24,7 @@ import numpy as np
 
 from phasec import arith
 from phasec import te
-from phasec.op.infer import prim_expr_to_str
+from phasec.ir.text import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, IntImm
 from phasec.op._common import OpPattern, as_dtype, as_int, attrs_of, define, err, tensor_arg

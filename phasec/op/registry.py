@@ -5,21 +5,32 @@ its operands and attributes (which the TVMScript parser and printer use),
 struct-info inference, a numpy reference implementation (the interpreter and
 FoldConstant use it), its fusion pattern kind, its purity, and its
 legalization to TIR (LegalizeOps uses it).
+
+This module is the bottom of the operator package: it imports none of the
+operators. They register themselves when their family modules are imported,
+and importing :mod:`phasec.op` (which any ``phasec.op.<module>`` import
+does first) imports every family, so the registry is complete wherever it
+can be reached from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+import difflib
 from typing import TYPE_CHECKING, Any
 
+from phasec.op.draw import draw_of
+
 if TYPE_CHECKING:
-    from phasec.ir.expr import Call
+    from phasec.ir.expr import Call, Expr
     from phasec.ir.struct_info import StructInfo
+    from phasec.te import Tensor
 
 __all__ = ["OpPattern", "OpDef", "REQUIRED", "register_op", "get_op", "find_op",
-           "list_ops", "InferContext", "CATEGORY_MAX_PHASE"]
+           "list_ops", "InferContext", "CATEGORY_MAX_PHASE", "LEGALIZE", "LEGALIZE_RELAX",
+           "LOWERS_TO", "LegalizeFn"]
 
 
 class OpPattern(IntEnum):
@@ -41,6 +52,24 @@ class _Required:
 
 #: Default marker for an attribute that has no default.
 REQUIRED: Any = _Required()
+
+
+#: ``legalize(call, inputs) -> te.Tensor | list[te.Tensor]``: an operator's
+#: lowering to a kernel (see :mod:`phasec.op._lowering`).
+LegalizeFn = Callable[["Call", Sequence[Any]], "Tensor | list[Tensor]"]
+
+#: op name -> TE definition of its lowering (registered beside the operator
+#: with :func:`phasec.op._lowering.legalizes`)
+LEGALIZE: dict[str, LegalizeFn] = {}
+
+#: op name -> ``fn(call) -> Expr``: operators that lower to a Relax expression
+#: instead of a kernel (a VM builtin or a packed call: shape_of, print...).
+#: ``call`` carries its struct info; the result must be valid in the lowering
+#: phase (call_pure_packed, an ExternFunc call...).
+LEGALIZE_RELAX: dict[str, Callable[["Call"], "Expr"]] = {}
+
+#: op name -> what its LEGALIZE_RELAX lowering produces, for PHASES.md
+LOWERS_TO: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -96,8 +125,6 @@ class OpDef:
         module, registered with :func:`phasec.op._lowering.legalizes`; this
         property is the op's view of its entry.
         """
-        from phasec.op._lowering import LEGALIZE
-
         return LEGALIZE.get(self.name)
 
     @property
@@ -105,16 +132,12 @@ class OpDef:
         """The op's lowering to a Relax expression instead of a kernel (a VM
         builtin or packed call: shape_of, print, sort...), or None; see
         :func:`phasec.op._lowering.legalizes_to_relax`."""
-        from phasec.op._lowering import LEGALIZE_RELAX
-
         return LEGALIZE_RELAX.get(self.name)
 
     @property
     def draw(self) -> Any:
         """How a random program generator calls the op (a
         :class:`phasec.op.draw.Draw` declared beside its definition), or None."""
-        from phasec.op.draw import draw_of
-
         return draw_of(self.name)
 
     @property
@@ -144,20 +167,8 @@ def register_op(op: OpDef) -> OpDef:
     return op
 
 
-_loaded = False
-
-
-def _ensure_loaded() -> None:
-    # The definitions register themselves on import (once).
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from phasec.op import definitions  # noqa: F401
-
-
 def find_op(name: str) -> OpDef | None:
     """The OpDef for ``name`` (``relax.add``, or the script form ``R.add``), or None."""
-    _ensure_loaded()
     if name.startswith("R."):
         name = "relax." + name[2:]
     return _REGISTRY.get(name)
@@ -167,8 +178,6 @@ def get_op(name: str) -> OpDef:
     """The OpDef for ``name``; an unknown name is a KeyError listing close matches."""
     op = find_op(name)
     if op is None:
-        import difflib
-
         close = difflib.get_close_matches(name.replace("R.", "relax.", 1), list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise KeyError(f"unknown operator {name!r}{hint}")
@@ -177,5 +186,4 @@ def get_op(name: str) -> OpDef:
 
 def list_ops() -> list[OpDef]:
     """Every registered operator, sorted by name."""
-    _ensure_loaded()
     return sorted(_REGISTRY.values(), key=lambda o: o.name)

@@ -110,7 +110,7 @@ def _draw_accepts(g, x) -> bool:
 
 
 def _draw_build(g, x):
-    from phasec.op import call_op
+    from phasec.op.calls import call_op
 
     batch, vocab = (const_dim(d) for d in x.shape)
     n = g.integers(1, 4)

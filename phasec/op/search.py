@@ -28,8 +28,9 @@ from phasec.op._elementwise import truthy
 from phasec.op._lowering import Inputs, _bcast, _name, _out, _prod, _reduction, _tensor, legalizes
 from phasec.op._tirgen import i64
 from phasec.op.draw import BOOL, FLOAT, NUMBERS, Hooks, broadcast_ok, declares_draw, hull
-from phasec.op.infer import expr_to_str
+from phasec.ir.text import expr_to_str
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__: list[str] = []
 
@@ -78,7 +79,6 @@ def _where(call: Call, inputs: Inputs) -> Tensor:
 def _where_build(g, c):
     """``where(cond, x1, x2)``: the first operand is the condition; the
     branches are float values in scope that broadcast with it, or constants."""
-    from phasec.op import call_op
 
     xs = g.visible(lambda v: v.kind == FLOAT and broadcast_ok(c.shape, v.shape))
     opts: list = xs + (["const"] if g.cfg.constants else [])

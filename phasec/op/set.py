@@ -23,6 +23,7 @@ from phasec.op._common import (
 from phasec.op._lowering import legalizes_to_relax
 from phasec.op._packed import bool_value, lower_to_packed, packed
 from phasec.op.draw import ANY_DTYPE, NUMBERS, declares_draw
+from phasec.op.calls import call_op
 
 __all__: list[str] = []
 
@@ -63,7 +64,6 @@ define("unique", ("x",), _infer_unique,
 
 @legalizes_to_relax("unique")
 def _unique(call):
-    from phasec.op import call_op
 
     a = attrs_of(call)
     extra = [bool_value(a[k]) for k in ("sorted", "return_index", "return_inverse",

@@ -50,8 +50,9 @@ from phasec.op._packed import bool_value, packed
 from phasec.op._tirgen import i64, nest
 from phasec.op.datatype import dtype_or_void
 from phasec.op.draw import FLOAT, NUMBERS, Hooks, declares_draw, dim_max, iv_ok, numel_max
-from phasec.op.infer import expr_to_str
+from phasec.ir.text import expr_to_str
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__: list[str] = []
 
@@ -190,7 +191,6 @@ def _reduce_draw(name: str, order: int) -> Hooks:
         return iv_ok(_reduce_iv(name, x, min(worst, 8) if name == "prod" else worst))
 
     def build(g, x):
-        from phasec.op import call_op
 
         options: list[Any] = [None] + [(i,) for i in range(x.rank)]
         if x.rank >= 2:
@@ -431,7 +431,6 @@ define("median", ("x",), _infer_median,
 
 @legalizes_to_relax("median")
 def _median(call):
-    from phasec.op import call_op
 
     x = call.args[0].struct_info
     whole, ax = _median_axes(call, x)

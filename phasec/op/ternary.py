@@ -12,7 +12,7 @@ from phasec.ir.tir import BinaryOp
 from phasec.op._common import OpPattern, define, err, tensor_arg
 from phasec.op._elementwise import kind_check, on_device
 from phasec.op._lowering import _name, _out, _tensor, legalizes
-from phasec.op.infer import sinfo_to_str
+from phasec.ir.text import sinfo_to_str
 
 __all__: list[str] = []
 

@@ -49,8 +49,10 @@ from phasec.op._lowering import (
 from phasec.op.draw import (
     ANY_DTYPE, FLOAT, FLOATS, NUMBERS, Elementwise, Hooks, declares_draw, monotone,
 )
-from phasec.op.infer import arg_sinfo, expr_to_str
+from phasec.ir.text import expr_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__ = ["UNARY", "MATH_UNARY", "STOP_FUSION_PACKED", "float_unary", "any_unary",
            "unary_reference", "unary_kernel", "np_erf", "np_sigmoid"]
@@ -381,7 +383,6 @@ _CLIP_BOUNDS = ((-1.0, 1.0), (0.0, 1.0), (-0.5, 2.0), (0.0, 6.0))
 
 
 def _clip_build(g, x):
-    from phasec.op import call_op
 
     lo, hi = g.pick(list(_CLIP_BOUNDS))
     iv = (min(max(x.lo, lo), hi), min(max(x.hi, lo), hi))

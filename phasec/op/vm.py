@@ -20,7 +20,7 @@ from phasec.ir.struct_info import TupleStructInfo
 from phasec.op._common import REQUIRED, as_int, as_str, define, err
 from phasec.op.base import check_operand_count, check_tuple_operand
 from phasec.op.datatype import dtype_required
-from phasec.op.infer import expr_to_str
+from phasec.ir.text import expr_to_str
 from phasec.op.memory.memory import infer_alloc_storage, infer_release, infer_storage_tensor
 
 __all__: list[str] = []

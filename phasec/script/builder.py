@@ -36,6 +36,7 @@ from phasec.ir.expr import (
 )
 from phasec.op.infer import context_from_module, infer_struct_info
 from phasec.ir.module import IRModule
+from phasec.ir.node import set_field
 from phasec.op.registry import InferContext
 from phasec.ir.struct_info import StructInfo
 from phasec.ir.tir import PrimFunc
@@ -192,8 +193,6 @@ class _Normalizer:
         return expr  # other leaves carry their own struct info
 
     def _with_sinfo(self, expr: Expr) -> Expr:
-        from phasec.ir.node import set_field
-
         if expr.struct_info is None:
             # ``expr`` was just created here and is not shared yet.
             set_field(expr, "struct_info", infer_struct_info(expr, self.ctx))

@@ -9,6 +9,7 @@ from phasec.errors import FileAccessError, ParseError
 from phasec.fileio import read_bytes
 from phasec.ir.module import IRModule
 from phasec.ir.node import Span
+from phasec.script.parser import decode_source, parse
 
 __all__ = ["load", "SUFFIXES"]
 
@@ -45,16 +46,13 @@ def load(path: str | bytes | os.PathLike) -> IRModule:
     except FileAccessError as exc:
         verb = "load" if exc.reason == "no such file" else "read"
         raise ParseError(f"cannot {verb} {name!r}: {exc.reason}") from None
-    from phasec.script.parser import decode_source
-
     if b"\x00" in data:
         line = data.count(b"\n", 0, data.index(b"\x00")) + 1
         raise ParseError("the file contains NUL bytes; is it a binary file?", Span(name, line, 0))
     text = decode_source(data, name)
     if suffix == ".json":
-        from phasec.script.json_format import from_json  # written alongside; imported only when needed
+        # pydantic's import costs more than most parses: only JSON files pay for it
+        from phasec.script.json_format import from_json
 
         return from_json(text)
-    from phasec.script.parser import parse
-
     return parse(text, filename=name)

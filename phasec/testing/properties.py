@@ -305,7 +305,7 @@ def merge_plain_blocks(mod: IRModule) -> IRModule:
 def roundtrip_problem(mod: IRModule) -> str | None:
     """None when the text and JSON round trips of ``mod`` are exact (the text
     one up to :func:`merge_plain_blocks`)."""
-    from phasec.ir.structural import _first_mismatch
+    from phasec.ir.structural import first_mismatch as _first_mismatch
     from phasec.script.json_format import from_json, to_json
     from phasec.script.parser import parse
 

@@ -22,8 +22,9 @@ from phasec.ir.expr import (
     Binding, Call, ExternFunc, GlobalVar, If, MatchCast, Op, SeqExpr, ShapeExpr, Tuple,
     TupleGetItem, Var, VarBinding,
 )
+from phasec.arith.lattice import is_base_of, may_be_base_of
+from phasec.ir.text import prim_expr_to_str
 from phasec.op import call_op, normalize_attrs
-from phasec.op.infer import is_base_of, may_be_base_of, prim_expr_to_str
 from phasec.op.registry import list_ops
 from phasec.ir.struct_info import (
     PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,

@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from phasec import te
-from phasec.op.infer import expr_to_str
+from phasec.ir.text import expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, Cast, IntImm, Select
 from phasec.op._common import (

@@ -68,7 +68,8 @@ from phasec.op._lowering import LegalizeError, _out, _script, _tensor, legalizes
 from phasec.op._tirgen import checked, copy_buffer, i64, nest, seq
 from phasec.op.draw import ANY_DTYPE, NUMBERS, data_like, declares_draw
 from phasec.op.create import prim_array, prim_expr, prim_operand
-from phasec.op.infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 
 __all__ = ["int_indices"]
 

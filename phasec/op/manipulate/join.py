@@ -38,8 +38,10 @@ from phasec.op.draw import (
     hull,
 )
 from phasec.op.manipulate.reshape import shape_text
-from phasec.op.infer import arg_sinfo, expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, prim_expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__ = ["split_bounds", "tuple_of_tensors", "common_dtype", "tensor_list"]
 
@@ -408,7 +410,6 @@ _ANY = (FLOAT, INT, BOOL)
 
 
 def _call(name: str, *args: Any, **attrs: Any) -> Any:
-    from phasec.op import call_op
 
     return call_op("relax." + name, *args, **attrs)
 

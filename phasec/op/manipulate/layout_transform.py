@@ -24,7 +24,7 @@ from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, IntImm, PrimExpr, Select
 from phasec.op._common import REQUIRED, OpPattern, attrs_of, define, err, tensor_arg
-from phasec.op._index_map import (  # _text: the canonical spelling of an index expression
+from phasec.op.index_map import (  # _text: the canonical spelling of an index expression
     MapError, _text, apply_inverse, inverse, map_shape, parse_index_map,
 )
 from phasec.op.draw import ANY_DTYPE, declares_draw

@@ -42,8 +42,9 @@ from phasec.op._lowering import (
     _tensor, _unravel, legalizes,
 )
 from phasec.op.draw import BOOL, FLOAT, INT, NUMBERS, Hooks, const_dim, data_like, declares_draw
-from phasec.op.infer import expr_to_str, prim_expr_to_str
+from phasec.ir.text import expr_to_str, prim_expr_to_str
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__ = ["shape_text"]
 
@@ -377,7 +378,6 @@ _ANY = (FLOAT, INT, BOOL)
 
 
 def _call(name: str, *args: Any, **attrs: Any) -> Any:
-    from phasec.op import call_op
 
     return call_op("relax." + name, *args, **attrs)
 

@@ -31,7 +31,7 @@ from phasec.op._lowering import _out, _tensor, _unravel, legalizes
 from phasec.op._tirgen import checked, i64
 from phasec.op.draw import ANY_DTYPE, declares_draw
 from phasec.op.manipulate.gather_scatter import int_indices
-from phasec.op.infer import sinfo_to_str
+from phasec.ir.text import sinfo_to_str
 
 __all__: list[str] = []
 

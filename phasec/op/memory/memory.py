@@ -19,7 +19,8 @@ from phasec.ir.struct_info import (
 from phasec.op._common import REQUIRED, as_int, as_str, attrs_of, define, err, shape_arg
 from phasec.op.base import check_operand_count
 from phasec.op.datatype import dtype_required
-from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 
 __all__ = ["tensor_of_shape", "infer_alloc_storage", "infer_storage_tensor", "infer_release"]
 

@@ -24,7 +24,8 @@ import numpy as np
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import Call, DataTypeImm, PrimValue, Tuple
-from phasec.op.infer import arg_sinfo, expr_to_str, sinfo_to_str
+from phasec.ir.text import expr_to_str, sinfo_to_str
+from phasec.op.infer import arg_sinfo
 from phasec.ir.struct_info import ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo
 from phasec.op._common import define, err
 

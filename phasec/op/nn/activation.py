@@ -42,6 +42,7 @@ from phasec.op.unary import (
     any_unary, float_unary, np_erf, np_sigmoid, unary_kernel, unary_reference,
 )
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__ = ["UNARY_ACTIVATIONS", "SELU_ALPHA", "SELU_SCALE"]
 
@@ -372,7 +373,6 @@ def _log_softmax(call: Call, inputs: Inputs) -> Tensor:
 
 def _softmax_draw(name: str, order: int) -> Hooks:
     def build(g, x):
-        from phasec.op import call_op
 
         axis = g.pick(list(range(-1, -x.rank - 1, -1)))
         if name == "nn.softmax":

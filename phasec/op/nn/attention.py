@@ -23,7 +23,7 @@ import numpy as np
 
 from phasec import arith
 from phasec import te
-from phasec.op.infer import prim_expr_to_str
+from phasec.ir.text import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, Cast, Select
 from phasec.op._common import (

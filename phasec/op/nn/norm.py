@@ -50,9 +50,10 @@ from phasec.op._lowering import (
     Inputs, _const, _count, _name, _norm_axis, _out, _prod, _reduction, _tensor, legalizes,
 )
 from phasec.op.draw import FLOAT, Hooks, const_dim, declares_draw
-from phasec.op.infer import expr_to_str, prim_expr_to_str
+from phasec.ir.text import expr_to_str, prim_expr_to_str
 from phasec.op.unary import float_unary
 from phasec.te import Tensor
+from phasec.op.calls import call_op
 
 __all__: list[str] = []
 
@@ -529,7 +530,6 @@ def _dropout(call, inputs):
 def _norm_draw(name: str, order: int) -> Hooks:
     """Over the last axis (which must be constant), with constant gamma/beta."""
     def build(g, x):
-        from phasec.op import call_op
 
         n = const_dim(x.shape[-1])
         gamma = g.constant((n,), (0.5, 1.5), "float32")

@@ -23,9 +23,10 @@ from phasec.script.parser.common import (
     TIR_BUILTIN_ERROR, _BINOPS, _CMPOPS, _PY_OP_SPELLING, _SINFO_KINDS, _TIR_BINARY_FUNCS,
     _TIR_BUILTINS, _TIR_FUNCS, _dotted, _is_none,
 )
+from phasec.script.parser.global_infos import resolve_vdevice
 
 if TYPE_CHECKING:
-    from phasec.script.parser import _ModuleParser
+    from phasec.script.parser.driver import ModuleParser
 
 
 #: Python's bit operators as TVM prints its TIR bit intrinsics.
@@ -44,7 +45,7 @@ class _PrimExprParser:
     (``R.Tensor(("n", "n * 2"))``), which may declare symbolic variables.
     """
 
-    def __init__(self, mp: _ModuleParser, int_dtype: str,
+    def __init__(self, mp: ModuleParser, int_dtype: str,
                  resolve: Callable[[str, ast.AST, bool], Any]) -> None:
         self.mp = mp
         self.int_dtype = int_dtype
@@ -518,7 +519,7 @@ class _SinfoParser:
     """``R.Tensor(...)``, ``R.Tuple(...)``, ``R.Shape(...)``, ``R.Prim(...)``,
     ``R.Object``, ``R.Callable(...)``. Dimensions go through ``prim``."""
 
-    def __init__(self, mp: _ModuleParser, prim: _PrimExprParser,
+    def __init__(self, mp: ModuleParser, prim: _PrimExprParser,
                  var_sinfo: Callable[[str], Any] | None = None) -> None:
         self.mp = mp
         self.prim = prim
@@ -621,8 +622,6 @@ class _SinfoParser:
                                f"{len(shape)} dimension(s)", a["ndim"])
         vdevice = None
         if "vdevice" in a and not _is_none(a["vdevice"]):
-            from phasec.script.parser.global_infos import resolve_vdevice
-
             vdevice = resolve_vdevice(mp, a["vdevice"])
         if shape is None and ndim != -1:
             return TensorStructInfo(None, dtype, ndim, span=span, vdevice=vdevice)

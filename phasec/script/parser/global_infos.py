@@ -24,7 +24,7 @@ from phasec.ir.module import (
 from phasec.script.parser.common import _dotted
 
 if TYPE_CHECKING:
-    from phasec.script.parser import _ModuleParser
+    from phasec.script.parser.driver import ModuleParser
 
 __all__ = ["parse_global_infos", "resolve_vdevice"]
 
@@ -32,7 +32,7 @@ _DIST_ERROR = ("distributed Relax (relax.dist: device meshes, R.DTensor) is not 
                "by phasec")
 
 
-def parse_global_infos(mp: _ModuleParser, call: ast.Call) -> dict[str, tuple[Any, ...]]:
+def parse_global_infos(mp: ModuleParser, call: ast.Call) -> dict[str, tuple[Any, ...]]:
     """The dictionary of ``I.module_global_infos({...})``."""
     I = mp.I  # noqa: N806,E741 - the dialect's conventional name
     if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Dict):
@@ -63,18 +63,18 @@ def parse_global_infos(mp: _ModuleParser, call: ast.Call) -> dict[str, tuple[Any
     return out
 
 
-def _is_dummy(mp: _ModuleParser, node: ast.AST) -> bool:
+def _is_dummy(mp: ModuleParser, node: ast.AST) -> bool:
     """``I.dummy_global_info()``."""
     return (isinstance(node, ast.Call) and _dotted(node.func) == (mp.I, "dummy_global_info")
             and not node.args and not node.keywords)
 
 
-def _mentions_device_mesh(mp: _ModuleParser, node: ast.AST) -> bool:
+def _mentions_device_mesh(mp: ModuleParser, node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) and _dotted(n.func) == (mp.R, "device_mesh")
                for n in ast.walk(node))
 
 
-def vdevice_value(mp: _ModuleParser, node: ast.AST) -> VDevice:
+def vdevice_value(mp: ModuleParser, node: ast.AST) -> VDevice:
     I = mp.I  # noqa: N806,E741
     if not (isinstance(node, ast.Call) and _dotted(node.func) == (I, "vdevice")):
         raise mp.error(f"expected {I}.vdevice(target, vdevice_id, memory_scope), got "
@@ -99,7 +99,7 @@ def vdevice_value(mp: _ModuleParser, node: ast.AST) -> VDevice:
 
 
 
-def resolve_vdevice(mp: _ModuleParser, node: ast.AST, what: str = "") -> str:
+def resolve_vdevice(mp: ModuleParser, node: ast.AST, what: str = "") -> str:
     """The canonical ``"<kind>:<index>:<scope>"`` of a tensor's ``vdevice`` string.
 
     ``"cuda"`` is ``"cuda:0"``; ``"vdevice:2"`` is the module's third device

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 from phasec.script.parser.common import _dotted
 
 if TYPE_CHECKING:
-    from phasec.script.parser import _ModuleParser
+    from phasec.script.parser.driver import ModuleParser
 
 __all__ = ["expand_meta_vars"]
 
 
-def expand_meta_vars(mp: _ModuleParser, fdef: ast.FunctionDef) -> ast.FunctionDef:
+def expand_meta_vars(mp: ModuleParser, fdef: ast.FunctionDef) -> ast.FunctionDef:
     """``fdef`` with its ``meta_var`` names replaced by their values (``fdef``
     itself when it uses none)."""
     names = ((mp.I, "meta_var"), (mp.T, "meta_var"))
@@ -37,7 +37,7 @@ class _Expander(ast.NodeTransformer):
     its value, a later load of the name becomes a copy of the value, a later
     assignment to the name ends the substitution."""
 
-    def __init__(self, mp: _ModuleParser, names: tuple[tuple[str, str], ...]) -> None:
+    def __init__(self, mp: ModuleParser, names: tuple[tuple[str, str], ...]) -> None:
         self.mp = mp
         self.names = names
         self.values: dict[str, ast.expr] = {}

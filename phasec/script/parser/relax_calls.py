@@ -12,10 +12,11 @@ import numpy as np
 from phasec.errors import StructInfoError
 from phasec.ir import expr as rx
 from phasec.ir import tir
-from phasec.op import normalize_attrs
-from phasec.op.unary import STOP_FUSION_PACKED
-from phasec.op.registry import find_op
 from phasec.ir.struct_info import StructInfo
+from phasec.ir.structural import structural_equal
+from phasec.op.calls import normalize_attrs
+from phasec.op.unary import STOP_FUSION_PACKED
+from phasec.op.registry import find_op, get_op
 from phasec.script.parser.common import _dotted, _is_none, _to_tuple
 
 #: Relax dialect calls with their own argument conventions: R.<name> -> handler.
@@ -138,8 +139,6 @@ class _DialectCalls:
     def _call_relu6(self, node: ast.Call) -> rx.Expr:
         """``R.nn.relu6(x)``: TVM 0.27 registers no such operator; its script
         function builds ``R.clip(x, 0, 6)`` (and prints that), so does phasec."""
-        from phasec.op import get_op
-
         mp = self.mp
         a = mp.bind_args(node, f"{mp.R}.nn.relu6", ("data",), 1)
         clip = ast.Call(ast.Attribute(ast.Name(mp.R, ast.Load()), "clip", ast.Load()),
@@ -343,8 +342,6 @@ class _DialectCalls:
                      attrs: dict) -> rx.Expr:
         """``R.call_pure_packed("phasec.stop_fusion", x, ty_args=...)``: how TVM's
         syntax spells ``R.stop_fusion(x)`` (TVM 0.27 has no such operator)."""
-        from phasec.ir.structural import structural_equal
-
         mp = self.mp
         what = f'{mp.R}.call_pure_packed("{STOP_FUSION_PACKED}", ...)'
         if len(args) != 1 or attrs:
@@ -358,9 +355,6 @@ class _DialectCalls:
         return call
 
     def _call_inplace_packed(self, node: ast.Call) -> rx.Expr:
-        from phasec.op import find_op, normalize_attrs
-        from phasec.errors import StructInfoError
-
         what = f"{self.mp.R}.call_inplace_packed"
         func, args, sinfo_args, attrs = self._packed_parts(node, what, False)
         try:

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 
+from phasec.arith import free_vars
 from phasec.ir import expr as rx
 from phasec.ir import tir
 from phasec.ir.node import Span
-from phasec.op.infer import erase_to_ndim
+from phasec.arith.lattice import erase_to_ndim
 from phasec.ir.struct_info import StructInfo, TupleStructInfo
 from phasec.script.checks import int_range_problem
 from phasec.script.parser.common import (
@@ -22,7 +23,7 @@ from phasec.script.parser.relax_calls import _DialectCalls
 from phasec.script.parser.relax_ops import _OperatorCalls
 
 if TYPE_CHECKING:
-    from phasec.script.parser import _ModuleParser, _Signature
+    from phasec.script.parser.driver import ModuleParser, Signature
 
 
 class _Frame:
@@ -55,7 +56,7 @@ class _Frame:
 class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
     """Parses one ``@R.function`` (``parent`` is set for nested functions)."""
 
-    def __init__(self, mp: _ModuleParser, sig: _Signature,
+    def __init__(self, mp: ModuleParser, sig: Signature,
                  parent: _RelaxFunctionParser | None, self_var: rx.Var | None = None) -> None:
         self.mp = mp
         self.sig = sig
@@ -723,8 +724,6 @@ class _RelaxFunctionParser(_DialectCalls, _OperatorCalls):
 
 def _sinfo_var_ids(sinfos: Any) -> set[int]:
     """Ids of the symbolic variables the struct infos mention (what they define)."""
-    from phasec.arith import free_vars
-
     ids: set[int] = set()
     stack = list(sinfos)
     while stack:

@@ -7,23 +7,28 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+from phasec.arith import simplify
 from phasec.ir import expr as rx
 from phasec.ir import tir
-from phasec.op import OPERAND_DEFAULTS
-from phasec.op.registry import REQUIRED, OpDef, find_op
 from phasec.ir.struct_info import PrimStructInfo
+from phasec.op.calls import (
+    OPERAND_DEFAULTS, OPTIONAL_OPERANDS, PRIM_OPERANDS, SHAPE_OPERANDS, SYMBOLIC_ATTRS,
+    finish_with_operands, normalize_attrs,
+)
+from phasec.op.index_map import MapError, index_map_text
+from phasec.op.registry import REQUIRED, OpDef, find_op
 from phasec.script.parser.common import _SINFO_KINDS, _dotted, _is_none, _to_tuple
 from phasec.script.parser.global_infos import resolve_vdevice
 from phasec.script.parser.relax_calls import _RELAX_CALLS, _RELAX_STATEMENT_ONLY
 
 if TYPE_CHECKING:
-    from phasec.script.parser import _ModuleParser
+    from phasec.script.parser.driver import ModuleParser
 
 
 class _OperatorCalls:
     """``R.<operator>(...)`` calls (mixed into the Relax function parser)."""
 
-    mp: _ModuleParser
+    mp: ModuleParser
 
     def _relax_call(self, name: str, node: ast.Call) -> rx.Expr:
         mp = self.mp
@@ -95,7 +100,7 @@ class _OperatorCalls:
                          if n is None and i < n_fixed and opdef.args[i] in defaults else n
                          for i, n in enumerate(operand_nodes)]  # R.tril(x): R.tril(x, 0)
         missing = [opdef.args[i] for i, n in enumerate(operand_nodes[:n_fixed]) if n is None]
-        optional = _optional_operands(opdef)
+        optional = OPTIONAL_OPERANDS.get(opdef.name, ())
         if missing and all(m in optional for m in missing):
             # TVM's "void" for an omitted operand (R.memory.view's shape, dtype, offset)
             empty = ast.copy_location(ast.Call(ast.Attribute(ast.Name(mp.R, ast.Load()), "tuple",
@@ -122,7 +127,7 @@ class _OperatorCalls:
         operands = []
         for i, n in enumerate(operand_nodes):
             operands.append(self._operand(opdef, i, n))
-        attrs = _finish_with_operands(opdef, attrs, operands)
+        attrs = finish_with_operands(opdef.name, attrs, operands)
         sinfo_args = self._sinfo_list(sinfo_node) if sinfo_node is not None else ()
         call = rx.Call(rx.Op(opdef.name, span=mp.span(node.func)), operands, attrs, sinfo_args,
                        span=mp.span(node))
@@ -135,11 +140,10 @@ class _OperatorCalls:
         it (:data:`phasec.op.SYMBOLIC_ATTRS`), a tuple of symbolic integer
         expressions (strided_slice's ``(index, index + 1)``)."""
         if opdef is not None and isinstance(node, (ast.List, ast.Tuple)) \
-                and key in _symbolic_attrs().get(opdef.name, ()):
+                and key in SYMBOLIC_ATTRS.get(opdef.name, ()):
             return tuple(self._symbolic_entry(opdef, key, e) for e in node.elts)
         if isinstance(node, ast.Lambda) or (
                 isinstance(node, ast.Call) and _dotted(node.func) == (self.mp.T, "index_map")):
-            from phasec.op._index_map import MapError, index_map_text
             try:
                 return index_map_text(node)
             except MapError as exc:
@@ -203,7 +207,7 @@ class _OperatorCalls:
         tuple of dims for a shape operand is an R.shape and an integer for a
         scalar operand (``offset``) an R.prim_value."""
         name = opdef.args[min(index, len(opdef.args) - 1)]
-        shape_operands, prim_operands = _operand_kinds()
+        shape_operands, prim_operands = SHAPE_OPERANDS, PRIM_OPERANDS
         if name in prim_operands:
             number = self.mp.number(node)
             if isinstance(number, int) and not isinstance(number, bool):
@@ -212,8 +216,6 @@ class _OperatorCalls:
             if isinstance(node, ast.BinOp) and _int_literals_only(node):
                 # integer arithmetic on literals (relative_byte_offset=32 * 64 * 4), which
                 # TVM's parser evaluates as Python: folded here, nothing executed
-                from phasec.arith import simplify
-
                 value = simplify(self.prim.parse(node, "int64"))
                 if isinstance(value, tir.IntImm):
                     return rx.PrimValue(tir.IntImm(value.value, "int64", span=self.mp.span(node)),
@@ -230,29 +232,6 @@ class _OperatorCalls:
         return not isinstance(node, (ast.Tuple, ast.List, ast.Subscript)) and not (
             isinstance(node, ast.Call) and _dotted(node.func) is not None
             and _dotted(node.func)[0] != self.mp.T)
-
-
-def _symbolic_attrs() -> dict[str, frozenset[str]]:
-    from phasec.op import SYMBOLIC_ATTRS
-
-    return SYMBOLIC_ATTRS
-
-
-def _operand_kinds() -> tuple[frozenset[str], frozenset[str]]:
-    """Operand names taking a tuple of dims (``R.reshape(x, (2, n))``) and
-    operand names taking a Python integer (``offset``), from the registry."""
-    global _OPERAND_KINDS
-    if _OPERAND_KINDS is None:
-        from phasec import op
-
-        _OPERAND_KINDS = (frozenset(getattr(op, "SHAPE_OPERANDS", ("shape",))),
-                          frozenset(getattr(op, "PRIM_OPERANDS", ())))
-    return _OPERAND_KINDS
-
-
-_OPERAND_KINDS: tuple[frozenset[str], frozenset[str]] | None = None
-
-
 
 
 def _int_literals_only(node: ast.AST) -> bool:
@@ -272,28 +251,9 @@ def _int_literals_only(node: ast.AST) -> bool:
     return True
 
 
-def _optional_operands(opdef: OpDef) -> tuple[str, ...]:
-    from phasec.op import OPTIONAL_OPERANDS
-
-    return OPTIONAL_OPERANDS.get(opdef.name, ())
-
-
-def _finish_with_operands(opdef: OpDef, attrs: dict[str, Any], operands: list) -> dict[str, Any]:
-    """Attributes completed from the operands (a pad value takes the input's dtype)."""
-    try:
-        from phasec.op._common import finish_with_operands
-    except ImportError:  # pragma: no cover
-        return attrs
-    return finish_with_operands(opdef.name, attrs, operands)
-
-
 def _normalize_attrs(opdef: OpDef, attrs: dict[str, Any]) -> dict[str, Any]:
     """The registry's canonical attribute values; a value the registry rejects
     is kept as written (a semantic problem the verifier reports)."""
-    try:
-        from phasec.op import normalize_attrs
-    except ImportError:  # pragma: no cover - registry without normalizers
-        return attrs
     try:
         return normalize_attrs(opdef, attrs)
     except Exception:  # noqa: BLE001
@@ -321,7 +281,7 @@ def _attention_with_bias(node: ast.Call) -> ast.Call:
     return ast.copy_location(ast.Call(func, [*args[:3], bias, *args[3:]], keywords), node)
 
 
-def _to_vdevice_resolved(mp: _ModuleParser, node: ast.Call) -> ast.Call:
+def _to_vdevice_resolved(mp: ModuleParser, node: ast.Call) -> ast.Call:
     """``R.to_vdevice(x, dst_vdevice="llvm:0")``: the device named as in a
     tensor's ``vdevice`` (``"kind[:index]"`` among the module's virtual
     devices, as TVM's parser looks it up), made its canonical
@@ -344,7 +304,7 @@ _DLPACK_DEVICE_TYPES = {"cpu": 1, "cuda": 2, "opencl": 4, "vulkan": 7, "metal": 
                         "ext_dev": 12, "hexagon": 16}
 
 
-def _hint_on_device_flat(mp: _ModuleParser, node: ast.Call) -> ast.Call:
+def _hint_on_device_flat(mp: ModuleParser, node: ast.Call) -> ast.Call:
     """``R.hint_on_device(x, R.device(device_type=1, index=0), "global")``, as
     TVM writes it, respelt with the operator's attributes as keywords
     (``device_type=1, index=0, memory_scope="global"``)."""

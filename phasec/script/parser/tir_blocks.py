@@ -19,7 +19,7 @@ from phasec.script.parser.expressions import _extent
 
 if TYPE_CHECKING:
     from phasec.script.parser.expressions import _PrimExprParser
-    from phasec.script.parser import _ModuleParser
+    from phasec.script.parser.driver import ModuleParser
 
 
 class _LoopVars(tuple):
@@ -32,7 +32,7 @@ class _LoopVars(tuple):
 class _BlockParser:
     """The block statements of the PrimFunc reader (see the module docstring)."""
 
-    mp: _ModuleParser
+    mp: ModuleParser
     prim: _PrimExprParser
     scopes: list[dict[str, Any]]
     loop_doms: dict[int, tuple[tir.PrimExpr, tir.PrimExpr]]

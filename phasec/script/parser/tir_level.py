@@ -17,7 +17,7 @@ from phasec.script.parser.expressions import _extent, _PrimExprParser
 from phasec.script.parser.tir_blocks import _BlockParser, _LoopVars
 
 if TYPE_CHECKING:
-    from phasec.script.parser import _ModuleParser
+    from phasec.script.parser.driver import ModuleParser
 
 
 class _Handle:
@@ -43,7 +43,7 @@ class _Wrap:
 class _PrimFuncParser(_BlockParser):
     """Parses one ``@T.prim_func``."""
 
-    def __init__(self, mp: _ModuleParser, fdef: ast.FunctionDef) -> None:
+    def __init__(self, mp: ModuleParser, fdef: ast.FunctionDef) -> None:
         self.mp = mp
         self.fdef = fdef
         self.scopes: list[dict[str, Any]] = [{}]

@@ -58,10 +58,12 @@ Public helpers for diagnostics: :func:`print_module`, :func:`print_function`,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from phasec.ir import tir
-from phasec.ir.expr import Binding, Expr, Function, If, SeqExpr
+from phasec.ir.expr import Binding, Expr, Function, If, SeqExpr, Var
 from phasec.ir.module import DummyGlobalInfo, IRModule, VDevice
+from phasec.ir.node import set_printer
 from phasec.ir.struct_info import StructInfo
 from phasec.script.printer.common import (
     INDENT, SYNTAXES, attrs_dict_text, check_syntax, legacy, quote_str, sanitize, syntax,
@@ -73,7 +75,7 @@ from phasec.script.printer.tir_level import TirPrinter
 __all__ = [
     "print_module", "print_function", "print_prim_func", "print_expr", "print_binding",
     "print_sinfo", "print_sinfos", "print_prim_expr", "print_stmt", "quote_str",
-    "SYNTAXES", "syntax",
+    "SYNTAXES", "syntax", "script_text",
 ]
 
 
@@ -205,3 +207,33 @@ def print_stmt(stmt: tir.Stmt) -> str:
     p = TirPrinter()
     p.stmt(stmt, "")
     return "\n".join(p.lines)
+
+
+def script_text(obj: Any, syntax_name: str | None = None) -> str | None:
+    """TVMScript for a module, an expression, a binding, struct info or a TIR
+    node (a variable reads as its name and type, as in a signature); None
+    for anything else. The IR prints itself with this function
+    (``str(mod)``, ``repr(node)``): see :func:`phasec.ir.node.set_printer`."""
+    if isinstance(obj, IRModule):
+        return print_module(obj, syntax_name)
+    if syntax_name is not None:
+        with syntax(check_syntax(syntax_name)):
+            return script_text(obj)
+    if isinstance(obj, Var):
+        return f"{obj.name_hint}: {print_sinfo(obj.struct_info)}"
+    if isinstance(obj, Expr):
+        return print_expr(obj)
+    if isinstance(obj, Binding):
+        return print_binding(obj)
+    if isinstance(obj, StructInfo):
+        return print_sinfo(obj)
+    if isinstance(obj, tir.PrimFunc):
+        return print_prim_func(str((obj.attrs or {}).get("global_symbol", "func")), obj)
+    if isinstance(obj, tir.PrimExpr):
+        return print_prim_expr(obj)
+    if isinstance(obj, tir.Stmt):
+        return print_stmt(obj)
+    return None
+
+
+set_printer(script_text)  # the IR prints through this printer from now on

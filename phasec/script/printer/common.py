@@ -24,6 +24,7 @@ from phasec.ir.module import Target, VDevice
 from phasec.ir.node import Node
 from phasec.ir.phase import Phase
 from phasec.ir.struct_info import StructInfo
+from phasec.ir.tir_visitor import walk
 
 INDENT = "    "
 
@@ -331,20 +332,9 @@ _COMPOSITE = frozenset({tir.BinaryOp, tir.Not, tir.Cast, tir.Select, tir.Call, t
 
 
 def has_tir_var(e: Any) -> bool:
-    """True when the PrimExpr mentions a variable (iterative walk)."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if type(x) is tir.Var:
-            return True
-        if isinstance(x, Node):
-            for name in type(x)._fields:
-                v = getattr(x, name)
-                if isinstance(v, Node):
-                    stack.append(v)
-                elif isinstance(v, tuple):
-                    stack.extend(i for i in v if isinstance(i, Node))
-    return False
+    """True when the PrimExpr mentions a variable (a loaded buffer's shape
+    included)."""
+    return isinstance(e, Node) and any(type(x) is tir.Var for x in walk(e))
 
 
 def is_zero(e: tir.PrimExpr) -> bool:

@@ -15,6 +15,8 @@ from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
+from phasec.op.unary import STOP_FUSION_PACKED
+from phasec.op.registry import find_op
 from phasec.script.printer.common import (
     INDENT, Namer, PrimPrinter, attr_text, attrs_dict_text, float_lit, has_tir_var, legacy,
     quote_str, tuple_text,
@@ -252,8 +254,6 @@ class RelaxPrinter(PrimPrinter):
         the pure packed call ``phasec.stop_fusion`` (see
         :data:`phasec.op.unary.STOP_FUSION_PACKED`); None when the
         call's struct info is unknown (TVM needs ``ty_args``)."""
-        from phasec.op.unary import STOP_FUSION_PACKED
-
         if len(c.args) != 1 or c.attrs or c.sinfo_args:
             return None
         sinfo = c.struct_info or c.args[0].struct_info
@@ -429,8 +429,6 @@ def _op_info(name: str) -> tuple[str, tuple[str, ...], bool]:
     printed as ``R.<name>`` with its attributes sorted."""
     info = _OP_INFO.get(name)
     if info is None:
-        from phasec.op.registry import find_op
-
         opdef = find_op(name)
         if opdef is None:
             return "R." + name.removeprefix("relax."), (), False

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from phasec.ir import tir
+from phasec.ir.structural import structural_equal
 from phasec.script.printer.common import (
     INDENT, LEGACY_ATTR_KEYS, Namer, PrimPrinter, attrs_dict_text, end_of, is_zero, legacy,
     quote_str, tuple_text,
@@ -226,8 +227,6 @@ class TirPrinter(PrimPrinter):
             self.loops.pop(id(f.loop_var), None)
 
     def _remappable(self, blk: tir.Block) -> bool:
-        from phasec.ir.structural import structural_equal
-
         if len(blk.iter_vars) < 2:
             return False
         for iv, val in zip(blk.iter_vars, blk.iter_values):
