@@ -71,13 +71,14 @@ _SOURCES_DIGEST: list[str] = []
 
 
 def _sources_digest() -> str:
-    """SHA-256 of the code generator's own sources (this package and the TIR
-    definitions it reads), computed once per process: a key made from the
+    """SHA-256 of the code generator's own sources (this package, and the TIR
+    definitions and the intrinsic declarations it reads), computed once per process: a key made from the
     input program instead of the generated IR must change whenever the code
     that turns one into the other changes, version bump or not."""
     if not _SOURCES_DIGEST:
         here = Path(__file__).resolve().parent
-        files = sorted(here.glob("*.py")) + [here.parent.parent / "ir" / "tir.py"]
+        ir = here.parent.parent / "ir"
+        files = sorted(here.glob("*.py")) + [ir / "tir.py", ir / "intrinsics.py"]
         h = hashlib.sha256()
         for f in files:
             h.update(f.name.encode() + b"\0")
