@@ -30,6 +30,12 @@ import os
 import struct
 from pathlib import Path
 
+import llvmlite
+import llvmlite.binding as llvm
+
+from phasec import __version__
+from phasec.fileio import write_atomic
+
 __all__ = ["cache_dir", "enabled", "entry_key", "program_key", "load", "store", "clear", "info"]
 
 _MAGIC = b"PHASECK1"
@@ -54,11 +60,6 @@ def cache_dir() -> Path:
 
 def entry_key(ir_text: str, opt_level: int, target: tuple[str, str, str]) -> str:
     """The key of the code compiled from ``ir_text`` for ``target`` (triple, cpu, features)."""
-    import llvmlite
-    import llvmlite.binding as llvm
-
-    from phasec import __version__
-
     h = hashlib.sha256()
     for part in (_MAGIC.decode(), __version__, llvmlite.__version__,
                  ".".join(map(str, llvm.llvm_version_info)), *target, str(opt_level)):
@@ -127,8 +128,6 @@ def load(key: str) -> tuple[bytes, str] | None:
 def store(key: str, obj: bytes, optimized_ir: str) -> bool:
     """Write entry ``key`` atomically; False (and nothing written) on any error:
     the cache is an optimization, never a reason for a build to fail."""
-    from phasec.fileio import write_atomic
-
     payload = obj + optimized_ir.encode("utf-8")
     data = _HEADER.pack(_MAGIC, hashlib.sha256(payload).digest(), len(obj)) + payload
     path = _path(key)

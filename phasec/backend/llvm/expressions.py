@@ -47,7 +47,7 @@ class ExpressionEmitter:
                 e, (tir.IntImm, tir.FloatImm))
             if not implicit:
                 raise self.ctx.error(f"cannot use a {src} value as {what} of dtype {dst} without a "
-                                 "Cast", e)
+                                     "Cast", e)
         return self.conversions.convert(self.emit_expr(e), src, dst)
 
     def emit_cond(self, e: Any) -> str:
@@ -56,7 +56,10 @@ class ExpressionEmitter:
 
     def emit_expr(self, root: Any) -> str:
         """Emit ``root``; the result has dtype ``self.types.dtype_of(root)``."""
-        self.types.dtype_of(root)
+        types = self.types
+        types.dtype_of(root)
+        scope = self.ctx.vars
+        apply = self._apply
         vals: list[str] = []
         tasks: list[Any] = [root]
         while tasks:
@@ -75,19 +78,19 @@ class ExpressionEmitter:
                 vals.append(float_literal(float(t.value), t.dtype) if is_float(t.dtype)
                             else int_literal(int(t.value), t.dtype))
             elif tt is tir.Var:
-                b = self.ctx.vars.get(id(t))
+                b = scope.get(id(t))
                 if b is None:
                     raise self.ctx.error(f"variable '{t.name}' is used but not defined (not a "
-                                     "parameter, shape variable, loop variable, block axis or "
-                                     "let binding in scope)", t)
+                                         "parameter, shape variable, loop variable, block axis or "
+                                         "let binding in scope)", t)
                 vals.append(b[0])
-            elif tt is tir.BinaryOp and t.op in tir.LOGIC_OPS and self.types.reads_memory(t.rhs):
+            elif tt is tir.BinaryOp and t.op in tir.LOGIC_OPS and types.reads_memory(t.rhs):
                 self._lazy_logic(t, tasks)
-            elif tt is tir.Select and (self.types.reads_memory(t.true_value)
-                                      or self.types.reads_memory(t.false_value)):
+            elif tt is tir.Select and (types.reads_memory(t.true_value)
+                                       or types.reads_memory(t.false_value)):
                 self._lazy_select(t, tasks)
             else:
-                tasks.append((self._apply, t))
+                tasks.append((apply, t))
                 tasks.extend(reversed(tir.expr_children(t)))
         assert len(vals) == 1
         return vals[0]
@@ -105,17 +108,20 @@ class ExpressionEmitter:
         elif t is tir.Cast:
             vals.append(self.conversions.convert(args[0], self.types.dtype_of(n.value), n.dtype))
         elif t is tir.Not:
+            fn = self.ctx.fn
             c = self.conversions.convert(args[0], self.types.dtype_of(n.value), "bool")
-            r = self.ctx.fn.tmp("not")
-            self.ctx.fn.emit(f"{r} = xor i1 {c}, true")
+            r = fn.tmp("not")
+            fn.emit(f"{r} = xor i1 {c}, true")
             vals.append(r)
         elif t is tir.Select:
-            rt = self.types.dtype_of(n)
-            c = self.conversions.convert(args[0], self.types.dtype_of(n.condition), "bool")
-            a = self.conversions.convert(args[1], self.types.dtype_of(n.true_value), rt)
-            b = self.conversions.convert(args[2], self.types.dtype_of(n.false_value), rt)
-            r = self.ctx.fn.tmp("sel")
-            self.ctx.fn.emit(f"{r} = select i1 {c}, {LLVM_TYPE[rt]} {a}, {LLVM_TYPE[rt]} {b}")
+            fn = self.ctx.fn
+            convert, dtype_of = self.conversions.convert, self.types.dtype_of
+            rt = dtype_of(n)
+            c = convert(args[0], dtype_of(n.condition), "bool")
+            a = convert(args[1], dtype_of(n.true_value), rt)
+            b = convert(args[2], dtype_of(n.false_value), rt)
+            r = fn.tmp("sel")
+            fn.emit(f"{r} = select i1 {c}, {LLVM_TYPE[rt]} {a}, {LLVM_TYPE[rt]} {b}")
             vals.append(r)
         elif t is tir.Call:
             vals.append(self.intrinsics.emit(n, args))

@@ -30,21 +30,6 @@ class IntrinsicLowering:
         self.ctx = ctx
         self.types = types
         self.conversions = conversions
-        # The CUSTOM lowerings. Tests of the operand (a bool result), given
-        # the operand and its dtype:
-        self._tests: dict[str, Callable[[str, str], str]] = {
-            "assume": lambda arg, at: "true",  # in an expression: its condition is no value
-            "isnan": self._isnan,
-            "isinf": lambda arg, at: self._class_test("isinf", arg, at),
-            "isfinite": lambda arg, at: self._class_test("isfinite", arg, at),
-        }
-        # ... float functions, given the operand converted to the result's
-        # dtype, that dtype and the result's name:
-        self._unary: dict[str, Callable[[Intrinsic, str, str, str], str]] = {
-            "rsqrt": self._rsqrt, "sigmoid": self._sigmoid_scalar, "erf": self._erf,
-        }
-        # ... functions of two floats, given the operands converted to the result's dtype:
-        self._binary: dict[str, Callable[[list[str], str], str]] = {"fmod": self._fmod}
 
     def emit(self, n: tir.Call, args: list[str]) -> str:
         """The value of ``n`` given its arguments' operands (``n`` was type-checked)."""
@@ -89,7 +74,7 @@ class IntrinsicLowering:
         rt = self.types.dtype_of(n)
         name = spec.name
         if spec.result == "bool":
-            return self._tests[name](arg, at)
+            return _TESTS[name](self, spec, arg, at)
         if spec.lowering == C_MATH and is_float(at):
             return self.libm(spec, [arg], at, rt)
         if not is_float(at):  # integer identities and abs
@@ -111,10 +96,10 @@ class IntrinsicLowering:
             callee = self.ctx.mod.intrinsic(f"llvm.{spec.llvm}.{FLOAT_SUFFIX[rt]}", ty, [ty])
             fn.emit(f"{r} = call {self.ctx.options.float_flags}{ty} {callee}({ty} {x})")
             return r
-        custom = self._unary.get(name)
+        custom = _UNARY.get(name)
         if custom is None:  # pragma: no cover - INTRINSIC_TABLE and this class agree (tested)
             raise self.ctx.error(f"intrinsic '{name}' has no LLVM lowering", n)
-        return custom(spec, x, rt, r)
+        return custom(self, spec, x, rt, r)
 
     def binary(self, spec: Intrinsic, n: tir.Call, args: list[str]) -> str:
         """A math intrinsic of two float operands (``atan2``, ``fmod``)."""
@@ -123,10 +108,10 @@ class IntrinsicLowering:
               for a, e in zip(args, n.args)]
         if spec.lowering == C_MATH:
             return self.libm(spec, xs, rt, rt)
-        custom = self._binary.get(spec.name)
+        custom = _BINARY.get(spec.name)
         if custom is None:  # pragma: no cover - INTRINSIC_TABLE and this class agree (tested)
             raise self.ctx.error(f"intrinsic '{spec.name}' has no LLVM lowering", n)
-        return custom(xs, rt)
+        return custom(self, xs, rt)
 
     def libm(self, spec: Intrinsic, args: list[str], at: str, rt: str) -> str:
         """A call of the C math library function ``spec.c_name``: ``<c_name>f``
@@ -138,7 +123,7 @@ class IntrinsicLowering:
         sym = name if wide == "float64" else name + "f"
         ty = LLVM_TYPE[wide]
         self.ctx.mod.declare(sym, f"declare {ty} @{sym}({', '.join([ty] * len(args))}) "
-                                  "nounwind willreturn memory(none)")
+                             "nounwind willreturn memory(none)")
         xs = [self.conversions.convert(a, at, wide) for a in args]
         r = fn.tmp(spec.name)
         fn.emit(f"{r} = call {ty} @{sym}({', '.join(f'{ty} {x}' for x in xs)})")
@@ -188,7 +173,10 @@ class IntrinsicLowering:
         return r
 
     # -- the CUSTOM lowerings ---------------------------------------------------
-    def _isnan(self, arg: str, at: str) -> str:
+    def _assume(self, spec: Intrinsic, arg: str, at: str) -> str:
+        return "true"  # in an expression: its condition is no value
+
+    def _isnan(self, spec: Intrinsic, arg: str, at: str) -> str:
         if not is_float(at):
             return "false"
         fn = self.ctx.fn
@@ -196,8 +184,9 @@ class IntrinsicLowering:
         fn.emit(f"{r} = fcmp uno {LLVM_TYPE[at]} {arg}, {float_literal(0.0, at)}")
         return r
 
-    def _class_test(self, name: str, arg: str, at: str) -> str:
+    def _class_test(self, spec: Intrinsic, arg: str, at: str) -> str:
         """isinf: ``|x| == inf``; isfinite: ``|x| < inf``, false for NaN (ordered)."""
+        name = spec.name
         if not is_float(at):
             return "false" if name == "isinf" else "true"
         fn = self.ctx.fn
@@ -274,3 +263,21 @@ class IntrinsicLowering:
             return self._sigmoid(x, "float32", callee)
         fn.emit(f"{r} = call float {callee}(float {x})")
         return r
+
+
+# The CUSTOM lowerings, by intrinsic. Tests of the operand (a bool result),
+# given the operand and its dtype:
+_TESTS: dict[str, Callable[[IntrinsicLowering, Intrinsic, str, str], str]] = {
+    "assume": IntrinsicLowering._assume, "isnan": IntrinsicLowering._isnan,
+    "isinf": IntrinsicLowering._class_test, "isfinite": IntrinsicLowering._class_test,
+}
+# ... float functions, given the operand converted to the result's dtype,
+# that dtype and the name of the result:
+_UNARY: dict[str, Callable[[IntrinsicLowering, Intrinsic, str, str, str], str]] = {
+    "rsqrt": IntrinsicLowering._rsqrt, "sigmoid": IntrinsicLowering._sigmoid_scalar,
+    "erf": IntrinsicLowering._erf,
+}
+# ... functions of two floats, given the operands converted to the result's dtype:
+_BINARY: dict[str, Callable[[IntrinsicLowering, list[str], str], str]] = {
+    "fmod": IntrinsicLowering._fmod,
+}

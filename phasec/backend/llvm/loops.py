@@ -168,8 +168,8 @@ class LoopEmitter:
             # A GPU kernel: run serially, a kernel whose threads synchronize or
             # share memory would compute something else, so it is refused.
             raise self.ctx.error(f"loop '{s.loop_var.name}' is bound to the GPU thread axis "
-                             f"{s.thread!r} (T.thread_binding); the LLVM backend compiles for "
-                             f"the host CPU and does not run GPU-scheduled kernels", s)
+                                 f"{s.thread!r} (T.thread_binding); the LLVM backend compiles "
+                                 f"for the host CPU and does not run GPU-scheduled kernels", s)
         if s.kind == "parallel" and self.ctx.allow_parallel:
             self._parallel_for(s, tasks)
             return
@@ -225,7 +225,7 @@ class LoopEmitter:
         fn.start(go)
 
     def open_loop(self, ty: str, signed: bool, lo: str, end: str, mode: str | None,
-                   name: str) -> tuple[str, Callable[[str | None], None]]:
+                  name: str) -> tuple[str, Callable[[str | None], None]]:
         """Emit the head of ``for iv in [lo, end)`` (polling as ``mode`` says);
         returns ``iv`` and the function that closes the loop, given its loop
         metadata, once the body is emitted."""

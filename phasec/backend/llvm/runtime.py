@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
+import llvmlite.binding as llvm
 import numpy as np
 
 from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError
@@ -451,10 +452,6 @@ class CompiledLibrary(Mapping[str, Kernel]):
 
     def assembly(self) -> str:
         """The host machine code of the optimized IR, as assembly text."""
-        import llvmlite.binding as llvm
-
-        from phasec.backend.llvm.jit import host_target
-
         module = llvm.parse_assembly(self.optimized_ir)
         return host_target().create_target_machine().emit_assembly(module)
 

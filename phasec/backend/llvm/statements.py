@@ -37,19 +37,6 @@ class StatementEmitter:
         self.expressions = expressions
         self.access = access
         self.loops = loops
-        #: statement type -> handler(statement, tasks): pushes what comes next on ``tasks``
-        self._handlers: Mapping[type, Callable[[Any, list[Any]], None]] = {
-            tir.SeqStmt: self._seq,
-            tir.BufferStore: self._store,
-            tir.For: loops.emit_for,
-            tir.IfThenElse: self._if,
-            tir.While: loops.emit_while,
-            tir.Allocate: self._allocate,
-            tir.LetStmt: self._let,
-            tir.AttrStmt: self._attr,
-            tir.Evaluate: self._evaluate,
-            tir.Block: self._block,
-        }
 
     def emit(self, root: tir.Stmt) -> None:
         """Emit ``root`` (iteratively: no Python recursion on deep nests)."""
@@ -59,10 +46,16 @@ class StatementEmitter:
             if not isinstance(t, Node):
                 t()
                 continue
-            handler = self._handlers.get(type(t))
+            handler = _HANDLERS.get(type(t))
             if handler is None:
                 raise self.ctx.error(f"unsupported statement node {type(t).__name__}", t)
-            handler(t, tasks)
+            handler(self, t, tasks)
+
+    def _for(self, s: tir.For, tasks: list[Any]) -> None:
+        self.loops.emit_for(s, tasks)
+
+    def _while(self, s: tir.While, tasks: list[Any]) -> None:
+        self.loops.emit_while(s, tasks)
 
     def _seq(self, s: tir.SeqStmt, tasks: list[Any]) -> None:
         tasks.extend(reversed(s.stmts))
@@ -72,9 +65,9 @@ class StatementEmitter:
         info = self.ctx.lookup_buffer(buf, s)
         if len(s.indices) != len(info.dims):
             raise self.ctx.error(f"buffer '{buf.name}' has {len(info.dims)} dimension(s) but is "
-                             f"indexed with {len(s.indices)} index(es)", s)
-        value = self.expressions.emit_value_as(s.value, buf.dtype, f"the value stored into buffer "
-                                   f"'{buf.name}'")
+                                 f"indexed with {len(s.indices)} index(es)", s)
+        what = f"the value stored into buffer '{buf.name}'"
+        value = self.expressions.emit_value_as(s.value, buf.dtype, what)
         index_ops = []
         for idx in s.indices:
             if is_float(self.types.dtype_of(idx)) or self.types.dtype_of(idx) == "bool":
@@ -200,7 +193,7 @@ class StatementEmitter:
         info = self.ctx.lookup_buffer(at.buffer, at)
         if len(at.indices) != len(info.dims):
             raise self.ctx.error(f"buffer '{at.buffer.name}' has {len(info.dims)} dimension(s) but "
-                             f"is indexed with {len(at.indices)} index(es)", at)
+                                 f"is indexed with {len(at.indices)} index(es)", at)
         fn = self.ctx.fn
         flat = "0"
         for d, idx in enumerate(at.indices):
@@ -222,7 +215,7 @@ class StatementEmitter:
             return  # T.assume: a stated fact, never evaluated (see phasec.ir.intrinsics)
         if isinstance(s.value, tir.Call) and s.value.name == tir.RET:
             raise self.ctx.error("this PrimFunc returns a value (T.ret / return); the LLVM backend "
-                             "compiles kernels, which return nothing", s)
+                                 "compiles kernels, which return nothing", s)
         if not isinstance(s.value, (tir.IntImm, tir.FloatImm)):
             self.expressions.emit_expr(s.value)
 
@@ -273,3 +266,19 @@ class StatementEmitter:
 
         tasks.append(after_init)
         tasks.append(s.init)
+
+
+#: statement type -> handler(emitter, statement, tasks): emits the statement's
+#: head and pushes what comes next on ``tasks``
+_HANDLERS: Mapping[type, Callable[[StatementEmitter, Any, list[Any]], None]] = {
+    tir.SeqStmt: StatementEmitter._seq,
+    tir.BufferStore: StatementEmitter._store,
+    tir.For: StatementEmitter._for,
+    tir.IfThenElse: StatementEmitter._if,
+    tir.While: StatementEmitter._while,
+    tir.Allocate: StatementEmitter._allocate,
+    tir.LetStmt: StatementEmitter._let,
+    tir.AttrStmt: StatementEmitter._attr,
+    tir.Evaluate: StatementEmitter._evaluate,
+    tir.Block: StatementEmitter._block,
+}
