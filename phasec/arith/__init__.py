@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from phasec.ir import tir
 from phasec.ir.tir import BinaryOp, Cast, FloatImm, IntImm, Not, PrimExpr, Select
+from phasec.runtime.binary_ops import SCALAR_BINARY, truncdiv  # noqa: F401 - truncdiv: arith's API
 
 __all__ = ["simplify", "prove_equal", "prove_not_equal", "const_int", "substitute", "free_vars"]
 
@@ -39,30 +40,9 @@ def _is_int_dtype(dtype: str) -> bool:
     return dtype.startswith("int") or dtype.startswith("uint")
 
 
-def truncdiv(a: int, b: int) -> int:
-    """Integer division truncating toward zero (TIR's integer ``/``)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-CONST_FOLD = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-    "/": truncdiv,  # integer "/" in TIR truncates toward zero
-    "min": min,
-    "max": max,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "and": lambda a, b: bool(a) and bool(b),
-    "or": lambda a, b: bool(a) or bool(b),
-}
+#: Constant folding: TIR's operators on Python numbers (phasec.runtime.binary_ops),
+#: all but ``pow`` (a power of constants stays as written).
+CONST_FOLD = {op: f for op, f in SCALAR_BINARY.items() if op != "pow"}
 
 
 class _Entry:

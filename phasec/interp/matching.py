@@ -16,9 +16,8 @@ from phasec.ir.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
 from phasec.script.checks import int_range_problem
-from phasec.interp._values import (
-    _MISSING, InterpError, describe_value, eval_prim_expr, prim_text, sinfo_text,
-)
+from phasec.runtime.values import InterpError, describe_value
+from phasec.interp._values import _MISSING, eval_prim_expr, prim_text, sinfo_text
 
 
 def _is_int(v: Any) -> bool:

@@ -26,9 +26,10 @@ go through an explicit stack of generators (a trampoline), so neither the
 length of a program nor the depth of its recursion meets Python's recursion
 limit; only the static nesting of If/Tuple expressions uses the Python stack.
 
-What the VM shares with the interpreter lives beside it: ``_values`` (the
-error type, texts of values for messages, scalar evaluation, storage) and
-``matching`` (matching values against struct info).
+What the VM shares with the interpreter is :mod:`phasec.runtime`'s (storage,
+casts, If conditions, the semantics of TIR's operators and intrinsics); the
+texts of values in messages and scalar evaluation are in ``_values``,
+matching values against struct info in ``matching``.
 """
 
 from __future__ import annotations
@@ -51,16 +52,20 @@ from phasec.op import SYMBOLIC_ATTRS, map_symbolic_attrs
 from phasec.ir.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
-from phasec.interp._values import (
-    _MISSING, STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar,
-    describe_value, eval_prim_expr, prim_text, sinfo_text,
+from phasec.op.memory.view import is_void
+from phasec.op.registry import REQUIRED, find_op
+from phasec.runtime.packed import get_packed_func
+from phasec.runtime.values import (
+    STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar, describe_value, truth,
 )
+from phasec.interp._values import _MISSING, eval_prim_expr, prim_text, sinfo_text
 from phasec.interp.matching import match_struct_info, match_struct_infos
+from phasec.interp.tir import run_prim_func
 
 __all__ = [
     "InterpError", "Interpreter", "Closure", "Storage", "run", "evaluate", "evaluate_expr",
     "eval_prim_expr", "match_struct_info", "match_struct_infos", "normalize_value", "sinfo_text",
-    "prim_text", "describe_value",
+    "prim_text", "describe_value", "call_prim_func",
     "DEFAULT_MAX_CALL_DEPTH", "STORAGE_ALIGNMENT",
 ]
 
@@ -112,16 +117,19 @@ class _Kernel:
         self.func = func
 
     def __call__(self, *args: Any) -> tuple:
-        _run_prim_func(self.name, self.func, args)
+        call_prim_func(self.name, self.func, args)
         return ()
 
     def __repr__(self) -> str:
         return f"<PrimFunc {self.name}>"
 
 
-def _run_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
-    from phasec.interp.tir import run_prim_func  # exact TIR interpreter (same layer)
-
+def call_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
+    """Run PrimFunc ``func`` (named ``name`` in errors) on ``args`` (inputs,
+    outputs and shape values: destination-passing style) with the exact TIR
+    interpreter, as the interpreter calls a kernel; a kernel failing on its
+    inputs raises an :class:`InterpError` (an out-of-range index: an
+    IndexOutOfRangeError naming the kernel)."""
     nparams = len(func.params)
     if len(args) != nparams:
         raise InterpError(f"PrimFunc {name!r} takes {nparams} arguments (inputs, outputs and "
@@ -361,7 +369,7 @@ class Interpreter:
             return _get_item(tup, expr.index)
         if t is If:
             cond = yield from self._eval(expr.cond, env, fname)
-            branch = expr.true_branch if _truth(cond) else expr.false_branch
+            branch = expr.true_branch if truth(cond) else expr.false_branch
             return (yield from self._eval_seq(branch, env, fname))
         if t is SeqExpr:
             return (yield from self._eval_seq(expr, env, fname))
@@ -400,8 +408,6 @@ class Interpreter:
         if t is GlobalVar:
             return self._global_value(expr.name_hint)
         if t is ExternFunc:
-            from phasec.runtime.packed import get_packed_func
-
             return get_packed_func(expr.global_symbol)
         raise InterpError(f"operator {expr.name!r} cannot be used as a value")
 
@@ -452,8 +458,6 @@ class Interpreter:
                       attrs: Mapping[str, Any] | None = None) -> Any:
         entry = self._op_cache.get(name)
         if entry is None:
-            from phasec.op.registry import REQUIRED, find_op
-
             opdef = find_op(name)
             if opdef is None:
                 raise InterpError(f"unknown operator {name!r}")
@@ -476,8 +480,6 @@ class Interpreter:
                               f"{type(exc).__name__}: {exc}") from exc
 
     def _call_packed(self, name: str, args: Sequence[Any]) -> Any:
-        from phasec.runtime.packed import get_packed_func
-
         func = get_packed_func(name)
         try:
             return normalize_value(func(*args))
@@ -516,7 +518,7 @@ class Interpreter:
         inputs = _as_tuple(args[1]) if len(args) > 1 else ()
         tir_vars = tuple(args[2]) if len(args) > 2 and args[2] is not None else ()
         outs = self._alloc_outputs(call, env)
-        _run_prim_func(kernel.name, kernel.func, [*inputs, *outs, *tir_vars])
+        call_prim_func(kernel.name, kernel.func, [*inputs, *outs, *tir_vars])
         return self._pack_outputs(call, outs)
 
     def _op_call_tir_inplace(self, call: Call, args: list, env: _Env) -> Any:
@@ -536,7 +538,7 @@ class Interpreter:
         fresh = iter(self._alloc_outputs(call, env, skip=indices))
         outs = [inputs[k] if k >= 0 else next(fresh) for k in indices]
         new_outs = [o for o, k in zip(outs, indices) if k < 0]
-        _run_prim_func(kernel.name, kernel.func, [*inputs, *new_outs, *tir_vars])
+        call_prim_func(kernel.name, kernel.func, [*inputs, *new_outs, *tir_vars])
         return self._pack_outputs(call, outs)
 
     def _op_call_tir_dyn(self, call: Call, args: list, env: _Env) -> Any:
@@ -574,15 +576,10 @@ class Interpreter:
                               f"{type(exc).__name__}: {exc}") from exc
 
     def _op_ensure_zero_offset(self, call: Call, args: list, env: _Env) -> Any:
-        from phasec.runtime.packed import get_packed_func
-
         return get_packed_func("vm.builtin.ensure_zero_offset")(args[0])
 
     def _op_memory_view(self, call: Call, args: list, env: _Env) -> Any:
         # omitted operands (R.tuple(), R.null_value()): the input's shape, dtype, offset 0
-        from phasec.op.memory.view import is_void
-        from phasec.runtime.packed import get_packed_func
-
         data, shape, dtype, offset = args
         ops = call.args
         if is_void(ops[1]):
@@ -608,8 +605,6 @@ class Interpreter:
     # Memory builtins: operands are found by the names the registry gives them,
     # falling back to TVM's operand order.
     def _operands(self, call: Call, args: list, tvm_order: Sequence[str]) -> dict[str, Any]:
-        from phasec.op.registry import find_op
-
         opdef = find_op(call.op.name)
         names = opdef.args if opdef is not None else tvm_order
         named = dict(zip(names, args))
@@ -699,18 +694,6 @@ def _get_item(tup: Any, index: int) -> Any:
     if not -len(tup) <= index < len(tup):
         raise InterpError(f"tuple index {index} out of range for a tuple of {len(tup)} fields")
     return tup[index]
-
-
-def _truth(cond: Any) -> bool:
-    """The branch an If takes: the condition is a scalar (bool) tensor or prim value."""
-    if isinstance(cond, np.ndarray):
-        if cond.size != 1:
-            raise InterpError(f"an If condition must be a scalar, got {describe_value(cond)}")
-        return bool(cond.reshape(-1)[0])
-    if isinstance(cond, (bool, int, float, np.generic)):
-        return bool(cond)
-    raise InterpError(f"an If condition must be a scalar tensor or prim value, "
-                      f"got {describe_value(cond)}")
 
 
 # ---------------------------------------------------------------------------

@@ -41,7 +41,6 @@ statement sequences and let chains never reach Python's recursion limit.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +48,8 @@ import numpy as np
 
 from phasec.errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
 from phasec.ir import tir
+from phasec.ir.intrinsics import BIT, FACT, INDEX, INTRINSIC_TABLE
+from phasec.runtime.binary_ops import ARITH, BINARY_OPS, COMPARE, int_pow
 from phasec.ir.tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, Cast, Evaluate, FloatImm, For,
     IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Select, SeqStmt, Stmt, Var,
@@ -140,11 +141,6 @@ def _immediate(value: Any, dtype: str) -> Any:
     return np.dtype(dtype).type(value)
 
 
-def _truncdiv(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
 def _int_div_checked(fn: Callable[[int, int], int]) -> Callable[[int, int], int]:
     def div(a: int, b: int) -> int:
         if b == 0:
@@ -153,86 +149,40 @@ def _int_div_checked(fn: Callable[[int, int], int]) -> Callable[[int, int], int]
     return div
 
 
+def _int_pow(a: int, b: int) -> int:
+    # Integer power with a negative exponent: C-like truncation of 1/a**|b|
+    # (0 but for the bases 1 and -1; 0 itself has no inverse).
+    if b < 0 and a == 0:
+        raise TIRExecutionError("integer division by zero (0 raised to a negative power)")
+    return int_pow(a, b)
+
+
+# The operators' semantics (phasec.runtime.binary_ops): exact on integers,
+# whose results the caller wraps to the dtype; numpy's on floats.
 _INT_OPS: dict[str, Callable[[int, int], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": _int_div_checked(_truncdiv),
-    "//": _int_div_checked(lambda a, b: a // b),
-    "%": _int_div_checked(lambda a, b: a % b),
-    "min": min,
-    "max": max,
-    # modulo 2**64: the result is wrapped to the dtype anyway, and a huge
-    # exponent then costs microseconds instead of hours
-    "pow": lambda a, b: pow(a, b, 1 << 64) if b >= 0 else _int_pow_negative(a, b),
+    **{op: s.scalar for op, s in BINARY_OPS.items() if s.kind == ARITH},
+    **{op: _int_div_checked(BINARY_OPS[op].scalar) for op in ("/", "//", "%")},
+    "pow": _int_pow,
 }
 
 _FLOAT_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": lambda a, b: a / b,
-    "//": np.floor_divide,
-    "%": np.remainder,
-    "min": np.minimum,
-    "max": np.maximum,
-    "pow": np.power,
-}
+    op: s.array for op, s in BINARY_OPS.items() if s.kind == ARITH and s.array is not None}
+
+
+def _compare(f: Callable[[Any, Any], Any]) -> Callable[[Any, Any], bool]:
+    return lambda a, b: bool(f(a, b))
+
 
 _COMPARE_OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "==": lambda a, b: bool(a == b),
-    "!=": lambda a, b: bool(a != b),
-    "<": lambda a, b: bool(a < b),
-    "<=": lambda a, b: bool(a <= b),
-    ">": lambda a, b: bool(a > b),
-    ">=": lambda a, b: bool(a >= b),
-}
+    op: _compare(s.scalar) for op, s in BINARY_OPS.items() if s.kind == COMPARE}
 
 
-def _int_pow_negative(a: int, b: int) -> int:
-    # Integer power with a negative exponent: C-like truncation of 1/a**|b|.
-    if a == 0:
-        raise TIRExecutionError("integer division by zero (0 raised to a negative power)")
-    if a == 1 or a == -1:
-        return a if b % 2 else 1
-    return 0  # |1 / a**|b|| < 1 truncates to 0
-
-
-def _bit_function(name: str, bits: int) -> Callable[..., int]:
-    """The bit intrinsics on Python ints (the caller wraps the result to the dtype)."""
-    if name == "bitwise_and":
-        return lambda a, b: a & b
-    if name == "bitwise_or":
-        return lambda a, b: a | b
-    if name == "bitwise_xor":
-        return lambda a, b: a ^ b
-    if name == "bitwise_not":
-        return lambda a: ~a if bits > 1 else int(not a)
-    if name == "shift_left":
-        return lambda a, s: a << s if 0 <= s < bits else 0
-    return lambda a, s: a >> s if 0 <= s < bits else (-1 if a < 0 else 0)
-
-
-def _float_intrinsic(name: str, dtype: str) -> Callable[..., Any]:
-    ftype = np.dtype(dtype).type
-    one = ftype(1)
-    table: dict[str, Callable[..., Any]] = {
-        "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
-        "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.rint,
-        "trunc": np.trunc, "sin": np.sin, "cos": np.cos, "exp2": np.exp2, "log2": np.log2,
-        "rsqrt": lambda x: one / np.sqrt(x),
-        "sigmoid": lambda x: one / (one + np.exp(-x)),
-        "erf": lambda x: ftype(math.erf(float(x))),
-        "isnan": lambda x: bool(np.isnan(x)),
-        "isinf": lambda x: bool(np.isinf(x)), "isfinite": lambda x: bool(np.isfinite(x)),
-        "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-        "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
-        "atanh": np.arctanh,
-    }
-    fn = table.get(name)
-    if fn is None:
+def _float_intrinsic(name: str) -> Callable[..., Any]:
+    """The numpy semantics of math intrinsic ``name`` (phasec.ir.intrinsics)."""
+    spec = INTRINSIC_TABLE.get(name)
+    if spec is None or spec.numpy is None:
         raise TIRExecutionError(f"unknown TIR intrinsic T.{name}")
-    return fn
+    return spec.numpy
 
 
 # --------------------------------------------------------------------------
@@ -381,24 +331,25 @@ class _Machine:
         work.append(_AsBool(cond))
 
     def _compile_call(self, e: tir.Call, work: list[Any]) -> None:
-        arity = tir.INTRINSICS.get(e.name)
-        if arity is None:
+        spec = INTRINSIC_TABLE.get(e.name)
+        if spec is None:
             raise TIRExecutionError(f"unknown TIR intrinsic T.{e.name}")
+        arity = spec.arity
         if len(e.args) != arity:
             raise TIRExecutionError(f"T.{e.name} takes {arity} argument(s), got {len(e.args)}")
-        if e.name == "assume":  # a stated fact, never evaluated (see tir.INTRINSICS)
+        if spec.kind == FACT:  # a stated fact, never evaluated (see phasec.ir.intrinsics)
             work.append((_CONST, True))
             return
-        if e.name == "checked_index":
+        if spec.kind == INDEX:
             work.append((_BIN, _checked_index))
             work.append(e.args[1])
             work.append(e.args[0])
             return
-        if e.name in tir.BIT_INTRINSICS:
+        if spec.kind == BIT:
             dt = e.dtype
             wrap = (lambda v: bool(v)) if dt == "bool" else _wrapper(dt)
             bits = np.dtype(dt).itemsize * 8 if dt != "bool" else 1
-            fn = _bit_function(e.name, bits)
+            fn = spec.on_bits(bits)
             if len(e.args) == 1:
                 work.append((_UN, lambda a, fn=fn, wrap=wrap: wrap(fn(int(a)))))
             else:
@@ -406,23 +357,22 @@ class _Machine:
                 work.append(e.args[1])
             work.append(e.args[0])
             return
-        if e.name in ("atan2", "fmod"):
+        if arity == 2:  # atan2, fmod: both operands in the result's float dtype
             dt = e.dtype if tir.is_float(e.dtype) else "float64"
             ftype = np.dtype(dt).type
-            npf = np.arctan2 if e.name == "atan2" else np.fmod
-            work.append((_BIN, lambda a, b, f=ftype, g=npf: f(g(f(a), f(b)))))
+            work.append((_BIN, lambda a, b, f=ftype, g=spec.numpy: f(g(f(a), f(b)))))
             work.append(e.args[1])
             work.append(e.args[0])
             return
         arg = e.args[0]
+        result_bool = spec.result == "bool"
         if tir.is_float(arg.dtype):
-            fn = _float_intrinsic(e.name, arg.dtype)
-            out_conv = _converter("bool" if e.name in tir.BOOL_INTRINSICS else arg.dtype,
-                                  e.dtype)
+            fn = _float_intrinsic(e.name)
+            out_conv = _converter("bool" if result_bool else arg.dtype, e.dtype)
         else:
             # Integer operands: compute in float64, then convert to the result dtype.
-            ffn = _float_intrinsic(e.name, "float64")
-            res_dtype = "bool" if e.name in tir.BOOL_INTRINSICS else "float64"
+            ffn = _float_intrinsic(e.name)
+            res_dtype = "bool" if result_bool else "float64"
             fn = lambda v, ffn=ffn: ffn(np.float64(v))  # noqa: E731
             out_conv = _converter(res_dtype, e.dtype)
         if out_conv is not None:

@@ -14,6 +14,10 @@ from typing import Any, Union
 
 import numpy as np
 
+from phasec.ir.intrinsics import (
+    BIT_INTRINSICS, BOOL_INTRINSICS, INTRINSIC_DTYPES, INTRINSICS, LIBM_INTRINSICS,
+    MATH_INTRINSICS,
+)
 from phasec.ir.node import Node, Span, children_getter, no_children, node, set_field
 
 __all__ = [
@@ -59,32 +63,9 @@ ARITH_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "pow")
 COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
 LOGIC_OPS = ("and", "or")
 
-#: Math intrinsics callable as ``T.<name>(...)``: name -> arity.
-#: unary math intrinsics: name -> arity
-MATH_INTRINSICS: Mapping[str, int] = MappingProxyType({
-    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
-    "erf": 1, "fabs": 1, "floor": 1, "ceil": 1, "round": 1, "trunc": 1,
-    "sin": 1, "cos": 1, "exp2": 1, "log2": 1, "isnan": 1,
-    # C math library functions (float operands), and the two IEEE class tests
-    "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1, "asinh": 1, "acosh": 1,
-    "atanh": 1, "isinf": 1, "isfinite": 1,
-})
-#: float math intrinsics lowered to the C library function of the same name
-#: (``acosf`` for float32/float16, ``acos`` for float64)
-LIBM_INTRINSICS = frozenset({"tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
-                             "atanh"})
-#: intrinsics whose result is bool whatever the operand
-BOOL_INTRINSICS = frozenset({"isnan", "isinf", "isfinite", "assume"})
-#: every intrinsic: the math ones, and checked_index(i, n): i for 0 <= i < n,
-#: i + n for -n <= i < 0; any other i stops the kernel with an
-#: IndexOutOfRangeError (indices read from data: take, gather, scatter...)
-#: integer (and bool) bit operations, TVM's T.bitwise_and... names: name -> arity.
-#: Shifts follow numpy: an amount outside [0, bits) gives 0 (left) or the sign
-#: fill (right), never C's undefined behaviour.
-BIT_INTRINSICS: Mapping[str, int] = MappingProxyType({
-    "bitwise_and": 2, "bitwise_or": 2, "bitwise_xor": 2, "bitwise_not": 1,
-    "shift_left": 2, "shift_right": 2,
-})
+#: The intrinsics callable as ``T.<name>(...)`` (INTRINSICS: name -> arity) and
+#: their subsets: declared once each in phasec.ir.intrinsics.
+
 #: ``ret``: TVM's ``T.ret(value)`` / ``return value`` in a PrimFunc with a
 #: ``ret_dtype``; only as the statement ``Evaluate(ret(value))``, not in INTRINSICS.
 RET = "ret"
@@ -96,16 +77,9 @@ RET = "ret"
 #: them before a register tile's reduction for what its epilogue reads.
 PREFETCH_ATTR = "phasec.prefetch"
 PREFETCH_WRITE_ATTR = "phasec.prefetch_write"
-#: ``fmod(a, b)``: C's fmod (the remainder with a's sign, exact), as TVM's T.fmod.
-#: ``assume(cond)``: TVM's ``T.assume``, a fact the kernel's author states (as
-#: the statement ``Evaluate(assume(cond))``); it is never evaluated (the
-#: condition may even read out of bounds, as in TVM's padding assumptions).
 #: TVM has no checked_index: its syntax spells the intrinsic as a call of
 #: this external function, T.call_pure_extern("int64", CHECKED_INDEX_EXTERN, i, n)
 CHECKED_INDEX_EXTERN = "phasec_checked_index"
-INTRINSICS: Mapping[str, int] = MappingProxyType({**MATH_INTRINSICS, "checked_index": 2,
-                                                  "atan2": 2, "fmod": 2, **BIT_INTRINSICS,
-                                                  "assume": 1})
 
 
 @node
@@ -208,8 +182,9 @@ class Call(PrimExpr):
     def __post_init__(self) -> None:
         set_field(self, "args", tuple(self.args))
         if not self.dtype:
-            dtype = "bool" if self.name in BOOL_INTRINSICS else {
-                "checked_index": "int64", **HOST_CALLS}.get(self.name)
+            dtype = INTRINSIC_DTYPES.get(self.name)
+            if dtype is None:
+                dtype = HOST_CALLS.get(self.name)
             if dtype == "" or (dtype is None and not self.args):
                 raise ValueError(f"T.{self.name} needs its dtype")
             set_field(self, "dtype", dtype or self.args[0].dtype)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from phasec.errors import PhasecError
+from phasec.errors import PhasecError, ProgramAssertionError, VMError
 
 __all__ = ["PackedFuncError", "register_func", "get_packed_func", "find_packed_func",
            "list_packed_funcs", "remove_func"]
@@ -132,8 +132,6 @@ def _shape_to_tensor(shape: Any) -> np.ndarray:
 
 
 def _tensor_to_shape(tensor: Any) -> tuple[int, ...]:
-    from phasec.errors import VMError
-
     values = tuple(int(v) for v in np.asarray(tensor).reshape(-1))
     if any(v < 0 for v in values):
         raise VMError(f"R.tensor_to_shape: the tensor {list(values)} has a negative dimension")
@@ -153,8 +151,6 @@ def _print(fmt: str, *values: Any) -> tuple:
 
 
 def _assert_op(condition: Any, fmt: str, *args: Any) -> tuple:
-    from phasec.errors import ProgramAssertionError
-
     if not bool(np.asarray(condition)):
         raise ProgramAssertionError(render_values(fmt, args) if fmt or args
                                     else "Assertion Failed")
@@ -239,8 +235,6 @@ def _nonzero(x: Any) -> np.ndarray:
 
 
 def _dynamic_strided_slice(x: Any, begin: Any, end: Any, strides: Any) -> np.ndarray:
-    from phasec.errors import VMError
-
     x = np.asarray(x)
     b, e, s = (np.asarray(v).reshape(-1).tolist() for v in (begin, end, strides))
     if not len(b) == len(e) == len(s) == x.ndim:
@@ -255,8 +249,6 @@ def _create_view(data: Any, shape: Any, dtype: Any, offset: Any) -> np.ndarray:
     """``runtime.TVMTensorCreateView`` (R.memory.view, every operand filled in
     by VMBuiltinLower): a numpy array over the same memory as ``data``,
     ``offset`` bytes in. A view past the end of ``data`` is a VMError."""
-    from phasec.errors import VMError
-
     if not isinstance(data, np.ndarray) or not data.flags.c_contiguous:
         raise VMError("R.memory.view needs a contiguous tensor to view")
     out_dtype = np.dtype(str(dtype))

@@ -8,8 +8,9 @@ arrays in place. Compiled libraries are cached by the structure of the
 functions, so building the same module twice does not recompile.
 """
 
-from phasec.backend.llvm.codegen import CodegenOptions, KernelABI, ParamABI
+from phasec.backend.llvm.abi import KernelABI, ParamABI
 from phasec.backend.llvm.errors import CodegenError
+from phasec.backend.llvm.options import CodegenOptions
 from phasec.backend.llvm.jit import (
     get_num_threads, parallel_runtime_kind, set_min_parallel_work, set_num_threads,
     set_buffer_cache_limit, set_parallel_chunk_work, set_parallel_wake_work, trim_buffer_cache,

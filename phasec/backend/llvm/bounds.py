@@ -1,4 +1,7 @@
-"""A static check for buffer accesses that certainly go out of bounds.
+"""Out-of-bounds buffer accesses: a static check for the accesses that
+certainly go out of bounds (:func:`find_out_of_bounds`), and the run-time
+check of every access that ``check_bounds`` kernels make
+(:class:`BoundsChecker`).
 
 Native kernels do not check their indices at run time (that would cost
 every access), so a kernel whose loop runs past its buffer would read or
@@ -28,15 +31,20 @@ kernel's author, as in TVM.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Union
 
 import numpy as np
 
 from phasec.ir import tir
+from phasec.runtime.binary_ops import SCALAR_BINARY
 from phasec.script.checks import int_range_problem
+from phasec.backend.llvm.abi import (
+    OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BUFFER_OUT_OF_BOUNDS, buffer_site, buffers_in_order,
+)
+from phasec.backend.llvm.context import KernelContext
 
-__all__ = ["find_out_of_bounds", "OutOfBounds"]
+__all__ = ["find_out_of_bounds", "OutOfBounds", "BoundsChecker"]
 
 #: An affine form: loop-variable id -> coefficient; the key None holds the constant.
 Affine = dict[Union[int, None], int]
@@ -66,10 +74,24 @@ class OutOfBounds:
                 f"{self.extent} (valid indices 0..{self.extent - 1}); check the loop bounds")
 
 
-_FOLD = {"//": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
-         "min": min, "max": max,
-         # the kernels' integer power wraps (64-bit multiplications, then the dtype)
-         "pow": lambda a, b: pow(a, b, 1 << 64) if b >= 0 else None}
+def _fold(op: str) -> Callable[[int, int], int | None]:
+    """TIR's ``op`` on constants (phasec.runtime.binary_ops); None: not folded
+    (a zero divisor, or a negative power, which the kernels compute as 0)."""
+    f = SCALAR_BINARY[op]
+
+    def fold(a: int, b: int) -> int | None:
+        if op == "pow" and b < 0:
+            return None
+        try:
+            return f(a, b)
+        except ZeroDivisionError:
+            return None
+    return fold
+
+
+#: the operators folded on constants (the kernels' integer power wraps: 64-bit
+#: multiplications, then the dtype)
+_FOLD = {op: _fold(op) for op in ("//", "%", "min", "max", "pow")}
 
 
 def _wrap(value: int, dtype: str) -> int:
@@ -266,3 +288,32 @@ def find_out_of_bounds(func: tir.PrimFunc) -> OutOfBounds | None:
     """The first buffer access of ``func`` that certainly goes out of bounds
     when the kernel runs, or None (see the module doc for what is decided)."""
     return _Checker().run(func.body)
+
+
+class BoundsChecker:
+    """The run-time check of a ``check_bounds`` kernel's buffer accesses,
+    emitted into ``ctx``'s function: an index outside its dimension records
+    the access (index, extent, :func:`.abi.buffer_site`) and returns
+    RC_BUFFER_OUT_OF_BOUNDS, freeing the live heap buffers."""
+
+    def __init__(self, ctx: KernelContext) -> None:
+        self.ctx = ctx
+        self._ordinals: dict[int, int] | None = None  # buffer id -> buffers_in_order index
+
+    def check(self, buf: tir.Buffer, dim: int, index: str, extent: str, write: bool) -> None:
+        """Emit ``0 <= index < extent`` (i64 operands) for dimension ``dim`` of ``buf``."""
+        ctx = self.ctx
+        fn = ctx.fn
+        ok = fn.tmp("inb")
+        fn.emit(f"{ok} = icmp ult i64 {index}, {extent}")  # unsigned: negatives fail too
+        bad, cont = fn.label("oob"), fn.label("inb")
+        fn.emit(f"br i1 {ok}, label %{cont}, label %{bad}, !prof {ctx.mod.unlikely_md()}")
+        fn.start(bad)
+        if self._ordinals is None:
+            self._ordinals = {id(b): k for k, b in enumerate(buffers_in_order(ctx.func))}
+        site = buffer_site(self._ordinals.get(id(buf), 0), dim, write)
+        fn.emit(f"store atomic i64 {index}, ptr @{OOB_VALUE} monotonic, align 8")
+        fn.emit(f"store atomic i64 {extent}, ptr @{OOB_EXTENT} monotonic, align 8")
+        fn.emit(f"store atomic i64 {site}, ptr @{OOB_SITE} monotonic, align 8")
+        ctx.error_return(str(RC_BUFFER_OUT_OF_BOUNDS))
+        fn.start(cont)

@@ -1,80 +1,42 @@
-"""The exported entry of a kernel: argument checks (numpy arrays checked natively
-when the array layout is known), scalar conversion and the call of the kernel
-proper; a mixin of the per-kernel codegen in :mod:`phasec.backend.llvm.codegen`."""
+"""The exported entry of a kernel: argument checks (numpy arrays checked
+natively when the array layout is known), scalar conversion and the call of
+the kernel proper."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from phasec.ir import tir
-from phasec.backend.llvm._base import (
-    _LLVM_TYPE, NPY_ALIGNED, NPY_C_CONTIGUOUS, NPY_WRITEABLE, RC_BAD_ARGUMENTS, RC_OK,
-    RC_OUT_OF_MEMORY, _BufInfo, _FunctionText, _is_float, _quote, _sanitize,
-)
-from phasec.backend.llvm.bounds import find_out_of_bounds
+from phasec.backend.llvm.abi import NDARRAY_SYMBOL, RC_BAD_ARGUMENTS, KernelABI, descr_symbol
+from phasec.backend.llvm.context import ModuleSink
+from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, quote
 
-__all__ = ["EntryCodegen"]
+__all__ = ["EntryEmitter"]
 
-if TYPE_CHECKING:
-    from phasec.backend.llvm.codegen import KernelABI
+#: numpy array flags (NPY_ARRAY_C_CONTIGUOUS, _ALIGNED, _WRITEABLE: numpy's C API).
+NPY_C_CONTIGUOUS, NPY_ALIGNED, NPY_WRITEABLE = 0x1, 0x100, 0x400
 
 
-class EntryCodegen:
-    """Emits a kernel's exported entry (mixed into ``_KernelCodegen``)."""
+class EntryEmitter:
+    """Emits the exported entry of kernel ``func`` into ``mod``: a wrapper
+    calling the kernel proper, ``kernel_symbol``. One exported entry per
+    kernel, so the kernel body is inlined into exactly one caller."""
 
-    def generate(self) -> KernelABI:
-        from phasec.backend.llvm.codegen import kernel_abi  # (codegen imports this module)
+    def __init__(self, mod: ModuleSink, func: tir.PrimFunc, kernel_symbol: str) -> None:
+        self.mod = mod
+        self.func = func
+        self.kernel_symbol = kernel_symbol
 
-        func = self.func
-        params = func.params
-        # Native code does not check indices: refuse a kernel that would
-        # certainly access memory outside its buffers (it would crash).
-        oob = find_out_of_bounds(func)
-        if oob is not None:
-            raise self.error(oob.message, oob.node)
-        self.symbol = self.mod.unique_symbol("phasec.k." + _sanitize(self.name))
-        abi = kernel_abi(self.name, func, self.symbol, self.mod.array_data_offset is not None,
-                         self.mod.array_layout is not None)
-        arg_decls: list[str] = []
-        for i, p in enumerate(params):
-            if isinstance(p, tir.Buffer):
-                arg_decls.append(f"ptr noalias %arg{i}")
-            else:
-                arg_decls.append(f"{_LLVM_TYPE[p.dtype]} %arg{i}")
-                self.bind_var(p, f"%arg{i}")
-        for k, v in enumerate(abi.dim_vars):
-            arg_decls.append(f"{_LLVM_TYPE[v.dtype]} %dim{k}")
-            self.bind_var(v, f"%dim{k}")
-        self.fn = _FunctionText(
-            f"define internal i32 {_quote(self.symbol)}({', '.join(arg_decls)}) #0")
-        for i, p in enumerate(params):
-            if isinstance(p, tir.Buffer):
-                dims = [self.emit_value_as(d, "int64", f"dimension of buffer '{p.name}'")
-                        for d in p.shape]
-                self.bufs[id(p)] = _BufInfo(p, f"%arg{i}", dims)
-
-        self.emit_stmt(func.body)
-        self.fn.emit(f"ret i32 {RC_OK}")
-        self.finish_function()
-
-        # One exported entry, so the kernel body is inlined into exactly one caller.
+    def emit(self, abi: KernelABI) -> None:
+        """The entry ``abi`` describes: checked, taking ``PyObject*`` arrays, or raw pointers."""
         if abi.checked:
-            self.emit_checked_entry(abi)
+            self.emit_checked(abi)
         elif abi.obj_symbol is not None:
-            self.emit_entry(abi.obj_symbol, abi.dim_vars, objects=True)
+            self.emit_plain(abi.obj_symbol, abi.dim_vars, objects=True)
         else:
-            self.emit_entry(abi.ptr_symbol, abi.dim_vars, objects=False)
-        return abi
+            self.emit_plain(abi.ptr_symbol, abi.dim_vars, objects=False)
 
-    def finish_function(self) -> None:
-        fn = self.fn
-        if self.oom_label is not None:
-            fn.start(self.oom_label)
-            fn.emit(f"ret i32 {RC_OUT_OF_MEMORY}")
-        self.mod.functions.append(fn.text())
-
-    def emit_entry(self, symbol: str, dim_vars: Sequence[tir.Var], objects: bool) -> None:
+    def emit_plain(self, symbol: str, dim_vars: Sequence[tir.Var], objects: bool) -> None:
         """The exported wrapper: raw pointers (or PyObject*) and int64/double scalars."""
         decls, lines, call_args = [], [], []
         for i, p in enumerate(self.func.params):
@@ -87,20 +49,20 @@ class EntryCodegen:
                 else:
                     call_args.append(f"ptr %a{i}")
             else:
-                wide = "double" if _is_float(p.dtype) else "i64"
+                wide = "double" if is_float(p.dtype) else "i64"
                 decls.append(f"{wide} %a{i}")
                 op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
-                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
+                call_args.append(f"{LLVM_TYPE[p.dtype]} {op}")
         for k, v in enumerate(dim_vars):
             decls.append(f"i64 %d{k}")
             op = self._entry_convert(lines, f"%d{k}", "i64", v.dtype, f"%d{k}.c")
-            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
-        text = [f"define i32 {_quote(symbol)}({', '.join(decls)}) #0 {{", "entry:", *lines,
-                f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})",
+            call_args.append(f"{LLVM_TYPE[v.dtype]} {op}")
+        text = [f"define i32 {quote(symbol)}({', '.join(decls)}) #0 {{", "entry:", *lines,
+                f"  %rc = call i32 {quote(self.kernel_symbol)}({', '.join(call_args)})",
                 "  ret i32 %rc", "}", ""]
         self.mod.functions.append("\n".join(text))
 
-    def emit_checked_entry(self, abi: KernelABI) -> None:
+    def emit_checked(self, abi: KernelABI) -> None:
         """The exported wrapper taking ``PyObject*`` arrays that it checks
         itself (see :class:`KernelABI`): each buffer argument must be an
         exact ndarray (its type is read first: the header every object
@@ -109,8 +71,6 @@ class EntryCodegen:
         by a scalar parameter), C-contiguous, aligned, writeable if written.
         A chain of blocks, each branching to ``bad`` on failure, so a field is
         only read once the object is known to be an array."""
-        from phasec.backend.llvm.codegen import NDARRAY_SYMBOL, descr_symbol  # (codegen imports this module)
-
         layout = self.mod.array_layout
         assert layout is not None
         decls: list[str] = []
@@ -121,10 +81,10 @@ class EntryCodegen:
         lines = blocks[0]
         for i, p in enumerate(self.func.params):
             if isinstance(p, tir.Var):
-                wide = "double" if _is_float(p.dtype) else "i64"
+                wide = "double" if is_float(p.dtype) else "i64"
                 decls.append(f"{wide} %a{i}")
                 op = self._entry_convert(lines, f"%a{i}", wide, p.dtype, f"%a{i}.c")
-                call_args.append(f"{_LLVM_TYPE[p.dtype]} {op}")
+                call_args.append(f"{LLVM_TYPE[p.dtype]} {op}")
                 if wide == "i64":
                     scalars[id(p)] = f"%a{i}"
         bound.update(scalars)
@@ -187,17 +147,17 @@ class EntryCodegen:
             call_args.insert(i, f"ptr {data}")
         for k, v in enumerate(abi.dim_vars):
             op = self._entry_convert(lines, bound[id(v)], "i64", v.dtype, f"%dv{k}.c")
-            call_args.append(f"{_LLVM_TYPE[v.dtype]} {op}")
-        lines.append(f"  %rc = call i32 {_quote(self.symbol)}({', '.join(call_args)})")
+            call_args.append(f"{LLVM_TYPE[v.dtype]} {op}")
+        lines.append(f"  %rc = call i32 {quote(self.kernel_symbol)}({', '.join(call_args)})")
         lines.append("  ret i32 %rc")
         body = [ln for block in blocks for ln in block]
-        text = [f"define i32 {_quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
+        text = [f"define i32 {quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
                 "bad:", f"  ret i32 {RC_BAD_ARGUMENTS}", "}", ""]
         self.mod.functions.append("\n".join(text))
 
     @staticmethod
     def _entry_convert(lines: list[str], op: str, wide: str, dtype: str, out: str) -> str:
-        ty = _LLVM_TYPE[dtype]
+        ty = LLVM_TYPE[dtype]
         if ty == wide:
             return op
         if dtype == "bool":

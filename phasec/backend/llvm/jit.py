@@ -30,15 +30,16 @@ import llvmlite.binding as llvm
 
 from phasec.errors import PhasecError
 from phasec.fileio import parse_size
+from phasec.ir import intrinsics
 from phasec.target.tuning import host_tuning
 from phasec.backend import interrupt
 from phasec.backend.llvm import diskcache
-from phasec.backend.llvm._base import CANCEL_FLAG
+from phasec.backend.llvm.abi import CANCEL_FLAG, NDARRAY_SYMBOL, ArrayLayout, descr_symbol
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
 
-__all__ = ["host_target", "NativeModule", "jit_compile", "set_num_threads", "get_num_threads",
-           "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
+__all__ = ["host_target", "NativeModule", "jit_compile", "bind_array_symbols", "set_num_threads",
+           "get_num_threads", "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
            "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit"]
 
 #: the limit of the runtime's cache of freed kernel buffers ("0": none; "256M"...)
@@ -55,20 +56,17 @@ _target: "HostTarget | None" = None
 _runtime: "NativeModule | None" = None
 _runtime_kind = ""
 
-#: C symbols generated code may call, directly or through LLVM intrinsics.
+#: C symbols generated code may call, directly or through LLVM intrinsics:
+#: the C math functions of the intrinsics (phasec.ir.intrinsics), and these.
 _PROCESS_SYMBOLS = (
     "malloc", "free", "aligned_alloc", "memset", "memcpy", "memmove",
     "pthread_create", "pthread_join",
-    "expf", "exp", "exp2f", "exp2", "logf", "log", "log2f", "log2", "sinf", "sin", "cosf",
-    "cos", "tanhf", "tanh", "powf", "pow", "fmodf", "fmod", "erff", "erf", "sqrtf", "sqrt",
-    "floorf", "floor", "ceilf", "ceil", "truncf", "trunc", "roundevenf", "roundeven",
+    "powf", "pow",  # BinaryOp pow
     "fminf", "fmin", "fmaxf", "fmax", "fminimumf", "fminimum", "fmaximumf", "fmaximum",
     "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee",
     "sincosf", "sincos", "pthread_detach", "syscall", "sched_yield",
     "sched_getcpu", "sched_getaffinity", "sched_setaffinity",  # the pool runtime
-    # the C math functions of tir.LIBM_INTRINSICS and atan2
-    "tanf", "tan", "asinf", "asin", "acosf", "acos", "atanf", "atan", "sinhf", "sinh",
-    "coshf", "cosh", "asinhf", "asinh", "acoshf", "acosh", "atanhf", "atanh", "atan2f", "atan2",
+    *intrinsics.process_symbols(),
 )
 
 
@@ -106,6 +104,14 @@ def _register_process_symbols() -> None:
                 continue
             llvm.add_symbol(sym, ctypes.cast(fn, ctypes.c_void_p).value)
             break
+
+
+def bind_array_symbols(layout: ArrayLayout) -> None:
+    """Bind the ndarray type and dtype symbols compiled entries compare
+    against (see :class:`.abi.ArrayLayout`) to this process's objects."""
+    llvm.add_symbol(NDARRAY_SYMBOL, layout.ndarray_type)
+    for dtype, address in layout.descrs:
+        llvm.add_symbol(descr_symbol(dtype), address)
 
 
 def host_target() -> HostTarget:

@@ -1,28 +1,41 @@
 """Loops in LLVM IR: serial loops, outlined parallel loops, and the polls of
 the cancel flag that make a running kernel interruptible.
 
-A mixin of the kernel code generator (:mod:`.codegen`). Every loop whose
-body holds another loop checks the process-wide flag ``phasec_rt_cancel``
-once per iteration; an innermost loop that may run long (a symbolic or
-large extent) is strip-mined into chunks of POLL_EVERY iterations with one
-check per chunk, so the inner loop stays a plain counted loop LLVM
-vectorizes. When the flag is set the kernel frees its live heap buffers and
-returns RC_CANCELLED; :mod:`phasec.backend.interrupt` sets it when SIGINT or SIGTERM
-arrives while a kernel runs.
+Every loop whose body holds another loop checks the process-wide flag
+``phasec_rt_cancel`` once per iteration; an innermost loop that may run long
+(a symbolic or large extent) is strip-mined into chunks of POLL_EVERY
+iterations with one check per chunk, so the inner loop stays a plain counted
+loop LLVM vectorizes. When the flag is set the kernel frees its live heap
+buffers and returns RC_CANCELLED; :mod:`phasec.backend.interrupt` sets it
+when SIGINT or SIGTERM arrives while a kernel runs.
+
+A ``parallel`` loop's body becomes a function of its own over an iteration
+chunk ``[begin, end)`` (keeping ``noalias`` on its buffer parameters), with
+a trampoline that unpacks a context struct; ``phasec_rt_parallel_for`` (the
+process-wide thread pool, see irlib) runs the chunks on all cores. The body
+function is emitted by a fresh set of emitters (``outline``, see
+:mod:`.kernel`); nested parallel loops run serially, small loops too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from phasec.ir import tir
-from phasec.backend.llvm._base import (
-    _BITS, _LLVM_TYPE, CANCEL_FLAG, POLL_EVERY, RC_CANCELLED, RC_OK, _BufInfo, _estimate_work,
-    _FunctionText, _is_intlike, _is_signed, _quote, _sanitize, _walk,
+from phasec.backend.llvm.abi import CANCEL_FLAG, RC_CANCELLED, RC_OK, walk
+from phasec.backend.llvm.context import BufferInfo, KernelContext
+from phasec.backend.llvm.conversions import Conversions
+from phasec.backend.llvm.expressions import ExpressionEmitter
+from phasec.backend.llvm.irtext import (
+    BITS, LLVM_TYPE, FunctionText, is_intlike, is_signed, quote, sanitize,
 )
+from phasec.backend.llvm.work import estimate_work
 
-__all__ = ["LoopCodegen"]
+__all__ = ["LoopEmitter", "OutlinedFunction", "POLL_EVERY", "poll_mode"]
+
+#: how many iterations an innermost loop runs between two looks at the cancel flag
+POLL_EVERY = 1 << 16
 
 #: a loop body whose loops run at most this many iterations in all (constant
 #: extents) is treated as straight-line code when placing cancel polls
@@ -97,63 +110,97 @@ def _const_trips(s: tir.Stmt) -> int | None:
     return 0
 
 
+def poll_mode(body: tir.Stmt, dt: str, extent: Any) -> str | None:
+    """Where a loop checks the cancel flag: ``"each"`` iteration when its
+    body holds a loop that may run long (one load per iteration of an
+    outer loop costs nothing), ``"strip"`` (once per POLL_EVERY
+    iterations, the loop strip-mined so the inner part still vectorizes)
+    for an innermost loop that may run long, None for one that cannot (a
+    constant extent up to POLL_EVERY, or a loop variable narrower than 32
+    bits). A loop whose body only holds loops of a few constant
+    iterations (a register tile's unrolled and vectorized loops) counts
+    as innermost: a poll inside its body would sit between the tile's
+    instructions."""
+    inner = _const_trips(body)
+    if inner is None or inner > SHORT_BODY_TRIPS:
+        return "each"
+    if BITS[dt] < 32 or (isinstance(extent, tir.IntImm)
+                          and extent.value * max(inner, 1) <= POLL_EVERY):
+        return None
+    return "strip"
 
 
-class LoopCodegen:
-    """The loop statements of :class:`~.codegen._KernelCodegen` (a mixin: the
-    attributes and helpers it uses are the code generator's)."""
+class OutlinedFunction(Protocol):
+    """The emitters of an outlined parallel loop body (:class:`.kernel.FunctionEmitters`)."""
 
-    fn: Any
-    mod: Any
-    heap: list[str]
+    loops: LoopEmitter
+    conversions: Conversions
+
+    def emit_stmt(self, s: tir.Stmt) -> None:
+        """Emit ``s`` into the outlined function."""
+
+
+class LoopEmitter:
+    """Emits the loops of a kernel into ``ctx``'s function; ``outline`` makes
+    the emitters of a parallel loop's body function from its context."""
+
+    def __init__(self, ctx: KernelContext, expressions: ExpressionEmitter,
+                 conversions: Conversions,
+                 outline: Callable[[KernelContext], OutlinedFunction]) -> None:
+        self.ctx = ctx
+        self.expressions = expressions
+        self.conversions = conversions
+        self.outline = outline
 
     def _loop_bounds(self, s: tir.For) -> tuple[str, str, str]:
         v = s.loop_var
-        dt = self.check_dtype(v.dtype, f"loop variable '{v.name}'", s)
-        if not _is_intlike(dt) or dt == "bool":
-            raise self.error(f"loop variable '{v.name}' must have an integer dtype, not {dt}", s)
-        lo = self.emit_value_as(s.min, dt, f"the start of loop '{v.name}'")
-        ext = self.emit_value_as(s.extent, dt, f"the extent of loop '{v.name}'")
+        dt = self.ctx.check_dtype(v.dtype, f"loop variable '{v.name}'", s)
+        if not is_intlike(dt) or dt == "bool":
+            raise self.ctx.error(f"loop variable '{v.name}' must have an integer dtype, "
+                                 f"not {dt}", s)
+        lo = self.expressions.emit_value_as(s.min, dt, f"the start of loop '{v.name}'")
+        ext = self.expressions.emit_value_as(s.extent, dt, f"the extent of loop '{v.name}'")
         return dt, lo, ext
 
-    def _for(self, s: tir.For, tasks: list[Any]) -> None:
+    def emit_for(self, s: tir.For, tasks: list[Any]) -> None:
+        """A ``for`` loop (its body is pushed on ``tasks``, then its closing)."""
         if s.kind == "thread_binding":
             # A GPU kernel: run serially, a kernel whose threads synchronize or
             # share memory would compute something else, so it is refused.
-            raise self.error(f"loop '{s.loop_var.name}' is bound to the GPU thread axis "
-                             f"{s.thread!r} (T.thread_binding); the LLVM backend compiles for "
-                             f"the host CPU and does not run GPU-scheduled kernels", s)
-        if s.kind == "parallel" and self.allow_parallel:
+            raise self.ctx.error(f"loop '{s.loop_var.name}' is bound to the GPU thread axis "
+                                 f"{s.thread!r} (T.thread_binding); the LLVM backend compiles "
+                                 f"for the host CPU and does not run GPU-scheduled kernels", s)
+        if s.kind == "parallel" and self.ctx.allow_parallel:
             self._parallel_for(s, tasks)
             return
-        fn = self.fn
+        fn = self.ctx.fn
         dt, lo, ext = self._loop_bounds(s)
-        ty = _LLVM_TYPE[dt]
-        signed = _is_signed(dt)
+        ty = LLVM_TYPE[dt]
+        signed = is_signed(dt)
         end = fn.tmp("end")
         fn.emit(f"{end} = add {'nsw ' if signed else ''}{ty} {lo}, {ext}")
-        mode = self._poll_mode(s.body, dt, s.extent)
-        iv, close_loop = self._open_loop(ty, signed, lo, end, mode, _sanitize(s.loop_var.name))
-        prev = self.bind_var(s.loop_var, iv)
+        mode = poll_mode(s.body, dt, s.extent)
+        iv, close_loop = self.open_loop(ty, signed, lo, end, mode, sanitize(s.loop_var.name))
+        prev = self.ctx.bind_var(s.loop_var, iv)
         md = self._loop_md(s)
 
         def close() -> None:
-            self.unbind_var(s.loop_var, prev)
+            self.ctx.unbind_var(s.loop_var, prev)
             close_loop(md)
 
         tasks.append(close)
         tasks.append(s.body)
 
-    def _while(self, s: tir.While, tasks: list[Any]) -> None:
+    def emit_while(self, s: tir.While, tasks: list[Any]) -> None:
         """``while cond: body``: the condition is tested at the head of every
         iteration, which also polls the cancel flag (the trip count is the
         data's)."""
-        fn = self.fn
+        fn = self.ctx.fn
         head, body, done = fn.label("while.head"), fn.label("while.body"), fn.label("while.end")
         fn.emit(f"br label %{head}")
         fn.start(head)
         self._poll()
-        c = self.emit_cond(s.condition)
+        c = self.expressions.emit_cond(s.condition)
         fn.emit(f"br i1 {c}, label %{body}, label %{done}")
         fn.start(body)
 
@@ -165,50 +212,24 @@ class LoopCodegen:
         tasks.append(s.body)
 
     # -- cancellation ----------------------------------------------------------
-    def _poll_mode(self, body: tir.Stmt, dt: str, extent: Any) -> str | None:
-        """Where a loop checks the cancel flag: ``"each"`` iteration when its
-        body holds a loop that may run long (one load per iteration of an
-        outer loop costs nothing), ``"strip"`` (once per POLL_EVERY
-        iterations, the loop strip-mined so the inner part still vectorizes)
-        for an innermost loop that may run long, None for one that cannot (a
-        constant extent up to POLL_EVERY, or a loop variable narrower than 32
-        bits). A loop whose body only holds loops of a few constant
-        iterations (a register tile's unrolled and vectorized loops) counts
-        as innermost: a poll inside its body would sit between the tile's
-        instructions."""
-        inner = _const_trips(body)
-        if inner is None or inner > SHORT_BODY_TRIPS:
-            return "each"
-        if _BITS[dt] < 32 or (isinstance(extent, tir.IntImm)
-                              and extent.value * max(inner, 1) <= POLL_EVERY):
-            return None
-        return "strip"
-
     def _poll(self) -> None:
         """Return RC_CANCELLED if the cancel flag is set (see :mod:`phasec.backend.interrupt`)."""
-        fn = self.fn
+        fn = self.ctx.fn
         flag, stop = fn.tmp("cancel"), fn.tmp("cancel.set")
         fn.emit(f"{flag} = load volatile i32, ptr @{CANCEL_FLAG}, align 4")
         fn.emit(f"{stop} = icmp ne i32 {flag}, 0")
         bad, go = fn.label("cancel"), fn.label("go")
-        fn.emit(f"br i1 {stop}, label %{bad}, label %{go}, !prof {self.mod.unlikely_md()}")
+        fn.emit(f"br i1 {stop}, label %{bad}, label %{go}, !prof {self.ctx.mod.unlikely_md()}")
         fn.start(bad)
-        self.error_return(str(RC_CANCELLED))
+        self.ctx.error_return(str(RC_CANCELLED))
         fn.start(go)
 
-    def error_return(self, rc: str) -> None:
-        """End the kernel with error code ``rc``, freeing the heap buffers
-        that are live here (innermost first)."""
-        for ptr in reversed(self.heap):
-            self.fn.emit(f"call void @free(ptr {ptr})")
-        self.fn.emit(f"ret i32 {rc}")
-
-    def _open_loop(self, ty: str, signed: bool, lo: str, end: str, mode: str | None,
-                   name: str) -> tuple[str, Callable[[str | None], None]]:
+    def open_loop(self, ty: str, signed: bool, lo: str, end: str, mode: str | None,
+                  name: str) -> tuple[str, Callable[[str | None], None]]:
         """Emit the head of ``for iv in [lo, end)`` (polling as ``mode`` says);
         returns ``iv`` and the function that closes the loop, given its loop
         metadata, once the body is emitted."""
-        fn = self.fn
+        fn = self.ctx.fn
         lt = "slt" if signed else "ult"
         exit_ = fn.label("for.exit")
         inner_lo, inner_end, inner_exit = lo, end, exit_
@@ -258,7 +279,7 @@ class LoopCodegen:
     def _loop_md(self, s: tir.For) -> str | None:
         if s.kind == "vectorized":
             props = ['!"llvm.loop.vectorize.enable", i1 true']
-            width = self.mod.options.prefer_vector_width or 128
+            width = self.ctx.options.prefer_vector_width or 128
             if (isinstance(s.extent, tir.IntImm) and 4 <= s.extent.value <= width // 32
                     and _straight_line_body(s.body)):
                 # At most one vector of float32: vectorized, no loop is left.
@@ -274,33 +295,34 @@ class LoopCodegen:
                 # Nor on 2-3 iterations: LLVM does not vectorize the last
                 # steps of a partial-sum tree fold, part[l] += part[l + 2],
                 # and warns the same way; unrolled they cost nothing.)
-            return self.mod.loop_metadata(props)
+            return self.ctx.mod.loop_metadata(props)
         if s.kind == "unroll":
             if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
-                return self.mod.loop_metadata(['!"llvm.loop.unroll.full"'])
-            return self.mod.loop_metadata(['!"llvm.loop.unroll.enable"'])
+                return self.ctx.mod.loop_metadata(['!"llvm.loop.unroll.full"'])
+            return self.ctx.mod.loop_metadata(['!"llvm.loop.unroll.enable"'])
         return None
 
     def _parallel_for(self, s: tir.For, tasks: list[Any]) -> None:
         """Outline the loop body; run it through ``phasec_rt_parallel_for``."""
-        fn = self.fn
+        ctx = self.ctx
+        fn = ctx.fn
         dt, lo, ext = self._loop_bounds(s)
-        ext64 = self.to_i64(ext, dt)
+        ext64 = self.conversions.to_i64(ext, dt)
 
         # What the body uses from the enclosing scope.
-        cap_bufs: list[_BufInfo] = []
+        cap_bufs: list[BufferInfo] = []
         cap_vars: list[tuple[tir.Var, str, str]] = []
         seen: set[int] = set()
-        for n in _walk(s.body):
+        for n in walk(s.body):
             if id(n) in seen:
                 continue
             seen.add(id(n))
             if isinstance(n, tir.Buffer):
-                info = self.bufs.get(id(n))
+                info = ctx.bufs.get(id(n))
                 if info is not None:
                     cap_bufs.append(info)
             elif isinstance(n, tir.Var) and n is not s.loop_var:
-                b = self.vars.get(id(n))
+                b = ctx.vars.get(id(n))
                 if b is not None:
                     cap_vars.append((n, b[0], b[1]))
         # Values to pass: buffer pointers, non-constant dims, scalar variables.
@@ -309,19 +331,17 @@ class LoopCodegen:
             fields.append(("ptr", info.ptr))
             fields.extend(("i64", d) for d in info.dims if d.startswith("%"))
         for v, op, vdt in cap_vars:
-            fields.append((_LLVM_TYPE[vdt], op))
-        fields.append((_LLVM_TYPE[dt], lo))
+            fields.append((LLVM_TYPE[vdt], op))
+        fields.append((LLVM_TYPE[dt], lo))
 
-        self.n_parallel += 1
-        body_sym = f"{self.symbol}.par{self.n_parallel}"
+        ctx.n_parallel += 1
+        body_sym = f"{ctx.symbol}.par{ctx.n_parallel}"
         tramp_sym = body_sym + ".tramp"
 
         # 1. The body function over [begin, end) with noalias buffers.
-        child = type(self)(self.mod, self.name, self.func)
-        child.types, child.optypes, child.loads = self.types, self.optypes, self.loads
-        child.allow_parallel = False
-        child.symbol = body_sym
         params: list[str] = []
+        child_bufs: list[BufferInfo] = []
+        child_vars: list[tuple[tir.Var, str, str]] = []
         k = 0
         for info in cap_bufs:
             p = f"%c{k}"
@@ -336,33 +356,38 @@ class LoopCodegen:
                     dims.append(dp)
                 else:
                     dims.append(d)
-            child.bufs[id(info.buffer)] = _BufInfo(info.buffer, p, dims)
+            child_bufs.append(BufferInfo(info.buffer, p, dims))
         for v, _op, vdt in cap_vars:
             p = f"%c{k}"
             k += 1
-            params.append(f"{_LLVM_TYPE[vdt]} {p}")
+            params.append(f"{LLVM_TYPE[vdt]} {p}")
+            child_vars.append((v, p, vdt))
+        lo_param = f"%c{k}"
+        params.append(f"{LLVM_TYPE[dt]} {lo_param}")
+        params += ["i64 %begin", "i64 %end"]
+        cfn = FunctionText(f"define internal i32 {quote(body_sym)}({', '.join(params)}) #0")
+        child = KernelContext(ctx.mod, ctx.name, ctx.func, cfn, body_sym, allow_parallel=False)
+        for info in child_bufs:
+            child.bufs[id(info.buffer)] = info
+        for v, p, vdt in child_vars:
             child.vars[id(v)] = (p, vdt)
             child.var_objs[id(v)] = v
-        lo_param = f"%c{k}"
-        params.append(f"{_LLVM_TYPE[dt]} {lo_param}")
-        params += ["i64 %begin", "i64 %end"]
-        cfn = _FunctionText(f"define internal i32 {_quote(body_sym)}({', '.join(params)}) #0")
-        child.fn = cfn
-        idx, close_loop = child._open_loop("i64", True, "%begin", "%end",
-                                           child._poll_mode(s.body, "int64", None), "idx")
-        ity = _LLVM_TYPE[dt]
-        idx_t = idx if dt in ("int64", "uint64") else child.convert(idx, "int64", dt)
-        iv = cfn.tmp(_sanitize(s.loop_var.name))
+        inner = self.outline(child)
+        idx, close_loop = inner.loops.open_loop("i64", True, "%begin", "%end",
+                                                poll_mode(s.body, "int64", None), "idx")
+        ity = LLVM_TYPE[dt]
+        idx_t = idx if dt in ("int64", "uint64") else inner.conversions.convert(idx, "int64", dt)
+        iv = cfn.tmp(sanitize(s.loop_var.name))
         cfn.emit(f"{iv} = add {ity} {lo_param}, {idx_t}")
         child.bind_var(s.loop_var, iv)
-        child.emit_stmt(s.body)
+        inner.emit_stmt(s.body)
         close_loop(None)
         cfn.emit(f"ret i32 {RC_OK}")
         child.finish_function()
 
         # 2. The trampoline unpacking the context struct.
         struct_ty = "{ " + ", ".join(t for t, _ in fields) + " }"
-        lines = [f"define internal i32 {_quote(tramp_sym)}(ptr %ctx, i64 %begin, i64 %end) #0 {{",
+        lines = [f"define internal i32 {quote(tramp_sym)}(ptr %ctx, i64 %begin, i64 %end) #0 {{",
                  "entry:"]
         args = []
         for i, (t, _) in enumerate(fields):
@@ -370,25 +395,25 @@ class LoopCodegen:
             lines.append(f"  %f{i} = load {t}, ptr %f{i}.p")
             args.append(f"{t} %f{i}")
         args += ["i64 %begin", "i64 %end"]
-        lines += [f"  %rc = call i32 {_quote(body_sym)}({', '.join(args)})", "  ret i32 %rc", "}", ""]
-        self.mod.functions.append("\n".join(lines))
+        lines += [f"  %rc = call i32 {quote(body_sym)}({', '.join(args)})", "  ret i32 %rc", "}", ""]
+        ctx.mod.functions.append("\n".join(lines))
 
         # 3. The call site.
-        ctx = fn.tmp("ctx")
-        fn.allocas.append(f"  {ctx} = alloca {struct_ty}, align 16")
+        ctx_ptr = fn.tmp("ctx")
+        fn.allocas.append(f"  {ctx_ptr} = alloca {struct_ty}, align 16")
         for i, (t, op) in enumerate(fields):
             fp = fn.tmp("ctx.f")
-            fn.emit(f"{fp} = getelementptr inbounds {struct_ty}, ptr {ctx}, i32 0, i32 {i}")
+            fn.emit(f"{fp} = getelementptr inbounds {struct_ty}, ptr {ctx_ptr}, i32 0, i32 {i}")
             fn.emit(f"store {t} {op}, ptr {fp}")
         rc = fn.tmp("rc")
-        cost = _estimate_work(s.body)
-        fn.emit(f"{rc} = call i32 @phasec_rt_parallel_for(ptr {_quote(tramp_sym)}, ptr {ctx}, "
+        cost = estimate_work(s.body)
+        fn.emit(f"{rc} = call i32 @phasec_rt_parallel_for(ptr {quote(tramp_sym)}, ptr {ctx_ptr}, "
                 f"i64 {ext64}, i64 {cost})")
         bad = fn.tmp("fail")
         fn.emit(f"{bad} = icmp ne i32 {rc}, 0")
         ok, failed = fn.label("par.done"), fn.label("par.failed")
         fn.emit(f"br i1 {bad}, label %{failed}, label %{ok}")
         fn.start(failed)
-        self.error_return(rc)  # what the failing chunk returned (out of memory, bad index, cancel)
+        ctx.error_return(rc)  # what the failing chunk returned (out of memory, bad index, cancel)
         fn.start(ok)
 

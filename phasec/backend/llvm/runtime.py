@@ -26,21 +26,26 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
+import llvmlite.binding as llvm
 import numpy as np
 
 from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError
 from phasec.ir import tir
 from phasec.ir.structural import exact_fingerprint, structural_equal, structural_hash
+from phasec.runtime.binary_ops import SCALAR_BINARY
 from phasec.target.tuning import host_tuning
-from phasec.backend.llvm.codegen import ArrayLayout, CodegenOptions, KernelABI, ModuleCodegen, bind_array_symbols
-from phasec.backend.llvm._base import (
+from phasec.backend.llvm.abi import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
-    RC_INDEX_OUT_OF_RANGE, decode_buffer_site,
+    RC_INDEX_OUT_OF_RANGE, ArrayLayout, KernelABI, decode_buffer_site,
 )
+from phasec.backend.llvm.codegen import ModuleCodegen
+from phasec.backend.llvm.options import CodegenOptions
 from phasec.backend import interrupt
 from phasec.backend.llvm.errors import CodegenError, refuse_host_calls
 from phasec.backend.llvm import diskcache
-from phasec.backend.llvm.jit import NativeModule, host_target, jit_compile, jit_load_cached
+from phasec.backend.llvm.jit import (
+    NativeModule, bind_array_symbols, host_target, jit_compile, jit_load_cached,
+)
 
 __all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
            "array_data_offset", "array_layout"]
@@ -129,6 +134,11 @@ def _expr_str(e: Any) -> str:
     return type(e).__name__
 
 
+#: the operators a composite symbolic dimension may use (the Python evaluator's)
+_SHAPE_OPS = frozenset({"+", "-", "*", "//", "%", "/", "min", "max", "<", "<=", ">", ">=", "==",
+                        "!="})
+
+
 def _shape_evaluator(e: tir.PrimExpr) -> Callable[[dict[int, int]], int]:
     """A Python evaluator for a composite symbolic dimension (rarely used)."""
     if isinstance(e, tir.IntImm):
@@ -139,18 +149,16 @@ def _shape_evaluator(e: tir.PrimExpr) -> Callable[[dict[int, int]], int]:
         return lambda env: env[k]
     if isinstance(e, tir.Cast):
         return _shape_evaluator(e.value)
-    if isinstance(e, tir.BinaryOp):
+    if isinstance(e, tir.BinaryOp) and e.op in _SHAPE_OPS:
         a, b = _shape_evaluator(e.lhs), _shape_evaluator(e.rhs)
-        ops: dict[str, Callable[[int, int], int]] = {
-            "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
-            "//": lambda x, y: x // y if y else 0, "%": lambda x, y: x % y if y else 0,
-            "/": lambda x, y: int(x / y) if y else 0, "min": min, "max": max,
-            "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
-            ">=": lambda x, y: x >= y, "==": lambda x, y: x == y, "!=": lambda x, y: x != y,
-        }
-        f = ops.get(e.op)
-        if f is not None:
-            return lambda env: f(a(env), b(env))
+        f = SCALAR_BINARY[e.op]
+
+        def binary(env: dict[int, int]) -> int:
+            try:
+                return f(a(env), b(env))
+            except ZeroDivisionError:  # as the kernel computes it
+                return 0
+        return binary
     if isinstance(e, tir.Select):
         # strided_slice with a symbolic begin: a negative index counts from the end
         c, t, f2 = (_shape_evaluator(x) for x in (e.condition, e.true_value, e.false_value))
@@ -444,10 +452,6 @@ class CompiledLibrary(Mapping[str, Kernel]):
 
     def assembly(self) -> str:
         """The host machine code of the optimized IR, as assembly text."""
-        import llvmlite.binding as llvm
-
-        from phasec.backend.llvm.jit import host_target
-
         module = llvm.parse_assembly(self.optimized_ir)
         return host_target().create_target_machine().emit_assembly(module)
 

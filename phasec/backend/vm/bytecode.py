@@ -28,6 +28,10 @@ from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any, ClassVar
 
+from phasec.ir.intrinsics import SCALAR_INTRINSICS
+from phasec.ir.tir import DTYPES
+from phasec.runtime.binary_ops import SCALAR_BINARY
+
 __all__ = [
     "CalleeKind", "Instruction", "Call", "Ret", "Goto", "If", "LoadConst", "Match",
     "MakeShape", "MakePrim", "MakeTuple", "GetItem", "MakeClosure", "Move", "Kill",
@@ -355,8 +359,6 @@ def _check_callee(v: Any) -> str | None:
 
 
 def _check_dtype(v: Any) -> str | None:
-    from phasec.ir.tir import DTYPES
-
     return None if isinstance(v, str) and v in DTYPES else "must be a dtype"
 
 
@@ -366,8 +368,6 @@ _MAX_CODE_DEPTH = 64
 
 def _code_problem(code: Any, depth: int = 0) -> str | None:
     """Why ``code`` is not a scalar expression code (see the module doc), or None."""
-    from phasec.interp._values import _BINARY, _INTRINSIC
-
     if depth > _MAX_CODE_DEPTH:
         return "is nested too deeply"
     if not isinstance(code, tuple) or not code or not isinstance(code[0], str):
@@ -378,7 +378,7 @@ def _code_problem(code: Any, depth: int = 0) -> str | None:
     if kind == "reg" and len(args) == 1 and _is_int(args[0]):
         return None
     subs: tuple = ()
-    if kind == "bin" and len(args) == 3 and isinstance(args[0], str) and args[0] in _BINARY:
+    if kind == "bin" and len(args) == 3 and isinstance(args[0], str) and args[0] in SCALAR_BINARY:
         subs = args[1:]
     elif kind == "not" and len(args) == 1:
         subs = args
@@ -387,7 +387,7 @@ def _code_problem(code: Any, depth: int = 0) -> str | None:
     elif kind == "select" and len(args) == 3:
         subs = args
     elif kind == "call" and len(args) == 2 and isinstance(args[0], str) \
-            and args[0] in _INTRINSIC and isinstance(args[1], tuple):
+            and args[0] in SCALAR_INTRINSICS and isinstance(args[1], tuple):
         subs = args[1]
     else:
         return f"is not an expression code ({kind!r:.20} node)"

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import VMError
-from phasec.interp._values import STORAGE_ALIGNMENT, Storage, describe_value
+from phasec.runtime.values import STORAGE_ALIGNMENT, Storage, describe_value
 
 __all__ = ["VMMemory"]
 

@@ -28,11 +28,11 @@ import numpy as np
 from phasec.errors import (
     BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError,
 )
-from phasec.interp._values import (
-    _BINARY, _INTRINSIC, cast_scalar, describe_value,
-)
-from phasec.interp.relax import _truth, normalize_value
+from phasec.interp.relax import normalize_value
+from phasec.ir.intrinsics import SCALAR_INTRINSICS
+from phasec.runtime.binary_ops import SCALAR_BINARY
 from phasec.runtime.packed import find_packed_func, get_packed_func
+from phasec.runtime.values import cast_scalar, describe_value, truth
 from phasec.script.checks import int_range_problem
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
@@ -433,7 +433,7 @@ class VirtualMachine(VMMemory):
                     pc += 1
                 elif op == _IF:
                     cond = regs[ins[1]]
-                    pc = pc + 1 if (bool(cond) if type(cond) is bool else _truth(cond)) else ins[2]
+                    pc = pc + 1 if (bool(cond) if type(cond) is bool else truth(cond)) else ins[2]
                 elif op == _GOTO:
                     pc = ins[1]
                 elif op == _CLOSURE_CALL:
@@ -572,7 +572,7 @@ def _compile_expr(code: tuple) -> Callable[[list], Any]:
         reg = code[1]
         return lambda regs: regs[reg]
     if kind == "bin":
-        fn = _BINARY[code[1]]
+        fn = SCALAR_BINARY[code[1]]
         lhs, rhs, text = _compile_expr(code[2]), _compile_expr(code[3]), bc.expr_code_text(code)
 
         def binary(regs: list) -> Any:
@@ -591,7 +591,7 @@ def _compile_expr(code: tuple) -> Callable[[list], Any]:
         c, a, b = (_compile_expr(x) for x in code[1:4])
         return lambda regs: a(regs) if c(regs) else b(regs)
     if kind == "call":
-        fn = _INTRINSIC[code[1]]
+        fn = SCALAR_INTRINSICS[code[1]]
         args = [_compile_expr(x) for x in code[2]]
         return lambda regs: fn(*(a(regs) for a in args))
     raise VMError(f"bad scalar expression code {code!r}")

@@ -13,6 +13,7 @@ import numpy as np
 
 from phasec.errors import ParseError
 from phasec.ir import tir
+from phasec.ir.intrinsics import ALIASES
 from phasec.ir.node import Span
 from phasec.ir.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
@@ -466,9 +467,10 @@ class _PrimExprParser:
                         span=mp.span(node))
 
 
-#: TVM's names for phasec's intrinsics: TVM legalizes R.round to
-#: T.nearbyint, which rounds half to even, as phasec's round does.
-_TIR_SYNONYMS = {"nearbyint": "round"}
+#: TVM's names for phasec's intrinsics (the ``aliases`` of their declarations):
+#: TVM legalizes R.round to T.nearbyint, which rounds half to even, as phasec's
+#: round does.
+_TIR_SYNONYMS = ALIASES
 
 
 def _adopt(e: tir.PrimExpr, dtype: str) -> tir.PrimExpr:
