@@ -26,7 +26,7 @@ from phasec import arith
 from phasec import te
 from phasec.op.infer import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.ir.tir import BinaryOp, IntImm, Select
+from phasec.ir.tir import IntImm
 from phasec.op._common import (
     OpPattern, as_dtype, as_int, as_str, attrs_of, binary_dtype, define, err, tensor_arg,
     tensor_sinfo,
@@ -60,9 +60,8 @@ def _kernel_layout(rank: int) -> str:
 
 
 def _conv_out(in_dim, k, s, d, p0, p1):
-    num = BinaryOp("-", BinaryOp("+", in_dim, _i64(p0 + p1)),
-                   BinaryOp("+", BinaryOp("*", _i64(d), BinaryOp("-", k, _i64(1))), _i64(1)))
-    return arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
+    num = (in_dim + (p0 + p1)) - (_i64(d) * (k - 1) + 1)
+    return arith.simplify(num // s + 1)
 
 
 def _infer_conv(rank: int):
@@ -90,7 +89,7 @@ def _infer_conv(rank: int):
             return TensorStructInfo(None, dtype, ol.ndim)
         n, c, *sp = dl.to_canonical(data.shape)
         o, i, *ks = kl.to_canonical(weight.shape)
-        if arith.prove_not_equal(c, BinaryOp("*", i, _i64(groups))):
+        if arith.prove_not_equal(c, i * groups):
             raise err(call, f"the data has {prim_expr_to_str(c)} input channels but the weight "
                             f"expects {prim_expr_to_str(i)} x groups({groups})")
         oc = arith.const_int(o)
@@ -270,17 +269,15 @@ def _infer_conv_transpose(rank: int):
         pads = a["padding"]
         out_sp = []
         for j in range(rank):
-            size = arith.simplify(
-                BinaryOp("+", BinaryOp("*", BinaryOp("-", sp[j], _i64(1)), _i64(a["strides"][j])),
-                         BinaryOp("+", BinaryOp("*", _i64(a["dilation"][j]),
-                                                BinaryOp("-", ks[j], _i64(1))),
-                                  _i64(a["output_padding"][j] + 1 - pads[j] - pads[rank + j]))))
+            size = arith.simplify((sp[j] - 1) * a["strides"][j] + (
+                _i64(a["dilation"][j]) * (ks[j] - 1)
+                + (a["output_padding"][j] + 1 - pads[j] - pads[rank + j])))
             v = arith.const_int(size)
             if v is not None and v <= 0:
                 raise err(call, f"the output spatial size would be non-positive ({v}); the "
                                 "padding removes the whole output")
             out_sp.append(size)
-        oc = arith.simplify(BinaryOp("*", o, _i64(groups)))
+        oc = arith.simplify(o * groups)
         _check_packed_out(call, ol, (n, oc, *out_sp))
         return tensor_sinfo(ol.from_canonical((n, oc, *out_sp)), dtype)
     return infer
@@ -359,7 +356,7 @@ def _conv_transpose_te(call, inputs, rank: int):
     _, c, *sp = dl.to_canonical(data.shape)
     _, og, *ks = kl.to_canonical(weight.shape)
     groups = a["groups"]
-    cg = arith.simplify(BinaryOp("//", c, _i64(groups))) if groups > 1 else c
+    cg = arith.simplify(c // groups) if groups > 1 else c
     rc = te.reduce_axis(cg, "rc")
     rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
     zero = _const(0, dt)
@@ -368,25 +365,22 @@ def _conv_transpose_te(call, inputs, rank: int):
     # (y + p0 - t * d) / s when that is an integer inside the input.
     def body(*idx):
         b, o, *y = ol.index_to_canonical(idx)
-        ch = rc.var if groups == 1 else BinaryOp("+", BinaryOp("*", BinaryOp("//", o, og), cg),
-                                                 rc.var)
-        oc = o if groups == 1 else BinaryOp("%", o, og)
-        cond = None
+        ch = rc.var if groups == 1 else (o // og) * cg + rc.var
+        oc = o if groups == 1 else o % og
+        conds = []
         pos = []
         for j in range(rank):
-            num = BinaryOp("-", BinaryOp("+", y[j], _i64(pads[j])),
-                           BinaryOp("*", rk[j].var, _i64(dil[j])))
-            p = num if strides[j] == 1 else BinaryOp("//", num, _i64(strides[j]))
-            cj = BinaryOp("and", BinaryOp(">=", num, _i64(0)), BinaryOp("<", p, sp[j]))
+            num = (y[j] + pads[j]) - rk[j].var * dil[j]
+            p = num if strides[j] == 1 else num // strides[j]
+            cj = te.all_of(te.ge(num, 0), te.lt(p, sp[j]))
             if strides[j] != 1:
-                cj = BinaryOp("and", cj, BinaryOp("==", BinaryOp("%", num, _i64(strides[j])),
-                                                  _i64(0)))
-            cond = cj if cond is None else BinaryOp("and", cond, cj)
+                cj = te.all_of(cj, te.eq(num % strides[j], 0))
+            conds.append(cj)
             pos.append(_clamp(p, sp[j]))
         x_idx = dl.index_from_canonical((b, ch, *pos))
         w_idx = kl.index_from_canonical((ch, oc, *[r.var for r in rk]))
-        prod = BinaryOp("*", te.cast(data[x_idx], dt), te.cast(weight[w_idx], dt))
-        return te.sum(Select(cond, prod, zero), axis=[rc, *rk])
+        prod = te.cast(data[x_idx], dt) * te.cast(weight[w_idx], dt)
+        return te.sum(te.select(te.all_of(*conds), prod, zero), axis=[rc, *rk])
     return te.compute(out.shape, body, name=f"T_conv{rank}d_transpose",
                       tag=f"conv{rank}d_transpose")
 

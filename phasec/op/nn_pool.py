@@ -32,7 +32,7 @@ import numpy as np
 from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Select
+from phasec.ir.tir import Cast, IntImm, PrimExpr
 from phasec.op._common import (
     OpPattern, as_bool, as_str, attrs_of, define, err, int_tuple, opt, tensor_sinfo, tensor_arg,
 )
@@ -67,10 +67,10 @@ def _canonical(rank: int) -> str:
 def pool_out_size(in_dim: PrimExpr, k: int, s: int, d: int, p0: int, p1: int,
                   ceil_mode: bool) -> PrimExpr:
     """One spatial output size, TVM 0.27's formula (see the module docstring)."""
-    num = BinaryOp("-", BinaryOp("+", in_dim, _i64(p0 + p1)), _i64(d * (k - 1) + 1))
+    num = (in_dim + (p0 + p1)) - (d * (k - 1) + 1)
     if ceil_mode:
-        num = BinaryOp("+", num, _i64(s - 1))
-    raw = arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
+        num = num + (s - 1)
+    raw = arith.simplify(num // s + 1)
     if not ceil_mode:
         return raw
     # The last window starts at (raw - 1) * s, which lies in
@@ -81,15 +81,15 @@ def pool_out_size(in_dim: PrimExpr, k: int, s: int, d: int, p0: int, p1: int,
     if slack + s - 2 < 0:
         return raw
     if slack - 1 >= 0:
-        return arith.simplify(BinaryOp("-", raw, _i64(1)))
+        return arith.simplify(raw - 1)
     # Otherwise the adjustment depends on i: subtract the indicator
     # [last start >= i + p0], written min(max(last - (i + p0) + 1, 0), 1) rather
     # than a Select (TVM's if_then_else) so the size stays integer arithmetic
     # that buffer shapes in compiled kernels accept.
-    last_start = BinaryOp("*", BinaryOp("-", raw, _i64(1)), _i64(s))
-    over = BinaryOp("+", BinaryOp("-", last_start, BinaryOp("+", in_dim, _i64(p0))), _i64(1))
-    indicator = BinaryOp("min", BinaryOp("max", over, _i64(0)), _i64(1))
-    return arith.simplify(BinaryOp("-", raw, indicator))
+    last_start = (raw - 1) * s
+    over = last_start - (in_dim + p0) + 1
+    indicator = te.minimum(te.maximum(over, 0), 1)
+    return arith.simplify(raw - indicator)
 
 
 def _out_sizes_int(in_sizes, a, rank):
@@ -323,8 +323,7 @@ def _max_window(in_dim: PrimExpr, out_dim: PrimExpr) -> PrimExpr:
     i, n = arith.const_int(in_dim), arith.const_int(out_dim)
     if i is not None and n is not None:
         return _i64(max(-((-(o + 1) * i) // n) - (o * i) // n for o in range(n)))
-    return arith.simplify(BinaryOp("+", BinaryOp("//", BinaryOp("-", BinaryOp("+", in_dim, out_dim),
-                                                                  _i64(1)), out_dim), _i64(1)))
+    return arith.simplify((in_dim + out_dim - 1) // out_dim + 1)
 
 
 def _adaptive_te(call, inputs, rank: int):
@@ -344,23 +343,18 @@ def _adaptive_te(call, inputs, rank: int):
     def bounds(oi):
         starts, ends = [], []
         for j in range(rank):
-            starts.append(BinaryOp("//", BinaryOp("*", oi[j], in_sp[j]), out_sp[j]))
+            starts.append(oi[j] * in_sp[j] // out_sp[j])
             # ceil((o + 1) * i / n) for non-negative operands
-            ends.append(BinaryOp("//", BinaryOp("+", BinaryOp("*", BinaryOp("+", oi[j], _i64(1)),
-                                                              in_sp[j]),
-                                                BinaryOp("-", out_sp[j], _i64(1))), out_sp[j]))
+            ends.append(((oi[j] + 1) * in_sp[j] + (out_sp[j] - 1)) // out_sp[j])
         return starts, ends
 
     def total(*o):
         n, c, *oi = out_lay.index_to_canonical(o)
         starts, ends = bounds(oi)
-        pos = [BinaryOp("+", starts[j], taps[j].var) for j in range(rank)]
-        cond = None
-        for j in range(rank):
-            cj = BinaryOp("<", pos[j], ends[j])
-            cond = cj if cond is None else BinaryOp("and", cond, cj)
+        pos = [starts[j] + taps[j].var for j in range(rank)]
+        inside = te.all_of(*[te.lt(pos[j], ends[j]) for j in range(rank)])
         idx = lay.index_from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
-        return te.sum(Select(cond, te.cast(x[idx], acc), _const(0, acc)), axis=taps)
+        return te.sum(te.select(inside, te.cast(x[idx], acc), _const(0, acc)), axis=taps)
     s = te.compute(out.shape, total, name=_name(call) + "_sum")
 
     def body(*o):
@@ -368,10 +362,10 @@ def _adaptive_te(call, inputs, rank: int):
         starts, ends = bounds(oi)
         cnt: PrimExpr = _i64(1)
         for j in range(rank):
-            cnt = BinaryOp("*", cnt, BinaryOp("-", ends[j], starts[j]))
+            cnt = cnt * (ends[j] - starts[j])
         if dt.startswith("float"):
-            return BinaryOp("/", s[o], Cast(dt, cnt))
-        return te.cast(BinaryOp("//", s[o], cnt), dt)
+            return s[o] / Cast(dt, cnt)
+        return te.cast(s[o] // cnt, dt)
     return te.compute(out.shape, body, name=_name(call))
 
 

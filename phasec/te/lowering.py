@@ -16,7 +16,7 @@ from phasec.ir.tir import (
     Stmt, Var,
 )
 from phasec.te.analysis import (
-    costly, expr_key, extent_guess, last_index_uses, loads_of, simplify_index, static_int,
+    costly, expr_key, last_index_uses, loads_of, simplify_index, static_int,
 )
 from phasec.te.blocks import bind_loop_vars_in_blocks
 from phasec.te.emit import NestEmitter

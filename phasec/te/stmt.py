@@ -10,9 +10,10 @@ from typing import Any
 from phasec.ir import tir
 from phasec.ir.tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, IntImm, IterVar, LetStmt,
-    PrimExpr, Select, SeqStmt, Stmt, Var,
+    PrimExpr, SeqStmt, Stmt, Var,
 )
 from phasec.te.analysis import expr_key
+from phasec.te.operation import gt, select
 from phasec.te.tensor import post_order
 
 __all__ = ["combine", "seq", "block", "tiled"]
@@ -25,7 +26,7 @@ def combine(combiner: str, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
     if combiner == "prod":
         return acc * value
     if combiner == "fast_max":  # see te.fast_max: LLVM emits the CPU's max for this select
-        return Select(BinaryOp(">", acc, value), acc, value)
+        return select(gt(acc, value), acc, value)
     return BinaryOp(combiner, acc, value)
 
 
