@@ -1,4 +1,4 @@
-"""Winograd conv2d F(m x m, 3 x 3) (``phasec.op.nn_winograd``): the
+"""Winograd conv2d F(m x m, 3 x 3) (``phasec.te.schedules.winograd``): the
 transform matrices against the 1-D correlation they stand for; the
 kernels' values against numpy's direct convolution (float64) on LLVM and
 on the TIR interpreter, for odd, prime and uneven shapes, both tile sizes,

@@ -52,30 +52,32 @@ into one kernel:
 non-trivial spatial loop is ``parallel`` when it has at least two iterations
 and the kernel does at least ``TargetTuning.parallel_min_work`` (32k) scalar
 operations; the innermost spatial loop of an elementwise nest is
-``vectorized`` when its extent is static;
-reductions write their init value before the reduction loops (TVM's
-``decompose_reduction``); a reduction whose innermost output axis indexes
-the innermost dimension of one of its inputs (matmul, conv2d) is computed a
-row (or a tile of rows) at a time into a local accumulator, with the
-reduction loops outside and a contiguous, vectorized innermost loop,
-followed by the epilogue over the same tile; a matmul (``tag="matmul"``,
-a product of a row operand and a column operand) gets the blocked, packed
-GEMM schedule of :mod:`phasec.te.schedules.gemm` instead (register tiles with
-remainders for every shape, B packed into L2-sized panels, the epilogue
-applied to each finished tile; sizes from :mod:`phasec.target.tuning`); an
-injective matmul operand
-that transposes its input (``permute_dims(w)``) is staged into a buffer so
-that this inner loop stays contiguous; a long float sum or product along
-a contiguous axis accumulates into a vector of partial sums (32 or 16
-lanes, folded at the end), so it vectorizes instead of running as one
-latency-bound chain; an elementwise nest that reads its inputs along its
-next-to-last axis (``permute_dims`` swapping the last two axes) is
-transposed four columns at a time through a row buffer
-(:mod:`phasec.te.schedules.transpose`) instead of gathering; a compute marked
-``attrs={ROW_LOCAL: True}`` (softmax's exp) is computed once per row into
-a local row buffer that its consumers in the row loop read. With ``schedule_hints=False``
-the kernel is the canonical form: serial loops, one block per stage with
-``T.init()`` for reductions.
+``vectorized`` when its extent is static; reductions write their init value
+before the reduction loops (TVM's ``decompose_reduction``); a long float sum
+or product along a contiguous axis accumulates into a vector of partial sums
+(32 or 16 lanes, folded at the end), so it vectorizes instead of running as
+one latency-bound chain; an injective matmul operand that transposes its
+input (``permute_dims(w)``) is staged into a buffer so that the matmul's
+inner loop stays contiguous; a compute marked ``attrs={ROW_LOCAL: True}``
+(softmax's exp) is computed once per row into a local row buffer that its
+consumers in the row loop read. Each loop nest then gets the schedule the
+table of :mod:`phasec.te.schedules` picks: a matmul or convolution
+(``tag="matmul"``, ``"conv2d"``...: a product of a row operand and a column
+operand) the blocked, packed GEMM schedule (:mod:`~phasec.te.schedules.gemm`:
+register tiles with remainders for every shape, B packed into L2-sized
+panels, the epilogue applied to each finished tile); another reduction whose
+innermost output axis indexes the innermost dimension of one of its inputs
+a row or a tile of rows at a time into a local accumulator, the reduction
+loops outside and a contiguous, vectorized innermost loop, then the
+epilogue over the same tile (:mod:`~phasec.te.schedules.row_tile`); an
+elementwise nest that reads its inputs along its next-to-last axis
+(``permute_dims`` swapping the last two axes) four columns at a time
+through a row buffer instead of gathers
+(:mod:`~phasec.te.schedules.transpose`); any other the plain nest
+(:mod:`~phasec.te.schedules.plain`). Sizes come from
+:mod:`phasec.target.tuning`. With ``schedule_hints=False`` the kernel is the
+canonical form: serial loops, one block per stage with ``T.init()`` for
+reductions.
 """
 
 from __future__ import annotations

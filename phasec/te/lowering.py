@@ -45,7 +45,9 @@ class _Names:
 
 
 class Stage:
-    """A materialized compute: an output, a reduction, or a forced non-inline compute."""
+    """A materialized compute: an output, a reduction, or a forced non-inline
+    compute (or an extern), and where it is computed (its own nest, or
+    attached to a consumer's)."""
 
     def __init__(self, tensor: Tensor, index: int) -> None:
         self.tensor = tensor
@@ -109,6 +111,11 @@ def _stage_bounds(st: Stage) -> dict[int, tuple[int, int]]:
 
 
 class Lowering:
+    """The lowering of one TE graph to one PrimFunc (:meth:`run`, once); the
+    nest emitter and the schedules use its names, buffers and expression
+    helpers (:meth:`map_shape`, :meth:`emit_value`, :meth:`default_load`,
+    :meth:`with_lets`)."""
+
     def __init__(self, args: Sequence[Tensor | Var], options: ScheduleOptions,
                  attrs: Mapping[str, Any] | None, no_row_local: frozenset[int] = frozenset()
                  ) -> None:
@@ -169,6 +176,7 @@ class Lowering:
         return fresh
 
     def map_shape(self, e: PrimExpr) -> PrimExpr:
+        """``e`` (a shape or extent of the TE graph) in the PrimFunc's variables."""
         return self._subst(e, {})
 
     def _subst(self, e: PrimExpr, vmap: Mapping[Var, PrimExpr]) -> PrimExpr:
@@ -190,6 +198,7 @@ class Lowering:
         return memo[id(e)]
 
     def run(self) -> PrimFunc:
+        """The PrimFunc of the graph."""
         order = self._topo()
         input_ids = {id(t) for t in self.inputs}
         output_ids = {id(t) for t in self.outputs}
@@ -506,6 +515,8 @@ class Lowering:
     # -- expression emission -------------------------------------------
     def emit_value(self, expr: PrimExpr, vmap: Mapping[Var, PrimExpr],
                    load: Callable[[Tensor, tuple[PrimExpr, ...]], PrimExpr]) -> PrimExpr:
+        """``expr`` (a stage's expanded body) as TIR: its axes replaced by
+        ``vmap``, each tensor element read by ``load(tensor, indices)``."""
         memo: dict[int, PrimExpr] = {}
         loads: dict[Any, PrimExpr] = {}  # identical loads become one node (then one let)
         for n in post_order([expr]):
@@ -529,6 +540,8 @@ class Lowering:
         return memo[id(expr)]
 
     def default_load(self, t: Tensor, idx: tuple[PrimExpr, ...]) -> PrimExpr:
+        """The read of ``t[idx]``: from its buffer, or from its local buffer
+        when it is attached to the nest being emitted."""
         if t.is_placeholder:
             return BufferLoad(self.buffers[id(t)], idx)
         st = self.stages[id(t)]

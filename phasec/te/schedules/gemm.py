@@ -26,7 +26,8 @@ The N % NR remainder columns get a narrower tile (reading B directly; its
 columns made of whole vectors, then vectors of 8, 4 lanes..., so that each
 is one register), or, when they are not whole vectors, join the last
 micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
-4 x 56 tile, not 8 x 32 + 8 x 24, which runs at ~88% of peak); the M % MR
+4 x 56 tile, not 8 x 32 + 8 x 24, whose half-width vectors leave the FMA
+units partly idle); the M % MR
 remainder rows a shorter one (a static M) or a loop of one-row tiles (a
 symbolic M). Panels are not packed when fewer than
 ``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
@@ -37,6 +38,9 @@ K is not split: a packed micro-panel (K x NR) is read sequentially from L2
 while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
 accumulators never leave registers and the epilogue applies to the finished
 tile.
+
+Measurements behind these choices: bench/README.md, "Schedule notes moved
+from docstrings".
 """
 
 from __future__ import annotations
@@ -157,9 +161,8 @@ def schedule(nest: NestEmitter) -> GemmNest | None:
 #: channels are the rows and output positions the columns (or the other way
 #: round in channels-last layouts). A grouped convolution reads its input
 #: channel by output channel group (``oc // og``): its register tiles are
-#: kept within a group (see ``GemmPlan.row_group``; 64 channels in 4 groups,
-#: 3x3, 56x56: 0.97 -> 0.52 ms; odd groups, 16 of 17 channels, 1x1 at 14x14:
-#: 54 -> 33 us); a depthwise one (``og`` = 1) has no such split
+#: kept within a group (see ``GemmPlan.row_group``), so that every tile
+#: reads one B; a depthwise one (``og`` = 1) has no such split
 GEMM_TAGS = ("matmul", "conv1d", "conv2d", "conv3d")
 
 
@@ -217,9 +220,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         # every register tile's rows in one group: B is the same for all of
         # them. The plan's rows (at most the group's), each group's last rows
         # in one smaller tile when they do not divide it (GemmEmitter._panel).
-        # Rows that divide the group instead (2 for 34) were slower: 136
-        # channels in groups of 34, 3x3 at 28x28, 1.76 -> 0.72 ms with 8 rows
-        # (+ 2); 1x1 at 28x28 95 -> 90 us
+        # Rows that divide the group instead (2 for 34) were slower: tiles
+        # of two rows reuse each B vector twice, not eight times
         M = static_int(nest.shape[row_axis])
         if M is None or M % group:
             return None
@@ -337,8 +339,7 @@ class GemmEmitter:
         vectors, then the rest as powers of two down to 4 (12 -> 8 + 4), each
         one register that LLVM vectorizes whole, then the last 1-3 columns
         as one short loop. (A 12-wide vectorized loop became a vector of 8
-        plus a scalar loop, and the accumulators went to memory: a 64-channel
-        3x3 convolution over 28 columns ran at 22 GFLOP/s, now 99.)"""
+        plus a scalar loop, and the accumulators went to memory.)"""
         lanes = self.plan.lanes
         pieces = [lanes] * (width // lanes)
         tail = width % lanes
@@ -367,9 +368,9 @@ class GemmEmitter:
         """(whole micro-panels, width of the last, narrower tile). Columns left
         over that are not whole vectors join the last whole micro-panel in
         one wider tile of fewer rows when it stays within
-        ``TargetTuning.gemm_wide_tail_vectors`` registers a row: a zmm+ymm
-        tile of 8 x 24 runs at ~88% of peak, 4 x 56 (three zmm + a ymm) at
-        ~100% (a 64-channel 3x3 convolution over 56 columns: 2.10 -> 1.98 ms)."""
+        ``TargetTuning.gemm_wide_tail_vectors`` registers a row: a tile of
+        8 x 24 (a full and a half vector a row) leaves the FMA units partly
+        idle, 4 x 56 (three full vectors and a half one) keeps them busy."""
         p = self.plan
         n_tiles, n_rem = divmod(self.N, p.cols)
         if (n_rem % p.lanes and n_tiles and not p.wide
@@ -591,8 +592,7 @@ class GemmEmitter:
         # A matrix-vector product adds ``unroll`` rows of B per pass over its
         # accumulators (in L1, not registers): the same additions in the same
         # order (bitwise the same sums), a quarter of the accumulator loads
-        # and stores, and four rows of B streaming at once (1x1024 @
-        # 1024x1024: 63 -> 55 us on one core).
+        # and stores, and four rows of B streaming at once.
         K0 = static_int(self.rexts[0]) if len(self.rexts) == 1 else None
         unroll = 4 if (self.plan.wide and bp is None and K0 is not None and K0 >= 8
                        and K0 % 4 == 0) else 1
@@ -662,8 +662,7 @@ class GemmEmitter:
         (the output): one per cache line of each of the tile's rows (see
         ``tir.PREFETCH_ATTR``). Touched only at the end of the tile, a few
         hundred bytes per row here and there, each line was a cache miss that
-        stalled the pipeline (a ResNet block's convolutions, caches cold:
-        2.10 -> 2.07 ms, with a residual 2.19 -> 2.13 ms)."""
+        stalled the pipeline."""
         nest, low, root, m, ri = self.nest, self.low, self.root, self.m, self.ri
         K = static_int(self.K)
         if self.plan.wide or K is None or K < nest.opt.target.gemm_prefetch_min_k:

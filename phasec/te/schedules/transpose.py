@@ -4,9 +4,8 @@ along its next-to-last axis (used by :mod:`phasec.te.emit`).
 ``out[..., i, j] = f(x[..., j, i], ...)`` (a ``permute_dims`` swapping the
 last two axes, possibly with elementwise operations fused into it): the
 plain nest vectorizes along ``j``, where the input is strided, so every
-vector load becomes a gather (on this AVX-512 host ~20 cycles per 16
-elements: 4 x 128 x 64 in 12-14 us). Instead, four output columns at a
-time::
+vector load becomes a gather, one element at a time. Instead, four output
+columns at a time::
 
     for j4 in range(J // 4):
         for i in range(I):            # vectorized: contiguous reads of x
@@ -20,9 +19,9 @@ time::
 The first loop's four stores interleave into ``t`` with stride 4: LLVM
 vectorizes such an interleaved group with shuffles (the in-register
 transpose of 4-element groups) instead of gathers; the second copies rows
-of four elements. Measured on 4 x 128 x 64 float32, one core: 14.1 ->
-8.6 us. (Eight columns interleave worse: LLVM's shuffles for a stride of 8
-cost more than the gathers.)
+of four elements. (Eight columns interleave worse: LLVM's shuffles for a
+stride of 8 cost more than the gathers.) Measurements: bench/README.md,
+"Schedule notes moved from docstrings".
 """
 
 from __future__ import annotations
