@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from phasec.ir import tir
 from phasec.ir.tir import (
-    Allocate, Buffer, BufferLoad, BufferStore, For, IntImm, IterVar, PrimExpr, Stmt, Var,
+    Allocate, Buffer, BufferLoad, BufferStore, For, IterVar, PrimExpr, Stmt, Var,
 )
 from phasec.te import schedules
 from phasec.te.analysis import extent_guess, last_index_uses, loads_of, static_int
@@ -176,14 +176,14 @@ class NestEmitter:
         if k <= self.q:
             for st in self._stages_at(k):
                 st.local = Buffer(self.low.names.fresh(st.name + "_local"),
-                                  (IntImm(st.row or 1, "int64"),), st.tensor.dtype)
+                                  (i64(st.row or 1),), st.tensor.dtype)
                 locals_.append(st.local)
                 stmts.extend(self._emit_attached(st))
         if k == len(self.loops):
             stmts.append(self.schedule.emit_inner(self))
         else:
             kind, t, ext = self.loops[k]
-            zero = IntImm(0, "int64")
+            zero = i64(0)
             if kind == "axis" and k == self.fused_at:
                 t1 = self.loops[k + 1][1]
                 e1 = static_int(self.loops[k + 1][2])
@@ -191,7 +191,7 @@ class NestEmitter:
                 var = Var(self.low.names.fresh(f"{a0.name}_{a1.name}_fused"), "int64")
                 self.axis_expr[a0] = var // e1
                 self.axis_expr[a1] = var % e1
-                stmts.append(For(var, zero, IntImm(static_int(ext) * e1, "int64"), "parallel",
+                stmts.append(For(var, zero, i64(static_int(ext) * e1), "parallel",
                                  self._level(k + 2)))
             elif kind == "axis":
                 var = self._loop_var(self.root.axes[t])
@@ -232,8 +232,8 @@ class NestEmitter:
             j = Var(self.low.names.fresh(st.axes[-1].name), "int64")
             body = self.emit_stage(st, values + [j], lambda ivs: (target, (ivs[-1],)))
             kind = "vectorized" if self.opt.vectorize and st.row >= 2 else "serial"
-            return [For(j, IntImm(0, "int64"), IntImm(st.row, "int64"), kind, seq(body))]
-        return self.emit_stage(st, values, lambda ivs: (target, (IntImm(0, "int64"),)))
+            return [For(j, i64(0), i64(st.row), kind, seq(body))]
+        return self.emit_stage(st, values, lambda ivs: (target, (i64(0),)))
 
     def root_expr(self, e: PrimExpr) -> PrimExpr:
         """``e`` (a root axis or a constant) as the loops being emitted compute it."""
@@ -287,7 +287,7 @@ class NestEmitter:
         stmt: Stmt = block(self.block_name(st.name), ivs + rivs, list(values) + rloops, update,
                           init=None if decompose else BufferStore(buf, init, idx))
         for var, ext in reversed(list(zip(rloops, rexts))):
-            stmt = For(var, IntImm(0, "int64"), ext, "serial", stmt)
+            stmt = For(var, i64(0), ext, "serial", stmt)
         stmts.append(stmt)
         return stmts
 

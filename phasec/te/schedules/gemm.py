@@ -59,6 +59,7 @@ from phasec.ir.tir import (
     BufferStore, Evaluate, FloatImm, For, IntImm, PrimExpr, Stmt, Var,
 )
 from phasec.te.analysis import static_int, subst_var, vars_of
+from phasec.te.operation import i64
 from phasec.te.schedules.build_time import WeightPlan, WeightTransform, static_dims
 from phasec.te.stmt import block, combine, seq
 from phasec.te.tensor import ProducerLoad, Tensor, children, post_order
@@ -78,10 +79,6 @@ PREPACK_ATTR = "phasec.gemm_prepack"
 PREPACK_WIDTH_ATTR = "phasec.gemm_prepack_width"
 
 
-def _i64(v: int) -> IntImm:
-    return IntImm(v, _I64)
-
-
 def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
     """``a + b``, without adding a constant 0."""
     if isinstance(a, IntImm) and a.value == 0:
@@ -96,7 +93,7 @@ def _mul(a: PrimExpr, c: int) -> PrimExpr:
     if c == 1:
         return a
     if isinstance(a, IntImm):
-        return _i64(a.value * c)
+        return i64(a.value * c)
     return a * c
 
 
@@ -330,7 +327,7 @@ class GemmEmitter:
         # the reduction axes, packed flat (k = (k0 * E1 + k1) * E2 + k2 ...)
         self.rexts = [self.low.map_shape(ax.extent) for ax in self.anchor.raxes]
         self.K = (self.rexts[0] if len(self.rexts) == 1
-                  else _i64(math.prod(static_int(e) for e in self.rexts)))
+                  else i64(math.prod(static_int(e) for e in self.rexts)))
         self.vectorize = nest.opt.vectorize
 
     # -- structure -----------------------------------------------------------
@@ -401,15 +398,15 @@ class GemmEmitter:
             body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp))
             if p.pack and shared is None:
                 body = Allocate(bp, body)
-            stmts.append(For(jc, _i64(0), _i64(full), "parallel" if par_panels else "serial",
+            stmts.append(For(jc, i64(0), i64(full), "parallel" if par_panels else "serial",
                              body))
         if last:
             bp = shared if shared is not None or not p.pack else self._pack_buffer(last, nr)
-            tail = self._panel(_i64(full * tpp * nr), last, nr, bp, par_rows, _i64(full * tpp))
+            tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp))
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
             bp_rest = self._pack_buffer(1, n_rem) if p.pack_rest else None
-            rest = self._panel(_i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
+            rest = self._panel(i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
                                rows=self._rows_for(n_rem))
             stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
         body = seq(stmts)
@@ -419,7 +416,7 @@ class GemmEmitter:
 
     def _pack_buffer(self, tiles: int, width: int) -> Buffer:
         return Buffer(self.low.names.fresh(self.anchor.name + "_bpack"),
-                      (_i64(tiles), self.K, _i64(width)), self.dtype)
+                      (i64(tiles), self.K, i64(width)), self.dtype)
 
     def _panel(self, col0: PrimExpr, tiles: int, width: int, bp: Buffer | None,
                par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None) -> Stmt:
@@ -448,29 +445,29 @@ class GemmEmitter:
             inner: list[Stmt] = []
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
-                inner.append(For(io, _i64(0), _i64(n_full), "serial", self._row_block(
+                inner.append(For(io, i64(0), i64(n_full), "serial", self._row_block(
                     _add(base, _mul(io, mr)), mr, col0, tiles, width, bp)))
-            inner.append(self._row_block(_add(base, _i64(og - rem)), rem, col0, tiles, width,
+            inner.append(self._row_block(_add(base, i64(og - rem)), rem, col0, tiles, width,
                                          bp))
             kind = "parallel" if par_rows and Ms // og >= 2 else "serial"
-            stmts.append(For(g, _i64(0), _i64(Ms // og), kind, seq(inner)))
+            stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
         elif Ms is not None:
             n_full, rem = divmod(Ms, mr)
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
-                stmts.append(For(io, _i64(0), _i64(n_full), kind,
+                stmts.append(For(io, i64(0), i64(n_full), kind,
                                  self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
             if rem:
-                stmts.append(self._row_block(_i64(Ms - rem), rem, col0, tiles, width, bp))
+                stmts.append(self._row_block(i64(Ms - rem), rem, col0, tiles, width, bp))
         else:
             io = Var(self.low.names.fresh("io"), _I64)
             n_full_e = self.M // mr
-            stmts.append(For(io, _i64(0), n_full_e, "parallel" if par_rows else "serial",
+            stmts.append(For(io, i64(0), n_full_e, "parallel" if par_rows else "serial",
                              self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
             r = Var(self.low.names.fresh("ir"), _I64)
             base = n_full_e * mr
-            stmts.append(For(r, _i64(0), self.M % mr, "serial",
+            stmts.append(For(r, i64(0), self.M % mr, "serial",
                              self._row_block(_add(base, r), 1, col0, tiles, width, bp)))
         return seq(stmts)
 
@@ -485,7 +482,7 @@ class GemmEmitter:
 
     def _wrap_reduction(self, loop_vars: list[Var], body: Stmt) -> Stmt:
         for var, ext in reversed(list(zip(loop_vars, self.rexts))):
-            body = For(var, _i64(0), ext, "serial", body)
+            body = For(var, i64(0), ext, "serial", body)
         return body
 
     def _declare_prepack(self, param: Buffer, width: int) -> None:
@@ -521,34 +518,34 @@ class GemmEmitter:
         # the block's axes: the anchor's (the row axis bound to 0: B does not use it)
         body = low.with_lets([value], lambda v: BufferStore(bp, v[0], (t, kflat, c)))
         blk = block(nest.block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
-        inner = For(c, _i64(0), _i64(width), "vectorized" if self.vectorize else "serial", blk)
+        inner = For(c, i64(0), i64(width), "vectorized" if self.vectorize else "serial", blk)
         param = None
         if (type(value) is BufferLoad and len(kivs) == 1 and len(value.indices) == 2
                 and value.indices[0] is kivs[0].var and value.indices[1] is ivs[-1].var
                 and any(value.buffer is b for b in low.buffers.values())
                 and [static_int(d) for d in value.buffer.shape] == [static_int(self.K), self.N]):
             param = value.buffer
-        return For(t, _i64(0), _i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
+        return For(t, i64(0), i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
                    bp: Buffer | None) -> Stmt:
         """Rows ``[row0, row0 + mr)`` of the panel: one register tile per micro-panel."""
         t = Var(self.low.names.fresh("jt"), _I64)
         body = self._tile(row0, mr, _add(col0, _mul(t, width)), t, width, bp)
-        return For(t, _i64(0), _i64(tiles), "serial", body)
+        return For(t, i64(0), i64(tiles), "serial", body)
 
     # -- the register tile -----------------------------------------------------
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
         """The anchor's axis values at (row, col) (the others from the outer loops)."""
         nest, m, ri = self.nest, self.m, self.ri
-        return [(row if row is not None else _i64(0)) if t == ri else col if t == m - 1
+        return [(row if row is not None else i64(0)) if t == ri else col if t == m - 1
                 else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
               bp: Buffer | None) -> Stmt:
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
-        acc_shape = (_i64(mr), _i64(width))
+        acc_shape = (i64(mr), i64(width))
         acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
         shape = [low.map_shape(s) for s in anchor.tensor.shape]
         # The columns as whole vectors (unrolled), then the rest as vectors of
@@ -574,13 +571,13 @@ class GemmEmitter:
             for start, count, ext in groups:
                 jv = Var(low.names.fresh(root.axes[m - 1].name + "_v"), _I64)
                 jl = Var(low.names.fresh(root.axes[m - 1].name + "_i"), _I64)
-                ji = _add(_i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
+                ji = _add(i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
                 kind = "vectorized" if self.vectorize and ext >= 2 else "serial"
-                stmt: Stmt = For(jl, _i64(0), _i64(ext), kind, make(ii, ji))
+                stmt: Stmt = For(jl, i64(0), i64(ext), kind, make(ii, ji))
                 if count > 1:
-                    stmt = For(jv, _i64(0), _i64(count), "unroll", stmt)
+                    stmt = For(jv, i64(0), i64(count), "unroll", stmt)
                 parts.append(stmt)
-            return For(ii, _i64(0), _i64(mr), ii_kind, seq(parts))
+            return For(ii, i64(0), i64(mr), ii_kind, seq(parts))
 
         def init(ii: Var, ji: PrimExpr) -> Stmt:
             ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
@@ -648,7 +645,7 @@ class GemmEmitter:
             return block(nest.block_name(root.name), ivs, values, body)
 
         if unroll > 1:
-            upd: Stmt = For(ks[0], _i64(0), _i64(K0 // unroll), "serial", loops(update, "unroll"))
+            upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
             upd = self._wrap_reduction(ks, loops(update, "unroll"))
         prefetch = self._epilogue_prefetch(row0, mr, col, width)
@@ -693,10 +690,10 @@ class GemmEmitter:
         for key, buf, idx in found.values():
             row = Var(low.names.fresh("pf_i"), _I64)  # a loop variable per loop
             idx = tuple(subst_var(i, ii, row) for i in idx)
-            body = [AttrStmt(key, BufferLoad(buf, tuple(subst_var(i, jj, _i64(p))
+            body = [AttrStmt(key, BufferLoad(buf, tuple(subst_var(i, jj, i64(p))
                                                         for i in idx)),
                              Evaluate(IntImm(0, "int32"))) for p in points]
-            stmts.append(For(row, _i64(0), _i64(mr), "unroll", seq(body)))
+            stmts.append(For(row, i64(0), i64(mr), "unroll", seq(body)))
         return stmts
 
 
@@ -733,9 +730,7 @@ def _prepacked_weight(func: tir.PrimFunc) -> WeightPlan | None:
     if dims is None or len(dims) != 2:
         return None
     k, n = dims
-    packed = tir.Buffer(b.name + "_packed", (tir.IntImm(-(-n // width), "int64"),
-                                             tir.IntImm(k, "int64"), tir.IntImm(width, "int64")),
-                        b.dtype)
+    packed = tir.Buffer(b.name + "_packed", (i64(-(-n // width)), i64(k), i64(width)), b.dtype)
     attrs = {a: v for a, v in func.attrs.items() if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR)}
     return WeightPlan(index, packed, PACK_MARK, lambda mark: mark.value, attrs,
                       lambda w: pack_weight(w, width))

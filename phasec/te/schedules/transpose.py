@@ -32,6 +32,7 @@ from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, BufferStore, For, IntImm, IterVar, PrimExpr, Stmt, Var,
 )
 from phasec.te.analysis import last_index_uses, loads_of, static_int
+from phasec.te.operation import i64
 from phasec.te.stmt import block, seq
 
 if TYPE_CHECKING:
@@ -46,10 +47,6 @@ BLOCK_GROUPS = 8
 #: the most bytes of the row buffer (stays in L1)
 TMP_BYTES = 32 * 1024
 _I64 = "int64"
-
-
-def _i64(v: int) -> IntImm:
-    return IntImm(v, _I64)
 
 
 class TransposeNest:
@@ -117,7 +114,7 @@ def emit_transpose(nest: NestEmitter) -> Stmt:
     names = low.names
     iname, jname = root.axes[m - 2].name, root.axes[m - 1].name
     per_block = _groups_perblock(rows, cols)
-    tmp = Buffer(names.fresh(root.name + "_rows"), (_i64(per_block * rows * GROUP),),
+    tmp = Buffer(names.fresh(root.name + "_rows"), (i64(per_block * rows * GROUP),),
                  root.tensor.dtype)
 
     def block_for(i: PrimExpr, j: PrimExpr, extra: list[tuple[str, int, Var]]
@@ -126,7 +123,7 @@ def emit_transpose(nest: NestEmitter) -> Stmt:
         nest.axis_expr[root.axes[m - 2]] = i
         nest.axis_expr[root.axes[m - 1]] = j
         ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
-        xivs = [nest.iter_var(base, _i64(ext), "S") for base, ext, _ in extra]
+        xivs = [nest.iter_var(base, i64(ext), "S") for base, ext, _ in extra]
         values = [nest.axis_expr[ax] for ax in root.axes] + [v for _, _, v in extra]
         return ivs, xivs, values
 
@@ -143,36 +140,36 @@ def emit_transpose(nest: NestEmitter) -> Stmt:
         index = (gv.var * rows + ivs[m - 2].var) * GROUP + mv.var
         pack = block(nest.block_name(root.name + "_rows"), ivs + [gv, mv], values,
                       value_store(ivs, tmp, (index,)))
-        pass1 = For(g, _i64(0), _i64(groups), "serial",
-                    For(i, _i64(0), _i64(rows), "vectorized",
-                        For(mm, _i64(0), _i64(GROUP), "unroll", pack)))
+        pass1 = For(g, i64(0), i64(groups), "serial",
+                    For(i, i64(0), i64(rows), "vectorized",
+                        For(mm, i64(0), i64(GROUP), "unroll", pack)))
         g2, i2, m2 = (Var(names.fresh(n), _I64) for n in (jname + "_g", iname, jname + "_m"))
         ivs, (gv, mv), values = block_for(i2, _offset(col0, g2 * GROUP + m2),
                                           [(jname + "_g", groups, g2), (jname + "_m", GROUP, m2)])
         index = (gv.var * rows + ivs[m - 2].var) * GROUP + mv.var
         copy = block(nest.block_name(root.name), ivs + [gv, mv], values, BufferStore(
             root.buffer, BufferLoad(tmp, (index,)), tuple(iv.var for iv in ivs)))
-        pass2 = For(i2, _i64(0), _i64(rows), "serial",
-                    For(g2, _i64(0), _i64(groups), "unroll",
-                        For(m2, _i64(0), _i64(GROUP), "vectorized", copy)))
+        pass2 = For(i2, i64(0), i64(rows), "serial",
+                    For(g2, i64(0), i64(groups), "unroll",
+                        For(m2, i64(0), i64(GROUP), "vectorized", copy)))
         return seq([pass1, pass2])
 
     full, left = divmod(cols // GROUP, per_block)
     stmts: list[Stmt] = []
     if full:
         jb = Var(names.fresh(jname + "_b"), _I64)
-        stmts.append(For(jb, _i64(0), _i64(full), "serial",
+        stmts.append(For(jb, i64(0), i64(full), "serial",
                          columns(jb * (per_block * GROUP), per_block)))
     if left:
-        stmts.append(columns(_i64(full * per_block * GROUP), left))
+        stmts.append(columns(i64(full * per_block * GROUP), left))
     body: Stmt = Allocate(tmp, seq(stmts))
     rest = cols % GROUP
     if rest:
         # the last J % 4 columns one element at a time
         j, i = Var(names.fresh(jname), _I64), Var(names.fresh(iname), _I64)
-        ivs, _, values = block_for(i, _offset(_i64(cols - rest), j), [])
+        ivs, _, values = block_for(i, _offset(i64(cols - rest), j), [])
         elem = block(nest.block_name(root.name), ivs, values,
                       value_store(ivs, root.buffer, tuple(iv.var for iv in ivs)))
-        body = seq([body, For(j, _i64(0), _i64(rest), "serial",
-                               For(i, _i64(0), _i64(rows), "serial", elem))])
+        body = seq([body, For(j, i64(0), i64(rest), "serial",
+                               For(i, i64(0), i64(rows), "serial", elem))])
     return body

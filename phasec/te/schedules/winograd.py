@@ -45,7 +45,7 @@ import numpy as np
 
 from phasec import arith
 from phasec.ir import tir
-from phasec.ir.tir import Buffer, For, IfThenElse, IntImm, PrimExpr, SeqStmt, Stmt, Var
+from phasec.ir.tir import Buffer, For, IfThenElse, PrimExpr, SeqStmt, Stmt, Var
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
@@ -214,7 +214,7 @@ def _weight_nest(plan: _Plan, w: Buffer, u: Buffer) -> Stmt:
         return stmt
     nest = _loop(plan.k, lambda k: _loop(plan.c, lambda c: body(k, c), "vectorized", "c"),
                  "parallel", "k")
-    return tir.AttrStmt(WINOGRAD_MARK, IntImm(plan.m, "int64"), nest)
+    return tir.AttrStmt(WINOGRAD_MARK, i64(plan.m), nest)
 
 
 def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
@@ -382,7 +382,7 @@ def _transformed_weight(func: tir.PrimFunc) -> WeightPlan | None:
     index = weights[0]
     weight = func.params[index]
     transformed = tir.Buffer(weight.name + "_winograd", target.shape, target.dtype)
-    return WeightPlan(index, transformed, WINOGRAD_MARK, lambda mark: tir.IntImm(0, "int64"),
+    return WeightPlan(index, transformed, WINOGRAD_MARK, lambda mark: i64(0),
                       dict(func.attrs or {}), lambda data: transform_weight(data, m))
 
 
