@@ -1,6 +1,5 @@
 """The blocked, packed GEMM schedule of a matmul (and batch matmul) or
-convolution nest, with its epilogue fused into the output tile (used by
-:mod:`phasec.te.emit`).
+convolution nest, with its epilogue fused into the output tile.
 
 The anchor is a sum of ``A * B`` where ``A`` uses the row axis but not the
 last (column) axis of the output and ``B`` the other way round: a matmul

@@ -1,5 +1,5 @@
 """The transposing schedule of an elementwise nest whose inputs are read
-along its next-to-last axis (used by :mod:`phasec.te.emit`).
+along its next-to-last axis.
 
 ``out[..., i, j] = f(x[..., j, i], ...)`` (a ``permute_dims`` swapping the
 last two axes, possibly with elementwise operations fused into it): the
