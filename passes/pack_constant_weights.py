@@ -26,11 +26,17 @@ original stays while a call uses it).
 The pass changes no value: a packed element is a copy of a weight element,
 read by the same multiply-add in the same order.
 
-A Winograd convolution (:mod:`phasec.op.nn_winograd`) marks its weight
-transform (``U = G w G^T``) the same way, with ``WINOGRAD_MARK``: for a
-constant weight the pass computes ``U`` here (:func:`transform_weight`, in
-float64 rounded once, where the kernel's own transform rounds at each
-step: the values may differ in the last bit) and the kernel reads it.
+A Winograd convolution (:mod:`phasec.te.schedules.winograd`) marks its weight
+transform (``U = G w G^T``) the same way: for a constant weight the pass
+computes ``U`` here (in float64 rounded once, where the kernel's own
+transform rounds at each step: the values may differ in the last bit) and
+the kernel reads it.
+
+The pass knows neither schedule: each declares its transform
+(:class:`~phasec.te.schedules.build_time.WeightTransform`: which parameter,
+the marks, the buffer read instead, how to compute its value), and the pass
+tries the declarations the schedule table lists
+(:data:`phasec.te.schedules.WEIGHT_TRANSFORMS`) on every kernel.
 """
 
 from __future__ import annotations
@@ -44,10 +50,11 @@ from phasec.ir import (
     Binding, Call, Constant, DataflowVar, ExprMutator, Function, GlobalVar, IRModule, Op, Phase,
     Tuple, Var, tir,
 )
-from phasec.te.schedules.gemm import PACK_MARK, PREPACK_ATTR, PREPACK_WIDTH_ATTR
-from phasec.op.nn_winograd import WINOGRAD_MARK, transform_weight
 from phasec.ir.node import Node, replace
 from phasec.te.blocks import bind_loop_vars_in_blocks
+from phasec.te.schedules import WEIGHT_TRANSFORMS
+from phasec.te.schedules.build_time import ir_nodes, stored_buffer
+from phasec.te.schedules.gemm import pack_weight
 from phasec.ir.visitor import collect_exprs
 from phasec.transform import module_pass, register_pass
 
@@ -162,19 +169,6 @@ class _DropBindings(ExprMutator):
         return None if id(binding.var) in self.dead else binding
 
 
-def pack_weight(w: np.ndarray, width: int) -> np.ndarray:
-    """``Wp[t, k, c] = w[k, t*width + c]``, zero past the last column: the
-    layout of the GEMM schedule's packed micro-panels (a view when the
-    columns divide evenly; :class:`Constant` makes it contiguous)."""
-    k, n = w.shape
-    tiles = -(-n // width)
-    if tiles * width != n:
-        padded = np.zeros((k, tiles * width), w.dtype)
-        padded[:, :n] = w
-        w = padded
-    return w.reshape(k, tiles, width).transpose(1, 0, 2)
-
-
 #: (kernel reading its weight prepacked, index of the weight parameter,
 #: whether the kernel still reads the weight as it is too, the packing of a
 #: weight value)
@@ -182,64 +176,26 @@ Prepacked = tuple[tir.PrimFunc, int, bool, Callable[[np.ndarray], np.ndarray]]
 
 
 def prepacked_kernel(func: tir.PrimFunc) -> Prepacked | None:
-    """``func`` reading its weight parameter already packed, or None when it
-    marks nothing to pack or its body is not what the schedules mark.
+    """``func`` reading its weight parameter already transformed, or None
+    when it marks nothing to transform or its body is not what the
+    schedules mark.
 
-    Two kinds of marks: the GEMM schedule's packing of B into micro-panels
-    (``PREPACK_ATTR`` naming the weight, ``PACK_MARK`` nests), and a
-    Winograd convolution's weight transform (a ``WINOGRAD_MARK`` nest that
-    reads one parameter). When the kernel still reads the weight as it is
-    too (columns beyond the last whole micro-panel read B directly), the
-    packed parameter comes right after the original; otherwise it replaces it.
+    The transforms are the schedules' declarations
+    (:data:`phasec.te.schedules.WEIGHT_TRANSFORMS`, the first that applies):
+    the GEMM schedule's packing of B into micro-panels, a Winograd
+    convolution's weight transform. When the kernel still reads the weight
+    as it is too (columns beyond the last whole micro-panel read B
+    directly), the transformed parameter comes right after the original;
+    otherwise it replaces it.
     """
-    return _gemm_prepacked(func) or _winograd_prepacked(func)
-
-
-def _gemm_prepacked(func: tir.PrimFunc) -> Prepacked | None:
-    pname = (func.attrs or {}).get(PREPACK_ATTR)
-    width = (func.attrs or {}).get(PREPACK_WIDTH_ATTR)
-    if not pname or not isinstance(width, int) or width < 1:
-        return None
-    index = next((i for i, p in enumerate(func.params)
-                  if isinstance(p, tir.Buffer) and p.name == pname), None)
-    if index is None:
-        return None
-    b = func.params[index]
-    dims = _static_dims(b)
-    if dims is None or len(dims) != 2:
-        return None
-    k, n = dims
-    packed = tir.Buffer(b.name + "_packed", (tir.IntImm(-(-n // width), "int64"),
-                                             tir.IntImm(k, "int64"), tir.IntImm(width, "int64")),
-                        b.dtype)
-    attrs = {a: v for a, v in func.attrs.items() if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR)}
-    made = _rewrite(func, index, packed, PACK_MARK, lambda mark: mark.value, attrs)
-    return None if made is None else (*made, lambda w: pack_weight(w, width))
-
-
-def _winograd_prepacked(func: tir.PrimFunc) -> Prepacked | None:
-    marks = [s for s in _statements(func.body)
-             if type(s) is tir.AttrStmt and s.key == WINOGRAD_MARK]
-    if len(marks) != 1 or not isinstance(marks[0].value, tir.IntImm):
-        return None
-    m = marks[0].value.value
-    params = {id(p): i for i, p in enumerate(func.params) if isinstance(p, tir.Buffer)}
-    read = {id(n.buffer) for n in _nodes(marks[0].body) if type(n) is tir.BufferLoad}
-    weights = [params[b] for b in read if b in params]
-    target = _stored_buffer(marks[0].body)
-    if len(weights) != 1 or len(read) != 1 or target is None or _static_dims(target) is None:
-        return None
-    index = weights[0]
-    w = func.params[index]
-    packed = tir.Buffer(w.name + "_winograd", target.shape, target.dtype)
-    made = _rewrite(func, index, packed, WINOGRAD_MARK, lambda mark: tir.IntImm(0, "int64"),
-                    dict(func.attrs or {}))
-    return None if made is None else (*made, lambda data: transform_weight(data, m))
-
-
-def _static_dims(b: tir.Buffer) -> list[int] | None:
-    dims = [d.value if isinstance(d, tir.IntImm) else None for d in b.shape]
-    return None if None in dims else dims
+    for transform in WEIGHT_TRANSFORMS:
+        plan = transform.plan(func)
+        if plan is None:
+            continue
+        made = _rewrite(func, plan.index, plan.transformed, plan.mark, plan.offset, plan.attrs)
+        if made is not None:
+            return (*made, plan.compute)
+    return None
 
 
 def _rewrite(func: tir.PrimFunc, index: int, packed: tir.Buffer, mark: str,
@@ -268,7 +224,7 @@ def _rewrite(func: tir.PrimFunc, index: int, packed: tir.Buffer, mark: str,
 
 
 class _Unexpected(Exception):
-    """The marks are not where the GEMM schedule puts them: leave the kernel."""
+    """The marks are not where the schedules put them: leave the kernel."""
 
 
 class _Surgery:
@@ -292,7 +248,7 @@ class _Surgery:
             env = base
             for x in s.stmts:
                 if type(x) is tir.AttrStmt and x.key == self.mark:
-                    target = _stored_buffer(x.body)
+                    target = stored_buffer(x.body)
                     if target is None:
                         raise _Unexpected
                     env = {**env, id(target): self.offset(x)}
@@ -338,38 +294,10 @@ class _Surgery:
 def _plus(a: Any, b: Any) -> Any:
     if type(a) is tir.IntImm and a.value == 0:
         return b
-    return tir.BinaryOp("+", a, b)
-
-
-def _stored_buffer(s: Any) -> tir.Buffer | None:
-    """The one buffer a packing nest stores to."""
-    found = {id(n.buffer): n.buffer for n in _nodes(s) if type(n) is tir.BufferStore}
-    return next(iter(found.values())) if len(found) == 1 else None
-
-
-def _statements(root: tir.Stmt) -> list[tir.Stmt]:
-    """Every statement under ``root`` (not their expressions: a cheap walk)."""
-    out, stack = [], [root]
-    while stack:
-        s = stack.pop()
-        out.append(s)
-        stack.extend(tir.stmt_children(s))
-    return out
-
-
-def _nodes(root: Any) -> list[Any]:
-    out, stack = [], [root]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, tuple):
-            stack.extend(x)
-        elif isinstance(x, Node):
-            out.append(x)
-            stack.extend(getattr(x, f) for f in type(x)._fields)
-    return out
+    return a + b
 
 
 def _buffers_mentioned(root: Any) -> set[int]:
     """Ids of the buffers that nodes under ``root`` load, store, allocate or
     name in a region."""
-    return {id(n.buffer) for n in _nodes(root) if getattr(n, "buffer", None) is not None}
+    return {id(n.buffer) for n in ir_nodes(root) if getattr(n, "buffer", None) is not None}

@@ -1,6 +1,6 @@
 """Grouped NCHW conv2d (ShuffleNet's 1x1 convolutions: 4 groups of 34, 68
 and 136 channels at 28x28, 14x14 and 7x7). Narrow stride-1 ones run over
-the rows laid end to end (``nn_conv._flat_conv2d``), grouped 1x1 ones
+the rows laid end to end (``te.schedules.conv_flat_rows``), grouped 1x1 ones
 without padding over rows of up to two vectors too, and the GEMM schedule
 takes them when its register tiles' rows lie in one group
 (``GemmPlan.row_group``). The values against numpy's reference

@@ -1,7 +1,7 @@
 """Narrow NCHW conv2d (output rows shorter than a vector: ResNet's 14x14
 and 7x7 stages). Stride 1: computed over the padded rows laid end to end
-(``nn_conv._flat_conv2d``); strided: over the input gathered into columns
-(im2col, ``nn_conv._strided_narrow_conv2d``). The values against numpy's
+(``te.schedules.conv_flat_rows``); strided: over the input gathered into columns
+(im2col, ``te.schedules.conv_im2col``). The values against numpy's
 reference convolution, on the TIR interpreter and on LLVM, for padding,
 dilation, 5x5 and 1x1 kernels, odd and prime sizes and a symbolic batch;
 the kernel's structure (a flat padded copy or the columns, the GEMM over

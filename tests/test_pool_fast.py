@@ -1,6 +1,6 @@
 """Max pooling over rows of at least a vector: te.fast_max plus a count of the
-window's NaNs, and the padding in a copy of its own (nn_pool._fast_max_pool,
-_padded_input); the borders the loop ranges decide are not tested per tap
+window's NaNs, and the padding in a copy of its own (te.schedules.pool_max_fast,
+pool_window.padded_for_max); the borders the loop ranges decide are not tested per tap
 (arith_bound.prove_bounded).
 
 References are independent: numpy windows (np.max propagates NaN) and

@@ -16,7 +16,7 @@ import pytest
 import phasec
 from phasec.errors import ParseError
 from phasec.interp.tir import run_prim_func
-from phasec.te import emit as _te_emit
+from phasec.te import stmt as te_stmt
 from phasec.ir import IRModule, structural_equal, tir
 from phasec import te
 from phasec.testing.properties import roundtrip_problem
@@ -158,7 +158,7 @@ def test_te_sequences_extend_a_scope_to_the_end_of_the_list():
     t = tir.Buffer("t", (i64(1),), "float32")
     v = tir.Var("v", "int64")
     x = tir.Evaluate(tir.IntImm(0, "int32"))
-    got = _te_emit._seq([tir.Allocate(t, tir.SeqStmt([x, tir.LetStmt(v, i64(1), x)])), x, x])
+    got = te_stmt.seq([tir.Allocate(t, tir.SeqStmt([x, tir.LetStmt(v, i64(1), x)])), x, x])
     want = tir.Allocate(t, tir.SeqStmt([x, tir.LetStmt(v, i64(1), tir.SeqStmt([x, x, x]))]))
     assert structural_equal(got, want)
 

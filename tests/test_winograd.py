@@ -1,4 +1,4 @@
-"""Winograd conv2d F(m x m, 3 x 3) (``phasec.op.nn_winograd``): the
+"""Winograd conv2d F(m x m, 3 x 3) (``phasec.te.schedules.winograd``): the
 transform matrices against the 1-D correlation they stand for; the
 kernels' values against numpy's direct convolution (float64) on LLVM and
 on the TIR interpreter, for odd, prime and uneven shapes, both tile sizes,
@@ -25,7 +25,7 @@ from phasec.interp.tir import run_prim_func
 from phasec.ir import IRModule, TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.op.legalize import lower_fused
-from phasec.op.nn_winograd import WINOGRAD_MARK, transform_weight, winograd_matrices
+from phasec.te.schedules.winograd import WINOGRAD_MARK, transform_weight, winograd_matrices
 from test_legalize import fused  # a Primitive function built by a BlockBuilder
 
 RNG = np.random.default_rng(2026)

@@ -42,8 +42,8 @@ side.
   rms_norm, batch_norm, group_norm, instance_norm, dropout (:mod:`.nn.norm`);
   attention, attention_bias (:mod:`.nn.attention`);
   cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
-  pixel_shuffle (:mod:`.nn.pad`). The convolutions and the pooling operators
-  are still in :mod:`.nn_conv` and :mod:`.nn_pool`.
+  pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`) and
+  pooling (:mod:`.nn.pool`).
 * :mod:`.qdq` -- quantize, dequantize
 * :mod:`.sampling` -- multinomial_from_uniform
 * :mod:`.search` -- where, argmax, argmin, bucketize
@@ -105,8 +105,7 @@ from phasec.op import base, binary, builtin, create, datatype, grad, index  # no
 from phasec.op import linear_algebra, qdq, sampling, search, sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
 from phasec.op import ternary, unary, vm  # noqa: F401
-from phasec.op import nn_conv, nn_pool  # noqa: F401  (relax.nn; to move into phasec.op.nn)
 from phasec.op.image import grid, resize  # noqa: F401
 from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
 from phasec.op.memory import memory, view  # noqa: F401
-from phasec.op.nn import activation, attention, loss, norm, pad  # noqa: F401
+from phasec.op.nn import activation, attention, conv, loss, norm, pad, pool  # noqa: F401

@@ -1,10 +1,11 @@
 """Schedule tunables per target: every size the kernel schedules use, in one place.
 
-The TE scheduler (:mod:`phasec.te` and its ``_te_*`` modules) reads tile
-sizes, cache-block sizes and vector widths from one :class:`TargetTuning`;
-the LLVM backend reads the vector width it asks LLVM to prefer from the same
-object, so the schedule's register tiles and the code LLVM emits for them
-agree. :func:`host_tuning` picks the tuning of the machine phasec runs on.
+The TE scheduler (:mod:`phasec.te` and the schedules of
+:mod:`phasec.te.schedules`) reads tile sizes, cache-block sizes and vector
+widths from one :class:`TargetTuning`; the LLVM backend reads the vector
+width it asks LLVM to prefer from the same object, so the schedule's
+register tiles and the code LLVM emits for them agree. :func:`host_tuning`
+picks the tuning of the machine phasec runs on.
 
 Why these numbers (measured with ``bench/bench_ort.py`` on an AVX-512 host):
 
@@ -77,7 +78,7 @@ class TargetTuning:
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)
     #: partial accumulators of long float sums (see
-    #: ``_NestEmitter._partial_lanes``): lanes tried in order, the first with
+    #: ``NestEmitter._partial_lanes``): lanes tried in order, the first with
     #: at least ``partial_iterations`` iterations of the lane loop, else the
     #: first with at least 4. 32 float32 lanes are two AVX-512 (four AVX2)
     #: registers: independent chains that hide the adder's latency.
@@ -114,8 +115,8 @@ class TargetTuning:
     #: 3x3 stride-1 convolutions (NCHW, one group) of at least
     #: ``winograd_min_channels`` input and output channels are computed by
     #: Winograd's F(m x m, 3 x 3) with m at most ``winograd_tile`` (4 or 2;
-    #: 0: never), see :mod:`phasec.op.nn_winograd`. One core, against the
-    #: direct convolution: 64 channels at 56x56 2.11 -> 0.80 ms, 256 at 14x14
+    #: 0: never), see :mod:`phasec.te.schedules.winograd`. One core, against
+    #: the direct convolution: 64 channels at 56x56 2.11 -> 0.80 ms, 256 at 14x14
     #: 2.43 -> 1.04 ms, 512 at 7x7 (F(2x2)) 4.06 -> 1.95 ms; 16 channels at
     #: 56x56 gain nothing (0.139 vs 0.142 ms), 32 gain 2x
     winograd_tile: int = 4

@@ -72,7 +72,7 @@ def _bind_block(blk: tir.Block, loops: Mapping[int, tir.For]) -> tir.Block:
             name += "_"
         taken.add(name)
         axis = tir.Var(name, loop_var.dtype)
-        extent = loop.extent if _is_zero(loop.min) else tir.BinaryOp("+", loop.min, loop.extent)
+        extent = loop.extent if _is_zero(loop.min) else loop.min + loop.extent
         iter_vars.append(tir.IterVar(axis, extent, "S"))
         iter_values.append(loop_var)
         vmap[loop_var] = axis

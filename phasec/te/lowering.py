@@ -1,24 +1,33 @@
-"""Lowering a TE graph to a PrimFunc: stages, inlining and the schedule
-decisions (see :mod:`phasec.te`, whose :func:`~phasec.te.lower` drives it)."""
+"""Lowering a TE graph to a PrimFunc: stages, inlining, attachment
+(compute_at) and the entry points :func:`lower` and :func:`create_prim_func`.
+Each root stage's loop nest is emitted by :class:`phasec.te.emit.NestEmitter`
+in the schedule the table of :mod:`phasec.te.schedules` picks."""
 
 from __future__ import annotations
 
-import builtins as _b
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from phasec.arith.bound import prove_bounded
 from phasec.ir import tir
-from phasec.te.blocks import bind_loop_vars_in_blocks
 from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, FloatImm, IntImm, IterVar, LetStmt, PrimExpr, PrimFunc,
     Stmt, Var,
 )
-from phasec.te import (
-    ComputeOp, ExternOp, ProducerLoad, ROW_LOCAL, Reduce, ScheduleOptions, TEError, Tensor,
-    _children, _expr_key, _extent_guess, _post_order, _rebuild, _simplify_index, _static,
+from phasec.te.analysis import (
+    costly, expr_key, last_index_uses, loads_of, simplify_index, static_int,
 )
-from phasec.arith.bound import prove_bounded
-from phasec.te.emit import _NestEmitter, _costly, _last_index_uses, _loads_of, _seq
+from phasec.te.blocks import bind_loop_vars_in_blocks
+from phasec.te.emit import NestEmitter
+from phasec.te.options import ScheduleOptions
+from phasec.te.stmt import seq
+from phasec.te.tensor import (
+    ComputeOp, ExternOp, ProducerLoad, ROW_LOCAL, Reduce, TEError, Tensor, children, post_order,
+    rebuild,
+)
+
+__all__ = ["Lowering", "Stage", "LoweredTE", "lower", "create_prim_func"]
 
 
 class _Names:
@@ -35,8 +44,10 @@ class _Names:
         return name
 
 
-class _Stage:
-    """A materialized compute: an output, a reduction, or a forced non-inline compute."""
+class Stage:
+    """A materialized compute: an output, a reduction, or a forced non-inline
+    compute (or an extern), and where it is computed (its own nest, or
+    attached to a consumer's)."""
 
     def __init__(self, tensor: Tensor, index: int) -> None:
         self.tensor = tensor
@@ -54,11 +65,11 @@ class _Stage:
             self._init_compute(op)
         self.is_output = False
         self.loads: list[ProducerLoad] = []
-        self.root: _Stage | None = None      # nest this stage is attached to (None: own nest)
+        self.root: Stage | None = None      # nest this stage is attached to (None: own nest)
         self.binding: tuple[PrimExpr, ...] = ()  # element computed, in the root's axis vars
         self.depth = 0
         #: attached with its last dimension whole (a row kept in a local
-        #: buffer, see _Lowering._try_row_attach): that dimension's extent
+        #: buffer, see Lowering._try_row_attach): that dimension's extent
         self.row: int | None = None
         self.buffer: Buffer | None = None    # global buffer (param or intermediate)
         self.local: Buffer | None = None     # local accumulator when attached
@@ -83,23 +94,28 @@ def _prove(cond: PrimExpr, bounds: Mapping[int, tuple[int, int]]) -> bool | None
         return None
 
 
-def _stage_bounds(st: _Stage) -> dict[int, tuple[int, int]]:
+def _stage_bounds(st: Stage) -> dict[int, tuple[int, int]]:
     """``id(var) -> (lo, hi)`` of the stage's axes and reduction axes with static
     extents: the values its body is evaluated at."""
     bounds: dict[int, tuple[int, int]] = {}
     for var, ext in zip(st.axes, st.tensor.shape):
-        n = _static(ext)
+        n = static_int(ext)
         if n is not None and n > 0:
             bounds[id(var)] = (0, n - 1)
     for iv in st.raxes:
-        n = _static(iv.extent)
-        lo = 0 if iv.min is None else _static(iv.min)
+        n = static_int(iv.extent)
+        lo = 0 if iv.min is None else static_int(iv.min)
         if n is not None and n > 0 and lo is not None:
             bounds[id(iv.var)] = (lo, lo + n - 1)
     return bounds
 
 
-class _Lowering:
+class Lowering:
+    """The lowering of one TE graph to one PrimFunc (:meth:`run`, once); the
+    nest emitter and the schedules use its names, buffers and expression
+    helpers (:meth:`map_shape`, :meth:`emit_value`, :meth:`default_load`,
+    :meth:`with_lets`)."""
+
     def __init__(self, args: Sequence[Tensor | Var], options: ScheduleOptions,
                  attrs: Mapping[str, Any] | None, no_row_local: frozenset[int] = frozenset()
                  ) -> None:
@@ -159,7 +175,8 @@ class _Lowering:
             self.svmap[v] = fresh
         return fresh
 
-    def _map_shape(self, e: PrimExpr) -> PrimExpr:
+    def map_shape(self, e: PrimExpr) -> PrimExpr:
+        """``e`` (a shape or extent of the TE graph) in the PrimFunc's variables."""
         return self._subst(e, {})
 
     def _subst(self, e: PrimExpr, vmap: Mapping[Var, PrimExpr]) -> PrimExpr:
@@ -170,17 +187,18 @@ class _Lowering:
             r = vmap.get(e)
             return r if r is not None else self._shape_var(e)
         memo: dict[int, PrimExpr] = {}
-        for n in _post_order([e]):
+        for n in post_order([e]):
             if isinstance(n, Var):
                 r = vmap.get(n)
                 memo[id(n)] = r if r is not None else self._shape_var(n)
             elif isinstance(n, (ProducerLoad, Reduce)):
                 raise TEError("internal: unexpected tensor expression in an index")
             else:
-                memo[id(n)] = _rebuild(n, [memo[id(c)] for c in _children(n)])
+                memo[id(n)] = rebuild(n, [memo[id(c)] for c in children(n)])
         return memo[id(e)]
 
     def run(self) -> PrimFunc:
+        """The PrimFunc of the graph."""
         order = self._topo()
         input_ids = {id(t) for t in self.inputs}
         output_ids = {id(t) for t in self.outputs}
@@ -190,9 +208,9 @@ class _Lowering:
                               "among the arguments")
         # Names: inputs, outputs first so they keep their names.
         self.buffers: dict[int, Buffer] = {}
-        self.stages: dict[int, _Stage] = {}
+        self.stages: dict[int, Stage] = {}
         self.inlined: set[int] = set()
-        stage_list: list[_Stage] = []
+        stage_list: list[Stage] = []
         staged = self._operands_to_stage(order, output_ids) if self.opt.tile else set()
         for t in order:  # an extern statement reads its inputs from buffers
             if isinstance(t.op, ExternOp):
@@ -208,7 +226,7 @@ class _Lowering:
             if id(t) in output_ids and op.inline:
                 raise TEError(f"create_prim_func: output {t.name} is marked inline")
             if materialize:
-                st = _Stage(t, len(stage_list))
+                st = Stage(t, len(stage_list))
                 st.is_output = id(t) in output_ids
                 self.stages[id(t)] = st
                 stage_list.append(st)
@@ -217,14 +235,14 @@ class _Lowering:
         self.stage_list = stage_list
         params: list[Buffer | Var] = []
         for t in self.inputs:
-            buf = Buffer(self.names.fresh(t.name), tuple(self._map_shape(s) for s in t.shape),
+            buf = Buffer(self.names.fresh(t.name), tuple(self.map_shape(s) for s in t.shape),
                          t.dtype)
             self.buffers[id(t)] = buf
             params.append(buf)
         for t in self.outputs:
             st = self.stages[id(t)]
             st.buffer = Buffer(self.names.fresh(t.name),
-                               tuple(self._map_shape(s) for s in t.shape), t.dtype)
+                               tuple(self.map_shape(s) for s in t.shape), t.dtype)
             params.append(st.buffer)
         self._expand_all()
         self._attach()
@@ -252,23 +270,23 @@ class _Lowering:
             op = t.op
             if not isinstance(op, ComputeOp) or not op.is_reduction:
                 continue
-            spatial = [a for a, ext in zip(op.axes, t.shape) if _static(ext) != 1]
-            for ld in _loads_of(op.body.source):
+            spatial = [a for a, ext in zip(op.axes, t.shape) if static_int(ext) != 1]
+            for ld in loads_of(op.body.source):
                 src = ld.tensor
                 sop = src.op
                 if (not isinstance(sop, ComputeOp) or sop.is_reduction or sop.inline is not None
                         or id(src) in output_ids or id(src) in staged):
                     continue
-                used = {id(n) for i in ld.indices for n in _post_order([i]) if isinstance(n, Var)}
-                if _costly(sop.body) and _b.any(id(a) not in used for a in spatial):
+                used = {id(n) for i in ld.indices for n in post_order([i]) if isinstance(n, Var)}
+                if costly(sop.body) and any(id(a) not in used for a in spatial):
                     staged.add(id(src))
                     continue
                 if op.tag != "matmul" or not op.axes or not src.shape:
                     continue
-                if not _last_index_uses(ld, op.axes[-1]):
+                if not last_index_uses(ld, op.axes[-1]):
                     continue
-                inner = [x for x in _loads_of(sop.body) if x.indices]
-                if inner and not _b.any(_last_index_uses(x, sop.axes[-1]) for x in inner):
+                inner = [x for x in loads_of(sop.body) if x.indices]
+                if inner and not any(last_index_uses(x, sop.axes[-1]) for x in inner):
                     staged.add(id(src))
         return staged
 
@@ -280,7 +298,7 @@ class _Lowering:
             if st.extern is not None:
                 continue
             st.expr = self._expand(st.expr, _stage_bounds(st))
-            st.loads = [e for e in _post_order([st.expr])
+            st.loads = [e for e in post_order([st.expr])
                         if isinstance(e, ProducerLoad) and id(e.tensor) in self.stages]
 
     def _expand(self, root: PrimExpr, bounds: Mapping[int, tuple[int, int]] | None = None
@@ -309,15 +327,15 @@ class _Lowering:
                 if isinstance(e, Reduce):
                     raise TEError("a reduction must be the whole body of a compute")
                 stack.append((e, ctx, 1, None))
-                for c in _children(e):
+                for c in children(e):
                     if (id(c), id(ctx)) not in memo:
                         stack.append((c, ctx, 0, None))
                 continue
             if state == 1:
-                new = [memo[(id(c), id(ctx))] for c in _children(e)]
+                new = [memo[(id(c), id(ctx))] for c in children(e)]
                 if isinstance(e, ProducerLoad) and id(e.tensor) in self.inlined:
-                    idx = tuple(_simplify_index(i, bounds) for i in new)
-                    ikey = (id(e.tensor), tuple(_expr_key(i) for i in idx))
+                    idx = tuple(simplify_index(i, bounds) for i in new)
+                    ikey = (id(e.tensor), tuple(expr_key(i) for i in idx))
                     hit = self.inline_memo.get(ikey)
                     if hit is not None:
                         memo[key] = hit
@@ -329,7 +347,7 @@ class _Lowering:
                     stack.append((op.body, ctx2, 0, None))
                     continue
                 if isinstance(e, ProducerLoad):
-                    new = [_simplify_index(i, bounds) for i in new]
+                    new = [simplify_index(i, bounds) for i in new]
                 elif bounds and isinstance(e, tir.Select):
                     # a border test the ranges decide (a pooling window or
                     # a pad without padding on that side) picks its branch
@@ -337,7 +355,7 @@ class _Lowering:
                     if known is not None:
                         memo[key] = new[1] if known else new[2]
                         continue
-                memo[key] = _rebuild(e, new)
+                memo[key] = rebuild(e, new)
                 continue
             ikey, ctx2 = extra
             value = memo[(id(e.tensor.op.body), id(ctx2))]
@@ -348,7 +366,7 @@ class _Lowering:
 
     # -- attachment (compute_at) -------------------------------------------
     def _attach(self) -> None:
-        consumers: dict[int, list[tuple[_Stage, ProducerLoad]]] = {}
+        consumers: dict[int, list[tuple[Stage, ProducerLoad]]] = {}
         for st in self.stage_list:
             for ld in st.loads:
                 consumers.setdefault(id(ld.tensor), []).append((st, ld))
@@ -360,7 +378,7 @@ class _Lowering:
             if not placed:
                 st.root = None
 
-    def _try_attach(self, st: _Stage, uses: list[tuple[_Stage, ProducerLoad]]) -> bool:
+    def _try_attach(self, st: Stage, uses: list[tuple[Stage, ProducerLoad]]) -> bool:
         if self._attach_with(st, uses, row=False):
             return True
         if st.tensor.op.attrs.get(ROW_LOCAL) and not st.is_reduce and not st.is_output:
@@ -369,7 +387,7 @@ class _Lowering:
             self.row_local_failed.add(id(st.tensor))
         return False
 
-    def _attach_with(self, st: _Stage, uses: list[tuple[_Stage, ProducerLoad]], row: bool
+    def _attach_with(self, st: Stage, uses: list[tuple[Stage, ProducerLoad]], row: bool
                      ) -> bool:
         """Attach ``st`` to the nest of its consumers when every use reads the
         element its outer loop indices identify (``row``: when they identify
@@ -383,7 +401,7 @@ class _Lowering:
         if row:
             if st.tensor.ndim < 2:
                 return False
-            row_extent = _static(st.tensor.shape[-1])
+            row_extent = static_int(st.tensor.shape[-1])
             if row_extent is None or not 1 <= row_extent <= self.opt.max_row:
                 return False
         root = uses[0][0].root or uses[0][0]
@@ -397,14 +415,14 @@ class _Lowering:
                 vmap = dict(zip(consumer.axes, consumer.binding))
             idx = []
             for i in (ld.indices[:-1] if row else ld.indices):
-                j = _simplify_index(self._subst_keep(i, vmap))
+                j = simplify_index(self._subst_keep(i, vmap))
                 if isinstance(j, Var) and id(j) in root_axes:
                     idx.append(j)
                 elif isinstance(j, IntImm):
                     idx.append(j)
                 else:
                     return False
-            k = tuple(_expr_key(i) for i in idx)
+            k = tuple(expr_key(i) for i in idx)
             if binding_key is None:
                 binding_key, binding = k, tuple(idx)
             elif k != binding_key:
@@ -425,11 +443,11 @@ class _Lowering:
         if isinstance(e, Var):
             return vmap.get(e, e)
         memo: dict[int, PrimExpr] = {}
-        for n in _post_order([e]):
+        for n in post_order([e]):
             if isinstance(n, Var):
                 memo[id(n)] = vmap.get(n, n)
             else:
-                memo[id(n)] = _rebuild(n, [memo[id(c)] for c in _children(n)])
+                memo[id(n)] = rebuild(n, [memo[id(c)] for c in children(n)])
         return memo[id(e)]
 
     # -- emission ----------------------------------------------------------
@@ -441,21 +459,21 @@ class _Lowering:
                 continue
             if st.buffer is None:  # a global intermediate
                 st.buffer = Buffer(self.names.fresh(st.name),
-                                   tuple(self._map_shape(s) for s in st.tensor.shape),
+                                   tuple(self.map_shape(s) for s in st.tensor.shape),
                                    st.tensor.dtype)
                 intermediates.append(st.buffer)
             if st.extern is not None:
                 nests.append(self._emit_extern(st))
                 continue
-            nests.append(_NestEmitter(self, st).emit())
-        # _seq: a stage's scoped accumulator takes the later stages into its
+            nests.append(NestEmitter(self, st).emit())
+        # seq: a stage's scoped accumulator takes the later stages into its
         # scope, so no allocation is followed by statements outside it
-        body: Stmt = _seq(nests)
+        body: Stmt = seq(nests)
         for buf in reversed(intermediates):
             body = Allocate(buf, body)
         return body
 
-    def _emit_extern(self, st: _Stage) -> Stmt:
+    def _emit_extern(self, st: Stage) -> Stmt:
         bufs = []
         for t in st.extern.inputs:
             if t.is_placeholder:
@@ -497,15 +515,17 @@ class _Lowering:
     # -- expression emission -------------------------------------------
     def emit_value(self, expr: PrimExpr, vmap: Mapping[Var, PrimExpr],
                    load: Callable[[Tensor, tuple[PrimExpr, ...]], PrimExpr]) -> PrimExpr:
+        """``expr`` (a stage's expanded body) as TIR: its axes replaced by
+        ``vmap``, each tensor element read by ``load(tensor, indices)``."""
         memo: dict[int, PrimExpr] = {}
         loads: dict[Any, PrimExpr] = {}  # identical loads become one node (then one let)
-        for n in _post_order([expr]):
+        for n in post_order([expr]):
             if isinstance(n, Var):
                 r = vmap.get(n)
                 memo[id(n)] = r if r is not None else self._shape_var(n)
             elif isinstance(n, ProducerLoad):
-                idx = tuple(_simplify_index(memo[id(c)]) for c in n.indices)
-                key = (id(n.tensor), tuple(_expr_key(i) for i in idx))
+                idx = tuple(simplify_index(memo[id(c)]) for c in n.indices)
+                key = (id(n.tensor), tuple(expr_key(i) for i in idx))
                 hit = loads.get(key)
                 if hit is None:
                     hit = loads[key] = load(n.tensor, idx)
@@ -513,13 +533,15 @@ class _Lowering:
                         self.let_names.setdefault(id(hit), n.tensor.name)
                 memo[id(n)] = hit
             else:
-                new = _rebuild(n, [memo[id(c)] for c in _children(n)])
+                new = rebuild(n, [memo[id(c)] for c in children(n)])
                 memo[id(n)] = new
                 if id(n) in self.let_names:
                     self.let_names.setdefault(id(new), self.let_names[id(n)])
         return memo[id(expr)]
 
     def default_load(self, t: Tensor, idx: tuple[PrimExpr, ...]) -> PrimExpr:
+        """The read of ``t[idx]``: from its buffer, or from its local buffer
+        when it is attached to the nest being emitted."""
         if t.is_placeholder:
             return BufferLoad(self.buffers[id(t)], idx)
         st = self.stages[id(t)]
@@ -529,23 +551,23 @@ class _Lowering:
 
     def with_lets(self, values: list[PrimExpr], make: Callable[[list[PrimExpr]], Stmt]) -> Stmt:
         """CSE: bind shared (or very deep) subexpressions with LetStmt around ``make``."""
-        nodes = _post_order(values)
+        nodes = post_order(values)
         refs: dict[int, int] = {}
         for n in nodes:
-            for c in _children(n):
+            for c in children(n):
                 refs[id(c)] = refs.get(id(c), 0) + 1
         has_load: dict[int, bool] = {}
         for n in nodes:
             has_load[id(n)] = (isinstance(n, (BufferLoad, tir.Call))
-                               or _b.any(has_load[id(c)] for c in _children(n)))
+                               or any(has_load[id(c)] for c in children(n)))
         root_ids = {id(v) for v in values}
         mapped: dict[int, PrimExpr] = {}
         depth: dict[int, int] = {}
         lets: list[tuple[Var, PrimExpr]] = []
         for n in nodes:
-            kids = _children(n)
-            new = _rebuild(n, [mapped[id(c)] for c in kids]) if kids else n
-            d = 1 + _b.max((depth[id(c)] for c in kids), default=0)
+            kids = children(n)
+            new = rebuild(n, [mapped[id(c)] for c in kids]) if kids else n
+            d = 1 + max((depth[id(c)] for c in kids), default=0)
             trivial = isinstance(n, (Var, IntImm, FloatImm))
             shared = refs.get(id(n), 0) > 1 and has_load[id(n)]
             if not trivial and id(n) not in root_ids and (shared or d > 48):
@@ -562,5 +584,55 @@ class _Lowering:
             stmt = LetStmt(var, value, stmt)
         return stmt
 
-    # -- work estimates ----------------------------------------------------
-    extent_guess = staticmethod(_extent_guess)
+
+@dataclass(frozen=True)
+class LoweredTE:
+    """The result of :func:`lower`: the kernel and its symbolic-variable mapping.
+
+    ``shape_vars`` maps each symbolic variable of the TE graph to its fresh
+    copy in ``prim_func``; ``scalar_params`` lists, for each scalar
+    parameter of ``prim_func`` (in order), the original TE-graph variable
+    whose value the caller must pass (``call_tir``'s ``tir_vars``).
+    """
+
+    prim_func: PrimFunc
+    shape_vars: Mapping[Var, Var]
+    scalar_params: tuple[Var, ...]
+
+
+def lower(tensors: Sequence[Tensor | Var], schedule_hints: bool | ScheduleOptions
+          | Mapping[str, Any] = True, attrs: Mapping[str, Any] | None = None) -> LoweredTE:
+    """Like :func:`create_prim_func`, also returning the symbolic-variable mapping."""
+    options = ScheduleOptions.make(schedule_hints)
+    low = Lowering(tensors, options, attrs)
+    func = low.run()
+    if low.row_local_failed:
+        # A ROW_LOCAL tensor could not be kept per row: inline it instead
+        # (recomputing it beats a pass over memory through a global buffer).
+        low = Lowering(tensors, options, attrs, frozenset(low.row_local_failed))
+        func = low.run()
+    original = {id(fresh): orig for orig, fresh in low.svmap.items()}
+    scalars = tuple(original[id(p)] for p in func.params if isinstance(p, Var))
+    return LoweredTE(func, dict(low.svmap), scalars)
+
+
+def create_prim_func(tensors: Sequence[Tensor | Var], schedule_hints: bool | ScheduleOptions
+                     | Mapping[str, Any] = True, attrs: Mapping[str, Any] | None = None) -> PrimFunc:
+    """Generate one PrimFunc computing the output tensors of ``tensors``.
+
+    ``tensors`` lists inputs (placeholders) and outputs (computes); the
+    PrimFunc's parameters are the input buffers (in the listed order), then
+    the output buffers (in the listed order, destination-passing style), then
+    one int64 scalar parameter for each symbolic dimension that no input
+    buffer has as a bare dimension (``tir.Var``s listed in ``tensors`` first,
+    then in order of first use). Symbolic variables are replaced by fresh
+    ones of the same name, so the PrimFunc shares no variable with the
+    program it came from (see :func:`lower` for the mapping).
+
+    Non-output injective computes are inlined; reductions are materialized
+    and fused with their elementwise consumers where possible (see the
+    docstring of :mod:`phasec.te`). ``schedule_hints`` turns the performance
+    annotations on/off (or gives :class:`ScheduleOptions`). ``attrs`` are
+    added to the PrimFunc's attributes (``tirx.noalias`` is always set).
+    """
+    return lower(tensors, schedule_hints, attrs).prim_func

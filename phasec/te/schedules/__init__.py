@@ -1,1 +1,165 @@
-"""CPU schedules of tensor-expression nests: one module per schedule."""
+"""CPU schedules, one module each, and the one table that says which
+schedule takes which loop nest or operator.
+
+:data:`RULES` is read top to bottom for a subject of a kind: the first rule
+of that kind whose condition holds and whose schedule takes the subject
+(returns its plan or tensors rather than None) wins; the last rule of each
+kind takes everything. The kinds:
+
+* ``"nest"``: the loop nest of one root stage of a lowered TE graph
+  (:class:`phasec.te.emit.NestEmitter`); the schedule returns a
+  :class:`NestSchedule`, which gives the loops around its innermost part
+  and emits that part.
+* ``"conv"``: a convolution (:class:`~phasec.te.schedules.workloads.ConvWorkload`,
+  from :mod:`phasec.op.nn.conv`); the schedule returns its TE tensor.
+* ``"pool"``: a max or average pooling
+  (:class:`~phasec.te.schedules.workloads.PoolWorkload`, from
+  :mod:`phasec.op.nn.pool`); the schedule returns its TE tensor.
+
+A schedule that transforms a weight in a way that can run at build time
+declares it (:mod:`phasec.te.schedules.build_time`); :data:`WEIGHT_TRANSFORMS`
+lists the declarations, which PackConstantWeights tries in order.
+
+A new schedule is one module here and one row below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from phasec.ir.tir import PrimExpr, Stmt
+from phasec.te.schedules import (
+    conv_direct, conv_flat_rows, conv_im2col, gemm, plain, pool_avg, pool_max, pool_max_fast,
+    row_tile, transpose, winograd,
+)
+from phasec.te.schedules.build_time import WeightTransform
+from phasec.te.schedules.workloads import ConvWorkload, PoolWorkload
+from phasec.te.tensor import Tensor
+
+if TYPE_CHECKING:
+    from phasec.te.emit import NestEmitter
+    from phasec.te.lowering import Stage
+
+__all__ = ["Rule", "RULES", "NestSchedule", "WEIGHT_TRANSFORMS", "choose", "schedule_nest",
+           "schedule_conv", "schedule_pool"]
+
+
+class NestSchedule(Protocol):
+    """The schedule of one loop nest, as :class:`~phasec.te.emit.NestEmitter` uses it."""
+
+    #: the reduction accumulated in the schedule's tiles (None: none), which
+    #: the emitter does not compute as an attached stage
+    anchor: Stage | None
+    #: the innermost axis loop is vectorized when it can be
+    vectorizes_last_axis: bool
+
+    def outer_loops(self, nest: NestEmitter) -> list[tuple[str, int, PrimExpr]]:
+        """The loops around the innermost part: (kind, axis index, extent);
+        kind "axis" loops over a root axis, any other kind is a tile loop
+        whose variable the emitter records in ``nest.tile_vars[kind]``."""
+
+    def emit_inner(self, nest: NestEmitter) -> Stmt:
+        """The innermost part, inside the outer loops."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the table: ``schedule`` takes a subject of ``kind`` for
+    which ``holds`` is true, unless it returns None (it does not take it)."""
+
+    kind: str
+    #: the schedule's module in this package
+    schedule: str
+    #: the condition, in words
+    when: str
+    holds: Callable[[Any], bool]
+    take: Callable[[Any], Any]
+
+
+def _always(_: Any) -> bool:
+    return True
+
+
+def _untiled(nest: NestEmitter) -> bool:
+    return not nest.opt.tile or nest.m == 0
+
+
+def _no_tile_anchor(nest: NestEmitter) -> bool:
+    return nest.tile_anchor is None
+
+
+def _nchw_float_conv2d(w: ConvWorkload) -> bool:
+    return (w.rank == 2
+            and (w.data_layout.name, w.kernel_layout.name, w.out_layout.name)
+            == ("NCHW", "OIHW", "NCHW")
+            and w.dtype in ("float32", "float64") and w.data.dtype == w.dtype
+            and w.weight.dtype == w.dtype)
+
+
+def _max_pool(w: PoolWorkload) -> bool:
+    return w.kind == "max"
+
+
+def _fast_max_pool(w: PoolWorkload) -> bool:
+    return w.kind == "max" and pool_max_fast.takes(w)
+
+
+RULES: tuple[Rule, ...] = (
+    # -- loop nests (phasec.te.emit) ------------------------------------------------------
+    Rule("nest", "plain", "no tiling (schedule_hints off), or a nest without axes",
+         _untiled, plain.plan),
+    Rule("nest", "transpose", "an elementwise nest with nothing attached that reads its "
+         "inputs along its next-to-last axis", _always, transpose.schedule),
+    Rule("nest", "plain", "no reduction to tile: a reduction with a stage attached at its "
+         "full depth, or not one reduction attached at full depth along the last axis",
+         _no_tile_anchor, plain.plan),
+    Rule("nest", "gemm", "a float sum of products of a row operand and a column operand "
+         "(matmul, convolution)", _always, gemm.schedule),
+    Rule("nest", "row_tile", "a reduction with an input contiguous along the last axis, "
+         "of static extent", _always, row_tile.plan),
+    Rule("nest", "plain", "any other nest", _always, plain.plan),
+    # -- convolutions (phasec.op.nn.conv) ---------------------------------------------------
+    Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
+         "channels", _nchw_float_conv2d, winograd.schedule),
+    Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "
+         "than a vector", _nchw_float_conv2d, conv_flat_rows.schedule),
+    Rule("conv", "conv_im2col", "an NCHW float conv2d: strided, one group, output rows "
+         "narrower than a vector", _nchw_float_conv2d, conv_im2col.schedule),
+    Rule("conv", "conv_direct", "any convolution", _always, conv_direct.schedule),
+    # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
+    Rule("pool", "pool_max_fast", "a float max pooling with stride 1 along the rows or "
+         "output rows of a vector", _fast_max_pool, pool_max_fast.schedule),
+    Rule("pool", "pool_max", "a max pooling", _max_pool, pool_max.schedule),
+    Rule("pool", "pool_avg", "an average pooling", _always, pool_avg.schedule),
+)
+
+#: the transforms of weights the schedules declare, tried in this order
+WEIGHT_TRANSFORMS: tuple[WeightTransform, ...] = (gemm.WEIGHT_TRANSFORM,
+                                                  winograd.WEIGHT_TRANSFORM)
+
+
+def choose(kind: str, subject: Any) -> Any:
+    """What the first rule of ``kind`` that takes ``subject`` makes of it."""
+    for rule in RULES:
+        if rule.kind == kind and rule.holds(subject):
+            made = rule.take(subject)
+            if made is not None:
+                return made
+    raise LookupError(f"no schedule takes this {kind}")  # the last rule of a kind takes all
+
+
+def schedule_nest(nest: NestEmitter) -> NestSchedule:
+    """The schedule of a loop nest."""
+    return choose("nest", nest)
+
+
+def schedule_conv(w: ConvWorkload) -> Tensor:
+    """The TE tensor of a convolution."""
+    return choose("conv", w)
+
+
+def schedule_pool(w: PoolWorkload) -> Tensor:
+    """The TE tensor of a pooling."""
+    return choose("pool", w)

@@ -1,6 +1,5 @@
 """The blocked, packed GEMM schedule of a matmul (and batch matmul) or
-convolution nest, with its epilogue fused into the output tile (used by
-:mod:`phasec.te.emit`).
+convolution nest, with its epilogue fused into the output tile.
 
 The anchor is a sum of ``A * B`` where ``A`` uses the row axis but not the
 last (column) axis of the output and ``B`` the other way round: a matmul
@@ -26,7 +25,8 @@ The N % NR remainder columns get a narrower tile (reading B directly; its
 columns made of whole vectors, then vectors of 8, 4 lanes..., so that each
 is one register), or, when they are not whole vectors, join the last
 micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
-4 x 56 tile, not 8 x 32 + 8 x 24, which runs at ~88% of peak); the M % MR
+4 x 56 tile, not 8 x 32 + 8 x 24, whose half-width vectors leave the FMA
+units partly idle); the M % MR
 remainder rows a shorter one (a static M) or a loop of one-row tiles (a
 symbolic M). Panels are not packed when fewer than
 ``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
@@ -37,25 +37,35 @@ K is not split: a packed micro-panel (K x NR) is read sequentially from L2
 while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
 accumulators never leave registers and the epilogue applies to the finished
 tile.
+
+Measurements behind these choices: bench/README.md, "Schedule notes moved
+from docstrings".
 """
 
 from __future__ import annotations
 
-import builtins as _b
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from phasec.arith import simplify
+from phasec.ir import tir
 from phasec.ir.tir import (
-    Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, PrimExpr, Stmt,
-    Var,
+    PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad,
+    BufferStore, Evaluate, FloatImm, For, IntImm, PrimExpr, Stmt, Var,
 )
-from phasec.te import ProducerLoad, Tensor, _children, _post_order, _static
+from phasec.te.analysis import static_int, subst_var, vars_of
+from phasec.te.operation import i64
+from phasec.te.schedules.build_time import WeightPlan, WeightTransform, static_dims
+from phasec.te.stmt import block, combine, seq
+from phasec.te.tensor import ProducerLoad, Tensor, children, post_order
 
 if TYPE_CHECKING:
-    from phasec.te.emit import _NestEmitter
-    from phasec.te.lowering import _Stage
+    from phasec.te.emit import NestEmitter
+    from phasec.te.lowering import Stage
 
 _I64 = "int64"
 
@@ -68,37 +78,22 @@ PREPACK_ATTR = "phasec.gemm_prepack"
 PREPACK_WIDTH_ATTR = "phasec.gemm_prepack_width"
 
 
-def _i64(v: int) -> IntImm:
-    return IntImm(v, _I64)
-
-
 def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    """``a + b``, without adding a constant 0."""
     if isinstance(a, IntImm) and a.value == 0:
         return b
     if isinstance(b, IntImm) and b.value == 0:
         return a
-    return BinaryOp("+", a, b)
+    return a + b
 
 
 def _mul(a: PrimExpr, c: int) -> PrimExpr:
+    """``a * c``, folded when ``a`` is a constant, without multiplying by 1."""
     if c == 1:
         return a
     if isinstance(a, IntImm):
-        return _i64(a.value * c)
-    return BinaryOp("*", a, _i64(c))
-
-
-def _subst_var(e: PrimExpr, var: Var, value: PrimExpr) -> PrimExpr:
-    """``e`` with ``var`` replaced by ``value``."""
-    from phasec.te import _children, _rebuild
-    memo: dict[int, PrimExpr] = {}
-    for n in _post_order([e]):
-        memo[id(n)] = value if n is var else _rebuild(n, [memo[id(c)] for c in _children(n)])
-    return memo[id(e)]
-
-
-def _vars_of(e: PrimExpr) -> set[int]:
-    return {id(n) for n in _post_order([e]) if isinstance(n, Var)}
+        return i64(a.value * c)
+    return a * c
 
 
 @dataclass
@@ -131,20 +126,46 @@ class GemmPlan:
         return [t for t in range(m - 1) if t != self.row_axis]
 
 
+@dataclass(frozen=True)
+class GemmNest:
+    """The GEMM schedule of one nest: the anchor and its plan."""
+
+    anchor: Stage
+    plan: GemmPlan
+    vectorizes_last_axis = False
+
+    def outer_loops(self, nest: NestEmitter) -> list[tuple[str, int, PrimExpr]]:
+        """The batch loops (:meth:`GemmPlan.batch_axes`); the GEMM emits the rest."""
+        return [("axis", t, nest.shape[t]) for t in self.plan.batch_axes(nest.m)]
+
+    def emit_inner(self, nest: NestEmitter) -> Stmt:
+        """The GEMM of one matrix, parallel when no outer loop is."""
+        parallel = (nest.opt.parallel and nest.parallel_at < 0
+                    and nest.work() >= nest.opt.min_parallel_work)
+        return GemmEmitter(nest, self.plan, parallel).emit()
+
+
+def schedule(nest: NestEmitter) -> GemmNest | None:
+    """The GEMM schedule of ``nest`` when its tile anchor is a product this
+    schedule takes (:func:`plan_gemm`), else None."""
+    anchor = nest.tile_anchor.stage
+    plan = plan_gemm(nest, anchor)
+    return None if plan is None else GemmNest(anchor, plan)
+
+
 #: anchors the GEMM schedule takes: matmuls and convolutions, whose output
 #: channels are the rows and output positions the columns (or the other way
 #: round in channels-last layouts). A grouped convolution reads its input
 #: channel by output channel group (``oc // og``): its register tiles are
-#: kept within a group (see ``GemmPlan.row_group``; 64 channels in 4 groups,
-#: 3x3, 56x56: 0.97 -> 0.52 ms; odd groups, 16 of 17 channels, 1x1 at 14x14:
-#: 54 -> 33 us); a depthwise one (``og`` = 1) has no such split
+#: kept within a group (see ``GemmPlan.row_group``), so that every tile
+#: reads one B; a depthwise one (``og`` = 1) has no such split
 GEMM_TAGS = ("matmul", "conv1d", "conv2d", "conv3d")
 
 
-def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
+def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     """The GEMM plan for ``nest`` (its last axis the anchor's columns), or
     None when the anchor is not a product this schedule takes (see
-    :meth:`_NestEmitter._choose_mode`)."""
+    :func:`phasec.te.schedules.schedule_nest`)."""
     tuning = nest.opt.target
     m = nest.m
     if (m < 2 or anchor.tensor.op.tag not in GEMM_TAGS or anchor.combiner != "sum"
@@ -157,7 +178,7 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
     if not isinstance(expr, BinaryOp) or expr.op != "*":
         return None
     jvar = anchor.axes[m - 1]
-    lhs, rhs = _vars_of(expr.lhs), _vars_of(expr.rhs)
+    lhs, rhs = vars_of(expr.lhs), vars_of(expr.rhs)
     split = None
     group = 0  # B reads the rows in groups of this many (a grouped convolution), or 0
     for row_axis in range(m - 2, -1, -1):  # matmul: m - 2; conv2d NCHW: the channels
@@ -183,10 +204,10 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
     # place in it (stages at the batch loops' level are fine)
     if [s for s in nest.attached if s.depth > row_axis and s is not anchor]:
         return None
-    N = _static(nest.shape[m - 1])
+    N = static_int(nest.shape[m - 1])
     if N is None or N < 1:
         return None
-    rexts = [_static(nest.low._map_shape(ax.extent)) for ax in anchor.raxes]
+    rexts = [static_int(nest.low.map_shape(ax.extent)) for ax in anchor.raxes]
     if len(rexts) > 1 and any(e is None for e in rexts):
         return None  # several reduction axes are packed flat: static extents only
     bits = 64 if anchor.tensor.dtype == "float64" else 32
@@ -195,30 +216,29 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
         # every register tile's rows in one group: B is the same for all of
         # them. The plan's rows (at most the group's), each group's last rows
         # in one smaller tile when they do not divide it (GemmEmitter._panel).
-        # Rows that divide the group instead (2 for 34) were slower: 136
-        # channels in groups of 34, 3x3 at 28x28, 1.76 -> 0.72 ms with 8 rows
-        # (+ 2); 1x1 at 28x28 95 -> 90 us
-        M = _static(nest.shape[row_axis])
+        # Rows that divide the group instead (2 for 34) were slower: tiles
+        # of two rows reuse each B vector twice, not eight times
+        M = static_int(nest.shape[row_axis])
         if M is None or M % group:
             return None
         while rows > group:
             rows //= 2
         if rows < 2:
             return None
-    K = None if rexts[0] is None else _b.max(1, math.prod(rexts))
+    K = None if rexts[0] is None else max(1, math.prod(rexts))
     k_guess = K if K is not None else 1024
     elem = bits // 8
-    max_cols = _b.min(tuning.gemm_panel_max_cols,
-                      tuning.gemm_panel_bytes // _b.max(1, k_guess * elem))
-    tpp_max = _b.max(1, max_cols // cols)
+    max_cols = min(tuning.gemm_panel_max_cols,
+                      tuning.gemm_panel_bytes // max(1, k_guess * elem))
+    tpp_max = max(1, max_cols // cols)
     n_tiles = N // cols
     if n_tiles <= tpp_max:
-        tpp = _b.max(1, n_tiles)
+        tpp = max(1, n_tiles)
     else:
-        tpp = _b.max(d for d in range(1, tpp_max + 1) if n_tiles % d == 0)
+        tpp = max(d for d in range(1, tpp_max + 1) if n_tiles % d == 0)
         if 2 * tpp < tpp_max:
             tpp = tpp_max  # a partial last panel beats many small panels
-    M = _static(nest.shape[row_axis])
+    M = static_int(nest.shape[row_axis])
     if M is not None and M < 1:
         return None  # nothing to compute: the plain nest handles empty shapes
     if (M is not None and M <= tuning.gemv_max_rows and K is not None
@@ -232,8 +252,8 @@ def plan_gemm(nest: _NestEmitter, anchor: _Stage) -> GemmPlan | None:
                             tuning.lanes(bits))
     if M is not None and M <= tuning.gemv_max_rows and not group:
         # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
-        width = _b.max(1, _b.min(N, tuning.gemv_acc_bytes // (M * elem)))
-        return GemmPlan(a_expr, b_expr, b_first, row_axis, _b.max(M, 1), width, 1, False,
+        width = max(1, min(N, tuning.gemv_acc_bytes // (M * elem)))
+        return GemmPlan(a_expr, b_expr, b_first, row_axis, max(M, 1), width, 1, False,
                         tuning.lanes(bits), wide=True)
     row_tiles = None if M is None else -(-M // rows)
     # B not contiguous along the columns (a strided convolution reads every
@@ -251,17 +271,16 @@ def _unit_stride(e: PrimExpr, var: Var) -> bool:
     """True when every tensor load in ``e`` that uses ``var`` uses it in its
     last index only, with step 1 (``A[.., var + c]``): consecutive values of
     ``var`` read consecutive elements."""
-    from phasec.arith import simplify
-    for n in _post_order([e]):
+    for n in post_order([e]):
         if not isinstance(n, (ProducerLoad, BufferLoad)):
             continue
-        uses = [id(var) in _vars_of(i) for i in n.indices]
-        if not _b.any(uses):
+        uses = [id(var) in vars_of(i) for i in n.indices]
+        if not any(uses):
             continue
-        if _b.any(uses[:-1]):
+        if any(uses[:-1]):
             return False
         last = n.indices[-1]
-        step = simplify(BinaryOp("-", _subst_var(last, var, BinaryOp("+", var, _i64(1))), last))
+        step = simplify(subst_var(last, var, var + 1) - last)
         if not (isinstance(step, IntImm) and step.value == 1):
             return False
     return True
@@ -281,7 +300,7 @@ def _row_group(e: PrimExpr, var: Var) -> int:
                 and isinstance(n.rhs, IntImm) and n.rhs.value > 0):
             divisors.append(n.rhs.value)
             continue
-        stack.extend(_children(n))
+        stack.extend(children(n))
     return math.gcd(*divisors) if divisors else 0
 
 
@@ -294,7 +313,7 @@ def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
 class GemmEmitter:
     """Emits the GEMM part of one nest (inside its batch loops)."""
 
-    def __init__(self, nest: _NestEmitter, plan: GemmPlan, parallel: bool) -> None:
+    def __init__(self, nest: NestEmitter, plan: GemmPlan, parallel: bool) -> None:
         self.nest = nest
         self.low = nest.low
         self.plan = plan
@@ -303,11 +322,11 @@ class GemmEmitter:
         self.dtype = self.anchor.tensor.dtype
         self.ri = plan.row_axis
         self.M = nest.shape[self.ri]
-        self.N = _static(nest.shape[self.m - 1])
+        self.N = static_int(nest.shape[self.m - 1])
         # the reduction axes, packed flat (k = (k0 * E1 + k1) * E2 + k2 ...)
-        self.rexts = [self.low._map_shape(ax.extent) for ax in self.anchor.raxes]
+        self.rexts = [self.low.map_shape(ax.extent) for ax in self.anchor.raxes]
         self.K = (self.rexts[0] if len(self.rexts) == 1
-                  else _i64(math.prod(_static(e) for e in self.rexts)))
+                  else i64(math.prod(static_int(e) for e in self.rexts)))
         self.vectorize = nest.opt.vectorize
 
     # -- structure -----------------------------------------------------------
@@ -316,8 +335,7 @@ class GemmEmitter:
         vectors, then the rest as powers of two down to 4 (12 -> 8 + 4), each
         one register that LLVM vectorizes whole, then the last 1-3 columns
         as one short loop. (A 12-wide vectorized loop became a vector of 8
-        plus a scalar loop, and the accumulators went to memory: a 64-channel
-        3x3 convolution over 28 columns ran at 22 GFLOP/s, now 99.)"""
+        plus a scalar loop, and the accumulators went to memory.)"""
         lanes = self.plan.lanes
         pieces = [lanes] * (width // lanes)
         tail = width % lanes
@@ -346,9 +364,9 @@ class GemmEmitter:
         """(whole micro-panels, width of the last, narrower tile). Columns left
         over that are not whole vectors join the last whole micro-panel in
         one wider tile of fewer rows when it stays within
-        ``TargetTuning.gemm_wide_tail_vectors`` registers a row: a zmm+ymm
-        tile of 8 x 24 runs at ~88% of peak, 4 x 56 (three zmm + a ymm) at
-        ~100% (a 64-channel 3x3 convolution over 56 columns: 2.10 -> 1.98 ms)."""
+        ``TargetTuning.gemm_wide_tail_vectors`` registers a row: a tile of
+        8 x 24 (a full and a half vector a row) leaves the FMA units partly
+        idle, 4 x 56 (three full vectors and a half one) keeps them busy."""
         p = self.plan
         n_tiles, n_rem = divmod(self.N, p.cols)
         if (n_rem % p.lanes and n_tiles and not p.wide
@@ -362,7 +380,7 @@ class GemmEmitter:
         nr, tpp = p.cols, p.panel_tiles
         n_tiles, n_rem = self._column_split()
         full, last = divmod(n_tiles, tpp)
-        Ms = _static(self.M)
+        Ms = static_int(self.M)
         row_tiles = None if Ms is None else Ms // p.rows
         # Parallel over panels when there are several, else over row tiles.
         par_panels = self.parallel and full >= 2
@@ -370,7 +388,7 @@ class GemmEmitter:
         stmts: list[Stmt] = []
         shared: Buffer | None = None
         if p.pack and n_tiles and not par_panels:
-            shared = self._pack_buffer(_b.min(tpp, n_tiles), nr)
+            shared = self._pack_buffer(min(tpp, n_tiles), nr)
         if full:
             jc = Var(self.low.names.fresh("jc"), _I64)
             bp = shared
@@ -379,33 +397,31 @@ class GemmEmitter:
             body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp))
             if p.pack and shared is None:
                 body = Allocate(bp, body)
-            stmts.append(For(jc, _i64(0), _i64(full), "parallel" if par_panels else "serial",
+            stmts.append(For(jc, i64(0), i64(full), "parallel" if par_panels else "serial",
                              body))
         if last:
             bp = shared if shared is not None or not p.pack else self._pack_buffer(last, nr)
-            tail = self._panel(_i64(full * tpp * nr), last, nr, bp, par_rows, _i64(full * tpp))
+            tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp))
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
             bp_rest = self._pack_buffer(1, n_rem) if p.pack_rest else None
-            rest = self._panel(_i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
+            rest = self._panel(i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
                                rows=self._rows_for(n_rem))
             stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
-        from phasec.te.emit import _seq
-        body = _seq(stmts)
+        body = seq(stmts)
         if shared is not None:
             body = Allocate(shared, body)
         return body
 
     def _pack_buffer(self, tiles: int, width: int) -> Buffer:
         return Buffer(self.low.names.fresh(self.anchor.name + "_bpack"),
-                      (_i64(tiles), self.K, _i64(width)), self.dtype)
+                      (i64(tiles), self.K, i64(width)), self.dtype)
 
     def _panel(self, col0: PrimExpr, tiles: int, width: int, bp: Buffer | None,
                par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None) -> Stmt:
         """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every
         row, ``rows`` at a time (default: the plan's). ``tile0``: the index of
         the panel's first micro-panel in B."""
-        from phasec.te.emit import _seq
         p = self.plan
         stmts: list[Stmt] = []
         if bp is not None:
@@ -417,7 +433,7 @@ class GemmEmitter:
                 self._declare_prepack(param, width)
             stmts.append(pack)
         mr = rows or p.rows
-        Ms = _static(self.M)
+        Ms = static_int(self.M)
         if Ms is not None and p.row_group and p.row_group % mr:
             # tiles within each group (plan_gemm: M is whole groups): its
             # whole tiles, then its last rows in one smaller tile
@@ -428,31 +444,31 @@ class GemmEmitter:
             inner: list[Stmt] = []
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
-                inner.append(For(io, _i64(0), _i64(n_full), "serial", self._row_block(
+                inner.append(For(io, i64(0), i64(n_full), "serial", self._row_block(
                     _add(base, _mul(io, mr)), mr, col0, tiles, width, bp)))
-            inner.append(self._row_block(_add(base, _i64(og - rem)), rem, col0, tiles, width,
+            inner.append(self._row_block(_add(base, i64(og - rem)), rem, col0, tiles, width,
                                          bp))
             kind = "parallel" if par_rows and Ms // og >= 2 else "serial"
-            stmts.append(For(g, _i64(0), _i64(Ms // og), kind, _seq(inner)))
+            stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
         elif Ms is not None:
             n_full, rem = divmod(Ms, mr)
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
-                stmts.append(For(io, _i64(0), _i64(n_full), kind,
+                stmts.append(For(io, i64(0), i64(n_full), kind,
                                  self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
             if rem:
-                stmts.append(self._row_block(_i64(Ms - rem), rem, col0, tiles, width, bp))
+                stmts.append(self._row_block(i64(Ms - rem), rem, col0, tiles, width, bp))
         else:
             io = Var(self.low.names.fresh("io"), _I64)
-            n_full_e = BinaryOp("//", self.M, _i64(mr))
-            stmts.append(For(io, _i64(0), n_full_e, "parallel" if par_rows else "serial",
+            n_full_e = self.M // mr
+            stmts.append(For(io, i64(0), n_full_e, "parallel" if par_rows else "serial",
                              self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
             r = Var(self.low.names.fresh("ir"), _I64)
-            base = BinaryOp("*", n_full_e, _i64(mr))
-            stmts.append(For(r, _i64(0), BinaryOp("%", self.M, _i64(mr)), "serial",
+            base = n_full_e * mr
+            stmts.append(For(r, i64(0), self.M % mr, "serial",
                              self._row_block(_add(base, r), 1, col0, tiles, width, bp)))
-        return _seq(stmts)
+        return seq(stmts)
 
     def _reduction_loops(self, base: str) -> tuple[list[Var], PrimExpr]:
         """Fresh loop variables for the reduction axes and their flat index."""
@@ -460,12 +476,12 @@ class GemmEmitter:
         loop_vars = [Var(names.fresh(ax.var.name + base), _I64) for ax in self.anchor.raxes]
         flat: PrimExpr = loop_vars[0]
         for var, ext in zip(loop_vars[1:], self.rexts[1:]):
-            flat = _add(_mul(flat, _static(ext)), var)
+            flat = _add(_mul(flat, static_int(ext)), var)
         return loop_vars, flat
 
     def _wrap_reduction(self, loop_vars: list[Var], body: Stmt) -> Stmt:
         for var, ext in reversed(list(zip(loop_vars, self.rexts))):
-            body = For(var, _i64(0), ext, "serial", body)
+            body = For(var, i64(0), ext, "serial", body)
         return body
 
     def _declare_prepack(self, param: Buffer, width: int) -> None:
@@ -487,52 +503,50 @@ class GemmEmitter:
         c = Var(low.names.fresh("cp"), _I64)
         ks, _ = self._reduction_loops("p")
         col = _add(col0, _add(_mul(t, width), c))
-        shape = [low._map_shape(s) for s in anchor.tensor.shape]
-        ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
-        kivs = [nest._iter_var(ax.var.name, ext, "S") for ax, ext in zip(anchor.raxes, self.rexts)]
+        shape = [low.map_shape(s) for s in anchor.tensor.shape]
+        ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+        kivs = [nest.iter_var(ax.var.name, ext, "S") for ax, ext in zip(anchor.raxes, self.rexts)]
         vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
         for ax, iv in zip(anchor.raxes, kivs):
             vmap[ax.var] = iv.var
         kflat: PrimExpr = kivs[0].var
         for iv, ext in zip(kivs[1:], self.rexts[1:]):
-            kflat = _add(_mul(kflat, _static(ext)), iv.var)
+            kflat = _add(_mul(kflat, static_int(ext)), iv.var)
         values = self._anchor_values(None, col)
         value = low.emit_value(self.plan.b_expr, vmap, low.default_load)
-        from phasec.te.emit import _block
         # the block's axes: the anchor's (the row axis bound to 0: B does not use it)
         body = low.with_lets([value], lambda v: BufferStore(bp, v[0], (t, kflat, c)))
-        blk = _block(nest._block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
-        inner = For(c, _i64(0), _i64(width), "vectorized" if self.vectorize else "serial", blk)
+        blk = block(nest.block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
+        inner = For(c, i64(0), i64(width), "vectorized" if self.vectorize else "serial", blk)
         param = None
         if (type(value) is BufferLoad and len(kivs) == 1 and len(value.indices) == 2
                 and value.indices[0] is kivs[0].var and value.indices[1] is ivs[-1].var
-                and _b.any(value.buffer is b for b in low.buffers.values())
-                and [_static(d) for d in value.buffer.shape] == [_static(self.K), self.N]):
+                and any(value.buffer is b for b in low.buffers.values())
+                and [static_int(d) for d in value.buffer.shape] == [static_int(self.K), self.N]):
             param = value.buffer
-        return For(t, _i64(0), _i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
+        return For(t, i64(0), i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
                    bp: Buffer | None) -> Stmt:
         """Rows ``[row0, row0 + mr)`` of the panel: one register tile per micro-panel."""
         t = Var(self.low.names.fresh("jt"), _I64)
         body = self._tile(row0, mr, _add(col0, _mul(t, width)), t, width, bp)
-        return For(t, _i64(0), _i64(tiles), "serial", body)
+        return For(t, i64(0), i64(tiles), "serial", body)
 
     # -- the register tile -----------------------------------------------------
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
         """The anchor's axis values at (row, col) (the others from the outer loops)."""
         nest, m, ri = self.nest, self.m, self.ri
-        return [(row if row is not None else _i64(0)) if t == ri else col if t == m - 1
+        return [(row if row is not None else i64(0)) if t == ri else col if t == m - 1
                 else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
               bp: Buffer | None) -> Stmt:
-        from phasec.te.emit import _block, _combine, _seq
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
-        acc_shape = (_i64(mr), _i64(width))
+        acc_shape = (i64(mr), i64(width))
         acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
-        shape = [low._map_shape(s) for s in anchor.tensor.shape]
+        shape = [low.map_shape(s) for s in anchor.tensor.shape]
         # The columns as whole vectors (unrolled), then the rest as vectors of
         # powers of two (see _vector_pieces); a wide tile (few rows) is one
         # long vectorized loop.
@@ -556,33 +570,32 @@ class GemmEmitter:
             for start, count, ext in groups:
                 jv = Var(low.names.fresh(root.axes[m - 1].name + "_v"), _I64)
                 jl = Var(low.names.fresh(root.axes[m - 1].name + "_i"), _I64)
-                ji = _add(_i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
+                ji = _add(i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
                 kind = "vectorized" if self.vectorize and ext >= 2 else "serial"
-                stmt: Stmt = For(jl, _i64(0), _i64(ext), kind, make(ii, ji))
+                stmt: Stmt = For(jl, i64(0), i64(ext), kind, make(ii, ji))
                 if count > 1:
-                    stmt = For(jv, _i64(0), _i64(count), "unroll", stmt)
+                    stmt = For(jv, i64(0), i64(count), "unroll", stmt)
                 parts.append(stmt)
-            return For(ii, _i64(0), _i64(mr), ii_kind, _seq(parts))
+            return For(ii, i64(0), i64(mr), ii_kind, seq(parts))
 
         def init(ii: Var, ji: PrimExpr) -> Stmt:
-            ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
-            return _block(nest._block_name(anchor.name + "_init"), ivs,
+            ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+            return block(nest.block_name(anchor.name + "_init"), ivs,
                           self._anchor_values(_add(row0, ii), _add(col, ji)),
-                          BufferStore(acc, low._map_shape(anchor.init), (ii, ji)))
+                          BufferStore(acc, low.map_shape(anchor.init), (ii, ji)))
 
         ks, _ = self._reduction_loops("")
         # A matrix-vector product adds ``unroll`` rows of B per pass over its
         # accumulators (in L1, not registers): the same additions in the same
         # order (bitwise the same sums), a quarter of the accumulator loads
-        # and stores, and four rows of B streaming at once (1x1024 @
-        # 1024x1024: 63 -> 55 us on one core).
-        K0 = _static(self.rexts[0]) if len(self.rexts) == 1 else None
+        # and stores, and four rows of B streaming at once.
+        K0 = static_int(self.rexts[0]) if len(self.rexts) == 1 else None
         unroll = 4 if (self.plan.wide and bp is None and K0 is not None and K0 >= 8
                        and K0 % 4 == 0) else 1
 
         def update(ii: Var, ji: PrimExpr) -> Stmt:
-            ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
-            kivs = [nest._iter_var(ax.var.name, ext, "R")
+            ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+            kivs = [nest.iter_var(ax.var.name, ext, "R")
                     for ax, ext in zip(anchor.raxes, self.rexts)]
             vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
             for ax, iv in zip(anchor.raxes, kivs):
@@ -590,12 +603,12 @@ class GemmEmitter:
             total: PrimExpr = BufferLoad(acc, (ii, ji))
             for q in range(unroll):
                 if q:
-                    vmap[anchor.raxes[0].var] = BinaryOp("+", kivs[0].var, _i64(q))
+                    vmap[anchor.raxes[0].var] = kivs[0].var + q
                 a = low.emit_value(self.plan.a_expr, vmap, low.default_load)
                 if bp is not None:
                     kflat: PrimExpr = kivs[0].var
                     for iv, ext in zip(kivs[1:], self.rexts[1:]):
-                        kflat = _add(_mul(kflat, _static(ext)), iv.var)
+                        kflat = _add(_mul(kflat, static_int(ext)), iv.var)
                     b: PrimExpr = BufferLoad(bp, (t, kflat, ji))
                 elif self.plan.row_group:
                     # the same for every row of the tile: read at its first row
@@ -604,17 +617,17 @@ class GemmEmitter:
                                        low.default_load)
                 else:
                     b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
-                prod = BinaryOp("*", b, a) if self.plan.b_first else BinaryOp("*", a, b)
-                total = _combine("sum", total, prod)
+                prod = b * a if self.plan.b_first else a * b
+                total = combine("sum", total, prod)
             body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
             kvalues = [_mul(ks[0], unroll)] if unroll > 1 else ks
-            return _block(nest._block_name(anchor.name + "_update"), ivs + kivs,
+            return block(nest.block_name(anchor.name + "_update"), ivs + kivs,
                           self._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
 
         def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
             nest.axis_expr[root.axes[ri]] = _add(row0, ii)
             nest.axis_expr[root.axes[m - 1]] = _add(col, ji)
-            ivs = [nest._iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
+            ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
             values = [nest.axis_expr[ax] for ax in root.axes]
             if anchor is root:
                 value: PrimExpr = BufferLoad(acc, (ii, ji))
@@ -628,14 +641,14 @@ class GemmEmitter:
                 value = low.emit_value(root.expr, vmap, load)
             body = low.with_lets([value], lambda v: BufferStore(
                 root.buffer, v[0], tuple(iv.var for iv in ivs)))
-            return _block(nest._block_name(root.name), ivs, values, body)
+            return block(nest.block_name(root.name), ivs, values, body)
 
         if unroll > 1:
-            upd: Stmt = For(ks[0], _i64(0), _i64(K0 // unroll), "serial", loops(update, "unroll"))
+            upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
             upd = self._wrap_reduction(ks, loops(update, "unroll"))
         prefetch = self._epilogue_prefetch(row0, mr, col, width)
-        return Allocate(acc, _seq([loops(init, "unroll"), *prefetch, upd,
+        return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
                                    loops(epilogue, "serial")]))
 
     def _epilogue_prefetch(self, row0: PrimExpr, mr: int, col: PrimExpr, width: int
@@ -645,12 +658,9 @@ class GemmEmitter:
         (the output): one per cache line of each of the tile's rows (see
         ``tir.PREFETCH_ATTR``). Touched only at the end of the tile, a few
         hundred bytes per row here and there, each line was a cache miss that
-        stalled the pipeline (a ResNet block's convolutions, caches cold:
-        2.10 -> 2.07 ms, with a residual 2.19 -> 2.13 ms)."""
-        from phasec.te.emit import _seq
-        from phasec.ir.tir import PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Evaluate, FloatImm
+        stalled the pipeline."""
         nest, low, root, m, ri = self.nest, self.low, self.root, self.m, self.ri
-        K = _static(self.K)
+        K = static_int(self.K)
         if self.plan.wide or K is None or K < nest.opt.target.gemm_prefetch_min_k:
             return []  # (a short reduction hides no miss and pays for the prefetches)
         ii = Var(low.names.fresh("pf_i"), _I64)
@@ -664,7 +674,7 @@ class GemmEmitter:
             buf = (low.buffers[id(tensor)] if tensor.is_placeholder
                    else None if st is None or st is self.anchor or st.root is not None
                    else st.buffer)
-            if buf is not None and _b.any(id(jj) in _vars_of(i) for i in idx):
+            if buf is not None and any(id(jj) in vars_of(i) for i in idx):
                 found.setdefault(id(buf), (PREFETCH_ATTR, buf, idx))
             return FloatImm(0.0, tensor.dtype)
         if self.anchor is not root:
@@ -678,9 +688,53 @@ class GemmEmitter:
         stmts: list[Stmt] = []
         for key, buf, idx in found.values():
             row = Var(low.names.fresh("pf_i"), _I64)  # a loop variable per loop
-            idx = tuple(_subst_var(i, ii, row) for i in idx)
-            body = [AttrStmt(key, BufferLoad(buf, tuple(_subst_var(i, jj, _i64(p))
+            idx = tuple(subst_var(i, ii, row) for i in idx)
+            body = [AttrStmt(key, BufferLoad(buf, tuple(subst_var(i, jj, i64(p))
                                                         for i in idx)),
                              Evaluate(IntImm(0, "int32"))) for p in points]
-            stmts.append(For(row, _i64(0), _i64(mr), "unroll", _seq(body)))
+            stmts.append(For(row, i64(0), i64(mr), "unroll", seq(body)))
         return stmts
+
+
+# ---------------------------------------------------------------------------
+# Constant weights packed at build time
+# ---------------------------------------------------------------------------
+
+def pack_weight(w: np.ndarray, width: int) -> np.ndarray:
+    """``Wp[t, k, c] = w[k, t*width + c]``, zero past the last column: the
+    layout of the packed micro-panels (a view when the columns divide
+    evenly; a relax ``Constant`` makes it contiguous)."""
+    k, n = w.shape
+    tiles = -(-n // width)
+    if tiles * width != n:
+        padded = np.zeros((k, tiles * width), w.dtype)
+        padded[:, :n] = w
+        w = padded
+    return w.reshape(k, tiles, width).transpose(1, 0, 2)
+
+
+def _prepacked_weight(func: tir.PrimFunc) -> WeightPlan | None:
+    """The packing of B that ``func`` declares (``PREPACK_ATTR`` naming a 2-D
+    parameter of static shape read as ``B[k, j]``, ``PACK_MARK`` nests), or None."""
+    pname = (func.attrs or {}).get(PREPACK_ATTR)
+    width = (func.attrs or {}).get(PREPACK_WIDTH_ATTR)
+    if not pname or not isinstance(width, int) or width < 1:
+        return None
+    index = next((i for i, p in enumerate(func.params)
+                  if isinstance(p, tir.Buffer) and p.name == pname), None)
+    if index is None:
+        return None
+    b = func.params[index]
+    dims = static_dims(b)
+    if dims is None or len(dims) != 2:
+        return None
+    k, n = dims
+    packed = tir.Buffer(b.name + "_packed", (i64(-(-n // width)), i64(k), i64(width)), b.dtype)
+    attrs = {a: v for a, v in func.attrs.items() if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR)}
+    return WeightPlan(index, packed, PACK_MARK, lambda mark: mark.value, attrs,
+                      lambda w: pack_weight(w, width))
+
+
+#: B's panels packed into micro-panels (``pack_weight``); each marked nest
+#: writes the micro-panels from the one its mark's value gives
+WEIGHT_TRANSFORM = WeightTransform("GEMM micro-panels of a constant B", _prepacked_weight)

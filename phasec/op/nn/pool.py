@@ -32,21 +32,23 @@ import numpy as np
 from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.ir.tir import BinaryOp, BufferStore, Cast, For, IntImm, PrimExpr, Select, SeqStmt, Var
+from phasec.ir.tir import Cast, IntImm, PrimExpr
 from phasec.op._common import (
-    OpPattern, as_bool, as_str, define, err, int_tuple, opt, tensor_sinfo, tensor_arg,
+    OpPattern, as_bool, as_str, attrs_of, define, err, int_tuple, opt, tensor_sinfo, tensor_arg,
 )
 from phasec.op._layout import (
-    SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
+    SPATIAL_LETTERS, Layout, _packed, check_nonneg, check_positive, layout_of, opt_layout,
+    padding_nd, spatial,
 )
 from phasec.op.draw import FLOAT, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
 from phasec.op._lowering import _clamp, _const, _name, _out, _tensor, legalizes
+from phasec.te import schedules
+from phasec.te.schedules.workloads import PoolWorkload
 
 __all__ = ["pool_out_size", "pool_reference"]
 
 
 def _attrs(call):
-    from phasec.op._common import attrs_of
     return attrs_of(call)
 
 
@@ -65,10 +67,10 @@ def _canonical(rank: int) -> str:
 def pool_out_size(in_dim: PrimExpr, k: int, s: int, d: int, p0: int, p1: int,
                   ceil_mode: bool) -> PrimExpr:
     """One spatial output size, TVM 0.27's formula (see the module docstring)."""
-    num = BinaryOp("-", BinaryOp("+", in_dim, _i64(p0 + p1)), _i64(d * (k - 1) + 1))
+    num = (in_dim + (p0 + p1)) - (d * (k - 1) + 1)
     if ceil_mode:
-        num = BinaryOp("+", num, _i64(s - 1))
-    raw = arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
+        num = num + (s - 1)
+    raw = arith.simplify(num // s + 1)
     if not ceil_mode:
         return raw
     # The last window starts at (raw - 1) * s, which lies in
@@ -79,15 +81,15 @@ def pool_out_size(in_dim: PrimExpr, k: int, s: int, d: int, p0: int, p1: int,
     if slack + s - 2 < 0:
         return raw
     if slack - 1 >= 0:
-        return arith.simplify(BinaryOp("-", raw, _i64(1)))
+        return arith.simplify(raw - 1)
     # Otherwise the adjustment depends on i: subtract the indicator
     # [last start >= i + p0], written min(max(last - (i + p0) + 1, 0), 1) rather
     # than a Select (TVM's if_then_else) so the size stays integer arithmetic
     # that buffer shapes in compiled kernels accept.
-    last_start = BinaryOp("*", BinaryOp("-", raw, _i64(1)), _i64(s))
-    over = BinaryOp("+", BinaryOp("-", last_start, BinaryOp("+", in_dim, _i64(p0))), _i64(1))
-    indicator = BinaryOp("min", BinaryOp("max", over, _i64(0)), _i64(1))
-    return arith.simplify(BinaryOp("-", raw, indicator))
+    last_start = (raw - 1) * s
+    over = last_start - (in_dim + p0) + 1
+    indicator = te.minimum(te.maximum(over, 0), 1)
+    return arith.simplify(raw - indicator)
 
 
 def _out_sizes_int(in_sizes, a, rank):
@@ -187,8 +189,6 @@ def pool_reference(data, kind, rank, pool_size, strides, padding, dilation, ceil
 
 def _ref_layout(name: str, rank: int):
     """The layout of a reference call (inference has checked the attribute)."""
-    from phasec.op._layout import Layout, _packed
-
     canonical = _canonical(rank)
     if sorted(name) == sorted(canonical):
         return Layout(name, canonical)
@@ -227,172 +227,20 @@ for _rank in (1, 2, 3):
                doc=f"{_rank}-D {_kind} pooling (layout {_canonical(_rank)} or a permutation).")
 
 
-def _fast_max_pool(dtype: str, out_shape, stride: int) -> bool:
-    """Whether a max pooling takes te.fast_max plus a NaN count (below) rather
-    than te.max: float, and a stride of 1 along the rows or output rows of at
-    least one vector (static).
-
-    Measured on one core (3x3, NCHW; us, before -> after, ORT 1.32 in
-    brackets): stride 2, 128x55x55 no padding 566 -> 100 (81), 96x109x109
-    380 -> 232 (227), 64x112x112 padding 1 810 -> 347 (157), 24x112x112 357
-    -> 133 (82); stride 1, 1024x7x7 padding 1 523 -> 63 (32), 256x12x12 82 ->
-    35 (19). With the count the reductions get a scalar accumulator per
-    output element instead of a row of them, which strided rows narrower
-    than a vector do not repay (256x27x27 stride 2: 160 -> 239 us, 320x28x28
-    padding 1: 256 -> 356 us): those keep te.max (over the padded copy when
-    there is padding: 256 -> 203 us)."""
-    if not dtype.startswith("float") or not out_shape:
-        return False
-    if stride == 1:
-        return True
-    from phasec.target.tuning import host_tuning
-
-    width = arith.const_int(out_shape[-1])
-    return width is not None and width >= host_tuning().lanes(int(dtype[5:]))
-
-
-def _padded_input(x, pads, rank: int, fill, reach: list[int]):
-    """The input with its padding filled in (``fill``: the max's identity) as
-    a buffer of its own, for a canonical-layout input of static shape with
-    padding; else None. It extends to ``reach`` (per spatial axis, the end of
-    the last window in input coordinates) when that passes the padding, as
-    ``ceil_mode``'s last window may.
-
-    Reading the border through a bounds test and clamped indices in the
-    pooling loop made every load a gather (64x112x112 3x3/2 max pool with
-    padding 1: ~810 us), and so would a padded copy written as one compute.
-    The copy is hand-written TIR: per channel, the padded plane is filled,
-    then the input's rows are copied into its interior, both with contiguous
-    vector stores."""
-    dims = [arith.const_int(d) for d in x.shape]
-    if not any(pads) or any(d is None for d in dims):
-        return None
-    n, c, *sp = dims
-    lo, hi = pads[:rank], pads[rank:]
-    # up to where the windows reach (``reach``: exclusive, input coordinates)
-    shape = (n, c, *[lo[j] + max(sp[j] + hi[j], reach[j]) for j in range(rank)])
-
-    def build(bufs, out):
-        src = bufs[0]
-        ni, ci = Var("n", "int64"), Var("c", "int64")
-
-        def plane(extents, body, base):
-            ids = [Var(f"{base}{d}", "int64") for d in range(rank)]
-            stmt = body(ids)
-            for d in reversed(range(rank)):
-                kind = "vectorized" if d == rank - 1 and extents[d] >= 2 else "serial"
-                stmt = For(ids[d], _i64(0), _i64(extents[d]), kind, stmt)
-            return stmt
-        fill_stmt = plane(shape[2:], lambda i: BufferStore(out, fill, (ni, ci, *i)), "f")
-        copy_stmt = plane(sp, lambda i: BufferStore(
-            out, src[(ni, ci, *i)], (ni, ci, *[BinaryOp("+", i[j], _i64(lo[j]))
-                                              for j in range(rank)])), "y")
-        body = SeqStmt((fill_stmt, copy_stmt))
-        # threads only for enough work, as the TE schedules decide (tuning)
-        from phasec.target.tuning import host_tuning
-
-        work = n * c * int(np.prod(shape[2:]))
-        par = c > 1 and work >= host_tuning().parallel_min_work
-        return For(ni, _i64(0), _i64(n), "serial",
-                   For(ci, _i64(0), _i64(c), "parallel" if par else "serial", body))
-    return te.extern([_i64(v) for v in shape], x.dtype, [x], build, name="pad_temp")
-
-
 def _pool_te(call, inputs, kind: str, rank: int):
+    """The pooling's kernel, in the schedule the table of
+    :mod:`phasec.te.schedules` picks."""
     x = _tensor(inputs, 0, call)
     out = _out(call)
     a = _attrs(call)
     canonical = _canonical(rank)
     lay = layout_of(call, a["layout"], canonical, "layout", packed=True)
     out_lay = layout_of(call, a["out_layout"] or a["layout"], canonical, "out_layout",
-                           packed=True)
-    in_sp = lay.to_canonical(x.shape)[2:]
-    pads = a["padding"]
-    taps = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(a["pool_size"])]
-    dt = x.dtype
-    acc = dt if dt.startswith("float") else "int64"
-
-    def positions(oi, rvars):
-        return [BinaryOp("+", BinaryOp("-", BinaryOp("*", oi[j], _i64(a["strides"][j])),
-                                       _i64(pads[j])),
-                         BinaryOp("*", rvars[j], _i64(a["dilation"][j]))) for j in range(rank)]
-
-    def within(pos, lo, hi):
-        cond = None
-        for j, p in enumerate(pos):
-            c = BinaryOp("and", BinaryOp(">=", p, _i64(lo[j]) if isinstance(lo[j], int) else lo[j]),
-                         BinaryOp("<", p, hi[j]))
-            cond = c if cond is None else BinaryOp("and", cond, c)
-        return cond
-
-    def load(n, c, pos):
-        idx = lay.index_from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
-        return x[idx]
-
-    zeros = [0] * rank
-    fast = kind == "max" and _fast_max_pool(dt, out.shape, a["strides"][-1])
-    # a max pool's padding in a copy of its own: see _padded_input
-    padded = None
-    if kind == "max" and a["layout"] == canonical:
-        # how far the last window reaches (ceil_mode's may pass the padding)
-        out_sp = [arith.const_int(d) for d in out_lay.to_canonical(out.shape)[2:]]
-        if all(d is not None for d in out_sp):
-            reach = [(out_sp[j] - 1) * a["strides"][j] - pads[j]
-                     + (a["pool_size"][j] - 1) * a["dilation"][j] + 1 for j in range(rank)]
-            padded = _padded_input(x, pads, rank, te.min_value(dt), reach)
-
-    def tap(n, c, pos):
-        """The input at ``pos``: the padded copy's, or tested against the border."""
-        if padded is not None:
-            return padded[(n, c, *[BinaryOp("+", p, _i64(pads[j])) for j, p in enumerate(pos)])]
-        fill = te.min_value(dt) if kind == "max" else _const(0, acc)
-        value = load(n, c, pos) if kind == "max" else te.cast(load(n, c, pos), acc)
-        return Select(within(pos, zeros, in_sp), value, fill)
-
-    def total(*o):
-        n, c, *oi = out_lay.index_to_canonical(o)
-        v = tap(n, c, positions(oi, [t.var for t in taps]))
-        if kind == "max":
-            return (te.fast_max if fast else te.max)(v, axis=taps)
-        return te.sum(v, axis=taps)
-    red = te.compute(out.shape, total, name=_name(call) + (
-        "_sum" if kind != "max" else "_fast" if fast else ""))
-    if fast:
-        # te.fast_max may drop a NaN (it is the CPU's max, one instruction where
-        # the NaN-propagating max costs six); a count of the window's NaNs puts
-        # them back, so the result is te.max's
-        taps_nan = [te.reduce_axis(k, f"q{j}") for j, k in enumerate(a["pool_size"])]
-
-        def nans(*o):
-            n, c, *oi = out_lay.index_to_canonical(o)
-            v = tap(n, c, positions(oi, [t.var for t in taps_nan]))
-            return te.sum(Select(BinaryOp("!=", v, v), _i64(1), _i64(0)), axis=taps_nan)
-        cnt = te.compute(out.shape, nans, name=_name(call) + "_nans")
-        nan = _const(float("nan"), dt)
-        return te.compute(out.shape, lambda *i: Select(BinaryOp(">", cnt[i], _i64(0)), nan,
-                                                       red[i]), name=_name(call))
-    if kind == "max":
-        return red
-    taps2 = [te.reduce_axis(k, f"q{j}") for j, k in enumerate(a["pool_size"])]
-
-    def count(*o):
-        _, _, *oi = out_lay.index_to_canonical(o)
-        pos = positions(oi, [t.var for t in taps2])
-        if a["count_include_pad"]:
-            lo = [-pads[j] for j in range(rank)]
-            hi = [arith.simplify(BinaryOp("+", in_sp[j], _i64(pads[rank + j])))
-                  for j in range(rank)]
-        else:
-            lo, hi = zeros, in_sp
-        return te.sum(Select(within(pos, lo, hi), _i64(1), _i64(0)), axis=taps2)
-    cnt = te.compute(out.shape, count, name=_name(call) + "_count")
-
-    def body(*i):
-        c = BinaryOp("max", cnt[i], _i64(1))
-        if dt.startswith("float"):
-            return BinaryOp("/", red[i], Cast(dt, c))
-        return te.cast(BinaryOp("//", red[i], c), dt)
-    return te.compute(out.shape, body, name=_name(call))
+                        packed=True)
+    return schedules.schedule_pool(PoolWorkload(
+        x, out.shape, kind, rank, tuple(a["pool_size"]),
+        tuple(a["strides"]), tuple(a["padding"]), tuple(a["dilation"]),
+        a["count_include_pad"], lay, out_lay, a["layout"] == canonical, _name(call)))
 
 
 for _rank in (1, 2, 3):
@@ -475,8 +323,7 @@ def _max_window(in_dim: PrimExpr, out_dim: PrimExpr) -> PrimExpr:
     i, n = arith.const_int(in_dim), arith.const_int(out_dim)
     if i is not None and n is not None:
         return _i64(max(-((-(o + 1) * i) // n) - (o * i) // n for o in range(n)))
-    return arith.simplify(BinaryOp("+", BinaryOp("//", BinaryOp("-", BinaryOp("+", in_dim, out_dim),
-                                                                  _i64(1)), out_dim), _i64(1)))
+    return arith.simplify((in_dim + out_dim - 1) // out_dim + 1)
 
 
 def _adaptive_te(call, inputs, rank: int):
@@ -496,23 +343,18 @@ def _adaptive_te(call, inputs, rank: int):
     def bounds(oi):
         starts, ends = [], []
         for j in range(rank):
-            starts.append(BinaryOp("//", BinaryOp("*", oi[j], in_sp[j]), out_sp[j]))
+            starts.append(oi[j] * in_sp[j] // out_sp[j])
             # ceil((o + 1) * i / n) for non-negative operands
-            ends.append(BinaryOp("//", BinaryOp("+", BinaryOp("*", BinaryOp("+", oi[j], _i64(1)),
-                                                              in_sp[j]),
-                                                BinaryOp("-", out_sp[j], _i64(1))), out_sp[j]))
+            ends.append(((oi[j] + 1) * in_sp[j] + (out_sp[j] - 1)) // out_sp[j])
         return starts, ends
 
     def total(*o):
         n, c, *oi = out_lay.index_to_canonical(o)
         starts, ends = bounds(oi)
-        pos = [BinaryOp("+", starts[j], taps[j].var) for j in range(rank)]
-        cond = None
-        for j in range(rank):
-            cj = BinaryOp("<", pos[j], ends[j])
-            cond = cj if cond is None else BinaryOp("and", cond, cj)
+        pos = [starts[j] + taps[j].var for j in range(rank)]
+        inside = te.all_of(*[te.lt(pos[j], ends[j]) for j in range(rank)])
         idx = lay.index_from_canonical((n, c, *[_clamp(p, in_sp[j]) for j, p in enumerate(pos)]))
-        return te.sum(Select(cond, te.cast(x[idx], acc), _const(0, acc)), axis=taps)
+        return te.sum(te.select(inside, te.cast(x[idx], acc), _const(0, acc)), axis=taps)
     s = te.compute(out.shape, total, name=_name(call) + "_sum")
 
     def body(*o):
@@ -520,10 +362,10 @@ def _adaptive_te(call, inputs, rank: int):
         starts, ends = bounds(oi)
         cnt: PrimExpr = _i64(1)
         for j in range(rank):
-            cnt = BinaryOp("*", cnt, BinaryOp("-", ends[j], starts[j]))
+            cnt = cnt * (ends[j] - starts[j])
         if dt.startswith("float"):
-            return BinaryOp("/", s[o], Cast(dt, cnt))
-        return te.cast(BinaryOp("//", s[o], cnt), dt)
+            return s[o] / Cast(dt, cnt)
+        return te.cast(s[o] // cnt, dt)
     return te.compute(out.shape, body, name=_name(call))
 
 

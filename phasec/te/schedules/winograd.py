@@ -14,8 +14,8 @@ channels it becomes ``a * a`` independent matrix products::
 F(4x4, 3x3) does 36 multiply-adds per 16 outputs and input channel where
 the direct convolution does 144: the GEMMs are a quarter of the direct
 convolution's work, and the transforms are cheap additions with small
-constants. 64 channels 3x3 over 56x56 (one core): 2.03 ms direct (at the
-machine's FMA peak) -> see ``bench/README.md``.
+constants (measurements: bench/README.md, "Schedule notes moved from
+docstrings").
 
 The price is rounding: the transforms scale values by up to 5 (B), 8 (A)
 and 1/24 (G), so the result differs from the direct convolution's by a few
@@ -28,10 +28,10 @@ choose when it is used; ``PHASEC_WINOGRAD=0`` turns it off on the host.
 The weight transform is a nest of its own marked
 ``AttrStmt(WINOGRAD_MARK, m, nest)``: when the weight is a constant of the
 module, :class:`phasec.passes.pack_constant_weights.PackConstantWeights` computes
-``U`` once at build time (:func:`transform_weight`) and the kernel reads it
-as a parameter instead. The transforms are written as TIR (``te.extern``)
-with the constants folded in, zero terms skipped and contiguous innermost
-loops: the input tile rows are first copied into a small buffer
+``U`` once at build time (:func:`transform_weight`, declared as
+``WEIGHT_TRANSFORM``) and the kernel reads it as a parameter instead. The
+transforms are written as TIR (``te.extern``) with the constants folded in,
+zero terms skipped and contiguous innermost loops: the input tile rows are first copied into a small buffer
 de-interleaved by ``x mod m``, so that both passes of ``B^T d B`` (rows,
 then columns) read consecutive elements.
 """
@@ -43,13 +43,20 @@ from fractions import Fraction as F
 
 import numpy as np
 
-from phasec.ir import tir
 from phasec import arith
-from phasec import te
-from phasec.ir.tir import BinaryOp, Buffer, For, IfThenElse, IntImm, PrimExpr, Stmt, Var
-from phasec.op._tirgen import i64, seq
+from phasec.ir import tir
+from phasec.ir.tir import Buffer, For, IfThenElse, PrimExpr, SeqStmt, Stmt, Var
+from phasec.target import tuning
+from phasec.te import operation as te
+from phasec.te.operation import i64
+from phasec.te.schedules.build_time import (
+    WeightPlan, WeightTransform, ir_nodes, static_dims, statements, stored_buffer,
+)
+from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.tensor import Tensor
 
-__all__ = ["WINOGRAD_MARK", "winograd_matrices", "transform_weight", "winograd_conv2d"]
+__all__ = ["WINOGRAD_MARK", "WEIGHT_TRANSFORM", "winograd_matrices", "transform_weight",
+           "winograd_conv2d", "schedule"]
 
 #: the key of the AttrStmt around a kernel's weight transform (value: m)
 WINOGRAD_MARK = "phasec.winograd_weight"
@@ -116,12 +123,17 @@ def _combine(terms: Sequence[tuple[F, PrimExpr]], dtype: str) -> PrimExpr:
             continue
         neg = coef < 0
         mag = -coef if neg else coef
-        term = value if mag == 1 else BinaryOp("*", te.const(float(mag), dtype), value)
+        term = value if mag == 1 else te.const(float(mag), dtype) * value
         if out is None:
-            out = BinaryOp("-", te.const(0.0, dtype), term) if neg else term
+            out = te.const(0.0, dtype) - term if neg else term
         else:
-            out = BinaryOp("-" if neg else "+", out, term)
+            out = out - term if neg else out + term
     return te.const(0.0, dtype) if out is None else out
+
+
+def _seq(*stmts: Stmt) -> Stmt:
+    """The statements in sequence (no flattening: the nests keep their shape)."""
+    return stmts[0] if len(stmts) == 1 else SeqStmt(stmts)
 
 
 def _loop(extent: int, body, kind: str = "serial", name: str = "i") -> Stmt:
@@ -136,12 +148,12 @@ def _add(*xs: PrimExpr | int) -> PrimExpr:
             if x == 0:
                 continue
             x = i64(x)
-        out = x if out is None else BinaryOp("+", out, x)
+        out = x if out is None else out + x
     return i64(0) if out is None else out
 
 
 def _mul(x: PrimExpr, c: int) -> PrimExpr:
-    return x if c == 1 else BinaryOp("*", x, i64(c))
+    return x if c == 1 else x * c
 
 
 def _round_up(x: int, step: int) -> int:
@@ -194,7 +206,7 @@ def _weight_nest(plan: _Plan, w: Buffer, u: Buffer) -> Stmt:
                 lets.append((var, _combine([(plan.g[e][r], loads[r][s]) for r in range(3)], dt)))
                 row.append(var)
             t.append(row)
-        stmt: Stmt = seq(*[tir.BufferStore(
+        stmt: Stmt = _seq(*[tir.BufferStore(
             u, _combine([(plan.g[f][s], t[e][s]) for s in range(3)], dt), (i64(e * a + f), k, c))
             for e in range(a) for f in range(a)])
         for var, value in reversed(lets):
@@ -202,7 +214,7 @@ def _weight_nest(plan: _Plan, w: Buffer, u: Buffer) -> Stmt:
         return stmt
     nest = _loop(plan.k, lambda k: _loop(plan.c, lambda c: body(k, c), "vectorized", "c"),
                  "parallel", "k")
-    return tir.AttrStmt(WINOGRAD_MARK, IntImm(plan.m, "int64"), nest)
+    return tir.AttrStmt(WINOGRAD_MARK, i64(plan.m), nest)
 
 
 def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
@@ -226,33 +238,33 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
                       "vectorized", "x")]
 
     def per_channel(nc: Var) -> Stmt:
-        n = BinaryOp("//", nc, i64(plan.c))
-        c = BinaryOp("%", nc, i64(plan.c))
+        n = nc // plan.c
+        c = nc % plan.c
 
         def per_row(ty: Var) -> Stmt:
             def fill(r: Var) -> Stmt:
                 y = _add(_mul(ty, m), r, -plan.top)
-                in_y = BinaryOp("and", BinaryOp(">=", y, i64(0)), BinaryOp("<", y, i64(plan.h)))
+                in_y = te.in_range(y, 0, plan.h)
                 copy = _loop(inner, lambda x: tir.BufferStore(
                     padded, d[n, c, y, x], (_add(x, plan.left),)), "vectorized", "x")
-                row = IfThenElse(in_y, seq(*zeros(0, plan.left), copy,
+                row = IfThenElse(in_y, _seq(*zeros(0, plan.left), copy,
                                            *zeros(plan.left + inner, q * m)),
-                                 seq(*zeros(0, q * m)))
-                spread = _loop(q, lambda x_q: seq(*[tir.BufferStore(
+                                 _seq(*zeros(0, q * m)))
+                spread = _loop(q, lambda x_q: _seq(*[tir.BufferStore(
                     rows, padded[_add(_mul(x_q, m), ph)], (r, i64(ph), x_q))
                     for ph in range(m)]), "vectorized", "xq")
-                return seq(row, spread)
+                return _seq(row, spread)
             row_t = [_loop(q, lambda x_q, e=e, ph=ph: tir.BufferStore(
                 tb, _combine([(plan.bt[e][r], rows[i64(r), i64(ph), x_q]) for r in range(a)], dt),
                 (i64(e), i64(ph), x_q)), "vectorized", "xq") for e in range(a) for ph in range(m)]
             p0 = plan.first_column(n, ty)
 
             def col(e: Var) -> Stmt:  # the coefficients depend on f only
-                return seq(*[_loop(plan.twv, lambda tx, f=f: tir.BufferStore(v, _combine(
+                return _seq(*[_loop(plan.twv, lambda tx, f=f: tir.BufferStore(v, _combine(
                     [(plan.bt[f][s], tb[e, i64(s % m), _add(tx, s // m)]) for s in range(a)],
                     dt), (_add(_mul(e, a), f), c, _add(p0, tx))), "vectorized", "tx")
                     for f in range(a)])
-            return seq(_loop(a, fill, "serial", "r"), *row_t, _loop(a, col, "serial", "e"))
+            return _seq(_loop(a, fill, "serial", "r"), *row_t, _loop(a, col, "serial", "e"))
         body = _loop(plan.th, per_row, "serial", "ty")
         return tir.Allocate(padded, tir.Allocate(rows, tir.Allocate(tb, body)))
     return _loop(plan.n * plan.c, per_channel, "parallel", "nc")
@@ -268,17 +280,17 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
     rb = Buffer("wino_r", (i64(m), i64(m), i64(plan.twv)), dt)
 
     def per_channel(nk: Var) -> Stmt:
-        n = BinaryOp("//", nk, i64(plan.k))
-        k = BinaryOp("%", nk, i64(plan.k))
+        n = nk // plan.k
+        k = nk % plan.k
 
         def per_row(ty: Var) -> Stmt:
             p0 = plan.first_column(n, ty)
             # the coefficients depend on i (first) and j (second) only
-            first = _loop(a, lambda f: seq(*[_loop(plan.twv, lambda tx, i=i: tir.BufferStore(
+            first = _loop(a, lambda f: _seq(*[_loop(plan.twv, lambda tx, i=i: tir.BufferStore(
                 o1, _combine([(plan.at[i][e], mb[_add(i64(e * a), f), k, _add(p0, tx)])
                               for e in range(a)], dt), (i64(i), f, tx)), "vectorized", "tx")
                 for i in range(m)]), "serial", "f")
-            second = _loop(m, lambda i: seq(*[_loop(plan.twv, lambda tx, j=j: tir.BufferStore(
+            second = _loop(m, lambda i: _seq(*[_loop(plan.twv, lambda tx, j=j: tir.BufferStore(
                 rb, _combine([(plan.at[j][f], o1[i, i64(f), tx]) for f in range(a)], dt),
                 (i, i64(j), tx)), "vectorized", "tx") for j in range(m)]), "serial", "i")
 
@@ -287,23 +299,23 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
                 # columns of a last partial tile
                 y = _add(_mul(ty, m), i)
                 full, rest = divmod(plan.ow, m)
-                parts = [] if not full else [_loop(full, lambda tx: seq(*[tir.BufferStore(
+                parts = [] if not full else [_loop(full, lambda tx: _seq(*[tir.BufferStore(
                     out, rb[i64(i), i64(j), tx], (n, k, y, _add(_mul(tx, m), j)))
                     for j in range(m)]), "vectorized", "tx")]
                 parts += [tir.BufferStore(out, rb[i64(i), i64(j), i64(full)],
                                           (n, k, y, i64(full * m + j))) for j in range(rest)]
-                store = seq(*parts)
+                store = _seq(*parts)
                 if plan.oh % m == 0 or i == 0:
                     return store
-                return IfThenElse(BinaryOp("<", y, i64(plan.oh)), store)
-            return seq(first, second, *[out_row(i) for i in range(m)])
+                return IfThenElse(te.lt(y, plan.oh), store)
+            return _seq(first, second, *[out_row(i) for i in range(m)])
         return tir.Allocate(o1, tir.Allocate(rb, _loop(plan.th, per_row, "serial", "ty")))
     return _loop(plan.n * plan.k, per_channel, "parallel", "nk")
 
 
-def winograd_conv2d(data: te.Tensor, weight: te.Tensor, out_shape: Sequence[PrimExpr],
+def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
                     padding: Sequence[int], dtype: str, max_tile: int,
-                    lanes: int) -> te.Tensor | None:
+                    lanes: int) -> Tensor | None:
     """The conv2d of NCHW ``data`` and OIHW 3x3 ``weight`` (stride 1,
     dilation 1, one group, ``padding`` top, left, bottom, right) by
     F(m x m, 3 x 3), its loops in vectors of ``lanes``, or None when a shape
@@ -311,9 +323,8 @@ def winograd_conv2d(data: te.Tensor, weight: te.Tensor, out_shape: Sequence[Prim
 
     ``m`` is the largest of ``max_tile`` and 2 that gives the GEMMs at least
     a vector of columns (tiles): a 7x7 image has 4 tiles of 4x4 and 16 of
-    2x2, and F(2x2) is there 4x faster than F(4x4) (512 channels, one core:
-    1.95 against 8.2 ms; the direct convolution 4.1 ms). A smaller image
-    keeps the direct convolution."""
+    2x2, and F(2x2) is there much faster than F(4x4). A smaller image keeps
+    the direct convolution."""
     dims = [arith.const_int(x) for x in (*data.shape, *weight.shape, *out_shape)]
     if any(x is None for x in dims):
         return None
@@ -336,3 +347,46 @@ def winograd_conv2d(data: te.Tensor, weight: te.Tensor, out_shape: Sequence[Prim
                       name="T_winograd_gemm", tag="matmul")
     return te.extern(tuple(out_shape), dtype, [prod], lambda ins, o: _output_nest(plan, ins[0], o),
                      name="T_conv2d_winograd")
+
+
+def schedule(w: ConvWorkload) -> Tensor | None:
+    """The convolution of ``w`` (an NCHW float conv2d) by Winograd's
+    F(m x m, 3 x 3), or None when it is not a one-group 3x3 stride-1
+    convolution of enough channels (``m`` and the channel threshold from the
+    host's :class:`~phasec.target.tuning.TargetTuning`)."""
+    host = tuning.host_tuning()
+    if (not host.winograd_tile or w.groups != 1 or tuple(w.strides) != (1, 1)
+            or tuple(w.dilation) != (1, 1)):
+        return None
+    channels = [arith.const_int(x) for x in (w.data.shape[1], w.weight.shape[0])]
+    if any(x is None or x < host.winograd_min_channels for x in channels):
+        return None
+    return winograd_conv2d(w.data, w.weight, w.out_shape, w.padding, w.dtype,
+                           host.winograd_tile, w.lanes)
+
+
+def _transformed_weight(func: tir.PrimFunc) -> WeightPlan | None:
+    """The weight transform ``func`` marks (one ``WINOGRAD_MARK`` nest that
+    reads one parameter and writes a buffer of static shape), or None."""
+    marks = [s for s in statements(func.body)
+             if type(s) is tir.AttrStmt and s.key == WINOGRAD_MARK]
+    if len(marks) != 1 or not isinstance(marks[0].value, tir.IntImm):
+        return None
+    m = marks[0].value.value
+    params = {id(p): i for i, p in enumerate(func.params) if isinstance(p, tir.Buffer)}
+    read = {id(n.buffer) for n in ir_nodes(marks[0].body) if type(n) is tir.BufferLoad}
+    weights = [params[b] for b in read if b in params]
+    target = stored_buffer(marks[0].body)
+    if len(weights) != 1 or len(read) != 1 or target is None or static_dims(target) is None:
+        return None
+    index = weights[0]
+    weight = func.params[index]
+    transformed = tir.Buffer(weight.name + "_winograd", target.shape, target.dtype)
+    return WeightPlan(index, transformed, WINOGRAD_MARK, lambda mark: i64(0),
+                      dict(func.attrs or {}), lambda data: transform_weight(data, m))
+
+
+#: ``U = G w G^T`` of a constant weight (:func:`transform_weight`, in float64
+#: rounded once, where the kernel's own transform rounds at each step: the
+#: values may differ in the last bit)
+WEIGHT_TRANSFORM = WeightTransform("Winograd weight transform", _transformed_weight)

@@ -26,20 +26,24 @@ from phasec import arith
 from phasec import te
 from phasec.ir.text import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.ir.tir import BinaryOp, IntImm, Select
-from phasec.op._common import OpPattern, as_dtype, as_int, as_str, binary_dtype, define, err, tensor_arg, tensor_sinfo
+from phasec.ir.tir import IntImm
+from phasec.op._common import (
+    OpPattern, as_dtype, as_int, as_str, attrs_of, binary_dtype, define, err, tensor_arg,
+    tensor_sinfo,
+)
 from phasec.op._layout import (
-    Layout, SPATIAL_LETTERS, check_nonneg, check_positive, layout_of, opt_layout, padding_nd, spatial,
+    Layout, SPATIAL_LETTERS, _packed, check_nonneg, check_positive, layout_of, opt_layout,
+    padding_nd, spatial,
 )
 from phasec.op.draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
-from phasec.op.nn_winograd import winograd_conv2d
+from phasec.te import schedules
+from phasec.te.schedules.workloads import ConvWorkload
 
 __all__ = ["conv_reference", "conv_transpose_reference"]
 
 
 def _attrs(call):
-    from phasec.op._common import attrs_of
     return attrs_of(call)
 
 
@@ -56,9 +60,8 @@ def _kernel_layout(rank: int) -> str:
 
 
 def _conv_out(in_dim, k, s, d, p0, p1):
-    num = BinaryOp("-", BinaryOp("+", in_dim, _i64(p0 + p1)),
-                   BinaryOp("+", BinaryOp("*", _i64(d), BinaryOp("-", k, _i64(1))), _i64(1)))
-    return arith.simplify(BinaryOp("+", BinaryOp("//", num, _i64(s)), _i64(1)))
+    num = (in_dim + (p0 + p1)) - (_i64(d) * (k - 1) + 1)
+    return arith.simplify(num // s + 1)
 
 
 def _infer_conv(rank: int):
@@ -86,7 +89,7 @@ def _infer_conv(rank: int):
             return TensorStructInfo(None, dtype, ol.ndim)
         n, c, *sp = dl.to_canonical(data.shape)
         o, i, *ks = kl.to_canonical(weight.shape)
-        if arith.prove_not_equal(c, BinaryOp("*", i, _i64(groups))):
+        if arith.prove_not_equal(c, i * groups):
             raise err(call, f"the data has {prim_expr_to_str(c)} input channels but the weight "
                             f"expects {prim_expr_to_str(i)} x groups({groups})")
         oc = arith.const_int(o)
@@ -117,8 +120,6 @@ def _check_packed_out(call, layout, dims) -> None:
 
 def _layouts(rank: int, data_layout: str, kernel_layout: str, out_layout, transpose=False):
     """The Layout objects of a reference call (the attributes were checked by inference)."""
-    from phasec.op._layout import _packed
-
     def get(name, canonical):
         if sorted(name) == sorted(canonical):
             return Layout(name, canonical)
@@ -193,215 +194,17 @@ for _rank in (1, 2, 3):
 
 
 def _conv_te(call, inputs, rank: int):
+    """The convolution's kernel, in the schedule the table of
+    :mod:`phasec.te.schedules` picks (Winograd, flat rows, im2col, direct)."""
     data, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
     out = _out(call)
     a = _attrs(call)
-    dt = out.dtype
     dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
     kl = layout_of(call, a["kernel_layout"], _kernel_layout(rank), "kernel_layout", packed=True)
     ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
-    pads = a["padding"]
-    n, c, *sp = dl.to_canonical(data.shape)
-    o_ch, cg, *ks = kl.to_canonical(weight.shape)
-    # NCHW float convolutions with static sizes where it matters have
-    # schedules of their own, each None when the call is not its kind
-    if (rank == 2 and (dl.name, kl.name, ol.name) == ("NCHW", "OIHW", "NCHW")
-            and dt in ("float32", "float64") and data.dtype == dt and weight.dtype == dt):
-        special = (_winograd_conv2d(data, weight, out, a)
-                   or _flat_conv2d(data, weight, out, a, (sp, ks))
-                   or _strided_narrow_conv2d(data, weight, out, a, (sp, ks)))
-        if special is not None:
-            return special
-    # The padded input, in canonical (NC + spatial) order, gets its own buffer
-    # (as TVM's pad_temp) so the inner loop reads it without bounds checks;
-    # without padding the kernel reads the data in place, in its own layout.
-    padded_shape = (n, c, *[arith.simplify(BinaryOp("+", sp[j], _i64(pads[j] + pads[rank + j])))
-                            for j in range(rank)])
-    zero = _const(0, data.dtype)
-
-    def pad_body(*i):
-        pos = [BinaryOp("-", i[2 + j], _i64(pads[j])) for j in range(rank)]
-        cond = None
-        for j, p in enumerate(pos):
-            cj = BinaryOp("and", BinaryOp(">=", p, _i64(0)), BinaryOp("<", p, sp[j]))
-            cond = cj if cond is None else BinaryOp("and", cond, cj)
-        idx = dl.index_from_canonical((i[0], i[1], *[_clamp(p, sp[j]) for j, p in enumerate(pos)]))
-        return data[idx] if cond is None or not any(pads) else Select(cond, data[idx], zero)
-    if any(pads):
-        padded = te.compute(padded_shape, pad_body, name="pad_temp", inline=False)
-
-        def load(idx):
-            return padded[idx]
-    else:
-        def load(idx):
-            return data[dl.index_from_canonical(idx)]
-    rc = te.reduce_axis(cg, "rc")
-    rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
-    groups = a["groups"]
-    og = arith.simplify(BinaryOp("//", o_ch, _i64(groups))) if groups > 1 else None
-
-    def body(*idx):
-        b, oc, *oi = ol.index_to_canonical(idx)
-        ch = rc.var if og is None else BinaryOp("+", BinaryOp("*", BinaryOp("//", oc, og), cg),
-                                                rc.var)
-        pos = [BinaryOp("+", BinaryOp("*", oi[j], _i64(a["strides"][j])),
-                        BinaryOp("*", rk[j].var, _i64(a["dilation"][j]))) for j in range(rank)]
-        w_idx = kl.index_from_canonical((oc, rc.var, *[r.var for r in rk]))
-        return te.sum(BinaryOp("*", te.cast(load((b, ch, *pos)), dt), te.cast(weight[w_idx], dt)),
-                      axis=[rc, *rk])
-    return te.compute(out.shape, body, name=f"T_conv{rank}d", tag=f"conv{rank}d")
-
-
-def _lanes(dtype: str) -> int:
-    """Elements of ``dtype`` (float32 or float64) in one of the host's vectors."""
-    from phasec.target.tuning import host_tuning
-    return host_tuning().lanes(64 if dtype == "float64" else 32)
-
-
-def _winograd_conv2d(data, weight, out, a):
-    """A 3x3 stride-1 conv2d of enough channels by Winograd's F(m x m, 3 x 3)
-    (:mod:`.nn_winograd`; ``m`` and the channel threshold from the host's
-    :class:`~phasec.target.tuning.TargetTuning`), or None when the call is not one.
-    (Of the NCHW float convolutions, see _conv_te.)"""
-    from phasec.target.tuning import host_tuning
-    tuning = host_tuning()
-    if (not tuning.winograd_tile or a["groups"] != 1 or tuple(a["strides"]) != (1, 1)
-            or tuple(a["dilation"]) != (1, 1)):
-        return None
-    channels = [arith.const_int(x) for x in (data.shape[1], weight.shape[0])]
-    if any(x is None or x < tuning.winograd_min_channels for x in channels):
-        return None
-    return winograd_conv2d(data, weight, out.shape, a["padding"], out.dtype,
-                           tuning.winograd_tile, _lanes(out.dtype))
-
-
-def _flat_conv2d(data, weight, out, a, dims):
-    """A narrow stride-1 NCHW conv2d computed over the padded rows laid end to
-    end, or None when the call is not one.
-
-    An output row narrower than a vector (ResNet's 14x14 and 7x7 stages)
-    fills a fraction of each FMA of the GEMM schedule's register tiles
-    (output channels x positions of a row). Over the padded input flattened
-    per channel (``pad_flat[c, y*Wp + x]``, with ``Wp`` the padded width),
-    output position ``(y, x)`` is column ``p = y*Wp + x`` and tap ``(ry,
-    rx)`` reads ``pad_flat[c, p + ry*dy*Wp + rx*dx]``: contiguous in ``p``,
-    so the GEMM runs over ``OH*Wp`` columns of whole vectors. The ``Wp - OW``
-    columns past each output row are computed and dropped (the same sums in
-    the same order for the others: the values are those of the plain
-    schedule). One core: 256 channels 3x3 at 14x14 3.59 -> 2.34 ms, 512 at
-    7x7 7.79 -> 3.29 ms, 1x1 0.39 -> 0.24 ms and 0.85 -> 0.27 ms. The
-    epilogue (bias, relu, a residual) is a nest of its own that reads the
-    rows back, as it cannot run in the register tiles of dropped columns.
-
-    Grouped convolutions too: channel ``(oc // og) * cg + rc``, which the
-    GEMM schedule tiles within a group (``GemmPlan.row_group``).
-    ShuffleNet's 1x1 ones, one core: 272 channels in 4 groups at 14x14 148
-    -> 81 us, 544 at 7x7 244 -> 84 us, 136 at 28x28 (rows end to end, see
-    ``whole``) 141 -> 95 us. Depthwise ones (og = 1, no GEMM) get the plain
-    nest's vectors over whole flat rows instead of 7 or 14 columns: 3x3,
-    272 channels at 14x14 95 -> 65 us, 544 at 7x7 85 -> 42 us."""
-    sp, ks = dims
-    dt = out.dtype
-    groups = a["groups"]
-    if tuple(a["strides"]) != (1, 1):
-        return None
-    shape = [arith.const_int(d) for d in (*sp, *ks, out.shape[2], out.shape[3],
-                                          out.shape[1], weight.shape[1])]
-    if any(v is None for v in shape):
-        return None
-    H, W, KH, KW, OH, OW, O, CG = shape
-    og = O // groups
-    top, left, bottom, right = a["padding"]
-    dy, dx = a["dilation"]
-    Wp = W + left + right
-    lanes = _lanes(dt)
-    # A grouped 1x1 convolution without padding drops nothing: its rows end
-    # to end are the input as laid out. Taken for rows of under two vectors
-    # that are no whole vectors (ShuffleNet's 28-wide rows, 34 channels a
-    # group: 2-row tiles of 16 + 8 + 4 columns, 141 -> 95 us); wider ones
-    # keep their rows (24 -> 112 channels at 56x56: the copy cost more than
-    # the wider tiles bought, 54 -> 82 us)
-    whole = (groups > 1 and KH == KW == 1 and not any(a["padding"])
-             and OW % lanes != 0 and OW < 2 * lanes)
-    if not whole and (not 2 <= OW < lanes or 2 * OW < Wp or OH < 2):
-        return None  # wide enough rows, or more dropped columns than kept
-    n, c = data.shape[0], data.shape[1]
-    Hp = H + top + bottom
-    # every column of the last row is computed, the dropped ones too
-    length = OH * Wp + dy * (KH - 1) * Wp + dx * (KW - 1)
-    zero = _const(0, dt)
-
-    def pad_body(b, ch, q):
-        y = BinaryOp("-", BinaryOp("//", q, _i64(Wp)), _i64(top))
-        x = BinaryOp("-", BinaryOp("%", q, _i64(Wp)), _i64(left))
-        in_y = BinaryOp("and", BinaryOp(">=", y, _i64(0)), BinaryOp("<", y, _i64(H)))
-        in_x = BinaryOp("and", BinaryOp(">=", x, _i64(0)), BinaryOp("<", x, _i64(W)))
-        cond = BinaryOp("and", in_y, in_x)
-        cond = BinaryOp("and", cond, BinaryOp("<", q, _i64(Hp * Wp)))
-        return Select(cond, data[b, ch, _clamp(y, _i64(H)), _clamp(x, _i64(W))], zero)
-    padded = te.compute((n, c, _i64(length)), pad_body, name="pad_flat", inline=False)
-    rc = te.reduce_axis(_i64(CG), "rc")
-    ry, rx = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
-
-    def wide_body(b, oc, p):
-        tap = BinaryOp("+", BinaryOp("*", ry.var, _i64(dy * Wp)), BinaryOp("*", rx.var, _i64(dx)))
-        # a grouped convolution reads its group's input channels (the GEMM
-        # schedule sees ``oc // og``: GemmPlan.row_group)
-        ch = rc.var if groups == 1 else BinaryOp(
-            "+", BinaryOp("*", BinaryOp("//", oc, _i64(og)), _i64(CG)), rc.var)
-        return te.sum(BinaryOp("*", padded[b, ch, BinaryOp("+", p, tap)],
-                               weight[oc, rc.var, ry.var, rx.var]), axis=[rc, ry, rx])
-    wide = te.compute((n, out.shape[1], _i64(OH * Wp)), wide_body, name="T_conv2d_rows",
-                      tag="conv2d")
-    return te.compute(out.shape, lambda b, oc, y, x: wide[
-        b, oc, BinaryOp("+", BinaryOp("*", y, _i64(Wp)), x)], name="T_conv2d")
-
-
-def _strided_narrow_conv2d(data, weight, out, a, dims):
-    """A strided NCHW conv2d whose output rows are narrower than a vector
-    (ResNet's 14x14 -> 7x7 downsampling), or None when the call is not one:
-    its input gathered once into columns, ``cols[b, c, ry, rx, p]`` for
-    output position ``p = y*OW + x`` (im2col), then one GEMM over all the
-    output positions, whose columns are whole vectors. The plain schedule
-    makes a GEMM per output row, OW columns wide, and packs each of its
-    panels through gathers: 512 channels 3x3 stride 2 14x14 -> 7x7 ran at
-    ~15 GFLOP/s (7.8 ms), 1x1 1024 -> 2048 at ~14 (7.2 ms). The epilogue
-    is a nest of its own that reads the rows back (as in _flat_conv2d)."""
-    sp, ks = dims
-    dt = out.dtype
-    if a["groups"] != 1 or tuple(a["strides"]) == (1, 1):
-        return None
-    shape = [arith.const_int(d) for d in (*sp, *ks, out.shape[2], out.shape[3])]
-    if any(v is None for v in shape):
-        return None
-    H, W, KH, KW, OH, OW = shape
-    if not OW < _lanes(dt) <= OH * OW:
-        return None
-    top, left = a["padding"][0], a["padding"][1]
-    (sy, sx), (dy, dx) = a["strides"], a["dilation"]
-    n, c = data.shape[0], data.shape[1]
-    zero = _const(0, dt)
-
-    def col_body(b, ch, r, s, p):
-        y = BinaryOp("+", BinaryOp("*", BinaryOp("//", p, _i64(OW)), _i64(sy)),
-                     BinaryOp("-", BinaryOp("*", r, _i64(dy)), _i64(top)))
-        x = BinaryOp("+", BinaryOp("*", BinaryOp("%", p, _i64(OW)), _i64(sx)),
-                     BinaryOp("-", BinaryOp("*", s, _i64(dx)), _i64(left)))
-        value = data[b, ch, _clamp(y, _i64(H)), _clamp(x, _i64(W))]
-        if not any(a["padding"]):
-            return value
-        inside = BinaryOp("and", BinaryOp("and", BinaryOp(">=", y, _i64(0)),
-                                          BinaryOp("<", y, _i64(H))),
-                          BinaryOp("and", BinaryOp(">=", x, _i64(0)), BinaryOp("<", x, _i64(W))))
-        return Select(inside, value, zero)
-    cols = te.compute((n, c, _i64(KH), _i64(KW), _i64(OH * OW)), col_body, name="im2col",
-                      inline=False)
-    rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
-    flat = te.compute((n, out.shape[1], _i64(OH * OW)), lambda b, oc, p: te.sum(
-        BinaryOp("*", cols[b, rc.var, ry.var, rx.var, p], weight[oc, rc.var, ry.var, rx.var]),
-        axis=[rc, ry, rx]), name="T_conv2d_cols", tag="conv2d")
-    return te.compute(out.shape, lambda b, oc, y, x: flat[
-        b, oc, BinaryOp("+", BinaryOp("*", y, _i64(OW)), x)], name="T_conv2d")
+    return schedules.schedule_conv(ConvWorkload(
+        data, weight, out.shape, out.dtype, rank, tuple(a["strides"]), tuple(a["padding"]),
+        tuple(a["dilation"]), a["groups"], dl, kl, ol))
 
 
 for _rank in (1, 2, 3):
@@ -466,17 +269,15 @@ def _infer_conv_transpose(rank: int):
         pads = a["padding"]
         out_sp = []
         for j in range(rank):
-            size = arith.simplify(
-                BinaryOp("+", BinaryOp("*", BinaryOp("-", sp[j], _i64(1)), _i64(a["strides"][j])),
-                         BinaryOp("+", BinaryOp("*", _i64(a["dilation"][j]),
-                                                BinaryOp("-", ks[j], _i64(1))),
-                                  _i64(a["output_padding"][j] + 1 - pads[j] - pads[rank + j]))))
+            size = arith.simplify((sp[j] - 1) * a["strides"][j] + (
+                _i64(a["dilation"][j]) * (ks[j] - 1)
+                + (a["output_padding"][j] + 1 - pads[j] - pads[rank + j])))
             v = arith.const_int(size)
             if v is not None and v <= 0:
                 raise err(call, f"the output spatial size would be non-positive ({v}); the "
                                 "padding removes the whole output")
             out_sp.append(size)
-        oc = arith.simplify(BinaryOp("*", o, _i64(groups)))
+        oc = arith.simplify(o * groups)
         _check_packed_out(call, ol, (n, oc, *out_sp))
         return tensor_sinfo(ol.from_canonical((n, oc, *out_sp)), dtype)
     return infer
@@ -555,7 +356,7 @@ def _conv_transpose_te(call, inputs, rank: int):
     _, c, *sp = dl.to_canonical(data.shape)
     _, og, *ks = kl.to_canonical(weight.shape)
     groups = a["groups"]
-    cg = arith.simplify(BinaryOp("//", c, _i64(groups))) if groups > 1 else c
+    cg = arith.simplify(c // groups) if groups > 1 else c
     rc = te.reduce_axis(cg, "rc")
     rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
     zero = _const(0, dt)
@@ -564,25 +365,22 @@ def _conv_transpose_te(call, inputs, rank: int):
     # (y + p0 - t * d) / s when that is an integer inside the input.
     def body(*idx):
         b, o, *y = ol.index_to_canonical(idx)
-        ch = rc.var if groups == 1 else BinaryOp("+", BinaryOp("*", BinaryOp("//", o, og), cg),
-                                                 rc.var)
-        oc = o if groups == 1 else BinaryOp("%", o, og)
-        cond = None
+        ch = rc.var if groups == 1 else (o // og) * cg + rc.var
+        oc = o if groups == 1 else o % og
+        conds = []
         pos = []
         for j in range(rank):
-            num = BinaryOp("-", BinaryOp("+", y[j], _i64(pads[j])),
-                           BinaryOp("*", rk[j].var, _i64(dil[j])))
-            p = num if strides[j] == 1 else BinaryOp("//", num, _i64(strides[j]))
-            cj = BinaryOp("and", BinaryOp(">=", num, _i64(0)), BinaryOp("<", p, sp[j]))
+            num = (y[j] + pads[j]) - rk[j].var * dil[j]
+            p = num if strides[j] == 1 else num // strides[j]
+            cj = te.all_of(te.ge(num, 0), te.lt(p, sp[j]))
             if strides[j] != 1:
-                cj = BinaryOp("and", cj, BinaryOp("==", BinaryOp("%", num, _i64(strides[j])),
-                                                  _i64(0)))
-            cond = cj if cond is None else BinaryOp("and", cond, cj)
+                cj = te.all_of(cj, te.eq(num % strides[j], 0))
+            conds.append(cj)
             pos.append(_clamp(p, sp[j]))
         x_idx = dl.index_from_canonical((b, ch, *pos))
         w_idx = kl.index_from_canonical((ch, oc, *[r.var for r in rk]))
-        prod = BinaryOp("*", te.cast(data[x_idx], dt), te.cast(weight[w_idx], dt))
-        return te.sum(Select(cond, prod, zero), axis=[rc, *rk])
+        prod = te.cast(data[x_idx], dt) * te.cast(weight[w_idx], dt)
+        return te.sum(te.select(te.all_of(*conds), prod, zero), axis=[rc, *rk])
     return te.compute(out.shape, body, name=f"T_conv{rank}d_transpose",
                       tag=f"conv{rank}d_transpose")
 

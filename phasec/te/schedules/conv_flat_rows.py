@@ -1,0 +1,87 @@
+"""A narrow stride-1 NCHW conv2d computed over the padded rows laid end to
+end.
+
+An output row narrower than a vector (ResNet's 14x14 and 7x7 stages) fills
+a fraction of each FMA of the GEMM schedule's register tiles (output
+channels x positions of a row). Over the padded input flattened per channel
+(``pad_flat[c, y*Wp + x]``, with ``Wp`` the padded width), output position
+``(y, x)`` is column ``p = y*Wp + x`` and tap ``(ry, rx)`` reads
+``pad_flat[c, p + ry*dy*Wp + rx*dx]``: contiguous in ``p``, so the GEMM runs
+over ``OH*Wp`` columns of whole vectors. The ``Wp - OW`` columns past each
+output row are computed and dropped (the same sums in the same order for
+the others: the values are those of the plain schedule). The epilogue
+(bias, relu, a residual) is a nest of its own that reads the rows back, as
+it cannot run in the register tiles of dropped columns.
+
+Grouped convolutions too: channel ``(oc // og) * cg + rc``, which the GEMM
+schedule tiles within a group (``GemmPlan.row_group``). Depthwise ones
+(``og`` = 1, no GEMM) get the plain nest's vectors over whole flat rows
+instead of 7 or 14 columns. A grouped 1x1 convolution without padding drops
+nothing: its rows end to end are the input as laid out (``whole`` below).
+Measurements: bench/README.md, "Schedule notes moved from docstrings".
+"""
+
+from __future__ import annotations
+
+from phasec import arith
+from phasec.te import operation as te
+from phasec.te.operation import i64
+from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.tensor import Tensor
+
+__all__ = ["schedule"]
+
+
+def schedule(w: ConvWorkload) -> Tensor | None:
+    """The convolution of ``w`` (an NCHW float conv2d) over its flat padded
+    rows, or None when it is not narrow and stride-1 with static sizes."""
+    data, weight, dt = w.data, w.weight, w.dtype
+    _, _, *sp = w.data_layout.to_canonical(data.shape)
+    _, _, *ks = w.kernel_layout.to_canonical(weight.shape)
+    groups = w.groups
+    if tuple(w.strides) != (1, 1):
+        return None
+    shape = [arith.const_int(d) for d in (*sp, *ks, w.out_shape[2], w.out_shape[3],
+                                          w.out_shape[1], weight.shape[1])]
+    if any(v is None for v in shape):
+        return None
+    H, W, KH, KW, OH, OW, O, CG = shape
+    og = O // groups
+    top, left, bottom, right = w.padding
+    dy, dx = w.dilation
+    Wp = W + left + right
+    lanes = w.lanes
+    # Taken for rows of under two vectors that are no whole vectors
+    # (ShuffleNet's 28-wide rows); wider ones keep their rows (the copy cost
+    # more than the wider tiles bought)
+    whole = (groups > 1 and KH == KW == 1 and not any(w.padding)
+             and OW % lanes != 0 and OW < 2 * lanes)
+    if not whole and (not 2 <= OW < lanes or 2 * OW < Wp or OH < 2):
+        return None  # wide enough rows, or more dropped columns than kept
+    n, c = data.shape[0], data.shape[1]
+    Hp = H + top + bottom
+    # every column of the last row is computed, the dropped ones too
+    length = OH * Wp + dy * (KH - 1) * Wp + dx * (KW - 1)
+    zero = te.const(0, dt)
+
+    def pad_body(b, ch, q):
+        y = q // Wp - top
+        x = q % Wp - left
+        inside = te.all_of(te.in_range(y, 0, H), te.in_range(x, 0, W), te.lt(q, Hp * Wp))
+        return te.select(inside, data[b, ch, te.clamp_index(y, i64(H)),
+                                      te.clamp_index(x, i64(W))], zero)
+    padded = te.compute((n, c, i64(length)), pad_body, name="pad_flat", inline=False)
+    rc = te.reduce_axis(i64(CG), "rc")
+    ry, rx = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
+
+    def wide_body(b, oc, p):
+        tap = ry.var * (dy * Wp) + rx.var * dx
+        # a grouped convolution reads its group's input channels (the GEMM
+        # schedule sees ``oc // og``: GemmPlan.row_group)
+        ch = rc.var if groups == 1 else (oc // og) * CG + rc.var
+        return te.sum(padded[b, ch, p + tap] * weight[oc, rc.var, ry.var, rx.var],
+                      axis=[rc, ry, rx])
+    wide = te.compute((n, w.out_shape[1], i64(OH * Wp)), wide_body, name="T_conv2d_rows",
+                      tag="conv2d")
+    return te.compute(w.out_shape, lambda b, oc, y, x: wide[b, oc, y * Wp + x],
+                      name="T_conv2d")

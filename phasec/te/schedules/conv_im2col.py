@@ -1,0 +1,60 @@
+"""A strided NCHW conv2d whose output rows are narrower than a vector
+(ResNet's 14x14 -> 7x7 downsampling), over its input gathered into columns
+(im2col).
+
+The input is gathered once, ``cols[b, c, ry, rx, p]`` for output position
+``p = y*OW + x``, then one GEMM runs over all the output positions, whose
+columns are whole vectors. The plain schedule would make a GEMM per output
+row, OW columns wide, and pack each of its panels through gathers. The
+epilogue is a nest of its own that reads the rows back (as in
+:mod:`phasec.te.schedules.conv_flat_rows`). Measurements: bench/README.md,
+"Schedule notes moved from docstrings".
+"""
+
+from __future__ import annotations
+
+from phasec import arith
+from phasec.te import operation as te
+from phasec.te.operation import i64
+from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.tensor import Tensor
+
+__all__ = ["schedule"]
+
+
+def schedule(w: ConvWorkload) -> Tensor | None:
+    """The convolution of ``w`` (an NCHW float conv2d) over its gathered
+    columns, or None when it is not strided, ungrouped, with static sizes
+    and output rows narrower than a vector (but at least a vector of
+    output positions)."""
+    data, weight, dt = w.data, w.weight, w.dtype
+    _, _, *sp = w.data_layout.to_canonical(data.shape)
+    _, _, *ks = w.kernel_layout.to_canonical(weight.shape)
+    if w.groups != 1 or tuple(w.strides) == (1, 1):
+        return None
+    shape = [arith.const_int(d) for d in (*sp, *ks, w.out_shape[2], w.out_shape[3])]
+    if any(v is None for v in shape):
+        return None
+    H, W, KH, KW, OH, OW = shape
+    if not OW < w.lanes <= OH * OW:
+        return None
+    top, left = w.padding[0], w.padding[1]
+    (sy, sx), (dy, dx) = w.strides, w.dilation
+    n, c = data.shape[0], data.shape[1]
+    zero = te.const(0, dt)
+
+    def col_body(b, ch, r, s, p):
+        y = p // OW * sy + (r * dy - top)
+        x = p % OW * sx + (s * dx - left)
+        value = data[b, ch, te.clamp_index(y, i64(H)), te.clamp_index(x, i64(W))]
+        if not any(w.padding):
+            return value
+        return te.select(te.all_of(te.in_range(y, 0, H), te.in_range(x, 0, W)), value, zero)
+    cols = te.compute((n, c, i64(KH), i64(KW), i64(OH * OW)), col_body, name="im2col",
+                      inline=False)
+    rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
+    flat = te.compute((n, w.out_shape[1], i64(OH * OW)), lambda b, oc, p: te.sum(
+        cols[b, rc.var, ry.var, rx.var, p] * weight[oc, rc.var, ry.var, rx.var],
+        axis=[rc, ry, rx]), name="T_conv2d_cols", tag="conv2d")
+    return te.compute(w.out_shape, lambda b, oc, y, x: flat[b, oc, y * OW + x],
+                      name="T_conv2d")

@@ -1,0 +1,119 @@
+"""The window of a pooling, shared by its schedules: where each tap reads,
+whether it lies inside the input, and the padded copy of the input a max
+pooling reads instead of testing the border.
+
+Reading the border through a bounds test and clamped indices in the
+pooling loop makes every load a gather, and so would a padded copy written
+as one compute. The copy (:func:`padded_for_max`) is hand-written TIR: per
+channel, the padded plane is filled, then the input's rows are copied into
+its interior, both with contiguous vector stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from phasec import arith
+from phasec.ir.tir import Buffer, BufferStore, For, PrimExpr, SeqStmt, Stmt, Var
+from phasec.target import tuning
+from phasec.te import operation as te
+from phasec.te.operation import i64
+from phasec.te.schedules.workloads import PoolWorkload
+from phasec.te.tensor import Tensor
+
+__all__ = ["PoolWindow", "padded_for_max"]
+
+
+class PoolWindow:
+    """The taps of ``w``'s window: the input read at a tap, through the
+    padded copy ``padded`` when there is one, else tested against the
+    border (``fill`` outside)."""
+
+    def __init__(self, w: PoolWorkload, padded: Tensor | None) -> None:
+        self.w = w
+        self.padded = padded
+        self.in_sp = w.layout.to_canonical(w.data.shape)[2:]
+        dt = w.data.dtype
+        #: the dtype of the accumulation (sums of integers in int64)
+        self.acc = dt if dt.startswith("float") else "int64"
+
+    def positions(self, oi: Sequence[PrimExpr], rvars: Sequence[PrimExpr]) -> list[PrimExpr]:
+        """The input position of tap ``rvars`` of output position ``oi`` (per spatial axis)."""
+        w = self.w
+        return [oi[j] * w.strides[j] - w.padding[j] + rvars[j] * w.dilation[j]
+                for j in range(w.rank)]
+
+    def within(self, pos: Sequence[PrimExpr], lo: Sequence[int | PrimExpr],
+               hi: Sequence[PrimExpr]) -> PrimExpr:
+        """``lo[j] <= pos[j] < hi[j]`` along every spatial axis."""
+        return te.all_of(*[te.in_range(p, lo[j], hi[j]) for j, p in enumerate(pos)])
+
+    def load(self, n: PrimExpr, c: PrimExpr, pos: Sequence[PrimExpr]) -> PrimExpr:
+        """The input at ``pos`` clamped into it (a load that is always in bounds)."""
+        idx = self.w.layout.index_from_canonical(
+            (n, c, *[te.clamp_index(p, self.in_sp[j]) for j, p in enumerate(pos)]))
+        return self.w.data[idx]
+
+    def tap(self, n: PrimExpr, c: PrimExpr, pos: Sequence[PrimExpr]) -> PrimExpr:
+        """The input at ``pos``: the padded copy's, or tested against the border."""
+        w = self.w
+        if self.padded is not None:
+            return self.padded[(n, c, *[p + w.padding[j] for j, p in enumerate(pos)])]
+        dt = w.data.dtype
+        fill = te.min_value(dt) if w.kind == "max" else te.const(0, self.acc)
+        value = self.load(n, c, pos) if w.kind == "max" else te.cast(self.load(n, c, pos),
+                                                                     self.acc)
+        return te.select(self.within(pos, [0] * w.rank, self.in_sp), value, fill)
+
+
+def padded_for_max(w: PoolWorkload) -> Tensor | None:
+    """The max pooling ``w``'s input with its padding filled with the max's
+    identity, as a buffer of its own, for a canonical-layout input of static
+    shape with padding; else None. It extends to where the last window
+    reaches when that passes the padding, as ``ceil_mode``'s last window may."""
+    if not w.canonical:
+        return None
+    out_sp = [arith.const_int(d) for d in w.out_layout.to_canonical(w.out_shape)[2:]]
+    if any(d is None for d in out_sp):
+        return None
+    reach = [(out_sp[j] - 1) * w.strides[j] - w.padding[j]
+             + (w.pool_size[j] - 1) * w.dilation[j] + 1 for j in range(w.rank)]
+    return _padded_input(w.data, w.padding, w.rank, te.min_value(w.data.dtype), reach)
+
+
+def _padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
+                  reach: list[int]) -> Tensor | None:
+    """``x`` padded with ``fill`` up to ``reach`` (per spatial axis, the end of
+    the last window in input coordinates, exclusive); None without padding
+    or for a shape that is not static."""
+    dims = [arith.const_int(d) for d in x.shape]
+    if not any(pads) or any(d is None for d in dims):
+        return None
+    n, c, *sp = dims
+    lo, hi = pads[:rank], pads[rank:]
+    # up to where the windows reach (``reach``: exclusive, input coordinates)
+    shape = (n, c, *[lo[j] + max(sp[j] + hi[j], reach[j]) for j in range(rank)])
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        src = bufs[0]
+        ni, ci = Var("n", "int64"), Var("c", "int64")
+
+        def plane(extents, body, base):
+            ids = [Var(f"{base}{d}", "int64") for d in range(rank)]
+            stmt = body(ids)
+            for d in reversed(range(rank)):
+                kind = "vectorized" if d == rank - 1 and extents[d] >= 2 else "serial"
+                stmt = For(ids[d], i64(0), i64(extents[d]), kind, stmt)
+            return stmt
+        fill_stmt = plane(shape[2:], lambda i: BufferStore(out, fill, (ni, ci, *i)), "f")
+        copy_stmt = plane(sp, lambda i: BufferStore(
+            out, src[(ni, ci, *i)], (ni, ci, *[i[j] + lo[j] for j in range(rank)])), "y")
+        body = SeqStmt((fill_stmt, copy_stmt))
+        # threads only for enough work, as the TE schedules decide (tuning)
+        work = n * c * int(np.prod(shape[2:]))
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        return For(ni, i64(0), i64(n), "serial",
+                   For(ci, i64(0), i64(c), "parallel" if par else "serial", body))
+    return te.extern([i64(v) for v in shape], x.dtype, [x], build, name="pad_temp")

@@ -1,0 +1,181 @@
+"""Accumulating a reduction a row (1 x JT) or a tile (IT x JT) of outputs at
+a time, then its epilogue over the same row or tile.
+
+For a reduction whose innermost output axis ``j`` indexes the innermost
+dimension of one of its inputs (conv2d's input row, a matmul the GEMM
+schedule does not take): the reduction loops go outside, a contiguous,
+vectorized loop over the JT columns of ``j`` inside, into a local
+accumulator; IT rows of the next-to-last axis are accumulated together
+when they divide it (``TargetTuning.tile_rows``), so that each input vector
+loaded feeds IT products::
+
+    for jo in range(J // JT):                  # (and io in range(I // IT))
+        acc[ii, ji] = init                     # ii unrolled, ji vectorized
+        for k...: acc[ii, ji] = acc[ii, ji] + src(io*IT + ii, jo*JT + ji, k...)
+        out[io*IT + ii, jo*JT + ji] = epilogue(acc[ii, ji])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
+from phasec.te.analysis import last_index_uses, loads_of, static_int
+from phasec.te.operation import i64
+from phasec.te.stmt import block, combine, seq, tiled
+from phasec.te.tensor import Tensor
+
+if TYPE_CHECKING:
+    from phasec.te.emit import NestEmitter
+    from phasec.te.lowering import Stage
+
+__all__ = ["RowTile", "plan"]
+
+
+@dataclass(frozen=True)
+class RowTile:
+    """A row (``rows`` = 1) or tile of accumulators of the anchor."""
+
+    anchor: Stage
+    rows: int     # IT
+    columns: int  # JT
+    vectorizes_last_axis = False
+
+    def outer_loops(self, nest: NestEmitter) -> list[tuple[str, int, PrimExpr]]:
+        """The root's axes but the tiled ones, then the loops over the tiles
+        of the next-to-last axis ("io", tiles only) and of the last ("jo")."""
+        m = nest.m
+        if self.rows == 1:
+            loops = [("axis", t, nest.shape[t]) for t in range(m - 1)]
+        else:
+            loops = [("axis", t, nest.shape[t]) for t in range(m - 2)]
+            loops.append(("io", m - 2, i64(static_int(nest.shape[m - 2]) // self.rows)))
+        loops.append(("jo", m - 1, i64(static_int(nest.shape[m - 1]) // self.columns)))
+        return loops
+
+    def emit_inner(self, nest: NestEmitter) -> Stmt:
+        """Row (1 x JT) or tile (IT x JT) accumulation of the anchor plus the epilogue."""
+        return _emit_tile(nest, self.anchor, self.rows, self.columns)
+
+
+def plan(nest: NestEmitter) -> RowTile | None:
+    """The row or tile of ``nest`` (see the module docstring), or None when
+    no input is contiguous along the last axis or its extent is not static."""
+    m = nest.m
+    anchor, p_j, p_i = nest.tile_anchor
+    jvar = anchor.axes[p_j]
+    # Row-wise accumulation pays off when some input is contiguous along j
+    # (matmul's B[k, j], conv2d's input row); otherwise reduce per element.
+    if not any(last_index_uses(ld, jvar) for ld in loads_of(anchor.expr)):
+        return None
+    J = static_int(nest.shape[m - 1])
+    if J is None or J < 2:
+        return None
+    jt = _pick_tile(J, (64, 32, 16, 8), 64, nest.opt.max_row)
+    if jt is None:
+        return None
+    it = 1
+    if m >= 2 and p_i >= 0 and not [s for s in nest.attached if s.depth >= m - 1
+                                     and s is not anchor]:
+        I = static_int(nest.shape[m - 2])
+        if I is not None:
+            it = next((t for t in nest.opt.target.tile_rows if I % t == 0), 1)
+        if it > 1:
+            jt = _pick_tile(J, (32, 16, 8), 32, nest.opt.max_row) or jt
+    return RowTile(anchor, it, jt)
+
+
+def _pick_tile(extent: int, candidates: tuple[int, ...], whole_max: int, cap: int) -> int | None:
+    if extent <= whole_max:
+        return extent
+    for c in candidates:
+        if extent % c == 0:
+            return c
+    return extent if extent <= cap else None
+
+
+def _emit_tile(nest: NestEmitter, anchor: Stage, it: int, jt: int) -> Stmt:
+    low = nest.low
+    root, m = nest.root, nest.m
+    acc_shape = (i64(it), i64(jt)) if it > 1 else (i64(jt),)
+    acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, anchor.tensor.dtype)
+    jo = nest.tile_vars["jo"]
+
+    def tile_loops(make_body: Callable[[PrimExpr | None, Var], Stmt], ii_kind: str) -> Stmt:
+        ji = Var(low.names.fresh(root.axes[m - 1].name + "_i"), "int64")
+        ii = Var(low.names.fresh(root.axes[m - 2].name + "_i"), "int64") if it > 1 else None
+        inner = make_body(ii, ji)
+        kind = "vectorized" if nest.opt.vectorize and jt >= 2 else "serial"
+        stmt: Stmt = For(ji, i64(0), i64(jt), kind, inner)
+        if ii is not None:
+            stmt = For(ii, i64(0), i64(it), ii_kind, stmt)
+        return stmt
+
+    def set_axes(ii: Var | None, ji: Var) -> None:
+        nest.axis_expr[root.axes[m - 1]] = tiled(jo, jt, ji)
+        if ii is not None:
+            nest.axis_expr[root.axes[m - 2]] = tiled(nest.tile_vars["io"], it, ii)
+
+    def acc_index(ii: Var | None, ji: Var) -> tuple[PrimExpr, ...]:
+        return (ii, ji) if ii is not None else (ji,)
+
+    # anchor element bound to the current tile position
+    def anchor_values() -> list[PrimExpr]:
+        if anchor is root:
+            return [nest.axis_expr[ax] for ax in root.axes]
+        return [nest.root_expr(b) for b in anchor.binding]
+
+    shape = [low.map_shape(s) for s in anchor.tensor.shape]
+    rexts = [low.map_shape(ax.extent) for ax in anchor.raxes]
+
+    def init_body(ii: Var | None, ji: Var) -> Stmt:
+        set_axes(ii, ji)
+        ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+        init = low.map_shape(anchor.init)
+        return block(nest.block_name(anchor.name + "_init"), ivs, anchor_values(),
+                     BufferStore(acc, init, acc_index(ii, ji)))
+
+    rloops = [Var(low.names.fresh(ax.var.name), "int64") for ax in anchor.raxes]
+
+    def update_body(ii: Var | None, ji: Var) -> Stmt:
+        set_axes(ii, ji)
+        ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+        rivs = [nest.iter_var(ax.var.name, ext, "R") for ax, ext in zip(anchor.raxes, rexts)]
+        vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
+        for ax, iv in zip(anchor.raxes, rivs):
+            vmap[ax.var] = iv.var
+        src = low.emit_value(anchor.expr, vmap, low.default_load)
+        idx = acc_index(ii, ji)
+        body = low.with_lets([src], lambda v: BufferStore(
+            acc, combine(anchor.combiner, BufferLoad(acc, idx), v[0]), idx))
+        return block(nest.block_name(anchor.name + "_update"), ivs + rivs,
+                     anchor_values() + rloops, body)
+
+    def epilogue_body(ii: Var | None, ji: Var) -> Stmt:
+        set_axes(ii, ji)
+        ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
+        values = [nest.axis_expr[ax] for ax in root.axes]
+        idx = acc_index(ii, ji)
+        if anchor is root:
+            value: PrimExpr = BufferLoad(acc, idx)
+        else:
+            vmap = {ax: iv.var for ax, iv in zip(root.axes, ivs)}
+
+            def load(t: Tensor, ind: tuple[PrimExpr, ...]) -> PrimExpr:
+                if not t.is_placeholder and low.stages.get(id(t)) is anchor:
+                    return BufferLoad(acc, idx)
+                return low.default_load(t, ind)
+            value = low.emit_value(root.expr, vmap, load)
+        body = low.with_lets([value], lambda v: BufferStore(root.buffer, v[0],
+                                                            tuple(iv.var for iv in ivs)))
+        return block(nest.block_name(root.name), ivs, values, body)
+
+    stmts: list[Stmt] = [tile_loops(init_body, "unroll")]
+    upd: Stmt = tile_loops(update_body, "unroll")
+    for var, ext in reversed(list(zip(rloops, rexts))):
+        upd = For(var, i64(0), ext, "serial", upd)
+    stmts.append(upd)
+    stmts.append(tile_loops(epilogue_body, "serial"))
+    return Allocate(acc, seq(stmts))

@@ -1,0 +1,79 @@
+"""What an operator's legalization hands the schedule table: the operands
+and attributes of one convolution or pooling, their layouts already read.
+
+A layout is the operator family's object (:mod:`phasec.op._layout`); the
+schedules use it only through :class:`LayoutIndex`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from phasec.ir.tir import PrimExpr
+from phasec.target import tuning
+from phasec.te.tensor import Tensor
+
+__all__ = ["LayoutIndex", "ConvWorkload", "PoolWorkload"]
+
+
+class LayoutIndex(Protocol):
+    """A data layout as the schedules use it: its name, and indices mapped
+    between the layout and its canonical order (``NC`` + spatial, ``OI`` +
+    spatial)."""
+
+    name: str
+
+    def to_canonical(self, dims: Sequence[Any]) -> list[Any]: ...
+
+    def index_from_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]: ...
+
+    def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]: ...
+
+
+@dataclass(frozen=True)
+class ConvWorkload:
+    """A convolution over ``rank`` spatial dimensions (``nn.conv{1,2,3}d``):
+    ``padding`` holds the ``rank`` leading pads, then the trailing ones."""
+
+    data: Tensor
+    weight: Tensor
+    out_shape: Sequence[PrimExpr]
+    #: the output's dtype
+    dtype: str
+    rank: int
+    strides: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    data_layout: LayoutIndex
+    kernel_layout: LayoutIndex
+    out_layout: LayoutIndex
+
+    @property
+    def lanes(self) -> int:
+        """Elements of the output dtype (float32 or float64) in one of the host's vectors."""
+        return tuning.host_tuning().lanes(64 if self.dtype == "float64" else 32)
+
+
+@dataclass(frozen=True)
+class PoolWorkload:
+    """A max or average pooling over ``rank`` spatial dimensions."""
+
+    data: Tensor
+    out_shape: Sequence[PrimExpr]
+    #: "max" or "avg"
+    kind: str
+    rank: int
+    pool_size: tuple[int, ...]
+    strides: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    count_include_pad: bool
+    layout: LayoutIndex
+    out_layout: LayoutIndex
+    #: the data layout is the canonical one (``NC`` + spatial, not packed)
+    canonical: bool
+    #: the name of the result (``T_max_pool2d``...)
+    name: str
