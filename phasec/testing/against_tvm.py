@@ -58,7 +58,7 @@ __all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "regist
 #: Failure kinds of the TVM differential mode (described in FAILURE_KINDS).
 TVM_KINDS: dict[str, str] = {k: v for k, v in FAILURE_KINDS.items() if k.startswith("tvm-")}
 
-#: Rules where phasec and TVM disagree by design (see tests/test_tvm_differential.py):
+#: Rules where phasec and TVM disagree by design (see tests/tvm_bridge/test_tvm_differential.py):
 #: phase rules (TVM has no phases; phasec is stricter),
 PHASEC_STRICTER = frozenset({"PH101", "PH201", "PH202", "PH301", "PH302", "PH303", "PH304"})
 #: violations TVMScript text cannot carry (they read back as something legal),

@@ -27,7 +27,9 @@ from phasec.backend.vm import Executable
 from phasec.cli import main
 from phasec.errors import FileAccessError
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO
+
+ROOT = REPO
 
 MODULE = """
 @I.ir_module

@@ -23,7 +23,8 @@ import phasec
 from phasec.errors import ParseError, PhasecError, SchemaError, VMError
 from phasec.script.json_format import from_json, to_json
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.paths import VERIFIER_CASES
+
 
 
 def relax(params: str, *body: str, ret: str = "") -> str:
@@ -525,7 +526,7 @@ def test_phasec_check_last_resort_handler(monkeypatch):
         raise AttributeError("oops")
 
     monkeypatch.setattr(cli, "_print_text", boom)
-    status, out = _check([str(REPO / "tests" / "verifier_cases" / "ph101_good.py")], None)
+    status, out = _check([str(VERIFIER_CASES / "ph101_good.py")], None)
     assert status == 2
     assert "phasec-check: internal error, please report: AttributeError: oops" in out
 

@@ -10,6 +10,8 @@ from phasec.ir import Op, Phase
 from phasec.ir.visitor import ExprVisitor
 from phasec.testing.campaign import read_reproducer, run_campaign
 
+from helpers.paths import REPO
+
 
 class _HasMultiply(ExprVisitor):
     found = False
@@ -162,7 +164,7 @@ def test_a_signal_ends_the_campaign_with_its_summary(tmp_path, signum, status, w
     out = tmp_path / "out"
     script = tmp_path / "campaign.py"
     script.write_text(_CAMPAIGN_SCRIPT)
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, str(script), str(out)], cwd=root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -28,7 +28,9 @@ from phasec import fileio
 from phasec.backend.vm import Executable, ExecutableFormatError, VirtualMachine
 from phasec.errors import FileAccessError, ParseError
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO
+
+ROOT = REPO
 
 MODULE = """
 @I.ir_module

@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO
+
+ROOT = REPO
 HANG = 120  # seconds: far above anything a working cancellation needs
 
 LONG = '''

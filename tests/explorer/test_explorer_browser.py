@@ -26,7 +26,8 @@ from phasec.explorer.html import PHASE_COLOURS, render_fragment
 from phasec.pipeline import lower
 from phasec.transform import PassTrace
 
-REPO = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO
+
 EXAMPLES = Path(phasec.__file__).parent / "examples"
 ARTIFACTS = Path(os.environ.get("PHASEC_TEST_ARTIFACTS") or REPO / "test-artifacts")
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -22,7 +22,9 @@ import pytest
 
 from phasec.frontend.onnx.conformance import load_cases, read_list, run_case
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "onnx_unsupported.txt")
+from helpers.paths import FIXTURES
+
+FIXTURE = str(FIXTURES / "onnx_unsupported.txt")
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # the case generators' numpy warnings

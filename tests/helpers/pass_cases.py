@@ -1,6 +1,6 @@
 """Shared checks for the pass tests (test_pass_normalize / _lambda_lifting / _opt).
 
-A *case file* in this directory is TVMScript for the module before a pipeline,
+A *case file* in tests/passes/cases/ is TVMScript for the module before a pipeline,
 a line ``# ---- after ----``, then TVMScript for the expected result. Header
 comments at the top configure it::
 
@@ -19,7 +19,6 @@ random inputs, and (optionally) idempotence.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,9 @@ from phasec.ir import (
 )
 from phasec.transform import Pass, PassContext, parse_pipeline
 
-CASES_DIR = Path(__file__).parent
+from helpers.paths import PASS_CASES
+
+CASES_DIR = PASS_CASES
 AFTER_MARKER = "# ---- after ----"
 HEADER_KEYS = frozenset({"pipeline", "opt_level", "idempotent", "results"})
 
@@ -51,7 +52,7 @@ class Case:
 
 def case_names(prefix: str = "") -> list[str]:
     """Names (file stems) of the case files starting with ``prefix``."""
-    return sorted(p.stem for p in CASES_DIR.glob(f"{prefix}*.py") if p.stem != "harness")
+    return sorted(p.stem for p in CASES_DIR.glob(f"{prefix}*.py"))
 
 
 def load_case(name: str) -> Case:

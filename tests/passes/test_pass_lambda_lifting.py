@@ -1,6 +1,6 @@
 """LambdaLifting: nested functions become private module functions (0 -> 1).
 
-Before/after cases live in tests/pass_cases/lambda_lifting_*.py; this file
+Before/after cases live in tests/passes/cases/lambda_lifting_*.py; this file
 adds the interpreter checks that need chosen inputs (recursion), a function
 returned as a value, symbolic shapes (nested functions using their parent's
 symbolic variables), naming and the phase transition.
@@ -22,7 +22,7 @@ from phasec.op import call_op
 from phasec.op.infer import collect_shape_vars
 from phasec.transform import PassContext, get_pass
 
-from pass_cases.harness import case_names, check_pass, load_case, run_case
+from helpers.pass_cases import case_names, check_pass, load_case, run_case
 
 
 def lift(mod: IRModule) -> IRModule:

@@ -20,7 +20,7 @@ from phasec.ir import (
 from phasec.op import call_op, op_expr
 from phasec.transform import PassContext, get_pass
 
-from pass_cases.harness import check_pass
+from helpers.pass_cases import check_pass
 
 T23 = TensorStructInfo((2, 3), "float32")
 
@@ -212,5 +212,5 @@ def test_results_unchanged_on_a_long_function():
     out = normalize()(mod)  # verified on the way out (verify-each)
     assert len(out["main"].body.blocks[0].bindings) == 20_000
     arg = np.full(4, 0.5, "float32")
-    from pass_cases.harness import assert_same_results
+    from helpers.pass_cases import assert_same_results
     assert_same_results(mod, out, args=[arg])

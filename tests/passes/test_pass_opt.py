@@ -1,9 +1,9 @@
 """The optimization passes: ConvertToDataflow, CanonicalizeBindings,
 FoldConstant, EliminateCommonSubexpr, DeadCodeElimination, ToNonDataflow.
 
-Before/after cases live in tests/pass_cases/ (see harness.py for what each
-one checks: expected output, verification, input untouched, same results
-under the reference interpreter, idempotence). This file adds TVM's
+Before/after cases live in tests/passes/cases/ (see helpers/pass_cases.py
+for what each one checks: expected output, verification, input untouched,
+same results under the reference interpreter, idempotence). This file adds TVM's
 pass-infrastructure tutorial program, the passes' declarations and options,
 edge cases and long programs.
 """
@@ -23,7 +23,7 @@ from phasec.script.builder import BlockBuilder
 from phasec.op import call_op
 from phasec.transform import PassConfigError, PassContext, Sequential, get_pass
 
-from pass_cases.harness import assert_same_results, case_names, check_pass, run_case
+from helpers.pass_cases import assert_same_results, case_names, check_pass, run_case
 
 OPT_PASSES = ("ConvertToDataflow", "CanonicalizeBindings", "FoldConstant",
               "EliminateCommonSubexpr", "DeadCodeElimination", "ToNonDataflow")

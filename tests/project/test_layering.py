@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO
+
+ROOT = REPO
 
 #: Folders of the repository that install as subpackages of phasec.
 MAPPED_FOLDERS = {"verifier": "phasec.verifier", "passes": "phasec.passes"}

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from phasec import phases_doc
 from phasec.ir import Phase
 from phasec.transform import REGISTRY, module_pass, pass_entries, register_pass
 
+from helpers.paths import REPO
 
-PHASES_MD = Path(__file__).resolve().parents[1] / "PHASES.md"
+
+PHASES_MD = REPO / "PHASES.md"
 
 
 def test_phases_md_is_up_to_date():

@@ -18,7 +18,9 @@ import pytest
 
 import phasec
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from helpers.paths import REPO
+
+README = REPO / "README.md"
 
 MODEL = """
 @I.ir_module

@@ -18,10 +18,11 @@ from phasec.script.json_format import json_schema, to_json
 
 from test_roundtrip import PIPELINE, all_nodes_module, op_module
 
-HERE = os.path.dirname(__file__)
+from helpers.paths import FIXTURES, VERIFIER_CASES
+
 EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(phasec.__file__), "examples", "*.py")))
-FILES = sorted(glob.glob(os.path.join(HERE, "fixtures", "*.py"))
-               + glob.glob(os.path.join(HERE, "verifier_cases", "*.py"))) + EXAMPLES
+FILES = sorted(glob.glob(os.path.join(FIXTURES, "*.py"))
+               + glob.glob(os.path.join(VERIFIER_CASES, "*.py"))) + EXAMPLES
 
 
 @pytest.fixture(scope="module")

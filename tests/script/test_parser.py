@@ -19,7 +19,9 @@ from phasec.ir import (
 )
 from phasec.ir.struct_info import StructInfo
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from helpers.paths import FIXTURES as FIXTURES_DIR
+
+FIXTURES = FIXTURES_DIR
 FIXTURE_FILES = sorted(FIXTURES.glob("*.py"))
 EXAMPLES = sorted((Path(phasec.__file__).parent / "examples").glob("*.py"))
 

@@ -34,7 +34,7 @@ from phasec.errors import StructInfoError
 from phasec.script.json_format import from_json, to_json
 from phasec.script.printer import print_module
 
-HERE = os.path.dirname(__file__)
+from helpers.paths import FIXTURES as FIXTURES_DIR, VERIFIER_CASES
 
 
 def check_roundtrip(mod: IRModule) -> str:
@@ -708,8 +708,8 @@ def test_every_operator_in_one_module():
 # ---------------------------------------------------------------------------
 
 EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(phasec.__file__), "examples", "*.py")))
-FIXTURES = sorted(glob.glob(os.path.join(HERE, "fixtures", "*.py"))
-                  + glob.glob(os.path.join(HERE, "verifier_cases", "*.py"))) + EXAMPLES
+FIXTURES = sorted(glob.glob(os.path.join(FIXTURES_DIR, "*.py"))
+                  + glob.glob(os.path.join(VERIFIER_CASES, "*.py"))) + EXAMPLES
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=os.path.basename)

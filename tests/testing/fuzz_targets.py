@@ -3,8 +3,8 @@
 Not collected by a plain ``pytest`` run (the file name does not start with
 ``test_``); name it to run it::
 
-    pytest tests/fuzz_targets.py                          # a bounded run
-    pip install hypofuzz && hypothesis fuzz -n 2 --no-dashboard -- tests/fuzz_targets.py
+    pytest tests/testing/fuzz_targets.py                  # a bounded run
+    pip install hypofuzz && hypothesis fuzz -n 2 --no-dashboard -- tests/testing/fuzz_targets.py
 
 HypoFuzz then runs these tests across cores (``-n N``), coverage-guided,
 with the example database named by ``$PHASEC_FUZZ_DB``: a directory (share

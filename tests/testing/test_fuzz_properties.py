@@ -378,7 +378,7 @@ def test_probed_domains_keep_divisors_away_from_zero():
 
 
 def test_hypofuzz_targets_run_as_plain_hypothesis_tests(monkeypatch, tmp_path):
-    """tests/fuzz_targets.py (what HypoFuzz runs) holds ordinary hypothesis
+    """tests/testing/fuzz_targets.py (what HypoFuzz runs) holds ordinary hypothesis
     tests: run each with a few examples and a database in a temp folder."""
     import importlib.util
     from pathlib import Path

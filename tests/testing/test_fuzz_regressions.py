@@ -79,7 +79,7 @@ def test_legalize_ops_kernel_names_survive_address_reuse():
 # verifier, interpreter and VM must bind every parameter's whole-dimension
 # variables before checking compound dimensions (as TVM's VMShapeLower does).
 # Fixed the second way (the closure convention stays): see WF006's
-# explanation and tests/test_param_symbolic_binding.py.
+# explanation and tests/pipeline/test_param_symbolic_binding.py.
 # ---------------------------------------------------------------------------
 
 _COMPOUND_CAPTURED = '''

@@ -1,4 +1,4 @@
-"""HypoFuzz runs the fuzzing properties of tests/fuzz_targets.py.
+"""HypoFuzz runs the fuzzing properties of tests/testing/fuzz_targets.py.
 
 ``hypothesis fuzz`` (HypoFuzz, in the test extra) is started as the README
 says, in a subprocess with its own session, with ``$PHASEC_FUZZ_DB`` naming
@@ -19,11 +19,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import FUZZ_TARGETS
+
 TARGETS = ("test_pass_orderings_keep_invariants_and_results",
            "test_optimization_sequences_preserve_results", "test_roundtrips_are_exact")
 
@@ -57,7 +57,7 @@ def test_hypofuzz_fuzzes_the_targets_with_the_named_database(tmp_path):
     with open(out, "wb") as log:
         proc = subprocess.Popen(
             [exe, "fuzz", "-n", "1", "--no-dashboard", "--",
-             str(ROOT / "tests" / "fuzz_targets.py")],
+             str(FUZZ_TARGETS)],
             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
     db = DirectoryBasedExampleDatabase(str(db_dir))
@@ -88,7 +88,7 @@ def test_hypofuzz_fuzzes_the_targets_with_the_named_database(tmp_path):
     reports = _reports(db)
     assert reports, text
     for nodeid, report in reports.items():
-        assert nodeid.startswith("tests/fuzz_targets.py::")
+        assert nodeid.startswith("tests/testing/fuzz_targets.py::")
         assert nodeid.split("::")[1] in TARGETS
     assert max(_examples_run(r) for r in reports.values()) >= 5, reports
     # no failure: the properties hold on what it ran

@@ -1,7 +1,7 @@
 """Fuzz property: compiled kernels fed random index data never die of a signal.
 
 A subprocess builds every data-indexed operator (take and the operators of
-tests/test_ops_indexing.py) and runs each on many random index tensors: in
+tests/op/test_ops_indexing.py) and runs each on many random index tensors: in
 range, negative, past either end, the extremes of the dtype. Every run must
 end in a result or an IndexOutOfRangeError; the parent fails on any signal
 death (a segfault would kill the subprocess, not the test runner), so a new

@@ -1,6 +1,6 @@
 """TVM's IR-builder spellings in TVMScript (``R.emit_with_ty``,
 ``R.TupleGetItem``, ``R.ShapeExpr``) as TVM's relax test suite writes them
-(``-> None``: tests/test_tvm_oneoffs.py). Each is checked against TVM 0.27's
+(``-> None``: tests/tvm_bridge/test_tvm_oneoffs.py). Each is checked against TVM 0.27's
 own reading: the module TVM prints for the source, read back by phasec,
 must equal phasec's reading of the source. Malformed variants are parse
 errors with a location."""

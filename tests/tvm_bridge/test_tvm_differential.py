@@ -37,8 +37,6 @@ Where the two disagree by design (not tested as agreement):
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import tvm
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -55,6 +53,8 @@ from phasec.testing.against_tvm import (
 )
 from phasec.testing.mutations import MUTATIONS, mutate
 
+from helpers.paths import VERIFIER_CASES
+
 
 PHASES = st.sampled_from([Phase.INGESTION, Phase.OPTIMIZATION, Phase.LOWERING, Phase.BUILD])
 
@@ -69,7 +69,7 @@ def _tvm_accepts(text: str) -> bool:
 def test_prim_func_global_symbols_as_tvm_reads_them() -> None:
     """A PrimFunc's global_symbol may differ from its name (both accept it);
     exporting one symbol twice is refused by phasec alone (see above)."""
-    cases = Path(__file__).parent / "verifier_cases"
+    cases = VERIFIER_CASES
     good = (cases / "wf302_good.py").read_text()
     assert _tvm_accepts(good) and verifier.check(phasec.parse(good)) == []
     clash = good.replace('"scale_by_two"', '"scale"')

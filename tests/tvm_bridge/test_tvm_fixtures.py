@@ -18,7 +18,9 @@ from phasec import verifier
 from phasec.ir import Phase
 from phasec.script.parser import parse
 
-FIXTURES = Path(__file__).parent / "fixtures" / "tvm027"
+from helpers.paths import FIXTURES as FIXTURES_DIR
+
+FIXTURES = FIXTURES_DIR / "tvm027"
 MODELS = sorted(p for p in FIXTURES.iterdir() if p.is_dir() and p.name != "models")
 STAGES = sorted(f for d in MODELS for f in d.glob("*.py"))
 

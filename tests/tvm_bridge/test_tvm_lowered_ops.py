@@ -12,7 +12,6 @@ phasec's module back to TVM import it where they run.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -25,7 +24,9 @@ from phasec.interp.tir import run_prim_func
 from phasec.ir import assert_structural_equal
 from phasec.script.json_format import from_json, json_schema, to_json
 
-FIXTURES = Path(__file__).parent / "fixtures" / "tvm027"
+from helpers.paths import FIXTURES as FIXTURES_DIR
+
+FIXTURES = FIXTURES_DIR / "tvm027"
 
 
 def _stage(model: str, stage: str) -> tuple[str, phasec.IRModule]:

@@ -17,8 +17,9 @@ import phasec
 from phasec.verifier.cli import main
 from phasec.verifier.report import CheckReport
 
-CASES = Path(__file__).parent / "verifier_cases"
-REPO = Path(__file__).resolve().parent.parent
+from helpers.paths import VERIFIER_CASES
+
+CASES = VERIFIER_CASES
 
 
 def run(*args: str) -> tuple[int, str, str]:

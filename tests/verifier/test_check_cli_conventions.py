@@ -16,8 +16,9 @@ from phasec.verifier.cli import main
 from phasec.verifier.input_codes import INPUT_CODES
 from phasec.verifier.rules import all_rules
 
-CASES = Path(__file__).parent / "verifier_cases"
-REPO = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO, VERIFIER_CASES
+
+CASES = VERIFIER_CASES
 
 
 class _Tty(io.StringIO):

@@ -4,7 +4,6 @@ the phase argument, and scale (long and deeply nested programs)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,9 @@ from phasec.ir import (
 )
 from phasec.ir.phase import Phase
 
-CASES = Path(__file__).parent / "verifier_cases"
+from helpers.paths import VERIFIER_CASES
+
+CASES = VERIFIER_CASES
 HEAD = """# from tvm.script import ir as I
 # from tvm.script import relax as R
 # from tvm.script import tir as T

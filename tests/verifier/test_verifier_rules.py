@@ -1,7 +1,7 @@
 """Every verifier rule: a minimal violating module, a conforming twin, and
 the diagnostic's code and line.
 
-Most rules are written as TVMScript fixtures in tests/verifier_cases/
+Most rules are written as TVMScript fixtures in tests/verifier/cases/
 (``<code>_bad.py`` marks each line that must be reported with
 ``# <- CODE``; ``<code>_good.py`` is the twin that must be clean). Violations
 the parser cannot produce (it normalizes and resolves names) start from a
@@ -25,7 +25,9 @@ from phasec.errors import WellFormedError
 from phasec.ir import BindingBlock, ExprMutator, Function, IRModule, VarBinding, tir
 from phasec.ir.phase import Phase
 
-CASES = Path(__file__).parent / "verifier_cases"
+from helpers.paths import VERIFIER_CASES
+
+CASES = VERIFIER_CASES
 BAD_FILES = sorted(CASES.glob("*_bad.py"))
 MARKER = re.compile(r"#\s*<-\s*([A-Z]{2}\d{3}(?:\s+[A-Z]{2}\d{3})*)\s*$")
 
