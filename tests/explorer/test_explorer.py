@@ -14,10 +14,11 @@ import pytest
 import phasec
 from phasec.cli import main
 from phasec.explorer import report, report_json_schema
-from phasec.ir import BindingBlock, Function, IRModule, SeqExpr, Var, VarBinding
+from phasec.ir import BindingBlock, Function, SeqExpr, Var, VarBinding
 from phasec.op import call_op
-from phasec.ir.struct_info import TensorStructInfo
-from phasec.transform import PassContext, PassTiming, PassTrace, parse_pipeline
+from phasec.transform import PassTiming, PassTrace, parse_pipeline
+
+from helpers.sample_modules import add_chain_module
 
 EXAMPLES = Path(phasec.__file__).parent / "examples"
 SPEC = "LambdaLifting,ConvertToDataflow,FoldConstant,FuseOps,ToNonDataflow,LegalizeOps"
@@ -218,19 +219,8 @@ def test_schema_command_prints_the_report_schema(capsys):
     assert code == 0 and json.loads(out) == report_json_schema()
 
 
-def chain_module(n: int) -> IRModule:
-    x = Var("x", TensorStructInfo((8,), "float32"))
-    bindings, prev = [], x
-    for i in range(n):
-        v = Var(f"v{i}", TensorStructInfo((8,), "float32"))
-        bindings.append(VarBinding(v, call_op("add", prev, x)))
-        prev = v
-    return IRModule({"main": Function([x], SeqExpr([BindingBlock(bindings)], prev),
-                                      prev.struct_info, attrs={"global_symbol": "main"})})
-
-
 def test_large_module_stores_each_text_once():
-    mod = chain_module(10_000)
+    mod = add_chain_module(10_000)
     doc = _doc(report(mod, "Normalize,LambdaLifting,CanonicalizeBindings,FoldConstant"))
     texts = doc["texts"]
     assert len(texts) == len(set(texts))

@@ -27,6 +27,7 @@ from phasec.pipeline import lower
 from phasec.transform import PassTrace
 
 from helpers.paths import REPO
+from helpers.sample_modules import add_chain_module
 
 EXAMPLES = Path(phasec.__file__).parent / "examples"
 ARTIFACTS = Path(os.environ.get("PHASEC_TEST_ARTIFACTS") or REPO / "test-artifacts")
@@ -157,9 +158,7 @@ def test_notebook_fragments_coexist(browser, tmp_path):
 
 
 def test_large_module_report_opens_and_scrolls(browser, tmp_path):
-    from test_explorer import chain_module
-
-    mod = chain_module(10_000)
+    mod = add_chain_module(10_000)
     path = tmp_path / "large.html"
     report(mod, "LambdaLifting,ConvertToDataflow,ToNonDataflow", title="10k").save(path)
     browser.get(path.as_uri())

@@ -5,17 +5,26 @@ symbolic shapes; fused groups lowered to one PrimFunc."""
 import numpy as np
 import pytest
 
-from phasec.interp.tir import eval_prim_expr, run_prim_func
+from phasec.interp.tir import run_prim_func
 from phasec.ir import (
     Constant, DataflowBlock, Function, PrimValue, SeqExpr, ShapeExpr, TensorStructInfo, Tuple,
     TupleGetItem, TupleStructInfo, Var, VarBinding, tir,
 )
-from phasec.script.builder import BlockBuilder
 from phasec.op import call_op, get_op, list_ops
 from phasec.op.legalize import (
     LEGALIZE, LegalizeError, has_legalization, legalize_call, legalize_fused, lower_call,
     lower_fused,
 )
+
+from helpers.legalize import check_call, fused
+from helpers.legalize_cases.combine import COMBINE_LEGALIZE_CASES, COMBINE_VALUES
+from helpers.legalize_cases.device_grad import DEVICE_GRAD_LEGALIZE_CASES
+from helpers.legalize_cases.elementwise_math import EW_LEGALIZE_CASES, EW_VALUES
+from helpers.legalize_cases.ext import BOOL_VALUES, EXT_LEGALIZE_CASES
+from helpers.legalize_cases.image_ext import IMAGE_EXT_LEGALIZE_CASES
+from helpers.legalize_cases.indexing import INDEXING_LEGALIZE_CASES, INDEXING_VALUES
+from helpers.legalize_cases.layout_transform import LAYOUT_LEGALIZE_CASES
+from helpers.legalize_cases.more import MORE_LEGALIZE_CASES, MORE_VALUES
 
 RNG = np.random.default_rng(2024)
 
@@ -28,51 +37,6 @@ def rand(shape, dtype="float32"):
     if dtype.startswith("int"):
         return RNG.integers(-9, 10, shape).astype(dtype)
     return RNG.standard_normal(shape).astype(dtype)
-
-
-# ---------------------------------------------------------------------------
-# running a lowered call
-# ---------------------------------------------------------------------------
-
-def _bind_dims(exprs, values, env):
-    for e in exprs:
-        si = e.struct_info
-        if isinstance(si, TensorStructInfo) and e in values:
-            for d, size in zip(si.shape, values[e].shape):
-                if isinstance(d, tir.Var):
-                    env[d] = size
-
-
-def _value(expr, values, env):
-    if isinstance(expr, Tuple):
-        return tuple(_value(f, values, env) for f in expr.fields)
-    if isinstance(expr, Constant):
-        return expr.data
-    if isinstance(expr, ShapeExpr):
-        return tuple(int(eval_prim_expr(v, env)) for v in expr.values)
-    if isinstance(expr, PrimValue):
-        return eval_prim_expr(expr.value, env)
-    return values[expr]
-
-
-def check_call(call, values, hints=(True, False), rtol=1e-5, atol=1e-6, dims=None):
-    """Lower ``call``, run it on ``values`` (Var -> array) and compare with the reference."""
-    env = dict(dims or {})
-    flat = [f for a in call.args for f in (a.fields if isinstance(a, Tuple) else [a])]
-    _bind_dims(flat, values, env)
-    ref = get_op(call.op.name).reference(*[_value(a, values, env) for a in call.args],
-                                         **dict(call.attrs))
-    expected = list(ref) if isinstance(ref, tuple) else [np.asarray(ref)]
-    for h in hints:
-        low = lower_call(call, h)
-        ins = [np.asarray(_value(a, values, env)) for a in low.args]
-        outs = [np.zeros(e.shape, e.dtype) for e in expected]
-        scalars = [int(eval_prim_expr(v, env)) for v in low.tir_vars]
-        run_prim_func(low.prim_func, ins + scalars + outs)  # scalars before outputs
-        for got, exp in zip(outs, expected):
-            assert got.dtype == exp.dtype
-            np.testing.assert_allclose(got, exp, rtol=rtol, atol=atol)
-    return low
 
 
 # ---------------------------------------------------------------------------
@@ -324,17 +288,6 @@ CASES = (
 )
 
 
-from test_ops_ext import BOOL_VALUES, EXT_LEGALIZE_CASES  # noqa: E402  (creation, transform...)
-from test_ops_indexing import INDEXING_LEGALIZE_CASES, INDEXING_VALUES  # noqa: E402
-
-from test_ops_elementwise_math import EW_LEGALIZE_CASES, EW_VALUES  # noqa: E402
-
-from test_ops_combine import COMBINE_LEGALIZE_CASES, COMBINE_VALUES  # noqa: E402
-from test_ops_more import MORE_LEGALIZE_CASES, MORE_VALUES  # noqa: E402
-from test_ops_layout_transform import LAYOUT_LEGALIZE_CASES  # noqa: E402
-from test_ops_image_ext import IMAGE_EXT_LEGALIZE_CASES  # noqa: E402
-from test_ops_device_grad import DEVICE_GRAD_LEGALIZE_CASES  # noqa: E402
-
 CASES = (CASES + EXT_LEGALIZE_CASES + INDEXING_LEGALIZE_CASES + EW_LEGALIZE_CASES
          + COMBINE_LEGALIZE_CASES + MORE_LEGALIZE_CASES + LAYOUT_LEGALIZE_CASES
          + IMAGE_EXT_LEGALIZE_CASES + DEVICE_GRAD_LEGALIZE_CASES)
@@ -492,15 +445,6 @@ def test_dims_no_buffer_binds_become_scalar_params_before_the_outputs():
 # ---------------------------------------------------------------------------
 # fused groups
 # ---------------------------------------------------------------------------
-
-def fused(params, build):
-    """A Primitive function whose dataflow block is built by ``build(bb)``."""
-    bb = BlockBuilder()
-    with bb.function("fused", params, attrs={"Primitive": True}):
-        with bb.dataflow():
-            gv = bb.emit_output(build(bb))
-        bb.emit_func_output(gv)
-    return bb.get()["fused"]
 
 
 def walk(stmt):

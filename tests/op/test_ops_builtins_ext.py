@@ -16,7 +16,8 @@ from phasec.errors import StructInfoError, VMError
 from phasec.interp import run as interp_run
 from phasec.ir import ExternFunc, PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
 from phasec.op import call_op
-from test_ops_infer import S, raises, tv
+
+from helpers.op_infer import S, raises, tv
 
 VIEWS = '''
 @I.ir_module

@@ -13,15 +13,13 @@ import numpy as np
 import pytest
 
 import phasec
-from phasec.ir import PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
+from phasec.ir import PrimValue, ShapeExpr, Tuple, tir
 from phasec.op import call_op
-from test_ops_infer import raises, tv
-from test_ops_reference import rand, run
-from test_ops_sorting import _dataflow_bindings, _flat, _norm_phasec, _norm_tvm
 
-COMBINE_TESTED = {"stack", "meshgrid", "outer", "einsum", "collapse_sum_like", "collapse_sum_to",
-                  "nn.batch_flatten", "nn.pixel_shuffle", "slice_scatter",
-                  "dynamic_strided_slice"}
+from helpers.op_infer import raises, tv
+from helpers.op_reference import rand, run
+from helpers.against_tvm import dataflow_bindings, flat_leaves, norm_phasec, norm_tvm
+
 
 SOURCE = '''
 @I.ir_module
@@ -57,10 +55,10 @@ def test_inference_matches_tvm():
     from tvm.script import from_source
 
     env = {"n": 5}
-    ours = {b.var.name_hint: _norm_phasec(b.var.struct_info, env)
-            for b in _dataflow_bindings(phasec.parse(SOURCE))}
-    theirs = {b.var.name: _norm_tvm(b.var.ty, env)
-              for b in _dataflow_bindings(from_source(SOURCE))}
+    ours = {b.var.name_hint: norm_phasec(b.var.struct_info, env)
+            for b in dataflow_bindings(phasec.parse(SOURCE))}
+    theirs = {b.var.name: norm_tvm(b.var.ty, env)
+              for b in dataflow_bindings(from_source(SOURCE))}
     assert ours == theirs
 
 
@@ -133,47 +131,6 @@ def test_references():
 
 
 # ---------------------------------------------------------------------------
-# legalization cases (test_legalize.py, TIR interpreter)
-# ---------------------------------------------------------------------------
-
-_A = Var("ca", TensorStructInfo((2, 3), "float32"))
-_B = Var("cb", TensorStructInfo((4, 3), "float32"))
-_V = Var("cv", TensorStructInfo((3,), "float32"))
-_IMG = Var("cimg", TensorStructInfo((1, 8, 2, 3), "float32"))
-_BATCH = Var("cbt", TensorStructInfo((2, 1, 3, 4), "float32"))
-_SRC = Var("csrc", TensorStructInfo((2, 2), "float32"))
-
-
-_W = Var("cw", TensorStructInfo((2,), "float32"))
-_BT2 = Var("cbt2", TensorStructInfo((3, 4, 2), "float32"))
-_SQ = Var("csq", TensorStructInfo((3, 3), "float32"))
-_RNG = np.random.default_rng(21)
-#: values of the operands above (tuple fields get none by default in test_legalize)
-COMBINE_VALUES = {v: _RNG.standard_normal(tuple(d.value for d in v.struct_info.shape))
-                  .astype("float32") for v in (_A, _B, _V, _IMG, _BATCH, _SRC, _W, _BT2, _SQ)}
-
-
-def _pv(k):
-    return PrimValue(tir.IntImm(k))
-
-
-COMBINE_LEGALIZE_CASES = [
-    ("stack", lambda: call_op("stack", Tuple([_A, _A, _A]), axis=-1)),
-    ("outer", lambda: call_op("outer", _V, _V)),
-    ("meshgrid", lambda: call_op("meshgrid", Tuple([_V, _W]), indexing="xy")),
-    ("einsum", lambda: call_op("einsum", Tuple([_A, _B]), subscripts="ij,kj->ki")),
-    ("einsum-batch", lambda: call_op("einsum", Tuple([_BATCH, _BT2]), subscripts="...ij,...jk")),
-    ("einsum-trace", lambda: call_op("einsum", Tuple([_SQ]), subscripts="ii")),
-    ("collapse_sum_to", lambda: call_op("collapse_sum_to", _BATCH, ShapeExpr([3, 1]))),
-    ("collapse_sum_like", lambda: call_op("collapse_sum_like", _B, _V)),
-    ("batch_flatten", lambda: call_op("nn.batch_flatten", _IMG)),
-    ("pixel_shuffle", lambda: call_op("nn.pixel_shuffle", _IMG, upscale_factor=2)),
-    ("slice_scatter", lambda: call_op("slice_scatter", _A, _SRC, _pv(-3), _pv(9), _pv(2),
-                                      axis=1)),
-]
-
-
-# ---------------------------------------------------------------------------
 # compiled: VM against numpy and TVM 0.27
 # ---------------------------------------------------------------------------
 
@@ -200,7 +157,7 @@ def vm():
 @pytest.mark.parametrize("rows", [5, 1])
 def test_compiled_matches_numpy(vm, rows):
     args = _inputs(rows, rows)
-    got = _flat(vm["main"](*args))
+    got = flat_leaves(vm["main"](*args))
     for k, (g, e) in enumerate(zip(got, _numpy(*args))):
         np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5, err_msg=str(k))
 
@@ -215,8 +172,8 @@ def test_compiled_matches_tvm(vm):
     src = "\n".join(line for line in SOURCE.splitlines() if "R.nn.pixel_shuffle" not in line)
     src = src.replace("bf, ps, mg", "bf, mg")
     tvm_vm = relax.VirtualMachine(tvm.compile(from_source(src), target="llvm"), tvm.cpu())
-    theirs = [t.numpy() for t in _flat(tvm_vm["main"](*[tvm.runtime.tensor(a) for a in args]))]
-    ours = _flat(vm["main"](*args))
+    theirs = [t.numpy() for t in flat_leaves(tvm_vm["main"](*[tvm.runtime.tensor(a) for a in args]))]
+    ours = flat_leaves(vm["main"](*args))
     del ours[4]  # pixel_shuffle
     assert len(ours) == len(theirs)
     for k, (o, t) in enumerate(zip(ours, theirs)):

@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import pytest
-from test_ops_infer import S, raises
 
 import phasec
 from phasec.errors import PhasecError, StructInfoError
@@ -18,12 +17,10 @@ from phasec.interp import run as interp_run
 from phasec.ir import Constant, Phase, ShapeExpr, TensorStructInfo, Var
 from phasec.op import call_op
 
-#: the compute operators tested here (to_vdevice is a memory builtin, as in TVM)
-DEVICE_GRAD_TESTED = {"hint_on_device", "wrap_param", "grad.no_grad", "grad.start_checkpoint",
-                      "grad.end_checkpoint"}
+from helpers.op_infer import S, raises
+
 
 _X = Var("dg_x", TensorStructInfo((2, 3), "float32"))
-DEVICE_GRAD_LEGALIZE_CASES = [("wrap_param", lambda: call_op("wrap_param", _X, dtype="int32"))]
 
 VDEVICE_INFO = 'I.module_global_infos({"vdevice": [I.vdevice("llvm", 0, "global")]})'
 

@@ -6,7 +6,8 @@ integer tensor, a bitwise and of floats...), references against Python's
 one module compiled with LLVM and run on the VM against numpy and against
 TVM 0.27's compiled output.
 
-Legalization on the TIR interpreter: test_legalize.py (``EW_LEGALIZE_CASES``).
+Legalization on the TIR interpreter: test_legalize.py (``EW_LEGALIZE_CASES`` of
+helpers/legalize_cases/elementwise_math.py).
 """
 
 from __future__ import annotations
@@ -17,18 +18,13 @@ import numpy as np
 import pytest
 
 import phasec
-from phasec.ir import TensorStructInfo, Var
 from phasec.op import call_op
-from test_ops_ext import _bindings_phasec, _bindings_tvm
-from test_ops_infer import raises, tv
-from test_ops_reference import run
 
-FLOAT_UNARY = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "sin", "sinh",
-               "tan"]
-EW_TESTED = set(FLOAT_UNARY) | {
-    "sign", "square", "trunc", "isfinite", "isinf", "isnan", "bitwise_not", "atan2",
-    "log_add_exp", "floor_mod", "mod", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
-    "right_shift", "logical_xor", "ewise_fma"}
+from helpers.against_tvm import bindings_phasec, bindings_tvm
+from helpers.op_infer import raises, tv
+from helpers.op_reference import run
+from helpers.op_coverage import FLOAT_UNARY
+
 
 INFER_SOURCE = '''
 @I.ir_module
@@ -64,7 +60,7 @@ class Module:
 @pytest.mark.parametrize("rows", [1, 3])
 def test_inference_matches_tvm(rows):
     env = {"n": rows}
-    assert _bindings_phasec(INFER_SOURCE, env) == _bindings_tvm(INFER_SOURCE, env)
+    assert bindings_phasec(INFER_SOURCE, env) == bindings_tvm(INFER_SOURCE, env)
 
 
 PRIM_SOURCE = '''
@@ -88,7 +84,7 @@ class Module:
 def test_prim_operands_broadcast_as_tvm_infers(rows):
     """An R.Prim scalar for either operand, as the arithmetic operators take it."""
     env = {"n": rows}
-    assert _bindings_phasec(PRIM_SOURCE, env) == _bindings_tvm(PRIM_SOURCE, env)
+    assert bindings_phasec(PRIM_SOURCE, env) == bindings_tvm(PRIM_SOURCE, env)
 
 
 def test_prim_operands_compute_as_numpy():
@@ -191,53 +187,6 @@ def test_binary_reference():
                np.array([0, 0, 5, 1], "int32")).tolist() == [0, 1, 1, 0]
     f = run("ewise_fma", af, bf, af)
     assert f.tolist() == [p * q + p for p, q in zip(af.tolist(), bf.tolist())]
-
-
-# ---------------------------------------------------------------------------
-# legalization cases (test_legalize.py runs them on the TIR interpreter)
-# ---------------------------------------------------------------------------
-
-_U = Var("eu", TensorStructInfo((2, 3), "float32"))      # in (-1, 1)
-_P = Var("ep", TensorStructInfo((2, 3), "float32"))      # > 1
-_F = Var("ef", TensorStructInfo((1, 3), "float32"))
-_I = Var("ei", TensorStructInfo((2, 3), "int32"))
-_J = Var("ej", TensorStructInfo((3,), "int32"))
-_B = Var("eb", TensorStructInfo((2, 3), "bool"))
-_S = Var("es", TensorStructInfo((2, 3), "int8"))
-
-EW_VALUES = {
-    _U: np.array([[-0.9, -0.2, 0.0], [0.3, 0.75, 0.99]], "float32"),
-    _P: np.array([[1.0, 1.5, 2.0], [3.0, 10.0, 100.0]], "float32"),
-    _F: np.array([[np.nan, np.inf, -2.5]], "float32"),
-    _I: np.array([[7, -7, 0], [5, -1, 9]], "int32"),
-    _J: np.array([3, -3, 0], "int32"),
-    _B: np.array([[True, False, True], [False, False, True]]),
-    _S: np.array([[-16, 5, 3], [127, -128, 1]], "int8"),
-}
-_ES = Var("esk", TensorStructInfo((2, 3), "int8"))
-EW_VALUES[_ES] = np.array([[2, 7, 9], [-1, 0, 8]], "int8")
-
-EW_LEGALIZE_CASES = (
-    [(f"{n}", lambda n=n: call_op(n, _P if n == "acosh" else _U)) for n in FLOAT_UNARY]
-    + [(f"{n}-f", lambda n=n: call_op(n, _F)) for n in ("sign", "square", "trunc", "isfinite",
-                                                         "isinf", "isnan")]
-    + [(f"{n}-i", lambda n=n: call_op(n, _I)) for n in ("sign", "square", "trunc", "isfinite",
-                                                         "isnan", "bitwise_not")]
-    + [("bitwise_not-b", lambda: call_op("bitwise_not", _B)),
-       ("atan2", lambda: call_op("atan2", _U, _F)),
-       ("log_add_exp", lambda: call_op("log_add_exp", _P, _F)),
-       ("floor_mod-i", lambda: call_op("floor_mod", _I, _J)),
-       ("mod-i", lambda: call_op("mod", _I, _J)),
-       ("floor_mod-f", lambda: call_op("floor_mod", _U, _F)),
-       ("mod-f", lambda: call_op("mod", _P, _U)),
-       ("bitwise_and", lambda: call_op("bitwise_and", _I, _J)),
-       ("bitwise_or", lambda: call_op("bitwise_or", _B, _B)),
-       ("bitwise_xor", lambda: call_op("bitwise_xor", _S, _ES)),
-       ("left_shift", lambda: call_op("left_shift", _S, _ES)),
-       ("right_shift", lambda: call_op("right_shift", _S, _ES)),
-       ("logical_xor", lambda: call_op("logical_xor", _I, _J)),
-       ("ewise_fma", lambda: call_op("ewise_fma", _U, _P, _U))]
-)
 
 
 # ---------------------------------------------------------------------------

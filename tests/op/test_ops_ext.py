@@ -7,7 +7,7 @@ compiled with phasec.build (LLVM kernels) and run on the VM against numpy
 and against TVM 0.27's compiled output.
 
 Legalization on the TIR interpreter is in test_legalize.py's table
-(``EXT_LEGALIZE_CASES`` below is appended to it).
+(``EXT_LEGALIZE_CASES`` of helpers/legalize_cases/ext.py is appended to it).
 """
 
 from __future__ import annotations
@@ -20,15 +20,12 @@ import pytest
 import phasec
 from phasec.ir import PrimValue, TensorStructInfo, Var, tir
 from phasec.op import call_op
-from test_ops_infer import S, raises, tv
-from test_ops_reference import rand, run
+
+from helpers.op_infer import S, raises, tv
+from helpers.op_reference import rand, run
+from helpers.against_tvm import bindings_phasec, bindings_tvm
 
 n = tir.Var("n")
-
-#: every operator this file checks against an independent reference
-EXT_TESTED = {"arange", "full_like", "tril", "triu", "one_hot", "eye", "eye_like", "tile",
-              "repeat", "flip", "nn.pad", "argmax", "argmin", "variance", "std", "cumsum",
-              "cumprod"}
 
 
 # ---------------------------------------------------------------------------
@@ -77,49 +74,11 @@ class Module:
 '''
 
 
-def _bindings_phasec(source, env):
-    """name -> (dtype, ndim, dims evaluated at ``env`` or None)."""
-    from phasec.op.infer import prim_expr_to_str
-
-    mod = phasec.parse(source)
-    out = {}
-    for blk in mod["main"].body.blocks:
-        for b in blk.bindings:
-            si = b.var.struct_info
-            dims = None if si.shape is None else tuple(
-                int(eval(prim_expr_to_str(d), {}, dict(env))) for d in si.shape)
-            out[b.var.name_hint] = (si.dtype, si.ndim, dims)
-    return out
-
-
-def _bindings_tvm(source, env):
-    import tvm
-    from tvm.script import from_source
-
-    mod = from_source(source)
-    out = {}
-    for blk in mod["main"].body.blocks:
-        for b in blk.bindings:
-            ty = b.var.ty
-            dims = None
-            if ty.shape is not None:
-                dims = tuple(int(d) if isinstance(d, tvm.tirx.IntImm) else
-                             int(eval(str(d), {"T": _TPrint}, dict(env))) for d in ty.shape.values)
-            out[b.var.name] = (str(ty.dtype), int(ty.ndim), dims)
-    return out
-
-
-class _TPrint:
-    """What TVM's printed dimensions call: T.int64(3) and friends."""
-
-    int64 = int32 = staticmethod(int)
-
-
 @pytest.mark.parametrize("rows", [1, 6, 23])
 def test_inference_matches_tvm(rows):
     env = {"n": rows}
-    ours = _bindings_phasec(INFER_SOURCE, env)
-    theirs = _bindings_tvm(INFER_SOURCE, env)
+    ours = bindings_phasec(INFER_SOURCE, env)
+    theirs = bindings_tvm(INFER_SOURCE, env)
     assert set(ours) == set(theirs)
     differ = {k: (ours[k], theirs[k]) for k in ours if ours[k] != theirs[k]}
     assert not differ, differ
@@ -192,6 +151,13 @@ def test_tri_one_hot_full_like_reference():
         assert oh[i, k, j] == (7 if idx[i, j] == k else -7)
     f = run("full_like", rand(2, 2), np.array(3, "int64"), dtype="void")
     assert f.dtype == np.float32 and (f == 3).all()
+
+
+_Z = Var("z", TensorStructInfo((2, 3, 4), "float32"))
+
+
+def _p(v):
+    return PrimValue(tir.IntImm(v) if isinstance(v, int) else tir.FloatImm(v, "float32"))
 
 
 def test_tri_k_defaults_to_zero_as_in_tvm():
@@ -329,46 +295,6 @@ def test_scan_reference():
 
 
 # ---------------------------------------------------------------------------
-# legalization cases (run on the TIR interpreter by test_legalize.py)
-# ---------------------------------------------------------------------------
-
-_Z = Var("z", TensorStructInfo((2, 3, 4), "float32"))
-_ZI = Var("zi", TensorStructInfo((2, 3, 4), "int32"))
-_IDX = Var("ix", TensorStructInfo((2, 2), "int64"))
-
-
-def _p(v):
-    return PrimValue(tir.IntImm(v) if isinstance(v, int) else tir.FloatImm(v, "float32"))
-
-
-EXT_LEGALIZE_CASES = [
-    ("arange", lambda: call_op("arange", _p(3), _p(-4), _p(-2), dtype="int32")),
-    ("arange-float", lambda: call_op("arange", _p(0.5), _p(2.0), _p(0.5), dtype="float32")),
-    ("full_like", lambda: call_op("full_like", _Z, Var("f0", TensorStructInfo((), "float32")),
-                                  dtype="int64")),
-    ("tril", lambda: call_op("tril", _Z, _p(0))),
-    ("triu", lambda: call_op("triu", _ZI, _p(1))),
-    ("one_hot", lambda: call_op("one_hot", _IDX, _p(1.0), _p(0.0), depth=3, axis=1)),
-    ("eye", lambda: call_op("eye", _p(3), _p(2), _p(-1), dtype="float32")),
-    ("eye_like", lambda: call_op("eye_like", Var("m", TensorStructInfo((3, 4), "int32")),
-                                 _p(1))),
-    ("tile", lambda: call_op("tile", _Z, repeats=[2, 1, 1, 2])),
-    ("repeat", lambda: call_op("repeat", _Z, repeats=2, axis=-1)),
-    ("repeat-flat", lambda: call_op("repeat", _ZI, repeats=2)),
-    ("flip", lambda: call_op("flip", _Z, axis=1)),
-    ("argmax", lambda: call_op("argmax", _Z, axis=1, keepdims=True)),
-    ("argmin", lambda: call_op("argmin", _ZI)),
-    ("variance", lambda: call_op("variance", _Z, axis=[0, 2])),
-    ("std", lambda: call_op("std", _Z, keepdims=True)),
-    ("cumsum", lambda: call_op("cumsum", _Z, axis=1, exclusive=True)),
-    ("cumsum-flat", lambda: call_op("cumsum", _ZI, dtype="int64")),
-    ("cumprod", lambda: call_op("cumprod", _Z, axis=-1)),
-] + [(f"pad-{mode}", lambda mode=mode: call_op("nn.pad", _Z, pad_width=[0, 1, 2, 0, 3, 5],
-                                                 pad_mode=mode, pad_value=2.0))
-     for mode in ("constant", "reflect", "replicate", "circular")]
-
-
-# ---------------------------------------------------------------------------
 # end to end: LLVM kernels on the VM, against numpy and TVM 0.27
 # ---------------------------------------------------------------------------
 
@@ -456,12 +382,6 @@ def test_end_to_end_matches_tvm(e2e_vm):
 # ---------------------------------------------------------------------------
 # reductions of bool tensors (issue 13: "prod/sum/max/min on bool")
 # ---------------------------------------------------------------------------
-
-_BOOLS = Var("bz", TensorStructInfo((2, 3, 4), "bool"))
-BOOL_VALUES = {_BOOLS: np.random.default_rng(4).integers(0, 2, (2, 3, 4)).astype(bool)}
-EXT_LEGALIZE_CASES += [
-    (f"{n}-bool", lambda n=n: call_op(n, _BOOLS, axis=[1], keepdims=n == "prod"))
-    for n in ("sum", "prod", "max", "min")]
 
 BOOL_REDUCE = '''
 @I.ir_module

@@ -1,6 +1,6 @@
 """image.resize2d, quantize and dequantize (phasec/op/image.py, qdq.py):
 inference (TVM 0.27's results, symbolic and error cases), the references
-against loop formulas written here, ONNX Runtime's Resize and TVM 0.27's own
+against loop formulas (helpers/nn_loops.py), ONNX Runtime's Resize and TVM 0.27's own
 compiled output."""
 
 import math
@@ -10,13 +10,13 @@ import pytest
 
 from phasec.ir import ShapeExpr, tir
 from phasec.op import call_op
-from test_ops_infer import S, raises, tv
-from test_ops_nn_attention import run_tvm
-from test_ops_reference import close, rand, run
+
+from helpers.op_infer import S, raises, tv
+from helpers.against_tvm import run_tvm
+from helpers.op_reference import close, rand, run
+from helpers.nn_loops import bilinear_half_pixel
 
 n = tir.Var("n")
-
-IMAGE_QDQ_TESTED = {"image.resize2d", "quantize", "dequantize"}
 
 
 # ---------------------------------------------------------------------------
@@ -43,27 +43,9 @@ def test_resize2d_infer():
     assert isinstance(call_op("image.resize2d", tv("x", (1, 3, 5, 7)), (4, 9)).args[1], ShapeExpr)
 
 
-def _bilinear_half_pixel(x, oh, ow):
-    h, w = x.shape[2:]
-    out = np.zeros(x.shape[:2] + (oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            cy = (i + 0.5) * h / oh - 0.5
-            cx = (j + 0.5) * w / ow - 0.5
-            y0, x0 = math.floor(cy), math.floor(cx)
-            fy, fx = cy - y0, cx - x0
-            clamp = lambda v, hi: min(max(v, 0), hi - 1)  # noqa: E731
-            acc = 0.0
-            for dy, wy in ((0, 1 - fy), (1, fy)):
-                for dx, wx in ((0, 1 - fx), (1, fx)):
-                    acc = acc + wy * wx * x[:, :, clamp(y0 + dy, h), clamp(x0 + dx, w)]
-            out[:, :, i, j] = acc
-    return out
-
-
 def test_resize2d_reference_against_formulas():
     x = rand(2, 3, 5, 7)
-    close(run("image.resize2d", x, ShapeExpr([8, 3])), _bilinear_half_pixel(x, 8, 3), 1e-5)
+    close(run("image.resize2d", x, ShapeExpr([8, 3])), bilinear_half_pixel(x, 8, 3), 1e-5)
     near = run("image.resize2d", x, ShapeExpr([10, 4]), method="nearest_neighbor",
                coordinate_transformation_mode="asymmetric", rounding_method="floor")
     rows = [math.floor(i * 5 / 10) for i in range(10)]
@@ -75,7 +57,7 @@ def test_resize2d_reference_against_formulas():
     np.testing.assert_array_equal(up[0, 0, 1, 1], int(xi.mean()))  # centre: the mean, truncated
     nhwc = run("image.resize2d", np.ascontiguousarray(x.transpose(0, 2, 3, 1)), ShapeExpr([8, 3]),
                layout="NHWC")
-    close(nhwc, _bilinear_half_pixel(x, 8, 3).transpose(0, 2, 3, 1), 1e-5)
+    close(nhwc, bilinear_half_pixel(x, 8, 3).transpose(0, 2, 3, 1), 1e-5)
 
 
 @pytest.mark.parametrize("method,mode,rounding,size", [

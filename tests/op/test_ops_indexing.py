@@ -6,7 +6,7 @@ from the end) on the reference interpreter and on both kernel backends of
 the VM, and compiled results against TVM 0.27's for in-range indices.
 
 Legalization on the TIR interpreter is in test_legalize.py's table
-(``INDEXING_LEGALIZE_CASES``)."""
+(``INDEXING_LEGALIZE_CASES`` of helpers/legalize_cases/indexing.py)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ import pytest
 
 import phasec
 from phasec.errors import IndexOutOfRangeError
-from phasec.ir import TensorStructInfo, Tuple, Var
+from phasec.ir import Tuple
 from phasec.op import call_op
-from test_ops_ext import _bindings_phasec, _bindings_tvm
-from test_ops_infer import raises, tv
-from test_ops_reference import rand, run
 
-INDEXING_TESTED = {"gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "index_put"}
+from helpers.against_tvm import bindings_phasec, bindings_tvm
+from helpers.op_infer import raises, tv
+from helpers.op_reference import rand, run
+from helpers.hostile_indices import CALLS, HOSTILE
+
 
 INFER_SOURCE = '''
 @I.ir_module
@@ -48,7 +49,7 @@ class Module:
 @pytest.mark.parametrize("rows", [1, 4])
 def test_inference_matches_tvm(rows):
     env = {"n": rows}
-    ours, theirs = _bindings_phasec(INFER_SOURCE, env), _bindings_tvm(INFER_SOURCE, env)
+    ours, theirs = bindings_phasec(INFER_SOURCE, env), bindings_tvm(INFER_SOURCE, env)
     assert ours == theirs
 
 
@@ -163,66 +164,8 @@ def test_scatter_nd_and_index_put_reference(reduction):
 
 
 # ---------------------------------------------------------------------------
-# legalization cases for test_legalize.py (TIR interpreter)
-# ---------------------------------------------------------------------------
-
-_X = Var("x", TensorStructInfo((2, 3, 4), "float32"))
-_I3 = Var("ixe", TensorStructInfo((2, 2, 4), "int64"))
-_U3 = Var("u3", TensorStructInfo((2, 2, 4), "float32"))
-_G = Var("ixg", TensorStructInfo((2, 2), "int64"))
-_GU = Var("gu", TensorStructInfo((2, 4), "float32"))
-_GB = Var("gbt", TensorStructInfo((2, 1), "int64"))
-_IA = Var("ia", TensorStructInfo((2, 1), "int64"))
-_IB = Var("ib", TensorStructInfo((3,), "int64"))
-_IC = Var("ic", TensorStructInfo((1, 3), "int64"))
-_IV = Var("iv", TensorStructInfo((3,), "float32"))
-
-#: in-range values of the index operands above, for test_legalize.py
-INDEXING_VALUES = {
-    _I3: np.array([[[0, 2, -1, 1], [1, 1, 0, -3]], [[2, 0, 0, 1], [-2, 2, 1, 0]]], "int64"),
-    _G: np.array([[1, -1], [0, 2]], "int64"),
-    _GB: np.array([[2], [-1]], "int64"),
-    _IA: np.array([[1], [0]], "int64"), _IB: np.array([2, -1, 2], "int64"),
-    _IC: np.array([[0, 3, 3]], "int64"),
-}
-
-INDEXING_LEGALIZE_CASES = [
-    ("gather_elements", lambda: call_op("gather_elements", _X, _I3, axis=1)),
-    ("gather_nd", lambda: call_op("gather_nd", _X, _G)),
-    ("gather_nd-batch", lambda: call_op("gather_nd", _X, _GB, batch_dims=1)),
-    ("scatter_elements", lambda: call_op("scatter_elements", _X, _I3, _U3, axis=1)),
-    ("scatter_elements-mean", lambda: call_op("scatter_elements", _X, _I3, _U3, axis=-2,
-                                              reduction="mean")),
-    ("scatter_nd", lambda: call_op("scatter_nd", _X, _G, _GU, reduction="add")),
-    ("index_put", lambda: call_op("index_put", _X, Tuple([_IA, _IB, _IC]), _IV, accumulate=True)),
-    ("index_put-update", lambda: call_op("index_put", _X, Tuple([_IA, _IB, _IC]), _IV)),
-]
-
-
-# ---------------------------------------------------------------------------
 # hostile indices: the same IndexOutOfRangeError everywhere
 # ---------------------------------------------------------------------------
-
-HOSTILE = '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((4, 5), dtype="float32"), i: R.Tensor((4, 3), dtype="{dtype}"),
-             u: R.Tensor((4, 3), dtype="float32"), g: R.Tensor((2, 2), dtype="{dtype}"),
-             gu: R.Tensor((2,), dtype="float32"), a: R.Tensor((2,), dtype="{dtype}"),
-             g64: R.Tensor((2, 2), dtype="int64")):
-        with R.dataflow():
-            r = {call}
-            R.output(r)
-        return r
-'''
-CALLS = {
-    "gather_elements": ("R.gather_elements(x, i, axis=1)", "i", 5),
-    "gather_nd": ("R.gather_nd(x, g64, batch_dims=0)", "g64", None),
-    "scatter_elements": ('R.scatter_elements(x, i, u, axis=1, reduction="add")', "i", 5),
-    "scatter_nd": ('R.scatter_nd(x, g, gu, reduction="update")', "g", None),
-    "index_put": ("R.index_put(x, (a, a), R.const(1.0, \"float32\"), accumulate=False)", "a", 4),
-}
 
 
 def _inputs(dtype):

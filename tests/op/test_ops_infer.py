@@ -18,29 +18,10 @@ from phasec.op import (
 )
 from phasec.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
 
+from helpers.op_infer import S, T, raises, tv
+
 n = tir.Var("n")
 m = tir.Var("m")
-
-
-def T(shape=None, dtype="float32", ndim=-1):
-    return TensorStructInfo(shape, dtype, ndim)
-
-
-def tv(name, shape=None, dtype="float32", ndim=-1):
-    return Var(name, T(shape, dtype, ndim))
-
-
-def S(call):
-    return sinfo_to_str(call.struct_info)
-
-
-def raises(fragments, fn, *args, **kwargs):
-    with pytest.raises(StructInfoError) as info:
-        fn(*args, **kwargs)
-    msg = str(info.value)
-    for frag in fragments:
-        assert frag in msg, f"{frag!r} not in {msg!r}"
-    return info.value
 
 
 # ---------------------------------------------------------------------------

@@ -15,13 +15,12 @@ from phasec.errors import ParseError, StructInfoError
 from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.op.legalize import LegalizeError, lower_call
-from test_ops_infer import S, raises, tv
-from test_ops_reference import close, run
+
+from helpers.op_infer import S, raises, tv
+from helpers.op_reference import close, run
+from helpers.legalize import check_call
 
 n = tir.Var("n")
-
-#: every operator this file checks against an independent reference
-LAYOUT_TESTED = {"layout_transform"}
 
 
 def _lt(x, index_map, **kw):
@@ -220,19 +219,6 @@ def test_a_map_that_cannot_be_inverted_is_a_clear_error():
 # kernels: the TIR interpreter (test_legalize's table) and LLVM
 # ---------------------------------------------------------------------------
 
-_D = Var("lt_d", TensorStructInfo((10, 6), "float32"))
-_DI = Var("lt_di", TensorStructInfo((7,), "int32"))
-_D4 = Var("lt_d4", TensorStructInfo((1, 8, 3, 2), "float32"))
-LAYOUT_LEGALIZE_CASES = [
-    ("layout_transform-pad", lambda: _lt(_D, "lambda i, j: (i // 4, j, i % 4)", pad_value=2.5)),
-    ("layout_transform-pad-none", lambda: _lt(_D, "lambda i, j: (j, i // 3, i % 3)")),
-    ("layout_transform-fuse", lambda: _lt(_D, "lambda i, j: (j * 10 + i,)")),
-    ("layout_transform-scale", lambda: _lt(_D, "lambda i, j: (i, j * 2)", pad_value=-1.0)),
-    ("layout_transform-int", lambda: _lt(_DI, "lambda i: (i % 4, i // 4)", pad_value=9)),
-    ("layout_transform-nchw4c", lambda: _lt(_D4, "lambda a, b, c, d: (a, b // 4, c, d, b % 4)")),
-    ("layout_transform-3split", lambda: _lt(Var("lt_v", TensorStructInfo((16,), "float32")),
-                                            "lambda i: (i // 8, i // 4 % 2, i % 4)")),
-]
 
 M_SOURCE = """
 @I.ir_module
@@ -265,8 +251,6 @@ def test_layout_transform_on_llvm(size):
 
 
 def test_symbolic_padding_on_the_tir_interpreter():
-    from test_legalize import check_call
-
     y = Var("y", TensorStructInfo((n, 6), "float32"))
     call = _lt(y, "lambda i, j: (j, i // 4, i % 4)", pad_value=7.0)
     for size in (3, 9):

@@ -14,13 +14,13 @@ import pytest
 
 import phasec
 from phasec.errors import IndexOutOfRangeError
-from phasec.ir import PrimValue, TensorStructInfo, Tuple, Var, tir
+from phasec.ir import PrimValue, Tuple, tir
 from phasec.op import call_op
-from test_ops_infer import raises, tv
-from test_ops_reference import rand, run
-from test_ops_sorting import _dataflow_bindings, _flat, _norm_phasec, _norm_tvm
 
-MORE_TESTED = {"hamming_window", "size", "bucketize", "index_tensor", "reverse_sequence"}
+from helpers.op_infer import raises, tv
+from helpers.op_reference import rand, run
+from helpers.against_tvm import dataflow_bindings, flat_leaves, norm_phasec, norm_tvm
+
 
 SOURCE = '''
 @I.ir_module
@@ -47,10 +47,10 @@ def test_inference_matches_tvm():
     from tvm.script import from_source
 
     env = {"n": 5}
-    ours = {b.var.name_hint: _norm_phasec(b.var.struct_info, env)
-            for b in _dataflow_bindings(phasec.parse(SOURCE))}
-    theirs = {b.var.name: _norm_tvm(b.var.ty, env)
-              for b in _dataflow_bindings(from_source(SOURCE))}
+    ours = {b.var.name_hint: norm_phasec(b.var.struct_info, env)
+            for b in dataflow_bindings(phasec.parse(SOURCE))}
+    theirs = {b.var.name: norm_tvm(b.var.ty, env)
+              for b in dataflow_bindings(from_source(SOURCE))}
     assert ours == theirs
 
 
@@ -96,33 +96,6 @@ def test_references():
     assert (out[0] == d[3]).all() and (out[1] == d[0]).all()
 
 
-_D = Var("md", TensorStructInfo((4, 5), "float32"))
-_R = Var("mr", TensorStructInfo((2, 1), "int64"))
-_C = Var("mc", TensorStructInfo((3,), "int64"))
-_BD = Var("mbd", TensorStructInfo((3,), "float32"))
-_LEN = Var("mlen", TensorStructInfo((4,), "int32"))
-MORE_VALUES = {_R: np.array([[0], [-1]], "int64"), _C: np.array([1, 4, -5], "int64"),
-               _BD: np.array([-0.5, 0.0, 1.0], "float32"), _LEN: np.array([5, 0, 2, 3], "int32")}
-
-
-def _pv(v):
-    return PrimValue(tir.IntImm(v) if isinstance(v, int) else tir.FloatImm(v, "float32"))
-
-
-MORE_LEGALIZE_CASES = [
-    ("hamming_window", lambda: call_op("hamming_window", _pv(7), _pv(0), _pv(0.54), _pv(0.46))),
-    ("hamming_window-periodic", lambda: call_op("hamming_window", _pv(4), _pv(1), _pv(0.5),
-                                                _pv(0.5), dtype="float64")),
-    ("size", lambda: call_op("size", _D)),
-    ("bucketize", lambda: call_op("bucketize", _D, _BD)),
-    ("bucketize-right", lambda: call_op("bucketize", _D, _BD, right=True, out_int32=True)),
-    ("index_tensor", lambda: call_op("index_tensor", _D, Tuple([_R, _C]))),
-    ("index_tensor-rows", lambda: call_op("index_tensor", _D, Tuple([_R]))),
-    ("reverse_sequence", lambda: call_op("reverse_sequence", _D, _LEN, seq_axis=1,
-                                         batch_axis=0)),
-]
-
-
 @pytest.fixture(scope="module")
 def compiled():
     mod = phasec.parse(SOURCE)
@@ -148,7 +121,7 @@ def test_compiled_matches_numpy(compiled):
     vm = phasec.VirtualMachine(exe)
     args = _inputs(3, 1)
     args = (args[0], args[1], np.array([[0, 1, 2], [-1, 0, 1]]), np.array([5, -6, 0]))
-    for k, (g, e) in enumerate(zip(_flat(vm["main"](*args)), _numpy(*args))):
+    for k, (g, e) in enumerate(zip(flat_leaves(vm["main"](*args)), _numpy(*args))):
         np.testing.assert_allclose(np.asarray(g), e, rtol=1e-6, atol=1e-6, err_msg=str(k))
 
 
@@ -181,8 +154,8 @@ def test_compiled_matches_tvm(compiled):
     args = _inputs(4, 3)
     args = (args[0], args[1], np.array([[0, 1, 2], [3, 0, 1]]), np.array([5, 1, 0]))
     tvm_vm = relax.VirtualMachine(tvm.compile(from_source(SOURCE), target="llvm"), tvm.cpu())
-    theirs = [t.numpy() for t in _flat(tvm_vm["main"](*[tvm.runtime.tensor(a) for a in args]))]
-    ours = _flat(phasec.VirtualMachine(exe)["main"](*args))
+    theirs = [t.numpy() for t in flat_leaves(tvm_vm["main"](*[tvm.runtime.tensor(a) for a in args]))]
+    ours = flat_leaves(phasec.VirtualMachine(exe)["main"](*args))
     for k, (o, t) in enumerate(zip(ours, theirs)):
         np.testing.assert_allclose(np.asarray(o), t, rtol=1e-5, atol=1e-6, err_msg=str(k))
 
@@ -222,10 +195,10 @@ def test_reverse_sequence_reference_vm_and_tvm():
     from tvm import relax
     from tvm.script import from_source
 
-    ours_inf = {b.var.name_hint: _norm_phasec(b.var.struct_info, {})
-                for b in _dataflow_bindings(phasec.parse(REVERSE))}
-    theirs_inf = {b.var.name: _norm_tvm(b.var.ty, {})
-                  for b in _dataflow_bindings(from_source(REVERSE))}
+    ours_inf = {b.var.name_hint: norm_phasec(b.var.struct_info, {})
+                for b in dataflow_bindings(phasec.parse(REVERSE))}
+    theirs_inf = {b.var.name: norm_tvm(b.var.ty, {})
+                  for b in dataflow_bindings(from_source(REVERSE))}
     assert ours_inf == theirs_inf
     x = np.arange(24, dtype="float32").reshape(3, 4, 2)
     l, l2 = np.array([1, 3, 2, 0]), np.array([4, 2, 1], "int32")

@@ -1,7 +1,7 @@
 """The neural-network operators of phasec/op/nn_{act,norm,pool,conv}.py:
 struct-info inference (TVM 0.27's results, symbolic and error cases), the
-numpy references against independent formulas written here with explicit
-loops, and against ONNX Runtime one-node models as a second reference.
+numpy references against independent formulas with explicit loops
+(helpers/nn_loops.py), and against ONNX Runtime one-node models as a second reference.
 
 Legalization (TIR interpreter, symbolic shapes) is in test_legalize.py's
 tables; the end-to-end LLVM + VM run is test_ops_nn_e2e.py.
@@ -15,20 +15,15 @@ import pytest
 from phasec.ir import TensorStructInfo, tir
 from phasec.interp.tir import eval_prim_expr
 from phasec.op import call_op, get_op
-from test_ops_infer import S, raises, tv
-from test_ops_reference import close, rand, run
+
+from helpers.op_infer import S, raises, tv
+from helpers.op_reference import close, rand, run
+from helpers.nn_loops import (
+    adaptive_loops, channel_stats, conv_loops, conv_transpose_loops, pack_channels, pool_loops,
+)
 
 n = tir.Var("n")
 m = tir.Var("m")
-
-#: every operator this file checks against an independent reference
-NN_TESTED = {
-    "nn.leakyrelu", "nn.prelu", "nn.selu", "nn.softplus", "nn.batch_norm", "nn.group_norm",
-    "nn.instance_norm", "nn.dropout", "nn.max_pool1d", "nn.avg_pool1d", "nn.max_pool3d",
-    "nn.avg_pool3d", "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool2d",
-    "nn.adaptive_avg_pool3d", "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv1d_transpose",
-    "nn.conv2d_transpose", "nn.conv3d_transpose",
-}
 
 
 # ---------------------------------------------------------------------------
@@ -241,18 +236,6 @@ def test_activation_references():
     close(run("nn.prelu", x, slope[:1], axis=0), np.where(x > 0, x, slope[0] * x))
 
 
-def _channel_stats(x, axis):
-    """Mean and population variance per index of ``axis`` by explicit loops."""
-    moved = np.moveaxis(x.astype(np.float64), axis, 0)
-    means, vars_ = [], []
-    for c in range(moved.shape[0]):
-        vals = [float(v) for v in moved[c].ravel()]
-        mu = sum(vals) / len(vals)
-        means.append(mu)
-        vars_.append(sum((v - mu) ** 2 for v in vals) / len(vals))
-    return np.array(means), np.array(vars_)
-
-
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("axis", [1, -1])
 def test_batch_norm_reference(training, axis):
@@ -262,7 +245,7 @@ def test_batch_norm_reference(training, axis):
     mv = rand(c, lo=0.5, hi=2.0)
     out, new_mm, new_mv = run("nn.batch_norm", x, gamma, beta, mm, mv, axis=axis,
                               training=training, momentum=0.3, epsilon=1e-3)
-    mean, var = _channel_stats(x, axis) if training else (mm, mv)
+    mean, var = channel_stats(x, axis) if training else (mm, mv)
     shape = [1, 1, 1]
     shape[axis] = c
     r = lambda v: np.asarray(v, np.float64).reshape(shape)  # noqa: E731
@@ -312,36 +295,6 @@ def test_dropout_reference():
     np.testing.assert_array_equal(mask, np.ones((2, 3), "float32"))
 
 
-def _pool_loops(x, kind, k, s, pad, dil, ceil_mode, include_pad):
-    """Pooling of an NC + spatial array by explicit loops over every window."""
-    r = len(k)
-    in_sizes = x.shape[2:]
-    outs = []
-    for j in range(r):
-        num = in_sizes[j] + pad[j] + pad[r + j] - dil[j] * (k[j] - 1) - 1
-        o = (num + (s[j] - 1 if ceil_mode else 0)) // s[j] + 1
-        if ceil_mode and (o - 1) * s[j] >= in_sizes[j] + pad[j]:
-            o -= 1
-        outs.append(o)
-    out = np.zeros(x.shape[:2] + tuple(outs))
-    for b in range(x.shape[0]):
-        for c in range(x.shape[1]):
-            for o in np.ndindex(*outs):
-                vals, count = [], 0
-                for t in np.ndindex(*k):
-                    p = [o[j] * s[j] - pad[j] + t[j] * dil[j] for j in range(r)]
-                    inside = all(0 <= p[j] < in_sizes[j] for j in range(r))
-                    padded = all(-pad[j] <= p[j] < in_sizes[j] + pad[r + j] for j in range(r))
-                    if inside:
-                        vals.append(float(x[(b, c, *p)]))
-                    count += inside or (include_pad and padded)
-                if kind == "max":
-                    out[(b, c, *o)] = max(vals) if vals else -np.inf
-                else:
-                    out[(b, c, *o)] = sum(vals) / max(count, 1)
-    return out
-
-
 POOL_CASES = [
     (1, dict(pool_size=(2,), strides=(2,), padding=(0, 0)), False, False),
     (1, dict(pool_size=(3,), strides=(2,), padding=(1, 1)), False, True),
@@ -359,7 +312,7 @@ def test_pool_references(rank, kw, ceil_mode, include_pad):
     dil = kw.get("dilation", (1,) * rank)
     attrs = dict(kw, ceil_mode=ceil_mode, count_include_pad=include_pad)
     for kind in ("max", "avg"):
-        expected = _pool_loops(x, kind, kw["pool_size"], kw["strides"], kw["padding"], dil,
+        expected = pool_loops(x, kind, kw["pool_size"], kw["strides"], kw["padding"], dil,
                                ceil_mode, include_pad)
         close(run(f"nn.{kind}_pool{rank}d", x, **attrs), expected)
 
@@ -367,7 +320,7 @@ def test_pool_references(rank, kw, ceil_mode, include_pad):
 def test_pool_layouts_and_integers():
     x = rand(2, 3, 7)
     nwc = np.ascontiguousarray(x.transpose(0, 2, 1))
-    expected = _pool_loops(x, "avg", (3,), (2,), (1, 1), (1,), False, False)
+    expected = pool_loops(x, "avg", (3,), (2,), (1, 1), (1,), False, False)
     close(run("nn.avg_pool1d", nwc, pool_size=3, strides=2, padding=1, layout="NWC"),
           expected.transpose(0, 2, 1))
     close(run("nn.avg_pool1d", nwc, pool_size=3, strides=2, padding=1, layout="NWC",
@@ -376,25 +329,9 @@ def test_pool_layouts_and_integers():
     out = run("nn.avg_pool1d", xi, pool_size=4, strides=2, padding=1)
     assert out.dtype == np.int32
     np.testing.assert_array_equal(
-        out, np.floor(_pool_loops(xi, "avg", (4,), (2,), (1, 1), (1,), False, False)))
+        out, np.floor(pool_loops(xi, "avg", (4,), (2,), (1, 1), (1,), False, False)))
     np.testing.assert_array_equal(run("nn.max_pool1d", xi, pool_size=3, padding=1),
-                                  _pool_loops(xi, "max", (3,), (1,), (1, 1), (1,), False, False))
-
-
-def _adaptive_loops(x, sizes):
-    r = len(sizes)
-    in_sizes = x.shape[2:]
-    out = np.zeros(x.shape[:2] + tuple(sizes))
-    for o in np.ndindex(*sizes):
-        lo = [math.floor(o[j] * in_sizes[j] / sizes[j]) for j in range(r)]
-        hi = [math.ceil((o[j] + 1) * in_sizes[j] / sizes[j]) for j in range(r)]
-        for b in range(x.shape[0]):
-            for c in range(x.shape[1]):
-                vals = [float(x[(b, c, *p)]) for p in
-                        np.ndindex(*[hi[j] - lo[j] for j in range(r)])
-                        for p in [tuple(lo[j] + p[j] for j in range(r))]]
-                out[(b, c, *o)] = sum(vals) / len(vals)
-    return out
+                                  pool_loops(xi, "max", (3,), (1,), (1, 1), (1,), False, False))
 
 
 @pytest.mark.parametrize("rank,shape,sizes", [
@@ -404,37 +341,15 @@ def _adaptive_loops(x, sizes):
 ])
 def test_adaptive_pool_references(rank, shape, sizes):
     x = rand(*shape)
-    close(run(f"nn.adaptive_avg_pool{rank}d", x, output_size=sizes), _adaptive_loops(x, sizes))
+    close(run(f"nn.adaptive_avg_pool{rank}d", x, output_size=sizes), adaptive_loops(x, sizes))
 
 
 def test_adaptive_pool_default_size_and_layout():
     x = rand(1, 5, 4, 3)  # NHWC
     out = run("nn.adaptive_avg_pool2d", x, output_size=(2, 2), layout="NHWC")
-    expected = _adaptive_loops(x.transpose(0, 3, 1, 2), (2, 2)).transpose(0, 2, 3, 1)
+    expected = adaptive_loops(x.transpose(0, 3, 1, 2), (2, 2)).transpose(0, 2, 3, 1)
     close(out, expected)
     np.testing.assert_allclose(run("nn.adaptive_avg_pool2d", x, layout="NHWC"), x, rtol=1e-6)
-
-
-def _conv_loops(x, w, s, pad, dil, groups):
-    """Convolution of NC + spatial data with an OI + spatial kernel, by loops."""
-    r = w.ndim - 2
-    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + [(pad[j], pad[r + j]) for j in range(r)])
-    o, cg = w.shape[:2]
-    ks = w.shape[2:]
-    outs = [(xp.shape[2 + j] - dil[j] * (ks[j] - 1) - 1) // s[j] + 1 for j in range(r)]
-    out = np.zeros((x.shape[0], o, *outs))
-    og = o // groups
-    for b in range(x.shape[0]):
-        for oc in range(o):
-            g = oc // og
-            for pos in np.ndindex(*outs):
-                acc = 0.0
-                for ic in range(cg):
-                    for t in np.ndindex(*ks):
-                        p = tuple(pos[j] * s[j] + t[j] * dil[j] for j in range(r))
-                        acc += xp[(b, g * cg + ic, *p)] * float(w[(oc, ic, *t)])
-                out[(b, oc, *pos)] = acc
-    return out
 
 
 @pytest.mark.parametrize("s,pad,dil,groups", [
@@ -444,12 +359,12 @@ def test_conv1d_reference(s, pad, dil, groups):
     x = rand(2, 4, 9)
     w = rand(8, 4 // groups, 3)
     out = run("nn.conv1d", x, w, strides=s, padding=pad, dilation=dil, groups=groups)
-    close(out, _conv_loops(x, w, s, pad, dil, groups), 1e-4)
+    close(out, conv_loops(x, w, s, pad, dil, groups), 1e-4)
 
 
 def test_conv1d_layouts_and_int8():
     x, w = rand(1, 4, 6), rand(3, 4, 2)
-    expected = _conv_loops(x, w, (1,), (1, 0), (1,), 1)
+    expected = conv_loops(x, w, (1,), (1, 0), (1,), 1)
     out = run("nn.conv1d", np.ascontiguousarray(x.transpose(0, 2, 1)),
               np.ascontiguousarray(w.transpose(2, 1, 0)), padding=(1, 0), data_layout="NWC",
               kernel_layout="WIO")
@@ -458,7 +373,7 @@ def test_conv1d_layouts_and_int8():
     wi = rand(3, 2, 2, dtype="int8", lo=-100, hi=100)
     out = run("nn.conv1d", xi, wi, out_dtype="int32")
     assert out.dtype == np.int32
-    np.testing.assert_array_equal(out, _conv_loops(xi, wi, (1,), (0, 0), (1,), 1))
+    np.testing.assert_array_equal(out, conv_loops(xi, wi, (1,), (0, 0), (1,), 1))
 
 
 @pytest.mark.parametrize("layout,kernel,out_layout,s,pad,dil,groups", [
@@ -470,7 +385,7 @@ def test_conv1d_layouts_and_int8():
 ])
 def test_conv2d_layouts_reference(layout, kernel, out_layout, s, pad, dil, groups):
     x, w = rand(2, 4, 7, 6), rand(8, 4 // groups, 3, 2)   # NCHW / OIHW
-    expected = _conv_loops(x, w, s, pad, dil, groups)       # NCHW
+    expected = conv_loops(x, w, s, pad, dil, groups)       # NCHW
     xl = np.ascontiguousarray(x.transpose(["NCHW".index(c) for c in layout]))
     wl = np.ascontiguousarray(w.transpose(["OIHW".index(c) for c in kernel]))
     out = run("nn.conv2d", xl, wl, strides=s, padding=pad, dilation=dil, groups=groups,
@@ -479,22 +394,15 @@ def test_conv2d_layouts_reference(layout, kernel, out_layout, s, pad, dil, group
     close(out, expected.transpose(["NCHW".index(c) for c in ol]), 1e-4)
 
 
-def _pack_channels(x, f, axis=1):
-    """NCHW -> NCHW{f}c by hand: the channel axis split into (C/f, f), the block last."""
-    shape = list(x.shape)
-    split = shape[:axis] + [shape[axis] // f, f] + shape[axis + 1:]
-    return np.moveaxis(x.reshape(split), axis + 1, -1)
-
-
 def test_conv2d_packed_layouts_reference():
     x, w = rand(2, 8, 6, 5), rand(8, 4, 3, 2)   # NCHW / OIHW, groups 2
-    expected = _conv_loops(x, w, (1, 2), (1, 0, 1, 1), (1, 1), 2)
+    expected = conv_loops(x, w, (1, 2), (1, 0, 1, 1), (1, 1), 2)
     # NCHW4c data, OIHW4o kernel, NCHW4c out
-    out = run("nn.conv2d", _pack_channels(x, 4), _pack_channels(w, 4, axis=0), strides=(1, 2),
+    out = run("nn.conv2d", pack_channels(x, 4), pack_channels(w, 4, axis=0), strides=(1, 2),
               padding=(1, 0, 1, 1), groups=2, data_layout="NCHW4c", kernel_layout="OIHW4o")
-    close(out, _pack_channels(expected, 4), 1e-4)
+    close(out, pack_channels(expected, 4), 1e-4)
     # NHWC4c data, OHWI2i4o kernel (I split by 2, O by 4), NCHW out
-    xh = _pack_channels(x.transpose(0, 2, 3, 1), 4, axis=3)            # N H W C/4 4
+    xh = pack_channels(x.transpose(0, 2, 3, 1), 4, axis=3)            # N H W C/4 4
     wo = w.transpose(0, 2, 3, 1)                                        # O H W I
     wo = wo.reshape(2, 4, 3, 2, 2, 2).transpose(0, 2, 3, 4, 5, 1)       # O/4 H W I/2 2i 4o
     out = run("nn.conv2d", xh, np.ascontiguousarray(wo), strides=(1, 2), padding=(1, 0, 1, 1),
@@ -510,41 +418,13 @@ def test_conv3d_reference(s, pad, dil, groups):
     x = rand(1, 4, 5, 4, 5)
     w = rand(4, 4 // groups, 2, 2, 3)
     out = run("nn.conv3d", x, w, strides=s, padding=pad, dilation=dil, groups=groups)
-    close(out, _conv_loops(x, w, s, pad, dil, groups), 1e-4)
+    close(out, conv_loops(x, w, s, pad, dil, groups), 1e-4)
     # the same in NDHWC / DHWIO
     out = run("nn.conv3d", np.ascontiguousarray(x.transpose(0, 2, 3, 4, 1)),
               np.ascontiguousarray(w.transpose(2, 3, 4, 1, 0)), strides=s, padding=pad,
               dilation=dil, groups=groups, data_layout="NDHWC", kernel_layout="DHWIO",
               out_layout="NCDHW")
-    close(out, _conv_loops(x, w, s, pad, dil, groups), 1e-4)
-
-
-def _conv_transpose_loops(x, w, s, pad, out_pad, dil, groups):
-    """Transposed convolution (NC + spatial data, IO + spatial kernel) as the
-    gradient of a convolution: output y gathers every (input i, tap t) with
-    i * s + t * d == y + p0, by loops over output positions."""
-    r = w.ndim - 2
-    c, og = w.shape[:2]
-    ks = w.shape[2:]
-    cg = c // groups
-    in_sp = x.shape[2:]
-    outs = [(in_sp[j] - 1) * s[j] - pad[j] - pad[r + j] + dil[j] * (ks[j] - 1) + out_pad[j] + 1
-            for j in range(r)]
-    out = np.zeros((x.shape[0], og * groups, *outs))
-    for b in range(x.shape[0]):
-        for o in range(og * groups):
-            g = o // og
-            for y in np.ndindex(*outs):
-                acc = 0.0
-                for ic in range(g * cg, (g + 1) * cg):
-                    for t in np.ndindex(*ks):
-                        num = [y[j] + pad[j] - t[j] * dil[j] for j in range(r)]
-                        if all(v >= 0 and v % s[j] == 0 and v // s[j] < in_sp[j]
-                               for j, v in enumerate(num)):
-                            i = tuple(v // s[j] for j, v in enumerate(num))
-                            acc += float(x[(b, ic, *i)]) * float(w[(ic, o % og, *t)])
-                out[(b, o, *y)] = acc
-    return out
+    close(out, conv_loops(x, w, s, pad, dil, groups), 1e-4)
 
 
 @pytest.mark.parametrize("r,xs,ws,kw", [
@@ -560,7 +440,7 @@ def test_conv_transpose_references(r, xs, ws, kw):
     full = {"strides": (1,) * r, "padding": (0,) * (2 * r), "output_padding": (0,) * r,
             "dilation": (1,) * r, "groups": 1, **kw}
     out = run(f"nn.conv{r}d_transpose", x, w, **kw)
-    expected = _conv_transpose_loops(x, w, full["strides"], full["padding"],
+    expected = conv_transpose_loops(x, w, full["strides"], full["padding"],
                                       full["output_padding"], full["dilation"], full["groups"])
     close(out, expected, 1e-4)
     ort = _ort("ConvTranspose", {"x": x, "w": w}, r + 2, strides=list(full["strides"]),
@@ -571,7 +451,7 @@ def test_conv_transpose_references(r, xs, ws, kw):
 
 def test_conv2d_transpose_layouts():
     x, w = rand(1, 2, 3, 3), rand(2, 3, 2, 2)
-    expected = _conv_transpose_loops(x, w, (2, 2), (0, 1, 1, 0), (1, 0), (1, 1), 1)
+    expected = conv_transpose_loops(x, w, (2, 2), (0, 1, 1, 0), (1, 0), (1, 1), 1)
     out = run("nn.conv2d_transpose", np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
               np.ascontiguousarray(w.transpose(2, 3, 1, 0)), strides=2, padding=(0, 1, 1, 0),
               output_padding=(1, 0), data_layout="NHWC", kernel_layout="HWOI")

@@ -1,6 +1,6 @@
 """Attention and loss operators (phasec/op/nn_attention.py): inference
 (TVM 0.27's results, symbolic and error cases), the references against loop
-formulas written here and against TVM 0.27 itself (its legalization compiled
+formulas (helpers/nn_loops.py) and against TVM 0.27 itself (its legalization compiled
 with tvm.compile and run on its VM)."""
 
 import math
@@ -10,30 +10,13 @@ import pytest
 
 from phasec.ir import tir
 from phasec.op import call_op
-from test_ops_infer import S, raises, tv
-from test_ops_reference import close, rand, run
+
+from helpers.op_infer import S, raises, tv
+from helpers.op_reference import close, rand, run
+from helpers.against_tvm import run_tvm
+from helpers.nn_loops import attention_loops
 
 n = tir.Var("n")
-
-ATTENTION_TESTED = {"nn.attention", "nn.attention_bias", "nn.cross_entropy_with_logits",
-                    "nn.nll_loss"}
-
-
-def run_tvm(make, arrays):
-    """TVM 0.27 as a reference: main(*arrays) = make(*params), compiled for the CPU."""
-    import tvm
-    from tvm import relax
-
-    bb = relax.BlockBuilder()
-    params = [relax.Var(f"p{i}", relax.TensorType(a.shape, str(a.dtype)))
-              for i, a in enumerate(arrays)]
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(make(relax.op.nn, *params))
-        bb.emit_func_output(out)
-    exe = tvm.compile(bb.get(), target="llvm")
-    vm = relax.VirtualMachine(exe, tvm.cpu())
-    return vm["main"](*[tvm.runtime.tensor(a) for a in arrays]).numpy()
 
 
 # ---------------------------------------------------------------------------
@@ -96,31 +79,6 @@ def test_loss_infer():
 # references
 # ---------------------------------------------------------------------------
 
-def _attention_loops(q, k, v, bias, scale, offset):
-    b, sq, h, d = q.shape
-    skv, hk, hv = k.shape[1], k.shape[2], v.shape[2]
-    out = np.zeros((b, sq, h, v.shape[3]))
-    for bb in range(b):
-        for hh in range(h):
-            for i in range(sq):
-                keys = [j for j in range(skv) if offset is None or j <= i + offset]
-                s = []
-                for j in keys:
-                    dot = sum(float(q[bb, i, hh, x]) * float(k[bb, j, hh // (h // hk), x])
-                              for x in range(d))
-                    val = dot * scale
-                    if bias is not None:
-                        bi = tuple(0 if bias.shape[p] == 1 else idx
-                                   for p, idx in enumerate((bb, hh, i)))
-                        val += float(bias[(*bi, j)])
-                    s.append(val)
-                top = max(s)
-                e = [math.exp(x - top) for x in s]
-                z = sum(e)
-                for j, ej in zip(keys, e):
-                    out[bb, i, hh] += ej / z * v[bb, j, hh // (h // hv)].astype(np.float64)
-    return out
-
 
 @pytest.mark.parametrize("sq,skv,cm", [(3, 5, None), (3, 5, "TopLeft"), (3, 5, "BottomRight"),
                                        (5, 3, "BottomRight"), (4, 4, "TopLeft")])
@@ -128,7 +86,7 @@ def test_attention_reference(sq, skv, cm):
     q, k, v = rand(2, sq, 2, 4), rand(2, skv, 2, 4), rand(2, skv, 2, 3)
     offset = None if cm is None else (0 if cm == "TopLeft" else abs(sq - skv))
     out = run("nn.attention", q, k, v, causal_mask=cm)
-    close(out, _attention_loops(q, k, v, None, 1 / math.sqrt(4), offset), 1e-4)
+    close(out, attention_loops(q, k, v, None, 1 / math.sqrt(4), offset), 1e-4)
     close(out, run_tvm(lambda nn, a, b, c: nn.attention(a, b, c, causal_mask=cm), [q, k, v]),
           1e-5)
 
@@ -137,7 +95,7 @@ def test_attention_bias_and_grouped_heads():
     q, k, v = rand(2, 3, 4, 4), rand(2, 5, 2, 4), rand(2, 5, 1, 3)
     bias = rand(1, 4, 3, 5)
     out = run("nn.attention_bias", q, k, v, bias, scale=0.7, causal_mask="TopLeft")
-    close(out, _attention_loops(q, k, v, bias, 0.7, 0), 1e-4)
+    close(out, attention_loops(q, k, v, bias, 0.7, 0), 1e-4)
     q, k, v, bias = rand(2, 3, 2, 4), rand(2, 5, 2, 4), rand(2, 5, 2, 3), rand(2, 1, 1, 5)
     close(run("nn.attention_bias", q, k, v, bias),
           run_tvm(lambda nn, a, b, c, d: nn.attention(a, b, c, d), [q, k, v, bias]), 1e-5)

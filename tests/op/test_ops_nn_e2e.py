@@ -1,7 +1,7 @@
 """The nn operators end to end: a TVMScript module in TVM 0.27's spelling
 (every attribute written out, as TVM prints them) parsed, compiled with
 phasec.build (FuseOps, LegalizeOps, LLVM kernels) and run on the VM, against
-the independent loop formulas of test_ops_nn.py. One module, compiled once:
+the independent loop formulas of helpers/nn_loops.py. One module, compiled once:
 LLVM compilation dominates this file's run time."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import phasec
-from test_ops_nn import (
-    _adaptive_loops, _channel_stats, _conv_loops, _conv_transpose_loops, _pool_loops,
+
+from helpers.nn_loops import (
+    adaptive_loops, attention_loops, bilinear_half_pixel, channel_stats, conv_loops,
+    conv_transpose_loops, pack_channels, pool_loops,
 )
 
 SOURCE = """
@@ -159,19 +161,19 @@ def test_nn_module_on_llvm(vm):
     wt = f(5, 3, 2, 2)
     (r1, c3, p1, p3, a2, a3, bn0, bt, gn, inn, d, act, t2r) = vm["main"](x, w1, v, w3, g, b, mm,
                                                                          mv, wt)
-    t2 = _conv_transpose_loops(v.reshape(2, 5, 4, 5), wt, (2, 1), (1, 0, 0, 1), (1, 0), (1, 1), 1)
+    t2 = conv_transpose_loops(v.reshape(2, 5, 4, 5), wt, (2, 1), (1, 0, 0, 1), (1, 0), (1, 1), 1)
     close(t2r, np.maximum(t2, 0))
-    c1 = _conv_loops(x, w1, (2,), (1, 2), (1,), 2)
+    c1 = conv_loops(x, w1, (2,), (1, 2), (1,), 2)
     close(r1, np.where(c1 > 0, c1, 0.1 * c1))
-    close(c3, _conv_loops(v, w3, (1, 1, 2), (1, 0, 1, 0, 1, 1), (1, 1, 1), 1))
-    close(p1, _pool_loops(x, "max", (3,), (2,), (1, 1), (1,), True, False))
-    close(p3, _pool_loops(v, "avg", (2, 3, 2), (1, 2, 2), (1, 1, 0, 0, 1, 1), (1, 1, 1), False,
+    close(c3, conv_loops(v, w3, (1, 1, 2), (1, 0, 1, 0, 1, 1), (1, 1, 1), 1))
+    close(p1, pool_loops(x, "max", (3,), (2,), (1, 1), (1,), True, False))
+    close(p3, pool_loops(v, "avg", (2, 3, 2), (1, 2, 2), (1, 1, 0, 0, 1, 1), (1, 1, 1), False,
                           True))
-    close(a2, _adaptive_loops(v.reshape(2, 5, 4, 5), (3, 2)))
+    close(a2, adaptive_loops(v.reshape(2, 5, 4, 5), (3, 2)))
     close(a3, v.mean(axis=(2, 3, 4), keepdims=True))
     col = lambda a: np.asarray(a, np.float64)[None, :, None]  # noqa: E731
     close(bn0, (x - col(mm)) / np.sqrt(col(mv) + 1e-5) * col(g) + col(b))
-    mean, var = _channel_stats(x, 1)
+    mean, var = channel_stats(x, 1)
     close(bt[0], (x - col(mean)) / np.sqrt(col(var) + 1e-3) * col(g) + col(b))
     close(bt[1], 0.75 * mm + 0.25 * mean)
     close(bt[2], 0.75 * mv + 0.25 * var)
@@ -195,9 +197,9 @@ def test_symbolic_nn_function_on_llvm(vm, n, w):
     x = rng.standard_normal((n, 2, w)).astype("float32")
     k = rng.standard_normal((3, 2, 2)).astype("float32")
     p, a = vm["sym"](x, k)
-    c = _conv_loops(x, k, (1,), (1, 0), (1,), 1)
-    close(p, _pool_loops(c, "avg", (2,), (2,), (0, 1), (1,), True, False))
-    close(a, _adaptive_loops(c, (2,)))
+    c = conv_loops(x, k, (1,), (1, 0), (1,), 1)
+    close(p, pool_loops(c, "avg", (2,), (2,), (0, 1), (1,), True, False))
+    close(a, adaptive_loops(c, (2,)))
     assert math.prod(np.asarray(p).shape) > 0
 
 
@@ -208,35 +210,31 @@ def test_nhwc_conv2d_on_llvm(vm, n):
     x, k, bias, kd = f(n, 5, 6, 4), f(3, 2, 2, 6), f(6), f(6, 3, 3, 1)
     d = vm["nhwc"](x, k, bias, kd)
     # the loop formula in NCHW / OIHW
-    c = _conv_loops(x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1), (1, 2), (1, 0, 1, 1),
+    c = conv_loops(x.transpose(0, 3, 1, 2), k.transpose(3, 2, 0, 1), (1, 2), (1, 0, 1, 1),
                     (1, 1), 2)
     r = np.maximum(c + bias[None, :, None, None], 0)
-    close(d, _conv_loops(r, kd.transpose(0, 3, 1, 2), (1, 1), (0, 0, 0, 0), (2, 1), 6))
+    close(d, conv_loops(r, kd.transpose(0, 3, 1, 2), (1, 1), (0, 0, 0, 0), (2, 1), 6))
 
 
 def test_packed_nchw4c_conv2d_on_llvm(vm):
-    from test_ops_nn import _pack_channels
-
     rng = np.random.default_rng(11)
     x = rng.standard_normal((1, 8, 5, 4)).astype("float32")
     w = rng.standard_normal((8, 8, 3, 3)).astype("float32")
-    r = vm["packed"](np.ascontiguousarray(_pack_channels(x, 4)),
-                     np.ascontiguousarray(_pack_channels(w, 4, axis=0)))
-    expected = np.maximum(_conv_loops(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), 0)
-    close(r, _pack_channels(expected, 4))
+    r = vm["packed"](np.ascontiguousarray(pack_channels(x, 4)),
+                     np.ascontiguousarray(pack_channels(w, 4, axis=0)))
+    expected = np.maximum(conv_loops(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), 0)
+    close(r, pack_channels(expected, 4))
 
 
 def test_attention_and_losses_on_llvm(vm):
-    from test_ops_nn_attention import _attention_loops
-
     rng = np.random.default_rng(3)
     f = lambda *s: rng.standard_normal(s).astype("float32")  # noqa: E731
     q, k, v, bias, p = f(2, 3, 4, 4), f(2, 5, 2, 4), f(2, 5, 2, 3), f(1, 4, 3, 5), f(3, 4, 2)
     t = np.array([[0, 3], [1, 2], [3, 3]], "int64")
     w = (np.abs(f(4)) + 0.5).astype("float32")
     att, att2, nll, ce = vm["losses"](q, k, v, bias, p, t, w)
-    close(att, _attention_loops(q, k, v, bias, 0.5, 0))
-    close(att2, _attention_loops(q, k, v, None, 0.5, 2))
+    close(att, attention_loops(q, k, v, bias, 0.5, 0))
+    close(att2, attention_loops(q, k, v, None, 0.5, 2))
     picked = [(-p[i, t[i, j], j] * w[t[i, j]], w[t[i, j]]) for i in range(3) for j in range(2)
               if t[i, j] != 3]
     close(nll, sum(a for a, _ in picked) / sum(b for _, b in picked))
@@ -244,14 +242,12 @@ def test_attention_and_losses_on_llvm(vm):
 
 
 def test_resize_and_qdq_on_llvm(vm):
-    from test_ops_image_qdq import _bilinear_half_pixel
-
     rng = np.random.default_rng(5)
     img = rng.standard_normal((1, 2, 5, 7)).astype("float32")
     s = np.array([0.02, 0.05], "float32")
     z = np.array([3, -4], "int8")
     up, q, dq = vm["imgq"](img, s, z)
-    close(up, _bilinear_half_pixel(img, 8, 3), 1e-5)
+    close(up, bilinear_half_pixel(img, 8, 3), 1e-5)
     up = np.asarray(up)
     expected_q = np.clip(np.round(up / s[None, :, None, None]) + z[None, :, None, None],
                          -128, 127)

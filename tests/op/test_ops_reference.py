@@ -10,59 +10,16 @@ import math
 import numpy as np
 import pytest
 
-from phasec.ir import PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
-from phasec.op import call_op, get_op, list_ops
+from phasec.ir import PrimValue, ShapeExpr, tir
+from phasec.op import get_op, list_ops
 from phasec.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
 
-rng = np.random.default_rng(0)
-
-
-def rand(*shape, dtype="float32", lo=-2.0, hi=2.0):
-    if np.dtype(dtype).kind in "iu":
-        return rng.integers(int(lo), int(hi) + 1, size=shape).astype(dtype)
-    if dtype == "bool":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    return rng.uniform(lo, hi, size=shape).astype(dtype)
-
-
-def _operand(value):
-    """Relax operand for a runtime value, plus the value the reference gets."""
-    if isinstance(value, np.ndarray):
-        return Var("v", TensorStructInfo(value.shape, str(value.dtype))), value
-    if isinstance(value, ShapeExpr):
-        return value, tuple(int(v.value) for v in value.values)
-    if isinstance(value, list):  # a tuple operand of tensors
-        return Tuple([_operand(v)[0] for v in value]), value
-    if isinstance(value, PrimValue):  # as a numpy scalar of its dtype
-        return value, np.array(value.value.value, value.value.dtype)[()]
-    raise TypeError(value)
-
-
-def run(name, *values, **attrs):
-    """Run the reference; check it against inference; return the result."""
-    operands = [_operand(v) for v in values]
-    call = call_op(name, *[o for o, _ in operands], **attrs)
-    result = get_op("relax." + name).reference(*[v for _, v in operands], **call.attrs)
-    _check_against_sinfo(name, result, call.struct_info)
-    return result
-
-
-def _check_against_sinfo(name, result, sinfo):
-    if isinstance(result, tuple):
-        assert len(result) == len(sinfo.fields)
-        for r, f in zip(result, sinfo.fields):
-            _check_against_sinfo(name, r, f)
-        return
-    assert isinstance(result, np.ndarray), f"{name}: reference returned {type(result).__name__}"
-    assert str(result.dtype) == sinfo.dtype, f"{name}: dtype {result.dtype} vs {sinfo.dtype}"
-    if sinfo.shape is None:  # a data-dependent shape (unique, nonzero): the rank is known
-        assert result.ndim == sinfo.ndim, f"{name}: ndim {result.ndim} vs {sinfo.ndim}"
-        return
-    assert result.shape == tuple(d.value for d in sinfo.shape), f"{name}: shape {result.shape}"
-
-
-def close(a, b, tol=1e-5):
-    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+from helpers.op_reference import close, rand, run
+from helpers.op_coverage import (
+    ATTENTION_TESTED, COMBINE_TESTED, DEVICE_GRAD_TESTED, EW_TESTED, EXT_TESTED, IMAGE_EXT_TESTED,
+    IMAGE_QDQ_TESTED, INDEXING_TESTED, LAYOUT_TESTED, MORE_TESTED, NN_TESTED, SHAPE_TESTED,
+    SORTING_TESTED,
+)
 
 
 # ---------------------------------------------------------------------------
@@ -449,21 +406,8 @@ def test_every_compute_op_is_covered_here():
         "prod", "reshape", "flatten", "permute_dims", "expand_dims", "squeeze", "broadcast_to",
         "concat", "split", "strided_slice", "take", "astype", "where", "clip", "zeros", "ones",
         "full", "zeros_like", "ones_like"}
-    from test_ops_nn import NN_TESTED  # the nn operator families are checked there
-    from test_ops_image_qdq import IMAGE_QDQ_TESTED
-    from test_ops_nn_attention import ATTENTION_TESTED
-    from test_ops_ext import EXT_TESTED
-    from test_ops_indexing import INDEXING_TESTED
-    from test_ops_shape import SHAPE_TESTED
     tested |= NN_TESTED | ATTENTION_TESTED | IMAGE_QDQ_TESTED | EXT_TESTED | INDEXING_TESTED
-    from test_ops_elementwise_math import EW_TESTED
-    from test_ops_sorting import SORTING_TESTED
-    from test_ops_combine import COMBINE_TESTED
-    from test_ops_more import MORE_TESTED
-    from test_ops_layout_transform import LAYOUT_TESTED
     tested |= SHAPE_TESTED | EW_TESTED | SORTING_TESTED | COMBINE_TESTED | MORE_TESTED
-    from test_ops_image_ext import IMAGE_EXT_TESTED
-    from test_ops_device_grad import DEVICE_GRAD_TESTED
     tested |= LAYOUT_TESTED | IMAGE_EXT_TESTED | DEVICE_GRAD_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

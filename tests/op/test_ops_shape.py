@@ -15,9 +15,10 @@ from phasec.errors import ProgramAssertionError
 from phasec.ir import Call, ExternFunc, ShapeExpr, tir
 from phasec.op import call_op
 from phasec.op.legalize import LEGALIZE_RELAX
-from test_ops_infer import S, raises, tv
 
-SHAPE_TESTED = {"shape_of", "shape_to_tensor", "tensor_to_shape", "print", "assert_op"}
+from helpers.op_infer import S, raises, tv
+from helpers.op_coverage import SHAPE_TESTED
+
 
 INFER_SOURCE = '''
 @I.ir_module

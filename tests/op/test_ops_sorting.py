@@ -13,10 +13,11 @@ import pytest
 import phasec
 from phasec.ir import Call, ExternFunc
 from phasec.op import call_op
-from test_ops_infer import raises, tv
-from test_ops_reference import run
 
-SORTING_TESTED = {"sort", "argsort", "topk", "median", "unique", "nonzero"}
+from helpers.op_infer import raises, tv
+from helpers.op_reference import run
+from helpers.against_tvm import dataflow_bindings, flat_leaves, norm_phasec, norm_tvm
+
 
 SOURCE = '''
 @I.ir_module
@@ -42,42 +43,14 @@ class Module:
 '''
 
 
-def _norm_phasec(si, env):
-    from phasec.ir import TupleStructInfo
-    from phasec.op.infer import prim_expr_to_str
-
-    if isinstance(si, TupleStructInfo):
-        return tuple(_norm_phasec(f, env) for f in si.fields)
-    dims = None if si.shape is None else tuple(
-        int(eval(prim_expr_to_str(d), {}, dict(env))) for d in si.shape)
-    return (si.dtype, si.ndim, dims)
-
-
-def _norm_tvm(ty, env):
-    import tvm
-
-    fields = getattr(ty, "fields", None)
-    if fields is not None:
-        return tuple(_norm_tvm(f, env) for f in fields)
-    dims = None
-    if ty.shape is not None:
-        dims = tuple(int(d) if isinstance(d, tvm.tirx.IntImm) else
-                     int(eval(str(d), {}, dict(env))) for d in ty.shape.values)
-    return (str(ty.dtype), int(ty.ndim), dims)
-
-
-def _dataflow_bindings(mod):
-    return [b for blk in mod["main"].body.blocks for b in blk.bindings][:-1]  # not `out`
-
-
 def test_inference_matches_tvm():
     from tvm.script import from_source
 
     env = {"n": 5}
-    ours = {b.var.name_hint: _norm_phasec(b.var.struct_info, env)
-            for b in _dataflow_bindings(phasec.parse(SOURCE))}
-    theirs = {b.var.name: _norm_tvm(b.var.ty, env)
-              for b in _dataflow_bindings(from_source(SOURCE))}
+    ours = {b.var.name_hint: norm_phasec(b.var.struct_info, env)
+            for b in dataflow_bindings(phasec.parse(SOURCE))}
+    theirs = {b.var.name: norm_tvm(b.var.ty, env)
+              for b in dataflow_bindings(from_source(SOURCE))}
     assert ours == theirs
 
 
@@ -170,12 +143,6 @@ def test_lowered_to_packed_calls():
                    for blk in mod["main"].body.blocks for b in blk.bindings)
 
 
-def _flat(v):
-    def leaf(e):
-        return isinstance(e, np.ndarray) or hasattr(e, "numpy")
-    return [w for e in v for w in ([e] if leaf(e) else _flat(e))]
-
-
 @pytest.fixture(scope="module")
 def vm():
     return phasec.VirtualMachine(phasec.build(phasec.parse(SOURCE)))
@@ -193,8 +160,8 @@ def _inputs(rows, seed):
 def test_vm_matches_interpreter_and_numpy(vm, rows):
     x, q = _inputs(rows, rows)
     mod = phasec.parse(SOURCE)
-    ref = _flat(phasec.interp.run(mod, x, q))
-    got = _flat(vm["main"](x, q))
+    ref = flat_leaves(phasec.interp.run(mod, x, q))
+    got = flat_leaves(vm["main"](x, q))
     assert len(ref) == len(got) == 16
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(np.asarray(r), np.asarray(g))
@@ -217,8 +184,8 @@ def test_vm_matches_tvm(vm):
                     if not line.strip().startswith(("u = ", "u1 = ", "z = ")))
     tvm_vm = relax.VirtualMachine(tvm.compile(from_source(src), target="llvm"), tvm.cpu())
     theirs = tvm_vm["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(q))
-    theirs = [t.numpy() for t in _flat(theirs)]
-    ours = _flat(vm["main"](x, q))[:len(theirs)]
+    theirs = [t.numpy() for t in flat_leaves(theirs)]
+    ours = flat_leaves(vm["main"](x, q))[:len(theirs)]
     for k, (o, t) in enumerate(zip(ours, theirs)):
         if k == 6:  # topk k=9 on 6: TVM infers (4, 6) but its kernel returns (4, 9)
             assert o.shape == (4, 6)

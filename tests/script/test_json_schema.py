@@ -16,7 +16,7 @@ from phasec import transform
 from phasec.op import list_ops
 from phasec.script.json_format import json_schema, to_json
 
-from test_roundtrip import PIPELINE, all_nodes_module, op_module
+from helpers.sample_modules import PIPELINE, all_nodes_module, op_module
 
 from helpers.paths import FIXTURES, VERIFIER_CASES
 

@@ -20,7 +20,8 @@ from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
-from test_legalize import fused  # a Primitive function built by a BlockBuilder
+
+from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 
 RNG = np.random.default_rng(16)
 

@@ -18,7 +18,8 @@ from phasec.interp.tir import run_prim_func
 from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
-from test_legalize import fused  # a Primitive function built by a BlockBuilder
+
+from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 
 RNG = np.random.default_rng(7)
 

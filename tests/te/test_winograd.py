@@ -26,7 +26,8 @@ from phasec.ir import IRModule, TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.op.legalize import lower_fused
 from phasec.op.nn_winograd import WINOGRAD_MARK, transform_weight, winograd_matrices
-from test_legalize import fused  # a Primitive function built by a BlockBuilder
+
+from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 
 RNG = np.random.default_rng(2026)
 

@@ -1,7 +1,7 @@
 """Fuzz property: compiled kernels fed random index data never die of a signal.
 
 A subprocess builds every data-indexed operator (take and the operators of
-tests/op/test_ops_indexing.py) and runs each on many random index tensors: in
+helpers/hostile_indices.py) and runs each on many random index tensors: in
 range, negative, past either end, the extremes of the dtype. Every run must
 end in a result or an IndexOutOfRangeError; the parent fails on any signal
 death (a segfault would kill the subprocess, not the test runner), so a new
@@ -12,9 +12,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+
+from helpers.paths import TESTS
 
 CHILD = textwrap.dedent('''
     import sys
@@ -22,7 +23,7 @@ CHILD = textwrap.dedent('''
     import phasec
     from phasec.errors import IndexOutOfRangeError, PhasecError
     sys.path.insert(0, sys.argv[3])
-    from test_ops_indexing import CALLS, HOSTILE
+    from helpers.hostile_indices import CALLS, HOSTILE
 
     calls = dict((name, spec[0]) for name, spec in CALLS.items())
     calls["take"] = "R.take(x, i, axis=1)"
@@ -54,8 +55,7 @@ CHILD = textwrap.dedent('''
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_random_indices_never_kill_the_process(seed: int) -> None:
-    tests = str(Path(__file__).parent)
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(seed), "60", tests],
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(seed), "60", str(TESTS)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode >= 0, (f"the kernels died of signal {-proc.returncode}:\n"
                                   f"{proc.stderr[-2000:]}")

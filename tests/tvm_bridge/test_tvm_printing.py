@@ -18,6 +18,8 @@ from phasec.pipeline import lower
 import tvm  # the test extra installs apache-tvm (phasec[tvm]): no silent skip
 from tvm import relax
 
+from helpers.tir_kernels import scoped_kernel
+
 EXAMPLES = sorted((Path(phasec.__file__).parent / "examples").glob("*.py"))
 
 
@@ -146,8 +148,6 @@ def test_tvm_reads_a_scoped_allocation_and_let_inside_the_scope_attribute() -> N
     # TVM 0.27 has no scoped form (it refuses `with T.decl_buffer(...) as b:`
     # and `with T.LetStmt(...)`); phasec's text puts it in a phasec.scope
     # attribute statement, which TVM parses, and keeps it inside.
-    from test_scoped_tir_text import scoped_kernel
-
     text = phasec.IRModule({"kernel": scoped_kernel(mixed_dtype_let=False)}).script()
     assert text.count('with T.attr({"phasec.scope": T.bool(True)}):') == 2
     mod = tvm.script.from_source(text)
