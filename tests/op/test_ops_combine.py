@@ -16,9 +16,9 @@ import phasec
 from phasec.ir import PrimValue, ShapeExpr, Tuple, tir
 from phasec.op import call_op
 
+from helpers.against_tvm import dataflow_bindings, flat_leaves, norm_phasec, norm_tvm
 from helpers.op_infer import raises, tv
 from helpers.op_reference import rand, run
-from helpers.against_tvm import dataflow_bindings, flat_leaves, norm_phasec, norm_tvm
 
 
 SOURCE = '''

@@ -21,9 +21,9 @@ import phasec
 from phasec.op import call_op
 
 from helpers.against_tvm import bindings_phasec, bindings_tvm
+from helpers.op_coverage import FLOAT_UNARY
 from helpers.op_infer import raises, tv
 from helpers.op_reference import run
-from helpers.op_coverage import FLOAT_UNARY
 
 
 INFER_SOURCE = '''

@@ -21,9 +21,9 @@ import phasec
 from phasec.ir import PrimValue, TensorStructInfo, Var, tir
 from phasec.op import call_op
 
+from helpers.against_tvm import bindings_phasec, bindings_tvm
 from helpers.op_infer import S, raises, tv
 from helpers.op_reference import rand, run
-from helpers.against_tvm import bindings_phasec, bindings_tvm
 
 n = tir.Var("n")
 

@@ -11,10 +11,10 @@ import pytest
 from phasec.ir import ShapeExpr, tir
 from phasec.op import call_op
 
-from helpers.op_infer import S, raises, tv
 from helpers.against_tvm import run_tvm
-from helpers.op_reference import close, rand, run
 from helpers.nn_loops import bilinear_half_pixel
+from helpers.op_infer import S, raises, tv
+from helpers.op_reference import close, rand, run
 
 n = tir.Var("n")
 

@@ -21,9 +21,9 @@ from phasec.ir import Tuple
 from phasec.op import call_op
 
 from helpers.against_tvm import bindings_phasec, bindings_tvm
+from helpers.hostile_indices import CALLS, HOSTILE
 from helpers.op_infer import raises, tv
 from helpers.op_reference import rand, run
-from helpers.hostile_indices import CALLS, HOSTILE
 
 
 INFER_SOURCE = '''

@@ -16,9 +16,9 @@ from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.op.legalize import LegalizeError, lower_call
 
+from helpers.legalize import check_call
 from helpers.op_infer import S, raises, tv
 from helpers.op_reference import close, run
-from helpers.legalize import check_call
 
 n = tir.Var("n")
 

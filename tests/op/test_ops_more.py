@@ -17,9 +17,9 @@ from phasec.errors import IndexOutOfRangeError
 from phasec.ir import PrimValue, Tuple, tir
 from phasec.op import call_op
 
+from helpers.against_tvm import dataflow_bindings, flat_leaves, norm_phasec, norm_tvm
 from helpers.op_infer import raises, tv
 from helpers.op_reference import rand, run
-from helpers.against_tvm import dataflow_bindings, flat_leaves, norm_phasec, norm_tvm
 
 
 SOURCE = '''

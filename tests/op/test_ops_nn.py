@@ -16,11 +16,11 @@ from phasec.ir import TensorStructInfo, tir
 from phasec.interp.tir import eval_prim_expr
 from phasec.op import call_op, get_op
 
-from helpers.op_infer import S, raises, tv
-from helpers.op_reference import close, rand, run
 from helpers.nn_loops import (
     adaptive_loops, channel_stats, conv_loops, conv_transpose_loops, pack_channels, pool_loops,
 )
+from helpers.op_infer import S, raises, tv
+from helpers.op_reference import close, rand, run
 
 n = tir.Var("n")
 m = tir.Var("m")

@@ -11,10 +11,10 @@ import pytest
 from phasec.ir import tir
 from phasec.op import call_op
 
-from helpers.op_infer import S, raises, tv
-from helpers.op_reference import close, rand, run
 from helpers.against_tvm import run_tvm
 from helpers.nn_loops import attention_loops
+from helpers.op_infer import S, raises, tv
+from helpers.op_reference import close, rand, run
 
 n = tir.Var("n")
 

@@ -14,12 +14,12 @@ from phasec.ir import PrimValue, ShapeExpr, tir
 from phasec.op import get_op, list_ops
 from phasec.op.elementwise import BINARY_ARITH, COMPARISONS, UNARY
 
-from helpers.op_reference import close, rand, run
 from helpers.op_coverage import (
     ATTENTION_TESTED, COMBINE_TESTED, DEVICE_GRAD_TESTED, EW_TESTED, EXT_TESTED, IMAGE_EXT_TESTED,
     IMAGE_QDQ_TESTED, INDEXING_TESTED, LAYOUT_TESTED, MORE_TESTED, NN_TESTED, SHAPE_TESTED,
     SORTING_TESTED,
 )
+from helpers.op_reference import close, rand, run
 
 
 # ---------------------------------------------------------------------------

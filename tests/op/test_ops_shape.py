@@ -16,8 +16,8 @@ from phasec.ir import Call, ExternFunc, ShapeExpr, tir
 from phasec.op import call_op
 from phasec.op.legalize import LEGALIZE_RELAX
 
-from helpers.op_infer import S, raises, tv
 from helpers.op_coverage import SHAPE_TESTED
+from helpers.op_infer import S, raises, tv
 
 
 INFER_SOURCE = '''

@@ -16,9 +16,8 @@ from phasec import transform
 from phasec.op import list_ops
 from phasec.script.json_format import json_schema, to_json
 
-from helpers.sample_modules import PIPELINE, all_nodes_module, op_module
-
 from helpers.paths import FIXTURES, VERIFIER_CASES
+from helpers.sample_modules import PIPELINE, all_nodes_module, op_module
 
 EXAMPLES = sorted(glob.glob(os.path.join(os.path.dirname(phasec.__file__), "examples", "*.py")))
 FILES = sorted(glob.glob(os.path.join(FIXTURES, "*.py"))
