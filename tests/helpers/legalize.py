@@ -1,16 +1,32 @@
-"""Operators lowered to TIR and run on the TIR interpreter: one call against
-its numpy reference (``check_call``), and Primitive functions built for the
-fused-group lowering (``fused``)."""
+"""Operators lowered to TIR and run on the TIR interpreter: typed operands and
+random values, one call against its numpy reference (``check_call``),
+Primitive functions for the fused-group lowering (``fused``, ``run_fused``),
+and the statements of the PrimFuncs they lower to."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from phasec.interp.tir import eval_prim_expr, run_prim_func
-from phasec.ir import Constant, PrimValue, ShapeExpr, TensorStructInfo, Tuple, tir
+from phasec.ir import Constant, PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
 from phasec.op import get_op
-from phasec.op.legalize import lower_call
+from phasec.op.legalize import lower_call, lower_fused
 from phasec.script.builder import BlockBuilder
+
+#: the generator of rand
+RNG = np.random.default_rng(2024)
+
+
+def tvar(name, shape, dtype="float32"):
+    """A variable of tensor struct info (shape, dtype)."""
+    return Var(name, TensorStructInfo(shape, dtype))
+
+
+def rand(shape, dtype="float32"):
+    """Random integers in [-9, 9] or standard-normal floats."""
+    if dtype.startswith("int"):
+        return RNG.integers(-9, 10, shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
 
 
 def _bind_dims(exprs, values, env):
@@ -63,3 +79,36 @@ def fused(params, build):
         bb.emit_func_output(gv)
     return bb.get()["fused"]
 
+
+def walk(stmt):
+    """Every statement under ``stmt``, pre-order."""
+    out, stack = [], [stmt]
+    while stack:
+        s = stack.pop()
+        if s is None:
+            continue
+        out.append(s)
+        if isinstance(s, tir.SeqStmt):
+            stack.extend(reversed(s.stmts))
+        elif isinstance(s, (tir.For, tir.Allocate, tir.LetStmt)):
+            stack.append(s.body)
+        elif isinstance(s, tir.Block):
+            stack.extend([s.body, s.init])
+    return out
+
+
+def nests(func):
+    """The top-level statements of ``func`` (its loop nests), under its Allocates."""
+    body = func.body
+    while isinstance(body, tir.Allocate):
+        body = body.body
+    return list(body.stmts) if isinstance(body, tir.SeqStmt) else [body]
+
+
+def run_fused(func, arrays, out_shapes, dtype="float32"):
+    """Lower the Primitive function ``func`` and run it: (outputs, the lowering)."""
+    low = lower_fused(func)
+    outs = [np.zeros(s, dtype) for s in out_shapes]
+    ins = [arrays[a] if isinstance(a, Var) else a.data for a in low.args]
+    run_prim_func(low.prim_func, ins + outs)
+    return outs, low
