@@ -244,7 +244,7 @@ pass runs and the verifier checks the module against its phase after it ran.
 A pass called in the wrong place fails at once with a `PhaseError` instead of
 silently miscompiling.
 
-This file is checked against the code by `tests/test_phases_doc.py`. The
+This file is checked against the code by `tests/project/test_phases_doc.py`. The
 tables are generated (`{command}`); the prose around them is hand-written
 and kept when the tables are regenerated.
 

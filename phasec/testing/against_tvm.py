@@ -66,7 +66,7 @@ def _rules_where(check: TVMCheck) -> frozenset[str]:
 
 
 #: How TVM treats each rule's violation is the rule's own ``tvm`` (a
-#: :class:`~phasec.verifier.TVMCheck`; tests/test_tvm_differential.py holds each
+#: :class:`~phasec.verifier.TVMCheck`; tests/tvm_bridge/test_tvm_differential.py holds each
 #: rule to it against TVM). Where the two disagree by design:
 #: phase rules (TVM has no phases; phasec is stricter),
 PHASEC_STRICTER = _rules_where(TVMCheck.NO_PHASES)

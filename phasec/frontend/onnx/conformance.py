@@ -9,7 +9,7 @@ over phasec's backend, case by case, with results by operator.
 
 Each case ends as *pass*, *unsupported* (``prepare`` or ``run`` raised
 ``unittest.SkipTest``: an operator, attribute or dtype the frontend does not
-support) or *fail* (a wrong answer or an error). ``tests/test_onnx_backend.py``
+support) or *fail* (a wrong answer or an error). ``tests/frontend/test_onnx_backend.py``
 runs every CPU case and requires the unsupported ones to be exactly those
 listed in ``tests/fixtures/onnx_unsupported.txt`` and every other one to pass.
 """
@@ -43,7 +43,7 @@ TOLERANCES: dict[str, dict[str, float]] = {
 }
 
 #: Categories of BackendTest left out: the "real" cases are the nine light
-#: models, which tests/test_onnx_models.py compiles and checks with the same
+#: models, which tests/frontend/test_onnx_models.py compiles and checks with the same
 #: inputs, expected outputs and tolerances (running them twice would double
 #: the suite's longest compilations).
 SKIPPED_CATEGORIES = frozenset({"RealModel"})
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         header = ("# ONNX backend conformance cases phasec reports as unsupported (SkipTest), one\n"
                   "# per line: the case, then the first reason. Regenerate with\n"
                   "#   python -m phasec.frontend.onnx.conformance --write-unsupported PATH\n"
-                  "# tests/test_onnx_backend.py fails when a case outside this list is\n"
+                  "# tests/frontend/test_onnx_backend.py fails when a case outside this list is\n"
                   "# unsupported, or when a listed case no longer is.\n")
         tmp = args.write_unsupported + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:

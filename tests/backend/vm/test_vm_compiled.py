@@ -1,0 +1,179 @@
+"""Straight-line functions the VM compiles to Python: their errors name the
+function and the instruction; and arming for Ctrl-C, once per call and
+skipped for short calls of constant shapes."""
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec import ir
+from phasec.backend.vm import VirtualMachine, codegen
+from phasec.backend.vm import bytecode as bc
+from phasec.errors import VMError
+from phasec.ir import tir
+
+from helpers.vm_build import (
+    OBJ, UNIT, B, V, alloc, f32, func, module, op, packed, straight_line_module, tensor,
+    vector_add_kernel,
+)
+
+
+# ---------------------------------------------------------------------------
+# Straight-line functions compiled to Python
+# ---------------------------------------------------------------------------
+
+
+def _raise(message):
+    def kernel(*args):
+        raise RuntimeError(message)
+    return kernel
+
+
+def _add_into(a, b, out):
+    out[...] = a + b
+
+
+def _pc_of_kernel_call(exe, func_name, kernel):
+    code = exe.functions[exe.func_index[func_name]].code
+    return next(pc for pc, ins in enumerate(code)
+                if isinstance(ins, bc.Call) and ins.callee == kernel)
+
+
+@pytest.mark.parametrize("failing", ["vadd", "vmul"])
+def test_errors_in_compiled_straight_line_code_name_function_and_instruction(failing):
+    exe = codegen(straight_line_module())
+    kernels = {"vadd": _add_into, "vmul": lambda a, b, o: o.__setitem__(..., a * b)}
+    kernels[failing] = _raise(f"{failing} exploded")
+    vm = VirtualMachine(exe, kernels=kernels)
+    assert vm._funcs_compiled == ["main"]        # no dispatch loop for main
+    pc = _pc_of_kernel_call(exe, "main", failing)
+    with pytest.raises(VMError) as info:
+        vm["main"](f32(1, 2), f32(3, 4))
+    message = str(info.value)
+    assert message.startswith(f"RuntimeError: {failing} exploded (in main, instruction {pc}: "
+                              f"call r")
+    assert f"= kernel {failing}(" in message
+    assert isinstance(info.value.__cause__, RuntimeError)
+    # The dispatch loop reports the very same location.
+    loop_vm = VirtualMachine(exe, kernels=kernels)
+    loop_vm._funcs[exe.func_index["main"]].compiled = None
+    with pytest.raises(VMError) as loop_info:
+        loop_vm["main"](f32(1, 2), f32(3, 4))
+    assert str(loop_info.value) == message
+    # and the VM still works after an error
+    kernels[failing] = _add_into if failing == "vadd" else (
+        lambda a, b, o: o.__setitem__(..., a * b))
+    vm = VirtualMachine(exe, kernels=kernels)
+    np.testing.assert_array_equal(vm["main"](f32(1, 2), f32(3, 4)), [12, 24])
+
+
+def test_errors_in_builtins_of_compiled_code_are_located():
+    n = tir.Var("n", "int64")
+    x = V("x", tensor((n,)))
+    s, t = V("s", OBJ), V("t", tensor((n,)))
+    # storage of 8 bytes, tensor of n floats: fits only for n <= 2
+    main = func([x], [B(s, op("vm.alloc_storage", ir.ShapeExpr([8]), runtime_device_index=0,
+                             dtype="uint8")),
+                      B(t, op("vm.alloc_tensor", s, ir.PrimValue(0), ir.ShapeExpr([n]),
+                              dtype="float32"))], t)
+    vm = VirtualMachine(codegen(module(main=main)), kernels="interp")
+    assert vm._funcs_compiled == ["main"]
+    assert vm["main"](f32(1, 2)).shape == (2,)
+    with pytest.raises(VMError, match=r"12 bytes at offset 0 does not fit in storage of 8 bytes "
+                                      r"\(in main, instruction \d+: call r\d+ = builtin "
+                                      r"vm.alloc_tensor\("):
+        vm["main"](f32(1, 2, 3))
+
+
+def test_errors_in_a_compiled_closure_called_from_python_name_the_closure(packed_funcs):
+    packed_funcs("test.vm.call_with", lambda f, x: f(x))
+    n = tir.Var("n", "int64")
+    x, cap = V("x", tensor((n,))), V("c", tensor((n,)))
+    s, out, blk = alloc("out", [n])
+    u = V("u", UNIT)
+    lifted = func([x, cap], [*blk, B(u, ir.Call(ir.GlobalVar("vadd"), [x, cap, out]))], out)
+    a = V("a", tensor((2,)))
+    clo, r = V("clo", OBJ), V("r", tensor((2,)))
+    main = func([a], [B(clo, op("make_closure", ir.GlobalVar("lifted"), ir.Tuple([a]))),
+                      B(r, packed("test.vm.call_with", clo, a, sinfo=tensor((2,))))], r)
+    exe = codegen(module(main=main, lifted=lifted, vadd=vector_add_kernel()))
+    vm = VirtualMachine(exe, kernels={"vadd": _raise("inner")})
+    assert "lifted" in vm._funcs_compiled and "main" not in vm._funcs_compiled
+    pc = _pc_of_kernel_call(exe, "lifted", "vadd")
+    with pytest.raises(VMError, match=rf"RuntimeError: inner \(in lifted, instruction {pc}: "
+                                      r"call r\d+ = kernel vadd\("):
+        vm["main"](f32(1, 2))
+
+
+# ---------------------------------------------------------------------------
+# Arming for Ctrl-C: once per call, skipped for short calls of constant shapes
+# ---------------------------------------------------------------------------
+
+_STATIC_MLP = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 8), "float32")):
+        y = R.nn.relu(R.matmul(x, w))
+        return y
+"""
+
+_SYMBOLIC_MLP = _STATIC_MLP.replace('R.Tensor((4, 8), "float32")', 'R.Tensor(("n", 8), "float32")')
+
+
+def _count_wakeup_fd_calls(monkeypatch):
+    import signal as _signal
+
+    calls = []
+    real = _signal.set_wakeup_fd
+
+    def counting(*a, **k):
+        calls.append(a[0])
+        return real(*a, **k)
+    monkeypatch.setattr(_signal, "set_wakeup_fd", counting)
+    return calls
+
+
+def test_short_calls_of_constant_shapes_run_unarmed(monkeypatch):
+    import phasec.backend.vm.vm as vm_module
+
+    mod = phasec.parse(_STATIC_MLP)
+    x, w = np.ones((4, 8), np.float32), np.full((8, 8), 0.5, np.float32)
+    main = VirtualMachine(phasec.build(mod))["main"]
+    calls = _count_wakeup_fd_calls(monkeypatch)
+    first = main(x, w)
+    assert len(calls) == 2  # armed: installed, then restored
+    for _ in range(3):
+        np.testing.assert_array_equal(main(x, w), first)
+    assert len(calls) == 2  # the same short work: not armed again
+    np.testing.assert_allclose(first, np.maximum(x @ w, 0))
+    # a call that took longer than the limit is armed the next time
+    monkeypatch.setattr(vm_module, "SHORT_CALL_SECONDS", 0.0)
+    main(x, w)
+    main(x, w)
+    assert len(calls) == 4
+
+
+def test_calls_with_symbolic_shapes_are_always_armed(monkeypatch):
+    mod = phasec.parse(_SYMBOLIC_MLP)
+    w = np.full((8, 8), 0.5, np.float32)
+    main = VirtualMachine(phasec.build(mod))["main"]
+    calls = _count_wakeup_fd_calls(monkeypatch)
+    for n in (1, 4, 2):
+        x = np.ones((n, 8), np.float32)
+        np.testing.assert_allclose(main(x, w), np.maximum(x @ w, 0))
+    assert len(calls) == 6  # every call: its size can change
+
+
+def test_short_call_leaves_interrupt_state_as_it_was():
+    from phasec.backend import interrupt
+
+    assert not interrupt._is_armed
+    with interrupt.short_call():
+        assert interrupt._is_armed  # kernels inside do not arm one by one
+    assert not interrupt._is_armed
+    with interrupt.armed():
+        with interrupt.short_call():
+            assert interrupt._is_armed
+        assert interrupt._is_armed  # nested: the outer arming stays
+    assert not interrupt._is_armed

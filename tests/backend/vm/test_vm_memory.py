@@ -1,0 +1,176 @@
+"""The VM's memory: bytes live and at peak, allocation counters of
+constant and symbolic shapes, and storages reused between calls only when
+nothing holds them, concurrent callers included."""
+
+import numpy as np
+import pytest
+
+from phasec import ir
+from phasec.backend.vm import VirtualMachine, codegen
+from phasec.errors import VMError
+
+from helpers.vm_build import (
+    OBJ, UNIT, B, V, alloc, f32, func, module, op, straight_line_module, tensor,
+    vector_add_kernel, vector_mul_kernel,
+)
+
+
+# ---------------------------------------------------------------------------
+# Memory accounting
+# ---------------------------------------------------------------------------
+
+
+def _two_buffers_module(kill_first):
+    """t0 = x + x; t1 = x * x (t0 dead before t1 is allocated); returns t1."""
+    x = V("x", tensor((256,)))
+    s0, t0, b0 = alloc("t0", [256])
+    s1, t1, b1 = alloc("t1", [256])
+    c0, c1 = V("c0", UNIT), V("c1", UNIT)
+    kills = [B(V("k0", UNIT), op("vm.kill_object", t0)),
+             B(V("k1", UNIT), op("vm.kill_object", s0))] if kill_first else []
+    main = func([x], [*b0, B(c0, ir.Call(ir.GlobalVar("vadd"), [x, x, t0])), *kills,
+                      *b1, B(c1, ir.Call(ir.GlobalVar("vmul"), [x, x, t1]))], t1)
+    return module(main=main, vadd=vector_add_kernel(), vmul=vector_mul_kernel())
+
+
+def test_peak_bytes_reflects_kill_object():
+    x = np.ones(256, "float32")
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    vm["main"](x)
+    assert vm.peak_bytes == 1024 and vm.stats["storage_allocs"] == 2
+    assert vm.stats["bytes_allocated"] == 2048
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=False)), kernels="interp")
+    vm["main"](x)
+    assert vm.peak_bytes == 2048
+
+
+def test_live_bytes_and_reset_stats():
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    out = vm["main"](np.ones(256, "float32"))
+    assert vm.stats["live_bytes"] == 1024  # the result's storage
+    del out
+    assert vm.stats["live_bytes"] == 0
+    vm.reset_stats()
+    assert vm.stats == {"storage_allocs": 0, "tensor_allocs": 0, "bytes_allocated": 0,
+                        "live_bytes": 0, "peak_bytes": 0}
+
+
+def test_alloc_tensor_must_fit_in_storage():
+    s, t = V("s", OBJ), V("t", tensor((4,)))
+    main = func([], [B(s, op("vm.alloc_storage", ir.ShapeExpr([8]), runtime_device_index=0,
+                             dtype="uint8")),
+                     B(t, op("vm.alloc_tensor", s, ir.PrimValue(0), ir.ShapeExpr([4]),
+                             dtype="float32"))], t)
+    vm = VirtualMachine(codegen(module(main=main)), kernels="interp")
+    with pytest.raises(VMError, match="16 bytes at offset 0 does not fit in storage of 8 bytes"):
+        vm["main"]()
+
+
+# ---------------------------------------------------------------------------
+# Allocation counters
+# ---------------------------------------------------------------------------
+
+
+def _specialized_allocations(vm, name="main"):
+    """Names of the builtin callables of a decoded function (the constant-shape
+    allocations are closures made once, at decode time)."""
+    code = vm._funcs[vm.exe.func_index[name]].code
+    return [getattr(ins[2], "__name__", "") for ins in code if ins[0] == 2]  # _BUILTIN
+
+
+def test_stats_count_constant_shape_allocations_after_reset_stats():
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    # static shapes: both allocations take the specialized path
+    assert _specialized_allocations(vm).count("alloc_tensor") == 2
+    x = np.ones(256, "float32")
+    vm["main"](x)
+    assert vm.stats["tensor_allocs"] == 2 and vm.stats["storage_allocs"] == 2
+    for _ in range(3):
+        vm.reset_stats()  # replaces the counters: the specialized closures must see the new ones
+        out = vm["main"](x)
+        np.testing.assert_array_equal(out, x * x)
+        assert vm.stats["tensor_allocs"] == 2
+        assert vm.stats["storage_allocs"] == 2 and vm.stats["bytes_allocated"] == 2048
+        assert vm.stats["peak_bytes"] == 1024
+        del out
+    vm.reset_stats()
+    vm["main"](x)
+    vm["main"](x)
+    assert vm.stats["tensor_allocs"] == 4 and vm.stats["storage_allocs"] == 4
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_allocations_with_symbolic_shapes(kernels):
+    exe = codegen(straight_line_module())
+    vm = VirtualMachine(exe, kernels=kernels)
+    # sizes computed at run time: the generic builtins
+    assert "alloc_tensor" not in _specialized_allocations(vm)
+    kept = vm["main"](f32(1, 2, 3), f32(1, 1, 1))          # n = 3: two 12-byte storages
+    np.testing.assert_array_equal(kept, [2, 3, 4])
+    assert vm.stats == {"storage_allocs": 2, "tensor_allocs": 2, "bytes_allocated": 24,
+                        "live_bytes": 12, "peak_bytes": 24}
+    vm.reset_stats()                                        # the kept result stays live
+    assert vm.stats == {"storage_allocs": 0, "tensor_allocs": 0, "bytes_allocated": 0,
+                        "live_bytes": 12, "peak_bytes": 12}
+    x = np.arange(7, dtype="float32")
+    out = vm["main"](x, np.full(7, 2, "float32"))           # n = 7: two 28-byte storages
+    np.testing.assert_array_equal(out, (x + 2) * 2)
+    assert out.shape == (7,) and out.dtype == np.float32
+    assert vm.stats["storage_allocs"] == 2 and vm.stats["tensor_allocs"] == 2
+    assert vm.stats["bytes_allocated"] == 56 and vm.stats["peak_bytes"] == 12 + 56
+    assert vm.stats["live_bytes"] == 12 + 28                # the first storage was killed
+    del out, kept
+    assert vm.stats["live_bytes"] == 0
+    # n = 0: empty tensors, empty storages
+    empty = vm["main"](f32(), f32())
+    assert empty.shape == (0,) and vm.stats["storage_allocs"] == 4
+
+
+# ---------------------------------------------------------------------------
+# Storages of constant size are reused between calls when nothing holds them
+# ---------------------------------------------------------------------------
+
+def test_storage_is_reused_only_when_nothing_refers_to_it():
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    x = np.arange(256, dtype="float32")
+    out = vm["main"](x)
+    address = out.ctypes.data
+    kept = vm["main"](x + 1)  # `out` is still held: a new storage for this result
+    assert kept.ctypes.data != address
+    np.testing.assert_array_equal(out, x * x)  # not overwritten by the second call
+    np.testing.assert_array_equal(kept, (x + 1) * (x + 1))
+    assert vm.stats["live_bytes"] == 2048  # both results
+    del out
+    assert vm.stats["live_bytes"] == 1024
+    view = kept[::2]  # a view of a result holds its storage too
+    del kept
+    assert vm.stats["live_bytes"] == 1024
+    again = vm["main"](x + 2)
+    np.testing.assert_array_equal(view, ((x + 1) * (x + 1))[::2])
+    del view, again
+    assert vm.stats["live_bytes"] == 0
+    first = vm["main"](x).ctypes.data  # dropped at once: the next call reuses it
+    assert vm["main"](x).ctypes.data == first
+
+
+def test_pooled_storages_under_concurrent_callers():
+    import threading
+
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    errors = []
+
+    def call(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(30):
+            x = rng.standard_normal(256).astype("float32")
+            out = vm["main"](x)
+            if not np.array_equal(out, x * x):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=call, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert vm.stats["live_bytes"] == 0

@@ -1,0 +1,114 @@
+"""Operators lowered to TIR and run on the TIR interpreter: typed operands and
+random values, one call against its numpy reference (``check_call``),
+Primitive functions for the fused-group lowering (``fused``, ``run_fused``),
+and the statements of the PrimFuncs they lower to."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phasec.interp.tir import eval_prim_expr, run_prim_func
+from phasec.ir import Constant, PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
+from phasec.op import get_op
+from phasec.op.legalize import lower_call, lower_fused
+from phasec.script.builder import BlockBuilder
+
+#: the generator of rand
+RNG = np.random.default_rng(2024)
+
+
+def tvar(name, shape, dtype="float32"):
+    """A variable of tensor struct info (shape, dtype)."""
+    return Var(name, TensorStructInfo(shape, dtype))
+
+
+def rand(shape, dtype="float32"):
+    """Random integers in [-9, 9] or standard-normal floats."""
+    if dtype.startswith("int"):
+        return RNG.integers(-9, 10, shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _bind_dims(exprs, values, env):
+    for e in exprs:
+        si = e.struct_info
+        if isinstance(si, TensorStructInfo) and e in values:
+            for d, size in zip(si.shape, values[e].shape):
+                if isinstance(d, tir.Var):
+                    env[d] = size
+
+
+def _value(expr, values, env):
+    if isinstance(expr, Tuple):
+        return tuple(_value(f, values, env) for f in expr.fields)
+    if isinstance(expr, Constant):
+        return expr.data
+    if isinstance(expr, ShapeExpr):
+        return tuple(int(eval_prim_expr(v, env)) for v in expr.values)
+    if isinstance(expr, PrimValue):
+        return eval_prim_expr(expr.value, env)
+    return values[expr]
+
+
+def check_call(call, values, hints=(True, False), rtol=1e-5, atol=1e-6, dims=None):
+    """Lower ``call``, run it on ``values`` (Var -> array) and compare with the reference."""
+    env = dict(dims or {})
+    flat = [f for a in call.args for f in (a.fields if isinstance(a, Tuple) else [a])]
+    _bind_dims(flat, values, env)
+    ref = get_op(call.op.name).reference(*[_value(a, values, env) for a in call.args],
+                                         **dict(call.attrs))
+    expected = list(ref) if isinstance(ref, tuple) else [np.asarray(ref)]
+    for h in hints:
+        low = lower_call(call, h)
+        ins = [np.asarray(_value(a, values, env)) for a in low.args]
+        outs = [np.zeros(e.shape, e.dtype) for e in expected]
+        scalars = [int(eval_prim_expr(v, env)) for v in low.tir_vars]
+        run_prim_func(low.prim_func, ins + scalars + outs)  # scalars before outputs
+        for got, exp in zip(outs, expected):
+            assert got.dtype == exp.dtype
+            np.testing.assert_allclose(got, exp, rtol=rtol, atol=atol)
+    return low
+
+
+def fused(params, build):
+    """A Primitive function whose dataflow block is built by ``build(bb)``."""
+    bb = BlockBuilder()
+    with bb.function("fused", params, attrs={"Primitive": True}):
+        with bb.dataflow():
+            gv = bb.emit_output(build(bb))
+        bb.emit_func_output(gv)
+    return bb.get()["fused"]
+
+
+def walk(stmt):
+    """Every statement under ``stmt``, pre-order."""
+    out, stack = [], [stmt]
+    while stack:
+        s = stack.pop()
+        if s is None:
+            continue
+        out.append(s)
+        if isinstance(s, tir.SeqStmt):
+            stack.extend(reversed(s.stmts))
+        elif isinstance(s, (tir.For, tir.Allocate, tir.LetStmt)):
+            stack.append(s.body)
+        elif isinstance(s, tir.Block):
+            stack.extend([s.body, s.init])
+    return out
+
+
+def nests(func):
+    """The top-level statements of ``func`` (its loop nests), under its Allocates."""
+    body = func.body
+    while isinstance(body, tir.Allocate):
+        body = body.body
+    return list(body.stmts) if isinstance(body, tir.SeqStmt) else [body]
+
+
+def run_fused(func, arrays, out_shapes, dtype="float32"):
+    """Lower the Primitive function ``func`` and run it: (outputs, the lowering)."""
+    low = lower_fused(func)
+    outs = [np.zeros(s, dtype) for s in out_shapes]
+    ins = [arrays[a] if isinstance(a, Var) else a.data for a in low.args]
+    run_prim_func(low.prim_func, ins + outs)
+    return outs, low

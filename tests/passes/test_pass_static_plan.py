@@ -1,0 +1,307 @@
+"""StaticPlanBlockMemory: storage reused along chains and across dtypes,
+best fit, live and escaping tensors kept apart, If branches, symbolic
+shapes, the peak memory on the VM; idempotent and declared."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import phasec
+from phasec.backend.vm import VirtualMachine, codegen
+from phasec.ir import Call, Op, Phase
+from phasec.transform import get_pass
+
+from phasec.passes.static_plan_block_memory import (
+    STORAGE_BYTES_ATTR, TENSOR_BYTES_ATTR, PlanStats, plan_stats,
+)
+
+from helpers.lowering import (
+    CHAIN, RNG, add_kernel, alloc_binding, assert_same_results, bindings, calls_of, inc_kernel,
+    lowered, lowering_module, op_names, rand, run_pass,
+)
+
+
+# ---------------------------------------------------------------------------
+# StaticPlanBlockMemory
+# ---------------------------------------------------------------------------
+
+def storage_of(func, var_name):
+    value = alloc_binding(func, var_name)
+    assert value.op.name == "relax.memory.alloc_tensor", f"{var_name} was not planned"
+    return value.args[0]
+
+
+def storage_sizes(func):
+    return {b.var: b.value.args[0].values[0].value
+            for b in calls_of(func, "relax.memory.alloc_storage")}
+
+
+def test_static_plan_reuses_storage_along_a_chain():
+    mod = lowering_module(CHAIN, kernels=[inc_kernel("inc", 16)])
+    out = run_pass("StaticPlanBlockMemory", mod)
+    main = out["main"]
+    sizes = storage_sizes(main)
+    assert len(sizes) == 2 and set(sizes.values()) == {64}  # ping-pong between two storages
+    sa, sb, sc, sd = (storage_of(main, n) for n in "abcd")
+    assert sa is sc and sb is sd and sa is not sb
+    # e is returned: it escapes and keeps its own allocation
+    assert alloc_binding(main, "e").op.name == "relax.builtin.alloc_tensor"
+    stats = plan_stats(out)
+    assert stats["main"] == PlanStats(tensor_bytes=4 * 64, storage_bytes=2 * 64)
+    assert stats["total"].storage_bytes < stats["total"].tensor_bytes
+    assert main.attrs[TENSOR_BYTES_ATTR] == 256 and main.attrs[STORAGE_BYTES_ATTR] == 128
+    # kills after the last uses
+    killed = [b.value.args[0] for b in calls_of(main, "relax.memory.kill_tensor")]
+    assert {v.name_hint for v in killed} == set("abcd")
+    assert len(calls_of(main, "relax.memory.kill_storage")) == 2
+    x = rand(16)
+    np.testing.assert_allclose(assert_same_results(mod, out, x), x + 5, rtol=1e-6)
+
+
+def test_static_plan_lowers_peak_memory_on_the_vm():
+    mod = lowering_module(CHAIN, kernels=[inc_kernel("inc", 16)])
+    unplanned = get_pass("VMBuiltinLower")(mod)          # StaticPlanBlockMemory skipped
+    planned = get_pass("VMBuiltinLower")(get_pass("StaticPlanBlockMemory")(mod))
+    x = rand(16)
+    peaks = []
+    for built in (unplanned, planned):
+        vm = VirtualMachine(codegen(built), kernels="interp")
+        np.testing.assert_allclose(vm["main"](x), x + 5, rtol=1e-6)
+        peaks.append(vm.peak_bytes)
+    assert peaks[1] < peaks[0]
+    assert peaks[0] == 5 * 64
+
+
+def test_static_plan_keeps_live_tensors_apart():
+    # a stays alive across b and c: nothing may overwrite it
+    body = '''
+a = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc(x, a)
+b = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc(a, b)
+c = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc(b, c)
+d = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.add(a, c, d)
+e = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc(d, e)
+return e
+'''
+    mod = lowering_module(body, kernels=[inc_kernel("inc", 16), add_kernel("add", 16)])
+    out = run_pass("StaticPlanBlockMemory", mod)
+    main = out["main"]
+    sa, sb, sc, sd = (storage_of(main, n) for n in "abcd")
+    assert sa is not sb and sa is not sc and sb is not sc
+    assert sd is sb  # b died when c was computed
+    x = rand(16)
+    np.testing.assert_allclose(assert_same_results(mod, out, x), (x + 1) + (x + 3) + 1,
+                               rtol=1e-6)
+
+
+def test_static_plan_best_fit():
+    kernels = [inc_kernel("inc64", 64), inc_kernel("inc16", 16), inc_kernel("inc8", 8)]
+    params = ('x64: R.Tensor((64,), "float32"), x16: R.Tensor((16,), "float32"), '
+              'x8: R.Tensor((8,), "float32")')
+    ret = ('R.Tuple(R.Tensor((64,), "float32"), R.Tensor((16,), "float32"), '
+           'R.Tensor((8,), "float32"))')
+    body = '''
+p = R.builtin.alloc_tensor(R.shape([64]), dtype="float32")
+_ = cls.inc64(x64, p)
+q = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc16(x16, q)
+u = R.builtin.alloc_tensor(R.shape([64]), dtype="float32")
+v = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc64(p, u)
+_ = cls.inc16(q, v)
+w = R.builtin.alloc_tensor(R.shape([8]), dtype="float32")
+_ = cls.inc8(x8, w)
+o = R.builtin.alloc_tensor(R.shape([8]), dtype="float32")
+_ = cls.inc8(w, o)
+t = (u, v, o)
+return t
+'''
+    mod = lowering_module(body, params=params, ret=ret, kernels=kernels)
+    out = run_pass("StaticPlanBlockMemory", mod)
+    main = out["main"]
+    sizes = storage_sizes(main)
+    sp, sq, sw = (storage_of(main, n) for n in "pqw")
+    # when w (32 bytes) is allocated, p's 256-byte and q's 64-byte storages are
+    # both free: best fit takes q's
+    assert sw is sq and sp is not sq
+    assert sizes == {sp: 256, sq: 64}
+    # u, v, o escape through the returned tuple
+    for name in "uvo":
+        assert alloc_binding(main, name).op.name == "relax.builtin.alloc_tensor"
+    assert plan_stats(out)["main"] == PlanStats(256 + 64 + 32, 256 + 64)
+    assert_same_results(mod, out, rand(64), rand(16), rand(8))
+
+
+def test_static_plan_grows_a_smaller_free_storage():
+    kernels = [inc_kernel("inc64", 64), inc_kernel("inc16", 16)]
+    params = 'x64: R.Tensor((64,), "float32"), x16: R.Tensor((16,), "float32")'
+    ret = 'R.Tuple(R.Tensor((64,), "float32"), R.Tensor((16,), "float32"))'
+    body = '''
+q = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc16(x16, q)
+r = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc16(q, r)
+t = R.builtin.alloc_tensor(R.shape([64]), dtype="float32")
+_ = cls.inc64(x64, t)
+o1 = R.builtin.alloc_tensor(R.shape([64]), dtype="float32")
+_ = cls.inc64(t, o1)
+o2 = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc16(r, o2)
+res = (o1, o2)
+return res
+'''
+    mod = lowering_module(body, params=params, ret=ret, kernels=kernels)
+    out = run_pass("StaticPlanBlockMemory", mod)
+    main = out["main"]
+    sizes = storage_sizes(main)
+    sq, sr, st = (storage_of(main, n) for n in "qrt")
+    assert st is sq and sizes[sq] == 256  # q's 64-byte storage grown to hold t
+    assert sr is not sq and len(sizes) == 2
+    assert plan_stats(out)["main"] == PlanStats(64 + 64 + 256, 256 + 64)
+    assert_same_results(mod, out, rand(64), rand(16))
+
+
+def test_static_plan_storage_is_shared_across_dtypes():
+    kernels = [inc_kernel("inc_f", 16), inc_kernel("inc_i", 16, "int32")]
+    params = 'x: R.Tensor((16,), "float32"), y: R.Tensor((16,), "int32")'
+    ret = 'R.Tensor((16,), "int32")'
+    body = '''
+a = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc_f(x, a)
+b = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc_f(a, b)
+c = R.builtin.alloc_tensor(R.shape([16]), dtype="int32")
+_ = cls.inc_i(y, c)
+d = R.builtin.alloc_tensor(R.shape([16]), dtype="int32")
+_ = cls.inc_i(c, d)
+return d
+'''
+    mod = lowering_module(body, params=params, ret=ret, kernels=kernels)
+    out = run_pass("StaticPlanBlockMemory", mod)
+    main = out["main"]
+    assert storage_of(main, "c") is storage_of(main, "a")
+    y = RNG.integers(0, 9, 16).astype("int32")
+    assert_same_results(mod, out, rand(16), y)
+
+
+@pytest.mark.parametrize("escape", ["return", "tuple", "packed", "relax_call", "branch"])
+def test_static_plan_does_not_reuse_escaping_tensors(escape, packed):
+    packed("test.lowering.keep", lambda t: t)
+    uses = {
+        "return": ("return a", 'R.Tensor((16,), "float32")'),
+        "tuple": ("t = (a, b)\nreturn t",
+                  'R.Tuple(R.Tensor((16,), "float32"), R.Tensor((16,), "float32"))'),
+        "packed": ('k = R.call_packed("test.lowering.keep", a, sinfo_args=R.Tensor((16,), "float32"))'
+                   "\nreturn b", 'R.Tensor((16,), "float32")'),
+        "relax_call": ("k = cls.identity(a)\nreturn b", 'R.Tensor((16,), "float32")'),
+        "branch": ("cond = R.const(True, \"bool\")\nif cond:\n    r = a\nelse:\n    r = b\nreturn r",
+                   'R.Tensor((16,), "float32")'),
+    }
+    tail, ret = uses[escape]
+    body = '''
+a = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc(x, a)
+b = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+_ = cls.inc(x, b)
+''' + tail
+    extra = '''
+    @R.function
+    def identity(t: R.Tensor((16,), "float32")) -> R.Tensor((16,), "float32"):
+        return t
+'''
+    mod = lowering_module(body, ret=ret, kernels=[inc_kernel("inc", 16)], extra=extra)
+    out = run_pass("StaticPlanBlockMemory", mod)
+    assert alloc_binding(out["main"], "a").op.name == "relax.builtin.alloc_tensor"
+    assert_same_results(mod, out, rand(16))
+
+
+def test_static_plan_plans_inside_if_branches():
+    body = '''
+cond = R.const(True, "bool")
+if cond:
+    a = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+    _ = cls.inc(x, a)
+    b = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+    _ = cls.inc(a, b)
+    c = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+    _ = cls.inc(b, c)
+    r = c
+else:
+    r = x
+return r
+'''
+    mod = lowering_module(body, kernels=[inc_kernel("inc", 16)])
+    out = run_pass("StaticPlanBlockMemory", mod)
+    branch = [b for b in bindings(out["main"]) if isinstance(b.value, phasec.ir.If)][0].value
+    inner = [b for block in branch.true_branch.blocks for b in block.bindings]
+    names = [b.value.op.name for b in inner if isinstance(b.value, Call)
+             and isinstance(b.value.op, Op)]
+    assert names.count("relax.memory.alloc_storage") == 2
+    assert names.count("relax.builtin.alloc_tensor") == 1  # c is the branch's result
+    assert plan_stats(out)["main"] == PlanStats(128, 128)
+    assert_same_results(mod, out, rand(16))
+
+
+def test_static_plan_symbolic_shapes_reuse_equal_sizes_only():
+    mod = lowered('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
+        n = T.int64()
+        a = R.tanh(x)
+        b = R.tanh(a)
+        c = R.tanh(b)
+        d = R.sum(c, axis=[1])
+        e = R.tanh(d)
+        f = R.tanh(e)
+        g = R.expand_dims(f, axis=[1])
+        h = R.add(c, g)
+        return h
+''')
+    main = mod["main"]
+    n = main.params[0].struct_info.shape[0]
+    sizes = [b.value.args[0].values[0] for b in calls_of(main, "relax.memory.alloc_storage")]
+    assert all(phasec.arith.prove_equal(s, n * 16) or phasec.arith.prove_equal(s, n * 4)
+               for s in sizes)
+    # a and b (n*16 bytes) take two storages and c reuses a's (a died when b was
+    # computed); d, e, f, g (n*4 bytes) never take a storage of another size
+    assert storage_of(main, "c") is storage_of(main, "a")
+    assert storage_of(main, "e") is not storage_of(main, "a")
+    assert storage_of(main, "f") is storage_of(main, "d")
+    assert alloc_binding(main, "h").op.name == "relax.builtin.alloc_tensor"  # returned
+    assert plan_stats(mod)["main"] == PlanStats()  # statistics count constant shapes only
+    built = run_pass("VMBuiltinLower", mod)
+    vm = VirtualMachine(codegen(built), kernels="interp")
+    for rows in (2, 5):
+        x = rand(rows, 4)
+        c = np.tanh(np.tanh(np.tanh(x)))
+        expected = c + np.tanh(np.tanh(c.sum(axis=1)))[:, None]
+        np.testing.assert_allclose(vm["main"](x), expected, rtol=1e-5)
+
+
+def test_static_plan_needs_no_kills_in_pure_functions():
+    # a pure function (no force_pure) whose allocations only feed call_tir: planned, no kills
+    body = '''
+a = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+b = R.call_tir(cls.inc, (a,), out_sinfo=R.Tensor((16,), "float32"))
+c = R.builtin.alloc_tensor(R.shape([16]), dtype="float32")
+d = R.call_tir(cls.inc, (c,), out_sinfo=R.Tensor((16,), "float32"))
+return d
+'''
+    pure = lowering_module(body, kernels=[inc_kernel("inc", 16)], attrs="")
+    out = run_pass("StaticPlanBlockMemory", pure)
+    assert storage_of(out["main"], "a") is storage_of(out["main"], "c")
+    assert not any(n.startswith("relax.memory.kill") for n in op_names(out["main"]))
+
+
+def test_static_plan_is_idempotent_and_declared():
+    mod = lowering_module(CHAIN, kernels=[inc_kernel("inc", 16)])
+    once = get_pass("StaticPlanBlockMemory")(mod)
+    assert get_pass("StaticPlanBlockMemory")(once) is once
+    assert get_pass("StaticPlanBlockMemory").info.phases == frozenset({Phase.LOWERING})

@@ -1,0 +1,171 @@
+"""Narrow NCHW conv2d (output rows shorter than a vector: ResNet's 14x14
+and 7x7 stages). Stride 1: computed over the padded rows laid end to end
+(``te.schedules.conv_flat_rows``); strided: over the input gathered into columns
+(im2col, ``te.schedules.conv_im2col``). The values against numpy's
+reference convolution, on the TIR interpreter and on LLVM, for padding,
+dilation, 5x5 and 1x1 kernels, odd and prime sizes and a symbolic batch;
+the kernel's structure (a flat padded copy or the columns, the GEMM over
+all positions, the epilogue); and the calls that keep the plain schedule
+(wide rows, channels-last). Grouped and depthwise ones: test_conv_grouped.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import TensorStructInfo, Var, tir
+from phasec.op import call_op, get_op
+from phasec.op.legalize import lower_fused
+
+from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+
+RNG = np.random.default_rng(7)
+
+
+def _conv_bias_relu(n, c, h, w, o, k, **attrs):
+    d = Var("d", TensorStructInfo((n, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((o, c // attrs.get("groups", 1), k, k), "float32"))
+    b = Var("b", TensorStructInfo((1, o, 1, 1), "float32"))
+    func = fused([d, wt, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "add", bb.emit(call_op("nn.conv2d", d, wt, **attrs)), b))))
+    return func, (d, wt, b)
+
+
+def _buffers(prim):
+    out, stack = [], [prim.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tir.Allocate):
+            out.append(s.buffer.name)
+        stack.extend(tir.stmt_children(s))
+    return out
+
+
+def _check_against_numpy(prim, c, h, w, o, k, attrs):
+    """``prim`` (relu(conv2d + bias)) on LLVM and on the TIR interpreter
+    against numpy's reference convolution, for random values."""
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    wa = RNG.standard_normal((o, c, k, k)).astype("float32")
+    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+    pads = attrs.get("padding", 0)
+    pads = (pads,) * 4 if isinstance(pads, int) else pads
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    want = np.maximum(get_op("relax.nn.conv2d").reference(
+        x, wa, padding=pads, strides=two(attrs.get("strides", 1)),
+        dilation=two(attrs.get("dilation", 1))) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": prim})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros(want.shape, "float32")
+    run_prim_func(prim, [x, wa, ba, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+CASES = {  # (c, h, w, o, k, attrs)
+    "3x3_pad1_14": (8, 14, 14, 16, 3, {"padding": 1}),
+    "3x3_pad1_7": (16, 7, 7, 24, 3, {"padding": 1}),
+    "1x1_7": (12, 7, 7, 8, 1, {}),
+    "5x5_pad2_9": (4, 9, 9, 5, 5, {"padding": 2}),
+    "3x3_dil2_13": (3, 13, 13, 7, 3, {"padding": 2, "dilation": 2}),
+    "3x3_uneven_pad": (5, 11, 10, 6, 3, {"padding": (1, 0, 2, 1)}),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_narrow_conv_over_flat_padded_rows_matches_numpy(name):
+    c, h, w, o, k, attrs = CASES[name]
+    func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
+    low = lower_fused(func)
+    assert "pad_flat" in _buffers(low.prim_func) and "T_conv2d_rows" in _buffers(low.prim_func)
+    _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
+
+
+def test_a_symbolic_batch_takes_the_flat_rows_too():
+    n = tir.Var("n")
+    func, _ = _conv_bias_relu(n, 6, 7, 7, 8, 3, padding=1)
+    low = lower_fused(func)
+    assert "pad_flat" in _buffers(low.prim_func)
+    lib = compile_prim_funcs({"k": low.prim_func})
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 6, 7, 7)).astype("float32")
+        wa = RNG.standard_normal((8, 6, 3, 3)).astype("float32")
+        ba = RNG.standard_normal((1, 8, 1, 1)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa, padding=(1, 1, 1, 1))
+                          + ba, 0)
+        got = np.zeros(want.shape, "float32")
+        lib["k"](x, wa, ba, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+STRIDED = {  # (c, h, w, o, k, attrs): 7x7 and narrower outputs
+    "3x3_s2_14": (8, 14, 14, 16, 3, {"padding": 1, "strides": 2}),
+    "1x1_s2_14": (12, 14, 14, 20, 1, {"strides": 2}),
+    "3x3_s2_odd_uneven": (5, 13, 11, 7, 3, {"padding": (1, 0, 2, 1), "strides": 2}),
+    "3x3_s2x3_dil2": (6, 17, 19, 9, 3, {"padding": 2, "strides": (2, 3), "dilation": 2}),
+    "5x5_s3_prime": (3, 23, 23, 11, 5, {"padding": 2, "strides": 3}),
+}
+
+
+@pytest.mark.parametrize("name", list(STRIDED))
+def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
+    c, h, w, o, k, attrs = STRIDED[name]
+    func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
+    low = lower_fused(func)
+    assert "im2col" in _buffers(low.prim_func) and "T_conv2d_cols" in _buffers(low.prim_func)
+    _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
+
+
+def test_a_symbolic_batch_takes_the_gathered_columns_too():
+    n = tir.Var("n")
+    func, _ = _conv_bias_relu(n, 6, 14, 14, 8, 3, padding=1, strides=2)
+    low = lower_fused(func)
+    assert "im2col" in _buffers(low.prim_func)
+    lib = compile_prim_funcs({"k": low.prim_func})
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 6, 14, 14)).astype("float32")
+        wa = RNG.standard_normal((8, 6, 3, 3)).astype("float32")
+        ba = RNG.standard_normal((1, 8, 1, 1)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(
+            x, wa, padding=(1, 1, 1, 1), strides=(2, 2)) + ba, 0)
+        got = np.zeros(want.shape, "float32")
+        lib["k"](x, wa, ba, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("attrs,shape", [
+    ({"padding": 1, "strides": 2}, (8, 40, 40)),       # strided, rows wider than a vector
+    ({"padding": 1, "strides": 2}, (8, 6, 6)),         # strided, fewer positions than a vector
+    ({"padding": 1}, (8, 6, 40)),                      # rows wider than a vector
+    ({"padding": 1, "data_layout": "NHWC", "kernel_layout": "HWIO"}, (8, 7, 7)),
+])
+def test_other_convolutions_keep_the_plain_schedule(attrs, shape):
+    c, h, w = shape
+    o, k = 8, 3
+    nhwc = attrs.get("data_layout") == "NHWC"
+    d = Var("d", TensorStructInfo((1, h, w, c) if nhwc else (1, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((k, k, c, o) if nhwc else (o, c // attrs.get("groups", 1),
+                                                              k, k), "float32"))
+    func = fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs))
+    low = lower_fused(func)
+    assert "pad_flat" not in _buffers(low.prim_func)
+    assert "im2col" not in _buffers(low.prim_func)
+    assert "pad_temp" in _buffers(low.prim_func)
+
+
+def test_wide_rows_fuse_the_epilogue_into_the_conv_nest():
+    func, _ = _conv_bias_relu(1, 3, 6, 20, 4, 3, padding=1)
+    low = lower_fused(func)
+    body = low.prim_func.body
+    while isinstance(body, tir.Allocate):
+        body = body.body
+    # the padded input (pad_temp), then one nest: the conv and its epilogue
+    assert isinstance(body, tir.SeqStmt) and len(body.stmts) == 2
+    x = RNG.standard_normal((1, 3, 6, 20)).astype("float32")
+    wa = RNG.standard_normal((4, 3, 3, 3)).astype("float32")
+    ba = RNG.standard_normal((1, 4, 1, 1)).astype("float32")
+    want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa, padding=(1, 1, 1, 1)) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

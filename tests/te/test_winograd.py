@@ -1,0 +1,240 @@
+"""Winograd conv2d F(m x m, 3 x 3) (``phasec.op.nn_winograd``): the
+transform matrices against the 1-D correlation they stand for; the
+kernels' values against numpy's direct convolution (float64) on LLVM and
+on the TIR interpreter, for odd, prime and uneven shapes, both tile sizes,
+a batch, padding, an epilogue and float64; which calls take it; the weight
+transform done once per build for a constant weight (PackConstantWeights,
+against ONNX Runtime); and TVM reading the kernels."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import tvm
+from onnx import helper, numpy_helper
+
+import phasec
+import phasec.target.tuning as tuning_module
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.frontend.onnx import from_onnx
+from phasec.interp.tir import run_prim_func
+from phasec.ir import IRModule, TensorStructInfo, Var, tir
+from phasec.op import call_op
+from phasec.op.legalize import lower_fused
+from phasec.te.schedules.winograd import WINOGRAD_MARK, transform_weight, winograd_matrices
+
+from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+
+RNG = np.random.default_rng(2026)
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray, pads: tuple[int, int, int, int]) -> np.ndarray:
+    """Direct cross-correlation in float64 (NCHW, OIHW, stride 1)."""
+    top, left, bottom, right = pads
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (top, bottom), (left, right)])
+    kh, kw = w.shape[2:]
+    oh, ow = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for r in range(kh):
+        for s in range(kw):
+            out += np.einsum("nchw,kc->nkhw", xp[:, :, r:r + oh, s:s + ow], w[:, :, r, s])
+    return out
+
+
+@pytest.fixture
+def winograd_tile(monkeypatch):
+    """Set the host tuning's largest Winograd tile (0: off) for one test,
+    with 128-bit vectors: 4 tiles are then enough to take it (a small
+    image takes it too), and the AVX2/SSE-sized loops are exercised."""
+    def use(m: int, vector_bits: int = 128) -> None:
+        tuned = replace(tuning_module.host_tuning(), winograd_tile=m, vector_bits=vector_bits)
+        monkeypatch.setattr(tuning_module, "host_tuning", lambda: tuned)
+    return use
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_the_matrices_compute_the_one_dimensional_correlation(m):
+    at, g, bt = winograd_matrices(m)
+    for _ in range(20):
+        d, f = RNG.standard_normal(m + 2), RNG.standard_normal(3)
+        want = np.array([d[i:i + 3] @ f for i in range(m)])
+        np.testing.assert_allclose(at @ ((g @ f) * (bt @ d)), want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_weight_transform_is_g_w_gt_per_channel_pair():
+    w = RNG.standard_normal((3, 5, 3, 3)).astype(np.float32)
+    _, g, _ = winograd_matrices(4)
+    u = transform_weight(w, 4)
+    assert u.shape == (36, 3, 5) and u.dtype == np.float32
+    for k, c in [(0, 0), (2, 4), (1, 3)]:
+        np.testing.assert_allclose(u[:, k, c].reshape(6, 6), g @ w[k, c].astype(np.float64) @ g.T,
+                                   rtol=1e-6, atol=1e-7)
+
+
+def _conv_bias_relu(n, c, h, w, o, dtype="float32", residual=False, **attrs):
+    d = Var("d", TensorStructInfo((n, c, h, w), dtype))
+    wt = Var("w", TensorStructInfo((o, c, 3, 3), dtype))
+    b = Var("b", TensorStructInfo((1, o, 1, 1), dtype))
+    params = [d, wt, b]
+
+    def build(bb):
+        y = bb.emit(call_op("add", bb.emit(call_op("nn.conv2d", d, wt, **attrs)), b))
+        if residual:
+            y = bb.emit(call_op("add", y, d))
+        return call_op("nn.relu", y)
+    return fused(params, build)
+
+
+def _tile(func: tir.PrimFunc) -> int | None:
+    """The m of the kernel's weight transform mark (None: no Winograd)."""
+    stack = [func.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tir.AttrStmt) and s.key == WINOGRAD_MARK:
+            return s.value.value
+        stack.extend(tir.stmt_children(s))
+    return None
+
+
+CASES = {  # n, c, h, w, o, padding, largest m, vector bits, m taken
+    "56x56_512bit": (1, 32, 56, 56, 32, 1, 4, 512, 4),
+    "odd_prime": (1, 37, 13, 11, 41, 1, 4, 128, 4),
+    "batch_3": (3, 32, 9, 10, 33, 1, 4, 128, 4),
+    "uneven_padding": (1, 32, 7, 12, 32, (1, 0, 2, 1), 4, 128, 4),
+    "no_padding": (2, 32, 5, 9, 35, 0, 4, 128, 4),
+    "wide": (1, 32, 4, 70, 32, 1, 4, 128, 4),
+    "odd_prime_m2": (1, 37, 13, 11, 41, 1, 2, 128, 2),
+    "batch_2_m2": (2, 32, 6, 17, 32, (0, 2, 1, 0), 2, 128, 2),
+    # 7x7 at 512 bits: 4 tiles of 4x4 are not a vector, 16 of 2x2 are
+    "7x7_takes_2x2_tiles": (1, 32, 7, 7, 32, 1, 4, 512, 2),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_winograd_conv_matches_the_direct_convolution(name, winograd_tile):
+    n, c, h, w, o, pad, m, bits, taken = CASES[name]
+    winograd_tile(m, bits)
+    pads = (pad,) * 4 if isinstance(pad, int) else pad
+    func = _conv_bias_relu(n, c, h, w, o, padding=pad)
+    low = lower_fused(func)
+    assert _tile(low.prim_func) == taken
+    x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+    wa = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    ba = RNG.standard_normal((1, o, 1, 1)).astype(np.float32)
+    want = np.maximum(_conv_ref(x, wa, pads) + ba, 0)
+    got = np.full(want.shape, np.nan, np.float32)
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
+    # float32 rounding of the transforms: a few ulps of the largest output
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    if n * c * h * w <= 3000:
+        interp = np.full(want.shape, np.nan, np.float32)
+        run_prim_func(low.prim_func, [x, wa, ba, interp])
+        np.testing.assert_allclose(interp, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_float64_and_a_residual_epilogue(winograd_tile):
+    winograd_tile(4)
+    n, c, h, w = 1, 32, 10, 10
+    low = lower_fused(_conv_bias_relu(n, c, h, w, c, "float64", residual=True, padding=1))
+    assert _tile(low.prim_func) == 4
+    x = RNG.standard_normal((n, c, h, w))
+    wa = RNG.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)
+    ba = RNG.standard_normal((1, c, 1, 1))
+    want = np.maximum(_conv_ref(x, wa, (1, 1, 1, 1)) + ba + x, 0)
+    got = np.zeros(want.shape)
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("attrs,c,tile", [
+    ({"padding": 1}, 16, 4),                       # too few channels
+    ({"padding": 1, "strides": 2}, 32, 4),         # strided
+    ({"padding": 2, "dilation": 2}, 32, 4),        # dilated
+    ({"padding": 1, "groups": 2}, 32, 4),          # grouped
+    ({"padding": 1}, 32, 0),                       # turned off (PHASEC_WINOGRAD=0)
+])
+def test_other_convolutions_keep_the_direct_schedule(attrs, c, tile, winograd_tile):
+    winograd_tile(tile)
+    d = Var("d", TensorStructInfo((1, c, 12, 12), "float32"))
+    wt = Var("w", TensorStructInfo((32, c // attrs.get("groups", 1), 3, 3), "float32"))
+    low = lower_fused(fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs)))
+    assert None is _tile(low.prim_func)
+
+
+def test_a_symbolic_batch_or_a_5x5_kernel_keeps_the_direct_schedule(winograd_tile):
+    winograd_tile(4)
+    d = Var("d", TensorStructInfo((tir.Var("n"), 32, 12, 12), "float32"))
+    wt = Var("w", TensorStructInfo((32, 32, 3, 3), "float32"))
+    assert None is _tile(lower_fused(fused([d, wt], lambda bb: call_op(
+        "nn.conv2d", d, wt, padding=1))).prim_func)
+    # a 2x2 output: one tile of 4x4 or of 2x2 (at 128 bits, four needed)
+    d3 = Var("d", TensorStructInfo((1, 32, 2, 2), "float32"))
+    assert None is _tile(lower_fused(fused([d3, wt], lambda bb: call_op(
+        "nn.conv2d", d3, wt, padding=1))).prim_func)
+    d5 = Var("d", TensorStructInfo((1, 32, 12, 12), "float32"))
+    w5 = Var("w", TensorStructInfo((32, 32, 5, 5), "float32"))
+    assert None is _tile(lower_fused(fused([d5, w5], lambda bb: call_op(
+        "nn.conv2d", d5, w5, padding=2))).prim_func)
+
+
+def test_the_environment_variable_chooses_the_tile(monkeypatch):
+    tuning_module.host_tuning.cache_clear()
+    try:
+        for value, tile in (("0", 0), ("2", 2), ("4", 4), ("3", 4), ("no", 4)):
+            monkeypatch.setenv("PHASEC_WINOGRAD", value)
+            tuning_module.host_tuning.cache_clear()
+            assert tuning_module.host_tuning().winograd_tile == tile
+    finally:
+        monkeypatch.delenv("PHASEC_WINOGRAD")
+        tuning_module.host_tuning.cache_clear()
+
+
+def _resnet_block_onnx(c: int, hw: int) -> tuple[onnx.ModelProto, np.ndarray]:
+    """relu(conv(relu(conv(x))) + x), 3x3 padding 1, with bias: weights as initializers."""
+    inits, nodes = [], []
+    for i in range(2):
+        inits.append(numpy_helper.from_array(
+            (RNG.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32), f"w{i}"))
+        inits.append(numpy_helper.from_array(
+            (RNG.standard_normal(c) * 0.1).astype(np.float32), f"b{i}"))
+    nodes.append(helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", ["c0"], ["r0"]))
+    nodes.append(helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Add", ["c1", "x"], ["s"]))
+    nodes.append(helper.make_node("Relu", ["s"], ["y"]))
+    shape = [1, c, hw, hw]
+    graph = helper.make_graph(nodes, "block",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, RNG.standard_normal(shape).astype(np.float32)
+
+
+def test_a_constant_weight_is_transformed_once_per_build(winograd_tile):
+    winograd_tile(4)
+    model, x = _resnet_block_onnx(32, 20)
+    exe = phasec.build(from_onnx(model))
+    convs = [f for n, f in exe.prim_funcs.items() if "conv2d" in n]
+    assert len(convs) == 2
+    for f in convs:  # the transformed weight is a parameter; no transform per call
+        assert None is _tile(f)
+        assert any(isinstance(p, tir.Buffer) and p.name.endswith("_winograd")
+                   and [int(d.value) for d in p.shape] == [36, 32, 32] for p in f.params)
+    got = np.asarray(phasec.VirtualMachine(exe)["main"](x))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_tvm_reads_a_winograd_kernel(winograd_tile):
+    winograd_tile(4)
+    low = lower_fused(_conv_bias_relu(1, 32, 8, 8, 32, padding=1))
+    text = IRModule({"k": low.prim_func}).script()
+    parsed = tvm.script.from_source(text)
+    assert "k" in [g.name_hint for g in parsed.get_global_vars()]
