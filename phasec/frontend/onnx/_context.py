@@ -29,10 +29,10 @@ import numpy as np
 from phasec.errors import IndexOutOfRangeError
 from phasec.ir import tir
 from phasec import arith
-from phasec.ir.expr import Constant, Expr, PrimValue, ShapeExpr, Tuple
+from phasec.ir.expr import Constant, Expr, PrimValue, ShapeExpr, Tuple, TupleGetItem
 from phasec.ir.node import Span
-from phasec.op import call_op, resolve_op
-from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.op import call_op, get_op, normalize_attrs, resolve_op
 
 if TYPE_CHECKING:
     from phasec.script.builder import BlockBuilder
@@ -269,8 +269,6 @@ class NodeContext:
         return self.builder.emit(call, self.hint)
 
     def emit_tuple_item(self, tup: Value, index: int) -> Value:
-        from phasec.ir.expr import TupleGetItem
-
         if isinstance(tup, tuple):
             return tup[index]
         return self.builder.emit(TupleGetItem(tup, index, span=self.span), self.hint)
@@ -285,9 +283,6 @@ class NodeContext:
         folded = self._fold(opdef, call)
         if folded is not None:
             return list(folded)  # type: ignore[arg-type]
-        from phasec.ir.expr import TupleGetItem
-        from phasec.ir.struct_info import TupleStructInfo
-
         tup = self.builder.emit(call, self.hint)
         if not isinstance(call.struct_info, TupleStructInfo):
             return [tup]  # a single result (e.g. unique with nothing else asked for)
@@ -329,8 +324,6 @@ class NodeContext:
         return tuple(outs) if isinstance(out, tuple) else outs[0]
 
     def _fold_symbolic(self, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        from phasec.op import get_op, normalize_attrs
-
         opdef = get_op(name)
         norm = normalize_attrs(opdef, attrs, self.span)
         vals = [_sym_value(a) for a in args]
