@@ -37,7 +37,7 @@ from phasec.fileio import write_atomic
 from phasec.interrupts import Terminated, reporting_interruption
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
-from phasec.testing._gen import GeneratorError
+from phasec.testing.errors import GeneratorError
 from phasec.testing.coverage import Coverage
 from phasec.testing.databases import FuzzDatabaseError, KeepFailuresDatabase, describe, open_database
 from phasec.testing.properties import (

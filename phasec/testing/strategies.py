@@ -42,8 +42,9 @@ from phasec.ir.struct_info import (
 )
 from phasec.transform import Sequential
 from phasec.transform.info import TRANSITION_PASSES
-from phasec.testing._gen import GenConfig, GeneratorError, generate_module
+from phasec.testing._gen import GenConfig, generate_module
 from phasec.testing._values import INPUT_RANGE, INT_INPUT_RANGE
+from phasec.testing.errors import GeneratorError
 
 __all__ = ["modules", "pass_sequences", "inputs_for", "GenConfig", "GeneratorError",
            "advance_to_phase", "OPTION_CHOICES", "EXCLUDED_PASSES", "default_pass_names",
