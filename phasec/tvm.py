@@ -26,7 +26,7 @@ from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
 
 __all__ = ["from_tvm", "to_tvm", "PhaseCheck", "PassVerdict", "TVM_TRANSITIONS",
-           "TVMNotAvailableError", "TESTED_TVM_VERSION"]
+           "TVMNotAvailableError", "TESTED_TVM_VERSION", "require_tvm"]
 
 #: The TVM release this bridge is tested with (the ``phasec[tvm]`` pin).
 TESTED_TVM_VERSION = "0.27"
@@ -47,7 +47,9 @@ class TVMNotAvailableError(PhasecError):
     """TVM is not installed (or not a release this bridge reads)."""
 
 
-def _tvm() -> Any:
+def require_tvm() -> Any:
+    """The installed ``tvm`` package (its Relax half too), ready for the
+    bridge; :class:`TVMNotAvailableError` saying how to install it otherwise."""
     try:
         import tvm
         from tvm import relax  # noqa: F401 - the Relax half must be there too
@@ -108,7 +110,7 @@ def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>") -> IRModule:
     ingestion (as for any module without one). Syntax phasec does not read
     is a :class:`~phasec.errors.ParseError` naming the line of TVM's text.
     """
-    tvm = _tvm()
+    tvm = require_tvm()
     if not isinstance(tvm_mod, tvm.IRModule):
         raise TypeError(f"from_tvm expects a tvm.IRModule, not {type(tvm_mod).__name__}")
     from phasec.script.parser import parse
@@ -170,7 +172,7 @@ def to_tvm(mod: IRModule) -> Any:
     The phase goes along as the module attribute ``phase``; TVM's
     well-formedness check runs as part of TVM's parsing.
     """
-    tvm = _tvm()
+    tvm = require_tvm()
     if not isinstance(mod, IRModule):
         raise TypeError(f"to_tvm expects a phasec IRModule, not {type(mod).__name__}")
     if "phase" not in mod.attrs:  # spelt out, so that it survives the trip
@@ -270,7 +272,7 @@ class PhaseCheck:
     # -- the instrument -------------------------------------------------------
     def instrument(self) -> Any:
         """The ``tvm.instrument`` object to put in a ``PassContext``."""
-        tvm = _tvm()
+        tvm = require_tvm()
         check = self
 
         @tvm.instrument.pass_instrument

@@ -158,20 +158,20 @@ def run(args: argparse.Namespace) -> int:
         open_database(args.database)  # a bad URL or a server down: one clear error, now
         options["database"] = args.database
     if args.against is not None:
-        from phasec.tvm import _tvm
+        from phasec.tvm import require_tvm
 
-        _tvm()  # not installed: how to install it, before any worker starts
+        require_tvm()  # not installed: how to install it, before any worker starts
         from phasec.testing.against_tvm import tvm_pass_pool
 
         tvm_pass_pool(args.passes)  # a bad TVM pass name: one error, before any worker
         options["against"] = args.against
     try:
         if args.jobs > 1:
-            from phasec.testing.campaign import _pass_pool
+            from phasec.testing.campaign import pass_pool
             from phasec.testing.parallel import run_parallel_campaign
 
             if args.against is None:
-                _pass_pool(args.passes)  # a bad --passes is a usage error here, not in N workers
+                pass_pool(args.passes)  # a bad --passes is a usage error here, not in N workers
             stats = run_parallel_campaign(args.jobs, args.seconds, seed=args.seed, **options)
         else:
             stats = run_campaign(args.seconds, seed=args.seed, **options)

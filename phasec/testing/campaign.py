@@ -47,7 +47,7 @@ from phasec.testing.reproducers import Reproducer, SavedFailure, read_reproducer
 from phasec.testing.strategies import inputs_for, modules, pass_sequences
 
 __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_reproducer",
-           "KeepFailuresDatabase", "Reproducer", "save_reproducer"]
+           "KeepFailuresDatabase", "Reproducer", "save_reproducer", "pass_pool"]
 
 #: examples per hypothesis run (a new seed each round)
 ROUND_EXAMPLES = 100
@@ -221,7 +221,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
         stats.against = against
     else:
         module_strategy = modules(max_bindings=max_bindings)
-        sequence_strategy = pass_sequences(_pass_pool(passes))
+        sequence_strategy = pass_sequences(pass_pool(passes))
     known: set[tuple] = set()  # failures already saved by this campaign
     start = time.monotonic()
     deadline = start + seconds
@@ -383,10 +383,10 @@ def _against_strategies(against: str, passes: Any, max_bindings: int,
 
     if against != "tvm":
         raise InputError(f"--against {against!r}: the one engine to fuzz against is 'tvm'")
-    from phasec.tvm import _tvm
+    from phasec.tvm import require_tvm
     from phasec.testing.against_tvm import tvm_operators, tvm_pass_pool, tvm_sequences
 
-    _tvm()  # TVMNotAvailableError (how to install it) before any round
+    require_tvm()  # TVMNotAvailableError (how to install it) before any round
     pool = tvm_pass_pool(passes)
     ops = tvm_operators()
     if only is not None:  # the operators asked for, of those TVM has
@@ -403,7 +403,10 @@ def _left_out(mod: IRModule) -> bool:
     return tvm_can_read(mod) is not None
 
 
-def _pass_pool(passes: Any) -> list[Any] | None:
+def pass_pool(passes: Any) -> list[Any] | None:
+    """The passes a campaign draws orderings from: ``None`` (every registered
+    pass), a textual pipeline (``"FoldConstant,DeadCodeElimination"``; a bad
+    one raises the parser's error) or a list of passes."""
     if passes is None:
         return None
     if isinstance(passes, str):
