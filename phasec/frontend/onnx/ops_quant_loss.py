@@ -132,7 +132,7 @@ def _hardmax_last(ctx: NodeContext, x: Value, axis: int) -> Value:
         raise Unsupported("Hardmax along a symbolic dimension")
     shape = [1] * len(dims)
     shape[axis] = d
-    iota = np.arange(d, dtype=np.int64).reshape(shape)
+    iota = ctx.iota(d, shape)
     best = ctx.emit("max", x, axis=[axis], keepdims=True)
     first = ctx.emit("min", ctx.emit("where", ctx.emit("equal", x, best), iota,
                                      np.asarray(d, np.int64)), axis=[axis], keepdims=True)
