@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from phasec.backend.llvm import diskcache
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("info", "clear"),
@@ -14,8 +16,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phasec.backend.llvm import diskcache
-
     if args.action == "clear":
         removed = diskcache.clear()
         print(f"removed {removed} kernel cache entr{'y' if removed == 1 else 'ies'} from "

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from phasec.errors import InputError
 from phasec.fileio import same_file, write_atomic
+from phasec.frontend.onnx import from_onnx
+from phasec.script.printer import syntax
 from phasec.cli.opt import add_syntax_argument, check_output_suffix, module_text
 
 #: constants beyond this many bytes make a TVMScript output worth a note
@@ -62,15 +64,11 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int | str, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phasec.frontend.onnx import from_onnx
-
     check_output_suffix(args.output)
     shapes = parse_shapes(args.shape)
     if args.output is not None and args.output != "-" and same_file(args.input, args.output):
         raise InputError(f"-o {args.output!r} is the input model; choose another name")
     mod = from_onnx(args.input, shapes=shapes or None)
-    from phasec.script.printer import syntax
-
     with syntax(args.syntax):
         text = module_text(mod, args.output)
     if args.output is None or args.output == "-":
