@@ -45,6 +45,12 @@ from phasec.testing.properties import (
 )
 from phasec.testing.reproducers import Reproducer, SavedFailure, read_reproducer, replay, save_reproducer
 from phasec.testing.strategies import inputs_for, modules, pass_sequences
+from phasec.errors import InputError
+from phasec.testing.against_tvm import (
+    check_against_tvm, tvm_can_read, tvm_operators, tvm_pass_pool, tvm_sequences,
+)
+from phasec.transform import parse_pipeline
+from phasec.tvm import require_tvm
 
 __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_reproducer",
            "KeepFailuresDatabase", "Reproducer", "save_reproducer", "pass_pool"]
@@ -287,8 +293,6 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                 break
             seq = data.draw(sequence_strategy, label="sequence")
             if against is not None:
-                from phasec.testing.against_tvm import check_against_tvm
-
                 report: Any = check_against_tvm(mod, seq, args, expected, timeout=timeout)
             else:
                 # passes above the opt_level are skipped, statically and when run
@@ -379,13 +383,8 @@ def _seed_hypothesis(seed: int) -> None:
 def _against_strategies(against: str, passes: Any, max_bindings: int,
                         only: Any = None) -> tuple[Any, Any]:
     """The module and sequence strategies of ``--against tvm``."""
-    from phasec.errors import InputError
-
     if against != "tvm":
         raise InputError(f"--against {against!r}: the one engine to fuzz against is 'tvm'")
-    from phasec.tvm import require_tvm
-    from phasec.testing.against_tvm import tvm_operators, tvm_pass_pool, tvm_sequences
-
     require_tvm()  # TVMNotAvailableError (how to install it) before any round
     pool = tvm_pass_pool(passes)
     ops = tvm_operators()
@@ -398,8 +397,6 @@ def _against_strategies(against: str, passes: Any, max_bindings: int,
 
 
 def _left_out(mod: IRModule) -> bool:
-    from phasec.testing.against_tvm import tvm_can_read
-
     return tvm_can_read(mod) is not None
 
 
@@ -410,8 +407,6 @@ def pass_pool(passes: Any) -> list[Any] | None:
     if passes is None:
         return None
     if isinstance(passes, str):
-        from phasec.transform import parse_pipeline
-
         seq = parse_pipeline(passes)
         return list(seq.flatten())
     return list(passes)

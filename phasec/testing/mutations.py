@@ -38,6 +38,9 @@ from phasec.ir.phase import Phase
 from phasec.ir.struct_info import (
     ObjectStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
 )
+from phasec.ir.node import replace
+from phasec.ir.visitor import collect_exprs
+from phasec.script.parser import parse
 
 __all__ = ["Mutation", "MUTATIONS", "UNINJECTABLE", "mutate", "mutation_for",
            "FORCE_PURE"]
@@ -208,8 +211,6 @@ class Kernel:
 
 @lru_cache(maxsize=1)
 def _kernel() -> tir.PrimFunc:
-    from phasec.script.parser import parse
-
     return parse(_KERNEL_SOURCE)["mutant_copy"]
 
 
@@ -259,7 +260,6 @@ def _replace_stmt(stmt: Any, target: Any, new: Any) -> Any:
         body = _replace_stmt(stmt.body, target, new)
         if body is stmt.body:
             return stmt
-        from phasec.ir.node import replace
         return replace(stmt, body=body)
     return stmt
 
@@ -474,8 +474,6 @@ def _force_pure_on_impure(mod: IRModule, choose: Choose) -> IRModule:
 # ---------------------------------------------------------------------------
 
 def _global_uses(func: Function) -> set[str]:
-    from phasec.ir.visitor import collect_exprs
-
     return {g.name_hint for g in collect_exprs(func, (GlobalVar,))}
 
 
