@@ -26,6 +26,10 @@ _INT_END = (1 << 31) - 1  # phasec's "to the end" for slices on symbolic dimensi
 
 #: ConstantOfShape results up to this many elements are arrays at import
 #: (they usually feed shape computations); larger ones are ``R.full`` calls.
+#: Not a budget (that is phasec.op.fold's, far above): a fill kept as a fill
+#: reads as one in the imported module, and FoldConstant folds it to a
+#: one-element splat constant whatever its size; as an array it would be
+#: written out element by element.
 _SMALL_CONSTANT = 4096
 
 
