@@ -643,15 +643,27 @@ def test_values_past_the_import_budget_are_computed_at_run_time(monkeypatch):
     assert {"relax.arange", "relax.eye_like", "relax.tril"} <= ops
 
 
-def test_symbolic_shape_values_past_the_import_budget_are_unsupported(monkeypatch):
-    import phasec.op.fold
-
-    monkeypatch.setattr(phasec.op.fold, "MAX_FOLD_ELEMENTS", 5)
+def test_symbolic_shape_values_past_the_import_budget_are_unsupported():
+    # an Expand of a shape value to 10^10 elements: refused before it is made
     graph = helper.make_graph(
         [node("Shape", ["x"], ["s"]), node("Expand", ["s", "to"], ["e"])], "case",
         [helper.make_tensor_value_info("x", F, ["n"])],
         [helper.make_tensor_value_info("e", TensorProto.INT64, None)],
-        initializer=[numpy_helper.from_array(np.array([8], np.int64), "to")])
+        initializer=[numpy_helper.from_array(np.array([10**10], np.int64), "to")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(phasec.frontend.UnsupportedModelError, match="budget"):
         from_onnx(model)
+
+
+def test_a_huge_range_is_not_computed_at_import():
+    # 10^12 elements: an R.arange in the module, not an array made at import
+    graph = helper.make_graph(
+        [node("Range", ["s", "l", "d"], ["rg"])], "case", [],
+        [helper.make_tensor_value_info("rg", TensorProto.INT64, None)],
+        initializer=[numpy_helper.from_array(np.array(v, np.int64), k)
+                     for k, v in (("s", 0), ("l", 10**12), ("d", 1))])
+    mod = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    calls = [b.value for blk in mod["main"].body.blocks for b in blk.bindings
+             if hasattr(b.value, "op")]
+    assert [c.op.name for c in calls] == ["relax.arange"]
+    assert [d.value for d in calls[0].struct_info.shape] == [10**12]

@@ -323,8 +323,11 @@ class NodeContext:
             raise Unsupported(f"{opdef.script_name} mixes symbolic shape values with run-time "
                               "tensors; only shape computations on known values are supported")
         try:
+            # the result's size before it is made (the references allocate it)
             if name in _SYM_BINARY or name == "relax.where":
                 _check_budget(opdef.script_name, np.broadcast_shapes(*map(np.shape, vals)))
+            elif name == "relax.broadcast_to":
+                _check_budget(opdef.script_name, tuple(vals[1]))
             if name in _SYM_BINARY:
                 fn = np.frompyfunc(_SYM_BINARY[name], 2, 1)
                 a, b = (np.asarray(v, dtype=object) for v in vals)
@@ -345,7 +348,7 @@ class NodeContext:
                 else:
                     out = ref(*[np.asarray(v, dtype=object) if isinstance(v, np.ndarray) else v
                                 for v in vals], **norm)
-                _check_budget(opdef.script_name, np.shape(out))  # (broadcast_to: still a view)
+                _check_budget(opdef.script_name, np.shape(out))
                 return settle(np.asarray(out, dtype=object))
         except Unsupported:
             raise
@@ -355,10 +358,13 @@ class NodeContext:
                           "is not supported at import")
 
 
-def _check_budget(what: str, shape: tuple[int, ...]) -> None:
+def _check_budget(what: str, shape: tuple[Any, ...]) -> None:
     """Symbolic shape values are evaluated at import or not at all: within
     the budget of evaluation ahead of run time (phasec.op.fold), as every
-    value computed at import."""
+    value computed at import. (A shape with symbolic dimensions is left to
+    the evaluation, which refuses it.)"""
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        return
     if not within_budget(math.prod(shape)):
         raise Unsupported(f"{what} on symbolic shape values makes {math.prod(shape)} "
                           "elements, more than the budget of evaluation at import "
