@@ -4,8 +4,9 @@ A call of a pure compute operator (``R.add``, ``R.multiply``, ``R.reshape``,
 ``R.nn.conv2d``...) whose tensor operands are constants, or variables bound
 to constants, and whose other operands are constant shapes, prim values,
 strings or dtypes, is evaluated at compile time with the operator's numpy
-reference implementation, through the reference interpreter
-(:mod:`phasec.interp`), and replaced by the resulting ``R.const``. A
+reference implementation (:func:`phasec.op.fold.evaluate_call`, the
+evaluation the ONNX importer uses too: one budget, one error policy) and
+replaced by the resulting ``R.const``. A
 variable bound to a folded constant folds its users in turn, so chains fold
 completely (the intermediate bindings stay; DeadCodeElimination removes the
 unused ones). Elements of constant tuples (``R.split`` results) fold too.
@@ -17,8 +18,10 @@ only kept when its shape is the inferred one.
 
 Not folded:
 
-* results with more than ``max_elements`` elements (default ``1 << 20``),
-  so folding never blows up the module (broadcasts of small constants),
+* results with more than ``max_elements`` elements (default
+  :data:`~phasec.op.fold.MAX_FOLD_ELEMENTS`, ``1 << 20``, the budget of
+  all evaluation ahead of run time), so folding never blows up the module
+  (broadcasts of small constants),
   unless the result is a *splat* (every element the same bits): an
   elementwise, broadcast or injective call (``R.full``, ``R.permute_dims``,
   ``R.reshape``, ``R.add``...) of splat constants whose result is a splat
@@ -29,8 +32,9 @@ Not folded:
   rewritten on every call (ONNX ``ConstantOfShape`` weights of the ONNX
   test models: ResNet-50 rebuilt 44 MB of them per call). The folded
   constant holds a broadcast view of the one element, not a full-size copy.
-  Fills and layout ops of splats fold without evaluating; other ops are
-  evaluated up to ``_MAX_SPLAT_ELEMENTS`` elements. Memory: a VM holds a
+  Fills and layout ops of splats fold without evaluating, whatever their
+  size; other ops are evaluated within the budget (``max_elements`` lowered
+  below it only limits what is kept as a full-size constant). Memory: a VM holds a
   materialized splat while it lives, as any weight; unfolded, every call
   allocated and filled the same bytes;
 * calls without any constant tensor operand (``R.zeros(shape)``,
@@ -49,26 +53,21 @@ from typing import Any
 
 import numpy as np
 
-from phasec.interp import Interpreter
 from phasec.ir import (
-    Binding, Call, Constant, DataflowVar, DataTypeImm, Expr, ExprMutator, Function, IRModule,
-    Op, Phase, PrimValue, ShapeExpr, StringImm, TensorStructInfo, Tuple, TupleGetItem,
-    TupleStructInfo, Var, is_splat, tir,
+    Binding, Call, Constant, DataflowVar, Expr, ExprMutator, Function, IRModule, Op, Phase,
+    TensorStructInfo, Tuple, TupleGetItem, Var, is_splat,
 )
 from phasec.op import OpPattern, find_op
+from phasec.op.fold import (
+    MAX_FOLD_ELEMENTS, UNKNOWN, evaluate_call, foldable, known_value, static_elements,
+    static_shape,
+)
 from phasec.transform import PassConfigError, module_pass, register_pass
 from phasec.transform.info import is_int_at_least
 
 from phasec.passes.lambda_lifting import is_byoc_function
 
 __all__ = ["FoldConstant"]
-
-#: Largest splat result evaluated (elements): folding evaluates it at full
-#: size once (the numpy reference), so this bounds the build's transient
-#: memory. Fills and layout ops of splats (``R.full``, ``R.permute_dims``...)
-#: are not evaluated (see ``_splat_element``) and fold whatever their size.
-_MAX_SPLAT_ELEMENTS = 1 << 25
-
 
 #: ops whose result, for splat operands, is a splat of the first tensor
 #: operand's element (moved or copied elements), or of their fill value
@@ -98,53 +97,41 @@ def _splat_const(element: Any, sinfo: Any) -> Constant | None:
     if type(sinfo) is not TensorStructInfo or sinfo.dtype == "void":
         return None
     one = np.asarray(element).astype(sinfo.dtype).reshape(())
-    return Constant(np.broadcast_to(one, tuple(d.value for d in sinfo.shape)))
+    return Constant(np.broadcast_to(one, static_shape(sinfo)))
+
+
+def _as_expr(value: Any) -> Expr:
+    """An evaluated value (an array, or a tuple of them) as a constant expression."""
+    if isinstance(value, tuple):
+        return Tuple([_as_expr(v) for v in value])
+    return Constant(value)
 
 
 class _Folder(ExprMutator):
     """Folds bindings in program order; remembers variables bound to constants."""
 
-    def __init__(self, interp: Interpreter, max_elements: int) -> None:
+    def __init__(self, max_elements: int) -> None:
         super().__init__()
-        self.interp = interp
         self.max_elements = max_elements
         self.consts: dict[Var, Expr] = {}   # var -> Constant or Tuple of Constants
         self.splats: dict[int, tuple[bool, np.ndarray]] = {}  # id(data) -> (is_splat, data)
 
-    # -- operands ---------------------------------------------------------------
-    def _is_const_leaf(self, e: Expr) -> bool:
-        t = type(e)
-        if t is ShapeExpr:
-            return all(type(v) is tir.IntImm for v in e.values)
-        if t is PrimValue:
-            return type(e.value) in (tir.IntImm, tir.FloatImm)
-        return t is StringImm or t is DataTypeImm
-
-    def _operand(self, e: Expr, bindings: dict, tensors: list) -> bool:
-        """Can ``e`` be evaluated now? Records variables' values in ``bindings``."""
-        stack = [e]
-        while stack:
-            x = stack.pop()
-            t = type(x)
-            if t is Constant:
-                tensors.append(x)
-            elif t is Var or t is DataflowVar:
-                const = self.consts.get(x)
-                if const is None:
-                    return False
-                bindings[x] = self._value(const)
-                tensors.append(const)
-            elif t is Tuple:
-                stack.extend(x.fields)
-            elif not self._is_const_leaf(x):
-                return False
-        return True
-
-    @staticmethod
-    def _value(const: Expr) -> Any:
-        if type(const) is Constant:
-            return const.data
-        return tuple(_Folder._value(f) for f in const.fields)
+    def _tensor_operands(self, args: tuple[Expr, ...]) -> list[Expr]:
+        """The constant tensors among known operands (through tuples, and
+        variables bound to constants: a Constant or a Tuple of them)."""
+        tensors: list[Expr] = []
+        for arg in args:  # in operand order: _splat_element reads the first ones
+            stack = [arg]
+            while stack:
+                x = stack.pop()
+                t = type(x)
+                if t is Constant:
+                    tensors.append(x)
+                elif t is Var or t is DataflowVar:
+                    tensors.append(self.consts[x])
+                elif t is Tuple:
+                    stack.extend(x.fields)
+        return tensors
 
     # -- folding ----------------------------------------------------------------
     def _fold_call(self, call: Call) -> Expr | None:
@@ -152,35 +139,34 @@ class _Folder(ExprMutator):
         if type(op) is not Op:
             return None
         opdef = find_op(op.name)
-        if opdef is None or not opdef.pure or opdef.reference is None \
-                or opdef.category != "compute":
+        if opdef is None or not foldable(opdef):
             return None
-        bindings: dict[Var, Any] = {}
-        tensors: list[Expr] = []
-        for a in call.args:
-            if not self._operand(a, bindings, tensors):
-                return None
+        operands = [known_value(a, self.consts.get) for a in call.args]
+        if any(v is UNKNOWN for v in operands):
+            return None
+        tensors = self._tensor_operands(call.args)
         if not tensors:
             return None  # creation from shapes only: keep the small program
-        fits = self._fits(call.struct_info, self.max_elements)
-        if not fits:
-            if not self._splat_candidate(opdef.pattern, tensors, call.struct_info):
+        sinfo = call.struct_info
+        n = static_elements(sinfo)
+        if n is None:
+            return None
+        kept_whole = n <= self.max_elements
+        if not kept_whole:  # past max_elements: folded only as a splat (one element)
+            if not self._splat_candidate(opdef.pattern, tensors, sinfo):
                 return None
             element = _splat_element(op.name, call.args, tensors)
             if element is not None:  # known without evaluating the whole result
-                return _splat_const(element, call.struct_info)
-            if not self._fits(call.struct_info, _MAX_SPLAT_ELEMENTS):
-                return None  # evaluating it would take too much memory
-        try:
-            with np.errstate(all="ignore"):
-                result = self.interp.eval_expr(call, bindings)
-        except Exception:  # noqa: BLE001 - a failing operator fails at run time instead
+                return _splat_const(element, sinfo)
+        value = evaluate_call(call, operands, max_elements=max(self.max_elements,
+                                                               MAX_FOLD_ELEMENTS))
+        if value is None:
             return None
-        if not fits:
-            if not (isinstance(result, np.ndarray) and is_splat(result)):
+        if not kept_whole:
+            if not is_splat(value):
                 return None  # too big, and not a splat after all (e.g. R.pad's border)
-            return _splat_const(result.reshape(-1)[0], call.struct_info)
-        return self._to_const(result, call.struct_info)
+            return _splat_const(value.reshape(-1)[0], sinfo)
+        return _as_expr(value)
 
     def _splat_candidate(self, pattern: OpPattern, tensors: list, sinfo: Any) -> bool:
         """May this oversized call fold to a splat? Its operands must all be
@@ -188,8 +174,6 @@ class _Folder(ExprMutator):
         injective op only moves or copies them), so the result is a splat
         unless the op makes up values of its own (checked after evaluating)."""
         if pattern > OpPattern.INJECTIVE or type(sinfo) is not TensorStructInfo:
-            return False
-        if not self._fits(sinfo, 1 << 62):  # (static shapes only)
             return False
         for t in tensors:
             if type(t) is not Constant:
@@ -200,43 +184,6 @@ class _Folder(ExprMutator):
             if not known[0]:
                 return False
         return True
-
-    @staticmethod
-    def _fits(sinfo: Any, limit: int) -> bool:
-        """Known to be within ``limit`` elements (static shapes only)."""
-        total = 0
-        stack = [sinfo]
-        while stack:
-            s = stack.pop()
-            if type(s) is TupleStructInfo:
-                stack.extend(s.fields)
-                continue
-            if type(s) is not TensorStructInfo or s.shape is None:
-                return False
-            n = 1
-            for d in s.shape:
-                if type(d) is not tir.IntImm:
-                    return False
-                n *= d.value
-            total += n
-        return total <= limit
-
-    def _to_const(self, value: Any, sinfo: Any) -> Expr | None:
-        if type(sinfo) is TupleStructInfo:
-            if not isinstance(value, tuple) or len(value) != len(sinfo.fields):
-                return None
-            fields = [self._to_const(v, s) for v, s in zip(value, sinfo.fields)]
-            if any(f is None for f in fields):
-                return None
-            return Tuple(fields)
-        if type(sinfo) is not TensorStructInfo:
-            return None
-        arr = np.asarray(value)
-        if sinfo.dtype != "void" and str(arr.dtype) != sinfo.dtype:
-            arr = arr.astype(sinfo.dtype)
-        if arr.shape != tuple(d.value for d in sinfo.shape):
-            return None
-        return Constant(arr)
 
     # -- traversal ----------------------------------------------------------------
     def visit_function_(self, func: Function) -> Expr:
@@ -272,7 +219,7 @@ class _Folder(ExprMutator):
 class FoldConstant:
     """Evaluate calls whose operands are all constants (numpy references)."""
 
-    max_elements: int = 1 << 20
+    max_elements: int = MAX_FOLD_ELEMENTS
 
     def __post_init__(self) -> None:
         if not is_int_at_least(self.max_elements, 0):
@@ -280,8 +227,6 @@ class FoldConstant:
                                   f"not {self.max_elements!r}")
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        interp = Interpreter(mod)
         # _Folder.visit_function_ leaves BYOC functions alone.
-        return mod.map_functions(
-            lambda _, func: _Folder(interp, self.max_elements).visit_expr(func))
+        return mod.map_functions(lambda _, func: _Folder(self.max_elements).visit_expr(func))
 

@@ -28,6 +28,11 @@ from phasec.transform import (
     MISSING, TRANSITION_PASSES, FunctionPass, ModulePass, PassEntry, PrimFuncPass, Sequential,
     describe_phases, format_value, pass_entries,
 )
+from phasec import verifier
+from phasec.fileio import write_atomic
+from phasec.op import list_ops
+from phasec.op.legalize import LEGALIZE, LEGALIZE_RELAX, LOWERS_TO
+from phasec.op.registry import CATEGORY_MAX_PHASE
 
 __all__ = ["generate_sections", "render", "main", "DEFAULT_PATH", "REGENERATE_COMMAND"]
 
@@ -68,16 +73,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _rules() -> list[tuple[str, Phase | None, str]] | None:
-    """(code, phase or None for every phase, title); None if no verifier."""
-    try:
-        from phasec import verifier
-
-        table = verifier.rules_table()
-    except (ImportError, AttributeError):
-        return None
+def _rules() -> list[tuple[str, Phase | None, str]]:
+    """(code, phase or None for every phase, title) of every verifier rule."""
     return [(str(code), None if phase is None else Phase.parse(phase), str(title))
-            for code, phase, title in table]
+            for code, phase, title in verifier.rules_table()]
 
 
 def _transition_entries(entries: list[PassEntry]) -> dict[Phase, list[PassEntry]]:
@@ -97,16 +96,15 @@ def _entered_by(phase: Phase, transitions: dict[Phase, list[PassEntry]]) -> str:
     return f"`{TRANSITION_PASSES[phase]}` (not registered yet)"
 
 
-def _section_phases(entries: list[PassEntry], rules: list | None) -> str:
+def _section_phases(entries: list[PassEntry], rules: list) -> str:
     transitions = _transition_entries(entries)
     rows = []
     for phase in Phase:
         added = _PHASE_SUMMARY[phase]
-        if rules is not None:
-            codes = [code for code, p, _ in rules if (p or Phase.INGESTION) == phase]
-            if codes:
-                shown = codes if phase != Phase.INGESTION else [f"{len(codes)} structural rules"]
-                added += " — " + ", ".join(shown)
+        codes = [code for code, p, _ in rules if (p or Phase.INGESTION) == phase]
+        if codes:
+            shown = codes if phase != Phase.INGESTION else [f"{len(codes)} structural rules"]
+            added += " — " + ", ".join(shown)
         rows.append((int(phase), f"`{phase.label}`", _entered_by(phase, transitions), added))
     intro = ("Invariants are cumulative: a module in phase *n* satisfies the rules of "
              "every phase up to *n*. A module without a `phase` attribute is in "
@@ -179,10 +177,7 @@ def _section_passes(entries: list[PassEntry]) -> str:
                                     "required", "options", "description"), rows)
 
 
-def _section_rules(rules: list | None) -> str:
-    if rules is None:
-        return ("_The verifier package could not be imported, so its rules are not listed; "
-                f"run `{REGENERATE_COMMAND}` once it is installed._")
+def _section_rules(rules: list) -> str:
     rows = [(f"`{code}`", "every phase" if phase in (None, Phase.INGESTION) else phase.label,
              title)
             for code, phase, title in rules]
@@ -207,10 +202,6 @@ def generate_sections() -> dict[str, str]:
 def _section_operators() -> str:
     """Every registered operator: where it is defined, its pattern kind, and
     how LegalizeOps lowers it."""
-    from phasec.op import list_ops
-    from phasec.op.legalize import LEGALIZE, LEGALIZE_RELAX, LOWERS_TO
-    from phasec.op.registry import CATEGORY_MAX_PHASE
-
     rows = []
     for op in list_ops():
         family = getattr(op.infer, "__module__", "").removeprefix("phasec.op.")
@@ -244,7 +235,7 @@ pass runs and the verifier checks the module against its phase after it ran.
 A pass called in the wrong place fails at once with a `PhaseError` instead of
 silently miscompiling.
 
-This file is checked against the code by `tests/project/test_phases_doc.py`. The
+This file is checked against the code by `tests/test_phases_doc.py`. The
 tables are generated (`{command}`); the prose around them is hand-written
 and kept when the tables are regenerated.
 
@@ -377,8 +368,6 @@ def main(argv: Sequence[str] | None = None,
         out(f"{path} is up to date")
         return 0
     if existing != wanted:
-        from phasec.fileio import write_atomic
-
         write_atomic(path, wanted, what="file")
         out(f"wrote {path}")
     else:

@@ -24,7 +24,8 @@ brackets where it is not 0):
    written without ``R.dataflow()``.
 4. ``CanonicalizeBindings`` [1] -- removes trivial rebindings.
 5. ``FoldConstant`` -- evaluates calls whose inputs are all constants with
-   the reference interpreter (no compiler involved).
+   the operators' numpy references (:mod:`phasec.op.fold`; no compiler
+   involved).
 6. ``EliminateCommonSubexpr`` [3] -- merges identical pure calls (opt_level 3,
    as in TVM's tutorial); runs before DeadCodeElimination, which then removes
    the duplicates it left unused.
@@ -86,12 +87,13 @@ from phasec.transform import (
 )
 from phasec.transform.context import as_instruments
 from phasec.transform.info import is_int_at_least
+from phasec.transform.verification import is_verified
 
 if TYPE_CHECKING:
     from phasec.backend.vm import Executable
 
 __all__ = ["default_pipeline", "build", "lower", "codegen_and_compile", "run_pipeline",
-           "pipeline_from", "pipeline_for_phase", "KERNEL_BACKENDS"]
+           "pipeline_from", "pipeline_for_phase", "lower_context", "KERNEL_BACKENDS"]
 
 #: Values of ``build(..., kernels=...)``: compile kernels with LLVM, prepare
 #: the TIR interpreter, or compile nothing yet (the VM compiles on creation).
@@ -214,7 +216,7 @@ class _Forward(PassInstrument):
         self.inner.run_before_required(mod, info, required_by)
 
 
-def _build_context(opt_level: int, verify: str | bool,
+def lower_context(opt_level: int, verify: str | bool,
                    instruments: Iterable[PassInstrument]) -> PassContext:
     """The context :func:`lower` runs in: the current context's settings
     (disabled and required passes, config, its instruments) with
@@ -243,7 +245,7 @@ def lower(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
         raise PassConfigError(f"opt_level must be an int >= 0, not {opt_level!r}")
     full = pipeline_from(pipeline, opt_level)
     part = pipeline_for_phase(full, mod.phase)
-    ctx = _build_context(opt_level, verify, instruments)
+    ctx = lower_context(opt_level, verify, instruments)
     final = part.validate(ctx)
     if final != Phase.BUILD:
         raise PhaseError(
@@ -297,8 +299,9 @@ def codegen_and_compile(lowered: IRModule, kernels: str = "llvm",
     """VM codegen for a build-phase module, then kernel compilation (see
     :func:`build`'s ``kernels`` and ``check_bounds``). The module is verified
     unless the pass that produced it was just verified."""
+    # (the VM and LLVM backend load when something is built: running a
+    # pipeline, as ``phasec opt`` and the explorer do, does not need llvmlite)
     from phasec.backend.vm import codegen
-    from phasec.transform.verification import is_verified
 
     exe = codegen(lowered, verify=not is_verified(lowered))
     exe.check_bounds = bool(check_bounds)

@@ -21,12 +21,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from phasec.errors import PhasecError
+from phasec.errors import PhasecError, WellFormedError
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
+from phasec import verifier
+from phasec.ir.expr import Call, ExternFunc, Op
+from phasec.ir.visitor import ExprMutator
+from phasec.op import call_op
+from phasec.op.unary import STOP_FUSION_PACKED
+from phasec.script.parser import parse
 
 __all__ = ["from_tvm", "to_tvm", "PhaseCheck", "PassVerdict", "TVM_TRANSITIONS",
-           "TVMNotAvailableError", "TESTED_TVM_VERSION"]
+           "TVMNotAvailableError", "TESTED_TVM_VERSION", "require_tvm"]
 
 #: The TVM release this bridge is tested with (the ``phasec[tvm]`` pin).
 TESTED_TVM_VERSION = "0.27"
@@ -47,7 +53,9 @@ class TVMNotAvailableError(PhasecError):
     """TVM is not installed (or not a release this bridge reads)."""
 
 
-def _tvm() -> Any:
+def require_tvm() -> Any:
+    """The installed ``tvm`` package (its Relax half too), ready for the
+    bridge; :class:`TVMNotAvailableError` saying how to install it otherwise."""
     try:
         import tvm
         from tvm import relax  # noqa: F401 - the Relax half must be there too
@@ -65,11 +73,6 @@ def _stop_fusion_as_packed(mod: IRModule) -> IRModule:
     TVM runs as such), while phasec reads it back as ``R.stop_fusion``, a
     high-level operator the lowering phase forbids (PH202): from lowering on,
     PhaseCheck verifies it as what it is in TVM's pipeline."""
-    from phasec.ir.expr import Call, ExternFunc, Op
-    from phasec.op import call_op
-    from phasec.op.unary import STOP_FUSION_PACKED
-    from phasec.ir.visitor import ExprMutator
-
     class _Packed(ExprMutator):
         def visit_call_(self, expr: Call) -> Any:
             expr = super().visit_call_(expr)
@@ -94,8 +97,6 @@ def _register_stop_fusion(tvm: Any) -> None:
     with (:data:`phasec.op.unary.STOP_FUSION_PACKED`): the identity,
     returning a copy (the result must not alias the operand, whose storage
     TVM's memory planning may reuse once the operand is dead)."""
-    from phasec.op.unary import STOP_FUSION_PACKED
-
     if tvm.get_global_func(STOP_FUSION_PACKED, allow_missing=True) is None:
         tvm.register_global_func(STOP_FUSION_PACKED,
                                  lambda x: tvm.runtime.tensor(x.numpy(), device=x.device))
@@ -108,11 +109,9 @@ def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>") -> IRModule:
     ingestion (as for any module without one). Syntax phasec does not read
     is a :class:`~phasec.errors.ParseError` naming the line of TVM's text.
     """
-    tvm = _tvm()
+    tvm = require_tvm()
     if not isinstance(tvm_mod, tvm.IRModule):
         raise TypeError(f"from_tvm expects a tvm.IRModule, not {type(tvm_mod).__name__}")
-    from phasec.script.parser import parse
-
     text, metadata = _script(tvm_mod)
     return parse(text, filename, metadata=metadata)
 
@@ -170,7 +169,7 @@ def to_tvm(mod: IRModule) -> Any:
     The phase goes along as the module attribute ``phase``; TVM's
     well-formedness check runs as part of TVM's parsing.
     """
-    tvm = _tvm()
+    tvm = require_tvm()
     if not isinstance(mod, IRModule):
         raise TypeError(f"to_tvm expects a phasec IRModule, not {type(mod).__name__}")
     if "phase" not in mod.attrs:  # spelt out, so that it survives the trip
@@ -270,7 +269,7 @@ class PhaseCheck:
     # -- the instrument -------------------------------------------------------
     def instrument(self) -> Any:
         """The ``tvm.instrument`` object to put in a ``PassContext``."""
-        tvm = _tvm()
+        tvm = require_tvm()
         check = self
 
         @tvm.instrument.pass_instrument
@@ -301,10 +300,6 @@ class PhaseCheck:
         """Check one module text as the result of ``pass_name`` (``metadata``:
         the values of TVM's ``metadata["key"][i]`` constants, as for
         :func:`~phasec.script.parser.parse`)."""
-        from phasec import verifier
-
-        from phasec.script.parser import parse
-
         state = self._state
         index = len(state.verdicts)
         order_error = None
@@ -350,8 +345,6 @@ class PhaseCheck:
         state.last_text, state.last_verdict = text, verdict
         state.verdicts.append(verdict)
         if self.raise_on_violation and not verdict.ok:
-            from phasec.errors import WellFormedError
-
             raise WellFormedError(
                 f"phase check after TVM pass {verdict.pass_name}:\n{verdict.describe()}")
         return verdict

@@ -10,15 +10,13 @@ from typing import Any
 from phasec.errors import StructInfoError
 from phasec.ir import tir
 from phasec.ir.expr import (
-    Call, Constant, DataflowVar, DataTypeImm, ExternFunc, Function, GlobalVar, Op, PrimValue,
-    ShapeExpr, StringImm, Tuple, Var,
+    Call, ExternFunc, Function, GlobalVar, Op, Var,
 )
 from phasec.arith.lattice import is_base_of, may_be_base_of
 from phasec.ir.text import expr_to_str, sinfo_to_str
 from phasec.op.infer import infer_struct_info
 from phasec.ir.struct_info import (
-    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
-    TensorStructInfo, TupleStructInfo,
+    FuncStructInfo, StructInfo,
 )
 
 from phasec.verifier.context import Context

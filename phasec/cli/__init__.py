@@ -16,13 +16,16 @@ reported as one "internal error, please report" line, exit status 1 (set
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import importlib.util
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from phasec import __version__, fileio
 from phasec.errors import InputError, ParseError, PhasecError
 from phasec.interrupts import interrupted_exit, signals_as_exceptions
 
@@ -54,8 +57,6 @@ def add_input_limit_argument(parser: argparse.ArgumentParser) -> None:
 def apply_input_limit(value: str | None) -> None:
     """Set the process-wide input cap from ``--max-input-size`` (and check
     ``$PHASEC_MAX_INPUT_SIZE`` now, so a bad value is a usage error at once)."""
-    from phasec import fileio
-
     fileio.set_max_input_bytes(None)  # each invocation starts from the environment
     if value is not None:
         fileio.set_max_input_bytes(fileio.parse_size(value, "--max-input-size"))
@@ -63,28 +64,34 @@ def apply_input_limit(value: str | None) -> None:
         fileio.max_input_bytes()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from phasec import __version__
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line: the first argument that is
+    not an option (the top-level parser only has --help and --version)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with the options of the subcommand ``argv`` names (every
+    subcommand's, when ``argv`` is None). Only that subcommand's module is
+    imported: ``phasec --help`` and ``phasec passes`` do not pay for the
+    compiler, the fuzzer or the ONNX frontend."""
     parser = argparse.ArgumentParser(prog="phasec", description="phase-checked tensor compiler",
                                      epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"phasec {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    chosen = None if argv is None else _chosen_command(argv)
     for name, (module, help_text) in SUBCOMMANDS.items():
-        try:
-            impl = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+        if importlib.util.find_spec(module) is None:
             # Not in this installation (yet): listed, but says so when run.
             p = sub.add_parser(name, help=f"{help_text} (not available)", description=help_text)
             p.set_defaults(_module=None)
             continue
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EPILOG)
         p.set_defaults(_module=module)
-        impl.add_arguments(p)
-        add_input_limit_argument(p)
+        if argv is None or name == chosen:
+            importlib.import_module(module).add_arguments(p)
+            add_input_limit_argument(p)
     return parser
 
 
@@ -92,8 +99,6 @@ def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
                      extra: list[str]) -> int:
     """Report arguments the subcommand does not take, with its usage and the
     closest option it does take (not the top-level usage)."""
-    import difflib
-
     sub_parser = next(a for a in parser._actions
                       if isinstance(a, argparse._SubParsersAction)).choices[args.command]
     known = [s for a in sub_parser._actions for s in a.option_strings]
@@ -112,13 +117,13 @@ def _error_text(command: str, err: PhasecError) -> str:
     text = f"phasec {command}: error: {err}"
     span = getattr(err, "span", None)
     if isinstance(err, ParseError) and span is not None and span.file:
-        from phasec.fileio import open_regular
-
         try:  # the file was read once; it may have been swapped since, so check again
-            with open_regular(span.file) as fh:
+            with fileio.open_regular(span.file) as fh:
                 lines = fh.read(1 << 24).decode("utf-8", "replace").splitlines()
         except (OSError, PhasecError):
             return text
+        # (imported here, as below: the compiler's modules load with a subcommand,
+        # not for ``phasec --help``)
         from phasec.verifier.diagnostics import source_excerpt
 
         text = "\n".join([text, *source_excerpt(lines, span)])
@@ -143,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None, stopper: Any) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args, extra = parser.parse_known_args(argv)
     if extra:
         return _unknown_options(parser, args, extra)

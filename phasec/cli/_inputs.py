@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import FileAccessError, InputError
+from phasec.fileio import read_npz
+from phasec.interp import eval_prim_expr, sinfo_text
 from phasec.ir import tir
 from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
@@ -69,8 +71,6 @@ class _Dims:
 
 
 def _prim_value(expr: tir.PrimExpr, dims: _Dims) -> int:
-    from phasec.interp import eval_prim_expr
-
     return int(eval_prim_expr(expr, lambda v: dims.value(v.name)))
 
 
@@ -128,16 +128,12 @@ def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator,
 
 
 def _sinfo(sinfo: StructInfo | None) -> str:
-    from phasec.interp import sinfo_text
-
     return sinfo_text(sinfo)
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
     """The arrays of ``--inputs``: a regular file, each member's declared size
     checked before it is inflated, nothing unpickled (phasec.fileio.read_npz)."""
-    from phasec.fileio import read_npz
-
     try:
         return read_npz(path, what="--inputs")
     except FileAccessError as exc:
@@ -151,7 +147,7 @@ def onnx_input_names(given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``--inputs`` for an ONNX model names the graph's inputs; the parameters
     of the imported ``main`` carry those names made identifiers (``gpu_0/data``
     is ``gpu_0_data``): either spelling is accepted."""
-    from phasec.frontend.onnx import parameter_name
+    from phasec.frontend.onnx import parameter_name  # (its converters load for ONNX input only)
 
     return {parameter_name(k): v for k, v in given.items()}
 

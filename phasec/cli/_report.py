@@ -30,6 +30,7 @@ class CliReport:
         self.title = title
         self.recorder: Any = None
         if path is not None:
+            # (the explorer loads with --report only, here and in write())
             from phasec.explorer import PipelineRecorder, check_report_path
 
             check_report_path(path)

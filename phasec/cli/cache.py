@@ -13,6 +13,7 @@ import argparse
 
 from phasec.errors import InputError
 from phasec.fileio import format_size, parse_size
+from phasec.backend.llvm import diskcache
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +31,6 @@ def _entries(n: int, what: str = "") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phasec.backend.llvm import diskcache
-
     if args.max_size is not None and args.action != "prune":
         raise InputError("--max-size goes with prune")
     if args.action == "clear":

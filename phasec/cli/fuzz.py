@@ -60,6 +60,12 @@ import argparse
 import sys
 from typing import Any
 
+from phasec.testing.against_tvm import tvm_pass_pool
+from phasec.testing.campaign import pass_pool, read_reproducer, replay, run_campaign
+from phasec.testing.databases import open_database
+from phasec.testing.parallel import run_parallel_campaign
+from phasec.tvm import require_tvm
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, metavar="N",
@@ -118,8 +124,7 @@ def _progress_printer(stream: Any) -> Any:
 
 def _replay_report(path: str, report_path: str) -> None:
     """The reproducer's pass sequence, run with every pass verified, as a report."""
-    from phasec.explorer import check_report_path, report
-    from phasec.testing.campaign import read_reproducer
+    from phasec.explorer import check_report_path, report  # (for --report only)
 
     check_report_path(report_path)
     rep = read_reproducer(path)
@@ -128,8 +133,6 @@ def _replay_report(path: str, report_path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phasec.testing.campaign import replay, run_campaign
-
     if args.report is not None and not args.replay:
         print("phasec fuzz: error: --report goes with --replay FILE", file=sys.stderr)
         return 2
@@ -153,25 +156,16 @@ def run(args: argparse.Namespace) -> int:
                    roundtrip=not args.no_roundtrip, max_bindings=args.max_bindings,
                    progress=_progress_printer(sys.stderr))
     if args.database is not None:
-        from phasec.testing.databases import open_database
-
         open_database(args.database)  # a bad URL or a server down: one clear error, now
         options["database"] = args.database
     if args.against is not None:
-        from phasec.tvm import _tvm
-
-        _tvm()  # not installed: how to install it, before any worker starts
-        from phasec.testing.against_tvm import tvm_pass_pool
-
+        require_tvm()  # not installed: how to install it, before any worker starts
         tvm_pass_pool(args.passes)  # a bad TVM pass name: one error, before any worker
         options["against"] = args.against
     try:
         if args.jobs > 1:
-            from phasec.testing.campaign import _pass_pool
-            from phasec.testing.parallel import run_parallel_campaign
-
             if args.against is None:
-                _pass_pool(args.passes)  # a bad --passes is a usage error here, not in N workers
+                pass_pool(args.passes)  # a bad --passes is a usage error here, not in N workers
             stats = run_parallel_campaign(args.jobs, args.seconds, seed=args.seed, **options)
         else:
             stats = run_campaign(args.seconds, seed=args.seed, **options)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from phasec.errors import InputError
 from phasec.fileio import same_file, write_atomic
+from phasec.frontend.onnx import from_onnx
+from phasec.script.printer import syntax
 from phasec.cli.opt import add_syntax_argument, check_output_suffix, module_text
 from phasec.cli._outputs import is_stream, output_option, to_stdout
 
@@ -63,16 +65,12 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int | str, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from phasec.frontend.onnx import from_onnx
-
     output = output_option(args.output)
     check_output_suffix(output)
     shapes = parse_shapes(args.shape)
     if output is not None and not is_stream(output) and same_file(args.input, output):
         raise InputError(f"-o {output!r} is the input model; choose another name")
     mod = from_onnx(args.input, shapes=shapes or None)
-    from phasec.script.printer import syntax
-
     with syntax(args.syntax):
         text = module_text(mod, output)
     if output is None or to_stdout(output):

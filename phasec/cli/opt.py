@@ -29,14 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from phasec.errors import FileAccessError, InputError, ParseError, PhasecError
-from phasec.fileio import write_atomic
+from phasec.fileio import read_stream, same_file, write_atomic
 from phasec.cli._outputs import is_stream, output_option, to_stdout
 from phasec.ir import IRModule
 from phasec.ir.node import Span
 from phasec.cli._report import CliReport, add_report_argument
+from phasec.pipeline import default_pipeline, pipeline_for_phase, run_pipeline
+from phasec.script.loader import load
+from phasec.script.parser import decode_source, parse
+from phasec.script.printer import SYNTAXES, syntax
 from phasec.transform import (
-    PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace, PrintAfterAll,
-    PrintBeforeAll, VERIFY_MODES,
+    REGISTRY, VERIFY_MODES, PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace,
+    PrintAfterAll, PrintBeforeAll, parse_pipeline,
 )
 
 #: output suffix -> format
@@ -77,8 +81,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # -- shared with `phasec build` and `phasec run` ----------------------------------
 def add_syntax_argument(parser: argparse.ArgumentParser) -> None:
     """``--syntax``: the TVMScript spelling of every module the command prints."""
-    from phasec.script.printer import SYNTAXES
-
     parser.add_argument("--syntax", choices=SYNTAXES, default="tvm",
                         help="TVMScript spelling of printed modules: tvm (what TVM 0.27 prints "
                              "and parses, the default) or legacy (tir, T.block, out_sinfo=, "
@@ -91,8 +93,6 @@ def read_stdin_text(stream: Any = None) -> str:
     stream = sys.stdin if stream is None else stream
     if stream is None:
         raise ParseError("cannot read standard input: it is closed", Span("<stdin>", 1, 0))
-    from phasec.fileio import read_stream
-
     try:
         data = read_stream(stream)  # capped: `< /dev/zero` ends with an error, not OOM
     except FileAccessError as exc:
@@ -100,8 +100,6 @@ def read_stdin_text(stream: Any = None) -> str:
                          Span("<stdin>", 1, 0)) from None
     if isinstance(data, str):
         return data
-    from phasec.script.parser import decode_source
-
     return decode_source(data, "<stdin>")
 
 
@@ -109,11 +107,10 @@ def module_from_text(text: str, filename: str) -> IRModule:
     """Parse module text of unknown format: JSON when it starts with ``{``,
     TVMScript otherwise."""
     if text.lstrip("\ufeff \t\r\n").startswith("{"):
+        # (imported for JSON only, here and below: loading it builds the JSON schema, ~1 s)
         from phasec.script.json_format import from_json
 
         return from_json(text)
-    from phasec.script.parser import parse
-
     return parse(text, filename=filename)
 
 
@@ -121,10 +118,8 @@ def read_module(path: str) -> IRModule:
     """Load INPUT: a ``.py``/``.json`` file, an ONNX model (``.onnx``,
     imported by :func:`phasec.frontend.onnx.from_onnx`), or ``-`` for
     standard input."""
-    from phasec.script.loader import load
-
     if path != "-" and Path(path).suffix.lower() == ".onnx":
-        from phasec.frontend.onnx import from_onnx
+        from phasec.frontend.onnx import from_onnx  # (its converters load for ONNX input only)
 
         return from_onnx(path)
     if path != "-":
@@ -157,8 +152,6 @@ def check_outputs_differ(input_path: str, output: str | None, report: str | None
     would silently replace the other."""
     if report is None:
         return
-    from phasec.fileio import same_file
-
     if input_path != "-" and same_file(input_path, report):
         raise InputError(f"--report {report!r} is the input file; choose another name")
     if output is not None and output != "-" and same_file(output, report):
@@ -194,24 +187,17 @@ class _SkipNotes(PassInstrument):
 
 
 def _check_pass_names(names: list[str], option: str) -> None:
-    from phasec.transform import REGISTRY
-
     for name in names:
         if name not in REGISTRY:
             raise PassConfigError(f"{option}: {REGISTRY.unknown_message(name)}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from phasec.script.printer import syntax
-
     with syntax(args.syntax):
         return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from phasec.pipeline import default_pipeline, pipeline_for_phase, run_pipeline
-    from phasec.transform import parse_pipeline
-
     check_opt_level(args.opt_level)
     output = output_option(args.output)
     check_output_suffix(output)

@@ -56,6 +56,7 @@ import argparse
 import contextlib
 import statistics
 import sys
+import textwrap
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -65,13 +66,19 @@ from typing import Any
 
 import numpy as np
 
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.backend.vm import Executable, VirtualMachine
 from phasec.errors import InputError, PhasecError
+from phasec.fileio import same_file, write_atomic
+from phasec import interp
+from phasec.pipeline import codegen_and_compile, lower
+from phasec.script.parser import parse
 from phasec.cli._inputs import DEFAULT_DIM, load_npz, make_inputs, onnx_input_names, parse_dims
 from phasec.cli._report import CliReport, add_report_argument
 from phasec.ir import IRModule
 from phasec.ir.expr import Function
 from phasec.ir.struct_info import StructInfo
-from phasec.transform import VERIFY_MODES, PassInstrument
+from phasec.transform import VERIFY_MODES, PassInstrument, list_passes
 from phasec.cli.build import EXECUTABLE_SUFFIX, _count
 from phasec.cli.opt import check_opt_level, check_outputs_differ, read_module
 
@@ -101,8 +108,6 @@ def example_source(name: str) -> str:
 
 def load_example(name: str) -> IRModule:
     """A bundled example model, parsed (ingestion phase)."""
-    from phasec.script.parser import parse
-
     return parse(example_source(name), filename=f"phasec/examples/{name}.py")
 
 
@@ -439,8 +444,6 @@ def emitted_code(exe: Any, kind: str) -> str:
     else:
         if not exe.prim_funcs:
             return "; the executable has no kernels\n"
-        from phasec.backend.llvm import compile_prim_funcs
-
         lib = compile_prim_funcs(exe.prim_funcs)
         text = lib.optimized_ir if kind == "llvm" else lib.assembly()
     return text if text.endswith("\n") else text + "\n"
@@ -464,8 +467,6 @@ def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: li
         origin.append(f"from {given_file}")
     if generated:
         origin.append(f"random (seed {seed}): {', '.join(generated)}")
-    import textwrap
-
     print(textwrap.fill(f"inputs ({'; '.join(origin) or 'none'}):", width=OUTPUT_COLUMNS,
                         subsequent_indent="  ", break_on_hyphens=False))
     if not parts:
@@ -482,11 +483,6 @@ def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: li
 
 
 def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str, np.ndarray]) -> int:
-    from phasec.backend.vm import VirtualMachine
-    from phasec.interp import run as interp_run
-    from phasec.pipeline import codegen_and_compile, lower
-    from phasec.transform import list_passes
-
     if args.input is not None:
         check_outputs_differ(args.input, None, args.report)
     report = CliReport(args.report, args.input or f"{args.example or DEFAULT_EXAMPLE}.py",
@@ -547,7 +543,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
             print("phasec run: running the reference interpreter...", file=sys.stderr,
                   flush=True)
         start = time.perf_counter()
-        reference = interp_run(mod, *inputs, entry=args.entry)
+        reference = interp.run(mod, *inputs, entry=args.entry)
         ref_seconds = time.perf_counter() - start
         ok, lines = compare(result, reference, args.rtol)
     print(f"check against the reference interpreter (phasec.interp on the original module, "
@@ -560,8 +556,6 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
 
 def _check_save_paths(args: argparse.Namespace) -> None:
     """--save-inputs/--save-outputs: .npz names, none of them an input file."""
-    from phasec.fileio import same_file
-
     paths = [(opt, path) for opt, path in (("--save-inputs", args.save_inputs),
                                            ("--save-outputs", args.save_outputs)) if path]
     for opt, path in paths:
@@ -576,8 +570,6 @@ def _check_save_paths(args: argparse.Namespace) -> None:
 
 
 def _save_npz(path: str, arrays: dict[str, np.ndarray], what: str) -> None:
-    from phasec.fileio import write_atomic
-
     write_atomic(path, lambda f: np.savez(f, **arrays), f"{what} file")
     print(f"{what} written to {path} ({_count(len(arrays), 'array')})")
 
@@ -607,8 +599,6 @@ def _print_result(result: Any, times: list[float], vm: Any) -> None:
 
 def _run_executable(args: argparse.Namespace, dims: dict[str, int],
                     given: dict[str, np.ndarray]) -> int:
-    from phasec.backend.vm import Executable, VirtualMachine
-
     exe = Executable.load(args.input, check_bounds=True if args.check_bounds else None)
     if args.emit is not None:
         print(emitted_code(exe, args.emit), end="", file=args.emit_to)

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # (the one schema asked for is loaded: building the module format's takes ~1 s)
     if args.report:
         from phasec.explorer import report_json_schema as schema
     else:

@@ -27,6 +27,8 @@ from phasec.ir import IRModule
 from phasec.explorer.html import render_fragment, render_html
 from phasec.explorer.model import ReportDoc, report_json_schema
 from phasec.explorer.recorder import PipelineRecorder
+from phasec.fileio import write_atomic
+from phasec.pipeline import lower_context, pipeline_for_phase, pipeline_from, run_pipeline
 
 __all__ = ["PipelineReport", "PipelineRecorder", "report", "report_json_schema",
            "check_report_path", "REPORT_SUFFIXES"]
@@ -60,8 +62,6 @@ class PipelineReport:
         """Write the report: HTML or JSON by the suffix; written whole or not at all."""
         check_report_path(path)
         text = self.to_json() if Path(path).suffix.lower() == ".json" else self.to_html()
-        from phasec.fileio import write_atomic
-
         write_atomic(path, text, what="report")
 
     def __repr__(self) -> str:
@@ -97,9 +97,6 @@ def report(mod: IRModule, pipeline: Any = None, *, opt_level: int = 2, verify: s
     ``Sequential``/``Pipeline`` or a list of passes. Errors do not raise: the
     report ends with the error (``rep.error``), after the passes that ran.
     """
-    from phasec.pipeline import pipeline_for_phase, pipeline_from, run_pipeline
-    from phasec.pipeline import _build_context  # the context lower() uses
-
     recorder = PipelineRecorder(verify if isinstance(verify, str) else
                                 ("each" if verify else "off"))
     result: IRModule | None = None
@@ -107,7 +104,7 @@ def report(mod: IRModule, pipeline: Any = None, *, opt_level: int = 2, verify: s
     try:
         full = pipeline_from(pipeline, opt_level)
         part = pipeline_for_phase(full, mod.phase) if pipeline is None else full
-        ctx = _build_context(opt_level, verify, [recorder])
+        ctx = lower_context(opt_level, verify, [recorder])
         result = run_pipeline(part, mod, ctx)
     except PhasecError as exc:
         error = exc

@@ -18,7 +18,7 @@ from typing import Any
 
 from phasec.errors import PhaseError, WellFormedError
 from phasec.ir import IRModule, Phase, tir
-from phasec.transform import PassInstrument
+from phasec.transform import REGISTRY, PassInstrument, get_pass_entry
 from phasec.explorer.model import DiagnosticDoc, ErrorDoc, FunctionDiff, ReportDoc, StepDoc, SummaryDoc
 
 __all__ = ["PipelineRecorder"]
@@ -189,8 +189,6 @@ class PipelineRecorder(PassInstrument):
         fix = ""
         if isinstance(error, PhaseError):
             if name:
-                from phasec.transform import REGISTRY, get_pass_entry
-
                 if name in REGISTRY:
                     needed = [p.label for p in sorted(get_pass_entry(name).info.phases)]
             fix = _fix_of(str(error))

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from phasec.errors import PhasecError
+from phasec import verifier
 from phasec.ir import tir
 from phasec import arith
 from phasec.script.builder import NameTable
@@ -41,27 +41,25 @@ from phasec.ir.expr import (
 from phasec.op.infer import infer_struct_info
 from phasec.ir.module import IRModule
 from phasec.ir.node import set_field
-from phasec.op import InferContext, call_op
+from phasec.op import InferContext, call_op, find_op
 from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.testing._gen_functions import PARAM_NAMES, FunctionStatements, Helper, syms_of
-from phasec.testing._optable import OpGen, all_op_gens
+from phasec.testing._opgen import OpGen
+from phasec.testing._optable import all_op_gens
 from phasec.testing._values import (
     BOOL, FLOAT, INPUT_RANGE, INT, INT_INPUT_RANGE, OPAQUE, TUPLE, Val, const_dim, hull, iv_ok,
     numel_max, shapes_equal,
 )
+from phasec.testing.errors import GeneratorError
 from phasec.testing.packed_funcs import DPS_FUNCS, PACKED_FUNCS
 
-__all__ = ["GenConfig", "GeneratorError", "generate_module", "FORCE_PURE"]
+__all__ = ["GenConfig", "generate_module", "FORCE_PURE"]
 
 FORCE_PURE = "relax.force_pure"
 _SYM_NAMES = ("n", "m", "p", "q")
 _PARAM_DTYPES = ("float32", "float32", "float32", "int32", "bool")
 #: parameters ``main`` may get beyond ``max_params``, made to fit an operator
 _MAX_EXTRA_PARAMS = 3
-
-
-class GeneratorError(PhasecError):
-    """The generator produced an ill-formed module (a bug in phasec.testing)."""
 
 
 @dataclass(frozen=True)
@@ -619,8 +617,6 @@ _RANDOM = st.randoms(use_true_random=False)
 
 def _is_compute(name: str) -> bool:
     """A pure compute operator (a call ``repeat`` may compute again anywhere)."""
-    from phasec.op import find_op
-
     opdef = find_op(name)
     return opdef is not None and opdef.category == "compute" and opdef.pure
 
@@ -648,8 +644,6 @@ def _input_kind(dtype: str) -> tuple[str, tuple[float, float]]:
 def generate_module(draw: Callable[[st.SearchStrategy], Any], cfg: GenConfig) -> IRModule:
     """Draw one ingestion-phase module (verified; see :class:`GeneratorError`)."""
     mod = ModuleGen(draw, cfg).build()
-    from phasec import verifier
-
     errors = [d for d in verifier.check(mod) if d.is_error]
     if errors:
         text = "\n".join(str(d) for d in errors[:5])

@@ -22,7 +22,7 @@ from phasec.script.builder import NameTable
 from phasec.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, SeqExpr, Var, VarBinding
 from phasec.op.infer import infer_struct_info
 from phasec.ir.node import set_field
-from phasec.op import call_op
+from phasec.op import call_op, op_expr
 from phasec.ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.testing._values import (
     BOOL, FLOAT, FUNC, INT, INT_INPUT_RANGE, Val, const_dim, dims_equal, hull, within,
@@ -300,8 +300,6 @@ class FunctionStatements:
 
 
 def _op(name: str) -> Any:
-    from phasec.op import op_expr
-
     return op_expr(name)
 
 

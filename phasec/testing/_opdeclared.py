@@ -1,7 +1,7 @@
 """Generators for the operators that declare how they are drawn.
 
 An operator whose operands need more than a tensor in scope declares a
-:class:`phasec.op.draw.Draw` beside its definition (dtypes and ranks of
+:class:`phasec.op._draw.Draw` beside its definition (dtypes and ranks of
 the first operand; a ``build`` that draws the other operands and the
 attributes from their domains for a given shape; the interval of the
 result). This module turns each declaration into an :class:`OpGen`: the
@@ -19,11 +19,13 @@ from hypothesis import strategies as st
 
 from phasec.errors import PhasecError
 from phasec.ir.expr import Constant, Tuple
-from phasec.op import call_op
-from phasec.op.draw import Draw, Elementwise, Hooks
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
-from phasec.testing._optable import Hooked, OpGen, elementwise_generator
-from phasec.testing._values import BOOL, FLOAT, INT, OPAQUE, Val, const_dim, hull, iv_ok
+from phasec.op import call_op, list_ops
+from phasec.testing._opgen import Hooked, OpGen, elementwise_generator
+from phasec.testing._values import (
+    BOOL, FLOAT, INT, OPAQUE, Draw, Elementwise, Hooks, Val, const_dim, hull, iv_ok,
+)
+from phasec.testing.errors import GeneratorError
 
 if TYPE_CHECKING:
     from phasec.testing._gen import FuncGen
@@ -45,7 +47,7 @@ def kind_of_dtype(dtype: str) -> str:
 
 
 class _Ctx:
-    """The :class:`~phasec.op.draw.DrawContext` of one call being built."""
+    """The :class:`~phasec.op._draw.DrawContext` of one call being built."""
 
     def __init__(self, g: "FuncGen", x: Val) -> None:
         self.g = g
@@ -147,8 +149,6 @@ class Declared(OpGen):
         try:
             call = call_op(self.name, *args, ctx=g.mg.ctx, **attrs)
         except PhasecError as exc:
-            from phasec.testing._gen import GeneratorError
-
             raise GeneratorError(f"the draw declaration of {self.name} built an invalid call "
                                  f"(a bug in the declaration): {exc}") from None
         iv = self._interval(ctx, x)
@@ -185,8 +185,6 @@ class Declared(OpGen):
 def declared_generators(skip: set[str] | frozenset[str]) -> list[OpGen]:
     """One generator per registered compute operator with a draw declaration
     (those in ``skip`` excepted), in registry order."""
-    from phasec.op import list_ops
-
     out: list[OpGen] = []
     for opdef in list_ops():
         spec = opdef.draw

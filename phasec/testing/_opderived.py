@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from phasec.ir.expr import Var
-from phasec.op import call_op
+from phasec.ir.expr import Constant, Var
 from phasec.ir.struct_info import TensorStructInfo
+from phasec.op import REQUIRED, OpPattern, call_op, find_op, list_ops
+from phasec.testing._opgen import OpGen
 from phasec.testing._values import BOOL, FLOAT, INT, VALUE_CAP, Val, const_dim, shapes_equal, within
-from phasec.testing._optable import OpGen
 
 if TYPE_CHECKING:
     from phasec.testing._gen import FuncGen
@@ -126,8 +126,6 @@ class Probed(OpGen):
         kind = self.kinds[0]
         if kind == BOOL:
             c = g.constant(shape, (-1.0, 1.0), "float32")
-            from phasec.ir.expr import Constant
-
             zero = Constant(np.zeros((), dtype="float32"))
             return g.emit(call_op("relax.greater", c.expr, zero), BOOL, (0.0, 1.0), hint="b")
         return g.constant(shape, self.domains[i], _DTYPE[kind])
@@ -188,8 +186,6 @@ def _probe(opdef: Any) -> Probed | None:
 
 @functools.lru_cache(maxsize=None)
 def _derived_for(names: frozenset[str], registered: tuple[str, ...]) -> tuple[Probed, ...]:
-    from phasec.op import OpPattern, REQUIRED, find_op
-
     out = []
     for name in registered:
         opdef = find_op(name)
@@ -207,7 +203,5 @@ def _derived_for(names: frozenset[str], registered: tuple[str, ...]) -> tuple[Pr
 
 def derived_generators(table_names: set[str] | frozenset[str]) -> list[Probed]:
     """Generators for the registered elementwise operators not in the table."""
-    from phasec.op import list_ops
-
     registered = tuple(sorted(o.name for o in list_ops()))
     return list(_derived_for(frozenset(table_names), registered))

@@ -17,15 +17,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from phasec.ir.expr import Expr
-from phasec.op.draw import (  # the generator's value model, shared with the declarations
-    BOOL, FLOAT, FUNC, INT, OPAQUE, TUPLE, VALUE_CAP, broadcast_ok, const_dim, dim_max,
-    dims_equal, hull, iv_ok, numel_max, shapes_equal, within,
-)
 from phasec.ir.struct_info import TensorStructInfo
 
-__all__ = ["Val", "FLOAT", "INT", "BOOL", "TUPLE", "FUNC", "OPAQUE", "VALUE_CAP", "INPUT_RANGE",
-           "INT_INPUT_RANGE", "const_dim", "dim_max", "dims_equal", "shapes_equal",
-           "broadcast_ok", "numel_max", "hull", "within", "iv_ok"]
+# The generator's value model is shared with the operators' draw declarations
+# (phasec.op): this is the one place phasec.testing imports it from.
+from phasec.op.draw import (
+    BOOL, FLOAT, FUNC, INT, KINDS, OPAQUE, TUPLE, VALUE_CAP, Draw, Elementwise, Hooks,
+    broadcast_ok, const_dim, dim_max, dims_equal, draw_of, hull, iv_ok, numel_max, shapes_equal,
+    within,
+)
+
+__all__ = ["Val", "FLOAT", "INT", "BOOL", "TUPLE", "FUNC", "OPAQUE", "KINDS", "VALUE_CAP",
+           "INPUT_RANGE", "INT_INPUT_RANGE", "const_dim", "dim_max", "dims_equal", "shapes_equal",
+           "broadcast_ok", "numel_max", "hull", "within", "iv_ok", "Draw", "Elementwise", "Hooks",
+           "draw_of"]
 
 #: Float inputs are drawn uniformly from this range (see ``inputs_for``).
 INPUT_RANGE = (-2.0, 2.0)

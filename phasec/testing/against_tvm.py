@@ -48,6 +48,15 @@ from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
 from phasec.testing.mutations import MUTATIONS, mutate
 from phasec.testing.properties import FAILURE_KINDS, Failure, HangError, compare_results, time_limit
+from phasec import verifier
+from phasec.errors import InputError
+from phasec.ir import tir
+from phasec.ir.expr import Call, Function, Op, PrimValue, Tuple
+from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.visitor import collect_exprs
+from phasec.op.registry import find_op, list_ops
+from phasec.testing.coverage import ops_in
+from phasec.tvm import TVM_TRANSITIONS, PhaseCheck
 from phasec.verifier import TVMCheck, all_rules
 
 __all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "register_tvm_pass",
@@ -144,8 +153,6 @@ def tvm_pass_pool(passes: Any) -> tuple[str, ...]:
     comma-separated string), each a registered one or a pass of
     ``tvm.relax.transform`` taking no arguments; None: OPTIMIZATION_POOL.
     An unknown name is an :class:`~phasec.errors.InputError`."""
-    from phasec.errors import InputError
-
     if passes is None:
         return OPTIMIZATION_POOL
     names = [n.strip() for n in passes.split(",")] if isinstance(passes, str) else list(passes)
@@ -216,8 +223,6 @@ def tvm_operators() -> frozenset[str]:
     tvm.compile builds (see :data:`TVM_CANNOT_BUILD`)."""
     import tvm
 
-    from phasec.op.registry import list_ops
-
     found = set()
     for op in list_ops():
         try:
@@ -233,8 +238,6 @@ def has_float_remainder(mod: IRModule) -> bool:
     """Whether a kernel of ``mod`` takes a float ``%``, which TVM's TIR has on
     integers only (a hand-written kernel may; phasec's lowering of floor_mod
     and mod on floats uses ``T.fmod`` instead)."""
-    from phasec.ir import tir
-
     for func in mod.functions.values():
         if not isinstance(func, tir.PrimFunc):
             continue
@@ -262,11 +265,6 @@ def tvm_type_defect(mod: IRModule) -> str | None:
       length: TVM's inference ignores ``indexing`` (numpy, and phasec, swap
       the first two axes of every grid).
     """
-    from phasec.ir import tir
-    from phasec.ir.expr import Call, Function, Op, PrimValue, Tuple
-    from phasec.ir.struct_info import TensorStructInfo
-    from phasec.ir.visitor import collect_exprs
-
     def length(si: Any) -> Any:
         return si.shape[0] if isinstance(si, TensorStructInfo) and si.shape else None
 
@@ -306,8 +304,6 @@ _HOST_TIR_OPS = frozenset({"sort", "argsort", "topk", "median"})
 
 def tvm_can_read(mod: IRModule) -> str | None:
     """None when TVM 0.27 can take ``mod`` as it is, else why not."""
-    from phasec.op.registry import find_op
-
     for name in set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", mod.script(syntax="tvm"))):
         if "relax." + name in TVM_CANNOT_BUILD:
             return f"R.{name}: tvm.compile cannot build it ({TVM_CANNOT_BUILD['relax.' + name]})"
@@ -485,8 +481,6 @@ def _isolated(mod: IRModule, seq: TVMSequence, args: Sequence[Any] | None, expec
 
 def _check(mod: IRModule, seq: TVMSequence, args: Sequence[Any] | None, expected: Any,
            timeout: float | None) -> TVMReport:
-    from phasec import verifier
-
     report = TVMReport()
     if seq.mutation:
         if MUTATIONS[seq.mutation].since > mod.phase:
@@ -517,8 +511,6 @@ def _check(mod: IRModule, seq: TVMSequence, args: Sequence[Any] | None, expected
                                        f"but {refusal}", pass_spec="tvm.script.from_source",
                                        detail=text))
         return report
-    from phasec.testing.coverage import ops_in
-
     ops = ", ".join(sorted(n.removeprefix("relax.") for n in ops_in(mod)))
     _run_tvm(tvm_mod, mod.phase, seq, args, expected, report, timeout, ops)
     return report
@@ -529,8 +521,6 @@ def _run_tvm(tvm_mod: Any, phase: Phase, seq: TVMSequence, args: Sequence[Any] |
     import numpy as np
     import tvm
     from tvm import relax
-
-    from phasec.tvm import TVM_TRANSITIONS, PhaseCheck
 
     check = PhaseCheck()
     ran: list[str] = []

@@ -37,7 +37,7 @@ from phasec.fileio import write_atomic
 from phasec.interrupts import Terminated, reporting_interruption
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
-from phasec.testing._gen import GeneratorError
+from phasec.testing.errors import GeneratorError
 from phasec.testing.coverage import Coverage
 from phasec.testing.databases import FuzzDatabaseError, KeepFailuresDatabase, describe, open_database
 from phasec.testing.properties import (
@@ -45,9 +45,15 @@ from phasec.testing.properties import (
 )
 from phasec.testing.reproducers import Reproducer, SavedFailure, read_reproducer, replay, save_reproducer
 from phasec.testing.strategies import inputs_for, modules, pass_sequences
+from phasec.errors import InputError
+from phasec.testing.against_tvm import (
+    check_against_tvm, tvm_can_read, tvm_operators, tvm_pass_pool, tvm_sequences,
+)
+from phasec.transform import parse_pipeline
+from phasec.tvm import require_tvm
 
 __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_reproducer",
-           "KeepFailuresDatabase", "Reproducer", "save_reproducer"]
+           "KeepFailuresDatabase", "Reproducer", "save_reproducer", "pass_pool"]
 
 #: examples per hypothesis run (a new seed each round)
 ROUND_EXAMPLES = 100
@@ -221,7 +227,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
         stats.against = against
     else:
         module_strategy = modules(max_bindings=max_bindings)
-        sequence_strategy = pass_sequences(_pass_pool(passes))
+        sequence_strategy = pass_sequences(pass_pool(passes))
     known: set[tuple] = set()  # failures already saved by this campaign
     start = time.monotonic()
     deadline = start + seconds
@@ -287,8 +293,6 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                 break
             seq = data.draw(sequence_strategy, label="sequence")
             if against is not None:
-                from phasec.testing.against_tvm import check_against_tvm
-
                 report: Any = check_against_tvm(mod, seq, args, expected, timeout=timeout)
             else:
                 # passes above the opt_level are skipped, statically and when run
@@ -379,14 +383,9 @@ def _seed_hypothesis(seed: int) -> None:
 def _against_strategies(against: str, passes: Any, max_bindings: int,
                         only: Any = None) -> tuple[Any, Any]:
     """The module and sequence strategies of ``--against tvm``."""
-    from phasec.errors import InputError
-
     if against != "tvm":
         raise InputError(f"--against {against!r}: the one engine to fuzz against is 'tvm'")
-    from phasec.tvm import _tvm
-    from phasec.testing.against_tvm import tvm_operators, tvm_pass_pool, tvm_sequences
-
-    _tvm()  # TVMNotAvailableError (how to install it) before any round
+    require_tvm()  # TVMNotAvailableError (how to install it) before any round
     pool = tvm_pass_pool(passes)
     ops = tvm_operators()
     if only is not None:  # the operators asked for, of those TVM has
@@ -398,17 +397,16 @@ def _against_strategies(against: str, passes: Any, max_bindings: int,
 
 
 def _left_out(mod: IRModule) -> bool:
-    from phasec.testing.against_tvm import tvm_can_read
-
     return tvm_can_read(mod) is not None
 
 
-def _pass_pool(passes: Any) -> list[Any] | None:
+def pass_pool(passes: Any) -> list[Any] | None:
+    """The passes a campaign draws orderings from: ``None`` (every registered
+    pass), a textual pipeline (``"FoldConstant,DeadCodeElimination"``; a bad
+    one raises the parser's error) or a list of passes."""
     if passes is None:
         return None
     if isinstance(passes, str):
-        from phasec.transform import parse_pipeline
-
         seq = parse_pipeline(passes)
         return list(seq.flatten())
     return list(passes)

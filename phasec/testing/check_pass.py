@@ -43,6 +43,7 @@ from phasec.testing.properties import (
     reference_results, time_limit, verify_problem,
 )
 from phasec.testing.strategies import inputs_for, modules
+from phasec.transform import Pass, PassContext, Sequential, get_pass
 
 __all__ = ["check_pass", "check_one", "PassCheckFailure", "CheckPassReport", "BadInput",
            "format_inputs"]
@@ -95,8 +96,6 @@ class _Found(Exception):
 
 
 def _as_pass(p: Any) -> Any:
-    from phasec.transform import Pass, get_pass
-
     if isinstance(p, Pass):
         return p
     if isinstance(p, str):
@@ -112,8 +111,6 @@ def _run_required(p: Any, mod: IRModule) -> IRModule:
     is not ``p``'s fault)."""
     if not p.info.required:
         return mod
-    from phasec.transform import PassContext, Sequential, get_pass
-
     try:
         with PassContext(opt_level=3):
             return Sequential([get_pass(n) for n in p.info.required], name="required")(mod)
@@ -135,8 +132,6 @@ def check_one(p: Any, mod: IRModule, args: Sequence[Any] | None, *, rtol: float 
     invariants (``expected``: its results on ``mod``, computed if None;
     :class:`BadInput` if that fails).
     """
-    from phasec.transform import PassContext
-
     spec = p.spec()
     try:
         with PassContext(opt_level=3, verify="off"), time_limit(timeout):

@@ -17,14 +17,15 @@ from typing import Any
 from phasec.ir.expr import Call, Op
 from phasec.ir.module import IRModule
 from phasec.ir.visitor import ExprVisitor
+from phasec.ir.phase import Phase
+from phasec.op import list_ops
+from phasec.testing._optable import UNGENERATED
 
 __all__ = ["Coverage", "ops_in", "registered_compute_ops"]
 
 
 def registered_compute_ops() -> list[str]:
     """The registry's compute operators (the ones programs are made of)."""
-    from phasec.op import list_ops
-
     return sorted(o.name for o in list_ops() if o.category == "compute")
 
 
@@ -123,8 +124,6 @@ class Coverage:
 
     def table(self) -> str:
         """The full table (``phasec fuzz --coverage``)."""
-        from phasec.testing._optable import UNGENERATED
-
         universe = registered_compute_ops()
         lines = [f"coverage: operators drawn {len(universe) - len(self.missing_ops(universe))} "
                  f"of {len(universe)} registered compute operators"]
@@ -146,8 +145,6 @@ class Coverage:
         for key, count in self.passes.items():
             phase, name = key.split(":", 1)
             by_phase[phase].append((name, count))
-        from phasec.ir.phase import Phase
-
         for phase in Phase:
             rows = sorted(by_phase.get(phase.label, []))
             lines.append(f"  {phase.label:12s} " + (", ".join(f"{n} {c}" for n, c in rows)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from phasec.fileio import write_atomic
-from phasec.interrupts import Terminated, reporting_interruption
+from phasec.interrupts import Terminated, reporting_interruption, signals_as_exceptions
 from phasec.testing.campaign import CampaignStats, run_campaign
 from phasec.testing.coverage import Coverage
 from phasec.testing.properties import Failure
@@ -41,8 +41,6 @@ __all__ = ["run_parallel_campaign", "merge_summaries"]
 
 
 def _worker(index: int, seconds: float, seed: int, kwargs: dict[str, Any]) -> None:
-    from phasec.interrupts import signals_as_exceptions
-
     with signals_as_exceptions():  # the forked handlers' watchdog did not survive the fork
         try:
             run_campaign(seconds, seed=seed, summary_name=f"workers/worker-{index}.json",

@@ -36,6 +36,11 @@ import numpy as np
 from phasec.errors import PhaseError
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
+from phasec import interp, verifier
+from phasec.ir.expr import BindingBlock, Function, If, SeqExpr, VarBinding
+from phasec.ir.structural import first_mismatch as _first_mismatch
+from phasec.script.parser import parse
+from phasec.transform import PassContext, Sequential, get_pass
 
 __all__ = ["Failure", "PropertyFailure", "SequenceReport", "FAILURE_KINDS", "RTOL", "ATOL",
            "compare_results", "check_sequence", "assert_sequence_ok", "roundtrip_problem",
@@ -249,8 +254,6 @@ def _describe(v: Any) -> str:
 
 def verify_problem(mod: IRModule) -> str | None:
     """The verifier's errors for ``mod`` at its phase, as text, or None."""
-    from phasec import verifier
-
     errors = [d for d in verifier.check(mod) if d.is_error]
     if not errors:
         return None
@@ -265,8 +268,6 @@ def merge_plain_blocks(mod: IRModule) -> IRModule:
     blocks, so the text round trip of a module that has them yields one
     block; that is the only difference the text round trip may show.
     """
-    from phasec.ir.expr import BindingBlock, Function, If, SeqExpr, VarBinding
-
     def seq(s: SeqExpr) -> SeqExpr:
         blocks: list = []
         changed = False
@@ -305,9 +306,8 @@ def merge_plain_blocks(mod: IRModule) -> IRModule:
 def roundtrip_problem(mod: IRModule) -> str | None:
     """None when the text and JSON round trips of ``mod`` are exact (the text
     one up to :func:`merge_plain_blocks`)."""
-    from phasec.ir.structural import first_mismatch as _first_mismatch
+    # (loaded on first use: importing the JSON format builds its schema, ~1 s)
     from phasec.script.json_format import from_json, to_json
-    from phasec.script.parser import parse
 
     try:
         text = mod.script()
@@ -333,10 +333,8 @@ def roundtrip_problem(mod: IRModule) -> str | None:
 def reference_results(mod: IRModule, args: Sequence[Any], entry: str = "main",
                       timeout: float | None = None) -> Any:
     """The interpreter's results (raises what the interpreter raises)."""
-    from phasec.interp import run
-
     with time_limit(timeout), _quiet():
-        return run(mod, *copy_args(args), entry=entry)
+        return interp.run(mod, *copy_args(args), entry=entry)
 
 
 @contextlib.contextmanager
@@ -352,6 +350,7 @@ def _quiet() -> Iterator[None]:
 def run_vm(mod: IRModule, args: Sequence[Any], entry: str = "main", kernels: str = "llvm",
            timeout: float | None = None) -> Any:
     """Compile a build-phase module to VM bytecode and run it."""
+    # (the VM and its LLVM backend load when something runs on it, as in phasec.pipeline)
     from phasec.backend.vm import VirtualMachine, codegen
 
     with time_limit(timeout), _quiet():
@@ -379,8 +378,6 @@ def _leaf_steps(seq: Any, ctx: Any) -> list[Any]:
     (theirs first), except a requirement still in effect — it ran, and only
     other requirements of the same pass ran since; passes the context
     disables are skipped, transitions never are."""
-    from phasec.transform import Sequential, get_pass
-
     ran: list[str] = []
     steps: list[Any] = []
 
@@ -425,8 +422,6 @@ def check_sequence(mod: IRModule, seq: Any, args: Sequence[Any] | None = None, *
         kernels: how the VM runs PrimFuncs (``"llvm"`` or ``"interp"``).
         timeout: seconds allowed for each pass, interpreter or VM run.
     """
-    from phasec.transform import PassContext, Sequential
-
     if not isinstance(seq, Sequential):
         seq = Sequential(list(seq) if isinstance(seq, (list, tuple)) else [seq], name="fuzz")
     report = SequenceReport(final=mod)

@@ -17,9 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from phasec.fileio import write_atomic
+from phasec.fileio import read_bytes, read_npz, write_atomic
 from phasec.ir.module import IRModule
-from phasec.testing.properties import FAILURE_KINDS, Failure, check_sequence
+from phasec.testing.properties import FAILURE_KINDS, Failure, check_sequence, reference_results
+from phasec.errors import InputError
+from phasec.script.loader import load
+from phasec.testing.against_tvm import TVMSequence, check_against_tvm
+from phasec.transform import parse_pipeline
 
 __all__ = ["SavedFailure", "save_reproducer", "Reproducer", "read_reproducer", "replay"]
 
@@ -142,16 +146,10 @@ class Reproducer:
 
 def read_reproducer(path: str | Path) -> Reproducer:
     """The module, pass sequence and inputs of a reproducer file."""
-    from phasec.script.loader import load
-
-    from phasec.fileio import read_bytes, read_npz
-
     path = Path(path)
     text = read_bytes(path, "reproducer").decode("utf-8", "replace")
     match = re.search(r"^# sequence: (.*)$", text, re.M)
     if match is None:
-        from phasec.errors import InputError
-
         raise InputError(f"{path}: not a phasec fuzz reproducer (no '# sequence:' line)")
     mod = load(path)
     inputs: tuple = ()
@@ -167,13 +165,8 @@ def read_reproducer(path: str | Path) -> Reproducer:
 
 def replay(path: str | Path, *, kernels: str = "llvm", roundtrip: bool = True) -> list[Failure]:
     """Check a reproducer again; the failures it still shows (empty: fixed)."""
-    from phasec.transform import parse_pipeline
-
     rep = read_reproducer(path)
     if rep.sequence.startswith("tvm:"):
-        from phasec.testing.against_tvm import TVMSequence, check_against_tvm
-        from phasec.testing.properties import reference_results
-
         try:
             expected = reference_results(rep.module, rep.inputs) if rep.inputs else None
         except Exception:  # noqa: BLE001 - results are then not compared

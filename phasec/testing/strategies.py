@@ -40,10 +40,13 @@ from phasec.ir.phase import Phase
 from phasec.ir.struct_info import (
     ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
-from phasec.transform import Sequential
-from phasec.transform.info import TRANSITION_PASSES
-from phasec.testing._gen import GenConfig, GeneratorError, generate_module
+from phasec.transform import Pass, PassContext, Sequential, get_pass, get_pass_entry, list_passes
+from phasec.transform.info import TRANSITION_PASSES, describe_phases
+from phasec.testing._gen import GenConfig, generate_module
 from phasec.testing._values import INPUT_RANGE, INT_INPUT_RANGE
+from phasec.testing.errors import GeneratorError
+from phasec.interp import eval_prim_expr
+from phasec.pipeline import default_pipeline
 
 __all__ = ["modules", "pass_sequences", "inputs_for", "GenConfig", "GeneratorError",
            "advance_to_phase", "OPTION_CHOICES", "EXCLUDED_PASSES", "default_pass_names",
@@ -67,8 +70,6 @@ _TRANSITIONS = TRANSITION_PASSES
 
 def default_pass_names() -> list[str]:
     """Every registered pass except :data:`EXCLUDED_PASSES`."""
-    from phasec.transform import list_passes
-
     return [n for n in list_passes() if n not in EXCLUDED_PASSES]
 
 
@@ -82,14 +83,10 @@ def advance_to_phase(mod: IRModule, phase: Phase | int | str,
     including the transition into ``phase`` (fused, folded modules). The
     result is verified at every transition.
     """
-    from phasec.transform import PassContext, Sequential, get_pass
-
     target = Phase.parse(phase)
     if target <= mod.phase:
         return mod
     if prefix == "default":
-        from phasec.pipeline import default_pipeline
-
         pipeline = default_pipeline(opt_level=3)
         windows = pipeline.windows()
         passes = list(pipeline.passes[windows[mod.phase][0]:windows[target][0]])
@@ -174,9 +171,6 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
     ingestion modules. The result is a :class:`FuzzSequence` whose
     ``reach_notes`` say which transitions were added and why.
     """
-    from phasec.transform import Pass, get_pass
-    from phasec.transform.info import describe_phases
-
     pool: list[Any] = list(passes) if passes is not None else default_pass_names()
     if not pool:
         raise ValueError("pass_sequences needs at least one pass to draw from")
@@ -195,8 +189,6 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
     def info(item: Any) -> Any:
         if isinstance(item, Pass):
             return item.info
-        from phasec.transform import get_pass_entry
-
         return get_pass_entry(item).info
 
     @st.composite
@@ -260,8 +252,6 @@ class FuzzSequence(Sequential):
 
 def _phase_after(p: Any, phase: Phase) -> Phase:
     """The phase after ``p`` runs, its required passes included."""
-    from phasec.transform import get_pass
-
     for name in p.info.required:
         phase = _phase_after(get_pass(name), phase)
     return p.info.transition_to if p.info.transition_to is not None else phase
@@ -299,8 +289,6 @@ def inputs_for(mod: IRModule, entry: str = "main", *, max_dim: int = 4
 def make_inputs(mod: IRModule, seed: int, sym_values: Mapping[Any, int] | None = None,
                 entry: str = "main", max_dim: int = 4) -> tuple:
     """The arguments :func:`inputs_for` would draw for ``seed`` (deterministic)."""
-    from phasec.interp import eval_prim_expr
-
     rng = np.random.default_rng(seed)
     values = dict(sym_values or {})
 

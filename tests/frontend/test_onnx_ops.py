@@ -612,3 +612,58 @@ def test_topk_nonzero_unique():
           {"x": x, "z": z, "u": u}, ["v", "i", "sv", "si", "nz", "uy", "ui", "uinv", "uc"],
           inits={"k": np.array([3], np.int64)},
           out_types={"i": i64, "si": i64, "nz": i64, "ui": i64, "uinv": i64, "uc": i64})
+
+
+# ---------------------------------------------------------------------------
+# the budget of evaluation at import (phasec.op.fold)
+# ---------------------------------------------------------------------------
+
+def test_values_past_the_import_budget_are_computed_at_run_time(monkeypatch):
+    # what Range, EyeLike, Trilu, OneHot, the windows and ArgMax compute at
+    # import stays within phasec.op.fold's budget; past it (5 elements
+    # here), it is a run-time computation with the same results
+    import phasec.op.fold
+
+    monkeypatch.setattr(phasec.op.fold, "MAX_FOLD_ELEMENTS", 5)
+    x = _rand(3, 4)
+    w = _rand(2, 7, seed=1)
+    mod = check([node("Range", ["s", "l", "d"], ["rg"]), node("EyeLike", ["x"], ["e"], k=1),
+                 node("Trilu", ["x", "k"], ["t"], upper=0),
+                 node("OneHot", ["i", "depth", "vals"], ["oh"], axis=0),
+                 node("HannWindow", ["n"], ["h"]), node("BlackmanWindow", ["n"], ["b"]),
+                 node("ArgMax", ["w"], ["am"], axis=1), node("Hardmax", ["w"], ["hm"])],
+                {"x": x, "i": np.array([0, 2, -1], np.int64), "w": w},
+                ["rg", "e", "t", "oh", "h", "b", "am", "hm"],
+                inits={"s": np.float32(1), "l": np.float32(6), "d": np.float32(0.5),
+                       "k": np.int64(1), "depth": np.int64(6),
+                       "vals": np.array([0.0, 3.0], np.float32), "n": np.int64(10)},
+                out_types={"am": TensorProto.INT64}, opset=18, atol=1e-6)
+    ops = {b.value.op.name for blk in mod["main"].body.blocks for b in blk.bindings
+           if hasattr(b.value, "op") and hasattr(b.value.op, "name")}
+    assert {"relax.arange", "relax.eye_like", "relax.tril"} <= ops
+
+
+def test_symbolic_shape_values_past_the_import_budget_are_unsupported():
+    # an Expand of a shape value to 10^10 elements: refused before it is made
+    graph = helper.make_graph(
+        [node("Shape", ["x"], ["s"]), node("Expand", ["s", "to"], ["e"])], "case",
+        [helper.make_tensor_value_info("x", F, ["n"])],
+        [helper.make_tensor_value_info("e", TensorProto.INT64, None)],
+        initializer=[numpy_helper.from_array(np.array([10**10], np.int64), "to")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(phasec.frontend.UnsupportedModelError, match="budget"):
+        from_onnx(model)
+
+
+def test_a_huge_range_is_not_computed_at_import():
+    # 10^12 elements: an R.arange in the module, not an array made at import
+    graph = helper.make_graph(
+        [node("Range", ["s", "l", "d"], ["rg"])], "case", [],
+        [helper.make_tensor_value_info("rg", TensorProto.INT64, None)],
+        initializer=[numpy_helper.from_array(np.array(v, np.int64), k)
+                     for k, v in (("s", 0), ("l", 10**12), ("d", 1))])
+    mod = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    calls = [b.value for blk in mod["main"].body.blocks for b in blk.bindings
+             if hasattr(b.value, "op")]
+    assert [c.op.name for c in calls] == ["relax.arange"]
+    assert [d.value for d in calls[0].struct_info.shape] == [10**12]

@@ -50,6 +50,7 @@ from phasec.ir.phase import Phase
 
 from phasec.verifier.context import Context
 from phasec.verifier.diagnostics import ERROR
+from phasec.verifier.injection import Choose
 
 __all__ = ["Rule", "TVMCheck", "HOOKS", "register", "registered"]
 

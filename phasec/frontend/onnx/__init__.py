@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
+from phasec.frontend.onnx._importer import import_model, sanitize, supported_ops
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,8 +82,6 @@ def from_onnx_with_params(model_or_path: Any,
     """:func:`from_onnx`, also returning the values of the parameters that
     ``keep_params_in_input`` made (name -> array, in parameter order)."""
     _need_onnx()
-    from phasec.frontend.onnx._importer import import_model
-
     return import_model(model_or_path, shapes, keep_params_in_input)
 
 
@@ -90,13 +89,5 @@ def parameter_name(onnx_name: str) -> str:
     """The name ``main``'s parameter (or a binding) gets for an ONNX tensor
     name: the name made an identifier (``gpu_0/data_0`` -> ``gpu_0_data_0``).
     Two names that become the same identifier get ``_1``, ``_2``... suffixes."""
-    from phasec.frontend.onnx._importer import sanitize
-
     return sanitize(onnx_name)
 
-
-def supported_ops() -> list[str]:
-    """Every ONNX operator (default domain) the frontend converts."""
-    from phasec.frontend.onnx._registry import supported_ops as ops
-
-    return ops()

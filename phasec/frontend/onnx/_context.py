@@ -13,26 +13,33 @@ A *value* is what an ONNX tensor name stands for during import:
 :meth:`NodeContext.emit` builds one phasec operator call (its struct info
 inferred, so shape and dtype errors surface at once, attributed to the ONNX
 node) and, when every operand is known, evaluates it with the operator's
-numpy reference instead of emitting it. Shape computations on constants
-(``Shape -> Gather -> Concat -> Reshape``) therefore never reach the
-compiled program as tensor operations.
+numpy reference instead of emitting it (:func:`phasec.op.fold.evaluate_call`,
+FoldConstant's evaluation: the same budget of
+:data:`~phasec.op.fold.MAX_FOLD_ELEMENTS` elements, past which the call
+stays a run-time operator, and the same error policy). Shape computations on
+constants (``Shape -> Gather -> Concat -> Reshape``) therefore never reach
+the compiled program as tensor operations. Converters that compute a value
+at import themselves (``Range``, ``EyeLike``, :meth:`NodeContext.iota`...)
+keep to the same budget (:func:`~phasec.op.fold.within_budget`) and emit the
+run-time operator past it.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
-from phasec.errors import IndexOutOfRangeError
 from phasec.ir import tir
 from phasec import arith
-from phasec.ir.expr import Constant, Expr, PrimValue, ShapeExpr, Tuple
+from phasec.ir.expr import Call, Constant, Expr, TupleGetItem
 from phasec.ir.node import Span
-from phasec.op import call_op, resolve_op
-from phasec.ir.struct_info import TensorStructInfo
+from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
+from phasec.op import call_op, get_op, normalize_attrs, resolve_op
+from phasec.op.fold import UNKNOWN, evaluate_call, within_budget
 
 if TYPE_CHECKING:
     from phasec.script.builder import BlockBuilder
@@ -40,10 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "settle"]
 
 Value = Union[np.ndarray, Expr]
-
-#: Folded results above this many elements stay run-time computations, so a
-#: broadcast of a small constant does not blow up the module.
-MAX_FOLD_ELEMENTS = 1 << 20
 
 
 class Unsupported(Exception):
@@ -263,14 +266,22 @@ class NodeContext:
         if any(_has_symbolic(a) for a in args):
             return self._fold_symbolic(opdef.name, args, attrs)
         call = call_op(opdef.name, *[self._operand(a) for a in args], span=self.span, **attrs)
-        folded = self._fold(opdef, call) if fold else None
+        folded = self._fold(call) if fold else None
         if folded is not None:
             return folded
         return self.builder.emit(call, self.hint)
 
-    def emit_tuple_item(self, tup: Value, index: int) -> Value:
-        from phasec.ir.expr import TupleGetItem
+    def iota(self, n: int, shape: Sequence[int] | None = None) -> Value:
+        """``0, 1, ..., n - 1`` as int64, reshaped to ``shape``: an array at
+        import within the budget of evaluation ahead of run time, an
+        ``R.arange`` computed at run time past it."""
+        if within_budget(n):
+            arr = np.arange(n, dtype=np.int64)
+            return arr if shape is None else arr.reshape(shape)
+        out = self.emit("arange", 0, n, 1, dtype="int64")
+        return out if shape is None else self.emit("reshape", out, tuple(shape))
 
+    def emit_tuple_item(self, tup: Value, index: int) -> Value:
         if isinstance(tup, tuple):
             return tup[index]
         return self.builder.emit(TupleGetItem(tup, index, span=self.span), self.hint)
@@ -282,12 +293,9 @@ class NodeContext:
             out = self._fold_symbolic(opdef.name, args, attrs)
             return list(out)  # type: ignore[arg-type]
         call = call_op(opdef.name, *[self._operand(a) for a in args], span=self.span, **attrs)
-        folded = self._fold(opdef, call)
+        folded = self._fold(call)
         if folded is not None:
             return list(folded)  # type: ignore[arg-type]
-        from phasec.ir.expr import TupleGetItem
-        from phasec.ir.struct_info import TupleStructInfo
-
         tup = self.builder.emit(call, self.hint)
         if not isinstance(call.struct_info, TupleStructInfo):
             return [tup]  # a single result (e.g. unique with nothing else asked for)
@@ -295,49 +303,31 @@ class NodeContext:
         return [self.builder.emit(TupleGetItem(tup, k, span=self.span), self.hint)
                 for k in range(n)]
 
-    # -- folding -----------------------------------------------------------------
-    def _fold(self, opdef: Any, call: Any) -> Any:
-        if opdef.reference is None or not opdef.pure or opdef.category != "compute":
+    # -- folding ----------------------------------------------------------------
+    @staticmethod
+    def _fold(call: Call) -> Any:
+        """The call's value computed at import (phasec.op.fold: the budget and
+        error policy FoldConstant has), or None: it stays a run-time call."""
+        value = evaluate_call(call)
+        if value is None:
             return None
-        values = []
-        for a in call.args:
-            v = _known(a)
-            if v is _UNKNOWN:
-                return None
-            values.append(v)
-        sinfo = call.struct_info
-        fields = sinfo.fields if hasattr(sinfo, "fields") else [sinfo]
-        for f in fields:
-            if not isinstance(f, TensorStructInfo) or f.shape is None:
-                return None
-            n = 1
-            for d in f.shape:
-                c = arith.const_int(d)
-                if c is None:
-                    return None
-                n *= c
-            if n > MAX_FOLD_ELEMENTS:
-                return None
-        try:
-            with np.errstate(all="ignore"):
-                out = opdef.reference(*values, **dict(call.attrs or {}))
-        except (IndexOutOfRangeError, ValueError, ZeroDivisionError, FloatingPointError):
-            return None  # leave the failure to run time, as FoldConstant does
-        outs = [_conform(o, f) for o, f in zip(out if isinstance(out, tuple) else (out,), fields)]
-        if any(o is None for o in outs):
-            return None  # the reference disagrees with inference: let the compiler decide
-        return tuple(outs) if isinstance(out, tuple) else outs[0]
+        if isinstance(value, tuple):
+            return tuple(np.ascontiguousarray(v) for v in value)
+        return np.ascontiguousarray(value)
 
     def _fold_symbolic(self, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
-        from phasec.op import get_op, normalize_attrs
-
         opdef = get_op(name)
         norm = normalize_attrs(opdef, attrs, self.span)
         vals = [_sym_value(a) for a in args]
-        if any(v is _UNKNOWN for v in vals):
+        if any(v is UNKNOWN for v in vals):
             raise Unsupported(f"{opdef.script_name} mixes symbolic shape values with run-time "
                               "tensors; only shape computations on known values are supported")
         try:
+            # the result's size before it is made (the references allocate it)
+            if name in _SYM_BINARY or name == "relax.where":
+                _check_budget(opdef.script_name, np.broadcast_shapes(*map(np.shape, vals)))
+            elif name == "relax.broadcast_to":
+                _check_budget(opdef.script_name, tuple(vals[1]))
             if name in _SYM_BINARY:
                 fn = np.frompyfunc(_SYM_BINARY[name], 2, 1)
                 a, b = (np.asarray(v, dtype=object) for v in vals)
@@ -358,6 +348,7 @@ class NodeContext:
                 else:
                     out = ref(*[np.asarray(v, dtype=object) if isinstance(v, np.ndarray) else v
                                 for v in vals], **norm)
+                _check_budget(opdef.script_name, np.shape(out))
                 return settle(np.asarray(out, dtype=object))
         except Unsupported:
             raise
@@ -367,11 +358,17 @@ class NodeContext:
                           "is not supported at import")
 
 
-class _Unknown:
-    pass
-
-
-_UNKNOWN: Any = _Unknown()
+def _check_budget(what: str, shape: tuple[Any, ...]) -> None:
+    """Symbolic shape values are evaluated at import or not at all: within
+    the budget of evaluation ahead of run time (phasec.op.fold), as every
+    value computed at import. (A shape with symbolic dimensions is left to
+    the evaluation, which refuses it.)"""
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        return
+    if not within_budget(math.prod(shape)):
+        raise Unsupported(f"{what} on symbolic shape values makes {math.prod(shape)} "
+                          "elements, more than the budget of evaluation at import "
+                          "(phasec.op.fold.MAX_FOLD_ELEMENTS)")
 
 
 def _has_symbolic(a: Any) -> bool:
@@ -387,44 +384,9 @@ def _sym_value(a: Any) -> Any:
         return a
     if isinstance(a, list):
         vals = [_sym_value(x) for x in a]
-        return _UNKNOWN if any(v is _UNKNOWN for v in vals) else vals
+        return UNKNOWN if any(v is UNKNOWN for v in vals) else vals
     if isinstance(a, tuple):
         return a
     if isinstance(a, Constant):
         return a.data
-    return _UNKNOWN
-
-
-def _known(e: Any) -> Any:
-    """The value of an operand known at import time, or _UNKNOWN."""
-    t = type(e)
-    if t is Constant:
-        return e.data
-    if t is ShapeExpr:
-        out = []
-        for v in e.values:
-            c = arith.const_int(v)
-            if c is None:
-                return _UNKNOWN
-            out.append(int(c))
-        return tuple(out)
-    if t is PrimValue:
-        v = e.value
-        if isinstance(v, (tir.IntImm, tir.FloatImm)):
-            return np.asarray(v.value, dtype=v.dtype)[()]
-        return _UNKNOWN
-    if t is Tuple:
-        vals = [_known(f) for f in e.fields]
-        return _UNKNOWN if any(v is _UNKNOWN for v in vals) else vals
-    return _UNKNOWN
-
-
-def _conform(out: Any, sinfo: TensorStructInfo) -> np.ndarray | None:
-    arr = np.asarray(out)
-    if sinfo.dtype != "void" and str(arr.dtype) != sinfo.dtype:
-        arr = arr.astype(sinfo.dtype)
-    if sinfo.shape is not None:
-        shape = tuple(int(arith.const_int(d)) for d in sinfo.shape)
-        if arr.shape != shape:
-            return None
-    return np.ascontiguousarray(arr)
+    return UNKNOWN

@@ -24,40 +24,27 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import PhasecError, StructInfoError
+from phasec.fileio import read_bytes
+from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
+from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
+    ops_attention, ops_linalg, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_tensor,
+)
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
+from phasec.frontend.onnx._registry import CONVERTERS
 from phasec.ir import IRModule, tir
-from phasec.script.builder import BlockBuilder
-from phasec.ir.expr import Constant, Expr, Function, Var
+from phasec.ir.expr import Constant, Expr, Function, Tuple, Var
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
-from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
-from phasec.frontend.onnx._registry import load_converters
+from phasec.ir.visitor import collect_exprs
+from phasec.script.builder import BlockBuilder
+from phasec.verifier import verify
 
-__all__ = ["import_model", "ONNX_DTYPES", "onnx_dtype", "read_model", "sanitize"]
-
-#: ONNX TensorProto element type -> phasec dtype (the ones phasec computes with)
-ONNX_DTYPES: dict[int, str] = {
-    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
-    9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
-}
+__all__ = ["import_model", "read_model", "sanitize", "supported_ops"]
 
 #: A model file larger than this is refused before reading (protobuf's own
 #: limit; larger models keep their weights in external data files).
 MAX_MODEL_BYTES = 2 << 30
-
-
-def onnx_dtype(elem_type: int) -> str | None:
-    """The phasec dtype for an ONNX element type, or None when unsupported."""
-    return ONNX_DTYPES.get(elem_type)
-
-
-def _type_name(elem_type: int) -> str:
-    from onnx import TensorProto
-
-    try:
-        return TensorProto.DataType.Name(elem_type)
-    except ValueError:
-        return str(elem_type)
 
 
 def sanitize(name: str, fallback: str = "v") -> str:
@@ -87,8 +74,6 @@ def read_model(model_or_path: Any) -> tuple[Any, str]:
     if not isinstance(model_or_path, (str, os.PathLike)):
         raise TypeError("from_onnx() expects an onnx.ModelProto, a path or bytes, "
                         f"not {type(model_or_path).__name__}")
-    from phasec.fileio import read_bytes
-
     path = os.fspath(model_or_path)
     # a regular file, size-capped (phasec.fileio): never a FIFO or a device
     data = read_bytes(path, "ONNX model", limit=MAX_MODEL_BYTES)
@@ -189,7 +174,7 @@ class _Importer:
             raise Unsupported(f"graph input {name!r} is a {kind}, not a tensor")
         dtype = onnx_dtype(tt.elem_type)
         if dtype is None:
-            raise Unsupported(f"graph input {name!r} has element type {_type_name(tt.elem_type)}, "
+            raise Unsupported(f"graph input {name!r} has element type {type_name(tt.elem_type)}, "
                               "which phasec does not compute with")
         if name in self.shapes:
             dims = [self._dim(name, i, d) for i, d in enumerate(self.shapes[name])]
@@ -222,7 +207,7 @@ class _Importer:
     def run(self) -> IRModule:
         from onnx import numpy_helper
 
-        convs = load_converters()
+        convs = CONVERTERS
         graph = self.graph
         unknown = [n for n in self.shapes if n not in {i.name for i in graph.input}]
         if unknown:
@@ -238,7 +223,7 @@ class _Importer:
             if onnx_dtype(t.data_type) is None:
                 self.unsupported.append(UnsupportedNode(
                     t.name, "initializer", self.opset,
-                    f"element type {_type_name(t.data_type)} is not supported"))
+                    f"element type {type_name(t.data_type)} is not supported"))
                 self.poisoned.add(t.name)
                 continue
             try:
@@ -307,8 +292,6 @@ class _Importer:
                                 self.label)
                         v = Constant(v)
                     outputs.append(bb.emit_output(v, sanitize(vi.name)))
-            from phasec.ir.expr import Tuple
-
             bb.emit_func_output(outputs[0] if len(outputs) == 1 else Tuple(outputs))
         mod = bb.get()
         if self.keep_params:
@@ -359,8 +342,6 @@ class _Importer:
             self.values[out] = value
 
     def _with_params(self, mod: IRModule, inputs: list[Var]) -> IRModule:
-        from phasec.ir.visitor import collect_exprs
-
         func = mod["main"]
         # Parameters only read at import (a Reshape's shape) are not run-time inputs.
         seen = {id(v) for v in collect_exprs(func.body, frozenset((Var,)))}
@@ -373,6 +354,11 @@ class _Importer:
         return mod.update_func("main", new)
 
 
+def supported_ops() -> list[str]:
+    """Every ONNX op_type (default domain) the frontend converts, sorted."""
+    return sorted(CONVERTERS)
+
+
 def import_model(model_or_path: Any, shapes: Mapping[str, Sequence[Any]] | None = None,
                  keep_params_in_input: bool = False) -> tuple[IRModule, dict[str, np.ndarray]]:
     """Import and verify; returns the module and the parameter values (empty
@@ -380,8 +366,6 @@ def import_model(model_or_path: Any, shapes: Mapping[str, Sequence[Any]] | None 
     model, label = read_model(model_or_path)
     imp = _Importer(model, label, shapes, keep_params_in_input)
     mod = imp.run()
-    from phasec.verifier import verify
-
     verify(mod)
     params = {imp.param_vars[n].name_hint: imp.param_arrays[n]
               for n in imp.param_vars if n in imp.used_params}

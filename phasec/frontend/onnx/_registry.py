@@ -7,6 +7,9 @@ several phasec ops: composite ops are decomposed) and returns the node's
 output value(s); ``None`` for an optional output it does not produce. A
 case outside what it supports raises :class:`~._context.Unsupported` with
 the reason.
+
+The table is filled by importing the families (``ops_*.py``), which the
+graph walk (:mod:`._importer`) does: it sits above them, this module below.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Converter", "CONVERTERS", "converter", "supported_ops"]
+__all__ = ["Converter", "CONVERTERS", "converter"]
 
 
 @dataclass(frozen=True)
@@ -38,22 +41,3 @@ def converter(*op_types: str, since: int = 1) -> Callable[[Callable], Callable]:
             CONVERTERS[t] = Converter(t, fn, since)
         return fn
     return wrap
-
-
-_loaded = False
-
-
-def load_converters() -> dict[str, Converter]:
-    """Import every converter family once; returns the table."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from phasec.frontend.onnx import (  # noqa: F401  (register on import)
-            ops_attention, ops_linalg, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_tensor,
-        )
-    return CONVERTERS
-
-
-def supported_ops() -> list[str]:
-    """Every ONNX op_type (default domain) the frontend converts, sorted."""
-    return sorted(load_converters())

@@ -35,6 +35,7 @@ import onnx
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
+import phasec
 from phasec.frontend.errors import FrontendError, UnsupportedModelError
 from phasec.frontend.onnx import from_onnx
 
@@ -118,8 +119,6 @@ class PhasecBackend(Backend):
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU",
                 **kwargs: Any) -> PhasecRep | SpecializingRep:
         """Import and compile ``model``; unsupported content raises unittest.SkipTest."""
-        import phasec
-
         if not cls.supports_device(device):
             raise FrontendError(f"phasec runs on the CPU only, not on {device!r}")
         try:

@@ -24,7 +24,7 @@ import numpy as np
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
-from phasec.frontend.onnx.ops_nn import _back, _in_float32
+from phasec.frontend.onnx.ops_nn import back_to_dtype, in_float32
 
 __all__: list[str] = []
 
@@ -156,10 +156,10 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
     scale = ctx.attr("scale")
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     root = scalar(ctx, math.sqrt(scale), dtype)  # Q and K each scaled by sqrt(scale)
-    (qs, kt), _ = _in_float32(ctx, [ctx.emit("multiply", q, root),
+    (qs, kt), _ = in_float32(ctx, [ctx.emit("multiply", q, root),
                                     ctx.emit("permute_dims", ctx.emit("multiply", k, root),
                                              axes=[0, 1, 3, 2])])
-    qk = _back(ctx, ctx.emit("matmul", qs, kt), dtype)
+    qk = back_to_dtype(ctx, ctx.emit("matmul", qs, kt), dtype)
     softcap = float(ctx.attr("softcap", 0.0))
     if softcap > 0:
         cap = scalar(ctx, softcap, dtype)
@@ -193,8 +193,8 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
     probs = probs if sm_dtype == dtype else ctx.emit("astype", probs, dtype=dtype)
     if mode == 3:
         qk_out = probs
-    (pf, vf), _ = _in_float32(ctx, [probs, v])
-    y = _back(ctx, ctx.emit("matmul", pf, vf), dtype)
+    (pf, vf), _ = in_float32(ctx, [probs, v])
+    y = back_to_dtype(ctx, ctx.emit("matmul", pf, vf), dtype)
     if rank == 3:
         b_, h_, s_, dv = ctx.shape(y)
         y = ctx.emit("reshape", ctx.emit("permute_dims", y, axes=[0, 2, 1, 3]), (b_, s_, h_ * dv))

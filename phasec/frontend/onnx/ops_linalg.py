@@ -14,7 +14,7 @@ import string
 
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
-from phasec.frontend.onnx.ops_nn import _back, _in_float32
+from phasec.frontend.onnx.ops_nn import back_to_dtype, in_float32
 from phasec.frontend.onnx.ops_tensor import prod_dims
 
 __all__: list[str] = []
@@ -85,8 +85,8 @@ def _contract(ctx: NodeContext, a: Value, ta: str, b: Value, tb: str, keep: set[
     b2 = ctx.emit("reshape", _permute(ctx, b, tb, batch + red + cols),
                   (prod_dims([size[c] for c in batch]), prod_dims([size[c] for c in red]),
                    prod_dims([size[c] for c in cols])))
-    (a2, b2), dtype = _in_float32(ctx, [a2, b2])
-    y = _back(ctx, ctx.emit("matmul", a2, b2), dtype)
+    (a2, b2), dtype = in_float32(ctx, [a2, b2])
+    y = back_to_dtype(ctx, ctx.emit("matmul", a2, b2), dtype)
     term = batch + rows + cols
     return ctx.emit("reshape", y, tuple(size[c] for c in term)), term
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
-from phasec.frontend.onnx._importer import ONNX_DTYPES
+from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
 from phasec.frontend.onnx._registry import converter
 
 __all__ = ["scalar", "onnx_to_dtype"]
@@ -25,11 +25,9 @@ def scalar(ctx: NodeContext, value: float | int | bool, like: Value | str) -> np
 
 
 def onnx_to_dtype(elem_type: int, what: str) -> str:
-    dtype = ONNX_DTYPES.get(int(elem_type))
+    dtype = onnx_dtype(int(elem_type))
     if dtype is None:
-        from phasec.frontend.onnx._importer import _type_name
-
-        raise Unsupported(f"{what} {_type_name(int(elem_type))} is not supported")
+        raise Unsupported(f"{what} {type_name(int(elem_type))} is not supported")
     return dtype
 
 

@@ -21,7 +21,7 @@ from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import scalar
 from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims, reshape
 
-__all__: list[str] = []
+__all__ = ["in_float32", "back_to_dtype", "softmax_axis_2d"]
 
 
 def _float_input(ctx: NodeContext, i: int = 0) -> Value:
@@ -81,7 +81,7 @@ def _window_attrs(ctx: NodeContext, x: Value, kernel: list[int] | None = None
 _LAYOUTS = {1: ("NCW", "OIW", "IOW"), 2: ("NCHW", "OIHW", "IOHW"), 3: ("NCDHW", "OIDHW", "IODHW")}
 
 
-def _in_float32(ctx: NodeContext, values: list[Value]) -> tuple[list[Value], str]:
+def in_float32(ctx: NodeContext, values: list[Value]) -> tuple[list[Value], str]:
     """float16 operands as float32 (products then accumulate in float32, as
     ONNX Runtime's kernels do); returns them and the dtype to cast back to."""
     dtype = ctx.dtype(values[0])
@@ -90,14 +90,15 @@ def _in_float32(ctx: NodeContext, values: list[Value]) -> tuple[list[Value], str
     return [ctx.emit("astype", v, dtype="float32") for v in values], dtype
 
 
-def _back(ctx: NodeContext, y: Value, dtype: str) -> Value:
+def back_to_dtype(ctx: NodeContext, y: Value, dtype: str) -> Value:
+    """``y`` cast back to ``dtype`` (what :func:`in_float32` returned), if it is not that."""
     return y if ctx.dtype(y) == dtype else ctx.emit("astype", y, dtype=dtype)
 
 
 @converter("Conv")
 def _conv(ctx: NodeContext) -> Value:
     _float_input(ctx)
-    (x, w), dtype = _in_float32(ctx, [ctx.input(0), ctx.input(1)])
+    (x, w), dtype = in_float32(ctx, [ctx.input(0), ctx.input(1)])
     wshape = ctx.shape(w)
     kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
     n = len(kernel)
@@ -105,7 +106,7 @@ def _conv(ctx: NodeContext) -> Value:
     y = ctx.emit(f"nn.conv{n}d", x, w, strides=strides, padding=pads, dilation=dilations,
                  groups=int(ctx.attr("group", 1)), data_layout=data_layout,
                  kernel_layout=kernel_layout, out_layout=data_layout)
-    y = _back(ctx, y, dtype)
+    y = back_to_dtype(ctx, y, dtype)
     if ctx.has(2):
         b = ctx.input(2)
         y = ctx.emit("add", y, reshape(ctx, b, list(_channel_shape(n + 2, ctx.shape(b)[0]))))
@@ -115,7 +116,7 @@ def _conv(ctx: NodeContext) -> Value:
 @converter("ConvTranspose")
 def _conv_transpose(ctx: NodeContext) -> Value:
     _float_input(ctx)
-    (x, w), dtype = _in_float32(ctx, [ctx.input(0), ctx.input(1)])
+    (x, w), dtype = in_float32(ctx, [ctx.input(0), ctx.input(1)])
     wshape = ctx.shape(w)
     n = ctx.ndim(x) - 2
     if n not in (1, 2, 3):
@@ -162,7 +163,7 @@ def _conv_transpose(ctx: NodeContext) -> Value:
     y = ctx.emit(f"nn.conv{n}d_transpose", x, w, strides=strides, padding=pads,
                  output_padding=out_pad, dilation=dilations, groups=group,
                  data_layout=data_layout, kernel_layout=kernel_layout, out_layout=data_layout)
-    y = _back(ctx, y, dtype)
+    y = back_to_dtype(ctx, y, dtype)
     if ctx.has(2):
         b = ctx.input(2)
         y = ctx.emit("add", y, reshape(ctx, b, list(_channel_shape(n + 2, ctx.shape(b)[0]))))
@@ -454,8 +455,8 @@ def _gemm(ctx: NodeContext) -> Value:
     if alpha != 1.0 and is_const(b):
         b = ctx.emit("multiply", b, scalar(ctx, alpha, b))  # folds into the constant
         alpha = 1.0
-    (a, b), dtype = _in_float32(ctx, [a, b])
-    y = _back(ctx, ctx.emit("matmul", a, b), dtype)
+    (a, b), dtype = in_float32(ctx, [a, b])
+    y = back_to_dtype(ctx, ctx.emit("matmul", a, b), dtype)
     if alpha != 1.0:
         y = ctx.emit("multiply", y, scalar(ctx, alpha, y))
     if ctx.has(2) and beta != 0.0:
@@ -468,11 +469,11 @@ def _gemm(ctx: NodeContext) -> Value:
 
 @converter("MatMul")
 def _matmul(ctx: NodeContext) -> Value:
-    (a, b), dtype = _in_float32(ctx, [ctx.input(0), ctx.input(1)])
-    return _back(ctx, ctx.emit("matmul", a, b), dtype)
+    (a, b), dtype = in_float32(ctx, [ctx.input(0), ctx.input(1)])
+    return back_to_dtype(ctx, ctx.emit("matmul", a, b), dtype)
 
 
-def _softmax_axis_2d(ctx: NodeContext, x: Value, fn: Any) -> Value:
+def softmax_axis_2d(ctx: NodeContext, x: Value, fn: Any) -> Value:
     """``fn(ctx, x, axis)`` with the axis semantics of Softmax-like ops: along
     ``axis`` (default -1) from opset 13; before, over the input viewed as 2-D,
     split at ``axis`` (default 1)."""
@@ -489,9 +490,9 @@ def _softmax_axis_2d(ctx: NodeContext, x: Value, fn: Any) -> Value:
 
 def _softmax(ctx: NodeContext, op: str) -> Value:
     _float_input(ctx)
-    (x,), dtype = _in_float32(ctx, [ctx.input(0)])  # float16: exp and sum in float32
-    y = _softmax_axis_2d(ctx, x, lambda c, v, axis: c.emit(op, v, axis=axis))
-    return _back(ctx, y, dtype)
+    (x,), dtype = in_float32(ctx, [ctx.input(0)])  # float16: exp and sum in float32
+    y = softmax_axis_2d(ctx, x, lambda c, v, axis: c.emit(op, v, axis=axis))
+    return back_to_dtype(ctx, y, dtype)
 
 
 @converter("Softmax")
@@ -627,7 +628,7 @@ def _causal_conv_with_state(ctx: NodeContext) -> list[Value]:
     if past is None:
         past = ctx.emit("zeros", (b_, c, k - 1), dtype=ctx.dtype(x))
     full = ctx.emit("concat", [past, x], axis=2)  # (B, C, k - 1 + L)
-    (f32, w32), dtype = _in_float32(ctx, [full, w])
+    (f32, w32), dtype = in_float32(ctx, [full, w])
     y = ctx.emit("nn.conv1d", f32, w32, strides=[1], padding=[0, 0], dilation=[1], groups=c,
                  data_layout="NCW", kernel_layout="OIW", out_layout="NCW")
     if ctx.has(2):
@@ -635,6 +636,6 @@ def _causal_conv_with_state(ctx: NodeContext) -> list[Value]:
                                                             dtype=ctx.dtype(y)), (c, 1)))
     if activation != "none":  # silu in float32, as the definition computes it
         y = ctx.emit("multiply", y, ctx.emit("sigmoid", y))
-    y = _back(ctx, y, dtype)
+    y = back_to_dtype(ctx, y, dtype)
     present = ctx.emit("strided_slice", full, axes=[2], begin=[length], end=[length + k - 1])
     return [y, present]

@@ -15,7 +15,7 @@ import numpy as np
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype
-from phasec.frontend.onnx.ops_nn import _softmax_axis_2d
+from phasec.frontend.onnx.ops_nn import softmax_axis_2d
 from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__: list[str] = []
@@ -121,7 +121,7 @@ def _hardmax(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     if not ctx.dtype(x).startswith("float"):
         raise Unsupported(f"dtype {ctx.dtype(x)}")
-    return _softmax_axis_2d(ctx, x, _hardmax_last)
+    return softmax_axis_2d(ctx, x, _hardmax_last)
 
 
 def _hardmax_last(ctx: NodeContext, x: Value, axis: int) -> Value:
@@ -132,7 +132,7 @@ def _hardmax_last(ctx: NodeContext, x: Value, axis: int) -> Value:
         raise Unsupported("Hardmax along a symbolic dimension")
     shape = [1] * len(dims)
     shape[axis] = d
-    iota = np.arange(d, dtype=np.int64).reshape(shape)
+    iota = ctx.iota(d, shape)
     best = ctx.emit("max", x, axis=[axis], keepdims=True)
     first = ctx.emit("min", ctx.emit("where", ctx.emit("equal", x, best), iota,
                                      np.asarray(d, np.int64)), axis=[axis], keepdims=True)

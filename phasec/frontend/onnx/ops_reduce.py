@@ -159,7 +159,7 @@ def _arg_reduce(ctx: NodeContext) -> Value:
     hit = ctx.emit("equal", x, best)
     shape: list[Any] = [1] * len(dims)
     shape[axis] = d
-    iota = np.arange(d, dtype=np.int64).reshape(shape)
+    iota = ctx.iota(d, shape)
     # the first (or last) index holding the extreme value
     miss = np.asarray(-1 if last else d, np.int64)
     idx = ctx.emit("where", hit, iota, miss)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import tir
+from phasec.op.fold import within_budget
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const, settle
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
@@ -25,6 +26,10 @@ _INT_END = (1 << 31) - 1  # phasec's "to the end" for slices on symbolic dimensi
 
 #: ConstantOfShape results up to this many elements are arrays at import
 #: (they usually feed shape computations); larger ones are ``R.full`` calls.
+#: Not a budget (that is phasec.op.fold's, far above): a fill kept as a fill
+#: reads as one in the imported module, and FoldConstant folds it to a
+#: one-element splat constant whatever its size; as an array it would be
+#: written out element by element.
 _SMALL_CONSTANT = 4096
 
 
@@ -136,6 +141,8 @@ def _range(ctx: NodeContext) -> Value:
     if delta == 0:
         raise Unsupported("Range with delta 0")
     n = max(int(np.ceil((limit - start) / delta)), 0)
+    if not within_budget(n):  # too big to compute at import: computed where it is used
+        return ctx.emit("arange", start, limit, delta, dtype=dtype)
     return (np.asarray(start, dtype) + np.arange(n, dtype=dtype) * np.asarray(delta, dtype)).astype(dtype)
 
 
@@ -146,6 +153,8 @@ def _eye_like(ctx: NodeContext) -> Value:
     if len(dims) != 2:
         raise Unsupported(f"EyeLike of rank {len(dims)}")
     dtype = onnx_to_dtype(ctx.attr("dtype"), "dtype") if "dtype" in ctx.attrs else ctx.dtype(x)
+    if not within_budget(dims[0] * dims[1]):
+        return ctx.emit("eye_like", x, int(ctx.attr("k", 0)), dtype=dtype)
     return np.eye(dims[0], dims[1], k=int(ctx.attr("k", 0)), dtype=dtype)
 
 
@@ -551,6 +560,8 @@ def _trilu(ctx: NodeContext) -> Value:
         raise Unsupported("Trilu needs static last two dimensions")
     k = int(ctx.const_scalar(1, "k")) if ctx.has(1) else 0
     rows, cols = dims[-2], dims[-1]
+    if not within_budget(rows * cols):  # no mask at import: the operator itself
+        return ctx.emit("triu" if ctx.attr("upper", 1) else "tril", x, k)
     mask = np.triu(np.ones((rows, cols), bool), k) if ctx.attr("upper", 1) else \
         np.tril(np.ones((rows, cols), bool), k)
     return ctx.emit("where", mask, x, scalar(ctx, 0, x))
@@ -573,7 +584,7 @@ def _one_hot(ctx: NodeContext) -> Value:
     idx = ctx.emit("expand_dims", idx, axis=[axis])
     shape = [1] * (n + 1)
     shape[axis] = depth
-    hot = ctx.emit("equal", idx, np.arange(depth, dtype=np.int64).reshape(shape))
+    hot = ctx.emit("equal", idx, ctx.iota(depth, shape))
     return ctx.emit("where", hot, np.asarray(on), np.asarray(off))
 
 
@@ -623,8 +634,17 @@ def _window(ctx: NodeContext, coeffs: tuple[float, ...]) -> Value:
     size = int(size)
     dtype = onnx_to_dtype(ctx.attr("output_datatype", 1), "output type")
     periodic = bool(ctx.attr("periodic", 1))
-    n = np.arange(size, dtype=np.float64)
     denom = size if periodic else size - 1
+    if not within_budget(size):  # the same sum, computed at run time
+        positions = ctx.emit("arange", 0, size, 1, dtype="float64")
+        total: Value | None = None
+        for k, a in enumerate(coeffs):
+            angle = ctx.emit("divide", ctx.emit("multiply", positions, np.asarray(2 * np.pi * k)),
+                             np.asarray(float(denom)))
+            term = ctx.emit("multiply", ctx.emit("cos", angle), np.asarray((-1) ** k * a))
+            total = term if total is None else ctx.emit("add", total, term)
+        return ctx.emit("astype", total, dtype=dtype)
+    n = np.arange(size, dtype=np.float64)
     w = np.zeros(size)
     for k, a in enumerate(coeffs):
         w += (-1) ** k * a * (np.cos(2 * np.pi * k * n / denom) if denom else 1.0)

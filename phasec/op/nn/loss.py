@@ -27,7 +27,7 @@ from phasec.ir.text import expr_to_str, prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, Cast, Select
 from phasec.op._common import (
-    OpPattern, as_int, attrs_of, binary_dtype, define, err, one_of, opt, tensor_arg, tensor_sinfo,
+    OpPattern, as_int, attrs_of, binary_dtype, define, err, one_of, tensor_arg, tensor_sinfo,
 )
 from phasec.op.draw import declares_draw
 from phasec.op._lowering import _clamp, _const, _i64, _out, _tensor, legalizes
