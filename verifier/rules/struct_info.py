@@ -76,12 +76,17 @@ class MissingStructInfo(Rule):
         causes.of[var] = len(ctx.diagnostics) - 1
 
     def exit_function(self, ctx: Context, func: Any) -> None:
+        causes = ctx.state(self, _Causes)
+        # After the body: a return without struct info is most often the
+        # consequence of an error in the body (a call whose inference failed
+        # leaves its result, and so the function's return, unknown). Then
+        # that error is the one to fix, and the only one reported.
+        if func.ret_struct_info is None and not causes.explains_return(func):
+            ctx.report(self, "function has no return struct info", func,
+                       help="annotate the function's return (def f(...) -> R.Tensor(...) in "
+                            "TVMScript; ret_struct_info when building IR)")
         if func is ctx.top_func:
-            ctx.state(self, _Causes).annotate(ctx)
-
-    def enter_function(self, ctx: Context, func: Any) -> None:
-        if func.ret_struct_info is None:
-            ctx.report(self, "function has no return struct info", func)
+            causes.annotate(ctx)
 
     def inject(self, mod: IRModule, choose: Choose) -> IRModule:
         return insert_bindings(mod, lambda x: [VarBinding(Var("untyped", None), x)], choose)
@@ -390,6 +395,13 @@ class _Causes:
             if d.code != MissingStructInfo.code:
                 return index, False
         return None, False
+
+    def explains_return(self, func: Any) -> bool:
+        """Whether ``func`` returns a value whose missing struct info has a cause
+        already reported (so its own missing return struct info is a consequence)."""
+        body = getattr(func, "body", None)
+        result = getattr(body, "body", body)
+        return any(v in self.of for v in _direct_operands(result))
 
     def annotate(self, ctx: Context) -> None:
         for index, count in self.followers.items():
