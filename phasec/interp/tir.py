@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
+from phasec.errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError, counted
 from phasec.ir import tir
 from phasec.ir.tir import (
     Allocate, BinaryOp, Block, Buffer, BufferLoad, BufferStore, Cast, Evaluate, FloatImm, For,
@@ -385,7 +385,8 @@ class _Machine:
         if arity is None:
             raise TIRExecutionError(f"unknown TIR intrinsic T.{e.name}")
         if len(e.args) != arity:
-            raise TIRExecutionError(f"T.{e.name} takes {arity} argument(s), got {len(e.args)}")
+            raise TIRExecutionError(f"T.{e.name} takes {counted(arity, 'argument')}, "
+                                    f"got {len(e.args)}")
         if e.name == "assume":  # a stated fact, never evaluated (see tir.INTRINSICS)
             work.append((_CONST, True))
             return
@@ -687,7 +688,7 @@ def _bind_params(m: _Machine, func: PrimFunc, args: Sequence[Any]) -> None:
     params = func.params
     if len(args) != len(params):
         expected = ", ".join(p.name for p in params)
-        raise VMError(f"PrimFunc {name} takes {len(params)} argument(s) ({expected}), "
+        raise VMError(f"PrimFunc {name} takes {counted(len(params), 'argument')} ({expected}), "
                       f"got {len(args)}")
     buffers: list[tuple[int, Buffer, np.ndarray]] = []
     for pos, (p, a) in enumerate(zip(params, args)):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from phasec.errors import StructInfoError
+from phasec.errors import StructInfoError, counted
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import (
@@ -572,8 +572,9 @@ def derive_call_ret(call: Call, fsinfo: FuncStructInfo, callee: str,
         return fsinfo.ret
     if len(call.args) != len(fsinfo.params):
         raise StructInfoError(
-            f"{expr_to_str(call)}: {callee} takes {len(fsinfo.params)} argument(s) "
-            f"but {len(call.args)} were given; its signature is {sinfo_to_str(fsinfo)}", call.span)
+            f"{expr_to_str(call)}: {callee} takes {counted(len(fsinfo.params), 'argument')} "
+            f"but {len(call.args)} {'was' if len(call.args) == 1 else 'were'} given; its "
+            f"signature is {sinfo_to_str(fsinfo)}", call.span)
     vmap: dict[tir.Var, tir.PrimExpr] = {}
     for i, (param, arg) in enumerate(zip(fsinfo.params, call.args)):
         asinfo = arg_sinfo(arg, ctx)

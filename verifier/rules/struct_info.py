@@ -15,7 +15,7 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from phasec.errors import StructInfoError
+from phasec.errors import StructInfoError, counted
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import (
@@ -471,8 +471,10 @@ class CallSignatureMismatch(Rule):
             if opdef is None:
                 return  # WF407
             if not opdef.variadic and len(call.args) > len(opdef.args):
-                ctx.report(self, f"{opdef.script_name} takes {len(opdef.args)} operand(s) "
-                           f"({', '.join(opdef.args)}) but {len(call.args)} were given", call)
+                ctx.report(self, f"{opdef.script_name} takes "
+                           f"{counted(len(opdef.args), 'operand')} ({', '.join(opdef.args)}) "
+                           f"but {len(call.args)} {'was' if len(call.args) == 1 else 'were'} "
+                           "given", call)
                 return
             if call.attrs or opdef.attrs:
                 try:

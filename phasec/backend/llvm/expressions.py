@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from phasec.errors import counted
 from phasec.ir import tir
 from phasec.ir.node import Node
 from phasec.backend.llvm._base import (
@@ -88,7 +89,7 @@ class ExpressionCodegen:
                 raise self.error(f"unknown intrinsic '{n.name}' (known: "
                                  f"{', '.join(sorted(tir.INTRINSICS))})", n)
             if len(n.args) != arity:
-                raise self.error(f"intrinsic '{n.name}' takes {arity} argument(s), "
+                raise self.error(f"intrinsic '{n.name}' takes {counted(arity, 'argument')}, "
                                  f"got {len(n.args)}", n)
             at = memo[id(n.args[0])]
             if n.name in tir.BOOL_INTRINSICS:
