@@ -21,8 +21,9 @@ def test_misspelled_pass_name_is_an_error(setting: str):
     with pytest.raises(PassConfigError) as info:
         PassContext(**{setting: ["FoldConstant", "LegalizeOp"]})
     message = str(info.value)
+    # (passes other tests declare may be suggested too: LegalizeOps comes first)
     assert message.startswith(f"PassContext({setting}=...): unknown pass 'LegalizeOp' "
-                              "(did you mean LegalizeOps?)")
+                              "(did you mean LegalizeOps")
     assert "known passes:" in message and "FuseOps" in message
 
 
@@ -31,7 +32,7 @@ def test_same_wording_as_pipeline_specs():
         parse_pipeline("LegalizeOp")
     with pytest.raises(PassConfigError) as ctx:
         PassContext(disabled_pass="LegalizeOp")
-    phrase = "unknown pass 'LegalizeOp' (did you mean LegalizeOps?)"
+    phrase = "unknown pass 'LegalizeOp' (did you mean LegalizeOps"
     assert phrase in str(spec.value) and phrase in str(ctx.value)
 
 
