@@ -208,10 +208,13 @@ def _moduleless_directories(searched: dict[str, list[str]], results: Sequence[_R
     out = []
     for directory, found in searched.items():
         if found and not any(f in checked for f in found):
+            which = "its one .py/.json file" if len(found) == 1 else \
+                f"none of its {len(found)} .py/.json files"
             out.append(_Result(directory, error=_InputError(
-                f"directory holds no module: none of its {len(found)} .py/.json "
-                f"file{'s' if len(found) != 1 else ''} has an @I.ir_module class or is a "
-                "phasec JSON module", "OSError")))
+                f"directory holds no module: {which} has "
+                f"{'no' if len(found) == 1 else 'an'} @I.ir_module class "
+                f"{'and is not' if len(found) == 1 else 'or is'} a phasec JSON module",
+                "OSError")))
     return out
 
 
