@@ -113,7 +113,9 @@ from phasec.ir.struct_info import (
     TupleStructInfo,
 )
 from phasec.ir.visitor import collect_exprs
-from phasec.transform import PassConfigError, PassContext, module_pass, register_pass
+from phasec.transform import (
+    PassConfigError, PassContext, module_pass, register_config_option, register_pass,
+)
 from phasec.transform.info import is_int_at_least
 
 from phasec.passes._fusion_rules import (
@@ -126,7 +128,9 @@ __all__ = ["FuseOps", "FusionRules", "DEFAULT_RULES", "TVM_RULES", "NO_EPILOGUE_
            "STOP_FUSION_OP"]
 
 #: PassContext config key holding the fusion rules (a FusionRules or a registered name).
-CONFIG_KEY = "FuseOps.rules"
+CONFIG_KEY = register_config_option(
+    "FuseOps.rules", "the fusion rules of every FuseOps without rules=...: a FusionRules "
+    "object or the name of registered rules")
 #: The fusion-barrier operator.
 STOP_FUSION_OP = "relax.stop_fusion"
 #: Attributes of functions FuseOps leaves alone.

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
-           "IndexOutOfRangeError", "index_error_text", "FileAccessError",
+           "IndexOutOfRangeError", "index_error_text", "counted", "FileAccessError",
            "BufferAccessError", "ProgramAssertionError"]
 
 
@@ -127,6 +127,12 @@ class BufferAccessError(VMError, IndexError):
             message = (f"kernel {kernel!r}: out-of-bounds {access} buffer {buffer!r}: index "
                        f"{index} in dimension {dim}, whose extent is {extent} ({valid})")
         super().__init__(message)
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 argument``, ``2 arguments``: a count and its noun, for messages
+    (never ``2 argument(s)``); ``plural`` when it is not ``noun + "s"``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def index_error_text(where: str, value: int, extent: int) -> str:

@@ -9,12 +9,23 @@ Usage::
 
 PATHs are files or directories (searched recursively for ``.py`` and
 ``.json``); ``-`` reads one module from standard input (JSON when it starts
-with ``{``, TVMScript otherwise), reported as ``<stdin>``. Files found in a
-directory that are not modules at all (a ``.py`` file with no ``ir_module``
-class, a ``.json`` document that is not a phasec module) are skipped and
-counted, so the command can run over a source tree; a file named on the
-command line is checked whatever it holds, unless ``--skip-non-modules``
-(what the pre-commit hook passes). ``--exclude`` drops paths matching a glob.
+with ``{``, TVMScript otherwise), reported as ``<stdin>``. A Python file
+may hold its modules among other code: every ``@I.ir_module`` class in it
+is checked, wherever it is (module level, inside a test function, under
+``if __name__ == "__main__":``), found by parsing (:mod:`verifier.sources`);
+one declared ``@I.ir_module(check_well_formed=False)`` among other code is
+skipped, as TVM skips it (test files mark modules ill-formed on purpose so).
+Files found in a directory that are not modules at all (a ``.py`` file with
+no ``@I.ir_module`` class, a ``.json`` document that is not a phasec module)
+are skipped and counted, so the command can run over a source tree; a file
+named on the command line is checked whatever it holds, unless
+``--skip-non-modules`` (what the pre-commit hook passes). A directory named
+on the command line that holds no module at all is an input error, as an
+empty one is: nothing would be checked. ``--exclude GLOB`` drops the files
+and prunes the directories it matches: a glob matches any one component of
+a path (``--exclude build``, ``--exclude 'test_*.py'``), the path relative
+to the directory named on the command line (``--exclude 'build/*'``), or
+the path as written.
 The per-pass files of TVM's ``DumpIR`` instrument (``NNN_PassName.py``) found
 in a directory are reported with the phase each reaches (as ``--infer-phase``
 does); those of TVM's TIR pipeline, which follows VM codegen and holds no
@@ -31,8 +42,8 @@ input larger than ``--max-input-size`` (default 4G, or
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
-import fnmatch
 import json
 import os
 import re
@@ -56,11 +67,13 @@ from phasec.verifier.checker import check, infer_phase
 from phasec.verifier.diagnostics import ERROR, Diagnostic, format_diagnostic, source_excerpt
 from phasec.verifier.input_codes import INPUT_CODES, explain_input_code, input_code_for
 from phasec.verifier.rules import all_rules, explain, get_rule
+from phasec.verifier.sources import (
+    MODULE_SUFFIXES, ModuleSource, excluded, find_modules, looks_like_module, walk_module_files,
+)
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_INPUT = 0, 1, 2
-MODULE_SUFFIXES = (".py", ".json")
 #: the PATH that means standard input, and the name it is reported under
 STDIN_PATH, STDIN_NAME = "-", "<stdin>"
 
@@ -104,11 +117,15 @@ def _arg_parser() -> _ArgParser:
                    help="output format (default: text; sarif: SARIF 2.1.0 for code-scanning "
                         "tools; --explain and --list-rules take text or json)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                   help="skip files whose path or name matches GLOB (repeatable)")
+                   help="skip the files and directories GLOB matches (repeatable): a GLOB "
+                        "matches any one component of a path ('build', 'test_*.py'), the path "
+                        "relative to the directory given ('build/*'), or the path as written; "
+                        "a matching directory is not searched")
     p.add_argument("--skip-non-modules", action="store_true",
                    help="skip named files that hold no module (no @I.ir_module class, not a "
                         "phasec JSON module), as files found in directories always are; "
-                        "for pre-commit hooks")
+                        "for pre-commit hooks. The @I.ir_module classes of any Python file are "
+                        "checked wherever they are; a decorator in a string is not one")
     p.add_argument("--max-input-size", metavar="SIZE", default=None,
                    help="refuse inputs larger than SIZE (e.g. 512M, 8G; default 4G or "
                         "$PHASEC_MAX_INPUT_SIZE)")
@@ -146,50 +163,59 @@ class _Result:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: _InputError | None = None
     not_a_module: bool = False  # skipped: the file holds no module at all
+    #: the @I.ir_module class, when the module was found among other Python code
+    module_name: str | None = None
+    #: skipped: a class found among other Python code, declared check_well_formed=False
+    unchecked: bool = False
     dump_stage: bool = False  # a per-pass file of TVM's DumpIR: reported with its inferred phase
     tir_stage: bool = False  # skipped: a DumpIR file of TVM's TIR pipeline (no Relax function)
 
 
-def _excluded(path: str, patterns: Sequence[str]) -> bool:
-    norm = os.path.normpath(path)
-    return any(fnmatch.fnmatch(norm, pat) or fnmatch.fnmatch(os.path.basename(norm), pat)
-               or fnmatch.fnmatch(path, pat) for pat in patterns)
-
-
 def _collect(paths: Sequence[str], exclude: Sequence[str] = ()
-             ) -> tuple[list[str], set[str], list[_Result]]:
+             ) -> tuple[list[str], dict[str, list[str]], list[_Result]]:
     """Module files named by ``paths`` (directories searched, sorted, minus
-    ``exclude`` globs), the subset found by searching directories, and
+    what ``exclude`` matches), the files found in each directory named, and
     results for paths that could not be used."""
     files: list[str] = []
-    searched: set[str] = set()
+    searched: dict[str, list[str]] = {}
     bad: list[_Result] = []
     for path in paths:
-        if path != STDIN_PATH and _excluded(path, exclude):
+        if path != STDIN_PATH and excluded(path, exclude, is_dir=os.path.isdir(path)):
             continue
         if path == STDIN_PATH:
             if STDIN_NAME not in files:  # standard input can be read once
                 files.append(STDIN_NAME)
         elif os.path.isdir(path):
-            found = []
-            for root, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-                # regular files only: a named pipe or device in the tree would block
-                found.extend(os.path.join(root, n) for n in sorted(names)
-                             if n.lower().endswith(MODULE_SUFFIXES) and not n.startswith(".")
-                             and os.path.isfile(os.path.join(root, n))
-                             and not _excluded(os.path.join(root, n), exclude))
+            found = list(walk_module_files(path, exclude))
             if not found:
                 bad.append(_Result(path, error=_InputError(
                     "directory contains no TVMScript (.py) or JSON (.json) module files",
                     "OSError")))
             files.extend(found)
-            searched.update(found)
+            searched.setdefault(path, []).extend(found)
         elif os.path.exists(path):
             files.append(path)
         else:
             bad.append(_Result(path, error=_InputError("no such file or directory", "OSError")))
     return files, searched, bad
+
+
+def _moduleless_directories(searched: dict[str, list[str]], results: Sequence[_Result]
+                            ) -> list[_Result]:
+    """An input error for each directory named on the command line in which
+    no module was found (as for an empty one: nothing would be checked)."""
+    checked = {r.path for r in results if not r.not_a_module}
+    out = []
+    for directory, found in searched.items():
+        if found and not any(f in checked for f in found):
+            which = "its one .py/.json file" if len(found) == 1 else \
+                f"none of its {len(found)} .py/.json files"
+            out.append(_Result(directory, error=_InputError(
+                f"directory holds no module: {which} has "
+                f"{'no' if len(found) == 1 else 'an'} @I.ir_module class "
+                f"{'and is not' if len(found) == 1 else 'or is'} a phasec JSON module",
+                "OSError")))
+    return out
 
 
 def _read(path: str, stdin: IO[Any] | None = None) -> tuple[str | None, _InputError | None]:
@@ -227,23 +253,10 @@ _DUMPIR_NAME = re.compile(r"^\d{3}_.+\.py$")
 #: A Relax function in TVMScript text (TVM's TIR pipeline leaves none).
 _RELAX_FUNCTION = re.compile(r"^[ \t]*@R\.function\b", re.MULTILINE)
 
-#: ``@I.ir_module``, ``@tvm.script.ir_module``, ``@ir_module`` at the start of a line
-_MODULE_DECORATOR = re.compile(r"^[ \t]*@[\w.]*\bir_module\b", re.MULTILINE)
-
-
-def _is_module_text(path: str, text: str) -> bool:
-    """Whether a file holds a module at all (standard input always does).
-
-    A cheap look, before parsing: TVMScript modules have an ``ir_module``
-    class decorator, JSON modules name the ``phasec.ir_module`` format. Any
-    other ``.py``/``.json`` file (ordinary Python, package.json...) is not an
-    ill-formed module but no module, and is skipped.
-    """
-    if path == STDIN_NAME:
-        return True
-    if _is_json(path, text):
-        return "phasec.ir_module" in text
-    return _MODULE_DECORATOR.search(text) is not None
+def _is_json_module_text(text: str) -> bool:
+    """A cheap look before parsing: JSON modules name the ``phasec.ir_module``
+    format; any other JSON document (package.json...) is no module."""
+    return "phasec.ir_module" in text
 
 
 def _is_json(path: str, text: str) -> bool:
@@ -278,24 +291,50 @@ def _load(path: str, text: str) -> tuple[Any, _InputError | None]:
 
 
 def _run_one(path: str, phase: Phase | None, want_inferred: bool,
-             stdin: IO[Any] | None = None, skip_non_module: bool = False) -> _Result:
+             stdin: IO[Any] | None = None, skip_non_module: bool = False) -> list[_Result]:
+    """The results of one file: one per module it holds (none found: one
+    result, skipped or an input error)."""
     result = _Result(path)
     text, error = _read(path, stdin)
-    if error is None and skip_non_module and not _is_module_text(path, text):
-        result.not_a_module = True
-        return result
-    if error is None and skip_non_module and _DUMPIR_NAME.match(os.path.basename(path)):
-        # A file of TVM's DumpIR found in a directory: the module after one
-        # TVM pass, reported with the phase it reaches. After VM codegen TVM
-        # goes on with TIR-only modules, outside phasec's phases.
-        if _RELAX_FUNCTION.search(text) is None:
-            result.tir_stage = True
-            return result
-        result.dump_stage = want_inferred = True
-    if error is None:
-        result.source_lines = text.splitlines()
-        result.module, error = _load(path, text)
     if error is not None:
+        result.error = error
+        return [result]
+    assert text is not None
+    skip = skip_non_module and path != STDIN_NAME  # standard input always holds a module
+    if _is_json(path, text):
+        if skip and not _is_json_module_text(text):
+            result.not_a_module = True
+            return [result]
+        return [_check_text(result, text, ModuleSource(text), phase, want_inferred)]
+    sources = find_modules(text, path)
+    if not sources:  # not Python, or no @I.ir_module class
+        if skip and (sources is not None or not looks_like_module(text)):
+            result.not_a_module = True
+            return [result]
+        # the parser says what is wrong: the syntax error, or no module class
+        return [_check_text(result, text, ModuleSource(text), phase, want_inferred)]
+    if len(sources) == 1 and sources[0].name is None:  # the file is a module
+        if skip and _DUMPIR_NAME.match(os.path.basename(path)):
+            # A file of TVM's DumpIR found in a directory: the module after one
+            # TVM pass, reported with the phase it reaches. After VM codegen TVM
+            # goes on with TIR-only modules, outside phasec's phases.
+            if _RELAX_FUNCTION.search(text) is None:
+                result.tir_stage = True
+                return [result]
+            result.dump_stage = want_inferred = True
+        return [_check_text(result, text, sources[0], phase, want_inferred)]
+    return [_Result(path, module_name=source.name, unchecked=True) if source.unchecked
+            else _check_text(_Result(path, module_name=source.name), text, source, phase,
+                             want_inferred) for source in sources]
+
+
+def _check_text(result: _Result, text: str, source: ModuleSource, phase: Phase | None,
+                want_inferred: bool) -> _Result:
+    """Parse and check one module of the file ``result.path`` (whose text is ``text``)."""
+    result.source_lines = text.splitlines()
+    result.module, error = _load(result.path, source.text)
+    if error is not None:
+        error.span = source.to_file(error.span)
         result.error = error
         return result
     mod = result.module
@@ -304,11 +343,19 @@ def _run_one(path: str, phase: Phase | None, want_inferred: bool,
         try:
             result.inferred = infer_phase(mod)
         except WellFormedError as exc:
-            result.diagnostics = exc.diagnostics
+            result.diagnostics = _in_file(exc.diagnostics, source)
         return result
     result.checked = phase if phase is not None else mod.phase
-    result.diagnostics = check(mod, result.checked)
+    result.diagnostics = _in_file(check(mod, result.checked), source)
     return result
+
+
+def _in_file(diagnostics: Sequence[Diagnostic], source: ModuleSource) -> list[Diagnostic]:
+    """``diagnostics`` with their locations in the file the module was cut out of."""
+    if not source.indent:
+        return list(diagnostics)
+    return [d if d.span is None else dataclasses.replace(d, span=source.to_file(d.span))
+            for d in diagnostics]
 
 
 # ---------------------------------------------------------------------------
@@ -362,11 +409,12 @@ def _print_text(results: Sequence[_Result], out: TextIO, infer: bool,
         if r.error is not None:
             print(show(_input_error_text(r)), file=out)
             continue
+        where = r.path if r.module_name is None else f"{r.path} (class {r.module_name})"
         if (infer or r.dump_stage) and r.inferred is not None:
             note = f" (declared: {r.declared.label})" if r.declared is not None else ""
-            print(f"{r.path}: {r.inferred.label}{note}", file=out)
+            print(f"{where}: {r.inferred.label}{note}", file=out)
         elif infer or r.dump_stage:
-            print(f"{r.path}: not well-formed at any phase", file=out)
+            print(f"{where}: not well-formed at any phase", file=out)
         for d in r.diagnostics:
             print(show(format_diagnostic(d, _excerpt_lines(r, d.span), default_file=r.path)),
                   file=out)
@@ -413,13 +461,15 @@ def _print_json(results: Sequence[_Result], out: TextIO, status: int) -> None:
     for r in results:
         if r.error is not None:
             span = r.error.span
-            files.append(FileReport(path=r.path, status="input-error", input_error=InputErrorModel(
+            problem = InputErrorModel(
                 message=r.error.message, kind=r.error.kind, code=r.error.code,
-                line=span.line if span else None, column=span.col + 1 if span else None)))
+                line=span.line if span else None, column=span.col + 1 if span else None)
+            files.append(FileReport(path=r.path, module=r.module_name, status="input-error",
+                                    input_error=problem))
             continue
         has_errors = any(d.severity == ERROR for d in r.diagnostics)
         files.append(FileReport(
-            path=r.path, status="violations" if has_errors else "ok",
+            path=r.path, module=r.module_name, status="violations" if has_errors else "ok",
             declared_phase=r.declared.label if r.declared is not None else None,
             checked_phase=r.checked.label if r.checked is not None else None,
             inferred_phase=r.inferred.label if r.inferred is not None else None,
@@ -439,13 +489,14 @@ def _counts(results: Sequence[_Result]) -> tuple[int, int, int]:
 
 def _modules(results: Sequence[_Result]) -> list[_Result]:
     """The results of files that hold a module (or could not be read)."""
-    return [r for r in results if not r.not_a_module and not r.tir_stage]
+    return [r for r in results if not r.not_a_module and not r.tir_stage and not r.unchecked]
 
 
 def _summary(all_results: Sequence[_Result]) -> str:
     results = _modules(all_results)
     tir_stages = sum(r.tir_stage for r in all_results)
-    skipped = len(all_results) - len(results) - tir_stages
+    unchecked = sum(r.unchecked for r in all_results)
+    skipped = len(all_results) - len(results) - tir_stages - unchecked
     errors, warnings, inputs = _counts(results)
     checked = len(results) - inputs
     parts = [f"{errors} error{'s' if errors != 1 else ''}",
@@ -457,6 +508,9 @@ def _summary(all_results: Sequence[_Result]) -> str:
     if skipped:
         notes.append(f"skipped {skipped} file{'s' if skipped != 1 else ''} that "
                      f"{'are' if skipped != 1 else 'is'} not a module")
+    if unchecked:
+        notes.append(f"skipped {unchecked} module{'s' if unchecked != 1 else ''} declared "
+                     "@I.ir_module(check_well_formed=False)")
     if tir_stages:
         notes.append(f"skipped {tir_stages} DumpIR file{'s' if tir_stages != 1 else ''} of TVM's "
                      f"TIR pipeline, which hold no Relax function")
@@ -586,15 +640,17 @@ def _main(argv: Sequence[str] | None, stdout: TextIO | None, stderr: TextIO | No
         return EXIT_OK
 
     files, searched, results = _collect(args.paths, args.exclude)
+    found_in_directories = {f for found in searched.values() for f in found}
     for path in files:
         try:
-            skip = args.skip_non_modules or path in searched
-            results.append(_run_one(path, phase, args.infer_phase, stdin, skip))
+            skip = args.skip_non_modules or path in found_in_directories
+            results.extend(_run_one(path, phase, args.infer_phase, stdin, skip))
         except Exception as exc:  # never a traceback for a user's file
             results.append(_Result(path, error=_InputError(
                 f"internal error while checking this file ({type(exc).__name__}: {exc})",
                 "InternalError")))
-    results.sort(key=lambda r: r.path)
+    results.extend(_moduleless_directories(searched, results))
+    results.sort(key=lambda r: r.path)  # stable: a file's modules stay in source order
     all_results, results = results, _modules(results)
 
     errors, _, inputs = _counts(results)

@@ -50,6 +50,9 @@ class InputErrorModel(BaseModel):
 
 class FileReport(BaseModel):
     path: str
+    module: str | None = Field(
+        None, description="the @I.ir_module class, when the file holds its modules among "
+                          "other Python code (one report per class)")
     status: Literal["ok", "violations", "input-error"]
     declared_phase: str | None = None
     checked_phase: str | None = None

@@ -78,7 +78,8 @@ from phasec.cli._report import CliReport, add_report_argument
 from phasec.ir import IRModule
 from phasec.ir.expr import Function
 from phasec.ir.struct_info import StructInfo
-from phasec.transform import VERIFY_MODES, PassInstrument, list_passes
+from phasec.transform import VERIFY_MODES, PassInstrument, get_pass, list_passes
+from phasec.verifier.inputs import check_input
 from phasec.cli.build import EXECUTABLE_SUFFIX, _count
 from phasec.cli.opt import check_opt_level, check_outputs_differ, read_module
 
@@ -496,6 +497,15 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
         what = args.input
         if Path(args.input).suffix.lower() == ".onnx":
             given = onnx_input_names(given)
+    if args.verify != "off":
+        # An ill-formed input is the input's error (as phasec-check reports it), not the
+        # first pass's; what Normalize repairs (IR not in A-normal form) is no error.
+        try:
+            check_input(mod, "standard input" if args.input == "-" else what,
+                        repair=get_pass("Normalize"))
+        except PhasecError as exc:
+            report.write(mod, error=exc)
+            raise
     params = _entry_params(mod, args.entry)
     inputs, generated = make_inputs(params, given, dims, args.seed)
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError
+from phasec.errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError, counted
 from phasec.ir import tir
 from phasec.ir.intrinsics import BIT, FACT, INDEX, INTRINSIC_TABLE
 from phasec.runtime.binary_ops import ARITH, BINARY_OPS, COMPARE, int_pow
@@ -336,7 +336,8 @@ class _Machine:
             raise TIRExecutionError(f"unknown TIR intrinsic T.{e.name}")
         arity = spec.arity
         if len(e.args) != arity:
-            raise TIRExecutionError(f"T.{e.name} takes {arity} argument(s), got {len(e.args)}")
+            raise TIRExecutionError(f"T.{e.name} takes {counted(arity, 'argument')}, "
+                                    f"got {len(e.args)}")
         if spec.kind == FACT:  # a stated fact, never evaluated (see phasec.ir.intrinsics)
             work.append((_CONST, True))
             return
@@ -637,7 +638,7 @@ def _bind_params(m: _Machine, func: PrimFunc, args: Sequence[Any]) -> None:
     params = func.params
     if len(args) != len(params):
         expected = ", ".join(p.name for p in params)
-        raise VMError(f"PrimFunc {name} takes {len(params)} argument(s) ({expected}), "
+        raise VMError(f"PrimFunc {name} takes {counted(len(params), 'argument')} ({expected}), "
                       f"got {len(args)}")
     buffers: list[tuple[int, Buffer, np.ndarray]] = []
     for pos, (p, a) in enumerate(zip(params, args)):

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import IndexOutOfRangeError, StructInfoError
+from phasec.errors import IndexOutOfRangeError, StructInfoError, counted
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import Call, Op
@@ -213,7 +213,7 @@ def _op_script(call: Call) -> str:
 
 def _check_arity(call: Call, n: int) -> None:
     if len(call.args) < n:
-        raise err(call, f"{_op_script(call)} expects {n} operand(s), got {len(call.args)}")
+        raise err(call, f"{_op_script(call)} expects {counted(n, 'operand')}, got {len(call.args)}")
 
 
 #: Arithmetic operators that do not take bool tensors: their kernels compute

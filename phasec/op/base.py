@@ -86,6 +86,7 @@ from typing import Any
 import numpy as np
 
 from phasec import arith
+from phasec.errors import counted
 from phasec import te
 from phasec.ir import tir
 from phasec.ir.expr import Call, Expr, ExternFunc, GlobalVar, Op, ShapeExpr, StringImm
@@ -173,7 +174,7 @@ def _infer_call_tir_inplace(call, ctx):
     for k in indices:
         if k < -1 or (n_args is not None and k >= n_args):
             raise err(call, f"R.call_tir_inplace: inplace index {k} is not -1 (a new output) "
-                            f"nor one of its {n_args} argument(s)")
+                            f"nor one of its {counted(n_args, 'argument')}")
     if not any(k >= 0 for k in indices):
         raise err(call, "R.call_tir_inplace needs at least one in-place output (an index "
                         "other than -1); use R.call_tir otherwise")

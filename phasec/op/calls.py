@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from phasec.errors import StructInfoError
+from phasec.errors import StructInfoError, counted
 from phasec.ir import tir
 from phasec.ir.expr import Call, Expr, ExternFunc, Op, PrimValue, ShapeExpr, Tuple
 from phasec.ir.node import Span, set_field
@@ -191,10 +191,12 @@ def call_op(name: str, *args: Any, sinfo_args: tuple[StructInfo, ...] | list = (
             args = (*args, *(defaults[m] for m in missing))
     n_fixed = len(opdef.args) - (1 if opdef.variadic else 0)
     if (len(args) < n_fixed) or (not opdef.variadic and len(args) != len(opdef.args)):
-        expected = (f"at least {n_fixed}" if opdef.variadic else str(len(opdef.args)))
+        expected = (f"at least {counted(n_fixed, 'operand')}" if opdef.variadic
+                    else counted(len(opdef.args), "operand"))
         raise StructInfoError(
-            f"{opdef.script_name} takes {expected} operand(s) "
-            f"({', '.join(opdef.args) or 'none'}) but {len(args)} were given", span)
+            f"{opdef.script_name} takes {expected} "
+            f"({', '.join(opdef.args) or 'none'}) but {len(args)} "
+            f"{'was' if len(args) == 1 else 'were'} given", span)
     operands = [_convert_operand(opdef, i, a, span) for i, a in enumerate(args)]
     norm = finish_with_operands(opdef.name, normalize_attrs(opdef, attrs, span), operands)
     if isinstance(sinfo_args, StructInfo):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from phasec.arith.lattice import (
     collect_shape_vars, erase_to_ndim, join, may_be_base_of, substitute_sinfo,
 )
-from phasec.errors import StructInfoError
+from phasec.errors import StructInfoError, counted
 from phasec.ir import tir
 from phasec.ir.expr import (
     Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If, Op, PrimValue,
@@ -141,8 +141,9 @@ def derive_call_ret(call: Call, fsinfo: FuncStructInfo, callee: str,
         return fsinfo.ret
     if len(call.args) != len(fsinfo.params):
         raise StructInfoError(
-            f"{expr_to_str(call)}: {callee} takes {len(fsinfo.params)} argument(s) "
-            f"but {len(call.args)} were given; its signature is {sinfo_to_str(fsinfo)}", call.span)
+            f"{expr_to_str(call)}: {callee} takes {counted(len(fsinfo.params), 'argument')} "
+            f"but {len(call.args)} {'was' if len(call.args) == 1 else 'were'} given; its "
+            f"signature is {sinfo_to_str(fsinfo)}", call.span)
     vmap: dict[tir.Var, tir.PrimExpr] = {}
     for i, (param, arg) in enumerate(zip(fsinfo.params, call.args)):
         asinfo = arg_sinfo(arg, ctx)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from phasec import arith
+from phasec.errors import counted
 from phasec import te
 from phasec.ir import tir
 from phasec.ir.expr import Call
@@ -175,8 +176,8 @@ def _parse_einsum(subscripts: str, ndims: list[int], fail) -> _Spec:
     lhs, arrow, rhs = text.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(ndims):
-        fail(f"einsum: the subscripts {subscripts!r} name {len(terms)} operand(s), but "
-             f"{len(ndims)} were given")
+        fail(f"einsum: the subscripts {subscripts!r} name {counted(len(terms), 'operand')}, "
+             f"but {len(ndims)} {'was' if len(ndims) == 1 else 'were'} given")
     allowed = set(string.ascii_letters)
     n_ell = 0
     parsed: list[list[str]] = []

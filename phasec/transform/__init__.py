@@ -22,7 +22,9 @@ bad context argument, malformed pass declaration) raise
 :class:`PassConfigError`, a :class:`phasec.PhasecError` and ``ValueError``.
 """
 
-from phasec.transform.context import VERIFY_MODES, PassContext
+from phasec.transform.context import (
+    VERIFY_MODES, PassContext, config_options, register_config_option,
+)
 from phasec.transform.info import (
     ALL_PHASES, TRANSITION_PASSES, PassConfigError, PassInfo, as_phases, describe_phases,
     phase_mismatch_message,
@@ -45,7 +47,7 @@ from phasec.transform.sequential import PlanStep, Sequential
 from phasec.transform.spec import parse_pipeline, pass_spec
 
 __all__ = [
-    "PassContext", "VERIFY_MODES", "PassInfo", "PassConfigError", "ALL_PHASES",
+    "PassContext", "VERIFY_MODES", "register_config_option", "config_options", "PassInfo", "PassConfigError", "ALL_PHASES",
     "TRANSITION_PASSES", "as_phases", "describe_phases", "phase_mismatch_message",
     "PassInstrument", "pass_instrument", "PrintBeforeAll", "PrintAfterAll", "PassTiming",
     "TimingRow", "PassTrace", "TraceEntry", "Pass", "ModulePass", "FunctionPass",

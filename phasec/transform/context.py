@@ -3,6 +3,13 @@
 A context is entered with ``with PassContext(...):``; contexts nest, and the
 innermost one is :meth:`PassContext.current`. The current context lives in a
 :class:`contextvars.ContextVar`, so threads and asyncio tasks each see their own.
+
+A typo in a setting is an error, not a silently ignored setting: the pass
+names of ``disabled_pass``/``required_pass`` must name declared passes and
+the keys of ``config`` registered config options
+(:func:`register_config_option`, as TVM's ``TVM_REGISTER_PASS_CONFIG_OPTION``),
+with a "did you mean" as textual pipelines give. They are checked when the
+context is made.
 """
 
 from __future__ import annotations
@@ -12,10 +19,13 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from phasec.transform.info import PassConfigError, PassInfo, is_int_at_least
+from phasec.transform.info import (
+    PassConfigError, PassInfo, declared_pass_names, is_int_at_least, load_declarations,
+    unknown_name_message,
+)
 from phasec.transform.instruments import PassInstrument
 
-__all__ = ["PassContext", "VERIFY_MODES"]
+__all__ = ["PassContext", "VERIFY_MODES", "register_config_option", "config_options"]
 
 #: ``"each"``: verify after every pass; ``"transitions"``: only after transition
 #: passes; ``"off"``: never (the phase check before each pass still happens).
@@ -23,6 +33,57 @@ VERIFY_MODES = ("each", "transitions", "off")
 
 _CURRENT: contextvars.ContextVar["PassContext | None"] = contextvars.ContextVar(
     "phasec_pass_context", default=None)
+
+
+#: config key -> what it does: the keys PassContext(config=...) accepts.
+_CONFIG_OPTIONS: dict[str, str] = {}
+
+
+def register_config_option(key: str, description: str = "") -> str:
+    """Declare a ``PassContext(config=...)`` key that a pass reads; returns ``key``.
+
+    A pass module registers its keys when it is imported, as TVM's
+    ``TVM_REGISTER_PASS_CONFIG_OPTION`` does (``FuseOps.rules`` is one); a
+    pass of your own registers its key before a context uses it. Registering
+    a key again replaces its description.
+    """
+    if not isinstance(key, str) or not key:
+        raise PassConfigError(f"a config option is a non-empty str, not {key!r}")
+    _CONFIG_OPTIONS[key] = description
+    return key
+
+
+def config_options() -> dict[str, str]:
+    """Every registered config option (the built-in passes' included) and its description."""
+    load_declarations()
+    return dict(sorted(_CONFIG_OPTIONS.items()))
+
+
+def _check_pass_names(names: frozenset[str], what: str) -> None:
+    """Every name in ``names`` is a declared pass (loaded only when there are names)."""
+    if not names:
+        return
+    known = declared_pass_names()
+    for name in sorted(names):
+        if name not in known:
+            raise PassConfigError(f"PassContext({what}=...): "
+                                  f"{unknown_name_message('pass', name, known, 'passes')}")
+
+
+def _check_config(config: Mapping[str, Any]) -> None:
+    """Every key of ``config`` is a registered config option."""
+    if not config:
+        return
+    known = config_options()
+    for key in config:
+        if not isinstance(key, str):
+            raise PassConfigError(f"PassContext(config=...) keys are option names (str), "
+                                  f"not {key!r}")
+        if key not in known:
+            raise PassConfigError(
+                f"PassContext(config=...): "
+                f"{unknown_name_message('config option', key, known)} (a pass of your own "
+                "registers its option with phasec.transform.register_config_option)")
 
 
 def _names(value: Iterable[str] | str | None, what: str) -> frozenset[str]:
@@ -72,6 +133,15 @@ class PassContext:
             :data:`VERIFY_MODES`. ``True``/``False`` mean ``"each"``/``"off"``.
         required_pass: names of passes a ``Sequential`` runs whatever their
             opt_level (TVM's ``required_pass``).
+
+    Pass names and config keys are checked here, when the context is made:
+    a name must be that of a pass declared by then (a built-in or registered
+    pass, or any pass object already made with ``@module_pass``,
+    ``@function_pass`` or ``Sequential``), a key a config option registered
+    by then (:func:`register_config_option`). An unknown one is a
+    :class:`PassConfigError` with the closest known names. So define your
+    own passes, and register their options, before the context that names
+    them.
     """
 
     __slots__ = ("opt_level", "disabled_pass", "required_pass", "instruments", "config",
@@ -98,6 +168,9 @@ class PassContext:
         self.opt_level = opt_level
         self.disabled_pass = _names(disabled_pass, "disabled_pass")
         self.required_pass = _names(required_pass, "required_pass")
+        _check_pass_names(self.disabled_pass, "disabled_pass")
+        _check_pass_names(self.required_pass, "required_pass")
+        _check_config(config or {})
         self.instruments: tuple[PassInstrument, ...] = insts
         self.config: Mapping[str, Any] = MappingProxyType(dict(config or {}))
         self.verify: str = verify

@@ -7,8 +7,9 @@ and produce the messages users see when a pass is called in the wrong phase.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -18,6 +19,7 @@ from phasec.ir import Phase
 __all__ = [
     "PassInfo", "PassConfigError", "ALL_PHASES", "TRANSITION_PASSES", "PhasesLike",
     "as_phases", "describe_phases", "phase_mismatch_message", "phase_after", "is_int_at_least",
+    "declare_pass_name", "declared_pass_names", "on_first_lookup", "unknown_name_message",
 ]
 
 #: Every phase; pass ``phases=ALL_PHASES`` (or ``"all"``) for phase-agnostic passes.
@@ -35,6 +37,51 @@ PhasesLike = Union[Phase, int, str, Iterable[Union[Phase, int, str]]]
 
 # Pass names must survive a round trip through a textual pipeline spec.
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+
+
+#: The name of every pass declared in this process: each PassInfo made (by
+#: @module_pass, @function_pass, Sequential...) and each name registered.
+#: PassContext checks disabled_pass/required_pass against it.
+_DECLARED_PASSES: set[str] = set()
+#: Run before the declarations are read (once each, in order): the pass
+#: registry, a higher module, installs the lazy import of the built-in passes.
+_LOADERS: list[Callable[[], None]] = []
+
+
+def declare_pass_name(name: str) -> None:
+    """Record that a pass named ``name`` exists (PassInfo does it for every pass)."""
+    _DECLARED_PASSES.add(name)
+
+
+def on_first_lookup(load: Callable[[], None]) -> None:
+    """Have ``load`` run before declarations are looked up (it declares the
+    built-in passes and their config options; it must be idempotent)."""
+    _LOADERS.append(load)
+
+
+def load_declarations() -> None:
+    """Run the loaders of :func:`on_first_lookup`."""
+    for load in _LOADERS:
+        load()
+
+
+def declared_pass_names() -> frozenset[str]:
+    """The names of every pass declared so far, the built-in ones included."""
+    load_declarations()
+    return frozenset(_DECLARED_PASSES)
+
+
+def unknown_name_message(kind: str, name: str, known: Iterable[str],
+                         kinds: str | None = None) -> str:
+    """``unknown pass 'LegalizeOp' (did you mean LegalizeOps?); known passes: ...``:
+    the one wording of an unknown name, for passes (pipeline specs, the
+    registry, PassContext) and config options. ``kinds`` is the plural of
+    ``kind`` (default: ``kind + "s"``)."""
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return (f"unknown {kind} {name!r}{hint}; known {kinds or kind + 's'}: "
+            f"{', '.join(names) if names else '(none)'}")
 
 
 def is_int_at_least(value: Any, minimum: int) -> bool:
@@ -151,6 +198,7 @@ class PassInfo:
             raise PassConfigError(
                 f"invalid pass name {self.name!r}: use letters, digits, '_', '.' or '-', "
                 "starting with a letter or '_'")
+        declare_pass_name(self.name)
         if not is_int_at_least(self.opt_level, 0):
             raise PassConfigError(f"pass {self.name}: opt_level must be an int >= 0, "
                                   f"not {self.opt_level!r}")

@@ -13,14 +13,15 @@ queried, never when :mod:`phasec.transform` is imported.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import importlib
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from phasec.transform.info import PassConfigError, PassInfo
+from phasec.transform.info import (
+    PassConfigError, PassInfo, declare_pass_name, on_first_lookup, unknown_name_message,
+)
 from phasec.transform.options import MISSING, signature_defaults
 from phasec.transform.pass_infra import Pass, PrintIR
 
@@ -152,6 +153,7 @@ class PassRegistry:
                                   f"{old.module}); pass override=True to replace it")
         self._entries[name] = PassEntry(name, factory,
                                         static if isinstance(static, PassInfo) else None)
+        declare_pass_name(name)
         return factory
 
     def unregister(self, name: str) -> None:
@@ -168,11 +170,7 @@ class PassRegistry:
         return found
 
     def unknown_message(self, name: str) -> str:
-        known = sorted(self._entries)
-        close = difflib.get_close_matches(name, known, n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        return (f"unknown pass {name!r}{hint}; known passes: "
-                f"{', '.join(known) if known else '(none)'}")
+        return unknown_name_message("pass", name, self._entries, "passes")
 
     def get(self, name: str, **options: Any) -> Pass:
         return self.entry(name).create(**options)
@@ -216,6 +214,9 @@ def _same_definition(a: Any, b: Any) -> bool:
 
 #: The global registry used by :func:`register_pass` and :func:`get_pass`.
 REGISTRY = PassRegistry()
+# PassContext checks pass names and config options against what the built-in
+# passes declare: importing them is this registry's job.
+on_first_lookup(REGISTRY._ensure_loaded)
 
 
 def register_pass(factory: PassFactory | None = None, name: str | None = None, *,

@@ -103,6 +103,10 @@ def verify_for_pass(mod: "IRModule", info: "PassInfo", ctx: "PassContext", stage
         return
     if stage == "output" and given is not None and _inherited(failure, given):
         stage = "input"
+        try:  # the verifier's words again, without "after pass X": X is not to blame
+            verify(mod, phase=phase)
+        except WellFormedError as exc:
+            failure = exc
     if stage == "output":
         if failure.pass_name == info.name and info.name in str(failure):
             raise failure  # the verifier already named the culprit

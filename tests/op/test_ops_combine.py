@@ -77,7 +77,7 @@ def test_inference_errors():
            *[PrimValue(tir.IntImm(k)) for k in (0, 4, 1)], axis=1)
     raises(["step must be positive"], call_op, "slice_scatter", x, tv("s", (4, 2)),
            *[PrimValue(tir.IntImm(k)) for k in (0, 4, 0)], axis=1)
-    raises(["name 2 operand(s), but 1 were given"], call_op, "einsum", Tuple([x]),
+    raises(["name 2 operands, but 1 was given"], call_op, "einsum", Tuple([x]),
            subscripts="ij,jk")
     raises(["label 'j' has sizes 6 and 4"], call_op, "einsum", Tuple([x, x]),
            subscripts="ij,jk->ik")

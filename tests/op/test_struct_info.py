@@ -32,7 +32,7 @@ def test_infer_calls_to_functions_and_packed():
     # prim func callee: sinfo_args[0] if given, else an empty tuple
     assert sinfo_to_str(infer_struct_info(Call(GlobalVar("k"), [x]), ctx)) == "R.Tuple()"
     assert infer_struct_info(Call(GlobalVar("k"), [x], sinfo_args=[T((2,))]), ctx).ndim == 1
-    raises(["cls.f takes 1 argument(s) but 2 were given"], infer_struct_info,
+    raises(["cls.f takes 1 argument but 2 were given"], infer_struct_info,
            Call(GlobalVar("f"), [x, x]), ctx)
     raises(["cannot match parameter struct info"], infer_struct_info,
            Call(GlobalVar("f"), [tv("y", (3, 5))]), ctx)

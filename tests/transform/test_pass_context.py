@@ -10,7 +10,13 @@ import pytest
 from phasec.ir import Phase
 from phasec.transform import (
     PassConfigError, PassContext, PassInfo, PassInstrument, VERIFY_MODES, module_pass,
+    register_config_option,
 )
+
+# Config keys are checked against the registered options (issue 32).
+register_config_option("relax.FuseOps.max_depth")
+register_config_option("key")
+register_config_option("a")
 
 
 def test_defaults():

@@ -15,7 +15,7 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from phasec.errors import StructInfoError
+from phasec.errors import StructInfoError, counted
 from phasec.ir import tir
 from phasec import arith
 from phasec.ir.expr import (
@@ -77,12 +77,17 @@ class MissingStructInfo(Rule):
         causes.of[var] = len(ctx.diagnostics) - 1
 
     def exit_function(self, ctx: Context, func: Any) -> None:
+        causes = ctx.state(self, _Causes)
+        # After the body: a return without struct info is most often the
+        # consequence of an error in the body (a call whose inference failed
+        # leaves its result, and so the function's return, unknown). Then
+        # that error is the one to fix, and the only one reported.
+        if func.ret_struct_info is None and not causes.explains_return(func):
+            ctx.report(self, "function has no return struct info", func,
+                       help="annotate the function's return (def f(...) -> R.Tensor(...) in "
+                            "TVMScript; ret_struct_info when building IR)")
         if func is ctx.top_func:
-            ctx.state(self, _Causes).annotate(ctx)
-
-    def enter_function(self, ctx: Context, func: Any) -> None:
-        if func.ret_struct_info is None:
-            ctx.report(self, "function has no return struct info", func)
+            causes.annotate(ctx)
 
     def inject(self, mod: IRModule, choose: Choose) -> IRModule:
         return insert_bindings(mod, lambda x: [VarBinding(Var("untyped", None), x)], choose)
@@ -392,6 +397,13 @@ class _Causes:
                 return index, False
         return None, False
 
+    def explains_return(self, func: Any) -> bool:
+        """Whether ``func`` returns a value whose missing struct info has a cause
+        already reported (so its own missing return struct info is a consequence)."""
+        body = getattr(func, "body", None)
+        result = getattr(body, "body", body)
+        return any(v in self.of for v in _direct_operands(result))
+
     def annotate(self, ctx: Context) -> None:
         for index, count in self.followers.items():
             d = ctx.diagnostics[index]
@@ -460,8 +472,10 @@ class CallSignatureMismatch(Rule):
             if opdef is None:
                 return  # WF407
             if not opdef.variadic and len(call.args) > len(opdef.args):
-                ctx.report(self, f"{opdef.script_name} takes {len(opdef.args)} operand(s) "
-                           f"({', '.join(opdef.args)}) but {len(call.args)} were given", call)
+                ctx.report(self, f"{opdef.script_name} takes "
+                           f"{counted(len(opdef.args), 'operand')} ({', '.join(opdef.args)}) "
+                           f"but {len(call.args)} {'was' if len(call.args) == 1 else 'were'} "
+                           "given", call)
                 return
             if call.attrs or opdef.attrs:
                 try:

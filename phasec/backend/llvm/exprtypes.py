@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from phasec.errors import counted
 from phasec.ir import tir
 from phasec.ir.intrinsics import BIT, INDEX, INTRINSIC_TABLE, MATH
 from phasec.backend.llvm.context import KernelContext
@@ -95,7 +96,7 @@ class ExprTypes:
                 raise self.ctx.error(f"unknown intrinsic '{n.name}' (known: "
                                      f"{', '.join(sorted(INTRINSIC_TABLE))})", n)
             if len(n.args) != spec.arity:
-                raise self.ctx.error(f"intrinsic '{n.name}' takes {spec.arity} argument(s), "
+                raise self.ctx.error(f"intrinsic '{n.name}' takes {counted(spec.arity, 'argument')}, "
                                      f"got {len(n.args)}", n)
             at = memo[id(n.args[0])]
             if spec.result == "bool":

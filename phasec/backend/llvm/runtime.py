@@ -29,7 +29,7 @@ from typing import Any, Callable
 import llvmlite.binding as llvm
 import numpy as np
 
-from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError
+from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError, counted
 from phasec.ir import tir
 from phasec.ir.structural import exact_fingerprint, structural_equal, structural_hash
 from phasec.runtime.binary_ops import SCALAR_BINARY
@@ -367,7 +367,7 @@ class Kernel:
         abi = self.abi
         if len(args) != len(abi.params):
             sig = ", ".join(p.name for p in abi.params)
-            return VMError(f"kernel '{self.name}' takes {len(abi.params)} argument(s) ({sig}), "
+            return VMError(f"kernel '{self.name}' takes {counted(len(abi.params), 'argument')} ({sig}), "
                            f"got {len(args)}")
         values: dict[int, tuple[int, str]] = {}  # var id -> (value, where it came from)
         for pos, p in enumerate(abi.params):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import ParseError
+from phasec.errors import ParseError, counted
 from phasec.ir import expr as rx
 from phasec.ir import tir
 from phasec.ir.module import IRModule, Target, VDevice, plain_target, target_problem
@@ -318,7 +318,7 @@ class ModuleParser:
             if isinstance(a, ast.Starred):
                 raise self.error(f"{what}: *args are not supported", a)
         if len(node.args) > len(params):
-            raise self.error(f"{what} takes at most {len(params)} positional argument(s) "
+            raise self.error(f"{what} takes at most {counted(len(params), 'positional argument')} "
                              f"({', '.join(params)}), got {len(node.args)}", node)
         out = dict(zip(params, node.args))
         for kw in node.keywords:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from phasec.errors import ParseError
+from phasec.errors import ParseError, counted
 from phasec.ir import tir
 from phasec.ir.intrinsics import ALIASES
 from phasec.ir.node import Span
@@ -357,7 +357,7 @@ class _PrimExprParser:
 
         def arity(n: int) -> None:
             if len(args) != n:
-                raise mp.error(f"{mp.T}.{fn} takes {n} argument(s), got {len(args)}", node)
+                raise mp.error(f"{mp.T}.{fn} takes {counted(n, 'argument')}, got {len(args)}", node)
 
         if fn in tir.DTYPES:
             if not args:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+from phasec.errors import counted
 from phasec.arith import simplify
 from phasec.ir import expr as rx
 from phasec.ir import tir
@@ -71,10 +72,11 @@ class _OperatorCalls:
         else:
             if len(rest) > len(attr_names):
                 raise mp.error(
-                    f"{what} takes {len(opdef.args)} operand(s) ({', '.join(opdef.args) or 'none'})"
-                    + (f" and {len(attr_names)} attribute(s) ({', '.join(attr_names)})"
+                    f"{what} takes {counted(len(opdef.args), 'operand')} "
+                    f"({', '.join(opdef.args) or 'none'})"
+                    + (f" and {counted(len(attr_names), 'attribute')} ({', '.join(attr_names)})"
                        if attr_names else "")
-                    + f", got {len(node.args)} positional argument(s)", node)
+                    + f", got {counted(len(node.args), 'positional argument')}", node)
             attr_nodes.update(zip(attr_names, rest))
         sinfo_node: ast.AST | None = None
         for kw in node.keywords:
@@ -112,7 +114,7 @@ class _OperatorCalls:
             missing = []
         if missing:
             given = sum(n is not None for n in operand_nodes)
-            raise mp.error(f"{what} expects {len(opdef.args)} operand(s) "
+            raise mp.error(f"{what} expects {counted(len(opdef.args), 'operand')} "
                            f"({', '.join(opdef.args)}), got {given}; missing {', '.join(missing)}",
                            node)
         attrs: dict[str, Any] = {}

@@ -71,7 +71,7 @@ def test_call_errors_name_kernel_parameter_expected_and_actual():
         ((a.astype(np.float64), 1, b), r"kernel 'scale': parameter 'A' expects a float32\(n, 4\) array, got dtype float64"),
         ((a, 1, np.empty((2, 4), np.float32)), r"parameter 'B'.*binds 'n' = 2, but dimension 0 of 'A' gave 'n' = 3"),
         ((rand((3, 5)), 1, b), r"parameter 'A'.*dimension 1 is 5, expected 4"),
-        ((a, 1), r"takes 3 argument\(s\) \(A, s, B\), got 2"),
+        ((a, 1), r"takes 3 arguments \(A, s, B\), got 2"),
         ((a, 1.5, b), r"scalar parameter 's' expects a Python int"),
         ((a, 1, np.empty((4, 3), np.float32).T), "non C-contiguous"),
         ((a.tolist(), 1, b), "got list"),
