@@ -326,12 +326,13 @@ class FuncGen(FunctionStatements):
     def gen_body(self, budget: int, allow_dataflow: bool = True) -> SeqExpr:
         """Statements, then the result (a value in scope), as a SeqExpr."""
         use_df = allow_dataflow and self.cfg.dataflow
-        for count in range(max(budget, 1)):
-            # "another statement?" before each one (not a count up front), and
-            # each statement in its own draw: the shrinker deletes statements
-            if count and not self.more():
+        budget = max(budget, 1)
+        for count in range(1, budget + 1):
+            # each statement and the "another one?" after it are one span (not
+            # a count up front): deleting the span deletes exactly that
+            # statement and leaves the ones after it drawn as they were
+            if not self.statement(use_df, ask_more=count < budget):
                 break
-            self.statement(use_df)
         self.close_block()
         return SeqExpr(self.blocks, self.result())
 
@@ -369,37 +370,43 @@ class FuncGen(FunctionStatements):
         return Function(self.params, body, None, self.mode != "impure", attrs)
 
     # -- statements ----------------------------------------------------------------------
-    def statement(self, use_df: bool = False) -> None:
-        """One statement, drawn as one unit (a span hypothesis can delete)."""
+    def statement(self, use_df: bool = False, ask_more: bool = False) -> bool:
+        """One statement, drawn as one unit (a span hypothesis can delete);
+        with ``ask_more``, the span ends with "another statement?", returned."""
         mg = self.mg
 
         @st.composite
-        def one(draw: Any) -> None:
+        def one(draw: Any) -> bool:
             outer, mg.draw = mg.draw, draw
             try:
-                # in a dataflow block or not, drawn for each statement (not a
-                # "switch" draw: deleting a statement while shrinking then
-                # leaves the block kind of the following ones as it was)
-                if use_df and self.draw(st.booleans()) != self.in_df:
-                    if self.in_df:
-                        self.close_block()
-                    else:
-                        self.open_dataflow()
-                # half the statements are operator calls: programs are
-                # made of operators, and each of ~100 must come up regularly
-                # (0, the shrink target, is the plain choice of a statement kind)
-                if self.draw(st.integers(0, 1)) == 1 and self._stmt_op():
-                    return
-                kinds = _STATEMENTS
-                start = self.draw(st.integers(0, len(kinds) - 1))
-                for j in range(len(kinds)):
-                    if getattr(self, "_stmt_" + kinds[(start + j) % len(kinds)])():
-                        return
-                raise GeneratorError("internal: no statement applies")
+                self._one_statement(use_df)
+                return ask_more and self.more()
             finally:
                 mg.draw = outer
 
-        mg.draw(one())
+        return mg.draw(one())
+
+    def _one_statement(self, use_df: bool) -> None:
+        """The statement itself (see :meth:`statement`)."""
+        # in a dataflow block or not, drawn for each statement (not a
+        # "switch" draw: deleting a statement while shrinking then
+        # leaves the block kind of the following ones as it was)
+        if use_df and self.draw(st.booleans()) != self.in_df:
+            if self.in_df:
+                self.close_block()
+            else:
+                self.open_dataflow()
+        # half the statements are operator calls: programs are
+        # made of operators, and each of ~100 must come up regularly
+        # (0, the shrink target, is the plain choice of a statement kind)
+        if self.draw(st.integers(0, 1)) == 1 and self._stmt_op():
+            return
+        kinds = _STATEMENTS
+        start = self.draw(st.integers(0, len(kinds) - 1))
+        for j in range(len(kinds)):
+            if getattr(self, "_stmt_" + kinds[(start + j) % len(kinds)])():
+                return
+        raise GeneratorError("internal: no statement applies")
 
     def _stmt_op(self) -> bool:
         """One operator call. The operator is drawn first, uniformly over the
