@@ -312,8 +312,8 @@ class NodeContext:
         if value is None:
             return None
         if isinstance(value, tuple):
-            return tuple(np.ascontiguousarray(v) for v in value)
-        return np.ascontiguousarray(value)
+            return tuple(_contiguous(v) for v in value)
+        return _contiguous(value)
 
     def _fold_symbolic(self, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
         opdef = get_op(name)
@@ -356,6 +356,14 @@ class NodeContext:
             raise Unsupported(f"{opdef.script_name} on symbolic shape values: {exc}") from None
         raise Unsupported(f"{opdef.script_name} on symbolic shape values (dynamic dimensions) "
                           "is not supported at import")
+
+
+def _contiguous(value: Any) -> np.ndarray:
+    """``value`` as a C-contiguous array of its own shape: a 0-d value stays
+    0-d (``np.ascontiguousarray`` would make it shape (1,), and a shape
+    chain ``Shape -> Gather(0-d index) -> Unsqueeze -> Concat`` would then
+    mix ranks)."""
+    return np.require(np.asarray(value), requirements="C")
 
 
 def _check_budget(what: str, shape: tuple[Any, ...]) -> None:
