@@ -240,3 +240,36 @@ def test_shape_chains_match_ort_symbolic(case):
     c, shown = case
     x = np.arange(int(np.prod(c.dims)), dtype=np.float32).reshape(c.dims)
     _run_both(c.nodes, x, ["N", *c.dims[1:]], ["y", *shown], c.inits)
+
+
+# ---------------------------------------------------------------------------
+# Range over symbolic bounds (transformers' position ids)
+# ---------------------------------------------------------------------------
+
+def test_range_with_symbolic_bounds_runs_at_several_sizes():
+    """``Range(0, N, 1)``, ``Range(1, N, 2)`` and ``Range(N, 0, -1)`` with N a
+    symbolic dimension become ``R.arange``: one build, equal to ORT at each size."""
+    nodes = [_node("Shape", ["x"], ["s"]), _node("Gather", ["s", "zero"], ["n"]),
+             _node("Range", ["zero", "n", "one"], ["r"]),
+             _node("Range", ["one", "n", "two"], ["r2"]),
+             _node("Range", ["n", "zero", "minus1"], ["r3"]),
+             _node("Cast", ["r"], ["rf"], to=F), _node("Unsqueeze", ["rf", "ax"], ["rfu"]),
+             _node("Add", ["x", "rfu"], ["y"])]
+    inits = {"zero": np.array(0, np.int64), "one": np.array(1, np.int64),
+             "two": np.array(2, np.int64), "minus1": np.array(-1, np.int64),
+             "ax": np.array([1], np.int64)}
+    outputs = [("r", I64), ("r2", I64), ("r3", I64), ("y", F)]
+    graph = helper.make_graph(
+        nodes, "range", [helper.make_tensor_value_info("x", F, ["N", 3])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    main = phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"]
+    for n in (1, 4, 7):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        for g, e, (name, _) in zip(main(x), sess.run(None, {"x": x}), outputs):
+            g = np.asarray(g)
+            assert (g.shape, g.dtype) == (e.shape, e.dtype), (n, name, g.shape, e.shape)
+            np.testing.assert_array_equal(g, e, err_msg=f"{name} at N={n}")
