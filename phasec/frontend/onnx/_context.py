@@ -35,7 +35,7 @@ import numpy as np
 
 from phasec.ir import tir
 from phasec import arith
-from phasec.ir.expr import Call, Constant, Expr, TupleGetItem
+from phasec.ir.expr import Call, Constant, Expr, ShapeExpr, TupleGetItem
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.op import call_op, get_op, normalize_attrs, resolve_op
@@ -44,7 +44,8 @@ from phasec.op.fold import UNKNOWN, evaluate_call, within_budget
 if TYPE_CHECKING:
     from phasec.script.builder import BlockBuilder
 
-__all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "settle"]
+__all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "materialize",
+           "settle"]
 
 Value = Union[np.ndarray, Expr]
 
@@ -242,8 +243,7 @@ class NodeContext:
         """``v`` as a Relax expression (a known array becomes ``R.const``)."""
         if isinstance(v, np.ndarray):
             if v.dtype == object:
-                raise Unsupported("a shape value with symbolic dimensions is used as tensor "
-                                  "data; only shape computations on it are supported")
+                return materialize(self.builder, v, self.hint, self.span)
             return Constant(v, span=self.span)
         return v
 
@@ -312,8 +312,8 @@ class NodeContext:
         if value is None:
             return None
         if isinstance(value, tuple):
-            return tuple(np.ascontiguousarray(v) for v in value)
-        return np.ascontiguousarray(value)
+            return tuple(_contiguous(v) for v in value)
+        return _contiguous(value)
 
     def _fold_symbolic(self, name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
         opdef = get_op(name)
@@ -356,6 +356,27 @@ class NodeContext:
             raise Unsupported(f"{opdef.script_name} on symbolic shape values: {exc}") from None
         raise Unsupported(f"{opdef.script_name} on symbolic shape values (dynamic dimensions) "
                           "is not supported at import")
+
+
+def materialize(builder: "BlockBuilder", value: np.ndarray, hint: str,
+                span: Span | None = None) -> Expr:
+    """A symbolic shape value as a run-time int64 tensor of its own shape:
+    ``R.shape_to_tensor(R.shape([...]))``, reshaped when it is not 1-D (a
+    0-d value stays 0-d). The symbolic dimensions are bound from the inputs'
+    shapes at run time."""
+    flat = tuple(tir.as_prim_expr(_int_or_expr(x)) for x in value.reshape(-1))
+    out = builder.emit(call_op("relax.shape_to_tensor", ShapeExpr(flat), span=span), hint)
+    if value.shape != (len(flat),):
+        out = builder.emit(call_op("relax.reshape", out, ShapeExpr(value.shape), span=span), hint)
+    return out
+
+
+def _contiguous(value: Any) -> np.ndarray:
+    """``value`` as a C-contiguous array of its own shape: a 0-d value stays
+    0-d (``np.ascontiguousarray`` would make it shape (1,), and a shape
+    chain ``Shape -> Gather(0-d index) -> Unsqueeze -> Concat`` would then
+    mix ranks)."""
+    return np.require(np.asarray(value), requirements="C")
 
 
 def _check_budget(what: str, shape: tuple[Any, ...]) -> None:

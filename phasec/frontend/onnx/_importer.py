@@ -29,7 +29,7 @@ from phasec.frontend.errors import FrontendError, UnsupportedModelError, Unsuppo
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
     ops_attention, ops_linalg, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_tensor,
 )
-from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
 from phasec.frontend.onnx._registry import CONVERTERS
 from phasec.ir import IRModule, tir
@@ -285,12 +285,9 @@ class _Importer:
                                             "node, input or initializer")
                     v = self.values[vi.name]
                     if isinstance(v, np.ndarray):
-                        if v.dtype == object:
-                            raise UnsupportedModelError([UnsupportedNode(
-                                vi.name, "graph output", self.opset,
-                                "a shape value with symbolic dimensions as a graph output")],
-                                self.label)
-                        v = Constant(v)
+                        # a symbolic shape value is computed at run time from the inputs' shapes
+                        v = (materialize(bb, v, sanitize(vi.name)) if v.dtype == object
+                             else Constant(v))
                     outputs.append(bb.emit_output(v, sanitize(vi.name)))
             bb.emit_func_output(outputs[0] if len(outputs) == 1 else Tuple(outputs))
         mod = bb.get()

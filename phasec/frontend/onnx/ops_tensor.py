@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import tir
+from phasec.ir.expr import PrimValue
 from phasec.op.fold import within_budget
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const, settle
 from phasec.frontend.onnx._registry import converter
@@ -135,9 +136,15 @@ def _range(ctx: NodeContext) -> Value:
     start = ctx.const_scalar(0, "start")
     limit = ctx.const_scalar(1, "limit")
     delta = ctx.const_scalar(2, "delta")
-    if any(isinstance(v, tir.PrimExpr) for v in (start, limit, delta)):
-        raise Unsupported("Range with symbolic bounds (phasec has no arange operator yet)")
     dtype = ctx.dtype(ctx.input(0))
+    if any(isinstance(v, tir.PrimExpr) for v in (start, limit, delta)):
+        if isinstance(delta, tir.PrimExpr):  # the length would be unknown, not symbolic
+            raise Unsupported("Range with a symbolic delta")
+        if delta == 0:
+            raise Unsupported("Range with delta 0")
+        # bounds from symbolic dimensions: computed at run time, its length symbolic
+        bounds = [PrimValue(v) if isinstance(v, tir.PrimExpr) else v for v in (start, limit)]
+        return ctx.emit("arange", *bounds, delta, dtype=dtype)
     if delta == 0:
         raise Unsupported("Range with delta 0")
     n = max(int(np.ceil((limit - start) / delta)), 0)
