@@ -6,6 +6,7 @@ Every error names what is wrong and where. All derive from
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
            "IndexOutOfRangeError", "index_error_text", "counted", "FileAccessError",
-           "BufferAccessError", "ProgramAssertionError"]
+           "BufferAccessError", "ProgramAssertionError", "printable", "MESSAGE_LINE_LIMIT",
+           "MESSAGE_LIMIT"]
 
 
 class PhasecError(Exception):
@@ -144,3 +146,31 @@ def index_error_text(where: str, value: int, extent: int) -> str:
 class ProgramAssertionError(VMError, AssertionError):
     """``R.assert_op`` found its condition false while the program ran (on the
     VM or the reference interpreter); the message is the op's formatted one."""
+
+
+#: A line of a message longer than this is clipped (a list of 10,000 names is
+#: no use to anyone on a terminal), and so is a whole message longer than
+#: :data:`MESSAGE_LIMIT`.
+MESSAGE_LINE_LIMIT = 4096
+MESSAGE_LIMIT = 65536
+
+# C0 controls but newline and tab (a message's structure), DEL, C1 controls.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def printable(text: str, line_limit: int = MESSAGE_LINE_LIMIT, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` made safe to show on a terminal: every control character
+    except newline and tab written as an escape (``\\x1b``), so names and
+    strings from a model, a program or a server cannot move the cursor,
+    recolour or retitle the terminal; every line clipped to ``line_limit``
+    characters and the whole to ``limit``, saying how much was left out."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if len(text) > line_limit:
+        text = "\n".join(_clip(line, line_limit) for line in text.split("\n"))
+    return _clip(text, limit)

@@ -11,6 +11,10 @@ stderr (a parse error with its source line and a caret), never a Python
 traceback. Anything else that escapes a subcommand is a bug in phasec: it is
 reported as one "internal error, please report" line, exit status 1 (set
 ``PHASEC_TRACEBACK=1`` to see the traceback).
+
+Everything written to stderr while a subcommand runs goes through
+:func:`phasec.errors.printable` (:class:`MessageStream`): control characters
+from model text, programs or servers are shown escaped, over-long lines clipped.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from phasec import __version__, fileio
-from phasec.errors import InputError, ParseError, PhasecError
+from phasec.errors import InputError, ParseError, PhasecError, printable
 from phasec.interrupts import interrupted_exit, signals_as_exceptions
+from phasec.target.tuning import host_tuning
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 EPILOG = ("exit status: 0 success, 1 check failed (phase error, violations, mismatching "
@@ -138,13 +143,38 @@ def _is_usage_error(err: PhasecError) -> bool:
     return isinstance(err, (InputError, PassConfigError))
 
 
+class MessageStream:
+    """A text stream (stderr) whose every write is made :func:`printable`:
+    the one place where messages, diagnostics, warnings and progress lines
+    are escaped and clipped on their way to the terminal. A write that starts
+    with a carriage return (a progress line redrawn in place) keeps it."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        """Write ``text`` escaped and clipped; returns ``len(text)`` as a stream does."""
+        redraw = text.startswith("\r")
+        self.stream.write(("\r" if redraw else "") + printable(text[1:] if redraw else text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...
+        return getattr(self.stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
-        try:
-            return _main(argv, stopper)
-        except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
-            stopper.done.set()
-            return interrupted_exit(exc)[0]
+    stderr = sys.stderr
+    sys.stderr = MessageStream(stderr)
+    try:
+        with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
+            try:
+                return _main(argv, stopper)
+            except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
+                stopper.done.set()
+                return interrupted_exit(exc)[0]
+    finally:
+        if isinstance(sys.stderr, MessageStream) and sys.stderr.stream is stderr:
+            sys.stderr = stderr
 
 
 def _main(argv: Sequence[str] | None, stopper: Any) -> int:
@@ -159,6 +189,7 @@ def _main(argv: Sequence[str] | None, stopper: Any) -> int:
         return 2
     try:
         apply_input_limit(getattr(args, "max_input_size", None))
+        host_tuning()  # PHASEC_VECTOR_BITS, PHASEC_WINOGRAD: a bad value is a usage error now
         return int(importlib.import_module(args._module).run(args) or 0)
     except PhasecError as err:
         print(_error_text(args.command, err), file=sys.stderr)
