@@ -12,9 +12,10 @@ traceback. Anything else that escapes a subcommand is a bug in phasec: it is
 reported as one "internal error, please report" line, exit status 1 (set
 ``PHASEC_TRACEBACK=1`` to see the traceback).
 
-Everything written to stderr while a subcommand runs goes through
+Text written to stdout and stderr while a subcommand runs goes through
 :func:`phasec.errors.printable` (:class:`MessageStream`): control characters
-from model text, programs or servers are shown escaped, over-long lines clipped.
+from model text, programs or servers are shown escaped; on stderr (messages)
+over-long lines are clipped too. Binary output (``.buffer``) is untouched.
 """
 
 from __future__ import annotations
@@ -144,18 +145,22 @@ def _is_usage_error(err: PhasecError) -> bool:
 
 
 class MessageStream:
-    """A text stream (stderr) whose every write is made :func:`printable`:
-    the one place where messages, diagnostics, warnings and progress lines
-    are escaped and clipped on their way to the terminal. A write that starts
-    with a carriage return (a progress line redrawn in place) keeps it."""
+    """A text stream whose every write is made :func:`printable`: the one
+    place where messages, diagnostics, warnings and progress lines are
+    escaped (and, with ``clip``, clipped) on their way to the terminal. A
+    write that starts with a carriage return (a progress line redrawn in
+    place) keeps it."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, clip: bool = True) -> None:
         self.stream = stream
+        self.clip = clip
 
     def write(self, text: str) -> int:
-        """Write ``text`` escaped and clipped; returns ``len(text)`` as a stream does."""
+        """Write ``text`` escaped (and clipped); returns ``len(text)`` as a stream does."""
         redraw = text.startswith("\r")
-        self.stream.write(("\r" if redraw else "") + printable(text[1:] if redraw else text))
+        body = text[1:] if redraw else text
+        body = printable(body) if self.clip else printable(body, sys.maxsize, sys.maxsize)
+        self.stream.write(("\r" if redraw else "") + body)
         return len(text)
 
     def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...
@@ -163,8 +168,8 @@ class MessageStream:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    stderr = sys.stderr
-    sys.stderr = MessageStream(stderr)
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MessageStream(stdout, clip=False), MessageStream(stderr)
     try:
         with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
             try:
@@ -172,7 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
                 stopper.done.set()
                 return interrupted_exit(exc)[0]
-    finally:
+    finally:  # (a subcommand may have replaced them: stdout by devnull after a broken pipe)
+        if isinstance(sys.stdout, MessageStream) and sys.stdout.stream is stdout:
+            sys.stdout = stdout
         if isinstance(sys.stderr, MessageStream) and sys.stderr.stream is stderr:
             sys.stderr = stderr
 

@@ -69,3 +69,15 @@ def test_an_invalid_environment_value_is_a_usage_error(variable, value, accepted
     assert result.returncode == 2, err
     assert variable in err and accepted in err and repr(value) in err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def test_message_streams_escape_stdout_and_clip_only_stderr():
+    import io
+
+    from phasec.cli import MessageStream
+
+    out, err = io.StringIO(), io.StringIO()
+    MessageStream(out, clip=False).write("a\x1b]0;title\x07" + "y" * 10_000)
+    MessageStream(err).write("\rprogress\x1b[K")
+    assert out.getvalue() == "a\\x1b]0;title\\x07" + "y" * 10_000
+    assert err.getvalue() == "\rprogress\\x1b[K"
