@@ -13,7 +13,7 @@ reported as one "internal error, please report" line, exit status 1 (set
 ``PHASEC_TRACEBACK=1`` to see the traceback).
 
 Text written to stdout and stderr while a subcommand runs goes through
-:func:`phasec.errors.printable` (:class:`MessageStream`): control characters
+:func:`phasec.errors.printable` (:class:`phasec.errors.MessageStream`): control characters
 from model text, programs or servers are shown escaped; on stderr (messages)
 over-long lines are clipped too. Binary output (``.buffer``) is untouched.
 """
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from phasec import __version__, fileio
-from phasec.errors import InputError, ParseError, PhasecError, printable
+from phasec.errors import InputError, MessageStream, ParseError, PhasecError
 from phasec.interrupts import interrupted_exit, signals_as_exceptions
 from phasec.target.tuning import host_tuning
 
@@ -144,32 +144,9 @@ def _is_usage_error(err: PhasecError) -> bool:
     return isinstance(err, (InputError, PassConfigError))
 
 
-class MessageStream:
-    """A text stream whose every write is made :func:`printable`: the one
-    place where messages, diagnostics, warnings and progress lines are
-    escaped (and, with ``clip``, clipped) on their way to the terminal. A
-    write that starts with a carriage return (a progress line redrawn in
-    place) keeps it."""
-
-    def __init__(self, stream: Any, clip: bool = True) -> None:
-        self.stream = stream
-        self.clip = clip
-
-    def write(self, text: str) -> int:
-        """Write ``text`` escaped (and clipped); returns ``len(text)`` as a stream does."""
-        redraw = text.startswith("\r")
-        body = text[1:] if redraw else text
-        body = printable(body) if self.clip else printable(body, sys.maxsize, sys.maxsize)
-        self.stream.write(("\r" if redraw else "") + body)
-        return len(text)
-
-    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...
-        return getattr(self.stream, name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = MessageStream(stdout, clip=False), MessageStream(stderr)
+    sys.stdout, sys.stderr = MessageStream(stdout, data=True), MessageStream(stderr)
     try:
         with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
             try:

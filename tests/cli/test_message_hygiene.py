@@ -4,6 +4,8 @@ and an invalid ``PHASEC_*`` value is a usage error naming the variable."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +13,7 @@ import sys
 import pytest
 from onnx import TensorProto, helper, save
 
-from phasec.errors import MESSAGE_LINE_LIMIT, printable
+from phasec.errors import MESSAGE_LINE_LIMIT, MessageStream, printable
 
 HOSTILE = "\x1b[31m\x07"
 
@@ -71,13 +73,26 @@ def test_an_invalid_environment_value_is_a_usage_error(variable, value, accepted
     assert "Traceback" not in err and "internal error" not in err
 
 
-def test_message_streams_escape_stdout_and_clip_only_stderr():
-    import io
-
-    from phasec.cli import MessageStream
-
+def test_message_streams_escape_stdout_as_json_does_and_clip_only_stderr():
     out, err = io.StringIO(), io.StringIO()
-    MessageStream(out, clip=False).write("a\x1b]0;title\x07" + "y" * 10_000)
+    MessageStream(out, data=True).write(json.dumps("a\x1b]0;title\x07\x7f\x9b" + "y" * 10_000,
+                                                   ensure_ascii=False))
     MessageStream(err).write("\rprogress\x1b[K")
-    assert out.getvalue() == "a\\x1b]0;title\\x07" + "y" * 10_000
+    assert json.loads(out.getvalue()) == "a\x1b]0;title\x07\x7f\x9b" + "y" * 10_000
+    assert "\x1b" not in out.getvalue() and "\\u001b]0;title" in out.getvalue()
     assert err.getvalue() == "\rprogress\\x1b[K"
+
+
+def test_phasec_check_shows_a_hostile_source_line_escaped(tmp_path):
+    from phasec.verifier.cli import main as check_main
+
+    path = tmp_path / "m.py"
+    path.write_text("from phasec.script import ir as I, relax as R\n\n@I.ir_module\n"
+                    "class Module:\n    @R.function\n"
+                    "    def main(x: R.Tensor((4,), dtype=\"float32\")):\n"
+                    f"        y{HOSTILE} = R.add(x, x)\n        return y\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert check_main([str(path)], stdout=out, stderr=err) == 2
+    text = out.getvalue() + err.getvalue()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "y\\u001b[31m\\u0007 = R.add" in text
