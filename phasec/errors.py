@@ -6,6 +6,8 @@ Every error names what is wrong and where. All derive from
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
            "IndexOutOfRangeError", "index_error_text", "counted", "FileAccessError",
-           "BufferAccessError", "ProgramAssertionError"]
+           "BufferAccessError", "ProgramAssertionError", "printable", "MessageStream", "MESSAGE_LINE_LIMIT",
+           "MESSAGE_LIMIT"]
 
 
 class PhasecError(Exception):
@@ -144,3 +147,62 @@ def index_error_text(where: str, value: int, extent: int) -> str:
 class ProgramAssertionError(VMError, AssertionError):
     """``R.assert_op`` found its condition false while the program ran (on the
     VM or the reference interpreter); the message is the op's formatted one."""
+
+
+#: A line of a message longer than this is clipped (a list of 10,000 names is
+#: no use to anyone on a terminal), and so is a whole message longer than
+#: :data:`MESSAGE_LIMIT`.
+MESSAGE_LINE_LIMIT = 4096
+MESSAGE_LIMIT = 65536
+
+# C0 controls but newline and tab (a message's structure), DEL, C1 controls.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def printable(text: str, line_limit: int = MESSAGE_LINE_LIMIT, limit: int = MESSAGE_LIMIT,
+              escape: str = "\\x{:02x}") -> str:
+    """``text`` made safe to show on a terminal: every control character
+    except newline and tab written as an escape (``escape``, by default
+    ``\\x1b``), so names and strings from a model, a program or a server
+    cannot move the cursor, recolour or retitle the terminal; every line
+    clipped to ``line_limit`` characters and the whole to ``limit``, saying
+    how much was left out."""
+    text = _CONTROL.sub(lambda m: escape.format(ord(m.group())), text)
+    if len(text) > line_limit:
+        text = "\n".join(_clip(line, line_limit) for line in text.split("\n"))
+    return _clip(text, limit)
+
+
+class MessageStream:
+    """A text stream whose every write is made :func:`printable`: the one
+    place where messages, diagnostics, warnings and progress lines are
+    escaped and clipped on their way to the terminal (both command lines
+    wrap their stdout and stderr in one). A write that starts with a
+    carriage return (a progress line redrawn in place) keeps it.
+
+    With ``data`` (standard output: modules, JSON, tables that programs
+    read) nothing is clipped and a control character becomes ``\\u001b``:
+    inside a JSON string that is the same character, so JSON stays valid
+    and equal."""
+
+    def __init__(self, stream: Any, data: bool = False) -> None:
+        self.stream = stream
+        self.data = data
+
+    def write(self, text: str) -> int:
+        """Write ``text`` escaped (and clipped); returns ``len(text)`` as a stream does."""
+        redraw = text.startswith("\r")
+        body = text[1:] if redraw else text
+        body = (printable(body, sys.maxsize, sys.maxsize, "\\u{:04x}") if self.data
+                else printable(body))
+        self.stream.write(("\r" if redraw else "") + body)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...
+        return getattr(self.stream, name)

@@ -54,7 +54,7 @@ from typing import IO, Any, TextIO
 
 from phasec import __version__
 from phasec.errors import (
-    FileAccessError, InputError, ParseError, PhasecError, SchemaError, WellFormedError,
+    FileAccessError, InputError, MessageStream, ParseError, PhasecError, SchemaError, WellFormedError,
 )
 from phasec.fileio import (
     max_input_bytes, parse_size, read_bytes, read_stream, set_max_input_bytes,
@@ -561,7 +561,11 @@ def _explain(code: str, fmt: str) -> str:
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
          stderr: TextIO | None = None, stdin: IO[Any] | None = None) -> int:
     """Run ``phasec-check``; returns the exit status (0, 1 or 2). ``stdin``
-    (default ``sys.stdin``) is what the PATH ``-`` reads."""
+    (default ``sys.stdin``) is what the PATH ``-`` reads. What it prints is
+    escaped (:class:`~phasec.errors.MessageStream`): names from the input
+    cannot send control sequences to the terminal."""
+    stdout = MessageStream(stdout or sys.stdout, data=True)
+    stderr = MessageStream(stderr or sys.stderr)
     with signals_as_exceptions() as stopper:  # SIGTERM too: exit 143 like Ctrl-C's 130
         try:
             return _main(argv, stdout, stderr, stdin)

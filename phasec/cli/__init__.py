@@ -11,6 +11,11 @@ stderr (a parse error with its source line and a caret), never a Python
 traceback. Anything else that escapes a subcommand is a bug in phasec: it is
 reported as one "internal error, please report" line, exit status 1 (set
 ``PHASEC_TRACEBACK=1`` to see the traceback).
+
+Text written to stdout and stderr while a subcommand runs goes through
+:func:`phasec.errors.printable` (:class:`phasec.errors.MessageStream`): control characters
+from model text, programs or servers are shown escaped; on stderr (messages)
+over-long lines are clipped too. Binary output (``.buffer``) is untouched.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from phasec import __version__, fileio
-from phasec.errors import InputError, ParseError, PhasecError
+from phasec.errors import InputError, MessageStream, ParseError, PhasecError
 from phasec.interrupts import interrupted_exit, signals_as_exceptions
+from phasec.target.tuning import host_tuning
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
 EPILOG = ("exit status: 0 success, 1 check failed (phase error, violations, mismatching "
@@ -139,12 +145,20 @@ def _is_usage_error(err: PhasecError) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
-        try:
-            return _main(argv, stopper)
-        except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
-            stopper.done.set()
-            return interrupted_exit(exc)[0]
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MessageStream(stdout, data=True), MessageStream(stderr)
+    try:
+        with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
+            try:
+                return _main(argv, stopper)
+            except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
+                stopper.done.set()
+                return interrupted_exit(exc)[0]
+    finally:  # (a subcommand may have replaced them: stdout by devnull after a broken pipe)
+        if isinstance(sys.stdout, MessageStream) and sys.stdout.stream is stdout:
+            sys.stdout = stdout
+        if isinstance(sys.stderr, MessageStream) and sys.stderr.stream is stderr:
+            sys.stderr = stderr
 
 
 def _main(argv: Sequence[str] | None, stopper: Any) -> int:
@@ -159,6 +173,7 @@ def _main(argv: Sequence[str] | None, stopper: Any) -> int:
         return 2
     try:
         apply_input_limit(getattr(args, "max_input_size", None))
+        host_tuning()  # PHASEC_VECTOR_BITS, PHASEC_WINOGRAD: a bad value is a usage error now
         return int(importlib.import_module(args._module).run(args) or 0)
     except PhasecError as err:
         print(_error_text(args.command, err), file=sys.stderr)

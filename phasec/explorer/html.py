@@ -19,7 +19,7 @@ import json
 
 from phasec.explorer.model import ReportDoc
 
-__all__ = ["render_html", "render_fragment", "PHASE_COLOURS"]
+__all__ = ["render_html", "render_fragment", "inline_json", "PHASE_COLOURS"]
 
 #: phase label -> colour of its timeline rows (also the legend)
 PHASE_COLOURS = {"ingestion": "#4e79a7", "optimization": "#59a14f", "lowering": "#f28e2b",
@@ -191,10 +191,26 @@ def _error_html(doc: ReportDoc) -> str:
             + ('<div class="diags"></div>' if e.diagnostics else ""))
 
 
+#: Characters that could end the inline data (``</script>``), open a comment
+#: that swallows the rest of the page (``<!--<script``), or be read as a line
+#: end by older JavaScript parsers: written as JSON ``\uXXXX`` escapes instead.
+_INLINE_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
+                   "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def inline_json(text: str) -> str:
+    """JSON text made safe inside ``<script type="application/json">``: no
+    string in it can change how the page parses, and it reads back as the
+    same JSON (the characters escaped only ever occur inside strings)."""
+    for char, escape in _INLINE_ESCAPES.items():
+        text = text.replace(char, escape)
+    return text
+
+
 def render_fragment(doc: ReportDoc, element_id: str = "phasec-report") -> str:
     """The report as an HTML fragment (a notebook cell output): a ``div`` with
     its own styles, data and script, scoped by ``element_id``."""
-    data = doc.model_dump_json(by_alias=True).replace("</", "<\\/")  # safe inside <script>
+    data = inline_json(doc.model_dump_json(by_alias=True))
     legend = "".join(f'<span><i style="background:{c}"></i>{p}</span>'
                      for p, c in PHASE_COLOURS.items())
     script = (_JS.replace("ROOT_ID", json.dumps(element_id))

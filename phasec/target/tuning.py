@@ -29,6 +29,8 @@ import functools
 import os
 from dataclasses import dataclass, replace
 
+from phasec.errors import InputError
+
 __all__ = ["TargetTuning", "host_tuning", "generic_tuning", "avx512_tuning", "avx2_tuning"]
 
 
@@ -184,7 +186,9 @@ def host_tuning() -> TargetTuning:
     AVX-512F -> :func:`avx512_tuning`, AVX2 with FMA -> :func:`avx2_tuning`,
     otherwise :func:`generic_tuning`. ``PHASEC_VECTOR_BITS`` (128, 256 or
     512) caps the vector width, e.g. to compare against 256-bit code on an
-    AVX-512 machine; an unusable value is ignored.
+    AVX-512 machine; ``PHASEC_WINOGRAD`` (0: off, 2 or 4) sets the Winograd
+    tile. Any other value of either is an :class:`~phasec.errors.InputError`
+    naming the variable.
     """
     flags = _cpu_flags()
     if "avx512f" in flags:
@@ -193,10 +197,20 @@ def host_tuning() -> TargetTuning:
         tuning = avx2_tuning()
     else:
         tuning = generic_tuning()
-    cap = os.environ.get("PHASEC_VECTOR_BITS", "")
-    if cap in ("128", "256", "512") and int(cap) < tuning.vector_bits:
+    cap = _env_choice("PHASEC_VECTOR_BITS", ("128", "256", "512"))
+    if cap and int(cap) < tuning.vector_bits:
         tuning = replace(tuning, vector_bits=int(cap))
-    wino = os.environ.get("PHASEC_WINOGRAD", "")
-    if wino in ("0", "2", "4"):
+    wino = _env_choice("PHASEC_WINOGRAD", ("0", "2", "4"))
+    if wino:
         tuning = replace(tuning, winograd_tile=int(wino))
     return tuning
+
+
+def _env_choice(name: str, accepted: tuple[str, ...]) -> str:
+    """The environment variable ``name`` ("" when unset or empty), which must
+    be one of ``accepted``: anything else is refused rather than ignored."""
+    value = os.environ.get(name, "").strip()
+    if value and value not in accepted:
+        raise InputError(f"the environment variable {name} must be one of "
+                         f"{', '.join(accepted)} (or unset), not {value!r}")
+    return value

@@ -15,14 +15,20 @@ uses the same database, wherever it runs. A Redis server is contacted when
 the database is opened (a bad URL or a server that does not answer is a
 :class:`FuzzDatabaseError` at once, not in the middle of a campaign); one
 that goes away later is a :class:`FuzzDatabaseError` too, raised by
-:class:`KeepFailuresDatabase`.
+:class:`KeepFailuresDatabase`. Every Redis command has a total deadline
+(:data:`REDIS_COMMAND_SECONDS`, connecting included) and is not retried, so a
+server that answers one byte at a time cannot hold a campaign past its time.
 """
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 from phasec.errors import InputError
@@ -37,6 +43,12 @@ REDIS_KEY_PREFIX = b"phasec-fuzz:"
 #: How long Redis keeps a key nobody touched: campaigns that ran over a long
 #: weekend still find each other's failures (hypothesis's default is 8 days).
 REDIS_EXPIRE = timedelta(days=30)
+
+#: The longest one Redis command (with its reply) may take, and connecting:
+#: a per-read timeout alone lets a server that sends one byte a second hold
+#: a command, and so a campaign, forever.
+REDIS_COMMAND_SECONDS = 10.0
+REDIS_CONNECT_SECONDS = 5.0
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -100,10 +112,17 @@ def _open_redis(url: str) -> ExampleDatabase:
             f"(pip install redis, or phasec's test extra): {exc}") from None
     _check_redis_url(url, shown)
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=30)
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        client = redis.Redis.from_url(url, socket_connect_timeout=REDIS_CONNECT_SECONDS,
+                                      socket_timeout=REDIS_COMMAND_SECONDS,
+                                      retry=Retry(NoBackoff(), 0))
     except (ValueError, TypeError) as exc:  # redis-py's own words for a malformed URL
         raise FuzzDatabaseError(f"--database {shown}: not a Redis URL: {exc} "
                                 f"(expected redis://host:port/db)") from None
+    pool = client.connection_pool
+    pool.connection_class = _with_deadline(pool.connection_class)
     try:
         client.ping()
     except redis.AuthenticationError as exc:
@@ -113,6 +132,66 @@ def _open_redis(url: str) -> ExampleDatabase:
         raise FuzzDatabaseError(f"--database {shown}: the Redis server does not answer: "
                                 f"{exc}") from None
     return RedisExampleDatabase(client, expire_after=REDIS_EXPIRE, key_prefix=REDIS_KEY_PREFIX)
+
+
+class _DeadlineSocket:
+    """A connected socket whose reads stop at its connection's deadline:
+    each ``recv`` waits at most what is left of it (then ``socket.timeout``,
+    which redis-py reports as a ``TimeoutError``)."""
+
+    def __init__(self, sock: Any, connection: Any) -> None:
+        self._sock = sock
+        self._connection = connection
+
+    def _wait(self) -> None:
+        deadline = self._connection.deadline
+        if deadline is None:
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("the Redis command took longer than "
+                                 f"{REDIS_COMMAND_SECONDS:g} s")
+        self._sock.settimeout(min(left, REDIS_COMMAND_SECONDS))
+
+    def recv(self, *args: Any) -> bytes:
+        self._wait()
+        return self._sock.recv(*args)
+
+    def recv_into(self, *args: Any) -> int:
+        self._wait()
+        return self._sock.recv_into(*args)
+
+    def __getattr__(self, name: str) -> Any:  # sendall, settimeout, close, ...
+        return getattr(self._sock, name)
+
+
+def _with_deadline(connection_class: type) -> type:
+    """``connection_class`` (TCP, TLS or Unix socket) with a total deadline
+    of :data:`REDIS_COMMAND_SECONDS` on connecting and on each reply."""
+
+    class DeadlineConnection(connection_class):  # type: ignore[misc, valid-type]
+        deadline: float | None = None
+
+        def connect(self, *args: Any, **kwargs: Any) -> Any:
+            return self._within_deadline(super().connect, *args, **kwargs)
+
+        def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            return self._within_deadline(super().read_response, *args, **kwargs)
+
+        def _within_deadline(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.deadline is not None:  # nested (connect's handshake): the outer one holds
+                return call(*args, **kwargs)
+            self.deadline = time.monotonic() + REDIS_COMMAND_SECONDS
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.deadline = None
+
+        def _connect(self) -> Any:
+            return _DeadlineSocket(super()._connect(), self)
+
+    DeadlineConnection.__name__ = f"Deadline{connection_class.__name__}"
+    return DeadlineConnection
 
 
 def _check_redis_url(url: str, shown: str) -> None:

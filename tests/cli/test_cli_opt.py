@@ -333,8 +333,9 @@ def test_unknown_parallel_runtime_is_refused():
     env = {**__import__("os").environ, "PHASEC_PARALLEL_RUNTIME": "bogus"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
-    assert "PhasecError PHASEC_PARALLEL_RUNTIME must be 'pool' (the default) or 'spawn', " \
-           "not 'bogus'" in out.stdout
+    # an InputError (exit 2 from the CLI), as for every PHASEC_* variable (issue 27)
+    assert "InputError the environment variable PHASEC_PARALLEL_RUNTIME must be 'pool' " \
+           "(the default) or 'spawn', not 'bogus'" in out.stdout
 
 
 @pytest.mark.parametrize("argv, expected", [

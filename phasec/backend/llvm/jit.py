@@ -28,7 +28,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from phasec.errors import PhasecError
+from phasec.errors import InputError, PhasecError
 from phasec.fileio import parse_size
 from phasec.ir import intrinsics
 from phasec.target.tuning import host_tuning
@@ -145,8 +145,8 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     machine = platform.machine().lower()
     kind = os.environ.get("PHASEC_PARALLEL_RUNTIME", "pool")
     if kind not in ("pool", "spawn"):
-        raise PhasecError(f"PHASEC_PARALLEL_RUNTIME must be 'pool' (the default) or 'spawn', "
-                          f"not {kind!r}")
+        raise InputError(f"the environment variable PHASEC_PARALLEL_RUNTIME must be 'pool' "
+                         f"(the default) or 'spawn', not {kind!r}")
     if not pool_supported(sys.platform, machine):
         kind = "spawn"
     limit = os.environ.get(BUFFER_CACHE_ENV, "").strip()
