@@ -48,10 +48,12 @@ def test_a_trickling_server_cannot_hold_a_campaign(trickle_port, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "phasec", "fuzz", "--database",
          f"redis://127.0.0.1:{trickle_port}/0", "--seconds", "5", "--out", str(tmp_path)],
-        capture_output=True, timeout=120)
+        capture_output=True, timeout=180)  # the server trickles forever: a hang is a failure
     elapsed = time.monotonic() - start
     err = result.stderr.decode()
-    assert elapsed < 25, (elapsed, err)
+    # ~12 s on a quiet machine (a 10 s deadline per Redis command); the bound only
+    # separates "gives up" from "trickles on", with room for a loaded CI machine
+    assert elapsed < 120, (elapsed, err)
     assert result.returncode == 2, err
     assert f"127.0.0.1:{trickle_port}" in err and "does not answer" in err
     assert "Traceback" not in err
@@ -63,7 +65,7 @@ def test_open_database_gives_up_within_its_deadline(trickle_port):
     start = time.monotonic()
     with pytest.raises(FuzzDatabaseError, match="does not answer"):
         open_database(f"redis://127.0.0.1:{trickle_port}/0")
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 60  # a 10 s deadline; room for a loaded machine
 
 
 class _HostileError(socketserver.BaseRequestHandler):
