@@ -1,6 +1,7 @@
 """``phasec fuzz``: a campaign with a summary, reproducers and a kept database."""
 
 import re
+import signal
 
 import pytest
 
@@ -166,8 +167,11 @@ def test_a_signal_ends_the_campaign_with_its_summary(tmp_path, signum, status, w
     script.write_text(_CAMPAIGN_SCRIPT)
     root = REPO
     env = dict(os.environ)
+    # start with SIGINT at its default even when pytest runs with it ignored (started in
+    # the background by a non-interactive shell): Python then handles Ctrl-C as usual
     proc = subprocess.Popen([sys.executable, str(script), str(out)], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         give_up = time.monotonic() + 300
         while not list((out / "failures").glob("*-crash-FuzzCrashOnMultiply.py")):

@@ -69,10 +69,18 @@ class Module:
 '''
 
 
+def _default_sigint() -> None:
+    # A process started in the background by a non-interactive shell ignores
+    # SIGINT, and its children inherit that: Python then installs no
+    # KeyboardInterrupt handler. The child must start as a terminal's would.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _popen(argv: list[str], cwd: Path, **kw) -> subprocess.Popen:
     env = dict(os.environ)
     return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint, **kw)
 
 
 def _wait_for(proc: subprocess.Popen, marker: str, stream: str = "stdout") -> str:

@@ -171,7 +171,10 @@ def _sources_digest() -> str:
     that turns one into the other changes, version bump or not."""
     if not _SOURCES_DIGEST:
         here = Path(__file__).resolve().parent
-        files = sorted(here.glob("*.py")) + [here.parent.parent / "ir" / "tir.py"]
+        root = here.parent.parent  # the code generator reads the TIR, its intrinsics and
+        # the binary-operator table: a change to any of them changes the code
+        files = sorted(here.glob("*.py")) + [root / "ir" / "tir.py", root / "ir" / "intrinsics.py",
+                                             root / "runtime" / "binary_ops.py"]
         h = hashlib.sha256()
         for f in files:
             h.update(f.name.encode() + b"\0")
