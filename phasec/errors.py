@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from phasec.ir.node import Span
@@ -202,6 +202,13 @@ class MessageStream:
         body = (printable(body, sys.maxsize, sys.maxsize, "\\u{:04x}") if self.data
                 else printable(body))
         self.stream.write(("\r" if redraw else "") + body)
+        return len(text)
+
+    def write_styled(self, text: str, style: Callable[[str], str]) -> int:
+        """Write ``text`` escaped and clipped as on a terminal, then passed
+        through ``style`` (which adds phasec's own colour sequences: those
+        are the only control characters that reach the stream)."""
+        self.stream.write(style(printable(text)))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...

@@ -404,10 +404,15 @@ def _paint(text: str) -> str:
 
 def _print_text(results: Sequence[_Result], out: TextIO, infer: bool,
                 colour: bool = False) -> None:
-    show = _paint if colour else (lambda text: text)
+    def show(text: str) -> None:
+        if colour and isinstance(out, MessageStream):  # escape first, then paint
+            out.write_styled(text + "\n", _paint)
+        else:
+            print(_paint(text) if colour else text, file=out)
+
     for r in results:
         if r.error is not None:
-            print(show(_input_error_text(r)), file=out)
+            show(_input_error_text(r))
             continue
         where = r.path if r.module_name is None else f"{r.path} (class {r.module_name})"
         if (infer or r.dump_stage) and r.inferred is not None:
@@ -416,8 +421,7 @@ def _print_text(results: Sequence[_Result], out: TextIO, infer: bool,
         elif infer or r.dump_stage:
             print(f"{where}: not well-formed at any phase", file=out)
         for d in r.diagnostics:
-            print(show(format_diagnostic(d, _excerpt_lines(r, d.span), default_file=r.path)),
-                  file=out)
+            show(format_diagnostic(d, _excerpt_lines(r, d.span), default_file=r.path))
 
 
 def _gh_escape(text: str, prop: bool = False) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from phasec import te
+from phasec.errors import InputError
 from phasec.ir import tir as T
 from phasec.target.tuning import host_tuning
 
@@ -381,10 +382,15 @@ def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):
             assert (t.name, t.vector_bits, t.lanes(32), t.lanes(64)) == (name, bits, bits // 32,
                                                                          bits // 64)
         monkeypatch.setattr(tn, "_cpu_flags", lambda: {"avx512f"})
-        for cap, bits in (("256", 256), ("128", 128), ("1024", 512), ("wide", 512)):
+        for cap, bits in (("256", 256), ("128", 128), ("512", 512), ("", 512)):
             monkeypatch.setenv("PHASEC_VECTOR_BITS", cap)
             tn.host_tuning.cache_clear()
             assert tn.host_tuning().vector_bits == bits
+        for bad in ("1024", "wide"):  # a typo is refused, naming the variable, not ignored
+            monkeypatch.setenv("PHASEC_VECTOR_BITS", bad)
+            tn.host_tuning.cache_clear()
+            with pytest.raises(InputError, match=f"PHASEC_VECTOR_BITS.*{bad!r}"):
+                tn.host_tuning()
     finally:
         tn.host_tuning.cache_clear()
 

@@ -20,6 +20,7 @@ from onnx import helper, numpy_helper
 import phasec
 import phasec.target.tuning as tuning_module
 from phasec.backend.llvm import compile_prim_funcs
+from phasec.errors import InputError
 from phasec.frontend.onnx import from_onnx
 from phasec.interp.tir import run_prim_func
 from phasec.ir import IRModule, TensorStructInfo, Var, tir
@@ -184,10 +185,15 @@ def test_a_symbolic_batch_or_a_5x5_kernel_keeps_the_direct_schedule(winograd_til
 def test_the_environment_variable_chooses_the_tile(monkeypatch):
     tuning_module.host_tuning.cache_clear()
     try:
-        for value, tile in (("0", 0), ("2", 2), ("4", 4), ("3", 4), ("no", 4)):
+        for value, tile in (("0", 0), ("2", 2), ("4", 4), ("", 4)):
             monkeypatch.setenv("PHASEC_WINOGRAD", value)
             tuning_module.host_tuning.cache_clear()
             assert tuning_module.host_tuning().winograd_tile == tile
+        for bad in ("3", "no"):  # refused, naming the variable, not silently the default
+            monkeypatch.setenv("PHASEC_WINOGRAD", bad)
+            tuning_module.host_tuning.cache_clear()
+            with pytest.raises(InputError, match=f"PHASEC_WINOGRAD.*{bad!r}"):
+                tuning_module.host_tuning()
     finally:
         monkeypatch.delenv("PHASEC_WINOGRAD")
         tuning_module.host_tuning.cache_clear()
