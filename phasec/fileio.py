@@ -24,6 +24,7 @@ change it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import math
@@ -34,7 +35,7 @@ import stat
 import sys
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any, BinaryIO, Union
 
 from phasec.errors import FileAccessError, InputError
@@ -42,7 +43,7 @@ from phasec.errors import FileAccessError, InputError
 __all__ = ["write_atomic", "stream_descriptor", "read_bytes", "read_stream", "open_regular", "check_regular",
            "SafeZip", "read_npz",
            "max_input_bytes", "set_max_input_bytes", "parse_size", "format_size",
-           "same_file", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
+           "same_file", "input_limit_scope", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
 
 #: the default cap on what one read may take (a file, standard input, an archive member)
 DEFAULT_MAX_INPUT_BYTES = 4 << 30
@@ -105,6 +106,18 @@ def set_max_input_bytes(limit: int | None) -> None:
     if limit is not None and limit <= 0:
         raise InputError(f"the input size limit must be positive, not {limit}")
     _override = limit
+
+
+@contextlib.contextmanager
+def input_limit_scope() -> Iterator[None]:
+    """Restore the cap set by :func:`set_max_input_bytes` on leaving: a
+    command-line invocation run inside a longer-lived process (a test, a
+    notebook) leaves the process's cap as it found it."""
+    saved = _override
+    try:
+        yield
+    finally:
+        set_max_input_bytes(saved)
 
 
 def _too_big(name: str, size: int | None, limit: int) -> FileAccessError:

@@ -57,7 +57,7 @@ from phasec.errors import (
     FileAccessError, InputError, MessageStream, ParseError, PhasecError, SchemaError, WellFormedError,
 )
 from phasec.fileio import (
-    max_input_bytes, parse_size, read_bytes, read_stream, set_max_input_bytes,
+    input_limit_scope, max_input_bytes, parse_size, read_bytes, read_stream, set_max_input_bytes,
 )
 from phasec.interrupts import interrupted_exit, signals_as_exceptions
 from phasec.ir.node import Span
@@ -570,7 +570,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None,
     cannot send control sequences to the terminal."""
     stdout = MessageStream(stdout or sys.stdout, data=True)
     stderr = MessageStream(stderr or sys.stderr)
-    with signals_as_exceptions() as stopper:  # SIGTERM too: exit 143 like Ctrl-C's 130
+    # (SIGTERM too: exit 143 like Ctrl-C's 130; the input cap is restored afterwards)
+    with signals_as_exceptions() as stopper, input_limit_scope():
         try:
             return _main(argv, stdout, stderr, stdin)
         except BrokenPipeError:  # --explain / --list-rules piped into `head`

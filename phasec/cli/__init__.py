@@ -148,8 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = MessageStream(stdout, data=True), MessageStream(stderr)
     try:
-        with signals_as_exceptions() as stopper:  # SIGTERM too: cleanups run, exit 143
-            try:
+        with signals_as_exceptions() as stopper, fileio.input_limit_scope():
+            try:  # (SIGTERM too: cleanups run, exit 143)
                 return _main(argv, stopper)
             except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
                 stopper.done.set()

@@ -468,8 +468,13 @@ def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: li
         origin.append(f"from {given_file}")
     if generated:
         origin.append(f"random (seed {seed}): {', '.join(generated)}")
-    print(textwrap.fill(f"inputs ({'; '.join(origin) or 'none'}):", width=OUTPUT_COLUMNS,
-                        subsequent_indent="  ", break_on_hyphens=False))
+    heading = f"inputs ({'; '.join(origin) or 'none'}):"
+    if len(heading) <= OUTPUT_COLUMNS:
+        print(heading)
+    else:  # one origin a line, never broken inside (a path may run past the width)
+        print("inputs:")
+        for o in origin:
+            print(f"  {o}")
     if not parts:
         print("  (the function takes no parameters)")
         return

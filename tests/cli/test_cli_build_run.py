@@ -84,7 +84,9 @@ def test_run_with_inputs_npz(capsys, model, tmp_path):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((5, 8)).astype("float32")
     w = rng.standard_normal((8, 4)).astype("float32")
-    npz = tmp_path / "in.npz"
+    deep = tmp_path / ("a-long-directory-name-" * 4)  # a path longer than a line stays whole
+    deep.mkdir()
+    npz = deep / "in.npz"
     np.savez(npz, x=x, w=w)  # b is left to the random generator
     code, out, _ = run_cli(capsys, "run", model, "--inputs", npz, "--repeat", "1", "-q")
     assert code == 0

@@ -172,6 +172,14 @@ def test_file_size_limit_option_and_environment(tmp_path, capsys):
     assert "--max-input-size" in err and "PHASEC_MAX_INPUT_SIZE" in err
     assert main(["opt", str(src), "--max-input-size", str(size)]) == 0  # exactly fits
     capsys.readouterr()
+    # each invocation leaves the process's cap as it found it (tests, notebooks)
+    from phasec.fileio import DEFAULT_MAX_INPUT_BYTES, max_input_bytes
+    from phasec.verifier.cli import main as check_main
+
+    assert max_input_bytes() == DEFAULT_MAX_INPUT_BYTES
+    check_main([str(src), "--max-input-size", "10"])
+    assert max_input_bytes() == DEFAULT_MAX_INPUT_BYTES
+    capsys.readouterr()
     r = _check(src, env={"PHASEC_MAX_INPUT_SIZE": "100"})
     assert r.returncode == 2 and "larger (" in r.stdout
     r = _check(src, env={"PHASEC_MAX_INPUT_SIZE": "lots"})
