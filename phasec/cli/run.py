@@ -56,7 +56,6 @@ import argparse
 import contextlib
 import statistics
 import sys
-import textwrap
 import time
 import zipfile
 from collections.abc import Callable, Iterator
