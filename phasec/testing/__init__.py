@@ -10,7 +10,8 @@ Strategies (hypothesis)::
     from hypothesis import given
     from phasec.testing import modules, pass_sequences, inputs_for
 
-    @given(modules(phase=Phase.OPTIMIZATION, max_bindings=6), pass_sequences(valid=True))
+    @given(modules(phase=Phase.OPTIMIZATION, max_bindings=6),
+           pass_sequences(start_phase=Phase.OPTIMIZATION))
     def test_something(mod, seq): ...
 
 * :func:`modules` — well-formed modules of a phase: operator DAGs over

@@ -227,7 +227,7 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
         stats.against = against
     else:
         module_strategy = modules(max_bindings=max_bindings)
-        sequence_strategy = pass_sequences(pass_pool(passes))
+        sequence_strategy = pass_sequences(pass_pool(passes), valid=None)
     known: set[tuple] = set()  # failures already saved by this campaign
     start = time.monotonic()
     deadline = start + seconds

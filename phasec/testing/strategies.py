@@ -14,8 +14,8 @@
   Modules of a later phase are ingestion modules run through the transition
   passes (and the passes they require) up to that phase.
 * :func:`pass_sequences` draws orderings of registered passes, repetitions
-  included, valid or not (as a :class:`~phasec.transform.Sequential`, whose
-  repr is the textual pipeline).
+  included, valid from a phase (or, on request, any ordering) as a
+  :class:`~phasec.transform.Sequential` (whose repr is the textual pipeline).
 * :func:`inputs_for` draws numpy arguments for a module's entry function.
 
 Values are numerically safe by construction (see :mod:`phasec.testing._values`):
@@ -150,7 +150,7 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
 
 def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
                    max_size: int = 6, start_phase: Phase | int | str = Phase.INGESTION,
-                   valid: bool | None = None) -> st.SearchStrategy[Any]:
+                   valid: bool | None = True) -> st.SearchStrategy[Any]:
     """Sequences (``Sequential``) of registered passes, repetitions included.
 
     Args:
@@ -160,9 +160,11 @@ def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,
         min_size, max_size: number of passes drawn (required passes that
             ``Sequential`` adds are not counted).
         start_phase: the phase of the modules the sequence will run on.
-        valid: True draws only sequences that pass static validation from
-            ``start_phase`` (and half of them end with the transitions up to
-            build); False draws any ordering; None (default) mixes both.
+        valid: True (default) draws only sequences that pass static
+            validation from ``start_phase`` (and half of them end with the
+            transitions up to build), so they run on ``modules(start_phase)``;
+            False draws any ordering (to test that misorderings are refused
+            with a PhaseError); None mixes both, as fuzzing campaigns do.
 
     A valid sequence reaches every pass it draws: when the pass does not
     accept the current phase but a later one, the transitions up to that

@@ -102,6 +102,9 @@ def test_every_python_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         with transform.REGISTRY.scope():
             try:
                 exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102
+                for name, value in list(namespace.items()):  # a snippet's tests run too
+                    if name.startswith("test_") and callable(value) and name not in given:
+                        value()
             except Exception as exc:
                 raise AssertionError(f"the README snippet at line {line} fails: "
                                      f"{type(exc).__name__}: {exc}\n{code}") from exc
