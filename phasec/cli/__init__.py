@@ -76,6 +76,22 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+#: the subcommands that take a pipeline, and so ``--load`` (pass plugins)
+PIPELINE_SUBCOMMANDS = ("opt", "passes", "build", "run", "fuzz")
+
+
+def add_load_argument(parser: argparse.ArgumentParser) -> None:
+    """``--load``: a user's module of passes (phasec.transform.plugins). The
+    subcommand's ``run`` loads them (with $PHASEC_PLUGINS and the installed
+    entry points) first, by ``load_plugins(args.load)``: the pass machinery
+    is not imported for ``phasec --help``."""
+    parser.add_argument("--load", metavar="MODULE_OR_FILE", action="append", default=[],
+                        help="import a module of passes (a .py file or a module name; "
+                             "repeatable) so its registered passes can be named like built-in "
+                             "ones; also $PHASEC_PLUGINS and installed 'phasec.passes' "
+                             "entry points")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser, with the options of the subcommand ``argv`` names (every
     subcommand's, when ``argv`` is None). Only that subcommand's module is
@@ -98,6 +114,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if argv is None or name == chosen:
             importlib.import_module(module).add_arguments(p)
             add_input_limit_argument(p)
+            if name in PIPELINE_SUBCOMMANDS:
+                add_load_argument(p)
     return parser
 
 

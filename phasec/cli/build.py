@@ -17,7 +17,7 @@ from pathlib import Path
 from phasec.errors import InputError, PhasecError
 from phasec.fileio import same_file
 from phasec.pipeline import build
-from phasec.transform import VERIFY_MODES, PassTiming
+from phasec.transform import VERIFY_MODES, PassTiming, load_plugins
 from phasec.cli._report import CliReport, add_report_argument
 from phasec.cli.opt import OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, read_module
 from phasec.cli._outputs import is_stream, output_option, to_stdout
@@ -78,6 +78,7 @@ def check_output(input_path: str, out: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    load_plugins(args.load)
     check_opt_level(args.opt_level)
     out = output_option(args.output) or default_output(args.input)  # "" is refused
     check_output(args.input, out)

@@ -64,6 +64,7 @@ from phasec.testing.against_tvm import tvm_pass_pool
 from phasec.testing.campaign import pass_pool, read_reproducer, replay, run_campaign
 from phasec.testing.databases import open_database
 from phasec.testing.parallel import run_parallel_campaign
+from phasec.transform import load_plugins
 from phasec.tvm import require_tvm
 
 
@@ -133,6 +134,7 @@ def _replay_report(path: str, report_path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    load_plugins(args.load)
     if args.report is not None and not args.replay:
         print("phasec fuzz: error: --report goes with --replay FILE", file=sys.stderr)
         return 2

@@ -40,7 +40,7 @@ from phasec.script.parser import decode_source, parse
 from phasec.script.printer import SYNTAXES, syntax
 from phasec.transform import (
     REGISTRY, VERIFY_MODES, PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace,
-    PrintAfterAll, PrintBeforeAll, parse_pipeline,
+    PrintAfterAll, PrintBeforeAll, load_plugins, parse_pipeline,
 )
 
 #: output suffix -> format
@@ -193,6 +193,7 @@ def _check_pass_names(names: list[str], option: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    load_plugins(args.load)
     with syntax(args.syntax):
         return _run(args)
 

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from phasec.transform import MISSING, describe_phases, format_value, pass_entries
+from phasec.transform import MISSING, describe_phases, format_value, load_plugins, pass_entries
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +121,7 @@ def render_table(rows: list[dict[str, str]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    load_plugins(args.load)
     if args.json:
         print(json.dumps(pass_records(verbose=args.verbose), indent=2))
     else:

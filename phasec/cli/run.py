@@ -77,7 +77,7 @@ from phasec.cli._report import CliReport, add_report_argument
 from phasec.ir import IRModule
 from phasec.ir.expr import Function
 from phasec.ir.struct_info import StructInfo
-from phasec.transform import VERIFY_MODES, PassInstrument, get_pass, list_passes
+from phasec.transform import VERIFY_MODES, PassInstrument, get_pass, list_passes, load_plugins
 from phasec.verifier.inputs import check_input
 from phasec.cli.build import EXECUTABLE_SUFFIX, _count
 from phasec.cli.opt import check_opt_level, check_outputs_differ, read_module
@@ -416,6 +416,7 @@ def _is_executable_file(path: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    load_plugins(args.load)
     check_opt_level(args.opt_level)
     if args.repeat is not None and args.repeat < 1:
         raise InputError(f"--repeat must be at least 1, not {args.repeat}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +24,15 @@ from phasec.testing.properties import FAILURE_KINDS, Failure, check_sequence, re
 from phasec.errors import InputError
 from phasec.script.loader import load
 from phasec.testing.against_tvm import TVMSequence, check_against_tvm
-from phasec.transform import parse_pipeline
+from phasec.transform import loaded_plugins, parse_pipeline
 
 __all__ = ["SavedFailure", "save_reproducer", "Reproducer", "read_reproducer", "replay"]
+
+
+def _loads() -> str:
+    """`` --load PLUGIN`` for each pass plugin in effect: a printed replay
+    command finds the user's passes too."""
+    return "".join(f" --load {shlex.quote(p)}" for p in loaded_plugins())
 
 
 @dataclass
@@ -87,9 +94,9 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
         *[f"# reach: {note}" for note in reach],
         f"# inputs: {inputs_path.name} (arrays by parameter name)",
         "# replay the passes:",
-        f"#   phasec opt {path} --passes '{sequence}' --opt-level 3",
+        f"#   phasec opt {path}{_loads()} --passes '{sequence}' --opt-level 3",
         "# re-check every property (results included):",
-        f"#   phasec fuzz --replay {path}",
+        f"#   phasec fuzz{_loads()} --replay {path}",
         f"# signature: {json.dumps(list(failure.signature))}",
         "# (the program may call phasec.testing.* packed functions: import phasec.testing",
         "#  before running it with phasec.interp.run or the VM)",
@@ -104,8 +111,8 @@ def save_reproducer(folder: Path, number: int, failure: Failure, mod: IRModule |
             f"# kind: {failure.kind}",
             f"# sequence: {failure.pass_spec}",
             f"# inputs: {inputs_path.name}",
-            f"#   phasec opt {direct_path} --passes '{failure.pass_spec}' --opt-level 3",
-            f"#   phasec fuzz --replay {direct_path}",
+            f"#   phasec opt {direct_path}{_loads()} --passes '{failure.pass_spec}' --opt-level 3",
+            f"#   phasec fuzz{_loads()} --replay {direct_path}",
             "",
         ]
         write_atomic(direct_path, "\n".join(direct) + failure.before.script(), what="reproducer")
@@ -127,7 +134,7 @@ def _save_tvm_reproducer(path: Path, inputs_path: Path, failure: Failure, mod: I
         "#    pipeline for target llvm, then TVM's VM against phasec's interpreter)",
         f"# inputs: {inputs_path.name} (arrays by parameter name)",
         "# check it again (TVM's verdict, its passes under phasec.tvm.PhaseCheck, results):",
-        f"#   phasec fuzz --replay {path}",
+        f"#   phasec fuzz{_loads()} --replay {path}",
         f"# signature: {json.dumps(list(failure.signature))}",
         "",
     ]

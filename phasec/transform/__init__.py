@@ -39,6 +39,9 @@ from phasec.transform.pass_infra import (
     prim_func_pass,
 )
 from phasec.transform.phase_pipeline import Pipeline
+from phasec.transform.plugins import (
+    ENTRY_POINT_GROUP, PLUGIN_ENV, load_plugin, load_plugins, loaded_plugins,
+)
 from phasec.transform.registry import (
     REGISTRY, PassEntry, PassRegistry, get_pass, get_pass_entry, list_passes, pass_entries,
     register_pass,
@@ -54,5 +57,6 @@ __all__ = [
     "PrimFuncPass", "Sequential", "PlanStep", "module_pass", "function_pass",
     "prim_func_pass", "PrintIR", "MISSING", "Pipeline", "PassEntry", "PassRegistry",
     "REGISTRY", "register_pass", "get_pass", "get_pass_entry", "list_passes", "pass_entries",
-    "parse_pipeline", "pass_spec", "format_value",
+    "parse_pipeline", "pass_spec", "format_value", "load_plugin", "load_plugins",
+    "loaded_plugins", "PLUGIN_ENV", "ENTRY_POINT_GROUP",
 ]
