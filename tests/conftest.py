@@ -19,6 +19,7 @@ two cores; ``dev`` is the default for local runs.
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # The tests exercise the *installed* phasec (`pip install ".[test]"`, or `-e`
@@ -35,6 +36,7 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Tests compile with their own persistent kernel cache (a fresh directory per
@@ -46,3 +48,59 @@ settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True
 settings.register_profile("dev", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+
+# -- progress: a line with counts, elapsed time and an estimate every minute --
+# (dots say little on a 15-minute run; with pytest-xdist the workers' reports
+# arrive in the controlling process, which prints the line)
+PROGRESS_EVERY = float(os.environ.get("PHASEC_TEST_PROGRESS_EVERY", "60"))
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.start = self.last = time.monotonic()
+        self.total = self.done = self.failed = 0
+        self.config = None
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.start
+        text = f"-- {self.done:,} of {self.total:,} tests"
+        if self.total:
+            text += f" ({100 * self.done // self.total}%)"
+        text += f", {_minutes(elapsed)} elapsed"
+        if 0 < self.done < self.total:
+            text += f", about {_minutes(elapsed * (self.total - self.done) / self.done)} left"
+        return text + (f"; {self.failed} failed" if self.failed else "")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+
+
+_progress = _Progress()
+
+
+def pytest_configure(config) -> None:
+    _progress.config = config
+
+
+def pytest_collection_finish(session) -> None:
+    _progress.total = max(_progress.total, len(session.items))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:
+    _progress.total = max(_progress.total, len(ids))
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _progress.done += 1
+        _progress.failed += report.failed
+    if time.monotonic() - _progress.last >= PROGRESS_EVERY and _progress.config is not None:
+        _progress.last = time.monotonic()
+        writer = _progress.config.get_terminal_writer()
+        if writer.width_of_current_line:  # after a row of dots
+            writer.line()
+        writer.line(_progress.line())
