@@ -169,9 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with signals_as_exceptions() as stopper, fileio.input_limit_scope():
             try:  # (SIGTERM too: cleanups run, exit 143)
                 return _main(argv, stopper)
-            except KeyboardInterrupt as exc:  # outside a subcommand (also Terminated)
+            except KeyboardInterrupt as exc:  # while starting up (also Terminated)
                 stopper.done.set()
-                return interrupted_exit(exc)[0]
+                status, word = interrupted_exit(exc)
+                command = _chosen_command(sys.argv[1:] if argv is None else argv)
+                print(f"phasec{f' {command}' if command else ''}: {word}", file=sys.stderr)
+                return status
     finally:  # (a subcommand may have replaced them: stdout by devnull after a broken pipe)
         if isinstance(sys.stdout, MessageStream) and sys.stdout.stream is stdout:
             sys.stdout = stdout

@@ -99,6 +99,21 @@ def _wait_for(proc: subprocess.Popen, marker: str, stream: str = "stdout") -> st
     raise AssertionError(f"never printed {marker!r}: {''.join(seen)[-2000:]}")
 
 
+def _wait_for_handlers(proc: subprocess.Popen) -> None:
+    """Wait until the child catches SIGTERM: phasec's handlers (installed with
+    its SIGINT handler) are in place, however long its imports take on a
+    loaded machine (read from /proc/PID/status's SigCgt mask)."""
+    status = Path(f"/proc/{proc.pid}/status")
+    deadline = time.monotonic() + HANG
+    while time.monotonic() < deadline and proc.poll() is None:
+        caught = next((int(line.split()[1], 16) for line in status.read_text().splitlines()
+                       if line.startswith("SigCgt:")), 0)
+        if caught >> (signal.SIGTERM - 1) & 1:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the child never installed its signal handlers")
+
+
 def _stop(proc: subprocess.Popen, sig: int) -> tuple[int, str, str]:
     time.sleep(0.5)  # let it get into the long part
     proc.send_signal(sig)
@@ -209,7 +224,7 @@ def test_a_signal_mid_write_leaves_the_previous_output(tmp_path, command, sig, s
 
 def test_phasec_check_waiting_on_stdin_stops_on_sigterm(tmp_path):
     proc = _popen(["-m", "phasec.verifier.cli", "-"], tmp_path, stdin=subprocess.PIPE)
-    time.sleep(1.0)  # phasec-check is blocked reading standard input
+    _wait_for_handlers(proc)  # then phasec-check blocks reading standard input
     code, out, err = _stop(proc, signal.SIGTERM)
     proc.stdin.close()
     assert code == 143 and err == "phasec-check: terminated (SIGTERM)\n" and out == ""
@@ -218,9 +233,10 @@ def test_phasec_check_waiting_on_stdin_stops_on_sigterm(tmp_path):
 def test_fuzz_stops_on_ctrl_c(tmp_path):
     proc = _popen(["-m", "phasec", "fuzz", "--seconds", "600", "--out", str(tmp_path / "f")],
                   tmp_path)
-    time.sleep(3.0)
-    code, _, err = _stop(proc, signal.SIGINT)
-    assert code == 130 and err.strip().splitlines()[-1] == "phasec fuzz: interrupted"
+    _wait_for_handlers(proc)
+    time.sleep(2.0)  # into the campaign
+    code, out, err = _stop(proc, signal.SIGINT)
+    assert code == 130 and err.strip().endswith("phasec fuzz: interrupted"), (code, out, err)
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
