@@ -20,12 +20,19 @@ is 4 GiB by default (well above the models phasec compiles); set the
 environment variable ``PHASEC_MAX_INPUT_SIZE`` (``512M``, ``8G``, a byte
 count) or the ``--max-input-size`` option of the command-line tools to
 change it.
+
+JSON documents (:func:`load_json`) are counted before they are parsed: a
+document with more values or deeper nesting than its reader allows is
+refused before ``json.loads`` builds a single object (an executable's
+``executable.json`` that inflates to half a gigabyte of ``{}`` would
+otherwise take gigabytes).
 """
 
 from __future__ import annotations
 
 import errno
 import io
+import json
 import math
 import os
 import re
@@ -40,7 +47,7 @@ from typing import IO, Any, BinaryIO, Union
 from phasec.errors import FileAccessError, InputError
 
 __all__ = ["write_atomic", "stream_descriptor", "read_bytes", "read_stream", "open_regular", "check_regular",
-           "SafeZip", "read_npz",
+           "SafeZip", "read_npz", "load_json", "check_json_size", "JSON_MAX_DEPTH",
            "max_input_bytes", "set_max_input_bytes", "parse_size", "format_size",
            "same_file", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
 
@@ -270,6 +277,56 @@ def same_file(a: PathLike, b: PathLike) -> bool:
             return os.path.realpath(a) == os.path.realpath(b)
         except (OSError, ValueError):
             return False
+
+
+# ---------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------
+
+#: how deeply a JSON document phasec reads may nest (arrays and objects)
+JSON_MAX_DEPTH = 200
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKETS = bytes(range(256)).translate(None, b"[]{}")  # every byte but these
+
+
+def check_json_size(text: str | bytes, what: str, max_values: int,
+                    max_depth: int = JSON_MAX_DEPTH) -> None:
+    """Refuse a JSON text with more than ``max_values`` values (objects,
+    arrays and the items in them, counted by their separators) or nested
+    more than ``max_depth`` deep, without parsing it: the count runs over
+    the text (strings skipped) at C speed, so a document built to expand
+    into gigabytes of Python objects is refused in a fraction of a second.
+    ``InputError`` naming ``what``. Invalid JSON is left to the parser."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    bare = _JSON_STRING.sub(b'""', data)
+    containers = bare.count(b"[") + bare.count(b"{")
+    values = containers + bare.count(b",") + bare.count(b":")
+    if values > max_values:
+        raise InputError(f"{what}: the JSON document holds more than {max_values:,} values "
+                         f"({values:,}); it is damaged or built to exhaust memory")
+    if containers and max_depth >= 0:
+        import numpy as np  # (fileio itself does without numpy)
+
+        brackets = np.frombuffer(bare.translate(None, _JSON_BRACKETS), np.uint8)
+        steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+        depth = int(np.cumsum(steps, dtype=np.int64).max())
+        if depth > max_depth:
+            raise InputError(f"{what}: the JSON document is nested too deeply ({depth} "
+                             f"levels; phasec reads at most {max_depth} levels): it is damaged or "
+                             f"built to exhaust the parser")
+
+
+def load_json(text: str | bytes, what: str, max_values: int,
+              max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """``json.loads(text)`` after :func:`check_json_size`; an ``InputError``
+    naming ``what`` for too large, too deep or invalid JSON."""
+    check_json_size(text, what, max_values, max_depth)
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{what}: invalid JSON ({' '.join(str(exc).split())[:200]})") from None
+    except RecursionError:  # (a lower max_depth than Python's stack allows is checked above)
+        raise InputError(f"{what}: the JSON document is nested too deeply") from None
 
 
 # ---------------------------------------------------------------------------
@@ -593,11 +650,17 @@ class SafeZip:
     the memory any read takes. Every problem — including a zlib or CRC error
     while reading — is a :class:`FileAccessError` saying the file is damaged.
     ``source`` is a path or the archive's bytes (an archive inside another).
+    ``compressed=False`` refuses compressed members: an archive inside
+    another (an executable's ``constants.npz``) must store its members as
+    they are, since two layers of deflate multiply (a few kilobytes would
+    inflate to gigabytes) and nothing phasec writes nests compression.
     """
 
     def __init__(self, source: PathLike | bytes, what: str = "archive",
-                 limit: int | None = None, name: str | None = None) -> None:
+                 limit: int | None = None, name: str | None = None, *,
+                 compressed: bool = True) -> None:
         self.limit = max_input_bytes() if limit is None else limit
+        self.compressed = compressed
         if isinstance(source, (bytes, bytearray, memoryview)):
             self.name = name or what
             fh: Any = io.BytesIO(bytes(source))
@@ -636,6 +699,9 @@ class SafeZip:
                                                f"{size} bytes in {packed}")
         if info.compress_type != zipfile.ZIP_DEFLATED:
             return f"uses compression method {info.compress_type}, which phasec never writes"
+        if not self.compressed:
+            return ("is compressed inside an archive that is itself compressed (nested "
+                    "compression, which phasec never writes)")
         if size > packed * DEFLATE_MAX_RATIO + 1024:
             return (f"declares {format_size(size)} uncompressed from {format_size(packed)} "
                     f"compressed, more than deflate can produce")
