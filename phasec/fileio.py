@@ -5,7 +5,11 @@ target's directory, is flushed to disk (``fsync``) and only then renamed
 over the target (``os.replace``, atomic on POSIX and Windows). On any
 failure — a full disk, a permission problem, Ctrl-C, SIGTERM — the previous
 file stands untouched and the temporary file is removed, so a reader never
-sees half a file and a failed command never destroys what was there. The
+sees half a file and a failed command never destroys what was there. A
+signal acts within a second even while gigabytes are written: data goes to
+the file (and to a compressor, through :func:`pieces`) in pieces of
+:data:`WRITE_PIECE_BYTES`, and the final ``fsync`` runs in a helper thread
+while the caller waits in short slices. The
 error is a :class:`~phasec.errors.FileAccessError` naming the path. Nothing
 is ever written through a symbolic link: phasec resolves no link itself, a
 link at the target's name is refused, and the rename replaces a name, never
@@ -39,6 +43,7 @@ import re
 import secrets
 import stat
 import sys
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -47,7 +52,7 @@ from typing import IO, Any, BinaryIO, Union
 from phasec.errors import FileAccessError, InputError
 
 __all__ = ["write_atomic", "stream_descriptor", "read_bytes", "read_stream", "open_regular", "check_regular",
-           "SafeZip", "read_npz", "load_json", "check_json_size", "JSON_MAX_DEPTH",
+           "SafeZip", "read_npz", "load_json", "pieces", "check_json_size", "JSON_MAX_DEPTH",
            "max_input_bytes", "set_max_input_bytes", "parse_size", "format_size",
            "same_file", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
 
@@ -497,9 +502,9 @@ def _replace_in(where: _Dir, base: str, name: str, data: Data, encoding: str,
             pass
         with _fdopen(fd, "wb") as fh:
             fd = -1  # owned by fh now
-            _write_data(fh, data, encoding)
+            _write_data(_Pieces(fh), data, encoding)
             fh.flush()
-            os.fsync(fh.fileno())
+            _fsync_interruptibly(fh.fileno())
         # replaces the name: a link there is replaced, never its target
         os.replace(where.name(tmp), where.name(base), src_dir_fd=where.fd, dst_dir_fd=where.fd)
     except BaseException as exc:
@@ -537,6 +542,71 @@ def _link_refused(where: _Dir, base: str, name: str) -> FileAccessError:
         to = ""
     return _fail("write", name, f"it is a symbolic link{to}; phasec never writes through a "
                  f"link: give the path of the file itself, or remove the link")
+
+
+#: the most one write call hands the system (or a compressor) at once: Python
+#: runs signal handlers only between such calls, so Ctrl-C acts within one piece
+WRITE_PIECE_BYTES = 1 << 20
+
+
+class _Pieces:
+    """A file object passing every write on in pieces of at most
+    :data:`WRITE_PIECE_BYTES`: a write of gigabytes (a large array, a zip
+    member being deflated) is many short calls, between which a SIGINT or
+    SIGTERM handler can run. Everything else is the inner file's."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if len(view) <= WRITE_PIECE_BYTES:
+            return self._inner.write(view)
+        for start in range(0, len(view), WRITE_PIECE_BYTES):
+            self._inner.write(view[start:start + WRITE_PIECE_BYTES])
+        return len(view)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __enter__(self) -> "_Pieces":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._inner.close()
+
+
+def pieces(fh: Any) -> Any:
+    """``fh`` writing in pieces (see :class:`_Pieces`): for a writer that hands
+    a large buffer to a call that cannot be interrupted, such as a member of a
+    deflated zip archive (``zipfile`` compresses each write in one call)."""
+    return _Pieces(fh)
+
+
+def _fsync_interruptibly(fd: int) -> None:
+    """``os.fsync(fd)`` in a helper thread, the calling thread waiting in short
+    slices: flushing a large file can take seconds, during which a signal
+    handler could not run; this way Ctrl-C and SIGTERM act at once (the
+    caller then removes the temporary file; the flush finishes on its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        os.fsync(fd)  # (signal handlers run in the main thread only)
+        return
+    done = threading.Event()
+    failed: list[OSError] = []
+
+    def flush() -> None:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=flush, name="phasec-fsync", daemon=True).start()
+    while not done.wait(0.05):
+        pass
+    if failed:
+        raise failed[0]
 
 
 def _write_data(fh: BinaryIO, data: Data, encoding: str) -> None:

@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import FileAccessError, InputError, ParseError, VMError
-from phasec.fileio import SafeZip, format_size, load_json, write_atomic
+from phasec.fileio import SafeZip, format_size, load_json, pieces, write_atomic
 from phasec.ir import is_splat, tir
 from phasec.ir.expr import aligned_empty
 from phasec.ir.module import IRModule
@@ -242,15 +242,21 @@ class Executable:
                "constants": consts, "kernels": kernel_name,
                "kernel_sha256": kernel_digest(kernel_text.encode()),
                "check_bounds": self._check_bounds}
-        npz = io.BytesIO()
-        np.savez(npz, **tensors)
+
+        def member(zf: zipfile.ZipFile, name: str) -> Any:
+            # Each write to a deflated member is compressed in one call, which no
+            # signal interrupts: write in pieces, so Ctrl-C acts within one piece.
+            return pieces(zf.open(name, "w", force_zip64=True))
 
         def write(fh: Any) -> None:
             with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                zf.writestr("executable.json", json.dumps(doc, separators=(",", ":")))
-                zf.writestr("constants.npz", npz.getvalue())
+                with member(zf, "executable.json") as out:
+                    out.write(json.dumps(doc, separators=(",", ":")).encode())
+                with member(zf, "constants.npz") as out:  # streamed: no copy in memory
+                    np.savez(out, **tensors)
                 if kernel_name:
-                    zf.writestr(kernel_name, kernel_text)
+                    with member(zf, kernel_name) as out:
+                        out.write(kernel_text.encode())
 
         # whole or not at all: a full disk or Ctrl-C leaves the previous file
         write_atomic(path, write, what="executable")
