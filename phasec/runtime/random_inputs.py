@@ -107,7 +107,7 @@ class RandomBudget:
             others = (f", after {format_size(self.used)} of other random inputs"
                       if self.used else "")
             raise InputError(
-                f"{where} would be a random {np.dtype(dtype)} array of shape "
+                f"{where} would be a {np.dtype(dtype)} array of shape "
                 f"{tuple(shape)} ({format_size(nbytes)}), more than random inputs may take: "
                 f"{format_size(self.limit)} ({self.source}{others}); use smaller --dim "
                 f"values or give it with --inputs")

@@ -40,7 +40,7 @@ def memory_64m(monkeypatch):
 
 
 def test_an_input_beyond_the_budget_is_named_with_its_shape_and_the_cap(memory_64m):
-    with pytest.raises(InputError, match=r"parameter 'w' would be a random float32 array of "
+    with pytest.raises(InputError, match=r"parameter 'w' would be a float32 array of "
                                          r"shape \(4096, 4096\) \(64 MiB\), more than random "
                                          r"inputs may take: 32 MiB \(half the memory available\)"
                                          r".*--inputs"):
@@ -85,14 +85,14 @@ def test_phasec_run_refuses_a_shape_larger_than_the_machine(capsys, tmp_path):
     status = main(["run", str(path), "--kernels", "interp", "--opt-level", "0"])
     err = capsys.readouterr().err
     assert status == 2, err
-    assert "parameter 'x' would be a random float32 array of shape (1048576, 1048576) " \
+    assert "parameter 'x' would be a float32 array of shape (1048576, 1048576) " \
            "(4 TiB)" in err
     assert "half the memory available" in err and "Traceback" not in err
 
 
 def test_testing_make_inputs_is_capped_too(memory_64m):
     mod = phasec.parse(HUGE.replace("1048576", "8192"))  # 256 MiB
-    with pytest.raises(InputError, match=r"parameter 'x' of 'main' would be a random float32 "
+    with pytest.raises(InputError, match=r"parameter 'x' of 'main' would be a float32 "
                                          r"array of shape \(8192, 8192\) \(256 MiB\)"):
         phasec_testing.make_inputs(mod, 0)
 
