@@ -20,7 +20,8 @@ refused at once); ``constants.npz`` must store its arrays uncompressed (the
 executable deflates it as a whole: nested compression, which multiplies,
 is refused); ``executable.json`` is at most :data:`MAX_DOCUMENT_BYTES`
 and its JSON values are counted (:data:`MAX_DOCUMENT_VALUES`) and its
-nesting measured before it is parsed; a zlib or CRC error is a damaged-file error; tensor
+nesting measured before it is parsed; the kernel file is at most
+:data:`MAX_KERNEL_FILE_BYTES` (and, as JSON, counted the same way); a zlib or CRC error is a damaged-file error; tensor
 constants are checked against their declared shape and dtype and read only
 when the VM first uses them; kernels whose text does not match the digest
 recorded at build time are refused ("modified after build" — an integrity
@@ -294,8 +295,18 @@ class Executable:
                 doc = _read_document(zf, where)
                 npz = zf.read("constants.npz") if "constants.npz" in names else None
                 kernel_name = doc.get("kernels") if isinstance(doc, dict) else None
+                if kernel_name is not None and kernel_name not in _KERNEL_FILES:
+                    raise ExecutableFormatError(
+                        f"{where}: damaged executable: the kernel file must be one of "
+                        f"{', '.join(_KERNEL_FILES)}, not {kernel_name!r:.80}")
                 if kernel_name and kernel_name not in names:
                     raise ExecutableFormatError(f"{where}: kernel file {kernel_name!r} is missing")
+                if kernel_name and zf.info(kernel_name).file_size > MAX_KERNEL_FILE_BYTES:
+                    raise ExecutableFormatError(
+                        f"{where}: damaged executable: {kernel_name} declares "
+                        f"{format_size(zf.info(kernel_name).file_size)}, more than the "
+                        f"{format_size(MAX_KERNEL_FILE_BYTES)} kernels take (it is damaged or "
+                        f"built to exhaust memory)")
                 kernel_bytes = zf.read(kernel_name) if kernel_name else b""
                 kernel_text = kernel_bytes.decode() if kernel_name else None
         except ExecutableFormatError:
@@ -365,8 +376,12 @@ class Executable:
         return exe
 
 
-#: every member an executable may have
-_MEMBERS = ("executable.json", "constants.npz", "kernels.json", "kernels.py")
+#: every member an executable may have, and the kernel files among them
+_KERNEL_FILES = ("kernels.json", "kernels.py")
+_MEMBERS = ("executable.json", "constants.npz", *_KERNEL_FILES)
+#: the largest kernel file read (declared size, checked before inflating): the
+#: JSON module format's value limit (16 million) takes about 100 MB of text
+MAX_KERNEL_FILE_BYTES = 256 << 20
 #: the largest ``executable.json`` read (declared size, checked before inflating) and
 #: the most JSON values it may hold: a real one takes ~10 values and ~100 bytes per
 #: instruction, so these allow hundreds of thousands of instructions, while

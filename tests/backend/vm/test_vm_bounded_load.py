@@ -121,6 +121,29 @@ def test_nested_compression_is_refused(tmp_path, saved):
         Executable.load(path)
 
 
+@pytest.mark.parametrize("name, message", [
+    (["kernels.json"], "the kernel file must be one of kernels.json, kernels.py"),
+    ("constants.npz", "the kernel file must be one of"),
+    ("kernels.py", "kernel file 'kernels.py' is missing"),
+])
+def test_the_kernel_file_named_must_be_a_kernel_file(tmp_path, saved, name, message):
+    _, members = saved
+    doc = json.loads(members["executable.json"])
+    doc["kernels"] = name
+    path = _write(tmp_path / "k.pvm", {**members, "executable.json": json.dumps(doc).encode()})
+    with pytest.raises(ExecutableFormatError, match=message):
+        Executable.load(path)
+
+
+def test_a_kernel_file_declaring_too_much_is_refused_before_inflating(tmp_path, saved,
+                                                                      monkeypatch):
+    _, members = saved
+    monkeypatch.setattr(executable_module, "MAX_KERNEL_FILE_BYTES", 1024)
+    with pytest.raises(ExecutableFormatError, match=r"kernels.json declares .* more than the "
+                                                    r"1 KiB kernels take"):
+        Executable.load(_write(tmp_path / "k.pvm", members))
+
+
 @pytest.mark.parametrize("member", ["kernels.so", "lib/evil.o", "executable.json.bak"])
 def test_members_other_than_the_data_are_refused(tmp_path, saved, member):
     """No machine code is read from an executable: kernels are compiled
