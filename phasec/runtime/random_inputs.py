@@ -56,25 +56,49 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None  # "max": no limit
 
 
-def _cgroup_available() -> int | None:
-    """What the memory cgroup of this process still allows (v2, then v1)."""
-    folders = ["/sys/fs/cgroup"]
+def _reclaimable(stat_path: str, key: bytes) -> int:
+    """The page cache a cgroup can drop at once (``inactive_file`` of its
+    ``memory.stat``): counted as used, yet free for the taking."""
     try:
-        with open("/proc/self/cgroup", "rb") as fh:
-            for line in fh.read(1 << 16).decode("utf-8", "replace").splitlines():
-                if line.startswith("0::/") and len(line) > 4:  # cgroup v2
-                    folders.insert(0, "/sys/fs/cgroup" + line[3:])
+        with open(stat_path, "rb") as fh:
+            for line in fh.read(1 << 16).splitlines():
+                name, _, value = line.partition(b" ")
+                if name == key and value.strip().isdigit():
+                    return int(value)
     except OSError:
         pass
-    for folder in folders:
+    return 0
+
+
+def _cgroup_available(root: str = "/sys/fs/cgroup", own: str = "/proc/self/cgroup"
+                      ) -> int | None:
+    """What the memory cgroup of this process still allows (v2, then v1),
+    reclaimable page cache included. (``root`` and ``own``: for tests.)"""
+    v2 = [root]
+    v1 = [root + "/memory"]
+    try:
+        with open(own, "rb") as fh:
+            for line in fh.read(1 << 16).decode("utf-8", "replace").splitlines():
+                number, _, rest = line.partition(":")
+                controllers, _, path = rest.partition(":")
+                if number == "0" and not controllers and path.startswith("/"):
+                    v2.insert(0, root + path.rstrip("/"))
+                elif "memory" in controllers.split(",") and path.startswith("/"):
+                    v1.insert(0, root + "/memory" + path.rstrip("/"))
+    except OSError:
+        pass
+    for folder in v2:
         limit = _read_int(os.path.join(folder, "memory.max"))
         if limit is not None:
             used = _read_int(os.path.join(folder, "memory.current")) or 0
-            return max(limit - used, 0)
-    limit = _read_int("/sys/fs/cgroup/memory/memory.limit_in_bytes")
-    if limit is not None and limit < 1 << 60:  # v1 says "no limit" with a huge number
-        used = _read_int("/sys/fs/cgroup/memory/memory.usage_in_bytes") or 0
-        return max(limit - used, 0)
+            used -= _reclaimable(os.path.join(folder, "memory.stat"), b"inactive_file")
+            return max(limit - max(used, 0), 0)
+    for folder in v1:
+        limit = _read_int(os.path.join(folder, "memory.limit_in_bytes"))
+        if limit is not None and limit < 1 << 60:  # v1 says "no limit" with a huge number
+            used = _read_int(os.path.join(folder, "memory.usage_in_bytes")) or 0
+            used -= _reclaimable(os.path.join(folder, "memory.stat"), b"total_inactive_file")
+            return max(limit - max(used, 0), 0)
     return None
 
 

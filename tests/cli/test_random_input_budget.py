@@ -102,3 +102,24 @@ def test_available_memory_is_known_here_and_plausible():
     with open("/proc/meminfo") as fh:
         total = int(next(line for line in fh if line.startswith("MemTotal:")).split()[1]) * 1024
     assert available is not None and 0 < available <= total
+
+
+@pytest.mark.parametrize("own, files, expected", [
+    # cgroup v2: the process's own group, page cache it can drop counted as free
+    ("0::/job\n", {"job/memory.max": "1000000", "job/memory.current": "700000",
+                    "job/memory.stat": "anon 400000\ninactive_file 300000\n"}, 600000),
+    ("0::/job\n", {"job/memory.max": "max", "memory.max": "5000", "memory.current": "1000"},
+     4000),
+    # cgroup v1: the memory controller's group; "no limit" is a huge number
+    ("4:memory:/a/b\n", {"memory/a/b/memory.limit_in_bytes": "8000",
+                          "memory/a/b/memory.usage_in_bytes": "3000",
+                          "memory/a/b/memory.stat": "total_inactive_file 1000\n"}, 6000),
+    ("4:cpu,memory:/a\n", {"memory/a/memory.limit_in_bytes": "9223372036854771712"}, None),
+])
+def test_the_cgroup_limit_is_read_where_the_process_is(tmp_path, own, files, expected):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "self_cgroup").write_text(own)
+    assert random_inputs._cgroup_available(str(tmp_path), str(tmp_path / "self_cgroup")) \
+        == expected
