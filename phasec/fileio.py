@@ -290,8 +290,7 @@ def same_file(a: PathLike, b: PathLike) -> bool:
 
 #: how deeply a JSON document phasec reads may nest (arrays and objects)
 JSON_MAX_DEPTH = 200
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_JSON_BRACKETS = bytes(range(256)).translate(None, b"[]{}")  # every byte but these
+_JSON_SCAN_CHUNK = 4 << 20
 
 
 def check_json_size(text: str | bytes, what: str, max_values: int,
@@ -299,26 +298,44 @@ def check_json_size(text: str | bytes, what: str, max_values: int,
     """Refuse a JSON text with more than ``max_values`` values (objects,
     arrays and the items in them, counted by their separators) or nested
     more than ``max_depth`` deep, without parsing it: the count runs over
-    the text (strings skipped) at C speed, so a document built to expand
-    into gigabytes of Python objects is refused in a fraction of a second.
-    ``InputError`` naming ``what``. Invalid JSON is left to the parser."""
-    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
-    bare = _JSON_STRING.sub(b'""', data)
-    containers = bare.count(b"[") + bare.count(b"{")
-    values = containers + bare.count(b",") + bare.count(b":")
-    if values > max_values:
-        raise InputError(f"{what}: the JSON document holds more than {max_values:,} values "
-                         f"({values:,}); it is damaged or built to exhaust memory")
-    if containers and max_depth >= 0:
-        import numpy as np  # (fileio itself does without numpy)
+    the text (strings skipped) with numpy, a few MiB at a time, so a
+    document built to expand into gigabytes of Python objects is refused in
+    a fraction of a second. ``InputError`` naming ``what``. Invalid JSON is
+    left to the parser."""
+    import numpy as np  # (fileio itself does without numpy)
 
-        brackets = np.frombuffer(bare.translate(None, _JSON_BRACKETS), np.uint8)
-        steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
-        depth = int(np.cumsum(steps, dtype=np.int64).max())
-        if depth > max_depth:
-            raise InputError(f"{what}: the JSON document is nested too deeply ({depth} "
-                             f"levels; phasec reads at most {max_depth} levels): it is damaged or "
-                             f"built to exhaust the parser")
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    # An escaped backslash or quote is two bytes that neither open nor close a
+    # string: blank them (same length), left to right as JSON reads them.
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    codes = np.frombuffer(data, np.uint8)
+    inside = False  # within a string at the end of the previous chunk
+    values = depth = deepest = 0
+    for start in range(0, len(codes), _JSON_SCAN_CHUNK):
+        chunk = codes[start:start + _JSON_SCAN_CHUNK]
+        quotes = chunk == ord('"')
+        in_string = np.bitwise_xor.accumulate(quotes)  # (a closing quote: False)
+        if inside:
+            in_string = ~in_string
+        inside = bool(in_string[-1])
+        structural = chunk[~in_string & ~quotes]
+        opens = np.count_nonzero((structural == ord("[")) | (structural == ord("{")))
+        values += opens + np.count_nonzero((structural == ord(",")) | (structural == ord(":")))
+        if values > max_values:
+            raise InputError(f"{what}: the JSON document holds more than {max_values:,} "
+                             f"values; it is damaged or built to exhaust memory")
+        closes = (structural == ord("]")) | (structural == ord("}"))
+        brackets = structural[closes | (structural == ord("[")) | (structural == ord("{"))]
+        if len(brackets) and max_depth >= 0:
+            steps = np.where((brackets == ord("]")) | (brackets == ord("}")), -1, 1)
+            running = depth + np.cumsum(steps, dtype=np.int64)
+            deepest = max(deepest, int(running.max()))
+            depth = int(running[-1])
+            if deepest > max_depth:
+                raise InputError(f"{what}: the JSON document is nested too deeply (more than "
+                                 f"{max_depth} levels): it is damaged or built to exhaust "
+                                 f"the parser")
 
 
 def load_json(text: str | bytes, what: str, max_values: int,

@@ -10,12 +10,16 @@ import io
 import json
 import tracemalloc
 import zipfile
+from unittest.mock import patch
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import phasec
 from phasec.backend.vm import Executable, ExecutableFormatError, VirtualMachine
+from phasec import fileio
 from phasec.backend.vm import executable as executable_module
 from phasec.errors import InputError, SchemaError
 from phasec.fileio import check_json_size, load_json
@@ -98,8 +102,8 @@ def test_deep_nesting_is_refused_before_parsing(tmp_path, saved):
     doc = members["executable.json"]
     deep = doc[:-1] + b',"pad":' + b"[" * 101 + b"]" * 101 + b"}"
     path = _write(tmp_path / "deep.pvm", {**members, "executable.json": deep})
-    with pytest.raises(ExecutableFormatError, match=r"nested too deeply \(102 levels; phasec "
-                                                    r"reads at most 100 levels\)"):
+    with pytest.raises(ExecutableFormatError, match=r"nested too deeply \(more than "
+                                                    r"100 levels\)"):
         Executable.load(path)
 
 
@@ -195,3 +199,41 @@ def test_json_module_files_are_counted_before_parsing(monkeypatch):
                                           "than 4,000 values"):
         from_json(padded)
     assert phasec.structural_equal(from_json(text), mod)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='a"\\[]{},: \n\u00e9', max_size=6),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(alphabet='k"\\[{,:', max_size=4), inner, max_size=4),
+    max_leaves=20)
+
+
+def _counted(value) -> tuple[int, int]:
+    """(values, depth) of a parsed document as check_json_size counts them:
+    each container, each separator between items, each key's colon."""
+    if isinstance(value, list):
+        parts = [_counted(v) for v in value]
+        return (1 + max(len(value) - 1, 0) + sum(p[0] for p in parts),
+                1 + max((p[1] for p in parts), default=0))
+    if isinstance(value, dict):
+        parts = [_counted(v) for v in value.values()]
+        return (1 + max(len(value) - 1, 0) + len(value) + sum(p[0] for p in parts),
+                1 + max((p[1] for p in parts), default=0))
+    return 0, 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(doc=_JSON, chunk=st.sampled_from([1, 2, 3, 7, 4 << 20]), ascii_only=st.booleans())
+def test_json_count_agrees_with_the_parsed_document(doc, chunk, ascii_only):
+    """The scan over the text (strings, escapes and chunk borders included)
+    counts what the parsed document holds."""
+    text = json.dumps(doc, ensure_ascii=ascii_only)
+    values, depth = _counted(doc)
+    with patch.object(fileio, "_JSON_SCAN_CHUNK", chunk):
+        check_json_size(text, "t", values, depth)
+        if values:
+            with pytest.raises(InputError, match="more than"):
+                check_json_size(text, "t", values - 1, depth)
+        if depth:
+            with pytest.raises(InputError, match="nested too deeply"):
+                check_json_size(text, "t", values, depth - 1)
