@@ -18,10 +18,11 @@ checked before anything is inflated (against the input size limit of
 :mod:`phasec.fileio` and against what deflate can produce: a zip bomb is
 refused at once); ``constants.npz`` must store its arrays uncompressed (the
 executable deflates it as a whole: nested compression, which multiplies,
-is refused); ``executable.json`` is at most :data:`MAX_DOCUMENT_BYTES`
-and its JSON values are counted (:data:`MAX_DOCUMENT_VALUES`) and its
-nesting measured before it is parsed; the kernel file is at most
-:data:`MAX_KERNEL_FILE_BYTES` (and, as JSON, counted the same way); a zlib or CRC error is a damaged-file error; tensor
+is refused); ``executable.json`` is at most :data:`MAX_DOCUMENT_BYTES`,
+its JSON values are counted (:data:`MAX_DOCUMENT_VALUES`) and its nesting
+measured before it is parsed; the kernel file is at most
+:data:`MAX_KERNEL_FILE_BYTES` (and, as JSON, counted the same way); any
+other member is refused; a zlib or CRC error is a damaged-file error; tensor
 constants are checked against their declared shape and dtype and read only
 when the VM first uses them; kernels whose text does not match the digest
 recorded at build time are refused ("modified after build" — an integrity
@@ -29,10 +30,9 @@ check against edited or corrupted files, not a signature: anyone can write
 a new digest); the bytecode is validated (register numbers, forward-only
 jump targets, function and constant indices) and the parameter struct info
 parsed as data. Nothing in the file is executed by Python, and no machine
-code is ever read from it: the kernels are compiled again from their IR (the
-file holds no other member), with the bounds checks of :func:`phasec.build`
-unless told otherwise. A damaged or hostile file gives a clear
-:class:`ExecutableFormatError`, never a crash inside the VM.
+code is ever read from it: the kernels are compiled again from their IR.
+A damaged or hostile file gives a clear :class:`ExecutableFormatError`,
+never a crash inside the VM.
 
 Versions: 2 added the parameter struct info (``param_sinfo`` of each
 function), 3 the kernel digest and ``check_bounds``. Version 1 and 2 files
@@ -46,7 +46,6 @@ unknown (:meth:`Executable.signature` gives None struct info).
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
@@ -339,7 +338,7 @@ class Executable:
                 f"{where}: executable format version {version} records no kernel digest, so "
                 f"its kernels cannot be checked; this phasec reads version {version} files "
                 f"only when they have no kernels: rebuild it with this phasec (phasec build)")
-        if doc.get("kernel_sha256") != kernel_digest(kernel_bytes) and version >= 3:
+        if version >= 3 and doc.get("kernel_sha256") != kernel_digest(kernel_bytes):
             raise ExecutableFormatError(
                 f"{where}: the kernels were modified after build: their SHA-256 does not "
                 f"match the one recorded when the executable was built; rebuild it from its "
