@@ -5,7 +5,11 @@ target's directory, is flushed to disk (``fsync``) and only then renamed
 over the target (``os.replace``, atomic on POSIX and Windows). On any
 failure — a full disk, a permission problem, Ctrl-C, SIGTERM — the previous
 file stands untouched and the temporary file is removed, so a reader never
-sees half a file and a failed command never destroys what was there. The
+sees half a file and a failed command never destroys what was there. A
+signal acts within a second even while gigabytes are written: data goes to
+the file (and to a compressor, through :func:`pieces`) in pieces of
+:data:`WRITE_PIECE_BYTES`, and the final ``fsync`` runs in a helper thread
+while the caller waits in short slices. The
 error is a :class:`~phasec.errors.FileAccessError` naming the path. Nothing
 is ever written through a symbolic link: phasec resolves no link itself, a
 link at the target's name is refused, and the rename replaces a name, never
@@ -20,6 +24,12 @@ is 4 GiB by default (well above the models phasec compiles); set the
 environment variable ``PHASEC_MAX_INPUT_SIZE`` (``512M``, ``8G``, a byte
 count) or the ``--max-input-size`` option of the command-line tools to
 change it.
+
+JSON documents (:func:`load_json`) are counted before they are parsed: a
+document with more values or deeper nesting than its reader allows is
+refused before ``json.loads`` builds a single object (an executable's
+``executable.json`` that inflates to half a gigabyte of ``{}`` would
+otherwise take gigabytes).
 """
 
 from __future__ import annotations
@@ -27,12 +37,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import math
 import os
 import re
 import secrets
 import stat
 import sys
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -41,7 +53,7 @@ from typing import IO, Any, BinaryIO, Union
 from phasec.errors import FileAccessError, InputError
 
 __all__ = ["write_atomic", "stream_descriptor", "read_bytes", "read_stream", "open_regular", "check_regular",
-           "SafeZip", "read_npz",
+           "SafeZip", "read_npz", "load_json", "pieces", "check_json_size", "JSON_MAX_DEPTH",
            "max_input_bytes", "set_max_input_bytes", "parse_size", "format_size",
            "same_file", "input_limit_scope", "DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV"]
 
@@ -286,6 +298,73 @@ def same_file(a: PathLike, b: PathLike) -> bool:
 
 
 # ---------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------
+
+#: how deeply a JSON document phasec reads may nest (arrays and objects)
+JSON_MAX_DEPTH = 200
+_JSON_SCAN_CHUNK = 4 << 20
+
+
+def check_json_size(text: str | bytes, what: str, max_values: int,
+                    max_depth: int = JSON_MAX_DEPTH) -> None:
+    """Refuse a JSON text with more than ``max_values`` values (objects,
+    arrays and the items in them, counted by their separators) or nested
+    more than ``max_depth`` deep, without parsing it: the count runs over
+    the text (strings skipped) with numpy, a few MiB at a time, so a
+    document built to expand into gigabytes of Python objects is refused in
+    a fraction of a second. ``InputError`` naming ``what``. Invalid JSON is
+    left to the parser."""
+    import numpy as np  # (fileio itself does without numpy)
+
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    # An escaped backslash or quote is two bytes that neither open nor close a
+    # string: blank them (same length), left to right as JSON reads them.
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    codes = np.frombuffer(data, np.uint8)
+    inside = False  # within a string at the end of the previous chunk
+    values = depth = deepest = 0
+    for start in range(0, len(codes), _JSON_SCAN_CHUNK):
+        chunk = codes[start:start + _JSON_SCAN_CHUNK]
+        quotes = chunk == ord('"')
+        in_string = np.bitwise_xor.accumulate(quotes)  # (a closing quote: False)
+        if inside:
+            in_string = ~in_string
+        inside = bool(in_string[-1])
+        structural = chunk[~in_string & ~quotes]
+        opens = np.count_nonzero((structural == ord("[")) | (structural == ord("{")))
+        values += opens + np.count_nonzero((structural == ord(",")) | (structural == ord(":")))
+        if values > max_values:
+            raise InputError(f"{what}: the JSON document holds more than {max_values:,} "
+                             f"values; it is damaged or built to exhaust memory")
+        closes = (structural == ord("]")) | (structural == ord("}"))
+        brackets = structural[closes | (structural == ord("[")) | (structural == ord("{"))]
+        if len(brackets) and max_depth >= 0:
+            steps = np.where((brackets == ord("]")) | (brackets == ord("}")), -1, 1)
+            running = depth + np.cumsum(steps, dtype=np.int64)
+            deepest = max(deepest, int(running.max()))
+            depth = int(running[-1])
+            if deepest > max_depth:
+                raise InputError(f"{what}: the JSON document is nested too deeply (more than "
+                                 f"{max_depth} levels): it is damaged or built to exhaust "
+                                 f"the parser")
+
+
+def load_json(text: str | bytes, what: str, max_values: int,
+              max_depth: int = JSON_MAX_DEPTH) -> Any:
+    """``json.loads(text)`` after :func:`check_json_size`; an ``InputError``
+    naming ``what`` for too large, too deep or invalid JSON."""
+    check_json_size(text, what, max_values, max_depth)
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{what}: invalid JSON ({' '.join(str(exc).split())[:200]})") from None
+    except RecursionError:  # (a lower max_depth than Python's stack allows is checked above)
+        raise InputError(f"{what}: the JSON document is nested too deeply") from None
+
+
+# ---------------------------------------------------------------------------
 # Writing
 # ---------------------------------------------------------------------------
 
@@ -453,9 +532,9 @@ def _replace_in(where: _Dir, base: str, name: str, data: Data, encoding: str,
             pass
         with _fdopen(fd, "wb") as fh:
             fd = -1  # owned by fh now
-            _write_data(fh, data, encoding)
+            _write_data(_Pieces(fh), data, encoding)
             fh.flush()
-            os.fsync(fh.fileno())
+            _fsync_interruptibly(fh.fileno())
         # replaces the name: a link there is replaced, never its target
         os.replace(where.name(tmp), where.name(base), src_dir_fd=where.fd, dst_dir_fd=where.fd)
     except BaseException as exc:
@@ -493,6 +572,71 @@ def _link_refused(where: _Dir, base: str, name: str) -> FileAccessError:
         to = ""
     return _fail("write", name, f"it is a symbolic link{to}; phasec never writes through a "
                  f"link: give the path of the file itself, or remove the link")
+
+
+#: the most one write call hands the system (or a compressor) at once: Python
+#: runs signal handlers only between such calls, so Ctrl-C acts within one piece
+WRITE_PIECE_BYTES = 1 << 20
+
+
+class _Pieces:
+    """A file object passing every write on in pieces of at most
+    :data:`WRITE_PIECE_BYTES`: a write of gigabytes (a large array, a zip
+    member being deflated) is many short calls, between which a SIGINT or
+    SIGTERM handler can run. Everything else is the inner file's."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if len(view) <= WRITE_PIECE_BYTES:
+            return self._inner.write(view)
+        for start in range(0, len(view), WRITE_PIECE_BYTES):
+            self._inner.write(view[start:start + WRITE_PIECE_BYTES])
+        return len(view)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __enter__(self) -> "_Pieces":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._inner.close()
+
+
+def pieces(fh: Any) -> Any:
+    """``fh`` writing in pieces (see :class:`_Pieces`): for a writer that hands
+    a large buffer to a call that cannot be interrupted, such as a member of a
+    deflated zip archive (``zipfile`` compresses each write in one call)."""
+    return _Pieces(fh)
+
+
+def _fsync_interruptibly(fd: int) -> None:
+    """``os.fsync(fd)`` in a helper thread, the calling thread waiting in short
+    slices: flushing a large file can take seconds, during which a signal
+    handler could not run; this way Ctrl-C and SIGTERM act at once (the
+    caller then removes the temporary file; the flush finishes on its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        os.fsync(fd)  # (signal handlers run in the main thread only)
+        return
+    done = threading.Event()
+    failed: list[OSError] = []
+
+    def flush() -> None:
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            failed.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=flush, name="phasec-fsync", daemon=True).start()
+    while not done.wait(0.05):
+        pass
+    if failed:
+        raise failed[0]
 
 
 def _write_data(fh: BinaryIO, data: Data, encoding: str) -> None:
@@ -606,11 +750,17 @@ class SafeZip:
     the memory any read takes. Every problem — including a zlib or CRC error
     while reading — is a :class:`FileAccessError` saying the file is damaged.
     ``source`` is a path or the archive's bytes (an archive inside another).
+    ``compressed=False`` refuses compressed members: an archive inside
+    another (an executable's ``constants.npz``) must store its members as
+    they are, since two layers of deflate multiply (a few kilobytes would
+    inflate to gigabytes) and nothing phasec writes nests compression.
     """
 
     def __init__(self, source: PathLike | bytes, what: str = "archive",
-                 limit: int | None = None, name: str | None = None) -> None:
+                 limit: int | None = None, name: str | None = None, *,
+                 compressed: bool = True) -> None:
         self.limit = max_input_bytes() if limit is None else limit
+        self.compressed = compressed
         if isinstance(source, (bytes, bytearray, memoryview)):
             self.name = name or what
             fh: Any = io.BytesIO(bytes(source))
@@ -649,6 +799,9 @@ class SafeZip:
                                                f"{size} bytes in {packed}")
         if info.compress_type != zipfile.ZIP_DEFLATED:
             return f"uses compression method {info.compress_type}, which phasec never writes"
+        if not self.compressed:
+            return ("is compressed inside an archive that is itself compressed (nested "
+                    "compression, which phasec never writes)")
         if size > packed * DEFLATE_MAX_RATIO + 1024:
             return (f"declares {format_size(size)} uncompressed from {format_size(packed)} "
                     f"compressed, more than deflate can produce")

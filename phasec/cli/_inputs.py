@@ -19,15 +19,19 @@ from phasec.ir import tir
 from phasec.ir.struct_info import (
     PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo, TupleStructInfo,
 )
+from phasec.runtime.random_inputs import (
+    FALLBACK_BUDGET, RandomBudget, random_bool, random_integers, random_normal,
+)
 
 __all__ = ["DEFAULT_DIM", "MAX_RANDOM_BYTES", "load_npz", "make_inputs", "onnx_input_names",
            "parse_dims"]
 
 #: a symbolic dimension no input and no --dim gives
 DEFAULT_DIM = 1
-#: the largest random input ``phasec run`` makes (16 GiB): beyond it, a typo
-#: in --dim would only end in an out-of-memory error
-MAX_RANDOM_BYTES = 16 << 30
+#: the budget of random inputs where the available memory is unknown; elsewhere
+#: it is half the memory available (phasec.runtime.random_inputs): beyond it, a
+#: typo in --dim would only end in an out-of-memory error
+MAX_RANDOM_BYTES = FALLBACK_BUDGET
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:
@@ -84,15 +88,15 @@ def _bind_shape(sinfo: StructInfo | None, value: Any, dims: _Dims, where: str) -
 
 
 def _random_value(sinfo: StructInfo | None, rng: np.random.Generator, dims: _Dims,
-                  where: str) -> Any:
+                  where: str, budget: RandomBudget) -> Any:
     if isinstance(sinfo, TensorStructInfo):
         if sinfo.shape is None:
             raise InputError(f"{where} has no known shape ({_sinfo(sinfo)}); give it with "
                              "--inputs")
         shape = tuple(_prim_value(d, dims) for d in sinfo.shape)
-        return _random_array(shape, sinfo.dtype, rng, where)
+        return _random_array(shape, sinfo.dtype, rng, where, budget)
     if isinstance(sinfo, TupleStructInfo):
-        return tuple(_random_value(f, rng, dims, f"{where}[{i}]")
+        return tuple(_random_value(f, rng, dims, f"{where}[{i}]", budget)
                      for i, f in enumerate(sinfo.fields))
     if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
         return tuple(_prim_value(v, dims) for v in sinfo.values)
@@ -107,24 +111,23 @@ def _random_value(sinfo: StructInfo | None, rng: np.random.Generator, dims: _Dim
 
 
 def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator,
-                  where: str) -> np.ndarray:
+                  where: str, budget: RandomBudget) -> np.ndarray:
+    """Made in place in ``dtype`` (peak: the array plus one chunk), after
+    charging it to ``budget``."""
     if dtype in ("void", ""):
         raise InputError(f"{where} has no dtype; give it with --inputs")
     if any(d < 0 for d in shape):
         raise InputError(f"{where} would have the negative shape {shape}; check --dim")
-    size = math.prod(shape) * (np.dtype("bool" if dtype == "bool" else dtype).itemsize
-                               if dtype in tir.DTYPES else 1)
-    if size > MAX_RANDOM_BYTES:
-        raise InputError(f"{where} would be a {dtype} array of shape {shape} "
-                         f"({size / 2**30:.3g} GiB); use smaller --dim values or --inputs")
+    if dtype not in tir.DTYPES or not dtype.startswith(("float", "int", "uint", "bool")):
+        raise InputError(f"cannot make a random {dtype} array for {where}; give it with "
+                         f"--inputs")
+    budget.charge(shape, "bool" if dtype == "bool" else dtype, where)
     if dtype.startswith("float"):
         fan_in = math.prod(shape[1:]) if len(shape) >= 2 else 1
-        return (rng.standard_normal(shape) / math.sqrt(max(fan_in, 1))).astype(dtype)
+        return random_normal(rng, shape, dtype, math.sqrt(max(fan_in, 1)))
     if dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype.startswith(("int", "uint")):
-        return rng.integers(0, 8, shape).astype(dtype)
-    raise InputError(f"cannot make a random {dtype} array for {where}; give it with --inputs")
+        return random_bool(rng, shape)
+    return random_integers(rng, 0, 8, shape, dtype)
 
 
 def _sinfo(sinfo: StructInfo | None) -> str:
@@ -179,13 +182,14 @@ def make_inputs(params: list[tuple[str, StructInfo | None]], given: Mapping[str,
         if name in given:
             _bind_shape(sinfo, given[name], state, f"input {name!r}")
     rng = np.random.default_rng(seed)
+    budget = RandomBudget()  # all random inputs of the run together
     args: list[Any] = []
     generated: list[str] = []
     for name, sinfo in params:
         if name in given:
             args.append(_cast_given(given[name], sinfo, name))
         else:
-            args.append(_random_value(sinfo, rng, state, f"parameter {name!r}"))
+            args.append(_random_value(sinfo, rng, state, f"parameter {name!r}", budget))
             generated.append(name)
     unused = sorted(set(dims) - state.used)
     if unused:

@@ -31,7 +31,11 @@ but the first dimension (1 for scalars and vectors) — the fan-in scaling of
 weight initialisers, which keeps the activations of deep models finite where
 unscaled N(0, 1) values overflow —, integers in [0, 8), booleans uniformly. Shapes come from the parameters' struct info; a symbolic
 dimension (``n``) takes its value from an array given in ``--inputs``, else
-from ``--dim n=VALUE``, else 1.
+from ``--dim n=VALUE``, else 1. All random inputs together may take half the
+memory available (``MemAvailable``, or less if the process's cgroup allows
+less): a larger shape is an error naming the parameter, its shape and that
+cap. They are made in place in their dtype, a chunk at a time
+(:mod:`phasec.runtime.random_inputs`).
 
 **Tolerance.** ``--rtol`` (default 1e-4) bounds ``max|vm - ref| / max|ref|``
 for float outputs; other outputs must be equal. The kernels compute in

@@ -46,6 +46,7 @@ from phasec.testing._gen import GenConfig, generate_module
 from phasec.testing._values import INPUT_RANGE, INT_INPUT_RANGE
 from phasec.testing.errors import GeneratorError
 from phasec.interp import eval_prim_expr
+from phasec.runtime.random_inputs import RandomBudget, random_uniform
 from phasec.pipeline import default_pipeline
 
 __all__ = ["modules", "pass_sequences", "inputs_for", "GenConfig", "GeneratorError",
@@ -293,6 +294,7 @@ def make_inputs(mod: IRModule, seed: int, sym_values: Mapping[Any, int] | None =
     """The arguments :func:`inputs_for` would draw for ``seed`` (deterministic)."""
     rng = np.random.default_rng(seed)
     values = dict(sym_values or {})
+    budget = RandomBudget()  # a declared shape can ask for more memory than there is
 
     def dim(d: Any) -> int:
         def lookup(v: Any) -> int:
@@ -301,19 +303,20 @@ def make_inputs(mod: IRModule, seed: int, sym_values: Mapping[Any, int] | None =
             return values[v]
         return int(eval_prim_expr(d, lookup))
 
-    def value(sinfo: Any) -> Any:
+    def value(sinfo: Any, where: str) -> Any:
         if isinstance(sinfo, TensorStructInfo):
             shape = tuple(dim(d) for d in sinfo.shape) if sinfo.shape is not None else \
                 (2,) * max(sinfo.ndim, 0)
             dtype = "float32" if sinfo.dtype == "void" else sinfo.dtype
+            budget.charge(shape, "bool" if dtype == "bool" else dtype, where)
             if dtype == "bool":
                 return rng.random(shape) < 0.5
             if dtype.startswith(("int", "uint")):
                 return rng.integers(INT_INPUT_RANGE[0], INT_INPUT_RANGE[1] + 1,
                                     size=shape).astype(dtype)
-            return rng.uniform(*INPUT_RANGE, size=shape).astype(dtype)
+            return random_uniform(rng, *INPUT_RANGE, shape, dtype)  # (in place, same values)
         if isinstance(sinfo, TupleStructInfo):
-            return tuple(value(f) for f in sinfo.fields)
+            return tuple(value(f, f"{where}[{i}]") for i, f in enumerate(sinfo.fields))
         if isinstance(sinfo, ShapeStructInfo):
             return tuple(dim(d) for d in sinfo.values) if sinfo.values is not None else (2,)
         if isinstance(sinfo, PrimStructInfo):
@@ -330,7 +333,8 @@ def make_inputs(mod: IRModule, seed: int, sym_values: Mapping[Any, int] | None =
                              f"{type(sinfo).__name__}")
 
     func = mod[entry]
-    return tuple(value(p.struct_info) for p in func.params)
+    return tuple(value(p.struct_info, f"parameter {p.name_hint!r} of {entry!r}")
+                 for p in func.params)
 
 
 def _sym_vars(sinfo: Any) -> list[tir.Var]:

@@ -16,28 +16,36 @@ File format (a zip archive, ``.pvm`` by convention):
 Loading treats the file as hostile data. Every member's declared size is
 checked before anything is inflated (against the input size limit of
 :mod:`phasec.fileio` and against what deflate can produce: a zip bomb is
-refused at once); a zlib or CRC error is a damaged-file error; tensor
+refused at once); ``constants.npz`` must store its arrays uncompressed (the
+executable deflates it as a whole: nested compression, which multiplies,
+is refused); ``executable.json`` is at most :data:`MAX_DOCUMENT_BYTES`,
+its JSON values are counted (:data:`MAX_DOCUMENT_VALUES`) and its nesting
+measured before it is parsed; the kernel file is at most
+:data:`MAX_KERNEL_FILE_BYTES` (and, as JSON, counted the same way); any
+other member is refused; a zlib or CRC error is a damaged-file error; tensor
 constants are checked against their declared shape and dtype and read only
 when the VM first uses them; kernels whose text does not match the digest
 recorded at build time are refused ("modified after build" — an integrity
 check against edited or corrupted files, not a signature: anyone can write
 a new digest); the bytecode is validated (register numbers, forward-only
 jump targets, function and constant indices) and the parameter struct info
-parsed as data. Nothing in the file is executed by Python, so a damaged or
-hostile file gives a clear :class:`ExecutableFormatError`, never a crash
-inside the VM. The kernels themselves do run natively: load executables
-only from sources you trust, as you would a pickle.
+parsed as data. Nothing in the file is executed by Python, and no machine
+code is ever read from it: the kernels are compiled again from their IR.
+A damaged or hostile file gives a clear :class:`ExecutableFormatError`,
+never a crash inside the VM.
 
 Versions: 2 added the parameter struct info (``param_sinfo`` of each
-function), 3 the kernel digest and ``check_bounds``. Version 1 and 2 files still load (without
-the digest check); the signatures of version 1 files are unknown
-(:meth:`Executable.signature` gives None struct info).
+function), 3 the kernel digest and ``check_bounds``. Version 1 and 2 files
+load only when they have no kernels (a program of VM builtins alone): their
+kernels could not be checked against a digest, and accepting them would let
+anyone skip the check by editing the version field. Rebuild older
+executables that have kernels. The signatures of version 1 files are
+unknown (:meth:`Executable.signature` gives None struct info).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
@@ -50,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import FileAccessError, InputError, ParseError, VMError
-from phasec.fileio import SafeZip, write_atomic
+from phasec.fileio import SafeZip, format_size, load_json, pieces, write_atomic
 from phasec.ir import is_splat, tir
 from phasec.ir.expr import aligned_empty
 from phasec.ir.module import IRModule
@@ -234,15 +242,21 @@ class Executable:
                "constants": consts, "kernels": kernel_name,
                "kernel_sha256": kernel_digest(kernel_text.encode()),
                "check_bounds": self._check_bounds}
-        npz = io.BytesIO()
-        np.savez(npz, **tensors)
+
+        def member(zf: zipfile.ZipFile, name: str) -> Any:
+            # Each write to a deflated member is compressed in one call, which no
+            # signal interrupts: write in pieces, so Ctrl-C acts within one piece.
+            return pieces(zf.open(name, "w", force_zip64=True))
 
         def write(fh: Any) -> None:
             with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                zf.writestr("executable.json", json.dumps(doc, separators=(",", ":")))
-                zf.writestr("constants.npz", npz.getvalue())
+                with member(zf, "executable.json") as out:
+                    out.write(json.dumps(doc, separators=(",", ":")).encode())
+                with member(zf, "constants.npz") as out:  # streamed: no copy in memory
+                    np.savez(out, **tensors)
                 if kernel_name:
-                    zf.writestr(kernel_name, kernel_text)
+                    with member(zf, kernel_name) as out:
+                        out.write(kernel_text.encode())
 
         # whole or not at all: a full disk or Ctrl-C leaves the previous file
         write_atomic(path, write, what="executable")
@@ -269,11 +283,29 @@ class Executable:
                 if "executable.json" not in names:
                     raise ExecutableFormatError(f"{where}: not a phasec executable "
                                                 f"(no executable.json inside)")
-                doc = json.loads(zf.read("executable.json"))
+                # Only data is read: no member holds code to run (kernels are compiled
+                # from their IR), and an unexpected member is refused rather than ignored.
+                unexpected = sorted(set(names) - set(_MEMBERS))
+                if unexpected:
+                    raise ExecutableFormatError(
+                        f"{where}: damaged executable: unexpected member {unexpected[0]!r:.80}; "
+                        f"an executable holds only {', '.join(_MEMBERS)} (no compiled code is "
+                        f"ever read from one)")
+                doc = _read_document(zf, where)
                 npz = zf.read("constants.npz") if "constants.npz" in names else None
                 kernel_name = doc.get("kernels") if isinstance(doc, dict) else None
+                if kernel_name is not None and kernel_name not in _KERNEL_FILES:
+                    raise ExecutableFormatError(
+                        f"{where}: damaged executable: the kernel file must be one of "
+                        f"{', '.join(_KERNEL_FILES)}, not {kernel_name!r:.80}")
                 if kernel_name and kernel_name not in names:
                     raise ExecutableFormatError(f"{where}: kernel file {kernel_name!r} is missing")
+                if kernel_name and zf.info(kernel_name).file_size > MAX_KERNEL_FILE_BYTES:
+                    raise ExecutableFormatError(
+                        f"{where}: damaged executable: {kernel_name} declares "
+                        f"{format_size(zf.info(kernel_name).file_size)}, more than the "
+                        f"{format_size(MAX_KERNEL_FILE_BYTES)} kernels take (it is damaged or "
+                        f"built to exhaust memory)")
                 kernel_bytes = zf.read(kernel_name) if kernel_name else b""
                 kernel_text = kernel_bytes.decode() if kernel_name else None
         except ExecutableFormatError:
@@ -288,11 +320,8 @@ class Executable:
                 raise ExecutableFormatError(f"{where}: damaged executable: {exc.reason}") \
                     from None
             raise ExecutableFormatError(f"{where}: {exc.reason}") from None
-        except (ValueError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
             raise ExecutableFormatError(f"{where}: not a phasec executable ({exc})") from None
-        except RecursionError:  # json.loads on absurdly nested data
-            raise ExecutableFormatError(f"{where}: damaged executable: executable.json is "
-                                        f"nested too deeply") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
             raise ExecutableFormatError(f"{where}: not a phasec executable (format is "
                                         f"{doc.get('format') if isinstance(doc, dict) else None!r})")
@@ -302,6 +331,13 @@ class Executable:
                 f"{where}: executable format version {version!r} is not supported (this "
                 f"phasec reads versions {', '.join(map(str, READABLE_VERSIONS))}); rebuild "
                 f"it with this phasec (phasec build)")
+        if version < 3 and kernel_name:
+            # Versions 1 and 2 had no digest: reading their kernels unchecked would let
+            # anyone skip the check by editing the version (see the module doc).
+            raise ExecutableFormatError(
+                f"{where}: executable format version {version} records no kernel digest, so "
+                f"its kernels cannot be checked; this phasec reads version {version} files "
+                f"only when they have no kernels: rebuild it with this phasec (phasec build)")
         if version >= 3 and doc.get("kernel_sha256") != kernel_digest(kernel_bytes):
             raise ExecutableFormatError(
                 f"{where}: the kernels were modified after build: their SHA-256 does not "
@@ -337,6 +373,38 @@ class Executable:
             raise ExecutableFormatError(f"{where}: {exc}") from None
         exe.check_bounds = recorded if check_bounds is None else bool(check_bounds)
         return exe
+
+
+#: every member an executable may have, and the kernel files among them
+_KERNEL_FILES = ("kernels.json", "kernels.py")
+_MEMBERS = ("executable.json", "constants.npz", *_KERNEL_FILES)
+#: the largest kernel file read (declared size, checked before inflating): the
+#: JSON module format's value limit (16 million) takes about 100 MB of text
+MAX_KERNEL_FILE_BYTES = 256 << 20
+#: the largest ``executable.json`` read (declared size, checked before inflating) and
+#: the most JSON values it may hold: a real one takes ~10 values and ~100 bytes per
+#: instruction, so these allow hundreds of thousands of instructions, while
+#: memory stays within a few hundred MB whatever the file holds
+MAX_DOCUMENT_BYTES = 64 << 20
+MAX_DOCUMENT_VALUES = 4_000_000
+#: how deeply ``executable.json`` may nest (match patterns nest with tuple types)
+MAX_DOCUMENT_DEPTH = 100
+
+
+def _read_document(zf: SafeZip, where: str) -> Any:
+    """``executable.json``, its declared size, value count and nesting
+    checked before it is inflated or parsed."""
+    size = zf.info("executable.json").file_size
+    if size > MAX_DOCUMENT_BYTES:
+        raise ExecutableFormatError(
+            f"{where}: damaged executable: executable.json declares {format_size(size)}, "
+            f"more than the {format_size(MAX_DOCUMENT_BYTES)} an executable's description "
+            f"takes (it is damaged or built to exhaust memory)")
+    try:
+        return load_json(zf.read("executable.json"), "executable.json",
+                         MAX_DOCUMENT_VALUES, MAX_DOCUMENT_DEPTH)
+    except InputError as exc:
+        raise ExecutableFormatError(f"{where}: damaged executable: {exc}") from None
 
 
 def kernel_digest(kernel_text: bytes) -> str:
@@ -427,7 +495,12 @@ class _TensorStore:
 
     def __init__(self, npz: bytes, where: str) -> None:
         self.where = where
-        self.zip = SafeZip(npz, name=f"{where} (constants.npz)")
+        # (np.savez stores its members; the executable deflates the archive as a whole)
+        try:
+            self.zip = SafeZip(npz, name=f"{where} (constants.npz)", compressed=False)
+        except FileAccessError as exc:
+            raise ExecutableFormatError(f"{where}: damaged executable: constants.npz: "
+                                        f"{exc.reason}") from None
 
     def pending(self, key: Any) -> "_PendingTensor":
         if not isinstance(key, str):

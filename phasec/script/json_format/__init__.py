@@ -61,7 +61,10 @@ Design points:
   uses them for chains of two or more.
 * Nesting is limited to :data:`MAX_DEPTH` JSON levels (pydantic's JSON parser
   stops there); ``to_json`` refuses a module it could not read back (a sum of
-  hundreds of terms, say).
+  hundreds of terms, say). A document holds at most :data:`MAX_VALUES` JSON
+  values; both are measured on the text before it is parsed
+  (:func:`phasec.fileio.check_json_size`), so a padded document cannot make
+  the reader take gigabytes.
 * Versions: documents are written as :data:`FORMAT_VERSION` 2 (version 1 had
   no chain nodes); ``from_json`` reads :data:`READABLE_VERSIONS` and names the
   version of any other.
@@ -84,8 +87,9 @@ from __future__ import annotations
 from phasec.script.json_format.decode import from_json
 from phasec.script.json_format.encode import to_json
 from phasec.script.json_format.schema import (
-    FORMAT_NAME, FORMAT_VERSION, MAX_DEPTH, READABLE_VERSIONS, ModuleDoc, json_schema,
+    FORMAT_NAME, FORMAT_VERSION, MAX_DEPTH, MAX_VALUES, READABLE_VERSIONS, ModuleDoc,
+    json_schema,
 )
 
 __all__ = ["to_json", "from_json", "json_schema", "FORMAT_NAME", "FORMAT_VERSION",
-           "READABLE_VERSIONS", "MAX_DEPTH", "ModuleDoc"]
+           "READABLE_VERSIONS", "MAX_DEPTH", "MAX_VALUES", "ModuleDoc"]

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from phasec.errors import SchemaError
+from phasec.errors import InputError, SchemaError
+from phasec.fileio import check_json_size
 from phasec.ir import tir
 from phasec.ir.expr import (
     BindingBlock, Call, Constant, DataflowBlock, DataflowVar, DataTypeImm, Expr, ExternFunc,
@@ -35,7 +36,7 @@ from phasec.script.json_format.schema import (
     BinaryOpDoc, BlockDoc, BlockDocR, BufferLoadDoc, BufferRef, BufferRegionDoc,
     BufferStoreDoc, CallDoc, CastDoc, ConstantDoc, DataTypeImmDoc, EvaluateDoc, ExternFuncDoc,
     FloatImmDoc, ForDoc, FuncStructInfoDoc, FunctionDoc, GlobalVarDoc, IfDoc, IfThenElseDoc,
-    IntImmDoc, LetScopeDoc, LetStmtDoc, MAX_DEPTH, MatchCastDoc, ModuleDoc, NestDoc, NotDoc,
+    IntImmDoc, LetScopeDoc, LetStmtDoc, MAX_DEPTH, MAX_VALUES, MatchCastDoc, ModuleDoc, NestDoc, NotDoc,
     ObjectStructInfoDoc, OpDoc, PrimFuncDoc, PrimStructInfoDoc, PrimValueDoc, READABLE_VERSIONS,
     SelectChainDoc, SelectDoc, SeqExprDoc, SeqScopeDoc, SeqStmtDoc, AllocateScopeDoc,
     AttrScopeDoc,
@@ -624,6 +625,10 @@ def _load(text: str | bytes) -> IRModule:
                               f"at offset {exc.start})") from None
     elif text.startswith("\ufeff"):
         text = text[1:]
+    try:  # counted before pydantic builds anything (a padded document would take GBs)
+        check_json_size(text, "invalid module JSON", MAX_VALUES, MAX_DEPTH)
+    except InputError as exc:
+        raise SchemaError(str(exc)) from None
     try:
         doc = ModuleDoc.model_validate_json(text)
     except ValidationError as exc:

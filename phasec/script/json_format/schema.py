@@ -11,7 +11,7 @@ from phasec.ir import tir
 from phasec.ir.phase import Phase
 
 __all__ = ["json_schema", "FORMAT_NAME", "FORMAT_VERSION", "READABLE_VERSIONS", "MAX_DEPTH",
-           "ModuleDoc"]
+           "MAX_VALUES", "ModuleDoc"]
 
 FORMAT_NAME = "phasec.ir_module"
 #: 2: chains of nested TIR scopes (lets, else-ifs...) and of selects written flat
@@ -23,6 +23,11 @@ READABLE_VERSIONS = (1, 2)
 #: About how many levels of JSON nesting a document may have: pydantic's JSON
 #: parser stops at 200 (a chain of ~190 nested TIR operations).
 MAX_DEPTH = 200
+#: The most JSON values (objects, arrays, their items) a document may hold,
+#: counted before it is parsed: a module takes ~6 bytes of text and ~90 bytes
+#: of memory per value (a 100k-binding function a few million values), so
+#: a document padded with empty objects cannot take more than ~1.5 GB.
+MAX_VALUES = 16_000_000
 
 # ---------------------------------------------------------------------------
 # Schema (pydantic models)

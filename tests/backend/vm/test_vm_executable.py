@@ -161,11 +161,28 @@ def test_executable_format_versions(tmp_path):
         for f in doc["functions"]:
             del f["param_sinfo"]
 
-    # version 1 (no signatures) still loads and runs; its signature is unknown
-    old = Executable.load(_rewrite_doc(path, tmp_path / "v1.pvm", as_version_1))
-    assert old.signature("main") == [("x", None), ("y", None)]
-    out = VirtualMachine(old, kernels="interp")["main"](f32(1, 2), f32(3, 4))
-    np.testing.assert_array_equal(out, [12, 24])
+    # versions 1 and 2 record no kernel digest: a file with kernels is refused, so
+    # that editing the version cannot skip the digest check
+    for version, edit in ((1, as_version_1), (2, lambda d: d.update(version=2))):
+        def older(doc, edit=edit):
+            edit(doc)
+            del doc["kernel_sha256"]
+        with pytest.raises(ExecutableFormatError, match=rf"version {version} records no kernel "
+                                                        r"digest.*rebuild"):
+            Executable.load(_rewrite_doc(path, tmp_path / f"v{version}.pvm", older))
+        # ... with the digest left in (unchecked by those versions), just as refused
+        with pytest.raises(ExecutableFormatError, match="records no kernel digest"):
+            Executable.load(_rewrite_doc(path, tmp_path / f"v{version}d.pvm", edit))
+    # version 1 without kernels (no signatures) still loads and runs; its signature
+    # is unknown
+    x, y = V("x", tensor((tir.Var("n", "int64"),))), V("y", tensor((2,)))
+    plain = tmp_path / "plain.pvm"
+    codegen(module(main=func([x, y], [], ir.Tuple([y, x])))).save(plain)
+    old = Executable.load(_rewrite_doc(plain, tmp_path / "v1.pvm", as_version_1))
+    assert old.signature("main") == [("x", None), ("y", None)] and not old.prim_funcs
+    out = VirtualMachine(old, kernels="interp")["main"](f32(1, 2, 3), f32(3, 4))
+    np.testing.assert_array_equal(out[0], [3, 4])
+    np.testing.assert_array_equal(out[1], [1, 2, 3])
     # an unknown version is refused with a clear message
     newer = _rewrite_doc(path, tmp_path / "v9.pvm", lambda d: d.update(version=9))
     with pytest.raises(ExecutableFormatError, match=r"version 9 is not supported.*reads "
