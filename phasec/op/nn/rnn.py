@@ -21,7 +21,8 @@ the final states (D, B, H).
 
 The equations are ONNX's: with ``f``, ``g``, ``h`` the activations of a
 direction and ``clip`` (when set) bounding each activation's input to
-``[-clip, clip]``::
+``[-clip, clip]`` (every gate's input; the cell state itself is not
+clipped, as ONNX Runtime does not)::
 
     LSTM  i = f(x Wi + h Ri + Pi*c + b)   f = f(x Wf + h Rf + Pf*c + b)  (1 - i with input_forget)
           c~ = g(x Wc + h Rc + b)   c' = f*c + i*c~   o = f(x Wo + h Ro + Po*c' + b)   h' = o*h(c')
@@ -41,8 +42,8 @@ operators default to 1.0). The ONNX frontend maps ONNX's
 
 ``seq_lens`` gives each batch entry's length L (clamped to [0, T]): the
 forward direction reads steps 0..L-1, the reverse direction L-1..0, Y is 0
-at steps L..T-1, and Y_h (Y_c) is the state after the last step read (the
-initial state when L is 0).
+at steps L..T-1, and Y_h (Y_c) is the state after the last step read — 0
+when L is 0, as ONNX Runtime gives (not the initial state).
 
 The lowering is one kernel per call: the input projection ``x W^T + b`` for
 every step is a TE reduction, then a hand-written TIR loop over time (a
@@ -297,9 +298,10 @@ def _reference(cell: str):
                     else:
                         hv = f(cl(xw + r[d] @ hv + rb))
                     y[t, d, bi] = hv
-                hs[d, bi] = hv
+                ran = lens[bi] > 0  # no step: zeros, not the initial state
+                hs[d, bi] = hv if ran else 0.0
                 if cs is not None:
-                    cs[d, bi] = cv
+                    cs[d, bi] = cv if ran else 0.0
         outs = [y, hs] + ([cs] if cs is not None else [])
         return tuple(o.astype(dtype) for o in outs)
     return ref
@@ -397,9 +399,9 @@ class _Kernel:
         self.acc = Buffer("rnn_gates", (gh,), self.dt)
         self.rh = Buffer("rnn_rh", (self.hid,), self.dt)
 
-    def act(self, d: int, k: int, x: PrimExpr) -> PrimExpr:
+    def act(self, d: int, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
         clip = self.a["clip"]
-        if clip is not None:
+        if clip is not None and clipped:
             x = BinaryOp("min", BinaryOp("max", x, _const(-clip, self.dt)), _const(clip, self.dt))
         return _tir_activation(*self.acts[d * self.per + k], x)
 
@@ -455,7 +457,7 @@ class _Kernel:
             c_e = fv * cp + iv * self.act(d, 1, self.acc[self.off(3, j)])
             o_e = self.act(d, 0, self.acc[self.off(1, j)] + po * cv)
             stores = seq(BufferStore(self.c, cv, (b, j)),
-                         BufferStore(self.h, o_e * self.act(d, 2, cv), (b, j)))
+                         BufferStore(self.h, o_e * self.act(d, 2, cv, clipped=False), (b, j)))
             return LetStmt(iv, i_e, LetStmt(fv, f_e, LetStmt(cv, c_e, stores)))
         return nest((hid,), body, "j")
 
@@ -525,9 +527,13 @@ class _Kernel:
 
         def final(idx):
             b, j = idx
-            stores = [BufferStore(self.out, self.h[b, j], (self.t_len, dd, b, j))]
+            ran = BinaryOp(">", self.length(b), i64(0))  # no step: zeros, not the initial state
+
+            def state(buf):
+                return tir.Select(ran, buf[b, j], _const(0.0, self.dt))
+            stores = [BufferStore(self.out, state(self.h), (self.t_len, dd, b, j))]
             if self.c0 is not None:
-                stores.append(BufferStore(self.out, self.c[b, j],
+                stores.append(BufferStore(self.out, state(self.c),
                                           (arith.simplify(self.t_len + 1), dd, b, j)))
             return seq(*stores)
         return seq(nest((self.batch, hid), init, "i"), nest((self.t_len,), per_step, "s"),
