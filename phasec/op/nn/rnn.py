@@ -385,6 +385,8 @@ class _Kernel:
         self.a = attrs
         self.acts = activation_params(cell, attrs)
         self.per = CELLS[cell][1]
+        #: which direction's activations the statements being built use
+        self.acts_of = 0
         self.xw, self.r, self.bias, self.h0 = ins[:4]
         self.c0 = ins[4] if cell == "lstm" else None
         self.p = ins[5] if cell == "lstm" else None
@@ -399,17 +401,18 @@ class _Kernel:
         self.acc = Buffer("rnn_gates", (gh,), self.dt)
         self.rh = Buffer("rnn_rh", (self.hid,), self.dt)
 
-    def act(self, d: int, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
+    def act(self, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
+        """Activation ``k`` of the direction being built (``self.acts_of``)."""
         clip = self.a["clip"]
         if clip is not None and clipped:
             x = BinaryOp("min", BinaryOp("max", x, _const(-clip, self.dt)), _const(clip, self.dt))
-        return _tir_activation(*self.acts[d * self.per + k], x)
+        return _tir_activation(*self.acts[self.acts_of * self.per + k], x)
 
     def off(self, g: int, j: PrimExpr) -> PrimExpr:
         """Row ``g * H + j`` of the gates."""
         return arith.simplify(tir.as_prim_expr(g) * self.hid + j) if g else j
 
-    def recur(self, d: int, b: PrimExpr, t: PrimExpr, rows: tuple[int, int],
+    def recur(self, d: PrimExpr, b: PrimExpr, t: PrimExpr, rows: tuple[int, int],
               init: Callable[[PrimExpr], PrimExpr], src: Callable[[PrimExpr], PrimExpr]
               ) -> tir.Stmt:
         """acc[g] = init(g) + sum_k src(k) * R[d, g, k] for the gate rows ``rows``."""
@@ -419,14 +422,13 @@ class _Kernel:
             g = arith.simplify(idx[0] + lo)
             first = BufferStore(self.acc, init(g), (g,))
             add = nest((self.hid,), lambda kk: BufferStore(
-                self.acc, self.acc[g] + src(kk[0]) * self.r[i64(d), g, kk[0]], (g,)), "k")
+                self.acc, self.acc[g] + src(kk[0]) * self.r[d, g, kk[0]], (g,)), "k")
             return seq(first, add)
         return nest((arith.simplify(hi - lo),), row, "g")
 
-    def step(self, d: int, b: PrimExpr, t: PrimExpr) -> tir.Stmt:
+    def step(self, d: PrimExpr, b: PrimExpr, t: PrimExpr) -> tir.Stmt:
         """One time step ``t`` of batch entry ``b`` in direction ``d``; stores Y[t]."""
-        dd = i64(d)
-        hid, dt = self.hid, self.dt
+        dd, hid = d, self.hid
 
         def xw(g):
             return self.xw[dd, t, b, g]
@@ -436,40 +438,40 @@ class _Kernel:
         store_y = nest((hid,), lambda jj: BufferStore(self.out, self.h[b, jj[0]],
                                                       (t, dd, b, jj[0])), "j")
         if self.cell == "rnn":
-            upd = nest((hid,), lambda jj: BufferStore(self.h, self.act(d, 0, self.acc[jj[0]]),
+            upd = nest((hid,), lambda jj: BufferStore(self.h, self.act(0, self.acc[jj[0]]),
                                                       (b, jj[0])), "j")
             return seq(self.recur(d, b, t, (0, 1), xw, hprev), upd, store_y)
         if self.cell == "lstm":
             return seq(self.recur(d, b, t, (0, 4), xw, hprev), self._lstm_update(d, b), store_y)
         return seq(*self._gru(d, b, t, xw, hprev), store_y)
 
-    def _lstm_update(self, d: int, b: PrimExpr) -> tir.Stmt:
-        dd, dt, hid = i64(d), self.dt, self.hid
+    def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> tir.Stmt:
+        dd, dt, hid = d, self.dt, self.hid
 
         def body(jj):
             j = jj[0]
             cp = self.c[b, j]
             pi, po, pf = (self.p[dd, self.off(k, j)] for k in range(3))
             iv, fv, cv = Var("lstm_i", dt), Var("lstm_f", dt), Var("lstm_c", dt)
-            i_e = self.act(d, 0, self.acc[j] + pi * cp)
+            i_e = self.act(0, self.acc[j] + pi * cp)
             f_e = (_const(1.0, dt) - iv if self.a["input_forget"]
-                   else self.act(d, 0, self.acc[self.off(2, j)] + pf * cp))
-            c_e = fv * cp + iv * self.act(d, 1, self.acc[self.off(3, j)])
-            o_e = self.act(d, 0, self.acc[self.off(1, j)] + po * cv)
+                   else self.act(0, self.acc[self.off(2, j)] + pf * cp))
+            c_e = fv * cp + iv * self.act(1, self.acc[self.off(3, j)])
+            o_e = self.act(0, self.acc[self.off(1, j)] + po * cv)
             stores = seq(BufferStore(self.c, cv, (b, j)),
-                         BufferStore(self.h, o_e * self.act(d, 2, cv, clipped=False), (b, j)))
+                         BufferStore(self.h, o_e * self.act(2, cv, clipped=False), (b, j)))
             return LetStmt(iv, i_e, LetStmt(fv, f_e, LetStmt(cv, c_e, stores)))
         return nest((hid,), body, "j")
 
-    def _gru(self, d: int, b: PrimExpr, t: PrimExpr, xw, hprev) -> list[tir.Stmt]:
-        dd, dt, hid, gh = i64(d), self.dt, self.hid, self.gh
+    def _gru(self, d: PrimExpr, b: PrimExpr, t: PrimExpr, xw, hprev) -> list[tir.Stmt]:
+        dd, dt, hid, gh = d, self.dt, self.hid, self.gh
 
         def rb(g):
             return self.bias[dd, arith.simplify(gh + g)]
         stmts = [self.recur(d, b, t, (0, 2), xw, hprev)]
         # z and r activated in place
         stmts.append(nest((arith.simplify(2 * hid),), lambda gg: BufferStore(
-            self.acc, self.act(d, 0, self.acc[gg[0]]), (gg[0],)), "g"))
+            self.acc, self.act(0, self.acc[gg[0]]), (gg[0],)), "g"))
         if self.a["linear_before_reset"]:
             # acc_h = h Rh + Rbh; h~ = g(xw_h + r * acc_h)
             stmts.append(self.recur(d, b, t, (2, 3), rb, hprev))
@@ -488,7 +490,7 @@ class _Kernel:
         def upd(jj):
             j = jj[0]
             z = self.acc[j]
-            new = (_const(1.0, dt) - z) * self.act(d, 1, pre(j)) + z * self.h[b, j]
+            new = (_const(1.0, dt) - z) * self.act(1, pre(j)) + z * self.h[b, j]
             return BufferStore(self.h, new, (b, j))
         stmts.append(nest((hid,), upd, "j"))
         return stmts
@@ -500,9 +502,9 @@ class _Kernel:
         v = v if v.dtype == "int64" else tir.Cast("int64", v)
         return BinaryOp("min", BinaryOp("max", v, i64(0)), self.t_len)
 
-    def direction(self, d: int) -> tir.Stmt:
-        dd = i64(d)
-        reverse = self.a["direction"] == "reverse" or d == 1
+    def direction(self, dd: PrimExpr, reverse: PrimExpr | bool) -> tir.Stmt:
+        """The whole sequence in direction ``dd`` (a constant, or the loop
+        variable over both directions: ``reverse`` is then an expression)."""
         hid = self.hid
 
         def init(idx):
@@ -518,10 +520,12 @@ class _Kernel:
             def per_batch(bb):
                 b = bb[0]
                 length = Var("rnn_len", "int64")
-                t = BinaryOp("-", BinaryOp("-", length, i64(1)), s) if reverse else s
+                back = BinaryOp("-", BinaryOp("-", length, i64(1)), s)
+                t = (tir.Select(reverse, back, s) if isinstance(reverse, PrimExpr)
+                     else back if reverse else s)
                 pad = nest((hid,), lambda jj: BufferStore(self.out, _const(0.0, self.dt),
                                                           (s, dd, b, jj[0])), "j")
-                body = IfThenElse(BinaryOp("<", s, length), self.step(d, b, t), pad)
+                body = IfThenElse(BinaryOp("<", s, length), self.step(dd, b, t), pad)
                 return LetStmt(length, self.length(b), body)
             return nest((self.batch,), per_batch, "b")
 
@@ -540,8 +544,21 @@ class _Kernel:
                    nest((self.batch, hid), final, "o"))
 
     def build(self) -> tir.Stmt:
-        ndir = _directions(self.a["direction"])
-        body: tir.Stmt = seq(*[self.direction(d) for d in range(ndir)])
+        per = self.per
+        if self.a["direction"] != "bidirectional":
+            self.acts_of = 0
+            body: tir.Stmt = self.direction(i64(0), self.a["direction"] == "reverse")
+        elif self.acts[:per] == self.acts[per:]:
+            # one loop over both directions (half the code to compile)
+            self.acts_of = 0
+            body = nest((i64(2),), lambda dd: self.direction(
+                dd[0], BinaryOp("==", dd[0], i64(1))), "d")
+        else:  # activations differ by direction: one copy of the loop each
+            parts = []
+            for d in range(2):
+                self.acts_of = d
+                parts.append(self.direction(i64(d), d == 1))
+            body = seq(*parts)
         for buf in (self.rh, self.acc, self.c, self.h):
             if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
                 continue
