@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 #: activations taking an alpha / a beta, and the defaults ONNX Runtime uses
-_TAKES_ALPHA = {"affine", "leakyrelu", "thresholdedrelu", "scaledtanh", "hardsigmoid", "elu"}
-_TAKES_BETA = {"affine", "scaledtanh", "hardsigmoid"}
+TAKES_ALPHA = {"affine", "leakyrelu", "thresholdedrelu", "scaledtanh", "hardsigmoid", "elu"}
+TAKES_BETA = {"affine", "scaledtanh", "hardsigmoid"}
 _DEFAULTS = {"leakyrelu": (0.01, 0.0), "hardsigmoid": (0.2, 0.5), "elu": (1.0, 0.0)}
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -47,8 +47,8 @@ def _activations(names, alphas, betas):
     for n in names:
         key = n.lower()
         a0, b0 = _DEFAULTS.get(key, (0.0, 0.0))
-        a = alphas.pop(0) if key in _TAKES_ALPHA and alphas else a0
-        b = betas.pop(0) if key in _TAKES_BETA and betas else b0
+        a = alphas.pop(0) if key in TAKES_ALPHA and alphas else a0
+        b = betas.pop(0) if key in TAKES_BETA and betas else b0
         out.append(activation(key, a, b))
     return out
 
