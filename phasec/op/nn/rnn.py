@@ -46,12 +46,13 @@ at steps L..T-1, and Y_h (Y_c) is the state after the last step read — 0
 when L is 0, as ONNX Runtime gives (not the initial state).
 
 The lowering is one kernel per call: the input projection ``x W^T + b`` for
-every step is a TE reduction, then a hand-written TIR loop over time (a
-symbolic T is a symbolic loop extent: one build runs every length) holds the
-whole cell per step and batch entry — the recurrence products, the
-activations, the state update and the stores of Y — with the states in
-buffers the kernel allocates; the final states and Y are read out of one
-packed (T + 1 or 2, D, B, H) buffer. The reference implementation (the
+every step is a TE reduction, then a hand-written TIR loop over time
+(:mod:`._rnn_loop`; a symbolic T is a symbolic loop extent: one build runs
+every length) holds the whole cell per step and batch entry — the
+recurrence products, the activations, the state update and the stores of Y
+— with the states in buffers the kernel allocates, the batch entries in
+parallel; the final states and Y are read out of one packed
+(T + 1 or 2, D, B, H) buffer. The reference implementation (the
 interpreter's and FoldConstant's) is the same equations in float64 numpy.
 The DynamicQuantizeLSTM of ONNX Runtime is this LSTM with its weights
 dequantized first.
@@ -59,7 +60,7 @@ dequantized first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -69,12 +70,12 @@ from phasec import te
 from phasec.ir import tir
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.ir.text import prim_expr_to_str
-from phasec.ir.tir import Allocate, BinaryOp, Buffer, BufferStore, IfThenElse, LetStmt, PrimExpr, Var
+from phasec.ir.tir import BinaryOp
 from phasec.op._common import (
     OpPattern, as_bool, as_float, attrs_of, define, err, one_of, opt, tensor_arg, tensor_sinfo,
 )
-from phasec.op._lowering import _const, _out, _tensor, legalizes
-from phasec.op._tirgen import i64, nest, seq
+from phasec.op._lowering import _out, _tensor, legalizes
+from phasec.op.nn._rnn_loop import TimeLoop
 from phasec.op.draw import FLOATS, declares_draw
 
 __all__ = ["ACTIVATIONS", "CELLS", "activation_params"]
@@ -344,228 +345,6 @@ for _cell in CELLS:
 # Lowering: the input projection in TE, the time loop in TIR
 # ---------------------------------------------------------------------------
 
-def _tir_activation(name: str, alpha: float, beta: float, x: PrimExpr) -> PrimExpr:
-    dt = x.dtype
-
-    def c(v: float) -> PrimExpr:
-        return _const(v, dt)
-    zero, one = c(0.0), c(1.0)
-    if name == "Relu":
-        return BinaryOp("max", x, zero)
-    if name == "Tanh":
-        return te.call("tanh", x)
-    if name == "Sigmoid":
-        return te.call("sigmoid", x)
-    if name == "Affine":
-        return c(alpha) * x + c(beta)
-    if name == "LeakyRelu":
-        return tir.Select(BinaryOp(">=", x, zero), x, c(alpha) * x)
-    if name == "ThresholdedRelu":
-        return tir.Select(BinaryOp(">", x, c(alpha)), x, zero)
-    if name == "ScaledTanh":
-        return c(alpha) * te.call("tanh", c(beta) * x)
-    if name == "HardSigmoid":
-        return BinaryOp("min", BinaryOp("max", c(alpha) * x + c(beta), zero), one)
-    if name == "Elu":
-        neg = c(alpha) * (te.call("exp", BinaryOp("min", x, zero)) - one)
-        return tir.Select(BinaryOp(">=", x, zero), x, neg)
-    if name == "Softsign":
-        return x / (one + te.call("fabs", x))
-    # Softplus, without overflow: max(x, 0) + log(1 + exp(-|x|))
-    return BinaryOp("max", x, zero) + te.call("log", one + te.call("exp", zero - te.call(
-        "fabs", x)))
-
-
-class _Kernel:
-    """The statements of one call's time loop (see the module docstring)."""
-
-    def __init__(self, cell: str, attrs: dict[str, Any], ins: list[Buffer], out: Buffer,
-                 has_lens: bool) -> None:
-        self.cell = cell
-        self.a = attrs
-        self.acts = activation_params(cell, attrs)
-        self.per = CELLS[cell][1]
-        #: which direction's activations the statements being built use
-        self.acts_of = 0
-        self.xw, self.r, self.bias, self.h0 = ins[:4]
-        self.c0 = ins[4] if cell == "lstm" else None
-        self.p = ins[5] if cell == "lstm" else None
-        self.lens = ins[-1] if has_lens else None
-        self.out = out
-        self.dt = out.dtype
-        _, self.t_len, self.batch, gh = self.xw.shape
-        self.hid = self.r.shape[2]
-        self.gh = gh
-        self.h = Buffer("rnn_h", (self.batch, self.hid), self.dt)
-        self.c = Buffer("rnn_c", (self.batch, self.hid), self.dt)
-        self.acc = Buffer("rnn_gates", (gh,), self.dt)
-        self.rh = Buffer("rnn_rh", (self.hid,), self.dt)
-
-    def act(self, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
-        """Activation ``k`` of the direction being built (``self.acts_of``)."""
-        clip = self.a["clip"]
-        if clip is not None and clipped:
-            x = BinaryOp("min", BinaryOp("max", x, _const(-clip, self.dt)), _const(clip, self.dt))
-        return _tir_activation(*self.acts[self.acts_of * self.per + k], x)
-
-    def off(self, g: int, j: PrimExpr) -> PrimExpr:
-        """Row ``g * H + j`` of the gates."""
-        return arith.simplify(tir.as_prim_expr(g) * self.hid + j) if g else j
-
-    def recur(self, d: PrimExpr, b: PrimExpr, t: PrimExpr, rows: tuple[int, int],
-              init: Callable[[PrimExpr], PrimExpr], src: Callable[[PrimExpr], PrimExpr]
-              ) -> tir.Stmt:
-        """acc[g] = init(g) + sum_k src(k) * R[d, g, k] for the gate rows ``rows``."""
-        lo, hi = (arith.simplify(tir.as_prim_expr(v) * self.hid) for v in rows)
-
-        def row(idx):
-            g = arith.simplify(idx[0] + lo)
-            first = BufferStore(self.acc, init(g), (g,))
-            add = nest((self.hid,), lambda kk: BufferStore(
-                self.acc, self.acc[g] + src(kk[0]) * self.r[d, g, kk[0]], (g,)), "k")
-            return seq(first, add)
-        return nest((arith.simplify(hi - lo),), row, "g")
-
-    def step(self, d: PrimExpr, b: PrimExpr, t: PrimExpr) -> tir.Stmt:
-        """One time step ``t`` of batch entry ``b`` in direction ``d``; stores Y[t]."""
-        dd, hid = d, self.hid
-
-        def xw(g):
-            return self.xw[dd, t, b, g]
-
-        def hprev(k):
-            return self.h[b, k]
-        store_y = nest((hid,), lambda jj: BufferStore(self.out, self.h[b, jj[0]],
-                                                      (t, dd, b, jj[0])), "j")
-        if self.cell == "rnn":
-            upd = nest((hid,), lambda jj: BufferStore(self.h, self.act(0, self.acc[jj[0]]),
-                                                      (b, jj[0])), "j")
-            return seq(self.recur(d, b, t, (0, 1), xw, hprev), upd, store_y)
-        if self.cell == "lstm":
-            return seq(self.recur(d, b, t, (0, 4), xw, hprev), self._lstm_update(d, b), store_y)
-        return seq(*self._gru(d, b, t, xw, hprev), store_y)
-
-    def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> tir.Stmt:
-        dd, dt, hid = d, self.dt, self.hid
-
-        def body(jj):
-            j = jj[0]
-            cp = self.c[b, j]
-            pi, po, pf = (self.p[dd, self.off(k, j)] for k in range(3))
-            iv, fv, cv = Var("lstm_i", dt), Var("lstm_f", dt), Var("lstm_c", dt)
-            i_e = self.act(0, self.acc[j] + pi * cp)
-            f_e = (_const(1.0, dt) - iv if self.a["input_forget"]
-                   else self.act(0, self.acc[self.off(2, j)] + pf * cp))
-            c_e = fv * cp + iv * self.act(1, self.acc[self.off(3, j)])
-            o_e = self.act(0, self.acc[self.off(1, j)] + po * cv)
-            stores = seq(BufferStore(self.c, cv, (b, j)),
-                         BufferStore(self.h, o_e * self.act(2, cv, clipped=False), (b, j)))
-            return LetStmt(iv, i_e, LetStmt(fv, f_e, LetStmt(cv, c_e, stores)))
-        return nest((hid,), body, "j")
-
-    def _gru(self, d: PrimExpr, b: PrimExpr, t: PrimExpr, xw, hprev) -> list[tir.Stmt]:
-        dd, dt, hid, gh = d, self.dt, self.hid, self.gh
-
-        def rb(g):
-            return self.bias[dd, arith.simplify(gh + g)]
-        stmts = [self.recur(d, b, t, (0, 2), xw, hprev)]
-        # z and r activated in place
-        stmts.append(nest((arith.simplify(2 * hid),), lambda gg: BufferStore(
-            self.acc, self.act(0, self.acc[gg[0]]), (gg[0],)), "g"))
-        if self.a["linear_before_reset"]:
-            # acc_h = h Rh + Rbh; h~ = g(xw_h + r * acc_h)
-            stmts.append(self.recur(d, b, t, (2, 3), rb, hprev))
-
-            def pre(j):
-                return xw(self.off(2, j)) + self.acc[self.off(1, j)] * self.acc[self.off(2, j)]
-        else:
-            # (r * h) first: the product reads every r
-            stmts.append(nest((hid,), lambda kk: BufferStore(
-                self.rh, self.acc[self.off(1, kk[0])] * self.h[b, kk[0]], (kk[0],)), "k"))
-            stmts.append(self.recur(d, b, t, (2, 3), xw, lambda k: self.rh[k]))
-
-            def pre(j):
-                return self.acc[self.off(2, j)]
-
-        def upd(jj):
-            j = jj[0]
-            z = self.acc[j]
-            new = (_const(1.0, dt) - z) * self.act(1, pre(j)) + z * self.h[b, j]
-            return BufferStore(self.h, new, (b, j))
-        stmts.append(nest((hid,), upd, "j"))
-        return stmts
-
-    def length(self, b: PrimExpr) -> PrimExpr:
-        if self.lens is None:
-            return self.t_len
-        v = self.lens[b]
-        v = v if v.dtype == "int64" else tir.Cast("int64", v)
-        return BinaryOp("min", BinaryOp("max", v, i64(0)), self.t_len)
-
-    def direction(self, dd: PrimExpr, reverse: PrimExpr | bool) -> tir.Stmt:
-        """The whole sequence in direction ``dd`` (a constant, or the loop
-        variable over both directions: ``reverse`` is then an expression)."""
-        hid = self.hid
-
-        def init(idx):
-            b, j = idx
-            stores = [BufferStore(self.h, self.h0[dd, b, j], (b, j))]
-            if self.c0 is not None:
-                stores.append(BufferStore(self.c, self.c0[dd, b, j], (b, j)))
-            return seq(*stores)
-
-        def per_step(ss):
-            s = ss[0]
-
-            def per_batch(bb):
-                b = bb[0]
-                length = Var("rnn_len", "int64")
-                back = BinaryOp("-", BinaryOp("-", length, i64(1)), s)
-                t = (tir.Select(reverse, back, s) if isinstance(reverse, PrimExpr)
-                     else back if reverse else s)
-                pad = nest((hid,), lambda jj: BufferStore(self.out, _const(0.0, self.dt),
-                                                          (s, dd, b, jj[0])), "j")
-                body = IfThenElse(BinaryOp("<", s, length), self.step(dd, b, t), pad)
-                return LetStmt(length, self.length(b), body)
-            return nest((self.batch,), per_batch, "b")
-
-        def final(idx):
-            b, j = idx
-            ran = BinaryOp(">", self.length(b), i64(0))  # no step: zeros, not the initial state
-
-            def state(buf):
-                return tir.Select(ran, buf[b, j], _const(0.0, self.dt))
-            stores = [BufferStore(self.out, state(self.h), (self.t_len, dd, b, j))]
-            if self.c0 is not None:
-                stores.append(BufferStore(self.out, state(self.c),
-                                          (arith.simplify(self.t_len + 1), dd, b, j)))
-            return seq(*stores)
-        return seq(nest((self.batch, hid), init, "i"), nest((self.t_len,), per_step, "s"),
-                   nest((self.batch, hid), final, "o"))
-
-    def build(self) -> tir.Stmt:
-        per = self.per
-        if self.a["direction"] != "bidirectional":
-            self.acts_of = 0
-            body: tir.Stmt = self.direction(i64(0), self.a["direction"] == "reverse")
-        elif self.acts[:per] == self.acts[per:]:
-            # one loop over both directions (half the code to compile)
-            self.acts_of = 0
-            body = nest((i64(2),), lambda dd: self.direction(
-                dd[0], BinaryOp("==", dd[0], i64(1))), "d")
-        else:  # activations differ by direction: one copy of the loop each
-            parts = []
-            for d in range(2):
-                self.acts_of = d
-                parts.append(self.direction(i64(d), d == 1))
-            body = seq(*parts)
-        for buf in (self.rh, self.acc, self.c, self.h):
-            if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
-                continue
-            body = Allocate(buf, body)
-        return body
-
-
 def _legalize(cell: str):
     gates = CELLS[cell][0]
 
@@ -598,9 +377,14 @@ def _legalize(cell: str):
         extra = 2 if cell == "lstm" else 1
         packed_shape = (arith.simplify(t_len + extra), ndir, batch, hid)
 
+        # the recurrence weights with the gate rows last: the loop's products
+        # run along them
+        rt = te.compute((ndir, hid, gh), lambda d, k, g: r[d, g, k], name=f"T_{cell}_rt")
+
         def build(ins, o):
-            return _Kernel(cell, a, list(ins), o, bool(lens)).build()
-        packed = te.extern(packed_shape, dt, [xw, r, bias, *states, *lens], build,
+            acts = activation_params(cell, a)
+            return TimeLoop(cell, a, acts, CELLS[cell][1], list(ins), o, bool(lens)).build()
+        packed = te.extern(packed_shape, dt, [xw, rt, bias, *states, *lens], build,
                            name=f"T_{cell}_loop")
         y = te.compute((t_len, ndir, batch, hid), lambda t, d, b, j: packed[t, d, b, j],
                        name=f"T_{cell}_y")

@@ -1,0 +1,256 @@
+"""The TIR time loop of ``nn.lstm`` / ``nn.gru`` / ``nn.rnn`` (the statement
+their ``te.extern`` builds; :mod:`.rnn` holds the operators).
+
+Inputs: the input projections with their biases ``xw`` (D, T, N, G*H), the
+recurrence weights transposed ``rt`` (D, H, G*H), the bias (D, 2*G*H), the
+initial states (D, N, H), the peepholes (D, 3*H) and the lengths (N,).
+Output: one packed (T + 1 or 2, D, N, H) buffer: Y, then Y_h (and Y_c).
+
+Batch entries are independent, so the batch loop is outside the time loop
+and parallel; each entry's state, gates and ``r*h`` live in rows of
+buffers the kernel allocates. A step's recurrence products run over the
+gate rows innermost (``acc[g] += h[k] * rt[d, k, g]``: contiguous, a
+vectorized loop), then the cell's elementwise update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from phasec import arith
+from phasec import te
+from phasec.ir import tir
+from phasec.ir.tir import (
+    Allocate, BinaryOp, Buffer, BufferStore, For, IfThenElse, LetStmt, PrimExpr, Stmt, Var,
+)
+from phasec.op._lowering import _const
+from phasec.op._tirgen import i64, seq
+
+__all__: list[str] = []
+
+
+def tir_activation(name: str, alpha: float, beta: float, x: PrimExpr) -> PrimExpr:
+    """ONNX's recurrent activation ``name`` of ``x``."""
+    dt = x.dtype
+
+    def c(v: float) -> PrimExpr:
+        return _const(v, dt)
+    zero, one = c(0.0), c(1.0)
+    if name == "Relu":
+        return BinaryOp("max", x, zero)
+    if name == "Tanh":
+        return te.call("tanh", x)
+    if name == "Sigmoid":
+        return te.call("sigmoid", x)
+    if name == "Affine":
+        return c(alpha) * x + c(beta)
+    if name == "LeakyRelu":
+        return tir.Select(BinaryOp(">=", x, zero), x, c(alpha) * x)
+    if name == "ThresholdedRelu":
+        return tir.Select(BinaryOp(">", x, c(alpha)), x, zero)
+    if name == "ScaledTanh":
+        return c(alpha) * te.call("tanh", c(beta) * x)
+    if name == "HardSigmoid":
+        return BinaryOp("min", BinaryOp("max", c(alpha) * x + c(beta), zero), one)
+    if name == "Elu":
+        neg = c(alpha) * (te.call("exp", BinaryOp("min", x, zero)) - one)
+        return tir.Select(BinaryOp(">=", x, zero), x, neg)
+    if name == "Softsign":
+        return x / (one + te.call("fabs", x))
+    # Softplus, without overflow: max(x, 0) + log(1 + exp(-|x|))
+    return BinaryOp("max", x, zero) + te.call("log", one + te.call("exp", zero - te.call(
+        "fabs", x)))
+
+
+def _loop(extent: Any, body: Callable[[Var], Stmt], name: str, kind: str = "serial") -> Stmt:
+    v = Var(name, "int64")
+    return For(v, i64(0), tir.as_prim_expr(extent), kind, body(v))
+
+
+class TimeLoop:
+    """The statement of one call's kernel (see the module docstring).
+
+    ``acts[k]`` is (name, alpha, beta) of activation ``k``, ``per`` of them a
+    direction; ``attrs`` the call's attributes."""
+
+    def __init__(self, cell: str, attrs: dict[str, Any], acts: list[tuple[str, float, float]],
+                 per: int, ins: list[Buffer], out: Buffer, has_lens: bool) -> None:
+        self.cell, self.a, self.acts, self.per = cell, attrs, acts, per
+        #: which direction's activations the statements being built use
+        self.acts_of = 0
+        self.xw, self.rt, self.bias, self.h0 = ins[:4]
+        self.c0 = ins[4] if cell == "lstm" else None
+        self.p = ins[5] if cell == "lstm" else None
+        self.lens = ins[-1] if has_lens else None
+        self.out, self.dt = out, out.dtype
+        _, self.t_len, self.batch, self.gh = self.xw.shape
+        self.hid = self.rt.shape[1]
+        dt, n = self.dt, self.batch
+        self.h = Buffer("rnn_h", (n, self.hid), dt)
+        self.c = Buffer("rnn_c", (n, self.hid), dt)
+        self.acc = Buffer("rnn_gates", (n, self.gh), dt)
+        self.rh = Buffer("rnn_rh", (n, self.hid), dt)
+
+    def act(self, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
+        """Activation ``k`` of the direction being built, its input clipped."""
+        clip = self.a["clip"]
+        if clip is not None and clipped:
+            x = BinaryOp("min", BinaryOp("max", x, _const(-clip, self.dt)), _const(clip, self.dt))
+        return tir_activation(*self.acts[self.acts_of * self.per + k], x)
+
+    def off(self, g: int, j: PrimExpr) -> PrimExpr:
+        """Gate row ``g * H + j``."""
+        return arith.simplify(tir.as_prim_expr(g) * self.hid + j) if g else j
+
+    def recur(self, d: PrimExpr, b: PrimExpr, rows: tuple[int, int],
+              init: Callable[[PrimExpr], PrimExpr], src: Callable[[PrimExpr], PrimExpr]) -> Stmt:
+        """``acc[b, g] = init(g) + sum_k src(k) * R[d, g, k]`` for the gate rows
+        ``rows`` (in units of H), the rows innermost."""
+        lo = arith.simplify(tir.as_prim_expr(rows[0]) * self.hid)
+        count = arith.simplify(tir.as_prim_expr(rows[1] - rows[0]) * self.hid)
+
+        def row(gg: Var) -> PrimExpr:
+            return arith.simplify(gg + lo)
+        first = _loop(count, lambda gg: BufferStore(self.acc, init(row(gg)), (b, row(gg))),
+                      "g", "vectorized")
+
+        def add(k: Var) -> Stmt:
+            hk = Var("rnn_hk", self.dt)
+            axpy = _loop(count, lambda gg: BufferStore(
+                self.acc, self.acc[b, row(gg)] + hk * self.rt[d, k, row(gg)], (b, row(gg))),
+                "g", "vectorized")
+            return LetStmt(hk, src(k), axpy)
+        return seq(first, _loop(self.hid, add, "k"))
+
+    def step(self, d: PrimExpr, b: PrimExpr, t: PrimExpr) -> Stmt:
+        """Time step ``t`` of batch entry ``b`` in direction ``d``; stores Y[t]."""
+        def xw(g: PrimExpr) -> PrimExpr:
+            return self.xw[d, t, b, g]
+
+        def hprev(k: PrimExpr) -> PrimExpr:
+            return self.h[b, k]
+        store_y = _loop(self.hid, lambda j: BufferStore(self.out, self.h[b, j], (t, d, b, j)), "j")
+        if self.cell == "rnn":
+            upd = _loop(self.hid, lambda j: BufferStore(self.h, self.act(0, self.acc[b, j]),
+                                                        (b, j)), "j")
+            return seq(self.recur(d, b, (0, 1), xw, hprev), upd, store_y)
+        if self.cell == "lstm":
+            return seq(self.recur(d, b, (0, 4), xw, hprev), self._lstm_update(d, b), store_y)
+        return seq(*self._gru(d, b, xw, hprev), store_y)
+
+    def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> Stmt:
+        dt = self.dt
+
+        def body(j: Var) -> Stmt:
+            cp = self.c[b, j]
+            pi, po, pf = (self.p[d, self.off(k, j)] for k in range(3))
+            iv, fv, cv = Var("lstm_i", dt), Var("lstm_f", dt), Var("lstm_c", dt)
+            i_e = self.act(0, self.acc[b, j] + pi * cp)
+            f_e = (_const(1.0, dt) - iv if self.a["input_forget"]
+                   else self.act(0, self.acc[b, self.off(2, j)] + pf * cp))
+            c_e = fv * cp + iv * self.act(1, self.acc[b, self.off(3, j)])
+            o_e = self.act(0, self.acc[b, self.off(1, j)] + po * cv)
+            # the cell state itself is not clipped (ONNX Runtime's rule)
+            stores = seq(BufferStore(self.c, cv, (b, j)),
+                         BufferStore(self.h, o_e * self.act(2, cv, clipped=False), (b, j)))
+            return LetStmt(iv, i_e, LetStmt(fv, f_e, LetStmt(cv, c_e, stores)))
+        return _loop(self.hid, body, "j")
+
+    def _gru(self, d: PrimExpr, b: PrimExpr, xw, hprev) -> list[Stmt]:
+        dt, hid, gh = self.dt, self.hid, self.gh
+
+        def rb(g: PrimExpr) -> PrimExpr:
+            return self.bias[d, arith.simplify(gh + g)]
+        stmts = [self.recur(d, b, (0, 2), xw, hprev),
+                 # z and r activated in place
+                 _loop(arith.simplify(2 * hid), lambda g: BufferStore(
+                     self.acc, self.act(0, self.acc[b, g]), (b, g)), "g")]
+        if self.a["linear_before_reset"]:
+            # acc_h = h Rh + Rbh; h~ = g(xw_h + r * acc_h)
+            stmts.append(self.recur(d, b, (2, 3), rb, hprev))
+
+            def pre(j: PrimExpr) -> PrimExpr:
+                return xw(self.off(2, j)) + self.acc[b, self.off(1, j)] * self.acc[
+                    b, self.off(2, j)]
+        else:
+            # (r * h) first: the product reads every r
+            stmts.append(_loop(hid, lambda k: BufferStore(
+                self.rh, self.acc[b, self.off(1, k)] * self.h[b, k], (b, k)), "k"))
+            stmts.append(self.recur(d, b, (2, 3), xw, lambda k: self.rh[b, k]))
+
+            def pre(j: PrimExpr) -> PrimExpr:
+                return self.acc[b, self.off(2, j)]
+
+        def upd(j: Var) -> Stmt:
+            z = self.acc[b, j]
+            new = (_const(1.0, dt) - z) * self.act(1, pre(j)) + z * self.h[b, j]
+            return BufferStore(self.h, new, (b, j))
+        stmts.append(_loop(hid, upd, "j"))
+        return stmts
+
+    def length(self, b: PrimExpr) -> PrimExpr:
+        """Entry ``b``'s length, clamped to [0, T]."""
+        if self.lens is None:
+            return self.t_len
+        v = self.lens[b]
+        v = v if v.dtype == "int64" else tir.Cast("int64", v)
+        return BinaryOp("min", BinaryOp("max", v, i64(0)), self.t_len)
+
+    def direction(self, d: PrimExpr, reverse: PrimExpr | bool) -> Stmt:
+        """The whole sequence in direction ``d`` (a constant, or the loop
+        variable over both directions: ``reverse`` is then an expression)."""
+        hid = self.hid
+
+        def entry(b: Var) -> Stmt:
+            length = Var("rnn_len", "int64")
+
+            def init(j: Var) -> Stmt:
+                stores = [BufferStore(self.h, self.h0[d, b, j], (b, j))]
+                if self.c0 is not None:
+                    stores.append(BufferStore(self.c, self.c0[d, b, j], (b, j)))
+                return seq(*stores)
+
+            def per_step(s: Var) -> Stmt:
+                back = BinaryOp("-", BinaryOp("-", length, i64(1)), s)
+                t = (tir.Select(reverse, back, s) if isinstance(reverse, PrimExpr)
+                     else back if reverse else s)
+                pad = _loop(hid, lambda j: BufferStore(self.out, _const(0.0, self.dt),
+                                                       (s, d, b, j)), "j")
+                return IfThenElse(BinaryOp("<", s, length), self.step(d, b, t), pad)
+
+            ran = BinaryOp(">", length, i64(0))  # no step: zeros, not the initial state
+
+            def final(j: Var) -> Stmt:
+                def state(buf: Buffer) -> PrimExpr:
+                    return tir.Select(ran, buf[b, j], _const(0.0, self.dt))
+                stores = [BufferStore(self.out, state(self.h), (self.t_len, d, b, j))]
+                if self.c0 is not None:
+                    stores.append(BufferStore(self.out, state(self.c),
+                                              (arith.simplify(self.t_len + 1), d, b, j)))
+                return seq(*stores)
+            body = seq(_loop(hid, init, "i"), _loop(self.t_len, per_step, "s"),
+                       _loop(hid, final, "o"))
+            return LetStmt(length, self.length(b), body)
+        one = arith.const_int(self.batch) == 1
+        return _loop(self.batch, entry, "b", "serial" if one else "parallel")
+
+    def build(self) -> Stmt:
+        """The kernel's statement, its buffers allocated."""
+        per = self.per
+        if self.a["direction"] != "bidirectional":
+            body = self.direction(i64(0), self.a["direction"] == "reverse")
+        elif self.acts[:per] == self.acts[per:]:
+            # one loop over both directions (half the code to compile)
+            body = _loop(2, lambda d: self.direction(d, BinaryOp("==", d, i64(1))), "d")
+        else:  # activations differ by direction: one copy of the loop each
+            parts = []
+            for d in range(2):
+                self.acts_of = d
+                parts.append(self.direction(i64(d), d == 1))
+            body = seq(*parts)
+        for buf in (self.rh, self.acc, self.c, self.h):
+            if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
+                continue
+            body = Allocate(buf, body)
+        return body
