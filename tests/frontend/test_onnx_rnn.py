@@ -36,8 +36,8 @@ class _Graph:
     """Nodes of one operator sharing the data ``X`` and the lengths ``L``;
     weights are initializers, initial states graph inputs."""
 
-    def __init__(self, op: str, seed: int = 0) -> None:
-        self.op, self.rng = op, np.random.default_rng(seed)
+    def __init__(self, op: str, seed: int = 0, hidden: int = H) -> None:
+        self.op, self.rng, self.hid = op, np.random.default_rng(seed), hidden
         self.feed = {"X": _rand(self.rng, T, N, IN, scale=2.0), "L": LENS}
         self.nodes = [helper.make_node("Transpose", ["X"], ["Xb"], perm=[1, 0, 2])]
         self.inits: dict[str, np.ndarray] = {}
@@ -47,16 +47,16 @@ class _Graph:
     def add(self, k: int, attrs: dict, optional=(), outputs=("Y", "Yh", "Yc")):
         """Node ``k`` with ``optional`` inputs among B, L, H0, C0, P; its
         expected outputs from numpy."""
-        op, g = self.op, GATES[self.op]
+        op, g, hid = self.op, GATES[self.op], self.hid
         d = 2 if attrs.get("direction") == "bidirectional" else 1
         batch_major = attrs.get("layout", 0) == 1
-        w, r = _rand(self.rng, d, g * H, IN), _rand(self.rng, d, g * H, H)
+        w, r = _rand(self.rng, d, g * hid, IN), _rand(self.rng, d, g * hid, hid)
         self.inits.update({f"W{k}": w, f"R{k}": r})
         given = {"X": self.feed["X"], "W": w, "R": r}
         names = ["Xb" if batch_major else "X", f"W{k}", f"R{k}"]
-        state_shape = (N, d, H) if batch_major else (d, N, H)
-        for opt, shape in (("B", (d, 2 * g * H)), ("L", None), ("H0", state_shape),
-                           ("C0", state_shape), ("P", (d, 3 * H))):
+        state_shape = (N, d, hid) if batch_major else (d, N, hid)
+        for opt, shape in (("B", (d, 2 * g * hid)), ("L", None), ("H0", state_shape),
+                           ("C0", state_shape), ("P", (d, 3 * hid))):
             if opt in ("C0", "P") and op != "LSTM":
                 continue
             if opt not in optional:
@@ -74,7 +74,7 @@ class _Graph:
         while names[-1] == "":
             names.pop()
         outs = [f"{o}{k}" if o else "" for o in outputs[:3 if op == "LSTM" else 2]]
-        self.nodes.append(helper.make_node(op, names, outs, hidden_size=H, **attrs))
+        self.nodes.append(helper.make_node(op, names, outs, hidden_size=hid, **attrs))
         x = given.pop("X").transpose(1, 0, 2) if batch_major else given.pop("X")
         expected = recurrent(op, x, given.pop("W"), given.pop("R"), **given, **attrs)
         kept = [(o, e) for o, e in zip(outs, expected) if o]
@@ -168,9 +168,10 @@ def test_rnn_variants():
 
 def test_symbolic_sequence_length_and_batch():
     """Compiled once with T and N symbolic; run at two sizes (lengths at run time)."""
-    g = _Graph("LSTM", seed=3)
+    hid = 10  # over a vector: the recurrence sums in vector lanes, then a tail
+    g = _Graph("LSTM", seed=3, hidden=hid)
     g.add(0, {"direction": "bidirectional"}, optional=("B", "L", "H0", "C0", "P"))
-    dims = {"X": ("T", "N", IN), "L": ("N",), "H00": (2, "N", H), "C00": (2, "N", H)}
+    dims = {"X": ("T", "N", IN), "L": ("N",), "H00": (2, "N", hid), "C00": (2, "N", hid)}
     model = g.model(dims=dims)
     mod = from_onnx(model)
     text = mod.script()
@@ -180,7 +181,7 @@ def test_symbolic_sequence_length_and_batch():
     rng = np.random.default_rng(4)
     for t, n in ((5, 2), (2, 4)):
         feed = {"X": _rand(rng, t, n, IN), "L": rng.integers(0, t + 1, n).astype(np.int32),
-                "H00": _rand(rng, 2, n, H), "C00": _rand(rng, 2, n, H)}
+                "H00": _rand(rng, 2, n, hid), "C00": _rand(rng, 2, n, hid)}
         got = vm["main"](*feed.values())
         for a, b in zip(got, sess.run(None, feed)):
             assert a.shape == b.shape

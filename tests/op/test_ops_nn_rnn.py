@@ -135,6 +135,26 @@ def test_reference_and_kernel_against_the_equations(cell, attrs, lens):
     check_call(call, variables)  # the lowered kernel against the reference
 
 
+@pytest.mark.parametrize("cell, attrs", [
+    ("lstm", {"direction": "bidirectional"}),
+    ("gru", {"linear_before_reset": False}),
+    ("gru", {"linear_before_reset": True, "direction": "reverse"}),
+])
+def test_kernel_sums_products_in_vector_lanes(cell, attrs):
+    """H = 11: the recurrence products in a vector of partial sums and a
+    tail of 3 (a hidden size under a vector sums them one by one)."""
+    d = 2 if attrs.get("direction") == "bidirectional" else 1
+    values = _operands(cell, 3, 2, 2, 11, d, [3, 2])
+    kw, onnx_attrs = _onnx_kwargs(cell, values, attrs)
+    expected = recurrent(cell.upper(), values["x"], values["w"], values["r"], **kw, **onnx_attrs)
+    variables = {tv(k, v.shape, str(v.dtype)): v for k, v in values.items()}
+    call = call_op(f"nn.{cell}", *variables, **attrs)
+    check_call(call, variables, hints=(True,), rtol=1e-5, atol=1e-5)
+    ref = get_op(f"relax.nn.{cell}").reference(*values.values(), **attrs)
+    for a, e in zip(ref, expected, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+
+
 def test_kernel_with_symbolic_length_and_batch():
     """One lowering for every (T, N): the time loop's extent is symbolic."""
     values = _operands("lstm", 4, 3, 2, 2, 2, [4, 1, 0])

@@ -2,15 +2,16 @@
 their ``te.extern`` builds; :mod:`.rnn` holds the operators).
 
 Inputs: the input projections with their biases ``xw`` (D, T, N, G*H), the
-recurrence weights transposed ``rt`` (D, H, G*H), the bias (D, 2*G*H), the
+recurrence weights ``r`` (D, G*H, H), the bias (D, 2*G*H), the
 initial states (D, N, H), the peepholes (D, 3*H) and the lengths (N,).
 Output: one packed (T + 1 or 2, D, N, H) buffer: Y, then Y_h (and Y_c).
 
 Batch entries are independent, so the batch loop is outside the time loop
 and parallel; each entry's state, gates and ``r*h`` live in rows of
-buffers the kernel allocates. A step's recurrence products run over the
-gate rows innermost (``acc[g] += h[k] * rt[d, k, g]``: contiguous, a
-vectorized loop), then the cell's elementwise update.
+buffers the kernel allocates. A step's recurrence products are dot products
+along the contiguous rows of R, each summed in a vector of partial sums
+(no copy of the weights: a per-call transposed copy cost more than a short
+sequence's whole loop), then the cell's elementwise update.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ from phasec.op._lowering import _const
 from phasec.op._tirgen import i64, seq
 
 __all__: list[str] = []
+
+#: partial sums of a recurrence dot product: one vector of float32
+LANES = 8
+#: multiply-adds of one step's recurrence products from which the batch
+#: entries run in parallel (an LSTM with H = 64)
+PARALLEL_WORK = 4 * 64 * 64
 
 
 def tir_activation(name: str, alpha: float, beta: float, x: PrimExpr) -> PrimExpr:
@@ -79,14 +86,18 @@ class TimeLoop:
         self.cell, self.a, self.acts, self.per = cell, attrs, acts, per
         #: which direction's activations the statements being built use
         self.acts_of = 0
-        self.xw, self.rt, self.bias, self.h0 = ins[:4]
+        self.xw, self.r, self.bias, self.h0 = ins[:4]
         self.c0 = ins[4] if cell == "lstm" else None
         self.p = ins[5] if cell == "lstm" else None
         self.lens = ins[-1] if has_lens else None
         self.out, self.dt = out, out.dtype
         _, self.t_len, self.batch, self.gh = self.xw.shape
-        self.hid = self.rt.shape[1]
+        self.hid = self.r.shape[2]
         dt, n = self.dt, self.batch
+        hid = arith.const_int(self.hid)
+        #: partial sums of a recurrence product (a vector of them unless H is small)
+        self.lanes = LANES if hid is None or hid >= LANES else 1
+        self.part = Buffer("rnn_part", (n, i64(self.lanes)), dt)
         self.h = Buffer("rnn_h", (n, self.hid), dt)
         self.c = Buffer("rnn_c", (n, self.hid), dt)
         self.acc = Buffer("rnn_gates", (n, self.gh), dt)
@@ -106,22 +117,41 @@ class TimeLoop:
     def recur(self, d: PrimExpr, b: PrimExpr, rows: tuple[int, int],
               init: Callable[[PrimExpr], PrimExpr], src: Callable[[PrimExpr], PrimExpr]) -> Stmt:
         """``acc[b, g] = init(g) + sum_k src(k) * R[d, g, k]`` for the gate rows
-        ``rows`` (in units of H), the rows innermost."""
+        ``rows`` (in units of H): each a dot product along R's contiguous rows,
+        in ``LANES`` partial sums (a vector), folded at the end."""
         lo = arith.simplify(tir.as_prim_expr(rows[0]) * self.hid)
         count = arith.simplify(tir.as_prim_expr(rows[1] - rows[0]) * self.hid)
+        lanes = self.lanes
+        hid = self.hid
+        chunks = arith.simplify(BinaryOp("//", hid, i64(lanes)))
+        done = arith.simplify(chunks * lanes)
 
-        def row(gg: Var) -> PrimExpr:
-            return arith.simplify(gg + lo)
-        first = _loop(count, lambda gg: BufferStore(self.acc, init(row(gg)), (b, row(gg))),
-                      "g", "vectorized")
+        def row(gg: Var) -> Stmt:
+            g = arith.simplify(gg + lo)
 
-        def add(k: Var) -> Stmt:
-            hk = Var("rnn_hk", self.dt)
-            axpy = _loop(count, lambda gg: BufferStore(
-                self.acc, self.acc[b, row(gg)] + hk * self.rt[d, k, row(gg)], (b, row(gg))),
-                "g", "vectorized")
-            return LetStmt(hk, src(k), axpy)
-        return seq(first, _loop(self.hid, add, "k"))
+            def term(k: PrimExpr) -> PrimExpr:
+                return src(k) * self.r[d, g, k]
+            if lanes == 1:
+                return seq(BufferStore(self.acc, init(g), (b, g)), _loop(hid, lambda k: BufferStore(
+                    self.acc, self.acc[b, g] + term(k), (b, g)), "k"))
+            zero = _loop(lanes, lambda ln: BufferStore(self.part, _const(0.0, self.dt), (b, ln)),
+                         "l", "vectorized")
+
+            def chunk(kc: Var) -> Stmt:
+                return _loop(lanes, lambda ln: BufferStore(
+                    self.part, self.part[b, ln] + term(kc * lanes + ln), (b, ln)), "l", "vectorized")
+            tail = _loop(arith.simplify(hid - done), lambda kk: BufferStore(
+                self.part, self.part[b, i64(0)] + term(kk + done), (b, i64(0))), "k")
+            folds = []
+            width = lanes // 2
+            while width >= 1:
+                folds.append(_loop(width, lambda ln, w=width: BufferStore(
+                    self.part, self.part[b, ln] + self.part[b, ln + w], (b, ln)), "l",
+                    "vectorized" if width >= 4 else "unroll"))
+                width //= 2
+            total = BufferStore(self.acc, init(g) + self.part[b, i64(0)], (b, g))
+            return seq(zero, _loop(chunks, chunk, "kc"), tail, *folds, total)
+        return _loop(count, row, "g")
 
     def step(self, d: PrimExpr, b: PrimExpr, t: PrimExpr) -> Stmt:
         """Time step ``t`` of batch entry ``b`` in direction ``d``; stores Y[t]."""
@@ -232,8 +262,15 @@ class TimeLoop:
             body = seq(_loop(hid, init, "i"), _loop(self.t_len, per_step, "s"),
                        _loop(hid, final, "o"))
             return LetStmt(length, self.length(b), body)
-        one = arith.const_int(self.batch) == 1
-        return _loop(self.batch, entry, "b", "serial" if one else "parallel")
+        return _loop(self.batch, entry, "b", "parallel" if self.parallel() else "serial")
+
+    def parallel(self) -> bool:
+        """Batch entries in parallel: more than one, each step's products big
+        enough to pay for waking the threads (below that, measured, the
+        wake-up costs more than the whole loop)."""
+        gh, hid = arith.const_int(self.gh), arith.const_int(self.hid)
+        work = None if gh is None or hid is None else gh * hid
+        return arith.const_int(self.batch) != 1 and (work is None or work >= PARALLEL_WORK)
 
     def build(self) -> Stmt:
         """The kernel's statement, its buffers allocated."""
@@ -249,8 +286,9 @@ class TimeLoop:
                 self.acts_of = d
                 parts.append(self.direction(i64(d), d == 1))
             body = seq(*parts)
-        for buf in (self.rh, self.acc, self.c, self.h):
-            if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
+        for buf in (self.part, self.rh, self.acc, self.c, self.h):
+            if (buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru"
+                    or buf is self.part and self.lanes == 1):
                 continue
             body = Allocate(buf, body)
         return body

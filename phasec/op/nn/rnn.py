@@ -377,14 +377,11 @@ def _legalize(cell: str):
         extra = 2 if cell == "lstm" else 1
         packed_shape = (arith.simplify(t_len + extra), ndir, batch, hid)
 
-        # the recurrence weights with the gate rows last: the loop's products
-        # run along them
-        rt = te.compute((ndir, hid, gh), lambda d, k, g: r[d, g, k], name=f"T_{cell}_rt")
 
         def build(ins, o):
             acts = activation_params(cell, a)
             return TimeLoop(cell, a, acts, CELLS[cell][1], list(ins), o, bool(lens)).build()
-        packed = te.extern(packed_shape, dt, [xw, rt, bias, *states, *lens], build,
+        packed = te.extern(packed_shape, dt, [xw, r, bias, *states, *lens], build,
                            name=f"T_{cell}_loop")
         y = te.compute((t_len, ndir, batch, hid), lambda t, d, b, j: packed[t, d, b, j],
                        name=f"T_{cell}_y")
