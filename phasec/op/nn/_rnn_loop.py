@@ -32,6 +32,8 @@ __all__: list[str] = []
 
 #: partial sums of a recurrence dot product: one vector of float32
 LANES = 8
+#: gate rows whose dot products run together (independent accumulators)
+ROWS = 4
 #: multiply-adds of one step's recurrence products from which the batch
 #: entries run in parallel (an LSTM with H = 64)
 PARALLEL_WORK = 4 * 64 * 64
@@ -97,7 +99,7 @@ class TimeLoop:
         hid = arith.const_int(self.hid)
         #: partial sums of a recurrence product (a vector of them unless H is small)
         self.lanes = LANES if hid is None or hid >= LANES else 1
-        self.part = Buffer("rnn_part", (n, i64(self.lanes)), dt)
+        self.part = Buffer("rnn_part", (n, i64(self.lanes * ROWS)), dt)
         self.h = Buffer("rnn_h", (n, self.hid), dt)
         self.c = Buffer("rnn_c", (n, self.hid), dt)
         self.acc = Buffer("rnn_gates", (n, self.gh), dt)
@@ -117,41 +119,65 @@ class TimeLoop:
     def recur(self, d: PrimExpr, b: PrimExpr, rows: tuple[int, int],
               init: Callable[[PrimExpr], PrimExpr], src: Callable[[PrimExpr], PrimExpr]) -> Stmt:
         """``acc[b, g] = init(g) + sum_k src(k) * R[d, g, k]`` for the gate rows
-        ``rows`` (in units of H): each a dot product along R's contiguous rows,
-        in ``LANES`` partial sums (a vector), folded at the end."""
+        ``rows`` (in units of H): dot products along R's contiguous rows,
+        ``ROWS`` rows at a time, each in ``LANES`` partial sums (a vector:
+        independent accumulators, not one chain of dependent adds)."""
         lo = arith.simplify(tir.as_prim_expr(rows[0]) * self.hid)
         count = arith.simplify(tir.as_prim_expr(rows[1] - rows[0]) * self.hid)
-        lanes = self.lanes
         hid = self.hid
+
+        def term(g: PrimExpr, k: PrimExpr) -> PrimExpr:
+            return src(k) * self.r[d, g, k]
+        if self.lanes == 1:  # a hidden size under a vector: one sum per row
+            def row(gg: Var) -> Stmt:
+                g = arith.simplify(gg + lo)
+                return seq(BufferStore(self.acc, init(g), (b, g)), _loop(hid, lambda k: BufferStore(
+                    self.acc, self.acc[b, g] + term(g, k), (b, g)), "k"))
+            return _loop(count, row, "g")
+        blocks = arith.simplify(BinaryOp("//", count, i64(ROWS)))
+        first_rest = arith.simplify(lo + blocks * ROWS)
+        whole = _loop(blocks, lambda gb: self._dots(d, b, arith.simplify(lo + gb * ROWS), ROWS,
+                                                    init, term), "gb")
+        rest = _loop(arith.simplify(count - blocks * ROWS), lambda gr: self._dots(
+            d, b, arith.simplify(first_rest + gr), 1, init, term), "gr")
+        return seq(whole, rest)
+
+    def _dots(self, d: PrimExpr, b: PrimExpr, g0: PrimExpr, nrows: int,
+              init: Callable[[PrimExpr], PrimExpr],
+              term: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> Stmt:
+        """Rows ``g0 .. g0 + nrows - 1`` of the recurrence products, their
+        partial sums in ``part[b, r * LANES + lane]``."""
+        lanes, hid, part = self.lanes, self.hid, self.part
         chunks = arith.simplify(BinaryOp("//", hid, i64(lanes)))
         done = arith.simplify(chunks * lanes)
 
-        def row(gg: Var) -> Stmt:
-            g = arith.simplify(gg + lo)
+        def at(r: PrimExpr, ln: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+            return (b, arith.simplify(r * lanes + ln))
 
-            def term(k: PrimExpr) -> PrimExpr:
-                return src(k) * self.r[d, g, k]
-            if lanes == 1:
-                return seq(BufferStore(self.acc, init(g), (b, g)), _loop(hid, lambda k: BufferStore(
-                    self.acc, self.acc[b, g] + term(k), (b, g)), "k"))
-            zero = _loop(lanes, lambda ln: BufferStore(self.part, _const(0.0, self.dt), (b, ln)),
-                         "l", "vectorized")
+        def g(r: PrimExpr) -> PrimExpr:
+            return arith.simplify(g0 + r)
 
-            def chunk(kc: Var) -> Stmt:
-                return _loop(lanes, lambda ln: BufferStore(
-                    self.part, self.part[b, ln] + term(kc * lanes + ln), (b, ln)), "l", "vectorized")
-            tail = _loop(arith.simplify(hid - done), lambda kk: BufferStore(
-                self.part, self.part[b, i64(0)] + term(kk + done), (b, i64(0))), "k")
-            folds = []
-            width = lanes // 2
-            while width >= 1:
-                folds.append(_loop(width, lambda ln, w=width: BufferStore(
-                    self.part, self.part[b, ln] + self.part[b, ln + w], (b, ln)), "l",
-                    "vectorized" if width >= 4 else "unroll"))
-                width //= 2
-            total = BufferStore(self.acc, init(g) + self.part[b, i64(0)], (b, g))
-            return seq(zero, _loop(chunks, chunk, "kc"), tail, *folds, total)
-        return _loop(count, row, "g")
+        def rows(body: Callable[[Var], Stmt]) -> Stmt:
+            return _loop(nrows, body, "r", "unroll" if nrows > 1 else "serial")
+        zero = _loop(nrows * lanes, lambda ln: BufferStore(part, _const(0.0, self.dt), (b, ln)),
+                     "l", "vectorized")
+
+        def chunk(kc: Var) -> Stmt:
+            return rows(lambda r: _loop(lanes, lambda ln: BufferStore(
+                part, part[at(r, ln)] + term(g(r), kc * lanes + ln), at(r, ln)), "l",
+                "vectorized"))
+        tail = _loop(arith.simplify(hid - done), lambda kk: rows(lambda r: BufferStore(
+            part, part[at(r, i64(0))] + term(g(r), kk + done), at(r, i64(0)))), "k")
+        folds = []
+        width = lanes // 2
+        while width >= 1:
+            folds.append(rows(lambda r, w=width: _loop(w, lambda ln: BufferStore(
+                part, part[at(r, ln)] + part[at(r, ln + w)], at(r, ln)), "l",
+                "vectorized" if w >= 4 else "unroll")))
+            width //= 2
+        totals = rows(lambda r: BufferStore(self.acc, init(g(r)) + part[at(r, i64(0))],
+                                            (b, g(r))))
+        return seq(zero, _loop(chunks, chunk, "kc"), tail, *folds, totals)
 
     def step(self, d: PrimExpr, b: PrimExpr, t: PrimExpr) -> Stmt:
         """Time step ``t`` of batch entry ``b`` in direction ``d``; stores Y[t]."""
