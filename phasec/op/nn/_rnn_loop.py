@@ -1,17 +1,18 @@
 """The TIR time loop of ``nn.lstm`` / ``nn.gru`` / ``nn.rnn`` (the statement
 their ``te.extern`` builds; :mod:`.rnn` holds the operators).
 
-Inputs: the input projections with their biases ``xw`` (D, T, N, G*H), the
+Inputs: the data ``x`` (T, N, I), the weights ``w`` (D, G*H, I), the
 recurrence weights ``r`` (D, G*H, H), the bias (D, 2*G*H), the
 initial states (D, N, H), the peepholes (D, 3*H) and the lengths (N,).
 Output: one packed (T + 1 or 2, D, N, H) buffer: Y, then Y_h (and Y_c).
 
 Batch entries are independent, so the batch loop is outside the time loop
 and parallel; each entry's state, gates and ``r*h`` live in rows of
-buffers the kernel allocates. A step's recurrence products are dot products
-along the contiguous rows of R, each summed in a vector of partial sums
-(no copy of the weights: a per-call transposed copy cost more than a short
-sequence's whole loop), then the cell's elementwise update.
+buffers the kernel allocates. A step computes its input projection and its
+recurrence products as dot products along the contiguous rows of W and R
+(four rows at a time, each summed in a vector of partial sums; no copy of
+the weights, no buffer of every step's projection: a per-call copy cost
+more than a short sequence's whole loop), then the cell's update.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ __all__: list[str] = []
 LANES = 8
 #: gate rows whose dot products run together (independent accumulators)
 ROWS = 4
+#: gate rows (in units of H) of each cell
+CELLS_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 #: multiply-adds of one step's recurrence products from which the batch
 #: entries run in parallel (an LSTM with H = 64)
 PARALLEL_WORK = 4 * 64 * 64
@@ -88,18 +91,16 @@ class TimeLoop:
         self.cell, self.a, self.acts, self.per = cell, attrs, acts, per
         #: which direction's activations the statements being built use
         self.acts_of = 0
-        self.xw, self.r, self.bias, self.h0 = ins[:4]
-        self.c0 = ins[4] if cell == "lstm" else None
-        self.p = ins[5] if cell == "lstm" else None
+        self.x, self.w, self.r, self.bias, self.h0 = ins[:5]
+        self.c0 = ins[5] if cell == "lstm" else None
+        self.p = ins[6] if cell == "lstm" else None
         self.lens = ins[-1] if has_lens else None
         self.out, self.dt = out, out.dtype
-        _, self.t_len, self.batch, self.gh = self.xw.shape
-        self.hid = self.r.shape[2]
+        self.t_len, self.batch, _ = self.x.shape
+        self.gh, self.hid = self.r.shape[1], self.r.shape[2]
         dt, n = self.dt, self.batch
-        hid = arith.const_int(self.hid)
-        #: partial sums of a recurrence product (a vector of them unless H is small)
-        self.lanes = LANES if hid is None or hid >= LANES else 1
-        self.part = Buffer("rnn_part", (n, i64(self.lanes * ROWS)), dt)
+        #: partial sums of the dot products (ROWS vectors of them)
+        self.part = Buffer("rnn_part", (n, i64(LANES * ROWS)), dt)
         self.h = Buffer("rnn_h", (n, self.hid), dt)
         self.c = Buffer("rnn_c", (n, self.hid), dt)
         self.acc = Buffer("rnn_gates", (n, self.gh), dt)
@@ -116,39 +117,57 @@ class TimeLoop:
         """Gate row ``g * H + j``."""
         return arith.simplify(tir.as_prim_expr(g) * self.hid + j) if g else j
 
-    def recur(self, d: PrimExpr, b: PrimExpr, rows: tuple[int, int],
-              init: Callable[[PrimExpr], PrimExpr], src: Callable[[PrimExpr], PrimExpr]) -> Stmt:
-        """``acc[b, g] = init(g) + sum_k src(k) * R[d, g, k]`` for the gate rows
-        ``rows`` (in units of H): dot products along R's contiguous rows,
-        ``ROWS`` rows at a time, each in ``LANES`` partial sums (a vector:
-        independent accumulators, not one chain of dependent adds)."""
+    def dots(self, weight: Buffer, d: PrimExpr, b: PrimExpr, rows: tuple[int, int],
+             src: Callable[[PrimExpr], PrimExpr], init: Callable[[PrimExpr], PrimExpr],
+             out: Buffer | None = None) -> Stmt:
+        """``out[b, g - first] = init(g) + sum_k src(k) * weight[d, g, k]`` for the
+        gate rows ``rows`` (in units of H; ``out`` None: ``acc[b, g]``): dot
+        products along the weight's contiguous rows, ``ROWS`` rows at a time,
+        each in ``LANES`` partial sums (a vector: independent accumulators,
+        not one chain of dependent adds)."""
         lo = arith.simplify(tir.as_prim_expr(rows[0]) * self.hid)
         count = arith.simplify(tir.as_prim_expr(rows[1] - rows[0]) * self.hid)
-        hid = self.hid
+        length = weight.shape[2]
+
+        def store(g: PrimExpr, value: PrimExpr) -> Stmt:
+            if out is None:
+                return BufferStore(self.acc, value, (b, g))
+            return BufferStore(out, value, (b, arith.simplify(g - lo)))
 
         def term(g: PrimExpr, k: PrimExpr) -> PrimExpr:
-            return src(k) * self.r[d, g, k]
-        if self.lanes == 1:  # a hidden size under a vector: one sum per row
-            def row(gg: Var) -> Stmt:
-                g = arith.simplify(gg + lo)
-                return seq(BufferStore(self.acc, init(g), (b, g)), _loop(hid, lambda k: BufferStore(
-                    self.acc, self.acc[b, g] + term(g, k), (b, g)), "k"))
-            return _loop(count, row, "g")
+            return src(k) * weight[d, g, k]
+        lanes = self.lanes_for(length)
+        if lanes == 1:  # shorter than a vector: one sum per row
+            return _loop(count, lambda gg: self._scalar_row(
+                b, arith.simplify(gg + lo), length, init, term, store), "g")
         blocks = arith.simplify(BinaryOp("//", count, i64(ROWS)))
         first_rest = arith.simplify(lo + blocks * ROWS)
-        whole = _loop(blocks, lambda gb: self._dots(d, b, arith.simplify(lo + gb * ROWS), ROWS,
-                                                    init, term), "gb")
-        rest = _loop(arith.simplify(count - blocks * ROWS), lambda gr: self._dots(
-            d, b, arith.simplify(first_rest + gr), 1, init, term), "gr")
+        whole = _loop(blocks, lambda gb: self._block(
+            b, arith.simplify(lo + gb * ROWS), ROWS, length, lanes, init, term, store), "gb")
+        rest = _loop(arith.simplify(count - blocks * ROWS), lambda gr: self._block(
+            b, arith.simplify(first_rest + gr), 1, length, lanes, init, term, store), "gr")
         return seq(whole, rest)
 
-    def _dots(self, d: PrimExpr, b: PrimExpr, g0: PrimExpr, nrows: int,
-              init: Callable[[PrimExpr], PrimExpr],
-              term: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> Stmt:
-        """Rows ``g0 .. g0 + nrows - 1`` of the recurrence products, their
-        partial sums in ``part[b, r * LANES + lane]``."""
-        lanes, hid, part = self.lanes, self.hid, self.part
-        chunks = arith.simplify(BinaryOp("//", hid, i64(lanes)))
+    def lanes_for(self, length: PrimExpr) -> int:
+        """Partial sums of a dot product of ``length`` terms: a vector of them
+        unless the length is known to be under one."""
+        n = arith.const_int(length)
+        return LANES if n is None or n >= LANES else 1
+
+    def _scalar_row(self, b: PrimExpr, g: PrimExpr, length: PrimExpr, init, term,
+                    store) -> Stmt:
+        """One row's dot product, term after term, in the part buffer's first lane."""
+        first = BufferStore(self.part, init(g), (b, i64(0)))
+        add = _loop(length, lambda k: BufferStore(self.part, self.part[b, i64(0)] + term(g, k),
+                                                  (b, i64(0))), "k")
+        return seq(first, add, store(g, self.part[b, i64(0)]))
+
+    def _block(self, b: PrimExpr, g0: PrimExpr, nrows: int, length: PrimExpr, lanes: int,
+               init, term, store) -> Stmt:
+        """Rows ``g0 .. g0 + nrows - 1``, their partial sums in
+        ``part[b, r * lanes + lane]``."""
+        part = self.part
+        chunks = arith.simplify(BinaryOp("//", length, i64(lanes)))
         done = arith.simplify(chunks * lanes)
 
         def at(r: PrimExpr, ln: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
@@ -166,7 +185,7 @@ class TimeLoop:
             return rows(lambda r: _loop(lanes, lambda ln: BufferStore(
                 part, part[at(r, ln)] + term(g(r), kc * lanes + ln), at(r, ln)), "l",
                 "vectorized"))
-        tail = _loop(arith.simplify(hid - done), lambda kk: rows(lambda r: BufferStore(
+        tail = _loop(arith.simplify(length - done), lambda kk: rows(lambda r: BufferStore(
             part, part[at(r, i64(0))] + term(g(r), kk + done), at(r, i64(0)))), "k")
         folds = []
         width = lanes // 2
@@ -175,25 +194,38 @@ class TimeLoop:
                 part, part[at(r, ln)] + part[at(r, ln + w)], at(r, ln)), "l",
                 "vectorized" if w >= 4 else "unroll")))
             width //= 2
-        totals = rows(lambda r: BufferStore(self.acc, init(g(r)) + part[at(r, i64(0))],
-                                            (b, g(r))))
+        totals = rows(lambda r: store(g(r), init(g(r)) + part[at(r, i64(0))]))
         return seq(zero, _loop(chunks, chunk, "kc"), tail, *folds, totals)
 
     def step(self, d: PrimExpr, b: PrimExpr, t: PrimExpr) -> Stmt:
         """Time step ``t`` of batch entry ``b`` in direction ``d``; stores Y[t]."""
-        def xw(g: PrimExpr) -> PrimExpr:
-            return self.xw[d, t, b, g]
+        gh = self.gh
+
+        def wb(g: PrimExpr) -> PrimExpr:
+            return self.bias[d, g]
+
+        def rb(g: PrimExpr) -> PrimExpr:
+            return self.bias[d, arith.simplify(gh + g)]
+
+        def x(k: PrimExpr) -> PrimExpr:
+            return self.x[t, b, k]
 
         def hprev(k: PrimExpr) -> PrimExpr:
             return self.h[b, k]
+
+        def acc_rb(g: PrimExpr) -> PrimExpr:
+            return self.acc[b, g] + rb(g)
+        # the input projection of every gate row, with the input biases
+        proj = self.dots(self.w, d, b, (0, CELLS_GATES[self.cell]), x, wb)
         store_y = _loop(self.hid, lambda j: BufferStore(self.out, self.h[b, j], (t, d, b, j)), "j")
         if self.cell == "rnn":
             upd = _loop(self.hid, lambda j: BufferStore(self.h, self.act(0, self.acc[b, j]),
                                                         (b, j)), "j")
-            return seq(self.recur(d, b, (0, 1), xw, hprev), upd, store_y)
+            return seq(proj, self.dots(self.r, d, b, (0, 1), hprev, acc_rb), upd, store_y)
         if self.cell == "lstm":
-            return seq(self.recur(d, b, (0, 4), xw, hprev), self._lstm_update(d, b), store_y)
-        return seq(*self._gru(d, b, xw, hprev), store_y)
+            return seq(proj, self.dots(self.r, d, b, (0, 4), hprev, acc_rb),
+                       self._lstm_update(d, b), store_y)
+        return seq(proj, *self._gru(d, b, hprev, acc_rb), store_y)
 
     def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> Stmt:
         dt = self.dt
@@ -213,27 +245,26 @@ class TimeLoop:
             return LetStmt(iv, i_e, LetStmt(fv, f_e, LetStmt(cv, c_e, stores)))
         return _loop(self.hid, body, "j")
 
-    def _gru(self, d: PrimExpr, b: PrimExpr, xw, hprev) -> list[Stmt]:
+    def _gru(self, d: PrimExpr, b: PrimExpr, hprev, acc_rb) -> list[Stmt]:
         dt, hid, gh = self.dt, self.hid, self.gh
 
         def rb(g: PrimExpr) -> PrimExpr:
             return self.bias[d, arith.simplify(gh + g)]
-        stmts = [self.recur(d, b, (0, 2), xw, hprev),
+        stmts = [self.dots(self.r, d, b, (0, 2), hprev, acc_rb),
                  # z and r activated in place
                  _loop(arith.simplify(2 * hid), lambda g: BufferStore(
                      self.acc, self.act(0, self.acc[b, g]), (b, g)), "g")]
         if self.a["linear_before_reset"]:
-            # acc_h = h Rh + Rbh; h~ = g(xw_h + r * acc_h)
-            stmts.append(self.recur(d, b, (2, 3), rb, hprev))
+            # rh = h Rh + Rbh; h~ = g(x Wh + Wbh + r * rh)
+            stmts.append(self.dots(self.r, d, b, (2, 3), hprev, rb, out=self.rh))
 
             def pre(j: PrimExpr) -> PrimExpr:
-                return xw(self.off(2, j)) + self.acc[b, self.off(1, j)] * self.acc[
-                    b, self.off(2, j)]
+                return self.acc[b, self.off(2, j)] + self.acc[b, self.off(1, j)] * self.rh[b, j]
         else:
             # (r * h) first: the product reads every r
             stmts.append(_loop(hid, lambda k: BufferStore(
                 self.rh, self.acc[b, self.off(1, k)] * self.h[b, k], (b, k)), "k"))
-            stmts.append(self.recur(d, b, (2, 3), xw, lambda k: self.rh[b, k]))
+            stmts.append(self.dots(self.r, d, b, (2, 3), lambda k: self.rh[b, k], acc_rb))
 
             def pre(j: PrimExpr) -> PrimExpr:
                 return self.acc[b, self.off(2, j)]
@@ -313,8 +344,7 @@ class TimeLoop:
                 parts.append(self.direction(i64(d), d == 1))
             body = seq(*parts)
         for buf in (self.part, self.rh, self.acc, self.c, self.h):
-            if (buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru"
-                    or buf is self.part and self.lanes == 1):
+            if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
                 continue
             body = Allocate(buf, body)
         return body

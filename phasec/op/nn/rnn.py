@@ -45,14 +45,13 @@ forward direction reads steps 0..L-1, the reverse direction L-1..0, Y is 0
 at steps L..T-1, and Y_h (Y_c) is the state after the last step read — 0
 when L is 0, as ONNX Runtime gives (not the initial state).
 
-The lowering is one kernel per call: the input projection ``x W^T + b`` for
-every step is a TE reduction, then a hand-written TIR loop over time
+The lowering is one kernel per call: a hand-written TIR loop over time
 (:mod:`._rnn_loop`; a symbolic T is a symbolic loop extent: one build runs
-every length) holds the whole cell per step and batch entry — the
-recurrence products, the activations, the state update and the stores of Y
-— with the states in buffers the kernel allocates, the batch entries in
-parallel; the final states and Y are read out of one packed
-(T + 1 or 2, D, B, H) buffer. The reference implementation (the
+every length) holds the whole cell per step and batch entry — the input
+projection and recurrence products, the activations, the state update and
+the stores of Y — with the states in buffers the kernel allocates, the
+batch entries in parallel when a step is big enough; the final states and Y
+are read out of one packed (T + 1 or 2, D, B, H) buffer. The reference implementation (the
 interpreter's and FoldConstant's) is the same equations in float64 numpy.
 The DynamicQuantizeLSTM of ONNX Runtime is this LSTM with its weights
 dequantized first.
@@ -346,8 +345,6 @@ for _cell in CELLS:
 # ---------------------------------------------------------------------------
 
 def _legalize(cell: str):
-    gates = CELLS[cell][0]
-
     def legalize(call, inputs):
         n = len(_OPERANDS[cell])
         x, w, r, bias = (_tensor(inputs, k, call) for k in range(4))
@@ -357,31 +354,13 @@ def _legalize(cell: str):
         y_info = _out(call, 0)
         dt = y_info.dtype
         t_len, ndir, batch, hid = y_info.shape
-        gh, inp = w.shape[1], w.shape[2]
-        # GRU with linear_before_reset keeps Rbh apart (it is scaled by r)
-        rec_bias_rows = (arith.simplify(2 * hid) if cell == "gru" and a["linear_before_reset"]
-                         else gh)
-        ri = te.reduce_axis(inp, "ri")
-
-        def proj(d, t, b, g):
-            return te.sum(x[t, b, ri.var] * w[d, g, ri.var], axis=[ri])
-        xw0 = te.compute((ndir, t_len, batch, gh), proj, name=f"T_{cell}_input")
-
-        def with_bias(d, t, b, g):
-            v = xw0[d, t, b, g] + bias[d, g]
-            rb = bias[d, arith.simplify(gh + g)]
-            if rec_bias_rows is gh:
-                return v + rb
-            return tir.Select(BinaryOp("<", g, rec_bias_rows), v + rb, v)
-        xw = te.compute((ndir, t_len, batch, gh), with_bias, name=f"T_{cell}_input_bias")
         extra = 2 if cell == "lstm" else 1
         packed_shape = (arith.simplify(t_len + extra), ndir, batch, hid)
-
 
         def build(ins, o):
             acts = activation_params(cell, a)
             return TimeLoop(cell, a, acts, CELLS[cell][1], list(ins), o, bool(lens)).build()
-        packed = te.extern(packed_shape, dt, [xw, r, bias, *states, *lens], build,
+        packed = te.extern(packed_shape, dt, [x, w, r, bias, *states, *lens], build,
                            name=f"T_{cell}_loop")
         y = te.compute((t_len, ndir, batch, hid), lambda t, d, b, j: packed[t, d, b, j],
                        name=f"T_{cell}_y")
