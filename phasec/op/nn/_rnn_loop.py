@@ -35,8 +35,6 @@ __all__: list[str] = []
 LANES = 8
 #: gate rows whose dot products run together (independent accumulators)
 ROWS = 4
-#: gate rows (in units of H) of each cell
-CELLS_GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 #: multiply-adds of one step's recurrence products from which the batch
 #: entries run in parallel (an LSTM with H = 64)
 PARALLEL_WORK = 4 * 64 * 64
@@ -83,12 +81,13 @@ def _loop(extent: Any, body: Callable[[Var], Stmt], name: str, kind: str = "seri
 class TimeLoop:
     """The statement of one call's kernel (see the module docstring).
 
-    ``acts[k]`` is (name, alpha, beta) of activation ``k``, ``per`` of them a
-    direction; ``attrs`` the call's attributes."""
+    ``gates`` is the cell's G; ``acts[k]`` (name, alpha, beta) of activation
+    ``k``, ``per`` of them a direction; ``attrs`` the call's attributes."""
 
-    def __init__(self, cell: str, attrs: dict[str, Any], acts: list[tuple[str, float, float]],
-                 per: int, ins: list[Buffer], out: Buffer, has_lens: bool) -> None:
-        self.cell, self.a, self.acts, self.per = cell, attrs, acts, per
+    def __init__(self, cell: str, gates: int, attrs: dict[str, Any],
+                 acts: list[tuple[str, float, float]], per: int, ins: list[Buffer], out: Buffer,
+                 has_lens: bool) -> None:
+        self.cell, self.gates, self.a, self.acts, self.per = cell, gates, attrs, acts, per
         #: which direction's activations the statements being built use
         self.acts_of = 0
         self.x, self.w, self.r, self.bias, self.h0 = ins[:5]
@@ -216,7 +215,7 @@ class TimeLoop:
         def acc_rb(g: PrimExpr) -> PrimExpr:
             return self.acc[b, g] + rb(g)
         # the input projection of every gate row, with the input biases
-        proj = self.dots(self.w, d, b, (0, CELLS_GATES[self.cell]), x, wb)
+        proj = self.dots(self.w, d, b, (0, self.gates), x, wb)
         store_y = _loop(self.hid, lambda j: BufferStore(self.out, self.h[b, j], (t, d, b, j)), "j")
         if self.cell == "rnn":
             upd = _loop(self.hid, lambda j: BufferStore(self.h, self.act(0, self.acc[b, j]),

@@ -204,11 +204,12 @@ def _infer(cell: str):
             got = ts[w].shape
             if got is None:
                 continue
-            for ax, (e, g) in enumerate(zip(want[w], got)):
-                e = arith.simplify(tir.as_prim_expr(e))
+            expect = [arith.simplify(tir.as_prim_expr(e)) for e in want[w]]
+            for ax, (e, g) in enumerate(zip(expect, got)):
                 if arith.prove_not_equal(e, g):
-                    raise err(call, f"the {w} must have shape ({', '.join(prim_expr_to_str(arith.simplify(tir.as_prim_expr(v))) for v in want[w])}) "
-                                    f"(direction {a['direction']!r}, hidden size "
+                    shape = ", ".join(prim_expr_to_str(v) for v in expect)
+                    raise err(call, f"the {w} must have shape ({shape}) (direction "
+                                    f"{a['direction']!r}, hidden size "
                                     f"{prim_expr_to_str(hidden)}), but its dim {ax} is "
                                     f"{prim_expr_to_str(g)}")
         if len(call.args) > n:
@@ -359,7 +360,8 @@ def _legalize(cell: str):
 
         def build(ins, o):
             acts = activation_params(cell, a)
-            return TimeLoop(cell, a, acts, CELLS[cell][1], list(ins), o, bool(lens)).build()
+            gates, per, _ = CELLS[cell]
+            return TimeLoop(cell, gates, a, acts, per, list(ins), o, bool(lens)).build()
         packed = te.extern(packed_shape, dt, [x, w, r, bias, *states, *lens], build,
                            name=f"T_{cell}_loop")
         y = te.compute((t_len, ndir, batch, hid), lambda t, d, b, j: packed[t, d, b, j],
