@@ -6,13 +6,16 @@ recurrence weights ``r`` (D, G*H, H), the bias (D, 2*G*H), the
 initial states (D, N, H), the peepholes (D, 3*H) and the lengths (N,).
 Output: one packed (T + 1 or 2, D, N, H) buffer: Y, then Y_h (and Y_c).
 
-Batch entries are independent, so the batch loop is outside the time loop
-and parallel; each entry's state, gates and ``r*h`` live in rows of
-buffers the kernel allocates. A step computes its input projection and its
-recurrence products as dot products along the contiguous rows of W and R
-(four rows at a time, each summed in a vector of partial sums; no copy of
-the weights, no buffer of every step's projection: a per-call copy cost
-more than a short sequence's whole loop), then the cell's update.
+The time loop is outermost; each step runs the batch entries still inside
+their sequence (each at its own position: lengths differ, and the reverse
+direction reads an entry from its own last step), their state, gates and
+``r*h`` in rows of buffers the kernel allocates. A step computes the input
+projection and the recurrence products as dot products along the
+contiguous rows of W and R, four rows at a time for the whole batch (a
+block of rows is read once a step, not once an entry), each summed in a
+vector of partial sums; then the cell's update. No copy of the weights and
+no buffer of every step's projection: a per-call copy cost more than a
+short sequence's whole loop.
 """
 
 from __future__ import annotations
@@ -35,9 +38,6 @@ __all__: list[str] = []
 LANES = 8
 #: gate rows whose dot products run together (independent accumulators)
 ROWS = 4
-#: multiply-adds of one step's recurrence products from which the batch
-#: entries run in parallel (an LSTM with H = 64)
-PARALLEL_WORK = 4 * 64 * 64
 
 
 def tir_activation(name: str, alpha: float, beta: float, x: PrimExpr) -> PrimExpr:
@@ -100,6 +100,11 @@ class TimeLoop:
         dt, n = self.dt, self.batch
         #: partial sums of the dot products (ROWS vectors of them)
         self.part = Buffer("rnn_part", (n, i64(LANES * ROWS)), dt)
+        #: each entry's length, and its position in its sequence at the current step
+        self.lenb = Buffer("rnn_len", (n,), "int64")
+        self.tpos = Buffer("rnn_pos", (n,), "int64")
+        #: the step being built (the time loop's variable)
+        self.s: PrimExpr = i64(0)
         self.h = Buffer("rnn_h", (n, self.hid), dt)
         self.c = Buffer("rnn_c", (n, self.hid), dt)
         self.acc = Buffer("rnn_gates", (n, self.gh), dt)
@@ -116,36 +121,49 @@ class TimeLoop:
         """Gate row ``g * H + j``."""
         return arith.simplify(tir.as_prim_expr(g) * self.hid + j) if g else j
 
-    def dots(self, weight: Buffer, d: PrimExpr, b: PrimExpr, rows: tuple[int, int],
-             src: Callable[[PrimExpr], PrimExpr], init: Callable[[PrimExpr], PrimExpr],
-             out: Buffer | None = None) -> Stmt:
-        """``out[b, g - first] = init(g) + sum_k src(k) * weight[d, g, k]`` for the
-        gate rows ``rows`` (in units of H; ``out`` None: ``acc[b, g]``): dot
-        products along the weight's contiguous rows, ``ROWS`` rows at a time,
-        each in ``LANES`` partial sums (a vector: independent accumulators,
-        not one chain of dependent adds)."""
+    def dots(self, weight: Buffer, d: PrimExpr, rows: tuple[int, int],
+             src: Callable[[PrimExpr, PrimExpr], PrimExpr],
+             init: Callable[[PrimExpr, PrimExpr], PrimExpr], out: Buffer | None = None) -> Stmt:
+        """``out[b, g - first] = init(b, g) + sum_k src(b, k) * weight[d, g, k]``
+        for the gate rows ``rows`` (in units of H; ``out`` None: ``acc[b, g]``)
+        of every live batch entry ``b``: dot products along the weight's
+        contiguous rows, ``ROWS`` rows at a time (each block of rows read once
+        for the whole batch), each in ``LANES`` partial sums (a vector:
+        independent accumulators, not one chain of dependent adds)."""
         lo = arith.simplify(tir.as_prim_expr(rows[0]) * self.hid)
         count = arith.simplify(tir.as_prim_expr(rows[1] - rows[0]) * self.hid)
         length = weight.shape[2]
 
-        def store(g: PrimExpr, value: PrimExpr) -> Stmt:
-            if out is None:
-                return BufferStore(self.acc, value, (b, g))
-            return BufferStore(out, value, (b, arith.simplify(g - lo)))
+        def for_entry(b: PrimExpr):
+            def store(g: PrimExpr, value: PrimExpr) -> Stmt:
+                if out is None:
+                    return BufferStore(self.acc, value, (b, g))
+                return BufferStore(out, value, (b, arith.simplify(g - lo)))
 
-        def term(g: PrimExpr, k: PrimExpr) -> PrimExpr:
-            return src(k) * weight[d, g, k]
+            def term(g: PrimExpr, k: PrimExpr) -> PrimExpr:
+                return src(b, k) * weight[d, g, k]
+            return store, term, (lambda g: init(b, g))
         lanes = self.lanes_for(length)
         if lanes == 1:  # shorter than a vector: one sum per row
-            return _loop(count, lambda gg: self._scalar_row(
-                b, arith.simplify(gg + lo), length, init, term, store), "g")
+            def scalar(gg: Var) -> Stmt:
+                return self.each(lambda b: self._scalar_row(
+                    b, arith.simplify(gg + lo), length, *for_entry(b)))
+            return _loop(count, scalar, "g")
+
+        def block(g0: PrimExpr, nrows: int) -> Stmt:
+            return self.each(lambda b: self._block(b, g0, nrows, length, lanes, *for_entry(b)))
         blocks = arith.simplify(BinaryOp("//", count, i64(ROWS)))
         first_rest = arith.simplify(lo + blocks * ROWS)
-        whole = _loop(blocks, lambda gb: self._block(
-            b, arith.simplify(lo + gb * ROWS), ROWS, length, lanes, init, term, store), "gb")
-        rest = _loop(arith.simplify(count - blocks * ROWS), lambda gr: self._block(
-            b, arith.simplify(first_rest + gr), 1, length, lanes, init, term, store), "gr")
+        whole = _loop(blocks, lambda gb: block(arith.simplify(lo + gb * ROWS), ROWS), "gb")
+        rest = _loop(arith.simplify(count - blocks * ROWS),
+                     lambda gr: block(arith.simplify(first_rest + gr), 1), "gr")
         return seq(whole, rest)
+
+    def each(self, body: Callable[[Var], Stmt]) -> Stmt:
+        """``body(b)`` for every batch entry still inside its sequence at the
+        current step."""
+        return _loop(self.batch, lambda b: IfThenElse(BinaryOp("<", self.s, self.lenb[b]),
+                                                      body(b)), "b")
 
     def lanes_for(self, length: PrimExpr) -> int:
         """Partial sums of a dot product of ``length`` terms: a vector of them
@@ -153,8 +171,8 @@ class TimeLoop:
         n = arith.const_int(length)
         return LANES if n is None or n >= LANES else 1
 
-    def _scalar_row(self, b: PrimExpr, g: PrimExpr, length: PrimExpr, init, term,
-                    store) -> Stmt:
+    def _scalar_row(self, b: PrimExpr, g: PrimExpr, length: PrimExpr, store, term,
+                    init) -> Stmt:
         """One row's dot product, term after term, in the part buffer's first lane."""
         first = BufferStore(self.part, init(g), (b, i64(0)))
         add = _loop(length, lambda k: BufferStore(self.part, self.part[b, i64(0)] + term(g, k),
@@ -162,7 +180,7 @@ class TimeLoop:
         return seq(first, add, store(g, self.part[b, i64(0)]))
 
     def _block(self, b: PrimExpr, g0: PrimExpr, nrows: int, length: PrimExpr, lanes: int,
-               init, term, store) -> Stmt:
+               store, term, init) -> Stmt:
         """Rows ``g0 .. g0 + nrows - 1``, their partial sums in
         ``part[b, r * lanes + lane]``."""
         part = self.part
@@ -196,35 +214,32 @@ class TimeLoop:
         totals = rows(lambda r: store(g(r), init(g(r)) + part[at(r, i64(0))]))
         return seq(zero, _loop(chunks, chunk, "kc"), tail, *folds, totals)
 
-    def step(self, d: PrimExpr, b: PrimExpr, t: PrimExpr) -> Stmt:
-        """Time step ``t`` of batch entry ``b`` in direction ``d``; stores Y[t]."""
+    def step(self, d: PrimExpr) -> Stmt:
+        """Step ``self.s`` of every live batch entry in direction ``d`` (entry
+        ``b`` at its position ``tpos[b]``); stores Y."""
         gh = self.gh
-
-        def wb(g: PrimExpr) -> PrimExpr:
-            return self.bias[d, g]
 
         def rb(g: PrimExpr) -> PrimExpr:
             return self.bias[d, arith.simplify(gh + g)]
 
-        def x(k: PrimExpr) -> PrimExpr:
-            return self.x[t, b, k]
-
-        def hprev(k: PrimExpr) -> PrimExpr:
+        def hprev(b: PrimExpr, k: PrimExpr) -> PrimExpr:
             return self.h[b, k]
 
-        def acc_rb(g: PrimExpr) -> PrimExpr:
+        def acc_rb(b: PrimExpr, g: PrimExpr) -> PrimExpr:
             return self.acc[b, g] + rb(g)
         # the input projection of every gate row, with the input biases
-        proj = self.dots(self.w, d, b, (0, self.gates), x, wb)
-        store_y = _loop(self.hid, lambda j: BufferStore(self.out, self.h[b, j], (t, d, b, j)), "j")
+        proj = self.dots(self.w, d, (0, self.gates), lambda b, k: self.x[self.tpos[b], b, k],
+                         lambda b, g: self.bias[d, g])
+        store_y = self.each(lambda b: _loop(self.hid, lambda j: BufferStore(
+            self.out, self.h[b, j], (self.tpos[b], d, b, j)), "j"))
         if self.cell == "rnn":
-            upd = _loop(self.hid, lambda j: BufferStore(self.h, self.act(0, self.acc[b, j]),
-                                                        (b, j)), "j")
-            return seq(proj, self.dots(self.r, d, b, (0, 1), hprev, acc_rb), upd, store_y)
+            upd = self.each(lambda b: _loop(self.hid, lambda j: BufferStore(
+                self.h, self.act(0, self.acc[b, j]), (b, j)), "j"))
+            return seq(proj, self.dots(self.r, d, (0, 1), hprev, acc_rb), upd, store_y)
         if self.cell == "lstm":
-            return seq(proj, self.dots(self.r, d, b, (0, 4), hprev, acc_rb),
-                       self._lstm_update(d, b), store_y)
-        return seq(proj, *self._gru(d, b, hprev, acc_rb), store_y)
+            return seq(proj, self.dots(self.r, d, (0, 4), hprev, acc_rb),
+                       self.each(lambda b: self._lstm_update(d, b)), store_y)
+        return seq(proj, *self._gru(d, hprev, acc_rb), store_y)
 
     def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> Stmt:
         dt = self.dt
@@ -244,35 +259,37 @@ class TimeLoop:
             return LetStmt(iv, i_e, LetStmt(fv, f_e, LetStmt(cv, c_e, stores)))
         return _loop(self.hid, body, "j")
 
-    def _gru(self, d: PrimExpr, b: PrimExpr, hprev, acc_rb) -> list[Stmt]:
+    def _gru(self, d: PrimExpr, hprev, acc_rb) -> list[Stmt]:
         dt, hid, gh = self.dt, self.hid, self.gh
 
-        def rb(g: PrimExpr) -> PrimExpr:
+        def rb(b: PrimExpr, g: PrimExpr) -> PrimExpr:
             return self.bias[d, arith.simplify(gh + g)]
-        stmts = [self.dots(self.r, d, b, (0, 2), hprev, acc_rb),
+        stmts = [self.dots(self.r, d, (0, 2), hprev, acc_rb),
                  # z and r activated in place
-                 _loop(arith.simplify(2 * hid), lambda g: BufferStore(
-                     self.acc, self.act(0, self.acc[b, g]), (b, g)), "g")]
+                 self.each(lambda b: _loop(arith.simplify(2 * hid), lambda g: BufferStore(
+                     self.acc, self.act(0, self.acc[b, g]), (b, g)), "g"))]
         if self.a["linear_before_reset"]:
             # rh = h Rh + Rbh; h~ = g(x Wh + Wbh + r * rh)
-            stmts.append(self.dots(self.r, d, b, (2, 3), hprev, rb, out=self.rh))
+            stmts.append(self.dots(self.r, d, (2, 3), hprev, rb, out=self.rh))
 
-            def pre(j: PrimExpr) -> PrimExpr:
+            def pre(b: PrimExpr, j: PrimExpr) -> PrimExpr:
                 return self.acc[b, self.off(2, j)] + self.acc[b, self.off(1, j)] * self.rh[b, j]
         else:
             # (r * h) first: the product reads every r
-            stmts.append(_loop(hid, lambda k: BufferStore(
-                self.rh, self.acc[b, self.off(1, k)] * self.h[b, k], (b, k)), "k"))
-            stmts.append(self.dots(self.r, d, b, (2, 3), lambda k: self.rh[b, k], acc_rb))
+            stmts.append(self.each(lambda b: _loop(hid, lambda k: BufferStore(
+                self.rh, self.acc[b, self.off(1, k)] * self.h[b, k], (b, k)), "k")))
+            stmts.append(self.dots(self.r, d, (2, 3), lambda b, k: self.rh[b, k], acc_rb))
 
-            def pre(j: PrimExpr) -> PrimExpr:
+            def pre(b: PrimExpr, j: PrimExpr) -> PrimExpr:
                 return self.acc[b, self.off(2, j)]
 
-        def upd(j: Var) -> Stmt:
-            z = self.acc[b, j]
-            new = (_const(1.0, dt) - z) * self.act(1, pre(j)) + z * self.h[b, j]
-            return BufferStore(self.h, new, (b, j))
-        stmts.append(_loop(hid, upd, "j"))
+        def upd(b: Var) -> Stmt:
+            def one(j: Var) -> Stmt:
+                z = self.acc[b, j]
+                new = (_const(1.0, dt) - z) * self.act(1, pre(b, j)) + z * self.h[b, j]
+                return BufferStore(self.h, new, (b, j))
+            return _loop(hid, one, "j")
+        stmts.append(self.each(upd))
         return stmts
 
     def length(self, b: PrimExpr) -> PrimExpr:
@@ -286,28 +303,34 @@ class TimeLoop:
     def direction(self, d: PrimExpr, reverse: PrimExpr | bool) -> Stmt:
         """The whole sequence in direction ``d`` (a constant, or the loop
         variable over both directions: ``reverse`` is then an expression)."""
-        hid = self.hid
+        hid, n = self.hid, self.batch
 
-        def entry(b: Var) -> Stmt:
-            length = Var("rnn_len", "int64")
-
-            def init(j: Var) -> Stmt:
+        def init(b: Var) -> Stmt:
+            def one(j: Var) -> Stmt:
                 stores = [BufferStore(self.h, self.h0[d, b, j], (b, j))]
                 if self.c0 is not None:
                     stores.append(BufferStore(self.c, self.c0[d, b, j], (b, j)))
                 return seq(*stores)
+            return seq(BufferStore(self.lenb, self.length(b), (b,)), _loop(hid, one, "i"))
 
-            def per_step(s: Var) -> Stmt:
-                back = BinaryOp("-", BinaryOp("-", length, i64(1)), s)
+        def per_step(s: Var) -> Stmt:
+            self.s = s
+
+            def position(b: Var) -> Stmt:
+                back = BinaryOp("-", BinaryOp("-", self.lenb[b], i64(1)), s)
                 t = (tir.Select(reverse, back, s) if isinstance(reverse, PrimExpr)
                      else back if reverse else s)
-                pad = _loop(hid, lambda j: BufferStore(self.out, _const(0.0, self.dt),
-                                                       (s, d, b, j)), "j")
-                return IfThenElse(BinaryOp("<", s, length), self.step(d, b, t), pad)
+                return BufferStore(self.tpos, t, (b,))
 
-            ran = BinaryOp(">", length, i64(0))  # no step: zeros, not the initial state
+            def pad(b: Var) -> Stmt:  # Y is 0 past an entry's length
+                return IfThenElse(BinaryOp(">=", s, self.lenb[b]), _loop(hid, lambda j: BufferStore(
+                    self.out, _const(0.0, self.dt), (s, d, b, j)), "j"))
+            return seq(self.each(position), self.step(d), _loop(n, pad, "b"))
 
-            def final(j: Var) -> Stmt:
+        def final(b: Var) -> Stmt:
+            ran = BinaryOp(">", self.lenb[b], i64(0))  # no step: zeros, not the initial state
+
+            def one(j: Var) -> Stmt:
                 def state(buf: Buffer) -> PrimExpr:
                     return tir.Select(ran, buf[b, j], _const(0.0, self.dt))
                 stores = [BufferStore(self.out, state(self.h), (self.t_len, d, b, j))]
@@ -315,18 +338,8 @@ class TimeLoop:
                     stores.append(BufferStore(self.out, state(self.c),
                                               (arith.simplify(self.t_len + 1), d, b, j)))
                 return seq(*stores)
-            body = seq(_loop(hid, init, "i"), _loop(self.t_len, per_step, "s"),
-                       _loop(hid, final, "o"))
-            return LetStmt(length, self.length(b), body)
-        return _loop(self.batch, entry, "b", "parallel" if self.parallel() else "serial")
-
-    def parallel(self) -> bool:
-        """Batch entries in parallel: more than one, each step's products big
-        enough to pay for waking the threads (below that, measured, the
-        wake-up costs more than the whole loop)."""
-        gh, hid = arith.const_int(self.gh), arith.const_int(self.hid)
-        work = None if gh is None or hid is None else gh * hid
-        return arith.const_int(self.batch) != 1 and (work is None or work >= PARALLEL_WORK)
+            return _loop(hid, one, "o")
+        return seq(_loop(n, init, "b"), _loop(self.t_len, per_step, "s"), _loop(n, final, "b"))
 
     def build(self) -> Stmt:
         """The kernel's statement, its buffers allocated."""
@@ -342,7 +355,7 @@ class TimeLoop:
                 self.acts_of = d
                 parts.append(self.direction(i64(d), d == 1))
             body = seq(*parts)
-        for buf in (self.part, self.rh, self.acc, self.c, self.h):
+        for buf in (self.tpos, self.lenb, self.part, self.rh, self.acc, self.c, self.h):
             if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
                 continue
             body = Allocate(buf, body)

@@ -49,8 +49,7 @@ The lowering is one kernel per call: a hand-written TIR loop over time
 (:mod:`._rnn_loop`; a symbolic T is a symbolic loop extent: one build runs
 every length) holds the whole cell per step and batch entry — the input
 projection and recurrence products, the activations, the state update and
-the stores of Y — with the states in buffers the kernel allocates, the
-batch entries in parallel when a step is big enough; the final states and Y
+the stores of Y — with the states in buffers the kernel allocates; the final states and Y
 are read out of one packed (T + 1 or 2, D, B, H) buffer. The reference implementation (the
 interpreter's and FoldConstant's) is the same equations in float64 numpy.
 The DynamicQuantizeLSTM of ONNX Runtime is this LSTM with its weights
