@@ -40,7 +40,8 @@ side.
 * :mod:`.nn` -- relu, gelu, gelu_tanh, silu, leakyrelu, prelu, selu,
   softplus, softmax, log_softmax (:mod:`.nn.activation`); layer_norm,
   rms_norm, batch_norm, group_norm, instance_norm, dropout (:mod:`.nn.norm`);
-  attention, attention_bias (:mod:`.nn.attention`);
+  attention, attention_bias (:mod:`.nn.attention`); lstm, gru, rnn, the
+  recurrent layers (:mod:`.nn.rnn`);
   cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
   pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`) and
   pooling (:mod:`.nn.pool`).
@@ -108,4 +109,4 @@ from phasec.op import ternary, unary, vm  # noqa: F401
 from phasec.op.image import grid, resize  # noqa: F401
 from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
 from phasec.op.memory import memory, view  # noqa: F401
-from phasec.op.nn import activation, attention, conv, loss, norm, pad, pool  # noqa: F401
+from phasec.op.nn import activation, attention, conv, loss, norm, pad, pool, rnn  # noqa: F401

@@ -64,3 +64,6 @@ IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample",
 #: (to_vdevice is a memory builtin, as in TVM: not a compute operator)
 DEVICE_GRAD_TESTED = {"hint_on_device", "wrap_param", "grad.no_grad", "grad.start_checkpoint",
                       "grad.end_checkpoint"}
+
+#: tests/op/test_ops_nn_rnn.py
+RNN_TESTED = {"nn.lstm", "nn.gru", "nn.rnn"}

@@ -27,7 +27,7 @@ from phasec.errors import PhasecError, StructInfoError
 from phasec.fileio import read_bytes
 from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
-    ops_attention, ops_linalg, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_tensor,
+    ops_attention, ops_linalg, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_rnn, ops_tensor,
 )
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name

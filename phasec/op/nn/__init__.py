@@ -9,6 +9,7 @@ family:
 * :mod:`.norm` -- layer_norm, rms_norm, batch_norm, group_norm, instance_norm,
   dropout
 * :mod:`.attention` -- attention, attention_bias
+* :mod:`.rnn` -- lstm, gru, rnn (ONNX's recurrent layers: a time loop in TIR)
 * :mod:`.loss` -- cross_entropy_with_logits, nll_loss
 * :mod:`.pad` -- pad, and the other data movements: batch_flatten, pixel_shuffle
 """

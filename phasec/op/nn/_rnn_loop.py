@@ -1,0 +1,362 @@
+"""The TIR time loop of ``nn.lstm`` / ``nn.gru`` / ``nn.rnn`` (the statement
+their ``te.extern`` builds; :mod:`.rnn` holds the operators).
+
+Inputs: the data ``x`` (T, N, I), the weights ``w`` (D, G*H, I), the
+recurrence weights ``r`` (D, G*H, H), the bias (D, 2*G*H), the
+initial states (D, N, H), the peepholes (D, 3*H) and the lengths (N,).
+Output: one packed (T + 1 or 2, D, N, H) buffer: Y, then Y_h (and Y_c).
+
+The time loop is outermost; each step runs the batch entries still inside
+their sequence (each at its own position: lengths differ, and the reverse
+direction reads an entry from its own last step), their state, gates and
+``r*h`` in rows of buffers the kernel allocates. A step computes the input
+projection and the recurrence products as dot products along the
+contiguous rows of W and R, four rows at a time for the whole batch (a
+block of rows is read once a step, not once an entry), each summed in a
+vector of partial sums; then the cell's update. No copy of the weights and
+no buffer of every step's projection: a per-call copy cost more than a
+short sequence's whole loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from phasec import arith
+from phasec import te
+from phasec.ir import tir
+from phasec.ir.tir import (
+    Allocate, BinaryOp, Buffer, BufferStore, For, IfThenElse, LetStmt, PrimExpr, Stmt, Var,
+)
+from phasec.op._lowering import _const
+from phasec.op._tirgen import i64, seq
+
+__all__: list[str] = []
+
+#: partial sums of a recurrence dot product: one vector of float32
+LANES = 8
+#: gate rows whose dot products run together (independent accumulators)
+ROWS = 4
+
+
+def tir_activation(name: str, alpha: float, beta: float, x: PrimExpr) -> PrimExpr:
+    """ONNX's recurrent activation ``name`` of ``x``."""
+    dt = x.dtype
+
+    def c(v: float) -> PrimExpr:
+        return _const(v, dt)
+    zero, one = c(0.0), c(1.0)
+    if name == "Relu":
+        return BinaryOp("max", x, zero)
+    if name == "Tanh":
+        return te.call("tanh", x)
+    if name == "Sigmoid":
+        return te.call("sigmoid", x)
+    if name == "Affine":
+        return c(alpha) * x + c(beta)
+    if name == "LeakyRelu":
+        return tir.Select(BinaryOp(">=", x, zero), x, c(alpha) * x)
+    if name == "ThresholdedRelu":
+        return tir.Select(BinaryOp(">", x, c(alpha)), x, zero)
+    if name == "ScaledTanh":
+        return c(alpha) * te.call("tanh", c(beta) * x)
+    if name == "HardSigmoid":
+        return BinaryOp("min", BinaryOp("max", c(alpha) * x + c(beta), zero), one)
+    if name == "Elu":
+        neg = c(alpha) * (te.call("exp", BinaryOp("min", x, zero)) - one)
+        return tir.Select(BinaryOp(">=", x, zero), x, neg)
+    if name == "Softsign":
+        return x / (one + te.call("fabs", x))
+    # Softplus, without overflow: max(x, 0) + log(1 + exp(-|x|))
+    return BinaryOp("max", x, zero) + te.call("log", one + te.call("exp", zero - te.call(
+        "fabs", x)))
+
+
+def _loop(extent: Any, body: Callable[[Var], Stmt], name: str, kind: str = "serial") -> Stmt:
+    v = Var(name, "int64")
+    return For(v, i64(0), tir.as_prim_expr(extent), kind, body(v))
+
+
+class TimeLoop:
+    """The statement of one call's kernel (see the module docstring).
+
+    ``gates`` is the cell's G; ``acts[k]`` (name, alpha, beta) of activation
+    ``k``, ``per`` of them a direction; ``attrs`` the call's attributes."""
+
+    def __init__(self, cell: str, gates: int, attrs: dict[str, Any],
+                 acts: list[tuple[str, float, float]], per: int, ins: list[Buffer], out: Buffer,
+                 has_lens: bool) -> None:
+        self.cell, self.gates, self.a, self.acts, self.per = cell, gates, attrs, acts, per
+        #: which direction's activations the statements being built use
+        self.acts_of = 0
+        self.x, self.w, self.r, self.bias, self.h0 = ins[:5]
+        self.c0 = ins[5] if cell == "lstm" else None
+        self.p = ins[6] if cell == "lstm" else None
+        self.lens = ins[-1] if has_lens else None
+        self.out, self.dt = out, out.dtype
+        self.t_len, self.batch, _ = self.x.shape
+        self.gh, self.hid = self.r.shape[1], self.r.shape[2]
+        dt, n = self.dt, self.batch
+        #: partial sums of the dot products (ROWS vectors of them)
+        self.part = Buffer("rnn_part", (n, i64(LANES * ROWS)), dt)
+        #: each entry's length, and its position in its sequence at the current step
+        self.lenb = Buffer("rnn_len", (n,), "int64")
+        self.tpos = Buffer("rnn_pos", (n,), "int64")
+        #: the step being built (the time loop's variable)
+        self.s: PrimExpr = i64(0)
+        self.h = Buffer("rnn_h", (n, self.hid), dt)
+        self.c = Buffer("rnn_c", (n, self.hid), dt)
+        self.acc = Buffer("rnn_gates", (n, self.gh), dt)
+        self.rh = Buffer("rnn_rh", (n, self.hid), dt)
+
+    def act(self, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
+        """Activation ``k`` of the direction being built, its input clipped."""
+        clip = self.a["clip"]
+        if clip is not None and clipped:
+            x = BinaryOp("min", BinaryOp("max", x, _const(-clip, self.dt)), _const(clip, self.dt))
+        return tir_activation(*self.acts[self.acts_of * self.per + k], x)
+
+    def off(self, g: int, j: PrimExpr) -> PrimExpr:
+        """Gate row ``g * H + j``."""
+        return arith.simplify(tir.as_prim_expr(g) * self.hid + j) if g else j
+
+    def dots(self, weight: Buffer, d: PrimExpr, rows: tuple[int, int],
+             src: Callable[[PrimExpr, PrimExpr], PrimExpr],
+             init: Callable[[PrimExpr, PrimExpr], PrimExpr], out: Buffer | None = None) -> Stmt:
+        """``out[b, g - first] = init(b, g) + sum_k src(b, k) * weight[d, g, k]``
+        for the gate rows ``rows`` (in units of H; ``out`` None: ``acc[b, g]``)
+        of every live batch entry ``b``: dot products along the weight's
+        contiguous rows, ``ROWS`` rows at a time (each block of rows read once
+        for the whole batch), each in ``LANES`` partial sums (a vector:
+        independent accumulators, not one chain of dependent adds)."""
+        lo = arith.simplify(tir.as_prim_expr(rows[0]) * self.hid)
+        count = arith.simplify(tir.as_prim_expr(rows[1] - rows[0]) * self.hid)
+        length = weight.shape[2]
+
+        def for_entry(b: PrimExpr):
+            def store(g: PrimExpr, value: PrimExpr) -> Stmt:
+                if out is None:
+                    return BufferStore(self.acc, value, (b, g))
+                return BufferStore(out, value, (b, arith.simplify(g - lo)))
+
+            def term(g: PrimExpr, k: PrimExpr) -> PrimExpr:
+                return src(b, k) * weight[d, g, k]
+            return store, term, (lambda g: init(b, g))
+        lanes = self.lanes_for(length)
+        if lanes == 1:  # shorter than a vector: one sum per row
+            def scalar(gg: Var) -> Stmt:
+                return self.each(lambda b: self._scalar_row(
+                    b, arith.simplify(gg + lo), length, *for_entry(b)))
+            return _loop(count, scalar, "g")
+
+        def block(g0: PrimExpr, nrows: int) -> Stmt:
+            return self.each(lambda b: self._block(b, g0, nrows, length, lanes, *for_entry(b)))
+        blocks = arith.simplify(BinaryOp("//", count, i64(ROWS)))
+        first_rest = arith.simplify(lo + blocks * ROWS)
+        whole = _loop(blocks, lambda gb: block(arith.simplify(lo + gb * ROWS), ROWS), "gb")
+        rest = _loop(arith.simplify(count - blocks * ROWS),
+                     lambda gr: block(arith.simplify(first_rest + gr), 1), "gr")
+        return seq(whole, rest)
+
+    def each(self, body: Callable[[Var], Stmt]) -> Stmt:
+        """``body(b)`` for every batch entry still inside its sequence at the
+        current step."""
+        return _loop(self.batch, lambda b: IfThenElse(BinaryOp("<", self.s, self.lenb[b]),
+                                                      body(b)), "b")
+
+    def lanes_for(self, length: PrimExpr) -> int:
+        """Partial sums of a dot product of ``length`` terms: a vector of them
+        unless the length is known to be under one."""
+        n = arith.const_int(length)
+        return LANES if n is None or n >= LANES else 1
+
+    def _scalar_row(self, b: PrimExpr, g: PrimExpr, length: PrimExpr, store, term,
+                    init) -> Stmt:
+        """One row's dot product, term after term, in the part buffer's first lane."""
+        first = BufferStore(self.part, init(g), (b, i64(0)))
+        add = _loop(length, lambda k: BufferStore(self.part, self.part[b, i64(0)] + term(g, k),
+                                                  (b, i64(0))), "k")
+        return seq(first, add, store(g, self.part[b, i64(0)]))
+
+    def _block(self, b: PrimExpr, g0: PrimExpr, nrows: int, length: PrimExpr, lanes: int,
+               store, term, init) -> Stmt:
+        """Rows ``g0 .. g0 + nrows - 1``, their partial sums in
+        ``part[b, r * lanes + lane]``."""
+        part = self.part
+        chunks = arith.simplify(BinaryOp("//", length, i64(lanes)))
+        done = arith.simplify(chunks * lanes)
+
+        def at(r: PrimExpr, ln: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+            return (b, arith.simplify(r * lanes + ln))
+
+        def g(r: PrimExpr) -> PrimExpr:
+            return arith.simplify(g0 + r)
+
+        def rows(body: Callable[[Var], Stmt]) -> Stmt:
+            return _loop(nrows, body, "r", "unroll" if nrows > 1 else "serial")
+        zero = _loop(nrows * lanes, lambda ln: BufferStore(part, _const(0.0, self.dt), (b, ln)),
+                     "l", "vectorized")
+
+        def chunk(kc: Var) -> Stmt:
+            return rows(lambda r: _loop(lanes, lambda ln: BufferStore(
+                part, part[at(r, ln)] + term(g(r), kc * lanes + ln), at(r, ln)), "l",
+                "vectorized"))
+        tail = _loop(arith.simplify(length - done), lambda kk: rows(lambda r: BufferStore(
+            part, part[at(r, i64(0))] + term(g(r), kk + done), at(r, i64(0)))), "k")
+        folds = []
+        width = lanes // 2
+        while width >= 1:
+            folds.append(rows(lambda r, w=width: _loop(w, lambda ln: BufferStore(
+                part, part[at(r, ln)] + part[at(r, ln + w)], at(r, ln)), "l",
+                "vectorized" if w >= 4 else "unroll")))
+            width //= 2
+        totals = rows(lambda r: store(g(r), init(g(r)) + part[at(r, i64(0))]))
+        return seq(zero, _loop(chunks, chunk, "kc"), tail, *folds, totals)
+
+    def step(self, d: PrimExpr) -> Stmt:
+        """Step ``self.s`` of every live batch entry in direction ``d`` (entry
+        ``b`` at its position ``tpos[b]``); stores Y."""
+        gh = self.gh
+
+        def rb(g: PrimExpr) -> PrimExpr:
+            return self.bias[d, arith.simplify(gh + g)]
+
+        def hprev(b: PrimExpr, k: PrimExpr) -> PrimExpr:
+            return self.h[b, k]
+
+        def acc_rb(b: PrimExpr, g: PrimExpr) -> PrimExpr:
+            return self.acc[b, g] + rb(g)
+        # the input projection of every gate row, with the input biases
+        proj = self.dots(self.w, d, (0, self.gates), lambda b, k: self.x[self.tpos[b], b, k],
+                         lambda b, g: self.bias[d, g])
+        store_y = self.each(lambda b: _loop(self.hid, lambda j: BufferStore(
+            self.out, self.h[b, j], (self.tpos[b], d, b, j)), "j"))
+        if self.cell == "rnn":
+            upd = self.each(lambda b: _loop(self.hid, lambda j: BufferStore(
+                self.h, self.act(0, self.acc[b, j]), (b, j)), "j"))
+            return seq(proj, self.dots(self.r, d, (0, 1), hprev, acc_rb), upd, store_y)
+        if self.cell == "lstm":
+            return seq(proj, self.dots(self.r, d, (0, 4), hprev, acc_rb),
+                       self.each(lambda b: self._lstm_update(d, b)), store_y)
+        return seq(proj, *self._gru(d, hprev, acc_rb), store_y)
+
+    def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> Stmt:
+        dt = self.dt
+
+        def body(j: Var) -> Stmt:
+            cp = self.c[b, j]
+            pi, po, pf = (self.p[d, self.off(k, j)] for k in range(3))
+            iv, fv, cv = Var("lstm_i", dt), Var("lstm_f", dt), Var("lstm_c", dt)
+            i_e = self.act(0, self.acc[b, j] + pi * cp)
+            f_e = (_const(1.0, dt) - iv if self.a["input_forget"]
+                   else self.act(0, self.acc[b, self.off(2, j)] + pf * cp))
+            c_e = fv * cp + iv * self.act(1, self.acc[b, self.off(3, j)])
+            o_e = self.act(0, self.acc[b, self.off(1, j)] + po * cv)
+            # the cell state itself is not clipped (ONNX Runtime's rule)
+            stores = seq(BufferStore(self.c, cv, (b, j)),
+                         BufferStore(self.h, o_e * self.act(2, cv, clipped=False), (b, j)))
+            return LetStmt(iv, i_e, LetStmt(fv, f_e, LetStmt(cv, c_e, stores)))
+        return _loop(self.hid, body, "j")
+
+    def _gru(self, d: PrimExpr, hprev, acc_rb) -> list[Stmt]:
+        dt, hid, gh = self.dt, self.hid, self.gh
+
+        def rb(b: PrimExpr, g: PrimExpr) -> PrimExpr:
+            return self.bias[d, arith.simplify(gh + g)]
+        stmts = [self.dots(self.r, d, (0, 2), hprev, acc_rb),
+                 # z and r activated in place
+                 self.each(lambda b: _loop(arith.simplify(2 * hid), lambda g: BufferStore(
+                     self.acc, self.act(0, self.acc[b, g]), (b, g)), "g"))]
+        if self.a["linear_before_reset"]:
+            # rh = h Rh + Rbh; h~ = g(x Wh + Wbh + r * rh)
+            stmts.append(self.dots(self.r, d, (2, 3), hprev, rb, out=self.rh))
+
+            def pre(b: PrimExpr, j: PrimExpr) -> PrimExpr:
+                return self.acc[b, self.off(2, j)] + self.acc[b, self.off(1, j)] * self.rh[b, j]
+        else:
+            # (r * h) first: the product reads every r
+            stmts.append(self.each(lambda b: _loop(hid, lambda k: BufferStore(
+                self.rh, self.acc[b, self.off(1, k)] * self.h[b, k], (b, k)), "k")))
+            stmts.append(self.dots(self.r, d, (2, 3), lambda b, k: self.rh[b, k], acc_rb))
+
+            def pre(b: PrimExpr, j: PrimExpr) -> PrimExpr:
+                return self.acc[b, self.off(2, j)]
+
+        def upd(b: Var) -> Stmt:
+            def one(j: Var) -> Stmt:
+                z = self.acc[b, j]
+                new = (_const(1.0, dt) - z) * self.act(1, pre(b, j)) + z * self.h[b, j]
+                return BufferStore(self.h, new, (b, j))
+            return _loop(hid, one, "j")
+        stmts.append(self.each(upd))
+        return stmts
+
+    def length(self, b: PrimExpr) -> PrimExpr:
+        """Entry ``b``'s length, clamped to [0, T]."""
+        if self.lens is None:
+            return self.t_len
+        v = self.lens[b]
+        v = v if v.dtype == "int64" else tir.Cast("int64", v)
+        return BinaryOp("min", BinaryOp("max", v, i64(0)), self.t_len)
+
+    def direction(self, d: PrimExpr, reverse: PrimExpr | bool) -> Stmt:
+        """The whole sequence in direction ``d`` (a constant, or the loop
+        variable over both directions: ``reverse`` is then an expression)."""
+        hid, n = self.hid, self.batch
+
+        def init(b: Var) -> Stmt:
+            def one(j: Var) -> Stmt:
+                stores = [BufferStore(self.h, self.h0[d, b, j], (b, j))]
+                if self.c0 is not None:
+                    stores.append(BufferStore(self.c, self.c0[d, b, j], (b, j)))
+                return seq(*stores)
+            return seq(BufferStore(self.lenb, self.length(b), (b,)), _loop(hid, one, "i"))
+
+        def per_step(s: Var) -> Stmt:
+            self.s = s
+
+            def position(b: Var) -> Stmt:
+                back = BinaryOp("-", BinaryOp("-", self.lenb[b], i64(1)), s)
+                t = (tir.Select(reverse, back, s) if isinstance(reverse, PrimExpr)
+                     else back if reverse else s)
+                return BufferStore(self.tpos, t, (b,))
+
+            def pad(b: Var) -> Stmt:  # Y is 0 past an entry's length
+                return IfThenElse(BinaryOp(">=", s, self.lenb[b]), _loop(hid, lambda j: BufferStore(
+                    self.out, _const(0.0, self.dt), (s, d, b, j)), "j"))
+            return seq(self.each(position), self.step(d), _loop(n, pad, "b"))
+
+        def final(b: Var) -> Stmt:
+            ran = BinaryOp(">", self.lenb[b], i64(0))  # no step: zeros, not the initial state
+
+            def one(j: Var) -> Stmt:
+                def state(buf: Buffer) -> PrimExpr:
+                    return tir.Select(ran, buf[b, j], _const(0.0, self.dt))
+                stores = [BufferStore(self.out, state(self.h), (self.t_len, d, b, j))]
+                if self.c0 is not None:
+                    stores.append(BufferStore(self.out, state(self.c),
+                                              (arith.simplify(self.t_len + 1), d, b, j)))
+                return seq(*stores)
+            return _loop(hid, one, "o")
+        return seq(_loop(n, init, "b"), _loop(self.t_len, per_step, "s"), _loop(n, final, "b"))
+
+    def build(self) -> Stmt:
+        """The kernel's statement, its buffers allocated."""
+        per = self.per
+        if self.a["direction"] != "bidirectional":
+            body = self.direction(i64(0), self.a["direction"] == "reverse")
+        elif self.acts[:per] == self.acts[per:]:
+            # one loop over both directions (half the code to compile)
+            body = _loop(2, lambda d: self.direction(d, BinaryOp("==", d, i64(1))), "d")
+        else:  # activations differ by direction: one copy of the loop each
+            parts = []
+            for d in range(2):
+                self.acts_of = d
+                parts.append(self.direction(i64(d), d == 1))
+            body = seq(*parts)
+        for buf in (self.tpos, self.lenb, self.part, self.rh, self.acc, self.c, self.h):
+            if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
+                continue
+            body = Allocate(buf, body)
+        return body
