@@ -67,3 +67,56 @@ def test_integer_attribute_is_not_ambiguous(validator):
     doc = json.loads(to_json(all_nodes_module()))
     doc["format"] = "something.else"
     assert list(validator.iter_errors(doc)) != []
+
+
+def _tagged_nodes(doc) -> list[dict]:
+    """Every object with a ``node`` tag, outermost first."""
+    out, stack = [], [doc]
+    while stack:
+        v = stack.pop(0)
+        if isinstance(v, dict):
+            if isinstance(v.get("node"), str):
+                out.append(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+def test_tagged_nodes_are_checked_against_their_own_tag(validator):
+    """The schema dispatches on ``node`` (linear, not a oneOf tried against every
+    alternative): an unknown tag, a missing field or a field of the wrong type
+    at the deepest node of each kind is refused as the reader refuses it."""
+    from phasec.errors import PhasecError
+    from phasec.script.json_format import from_json
+
+    base = json.loads(to_json(all_nodes_module()))
+    tags = sorted({n["node"] for n in _tagged_nodes(base)})
+    assert len(tags) > 20
+    refused = 0
+    for tag in tags:
+        doc = json.loads(json.dumps(base))
+        node = next(n for n in reversed(_tagged_nodes(doc)) if n["node"] == tag)  # the deepest
+        saved = dict(node)
+        fields = [k for k in sorted(node) if k not in ("node", "span")][:1]
+        edits = [("node", tag + "Nope")] + [(f, None) for f in fields] \
+            + [(f, {"not": ["what", "the", "tag", "declares"]}) for f in fields]
+        for field, value in edits:
+            if value is None:
+                del node[field]
+            else:
+                node[field] = value
+            schema_refuses = bool(list(validator.iter_errors(doc)))
+            try:
+                from_json(json.dumps(doc))
+                reader_refuses = False
+            except PhasecError:
+                reader_refuses = True
+            # never stricter than the reader (which also refuses some documents
+            # for their meaning, e.g. a block whose axes have no values)
+            assert reader_refuses or not schema_refuses, (tag, field, value)
+            assert schema_refuses or field != "node", tag  # an unknown tag is always refused
+            refused += schema_refuses
+            node.clear()
+            node.update(saved)
+    assert refused > 1.5 * len(tags)
