@@ -1,0 +1,154 @@
+"""Quantized ONNX operators against ONNX Runtime, integer outputs exactly:
+QuantizeLinear / DequantizeLinear per tensor, per axis and blocked, in
+int8/uint8/int16/uint16, with halfway cases (round half to even) and
+saturation; ConvInteger, QLinearMatMul, QLinearConv (phasec/frontend/onnx/ops_quant.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import phasec
+from phasec.frontend.onnx import from_onnx
+
+_TYPES = {np.dtype(k): v for k, v in [
+    ("float32", TensorProto.FLOAT), ("float16", TensorProto.FLOAT16),
+    ("int8", TensorProto.INT8), ("uint8", TensorProto.UINT8), ("int16", TensorProto.INT16),
+    ("uint16", TensorProto.UINT16), ("int32", TensorProto.INT32)]}
+
+
+def run_both(nodes, inputs, outputs, inits=None, opset=21, domains=()):
+    """(phasec's, ONNX Runtime's) outputs of the graph; inputs are graph inputs,
+    ``outputs`` maps each output's name to its dtype."""
+    vis = [helper.make_tensor_value_info(n, _TYPES[a.dtype], a.shape) for n, a in inputs.items()]
+    outs = [helper.make_tensor_value_info(n, _TYPES[np.dtype(t)], None)
+            for n, t in outputs.items()]
+    graph = helper.make_graph(nodes, "quant", vis, outs, initializer=[
+        numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()])
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 10
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, inputs)
+    got = phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"](*inputs.values())
+    got = [np.asarray(g) for g in (got if len(outputs) > 1 else [got])]
+    return got, want
+
+
+def assert_same(got, want, exact=True):
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+        if exact:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def _data(shape, scale, rng):
+    """Values on and between the quantization steps: halfway cases (k + 0.5)
+    * scale, values far past the range (saturation), and random ones."""
+    k = rng.integers(-300, 300, shape).astype(np.float32)
+    x = (k + rng.choice([0.0, 0.5, -0.5, 0.25], shape)) * np.float32(scale)
+    return np.where(rng.random(shape) < 0.1, rng.uniform(-1e5, 1e5, shape), x).astype(np.float32)
+
+
+@pytest.mark.parametrize("out", ["int8", "uint8", "int16", "uint16"])
+def test_quantize_per_tensor_and_per_axis(out):
+    rng = np.random.default_rng(0)
+    x = _data((3, 4, 5), 0.5, rng)
+    zp_t = np.array(rng.integers(0, 20), out)
+    s_ax = np.array([0.5, 0.25, 2.0, 1.0], np.float32)
+    zp_ax = rng.integers(0, 20, 4).astype(out)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["t"]),
+             helper.make_node("QuantizeLinear", ["x", "sa", "za"], ["a"], axis=1),
+             helper.make_node("DequantizeLinear", ["t", "s", "z"], ["dt"]),
+             helper.make_node("DequantizeLinear", ["a", "sa", "za"], ["da"], axis=-2)]
+    got, want = run_both(nodes, {"x": x}, {"t": out, "a": out, "dt": "float32", "da": "float32"},
+                         {"s": np.float32(0.5), "z": zp_t, "sa": s_ax, "za": zp_ax})
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("out,axis,block", [("int8", 1, 2), ("uint8", 0, 3), ("int16", -1, 4),
+                                             ("uint16", 1, 5)])
+def test_quantize_blocked(out, axis, block):
+    rng = np.random.default_rng(1)
+    x = _data((6, 5, 7), 0.25, rng)
+    bshape = list(x.shape)
+    bshape[axis] = -(-x.shape[axis] // block)
+    s = rng.choice([0.25, 0.5, 1.0, 0.125], bshape).astype(np.float32)
+    z = rng.integers(0, 9, bshape).astype(out)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=axis,
+                              block_size=block),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], axis=axis,
+                              block_size=block)]
+    got, want = run_both(nodes, {"x": x}, {"q": out, "d": "float32"}, {"s": s, "z": z})
+    assert_same(got, want)
+
+
+def test_quantize_output_dtype_and_float16_data():
+    rng = np.random.default_rng(2)
+    x = _data((4, 6), 0.5, rng).astype(np.float16)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s"], ["q"],
+                              output_dtype=TensorProto.INT8),
+             helper.make_node("QuantizeLinear", ["x", "s"], ["u"]),    # default: uint8
+             helper.make_node("DequantizeLinear", ["i32", "s32"], ["d"])]
+    i32 = rng.integers(-2**20, 2**20, (3, 3)).astype(np.int32)
+    got, want = run_both(nodes, {"x": x, "i32": i32}, {"q": "int8", "u": "uint8", "d": "float32"},
+                         {"s": np.float16(0.5), "s32": np.float32(0.125)})
+    assert_same(got, want)
+
+
+def test_qlinear_matmul_per_tensor_and_per_column():
+    rng = np.random.default_rng(3)
+    for adt, bdt in (("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")):
+        ia, ib = np.iinfo(adt), np.iinfo(bdt)
+        a = rng.integers(ia.min, ia.max + 1, (2, 5, 16)).astype(adt)
+        b = rng.integers(ib.min, ib.max + 1, (16, 6)).astype(bdt)
+        inits = {"as": np.float32(0.02), "az": np.array(7, adt), "bs": np.float32(0.013),
+                 "bz": np.array(3 if bdt == "uint8" else 0, bdt),
+                 "bsc": rng.uniform(0.005, 0.02, 6).astype(np.float32),
+                 "ys": np.float32(0.37), "yz": np.array(5, adt)}
+        nodes = [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                                  ["t"]),
+                 helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bsc", "bz", "ys",
+                                                    "yz"], ["c"]),
+                 helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["i"])]
+        got, want = run_both(nodes, {"a": a, "b": b}, {"t": adt, "c": adt, "i": "int32"},
+                             inits)
+        assert_same(got, want)
+
+
+@pytest.mark.parametrize("pads,strides,group", [([1, 1, 1, 1], [1, 1], 1),
+                                                ([0, 1, 2, 0], [2, 1], 2)])
+def test_conv_integer_and_qlinear_conv(pads, strides, group):
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 256, (2, 4, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (6, 4 // group, 3, 3)).astype(np.int8)
+    bias = rng.integers(-3000, 3000, 6).astype(np.int32)
+    inits = {"xz": np.array(120, np.uint8), "wz": np.array(0, np.int8),
+             "xs": np.float32(0.03), "ws": np.float32(0.011),
+             "wsc": rng.uniform(0.004, 0.02, 6).astype(np.float32),
+             "ys": np.float32(0.9), "yz": np.array(100, np.uint8), "b": bias}
+    attrs = dict(pads=pads, strides=strides, group=group)
+    nodes = [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["i"], **attrs),
+             helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                              ["t"], **attrs),
+             helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "wsc", "wz", "ys", "yz"],
+                              ["c"], **attrs)]
+    got, want = run_both(nodes, {"x": x, "w": w}, {"i": "int32", "t": "uint8", "c": "uint8"},
+                         inits, opset=10)
+    assert_same(got, want)
+
+
+def test_conv_integer_uint8_weights_with_zero_point():
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (1, 3, 5, 5)).astype(np.uint8)
+    w = rng.integers(0, 256, (2, 3, 2, 2)).astype(np.uint8)
+    nodes = [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["i"], pads=[1, 0, 1, 0],
+                              auto_pad="NOTSET")]
+    got, want = run_both(nodes, {"x": x, "w": w}, {"i": "int32"},
+                         {"xz": np.array(128, np.uint8), "wz": np.array(131, np.uint8)},
+                         opset=10)
+    assert_same(got, want)
