@@ -27,7 +27,8 @@ from phasec.frontend.onnx.ops_math import onnx_to_dtype
 from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
 from phasec.frontend.onnx.ops_tensor import norm_axis
 
-__all__ = ["QUANTIZED", "centered", "requantize", "dequantize_f32", "along"]
+__all__ = ["QUANTIZED", "centered", "requantize", "dequantize_f32", "along", "multiplier",
+           "matmul_operands", "qlinear_conv"]
 
 #: the quantized element types phasec computes with
 QUANTIZED = ("int8", "uint8", "int16", "uint16")
@@ -277,7 +278,8 @@ def _conv_integer(ctx: NodeContext) -> Value:
 
 
 @converter("QLinearConv", since=10)
-def _qlinear_conv(ctx: NodeContext) -> Value:
+def qlinear_conv(ctx: NodeContext) -> Value:
+    """ONNX QLinearConv (com.microsoft's QLinearConv in NCHW too)."""
     x, x_scale, x_zp = ctx.input(0), ctx.input(1), ctx.input(2)
     w, w_scale, w_zp = ctx.input(3), ctx.input(4), ctx.input(5)
     y_scale, y_zp = ctx.input(6), ctx.input(7)

@@ -1,5 +1,327 @@
-"""ONNX Runtime's quantized operators (domain ``com.microsoft``)."""
+"""ONNX Runtime's quantized operators (domain ``com.microsoft``), the ones its
+quantization tools emit and its CPU provider implements: QuantizeLinear,
+DequantizeLinear, QLinearConv, QLinearAdd, QLinearMul, QLinearSigmoid,
+QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool,
+QLinearConcat, QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul.
+
+Each computes with ONNX Runtime's own formula (operands minus zero points;
+float32 scale ratios; round half to even; saturation), so integer results
+equal ONNX Runtime's except where its vector kernels round an intermediate
+differently (a fused multiply-add, a polynomial sigmoid): then by one step,
+in the rare value that lies within a float32 rounding of a halfway point.
+``DynamicQuantizeLSTM``, ``QAttention``, ``QLinearSoftmax``, ``QLinearWhere``
+and ``QLinearReduceMean`` are not converted.
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_nn import _pool_float
+from phasec.frontend.onnx.ops_quant import (
+    QUANTIZED, centered, dequantize_f32, matmul_operands, qlinear_conv, requantize,
+)
+from phasec.frontend.onnx.ops_tensor import norm_axis
+
 __all__: list[str] = []
+
+_MS = "com.microsoft"
+
+
+def _F32(v: float) -> np.ndarray:
+    """A float32 0-d constant."""
+    return np.asarray(v, np.float32)
+
+
+def _scalar_param(ctx: NodeContext, p: Value, what: str) -> Value:
+    """A per-tensor scale or zero point as a 0-d value."""
+    if ctx.ndim(p) == 0:
+        return p
+    if ctx.shape(p) != [1]:
+        raise Unsupported(f"{what} of shape {ctx.shape(p)} (expects a scalar)")
+    return ctx.emit("reshape", p, ())
+
+
+def _f32_scale(ctx: NodeContext, s: Value, what: str = "a scale") -> Value:
+    if ctx.dtype(s) != "float32":
+        raise Unsupported(f"{what} of dtype {ctx.dtype(s)} (expects float32)")
+    return _scalar_param(ctx, s, what)
+
+
+def _quantize_value(ctx: NodeContext, v: Value, scale: Value, zp: Value | None, out: str) -> Value:
+    """``saturate(round(v / scale) + zp)``: ONNX Runtime's QuantizeLinear kernel."""
+    z = np.zeros((), out) if zp is None else _scalar_param(ctx, zp, "a zero point")
+    return ctx.emit("quantize", v, _f32_scale(ctx, scale), z, axis=-1, out_dtype=out)
+
+
+def _dequant(ctx: NodeContext, x: Value, scale: Value, zp: Value | None) -> Value:
+    return dequantize_f32(ctx, x, _f32_scale(ctx, scale), zp)
+
+
+@converter("QuantizeLinear", "DequantizeLinear", domain=_MS)
+def _ms_qdq(ctx: NodeContext) -> Value:
+    x, scale, zp = ctx.input(0), ctx.input(1), ctx.optional(2)
+    axis = norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)) if ctx.ndim(x) else 0
+    per_axis = ctx.ndim(scale) == 1 and ctx.shape(scale) != [1]
+    if ctx.op_type == "QuantizeLinear":
+        out = ctx.dtype(zp) if zp is not None else "uint8"
+        if out not in QUANTIZED:
+            raise Unsupported(f"quantizing to {out}")
+        z = zp if zp is not None else np.zeros((), out)
+        return ctx.emit("quantize", x, scale, z, axis=axis if per_axis else -1, out_dtype=out)
+    if ctx.dtype(x) not in QUANTIZED:
+        raise Unsupported(f"dequantizing {ctx.dtype(x)}")
+    z = zp if zp is not None else np.zeros((), ctx.dtype(x))
+    return ctx.emit("dequantize", x, scale, z, axis=axis if per_axis else -1,
+                    out_dtype=ctx.dtype(scale))
+
+
+@converter("QLinearConv", domain=_MS)
+def _ms_qlinear_conv(ctx: NodeContext) -> Value:
+    if ctx.attr("channels_last", 0):
+        raise Unsupported("QLinearConv with channels_last=1")
+    return qlinear_conv(ctx)  # otherwise ONNX's QLinearConv
+
+
+# ---------------------------------------------------------------------------
+# elementwise: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu
+# ---------------------------------------------------------------------------
+
+def _binary_inputs(ctx: NodeContext) -> tuple[Value, Value, Value, Value, str]:
+    a, b = ctx.input(0), ctx.input(3)
+    dt = ctx.dtype(a)
+    if dt not in ("int8", "uint8") or ctx.dtype(b) != dt:
+        raise Unsupported(f"operands of dtypes {dt} and {ctx.dtype(b)}")
+    a32 = ctx.emit("astype", centered(ctx, a, ctx.optional(2)), dtype="float32")
+    b32 = ctx.emit("astype", centered(ctx, b, ctx.optional(5)), dtype="float32")
+    return a32, b32, _f32_scale(ctx, ctx.input(1)), _f32_scale(ctx, ctx.input(4)), dt
+
+
+def _fma(ctx: NodeContext, x: Value, y: Value, z: Value) -> Value:
+    """float32 ``x * y + z`` rounded once, as a fused multiply-add: the float32
+    product is exact in float64, and so (nearly always) is the sum."""
+    def wide(v: Value) -> Value:
+        return ctx.emit("astype", v, dtype="float64")
+    return ctx.emit("astype", ctx.emit("add", ctx.emit("multiply", wide(x), wide(y)), wide(z)),
+                    dtype="float32")
+
+
+def _scalar_span(ctx: NodeContext, x: Value, other: Value) -> bool:
+    """Does ONNX Runtime's broadcast loop hand ``x`` to the kernel as one value
+    per span (its innermost dimension broadcast against ``other``'s)?"""
+    last = ctx.shape(x)[-1] if ctx.ndim(x) else 1
+    other_last = ctx.shape(other)[-1] if ctx.ndim(other) else 1
+    return last == 1 and other_last != 1
+
+
+@converter("QLinearAdd", domain=_MS)
+def _qlinear_add(ctx: NodeContext) -> Value:
+    # ONNX Runtime's vector kernel: with r_ac = sa / sc, r_bc = sb / sc and
+    # fixed = zc - (r_ac * za + r_bc * zb), fma(a, r_ac, fma(b, r_bc, fixed))
+    # rounded half to even (a scalar side is folded into fixed first)
+    a, b = ctx.input(0), ctx.input(3)
+    dt = ctx.dtype(a)
+    if dt not in ("int8", "uint8") or ctx.dtype(b) != dt:
+        raise Unsupported(f"operands of dtypes {dt} and {ctx.dtype(b)}")
+    sc = _f32_scale(ctx, ctx.input(6))
+    r_ac = ctx.emit("divide", _f32_scale(ctx, ctx.input(1)), sc)
+    r_bc = ctx.emit("divide", _f32_scale(ctx, ctx.input(4)), sc)
+
+    def zp(i: int) -> Value:
+        z = ctx.optional(i)
+        z = np.zeros((), dt) if z is None else _scalar_param(ctx, z, "a zero point")
+        return ctx.emit("astype", z, dtype="float32")
+    fixed = ctx.emit("subtract", zp(7), ctx.emit("add", ctx.emit("multiply", r_ac, zp(2)),
+                                                ctx.emit("multiply", r_bc, zp(5))))
+    af, bf = (ctx.emit("astype", v, dtype="float32") for v in (a, b))
+    if _scalar_span(ctx, a, b):
+        v = _fma(ctx, bf, r_bc, ctx.emit("add", fixed, ctx.emit("multiply", af, r_ac)))
+    elif _scalar_span(ctx, b, a):
+        v = _fma(ctx, af, r_ac, ctx.emit("add", fixed, ctx.emit("multiply", bf, r_bc)))
+    else:
+        v = _fma(ctx, af, r_ac, _fma(ctx, bf, r_bc, fixed))
+    return requantize(ctx, v, None, dt)
+
+
+@converter("QLinearMul", domain=_MS)
+def _qlinear_mul(ctx: NodeContext) -> Value:
+    # (a - za) * (b - zb) * (sa * sb / sc), rounded, plus zc
+    a32, b32, sa, sb, dt = _binary_inputs(ctx)
+    sc = _f32_scale(ctx, ctx.input(6))
+    ratio = ctx.emit("divide", ctx.emit("multiply", sa, sb), sc)
+    return requantize(ctx, ctx.emit("multiply", ctx.emit("multiply", a32, b32), ratio),
+                      ctx.optional(7), dt)
+
+
+def _unary_lookup(ctx: NodeContext, fn: str) -> Value:
+    """Dequantize, apply ``fn`` in float32, quantize (what ONNX Runtime's
+    lookup table holds for each of the 256 inputs)."""
+    x = ctx.input(0)
+    dt = ctx.dtype(x)
+    if dt not in ("int8", "uint8"):
+        raise Unsupported(f"dtype {dt}")
+    v = _dequant(ctx, x, ctx.input(1), ctx.optional(2))
+    if fn == "sigmoid":
+        v = ctx.emit("sigmoid", v)
+    else:
+        alpha = _F32(ctx.attr("alpha", 0.01))
+        v = ctx.emit("where", ctx.emit("greater_equal", v, _F32(0)), v,
+                     ctx.emit("multiply", v, alpha))
+    return _quantize_value(ctx, v, ctx.input(3), ctx.optional(4), dt)
+
+
+@converter("QLinearSigmoid", domain=_MS)
+def _qlinear_sigmoid(ctx: NodeContext) -> Value:
+    return _unary_lookup(ctx, "sigmoid")
+
+
+@converter("QLinearLeakyRelu", domain=_MS)
+def _qlinear_leaky_relu(ctx: NodeContext) -> Value:
+    return _unary_lookup(ctx, "leaky_relu")
+
+
+# ---------------------------------------------------------------------------
+# pooling and concatenation
+# ---------------------------------------------------------------------------
+
+def _nchw(ctx: NodeContext, x: Value) -> tuple[Value, list[int] | None]:
+    """``x`` in NCHW order, and the permutation back (None: it already was)."""
+    if not ctx.attr("channels_last", 0):
+        return x, None
+    n = ctx.ndim(x)
+    to = [0, n - 1, *range(1, n - 1)]
+    back = [0, *range(2, n), 1]
+    return ctx.emit("permute_dims", x, axes=to), back
+
+
+@converter("QLinearAveragePool", domain=_MS)
+def _qlinear_average_pool(ctx: NodeContext) -> Value:
+    # ONNX Runtime dequantizes, pools in float32, then rounds y / y_scale + zp
+    x = ctx.input(0)
+    dt = ctx.dtype(x)
+    if dt not in ("int8", "uint8"):
+        raise Unsupported(f"dtype {dt}")
+    xf, back = _nchw(ctx, _dequant(ctx, x, ctx.input(1), ctx.optional(2)))
+    y = _pool_float(ctx, xf, "avg")
+    zp = ctx.optional(4)
+    zp = np.zeros((), dt) if zp is None else _scalar_param(ctx, zp, "y_zero_point")
+    y = ctx.emit("add", ctx.emit("divide", y, _f32_scale(ctx, ctx.input(3))),
+                 ctx.emit("astype", zp, dtype="float32"))
+    y = requantize(ctx, y, None, dt)
+    return y if back is None else ctx.emit("permute_dims", y, axes=back)
+
+
+@converter("QLinearGlobalAveragePool", domain=_MS)
+def _qlinear_global_average_pool(ctx: NodeContext) -> Value:
+    # int32 sum minus zp * N, times x_scale / (y_scale * N), rounded, plus y_zp
+    x = ctx.input(0)
+    dt = ctx.dtype(x)
+    if dt not in ("int8", "uint8"):
+        raise Unsupported(f"dtype {dt}")
+    xc, back = _nchw(ctx, x)
+    dims = ctx.shape(xc)
+    count = 1
+    for d in dims[2:]:
+        if not isinstance(d, int):
+            raise Unsupported("QLinearGlobalAveragePool over symbolic dimensions")
+        count *= d
+    total = ctx.emit("sum", centered(ctx, xc, _scalar_param(ctx, ctx.input(2), "x_zero_point")),
+                     axis=list(range(2, len(dims))), keepdims=True)
+    scale = ctx.emit("divide", _f32_scale(ctx, ctx.input(1)),
+                     ctx.emit("multiply", _f32_scale(ctx, ctx.input(3)), _F32(count)))
+    y = requantize(ctx, ctx.emit("multiply", ctx.emit("astype", total, dtype="float32"), scale),
+                   ctx.input(4), dt)
+    return y if back is None else ctx.emit("permute_dims", y, axes=back)
+
+
+@converter("QLinearConcat", domain=_MS)
+def _qlinear_concat(ctx: NodeContext) -> Value:
+    y_scale, y_zp = ctx.input(0), ctx.input(1)
+    dt = ctx.dtype(y_zp)
+    if dt not in ("int8", "uint8"):
+        raise Unsupported(f"dtype {dt}")
+    if (len(ctx.inputs) - 2) % 3 or len(ctx.inputs) < 5:
+        raise Unsupported(f"{len(ctx.inputs)} inputs (expects Y_scale, Y_zero_point, then "
+                          "triples X, X_scale, X_zero_point)")
+    parts = []
+    for i in range(2, len(ctx.inputs), 3):
+        x = ctx.input(i)
+        v = _dequant(ctx, x, ctx.input(i + 1), ctx.input(i + 2))
+        parts.append(_quantize_value(ctx, v, y_scale, y_zp, dt))
+    axis = norm_axis(ctx, int(ctx.attr("axis", 0)), ctx.ndim(parts[0]))
+    return ctx.emit("concat", parts, axis=axis)
+
+
+# ---------------------------------------------------------------------------
+# QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul
+# ---------------------------------------------------------------------------
+
+@converter("QGemm", domain=_MS)
+def _qgemm(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(3)
+    if ctx.attr("transA", 0):
+        a = ctx.emit("permute_dims", a, axes=[1, 0])
+    if ctx.attr("transB", 0):
+        b = ctx.emit("permute_dims", b, axes=[1, 0])
+    a32, b32 = matmul_operands(ctx, a, ctx.input(2), b, ctx.input(5))
+    acc = ctx.emit("matmul", a32, b32)
+    if ctx.has(6):
+        acc = ctx.emit("add", acc, ctx.input(6))
+    # ((alpha * a_scale) * b_scale) / y_scale, one per column or per tensor
+    alpha = _F32(ctx.attr("alpha", 1.0))
+    sa = _f32_scale(ctx, ctx.input(1))
+    sb = ctx.input(4)
+    if ctx.dtype(sb) != "float32":
+        raise Unsupported(f"b_scale of dtype {ctx.dtype(sb)}")
+    scale = ctx.emit("multiply", ctx.emit("multiply", alpha, sa), sb)
+    if not ctx.has(7):
+        return ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"), scale)
+    scale = ctx.emit("divide", scale, _f32_scale(ctx, ctx.input(7)))
+    zp = ctx.optional(8)
+    out = ctx.dtype(zp) if zp is not None else "uint8"
+    return requantize(ctx, ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"), scale),
+                      zp, out)
+
+
+def _to_float(ctx: NodeContext, acc: Value, a_scale: Value, b_scale: Value,
+              bias: Value | None) -> Value:
+    """``float32(acc) * (a_scale * b_scale)`` (+ bias)."""
+    y = ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"),
+                 ctx.emit("multiply", a_scale, b_scale))
+    return y if bias is None else ctx.emit("add", y, bias)
+
+
+@converter("MatMulIntegerToFloat", domain=_MS)
+def _matmul_integer_to_float(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    sa, sb = ctx.input(2), ctx.input(3)
+    for s in (sa, sb):
+        if ctx.dtype(s) != "float32":
+            raise Unsupported(f"a scale of dtype {ctx.dtype(s)}")
+    a32, b32 = matmul_operands(ctx, a, ctx.optional(4), b, ctx.optional(5))
+    sa = _scalar_param(ctx, sa, "a_scale")
+    return _to_float(ctx, ctx.emit("matmul", a32, b32), sa, sb, ctx.optional(6))
+
+
+@converter("DynamicQuantizeMatMul", domain=_MS)
+def _dynamic_quantize_matmul(ctx: NodeContext) -> Value:
+    # A quantized to uint8 over its range (holding 0): scale (max - min) / 255
+    # (1 when the range is empty), zero point round(-min / scale), as ORT does
+    a, b, sb = ctx.input(0), ctx.input(1), ctx.input(2)
+    if ctx.dtype(a) != "float32" or ctx.dtype(sb) != "float32":
+        raise Unsupported(f"A of dtype {ctx.dtype(a)} with a {ctx.dtype(sb)} scale")
+    zero = _F32(0)
+    lo = ctx.emit("minimum", ctx.emit("min", a), zero)
+    hi = ctx.emit("maximum", ctx.emit("max", a), zero)
+    width = ctx.emit("subtract", hi, lo)
+    sa = ctx.emit("where", ctx.emit("equal", width, zero), _F32(1),
+                  ctx.emit("divide", width, _F32(255)))
+    za = ctx.emit("clip", ctx.emit("round", ctx.emit("divide", ctx.emit("negative", lo), sa)),
+                  min=0.0, max=255.0)
+    za = ctx.emit("astype", za, dtype="uint8")
+    qa = ctx.emit("quantize", a, sa, za, axis=-1, out_dtype="uint8")
+    a32, b32 = matmul_operands(ctx, qa, za, b, ctx.optional(3))
+    return _to_float(ctx, ctx.emit("matmul", a32, b32), sa, sb, ctx.optional(4))
+
