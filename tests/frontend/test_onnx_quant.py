@@ -52,15 +52,25 @@ def test_quantize_blocked(out, axis, block):
 
 
 def test_quantize_output_dtype_and_float16_data():
+    # float16 data and scale: the quotient is rounded once, from float32 (as
+    # ORT); a float16 quotient would round 28 of these 2000 values differently
     rng = np.random.default_rng(2)
-    x = _data((4, 6), 0.5, rng).astype(np.float16)
+    x = rng.uniform(-60, 60, (40, 50)).astype(np.float16)
     nodes = [helper.make_node("QuantizeLinear", ["x", "s"], ["q"],
                               output_dtype=TensorProto.INT8),
              helper.make_node("QuantizeLinear", ["x", "s"], ["u"]),    # default: uint8
              helper.make_node("DequantizeLinear", ["i32", "s32"], ["d"])]
     i32 = rng.integers(-2**20, 2**20, (3, 3)).astype(np.int32)
     got, want = run_both(nodes, {"x": x, "i32": i32}, {"q": "int8", "u": "uint8", "d": "float32"},
-                         {"s": np.float16(0.5), "s32": np.float32(0.125)})
+                         {"s": np.float16(0.3), "s32": np.float32(0.125)})
+    assert_same(got, want)
+
+
+def test_dynamic_quantize_linear_of_zeros():
+    # the range [0, 0] is empty: scale 1 and zero point 0, as ORT (not 0 / 0)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])]
+    got, want = run_both(nodes, {"x": np.zeros((3, 4), np.float32)},
+                         {"y": "uint8", "s": "float32", "z": "uint8"})
     assert_same(got, want)
 
 

@@ -2,7 +2,9 @@
 ConvInteger, QLinearMatMul, QLinearConv.
 
 QuantizeLinear/DequantizeLinear map to ``R.quantize``/``R.dequantize``
-(round half to even, saturating) per tensor or per axis; blocked
+(round half to even, saturating) per tensor or per axis, dividing in
+float32 for float16 data too (as ONNX Runtime; the opset-23 ``precision``
+attribute chooses otherwise); blocked
 quantization (``block_size``, opset 21) repeats each block's scale and zero
 point along the axis and computes the same formula elementwise. Quantized
 types: int8, uint8, int16, uint16 (and int32 data to dequantize); float8,
@@ -28,7 +30,7 @@ from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
 from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__ = ["QUANTIZED", "centered", "requantize", "dequantize_f32", "along", "multiplier",
-           "matmul_operands", "qlinear_conv"]
+           "matmul_operands", "qlinear_conv", "dynamic_uint8"]
 
 #: the quantized element types phasec computes with
 QUANTIZED = ("int8", "uint8", "int16", "uint16")
@@ -154,11 +156,11 @@ def _quantize(ctx: NodeContext) -> Value:
         raise Unsupported(f"quantizing to {out}")
     if ctx.dtype(scale) not in _SCALES:
         raise Unsupported(f"a {ctx.dtype(scale)} scale")
-    # the division's precision: the attribute (opset 23), else the scale's
-    # dtype, widened to the data's
+    # the division's precision: the attribute (opset 23), else float32 (as
+    # ONNX Runtime divides float16 too; a float16 quotient would be rounded
+    # to float16 before it is rounded to an integer)
     precision = ctx.attr("precision", 0)
-    calc = onnx_to_dtype(precision, "precision") if precision else \
-        ("float32" if "float32" in (ctx.dtype(x), ctx.dtype(scale)) else "float16")
+    calc = onnx_to_dtype(precision, "precision") if precision else "float32"
     if calc not in _SCALES or ctx.dtype(x) not in (*_SCALES, "int32"):
         raise Unsupported(f"quantizing {ctx.dtype(x)} data in {calc}")
     x = x if ctx.dtype(x) == calc else ctx.emit("astype", x, dtype=calc)
@@ -210,15 +212,23 @@ def _dynamic_quantize(ctx: NodeContext) -> list[Value]:
     x = ctx.input(0)
     if ctx.dtype(x) != "float32":
         raise Unsupported(f"dtype {ctx.dtype(x)}")
+    return list(dynamic_uint8(ctx, x))
+
+
+def dynamic_uint8(ctx: NodeContext, x: Value) -> tuple[Value, Value, Value]:
+    """float32 ``x`` quantized to uint8 over its range, which always holds 0:
+    scale ``(max - min) / 255`` (1 for an all-zero ``x``, as ONNX Runtime;
+    the formula's 0 would make the zero point 0 / 0), zero point
+    ``round(-min / scale)``; returns (y, scale, zero point)."""
     zero = np.zeros((), np.float32)
-    # the range always holds 0; scale = (max - min) / 255, zero point round(-min / scale)
     lo = ctx.emit("minimum", ctx.emit("min", x), zero)
     hi = ctx.emit("maximum", ctx.emit("max", x), zero)
-    scale = ctx.emit("divide", ctx.emit("subtract", hi, lo), np.asarray(255, np.float32))
+    width = ctx.emit("subtract", hi, lo)
+    scale = ctx.emit("where", ctx.emit("equal", width, zero), np.ones((), np.float32),
+                     ctx.emit("divide", width, np.asarray(255, np.float32)))
     zp = ctx.emit("round", ctx.emit("divide", ctx.emit("negative", lo), scale))
     zp = ctx.emit("astype", ctx.emit("clip", zp, min=0.0, max=255.0), dtype="uint8")
-    y = ctx.emit("quantize", x, scale, zp, axis=-1, out_dtype="uint8")
-    return [y, scale, zp]
+    return ctx.emit("quantize", x, scale, zp, axis=-1, out_dtype="uint8"), scale, zp
 
 
 # ---------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_nn import _pool_float
 from phasec.frontend.onnx.ops_quant import (
-    QUANTIZED, centered, dequantize_f32, matmul_operands, qlinear_conv, requantize,
+    QUANTIZED, centered, dequantize_f32, dynamic_uint8, matmul_operands, qlinear_conv,
+    requantize,
 )
 from phasec.frontend.onnx.ops_tensor import norm_axis
 
@@ -307,21 +308,11 @@ def _matmul_integer_to_float(ctx: NodeContext) -> Value:
 
 @converter("DynamicQuantizeMatMul", domain=_MS)
 def _dynamic_quantize_matmul(ctx: NodeContext) -> Value:
-    # A quantized to uint8 over its range (holding 0): scale (max - min) / 255
-    # (1 when the range is empty), zero point round(-min / scale), as ORT does
+    # A quantized as DynamicQuantizeLinear does, as ONNX Runtime does
     a, b, sb = ctx.input(0), ctx.input(1), ctx.input(2)
     if ctx.dtype(a) != "float32" or ctx.dtype(sb) != "float32":
         raise Unsupported(f"A of dtype {ctx.dtype(a)} with a {ctx.dtype(sb)} scale")
-    zero = _F32(0)
-    lo = ctx.emit("minimum", ctx.emit("min", a), zero)
-    hi = ctx.emit("maximum", ctx.emit("max", a), zero)
-    width = ctx.emit("subtract", hi, lo)
-    sa = ctx.emit("where", ctx.emit("equal", width, zero), _F32(1),
-                  ctx.emit("divide", width, _F32(255)))
-    za = ctx.emit("clip", ctx.emit("round", ctx.emit("divide", ctx.emit("negative", lo), sa)),
-                  min=0.0, max=255.0)
-    za = ctx.emit("astype", za, dtype="uint8")
-    qa = ctx.emit("quantize", a, sa, za, axis=-1, out_dtype="uint8")
+    qa, sa, za = dynamic_uint8(ctx, a)
     a32, b32 = matmul_operands(ctx, qa, za, b, ctx.optional(3))
     return _to_float(ctx, ctx.emit("matmul", a32, b32), sa, sb, ctx.optional(4))
 
