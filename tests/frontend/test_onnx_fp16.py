@@ -56,7 +56,7 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> int:
 
 def test_causal_attention_equals_the_reference_bit_for_bit():
     # the BackendTest's test_attention_4d_causal_fp16 (and _expanded) at other seeds
-    for seed in range(3):
+    for seed in range(2):
         rng = np.random.default_rng(seed)
         q = rng.random((2, 3, 4, 8)).astype(np.float16)
         k = rng.random((2, 3, 6, 8)).astype(np.float16)

@@ -76,22 +76,24 @@ def test_dynamic_quantize_linear_of_zeros():
 
 def test_qlinear_matmul_per_tensor_and_per_column():
     rng = np.random.default_rng(3)
+    nodes, inputs, inits, outs = [], {}, {"bsc": rng.uniform(0.005, 0.02, 6).astype(np.float32),
+                                          "as": np.float32(0.02), "bs": np.float32(0.013),
+                                          "ys": np.float32(0.37)}, {}
     for adt, bdt in (("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")):
+        k = f"{adt}_{bdt}"
         ia, ib = np.iinfo(adt), np.iinfo(bdt)
-        a = rng.integers(ia.min, ia.max + 1, (2, 5, 16)).astype(adt)
-        b = rng.integers(ib.min, ib.max + 1, (16, 6)).astype(bdt)
-        inits = {"as": np.float32(0.02), "az": np.array(7, adt), "bs": np.float32(0.013),
-                 "bz": np.array(3 if bdt == "uint8" else 0, bdt),
-                 "bsc": rng.uniform(0.005, 0.02, 6).astype(np.float32),
-                 "ys": np.float32(0.37), "yz": np.array(5, adt)}
-        nodes = [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
-                                  ["t"]),
-                 helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bsc", "bz", "ys",
-                                                    "yz"], ["c"]),
-                 helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["i"])]
-        got, want = run_both(nodes, {"a": a, "b": b}, {"t": adt, "c": adt, "i": "int32"},
-                             inits)
-        assert_same(got, want)
+        inputs["a" + k] = rng.integers(ia.min, ia.max + 1, (2, 5, 16)).astype(adt)
+        inputs["b" + k] = rng.integers(ib.min, ib.max + 1, (16, 6)).astype(bdt)
+        inits.update({"az" + k: np.array(7, adt), "yz" + k: np.array(5, adt),
+                      "bz" + k: np.array(3 if bdt == "uint8" else 0, bdt)})
+        a, b, az, bz, yz = "a" + k, "b" + k, "az" + k, "bz" + k, "yz" + k
+        nodes += [helper.make_node("QLinearMatMul", [a, "as", az, b, "bs", bz, "ys", yz], ["t" + k]),
+                  helper.make_node("QLinearMatMul", [a, "as", az, b, "bsc", bz, "ys", yz],
+                                   ["c" + k]),
+                  helper.make_node("MatMulInteger", [a, b, az, bz], ["i" + k])]
+        outs.update({"t" + k: adt, "c" + k: adt, "i" + k: "int32"})
+    got, want = run_both(nodes, inputs, outs, inits)
+    assert_same(got, want)
 
 
 @pytest.mark.parametrize("pads,strides,group", [([1, 1, 1, 1], [1, 1], 1),
