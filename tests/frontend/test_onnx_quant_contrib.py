@@ -1,7 +1,10 @@
 """ONNX Runtime's com.microsoft quantized operators (phasec/frontend/onnx/
 ops_quant_contrib.py) against ONNX Runtime itself: integer outputs exactly,
 float outputs (QGemm without y_scale, MatMulIntegerToFloat,
-DynamicQuantizeMatMul) to float32 rounding."""
+DynamicQuantizeMatMul) to float32 rounding.
+
+QLinearAdd's scales put many results within a float32 rounding of a halfway
+point, where ORT's fused multiply-adds decide: phasec reproduces them."""
 
 from __future__ import annotations
 
@@ -41,10 +44,12 @@ def test_elementwise(dt):
              ms("QLinearAdd", ["a", *qp, "one", "sb", "zb", "sc"], ["add_one"]),
              ms("QLinearMul", ["a", *qp, "b", "sb", "zb", "sm", "zc"], ["mul"]),
              ms("QLinearSigmoid", ["every", *qp, "s256", "zc"], ["sig"]),
-             ms("QLinearLeakyRelu", ["every", *qp, "sc", "zc"], ["leaky"], alpha=0.1)]
-    outs = {k: dt for k in ("add", "add_col", "add_one", "mul", "sig", "leaky")}
-    got, want = run_both(nodes, {"a": a, "b": b, "col": col, "one": one, "every": every}, outs,
-                         _params(dt), domains=[MS])
+             ms("QLinearLeakyRelu", ["every", *qp, "sc", "zc"], ["leaky"], alpha=0.1),
+             ms("QLinearWhere", ["cond", "a", *qp, "col", "sb", "zb", "sc", "zc"], ["where"])]
+    outs = {k: dt for k in ("add", "add_col", "add_one", "mul", "sig", "leaky", "where")}
+    cond = rng.random((33, 17)) < 0.5
+    got, want = run_both(nodes, {"a": a, "b": b, "col": col, "one": one, "every": every,
+                                 "cond": cond}, outs, _params(dt), domains=[MS])
     assert_same(got, want)
 
 
@@ -102,9 +107,12 @@ def test_dynamic_quantize_matmul_and_qdq():
     nodes = [ms("DynamicQuantizeMatMul", ["a", "b", "sbc", "zbc", "bias"], ["y"]),
              ms("DynamicQuantizeMatMul", ["zeros", "b", "sbc"], ["y0"]),
              ms("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
-             ms("DequantizeLinear", ["q", "s", "z"], ["d"], axis=1)]
-    got, want = run_both(nodes, {"a": a, "zeros": zeros, "x": x},
-                         {"y": "float32", "y0": "float32", "q": "uint16", "d": "float32"},
-                         inits, domains=[MS])
+             ms("DequantizeLinear", ["q", "s", "z"], ["d"], axis=1),
+             ms("MatMulInteger16", ["a16", "b16"], ["i16"])]
+    a16 = rng.integers(-32768, 32768, (3, 8)).astype(np.int16)
+    b16 = rng.integers(-32768, 32768, (8, 4)).astype(np.int16)
+    got, want = run_both(nodes, {"a": a, "zeros": zeros, "x": x, "a16": a16, "b16": b16},
+                         {"y": "float32", "y0": "float32", "q": "uint16", "d": "float32",
+                          "i16": "int32"}, inits, domains=[MS])
     assert_same(got[2:], want[2:])
     assert_same(got[:2], want[:2], exact=False, rtol=1e-5)

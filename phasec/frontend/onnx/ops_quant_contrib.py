@@ -2,15 +2,18 @@
 quantization tools emit and its CPU provider implements: QuantizeLinear,
 DequantizeLinear, QLinearConv, QLinearAdd, QLinearMul, QLinearSigmoid,
 QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool,
-QLinearConcat, QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul.
+QLinearConcat, QLinearWhere, QGemm, MatMulIntegerToFloat, MatMulInteger16,
+DynamicQuantizeMatMul.
 
 Each computes with ONNX Runtime's own formula (operands minus zero points;
 float32 scale ratios; round half to even; saturation), so integer results
 equal ONNX Runtime's except where its vector kernels round an intermediate
 differently (a fused multiply-add, a polynomial sigmoid): then by one step,
 in the rare value that lies within a float32 rounding of a halfway point.
-``DynamicQuantizeLSTM``, ``QAttention``, ``QLinearSoftmax``, ``QLinearWhere``
-and ``QLinearReduceMean`` are not converted.
+``DynamicQuantizeLSTM`` (it needs LSTM), ``QAttention``, ``QLinearSoftmax``
+(ONNX Runtime's kernel approximates: a lookup table shifted to the row's
+maximum, ``floor(1 / y_scale)``, sums in float32 in sequence) and
+``QLinearReduceMean`` are not converted.
 """
 
 from __future__ import annotations
@@ -316,3 +319,23 @@ def _dynamic_quantize_matmul(ctx: NodeContext) -> Value:
     a32, b32 = matmul_operands(ctx, qa, za, b, ctx.optional(3))
     return _to_float(ctx, ctx.emit("matmul", a32, b32), sa, sb, ctx.optional(4))
 
+
+
+@converter("MatMulInteger16", domain=_MS)
+def _matmul_integer16(ctx: NodeContext) -> Value:
+    a, b = ctx.input(0), ctx.input(1)
+    if ctx.dtype(a) not in ("int16", "uint16") or ctx.dtype(b) not in ("int16", "uint16"):
+        raise Unsupported(f"operands of dtypes {ctx.dtype(a)} and {ctx.dtype(b)}")
+    return ctx.emit("matmul", centered(ctx, a, None), centered(ctx, b, None))
+
+
+@converter("QLinearWhere", domain=_MS)
+def _qlinear_where(ctx: NodeContext) -> Value:
+    # X and Y requantized to Z's scale and zero point, then selected
+    cond, z_scale, z_zp = ctx.input(0), ctx.input(7), ctx.input(8)
+    dt = ctx.dtype(z_zp)
+    if dt not in ("int8", "uint8"):
+        raise Unsupported(f"dtype {dt}")
+    picks = [_quantize_value(ctx, _dequant(ctx, ctx.input(i), ctx.input(i + 1), ctx.input(i + 2)),
+                             z_scale, z_zp, dt) for i in (1, 4)]
+    return ctx.emit("where", cond, *picks)
