@@ -54,7 +54,7 @@ def test_elementwise(dt):
 
 
 @pytest.mark.parametrize("dt", ["uint8", "int8"])
-def test_pooling_and_concat(dt):
+def test_pooling_concat_softmax(dt):
     rng = np.random.default_rng(1)
     x, x2 = _q(dt, (2, 3, 9, 8), rng), _q(dt, (2, 5, 9, 8), rng)
     qp = ["x", "sa", "za", "sc", "zc"]
@@ -66,8 +66,12 @@ def test_pooling_and_concat(dt):
              ms("QLinearGlobalAveragePool", qp, ["gap"]),
              ms("QLinearGlobalAveragePool", qp, ["gap_nhwc"], channels_last=1),
              ms("QLinearConcat", ["sc", "zc", "x", "sa", "za", "x2", "sb", "zb", "x", "sc", "zc"],
-                ["cat"], axis=1)]
-    outs = {k: dt for k in ("avg", "avg_pad", "avg_nhwc", "gap", "gap_nhwc", "cat")}
+                ["cat"], axis=1),
+             ms("QLinearSoftmax", ["x", "sa", "za", "s256", "zc"], ["soft"], axis=-1, opset=13),
+             ms("QLinearSoftmax", ["x", "sb", "za", "s256", "zc"], ["soft_axis"], axis=1, opset=13),
+             ms("QLinearSoftmax", ["x", "sa", "za", "s256", "zc"], ["soft_flat"], axis=1, opset=12)]
+    outs = {k: dt for k in ("avg", "avg_pad", "avg_nhwc", "gap", "gap_nhwc", "cat", "soft",
+                            "soft_axis", "soft_flat")}
     got, want = run_both(nodes, {"x": x, "x2": x2}, outs, _params(dt), domains=[MS])
     assert_same(got, want)
 

@@ -2,17 +2,16 @@
 quantization tools emit and its CPU provider implements: QuantizeLinear,
 DequantizeLinear, QLinearConv, QLinearAdd, QLinearMul, QLinearSigmoid,
 QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool,
-QLinearConcat, QLinearWhere, QGemm, MatMulIntegerToFloat, MatMulInteger16,
-DynamicQuantizeMatMul.
+QLinearConcat, QLinearWhere, QLinearSoftmax, QGemm, MatMulIntegerToFloat,
+MatMulInteger16, DynamicQuantizeMatMul.
 
 Each computes with ONNX Runtime's own formula (operands minus zero points;
-float32 scale ratios; round half to even; saturation), so integer results
-equal ONNX Runtime's except where its vector kernels round an intermediate
-differently (a fused multiply-add, a polynomial sigmoid): then by one step,
-in the rare value that lies within a float32 rounding of a halfway point.
-``DynamicQuantizeLSTM`` (it needs LSTM), ``QAttention``, ``QLinearSoftmax``
-(ONNX Runtime's kernel approximates: a lookup table shifted to the row's
-maximum, ``floor(1 / y_scale)``, sums in float32 in sequence) and
+float32 scale ratios; round half to even; saturation; QLinearAdd's fused
+multiply-adds; QLinearSoftmax's table of exponentials), so integer results
+equal ONNX Runtime's. One exception can remain: QLinearSoftmax's float32
+row sum, which ORT adds in sequence and phasec in its own order, so a
+quotient exactly at a halfway point may round the other way.
+``DynamicQuantizeLSTM`` (it needs LSTM), ``QAttention`` and
 ``QLinearReduceMean`` are not converted.
 """
 
@@ -27,7 +26,7 @@ from phasec.frontend.onnx.ops_quant import (
     QUANTIZED, centered, dequantize_f32, dynamic_uint8, matmul_operands, qlinear_conv,
     requantize,
 )
-from phasec.frontend.onnx.ops_tensor import norm_axis
+from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims, reshape
 
 __all__: list[str] = []
 
@@ -339,3 +338,48 @@ def _qlinear_where(ctx: NodeContext) -> Value:
     picks = [_quantize_value(ctx, _dequant(ctx, ctx.input(i), ctx.input(i + 1), ctx.input(i + 2)),
                              z_scale, z_zp, dt) for i in (1, 4)]
     return ctx.emit("where", cond, *picks)
+
+
+@converter("QLinearSoftmax", domain=_MS)
+def _qlinear_softmax(ctx: NodeContext) -> Value:
+    # ONNX Runtime's kernel, step by step: a table of float32 exponentials of
+    # (j - 255 + shift) * x_scale, read at j = x - max(x) + 255 (the shift
+    # keeps a row's sum finite); the quotient (e * floor(1 / y_scale)) / sum
+    # rounded, plus the zero point, saturated at the top. The sum's order may
+    # differ from ORT's sequential one (a float32 rounding: the result moves
+    # only at an exact halfway point).
+    x = ctx.input(0)
+    dt = ctx.dtype(x)
+    if dt not in ("int8", "uint8"):
+        raise Unsupported(f"dtype {dt}")
+    x_scale = float(np.asarray(ctx.const(1, "X_scale"), np.float32).reshape(-1)[0])
+    y_scale = float(np.asarray(ctx.const(3, "y_scale"), np.float32).reshape(-1)[0])
+    zp = _scalar_param(ctx, ctx.input(4), "y_zero_point")
+    opset = int(ctx.attr("opset", 13))
+    dims = ctx.shape(x)
+    if not dims:
+        raise Unsupported("a 0-d input")
+    axis = norm_axis(ctx, int(ctx.attr("axis", -1 if opset >= 13 else 1)), len(dims))
+    flat = opset < 13 and axis != len(dims) - 1
+    if flat:  # opset < 13: over the trailing dimensions from axis, flattened
+        x = reshape(ctx, x, [prod_dims(dims[:axis]), prod_dims(dims[axis:])])
+        axis = 1
+    d = prod_dims(dims[axis:]) if opset < 13 else dims[axis]
+    if not isinstance(d, int) or not x_scale > 0 or not y_scale > 0:
+        raise Unsupported("QLinearSoftmax over a symbolic axis or with non-positive scales")
+    shift = max(0.0, float(np.log(np.finfo(np.float32).max / d)) - 5.0) / x_scale
+    table = np.exp((np.arange(256, dtype=np.float64) - 255 + shift) * x_scale).astype(np.float32)
+    x32 = ctx.emit("astype", x, dtype="int32")
+    index = ctx.emit("add", ctx.emit("subtract", x32, ctx.emit("max", x32, axis=[axis],
+                                                                keepdims=True)),
+                     np.asarray(255, np.int32))
+    e = ctx.emit("take", table, ctx.emit("astype", index, dtype="int64"), axis=0)
+    total = ctx.emit("sum", e, axis=[axis], keepdims=True)
+    q = ctx.emit("divide", ctx.emit("multiply", e, _F32(np.floor(np.float32(1) /
+                                                              np.float32(y_scale)))), total)
+    q = ctx.emit("add", ctx.emit("astype", ctx.emit("round", q), dtype="int32"),
+                 ctx.emit("astype", zp, dtype="int32"))
+    # the quotient and zero point are never below the type's minimum
+    top = np.asarray(np.iinfo(dt).max, np.int32)
+    y = ctx.emit("astype", ctx.emit("minimum", q, top), dtype=dt)
+    return reshape(ctx, y, dims) if flat else y
