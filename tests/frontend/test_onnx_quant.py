@@ -87,7 +87,8 @@ def test_qlinear_matmul_per_tensor_and_per_column():
         inits.update({"az" + k: np.array(7, adt), "yz" + k: np.array(5, adt),
                       "bz" + k: np.array(3 if bdt == "uint8" else 0, bdt)})
         a, b, az, bz, yz = "a" + k, "b" + k, "az" + k, "bz" + k, "yz" + k
-        nodes += [helper.make_node("QLinearMatMul", [a, "as", az, b, "bs", bz, "ys", yz], ["t" + k]),
+        nodes += [helper.make_node("QLinearMatMul", [a, "as", az, b, "bs", bz, "ys", yz],
+                                   ["t" + k]),
                   helper.make_node("QLinearMatMul", [a, "as", az, b, "bsc", bz, "ys", yz],
                                    ["c" + k]),
                   helper.make_node("MatMulInteger", [a, b, az, bz], ["i" + k])]
