@@ -11,8 +11,9 @@ multiply-adds; QLinearSoftmax's table of exponentials), so integer results
 equal ONNX Runtime's. One exception can remain: QLinearSoftmax's float32
 row sum, which ORT adds in sequence and phasec in its own order, so a
 quotient exactly at a halfway point may round the other way.
-``DynamicQuantizeLSTM`` (it needs LSTM), ``QAttention`` and
-``QLinearReduceMean`` are not converted.
+Not converted: ``DynamicQuantizeLSTM`` (it needs LSTM), ``QAttention``,
+``QLinearConv`` with ``channels_last=1``; ``QLinearReduceMean`` has no
+ONNX Runtime CPU kernel to compare with.
 """
 
 from __future__ import annotations
