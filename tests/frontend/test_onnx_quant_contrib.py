@@ -120,3 +120,22 @@ def test_dynamic_quantize_matmul_and_qdq():
                           "i16": "int32"}, inits, domains=[MS])
     assert_same(got[2:], want[2:])
     assert_same(got[:2], want[:2], exact=False, rtol=1e-5)
+
+
+def test_qattention():
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 256, (2, 5, 8)).astype(np.uint8)
+    w = rng.integers(-128, 128, (8, 24)).astype(np.int8)
+    inits = {"bias": rng.normal(size=24).astype(np.float32), "sx": np.float32(0.02),
+             "sw": np.float32(0.01), "swc": rng.uniform(0.005, 0.02, 24).astype(np.float32),
+             "zx": np.array(120, np.uint8), "zw": np.array(0, np.int8),
+             "ends": np.array([5, 3], np.int32)}
+    nodes = [ms("QAttention", ["x", "w", "bias", "sx", "sw"], ["plain"], num_heads=2),
+             ms("QAttention", ["x", "w", "bias", "sx", "swc", "ends", "zx", "zw"], ["masked"],
+                num_heads=2),
+             ms("QAttention", ["x", "w", "bias", "sx", "sw", "", "zx"], ["causal"],
+                num_heads=4, unidirectional=1)]
+    got, want = run_both(nodes, {"x": x, "w": w},
+                         {"plain": "float32", "masked": "float32", "causal": "float32"},
+                         inits, domains=[MS])
+    assert_same(got, want, exact=False, rtol=1e-5)

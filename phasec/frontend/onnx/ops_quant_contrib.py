@@ -3,7 +3,7 @@ quantization tools emit and its CPU provider implements: QuantizeLinear,
 DequantizeLinear, QLinearConv, QLinearAdd, QLinearMul, QLinearSigmoid,
 QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool,
 QLinearConcat, QLinearWhere, QLinearSoftmax, QGemm, MatMulIntegerToFloat,
-MatMulInteger16, DynamicQuantizeMatMul.
+MatMulInteger16, DynamicQuantizeMatMul, QAttention (without a past state).
 
 Each computes with ONNX Runtime's own formula (operands minus zero points;
 float32 scale ratios; round half to even; saturation; QLinearAdd's fused
@@ -11,7 +11,8 @@ multiply-adds; QLinearSoftmax's table of exponentials), so integer results
 equal ONNX Runtime's. One exception can remain: QLinearSoftmax's float32
 row sum, which ORT adds in sequence and phasec in its own order, so a
 quotient exactly at a halfway point may round the other way.
-Not converted: ``DynamicQuantizeLSTM`` (it needs LSTM), ``QAttention``,
+Not converted: ``DynamicQuantizeLSTM`` (it needs LSTM), QAttention's
+``past`` and ``do_rotary`` and masks other than per-batch end positions,
 ``QLinearConv`` with ``channels_last=1``; ``QLinearReduceMean`` has no
 ONNX Runtime CPU kernel to compare with.
 """
@@ -384,3 +385,57 @@ def _qlinear_softmax(ctx: NodeContext) -> Value:
     top = np.asarray(np.iinfo(dt).max, np.int32)
     y = ctx.emit("astype", ctx.emit("minimum", q, top), dtype=dt)
     return reshape(ctx, y, dims) if flat else y
+
+
+@converter("QAttention", domain=_MS)
+def _qattention(ctx: NodeContext) -> Value:
+    # Q, K and V from one integer matmul (input - izp) @ (weight - wzp), times
+    # input_scale * weight_scale (per tensor or per column), plus the bias;
+    # then ORT's float attention: softmax(Q K^T * scale + mask) V, a masked
+    # score being mask_filter_value (a mask_index of shape (batch,): keys at
+    # or past each end position; unidirectional: keys after the query)
+    x, w, bias = ctx.input(0), ctx.input(1), ctx.input(2)
+    if ctx.has(8):
+        raise Unsupported("QAttention with a past state")
+    if ctx.attr("do_rotary", 0):
+        raise Unsupported("QAttention with do_rotary=1")
+    heads = int(ctx.attr("num_heads", 0))
+    b, s, _ = ctx.static_shape(x, "the input")
+    hidden3 = ctx.static_shape(w, "the weight")[1]
+    if heads <= 0 or hidden3 % (3 * heads):
+        raise Unsupported(f"num_heads {heads} for a weight of {hidden3} columns")
+    hidden = hidden3 // 3
+    d = hidden // heads
+    a32, w32 = matmul_operands(ctx, x, ctx.optional(6), w, ctx.optional(7))
+    sx = _f32_scale(ctx, ctx.input(3), "input_scale")
+    sw = ctx.input(4)
+    if ctx.dtype(sw) != "float32":
+        raise Unsupported(f"weight_scale of dtype {ctx.dtype(sw)}")
+    qkv = _to_float(ctx, ctx.emit("matmul", a32, w32), sx, sw, bias)
+
+    def head(i: int) -> Value:  # (B, S, hidden) part i -> (B, heads, S, d)
+        part = ctx.emit("strided_slice", qkv, axes=[2], begin=[i * hidden],
+                        end=[(i + 1) * hidden])
+        return ctx.emit("permute_dims", ctx.emit("reshape", part, (b, s, heads, d)),
+                        axes=[0, 2, 1, 3])
+    q, k, v = head(0), head(1), head(2)
+    scale = ctx.attr("scale")
+    scale = _F32(1.0 / np.sqrt(d) if scale is None else float(scale))
+    scores = ctx.emit("multiply", ctx.emit("matmul", q, ctx.emit("permute_dims", k,
+                                                                   axes=[0, 1, 3, 2])), scale)
+    fill = _F32(ctx.attr("mask_filter_value", -10000.0))
+    keep: Value | None = None
+    if ctx.has(5):
+        mask = ctx.input(5)
+        if ctx.shape(mask) != [b]:
+            raise Unsupported(f"a mask_index of shape {ctx.shape(mask)} (supported: (batch,))")
+        ends = ctx.emit("reshape", ctx.emit("astype", mask, dtype="int64"), (b, 1, 1, 1))
+        keep = ctx.emit("less", np.arange(s, dtype=np.int64).reshape(1, 1, 1, s), ends)
+    if ctx.attr("unidirectional", 0):
+        causal = np.arange(s)[None, :] <= np.arange(s)[:, None]
+        keep = causal if keep is None else ctx.emit("logical_and", keep, causal)
+    if keep is not None:
+        scores = ctx.emit("where", keep, scores, fill)
+    probs = ctx.emit("nn.softmax", scores, axis=-1)
+    y = ctx.emit("permute_dims", ctx.emit("matmul", probs, v), axes=[0, 2, 1, 3])
+    return [ctx.emit("reshape", y, (b, s, hidden)), None]
