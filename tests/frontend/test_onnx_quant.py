@@ -129,3 +129,21 @@ def test_conv_integer_uint8_weights_with_zero_point():
                          {"xz": np.array(128, np.uint8), "wz": np.array(131, np.uint8)},
                          opset=10)
     assert_same(got, want)
+
+
+def test_qdq_triples_equal_ort_computing_them_as_written():
+    # DequantizeLinear -> float operator -> QuantizeLinear, as ONNX defines it
+    # (ORT's default optimizations would fuse them into integer kernels)
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 256, (1, 4, 16, 16)).astype(np.uint8)
+    inits = {"s": np.float32(0.05), "z": np.array(128, np.uint8), "s2": np.float32(0.013),
+             "w": (rng.normal(size=(8, 4, 3, 3)) * 0.05).astype(np.float32)}
+    ops = {"sig": helper.make_node("Sigmoid", ["xf"], ["sig_f"]),
+           "conv": helper.make_node("Conv", ["xf", "w"], ["conv_f"], pads=[1, 1, 1, 1]),
+           "pool": helper.make_node("AveragePool", ["xf"], ["pool_f"], kernel_shape=[3, 3]),
+           "add": helper.make_node("Add", ["xf", "xf"], ["add_f"])}
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]), *ops.values()]
+    nodes += [helper.make_node("QuantizeLinear", [k + "_f", "s2", "z"], [k]) for k in ops]
+    got, want = run_both(nodes, {"x": x}, {k: "uint8" for k in ops}, inits, opset=19,
+                         optimize=False)
+    assert_same(got, want)

@@ -15,9 +15,10 @@ _TYPES = {np.dtype(k): v for k, v in [
     ("uint16", TensorProto.UINT16), ("int32", TensorProto.INT32), ("bool", TensorProto.BOOL)]}
 
 
-def run_both(nodes, inputs, outputs, inits=None, opset=21, domains=()):
+def run_both(nodes, inputs, outputs, inits=None, opset=21, domains=(), optimize=True):
     """(phasec's, ONNX Runtime's) outputs of the graph; inputs are graph inputs,
-    ``outputs`` maps each output's name to its dtype."""
+    ``outputs`` maps each output's name to its dtype; ``optimize=False`` turns
+    ONNX Runtime's graph optimizations (its fusions) off."""
     vis = [helper.make_tensor_value_info(n, _TYPES[a.dtype], a.shape) for n, a in inputs.items()]
     outs = [helper.make_tensor_value_info(n, _TYPES[np.dtype(t)], None)
             for n, t in outputs.items()]
@@ -26,7 +27,11 @@ def run_both(nodes, inputs, outputs, inits=None, opset=21, domains=()):
     opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 10
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
     want = sess.run(None, inputs)
     got = phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"](*inputs.values())
     got = [np.asarray(g) for g in (got if len(outputs) > 1 else [got])]
