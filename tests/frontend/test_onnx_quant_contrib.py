@@ -69,10 +69,14 @@ def test_pooling_concat_softmax(dt):
                 ["cat"], axis=1),
              ms("QLinearSoftmax", ["x", "sa", "za", "s256", "zc"], ["soft"], axis=-1, opset=13),
              ms("QLinearSoftmax", ["x", "sb", "za", "s256", "zc"], ["soft_axis"], axis=1, opset=13),
-             ms("QLinearSoftmax", ["x", "sa", "za", "s256", "zc"], ["soft_flat"], axis=1, opset=12)]
+             ms("QLinearSoftmax", ["x", "sa", "za", "s256", "zc"], ["soft_flat"], axis=1, opset=12),
+             ms("QLinearConv", ["x", "sa", "za", "w", "sw", "zw", "sc", "zc", "bias"],
+                ["conv_nhwc"], channels_last=1, pads=[1, 1, 1, 1])]
     outs = {k: dt for k in ("avg", "avg_pad", "avg_nhwc", "gap", "gap_nhwc", "cat", "soft",
-                            "soft_axis", "soft_flat")}
-    got, want = run_both(nodes, {"x": x, "x2": x2}, outs, _params(dt), domains=[MS])
+                            "soft_axis", "soft_flat", "conv_nhwc")}
+    inits = {**_params(dt), "w": _q("int8", (4, 8, 3, 3), rng), "sw": np.float32(0.011),
+             "zw": np.array(0, np.int8), "bias": rng.integers(-3000, 3000, 4).astype(np.int32)}
+    got, want = run_both(nodes, {"x": x, "x2": x2}, outs, inits, domains=[MS])
     assert_same(got, want)
 
 

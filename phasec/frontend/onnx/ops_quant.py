@@ -288,9 +288,10 @@ def _conv_integer(ctx: NodeContext) -> Value:
 
 
 @converter("QLinearConv", since=10)
-def qlinear_conv(ctx: NodeContext) -> Value:
-    """ONNX QLinearConv (com.microsoft's QLinearConv in NCHW too)."""
-    x, x_scale, x_zp = ctx.input(0), ctx.input(1), ctx.input(2)
+def qlinear_conv(ctx: NodeContext, x: Value | None = None) -> Value:
+    """ONNX QLinearConv (com.microsoft's too, given its input ``x`` in NCHW order)."""
+    x = ctx.input(0) if x is None else x
+    x_scale, x_zp = ctx.input(1), ctx.input(2)
     w, w_scale, w_zp = ctx.input(3), ctx.input(4), ctx.input(5)
     y_scale, y_zp = ctx.input(6), ctx.input(7)
     acc = _conv_int32(ctx, x, x_zp, w, w_zp)

@@ -12,9 +12,8 @@ equal ONNX Runtime's. One exception can remain: QLinearSoftmax's float32
 row sum, which ORT adds in sequence and phasec in its own order, so a
 quotient exactly at a halfway point may round the other way.
 Not converted: ``DynamicQuantizeLSTM`` (it needs LSTM), QAttention's
-``past`` and ``do_rotary`` and masks other than per-batch end positions,
-``QLinearConv`` with ``channels_last=1``; ``QLinearReduceMean`` has no
-ONNX Runtime CPU kernel to compare with.
+``past`` and ``do_rotary`` and masks other than per-batch end positions;
+``QLinearReduceMean`` has no ONNX Runtime CPU kernel to compare with.
 """
 
 from __future__ import annotations
@@ -85,9 +84,10 @@ def _ms_qdq(ctx: NodeContext) -> Value:
 
 @converter("QLinearConv", domain=_MS)
 def _ms_qlinear_conv(ctx: NodeContext) -> Value:
-    if ctx.attr("channels_last", 0):
-        raise Unsupported("QLinearConv with channels_last=1")
-    return qlinear_conv(ctx)  # otherwise ONNX's QLinearConv
+    # ONNX's QLinearConv; channels_last=1: the input and output in NHWC order
+    x, back = _nchw(ctx, ctx.input(0))
+    y = qlinear_conv(ctx, x)
+    return y if back is None else ctx.emit("permute_dims", y, axes=back)
 
 
 # ---------------------------------------------------------------------------
