@@ -1,8 +1,10 @@
-"""A float model quantized by ONNX Runtime's own tool (``quantize_static``,
-QOperator format: QLinearConv, QLinearAdd, QLinearMul, QLinearSigmoid,
-QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool, QGemm,
-QLinearLeakyRelu between QuantizeLinear and DequantizeLinear) gives exactly
-ONNX Runtime's output through phasec."""
+"""A float model quantized by ONNX Runtime's own tools gives ONNX Runtime's
+output through phasec: exactly from ``quantize_static`` (QOperator format:
+QLinearConv, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearAveragePool,
+QLinearConcat, QLinearGlobalAveragePool, QGemm, QLinearLeakyRelu between
+QuantizeLinear and DequantizeLinear), to float32 rounding from
+``quantize_dynamic`` (DynamicQuantizeLinear, ConvInteger, MatMulInteger, the
+rescaling in float32)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import (
-    CalibrationDataReader, QuantFormat, QuantType, quantize_static,
+    CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static,
 )
 
 import phasec
@@ -68,3 +70,16 @@ def test_qoperator_model_from_ort_quantization_tool(tmp_path):
     want = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = phasec.VirtualMachine(phasec.build(from_onnx(str(dst))))["main"](x)
     np.testing.assert_array_equal(np.asarray(got), want[0])
+
+
+def test_dynamic_model_from_ort_quantization_tool(tmp_path):
+    rng = np.random.default_rng(1)
+    src, dst = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
+    src.write_bytes(_float_model(rng).SerializeToString())
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    ops = {n.op_type for n in onnx.load(str(dst)).graph.node}
+    assert {"DynamicQuantizeLinear", "ConvInteger", "MatMulInteger"} <= ops
+    x = rng.normal(size=(1, 3, 16, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = phasec.VirtualMachine(phasec.build(from_onnx(str(dst))))["main"](x)
+    np.testing.assert_allclose(np.asarray(got), want[0], rtol=1e-5, atol=1e-6)
