@@ -198,10 +198,19 @@ def _safe_div(a: PrimExpr, b: PrimExpr, op: str) -> PrimExpr:
 def _reduction(x: Tensor, axes: Sequence[int], keepdims: bool, out_shape: Sequence[PrimExpr],
                combiner: Callable[..., Any], name: str,
                value: Callable[[PrimExpr], PrimExpr] = lambda v: v) -> Tensor:
-    """``combiner(value(x[...]))`` over ``axes`` of ``x`` with output ``out_shape``."""
+    """``combiner(value(x[...]))`` over ``axes`` of ``x`` with output ``out_shape``.
+
+    float16 sums and products accumulate in float32 and round once at the
+    end (as numpy's and ONNX Runtime's float16 reductions do): a float16
+    accumulator stops growing once the total passes 2048 (its ulp is 2)."""
     axes = list(axes)
     if not axes:
         return te.compute(out_shape, lambda *i: value(x[i]), name=name)
+    if combiner in (te.sum, te.prod) and tir.as_prim_expr(value(x[tuple(
+            _i64(0) for _ in range(x.ndim))])).dtype == "float16":
+        wide = _reduction(x, axes, keepdims, out_shape, combiner, name + "_f32",
+                          lambda v: te.cast(value(v), "float32"))
+        return te.compute(out_shape, lambda *i: te.cast(wide[i], "float16"), name=name)
     rks = [te.reduce_axis(x.shape[a], f"k{a}") for a in axes]
 
     def body(*i: PrimExpr) -> Any:

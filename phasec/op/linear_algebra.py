@@ -99,7 +99,9 @@ define("matmul", ("x1", "x2"), _infer_matmul, attrs={"out_dtype": ("void", as_dt
 def _matmul(call: Call, inputs: Inputs) -> Tensor:
     a, b = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
     out = _out(call)
-    dt = out.dtype
+    # float16 products accumulate in float32 and round once (as ONNX Runtime's
+    # and numpy's float16 matmuls do)
+    dt = "float32" if out.dtype == "float16" else out.dtype
     k = te.reduce_axis(a.shape[-1], "k")
     a_mat, b_mat = a.ndim > 1, b.ndim > 1
     out_nd = len(out.shape)
@@ -118,7 +120,10 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
         bi = (batch_index(b, batch) + [k.var, i[-1]]) if b_mat else [k.var]
         return te.sum(BinaryOp("*", te.cast(a[tuple(ai)], dt), te.cast(b[tuple(bi)], dt)),
                       axis=[k])
-    return te.compute(out.shape, body, name="T_matmul", tag="matmul")
+    if dt == out.dtype:
+        return te.compute(out.shape, body, name="T_matmul", tag="matmul")
+    wide = te.compute(out.shape, body, name="T_matmul_f32", tag="matmul")
+    return te.compute(out.shape, lambda *i: te.cast(wide[i], out.dtype), name="T_matmul")
 
 
 # ---------------------------------------------------------------------------

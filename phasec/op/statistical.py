@@ -156,6 +156,11 @@ def _mean(call: Call, inputs: Inputs) -> Tensor:
     keep = _attrs(call)["keepdims"]
     count = _prod([x.shape[a] for a in axes])
     dt = out.dtype
+    if dt == "float16":  # sum and divide in float32, round once (as numpy's mean)
+        s = _reduction(x, axes, keep, out.shape, te.sum, "T_mean_sum",
+                       lambda v: te.cast(v, "float32"))
+        return te.compute(out.shape, lambda *i: te.cast(
+            BinaryOp("/", s[i], _count(count, "float32")), dt), name=_name(call))
     if _float(dt):
         s = _reduction(x, axes, keep, out.shape, te.sum, "T_mean_sum")
         return te.compute(out.shape, lambda *i: BinaryOp("/", s[i], _count(count, dt)),

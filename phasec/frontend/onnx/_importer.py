@@ -27,11 +27,12 @@ from phasec.errors import PhasecError, StructInfoError
 from phasec.fileio import read_bytes
 from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
-    ops_attention, ops_linalg, ops_math, ops_nn, ops_quant_loss, ops_reduce, ops_rnn, ops_tensor,
+    ops_attention, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib, ops_quant_loss,
+    ops_reduce, ops_rnn, ops_tensor,
 )
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
-from phasec.frontend.onnx._registry import CONVERTERS
+from phasec.frontend.onnx._registry import CONVERTERS, converter_key
 from phasec.ir import IRModule, tir
 from phasec.ir.expr import Constant, Expr, Function, Tuple, Var
 from phasec.ir.node import Span
@@ -257,11 +258,12 @@ class _Importer:
         # Unsupported operators are known before any conversion.
         for index, node in enumerate(graph.node):
             domain = node.domain or "ai.onnx"
-            conv = convs.get(node.op_type) if domain == "ai.onnx" else None
+            conv = convs.get(converter_key(node.domain, node.op_type))
             if conv is None:
                 self._record(node, index, "operator not supported" if domain == "ai.onnx"
+                             or any(k.startswith(domain + ":") for k in convs)
                              else f"operator domain {node.domain!r} not supported")
-            elif self.opset < conv.since:
+            elif self.opsets.get(domain, 0) < conv.since:
                 self._record(node, index, f"opset {self.opset} semantics not supported "
                                           f"(the converter implements opset {conv.since}+)")
 
@@ -276,7 +278,7 @@ class _Importer:
                     if any(i in self.poisoned for i in node.input if i):
                         self.poisoned.update(o for o in node.output if o)
                         continue
-                    self._convert(bb, convs[node.op_type].fn, node, index)
+                    self._convert(bb, convs[converter_key(node.domain, node.op_type)].fn, node, index)
                 if self.unsupported:
                     raise UnsupportedModelError(self.unsupported, self.label)
                 for vi in graph.output:
@@ -352,7 +354,8 @@ class _Importer:
 
 
 def supported_ops() -> list[str]:
-    """Every ONNX op_type (default domain) the frontend converts, sorted."""
+    """Every ONNX op_type the frontend converts (another domain's as
+    ``"domain:op_type"``), sorted."""
     return sorted(CONVERTERS)
 
 

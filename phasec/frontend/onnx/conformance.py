@@ -29,18 +29,11 @@ from typing import Any
 __all__ = ["Case", "Result", "load_cases", "run_case", "operators", "by_operator", "TOLERANCES",
            "SKIPPED_CATEGORIES", "read_list"]
 
-#: Per-case tolerances (the runner's ``test_kwargs``) where phasec's float16
-#: arithmetic rounds differently from the reference by one float16 ulp:
-#: case (without the device suffix) -> kwargs, with the reason.
-TOLERANCES: dict[str, dict[str, float]] = {
-    # Causal Attention in float16 (the operator and its expanded graph): two
-    # elements in 192 land one float16 ulp (0.00049 at 0.47, relative 1.2e-3)
-    # from the expected values, just over the default rtol of 1e-3. phasec
-    # accumulates the float16 matrix products in float32; numpy's float16
-    # matmul, which computed the expected values, rounds as it goes.
-    "test_attention_4d_causal_fp16": {"rtol": 2e-3},
-    "test_attention_4d_causal_fp16_expanded": {"rtol": 2e-3},
-}
+#: Per-case tolerances (the runner's ``test_kwargs``): none are needed. (The
+#: float16 causal Attention cases once were: phasec computed the softmax in
+#: float32 throughout, one float16 ulp from the definition's step-by-step
+#: float16 rounding; it now rounds as the definition does.)
+TOLERANCES: dict[str, dict[str, float]] = {}
 
 #: Categories of BackendTest left out: the "real" cases are the nine light
 #: models, which tests/frontend/test_onnx_models.py compiles and checks with the same

@@ -8,7 +8,8 @@ added; a mask shorter than the key length is padded with "masked"), causal
 masking aligned to the bottom right (a query at index ``i`` sees keys
 ``j <= i + offset``, the offset being the cache length, or per batch
 ``nonpad_kv_seqlen - q_len``), padding by ``nonpad_kv_seqlen``, sliding
-windows, softcap, the softmax precision, and the ``qk_matmul_output``
+windows, softcap, the softmax precision (float16 rounds at each step as the
+definition does, its sums accumulating in float32), and the ``qk_matmul_output``
 output in each of its modes. Rows with every key masked give zeros, as the
 ONNX definition says. The masks are computed at import when their inputs
 are known (causal and window masks always are: they depend on shapes only).
@@ -173,8 +174,8 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
     sm_dtype = dtype if precision is None else onnx_to_dtype(precision, "softmax precision")
     if not sm_dtype.startswith("float"):
         raise Unsupported(f"softmax_precision {sm_dtype}")
-    if sm_dtype == "float16":
-        sm_dtype = "float32"  # exp and sum in float32, as ONNX Runtime does
+    # float16 without softmax_precision: step by step in float16 as the
+    # definition says (the sum accumulates in float32, see op/_lowering.py)
     x = scores if ctx.dtype(scores) == sm_dtype else ctx.emit("astype", scores, dtype=sm_dtype)
     if bias is None:
         probs = ctx.emit("nn.softmax", x, axis=-1)

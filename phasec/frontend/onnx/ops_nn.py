@@ -490,7 +490,12 @@ def softmax_axis_2d(ctx: NodeContext, x: Value, fn: Any) -> Value:
 
 def _softmax(ctx: NodeContext, op: str) -> Value:
     _float_input(ctx)
-    (x,), dtype = in_float32(ctx, [ctx.input(0)])  # float16: exp and sum in float32
+    # Softmax in float16 goes step by step as the operator's definition (exp
+    # and quotient rounded to float16, the sum accumulated in float32), equal
+    # to the ONNX reference; LogSoftmax in float32 throughout (a float16
+    # log(sum) would cost its small results most of their digits)
+    (x,), dtype = in_float32(ctx, [ctx.input(0)]) if op == "nn.log_softmax" else \
+        ([ctx.input(0)], ctx.dtype(ctx.input(0)))
     y = softmax_axis_2d(ctx, x, lambda c, v, axis: c.emit(op, v, axis=axis))
     return back_to_dtype(ctx, y, dtype)
 

@@ -1,9 +1,5 @@
-"""ONNX quantization (QuantizeLinear, DequantizeLinear), losses
-(NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and Hardmax.
-
-QuantizeLinear/DequantizeLinear map to ``R.quantize``/``R.dequantize``
-(round half to even, saturating), per tensor or per axis; blocked
-quantization and the float8/int4 types are not supported. The losses map to
+"""ONNX losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and
+Hardmax (the quantization operators are in ops_quant.py). The losses map to
 ``R.nn.nll_loss`` (after ``R.nn.log_softmax`` over the class axis for
 SoftmaxCrossEntropyLoss).
 """
@@ -14,71 +10,9 @@ import numpy as np
 
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
-from phasec.frontend.onnx.ops_math import onnx_to_dtype
 from phasec.frontend.onnx.ops_nn import softmax_axis_2d
-from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__: list[str] = []
-
-_Q_OUT = ("int8", "uint8", "int16", "uint16")
-
-
-def _qdq_axis(ctx: NodeContext, x: Value, scale: Value) -> int:
-    if ctx.attr("block_size", 0):
-        raise Unsupported("blocked quantization (attribute block_size)")
-    if ctx.ndim(scale) == 0 or ctx.shape(scale) == [1]:
-        return -1
-    return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x))
-
-
-@converter("QuantizeLinear", since=10)
-def _quantize(ctx: NodeContext) -> Value:
-    x, scale = ctx.input(0), ctx.input(1)
-    if ctx.has(2):
-        zp = ctx.input(2)
-        out = ctx.dtype(zp)
-    else:
-        out = onnx_to_dtype(ctx.attr("output_dtype"), "output type") \
-            if ctx.attr("output_dtype") else "uint8"
-        zp = np.zeros((), out)
-    if out not in _Q_OUT:
-        raise Unsupported(f"quantizing to {out}")
-    if ctx.dtype(x) not in ("float32", "float16") or ctx.dtype(scale) != ctx.dtype(x):
-        raise Unsupported(f"quantizing {ctx.dtype(x)} with a {ctx.dtype(scale)} scale")
-    axis = _qdq_axis(ctx, x, scale)
-    return ctx.emit("quantize", x, scale, zp, axis=axis, out_dtype=out)
-
-
-@converter("DequantizeLinear", since=10)
-def _dequantize(ctx: NodeContext) -> Value:
-    x, scale = ctx.input(0), ctx.input(1)
-    dt = ctx.dtype(x)
-    if dt not in ("int8", "uint8", "int16", "uint16", "int32"):
-        raise Unsupported(f"dequantizing {dt}")
-    zp = ctx.input(2) if ctx.has(2) else np.zeros((), dt)
-    out = ctx.dtype(scale)
-    if ctx.attr("output_dtype"):
-        out = onnx_to_dtype(ctx.attr("output_dtype"), "output type")
-    if out not in ("float32", "float16"):
-        raise Unsupported(f"dequantizing to {out}")
-    axis = _qdq_axis(ctx, x, scale)
-    return ctx.emit("dequantize", x, scale, zp, axis=axis, out_dtype=out)
-
-
-@converter("DynamicQuantizeLinear", since=11)
-def _dynamic_quantize(ctx: NodeContext) -> list[Value]:
-    x = ctx.input(0)
-    if ctx.dtype(x) != "float32":
-        raise Unsupported(f"dtype {ctx.dtype(x)}")
-    zero = np.zeros((), np.float32)
-    # the range always holds 0; scale = (max - min) / 255, zero point round(-min / scale)
-    lo = ctx.emit("minimum", ctx.emit("min", x), zero)
-    hi = ctx.emit("maximum", ctx.emit("max", x), zero)
-    scale = ctx.emit("divide", ctx.emit("subtract", hi, lo), np.asarray(255, np.float32))
-    zp = ctx.emit("round", ctx.emit("divide", ctx.emit("negative", lo), scale))
-    zp = ctx.emit("astype", ctx.emit("clip", zp, min=0.0, max=255.0), dtype="uint8")
-    y = ctx.emit("quantize", x, scale, zp, axis=-1, out_dtype="uint8")
-    return [y, scale, zp]
 
 
 def _nll(ctx: NodeContext, logp: Value, target: Value, weight: Value | None) -> Value:

@@ -133,6 +133,11 @@ def _attention(call, inputs):
     bias = _tensor(inputs, 3, call) if len(call.args) > 3 else None
     a = attrs_of(call)
     out = _out(call)
+    if q.dtype == "float16":  # scores, exponentials and sums in float32, rounded once
+        def wide(t):
+            return te.compute(t.shape, lambda *i: te.cast(t[i], "float32"), name=t.name + "_f32")
+        q, k, v = wide(q), wide(k), wide(v)
+        bias = wide(bias) if bias is not None else None
     dt = q.dtype
     b, sq, h, d = q.shape
     skv, hk, hv = k.shape[1], k.shape[2], v.shape[2]
@@ -190,9 +195,8 @@ def _attention(call, inputs):
         return te.sum(BinaryOp("*", e[bb, hh, i, rv.var], v[bb, rv.var, head(hh, gv), dd]),
                       axis=[rv])
     num = te.compute(out.shape, weighted, name="T_attention_pv")
-    return te.compute(out.shape, lambda bb, i, hh, dd: BinaryOp("/", num[bb, i, hh, dd],
-                                                                z[bb, hh, i]),
-                      name="T_attention")
+    return te.compute(out.shape, lambda bb, i, hh, dd: te.cast(
+        BinaryOp("/", num[bb, i, hh, dd], z[bb, hh, i]), out.dtype), name="T_attention")
 
 
 # ---------------------------------------------------------------------------

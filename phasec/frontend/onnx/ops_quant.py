@@ -1,0 +1,307 @@
+"""ONNX quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+ConvInteger, QLinearMatMul, QLinearConv.
+
+QuantizeLinear/DequantizeLinear map to ``R.quantize``/``R.dequantize``
+(round half to even, saturating) per tensor or per axis, dividing in
+float32 for float16 data too (as ONNX Runtime; the opset-23 ``precision``
+attribute chooses otherwise); blocked
+quantization (``block_size``, opset 21) repeats each block's scale and zero
+point along the axis and computes the same formula elementwise. Quantized
+types: int8, uint8, int16, uint16 (and int32 data to dequantize); float8,
+int4/uint4 and int2 have no phasec dtype and are reported unsupported, and
+``saturate`` (which only concerns float8 outputs) is therefore ignored.
+
+The integer operators compute as ONNX Runtime's CPU kernels do, so their
+integer results are equal to ONNX Runtime's: operands minus their zero
+points in int32, products accumulated in int32 (plus the int32 bias), then
+requantized with one float32 multiplier per output (``a_scale * b_scale /
+y_scale``, computed in the scales' dtype): ``saturate(round_half_even(acc *
+multiplier) + y_zero_point)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_math import onnx_to_dtype
+from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
+from phasec.frontend.onnx.ops_tensor import norm_axis
+
+__all__ = ["QUANTIZED", "centered", "requantize", "dequantize_f32", "along", "multiplier",
+           "matmul_operands", "qlinear_conv", "dynamic_uint8"]
+
+#: the quantized element types phasec computes with
+QUANTIZED = ("int8", "uint8", "int16", "uint16")
+_SCALES = ("float32", "float16")
+
+
+def along(ctx: NodeContext, p: Value, ndim: int, axis: int) -> Value:
+    """A 1-D per-channel parameter reshaped to broadcast along ``axis`` of a
+    rank-``ndim`` tensor; a scalar or single-element one as it is."""
+    if ctx.ndim(p) == 0 or ctx.shape(p) == [1]:
+        return p if ctx.ndim(p) == 0 else ctx.emit("reshape", p, ())
+    if ctx.ndim(p) != 1:
+        raise Unsupported(f"a quantization parameter of shape {ctx.shape(p)} (expects a scalar "
+                          "or one entry per channel)")
+    shape = [1] * ndim
+    shape[axis] = ctx.shape(p)[0]
+    return ctx.emit("reshape", p, tuple(shape))
+
+
+def centered(ctx: NodeContext, x: Value, zp: Value | None, axis: int | None = None) -> Value:
+    """``int32(x) - int32(zero_point)`` (the zero point per tensor, or per
+    channel along ``axis``)."""
+    if ctx.dtype(x) not in QUANTIZED:
+        raise Unsupported(f"quantized operand of dtype {ctx.dtype(x)}")
+    x32 = ctx.emit("astype", x, dtype="int32")
+    if zp is None:
+        return x32
+    if ctx.dtype(zp) != ctx.dtype(x):
+        raise Unsupported(f"a {ctx.dtype(zp)} zero point for {ctx.dtype(x)} data")
+    z = ctx.emit("astype", zp, dtype="int32")
+    if axis is not None:
+        z = along(ctx, z, ctx.ndim(x), axis)
+    elif ctx.ndim(z) == 1 and ctx.shape(z) == [1]:
+        z = ctx.emit("reshape", z, ())
+    return ctx.emit("subtract", x32, z)
+
+
+def _scale_f32(ctx: NodeContext, s: Value) -> Value:
+    if ctx.dtype(s) not in _SCALES:
+        raise Unsupported(f"a {ctx.dtype(s)} scale")
+    return s if ctx.dtype(s) == "float32" else ctx.emit("astype", s, dtype="float32")
+
+
+def multiplier(ctx: NodeContext, a_scale: Value, b_scale: Value, y_scale: Value) -> Value:
+    """``a_scale * b_scale / y_scale`` in the scales' dtype (as the ONNX
+    definition; float32 for float32 scales, as ONNX Runtime), as float32."""
+    for s in (a_scale, b_scale, y_scale):
+        if ctx.dtype(s) not in _SCALES:
+            raise Unsupported(f"a {ctx.dtype(s)} scale")
+    dt = ctx.dtype(a_scale)
+    if {ctx.dtype(b_scale), ctx.dtype(y_scale)} != {dt}:
+        raise Unsupported("scales of different dtypes")
+    return _scale_f32(ctx, ctx.emit("divide", ctx.emit("multiply", a_scale, b_scale), y_scale))
+
+
+def requantize(ctx: NodeContext, v: Value, zp: Value | None, out: str) -> Value:
+    """``saturate(round_half_even(v) + zero_point)`` of float32 ``v`` into ``out``."""
+    if out not in QUANTIZED:
+        raise Unsupported(f"quantizing to {out}")
+    z = np.zeros((), out) if zp is None else zp
+    if ctx.ndim(z) == 1 and ctx.shape(z) == [1]:
+        z = ctx.emit("reshape", z, ())
+    if ctx.ndim(z) != 0:
+        raise Unsupported("an output zero point that is not per tensor")
+    return ctx.emit("quantize", v, np.ones((), np.float32), z, axis=-1, out_dtype=out)
+
+
+def dequantize_f32(ctx: NodeContext, x: Value, scale: Value, zp: Value | None,
+                   axis: int | None = None) -> Value:
+    """``float32(int32(x) - zero_point) * scale`` (per tensor, or per channel along ``axis``)."""
+    s = _scale_f32(ctx, scale)
+    s = along(ctx, s, ctx.ndim(x), axis) if axis is not None else along(ctx, s, 0, 0)
+    diff = ctx.emit("astype", centered(ctx, x, zp, axis), dtype="float32")
+    return ctx.emit("multiply", diff, s)
+
+
+# ---------------------------------------------------------------------------
+# QuantizeLinear / DequantizeLinear
+# ---------------------------------------------------------------------------
+
+def _block_expand(ctx: NodeContext, p: Value, x: Value, axis: int, block: int) -> Value:
+    """A blocked parameter (the data's shape, ``ceil(D / block)`` on ``axis``)
+    repeated to the data's shape: element ``i`` on ``axis`` takes block ``i // block``."""
+    dims, pdims = ctx.shape(x), ctx.shape(p)
+    if len(pdims) != len(dims):
+        raise Unsupported(f"a blocked scale of rank {len(pdims)} for data of rank {len(dims)}")
+    d = dims[axis]
+    if not isinstance(d, int):
+        raise Unsupported("blocked quantization along a symbolic dimension")
+    want = [-(-d // block) if i == axis else dims[i] for i in range(len(dims))]
+    if pdims != want:
+        raise Unsupported(f"a blocked scale of shape {pdims}; block_size {block} on axis "
+                          f"{axis} of {dims} needs {want}")
+    return ctx.emit("take", p, np.arange(d, dtype=np.int64) // block, axis=axis)
+
+
+def _qdq_layout(ctx: NodeContext, x: Value, scale: Value) -> tuple[int, int]:
+    """(axis, block_size): axis -1 per tensor; block 0 unless blocked."""
+    block = int(ctx.attr("block_size", 0))
+    if block < 0:
+        raise Unsupported(f"block_size {block}")
+    if block:
+        if ctx.ndim(x) == 0:
+            raise Unsupported("blocked quantization of a 0-d tensor")
+        return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)), block
+    if ctx.ndim(scale) == 0 or ctx.shape(scale) == [1]:
+        return -1, 0
+    if ctx.ndim(x) == 0:
+        raise Unsupported("a per-axis scale for 0-d data")
+    return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)), 0
+
+
+@converter("QuantizeLinear", since=10)
+def _quantize(ctx: NodeContext) -> Value:
+    x, scale = ctx.input(0), ctx.input(1)
+    zp = ctx.optional(2)
+    attr_out = ctx.attr("output_dtype", 0)
+    out = onnx_to_dtype(attr_out, "output type") if attr_out else \
+        (ctx.dtype(zp) if zp is not None else "uint8")
+    if zp is not None and ctx.dtype(zp) != out:
+        raise Unsupported(f"output_dtype {out} with a {ctx.dtype(zp)} zero point")
+    if out not in QUANTIZED:
+        raise Unsupported(f"quantizing to {out}")
+    if ctx.dtype(scale) not in _SCALES:
+        raise Unsupported(f"a {ctx.dtype(scale)} scale")
+    # the division's precision: the attribute (opset 23), else float32 (as
+    # ONNX Runtime divides float16 too; a float16 quotient would be rounded
+    # to float16 before it is rounded to an integer)
+    precision = ctx.attr("precision", 0)
+    calc = onnx_to_dtype(precision, "precision") if precision else "float32"
+    if calc not in _SCALES or ctx.dtype(x) not in (*_SCALES, "int32"):
+        raise Unsupported(f"quantizing {ctx.dtype(x)} data in {calc}")
+    x = x if ctx.dtype(x) == calc else ctx.emit("astype", x, dtype=calc)
+    scale = scale if ctx.dtype(scale) == calc else ctx.emit("astype", scale, dtype=calc)
+    axis, block = _qdq_layout(ctx, x, scale)
+    if zp is None:
+        zp = np.zeros(ctx.shape(scale) if block else (), out)
+    if not block:
+        return ctx.emit("quantize", x, scale, zp, axis=axis, out_dtype=out)
+    s = _block_expand(ctx, scale, x, axis, block)
+    z = ctx.emit("astype", _block_expand(ctx, zp, x, axis, block), dtype=calc)
+    info = np.iinfo(out)
+    q = ctx.emit("add", ctx.emit("round", ctx.emit("divide", x, s)), z)
+    q = ctx.emit("clip", q, min=float(info.min), max=float(info.max))
+    return ctx.emit("astype", q, dtype=out)
+
+
+@converter("DequantizeLinear", since=10)
+def _dequantize(ctx: NodeContext) -> Value:
+    x, scale = ctx.input(0), ctx.input(1)
+    dt = ctx.dtype(x)
+    if dt not in (*QUANTIZED, "int32"):
+        raise Unsupported(f"dequantizing {dt}")
+    if ctx.dtype(scale) not in _SCALES:
+        raise Unsupported(f"a {ctx.dtype(scale)} scale")
+    zp = ctx.optional(2)
+    if zp is not None and ctx.dtype(zp) != dt:
+        raise Unsupported(f"a {ctx.dtype(zp)} zero point for {dt} data")
+    out = ctx.dtype(scale)
+    if ctx.attr("output_dtype"):
+        out = onnx_to_dtype(ctx.attr("output_dtype"), "output type")
+    if out not in _SCALES:
+        raise Unsupported(f"dequantizing to {out}")
+    axis, block = _qdq_layout(ctx, x, scale)
+    if not block:
+        zp = np.zeros((), dt) if zp is None else zp
+        return ctx.emit("dequantize", x, scale, zp, axis=axis, out_dtype=out)
+    s = _scale_f32(ctx, _block_expand(ctx, scale, x, axis, block))
+    x32 = ctx.emit("astype", x, dtype="int32")
+    if zp is not None:
+        x32 = ctx.emit("subtract", x32, ctx.emit("astype", _block_expand(ctx, zp, x, axis, block),
+                                                 dtype="int32"))
+    y = ctx.emit("multiply", ctx.emit("astype", x32, dtype="float32"), s)
+    return y if out == "float32" else ctx.emit("astype", y, dtype=out)
+
+
+@converter("DynamicQuantizeLinear", since=11)
+def _dynamic_quantize(ctx: NodeContext) -> list[Value]:
+    x = ctx.input(0)
+    if ctx.dtype(x) != "float32":
+        raise Unsupported(f"dtype {ctx.dtype(x)}")
+    return list(dynamic_uint8(ctx, x))
+
+
+def dynamic_uint8(ctx: NodeContext, x: Value) -> tuple[Value, Value, Value]:
+    """float32 ``x`` quantized to uint8 over its range, which always holds 0:
+    scale ``(max - min) / 255`` (1 for an all-zero ``x``, as ONNX Runtime;
+    the formula's 0 would make the zero point 0 / 0), zero point
+    ``round(-min / scale)``; returns (y, scale, zero point)."""
+    zero = np.zeros((), np.float32)
+    lo = ctx.emit("minimum", ctx.emit("min", x), zero)
+    hi = ctx.emit("maximum", ctx.emit("max", x), zero)
+    width = ctx.emit("subtract", hi, lo)
+    scale = ctx.emit("where", ctx.emit("equal", width, zero), np.ones((), np.float32),
+                     ctx.emit("divide", width, np.asarray(255, np.float32)))
+    zp = ctx.emit("round", ctx.emit("divide", ctx.emit("negative", lo), scale))
+    zp = ctx.emit("astype", ctx.emit("clip", zp, min=0.0, max=255.0), dtype="uint8")
+    return ctx.emit("quantize", x, scale, zp, axis=-1, out_dtype="uint8"), scale, zp
+
+
+# ---------------------------------------------------------------------------
+# QLinearMatMul, ConvInteger, QLinearConv
+# ---------------------------------------------------------------------------
+
+def matmul_operands(ctx: NodeContext, a: Value, a_zp: Value | None, b: Value,
+                    b_zp: Value | None) -> tuple[Value, Value]:
+    """The two operands of an integer matmul, minus their zero points: A's
+    per row (a 1-D one of M entries), B's per column (N entries)."""
+    a_axis = ctx.ndim(a) - 2 if a_zp is not None and ctx.ndim(a_zp) == 1 and \
+        ctx.shape(a_zp) != [1] and ctx.ndim(a) >= 2 else None
+    b_axis = ctx.ndim(b) - 1 if b_zp is not None and ctx.ndim(b_zp) == 1 and \
+        ctx.shape(b_zp) != [1] else None
+    return centered(ctx, a, a_zp, a_axis), centered(ctx, b, b_zp, b_axis)
+
+
+def _row_scale(ctx: NodeContext, s: Value, a: Value) -> Value:
+    """A per-row scale of A as a column (M, 1); a per-tensor one as it is."""
+    if ctx.ndim(s) == 1 and ctx.shape(s) != [1]:
+        return ctx.emit("reshape", s, (ctx.shape(s)[0], 1))
+    return s
+
+
+@converter("QLinearMatMul", since=10)
+def _qlinear_matmul(ctx: NodeContext) -> Value:
+    a, a_scale, a_zp = ctx.input(0), ctx.input(1), ctx.input(2)
+    b, b_scale, b_zp = ctx.input(3), ctx.input(4), ctx.input(5)
+    y_scale, y_zp = ctx.input(6), ctx.input(7)
+    a32, b32 = matmul_operands(ctx, a, a_zp, b, b_zp)
+    acc = ctx.emit("matmul", a32, b32)
+    m = multiplier(ctx, _row_scale(ctx, a_scale, a), b_scale, y_scale)
+    return requantize(ctx, ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"), m),
+                      y_zp, ctx.dtype(y_zp))
+
+
+def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
+                w_zp: Value | None) -> Value:
+    """The int32 convolution of ``x - x_zp`` and ``w - w_zp`` (``w_zp`` per
+    tensor or per output channel); padding holds x's zero point, as ONNX says."""
+    wshape = ctx.shape(w)
+    kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
+    n = len(kernel)
+    x32 = centered(ctx, x, x_zp)
+    w32 = centered(ctx, w, w_zp, 0 if w_zp is not None and ctx.ndim(w_zp) == 1 and
+                   ctx.shape(w_zp) != [1] else None)
+    data_layout, kernel_layout, _ = _LAYOUTS[n]
+    return ctx.emit(f"nn.conv{n}d", x32, w32, strides=strides, padding=pads,
+                    dilation=dilations, groups=int(ctx.attr("group", 1)),
+                    data_layout=data_layout, kernel_layout=kernel_layout,
+                    out_layout=data_layout, out_dtype="int32")
+
+
+@converter("ConvInteger", since=10)
+def _conv_integer(ctx: NodeContext) -> Value:
+    return _conv_int32(ctx, ctx.input(0), ctx.optional(2), ctx.input(1), ctx.optional(3))
+
+
+@converter("QLinearConv", since=10)
+def qlinear_conv(ctx: NodeContext, x: Value | None = None) -> Value:
+    """ONNX QLinearConv (com.microsoft's too, given its input ``x`` in NCHW order)."""
+    x = ctx.input(0) if x is None else x
+    x_scale, x_zp = ctx.input(1), ctx.input(2)
+    w, w_scale, w_zp = ctx.input(3), ctx.input(4), ctx.input(5)
+    y_scale, y_zp = ctx.input(6), ctx.input(7)
+    acc = _conv_int32(ctx, x, x_zp, w, w_zp)
+    nd = ctx.ndim(acc)
+    if ctx.has(8):
+        bias = ctx.input(8)
+        if ctx.dtype(bias) != "int32":
+            raise Unsupported(f"a {ctx.dtype(bias)} bias (expects int32)")
+        acc = ctx.emit("add", acc, along(ctx, bias, nd, 1))
+    m = multiplier(ctx, x_scale, along(ctx, w_scale, nd, 1), y_scale)
+    return requantize(ctx, ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"), m),
+                      y_zp, ctx.dtype(y_zp))
+
