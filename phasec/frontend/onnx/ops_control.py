@@ -25,9 +25,11 @@ interpreted: each iteration runs the compiled kernels of the body.
 A loop-carried value keeps its initial struct info when the body returns
 one of the same shape; otherwise the parameter gets fresh symbolic
 dimensions (same rank), and the loop's result is matched to fresh symbolic
-dimensions after the call. Where ONNX leaves ``M`` or ``cond`` out, the
-missing test is left out (``cond``'s body output is then ignored, as the
-ONNX specification says).
+dimensions after the call. Where ONNX leaves ``M`` out, only the
+condition decides; where it leaves ``cond`` out, the loop starts with
+``true`` and still stops when the body returns ``false`` (as ONNX Runtime
+and onnx's reference implementation do, although the specification's
+comment calls that output ignored).
 """
 
 from __future__ import annotations
@@ -96,9 +98,10 @@ def _known(sinfo: StructInfo) -> bool:
 
 
 def _settle_output(ctx: NodeContext, value: Expr, what: str,
-                   known: TensorStructInfo | None = None) -> Expr:
+                   known: TensorStructInfo | None = None, length: Any = None) -> Expr:
     """A result whose shape is unknown, matched to fresh symbolic dims
-    (``known``: the shape it has, but for its first dimension)."""
+    (``known``: the shape it has, but for its first dimension, which is
+    ``length`` when that is known)."""
     sinfo = value.struct_info
     if _known(sinfo):
         return value
@@ -106,7 +109,7 @@ def _settle_output(ctx: NodeContext, value: Expr, what: str,
         raise Unsupported(f"{what} has no known rank (the subgraphs disagree on it)")
     dims = _fresh_dims(ctx, known or sinfo, what, first=0)
     if known is not None:
-        dims = dims[:1] + tuple(known.shape[1:])
+        dims = (dims[0] if length is None else length,) + tuple(known.shape[1:])
     target = TensorStructInfo(dims, sinfo.dtype)
     return ctx.builder.match_cast(value, target, ctx.hint)
 
@@ -179,7 +182,8 @@ class _LoopSpec:
     """
 
     def __init__(self, attr: str, carried: Sequence[Expr], n_scan: int,
-                 bind: Any, more: Any, split: Any, reverse: Sequence[bool] = ()) -> None:
+                 bind: Any, more: Any, split: Any, reverse: Sequence[bool] = (),
+                 length: Any = None) -> None:
         self.attr = attr
         self.carried = list(carried)
         self.n_scan = n_scan
@@ -187,6 +191,8 @@ class _LoopSpec:
         self.more = more
         self.split = split
         self.reverse = list(reverse) or [False] * n_scan
+        #: the scan outputs' length when known at import (Scan's trip count)
+        self.length = length
 
 
 _I64 = TensorStructInfo((), "int64")
@@ -296,7 +302,7 @@ def _emit_loop(ctx: NodeContext, spec: _LoopSpec, start: list[Expr]) -> list[Exp
                            ctx.hint)
     items = _items(ctx, out, len(ret.fields))
     n = len(carried)
-    return [_settle_output(ctx, v, f"out{k}", None if k < n else accs[k - n])
+    return [_settle_output(ctx, v, f"out{k}", None if k < n else accs[k - n], spec.length)
             for k, v in enumerate(items)]
 
 
@@ -340,13 +346,87 @@ def _loop(ctx: NodeContext) -> list[Value]:
     def more(sctx: NodeContext, i: Var, c: Var) -> Expr:
         if m is None:
             return c
-        below = sctx.emit("less", i, m)
-        return sctx.expr(below if given_cond is None else sctx.emit("logical_and", below, c))
+        return sctx.expr(sctx.emit("logical_and", sctx.emit("less", i, m), c))
 
     def split(outs: list[Expr]) -> tuple[Expr | None, list[Expr], list[Expr]]:
-        cond_out = outs[0] if given_cond is not None else None
-        return cond_out, outs[1:1 + n_carried], outs[1 + n_carried:]
+        return outs[0], outs[1:1 + n_carried], outs[1 + n_carried:]
 
     spec = _LoopSpec("body", [ctx.expr(ctx.input(2 + k)) for k in range(n_carried)],
                      n_scan, bind, more, split)
     return _emit_loop(ctx, spec, [Constant(np.array(0, "int64")), c0])
+
+
+def _axes(ctx: NodeContext, name: str, count: int, ranks: Sequence[int]) -> list[int]:
+    given = list(ctx.attr(name) or [0] * count)
+    if len(given) != count:
+        raise Unsupported(f"{name} has {len(given)} entries, expected {count}")
+    out = []
+    for a, r in zip(given, ranks):
+        if not -r <= a < r:
+            raise Unsupported(f"{name}: axis {a} is out of range for rank {r}")
+        out.append(a % r)
+    return out
+
+
+def _directions(ctx: NodeContext, name: str, count: int) -> list[bool]:
+    given = list(ctx.attr(name) or [0] * count)
+    if len(given) != count or any(d not in (0, 1) for d in given):
+        raise Unsupported(f"{name} must hold {count} entries of 0 or 1, got {given}")
+    return [d == 1 for d in given]
+
+
+@converter("Scan", since=9)
+def _scan(ctx: NodeContext) -> list[Value]:
+    body = ctx.attr("body")
+    m = ctx.attr("num_scan_inputs")
+    if not isinstance(m, int) or not 0 < m <= len(ctx.inputs):
+        raise Unsupported(f"num_scan_inputs {m!r} does not fit the {len(ctx.inputs)} inputs")
+    n = len(ctx.inputs) - m
+    k_out = len(body.output) - n
+    if len(body.input) != n + m or k_out < 0:
+        raise Unsupported(f"the body has {len(body.input)} inputs and {len(body.output)} "
+                          f"outputs, which do not fit {n} states and {m} scan inputs")
+    xs = [ctx.input(n + j) for j in range(m)]
+    in_axes = _axes(ctx, "scan_input_axes", m, [ctx.ndim(x) for x in xs])
+    in_rev = _directions(ctx, "scan_input_directions", m)
+    lengths = [ctx.shape(x)[a] for x, a in zip(xs, in_axes)]
+    trip = lengths[0]
+    for d in lengths[1:]:
+        if str(d) != str(trip):
+            raise Unsupported(f"the scan inputs' lengths differ ({', '.join(map(str, lengths))})")
+    out_rev = _directions(ctx, "scan_output_directions", k_out)
+    if isinstance(trip, int):
+        count: Expr = Constant(np.array(trip, "int64"))
+    else:
+        sym = np.empty((), dtype=object)
+        sym[()] = trip
+        count = ctx.expr(sym)
+    x_exprs = [ctx.expr(x) for x in xs]
+    names = [x.name for x in body.input]
+
+    def bind(sctx: NodeContext, i: Var, c: Var, vs: list[Var]) -> dict[str, Value]:
+        bound: dict[str, Value] = dict(zip(names[:n], vs))
+        back = None
+        for name, x, axis, rev in zip(names[n:], x_exprs, in_axes, in_rev):
+            if rev and back is None:
+                back = sctx.emit("subtract", sctx.emit("subtract", count, i),
+                                 np.array(1, "int64"))
+            bound[name] = sctx.emit("take", x, back if rev else i, axis=axis)
+        return bound
+
+    def more(sctx: NodeContext, i: Var, c: Var) -> Expr:
+        return sctx.expr(sctx.emit("less", i, count))
+
+    def split(outs: list[Expr]) -> tuple[Expr | None, list[Expr], list[Expr]]:
+        return None, outs[:n], outs[n:]
+
+    spec = _LoopSpec("body", [ctx.expr(ctx.input(k)) for k in range(n)], k_out, bind, more,
+                     split, out_rev, trip)
+    results = _emit_loop(ctx, spec, [Constant(np.array(0, "int64")), Constant(np.array(True))])
+    scans = results[n:]
+    out_axes = _axes(ctx, "scan_output_axes", k_out, [ctx.ndim(s) for s in scans])
+    for k, (s, axis) in enumerate(zip(scans, out_axes)):
+        if axis:
+            order = list(range(1, axis + 1)) + [0] + list(range(axis + 1, ctx.ndim(s)))
+            scans[k] = ctx.emit("permute_dims", s, axes=order)
+    return results[:n] + scans
