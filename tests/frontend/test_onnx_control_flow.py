@@ -218,3 +218,17 @@ def test_unsupported_node_inside_a_body_is_named():
     with pytest.raises(UnsupportedModelError, match="subgraph 'the_body'.*NoSuchOp"):
         from_onnx(model)
 
+
+
+def test_scan_opset8_scans_each_batch_element():
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "a"], ["s_out"]),
+                              helper.make_node("Mul", ["s_out", "a"], ["y"])],
+                             "body", [vi("s_in", F, [2]), vi("a", F, [2])],
+                             [vi("s_out", F, [2]), vi("y", F, [2])])
+    scan = helper.make_node("Scan", ["", "s0", "X"], ["sf", "Y"], body=body, num_scan_inputs=1,
+                            directions=[1])
+    model = model_of([scan], [vi("s0", F, [3, 2]), vi("X", F, [3, 4, 2])],
+                     [vi("sf", F, [3, 2]), vi("Y", F, [3, 4, 2])], opset=8)
+    rng = np.random.default_rng(1)
+    check_against_ort(model, [{"s0": rng.standard_normal((3, 2)).astype(np.float32),
+                               "X": rng.standard_normal((3, 4, 2)).astype(np.float32)}])

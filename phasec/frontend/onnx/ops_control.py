@@ -375,26 +375,17 @@ def _directions(ctx: NodeContext, name: str, count: int) -> list[bool]:
     return [d == 1 for d in given]
 
 
-@converter("Scan", since=9)
-def _scan(ctx: NodeContext) -> list[Value]:
+def _scan_over(ctx: NodeContext, states: list[Value], xs: list[Value], in_axes: list[int],
+               in_rev: list[bool], out_rev: list[bool]) -> list[Expr]:
+    """The scan loop over ``xs`` along ``in_axes``: the final states, then
+    each scan output stacked on axis 0."""
     body = ctx.attr("body")
-    m = ctx.attr("num_scan_inputs")
-    if not isinstance(m, int) or not 0 < m <= len(ctx.inputs):
-        raise Unsupported(f"num_scan_inputs {m!r} does not fit the {len(ctx.inputs)} inputs")
-    n = len(ctx.inputs) - m
-    k_out = len(body.output) - n
-    if len(body.input) != n + m or k_out < 0:
-        raise Unsupported(f"the body has {len(body.input)} inputs and {len(body.output)} "
-                          f"outputs, which do not fit {n} states and {m} scan inputs")
-    xs = [ctx.input(n + j) for j in range(m)]
-    in_axes = _axes(ctx, "scan_input_axes", m, [ctx.ndim(x) for x in xs])
-    in_rev = _directions(ctx, "scan_input_directions", m)
+    n, k_out = len(states), len(out_rev)
     lengths = [ctx.shape(x)[a] for x, a in zip(xs, in_axes)]
     trip = lengths[0]
     for d in lengths[1:]:
         if str(d) != str(trip):
             raise Unsupported(f"the scan inputs' lengths differ ({', '.join(map(str, lengths))})")
-    out_rev = _directions(ctx, "scan_output_directions", k_out)
     if isinstance(trip, int):
         count: Expr = Constant(np.array(trip, "int64"))
     else:
@@ -420,9 +411,35 @@ def _scan(ctx: NodeContext) -> list[Value]:
     def split(outs: list[Expr]) -> tuple[Expr | None, list[Expr], list[Expr]]:
         return None, outs[:n], outs[n:]
 
-    spec = _LoopSpec("body", [ctx.expr(ctx.input(k)) for k in range(n)], k_out, bind, more,
-                     split, out_rev, trip)
-    results = _emit_loop(ctx, spec, [Constant(np.array(0, "int64")), Constant(np.array(True))])
+    spec = _LoopSpec("body", [ctx.expr(v) for v in states], k_out, bind, more, split, out_rev,
+                     trip)
+    return _emit_loop(ctx, spec, [Constant(np.array(0, "int64")), Constant(np.array(True))])
+
+
+def _scan_shape(ctx: NodeContext, first: int) -> tuple[int, int]:
+    """(states, scan outputs) of a Scan whose states start at input ``first``."""
+    body = ctx.attr("body")
+    m = ctx.attr("num_scan_inputs")
+    if not isinstance(m, int) or not 0 < m <= len(ctx.inputs) - first:
+        raise Unsupported(f"num_scan_inputs {m!r} does not fit the {len(ctx.inputs)} inputs")
+    n = len(ctx.inputs) - first - m
+    k_out = len(body.output) - n
+    if len(body.input) != n + m or k_out < 0:
+        raise Unsupported(f"the body has {len(body.input)} inputs and {len(body.output)} "
+                          f"outputs, which do not fit {n} states and {m} scan inputs")
+    return n, k_out
+
+
+@converter("Scan", since=8)
+def _scan(ctx: NodeContext) -> list[Value]:
+    if ctx.opset < 9:
+        return _scan8(ctx)
+    n, k_out = _scan_shape(ctx, 0)
+    xs = [ctx.input(j) for j in range(n, len(ctx.inputs))]
+    in_axes = _axes(ctx, "scan_input_axes", len(xs), [ctx.ndim(x) for x in xs])
+    in_rev = _directions(ctx, "scan_input_directions", len(xs))
+    out_rev = _directions(ctx, "scan_output_directions", k_out)
+    results = _scan_over(ctx, [ctx.input(k) for k in range(n)], xs, in_axes, in_rev, out_rev)
     scans = results[n:]
     out_axes = _axes(ctx, "scan_output_axes", k_out, [ctx.ndim(s) for s in scans])
     for k, (s, axis) in enumerate(zip(scans, out_axes)):
@@ -430,3 +447,30 @@ def _scan(ctx: NodeContext) -> list[Value]:
             order = list(range(1, axis + 1)) + [0] + list(range(axis + 1, ctx.ndim(s)))
             scans[k] = ctx.emit("permute_dims", s, axes=order)
     return results[:n] + scans
+
+
+def _scan8(ctx: NodeContext) -> list[Value]:
+    """Opset 8: every state and scan input has a leading batch axis (scan
+    inputs scan along axis 1), each batch element scanned on its own: one
+    loop per element of a batch known at import, the results stacked."""
+    n, k_out = _scan_shape(ctx, 1)
+    xs = [ctx.input(j) for j in range(1 + n, len(ctx.inputs))]
+    states = [ctx.input(1 + k) for k in range(n)]
+    batch = ctx.shape(xs[0])[0] if ctx.ndim(xs[0]) >= 2 else None
+    if not isinstance(batch, int) or batch < 1:
+        raise Unsupported("opset-8 Scan needs scan inputs of shape [batch, sequence, ...] with "
+                          "a batch size known at import")
+    length = ctx.shape(xs[0])[1]
+    if ctx.has(0):
+        lens = ctx.const(0, "sequence_lens")
+        if not isinstance(length, int) or np.any(np.asarray(lens) != length):
+            raise Unsupported("sequence_lens other than the full sequence length")
+    rev = _directions(ctx, "directions", len(xs))
+    per_batch = []
+    for b in range(batch):
+        index = np.array(b, "int64")
+        pick = [ctx.emit("take", v, index, axis=0) for v in states + xs]
+        per_batch.append(_scan_over(ctx, pick[:n], pick[n:], [0] * len(xs), rev,
+                                    [False] * k_out))
+    return [ctx.emit("concat", [ctx.emit("expand_dims", r[j], axis=[0]) for r in per_batch],
+                     axis=0) for j in range(n + k_out)]
