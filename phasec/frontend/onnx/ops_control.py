@@ -21,6 +21,11 @@ module-level function (the captured values become trailing parameters) and
 the VM runs the self-call as an ordinary call with its own frame (so a loop
 runs at most the VM's call-depth limit of iterations, 100,000). Nothing is
 interpreted: each iteration runs the compiled kernels of the body.
+``Scan`` takes its per-iteration inputs with ``R.take`` at the iteration
+index (from the end for reversed inputs), and its stacked outputs have the
+trip count, known at import, as their length. Opset-8 ``Scan`` (a leading
+batch axis everywhere) scans each element of a batch known at import with
+its own loop and stacks the results.
 
 A loop-carried value keeps its initial struct info when the body returns
 one of the same shape; otherwise the parameter gets fresh symbolic
@@ -45,7 +50,6 @@ from phasec.frontend.onnx._registry import converter
 from phasec.ir import tir
 from phasec.ir.expr import Call, Constant, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var
 from phasec.ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
-from phasec.op import call_op
 from phasec.script.builder import BlockBuilder
 
 __all__: list[str] = []
@@ -114,15 +118,15 @@ def _settle_output(ctx: NodeContext, value: Expr, what: str,
     return ctx.builder.match_cast(value, target, ctx.hint)
 
 
-def _graph_body(ctx: NodeContext, attr: str, bound: dict[str, Value],
-                finish: Any = None) -> SeqExpr:
-    """The subgraph in ``attr`` as a SeqExpr: its bindings, then its outputs
-    (a tuple when there are several), or whatever ``finish(sub_ctx, outs)``
-    returns after further bindings."""
+def _graph_body(ctx: NodeContext, attr: str, bind: Any = None, finish: Any = None) -> SeqExpr:
+    """The subgraph in ``attr`` as a SeqExpr: the bindings of its inputs
+    (``bind(sub_ctx)`` returns them by name, after emitting what they need),
+    its own bindings, then its outputs (a tuple when there are several) or
+    whatever ``finish(sub_ctx, outputs)`` returns after further bindings."""
     sub = BlockBuilder()
     with sub.function("body", []):
-        outs = ctx.convert_graph(sub, attr, bound)
         sctx = ctx.with_builder(sub)
+        outs = ctx.convert_graph(sub, attr, bind(sctx) if bind is not None else {})
         exprs = [sctx.expr(v) for v in outs]
         if finish is not None:
             result = finish(sctx, exprs)
@@ -156,7 +160,7 @@ def _if(ctx: NodeContext) -> list[Value]:
     c = _scalar(ctx, cond, "bool", "the condition")
     branches = []
     for attr in ("then_branch", "else_branch"):
-        body = _graph_body(ctx, attr, {})
+        body = _graph_body(ctx, attr)
         got = body.struct_info
         count = len(got.fields) if isinstance(got, TupleStructInfo) and n > 1 else 1
         if count != n:
@@ -289,7 +293,7 @@ def _emit_loop(ctx: NodeContext, spec: _LoopSpec, start: list[Expr]) -> list[Exp
     with fb.function("loop", params):
         fctx = ctx.with_builder(fb)
         more = spec.more(fctx, i, c)
-        go = _graph_body_with(ctx, spec, i, c, vs, step)
+        go = _graph_body(ctx, spec.attr, lambda sctx: spec.bind(sctx, i, c, vs), step)
         stop = SeqExpr([], Tuple([*vs, *acc_vars]))
         res = fb.emit(If(more, go, stop, span=ctx.span), "res")
         fb.emit_func_output(res)
@@ -304,16 +308,6 @@ def _emit_loop(ctx: NodeContext, spec: _LoopSpec, start: list[Expr]) -> list[Exp
     n = len(carried)
     return [_settle_output(ctx, v, f"out{k}", None if k < n else accs[k - n], spec.length)
             for k, v in enumerate(items)]
-
-
-def _graph_body_with(ctx: NodeContext, spec: _LoopSpec, i: Var, c: Var, vs: list[Var],
-                     finish: Any) -> SeqExpr:
-    sub = BlockBuilder()
-    with sub.function("body", []):
-        sctx = ctx.with_builder(sub)
-        outs = ctx.convert_graph(sub, spec.attr, spec.bind(sctx, i, c, vs))
-        sub.emit_func_output(finish(sctx, [sctx.expr(v) for v in outs]))
-    return sub.get()["body"].body
 
 
 @converter("Loop")
