@@ -145,14 +145,18 @@ def derive_call_ret(call: Call, fsinfo: FuncStructInfo, callee: str,
             f"but {len(call.args)} {'was' if len(call.args) == 1 else 'were'} given; its "
             f"signature is {sinfo_to_str(fsinfo)}", call.span)
     vmap: dict[tir.Var, tir.PrimExpr] = {}
-    for i, (param, arg) in enumerate(zip(fsinfo.params, call.args)):
-        asinfo = arg_sinfo(arg, ctx)
-        if not may_be_base_of(param, asinfo):
+    asinfos = [arg_sinfo(arg, ctx) for arg in call.args]
+    # The parameters' variables are bound from the arguments first (as TVM's
+    # DeriveCallRetStructInfo does): they are the callee's, even where the
+    # call sits inside the callee (a recursive call with a grown shape).
+    for param, asinfo in zip(fsinfo.params, asinfos):
+        _bind_params(param, asinfo, vmap)
+    for i, (param, arg, asinfo) in enumerate(zip(fsinfo.params, call.args, asinfos)):
+        if not may_be_base_of(substitute_sinfo(param, vmap) if vmap else param, asinfo):
             raise StructInfoError(
                 f"{expr_to_str(call)}: argument {i} ({expr_to_str(arg)}) of {callee} has struct "
                 f"info {sinfo_to_str(asinfo)}, which cannot match parameter struct info "
                 f"{sinfo_to_str(param)}", call.span)
-        _bind_params(param, asinfo, vmap)
     ret = substitute_sinfo(fsinfo.ret, vmap)
     # What is left of the callee's own variables is unknown at the call site:
     # parameters' variables the arguments did not bind, and (for a global

@@ -475,6 +475,19 @@ class BlockBuilder:
         frame.bindings.append(MatchCast(var, value, sinfo, span=getattr(expr, "span", None)))
         return var
 
+    def emit_function(self, var: Var, func: Function) -> Var:
+        """Bind the nested function ``func`` to ``var``, which exists before
+        the binding so that ``func``'s body may call it (a local recursive
+        function, lifted by LambdaLifting). ``var`` carries ``func``'s
+        FuncStructInfo; outside a dataflow block only."""
+        frame = self._need_frame("emit_function")
+        if frame.dataflow:
+            raise StructInfoError("a nested function cannot be bound inside a dataflow block")
+        value = self._normalizer(frame).expr(func)
+        frame.names.add(var.name_hint)
+        frame.bindings.append(VarBinding(var, value, span=func.span))
+        return var
+
     def emit_func_output(self, output: Expr, name_hint: str = "gv") -> GlobalVar:
         """Finish the open function with ``output`` as its result; returns its GlobalVar."""
         frame = self._need_frame("emit_func_output")

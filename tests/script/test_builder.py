@@ -10,7 +10,9 @@ from phasec.ir import (
     GlobalVar, If, IRModule, MatchCast, Op, SeqExpr, TensorStructInfo, Tuple, TupleGetItem,
     TupleStructInfo, Var, VarBinding, structural_equal, tir,
 )
+from phasec.interp import run as run_interp
 from phasec.script.builder import BlockBuilder, NameTable, is_leaf, normalize_function
+from phasec.verifier import verify
 from phasec.ir.text import sinfo_to_str
 from phasec.op import InferContext, call_op
 
@@ -344,3 +346,32 @@ def test_module_map_functions_returns_the_module_when_nothing_changes():
     assert mod.map_functions(lambda name, func: func) is mod
     new = mod.map_functions(lambda name, func: g if name == "f" else func)
     assert new is not mod and new["f"] is g and new["g"] is g and list(new) == ["f", "g"]
+
+
+def test_emit_function_binds_a_recursive_local_function():
+    # countdown(i) = if i <= 0: i else: countdown(i - 1), called from main
+    i64 = TensorStructInfo((), "int64")
+    fvar = Var("countdown", FuncStructInfo([i64], i64))
+    i = Var("i", i64)
+    inner = BlockBuilder()
+    with inner.function("countdown", [i]):
+        stop = inner.emit(call_op("relax.less_equal", i, Constant(np.array(0, "int64"))), "stop")
+        j = call_op("relax.subtract", i, Constant(np.array(1, "int64")))
+        rec = SeqExpr([], Call(fvar, [j]))
+        inner.emit_func_output(inner.emit(If(stop, SeqExpr([], i), rec), "res"))
+    body = inner.get()["countdown"].body
+    n = Var("n", i64)
+    bb = BlockBuilder()
+    with bb.function("main", [n]):
+        bb.emit_function(fvar, Function([i], body, i64))
+        out = bb.emit(Call(fvar, [n]), "out")
+        bb.emit_func_output(out)
+    mod = bb.get()
+    verify(mod)
+    binding = mod["main"].body.blocks[0].bindings[0]
+    assert binding.var is fvar and isinstance(binding.value, Function)
+    assert int(run_interp(mod, np.array(5, "int64"))) == 0
+    with pytest.raises(StructInfoError, match="dataflow"):
+        with bb.function("g", [Var("m", i64)]):
+            with bb.dataflow():
+                bb.emit_function(fvar, Function([i], body, i64))

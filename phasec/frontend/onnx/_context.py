@@ -150,7 +150,8 @@ class NodeContext:
 
     def __init__(self, builder: "BlockBuilder", node: Any, index: int, opset: int,
                  inputs: Sequence[Value | None], attrs: dict[str, Any], span: Span,
-                 hint: str, params: dict[int, np.ndarray] | None = None) -> None:
+                 hint: str, params: dict[int, np.ndarray] | None = None,
+                 graphs: Callable[..., list[Any]] | None = None) -> None:
         self.builder = builder
         self.node = node
         self.index = index
@@ -163,6 +164,9 @@ class NodeContext:
         #: input position -> initializer value, for inputs that are parameters
         #: of ``main`` (``keep_params_in_input``): usable where a constant is needed
         self.params = params or {}
+        #: converts a subgraph into a builder's open function (the importer's
+        #: ``convert_graph``; see :meth:`convert_graph`)
+        self._graphs = graphs
 
     # -- attributes and inputs ---------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
@@ -204,6 +208,23 @@ class NodeContext:
         if arr.size != 1:
             raise Unsupported(f"input {i} ({what}) must be a scalar, got shape {arr.shape}")
         return arr.reshape(-1)[0].item() if arr.dtype != object else _int_or_expr(arr.reshape(-1)[0])
+
+    def convert_graph(self, builder: "BlockBuilder", attr: str,
+                      bound: "dict[str, Value]") -> list[Value]:
+        """Convert the subgraph in attribute ``attr`` (an If branch, a Loop
+        or Scan body) into ``builder``'s open function, its inputs bound to
+        ``bound`` (by name); returns the values of its outputs."""
+        graph = self.attrs.get(attr)
+        if graph is None:
+            raise Unsupported(f"attribute {attr!r} (a subgraph) is missing")
+        if self._graphs is None:
+            raise Unsupported(f"subgraph attribute {attr!r} outside a model import")
+        return self._graphs(builder, graph, bound)
+
+    def with_builder(self, builder: "BlockBuilder") -> "NodeContext":
+        """This node's context emitting into ``builder`` (a branch or loop body)."""
+        return NodeContext(builder, self.node, self.index, self.opset, self.inputs, self.attrs,
+                           self.span, self.hint, self.params, self._graphs)
 
     # -- value properties --------------------------------------------------------
     @staticmethod

@@ -15,10 +15,12 @@ ONNX output tensors (made identifiers).
 
 from __future__ import annotations
 
+import contextlib
 import keyword
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections import ChainMap
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,8 +29,8 @@ from phasec.errors import PhasecError, StructInfoError
 from phasec.fileio import read_bytes
 from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
-    ops_attention, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib, ops_quant_loss,
-    ops_reduce, ops_rnn, ops_tensor,
+    ops_attention, ops_control, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib,
+    ops_quant_loss, ops_reduce, ops_rnn, ops_tensor,
 )
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
@@ -118,6 +120,12 @@ def _attr_value(attr: Any) -> Any:
     return helper.get_attribute_value(attr)
 
 
+class _PoisonedCapture(Exception):
+    """A subgraph's result depends on an outer value left unconverted (its
+    node is reported as unsupported already): the node holding the subgraph
+    is skipped as if that value were one of its inputs."""
+
+
 class _Importer:
     def __init__(self, model: Any, label: str, shapes: Mapping[str, Sequence[Any]] | None,
                  keep_params: bool) -> None:
@@ -130,7 +138,7 @@ class _Importer:
         self.opset = self.opsets.get("ai.onnx", 0)
         self.sym_vars: dict[str, tir.Var] = {}
         self.unsupported: list[UnsupportedNode] = []
-        self.values: dict[str, Value | None] = {}
+        self.values: MutableMapping[str, Value | None] = {}
         self.poisoned: set[str] = set()
         self.param_vars: dict[str, Var] = {}     # keep_params: initializer name -> Var
         self.param_arrays: dict[str, np.ndarray] = {}
@@ -269,8 +277,12 @@ class _Importer:
 
         bb = BlockBuilder()
         outputs: list[Expr] = []
+        # Control flow (a node with a subgraph: If, Loop, Scan) cannot sit in a
+        # dataflow block; such a graph is imported as plain bindings, which
+        # ConvertToDataflow regroups around the control flow.
+        control = any(a.type == a.GRAPH for n in graph.node for a in n.attribute)
         with bb.function("main", params):
-            with bb.dataflow():
+            with contextlib.nullcontext() if control else bb.dataflow():
                 done = {u.index for u in self.unsupported}
                 for index, node in enumerate(graph.node):
                     if index in done:
@@ -290,7 +302,8 @@ class _Importer:
                         # a symbolic shape value is computed at run time from the inputs' shapes
                         v = (materialize(bb, v, sanitize(vi.name)) if v.dtype == object
                              else Constant(v))
-                    outputs.append(bb.emit_output(v, sanitize(vi.name)))
+                    emit = bb.emit if control else bb.emit_output
+                    outputs.append(emit(v, sanitize(vi.name)))
             bb.emit_func_output(outputs[0] if len(outputs) == 1 else Tuple(outputs))
         mod = bb.get()
         if self.keep_params:
@@ -318,11 +331,15 @@ class _Importer:
             return
         hint = sanitize(next((o for o in node.output if o), node.op_type))
         ctx = NodeContext(bb, node, index, self.opset, inputs, attrs, self._span(node, index),
-                          hint, param_inputs)
+                          hint, param_inputs, self.convert_graph)
         try:
             result = fn(ctx)
         except Unsupported as exc:
             self._record(node, index, exc.reason, exc.needs_value)
+            return
+        except _PoisonedCapture:
+            # a subgraph uses an outer value whose node is already reported
+            self.poisoned.update(o for o in node.output if o)
             return
         except StructInfoError as exc:
             raise FrontendError(f"{self.label}: node {index} {node.name!r} ({node.op_type}, "
@@ -339,6 +356,57 @@ class _Importer:
                 self._record(node, index, f"output {k} ({out!r}) is not supported")
                 return
             self.values[out] = value
+
+    def convert_graph(self, bb: BlockBuilder, graph: Any,
+                      bound: Mapping[str, Value]) -> list[Value]:
+        """Convert a subgraph (an If branch, a Loop or Scan body) into the
+        function ``bb`` has open: its inputs are the values ``bound`` by name,
+        and the names of the enclosing graphs stay visible (ONNX subgraphs
+        capture outer values by name). Returns its outputs' values; any
+        unsupported node inside raises :class:`Unsupported` naming it."""
+        from onnx import numpy_helper
+
+        saved = self.values, self.unsupported, self.poisoned
+        inner: dict[str, Value | None] = dict(bound)
+        for t in graph.initializer:
+            if onnx_dtype(t.data_type) is None:
+                raise Unsupported(f"subgraph {graph.name!r}: initializer {t.name!r} has element "
+                                  f"type {type_name(t.data_type)}, which is not supported")
+            inner[t.name] = numpy_helper.to_array(t)
+        self.values = ChainMap(inner, saved[0])
+        self.unsupported, self.poisoned = [], set(saved[2])
+        try:
+            for index, node in enumerate(graph.node):
+                domain = node.domain or "ai.onnx"
+                conv = CONVERTERS.get(node.op_type) if domain == "ai.onnx" else None
+                if conv is None:
+                    self._record(node, index, "operator not supported" if domain == "ai.onnx"
+                                 else f"operator domain {node.domain!r} not supported")
+                elif self.opset < conv.since:
+                    self._record(node, index, f"opset {self.opset} semantics not supported")
+                elif any(i in self.poisoned for i in node.input if i):
+                    self.poisoned.update(o for o in node.output if o)
+                else:
+                    self._convert(bb, conv.fn, node, index)
+            if self.unsupported:
+                # a value of an enclosing graph the subgraph needs known at import
+                needs = {u.needs_value for u in self.unsupported}
+                outer = next(iter(needs)) if len(needs) == 1 else ""
+                raise Unsupported(f"subgraph {graph.name!r}: "
+                                  + "; ".join(str(u) for u in self.unsupported),
+                                  outer if outer and outer in saved[0] else "")
+            if any(vi.name in self.poisoned for vi in graph.output):
+                raise _PoisonedCapture()
+            outs: list[Value] = []
+            for vi in graph.output:
+                v = self.values.get(vi.name)
+                if v is None:
+                    raise FrontendError(f"subgraph {graph.name!r}: output {vi.name!r} is not "
+                                        "produced by any node, input or outer value")
+                outs.append(v)
+            return outs
+        finally:
+            self.values, self.unsupported, self.poisoned = saved
 
     def _with_params(self, mod: IRModule, inputs: list[Var]) -> IRModule:
         func = mod["main"]
