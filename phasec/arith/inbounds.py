@@ -43,6 +43,7 @@ whole type. Scalar parameters that are not buffer dimensions are unbounded
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
@@ -251,11 +252,21 @@ class _Prover:
             if ca is not None and ca.denominator == 1:
                 return _const(int(ca) // d if op == "//" else int(ca) % d)
             pure = self.is_pure(a)
-            key = (op, _canon(a), d) if pure else self.new_key(op)
-            if op == "//":  # (a - d + 1) / d <= a // d <= a / d
-                lo = {k: v / d for k, v in _add(a, _const(1 - d)).items()}
-                return self.atom(key, [[lo]], [[{k: v / d for k, v in a.items()}]], pure)
-            return self.atom(key, [[_const(0)]], [[_const(d - 1)]], pure)
+            key = ("//", _canon(a), d) if pure else self.new_key("//")
+            # (a - d + 1) / d <= a // d <= a / d
+            lo = [[{k: v / d for k, v in _add(a, _const(1 - d)).items()}]]
+            hi = [[{k: v / d for k, v in a.items()}]]
+            if key not in self.atoms:  # and floor(inf(a) / d) <= a // d <= floor(sup(a) / d)
+                least, most = self.constant_sup(_add({}, a, -1)), self.constant_sup(a)
+                if least is not None:  # (a is an integer: a >= ceil(inf(a)))
+                    lo.append([_const(math.ceil(-least) // d)])
+                if most is not None:
+                    hi.append([_const(math.floor(most) // d)])
+            q = self.atom(key, lo, hi, pure)
+            # a % d is a - d * (a // d) exactly (floor semantics, d > 0): the
+            # bounds of the quotient give 0 <= a % d <= d - 1, and a remainder
+            # loop over a % d after a main loop over a // d tiles adds up to a
+            return q if op == "//" else _add(a, q, -d)
         # min / max
         pure = self.is_pure(a) and self.is_pure(b)
         key = (op, _canon(a), _canon(b)) if pure else self.new_key(op)
@@ -297,7 +308,9 @@ class _Prover:
             worst: Fraction | None = Fraction(0)
             first = True
             for f in alt:
-                v = self.sup(_add(rest, f, c), memo)
+                # a max (upper) / min (lower) bound splits the goal: each part
+                # may hold for its own reason (the guard of a clamp's operand)
+                v = (self.sup_facts if len(alt) > 1 else self.sup)(_add(rest, f, c), memo)
                 if v is None:
                     worst = None
                     break
@@ -306,6 +319,24 @@ class _Prover:
             if worst is not None and (best is None or worst < best):
                 best = worst
         memo[key] = best
+        return best
+
+    def constant_sup(self, form: Form) -> Fraction | None:
+        """:meth:`sup` without the guards (true wherever the atoms exist)."""
+        facts, steps = self.facts, self.steps
+        self.facts, self.steps = [], 0
+        try:
+            return self.sup(form, {})
+        finally:
+            self.facts, self.steps = facts, steps
+
+    def sup_facts(self, form: Form, memo: dict[tuple, Any]) -> Fraction | None:
+        """:meth:`sup`, or less with a guard ``F <= 0``: ``form <= sup(form - F)``."""
+        best = None
+        for cand in [form] + [_add(form, f, -1) for f in self.facts]:
+            v = self.sup(cand, memo)
+            if v is not None and (best is None or v < best):
+                best = v
         return best
 
     def prove_le(self, form: Form, bound: int) -> bool:

@@ -164,9 +164,9 @@ class Executable:
     # -- kernels -------------------------------------------------------------------
     def kernels(self, backend: str = "llvm") -> Mapping[str, Callable[..., Any]]:
         """name -> callable for every PrimFunc (destination-passing style), built
-        once per executable and backend: ``"llvm"`` (native code, with bounds
-        checks when :attr:`check_bounds`) or ``"interp"`` (the exact TIR
-        interpreter, which always checks)."""
+        once per executable and backend: ``"llvm"`` (native code, with the
+        bounds checks :attr:`check_bounds` chooses) or ``"interp"`` (the exact
+        TIR interpreter, which always checks)."""
         with self._lock:
             cached = self._kernel_cache.get(backend)
             if cached is None:
