@@ -44,7 +44,7 @@ whole type. Scalar parameters that are not buffer dimensions are unbounded
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -113,11 +113,18 @@ def _add(a: Form, b: Form, scale: Any = 1) -> Form:
 
 
 def _const(value: Any) -> Form:
-    return {_CONST: Fraction(value)} if value else {}
+    return {_CONST: value} if value else {}
 
 
-def _canon(form: Form) -> tuple:
-    return tuple(sorted(form.items(), key=repr))
+def _div(v: Fraction | int, d: int) -> Fraction | int:
+    """``v / d``, an int when exact (ints are much faster than Fractions)."""
+    q = Fraction(v, d) if type(v) is int else v / d
+    return q.numerator if q.denominator == 1 else q
+
+
+def _canon(form: Form) -> frozenset:
+    """A hashable key of ``form`` (structurally equal forms, equal keys)."""
+    return frozenset(form.items())
 
 
 def _type_range(dtype: str) -> tuple[int, int] | None:
@@ -154,6 +161,7 @@ class _Prover:
         self.facts: list[Form] = []            # guards in scope, each ``form <= 0``
         self.fresh = 0
         self.steps = 0
+        self.goal = 0  # the bound the current proof wants (sup_facts stops there)
         dims = {id(d) for p in func.params if isinstance(p, tir.Buffer)
                 for d in p.shape if type(d) is tir.Var}
         for p in func.params:
@@ -186,7 +194,7 @@ class _Prover:
     def atom(self, key: Any, lo: list[list[Form]], hi: list[list[Form]], pure: bool) -> Form:
         if key not in self.atoms:
             self.atoms[key] = _Atom(lo, hi, pure)
-        return {key: Fraction(1)}
+        return {key: 1}
 
     def opaque(self, e: tir.PrimExpr) -> Form:
         """``e`` as an atom known only by its type's range. Each call makes a
@@ -208,7 +216,7 @@ class _Prover:
             if id(e) in self.subst:
                 return self.subst[id(e)]
             key = self.var_key.get(id(e))
-            return {key: Fraction(1)} if key is not None else self.opaque(e)
+            return {key: 1} if key is not None else self.opaque(e)
         if t is tir.Cast:
             inner = e.value
             if tir.is_int(inner.dtype) and inner.dtype != "uint64" and e.dtype == "int64":
@@ -246,16 +254,16 @@ class _Prover:
                 return {k: v * cb for k, v in a.items()} if cb else {}
             return self.opaque(e)
         if op in ("//", "%"):
-            if cb is None or cb <= 0 or cb.denominator != 1:
+            if type(cb) is not int or cb <= 0:
                 return self.opaque(e)
-            d = int(cb)
-            if ca is not None and ca.denominator == 1:
-                return _const(int(ca) // d if op == "//" else int(ca) % d)
+            d = cb
+            if type(ca) is int:
+                return _const(ca // d if op == "//" else ca % d)
             pure = self.is_pure(a)
             key = ("//", _canon(a), d) if pure else self.new_key("//")
             # (a - d + 1) / d <= a // d <= a / d
-            lo = [[{k: v / d for k, v in _add(a, _const(1 - d)).items()}]]
-            hi = [[{k: v / d for k, v in a.items()}]]
+            lo = [[{k: _div(v, d) for k, v in _add(a, _const(1 - d)).items()}]]
+            hi = [[{k: _div(v, d) for k, v in a.items()}]]
             if key not in self.atoms:  # and floor(inf(a) / d) <= a // d <= floor(sup(a) / d)
                 least, most = self.constant_sup(_add({}, a, -1)), self.constant_sup(a)
                 if least is not None:  # (a is an integer: a >= ceil(inf(a)))
@@ -285,15 +293,15 @@ class _Prover:
             atom.rank = 1 + max((self.rank(k) for k in atom.deps), default=0)
         return atom.rank
 
-    def sup(self, form: Form, memo: dict[tuple, Any]) -> Fraction | None:
+    def sup(self, form: Form, memo: dict[Any, Any]) -> Fraction | int | None:
         """The greatest value of ``form`` (None: unbounded or undecided)."""
         top = None
         for k, c in form.items():
             if k and (top is None or self.rank(k) > self.rank(top)):
                 top = k
         if top is None:
-            return form.get(_CONST, Fraction(0))
-        key = _canon(form)
+            return form.get(_CONST, 0)
+        key = frozenset(form.items())
         if key in memo:
             return memo[key]
         self.steps += 1
@@ -305,7 +313,7 @@ class _Prover:
         del rest[top]
         best = None
         for alt in (atom.hi if c > 0 else atom.lo)[:_MAX_ALTS]:
-            worst: Fraction | None = Fraction(0)
+            worst: Fraction | int | None = 0
             first = True
             for f in alt:
                 # a max (upper) / min (lower) bound splits the goal: each part
@@ -321,7 +329,7 @@ class _Prover:
         memo[key] = best
         return best
 
-    def constant_sup(self, form: Form) -> Fraction | None:
+    def constant_sup(self, form: Form) -> Fraction | int | None:
         """:meth:`sup` without the guards (true wherever the atoms exist)."""
         facts, steps = self.facts, self.steps
         self.facts, self.steps = [], 0
@@ -330,27 +338,35 @@ class _Prover:
         finally:
             self.facts, self.steps = facts, steps
 
-    def sup_facts(self, form: Form, memo: dict[tuple, Any]) -> Fraction | None:
-        """:meth:`sup`, or less with a guard ``F <= 0``: ``form <= sup(form - F)``."""
+    def sup_facts(self, form: Form, memo: dict[Any, Any]) -> Fraction | int | None:
+        """:meth:`sup`, or less with a guard ``F <= 0``: ``form <= sup(form - F)``
+        (the first that meets the goal of the current proof, else the least)."""
         best = None
-        for cand in [form] + [_add(form, f, -1) for f in self.facts]:
-            v = self.sup(cand, memo)
+        for f in [None] + self.facts:
+            v = self.sup(form if f is None else _add(form, f, -1), memo)
             if v is not None and (best is None or v < best):
                 best = v
+                if math.floor(v) <= self.goal:
+                    break
         return best
 
     def prove_le(self, form: Form, bound: int) -> bool:
         """``form <= bound`` wherever the current scope runs?"""
-        self.steps = 0
-        memo: dict[tuple, Any] = {}
-        candidates = [form] + [_add(form, f, -1) for f in self.facts]
+        self.steps, self.goal = 0, bound
+        memo: dict[Any, Any] = {}
         facts = self.facts
-        if 1 < len(facts) <= _MAX_PAIR_FACTS:
-            candidates += [_add(_add(form, f, -1), g, -1)
-                           for i, f in enumerate(facts) for g in facts[i + 1:]]
-        for cand in candidates:
+
+        def candidates() -> Iterator[Form]:
+            yield form
+            for f in facts:
+                yield _add(form, f, -1)
+            if 1 < len(facts) <= _MAX_PAIR_FACTS:
+                for i, f in enumerate(facts):
+                    for g in facts[i + 1:]:
+                        yield _add(_add(form, f, -1), g, -1)
+        for cand in candidates():
             v = self.sup(cand, memo)
-            if v is not None and v.numerator // v.denominator <= bound:
+            if v is not None and math.floor(v) <= bound:
                 return True
             if self.steps > _BUDGET:
                 return False
@@ -537,9 +553,9 @@ class _Prover:
 _ABSENT = object()
 
 
-def _only_const(form: Form) -> Fraction | None:
+def _only_const(form: Form) -> Fraction | int | None:
     if all(k == _CONST for k in form):
-        return form.get(_CONST, Fraction(0))
+        return form.get(_CONST, 0)
     return None
 
 
