@@ -176,7 +176,8 @@ def _sources_digest() -> str:
         # (and the proofs that decide which accesses go unchecked)
         files = sorted(here.glob("*.py")) + [root / "ir" / "tir.py", root / "ir" / "intrinsics.py",
                                              root / "runtime" / "binary_ops.py",
-                                             root / "arith" / "inbounds.py"]
+                                             root / "arith" / "inbounds.py",
+                                             root / "arith" / "outofbounds.py"]
         h = hashlib.sha256()
         for f in files:
             h.update(f.name.encode() + b"\0")
