@@ -135,3 +135,17 @@ def test_padding_an_axis_that_is_empty_at_run_time(mode):
     for kernels in ("llvm", "interp"):
         with pytest.raises(IndexOutOfRangeError, match="extent 0 .the axis is empty"):
             phasec.VirtualMachine(exe, kernels=kernels)["main"](x)
+
+
+@pytest.mark.parametrize("call, extra, args", [
+    ("R.gather_elements(x, i, axis=1)", ', i: R.Tensor((2, 3), "int64")',
+     [np.zeros((2, 3), "int64")]),
+    ('R.scatter_elements(x, i, u, axis=1)',
+     ', i: R.Tensor((2, 3), "int64"), u: R.Tensor((2, 3), "float32")',
+     [np.zeros((2, 3), "int64"), np.ones((2, 3), "float32")]),
+    ("R.take(x, i, axis=1)", ', i: R.Tensor((2,), "int64")', [np.zeros(2, "int64")]),
+])
+def test_data_indexed_operators_over_an_axis_empty_at_run_time(call, extra, args):
+    """Index 0 into an axis of extent 0: the same error everywhere."""
+    text = MODULE.format(shape='(2, "w")', extra=extra, call=call)
+    assert _everywhere(text, np.zeros((2, 0), "float32"), *args) == [("index", (0, 0))] * 3

@@ -1,6 +1,7 @@
 """Bounds-check mode (issue 15, "a bounds-check mode for any kernel"):
 ``phasec.build(..., check_bounds=True)`` / ``--check-bounds`` instruments
-every buffer access, so a buggy hand-written kernel ends in a
+every buffer access (the default checks the accesses not proven in bounds:
+tests/backend/llvm/test_bounds_default.py), so a buggy hand-written kernel ends in a
 BufferAccessError naming kernel, buffer, dimension, index and extent — the
 same error the TIR interpreter raises — instead of reading or writing memory
 it does not own. Correct kernels compute what numpy computes.
