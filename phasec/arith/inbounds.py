@@ -36,8 +36,9 @@ most ``c``. A form's value is an integer, so a rational bound ``v`` proves
 
 Assumption (shared with the address arithmetic, which is ``nsw``): int64
 index arithmetic does not overflow. Narrower integer arithmetic is not
-assumed exact: a non-int64 subexpression is an opaque atom ranging over its
-whole type. Scalar parameters that are not buffer dimensions are unbounded
+assumed exact: a non-int64 operation is taken as written only when constant
+bounds of its value fit its type, otherwise it is an opaque atom ranging
+over its whole type. Scalar parameters that are not buffer dimensions are unbounded
 (an attacker chooses them), as are values loaded from memory.
 """
 
@@ -223,7 +224,15 @@ class _Prover:
                 return self.form(inner, depth + 1)  # widening keeps the value
             return self.opaque(e)
         if e.dtype != "int64":
-            # narrow arithmetic may wrap: only leaves are taken as they are
+            # narrow arithmetic may wrap: taken as it is only when its range,
+            # from constant bounds, fits the type (else any value of the type)
+            rng = _type_range(e.dtype)
+            if t is tir.BinaryOp and rng is not None:
+                f = self.binary(e, depth)
+                most, least = self.constant_sup(f), self.constant_sup(_add({}, f, -1))
+                if most is not None and least is not None and most <= rng[1] \
+                        and -least >= rng[0]:
+                    return f
             return self.opaque(e)
         if t is tir.BinaryOp:
             return self.binary(e, depth)

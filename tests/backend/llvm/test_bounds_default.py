@@ -283,3 +283,25 @@ def test_cli_default_unchecked_and_check_bounds(tmp_path, capsys):
     with pytest.raises(SystemExit):  # one or the other
         main(["run", str(src), "--unchecked", "--check-bounds"])
     capsys.readouterr()
+
+
+NARROW = '''
+@I.ir_module
+class Module:
+    @T.prim_func
+    def f(A: T.Buffer((64,), "float32"), B: T.Buffer((8, 8), "float32"),
+          C: T.Buffer((64,), "float32")):
+        for i in range(T.int32(8)):
+            for j in range(T.int32(8)):
+                B[i, j] = A[i * T.int32(8) + j]
+        for i in range(T.int32(8)):
+            C[i * T.int32(1000000000) - i * T.int32(1000000000) + i] = A[0]
+'''
+
+
+def test_int32_index_arithmetic_is_taken_as_written_only_where_it_cannot_wrap():
+    """i * 8 + j over 8 x 8 stays far inside int32: proven. i * 10**9 exceeds
+    int32 for i >= 3 (the machine value wraps): that index is checked."""
+    proofs = prove_accesses(_prim_funcs(NARROW)["f"])
+    assert [n.buffer.name for n in proofs.unproven()] == ["C"]
+    assert proofs.counts() == (3, 1)
