@@ -35,7 +35,13 @@ most ``c``. A form's value is an integer, so a rational bound ``v`` proves
 ``<= floor(v)``.
 
 Assumption (shared with the address arithmetic, which is ``nsw``): int64
-index arithmetic does not overflow. Narrower integer arithmetic is not
+index arithmetic does not overflow. ``+ - *`` are exact modulo 2**64, so an
+index built from them alone is exact whenever its true value is in bounds;
+the assumption matters where ``min``/``max``/``//``/``%`` or a guard sees an
+intermediate value beyond 2**63. Such values need a huge symbolic dimension,
+which only a zero-size array can carry (numpy accepts shape ``(0, 2**62)``),
+times a coefficient: a known gap until the run time refuses absurd
+dimensions. Narrower integer arithmetic is not
 assumed exact: a non-int64 operation is taken as written only when constant
 bounds of its value fit its type, otherwise it is an opaque atom ranging
 over its whole type. Scalar parameters that are not buffer dimensions are unbounded
