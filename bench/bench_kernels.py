@@ -29,6 +29,7 @@ from phasec.backend.llvm import (  # noqa: E402
     set_num_threads,
 )
 from phasec.ir import tir as T  # noqa: E402
+from phasec.arith.inbounds import prove_accesses  # noqa: E402
 
 
 def best_of(fn: Callable[[], object], reps: int) -> float:
@@ -206,26 +207,31 @@ def main() -> None:
         tn = best_of(refs[nm], reps) if refs[nm] else math.nan
         print(f"  {nm:8s} {tv * 1e3:9.3f} {ts * 1e3:9.3f} {tn * 1e3:9.3f}")
 
-    # -- bounds-check mode (phasec.build(..., check_bounds=True)) ---------------
-    print("\ncheck_bounds: every buffer access checked (ms, 1 thread; off -> on)")
+    # -- bounds checks: none / the default (unless proven) / all -----------------
+    print("\nbounds checks (ms, 1 thread): check_bounds=False (none) / None (the default: "
+          "accesses not proven in bounds) / True (all); accesses proven/total")
     set_num_threads(1)
     checked = {"tiled": matmul_cache_tiled(M, N, K), "exp": unary_kernel("exp"), "add": dyn,
                "gather": gather_kernel()}
-    clib = compile_prim_funcs(checked, check_bounds=True)
-    glib = compile_prim_funcs({"gather": checked["gather"]})
+    libs = {mode: compile_prim_funcs(checked, check_bounds=mode) for mode in (False, None, True)}
     a1, b1 = (rng.standard_normal(size, dtype=np.float32) for _ in range(2))
     perm = rng.permutation(size).astype(np.int64)
-    cases = [("matmul cache-tiled 512^3", mlib["tiled"], clib["tiled"], (a, b, c)),
-             (f"exp, {size} elements", vlib["exp"], clib["exp"], (x, y)),
-             (f"add, {size} elements (symbolic n)", lib["symbolic"], clib["add"], (a1, b1, y)),
-             (f"gather X[I[i]], {size} elements", glib["gather"], clib["gather"], (x, perm, y))]
-    for label, off, on, call_args in cases:
-        # off, on, off again: the first runs after an LLVM compilation can be
-        # slow on a shared machine; the best of both "off" runs is the figure
-        t_off = best_of(lambda: off(*call_args), reps)
-        t_on = best_of(lambda: on(*call_args), reps)
-        t_off = min(t_off, best_of(lambda: off(*call_args), reps))
-        print(f"  {label:36s} {t_off * 1e3:8.3f} -> {t_on * 1e3:8.3f}  (x{t_on / t_off:.2f})")
+    cases = [("matmul cache-tiled 512^3", "tiled", (a, b, c)),
+             (f"exp, {size} elements", "exp", (x, y)),
+             (f"add, {size} elements (symbolic n)", "add", (a1, b1, y)),
+             (f"gather X[I[i]], {size} elements", "gather", (x, perm, y))]
+    print(f"  {'':36s} {'none':>8s} {'default':>8s} {'all':>8s}  {'proven':>6s}")
+    for label, key, call_args in cases:
+        # none, default, all, then none and default again: the first runs after
+        # an LLVM compilation can be slow on a shared machine; best of both
+        times = {mode: best_of(lambda: libs[mode][key](*call_args), reps)
+                 for mode in (False, None, True)}
+        for mode in (False, None):
+            times[mode] = min(times[mode], best_of(lambda: libs[mode][key](*call_args), reps))
+        proven, unproven = prove_accesses(checked[key]).counts()
+        print(f"  {label:36s} {times[False] * 1e3:8.3f} {times[None] * 1e3:8.3f} "
+              f"{times[True] * 1e3:8.3f}  {proven:>3d}/{proven + unproven:<3d}"
+              f"  (default x{times[None] / times[False]:.2f}, all x{times[True] / times[False]:.2f})")
     set_num_threads(threads)
 
     # -- thread pool dispatch ------------------------------------------------

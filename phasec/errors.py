@@ -115,8 +115,9 @@ class IndexOutOfRangeError(VMError, IndexError):
 
 
 class BufferAccessError(VMError, IndexError):
-    """A kernel indexed a buffer outside its extent: caught by kernels built
-    with bounds checks (``phasec.build(..., check_bounds=True)``) and always
+    """A kernel indexed a buffer outside its extent: caught by compiled
+    kernels at every access not proven in bounds (the default; every access
+    with ``check_bounds=True``, none with ``check_bounds=False``) and always
     by the TIR interpreter. ``kernel``, ``buffer``, ``dim``, ``index`` and
     ``extent`` say where; ``write`` whether it was a store."""
 

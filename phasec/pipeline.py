@@ -257,7 +257,7 @@ def lower(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
 
 def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
           verify: str | bool = "each", instruments: Iterable[PassInstrument] = (),
-          kernels: str = "llvm", check_bounds: bool = False) -> "Executable":
+          kernels: str = "llvm", check_bounds: bool | None = None) -> "Executable":
     """Compile ``mod`` to a VM :class:`~phasec.backend.vm.Executable`.
 
     Args:
@@ -274,14 +274,19 @@ def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
         kernels: ``"llvm"`` compiles the kernels now (cached, so the VM
             created from the executable starts at once), ``"interp"`` prepares
             the TIR interpreter, ``"none"`` leaves it to the VM.
-        check_bounds: compile every kernel with a check of every buffer
-            access (like TVM's ``tir.instrument_bound_checkers``): a wrong
-            index in any kernel, hand-written ones included, raises
+        check_bounds: which buffer accesses of the compiled kernels are
+            checked at run time. None (the default): every access not proven
+            in bounds at compile time (:mod:`phasec.arith.inbounds`; the
+            loops of GEMM, convolution and elementwise kernels are proven and
+            run unchecked), so a wrong or data-dependent index in any kernel,
+            hand-written ones included, raises
             :class:`~phasec.errors.BufferAccessError` naming the kernel,
             buffer, dimension, index and extent instead of corrupting memory.
-            Slower (inner loops no longer vectorize); the executable records
-            it, so a saved one loads with the checks. The TIR interpreter
-            always checks.
+            True: every access (like TVM's ``tir.instrument_bound_checkers``;
+            slower, inner loops no longer vectorize). False: none, for
+            trusted kernels only. The executable records it; loading obeys
+            True, never False (see :meth:`Executable.load`). The TIR
+            interpreter always checks.
 
     Raises :class:`PhaseError` for a pipeline that does not fit the module
     (before anything runs), :class:`PassError`/:class:`WellFormedError` when
@@ -295,7 +300,7 @@ def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
 
 
 def codegen_and_compile(lowered: IRModule, kernels: str = "llvm",
-                        check_bounds: bool = False) -> "Executable":
+                        check_bounds: bool | None = None) -> "Executable":
     """VM codegen for a build-phase module, then kernel compilation (see
     :func:`build`'s ``kernels`` and ``check_bounds``). The module is verified
     unless the pass that produced it was just verified."""
@@ -304,7 +309,7 @@ def codegen_and_compile(lowered: IRModule, kernels: str = "llvm",
     from phasec.backend.vm import codegen
 
     exe = codegen(lowered, verify=not is_verified(lowered))
-    exe.check_bounds = bool(check_bounds)
+    exe.check_bounds = check_bounds
     if kernels != "none":
         exe.kernels(kernels)
     return exe

@@ -44,10 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", choices=("llvm", "none"), default="llvm",
                         help="compile the kernels now to catch errors (llvm, the default), or "
                              "skip it (none; they are compiled when the executable is loaded)")
-    parser.add_argument("--check-bounds", action="store_true",
-                        help="compile the kernels with a check of every buffer access (a wrong "
-                             "index is an error, not a crash; slower), recorded in the "
-                             "executable")
+    # default (None): check every buffer access not proven in bounds at compile time
+    bounds = parser.add_mutually_exclusive_group()
+    bounds.add_argument("--check-bounds", dest="check_bounds", action="store_const", const=True,
+                        default=None,
+                        help="check every buffer access, proven or not (slower; by default "
+                             "only the accesses not proven in bounds are checked: a wrong "
+                             "index is an error, not a crash)")
+    bounds.add_argument("--unchecked", dest="check_bounds", action="store_const", const=False,
+                        help="no bounds checks at all, for trusted kernels only: a wrong index "
+                             "reads or writes memory it does not own (recorded in the "
+                             "executable, but loading it does not obey this: see run --unchecked)")
     add_report_argument(parser)
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass (to standard error)")

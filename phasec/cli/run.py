@@ -145,10 +145,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", choices=("llvm", "interp"), default="llvm",
                         help="run kernels as native code (llvm, the default) or on the TIR "
                              "interpreter (interp)")
-    parser.add_argument("--check-bounds", action="store_true",
-                        help="compile the kernels with a check of every buffer access: a wrong "
-                             "index is an error naming kernel, buffer, index and extent "
-                             "(slower; the TIR interpreter always checks)")
+    # default (None): check every buffer access not proven in bounds at compile time
+    bounds = parser.add_mutually_exclusive_group()
+    bounds.add_argument("--check-bounds", dest="check_bounds", action="store_const", const=True,
+                        default=None,
+                        help="check every buffer access, proven or not (slower). By default "
+                             "the accesses not proven in bounds are checked: a wrong index is "
+                             "an error naming kernel, buffer, index and extent (the TIR "
+                             "interpreter always checks)")
+    bounds.add_argument("--unchecked", dest="check_bounds", action="store_const", const=False,
+                        help="no bounds checks, for trusted code only: a wrong index reads or "
+                             "writes memory it does not own. An executable built with "
+                             "--unchecked still runs checked unless you give this flag")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes")
     add_report_argument(parser)
@@ -618,7 +626,7 @@ def _print_result(result: Any, times: list[float], vm: Any) -> None:
 
 def _run_executable(args: argparse.Namespace, dims: dict[str, int],
                     given: dict[str, np.ndarray]) -> int:
-    exe = Executable.load(args.input, check_bounds=True if args.check_bounds else None)
+    exe = Executable.load(args.input, check_bounds=args.check_bounds)
     if args.emit is not None:
         print(emitted_code(exe, args.emit), end="", file=args.emit_to)
         return 0

@@ -149,9 +149,11 @@ def _infer_take(call, ctx):
 def _take_ref(x, indices, axis=None, mode="fast"):
     x = np.asarray(x)
     idx = np.asarray(indices).astype(np.int64)
-    if mode != "fast":  # TVM's clip (clamp into range) and wrap (modulo the extent)
-        return np.take(x, idx, axis=axis, mode=mode)
     extent = x.size if axis is None else x.shape[axis]
+    if mode != "fast":  # TVM's clip (clamp into range) and wrap (modulo the extent)
+        if extent == 0 and idx.size:  # nothing to clamp or wrap into: the kernels' error
+            check_indices(np.zeros(1, np.int64), 0, "take")
+        return np.take(x, idx, axis=axis, mode=mode)
     check_indices(idx, extent, "take")
     return np.take(x, idx, axis=axis, mode="raise")
 
@@ -274,12 +276,14 @@ def _take(call: Call, inputs: Inputs) -> Tensor:
 
     def wrap(v: PrimExpr, dim: PrimExpr) -> PrimExpr:
         v = te.cast(v, I64)
+        d64 = te.cast(dim, I64)
         if mode == "clip":
-            return _clamp(v, te.cast(dim, I64))
-        if mode == "wrap":
-            return BinaryOp("%", v, te.cast(dim, I64))  # floor modulo: always in [0, dim)
-        # numpy's negative indices; anything out of range stops the kernel with an
-        # IndexOutOfRangeError, as the reference does (never a clamp or a wild read)
+            v = _clamp(v, d64)  # into [0, dim - 1]; 0 when the axis is empty
+        elif mode == "wrap":  # floor modulo: in [0, dim); 0 when the axis is empty
+            v = BinaryOp("%", v, BinaryOp("max", d64, _i64(1)))
+        # fast: numpy's negative indices. Anything out of range (for clip and
+        # wrap: any index into an empty axis) stops the kernel with an
+        # IndexOutOfRangeError, as the reference does (never a wild read)
         return tir.Call("checked_index", (v, dim), "int64")
 
     if axis is None:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import phasec
+from phasec.backend.llvm import compile_prim_funcs
 from phasec.errors import ParseError, PhasecError, SchemaError, VMError
 from phasec.script.json_format import from_json, to_json
 
@@ -281,10 +282,15 @@ def test_float64_to_float16_does_not_crash():
      "takes the values -2..2"),
 ])
 def test_provably_out_of_bounds_kernels_are_refused(body, fragment):
-    """A kernel looping past its buffer compiled, and running it segfaulted."""
+    """A kernel looping past its buffer compiled, and running it segfaulted.
+    The verifier reports it (WF504, so phasec-check says it too) before the
+    pipeline runs, and the code generator refuses it when called directly."""
     mod = phasec.parse(prim(AB, *body), "k.py")
-    with pytest.raises(PhasecError, match="kernel 'k' at k.py:") as info:
+    with pytest.raises(PhasecError, match=r"k\.py:\d+:\d+: error\[WF504\]") as info:
         phasec.build(mod)
+    assert fragment in str(info.value)
+    with pytest.raises(PhasecError, match="kernel 'k' at k.py:") as info:
+        compile_prim_funcs(dict(mod.prim_funcs()))
     assert fragment in str(info.value)
 
 

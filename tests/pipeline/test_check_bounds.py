@@ -1,6 +1,7 @@
 """Bounds-check mode (issue 15, "a bounds-check mode for any kernel"):
 ``phasec.build(..., check_bounds=True)`` / ``--check-bounds`` instruments
-every buffer access, so a buggy hand-written kernel ends in a
+every buffer access (the default checks the accesses not proven in bounds:
+tests/backend/llvm/test_bounds_default.py), so a buggy hand-written kernel ends in a
 BufferAccessError naming kernel, buffer, dimension, index and extent — the
 same error the TIR interpreter raises — instead of reading or writing memory
 it does not own. Correct kernels compute what numpy computes.
@@ -157,7 +158,7 @@ def test_the_bundled_model_runs_the_same_with_checks():
 
 def test_the_executable_records_check_bounds(tmp_path):
     exe = phasec.build(phasec.parse(READ_PAST_END), check_bounds=True, kernels="none")
-    assert exe.check_bounds and "check_bounds" in repr(exe)
+    assert exe.check_bounds is True and "check_bounds=True" in repr(exe)
     path = tmp_path / "checked.pvm"
     exe.save(path)
     with zipfile.ZipFile(path) as zf:
@@ -168,12 +169,20 @@ def test_the_executable_records_check_bounds(tmp_path):
         phasec.VirtualMachine(loaded)["main"](np.ones(3, "float32"))
 
 
-def test_load_can_add_checks_to_an_unchecked_executable(tmp_path):
-    plain = phasec.build(phasec.parse(READ_PAST_END), kernels="none")
-    assert not plain.check_bounds
+def test_a_recorded_opt_out_does_not_switch_checks_off_when_loading(tmp_path):
+    """A file is data anyone can write: its "built --unchecked" is recorded
+    but loading uses the default checks unless the user opts out."""
+    plain = phasec.build(phasec.parse(READ_PAST_END), kernels="none", check_bounds=False)
+    assert plain.check_bounds is False
     path = tmp_path / "plain.pvm"
     plain.save(path)
-    assert not Executable.load(path).check_bounds
+    with zipfile.ZipFile(path) as zf:
+        assert json.loads(zf.read("executable.json"))["check_bounds"] is False
+    loaded = Executable.load(path)
+    assert loaded.check_bounds is None  # the default: checked unless proven
+    with pytest.raises(BufferAccessError, match="index 3 in dimension 0"):
+        phasec.VirtualMachine(loaded)["main"](np.ones(3, "float32"))
+    assert Executable.load(path, check_bounds=False).check_bounds is False  # the user's choice
     checked = Executable.load(path, check_bounds=True)
     with pytest.raises(BufferAccessError, match="index 3 in dimension 0"):
         phasec.VirtualMachine(checked)["main"](np.ones(3, "float32"))
@@ -190,7 +199,7 @@ def test_a_damaged_check_bounds_field(tmp_path):
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in files.items():
             zf.writestr(name, data)
-    with pytest.raises(ExecutableFormatError, match="check_bounds must be true or false"):
+    with pytest.raises(ExecutableFormatError, match="check_bounds must be true, false or null"):
         Executable.load(path)
 
 

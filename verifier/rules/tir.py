@@ -1,10 +1,14 @@
-"""WF5xx: TIR kernels — variables and buffers in scope (every phase)."""
+"""WF5xx: TIR kernels — variables and buffers in scope, and buffer accesses
+certainly out of bounds (every phase)."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from phasec.ir import tir
+from phasec.arith.outofbounds import find_out_of_bounds
 from phasec.ir.module import IRModule
 
 from phasec.verifier.context import Context
@@ -119,3 +123,62 @@ class TirVarRedefined(Rule):
         v = tir.Var("i")
         body = tir.For(v, 0, 1, "serial", tir.For(v, 0, 1, "serial", func.body))
         return mod.update({name: with_prim_body(func, body)})
+
+
+@register
+class BufferAccessOutOfBounds(Rule):
+    code = "WF504"
+    title = "Buffer access certainly out of bounds"
+    explanation = """
+    A load or store whose index certainly leaves its buffer when the kernel
+    runs: the index is an affine function of loop variables with constant
+    ranges, the buffer's dimension is a constant, and nothing (an if, a
+    Select branch, a block's init) can keep the access from running; yet some
+    iteration indexes outside [0, extent). Such a kernel reads or writes
+    memory it does not own: the LLVM code generator refuses to compile it,
+    and this rule reports it before anything runs. (Accesses that only *may*
+    leave their buffer, such as data-dependent indices, are checked at run
+    time instead; see the bounds checks in the README.)
+    """
+    help = "check the loop bounds and the index arithmetic against the buffer's shape"
+    tvm = TVMCheck.NOT_CHECKED
+    tvm_note = ("TVM's well-formedness check does not evaluate indices (its code generator "
+                "compiles the kernel).")
+    injection = "store one element past the end of a buffer"
+
+    def prim_func(self, ctx: Context, func: Any) -> None:
+        found = _out_of_bounds(func)
+        if found is not None:
+            ctx.report(self, found.message, found.node)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        mod, name, func = some_prim_func(mod, choose)
+        # a scratch buffer of one element, stored into at index 1 before the body
+        scratch = tir.Buffer("mutant_oob", (tir.IntImm(1),), "float32")
+        store = tir.BufferStore(scratch, tir.FloatImm(0.0, "float32"), (tir.IntImm(1),),
+                                span=first_store(func.body).span)
+        extra = tir.Allocate(scratch, store)
+        return mod.update({name: with_prim_body(func, tir.SeqStmt((extra, func.body)))})
+
+
+#: id(PrimFunc) -> (the PrimFunc, its finding): the passes after LegalizeOps
+#: keep most kernels as they are, and verification after each pass would
+#: otherwise analyse the same (immutable) kernel again every time
+_FINDINGS: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+_FINDINGS_SIZE = 1024
+_FINDINGS_LOCK = threading.Lock()
+
+
+def _out_of_bounds(func: tir.PrimFunc) -> Any:
+    """:func:`find_out_of_bounds`, remembered for the last kernels seen."""
+    with _FINDINGS_LOCK:
+        entry = _FINDINGS.get(id(func))
+        if entry is not None and entry[0] is func:
+            _FINDINGS.move_to_end(id(func))
+            return entry[1]
+    found = find_out_of_bounds(func)
+    with _FINDINGS_LOCK:
+        _FINDINGS[id(func)] = (func, found)
+        while len(_FINDINGS) > _FINDINGS_SIZE:
+            _FINDINGS.popitem(last=False)
+    return found

@@ -1,12 +1,14 @@
 """Buffer element addresses and loads: row-major int64 addressing with
-``nsw`` (in-bounds indexing never overflows), each index checked first in a
-``check_bounds`` kernel."""
+``nsw`` (in-bounds indexing never overflows), each index checked first
+unless ``check_bounds`` is False or (``check_bounds`` None, the default)
+:func:`phasec.arith.inbounds.prove_accesses` proved it in bounds."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from phasec.arith.inbounds import AccessProofs
 from phasec.ir import tir
 from phasec.backend.llvm.bounds import BoundsChecker
 from phasec.backend.llvm.context import BufferInfo, KernelContext
@@ -21,8 +23,9 @@ class BufferAccess:
     """Emits the addresses of buffer elements, and loads, into ``ctx``'s function."""
 
     def __init__(self, ctx: KernelContext, types: ExprTypes, conversions: Conversions,
-                 bounds: BoundsChecker) -> None:
+                 bounds: BoundsChecker, proofs: AccessProofs | None = None) -> None:
         self.ctx = ctx
+        self.proofs = proofs  # (check_bounds None) the accesses proven in bounds
         self.types = types
         self.conversions = conversions
         self.bounds = bounds
@@ -38,9 +41,10 @@ class BufferAccess:
         fn = ctx.fn
         flat = "0"
         check = ctx.options.check_bounds
+        proofs = self.proofs
         for d, (idx, op) in enumerate(zip(indices, index_ops)):
             i64 = self.conversions.to_i64(op, self.types.dtype_of(idx))
-            if check:
+            if check or (check is None and (proofs is None or not proofs.proven(node, d))):
                 self.bounds.check(buf, d, i64, info.dims[d], isinstance(node, tir.BufferStore))
             if d == 0:
                 flat = i64

@@ -16,6 +16,7 @@ of its functions.
 
 from __future__ import annotations
 
+from phasec.arith.inbounds import AccessProofs, prove_accesses
 from phasec.ir import tir
 from phasec.backend.llvm.abi import RC_OK, KernelABI, kernel_abi
 from phasec.backend.llvm.access import BufferAccess
@@ -38,12 +39,14 @@ class FunctionEmitters:
     """The emitters of one LLVM function of a kernel, wired together; an
     outlined parallel body gets its own (see :meth:`outline`)."""
 
-    def __init__(self, ctx: KernelContext, types: ExprTypes) -> None:
+    def __init__(self, ctx: KernelContext, types: ExprTypes,
+                 proofs: AccessProofs | None = None) -> None:
         self.ctx = ctx
         self.types = types
+        self.proofs = proofs
         self.conversions = Conversions(ctx)
         self.bounds = BoundsChecker(ctx)
-        self.access = BufferAccess(ctx, types, self.conversions, self.bounds)
+        self.access = BufferAccess(ctx, types, self.conversions, self.bounds, proofs)
         self.intrinsics = IntrinsicLowering(ctx, types, self.conversions)
         self.expressions = ExpressionEmitter(ctx, types, self.conversions, self.access,
                                              self.intrinsics)
@@ -53,7 +56,7 @@ class FunctionEmitters:
 
     def outline(self, ctx: KernelContext) -> FunctionEmitters:
         """The emitters of another function of the same kernel (a parallel loop's body)."""
-        return FunctionEmitters(ctx, self.types)
+        return FunctionEmitters(ctx, self.types, self.proofs)
 
     def emit_stmt(self, s: tir.Stmt) -> None:
         self.statements.emit(s)
@@ -85,7 +88,9 @@ def emit_kernel(mod: ModuleSink, name: str, func: tir.PrimFunc) -> KernelABI:
     ctx = KernelContext(mod, name, func, fn, symbol)
     for v, op in bindings:
         ctx.bind_var(v, op)
-    emitters = FunctionEmitters(ctx, ExprTypes(ctx))
+    # checked unless proven (CodegenOptions.check_bounds None): what is proven
+    proofs = prove_accesses(func) if mod.options.check_bounds is None else None
+    emitters = FunctionEmitters(ctx, ExprTypes(ctx), proofs)
     for i, p in enumerate(params):
         if isinstance(p, tir.Buffer):
             what = f"dimension of buffer '{p.name}'"

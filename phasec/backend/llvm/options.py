@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CodegenOptions"]
+__all__ = ["CodegenOptions", "bounds_mode"]
+
+
+def bounds_mode(check_bounds: bool | None) -> str:
+    """How ``check_bounds`` reads in messages and listings: "unless proven"
+    (None), "all" (True) or "none" (False)."""
+    return "unless proven" if check_bounds is None else ("all" if check_bounds else "none")
 
 
 @dataclass(frozen=True)
@@ -14,18 +20,28 @@ class CodegenOptions:
     ``fast_math`` allows LLVM to reassociate float arithmetic (results may
     then differ from numpy by more than rounding); ``contract`` allows fusing
     a multiply and an add into one FMA, which only removes a rounding step.
-    ``check_bounds`` makes every buffer load and store compare each index with
-    its dimension first (like TVM's ``tir.instrument_bound_checkers``): a
-    kernel with a wrong index ends with an error naming the buffer, the index
-    and the extent instead of touching memory it does not own. It keeps
-    inner loops from vectorizing (bench/bench_kernels.py measures the cost).
+    ``check_bounds`` decides which buffer loads and stores compare each index
+    with its dimension first (like TVM's ``tir.instrument_bound_checkers``; a
+    kernel with a wrong index then ends with an error naming the kernel, the
+    buffer, the index and the extent instead of touching memory it does not
+    own):
+
+    * ``None`` (the default): every access that
+      :func:`phasec.arith.inbounds.prove_accesses` does not prove in bounds.
+      The loops of GEMM, convolution and elementwise kernels are proven, so
+      they keep their speed; data-dependent and unproven indices are checked.
+    * ``True``: every access (a debugging mode; keeps inner loops from
+      vectorizing, bench/bench_kernels.py measures the cost).
+    * ``False``: none, for trusted kernels only: a wrong index then reads or
+      writes memory it does not own.
     """
 
     fast_math: bool = False
     contract: bool = True
     vector_math: bool = True
-    #: check every buffer access against its extent (RC_BUFFER_OUT_OF_BOUNDS)
-    check_bounds: bool = False
+    #: which buffer accesses are checked against their extent (RC_BUFFER_OUT_OF_BOUNDS):
+    #: None the unproven ones, True all, False none
+    check_bounds: bool | None = None
     cpu: str = ""
     features: str = ""
     prefer_vector_width: int | None = None

@@ -509,7 +509,7 @@ def cache_info() -> dict[str, int]:
 
 def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = False,
                        vector_math: bool = True, opt_level: int = 3,
-                       use_cache: bool = True, check_bounds: bool = False) -> CompiledLibrary:
+                       use_cache: bool = True, check_bounds: bool | None = None) -> CompiledLibrary:
     """Compile every PrimFunc of ``funcs`` into one native library.
 
     Keys are kernel names (``lib[name]``). Compiling structurally equal
@@ -519,10 +519,12 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     numpy up to rounding; multiply-adds may still be fused into FMAs).
     ``vector_math`` uses phasec's vectorizable float32 exp/sigmoid/tanh/erf
     (within 4 ulps) instead of libm calls. ``opt_level`` 0-3 selects the
-    LLVM pipeline (vectorization from 2). ``check_bounds`` checks every buffer
-    access: an out-of-bounds index raises :class:`phasec.errors.BufferAccessError`
-    naming the kernel, buffer, dimension, index and extent (slower: see
-    :class:`CodegenOptions`).
+    LLVM pipeline (vectorization from 2). ``check_bounds`` chooses the buffer
+    accesses checked at run time: None (default) those not proven in bounds,
+    True all (slower), False none (trusted kernels only); see
+    :class:`CodegenOptions`. A failed check raises
+    :class:`phasec.errors.BufferAccessError` naming the kernel, buffer,
+    dimension, index and extent.
 
     Raises :class:`phasec.backend.llvm.CodegenError` (a PhasecError) naming
     the kernel for undefined variables, unknown intrinsics, dtype mismatches
@@ -544,7 +546,7 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     # LLVM's tuning for some AVX-512 hosts prefers 256-bit vectors; the
     # schedules' register tiles are sized for the width of the target's tuning
     options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
-                              features=target.features, check_bounds=bool(check_bounds),
+                              features=target.features, check_bounds=None if check_bounds is None else bool(check_bounds),
                               prefer_vector_width=host_tuning().vector_bits)
     # (the array ABI too: it decides the entries, and tests may switch it off)
     key = (structural_hash(funcs), options, opt_level, array_data_offset is not None,

@@ -6,8 +6,10 @@ File format (a zip archive, ``.pvm`` by convention):
   function's bytecode as JSON lists, and its parameters' struct info as
   TVMScript text), the constant pool (scalars, strings and shapes inline;
   tensors as references into ``constants.npz``), the SHA-256 of the
-  kernel file (``kernel_sha256``) and whether the kernels are compiled with
-  bounds checks (``check_bounds``);
+  kernel file (``kernel_sha256``) and which buffer accesses the kernels
+  were built to check (``check_bounds``: null for the default "unless
+  proven", true for all, false for none; loading does not obey false, see
+  :meth:`Executable.load`);
 * ``constants.npz`` — tensor constants (read with ``allow_pickle=False``);
 * ``kernels.json`` (phasec's JSON module format) or ``kernels.py``
   (TVMScript) — the PrimFuncs. Kernels are compiled again after loading;
@@ -102,20 +104,23 @@ class Executable:
         self._kernel_cache: dict[str, Mapping[str, Callable[..., Any]]] = {}
         self._lock = threading.Lock()
         self._signatures: dict[str, tuple[tuple[str, StructInfo | None], ...]] = {}
-        self._check_bounds = False
+        self._check_bounds: bool | None = None
         self.validate()
 
     @property
-    def check_bounds(self) -> bool:
-        """Whether the native kernels check every buffer access (see
-        :func:`phasec.build`); saved with the executable."""
+    def check_bounds(self) -> bool | None:
+        """Which buffer accesses the native kernels check (see
+        :func:`phasec.build`): None (the default) every access not proven in
+        bounds at compile time, True every access, False none (trusted
+        kernels only); saved with the executable."""
         return self._check_bounds
 
     @check_bounds.setter
-    def check_bounds(self, value: bool) -> None:
+    def check_bounds(self, value: bool | None) -> None:
+        value = None if value is None else bool(value)
         with self._lock:
-            if bool(value) != self._check_bounds:
-                self._check_bounds = bool(value)
+            if value is not self._check_bounds:
+                self._check_bounds = value
                 self._kernel_cache.pop("llvm", None)  # compiled the other way
 
     # -- inspection ------------------------------------------------------------
@@ -128,7 +133,7 @@ class Executable:
     def __repr__(self) -> str:
         return (f"<Executable functions=[{', '.join(self.function_names())}] "
                 f"kernels={len(self.prim_funcs)} constants={len(self.constants)}"
-                f"{' check_bounds' if self._check_bounds else ''}>")
+                f"{'' if self._check_bounds is None else f' check_bounds={self._check_bounds}'}>")
 
     def signature(self, name: str) -> list[tuple[str, StructInfo | None]]:
         """(name, struct info) of each parameter of function ``name``, as the
@@ -167,9 +172,9 @@ class Executable:
     # -- kernels -------------------------------------------------------------------
     def kernels(self, backend: str = "llvm") -> Mapping[str, Callable[..., Any]]:
         """name -> callable for every PrimFunc (destination-passing style), built
-        once per executable and backend: ``"llvm"`` (native code, with bounds
-        checks when :attr:`check_bounds`) or ``"interp"`` (the exact TIR
-        interpreter, which always checks)."""
+        once per executable and backend: ``"llvm"`` (native code, with the
+        bounds checks :attr:`check_bounds` chooses) or ``"interp"`` (the exact
+        TIR interpreter, which always checks)."""
         with self._lock:
             cached = self._kernel_cache.get(backend)
             if cached is None:
@@ -265,9 +270,13 @@ class Executable:
     def load(cls, path: str | os.PathLike, check_bounds: bool | None = None) -> "Executable":
         """Read an executable written by :meth:`save`.
 
-        ``check_bounds``: None keeps what the file records (how it was built);
-        True compiles its kernels with a check of every buffer access (for a
-        file you do not fully trust, or to debug a kernel), False without.
+        ``check_bounds``: None (the default) compiles the kernels with the
+        default checks (every buffer access not proven in bounds), or with a
+        check of every access if the file was built that way; True checks
+        every access (to debug a kernel); False none, for a file you trust
+        as you would a native library. The file records how it was built, but
+        its "no checks" is not obeyed: a file is data that anyone can write,
+        and turning memory safety off is the loading user's decision alone.
 
         Nothing is inflated before its declared size is checked (against
         :func:`phasec.fileio.max_input_bytes` and what deflate can produce);
@@ -363,15 +372,17 @@ class Executable:
         except Exception as exc:  # malformed content of any kind
             raise ExecutableFormatError(f"{where}: damaged executable: "
                                         f"{type(exc).__name__}: {exc}") from None
-        recorded = doc.get("check_bounds", False)
-        if type(recorded) is not bool:
+        recorded = doc.get("check_bounds")
+        if recorded is not None and type(recorded) is not bool:
             raise ExecutableFormatError(f"{where}: damaged executable: check_bounds must be "
-                                        f"true or false, not {recorded!r:.40}")
+                                        f"true, false or null, not {recorded!r:.40}")
         try:
             exe = cls(functions, constants, prim_funcs)
         except ExecutableFormatError as exc:
             raise ExecutableFormatError(f"{where}: {exc}") from None
-        exe.check_bounds = recorded if check_bounds is None else bool(check_bounds)
+        # the file may ask for more checks, never for fewer (see the docstring)
+        exe.check_bounds = (True if recorded is True else None) if check_bounds is None \
+            else bool(check_bounds)
         return exe
 
 
@@ -693,7 +704,7 @@ def _kernels_from_text(name: str, text: str) -> dict[str, tir.PrimFunc]:
 
 
 def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str,
-                   check_bounds: bool = False) -> dict[str, Callable[..., Any]]:
+                   check_bounds: bool | None = None) -> dict[str, Callable[..., Any]]:
     if not prim_funcs:
         return {}
     if backend == "interp":

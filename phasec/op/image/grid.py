@@ -231,6 +231,8 @@ def _grid_sample_ref(data, grid, method="bilinear", layout="NCHW", padding_mode=
 
     def pixel(idx):
         ok = np.ones(np.broadcast(*idx).shape, bool)
+        if min(ins) == 0:  # an empty input has no pixel inside: zeros, as the kernels read
+            return np.zeros(np.broadcast(n_idx, c_idx, ok).shape, x.dtype)
         for k, i in enumerate(idx):
             ok &= (i >= 0) & (i < ins[k])
         safe = tuple(np.clip(i, 0, ins[k] - 1) for k, i in enumerate(idx))

@@ -45,6 +45,8 @@ from __future__ import annotations
 import numpy as np
 
 from phasec import te
+from phasec.errors import IndexOutOfRangeError
+from phasec.ir import tir
 from phasec.ir.text import expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import BinaryOp, Cast, IntImm, Select
@@ -105,7 +107,12 @@ def resize_inference(op: str, spatial: int, default_layout: str):
         dtype = a["out_dtype"] if a["out_dtype"] != "void" else data.dtype
         if data.shape is None or size.values is None:
             return TensorStructInfo(None, dtype, rank)
-        n, c, *_ = layout.to_canonical(data.shape)
+        n, c, *spatial_in = layout.to_canonical(data.shape)
+        for k, (src, dst) in enumerate(zip(spatial_in, size.values)):
+            if _static_int(src) == 0 and (_static_int(dst) or 0) > 0:
+                raise err(call, f"{op}: cannot resize an empty axis: spatial axis {k} of the "
+                                f"data has size 0, but the output size asks for "
+                                f"{_static_int(dst)} (there is nothing to sample)")
         return tensor_sinfo(layout.from_canonical((n, c, *size.values)), dtype)
     return infer
 
@@ -114,10 +121,33 @@ def resize_inference(op: str, spatial: int, default_layout: str):
 # numpy reference (float32 coordinates, as TVM)
 # ---------------------------------------------------------------------------
 
+def _static_int(e) -> int | None:
+    return int(e.value) if isinstance(e, IntImm) else None
+
+
+def _check_not_empty(op: str, ins, outs) -> None:
+    """Sampling an empty axis: the IndexOutOfRangeError the kernels raise
+    (their tap index 0 into extent 0; see :func:`_tap_index`)."""
+    for i, o in zip(ins, outs):
+        if i == 0 and o > 0:
+            raise IndexOutOfRangeError(op, 0, 0)
+
+
+def _tap_index(i, in_size):
+    """A tap index ``i`` clamped into the axis; for an axis that may be empty
+    (its size not a constant) also checked, so that resizing an empty axis
+    stops the kernel with an IndexOutOfRangeError instead of reading memory
+    outside the data."""
+    clamped = _clamp(i, in_size)
+    if (_static_int(in_size) or 0) > 0:
+        return clamped
+    return tir.Call("checked_index", (clamped, in_size), "int64")
+
+
 def _coords_np(out_size: int, in_size: int, mode: str, start: float, end: float) -> np.ndarray:
     f = np.float32
     x = np.arange(out_size, dtype=f)
-    scale = f(in_size) / f(out_size)
+    scale = f(in_size) / f(max(out_size, 1))  # (no coordinates at all when out_size is 0)
     if mode == "half_pixel":
         return (x + f(0.5)) * scale - f(0.5)
     if mode == "align_corners":
@@ -181,6 +211,7 @@ def _resize2d_ref(data, size, roi=(0.0,) * 4, layout="NCHW", method="linear",
     mode = coordinate_transformation_mode
     rounding = rounding_method or ("round" if mode == "align_corners" else "floor")
     (h, w), (oh, ow) = xc.shape[2:], (int(size[0]), int(size[1]))
+    _check_not_empty("resize2d", (h, w), (oh, ow))
     cy = _coords_np(oh, h, mode, roi[0], roi[2])
     cx = _coords_np(ow, w, mode, roi[1], roi[3])
     iy, wy = _taps_np(cy, h, method, rounding, cubic_alpha, cubic_exclude)
@@ -256,14 +287,14 @@ def _nearest_te(c, rounding):
 def _taps_te(c, in_size, method, rounding, alpha, exclude):
     """[(index, weight)] for one spatial coordinate expression ``c``."""
     if method == "nearest_neighbor":
-        return [(_clamp(_nearest_te(c, rounding), in_size), None)]
+        return [(_tap_index(_nearest_te(c, rounding), in_size), None)]
     base_f = te.call("floor", c)
     base = Cast("int64", base_f)
     t = BinaryOp("-", c, base_f)
     one = _const(1.0, F32)
     if method == "linear":
-        return [(_clamp(base, in_size), BinaryOp("-", one, t)),
-                (_clamp(BinaryOp("+", base, IntImm(1, "int64")), in_size), t)]
+        return [(_tap_index(base, in_size), BinaryOp("-", one, t)),
+                (_tap_index(BinaryOp("+", base, IntImm(1, "int64")), in_size), t)]
     a = _const(alpha, F32)
     t2 = BinaryOp("*", t, t)
     t3 = BinaryOp("*", t2, t)
@@ -281,7 +312,7 @@ def _taps_te(c, in_size, method, rounding, alpha, exclude):
         ws = [Select(ok, w, k(0.0)) for ok, w in zip(inside, ws)]
         total = BinaryOp("+", BinaryOp("+", ws[0], ws[1]), BinaryOp("+", ws[2], ws[3]))
         ws = [BinaryOp("/", w, total) for w in ws]
-    return [(_clamp(i, in_size), w) for i, w in zip(idx, ws)]
+    return [(_tap_index(i, in_size), w) for i, w in zip(idx, ws)]
 
 
 @legalizes("image.resize2d")
@@ -342,6 +373,7 @@ def _resize3d_ref(data, size, roi=(0.0,) * 6, layout="NCDHW", method="linear",
     rounding = rounding_method or ("round" if mode == "align_corners" else "floor")
     ins = xc.shape[2:]
     outs = tuple(int(s) for s in size)
+    _check_not_empty("resize3d", ins, outs)
     coords = [_coords_np(outs[j], ins[j], mode, roi[j], roi[3 + j]) for j in range(3)]
     taps = [_taps_np(coords[j], ins[j], method, rounding, cubic_alpha, cubic_exclude)
             for j in range(3)]

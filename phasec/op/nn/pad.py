@@ -111,8 +111,8 @@ def _pad(call, inputs):
         if mode == "replicate":
             m = arith.simplify(BinaryOp("-", n, i64(1)))
             idx = BinaryOp("max", BinaryOp("min", o, m), i64(0))
-        elif mode == "circular":
-            idx = _fmod(o, n)
+        elif mode == "circular":  # (a symbolic dimension may be 0: no division by it)
+            idx = _fmod(o, BinaryOp("max", n, i64(1)) if symbolic else n)
         else:  # reflect, with numpy's period 2 * (n - 1)
             c = arith.const_int(n)
             if c == 1:
