@@ -73,7 +73,7 @@ class _DiskFull:
 @pytest.fixture
 def disk_full(monkeypatch):
     """After this, every atomic write fails after 40 bytes."""
-    monkeypatch.setattr(fileio, "_fdopen", lambda fd, mode: _DiskFull(os.fdopen(fd, mode), 40))
+    monkeypatch.setattr(fileio.writing, "_fdopen", lambda fd, mode: _DiskFull(os.fdopen(fd, mode), 40))
 
 
 def _listing(folder: Path) -> dict[str, bytes]:
@@ -197,7 +197,7 @@ def test_executable_save_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "m.pvm"
     exe.save(path)
     good = path.read_bytes()
-    monkeypatch.setattr(fileio, "_fdopen", lambda fd, mode: _DiskFull(os.fdopen(fd, mode), 500))
+    monkeypatch.setattr(fileio.writing, "_fdopen", lambda fd, mode: _DiskFull(os.fdopen(fd, mode), 500))
     with pytest.raises(FileAccessError):
         exe.save(path)
     assert _listing(tmp_path) == {"m.pvm": good}
@@ -223,7 +223,7 @@ def test_fuzz_reproducers_are_written_whole_or_not_at_all(tmp_path, monkeypatch)
     x = np.ones((4, 8), "float32")
     saved = save_reproducer(tmp_path / "ok", 1, failure, mod, seq, (x, x))
     assert saved.path.read_text().startswith("# phasec fuzz reproducer")
-    monkeypatch.setattr(fileio, "_fdopen", lambda fd, mode: _DiskFull(os.fdopen(fd, mode), 40))
+    monkeypatch.setattr(fileio.writing, "_fdopen", lambda fd, mode: _DiskFull(os.fdopen(fd, mode), 40))
     with pytest.raises(FileAccessError):
         save_reproducer(tmp_path / "full", 1, failure, mod, seq, (x, x))
     assert list((tmp_path / "full").iterdir()) == []

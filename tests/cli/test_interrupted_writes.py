@@ -26,6 +26,7 @@ import pytest
 
 from phasec import fileio
 from phasec.backend.vm import Executable
+from phasec.errors import FileAccessError
 
 HANG = 120
 
@@ -120,7 +121,7 @@ def test_large_writes_reach_the_compressor_and_the_file_in_pieces(tmp_path, monk
             self.fh.close()
 
     monkeypatch.setattr(zlib, "compressobj", Recording)
-    monkeypatch.setattr(fileio, "_fdopen", lambda fd, mode: Counting(os.fdopen(fd, mode)))
+    monkeypatch.setattr(fileio.writing, "_fdopen", lambda fd, mode: Counting(os.fdopen(fd, mode)))
     import phasec
 
     exe = phasec.build(phasec.parse(MODULE))
@@ -139,7 +140,7 @@ def test_large_writes_reach_the_compressor_and_the_file_in_pieces(tmp_path, monk
 
 def test_write_atomic_passes_large_data_on_in_pieces(tmp_path, monkeypatch):
     written: list[int] = []
-    real = fileio._fdopen
+    real = fileio.writing._fdopen
 
     def recording(fd, mode):
         fh = real(fd, mode)
@@ -147,7 +148,7 @@ def test_write_atomic_passes_large_data_on_in_pieces(tmp_path, monkeypatch):
         fh.write = lambda data: written.append(len(memoryview(data).cast("B"))) or write(data)
         return fh
 
-    monkeypatch.setattr(fileio, "_fdopen", recording)
+    monkeypatch.setattr(fileio.writing, "_fdopen", recording)
     data = bytes(range(256)) * (12 << 12)  # 3 MiB
     fileio.write_atomic(tmp_path / "out.bin", data)
     assert (tmp_path / "out.bin").read_bytes() == data
@@ -162,7 +163,7 @@ def test_write_atomic_reports_a_failed_flush(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", failing)
-    with pytest.raises(fileio.FileAccessError, match="no space left on device \\(nothing was "
+    with pytest.raises(FileAccessError, match="no space left on device \\(nothing was "
                                                      "written\\)"):
         fileio.write_atomic(tmp_path / "out.bin", b"data")
     assert list(Path(tmp_path).iterdir()) == []

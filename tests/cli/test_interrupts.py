@@ -197,7 +197,7 @@ _SLOW_WRITE = textwrap.dedent('''
         def __enter__(self): return self
         def __exit__(self, *exc): self.inner.close()
 
-    fileio._fdopen = lambda fd, mode: Slow(os.fdopen(fd, mode))
+    fileio.writing._fdopen = lambda fd, mode: Slow(os.fdopen(fd, mode))
     sys.exit(main(sys.argv[1:]))
 ''')
 

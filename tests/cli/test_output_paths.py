@@ -257,7 +257,7 @@ def test_stream_descriptor_names():
 def test_without_directory_descriptors_the_same_rules_hold(tmp_path, monkeypatch):
     """Systems that cannot open a directory (Windows) take the path-based
     steps: still atomic, still no link written through."""
-    monkeypatch.setattr(fileio, "_DIRECTORY_DESCRIPTORS", False)
+    monkeypatch.setattr(fileio.writing, "_DIRECTORY_DESCRIPTORS", False)
     out = tmp_path / "out.txt"
     fileio.write_atomic(out, "one")
     fileio.write_atomic(out, b"two")

@@ -229,7 +229,7 @@ def test_json_count_agrees_with_the_parsed_document(doc, chunk, ascii_only):
     counts what the parsed document holds."""
     text = json.dumps(doc, ensure_ascii=ascii_only)
     values, depth = _counted(doc)
-    with patch.object(fileio, "_JSON_SCAN_CHUNK", chunk):
+    with patch.object(fileio.reading, "_JSON_SCAN_CHUNK", chunk):
         check_json_size(text, "t", values, depth)
         if values:
             with pytest.raises(InputError, match="more than"):

@@ -1,0 +1,182 @@
+"""Archives (executables, ``.npz``): members checked before anything is inflated.
+
+Part of :mod:`phasec.fileio` (see its docstring for the whole policy)."""
+
+from __future__ import annotations
+
+import io
+import math
+import zipfile
+import zlib
+from typing import Any
+
+from phasec.errors import FileAccessError
+from phasec.fileio.limits import MAX_INPUT_ENV, PathLike, format_size, max_input_bytes
+from phasec.fileio.reading import _Name, _fail, open_regular
+
+
+#: deflate cannot expand data more than 1032:1; a member declaring more is
+#: damaged (or built to exhaust memory), whatever its data says
+DEFLATE_MAX_RATIO = 1032
+#: what can go wrong inside zipfile/zlib/numpy on a damaged archive
+_ARCHIVE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError,
+                   NotImplementedError, RuntimeError, KeyError, IndexError, OverflowError,
+                   UnicodeDecodeError)
+
+
+class SafeZip:
+    """A zip archive whose members are checked before anything is inflated.
+
+    Each member's declared size must fit the input limit (so must their
+    sum), a stored member must declare its real size, and a compressed one
+    no more than deflate can produce from its compressed bytes (no other
+    compression method is accepted: numpy and phasec write only these two).
+    ``zipfile`` never inflates past a declared size, so these checks bound
+    the memory any read takes. Every problem — including a zlib or CRC error
+    while reading — is a :class:`FileAccessError` saying the file is damaged.
+    ``source`` is a path or the archive's bytes (an archive inside another).
+    ``compressed=False`` refuses compressed members: an archive inside
+    another (an executable's ``constants.npz``) must store its members as
+    they are, since two layers of deflate multiply (a few kilobytes would
+    inflate to gigabytes) and nothing phasec writes nests compression.
+    """
+
+    def __init__(self, source: PathLike | bytes, what: str = "archive",
+                 limit: int | None = None, name: str | None = None, *,
+                 compressed: bool = True) -> None:
+        self.limit = max_input_bytes() if limit is None else limit
+        self.compressed = compressed
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            self.name = name or what
+            fh: Any = io.BytesIO(bytes(source))
+        else:
+            self.name = _Name(what, source)
+            fh = open_regular(source, what, self.limit)
+        self._fh = fh
+        try:
+            self.zf = zipfile.ZipFile(fh)
+            infos = self.zf.infolist()
+        except _ARCHIVE_ERRORS as exc:
+            fh.close()
+            raise self._damaged(None, exc, "not a zip archive") from None
+        self.members = {i.filename: i for i in infos}
+        total = sum(i.file_size for i in infos)
+        if total > self.limit:
+            self.close()
+            raise self._error(f"its members declare {format_size(total)} uncompressed, more "
+                              f"than the input size limit of {format_size(self.limit)}; raise "
+                              f"the limit with --max-input-size or {MAX_INPUT_ENV} if it is "
+                              f"genuine")
+        for info in infos:
+            problem = self._member_problem(info)
+            if problem:
+                self.close()
+                raise self._error(f"member {info.filename!r} {problem}: the file is damaged "
+                                  f"(or built to exhaust memory)")
+
+    # -- checks ----------------------------------------------------------------------
+    def _member_problem(self, info: zipfile.ZipInfo) -> str:
+        size, packed = info.file_size, info.compress_size
+        if info.flag_bits & 0x1:
+            return "is encrypted"
+        if info.compress_type == zipfile.ZIP_STORED:
+            return "" if size == packed else (f"is stored uncompressed but declares "
+                                               f"{size} bytes in {packed}")
+        if info.compress_type != zipfile.ZIP_DEFLATED:
+            return f"uses compression method {info.compress_type}, which phasec never writes"
+        if not self.compressed:
+            return ("is compressed inside an archive that is itself compressed (nested "
+                    "compression, which phasec never writes)")
+        if size > packed * DEFLATE_MAX_RATIO + 1024:
+            return (f"declares {format_size(size)} uncompressed from {format_size(packed)} "
+                    f"compressed, more than deflate can produce")
+        return ""
+
+    def _error(self, reason: str) -> FileAccessError:
+        return _fail("read", self.name, reason)
+
+    def _damaged(self, member: str | None, exc: BaseException, what: str = "") -> FileAccessError:
+        where = f"member {member!r}: " if member else ""
+        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return self._error(f"{where}{what or 'damaged archive'} ({detail})")
+
+    def info(self, member: str) -> zipfile.ZipInfo:
+        try:
+            return self.members[member]
+        except KeyError:
+            raise self._error(f"member {member!r} is missing") from None
+
+    # -- reading ---------------------------------------------------------------------
+    def read(self, member: str) -> bytes:
+        """A member's bytes (checked above; a zlib or CRC error: damaged file)."""
+        info = self.info(member)
+        try:
+            return self.zf.read(info)
+        except _ARCHIVE_ERRORS as exc:
+            raise self._damaged(member, exc) from None
+
+    def npy_header(self, member: str) -> tuple[tuple[int, ...], bool, Any]:
+        """(shape, fortran_order, dtype) from a ``.npy`` member's header, after
+        checking it declares exactly the member's size (only the header is
+        inflated)."""
+        import numpy as np
+
+        info = self.info(member)
+        try:
+            with self.zf.open(info) as fp:
+                version = np.lib.format.read_magic(fp)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+                elif version == (2, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+                else:
+                    raise ValueError(f"unsupported .npy format version {version}")
+                offset = fp.tell()
+        except _ARCHIVE_ERRORS as exc:
+            raise self._damaged(member, exc, "not a valid .npy array") from None
+        if dtype.hasobject:
+            raise self._error(f"member {member!r} holds Python objects, which phasec never "
+                              f"loads")
+        if any(not isinstance(d, int) or d < 0 for d in shape):
+            raise self._error(f"member {member!r} declares the shape {shape}")
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes != info.file_size - offset:
+            raise self._error(f"member {member!r} declares an array of shape {shape} and "
+                              f"dtype {dtype} ({nbytes} bytes) but holds "
+                              f"{info.file_size - offset} bytes of data")
+        return tuple(shape), fortran, dtype
+
+    def array(self, member: str) -> Any:
+        """The array in a ``.npy`` member (header checked first; never pickles)."""
+        import numpy as np
+
+        self.npy_header(member)
+        try:
+            with self.zf.open(self.info(member)) as fp:
+                return np.lib.format.read_array(fp, allow_pickle=False)
+        except _ARCHIVE_ERRORS as exc:
+            raise self._damaged(member, exc) from None
+
+    def close(self) -> None:
+        if hasattr(self, "zf"):
+            self.zf.close()
+        self._fh.close()  # ZipFile leaves a file object it was given open
+
+    def __enter__(self) -> "SafeZip":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_npz(source: PathLike | bytes, what: str = ".npz archive",
+             limit: int | None = None) -> dict[str, Any]:
+    """Every array of an ``.npz`` archive, by name, each checked (see
+    :class:`SafeZip`) before it is inflated; never unpickles anything."""
+    with SafeZip(source, what, limit) as z:
+        out = {}
+        for member in z.members:
+            if not member.endswith(".npy"):
+                raise z._error(f"member {member!r} is not a .npy array")
+            out[member[:-4]] = z.array(member)
+        return out
