@@ -8,6 +8,15 @@ and every remaining external declaration is checked before finalisation, so
 a missing symbol is a clear :class:`CodegenError` instead of LLVM aborting
 the process.
 
+LLVM prints its diagnostics (optimization remarks such as "loop not
+vectorized: call instruction cannot be vectorized", and the warning that a
+loop marked for vectorization was not) to file descriptor 2 itself, and
+llvmlite offers no diagnostic handler. So while LLVM optimizes and generates
+code, fd 2 points at a temporary file (:func:`_captured_llvm_output`); what
+LLVM wrote goes to :func:`phasec.console.native_diagnostics` (shown with
+``-v``), and anything else written there meanwhile (another thread's
+messages) is passed on to the real standard error afterwards.
+
 The parallel runtime (``phasec_rt_parallel_for``, see :mod:`.irlib`) is a
 separate module JIT-compiled once per process; kernel modules call it by
 symbol. ``PHASEC_PARALLEL_RUNTIME=spawn`` selects the thread-per-call
@@ -20,14 +29,19 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import re
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import llvmlite.binding as llvm
 
+from phasec import console
 from phasec.errors import InputError, PhasecError
 from phasec.fileio import parse_size
 from phasec.ir import intrinsics
@@ -83,6 +97,74 @@ class HostTarget:
         target = llvm.Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
                                             reloc="default", codemodel="jitdefault", jit=True)
+
+
+#: the lines LLVM's default diagnostic handler prints ("remark: <unknown>:0:0: ...")
+_LLVM_DIAGNOSTIC = re.compile(r"^(?:remark|warning|note|error): ")
+
+
+@contextmanager
+def _captured_llvm_output() -> Iterator[None]:
+    """Run the block with file descriptor 2 pointing at a temporary file, then
+    hand LLVM's diagnostic lines to :func:`console.native_diagnostics` and
+    pass every other line on to the real fd 2.
+
+    Callers hold ``_compile_lock``, so captures never nest. fd 2 is process
+    wide: text another thread writes to standard error during the block is
+    delayed until the block ends, not lost. (LLVM's fatal errors, which end
+    the process inside the block, are the one thing this hides; phasec
+    verifies the IR before LLVM sees it.)"""
+    _flush_stderr()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error at all: nothing to capture
+        yield
+        return
+    try:
+        sink = tempfile.TemporaryFile()
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    with sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            _flush_stderr()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            _dispatch_captured(sink.read())
+
+
+def _flush_stderr() -> None:
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _dispatch_captured(data: bytes) -> None:
+    if not data:
+        return
+    llvm_lines: list[str] = []
+    other = bytearray()
+    for raw in data.splitlines(keepends=True):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if _LLVM_DIAGNOSTIC.match(line):
+            llvm_lines.append(line)
+        else:
+            other += raw
+    view = memoryview(bytes(other))
+    try:
+        while view:
+            view = view[os.write(2, view):]
+    except OSError:
+        pass
+    console.native_diagnostics("llvm", llvm_lines)
 
 
 def _register_process_symbols() -> None:
@@ -344,7 +426,8 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
     pto.loop_interleaving = opt_level >= 2
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
-    mpm.run(mod, pb)
+    with _captured_llvm_output():
+        mpm.run(mod, pb)
 
     for f in mod.functions:
         if f.is_declaration and not f.name.startswith("llvm."):
@@ -356,7 +439,8 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
     compiled: list[bytes] = []
     if key is not None:
         engine.set_object_cache(notify_func=lambda _module, buf: compiled.append(bytes(buf)))
-    native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
+    with _captured_llvm_output():  # code generation has remarks of its own
+        native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
     if compiled:
         diskcache.store(key, compiled[0], optimized)
     return native
