@@ -49,6 +49,7 @@ _terminal: Any = None          # the stream progress lines go to, when on
 _owned_file: Any = None        # the duplicate of fd 2 opened for it (closed when off)
 _steps: list["Step"] = []      # the running steps, outermost first
 _shown = 0                     # characters of the line on screen now (0: none)
+_drawn = ""                    # that line
 _ticking = False               # a ticker thread redraws the line while steps run
 _recent: collections.deque[str] = collections.deque(maxlen=KEPT_DIAGNOSTICS)
 
@@ -192,6 +193,8 @@ class Step:
         with _lock:
             _steps.append(self)
             _start_ticker()
+            if _terminal is not None:
+                _redraw()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -219,15 +222,17 @@ def _line(now: float) -> str:
 
 
 def _width() -> int:
+    """The terminal's width less one (a line that wraps cannot be redrawn in
+    place); 80 columns when the terminal does not say."""
     try:
-        fd = _terminal.fileno()
-        return max(20, os.get_terminal_size(fd).columns - 1)
+        columns = os.get_terminal_size(_terminal.fileno()).columns
     except (AttributeError, ValueError, OSError):
-        return max(20, shutil.get_terminal_size().columns - 1)
+        columns = shutil.get_terminal_size().columns
+    return max(20, (columns or 80) - 1)
 
 
 def _redraw() -> None:
-    global _shown
+    global _shown, _drawn
     with _lock:
         if _terminal is None:
             return
@@ -235,6 +240,8 @@ def _redraw() -> None:
         if not text and not _shown:
             return
         text = text[:_width()]  # a wrapped line could not be redrawn in place
+        if text == _drawn:
+            return
         pad = " " * max(0, _shown - len(text))
         try:
             _terminal.write("\r" + text + pad)
@@ -243,11 +250,12 @@ def _redraw() -> None:
             _terminal.flush()
         except (OSError, ValueError):
             return
-        _shown = len(text)
+        _shown, _drawn = len(text), text
 
 
 def _erase() -> None:
-    global _shown
+    global _shown, _drawn
+    _drawn = ""
     if _terminal is None or not _shown:
         _shown = 0
         return

@@ -180,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stopper.done.set()
                 return interrupted_exit(exc)[0]
     finally:  # (a subcommand may have replaced them: stdout by devnull after a broken pipe)
+        console.set_verbosity(console.NORMAL)  # -q/-v are this invocation's only
         if isinstance(sys.stdout, MessageStream) and sys.stdout.stream is stdout:
             sys.stdout = stdout
         if isinstance(sys.stderr, MessageStream) and sys.stderr.stream is stderr:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from phasec.errors import InputError
 from phasec.fileio import same_file, write_atomic
+from phasec import console
 from phasec.frontend.onnx import from_onnx
 from phasec.script.printer import syntax
 from phasec.cli.opt import add_syntax_argument, check_output_suffix, module_text
@@ -70,8 +71,9 @@ def run(args: argparse.Namespace) -> int:
     shapes = parse_shapes(args.shape)
     if output is not None and not is_stream(output) and same_file(args.input, output):
         raise InputError(f"-o {output!r} is the input model; choose another name")
-    mod = from_onnx(args.input, shapes=shapes or None)
-    with syntax(args.syntax):
+    with console.step(f"importing {Path(args.input).name}"):
+        mod = from_onnx(args.input, shapes=shapes or None)
+    with syntax(args.syntax), console.step("printing the module"):
         text = module_text(mod, output)
     if output is None or to_stdout(output):
         sys.stdout.write(text)

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from phasec import console
 from phasec.errors import FileAccessError, InputError, ParseError, PhasecError
 from phasec.fileio import read_stream, same_file, write_atomic
 from phasec.cli._outputs import is_stream, output_option, to_stdout
@@ -118,13 +119,16 @@ def read_module(path: str) -> IRModule:
     """Load INPUT: a ``.py``/``.json`` file, an ONNX model (``.onnx``,
     imported by :func:`phasec.frontend.onnx.from_onnx`), or ``-`` for
     standard input."""
+    name = "standard input" if path == "-" else Path(path).name
     if path != "-" and Path(path).suffix.lower() == ".onnx":
         from phasec.frontend.onnx import from_onnx  # (its converters load for ONNX input only)
 
-        return from_onnx(path)
-    if path != "-":
-        return load(path)
-    return module_from_text(read_stdin_text(), "<stdin>")
+        with console.step(f"importing {name}"):
+            return from_onnx(path)
+    with console.step(f"reading {name}"):
+        if path != "-":
+            return load(path)
+        return module_from_text(read_stdin_text(), "<stdin>")
 
 
 def module_text(mod: IRModule, output: str | None) -> str:

@@ -363,7 +363,9 @@ def jit_compile(ir_text: str, entry_symbols: list[str], global_symbols: list[str
     under a key of ``ir_text`` itself when None; :func:`jit_load_cached`
     reads an entry back without any IR."""
     target = host_target()
-    with _compile_lock:
+    kernels = f"{len(entry_symbols)} kernel{'' if len(entry_symbols) == 1 else 's'}"
+    # the longest silent step of a build (SqueezeNet: ~25 s): a progress line on a terminal
+    with console.step(f"compiling {kernels} with LLVM"), _compile_lock:
         return _jit(target, ir_text, entry_symbols, global_symbols, opt_level, cache_key)
 
 

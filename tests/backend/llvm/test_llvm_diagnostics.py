@@ -49,8 +49,6 @@ def test_build_is_quiet_and_verbose_shows_what_llvm_said(tmp_path) -> None:
     assert lines and all(line.startswith("llvm: ") for line in lines), verbose.stderr
     assert any("loop not vectorized" in line for line in lines)
     assert len(lines) == len(set(lines))
-    both = _build(tmp_path, "-q", "-v")
-    assert both.returncode == 2 and "contradict" in both.stderr
 
 
 def _atanh_kernel(n: int) -> T.PrimFunc:
