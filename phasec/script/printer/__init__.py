@@ -66,8 +66,8 @@ from phasec.ir.module import DummyGlobalInfo, IRModule, VDevice
 from phasec.ir.node import set_printer
 from phasec.ir.struct_info import StructInfo
 from phasec.script.printer.common import (
-    INDENT, SYNTAXES, attrs_dict_text, check_syntax, legacy, quote_str, sanitize, syntax,
-    vdevice_text,
+    INDENT, SYNTAXES, ConstantElision, attrs_dict_text, check_syntax, elide_constants, legacy,
+    quote_str, sanitize, syntax, vdevice_text,
 )
 from phasec.script.printer.relax_level import RelaxPrinter
 from phasec.script.printer.tir_level import TirPrinter
@@ -75,7 +75,7 @@ from phasec.script.printer.tir_level import TirPrinter
 __all__ = [
     "print_module", "print_function", "print_prim_func", "print_expr", "print_binding",
     "print_sinfo", "print_sinfos", "print_prim_expr", "print_stmt", "quote_str",
-    "SYNTAXES", "syntax", "script_text",
+    "SYNTAXES", "syntax", "script_text", "ConstantElision", "elide_constants",
 ]
 
 
