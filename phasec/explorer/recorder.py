@@ -27,7 +27,7 @@ from phasec import console
 from phasec.errors import PhaseError, WellFormedError
 from phasec.ir import IRModule, Phase, tir
 from phasec.transform import REGISTRY, PassInstrument, get_pass_entry
-from phasec.script.printer import ConstantElision, elide_constants
+from phasec.script.printer import ConstantElision, elide_constants, print_module
 from phasec.explorer.model import (
     DiagnosticDoc, ErrorDoc, FunctionDiff, LimitsDoc, ReportDoc, StepDoc, SummaryDoc,
 )
@@ -36,7 +36,7 @@ __all__ = ["PipelineRecorder", "MAX_CONSTANT_ELEMENTS", "SNAPSHOT_CHARS", "REPOR
 
 #: constants of more elements print as metadata references (TVM prints every
 #: tensor constant so; phasec keeps small ones readable: shapes, scalars, indices)
-MAX_CONSTANT_ELEMENTS = 1024
+MAX_CONSTANT_ELEMENTS = 64
 #: the most one module text keeps (characters)
 SNAPSHOT_CHARS = 2 << 20
 #: the most all module texts and diffs of a report keep together (characters):
@@ -68,6 +68,7 @@ class PipelineRecorder(PassInstrument):
         self._stored = 0  # characters kept in texts
         self._stored_diffs = 0  # characters of diffs kept (by document())
         self._partial: set[int] = set()  # texts cut or omitted: no diff against them
+        self._function_texts: dict[Any, Any] = {}  # the printer's lines of each function
         self._script_of: dict[int, tuple[IRModule, int]] = {}  # id(module) -> (module, text id)
         self.steps: list[dict[str, Any]] = []
         self._open: list[tuple[int, float]] = []
@@ -86,7 +87,7 @@ class PipelineRecorder(PassInstrument):
             return cached[1]
         self.elision.used.clear()
         with elide_constants(self.elision):
-            text = mod.script()
+            text = print_module(mod, function_texts=self._function_texts)
         legend = self.elision.legend(self.elision.used)
         if legend:
             text = "\n".join(legend) + "\n" + text

@@ -184,7 +184,7 @@ def test_report_within_size_limits_says_what_it_left_out(browser, tmp_path):
     PipelineReport(recorder.document("limits", start=mod)).save(path)
     _open(browser, path, "limits")
     banner = browser.find_element(By.CSS_SELECTOR, "div.limits").text
-    assert banner.startswith("Size limits applied: 2 constants of more than 1024 elements")
+    assert banner.startswith("Size limits applied: 2 constants of more than 64 elements")
     assert "module texts were cut at 900 characters each" in banner
     notes = [d.text for d in browser.find_elements(By.CSS_SELECTOR, "tr.detail p.limits")]
     assert notes and all(n.startswith("diff not shown: a module text was cut") for n in notes)

@@ -51,7 +51,7 @@ def test_large_constants_print_as_metadata_references_with_a_legend() -> None:
     fold = next(s for s in doc.steps if s.pass_ == "FoldConstant")
     changed = [line for d in fold.diff for line in d.lines if line[:1] in "+-"]
     assert changed and sum(len(line) for line in changed) < 2000
-    assert 'Size limits applied:</b> 2 constants of more than 1024 elements' in rep.to_html()
+    assert 'Size limits applied:</b> 2 constants of more than 64 elements' in rep.to_html()
     jsonschema.validate(json.loads(rep.to_json()), report_json_schema())
 
 
@@ -91,3 +91,21 @@ def test_budgets_cut_and_omit_and_the_report_says_so() -> None:
     page = PipelineReport(doc).to_html()
     assert "module texts were left out: the report keeps at most" in page
     jsonschema.validate(json.loads(PipelineReport(doc).to_json()), report_json_schema())
+
+
+def test_reused_function_texts_keep_their_legend_and_match_the_printer() -> None:
+    """The recorder reuses the printed lines of functions a pass left alone
+    (print_module's function_texts): a new module object holding the same
+    function prints the same text, legend included."""
+    from phasec.script.printer import ConstantElision, elide_constants
+
+    mod = folded_weights_module()
+    recorder = PipelineRecorder()
+    first = recorder.texts[recorder.text_id(mod)]
+    renamed = mod.with_attr("note", "same functions")
+    second = recorder.texts[recorder.text_id(renamed)]
+    assert second.split("@I.ir_module")[0] == first.split("@I.ir_module")[0]  # the legend
+    assert "sha256" in first
+    with elide_constants(ConstantElision(64)):
+        plain = renamed.script()
+    assert second.endswith(plain)
