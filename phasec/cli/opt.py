@@ -41,8 +41,9 @@ from phasec.script.parser import decode_source, parse
 from phasec.script.printer import SYNTAXES, syntax
 from phasec.transform import (
     REGISTRY, VERIFY_MODES, PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace,
-    PrintAfterAll, PrintBeforeAll, parse_pipeline,
+    PrintAfterAll, PrintBeforeAll, get_pass, parse_pipeline,
 )
+from phasec.verifier.inputs import check_input
 
 #: output suffix -> format
 OUTPUT_SUFFIXES = {".py": "TVMScript", ".json": "JSON"}
@@ -131,6 +132,22 @@ def read_module(path: str) -> IRModule:
         return module_from_text(read_stdin_text(), "<stdin>")
 
 
+def check_read_module(mod: IRModule, path: str, verify: str, report: Any = None) -> None:
+    """Refuse an ill-formed input as the input's error (what ``phasec-check``
+    reports, with the file named), not as the first pass's: the one input
+    check of ``opt``, ``build`` and ``run``. Skipped with ``--verify off``;
+    what Normalize repairs (IR not in A-normal form, missing struct info) is
+    no error. ``report`` (a CliReport) gets the error too."""
+    if verify == "off":
+        return
+    try:
+        check_input(mod, "standard input" if path == "-" else path, repair=get_pass("Normalize"))
+    except PhasecError as exc:
+        if report is not None:
+            report.write(mod, error=exc)
+        raise
+
+
 def module_text(mod: IRModule, output: str | None) -> str:
     """The module in the format ``output``'s suffix asks for (TVMScript by default)."""
     if output is not None and Path(output).suffix.lower() == ".json":
@@ -213,6 +230,7 @@ def _run(args: argparse.Namespace) -> int:
     check_outputs_differ(args.input, output, args.report)
     report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
+    check_read_module(mod, args.input, args.verify, report)
     if spec_seq is not None:
         pipeline: Any = spec_seq
     else:
