@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from phasec.errors import PhasecError, WellFormedError
+from phasec.errors import InputError, PhasecError, WellFormedError
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
 from phasec import verifier
@@ -126,8 +126,10 @@ class PhaseCheckError(WellFormedError):
         return self
 
 
-class TVMNotAvailableError(PhasecError):
-    """TVM is not installed (or not a release this bridge reads)."""
+class TVMNotAvailableError(InputError):
+    """TVM is not installed (or not a release this bridge reads). An
+    :class:`~phasec.errors.InputError`: the command line exits 2, as for a
+    missing onnx or redis package."""
 
 
 def require_tvm() -> Any:

@@ -53,6 +53,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: the subcommands that read no input file (no --max-input-size)
+READ_NOTHING = frozenset({"passes", "schema", "cache"})
+
+
 def add_input_limit_argument(parser: argparse.ArgumentParser) -> None:
     """``--max-input-size``: the cap on what one read takes (phasec.fileio)."""
     parser.add_argument("--max-input-size", metavar="SIZE", default=None,
@@ -121,7 +125,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         p.set_defaults(_module=module)
         if argv is None or name == chosen:
             importlib.import_module(module).add_arguments(p)
-            add_input_limit_argument(p)
+            if name not in READ_NOTHING:
+                add_input_limit_argument(p)
             add_verbosity_arguments(p)
     return parser
 

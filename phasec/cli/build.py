@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"executable file to write, or - for standard output (default: "
                              f"INPUT with suffix {EXECUTABLE_SUFFIX} in the current directory)")
     parser.add_argument("--opt-level", type=int, default=2, metavar="N",
-                        help="optimization level (default 2)")
+                        help="optimization level, 0 to 4 (default 2)")
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), after transitions, "
                              "or off")

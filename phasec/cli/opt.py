@@ -51,7 +51,8 @@ OUTPUT_SUFFIXES = {".py": "TVMScript", ".json": "JSON"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT",
-                        help="module file: .py (TVMScript), .json, or - for standard input")
+                        help="module file: .py (TVMScript), .json, an ONNX model (.onnx), or - "
+                             "for standard input")
     parser.add_argument("--passes", metavar="SPEC", default=None,
                         help='textual pipeline, e.g. "LambdaLifting,FuseOps{fuse_opt_level=2}" '
                              "(see `phasec passes`); default: the default pipeline from the "
@@ -60,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the result here (.py: TVMScript, .json: JSON) instead of "
                              "standard output")
     parser.add_argument("--opt-level", type=int, default=2, metavar="N",
-                        help="PassContext opt_level: passes above it are skipped (default 2)")
+                        help="PassContext opt_level, 0 to 4: passes above it are skipped (default 2)")
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), after transitions "
                              "only, or never (off)")
@@ -180,9 +181,15 @@ def check_outputs_differ(input_path: str, output: str | None, report: str | None
                          f"another name for one of them")
 
 
+#: the optimization levels the default pipeline knows (FuseOps' fuse_opt_level)
+OPT_LEVELS = range(0, 5)
+OPT_LEVEL_HELP = "optimization level, 0 to 4 (default 2)"
+
+
 def check_opt_level(level: int) -> None:
-    if level < 0:
-        raise PassConfigError(f"--opt-level must be >= 0, not {level}")
+    if level not in OPT_LEVELS:
+        raise PassConfigError(f"--opt-level must be from {OPT_LEVELS[0]} to {OPT_LEVELS[-1]}, "
+                              f"not {level}")
 
 
 class _PrintBefore(PrintBeforeAll):

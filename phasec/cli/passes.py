@@ -12,13 +12,17 @@ import argparse
 import json
 from typing import Any
 
+from phasec.errors import InputError
 from phasec.transform import MISSING, describe_phases, format_value, pass_entries
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also show each pass's options and description")
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument("--format", choices=("table", "json"), default=None,
+                        help="a table (the default) or a JSON list, as every command's "
+                             "--format")
+    parser.add_argument("--json", action="store_true", help="the same as --format json")
 
 
 def _options_text(defaults: dict[str, Any]) -> str:
@@ -121,7 +125,9 @@ def render_table(rows: list[dict[str, str]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.json:
+    if args.json and args.format == "table":
+        raise InputError("--json and --format table contradict each other: give one")
+    if args.json or args.format == "json":
         print(json.dumps(pass_records(verbose=args.verbose), indent=2))
     else:
         rows = pass_rows(verbose=args.verbose)
