@@ -181,18 +181,27 @@ def _register_stop_fusion(tvm: Any) -> None:
                                  lambda x: tvm.runtime.tensor(x.numpy(), device=x.device))
 
 
-def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>") -> IRModule:
+def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>",
+             phase: "Phase | str | None" = None) -> IRModule:
     """A phasec :class:`IRModule` from a ``tvm.IRModule`` (through its TVMScript).
 
-    The phase is TVM's module attribute ``phase`` when present, else
-    ingestion (as for any module without one). Syntax phasec does not read
-    is a :class:`~phasec.errors.ParseError` naming the line of TVM's text.
+    The phase is TVM's module attribute ``phase`` when present. Otherwise:
+    ingestion (``phase=None``, as for any module without one), the phase
+    given, or with ``phase="infer"`` the highest phase the module satisfies
+    (:func:`phasec.verifier.infer_phase`: a module TVM lowered comes back in
+    the lowering or build phase). Syntax phasec does not read is a
+    :class:`~phasec.errors.ParseError` naming the line of TVM's text.
     """
     tvm = require_tvm()
     if not isinstance(tvm_mod, tvm.IRModule):
         raise TypeError(f"from_tvm expects a tvm.IRModule, not {type(tvm_mod).__name__}")
     text, metadata = _script(tvm_mod)
-    return parse(text, filename, metadata=metadata)
+    mod = parse(text, filename, metadata=metadata)
+    if phase is None or "phase" in mod.attrs:
+        return mod
+    if phase == "infer":
+        return mod.with_phase(verifier.infer_phase(mod))
+    return mod.with_phase(phase)
 
 
 _METADATA_REF = re.compile(r'metadata\["([\w.]+)"\]\[(\d+)\]')

@@ -93,3 +93,20 @@ def test_documented_deviations_are_exactly_those_of_phases_md() -> None:
                                     [*ran, "LowerRuntimeBuiltin", "VMShapeLower"])
     assert not documented_deviation(_verdict("X", {"PH201": "dataflow"}),
                                     [*ran, "ToNonDataflow", "X"])
+
+
+def test_from_tvm_infers_the_phase_of_a_lowered_module() -> None:
+    """A module TVM lowered, without phasec's phase attribute: ingestion by
+    default, its phase with phase="infer" (the verifier's answer, which must
+    agree with phasec's own pipeline on the same module)."""
+    from phasec.pipeline import lower
+    from phasec.tvm import from_tvm
+
+    lowered = lower(phasec.load(str(MLP)))
+    assert lowered.phase == Phase.BUILD
+    tvm_mod = to_tvm(lowered).without_attr("phase")
+    assert from_tvm(tvm_mod).phase == Phase.INGESTION
+    assert from_tvm(tvm_mod, phase="infer").phase == Phase.BUILD
+    assert from_tvm(tvm_mod, phase="lowering").phase == Phase.LOWERING
+    # a phase the module states is kept
+    assert from_tvm(to_tvm(lowered), phase="infer").phase == Phase.BUILD
