@@ -48,13 +48,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("phasec.cli.fuzz", "fuzz pass orderings on random programs"),
     "schema": ("phasec.cli.schema", "print the JSON Schema of the module format"),
     "import": ("phasec.cli.import_model", "import an ONNX model as TVMScript or JSON"),
+    "example": ("phasec.cli.example", "write out a bundled example model (mlp, cnn, transformer)"),
     "cache": ("phasec.cli.cache",
               "show (info), empty (clear) or shrink (prune) the persistent kernel cache"),
 }
 
 
 #: the subcommands that read no input file (no --max-input-size)
-READ_NOTHING = frozenset({"passes", "schema", "cache"})
+READ_NOTHING = frozenset({"passes", "schema", "cache", "example"})
 
 
 def add_input_limit_argument(parser: argparse.ArgumentParser) -> None:

@@ -86,3 +86,21 @@ def test_opt_help_names_onnx_input(capsys):
 
 def test_a_missing_tvm_is_a_usage_error_like_onnx():
     assert _is_usage_error(TVMNotAvailableError("TVM is not installed"))
+
+
+def test_example_writes_the_bundled_model(capsys, tmp_path):
+    """``phasec example -o model.py``: the file the README's snippets load."""
+    from pathlib import Path
+
+    import phasec
+    from phasec.ir import assert_structural_equal
+
+    bundled = Path(phasec.__file__).parent / "examples" / "cnn.py"
+    assert main(["example", "cnn"]) == 0
+    assert capsys.readouterr().out == bundled.read_text()
+    assert main(["example", "cnn", "-o", str(tmp_path / "model.json")]) == 0
+    assert "phasec run" in capsys.readouterr().err
+    assert_structural_equal(phasec.load(tmp_path / "model.json"), phasec.load(bundled))
+    with pytest.raises(SystemExit) as info:  # argparse: usage and the choices
+        main(["example", "resnet"])
+    assert info.value.code == 2
