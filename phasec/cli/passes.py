@@ -9,7 +9,9 @@ same as a JSON list of typed records for tools (see :func:`pass_records`).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import re
 from typing import Any
 
 from phasec.errors import InputError
@@ -56,9 +58,27 @@ def pass_records(verbose: bool = False) -> list[dict[str, Any]]:
         }
         if verbose:
             record["options"] = {k: _json_default(v) for k, v in entry.option_defaults.items()}
-            record["description"] = entry.doc
+            record["description"] = description(entry)
         records.append(record)
     return records
+
+
+def description(entry: Any) -> str:
+    """What a pass does: the first paragraph of its docstring (a whole
+    sentence, where the registry's ``doc`` is the first line only), as plain
+    text."""
+    text = inspect.getdoc(entry.factory) or ""
+    paragraph = text.strip().split("\n\n", 1)[0]
+    return plain_text(" ".join(paragraph.split()))
+
+
+def plain_text(doc: str | None) -> str:
+    """A docstring's text as a terminal shows it: reST's ``literal`` and
+    :role:`target` markup become `literal` and `target`."""
+    if not doc:
+        return ""
+    text = re.sub(r":[\w:]+:`~?([^`]+)`", r"`\1`", doc)
+    return text.replace("``", "`")
 
 
 def _json_default(value: Any) -> Any:
@@ -86,7 +106,7 @@ def pass_rows(verbose: bool = False) -> list[dict[str, str]]:
         }
         if verbose:
             row["options"] = _options_text(entry.option_defaults)
-            row["description"] = entry.doc or "-"
+            row["description"] = description(entry) or "-"
         rows.append(row)
     return rows
 

@@ -104,3 +104,23 @@ def test_example_writes_the_bundled_model(capsys, tmp_path):
     with pytest.raises(SystemExit) as info:  # argparse: usage and the choices
         main(["example", "resnet"])
     assert info.value.code == 2
+
+
+def test_pass_descriptions_show_no_rest_markup(capsys):
+    assert main(["passes", "-v"]) == 0
+    table = capsys.readouterr().out
+    assert "description: Remove trivial rebindings (`y = x`" in table
+    assert "``" not in table and ":func:" not in table and ":class:" not in table
+    assert main(["passes", "-v", "--format", "json"]) == 0
+    assert "``" not in capsys.readouterr().out
+
+
+def test_pass_descriptions_are_whole_sentences(capsys):
+    """``passes -v`` showed the first line of each docstring, cut
+    mid-sentence ("... into a generated"); now the first paragraph."""
+    assert main(["passes", "-v", "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert records and all(r["description"].endswith(".") for r in records), \
+        [r["description"][-40:] for r in records if not r["description"].endswith(".")]
+    legalize = next(r for r in records if r["pass"] == "LegalizeOps")
+    assert legalize["description"].endswith("into a generated PrimFunc.")
