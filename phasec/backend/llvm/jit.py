@@ -54,10 +54,13 @@ from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
 
 __all__ = ["host_target", "NativeModule", "jit_compile", "bind_array_symbols", "set_num_threads",
            "get_num_threads", "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
-           "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit"]
+           "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit",
+           "default_num_threads"]
 
 #: the limit of the runtime's cache of freed kernel buffers ("0": none; "256M"...)
 BUFFER_CACHE_ENV = "PHASEC_BUFFER_CACHE"
+#: the threads of parallel loops (a positive integer; default: default_num_threads())
+NUM_THREADS_ENV = "PHASEC_NUM_THREADS"
 #: the runtime's cache of kernels' freed intermediate buffers (irlib.BUFFER_CACHE_IR)
 _RUNTIME_BUFFER_FUNCTIONS = ("phasec_rt_alloc", "phasec_rt_free", "phasec_rt_trim_buffers")
 
@@ -234,6 +237,7 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     limit = os.environ.get(BUFFER_CACHE_ENV, "").strip()
     cache_bytes = None if not limit else 0 if limit == "0" else parse_size(
         limit, f"the environment variable {BUFFER_CACHE_ENV}")  # refused before any JIT work
+    threads = default_num_threads()  # (PHASEC_NUM_THREADS too)
     with _compile_lock:
         _runtime = _jit(target, parallel_runtime_ir(kind, machine),
                         ["phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS],
@@ -246,12 +250,64 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(_runtime))
     for name in ("phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS):
         llvm.add_symbol(name, _runtime.addresses[name])
-    _runtime.set_i32("phasec_rt_num_threads", min(os.cpu_count() or 1, 256))
+    _runtime.set_i32("phasec_rt_num_threads", threads)
     tuning = host_tuning()
     _runtime.set_i64("phasec_rt_min_work", tuning.parallel_min_work)
     _runtime.set_i64("phasec_rt_wake_work", tuning.parallel_wake_work)
     if cache_bytes is not None:
         _runtime.set_i64("phasec_rt_buffer_cache_bytes", cache_bytes)
+
+
+def default_num_threads() -> int:
+    """The threads parallel loops use unless told: ``PHASEC_NUM_THREADS``
+    when set, else the CPUs this process may run on (its affinity mask, as
+    ``taskset`` sets it), capped by its cgroup's CPU quota (a container's
+    ``--cpus``), at most 256. An invalid ``PHASEC_NUM_THREADS`` is an
+    :class:`~phasec.errors.InputError` naming it."""
+    value = os.environ.get(NUM_THREADS_ENV, "").strip()
+    if value:
+        if not value.isdigit() or not 1 <= int(value) <= 256:
+            raise InputError(f"the environment variable {NUM_THREADS_ENV} must be a number of "
+                             f"threads from 1 to 256, not {value!r}")
+        return int(value)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        cpus = min(cpus, quota)
+    return max(1, min(cpus, 256))
+
+
+def _cgroup_cpu_quota() -> int | None:
+    """CPUs the process's cgroup (v2 ``cpu.max``, or v1 ``cpu.cfs_quota_us``)
+    allows, rounded up; None without a quota."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        try:
+            if controllers == "":  # cgroup v2
+                with open(f"/sys/fs/cgroup{path.rstrip('/')}/cpu.max", encoding="utf-8") as fh:
+                    quota, period = fh.read().split()[:2]
+            elif "cpu" in controllers.split(","):
+                base = f"/sys/fs/cgroup/{controllers}{path.rstrip('/')}"
+                with open(f"{base}/cpu.cfs_quota_us", encoding="utf-8") as fh:
+                    quota = fh.read().strip()
+                with open(f"{base}/cpu.cfs_period_us", encoding="utf-8") as fh:
+                    period = fh.read().strip()
+            else:
+                continue
+        except (OSError, ValueError):
+            continue
+        if quota in ("max", "-1") or int(period) <= 0:
+            return None
+        return max(1, -(-int(quota) // int(period)))
+    return None
 
 
 def trim_buffer_cache() -> int:
@@ -284,7 +340,8 @@ def parallel_runtime_kind() -> str:
 def set_num_threads(n: int) -> None:
     """Threads used by ``parallel`` loops, process-wide (1 runs them serially).
 
-    The default is ``os.cpu_count()``.
+    The default is :func:`default_num_threads` (``PHASEC_NUM_THREADS``, else
+    the CPUs the process may use).
     """
     host_target()
     _runtime.set_i32("phasec_rt_num_threads", max(1, min(int(n), 256)))
