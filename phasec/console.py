@@ -46,6 +46,7 @@ KEPT_DIAGNOSTICS = 1000
 _lock = threading.RLock()
 _verbosity = NORMAL
 _terminal: Any = None          # the stream progress lines go to, when on
+_owner = 0                     # the process that turned them on (not its forked workers)
 _owned_file: Any = None        # the duplicate of fd 2 opened for it (closed when off)
 _steps: list["Step"] = []      # the running steps, outermost first
 _shown = 0                     # characters of the line on screen now (0: none)
@@ -71,7 +72,7 @@ def enable_progress(stream: Any = None) -> bool:
     descriptor 2, so the lines reach the terminal even while phasec captures
     what LLVM writes there) when it is a terminal and the verbosity is not
     :data:`QUIET`. Returns whether progress is on."""
-    global _terminal, _owned_file
+    global _terminal, _owned_file, _owner
     disable_progress()
     if _verbosity == QUIET:
         return False
@@ -88,6 +89,7 @@ def enable_progress(stream: Any = None) -> bool:
         elif not _isatty(stream):
             return False
         _terminal = stream
+        _owner = os.getpid()
         return True
 
 
@@ -106,7 +108,9 @@ def disable_progress() -> None:
 
 
 def progress_enabled() -> bool:
-    return _terminal is not None
+    """Whether progress lines are shown (in this process: a worker forked
+    from the command draws none)."""
+    return _terminal is not None and _owner == os.getpid()
 
 
 class _ErasingStream:
@@ -177,7 +181,7 @@ class Step:
         names the item being worked on."""
         self.done = self.done + 1 if done is None else done
         self.detail = detail
-        if _terminal is not None:
+        if progress_enabled():
             _redraw()
 
     def text(self, now: float) -> str:
@@ -193,7 +197,7 @@ class Step:
         with _lock:
             _steps.append(self)
             _start_ticker()
-            if _terminal is not None:
+            if progress_enabled():
                 _redraw()
         return self
 
@@ -203,7 +207,7 @@ class Step:
                 _steps.remove(self)
             if not _steps:
                 _erase()
-            elif _terminal is not None:
+            elif progress_enabled():
                 _redraw()
 
 
@@ -234,7 +238,7 @@ def _width() -> int:
 def _redraw() -> None:
     global _shown, _drawn
     with _lock:
-        if _terminal is None:
+        if not progress_enabled():
             return
         text = _line(time.monotonic())
         if not text and not _shown:
@@ -256,7 +260,7 @@ def _redraw() -> None:
 def _erase() -> None:
     global _shown, _drawn
     _drawn = ""
-    if _terminal is None or not _shown:
+    if not progress_enabled() or not _shown:
         _shown = 0
         return
     try:
@@ -270,7 +274,7 @@ def _erase() -> None:
 
 def _start_ticker() -> None:
     global _ticking
-    if _terminal is None or _ticking:
+    if not progress_enabled() or _ticking:
         return
     _ticking = True
     threading.Thread(target=_tick, name="phasec-progress", daemon=True).start()

@@ -138,3 +138,24 @@ def test_quiet_and_verbose_together_is_a_usage_error(capsys) -> None:
     assert main(["passes", "-q", "-v"]) == 2
     assert "-q (--quiet) and -v (--verbose) contradict" in capsys.readouterr().err
     assert console.verbosity() == console.NORMAL
+
+
+def test_a_forked_worker_draws_no_progress(monkeypatch) -> None:
+    """fuzz --jobs forks workers that compile kernels: only the command's
+    own process draws the line."""
+    monkeypatch.setattr(console, "SHOW_AFTER_SECONDS", 0)
+    terminal = _FakeTerminal()
+    assert console.enable_progress(terminal)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the worker: its steps must not write
+            with console.step("in a worker") as step:
+                step.update(1)
+            os._exit(0 if "worker" not in terminal.text else 1)
+        _, status = os.waitpid(pid, 0)
+        with console.step("in the command"):
+            pass
+    finally:
+        console.disable_progress()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "in the command" in terminal.text
