@@ -24,7 +24,8 @@ import time
 from typing import Any
 
 from phasec import console
-from phasec.errors import PhaseError, WellFormedError
+from phasec import fileio
+from phasec.errors import PhaseError, PhasecError, WellFormedError
 from phasec.ir import IRModule, Phase, tir
 from phasec.transform import REGISTRY, PassInstrument, get_pass_entry
 from phasec.script.printer import ConstantElision, elide_constants, print_module
@@ -69,6 +70,7 @@ class PipelineRecorder(PassInstrument):
         self._stored_diffs = 0  # characters of diffs kept (by document())
         self._partial: set[int] = set()  # texts cut or omitted: no diff against them
         self._function_texts: dict[Any, Any] = {}  # the printer's lines of each function
+        self._sources: dict[str, list[str]] = {}  # source file -> its lines (diagnostic spans)
         self._script_of: dict[int, tuple[IRModule, int]] = {}  # id(module) -> (module, text id)
         self.steps: list[dict[str, Any]] = []
         self._open: list[tuple[int, float]] = []
@@ -262,6 +264,25 @@ class PipelineRecorder(PassInstrument):
         self._stored_diffs += size
         return diff, ""
 
+    def _source_line(self, span: Any) -> str | None:
+        """The line of the parsed source a span points at (its code, comment
+        dropped), to find the same statement in the printed module: the CLI
+        shows that line, so the report highlights it too. None when the file
+        cannot be read (any more) or the span names none."""
+        if span is None or not getattr(span, "file", None) or not span.line:
+            return None
+        lines = self._sources.get(span.file)
+        if lines is None:
+            try:
+                with fileio.open_regular(span.file, limit=1 << 24) as fh:
+                    lines = fh.read(1 << 24).decode("utf-8", "replace").splitlines()
+            except (OSError, PhasecError):
+                lines = []
+            self._sources[span.file] = lines
+        if not 0 < span.line <= len(lines):
+            return None
+        return lines[span.line - 1].split("#", 1)[0].strip() or None
+
     def _error_doc(self, error: BaseException, module_phase: Phase,
                    text: int | None) -> ErrorDoc:
         name = getattr(error, "requested_pass", None) or getattr(error, "pass_name", None) \
@@ -285,7 +306,8 @@ class PipelineRecorder(PassInstrument):
         parsed source (kept as ``source``), which passes may have changed, so
         the line shown is found by the function and binding it names."""
         span = d.span
-        line = _locate(self.texts[text], d.function, d.binding) if text is not None else None
+        line = (_locate(self.texts[text], d.function, d.binding, self._source_line(span))
+                if text is not None else None)
         return DiagnosticDoc(code=d.code, severity=d.severity, message=d.message,
                              function=d.function, binding=d.binding, help=d.help,
                              source=str(span) if span is not None else None,
@@ -303,9 +325,12 @@ def _fix_of(message: str) -> str:
     return head.rsplit(": ", 1)[-1].rstrip(".") if ": " in head else ""
 
 
-def _locate(text: str, function: str | None, binding: str | None) -> int | None:
-    """The 1-based line of ``text`` that binds ``binding`` in ``function`` (or
-    the function's header), or None."""
+def _locate(text: str, function: str | None, binding: str | None,
+            source_line: str | None = None) -> int | None:
+    """The 1-based line of ``text`` that binds ``binding`` in ``function``;
+    without a binding, the line of the function that reads as
+    ``source_line`` (the statement the diagnostic's span shows, e.g. a
+    ``return``), else the function's header; or None."""
     if function is None:
         return None
     lines = text.splitlines()
@@ -314,6 +339,12 @@ def _locate(text: str, function: str | None, binding: str | None) -> int | None:
     if start is None:
         return None
     if binding is None:
+        if source_line:
+            for i in range(start + 1, len(lines)):
+                if _FUNCTION_HEADER.match(lines[i]):
+                    break
+                if lines[i].strip() == source_line:
+                    return i + 1
         return start + 1
     target = re.compile(rf"^\s+{re.escape(binding)}(:| =)")
     for i in range(start + 1, len(lines)):
