@@ -147,7 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "index is an error naming kernel, buffer, index and extent "
                              "(slower; the TIR interpreter always checks)")
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="do not list the passes")
+                        help="do not list the passes, no progress lines")
     add_report_argument(parser)
     parser.add_argument("--save-inputs", metavar="NPZ", default=None,
                         help="write the inputs of the run (given or random) to NPZ, one array "
