@@ -13,15 +13,22 @@ first called, never by ``import phasec`` nor by ``import phasec.tvm``.
   TVM's names for them (:data:`TVM_TRANSITIONS`), and runs phasec's verifier
   on the module after every TVM pass, recording the first pass that breaks an
   invariant of the phase the module should be in. It changes nothing in TVM.
+  The disagreements PHASES.md documents for TVM's own pipeline
+  (:data:`TVM_DOCUMENTED_DEVIATIONS`, decided by :func:`documented_deviation`,
+  which ``phasec fuzz --against tvm`` uses too) are marked, not reported.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from phasec.errors import PhasecError, WellFormedError
+from phasec.errors import InputError, PhasecError, WellFormedError
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
 from phasec import verifier
@@ -32,7 +39,8 @@ from phasec.op.unary import STOP_FUSION_PACKED
 from phasec.script.parser import parse
 
 __all__ = ["from_tvm", "to_tvm", "PhaseCheck", "PassVerdict", "TVM_TRANSITIONS",
-           "TVMNotAvailableError", "TESTED_TVM_VERSION", "require_tvm"]
+           "TVMNotAvailableError", "TESTED_TVM_VERSION", "require_tvm", "PhaseCheckError",
+           "TVM_DOCUMENTED_DEVIATIONS", "documented_deviation"]
 
 #: The TVM release this bridge is tested with (the ``phasec[tvm]`` pin).
 TESTED_TVM_VERSION = "0.27"
@@ -49,8 +57,79 @@ TVM_TRANSITIONS: dict[str, Phase] = {
 }
 
 
-class TVMNotAvailableError(PhasecError):
-    """TVM is not installed (or not a release this bridge reads)."""
+#: What TVM 0.27's pipeline does differently from phasec's phases, as
+#: PHASES.md documents it ("TVM's pipeline, phase-checked"): not findings.
+#: Keys name the deviation; :func:`documented_deviation` recognises them.
+TVM_DOCUMENTED_DEVIATIONS: dict[str, str] = {
+    "legalize-without-lambda-lift":
+        "TVM's default pipeline never runs LambdaLift, so LegalizeOps runs in phase "
+        "ingestion; harmless when there is nothing to lift (the module then satisfies "
+        "the optimization phase)",
+    "dataflow-after-legalize":
+        "TVM's transition into lowering spans LegalizeOps and ToNonDataflow: dataflow "
+        "blocks stay until ToNonDataflow (PH201)",
+    "reshape-after-legalize":
+        "RewriteDataflowReshape turns a legalized reshape back into R.reshape, which "
+        "LowerRuntimeBuiltin lowers (PH202 naming reshape only, until LowerRuntimeBuiltin)",
+}
+
+
+def documented_deviation(verdict: "PassVerdict", ran: Sequence[str]) -> bool:
+    """Whether every finding of ``verdict`` is one of TVM's documented
+    deviations (:data:`TVM_DOCUMENTED_DEVIATIONS`), given the names of the TVM
+    passes ``ran`` so far (the verdict's pass last). An unreadable module or
+    any other finding is not."""
+    if verdict.unreadable or verdict.ok:
+        return False
+    after_legalize = list(ran[ran.index("LegalizeOps"):]) if "LegalizeOps" in ran else []
+    if verdict.order_error:
+        # only LegalizeOps run straight from ingestion, with nothing left to lift
+        if not (verdict.pass_name == "LegalizeOps" and "LambdaLift" not in ran
+                and "LambdaLifting" not in ran and "ran in phase ingestion" in verdict.order_error
+                and verdict.inferred is not None and verdict.inferred >= Phase.OPTIMIZATION):
+            return False
+    codes = {d.code for d in verdict.diagnostics}
+    if "PH201" in codes and after_legalize and "ToNonDataflow" not in after_legalize:
+        codes.discard("PH201")
+    if ("PH202" in codes and "LowerRuntimeBuiltin" not in after_legalize
+            and all("reshape" in d.message for d in verdict.diagnostics if d.code == "PH202")):
+        codes.discard("PH202")
+    return not codes
+
+
+class PhaseCheckError(WellFormedError):
+    """What ``PhaseCheck(raise_on_violation=True)`` raises: a
+    :class:`~phasec.errors.WellFormedError` with the verdict's
+    ``diagnostics`` and ``pass_name``. It is registered with TVM's FFI, so it
+    comes out of ``tvm.compile`` as itself, not as TVM's ``RuntimeError``."""
+
+    #: raised instances by message, for the copy TVM's FFI makes from the
+    #: message alone on the way out (a few; the newest are kept)
+    _raised: "OrderedDict[str, PhaseCheckError]" = OrderedDict()
+    _lock = threading.Lock()
+
+    def __init__(self, message: str, diagnostics: Sequence[Any] = (),
+                 pass_name: str | None = None, verdict: "PassVerdict | None" = None) -> None:
+        with PhaseCheckError._lock:
+            original = PhaseCheckError._raised.get(message)
+        if original is not None and not diagnostics and verdict is None:
+            diagnostics, pass_name, verdict = (original.diagnostics, original.pass_name,
+                                               original.verdict)
+        super().__init__(message, diagnostics, pass_name)
+        self.verdict = verdict
+
+    def remember(self) -> "PhaseCheckError":
+        with PhaseCheckError._lock:
+            PhaseCheckError._raised[str(self)] = self
+            while len(PhaseCheckError._raised) > 16:
+                PhaseCheckError._raised.popitem(last=False)
+        return self
+
+
+class TVMNotAvailableError(InputError):
+    """TVM is not installed (or not a release this bridge reads). An
+    :class:`~phasec.errors.InputError`: the command line exits 2, as for a
+    missing onnx or redis package."""
 
 
 def require_tvm() -> Any:
@@ -102,18 +181,27 @@ def _register_stop_fusion(tvm: Any) -> None:
                                  lambda x: tvm.runtime.tensor(x.numpy(), device=x.device))
 
 
-def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>") -> IRModule:
+def from_tvm(tvm_mod: Any, *, filename: str = "<tvm>",
+             phase: "Phase | str | None" = None) -> IRModule:
     """A phasec :class:`IRModule` from a ``tvm.IRModule`` (through its TVMScript).
 
-    The phase is TVM's module attribute ``phase`` when present, else
-    ingestion (as for any module without one). Syntax phasec does not read
-    is a :class:`~phasec.errors.ParseError` naming the line of TVM's text.
+    The phase is TVM's module attribute ``phase`` when present. Otherwise:
+    ingestion (``phase=None``, as for any module without one), the phase
+    given, or with ``phase="infer"`` the highest phase the module satisfies
+    (:func:`phasec.verifier.infer_phase`: a module TVM lowered comes back in
+    the lowering or build phase). Syntax phasec does not read is a
+    :class:`~phasec.errors.ParseError` naming the line of TVM's text.
     """
     tvm = require_tvm()
     if not isinstance(tvm_mod, tvm.IRModule):
         raise TypeError(f"from_tvm expects a tvm.IRModule, not {type(tvm_mod).__name__}")
     text, metadata = _script(tvm_mod)
-    return parse(text, filename, metadata=metadata)
+    mod = parse(text, filename, metadata=metadata)
+    if phase is None or "phase" in mod.attrs:
+        return mod
+    if phase == "infer":
+        return mod.with_phase(verifier.infer_phase(mod))
+    return mod.with_phase(phase)
 
 
 _METADATA_REF = re.compile(r'metadata\["([\w.]+)"\]\[(\d+)\]')
@@ -186,7 +274,9 @@ class PassVerdict:
     not even structurally well-formed, or unreadable); ``diagnostics`` the
     verifier's errors at ``phase``; ``order_error`` a transition run from the
     wrong phase (e.g. LegalizeOps on a module never lambda-lifted);
-    ``unreadable`` the parse error when phasec could not read TVM's text.
+    ``unreadable`` the parse error when phasec could not read TVM's text;
+    ``documented`` that every finding is one of TVM's documented deviations
+    (:func:`documented_deviation`).
     """
 
     index: int
@@ -196,6 +286,7 @@ class PassVerdict:
     diagnostics: tuple[Any, ...] = ()
     order_error: str | None = None
     unreadable: str | None = None
+    documented: bool = False
 
     @property
     def ok(self) -> bool:
@@ -204,7 +295,7 @@ class PassVerdict:
     def describe(self) -> str:
         head = (f"#{self.index} {self.pass_name}: phase {self.phase.label}, satisfies "
                 f"{self.inferred.label if self.inferred is not None else 'none'}")
-        lines = [head]
+        lines = [head + (" (a documented TVM deviation)" if self.documented else "")]
         if self.order_error:
             lines.append(f"  phase order: {self.order_error}")
         if self.unreadable:
@@ -219,6 +310,7 @@ class _State:
     last_text: str | None = None
     last_verdict: PassVerdict | None = None
     verdicts: list[PassVerdict] = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)
 
 
 class PhaseCheck:
@@ -237,13 +329,20 @@ class PhaseCheck:
     reported (``order_error``). After every pass whose result still holds a
     Relax function (TVM's TIR pipeline after VM codegen is outside phasec's
     phases), the module is read back through its text and verified at the
-    tracked phase. ``raise_on_violation``: raise a
-    :class:`~phasec.errors.WellFormedError` at the first violation (it stops
-    TVM's pipeline) instead of only recording it.
+    tracked phase.
+
+    ``allow_documented`` (the default): a verdict whose findings are all
+    deviations PHASES.md documents for TVM's pipeline
+    (:data:`TVM_DOCUMENTED_DEVIATIONS`) is marked ``documented`` and is no
+    violation (``first_violation``, ``raise_on_violation``); False treats it
+    as any other. ``raise_on_violation``: raise a :class:`PhaseCheckError`
+    (a :class:`~phasec.errors.WellFormedError`) at the first violation, which
+    stops TVM's pipeline, instead of only recording it.
     """
 
-    def __init__(self, *, raise_on_violation: bool = False) -> None:
+    def __init__(self, *, raise_on_violation: bool = False, allow_documented: bool = True) -> None:
         self.raise_on_violation = raise_on_violation
+        self.allow_documented = allow_documented
         self._state = _State()
 
     # -- results ------------------------------------------------------------
@@ -253,24 +352,40 @@ class PhaseCheck:
         return list(self._state.verdicts)
 
     @property
+    def violations(self) -> list[PassVerdict]:
+        """The verdicts that are violations (documented deviations left out
+        when ``allow_documented``)."""
+        return [v for v in self._state.verdicts if self._is_violation(v)]
+
+    @property
     def first_violation(self) -> PassVerdict | None:
         """The first pass after which the module broke its phase (or None)."""
-        return next((v for v in self._state.verdicts if not v.ok), None)
+        return next(iter(self.violations), None)
+
+    def _is_violation(self, verdict: PassVerdict) -> bool:
+        return not verdict.ok and not (verdict.documented and self.allow_documented)
 
     def report(self) -> str:
         """A readable summary: the phase after every pass, then the findings."""
         rows = [f"{v.index:3d} {v.pass_name:<28} {v.phase.label:<12} "
                 f"{v.inferred.label if v.inferred is not None else '-':<12} "
-                f"{'ok' if v.ok else 'VIOLATION'}" for v in self._state.verdicts]
+                f"{'ok' if v.ok else 'VIOLATION' if self._is_violation(v) else 'documented'}"
+                for v in self._state.verdicts]
         head = f"{'#':>3} {'pass':<28} {'phase':<12} {'satisfies':<12} verdict"
         findings = [v.describe() for v in self._state.verdicts if not v.ok]
-        return "\n".join([head, *rows, "", *(findings or ["no phase violations"])])
+        if not any(self._is_violation(v) for v in self._state.verdicts):
+            findings.append("no phase violations")
+        return "\n".join([head, *rows, "", *findings])
 
     # -- the instrument -------------------------------------------------------
     def instrument(self) -> Any:
         """The ``tvm.instrument`` object to put in a ``PassContext``."""
         tvm = require_tvm()
         check = self
+        import tvm_ffi  # (TVM's FFI, installed with it)
+
+        # so that PhaseCheckError crosses TVM's C++ pipeline as itself
+        tvm_ffi.register_error("phasec.PhaseCheckError", PhaseCheckError)
 
         @tvm.instrument.pass_instrument
         class _PhaseCheckInstrument:
@@ -284,6 +399,7 @@ class PhaseCheck:
         instrument calls; usable directly on dumped modules too)."""
         from tvm import relax
 
+        self._state.ran.append(pass_name)
         if not any(isinstance(f, relax.Function) for f in tvm_mod.functions.values()):
             return None  # TVM's TIR pipeline: outside phasec's phases
         try:
@@ -293,13 +409,18 @@ class PhaseCheck:
             return self._record(PassVerdict(len(state.verdicts), pass_name,
                                             state.phase or Phase.INGESTION, None,
                                             unreadable=str(exc)), None)
-        return self.check_text(text, pass_name, metadata=metadata)
+        return self._check_text(text, pass_name, metadata)
 
     def check_text(self, text: str, pass_name: str, *,
                    metadata: dict[str, list[Any]] | None = None) -> PassVerdict:
         """Check one module text as the result of ``pass_name`` (``metadata``:
         the values of TVM's ``metadata["key"][i]`` constants, as for
         :func:`~phasec.script.parser.parse`)."""
+        self._state.ran.append(pass_name)
+        return self._check_text(text, pass_name, metadata)
+
+    def _check_text(self, text: str, pass_name: str,
+                    metadata: dict[str, list[Any]] | None) -> PassVerdict:
         state = self._state
         index = len(state.verdicts)
         order_error = None
@@ -342,9 +463,12 @@ class PhaseCheck:
 
     def _record(self, verdict: PassVerdict, text: str | None) -> PassVerdict:
         state = self._state
+        if documented_deviation(verdict, state.ran):
+            verdict = dataclasses.replace(verdict, documented=True)
         state.last_text, state.last_verdict = text, verdict
         state.verdicts.append(verdict)
-        if self.raise_on_violation and not verdict.ok:
-            raise WellFormedError(
-                f"phase check after TVM pass {verdict.pass_name}:\n{verdict.describe()}")
+        if self.raise_on_violation and self._is_violation(verdict):
+            raise PhaseCheckError(
+                f"phase check after TVM pass {verdict.pass_name}:\n{verdict.describe()}",
+                verdict.diagnostics, verdict.pass_name, verdict).remember()
         return verdict

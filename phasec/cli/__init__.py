@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from phasec import __version__, fileio
+from phasec import __version__, console, fileio
 from phasec.errors import InputError, MessageStream, ParseError, PhasecError
 from phasec.interrupts import interrupted_exit, signals_as_exceptions
 from phasec.target.tuning import host_tuning
@@ -48,9 +48,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("phasec.cli.fuzz", "fuzz pass orderings on random programs"),
     "schema": ("phasec.cli.schema", "print the JSON Schema of the module format"),
     "import": ("phasec.cli.import_model", "import an ONNX model as TVMScript or JSON"),
+    "example": ("phasec.cli.example", "write out a bundled example model (mlp, cnn, transformer)"),
     "cache": ("phasec.cli.cache",
               "show (info), empty (clear) or shrink (prune) the persistent kernel cache"),
 }
+
+
+#: the subcommands that read no input file (no --max-input-size)
+READ_NOTHING = frozenset({"passes", "schema", "cache", "example"})
 
 
 def add_input_limit_argument(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +63,30 @@ def add_input_limit_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-input-size", metavar="SIZE", default=None,
                         help="refuse input files (and archive members) larger than SIZE "
                              "(e.g. 512M, 8G; default 4G or $PHASEC_MAX_INPUT_SIZE)")
+
+
+def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` and ``-v/--verbose``, on every subcommand (a subcommand
+    that defines one itself, with a more specific help, keeps its own)."""
+    taken = parser._option_string_actions
+    if "-q" not in taken and "--quiet" not in taken:
+        parser.add_argument("-q", "--quiet", action="store_true",
+                            help="print results and errors only (no progress lines)")
+    if "-v" not in taken and "--verbose" not in taken:
+        parser.add_argument("-v", "--verbose", action="store_true",
+                            help="say more: also what LLVM reports while compiling kernels "
+                                 "(optimization remarks, loops it did not vectorize)")
+
+
+def apply_verbosity(args: argparse.Namespace) -> None:
+    """Set :mod:`phasec.console`'s verbosity from ``-q``/``-v`` (both at once
+    is a usage error) and show progress lines if standard error is a terminal."""
+    quiet, verbose = getattr(args, "quiet", False), getattr(args, "verbose", False)
+    if quiet and verbose:
+        raise InputError("-q (--quiet) and -v (--verbose) contradict each other: give one")
+    console.set_verbosity(console.QUIET if quiet else console.VERBOSE if verbose
+                          else console.NORMAL)
+    console.enable_progress()
 
 
 def apply_input_limit(value: str | None) -> None:
@@ -113,7 +142,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         p.set_defaults(_module=module)
         if argv is None or name == chosen:
             importlib.import_module(module).add_arguments(p)
-            add_input_limit_argument(p)
+            if name not in READ_NOTHING:
+                add_input_limit_argument(p)
+            add_verbosity_arguments(p)
             if name in PIPELINE_SUBCOMMANDS:
                 add_load_argument(p)
     return parser
@@ -176,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"phasec{f' {command}' if command else ''}: {word}", file=sys.stderr)
                 return status
     finally:  # (a subcommand may have replaced them: stdout by devnull after a broken pipe)
+        console.set_verbosity(console.NORMAL)  # -q/-v are this invocation's only
         if isinstance(sys.stdout, MessageStream) and sys.stdout.stream is stdout:
             sys.stdout = stdout
         if isinstance(sys.stderr, MessageStream) and sys.stderr.stream is stderr:
@@ -195,7 +227,9 @@ def _main(argv: Sequence[str] | None, stopper: Any) -> int:
     try:
         apply_input_limit(getattr(args, "max_input_size", None))
         host_tuning()  # PHASEC_VECTOR_BITS, PHASEC_WINOGRAD: a bad value is a usage error now
-        return int(importlib.import_module(args._module).run(args) or 0)
+        apply_verbosity(args)
+        with console.erasing_progress():
+            return int(importlib.import_module(args._module).run(args) or 0)
     except PhasecError as err:
         print(_error_text(args.command, err), file=sys.stderr)
         return EXIT_USAGE if _is_usage_error(err) else EXIT_FAILED

@@ -11,9 +11,11 @@ import argparse
 import sys
 from typing import Any
 
+from phasec import console
 from phasec.ir import IRModule
+from phasec.transform import PassInstrument
 
-__all__ = ["add_report_argument", "CliReport"]
+__all__ = ["add_report_argument", "CliReport", "PassProgress"]
 
 
 def add_report_argument(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +40,12 @@ class CliReport:
 
     @property
     def instruments(self) -> list[Any]:
-        return [self.recorder] if self.recorder is not None else []
+        """The command's pass instruments: the report's recorder (with
+        ``--report``) and, on a terminal, a progress line naming the pass."""
+        out: list[Any] = [self.recorder] if self.recorder is not None else []
+        if console.progress_enabled():
+            out.append(PassProgress())
+        return out
 
     def write(self, start: IRModule | None, final: IRModule | None = None,
               error: BaseException | None = None, kernels: int | None = None) -> None:
@@ -47,7 +54,34 @@ class CliReport:
             return
         from phasec.explorer import PipelineReport
 
-        doc = self.recorder.document(self.title, start=start, final=final, error=error,
-                                     kernels=kernels)
-        PipelineReport(doc).save(self.path)
+        with console.step(f"writing the report {self.path}"):
+            doc = self.recorder.document(self.title, start=start, final=final, error=error,
+                                         kernels=kernels)
+            PipelineReport(doc).save(self.path)
         print(f"report: {self.path}", file=sys.stderr)
+
+
+class PassProgress(PassInstrument):
+    """A progress line (:func:`phasec.console.step`) naming the pass that runs."""
+
+    def __init__(self) -> None:
+        self._step: console.Step | None = None
+        self._depth = 0
+        self._count = 0
+
+    def enter_pass_ctx(self) -> None:
+        self._depth += 1
+        if self._step is None:
+            self._step = console.step("running passes")
+            self._step.__enter__()
+
+    def exit_pass_ctx(self) -> None:
+        self._depth -= 1
+        if self._depth <= 0 and self._step is not None:
+            self._step.__exit__(None, None, None)
+            self._step = None
+
+    def run_before_pass(self, mod: IRModule, info: Any) -> None:
+        self._count += 1
+        if self._step is not None:
+            self._step.update(self._count, f"pass {self._count}: {info.name}")

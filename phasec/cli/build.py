@@ -19,7 +19,9 @@ from phasec.fileio import same_file
 from phasec.pipeline import build
 from phasec.transform import VERIFY_MODES, PassTiming, load_plugins
 from phasec.cli._report import CliReport, add_report_argument
-from phasec.cli.opt import OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, read_module
+from phasec.cli.opt import (
+    OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, check_read_module, read_module,
+)
 from phasec.cli._outputs import is_stream, output_option, to_stdout
 
 #: the conventional suffix of executable files
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"executable file to write, or - for standard output (default: "
                              f"INPUT with suffix {EXECUTABLE_SUFFIX} in the current directory)")
     parser.add_argument("--opt-level", type=int, default=2, metavar="N",
-                        help="optimization level (default 2)")
+                        help="optimization level, 0 to 4 (default 2)")
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), after transitions, "
                              "or off")
@@ -92,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs_differ(args.input, out, args.report)
     report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
+    check_read_module(mod, args.input, args.verify, report)
     timing = PassTiming() if args.timing else None
     try:
         exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,

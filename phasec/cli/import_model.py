@@ -3,6 +3,7 @@
     phasec import model.onnx                    # TVMScript on standard output
     phasec import model.onnx -o model.py        # or model.json (the JSON module format)
     phasec import model.onnx --shape x=batch,3,224,224 -o model.json
+    cat model.onnx | phasec import - -o model.json   # the model from standard input
 
 The model is imported with :func:`phasec.frontend.onnx.from_onnx` (verified,
 phase ingestion) and written atomically (a temporary file, then a rename:
@@ -22,7 +23,8 @@ import sys
 from pathlib import Path
 
 from phasec.errors import InputError
-from phasec.fileio import same_file, write_atomic
+from phasec.fileio import read_stream, same_file, write_atomic
+from phasec import console
 from phasec.frontend.onnx import from_onnx
 from phasec.script.printer import syntax
 from phasec.cli.opt import add_syntax_argument, check_output_suffix, module_text
@@ -33,7 +35,8 @@ _LARGE_TEXT_CONSTANTS = 16 << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", metavar="MODEL", help="ONNX model file (.onnx)")
+    parser.add_argument("input", metavar="MODEL",
+                        help="ONNX model file (.onnx), or - for standard input")
     parser.add_argument("-o", "--output", metavar="OUTPUT", default=None,
                         help="write the module here (.py: TVMScript, .json: JSON) instead of "
                              "standard output")
@@ -68,10 +71,19 @@ def run(args: argparse.Namespace) -> int:
     output = output_option(args.output)
     check_output_suffix(output)
     shapes = parse_shapes(args.shape)
-    if output is not None and not is_stream(output) and same_file(args.input, output):
+    from_stdin = args.input == "-"
+    if (output is not None and not is_stream(output) and not from_stdin
+            and same_file(args.input, output)):
         raise InputError(f"-o {output!r} is the input model; choose another name")
-    mod = from_onnx(args.input, shapes=shapes or None)
-    with syntax(args.syntax):
+    model = read_stream(sys.stdin, "standard input") if from_stdin else args.input
+    if from_stdin and isinstance(model, str):  # (a text stream without a binary buffer)
+        model = model.encode("utf-8", "surrogateescape")
+    if from_stdin and not model:
+        raise InputError("standard input is empty: expected an ONNX model (phasec import - "
+                         "< model.onnx)")
+    with console.step(f"importing {'standard input' if from_stdin else Path(args.input).name}"):
+        mod = from_onnx(model, shapes=shapes or None)
+    with syntax(args.syntax), console.step("printing the module"):
         text = module_text(mod, output)
     if output is None or to_stdout(output):
         sys.stdout.write(text)

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from phasec import console
 from phasec.errors import FileAccessError, InputError, ParseError, PhasecError
 from phasec.fileio import read_stream, same_file, write_atomic
 from phasec.cli._outputs import is_stream, output_option, to_stdout
@@ -40,8 +41,9 @@ from phasec.script.parser import decode_source, parse
 from phasec.script.printer import SYNTAXES, syntax
 from phasec.transform import (
     REGISTRY, VERIFY_MODES, PassConfigError, PassContext, PassInstrument, PassTiming, PassTrace,
-    PrintAfterAll, PrintBeforeAll, load_plugins, parse_pipeline,
+    PrintAfterAll, PrintBeforeAll, get_pass, load_plugins, parse_pipeline,
 )
+from phasec.verifier.inputs import check_input
 
 #: output suffix -> format
 OUTPUT_SUFFIXES = {".py": "TVMScript", ".json": "JSON"}
@@ -49,7 +51,8 @@ OUTPUT_SUFFIXES = {".py": "TVMScript", ".json": "JSON"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT",
-                        help="module file: .py (TVMScript), .json, or - for standard input")
+                        help="module file: .py (TVMScript), .json, an ONNX model (.onnx), or - "
+                             "for standard input")
     parser.add_argument("--passes", metavar="SPEC", default=None,
                         help='textual pipeline, e.g. "LambdaLifting,FuseOps{fuse_opt_level=2}" '
                              "(see `phasec passes`); default: the default pipeline from the "
@@ -58,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the result here (.py: TVMScript, .json: JSON) instead of "
                              "standard output")
     parser.add_argument("--opt-level", type=int, default=2, metavar="N",
-                        help="PassContext opt_level: passes above it are skipped (default 2)")
+                        help="PassContext opt_level, 0 to 4: passes above it are skipped (default 2)")
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), after transitions "
                              "only, or never (off)")
@@ -118,13 +121,32 @@ def read_module(path: str) -> IRModule:
     """Load INPUT: a ``.py``/``.json`` file, an ONNX model (``.onnx``,
     imported by :func:`phasec.frontend.onnx.from_onnx`), or ``-`` for
     standard input."""
+    name = "standard input" if path == "-" else Path(path).name
     if path != "-" and Path(path).suffix.lower() == ".onnx":
         from phasec.frontend.onnx import from_onnx  # (its converters load for ONNX input only)
 
-        return from_onnx(path)
-    if path != "-":
-        return load(path)
-    return module_from_text(read_stdin_text(), "<stdin>")
+        with console.step(f"importing {name}"):
+            return from_onnx(path)
+    with console.step(f"reading {name}"):
+        if path != "-":
+            return load(path)
+        return module_from_text(read_stdin_text(), "<stdin>")
+
+
+def check_read_module(mod: IRModule, path: str, verify: str, report: Any = None) -> None:
+    """Refuse an ill-formed input as the input's error (what ``phasec-check``
+    reports, with the file named), not as the first pass's: the one input
+    check of ``opt``, ``build`` and ``run``. Skipped with ``--verify off``;
+    what Normalize repairs (IR not in A-normal form, missing struct info) is
+    no error. ``report`` (a CliReport) gets the error too."""
+    if verify == "off":
+        return
+    try:
+        check_input(mod, "standard input" if path == "-" else path, repair=get_pass("Normalize"))
+    except PhasecError as exc:
+        if report is not None:
+            report.write(mod, error=exc)
+        raise
 
 
 def module_text(mod: IRModule, output: str | None) -> str:
@@ -159,9 +181,15 @@ def check_outputs_differ(input_path: str, output: str | None, report: str | None
                          f"another name for one of them")
 
 
+#: the optimization levels the default pipeline knows (FuseOps' fuse_opt_level)
+OPT_LEVELS = range(0, 5)
+OPT_LEVEL_HELP = "optimization level, 0 to 4 (default 2)"
+
+
 def check_opt_level(level: int) -> None:
-    if level < 0:
-        raise PassConfigError(f"--opt-level must be >= 0, not {level}")
+    if level not in OPT_LEVELS:
+        raise PassConfigError(f"--opt-level must be from {OPT_LEVELS[0]} to {OPT_LEVELS[-1]}, "
+                              f"not {level}")
 
 
 class _PrintBefore(PrintBeforeAll):
@@ -210,6 +238,7 @@ def _run(args: argparse.Namespace) -> int:
     check_outputs_differ(args.input, output, args.report)
     report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
+    check_read_module(mod, args.input, args.verify, report)
     if spec_seq is not None:
         pipeline: Any = spec_seq
     else:

@@ -9,16 +9,22 @@ same as a JSON list of typed records for tools (see :func:`pass_records`).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import re
 from typing import Any
 
+from phasec.errors import InputError
 from phasec.transform import MISSING, describe_phases, format_value, load_plugins, pass_entries
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also show each pass's options and description")
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument("--format", choices=("table", "json"), default=None,
+                        help="a table (the default) or a JSON list, as every command's "
+                             "--format")
+    parser.add_argument("--json", action="store_true", help="the same as --format json")
 
 
 def _options_text(defaults: dict[str, Any]) -> str:
@@ -52,9 +58,27 @@ def pass_records(verbose: bool = False) -> list[dict[str, Any]]:
         }
         if verbose:
             record["options"] = {k: _json_default(v) for k, v in entry.option_defaults.items()}
-            record["description"] = entry.doc
+            record["description"] = description(entry)
         records.append(record)
     return records
+
+
+def description(entry: Any) -> str:
+    """What a pass does: the first paragraph of its docstring (a whole
+    sentence, where the registry's ``doc`` is the first line only), as plain
+    text."""
+    text = inspect.getdoc(entry.factory) or ""
+    paragraph = text.strip().split("\n\n", 1)[0]
+    return plain_text(" ".join(paragraph.split()))
+
+
+def plain_text(doc: str | None) -> str:
+    """A docstring's text as a terminal shows it: reST's ``literal`` and
+    :role:`target` markup become `literal` and `target`."""
+    if not doc:
+        return ""
+    text = re.sub(r":[\w:]+:`~?([^`]+)`", r"`\1`", doc)
+    return text.replace("``", "`")
 
 
 def _json_default(value: Any) -> Any:
@@ -82,7 +106,7 @@ def pass_rows(verbose: bool = False) -> list[dict[str, str]]:
         }
         if verbose:
             row["options"] = _options_text(entry.option_defaults)
-            row["description"] = entry.doc or "-"
+            row["description"] = description(entry) or "-"
         rows.append(row)
     return rows
 
@@ -122,7 +146,9 @@ def render_table(rows: list[dict[str, str]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     load_plugins(args.load)
-    if args.json:
+    if args.json and args.format == "table":
+        raise InputError("--json and --format table contradict each other: give one")
+    if args.json or args.format == "json":
         print(json.dumps(pass_records(verbose=args.verbose), indent=2))
     else:
         rows = pass_rows(verbose=args.verbose)

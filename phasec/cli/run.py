@@ -127,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="arrays by parameter name (.npz); parameters not given are random")
     parser.add_argument("--entry", default="main", help="function to run (default main)")
     parser.add_argument("--opt-level", type=int, default=2, metavar="N",
-                        help="optimization level (default 2)")
+                        help="optimization level, 0 to 4 (default 2)")
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), transitions, or off")
     parser.add_argument("--repeat", type=int, default=None, metavar="N",
@@ -158,7 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "writes memory it does not own. An executable built with "
                              "--unchecked still runs checked unless you give this flag")
     parser.add_argument("--quiet", "-q", action="store_true",
-                        help="do not list the passes")
+                        help="do not list the passes, no progress lines")
     add_report_argument(parser)
     parser.add_argument("--save-inputs", metavar="NPZ", default=None,
                         help="write the inputs of the run (given or random) to NPZ, one array "

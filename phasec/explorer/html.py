@@ -62,6 +62,8 @@ _CSS = """
 .phr .diag{border-left:3px solid #c62828;padding:4px 8px;margin:6px 0;background:#fff}
 .phr .diag code{font-weight:600}
 .phr .hl{background:#ffd54f}
+.phr .limits{border:1px solid #b0bec5;background:#eceff1;padding:6px 12px;margin:8px 0;
+ border-radius:4px}
 """
 
 _JS = r"""
@@ -116,7 +118,8 @@ function detailHTML(step){
   if(step.status==='skipped') out.push('<p>Skipped: '+esc(step.reason)+'</p>');
   if(step.status==='failed') out.push('<p class="error">'+esc(step.reason)+'</p>');
   for(const d of step.diagnostics) out.push(diagHTML(d));
-  if(step.changed) out.push(diffHTML(step));
+  if(step.changed&&step.diff_note) out.push('<p class="limits">'+esc(step.diff_note)+'</p>');
+  else if(step.changed) out.push(diffHTML(step));
   else if(step.status==='ran') out.push('<p>The pass changed nothing.</p>');
   return out.join('')||'<p>Nothing to show.</p>';
 }
@@ -175,6 +178,37 @@ def _summary_html(doc: ReportDoc) -> str:
     return "".join(f"<div>{html.escape(k)}<b>{html.escape(str(v))}</b></div>" for k, v in cells)
 
 
+def _size(nbytes: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+def _limits_html(doc: ReportDoc) -> str:
+    """What the report's size limits left out, when they applied."""
+    lim = doc.limits
+    if lim is None or not lim.applied:
+        return ""
+    parts = []
+    if lim.constants_elided:
+        parts.append(f"{lim.constants_elided} constants of more than {lim.constant_elements} "
+                     f"elements ({_size(lim.constant_bytes_elided)}) are shown as "
+                     'metadata["relax.expr.Constant"][i], as TVM prints them; the comment at '
+                     "the top of each module text gives their shape, dtype and digest")
+    if lim.snapshots_cut:
+        parts.append(f"{lim.snapshots_cut} module texts were cut at "
+                     f"{lim.snapshot_chars:,} characters each")
+    if lim.snapshots_omitted:
+        parts.append(f"{lim.snapshots_omitted} module texts were left out: the report keeps at "
+                     f"most {lim.report_chars:,} characters of module texts and diffs")
+    if lim.diffs_omitted:
+        parts.append(f"{lim.diffs_omitted} diffs are not shown (a module text was cut or left "
+                     "out, or the report's budget was spent)")
+    return (f'<div class="limits"><b>Size limits applied:</b> '
+            f'{html.escape("; ".join(parts))}.</div>')
+
+
 def _error_html(doc: ReportDoc) -> str:
     e = doc.error
     if e is None:
@@ -219,7 +253,8 @@ def render_fragment(doc: ReportDoc, element_id: str = "phasec-report") -> str:
             f'<script type="application/json" class="phr-data">{data}</script>'
             f"<h1>phasec pipeline: {html.escape(doc.title)}</h1>"
             f'<div class="summary">{_summary_html(doc)}</div>'
-            f'<div class="legend">phase after the pass: {legend}</div>{_error_html(doc)}'
+            f'<div class="legend">phase after the pass: {legend}</div>{_limits_html(doc)}'
+            f'{_error_html(doc)}'
             '<div class="controls"><label>diff <select class="mode">'
             '<option value="unified">unified</option><option value="split">side by side'
             '</option></select></label><label>function filter <input class="filter" '

@@ -16,6 +16,13 @@ A report is one compilation told pass by pass. Layout of a document::
 
 ``before``/``after`` are indices into ``texts`` (TVMScript of the whole
 module), so a text that several passes leave unchanged is stored once.
+Constants larger than ``limits.constant_elements`` print as TVM's metadata
+references (``metadata["relax.expr.Constant"][i]``, the same index for the
+same value throughout the report) with a comment legend giving their shape,
+dtype, size and digest; a snapshot longer than ``limits.snapshot_chars`` is
+cut, and once the report's texts and diffs reach ``limits.report_chars`` the
+rest are omitted (``limits`` counts each; a step's ``diff_note`` says why its
+diff is missing).
 :func:`report_json_schema` returns the JSON Schema (``phasec schema --report``).
 """
 
@@ -25,7 +32,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DiagnosticDoc", "FunctionDiff", "StepDoc", "ErrorDoc", "SummaryDoc", "ReportDoc",
+__all__ = ["DiagnosticDoc", "FunctionDiff", "StepDoc", "ErrorDoc", "SummaryDoc", "LimitsDoc",
+           "ReportDoc",
            "report_json_schema", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "phasec.pipeline_report"
@@ -82,6 +90,8 @@ class StepDoc(_Model):
     after: int | None = Field(None, description="index into 'texts': the module it returned")
     changed: bool = False
     diff: list[FunctionDiff] = Field(default_factory=list)
+    diff_note: str = Field("", description="why the diff of a changed module is not shown "
+                                           "(a size budget of the report)")
     diagnostics: list[DiagnosticDoc] = Field(default_factory=list)
 
 
@@ -110,6 +120,27 @@ class SummaryDoc(_Model):
     verify_seconds: float
 
 
+class LimitsDoc(_Model):
+    """The report's size limits and how often they applied."""
+
+    constant_elements: int = Field(description="constants of more elements print as "
+                                               "metadata references")
+    snapshot_chars: int = Field(description="the most one module text keeps")
+    report_chars: int = Field(description="the most all texts and diffs together keep")
+    constants_elided: int = Field(0, description="distinct constants printed as references")
+    constant_bytes_elided: int = Field(0, description="their total size in bytes")
+    snapshots_cut: int = Field(0, description="module texts cut at snapshot_chars")
+    snapshots_omitted: int = Field(0, description="module texts left out: report_chars spent")
+    diffs_omitted: int = Field(0, description="diffs left out (report_chars spent, or a "
+                                              "side cut or omitted)")
+
+    @property
+    def applied(self) -> bool:
+        """Whether anything was elided, cut or omitted."""
+        return bool(self.constants_elided or self.snapshots_cut or self.snapshots_omitted
+                    or self.diffs_omitted)
+
+
 class ReportDoc(_Model):
     """A whole pipeline report."""
 
@@ -121,6 +152,7 @@ class ReportDoc(_Model):
     steps: list[StepDoc]
     error: ErrorDoc | None = None
     summary: SummaryDoc
+    limits: LimitsDoc | None = None
 
 
 def report_json_schema() -> dict:

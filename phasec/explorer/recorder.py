@@ -7,21 +7,42 @@ verifier times, and the module each pass was given and returned (printed as
 TVMScript, each distinct text stored once). :meth:`PipelineRecorder.document`
 turns that into the report, with per-function diffs and the error that
 stopped the pipeline, if any.
+
+Reports stay small on real models: constants of more than
+:data:`MAX_CONSTANT_ELEMENTS` elements print as TVM's metadata references
+(:class:`phasec.script.printer.ConstantElision`), a module text is cut at
+:data:`SNAPSHOT_CHARS` and texts and diffs together stop at
+:data:`REPORT_CHARS`; the report's ``limits`` says what was applied.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 import time
 from typing import Any
 
-from phasec.errors import PhaseError, WellFormedError
+from phasec import console
+from phasec import fileio
+from phasec.errors import PhaseError, PhasecError, WellFormedError
 from phasec.ir import IRModule, Phase, tir
 from phasec.transform import REGISTRY, PassInstrument, get_pass_entry
-from phasec.explorer.model import DiagnosticDoc, ErrorDoc, FunctionDiff, ReportDoc, StepDoc, SummaryDoc
+from phasec.script.printer import ConstantElision, elide_constants, print_module
+from phasec.explorer.model import (
+    DiagnosticDoc, ErrorDoc, FunctionDiff, LimitsDoc, ReportDoc, StepDoc, SummaryDoc,
+)
 
-__all__ = ["PipelineRecorder"]
+__all__ = ["PipelineRecorder", "MAX_CONSTANT_ELEMENTS", "SNAPSHOT_CHARS", "REPORT_CHARS"]
+
+#: constants of more elements print as metadata references (TVM prints every
+#: tensor constant so; phasec keeps small ones readable: shapes, scalars, indices)
+MAX_CONSTANT_ELEMENTS = 64
+#: the most one module text keeps (characters)
+SNAPSHOT_CHARS = 2 << 20
+#: the most all module texts and diffs of a report keep together (characters):
+#: a browser opens a report of this size in a few seconds
+REPORT_CHARS = 48 << 20
 
 #: a module-level function header in printed TVMScript (``    def main(``)
 _FUNCTION_HEADER = re.compile(r"^    def (\w+)\(")
@@ -36,10 +57,20 @@ class PipelineRecorder(PassInstrument):
     report can tell "cached" (already verified) from "off" (not checked).
     """
 
-    def __init__(self, verify_mode: str = "each") -> None:
+    def __init__(self, verify_mode: str = "each", *,
+                 max_constant_elements: int = MAX_CONSTANT_ELEMENTS,
+                 snapshot_chars: int = SNAPSHOT_CHARS, report_chars: int = REPORT_CHARS) -> None:
         self.verify_mode = verify_mode
         self.texts: list[str] = []
-        self._text_ids: dict[str, int] = {}
+        self._text_ids: dict[str, int] = {}  # digest of the full text -> index
+        self.elision = ConstantElision(max_constant_elements)
+        self.limits = LimitsDoc(constant_elements=max_constant_elements,
+                                snapshot_chars=snapshot_chars, report_chars=report_chars)
+        self._stored = 0  # characters kept in texts
+        self._stored_diffs = 0  # characters of diffs kept (by document())
+        self._partial: set[int] = set()  # texts cut or omitted: no diff against them
+        self._function_texts: dict[Any, Any] = {}  # the printer's lines of each function
+        self._sources: dict[str, list[str]] = {}  # source file -> its lines (diagnostic spans)
         self._script_of: dict[int, tuple[IRModule, int]] = {}  # id(module) -> (module, text id)
         self.steps: list[dict[str, Any]] = []
         self._open: list[tuple[int, float]] = []
@@ -56,13 +87,41 @@ class PipelineRecorder(PassInstrument):
         cached = self._script_of.get(id(mod))
         if cached is not None and cached[0] is mod:
             return cached[1]
-        text = mod.script()
-        index = self._text_ids.get(text)
+        self.elision.used.clear()
+        with elide_constants(self.elision):
+            text = print_module(mod, function_texts=self._function_texts)
+        legend = self.elision.legend(self.elision.used)
+        if legend:
+            text = "\n".join(legend) + "\n" + text
+        key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        index = self._text_ids.get(key)
         if index is None:
-            index = self._text_ids[text] = len(self.texts)
-            self.texts.append(text)
+            index = self._text_ids[key] = len(self.texts)
+            self.texts.append(self._within_budget(text, index))
         self._script_of[id(mod)] = (mod, index)
         return index
+
+    def _within_budget(self, text: str, index: int) -> str:
+        """``text`` as the report keeps it: cut at the snapshot budget, or
+        only a note once the report's budget is spent."""
+        limits = self.limits
+        if self._stored + min(len(text), limits.snapshot_chars) > limits.report_chars:
+            limits.snapshots_omitted += 1
+            self._partial.add(index)
+            note = (f"# module text {index} omitted ({len(text):,} characters): the report "
+                    f"keeps at most {limits.report_chars:,} characters of module texts and "
+                    "diffs")
+            self._stored += len(note)
+            return note
+        if len(text) > limits.snapshot_chars:
+            limits.snapshots_cut += 1
+            self._partial.add(index)
+            cut = text.rfind("\n", 0, limits.snapshot_chars)
+            text = (text[:cut if cut > 0 else limits.snapshot_chars]
+                    + f"\n# ... cut: this module text has {len(text):,} characters; the report "
+                      f"keeps at most {limits.snapshot_chars:,} of each")
+        self._stored += len(text)
+        return text
 
     # -- instrument hooks ----------------------------------------------------
     def run_before_required(self, mod: IRModule, info: Any, required_by: Any) -> None:
@@ -134,7 +193,12 @@ class PipelineRecorder(PassInstrument):
         PrimFuncs of the final module)."""
         start = start if start is not None else self.first_module
         final = final if final is not None else (self.last_module or start)
-        steps = [self._step_doc(i, s) for i, s in enumerate(self.steps)]
+        self._stored_diffs, self.limits.diffs_omitted = 0, 0  # (each document anew)
+        steps = []
+        with console.step("writing the report: diffs", total=len(self.steps)) as progress:
+            for i, s in enumerate(self.steps):
+                steps.append(self._step_doc(i, s))
+                progress.update(i + 1, s["pass"])
         phases = [p.label for p in Phase]
         final_phase = final.phase if final is not None else Phase.INGESTION
         reached = sorted({s["phase_before"] for s in self.steps if s["status"] != "skipped"}
@@ -156,13 +220,15 @@ class PipelineRecorder(PassInstrument):
         if error is not None:
             text = self.text_id(subject) if subject is not None else None
             error_doc = self._error_doc(error, final_phase, text)
+        self.limits.constants_elided = len(self.elision.entries)
+        self.limits.constant_bytes_elided = sum(e[3] for e in self.elision.entries)
         return ReportDoc(title=title, phases=phases, texts=self.texts, steps=steps,
-                         error=error_doc, summary=summary)
+                         error=error_doc, summary=summary, limits=self.limits.model_copy())
 
     def _step_doc(self, index: int, s: dict[str, Any]) -> StepDoc:
         before, after = s["before"], s["after"]
         changed = before is not None and after is not None and before != after
-        diff = _diff(self.texts[before], self.texts[after]) if changed else []
+        diff, note = self._diff_within_budget(before, after) if changed else ([], "")
         text = before if s["input_violation"] else (after if after is not None else before)
         if s["status"] == "skipped":
             verify = "none"
@@ -179,7 +245,43 @@ class PipelineRecorder(PassInstrument):
                        transition=s["phase_before"] != s["phase_after"],
                        seconds=s["seconds"], verify_seconds=s["verify_seconds"], verify=verify,
                        before=before, after=after, changed=changed, diff=diff,
-                       diagnostics=[self._diagnostic_doc(d, text) for d in s["diagnostics"]])
+                       diff_note=note, diagnostics=[self._diagnostic_doc(d, text) for d in s["diagnostics"]])
+
+    def _diff_within_budget(self, before: int, after: int) -> tuple[list[FunctionDiff], str]:
+        """The diff of two texts, or none and why (a side cut or omitted, or
+        the report's budget spent)."""
+        limits = self.limits
+        if before in self._partial or after in self._partial:
+            limits.diffs_omitted += 1
+            return [], ("diff not shown: a module text was cut or omitted to keep the report "
+                        "within its size budget")
+        diff = _diff(self.texts[before], self.texts[after])
+        size = sum(len(line) + 1 for d in diff for line in d.lines)
+        if self._stored + self._stored_diffs + size > limits.report_chars:
+            limits.diffs_omitted += 1
+            return [], (f"diff not shown ({size:,} characters): the report keeps at most "
+                        f"{limits.report_chars:,} characters of module texts and diffs")
+        self._stored_diffs += size
+        return diff, ""
+
+    def _source_line(self, span: Any) -> str | None:
+        """The line of the parsed source a span points at (its code, comment
+        dropped), to find the same statement in the printed module: the CLI
+        shows that line, so the report highlights it too. None when the file
+        cannot be read (any more) or the span names none."""
+        if span is None or not getattr(span, "file", None) or not span.line:
+            return None
+        lines = self._sources.get(span.file)
+        if lines is None:
+            try:
+                with fileio.open_regular(span.file, limit=1 << 24) as fh:
+                    lines = fh.read(1 << 24).decode("utf-8", "replace").splitlines()
+            except (OSError, PhasecError):
+                lines = []
+            self._sources[span.file] = lines
+        if not 0 < span.line <= len(lines):
+            return None
+        return lines[span.line - 1].split("#", 1)[0].strip() or None
 
     def _error_doc(self, error: BaseException, module_phase: Phase,
                    text: int | None) -> ErrorDoc:
@@ -204,7 +306,8 @@ class PipelineRecorder(PassInstrument):
         parsed source (kept as ``source``), which passes may have changed, so
         the line shown is found by the function and binding it names."""
         span = d.span
-        line = _locate(self.texts[text], d.function, d.binding) if text is not None else None
+        line = (_locate(self.texts[text], d.function, d.binding, self._source_line(span))
+                if text is not None else None)
         return DiagnosticDoc(code=d.code, severity=d.severity, message=d.message,
                              function=d.function, binding=d.binding, help=d.help,
                              source=str(span) if span is not None else None,
@@ -222,9 +325,12 @@ def _fix_of(message: str) -> str:
     return head.rsplit(": ", 1)[-1].rstrip(".") if ": " in head else ""
 
 
-def _locate(text: str, function: str | None, binding: str | None) -> int | None:
-    """The 1-based line of ``text`` that binds ``binding`` in ``function`` (or
-    the function's header), or None."""
+def _locate(text: str, function: str | None, binding: str | None,
+            source_line: str | None = None) -> int | None:
+    """The 1-based line of ``text`` that binds ``binding`` in ``function``;
+    without a binding, the line of the function that reads as
+    ``source_line`` (the statement the diagnostic's span shows, e.g. a
+    ``return``), else the function's header; or None."""
     if function is None:
         return None
     lines = text.splitlines()
@@ -233,6 +339,12 @@ def _locate(text: str, function: str | None, binding: str | None) -> int | None:
     if start is None:
         return None
     if binding is None:
+        if source_line:
+            for i in range(start + 1, len(lines)):
+                if _FUNCTION_HEADER.match(lines[i]):
+                    break
+                if lines[i].strip() == source_line:
+                    return i + 1
         return start + 1
     target = re.compile(rf"^\s+{re.escape(binding)}(:| =)")
     for i in range(start + 1, len(lines)):

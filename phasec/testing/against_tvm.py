@@ -16,7 +16,8 @@ Each generated module is printed in TVM's syntax and parsed by TVM
     :class:`phasec.tvm.PhaseCheck`. Reported: a TVM pass whose output breaks
     an invariant of the phase the module is in (``tvm-phase``; the
     disagreements PHASES.md documents for TVM's pipeline are expected, see
-    :func:`expected_violation`), output phasec cannot read back
+    :func:`phasec.tvm.documented_deviation`, the one list PhaseCheck uses
+    too), output phasec cannot read back
     (``tvm-unreadable``), a pass or the build raising on a module both
     verifiers accept (``tvm-crash``), and results of TVM's VM differing from
     phasec's interpreter on the same numpy inputs (``tvm-results``).
@@ -62,7 +63,7 @@ from phasec.verifier import TVMCheck, all_rules
 __all__ = ["TVMSequence", "TVMReport", "tvm_sequences", "tvm_pass_pool", "register_tvm_pass",
            "unregister_tvm_pass", "check_against_tvm", "tvm_can_read",
            "tvm_operators", "OPTIMIZATION_POOL", "AGREED", "PHASEC_STRICTER",
-           "TEXT_CANNOT_CARRY", "TVM_DOES_NOT_CHECK", "expected_violation", "TVM_KINDS",
+           "TEXT_CANNOT_CARRY", "TVM_DOES_NOT_CHECK", "TVM_KINDS",
            "has_float_remainder", "tvm_type_defect"]
 
 #: Failure kinds of the TVM differential mode (described in FAILURE_KINDS).
@@ -328,24 +329,6 @@ def _first_line(exc: BaseException) -> str:
     return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
-def expected_violation(verdict: Any, ran: Sequence[str]) -> bool:
-    """Whether a PhaseCheck verdict is a disagreement PHASES.md documents for
-    TVM's pipeline ("TVM's pipeline, phase-checked"), not a finding: TVM's
-    transition into lowering spans LegalizeOps (dataflow blocks stay, PH201,
-    until ToNonDataflow) and LowerRuntimeBuiltin (RewriteDataflowReshape
-    brings back R.reshape, PH202, which LowerRuntimeBuiltin lowers)."""
-    if verdict.unreadable or verdict.order_error:
-        return False
-    codes = {d.code for d in verdict.diagnostics}
-    after_legalize = ran[ran.index("LegalizeOps"):] if "LegalizeOps" in ran else []
-    if "PH201" in codes and after_legalize and "ToNonDataflow" not in after_legalize:
-        codes.discard("PH201")
-    if ("PH202" in codes and "LowerRuntimeBuiltin" not in after_legalize
-            and all("reshape" in d.message for d in verdict.diagnostics if d.code == "PH202")):
-        codes.discard("PH202")
-    return not codes
-
-
 def _to_numpy(value: Any) -> Any:
     """TVM's VM results as numpy arrays, tuples and Python numbers."""
     import numpy as np
@@ -538,7 +521,7 @@ def _run_tvm(tvm_mod: Any, phase: Phase, seq: TVMSequence, args: Sequence[Any] |
             _stage(f"printing-the-output-of {info.name}")  # PhaseCheck reads TVM's text
             verdict = check.after_pass(mod, info.name)
             report.ran.append((f"tvm.{info.name}", before, info.name in TVM_TRANSITIONS))
-            if verdict is not None and not verdict.ok and not expected_violation(verdict, ran):
+            if verdict is not None and not verdict.ok and not verdict.documented:
                 report.verdicts.append(verdict)
             # what fails before the next pass starts is outside a pass (tvm.compile's
             # VM codegen after its last Relax pass, TIR lowering between passes)

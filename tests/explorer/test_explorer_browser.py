@@ -21,13 +21,13 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 import phasec
-from phasec.explorer import report
+from phasec.explorer import PipelineRecorder, PipelineReport, report
 from phasec.explorer.html import PHASE_COLOURS, render_fragment
-from phasec.pipeline import lower
+from phasec.pipeline import lower, lower_context, pipeline_from, run_pipeline
 from phasec.transform import PassTrace
 
 from helpers.paths import REPO
-from helpers.sample_modules import add_chain_module
+from helpers.sample_modules import add_chain_module, folded_weights_module
 
 EXAMPLES = Path(phasec.__file__).parent / "examples"
 ARTIFACTS = Path(os.environ.get("PHASEC_TEST_ARTIFACTS") or REPO / "test-artifacts")
@@ -171,3 +171,20 @@ def test_large_module_report_opens_and_scrolls(browser, tmp_path):
     assert browser.execute_script("return window.scrollY") > 0
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == []
+
+
+def test_report_within_size_limits_says_what_it_left_out(browser, tmp_path):
+    """Large constants as metadata references and the budgets of
+    tests/explorer/test_report_limits.py, as a person sees them."""
+    mod = folded_weights_module()
+    recorder = PipelineRecorder(snapshot_chars=900)
+    spec = "LambdaLifting,ConvertToDataflow,FoldConstant,FuseOps"
+    run_pipeline(pipeline_from(spec, 2), mod, lower_context(2, "each", [recorder]))
+    path = tmp_path / "limits.html"
+    PipelineReport(recorder.document("limits", start=mod)).save(path)
+    _open(browser, path, "limits")
+    banner = browser.find_element(By.CSS_SELECTOR, "div.limits").text
+    assert banner.startswith("Size limits applied: 2 constants of more than 64 elements")
+    assert "module texts were cut at 900 characters each" in banner
+    notes = [d.text for d in browser.find_elements(By.CSS_SELECTOR, "tr.detail p.limits")]
+    assert notes and all(n.startswith("diff not shown: a module text was cut") for n in notes)

@@ -529,3 +529,31 @@ def add_chain_module(n: int) -> IRModule:
     return IRModule({"main": Function([x], SeqExpr([BindingBlock(bindings)], prev),
                                       prev.struct_info, attrs={"global_symbol": "main"})})
 
+
+
+def folded_weights() -> tuple[np.ndarray, np.ndarray]:
+    """The weight (64x48, 3,072 elements) and bias (48) of :func:`folded_weights_module`."""
+    w = (np.arange(64 * 48, dtype="float32").reshape(64, 48) % 7) - 3
+    b = np.linspace(-1, 1, 48, dtype="float32")
+    return w, b
+
+
+def folded_weights_module() -> IRModule:
+    """``main(x) = relu(x @ (w * 2) + b)`` with constant ``w`` and ``b``
+    (:func:`folded_weights`): FoldConstant folds ``w * 2`` into a second
+    64x48 constant."""
+    w, b = folded_weights()
+    x = Var("x", TensorStructInfo((2, 64), "float32"))
+    bindings = []
+
+    def bind(name, value):
+        var = Var(name, value.struct_info)
+        bindings.append(VarBinding(var, value))
+        return var
+
+    w2 = bind("w2", call_op("multiply", Constant(w), Constant(np.array(2.0, "float32"))))
+    h = bind("h", call_op("matmul", x, w2))
+    hb = bind("hb", call_op("add", h, Constant(b)))
+    y = bind("y", call_op("nn.relu", hb))
+    return IRModule({"main": Function([x], SeqExpr([BindingBlock(bindings)], y),
+                                      y.struct_info, attrs={"global_symbol": "main"})})

@@ -8,6 +8,15 @@ and every remaining external declaration is checked before finalisation, so
 a missing symbol is a clear :class:`CodegenError` instead of LLVM aborting
 the process.
 
+LLVM prints its diagnostics (optimization remarks such as "loop not
+vectorized: call instruction cannot be vectorized", and the warning that a
+loop marked for vectorization was not) to file descriptor 2 itself, and
+llvmlite offers no diagnostic handler. So while LLVM optimizes and generates
+code, fd 2 points at a temporary file (:func:`_captured_llvm_output`); what
+LLVM wrote goes to :func:`phasec.console.native_diagnostics` (shown with
+``-v``), and anything else written there meanwhile (another thread's
+messages) is passed on to the real standard error afterwards.
+
 The parallel runtime (``phasec_rt_parallel_for``, see :mod:`.irlib`) is a
 separate module JIT-compiled once per process; kernel modules call it by
 symbol. ``PHASEC_PARALLEL_RUNTIME=spawn`` selects the thread-per-call
@@ -20,14 +29,19 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import re
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import llvmlite.binding as llvm
 
+from phasec import console
 from phasec.errors import InputError, PhasecError
 from phasec.fileio import parse_size
 from phasec.ir import intrinsics
@@ -40,10 +54,13 @@ from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
 
 __all__ = ["host_target", "NativeModule", "jit_compile", "bind_array_symbols", "set_num_threads",
            "get_num_threads", "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
-           "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit"]
+           "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit",
+           "default_num_threads"]
 
 #: the limit of the runtime's cache of freed kernel buffers ("0": none; "256M"...)
 BUFFER_CACHE_ENV = "PHASEC_BUFFER_CACHE"
+#: the threads of parallel loops (a positive integer; default: default_num_threads())
+NUM_THREADS_ENV = "PHASEC_NUM_THREADS"
 #: the runtime's cache of kernels' freed intermediate buffers (irlib.BUFFER_CACHE_IR)
 _RUNTIME_BUFFER_FUNCTIONS = ("phasec_rt_alloc", "phasec_rt_free", "phasec_rt_trim_buffers")
 
@@ -83,6 +100,74 @@ class HostTarget:
         target = llvm.Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
                                             reloc="default", codemodel="jitdefault", jit=True)
+
+
+#: the lines LLVM's default diagnostic handler prints ("remark: <unknown>:0:0: ...")
+_LLVM_DIAGNOSTIC = re.compile(r"^(?:remark|warning|note|error): ")
+
+
+@contextmanager
+def _captured_llvm_output() -> Iterator[None]:
+    """Run the block with file descriptor 2 pointing at a temporary file, then
+    hand LLVM's diagnostic lines to :func:`console.native_diagnostics` and
+    pass every other line on to the real fd 2.
+
+    Callers hold ``_compile_lock``, so captures never nest. fd 2 is process
+    wide: text another thread writes to standard error during the block is
+    delayed until the block ends, not lost. (LLVM's fatal errors, which end
+    the process inside the block, are the one thing this hides; phasec
+    verifies the IR before LLVM sees it.)"""
+    _flush_stderr()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error at all: nothing to capture
+        yield
+        return
+    try:
+        sink = tempfile.TemporaryFile()
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    with sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            _flush_stderr()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            _dispatch_captured(sink.read())
+
+
+def _flush_stderr() -> None:
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _dispatch_captured(data: bytes) -> None:
+    if not data:
+        return
+    llvm_lines: list[str] = []
+    other = bytearray()
+    for raw in data.splitlines(keepends=True):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if _LLVM_DIAGNOSTIC.match(line):
+            llvm_lines.append(line)
+        else:
+            other += raw
+    view = memoryview(bytes(other))
+    try:
+        while view:
+            view = view[os.write(2, view):]
+    except OSError:
+        pass
+    console.native_diagnostics("llvm", llvm_lines)
 
 
 def _register_process_symbols() -> None:
@@ -152,6 +237,7 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     limit = os.environ.get(BUFFER_CACHE_ENV, "").strip()
     cache_bytes = None if not limit else 0 if limit == "0" else parse_size(
         limit, f"the environment variable {BUFFER_CACHE_ENV}")  # refused before any JIT work
+    threads = default_num_threads()  # (PHASEC_NUM_THREADS too)
     with _compile_lock:
         _runtime = _jit(target, parallel_runtime_ir(kind, machine),
                         ["phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS],
@@ -164,12 +250,64 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(_runtime))
     for name in ("phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS):
         llvm.add_symbol(name, _runtime.addresses[name])
-    _runtime.set_i32("phasec_rt_num_threads", min(os.cpu_count() or 1, 256))
+    _runtime.set_i32("phasec_rt_num_threads", threads)
     tuning = host_tuning()
     _runtime.set_i64("phasec_rt_min_work", tuning.parallel_min_work)
     _runtime.set_i64("phasec_rt_wake_work", tuning.parallel_wake_work)
     if cache_bytes is not None:
         _runtime.set_i64("phasec_rt_buffer_cache_bytes", cache_bytes)
+
+
+def default_num_threads() -> int:
+    """The threads parallel loops use unless told: ``PHASEC_NUM_THREADS``
+    when set, else the CPUs this process may run on (its affinity mask, as
+    ``taskset`` sets it), capped by its cgroup's CPU quota (a container's
+    ``--cpus``), at most 256. An invalid ``PHASEC_NUM_THREADS`` is an
+    :class:`~phasec.errors.InputError` naming it."""
+    value = os.environ.get(NUM_THREADS_ENV, "").strip()
+    if value:
+        if not value.isdigit() or not 1 <= int(value) <= 256:
+            raise InputError(f"the environment variable {NUM_THREADS_ENV} must be a number of "
+                             f"threads from 1 to 256, not {value!r}")
+        return int(value)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        cpus = min(cpus, quota)
+    return max(1, min(cpus, 256))
+
+
+def _cgroup_cpu_quota() -> int | None:
+    """CPUs the process's cgroup (v2 ``cpu.max``, or v1 ``cpu.cfs_quota_us``)
+    allows, rounded up; None without a quota."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        try:
+            if controllers == "":  # cgroup v2
+                with open(f"/sys/fs/cgroup{path.rstrip('/')}/cpu.max", encoding="utf-8") as fh:
+                    quota, period = fh.read().split()[:2]
+            elif "cpu" in controllers.split(","):
+                base = f"/sys/fs/cgroup/{controllers}{path.rstrip('/')}"
+                with open(f"{base}/cpu.cfs_quota_us", encoding="utf-8") as fh:
+                    quota = fh.read().strip()
+                with open(f"{base}/cpu.cfs_period_us", encoding="utf-8") as fh:
+                    period = fh.read().strip()
+            else:
+                continue
+        except (OSError, ValueError):
+            continue
+        if quota in ("max", "-1") or int(period) <= 0:
+            return None
+        return max(1, -(-int(quota) // int(period)))
+    return None
 
 
 def trim_buffer_cache() -> int:
@@ -202,7 +340,8 @@ def parallel_runtime_kind() -> str:
 def set_num_threads(n: int) -> None:
     """Threads used by ``parallel`` loops, process-wide (1 runs them serially).
 
-    The default is ``os.cpu_count()``.
+    The default is :func:`default_num_threads` (``PHASEC_NUM_THREADS``, else
+    the CPUs the process may use).
     """
     host_target()
     _runtime.set_i32("phasec_rt_num_threads", max(1, min(int(n), 256)))
@@ -281,7 +420,9 @@ def jit_compile(ir_text: str, entry_symbols: list[str], global_symbols: list[str
     under a key of ``ir_text`` itself when None; :func:`jit_load_cached`
     reads an entry back without any IR."""
     target = host_target()
-    with _compile_lock:
+    kernels = f"{len(entry_symbols)} kernel{'' if len(entry_symbols) == 1 else 's'}"
+    # the longest silent step of a build (SqueezeNet: ~25 s): a progress line on a terminal
+    with console.step(f"compiling {kernels} with LLVM"), _compile_lock:
         return _jit(target, ir_text, entry_symbols, global_symbols, opt_level, cache_key)
 
 
@@ -344,7 +485,8 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
     pto.loop_interleaving = opt_level >= 2
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
-    mpm.run(mod, pb)
+    with _captured_llvm_output():
+        mpm.run(mod, pb)
 
     for f in mod.functions:
         if f.is_declaration and not f.name.startswith("llvm."):
@@ -356,7 +498,8 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
     compiled: list[bytes] = []
     if key is not None:
         engine.set_object_cache(notify_func=lambda _module, buf: compiled.append(bytes(buf)))
-    native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
+    with _captured_llvm_output():  # code generation has remarks of its own
+        native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
     if compiled:
         diskcache.store(key, compiled[0], optimized)
     return native

@@ -66,8 +66,8 @@ from phasec.ir.module import DummyGlobalInfo, IRModule, VDevice
 from phasec.ir.node import set_printer
 from phasec.ir.struct_info import StructInfo
 from phasec.script.printer.common import (
-    INDENT, SYNTAXES, attrs_dict_text, check_syntax, legacy, quote_str, sanitize, syntax,
-    vdevice_text,
+    INDENT, SYNTAXES, ConstantElision, attrs_dict_text, check_syntax, constant_elision,
+    elide_constants, legacy, quote_str, sanitize, syntax, vdevice_text,
 )
 from phasec.script.printer.relax_level import RelaxPrinter
 from phasec.script.printer.tir_level import TirPrinter
@@ -75,7 +75,7 @@ from phasec.script.printer.tir_level import TirPrinter
 __all__ = [
     "print_module", "print_function", "print_prim_func", "print_expr", "print_binding",
     "print_sinfo", "print_sinfos", "print_prim_expr", "print_stmt", "quote_str",
-    "SYNTAXES", "syntax", "script_text",
+    "SYNTAXES", "syntax", "script_text", "ConstantElision", "elide_constants",
 ]
 
 
@@ -87,16 +87,20 @@ def _header() -> tuple[str, ...]:
 
 
 
-def print_module(mod: IRModule, syntax_name: str | None = None) -> str:
+def print_module(mod: IRModule, syntax_name: str | None = None, *,
+                 function_texts: dict[Any, Any] | None = None) -> str:
     """The module as TVMScript text, ending in a newline.
 
     ``syntax_name`` is one of :data:`SYNTAXES` (default: the spelling selected
     with :func:`syntax`, else ``"tvm"``, what TVM 0.27 prints and parses).
     Functions are printed sorted by name, so equal modules print equally.
+    ``function_texts``: a dict the caller keeps between calls, where each
+    function's lines are kept and reused while the same function object
+    comes again (the modules of one pipeline share most of their functions).
     """
     if syntax_name is not None:
         with syntax(check_syntax(syntax_name)):
-            return print_module(mod)
+            return print_module(mod, function_texts=function_texts)
     lines = [*_header(), "", "@I.ir_module", "class Module:"]
     has_body = False
     if mod.attrs:
@@ -108,7 +112,9 @@ def print_module(mod: IRModule, syntax_name: str | None = None) -> str:
     for name in sorted(mod.functions):
         if has_body:
             lines.append("")  # a blank line between module-level items
-        lines.extend(_function_lines(name, mod.functions[name], INDENT))
+        func = mod.functions[name]
+        lines.extend(_function_lines(name, func, INDENT) if function_texts is None
+                     else _cached_function_lines(name, func, function_texts))
         has_body = True
     if not has_body:
         # A class needs a body; an empty attribute dict reads back as no attributes.
@@ -124,6 +130,30 @@ def _global_infos_text(infos: Mapping[str, tuple[VDevice, ...]]) -> str:
                    for d in devices]
         items.append(f"{quote_str(key)}: [" + ", ".join(entries) + "]")
     return "{" + ", ".join(items) + "}"
+
+
+def _cached_function_lines(name: str, func: Function | tir.PrimFunc,
+                           cache: dict[Any, Any]) -> list[str]:
+    """:func:`_function_lines` through ``cache``: keyed by the name, the
+    function object, the spelling and the constant elision in force (whose
+    references the lines hold and mark used again when reused)."""
+    elision = constant_elision()
+    key = (name, id(func), legacy(), id(elision))
+    hit = cache.get(key)
+    if hit is not None and hit[0] is func:
+        if elision is not None:
+            elision.used |= hit[2]
+        return hit[1]
+    outer = None
+    if elision is not None:
+        outer, elision.used = elision.used, set()
+    lines = _function_lines(name, func, INDENT)
+    used = frozenset()
+    if elision is not None:
+        used = frozenset(elision.used)
+        elision.used = outer | elision.used
+    cache[key] = (func, lines, used)
+    return lines
 
 
 def _function_lines(name: str, func: Function | tir.PrimFunc, indent: str) -> list[str]:

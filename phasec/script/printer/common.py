@@ -8,6 +8,7 @@ on these; :mod:`phasec.script.printer` is the public API.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import keyword
 import math
 import re
@@ -62,6 +63,100 @@ def syntax(name: str) -> Iterator[None]:
 def legacy() -> bool:
     """True when printing the pre-0.27 spelling."""
     return _SYNTAX.get() == "legacy"
+
+
+# ---------------------------------------------------------------------------
+# Large constants as metadata references
+# ---------------------------------------------------------------------------
+
+#: the metadata table TVM prints Relax constants under (``show_meta=False``)
+METADATA_KEY = "relax.expr.Constant"
+
+
+class ConstantElision:
+    """Print Relax constants of more than ``max_elements`` elements as TVM
+    does without its metadata section: ``metadata["relax.expr.Constant"][i]``.
+
+    A value gets one index for as long as this object is used (values are
+    told apart by a digest of dtype, shape and bytes), so a weight has the
+    same reference in every module printed with it and a diff shows only
+    real changes. ``entries[i]`` is ``(dtype, shape, digest, nbytes)`` and
+    ``values[i]`` the array; ``used`` collects the indices printed since it
+    was last cleared. :meth:`legend` writes comment lines naming them. The
+    text reads back only with the values (``parse(text, metadata=
+    {"relax.expr.Constant": elision.values})``): for reports and messages,
+    not for saving modules."""
+
+    def __init__(self, max_elements: int = 1024) -> None:
+        self.max_elements = max_elements
+        self.entries: list[tuple[str, tuple[int, ...], str, int]] = []
+        self.values: list[np.ndarray] = []
+        self.used: set[int] = set()
+        self._by_digest: dict[str, int] = {}
+        self._by_id: dict[int, tuple[Any, int]] = {}  # id(array) -> (array, index)
+
+    def reference(self, arr: np.ndarray) -> str | None:
+        """The reference ``arr`` prints as, or None when it is small enough to print."""
+        if arr.size <= self.max_elements:
+            return None
+        known = self._by_id.get(id(arr))
+        if known is not None and known[0] is arr:
+            index = known[1]
+        else:
+            h = hashlib.sha256(f"{arr.dtype}{arr.shape}".encode())
+            h.update(np.ascontiguousarray(arr).tobytes())
+            digest = h.hexdigest()[:12]
+            index = self._by_digest.get(digest)
+            if index is None:
+                index = self._by_digest[digest] = len(self.entries)
+                self.entries.append((str(arr.dtype), tuple(arr.shape), digest, int(arr.nbytes)))
+                self.values.append(arr)
+            self._by_id[id(arr)] = (arr, index)
+        self.used.add(index)
+        return f"metadata[{quote_str(METADATA_KEY)}][{index}]"
+
+    def legend(self, indices: Iterator[int] | list[int] | set[int]) -> list[str]:
+        """Comment lines describing the constants ``indices`` (shape, dtype,
+        size, a short sha256 digest of the value)."""
+        indices = sorted(indices)
+        if not indices:
+            return []
+        total = sum(self.entries[i][3] for i in indices)
+        lines = [f"# {len(indices)} constant{'s' if len(indices) != 1 else ''} of more than "
+                 f"{self.max_elements} elements ({_size_text(total)}) printed as "
+                 f"metadata[{quote_str(METADATA_KEY)}][i] (values omitted):"]
+        for i in indices:
+            dtype, shape, digest, nbytes = self.entries[i]
+            lines.append(f"#   [{i}] R.Tensor({shape!r}, {quote_str(dtype)}), "
+                         f"{_size_text(nbytes)}, sha256 {digest}")
+        return lines
+
+
+def _size_text(nbytes: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes} B"
+
+
+_ELISION: ContextVar[ConstantElision | None] = ContextVar("phasec_constant_elision",
+                                                            default=None)
+
+
+@contextlib.contextmanager
+def elide_constants(elision: ConstantElision) -> Iterator[ConstantElision]:
+    """Within the block, large constants print as metadata references (see
+    :class:`ConstantElision`)."""
+    token = _ELISION.set(elision)
+    try:
+        yield elision
+    finally:
+        _ELISION.reset(token)
+
+
+def constant_elision() -> ConstantElision | None:
+    """The elision in force (:func:`elide_constants`), or None."""
+    return _ELISION.get()
 
 
 #: PrimFunc attribute keys printed in their pre-0.27 spelling (canonical -> legacy).

@@ -18,8 +18,8 @@ from phasec.ir.struct_info import (
 from phasec.op.unary import STOP_FUSION_PACKED
 from phasec.op.registry import find_op
 from phasec.script.printer.common import (
-    INDENT, Namer, PrimPrinter, attr_text, attrs_dict_text, float_lit, has_tir_var, legacy,
-    quote_str, tuple_text,
+    INDENT, Namer, PrimPrinter, attr_text, attrs_dict_text, constant_elision, float_lit,
+    has_tir_var, legacy, quote_str, tuple_text,
 )
 
 _CALL_DPS = ("relax.call_tir", "relax.call_dps_packed", "relax.call_tir_inplace")
@@ -171,6 +171,9 @@ class RelaxPrinter(PrimPrinter):
 
     def constant(self, c: Constant) -> str:
         arr = c.data
+        elision = constant_elision()
+        if elision is not None and (reference := elision.reference(arr)) is not None:
+            return reference
         dtype = str(arr.dtype)
         if arr.ndim == 0:
             value = _scalar_text(arr.item())
