@@ -60,6 +60,7 @@ import argparse
 import contextlib
 import statistics
 import sys
+import textwrap
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -483,10 +484,12 @@ def _print_inputs(params: list[tuple[str, Any]], args_: list[Any], generated: li
     heading = f"inputs ({'; '.join(origin) or 'none'}):"
     if len(heading) <= OUTPUT_COLUMNS:
         print(heading)
-    else:  # one origin a line, never broken inside (a path may run past the width)
+    else:  # one origin a line; a path is never broken (it may run past the width)
         print("inputs:")
         for o in origin:
-            print(f"  {o}")
+            print(f"  {o}" if o.startswith("from ") else textwrap.fill(
+                o, width=OUTPUT_COLUMNS, initial_indent="  ", subsequent_indent="    ",
+                break_long_words=False, break_on_hyphens=False))
     if not parts:
         print("  (the function takes no parameters)")
         return
