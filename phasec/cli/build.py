@@ -28,6 +28,22 @@ from phasec.cli._outputs import is_stream, output_option, to_stdout
 EXECUTABLE_SUFFIX = ".pvm"
 
 
+def add_bounds_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--check-bounds`` / ``--unchecked`` (build and run): by default every
+    buffer access not proven in bounds is checked at run time."""
+    bounds = parser.add_mutually_exclusive_group()
+    bounds.add_argument("--check-bounds", dest="check_bounds", action="store_const", const=True,
+                        default=None,
+                        help="check every buffer access, proven or not (slower). By default "
+                             "the accesses not proven in bounds are checked: a wrong index is "
+                             "an error naming kernel, buffer, index and extent, not a crash")
+    bounds.add_argument("--unchecked", dest="check_bounds", action="store_const", const=False,
+                        help="no bounds checks, for trusted code only: a wrong index reads or "
+                             "writes memory it does not own. An executable built with "
+                             "--unchecked still runs checked unless its user gives this flag "
+                             "to run")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="INPUT",
                         help="module file: .py (TVMScript), .json, an ONNX model (.onnx), or - "
@@ -47,16 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="compile the kernels now to catch errors (llvm, the default), or "
                              "skip it (none; they are compiled when the executable is loaded)")
     # default (None): check every buffer access not proven in bounds at compile time
-    bounds = parser.add_mutually_exclusive_group()
-    bounds.add_argument("--check-bounds", dest="check_bounds", action="store_const", const=True,
-                        default=None,
-                        help="check every buffer access, proven or not (slower; by default "
-                             "only the accesses not proven in bounds are checked: a wrong "
-                             "index is an error, not a crash)")
-    bounds.add_argument("--unchecked", dest="check_bounds", action="store_const", const=False,
-                        help="no bounds checks at all, for trusted kernels only: a wrong index "
-                             "reads or writes memory it does not own (recorded in the "
-                             "executable, but loading it does not obey this: see run --unchecked)")
+    add_bounds_arguments(parser)
     add_report_argument(parser)
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass (to standard error)")

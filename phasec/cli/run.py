@@ -84,7 +84,7 @@ from phasec.ir.expr import Function
 from phasec.ir.struct_info import StructInfo
 from phasec.transform import VERIFY_MODES, PassInstrument, get_pass, list_passes, load_plugins
 from phasec.verifier.inputs import check_input
-from phasec.cli.build import EXECUTABLE_SUFFIX, _count
+from phasec.cli.build import EXECUTABLE_SUFFIX, _count, add_bounds_arguments
 from phasec.cli.opt import check_opt_level, check_outputs_differ, read_module
 
 #: bundled example models (files phasec/examples/<name>.py)
@@ -147,17 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run kernels as native code (llvm, the default) or on the TIR "
                              "interpreter (interp)")
     # default (None): check every buffer access not proven in bounds at compile time
-    bounds = parser.add_mutually_exclusive_group()
-    bounds.add_argument("--check-bounds", dest="check_bounds", action="store_const", const=True,
-                        default=None,
-                        help="check every buffer access, proven or not (slower). By default "
-                             "the accesses not proven in bounds are checked: a wrong index is "
-                             "an error naming kernel, buffer, index and extent (the TIR "
-                             "interpreter always checks)")
-    bounds.add_argument("--unchecked", dest="check_bounds", action="store_const", const=False,
-                        help="no bounds checks, for trusted code only: a wrong index reads or "
-                             "writes memory it does not own. An executable built with "
-                             "--unchecked still runs checked unless you give this flag")
+    add_bounds_arguments(parser)
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes, no progress lines")
     add_report_argument(parser)
