@@ -59,7 +59,9 @@ def test_hypofuzz_fuzzes_the_targets_with_the_named_database(tmp_path):
             [exe, "fuzz", "-n", "1", "--no-dashboard", "--",
              str(FUZZ_TARGETS)],
             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True,
+            # SIGINT at its default, as from a terminal (a background job's children ignore it)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     db = DirectoryBasedExampleDatabase(str(db_dir))
     reports: dict[str, dict] = {}
     try:
