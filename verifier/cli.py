@@ -232,6 +232,10 @@ def _read(path: str, stdin: IO[Any] | None = None) -> tuple[str | None, _InputEr
         return None, _InputError(exc.strerror or str(exc), "OSError")
     if isinstance(data, str):  # a text stream given to main()
         data = data.encode("utf-8", "surrogateescape")
+    if os.fspath(path).lower().endswith(".onnx"):
+        return None, _InputError("an ONNX model, not a TVMScript or JSON module: import it "
+                                 "first (phasec import MODEL.onnx -o model.py), then check "
+                                 "model.py", "OSError")
     if b"\0" in data:
         return None, _InputError("binary file, not a TVMScript or JSON module", "OSError")
     try:

@@ -282,6 +282,19 @@ def test_missing_path_and_empty_directory_exit_2(tmp_path: Path) -> None:
     assert status == 2 and "no TVMScript (.py) or JSON (.json) module files" in out
 
 
+def test_an_onnx_model_points_to_phasec_import(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph), model)
+    status, out, _ = run(str(model))
+    assert status == 2 and "an ONNX model" in out and "phasec import MODEL.onnx" in out, out
+
+
 def test_console_script_process(tmp_path: Path) -> None:
     """The real process: exit status, and no traceback for a binary file."""
     binary = tmp_path / "bin.json"

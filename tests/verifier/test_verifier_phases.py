@@ -117,7 +117,9 @@ def test_pure_function_is_an_error_in_build() -> None:
 def test_diagnostic_help_names_the_pass_and_the_phase() -> None:
     text = declare(NESTED.replace("            ATTRS\n", ""), "optimization")
     [diag] = verifier.check(phasec.parse(text, "case.py"))
-    assert diag.help == "run LambdaLifting to lift nested functions (or declare phase 'ingestion')"
+    assert diag.help == ("run LambdaLifting to lift nested functions (or declare phase "
+                         "'ingestion': I.module_attrs({\"phase\": \"ingestion\"}) in the module "
+                         "class)")
     assert diag.binding == "inner" and diag.function == "main"
     assert text.splitlines()[diag.span.line - 1].strip().startswith("def inner(")
 

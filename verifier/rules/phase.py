@@ -38,7 +38,8 @@ PURE_CALL_OPS = frozenset({"relax.call_pure_packed", "relax.invoke_pure_closure"
 
 
 def _declare(phase: Phase) -> str:
-    return f"or declare phase '{phase.label}'"
+    return (f"or declare phase '{phase.label}': I.module_attrs({{\"phase\": "
+            f"\"{phase.label}\"}}) in the module class")
 
 
 @register

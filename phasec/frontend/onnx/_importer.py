@@ -188,8 +188,10 @@ class _Importer:
         if name in self.shapes:
             dims = [self._dim(name, i, d) for i, d in enumerate(self.shapes[name])]
         elif not tt.HasField("shape"):
-            raise FrontendError(f"graph input {name!r} has no shape; give one with "
-                                f"shapes={{{name!r}: (...)}} (names for dynamic dimensions)")
+            raise FrontendError(f"graph input {name!r} has no shape; give one: "
+                                f"`phasec import --shape {name}=D1,D2,...` or "
+                                f"from_onnx(..., shapes={{{name!r}: (...)}}) (names for "
+                                "dynamic dimensions)")
         else:
             dims = []
             for i, d in enumerate(tt.shape.dim):
@@ -221,7 +223,7 @@ class _Importer:
         unknown = [n for n in self.shapes if n not in {i.name for i in graph.input}]
         if unknown:
             names = ", ".join(repr(i.name) for i in graph.input)
-            raise FrontendError(f"shapes= names {', '.join(map(repr, unknown))}, which "
+            raise FrontendError(f"the given shapes name {', '.join(map(repr, unknown))}, which "
                                 f"{'is' if len(unknown) == 1 else 'are'} not graph inputs "
                                 f"(the inputs are: {names})")
         if len(graph.sparse_initializer):
