@@ -135,7 +135,7 @@ def call_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
         raise InterpError(f"PrimFunc {name!r} takes {nparams} arguments (inputs, outputs and "
                           f"shape values), got {len(args)}")
     try:
-        run_prim_func(func, list(args))
+        run_prim_func(func, list(args), name)
     except IndexOutOfRangeError as exc:
         raise exc.at(f"kernel {name!r}") from None
     except PhasecError:

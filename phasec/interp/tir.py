@@ -622,7 +622,7 @@ def _run_block(m: _Machine, block: Block, work: list[Any]) -> None:
 # --------------------------------------------------------------------------
 
 def _func_name(func: PrimFunc) -> str:
-    return str(func.attrs.get("global_symbol", "<prim_func>"))
+    return str(func.attrs.get("global_symbol", "(unnamed)"))
 
 
 def _shape_str(shape: Sequence[PrimExpr]) -> str:
@@ -687,8 +687,10 @@ def _bind_params(m: _Machine, func: PrimFunc, args: Sequence[Any]) -> None:
                               + (f" with {bound}" if bound else "") + ")")
 
 
-def run_prim_func(func: PrimFunc, args: Sequence[np.ndarray | int]) -> None:
+def run_prim_func(func: PrimFunc, args: Sequence[np.ndarray | int], name: str | None = None
+                  ) -> None:
     """Execute ``func`` on ``args`` (one per parameter), writing outputs in place.
+    Errors name the kernel ``name`` (default: its ``global_symbol``).
 
     Buffer parameters take numpy arrays of exactly the declared dtype and
     shape (symbolic dimensions are bound from the arrays); scalar ``Var``
@@ -699,7 +701,7 @@ def run_prim_func(func: PrimFunc, args: Sequence[np.ndarray | int]) -> None:
     """
     if not isinstance(func, PrimFunc):
         raise TypeError(f"run_prim_func expects a PrimFunc, got {type(func).__name__}")
-    m = _Machine(_func_name(func))
+    m = _Machine(name or _func_name(func))
     packed = tir.host_calls(func.body)
     if packed:  # refused before anything runs
         raise TIRExecutionError(

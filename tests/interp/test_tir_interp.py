@@ -308,3 +308,28 @@ def test_long_statement_sequence():
     out = np.zeros(1, "int64")
     run_prim_func(T.PrimFunc((B,), T.SeqStmt(stmts)), [out])
     assert out[0] == 20000
+
+
+def test_an_out_of_range_index_names_the_kernel_the_module_calls():
+    import phasec
+    from phasec import interp
+    from phasec.errors import PhasecError
+
+    mod = phasec.parse('''
+@I.ir_module
+class M:
+    @T.prim_func
+    def pick(A: T.Buffer((4,), "float32"), I: T.Buffer((2,), "int64"), B: T.Buffer((2,), "float32")):
+        for i in range(2):
+            B[i] = A[I[i]]
+
+    @R.function
+    def main(a: R.Tensor((4,), "float32"), idx: R.Tensor((2,), "int64")) -> R.Tensor((2,), "float32"):
+        cls = M
+        b = R.call_tir(cls.pick, (a, idx), out_sinfo=R.Tensor((2,), "float32"))
+        return b
+''')
+    a = np.arange(4, dtype="float32")
+    np.testing.assert_array_equal(interp.run(mod, a, np.array([3, 0])), [3.0, 0.0])
+    with pytest.raises(PhasecError, match=r"out-of-bounds access A\[9\] \(shape \(4,\)\) in PrimFunc pick"):
+        interp.run(mod, a, np.array([1, 9]))
