@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import (
-    BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError,
+    BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError, counted,
 )
 from phasec.interp.relax import normalize_value
 from phasec.ir.intrinsics import SCALAR_INTRINSICS
@@ -125,11 +125,36 @@ class _FunctionHandle:
         self.index = index
         self.name = name
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function; arguments by position or by parameter name
+        (``vm["main"](x=x, w=w)``, as ONNX Runtime takes inputs by name)."""
+        if kwargs:
+            args = self._by_position(args, kwargs)
         return self.vm._invoke_entry(self.index, args)
+
+    def _by_position(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        params = self.vm.exe.functions[self.index].params
+        bound: list[Any] = list(args) + [_MISSING] * max(0, len(params) - len(args))
+        for key, value in kwargs.items():
+            if key not in params:
+                raise VMError(f"function {self.name!r} has no parameter {key!r}; its "
+                              f"parameters are: {', '.join(params) or '(none)'}")
+            at = params.index(key)
+            if at < len(args):
+                raise VMError(f"function {self.name!r} got parameter {key!r} twice (by position "
+                              f"and by name)")
+            bound[at] = value
+        missing = [p for p, v in zip(params, bound) if v is _MISSING]
+        if missing:
+            raise VMError(f"function {self.name!r} is missing {counted(len(missing), 'argument')}: "
+                          f"{', '.join(missing)}")
+        return tuple(bound)
 
     def __repr__(self) -> str:
         return f"<VM function {self.name}>"
+
+
+_MISSING = object()
 
 
 class VirtualMachine(VMMemory):

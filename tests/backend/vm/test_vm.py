@@ -314,3 +314,29 @@ def test_errors_in_packed_functions_are_located(packed_funcs):
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
+
+
+def test_arguments_by_parameter_name():
+    """ONNX Runtime users pass inputs by name: vm["main"](x=..., w=...)."""
+    import phasec
+
+    mod = phasec.parse('''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32"), w: R.Tensor((3, 2), "float32")) -> R.Tensor((2, 2), "float32"):
+        y = R.matmul(x, w)
+        return y
+''')
+    vm = VirtualMachine(phasec.build(mod))
+    x = np.arange(6, dtype="float32").reshape(2, 3)
+    w = np.arange(6, dtype="float32").reshape(3, 2) - 2
+    for call in (lambda: vm["main"](x=x, w=w), lambda: vm["main"](w=w, x=x),
+                 lambda: vm["main"](x, w=w)):
+        np.testing.assert_allclose(np.asarray(call()), x @ w)
+    with pytest.raises(VMError, match="no parameter 'input'; its parameters are: x, w"):
+        vm["main"](input=x, w=w)
+    with pytest.raises(VMError, match="got parameter 'x' twice"):
+        vm["main"](x, x=x)
+    with pytest.raises(VMError, match="missing 1 argument: w"):
+        vm["main"](x=x)
