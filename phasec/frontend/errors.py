@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from phasec.errors import InputError
+from phasec.errors import InputError, counted
 
-__all__ = ["FrontendError", "UnsupportedModelError", "UnsupportedNode"]
+__all__ = ["FrontendError", "UnsupportedModelError", "UnsupportedNode", "GRAPH_INPUT"]
 
 
 class FrontendError(InputError):
@@ -32,8 +32,15 @@ class UnsupportedNode:
     needs_value: str = ""
 
     def __str__(self) -> str:
+        if self.op_type == GRAPH_INPUT:  # (its reason names the input)
+            return self.reason
         where = f"node {self.index}" if self.index >= 0 else "node"
         return f"{where} {self.name!r} ({self.op_type}, opset {self.opset}): {self.reason}"
+
+
+#: the ``op_type`` of an :class:`UnsupportedNode` that is a graph input (an
+#: input phasec cannot take: a dtype it does not compute with, not a tensor)
+GRAPH_INPUT = "graph input"
 
 
 class UnsupportedModelError(FrontendError):
@@ -43,9 +50,15 @@ class UnsupportedModelError(FrontendError):
 
     def __init__(self, nodes: Sequence[UnsupportedNode], what: str = "the model") -> None:
         self.nodes = list(nodes)
-        ops = sorted({n.op_type for n in self.nodes})
-        head = (f"{what} has {len(self.nodes)} unsupported node{'s' if len(self.nodes) != 1 else ''}"
-                f" (operators: {', '.join(ops)}):")
+        inputs = sum(n.op_type == GRAPH_INPUT for n in self.nodes)
+        ops = sorted({n.op_type for n in self.nodes if n.op_type != GRAPH_INPUT})
+        parts = []
+        if inputs:
+            parts.append(counted(inputs, "unsupported graph input"))
+        if ops:
+            parts.append(f"{counted(len(self.nodes) - inputs, 'unsupported node')} (operators: "
+                         f"{', '.join(ops)})")
+        head = f"{what} has {' and '.join(parts)}:"
         lines = [f"  {n}" for n in self.nodes[:50]]
         if len(self.nodes) > 50:
             lines.append(f"  ... and {len(self.nodes) - 50} more")

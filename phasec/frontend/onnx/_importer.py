@@ -27,7 +27,9 @@ import numpy as np
 
 from phasec.errors import PhasecError, StructInfoError
 from phasec.fileio import read_bytes
-from phasec.frontend.errors import FrontendError, UnsupportedModelError, UnsupportedNode
+from phasec.frontend.errors import (
+    GRAPH_INPUT, FrontendError, UnsupportedModelError, UnsupportedNode,
+)
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
     ops_attention, ops_control, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib,
     ops_quant_loss, ops_reduce, ops_rnn, ops_tensor,
@@ -249,7 +251,7 @@ class _Importer:
             try:
                 sinfo = self._input_sinfo(vi)
             except Unsupported as exc:
-                self.unsupported.append(UnsupportedNode(vi.name, "graph input", self.opset,
+                self.unsupported.append(UnsupportedNode(vi.name, GRAPH_INPUT, self.opset,
                                                         exc.reason))
                 self.poisoned.add(vi.name)
                 continue
