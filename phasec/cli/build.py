@@ -14,10 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from phasec.errors import InputError, PhasecError
+from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file
 from phasec.pipeline import build
-from phasec.transform import VERIFY_MODES, PassTiming, load_plugins
+from phasec.transform import VERIFY_MODES, PassTiming, PassTrace, load_plugins
 from phasec.cli._report import CliReport, add_report_argument
 from phasec.cli.opt import (
     OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, check_read_module, read_module,
@@ -56,21 +56,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), after transitions, "
                              "or off")
-    parser.add_argument("--passes", metavar="SPEC", default=None,
-                        help="a textual pipeline to use instead of the default one (must end "
-                             "in the build phase)")
     parser.add_argument("--kernels", choices=("llvm", "none"), default="llvm",
                         help="compile the kernels now to catch errors (llvm, the default), or "
                              "skip it (none; they are compiled when the executable is loaded)")
     # default (None): check every buffer access not proven in bounds at compile time
     add_bounds_arguments(parser)
     add_report_argument(parser)
+    add_pipeline_arguments(parser)
+
+
+def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--passes``, ``--timing`` and ``--trace`` (build and run)."""
+    parser.add_argument("--passes", metavar="SPEC", default=None,
+                        help="a textual pipeline to use instead of the default one (must end "
+                             "in the build phase)")
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass (to standard error)")
+    parser.add_argument("--trace", action="store_true",
+                        help="print each pass with its phase before and after (to standard "
+                             "error)")
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def pipeline_instruments(args: argparse.Namespace) -> tuple[PassTiming | None, PassTrace | None]:
+    """The ``--timing`` and ``--trace`` instruments asked for (None: not asked)."""
+    return (PassTiming() if args.timing else None), (PassTrace() if args.trace else None)
+
+
+def print_pipeline_instruments(timing: PassTiming | None, trace: PassTrace | None) -> None:
+    """What ``--timing`` and ``--trace`` recorded, to standard error."""
+    if timing is not None:
+        print(timing.render(), file=sys.stderr)
+    if trace is not None and trace.entries:
+        print(f"pass trace:\n{trace.render()}", file=sys.stderr)
 
 
 def default_output(input_path: str) -> str:
@@ -102,21 +119,22 @@ def run(args: argparse.Namespace) -> int:
     report = CliReport(args.report, args.input, args.verify)
     mod = read_module(args.input)
     check_read_module(mod, args.input, args.verify, report)
-    timing = PassTiming() if args.timing else None
+    timing, trace = pipeline_instruments(args)
     try:
         exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
-                    instruments=([timing] if timing is not None else []) + report.instruments,
+                    instruments=[i for i in (timing, trace) if i is not None]
+                    + report.instruments,
                     kernels=args.kernels, check_bounds=args.check_bounds)
     except PhasecError as exc:
         report.write(mod, error=exc)
+        print_pipeline_instruments(None, trace)  # (up to the error)
         raise
     report.write(mod, kernels=exe.stats()["kernels"])
     exe.save(out)
-    if timing is not None:
-        print(timing.render(), file=sys.stderr)
+    print_pipeline_instruments(timing, trace)
     stats = exe.stats()
-    print(f"wrote {out}: {_count(stats['functions'], 'function')}, "
-          f"{_count(stats['instructions'], 'instruction')}, {_count(stats['kernels'], 'kernel')}, "
-          f"{_count(stats['constants'], 'constant')}",
+    print(f"wrote {out}: {counted(stats['functions'], 'function')}, "
+          f"{counted(stats['instructions'], 'instruction')}, {counted(stats['kernels'], 'kernel')}, "
+          f"{counted(stats['constants'], 'constant')}",
           file=sys.stderr if to_stdout(out) else sys.stdout)  # not into the executable's bytes
     return 0

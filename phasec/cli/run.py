@@ -72,7 +72,7 @@ import numpy as np
 
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.backend.vm import Executable, VirtualMachine
-from phasec.errors import InputError, PhasecError
+from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file, write_atomic
 from phasec import interp
 from phasec.pipeline import codegen_and_compile, lower
@@ -84,7 +84,10 @@ from phasec.ir.expr import Function
 from phasec.ir.struct_info import StructInfo
 from phasec.transform import VERIFY_MODES, PassInstrument, get_pass, list_passes, load_plugins
 from phasec.verifier.inputs import check_input
-from phasec.cli.build import EXECUTABLE_SUFFIX, _count, add_bounds_arguments
+from phasec.cli.build import (
+    EXECUTABLE_SUFFIX, add_bounds_arguments, add_pipeline_arguments, pipeline_instruments,
+    print_pipeline_instruments,
+)
 from phasec.cli.opt import check_opt_level, check_outputs_differ, read_module
 
 #: bundled example models (files phasec/examples/<name>.py)
@@ -148,6 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "interpreter (interp)")
     # default (None): check every buffer access not proven in bounds at compile time
     add_bounds_arguments(parser)
+    add_pipeline_arguments(parser)
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes, no progress lines")
     add_report_argument(parser)
@@ -522,17 +526,21 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     print(f"phasec run: {what}, phase {mod.phase.label}, entry {args.entry!r}")
     list_passes()  # import the passes now, so that their import is not timed
     log = PassLog(args.verify)
+    timing, trace = pipeline_instruments(args)
     start = time.perf_counter()
     try:
-        lowered = lower(mod, args.opt_level, verify=args.verify,
-                        instruments=[log, *report.instruments])
+        lowered = lower(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
+                        instruments=[log, *(i for i in (timing, trace) if i is not None),
+                                     *report.instruments])
     except PhasecError as exc:
         if log.rows and not args.quiet:
             print(f"passes (opt_level {args.opt_level}, verify {args.verify}), up to the error:")
             print(log.render())
+        print_pipeline_instruments(None, trace)  # (up to the error)
         report.write(mod, error=exc)
         raise
     lower_seconds = time.perf_counter() - start
+    print_pipeline_instruments(timing, trace)
     if not args.quiet:
         print(f"passes (opt_level {args.opt_level}, verify {args.verify}):")
         print(log.render() if log.rows else "  (none: the module is already in phase build)")
@@ -548,8 +556,8 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     kernel_seconds = time.perf_counter() - start
     stats = exe.stats()
     print(f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "
-          f"({_count(stats['functions'], 'function')}, {stats['instructions']} instructions),\n"
-          f"  {_count(stats['kernels'], 'kernel')} "
+          f"({counted(stats['functions'], 'function')}, {stats['instructions']} instructions),\n"
+          f"  {counted(stats['kernels'], 'kernel')} "
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(kernel_seconds)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
@@ -591,7 +599,7 @@ def _check_save_paths(args: argparse.Namespace) -> None:
 
 def _save_npz(path: str, arrays: dict[str, np.ndarray], what: str) -> None:
     write_atomic(path, lambda f: np.savez(f, **arrays), f"{what} file")
-    print(f"{what} written to {path} ({_count(len(arrays), 'array')})")
+    print(f"{what} written to {path} ({counted(len(arrays), 'array')})")
 
 
 def _save_inputs(path: str | None, params: list[tuple[str, Any]], inputs: list[Any]) -> None:
@@ -639,7 +647,7 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
           "(compiled already: no passes to show)")
     start = time.perf_counter()
     vm = VirtualMachine(exe, kernels=args.kernels)
-    print(f"kernels: {_count(len(exe.prim_funcs), 'kernel')} "
+    print(f"kernels: {counted(len(exe.prim_funcs), 'kernel')} "
           f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
           f"in {_ms(time.perf_counter() - start)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)

@@ -124,3 +124,24 @@ def test_pass_descriptions_are_whole_sentences(capsys):
         [r["description"][-40:] for r in records if not r["description"].endswith(".")]
     legalize = next(r for r in records if r["pass"] == "LegalizeOps")
     assert legalize["description"].endswith("into a generated PrimFunc.")
+
+
+@pytest.mark.parametrize("option", ["--passes", "--timing", "--trace", "--check-bounds",
+                                    "--unchecked", "--load", "--report"])
+def test_build_and_run_take_the_same_pipeline_options(option):
+    assert option in _options("build") and option in _options("run")
+
+
+def test_run_takes_a_pipeline_and_traces_it(capsys, tmp_path):
+    model = tmp_path / "m.py"
+    assert main(["example", "mlp", "-o", str(model)]) == 0
+    capsys.readouterr()
+    spec = "LambdaLifting,ToNonDataflow,LegalizeOps,VMBuiltinLower"
+    status = main(["run", str(model), "--passes", spec, "--timing", "--trace", "--repeat", "1",
+                   "-q"])
+    out, err = capsys.readouterr()
+    assert status == 0 and "PASS" in out, out + err
+    trace = err[err.index("pass trace:"):]
+    ran = [name for name in spec.split(",") if name in trace]
+    assert ran == spec.split(","), trace  # the given pipeline, in its order
+    assert "FuseOps" not in trace  # not the default one
