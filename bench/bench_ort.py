@@ -197,6 +197,17 @@ def resnet_block(c: int = 64, hw: int = 56) -> Workload:
                     2 * 2.0 * c * c * 9 * hw * hw)
 
 
+def tied_lm_head(s: int = 64, h: int = 512, vocab: int = 50257) -> Workload:
+    """GPT-2's output layer as torch.onnx exports it: the token embedding,
+    transposed on every call, then MatMul (issue 29: FoldConstant kept the
+    transpose of its 25.7M-element weight as a run-time operator)."""
+    g = _Graph(7)
+    shapes = {"x": (s, h)}
+    y = g.op("MatMul", "x", g.op("Transpose", g.weight(vocab, h), perm=[1, 0]))
+    return Workload("tied_head", f"tied LM head: x[{s},{h}] @ Transpose(W[{vocab},{h}])",
+                    g.model(shapes, y, (s, vocab)), _inputs(shapes), 2.0 * s * h * vocab)
+
+
 def workloads() -> list[Workload]:
     return [
         mlp(64, [256, 256, 64], "mlp64", "MLP 64x256->256->64 (relu)"),
@@ -206,6 +217,7 @@ def workloads() -> list[Workload]:
         mlp(256, [1024] * 4, "mlp1024", "MLP 256x1024, three 1024x1024 layers"),
         mlp(1, [1024] * 4, "mlp1024_b1", "the same MLP at batch 1"),
         resnet_block(),
+        tied_lm_head(),
     ]
 
 
@@ -437,7 +449,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=20, help="timed batches per figure (best of)")
     p.add_argument("--quick", action="store_true", help="best of 3, without BERT and ResNet")
     p.add_argument("--only", default="", help="comma-separated workload keys: " + ", ".join(
-        ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet"]))
+        ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet", "tied_head"]))
     p.add_argument("--profile", default="", metavar="KEY",
                    help="time each phasec kernel of one workload at 1 and 2 threads instead")
     p.add_argument("--keep-blas-env", action="store_true")
@@ -452,7 +464,7 @@ def main() -> None:
     repeat = 3 if args.quick else args.repeat
     chosen = [w for w in workloads()
               if (not args.only or w.key in args.only.split(","))
-              and not (args.quick and w.key in ("bert", "resnet"))]
+              and not (args.quick and w.key in ("bert", "resnet", "tied_head"))]
     peak = measure_peak(repeat)
     print(f"{C.machine_description()}; phasec {phasec.__version__} from "
           f"{os.path.dirname(phasec.__file__)}, onnxruntime {ort.__version__}; best of {repeat}")

@@ -21,8 +21,11 @@ Not folded:
 * results with more than ``max_elements`` elements (default
   :data:`~phasec.op.fold.MAX_FOLD_ELEMENTS`, ``1 << 20``, the budget of
   all evaluation ahead of run time), so folding never blows up the module
-  (broadcasts of small constants),
-  unless the result is a *splat* (every element the same bits): an
+  (broadcasts of small constants), unless the call only rearranges one
+  constant (``R.permute_dims``/``R.reshape``... of a weight: a tied LM head
+  transposed its 50257x512 embedding on every call), which folds into a
+  copy of what the model already holds, at most
+  :data:`REARRANGED_COPIES` copies of one constant, or unless the result is a *splat* (every element the same bits): an
   elementwise, broadcast or injective call (``R.full``, ``R.permute_dims``,
   ``R.reshape``, ``R.add``...) of splat constants whose result is a splat
   too. A splat costs one element in the executable
@@ -76,6 +79,15 @@ _SPLAT_LAYOUT = frozenset({"relax.permute_dims", "relax.reshape", "relax.broadca
                            "relax.astype"})
 _SPLAT_FILL = {"relax.zeros_like": 0, "relax.ones_like": 1}
 
+#: ops that only rearrange one tensor's elements: a weight transposed or
+#: reshaped on every call (a tied LM head's ``Transpose(W)``) folds whatever
+#: its size, into one more copy of a weight the model already holds
+_REARRANGE = frozenset({"relax.permute_dims", "relax.reshape", "relax.expand_dims",
+                        "relax.squeeze", "relax.flatten"})
+#: how many rearranged copies of one constant fold past ``max_elements``
+#: (chains included): the module grows at most this many times its weights
+REARRANGED_COPIES = 2
+
 
 def _splat_element(op: str, args: Any, tensors: list) -> Any:
     """The element of a splat result that needs no evaluation (a fill or a
@@ -115,6 +127,10 @@ class _Folder(ExprMutator):
         self.max_elements = max_elements
         self.consts: dict[Var, Expr] = {}   # var -> Constant or Tuple of Constants
         self.splats: dict[int, tuple[bool, np.ndarray]] = {}  # id(data) -> (is_splat, data)
+        # id(data) of a rearranged copy -> id(data) of the constant it copies, and how
+        # many copies each original has (the arrays live in the module: ids stay theirs)
+        self.origin: dict[int, int] = {}
+        self.copies: dict[int, int] = {}
 
     def _tensor_operands(self, args: tuple[Expr, ...]) -> list[Expr]:
         """The constant tensors among known operands (through tuples, and
@@ -154,7 +170,7 @@ class _Folder(ExprMutator):
         kept_whole = n <= self.max_elements
         if not kept_whole:  # past max_elements: folded only as a splat (one element)
             if not self._splat_candidate(opdef.pattern, tensors, sinfo):
-                return None
+                return self._fold_rearrangement(call, operands, tensors, n)
             element = _splat_element(op.name, call.args, tensors)
             if element is not None:  # known without evaluating the whole result
                 return _splat_const(element, sinfo)
@@ -167,6 +183,27 @@ class _Folder(ExprMutator):
                 return None  # too big, and not a splat after all (e.g. R.pad's border)
             return _splat_const(value.reshape(-1)[0], sinfo)
         return _as_expr(value)
+
+    def _fold_rearrangement(self, call: Call, operands: list, tensors: list, n: int
+                            ) -> Expr | None:
+        """``permute_dims``/``reshape``... of one constant past ``max_elements``:
+        folded while that constant has fewer than :data:`REARRANGED_COPIES`
+        copies (a hostile chain of transposes cannot multiply the weights)."""
+        if call.op.name not in _REARRANGE or len(tensors) != 1 or type(tensors[0]) is not Constant:
+            return None
+        data = tensors[0].data
+        if data.size != n:
+            return None
+        origin = self.origin.get(id(data), id(data))
+        if self.copies.get(origin, 0) >= REARRANGED_COPIES:
+            return None
+        value = evaluate_call(call, operands, max_elements=n)
+        if not isinstance(value, np.ndarray):
+            return None
+        folded = Constant(value)
+        self.copies[origin] = self.copies.get(origin, 0) + 1
+        self.origin[id(folded.data)] = origin
+        return folded
 
     def _splat_candidate(self, pattern: OpPattern, tensors: list, sinfo: Any) -> bool:
         """May this oversized call fold to a splat? Its operands must all be

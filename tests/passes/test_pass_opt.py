@@ -276,3 +276,33 @@ def test_long_program_through_every_pass():
     assert n_bindings == 5_000 + 1  # one multiply per pair, one add per pair, the constant
     arg = np.linspace(0, 1, 4, dtype="float32")
     assert_same_results(mod, out, args=[arg])
+
+
+def test_a_big_weight_transposed_every_call_folds_once_and_no_more():
+    """A tied LM head: matmul(x, permute_dims(W)) with W past the fold budget.
+    The transpose folds (a copy of W, transposed as numpy transposes it), but a
+    chain of rearrangements copies one weight at most twice."""
+    import phasec
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((1031, 1024)).astype("float32")  # > 2**20 elements
+    x = Var("x", TensorStructInfo((2, 1024), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        wt = bb.emit(call_op("permute_dims", Constant(w)), "wt")
+        w2 = bb.emit(call_op("permute_dims", wt), "w2")
+        w3 = bb.emit(call_op("reshape", w2, (1024 * 1031,)), "w3")
+        y = bb.emit(call_op("matmul", x, wt), "y")
+        s = bb.emit(call_op("sum", w3), "s")
+        out = bb.emit(call_op("add", y, s), "out")
+        bb.emit_func_output(out)
+    mod = bb.get().with_phase(Phase.OPTIMIZATION)
+    folded = get_pass("FoldConstant")(mod)
+    calls = {b.var.name_hint: b.value for blk in folded["main"].body.blocks for b in blk.bindings}
+    assert isinstance(calls["wt"], Constant) and isinstance(calls["w2"], Constant)
+    np.testing.assert_array_equal(calls["wt"].data, w.T)
+    np.testing.assert_array_equal(calls["w2"].data, w)
+    assert isinstance(calls["w3"], Call)  # a third copy of W stays a run-time reshape
+    xv = rng.standard_normal((2, 1024)).astype("float32")
+    got = phasec.VirtualMachine(phasec.build(folded))["main"](xv)
+    np.testing.assert_allclose(np.asarray(got), xv @ w.T + w.sum(), rtol=1e-4, atol=1e-2)
