@@ -19,6 +19,7 @@ from phasec.fileio import same_file
 from phasec.pipeline import build
 from phasec.transform import VERIFY_MODES, PassTiming
 from phasec.cli._report import CliReport, add_report_argument
+from phasec.cli._validate import add_validate_arguments, validate_instruments
 from phasec.cli.opt import OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, read_module
 from phasec.cli._outputs import is_stream, output_option, to_stdout
 
@@ -51,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_report_argument(parser)
     parser.add_argument("--timing", action="store_true",
                         help="print the time spent in each pass (to standard error)")
+    add_validate_arguments(parser)
 
 
 def _count(n: int, noun: str) -> str:
@@ -87,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     timing = PassTiming() if args.timing else None
     try:
         exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
-                    instruments=([timing] if timing is not None else []) + report.instruments,
+                    instruments=([timing] if timing is not None else []) + report.instruments
+                    + validate_instruments(args),
                     kernels=args.kernels, check_bounds=args.check_bounds)
     except PhasecError as exc:
         report.write(mod, error=exc)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from phasec import interp
-from phasec.backend.llvm import compile_prim_funcs
+from phasec.backend.kernel_runner import llvm_kernel_runner
 from phasec.errors import InputError, PhasecError
 from phasec.interp import KernelRunner
 from phasec.ir import IRModule, Phase, tir
@@ -38,17 +38,3 @@ __all__ = ["llvm_kernel_runner", "Stage", "BisectResult", "run_stages", "bisect_
            "Reference", "module_reference"]
 
 
-def llvm_kernel_runner(check_bounds: bool = True) -> KernelRunner:
-    """A ``kernel_runner`` for :func:`phasec.interp.run` that compiles each
-    PrimFunc with LLVM once (cached by identity; LLVM's own cache is keyed
-    by structure) and calls it in destination-passing style."""
-    compiled: dict[int, tuple[tir.PrimFunc, Any]] = {}
-
-    def run(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
-        entry = compiled.get(id(func))
-        if entry is None or entry[0] is not func:
-            lib = compile_prim_funcs({name: func}, check_bounds=check_bounds)
-            entry = compiled[id(func)] = (func, lib[name])
-        entry[1](*args)
-
-    return run

@@ -128,9 +128,9 @@ def _excerpt(mod: IRModule, name: str, max_lines: int) -> list[str]:
     start = next((i for i, t in enumerate(lines) if t.startswith(f"    def {name}(")), None)
     if start is None:
         return ["     (not printed)"]
+    end = start + 1
     while start > 0 and lines[start - 1].startswith("    @"):
         start -= 1
-    end = start + 1
     while end < len(lines) and not lines[end].startswith(("    @", "    def ")):
         end += 1
     body = [t for t in lines[start:end] if t.strip()]
@@ -196,7 +196,7 @@ class ValidateResults(PassInstrument):
         float64: compare with a float64 evaluation of the starting module
             (when it has one; else with its own results).
         kernel_runner: how PrimFuncs run (default: the exact TIR interpreter,
-            slow on large tensors; ``phasec.testing.bisect.llvm_kernel_runner()``
+            slow on large tensors; ``phasec.backend.kernel_runner.llvm_kernel_runner()``
             compiles them with LLVM, bounds-checked).
         raise_on_change: raise :class:`ResultsChangedError` at the first
             change (else record it in :attr:`change` and stop checking).

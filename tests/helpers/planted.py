@@ -54,7 +54,8 @@ class _ShortLoop(StmtExprMutator):
         self.done = False
 
     def visit_for_(self, loop: tir.For) -> tir.For:
-        if self.done or not isinstance(loop.extent, tir.IntImm) or loop.extent.value < 2:
+        if self.done or loop.kind != "serial" or not isinstance(loop.extent, tir.IntImm) \
+                or loop.extent.value < 2:
             return loop
         self.done = True
         return dataclasses.replace(loop, extent=tir.IntImm(loop.extent.value - 1,
@@ -63,8 +64,8 @@ class _ShortLoop(StmtExprMutator):
 
 @T.module_pass(phases=Phase.LOWERING, name="PlantedOffByOne")
 def off_by_one(mod: IRModule, ctx: T.PassContext) -> IRModule:
-    """Shortens the innermost constant loop of the first kernel by one
-    iteration (the outer loops are visited last)."""
+    """Shortens the innermost serial loop of constant extent of the first
+    kernel by one iteration (in a matmul: its reduction loop)."""
     for name, func in mod.prim_funcs():
         mutator = _ShortLoop()
         body = mutator.visit(func.body)
