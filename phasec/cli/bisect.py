@@ -35,8 +35,9 @@ from phasec.backend.vm import VirtualMachine
 from phasec.cli._inputs import load_npz, make_inputs, onnx_input_names, parse_dims
 from phasec.cli.opt import check_opt_level, read_module
 from phasec.errors import InputError
-from phasec.pipeline import codegen_and_compile
+from phasec.pipeline import codegen_and_compile, pipeline_from
 from phasec.testing.bisect import bisect_stages, run_stages
+from phasec.testing.minimize import minimize_change, save_minimized
 from phasec.transform.results import (
     Tolerance, as_float64, compare_outputs, copy_value, rounding_length, widen,
 )
@@ -58,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "build phase)")
     parser.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-5)")
     parser.add_argument("--atol", type=float, default=None, help="absolute tolerance (1e-6)")
+    parser.add_argument("--reproducer", metavar="DIR", default=None,
+                        help="write a minimized reproducer of the blamed pass to DIR, in the "
+                             "format of phasec fuzz (module, inputs .npz, replay commands)")
 
 
 def _ort_reference(path: str, mod: Any, entry: str, inputs: list[Any]) -> Any:
@@ -72,6 +76,25 @@ def _ort_reference(path: str, mod: Any, entry: str, inputs: list[Any]) -> Any:
             if ident in onnx_names}
     outs = session.run(None, feed)
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _write_reproducer(args: argparse.Namespace, result: Any, inputs: list[Any], tol: Tolerance,
+                      runner: Any) -> None:
+    change = result.change
+    passes = [p for p in pipeline_from(args.passes, args.opt_level).passes
+              if p.info.name == change.pass_name]
+    if not passes:
+        print(f"phasec bisect: note: no reproducer: {change.pass_name} is not a pass of the "
+              "pipeline (a required pass?)", file=sys.stderr)
+        return
+    found = minimize_change(change.before, passes[0], inputs, entry=args.entry, tolerance=tol,
+                            kernel_runner=runner)
+    saved = save_minimized(args.reproducer, found)
+    lines = len(saved.path.read_text().splitlines())
+    print(f"minimized reproducer ({found.candidates_tried} candidates tried): {saved.path} "
+          f"({lines} lines, inputs {saved.path.with_suffix('.npz').name}); replay with\n"
+          f"  phasec opt {saved.path} --passes '{saved.sequence}'\n"
+          f"  phasec fuzz --replay {saved.path}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
     result = bisect_stages(stages, inputs, ref32, ref64, reference=reference, tolerance=tol,
                            entry=args.entry, kernel_runner=runner)
     print(result.describe())
+    if result.change is not None and args.reproducer is not None:
+        _write_reproducer(args, result, inputs, tol, runner)
     if result.change is None and result.start_problem is None:
         print("every stage agrees in the interpreter: the difference comes from VM codegen or "
               "the compiled kernels")

@@ -83,3 +83,28 @@ def test_planted_pass_found_in_a_bundled_example(tmp_path, monkeypatch, capsys):
     assert main(["bisect", str(path)]) == 1
     out = capsys.readouterr().out
     assert "pass PlantedOffByOne (#" in out and "float64" in out
+
+
+def test_minimized_reproducer_replays(tmp_path, monkeypatch, capsys):
+    from phasec.testing.reproducers import read_reproducer, replay
+    from phasec.transform import REGISTRY, register_pass
+    from helpers.planted import swap_in_fused
+
+    path = _onnx_models(tmp_path)["gemm"]
+    _plant(monkeypatch, "swap")
+    out_dir = tmp_path / "repro"
+    assert main(["bisect", path, "--reproducer", str(out_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "minimized reproducer" in out and "phasec fuzz --replay" in out
+    (repro,) = out_dir.glob("*.py")
+    text = repro.read_text()
+    assert "# sequence: PlantedSwapInFused" in text and "# kind: results" in text
+    rep = read_reproducer(repro)
+    # the softmax after the fused subtract was cut away; the weights became inputs
+    assert "softmax" not in rep.module.script() and len(rep.inputs) >= 2
+    module_lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert len(module_lines) <= 25
+    with REGISTRY.scope():
+        register_pass(swap_in_fused)
+        failures = replay(repro, kernels="interp")
+    assert [f.kind for f in failures] == ["results"]
