@@ -133,7 +133,8 @@ def _excerpt(mod: IRModule, name: str, max_lines: int) -> list[str]:
         start -= 1
     while end < len(lines) and not lines[end].startswith(("    @", "    def ")):
         end += 1
-    body = [t for t in lines[start:end] if t.strip()]
+    # (long lines are inline constants: their start says enough)
+    body = [t if len(t) <= 160 else t[:150] + " ..." for t in lines[start:end] if t.strip()]
     if len(body) > max_lines:
         body = body[:max_lines] + [f"    ... ({len(body) - max_lines} more lines)"]
     return ["   " + t for t in body]

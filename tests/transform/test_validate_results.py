@@ -115,6 +115,14 @@ def test_tolerance_separates_rounding_from_miscompilation():
     miss = compare_outputs(wrong, ref32, truth, Tolerance(), length)
     assert miss.index == (2, 3) and miss.count == 1
     assert miss.error == pytest.approx(abs(wrong[2, 3] - truth[2, 3]), rel=1e-6)
+    # where the float32 evaluation overflowed (float64 did not), any inf/NaN
+    # is the same result; a finite value there, or an inf elsewhere, is not
+    big = np.array([1e39, 2.0])
+    r32 = np.array([np.inf, 2], "float32")  # big in float32
+    assert compare_outputs(np.array([np.nan, 2], "float32"), r32, big, Tolerance(), 1) is None
+    assert compare_outputs(np.array([5, 2], "float32"), r32, big, Tolerance(), 1).index == (0,)
+    assert compare_outputs(np.array([np.inf, np.inf], "float32"), r32, big, Tolerance(),
+                           1).index == (1,)
     ints = np.arange(6, dtype="int32")
     assert compare_outputs(ints + (np.arange(6) == 4), ints, None, Tolerance(), 1).index == (4,)
 
