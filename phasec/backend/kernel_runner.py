@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp import KernelRunner
 from phasec.ir import tir
@@ -31,6 +33,14 @@ def llvm_kernel_runner(check_bounds: bool = True) -> KernelRunner:
         if entry is None or entry[0] is not func:
             lib = compile_prim_funcs({name: func}, check_bounds=check_bounds)
             entry = compiled[id(func)] = (func, lib[name])
-        entry[1](*args)
+        # Compiled kernels take C-contiguous arrays; the interpreter's values
+        # need not be (a constant made by broadcasting, a view): run on
+        # contiguous copies and write back what the kernel may have written.
+        call = [np.ascontiguousarray(a) if isinstance(a, np.ndarray)
+                and not a.flags.c_contiguous else a for a in args]
+        entry[1](*call)
+        for orig, used in zip(args, call):
+            if used is not orig and orig.flags.writeable:
+                orig[...] = used
 
     return run

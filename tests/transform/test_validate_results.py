@@ -146,3 +146,16 @@ def test_bad_arguments_are_clear_errors():
         _lower(inputs={"nope": np.zeros(3)})
     with pytest.raises(InputError, match="takes 3 arguments"):
         _lower(inputs=[np.zeros((4, 8), "float32")])
+
+
+def test_llvm_kernels_take_the_interpreters_non_contiguous_values():
+    from phasec import interp
+    from phasec.backend.kernel_runner import llvm_kernel_runner
+
+    lowered = lower(parse(SOURCE), 2)
+    x, w, b = _inputs()
+    wt = np.asfortranarray(w)  # the same values, not C-contiguous
+    out = interp.run(lowered, x, wt, np.broadcast_to(b[:1], b.shape),
+                     kernel_runner=llvm_kernel_runner())
+    np.testing.assert_allclose(out, _numpy(x, w, np.broadcast_to(b[:1], b.shape)),
+                               rtol=1e-5, atol=1e-6)
