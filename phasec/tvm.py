@@ -37,8 +37,13 @@ from phasec.ir.visitor import ExprMutator
 from phasec.op import call_op
 from phasec.op.unary import STOP_FUSION_PACKED
 from phasec.script.parser import parse
+from phasec.transform.results import (
+    Tolerance, as_float64, compare_outputs, copy_value, rounding_length, validation_inputs,
+    widen,
+)
+from phasec import interp
 
-__all__ = ["from_tvm", "to_tvm", "PhaseCheck", "PassVerdict", "TVM_TRANSITIONS",
+__all__ = ["from_tvm", "to_tvm", "PhaseCheck", "PassVerdict", "ResultVerdict", "TVM_TRANSITIONS",
            "TVMNotAvailableError", "TESTED_TVM_VERSION", "require_tvm", "PhaseCheckError",
            "TVM_DOCUMENTED_DEVIATIONS", "documented_deviation"]
 
@@ -304,6 +309,78 @@ class PassVerdict:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class ResultVerdict:
+    """What ``PhaseCheck(check_results=True)`` found after one TVM pass:
+    ``status`` is ``"reference"`` (the module TVM started from, run in
+    phasec's interpreter), ``"same"``, ``"changed"`` (``detail`` says where
+    and by how much) or ``"cannot run"`` (``detail`` says why: unreadable
+    text, or an interpreter failure on a stage that is no result change,
+    such as a kernel calling TVM's runtime); never silently skipped."""
+
+    index: int
+    pass_name: str
+    status: str
+    detail: str = ""
+
+
+class _ResultCheck:
+    """Runs every stage TVM prints in phasec's interpreter on the same inputs
+    and compares it with the first (float64 where it has a float64 form)."""
+
+    def __init__(self, inputs: Any, tolerance: Tolerance | None, entry: str) -> None:
+        self.inputs, self.tolerance, self.entry = inputs, tolerance or Tolerance(), entry
+        self.args: tuple | None = None
+        self.ref32: Any = None
+        self.ref64: Any = None
+        self.length = 1
+        self.verdicts: list[ResultVerdict] = []
+
+    @property
+    def first_change(self) -> ResultVerdict | None:
+        return next((v for v in self.verdicts if v.status == "changed"), None)
+
+    def start(self, mod: IRModule, pass_name: str) -> None:
+        index = len(self.verdicts)
+        try:
+            self.args = validation_inputs(mod, self.entry, self.inputs)
+            self.ref32 = interp.run(mod, *(copy_value(a) for a in self.args), entry=self.entry)
+        except Exception as exc:  # noqa: BLE001 - then nothing can be compared
+            self.args = None
+            self.verdicts.append(ResultVerdict(index, pass_name, "cannot run",
+                                               f"the starting module: {_first_line(exc)}"))
+            return
+        try:
+            self.ref64 = interp.run(widen(mod), *(as_float64(copy_value(a)) for a in self.args),
+                                    entry=self.entry)
+        except Exception:  # noqa: BLE001 - compared with its own results then
+            self.ref64 = None
+        self.length = rounding_length(mod)
+        self.verdicts.append(ResultVerdict(index, f"(before {pass_name})", "reference",
+                                           "float64" if self.ref64 is not None else "own types"))
+
+    def check(self, mod: IRModule | None, pass_name: str, why_not: str | None = None) -> None:
+        index = len(self.verdicts)
+        if self.args is None or mod is None:
+            reason = why_not or "no reference (the starting module could not run)"
+            self.verdicts.append(ResultVerdict(index, pass_name, "cannot run", reason))
+            return
+        try:
+            out = interp.run(mod, *(copy_value(a) for a in self.args), entry=self.entry)
+        except Exception as exc:  # noqa: BLE001 - reported, not skipped
+            self.verdicts.append(ResultVerdict(index, pass_name, "cannot run", _first_line(exc)))
+            return
+        problem = compare_outputs(out, self.ref32, self.ref64, self.tolerance, self.length)
+        self.verdicts.append(ResultVerdict(index, pass_name,
+                                           "same" if problem is None else "changed",
+                                           problem.describe() if problem is not None else ""))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
 @dataclass
 class _State:
     phase: Phase | None = None
@@ -340,10 +417,54 @@ class PhaseCheck:
     stops TVM's pipeline, instead of only recording it.
     """
 
-    def __init__(self, *, raise_on_violation: bool = False, allow_documented: bool = True) -> None:
+    def __init__(self, *, raise_on_violation: bool = False, allow_documented: bool = True,
+                 check_results: bool = False, inputs: Any = None,
+                 tolerance: Tolerance | None = None, entry: str = "main") -> None:
         self.raise_on_violation = raise_on_violation
         self.allow_documented = allow_documented
         self._state = _State()
+        # check_results: run every stage in phasec's interpreter (ResultVerdict)
+        self.check_results = check_results
+        self._results = _ResultCheck(inputs, tolerance, entry) if check_results else None
+
+    @property
+    def result_verdicts(self) -> list[ResultVerdict]:
+        """With ``check_results``: one verdict per stage, the reference first."""
+        return list(self._results.verdicts) if self._results is not None else []
+
+    @property
+    def first_result_change(self) -> ResultVerdict | None:
+        """With ``check_results``: the first TVM pass that changed the results."""
+        return self._results.first_change if self._results is not None else None
+
+    def results_report(self) -> str:
+        """With ``check_results``: the results after every TVM pass, then the verdict."""
+        rows = [f"{v.index:3d} {v.pass_name:<28} {v.status}" + (f": {v.detail}" if v.detail
+                                                               else "")
+                for v in self.result_verdicts]
+        change = self.first_result_change
+        verdict = (f"first TVM pass that changed the results: {change.pass_name}"
+                   if change is not None else "no TVM pass changed the results")
+        return "\n".join([*rows, verdict])
+
+    def before_pass(self, tvm_mod: Any, pass_name: str) -> None:
+        """Record the module TVM starts from as the results' reference (what
+        the instrument calls before the first pass)."""
+        results = self._results
+        if results is None or results.verdicts:
+            return
+        from tvm import relax
+
+        if not any(isinstance(f, relax.Function) for f in tvm_mod.functions.values()):
+            return
+        try:
+            text, metadata = _script(tvm_mod)
+            mod = parse(text, f"<before {pass_name}>", metadata=metadata)
+        except PhasecError as exc:
+            results.verdicts.append(ResultVerdict(0, f"(before {pass_name})", "cannot run",
+                                                  f"unreadable: {exc}"))
+            return
+        results.start(mod, pass_name)
 
     # -- results ------------------------------------------------------------
     @property
@@ -389,6 +510,9 @@ class PhaseCheck:
 
         @tvm.instrument.pass_instrument
         class _PhaseCheckInstrument:
+            def run_before_pass(self, mod: Any, info: Any) -> None:
+                check.before_pass(mod, info.name)
+
             def run_after_pass(self, mod: Any, info: Any) -> None:
                 check.after_pass(mod, info.name)
 
@@ -440,13 +564,26 @@ class PhaseCheck:
             prev = state.last_verdict
             verdict = PassVerdict(index, pass_name, state.phase, prev.inferred, prev.diagnostics,
                                   None, prev.unreadable)
+            if self._results is not None:  # the same text: the same results
+                last = self._results.verdicts[-1] if self._results.verdicts else None
+                self._results.verdicts.append(ResultVerdict(
+                    len(self._results.verdicts), pass_name,
+                    last.status if last is not None and last.status != "reference" else "same",
+                    "(unchanged text)"))
         else:
             try:
                 mod = parse(text, f"<after {pass_name}>", metadata=metadata)
             except PhasecError as exc:
                 verdict = PassVerdict(index, pass_name, state.phase, None, (), order_error,
                                       str(exc))
+                if self._results is not None:
+                    self._results.check(None, pass_name, f"unreadable: {exc}")
             else:
+                if self._results is not None:
+                    if not self._results.verdicts:
+                        self._results.start(mod, pass_name)
+                    else:
+                        self._results.check(mod, pass_name)
                 if index == 0 and "phase" in mod.attrs and target is None:
                     state.phase = mod.phase
                 if state.phase >= Phase.LOWERING:

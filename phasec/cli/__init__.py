@@ -46,6 +46,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "build": ("phasec.cli.build", "compile a module to a VM executable"),
     "run": ("phasec.cli.run", "compile and run a module (default: the bundled example model)"),
     "fuzz": ("phasec.cli.fuzz", "fuzz pass orderings on random programs"),
+    "bisect": ("phasec.cli.bisect",
+               "find the pass that made the compiled model differ from its reference"),
     "schema": ("phasec.cli.schema", "print the JSON Schema of the module format"),
     "import": ("phasec.cli.import_model", "import an ONNX model as TVMScript or JSON"),
     "example": ("phasec.cli.example", "write out a bundled example model (mlp, cnn, transformer)"),

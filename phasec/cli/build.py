@@ -19,6 +19,7 @@ from phasec.fileio import same_file
 from phasec.pipeline import build
 from phasec.transform import VERIFY_MODES, PassTiming, PassTrace, load_plugins
 from phasec.cli._report import CliReport, add_report_argument
+from phasec.cli._validate import add_validate_arguments, validate_instruments
 from phasec.cli.opt import (
     OUTPUT_SUFFIXES, check_opt_level, check_outputs_differ, check_read_module, read_module,
 )
@@ -63,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bounds_arguments(parser)
     add_report_argument(parser)
     add_pipeline_arguments(parser)
+    add_validate_arguments(parser)
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
                     instruments=[i for i in (timing, trace) if i is not None]
-                    + report.instruments,
+                    + report.instruments + validate_instruments(args),
                     kernels=args.kernels, check_bounds=args.check_bounds)
     except PhasecError as exc:
         report.write(mod, error=exc)

@@ -35,6 +35,7 @@ from phasec.cli._outputs import is_stream, output_option, to_stdout
 from phasec.ir import IRModule
 from phasec.ir.node import Span
 from phasec.cli._report import CliReport, add_report_argument
+from phasec.cli._validate import add_validate_arguments, validate_instruments
 from phasec.pipeline import default_pipeline, pipeline_for_phase, run_pipeline
 from phasec.script.loader import load
 from phasec.script.parser import decode_source, parse
@@ -79,6 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the time spent in each pass and in the verifier")
     parser.add_argument("--trace", action="store_true",
                         help="print every pass run or skipped, with the phase before and after")
+    add_validate_arguments(parser)
 
 
 # -- shared with `phasec build` and `phasec run` ----------------------------------
@@ -256,6 +258,7 @@ def _run(args: argparse.Namespace) -> int:
     trace = PassTrace() if args.trace else None
     notes = _SkipNotes()
     instruments += [i for i in (timing, trace) if i is not None] + [notes] + report.instruments
+    instruments += validate_instruments(args)
 
     ctx = PassContext(opt_level=args.opt_level, verify=args.verify, instruments=instruments)
     try:

@@ -79,6 +79,7 @@ from phasec.pipeline import codegen_and_compile, lower
 from phasec.script.parser import parse
 from phasec.cli._inputs import DEFAULT_DIM, load_npz, make_inputs, onnx_input_names, parse_dims
 from phasec.cli._report import CliReport, add_report_argument
+from phasec.cli._validate import add_validate_arguments, validate_instruments
 from phasec.ir import IRModule
 from phasec.ir.expr import Function
 from phasec.ir.struct_info import StructInfo
@@ -155,6 +156,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="do not list the passes, no progress lines")
     add_report_argument(parser)
+    add_validate_arguments(parser, inputs_option=False)
     parser.add_argument("--save-inputs", metavar="NPZ", default=None,
                         help="write the inputs of the run (given or random) to NPZ, one array "
                              "per parameter name: a later run takes them with --inputs NPZ")
@@ -531,7 +533,8 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     try:
         lowered = lower(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
                         instruments=[log, *(i for i in (timing, trace) if i is not None),
-                                     *report.instruments])
+                                     *report.instruments,
+                                     *validate_instruments(args, inputs, args.entry)])
     except PhasecError as exc:
         if log.rows and not args.quiet:
             print(f"passes (opt_level {args.opt_level}, verify {args.verify}), up to the error:")

@@ -110,18 +110,24 @@ class Closure:
 class _Kernel:
     """A PrimFunc used as a value (called in destination-passing style)."""
 
-    __slots__ = ("name", "func")
+    __slots__ = ("name", "func", "runner")
 
-    def __init__(self, name: str, func: tir.PrimFunc) -> None:
+    def __init__(self, name: str, func: tir.PrimFunc,
+                 runner: "KernelRunner | None" = None) -> None:
         self.name = name
         self.func = func
+        self.runner = runner or call_prim_func
 
     def __call__(self, *args: Any) -> tuple:
-        call_prim_func(self.name, self.func, args)
+        self.runner(self.name, self.func, args)
         return ()
 
     def __repr__(self) -> str:
         return f"<PrimFunc {self.name}>"
+
+
+#: How the interpreter runs a PrimFunc: ``runner(name, prim_func, args)``.
+KernelRunner = Callable[[str, tir.PrimFunc, Sequence[Any]], None]
 
 
 def call_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
@@ -192,7 +198,8 @@ class Interpreter:
     ``main``; :func:`run` is the one-shot form.
     """
 
-    def __init__(self, mod: IRModule, *, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH) -> None:
+    def __init__(self, mod: IRModule, *, max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
+                 kernel_runner: "KernelRunner | None" = None) -> None:
         if not isinstance(mod, IRModule):
             raise TypeError(f"Interpreter needs an IRModule, not {type(mod).__name__}")
         if isinstance(max_call_depth, bool) or not isinstance(max_call_depth, int) \
@@ -200,6 +207,9 @@ class Interpreter:
             raise InterpError(f"max_call_depth must be an int >= 1, not {max_call_depth!r}")
         self.mod = mod
         self.max_call_depth = max_call_depth
+        # how PrimFuncs run: the exact TIR interpreter unless the caller gives
+        # another runner (phasec.testing.bisect: kernels compiled with LLVM)
+        self.kernel_runner: KernelRunner = kernel_runner or call_prim_func
         self._globals: dict[str, Any] = {}
         self._op_cache: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
         self._special: dict[str, Callable[[Call, list, _Env], Any]] = {
@@ -309,7 +319,7 @@ class Interpreter:
             func = self.mod.functions.get(name)
             if func is None:
                 raise InterpError(f"module has no function {name!r}")
-            value = (_Kernel(name, func) if isinstance(func, tir.PrimFunc)
+            value = (_Kernel(name, func, self.kernel_runner) if isinstance(func, tir.PrimFunc)
                      else Closure(self, func, None, (), name))
             self._globals[name] = value
         return value
@@ -518,7 +528,7 @@ class Interpreter:
         inputs = _as_tuple(args[1]) if len(args) > 1 else ()
         tir_vars = tuple(args[2]) if len(args) > 2 and args[2] is not None else ()
         outs = self._alloc_outputs(call, env)
-        call_prim_func(kernel.name, kernel.func, [*inputs, *outs, *tir_vars])
+        kernel.runner(kernel.name, kernel.func, [*inputs, *outs, *tir_vars])
         return self._pack_outputs(call, outs)
 
     def _op_call_tir_inplace(self, call: Call, args: list, env: _Env) -> Any:
@@ -538,7 +548,7 @@ class Interpreter:
         fresh = iter(self._alloc_outputs(call, env, skip=indices))
         outs = [inputs[k] if k >= 0 else next(fresh) for k in indices]
         new_outs = [o for o, k in zip(outs, indices) if k < 0]
-        call_prim_func(kernel.name, kernel.func, [*inputs, *new_outs, *tir_vars])
+        kernel.runner(kernel.name, kernel.func, [*inputs, *new_outs, *tir_vars])
         return self._pack_outputs(call, outs)
 
     def _op_call_tir_dyn(self, call: Call, args: list, env: _Env) -> Any:
@@ -701,13 +711,17 @@ def _get_item(tup: Any, index: int) -> Any:
 # ---------------------------------------------------------------------------
 
 def run(mod: IRModule, *args: Any, entry: str = "main",
-        max_call_depth: int = DEFAULT_MAX_CALL_DEPTH) -> Any:
+        max_call_depth: int = DEFAULT_MAX_CALL_DEPTH,
+        kernel_runner: "KernelRunner | None" = None) -> Any:
     """Interpret ``mod[entry](*args)`` and return the result.
 
     Works for modules of every phase; arguments are numpy arrays (tensors),
     tuples, tuples of ints (shapes) or Python scalars (prim values).
+    ``kernel_runner(name, prim_func, args)`` runs PrimFuncs in
+    destination-passing style instead of the exact (slow) TIR interpreter.
     """
-    return Interpreter(mod, max_call_depth=max_call_depth).call(entry, *args)
+    return Interpreter(mod, max_call_depth=max_call_depth,
+                       kernel_runner=kernel_runner).call(entry, *args)
 
 
 #: Alias of :func:`run` (``phasec.evaluate(mod, x, entry="main")``).

@@ -22,6 +22,9 @@ bad context argument, malformed pass declaration) raise
 :class:`PassConfigError`, a :class:`phasec.PhasecError` and ``ValueError``.
 """
 
+import importlib
+from typing import Any
+
 from phasec.transform.context import (
     VERIFY_MODES, PassContext, config_options, register_config_option,
 )
@@ -49,6 +52,20 @@ from phasec.transform.registry import (
 from phasec.transform.sequential import PlanStep, Sequential
 from phasec.transform.spec import parse_pipeline, pass_spec
 
+# Result validation loads the JSON module format (its float64 evaluation goes
+# through it), which takes a while: its names are imported on first use.
+_LAZY = {name: "phasec.transform.validate" for name in (
+    "ValidateResults", "ResultChange", "ResultsChangedError", "StageCheck", "ROUNDING_PASSES")}
+_LAZY["Tolerance"] = "phasec.transform.results"
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'phasec.transform' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "PassContext", "VERIFY_MODES", "register_config_option", "config_options", "PassInfo", "PassConfigError", "ALL_PHASES",
     "TRANSITION_PASSES", "as_phases", "describe_phases", "phase_mismatch_message",
@@ -58,5 +75,6 @@ __all__ = [
     "prim_func_pass", "PrintIR", "MISSING", "Pipeline", "PassEntry", "PassRegistry",
     "REGISTRY", "register_pass", "get_pass", "get_pass_entry", "list_passes", "pass_entries",
     "parse_pipeline", "pass_spec", "format_value", "load_plugin", "load_plugins",
-    "loaded_plugins", "PLUGIN_ENV", "ENTRY_POINT_GROUP",
+    "loaded_plugins", "PLUGIN_ENV", "ENTRY_POINT_GROUP", "ValidateResults", "ResultChange",
+    "ResultsChangedError", "StageCheck", "Tolerance", "ROUNDING_PASSES",
 ]
