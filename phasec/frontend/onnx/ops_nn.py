@@ -16,12 +16,16 @@ from typing import Any
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import scalar
 from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims, reshape
 
 __all__ = ["in_float32", "back_to_dtype", "softmax_axis_2d"]
+
+#: More elements than any tensor can have (a byte count must fit in int64).
+_MAX_ELEMENTS = 1 << 60
 
 
 def _float_input(ctx: NodeContext, i: int = 0) -> Value:
@@ -540,7 +544,13 @@ def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[
         assert scales is not None
         if len(scales) != 4:
             raise Unsupported(f"scales {scales} for a rank-4 input")
-        sizes = [int(math.floor(d * s)) for d, s in zip(dims, scales)]
+        if not all(math.isfinite(s) and s > 0 for s in scales):
+            raise FrontendError(f"scales {scales}: every scale must be a finite number above 0")
+        sizes = [math.floor(d * s) for d, s in zip(dims, scales)]
+    if any(s < 1 for s in sizes):
+        raise FrontendError(f"output sizes {sizes}: every size must be at least 1")
+    if math.prod(sizes) > _MAX_ELEMENTS:
+        raise FrontendError(f"output sizes {sizes}: more elements than a tensor can hold")
     if len(sizes) != 4 or sizes[:2] != dims[:2]:
         raise Unsupported(f"resizing the batch or channel dimension (sizes {sizes})")
     if mode not in ("nearest", "linear", "cubic"):
@@ -608,6 +618,8 @@ def _upsample(ctx: NodeContext) -> Value:
         scales = [float(s) for s in ctx.attr("scales", [])]
     else:
         scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
+    if not all(math.isfinite(s) and s >= 1 for s in scales):  # it only enlarges
+        raise FrontendError(f"scales {scales}: Upsample's scales must be finite and at least 1")
     mode = ctx.attr("mode", "nearest")
     if mode == "bilinear":
         mode = "linear"

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import scalar
@@ -176,6 +177,12 @@ def _topk(ctx: NodeContext) -> list[Value]:
         if not isinstance(k, int):
             raise Unsupported("a symbolic K")
     axis = norm_axis(ctx, ctx.attr("axis", -1), ctx.ndim(x))
+    extent = ctx.shape(x)[axis]
+    if k < 0 or (isinstance(extent, int) and k > extent):
+        raise FrontendError(f"k={k} is out of range: axis {axis} has {extent} elements")
+    if k == 0:  # (phasec's topk, as TVM's, reads k < 1 as "all")
+        values = ctx.emit("strided_slice", x, axes=[axis], begin=[0], end=[0])
+        return [values, ctx.emit("astype", values, dtype="int64")]
     values, indices = ctx.emit_multi("topk", x, k=int(k), axis=axis, ret_type="both",
                                      largest=bool(ctx.attr("largest", 1)), dtype="int64")
     return [values, indices]

@@ -10,12 +10,14 @@ array computed at import.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from phasec.ir import tir
 from phasec.ir.expr import PrimValue
+from phasec.frontend.errors import FrontendError
 from phasec.op.fold import within_budget
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const, settle
 from phasec.frontend.onnx._registry import converter
@@ -32,6 +34,9 @@ _INT_END = (1 << 31) - 1  # phasec's "to the end" for slices on symbolic dimensi
 #: one-element splat constant whatever its size; as an array it would be
 #: written out element by element.
 _SMALL_CONSTANT = 4096
+
+#: More elements than any tensor can have (a byte count must fit in int64).
+_MAX_ELEMENTS = 1 << 60
 
 
 def norm_axis(ctx: NodeContext, axis: int, ndim: int, what: str = "axis") -> int:
@@ -125,7 +130,7 @@ def _constant_of_shape(ctx: NodeContext) -> Value:
         raise Unsupported(f"a fill value of element type {fill.dtype}")
     if all(isinstance(d, int) for d in dims):
         if any(d < 0 for d in dims):
-            raise Unsupported(f"negative dimension in shape {dims}")
+            raise FrontendError(f"negative dimension in shape {dims}")
         if int(np.prod(dims, dtype=np.int64)) <= _SMALL_CONSTANT:
             return np.full(dims, fill, dtype=fill.dtype)
     return ctx.emit("full", tuple(dims), fill, fold=False)
@@ -146,8 +151,15 @@ def _range(ctx: NodeContext) -> Value:
         bounds = [PrimValue(v) if isinstance(v, tir.PrimExpr) else v for v in (start, limit)]
         return ctx.emit("arange", *bounds, delta, dtype=dtype)
     if delta == 0:
-        raise Unsupported("Range with delta 0")
-    n = max(int(np.ceil((limit - start) / delta)), 0)
+        raise FrontendError("Range with delta 0 (the number of elements is infinite)")
+    if not all(math.isfinite(v) for v in (start, limit, delta)):
+        raise FrontendError(f"Range({start}, {limit}, {delta}): start, limit and delta must "
+                            "be finite")
+    count = math.ceil((limit - start) / delta)
+    if count > _MAX_ELEMENTS:
+        raise FrontendError(f"Range({start}, {limit}, {delta}) has {count} elements, more "
+                            "than a tensor can hold")
+    n = max(int(count), 0)
     if not within_budget(n):  # too big to compute at import: computed where it is used
         return ctx.emit("arange", start, limit, delta, dtype=dtype)
     return (np.asarray(start, dtype) + np.arange(n, dtype=dtype) * np.asarray(delta, dtype)).astype(dtype)
@@ -279,11 +291,21 @@ def _tile(ctx: NodeContext) -> Value:
     return ctx.emit("reshape", y, tuple(r * d for r, d in zip(reps, dims)))
 
 
+def _blocksize(ctx: NodeContext) -> int:
+    b = ctx.attr("blocksize")
+    if not isinstance(b, int) or b < 1:
+        raise FrontendError(f"attribute blocksize={b!r}: must be a positive integer")
+    return b
+
+
 @converter("DepthToSpace")
 def _depth_to_space(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     n, c, h, w = _dims4(ctx, x)
-    b = int(ctx.attr("blocksize"))
+    b = _blocksize(ctx)
+    if isinstance(c, int) and c % (b * b):
+        raise FrontendError(f"DepthToSpace: the depth {c} is not a multiple of blocksize * "
+                            f"blocksize = {b * b}")
     mode = ctx.attr("mode", "DCR")
     if mode == "DCR":
         y = ctx.emit("reshape", x, (n, b, b, c // (b * b), h, w))
@@ -300,7 +322,11 @@ def _depth_to_space(ctx: NodeContext) -> Value:
 def _space_to_depth(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     n, c, h, w = _dims4(ctx, x)
-    b = int(ctx.attr("blocksize"))
+    b = _blocksize(ctx)
+    for what, d in (("height", h), ("width", w)):
+        if isinstance(d, int) and d % b:
+            raise FrontendError(f"SpaceToDepth: the {what} {d} is not a multiple of the "
+                                f"blocksize {b}")
     mode = ctx.attr("mode", "DCR")
     if mode not in ("DCR", "CRD"):
         raise Unsupported(f"attribute mode={mode!r}")
@@ -356,6 +382,13 @@ def _split(ctx: NodeContext) -> list[Value]:
             if num == 1:
                 return [x]
             return ctx.emit_multi("split", x, indices_or_sections=num, axis=axis)
+    if any(isinstance(s, int) and s < 0 for s in sizes):
+        raise FrontendError(f"split sizes {sizes}: sizes must not be negative")
+    if all(isinstance(s, int) for s in sizes) and isinstance(dim, int) and sum(sizes) != dim:
+        raise FrontendError(f"split sizes {sizes} add up to {sum(sizes)}, but axis {axis} has "
+                            f"{dim} elements")
+    if len(sizes) != n_out:
+        raise FrontendError(f"{len(sizes)} split sizes for {n_out} outputs")
     if len(sizes) == 1:
         return [x]
     if any(not isinstance(s, int) for s in sizes):
@@ -638,7 +671,8 @@ def _window(ctx: NodeContext, coeffs: tuple[float, ...]) -> Value:
     size = ctx.const_scalar(0, "size")
     if isinstance(size, tir.PrimExpr):
         raise Unsupported("a window of symbolic size")
-    size = int(size)
+    if not isinstance(size, int) or size < 1:
+        raise FrontendError(f"window size {size}: must be a positive integer")
     dtype = onnx_to_dtype(ctx.attr("output_datatype", 1), "output type")
     periodic = bool(ctx.attr("periodic", 1))
     denom = size if periodic else size - 1
