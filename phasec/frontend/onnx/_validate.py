@@ -216,6 +216,8 @@ def _check_inference(model: Any, label: str, order: list[int],
     types = {vi.name: vi.type for part in (g.input, g.value_info, g.output) for vi in part
              if vi.type.WhichOneof("value")}
     known = {t.name: t for t in copy.graph.initializer}
+    for t in copy.graph.initializer:  # (not graph inputs since IR version 4)
+        types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
     for node in copy.graph.node:  # ORT makes Constant nodes initializers
         if node.op_type == "Constant" and (node.domain or "ai.onnx") == "ai.onnx":
             for a in node.attribute:

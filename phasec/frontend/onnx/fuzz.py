@@ -47,6 +47,7 @@ from phasec.frontend.onnx import from_onnx
 from phasec.frontend.onnx._registry import CONVERTERS
 
 __all__ = ["Source", "RandomSource", "Case", "Verdict", "draw_case", "judge", "main",
+           "ort_verdict", "phasec_verdict",
            "FUZZ_OPS"]
 
 #: The opset the cases import (the newest ONNX Runtime and onnx both know).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
 from phasec.frontend.onnx._registry import converter
@@ -147,7 +148,18 @@ def _binary(ctx: NodeContext) -> Value:
         raise Unsupported("Div of bool tensors")
     if ctx.op_type in ("Add", "Sub", "Mul") and ctx.dtype(a) == "bool":
         raise Unsupported(f"{ctx.op_type} of bool tensors")
+    if ctx.op_type == "Div":
+        _no_integer_zero_divisor(ctx, b)
     return ctx.emit(op, a, b)
+
+
+def _no_integer_zero_divisor(ctx: NodeContext, b: Value) -> None:
+    """A known integer divisor holding 0 is an error, as in ONNX Runtime.
+    (A divisor computed at run time is not checked: the quotient is 0.)"""
+    if (isinstance(b, np.ndarray) and b.dtype != object and b.dtype.kind in "iu"
+            and not np.all(b != 0)):
+        raise FrontendError(f"integer {ctx.op_type} by zero (the divisor is a constant "
+                            "holding 0)")
 
 
 @converter("Pow")
@@ -189,6 +201,7 @@ def _mod(ctx: NodeContext) -> Value:
                             ctx.emit("equal", a, scalar(ctx, 0, dt)))
             keep = ctx.emit("where", same, a, b)
         return ctx.emit("where", ctx.emit("logical_and", b_inf, a_fin), keep, r)
+    _no_integer_zero_divisor(ctx, b)
     if not fmod and dt.startswith("uint"):
         fmod = 1  # the same for unsigned values
     # integers: divide truncates (fmod), floor_divide floors (Python/numpy mod)

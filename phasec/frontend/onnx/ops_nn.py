@@ -225,9 +225,18 @@ def _avg_pool(ctx: NodeContext) -> Value:
     return _pool(ctx, "avg")
 
 
+def _spatial_input(ctx: NodeContext, x: Value) -> None:
+    """A global pooling's input: (N, C, D1, ...), its spatial axes non-empty."""
+    dims = ctx.shape(x)
+    if len(dims) < 3 or any(d == 0 for d in dims[2:]):
+        raise FrontendError(f"{ctx.op_type} needs (N, C, D1, ...) with non-empty spatial "
+                            f"axes, not shape {tuple(dims)}")
+
+
 @converter("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
+    _spatial_input(ctx, x)
     axes = list(range(2, ctx.ndim(x)))
     return ctx.emit("mean" if ctx.op_type == "GlobalAveragePool" else "max", x, axis=axes,
                     keepdims=True)
@@ -252,6 +261,7 @@ def _lp_pool(ctx: NodeContext) -> Value:
 @converter("GlobalLpPool")
 def _global_lp_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
+    _spatial_input(ctx, x)
     p = float(ctx.attr("p", 2))
     xp = ctx.emit("power", ctx.emit("abs", x), scalar(ctx, p, x))
     total = ctx.emit("sum", xp, axis=list(range(2, ctx.ndim(x))), keepdims=True)
@@ -424,7 +434,9 @@ def _lrn(ctx: NodeContext) -> Value:
     dims = ctx.shape(x)
     if len(dims) < 3:
         raise Unsupported(f"LRN of a rank-{len(dims)} tensor")
-    size = int(ctx.attr("size"))
+    size = ctx.attr("size")
+    if not isinstance(size, int) or size < 1 or size % 2 == 0:
+        raise FrontendError(f"attribute size={size!r}: LRN's size must be odd and positive")
     alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
     bias = float(ctx.attr("bias", 1.0))
     n, c = dims[0], dims[1]

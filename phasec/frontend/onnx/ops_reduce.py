@@ -25,6 +25,12 @@ __all__: list[str] = []
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 
+def _keepdims(ctx: NodeContext) -> bool:
+    """ONNX allows 0 and 1; ONNX Runtime keeps the dimensions for 1 only
+    (any other value drops them), and so does phasec."""
+    return ctx.attr("keepdims", 1) == 1
+
+
 def _axes(ctx: NodeContext, x: Value) -> list[int] | None:
     """The reduced axes (normalized), or None for the identity."""
     n = ctx.ndim(x)
@@ -91,13 +97,13 @@ def _reduce_as(ctx: NodeContext, x: Value) -> Value:
         return _reduce_nonempty(ctx, x)
     except _Empty:
         axes = _axes(ctx, x) or []
-        return _empty_result(ctx, x, axes, bool(ctx.attr("keepdims", 1)))
+        return _empty_result(ctx, x, axes, _keepdims(ctx))
 
 
 def _reduce_nonempty(ctx: NodeContext, x: Value) -> Value:
     dt = ctx.dtype(x)
     axes = _axes(ctx, x)
-    keep = bool(ctx.attr("keepdims", 1))
+    keep = _keepdims(ctx)
     op = ctx.op_type
     if axes is None:
         if op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
@@ -147,7 +153,7 @@ def _arg_reduce(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     dims = ctx.shape(x)
     axis = norm_axis(ctx, ctx.attr("axis", 0), len(dims))
-    keep = bool(ctx.attr("keepdims", 1))
+    keep = _keepdims(ctx)
     last = bool(ctx.attr("select_last_index", 0))
     d = dims[axis]
     if not isinstance(d, int):
@@ -190,6 +196,8 @@ def _topk(ctx: NodeContext) -> list[Value]:
 
 @converter("NonZero", since=9)
 def _nonzero(ctx: NodeContext) -> Value:
+    if ctx.ndim(ctx.input(0)) == 0:  # a scalar reads as one element (as ONNX Runtime does)
+        return ctx.emit("nonzero", ctx.emit("reshape", ctx.input(0), (1,)))
     return ctx.emit("nonzero", ctx.input(0))
 
 
