@@ -14,7 +14,9 @@ ONNX Runtime is the reference. Per case:
 * a **crash** -- any exception that is not a :class:`phasec.errors.PhasecError`,
   or a message saying "internal error" -- is always a failure;
 * phasec's **unsupported** verdict (:class:`~phasec.frontend.UnsupportedModelError`:
-  an operator, attribute or dtype it does not implement) is no verdict;
+  an operator, attribute or dtype it does not implement) is no verdict, and
+  so is ONNX Runtime's refusal of a valid model it has no kernel for
+  (``_ORT_LIMITS``);
 * otherwise the verdicts must **agree**: phasec imports, compiles and runs
   the model exactly when ONNX Runtime creates a session and runs it, and
   then the outputs match (shapes, dtypes, values within tolerance; NaN
@@ -366,6 +368,12 @@ def phasec_verdict(case: Case) -> Verdict:
     return Verdict("ok", outputs=[np.asarray(o) for o in outs])
 
 
+#: ONNX Runtime refusing a *valid* model for want of an implementation (a
+#: kernel for the element type, LRN of other than 4-D input): no verdict.
+_ORT_LIMITS = ("NOT_IMPLEMENTED : Could not find an implementation",
+               "LRN<T>::Compute(onnxruntime::OpKernelContext*) const [with T = float] X_shape.NumDimen")
+
+
 def judge(case: Case) -> tuple[str, str]:
     """``(outcome, detail)``: outcome ``agree-ok``, ``agree-refused``,
     ``unsupported``, ``disagree`` or ``crash``."""
@@ -375,6 +383,8 @@ def judge(case: Case) -> tuple[str, str]:
     if mine.kind == "unsupported":
         return "unsupported", mine.detail
     ref = ort_verdict(case)
+    if ref.kind == "refused" and any(p in ref.detail for p in _ORT_LIMITS):
+        return "unsupported", f"ONNX Runtime: {ref.detail}"
     if mine.kind != ref.kind:
         return "disagree", (f"phasec {mine.kind} ({mine.detail or 'ran'}), ONNX Runtime "
                             f"{ref.kind} ({ref.detail or 'ran'})")

@@ -423,12 +423,25 @@ def _clip(ctx: NodeContext) -> Value:
         lo, hi = ctx.optional(1), ctx.optional(2)
     if dt == "bool":
         raise Unsupported("Clip of bool tensors")
+    lo, hi = (None if v is None else _clip_bound(ctx, v, what) for v, what in
+              ((lo, "min"), (hi, "max")))
     # max(x, lo) then min(., hi): a NaN input stays NaN, and lo > hi gives hi (ONNX)
     if lo is not None:
         x = ctx.emit("maximum", x, lo)
     if hi is not None:
         x = ctx.emit("minimum", x, hi)
     return x
+
+
+def _clip_bound(ctx: NodeContext, v: Value, what: str) -> Value:
+    """Clip's min or max: one element (ONNX Runtime also takes shape (1,)),
+    as a scalar, so it does not broadcast the result."""
+    dims = ctx.shape(v)
+    if dims == []:
+        return v
+    if any(d != 1 for d in dims):
+        raise FrontendError(f"Clip's {what} must be a scalar, not of shape {tuple(dims)}")
+    return ctx.emit("reshape", v, ())
 
 
 @converter("Where")

@@ -35,11 +35,14 @@ def _axes(ctx: NodeContext, x: Value) -> list[int] | None:
     """The reduced axes (normalized), or None for the identity."""
     n = ctx.ndim(x)
     if ctx.opset >= _AXES_INPUT_SINCE.get(ctx.op_type, 18):
+        if ctx.has(1) and ctx.ndim(ctx.input(1)) != 1:
+            raise FrontendError(f"the axes must be a 1-D tensor, not of rank "
+                                f"{ctx.ndim(ctx.input(1))}")
         axes = ctx.const_ints(1, "axes") if ctx.has(1) else []
     else:
         axes = list(ctx.attr("axes", []))
     if not axes:
-        if ctx.attr("noop_with_empty_axes", 0):
+        if ctx.attr("noop_with_empty_axes", 0) == 1:  # (ONNX Runtime: only 1 is true)
             return None
         return list(range(n))
     return sorted({norm_axis(ctx, a, n) for a in axes})
@@ -209,7 +212,7 @@ def _unique(ctx: NodeContext) -> list[Value | None]:
     if axis is not None:
         axis = norm_axis(ctx, axis, ctx.ndim(x))
     want = [bool(o) for o in outs[1:4]]
-    res = ctx.emit_multi("unique", x, sorted=bool(ctx.attr("sorted", 1)), return_index=want[0],
+    res = ctx.emit_multi("unique", x, sorted=ctx.attr("sorted", 1) == 1, return_index=want[0],
                          return_inverse=want[1], return_counts=want[2], axis=axis)
     it = iter(res[1:])
     return [res[0]] + [next(it) if w else None for w in want]

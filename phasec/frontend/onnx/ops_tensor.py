@@ -41,7 +41,7 @@ _MAX_ELEMENTS = 1 << 60
 
 def norm_axis(ctx: NodeContext, axis: int, ndim: int, what: str = "axis") -> int:
     if not -ndim <= axis < ndim:
-        raise Unsupported(f"{what} {axis} is out of range for rank {ndim}")
+        raise FrontendError(f"{what} {axis} is out of range for rank {ndim}")
     return axis % ndim
 
 
@@ -351,13 +351,13 @@ def _dims4(ctx: NodeContext, x: Value) -> list[Any]:
 @converter("Concat")
 def _concat(ctx: NodeContext) -> Value:
     vals = [ctx.input(i) for i in range(len(ctx.inputs)) if ctx.has(i)]
-    if len(vals) == 1:
-        return vals[0]
     axis = ctx.attr("axis", 1 if ctx.opset < 4 else None)
     if axis is None:
         raise Unsupported("Concat without an axis")
     n = ctx.ndim(vals[0])
     axis = norm_axis(ctx, axis, n)
+    if len(vals) == 1:
+        return vals[0]
     # empty known operands add nothing (exporters concatenate [] onto shape values)
     kept = [v for v in vals if not (is_const(v) and v.size == 0)]
     if len(kept) == 1:
@@ -454,6 +454,13 @@ def _gather(ctx: NodeContext) -> Value:
     axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
     if is_const(idx) and idx.dtype != object and ctx.dtype(idx) not in ("int64", "int32"):
         idx = idx.astype(np.int64)
+    extent = ctx.shape(x)[axis]
+    if is_const(idx) and idx.dtype != object and isinstance(extent, int):
+        # (checked here too: a gather making no element reads no index at run time)
+        bad = idx[(idx < -extent) | (idx >= extent)]
+        if bad.size:
+            raise FrontendError(f"index {int(bad.reshape(-1)[0])} is out of range for axis "
+                                f"{axis} of extent {extent}")
     return ctx.emit("take", x, idx, axis=axis)
 
 
