@@ -371,8 +371,12 @@ def _layer_norm(ctx: NodeContext) -> list[Value | None]:
 def _group_norm(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
     dims = ctx.shape(x)
-    groups = int(ctx.attr("num_groups"))
+    groups = ctx.attr("num_groups")
+    if len(dims) < 2:
+        raise FrontendError(f"GroupNormalization needs (N, C, ...), not shape {tuple(dims)}")
     c = dims[1]
+    if not isinstance(groups, int) or groups < 1 or (isinstance(c, int) and c % groups):
+        raise FrontendError(f"num_groups={groups!r} does not divide the {c} channels")
     scale, bias = ctx.input(1), ctx.input(2)
     if not isinstance(c, int):
         raise Unsupported("GroupNormalization with a symbolic channel count")
