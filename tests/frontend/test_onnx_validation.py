@@ -197,6 +197,34 @@ SHAPE_VALUES = {
                                              "target -100 is not a class index"),
     "SoftmaxCrossEntropy target beyond": (_nll([0, 4, 1], "SoftmaxCrossEntropyLoss"), X34,
                                           "target 4 is not a class index"),
+    "OneHot depth 0": (
+        _model([helper.make_node("OneHot", ["i", "d", "v"], ["y"], name="oh")],
+               [_vi("i", [2], TP.INT64)], [_vi("y", None)],
+               [_init("d", np.array([0], np.int64)), _init("v", np.array([0, 1], np.float32))]),
+        {"i": np.array([0, 1], np.int64)}, "depth 0: must be a positive number"),
+    "ConstantOfShape beyond int64 bytes": (
+        _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c")], [],
+               [_vi("y", None)], [_init("s", np.array([1 << 31, 1 << 31], np.int64))]),
+        {}, "more elements than a tensor can hold"),
+    "Gather from an empty axis": (
+        _model([helper.make_node("Gather", ["x", "i"], ["y"], name="g")], [_vi("x", [0, 2])],
+               [_vi("y", None)], [_init("i", np.array([0], np.int64))]),
+        {"x": np.zeros((0, 2), np.float32)}, "index 0 is out of range for axis 0 of extent 0"),
+    "integer Div by a zero constant": (
+        _model([helper.make_node("Div", ["x", "z"], ["y"], name="dv")], [_vi("x", [2], TP.INT32)],
+               [_vi("y", None, TP.INT32)], [_init("z", np.array([1, 0], np.int32))]),
+        {"x": np.array([3, 4], np.int32)}, "integer Div by zero"),
+    "LRN even size": (
+        _model([helper.make_node("LRN", ["x"], ["y"], name="l", size=2)], [X4], [_vi("y", None)]),
+        FX4, "size must be odd"),
+    "GlobalMaxPool over an empty axis": (
+        _model([helper.make_node("GlobalMaxPool", ["x"], ["y"], name="p")], [_vi("x", [1, 2, 0])],
+               [_vi("y", None)]), {"x": np.zeros((1, 2, 0), np.float32)}, "non-empty spatial"),
+    "GroupNormalization groups not dividing": (
+        _model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
+                                 num_groups=3)], [X4], [_vi("y", None)],
+               [_init("s", np.ones(3, np.float32)), _init("b", np.zeros(3, np.float32))]),
+        FX4, "does not divide the 4 channels"),
 }
 
 

@@ -371,7 +371,8 @@ def phasec_verdict(case: Case) -> Verdict:
 #: ONNX Runtime refusing a *valid* model for want of an implementation (a
 #: kernel for the element type, LRN of other than 4-D input): no verdict.
 _ORT_LIMITS = ("NOT_IMPLEMENTED : Could not find an implementation",
-               "LRN<T>::Compute(onnxruntime::OpKernelContext*) const [with T = float] X_shape.NumDimen")
+               "LRN<T>::Compute(onnxruntime::OpKernelContext*) const [with T = float] "
+               "X_shape.NumDimen")
 
 
 def judge(case: Case) -> tuple[str, str]:
@@ -407,7 +408,8 @@ def _nan_undefined(case: Case) -> bool:
 
     if not any(n.op_type in _NAN_UNDEFINED for n in case.model.graph.node):
         return False
-    arrays = [*case.feeds.values(), *(numpy_helper.to_array(t) for t in case.model.graph.initializer)]
+    arrays = [*case.feeds.values(),
+              *(numpy_helper.to_array(t) for t in case.model.graph.initializer)]
     return any(a.dtype.kind == "f" and not np.all(np.isfinite(a)) for a in arrays)
 
 

@@ -131,6 +131,8 @@ def _constant_of_shape(ctx: NodeContext) -> Value:
     if all(isinstance(d, int) for d in dims):
         if any(d < 0 for d in dims):
             raise FrontendError(f"negative dimension in shape {dims}")
+        if math.prod(dims) > _MAX_ELEMENTS:
+            raise FrontendError(f"shape {dims} has more elements than a tensor can hold")
         if int(np.prod(dims, dtype=np.int64)) <= _SMALL_CONSTANT:
             return np.full(dims, fill, dtype=fill.dtype)
     return ctx.emit("full", tuple(dims), fill, fold=False)
@@ -617,8 +619,15 @@ def _trilu(ctx: NodeContext) -> Value:
 @converter("OneHot")
 def _one_hot(ctx: NodeContext) -> Value:
     idx = ctx.input(0)
-    depth = int(np.asarray(ctx.const_scalar(1, "depth")).item())
+    depth = ctx.const_scalar(1, "depth")
+    if isinstance(depth, tir.PrimExpr):
+        raise Unsupported("a symbolic depth")
+    if not math.isfinite(depth) or int(depth) < 1:
+        raise FrontendError(f"depth {depth}: must be a positive number")  # (ORT too)
+    depth = int(depth)
     values = ctx.const(2, "values").reshape(-1)
+    if values.size != 2:
+        raise FrontendError(f"values must hold 2 elements (off, on), not {values.size}")
     off, on = values[0], values[1]
     n = ctx.ndim(idx)
     axis = ctx.attr("axis", -1)
