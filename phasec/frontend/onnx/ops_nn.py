@@ -188,8 +188,37 @@ def _pool(ctx: NodeContext, kind: str) -> Value:
     return _pool_float(ctx, _float_input(ctx), kind)
 
 
+def _empty_pool(ctx: NodeContext, x: Value, kernel: list[int], strides: list[int],
+                dilations: list[int], pads: list[int]) -> Value | None:
+    """A pooling whose window is one element larger than the padded input has
+    an empty output (as in ONNX Runtime, which sizes it ``(in + pads -
+    window) / stride + 1``, C division); a still larger window is an error."""
+    if ctx.attr("ceil_mode", 0):
+        return None
+    dims = ctx.shape(x)
+    sizes = []
+    k = len(kernel)
+    for i, d in enumerate(dims[2:]):
+        if not isinstance(d, int):
+            return None
+        num = d + pads[i] + pads[i + k] - ((kernel[i] - 1) * dilations[i] + 1)
+        if strides[i] < 1:
+            return None
+        q = num // strides[i] if num >= 0 else -((-num) // strides[i])
+        sizes.append(q + 1)
+    if all(s > 0 for s in sizes):
+        return None
+    if any(s < 0 for s in sizes):
+        raise FrontendError(f"the pooling window {kernel} is larger than the padded input "
+                            f"{tuple(dims[2:])}")
+    return ctx.emit("zeros", (*dims[:2], *sizes), dtype=ctx.dtype(x))
+
+
 def _pool_float(ctx: NodeContext, x: Value, kind: str) -> Value:
     kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    empty = _empty_pool(ctx, x, kernel, strides, dilations, pads)
+    if empty is not None:
+        return empty
     n = len(kernel)
     layout = _LAYOUTS[n][0]
     ceil = bool(ctx.attr("ceil_mode", 0))
@@ -247,6 +276,9 @@ def _lp_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
     p = float(ctx.attr("p", 2))
     kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    empty = _empty_pool(ctx, x, kernel, strides, dilations, pads)
+    if empty is not None:
+        return empty
     n = len(kernel)
     layout = _LAYOUTS[n][0]
     xp = ctx.emit("power", ctx.emit("abs", x), scalar(ctx, p, x))
@@ -347,6 +379,11 @@ def _layer_norm(ctx: NodeContext) -> list[Value | None]:
     eps = float(ctx.attr("epsilon", 1e-5))
     scale = ctx.input(1)
     bias = ctx.optional(2)
+    if any(d == 0 for d in dims[axis:]):  # (as ORT: nothing to normalize over)
+        raise FrontendError(f"the normalized axes {axes} of shape {tuple(dims)} are empty")
+    if any(ctx.ndim(v) > n for v in (scale, bias) if v is not None):
+        raise FrontendError(f"scale and bias may not have more dimensions than the input "
+                            f"(rank {n})")
     want_stats = any(o for o in ctx.node.output[1:])
     dtype = ctx.dtype(x)
     if ctx.shape(scale) == dims[axis:] and not want_stats and (

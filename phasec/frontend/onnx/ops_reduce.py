@@ -193,7 +193,7 @@ def _topk(ctx: NodeContext) -> list[Value]:
         values = ctx.emit("strided_slice", x, axes=[axis], begin=[0], end=[0])
         return [values, ctx.emit("astype", values, dtype="int64")]
     values, indices = ctx.emit_multi("topk", x, k=int(k), axis=axis, ret_type="both",
-                                     largest=bool(ctx.attr("largest", 1)), dtype="int64")
+                                     largest=ctx.attr("largest", 1) == 1, dtype="int64")
     return [values, indices]
 
 

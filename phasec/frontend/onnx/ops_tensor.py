@@ -72,8 +72,9 @@ def _ints_attr_or_input(ctx: NodeContext, attr: str, index: int, since: int) -> 
 
 @converter("Constant")
 def _constant(ctx: NodeContext) -> Value:
-    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
-        if key in ctx.attrs:
+    # the first value attribute, as ORT reads a Constant holding several
+    for key in ctx.attrs:
+        if key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
             v = ctx.attrs[key]
             break
     else:
