@@ -225,6 +225,14 @@ SHAPE_VALUES = {
                                  num_groups=3)], [X4], [_vi("y", None)],
                [_init("s", np.ones(3, np.float32)), _init("b", np.zeros(3, np.float32))]),
         FX4, "does not divide the 4 channels"),
+    "LayerNormalization over an empty axis": (
+        _model([helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln")],
+               [_vi("x", [3, 0])], [_vi("y", None)], [_init("s", np.ones(0, np.float32))]),
+        {"x": np.zeros((3, 0), np.float32)}, "are empty"),
+    "MaxPool window beyond the input": (
+        _model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[3])],
+               [_vi("x", [2, 2, 1])], [_vi("y", None)]),
+        {"x": np.ones((2, 2, 1), np.float32)}, "larger than the padded input"),
 }
 
 
@@ -255,7 +263,9 @@ def test_run_time_loss_target_out_of_range_is_an_error_not_nan():
 def test_accepted_like_onnxruntime():
     """What ORT accepts stays accepted: nodes out of order, an unused
     unknown domain, TopK with k=0 (empty outputs), ReduceMax of an empty
-    tensor, keepdims other than 0/1 (only 1 keeps), results equal to ORT's."""
+    tensor, 0/1 attributes holding other values (only 1 is true), a Constant
+    with two value attributes (the first counts), a pooling window one
+    larger than the input (empty output); results equal to ORT's."""
     cases = [
         _model([helper.make_node("Neg", ["t"], ["y"]), helper.make_node("Relu", ["x"], ["t"])],
                [X], [_vi("y", [2, 3])]),
@@ -267,7 +277,16 @@ def test_accepted_like_onnxruntime():
         _model([helper.make_node("ReduceSum", ["x", "a"], ["y"], keepdims=2)], [X],
                [_vi("y", None)], [_init("a", np.array([1], np.int64))]),
     ]
-    feeds = [FX, FX, FX, {"x": np.zeros((0,), np.float32)}, FX]
+    cases += [
+        _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=2)], [X],
+               [_vi("v", None), _vi("i", None, TP.INT64)], [_init("k", np.array([2], np.int64))]),
+        _model([helper.make_node("Constant", [], ["c"], value_floats=[1.0, 2.0], value_float=3.0),
+                helper.make_node("Add", ["x", "c"], ["y"])], [_vi("x", [2])], [_vi("y", None)]),
+        _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2])], [_vi("x", [2, 2, 1])],
+               [_vi("y", None)]),
+    ]
+    feeds = [FX, FX, FX, {"x": np.zeros((0,), np.float32)}, FX, FX,
+             {"x": np.ones(2, np.float32)}, {"x": np.ones((2, 2, 1), np.float32)}]
     for model, f in zip(cases, feeds):
         ref = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"]).run(None, f)

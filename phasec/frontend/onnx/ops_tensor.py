@@ -123,6 +123,9 @@ def _size(ctx: NodeContext) -> Value:
 
 @converter("ConstantOfShape")
 def _constant_of_shape(ctx: NodeContext) -> Value:
+    if ctx.ndim(ctx.input(0)) != 1:
+        raise FrontendError(f"the shape must be a 1-D tensor, not of rank "
+                            f"{ctx.ndim(ctx.input(0))}")
     dims = ctx.const_ints(0, "shape")
     value = ctx.attr("value")
     fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(-1)[0]
@@ -412,6 +415,10 @@ def _slice(ctx: NodeContext) -> Value:
         axes = ctx.attr("axes")
         steps = None
     else:
+        for i, what in enumerate(("starts", "ends", "axes", "steps"), 1):
+            if ctx.has(i) and ctx.ndim(ctx.input(i)) != 1:
+                raise FrontendError(f"{what} must be a 1-D tensor, not of rank "
+                                    f"{ctx.ndim(ctx.input(i))}")
         starts, ends = ctx.const_ints(1, "starts"), ctx.const_ints(2, "ends")
         axes = ctx.const_ints(3, "axes") if ctx.has(3) else None
         steps = ctx.const_ints(4, "steps") if ctx.has(4) else None
