@@ -229,6 +229,15 @@ SHAPE_VALUES = {
         _model([helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln")],
                [_vi("x", [3, 0])], [_vi("y", None)], [_init("s", np.ones(0, np.float32))]),
         {"x": np.zeros((3, 0), np.float32)}, "are empty"),
+    "ConstantOfShape of a 0-d shape": (
+        _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c")], [],
+               [_vi("y", None)], [_init("s", np.array(2, np.int64))]),
+        {}, "the shape must be a 1-D tensor"),
+    "Slice starts 0-d": (
+        _model([helper.make_node("Slice", ["x", "b", "e"], ["y"], name="sl")], [X],
+               [_vi("y", None)], [_init("b", np.array(0, np.int64)),
+                                  _init("e", np.array(1, np.int64))]),
+        FX, "starts must be a 1-D tensor"),
     "MaxPool window beyond the input": (
         _model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[3])],
                [_vi("x", [2, 2, 1])], [_vi("y", None)]),
