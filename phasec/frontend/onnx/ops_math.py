@@ -176,6 +176,8 @@ def _mod(ctx: NodeContext) -> Value:
     a, b = ctx.input(0), ctx.input(1)
     dt = ctx.dtype(a)
     fmod = ctx.attr("fmod", 0)
+    if fmod not in (0, 1):
+        raise FrontendError(f"attribute fmod={fmod!r}: must be 0 or 1")
     if dt.startswith("float") and not fmod and ctx.opset < 28:
         raise Unsupported("fmod=0 on floats, which ONNX defines from opset 28 only")
     if dt.startswith("float"):
@@ -395,7 +397,13 @@ def _cast(ctx: NodeContext) -> Value:
     if to is None:
         raise Unsupported("missing attribute 'to'")
     dtype = onnx_to_dtype(to, "cast to element type")
+    _no_saturate(ctx)
     return _cast_to(ctx, x, dtype)
+
+
+def _no_saturate(ctx: NodeContext) -> None:
+    if "saturate" in ctx.attrs:  # (the float 8 types are not supported)
+        raise FrontendError("attribute saturate is only for casts to float 8 types (as ORT)")
 
 
 def _cast_to(ctx: NodeContext, x: Value, dtype: str) -> Value:

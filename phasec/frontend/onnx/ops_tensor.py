@@ -464,14 +464,18 @@ def _gather(ctx: NodeContext) -> Value:
     axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
     if is_const(idx) and idx.dtype != object and ctx.dtype(idx) not in ("int64", "int32"):
         idx = idx.astype(np.int64)
-    extent = ctx.shape(x)[axis]
+    _known_indices_in_range(ctx, idx, ctx.shape(x)[axis], axis)
+    return ctx.emit("take", x, idx, axis=axis)
+
+
+def _known_indices_in_range(ctx: NodeContext, idx: Value, extent: Any, axis: int) -> None:
+    """Known indices are checked at import (as ORT checks them even where the
+    gather makes no element, or its result is not used)."""
     if is_const(idx) and idx.dtype != object and isinstance(extent, int):
-        # (checked here too: a gather making no element reads no index at run time)
         bad = idx[(idx < -extent) | (idx >= extent)]
         if bad.size:
             raise FrontendError(f"index {int(bad.reshape(-1)[0])} is out of range for axis "
                                 f"{axis} of extent {extent}")
-    return ctx.emit("take", x, idx, axis=axis)
 
 
 def _normalized_index(ctx: NodeContext, idx: Value, extent: int) -> Value:
@@ -488,6 +492,7 @@ def _normalized_index(ctx: NodeContext, idx: Value, extent: int) -> Value:
 def _gather_elements(ctx: NodeContext) -> Value:
     x, idx = ctx.input(0), ctx.input(1)
     axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
+    _known_indices_in_range(ctx, idx, ctx.shape(x)[axis], axis)
     return ctx.emit("gather_elements", x, _int64(ctx, idx), axis=axis)
 
 
