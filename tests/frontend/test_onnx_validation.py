@@ -238,6 +238,16 @@ SHAPE_VALUES = {
                [_vi("y", None)], [_init("b", np.array(0, np.int64)),
                                   _init("e", np.array(1, np.int64))]),
         FX, "starts must be a 1-D tensor"),
+    "GatherElements index beyond the axis": (
+        _model([helper.make_node("GatherElements", ["x", "i"], ["y"], name="ge")], [X],
+               [_vi("y", None)], [_init("i", np.array([[0, 3, 1]], np.int64))]),
+        FX, "index 3 is out of range for axis 0 of extent 2"),
+    "Cast with saturate to int": (
+        _model([helper.make_node("Cast", ["x"], ["y"], name="c", to=TP.INT32, saturate=0)], [X],
+               [_vi("y", None, TP.INT32)]), FX, "saturate is only for casts to float 8"),
+    "Mod with fmod 2": (
+        _model([helper.make_node("Mod", ["x", "x"], ["y"], name="m", fmod=2)], [X],
+               [_vi("y", None)]), FX, "fmod=2: must be 0 or 1"),
     "MaxPool window beyond the input": (
         _model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[3])],
                [_vi("x", [2, 2, 1])], [_vi("y", None)]),
