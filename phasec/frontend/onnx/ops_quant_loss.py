@@ -29,6 +29,8 @@ _Q_OUT = ("int8", "uint8", "int16", "uint16")
 def _qdq_axis(ctx: NodeContext, x: Value, scale: Value) -> int:
     if ctx.attr("block_size", 0):
         raise Unsupported("blocked quantization (attribute block_size)")
+    if ctx.ndim(scale) > 1:  # (blocked quantization, the only other case, is refused above)
+        raise FrontendError(f"the scale must be a scalar or 1-D, not of rank {ctx.ndim(scale)}")
     if ctx.ndim(scale) == 0 or ctx.shape(scale) == [1]:
         return -1
     return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x))

@@ -665,6 +665,9 @@ def _cumulative(ctx: NodeContext) -> Value:
     if ctx.dtype(x) == "bool":
         raise Unsupported(f"{ctx.op_type} of bool")
     op = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
+    for flag in ("reverse", "exclusive"):
+        if ctx.attr(flag, 0) not in (0, 1):
+            raise FrontendError(f"attribute {flag}={ctx.attr(flag)!r}: must be 0 or 1 (as ORT)")
     reverse = bool(ctx.attr("reverse", 0))
     # reverse: a scan of the flipped tensor, flipped back
     y = ctx.emit("flip", x, axis=axis) if reverse else x
