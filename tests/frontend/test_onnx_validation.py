@@ -244,7 +244,7 @@ SHAPE_VALUES = {
         FX, "index 3 is out of range for axis 0 of extent 2"),
     "Cast with saturate to int": (
         _model([helper.make_node("Cast", ["x"], ["y"], name="c", to=TP.INT32, saturate=0)], [X],
-               [_vi("y", None, TP.INT32)]), FX, "saturate is only for casts to float 8"),
+               [_vi("y", None, TP.INT32)]), FX, "saturate=0 is only for casts to float 8"),
     "Mod with fmod 2": (
         _model([helper.make_node("Mod", ["x", "x"], ["y"], name="m", fmod=2)], [X],
                [_vi("y", None)]), FX, "fmod=2: must be 0 or 1"),

@@ -402,8 +402,8 @@ def _cast(ctx: NodeContext) -> Value:
 
 
 def _no_saturate(ctx: NodeContext) -> None:
-    if "saturate" in ctx.attrs:  # (the float 8 types are not supported)
-        raise FrontendError("attribute saturate is only for casts to float 8 types (as ORT)")
+    if ctx.attr("saturate", 1) == 0:  # (the float 8 types are not supported)
+        raise FrontendError("attribute saturate=0 is only for casts to float 8 types (as ORT)")
 
 
 def _cast_to(ctx: NodeContext, x: Value, dtype: str) -> Value:
