@@ -248,6 +248,11 @@ SHAPE_VALUES = {
     "Mod with fmod 2": (
         _model([helper.make_node("Mod", ["x", "x"], ["y"], name="m", fmod=2)], [X],
                [_vi("y", None)]), FX, "fmod=2: must be 0 or 1"),
+    "Pad constant_value of 4 elements": (
+        _model([helper.make_node("Pad", ["x", "p", "v"], ["y"], name="pd")], [X],
+               [_vi("y", None)], [_init("p", np.zeros(4, np.int64)),
+                                  _init("v", np.zeros(4, np.float32))]),
+        FX, "constant_value must be one element"),
     "MaxPool window beyond the input": (
         _model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[3])],
                [_vi("x", [2, 2, 1])], [_vi("y", None)]),
@@ -304,8 +309,11 @@ def test_accepted_like_onnxruntime():
         _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2])], [_vi("x", [2, 2, 1])],
                [_vi("y", None)]),
     ]
+    cases.append(_model([helper.make_node("ArgMax", ["x"], ["y"], axis=0, select_last_index=4)],
+                        [X], [_vi("y", None, TP.INT64)]))
     feeds = [FX, FX, FX, {"x": np.zeros((0,), np.float32)}, FX, FX,
-             {"x": np.ones(2, np.float32)}, {"x": np.ones((2, 2, 1), np.float32)}]
+             {"x": np.ones(2, np.float32)}, {"x": np.ones((2, 2, 1), np.float32)},
+             {"x": np.array([[np.nan, 1, np.nan], [np.nan, 2, 0]], np.float32)}]
     for model, f in zip(cases, feeds):
         ref = ort.InferenceSession(model.SerializeToString(),
                                    providers=["CPUExecutionProvider"]).run(None, f)

@@ -527,6 +527,7 @@ def _gemm(ctx: NodeContext) -> Value:
 @converter("MatMul")
 def _matmul(ctx: NodeContext) -> Value:
     (a, b), dtype = in_float32(ctx, [ctx.input(0), ctx.input(1)])
+    ctx.shape(a), ctx.shape(b)  # (a shape known only at run time, NonZero's: unsupported)
     return back_to_dtype(ctx, ctx.emit("matmul", a, b), dtype)
 
 

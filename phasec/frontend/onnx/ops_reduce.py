@@ -157,7 +157,7 @@ def _arg_reduce(ctx: NodeContext) -> Value:
     dims = ctx.shape(x)
     axis = norm_axis(ctx, ctx.attr("axis", 0), len(dims))
     keep = _keepdims(ctx)
-    last = bool(ctx.attr("select_last_index", 0))
+    last = ctx.attr("select_last_index", 0) == 1
     d = dims[axis]
     if not isinstance(d, int):
         raise Unsupported(f"{ctx.op_type} along a symbolic dimension")
@@ -167,6 +167,8 @@ def _arg_reduce(ctx: NodeContext) -> Value:
         raise Unsupported(f"{ctx.op_type} of bool tensors")
     best = ctx.emit("max" if ctx.op_type == "ArgMax" else "min", x, axis=[axis], keepdims=True)
     hit = ctx.emit("equal", x, best)
+    if ctx.dtype(x).startswith("float"):  # NaN is the extreme value (numpy's, ORT's order)
+        hit = ctx.emit("logical_or", hit, ctx.emit("isnan", x))
     shape: list[Any] = [1] * len(dims)
     shape[axis] = d
     iota = ctx.iota(d, shape)

@@ -548,6 +548,8 @@ def _pad(ctx: NodeContext) -> Value:
         axes = list(range(n))
     else:
         pads = ctx.const_ints(1, "pads")
+        if ctx.has(2) and ctx.const(2, "constant_value").size != 1:
+            raise FrontendError("constant_value must be one element")
         value = (np.asarray(ctx.const(2, "constant_value")).reshape(())
                  if ctx.has(2) else np.asarray(0, ctx.dtype(x)))
         axes = ctx.const_ints(3, "axes") if ctx.has(3) else list(range(n))
