@@ -107,6 +107,12 @@ STRUCTURAL = {
     "declared output type wrong": (
         _model([relu], [X], [_vi("y", [2, 3], TP.INT64)]), FX,
         "output 'y' is declared INT64 but the node makes FLOAT"),
+    # onnx's whole-graph shape inference crashed (SIGSEGV) on this one
+    "reduction axis beyond a scalar, then EyeLike": (
+        _model([helper.make_node("ReduceLogSum", ["x", "a"], ["r"], name="rl", keepdims=2),
+                helper.make_node("EyeLike", ["r"], ["y"], name="e", dtype=1)],
+               [_vi("x", [])], [_vi("y", None)], [_init("a", np.array([5], np.int64))]),
+        {"x": np.array(1.0, np.float32)}, r"node 0 'rl' \(ReduceLogSum\).*axis must be in"),
     "split sizes negative": (
         _model([helper.make_node("Split", ["x", "s"], ["a", "b"], name="sp", axis=1)], [X],
                [_vi("a", None), _vi("b", None)], [_init("s", np.array([-1, 4], np.int64))]),

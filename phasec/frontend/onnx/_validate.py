@@ -197,24 +197,17 @@ def _check_schemas(model: Any, label: str, opsets: dict[str, int]) -> None:
 def _check_inference(model: Any, label: str, order: list[int],
                      shapes: Mapping[str, Sequence[Any]]) -> None:
     """Each node's type and shape inference function on its inputs' types and
-    known values, in strict mode: as ORT resolves a graph. (The inference of
-    the whole graph, which also gives every intermediate value its type, runs
-    leniently first; run strictly it would also check the bodies of
-    operators defined as functions, which ORT does not.)"""
+    known values, in strict mode and in topological order, each node's
+    inferred outputs typing the next ones: as ORT resolves a graph. (Not
+    onnx's whole-graph inference: run strictly it also checks the bodies of
+    operators defined as functions, which ORT does not, and run leniently
+    it carries on past a node's error and can crash on what follows.)"""
     import onnx
     import onnx.defs
     import onnx.shape_inference
 
     copy = _inference_copy(model, order, shapes)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(copy, check_type=False, strict_mode=False,
-                                                     data_prop=True)
-    except Exception as exc:  # noqa: BLE001 - InferenceError, ValidationError
-        raise FrontendError(f"{label}: invalid model (ONNX type and shape inference): "
-                            f"{_first_line(exc)}") from None
-    g = inferred.graph
-    types = {vi.name: vi.type for part in (g.input, g.value_info, g.output) for vi in part
-             if vi.type.WhichOneof("value")}
+    types = {vi.name: vi.type for vi in copy.graph.input if vi.type.WhichOneof("value")}
     known = {t.name: t for t in copy.graph.initializer}
     for t in copy.graph.initializer:  # (not graph inputs since IR version 4)
         types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
@@ -223,6 +216,8 @@ def _check_inference(model: Any, label: str, order: list[int],
             for a in node.attribute:
                 if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
                     known[node.output[0]] = a.t
+                    types[node.output[0]] = onnx.helper.make_tensor_type_proto(
+                        a.t.data_type, list(a.t.dims))
     opsets = list(copy.opset_import)
     versions = {(o.domain or "ai.onnx"): o.version for o in opsets}
     for index in order:
@@ -243,6 +238,7 @@ def _check_inference(model: Any, label: str, order: list[int],
             raise FrontendError(f"{label}: {_where(node, index)}: invalid model (ONNX type and "
                                 f"shape inference): {_first_line(exc)}") from None
         _check_declared_types(model, label, node, index, out)
+        types.update((k, t) for k, t in out.items() if t.WhichOneof("value"))
 
 
 def _check_declared_types(model: Any, label: str, node: Any, index: int,
