@@ -447,7 +447,7 @@ def _clip_bound(ctx: NodeContext, v: Value, what: str) -> Value:
     dims = ctx.shape(v)
     if dims == []:
         return v
-    if any(d != 1 for d in dims):
+    if dims != [1]:
         raise FrontendError(f"Clip's {what} must be a scalar, not of shape {tuple(dims)}")
     return ctx.emit("reshape", v, ())
 

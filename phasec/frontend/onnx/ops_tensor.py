@@ -74,7 +74,10 @@ def _ints_attr_or_input(ctx: NodeContext, attr: str, index: int, since: int) -> 
 def _constant(ctx: NodeContext) -> Value:
     # the first value attribute, as ORT reads a Constant holding several
     for key in ctx.attrs:
-        if key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key.startswith(("value", "sparse_value")):
+            if key not in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+                raise Unsupported(f"a Constant of attribute {key} (string and sparse "
+                                  "constants are not supported)")
             v = ctx.attrs[key]
             break
     else:
@@ -123,9 +126,8 @@ def _size(ctx: NodeContext) -> Value:
 
 @converter("ConstantOfShape")
 def _constant_of_shape(ctx: NodeContext) -> Value:
-    if ctx.ndim(ctx.input(0)) != 1:
-        raise FrontendError(f"the shape must be a 1-D tensor, not of rank "
-                            f"{ctx.ndim(ctx.input(0))}")
+    if ctx.ndim(ctx.input(0)) == 0:  # (ORT reads a 2-D one flattened)
+        raise FrontendError("the shape must be a 1-D tensor, not a scalar")
     dims = ctx.const_ints(0, "shape")
     value = ctx.attr("value")
     fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(-1)[0]
