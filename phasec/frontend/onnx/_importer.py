@@ -37,6 +37,7 @@ from phasec.frontend.onnx import (  # noqa: F401  (the converter families regist
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
 from phasec.frontend.onnx._registry import CONVERTERS, converter_key
+from phasec.frontend.onnx._validate import validate
 from phasec.ir import IRModule, tir
 from phasec.ir.expr import Constant, Expr, Function, Tuple, Var
 from phasec.ir.node import Span
@@ -228,6 +229,7 @@ class _Importer:
             raise FrontendError(f"the given shapes name {', '.join(map(repr, unknown))}, which "
                                 f"{'is' if len(unknown) == 1 else 'are'} not graph inputs "
                                 f"(the inputs are: {names})")
+        order = validate(self.model, self.label, self.shapes)  # as ONNX Runtime would
         if len(graph.sparse_initializer):
             raise FrontendError("the model has sparse initializers, which the frontend "
                                 "does not support")
@@ -288,7 +290,8 @@ class _Importer:
         with bb.function("main", params):
             with contextlib.nullcontext() if control else bb.dataflow():
                 done = {u.index for u in self.unsupported}
-                for index, node in enumerate(graph.node):
+                for index in order:  # topological: ONNX Runtime accepts any listed order
+                    node = graph.node[index]
                     if index in done:
                         continue
                     if any(i in self.poisoned for i in node.input if i):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
 from phasec.frontend.onnx._registry import converter
@@ -147,7 +148,18 @@ def _binary(ctx: NodeContext) -> Value:
         raise Unsupported("Div of bool tensors")
     if ctx.op_type in ("Add", "Sub", "Mul") and ctx.dtype(a) == "bool":
         raise Unsupported(f"{ctx.op_type} of bool tensors")
+    if ctx.op_type == "Div":
+        _no_integer_zero_divisor(ctx, b)
     return ctx.emit(op, a, b)
+
+
+def _no_integer_zero_divisor(ctx: NodeContext, b: Value) -> None:
+    """A known integer divisor holding 0 is an error, as in ONNX Runtime.
+    (A divisor computed at run time is not checked: the quotient is 0.)"""
+    if (isinstance(b, np.ndarray) and b.dtype != object and b.dtype.kind in "iu"
+            and not np.all(b != 0)):
+        raise FrontendError(f"integer {ctx.op_type} by zero (the divisor is a constant "
+                            "holding 0)")
 
 
 @converter("Pow")
@@ -164,6 +176,8 @@ def _mod(ctx: NodeContext) -> Value:
     a, b = ctx.input(0), ctx.input(1)
     dt = ctx.dtype(a)
     fmod = ctx.attr("fmod", 0)
+    if fmod not in (0, 1):
+        raise FrontendError(f"attribute fmod={fmod!r}: must be 0 or 1")
     if dt.startswith("float") and not fmod and ctx.opset < 28:
         raise Unsupported("fmod=0 on floats, which ONNX defines from opset 28 only")
     if dt.startswith("float"):
@@ -189,6 +203,7 @@ def _mod(ctx: NodeContext) -> Value:
                             ctx.emit("equal", a, scalar(ctx, 0, dt)))
             keep = ctx.emit("where", same, a, b)
         return ctx.emit("where", ctx.emit("logical_and", b_inf, a_fin), keep, r)
+    _no_integer_zero_divisor(ctx, b)
     if not fmod and dt.startswith("uint"):
         fmod = 1  # the same for unsigned values
     # integers: divide truncates (fmod), floor_divide floors (Python/numpy mod)
@@ -382,7 +397,13 @@ def _cast(ctx: NodeContext) -> Value:
     if to is None:
         raise Unsupported("missing attribute 'to'")
     dtype = onnx_to_dtype(to, "cast to element type")
+    _no_saturate(ctx)
     return _cast_to(ctx, x, dtype)
+
+
+def _no_saturate(ctx: NodeContext) -> None:
+    if ctx.attr("saturate", 1) == 0:  # (the float 8 types are not supported)
+        raise FrontendError("attribute saturate=0 is only for casts to float 8 types (as ORT)")
 
 
 def _cast_to(ctx: NodeContext, x: Value, dtype: str) -> Value:
@@ -410,12 +431,25 @@ def _clip(ctx: NodeContext) -> Value:
         lo, hi = ctx.optional(1), ctx.optional(2)
     if dt == "bool":
         raise Unsupported("Clip of bool tensors")
+    lo, hi = (None if v is None else _clip_bound(ctx, v, what) for v, what in
+              ((lo, "min"), (hi, "max")))
     # max(x, lo) then min(., hi): a NaN input stays NaN, and lo > hi gives hi (ONNX)
     if lo is not None:
         x = ctx.emit("maximum", x, lo)
     if hi is not None:
         x = ctx.emit("minimum", x, hi)
     return x
+
+
+def _clip_bound(ctx: NodeContext, v: Value, what: str) -> Value:
+    """Clip's min or max: one element (ONNX Runtime also takes shape (1,)),
+    as a scalar, so it does not broadcast the result."""
+    dims = ctx.shape(v)
+    if dims == []:
+        return v
+    if dims != [1]:
+        raise FrontendError(f"Clip's {what} must be a scalar, not of shape {tuple(dims)}")
+    return ctx.emit("reshape", v, ())
 
 
 @converter("Where")

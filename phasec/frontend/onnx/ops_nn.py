@@ -16,12 +16,16 @@ from typing import Any
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import scalar
 from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims, reshape
 
 __all__ = ["in_float32", "back_to_dtype", "softmax_axis_2d"]
+
+#: More elements than any tensor can have (a byte count must fit in int64).
+_MAX_ELEMENTS = 1 << 60
 
 
 def _float_input(ctx: NodeContext, i: int = 0) -> Value:
@@ -184,8 +188,37 @@ def _pool(ctx: NodeContext, kind: str) -> Value:
     return _pool_float(ctx, _float_input(ctx), kind)
 
 
+def _empty_pool(ctx: NodeContext, x: Value, kernel: list[int], strides: list[int],
+                dilations: list[int], pads: list[int]) -> Value | None:
+    """A pooling whose window is one element larger than the padded input has
+    an empty output (as in ONNX Runtime, which sizes it ``(in + pads -
+    window) / stride + 1``, C division); a still larger window is an error."""
+    if ctx.attr("ceil_mode", 0):
+        return None
+    dims = ctx.shape(x)
+    sizes = []
+    k = len(kernel)
+    for i, d in enumerate(dims[2:]):
+        if not isinstance(d, int):
+            return None
+        num = d + pads[i] + pads[i + k] - ((kernel[i] - 1) * dilations[i] + 1)
+        if strides[i] < 1:
+            return None
+        q = num // strides[i] if num >= 0 else -((-num) // strides[i])
+        sizes.append(q + 1)
+    if all(s > 0 for s in sizes):
+        return None
+    if any(s < 0 for s in sizes):
+        raise FrontendError(f"the pooling window {kernel} is larger than the padded input "
+                            f"{tuple(dims[2:])}")
+    return ctx.emit("zeros", (*dims[:2], *sizes), dtype=ctx.dtype(x))
+
+
 def _pool_float(ctx: NodeContext, x: Value, kind: str) -> Value:
     kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    empty = _empty_pool(ctx, x, kernel, strides, dilations, pads)
+    if empty is not None:
+        return empty
     n = len(kernel)
     layout = _LAYOUTS[n][0]
     ceil = bool(ctx.attr("ceil_mode", 0))
@@ -221,9 +254,18 @@ def _avg_pool(ctx: NodeContext) -> Value:
     return _pool(ctx, "avg")
 
 
+def _spatial_input(ctx: NodeContext, x: Value) -> None:
+    """A global pooling's input: (N, C, D1, ...), its spatial axes non-empty."""
+    dims = ctx.shape(x)
+    if len(dims) < 3 or any(d == 0 for d in dims[2:]):
+        raise FrontendError(f"{ctx.op_type} needs (N, C, D1, ...) with non-empty spatial "
+                            f"axes, not shape {tuple(dims)}")
+
+
 @converter("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
+    _spatial_input(ctx, x)
     axes = list(range(2, ctx.ndim(x)))
     return ctx.emit("mean" if ctx.op_type == "GlobalAveragePool" else "max", x, axis=axes,
                     keepdims=True)
@@ -234,6 +276,9 @@ def _lp_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
     p = float(ctx.attr("p", 2))
     kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    empty = _empty_pool(ctx, x, kernel, strides, dilations, pads)
+    if empty is not None:
+        return empty
     n = len(kernel)
     layout = _LAYOUTS[n][0]
     xp = ctx.emit("power", ctx.emit("abs", x), scalar(ctx, p, x))
@@ -248,6 +293,7 @@ def _lp_pool(ctx: NodeContext) -> Value:
 @converter("GlobalLpPool")
 def _global_lp_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
+    _spatial_input(ctx, x)
     p = float(ctx.attr("p", 2))
     xp = ctx.emit("power", ctx.emit("abs", x), scalar(ctx, p, x))
     total = ctx.emit("sum", xp, axis=list(range(2, ctx.ndim(x))), keepdims=True)
@@ -333,6 +379,11 @@ def _layer_norm(ctx: NodeContext) -> list[Value | None]:
     eps = float(ctx.attr("epsilon", 1e-5))
     scale = ctx.input(1)
     bias = ctx.optional(2)
+    if any(d == 0 for d in dims[axis:]):  # (as ORT: nothing to normalize over)
+        raise FrontendError(f"the normalized axes {axes} of shape {tuple(dims)} are empty")
+    if any(ctx.ndim(v) > n for v in (scale, bias) if v is not None):
+        raise FrontendError(f"scale and bias may not have more dimensions than the input "
+                            f"(rank {n})")
     want_stats = any(o for o in ctx.node.output[1:])
     dtype = ctx.dtype(x)
     if ctx.shape(scale) == dims[axis:] and not want_stats and (
@@ -357,8 +408,12 @@ def _layer_norm(ctx: NodeContext) -> list[Value | None]:
 def _group_norm(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
     dims = ctx.shape(x)
-    groups = int(ctx.attr("num_groups"))
+    groups = ctx.attr("num_groups")
+    if len(dims) < 2:
+        raise FrontendError(f"GroupNormalization needs (N, C, ...), not shape {tuple(dims)}")
     c = dims[1]
+    if not isinstance(groups, int) or groups < 1 or (isinstance(c, int) and c % groups):
+        raise FrontendError(f"num_groups={groups!r} does not divide the {c} channels")
     scale, bias = ctx.input(1), ctx.input(2)
     if not isinstance(c, int):
         raise Unsupported("GroupNormalization with a symbolic channel count")
@@ -420,7 +475,9 @@ def _lrn(ctx: NodeContext) -> Value:
     dims = ctx.shape(x)
     if len(dims) < 3:
         raise Unsupported(f"LRN of a rank-{len(dims)} tensor")
-    size = int(ctx.attr("size"))
+    size = ctx.attr("size")
+    if not isinstance(size, int) or size < 1 or size % 2 == 0:
+        raise FrontendError(f"attribute size={size!r}: LRN's size must be odd and positive")
     alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
     bias = float(ctx.attr("bias", 1.0))
     n, c = dims[0], dims[1]
@@ -470,6 +527,7 @@ def _gemm(ctx: NodeContext) -> Value:
 @converter("MatMul")
 def _matmul(ctx: NodeContext) -> Value:
     (a, b), dtype = in_float32(ctx, [ctx.input(0), ctx.input(1)])
+    ctx.shape(a), ctx.shape(b)  # (a shape known only at run time, NonZero's: unsupported)
     return back_to_dtype(ctx, ctx.emit("matmul", a, b), dtype)
 
 
@@ -545,7 +603,13 @@ def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[
         assert scales is not None
         if len(scales) != 4:
             raise Unsupported(f"scales {scales} for a rank-4 input")
-        sizes = [int(math.floor(d * s)) for d, s in zip(dims, scales)]
+        if not all(math.isfinite(s) and s > 0 for s in scales):
+            raise FrontendError(f"scales {scales}: every scale must be a finite number above 0")
+        sizes = [math.floor(d * s) for d, s in zip(dims, scales)]
+    if any(s < 1 for s in sizes):
+        raise FrontendError(f"output sizes {sizes}: every size must be at least 1")
+    if math.prod(sizes) > _MAX_ELEMENTS:
+        raise FrontendError(f"output sizes {sizes}: more elements than a tensor can hold")
     if len(sizes) != 4 or sizes[:2] != dims[:2]:
         raise Unsupported(f"resizing the batch or channel dimension (sizes {sizes})")
     if mode not in ("nearest", "linear", "cubic"):
@@ -613,6 +677,8 @@ def _upsample(ctx: NodeContext) -> Value:
         scales = [float(s) for s in ctx.attr("scales", [])]
     else:
         scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
+    if not all(math.isfinite(s) and s >= 1 for s in scales):  # it only enlarges
+        raise FrontendError(f"scales {scales}: Upsample's scales must be finite and at least 1")
     mode = ctx.attr("mode", "nearest")
     if mode == "bilinear":
         mode = "linear"

@@ -6,9 +6,12 @@ SoftmaxCrossEntropyLoss).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.errors import FrontendError
+from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_nn import softmax_axis_2d
 
@@ -27,8 +30,39 @@ def _nll(ctx: NodeContext, logp: Value, target: Value, weight: Value | None) -> 
         attrs["ignore_index"] = int(ignore)
     else:
         attrs["ignore_index"] = -(1 << 62)  # no class is ignored
+    target = _checked_target(ctx, target, ctx.shape(logp)[1], ignore)
     args = [logp, target] + ([weight] if weight is not None else [])
     return ctx.emit("nn.nll_loss", *args, **attrs)
+
+
+def _checked_target(ctx: NodeContext, target: Value, classes: Any, ignore: int | None) -> Value:
+    """The targets with every class index in range, as ONNX Runtime reads
+    them (its function body gathers with them: a negative index counts from
+    the end): an index outside ``[-C, C)`` that is not ``ignore_index`` is an
+    error -- at import for known targets, at run time (a checked ``take``)
+    otherwise -- never a NaN or a silently dropped sample."""
+    if not isinstance(classes, int):
+        return target
+    if is_const(target):
+        t = np.asarray(target).astype(np.int64)
+        bad = (t < -classes) | (t >= classes)
+        if ignore is not None:
+            bad &= t != ignore
+        if bad.any():
+            raise FrontendError(f"target {int(t[bad].reshape(-1)[0])} is not a class index "
+                                f"(there are {classes} classes"
+                                f"{'' if ignore is None else f', ignore_index is {ignore}'})")
+        return np.where((t < 0) & (t != (ignore if ignore is not None else 0)),
+                        t + classes, t).astype(np.int64)
+    t = target if ctx.dtype(target) == "int64" else ctx.emit("astype", target, dtype="int64")
+    if ignore is not None:
+        ignored = ctx.emit("equal", t, np.asarray(ignore, np.int64))
+        probe = ctx.emit("where", ignored, np.asarray(0, np.int64), t)
+    else:
+        probe = t
+    # the gather fails at run time on an index outside [-C, C)
+    checked = ctx.emit("take", np.arange(classes, dtype=np.int64), probe, axis=0)
+    return checked if ignore is None else ctx.emit("where", ignored, t, checked)
 
 
 @converter("NegativeLogLikelihoodLoss", since=12)

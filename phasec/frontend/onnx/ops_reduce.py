@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import scalar
@@ -24,15 +25,24 @@ __all__: list[str] = []
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 
+def _keepdims(ctx: NodeContext) -> bool:
+    """ONNX allows 0 and 1; ONNX Runtime keeps the dimensions for 1 only
+    (any other value drops them), and so does phasec."""
+    return ctx.attr("keepdims", 1) == 1
+
+
 def _axes(ctx: NodeContext, x: Value) -> list[int] | None:
     """The reduced axes (normalized), or None for the identity."""
     n = ctx.ndim(x)
     if ctx.opset >= _AXES_INPUT_SINCE.get(ctx.op_type, 18):
+        if ctx.has(1) and ctx.ndim(ctx.input(1)) != 1:
+            raise FrontendError(f"the axes must be a 1-D tensor, not of rank "
+                                f"{ctx.ndim(ctx.input(1))}")
         axes = ctx.const_ints(1, "axes") if ctx.has(1) else []
     else:
         axes = list(ctx.attr("axes", []))
     if not axes:
-        if ctx.attr("noop_with_empty_axes", 0):
+        if ctx.attr("noop_with_empty_axes", 0) == 1:  # (ONNX Runtime: only 1 is true)
             return None
         return list(range(n))
     return sorted({norm_axis(ctx, a, n) for a in axes})
@@ -90,13 +100,13 @@ def _reduce_as(ctx: NodeContext, x: Value) -> Value:
         return _reduce_nonempty(ctx, x)
     except _Empty:
         axes = _axes(ctx, x) or []
-        return _empty_result(ctx, x, axes, bool(ctx.attr("keepdims", 1)))
+        return _empty_result(ctx, x, axes, _keepdims(ctx))
 
 
 def _reduce_nonempty(ctx: NodeContext, x: Value) -> Value:
     dt = ctx.dtype(x)
     axes = _axes(ctx, x)
-    keep = bool(ctx.attr("keepdims", 1))
+    keep = _keepdims(ctx)
     op = ctx.op_type
     if axes is None:
         if op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
@@ -146,8 +156,8 @@ def _arg_reduce(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     dims = ctx.shape(x)
     axis = norm_axis(ctx, ctx.attr("axis", 0), len(dims))
-    keep = bool(ctx.attr("keepdims", 1))
-    last = bool(ctx.attr("select_last_index", 0))
+    keep = _keepdims(ctx)
+    last = ctx.attr("select_last_index", 0) == 1
     d = dims[axis]
     if not isinstance(d, int):
         raise Unsupported(f"{ctx.op_type} along a symbolic dimension")
@@ -157,6 +167,8 @@ def _arg_reduce(ctx: NodeContext) -> Value:
         raise Unsupported(f"{ctx.op_type} of bool tensors")
     best = ctx.emit("max" if ctx.op_type == "ArgMax" else "min", x, axis=[axis], keepdims=True)
     hit = ctx.emit("equal", x, best)
+    if ctx.dtype(x).startswith("float"):  # NaN is the extreme value (numpy's, ORT's order)
+        hit = ctx.emit("logical_or", hit, ctx.emit("isnan", x))
     shape: list[Any] = [1] * len(dims)
     shape[axis] = d
     iota = ctx.iota(d, shape)
@@ -176,13 +188,21 @@ def _topk(ctx: NodeContext) -> list[Value]:
         if not isinstance(k, int):
             raise Unsupported("a symbolic K")
     axis = norm_axis(ctx, ctx.attr("axis", -1), ctx.ndim(x))
+    extent = ctx.shape(x)[axis]
+    if k < 0 or (isinstance(extent, int) and k > extent):
+        raise FrontendError(f"k={k} is out of range: axis {axis} has {extent} elements")
+    if k == 0:  # (phasec's topk, as TVM's, reads k < 1 as "all")
+        values = ctx.emit("strided_slice", x, axes=[axis], begin=[0], end=[0])
+        return [values, ctx.emit("astype", values, dtype="int64")]
     values, indices = ctx.emit_multi("topk", x, k=int(k), axis=axis, ret_type="both",
-                                     largest=bool(ctx.attr("largest", 1)), dtype="int64")
+                                     largest=ctx.attr("largest", 1) == 1, dtype="int64")
     return [values, indices]
 
 
 @converter("NonZero", since=9)
 def _nonzero(ctx: NodeContext) -> Value:
+    if ctx.ndim(ctx.input(0)) == 0:  # a scalar reads as one element (as ONNX Runtime does)
+        return ctx.emit("nonzero", ctx.emit("reshape", ctx.input(0), (1,)))
     return ctx.emit("nonzero", ctx.input(0))
 
 
@@ -194,7 +214,7 @@ def _unique(ctx: NodeContext) -> list[Value | None]:
     if axis is not None:
         axis = norm_axis(ctx, axis, ctx.ndim(x))
     want = [bool(o) for o in outs[1:4]]
-    res = ctx.emit_multi("unique", x, sorted=bool(ctx.attr("sorted", 1)), return_index=want[0],
+    res = ctx.emit_multi("unique", x, sorted=ctx.attr("sorted", 1) == 1, return_index=want[0],
                          return_inverse=want[1], return_counts=want[2], axis=axis)
     it = iter(res[1:])
     return [res[0]] + [next(it) if w else None for w in want]

@@ -10,12 +10,14 @@ array computed at import.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from phasec.ir import tir
 from phasec.ir.expr import PrimValue
+from phasec.frontend.errors import FrontendError
 from phasec.op.fold import within_budget
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const, settle
 from phasec.frontend.onnx._registry import converter
@@ -33,10 +35,13 @@ _INT_END = (1 << 31) - 1  # phasec's "to the end" for slices on symbolic dimensi
 #: written out element by element.
 _SMALL_CONSTANT = 4096
 
+#: More elements than any tensor can have (a byte count must fit in int64).
+_MAX_ELEMENTS = 1 << 60
+
 
 def norm_axis(ctx: NodeContext, axis: int, ndim: int, what: str = "axis") -> int:
     if not -ndim <= axis < ndim:
-        raise Unsupported(f"{what} {axis} is out of range for rank {ndim}")
+        raise FrontendError(f"{what} {axis} is out of range for rank {ndim}")
     return axis % ndim
 
 
@@ -67,8 +72,12 @@ def _ints_attr_or_input(ctx: NodeContext, attr: str, index: int, since: int) -> 
 
 @converter("Constant")
 def _constant(ctx: NodeContext) -> Value:
-    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
-        if key in ctx.attrs:
+    # the first value attribute, as ORT reads a Constant holding several
+    for key in ctx.attrs:
+        if key.startswith(("value", "sparse_value")):
+            if key not in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+                raise Unsupported(f"a Constant of attribute {key} (string and sparse "
+                                  "constants are not supported)")
             v = ctx.attrs[key]
             break
     else:
@@ -117,6 +126,8 @@ def _size(ctx: NodeContext) -> Value:
 
 @converter("ConstantOfShape")
 def _constant_of_shape(ctx: NodeContext) -> Value:
+    if ctx.ndim(ctx.input(0)) == 0:  # (ORT reads a 2-D one flattened)
+        raise FrontendError("the shape must be a 1-D tensor, not a scalar")
     dims = ctx.const_ints(0, "shape")
     value = ctx.attr("value")
     fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(-1)[0]
@@ -125,7 +136,9 @@ def _constant_of_shape(ctx: NodeContext) -> Value:
         raise Unsupported(f"a fill value of element type {fill.dtype}")
     if all(isinstance(d, int) for d in dims):
         if any(d < 0 for d in dims):
-            raise Unsupported(f"negative dimension in shape {dims}")
+            raise FrontendError(f"negative dimension in shape {dims}")
+        if math.prod(dims) > _MAX_ELEMENTS:
+            raise FrontendError(f"shape {dims} has more elements than a tensor can hold")
         if int(np.prod(dims, dtype=np.int64)) <= _SMALL_CONSTANT:
             return np.full(dims, fill, dtype=fill.dtype)
     return ctx.emit("full", tuple(dims), fill, fold=False)
@@ -146,8 +159,15 @@ def _range(ctx: NodeContext) -> Value:
         bounds = [PrimValue(v) if isinstance(v, tir.PrimExpr) else v for v in (start, limit)]
         return ctx.emit("arange", *bounds, delta, dtype=dtype)
     if delta == 0:
-        raise Unsupported("Range with delta 0")
-    n = max(int(np.ceil((limit - start) / delta)), 0)
+        raise FrontendError("Range with delta 0 (the number of elements is infinite)")
+    if not all(math.isfinite(v) for v in (start, limit, delta)):
+        raise FrontendError(f"Range({start}, {limit}, {delta}): start, limit and delta must "
+                            "be finite")
+    count = math.ceil((limit - start) / delta)
+    if count > _MAX_ELEMENTS:
+        raise FrontendError(f"Range({start}, {limit}, {delta}) has {count} elements, more "
+                            "than a tensor can hold")
+    n = max(int(count), 0)
     if not within_budget(n):  # too big to compute at import: computed where it is used
         return ctx.emit("arange", start, limit, delta, dtype=dtype)
     return (np.asarray(start, dtype) + np.arange(n, dtype=dtype) * np.asarray(delta, dtype)).astype(dtype)
@@ -279,11 +299,21 @@ def _tile(ctx: NodeContext) -> Value:
     return ctx.emit("reshape", y, tuple(r * d for r, d in zip(reps, dims)))
 
 
+def _blocksize(ctx: NodeContext) -> int:
+    b = ctx.attr("blocksize")
+    if not isinstance(b, int) or b < 1:
+        raise FrontendError(f"attribute blocksize={b!r}: must be a positive integer")
+    return b
+
+
 @converter("DepthToSpace")
 def _depth_to_space(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     n, c, h, w = _dims4(ctx, x)
-    b = int(ctx.attr("blocksize"))
+    b = _blocksize(ctx)
+    if isinstance(c, int) and c % (b * b):
+        raise FrontendError(f"DepthToSpace: the depth {c} is not a multiple of blocksize * "
+                            f"blocksize = {b * b}")
     mode = ctx.attr("mode", "DCR")
     if mode == "DCR":
         y = ctx.emit("reshape", x, (n, b, b, c // (b * b), h, w))
@@ -300,7 +330,11 @@ def _depth_to_space(ctx: NodeContext) -> Value:
 def _space_to_depth(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     n, c, h, w = _dims4(ctx, x)
-    b = int(ctx.attr("blocksize"))
+    b = _blocksize(ctx)
+    for what, d in (("height", h), ("width", w)):
+        if isinstance(d, int) and d % b:
+            raise FrontendError(f"SpaceToDepth: the {what} {d} is not a multiple of the "
+                                f"blocksize {b}")
     mode = ctx.attr("mode", "DCR")
     if mode not in ("DCR", "CRD"):
         raise Unsupported(f"attribute mode={mode!r}")
@@ -325,13 +359,13 @@ def _dims4(ctx: NodeContext, x: Value) -> list[Any]:
 @converter("Concat")
 def _concat(ctx: NodeContext) -> Value:
     vals = [ctx.input(i) for i in range(len(ctx.inputs)) if ctx.has(i)]
-    if len(vals) == 1:
-        return vals[0]
     axis = ctx.attr("axis", 1 if ctx.opset < 4 else None)
     if axis is None:
         raise Unsupported("Concat without an axis")
     n = ctx.ndim(vals[0])
     axis = norm_axis(ctx, axis, n)
+    if len(vals) == 1:
+        return vals[0]
     # empty known operands add nothing (exporters concatenate [] onto shape values)
     kept = [v for v in vals if not (is_const(v) and v.size == 0)]
     if len(kept) == 1:
@@ -356,6 +390,13 @@ def _split(ctx: NodeContext) -> list[Value]:
             if num == 1:
                 return [x]
             return ctx.emit_multi("split", x, indices_or_sections=num, axis=axis)
+    if any(isinstance(s, int) and s < 0 for s in sizes):
+        raise FrontendError(f"split sizes {sizes}: sizes must not be negative")
+    if all(isinstance(s, int) for s in sizes) and isinstance(dim, int) and sum(sizes) != dim:
+        raise FrontendError(f"split sizes {sizes} add up to {sum(sizes)}, but axis {axis} has "
+                            f"{dim} elements")
+    if len(sizes) != n_out:
+        raise FrontendError(f"{len(sizes)} split sizes for {n_out} outputs")
     if len(sizes) == 1:
         return [x]
     if any(not isinstance(s, int) for s in sizes):
@@ -376,6 +417,10 @@ def _slice(ctx: NodeContext) -> Value:
         axes = ctx.attr("axes")
         steps = None
     else:
+        for i, what in enumerate(("starts", "ends", "axes", "steps"), 1):
+            if ctx.has(i) and ctx.ndim(ctx.input(i)) != 1:
+                raise FrontendError(f"{what} must be a 1-D tensor, not of rank "
+                                    f"{ctx.ndim(ctx.input(i))}")
         starts, ends = ctx.const_ints(1, "starts"), ctx.const_ints(2, "ends")
         axes = ctx.const_ints(3, "axes") if ctx.has(3) else None
         steps = ctx.const_ints(4, "steps") if ctx.has(4) else None
@@ -421,7 +466,18 @@ def _gather(ctx: NodeContext) -> Value:
     axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
     if is_const(idx) and idx.dtype != object and ctx.dtype(idx) not in ("int64", "int32"):
         idx = idx.astype(np.int64)
+    _known_indices_in_range(ctx, idx, ctx.shape(x)[axis], axis)
     return ctx.emit("take", x, idx, axis=axis)
+
+
+def _known_indices_in_range(ctx: NodeContext, idx: Value, extent: Any, axis: int) -> None:
+    """Known indices are checked at import (as ORT checks them even where the
+    gather makes no element, or its result is not used)."""
+    if is_const(idx) and idx.dtype != object and isinstance(extent, int):
+        bad = idx[(idx < -extent) | (idx >= extent)]
+        if bad.size:
+            raise FrontendError(f"index {int(bad.reshape(-1)[0])} is out of range for axis "
+                                f"{axis} of extent {extent}")
 
 
 def _normalized_index(ctx: NodeContext, idx: Value, extent: int) -> Value:
@@ -438,6 +494,7 @@ def _normalized_index(ctx: NodeContext, idx: Value, extent: int) -> Value:
 def _gather_elements(ctx: NodeContext) -> Value:
     x, idx = ctx.input(0), ctx.input(1)
     axis = norm_axis(ctx, ctx.attr("axis", 0), ctx.ndim(x))
+    _known_indices_in_range(ctx, idx, ctx.shape(x)[axis], axis)
     return ctx.emit("gather_elements", x, _int64(ctx, idx), axis=axis)
 
 
@@ -493,6 +550,8 @@ def _pad(ctx: NodeContext) -> Value:
         axes = list(range(n))
     else:
         pads = ctx.const_ints(1, "pads")
+        if ctx.has(2) and ctx.const(2, "constant_value").size != 1:
+            raise FrontendError("constant_value must be one element")
         value = (np.asarray(ctx.const(2, "constant_value")).reshape(())
                  if ctx.has(2) else np.asarray(0, ctx.dtype(x)))
         axes = ctx.const_ints(3, "axes") if ctx.has(3) else list(range(n))
@@ -577,8 +636,15 @@ def _trilu(ctx: NodeContext) -> Value:
 @converter("OneHot")
 def _one_hot(ctx: NodeContext) -> Value:
     idx = ctx.input(0)
-    depth = int(np.asarray(ctx.const_scalar(1, "depth")).item())
+    depth = ctx.const_scalar(1, "depth")
+    if isinstance(depth, tir.PrimExpr):
+        raise Unsupported("a symbolic depth")
+    if not math.isfinite(depth) or int(depth) < 1:
+        raise FrontendError(f"depth {depth}: must be a positive number")  # (ORT too)
+    depth = int(depth)
     values = ctx.const(2, "values").reshape(-1)
+    if values.size != 2:
+        raise FrontendError(f"values must hold 2 elements (off, on), not {values.size}")
     off, on = values[0], values[1]
     n = ctx.ndim(idx)
     axis = ctx.attr("axis", -1)
@@ -603,6 +669,9 @@ def _cumulative(ctx: NodeContext) -> Value:
     if ctx.dtype(x) == "bool":
         raise Unsupported(f"{ctx.op_type} of bool")
     op = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
+    for flag in ("reverse", "exclusive"):
+        if ctx.attr(flag, 0) not in (0, 1):
+            raise FrontendError(f"attribute {flag}={ctx.attr(flag)!r}: must be 0 or 1 (as ORT)")
     reverse = bool(ctx.attr("reverse", 0))
     # reverse: a scan of the flipped tensor, flipped back
     y = ctx.emit("flip", x, axis=axis) if reverse else x
@@ -638,7 +707,8 @@ def _window(ctx: NodeContext, coeffs: tuple[float, ...]) -> Value:
     size = ctx.const_scalar(0, "size")
     if isinstance(size, tir.PrimExpr):
         raise Unsupported("a window of symbolic size")
-    size = int(size)
+    if not isinstance(size, int) or size < 1:
+        raise FrontendError(f"window size {size}: must be a positive integer")
     dtype = onnx_to_dtype(ctx.attr("output_datatype", 1), "output type")
     periodic = bool(ctx.attr("periodic", 1))
     denom = size if periodic else size - 1
