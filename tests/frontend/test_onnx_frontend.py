@@ -207,12 +207,12 @@ def test_old_opset_semantics_are_reported_per_operator():
 
 def test_an_input_of_an_unsupported_dtype_is_named_as_an_input():
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["z"], ["y"]), helper.make_node("Nope", ["y"], ["w"])], "g",
+        [helper.make_node("Identity", ["z"], ["y"])], "g",
         [helper.make_tensor_value_info("z", TensorProto.COMPLEX64, [2])],
-        [helper.make_tensor_value_info("w", TensorProto.COMPLEX64, [2])])
+        [helper.make_tensor_value_info("y", TensorProto.COMPLEX64, [2])])
     with pytest.raises(UnsupportedModelError) as info:
         from_onnx(helper.make_model(graph))
     text = str(info.value)
-    assert "has 1 unsupported graph input and 1 unsupported node (operators: Nope):" in text
+    assert "has 1 unsupported graph input:" in text and "unsupported node" not in text
     assert "\n  graph input 'z' has element type COMPLEX64, which phasec does not compute with" \
         in text and "graph input," not in text
