@@ -303,13 +303,27 @@ def tvm_type_defect(mod: IRModule) -> str | None:
 _HOST_TIR_OPS = frozenset({"sort", "argsort", "topk", "median"})
 
 
-def tvm_can_read(mod: IRModule) -> str | None:
-    """None when TVM 0.27 can take ``mod`` as it is, else why not."""
-    for name in set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", mod.script(syntax="tvm"))):
-        if "relax." + name in TVM_CANNOT_BUILD:
-            return f"R.{name}: tvm.compile cannot build it ({TVM_CANNOT_BUILD['relax.' + name]})"
+def _called_ops(mod: IRModule) -> set[str]:
+    return set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", mod.script(syntax="tvm")))
+
+
+def phasec_own_operator(mod: IRModule) -> str | None:
+    """Why TVM 0.27 cannot even parse ``mod`` (it calls an operator only
+    phasec has, such as ``R.nn.lstm``), or None."""
+    for name in sorted(_called_ops(mod)):
         if find_op("relax." + name) is not None and "relax." + name not in tvm_operators():
             return f"R.{name} is phasec's own operator (TVM 0.27 has none of that name)"
+    return None
+
+
+def tvm_can_read(mod: IRModule) -> str | None:
+    """None when TVM 0.27 can take ``mod`` as it is, else why not."""
+    own = phasec_own_operator(mod)
+    if own is not None:
+        return own
+    for name in _called_ops(mod):
+        if "relax." + name in TVM_CANNOT_BUILD:
+            return f"R.{name}: tvm.compile cannot build it ({TVM_CANNOT_BUILD['relax.' + name]})"
         if name in _HOST_TIR_OPS:
             return (f"R.{name}: TVM's CPU pipeline (DispatchSortScan) lowers it to TIR that "
                     "calls a packed sort (T.call_packed), host-side TIR phasec does not read")

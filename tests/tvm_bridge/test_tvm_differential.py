@@ -39,7 +39,9 @@ from phasec import verifier
 from phasec.ir import Phase
 from phasec.testing import modules
 # the rules each carry their classification; `phasec fuzz --against tvm` derives these from it
-from phasec.testing.against_tvm import AGREED, has_float_remainder, tvm_type_defect
+from phasec.testing.against_tvm import (
+    AGREED, has_float_remainder, phasec_own_operator, tvm_type_defect,
+)
 from phasec.testing.mutations import MUTATIONS, mutate
 from phasec.verifier import TVMCheck
 
@@ -91,7 +93,7 @@ def test_tvm_accepts_every_generated_module(data: st.DataObject) -> None:
                                                    for d in verifier.check(mod, phase))
     assume(not has_float_remainder(mod))
     text = mod.script()
-    assume(tvm_type_defect(mod) is None)
+    assume(tvm_type_defect(mod) is None and phasec_own_operator(mod) is None)
     assert _tvm_accepts(text), text
 
 
@@ -101,6 +103,7 @@ def test_tvm_accepts_every_generated_module(data: st.DataObject) -> None:
 def test_tvm_rejects_the_structural_mutations_it_checks(data: st.DataObject) -> None:
     phase = data.draw(PHASES)
     mod = data.draw(modules(phase=phase, closures=False))
+    assume(phasec_own_operator(mod) is None)  # (TVM refuses those for that alone)
     for code in AGREED:
         if MUTATIONS[code].since > phase:
             continue
@@ -119,7 +122,8 @@ def test_the_rules_tvm_does_not_refuse_are_classified_as_tvm_behaves(
     phasec reads the printed module back."""
     phase = data.draw(PHASES)
     mod = data.draw(modules(phase=phase, closures=False))
-    assume(not has_float_remainder(mod) and tvm_type_defect(mod) is None)
+    assume(not has_float_remainder(mod) and tvm_type_defect(mod) is None
+           and phasec_own_operator(mod) is None)
     for rule in verifier.all_rules():
         if rule.tvm not in (TVMCheck.NOT_CHECKED, TVMCheck.TEXT_CANNOT_CARRY) \
                 or rule.code not in MUTATIONS or rule.since > phase:
