@@ -606,8 +606,14 @@ def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[
         if not all(math.isfinite(s) and s > 0 for s in scales):
             raise FrontendError(f"scales {scales}: every scale must be a finite number above 0")
         sizes = [math.floor(d * s) for d, s in zip(dims, scales)]
-    if any(s < 1 for s in sizes):
-        raise FrontendError(f"output sizes {sizes}: every size must be at least 1")
+    # as ONNX Runtime: an empty axis stays empty, and only an empty axis becomes one
+    for axis, (d, s) in enumerate(zip(dims, sizes)):
+        if d == 0 and s != 0:
+            raise FrontendError(f"output sizes {sizes}: cannot resize an empty axis (axis "
+                                f"{axis} of the input shape {dims}) to size {s}")
+        if d != 0 and s < 1:
+            raise FrontendError(f"output sizes {sizes}: every size must be at least 1 (0 only "
+                                "where the input's axis is empty)")
     if math.prod(sizes) > _MAX_ELEMENTS:
         raise FrontendError(f"output sizes {sizes}: more elements than a tensor can hold")
     if len(sizes) != 4 or sizes[:2] != dims[:2]:
