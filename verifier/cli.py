@@ -57,7 +57,8 @@ from phasec.errors import (
     FileAccessError, InputError, MessageStream, ParseError, PhasecError, SchemaError, WellFormedError,
 )
 from phasec.fileio import (
-    input_limit_scope, max_input_bytes, parse_size, read_bytes, read_stream, set_max_input_bytes,
+    check_regular, input_limit_scope, max_input_bytes, parse_size, read_bytes, read_stream,
+    set_max_input_bytes,
 )
 from phasec.interrupts import interrupted_exit, signals_as_exceptions
 from phasec.ir.node import Span
@@ -68,7 +69,7 @@ from phasec.verifier.diagnostics import ERROR, Diagnostic, format_diagnostic, so
 from phasec.verifier.input_codes import INPUT_CODES, explain_input_code, input_code_for
 from phasec.verifier.rules import all_rules, explain, get_rule
 from phasec.verifier.sources import (
-    MODULE_SUFFIXES, ModuleSource, excluded, find_modules, looks_like_module, walk_module_files,
+    ModuleSource, excluded, find_modules, looks_like_module, walk_module_files,
 )
 
 __all__ = ["main"]
@@ -224,6 +225,11 @@ def _read(path: str, stdin: IO[Any] | None = None) -> tuple[str | None, _InputEr
     try:
         if path == STDIN_NAME:
             data = _read_stdin(stdin)
+        elif os.fspath(path).lower().endswith(".onnx"):
+            check_regular(path)  # (refused by its name: a model is never read in full)
+            return None, _InputError("an ONNX model, not a TVMScript or JSON module: import "
+                                     "it first (phasec import MODEL.onnx -o model.py), then "
+                                     "check model.py", "OSError")
         else:
             data = read_bytes(path)
     except FileAccessError as exc:
@@ -232,10 +238,6 @@ def _read(path: str, stdin: IO[Any] | None = None) -> tuple[str | None, _InputEr
         return None, _InputError(exc.strerror or str(exc), "OSError")
     if isinstance(data, str):  # a text stream given to main()
         data = data.encode("utf-8", "surrogateescape")
-    if os.fspath(path).lower().endswith(".onnx"):
-        return None, _InputError("an ONNX model, not a TVMScript or JSON module: import it "
-                                 "first (phasec import MODEL.onnx -o model.py), then check "
-                                 "model.py", "OSError")
     if b"\0" in data:
         return None, _InputError("binary file, not a TVMScript or JSON module", "OSError")
     try:

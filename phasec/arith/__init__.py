@@ -20,6 +20,7 @@ of large sums are kept as opaque atoms instead of being expanded).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from phasec.ir import tir
 from phasec.ir.tir import BinaryOp, Cast, FloatImm, IntImm, Not, PrimExpr, Select
@@ -67,6 +68,19 @@ def _poly_const(poly: Poly) -> int | None:
     return None
 
 
+def add_terms(a: dict, b: dict, scale: Any = 1, in_place: bool = False) -> dict:
+    """``a + scale * b`` for sums kept as term -> non-zero coefficient (the
+    polynomials here, the affine forms of :mod:`.inbounds`); zero terms dropped."""
+    out = a if in_place else dict(a)
+    for term, c in b.items():
+        v = out.get(term, 0) + scale * c
+        if v:
+            out[term] = v
+        else:
+            out.pop(term, None)
+    return out
+
+
 class _Canonicalizer:
     """One simplification session: atoms are numbered in order of appearance."""
 
@@ -88,16 +102,6 @@ class _Canonicalizer:
         return tuple(sorted(poly.items()))
 
     # -- polynomial algebra ----------------------------------------------------
-    @staticmethod
-    def add(a: Poly, b: Poly, sign: int = 1, in_place: bool = False) -> Poly:
-        out = a if in_place else dict(a)
-        for mono, c in b.items():
-            v = out.get(mono, 0) + sign * c
-            if v:
-                out[mono] = v
-            else:
-                out.pop(mono, None)
-        return out
 
     def mul(self, a: _Entry, b: _Entry) -> Poly:
         pa, pb = a.poly, b.poly
@@ -266,17 +270,17 @@ class _Canonicalizer:
         pa, pb = a.poly, b.poly
         if pa is None or pb is None or not _is_int_dtype(dtype):
             if op in ("==", "!=", "<", "<=", ">", ">=") and pa is not None and pb is not None:
-                d = _poly_const(self.add(pa, pb, -1))
+                d = _poly_const(add_terms(pa, pb, -1))
                 if d is not None:
                     return _Entry(None, IntImm(int(CONST_FOLD[op](d, 0)), "bool"), "bool")
             return _Entry(None, self._rebuild(e, a, b), dtype)
         if op == "+" or op == "-":
             sign = 1 if op == "+" else -1
             if a.owned and pa is not pb:
-                return _Entry(self.add(pa, pb, sign, in_place=True), None, dtype)
+                return _Entry(add_terms(pa, pb, sign, in_place=True), None, dtype)
             if op == "+" and b.owned and pa is not pb:
-                return _Entry(self.add(pb, pa, 1, in_place=True), None, dtype)
-            return _Entry(self.add(pa, pb, sign), None, dtype)
+                return _Entry(add_terms(pb, pa, 1, in_place=True), None, dtype)
+            return _Entry(add_terms(pa, pb, sign), None, dtype)
         if op == "*":
             return _Entry(self.mul(a, b), None, dtype)
         if op in ("//", "%") and len(pb) <= 1 and cb != 0:
@@ -288,7 +292,7 @@ class _Canonicalizer:
             if quotient is not None:
                 return _Entry(quotient if op == "//" else {}, None, dtype)
         if op in ("min", "max"):
-            d = _poly_const(self.add(pa, pb, -1))
+            d = _poly_const(add_terms(pa, pb, -1))
             if d is not None:
                 take_a = (d <= 0) == (op == "min")
                 chosen = a if take_a else b
@@ -370,7 +374,7 @@ def prove_equal(a: PrimExpr | int, b: PrimExpr | int) -> bool:
     pb = canon.canon(b).poly
     if pa is None or pb is None:
         return False
-    return not canon.add(pa, pb, -1)
+    return not add_terms(pa, pb, -1)
 
 
 def const_int(expr: PrimExpr | int | None) -> int | None:

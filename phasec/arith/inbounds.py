@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from phasec.arith import add_terms
 from phasec.ir import tir
 
 __all__ = ["AccessProofs", "prove_accesses"]
@@ -106,17 +107,6 @@ class AccessProofs:
 def prove_accesses(func: tir.PrimFunc) -> AccessProofs:
     """Prove what can be proven about every buffer access of ``func``."""
     return _Prover(func).run()
-
-
-def _add(a: Form, b: Form, scale: Any = 1) -> Form:
-    out = dict(a)
-    for k, v in b.items():
-        w = out.get(k, 0) + scale * v
-        if w:
-            out[k] = w
-        else:
-            out.pop(k, None)
-    return out
 
 
 def _const(value: Any) -> Form:
@@ -184,7 +174,7 @@ class _Prover:
             if isinstance(p, tir.Buffer):
                 for d in p.shape:
                     if type(d) is not tir.Var and type(d) is not tir.IntImm:
-                        self.facts.append(_add({}, self.form(d), -1))
+                        self.facts.append(add_terms({}, self.form(d), -1))
 
     # -- atoms ---------------------------------------------------------------
     def new_key(self, name: str) -> Any:
@@ -235,7 +225,7 @@ class _Prover:
             rng = _type_range(e.dtype)
             if t is tir.BinaryOp and rng is not None:
                 f = self.binary(e, depth)
-                most, least = self.constant_sup(f), self.constant_sup(_add({}, f, -1))
+                most, least = self.constant_sup(f), self.constant_sup(add_terms({}, f, -1))
                 if most is not None and least is not None and most <= rng[1] \
                         and -least >= rng[0]:
                     return f
@@ -246,7 +236,7 @@ class _Prover:
             n = self.form(e.args[1], depth + 1)
             pure = self.is_pure(n)
             key = ("ci", _canon(n)) if pure else self.new_key("ci")
-            return self.atom(key, [[_const(0)]], [[_add(n, _const(-1))]], pure)
+            return self.atom(key, [[_const(0)]], [[add_terms(n, _const(-1))]], pure)
         if t is tir.Select:
             a, b = self.form(e.true_value, depth + 1), self.form(e.false_value, depth + 1)
             return self.atom(self.new_key("sel"), [[a, b]], [[a, b]], False)
@@ -258,9 +248,9 @@ class _Prover:
             return self.opaque(e)
         a, b = self.form(e.lhs, depth + 1), self.form(e.rhs, depth + 1)
         if op == "+":
-            return _add(a, b)
+            return add_terms(a, b)
         if op == "-":
-            return _add(a, b, -1)
+            return add_terms(a, b, -1)
         ca, cb = _only_const(a), _only_const(b)
         if op == "*":
             if ca is not None:
@@ -277,10 +267,10 @@ class _Prover:
             pure = self.is_pure(a)
             key = ("//", _canon(a), d) if pure else self.new_key("//")
             # (a - d + 1) / d <= a // d <= a / d
-            lo = [[{k: _div(v, d) for k, v in _add(a, _const(1 - d)).items()}]]
+            lo = [[{k: _div(v, d) for k, v in add_terms(a, _const(1 - d)).items()}]]
             hi = [[{k: _div(v, d) for k, v in a.items()}]]
             if key not in self.atoms:  # and floor(inf(a) / d) <= a // d <= floor(sup(a) / d)
-                least, most = self.constant_sup(_add({}, a, -1)), self.constant_sup(a)
+                least, most = self.constant_sup(add_terms({}, a, -1)), self.constant_sup(a)
                 if least is not None:  # (a is an integer: a >= ceil(inf(a)))
                     lo.append([_const(math.ceil(-least) // d)])
                 if most is not None:
@@ -289,7 +279,7 @@ class _Prover:
             # a % d is a - d * (a // d) exactly (floor semantics, d > 0): the
             # bounds of the quotient give 0 <= a % d <= d - 1, and a remainder
             # loop over a % d after a main loop over a // d tiles adds up to a
-            return q if op == "//" else _add(a, q, -d)
+            return q if op == "//" else add_terms(a, q, -d)
         # min / max
         pure = self.is_pure(a) and self.is_pure(b)
         key = (op, _canon(a), _canon(b)) if pure else self.new_key(op)
@@ -333,7 +323,7 @@ class _Prover:
             for f in alt:
                 # a max (upper) / min (lower) bound splits the goal: each part
                 # may hold for its own reason (the guard of a clamp's operand)
-                v = (self.sup_facts if len(alt) > 1 else self.sup)(_add(rest, f, c), memo)
+                v = (self.sup_facts if len(alt) > 1 else self.sup)(add_terms(rest, f, c), memo)
                 if v is None:
                     worst = None
                     break
@@ -358,7 +348,7 @@ class _Prover:
         (the first that meets the goal of the current proof, else the least)."""
         best = None
         for f in [None] + self.facts:
-            v = self.sup(form if f is None else _add(form, f, -1), memo)
+            v = self.sup(form if f is None else add_terms(form, f, -1), memo)
             if v is not None and (best is None or v < best):
                 best = v
                 if math.floor(v) <= self.goal:
@@ -374,11 +364,11 @@ class _Prover:
         def candidates() -> Iterator[Form]:
             yield form
             for f in facts:
-                yield _add(form, f, -1)
+                yield add_terms(form, f, -1)
             if 1 < len(facts) <= _MAX_PAIR_FACTS:
                 for i, f in enumerate(facts):
                     for g in facts[i + 1:]:
-                        yield _add(_add(form, f, -1), g, -1)
+                        yield add_terms(add_terms(form, f, -1), g, -1)
         for cand in candidates():
             v = self.sup(cand, memo)
             if v is not None and math.floor(v) <= bound:
@@ -408,17 +398,17 @@ class _Prover:
         a, b = self.form(cond.lhs), self.form(cond.rhs)
         if not (self.is_pure(a) and self.is_pure(b)):
             return []
-        d = _add(a, b, -1)  # a - b
+        d = add_terms(a, b, -1)  # a - b
         if op == "<":
-            return [_add(d, _const(1))]
+            return [add_terms(d, _const(1))]
         if op == "<=":
             return [d]
         if op == ">":
-            return [_add(_add({}, d, -1), _const(1))]
+            return [add_terms(add_terms({}, d, -1), _const(1))]
         if op == ">=":
-            return [_add({}, d, -1)]
+            return [add_terms({}, d, -1)]
         if op == "==":
-            return [d, _add({}, d, -1)]
+            return [d, add_terms({}, d, -1)]
         return []
 
     # -- the walk ------------------------------------------------------------------
@@ -431,7 +421,7 @@ class _Prover:
             ok = False
             if tir.is_int(index.dtype) and tir.is_int(dim.dtype):
                 i, n = self.form(index), self.form(dim)
-                ok = self.prove_le(_add({}, i, -1), 0) and self.prove_le(_add(i, n, -1), -1)
+                ok = self.prove_le(add_terms({}, i, -1), 0) and self.prove_le(add_terms(i, n, -1), -1)
             self.proofs.record(node, d, ok)
 
     def expr(self, root: tir.PrimExpr) -> None:
@@ -547,12 +537,12 @@ class _Prover:
         ext = self.form(s.extent)
         key = self.new_key(v.name)
         # (the variable itself never changes, whatever its bounds read)
-        self.atoms[key] = _Atom([[lo]], [[_add(_add(lo, ext), _const(-1))]], True)
+        self.atoms[key] = _Atom([[lo]], [[add_terms(add_terms(lo, ext), _const(-1))]], True)
         old_key, old_facts, old_subst = self.var_key.get(id(v)), self.facts, \
             self.subst.pop(id(v), _ABSENT)
         self.var_key[id(v)] = key
         # the body runs only when extent >= 1
-        self.facts = old_facts + ([_add(_const(1), ext, -1)] if self.is_pure(ext) else [])
+        self.facts = old_facts + ([add_terms(_const(1), ext, -1)] if self.is_pure(ext) else [])
 
         def leave() -> None:
             if old_key is None:

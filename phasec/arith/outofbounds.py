@@ -28,6 +28,7 @@ kernel's author, as in TVM.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
@@ -41,20 +42,17 @@ __all__ = ["find_out_of_bounds", "OutOfBounds"]
 Affine = dict[Union[int, None], int]
 
 
+@dataclass(frozen=True, eq=False)
 class OutOfBounds:
     """One provably out-of-bounds access (for the error message)."""
 
-    __slots__ = ("buffer", "dim", "extent", "lo", "hi", "node", "index")
-
-    def __init__(self, buffer: tir.Buffer, dim: int, extent: int, lo: int, hi: int,
-                 node: Any, index: tir.PrimExpr) -> None:
-        self.buffer = buffer
-        self.dim = dim
-        self.extent = extent
-        self.lo = lo
-        self.hi = hi
-        self.node = node
-        self.index = index
+    buffer: tir.Buffer
+    dim: int
+    extent: int
+    lo: int
+    hi: int
+    node: Any
+    index: tir.PrimExpr
 
     @property
     def message(self) -> str:

@@ -112,26 +112,23 @@ def _in_effect(key: str) -> bool:
         e.name in REGISTRY and REGISTRY.entry(e.name) is e for e in entries)
 
 
-def _entry_point_plugins() -> list[str]:
+def _load_entry_points() -> None:
     global _entry_points_loaded
     if _entry_points_loaded:
-        return []
+        return
     _entry_points_loaded = True
-    names = []
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
         except Exception as exc:  # noqa: BLE001 - an installed plugin is broken: name it
             raise InputError(f"the installed pass plugin {ep.name!r} ({ep.value}) failed to "
                              f"load: {type(exc).__name__}: {exc}") from exc
-        names.append(ep.name)
-    return names
 
 
 def load_plugins(specs: Iterable[str] = (), environment: bool = True,
                  entry_points: bool = True) -> list[str]:
-    """Load the plugins named by ``specs``, then (unless turned off) those in
-    ``$PHASEC_PLUGINS`` and the installed entry points; returns the names of
+    """Load the installed entry points and the plugins in ``$PHASEC_PLUGINS``
+    (unless turned off), then those named by ``specs``; returns the names of
     the passes they registered."""
     wanted = list(specs)
     if environment:
@@ -139,7 +136,7 @@ def load_plugins(specs: Iterable[str] = (), environment: bool = True,
     added: list[str] = []
     if entry_points:
         before = set(REGISTRY.names())
-        _entry_point_plugins()
+        _load_entry_points()
         added += sorted(set(REGISTRY.names()) - before)
     for spec in wanted:
         added += load_plugin(spec)
