@@ -29,6 +29,37 @@ from phasec.cli._outputs import is_stream, output_option, to_stdout
 EXECUTABLE_SUFFIX = ".pvm"
 
 
+KERNEL_CHOICES = ("llvm", "interp")
+
+
+def _kernels_choice(value: str) -> str:
+    # "none" was build's spelling of "do not compile now" before both
+    # commands shared one vocabulary; still accepted, not advertised
+    return "interp" if value == "none" else value
+
+
+def add_kernels_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--kernels llvm|interp`` (build and run): the same two words mean
+    native kernels or the TIR interpreter on every command."""
+    parser.add_argument("--kernels", type=_kernels_choice, choices=KERNEL_CHOICES,
+                        default="llvm", help=help)
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """``--threads N``: the threads the compiled kernels' parallel loops use."""
+    parser.add_argument("--threads", type=_thread_count, default=None, metavar="N",
+                        help="threads for the kernels' parallel loops, 1 to 256 (default: "
+                             "PHASEC_NUM_THREADS, else the CPUs this process may use, after "
+                             "its affinity mask and cgroup quota)")
+
+
+def _thread_count(value: str) -> int:
+    if not value.strip().isdigit() or not 1 <= int(value) <= 256:
+        raise argparse.ArgumentTypeError(f"expected a number of threads from 1 to 256, "
+                                         f"not {value!r}")
+    return int(value)
+
+
 def add_bounds_arguments(parser: argparse.ArgumentParser) -> None:
     """``--check-bounds`` / ``--unchecked`` (build and run): by default every
     buffer access not proven in bounds is checked at run time."""
@@ -57,9 +88,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", choices=VERIFY_MODES, default="each",
                         help="verify after every pass (each, the default), after transitions, "
                              "or off")
-    parser.add_argument("--kernels", choices=("llvm", "none"), default="llvm",
-                        help="compile the kernels now to catch errors (llvm, the default), or "
-                             "skip it (none; they are compiled when the executable is loaded)")
+    add_kernels_argument(parser, "compile the kernels with LLVM now, to catch errors before the "
+                                 "executable is written (llvm, the default), or only prepare them "
+                                 "for the TIR interpreter (interp). Either way the executable "
+                                 "holds no machine code: `phasec run` compiles the kernels when "
+                                 "it loads it, unless given --kernels interp")
     # default (None): check every buffer access not proven in bounds at compile time
     add_bounds_arguments(parser)
     add_report_argument(parser)

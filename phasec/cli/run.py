@@ -70,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.backend.llvm import compile_prim_funcs
+from phasec.backend.llvm import compile_prim_funcs, get_num_threads, set_num_threads
 from phasec.backend.vm import Executable, VirtualMachine
 from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file, write_atomic
@@ -86,8 +86,8 @@ from phasec.ir.struct_info import StructInfo
 from phasec.transform import VERIFY_MODES, PassInstrument, get_pass, list_passes, load_plugins
 from phasec.verifier.inputs import check_input
 from phasec.cli.build import (
-    EXECUTABLE_SUFFIX, add_bounds_arguments, add_pipeline_arguments, pipeline_instruments,
-    print_pipeline_instruments,
+    EXECUTABLE_SUFFIX, add_bounds_arguments, add_kernels_argument, add_pipeline_arguments,
+    add_threads_argument, pipeline_instruments, print_pipeline_instruments,
 )
 from phasec.cli.opt import check_opt_level, check_outputs_differ, read_module
 
@@ -147,9 +147,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "dimension, so deep models stay finite; integers in [0, 8)")
     parser.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
                         help=f"tolerance of the check, max|vm-ref|/max|ref| (default {DEFAULT_RTOL:g})")
-    parser.add_argument("--kernels", choices=("llvm", "interp"), default="llvm",
-                        help="run kernels as native code (llvm, the default) or on the TIR "
-                             "interpreter (interp)")
+    add_kernels_argument(parser, "run kernels as native code compiled with LLVM (llvm, the "
+                                 "default) or on the TIR interpreter (interp)")
+    add_threads_argument(parser)
     # default (None): check every buffer access not proven in bounds at compile time
     add_bounds_arguments(parser)
     add_pipeline_arguments(parser)
@@ -405,6 +405,12 @@ def _time_runs(fn: Callable[[], Any], repeat: int | None) -> tuple[Any, list[flo
     return result, times
 
 
+def _kernels_phrase(kernels: str) -> str:
+    if kernels != "llvm":
+        return "on the TIR interpreter"
+    return f"compiled with LLVM ({counted(get_num_threads(), 'thread')})"
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
@@ -435,6 +441,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give either INPUT or --example, not both")
     dims = parse_dims(args.dim)
     _check_save_paths(args)
+    if args.threads is not None:
+        set_num_threads(args.threads)
     given = load_npz(args.inputs) if args.inputs is not None else {}
     runner = _run_executable if args.input is not None and _is_executable_file(args.input) \
         else _run_module
@@ -561,7 +569,7 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     print(f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "
           f"({counted(stats['functions'], 'function')}, {stats['instructions']} instructions),\n"
           f"  {counted(stats['kernels'], 'kernel')} "
-          f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
+          f"{_kernels_phrase(args.kernels)} "
           f"in {_ms(kernel_seconds)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
     _save_inputs(args.save_inputs, params, inputs)
@@ -651,7 +659,7 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
     start = time.perf_counter()
     vm = VirtualMachine(exe, kernels=args.kernels)
     print(f"kernels: {counted(len(exe.prim_funcs), 'kernel')} "
-          f"{'compiled with LLVM' if args.kernels == 'llvm' else 'on the TIR interpreter'} "
+          f"{_kernels_phrase(args.kernels)} "
           f"in {_ms(time.perf_counter() - start)}")
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
     _save_inputs(args.save_inputs, params, inputs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 
 from phasec.cli import READ_NOTHING, SUBCOMMANDS, _is_usage_error, build_parser, main
@@ -145,3 +146,48 @@ def test_run_takes_a_pipeline_and_traces_it(capsys, tmp_path):
     ran = [name for name in spec.split(",") if name in trace]
     assert ran == spec.split(","), trace  # the given pipeline, in its order
     assert "FuseOps" not in trace  # not the default one
+
+
+def _choices(name: str, option: str) -> tuple[str, ...]:
+    parser = build_parser([name])
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    action = next(a for a in sub.choices[name]._actions if option in a.option_strings)
+    return tuple(action.choices)
+
+
+def test_kernels_means_the_same_two_things_on_build_and_run(tmp_path, capsys):
+    assert _choices("build", "--kernels") == _choices("run", "--kernels") == ("llvm", "interp")
+    model = tmp_path / "m.py"
+    model.write_text(
+        "from phasec.script import ir as I, relax as R\n"
+        "@I.ir_module\nclass M:\n    @R.function\n"
+        "    def main(x: R.Tensor((3,), 'float32')) -> R.Tensor((3,), 'float32'):\n"
+        "        return R.subtract(R.exp(x), x)\n")
+    exe = tmp_path / "m.pvm"
+    # build --kernels interp does not compile (the old spelling "none" still works)
+    for spelling in ("interp", "none"):
+        assert main(["build", str(model), "-o", str(exe), "--kernels", spelling, "-q"]) == 0
+    npz = tmp_path / "out.npz"
+    x = np.array([0.5, -1.0, 2.0], "float32")
+    np.savez(tmp_path / "in.npz", x=x)
+    assert main(["run", str(exe), "--kernels", "interp", "--inputs", str(tmp_path / "in.npz"),
+                 "--save-outputs", str(npz), "-q"]) == 0
+    np.testing.assert_allclose(np.load(npz)["output"], np.exp(x) - x, rtol=1e-6)
+    capsys.readouterr()
+
+
+def test_threads_sets_the_kernels_thread_count_and_is_checked(capsys):
+    from phasec.backend.llvm import get_num_threads, set_num_threads
+
+    before = get_num_threads()
+    try:
+        assert main(["run", "--example", "mlp", "--threads", "3", "-q"]) == 0
+        assert get_num_threads() == 3
+        assert "compiled with LLVM (3 threads)" in capsys.readouterr().out
+    finally:
+        set_num_threads(before)
+    for bad in ("0", "257", "two"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["run", "--example", "mlp", "--threads", bad])
+        assert exit_.value.code == 2
+        assert "--threads: expected a number of threads from 1 to 256" in capsys.readouterr().err
