@@ -30,6 +30,12 @@ class BufferAccess:
         self.conversions = conversions
         self.bounds = bounds
 
+    def is_checked(self, node: tir.BufferLoad | tir.BufferStore, dim: int) -> bool:
+        """Whether index ``dim`` of ``node`` gets a run-time bounds check."""
+        check = self.ctx.options.check_bounds
+        proofs = self.proofs
+        return bool(check) or (check is None and (proofs is None or not proofs.proven(node, dim)))
+
     def element_ptr(self, buf: tir.Buffer, indices: Sequence[Any], index_ops: Sequence[str],
                     node: Any) -> tuple[BufferInfo, str]:
         """The address of ``buf[indices]`` (``index_ops``: the indices' operands)."""
@@ -40,11 +46,9 @@ class BufferAccess:
                             f"indexed with {len(indices)} index(es)", node)
         fn = ctx.fn
         flat = "0"
-        check = ctx.options.check_bounds
-        proofs = self.proofs
         for d, (idx, op) in enumerate(zip(indices, index_ops)):
             i64 = self.conversions.to_i64(op, self.types.dtype_of(idx))
-            if check or (check is None and (proofs is None or not proofs.proven(node, d))):
+            if self.is_checked(node, d):
                 self.bounds.check(buf, d, i64, info.dims[d], isinstance(node, tir.BufferStore))
             if d == 0:
                 flat = i64

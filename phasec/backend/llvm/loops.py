@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from phasec.ir import tir
+from phasec.ir.intrinsics import C_MATH, INTRINSIC_TABLE
 from phasec.backend.llvm.abi import CANCEL_FLAG, RC_CANCELLED, RC_OK, walk
 from phasec.backend.llvm.context import BufferInfo, KernelContext
 from phasec.backend.llvm.conversions import Conversions
@@ -65,6 +66,22 @@ def _straight_line_body(body: tir.Stmt) -> bool:
             return False
         exprs.extend(tir.expr_children(e))
     return True
+
+
+def _cannot_vectorize(body: tir.Stmt, is_checked: Callable[[Any, int], bool]) -> bool:
+    """Whether ``body`` holds what LLVM's loop vectorizer never handles: a
+    C math library call (``T.atanh``...: no vector form) or an early exit
+    (a run-time bounds check, ``is_checked``, or a checked data index)."""
+    for node in walk(body):
+        t = type(node)
+        if t is tir.Call:
+            spec = INTRINSIC_TABLE.get(node.name)
+            if node.name == "checked_index" or (spec is not None and spec.lowering == C_MATH):
+                return True
+        elif (t is tir.BufferLoad or t is tir.BufferStore) and any(
+                is_checked(node, d) for d in range(len(node.indices))):
+            return True
+    return False
 
 
 def _reads_data(e: tir.PrimExpr) -> bool:
@@ -277,7 +294,10 @@ class LoopEmitter:
         return iv, close
 
     def _loop_md(self, s: tir.For) -> str | None:
-        if s.kind == "vectorized":
+        if s.kind == "vectorized" and not _cannot_vectorize(
+                s.body, self.expressions.access.is_checked):
+            # (Such a loop stays a scalar loop: told to vectorize, LLVM would
+            # fail and print a warning for every one of them.)
             props = ['!"llvm.loop.vectorize.enable", i1 true']
             width = self.ctx.options.prefer_vector_width or 128
             if (isinstance(s.extent, tir.IntImm) and 4 <= s.extent.value <= width // 32
