@@ -33,6 +33,7 @@ from phasec import interp
 from phasec.backend.kernel_runner import llvm_kernel_runner
 from phasec.backend.vm import VirtualMachine
 from phasec.cli._inputs import load_npz, make_inputs, onnx_input_names, parse_dims
+from phasec.cli._ort import ort_feed, ort_session
 from phasec.cli.opt import check_opt_level, read_module
 from phasec.errors import InputError
 from phasec.pipeline import codegen_and_compile, pipeline_from
@@ -66,15 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _ort_reference(path: str, mod: Any, entry: str, inputs: list[Any]) -> Any:
     """ONNX Runtime's outputs for ``inputs`` (given by the imported ``main``'s parameters)."""
-    import onnxruntime as ort  # (optional: only for .onnx models)
-
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    names = [p.name_hint for p in mod[entry].params]
-    # parameter name (the ONNX name made an identifier) -> ONNX name
-    onnx_names = onnx_input_names({i.name: i.name for i in session.get_inputs()})
-    feed = {onnx_names[ident]: np.asarray(inputs[k]) for k, ident in enumerate(names)
-            if ident in onnx_names}
-    outs = session.run(None, feed)
+    session = ort_session(path)
+    outs = session.run(None, ort_feed(session, [p.name_hint for p in mod[entry].params], inputs))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 

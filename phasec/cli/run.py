@@ -71,12 +71,13 @@ from typing import Any
 import numpy as np
 
 from phasec.backend.llvm import compile_prim_funcs, get_num_threads, set_num_threads
-from phasec.backend.vm import Executable, VirtualMachine
+from phasec.backend.vm import Executable, VirtualMachine, profile_run
 from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file, write_atomic
 from phasec import interp
 from phasec.pipeline import codegen_and_compile, lower
 from phasec.script.parser import parse
+from phasec.cli._ort import ort_profile
 from phasec.cli._inputs import DEFAULT_DIM, load_npz, make_inputs, onnx_input_names, parse_dims
 from phasec.cli._report import CliReport, add_report_argument
 from phasec.cli._validate import add_validate_arguments, validate_instruments
@@ -150,6 +151,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_kernels_argument(parser, "run kernels as native code compiled with LLVM (llvm, the "
                                  "default) or on the TIR interpreter (interp)")
     add_threads_argument(parser)
+    parser.add_argument("--profile", action="store_true",
+                        help="after the run, time each kernel and the VM between them (the "
+                             "best of several rounds); for an .onnx model, ONNX Runtime's own "
+                             "profile of the same inputs beside it, at the same thread count")
     # default (None): check every buffer access not proven in bounds at compile time
     add_bounds_arguments(parser)
     add_pipeline_arguments(parser)
@@ -405,6 +410,28 @@ def _time_runs(fn: Callable[[], Any], repeat: int | None) -> tuple[Any, list[flo
     return result, times
 
 
+def _print_profile(args: argparse.Namespace, exe: Executable, inputs: list[Any],
+                   param_names: list[str], onnx_path: str | None) -> None:
+    """``--profile``: phasec's kernels and VM, then ONNX Runtime's operators."""
+    rounds = args.repeat
+    found = profile_run(exe, args.entry, inputs, kernels=args.kernels, rounds=rounds)
+    threads = get_num_threads() if args.kernels == "llvm" else 1
+    print(f"profile: best of {found.rounds} rounds, {counted(threads, 'thread')} "
+          f"(each kernel timed alone; the whole call on an untimed VM)")
+    print(found.table())
+    if onnx_path is None:
+        return
+    try:
+        import onnxruntime  # noqa: F401  (optional: only to profile beside it)
+    except ImportError:
+        print("(install onnxruntime to see ONNX Runtime's profile of the same model beside it)")
+        return
+    theirs = ort_profile(onnx_path, param_names, inputs, found.rounds, threads)
+    print(f"ONNX Runtime {onnxruntime.__version__}, same inputs, {counted(threads, 'thread')}, "
+          f"its profiler (best of {theirs.rounds} rounds):")
+    print(theirs.table(phasec_seconds=found.whole_seconds))
+
+
 def _kernels_phrase(kernels: str) -> str:
     if kernels != "llvm":
         return "on the TIR interpreter"
@@ -578,6 +605,10 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
         result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
         _print_result(result, times, vm)
         _save_outputs(args.save_outputs, result)
+        if args.profile:
+            onnx_path = args.input if args.input not in (None, "-") \
+                and Path(args.input).suffix.lower() == ".onnx" else None
+            _print_profile(args, exe, inputs, [name for name, _ in params], onnx_path)
         if min(times) > PROGRESS_SECONDS:
             print("phasec run: running the reference interpreter...", file=sys.stderr,
                   flush=True)
@@ -667,6 +698,8 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
         result, times = _time_runs(lambda: vm[args.entry](*inputs), args.repeat)
         _print_result(result, times, vm)
         _save_outputs(args.save_outputs, result)
+        if args.profile:
+            _print_profile(args, exe, inputs, [name for name, _ in params], None)
     print("check: skipped: INPUT is a compiled executable, and the reference interpreter needs "
           "the original module (run `phasec run` on the module file to compare)")
     return 0

@@ -10,6 +10,7 @@ from phasec.backend.vm.bytecode import CalleeKind, Instruction, VMFunction  # no
 from phasec.backend.vm.codegen import VMCodegenError, codegen
 from phasec.backend.vm.executable import Executable, ExecutableFormatError
 from phasec.backend.vm.vm import VirtualMachine, VMClosure
+from phasec.backend.vm.profiler import RunProfile, profile_run
 
 __all__ = ["codegen", "Executable", "ExecutableFormatError", "VirtualMachine", "VMClosure",
-           "VMCodegenError", "CalleeKind", "Instruction", "VMFunction"]
+           "VMCodegenError", "CalleeKind", "Instruction", "VMFunction", "RunProfile", "profile_run"]

@@ -1,0 +1,102 @@
+"""``phasec run --profile``: each kernel's calls and time, the VM between
+them, and for an ONNX model ONNX Runtime's own profile beside it (issue 29:
+the next slow operator found in one command).
+
+The expected call counts come from the module itself (how often ``main``
+calls each PrimFunc) and the operator types from the ONNX graph, never from
+the profiler's own output."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import phasec
+from phasec.backend.vm import profile_run
+from phasec.cli import main
+
+#: main calls `twice` twice and `once` once (and nothing else: no fused ops)
+TWO_KERNELS = '''
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "lowering"})
+
+    @T.prim_func(private=True)
+    def twice(A: T.Buffer((T.int64(8),), "float32"), B: T.Buffer((T.int64(8),), "float32")):
+        for i in range(T.int64(8)):
+            B[i] = A[i] * T.float32(2)
+
+    @T.prim_func(private=True)
+    def once(A: T.Buffer((T.int64(8),), "float32"), B: T.Buffer((T.int64(8),), "float32")):
+        for i in range(T.int64(8)):
+            B[i] = A[i] + T.float32(1)
+
+    @R.function
+    def main(x: R.Tensor((8,), "float32")) -> R.Tensor((8,), "float32"):
+        cls = Module
+        a = R.call_tir(cls.twice, (x,), out_sinfo=R.Tensor((8,), "float32"))
+        b = R.call_tir(cls.twice, (a,), out_sinfo=R.Tensor((8,), "float32"))
+        c = R.call_tir(cls.once, (b,), out_sinfo=R.Tensor((8,), "float32"))
+        return c
+'''
+
+
+def test_profile_counts_each_kernels_calls_and_the_vm_between_them():
+    mod = phasec.parse(TWO_KERNELS)
+    exe = phasec.build(mod)
+    x = np.arange(8, dtype="float32")
+    found = profile_run(exe, "main", [x], rounds=4)
+    assert found.rounds == 4
+    assert {k.name: k.calls for k in found.kernels} == {"twice": 2, "once": 1}
+    assert found.kernel_calls == 3
+    assert all(k.seconds > 0 for k in found.kernels)
+    assert found.whole_seconds > 0 and found.vm_seconds >= 0
+    # the timed VM computes what the plain one does
+    np.testing.assert_allclose(phasec.VirtualMachine(exe)["main"](x), x * 4 + 1)
+
+
+@pytest.fixture
+def conv_model(tmp_path):
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype("float32"), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+        "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    path = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_run_profile_of_an_onnx_model_shows_onnx_runtime_beside_it(capsys, conv_model):
+    assert main(["run", str(conv_model), "--profile", "--threads", "1", "--repeat", "3",
+                 "-q"]) == 0
+    out = capsys.readouterr().out
+    ours = out[out.index("profile: best of 3 rounds, 1 thread"):out.index("ONNX Runtime ")]
+    assert re.search(r"sum of kernels\s+\d+\s", ours) and "VM between kernels" in ours
+    assert re.search(r"per kernel call", ours)
+    theirs = out[out.index("ONNX Runtime "):out.index("check against")]
+    graph_ops = {n.op_type for n in onnx.load(conv_model).graph.node}
+    listed = {line.split()[0] for line in theirs.splitlines()[2:]
+              if line.strip() and not line.strip().startswith(("sum", "whole", "("))}
+    # ORT fuses Conv+Relu (and may add a layout node): whatever it lists, the
+    # convolution is there, and "whole call" carries the phasec/ORT ratio
+    assert "Conv" in listed and listed - graph_ops <= {"ReorderInput", "ReorderOutput",
+                                                       "FusedConv"}
+    assert re.search(r"whole call  phasec/ORT \d+\.\d\dx", theirs)
+    assert out.rstrip().endswith("PASS")
+
+
+def test_profile_of_a_module_has_no_onnx_runtime_part(capsys, tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text(TWO_KERNELS)
+    assert main(["run", str(src), "--profile", "--repeat", "2", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\s+twice\s+2\s", out, re.M) and re.search(r"^\s+once\s+1\s", out, re.M)
+    assert "ONNX Runtime" not in out
