@@ -37,7 +37,7 @@ from phasec.cli.opt import check_opt_level, read_module
 from phasec.errors import InputError
 from phasec.pipeline import codegen_and_compile, pipeline_from
 from phasec.testing.bisect import bisect_stages, run_stages
-from phasec.testing.minimize import minimize_change, save_minimized
+from phasec.testing.minimize import describe_saved, minimize_stage_change, save_minimized
 from phasec.transform.results import (
     Tolerance, as_float64, compare_outputs, copy_value, rounding_length, widen,
 )
@@ -81,20 +81,15 @@ def _ort_reference(path: str, mod: Any, entry: str, inputs: list[Any]) -> Any:
 def _write_reproducer(args: argparse.Namespace, result: Any, inputs: list[Any], tol: Tolerance,
                       runner: Any) -> None:
     change = result.change
-    passes = [p for p in pipeline_from(args.passes, args.opt_level).passes
-              if p.info.name == change.pass_name]
-    if not passes:
+    passes = pipeline_from(args.passes, args.opt_level).passes
+    found = minimize_stage_change(result.stages, change.position, passes, inputs,
+                                  entry=args.entry, tolerance=tol, kernel_runner=runner,
+                                  seed=args.seed)
+    if found is None:
         print(f"phasec bisect: note: no reproducer: {change.pass_name} is not a pass of the "
               "pipeline (a required pass?)", file=sys.stderr)
         return
-    found = minimize_change(change.before, passes[0], inputs, entry=args.entry, tolerance=tol,
-                            kernel_runner=runner)
-    saved = save_minimized(args.reproducer, found)
-    lines = len(saved.path.read_text().splitlines())
-    print(f"minimized reproducer ({found.candidates_tried} candidates tried): {saved.path} "
-          f"({lines} lines, inputs {saved.path.with_suffix('.npz').name}); replay with\n"
-          f"  phasec opt {saved.path} --passes '{saved.sequence}'\n"
-          f"  phasec fuzz --replay {saved.path}")
+    print(describe_saved(save_minimized(args.reproducer, found), found))
 
 
 def run(args: argparse.Namespace) -> int:
