@@ -174,11 +174,12 @@ class _WrongConstant(ExprMutator):
 
 
 class _WrongLiteral(StmtExprMutator):
-    def __init__(self) -> None:
+    def __init__(self, nonzero: bool) -> None:
         self.done = False
+        self.nonzero = nonzero
 
     def visit_float_imm_(self, imm: tir.FloatImm) -> tir.FloatImm:
-        if self.done:
+        if self.done or (self.nonzero and imm.value == 0):
             return imm
         self.done = True
         return dataclasses.replace(imm, value=imm.value + 1)
@@ -187,18 +188,20 @@ class _WrongLiteral(StmtExprMutator):
 @T.module_pass(phases=Phase.LOWERING, name="PlantedWrongFold")
 def wrong_fold(mod: IRModule, ctx: T.PassContext) -> IRModule:
     """A constant folded wrongly: adds 1 to the last element of the first
-    float constant of a Relax function, else to the first float literal of a
-    kernel (a reduction's initial 0, a ReLU's 0, a scale)."""
+    float constant of a Relax function, else to the first non-zero float
+    literal of a kernel (a scale), else to its first one (a reduction's
+    initial 0, a ReLU's 0)."""
     for name, func in mod.relax_functions():
         mutator = _WrongConstant()
         new = mutator.visit_expr(func)
         if mutator.done:
             return mod.update_func(name, new)
-    for name, func in mod.prim_funcs():
-        literal = _WrongLiteral()
-        body = literal.visit(func.body)
-        if literal.done:
-            return mod.update_func(name, dataclasses.replace(func, body=body))
+    for nonzero in (True, False):  # a scale first: a shifted 0 may cancel (in a softmax)
+        for name, func in mod.prim_funcs():
+            literal = _WrongLiteral(nonzero)
+            body = literal.visit(func.body)
+            if literal.done:
+                return mod.update_func(name, dataclasses.replace(func, body=body))
     return mod
 
 
