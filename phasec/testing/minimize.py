@@ -8,12 +8,19 @@ its bindings in turn (the earliest cut that still shows the change wins),
 bindings the result does not use are dropped, parameters nothing uses are
 removed with their inputs, large constants of the entry function become
 parameters (their values go to the inputs file, so the module prints in a
-few lines), and functions nothing calls any more are removed.
+few lines), and functions nothing calls any more are removed; kernels are
+simplified (:func:`~phasec.testing.shrink.simplify_kernel`).
+
+Shapes are shrunk where no kernel exists yet: given the module the pipeline
+started from and the passes before the blamed one
+(:func:`minimize_stage_change`), that module is cut at both ends (bindings
+before the miscompiled part become parameters), its constants lifted and
+its dimensions made small (:func:`~phasec.testing.shrink.shape_candidates`),
+each candidate run through those passes; the module the blamed pass sees,
+kernels included, is re-derived from the smallest one.
 :func:`save_minimized` writes it in the fuzzer's reproducer format
 (:mod:`phasec.testing.reproducers`: the module as TVMScript with its
 ``# sequence:`` header, its inputs as ``.npz``, the commands that replay it).
-Shapes are not shrunk (static shapes are part of the kernels a lowered
-module holds).
 """
 
 from __future__ import annotations
