@@ -169,7 +169,10 @@ class _WrongConstant(ExprMutator):
             return expr
         self.done = True
         wrong = data.copy()
-        wrong.reshape(-1)[-1] += 1  # one element: a shift of every element may cancel
+        # two elements, not all: a shift of every element may cancel (in a softmax)
+        wrong.reshape(-1)[-1] += 1
+        if wrong.size > 1:
+            wrong.reshape(-1)[0] -= 1
         return dataclasses.replace(expr, data=wrong)
 
 
@@ -187,8 +190,8 @@ class _WrongLiteral(StmtExprMutator):
 
 @T.module_pass(phases=Phase.LOWERING, name="PlantedWrongFold")
 def wrong_fold(mod: IRModule, ctx: T.PassContext) -> IRModule:
-    """A constant folded wrongly: adds 1 to the last element of the first
-    float constant of a Relax function, else to the first non-zero float
+    """A constant folded wrongly: adds 1 to the last element (and subtracts
+    1 from the first) of the first float constant of a Relax function, else to the first non-zero float
     literal of a kernel (a scale), else to its first one (a reduction's
     initial 0, a ReLU's 0)."""
     for name, func in mod.relax_functions():
