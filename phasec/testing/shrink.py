@@ -8,9 +8,10 @@ accepts it at its phase and the pass still changes its results):
   small wherever it appears in a tensor type or a shape (``64`` -> ``2`` in
   every ``R.Tensor((64, 256))`` and ``R.shape([64, ...])``), or a symbolic
   dimension given a small constant value. The substitution is textual on
-  the module's TVMScript, which the parser then re-infers: a substitution
-  that breaks a derived shape (a convolution's output, a reshape's product)
-  does not parse or verify, and is dropped. It is meant for the module a
+  the module's TVMScript with the bindings' annotations dropped, which the
+  parser then re-infers (a convolution's output shape follows its input's);
+  a substitution that breaks a shape (a reshape's product, a kernel larger
+  than its padded input) does not parse or verify, and is dropped. It is meant for the module a
   pipeline starts from (no kernels yet): a lowered module is re-derived
   from the shrunk one by re-running the pipeline's passes.
 * :func:`simplify_kernel` -- a PrimFunc with its blocks inlined (each block
@@ -69,12 +70,32 @@ def _substitute(text: str, dim: str, value: int) -> str:
     return out
 
 
+#: a binding's type annotation in TVMScript (one level of nested parentheses)
+_ANNOTATION = re.compile(r"^(\s+\w+): R\.\w+\((?:[^()\n]|\([^()\n]*\))*\) = ", re.M)
+
+
+def _unannotated(text: str) -> str:
+    """``text`` without the types of its bindings (``lv: R.Tensor(...) = x``
+    -> ``lv = x``): the parser infers them, so only the parameters' shapes
+    (and explicit shape operands) need substituting consistently."""
+    stripped = _ANNOTATION.sub(lambda m: m.group(1) + " = ", text)
+    try:
+        parse(stripped)
+    except Exception:  # noqa: BLE001 - an annotation the parser needs (keep them all)
+        return text
+    return stripped
+
+
 def shape_candidates(mod: IRModule) -> Iterator[tuple[str, int, IRModule]]:
     """Modules with one dimension (a value, or a symbolic name) made small:
     (the dimension, its new value, the module), for every dimension and
     small value; only the substitutions that parse are yielded. The caller
-    keeps the first that still shows its problem and asks again."""
+    keeps the first that still shows its problem and asks again. Without
+    kernels, binding annotations are dropped first (derived shapes, such as
+    a strided convolution's output, are re-inferred)."""
     text = mod.script()
+    if not any(True for _ in mod.prim_funcs()):
+        text = _unannotated(text)
     for dim in _dims(text):
         for value in SMALL_DIMS:
             if dim.isdigit() and int(dim) <= value:

@@ -182,7 +182,8 @@ class _WrongLiteral(StmtExprMutator):
         self.nonzero = nonzero
 
     def visit_float_imm_(self, imm: tir.FloatImm) -> tir.FloatImm:
-        if self.done or (self.nonzero and imm.value == 0):
+        # (an identity such as max-pooling's -inf or the float minimum absorbs the +1)
+        if self.done or (self.nonzero and imm.value == 0) or not abs(imm.value) < 1e30:
             return imm
         self.done = True
         return dataclasses.replace(imm, value=imm.value + 1)
