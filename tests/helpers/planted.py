@@ -168,11 +168,10 @@ class _WrongConstant(ExprMutator):
         if self.done or data.dtype.kind != "f":
             return expr
         self.done = True
-        wrong = data.copy()
-        # two elements, not all: a shift of every element may cancel (in a softmax)
+        # scaled (a ReLU may hide a change of a few elements), and one element
+        # moved (a shift or scale of every element may cancel in a softmax)
+        wrong = (data * 1.5).astype(data.dtype)
         wrong.reshape(-1)[-1] += 1
-        if wrong.size > 1:
-            wrong.reshape(-1)[0] -= 1
         return dataclasses.replace(expr, data=wrong)
 
 
@@ -191,10 +190,10 @@ class _WrongLiteral(StmtExprMutator):
 
 @T.module_pass(phases=Phase.LOWERING, name="PlantedWrongFold")
 def wrong_fold(mod: IRModule, ctx: T.PassContext) -> IRModule:
-    """A constant folded wrongly: adds 1 to the last element (and subtracts
-    1 from the first) of the first float constant of a Relax function, else to the first non-zero float
-    literal of a kernel (a scale), else to its first one (a reduction's
-    initial 0, a ReLU's 0)."""
+    """A constant folded wrongly: the first float constant of a Relax
+    function scaled by 1.5 and its last element moved by 1; else 1 added to
+    the first non-zero finite float literal of a kernel (a scale), else to
+    its first one (a reduction's initial 0, a ReLU's 0)."""
     for name, func in mod.relax_functions():
         mutator = _WrongConstant()
         new = mutator.visit_expr(func)
