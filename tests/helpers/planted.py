@@ -12,7 +12,7 @@ from phasec import transform as T
 from phasec.ir import Constant, IRModule, Phase, structural_equal, tir
 from phasec.ir.expr import Call, Function, Op, VarBinding
 from phasec.op import call_op
-from phasec.ir.tir_visitor import StmtExprMutator
+from phasec.ir.tir_visitor import StmtExprMutator, walk
 from phasec.ir.visitor import ExprMutator
 from phasec.pipeline import default_pipeline
 
@@ -118,15 +118,31 @@ def swap_in_fused(mod: IRModule, ctx: T.PassContext) -> IRModule:
 
 
 def _is_reduction(loop: tir.For) -> bool:
-    """Whether ``loop`` holds one update ``B[i] = B[i] + ...`` (through
-    blocks and inner loops)."""
+    """Whether ``loop`` is a reduction axis of the one update ``B[i] = B[i]
+    + ...`` it holds (through blocks and inner loops)."""
     body = loop.body
     while isinstance(body, (tir.Block, tir.For)):
         body = body.body
     if not isinstance(body, tir.BufferStore) or not isinstance(body.value, tir.BinaryOp):
         return False
     first = body.value.lhs
-    return isinstance(first, tir.BufferLoad) and first.buffer is body.buffer
+    if not (isinstance(first, tir.BufferLoad) and first.buffer is body.buffer):
+        return False
+    # a reduction axis: the loop variable does not index what is stored
+    # (inside blocks: the block axes bound to it do not either)
+    stored = {id(n) for i in body.indices for n in walk(i)}
+    bound = {id(iv.var) for b in _blocks(loop) for iv, v in zip(b.iter_vars, b.iter_values)
+             if any(n is loop.loop_var for n in walk(v))}
+    return id(loop.loop_var) not in stored and not (bound & stored)
+
+
+def _blocks(loop: tir.For) -> list[tir.Block]:
+    out, body = [], loop.body
+    while isinstance(body, (tir.Block, tir.For)):
+        if isinstance(body, tir.Block):
+            out.append(body)
+        body = body.body
+    return out
 
 
 class _ShortLoop(StmtExprMutator):
