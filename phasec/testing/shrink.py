@@ -26,6 +26,7 @@ import dataclasses
 import re
 from collections.abc import Iterator
 
+from phasec import verifier
 from phasec.arith import simplify
 from phasec.ir import IRModule, tir
 from phasec.ir.tir_visitor import StmtExprMutator
@@ -72,13 +73,15 @@ def _substitute(text: str, dim: str, value: int) -> str:
 
 #: a binding's type annotation in TVMScript (one level of nested parentheses)
 _ANNOTATION = re.compile(r"^(\s+\w+): R\.\w+\((?:[^()\n]|\([^()\n]*\))*\) = ", re.M)
+#: a Relax function's return type
+_RETURNS = re.compile(r"\) -> R\.\w+\((?:[^()\n]|\([^()\n]*\))*\):$", re.M)
 
 
 def _unannotated(text: str) -> str:
     """``text`` without the types of its bindings (``lv: R.Tensor(...) = x``
-    -> ``lv = x``): the parser infers them, so only the parameters' shapes
+    -> ``lv = x``) and of its functions' results: the parser infers them, so only the parameters' shapes
     (and explicit shape operands) need substituting consistently."""
-    stripped = _ANNOTATION.sub(lambda m: m.group(1) + " = ", text)
+    stripped = _RETURNS.sub("):", _ANNOTATION.sub(lambda m: m.group(1) + " = ", text))
     try:
         parse(stripped)
     except Exception:  # noqa: BLE001 - an annotation the parser needs (keep them all)
@@ -89,7 +92,7 @@ def _unannotated(text: str) -> str:
 def shape_candidates(mod: IRModule) -> Iterator[tuple[str, int, IRModule]]:
     """Modules with one dimension (a value, or a symbolic name) made small:
     (the dimension, its new value, the module), for every dimension and
-    small value; only the substitutions that parse are yielded. The caller
+    small value; only the substitutions that parse and verify are yielded. The caller
     keeps the first that still shows its problem and asks again. Without
     kernels, binding annotations are dropped first (derived shapes, such as
     a strided convolution's output, are re-inferred)."""
@@ -104,9 +107,11 @@ def shape_candidates(mod: IRModule) -> Iterator[tuple[str, int, IRModule]]:
             if candidate == text:
                 continue
             try:
-                yield dim, value, parse(candidate)
+                made = parse(candidate)
             except Exception:  # noqa: BLE001 - an inconsistent substitution: not a candidate
                 continue
+            if not any(d.is_error for d in verifier.check(made)):
+                yield dim, value, made
 
 
 class _Indices(StmtExprMutator):
