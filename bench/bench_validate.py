@@ -4,6 +4,7 @@ miscompilations found, no false blame, and the overhead.
     python bench/bench_validate.py                     # examples + tiny ONNX models
     python bench/bench_validate.py --light squeezenet  # plus light ONNX models
     python bench/bench_validate.py --fuzz 200          # random programs, default pipeline
+    python bench/bench_validate.py --only "" --fuzz-minutes 10   # a timed campaign
     python bench/bench_validate.py --quick             # the MLP example and one ONNX model
 
 For each model: the default pipeline under ``ValidateResults`` (LLVM
@@ -12,8 +13,11 @@ any pass was blamed (it must not be); then each planted pass of
 ``tests/helpers/planted.py`` (operand swap in a fused function, off-by-one
 in a lowered loop, wrong constant fold) inserted into the default pipeline,
 and the pass ``ValidateResults`` and bisection name, with bisection's
-interpreter runs. ``--fuzz N`` draws N programs with
-``phasec.testing.modules`` and counts blames on the default pipeline.
+interpreter runs and the size of the minimized reproducer (lines of
+TVMScript). ``--fuzz N`` draws N programs with ``phasec.testing.modules``
+(``--fuzz-minutes M``: as many as M minutes allow) and counts blames on the
+default pipeline, kernels compiled with LLVM as ``--validate-each`` runs
+them.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from phasec.backend.kernel_runner import llvm_kernel_runner  # noqa: E402
 from phasec.cli.run import load_example  # noqa: E402
 from phasec.pipeline import lower  # noqa: E402
 from phasec.testing.bisect import bisect_stages, run_stages  # noqa: E402
+from phasec.testing.minimize import minimize_stage_change  # noqa: E402
 from phasec.transform.results import validation_inputs  # noqa: E402
 from phasec.transform.validate import ResultsChangedError, ValidateResults  # noqa: E402
 
@@ -106,41 +111,63 @@ def bench_model(name: str, mod) -> None:
         stages = run_stages(mod, planted_pipeline(kind))
         found = bisect_stages(stages, args, ref, None, kernel_runner=runner)
         bisected = found.change.pass_name if found.change else "none"
+        lines = "-"
+        if found.change is not None:
+            small = minimize_stage_change(stages, found.change.position,
+                                          planted_pipeline(kind).passes, args,
+                                          kernel_runner=runner)
+            lines = str(len([t for t in small.module.script().splitlines()
+                             if t.strip() and not t.startswith("#")])) if small else "-"
         # the last stage agreeing: the planted pass found nothing to break here
         no_effect = found.change is None and found.probes[-1:] == [(len(stages) - 1, True)]
         print(f"{'':<14} planted {kind:<11}: --validate-each names {named:<20} "
-              f"bisect names {bisected:<20} ({found.runs} runs)"
+              f"bisect names {bisected:<20} ({found.runs} runs; reproducer {lines} lines)"
               + ("  [no effect on the results: nothing to find]" if no_effect else ""),
               flush=True)
 
 
-def fuzz(count: int, seed: int) -> None:
-    from hypothesis import HealthCheck, given, settings
+class _TimeUp(Exception):
+    pass
+
+
+def fuzz(count: int, seed: int, minutes: float = 0.0) -> None:
+    from hypothesis import HealthCheck, Phase, given, settings
 
     import phasec.testing  # noqa: F401 - registers the packed functions programs call
     from phasec.testing import modules
 
     tally = {"clean": 0, "blamed": 0, "not validated": 0}
     blamed: list[str] = []
+    worst = [0.0]
+    runner = llvm_kernel_runner()
+    deadline = time.monotonic() + minutes * 60 if minutes else None
 
-    @settings(max_examples=count, deadline=None, database=None, derandomize=True,
+    @settings(max_examples=count if not minutes else 10**6, deadline=None, database=None,
+              derandomize=not minutes, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(modules(max_bindings=6))
     def one(mod):
-        check = ValidateResults(raise_on_change=False, seed=seed)
+        if deadline is not None and time.monotonic() > deadline:
+            raise _TimeUp
+        check = ValidateResults(raise_on_change=False, seed=seed, kernel_runner=runner)
         try:
             lower(mod, 2, instruments=[check])
         except Exception:  # noqa: BLE001 - a module the pipeline or interpreter refuses
             tally["not validated"] += 1
             return
+        worst[0] = max([worst[0], *(c.ratio for c in check.checks)])
         if check.change is not None:
             tally["blamed"] += 1
             blamed.append(check.change.describe(max_lines=10))
         else:
             tally["clean"] += 1
 
-    one()
-    print(f"fuzz: {count} random programs, default pipeline: {tally}")
+    try:
+        one()
+    except _TimeUp:
+        pass
+    what = f"{minutes:g} minutes" if minutes else f"{count} random programs"
+    print(f"fuzz: {what}, default pipeline: {tally}; worst error/bound {worst[0]:.3g}")
     for text in blamed[:3]:
         print(text)
 
@@ -149,6 +176,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--light", default="", help="comma-separated light ONNX models")
     parser.add_argument("--fuzz", type=int, default=0, help="random programs to validate")
+    parser.add_argument("--fuzz-minutes", type=float, default=0.0,
+                        help="validate random programs for this many minutes")
     parser.add_argument("--only", default=None, help="comma-separated models to run (\"\": none)")
     parser.add_argument("--quick", action="store_true", help="two small models only")
     args = parser.parse_args()
@@ -166,8 +195,8 @@ def main() -> None:
         names = [n for n in args.only.split(",") if n]
     for name in names:
         bench_model(name, _load(name, paths))
-    if args.fuzz:
-        fuzz(args.fuzz, 0)
+    if args.fuzz or args.fuzz_minutes:
+        fuzz(args.fuzz, 0, args.fuzz_minutes)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ first called, never by ``import phasec`` nor by ``import phasec.tvm``.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -44,6 +45,7 @@ from phasec.transform.results import (
 from phasec import interp
 
 __all__ = ["from_tvm", "to_tvm", "PhaseCheck", "PassVerdict", "ResultVerdict", "TVM_TRANSITIONS",
+           "check_dump_results", "DumpResults",
            "TVMNotAvailableError", "TESTED_TVM_VERSION", "require_tvm", "PhaseCheckError",
            "TVM_DOCUMENTED_DEVIATIONS", "documented_deviation"]
 
@@ -609,3 +611,88 @@ class PhaseCheck:
                 f"phase check after TVM pass {verdict.pass_name}:\n{verdict.describe()}",
                 verdict.diagnostics, verdict.pass_name, verdict).remember()
         return verdict
+
+
+#: The files TVM's ``tvm.ir.instrument.DumpIR`` writes: the module after each
+#: pass, ``NNN_PassName.py`` (NNN counts passes from 000; no file holds the
+#: module TVM started from)
+_DUMP_FILE = re.compile(r"^(\d{3,})_(.+)\.py$")
+_RELAX_DEF = re.compile(r"^[ \t]*@R\.function\b", re.MULTILINE)
+
+
+@dataclass
+class DumpResults:
+    """What :func:`check_dump_results` found: one :class:`ResultVerdict` per
+    stage (the reference first), and the first TVM pass that changed them."""
+
+    verdicts: list[ResultVerdict]
+    reference: str
+
+    @property
+    def first_change(self) -> ResultVerdict | None:
+        return next((v for v in self.verdicts if v.status == "changed"), None)
+
+    def report(self) -> str:
+        rows = [f"{v.index:3d} {v.pass_name:<28} {v.status}" + (f": {v.detail}" if v.detail
+                                                               else "")
+                for v in self.verdicts]
+        change = self.first_change
+        cannot = sum(v.status == "cannot run" for v in self.verdicts)
+        verdict = (f"first TVM pass that changed the results: {change.pass_name}"
+                   if change is not None else "no TVM pass changed the results")
+        note = (f" ({cannot} stage{'s' if cannot != 1 else ''} could not run: "
+                "listed above)" if cannot else "")
+        return "\n".join([f"reference: {self.reference}", *rows, verdict + note])
+
+
+def check_dump_results(directory: str, *, start: IRModule | None = None, inputs: Any = None,
+                       tolerance: Tolerance | None = None, entry: str = "main") -> DumpResults:
+    """Run every stage TVM's ``DumpIR`` instrument wrote to ``directory`` in
+    phasec's interpreter, on the same inputs, and compare each with the
+    reference: ``start`` (the module given to ``tvm.compile``, so that the
+    first pass is checked too), else the first stage that runs (the passes
+    up to it are then unchecked). Stages are taken in their counter's order;
+    a stage phasec cannot read (TVM's text with ``metadata[...]`` constants
+    DumpIR leaves out, syntax phasec lacks), one with no Relax function (TVM's
+    TIR pipeline) or one the interpreter fails on is ``cannot run``, with
+    the reason -- never skipped."""
+    try:
+        names = os.listdir(directory)
+    except OSError as exc:
+        raise InputError(f"cannot read the DumpIR directory {directory!r}: "
+                         f"{exc.strerror or exc}") from exc
+    stages = sorted(((int(m.group(1)), m.group(2), n) for n in names
+                     if (m := _DUMP_FILE.match(n))), key=lambda s: s[0])
+    if not stages:
+        raise InputError(f"{directory!r} holds no file of TVM's DumpIR instrument "
+                         "(NNN_PassName.py)")
+    check = _ResultCheck(inputs, tolerance, entry)
+    reference = "the module TVM started from" if start is not None else ""
+    if start is not None:
+        check.start(start, stages[0][1])
+    for _, pass_name, name in stages:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            check.check(None, pass_name, f"unreadable file: {exc}")
+            continue
+        if not _RELAX_DEF.search(text):
+            check.check(None, pass_name, "no Relax function (TVM's TIR pipeline): nothing "
+                                         "the interpreter runs as the model")
+            continue
+        try:
+            mod = parse(text, path)
+        except PhasecError as exc:
+            check.check(None, pass_name, f"unreadable: {str(exc).splitlines()[0][:300]}")
+            continue
+        if start is None and check.args is None:  # the first stage that runs is the reference
+            check.start(mod, pass_name)
+            last = check.verdicts[-1]
+            check.verdicts[-1] = dataclasses.replace(last, pass_name=pass_name)
+            if check.args is not None:
+                reference = f"the module after {name} (the passes up to it are not checked)"
+            continue
+        check.check(mod, pass_name)
+    return DumpResults(check.verdicts, reference or "none (no stage ran)")

@@ -14,7 +14,10 @@ from typing import Any
 from phasec.backend.kernel_runner import llvm_kernel_runner
 from phasec.cli._inputs import load_npz, onnx_input_names
 from phasec.errors import InputError
-from phasec.transform import PassInstrument
+from phasec.pipeline import pipeline_from
+from phasec.testing.bisect import run_stages
+from phasec.testing.minimize import describe_saved, minimize_stage_change, save_minimized
+from phasec.transform import PassContext, PassInstrument
 from phasec.transform.results import Tolerance
 from phasec.transform.validate import ValidateResults
 
@@ -34,6 +37,10 @@ def add_validate_arguments(parser: argparse.ArgumentParser, inputs_option: bool 
                             "rounding bounds; see README)")
     group.add_argument("--validate-atol", type=float, default=None, metavar="A",
                        help="absolute tolerance of the comparison (default 1e-6)")
+    group.add_argument("--validate-reproducer", metavar="DIR", default=None,
+                       help="when a pass changes the results, write a minimized reproducer of "
+                            "it to DIR (the format of phasec fuzz, as phasec bisect "
+                            "--reproducer)")
     if inputs_option:
         group.add_argument("--validate-inputs", metavar="FILE.npz", default=None,
                            help="inputs to validate on, by parameter name (default: seeded "
@@ -56,14 +63,42 @@ def parse_every(value: str | None) -> int | str:
 
 
 class _CliValidate(ValidateResults):
-    """Says on standard error what was checked, once the pipeline is through."""
+    """Says on standard error what was checked, once the pipeline is through;
+    writes a reproducer of a change when asked to."""
 
-    def __init__(self, command: str, **kw: Any) -> None:
+    def __init__(self, command: str, reproducer: str | None = None, pipeline: Any = None,
+                 opt_level: int = 2, **kw: Any) -> None:
         super().__init__(**kw)
         self.command = command
+        self.reproducer = reproducer
+        self.pipeline = pipeline
+        self.opt_level = opt_level
+
+    def _write_reproducer(self) -> None:
+        change, start = self.change, self.start_module
+        assert change is not None and start is not None and self.reproducer is not None
+        with PassContext():  # the pipeline again, without this instrument
+            stages = run_stages(start, self.pipeline, self.opt_level,
+                                to_build=self.command != "opt")
+        blamed = change.position
+        if not (0 < blamed < len(stages) and stages[blamed].pass_name == change.pass_name):
+            print(f"phasec {self.command}: note: no reproducer: the pipeline did not run the "
+                  "same passes again", file=sys.stderr)
+            return
+        found = minimize_stage_change(stages, blamed,
+                                      pipeline_from(self.pipeline, self.opt_level).passes,
+                                      self.args, entry=self.entry, tolerance=self.tolerance,
+                                      kernel_runner=self.kernel_runner, seed=self.seed)
+        if found is None:
+            print(f"phasec {self.command}: note: no reproducer: {change.pass_name} is not a "
+                  "pass of the pipeline (a required pass?)", file=sys.stderr)
+            return
+        print(describe_saved(save_minimized(self.reproducer, found), found), file=sys.stderr)
 
     def exit_pass_ctx(self) -> None:
         super().exit_pass_ctx()
+        if self.change is not None and self.reproducer is not None:
+            self._write_reproducer()
         if self.change is None and self.checks:
             print(f"phasec {self.command}: validated results after {self.passes_run} pass(es) "
                   f"with {len(self.checks)} interpreter run(s) ({self.seconds:.2f} s, "
@@ -90,6 +125,8 @@ def validate_instruments(args: argparse.Namespace, inputs: Any = None,
     tolerance = Tolerance(base.rtol if args.validate_rtol is None else args.validate_rtol,
                           base.atol if args.validate_atol is None else args.validate_atol)
     command = getattr(args, "command", None) or "opt"
-    return [_CliValidate(command, inputs=given, every=every, entry=entry, tolerance=tolerance,
+    return [_CliValidate(command, getattr(args, "validate_reproducer", None),
+                         getattr(args, "passes", None), getattr(args, "opt_level", 2),
+                         inputs=given, every=every, entry=entry, tolerance=tolerance,
                          seed=getattr(args, "seed", 0) or 0,
                          kernel_runner=llvm_kernel_runner())]

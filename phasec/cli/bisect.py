@@ -3,6 +3,7 @@
     phasec bisect model.onnx                  # against ONNX Runtime
     phasec bisect model.py --inputs in.npz    # against the interpreter on the module
     phasec bisect model.py --passes SPEC --opt-level 3
+    phasec bisect DUMP_DIR --start model.py   # TVM's pipeline, from its DumpIR files
 
 The model is lowered with the default pipeline (or ``--passes``), keeping
 the module after every pass; the compiled model (VM, kernels compiled with
@@ -14,6 +15,15 @@ first pass introducing the difference is found by bisection over the
 stages, running the interpreter O(log passes) times, and reported with the
 functions it changed, before and after. Tolerances as for
 ``--validate-each`` (README, "Which pass changed my results?").
+
+Given a directory, ``phasec bisect`` reads the stages TVM's DumpIR
+instrument wrote there (``NNN_PassName.py``, the module after each TVM
+pass; :func:`phasec.tvm.check_dump_results`), runs each in the interpreter on
+the same inputs and names the first TVM pass whose results leave the
+bounds of the reference: ``--start FILE``, the module given to
+``tvm.compile`` (DumpIR writes no file for it), else the first stage that
+runs. Stages it cannot run (unreadable text, TVM's TIR pipeline, an
+interpreter failure) are listed as such, with the reason.
 
 Exit status: 0 the compiled model agrees with the reference, 1 it differs
 (the report names the pass, or says the starting module already differs,
@@ -38,7 +48,8 @@ from phasec.cli.opt import check_opt_level, read_module
 from phasec.errors import InputError
 from phasec.pipeline import codegen_and_compile, pipeline_from
 from phasec.testing.bisect import bisect_stages, run_stages
-from phasec.testing.minimize import minimize_change, save_minimized
+from phasec.tvm import check_dump_results
+from phasec.testing.minimize import describe_saved, minimize_stage_change, save_minimized
 from phasec.transform.results import (
     Tolerance, as_float64, compare_outputs, copy_value, rounding_length, widen,
 )
@@ -46,7 +57,11 @@ from phasec.transform.results import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", metavar="MODEL",
-                        help="an ONNX model (.onnx), or a module (.py TVMScript, .json)")
+                        help="an ONNX model (.onnx), a module (.py TVMScript, .json), or a "
+                             "directory of TVM's DumpIR files")
+    parser.add_argument("--start", metavar="FILE", default=None,
+                        help="with a DumpIR directory: the module TVM started from (the "
+                             "reference; default: the first stage that runs)")
     parser.add_argument("--inputs", metavar="NPZ", default=None,
                         help="arrays by input name (.npz); inputs not given are seeded random")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
@@ -75,26 +90,40 @@ def _ort_reference(path: str, mod: Any, entry: str, inputs: list[Any]) -> Any:
 def _write_reproducer(args: argparse.Namespace, result: Any, inputs: list[Any], tol: Tolerance,
                       runner: Any) -> None:
     change = result.change
-    passes = [p for p in pipeline_from(args.passes, args.opt_level).passes
-              if p.info.name == change.pass_name]
-    if not passes:
+    passes = pipeline_from(args.passes, args.opt_level).passes
+    found = minimize_stage_change(result.stages, change.position, passes, inputs,
+                                  entry=args.entry, tolerance=tol, kernel_runner=runner,
+                                  seed=args.seed)
+    if found is None:
         print(f"phasec bisect: note: no reproducer: {change.pass_name} is not a pass of the "
               "pipeline (a required pass?)", file=sys.stderr)
         return
-    found = minimize_change(change.before, passes[0], inputs, entry=args.entry, tolerance=tol,
-                            kernel_runner=runner)
-    saved = save_minimized(args.reproducer, found)
-    lines = len(saved.path.read_text().splitlines())
-    print(f"minimized reproducer ({found.candidates_tried} candidates tried): {saved.path} "
-          f"({lines} lines, inputs {saved.path.with_suffix('.npz').name}); replay with\n"
-          f"  phasec opt {saved.path} --passes '{saved.sequence}'\n"
-          f"  phasec fuzz --replay {saved.path}")
+    print(describe_saved(save_minimized(args.reproducer, found), found))
+
+
+def _tolerance(args: argparse.Namespace) -> Tolerance:
+    base = Tolerance()
+    return Tolerance(base.rtol if args.rtol is None else args.rtol,
+                     base.atol if args.atol is None else args.atol)
+
+
+def _tvm_dump(args: argparse.Namespace, given: dict[str, Any]) -> int:
+    start = read_module(args.start) if args.start is not None else None
+    found = check_dump_results(args.input, start=start, inputs=given or None,
+                               tolerance=_tolerance(args), entry=args.entry)
+    print(f"phasec bisect: {args.input}: {len(found.verdicts)} stage(s) of TVM's pipeline")
+    print(found.report())
+    return 1 if found.first_change is not None else 0
 
 
 def run(args: argparse.Namespace) -> int:
     check_opt_level(args.opt_level)
     dims = parse_dims(args.dim)
     given = load_npz(args.inputs) if args.inputs is not None else {}
+    if Path(args.input).is_dir():
+        return _tvm_dump(args, given)
+    if args.start is not None:
+        raise InputError("--start is for a directory of TVM's DumpIR files")
     is_onnx = Path(args.input).suffix.lower() == ".onnx"
     mod = read_module(args.input)
     if is_onnx:
@@ -103,9 +132,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"the module has no function {args.entry!r}")
     params = [(p.name_hint, p.struct_info) for p in mod[args.entry].params]
     inputs, _ = make_inputs(params, given, dims, args.seed)
-    base = Tolerance()
-    tol = Tolerance(base.rtol if args.rtol is None else args.rtol,
-                    base.atol if args.atol is None else args.atol)
+    tol = _tolerance(args)
     runner = llvm_kernel_runner()
 
     stages = run_stages(mod, args.passes, args.opt_level)

@@ -21,8 +21,8 @@ from phasec import interp
 from phasec.backend.kernel_runner import llvm_kernel_runner
 from phasec.interp import KernelRunner
 from phasec.ir import IRModule, Phase
-from phasec.pipeline import lower
-from phasec.transform import PassInstrument
+from phasec.pipeline import lower, pipeline_from, run_pipeline
+from phasec.transform import PassContext, PassInstrument
 from phasec.transform.results import (
     Mismatch, Tolerance, compare_outputs, copy_value, leaves, rounding_length,
 )
@@ -60,11 +60,18 @@ class _Record(PassInstrument):
         self.depth = max(0, self.depth - 1)
 
 
-def run_stages(mod: IRModule, pipeline: Any = None, opt_level: int = 2) -> list[Stage]:
+def run_stages(mod: IRModule, pipeline: Any = None, opt_level: int = 2, *,
+               to_build: bool = True) -> list[Stage]:
     """Lower ``mod`` (default pipeline, or ``pipeline``) and return every
-    stage: the starting module, then the module after each top-level pass."""
+    stage: the starting module, then the module after each top-level pass.
+    ``to_build=False``: run ``pipeline`` as given (as ``phasec opt`` does),
+    in a context of its own (no instrument of the current one)."""
     record = _Record(mod)
-    lower(mod, opt_level, pipeline=pipeline, instruments=[record])
+    if to_build:
+        lower(mod, opt_level, pipeline=pipeline, instruments=[record])
+    else:
+        run_pipeline(pipeline_from(pipeline, opt_level), mod,
+                     PassContext(opt_level=opt_level, instruments=[record]))
     return record.stages
 
 

@@ -247,6 +247,11 @@ class ValidateResults(PassInstrument):
         return list(self._base.notes) if self._base is not None else []
 
     @property
+    def start_module(self) -> IRModule | None:
+        """The module the pipeline started from (after the first pass started)."""
+        return self._base.module if self._base is not None else None
+
+    @property
     def args(self) -> tuple:
         """The inputs the modules ran on (after the first pass started)."""
         return self._base.args if self._base is not None else ()

@@ -62,7 +62,7 @@ def test_default_pipeline_is_not_blamed():
 @pytest.mark.parametrize("kind,blamed,phase", [
     ("swap", "PlantedSwapInFused", Phase.OPTIMIZATION),
     ("off_by_one", "PlantedOffByOne", Phase.LOWERING),
-    ("wrong_fold", "PlantedWrongFold", Phase.OPTIMIZATION),
+    ("wrong_fold", "PlantedWrongFold", Phase.LOWERING),
 ])
 def test_planted_miscompilation_is_named(kind, blamed, phase):
     x, w, b = inputs = _inputs()
