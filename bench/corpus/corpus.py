@@ -87,7 +87,10 @@ def _download_wheel(entry: Entry, dest: str) -> str:
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
                "--only-binary", ":all:", "--disable-pip-version-check",
                f"{entry.package}=={entry.version}", "-d", dest]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise FetchError(f"{entry.name}: `{' '.join(cmd[2:])}` did not finish: {e}") from None
         wheels = glob.glob(os.path.join(dest, "*.whl"))
         if proc.returncode != 0 or not wheels:
             raise FetchError(f"{entry.name}: `{' '.join(cmd[2:])}` failed "
