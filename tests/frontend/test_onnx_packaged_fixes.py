@@ -154,3 +154,24 @@ def test_long_8bit_integer_matmul_and_conv_equal_onnxruntime():
     assert ours.dtype == np.int32
     np.testing.assert_array_equal(ours, ref)
     onnx.checker.check_model(conv)
+
+
+@pytest.mark.parametrize("kernel,bias", [(2, True), (3, False)])
+def test_conv_transpose_kernel_equal_to_stride_matches_onnxruntime(kernel, bias):
+    # kernel == stride: one matmul and a rearrangement of the tiles
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    w = rng.standard_normal((5, 3, kernel, kernel)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    out = [2, 3, 3 * kernel, 4 * kernel]
+    model = _model([helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []),
+                                     ["y"], kernel_shape=[kernel, kernel],
+                                     strides=[kernel, kernel])],
+                   [helper.make_tensor_value_info("x", F, list(x.shape))],
+                   [helper.make_tensor_value_info("y", F, out)],
+                   [numpy_helper.from_array(w, "w")] + ([numpy_helper.from_array(b, "b")]
+                                                       if bias else []))
+    feeds = {"x": x}
+    ours, ref = _phasec(model, feeds)[0], _ort(model, feeds)[0]
+    assert ours.shape == ref.shape == tuple(out)
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)
