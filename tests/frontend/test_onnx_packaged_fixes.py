@@ -175,3 +175,22 @@ def test_conv_transpose_kernel_equal_to_stride_matches_onnxruntime(kernel, bias)
     ours, ref = _phasec(model, feeds)[0], _ort(model, feeds)[0]
     assert ours.shape == ref.shape == tuple(out)
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride,pad,dilation,group", [(1, 0, 1, 1), (2, 2, 1, 1), (1, 1, 2, 4)])
+def test_conv_over_a_one_pixel_wide_image_matches_onnxruntime(stride, pad, dilation, group):
+    # a conv1d exported as conv2d (N, C, H, 1) with a (k, 1) kernel: run along rows
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 8, 19, 1)).astype(np.float32)
+    w = rng.standard_normal((12, 8 // group, 5, 1)).astype(np.float32)
+    b = rng.standard_normal(12).astype(np.float32)
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride, 3],
+                                     pads=[pad, 0, pad, 0], dilations=[dilation, 1],
+                                     group=group)],
+                   [helper.make_tensor_value_info("x", F, list(x.shape))],
+                   [helper.make_tensor_value_info("y", F, None)],
+                   [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    feeds = {"x": x}
+    ours, ref = _phasec(model, feeds)[0], _ort(model, feeds)[0]
+    assert ours.shape == ref.shape
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)
