@@ -39,7 +39,7 @@ from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
 from phasec.frontend.onnx._registry import CONVERTERS, converter_key
 from phasec.frontend.onnx._validate import validate
 from phasec.ir import IRModule, tir
-from phasec.ir.expr import Constant, Expr, Function, Tuple, Var
+from phasec.ir.expr import Call, Constant, Expr, Function, Op, Tuple, Var
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.visitor import collect_exprs
@@ -313,6 +313,11 @@ class _Importer:
                     outputs.append(emit(v, sanitize(vi.name)))
             bb.emit_func_output(outputs[0] if len(outputs) == 1 else Tuple(outputs))
         mod = bb.get()
+        if control and _asserts(mod["main"]):
+            # an If branch that fails at run time (ops_control): main is impure
+            f = mod["main"]
+            mod = mod.update_func("main", Function(f.params, f.body, f.ret_struct_info, False,
+                                                   f.attrs, span=f.span))
         if self.keep_params:
             mod = self._with_params(mod, params)
         return mod
@@ -426,6 +431,12 @@ class _Importer:
         new = Function([*inputs, *used], func.body, func.ret_struct_info, func.is_pure, attrs,
                        span=func.span)
         return mod.update_func("main", new)
+
+
+def _asserts(func: Function) -> bool:
+    """Does ``func`` call ``R.assert_op`` (in a branch, say)?"""
+    return any(isinstance(c.op, Op) and c.op.name in ("relax.assert_op", "assert_op")
+               for c in collect_exprs(func.body, frozenset((Call,))))
 
 
 def supported_ops() -> list[str]:

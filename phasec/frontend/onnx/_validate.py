@@ -12,7 +12,8 @@ node (index, name, op type) -- exit status 2 on the command line:
   accepted, as ORT does); a model importing no opset at all;
 * **single assignment**: every value name is defined once: graph inputs,
   node outputs (a node output may not redefine a graph input or an
-  initializer); non-empty node names are unique; a node output named ``""``
+  initializer); non-empty node names are unique, except Constant nodes'
+  (ORT makes them initializers first); a node output named ``""``
   where the operator's output is not optional;
 * **references**: every node input is a graph input, an initializer or a
   node output; the graph has at least one output and each is defined; the
@@ -119,7 +120,10 @@ def _check_names(graph: Any, label: str) -> None:
     inits = {t.name for t in graph.initializer}
     node_names: dict[str, int] = {}
     for index, node in enumerate(graph.node):
-        if node.name:
+        # ORT turns default-domain Constant nodes into initializers before it
+        # checks node names: their names may repeat (silero-vad's exports)
+        constant = node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+        if node.name and not constant:
             if node.name in node_names:
                 raise FrontendError(f"{label}: {_where(node, index)}: node {node_names[node.name]} "
                                     f"has the same name (node names are unique)")

@@ -7,7 +7,10 @@ every variable in scope). The result's struct info is the join of the
 branches'; an output whose shape the join leaves unknown (the branches
 disagree on a dimension) is matched to fresh symbolic dimensions
 (``R.match_cast``), checked at run time. A condition known at import
-selects its branch at import: only that subgraph is converted.
+selects its branch at import: only that subgraph is converted. A branch
+that is inconsistent for the input shapes given (a ``FrontendError`` while
+converting it) becomes a branch that fails at run time with that message
+(``R.assert_op``), as ONNX Runtime fails only if it runs it.
 
 **Loop** and **Scan** become *recursion through a local function*, as TVM
 Relax allows (phasec has no loop construct in its IR, and none is needed):
@@ -45,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from phasec.arith.lattice import collect_shape_vars, struct_info_equal
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
 from phasec.frontend.onnx._registry import converter
 from phasec.ir import tir
@@ -147,6 +151,40 @@ def _items(ctx: NodeContext, value: Expr, n: int) -> list[Expr]:
 # --------------------------------------------------------------------------
 
 
+def _failing_branch(ctx: NodeContext, branches: list[SeqExpr | None],
+                    error: FrontendError) -> list[SeqExpr]:
+    """The two branches, the one that could not be converted (``None``)
+    replaced by one that fails at run time with ``error``'s message, and
+    otherwise returns zeros like the other branch's outputs. A branch can be
+    inconsistent for the input shapes given while the model is valid: Silero
+    VAD's 8 kHz branch, given a 16 kHz window, squeezes an axis that is not 1;
+    ONNX Runtime never runs it, nor fails unless it does. When both branches
+    fail, or the good one's output shapes are not all known integers, the
+    error stands."""
+    good = [b for b in branches if b is not None]
+    if not good:
+        raise error
+    sinfo = good[0].struct_info
+    fields = list(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else [sinfo]
+    shapes = [[d if isinstance(d, int) else getattr(d, "value", None) for d in f.shape]
+              if isinstance(f, TensorStructInfo) and f.shape is not None else [None]
+              for f in fields]
+    if any(not isinstance(d, int) for dims in shapes for d in dims):
+        raise error
+    sub = BlockBuilder()
+    with sub.function("body", []):
+        sctx = ctx.with_builder(sub)
+        text = str(error).replace("{", "{{").replace("}", "}}")
+        sctx.emit("assert_op", np.asarray(False), fold=False,
+                  format=f"{ctx.op_type} node {ctx.node.name!r}: the branch taken cannot run "
+                         f"for these input shapes: {text}")
+        outs = [sctx.expr(np.zeros(tuple(dims), f.dtype)) for dims, f in zip(shapes, fields)]
+        sub.emit_func_output(outs[0] if len(outs) == 1 and not isinstance(sinfo, TupleStructInfo)
+                             else Tuple(outs))
+    failing = sub.get()["body"].body
+    return [b if b is not None else failing for b in branches]
+
+
 @converter("If")
 def _if(ctx: NodeContext) -> list[Value]:
     cond = ctx.input(0)
@@ -158,14 +196,22 @@ def _if(ctx: NodeContext) -> list[Value]:
         taken = "then_branch" if bool(arr.reshape(-1)[0]) else "else_branch"
         return ctx.convert_graph(ctx.builder, taken, {})
     c = _scalar(ctx, cond, "bool", "the condition")
-    branches = []
+    branches: list[SeqExpr | None] = []
+    failed: list[FrontendError] = []
     for attr in ("then_branch", "else_branch"):
-        body = _graph_body(ctx, attr)
+        try:
+            body = _graph_body(ctx, attr)
+        except FrontendError as e:
+            branches.append(None)
+            failed.append(e)
+            continue
         got = body.struct_info
         count = len(got.fields) if isinstance(got, TupleStructInfo) and n > 1 else 1
         if count != n:
             raise Unsupported(f"{attr} has {count} output(s), the node {n}")
         branches.append(body)
+    if failed:
+        branches = _failing_branch(ctx, branches, failed[0])
     res = ctx.builder.emit(If(c, branches[0], branches[1], span=ctx.span), ctx.hint)
     return [_settle_output(ctx, v, f"out{k}") for k, v in enumerate(_items(ctx, res, n))]
 

@@ -25,9 +25,10 @@ import numpy as np
 
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_linalg import exact_int_matmul
 from phasec.frontend.onnx.ops_math import onnx_to_dtype
 from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
-from phasec.frontend.onnx.ops_tensor import norm_axis
+from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims
 
 __all__ = ["QUANTIZED", "centered", "requantize", "dequantize_f32", "along", "multiplier",
            "matmul_operands", "qlinear_conv", "dynamic_uint8"]
@@ -259,7 +260,7 @@ def _qlinear_matmul(ctx: NodeContext) -> Value:
     b, b_scale, b_zp = ctx.input(3), ctx.input(4), ctx.input(5)
     y_scale, y_zp = ctx.input(6), ctx.input(7)
     a32, b32 = matmul_operands(ctx, a, a_zp, b, b_zp)
-    acc = ctx.emit("matmul", a32, b32)
+    acc = exact_int_matmul(ctx, a32, b32, a, b)
     m = multiplier(ctx, _row_scale(ctx, a_scale, a), b_scale, y_scale)
     return requantize(ctx, ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"), m),
                       y_zp, ctx.dtype(y_zp))
@@ -276,10 +277,18 @@ def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
     w32 = centered(ctx, w, w_zp, 0 if w_zp is not None and ctx.ndim(w_zp) == 1 and
                    ctx.shape(w_zp) != [1] else None)
     data_layout, kernel_layout, _ = _LAYOUTS[n]
-    return ctx.emit(f"nn.conv{n}d", x32, w32, strides=strides, padding=pads,
-                    dilation=dilations, groups=int(ctx.attr("group", 1)),
-                    data_layout=data_layout, kernel_layout=kernel_layout,
-                    out_layout=data_layout, out_dtype="int32")
+    # as exact_int_matmul: 8-bit operands and sums of fewer than 2^15 terms
+    # are exact in float64, where the float convolution schedules apply
+    terms = prod_dims(wshape[1:])
+    exact = (isinstance(terms, int) and terms < 1 << 15
+             and all(ctx.dtype(v) in ("int8", "uint8") for v in (x, w)))
+    if exact:
+        x32, w32 = (ctx.emit("astype", v, dtype="float64") for v in (x32, w32))
+    y = ctx.emit(f"nn.conv{n}d", x32, w32, strides=strides, padding=pads,
+                 dilation=dilations, groups=int(ctx.attr("group", 1)),
+                 data_layout=data_layout, kernel_layout=kernel_layout,
+                 out_layout=data_layout, out_dtype="float64" if exact else "int32")
+    return ctx.emit("astype", y, dtype="int32") if exact else y
 
 
 @converter("ConvInteger", since=10)

@@ -241,6 +241,12 @@ def _squeeze(ctx: NodeContext) -> Value:
     axes = [norm_axis(ctx, a, n) for a in axes]
     if not axes:
         return x
+    # ONNX refuses an axis of known size other than 1 (R.squeeze, as TVM's,
+    # would keep it: a silently different shape)
+    wrong = [a for a in axes if isinstance(ctx.shape(x)[a], int) and ctx.shape(x)[a] != 1]
+    if wrong:
+        raise FrontendError(f"Squeeze: axis {wrong[0]} of the input of shape {ctx.shape(x)} "
+                            f"has size {ctx.shape(x)[wrong[0]]}, not 1")
     return ctx.emit("squeeze", x, axis=sorted(set(axes)))
 
 
