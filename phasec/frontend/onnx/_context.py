@@ -38,7 +38,7 @@ from phasec import arith
 from phasec.ir.expr import Call, Constant, Expr, ShapeExpr, TupleGetItem
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
-from phasec.op import call_op, get_op, normalize_attrs, resolve_op
+from phasec.op import OpPattern, call_op, get_op, normalize_attrs, resolve_op
 from phasec.op.fold import UNKNOWN, evaluate_call, within_budget
 
 if TYPE_CHECKING:
@@ -290,7 +290,45 @@ class NodeContext:
         folded = self._fold(call) if fold else None
         if folded is not None:
             return folded
+        if opdef.pattern <= OpPattern.BROADCAST and _undecided(call.struct_info):
+            call = self._conformed(call, attrs)
         return self.builder.emit(call, self.hint)
+
+    def _conformed(self, call: Call, attrs: dict[str, Any]) -> Call:
+        """An elementwise call whose operands' dimensions phasec cannot prove
+        equal at import, though they are related (``seq`` and
+        ``T.min(seq, 128)``: PyTorch's ``table[:, :seq]`` beside a tensor of
+        ``seq`` rows): ONNX requires them equal (or 1) at run time, so each
+        operand is checked there against the simplest of the candidates
+        (``R.match_cast``, an error when they differ) and the result keeps a
+        known shape. Unrelated symbolic dimensions (``batch`` against
+        ``seq``, where either may be 1) are left as they were."""
+        args = list(call.args)
+        shapes = [a.struct_info.shape if isinstance(a.struct_info, TensorStructInfo) else None
+                  for a in args]
+        if any(sh is None for sh in shapes):
+            return call
+        n = max(len(sh) for sh in shapes)
+        targets = [list(sh) for sh in shapes]
+        for i in range(1, n + 1):
+            dims = [sh[-i] for sh in shapes if len(sh) >= i and arith.const_int(sh[-i]) != 1]
+            if len(dims) < 2:
+                continue
+            pick = min(dims, key=_complexity)
+            names = {id(v) for v in arith.free_vars(tir.as_prim_expr(pick))}
+            for k, sh in enumerate(shapes):
+                d = sh[-i] if len(sh) >= i else None
+                if d is None or d is pick or arith.const_int(d) == 1 \
+                        or arith.prove_equal(d, pick):
+                    continue
+                if not names & {id(v) for v in arith.free_vars(d)}:
+                    return call  # unrelated dimensions: either may broadcast at run time
+                targets[k][len(sh) - i] = pick
+        for k, (arg, sh) in enumerate(zip(args, shapes)):
+            if targets[k] != list(sh):
+                sinfo = TensorStructInfo(tuple(targets[k]), arg.struct_info.dtype)
+                args[k] = self.builder.match_cast(arg, sinfo, self.hint)
+        return call_op(call.op.name, *args, span=self.span, **attrs)
 
     def iota(self, n: int, shape: Sequence[int] | None = None) -> Value:
         """``0, 1, ..., n - 1`` as int64, reshaped to ``shape``: an array at
@@ -390,6 +428,20 @@ def materialize(builder: "BlockBuilder", value: np.ndarray, hint: str,
     if value.shape != (len(flat),):
         out = builder.emit(call_op("relax.reshape", out, ShapeExpr(value.shape), span=span), hint)
     return out
+
+
+def _undecided(sinfo: Any) -> bool:
+    """A tensor result whose rank is known but not its shape."""
+    return isinstance(sinfo, TensorStructInfo) and sinfo.shape is None and sinfo.ndim >= 0
+
+
+def _complexity(d: Any) -> tuple[int, str]:
+    """Orders candidate dimensions: a constant, then a variable, then longer
+    expressions."""
+    if arith.const_int(d) is not None:
+        return (0, "")
+    text = str(d)
+    return (1 if isinstance(d, tir.Var) else 2 + len(text), text)
 
 
 def _contiguous(value: Any) -> np.ndarray:

@@ -430,13 +430,19 @@ def _slice(ctx: NodeContext) -> Value:
         raise Unsupported("starts, ends, axes and steps of different lengths")
     out_axes, begin, end, stride = [], [], [], []
     for a, b, e, s in zip(axes, starts, ends, steps):
-        if any(isinstance(v, tir.PrimExpr) for v in (b, e, s)):
-            raise Unsupported("Slice with symbolic starts, ends or steps")
+        if isinstance(s, tir.PrimExpr):
+            raise Unsupported("Slice with a symbolic step")
         ax = norm_axis(ctx, a, len(dims), "axis")
         if s == 0:
             raise Unsupported("Slice with step 0")
         d = dims[ax]
-        if isinstance(d, int):
+        if isinstance(b, tir.PrimExpr) or isinstance(e, tir.PrimExpr):
+            # bounds from the shapes (PyTorch's x[:, :seq] of a position table):
+            # strided_slice clamps symbolic entries at run time as ONNX does
+            if s < 0:
+                raise Unsupported("Slice with symbolic starts or ends and a negative step")
+            b, e = (_clamped_bound(v, d) for v in (b, e))
+        elif isinstance(d, int):
             lo, hi, st = slice(b, e, s).indices(d)
             if st < 0 and hi < 0:
                 hi = -(d + 1)  # "before index 0": a negative end would wrap in Python
@@ -454,6 +460,18 @@ def _slice(ctx: NodeContext) -> Value:
         return x
     return ctx.emit("strided_slice", x, axes=out_axes, begin=begin, end=end,
                     strides=stride if any(s != 1 for s in stride) else None)
+
+
+def _clamped_bound(v: Any, d: Any) -> Any:
+    """A Slice bound beside a symbolic one (positive step): a known bound
+    counted from the end and clamped into [0, d] as ONNX does (within
+    strided_slice's "to the end" range on a symbolic axis); a symbolic bound
+    as it is (strided_slice canonicalizes it at run time)."""
+    if isinstance(v, tir.PrimExpr):
+        return v
+    if isinstance(d, int):
+        return min(max(v + d if v < 0 else v, 0), d)
+    return max(min(v, _INT_END), -_INT_END)
 
 
 # ---------------------------------------------------------------------------
