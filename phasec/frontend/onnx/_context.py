@@ -35,6 +35,7 @@ import numpy as np
 
 from phasec.ir import tir
 from phasec import arith
+from phasec.arith.bound import prove_bounded
 from phasec.ir.expr import Call, Constant, Expr, ShapeExpr, TupleGetItem
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
@@ -48,6 +49,9 @@ __all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "ma
            "settle"]
 
 Value = Union[np.ndarray, Expr]
+
+#: the largest size a symbolic dimension is assumed to take (an int64 byte count)
+_MAX_DIM = (1 << 62) - 1
 
 
 class Unsupported(Exception):
@@ -106,6 +110,13 @@ def _sym_compare(fn: Callable[[Any, Any], bool], op: str) -> Callable[[Any, Any]
             if arith.prove_equal(tir.as_prim_expr(a), tir.as_prim_expr(b)):
                 return op == "=="
             if arith.prove_not_equal(tir.as_prim_expr(a), tir.as_prim_expr(b)):
+                return op == "!="
+            # dimensions are never negative: ``seq == -1`` (the TorchScript
+            # exporter's "keep this axis" test before an Expand) is false
+            cond = tir.BinaryOp("==", tir.as_prim_expr(a), tir.as_prim_expr(b))
+            sizes = {id(v): (0, _MAX_DIM) for x in (a, b) if isinstance(x, tir.PrimExpr)
+                     for v in arith.free_vars(x)}
+            if prove_bounded(cond, sizes) is False:
                 return op == "!="
         raise Unsupported("a comparison of symbolic dimensions that cannot be decided at import")
     return cmp
@@ -284,7 +295,10 @@ class NodeContext:
         operands, or lists of values for tuple operands (``concat``).
         """
         opdef = resolve_op(op, self.span)
-        if any(_has_symbolic(a) for a in args):
+        # shape values beside run-time tensors (a mask times the sequence
+        # length) are materialized as int64 tensors and computed at run time
+        if any(_has_symbolic(a) for a in args) \
+                and all(_sym_value(a) is not UNKNOWN for a in args):
             return self._fold_symbolic(opdef.name, args, attrs)
         call = call_op(opdef.name, *[self._operand(a) for a in args], span=self.span, **attrs)
         folded = self._fold(call) if fold else None

@@ -640,11 +640,12 @@ def _pad_axis(ctx: NodeContext, y: Value, ax: int, before: int, after: int, mode
 def _trilu(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     dims = ctx.shape(x)
-    if len(dims) < 2 or not all(isinstance(d, int) for d in dims[-2:]):
-        raise Unsupported("Trilu needs static last two dimensions")
+    if len(dims) < 2:
+        raise Unsupported(f"Trilu of a rank-{len(dims)} tensor")
     k = int(ctx.const_scalar(1, "k")) if ctx.has(1) else 0
     rows, cols = dims[-2], dims[-1]
-    if not within_budget(rows * cols):  # no mask at import: the operator itself
+    # no mask at import (symbolic, or too large): the operator itself
+    if not isinstance(rows, int) or not isinstance(cols, int) or not within_budget(rows * cols):
         return ctx.emit("triu" if ctx.attr("upper", 1) else "tril", x, k)
     mask = np.triu(np.ones((rows, cols), bool), k) if ctx.attr("upper", 1) else \
         np.tril(np.ones((rows, cols), bool), k)

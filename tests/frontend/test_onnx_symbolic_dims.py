@@ -1,10 +1,15 @@
-"""Slices bounded by symbolic dimensions, as PyTorch exports them, against
-ONNX Runtime: one build run at several sizes.
+"""What PyTorch's exporters compute from symbolic dimensions, against ONNX
+Runtime: one build run at several sizes.
 
+Slices bounded by symbolic dimensions:
 ``position_ids[:, :seq]`` of a table of 16 positions has ``T.min(seq, 16)``
 rows; added to a tensor of ``seq`` rows, ONNX requires the two equal at run
 time, which phasec checks there (``R.match_cast``) so that the sum keeps the
-known shape ``(batch, seq)`` for everything after it (issue 28).
+known shape ``(batch, seq)`` for everything after it. The TorchScript
+exporter also tests shape values against -1 before an Expand (a dimension is
+never negative: decided at import), multiplies run-time tensors by shape
+values (computed at run time), and builds causal masks with Trilu on
+``(seq, seq)`` (issue 28).
 """
 
 from __future__ import annotations
@@ -104,3 +109,52 @@ def test_unrelated_symbolic_dimensions_still_broadcast():
         b = np.arange(q, dtype=np.float32) * 10
         (e,) = sess.run(None, {"a": a, "b": b})
         np.testing.assert_array_equal(np.asarray(main(a, b)), e)
+
+
+def _sizes_run(model, make_inputs, sizes):
+    sess, main = _both(model)
+    for size in sizes:
+        feeds = make_inputs(size)
+        got = main(*feeds.values())
+        got = [np.asarray(g) for g in (got if isinstance(got, (list, tuple)) else [got])]
+        for g, e in zip(got, sess.run(None, feeds)):
+            assert (g.shape, g.dtype) == (e.shape, e.dtype), (size, g.shape, e.shape)
+            np.testing.assert_array_equal(g, e, err_msg=f"at {size}")
+
+
+def test_expand_to_a_shape_tested_against_minus_one():
+    """TorchScript's ``expand(batch, seq)``: Where(Equal(shape, -1), 1, shape)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Equal", ["s", "minus1"], ["keep"]),
+             helper.make_node("Where", ["keep", "ones", "s"], ["target"]),
+             helper.make_node("Expand", ["row", "target"], ["y"])]
+    inits = {"minus1": np.array([-1, -1], np.int64), "ones": np.array([1, 1], np.int64),
+             "row": np.arange(1, dtype=np.int64).reshape(1, 1) + 7}
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, ["batch", "seq"])],
+                   [helper.make_tensor_value_info("y", I64, None)], inits)
+    _sizes_run(model, lambda n: {"x": np.zeros((n, n + 2), np.float32)}, [1, 4])
+
+
+def test_run_time_tensor_times_a_shape_value():
+    """A mask times the sequence length (a 0-d shape value), and the length added."""
+    nodes = [helper.make_node("Shape", ["m"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["seq"]),
+             helper.make_node("Mul", ["m", "seq"], ["y"]),
+             helper.make_node("Add", ["seq", "m"], ["z"])]
+    model = _model(nodes, [helper.make_tensor_value_info("m", I64, ["batch", "seq"])],
+                   [helper.make_tensor_value_info("y", I64, None),
+                    helper.make_tensor_value_info("z", I64, None)],
+                   {"one": np.array(1, np.int64)})
+    rng = np.random.default_rng(1)
+    _sizes_run(model, lambda n: {"m": rng.integers(0, 2, (2, n)).astype(np.int64)}, [1, 3, 6])
+
+
+@pytest.mark.parametrize("upper,k", [(0, 0), (1, 1), (0, -1)])
+def test_trilu_of_symbolic_rows_and_columns(upper, k):
+    """A causal mask: Trilu of a (seq, seq) tensor, seq symbolic."""
+    nodes = [helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, ["batch", "seq", "seq"])],
+                   [helper.make_tensor_value_info("y", F, None)], {"k": np.array(k, np.int64)})
+    rng = np.random.default_rng(2)
+    _sizes_run(model, lambda n: {"x": rng.standard_normal((2, n, n)).astype(np.float32)},
+               [1, 5])
