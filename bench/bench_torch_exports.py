@@ -5,7 +5,9 @@ on the same refilled weights and seeded inputs, in the same process.
 Per model: the compile time (``from_onnx`` + ``build``, a cold kernel cache
 of the bench's own), the largest difference from ORT over its output range
 (``max|phasec - ORT| / max|ORT|``, at each size for a model with dynamic
-axes), the run time of phasec and of ORT at one thread each (interleaved
+axes) beside ORT's own (its result without graph optimizations against its
+result with them: the noise floor of a model whose refilled weights make it
+ill-conditioned), the run time of phasec and of ORT at one thread each (interleaved
 batches, best of N; ``ratio`` is phasec / ORT) and, for a model with a
 dynamic batch or sequence axis, the same model compiled a second time with
 those axes fixed to the timed sizes (``static``): ``dyn/static`` is the
@@ -81,11 +83,13 @@ def bench(name: str, repeat: int) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - a row saying what failed
         return [name, "no", f"{type(exc).__name__}: {str(exc).splitlines()[0][:60]}"]
     sess = tx.session(model)
-    errs = []
+    plain = tx.session(model, optimized=False)
+    errs, noise = [], []
     for sizes in ([{}] if not symbols else [CHECKED, TIMED]):
         x = tx.inputs(model, sizes)
         (expected,) = sess.run(None, x)
         errs.append(_rel_err(main(*x.values()), expected))
+        noise.append(_rel_err(plain.run(None, x)[0], expected))
     x = tx.inputs(model, TIMED)
     args = list(x.values())
     fns = [lambda: main(*args), lambda: sess.run(None, x)]
@@ -96,6 +100,7 @@ def bench(name: str, repeat: int) -> list[str]:
     times = _interleaved(fns, repeat)
     dyn = C.fmt_ratio(times[0] / times[2]) if symbols else "-"
     return [name, "yes", f"{compile_s:.1f} s", " ".join(f"{e:.1e}" for e in errs),
+            f"{max(noise):.1e}",
             C.fmt_seconds(times[0]), C.fmt_seconds(times[1]), C.fmt_ratio(times[0] / times[1]),
             C.fmt_seconds(times[2]) if symbols else "-", dyn,
             ",".join(f"{s}={TIMED[s]}" for s in symbols) or "static"]
@@ -115,7 +120,7 @@ def main() -> int:
     for name in names:
         rows.append(bench(name, repeat))
         print("  ".join(rows[-1]), flush=True)
-    header = ["model", "phasec ok", "compile", "max rel err", "phasec 1T", "ORT 1T", "ratio",
+    header = ["model", "phasec ok", "compile", "max rel err", "ORT self", "phasec 1T", "ORT 1T", "ratio",
               "static 1T", "dyn/static", "timed at"]
     C.print_table(header, [r + [""] * (len(header) - len(r)) for r in rows],
                   title="\nPyTorch exports, phasec against ONNX Runtime (1 thread)")

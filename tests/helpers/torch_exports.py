@@ -81,9 +81,13 @@ def inputs(model: onnx.ModelProto, sizes: Mapping[str, int] | None = None,
     return out
 
 
-def session(model: onnx.ModelProto, threads: int = 1) -> ort.InferenceSession:
-    """ONNX Runtime's CPU session on ``model``."""
+def session(model: onnx.ModelProto, threads: int = 1,
+            optimized: bool = True) -> ort.InferenceSession:
+    """ONNX Runtime's CPU session on ``model`` (without graph optimizations
+    unless ``optimized``)."""
     opts = ort.SessionOptions()
+    if not optimized:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
