@@ -158,3 +158,21 @@ def test_trilu_of_symbolic_rows_and_columns(upper, k):
     rng = np.random.default_rng(2)
     _sizes_run(model, lambda n: {"x": rng.standard_normal((2, n, n)).astype(np.float32)},
                [1, 5])
+
+
+def test_a_length_cast_to_float_is_computed_at_run_time():
+    """x / sqrt(float(seq)) and a comparison of positions with the length:
+    operators import does not evaluate on shape values run on them at run time."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["seq"]),
+             helper.make_node("Cast", ["seq"], ["seqf"], to=F),
+             helper.make_node("Sqrt", ["seqf"], ["root"]),
+             helper.make_node("Div", ["x", "root"], ["y"]),
+             helper.make_node("Less", ["pos", "seq"], ["z"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, ["batch", "seq"])],
+                   [helper.make_tensor_value_info("y", F, None),
+                    helper.make_tensor_value_info("z", TensorProto.BOOL, None)],
+                   {"one": np.array(1, np.int64), "pos": np.arange(6, dtype=np.int64)})
+    rng = np.random.default_rng(3)
+    _sizes_run(model, lambda n: {"x": rng.standard_normal((2, n)).astype(np.float32)},
+               [1, 4, 9])

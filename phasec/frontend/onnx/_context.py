@@ -299,7 +299,9 @@ class NodeContext:
         # length) are materialized as int64 tensors and computed at run time
         if any(_has_symbolic(a) for a in args) \
                 and all(_sym_value(a) is not UNKNOWN for a in args):
-            return self._fold_symbolic(opdef.name, args, attrs)
+            if opdef.name in _SYM_BINARY or opdef.name in _SYM_MOVE \
+                    or not _run_time_only(opdef.name, attrs):
+                return self._fold_symbolic(opdef.name, args, attrs)
         call = call_op(opdef.name, *[self._operand(a) for a in args], span=self.span, **attrs)
         folded = self._fold(call) if fold else None
         if folded is not None:
@@ -429,6 +431,15 @@ class NodeContext:
             raise Unsupported(f"{opdef.script_name} on symbolic shape values: {exc}") from None
         raise Unsupported(f"{opdef.script_name} on symbolic shape values (dynamic dimensions) "
                           "is not supported at import")
+
+
+def _run_time_only(name: str, attrs: dict[str, Any]) -> bool:
+    """Operators on shape values that import does not evaluate (a length cast
+    to float for a scale, its square root...): computed at run time on the
+    materialized values. An integer cast stays an import-time identity."""
+    if name == "relax.astype":
+        return not str(attrs.get("dtype", "")).startswith(("int", "uint"))
+    return True
 
 
 def materialize(builder: "BlockBuilder", value: np.ndarray, hint: str,
