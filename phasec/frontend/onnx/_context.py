@@ -35,10 +35,11 @@ import numpy as np
 
 from phasec.ir import tir
 from phasec import arith
+from phasec.arith.bound import prove_bounded
 from phasec.ir.expr import Call, Constant, Expr, ShapeExpr, TupleGetItem
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
-from phasec.op import call_op, get_op, normalize_attrs, resolve_op
+from phasec.op import OpPattern, call_op, get_op, normalize_attrs, resolve_op
 from phasec.op.fold import UNKNOWN, evaluate_call, within_budget
 
 if TYPE_CHECKING:
@@ -48,6 +49,9 @@ __all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "ma
            "settle"]
 
 Value = Union[np.ndarray, Expr]
+
+#: the largest size a symbolic dimension is assumed to take (an int64 byte count)
+_MAX_DIM = (1 << 62) - 1
 
 
 class Unsupported(Exception):
@@ -106,6 +110,13 @@ def _sym_compare(fn: Callable[[Any, Any], bool], op: str) -> Callable[[Any, Any]
             if arith.prove_equal(tir.as_prim_expr(a), tir.as_prim_expr(b)):
                 return op == "=="
             if arith.prove_not_equal(tir.as_prim_expr(a), tir.as_prim_expr(b)):
+                return op == "!="
+            # dimensions are never negative: ``seq == -1`` (the TorchScript
+            # exporter's "keep this axis" test before an Expand) is false
+            cond = tir.BinaryOp("==", tir.as_prim_expr(a), tir.as_prim_expr(b))
+            sizes = {id(v): (0, _MAX_DIM) for x in (a, b) if isinstance(x, tir.PrimExpr)
+                     for v in arith.free_vars(x)}
+            if prove_bounded(cond, sizes) is False:
                 return op == "!="
         raise Unsupported("a comparison of symbolic dimensions that cannot be decided at import")
     return cmp
@@ -284,13 +295,56 @@ class NodeContext:
         operands, or lists of values for tuple operands (``concat``).
         """
         opdef = resolve_op(op, self.span)
-        if any(_has_symbolic(a) for a in args):
-            return self._fold_symbolic(opdef.name, args, attrs)
+        # shape values beside run-time tensors (a mask times the sequence
+        # length) are materialized as int64 tensors and computed at run time
+        if any(_has_symbolic(a) for a in args) \
+                and all(_sym_value(a) is not UNKNOWN for a in args):
+            if opdef.name in _SYM_BINARY or opdef.name in _SYM_MOVE \
+                    or not _run_time_only(opdef.name, attrs):
+                return self._fold_symbolic(opdef.name, args, attrs)
         call = call_op(opdef.name, *[self._operand(a) for a in args], span=self.span, **attrs)
         folded = self._fold(call) if fold else None
         if folded is not None:
             return folded
+        if opdef.pattern <= OpPattern.BROADCAST and _undecided(call.struct_info):
+            call = self._conformed(call, attrs)
         return self.builder.emit(call, self.hint)
+
+    def _conformed(self, call: Call, attrs: dict[str, Any]) -> Call:
+        """An elementwise call whose operands' dimensions phasec cannot prove
+        equal at import, though they are related (``seq`` and
+        ``T.min(seq, 128)``: PyTorch's ``table[:, :seq]`` beside a tensor of
+        ``seq`` rows): ONNX requires them equal (or 1) at run time, so each
+        operand is checked there against the simplest of the candidates
+        (``R.match_cast``, an error when they differ) and the result keeps a
+        known shape. Unrelated symbolic dimensions (``batch`` against
+        ``seq``, where either may be 1) are left as they were."""
+        args = list(call.args)
+        shapes = [a.struct_info.shape if isinstance(a.struct_info, TensorStructInfo) else None
+                  for a in args]
+        if any(sh is None for sh in shapes):
+            return call
+        n = max(len(sh) for sh in shapes)
+        targets = [list(sh) for sh in shapes]
+        for i in range(1, n + 1):
+            dims = [sh[-i] for sh in shapes if len(sh) >= i and arith.const_int(sh[-i]) != 1]
+            if len(dims) < 2:
+                continue
+            pick = min(dims, key=_complexity)
+            names = {id(v) for v in arith.free_vars(tir.as_prim_expr(pick))}
+            for k, sh in enumerate(shapes):
+                d = sh[-i] if len(sh) >= i else None
+                if d is None or d is pick or arith.const_int(d) == 1 \
+                        or arith.prove_equal(d, pick):
+                    continue
+                if not names & {id(v) for v in arith.free_vars(d)}:
+                    return call  # unrelated dimensions: either may broadcast at run time
+                targets[k][len(sh) - i] = pick
+        for k, (arg, sh) in enumerate(zip(args, shapes)):
+            if targets[k] != list(sh):
+                sinfo = TensorStructInfo(tuple(targets[k]), arg.struct_info.dtype)
+                args[k] = self.builder.match_cast(arg, sinfo, self.hint)
+        return call_op(call.op.name, *args, span=self.span, **attrs)
 
     def iota(self, n: int, shape: Sequence[int] | None = None) -> Value:
         """``0, 1, ..., n - 1`` as int64, reshaped to ``shape``: an array at
@@ -379,6 +433,15 @@ class NodeContext:
                           "is not supported at import")
 
 
+def _run_time_only(name: str, attrs: dict[str, Any]) -> bool:
+    """Operators on shape values that import does not evaluate (a length cast
+    to float for a scale, its square root...): computed at run time on the
+    materialized values. An integer cast stays an import-time identity."""
+    if name == "relax.astype":
+        return not str(attrs.get("dtype", "")).startswith(("int", "uint"))
+    return True
+
+
 def materialize(builder: "BlockBuilder", value: np.ndarray, hint: str,
                 span: Span | None = None) -> Expr:
     """A symbolic shape value as a run-time int64 tensor of its own shape:
@@ -390,6 +453,20 @@ def materialize(builder: "BlockBuilder", value: np.ndarray, hint: str,
     if value.shape != (len(flat),):
         out = builder.emit(call_op("relax.reshape", out, ShapeExpr(value.shape), span=span), hint)
     return out
+
+
+def _undecided(sinfo: Any) -> bool:
+    """A tensor result whose rank is known but not its shape."""
+    return isinstance(sinfo, TensorStructInfo) and sinfo.shape is None and sinfo.ndim >= 0
+
+
+def _complexity(d: Any) -> tuple[int, str]:
+    """Orders candidate dimensions: a constant, then a variable, then longer
+    expressions."""
+    if arith.const_int(d) is not None:
+        return (0, "")
+    text = str(d)
+    return (1 if isinstance(d, tir.Var) else 2 + len(text), text)
 
 
 def _contiguous(value: Any) -> np.ndarray:

@@ -436,13 +436,19 @@ def _slice(ctx: NodeContext) -> Value:
         raise Unsupported("starts, ends, axes and steps of different lengths")
     out_axes, begin, end, stride = [], [], [], []
     for a, b, e, s in zip(axes, starts, ends, steps):
-        if any(isinstance(v, tir.PrimExpr) for v in (b, e, s)):
-            raise Unsupported("Slice with symbolic starts, ends or steps")
+        if isinstance(s, tir.PrimExpr):
+            raise Unsupported("Slice with a symbolic step")
         ax = norm_axis(ctx, a, len(dims), "axis")
         if s == 0:
             raise Unsupported("Slice with step 0")
         d = dims[ax]
-        if isinstance(d, int):
+        if isinstance(b, tir.PrimExpr) or isinstance(e, tir.PrimExpr):
+            # bounds from the shapes (PyTorch's x[:, :seq] of a position table):
+            # strided_slice clamps symbolic entries at run time as ONNX does
+            if s < 0:
+                raise Unsupported("Slice with symbolic starts or ends and a negative step")
+            b, e = (_clamped_bound(v, d) for v in (b, e))
+        elif isinstance(d, int):
             lo, hi, st = slice(b, e, s).indices(d)
             if st < 0 and hi < 0:
                 hi = -(d + 1)  # "before index 0": a negative end would wrap in Python
@@ -460,6 +466,18 @@ def _slice(ctx: NodeContext) -> Value:
         return x
     return ctx.emit("strided_slice", x, axes=out_axes, begin=begin, end=end,
                     strides=stride if any(s != 1 for s in stride) else None)
+
+
+def _clamped_bound(v: Any, d: Any) -> Any:
+    """A Slice bound beside a symbolic one (positive step): a known bound
+    counted from the end and clamped into [0, d] as ONNX does (within
+    strided_slice's "to the end" range on a symbolic axis); a symbolic bound
+    as it is (strided_slice canonicalizes it at run time)."""
+    if isinstance(v, tir.PrimExpr):
+        return v
+    if isinstance(d, int):
+        return min(max(v + d if v < 0 else v, 0), d)
+    return max(min(v, _INT_END), -_INT_END)
 
 
 # ---------------------------------------------------------------------------
@@ -628,11 +646,12 @@ def _pad_axis(ctx: NodeContext, y: Value, ax: int, before: int, after: int, mode
 def _trilu(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     dims = ctx.shape(x)
-    if len(dims) < 2 or not all(isinstance(d, int) for d in dims[-2:]):
-        raise Unsupported("Trilu needs static last two dimensions")
+    if len(dims) < 2:
+        raise Unsupported(f"Trilu of a rank-{len(dims)} tensor")
     k = int(ctx.const_scalar(1, "k")) if ctx.has(1) else 0
     rows, cols = dims[-2], dims[-1]
-    if not within_budget(rows * cols):  # no mask at import: the operator itself
+    # no mask at import (symbolic, or too large): the operator itself
+    if not isinstance(rows, int) or not isinstance(cols, int) or not within_budget(rows * cols):
         return ctx.emit("triu" if ctx.attr("upper", 1) else "tril", x, k)
     mask = np.triu(np.ones((rows, cols), bool), k) if ctx.attr("upper", 1) else \
         np.tril(np.ones((rows, cols), bool), k)
