@@ -177,6 +177,15 @@ class Binary(OpGen):
     def build(self, g: "FuncGen", x: Val) -> Val:
         cands: list[Any] = g.visible(lambda v: v.is_tensor and self._ok(x, v))
         crange = self._const_ok(x)
+        if g.cfg.swarm:
+            # distinct operands: a rewrite of ``x - x`` (a swap) would not show
+            others = [v for v in cands if v is not x]
+            if others or (crange is not None and g.cfg.constants):
+                cands = others
+            elif g.can_add_param():
+                fresh = g.fresh_param(x.kind, tuple(x.shape))
+                if self._ok(x, fresh):
+                    cands = [fresh]
         if crange is not None and g.cfg.constants:
             cands.append("const")
         y = g.pick(cands)
