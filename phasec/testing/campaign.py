@@ -226,7 +226,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                                                                  ops)
         stats.against = against
     else:
-        module_strategy = modules(max_bindings=max_bindings)
+        # swarm testing: each program dense in a few operators and features
+        module_strategy = modules(max_bindings=max_bindings, swarm=True)
         sequence_strategy = pass_sequences(pass_pool(passes), valid=None)
     known: set[tuple] = set()  # failures already saved by this campaign
     start = time.monotonic()
