@@ -47,6 +47,8 @@ def run_one(m: Mutant, seed: int | None) -> dict[str, Any]:
         killed, kind = False, ""
     except PassCheckFailure as exc:
         killed, kind = True, exc.kind
+    except Exception as exc:  # noqa: BLE001 - a bug outside the mutant: shown, not counted
+        killed, kind = False, f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
     return {"name": m.name, "family": m.family, "killed": killed, "kind": kind,
             "seconds": round(time.perf_counter() - start, 2)}
 
@@ -80,7 +82,7 @@ def table(results: list[dict[str, Any]], mutants: list[Mutant]) -> str:
     lines.append("")
     lines.append(f"survivors ({len(survivors)}):" if survivors else "survivors: none")
     for r in survivors:
-        lines.append(f"  {r['name']}   ({r['seconds']:.0f} s)")
+        lines.append(f"  {r['name']}   ({r['seconds']:.0f} s){'  ' + r['kind'] if r['kind'] else ''}")
     if equivalent:
         lines.append("")
         lines.append(f"equivalent, excluded ({len(equivalent)}):")

@@ -496,12 +496,14 @@ class FuncGen(FunctionStatements):
             return adapted
         return None
 
-    def can_add_param(self) -> bool:
-        """Whether ``main`` may take another parameter (:meth:`fresh_param`)."""
-        return self.is_main and len(self.params) < self.cfg.max_params + _MAX_EXTRA_PARAMS
-
-    def fresh_param(self, kind: str, shape: tuple) -> Val:
-        """A new parameter of ``main`` of this kind and shape (see :meth:`can_add_param`)."""
+    def fresh_param(self, kind: str, shape: tuple) -> Val | None:
+        """A new parameter of ``main`` of this kind and shape; None outside
+        ``main``, past the parameter limit, or when a dimension is defined in
+        the body (by a match_cast: a parameter cannot use it)."""
+        if not (self.is_main and len(self.params) < self.cfg.max_params + _MAX_EXTRA_PARAMS):
+            return None
+        if syms_of(TensorStructInfo(shape, "float32")) & self.body_syms:
+            return None
         dtype = {FLOAT: "float32", INT: "int32", BOOL: "bool"}[kind]
         name = PARAM_NAMES[len(self.params) % len(PARAM_NAMES)]
         return self.add_param(name, TensorStructInfo(shape, dtype), *_input_kind(dtype))

@@ -174,7 +174,7 @@ class Binary(OpGen):
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return x.kind in self.kinds and (self._const_ok(x) is not None or self._ok(x, x))
 
-    def build(self, g: "FuncGen", x: Val) -> Val:
+    def build(self, g: "FuncGen", x: Val) -> Val | None:
         cands: list[Any] = g.visible(lambda v: v.is_tensor and self._ok(x, v))
         crange = self._const_ok(x)
         if g.cfg.swarm:
@@ -182,12 +182,14 @@ class Binary(OpGen):
             others = [v for v in cands if v is not x]
             if others or (crange is not None and g.cfg.constants):
                 cands = others
-            elif g.can_add_param():
+            else:
                 fresh = g.fresh_param(x.kind, tuple(x.shape))
-                if self._ok(x, fresh):
+                if fresh is not None and self._ok(x, fresh):
                     cands = [fresh]
         if crange is not None and g.cfg.constants:
             cands.append("const")
+        if not cands:
+            return None  # constants are off and nothing else fits
         y = g.pick(cands)
         if y == "const":
             y = g.constant(g.const_shape(x), crange, x.dtype)
