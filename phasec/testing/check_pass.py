@@ -262,6 +262,7 @@ def check_pass(p: Any, *, max_examples: int = 100, phases: Iterable[Phase | int 
 
     for phase in accepted:
         focus = None
+        seen = None
         if probe and options.get("swarm", True):
             seen = probe_pass(run_probe, phase, options, limit=2 * max_examples,
                               seed=seed or 0)
@@ -294,6 +295,12 @@ def check_pass(p: Any, *, max_examples: int = 100, phases: Iterable[Phase | int 
         except _Found as found:
             text = format_report(found.failure, phase, found.inputs, pass_)
             raise PassCheckFailure(text, found.failure, phase, found.inputs) from None
+        if seen is not None and seen.failures:
+            # the search missed what the probe saw: report the probe's module
+            # (a few statements; not shrunk further)
+            failure, inputs = seen.failures[0]
+            text = format_report(failure, phase, inputs, pass_)
+            raise PassCheckFailure(text, failure, phase, inputs)
         report.examples[phase.label] = count[0]
     return report
 

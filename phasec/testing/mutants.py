@@ -141,15 +141,19 @@ def _replace_by(other: str) -> Callable[[Call, InferContext], Expr | None]:
     return fn
 
 
-def _with_attrs(call: Call, ctx: InferContext, attrs: dict[str, Any]) -> Expr | None:
-    """``call`` with other attributes (None when inference refuses them); its
-    struct info is the inferred one (the binding keeps the old: a shape
-    change is a bug the verifier reports)."""
+def _with_attrs(call: Call, ctx: InferContext, attrs: dict[str, Any],
+                invalid_ok: bool = False) -> Expr | None:
+    """``call`` with other attributes; its struct info is the inferred one
+    (the binding keeps the old: a shape change is a bug the verifier
+    reports). When inference refuses them: None, or with ``invalid_ok`` the
+    call as a buggy pass would emit it (the verifier reports it)."""
     new = Call(call.op, call.args, attrs, call.sinfo_args)
     try:
         sinfo = infer_struct_info(new, ctx)
     except (PhasecError, ValueError, TypeError, IndexError):
-        return None
+        if not invalid_ok:
+            return None
+        sinfo = call.struct_info
     return Call(call.op, call.args, attrs, call.sinfo_args, struct_info=sinfo)
 
 
@@ -167,7 +171,7 @@ def _off_by_one(attr: str) -> Callable[[Call, InferContext], Expr | None]:
                 changed = (value[0] + delta, *value[1:])
             else:
                 return None
-            new = _with_attrs(call, ctx, {**attrs, attr: changed})
+            new = _with_attrs(call, ctx, {**attrs, attr: changed}, invalid_ok=delta == -1)
             if new is not None:
                 return new
         return None

@@ -32,13 +32,18 @@ from hypothesis.errors import HypothesisException, StopTest
 # engine (``find`` and ``example()`` run it: 5x slower for one module)
 from hypothesis.internal.conjecture.data import ConjectureData
 
+import numpy as np
+
+from phasec import verifier
 from phasec.errors import PhasecError
+from phasec.ir import tir
+from phasec.ir.expr import BindingBlock, Constant, Function, SeqExpr, VarBinding
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
 from phasec.testing._optable import op_names
 from phasec.testing.strategies import make_inputs, modules
 
-__all__ = ["Probe", "probe_pass", "changed_ops", "probe_module"]
+__all__ = ["Probe", "probe_pass", "changed_ops", "probe_module", "draw_once", "constant_twin"]
 
 #: how the probe's modules are drawn: one function, a few statements, no
 #: control flow, closures or packed calls, so the operator is what they hold
@@ -67,16 +72,18 @@ def probe_module(phase: Phase, op: str, options: Mapping[str, Any] | None = None
         # drawn directly (no search engine: a few draws per operator), and not
         # the simplest module (one element): a few elements, so a rewrite shows
         for attempt in range(_PROBE_TRIES):
-            mod = _draw_once(strategy, attempt)
+            mod = draw_once(strategy, attempt)
             if mod is not None and call in mod.script() and _visible(mod):
                 _CACHE[key] = mod
                 break
     return _CACHE[key]
 
 
-def _draw_once(strategy: Any, seed: int) -> IRModule | None:
+def draw_once(strategy: Any, seed: int) -> Any:
     """One value of ``strategy`` drawn with a seeded random source (None if
-    the draw is rejected or runs out of choices)."""
+    the draw is rejected or runs out of choices): a plain random sample,
+    independent of hypothesis's search heuristics (which favour, e.g.,
+    constants found in the source files of the project)."""
     data = ConjectureData(random=random.Random(seed), max_choices=20_000)
     try:
         return data.draw(strategy)
@@ -93,6 +100,29 @@ def _visible(mod: IRModule) -> bool:
     for d in shape:
         size *= d.value if hasattr(d, "value") else 2
     return size >= 4
+
+
+def constant_twin(mod: IRModule, args: Sequence[Any]) -> IRModule | None:
+    """``mod`` with ``main``'s parameters bound to ``args`` as constants (no
+    parameters left); None when a parameter is not a tensor of static shape
+    or the twin is not well-formed."""
+    func = mod["main"]
+    bindings = []
+    for p, a in zip(func.params, args):
+        shape = getattr(p.struct_info, "shape", None)
+        if not isinstance(a, np.ndarray) or shape is None or \
+                any(not isinstance(d, (int, tir.IntImm)) for d in shape):
+            return None
+        bindings.append(VarBinding(p, Constant(a)))
+    body = func.body
+    if not isinstance(body, SeqExpr):
+        return None
+    twin = Function([], SeqExpr([BindingBlock(bindings), *body.blocks], body.body),
+                    func.ret_struct_info, func.is_pure, func.attrs)
+    out = mod.update({"main": twin})
+    if any(d.is_error for d in verifier.check(out)):
+        return None
+    return out
 
 
 def changed_ops(before: IRModule, after: IRModule) -> set[str]:
@@ -115,6 +145,8 @@ class Probe:
     probed: list[str] = field(default_factory=list)
     hot: list[str] = field(default_factory=list)
     touched: list[str] = field(default_factory=list)
+    #: (failure, inputs) of each hot operator's module
+    failures: list[tuple[Any, tuple]] = field(default_factory=list)
     seconds: float = 0.0
 
     def focus(self) -> frozenset[str] | None:
@@ -153,10 +185,17 @@ def probe_pass(run: Callable[[IRModule, Sequence[Any]], tuple[Any, IRModule | No
             args = make_inputs(mod, seed)
         except PhasecError:
             continue
-        failure, ran = run(mod, args)
-        if failure is not None:
-            out.hot.append(op)
-        elif ran is not None and op in changed_ops(*ran):
-            out.touched.append(op)
+        # the module, then its twin with the inputs as constants (what
+        # FoldConstant-like passes rewrite)
+        for m, a in ((mod, args), (constant_twin(mod, args), ())):
+            if m is None:
+                continue
+            failure, ran = run(m, a)
+            if failure is not None:
+                out.hot.append(op)
+                out.failures.append((failure, tuple(a)))
+                break
+            if ran is not None and op in changed_ops(*ran) and op not in out.touched:
+                out.touched.append(op)
     out.seconds = time.perf_counter() - start
     return out
