@@ -7,8 +7,10 @@
 
     check_pass(my_pass)          # raises PassCheckFailure with a reproducer
 
-For every phase the pass accepts (or the ``phases`` asked for), hypothesis
-draws modules of that phase (:func:`phasec.testing.modules`) and inputs, runs
+For every phase the pass accepts (or the ``phases`` asked for), a probe
+finds the operators the pass fails on or rewrites
+(:mod:`phasec.testing.steering`), then hypothesis draws swarm modules of
+that phase dense in them (:func:`phasec.testing.modules`) and inputs, runs
 the passes it requires (as a ``Sequential`` would) and then the pass, and
 checks that it
 
