@@ -23,6 +23,7 @@ violation there is a bug in this generator and raises :class:`GeneratorError`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,7 @@ from phasec.testing._values import (
 from phasec.testing.errors import GeneratorError
 from phasec.testing.packed_funcs import DPS_FUNCS, PACKED_FUNCS
 
-__all__ = ["GenConfig", "generate_module", "FORCE_PURE"]
+__all__ = ["GenConfig", "generate_module", "FORCE_PURE", "SWARM_OPS", "SWARM_FEATURES"]
 
 FORCE_PURE = "relax.force_pure"
 _SYM_NAMES = ("n", "m", "p", "q")
@@ -70,6 +71,15 @@ class GenConfig:
     adds one to three bindings); ``max_functions`` the module-level functions;
     ``ops`` restricts the operators (registry names, ``None``: every operator
     the generator knows).
+
+    ``swarm`` (swarm testing, Groce et al., ISSTA 2012): each module draws a
+    small subset of the operators (one to :data:`SWARM_OPS`) and of the
+    features (control flow, closures, packed calls, dataflow blocks,
+    constants, symbolic dimensions), so programs are dense in a few
+    operators; one module in five keeps the whole pool. ``focus``: operators
+    the subset is drawn from three times in four (the operators a pass under
+    test rewrites). With ``swarm`` a binary operator takes two distinct
+    operands when it can (``x - x`` hides a swap).
     """
 
     max_bindings: int = 8
@@ -85,6 +95,14 @@ class GenConfig:
     dataflow: bool = True
     constants: bool = True
     ops: frozenset[str] | None = None
+    swarm: bool = False
+    focus: frozenset[str] | None = None
+
+
+#: the largest operator subset of a swarm module
+SWARM_OPS = 4
+#: the features a swarm module may leave out
+SWARM_FEATURES = ("control_flow", "closures", "packed", "dataflow", "constants", "symbolic")
 
 
 class ModuleGen:
@@ -111,7 +129,32 @@ class ModuleGen:
         self.functions[name] = func
         self.globals[name] = func.struct_info
 
+    def draw_swarm(self) -> None:
+        """Swarm testing: this module's operators and features (see :class:`GenConfig`).
+
+        Every draw shrinks to the simplest: one operator, the pool's first
+        (``R.add``) or the focus's first, and every feature off."""
+        cfg = self.cfg
+        if self.draw(st.integers(0, 4)) == 4:
+            return  # the whole pool and every feature allowed
+        off = {f: False for f in SWARM_FEATURES if not self.draw(st.booleans())}
+        self.cfg = dataclasses.replace(cfg, **off)
+        pool = self.op_gens
+        focus = [g for g in pool if cfg.focus is not None and g.name in cfg.focus]
+        rnd = self.draw(_RANDOM)
+        picked: list[OpGen] = []
+        for _ in range(self.draw(st.integers(1, SWARM_OPS))):
+            src = focus if focus and rnd.random() < 0.75 else pool
+            if src:
+                gen = src[rnd.randrange(len(src))]
+                if gen not in picked:
+                    picked.append(gen)
+        if picked:
+            self.op_gens = picked
+
     def build(self) -> IRModule:
+        if self.cfg.swarm:
+            self.draw_swarm()
         mode = self.draw(st.sampled_from(["pure", "impure", "force_pure"]))
         gen = FuncGen(self, "main", mode=mode, is_main=True)
         gen.draw_main_params()
@@ -452,6 +495,18 @@ class FuncGen(FunctionStatements):
         if adapted is not None and gen.accepts(self, adapted):
             return adapted
         return None
+
+    def fresh_param(self, kind: str, shape: tuple) -> Val | None:
+        """A new parameter of ``main`` of this kind and shape; None outside
+        ``main``, past the parameter limit, or when a dimension is defined in
+        the body (by a match_cast: a parameter cannot use it)."""
+        if not (self.is_main and len(self.params) < self.cfg.max_params + _MAX_EXTRA_PARAMS):
+            return None
+        if syms_of(TensorStructInfo(shape, "float32")) & self.body_syms:
+            return None
+        dtype = {FLOAT: "float32", INT: "int32", BOOL: "bool"}[kind]
+        name = PARAM_NAMES[len(self.params) % len(PARAM_NAMES)]
+        return self.add_param(name, TensorStructInfo(shape, dtype), *_input_kind(dtype))
 
     def _fresh_operand(self, kind: str, shape: tuple[int, ...]) -> Val:
         """A new parameter of ``main`` (at most :data:`_MAX_EXTRA_PARAMS` more),

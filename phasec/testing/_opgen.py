@@ -174,11 +174,22 @@ class Binary(OpGen):
     def accepts(self, g: "FuncGen", x: Val) -> bool:
         return x.kind in self.kinds and (self._const_ok(x) is not None or self._ok(x, x))
 
-    def build(self, g: "FuncGen", x: Val) -> Val:
+    def build(self, g: "FuncGen", x: Val) -> Val | None:
         cands: list[Any] = g.visible(lambda v: v.is_tensor and self._ok(x, v))
         crange = self._const_ok(x)
+        if g.cfg.swarm:
+            # distinct operands: a rewrite of ``x - x`` (a swap) would not show
+            others = [v for v in cands if v is not x]
+            if others or (crange is not None and g.cfg.constants):
+                cands = others
+            else:
+                fresh = g.fresh_param(x.kind, tuple(x.shape))
+                if fresh is not None and self._ok(x, fresh):
+                    cands = [fresh]
         if crange is not None and g.cfg.constants:
             cands.append("const")
+        if not cands:
+            return None  # constants are off and nothing else fits
         y = g.pick(cands)
         if y == "const":
             y = g.constant(g.const_shape(x), crange, x.dtype)

@@ -49,7 +49,10 @@ from phasec.errors import InputError
 from phasec.testing.against_tvm import (
     check_against_tvm, tvm_can_read, tvm_operators, tvm_pass_pool, tvm_sequences,
 )
-from phasec.transform import parse_pipeline
+from phasec.transform import Pass, PassContext, Sequential, get_pass, parse_pipeline
+from phasec.testing.check_pass import _check_one as check_pass_once
+from phasec.testing.properties import ATOL, RTOL
+from phasec.testing.steering import probe_pass
 from phasec.tvm import require_tvm
 
 __all__ = ["CampaignStats", "SavedFailure", "run_campaign", "replay", "read_reproducer",
@@ -85,6 +88,8 @@ class CampaignStats:
     #: (an operator TVM 0.27 lacks, a float remainder: see against_tvm)
     against: str | None = None
     left_out: int = 0
+    #: operators the probe found the named passes fail on (drawn most)
+    focus: list[str] = field(default_factory=list)
 
     def unique_by_kind(self) -> collections.Counter:
         return collections.Counter(s.failure.kind for s in self.unique)
@@ -121,6 +126,10 @@ class CampaignStats:
         for kind, count in sorted(self.unique_by_kind().items()):
             lines.append(f"    {kind:12s} {count:4d}   {FAILURE_KINDS.get(kind, '')}")
         lines.append(f"  coverage            {self.coverage.short()}")
+        if self.focus:
+            shown = ", ".join(self.focus[:8]) + (" ..." if len(self.focus) > 8 else "")
+            lines.append(f"  steered toward      {len(self.focus):8d} operators   "
+                         f"(the probe of the named passes failed on them: {shown})")
         if self.unique:
             lines.append("  reproducers:")
             for saved in self.unique:
@@ -148,6 +157,7 @@ class CampaignStats:
             "against": self.against,
             "left_out": self.left_out,
             "coverage": self.coverage.as_dict(),
+            "focus": list(self.focus),
         }
 
 
@@ -226,8 +236,14 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
                                                                  ops)
         stats.against = against
     else:
-        module_strategy = modules(max_bindings=max_bindings)
-        sequence_strategy = pass_sequences(pass_pool(passes), valid=None)
+        pool = pass_pool(passes)
+        # swarm testing: each program dense in a few operators and features;
+        # for passes the user names, mostly the operators they fail on
+        if pool is not None:
+            stats.focus = sorted(pool_focus(pool, timeout) or ())
+        module_strategy = modules(max_bindings=max_bindings, swarm=True,
+                                  focus=stats.focus or None)
+        sequence_strategy = pass_sequences(pool, valid=None)
     known: set[tuple] = set()  # failures already saved by this campaign
     start = time.monotonic()
     deadline = start + seconds
@@ -398,6 +414,33 @@ def _against_strategies(against: str, passes: Any, max_bindings: int,
 
 def _left_out(mod: IRModule) -> bool:
     return tvm_can_read(mod) is not None
+
+
+def pool_focus(pool: Sequence[Any], timeout: float = 60.0) -> frozenset[str] | None:
+    """The operators the passes of ``pool`` fail on, found by the probe of
+    :mod:`phasec.testing.steering` (at each pass's first phase); None when
+    the probe found no failure."""
+    found: set[str] = set()
+    for item in pool:
+        p = get_pass(item) if isinstance(item, str) else item
+        if not isinstance(p, Pass) or p.info.is_transition or not p.info.phases:
+            continue
+
+        def run(mod: IRModule, args: Sequence[Any], p: Any = p) -> tuple[Any, Any]:
+            try:
+                with PassContext(opt_level=3):
+                    if p.info.required:
+                        mod = Sequential([get_pass(n) for n in p.info.required])(mod)
+                failure, result = check_pass_once(p, mod, args, rtol=RTOL, atol=ATOL,
+                                                  timeout=timeout)
+            except Exception:  # noqa: BLE001 - the probe module does not run: no signal
+                return None, None
+            return failure, (mod, result) if result is not None else None
+
+        # only the operators a pass fails on: "touched" ones mislead here (FuseOps
+        # touches whatever its probe modules happened to hold in a dataflow block)
+        found |= set(probe_pass(run, min(p.info.phases)).hot)
+    return frozenset(found) or None
 
 
 def pass_pool(passes: Any) -> list[Any] | None:

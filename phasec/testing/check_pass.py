@@ -7,8 +7,10 @@
 
     check_pass(my_pass)          # raises PassCheckFailure with a reproducer
 
-For every phase the pass accepts (or the ``phases`` asked for), hypothesis
-draws modules of that phase (:func:`phasec.testing.modules`) and inputs, runs
+For every phase the pass accepts (or the ``phases`` asked for), a probe
+finds the operators the pass fails on or rewrites
+(:mod:`phasec.testing.steering`), then hypothesis draws swarm modules of
+that phase dense in them (:func:`phasec.testing.modules`) and inputs, runs
 the passes it requires (as a ``Sequential`` would) and then the pass, and
 checks that it
 
@@ -32,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Verbosity, given, reject, settings
+from hypothesis import HealthCheck, Verbosity, given, reject, settings, target
+from hypothesis import Phase as HPhase
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from phasec.errors import PhaseError
@@ -42,6 +46,7 @@ from phasec.testing.properties import (
     ATOL, FAILURE_KINDS, RTOL, Failure, HangError, _error_text, compare_results,
     reference_results, time_limit, verify_problem,
 )
+from phasec.testing.steering import changed_ops, probe_pass
 from phasec.testing.strategies import inputs_for, modules
 from phasec.transform import Pass, PassContext, Sequential, get_pass
 
@@ -80,6 +85,8 @@ class CheckPassReport:
     pass_spec: str
     phases: list[Phase] = field(default_factory=list)
     examples: dict[str, int] = field(default_factory=dict)
+    #: per phase, the operators the probe found the pass rewrites (drawn most)
+    focus: dict[str, list[str]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         counts = ", ".join(f"{k}: {v}" for k, v in self.examples.items())
@@ -132,28 +139,37 @@ def check_one(p: Any, mod: IRModule, args: Sequence[Any] | None, *, rtol: float 
     invariants (``expected``: its results on ``mod``, computed if None;
     :class:`BadInput` if that fails).
     """
+    return _check_one(p, mod, args, rtol=rtol, atol=atol, timeout=timeout,
+                      expected=expected)[0]
+
+
+def _check_one(p: Any, mod: IRModule, args: Sequence[Any] | None, *, rtol: float,
+               atol: float, timeout: float | None, expected: Any = None
+               ) -> tuple[Failure | None, IRModule | None]:
+    """:func:`check_one`, and the pass's result (None if it failed to make one)."""
     spec = p.spec()
     try:
         with PassContext(opt_level=3, verify="off"), time_limit(timeout):
             result = p(mod)
     except HangError as exc:
         return Failure("hang", f"the pass is still running after the time limit ({exc})",
-                       spec, 0, mod)
+                       spec, 0, mod), None
     except PhaseError as exc:
         return Failure("crash", f"PhaseError although the pass accepts phase "
-                       f"{mod.phase.label}: {exc}", spec, 0, mod, detail=_error_text(exc))
+                       f"{mod.phase.label}: {exc}", spec, 0, mod,
+                       detail=_error_text(exc)), None
     except Exception as exc:  # noqa: BLE001 - any exception is a crash of the pass
         return Failure("crash", f"{type(exc).__name__}: {exc}", spec, 0, mod,
-                       detail=_error_text(exc))
+                       detail=_error_text(exc)), None
     if not isinstance(result, IRModule):
         return Failure("crash", f"the pass returned {type(result).__name__}, not an IRModule",
-                       spec, 0, mod)
+                       spec, 0, mod), None
     problem = verify_problem(result)
     if problem is not None:
         return Failure("invariant", f"the output is not well-formed at phase "
-                       f"{result.phase.label}:\n{problem}", spec, 0, mod, result)
+                       f"{result.phase.label}:\n{problem}", spec, 0, mod, result), result
     if args is None:
-        return None
+        return None, result
     if expected is None:
         try:
             expected = reference_results(mod, args, timeout=timeout)
@@ -162,36 +178,50 @@ def check_one(p: Any, mod: IRModule, args: Sequence[Any] | None, *, rtol: float 
     try:
         got = reference_results(result, args, timeout=timeout)
     except HangError as exc:
-        return Failure("hang", f"the interpreter on the output: {exc}", spec, 0, mod, result)
+        return Failure("hang", f"the interpreter on the output: {exc}", spec, 0, mod,
+                       result), result
     except Exception as exc:  # noqa: BLE001
         return Failure("runtime", f"the interpreter failed on the output: "
                        f"{type(exc).__name__}: {exc}", spec, 0, mod, result,
-                       detail=_error_text(exc))
+                       detail=_error_text(exc)), result
     problem = compare_results(expected, got, rtol, atol)
     if problem is not None:
-        return Failure("results", f"the results changed: {problem}", spec, 0, mod, result)
-    return None
+        return Failure("results", f"the results changed: {problem}", spec, 0, mod,
+                       result), result
+    return None, result
 
 
 def check_pass(p: Any, *, max_examples: int = 100, phases: Iterable[Phase | int | str] | None
                = None, check_results: bool = True, rtol: float = RTOL, atol: float = ATOL,
                timeout: float | None = 60.0, module_options: Mapping[str, Any] | None = None,
-               database: Any = None, derandomize: bool | None = None) -> CheckPassReport:
+               database: Any = None, derandomize: bool | None = None,
+               seed: int | None = None, probe: bool = True) -> CheckPassReport:
     """Fuzz pass ``p`` against random modules of each phase it accepts.
+
+    For each phase, first the *probe* (:mod:`phasec.testing.steering`): the
+    pass runs on one tiny module per operator (up to ``2 * max_examples``
+    of them), which finds the operators it fails on or rewrites; then
+    hypothesis draws ``max_examples`` swarm modules (each dense in a few
+    operators and features, three in four drawn from those the probe
+    found) and inputs, and shrinks a failure to a minimal reproducer.
 
     Args:
         p: a pass object, a pass class (built with no options) or a
             registered pass name.
-        max_examples: examples per phase.
+        max_examples: examples per phase (the probe's modules besides).
         phases: only these of the phases the pass accepts (default: all).
         check_results: compare the interpreter's results before and after.
         rtol, atol: the tolerance for float results.
         timeout: seconds allowed for the pass (and for each interpreter run).
         module_options: keyword arguments for :func:`phasec.testing.modules`
-            (e.g. ``{"max_bindings": 4, "closures": False}``).
+            (e.g. ``{"max_bindings": 4, "closures": False}``; ``"swarm":
+            False`` draws from the whole pool, as before swarm testing).
         database: a hypothesis example database (default: none, so a
             check is reproducible from its arguments alone).
         derandomize: passed to hypothesis (default: the active profile's).
+        seed: seeds hypothesis's search (default: the profile's randomness).
+        probe: run the probe first (False: no steering toward the
+            operators the pass rewrites).
 
     Returns a :class:`CheckPassReport`; raises :class:`PassCheckFailure`
     with a minimal reproducer when the pass crashes, breaks an invariant of
@@ -212,15 +242,38 @@ def check_pass(p: Any, *, max_examples: int = 100, phases: Iterable[Phase | int 
     overrides: dict[str, Any] = dict(
         max_examples=max_examples, deadline=None, database=database,
         report_multiple_bugs=False, verbosity=Verbosity.quiet, print_blob=False,
+        # no "explain" phase: the report is check_pass's own, and explaining
+        # took a third of the time of a found failure
+        phases=[HPhase.explicit, HPhase.reuse, HPhase.generate, HPhase.target, HPhase.shrink],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                HealthCheck.data_too_large])
     if derandomize is not None:
         overrides["derandomize"] = derandomize
+    check = dict(rtol=rtol, atol=atol, timeout=timeout)
+
+    def run_probe(mod: IRModule, args: Sequence[Any]) -> tuple[Any, Any]:
+        try:
+            with PassContext(opt_level=3):
+                if pass_.info.required:
+                    mod = Sequential([get_pass(n) for n in pass_.info.required],
+                                     name="required")(mod)
+            failure, result = _check_one(pass_, mod, args if check_results else None, **check)
+        except Exception:  # noqa: BLE001 - the probe module itself does not run
+            return None, None
+        return failure, (mod, result) if result is not None else None
+
     for phase in accepted:
+        focus = None
+        seen = None
+        if probe and options.get("swarm", True):
+            seen = probe_pass(run_probe, phase, options, limit=2 * max_examples,
+                              seed=seed or 0)
+            focus = seen.focus()
+            report.focus[phase.label] = sorted(focus or ())
         count = [0]
 
         @settings(settings.default, **overrides)
-        @given(modules(phase, **options), st.data())
+        @given(modules(phase, **{"swarm": True, "focus": focus, **options}), st.data())
         def prop(mod: IRModule, data: Any) -> None:
             args = data.draw(inputs_for(mod), label="inputs") if check_results else None
             # a pass may rely on the passes it requires having run (LegalizeOps on
@@ -228,17 +281,28 @@ def check_pass(p: Any, *, max_examples: int = 100, phases: Iterable[Phase | int 
             mod = _run_required(pass_, mod)
             count[0] += 1
             try:
-                failure = check_one(pass_, mod, args, rtol=rtol, atol=atol, timeout=timeout)
+                failure, result = _check_one(pass_, mod, args, **check)
             except BadInput:
                 reject()  # the generated module itself does not run: not the pass's fault
             if failure is not None:
                 raise _Found(failure, args or ())
+            if result is not None and focus:
+                # steer toward modules where the pass rewrites more of the focus
+                target(float(len(changed_ops(mod, result) & focus)), label="focus rewritten")
 
+        if seed is not None:
+            prop = hypothesis_seed(seed)(prop)
         try:
             prop()
         except _Found as found:
             text = format_report(found.failure, phase, found.inputs, pass_)
             raise PassCheckFailure(text, found.failure, phase, found.inputs) from None
+        if seen is not None and seen.failures:
+            # the search missed what the probe saw: report the probe's module
+            # (a few statements; not shrunk further)
+            failure, inputs = seen.failures[0]
+            text = format_report(failure, phase, inputs, pass_)
+            raise PassCheckFailure(text, failure, phase, inputs)
         report.examples[phase.label] = count[0]
     return report
 

@@ -104,7 +104,8 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
             max_depth: int = 2, symbolic: bool = True, control_flow: bool = True,
             closures: bool = True, packed: bool = True, dataflow: bool = True,
             constants: bool = True, ops: Iterable[str] | None = None,
-            prefix: str | None = None) -> st.SearchStrategy[IRModule]:
+            prefix: str | None = None, swarm: bool = False,
+            focus: Iterable[str] | None = None) -> st.SearchStrategy[IRModule]:
     """Well-formed modules in ``phase`` (with an entry function ``main``).
 
     Args:
@@ -124,6 +125,12 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
         prefix: how modules past ingestion are made (see
             :func:`advance_to_phase`): ``"transitions"``, ``"default"`` (the
             default pipeline's prefix), or None to draw either.
+        swarm: swarm testing: each module is dense in a small random subset
+            of the operators (of ``ops``) and uses a random subset of the
+            features above (see :class:`GenConfig`); ``check_pass`` and
+            ``phasec fuzz`` draw this way.
+        focus: with ``swarm``, operators drawn three times in four (those a
+            pass under test rewrites).
     """
     target = Phase.parse(phase)
     if prefix not in (None, "transitions", "default"):
@@ -132,8 +139,7 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
                     max_params=max_params, max_rank=max_rank, max_dim=max_dim,
                     max_depth=max_depth, symbolic=symbolic, control_flow=control_flow,
                     closures=closures, packed=packed, dataflow=dataflow, constants=constants,
-                    ops=None if ops is None else frozenset(
-                        o if o.startswith("relax.") else "relax." + o for o in ops))
+                    ops=_op_set(ops), swarm=swarm, focus=_op_set(focus))
 
     @st.composite
     def draw_module(draw: Any) -> IRModule:
@@ -147,6 +153,12 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
         return mod
 
     return draw_module()
+
+
+def _op_set(ops: Iterable[str] | None) -> frozenset[str] | None:
+    if ops is None:
+        return None
+    return frozenset(o if o.startswith("relax.") else "relax." + o for o in ops)
 
 
 def pass_sequences(passes: Iterable[Any] | None = None, *, min_size: int = 1,

@@ -53,7 +53,9 @@ def failure_of(p, **kw):
 
 
 def test_catches_crash_on_modules_with_several_functions():
-    err = failure_of(crash_on_many_functions)
+    # a fault of no operator: the probe (tested in test_check_pass_steering) would
+    # only cost time here
+    err = failure_of(crash_on_many_functions, probe=False)
     assert err.kind == "crash"
     assert err.phase == Phase.INGESTION
     assert len(err.module.functions) == 2  # the minimal reproducer: main and one helper
@@ -68,7 +70,7 @@ def test_catches_crash_on_modules_with_several_functions():
 
 
 def test_catches_fake_transition_leaving_nested_functions():
-    err = failure_of(fake_lambda_lifting)
+    err = failure_of(fake_lambda_lifting, probe=False)  # no operator involved either
     assert err.kind == "invariant"
     assert err.output.phase == Phase.OPTIMIZATION
     assert "PH101" in str(err) and "nested function" in str(err)

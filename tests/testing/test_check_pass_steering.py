@@ -1,0 +1,90 @@
+"""Swarm generation and the probe: check_pass finds the issue's planted faults
+(an operand swap of R.subtract, a dropped R.nn.relu) with its default budget,
+which it missed when ~180 operators were drawn evenly. The 20-seed figure is
+``python bench/bench_mutation.py --planted 20``."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import phasec
+from phasec.ir import Call, Op, Phase
+from phasec.ir.visitor import ExprMutator
+from phasec.transform import function_pass
+from phasec.testing import PassCheckFailure, check_pass, modules
+from phasec.testing.steering import changed_ops, probe_module
+
+
+class _SwapSubtract(ExprMutator):
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, Op) and call.op.name == "relax.subtract":
+            return Call(call.op, [call.args[1], call.args[0]], call.attrs, call.sinfo_args,
+                        struct_info=call.struct_info)
+        return call
+
+
+class _DropRelu(ExprMutator):
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, Op) and call.op.name == "relax.nn.relu":
+            return call.args[0]
+        return call
+
+
+@function_pass(phases=Phase.OPTIMIZATION, name="SwapSubtract")
+def swap_subtract(func, mod, ctx):
+    return _SwapSubtract().visit_expr(func)
+
+
+@function_pass(phases=Phase.OPTIMIZATION, name="DropRelu")
+def drop_relu(func, mod, ctx):
+    return _DropRelu().visit_expr(func)
+
+
+@pytest.mark.parametrize("fault, op, seed", [(swap_subtract, "R.subtract(", 1),
+                                             (drop_relu, "R.nn.relu(", 2)])
+def test_default_check_pass_catches_the_planted_fault(fault, op, seed):
+    with pytest.raises(PassCheckFailure) as info:
+        check_pass(fault, seed=seed, derandomize=False)
+    err = info.value
+    assert err.kind == "results"
+    assert op in err.module.script()
+    # the reproducer is real: numpy's own formula on its inputs differs from the output's
+    before = phasec.interp.run(err.module, *err.inputs)
+    after = phasec.interp.run(err.output, *err.inputs)
+    flat = lambda v: np.concatenate([np.ravel(x) for x in (v if isinstance(v, tuple) else (v,))])
+    assert not np.allclose(flat(before), flat(after))
+
+
+def test_probe_modules_hold_their_operator_on_distinct_operands():
+    mod = probe_module(Phase.OPTIMIZATION, "relax.subtract")
+    text = mod.script()
+    assert "R.subtract(" in text
+    for line in text.splitlines():
+        if "R.subtract(" in line:
+            args = line.split("R.subtract(", 1)[1].split(")")[0].split(", ")
+            assert args[0] != args[1]  # x - x would hide a swap
+    # the lines a rewrite changes name its operator
+    assert changed_ops(mod, drop_relu(mod)) == set()
+    assert "relax.subtract" in changed_ops(mod, swap_subtract(mod))
+
+
+def _calls_per_operator(swarm):
+    """Over 30 modules: operator calls per distinct operator, on average."""
+    ratios = []
+
+    @settings(max_examples=30, derandomize=True, database=None)
+    @given(modules(swarm=swarm, control_flow=False, closures=False, packed=False))
+    def collect(mod):
+        calls = [line.split("= R.", 1)[1].split("(", 1)[0] for line in mod.script().splitlines()
+                 if "= R." in line and "R.const(" not in line and "match_cast" not in line]
+        if calls:
+            ratios.append(len(calls) / len(set(calls)))
+
+    collect()
+    return sum(ratios) / len(ratios)
+
+
+def test_swarm_modules_are_denser_in_their_operators():
+    assert _calls_per_operator(True) > 1.2 * _calls_per_operator(False)
