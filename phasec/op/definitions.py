@@ -49,6 +49,8 @@ side.
 * :mod:`.sampling` -- multinomial_from_uniform
 * :mod:`.search` -- where, argmax, argmin, bucketize
 * :mod:`.set` -- unique, nonzero
+* :mod:`.signal` -- signal.dft, signal.stft (phasec's own: TVM has no Fourier
+  transforms)
 * :mod:`.sorting` -- sort, argsort, topk
 * :mod:`.statistical` -- sum, mean, max, min, prod, variance, std, cumsum,
   cumprod, median
@@ -103,7 +105,7 @@ from __future__ import annotations
 
 # Each family module registers its operators on import.
 from phasec.op import base, binary, builtin, create, datatype, grad, index  # noqa: F401
-from phasec.op import linear_algebra, qdq, sampling, search, sorting, statistical  # noqa: F401
+from phasec.op import linear_algebra, qdq, sampling, search, signal, sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
 from phasec.op import ternary, unary, vm  # noqa: F401
 from phasec.op.image import grid, resize  # noqa: F401

@@ -20,7 +20,10 @@ axes...) must be known at import. When such a value is a graph input (as
 in many conformance cases), ``prepare`` returns a representation that
 compiles on ``run``, with those inputs bound to the values given (recompiled
 when they change, one compiled model per distinct set of values): the
-specialization a static-shape compiler performs. If the model is still
+specialization a static-shape compiler performs. A value computed from
+graph inputs (a window's size cast and shifted before a Range) binds the
+inputs it is computed from, when they are small (at most
+:data:`SMALL_INPUT` elements, statically shaped): never a data tensor. If the model is still
 unsupported with the values bound, ``run`` raises ``unittest.SkipTest``.
 """
 
@@ -94,6 +97,46 @@ class SpecializingRep(BackendRep):
         return rep.run({n: v for n, v in feeds.items() if n not in self.bound})
 
 
+#: a graph input of at most this many elements may be bound to decide a value
+#: computed from it (a window size, a crop size); larger ones are data
+SMALL_INPUT = 16
+
+
+def _small_sources(model: onnx.ModelProto, needed: set[str],
+                   inputs: set[str]) -> set[str] | None:
+    """The graph inputs the ``needed`` values are computed from (through the
+    main graph's nodes), when those are all small (a statically shaped input
+    of at most :data:`SMALL_INPUT` elements) and a graph input feeds each
+    value: binding them makes the values known. None otherwise."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    declared = {vi.name: vi for vi in model.graph.input}
+    inits = {t.name for t in model.graph.initializer}
+    sources: set[str] = set()
+    for value in needed:
+        stack, seen, found = [value], set(), False
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in inputs:
+                dims = declared[name].type.tensor_type.shape.dim
+                if not declared[name].type.HasField("tensor_type") or any(
+                        not d.HasField("dim_value") for d in dims):
+                    return None
+                if int(np.prod([d.dim_value for d in dims])) > SMALL_INPUT:
+                    return None
+                sources.add(name)
+                found = True
+            elif name in producer:
+                stack.extend(i for i in producer[name].input if i)
+            elif name not in inits:
+                return None  # an outer-scope value of a subgraph
+        if not found:
+            return None
+    return sources
+
+
 def _bind_inputs(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> onnx.ModelProto:
     """``model`` with the graph inputs in ``values`` turned into initializers."""
     from onnx import numpy_helper
@@ -129,6 +172,9 @@ class PhasecBackend(Backend):
             needed = {n.needs_value for n in exc.nodes}
             if all(n.needs_value in inputs for n in exc.nodes):
                 return SpecializingRep(model, sorted(needed), device)
+            sources = _small_sources(model, needed, inputs) if all(needed) else None
+            if sources:
+                return SpecializingRep(model, sorted(sources), device)
             raise unittest.SkipTest(str(exc)) from None
         inits = {t.name for t in model.graph.initializer}
         inputs = [vi.name for vi in model.graph.input if vi.name not in inits]
