@@ -60,6 +60,8 @@ side.
   round, trunc, logical_not, bitwise_not, isfinite, isinf, isnan, clip; and
   stop_fusion, phasec's fusion barrier, which TVM lacks (it spells it as a
   pure packed call)
+* :mod:`.vision` -- vision.onnx_roi_align, vision.onnx_nms (ONNX's RoiAlign and
+  NonMaxSuppression, under their own names: TVM's differ)
 * :mod:`.vm` -- vm.alloc_storage, vm.alloc_tensor, vm.kill_object,
   vm.call_tir_dyn
 
@@ -107,7 +109,7 @@ from __future__ import annotations
 from phasec.op import base, binary, builtin, create, datatype, grad, index  # noqa: F401
 from phasec.op import linear_algebra, qdq, sampling, search, signal, sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
-from phasec.op import ternary, unary, vm  # noqa: F401
+from phasec.op import ternary, unary, vision, vm  # noqa: F401
 from phasec.op.image import grid, resize  # noqa: F401
 from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
 from phasec.op.memory import memory, view  # noqa: F401

@@ -32,7 +32,7 @@ from phasec.frontend.errors import (
 )
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
     ops_attention, ops_control, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib,
-    ops_quant_loss, ops_reduce, ops_rnn, ops_signal, ops_tensor,
+    ops_quant_loss, ops_reduce, ops_rnn, ops_signal, ops_tensor, ops_vision,
 )
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
 from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
