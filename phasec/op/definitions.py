@@ -45,6 +45,8 @@ side.
   cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
   pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`) and
   pooling (:mod:`.nn.pool`).
+* :mod:`.narrow` -- round_to_format (values of bfloat16, float8 and float4,
+  kept in float32: phasec's own)
 * :mod:`.qdq` -- quantize, dequantize
 * :mod:`.sampling` -- multinomial_from_uniform
 * :mod:`.search` -- where, argmax, argmin, bucketize
@@ -107,7 +109,8 @@ from __future__ import annotations
 
 # Each family module registers its operators on import.
 from phasec.op import base, binary, builtin, create, datatype, grad, index  # noqa: F401
-from phasec.op import linear_algebra, qdq, sampling, search, signal, sorting, statistical  # noqa: F401
+from phasec.op import linear_algebra, narrow, qdq, sampling, search, signal  # noqa: F401
+from phasec.op import sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
 from phasec.op import ternary, unary, vision, vm  # noqa: F401
 from phasec.op.image import grid, resize  # noqa: F401

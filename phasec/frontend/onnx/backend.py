@@ -41,6 +41,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 import phasec
 from phasec.frontend.errors import FrontendError, UnsupportedModelError
 from phasec.frontend.onnx import from_onnx
+from phasec.frontend.onnx._dtypes import carrier, narrow_format
 
 __all__ = ["PhasecBackend", "PhasecRep", "SpecializingRep", "prepare", "run_model", "run_node", "supports_device"]
 
@@ -48,10 +49,19 @@ __all__ = ["PhasecBackend", "PhasecRep", "SpecializingRep", "prepare", "run_mode
 class PhasecRep(BackendRep):
     """A compiled model: ``run(inputs)`` returns its outputs as a tuple of arrays."""
 
-    def __init__(self, vm: Any, input_names: Sequence[str], output_names: Sequence[str]) -> None:
+    def __init__(self, vm: Any, input_names: Sequence[str], output_names: Sequence[str],
+                 narrow: Mapping[str, Any] | None = None, sequences: Sequence[str] = ()) -> None:
         self.vm = vm
         self.input_names = list(input_names)
         self.output_names = list(output_names)
+        #: inputs and outputs of a narrow float type (bfloat16, float8, float4),
+        #: held in float32 by phasec: name -> their numpy (ml_dtypes) dtype
+        self.narrow = dict(narrow or {})
+        #: outputs that are sequences (returned as lists of arrays)
+        self.sequences = set(sequences)
+        #: the dtypes phasec holds them in (float32, int8, uint8)
+        self.carriers = {n: carrier(narrow_format(helper.np_dtype_to_tensor_dtype(t)))
+                         for n, t in self.narrow.items()}
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Run on ``inputs``: a sequence in graph-input order, a mapping by
@@ -66,9 +76,17 @@ class PhasecRep(BackendRep):
             inputs = [inputs]
         # np.require keeps 0-d arrays 0-d (ascontiguousarray would make them 1-d)
         arrays = [np.require(np.asarray(x), requirements="C") for x in inputs]
+        arrays = [a.astype(self.carriers[n]) if n in self.narrow else a
+                  for n, a in zip(self.input_names, arrays)]
         out = self.vm["main"](*arrays)
         outs = tuple(out) if len(self.output_names) > 1 else (out,)
-        return tuple(np.asarray(o) for o in outs)
+        # a sequence output (a tuple of its tensors): the list of them
+        outs = tuple([np.asarray(t) for t in o] if n in self.sequences else o
+                     for n, o in zip(self.output_names, outs))
+        # (exact: the values are the format's, rounded by the casts to it)
+        return tuple(o if n in self.sequences else
+                     np.asarray(o).astype(self.narrow[n]) if n in self.narrow else np.asarray(o)
+                     for n, o in zip(self.output_names, outs))
 
 
 class SpecializingRep(BackendRep):
@@ -180,7 +198,12 @@ class PhasecBackend(Backend):
         inputs = [vi.name for vi in model.graph.input if vi.name not in inits]
         outputs = [vi.name for vi in model.graph.output]
         vm = phasec.VirtualMachine(phasec.build(mod))
-        return PhasecRep(vm, inputs, outputs)
+        narrow = {vi.name: helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+                  for vi in [*model.graph.input, *model.graph.output]
+                  if vi.type.HasField("tensor_type")
+                  and narrow_format(vi.type.tensor_type.elem_type) is not None}
+        sequences = [vi.name for vi in model.graph.output if vi.type.HasField("sequence_type")]
+        return PhasecRep(vm, inputs, outputs, narrow, sequences)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU",
