@@ -112,10 +112,24 @@ def test_backend_converts_ml_dtypes_inputs_and_outputs():
         cast, opset_imports=[helper.make_opsetid("", 21)]), [x])
     assert y.dtype == ml_dtypes.float8_e5m2
     _same(y.astype(np.float32), _ml(x.astype(np.float32), "float8_e5m2", True))  # saturate=1
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    with pytest.raises(UnsupportedModelError, match="computes on bfloat16 values"):
+    # bfloat16 operands: computed in float32, the result rounded to bfloat16
+    add = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"])], "g",
+        [helper.make_tensor_value_info(n, TensorProto.BFLOAT16, [4]) for n in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [4])])
+    a = np.array([1.0, 3.0e38, -2.5, 0.1], ml_dtypes.bfloat16)
+    b = np.array([2.0 ** -9, 3.0e38, 1.0, 0.2], ml_dtypes.bfloat16)
+    (y,) = backend.run_model(helper.make_model(add, opset_imports=[helper.make_opsetid("", 21)]),
+                             [a, b])
+    assert y.dtype == ml_dtypes.bfloat16
+    want = (a.astype(np.float32) + b.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))
+    # other narrow formats are for casts and data movement only
+    pad = helper.make_graph(
+        [helper.make_node("Pad", ["x", "p"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [4])],
+        initializer=[helper.make_tensor("p", TensorProto.INT64, [2], [1, 1])])
+    model = helper.make_model(pad, opset_imports=[helper.make_opsetid("", 21)])
+    with pytest.raises(UnsupportedModelError, match="computes on float8_e4m3fn values"):
         from_onnx(model)

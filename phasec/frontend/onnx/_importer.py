@@ -248,6 +248,10 @@ class _Importer:
                                 "does not support")
         inits: dict[str, np.ndarray] = {}
         for t in graph.initializer:
+            if onnx_dtype(t.data_type) is None and narrow_format(t.data_type) is not None:
+                self.formats[t.name] = narrow_format(t.data_type)  # its values, exactly
+                inits[t.name] = numpy_helper.to_array(t).astype(carrier(self.formats[t.name]))
+                continue
             if onnx_dtype(t.data_type) is None:
                 self.unsupported.append(UnsupportedNode(
                     t.name, "initializer", self.opset,
@@ -358,7 +362,9 @@ class _Importer:
                                       "tensors at import, for the sequence operators only)")
             return
         narrow = [self.formats[n] for n in node.input if n in self.formats]
-        if narrow and node.op_type not in _NARROW_OPS:
+        # bfloat16 operands: computed in float32, each float result rounded to bfloat16
+        bf16 = bool(narrow) and node.op_type not in _NARROW_OPS and set(narrow) == {"bfloat16"}
+        if narrow and node.op_type not in _NARROW_OPS and not bf16:
             self._record(node, index, f"computes on {narrow[0]} values (phasec holds them in "
                                       f"{carrier(narrow[0])} for casts and data movement only)")
             return
@@ -388,6 +394,13 @@ class _Importer:
             if value is None:
                 self._record(node, index, f"output {k} ({out!r}) is not supported")
                 return
+            if bf16 and not isinstance(value, SeqValue) and ctx.dtype(value) == "float32":
+                if ctx.sinfo(value).shape is None:
+                    self._record(node, index, "a bfloat16 result whose shape is known only "
+                                              "at run time")
+                    return
+                value = ctx.emit("round_to_format", value, format="bfloat16", saturate=False)
+                self.formats[out] = "bfloat16"
             self.values[out] = value
             if narrow and node.op_type in _NARROW_MOVES:
                 self.formats[out] = narrow[0]

@@ -5,8 +5,10 @@ A value of such a type is a float32 tensor holding exactly the format's
 values; the importer records its format by ONNX name (``ctx.formats``). A
 cast to the type rounds (``R.round_to_format``, with ONNX's ``saturate``
 for the float8s); a cast from it is an ordinary cast from float32, exact.
-Data movement keeps the format (the importer's ``_NARROW_MOVES``); any
-other operator on such a value is unsupported. The ONNX backend converts
+Data movement keeps the format (the importer's ``_NARROW_MOVES``). Any
+other operator on bfloat16 values computes in float32 and the importer
+rounds each of its float results to bfloat16; on the other formats it is
+unsupported. Initializers of these types are held the same way. The ONNX backend converts
 graph inputs and outputs of these types (ml_dtypes arrays) at the boundary.
 """
 
