@@ -45,10 +45,14 @@ side.
   cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
   pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`) and
   pooling (:mod:`.nn.pool`).
+* :mod:`.narrow` -- round_to_format (values of bfloat16, float8 and float4,
+  kept in float32: phasec's own)
 * :mod:`.qdq` -- quantize, dequantize
 * :mod:`.sampling` -- multinomial_from_uniform
 * :mod:`.search` -- where, argmax, argmin, bucketize
 * :mod:`.set` -- unique, nonzero
+* :mod:`.signal` -- signal.dft, signal.stft (phasec's own: TVM has no Fourier
+  transforms)
 * :mod:`.sorting` -- sort, argsort, topk
 * :mod:`.statistical` -- sum, mean, max, min, prod, variance, std, cumsum,
   cumprod, median
@@ -58,6 +62,8 @@ side.
   round, trunc, logical_not, bitwise_not, isfinite, isinf, isnan, clip; and
   stop_fusion, phasec's fusion barrier, which TVM lacks (it spells it as a
   pure packed call)
+* :mod:`.vision` -- vision.onnx_roi_align, vision.onnx_nms (ONNX's RoiAlign and
+  NonMaxSuppression, under their own names: TVM's differ)
 * :mod:`.vm` -- vm.alloc_storage, vm.alloc_tensor, vm.kill_object,
   vm.call_tir_dyn
 
@@ -103,9 +109,10 @@ from __future__ import annotations
 
 # Each family module registers its operators on import.
 from phasec.op import base, binary, builtin, create, datatype, grad, index  # noqa: F401
-from phasec.op import linear_algebra, qdq, sampling, search, sorting, statistical  # noqa: F401
+from phasec.op import linear_algebra, narrow, qdq, sampling, search, signal  # noqa: F401
+from phasec.op import sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
-from phasec.op import ternary, unary, vm  # noqa: F401
+from phasec.op import ternary, unary, vision, vm  # noqa: F401
 from phasec.op.image import grid, resize  # noqa: F401
 from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
 from phasec.op.memory import memory, view  # noqa: F401

@@ -12,7 +12,8 @@ from phasec.frontend.onnx import from_onnx
 _TYPES = {np.dtype(k): v for k, v in [
     ("float32", TensorProto.FLOAT), ("float16", TensorProto.FLOAT16),
     ("int8", TensorProto.INT8), ("uint8", TensorProto.UINT8), ("int16", TensorProto.INT16),
-    ("uint16", TensorProto.UINT16), ("int32", TensorProto.INT32), ("bool", TensorProto.BOOL)]}
+    ("uint16", TensorProto.UINT16), ("int32", TensorProto.INT32), ("bool", TensorProto.BOOL),
+    ("int64", TensorProto.INT64)]}
 
 
 def run_both(nodes, inputs, outputs, inits=None, opset=21, domains=(), optimize=True):

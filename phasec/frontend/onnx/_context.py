@@ -45,13 +45,18 @@ from phasec.op.fold import UNKNOWN, evaluate_call, within_budget
 if TYPE_CHECKING:
     from phasec.script.builder import BlockBuilder
 
-__all__ = ["Value", "Unsupported", "NodeContext", "is_const", "is_symbolic", "materialize",
-           "settle"]
+__all__ = ["Value", "Unsupported", "SeqValue", "NodeContext", "is_const", "is_symbolic",
+           "materialize", "settle"]
 
 Value = Union[np.ndarray, Expr]
 
 #: the largest size a symbolic dimension is assumed to take (an int64 byte count)
 _MAX_DIM = (1 << 62) - 1
+
+
+class SeqValue(tuple):
+    """An ONNX sequence during import, expanded: the values of its tensors in
+    order (:mod:`.ops_sequence`; phasec's IR has no sequence value)."""
 
 
 class Unsupported(Exception):
@@ -162,7 +167,8 @@ class NodeContext:
     def __init__(self, builder: "BlockBuilder", node: Any, index: int, opset: int,
                  inputs: Sequence[Value | None], attrs: dict[str, Any], span: Span,
                  hint: str, params: dict[int, np.ndarray] | None = None,
-                 graphs: Callable[..., list[Any]] | None = None) -> None:
+                 graphs: Callable[..., list[Any]] | None = None,
+                 formats: dict[str, str] | None = None) -> None:
         self.builder = builder
         self.node = node
         self.index = index
@@ -178,6 +184,9 @@ class NodeContext:
         #: converts a subgraph into a builder's open function (the importer's
         #: ``convert_graph``; see :meth:`convert_graph`)
         self._graphs = graphs
+        #: ONNX value name -> the narrow float format (bfloat16, float8...) whose
+        #: values it holds in float32 (graph inputs of such types, casts to them)
+        self.formats: dict[str, str] = {} if formats is None else formats
 
     # -- attributes and inputs ---------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
@@ -235,13 +244,15 @@ class NodeContext:
     def with_builder(self, builder: "BlockBuilder") -> "NodeContext":
         """This node's context emitting into ``builder`` (a branch or loop body)."""
         return NodeContext(builder, self.node, self.index, self.opset, self.inputs, self.attrs,
-                           self.span, self.hint, self.params, self._graphs)
+                           self.span, self.hint, self.params, self._graphs, self.formats)
 
     # -- value properties --------------------------------------------------------
     @staticmethod
     def sinfo(v: Value) -> TensorStructInfo:
         if isinstance(v, np.ndarray):
             return TensorStructInfo(v.shape, "int64" if v.dtype == object else str(v.dtype))
+        if isinstance(v, SeqValue):
+            raise Unsupported("a sequence where a tensor is needed")
         s = v.struct_info
         if not isinstance(s, TensorStructInfo):
             raise Unsupported("an input is not a tensor")
@@ -273,6 +284,8 @@ class NodeContext:
     # -- building ----------------------------------------------------------------
     def expr(self, v: Value) -> Expr:
         """``v`` as a Relax expression (a known array becomes ``R.const``)."""
+        if isinstance(v, SeqValue):
+            raise Unsupported("a sequence where a tensor is needed (in a subgraph's outputs?)")
         if isinstance(v, np.ndarray):
             if v.dtype == object:
                 return materialize(self.builder, v, self.hint, self.span)

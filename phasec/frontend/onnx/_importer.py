@@ -32,10 +32,11 @@ from phasec.frontend.errors import (
 )
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
     ops_attention, ops_control, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib,
-    ops_quant_loss, ops_reduce, ops_rnn, ops_tensor,
+    ops_image, ops_quant_loss, ops_reduce, ops_rnn, ops_signal, ops_tensor, ops_vision,
 )
+from phasec.frontend.onnx.ops_sequence import SEQUENCE_OPS, SeqValue
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
-from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
+from phasec.frontend.onnx._dtypes import carrier, narrow_format, onnx_dtype, type_name
 from phasec.frontend.onnx._registry import CONVERTERS, converter_key
 from phasec.frontend.onnx._validate import validate
 from phasec.ir import IRModule, tir
@@ -123,6 +124,13 @@ def _attr_value(attr: Any) -> Any:
     return helper.get_attribute_value(attr)
 
 
+#: operators that take values of a narrow float format (held in float32):
+#: casts (ops_math: to another type or format) and the data movement that
+#: keeps the format (_NARROW_MOVES)
+_NARROW_MOVES = frozenset({"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                           "Flatten"})
+_NARROW_OPS = _NARROW_MOVES | {"Cast", "CastLike"}
+
 class _PoisonedCapture(Exception):
     """A subgraph's result depends on an outer value left unconverted (its
     node is reported as unsupported already): the node holding the subgraph
@@ -147,6 +155,8 @@ class _Importer:
         self.param_arrays: dict[str, np.ndarray] = {}
         self.used_params: set[str] = set()
         self.names: set[str] = set()
+        #: value name -> narrow float format held in float32 (_dtypes.NARROW_FORMATS)
+        self.formats: dict[str, str] = {}
 
     # -- inputs ------------------------------------------------------------------
     def _unique(self, hint: str) -> str:
@@ -185,6 +195,9 @@ class _Importer:
             kind = vi.type.WhichOneof("value") or "unknown"
             raise Unsupported(f"graph input {name!r} is a {kind}, not a tensor")
         dtype = onnx_dtype(tt.elem_type)
+        if dtype is None and narrow_format(tt.elem_type) is not None:
+            self.formats[name] = narrow_format(tt.elem_type)
+            dtype = carrier(self.formats[name])  # its values, exactly (_dtypes.NARROW_FORMATS)
         if dtype is None:
             raise Unsupported(f"graph input {name!r} has element type {type_name(tt.elem_type)}, "
                               "which phasec does not compute with")
@@ -235,6 +248,10 @@ class _Importer:
                                 "does not support")
         inits: dict[str, np.ndarray] = {}
         for t in graph.initializer:
+            if onnx_dtype(t.data_type) is None and narrow_format(t.data_type) is not None:
+                self.formats[t.name] = narrow_format(t.data_type)  # its values, exactly
+                inits[t.name] = numpy_helper.to_array(t).astype(carrier(self.formats[t.name]))
+                continue
             if onnx_dtype(t.data_type) is None:
                 self.unsupported.append(UnsupportedNode(
                     t.name, "initializer", self.opset,
@@ -298,6 +315,7 @@ class _Importer:
                         self.poisoned.update(o for o in node.output if o)
                         continue
                     self._convert(bb, convs[converter_key(node.domain, node.op_type)].fn, node, index)
+                self._check_narrow_outputs(graph)
                 if self.unsupported:
                     raise UnsupportedModelError(self.unsupported, self.label)
                 for vi in graph.output:
@@ -305,6 +323,8 @@ class _Importer:
                         raise FrontendError(f"graph output {vi.name!r} is not produced by any "
                                             "node, input or initializer")
                     v = self.values[vi.name]
+                    if isinstance(v, SeqValue):  # a sequence output: the tuple of its tensors
+                        v = Tuple([Constant(t) if isinstance(t, np.ndarray) else t for t in v])
                     if isinstance(v, np.ndarray):
                         # a symbolic shape value is computed at run time from the inputs' shapes
                         v = (materialize(bb, v, sanitize(vi.name)) if v.dtype == object
@@ -342,8 +362,19 @@ class _Importer:
             self._record(node, index, f"unreadable attribute: {exc}")
             return
         hint = sanitize(next((o for o in node.output if o), node.op_type))
+        if node.op_type not in SEQUENCE_OPS and any(isinstance(v, SeqValue) for v in inputs):
+            self._record(node, index, "takes a sequence (phasec expands sequences into their "
+                                      "tensors at import, for the sequence operators only)")
+            return
+        narrow = [self.formats[n] for n in node.input if n in self.formats]
+        # bfloat16 operands: computed in float32, each float result rounded to bfloat16
+        bf16 = bool(narrow) and node.op_type not in _NARROW_OPS and set(narrow) == {"bfloat16"}
+        if narrow and node.op_type not in _NARROW_OPS and not bf16:
+            self._record(node, index, f"computes on {narrow[0]} values (phasec holds them in "
+                                      f"{carrier(narrow[0])} for casts and data movement only)")
+            return
         ctx = NodeContext(bb, node, index, self.opset, inputs, attrs, self._span(node, index),
-                          hint, param_inputs, self.convert_graph)
+                          hint, param_inputs, self.convert_graph, self.formats)
         try:
             result = fn(ctx)
         except Unsupported as exc:
@@ -359,7 +390,8 @@ class _Importer:
         except PhasecError as exc:
             raise FrontendError(f"{self.label}: node {index} {node.name!r} ({node.op_type}, "
                                 f"opset {self.opset}): {exc}") from None
-        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        results = (list(result) if isinstance(result, (list, tuple))
+                   and not isinstance(result, SeqValue) else [result])
         for k, out in enumerate(node.output):
             if not out:
                 continue
@@ -367,7 +399,27 @@ class _Importer:
             if value is None:
                 self._record(node, index, f"output {k} ({out!r}) is not supported")
                 return
+            if bf16 and not isinstance(value, SeqValue) and ctx.dtype(value) == "float32":
+                if ctx.sinfo(value).shape is None:
+                    self._record(node, index, "a bfloat16 result whose shape is known only "
+                                              "at run time")
+                    return
+                value = ctx.emit("round_to_format", value, format="bfloat16", saturate=False)
+                self.formats[out] = "bfloat16"
             self.values[out] = value
+            if narrow and node.op_type in _NARROW_MOVES:
+                self.formats[out] = narrow[0]
+
+    def _check_narrow_outputs(self, graph: Any) -> None:
+        """A graph output declared of a narrow float type must hold that
+        format's values (a cast to it, or an input of it moved)."""
+        for vi in graph.output:
+            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+            fmt = narrow_format(tt.elem_type) if tt is not None else None
+            if fmt is not None and self.formats.get(vi.name) != fmt and vi.name in self.values:
+                self.unsupported.append(UnsupportedNode(
+                    vi.name, "graph output", self.opset,
+                    f"declared {type_name(tt.elem_type)} but computed in {carrier(fmt)}"))
 
     def convert_graph(self, bb: BlockBuilder, graph: Any,
                       bound: Mapping[str, Value]) -> list[Value]:

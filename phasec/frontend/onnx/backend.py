@@ -20,7 +20,10 @@ axes...) must be known at import. When such a value is a graph input (as
 in many conformance cases), ``prepare`` returns a representation that
 compiles on ``run``, with those inputs bound to the values given (recompiled
 when they change, one compiled model per distinct set of values): the
-specialization a static-shape compiler performs. If the model is still
+specialization a static-shape compiler performs. A value computed from
+graph inputs (a window's size cast and shifted before a Range) binds the
+inputs it is computed from, when they are small (at most
+:data:`SMALL_INPUT` elements, statically shaped): never a data tensor. If the model is still
 unsupported with the values bound, ``run`` raises ``unittest.SkipTest``.
 """
 
@@ -38,6 +41,7 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 import phasec
 from phasec.frontend.errors import FrontendError, UnsupportedModelError
 from phasec.frontend.onnx import from_onnx
+from phasec.frontend.onnx._dtypes import carrier, narrow_format
 
 __all__ = ["PhasecBackend", "PhasecRep", "SpecializingRep", "prepare", "run_model", "run_node", "supports_device"]
 
@@ -45,10 +49,19 @@ __all__ = ["PhasecBackend", "PhasecRep", "SpecializingRep", "prepare", "run_mode
 class PhasecRep(BackendRep):
     """A compiled model: ``run(inputs)`` returns its outputs as a tuple of arrays."""
 
-    def __init__(self, vm: Any, input_names: Sequence[str], output_names: Sequence[str]) -> None:
+    def __init__(self, vm: Any, input_names: Sequence[str], output_names: Sequence[str],
+                 narrow: Mapping[str, Any] | None = None, sequences: Sequence[str] = ()) -> None:
         self.vm = vm
         self.input_names = list(input_names)
         self.output_names = list(output_names)
+        #: inputs and outputs of a narrow float type (bfloat16, float8, float4),
+        #: held in float32 by phasec: name -> their numpy (ml_dtypes) dtype
+        self.narrow = dict(narrow or {})
+        #: outputs that are sequences (returned as lists of arrays)
+        self.sequences = set(sequences)
+        #: the dtypes phasec holds them in (float32, int8, uint8)
+        self.carriers = {n: carrier(narrow_format(helper.np_dtype_to_tensor_dtype(t)))
+                         for n, t in self.narrow.items()}
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Run on ``inputs``: a sequence in graph-input order, a mapping by
@@ -63,9 +76,17 @@ class PhasecRep(BackendRep):
             inputs = [inputs]
         # np.require keeps 0-d arrays 0-d (ascontiguousarray would make them 1-d)
         arrays = [np.require(np.asarray(x), requirements="C") for x in inputs]
+        arrays = [a.astype(self.carriers[n]) if n in self.narrow else a
+                  for n, a in zip(self.input_names, arrays)]
         out = self.vm["main"](*arrays)
         outs = tuple(out) if len(self.output_names) > 1 else (out,)
-        return tuple(np.asarray(o) for o in outs)
+        # a sequence output (a tuple of its tensors): the list of them
+        outs = tuple([np.asarray(t) for t in o] if n in self.sequences else o
+                     for n, o in zip(self.output_names, outs))
+        # (exact: the values are the format's, rounded by the casts to it)
+        return tuple(o if n in self.sequences else
+                     np.asarray(o).astype(self.narrow[n]) if n in self.narrow else np.asarray(o)
+                     for n, o in zip(self.output_names, outs))
 
 
 class SpecializingRep(BackendRep):
@@ -92,6 +113,46 @@ class SpecializingRep(BackendRep):
             rep = self._compiled[key] = PhasecBackend.prepare(
                 _bind_inputs(self.model, {n: feeds[n] for n in self.bound}), self.device)
         return rep.run({n: v for n, v in feeds.items() if n not in self.bound})
+
+
+#: a graph input of at most this many elements may be bound to decide a value
+#: computed from it (a window size, a crop size); larger ones are data
+SMALL_INPUT = 16
+
+
+def _small_sources(model: onnx.ModelProto, needed: set[str],
+                   inputs: set[str]) -> set[str] | None:
+    """The graph inputs the ``needed`` values are computed from (through the
+    main graph's nodes), when those are all small (a statically shaped input
+    of at most :data:`SMALL_INPUT` elements) and a graph input feeds each
+    value: binding them makes the values known. None otherwise."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    declared = {vi.name: vi for vi in model.graph.input}
+    inits = {t.name for t in model.graph.initializer}
+    sources: set[str] = set()
+    for value in needed:
+        stack, seen, found = [value], set(), False
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in inputs:
+                dims = declared[name].type.tensor_type.shape.dim
+                if not declared[name].type.HasField("tensor_type") or any(
+                        not d.HasField("dim_value") for d in dims):
+                    return None
+                if int(np.prod([d.dim_value for d in dims])) > SMALL_INPUT:
+                    return None
+                sources.add(name)
+                found = True
+            elif name in producer:
+                stack.extend(i for i in producer[name].input if i)
+            elif name not in inits:
+                return None  # an outer-scope value of a subgraph
+        if not found:
+            return None
+    return sources
 
 
 def _bind_inputs(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> onnx.ModelProto:
@@ -129,12 +190,20 @@ class PhasecBackend(Backend):
             needed = {n.needs_value for n in exc.nodes}
             if all(n.needs_value in inputs for n in exc.nodes):
                 return SpecializingRep(model, sorted(needed), device)
+            sources = _small_sources(model, needed, inputs) if all(needed) else None
+            if sources:
+                return SpecializingRep(model, sorted(sources), device)
             raise unittest.SkipTest(str(exc)) from None
         inits = {t.name for t in model.graph.initializer}
         inputs = [vi.name for vi in model.graph.input if vi.name not in inits]
         outputs = [vi.name for vi in model.graph.output]
         vm = phasec.VirtualMachine(phasec.build(mod))
-        return PhasecRep(vm, inputs, outputs)
+        narrow = {vi.name: helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+                  for vi in [*model.graph.input, *model.graph.output]
+                  if vi.type.HasField("tensor_type")
+                  and narrow_format(vi.type.tensor_type.elem_type) is not None}
+        sequences = [vi.name for vi in model.graph.output if vi.type.HasField("sequence_type")]
+        return PhasecRep(vm, inputs, outputs, narrow, sequences)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU",

@@ -29,11 +29,18 @@ from typing import Any
 __all__ = ["Case", "Result", "load_cases", "run_case", "operators", "by_operator", "TOLERANCES",
            "SKIPPED_CATEGORIES", "read_list"]
 
-#: Per-case tolerances (the runner's ``test_kwargs``): none are needed. (The
-#: float16 causal Attention cases once were: phasec computed the softmax in
-#: float32 throughout, one float16 ulp from the definition's step-by-step
-#: float16 rounding; it now rounds as the definition does.)
-TOLERANCES: dict[str, dict[str, float]] = {}
+#: Per-case tolerances (the runner's ``test_kwargs``). (The float16 causal
+#: Attention cases once needed one: phasec computed the softmax in float32
+#: throughout, one float16 ulp from the definition's step-by-step float16
+#: rounding; it now rounds as the definition does.) The inverse DFT cases'
+#: expected imaginary parts, exactly 0, are numpy's float64 FFT rounding
+#: noise of 1.9e-7 on a signal of magnitude 50 (4e-9 relative): phasec's
+#: direct sum gives 3e-15, which the default atol of 1e-7 refuses. (ONNX
+#: Runtime's float32 FFT is off by 1e-5 there and fails every DFT case.)
+TOLERANCES: dict[str, dict[str, float]] = {
+    "test_dft_inverse": {"atol": 1e-6},
+    "test_dft_inverse_opset19": {"atol": 1e-6},
+}
 
 #: Categories of BackendTest left out: the "real" cases are the nine light
 #: models, which tests/frontend/test_onnx_models.py compiles and checks with the same

@@ -13,7 +13,8 @@ import numpy as np
 
 from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
-from phasec.frontend.onnx._dtypes import onnx_dtype, type_name
+from phasec.frontend.onnx._dtypes import narrow_format, onnx_dtype, type_name
+from phasec.frontend.onnx.ops_narrow import cast_narrow
 from phasec.frontend.onnx._registry import converter
 
 __all__ = ["scalar", "onnx_to_dtype"]
@@ -396,6 +397,10 @@ def _cast(ctx: NodeContext) -> Value:
     to = ctx.attr("to")
     if to is None:
         raise Unsupported("missing attribute 'to'")
+    fmt = narrow_format(int(to))
+    if fmt is not None or ctx.node.input[0] in ctx.formats:
+        dtype = None if fmt is not None else onnx_to_dtype(to, "cast to element type")
+        return cast_narrow(ctx, ctx.input(0), fmt, dtype, _cast_to)
     dtype = onnx_to_dtype(to, "cast to element type")
     _no_saturate(ctx)
     return _cast_to(ctx, x, dtype)
@@ -417,6 +422,9 @@ def _cast_to(ctx: NodeContext, x: Value, dtype: str) -> Value:
 
 @converter("CastLike")
 def _cast_like(ctx: NodeContext) -> Value:
+    fmt = ctx.formats.get(ctx.node.input[1])
+    if fmt is not None or ctx.node.input[0] in ctx.formats:
+        return cast_narrow(ctx, ctx.input(0), fmt, ctx.dtype(ctx.input(1)), _cast_to)
     return _cast_to(ctx, ctx.input(0), ctx.dtype(ctx.input(1)))
 
 

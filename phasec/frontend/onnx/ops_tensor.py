@@ -22,6 +22,7 @@ from phasec.op.fold import within_budget
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const, settle
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
+from phasec.frontend.onnx.ops_slice_dynamic import slice_at_run_time
 
 __all__ = ["norm_axis", "prod_dims", "reshape"]
 
@@ -427,6 +428,9 @@ def _slice(ctx: NodeContext) -> Value:
             if ctx.has(i) and ctx.ndim(ctx.input(i)) != 1:
                 raise FrontendError(f"{what} must be a 1-D tensor, not of rank "
                                     f"{ctx.ndim(ctx.input(i))}")
+        if any(ctx.has(i) and not is_const(ctx.input(i)) and i not in ctx.params
+               for i in (1, 2, 4)):
+            return slice_at_run_time(ctx)
         starts, ends = ctx.const_ints(1, "starts"), ctx.const_ints(2, "ends")
         axes = ctx.const_ints(3, "axes") if ctx.has(3) else None
         steps = ctx.const_ints(4, "steps") if ctx.has(4) else None

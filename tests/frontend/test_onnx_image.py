@@ -1,0 +1,47 @@
+"""ONNX GridSample (phasec/frontend/onnx/ops_image.py over
+R.image.grid_sample): 2-D and 3-D grids, each mode and padding, compiled in
+one graph, against ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from helpers.onnx_run import run_both
+
+
+def test_grid_sample_against_onnxruntime():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    g = rng.uniform(-1.3, 1.3, (2, 4, 3, 2)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
+    g3 = rng.uniform(-1.2, 1.2, (1, 2, 3, 2, 3)).astype(np.float32)
+    combos = [("linear", "zeros", 0), ("nearest", "border", 1), ("cubic", "reflection", 0),
+              ("cubic", "border", 1), ("linear", "reflection", 1)]
+    nodes = [helper.make_node("GridSample", ["x", "g"], [f"y{k}"], mode=m, padding_mode=p,
+                              align_corners=a) for k, (m, p, a) in enumerate(combos)]
+    nodes += [helper.make_node("GridSample", ["v", "g3"], ["z0"], mode="linear",
+                               padding_mode="border"),
+              helper.make_node("GridSample", ["v", "g3"], ["z1"], mode="nearest",
+                               align_corners=1)]
+    outs = {f"y{k}": "float32" for k in range(len(combos))} | {"z0": "float32", "z1": "float32"}
+    got, want = run_both(nodes, {"x": x, "g": g, "v": v, "g3": g3}, outs, opset=20)
+    for gt, w in zip(got, want):
+        assert gt.shape == w.shape
+        np.testing.assert_allclose(gt, w, rtol=1e-5, atol=1e-5)
+
+
+def test_affine_grid_against_onnxruntime():
+    rng = np.random.default_rng(6)
+    t2 = rng.standard_normal((2, 2, 3)).astype(np.float32)
+    t3 = rng.standard_normal((1, 3, 4)).astype(np.float32)
+    nodes = [helper.make_node("AffineGrid", ["t2", "s2"], ["a"]),
+             helper.make_node("AffineGrid", ["t2", "s2"], ["b"], align_corners=1),
+             helper.make_node("AffineGrid", ["t3", "s3"], ["c"], align_corners=1)]
+    inits = {"s2": np.array([2, 3, 4, 5], np.int64), "s3": np.array([1, 1, 3, 2, 4], np.int64)}
+    got, want = run_both(nodes, {"t2": t2, "t3": t3}, {"a": "float32", "b": "float32",
+                                                       "c": "float32"}, inits=inits, opset=20)
+    for gt, w in zip(got, want):
+        assert gt.shape == w.shape
+        # (R.image.affine_grid steps by TVM's (2 - 1e-7) / (s - 1) with align_corners)
+        np.testing.assert_allclose(gt, w, rtol=1e-5, atol=1e-6)
