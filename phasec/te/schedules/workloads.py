@@ -15,7 +15,7 @@ from phasec.ir.tir import PrimExpr
 from phasec.target import tuning
 from phasec.te.tensor import Tensor
 
-__all__ = ["LayoutIndex", "ConvWorkload", "PoolWorkload"]
+__all__ = ["LayoutIndex", "CanonicalLayout", "ConvWorkload", "ConvTransposeWorkload", "PoolWorkload"]
 
 
 class LayoutIndex(Protocol):
@@ -30,6 +30,23 @@ class LayoutIndex(Protocol):
     def index_from_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]: ...
 
     def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]: ...
+
+
+class CanonicalLayout:
+    """A layout in its canonical order (``NCHW``, ``OIHW``...): what a
+    schedule gives the intermediate tensors it makes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def to_canonical(self, dims: Sequence[Any]) -> list[Any]:
+        return list(dims)
+
+    def index_from_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        return tuple(idx)
+
+    def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        return tuple(idx)
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,27 @@ class ConvWorkload:
     def lanes(self) -> int:
         """Elements of the output dtype (float32 or float64) in one of the host's vectors."""
         return tuning.host_tuning().lanes(64 if self.dtype == "float64" else 32)
+
+
+@dataclass(frozen=True)
+class ConvTransposeWorkload:
+    """A transposed convolution over ``rank`` spatial dimensions
+    (``nn.conv{1,2,3}d_transpose``): the kernel is (input channels, output
+    channels per group, *window) in canonical order (``IOHW``...)."""
+
+    data: Tensor
+    weight: Tensor
+    out_shape: Sequence[PrimExpr]
+    dtype: str
+    rank: int
+    strides: tuple[int, ...]
+    padding: tuple[int, ...]
+    output_padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    data_layout: LayoutIndex
+    kernel_layout: LayoutIndex
+    out_layout: LayoutIndex
 
 
 @dataclass(frozen=True)
