@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_direct, conv_flat_rows, conv_im2col, conv_transpose, gemm, interleave, plain, pool_avg, pool_max, pool_max_fast,
+    conv_column, conv_direct, conv_flat_rows, conv_im2col, conv_transpose, gemm, interleave, plain, pool_avg, pool_max, pool_max_fast,
     row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
@@ -127,6 +127,9 @@ RULES: tuple[Rule, ...] = (
          "of static extent", _always, row_tile.plan),
     Rule("nest", "plain", "any other nest", _always, plain.plan),
     # -- convolutions (phasec.op.nn.conv) ---------------------------------------------------
+    Rule("conv", "conv_column", "a conv2d one column wide (K x 1 over N x 1): its row form "
+         "through this table, written back", _always,
+         conv_column.schedule_with(lambda w: schedule_conv(w))),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "

@@ -15,7 +15,7 @@ from phasec.ir.tir import PrimExpr
 from phasec.target import tuning
 from phasec.te.tensor import Tensor
 
-__all__ = ["LayoutIndex", "CanonicalLayout", "ConvWorkload", "ConvTransposeWorkload", "PoolWorkload"]
+__all__ = ["LayoutIndex", "CanonicalLayout", "SwappedSpatial", "ConvWorkload", "ConvTransposeWorkload", "PoolWorkload"]
 
 
 class LayoutIndex(Protocol):
@@ -47,6 +47,28 @@ class CanonicalLayout:
 
     def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
         return tuple(idx)
+
+
+class SwappedSpatial:
+    """A 2-D layout read with its two spatial axes swapped: the same tensor
+    seen as its transpose in H and W, without moving anything (an ``N x 1``
+    image seen as ``1 x N``)."""
+
+    def __init__(self, layout: LayoutIndex) -> None:
+        self.layout = layout
+        self.name = layout.name.translate(str.maketrans("HW", "WH"))
+
+    def to_canonical(self, dims: Sequence[Any]) -> list[Any]:
+        a, b, h, w = self.layout.to_canonical(dims)
+        return [a, b, w, h]
+
+    def index_from_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        a, b, h, w = idx
+        return tuple(self.layout.index_from_canonical((a, b, w, h)))
+
+    def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        a, b, h, w = self.layout.index_to_canonical(idx)
+        return (a, b, w, h)
 
 
 @dataclass(frozen=True)
