@@ -23,7 +23,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["PoolWindow", "padded_for_max"]
+__all__ = ["PoolWindow", "padded_for_max", "padded_input"]
 
 
 class PoolWindow:
@@ -80,14 +80,15 @@ def padded_for_max(w: PoolWorkload) -> Tensor | None:
         return None
     reach = [(out_sp[j] - 1) * w.strides[j] - w.padding[j]
              + (w.pool_size[j] - 1) * w.dilation[j] + 1 for j in range(w.rank)]
-    return _padded_input(w.data, w.padding, w.rank, te.min_value(w.data.dtype), reach)
+    return padded_input(w.data, w.padding, w.rank, te.min_value(w.data.dtype), reach)
 
 
-def _padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
-                  reach: list[int]) -> Tensor | None:
-    """``x`` padded with ``fill`` up to ``reach`` (per spatial axis, the end of
-    the last window in input coordinates, exclusive); None without padding
-    or for a shape that is not static."""
+def padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
+                 reach: list[int]) -> Tensor | None:
+    """``x`` (canonical layout) padded with ``fill`` up to ``reach`` (per
+    spatial axis, the end of the last window in input coordinates,
+    exclusive); None without padding or for a shape that is not static.
+    The convolutions' padded input too (:mod:`conv_direct`)."""
     dims = [arith.const_int(d) for d in x.shape]
     if not any(pads) or any(d is None for d in dims):
         return None
