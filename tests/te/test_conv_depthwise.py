@@ -1,7 +1,7 @@
 """Depthwise convolutions: narrow stride-1 ones over flat padded rows
 (``te.schedules.conv_flat_rows``: the rows copied in by hand, whole tiles of
 columns, one channel per row tile since no input row is shared between
-channels), strided ones over the padded copy written by hand
+channels), strided ones (and grouped ones) over the padded copy written by hand
 (``pool_window.padded_input``). The values against numpy's reference, with
 bias and relu fused, on LLVM and on the TIR interpreter, for odd and prime
 sizes and a symbolic batch."""
@@ -38,7 +38,10 @@ def _check(low, xs, k, interp, **attrs):
     x = RNG.standard_normal(xs).astype("float32")
     w = RNG.standard_normal((c, 1, k, k)).astype("float32")
     b = RNG.standard_normal((1, c, 1, 1)).astype("float32")
-    ref = {"padding": (attrs["padding"],) * 4, "strides": (attrs.get("strides", 1),) * 2}
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    pads = attrs["padding"]
+    ref = {"padding": (pads,) * 4 if isinstance(pads, int) else pads,
+           "strides": two(attrs.get("strides", 1)), "dilation": two(attrs.get("dilation", 1))}
     want = np.maximum(get_op("relax.nn.conv2d").reference(x, w, groups=c, **ref) + b, 0)
     got = np.zeros(want.shape, "float32")
     compile_prim_funcs({"k": low.prim_func})["k"](x, w, b, got)
@@ -59,11 +62,36 @@ def test_narrow_depthwise_over_flat_rows(xs, k, interp):
     _check(low, xs, k, interp, padding=k // 2)
 
 
-@pytest.mark.parametrize("xs,interp", [((1, 5, 29, 29), False), ((2, 3, 11, 9), True)])
-def test_strided_depthwise_over_the_padded_copy(xs, interp):
-    low = _lower(xs, 3, padding=1, strides=2)
+STRIDED = {  # (data shape, kernel, attrs, TIR interpreter too)
+    "3x3_s2_29": ((1, 5, 29, 29), 3, {"padding": 1, "strides": 2}, False),
+    "3x3_s2_batch2": ((2, 3, 11, 9), 3, {"padding": 1, "strides": 2}, True),
+    "5x5_s2x3_uneven_pads": ((1, 3, 13, 17), 5, {"padding": (2, 1, 1, 2), "strides": (2, 3)},
+                             False),
+    "3x3_s2_dilation2": ((1, 2, 15, 15), 3, {"padding": 2, "strides": 2, "dilation": 2},
+                         False),
+}
+
+
+@pytest.mark.parametrize("name", list(STRIDED))
+def test_strided_depthwise_over_the_padded_copy(name):
+    xs, k, attrs, interp = STRIDED[name]
+    low = _lower(xs, k, **attrs)
     assert "pad_temp" in _allocs(low.prim_func)
-    _check(low, xs, 3, interp, padding=1, strides=2)
+    _check(low, xs, k, interp, **attrs)
+
+
+def test_grouped_strided_over_the_padded_copy():
+    d, w = tvar("d", (1, 4, 9, 9)), tvar("w", (4, 2, 3, 3))
+    low = lower_fused(fused([d, w], lambda bb: call_op(
+        "nn.conv2d", d, w, groups=2, padding=1, strides=2)))
+    assert "pad_temp" in _allocs(low.prim_func)
+    x = RNG.standard_normal((1, 4, 9, 9)).astype("float32")
+    wa = RNG.standard_normal((4, 2, 3, 3)).astype("float32")
+    want = get_op("relax.nn.conv2d").reference(x, wa, groups=2, padding=(1, 1, 1, 1),
+                                               strides=(2, 2))
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_a_symbolic_batch():

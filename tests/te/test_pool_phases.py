@@ -22,7 +22,7 @@ RNG = np.random.default_rng(37)
 
 
 def _phases(prim):
-    return any(isinstance(s, tir.Allocate) and s.buffer.name == "pool_phases"
+    return any(isinstance(s, tir.Allocate) and s.buffer.name == "stride_phases"
                for s in walk(prim.body))
 
 
@@ -38,6 +38,7 @@ CASES = {  # (data shape, attrs)
                                         "padding": (1, 1, 1, 1)}),
     "3x2_s2x3_uneven_pads": ((1, 2, 13, 10), {"pool_size": (3, 2), "strides": (2, 3),
                                               "padding": (1, 0, 1, 1)}),
+    "2x2_s3_drops_a_column": ((1, 2, 11, 10), {"pool_size": (2, 2), "strides": (3, 3)}),
     "ceil_mode": ((1, 2, 13, 9), {"pool_size": (3, 3), "strides": (2, 2),
                                   "padding": (1, 1, 1, 1), "ceil_mode": True}),
     "dilation2": ((1, 2, 17, 17), {"pool_size": (3, 3), "strides": (2, 2),

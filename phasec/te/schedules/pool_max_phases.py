@@ -5,9 +5,9 @@ into stride phases.
 Vectorized along a row of 7 or 13 outputs, every tap is a strided load of a
 fraction of a vector. Instead the input is copied once, per channel, into
 its ``sh x sw`` phases laid flat (``ph[a, b, u*V + v] = x[u*sh + a - top,
-v*sw + b - left]``, the padding and anything past the input filled with the
-max's identity), written by hand with contiguous stores. Tap ``(r0, r1)`` of
-output ``p = y*V + x`` then reads ``ph[(r0*dh) % sh, (r1*dw) % sw, p +
+v*sw + b - left]``, the padding and anything past the input filled with
+the max's identity), written by hand (:func:`pool_window.stride_phases`).
+Tap ``(r0, r1)`` of output ``p = y*V + x`` then reads ``ph[(r0*dh) % sh, (r1*dw) % sw, p +
 (r0*dh)//sh * V + (r1*dw)//sw]``: contiguous in ``p``, so the max runs over
 whole vectors of the flat plane (``te.max``: a NaN propagates, as in
 :mod:`pool_max`); the ``V - OW`` columns past each row are computed and
@@ -17,10 +17,10 @@ dropped when the rows are written back.
 from __future__ import annotations
 
 from phasec import arith
-from phasec.ir.tir import Buffer, BufferStore, For, SeqStmt, Stmt, Var
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
+from phasec.te.schedules.pool_window import stride_phases
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
@@ -45,44 +45,13 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     if not takes(w):
         return None
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
+    n, c = (arith.const_int(d) for d in w.data.shape[:2])
     OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
-    U = OH + (KH - 1) * dh // sh      # phase rows every output row's taps reach
-    V = OW + (KW - 1) * dw // sw      # phase columns
-    lanes = tuning.host_tuning().lanes(int(dt[5:]))
-    columns = -(-OH * V // lanes) * lanes   # whole vectors of the flat output
-    length = columns + (KH - 1) * dh // sh * V + (KW - 1) * dw // sw
-    fill = te.min_value(dt)
-
-    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
-        src = bufs[0]
-        b, ch, f, q = (Var(v, "int64") for v in ("b", "ch", "f", "q"))
-        stmts: list[Stmt] = [For(f, i64(0), i64(sh * sw), "serial", For(
-            q, i64(0), i64(length), "vectorized", BufferStore(out, fill, (b, ch, f, q))))]
-        for a in range(sh):
-            # the phase rows u whose input row u*sh + a - top lies in the input
-            u0 = max(0, -(-(top - a) // sh))
-            u1 = min(U, -(-(H + top - a) // sh))
-            for bb in range(sw):
-                v0 = max(0, -(-(left - bb) // sw))
-                v1 = min(V, -(-(W + left - bb) // sw))
-                if u1 <= u0 or v1 <= v0:
-                    continue
-                u, v = Var(f"u{a}{bb}", "int64"), Var(f"v{a}{bb}", "int64")
-                row, col = u + u0, v + v0
-                stmts.append(For(u, i64(0), i64(u1 - u0), "serial", For(
-                    v, i64(0), i64(v1 - v0), "vectorized", BufferStore(
-                        out, src[(b, ch, row * sh + (a - top), col * sw + (bb - left))],
-                        (b, ch, i64(a * sw + bb), row * V + col)))))
-        work = n * c * sh * sw * length
-        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
-        return For(b, i64(0), i64(n), "serial", For(ch, i64(0), i64(c),
-                                                   "parallel" if par else "serial",
-                                                   SeqStmt(tuple(stmts))))
-    phases = te.extern((i64(n), i64(c), i64(sh * sw), i64(length)), dt, [w.data], build,
-                       name="pool_phases")
+    phases, V, columns = stride_phases(w.data, (OH, OW), (KH, KW), w.strides, w.dilation,
+                                       (top, left), te.min_value(dt),
+                                       tuning.host_tuning().lanes(int(dt[5:])))
     r0, r1 = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
 
     def flat_body(bi, ci, p):
