@@ -208,6 +208,88 @@ def tied_lm_head(s: int = 64, h: int = 512, vocab: int = 50257) -> Workload:
                     g.model(shapes, y, (s, vocab)), _inputs(shapes), 2.0 * s * h * vocab)
 
 
+def _conv(g: _Graph, x: str, cin: int, cout: int, k: tuple[int, int], **attrs: Any) -> str:
+    groups = attrs.get("group", 1)
+    return g.op("Conv", x, g.weight(cout, cin // groups, *k,
+                                    scale=1 / math.sqrt(cin // groups * k[0] * k[1])),
+                g.const(g.rng.standard_normal(cout).astype(np.float32) * 0.1, "b"),
+                kernel_shape=list(k), **attrs)
+
+
+def conv_transpose(c: int, o: int, hw: int, key: str) -> Workload:
+    """A 2x2 stride-2 ConvTranspose with bias (a text detector's upsampling
+    head, issue 29: 45-95x ORT by the direct scatter)."""
+    g = _Graph(8)
+    shapes = {"x": (1, c, hw, hw)}
+    y = g.op("ConvTranspose", "x", g.weight(c, o, 2, 2, scale=1 / math.sqrt(c)),
+             g.const(g.rng.standard_normal(o).astype(np.float32) * 0.1, "b"),
+             kernel_shape=[2, 2], strides=[2, 2])
+    return Workload(key, f"ConvTranspose 2x2/2 {c}->{o} ch on {hw}x{hw}",
+                    g.model(shapes, y, (1, o, 2 * hw, 2 * hw)), _inputs(shapes),
+                    2.0 * c * o * 4 * hw * hw)
+
+
+def conv_1d(c: int, n: int, k: int, column: bool) -> Workload:
+    """A 1-D convolution as a 2-D one: K x 1 over an N x 1 image (tf2onnx's
+    export) or 1 x K over 1 x N; the same arithmetic."""
+    g = _Graph(9)
+    shape = (1, c, n, 1) if column else (1, c, 1, n)
+    kern = (k, 1) if column else (1, k)
+    pads = [k // 2, 0, k // 2, 0] if column else [0, k // 2, 0, k // 2]
+    y = g.op("Relu", _conv(g, "x", c, c, kern, pads=pads))
+    layout = f"{k}x1 over {n}x1" if column else f"1x{k} over 1x{n}"
+    return Workload("conv1d_col" if column else "conv1d_row",
+                    f"1-D conv {c}->{c} ch, {layout} + relu", g.model({"x": shape}, y, shape),
+                    _inputs({"x": shape}), 2.0 * c * c * k * n)
+
+
+def small_cnn() -> Workload:
+    """conv3x3 3->16 on 2x3x33x33 + bias + relu + maxpool 2x2/2."""
+    g = _Graph(10)
+    shapes = {"x": (2, 3, 33, 33)}
+    y = g.op("MaxPool", g.op("Relu", _conv(g, "x", 3, 16, (3, 3), pads=[1, 1, 1, 1])),
+             kernel_shape=[2, 2], strides=[2, 2])
+    return Workload("small_cnn", "conv3x3 3->16 on 2x3x33x33 + relu + maxpool 2x2/2",
+                    g.model(shapes, y, (2, 16, 16, 16)), _inputs(shapes),
+                    2.0 * 2 * 16 * 3 * 9 * 33 * 33)
+
+
+def max_pool(c: int, hw: int, pad: int, key: str) -> Workload:
+    """A narrow 3x3 stride-2 max pool (SqueezeNet's last; a padded one)."""
+    g = _Graph(11)
+    shapes = {"x": (1, c, hw, hw)}
+    out = (hw + 2 * pad - 3) // 2 + 1
+    y = g.op("MaxPool", "x", kernel_shape=[3, 3], strides=[2, 2], pads=[pad] * 4)
+    return Workload(key, f"max pool 3x3/2 pad {pad}, {c}x{hw}x{hw}",
+                    g.model(shapes, y, (1, c, out, out)), _inputs(shapes), None)
+
+
+def depthwise(c: int, hw: int, k: int, stride: int, key: str) -> Workload:
+    """A depthwise convolution + bias + relu (MobileNetV2, EfficientNet-B0)."""
+    g = _Graph(12)
+    shapes = {"x": (1, c, hw, hw)}
+    out = (hw + 2 * (k // 2) - k) // stride + 1
+    y = g.op("Relu", _conv(g, "x", c, c, (k, k), pads=[k // 2] * 4, strides=[stride] * 2,
+                           group=c))
+    return Workload(key, f"depthwise {k}x{k}/{stride}, {c} ch {hw}x{hw} + relu",
+                    g.model(shapes, y, (1, c, out, out)), _inputs(shapes),
+                    2.0 * c * k * k * out * out)
+
+
+def silu(c: int = 96, hw: int = 112) -> Workload:
+    """SiLU as PyTorch exports it: Sigmoid, then Mul by the input."""
+    g = _Graph(13)
+    shapes = {"x": (1, c, hw, hw)}
+    y = g.op("Mul", "x", g.op("Sigmoid", "x"))
+    return Workload("silu", f"SiLU (Sigmoid then Mul), 1x{c}x{hw}x{hw}",
+                    g.model(shapes, y, (1, c, hw, hw)), _inputs(shapes), None)
+
+
+#: the convolution and pooling cases of issue 29 (``--only`` or ``--set conv``)
+CONV_KEYS = ("convT_24", "convT_1", "conv1d_col", "conv1d_row", "small_cnn", "pool_narrow",
+             "pool_narrow_pad", "dw3x3s2", "dw5x5", "silu")
+
+
 def workloads() -> list[Workload]:
     return [
         mlp(64, [256, 256, 64], "mlp64", "MLP 64x256->256->64 (relu)"),
@@ -218,6 +300,16 @@ def workloads() -> list[Workload]:
         mlp(1, [1024] * 4, "mlp1024_b1", "the same MLP at batch 1"),
         resnet_block(),
         tied_lm_head(),
+        conv_transpose(24, 24, 80, "convT_24"),
+        conv_transpose(24, 1, 160, "convT_1"),
+        conv_1d(64, 4000, 9, column=True),
+        conv_1d(64, 4000, 9, column=False),
+        small_cnn(),
+        max_pool(256, 27, 0, "pool_narrow"),
+        max_pool(576, 14, 1, "pool_narrow_pad"),
+        depthwise(144, 56, 3, 2, "dw3x3s2"),
+        depthwise(672, 14, 5, 1, "dw5x5"),
+        silu(),
     ]
 
 
@@ -449,7 +541,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=20, help="timed batches per figure (best of)")
     p.add_argument("--quick", action="store_true", help="best of 3, without BERT and ResNet")
     p.add_argument("--only", default="", help="comma-separated workload keys: " + ", ".join(
-        ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet", "tied_head"]))
+        ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet", "tied_head",
+         *CONV_KEYS]) + "; 'conv' for all of issue 29's convolution and pooling cases")
     p.add_argument("--profile", default="", metavar="KEY",
                    help="time each phasec kernel of one workload at 1 and 2 threads instead")
     p.add_argument("--keep-blas-env", action="store_true")
@@ -462,8 +555,11 @@ def main() -> None:
     import phasec
 
     repeat = 3 if args.quick else args.repeat
+    only = set(args.only.split(",")) if args.only else set()
+    if "conv" in only:
+        only |= set(CONV_KEYS)
     chosen = [w for w in workloads()
-              if (not args.only or w.key in args.only.split(","))
+              if (not only or w.key in only)
               and not (args.quick and w.key in ("bert", "resnet", "tied_head"))]
     peak = measure_peak(repeat)
     print(f"{C.machine_description()}; phasec {phasec.__version__} from "

@@ -89,12 +89,12 @@ from phasec.te.operation import (
     reduce_axis, select, sum,
 )
 from phasec.te.options import ScheduleOptions
-from phasec.te.tensor import ROW_LOCAL, ExternOp, ProducerLoad, Reduce, TEError, Tensor
+from phasec.te.tensor import OWN_NEST, ROW_LOCAL, ExternOp, ProducerLoad, Reduce, TEError, Tensor
 
 __all__ = [
     "Tensor", "ProducerLoad", "Reduce", "TEError", "placeholder", "compute", "reduce_axis",
     "sum", "max", "min", "prod", "fast_max", "create_prim_func", "call", "cast", "select", "const",
-    "max_value", "min_value", "ScheduleOptions", "lower", "LoweredTE", "ROW_LOCAL", "extern",
+    "max_value", "min_value", "ScheduleOptions", "lower", "LoweredTE", "ROW_LOCAL", "OWN_NEST", "extern",
     "ExternOp", "i64", "lt", "le", "gt", "ge", "eq", "ne", "all_of", "in_range", "maximum",
     "minimum", "clamp_index",
 ]

@@ -23,8 +23,8 @@ from phasec.te.emit import NestEmitter
 from phasec.te.options import ScheduleOptions
 from phasec.te.stmt import seq
 from phasec.te.tensor import (
-    ComputeOp, ExternOp, ProducerLoad, ROW_LOCAL, Reduce, TEError, Tensor, children, post_order,
-    rebuild,
+    ComputeOp, ExternOp, OWN_NEST, ProducerLoad, ROW_LOCAL, Reduce, TEError, Tensor, children,
+    post_order, rebuild,
 )
 
 __all__ = ["Lowering", "Stage", "LoweredTE", "lower", "create_prim_func"]
@@ -374,7 +374,8 @@ class Lowering:
             if st.is_output or st.extern is not None:
                 continue
             uses = consumers.get(id(st.tensor), [])
-            placed = self._try_attach(st, uses) if uses else False
+            own = isinstance(st.tensor.op, ComputeOp) and st.tensor.op.attrs.get(OWN_NEST)
+            placed = self._try_attach(st, uses) if uses and not own else False
             if not placed:
                 st.root = None
 

@@ -24,7 +24,7 @@ from phasec.ir.tir import (
 
 __all__ = [
     "TEError", "ProducerLoad", "Reduce", "PlaceholderOp", "ComputeOp", "ExternOp", "Tensor",
-    "ROW_LOCAL", "children", "rebuild", "post_order",
+    "ROW_LOCAL", "OWN_NEST", "children", "rebuild", "post_order",
 ]
 
 
@@ -37,6 +37,12 @@ class TEError(PhasecError):
 #: its elements several times, e.g. softmax's exp, read by the sum and by
 #: the division). Falls back to inlining when it cannot be attached that way.
 ROW_LOCAL = "te.row_local"
+
+#: ``compute(..., attrs={OWN_NEST: True})``: the tensor is computed in a loop
+#: nest of its own, never attached into a consumer's (a convolution whose
+#: result a relayout reads: attached, its reduction would run one output
+#: element at a time instead of in the GEMM's tiles).
+OWN_NEST = "te.own_nest"
 
 
 # --------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def test_every_onnx_converter_is_an_entry_of_a_family_module():
 
 def test_every_schedule_is_a_module_of_te_schedules_and_a_row_of_the_table():
     kinds = {rule.kind for rule in RULES}
-    assert kinds == {"nest", "conv", "pool"}
+    assert kinds == {"nest", "conv", "conv_transpose", "pool"}
     for rule in RULES:
         module = rule.take.__module__
         assert module.startswith("phasec.te.schedules."), (rule.schedule, module)

@@ -23,7 +23,6 @@ import math
 import numpy as np
 
 from phasec import arith
-from phasec import te
 from phasec.ir.text import prim_expr_to_str
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.tir import IntImm
@@ -36,9 +35,9 @@ from phasec.op._layout import (
     padding_nd, spatial,
 )
 from phasec.op.draw import FLOAT, VALUE_CAP, Hooks, const_dim, declares_draw, nchw_operand, spatial_ok
-from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
+from phasec.op._lowering import _out, _tensor, legalizes
 from phasec.te import schedules
-from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload
 
 __all__ = ["conv_reference", "conv_transpose_reference"]
 
@@ -345,44 +344,19 @@ for _rank in (1, 2, 3):
 
 
 def _conv_transpose_te(call, inputs, rank: int):
+    """The transposed convolution's kernel, in the schedule the table of
+    :mod:`phasec.te.schedules` picks (sub-pixel phases, or the gather)."""
     data, weight = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
     out = _out(call)
     a = _attrs(call)
-    dt = out.dtype
     dl = layout_of(call, a["data_layout"], _data_layout(rank), "data_layout", packed=True)
-    kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout", packed=True)
-    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout", packed=True)
-    pads, strides, dil = a["padding"], a["strides"], a["dilation"]
-    _, c, *sp = dl.to_canonical(data.shape)
-    _, og, *ks = kl.to_canonical(weight.shape)
-    groups = a["groups"]
-    cg = arith.simplify(c // groups) if groups > 1 else c
-    rc = te.reduce_axis(cg, "rc")
-    rk = [te.reduce_axis(k, f"r{j}") for j, k in enumerate(ks)]
-    zero = _const(0, dt)
-
-    # Gather form: output position y takes tap t from input position
-    # (y + p0 - t * d) / s when that is an integer inside the input.
-    def body(*idx):
-        b, o, *y = ol.index_to_canonical(idx)
-        ch = rc.var if groups == 1 else (o // og) * cg + rc.var
-        oc = o if groups == 1 else o % og
-        conds = []
-        pos = []
-        for j in range(rank):
-            num = (y[j] + pads[j]) - rk[j].var * dil[j]
-            p = num if strides[j] == 1 else num // strides[j]
-            cj = te.all_of(te.ge(num, 0), te.lt(p, sp[j]))
-            if strides[j] != 1:
-                cj = te.all_of(cj, te.eq(num % strides[j], 0))
-            conds.append(cj)
-            pos.append(_clamp(p, sp[j]))
-        x_idx = dl.index_from_canonical((b, ch, *pos))
-        w_idx = kl.index_from_canonical((ch, oc, *[r.var for r in rk]))
-        prod = te.cast(data[x_idx], dt) * te.cast(weight[w_idx], dt)
-        return te.sum(te.select(te.all_of(*conds), prod, zero), axis=[rc, *rk])
-    return te.compute(out.shape, body, name=f"T_conv{rank}d_transpose",
-                      tag=f"conv{rank}d_transpose")
+    kl = layout_of(call, a["kernel_layout"], _transpose_kernel_layout(rank), "kernel_layout",
+                   packed=True)
+    ol = layout_of(call, a["out_layout"] or a["data_layout"], _data_layout(rank), "out_layout",
+                   packed=True)
+    return schedules.schedule_conv_transpose(ConvTransposeWorkload(
+        data, weight, out.shape, out.dtype, rank, tuple(a["strides"]), tuple(a["padding"]),
+        tuple(a["output_padding"]), tuple(a["dilation"]), a["groups"], dl, kl, ol))
 
 
 for _rank in (1, 2, 3):

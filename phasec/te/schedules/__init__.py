@@ -12,6 +12,9 @@ kind takes everything. The kinds:
   and emits that part.
 * ``"conv"``: a convolution (:class:`~phasec.te.schedules.workloads.ConvWorkload`,
   from :mod:`phasec.op.nn.conv`); the schedule returns its TE tensor.
+* ``"conv_transpose"``: a transposed convolution
+  (:class:`~phasec.te.schedules.workloads.ConvTransposeWorkload`); the
+  schedule returns its TE tensor.
 * ``"pool"``: a max or average pooling
   (:class:`~phasec.te.schedules.workloads.PoolWorkload`, from
   :mod:`phasec.op.nn.pool`); the schedule returns its TE tensor.
@@ -31,11 +34,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_direct, conv_flat_rows, conv_im2col, gemm, plain, pool_avg, pool_max, pool_max_fast,
-    row_tile, transpose, winograd,
+    conv_column, conv_direct, conv_flat_rows, conv_im2col, conv_transpose, gemm, interleave,
+    plain, pool_avg, pool_max, pool_max_fast, pool_max_phases, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
-from phasec.te.schedules.workloads import ConvWorkload, PoolWorkload
+from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
 from phasec.te.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     from phasec.te.lowering import Stage
 
 __all__ = ["Rule", "RULES", "NestSchedule", "WEIGHT_TRANSFORMS", "choose", "schedule_nest",
-           "schedule_conv", "schedule_pool"]
+           "schedule_conv", "schedule_conv_transpose", "schedule_pool"]
 
 
 class NestSchedule(Protocol):
@@ -112,6 +115,9 @@ RULES: tuple[Rule, ...] = (
          _untiled, plain.plan),
     Rule("nest", "transpose", "an elementwise nest with nothing attached that reads its "
          "inputs along its next-to-last axis", _always, transpose.schedule),
+    Rule("nest", "interleave", "an elementwise nest with nothing attached that reads its "
+         "inputs through // s and % s of its last axis (s = 2..4)", _always,
+         interleave.schedule),
     Rule("nest", "plain", "no reduction to tile: a reduction with a stage attached at its "
          "full depth, or not one reduction attached at full depth along the last axis",
          _no_tile_anchor, plain.plan),
@@ -121,6 +127,9 @@ RULES: tuple[Rule, ...] = (
          "of static extent", _always, row_tile.plan),
     Rule("nest", "plain", "any other nest", _always, plain.plan),
     # -- convolutions (phasec.op.nn.conv) ---------------------------------------------------
+    Rule("conv", "conv_column", "a conv2d one column wide (K x 1 over N x 1): its row form "
+         "through this table, written back", _always,
+         conv_column.schedule_with(lambda w: schedule_conv(w))),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "
@@ -128,9 +137,18 @@ RULES: tuple[Rule, ...] = (
     Rule("conv", "conv_im2col", "an NCHW float conv2d: strided, one group, output rows "
          "narrower than a vector", _nchw_float_conv2d, conv_im2col.schedule),
     Rule("conv", "conv_direct", "any convolution", _always, conv_direct.schedule),
+    # -- transposed convolutions (phasec.op.nn.conv) ----------------------------------------
+    Rule("conv_transpose", "conv_transpose", "dilation 1 (the sub-pixel phases: one "
+         "stride-1 convolution through the table above, then interleaved)", _always,
+         conv_transpose.subpixel_with(lambda w: schedule_conv(w))),
+    Rule("conv_transpose", "conv_transpose", "any transposed convolution (the gather form)",
+         _always, conv_transpose.gather),
     # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
     Rule("pool", "pool_max_fast", "a float max pooling with stride 1 along the rows or "
          "output rows of a vector", _fast_max_pool, pool_max_fast.schedule),
+    Rule("pool", "pool_max_phases", "a float 2-D max pooling in NCHW, strided along both "
+         "axes, output rows narrower than a vector: over its stride phases laid flat",
+         _max_pool, pool_max_phases.schedule),
     Rule("pool", "pool_max", "a max pooling", _max_pool, pool_max.schedule),
     Rule("pool", "pool_avg", "an average pooling", _always, pool_avg.schedule),
 )
@@ -158,6 +176,11 @@ def schedule_nest(nest: NestEmitter) -> NestSchedule:
 def schedule_conv(w: ConvWorkload) -> Tensor:
     """The TE tensor of a convolution."""
     return choose("conv", w)
+
+
+def schedule_conv_transpose(w: ConvTransposeWorkload) -> Tensor:
+    """The TE tensor of a transposed convolution."""
+    return choose("conv_transpose", w)
 
 
 def schedule_pool(w: PoolWorkload) -> Tensor:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from phasec import arith
 from phasec.te import operation as te
+from phasec.te.schedules.pool_window import padded_input
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
 
@@ -37,8 +38,13 @@ def schedule(w: ConvWorkload) -> Tensor:
         idx = dl.index_from_canonical((i[0], i[1], *[te.clamp_index(p, sp[j])
                                                      for j, p in enumerate(pos)]))
         return te.select(inside, data[idx], zero)
-    if any(pads):
+    # in the canonical layout, the hand-written copy (pool_window.padded_input:
+    # contiguous stores, no per-element border test); else one compute
+    padded = (padded_input(data, pads, rank, zero, [0] * rank)
+              if dl.name == "NC" + "DHW"[3 - rank:] else None)
+    if padded is None and any(pads):
         padded = te.compute(padded_shape, pad_body, name="pad_temp", inline=False)
+    if padded is not None:
 
         def load(idx):
             return padded[idx]

@@ -27,6 +27,8 @@ from phasec import arith
 from phasec.te import operation as te
 from phasec.te.operation import i64
 from phasec.te.schedules.workloads import ConvWorkload
+from phasec.ir.tir import Buffer, BufferStore, For, SeqStmt, Stmt, Var
+from phasec.target import tuning
 from phasec.te.tensor import Tensor
 
 __all__ = ["schedule"]
@@ -59,18 +61,15 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if not whole and (not 2 <= OW < lanes or 2 * OW < Wp or OH < 2):
         return None  # wide enough rows, or more dropped columns than kept
     n, c = data.shape[0], data.shape[1]
-    Hp = H + top + bottom
+    depthwise = groups > 1 and og == 1 and CG == 1
+    columns = OH * Wp
+    if depthwise:
+        # whole tiles of columns for the row tiles of the plain nest
+        # (row_tile): a few more dropped columns, not one 252-wide tile
+        columns = -(-columns // 32) * 32
     # every column of the last row is computed, the dropped ones too
-    length = OH * Wp + dy * (KH - 1) * Wp + dx * (KW - 1)
-    zero = te.const(0, dt)
-
-    def pad_body(b, ch, q):
-        y = q // Wp - top
-        x = q % Wp - left
-        inside = te.all_of(te.in_range(y, 0, H), te.in_range(x, 0, W), te.lt(q, Hp * Wp))
-        return te.select(inside, data[b, ch, te.clamp_index(y, i64(H)),
-                                      te.clamp_index(x, i64(W))], zero)
-    padded = te.compute((n, c, i64(length)), pad_body, name="pad_flat", inline=False)
+    length = columns + dy * (KH - 1) * Wp + dx * (KW - 1)
+    padded = _flat_padded(data, H, W, top, left, Wp, length)
     rc = te.reduce_axis(i64(CG), "rc")
     ry, rx = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
 
@@ -81,7 +80,32 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         ch = rc.var if groups == 1 else (oc // og) * CG + rc.var
         return te.sum(padded[b, ch, p + tap] * weight[oc, rc.var, ry.var, rx.var],
                       axis=[rc, ry, rx])
-    wide = te.compute((n, w.out_shape[1], i64(OH * Wp)), wide_body, name="T_conv2d_rows",
+    wide = te.compute((n, w.out_shape[1], i64(columns)), wide_body, name="T_conv2d_rows",
                       tag="conv2d")
     return te.compute(w.out_shape, lambda b, oc, y, x: wide[b, oc, y * Wp + x],
                       name="T_conv2d")
+
+
+def _flat_padded(data: Tensor, H: int, W: int, top: int, left: int, Wp: int,
+                 length: int) -> Tensor:
+    """``data``'s channels as flat padded rows (``[b, c, (y + top)*Wp + x +
+    left]``, zero elsewhere, ``length`` long), written by hand: the row
+    zeroed, then each input row copied in, both with contiguous stores (as
+    one compute, every element would be a gather through ``q // Wp``)."""
+    dt = data.dtype
+    n, c = data.shape[0], data.shape[1]
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        src = bufs[0]
+        b, ch, q, y, x = (Var(v, "int64") for v in ("b", "ch", "q", "y", "x"))
+        fill = For(q, i64(0), i64(length), "vectorized",
+                   BufferStore(out, te.const(0, dt), (b, ch, q)))
+        copy = For(y, i64(0), i64(H), "serial", For(x, i64(0), i64(W), "vectorized", BufferStore(
+            out, src[(b, ch, y, x)], (b, ch, (y + top) * Wp + (x + left)))))
+        per_channel = SeqStmt((fill, copy))
+        cc = arith.const_int(c)
+        work = (cc or 2) * length
+        par = (cc is None or cc > 1) and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), out.shape[0], "serial",
+                   For(ch, i64(0), out.shape[1], "parallel" if par else "serial", per_channel))
+    return te.extern((n, c, i64(length)), dt, [data], build, name="pad_flat")

@@ -23,7 +23,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["PoolWindow", "padded_for_max"]
+__all__ = ["PoolWindow", "padded_for_max", "padded_input", "stride_phases"]
 
 
 class PoolWindow:
@@ -80,14 +80,15 @@ def padded_for_max(w: PoolWorkload) -> Tensor | None:
         return None
     reach = [(out_sp[j] - 1) * w.strides[j] - w.padding[j]
              + (w.pool_size[j] - 1) * w.dilation[j] + 1 for j in range(w.rank)]
-    return _padded_input(w.data, w.padding, w.rank, te.min_value(w.data.dtype), reach)
+    return padded_input(w.data, w.padding, w.rank, te.min_value(w.data.dtype), reach)
 
 
-def _padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
-                  reach: list[int]) -> Tensor | None:
-    """``x`` padded with ``fill`` up to ``reach`` (per spatial axis, the end of
-    the last window in input coordinates, exclusive); None without padding
-    or for a shape that is not static."""
+def padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
+                 reach: list[int]) -> Tensor | None:
+    """``x`` (canonical layout) padded with ``fill`` up to ``reach`` (per
+    spatial axis, the end of the last window in input coordinates,
+    exclusive); None without padding or for a shape that is not static.
+    The convolutions' padded input too (:mod:`conv_direct`)."""
     dims = [arith.const_int(d) for d in x.shape]
     if not any(pads) or any(d is None for d in dims):
         return None
@@ -117,3 +118,48 @@ def _padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
         return For(ni, i64(0), i64(n), "serial",
                    For(ci, i64(0), i64(c), "parallel" if par else "serial", body))
     return te.extern([i64(v) for v in shape], x.dtype, [x], build, name="pad_temp")
+
+
+def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],
+                  strides: Sequence[int], dilation: Sequence[int], lead: tuple[int, int],
+                  fill: PrimExpr, tile: int) -> tuple[Tensor, int, int]:
+    """``x`` (NCHW, static) split into its ``sh x sw`` stride phases laid
+    flat, for a strided window (a max pooling, a depthwise convolution):
+    ``ph[b, c, a*sw + e, u*V + v] = x[b, c, u*sh + a - top, v*sw + e - left]``,
+    ``fill`` for the padding and past the input, written by hand (``fill``
+    with contiguous stores, then each input element to its place). Tap ``(r0, r1)`` of
+    the output at ``p = y*V + x`` reads phase ``((r0*dh) % sh, (r1*dw) % sw)``
+    at ``p + (r0*dh)//sh * V + (r1*dw)//sw``: contiguous in ``p``. Returns the
+    phases, ``V`` and the flat output's columns (``OH*V`` rounded up to whole
+    ``tile``s, the extra ones computed and dropped)."""
+    n, c, H, W = (arith.const_int(d) for d in x.shape)
+    (OH, OW), (KH, KW), (sh, sw), (dh, dw) = out_hw, window, strides, dilation
+    top, left = lead
+    U = OH + (KH - 1) * dh // sh      # phase rows every output row's taps reach
+    V = OW + (KW - 1) * dw // sw      # phase columns
+    columns = -(-OH * V // tile) * tile
+    length = columns + (KH - 1) * dh // sh * V + (KW - 1) * dw // sw
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        src = bufs[0]
+        b, ch, f, q = (Var(v, "int64") for v in ("b", "ch", "f", "q"))
+        stmts: list[Stmt] = [For(f, i64(0), i64(sh * sw), "serial", For(
+            q, i64(0), i64(length), "vectorized", BufferStore(out, fill, (b, ch, f, q))))]
+        # every input element some window reaches to its phase (a phase row
+        # is V long), one small loop nest: a nest per phase of a few
+        # iterations each was unrolled whole, and slow to compile
+        y, x = Var("y", "int64"), Var("x", "int64")
+        py, px = y + top, x + left
+        rows, cols = max(0, min(H, U * sh - top)), max(0, min(W, V * sw - left))
+        stmts.append(For(y, i64(0), i64(rows), "serial", For(
+            x, i64(0), i64(cols), "serial", BufferStore(
+                out, src[(b, ch, y, x)],
+                (b, ch, (py % sh) * sw + px % sw, (py // sh) * V + px // sw)))))
+        work = n * c * sh * sw * length
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), i64(n), "serial", For(ch, i64(0), i64(c),
+                                                   "parallel" if par else "serial",
+                                                   SeqStmt(tuple(stmts))))
+    phases = te.extern((i64(n), i64(c), i64(sh * sw), i64(length)), x.dtype, [x], build,
+                       name="stride_phases")
+    return phases, V, columns

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
-from phasec.te.analysis import last_index_uses, loads_of, static_int
+from phasec.te.analysis import last_index_uses, loads_of, static_int, uses_var
 from phasec.te.operation import i64
 from phasec.te.stmt import block, combine, seq, tiled
 from phasec.te.tensor import Tensor
@@ -77,8 +77,15 @@ def plan(nest: NestEmitter) -> RowTile | None:
     if jt is None:
         return None
     it = 1
-    if m >= 2 and p_i >= 0 and not [s for s in nest.attached if s.depth >= m - 1
-                                     and s is not anchor]:
+    ivar = anchor.axes[p_i] if m >= 2 and p_i >= 0 else None
+    # rows of a tile share the loads of the inputs contiguous along j that do
+    # not depend on the row (a convolution's input row for every output
+    # channel); when each row reads its own (a depthwise convolution's
+    # channel), a tile of rows only multiplies the accumulators
+    shared = ivar is not None and any(
+        last_index_uses(ld, jvar) and not any(uses_var(i, ivar) for i in ld.indices)
+        for ld in loads_of(anchor.expr))
+    if shared and not [s for s in nest.attached if s.depth >= m - 1 and s is not anchor]:
         I = static_int(nest.shape[m - 2])
         if I is not None:
             it = next((t for t in nest.opt.target.tile_rows if I % t == 0), 1)

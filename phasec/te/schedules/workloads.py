@@ -15,7 +15,7 @@ from phasec.ir.tir import PrimExpr
 from phasec.target import tuning
 from phasec.te.tensor import Tensor
 
-__all__ = ["LayoutIndex", "ConvWorkload", "PoolWorkload"]
+__all__ = ["LayoutIndex", "CanonicalLayout", "SwappedSpatial", "ConvWorkload", "ConvTransposeWorkload", "PoolWorkload"]
 
 
 class LayoutIndex(Protocol):
@@ -30,6 +30,45 @@ class LayoutIndex(Protocol):
     def index_from_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]: ...
 
     def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]: ...
+
+
+class CanonicalLayout:
+    """A layout in its canonical order (``NCHW``, ``OIHW``...): what a
+    schedule gives the intermediate tensors it makes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def to_canonical(self, dims: Sequence[Any]) -> list[Any]:
+        return list(dims)
+
+    def index_from_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        return tuple(idx)
+
+    def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        return tuple(idx)
+
+
+class SwappedSpatial:
+    """A 2-D layout read with its two spatial axes swapped: the same tensor
+    seen as its transpose in H and W, without moving anything (an ``N x 1``
+    image seen as ``1 x N``)."""
+
+    def __init__(self, layout: LayoutIndex) -> None:
+        self.layout = layout
+        self.name = layout.name.translate(str.maketrans("HW", "WH"))
+
+    def to_canonical(self, dims: Sequence[Any]) -> list[Any]:
+        a, b, h, w = self.layout.to_canonical(dims)
+        return [a, b, w, h]
+
+    def index_from_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        a, b, h, w = idx
+        return tuple(self.layout.index_from_canonical((a, b, w, h)))
+
+    def index_to_canonical(self, idx: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
+        a, b, h, w = self.layout.index_to_canonical(idx)
+        return (a, b, w, h)
 
 
 @dataclass(frozen=True)
@@ -55,6 +94,27 @@ class ConvWorkload:
     def lanes(self) -> int:
         """Elements of the output dtype (float32 or float64) in one of the host's vectors."""
         return tuning.host_tuning().lanes(64 if self.dtype == "float64" else 32)
+
+
+@dataclass(frozen=True)
+class ConvTransposeWorkload:
+    """A transposed convolution over ``rank`` spatial dimensions
+    (``nn.conv{1,2,3}d_transpose``): the kernel is (input channels, output
+    channels per group, *window) in canonical order (``IOHW``...)."""
+
+    data: Tensor
+    weight: Tensor
+    out_shape: Sequence[PrimExpr]
+    dtype: str
+    rank: int
+    strides: tuple[int, ...]
+    padding: tuple[int, ...]
+    output_padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    data_layout: LayoutIndex
+    kernel_layout: LayoutIndex
+    out_layout: LayoutIndex
 
 
 @dataclass(frozen=True)

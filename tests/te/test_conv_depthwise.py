@@ -1,0 +1,109 @@
+"""Depthwise convolutions: narrow stride-1 ones over flat padded rows
+(``te.schedules.conv_flat_rows``: the rows copied in by hand, whole tiles of
+columns, one channel per row tile since no input row is shared between
+channels), strided ones (and grouped ones) over the padded copy written by hand
+(``pool_window.padded_input``). The values against numpy's reference, with
+bias and relu fused, on LLVM and on the TIR interpreter, for odd and prime
+sizes and a symbolic batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import tir
+from phasec.op import call_op, get_op
+from phasec.op.legalize import lower_fused
+
+from helpers.legalize import fused, tvar, walk
+
+RNG = np.random.default_rng(41)
+
+
+def _lower(xs, k, **attrs):
+    c = xs[1]
+    d, w, b = tvar("d", xs), tvar("w", (c, 1, k, k)), tvar("b", (1, c, 1, 1))
+    return lower_fused(fused([d, w, b], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "add", bb.emit(call_op("nn.conv2d", d, w, groups=c, **attrs)), b)))))
+
+
+def _allocs(prim):
+    return {s.buffer.name: s.buffer for s in walk(prim.body) if isinstance(s, tir.Allocate)}
+
+
+def _check(low, xs, k, interp, **attrs):
+    c = xs[1]
+    x = RNG.standard_normal(xs).astype("float32")
+    w = RNG.standard_normal((c, 1, k, k)).astype("float32")
+    b = RNG.standard_normal((1, c, 1, 1)).astype("float32")
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    pads = attrs["padding"]
+    ref = {"padding": (pads,) * 4 if isinstance(pads, int) else pads,
+           "strides": two(attrs.get("strides", 1)), "dilation": two(attrs.get("dilation", 1))}
+    want = np.maximum(get_op("relax.nn.conv2d").reference(x, w, groups=c, **ref) + b, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, w, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if interp:
+        again = np.zeros(want.shape, "float32")
+        run_prim_func(low.prim_func, [x, w, b, again])
+        np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,k,interp", [((1, 8, 13, 13), 5, False), ((2, 4, 7, 7), 3, True)])
+def test_narrow_depthwise_over_flat_rows(xs, k, interp):
+    low = _lower(xs, k, padding=k // 2)
+    allocs = _allocs(low.prim_func)
+    assert "pad_flat" in allocs
+    # one channel per tile: a 1-D accumulator (no tile of channels)
+    assert all(len(buf.shape) == 1 for name, buf in allocs.items() if name.endswith("_acc"))
+    _check(low, xs, k, interp, padding=k // 2)
+
+
+STRIDED = {  # (data shape, kernel, attrs, TIR interpreter too)
+    "3x3_s2_29": ((1, 5, 29, 29), 3, {"padding": 1, "strides": 2}, False),
+    "3x3_s2_batch2": ((2, 3, 11, 9), 3, {"padding": 1, "strides": 2}, True),
+    "5x5_s2x3_uneven_pads": ((1, 3, 13, 17), 5, {"padding": (2, 1, 1, 2), "strides": (2, 3)},
+                             False),
+    "3x3_s2_dilation2": ((1, 2, 15, 15), 3, {"padding": 2, "strides": 2, "dilation": 2},
+                         False),
+}
+
+
+@pytest.mark.parametrize("name", list(STRIDED))
+def test_strided_depthwise_over_the_padded_copy(name):
+    xs, k, attrs, interp = STRIDED[name]
+    low = _lower(xs, k, **attrs)
+    assert "pad_temp" in _allocs(low.prim_func)
+    _check(low, xs, k, interp, **attrs)
+
+
+def test_grouped_strided_over_the_padded_copy():
+    d, w = tvar("d", (1, 4, 9, 9)), tvar("w", (4, 2, 3, 3))
+    low = lower_fused(fused([d, w], lambda bb: call_op(
+        "nn.conv2d", d, w, groups=2, padding=1, strides=2)))
+    assert "pad_temp" in _allocs(low.prim_func)
+    x = RNG.standard_normal((1, 4, 9, 9)).astype("float32")
+    wa = RNG.standard_normal((4, 2, 3, 3)).astype("float32")
+    want = get_op("relax.nn.conv2d").reference(x, wa, groups=2, padding=(1, 1, 1, 1),
+                                               strides=(2, 2))
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_symbolic_batch():
+    n = tir.Var("n")
+    low = _lower((n, 6, 11, 11), 5, padding=2)
+    kernel = compile_prim_funcs({"k": low.prim_func})["k"]
+    for batch in (1, 2):
+        x = RNG.standard_normal((batch, 6, 11, 11)).astype("float32")
+        w = RNG.standard_normal((6, 1, 5, 5)).astype("float32")
+        b = RNG.standard_normal((1, 6, 1, 1)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(
+            x, w, groups=6, padding=(2, 2, 2, 2)) + b, 0)
+        got = np.zeros(want.shape, "float32")
+        kernel(x, w, b, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
