@@ -107,47 +107,14 @@ def _conv(ctx: NodeContext) -> Value:
     kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
     n = len(kernel)
     data_layout, kernel_layout, _ = _LAYOUTS[n]
-    column = (n == 2 and all(isinstance(d, int) for d in [*ctx.shape(x), *wshape])
-              and ctx.shape(x)[3] == 1 and wshape[3] == 1 and pads[1] == pads[3] == 0)
-    if column:
-        # a one-pixel-wide image (a conv1d exported as conv2d, magika's):
-        # the same convolution along rows, where the schedules vectorize;
-        # a width-1 axis moves by a reshape (222 -> 18 ms for 256 -> 512
-        # channels, 5 taps over 512 positions)
-        nb, c, h, _ = ctx.shape(x)
-        x = ctx.emit("reshape", x, (nb, c, 1, h))
-        w = ctx.emit("reshape", w, (wshape[0], wshape[1], 1, wshape[2]))
-        strides, dilations = [1, strides[0]], [1, dilations[0]]
-        pads = [0, pads[0], 0, pads[2]]
     y = ctx.emit(f"nn.conv{n}d", x, w, strides=strides, padding=pads, dilation=dilations,
                  groups=int(ctx.attr("group", 1)), data_layout=data_layout,
                  kernel_layout=kernel_layout, out_layout=data_layout)
-    if column:
-        shape = ctx.shape(y)
-        y = ctx.emit("reshape", y, (shape[0], shape[1], shape[3], 1))
     y = back_to_dtype(ctx, y, dtype)
     if ctx.has(2):
         b = ctx.input(2)
         y = ctx.emit("add", y, reshape(ctx, b, list(_channel_shape(n + 2, ctx.shape(b)[0]))))
     return y
-
-
-def _tiles_by_matmul(ctx: NodeContext, x: Value, w: Value) -> Value:
-    """A 2-D ConvTranspose whose kernel equals its strides (no padding, one
-    group): every input pixel writes its own ``kh x kw`` tile, so it is one
-    matmul ``[N*H*W, C] @ [C, O*kh*kw]`` and a rearrangement of the tiles
-    (the upsampling heads of DBNet and U-Nets). The strided transposed
-    convolution nest visits every kernel tap of every output: PP-OCRv4's
-    detector spent 127 ms in one such 2x2 layer that ONNX Runtime runs in a
-    few milliseconds."""
-    nb, c, h, wd = ctx.shape(x)
-    _, o, kh, kw = ctx.shape(w)
-    rows = ctx.emit("reshape", ctx.emit("permute_dims", x, axes=[0, 2, 3, 1]),
-                    (nb * h * wd, c))
-    y = ctx.emit("matmul", rows, ctx.emit("reshape", w, (c, o * kh * kw)))
-    y = ctx.emit("permute_dims", ctx.emit("reshape", y, (nb, h, wd, o, kh, kw)),
-                 axes=[0, 3, 1, 4, 2, 5])
-    return ctx.emit("reshape", y, (nb, o, h * kh, wd * kw))
 
 
 @converter("ConvTranspose")
@@ -197,15 +164,10 @@ def _conv_transpose(ctx: NodeContext) -> Value:
         raise Unsupported(f"output_padding {out_pad} not smaller than strides {strides} "
                           f"or dilations {dilations}")
     data_layout, _, kernel_layout = _LAYOUTS[n]
-    if (n == 2 and kernel == strides == list(wshape[2:]) and dilations == [1, 1]
-            and group == 1 and not any(pads) and not any(out_pad)
-            and all(isinstance(d, int) for d in ctx.shape(x))):
-        y = _tiles_by_matmul(ctx, x, w)
-    else:
-        y = ctx.emit(f"nn.conv{n}d_transpose", x, w, strides=strides, padding=pads,
-                     output_padding=out_pad, dilation=dilations, groups=group,
-                     data_layout=data_layout, kernel_layout=kernel_layout,
-                     out_layout=data_layout)
+    # (the schedule runs it as stride**2 sub-pixel convolutions: te/schedules)
+    y = ctx.emit(f"nn.conv{n}d_transpose", x, w, strides=strides, padding=pads,
+                 output_padding=out_pad, dilation=dilations, groups=group,
+                 data_layout=data_layout, kernel_layout=kernel_layout, out_layout=data_layout)
     y = back_to_dtype(ctx, y, dtype)
     if ctx.has(2):
         b = ctx.input(2)
