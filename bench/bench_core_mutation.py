@@ -311,6 +311,16 @@ def load_equivalent() -> dict[tuple[str, str, str], str]:
     return out
 
 
+def _previous_kills(path: Path, sources: dict[str, str]) -> set[tuple[str, str, str]]:
+    """(file, source line, mutation) of the mutants a previous run killed."""
+    out = set()
+    for o in json.loads(path.read_text()):
+        if o["verdict"] in ("killed", "timeout") and o["file"] in sources:
+            text = o.get("source") or sources[o["file"]].splitlines()[o["line"] - 1]
+            out.add((o["file"], text.strip(), o["mutation"]))
+    return out
+
+
 def _in_targets(m: _core_mutants.Mutant, prefixes: tuple[str, ...] | None) -> bool:
     if prefixes is None:
         return True
@@ -376,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", type=int, help="mutant indices (with one --files)")
     ap.add_argument("--list", action="store_true", help="list the mutants and stop")
     ap.add_argument("--json", help="write every outcome to this file")
+    ap.add_argument("--rerun", metavar="PREVIOUS_JSON",
+                    help="run only the mutants a previous --json run did not kill (matched "
+                         "by file, source line and mutation); keep the others' verdicts")
     ap.add_argument("--quick", action="store_true", help="phasec/ir/phase.py only")
     ap.add_argument("--collect-only", dest="collect_only", metavar="OUT",
                     help=argparse.SUPPRESS)
@@ -421,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in files:
         importlib.import_module(module_name(f))
     equivalent = load_equivalent()
+    previous = _previous_kills(Path(args.rerun), sources) if args.rerun else set()
     outcomes: list[Outcome] = []
 
     def run_all(items: dict[str, Any]) -> None:
@@ -432,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
                 key = (f, src_lines[m.lineno - 1].strip(), m.description)
                 if key in equivalent:
                     outcomes.append(Outcome(m, f, "equivalent", reason=equivalent[key]))
+                    continue
+                if (f, src_lines[m.lineno - 1].strip(), m.description) in previous:
+                    outcomes.append(Outcome(m, f, "killed", how="previous run"))
                     continue
                 ids = [t for t in _select(lines.get(f, {}), tests, m, args.budget) if t in items]
                 if not ids:
@@ -453,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([
             {"file": o.file, "line": o.mutant.lineno, "index": o.mutant.index,
+             "source": _line_text(o),
              "mutation": o.mutant.description, "verdict": o.verdict, "tests": o.tests_run,
              "seconds": round(o.seconds, 2), "how": o.how, "reason": o.reason}
             for o in outcomes], indent=1))

@@ -9,12 +9,17 @@ bench/bench_core_mutation.py: each test kills mutants that survived.)
 
 from __future__ import annotations
 
+import types
+from functools import partial
+
 import pytest
 
 from phasec import PhaseError
 from phasec.ir import Function, IRModule, Phase, SeqExpr, TensorStructInfo, Var
+
 from phasec.transform import (
-    REGISTRY, PassContext, PassTrace, Pipeline, Sequential, get_pass, module_pass, register_pass,
+    REGISTRY, PassConfigError, PassContext, PassTrace, Pipeline, PrintIR, Sequential,
+    function_pass, get_pass, module_pass, prim_func_pass, register_pass,
 )
 
 T4 = TensorStructInfo((4,), "float32")
@@ -120,7 +125,27 @@ def test_declaration_defaults(ran):
     p = ran.pass_("Plain", phases="all")
     assert p.info.opt_level == 0 and p.info.verify_input is True
     assert p.info.transition_to is None and p.info.required == ()
+    for decorator in (function_pass, prim_func_pass):
+        info = decorator(lambda func, mod, ctx: func, phases="all", name="F").info
+        assert info.opt_level == 0 and info.verify_input is True, decorator.__name__
+    assert PrintIR().info.opt_level == 0 and PrintIR().info.verify_input is True
     # opt_level 0 passes run at the lowest context opt_level
     with PassContext(opt_level=0):
         Sequential([p])(make_module())
     assert ran.names == ["Plain"]
+
+
+def test_decorators_refuse_what_is_neither_a_function_nor_a_class():
+    def body(mod, ctx):
+        return mod
+    # a module has a __name__ but cannot be called; a partial can be called
+    # but has no __name__
+    for target, kind in ((types.ModuleType("mine"), "module"), (partial(body), "partial")):
+        with pytest.raises(PassConfigError, match=f"decorates a function or a class, not {kind}"):
+            module_pass(phases="all")(target)
+
+
+def test_print_ir_runs_at_every_opt_level(capsys):
+    with PassContext(opt_level=0):
+        Sequential([PrintIR(header="here")])(make_module())
+    assert "# PrintIR here (phase ingestion)" in capsys.readouterr().err
