@@ -306,8 +306,11 @@ def load_equivalent() -> dict[tuple[str, str, str], str]:
         if raw.startswith((" ", "\t")) and key is not None:
             out[key] = (out.get(key, "") + " " + raw.strip()).strip()
         else:
-            parts = [p.strip() for p in raw.split(" | ")]
-            key = (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+            # the source line may hold " | " itself: the file is before the
+            # first separator, the mutation after the last
+            first, rest = raw.split(" | ", 1) if " | " in raw else (raw, "")
+            middle, _, mutation = rest.rpartition(" | ")
+            key = (first.strip(), middle.strip(), mutation.strip()) if middle else None
     return out
 
 

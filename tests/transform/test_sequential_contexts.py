@@ -149,3 +149,12 @@ def test_print_ir_runs_at_every_opt_level(capsys):
     with PassContext(opt_level=0):
         Sequential([PrintIR(header="here")])(make_module())
     assert "# PrintIR here (phase ingestion)" in capsys.readouterr().err
+
+
+def test_a_pipeline_nested_as_a_sequential_runs_at_every_opt_level(ran):
+    pipeline = Pipeline([lift(ran), ran.pass_("Opt", phases=Phase.OPTIMIZATION)])
+    nested = pipeline.to_sequential()
+    assert nested.info.opt_level == 0
+    with PassContext(opt_level=0):
+        out = Sequential([nested])(make_module())
+    assert ran.names == ["Lift", "Opt"] and out.phase == Phase.OPTIMIZATION
