@@ -71,6 +71,8 @@ DEFAULT_TESTS = ("tests/ir", "tests/transform", "tests/verifier", "tests/backend
                  "tests/pipeline", "tests/testing/test_mutations.py")
 #: installed module name of a repository file (verifier/ installs as phasec.verifier)
 _PACKAGE_DIRS = {"verifier": "phasec.verifier", "passes": "phasec.passes"}
+#: the coverage context of code run when the modules are imported
+IMPORT_TIME = "<import>"
 
 
 def module_name(path: str) -> str:
@@ -126,7 +128,9 @@ def collect_coverage(files: list[str], tests: list[str], out: Path) -> None:
     lines: dict[str, dict[str, list[str]]] = {}
     for f in files:
         by_line = data.contexts_by_lineno(str(_ROOT / f))
-        lines[f] = {str(n): sorted(c for c in ctxs if c) for n, ctxs in by_line.items()}
+        # "" is the context outside every test: the imports (collection)
+        lines[f] = {str(n): sorted(c or IMPORT_TIME for c in ctxs)
+                    for n, ctxs in by_line.items()}
     out.write_text(json.dumps({"tests": plugin.tests, "lines": lines}))
 
 
@@ -166,10 +170,11 @@ def _live_functions(path: str) -> dict[tuple[str, int], list[types.FunctionType]
 
 
 def _swap_code(path: str, source: str, mutant: _core_mutants.Mutant,
-               live: dict[tuple[str, int], list[types.FunctionType]]) -> bool:
+               live: dict[tuple[str, int], list[types.FunctionType]], at_import: bool) -> bool:
     """Give the live functions around ``mutant`` the mutated code; False when
-    it cannot be done in place (module or class level, a changed closure)."""
-    if not mutant.scopes or mutant.scopes[-1][0] == "class":
+    it cannot be done in place: module or class level, a changed closure, or
+    a line that runs at import (what it computed then is already in use)."""
+    if at_import or not mutant.scopes or mutant.scopes[-1][0] == "class":
         return False
     module_code = compile(_core_mutants.mutate(source, mutant.index, path), path, "exec")
     codes = _code_path(module_code, mutant.scopes)
@@ -194,12 +199,16 @@ def _select(lines: dict[str, list[str]], tests: dict[str, dict[str, Any]],
             mutant: _core_mutants.Mutant, budget: float) -> list[str]:
     """The tests that cover the mutant's line and pass unmutated, fastest first,
     up to ``budget`` seconds of measured time (0: all of them)."""
-    if mutant.scopes and mutant.scopes[-1][0] != "class":
-        covering = lines.get(str(mutant.lineno), [])
-    else:  # runs at import: every test that runs any of the module's code
-        covering = sorted({t for ids in lines.values() for t in ids})
-    ids = [t for t in covering if tests.get(t, {}).get("passed")]
-    ids.sort(key=lambda t: tests[t]["duration"])
+    covering = lines.get(str(mutant.lineno), [])
+    others: set[str] = set()
+    if not mutant.scopes or mutant.scopes[-1][0] == "class" or IMPORT_TIME in covering:
+        # runs at import: every test that runs any of the module's code too
+        others = {t for ids in lines.values() for t in ids} - set(covering)
+
+    def fastest(names: Any) -> list[str]:
+        return sorted((t for t in names if tests.get(t, {}).get("passed")),
+                      key=lambda t: tests[t]["duration"])
+    ids = fastest(covering) + fastest(others)
     if budget <= 0:
         return ids
     chosen, total = [], 0.0
@@ -229,7 +238,7 @@ def _wait(pid: int, timeout: float) -> tuple[str, int]:
 
 
 def run_mutant(file: str, source: str, mutant: _core_mutants.Mutant, items: list[Any],
-               timeout: float, live: dict, log: Path) -> tuple[str, str]:
+               timeout: float, live: dict, log: Path, at_import: bool) -> tuple[str, str]:
     """Fork a child that runs the collected test ``items`` against the mutant,
     stopping at the first failure; returns (verdict, how)."""
     from _pytest.runner import runtestprotocol
@@ -244,7 +253,7 @@ def run_mutant(file: str, source: str, mutant: _core_mutants.Mutant, items: list
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.environ["PHASEC_CORE_MUTANT"] = f"{module_name(file)}:{path}:{mutant.index}"
-            if _swap_code(path, source, mutant, live):
+            if _swap_code(path, source, mutant, live, at_import):
                 print(f"fork: code swapped for mutant {mutant.index}", flush=True)
                 code = 0
                 for i, item in enumerate(items):
@@ -459,8 +468,10 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 timeout = args.timeout_factor * sum(tests[t]["duration"] for t in ids) + 20
                 t0 = time.monotonic()
+                at_import = IMPORT_TIME in lines.get(f, {}).get(str(m.lineno), ())
                 verdict, how = run_mutant(f, sources[f], m, [items[t] for t in ids], timeout,
-                                          live, work / f"mutant-{Path(f).stem}-{m.index}.log")
+                                          live, work / f"mutant-{Path(f).stem}-{m.index}.log",
+                                          at_import)
                 outcomes.append(Outcome(m, f, verdict, len(ids), time.monotonic() - t0, how))
                 print(f"{f}:{m.lineno} #{m.index} {m.description}: {verdict} "
                       f"({len(ids)} tests, {time.monotonic() - t0:.1f} s, {how})", flush=True)
