@@ -11,6 +11,8 @@ the verifier, bench/bench_core_mutation.py: these mutants survived.)
 
 from __future__ import annotations
 
+import dataclasses
+
 import phasec
 from phasec import verifier
 from phasec.ir import (
@@ -139,3 +141,59 @@ def test_block_axis_used_after_its_block():
     [(code, message)] = found(after)
     assert code == "WF501" and "'vi'" in message
     assert found(kernel(tir.For(k, 0, 4, "serial", block))) == []
+
+
+# -- what the messages say ----------------------------------------------------------
+def test_dataflow_variable_outside_a_block_says_where():
+    x, w = Var("x", T4), Var("w", T4)
+    lv = DataflowVar("lv", T4)
+    as_param = main_module([lv], [BindingBlock([VarBinding(w, add(lv, lv))])], w)
+    [(code, message)] = found(as_param)
+    assert code == "WF004" and message == "dataflow variable 'lv' is defined as a function parameter"
+    bound = main_module([x], [BindingBlock([VarBinding(lv, add(x, x))])], x)
+    [(code, message)] = found(bound)
+    assert code == "WF004" and message == "dataflow variable 'lv' is defined outside a dataflow block"
+
+
+def test_nested_function_after_lambda_lifting_is_named():
+    x, y = Var("x", T4), Var("y", T4)
+    inner = Function([y], SeqExpr([], y))
+    f = Var("helper", inner.struct_info)
+    mod = main_module([x], [BindingBlock([VarBinding(f, inner)])], x).with_phase("optimization")
+    [(code, message)] = found(mod)
+    assert code == "PH101"
+    assert message.startswith("nested function 'helper' in phase optimization")
+    # with a Codegen attribute it is a BYOC region and stays where it is
+    byoc = Function([y], SeqExpr([], y), attrs={"Codegen": "dnnl"})
+    g = Var("helper", byoc.struct_info)
+    ok = main_module([x], [BindingBlock([VarBinding(g, byoc)])], x).with_phase("optimization")
+    assert found(ok) == []
+
+
+LOWERED_DATAFLOW = """
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "lowering"})
+
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        with R.dataflow():
+            a = x
+            b = a
+            R.output(b)
+        return b
+"""
+
+
+def test_dataflow_block_without_a_span_is_reported_at_its_first_binding():
+    mod = phasec.parse(LOWERED_DATAFLOW, "lowered.py")
+    lines = LOWERED_DATAFLOW.splitlines()
+    at_with = lines.index("        with R.dataflow():") + 1
+    assert [(d.code, d.span.line) for d in verifier.check(mod)] == [("PH201", at_with)]
+    # a pass that rebuilds the block (no span of its own) keeps the bindings' spans
+    func = mod["main"]
+    block = dataclasses.replace(func.body.blocks[0], span=None)
+    rebuilt = mod.update({"main": dataclasses.replace(
+        func, body=dataclasses.replace(func.body, blocks=(block,)))})
+    assert [(d.code, d.span.line) for d in verifier.check(rebuilt)] == [
+        ("PH201", lines.index("            a = x") + 1)]
