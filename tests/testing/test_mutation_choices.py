@@ -53,6 +53,30 @@ class M:
         return out
 '''
 
+#: scalar and shape parameters beside a tensor (injectors read tensor shapes only)
+OTHER_PARAMS = '''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), s: R.Shape(["n", 4]),
+             k: R.Prim("int64")) -> R.Tensor(("n", 4), "float32"):
+        n = T.int64()
+        y = R.add(x, x)
+        return y
+'''
+
+#: a build-phase module whose only function is impure
+IMPURE_BUILD = '''
+@I.ir_module
+class M:
+    I.module_attrs({"phase": "build"})
+
+    @R.function(pure=False)
+    def main(x: R.Tensor((2, 3), "float32")) -> R.Tensor((2, 3), "float32"):
+        y = R.call_packed("my.func", x, sinfo_args=R.Tensor((2, 3), "float32"))
+        return y
+'''
+
 #: what an injected violation brings along, by construction
 FOLLOW_ONS = {
     # a dataflow block is the only place these violations can be written,
@@ -71,10 +95,15 @@ FOLLOW_ONS = {
 }
 
 
-@pytest.mark.parametrize("phase", list(Phase))
-@pytest.mark.parametrize("source", [BARE, RICH], ids=["bare", "rich"])
+CASES = [(source, phase) for source in (BARE, RICH) for phase in Phase] + [
+    (OTHER_PARAMS, Phase.INGESTION), (IMPURE_BUILD, Phase.BUILD)]
+
+
+@pytest.mark.parametrize("source, phase", CASES,
+                         ids=[f"{i}-{p.label}" for i, (_, p) in enumerate(CASES)])
 def test_first_and_last_choices_inject_their_rule(source, phase):
     mod = advance_to_phase(phasec.parse(source), phase)
+    assert not [d for d in verifier.check(mod) if d.is_error]
     for code, mutation in MUTATIONS.items():
         if mutation.since > phase:
             continue

@@ -158,3 +158,17 @@ def test_a_pipeline_nested_as_a_sequential_runs_at_every_opt_level(ran):
     with PassContext(opt_level=0):
         out = Sequential([nested])(make_module())
     assert ran.names == ["Lift", "Opt"] and out.phase == Phase.OPTIMIZATION
+
+
+def test_to_sequential_keeps_the_name_and_takes_an_opt_level(ran):
+    pipeline = Pipeline([lift(ran), ran.pass_("Opt", phases=Phase.OPTIMIZATION)], name="mine")
+    assert pipeline.to_sequential().name == "mine"
+    nested = pipeline.to_sequential(opt_level=2)
+    assert nested.info.opt_level == 2
+    with PassContext(opt_level=1):
+        Sequential([nested])(make_module())
+    assert ran.names == ["Lift"]  # the transition runs whatever the opt_level; Opt does not
+    bad = Pipeline([ran.pass_("Opt", phases=Phase.OPTIMIZATION)], start_phase="optimization",
+                   name="mine")
+    with pytest.raises(PhaseError, match="in Sequential 'mine'"):
+        bad.to_sequential().validate(Phase.INGESTION)

@@ -163,6 +163,10 @@ def test_nested_function_after_lambda_lifting_is_named():
     [(code, message)] = found(mod)
     assert code == "PH101"
     assert message.startswith("nested function 'helper' in phase optimization")
+    [diag] = verifier.check(mod)
+    assert diag.help == ("run LambdaLifting to lift nested functions (or declare phase "
+                         "'ingestion': I.module_attrs({\"phase\": \"ingestion\"}) in the "
+                         "module class)")
     # with a Codegen attribute it is a BYOC region and stays where it is
     byoc = Function([y], SeqExpr([], y), attrs={"Codegen": "dnnl"})
     g = Var("helper", byoc.struct_info)
