@@ -62,6 +62,7 @@ class M:
              k: R.Prim("int64")) -> R.Tensor(("n", 4), "float32"):
         n = T.int64()
         y = R.add(x, x)
+        c = R.exp(R.const(1.5, "float32"))
         return y
 '''
 
@@ -111,3 +112,12 @@ def test_first_and_last_choices_inject_their_rule(source, phase):
             found = {d.code for d in verifier.check(mutation(mod, choose)) if d.is_error}
             assert code in found, (code, end)
             assert found - {code} <= FOLLOW_ONS.get(code, set()), (code, end, found)
+
+
+def test_an_edited_binding_keeps_its_place_in_the_source():
+    mod = phasec.parse(RICH, "rich.py")
+    # the first candidate: the multiply in scale
+    line = RICH.splitlines().index(
+        '        b = R.multiply(a, R.const(2.0, "float32"))') + 1
+    [diag] = verifier.check(MUTATIONS["WF101"](mod, lambda n: 0))
+    assert diag.code == "WF101" and diag.span is not None and diag.span.line == line

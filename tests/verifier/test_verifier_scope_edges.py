@@ -201,3 +201,11 @@ def test_dataflow_block_without_a_span_is_reported_at_its_first_binding():
         func, body=dataclasses.replace(func.body, blocks=(block,)))})
     assert [(d.code, d.span.line) for d in verifier.check(rebuilt)] == [
         ("PH201", lines.index("            a = x") + 1)]
+
+
+def test_a_tir_value_bound_as_a_relax_value_is_named():
+    x, bad = Var("x", T4), Var("bad", T4)
+    mod = main_module([x], [BindingBlock([VarBinding(bad, tir.IntImm(1))])], x)
+    [(code, message)] = found(mod)
+    assert code == "WF100"
+    assert message == "unexpected IntImm here: not a node of the expected kind"
