@@ -78,6 +78,27 @@ class M:
         return y
 '''
 
+#: main calls itself (an injector must never delete the entry function)
+RECURSIVE = '''
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2,), "float32"), n: R.Tensor((), "int64")) -> R.Tensor((2,), "float32"):
+        cond = R.greater(n, R.const(0, "int64"))
+        if cond:
+            m = R.subtract(n, R.const(1, "int64"))
+            z = cls.zeta(x)
+            r = cls.main(z, m)
+        else:
+            r = x
+        return r
+
+    @R.function
+    def zeta(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        y = R.add(x, x)
+        return y
+'''
+
 #: what an injected violation brings along, by construction
 FOLLOW_ONS = {
     # a dataflow block is the only place these violations can be written,
@@ -97,7 +118,7 @@ FOLLOW_ONS = {
 
 
 CASES = [(source, phase) for source in (BARE, RICH) for phase in Phase] + [
-    (OTHER_PARAMS, Phase.INGESTION), (IMPURE_BUILD, Phase.BUILD)]
+    (OTHER_PARAMS, Phase.INGESTION), (IMPURE_BUILD, Phase.BUILD), (RECURSIVE, Phase.INGESTION)]
 
 
 @pytest.mark.parametrize("source, phase", CASES,
