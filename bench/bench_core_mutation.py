@@ -68,7 +68,8 @@ DEFAULT_TARGETS: dict[str, tuple[str, ...] | None] = {
     "phasec/backend/vm/codegen.py": ("codegen", "_verify"),
 }
 DEFAULT_TESTS = ("tests/ir", "tests/transform", "tests/verifier", "tests/backend/vm",
-                 "tests/pipeline", "tests/testing/test_mutations.py")
+                 "tests/pipeline", "tests/testing/test_mutations.py",
+                 "tests/testing/test_mutation_choices.py")
 #: installed module name of a repository file (verifier/ installs as phasec.verifier)
 _PACKAGE_DIRS = {"verifier": "phasec.verifier", "passes": "phasec.passes"}
 #: the coverage context of code run when the modules are imported
