@@ -304,7 +304,8 @@ class _MutationLoop:
 def load_equivalent() -> dict[tuple[str, str, str], str]:
     """(file, source line text, mutation) -> why the mutant is equivalent.
 
-    File format: blocks of ``file | source line, stripped | mutation`` and an
+    File format: blocks of ``file | source line, stripped | mutation`` (or
+    ``file:LINE | ...`` for one line of several with the same text) and an
     indented reason on the next line; ``#`` starts a comment line."""
     out: dict[tuple[str, str, str], str] = {}
     if not EQUIVALENT_FILE.exists():
@@ -320,6 +321,7 @@ def load_equivalent() -> dict[tuple[str, str, str], str]:
             # first separator, the mutation after the last
             first, rest = raw.split(" | ", 1) if " | " in raw else (raw, "")
             middle, _, mutation = rest.rpartition(" | ")
+            # "file:LINE" pins an entry to one line when the same text occurs twice
             key = (first.strip(), middle.strip(), mutation.strip()) if middle else None
     return out
 
@@ -456,9 +458,11 @@ def main(argv: list[str] | None = None) -> int:
             src_lines = sources[f].splitlines()
             t_file = time.monotonic()
             for m in selected[f]:
-                key = (f, src_lines[m.lineno - 1].strip(), m.description)
-                if key in equivalent:
-                    outcomes.append(Outcome(m, f, "equivalent", reason=equivalent[key]))
+                text = src_lines[m.lineno - 1].strip()
+                reason = equivalent.get((f"{f}:{m.lineno}", text, m.description)) or \
+                    equivalent.get((f, text, m.description))
+                if reason:
+                    outcomes.append(Outcome(m, f, "equivalent", reason=reason))
                     continue
                 if (f, src_lines[m.lineno - 1].strip(), m.description) in previous:
                     outcomes.append(Outcome(m, f, "killed", how="previous run"))
