@@ -17,9 +17,10 @@ functions) and runs ``pytest.main`` on the selected tests; the tests'
 subprocesses (CLI tests) import the mutated module through an import hook
 (``bench/_mutant_hook/sitecustomize.py``). A mutation at module or class
 level, or one that changes a function's closure, runs the tests in a fresh
-interpreter with the import hook alone. Each child has a timeout
-(``--timeout-factor`` times the selected tests' measured time, plus a
-margin); a child that exceeds it is killed with its process group.
+interpreter with the import hook alone. Each test in a child has a time limit
+(``--timeout-factor`` times its measured time, plus 10 s), and each child
+one for all its tests (the same factor times their sum, plus 20 s); a child
+that exceeds it is killed with its process group.
 
 Verdicts: *killed* (a test failed), *survived*, *timeout* (counted as
 killed: the mutant made a test hang), *uncovered* (no test executes the
@@ -238,10 +239,21 @@ def _wait(pid: int, timeout: float) -> tuple[str, int]:
         time.sleep(0.05)
 
 
+#: exit status of a child whose test overran its own limit
+_TEST_TIMEOUT_EXIT = 124
+
+
+def _overran(signum: int, frame: Any) -> None:
+    os._exit(_TEST_TIMEOUT_EXIT)
+
+
 def run_mutant(file: str, source: str, mutant: _core_mutants.Mutant, items: list[Any],
-               timeout: float, live: dict, log: Path, at_import: bool) -> tuple[str, str]:
+               timeout: float, live: dict, log: Path, at_import: bool,
+               limits: list[float] | None = None) -> tuple[str, str]:
     """Fork a child that runs the collected test ``items`` against the mutant,
-    stopping at the first failure; returns (verdict, how)."""
+    stopping at the first failure; returns (verdict, how). ``limits`` are
+    per-test time limits (a hanging mutant is caught at its first test, not
+    after the whole ``timeout``)."""
     from _pytest.runner import runtestprotocol
 
     path = str(_ROOT / file)
@@ -257,9 +269,13 @@ def run_mutant(file: str, source: str, mutant: _core_mutants.Mutant, items: list
             if _swap_code(path, source, mutant, live, at_import):
                 print(f"fork: code swapped for mutant {mutant.index}", flush=True)
                 code = 0
+                signal.signal(signal.SIGALRM, _overran)
                 for i, item in enumerate(items):
                     nxt = items[i + 1] if i + 1 < len(items) else None
+                    if limits:
+                        signal.setitimer(signal.ITIMER_REAL, limits[i])
                     reports = runtestprotocol(item, nextitem=nxt, log=False)
+                    signal.setitimer(signal.ITIMER_REAL, 0)
                     failed = [r for r in reports if r.failed]
                     if failed:
                         print(f"killed by {item.nodeid}:\n{failed[0].longreprtext[-3000:]}",
@@ -277,7 +293,7 @@ def run_mutant(file: str, source: str, mutant: _core_mutants.Mutant, items: list
             os._exit(code)
     state, code = _wait(pid, timeout)
     how = "fork" if log.read_text(errors="replace").startswith("fork:") else "fresh"
-    if state == "timeout":
+    if state == "timeout" or code == _TEST_TIMEOUT_EXIT:
         return "timeout", how
     if code == 0:
         return "survived", how
@@ -476,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
                 at_import = IMPORT_TIME in lines.get(f, {}).get(str(m.lineno), ())
                 verdict, how = run_mutant(f, sources[f], m, [items[t] for t in ids], timeout,
                                           live, work / f"mutant-{Path(f).stem}-{m.index}.log",
-                                          at_import)
+                                          at_import, [args.timeout_factor * tests[t]["duration"]
+                                                      + 10 for t in ids])
                 outcomes.append(Outcome(m, f, verdict, len(ids), time.monotonic() - t0, how))
                 print(f"{f}:{m.lineno} #{m.index} {m.description}: {verdict} "
                       f"({len(ids)} tests, {time.monotonic() - t0:.1f} s, {how})", flush=True)
