@@ -50,3 +50,8 @@ def test_codegen_compiles_the_vm_allocation():
     x = np.arange(6, dtype="float32").reshape(2, 3) - 2.5
     out = VirtualMachine(codegen(mod), kernels="interp")["main"](x)
     np.testing.assert_array_equal(np.asarray(out), x + x)
+
+
+def test_codegen_needs_a_module():
+    with pytest.raises(TypeError, match="codegen needs an IRModule, not str"):
+        codegen("not a module")
