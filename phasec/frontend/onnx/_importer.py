@@ -123,6 +123,19 @@ def _attr_value(attr: Any) -> Any:
     return helper.get_attribute_value(attr)
 
 
+def _with_shape(bb: BlockBuilder, value: Value, hint: str) -> Value:
+    """``value``, or when it is a tensor of known rank whose shape is known
+    only at run time (NonZero's, Unique's: data-dependent) that tensor
+    matched to fresh symbolic dimensions (``R.match_cast``), so the operators
+    it feeds can be lowered like those on any dynamic shape."""
+    sinfo = value.struct_info if isinstance(value, Expr) else None
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is not None or sinfo.ndim < 0 \
+            or not sinfo.dtype:
+        return value
+    dims = tuple(tir.Var(f"{hint}_d{k}", "int64") for k in range(sinfo.ndim))
+    return bb.match_cast(value, TensorStructInfo(dims, sinfo.dtype), hint)
+
+
 class _PoisonedCapture(Exception):
     """A subgraph's result depends on an outer value left unconverted (its
     node is reported as unsupported already): the node holding the subgraph
@@ -362,7 +375,7 @@ class _Importer:
             if value is None:
                 self._record(node, index, f"output {k} ({out!r}) is not supported")
                 return
-            self.values[out] = value
+            self.values[out] = _with_shape(bb, value, f"{hint}_{k}")
 
     def convert_graph(self, bb: BlockBuilder, graph: Any,
                       bound: Mapping[str, Value]) -> list[Value]:

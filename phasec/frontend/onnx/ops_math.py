@@ -166,8 +166,16 @@ def _no_integer_zero_divisor(ctx: NodeContext, b: Value) -> None:
 def _pow(ctx: NodeContext) -> Value:
     a, b = ctx.input(0), ctx.input(1)
     b = legacy_broadcast(ctx, a, b)
-    if ctx.dtype(b) != ctx.dtype(a):
-        b = ctx.emit("astype", b, dtype=ctx.dtype(a))
+    dt = ctx.dtype(a)
+    if not dt.startswith("float") and ctx.dtype(b).startswith("float"):
+        # an integer base to a float exponent: C's pow in double, the result
+        # converted back (4 ** 0.5 is 2, as in ONNX Runtime; a result out of
+        # the integer type's range, 0 ** -2.5 or (-3) ** 0.5, is undefined)
+        wide = ctx.emit("power", ctx.emit("astype", a, dtype="float64"),
+                        ctx.emit("astype", b, dtype="float64"))
+        return ctx.emit("astype", wide, dtype=dt)
+    if ctx.dtype(b) != dt:
+        b = ctx.emit("astype", b, dtype=dt)
     return ctx.emit("power", a, b)
 
 
@@ -417,6 +425,7 @@ def _cast_to(ctx: NodeContext, x: Value, dtype: str) -> Value:
 
 @converter("CastLike")
 def _cast_like(ctx: NodeContext) -> Value:
+    _no_saturate(ctx)
     return _cast_to(ctx, ctx.input(0), ctx.dtype(ctx.input(1)))
 
 

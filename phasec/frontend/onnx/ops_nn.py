@@ -384,6 +384,11 @@ def _layer_norm(ctx: NodeContext) -> list[Value | None]:
     if any(ctx.ndim(v) > n for v in (scale, bias) if v is not None):
         raise FrontendError(f"scale and bias may not have more dimensions than the input "
                             f"(rank {n})")
+    for what, v in (("scale", scale), ("bias", bias)):  # broadcast to X's shape, as ORT
+        if v is not None and any(isinstance(p, int) and isinstance(d, int) and p not in (1, d)
+                                 for p, d in zip(ctx.shape(v)[::-1], dims[::-1])):
+            raise FrontendError(f"the {what}'s shape {ctx.shape(v)} does not broadcast to the "
+                                f"input's {list(dims)}")
     want_stats = any(o for o in ctx.node.output[1:])
     dtype = ctx.dtype(x)
     if ctx.shape(scale) == dims[axis:] and not want_stats and (

@@ -192,6 +192,8 @@ def _eye_like(ctx: NodeContext) -> Value:
 @converter("Reshape")
 def _reshape(ctx: NodeContext) -> Value:
     x = ctx.input(0)
+    if ctx.opset >= 5 and ctx.ndim(ctx.input(1)) != 1:  # (ONNX Runtime checks it too)
+        raise FrontendError(f"the shape operand must be 1-D, not {ctx.ndim(ctx.input(1))}-D")
     target = list(ctx.attr("shape")) if ctx.opset < 5 else ctx.const_ints(1, "shape")
     dims = ctx.shape(x)
     allowzero = ctx.attr("allowzero", 0)
@@ -543,6 +545,8 @@ def _pad(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     dims = ctx.shape(x)
     n = len(dims)
+    if n == 0:  # (nothing to pad; ONNX Runtime refuses it too)
+        raise FrontendError("Pad of a 0-d tensor")
     mode = ctx.attr("mode", "constant")
     if ctx.opset < 11:
         pads = list(ctx.attr("pads", ctx.attr("paddings", [])))
