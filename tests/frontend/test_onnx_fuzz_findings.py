@@ -110,3 +110,13 @@ def test_pad_of_a_0d_tensor_is_refused():
     nodes = [_node("Pad", ["x", "p"], ["y"])]
     _agrees(_case(nodes, {"x": np.array(1.5, F)}, ["y"], {"p": np.zeros(0, np.int64)}),
             "agree-refused")
+
+
+def test_a_huge_splat_is_neither_folded_nor_materialized_raw():
+    """ConstantOfShape of 16 TiB, then a sum: FoldConstant does not sum the
+    splat (its work counts at full size), and the VM refuses to materialize
+    it with a VMError, as ORT refuses to allocate it."""
+    nodes = [_node("ConstantOfShape", ["s"], ["y"]), _node("ReduceSum", ["y"], ["z"], keepdims=0)]
+    detail = _agrees(_case(nodes, {}, ["z"], {"s": np.array([1 << 40, 4], np.int64)}),
+                     "agree-refused")
+    assert detail.startswith("VMError") and "16 TiB" in detail
