@@ -120,3 +120,29 @@ def test_a_huge_splat_is_neither_folded_nor_materialized_raw():
     detail = _agrees(_case(nodes, {}, ["z"], {"s": np.array([1 << 40, 4], np.int64)}),
                      "agree-refused")
     assert detail.startswith("VMError") and "16 TiB" in detail
+
+
+@pytest.mark.parametrize("op,shape,expected", [
+    ("GlobalAveragePool", (1, 0, 3, 3), "agree-refused"),  # only N may be 0
+    ("GlobalMaxPool", (0, 2, 0, 3), "agree-ok"),
+    ("MaxPool", (1, 2, 0, 3), "agree-refused"),
+    ("LpPool", (0, 2, 0, 3), "agree-ok"),
+])
+def test_poolings_take_an_empty_input_only_along_n(op, shape, expected):
+    attrs = {} if op.startswith("Global") else {"kernel_shape": [1, 1]}
+    _agrees(_case([_node(op, ["x"], ["y"], **attrs)], {"x": np.ones(shape, F)}, ["y"]),
+            expected)
+
+
+def test_split_num_outputs_must_be_the_number_of_outputs():
+    nodes = [_node("Split", ["x"], ["a", "b"], num_outputs=3)]
+    detail = _agrees(_case(nodes, {"x": np.ones(6, F)}, ["a", "b"]), "agree-refused")
+    assert "num_outputs is 3" in detail
+    # three outputs for num_outputs=2: onnx's inference would abort the process
+    from phasec.errors import PhasecError
+    from phasec.frontend.onnx import from_onnx
+
+    case = _case([_node("Split", ["x"], ["a", "b", "c"], num_outputs=2)], {"x": np.ones(6, F)},
+                 ["a", "b", "c"])
+    with pytest.raises(PhasecError, match="num_outputs is 2"):
+        from_onnx(case.model)

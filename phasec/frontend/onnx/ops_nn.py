@@ -178,8 +178,17 @@ def _conv_transpose(ctx: NodeContext) -> Value:
 # pooling
 # ---------------------------------------------------------------------------
 
+def _only_batch_empty(ctx: NodeContext, x: Value) -> None:
+    """A pooling's input may be empty only along N (ONNX Runtime's rule for
+    every pooling: an empty channel or spatial axis is refused unless N is 0)."""
+    dims = ctx.shape(x)
+    if dims and all(isinstance(d, int) for d in dims) and 0 in dims and dims[0] != 0:
+        raise FrontendError(f"{ctx.op_type} of shape {tuple(dims)}: only N may be 0")
+
+
 def _pool(ctx: NodeContext, kind: str) -> Value:
     x = ctx.input(0)
+    _only_batch_empty(ctx, x)
     dtype = ctx.dtype(x)
     if kind == "max" and dtype in ("int8", "uint8", "int16", "uint16"):
         # the maximum of small integers is exact in float32
@@ -255,11 +264,11 @@ def _avg_pool(ctx: NodeContext) -> Value:
 
 
 def _spatial_input(ctx: NodeContext, x: Value) -> None:
-    """A global pooling's input: (N, C, D1, ...), its spatial axes non-empty."""
+    """A global pooling's input: (N, C, D1, ...), empty only along N."""
     dims = ctx.shape(x)
-    if len(dims) < 3 or any(d == 0 for d in dims[2:]):
-        raise FrontendError(f"{ctx.op_type} needs (N, C, D1, ...) with non-empty spatial "
-                            f"axes, not shape {tuple(dims)}")
+    if len(dims) < 3:
+        raise FrontendError(f"{ctx.op_type} needs (N, C, D1, ...), not shape {tuple(dims)}")
+    _only_batch_empty(ctx, x)
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool")
@@ -274,6 +283,7 @@ def _global_pool(ctx: NodeContext) -> Value:
 @converter("LpPool")
 def _lp_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
+    _only_batch_empty(ctx, x)
     p = float(ctx.attr("p", 2))
     kernel, strides, dilations, pads = _window_attrs(ctx, x)
     empty = _empty_pool(ctx, x, kernel, strides, dilations, pads)
