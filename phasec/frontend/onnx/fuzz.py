@@ -459,11 +459,33 @@ def _nan_undefined(case: Case) -> bool:
     if not ops & (_NAN_UNDEFINED | _NEGATIVE_UNDEFINED):
         return False
     arrays = [*case.feeds.values(),
-              *(numpy_helper.to_array(t) for t in case.model.graph.initializer)]
+              *(numpy_helper.to_array(t) for t in case.model.graph.initializer),
+              *_computed_operands(case)]
     floats = [a for a in arrays if a.dtype.kind == "f"]
     if any(not np.all(np.isfinite(a)) for a in floats):
         return True
     return bool(ops & _NEGATIVE_UNDEFINED) and any(np.any(a < 0) for a in floats)
+
+
+def _computed_operands(case: Case) -> list[np.ndarray]:
+    """The values other nodes compute for the operands of the operators in
+    ``_NAN_UNDEFINED``/``_NEGATIVE_UNDEFINED`` (a NaN made by Log, then
+    ArgMin), as ONNX Runtime computes them; none when it cannot."""
+    import onnx
+
+    graph = case.model.graph
+    made = {o for n in graph.node for o in n.output if o}
+    wanted = [i for n in graph.node if n.op_type in _NAN_UNDEFINED | _NEGATIVE_UNDEFINED
+              for i in n.input if i in made]
+    if not wanted:
+        return []
+    probe = onnx.ModelProto()
+    probe.CopyFrom(case.model)
+    del probe.graph.output[:]
+    probe.graph.output.extend(onnx.helper.make_value_info(w, onnx.TypeProto())
+                              for w in dict.fromkeys(wanted))
+    verdict = ort_verdict(Case(probe, case.feeds))
+    return verdict.outputs if verdict.kind == "ok" else []
 
 
 _COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"})
