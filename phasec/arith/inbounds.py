@@ -167,6 +167,7 @@ class _Prover:
         self.fresh = 0
         self.steps = 0
         self.goal = 0  # the bound the current proof wants (sup_facts stops there)
+        self.exact_memo: dict[frozenset, bool] = {}
         dims = {id(d) for p in func.params if isinstance(p, tir.Buffer)
                 for d in p.shape if type(d) is tir.Var}
         for p in func.params:
@@ -311,10 +312,14 @@ class _Prover:
         keys = [k for k in form if k]
         if not keys or (len(form) == 1 and form[keys[0]] == 1):
             return True
-        most = self.constant_sup(form)
-        least = self.constant_sup(add_terms({}, form, -1))
-        return most is not None and least is not None and most <= _INT64_MAX \
-            and -least >= _INT64_MIN
+        key = _canon(form)  # (an atom's bounds never change: the answer neither)
+        known = self.exact_memo.get(key)
+        if known is None:
+            most = self.constant_sup(form)
+            least = self.constant_sup(add_terms({}, form, -1))
+            known = self.exact_memo[key] = most is not None and least is not None \
+                and most <= _INT64_MAX and -least >= _INT64_MIN
+        return known
 
     def is_pure(self, form: Form) -> bool:
         return all(not k or self.atoms[k].pure for k in form)
