@@ -157,3 +157,27 @@ def test_a_nan_computed_in_the_graph_leaves_argmin_undefined():
     assert "values not compared" in detail
     x = np.abs(x) + 1  # no NaN: compared
     assert _agrees(_case(nodes, {"x": x}, ["y"]), "agree-ok") == ""
+
+
+def test_sign_of_nan_is_nan():
+    x = np.array([np.nan, -2.0, 0.0, 3.0], F)
+    _agrees(_case([_node("Sign", ["x"], ["y"])], {"x": x}, ["y"]), "agree-ok")
+
+
+@pytest.mark.parametrize("axes,expected", [([0, 0], "agree-ok"), ([], "agree-refused")])
+def test_mean_variance_normalization_axes(axes, expected):
+    """Repeated axes count once; no axes at all is refused (as ORT)."""
+    from onnx import AttributeProto, helper
+
+    nodes = [_node("MeanVarianceNormalization", ["x"], ["y"])]
+    nodes[0].attribute.append(helper.make_attribute("axes", axes, attr_type=AttributeProto.INTS))
+    _agrees(_case(nodes, {"x": np.arange(8, dtype=F).reshape(2, 4)}, ["y"]), expected)
+
+
+def test_unsqueeze_axes_and_dequantize_scale_shapes():
+    nodes = [_node("Unsqueeze", ["x", "a"], ["y"])]
+    _agrees(_case(nodes, {"x": np.ones((3, 4), F)}, ["y"],
+                  {"a": np.array([[0], [1]], np.int64)}), "agree-refused")
+    nodes = [_node("DequantizeLinear", ["q", "s"], ["y"], axis=-1)]
+    _agrees(_case(nodes, {"s": np.ones((1, 1, 1), F)}, ["y"],
+                  {"q": np.array([-1, 1], np.int32)}), "agree-refused")

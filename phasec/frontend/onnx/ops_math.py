@@ -86,7 +86,10 @@ def _sign(ctx: NodeContext) -> Value:
     if ctx.dtype(x).startswith("uint"):
         return ctx.emit("where", pos, one, zero)
     neg = ctx.emit("less", x, zero)
-    return ctx.emit("where", pos, one, ctx.emit("where", neg, scalar(ctx, -1, x), zero))
+    # (NaN is neither: a float's sign of NaN is NaN, as ORT's; it is x itself)
+    rest = x if ctx.dtype(x).startswith(("float", "bfloat")) else zero
+    rest = ctx.emit("where", ctx.emit("equal", x, zero), zero, rest) if rest is x else rest
+    return ctx.emit("where", pos, one, ctx.emit("where", neg, scalar(ctx, -1, x), rest))
 
 
 @converter("IsNaN")

@@ -443,7 +443,10 @@ def _group_norm(ctx: NodeContext) -> Value:
 @converter("MeanVarianceNormalization")
 def _mvn(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
-    axes = [norm_axis(ctx, a, ctx.ndim(x)) for a in ctx.attr("axes", [0, 2, 3])]
+    # repeated axes count once (as ORT); none at all ORT refuses
+    axes = sorted({norm_axis(ctx, a, ctx.ndim(x)) for a in ctx.attr("axes", [0, 2, 3])})
+    if not axes:
+        raise FrontendError("MeanVarianceNormalization with no axes")
     mean = ctx.emit("mean", x, axis=axes, keepdims=True)
     sq_mean = ctx.emit("mean", ctx.emit("multiply", x, x), axis=axes, keepdims=True)
     var = ctx.emit("subtract", sq_mean, ctx.emit("multiply", mean, mean))

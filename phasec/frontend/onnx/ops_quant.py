@@ -152,6 +152,9 @@ def _qdq_layout(ctx: NodeContext, x: Value, scale: Value) -> tuple[int, int]:
         return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)), block
     if ctx.ndim(scale) == 0 or ctx.shape(scale) == [1]:
         return -1, 0
+    if ctx.ndim(scale) != 1:  # (ORT: a scalar, or 1-D per axis)
+        raise FrontendError(f"a scale of shape {ctx.shape(scale)}: a scalar, or 1-D along "
+                            "the axis")
     if ctx.ndim(x) == 0:
         raise Unsupported("a per-axis scale for 0-d data")
     return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)), 0

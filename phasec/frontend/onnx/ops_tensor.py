@@ -59,10 +59,13 @@ def reshape(ctx: NodeContext, x: Value, dims: list[Any]) -> Value:
 
 
 def _ints_attr_or_input(ctx: NodeContext, attr: str, index: int, since: int) -> list[Any] | None:
-    """An int list given as an attribute before opset ``since`` and as an input after."""
+    """An int list given as an attribute before opset ``since`` and as an input
+    after (a 1-D or 0-d one, as ONNX Runtime takes it)."""
     if ctx.opset < since:
         v = ctx.attr(attr)
         return None if v is None else list(v)
+    if ctx.has(index) and ctx.ndim(ctx.input(index)) > 1:
+        raise FrontendError(f"{attr} must be 1-D, not {ctx.ndim(ctx.input(index))}-D")
     return ctx.const_ints(index, attr) if ctx.has(index) else None
 
 
