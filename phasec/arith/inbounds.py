@@ -34,14 +34,17 @@ guard ``F <= 0`` proves ``D <= c`` when the largest value of ``D - F`` is at
 most ``c``. A form's value is an integer, so a rational bound ``v`` proves
 ``<= floor(v)``.
 
-Assumption (shared with the address arithmetic, which is ``nsw``): int64
-index arithmetic does not overflow. ``+ - *`` are exact modulo 2**64, so an
-index built from them alone is exact whenever its true value is in bounds;
-the assumption matters where ``min``/``max``/``//``/``%`` or a guard sees an
-intermediate value beyond 2**63. Such values need a huge symbolic dimension,
-which only a zero-size array can carry (numpy accepts shape ``(0, 2**62)``),
-times a coefficient: a known gap until the run time refuses absurd
-dimensions. Narrower integer arithmetic is not
+Overflow: int64 ``+ - *`` are exact modulo 2**64, so an index built from
+them alone is exact whenever its true value is in bounds. Where the proof
+reasons about an intermediate value -- an operand of ``min``/``max``/``//``
+/``%`` or of a guard's comparison, a ``Select`` branch, a loop's bounds --
+that value must be the true one: the prover uses such a form only when its
+bounds prove it within int64 (or it is a single variable, a value as the
+hardware holds it); otherwise it is an opaque atom, or no guard. Those
+bounds need every symbolic buffer dimension below :data:`DIM_LIMIT`
+(``2**40``), which the run time makes true: a kernel call with a larger
+dimension is refused (a zero-size array can carry any, numpy accepts shape
+``(0, 2**62)``). Narrower integer arithmetic is not
 assumed exact: a non-int64 operation is taken as written only when constant
 bounds of its value fit its type, otherwise it is an opaque atom ranging
 over its whole type. Scalar parameters that are not buffer dimensions are unbounded
@@ -60,7 +63,12 @@ import numpy as np
 from phasec.arith import add_terms
 from phasec.ir import tir
 
-__all__ = ["AccessProofs", "prove_accesses"]
+__all__ = ["AccessProofs", "prove_accesses", "DIM_LIMIT"]
+
+#: Every symbolic buffer dimension of a kernel call is below this (the run
+#: time refuses the call otherwise): what keeps the proofs' int64 values exact.
+DIM_LIMIT = 1 << 40
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 #: A form: atom key -> coefficient; the key "" holds the constant.
 Form = dict
@@ -159,6 +167,7 @@ class _Prover:
         self.fresh = 0
         self.steps = 0
         self.goal = 0  # the bound the current proof wants (sup_facts stops there)
+        self.exact_memo: dict[frozenset, bool] = {}
         dims = {id(d) for p in func.params if isinstance(p, tir.Buffer)
                 for d in p.shape if type(d) is tir.Var}
         for p in func.params:
@@ -186,7 +195,8 @@ class _Prover:
         self.var_key[id(v)] = key
         rng = _type_range(v.dtype)
         lo = [[_const(0)]] if nonneg else ([[_const(rng[0])]] if rng else [])
-        self.atoms[key] = _Atom(lo, [[_const(rng[1])]] if rng else [], True)
+        hi = [[_const(DIM_LIMIT - 1)]] if nonneg else ([[_const(rng[1])]] if rng else [])
+        self.atoms[key] = _Atom(lo, hi, True)
 
     def atom(self, key: Any, lo: list[list[Form]], hi: list[list[Form]], pure: bool) -> Form:
         if key not in self.atoms:
@@ -234,11 +244,15 @@ class _Prover:
             return self.binary(e, depth)
         if t is tir.Call and e.name == "checked_index" and len(e.args) == 2:
             n = self.form(e.args[1], depth + 1)
+            if not self.exact(n):  # in [0, n) for the n the hardware has
+                return self.atom(self.new_key("ci"), [[_const(0)]], [], False)
             pure = self.is_pure(n)
             key = ("ci", _canon(n)) if pure else self.new_key("ci")
             return self.atom(key, [[_const(0)]], [[add_terms(n, _const(-1))]], pure)
         if t is tir.Select:
             a, b = self.form(e.true_value, depth + 1), self.form(e.false_value, depth + 1)
+            if not (self.exact(a) and self.exact(b)):
+                return self.opaque(e)
             return self.atom(self.new_key("sel"), [[a, b]], [[a, b]], False)
         return self.opaque(e)
 
@@ -264,6 +278,8 @@ class _Prover:
             d = cb
             if type(ca) is int:
                 return _const(ca // d if op == "//" else ca % d)
+            if not self.exact(a):
+                return self.opaque(e)
             pure = self.is_pure(a)
             key = ("//", _canon(a), d) if pure else self.new_key("//")
             # (a - d + 1) / d <= a // d <= a / d
@@ -281,11 +297,29 @@ class _Prover:
             # loop over a % d after a main loop over a // d tiles adds up to a
             return q if op == "//" else add_terms(a, q, -d)
         # min / max
+        if not (self.exact(a) and self.exact(b)):
+            return self.opaque(e)
         pure = self.is_pure(a) and self.is_pure(b)
         key = (op, _canon(a), _canon(b)) if pure else self.new_key(op)
         if op == "min":
             return self.atom(key, [[a, b]], [[a], [b]], pure)
         return self.atom(key, [[a], [b]], [[a, b]], pure)
+
+    def exact(self, form: Form) -> bool:
+        """Is the value the hardware computes for ``form`` its true value? A
+        constant or a single variable is; otherwise its bounds (guards
+        aside) must lie within int64 (``+ - *`` are exact modulo 2**64)."""
+        keys = [k for k in form if k]
+        if not keys or (len(form) == 1 and form[keys[0]] == 1):
+            return True
+        key = _canon(form)  # (an atom's bounds never change: the answer neither)
+        known = self.exact_memo.get(key)
+        if known is None:
+            most = self.constant_sup(form)
+            least = self.constant_sup(add_terms({}, form, -1))
+            known = self.exact_memo[key] = most is not None and least is not None \
+                and most <= _INT64_MAX and -least >= _INT64_MIN
+        return known
 
     def is_pure(self, form: Form) -> bool:
         return all(not k or self.atoms[k].pure for k in form)
@@ -396,7 +430,7 @@ class _Prover:
         if not holds:
             op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}[op]
         a, b = self.form(cond.lhs), self.form(cond.rhs)
-        if not (self.is_pure(a) and self.is_pure(b)):
+        if not (self.is_pure(a) and self.is_pure(b) and self.exact(a) and self.exact(b)):
             return []
         d = add_terms(a, b, -1)  # a - b
         if op == "<":
@@ -536,13 +570,18 @@ class _Prover:
         lo = self.form(s.min)
         ext = self.form(s.extent)
         key = self.new_key(v.name)
+        end = add_terms(lo, ext)
+        # (bounds the hardware may not have, past int64: none)
+        known = self.exact(lo) and self.exact(ext) and self.exact(end)
         # (the variable itself never changes, whatever its bounds read)
-        self.atoms[key] = _Atom([[lo]], [[add_terms(add_terms(lo, ext), _const(-1))]], True)
+        self.atoms[key] = _Atom([[lo]] if known else [],
+                                [[add_terms(end, _const(-1))]] if known else [], True)
         old_key, old_facts, old_subst = self.var_key.get(id(v)), self.facts, \
             self.subst.pop(id(v), _ABSENT)
         self.var_key[id(v)] = key
         # the body runs only when extent >= 1
-        self.facts = old_facts + ([add_terms(_const(1), ext, -1)] if self.is_pure(ext) else [])
+        self.facts = old_facts + ([add_terms(_const(1), ext, -1)] if known and self.is_pure(ext)
+                                  else [])
 
         def leave() -> None:
             if old_key is None:

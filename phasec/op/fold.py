@@ -18,6 +18,9 @@ policy hold for both:
   reference that rejects its operands, a division by zero in integers...)
   is no error ahead of run time: the call stays a run-time operator and
   fails there, where it belongs.
+* **Operands**: a splat operand (one element broadcast, as FoldConstant keeps
+  a big constant) counts at its full size against the budget: evaluating
+  it visits every element, whatever memory it takes.
 * **Agreement**: the value takes the dtype struct-info inference gave the
   call; a value whose shape is not the inferred one is not used.
 
@@ -181,6 +184,9 @@ def evaluate_call(call: Call, operands: Sequence[Any] | None = None, *,
         operands = [known_value(a, lookup) for a in call.args]
     if any(v is UNKNOWN for v in operands):
         return None
+    budget = MAX_FOLD_ELEMENTS if max_elements is None else max_elements
+    if any(_virtual_elements(v) > budget for v in operands):
+        return None  # a splat's work is its full size, not its memory
     attrs = _attr_values(call)
     if attrs is None:
         return None
@@ -192,6 +198,17 @@ def evaluate_call(call: Call, operands: Sequence[Any] | None = None, *,
     except Exception:  # noqa: BLE001 - the error policy: it fails at run time instead
         return None
     return _conform(value, sinfo)
+
+
+def _virtual_elements(value: Any) -> int:
+    """The elements of an operand that are not in memory (a splat constant:
+    one element broadcast), which evaluating it would still visit one by one."""
+    if isinstance(value, tuple):
+        return sum(_virtual_elements(v) for v in value)
+    if isinstance(value, np.ndarray) and any(s == 0 and d > 1
+                                             for s, d in zip(value.strides, value.shape)):
+        return value.size
+    return 0
 
 
 def _attr_values(call: Call) -> dict[str, Any] | None:

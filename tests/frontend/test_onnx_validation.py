@@ -225,7 +225,7 @@ SHAPE_VALUES = {
         FX4, "size must be odd"),
     "GlobalMaxPool over an empty axis": (
         _model([helper.make_node("GlobalMaxPool", ["x"], ["y"], name="p")], [_vi("x", [1, 2, 0])],
-               [_vi("y", None)]), {"x": np.zeros((1, 2, 0), np.float32)}, "non-empty spatial"),
+               [_vi("y", None)]), {"x": np.zeros((1, 2, 0), np.float32)}, "only N may be 0"),
     "GroupNormalization groups not dividing": (
         _model([helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn",
                                  num_groups=3)], [X4], [_vi("y", None)],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from phasec.arith.inbounds import DIM_LIMIT
 from phasec.ir import tir
 from phasec.backend.llvm.abi import NDARRAY_SYMBOL, RC_BAD_ARGUMENTS, KernelABI, descr_symbol
 from phasec.backend.llvm.context import ModuleSink
@@ -68,7 +69,7 @@ class EntryEmitter:
         exact ndarray (its type is read first: the header every object
         has), with the canonical dtype object, the rank, the static and
         symbolic dimensions (a symbolic one bound by its first occurrence or
-        by a scalar parameter), C-contiguous, aligned, writeable if written.
+        by a scalar parameter, and below ``DIM_LIMIT``), C-contiguous, aligned, writeable if written.
         A chain of blocks, each branching to ``bad`` on failure, so a field is
         only read once the object is known to be an array."""
         layout = self.mod.array_layout
@@ -130,6 +131,9 @@ class EntryEmitter:
                     v = f"%a{i}.d{d}"
                     lines.append(f"  {v}.p = getelementptr i64, ptr {dims}, i64 {d}")
                     lines.append(f"  {v} = load i64, ptr {v}.p, align 8")
+                    if isinstance(dim, tir.Var):  # below DIM_LIMIT, as the in-bounds proofs need
+                        lines.append(f"  {v}.lim = icmp ult i64 {v}, {DIM_LIMIT}")
+                        checks.append(f"{v}.lim")
                     if isinstance(dim, tir.Var) and id(dim) not in bound:
                         bound[id(dim)] = v
                         continue

@@ -33,6 +33,7 @@ from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError, coun
 from phasec.ir import tir
 from phasec.ir.structural import exact_fingerprint, structural_equal, structural_hash
 from phasec.runtime.binary_ops import SCALAR_BINARY
+from phasec.arith.inbounds import DIM_LIMIT
 from phasec.target.tuning import host_tuning
 from phasec.backend.llvm.abi import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
@@ -255,6 +256,7 @@ class Kernel:
                         local = f"d{len(dim_of)}"
                         dim_of[id(dim)] = local
                         lines.append(f"{local} = s{i}[{d}]")
+                        lines.append(f"if {local} >= {DIM_LIMIT}: bad()")
                     else:
                         lines.append(f"if s{i}[{d}] != {local}: bad()")
                 else:
@@ -408,6 +410,9 @@ class Kernel:
                         return VMError(f"{prefix}, got shape {a.shape} (dimension {d} is {n}, "
                                        f"expected {dim})")
                 elif isinstance(dim, tir.Var):
+                    if n >= DIM_LIMIT:
+                        return VMError(f"{prefix}, got shape {a.shape}: dimension {d} is past "
+                                       f"phasec's limit of 2**40 - 1 for a symbolic dimension")
                     prev = values.get(id(dim))
                     if prev is None:
                         values[id(dim)] = (n, f"dimension {d} of '{p.name}'")

@@ -66,6 +66,7 @@ from phasec.ir.expr import aligned_empty
 from phasec.ir.module import IRModule
 from phasec.ir.struct_info import StructInfo
 from phasec.interp import call_prim_func
+from phasec.runtime.random_inputs import available_memory
 from phasec.backend.vm.bytecode import (
     Call, CalleeKind, GetItem, Goto, If, Instruction, LoadConst, MakeClosure, MakePrim,
     MakeShape, MakeTuple, Match, Move, Kill, Ret, VMFunction, instruction_text,
@@ -567,11 +568,21 @@ class _SplatTensor:
         return (self.shape, self.element.dtype.str, self.element.tobytes())
 
     def load(self) -> np.ndarray:
-        """The materialized array: made once, then shared by every use."""
+        """The materialized array: made once, then shared by every use; a
+        :class:`VMError` when it does not fit in the memory available."""
         with self._lock:
             if self._array is None:
+                nbytes = math.prod(self.shape) * self.element.dtype.itemsize
+                room = available_memory()
+                if room is not None and nbytes > room:
+                    raise VMError(f"a constant of shape {self.shape} ({format_size(nbytes)}) "
+                                  f"does not fit in the memory available ({format_size(room)})")
                 # aligned like every constant (kernels stream weights with full-width loads)
-                arr = aligned_empty(self.shape, self.element.dtype)
+                try:
+                    arr = aligned_empty(self.shape, self.element.dtype)
+                except MemoryError:
+                    raise VMError(f"out of memory making a constant of shape {self.shape} "
+                                  f"({format_size(nbytes)})") from None
                 arr[...] = self.element
                 arr.setflags(write=False)
                 self._array = arr

@@ -177,7 +177,11 @@ class VMMemory:
         return alloc_tensor, args[:1]
 
     def _empty(self, shape: Any, dtype: Any) -> np.ndarray:
-        arr = np.empty(_shape(shape), dtype=str(dtype))
+        try:
+            arr = np.empty(_shape(shape), dtype=str(dtype))
+        except (MemoryError, ValueError):  # (ValueError: beyond numpy's maximum size)
+            raise VMError(f"out of memory allocating a {dtype} tensor of shape "
+                          f"{_shape(shape)}") from None
         self._stats["tensor_allocs"] += 1
         self._account(arr, arr.nbytes)
         return arr
@@ -217,7 +221,10 @@ class _VMStorage(Storage):
     def __init__(self, nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> None:
         if nbytes < 0:
             raise VMError(f"cannot allocate storage of {nbytes} bytes")
-        raw = np.empty(nbytes + alignment, dtype=np.uint8)
+        try:
+            raw = np.empty(nbytes + alignment, dtype=np.uint8)
+        except (MemoryError, ValueError):
+            raise VMError(f"out of memory allocating storage of {nbytes} bytes") from None
         skew = (-_data_address(raw)) % alignment
         self.data = raw[skew:skew + nbytes]
         self.nbytes = nbytes

@@ -131,6 +131,20 @@ _NARROW_MOVES = frozenset({"Identity", "Reshape", "Transpose", "Squeeze", "Unsqu
                            "Flatten"})
 _NARROW_OPS = _NARROW_MOVES | {"Cast", "CastLike"}
 
+
+def _with_shape(bb: BlockBuilder, value: Value, hint: str) -> Value:
+    """``value``, or when it is a tensor of known rank whose shape is known
+    only at run time (NonZero's, Unique's: data-dependent) that tensor
+    matched to fresh symbolic dimensions (``R.match_cast``), so the operators
+    it feeds can be lowered like those on any dynamic shape."""
+    sinfo = value.struct_info if isinstance(value, Expr) else None
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is not None or sinfo.ndim < 0 \
+            or not sinfo.dtype:
+        return value
+    dims = tuple(tir.Var(f"{hint}_d{k}", "int64") for k in range(sinfo.ndim))
+    return bb.match_cast(value, TensorStructInfo(dims, sinfo.dtype), hint)
+
+
 class _PoisonedCapture(Exception):
     """A subgraph's result depends on an outer value left unconverted (its
     node is reported as unsupported already): the node holding the subgraph
@@ -406,7 +420,7 @@ class _Importer:
                     return
                 value = ctx.emit("round_to_format", value, format="bfloat16", saturate=False)
                 self.formats[out] = "bfloat16"
-            self.values[out] = value
+            self.values[out] = _with_shape(bb, value, f"{hint}_{k}")
             if narrow and node.op_type in _NARROW_MOVES:
                 self.formats[out] = narrow[0]
 

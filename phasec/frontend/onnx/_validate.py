@@ -195,6 +195,17 @@ def _check_schemas(model: Any, label: str, opsets: dict[str, int]) -> None:
         except Exception as exc:  # noqa: BLE001 - onnx's ValidationError and protobuf errors
             raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: "
                                 f"{_first_line(exc)}") from None
+        if node.op_type == "Split":
+            _check_split_outputs(node, index, label)
+
+
+def _check_split_outputs(node: Any, index: int, label: str) -> None:
+    """``Split``'s ``num_outputs`` is its number of outputs (ORT's rule;
+    onnx's own inference aborts the process on fewer outputs than that)."""
+    for a in node.attribute:
+        if a.name == "num_outputs" and a.i != len(node.output):
+            raise FrontendError(f"{label}: {_where(node, index)}: num_outputs is {a.i}, but the "
+                                f"node has {len(node.output)} outputs")
 
 
 def _check_inference(model: Any, label: str, order: list[int],

@@ -87,7 +87,10 @@ def _sign(ctx: NodeContext) -> Value:
     if ctx.dtype(x).startswith("uint"):
         return ctx.emit("where", pos, one, zero)
     neg = ctx.emit("less", x, zero)
-    return ctx.emit("where", pos, one, ctx.emit("where", neg, scalar(ctx, -1, x), zero))
+    # (NaN is neither: a float's sign of NaN is NaN, as ORT's; it is x itself)
+    rest = x if ctx.dtype(x).startswith(("float", "bfloat")) else zero
+    rest = ctx.emit("where", ctx.emit("equal", x, zero), zero, rest) if rest is x else rest
+    return ctx.emit("where", pos, one, ctx.emit("where", neg, scalar(ctx, -1, x), rest))
 
 
 @converter("IsNaN")
@@ -167,8 +170,16 @@ def _no_integer_zero_divisor(ctx: NodeContext, b: Value) -> None:
 def _pow(ctx: NodeContext) -> Value:
     a, b = ctx.input(0), ctx.input(1)
     b = legacy_broadcast(ctx, a, b)
-    if ctx.dtype(b) != ctx.dtype(a):
-        b = ctx.emit("astype", b, dtype=ctx.dtype(a))
+    dt = ctx.dtype(a)
+    if not dt.startswith("float") and ctx.dtype(b).startswith("float"):
+        # an integer base to a float exponent: C's pow in double, the result
+        # converted back (4 ** 0.5 is 2, as in ONNX Runtime; a result out of
+        # the integer type's range, 0 ** -2.5 or (-3) ** 0.5, is undefined)
+        wide = ctx.emit("power", ctx.emit("astype", a, dtype="float64"),
+                        ctx.emit("astype", b, dtype="float64"))
+        return ctx.emit("astype", wide, dtype=dt)
+    if ctx.dtype(b) != dt:
+        b = ctx.emit("astype", b, dtype=dt)
     return ctx.emit("power", a, b)
 
 
@@ -425,6 +436,7 @@ def _cast_like(ctx: NodeContext) -> Value:
     fmt = ctx.formats.get(ctx.node.input[1])
     if fmt is not None or ctx.node.input[0] in ctx.formats:
         return cast_narrow(ctx, ctx.input(0), fmt, ctx.dtype(ctx.input(1)), _cast_to)
+    _no_saturate(ctx)
     return _cast_to(ctx, ctx.input(0), ctx.dtype(ctx.input(1)))
 
 

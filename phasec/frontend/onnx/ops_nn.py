@@ -179,8 +179,17 @@ def _conv_transpose(ctx: NodeContext) -> Value:
 # pooling
 # ---------------------------------------------------------------------------
 
+def _only_batch_empty(ctx: NodeContext, x: Value) -> None:
+    """A pooling's input may be empty only along N (ONNX Runtime's rule for
+    every pooling: an empty channel or spatial axis is refused unless N is 0)."""
+    dims = ctx.shape(x)
+    if dims and all(isinstance(d, int) for d in dims) and 0 in dims and dims[0] != 0:
+        raise FrontendError(f"{ctx.op_type} of shape {tuple(dims)}: only N may be 0")
+
+
 def _pool(ctx: NodeContext, kind: str) -> Value:
     x = ctx.input(0)
+    _only_batch_empty(ctx, x)
     dtype = ctx.dtype(x)
     if kind == "max" and dtype in ("int8", "uint8", "int16", "uint16"):
         # the maximum of small integers is exact in float32
@@ -256,11 +265,11 @@ def _avg_pool(ctx: NodeContext) -> Value:
 
 
 def _spatial_input(ctx: NodeContext, x: Value) -> None:
-    """A global pooling's input: (N, C, D1, ...), its spatial axes non-empty."""
+    """A global pooling's input: (N, C, D1, ...), empty only along N."""
     dims = ctx.shape(x)
-    if len(dims) < 3 or any(d == 0 for d in dims[2:]):
-        raise FrontendError(f"{ctx.op_type} needs (N, C, D1, ...) with non-empty spatial "
-                            f"axes, not shape {tuple(dims)}")
+    if len(dims) < 3:
+        raise FrontendError(f"{ctx.op_type} needs (N, C, D1, ...), not shape {tuple(dims)}")
+    _only_batch_empty(ctx, x)
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool")
@@ -275,6 +284,7 @@ def _global_pool(ctx: NodeContext) -> Value:
 @converter("LpPool")
 def _lp_pool(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
+    _only_batch_empty(ctx, x)
     p = float(ctx.attr("p", 2))
     kernel, strides, dilations, pads = _window_attrs(ctx, x)
     empty = _empty_pool(ctx, x, kernel, strides, dilations, pads)
@@ -385,6 +395,11 @@ def _layer_norm(ctx: NodeContext) -> list[Value | None]:
     if any(ctx.ndim(v) > n for v in (scale, bias) if v is not None):
         raise FrontendError(f"scale and bias may not have more dimensions than the input "
                             f"(rank {n})")
+    for what, v in (("scale", scale), ("bias", bias)):  # broadcast to X's shape, as ORT
+        if v is not None and any(isinstance(p, int) and isinstance(d, int) and p not in (1, d)
+                                 for p, d in zip(ctx.shape(v)[::-1], dims[::-1])):
+            raise FrontendError(f"the {what}'s shape {ctx.shape(v)} does not broadcast to the "
+                                f"input's {list(dims)}")
     want_stats = any(o for o in ctx.node.output[1:])
     dtype = ctx.dtype(x)
     if ctx.shape(scale) == dims[axis:] and not want_stats and (
@@ -429,7 +444,10 @@ def _group_norm(ctx: NodeContext) -> Value:
 @converter("MeanVarianceNormalization")
 def _mvn(ctx: NodeContext) -> Value:
     x = _float_input(ctx)
-    axes = [norm_axis(ctx, a, ctx.ndim(x)) for a in ctx.attr("axes", [0, 2, 3])]
+    # repeated axes count once (as ORT); none at all ORT refuses
+    axes = sorted({norm_axis(ctx, a, ctx.ndim(x)) for a in ctx.attr("axes", [0, 2, 3])})
+    if not axes:
+        raise FrontendError("MeanVarianceNormalization with no axes")
     mean = ctx.emit("mean", x, axis=axes, keepdims=True)
     sq_mean = ctx.emit("mean", ctx.emit("multiply", x, x), axis=axes, keepdims=True)
     var = ctx.emit("subtract", sq_mean, ctx.emit("multiply", mean, mean))

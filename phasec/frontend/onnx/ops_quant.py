@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_linalg import exact_int_matmul
@@ -128,8 +129,21 @@ def _block_expand(ctx: NodeContext, p: Value, x: Value, axis: int, block: int) -
     return ctx.emit("take", p, np.arange(d, dtype=np.int64) // block, axis=axis)
 
 
+def _same_layout(ctx: NodeContext, scale: Value, zp: Value | None) -> None:
+    """The zero point's shape must be the scale's (ONNX: "Shape must match
+    x_scale"; as ONNX Runtime, a scalar and a one-element vector are alike)."""
+    if zp is None:
+        return
+    one = (ctx.ndim(scale) == 0 or ctx.shape(scale) == [1],
+           ctx.ndim(zp) == 0 or ctx.shape(zp) == [1])
+    if one[0] != one[1] or (not one[0] and ctx.shape(zp) != ctx.shape(scale)):
+        raise FrontendError(f"the zero point's shape {ctx.shape(zp)} does not match the "
+                            f"scale's {ctx.shape(scale)}")
+
+
 def _qdq_layout(ctx: NodeContext, x: Value, scale: Value) -> tuple[int, int]:
     """(axis, block_size): axis -1 per tensor; block 0 unless blocked."""
+    _same_layout(ctx, scale, ctx.optional(2))
     block = int(ctx.attr("block_size", 0))
     if block < 0:
         raise Unsupported(f"block_size {block}")
@@ -139,6 +153,9 @@ def _qdq_layout(ctx: NodeContext, x: Value, scale: Value) -> tuple[int, int]:
         return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)), block
     if ctx.ndim(scale) == 0 or ctx.shape(scale) == [1]:
         return -1, 0
+    if ctx.ndim(scale) != 1:  # (ORT: a scalar, or 1-D per axis)
+        raise FrontendError(f"a scale of shape {ctx.shape(scale)}: a scalar, or 1-D along "
+                            "the axis")
     if ctx.ndim(x) == 0:
         raise Unsupported("a per-axis scale for 0-d data")
     return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)), 0

@@ -60,10 +60,13 @@ def reshape(ctx: NodeContext, x: Value, dims: list[Any]) -> Value:
 
 
 def _ints_attr_or_input(ctx: NodeContext, attr: str, index: int, since: int) -> list[Any] | None:
-    """An int list given as an attribute before opset ``since`` and as an input after."""
+    """An int list given as an attribute before opset ``since`` and as an input
+    after (a 1-D or 0-d one, as ONNX Runtime takes it)."""
     if ctx.opset < since:
         v = ctx.attr(attr)
         return None if v is None else list(v)
+    if ctx.has(index) and ctx.ndim(ctx.input(index)) > 1:
+        raise FrontendError(f"{attr} must be 1-D, not {ctx.ndim(ctx.input(index))}-D")
     return ctx.const_ints(index, attr) if ctx.has(index) else None
 
 
@@ -193,6 +196,8 @@ def _eye_like(ctx: NodeContext) -> Value:
 @converter("Reshape")
 def _reshape(ctx: NodeContext) -> Value:
     x = ctx.input(0)
+    if ctx.opset >= 5 and ctx.ndim(ctx.input(1)) != 1:  # (ONNX Runtime checks it too)
+        raise FrontendError(f"the shape operand must be 1-D, not {ctx.ndim(ctx.input(1))}-D")
     target = list(ctx.attr("shape")) if ctx.opset < 5 else ctx.const_ints(1, "shape")
     dims = ctx.shape(x)
     allowzero = ctx.attr("allowzero", 0)
@@ -571,6 +576,8 @@ def _pad(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     dims = ctx.shape(x)
     n = len(dims)
+    if n == 0:  # (nothing to pad; ONNX Runtime refuses it too)
+        raise FrontendError("Pad of a 0-d tensor")
     mode = ctx.attr("mode", "constant")
     if ctx.opset < 11:
         pads = list(ctx.attr("pads", ctx.attr("paddings", [])))
