@@ -181,3 +181,20 @@ def test_unsqueeze_axes_and_dequantize_scale_shapes():
     nodes = [_node("DequantizeLinear", ["q", "s"], ["y"], axis=-1)]
     _agrees(_case(nodes, {"s": np.ones((1, 1, 1), F)}, ["y"],
                   {"q": np.array([-1, 1], np.int32)}), "agree-refused")
+
+
+@pytest.mark.parametrize("flag", [1, 4, -1])
+def test_select_last_index_is_true_for_any_non_zero_value(flag):
+    """ORT reads the attribute as a boolean; ties (and only ties) show it."""
+    x = np.array([[1, 3, 3, 0], [2, 2, 2, 5]], F)
+    for op in ("ArgMax", "ArgMin"):
+        _agrees(_case([_node(op, ["x"], ["y"], axis=1, select_last_index=flag)],
+                      {"x": x}, ["y"]), "agree-ok")
+
+
+@pytest.mark.parametrize("rows,expected", [(0, "stricter"), (2, "agree-refused")])
+def test_cumsum_axis_out_of_range_is_refused_even_on_an_empty_input(rows, expected):
+    """ONNX allows axis in [-r, r-1]; ORT checks it only on a non-empty input."""
+    x = np.zeros((rows, 3), F)
+    _agrees(_case([_node("CumSum", ["x", "a"], ["y"])], {"x": x}, ["y"],
+                  {"a": np.array(5, np.int64)}), expected)

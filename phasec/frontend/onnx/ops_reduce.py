@@ -157,7 +157,7 @@ def _arg_reduce(ctx: NodeContext) -> Value:
     dims = ctx.shape(x)
     axis = norm_axis(ctx, ctx.attr("axis", 0), len(dims))
     keep = _keepdims(ctx)
-    last = ctx.attr("select_last_index", 0) == 1
+    last = ctx.attr("select_last_index", 0) != 0  # any non-zero value, as ORT reads it
     d = dims[axis]
     if not isinstance(d, int):
         raise Unsupported(f"{ctx.op_type} along a symbolic dimension")
