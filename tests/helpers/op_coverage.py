@@ -67,3 +67,8 @@ DEVICE_GRAD_TESTED = {"hint_on_device", "wrap_param", "grad.no_grad", "grad.star
 
 #: tests/op/test_ops_nn_rnn.py
 RNN_TESTED = {"nn.lstm", "nn.gru", "nn.rnn"}
+
+#: tests/op/test_ops_signal.py (numpy.fft, the DFT matrix), tests/frontend/
+#: test_onnx_vision.py (ONNX Runtime), tests/frontend/test_onnx_narrow.py (ml_dtypes)
+SIGNAL_VISION_TESTED = {"signal.dft", "signal.stft", "vision.onnx_roi_align", "vision.onnx_nms",
+                        "round_to_format"}

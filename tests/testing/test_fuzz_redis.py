@@ -23,7 +23,7 @@ from phasec import transform as T
 from phasec.cli import main
 from phasec.ir import Op, Phase
 from phasec.ir.visitor import ExprVisitor
-from phasec.testing.campaign import run_campaign
+from phasec.testing.campaign import pass_pool, pool_focus, run_campaign
 from phasec.testing.databases import REDIS_KEY_PREFIX, FuzzDatabaseError, open_database
 
 
@@ -52,6 +52,16 @@ def crash_on_multiply(mod, ctx):
     if found:
         raise ValueError("multiply is not supported")
     return mod
+
+
+def _probe_calls(planted: str) -> int:
+    """How many times a campaign's probe of the named pass (before any search
+    or replay: see phasec.testing.steering) calls it."""
+    CALLS.clear()
+    pool_focus(pass_pool(planted))
+    count = len(CALLS)
+    CALLS.clear()
+    return count
 
 
 def _free_port() -> int:
@@ -126,12 +136,13 @@ def test_two_campaigns_share_a_finding_through_redis(tmp_path, redis_url, plante
     assert keys and sum(client.scard(k) for k in keys) >= 1
     assert redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/0").keys("*") == []
 
-    CALLS.clear()
+    probed = _probe_calls(planted)
     second = run_campaign(120, seed=999, passes=planted, out_dir=tmp_path / "machine-b",
                           kernels="interp", roundtrip=False, database=redis_url,
                           stop_after_failures=1)
     assert second.replayed >= 1
-    assert CALLS[0] is True  # the first module the planted pass saw was the saved failure
+    # after the probe, the first module the planted pass saw was the saved failure
+    assert CALLS[probed] is True
     assert [s.failure.kind for s in second.unique] == ["crash"]
     assert "multiply is not supported" in second.unique[0].failure.message
     summary = json.loads((tmp_path / "machine-b" / "summary.json").read_text())
@@ -155,10 +166,10 @@ def test_a_directory_database_stays_supported(tmp_path, planted):
     first = run_campaign(120, seed=1, passes=planted, out_dir=tmp_path / "a", kernels="interp",
                          roundtrip=False, database=str(db), stop_after_failures=1)
     assert first.unique and any(db.rglob("*"))
-    CALLS.clear()
+    probed = _probe_calls(planted)
     second = run_campaign(120, seed=5, passes=planted, out_dir=tmp_path / "b", kernels="interp",
                           roundtrip=False, database=str(db), stop_after_failures=1)
-    assert second.replayed >= 1 and CALLS[0] is True
+    assert second.replayed >= 1 and CALLS[probed] is True
 
 
 @pytest.mark.parametrize("url, words", [
