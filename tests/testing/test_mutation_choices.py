@@ -16,6 +16,8 @@ from phasec.ir import Phase
 from phasec.testing import advance_to_phase
 from phasec.testing.mutations import MUTATIONS
 
+from helpers.mutation_modules import RICH_MODULE
+
 BARE = '''
 @I.ir_module
 class M:
@@ -24,34 +26,7 @@ class M:
         return x
 '''
 
-RICH = '''
-@I.ir_module
-class M:
-    @R.function(private=True)
-    def scale(a: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
-        b = R.multiply(a, R.const(2.0, "float32"))
-        return b
-
-    @R.function
-    def main(x: R.Tensor(("n", 4), "float32"),
-             flag: R.Tensor((), "bool")) -> R.Tensor(("n", 4), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            y = R.add(x, x)
-            z = R.exp(y)
-            R.output(z)
-        if flag:
-            t = cls.scale(z)
-            r = t
-        else:
-            r = z
-        @R.function
-        def inner(v: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
-            w = R.add(v, x)
-            return w
-        out = inner(r)
-        return out
-'''
+RICH = RICH_MODULE
 
 #: scalar and shape parameters beside a tensor (injectors read tensor shapes only)
 OTHER_PARAMS = '''

@@ -10,6 +10,8 @@ from phasec.ir import Phase, structural_equal
 from phasec.testing import advance_to_phase, modules
 from phasec.testing.mutations import MUTATIONS, UNINJECTABLE, mutate, mutation_for
 
+from helpers.mutation_modules import RICH_MODULE
+
 # No shrinking: a failure's message already names the rule and the mutation,
 # and shrinking a module the verifier wrongly accepts took minutes under CI.
 SETTINGS = settings(max_examples=min(settings.default.max_examples, 12), deadline=None,
@@ -17,34 +19,7 @@ SETTINGS = settings(max_examples=min(settings.default.max_examples, 12), deadlin
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                            HealthCheck.data_too_large])
 
-EXAMPLE = '''
-@I.ir_module
-class M:
-    @R.function(private=True)
-    def scale(a: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
-        b = R.multiply(a, R.const(2.0, "float32"))
-        return b
-
-    @R.function
-    def main(x: R.Tensor(("n", 4), "float32"),
-             flag: R.Tensor((), "bool")) -> R.Tensor(("n", 4), "float32"):
-        n = T.int64()
-        with R.dataflow():
-            y = R.add(x, x)
-            z = R.exp(y)
-            R.output(z)
-        if flag:
-            t = cls.scale(z)
-            r = t
-        else:
-            r = z
-        @R.function
-        def inner(v: R.Tensor(("n", 4), "float32")) -> R.Tensor(("n", 4), "float32"):
-            w = R.add(v, x)
-            return w
-        out = inner(r)
-        return out
-'''
+EXAMPLE = RICH_MODULE
 
 
 def codes_of(mod):
