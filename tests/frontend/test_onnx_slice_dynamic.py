@@ -1,5 +1,5 @@
 """ONNX Slice with starts, ends and steps computed at run time
-(phasec/frontend/onnx/ops_slice_dynamic.py: R.dynamic_strided_slice, the
+(phasec/frontend/onnx/ops_slice.py: R.dynamic_strided_slice, the
 sliced lengths matched to symbolic dimensions): compiled once, run at
 several bounds (negative, out of range, reversed), against ONNX Runtime."""
 

@@ -22,11 +22,8 @@ from phasec.op.fold import within_budget
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const, settle
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
-from phasec.frontend.onnx.ops_slice_dynamic import slice_at_run_time
 
 __all__ = ["norm_axis", "prod_dims", "reshape"]
-
-_INT_END = (1 << 31) - 1  # phasec's "to the end" for slices on symbolic dimensions
 
 #: ConstantOfShape results up to this many elements are arrays at import
 #: (they usually feed shape computations); larger ones are ``R.full`` calls.
@@ -418,75 +415,6 @@ def _split(ctx: NodeContext) -> list[Value]:
         acc += s
         points.append(acc)
     return ctx.emit_multi("split", x, indices_or_sections=points, axis=axis)
-
-
-@converter("Slice")
-def _slice(ctx: NodeContext) -> Value:
-    x = ctx.input(0)
-    dims = ctx.shape(x)
-    if ctx.opset < 10:
-        starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
-        axes = ctx.attr("axes")
-        steps = None
-    else:
-        for i, what in enumerate(("starts", "ends", "axes", "steps"), 1):
-            if ctx.has(i) and ctx.ndim(ctx.input(i)) != 1:
-                raise FrontendError(f"{what} must be a 1-D tensor, not of rank "
-                                    f"{ctx.ndim(ctx.input(i))}")
-        if any(ctx.has(i) and not is_const(ctx.input(i)) and i not in ctx.params
-               for i in (1, 2, 4)):
-            return slice_at_run_time(ctx)
-        starts, ends = ctx.const_ints(1, "starts"), ctx.const_ints(2, "ends")
-        axes = ctx.const_ints(3, "axes") if ctx.has(3) else None
-        steps = ctx.const_ints(4, "steps") if ctx.has(4) else None
-    axes = list(range(len(starts))) if axes is None else list(axes)
-    steps = [1] * len(starts) if steps is None else list(steps)
-    if not len(starts) == len(ends) == len(axes) == len(steps):
-        raise Unsupported("starts, ends, axes and steps of different lengths")
-    out_axes, begin, end, stride = [], [], [], []
-    for a, b, e, s in zip(axes, starts, ends, steps):
-        if isinstance(s, tir.PrimExpr):
-            raise Unsupported("Slice with a symbolic step")
-        ax = norm_axis(ctx, a, len(dims), "axis")
-        if s == 0:
-            raise Unsupported("Slice with step 0")
-        d = dims[ax]
-        if isinstance(b, tir.PrimExpr) or isinstance(e, tir.PrimExpr):
-            # bounds from the shapes (PyTorch's x[:, :seq] of a position table):
-            # strided_slice clamps symbolic entries at run time as ONNX does
-            if s < 0:
-                raise Unsupported("Slice with symbolic starts or ends and a negative step")
-            b, e = (_clamped_bound(v, d) for v in (b, e))
-        elif isinstance(d, int):
-            lo, hi, st = slice(b, e, s).indices(d)
-            if st < 0 and hi < 0:
-                hi = -(d + 1)  # "before index 0": a negative end would wrap in Python
-            b, e = lo, hi
-        else:
-            b = max(min(b, _INT_END), -_INT_END)
-            e = max(min(e, _INT_END), -_INT_END)
-        if isinstance(d, int) and (b, e, s) == (0, d, 1):
-            continue
-        out_axes.append(ax)
-        begin.append(b)
-        end.append(e)
-        stride.append(s)
-    if not out_axes:
-        return x
-    return ctx.emit("strided_slice", x, axes=out_axes, begin=begin, end=end,
-                    strides=stride if any(s != 1 for s in stride) else None)
-
-
-def _clamped_bound(v: Any, d: Any) -> Any:
-    """A Slice bound beside a symbolic one (positive step): a known bound
-    counted from the end and clamped into [0, d] as ONNX does (within
-    strided_slice's "to the end" range on a symbolic axis); a symbolic bound
-    as it is (strided_slice canonicalizes it at run time)."""
-    if isinstance(v, tir.PrimExpr):
-        return v
-    if isinstance(d, int):
-        return min(max(v + d if v < 0 else v, 0), d)
-    return max(min(v, _INT_END), -_INT_END)
 
 
 # ---------------------------------------------------------------------------
