@@ -198,3 +198,11 @@ def test_cumsum_axis_out_of_range_is_refused_even_on_an_empty_input(rows, expect
     x = np.zeros((rows, 3), F)
     _agrees(_case([_node("CumSum", ["x", "a"], ["y"])], {"x": x}, ["y"],
                   {"a": np.array(5, np.int64)}), expected)
+
+
+def test_a_sequence_output_is_compared_tensor_by_tensor():
+    """A sequence of tensors of different shapes (phasec and ORT both return
+    a list) is judged element by element, not as one ragged array."""
+    a, b = np.array([0.5, -0.25], F), np.array([[1.0, 2.0, 3.0]], F)
+    nodes = [_node("Asin", ["a"], ["s"]), _node("SequenceConstruct", ["s", "b"], ["seq"])]
+    _agrees(_case(nodes, {"a": a, "b": b}, ["seq"]), "agree-ok")

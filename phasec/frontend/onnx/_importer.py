@@ -172,6 +172,8 @@ class _Importer:
         self.names: set[str] = set()
         #: value name -> narrow float format held in float32 (_dtypes.NARROW_FORMATS)
         self.formats: dict[str, str] = {}
+        #: subgraphs (If branches, Loop/Scan bodies) being converted, nested
+        self.subgraph_depth = 0
 
     # -- inputs ------------------------------------------------------------------
     def _unique(self, hint: str) -> str:
@@ -421,7 +423,10 @@ class _Importer:
                     return
                 value = ctx.emit("round_to_format", value, format="bfloat16", saturate=False)
                 self.formats[out] = "bfloat16"
-            self.values[out] = _with_shape(bb, value, f"{hint}_{k}")
+            # (not inside a subgraph: dimensions bound in a loop body's function
+            # would be used outside it, in the loop's result)
+            self.values[out] = (value if self.subgraph_depth
+                                else _with_shape(bb, value, f"{hint}_{k}"))
             if narrow and node.op_type in _NARROW_MOVES:
                 self.formats[out] = narrow[0]
 
@@ -454,6 +459,7 @@ class _Importer:
             inner[t.name] = numpy_helper.to_array(t)
         self.values = ChainMap(inner, saved[0])
         self.unsupported, self.poisoned = [], set(saved[2])
+        self.subgraph_depth += 1
         try:
             for index, node in enumerate(graph.node):
                 domain = node.domain or "ai.onnx"
@@ -486,6 +492,7 @@ class _Importer:
             return outs
         finally:
             self.values, self.unsupported, self.poisoned = saved
+            self.subgraph_depth -= 1
 
     def _with_params(self, mod: IRModule, inputs: list[Var]) -> IRModule:
         func = mod["main"]

@@ -351,7 +351,19 @@ def ort_verdict(case: Case) -> Verdict:
         out = sess.run(None, case.feeds)
     except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
         return Verdict("refused", _line(exc))
-    return Verdict("ok", outputs=[np.asarray(o) for o in out])
+    return Verdict("ok", outputs=_leaves(out))
+
+
+def _leaves(outputs: Sequence[Any]) -> list[np.ndarray]:
+    """The graph outputs as arrays, a sequence output (a list of tensors, in
+    ORT and phasec alike) as its tensors in order."""
+    arrays: list[np.ndarray] = []
+    for o in outputs:
+        if isinstance(o, (list, tuple)):
+            arrays += _leaves(o)
+        else:
+            arrays.append(np.asarray(o))
+    return arrays
 
 
 def phasec_verdict(case: Case) -> Verdict:
@@ -371,7 +383,7 @@ def phasec_verdict(case: Case) -> Verdict:
     except Exception as exc:  # noqa: BLE001 - exactly what the fuzzer looks for
         return Verdict("crash", f"{type(exc).__name__}: {_line(exc)}")
     outs = list(out) if len(case.model.graph.output) > 1 else [out]
-    return Verdict("ok", outputs=[np.asarray(o) for o in outs])
+    return Verdict("ok", outputs=_leaves(outs))
 
 
 #: ONNX Runtime refusing a *valid* model for want of an implementation (a
@@ -503,6 +515,8 @@ def _rounding_decides(case: Case) -> bool:
 
 
 def _compare(mine: list[np.ndarray], ref: list[np.ndarray]) -> str:
+    if len(mine) != len(ref):  # (a sequence output of another length)
+        return f"{len(mine)} output tensors, ONNX Runtime {len(ref)}"
     for k, (a, r) in enumerate(zip(mine, ref)):
         if a.shape != r.shape:
             return f"output {k}: shape {a.shape}, ONNX Runtime {r.shape}"
