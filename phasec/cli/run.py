@@ -426,7 +426,12 @@ def _print_profile(args: argparse.Namespace, exe: Executable, inputs: list[Any],
     except ImportError:
         print("(install onnxruntime to see ONNX Runtime's profile of the same model beside it)")
         return
-    theirs = ort_profile(onnx_path, param_names, inputs, found.rounds, threads)
+    try:
+        theirs = ort_profile(onnx_path, param_names, inputs, found.rounds, threads)
+    except Exception as exc:  # noqa: BLE001 - ORT's own exception types; its refusal is news
+        print(f"(ONNX Runtime could not run the model for its profile: "
+              f"{str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__})")
+        return
     print(f"ONNX Runtime {onnxruntime.__version__}, same inputs, {counted(threads, 'thread')}, "
           f"its profiler (best of {theirs.rounds} rounds):")
     print(theirs.table(phasec_seconds=found.whole_seconds))

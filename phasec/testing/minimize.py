@@ -160,6 +160,17 @@ class _Lift(ExprMutator):
         return self.params.get(id(expr), expr)
 
 
+def _lifted_if_still_failing(mod: IRModule, args: tuple, entry: str, check: Check,
+                             problem: str | None) -> tuple[IRModule, tuple, str | None, int]:
+    """``mod`` with its large constants made parameters (:func:`_lift_constants`)
+    when it still shows the problem; also the number of checks run (0 or 1)."""
+    lifted, lifted_args = _lift_constants(mod, entry, args)
+    if lifted is mod:
+        return mod, args, problem, 0
+    found = check(lifted, lifted_args)
+    return (lifted, lifted_args, found, 1) if found is not None else (mod, args, problem, 1)
+
+
 def _lift_constants(mod: IRModule, entry: str, args: tuple) -> tuple[IRModule, tuple]:
     """Large constants used by ``entry`` become its last parameters."""
     func = mod[entry]
@@ -261,12 +272,8 @@ def _shrunk(mod: IRModule, args: tuple, entry: str, check: Check,
         mod, args, problem, tried = cut
     mod, args, found, n = _front_cuts(mod, args, entry, check, seed)
     problem, tried = found or problem, tried + n
-    lifted, lifted_args = _lift_constants(mod, entry, args)
-    if lifted is not mod:
-        tried += 1
-        found = check(lifted, lifted_args)
-        if found is not None:
-            mod, args, problem = lifted, lifted_args, found
+    mod, args, problem, n = _lifted_if_still_failing(mod, args, entry, check, problem)
+    tried += n
     failed: set[tuple[str, int]] = set()
     progress = True
     while progress:
@@ -357,12 +364,8 @@ def minimize_change(before: IRModule, pass_: Pass, args: Sequence[Any], *,
     if cut is not None:
         before, args, problem, n = cut
         tried += n
-    lifted, lifted_args = _lift_constants(before, entry, args)
-    if lifted is not before:
-        tried += 1
-        found = check(lifted, lifted_args)
-        if found is not None:
-            before, args, problem = lifted, lifted_args, found
+    before, args, problem, n = _lifted_if_still_failing(before, args, entry, check, problem)
+    tried += n
     before, n = _simplified_kernels(before, args, check)
     return Minimized(before, args, pass_, problem, tried + n)
 

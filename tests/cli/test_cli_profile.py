@@ -100,3 +100,17 @@ def test_profile_of_a_module_has_no_onnx_runtime_part(capsys, tmp_path):
     out = capsys.readouterr().out
     assert re.search(r"^\s+twice\s+2\s", out, re.M) and re.search(r"^\s+once\s+1\s", out, re.M)
     assert "ONNX Runtime" not in out
+
+
+def test_onnx_runtime_refusing_the_model_is_a_line_not_a_traceback(capsys, conv_model,
+                                                                   monkeypatch):
+    import phasec.cli.run as run_cli
+
+    def refuse(*_args, **_kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH : a refusal\nmore")
+    monkeypatch.setattr(run_cli, "ort_profile", refuse)
+    assert main(["run", str(conv_model), "--profile", "--repeat", "2", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "ONNX Runtime could not run the model for its profile: [ONNXRuntimeError] : 10 : " \
+           "INVALID_GRAPH : a refusal)" in out and "more" not in out
+    assert out.rstrip().endswith("PASS")

@@ -13,17 +13,7 @@ from phasec.cli import main
 from phasec.script.parser import parse
 from phasec.tvm import check_dump_results, to_tvm
 
-GQA = '''
-@I.ir_module
-class M:
-    @R.function
-    def main(q: R.Tensor((1, 3, 4, 2), dtype="float32"), k: R.Tensor((1, 3, 2, 2), dtype="float32"),
-             v: R.Tensor((1, 3, 2, 2), dtype="float32")) -> R.Tensor((1, 3, 4, 2), dtype="float32"):
-        with R.dataflow():
-            o = R.nn.attention(q, k, v)
-            R.output(o)
-        return o
-'''
+from helpers.tvm_defects import GQA
 
 
 def _attention(q, k, v, pair):

@@ -48,6 +48,14 @@ def _F32(v: float) -> np.ndarray:
     return np.asarray(v, np.float32)
 
 
+def _int8_dtype(ctx: NodeContext, v: Value) -> str:
+    """``v``'s dtype, which the quantized operators take as int8 or uint8 only."""
+    dt = ctx.dtype(v)
+    if dt not in ("int8", "uint8"):
+        raise Unsupported(f"dtype {dt}")
+    return dt
+
+
 def _scalar_param(ctx: NodeContext, p: Value, what: str) -> Value:
     """A per-tensor scale or zero point as a 0-d value."""
     if ctx.ndim(p) == 0:
@@ -173,9 +181,7 @@ def _unary_lookup(ctx: NodeContext, fn: str) -> Value:
     """Dequantize, apply ``fn`` in float32, quantize (what ONNX Runtime's
     lookup table holds for each of the 256 inputs)."""
     x = ctx.input(0)
-    dt = ctx.dtype(x)
-    if dt not in ("int8", "uint8"):
-        raise Unsupported(f"dtype {dt}")
+    dt = _int8_dtype(ctx, x)
     v = _dequant(ctx, x, ctx.input(1), ctx.optional(2))
     if fn == "sigmoid":
         v = ctx.emit("sigmoid", v)
@@ -214,9 +220,7 @@ def _nchw(ctx: NodeContext, x: Value) -> tuple[Value, list[int] | None]:
 def _qlinear_average_pool(ctx: NodeContext) -> Value:
     # ONNX Runtime dequantizes, pools in float32, then rounds y / y_scale + zp
     x = ctx.input(0)
-    dt = ctx.dtype(x)
-    if dt not in ("int8", "uint8"):
-        raise Unsupported(f"dtype {dt}")
+    dt = _int8_dtype(ctx, x)
     xf, back = _nchw(ctx, _dequant(ctx, x, ctx.input(1), ctx.optional(2)))
     y = _pool_float(ctx, xf, "avg")
     zp = ctx.optional(4)
@@ -231,9 +235,7 @@ def _qlinear_average_pool(ctx: NodeContext) -> Value:
 def _qlinear_global_average_pool(ctx: NodeContext) -> Value:
     # int32 sum minus zp * N, times x_scale / (y_scale * N), rounded, plus y_zp
     x = ctx.input(0)
-    dt = ctx.dtype(x)
-    if dt not in ("int8", "uint8"):
-        raise Unsupported(f"dtype {dt}")
+    dt = _int8_dtype(ctx, x)
     xc, back = _nchw(ctx, x)
     dims = ctx.shape(xc)
     count = 1
@@ -253,9 +255,7 @@ def _qlinear_global_average_pool(ctx: NodeContext) -> Value:
 @converter("QLinearConcat", domain=_MS)
 def _qlinear_concat(ctx: NodeContext) -> Value:
     y_scale, y_zp = ctx.input(0), ctx.input(1)
-    dt = ctx.dtype(y_zp)
-    if dt not in ("int8", "uint8"):
-        raise Unsupported(f"dtype {dt}")
+    dt = _int8_dtype(ctx, y_zp)
     if (len(ctx.inputs) - 2) % 3 or len(ctx.inputs) < 5:
         raise Unsupported(f"{len(ctx.inputs)} inputs (expects Y_scale, Y_zero_point, then "
                           "triples X, X_scale, X_zero_point)")
@@ -382,9 +382,7 @@ def _matmul_integer16(ctx: NodeContext) -> Value:
 def _qlinear_where(ctx: NodeContext) -> Value:
     # X and Y requantized to Z's scale and zero point, then selected
     cond, z_scale, z_zp = ctx.input(0), ctx.input(7), ctx.input(8)
-    dt = ctx.dtype(z_zp)
-    if dt not in ("int8", "uint8"):
-        raise Unsupported(f"dtype {dt}")
+    dt = _int8_dtype(ctx, z_zp)
     picks = [_quantize_value(ctx, _dequant(ctx, ctx.input(i), ctx.input(i + 1), ctx.input(i + 2)),
                              z_scale, z_zp, dt) for i in (1, 4)]
     return ctx.emit("where", cond, *picks)
@@ -399,9 +397,7 @@ def _qlinear_softmax(ctx: NodeContext) -> Value:
     # differ from ORT's sequential one (a float32 rounding: the result moves
     # only at an exact halfway point).
     x = ctx.input(0)
-    dt = ctx.dtype(x)
-    if dt not in ("int8", "uint8"):
-        raise Unsupported(f"dtype {dt}")
+    dt = _int8_dtype(ctx, x)
     x_scale = float(np.asarray(ctx.const(1, "X_scale"), np.float32).reshape(-1)[0])
     y_scale = float(np.asarray(ctx.const(3, "y_scale"), np.float32).reshape(-1)[0])
     zp = _scalar_param(ctx, ctx.input(4), "y_zero_point")
