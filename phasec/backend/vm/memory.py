@@ -32,9 +32,10 @@ class VMMemory:
 
     def _init_memory(self) -> None:
         self._live_refs: dict[int, tuple[Any, int]] = {}
-        #: storages of constant size kept between calls, one per allocating
-        #: instruction (see _pooled_storage): [storage, nbytes, in use, idle refcounts]
-        self._pool: list[list[Any]] = []
+        #: Each allocating instruction keeps its storage between calls in a
+        #: cell (see _pooled_storage): [storage, nbytes, in use, idle refcounts].
+        #: The cells whose storage is in use, by id, are what _sweep visits.
+        self._pool_in_use: dict[int, list[Any]] = {}
         self._pool_lock = threading.Lock()
         self.reset_stats()
 
@@ -52,7 +53,7 @@ class VMMemory:
         return self._stats["peak_bytes"]
 
     def reset_stats(self) -> None:
-        if hasattr(self, "_pool"):
+        if hasattr(self, "_pool_in_use"):
             self._sweep()
         live = getattr(self, "_stats", {}).get("live_bytes", 0)
         self._stats = {"storage_allocs": 0, "tensor_allocs": 0, "bytes_allocated": 0,
@@ -89,13 +90,16 @@ class VMMemory:
 
     # A straight-line model allocates the same storages on every call, and a
     # fresh 64 KiB numpy allocation plus its accounting costs ~3-4 us, as much
-    # as a small kernel. So each constant-size allocating instruction keeps
-    # the storage it made last; the next call reuses it when nothing refers
-    # to it any more: no register, no tensor view of it (every view holds
-    # the owning array, so the reference counts of the storage and its owner
-    # are back at what they were when it was new). A storage still in use
-    # (an output the caller kept) is left to the caller and accounted like
-    # any other; the instruction allocates a new one.
+    # as a small kernel. So each allocating instruction keeps the storage it
+    # made last; the next call reuses it when nothing refers to it any more:
+    # no register, no tensor view of it (every view holds the owning array,
+    # so the reference counts of the storage and its owner are back at what
+    # they were when it was new). A storage still in use (an output the
+    # caller kept) is left to the caller and accounted like any other; the
+    # instruction allocates a new one. An instruction whose size depends on
+    # symbolic dimensions reuses its storage for any size up to the largest it
+    # has met (like an arena: a model called at several sizes keeps the
+    # memory of its largest call, as a static build of that size would).
     @staticmethod
     def _refcounts(cell: list[Any]) -> tuple[int, int]:
         st = cell[0]
@@ -103,13 +107,16 @@ class VMMemory:
 
     def _sweep(self) -> None:
         """Pooled storages nothing refers to any more stop counting as live."""
-        for cell in self._pool:
-            if cell[2] and self._refcounts(cell) == cell[3]:
+        in_use = self._pool_in_use
+        for key, cell in list(in_use.items()):
+            if self._refcounts(cell) == cell[3]:
                 cell[2] = False
+                del in_use[key]
                 self._stats["live_bytes"] -= cell[1]
 
-    def _pooled_storage(self, cell: list[Any]) -> Storage:
-        nbytes = cell[1]
+    def _pooled_storage(self, cell: list[Any], nbytes: int | None = None) -> Storage:
+        """The storage of ``cell``'s instruction for this call: its last one
+        when free (and, for ``nbytes`` given, at least that large), else new."""
         stats = self._stats
         with self._pool_lock:
             self._sweep()
@@ -117,15 +124,18 @@ class VMMemory:
                 # still in use (e.g. a returned tensor): from now on it is
                 # accounted like any other storage, until its owner dies
                 ref = weakref.ref(cell[0].owner, self._release)
-                self._live_refs[id(ref)] = (ref, nbytes)
+                self._live_refs[id(ref)] = (ref, cell[1])
                 cell[0] = None
+            if nbytes is not None and (cell[0] is None or cell[1] < nbytes):
+                cell[0], cell[1] = None, nbytes
             if cell[0] is None:
-                cell[0] = _VMStorage(nbytes)
+                cell[0] = _VMStorage(cell[1])
                 cell[3] = self._refcounts(cell)  # nothing else refers to it yet
             cell[2] = True
+            self._pool_in_use[id(cell)] = cell
             stats["storage_allocs"] += 1
-            stats["bytes_allocated"] += nbytes
-            live = stats["live_bytes"] = stats["live_bytes"] + nbytes
+            stats["bytes_allocated"] += cell[1]
+            live = stats["live_bytes"] = stats["live_bytes"] + cell[1]
             if live > stats["peak_bytes"]:
                 stats["peak_bytes"] = live
             return cell[0]
@@ -139,35 +149,44 @@ class VMMemory:
     def _const_builtin(self, name: str, args: tuple[int, ...], consts: Mapping[int, Any]
                        ) -> tuple[Callable[..., Any], tuple[int, ...]] | None:
         """A specialized ``(function, argument registers)`` for an allocation
-        builtin whose size/offset/shape/dtype operands are constant registers
-        (the common case: static shapes), or None. Conversions and checks that
-        depend only on constants happen here, once; what remains per call is
-        the allocation itself."""
+        builtin whose offset and dtype operands are constant registers (and,
+        static shapes, its size or shape), or None. Conversions and checks
+        that depend only on constants happen here, once; what remains per
+        call is the allocation itself."""
         try:
-            if name == "vm.alloc_storage" and args and all(a in consts for a in args):
-                nbytes = _nbytes(consts[args[0]])
-                if nbytes < 0:
-                    return None
-                cell: list[Any] = [None, nbytes, False, None]
-                self._pool.append(cell)
+            if name == "vm.alloc_storage" and args:
+                cell: list[Any] = [None, 0, False, None]
                 pooled = self._pooled_storage
+                if args[0] not in consts:  # a size of symbolic dimensions
+                    return (lambda size, *_: pooled(cell, _nbytes(size))), args
+                cell[1] = _nbytes(consts[args[0]])
+                if cell[1] < 0:
+                    return None
                 return (lambda: pooled(cell)), ()
-            if (name == "vm.alloc_tensor" and len(args) == 4
-                    and all(a in consts for a in args[1:])):
+            if name == "vm.alloc_tensor" and len(args) == 4 and args[1] in consts \
+                    and args[3] in consts:
                 offset = int(consts[args[1]])
-                shape = _shape(consts[args[2]])
                 np_dtype = np.dtype(str(consts[args[3]]))
+                shape = _shape(consts[args[2]]) if args[2] in consts else None
             else:
                 return None
         except (VMError, TypeError, ValueError):
             return None  # leave the error to the generic builtin, at run time
-        size = np_dtype.itemsize * math.prod(shape)
         if offset < 0 or offset % np_dtype.itemsize:
             return None
-        end = offset + size
         vm = self
         generic = self._alloc_tensor
         dtype_text = str(np_dtype)
+        itemsize = np_dtype.itemsize
+        if shape is None:  # symbolic dimensions: a shape built by make_shape
+            def alloc_symbolic_tensor(storage: Any, dims: Any) -> np.ndarray:
+                if type(storage) is not _VMStorage or type(dims) is not tuple or \
+                        offset + itemsize * math.prod(dims) > storage.nbytes:
+                    return generic(storage, offset, dims, dtype_text)  # errors, other storages
+                vm._stats["tensor_allocs"] += 1
+                return np.ndarray(dims, np_dtype, storage.data, offset)
+            return alloc_symbolic_tensor, (args[0], args[2])
+        end = offset + itemsize * math.prod(shape)
 
         def alloc_tensor(storage: Any) -> np.ndarray:
             if type(storage) is not _VMStorage or end > storage.nbytes:
@@ -247,7 +266,3 @@ def _nbytes(size: Any) -> int:
         n *= d
     return n
 
-
-# ---------------------------------------------------------------------------
-# Compiled scalar expressions and match patterns
-# ---------------------------------------------------------------------------

@@ -29,15 +29,15 @@ from phasec.errors import (
     BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError, counted,
 )
 from phasec.interp.relax import normalize_value
-from phasec.ir.intrinsics import SCALAR_INTRINSICS
-from phasec.runtime.binary_ops import SCALAR_BINARY
 from phasec.runtime.packed import find_packed_func, get_packed_func
-from phasec.runtime.values import cast_scalar, describe_value, truth
-from phasec.script.checks import int_range_problem
+from phasec.runtime.values import describe_value, truth
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
 from phasec.backend.interrupt import armed, short_call
 from phasec.backend.vm.executable import Executable
+from phasec.backend.vm.matching import (
+    ExprSource, compile_matcher, compile_prim, compile_shape, static_tensor_pattern,
+)
 from phasec.backend.vm.memory import VMMemory
 
 __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
@@ -55,7 +55,7 @@ def _static_params(nparams: int, code: Sequence[bc.Instruction]) -> bool:
     """Whether every parameter register is checked as a tensor of constant
     shape and dtype (the function then does the same work on every call)."""
     static = {ins.src for ins in code
-              if type(ins) is bc.Match and _static_tensor_pattern(ins.pattern) is not None}
+              if type(ins) is bc.Match and static_tensor_pattern(ins.pattern) is not None}
     return nparams > 0 and all(r in static for r in range(nparams))
 
 # Decoded opcodes, roughly in order of frequency (the dispatch chain tests
@@ -252,6 +252,7 @@ class VirtualMachine(VMMemory):
         lines = ["def run(args):", "    regs = template.copy()",
                  f"    regs[:{f.nparams}] = args"]
         first_line = len(lines) + 1  # line number of instruction f.start
+        expr = ExprSource(ns)  # shape arithmetic inline: no call per dimension
         ended = False
         for pc in range(f.start, len(f.code)):
             ins = f.code[pc]
@@ -277,7 +278,11 @@ class VirtualMachine(VMMemory):
             elif op == _MATCH:
                 ns[f"f{pc}"] = ins[2]
                 line = f"f{pc}(regs[{ins[1]}], regs)"
-            elif op == _MAKE_TUPLE or op == _MAKE_SHAPE or op == _MAKE_PRIM:
+            elif op == _MAKE_SHAPE:
+                line = f"regs[{ins[1]}] = {expr.shape(ins[3])}"
+            elif op == _MAKE_PRIM:
+                line = f"regs[{ins[1]}] = {expr.prim(ins[3], ins[4])}"
+            elif op == _MAKE_TUPLE:
                 ns[f"f{pc}"] = ins[2]
                 line = f"regs[{ins[1]}] = f{pc}(regs)"
             elif op == _GET_ITEM:
@@ -343,7 +348,7 @@ class VirtualMachine(VMMemory):
         if t is bc.Ret:
             return (_RET, ins.src)
         if t is bc.Match:
-            return (_MATCH, ins.src, _compile_matcher(ins.pattern, ins.what, ins.expected))
+            return (_MATCH, ins.src, compile_matcher(ins.pattern, ins.what, ins.expected))
         if t is bc.If:
             return (_IF, ins.cond, pc + ins.false_offset)
         if t is bc.Goto:
@@ -353,11 +358,9 @@ class VirtualMachine(VMMemory):
         if t is bc.GetItem:
             return (_GET_ITEM, ins.dst, ins.src, ins.index)
         if t is bc.MakeShape:
-            dims = [_compile_expr(d) for d in ins.dims]
-            return (_MAKE_SHAPE, ins.dst, lambda regs: tuple(int(d(regs)) for d in dims))
+            return (_MAKE_SHAPE, ins.dst, compile_shape(ins.dims), ins.dims)
         if t is bc.MakePrim:
-            expr, dtype = _compile_expr(ins.expr), ins.dtype
-            return (_MAKE_PRIM, ins.dst, lambda regs: cast_scalar(expr(regs), dtype))
+            return (_MAKE_PRIM, ins.dst, compile_prim(ins.expr, ins.dtype), ins.expr, ins.dtype)
         if t is bc.MakeClosure:
             return (_MAKE_CLOSURE, ins.dst, ins.func, _args_getter(ins.captured))
         if t is bc.Kill:
@@ -586,215 +589,3 @@ def _resolve_packed(name: str) -> Callable[..., Any]:
         return get_packed_func(name)(*args)
 
     return late
-
-
-def _compile_expr(code: tuple) -> Callable[[list], Any]:
-    kind = code[0]
-    if kind == "imm":
-        value = code[1]
-        return lambda regs: value
-    if kind == "reg":
-        reg = code[1]
-        return lambda regs: regs[reg]
-    if kind == "bin":
-        fn = SCALAR_BINARY[code[1]]
-        lhs, rhs, text = _compile_expr(code[2]), _compile_expr(code[3]), bc.expr_code_text(code)
-
-        def binary(regs: list) -> Any:
-            try:
-                return fn(lhs(regs), rhs(regs))
-            except ZeroDivisionError:
-                raise VMError(f"division by zero in {text}") from None
-        return binary
-    if kind == "not":
-        inner = _compile_expr(code[1])
-        return lambda regs: not inner(regs)
-    if kind == "cast":
-        dtype, inner = code[1], _compile_expr(code[2])
-        return lambda regs: cast_scalar(inner(regs), dtype)
-    if kind == "select":
-        c, a, b = (_compile_expr(x) for x in code[1:4])
-        return lambda regs: a(regs) if c(regs) else b(regs)
-    if kind == "call":
-        fn = SCALAR_INTRINSICS[code[1]]
-        args = [_compile_expr(x) for x in code[2]]
-        return lambda regs: fn(*(a(regs) for a in args))
-    raise VMError(f"bad scalar expression code {code!r}")
-
-
-class _MatchFailure(Exception):
-    """Internal: a value does not fit a pattern (reason in args[0])."""
-
-
-_Deferred = list  # of (expr fn, actual, where, code)
-
-
-def _compile_dims(dims: tuple, label: str) -> Callable[[Sequence[int], list, _Deferred, str], None]:
-    steps = []
-    for i, d in enumerate(dims):
-        kind = d[0]
-        if kind == "expr":
-            steps.append((i, kind, _compile_expr(d[1]), d[1]))
-        else:
-            steps.append((i, kind, d[1], None))
-    all_imm = all(kind == "imm" for _, kind, _, _ in steps)
-    expected_static = tuple(v for _, _, v, _ in steps) if all_imm else None
-
-    def match(values: Sequence[int], regs: list, deferred: _Deferred, where: str) -> None:
-        if expected_static is not None and tuple(values) == expected_static:
-            return
-        for i, kind, v, code in steps:
-            actual = int(values[i])
-            if kind == "imm":
-                if actual != v:
-                    raise _MatchFailure(f"{where}{label} {i} is {actual}, expected {v}")
-            elif kind == "bind":
-                regs[v] = actual
-            elif kind == "check":
-                if regs[v] != actual:
-                    raise _MatchFailure(f"{where}{label} {i} is {actual}, but an earlier "
-                                        f"dimension with the same variable is {regs[v]}")
-            else:
-                deferred.append((v, actual, f"{where}{label} {i}", code))
-    return match
-
-
-def _compile_pattern(pat: tuple) -> Callable[[Any, list, _Deferred, str], None]:
-    kind = pat[0]
-    if kind == "tensor":
-        _, dtype, ndim, dims = pat
-        np_dtype = np.dtype(dtype) if dtype else None
-        match_dims = _compile_dims(dims, "dimension") if dims is not None else None
-
-        def tensor(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
-            if not isinstance(v, np.ndarray):
-                raise _MatchFailure(f"{where}not a tensor")
-            if np_dtype is not None and v.dtype != np_dtype:
-                raise _MatchFailure(f"{where}dtype is {v.dtype}, expected {dtype}")
-            if ndim >= 0 and v.ndim != ndim:
-                raise _MatchFailure(f"{where}ndim is {v.ndim}, expected {ndim}")
-            if match_dims is not None:
-                match_dims(v.shape, regs, deferred, where)
-        return tensor
-    if kind == "shape":
-        _, ndim, dims = pat
-        match_dims = _compile_dims(dims, "value") if dims is not None else None
-
-        def shape(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
-            if not isinstance(v, tuple) or not all(
-                    isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in v):
-                raise _MatchFailure(f"{where}not a shape")
-            if ndim >= 0 and len(v) != ndim:
-                raise _MatchFailure(f"{where}has {len(v)} dimensions, expected {ndim}")
-            if match_dims is not None:
-                match_dims(v, regs, deferred, where)
-        return shape
-    if kind == "prim":
-        _, dtype, dim = pat
-        is_int = dtype.startswith("int") or dtype.startswith("uint")
-        lo, hi = (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) if is_int else (0, 0)
-        match_value = _compile_dims((dim,), "value") if dim is not None else None
-
-        def prim(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
-            if isinstance(v, (np.ndarray, np.generic)) and np.ndim(v) == 0:
-                v = v.item()
-            if not isinstance(v, (bool, int, float)):
-                raise _MatchFailure(f"{where}not a scalar")
-            if is_int and (isinstance(v, float) or isinstance(v, bool)):
-                raise _MatchFailure(f"{where}not an integer")
-            if is_int and not lo <= v <= hi:
-                raise _MatchFailure(f"{where}out of range: {int_range_problem(v, dtype)}")
-            if match_value is not None:
-                match_value((v,), regs, deferred, where)
-        return prim
-    if kind == "tuple":
-        subs = [_compile_pattern(p) for p in pat[1]]
-        n = len(subs)
-
-        def tup(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
-            if not isinstance(v, tuple):
-                raise _MatchFailure(f"{where}not a tuple")
-            if len(v) != n:
-                raise _MatchFailure(f"{where}has {len(v)} fields, expected {n}")
-            for i, (sub, x) in enumerate(zip(subs, v)):
-                sub(x, regs, deferred, f"{where}field {i}: ")
-        return tup
-    if kind == "func":
-        def func(v: Any, regs: list, deferred: _Deferred, where: str) -> None:
-            if not callable(v):
-                raise _MatchFailure(f"{where}not a function")
-        return func
-    return lambda v, regs, deferred, where: None
-
-
-def _has_expr_dims(pat: tuple) -> bool:
-    kind = pat[0]
-    if kind == "tensor":
-        dims = pat[3]
-    elif kind == "shape":
-        dims = pat[2]
-    elif kind == "prim":
-        dims = (pat[2],) if pat[2] is not None else None
-    elif kind == "tuple":
-        return any(_has_expr_dims(p) for p in pat[1])
-    else:
-        return False
-    return dims is not None and any(d[0] == "expr" for d in dims)
-
-
-def _static_tensor_pattern(pattern: tuple) -> tuple[np.dtype, tuple[int, ...]] | None:
-    """(dtype, shape) when ``pattern`` is a tensor of known dtype and constant shape."""
-    if pattern[0] != "tensor" or not pattern[1] or pattern[3] is None:
-        return None
-    _, dtype, ndim, dims = pattern
-    if ndim != len(dims) or not all(d[0] == "imm" for d in dims):
-        return None
-    try:
-        return np.dtype(dtype), tuple(int(d[1]) for d in dims)
-    except TypeError:
-        return None
-
-
-def _compile_matcher(pattern: tuple, what: str, expected: str) -> Callable[[Any, list], None]:
-    check = _compile_pattern(pattern)
-
-    def fail(value: Any, reason: str) -> VMError:
-        error = VMError(f"{what}: expected {expected}, got {describe_value(value)} ({reason})")
-        error.located = True
-        return error
-
-    static = _static_tensor_pattern(pattern)
-    if static is not None:
-        # The common parameter check (a tensor of a static shape): one type,
-        # dtype and shape comparison; anything else takes the full check for
-        # its message.
-        np_dtype, shape = static
-
-        def static_tensor_matcher(value: Any, regs: list) -> None:
-            if type(value) is np.ndarray and value.shape == shape and value.dtype == np_dtype:
-                return
-            try:
-                check(value, regs, None, "")
-            except _MatchFailure as failure:
-                raise fail(value, failure.args[0]) from None
-        return static_tensor_matcher
-
-    if not _has_expr_dims(pattern):
-        def simple_matcher(value: Any, regs: list) -> None:
-            try:
-                check(value, regs, None, "")
-            except _MatchFailure as failure:
-                raise fail(value, failure.args[0]) from None
-        return simple_matcher
-
-    def matcher(value: Any, regs: list) -> None:
-        deferred: _Deferred = []
-        try:
-            check(value, regs, deferred, "")
-        except _MatchFailure as failure:
-            raise fail(value, failure.args[0]) from None
-        for fn, actual, where, code in deferred:
-            want = fn(regs)
-            if want != actual:
-                raise fail(value, f"{where} is {actual}, expected {bc.expr_code_text(code)} = {want}")
-    return matcher

@@ -103,8 +103,8 @@ def test_stats_count_constant_shape_allocations_after_reset_stats():
 def test_allocations_with_symbolic_shapes(kernels):
     exe = codegen(straight_line_module())
     vm = VirtualMachine(exe, kernels=kernels)
-    # sizes computed at run time: the generic builtins
-    assert "alloc_tensor" not in _specialized_allocations(vm)
+    # shapes computed at run time: one specialized allocation for any shape
+    assert _specialized_allocations(vm).count("alloc_symbolic_tensor") == 2
     kept = vm["main"](f32(1, 2, 3), f32(1, 1, 1))          # n = 3: two 12-byte storages
     np.testing.assert_array_equal(kept, [2, 3, 4])
     assert vm.stats == {"storage_allocs": 2, "tensor_allocs": 2, "bytes_allocated": 24,
@@ -127,8 +127,36 @@ def test_allocations_with_symbolic_shapes(kernels):
 
 
 # ---------------------------------------------------------------------------
-# Storages of constant size are reused between calls when nothing holds them
+# Storages are reused between calls when nothing holds them
 # ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_symbolic_storage_is_reused_up_to_the_largest_size(kernels):
+    vm = VirtualMachine(codegen(straight_line_module()), kernels=kernels)
+
+    def run(n):
+        x, y = np.arange(n, dtype="float32"), np.full(n, 3, "float32")
+        return vm["main"](x, y), (x + y) * y
+
+    big, expected_big = run(9)
+    address = big.ctypes.data
+    small, expected_small = run(4)  # `big` is still held: a new storage
+    assert small.ctypes.data != address
+    np.testing.assert_array_equal(big, expected_big)  # not overwritten
+    np.testing.assert_array_equal(small, expected_small)
+    del big, small
+    first = run(9)[0].ctypes.data  # dropped at once: smaller calls reuse its storage
+    for n in (9, 5, 0, 1):
+        out, expected = run(n)
+        assert out.ctypes.data == first
+        np.testing.assert_array_equal(out, expected)
+        assert out.shape == (n,)
+        del out
+    out, expected = run(12)  # larger than any before: a new, larger storage
+    np.testing.assert_array_equal(out, expected)
+    del out
+    assert vm.stats["live_bytes"] == 0
+
 
 def test_storage_is_reused_only_when_nothing_refers_to_it():
     vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
