@@ -295,21 +295,67 @@ def _collapse_sum(call, inputs):
 # Legalization
 # ---------------------------------------------------------------------------
 
+#: reshapes of more dimensions than this (in and out together) are not split
+#: into groups (the search is quadratic in the dimensions of a group)
+_MAX_GROUPED_DIMS = 16
+
+
+def _product(dims: Sequence[PrimExpr]) -> PrimExpr:
+    total: PrimExpr = tir.IntImm(1)
+    for d in dims:
+        total = tir.BinaryOp("*", total, d)
+    return total
+
+
+def _reshape_groups(out_shape: Sequence[PrimExpr], in_shape: Sequence[PrimExpr]
+                    ) -> list[tuple[int, int, int, int]] | None:
+    """Both shapes cut into consecutive groups of provably equal products,
+    smallest groups first, as ``(q0, q1, p0, p1)`` (output dims ``q0:q1``,
+    input dims ``p0:p1``), or None when no such cut is found."""
+    if len(out_shape) + len(in_shape) > _MAX_GROUPED_DIMS:
+        return None
+    groups = []
+    p = q = 0
+    while p < len(in_shape) or q < len(out_shape):
+        left_in, left_out = len(in_shape) - p, len(out_shape) - q
+        found = next(((a, total - a)
+                      for total in range(1, left_in + left_out + 1)
+                      for a in range(max(0, total - left_out), min(total, left_in) + 1)
+                      if arith.prove_equal(_product(in_shape[p:p + a]),
+                                           _product(out_shape[q:q + total - a]))), None)
+        if found is None:
+            return None
+        a, b = found
+        groups.append((q, q + b, p, p + a))
+        p, q = p + a, q + b
+    return groups
+
+
 def _reshape_index(i: Sequence[PrimExpr], out_shape: Sequence[PrimExpr],
                    in_shape: Sequence[PrimExpr]) -> tuple[PrimExpr, ...]:
     """Index of the input element for output index ``i`` of a row-major reshape.
 
-    A common prefix of equal dimensions is indexed directly; the rest goes
-    through the flat index.
+    The two shapes are cut into consecutive groups of equal size (a reshape
+    splits or merges axes within each group: ``(b, s, 64) -> (b, s, 4, 16)``
+    is ``b | s | 64 = 4 * 16``), and each group is indexed on its own: a kept
+    axis directly, a merge as a flat index, a split by quotients and
+    remainders of the group's own dimensions. So a symbolic dimension that
+    the reshape keeps never becomes a divisor, which the kernel would pay for
+    on every element. Without such a cut, everything goes through the flat
+    index.
     """
-    p = 0
-    while (p < len(out_shape) and p < len(in_shape)
-           and arith.prove_equal(out_shape[p], in_shape[p])):
-        p += 1
-    if p == len(out_shape) == len(in_shape):
-        return tuple(i)
-    flat = _flat_index(i[p:], out_shape[p:])
-    return tuple(i[:p]) + tuple(_unravel(flat, in_shape[p:]))
+    groups = _reshape_groups(out_shape, in_shape)
+    if groups is None:
+        groups = [(0, len(out_shape), 0, len(in_shape))]
+    index: list[PrimExpr] = []
+    for q0, q1, p0, p1 in groups:
+        if q1 - q0 == 1 and p1 - p0 == 1:
+            index.append(i[q0])
+        elif q1 == q0:  # input dims of size 1
+            index.extend(_i64(0) for _ in range(p0, p1))
+        elif p1 > p0:
+            index.extend(_unravel(_flat_index(i[q0:q1], out_shape[q0:q1]), in_shape[p0:p1]))
+    return tuple(index)
 
 
 @legalizes("reshape", "flatten")
