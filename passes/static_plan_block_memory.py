@@ -38,9 +38,13 @@ own inputs.
 
 **Symbolic shapes.** A tensor of symbolic shape (``R.shape([n, 4])``) is
 planned too, into a storage of symbolic size (``R.shape([n * 16])``, computed
-by the VM from the shape variables bound on function entry); it only reuses
-a free storage of the very same size expression over the same variables,
-since sizes that are not provably equal cannot be compared.
+by the VM from the shape variables bound on function entry). It reuses a
+free storage of the very same size expression when there is one; otherwise
+a free symbolic storage whose size reads every variable the tensor's size
+reads (those are bound where the storage is allocated), whose size becomes
+the ``max`` of both: sizes that are not provably equal cannot be compared,
+and the maximum holds either, as a constant storage grows to its largest
+tensor.
 
 **Kills.** In functions that may have effects (impure, or ``relax.force_pure``
 as RemovePurityChecking leaves them) the pass inserts
@@ -60,7 +64,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -229,6 +233,10 @@ class _Storage:
     size_class: Any = None
     end: int = -1       # last use of its last tensor
     var: Var | None = None
+    #: ids of the shape variables a symbolic size reads
+    reads: frozenset[int] = frozenset()
+    #: the size classes of the symbolic tensors it holds (its size is their max)
+    holds: set[Any] = field(default_factory=set)
 
 
 # ---------------------------------------------------------------------------
@@ -333,10 +341,11 @@ class _FunctionPlanner(ExprMutator):
 
     def _assign(self, planned: list[_Token], n: int) -> list[_Storage]:
         """Give every planned tensor a storage: best fit among the free ones
-        (a symbolic size reuses only a storage of the very same size)."""
+        (a symbolic size reuses a storage of the very same size, else grows one
+        that reads all its variables to the maximum of both)."""
         storages: list[_Storage] = []
         free: list[tuple[int, int]] = []  # constant sizes: (size, storage id), sorted
-        free_symbolic: dict[Any, list[int]] = {}  # size class -> free storage ids
+        free_symbolic: list[int] = []     # storage ids, the latest freed last
         ends: dict[int, list[_Token]] = {}
         for tok in planned:
             ends.setdefault(tok.last_use, []).append(tok)
@@ -344,12 +353,22 @@ class _FunctionPlanner(ExprMutator):
         for i in range(n):
             tok = by_index.get(i)
             if tok is not None and tok.size_class is not None:
-                pool = free_symbolic.get(tok.size_class)
-                if pool:
-                    tok.storage = pool.pop()
+                reads = frozenset(id(v) for v in free_vars(tok.nbytes))
+                same = [k for k, sid in enumerate(free_symbolic)
+                        if tok.size_class in storages[sid].holds]
+                wider = [k for k, sid in enumerate(free_symbolic)
+                         if reads <= storages[sid].reads]
+                if same or wider:
+                    tok.storage = free_symbolic.pop((same or wider)[-1])
+                    st = storages[tok.storage]
+                    if tok.size_class not in st.holds:
+                        st.holds.add(tok.size_class)
+                        st.size = simplify(tir.BinaryOp("max", st.size, tok.nbytes))
+                        st.size_class = (prim_expr_to_str(st.size), st.size_class)
                 else:
                     tok.storage = len(storages)
-                    storages.append(_Storage(i, tok.nbytes, tok.size_class))
+                    storages.append(_Storage(i, tok.nbytes, tok.size_class, reads=reads,
+                                             holds={tok.size_class}))
             elif tok is not None:
                 k = bisect.bisect_left(free, (tok.nbytes, -1))
                 if k < len(free):
@@ -365,7 +384,7 @@ class _FunctionPlanner(ExprMutator):
                 st = storages[done.storage]
                 st.end = max(st.end, i)
                 if st.size_class is not None:
-                    free_symbolic.setdefault(st.size_class, []).append(done.storage)
+                    free_symbolic.append(done.storage)
                 else:
                     bisect.insort(free, (st.size, done.storage))
         return storages

@@ -158,6 +158,9 @@ class MakeShape(Instruction):
     dst: int
     dims: tuple
 
+    def registers_read(self) -> tuple[int, ...]:
+        return code_registers(self.dims)
+
     def registers_written(self) -> tuple[int, ...]:
         return (self.dst,)
 
@@ -169,6 +172,9 @@ class MakePrim(Instruction):
     dst: int
     expr: tuple
     dtype: str
+
+    def registers_read(self) -> tuple[int, ...]:
+        return code_registers(self.expr)
 
     def registers_written(self) -> tuple[int, ...]:
         return (self.dst,)
@@ -536,6 +542,23 @@ def pattern_text(pat: tuple) -> str:
     if kind == "tuple":
         return f"tuple[{', '.join(pattern_text(p) for p in pat[1])}]"
     return kind
+
+
+def code_registers(code: Any) -> tuple[int, ...]:
+    """The registers the scalar expression code(s) ``code`` read, in order
+    of first appearance (anything but a ``("reg", r)`` node is walked
+    through; malformed codes are judged elsewhere)."""
+    seen: dict[Any, None] = {}
+    stack = [code]
+    while stack:
+        node = stack.pop()
+        if type(node) is not tuple:
+            continue
+        if len(node) == 2 and node[0] == "reg" and type(node[1]) is int:
+            seen[node[1]] = None
+        else:
+            stack.extend(reversed(node))
+    return tuple(seen)
 
 
 def _pattern_binds(pat: tuple):

@@ -33,7 +33,8 @@ class VMMemory:
     def _init_memory(self) -> None:
         self._live_refs: dict[int, tuple[Any, int]] = {}
         #: Each allocating instruction keeps its storage between calls in a
-        #: cell (see _pooled_storage): [storage, nbytes, in use, idle refcounts].
+        #: cell (see _pooled_storage): [storage, nbytes, in use, idle reference
+        #: counts of the storage and of its owner].
         #: The cells whose storage is in use, by id, are what _sweep visits.
         self._pool_in_use: dict[int, list[Any]] = {}
         self._pool_lock = threading.Lock()
@@ -100,19 +101,18 @@ class VMMemory:
     # symbolic dimensions reuses its storage for any size up to the largest it
     # has met (like an arena: a model called at several sizes keeps the
     # memory of its largest call, as a static build of that size would).
-    @staticmethod
-    def _refcounts(cell: list[Any]) -> tuple[int, int]:
-        st = cell[0]
-        return sys.getrefcount(st), sys.getrefcount(st.owner)
-
     def _sweep(self) -> None:
         """Pooled storages nothing refers to any more stop counting as live."""
         in_use = self._pool_in_use
-        for key, cell in list(in_use.items()):
-            if self._refcounts(cell) == cell[3]:
-                cell[2] = False
-                del in_use[key]
-                self._stats["live_bytes"] -= cell[1]
+        if not in_use:
+            return
+        refcount = sys.getrefcount  # (the same expressions as where cells are made)
+        idle = [cell for cell in in_use.values()
+                if refcount(cell[0]) == cell[3] and refcount(cell[0].owner) == cell[4]]
+        for cell in idle:
+            cell[2] = False
+            del in_use[id(cell)]
+            self._stats["live_bytes"] -= cell[1]
 
     def _pooled_storage(self, cell: list[Any], nbytes: int | None = None) -> Storage:
         """The storage of ``cell``'s instruction for this call: its last one
@@ -130,7 +130,8 @@ class VMMemory:
                 cell[0], cell[1] = None, nbytes
             if cell[0] is None:
                 cell[0] = _VMStorage(cell[1])
-                cell[3] = self._refcounts(cell)  # nothing else refers to it yet
+                refcount = sys.getrefcount  # nothing else refers to it yet:
+                cell[3], cell[4] = refcount(cell[0]), refcount(cell[0].owner)
             cell[2] = True
             self._pool_in_use[id(cell)] = cell
             stats["storage_allocs"] += 1
@@ -155,10 +156,14 @@ class VMMemory:
         call is the allocation itself."""
         try:
             if name == "vm.alloc_storage" and args:
-                cell: list[Any] = [None, 0, False, None]
+                cell: list[Any] = [None, 0, False, 0, 0]
                 pooled = self._pooled_storage
                 if args[0] not in consts:  # a size of symbolic dimensions
-                    return (lambda size, *_: pooled(cell, _nbytes(size))), args
+                    def alloc_symbolic_storage(size: Any, *_: Any) -> Storage:
+                        if type(size) is tuple:  # a shape made by make_shape: ints
+                            return pooled(cell, math.prod(size))
+                        return pooled(cell, _nbytes(size))
+                    return alloc_symbolic_storage, args
                 cell[1] = _nbytes(consts[args[0]])
                 if cell[1] < 0:
                     return None

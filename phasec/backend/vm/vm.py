@@ -36,7 +36,7 @@ from phasec.backend.vm.bytecode import CalleeKind
 from phasec.backend.interrupt import armed, short_call
 from phasec.backend.vm.executable import Executable
 from phasec.backend.vm.matching import (
-    ExprSource, compile_matcher, compile_prim, compile_shape, static_tensor_pattern,
+    ExprSource, compile_matcher, compile_prim, compile_shape,
 )
 from phasec.backend.vm.memory import VMMemory
 
@@ -45,18 +45,53 @@ __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
 #: Deepest chain of Relax calls before the VM stops (runaway recursion guard).
 DEFAULT_MAX_CALL_DEPTH = 100_000
 
-#: A call of a function of constant shapes that took less than this runs
-#: unarmed the next time (see VirtualMachine._invoke_entry): Ctrl-C then
+#: A straight-line call that took less than this runs unarmed the next time
+#: it gets the same shapes (see VirtualMachine._invoke_entry): Ctrl-C then
 #: waits at most about this long.
 SHORT_CALL_SECONDS = 0.002
 
 
-def _static_params(nparams: int, code: Sequence[bc.Instruction]) -> bool:
-    """Whether every parameter register is checked as a tensor of constant
-    shape and dtype (the function then does the same work on every call)."""
-    static = {ins.src for ins in code
-              if type(ins) is bc.Match and static_tensor_pattern(ins.pattern) is not None}
-    return nparams > 0 and all(r in static for r in range(nparams))
+#: how many distinct argument shapes a function remembers as short calls
+_SHORT_KEYS = 64
+
+
+def _work_key(args: tuple) -> tuple | None:
+    """What decides the work of a straight-line call: its tensors' shapes and
+    its scalar arguments (None: an argument of another kind, not judged)."""
+    key = []
+    for a in args:
+        if type(a) is np.ndarray:
+            key.append(a.shape)
+        elif type(a) in (int, float, bool):
+            key.append(a)
+        else:
+            return None
+    return tuple(key)
+
+
+def _entry_hoisting(code: Sequence[bc.Instruction], start: int
+                    ) -> tuple[int, dict[int, int], list[int]]:
+    """What a straight-line function computes once per binding of its
+    parameters' symbolic dimensions: ``(first instruction after the
+    parameter matches, {pc: slot} of the make_shape/make_prim instructions
+    that read only registers those matches bind and nothing else writes, the
+    registers they read)``."""
+    pc = start
+    bound: set[int] = set()
+    while pc < len(code) and type(code[pc]) is bc.Match:
+        bound.update(code[pc].registers_written())
+        pc += 1
+    for ins in code[pc:]:
+        bound.difference_update(ins.registers_written())
+    hoist: dict[int, int] = {}
+    read: dict[int, None] = {}
+    for p in range(pc, len(code)):
+        ins = code[p]
+        if type(ins) in (bc.MakeShape, bc.MakePrim) and set(ins.registers_read()) <= bound:
+            hoist[p] = len(hoist)
+            read.update(dict.fromkeys(ins.registers_read()))
+    return pc, hoist, list(read)
+
 
 # Decoded opcodes, roughly in order of frequency (the dispatch chain tests
 # them in this order).
@@ -94,7 +129,7 @@ class _Decoded:
     """A function ready to run: decoded code, initial register file."""
 
     __slots__ = ("name", "params", "nparams", "code", "template", "start", "source",
-                 "compiled", "static", "short")
+                 "compiled", "short")
 
     def __init__(self, name: str, params: tuple[str, ...], code: list, template: list,
                  start: int, source: Sequence[bc.Instruction]) -> None:
@@ -108,11 +143,9 @@ class _Decoded:
         #: straight-line functions: the code as one generated Python function
         #: ``compiled(args)`` (see _compile_straight_line); None otherwise
         self.compiled: Callable[[tuple], Any] | None = None
-        #: every parameter is a tensor of constant shape (so each call does
-        #: the same work), and the last call took under SHORT_CALL_SECONDS:
-        #: see VirtualMachine._invoke_entry
-        self.static = _static_params(len(params), source)
-        self.short = False
+        #: the work keys (see _work_key) whose last call took under
+        #: SHORT_CALL_SECONDS: see VirtualMachine._invoke_entry
+        self.short: set[tuple] = set()
 
 
 class _FunctionHandle:
@@ -243,21 +276,40 @@ class VirtualMachine(VMMemory):
         there are no caller frames); errors are located with the same message
         as in the dispatch loop (the failing line gives the instruction).
 
+        The shapes and scalars computed from the symbolic dimensions the
+        parameters bind (a dynamic-shape model makes dozens per call) are
+        computed once per distinct binding and kept (see
+        :func:`_entry_hoisting`).
+
         Only generated identifiers and integers enter the source; callables
         and constants are passed through the namespace.
         """
         ns: dict[str, Any] = {"EMPTY": _EMPTY, "NEEDS": _NEEDS_NORMALIZING,
                               "normalize": normalize_value, "get_item": _get_item,
-                              "template": f.template}
+                              "template": f.template, "hoisted": {}}
         lines = ["def run(args):", "    regs = template.copy()",
                  f"    regs[:{f.nparams}] = args"]
-        first_line = len(lines) + 1  # line number of instruction f.start
+        line_pc: dict[int, int] = {}  # line number -> instruction
         expr = ExprSource(ns)  # shape arithmetic inline: no call per dimension
+        after_matches, hoist, key_regs = _entry_hoisting(f.source, f.start)
+        hoist_lines = ["def make_hoisted(regs, key):"]
+        hoist_line_pc: dict[int, int] = {}
         ended = False
         for pc in range(f.start, len(f.code)):
             ins = f.code[pc]
             op = ins[0]
-            if op == _KERNEL or op == _PACKED or op == _BUILTIN:
+            if pc == after_matches and hoist:
+                key = "".join(f"regs[{r}], " for r in key_regs)
+                lines.append(f"    key = ({key})")
+                lines.append("    S = hoisted.get(key)")
+                lines.append("    if S is None: S = make_hoisted(regs, key)")
+                line_pc.update({len(lines) - k: pc for k in range(3)})
+            if pc in hoist:
+                hoist_lines.append(f"    s{hoist[pc]} = " + (
+                    expr.shape(ins[3]) if op == _MAKE_SHAPE else expr.prim(ins[3], ins[4])))
+                hoist_line_pc[len(hoist_lines)] = pc
+                line = f"regs[{ins[1]}] = S[{hoist[pc]}]"
+            elif op == _KERNEL or op == _PACKED or op == _BUILTIN:
                 regs = arg_regs.get(pc)
                 if regs is None:
                     return None
@@ -295,26 +347,32 @@ class VirtualMachine(VMMemory):
             else:  # jumps, calls of VM functions and closures: the dispatch loop
                 return None
             lines.append("    " + line)
+            line_pc[len(lines)] = pc
             if ended:
                 break
         if not ended:
             return None
-        source = "\n".join(lines) + "\n"
-        exec(compile(source, f"<phasec vm function {len(self._funcs_compiled)}>", "exec"), ns)  # noqa: S102 - generated
+        hoist_lines += ["    S = (" + "".join(f"s{k}, " for k in range(len(hoist))) + ")",
+                        f"    if len(hoisted) >= {_SHORT_KEYS}: hoisted.clear()",
+                        "    hoisted[key] = S", "    return S"]
+        name = f"<phasec vm function {len(self._funcs_compiled)}>"
+        source = "\n".join(lines + hoist_lines) + "\n"
+        exec(compile(source, name, "exec"), ns)  # noqa: S102 - generated
         self._funcs_compiled.append(f.name)
-        run = ns["run"]
-        code_obj = run.__code__
-        start = f.start
+        run, codes = ns["run"], {ns["run"].__code__: line_pc}
+        hoist_line_pc = {len(lines) + n: pc for n, pc in hoist_line_pc.items()}
+        codes[ns["make_hoisted"].__code__] = hoist_line_pc
 
         def located_run(args: tuple) -> Any:
             try:
                 return run(args)
             except Exception as exc:
                 tb = exc.__traceback__
-                pc = start
-                while tb is not None:  # the failing line of the generated function
-                    if tb.tb_frame.f_code is code_obj:
-                        pc = start + tb.tb_lineno - first_line
+                pc = f.start
+                while tb is not None:  # the failing line of the generated functions
+                    where = codes.get(tb.tb_frame.f_code)
+                    if where is not None:
+                        pc = where.get(tb.tb_lineno, pc)
                     tb = tb.tb_next
                 raise self._located(exc, f, pc, []) from exc
         return located_run
@@ -378,28 +436,32 @@ class VirtualMachine(VMMemory):
                           f"got {len(args)}")
         args = tuple([_as_input(a) for a in args])
         compiled = f.compiled
-        if compiled is not None and f.static:
-            # Straight-line code of constant shapes does the same work every
-            # call. Arming (two signal.set_wakeup_fd calls, ~2-5 us) is for
-            # long calls; a call as short as the last one was runs unarmed,
+        if compiled is not None:
+            # Straight-line code does the same work whenever the shapes and
+            # scalars it is given are the same. Arming (two
+            # signal.set_wakeup_fd calls, ~2-5 us) is for long calls; a call
+            # as short as the last one with the same shapes was runs unarmed,
             # and Ctrl-C during it is handled when it returns, as for any
             # Python code.
-            if f.short:
+            key = _work_key(args)
+            t0 = perf_counter()
+            if key is not None and key in f.short:
                 with short_call():
-                    t0 = perf_counter()
                     result = compiled(args)
-                    f.short = perf_counter() - t0 < SHORT_CALL_SECONDS
-                return result
-            with armed():
-                t0 = perf_counter()
-                result = compiled(args)
-                f.short = perf_counter() - t0 < SHORT_CALL_SECONDS
+            else:
+                with armed():
+                    result = compiled(args)
+            if key is not None:
+                if perf_counter() - t0 < SHORT_CALL_SECONDS:
+                    if len(f.short) >= _SHORT_KEYS:
+                        f.short.clear()
+                    f.short.add(key)
+                else:
+                    f.short.discard(key)
             return result
         # Armed once per call (not per kernel): Ctrl-C stops a native kernel
         # within a second and raises KeyboardInterrupt here (backend/interrupt.py).
         with armed():
-            if compiled is not None:  # straight-line code: no dispatch loop
-                return compiled(args)
             return self._execute(index, args)
 
     def _execute(self, index: int, args: tuple) -> Any:

@@ -1,6 +1,6 @@
 """Straight-line functions the VM compiles to Python: their errors name the
 function and the instruction; and arming for Ctrl-C, once per call and
-skipped for short calls of constant shapes."""
+skipped for a short call whose shapes were short last time."""
 
 import numpy as np
 import pytest
@@ -85,6 +85,32 @@ def test_errors_in_builtins_of_compiled_code_are_located():
         vm["main"](f32(1, 2, 3))
 
 
+def test_shapes_of_the_parameters_dimensions_are_computed_once_per_binding_and_located():
+    n, m = tir.Var("n", "int64"), tir.Var("m", "int64")
+    x, y = V("x", tensor((n,))), V("y", tensor((m,)))
+    s, t = V("s", OBJ), V("t", tensor((tir.BinaryOp("//", n, m),)))
+    main = func([x, y], [B(s, op("vm.alloc_storage", ir.ShapeExpr([n * 4]), runtime_device_index=0,
+                                dtype="uint8")),
+                         B(t, op("vm.alloc_tensor", s, ir.PrimValue(0),
+                                 ir.ShapeExpr([tir.BinaryOp("//", n, m)]), dtype="float32"))], t)
+    exe = codegen(module(main=main))
+    vm = VirtualMachine(exe, kernels="interp")
+    assert vm._funcs_compiled == ["main"]
+    for rows, cols in [(8, 2), (9, 4), (8, 2), (3, 5), (7, 1)]:
+        assert vm["main"](f32(*range(rows)), f32(*range(cols))).shape == (rows // cols,)
+    make_shape = next(pc for pc, ins in enumerate(exe.functions[0].code)
+                      if isinstance(ins, bc.MakeShape) and "//" in str(ins))
+    with pytest.raises(VMError) as info:
+        vm["main"](f32(1, 2), f32())
+    assert str(info.value).startswith("division by zero in (r")
+    assert f"(in main, instruction {make_shape}: make_shape r" in str(info.value)
+    loop_vm = VirtualMachine(exe, kernels="interp")  # the dispatch loop says the same
+    loop_vm._funcs[0].compiled = None
+    with pytest.raises(VMError) as loop_info:
+        loop_vm["main"](f32(1, 2), f32())
+    assert str(loop_info.value) == str(info.value)
+
+
 def test_errors_in_a_compiled_closure_called_from_python_name_the_closure(packed_funcs):
     packed_funcs("test.vm.call_with", lambda f, x: f(x))
     n = tir.Var("n", "int64")
@@ -106,7 +132,7 @@ def test_errors_in_a_compiled_closure_called_from_python_name_the_closure(packed
 
 
 # ---------------------------------------------------------------------------
-# Arming for Ctrl-C: once per call, skipped for short calls of constant shapes
+# Arming for Ctrl-C: once per call, skipped for short calls of shapes seen short
 # ---------------------------------------------------------------------------
 
 _STATIC_MLP = """
@@ -154,15 +180,29 @@ def test_short_calls_of_constant_shapes_run_unarmed(monkeypatch):
     assert len(calls) == 4
 
 
-def test_calls_with_symbolic_shapes_are_always_armed(monkeypatch):
+def test_symbolic_shapes_run_unarmed_only_at_sizes_seen_short(monkeypatch):
+    import phasec.backend.vm.vm as vm_module
+
     mod = phasec.parse(_SYMBOLIC_MLP)
     w = np.full((8, 8), 0.5, np.float32)
     main = VirtualMachine(phasec.build(mod))["main"]
     calls = _count_wakeup_fd_calls(monkeypatch)
-    for n in (1, 4, 2):
-        x = np.ones((n, 8), np.float32)
+
+    def run(n):
+        x = np.arange(n * 8, dtype=np.float32).reshape(n, 8)
         np.testing.assert_allclose(main(x, w), np.maximum(x @ w, 0))
-    assert len(calls) == 6  # every call: its size can change
+    for n in (1, 4, 2):
+        run(n)
+    assert len(calls) == 6  # each size's first call: its work is not known yet
+    for n in (4, 1, 2, 4):
+        run(n)
+    assert len(calls) == 6  # sizes that were short: not armed again
+    run(3)
+    assert len(calls) == 8  # a new size is armed
+    monkeypatch.setattr(vm_module, "SHORT_CALL_SECONDS", 0.0)
+    run(4)  # unarmed (short last time), but now judged long
+    run(4)
+    assert len(calls) == 10
 
 
 def test_short_call_leaves_interrupt_state_as_it_was():
