@@ -219,8 +219,9 @@ class NestEmitter:
             return "parallel"
         if (self.schedule.vectorizes_last_axis and self.opt.vectorize and k == self.m - 1
                 and not self.root.is_reduce and not self._stages_at(self.m)):
+            # A symbolic extent too: LLVM vectorizes it with a scalar remainder.
             ext = static_int(self.loops[k][2])
-            if ext is not None and ext >= 2:
+            if ext is None or ext >= 2:
                 return "vectorized"
         return "serial"
 

@@ -197,6 +197,12 @@ class Kernel:
         self._exprs: tuple[Any, ...] = ()
         self._fast = self._build_fast_path(use_obj)
 
+    @property
+    def written_arguments(self) -> tuple[int, ...]:
+        """The positions of the buffers the kernel writes (its outputs); it
+        reads the others and has no other effect."""
+        return tuple(i for i, p in enumerate(self.abi.params) if p.kind == "buffer" and p.written)
+
     def __call__(self, *args: Any) -> None:
         try:
             return self._fast(*args)

@@ -74,8 +74,8 @@ def _entry_hoisting(code: Sequence[bc.Instruction], start: int
     """What a straight-line function computes once per binding of its
     parameters' symbolic dimensions: ``(first instruction after the
     parameter matches, {pc: slot} of the make_shape/make_prim instructions
-    that read only registers those matches bind and nothing else writes, the
-    registers they read)``."""
+    that read only registers those matches bind and nothing else writes,
+    those registers: the binding)``."""
     pc = start
     bound: set[int] = set()
     while pc < len(code) and type(code[pc]) is bc.Match:
@@ -83,14 +83,9 @@ def _entry_hoisting(code: Sequence[bc.Instruction], start: int
         pc += 1
     for ins in code[pc:]:
         bound.difference_update(ins.registers_written())
-    hoist: dict[int, int] = {}
-    read: dict[int, None] = {}
-    for p in range(pc, len(code)):
-        ins = code[p]
-        if type(ins) in (bc.MakeShape, bc.MakePrim) and set(ins.registers_read()) <= bound:
-            hoist[p] = len(hoist)
-            read.update(dict.fromkeys(ins.registers_read()))
-    return pc, hoist, list(read)
+    hoist = {p: 0 for p in range(pc, len(code)) if type(code[p]) in (bc.MakeShape, bc.MakePrim)
+             and set(code[p].registers_read()) <= bound}
+    return pc, {p: k for k, p in enumerate(hoist)}, sorted(bound)
 
 
 # Decoded opcodes, roughly in order of frequency (the dispatch chain tests
@@ -264,11 +259,11 @@ class VirtualMachine(VMMemory):
         self._arg_regs: dict[int, tuple[int, ...]] = {}
         code = [self._decode_instr(ins, pc, f) for pc, ins in enumerate(f.code)]
         decoded = _Decoded(f.name, f.params, code, template, start, f.code)
-        decoded.compiled = self._compile_straight_line(decoded, self._arg_regs)
+        decoded.compiled = self._compile_straight_line(decoded, self._arg_regs, set(self._consts))
         return decoded
 
-    def _compile_straight_line(self, f: _Decoded, arg_regs: Mapping[int, tuple[int, ...]]
-                               ) -> Callable[[tuple], Any] | None:
+    def _compile_straight_line(self, f: _Decoded, arg_regs: Mapping[int, tuple[int, ...]],
+                               consts: set[int]) -> Callable[[tuple], Any] | None:
         """One generated Python function running the whole of ``f``, when ``f``
         is straight-line code (no jumps, no calls of VM functions or closures):
         each instruction becomes one line, so running the function costs its
@@ -279,7 +274,11 @@ class VirtualMachine(VMMemory):
         The shapes and scalars computed from the symbolic dimensions the
         parameters bind (a dynamic-shape model makes dozens per call) are
         computed once per distinct binding and kept (see
-        :func:`_entry_hoisting`).
+        :func:`_entry_hoisting`), and so are the outputs of the kernels whose
+        inputs are constants or computed from the binding alone (position
+        ids, masks, relative-position biases of a model with a symbolic
+        sequence axis: what a static build folds to constants; see
+        :func:`_memoized`).
 
         Only generated identifiers and integers enter the source; callables
         and constants are passed through the namespace.
@@ -294,28 +293,45 @@ class VirtualMachine(VMMemory):
         after_matches, hoist, key_regs = _entry_hoisting(f.source, f.start)
         hoist_lines = ["def make_hoisted(regs, key):"]
         hoist_line_pc: dict[int, int] = {}
+        # registers whose value is the same whenever the binding is: constants,
+        # the binding, what is computed from them (kernels: see _memoized)
+        stable = set(consts) | set(key_regs)
+        ns["memo"] = _memoized
         ended = False
         for pc in range(f.start, len(f.code)):
             ins = f.code[pc]
             op = ins[0]
-            if pc == after_matches and hoist:
+            if pc == after_matches:
                 key = "".join(f"regs[{r}], " for r in key_regs)
                 lines.append(f"    key = ({key})")
-                lines.append("    S = hoisted.get(key)")
-                lines.append("    if S is None: S = make_hoisted(regs, key)")
-                line_pc.update({len(lines) - k: pc for k in range(3)})
+                line_pc[len(lines)] = pc
+                if hoist:
+                    lines.append("    S = hoisted.get(key)")
+                    lines.append("    if S is None: S = make_hoisted(regs, key)")
+                    line_pc.update({len(lines) - k: pc for k in range(2)})
+            now_stable: tuple[int, ...] = ()
             if pc in hoist:
                 hoist_lines.append(f"    s{hoist[pc]} = " + (
                     expr.shape(ins[3]) if op == _MAKE_SHAPE else expr.prim(ins[3], ins[4])))
                 hoist_line_pc[len(hoist_lines)] = pc
                 line = f"regs[{ins[1]}] = S[{hoist[pc]}]"
+                now_stable = (ins[1],)
             elif op == _KERNEL or op == _PACKED or op == _BUILTIN:
                 regs = arg_regs.get(pc)
                 if regs is None:
                     return None
                 ns[f"f{pc}"] = ins[2]
                 call = f"f{pc}({', '.join(f'regs[{r}]' for r in regs)})"
-                if op == _KERNEL:
+                written = getattr(ins[2], "written_arguments", None) if op == _KERNEL else None
+                outs = [regs[i] for i in written or ()]
+                if outs and pc >= after_matches and all(
+                        r in stable for i, r in enumerate(regs) if i not in written) \
+                        and not set(outs) & {r for i, r in enumerate(regs) if i not in written}:
+                    ns[f"m{pc}"] = {}
+                    line = (f"memo(m{pc}, key, f{pc}, ({''.join(f'regs[{r}], ' for r in regs)}), "
+                            f"({''.join(f'regs[{r}], ' for r in outs)})); regs[{ins[1]}] = EMPTY")
+                    now_stable = tuple(outs)
+                elif op == _KERNEL:
                     line = f"{call}; regs[{ins[1]}] = EMPTY"
                 elif op == _PACKED:
                     line = (f"v = {call}; regs[{ins[1]}] = normalize(v) if isinstance(v, NEEDS) "
@@ -324,6 +340,8 @@ class VirtualMachine(VMMemory):
                     line = f"regs[{ins[1]}] = {call}"
             elif op == _MOVE:
                 line = f"regs[{ins[1]}] = regs[{ins[2]}]"
+                if ins[2] in stable:
+                    now_stable = (ins[1],)
             elif op == _RET:
                 line = f"return regs[{ins[1]}]"
                 ended = True
@@ -348,6 +366,8 @@ class VirtualMachine(VMMemory):
                 return None
             lines.append("    " + line)
             line_pc[len(lines)] = pc
+            stable.difference_update(f.source[pc].registers_written())
+            stable.update(now_stable)
             if ended:
                 break
         if not ended:
@@ -633,6 +653,29 @@ def _args_getter(arg_regs: tuple[int, ...]) -> Callable[[list], tuple]:
         reg = arg_regs[0]
         return lambda regs: (regs[reg],)
     return lambda regs: _EMPTY
+
+
+#: a kernel call memoized per binding (see _entry_hoisting) keeps copies of
+#: its outputs up to this many bytes; larger outputs are computed every call
+MEMO_BYTES = 1 << 20
+
+
+def _memoized(memo: dict, key: tuple, kernel: Callable[..., Any], args: tuple,
+              outs: tuple[np.ndarray, ...]) -> None:
+    """``kernel(*args)``, whose inputs are the same for the same ``key``: the
+    first call of a key keeps copies of its outputs, later ones copy them in."""
+    kept = memo.get(key)
+    if kept is None:
+        kernel(*args)
+        if len(memo) >= _SHORT_KEYS:
+            memo.clear()
+        memo[key] = tuple(o.copy() for o in outs) \
+            if sum(o.nbytes for o in outs) <= MEMO_BYTES else False
+    elif kept is False:
+        kernel(*args)
+    else:
+        for out, value in zip(outs, kept):
+            out[...] = value
 
 
 def _get_item(tup: Any, index: int) -> Any:

@@ -111,6 +111,59 @@ def test_shapes_of_the_parameters_dimensions_are_computed_once_per_binding_and_l
     assert str(loop_info.value) == str(info.value)
 
 
+_BINDING_ONLY = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        n = T.int64()
+        r = R.arange(R.prim_value(0), R.prim_value(n), R.prim_value(1), dtype="float32")
+        s = R.cumsum(R.exp(r), axis=0)
+        return R.add(x, s)
+"""
+
+
+class _Counting:
+    """A compiled kernel whose calls are counted."""
+
+    def __init__(self, kernel, calls, name):
+        self.kernel, self.calls, self.name = kernel, calls, name
+        self.written_arguments = kernel.written_arguments
+
+    def __call__(self, *args):
+        self.calls.append(self.name)
+        self.kernel(*args)
+
+
+def test_kernels_computed_from_the_binding_alone_run_once_per_binding(monkeypatch):
+    import phasec.backend.vm.vm as vm_module
+
+    exe = phasec.build(phasec.parse(_BINDING_ONLY))
+    calls = []
+    kernels = {k: _Counting(v, calls, k) for k, v in exe.kernels("llvm").items()}
+    main = VirtualMachine(exe, kernels=kernels)["main"]
+    sizes = [3, 5, 3, 0, 5, 1, 3]
+    outs = []
+    for n in sizes:
+        x = np.arange(n, dtype=np.float32)
+        outs.append(main(x))
+        np.testing.assert_allclose(outs[-1], x + np.cumsum(np.exp(np.arange(n, dtype=np.float32))),
+                                   rtol=1e-6)
+    # arange/exp and cumsum read nothing but n: once per distinct n; the add every call
+    assert calls.count("fused_add") == len(sizes)
+    assert calls.count("fused_cumsum") == calls.count("fused_arange_exp") == len(set(sizes))
+    outs[0][...] = -1  # a result the caller changes is theirs alone
+    np.testing.assert_allclose(main(np.zeros(3, np.float32)), np.cumsum(np.exp(np.arange(3.0))),
+                               rtol=1e-6)
+    # outputs larger than the limit are computed every call
+    monkeypatch.setattr(vm_module, "MEMO_BYTES", 8)
+    calls.clear()
+    main = VirtualMachine(exe, kernels=kernels)["main"]
+    for n in (1, 1, 5, 5):
+        main(np.zeros(n, np.float32))
+    assert calls.count("fused_arange_exp") == 3  # n = 1 kept (4 bytes), n = 5 not (20)
+
+
 def test_errors_in_a_compiled_closure_called_from_python_name_the_closure(packed_funcs):
     packed_funcs("test.vm.call_with", lambda f, x: f(x))
     n = tir.Var("n", "int64")
