@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from phasec import arith
 from phasec import te
 from phasec.ir.expr import Call
+from phasec.ir import tir
 from phasec.ir.tir import BinaryOp, FloatImm, PrimExpr, Select
 from phasec.op._common import (
     OpPattern, as_float, as_int, attrs_of, define, err, norm_axis, tensor_arg,
@@ -37,6 +39,7 @@ from phasec.op._common import (
 from phasec.op._lowering import (
     Inputs, _const, _name, _norm_axis, _out, _reduction, _tensor, legalizes,
 )
+from phasec.op._tirgen import i64, seq
 from phasec.op.draw import FLOAT, FLOATS, Elementwise, Hooks, declares_draw, dim_max
 from phasec.op.unary import (
     any_unary, float_unary, np_erf, np_sigmoid, unary_kernel, unary_reference,
@@ -340,6 +343,8 @@ def _softmax(call: Call, inputs: Inputs) -> Tensor:
         _, shifted, s = _softmax_parts(x, ax, "T_softmax")
         return te.compute(x.shape, lambda *i: BinaryOp("/", te.call("exp", shifted[i]),
                                                        s[_drop(i, [ax])]), name="T_softmax")
+    if x.dtype in ("float32", "float64") and arith.const_int(x.shape[-1]) is None:
+        return _softmax_symbolic_rows(x)
     # Softmax over rows: exp(x - max) is computed once per element, into a
     # row buffer that both the sum and the division read (te.ROW_LOCAL),
     # instead of once in each.
@@ -362,6 +367,45 @@ def _softmax(call: Call, inputs: Inputs) -> Tensor:
     return te.compute(x.shape,
                       lambda *i: BinaryOp("*", e[i], BinaryOp("/", one, s[_drop(i, [ax])])),
                       name="T_softmax")
+
+
+def _softmax_symbolic_rows(x: Tensor) -> Tensor:
+    """Softmax over a last axis of symbolic length, one row at a time: the
+    row's maximum, ``exp(x - max)`` written to the output row, its sum, then
+    the row scaled by the sum's reciprocal. Computed as above, where the row
+    buffer holding ``exp(x - max)`` needs a static length (a symbolic one
+    would evaluate exp twice per element, in the sum and in the quotient);
+    the output row serves as that buffer here."""
+    dt = x.dtype
+
+    def build(ins: list[tir.Buffer], out: tir.Buffer) -> tir.Stmt:
+        (xb,) = ins
+        n = out.shape[-1]
+        acc = tir.Buffer("T_softmax_acc", (i64(2),), dt)  # the row's max and sum
+        top, total = acc[i64(0)], acc[i64(1)]
+
+        def row(lead: tuple[tir.Var, ...]) -> tir.Stmt:
+            def loop(kind: str, body: Any) -> tir.Stmt:
+                j = tir.Var("j", "int64")
+                return tir.For(j, i64(0), n, kind, body(tuple(lead) + (j,)))
+            return tir.Allocate(acc, seq(
+                tir.BufferStore(acc, te.min_value(dt), (i64(0),)),
+                # (a NaN makes the whole row NaN whichever maximum wins: exp(NaN - max))
+                loop("serial", lambda at: tir.BufferStore(
+                    acc, Select(BinaryOp(">", top, xb[at]), top, xb[at]), (i64(0),))),
+                loop("vectorized", lambda at: tir.BufferStore(
+                    out, te.call("exp", BinaryOp("-", xb[at], top)), at)),
+                tir.BufferStore(acc, FloatImm(0.0, dt), (i64(1),)),
+                loop("serial", lambda at: tir.BufferStore(
+                    acc, BinaryOp("+", total, out[at]), (i64(1),))),
+                loop("vectorized", lambda at: tir.BufferStore(
+                    out, BinaryOp("*", out[at], BinaryOp("/", FloatImm(1.0, dt), total)), at))))
+        lead = [tir.Var(f"i{d}", "int64") for d in range(len(out.shape) - 1)]
+        stmt = row(tuple(lead))
+        for d in reversed(range(len(lead))):
+            stmt = tir.For(lead[d], i64(0), out.shape[d], "parallel" if d == 0 else "serial", stmt)
+        return stmt
+    return te.extern(x.shape, dt, [x], build, name="T_softmax")
 
 
 @legalizes("nn.log_softmax")
