@@ -166,12 +166,31 @@ def test_other_convolutions_keep_the_direct_schedule(attrs, c, tile, winograd_ti
     assert None is _tile(low.prim_func)
 
 
-def test_a_symbolic_batch_or_a_5x5_kernel_keeps_the_direct_schedule(winograd_tile):
+def test_a_symbolic_batch_takes_one_gemm_per_image(winograd_tile):
     winograd_tile(4)
-    d = Var("d", TensorStructInfo((tir.Var("n"), 32, 12, 12), "float32"))
+    c, h, w, o = 33, 9, 10, 35
+    func = _conv_bias_relu(tir.Var("n", "int64"), c, h, w, o, padding=1)
+    low = lower_fused(func)
+    assert _tile(low.prim_func) == 4
+    kernel = compile_prim_funcs({"k": low.prim_func})["k"]
+    wa = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    ba = RNG.standard_normal((1, o, 1, 1)).astype(np.float32)
+    for n in (1, 3, 0, 2):
+        x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
+        want = np.maximum(_conv_ref(x, wa, (1, 1, 1, 1)) + ba, 0)
+        got = np.full(want.shape, np.nan, np.float32)
+        kernel(x, wa, ba, got)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(initial=1))
+    x = RNG.standard_normal((2, c, h, w)).astype(np.float32)
+    interp = np.full((2, o, h, w), np.nan, np.float32)
+    run_prim_func(low.prim_func, [x, wa, ba, interp])
+    np.testing.assert_allclose(interp, np.maximum(_conv_ref(x, wa, (1, 1, 1, 1)) + ba, 0),
+                               rtol=1e-5, atol=1e-5 * np.abs(interp).max())
+
+
+def test_a_tiny_image_or_a_5x5_kernel_keeps_the_direct_schedule(winograd_tile):
+    winograd_tile(4)
     wt = Var("w", TensorStructInfo((32, 32, 3, 3), "float32"))
-    assert None is _tile(lower_fused(fused([d, wt], lambda bb: call_op(
-        "nn.conv2d", d, wt, padding=1))).prim_func)
     # a 2x2 output: one tile of 4x4 or of 2x2 (at 128 bits, four needed)
     d3 = Var("d", TensorStructInfo((1, 32, 2, 2), "float32"))
     assert None is _tile(lower_fused(fused([d3, wt], lambda bb: call_op(

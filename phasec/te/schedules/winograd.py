@@ -136,9 +136,9 @@ def _seq(*stmts: Stmt) -> Stmt:
     return stmts[0] if len(stmts) == 1 else SeqStmt(stmts)
 
 
-def _loop(extent: int, body, kind: str = "serial", name: str = "i") -> Stmt:
+def _loop(extent: int | PrimExpr, body, kind: str = "serial", name: str = "i") -> Stmt:
     v = Var(name, "int64")
-    return For(v, i64(0), i64(extent), kind, body(v))
+    return For(v, i64(0), i64(extent) if isinstance(extent, int) else extent, kind, body(v))
 
 
 def _add(*xs: PrimExpr | int) -> PrimExpr:
@@ -170,8 +170,8 @@ class _Plan:
     that the last row of tiles spills into (and the first reads back from).
     """
 
-    def __init__(self, m: int, n: int, c: int, k: int, h: int, w: int, oh: int, ow: int,
-                 top: int, left: int, dtype: str, lanes: int) -> None:
+    def __init__(self, m: int, n: int | PrimExpr, c: int, k: int, h: int, w: int, oh: int,
+                 ow: int, top: int, left: int, dtype: str, lanes: int) -> None:
         self.m, self.a = m, m + 2
         self.n, self.c, self.k, self.h, self.w = n, c, k, h, w
         self.oh, self.ow, self.top, self.left, self.dtype = oh, ow, top, left, dtype
@@ -180,14 +180,34 @@ class _Plan:
         self.twv = _round_up(self.tw, min(lanes, 1 << max(2, (self.tw - 1).bit_length())))
         self.stride = self.th * self.tw + self.twv - self.tw  # GEMM columns per image
         self.p = n * self.stride                             # the GEMM's columns
+        # A symbolic batch: one GEMM per image, batched (the GEMM schedule
+        # needs a static number of columns), V and M laid out [n, e, c, col]
+        self.batched = not isinstance(n, int)
         # a de-interleaved row: the tiles' columns, the two they share with
         # the next tile, rounded up to vectors
         self.q = _round_up(self.twv + -(-2 // m), lanes)
         self.at, self.g, self.bt = _MATRICES[m]
 
+    def batch(self, image: Buffer) -> int | PrimExpr:
+        """The number of images: static, or the kernel's own dimension of the
+        NCHW ``image`` buffer (the plan's symbolic ``n`` is the TE graph's)."""
+        return self.n if isinstance(self.n, int) else image.shape[0]
+
     def first_column(self, n: PrimExpr, ty: PrimExpr) -> PrimExpr:
         """The GEMM column of tile (ty, 0) of image n."""
         return _add(_mul(n, self.stride), _mul(ty, self.tw))
+
+    def gemm_index(self, n: PrimExpr, row: PrimExpr, channel: PrimExpr, ty: PrimExpr,
+                   tx: PrimExpr) -> tuple[PrimExpr, ...]:
+        """Where V and M hold Winograd row ``row`` of tile (ty, tx) of image
+        ``n`` and ``channel``."""
+        if self.batched:
+            return (n, row, channel, _add(_mul(ty, self.tw), tx))
+        return (row, channel, _add(self.first_column(n, ty), tx))
+
+    def gemm_shape(self, channels: int) -> tuple[int | PrimExpr, ...]:
+        e = self.a * self.a
+        return (self.n, e, channels, self.stride) if self.batched else (e, channels, self.p)
 
 
 def _weight_nest(plan: _Plan, w: Buffer, u: Buffer) -> Stmt:
@@ -257,17 +277,15 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
             row_t = [_loop(q, lambda x_q, e=e, ph=ph: tir.BufferStore(
                 tb, _combine([(plan.bt[e][r], rows[i64(r), i64(ph), x_q]) for r in range(a)], dt),
                 (i64(e), i64(ph), x_q)), "vectorized", "xq") for e in range(a) for ph in range(m)]
-            p0 = plan.first_column(n, ty)
-
             def col(e: Var) -> Stmt:  # the coefficients depend on f only
                 return _seq(*[_loop(plan.twv, lambda tx, f=f: tir.BufferStore(v, _combine(
                     [(plan.bt[f][s], tb[e, i64(s % m), _add(tx, s // m)]) for s in range(a)],
-                    dt), (_add(_mul(e, a), f), c, _add(p0, tx))), "vectorized", "tx")
+                    dt), plan.gemm_index(n, _add(_mul(e, a), f), c, ty, tx)), "vectorized", "tx")
                     for f in range(a)])
             return _seq(_loop(a, fill, "serial", "r"), *row_t, _loop(a, col, "serial", "e"))
         body = _loop(plan.th, per_row, "serial", "ty")
         return tir.Allocate(padded, tir.Allocate(rows, tir.Allocate(tb, body)))
-    return _loop(plan.n * plan.c, per_channel, "parallel", "nc")
+    return _loop(plan.batch(d) * plan.c, per_channel, "parallel", "nc")
 
 
 def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
@@ -284,10 +302,10 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
         k = nk % plan.k
 
         def per_row(ty: Var) -> Stmt:
-            p0 = plan.first_column(n, ty)
             # the coefficients depend on i (first) and j (second) only
             first = _loop(a, lambda f: _seq(*[_loop(plan.twv, lambda tx, i=i: tir.BufferStore(
-                o1, _combine([(plan.at[i][e], mb[_add(i64(e * a), f), k, _add(p0, tx)])
+                o1, _combine([(plan.at[i][e], mb[plan.gemm_index(n, _add(i64(e * a), f), k, ty,
+                                                                 tx)])
                               for e in range(a)], dt), (i64(i), f, tx)), "vectorized", "tx")
                 for i in range(m)]), "serial", "f")
             second = _loop(m, lambda i: _seq(*[_loop(plan.twv, lambda tx, j=j: tir.BufferStore(
@@ -310,7 +328,7 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
                 return IfThenElse(te.lt(y, plan.oh), store)
             return _seq(first, second, *[out_row(i) for i in range(m)])
         return tir.Allocate(o1, tir.Allocate(rb, _loop(plan.th, per_row, "serial", "ty")))
-    return _loop(plan.n * plan.k, per_channel, "parallel", "nk")
+    return _loop(plan.batch(out) * plan.k, per_channel, "parallel", "nk")
 
 
 def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
@@ -319,32 +337,40 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     """The conv2d of NCHW ``data`` and OIHW 3x3 ``weight`` (stride 1,
     dilation 1, one group, ``padding`` top, left, bottom, right) by
     F(m x m, 3 x 3), its loops in vectors of ``lanes``, or None when a shape
-    is not static or the image too small.
+    other than the batch is not static or the image too small. (A symbolic
+    batch runs one GEMM per image; ``m`` is then chosen as for one image.)
 
     ``m`` is the largest of ``max_tile`` and 2 that gives the GEMMs at least
     a vector of columns (tiles): a 7x7 image has 4 tiles of 4x4 and 16 of
     2x2, and F(2x2) is there much faster than F(4x4). A smaller image keeps
     the direct convolution."""
     dims = [arith.const_int(x) for x in (*data.shape, *weight.shape, *out_shape)]
-    if any(x is None for x in dims):
-        return None
     n, c, h, w, k, _, kh, kw, _, _, oh, ow = dims
-    if (kh, kw) != (3, 3) or min(n, c, k, oh, ow) < 1:
+    # the batch may be symbolic (a model exported with a dynamic batch axis)
+    if any(x is None for x in dims[1:8] + dims[9:]) or (
+            n is None and not arith.prove_equal(data.shape[0], out_shape[0])):
         return None
-    plans = [_Plan(m, n, c, k, h, w, oh, ow, padding[0], padding[1], dtype, lanes)
+    if (kh, kw) != (3, 3) or min(n or 1, c, k, oh, ow) < 1:
+        return None
+    batch = data.shape[0] if n is None else n
+    plans = [_Plan(m, batch, c, k, h, w, oh, ow, padding[0], padding[1], dtype, lanes)
              for m in sorted(_MATRICES, reverse=True) if m <= max_tile]
-    plan = next((p for p in plans if n * p.th * p.tw >= lanes), None)
+    # (a symbolic batch: the tiles of one image decide, as for a batch of 1)
+    plan = next((p for p in plans if (n or 1) * p.th * p.tw >= lanes), None)
     if plan is None:
         return None
     e = plan.a * plan.a
     u = te.extern((e, k, c), dtype, [weight], lambda ins, o: _weight_nest(plan, ins[0], o),
                   name="T_winograd_weight")
-    v = te.extern((e, c, plan.p), dtype, [data], lambda ins, o: _input_nest(plan, ins[0], o),
+    v = te.extern(plan.gemm_shape(c), dtype, [data], lambda ins, o: _input_nest(plan, ins[0], o),
                   name="T_winograd_input")
     rc = te.reduce_axis(c, "rc")
-    prod = te.compute((e, k, plan.p), lambda b, i, j: te.sum(u[b, i, rc.var] * v[b, rc.var, j],
-                                                            axis=[rc]),
-                      name="T_winograd_gemm", tag="matmul")
+    if plan.batched:
+        prod = te.compute(plan.gemm_shape(k), lambda nb, b, i, j: te.sum(
+            u[b, i, rc.var] * v[nb, b, rc.var, j], axis=[rc]), name="T_winograd_gemm", tag="matmul")
+    else:
+        prod = te.compute((e, k, plan.p), lambda b, i, j: te.sum(
+            u[b, i, rc.var] * v[b, rc.var, j], axis=[rc]), name="T_winograd_gemm", tag="matmul")
     return te.extern(tuple(out_shape), dtype, [prod], lambda ins, o: _output_nest(plan, ins[0], o),
                      name="T_conv2d_winograd")
 
