@@ -126,11 +126,12 @@ def _attr_value(attr: Any) -> Any:
 
 
 #: operators that take values of a narrow float format (held in float32):
-#: casts (ops_math: to another type or format) and the data movement that
-#: keeps the format (_NARROW_MOVES)
+#: casts (ops_math: to another type or format), quantization (ops_quant: to
+#: and from the float8s, float4 and the narrow integers) and the data
+#: movement that keeps the format (_NARROW_MOVES)
 _NARROW_MOVES = frozenset({"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                            "Flatten"})
-_NARROW_OPS = _NARROW_MOVES | {"Cast", "CastLike"}
+_NARROW_OPS = _NARROW_MOVES | {"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"}
 
 
 def _with_shape(bb: BlockBuilder, value: Value, hint: str) -> Value:
@@ -388,7 +389,8 @@ class _Importer:
         bf16 = bool(narrow) and node.op_type not in _NARROW_OPS and set(narrow) == {"bfloat16"}
         if narrow and node.op_type not in _NARROW_OPS and not bf16:
             self._record(node, index, f"computes on {narrow[0]} values (phasec holds them in "
-                                      f"{carrier(narrow[0])} for casts and data movement only)")
+                                      f"{carrier(narrow[0])} for casts, quantization and data "
+                                      "movement only)")
             return
         ctx = NodeContext(bb, node, index, self.opset, inputs, attrs, self._span(node, index),
                           hint, param_inputs, self.convert_graph, self.formats)

@@ -5,8 +5,9 @@ A value of such a type is a float32 tensor holding exactly the format's
 values; the importer records its format by ONNX name (``ctx.formats``). A
 cast to the type rounds (``R.round_to_format``, with ONNX's ``saturate``
 for the float8s); a cast from it is an ordinary cast from float32, exact.
-Data movement keeps the format (the importer's ``_NARROW_MOVES``). Any
-other operator on bfloat16 values computes in float32 and the importer
+Data movement keeps the format (the importer's ``_NARROW_MOVES``);
+QuantizeLinear and DequantizeLinear quantize to and from them (ops_quant).
+Any other operator on bfloat16 values computes in float32 and the importer
 rounds each of its float results to bfloat16; on the other formats it is
 unsupported. Initializers of these types are held the same way. The ONNX backend converts
 graph inputs and outputs of these types (ml_dtypes arrays) at the boundary.
@@ -19,10 +20,12 @@ import numpy as np
 from phasec.frontend.onnx._context import NodeContext, Value
 from phasec.frontend.onnx._dtypes import NARROW_FORMATS, NARROW_INTS, carrier
 
-__all__ = ["cast_narrow", "FLOAT8"]
+__all__ = ["cast_narrow", "FLOAT8", "FLOAT_FORMATS"]
 
 #: the formats ONNX's ``saturate`` applies to
 FLOAT8 = frozenset(f for f in NARROW_FORMATS.values() if f.startswith("float8"))
+#: the float formats held in float32
+FLOAT_FORMATS = frozenset(f for f in NARROW_FORMATS.values() if f not in NARROW_INTS)
 
 
 def cast_narrow(ctx: NodeContext, x: Value, fmt: str | None, dtype: str | None,
