@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
 from phasec.frontend.onnx.ops_nn import back_to_dtype, in_float32
+from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__: list[str] = []
 
@@ -252,3 +254,48 @@ def _rotary_embedding(ctx: NodeContext) -> Value:
     if rank == 3:
         return ctx.emit("reshape", rot, tuple(dims))
     return ctx.emit("permute_dims", rot, axes=[0, 2, 1, 3])
+
+
+# ---------------------------------------------------------------------------
+# TensorScatter (opset 24): the KV-cache update beside Attention
+# ---------------------------------------------------------------------------
+
+@converter("TensorScatter", since=24)
+def _tensor_scatter(ctx: NodeContext) -> Value:
+    """``past`` with each batch element's ``update`` written along ``axis``
+    from its ``write_indices`` entry (0 when absent) on, wrapping around the
+    cache in ``circular`` mode. Computed as a gather of ``update`` at
+    ``position - write_index`` where that lies in ``[0, seq)``, ``past``
+    elsewhere; in ``linear`` mode a write past the cache's end (which ONNX
+    forbids) is dropped."""
+    past, update = ctx.input(0), ctx.input(1)
+    nd = ctx.ndim(past)
+    if nd < 2 or ctx.ndim(update) != nd:
+        raise FrontendError(f"TensorScatter needs a past cache of rank >= 2 and an update of "
+                            f"its rank, got ranks {nd} and {ctx.ndim(update)}")
+    axis = norm_axis(ctx, int(ctx.attr("axis", -2)), nd)
+    mode = ctx.attr("mode", "linear")
+    if axis == 0 or mode not in ("linear", "circular"):
+        raise FrontendError(f"TensorScatter with axis {axis} and mode {mode!r} (the axis is "
+                            "not the batch axis 0; mode is 'linear' or 'circular')")
+    length, seq = ctx.shape(past)[axis], ctx.shape(update)[axis]
+    if not isinstance(length, int) or not isinstance(seq, int):
+        raise Unsupported("TensorScatter along a symbolic axis")
+    at = [length if k == axis else 1 for k in range(nd)]
+    start = ctx.optional(2)
+    if start is None:
+        start = np.zeros((), np.int64)
+    else:
+        start = ctx.emit("reshape", ctx.emit("astype", start, dtype="int64"),
+                         (ctx.shape(start)[0], *[1] * (nd - 1)))
+    offset = ctx.emit("subtract", ctx.iota(length, at), start)
+    if mode == "circular":
+        offset = ctx.emit("floor_mod", offset, np.asarray(length, np.int64))
+    inside = ctx.emit("logical_and", ctx.emit("greater_equal", offset, np.zeros((), np.int64)),
+                      ctx.emit("less", offset, np.asarray(seq, np.int64)))
+    index = ctx.emit("minimum", ctx.emit("maximum", offset, np.zeros((), np.int64)),
+                     np.asarray(max(seq - 1, 0), np.int64))
+    full = tuple(length if k == axis else d for k, d in enumerate(ctx.shape(past)))
+    gathered = ctx.emit("gather_elements", update, ctx.emit("broadcast_to", index, full),
+                        axis=axis)
+    return ctx.emit("where", inside, gathered, past)
