@@ -483,6 +483,10 @@ def test_symbolic_dims_through_shape_arithmetic():
     ("...ij,...jk", [(2, 3, 4), (2, 4, 5)]),
     ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
     ("ijk,ik->j", [(2, 3, 4), (2, 4)]),
+    # diagonals (a repeated index): batched, a trace, feeding a contraction
+    ("...ii->...i", [(3, 5, 5)]),
+    ("ii", [(7, 7)]),
+    ("iji,jk->ik", [(3, 4, 3), (4, 2)]),
 ])
 def test_einsum(eq, shapes):
     inputs = {f"x{i}": _rand(*s, seed=i) for i, s in enumerate(shapes)}
