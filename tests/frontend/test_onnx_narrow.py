@@ -134,3 +134,23 @@ def test_backend_converts_ml_dtypes_inputs_and_outputs():
     model = helper.make_model(pad, opset_imports=[helper.make_opsetid("", 21)])
     with pytest.raises(UnsupportedModelError, match="computes on float8_e4m3fn values"):
         from_onnx(model)
+
+
+def test_bfloat16_result_of_a_data_dependent_shape():
+    # Unique on bfloat16 values: its shape is matched to a symbolic one
+    # first, then the (exact) float32 values are rounded to bfloat16
+    graph = helper.make_graph(
+        [helper.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], sorted=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [7])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, None),
+         helper.make_tensor_value_info("idx", TensorProto.INT64, None),
+         helper.make_tensor_value_info("inv", TensorProto.INT64, None),
+         helper.make_tensor_value_info("cnt", TensorProto.INT64, None)])
+    x = np.array([2.5, -1.0, 2.5, 3.0e38, -1.0, 0.1, 7.0], ml_dtypes.bfloat16)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)])  # (bf16 Unique)
+    got = backend.run_model(model, [x])
+    want = np.unique(x.astype(np.float32), return_index=True, return_inverse=True,
+                     return_counts=True)
+    assert got[0].dtype == ml_dtypes.bfloat16
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).astype(w.dtype), w)

@@ -428,16 +428,15 @@ class _Importer:
             if value is None:
                 self._record(node, index, f"output {k} ({out!r}) is not supported")
                 return
-            if bf16 and not isinstance(value, SeqValue) and ctx.dtype(value) == "float32":
-                if ctx.sinfo(value).shape is None:
-                    self._record(node, index, "a bfloat16 result whose shape is known only "
-                                              "at run time")
-                    return
-                value = ctx.emit("round_to_format", value, format="bfloat16", saturate=False)
-                self.formats[out] = "bfloat16"
             # (inside a subgraph the dimensions exist in it only: ops_control
             # keeps them out of the struct info of its results)
             shaped = _with_shape(bb, value, f"{hint}_{k}")
+            if bf16 and not isinstance(shaped, SeqValue) and ctx.dtype(shaped) == "float32":
+                if ctx.sinfo(shaped).shape is None:
+                    self._record(node, index, "a bfloat16 result of unknown rank")
+                    return
+                shaped = ctx.emit("round_to_format", shaped, format="bfloat16", saturate=False)
+                self.formats[out] = "bfloat16"
             if self.subgraph_depth and isinstance(shaped, Expr):
                 # dimensions none of the inputs has: bound in the subgraph
                 self.inner_syms.update(id(v) for v in _sym_vars(shaped) if id(v) not in known)
