@@ -34,7 +34,7 @@ from phasec.frontend.errors import (
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
     ops_attention, ops_control, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib,
     ops_image, ops_quant_loss, ops_reduce, ops_rnn, ops_signal, ops_slice, ops_tensor,
-    ops_vision,
+    ops_training, ops_vision,
 )
 from phasec.frontend.onnx.ops_sequence import SEQUENCE_OPS, SeqValue
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
