@@ -154,3 +154,28 @@ def test_bfloat16_result_of_a_data_dependent_shape():
     assert got[0].dtype == ml_dtypes.bfloat16
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g).astype(w.dtype), w)
+
+
+def test_casts_to_float8_e8m0_against_the_onnx_definition():
+    # onnx.numpy_helper.to_float8e8m0 reads float32's exponent and fraction
+    # bits (an independent, bit-level formulation) for every round_mode
+    from onnx.numpy_helper import to_float8e8m0
+
+    tiny = np.float32(2.0 ** -126)
+    x = np.concatenate([_values(), [tiny, tiny / 2, tiny * 0.75, tiny / 2 * 1.0000001, 1.5,
+                                    -1.5, 3.0, 2.0 ** 127, 2.0 ** 127 * 1.5, 3.4e38, 1e-45,
+                                    -0.0]]).astype(np.float32)[:, None]
+    combos = [(m, s) for m in ("up", "down", "nearest") for s in (1, 0)]
+    nodes = []
+    for k, (mode, sat) in enumerate(combos):
+        nodes += [helper.make_node("Cast", ["x"], [f"e{k}"], to=TensorProto.FLOAT8E8M0,
+                                   round_mode=mode, saturate=sat),
+                  helper.make_node("Cast", [f"e{k}"], [f"y{k}"], to=TensorProto.FLOAT)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None)
+         for k in range(len(combos))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    got = phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"](x)
+    for g, (mode, sat) in zip(got, combos):
+        _same(g, to_float8e8m0(x, saturate=bool(sat), round_mode=mode).astype(np.float32))

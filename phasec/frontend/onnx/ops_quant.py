@@ -35,7 +35,7 @@ from phasec.frontend.onnx._dtypes import NARROW_INTS, carrier, narrow_format
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_linalg import exact_int_matmul
 from phasec.frontend.onnx.ops_math import onnx_to_dtype
-from phasec.frontend.onnx.ops_narrow import FLOAT8, FLOAT_FORMATS
+from phasec.frontend.onnx.ops_narrow import E8M0, FLOAT8, FLOAT_FORMATS
 from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
 from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims
 
@@ -203,8 +203,8 @@ def _quantize(ctx: NodeContext) -> Value:
                           f"{fmt or ctx.dtype(zp)} zero point")
     if fmt is None and out not in QUANTIZED:
         raise Unsupported(f"quantizing to {out}")
-    if fmt == "bfloat16":
-        raise Unsupported("quantizing to bfloat16")
+    if fmt in ("bfloat16", E8M0):
+        raise Unsupported(f"quantizing to {fmt}")
     if ctx.dtype(scale) not in _SCALES:
         raise Unsupported(f"a {ctx.dtype(scale)} scale")
     # the division's precision: the attribute (opset 23), else float32 (as
@@ -275,8 +275,8 @@ def _dequantize(ctx: NodeContext) -> Value:
     dt, fmt = ctx.dtype(x), _format_of(ctx, 0)
     if fmt is None and dt not in (*QUANTIZED, "int32"):
         raise Unsupported(f"dequantizing {dt}")
-    if fmt == "bfloat16":
-        raise Unsupported("dequantizing bfloat16")
+    if fmt in ("bfloat16", E8M0):
+        raise Unsupported(f"dequantizing {fmt}")
     if ctx.dtype(scale) not in _SCALES:
         raise Unsupported(f"a {ctx.dtype(scale)} scale")
     zp = ctx.optional(2)
