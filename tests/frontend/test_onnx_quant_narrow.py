@@ -1,7 +1,6 @@
 """QuantizeLinear / DequantizeLinear to and from the narrow types phasec holds
-in wider dtypes (phasec/frontend/onnx/ops_quant.py): int4/uint4 and the
-float8s against ONNX Runtime, int2/uint2 against ONNX Runtime at opset 25
-(its first), float4 (which ONNX Runtime does not quantize) against the
+in wider dtypes (phasec/frontend/onnx/ops_quant.py): int4/uint4, int2/uint2
+(opset 25) and the float8s against ONNX Runtime, float4 (which ONNX Runtime does not quantize) against the
 formula with ml_dtypes' rounding; per tensor, per axis and blocked on odd
 shapes, with halfway cases and saturation."""
 
@@ -95,19 +94,18 @@ def _layout_attrs(axis, block):
     return {} if axis is None else {"axis": axis, **({"block_size": block} if block else {})}
 
 
-@pytest.mark.parametrize("fmts,opset", [(("int4", "uint4"), 21), (("int2", "uint2"), 25)])
-def test_narrow_integers_against_onnxruntime(fmts, opset):
+def test_narrow_integers_against_onnxruntime():
     rng = np.random.default_rng(0)
     chains, xs = [], []
-    for f, fmt in enumerate(fmts):
-        for shape, axis, block in _layouts()[f::2] + _layouts()[2:3]:
+    for f, fmt in enumerate(("int4", "uint4", "int2", "uint2")):
+        for shape, axis, block in _layouts()[f % 2::2][:2] + _layouts()[2:3]:
             # halfway cases (k + 0.5) and values far past the range
             x = rng.integers(-12, 12, shape) + rng.choice([0.0, 0.5, -0.5, 0.3], shape)
             xs.append(np.where(rng.random(shape) < 0.1, rng.uniform(-1e3, 1e3, shape),
                                x).astype(np.float32))
             scale, zp = _params(fmt, shape, axis, block, rng, with_zp=block != 2)
             chains.append(_chain(len(chains), shape, scale, zp, fmt, _layout_attrs(axis, block)))
-    model = _model(chains, opset)
+    model = _model(chains, 25)  # (int2 and uint2 from opset 25 on)
     _same(_phasec(model, xs), _ort(model, xs))
 
 
