@@ -232,3 +232,41 @@ def test_scan_opset8_scans_each_batch_element():
     rng = np.random.default_rng(1)
     check_against_ort(model, [{"s0": rng.standard_normal((3, 2)).astype(np.float32),
                                "X": rng.standard_normal((3, 4, 2)).astype(np.float32)}])
+
+
+def _window_loop(declared):
+    """Loop: w = x[i : i + width] (a Slice with run-time bounds: its length
+    is known only at run time, inside the body), scan outputs w and w * w;
+    where the shapes are declared ([1]) y += w, else y stays (phasec cannot
+    broadcast y's length against w's: a dimension known only at run time)."""
+    width = 1 if declared else 2
+    shape = [width] if declared else ["len"]
+    body = helper.make_graph([
+        helper.make_node("Add", ["i", "width"], ["end"]),
+        helper.make_node("Unsqueeze", ["i", "ax"], ["start1"]),
+        helper.make_node("Unsqueeze", ["end", "ax"], ["end1"]),
+        helper.make_node("Slice", ["x", "start1", "end1"], ["w"]),
+        helper.make_node("Add", ["y_in", "w"], ["y_out"]) if declared
+        else helper.make_node("Identity", ["y_in"], ["y_out"]),
+        helper.make_node("Identity", ["cin"], ["cond_out"]),
+        helper.make_node("Mul", ["w", "w"], ["ws2"]),
+    ], "body", [vi("i", I64, []), vi("cin", B, []), vi("y_in", F, [1])],
+        [vi("cond_out", B, []), vi("y_out", F, [1]), vi("w", F, shape), vi("ws2", F, shape)],
+        initializer=[onnx.numpy_helper.from_array(np.array([0], np.int64), "ax"),
+                     onnx.numpy_helper.from_array(np.array(width, np.int64), "width")])
+    return model_of([helper.make_node("Loop", ["M", "", "y0"], ["yf", "ws", "wss"], body=body)],
+                    [vi("M", I64, []), vi("y0", F, [1]), vi("x", F, [9])],
+                    [vi("yf", F, ["a"]), vi("ws", F, ["b", "c"]), vi("wss", F, ["d", "e"])])
+
+
+def test_loop_scan_output_whose_shape_is_known_at_run_time_only():
+    # ONNX's loop11: declared static shapes are matched at the body's
+    # outputs (checked at run time); without them the scan outputs' element
+    # shape is unknown outside the body and the stacked result takes the
+    # first iteration's, later ones checked against it
+    x = np.arange(9, dtype=np.float32) * 1.5
+    feeds = [{"M": np.array(m, np.int64), "y0": np.array([-2], np.float32), "x": x}
+             for m in (4, 1)]
+    check_against_ort(_window_loop(True), feeds + [{**feeds[0], "M": np.array(0, np.int64)}])
+    mod = check_against_ort(_window_loop(False), feeds)
+    assert "R.Tensor(dtype=\"float32\", ndim=2)" in mod.script()

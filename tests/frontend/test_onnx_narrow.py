@@ -134,3 +134,48 @@ def test_backend_converts_ml_dtypes_inputs_and_outputs():
     model = helper.make_model(pad, opset_imports=[helper.make_opsetid("", 21)])
     with pytest.raises(UnsupportedModelError, match="computes on float8_e4m3fn values"):
         from_onnx(model)
+
+
+def test_bfloat16_result_of_a_data_dependent_shape():
+    # Unique on bfloat16 values: its shape is matched to a symbolic one
+    # first, then the (exact) float32 values are rounded to bfloat16
+    graph = helper.make_graph(
+        [helper.make_node("Unique", ["x"], ["y", "idx", "inv", "cnt"], sorted=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [7])],
+        [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, None),
+         helper.make_tensor_value_info("idx", TensorProto.INT64, None),
+         helper.make_tensor_value_info("inv", TensorProto.INT64, None),
+         helper.make_tensor_value_info("cnt", TensorProto.INT64, None)])
+    x = np.array([2.5, -1.0, 2.5, 3.0e38, -1.0, 0.1, 7.0], ml_dtypes.bfloat16)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)])  # (bf16 Unique)
+    got = backend.run_model(model, [x])
+    want = np.unique(x.astype(np.float32), return_index=True, return_inverse=True,
+                     return_counts=True)
+    assert got[0].dtype == ml_dtypes.bfloat16
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).astype(w.dtype), w)
+
+
+def test_casts_to_float8_e8m0_against_the_onnx_definition():
+    # onnx.numpy_helper.to_float8e8m0 reads float32's exponent and fraction
+    # bits (an independent, bit-level formulation) for every round_mode
+    from onnx.numpy_helper import to_float8e8m0
+
+    tiny = np.float32(2.0 ** -126)
+    x = np.concatenate([_values(), [tiny, tiny / 2, tiny * 0.75, tiny / 2 * 1.0000001, 1.5,
+                                    -1.5, 3.0, 2.0 ** 127, 2.0 ** 127 * 1.5, 3.4e38, 1e-45,
+                                    -0.0]]).astype(np.float32)[:, None]
+    combos = [(m, s) for m in ("up", "down", "nearest") for s in (1, 0)]
+    nodes = []
+    for k, (mode, sat) in enumerate(combos):
+        nodes += [helper.make_node("Cast", ["x"], [f"e{k}"], to=TensorProto.FLOAT8E8M0,
+                                   round_mode=mode, saturate=sat),
+                  helper.make_node("Cast", [f"e{k}"], [f"y{k}"], to=TensorProto.FLOAT)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None)
+         for k in range(len(combos))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    got = phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"](x)
+    for g, (mode, sat) in zip(got, combos):
+        _same(g, to_float8e8m0(x, saturate=bool(sat), round_mode=mode).astype(np.float32))

@@ -483,6 +483,10 @@ def test_symbolic_dims_through_shape_arithmetic():
     ("...ij,...jk", [(2, 3, 4), (2, 4, 5)]),
     ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
     ("ijk,ik->j", [(2, 3, 4), (2, 4)]),
+    # diagonals (a repeated index): batched, a trace, feeding a contraction
+    ("...ii->...i", [(3, 5, 5)]),
+    ("ii", [(7, 7)]),
+    ("iji,jk->ik", [(3, 4, 3), (4, 2)]),
 ])
 def test_einsum(eq, shapes):
     inputs = {f"x{i}": _rand(*s, seed=i) for i, s in enumerate(shapes)}
@@ -667,3 +671,38 @@ def test_a_huge_range_is_not_computed_at_import():
              if hasattr(b.value, "op")]
     assert [c.op.name for c in calls] == ["relax.arange"]
     assert [d.value for d in calls[0].struct_info.shape] == [10**12]
+
+
+def test_bitcast_bit_for_bit():
+    # (ONNX Runtime gives the same bits where it implements the BitCast.) NaN payloads and -0.0 included; a BitCast of a computed value feeding
+    # integer work and cast back; an input that is a strided numpy view
+    T = TensorProto
+    nodes = [node("BitCast", ["x"], ["i"], to=T.INT32), node("Add", ["x", "x"], ["x2"]),
+             node("BitCast", ["x2"], ["i2"], to=T.INT32),
+             node("BitwiseAnd", ["i2", "m"], ["masked"]),
+             node("BitCast", ["masked"], ["f"], to=T.FLOAT),
+             node("BitCast", ["d"], ["l"], to=T.INT64), node("BitCast", ["u"], ["s"], to=T.INT16),
+             node("BitCast", ["b"], ["b8"], to=T.UINT8)]
+    x = np.random.default_rng(0).standard_normal((3, 10)).astype(np.float32)[:, ::2]
+    x[0, :2] = [-0.0, np.uint32(0x7FC12345).view(np.float32)]
+    feeds = {"x": x, "m": np.array(-2 ** 23, np.int32),
+             "d": np.array([-0.0, np.inf, 1e-310, np.uint64(0xFFF8000000000123).view(np.float64)]),
+             "u": np.array([0, 1, 32768, 65535], np.uint16), "b": np.array([True, False])}
+    graph = helper.make_graph(nodes, "g", [
+        helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+        for k, v in feeds.items()],
+        [helper.make_tensor_value_info(o, t, None) for o, t in
+         (("i", T.INT32), ("i2", T.INT32), ("f", T.FLOAT), ("l", T.INT64), ("s", T.INT16),
+          ("b8", T.UINT8))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+    model.ir_version = 12
+    # numpy's view is the definition (ONNX Runtime lacks some of these BitCasts)
+    x2 = (x + x).view(np.int32)
+    want = [x.view(np.int32), x2, (x2 & feeds["m"]).view(np.float32),
+            feeds["d"].view(np.int64), feeds["u"].view(np.int16), feeds["b"].view(np.uint8)]
+    got = phasec.VirtualMachine(phasec.build(from_onnx(model)))["main"](*feeds.values())
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(np.ascontiguousarray(g).view(np.uint8),
+                                      np.ascontiguousarray(w).view(np.uint8))

@@ -22,7 +22,7 @@ ONNX_DTYPES: dict[int, str] = {
 #: (NARROW_INTS: casts to them wrap, as ml_dtypes)
 NARROW_FORMATS: dict[int, str] = {
     16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
-    20: "float8_e5m2fnuz", 23: "float4_e2m1fn",
+    20: "float8_e5m2fnuz", 23: "float4_e2m1fn", 24: "float8_e8m0fnu",
     21: "uint4", 22: "int4", 25: "uint2", 26: "int2",
 }
 #: the integer formats: (bits, signed)

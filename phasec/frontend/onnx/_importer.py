@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from phasec.arith.lattice import collect_shape_vars
 from phasec.errors import PhasecError, StructInfoError
 from phasec.fileio import read_bytes
 from phasec.frontend.errors import (
@@ -33,7 +34,7 @@ from phasec.frontend.errors import (
 from phasec.frontend.onnx import (  # noqa: F401  (the converter families register on import)
     ops_attention, ops_control, ops_linalg, ops_math, ops_nn, ops_quant, ops_quant_contrib,
     ops_image, ops_quant_loss, ops_reduce, ops_rnn, ops_signal, ops_slice, ops_tensor,
-    ops_vision,
+    ops_training, ops_vision,
 )
 from phasec.frontend.onnx.ops_sequence import SEQUENCE_OPS, SeqValue
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
@@ -126,11 +127,12 @@ def _attr_value(attr: Any) -> Any:
 
 
 #: operators that take values of a narrow float format (held in float32):
-#: casts (ops_math: to another type or format) and the data movement that
-#: keeps the format (_NARROW_MOVES)
+#: casts (ops_math: to another type or format), quantization (ops_quant: to
+#: and from the float8s, float4 and the narrow integers) and the data
+#: movement that keeps the format (_NARROW_MOVES)
 _NARROW_MOVES = frozenset({"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                            "Flatten"})
-_NARROW_OPS = _NARROW_MOVES | {"Cast", "CastLike"}
+_NARROW_OPS = _NARROW_MOVES | {"Cast", "CastLike", "QuantizeLinear", "DequantizeLinear"}
 
 
 def _with_shape(bb: BlockBuilder, value: Value, hint: str) -> Value:
@@ -144,6 +146,12 @@ def _with_shape(bb: BlockBuilder, value: Value, hint: str) -> Value:
         return value
     dims = tuple(tir.Var(f"{hint}_d{k}", "int64") for k in range(sinfo.ndim))
     return bb.match_cast(value, TensorStructInfo(dims, sinfo.dtype), hint)
+
+
+def _sym_vars(value: Expr) -> list[tir.Var]:
+    """The symbolic variables in a value's shape."""
+    sinfo = value.struct_info
+    return collect_shape_vars(sinfo) if isinstance(sinfo, TensorStructInfo) else []
 
 
 class _PoisonedCapture(Exception):
@@ -174,6 +182,8 @@ class _Importer:
         self.formats: dict[str, str] = {}
         #: subgraphs (If branches, Loop/Scan bodies) being converted, nested
         self.subgraph_depth = 0
+        #: ids of the symbolic dimensions a subgraph's data-dependent shapes bind
+        self.inner_syms: set[int] = set()
 
     # -- inputs ------------------------------------------------------------------
     def _unique(self, hint: str) -> str:
@@ -388,7 +398,8 @@ class _Importer:
         bf16 = bool(narrow) and node.op_type not in _NARROW_OPS and set(narrow) == {"bfloat16"}
         if narrow and node.op_type not in _NARROW_OPS and not bf16:
             self._record(node, index, f"computes on {narrow[0]} values (phasec holds them in "
-                                      f"{carrier(narrow[0])} for casts and data movement only)")
+                                      f"{carrier(narrow[0])} for casts, quantization and data "
+                                      "movement only)")
             return
         ctx = NodeContext(bb, node, index, self.opset, inputs, attrs, self._span(node, index),
                           hint, param_inputs, self.convert_graph, self.formats)
@@ -407,6 +418,7 @@ class _Importer:
         except PhasecError as exc:
             raise FrontendError(f"{self.label}: node {index} {node.name!r} ({node.op_type}, "
                                 f"opset {self.opset}): {exc}") from None
+        known = {id(v) for x in inputs if isinstance(x, Expr) for v in _sym_vars(x)}
         results = (list(result) if isinstance(result, (list, tuple))
                    and not isinstance(result, SeqValue) else [result])
         for k, out in enumerate(node.output):
@@ -416,17 +428,19 @@ class _Importer:
             if value is None:
                 self._record(node, index, f"output {k} ({out!r}) is not supported")
                 return
-            if bf16 and not isinstance(value, SeqValue) and ctx.dtype(value) == "float32":
-                if ctx.sinfo(value).shape is None:
-                    self._record(node, index, "a bfloat16 result whose shape is known only "
-                                              "at run time")
+            # (inside a subgraph the dimensions exist in it only: ops_control
+            # keeps them out of the struct info of its results)
+            shaped = _with_shape(bb, value, f"{hint}_{k}")
+            if bf16 and not isinstance(shaped, SeqValue) and ctx.dtype(shaped) == "float32":
+                if ctx.sinfo(shaped).shape is None:
+                    self._record(node, index, "a bfloat16 result of unknown rank")
                     return
-                value = ctx.emit("round_to_format", value, format="bfloat16", saturate=False)
+                shaped = ctx.emit("round_to_format", shaped, format="bfloat16", saturate=False)
                 self.formats[out] = "bfloat16"
-            # (not inside a subgraph: dimensions bound in a loop body's function
-            # would be used outside it, in the loop's result)
-            self.values[out] = (value if self.subgraph_depth
-                                else _with_shape(bb, value, f"{hint}_{k}"))
+            if self.subgraph_depth and isinstance(shaped, Expr):
+                # dimensions none of the inputs has: bound in the subgraph
+                self.inner_syms.update(id(v) for v in _sym_vars(shaped) if id(v) not in known)
+            self.values[out] = shaped
             if narrow and node.op_type in _NARROW_MOVES:
                 self.formats[out] = narrow[0]
 
@@ -488,11 +502,32 @@ class _Importer:
                 if v is None:
                     raise FrontendError(f"subgraph {graph.name!r}: output {vi.name!r} is not "
                                         "produced by any node, input or outer value")
-                outs.append(v)
+                outs.append(self._declared(bb, v, vi))
             return outs
         finally:
             self.values, self.unsupported, self.poisoned = saved
             self.subgraph_depth -= 1
+
+    def _declared(self, bb: BlockBuilder, value: Value, vi: Any) -> Value:
+        """A subgraph output whose shape is known only at run time (a Slice
+        with run-time bounds in a loop body: ONNX's loop11), matched to the
+        static shape the subgraph declares for it (checked at run time), so
+        a loop-carried value keeps its shape and a scan output's element
+        shape is known outside the body. Declared symbolic or partial shapes
+        are left alone."""
+        sinfo = value.struct_info if isinstance(value, Expr) else None
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if not isinstance(sinfo, TensorStructInfo) or tt is None or not tt.HasField("shape") \
+                or onnx_dtype(tt.elem_type) != sinfo.dtype:
+            return value
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if None in dims or len(dims) != sinfo.ndim:
+            return value
+        if sinfo.shape is not None and not any(id(v) in self.inner_syms
+                                               for v in _sym_vars(value)):
+            return value
+        return bb.match_cast(value, TensorStructInfo(tuple(dims), sinfo.dtype),
+                             sanitize(vi.name))
 
     def _with_params(self, mod: IRModule, inputs: list[Var]) -> IRModule:
         func = mod["main"]

@@ -13,6 +13,10 @@ definition does, its sums accumulating in float32), and the ``qk_matmul_output``
 output in each of its modes. Rows with every key masked give zeros, as the
 ONNX definition says. The masks are computed at import when their inputs
 are known (causal and window masks always are: they depend on shapes only).
+
+Beside it: ``TensorScatter`` (opset 24, the KV-cache update) and
+``LinearAttention`` (opset 27, the recurrent state update, unrolled over a
+sequence known at import).
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
 from phasec.frontend.onnx.ops_nn import back_to_dtype, in_float32
+from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__: list[str] = []
 
@@ -252,3 +258,147 @@ def _rotary_embedding(ctx: NodeContext) -> Value:
     if rank == 3:
         return ctx.emit("reshape", rot, tuple(dims))
     return ctx.emit("permute_dims", rot, axes=[0, 2, 1, 3])
+
+
+# ---------------------------------------------------------------------------
+# TensorScatter (opset 24): the KV-cache update beside Attention
+# ---------------------------------------------------------------------------
+
+@converter("TensorScatter", since=24)
+def _tensor_scatter(ctx: NodeContext) -> Value:
+    """``past`` with each batch element's ``update`` written along ``axis``
+    from its ``write_indices`` entry (0 when absent) on, wrapping around the
+    cache in ``circular`` mode. Computed as a gather of ``update`` at
+    ``position - write_index`` where that lies in ``[0, seq)``, ``past``
+    elsewhere; in ``linear`` mode a write past the cache's end (which ONNX
+    forbids) is dropped."""
+    past, update = ctx.input(0), ctx.input(1)
+    nd = ctx.ndim(past)
+    if nd < 2 or ctx.ndim(update) != nd:
+        raise FrontendError(f"TensorScatter needs a past cache of rank >= 2 and an update of "
+                            f"its rank, got ranks {nd} and {ctx.ndim(update)}")
+    axis = norm_axis(ctx, int(ctx.attr("axis", -2)), nd)
+    mode = ctx.attr("mode", "linear")
+    if axis == 0 or mode not in ("linear", "circular"):
+        raise FrontendError(f"TensorScatter with axis {axis} and mode {mode!r} (the axis is "
+                            "not the batch axis 0; mode is 'linear' or 'circular')")
+    length, seq = ctx.shape(past)[axis], ctx.shape(update)[axis]
+    if not isinstance(length, int) or not isinstance(seq, int):
+        raise Unsupported("TensorScatter along a symbolic axis")
+    at = [length if k == axis else 1 for k in range(nd)]
+    start = ctx.optional(2)
+    if start is None:
+        start = np.zeros((), np.int64)
+    else:
+        start = ctx.emit("reshape", ctx.emit("astype", start, dtype="int64"),
+                         (ctx.shape(start)[0], *[1] * (nd - 1)))
+    offset = ctx.emit("subtract", ctx.iota(length, at), start)
+    if mode == "circular":
+        offset = ctx.emit("floor_mod", offset, np.asarray(length, np.int64))
+    inside = ctx.emit("logical_and", ctx.emit("greater_equal", offset, np.zeros((), np.int64)),
+                      ctx.emit("less", offset, np.asarray(seq, np.int64)))
+    index = ctx.emit("minimum", ctx.emit("maximum", offset, np.zeros((), np.int64)),
+                     np.asarray(max(seq - 1, 0), np.int64))
+    full = tuple(length if k == axis else d for k, d in enumerate(ctx.shape(past)))
+    gathered = ctx.emit("gather_elements", update, ctx.emit("broadcast_to", index, full),
+                        axis=axis)
+    return ctx.emit("where", inside, gathered, past)
+
+
+# ---------------------------------------------------------------------------
+# LinearAttention (opset 27): the recurrent state update, unrolled
+# ---------------------------------------------------------------------------
+
+#: the longest sequence LinearAttention is unrolled over
+LINEAR_ATTENTION_MAX_STEPS = 256
+
+
+def _heads(ctx: NodeContext, x: Value, heads: int, what: str) -> tuple[Value, int]:
+    """(B, T, H*D) -> (B, H, T, D) in float32, and D."""
+    b, t, hd = ctx.static_shape(x, what)
+    if hd % heads:
+        raise FrontendError(f"LinearAttention: {what}'s last dimension {hd} is not a multiple "
+                            f"of its {heads} heads")
+    x = x if ctx.dtype(x) == "float32" else ctx.emit("astype", x, dtype="float32")
+    x = ctx.emit("reshape", x, (b, t, heads, hd // heads))
+    return ctx.emit("permute_dims", x, axes=[0, 2, 1, 3]), hd // heads
+
+
+@converter("LinearAttention", since=27)
+def _linear_attention(ctx: NodeContext) -> list[Value]:
+    """The state recurrence of the ONNX definition, step by step over the
+    sequence (unrolled: the sequence length must be known at import, at most
+    ``LINEAR_ATTENTION_MAX_STEPS``), in float32: ``gated`` rules decay the
+    state by ``exp(decay_t)``, ``delta`` rules write ``beta_t * (v_t -
+    state^T k_t)`` instead of ``v_t``, the state gains ``k_t v_t^T``, and the
+    output is ``scale * q_t^T state`` (query heads grouped over the key/value
+    heads). ``chunk_size`` is a tuning hint with no effect on the result."""
+    q, k, v = ctx.input(0), ctx.input(1), ctx.input(2)
+    past, decay, beta = ctx.optional(3), ctx.optional(4), ctx.optional(5)
+    rule = ctx.attr("update_rule", "gated_delta")
+    hq, hkv = ctx.attr("q_num_heads"), ctx.attr("kv_num_heads")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise FrontendError(f"LinearAttention update_rule {rule!r}")
+    if not isinstance(hq, int) or not isinstance(hkv, int) or hq <= 0 or hkv <= 0 or hq % hkv:
+        raise FrontendError(f"LinearAttention needs q_num_heads ({hq}) a positive multiple of "
+                            f"kv_num_heads ({hkv})")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gating != (decay is not None) or delta != (beta is not None):
+        raise FrontendError(f"LinearAttention update_rule {rule!r} takes "
+                            f"{'a' if gating else 'no'} decay and {'a' if delta else 'no'} beta")
+    if any(ctx.ndim(x) != 3 for x in (q, k, v)):
+        raise FrontendError("LinearAttention's query, key and value are (B, T, H*D)")
+    b, steps = ctx.static_shape(q, "the query")[:2]
+    if steps > LINEAR_ATTENTION_MAX_STEPS:
+        raise Unsupported(f"LinearAttention over {steps} steps (unrolled up to "
+                          f"{LINEAR_ATTENTION_MAX_STEPS})")
+    q4, dk = _heads(ctx, q, hq, "query")
+    k4, _ = _heads(ctx, k, hkv, "key")
+    v4, dv = _heads(ctx, v, hkv, "value")
+    group = hq // hkv
+    if gating:
+        last = ctx.static_shape(decay, "decay")[-1]
+        if last not in (hkv, hkv * dk):
+            raise FrontendError(f"LinearAttention: decay's last dimension {last} is neither "
+                                f"kv_num_heads ({hkv}) nor kv_num_heads * d_k ({hkv * dk})")
+        decay4, _ = _heads(ctx, decay, hkv, "decay")  # (B, H, T, 1 or d_k)
+    if delta:
+        last = ctx.static_shape(beta, "beta")[-1]
+        if last not in (hkv, 1):
+            raise FrontendError(f"LinearAttention: beta's last dimension {last} is neither "
+                                f"kv_num_heads ({hkv}) nor 1")
+        beta4, _ = _heads(ctx, beta, last, "beta")  # (B, H or 1, T, 1)
+    if past is not None:
+        if ctx.static_shape(past, "past_state") != [b, hkv, dk, dv]:
+            raise FrontendError(f"LinearAttention: past_state of shape {ctx.shape(past)}, "
+                                f"expected {[b, hkv, dk, dv]}")
+        state = past if ctx.dtype(past) == "float32" else \
+            ctx.emit("astype", past, dtype="float32")
+    else:
+        state = np.zeros((b, hkv, dk, dv), np.float32)
+    scale = float(ctx.attr("scale", 0.0) or 0.0) or 1.0 / math.sqrt(dk)
+
+    def at(x: Value, i: int) -> Value:
+        return ctx.emit("take", x, np.asarray(i, np.int64), axis=2)
+    outs = []
+    for i in range(steps):
+        k_t, v_t = at(k4, i), at(v4, i)                     # (B, Hkv, d)
+        if gating:
+            state = ctx.emit("multiply", state,
+                             ctx.emit("expand_dims", ctx.emit("exp", at(decay4, i)), axis=[-1]))
+        if delta:
+            got = ctx.emit("matmul", ctx.emit("expand_dims", k_t, axis=[-2]), state)
+            got = ctx.emit("squeeze", got, axis=[-2])       # state^T k_t: (B, Hkv, d_v)
+            v_t = ctx.emit("multiply", at(beta4, i), ctx.emit("subtract", v_t, got))
+        state = ctx.emit("add", state, ctx.emit("multiply", ctx.emit("expand_dims", k_t, axis=[-1]),
+                                                ctx.emit("expand_dims", v_t, axis=[-2])))
+        q_t = ctx.emit("reshape", at(q4, i), (b, hkv, group, dk))
+        out = ctx.emit("multiply", ctx.emit("matmul", q_t, state), np.asarray(scale, np.float32))
+        outs.append(ctx.emit("reshape", out, (b, 1, hq * dv)))
+    y = outs[0] if len(outs) == 1 else ctx.emit("concat", outs, axis=1)
+    out_dtype = ctx.dtype(q)
+    state_dtype = ctx.dtype(past) if past is not None else out_dtype
+    y = y if out_dtype == "float32" else ctx.emit("astype", y, dtype=out_dtype)
+    if isinstance(state, np.ndarray):  # (no steps)
+        return [y, state.astype(state_dtype)]
+    return [y, state if state_dtype == "float32" else ctx.emit("astype", state, dtype=state_dtype)]

@@ -30,6 +30,12 @@ trip count, known at import, as their length. Opset-8 ``Scan`` (a leading
 batch axis everywhere) scans each element of a batch known at import with
 its own loop and stacks the results.
 
+A scan output whose element shape the body computes (its dimensions bound
+inside the body, which the enclosing function cannot name) has an
+accumulator of unknown shape: see :func:`_stack`. (The importer first
+matches a body output to the static shape the body declares, where it
+declares one.)
+
 A loop-carried value keeps its initial struct info when the body returns
 one of the same shape; otherwise the parameter gets fresh symbolic
 dimensions (same rank), and the loop's result is matched to fresh symbolic
@@ -52,7 +58,8 @@ from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_const
 from phasec.frontend.onnx._registry import converter
 from phasec.ir import tir
-from phasec.ir.expr import Call, Constant, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var
+from phasec.ir.expr import (Call, Constant, Expr, Function, If, MatchCast, SeqExpr, Tuple,
+                            TupleGetItem, Var)
 from phasec.ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.script.builder import BlockBuilder
 
@@ -249,10 +256,24 @@ _I64 = TensorStructInfo((), "int64")
 _BOOL = TensorStructInfo((), "bool")
 
 
+def _defined_syms(seq: SeqExpr, out: set[int]) -> set[int]:
+    """The ids of the symbolic variables ``R.match_cast`` binds in ``seq``
+    (its If branches included): they exist only inside it."""
+    for block in seq.blocks:
+        for b in block.bindings:
+            if isinstance(b, MatchCast):
+                out.update(id(v) for v in collect_shape_vars(b.struct_info))
+            if isinstance(b.value, If):
+                _defined_syms(b.value.true_branch, out)
+                _defined_syms(b.value.false_branch, out)
+    return out
+
+
 def _probe(ctx: NodeContext, spec: _LoopSpec, carried: list[TensorStructInfo]
-           ) -> tuple[list[StructInfo], list[StructInfo]]:
+           ) -> tuple[list[StructInfo], list[StructInfo], set[int]]:
     """The struct info of the body's carried and scan outputs, converting
-    the body once for parameters of the given struct info."""
+    the body once for parameters of the given struct info, and the ids of
+    the symbolic variables the body binds (a data-dependent shape's)."""
     i, c = Var("i", _I64), Var("cond", _BOOL)
     vs = [Var(f"v{k}", s) for k, s in enumerate(carried)]
     seen: list[list[StructInfo]] = []
@@ -268,17 +289,18 @@ def _probe(ctx: NodeContext, spec: _LoopSpec, carried: list[TensorStructInfo]
         sctx = ctx.with_builder(sub)
         outs = ctx.convert_graph(sub, spec.attr, spec.bind(sctx, i, c, vs))
         sub.emit_func_output(finish(sctx, [sctx.expr(v) for v in outs]))
-    return seen[0], seen[1]
+    return seen[0], seen[1], _defined_syms(sub.get()["probe"].body, set())
 
 
 def _loop_sinfos(ctx: NodeContext, spec: _LoopSpec
                  ) -> tuple[list[TensorStructInfo], list[TensorStructInfo], list[bool]]:
     """Parameter struct info of the carried values (and whether each keeps
-    its initial shape) and the scan outputs' element struct info."""
+    its initial shape) and the scan outputs' element struct info (of
+    unknown shape where the body computes it: see :func:`_stack`)."""
     carried = [_tensor_sinfo(v, f"loop-carried value {k}") for k, v in enumerate(spec.carried)]
     exact = [True] * len(carried)
     for _ in range(3):
-        v_out, s_out = _probe(ctx, spec, carried)
+        v_out, s_out, inner = _probe(ctx, spec, carried)
         changed = False
         for k, (p, o) in enumerate(zip(carried, v_out)):
             if not isinstance(o, TensorStructInfo) or o.dtype != p.dtype:
@@ -297,12 +319,43 @@ def _loop_sinfos(ctx: NodeContext, spec: _LoopSpec
     own = {id(v) for s in carried for v in collect_shape_vars(s)}
     elems = []
     for k, s in enumerate(s_out):
-        if not _known(s):
-            raise Unsupported(f"scan output {k} has no known shape")
+        if not isinstance(s, TensorStructInfo) or s.ndim < 0:
+            raise Unsupported(f"scan output {k} has no known rank")
         if any(id(v) in own for v in collect_shape_vars(s)):
             raise Unsupported(f"scan output {k}'s shape changes from iteration to iteration")
+        if not _known(s) or any(id(v) in inner for v in collect_shape_vars(s)):
+            s = TensorStructInfo(None, s.dtype, ndim=s.ndim)  # known at run time only
         elems.append(s)
     return carried, elems, exact
+
+
+def _stack(ctx: NodeContext, sctx: NodeContext, i: Var, acc: Var, elem: Expr, rev: bool,
+           k: int) -> Expr:
+    """The accumulator ``acc`` with this iteration's ``elem`` added at its
+    end (its front when ``rev``). An element whose shape the body computes
+    (a Slice with run-time bounds: ONNX's loop11) has dimensions bound
+    inside the body, which its caller cannot name: its accumulator is of
+    unknown shape, the first iteration's element alone, later ones matched
+    to the accumulator's element shape (checked at run time) and
+    concatenated."""
+    one = sctx.emit("expand_dims", elem, axis=[0])
+    if _known(acc.struct_info):
+        return sctx.emit("concat", [one, acc] if rev else [acc, one], axis=0)
+    ndim = acc.struct_info.ndim
+    later = BlockBuilder()
+    with later.function("later", []):
+        lctx = ctx.with_builder(later)
+        dims = [tir.Var(_sym_name(ctx, f"s{k}_d{j}"), "int64") for j in range(ndim)]
+        whole = later.match_cast(acc, TensorStructInfo(dims, acc.struct_info.dtype), "acc")
+        first = later.match_cast(sctx.expr(one), TensorStructInfo([1, *dims[1:]],
+                                                                   acc.struct_info.dtype), "elem")
+        later.emit_func_output(lctx.expr(lctx.emit("concat", [first, whole] if rev
+                                                   else [whole, first], axis=0)))
+    at_start = sctx.expr(sctx.emit("equal", i, np.array(0, "int64")))
+    res = sctx.builder.emit(If(at_start, SeqExpr([], sctx.expr(one)), later.get()["later"].body,
+                               span=ctx.span), "acc")
+    return sctx.builder.match_cast(res, TensorStructInfo(None, acc.struct_info.dtype, ndim=ndim),
+                                   "acc") if _known(res.struct_info) else res
 
 
 def _emit_loop(ctx: NodeContext, spec: _LoopSpec, start: list[Expr]) -> list[Expr]:
@@ -310,6 +363,7 @@ def _emit_loop(ctx: NodeContext, spec: _LoopSpec, start: list[Expr]) -> list[Exp
     and return its carried then scan results (scan outputs stacked on axis 0)."""
     carried, elems, exact = _loop_sinfos(ctx, spec)
     accs = [TensorStructInfo((tir.Var(_sym_name(ctx, f"n{k}"), "int64"), *e.shape), e.dtype)
+            if _known(e) else TensorStructInfo(None, e.dtype, ndim=e.ndim + 1)
             for k, e in enumerate(elems)]
     ret = TupleStructInfo([p if keep else TensorStructInfo(None, p.dtype, ndim=p.ndim)
                            for p, keep in zip(carried, exact)]
@@ -325,11 +379,8 @@ def _emit_loop(ctx: NodeContext, spec: _LoopSpec, start: list[Expr]) -> list[Exp
     def step(sctx: NodeContext, outs: list[Expr]) -> Expr:
         cond_out, v_out, s_out = spec.split(outs)
         nxt = sctx.emit("add", i, np.array(1, "int64"))
-        new_accs = []
-        for acc, elem, rev in zip(acc_vars, s_out, spec.reverse):
-            one = sctx.emit("expand_dims", elem, axis=[0])
-            pair = [one, acc] if rev else [acc, one]
-            new_accs.append(sctx.emit("concat", pair, axis=0))
+        new_accs = [_stack(ctx, sctx, i, acc, elem, rev, k)
+                    for k, (acc, elem, rev) in enumerate(zip(acc_vars, s_out, spec.reverse))]
         next_cond = c if cond_out is None else _scalar(sctx, cond_out, "bool", "the body's cond")
         call = Call(fvar, [sctx.expr(nxt), next_cond, *v_out, *map(sctx.expr, new_accs)],
                     span=ctx.span)
@@ -347,12 +398,15 @@ def _emit_loop(ctx: NodeContext, spec: _LoopSpec, start: list[Expr]) -> list[Exp
     func = Function(params, body, ret, True, {}, span=ctx.span)
     ctx.builder.emit_function(fvar, func)
     # (made at run time: a constant with no elements would print without its shape)
-    empties = [ctx.emit("zeros", (0, *e.shape), dtype=e.dtype, fold=False) for e in elems]
+    # (an element of unknown shape: zeros of shape (0, 0...), the result of no iterations)
+    empties = [ctx.emit("zeros", (0, *(e.shape if _known(e) else [0] * e.ndim)), dtype=e.dtype,
+                        fold=False) for e in elems]
     out = ctx.builder.emit(Call(fvar, [*start, *spec.carried, *empties], span=ctx.span),
                            ctx.hint)
     items = _items(ctx, out, len(ret.fields))
     n = len(carried)
-    return [_settle_output(ctx, v, f"out{k}", None if k < n else accs[k - n], spec.length)
+    return [_settle_output(ctx, v, f"out{k}", accs[k - n] if k >= n and _known(accs[k - n])
+                           else None, spec.length)
             for k, v in enumerate(items)]
 
 

@@ -5,12 +5,16 @@ operands at a time (left to right) become one batched ``matmul``: the
 indices both keep are the batch, the ones both share and drop are the
 reduction, the others the matrix rows and columns (``permute_dims`` and
 ``reshape`` around it). ``...`` stands for the leading dimensions. A repeated
-index within one operand (a diagonal) is not supported.
+index within one operand (``ii``: a diagonal) is taken first, exactly, by a
+``take`` of every ``n + 1``-th element of the two axes flattened (``n``
+known at import).
 """
 
 from __future__ import annotations
 
 import string
+
+import numpy as np
 
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
@@ -37,8 +41,6 @@ def _parse(ctx: NodeContext, equation: str, ranks: list[int]) -> tuple[list[str]
             t = t.replace("...", ell[ell_rank - k:])
         if len(t) != r:
             raise Unsupported(f"term {t!r} of equation {equation!r} for a rank-{r} input")
-        if len(set(t)) != len(t):
-            raise Unsupported(f"a repeated index in {t!r} (a diagonal)")
         out_terms.append(t)
     if arrow:
         out = rhs.replace("...", ell)
@@ -49,6 +51,29 @@ def _parse(ctx: NodeContext, equation: str, ranks: list[int]) -> tuple[list[str]
                 counts[c] = counts.get(c, 0) + 1
         out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
     return out_terms, out
+
+
+def _diagonals(ctx: NodeContext, x: Value, term: str) -> tuple[Value, str]:
+    """``x`` with each index repeated in ``term`` (``ii``: a diagonal) taken
+    once: the two axes moved last, flattened, and every ``n + 1``-th element
+    taken (exact for every dtype; the index then comes last)."""
+    while len(set(term)) != len(term):
+        c = next(ch for ch in term if term.count(ch) > 1)
+        p = term.index(c)
+        q = term.index(c, p + 1)
+        n, m = ctx.shape(x)[p], ctx.shape(x)[q]
+        if not isinstance(n, int) or n != m:
+            raise Unsupported(f"a diagonal of index {c!r} over sizes {n} and {m} (it needs "
+                              "equal sizes known at import)")
+        rest = [k for k in range(len(term)) if k not in (p, q)]
+        if rest + [p, q] != list(range(len(term))):
+            x = ctx.emit("permute_dims", x, axes=rest + [p, q])
+        dims = ctx.shape(x)
+        x = ctx.emit("reshape", x, (*dims[:-2], n * n))
+        step = ctx.emit("multiply", ctx.iota(n), np.asarray(n + 1, np.int64))
+        x = ctx.emit("take", x, step, axis=len(dims) - 2)
+        term = "".join(term[k] for k in rest) + c
+    return x, term
 
 
 def _sum_out(ctx: NodeContext, x: Value, term: str, keep: set[str]) -> tuple[Value, str]:
@@ -100,6 +125,8 @@ def _einsum(ctx: NodeContext) -> Value:
     if len(set(out)) != len(out):
         raise Unsupported(f"a repeated output index in {out!r}")
     # indices each step must keep: the output's and those of the operands to come
+    for i, (v, t) in enumerate(zip(vals, terms)):
+        vals[i], terms[i] = _diagonals(ctx, v, t)
     needed_after = [set(out).union(*terms[i + 1:]) for i in range(len(terms))]
     acc, tacc = _sum_out(ctx, vals[0], terms[0], needed_after[0])
     for i in range(1, len(vals)):

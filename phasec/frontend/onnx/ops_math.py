@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from phasec.frontend.errors import FrontendError
+from phasec.ir.expr import DataTypeImm, Tuple
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._dtypes import narrow_format, onnx_dtype, type_name
 from phasec.frontend.onnx.ops_narrow import cast_narrow
@@ -438,6 +439,28 @@ def _cast_like(ctx: NodeContext) -> Value:
         return cast_narrow(ctx, ctx.input(0), fmt, ctx.dtype(ctx.input(1)), _cast_to)
     _no_saturate(ctx)
     return _cast_to(ctx, ctx.input(0), ctx.dtype(ctx.input(1)))
+
+
+@converter("BitCast", since=26)
+def _bitcast(ctx: NodeContext) -> Value:
+    """The same bits read as another type of the same width: ``R.memory.view``
+    with the new dtype (no copy; the VM views the buffer), or numpy's
+    ``view`` on a value known at import."""
+    x = ctx.input(0)
+    to = ctx.attr("to")
+    if to is None:
+        raise FrontendError("BitCast needs the attribute 'to'")
+    if narrow_format(int(to)) is not None:
+        raise Unsupported(f"BitCast to {type_name(int(to))}")
+    dtype = onnx_to_dtype(to, "BitCast to element type")
+    src = ctx.dtype(x)
+    if np.dtype(src).itemsize != np.dtype(dtype).itemsize:
+        raise FrontendError(f"BitCast from {src} to {dtype}: the types differ in width")
+    if src == dtype:
+        return x
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x).view(dtype)
+    return ctx.emit("memory.view", x, Tuple([]), DataTypeImm(dtype), Tuple([]))
 
 
 @converter("Clip")

@@ -7,9 +7,15 @@ float32 for float16 data too (as ONNX Runtime; the opset-23 ``precision``
 attribute chooses otherwise); blocked
 quantization (``block_size``, opset 21) repeats each block's scale and zero
 point along the axis and computes the same formula elementwise. Quantized
-types: int8, uint8, int16, uint16 (and int32 data to dequantize); float8,
-int4/uint4 and int2 have no phasec dtype and are reported unsupported, and
-``saturate`` (which only concerns float8 outputs) is therefore ignored.
+types: int8, uint8, int16, uint16 (and int32 data to dequantize), and the
+narrow types phasec holds in a wider dtype (``_dtypes.NARROW_FORMATS``,
+their values exactly): int4/uint4/int2/uint2 in int8/uint8, quantized as
+int8/uint8 and then saturated to their own range; the float8s and float4
+in float32, quantized as ``round_to_format(x / scale + zero_point)``
+(``saturate`` applies to the float8s) and dequantized as ``(x - zero_point)
+* scale``. A float8 zero point must be 0 where it is known (ONNX Runtime
+refuses or ignores others). A bfloat16 scale makes a bfloat16 result,
+computed in float32 and rounded.
 
 The integer operators compute as ONNX Runtime's CPU kernels do, so their
 integer results are equal to ONNX Runtime's: operands minus their zero
@@ -25,9 +31,11 @@ import numpy as np
 
 from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
+from phasec.frontend.onnx._dtypes import NARROW_INTS, carrier, narrow_format
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_linalg import exact_int_matmul
 from phasec.frontend.onnx.ops_math import onnx_to_dtype
+from phasec.frontend.onnx.ops_narrow import E8M0, FLOAT8, FLOAT_FORMATS
 from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
 from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims
 
@@ -161,17 +169,42 @@ def _qdq_layout(ctx: NodeContext, x: Value, scale: Value) -> tuple[int, int]:
     return norm_axis(ctx, ctx.attr("axis", 1), ctx.ndim(x)), 0
 
 
+def _format_of(ctx: NodeContext, i: int) -> str | None:
+    """The narrow format (_dtypes.NARROW_FORMATS) input ``i`` holds, or None."""
+    return ctx.formats.get(ctx.node.input[i]) if ctx.has(i) else None
+
+
+def _attr_type(ctx: NodeContext, name: str) -> tuple[str | None, str | None]:
+    """An element-type attribute as (phasec dtype, narrow format); (None, None) when absent."""
+    t = int(ctx.attr(name, 0) or 0)
+    if not t:
+        return None, None
+    fmt = narrow_format(t)
+    return (carrier(fmt), fmt) if fmt is not None else (onnx_to_dtype(t, name), None)
+
+
+def _expand(ctx: NodeContext, p: Value, x: Value, axis: int, block: int) -> Value:
+    """A scale or zero point broadcastable to ``x``: per tensor as a scalar,
+    per axis along ``axis``, blocked repeated to x's shape."""
+    if block:
+        return _block_expand(ctx, p, x, axis, block)
+    return along(ctx, p, ctx.ndim(x), axis) if axis >= 0 else along(ctx, p, 0, 0)
+
+
 @converter("QuantizeLinear", since=10)
 def _quantize(ctx: NodeContext) -> Value:
     x, scale = ctx.input(0), ctx.input(1)
     zp = ctx.optional(2)
-    attr_out = ctx.attr("output_dtype", 0)
-    out = onnx_to_dtype(attr_out, "output type") if attr_out else \
-        (ctx.dtype(zp) if zp is not None else "uint8")
-    if zp is not None and ctx.dtype(zp) != out:
-        raise Unsupported(f"output_dtype {out} with a {ctx.dtype(zp)} zero point")
-    if out not in QUANTIZED:
+    attr_out, attr_fmt = _attr_type(ctx, "output_dtype")
+    fmt = _format_of(ctx, 2) if zp is not None else attr_fmt
+    out = ctx.dtype(zp) if zp is not None else (attr_out or "uint8")
+    if attr_out and (attr_out, attr_fmt) != (out, fmt):
+        raise Unsupported(f"output_dtype {attr_fmt or attr_out} with a "
+                          f"{fmt or ctx.dtype(zp)} zero point")
+    if fmt is None and out not in QUANTIZED:
         raise Unsupported(f"quantizing to {out}")
+    if fmt in ("bfloat16", E8M0):
+        raise Unsupported(f"quantizing to {fmt}")
     if ctx.dtype(scale) not in _SCALES:
         raise Unsupported(f"a {ctx.dtype(scale)} scale")
     # the division's precision: the attribute (opset 23), else float32 (as
@@ -184,45 +217,99 @@ def _quantize(ctx: NodeContext) -> Value:
     x = x if ctx.dtype(x) == calc else ctx.emit("astype", x, dtype=calc)
     scale = scale if ctx.dtype(scale) == calc else ctx.emit("astype", scale, dtype=calc)
     axis, block = _qdq_layout(ctx, x, scale)
+    if fmt is not None:
+        ctx.formats[ctx.node.output[0]] = fmt
+        if fmt not in NARROW_INTS:
+            return _quantize_float_format(ctx, x, scale, zp, axis, block, fmt)
+    lo, hi = _int_range(out, fmt)
     if zp is None:
         zp = np.zeros(ctx.shape(scale) if block else (), out)
     if not block:
-        return ctx.emit("quantize", x, scale, zp, axis=axis, out_dtype=out)
+        q = ctx.emit("quantize", x, scale, zp, axis=axis, out_dtype=out)
+        # (a narrow integer: saturated to its carrier's range, then to its own)
+        return q if fmt is None else ctx.emit("clip", q, min=float(lo), max=float(hi))
     s = _block_expand(ctx, scale, x, axis, block)
     z = ctx.emit("astype", _block_expand(ctx, zp, x, axis, block), dtype=calc)
-    info = np.iinfo(out)
     q = ctx.emit("add", ctx.emit("round", ctx.emit("divide", x, s)), z)
-    q = ctx.emit("clip", q, min=float(info.min), max=float(info.max))
+    q = ctx.emit("clip", q, min=float(lo), max=float(hi))
     return ctx.emit("astype", q, dtype=out)
+
+
+def _int_range(dtype: str, fmt: str | None) -> tuple[int, int]:
+    """The values a quantized integer type holds (a narrow one's, else its dtype's)."""
+    if fmt is None:
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max)
+    bits, signed = NARROW_INTS[fmt]
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+
+def _quantize_float_format(ctx: NodeContext, x: Value, scale: Value, zp: Value | None,
+                           axis: int, block: int, fmt: str) -> Value:
+    """``x / scale + zero_point`` rounded to a float8 / float4 format (held in
+    float32; saturating unless ``saturate=0``, which concerns the float8s only)."""
+    _float8_zero(ctx, fmt)
+    v = ctx.emit("divide", x, _expand(ctx, scale, x, axis, block))
+    if ctx.dtype(v) != "float32":
+        v = ctx.emit("astype", v, dtype="float32")
+    if zp is not None:
+        v = ctx.emit("add", v, _expand(ctx, zp, x, axis, block))
+    saturate = fmt not in FLOAT8 or ctx.attr("saturate", 1) == 1
+    return ctx.emit("round_to_format", v, format=fmt, saturate=saturate)
+
+
+def _float8_zero(ctx: NodeContext, fmt: str) -> None:
+    """A float8 zero point known at import must be 0: ONNX Runtime refuses
+    another in DequantizeLinear and ignores it in QuantizeLinear (so does the
+    ONNX reference), where the ONNX formula would add it. (One computed at
+    run time is used as the formula says.)"""
+    if fmt in FLOAT8 and ctx.has(2) and isinstance(ctx.inputs[2], np.ndarray) \
+            and np.any(ctx.inputs[2] != 0):
+        raise FrontendError(f"a {fmt} zero point must be 0 (ONNX Runtime refuses or ignores "
+                            f"others), got {ctx.inputs[2].tolist()}")
 
 
 @converter("DequantizeLinear", since=10)
 def _dequantize(ctx: NodeContext) -> Value:
     x, scale = ctx.input(0), ctx.input(1)
-    dt = ctx.dtype(x)
-    if dt not in (*QUANTIZED, "int32"):
+    dt, fmt = ctx.dtype(x), _format_of(ctx, 0)
+    if fmt is None and dt not in (*QUANTIZED, "int32"):
         raise Unsupported(f"dequantizing {dt}")
+    if fmt in ("bfloat16", E8M0):
+        raise Unsupported(f"dequantizing {fmt}")
     if ctx.dtype(scale) not in _SCALES:
         raise Unsupported(f"a {ctx.dtype(scale)} scale")
     zp = ctx.optional(2)
-    if zp is not None and ctx.dtype(zp) != dt:
-        raise Unsupported(f"a {ctx.dtype(zp)} zero point for {dt} data")
-    out = ctx.dtype(scale)
+    if zp is not None and (ctx.dtype(zp), _format_of(ctx, 2)) != (dt, fmt):
+        raise Unsupported(f"a {_format_of(ctx, 2) or ctx.dtype(zp)} zero point for "
+                          f"{fmt or dt} data")
+    # a bfloat16 scale (held in float32): computed in float32, rounded to bfloat16
+    out, out_fmt = ctx.dtype(scale), _format_of(ctx, 1)
     if ctx.attr("output_dtype"):
-        out = onnx_to_dtype(ctx.attr("output_dtype"), "output type")
-    if out not in _SCALES:
-        raise Unsupported(f"dequantizing to {out}")
+        out, out_fmt = _attr_type(ctx, "output_dtype")
+    if out not in _SCALES or out_fmt not in (None, "bfloat16"):
+        raise Unsupported(f"dequantizing to {out_fmt or out}")
     axis, block = _qdq_layout(ctx, x, scale)
-    if not block:
+    if not block and fmt not in FLOAT_FORMATS:
         zp = np.zeros((), dt) if zp is None else zp
-        return ctx.emit("dequantize", x, scale, zp, axis=axis, out_dtype=out)
-    s = _scale_f32(ctx, _block_expand(ctx, scale, x, axis, block))
-    x32 = ctx.emit("astype", x, dtype="int32")
-    if zp is not None:
-        x32 = ctx.emit("subtract", x32, ctx.emit("astype", _block_expand(ctx, zp, x, axis, block),
-                                                 dtype="int32"))
-    y = ctx.emit("multiply", ctx.emit("astype", x32, dtype="float32"), s)
-    return y if out == "float32" else ctx.emit("astype", y, dtype=out)
+        y = ctx.emit("dequantize", x, scale, zp, axis=axis, out_dtype=out)
+    else:
+        s = _scale_f32(ctx, _expand(ctx, scale, x, axis, block))
+        if fmt in FLOAT_FORMATS:  # a float8 / float4 value is its own float32
+            _float8_zero(ctx, fmt)
+            v = x if zp is None else ctx.emit("subtract", x, _expand(ctx, zp, x, axis, block))
+        else:
+            x32 = ctx.emit("astype", x, dtype="int32")
+            if zp is not None:
+                z = _block_expand(ctx, zp, x, axis, block)
+                x32 = ctx.emit("subtract", x32, ctx.emit("astype", z, dtype="int32"))
+            v = ctx.emit("astype", x32, dtype="float32")
+        y = ctx.emit("multiply", v, s)
+        y = y if out == "float32" else ctx.emit("astype", y, dtype=out)
+    if out_fmt is None:
+        return y
+    ctx.formats[ctx.node.output[0]] = out_fmt
+    return ctx.emit("round_to_format", y, format=out_fmt, saturate=False)
 
 
 @converter("DynamicQuantizeLinear", since=11)
