@@ -23,7 +23,8 @@ side.
 * :mod:`.datatype` -- astype, wrap_param
 * :mod:`.grad` -- grad.no_grad, grad.start_checkpoint, grad.end_checkpoint
 * :mod:`.image` -- image.resize2d, image.resize3d (:mod:`.image.resize`);
-  image.affine_grid, image.grid_sample (:mod:`.image.grid`)
+  image.affine_grid, image.grid_sample (:mod:`.image.grid`); image.onnx_resize
+  (:mod:`.image.onnx_resize`)
 * :mod:`.index` -- take, strided_slice, dynamic_strided_slice
 * :mod:`.linear_algebra` -- matmul, outer, einsum
 * :mod:`.manipulate` -- reshape, flatten, permute_dims, expand_dims, squeeze,
@@ -113,7 +114,7 @@ from phasec.op import linear_algebra, narrow, qdq, sampling, search, signal  # n
 from phasec.op import sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
 from phasec.op import ternary, unary, vision, vm  # noqa: F401
-from phasec.op.image import grid, resize  # noqa: F401
+from phasec.op.image import grid, onnx_resize, resize  # noqa: F401
 from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
 from phasec.op.memory import memory, view  # noqa: F401
 from phasec.op.nn import activation, attention, conv, loss, norm, pad, pool, rnn  # noqa: F401

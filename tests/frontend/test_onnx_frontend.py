@@ -150,12 +150,12 @@ def test_unsupported_nodes_are_listed_at_once():
         ("det", "Det", 17), ("custom", "com.example:MyOp", 1)]
     assert "node 1 'det' (Det, opset 17): operator not supported" in str(err)
     # the Resize after Det is not converted (its input is unknown); alone it is reported
-    nodes2 = [helper.make_node("Resize", ["x", "", "scales"], ["c"], name="rs", mode="nearest",
-                               coordinate_transformation_mode="tf_crop_and_resize")]
-    model2 = _model(nodes2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
-                    [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)], [scales])
+    nodes2 = [helper.make_node("Resize", ["x", "", "s"], ["c"], name="rs", mode="nearest")]
+    model2 = _model(nodes2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+                             helper.make_tensor_value_info("s", TensorProto.FLOAT, [4])],
+                    [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)], [])
     with pytest.raises(UnsupportedModelError, match="'rs' \\(Resize, opset 17\\): "
-                                                   ".*tf_crop_and_resize"):
+                                                   ".*must be known at import time"):
         from_onnx(model2)
     assert isinstance(err, phasec.errors.InputError)
 

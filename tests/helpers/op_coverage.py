@@ -57,6 +57,8 @@ LAYOUT_TESTED = {"layout_transform"}
 
 #: tests/op/test_ops_image_ext.py
 IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample",
+                    # this one in test_ops_onnx_resize.py (against ONNX's reference)
+                    "image.onnx_resize",
                     # these two in test_ops_builtins_ext.py
                     "builtin.stop_lift_params", "multinomial_from_uniform"}
 

@@ -1,11 +1,20 @@
-"""Converters of ONNX's sampling-grid operators: GridSample over
+"""Converters of ONNX's image operators: GridSample over
 ``R.image.grid_sample`` (PyTorch's grid_sample, which ONNX's follows), its
-grid moved from ONNX's ``[N, *out, r]`` to the operator's ``[N, r, *out]``."""
+grid moved from ONNX's ``[N, *out, r]`` to the operator's ``[N, r, *out]``;
+AffineGrid; Resize and Upsample over ``R.image.resize2d`` where TVM's resize
+computes the same, ``R.image.onnx_resize`` otherwise (any axes, scales that
+do not give whole sizes, antialiasing, ``half_pixel_symmetric``,
+``tf_crop_and_resize`` with a roi, ``keep_aspect_ratio_policy``)."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._registry import converter
+from phasec.frontend.onnx.ops_tensor import norm_axis
 
 __all__: list[str] = []
 
@@ -49,3 +58,159 @@ def _affine_grid(ctx: NodeContext) -> Value:
         raise Unsupported(f"AffineGrid on {ctx.dtype(theta)}")
     grid = ctx.emit("image.affine_grid", theta, tuple(size[2:]), align_corners=align)
     return ctx.emit("permute_dims", grid, axes=[0, *range(2, r + 2), 1])
+
+
+# ---------------------------------------------------------------------------
+# Resize, Upsample
+# ---------------------------------------------------------------------------
+
+#: More elements than any tensor can have (a byte count must fit in int64).
+_MAX_ELEMENTS = 1 << 60
+#: the coordinate modes and nearest modes R.image.resize2d shares with ONNX
+_RESIZE2D_COORDS = {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
+                    "tf_half_pixel_for_nn"}
+_RESIZE2D_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+_COORD_MODES = _RESIZE2D_COORDS | {"half_pixel_symmetric", "tf_crop_and_resize"}
+
+
+def _full_rank(values: list[Any], axes: list[int], fill: list[Any]) -> list[Any]:
+    out = list(fill)
+    for a, v in zip(axes, values):
+        out[a] = v
+    return out
+
+
+def _output_sizes(ctx: NodeContext, dims: list[int], scales: list[float] | None,
+                  sizes: list[int] | None, axes: list[int]) -> tuple[list[float], list[int]]:
+    """ONNX's (scales, output sizes) of every axis: sizes from scales
+    (floor), or scales from sizes (the ratio), the latter under
+    ``keep_aspect_ratio_policy`` (one scale for the given axes, the sizes
+    rounded half up)."""
+    if sizes is None:
+        assert scales is not None
+        if not all(math.isfinite(s) and s > 0 for s in scales):
+            raise FrontendError(f"scales {scales}: every scale must be a finite number above 0")
+        return scales, [math.floor(d * s) for d, s in zip(dims, scales)]
+    if any(s < 0 for s in sizes):
+        raise FrontendError(f"output sizes {sizes}: every size must be at least 1 (0 only "
+                            "where the input's axis is empty)")
+    ratios = [o / d if d else 1.0 for d, o in zip(dims, sizes)]
+    policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+    if policy == "stretch":
+        return ratios, sizes
+    if policy not in ("not_larger", "not_smaller"):
+        raise FrontendError(f"keep_aspect_ratio_policy={policy!r} (ONNX has stretch, not_larger, "
+                            "not_smaller)")
+    chosen = [ratios[a] for a in axes]
+    scale = min(chosen) if policy == "not_larger" else max(chosen)
+    return ([scale if a in axes else 1.0 for a in range(len(dims))],
+            [int(scale * d + 0.5) if a in axes else d for a, d in enumerate(dims)])
+
+
+def _check_sizes(dims: list[int], sizes: list[int]) -> None:
+    # as ONNX Runtime: an empty axis stays empty, and only an empty axis becomes one
+    for axis, (d, s) in enumerate(zip(dims, sizes)):
+        if d == 0 and s != 0:
+            raise FrontendError(f"output sizes {sizes}: cannot resize an empty axis (axis "
+                                f"{axis} of the input shape {dims}) to size {s}")
+        if d != 0 and s < 1:
+            raise FrontendError(f"output sizes {sizes}: every size must be at least 1 (0 only "
+                                "where the input's axis is empty)")
+    if math.prod(sizes) > _MAX_ELEMENTS:
+        raise FrontendError(f"output sizes {sizes}: more elements than a tensor can hold")
+
+
+def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[int] | None,
+            mode: str, coord: str, nearest: str, axes: list[int] | None = None,
+            roi: list[float] | None = None) -> Value:
+    """ONNX's Resize of ``x``: ``R.image.resize2d`` where it computes the
+    same (4-D NCHW, spatial axes only, whole scales, its coordinate modes),
+    ``R.image.onnx_resize`` otherwise."""
+    dims = ctx.static_shape(x, "Resize's input")
+    rank = len(dims)
+    axes = list(range(rank)) if axes is None else axes
+    given = scales if sizes is None else sizes
+    if given is None or len(given) != len(axes):
+        raise FrontendError(f"Resize has {len(given or [])} scales/sizes for {len(axes)} axes "
+                            f"(input shape {dims})")
+    if mode not in _RESIZE2D_METHODS:
+        raise FrontendError(f"attribute mode={mode!r} (ONNX has nearest, linear, cubic)")
+    if coord not in _COORD_MODES:
+        raise FrontendError(f"attribute coordinate_transformation_mode={coord!r}")
+    if nearest not in _NEAREST_MODES:
+        raise FrontendError(f"attribute nearest_mode={nearest!r}")
+    antialias = bool(ctx.attr("antialias", 0)) and mode != "nearest"
+    if sizes is None:
+        full_scales, full_sizes = _output_sizes(
+            ctx, dims, _full_rank([float(s) for s in given], axes, [1.0] * rank), None, axes)
+    else:
+        full_scales, full_sizes = _output_sizes(
+            ctx, dims, None, _full_rank([int(s) for s in given], axes, list(dims)), axes)
+    _check_sizes(dims, full_sizes)
+    full_roi = [0.0] * rank + [1.0] * rank
+    if coord == "tf_crop_and_resize" and roi:
+        if len(roi) != 2 * len(axes):
+            raise FrontendError(f"Resize's roi has {len(roi)} numbers; tf_crop_and_resize over "
+                                f"{len(axes)} axes needs {2 * len(axes)} (starts, then ends)")
+        for k, a in enumerate(axes):
+            full_roi[a], full_roi[rank + a] = roi[k], roi[len(axes) + k]
+    whole = all(abs(d * s - o) <= 1e-6 for d, s, o in zip(dims, full_scales, full_sizes))
+    if (rank == 4 and full_sizes[:2] == dims[:2] and whole and not antialias
+            and coord in _RESIZE2D_COORDS):
+        return ctx.emit("image.resize2d", x, tuple(full_sizes[2:]), roi=[0.0, 0.0, 0.0, 0.0],
+                        layout="NCHW", method=_RESIZE2D_METHODS[mode],
+                        coordinate_transformation_mode=coord, rounding_method=nearest,
+                        cubic_alpha=float(ctx.attr("cubic_coeff_a", -0.75)),
+                        cubic_exclude=int(ctx.attr("exclude_outside", 0)),
+                        extrapolation_value=float(ctx.attr("extrapolation_value", 0.0)))
+    if ctx.dtype(x) == "bool":
+        raise Unsupported("Resize of a bool tensor")
+    return ctx.emit("image.onnx_resize", x, tuple(full_sizes), scales=tuple(full_scales),
+                    roi=tuple(full_roi), mode=mode, coordinate_transformation_mode=coord,
+                    nearest_mode=nearest, cubic_coeff_a=float(ctx.attr("cubic_coeff_a", -0.75)),
+                    exclude_outside=bool(ctx.attr("exclude_outside", 0)),
+                    extrapolation_value=float(ctx.attr("extrapolation_value", 0.0)),
+                    antialias=antialias)
+
+
+@converter("Resize", since=10)
+def _resize_op(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    if ctx.opset < 11:
+        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
+        return _resize(ctx, x, scales, None, ctx.attr("mode", "nearest"), "asymmetric", "floor")
+    scales = sizes = None
+    if ctx.has(3) and ctx.const(3, "sizes").size:
+        sizes = [int(s) for s in ctx.const(3, "sizes").reshape(-1)]
+    elif ctx.has(2) and ctx.const(2, "scales").size:
+        scales = [float(s) for s in ctx.const(2, "scales").reshape(-1)]
+    else:
+        raise FrontendError("Resize needs scales or sizes (both are missing or empty)")
+    axes = ctx.attr("axes")
+    if axes is not None:  # scales/sizes for these axes only; the others keep their size
+        n = ctx.ndim(x)
+        axes = [norm_axis(ctx, a, n) for a in axes]
+        if len(set(axes)) != len(axes):
+            raise FrontendError(f"Resize's axes {list(ctx.attr('axes'))} repeat an axis")
+    coord = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    roi = None
+    if coord == "tf_crop_and_resize" and ctx.has(1):
+        roi = [float(v) for v in ctx.const(1, "roi").reshape(-1)]
+    return _resize(ctx, x, scales, sizes, ctx.attr("mode", "nearest"), coord,
+                   ctx.attr("nearest_mode", "round_prefer_floor"), axes, roi)
+
+
+@converter("Upsample", since=7)  # opset 1 had height_scale/width_scale
+def _upsample(ctx: NodeContext) -> Value:
+    x = ctx.input(0)
+    if ctx.opset < 9:
+        scales = [float(s) for s in ctx.attr("scales", [])]
+    else:
+        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
+    if not all(math.isfinite(s) and s >= 1 for s in scales):  # it only enlarges
+        raise FrontendError(f"scales {scales}: Upsample's scales must be finite and at least 1")
+    mode = ctx.attr("mode", "nearest")
+    if mode == "bilinear":
+        mode = "linear"
+    return _resize(ctx, x, scales, None, mode, "asymmetric", "floor")

@@ -1,5 +1,5 @@
 """ONNX neural-network operators: convolutions, pooling, normalizations,
-Gemm/MatMul, softmax, dropout, LRN, resize.
+Gemm/MatMul, softmax, dropout, LRN (Resize is in ops_image.py).
 
 Composite operators become phasec operators: Gemm is ``permute_dims``,
 ``matmul``, ``multiply`` and ``add``; BatchNormalization (inference) is a
@@ -23,9 +23,6 @@ from phasec.frontend.onnx.ops_math import scalar
 from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims, reshape
 
 __all__ = ["in_float32", "back_to_dtype", "softmax_axis_2d"]
-
-#: More elements than any tensor can have (a byte count must fit in int64).
-_MAX_ELEMENTS = 1 << 60
 
 
 def _float_input(ctx: NodeContext, i: int = 0) -> Value:
@@ -600,114 +597,6 @@ def _dropout(ctx: NodeContext) -> list[Value | None]:
         mask_dtype = "bool" if ctx.opset >= 10 else ctx.dtype(x)
         outs.append(ctx.emit("full", tuple(dims), np.asarray(1, mask_dtype), fold=False))
     return outs
-
-
-# ---------------------------------------------------------------------------
-# resize
-# ---------------------------------------------------------------------------
-
-_COORD_MODES = {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
-                "tf_half_pixel_for_nn"}
-_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
-_NEAREST = {"round_prefer_floor": "round_prefer_floor", "round_prefer_ceil": "round_prefer_ceil",
-            "floor": "floor", "ceil": "ceil"}
-
-
-def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[int] | None,
-            mode: str, coord: str, nearest: str) -> Value:
-    dims = ctx.static_shape(x, "Resize's input")
-    if len(dims) != 4:
-        raise Unsupported(f"Resize of a rank-{len(dims)} tensor (4-D NCHW is supported)")
-    if sizes is None:
-        assert scales is not None
-        if len(scales) != 4:
-            raise Unsupported(f"scales {scales} for a rank-4 input")
-        if not all(math.isfinite(s) and s > 0 for s in scales):
-            raise FrontendError(f"scales {scales}: every scale must be a finite number above 0")
-        sizes = [math.floor(d * s) for d, s in zip(dims, scales)]
-    # as ONNX Runtime: an empty axis stays empty, and only an empty axis becomes one
-    for axis, (d, s) in enumerate(zip(dims, sizes)):
-        if d == 0 and s != 0:
-            raise FrontendError(f"output sizes {sizes}: cannot resize an empty axis (axis "
-                                f"{axis} of the input shape {dims}) to size {s}")
-        if d != 0 and s < 1:
-            raise FrontendError(f"output sizes {sizes}: every size must be at least 1 (0 only "
-                                "where the input's axis is empty)")
-    if math.prod(sizes) > _MAX_ELEMENTS:
-        raise FrontendError(f"output sizes {sizes}: more elements than a tensor can hold")
-    if len(sizes) != 4 or sizes[:2] != dims[:2]:
-        raise Unsupported(f"resizing the batch or channel dimension (sizes {sizes})")
-    if mode not in ("nearest", "linear", "cubic"):
-        raise Unsupported(f"attribute mode={mode!r}")
-    if coord not in _COORD_MODES:
-        raise Unsupported(f"attribute coordinate_transformation_mode={coord!r}")
-    if nearest not in _NEAREST:
-        raise Unsupported(f"attribute nearest_mode={nearest!r}")
-    if ctx.attr("antialias", 0):
-        raise Unsupported("attribute antialias=1")
-    if ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise Unsupported(f"attribute keep_aspect_ratio_policy="
-                          f"{ctx.attr('keep_aspect_ratio_policy')!r}")
-    if scales is not None and any(abs(d * s - o) > 1e-6 for d, s, o in zip(dims, scales, sizes)):
-        # ONNX maps coordinates with the given scale, phasec with size ratios:
-        # they agree only when the scales produce whole sizes
-        raise Unsupported(f"scales {scales} that do not give whole output sizes")
-    return ctx.emit("image.resize2d", x, tuple(sizes[2:]), roi=[0.0, 0.0, 0.0, 0.0],
-                    layout="NCHW", method=_METHODS[mode], coordinate_transformation_mode=coord,
-                    rounding_method=_NEAREST[nearest],
-                    cubic_alpha=float(ctx.attr("cubic_coeff_a", -0.75)),
-                    cubic_exclude=int(ctx.attr("exclude_outside", 0)),
-                    extrapolation_value=float(ctx.attr("extrapolation_value", 0.0)))
-
-
-@converter("Resize", since=10)
-def _resize_op(ctx: NodeContext) -> Value:
-    x = ctx.input(0)
-    if ctx.opset < 11:
-        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
-        return _resize(ctx, x, scales, None, ctx.attr("mode", "nearest"), "asymmetric", "floor")
-    scales = sizes = None
-    if ctx.has(3):
-        sizes = [int(s) for s in ctx.const(3, "sizes").reshape(-1)]
-    elif ctx.has(2) and ctx.const(2, "scales").size:
-        scales = [float(s) for s in ctx.const(2, "scales").reshape(-1)]
-    else:
-        raise Unsupported("Resize without scales or sizes")
-    axes = ctx.attr("axes")
-    if axes is not None:  # scales/sizes for these axes only; the others keep their size
-        dims = ctx.static_shape(x, "Resize's input")
-        axes = [norm_axis(ctx, a, len(dims)) for a in axes]
-        given = scales if sizes is None else sizes
-        if given is None or len(given) != len(axes):
-            raise Unsupported(f"{len(given or [])} scales/sizes for axes {axes}")
-        full: list[Any] = [1.0] * len(dims) if sizes is None else list(dims)
-        for a, v in zip(axes, given):
-            full[a] = v
-        if sizes is None:
-            scales = full
-        else:
-            sizes = full
-    coord = ctx.attr("coordinate_transformation_mode", "half_pixel")
-    if coord == "tf_crop_and_resize":
-        raise Unsupported("coordinate_transformation_mode='tf_crop_and_resize'")
-    mode = ctx.attr("mode", "nearest")
-    return _resize(ctx, x, scales, sizes, mode, coord,
-                   ctx.attr("nearest_mode", "round_prefer_floor"))
-
-
-@converter("Upsample", since=7)  # opset 1 had height_scale/width_scale
-def _upsample(ctx: NodeContext) -> Value:
-    x = ctx.input(0)
-    if ctx.opset < 9:
-        scales = [float(s) for s in ctx.attr("scales", [])]
-    else:
-        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
-    if not all(math.isfinite(s) and s >= 1 for s in scales):  # it only enlarges
-        raise FrontendError(f"scales {scales}: Upsample's scales must be finite and at least 1")
-    mode = ctx.attr("mode", "nearest")
-    if mode == "bilinear":
-        mode = "linear"
-    return _resize(ctx, x, scales, None, mode, "asymmetric", "floor")
 
 
 @converter("CausalConvWithState", since=27)
