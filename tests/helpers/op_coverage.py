@@ -74,3 +74,6 @@ RNN_TESTED = {"nn.lstm", "nn.gru", "nn.rnn"}
 #: test_onnx_vision.py (ONNX Runtime), tests/frontend/test_onnx_narrow.py (ml_dtypes)
 SIGNAL_VISION_TESTED = {"signal.dft", "signal.stft", "vision.onnx_roi_align", "vision.onnx_nms",
                         "round_to_format"}
+
+#: tests/frontend/test_onnx_maxpool_indices.py (ONNX Runtime)
+ONNX_OPS_TESTED = {"nn.onnx_max_pool_indices"}

@@ -234,7 +234,12 @@ def _pool_float(ctx: NodeContext, x: Value, kind: str) -> Value:
     if kind == "avg":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
     y = ctx.emit(f"nn.{kind}_pool{n}d", x, **attrs)
-    if not ceil:
+    return _drop_padding_window(ctx, x, y, strides, pads)
+
+
+def _drop_padding_window(ctx: NodeContext, x: Value, y: Value, strides: list[int],
+                         pads: list[int]) -> Value:
+    if not ctx.attr("ceil_mode", 0):
         return y
     # ONNX drops a last window that would start in the right padding (as
     # PyTorch does); phasec's ceil_mode size (TVM's) keeps it: slice it off.
@@ -251,9 +256,17 @@ def _pool_float(ctx: NodeContext, x: Value, kind: str) -> Value:
 
 @converter("MaxPool")
 def _max_pool(ctx: NodeContext) -> list[Value | None]:
-    if ctx.attr("storage_order", 0) and len(ctx.node.output) > 1:
-        raise Unsupported("MaxPool indices output")
-    return [_pool(ctx, "max"), None]
+    values = _pool(ctx, "max")
+    if len(ctx.node.output) < 2 or not ctx.node.output[1]:
+        return [values, None]
+    x = ctx.input(0)
+    kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    if _empty_pool(ctx, x, kernel, strides, dilations, pads) is not None:
+        return [values, ctx.emit("zeros", tuple(ctx.shape(values)), dtype="int64")]
+    indices = ctx.emit("nn.onnx_max_pool_indices", x, pool_size=kernel, strides=strides,
+                       padding=pads, dilation=dilations, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
+                       storage_order=int(ctx.attr("storage_order", 0)))
+    return [values, _drop_padding_window(ctx, x, indices, strides, pads)]
 
 
 @converter("AveragePool")
