@@ -1,7 +1,7 @@
 """ONNX MaxPool's Indices output (phasec/frontend/onnx/ops_nn.py over
 R.nn.onnx_max_pool_indices): row- and column-major storage orders, pads,
-strides, dilations, ceil_mode, 1-D to 3-D windows, ties, integer data; all
-in one graph, against ONNX Runtime."""
+strides, dilations, ceil_mode, 1-D to 3-D windows, ties; and MaxUnpool
+putting the maxima back; against ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -34,3 +34,22 @@ def test_max_pool_indices_against_onnxruntime():
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape, (k // 2, _CASES[k // 2])
         np.testing.assert_array_equal(g, w, err_msg=str(_CASES[k // 2]))
+
+
+def test_max_unpool_inverts_max_pool_against_onnxruntime():
+    # MaxPool's values and indices into MaxUnpool: the maxima back in place, zeros elsewhere
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((2, 3, 6, 8)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 4, 6, 4)).astype(np.float32)
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 3], strides=[2, 3],
+                              pads=[0, 1, 0, 0]),
+             helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 3],
+                              strides=[2, 3], pads=[0, 1, 0, 0]),
+             helper.make_node("MaxPool", ["v"], ["q", "j"], kernel_shape=[2, 2, 2],
+                              strides=[2, 2, 2]),
+             helper.make_node("MaxUnpool", ["q", "j"], ["z"], kernel_shape=[2, 2, 2],
+                              strides=[2, 2, 2])]
+    got, want = run_both(nodes, {"x": x, "v": v}, {"y": "float32", "z": "float32"}, opset=12)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)

@@ -637,3 +637,48 @@ def _causal_conv_with_state(ctx: NodeContext) -> list[Value]:
     y = back_to_dtype(ctx, y, dtype)
     present = ctx.emit("strided_slice", full, axes=[2], begin=[length], end=[length + k - 1])
     return [y, present]
+
+
+@converter("MaxUnpool", since=9)
+def _max_unpool(ctx: NodeContext) -> Value:
+    """MaxPool's inverse: zeros, with each value of X put at its index of I
+    (indices flattened over the whole default-sized output, as MaxPool's
+    Indices are); a ``scatter_elements`` into the flattened output (an index
+    out of range stops the run with an IndexOutOfRangeError). A larger
+    ``output_shape`` adds zeros after each axis, as ONNX's reference does."""
+    x, idx = ctx.input(0), ctx.input(1)
+    dims = ctx.static_shape(x, "MaxUnpool's input")
+    k = len(dims) - 2
+    kernel = [int(v) for v in ctx.attr("kernel_shape", [])]
+    if k < 1 or len(kernel) != k:
+        raise FrontendError(f"MaxUnpool's kernel_shape {kernel} for an input of shape {dims}")
+    strides = [int(v) for v in ctx.attr("strides", [1] * k)]
+    pads = [int(v) for v in ctx.attr("pads", [0] * (2 * k))]
+    if len(strides) != k or len(pads) != 2 * k:
+        raise FrontendError(f"MaxUnpool's strides {strides} / pads {pads} for {k} spatial dims")
+    if ctx.shape(idx) != dims:
+        raise FrontendError(f"MaxUnpool's indices have shape {ctx.shape(idx)}, its input {dims}")
+    out = dims[:2] + [(d - 1) * s - (pads[j] + pads[k + j]) + kk
+                      for j, (d, s, kk) in enumerate(zip(dims[2:], strides, kernel))]
+    if ctx.has(2):
+        given = [int(v) for v in ctx.const(2, "output_shape").reshape(-1)]
+        if len(given) != len(dims) or given[:2] != dims[:2] or any(
+                g < o for g, o in zip(given[2:], out[2:])):
+            raise FrontendError(f"MaxUnpool's output_shape {given}: (N, C, ...) of the input "
+                                f"and at least the default size {out}")
+    else:
+        given = out
+    n = math.prod(dims)
+    flat = ctx.emit("zeros", (math.prod(out),), dtype=ctx.dtype(x))
+    y = ctx.emit("scatter_elements", flat, reshape(ctx, _int64_indices(ctx, idx), [n]),
+                 reshape(ctx, x, [n]), axis=0, reduction="update")
+    y = reshape(ctx, y, out)
+    if given == out:
+        return y
+    # a larger output_shape: the default-sized result, zeros after it (ONNX's reference)
+    widths = [w for g, o in zip(given, out) for w in (0, g - o)]
+    return ctx.emit("nn.pad", y, pad_width=widths)
+
+
+def _int64_indices(ctx: NodeContext, idx: Value) -> Value:
+    return idx if ctx.dtype(idx) == "int64" else ctx.emit("astype", idx, dtype="int64")
