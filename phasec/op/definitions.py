@@ -21,6 +21,7 @@ side.
 * :mod:`.create` -- zeros, ones, full, zeros_like, ones_like, full_like,
   arange, tril, triu, eye, eye_like, hamming_window
 * :mod:`.datatype` -- astype, wrap_param
+* :mod:`.decomposition` -- det
 * :mod:`.grad` -- grad.no_grad, grad.start_checkpoint, grad.end_checkpoint
 * :mod:`.image` -- image.resize2d, image.resize3d (:mod:`.image.resize`);
   image.affine_grid, image.grid_sample (:mod:`.image.grid`); image.onnx_resize
@@ -109,7 +110,7 @@ Conventions shared by all entries:
 from __future__ import annotations
 
 # Each family module registers its operators on import.
-from phasec.op import base, binary, builtin, create, datatype, grad, index  # noqa: F401
+from phasec.op import base, binary, builtin, create, datatype, decomposition, grad, index  # noqa: F401
 from phasec.op import linear_algebra, narrow, qdq, sampling, search, signal  # noqa: F401
 from phasec.op import sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
