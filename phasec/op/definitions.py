@@ -45,8 +45,8 @@ side.
   attention, attention_bias (:mod:`.nn.attention`); lstm, gru, rnn, the
   recurrent layers (:mod:`.nn.rnn`);
   cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
-  pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`) and
-  pooling (:mod:`.nn.pool`).
+  pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`),
+  pooling and onnx_max_pool_indices (:mod:`.nn.pool`); col2im (:mod:`.nn.col2im`).
 * :mod:`.narrow` -- round_to_format (values of bfloat16, float8 and float4,
   kept in float32: phasec's own)
 * :mod:`.qdq` -- quantize, dequantize
@@ -118,4 +118,4 @@ from phasec.op import ternary, unary, vision, vm  # noqa: F401
 from phasec.op.image import grid, onnx_resize, resize  # noqa: F401
 from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
 from phasec.op.memory import memory, view  # noqa: F401
-from phasec.op.nn import activation, attention, conv, loss, norm, pad, pool, rnn  # noqa: F401
+from phasec.op.nn import activation, attention, col2im, conv, loss, norm, pad, pool, rnn  # noqa: F401

@@ -1,6 +1,6 @@
-"""ONNX GridSample (phasec/frontend/onnx/ops_image.py over
-R.image.grid_sample): 2-D and 3-D grids, each mode and padding, compiled in
-one graph, against ONNX Runtime."""
+"""ONNX GridSample, AffineGrid and Col2Im (phasec/frontend/onnx/ops_image.py):
+2-D and 3-D grids, each mode and padding, compiled in one graph; Col2Im with
+strides, dilations and pads; against ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -45,3 +45,41 @@ def test_affine_grid_against_onnxruntime():
         assert gt.shape == w.shape
         # (R.image.affine_grid steps by TVM's (2 - 1e-7) / (s - 1) with align_corners)
         np.testing.assert_allclose(gt, w, rtol=1e-5, atol=1e-6)
+
+
+def test_col2im_against_onnxruntime():
+    # strides, dilations and pads together (overlapping blocks, blocks reaching into the
+    # padding), and a 1-D image
+    rng = np.random.default_rng(7)
+    image, block = np.array([7, 6], np.int64), np.array([2, 3], np.int64)
+    # blocks per dim: (7 + 1 + 2 - 2*1 - 1) // 2 + 1 = 4, (6 + 2 + 0 - 1*2 - 1) // 1 + 1 = 6
+    x = rng.standard_normal((2, 3 * 6, 4 * 6)).astype(np.float32)
+    v = rng.standard_normal((1, 2 * 3, 5)).astype(np.float32)
+    nodes = [helper.make_node("Col2Im", ["x", "im", "bl"], ["y"], strides=[2, 1],
+                              dilations=[2, 1], pads=[1, 2, 2, 0]),
+             helper.make_node("Col2Im", ["v", "im1", "bl1"], ["z"], strides=[2], pads=[1, 1])]
+    inits = {"im": image, "bl": block, "im1": np.array([10], np.int64),
+             "bl1": np.array([3], np.int64)}
+    got, want = run_both(nodes, {"x": x, "v": v}, {"y": "float32", "z": "float32"},
+                         inits=inits, opset=18)
+    for gt, w in zip(got, want):
+        assert gt.shape == w.shape
+        np.testing.assert_allclose(gt, w, rtol=1e-5, atol=1e-6)
+
+
+def test_col2im_shape_mismatch_is_a_clear_error():
+    import pytest
+    from onnx import TensorProto, numpy_helper
+
+    from phasec.frontend.errors import FrontendError
+    from phasec.frontend.onnx import from_onnx
+
+    graph = helper.make_graph(
+        [helper.make_node("Col2Im", ["x", "im", "bl"], ["y"], name="c2i")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([3, 3], np.int64), "im"),
+         numpy_helper.from_array(np.array([2, 2], np.int64), "bl")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(FrontendError, match="'c2i'.*5 blocks, but the image holds 4"):
+        from_onnx(model)

@@ -214,3 +214,18 @@ def _upsample(ctx: NodeContext) -> Value:
     if mode == "bilinear":
         mode = "linear"
     return _resize(ctx, x, scales, None, mode, "asymmetric", "floor")
+
+
+@converter("Col2Im", since=18)
+def _col2im(ctx: NodeContext) -> Value:
+    """Col2Im over ``R.nn.col2im``; its image and block shapes must be known."""
+    x = ctx.input(0)
+    image = [int(v) for v in ctx.const(1, "image_shape").reshape(-1)]
+    block = [int(v) for v in ctx.const(2, "block_shape").reshape(-1)]
+    r = len(image)
+    if ctx.dtype(x) == "bool":
+        raise Unsupported("Col2Im of a bool tensor")
+    return ctx.emit("nn.col2im", x, image_shape=image, block_shape=block,
+                    strides=list(ctx.attr("strides", [1] * r)),
+                    dilations=list(ctx.attr("dilations", [1] * r)),
+                    pads=list(ctx.attr("pads", [0] * (2 * r))))
