@@ -1,6 +1,8 @@
-"""ONNX GridSample, AffineGrid and Col2Im (phasec/frontend/onnx/ops_image.py):
-2-D and 3-D grids, each mode and padding, compiled in one graph; Col2Im with
-strides, dilations and pads; against ONNX Runtime."""
+"""ONNX GridSample, AffineGrid, Col2Im and DeformConv
+(phasec/frontend/onnx/ops_image.py): 2-D and 3-D grids, each mode and
+padding, compiled in one graph; Col2Im with strides, dilations and pads;
+DeformConv with groups, offset groups, a mask and a bias; against ONNX
+Runtime."""
 
 from __future__ import annotations
 
@@ -83,3 +85,26 @@ def test_col2im_shape_mismatch_is_a_clear_error():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(FrontendError, match="'c2i'.*5 blocks, but the image holds 4"):
         from_onnx(model)
+
+
+def test_deform_conv_against_onnxruntime():
+    # two convolution groups, two offset groups, strides, dilations, pads, a mask and a bias;
+    # offsets of a few pixels, so that some taps sample outside the image (zeros)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
+    # output: (7 + 2 - 2*2 - 1) // 2 + 1 = 3 rows, (6 + 1 + 0 - 1 - 1) // 1 + 1 = 6 columns
+    off = rng.uniform(-2.5, 2.5, (2, 2 * 2 * 6, 3, 6)).astype(np.float32)
+    mask = rng.uniform(0, 1, (2, 2 * 6, 3, 6)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    nodes = [helper.make_node("DeformConv", ["x", "w", "off", "b", "mask"], ["y"], group=2,
+                              offset_group=2, strides=[2, 1], dilations=[2, 1],
+                              pads=[1, 1, 1, 0]),
+             helper.make_node("DeformConv", ["x", "w1", "off1"], ["z"])]
+    w1 = rng.standard_normal((3, 4, 2, 2)).astype(np.float32)
+    off1 = rng.uniform(-1, 1, (2, 8, 6, 5)).astype(np.float32)
+    got, want = run_both(nodes, {"x": x, "w": w, "off": off, "b": b, "mask": mask, "w1": w1,
+                                 "off1": off1}, {"y": "float32", "z": "float32"}, opset=19)
+    for gt, wt in zip(got, want):
+        assert gt.shape == wt.shape
+        np.testing.assert_allclose(gt, wt, rtol=1e-4, atol=1e-4)

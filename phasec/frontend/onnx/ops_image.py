@@ -4,12 +4,16 @@ grid moved from ONNX's ``[N, *out, r]`` to the operator's ``[N, r, *out]``;
 AffineGrid; Resize and Upsample over ``R.image.resize2d`` where TVM's resize
 computes the same, ``R.image.onnx_resize`` otherwise (any axes, scales that
 do not give whole sizes, antialiasing, ``half_pixel_symmetric``,
-``tf_crop_and_resize`` with a roi, ``keep_aspect_ratio_policy``)."""
+``tf_crop_and_resize`` with a roi, ``keep_aspect_ratio_policy``); Col2Im
+over ``R.nn.col2im``; DeformConv as bilinear sampling (``grid_sample``) and
+a grouped matrix product."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
 
 from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
@@ -229,3 +233,64 @@ def _col2im(ctx: NodeContext) -> Value:
                     strides=list(ctx.attr("strides", [1] * r)),
                     dilations=list(ctx.attr("dilations", [1] * r)),
                     pads=list(ctx.attr("pads", [0] * (2 * r))))
+
+
+@converter("DeformConv", since=19)
+def _deform_conv(ctx: NodeContext) -> Value:
+    """A 2-D deformable convolution: each kernel tap samples the input
+    bilinearly (zeros outside) at its place shifted by ``offset`` (per offset
+    group), scaled by ``mask``; the samples are the columns of a grouped
+    matrix product with the weights. The sampling is ``R.image.grid_sample``
+    (bilinear, zeros, pixel centres: ``align_corners=False``) over the offset
+    groups as a batch."""
+    x, w, offset = ctx.input(0), ctx.input(1), ctx.input(2)
+    n, c, h, wd = ctx.static_shape(x, "DeformConv's input")
+    oc, cg, kh, kw = ctx.static_shape(w, "DeformConv's weights")
+    if ctx.dtype(x) not in ("float32", "float64"):
+        raise Unsupported(f"DeformConv on {ctx.dtype(x)}")
+    group, og = int(ctx.attr("group", 1)), int(ctx.attr("offset_group", 1))
+    kernel = list(ctx.attr("kernel_shape", [kh, kw]))
+    strides = list(ctx.attr("strides", [1, 1]))
+    dil = list(ctx.attr("dilations", [1, 1]))
+    pads = list(ctx.attr("pads", [0, 0, 0, 0]))
+    if kernel != [kh, kw] or len(strides) != 2 or len(dil) != 2 or len(pads) != 4:
+        raise FrontendError(f"DeformConv's kernel_shape {kernel}, strides {strides}, dilations "
+                            f"{dil}, pads {pads} for weights of shape {[oc, cg, kh, kw]}")
+    if group < 1 or og < 1 or c % group or oc % group or cg * group != c or c % og:
+        raise FrontendError(f"DeformConv: {c} input channels, {oc} outputs, weights for {cg} "
+                            f"per group, group={group}, offset_group={og} do not divide")
+    oh = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // strides[1] + 1
+    k = kh * kw
+    if ctx.shape(offset) != [n, og * 2 * k, oh, ow]:
+        raise FrontendError(f"DeformConv's offset has shape {ctx.shape(offset)}, expected "
+                            f"{[n, og * 2 * k, oh, ow]}")
+    dt = ctx.dtype(x)
+    # where each tap reads without offsets, as grid_sample's normalized coordinates
+    ky, kx = np.meshgrid(np.arange(kh), np.arange(kw), indexing="ij")
+    base_y = (np.arange(oh)[None, :] * strides[0] - pads[0] + ky.reshape(-1, 1) * dil[0])
+    base_x = (np.arange(ow)[None, :] * strides[1] - pads[1] + kx.reshape(-1, 1) * dil[1])
+    off = ctx.emit("reshape", offset, (n, og, k, 2, oh, ow))
+    coords = []
+    for axis, base, size in ((1, base_x, wd), (0, base_y, h)):  # grid channel 0 is x
+        o = ctx.emit("reshape", ctx.emit("strided_slice", off, axes=[3], begin=[axis],
+                                         end=[axis + 1]), (n, og, k, oh, ow))
+        shape = (k, 1, ow) if axis == 1 else (k, oh, 1)
+        pos = ctx.emit("add", o, base.reshape(shape).astype(dt))
+        # pixel p -> (2p + 1) / size - 1
+        coords.append(ctx.emit("subtract", ctx.emit("multiply", pos, np.asarray(2.0 / size, dt)),
+                               np.asarray(1.0 - 1.0 / size, dt)))
+    grid = ctx.emit("reshape", ctx.emit("stack", coords, axis=2), (n * og, 2, k * oh, ow))
+    data = ctx.emit("reshape", x, (n * og, c // og, h, wd))
+    cols = ctx.emit("image.grid_sample", data, grid, method="bilinear", layout="NCHW",
+                    padding_mode="zeros", align_corners=False)  # (n*og, c/og, k*oh, ow)
+    cols = ctx.emit("reshape", cols, (n * og, c // og, k, oh, ow))
+    if ctx.has(4):
+        mask = ctx.emit("reshape", ctx.input(4), (n * og, 1, k, oh, ow))
+        cols = ctx.emit("multiply", cols, mask)
+    cols = ctx.emit("reshape", cols, (n, group, cg * k, oh * ow))
+    weights = ctx.emit("reshape", w, (1, group, oc // group, cg * k))
+    y = ctx.emit("reshape", ctx.emit("matmul", weights, cols), (n, oc, oh, ow))
+    if ctx.has(3):
+        y = ctx.emit("add", y, ctx.emit("reshape", ctx.input(3), (1, oc, 1, 1)))
+    return y
