@@ -21,9 +21,11 @@ side.
 * :mod:`.create` -- zeros, ones, full, zeros_like, ones_like, full_like,
   arange, tril, triu, eye, eye_like, hamming_window
 * :mod:`.datatype` -- astype, wrap_param
+* :mod:`.decomposition` -- det
 * :mod:`.grad` -- grad.no_grad, grad.start_checkpoint, grad.end_checkpoint
 * :mod:`.image` -- image.resize2d, image.resize3d (:mod:`.image.resize`);
-  image.affine_grid, image.grid_sample (:mod:`.image.grid`)
+  image.affine_grid, image.grid_sample (:mod:`.image.grid`); image.onnx_resize
+  (:mod:`.image.onnx_resize`)
 * :mod:`.index` -- take, strided_slice, dynamic_strided_slice
 * :mod:`.linear_algebra` -- matmul, outer, einsum
 * :mod:`.manipulate` -- reshape, flatten, permute_dims, expand_dims, squeeze,
@@ -43,8 +45,8 @@ side.
   attention, attention_bias (:mod:`.nn.attention`); lstm, gru, rnn, the
   recurrent layers (:mod:`.nn.rnn`);
   cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
-  pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`) and
-  pooling (:mod:`.nn.pool`).
+  pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`),
+  pooling and onnx_max_pool_indices (:mod:`.nn.pool`); col2im (:mod:`.nn.col2im`).
 * :mod:`.narrow` -- round_to_format (values of bfloat16, float8 and float4,
   kept in float32: phasec's own)
 * :mod:`.qdq` -- quantize, dequantize
@@ -108,12 +110,12 @@ Conventions shared by all entries:
 from __future__ import annotations
 
 # Each family module registers its operators on import.
-from phasec.op import base, binary, builtin, create, datatype, grad, index  # noqa: F401
+from phasec.op import base, binary, builtin, create, datatype, decomposition, grad, index  # noqa: F401
 from phasec.op import linear_algebra, narrow, qdq, sampling, search, signal  # noqa: F401
 from phasec.op import sorting, statistical  # noqa: F401
 from phasec.op import set as set_  # noqa: F401  (the module name shadows the builtin)
 from phasec.op import ternary, unary, vision, vm  # noqa: F401
-from phasec.op.image import grid, resize  # noqa: F401
+from phasec.op.image import grid, onnx_resize, resize  # noqa: F401
 from phasec.op.manipulate import gather_scatter, join, layout_transform, reshape, tile  # noqa: F401
 from phasec.op.memory import memory, view  # noqa: F401
-from phasec.op.nn import activation, attention, conv, loss, norm, pad, pool, rnn  # noqa: F401
+from phasec.op.nn import activation, attention, col2im, conv, loss, norm, pad, pool, rnn  # noqa: F401

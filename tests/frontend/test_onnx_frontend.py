@@ -131,15 +131,14 @@ def test_shape_chain_folds_at_import_with_symbolic_dims():
 
 def test_unsupported_nodes_are_listed_at_once():
     nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
-             helper.make_node("Det", ["a"], ["b"], name="det"),
+             helper.make_node("Bernoulli", ["a"], ["b"], name="bern"),
              helper.make_node("Resize", ["b", "", "scales"], ["c"], name="rs", mode="nearest",
                               coordinate_transformation_mode="tf_crop_and_resize"),
              helper.make_node("MyOp", ["x"], ["d"], name="custom", domain="com.example"),
              helper.make_node("Relu", ["b"], ["e"], name="after_unsupported")]
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
-    # (Det of the last two axes leaves the rank-4 tensor the Resize's scales are for)
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                         [1, 1, 2, 2, 3, 3])],
+                                                         [1, 1, 2, 2])],
                    [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "cde"],
                    [scales], name="bad")
     model.opset_import.append(helper.make_opsetid("com.example", 1))
@@ -147,15 +146,15 @@ def test_unsupported_nodes_are_listed_at_once():
         from_onnx(model)
     err = info.value
     assert [(n.name, n.op_type, n.opset) for n in err.nodes] == [
-        ("det", "Det", 17), ("custom", "com.example:MyOp", 1)]
-    assert "node 1 'det' (Det, opset 17): operator not supported" in str(err)
-    # the Resize after Det is not converted (its input is unknown); alone it is reported
-    nodes2 = [helper.make_node("Resize", ["x", "", "scales"], ["c"], name="rs", mode="nearest",
-                               coordinate_transformation_mode="tf_crop_and_resize")]
-    model2 = _model(nodes2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
-                    [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)], [scales])
+        ("bern", "Bernoulli", 17), ("custom", "com.example:MyOp", 1)]
+    assert "node 1 'bern' (Bernoulli, opset 17): operator not supported" in str(err)
+    # the Resize after Bernoulli is not converted (its input is unknown); alone it is reported
+    nodes2 = [helper.make_node("Resize", ["x", "", "s"], ["c"], name="rs", mode="nearest")]
+    model2 = _model(nodes2, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+                             helper.make_tensor_value_info("s", TensorProto.FLOAT, [4])],
+                    [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)], [])
     with pytest.raises(UnsupportedModelError, match="'rs' \\(Resize, opset 17\\): "
-                                                   ".*tf_crop_and_resize"):
+                                                   ".*must be known at import time"):
         from_onnx(model2)
     assert isinstance(err, phasec.errors.InputError)
 

@@ -57,6 +57,8 @@ LAYOUT_TESTED = {"layout_transform"}
 
 #: tests/op/test_ops_image_ext.py
 IMAGE_EXT_TESTED = {"image.resize3d", "image.affine_grid", "image.grid_sample",
+                    # this one in test_ops_onnx_resize.py (against ONNX's reference)
+                    "image.onnx_resize",
                     # these two in test_ops_builtins_ext.py
                     "builtin.stop_lift_params", "multinomial_from_uniform"}
 
@@ -72,3 +74,7 @@ RNN_TESTED = {"nn.lstm", "nn.gru", "nn.rnn"}
 #: test_onnx_vision.py (ONNX Runtime), tests/frontend/test_onnx_narrow.py (ml_dtypes)
 SIGNAL_VISION_TESTED = {"signal.dft", "signal.stft", "vision.onnx_roi_align", "vision.onnx_nms",
                         "round_to_format"}
+
+#: tests/frontend/test_onnx_maxpool_indices.py and test_onnx_image.py (ONNX Runtime),
+#: tests/op/test_ops_decomposition.py (numpy)
+ONNX_OPS_TESTED = {"nn.onnx_max_pool_indices", "det", "nn.col2im"}

@@ -24,6 +24,7 @@ from helpers.legalize_cases.image_ext import IMAGE_EXT_LEGALIZE_CASES
 from helpers.legalize_cases.indexing import INDEXING_LEGALIZE_CASES, INDEXING_VALUES
 from helpers.legalize_cases.layout_transform import LAYOUT_LEGALIZE_CASES
 from helpers.legalize_cases.more import MORE_LEGALIZE_CASES, MORE_VALUES
+from helpers.legalize_cases.onnx_ops import ONNX_OPS_LEGALIZE_CASES, ONNX_OPS_VALUES
 from helpers.legalize_cases.rnn import RNN_LEGALIZE_CASES, RNN_VALUES
 from helpers.legalize_cases.signal_vision import (
     SIGNAL_VISION_LEGALIZE_CASES, SIGNAL_VISION_VALUES,
@@ -282,7 +283,7 @@ CASES = (
 CASES = (CASES + EXT_LEGALIZE_CASES + INDEXING_LEGALIZE_CASES + EW_LEGALIZE_CASES
          + COMBINE_LEGALIZE_CASES + MORE_LEGALIZE_CASES + LAYOUT_LEGALIZE_CASES
          + IMAGE_EXT_LEGALIZE_CASES + DEVICE_GRAD_LEGALIZE_CASES + RNN_LEGALIZE_CASES
-         + SIGNAL_VISION_LEGALIZE_CASES)
+         + SIGNAL_VISION_LEGALIZE_CASES + ONNX_OPS_LEGALIZE_CASES)
 VALUES.update(INDEXING_VALUES)  # in-range indices for the data-indexed operators
 VALUES.update(EW_VALUES)  # values in each math function's domain
 VALUES.update(COMBINE_VALUES)  # fields of tuple operands
@@ -290,6 +291,7 @@ VALUES.update(MORE_VALUES)
 VALUES.update(BOOL_VALUES)
 VALUES.update(RNN_VALUES)  # lengths within the sequence
 VALUES.update(SIGNAL_VISION_VALUES)  # rois, batch indices and boxes that mean something
+VALUES.update(ONNX_OPS_VALUES)  # ties in max pooling windows
 
 
 @pytest.mark.parametrize("make", [c[1] for c in CASES], ids=[c[0] for c in CASES])

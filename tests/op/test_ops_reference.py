@@ -19,7 +19,7 @@ from phasec.op.unary import UNARY as _UNARY
 from helpers.op_coverage import (
     ATTENTION_TESTED, COMBINE_TESTED, DEVICE_GRAD_TESTED, EW_TESTED, EXT_TESTED, IMAGE_EXT_TESTED,
     IMAGE_QDQ_TESTED, INDEXING_TESTED, LAYOUT_TESTED, MORE_TESTED, NN_TESTED, SHAPE_TESTED,
-    RNN_TESTED, SIGNAL_VISION_TESTED, SORTING_TESTED,
+    ONNX_OPS_TESTED, RNN_TESTED, SIGNAL_VISION_TESTED, SORTING_TESTED,
 )
 from helpers.op_reference import close, rand, run
 
@@ -414,6 +414,6 @@ def test_every_compute_op_is_covered_here():
     tested |= NN_TESTED | ATTENTION_TESTED | IMAGE_QDQ_TESTED | EXT_TESTED | INDEXING_TESTED
     tested |= SHAPE_TESTED | EW_TESTED | SORTING_TESTED | COMBINE_TESTED | MORE_TESTED
     tested |= LAYOUT_TESTED | IMAGE_EXT_TESTED | DEVICE_GRAD_TESTED | RNN_TESTED
-    tested |= SIGNAL_VISION_TESTED
+    tested |= SIGNAL_VISION_TESTED | ONNX_OPS_TESTED
     compute = {o.name.removeprefix("relax.") for o in list_ops() if o.category == "compute"}
     assert compute == tested

@@ -488,12 +488,12 @@ class _Importer:
                 else:
                     self._convert(bb, conv.fn, node, index)
             if self.unsupported:
-                # a value of an enclosing graph the subgraph needs known at import
+                # the value the subgraph needs known at import (its own or an
+                # enclosing graph's: the backend traces it through subgraphs)
                 needs = {u.needs_value for u in self.unsupported}
-                outer = next(iter(needs)) if len(needs) == 1 else ""
                 raise Unsupported(f"subgraph {graph.name!r}: "
                                   + "; ".join(str(u) for u in self.unsupported),
-                                  outer if outer and outer in saved[0] else "")
+                                  next(iter(needs)) if len(needs) == 1 else "")
             if any(vi.name in self.poisoned for vi in graph.output):
                 raise _PoisonedCapture()
             outs: list[Value] = []

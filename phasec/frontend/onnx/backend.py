@@ -23,7 +23,10 @@ when they change, one compiled model per distinct set of values): the
 specialization a static-shape compiler performs. A value computed from
 graph inputs (a window's size cast and shifted before a Range) binds the
 inputs it is computed from, when they are small (at most
-:data:`SMALL_INPUT` elements, statically shaped): never a data tensor. If the model is still
+:data:`SMALL_INPUT` elements, statically shaped): never a data tensor (a
+``Shape`` or ``Size`` of a data tensor reads only its shape, which the importer
+knows: CenterCropPad's expansion pads by the difference of the input's shape
+and a target shape given as an input). If the model is still
 unsupported with the values bound, ``run`` raises ``unittest.SkipTest``.
 """
 
@@ -120,13 +123,29 @@ class SpecializingRep(BackendRep):
 SMALL_INPUT = 16
 
 
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [a.g for a in node.attribute if a.HasField("g")] + \
+        [g for a in node.attribute for g in a.graphs]
+
+
+def _nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The graph's nodes and those of its subgraphs, at any depth (ONNX
+    names each value once across scopes)."""
+    out = []
+    for n in graph.node:
+        out.append(n)
+        for g in _subgraphs(n):
+            out.extend(_nodes(g))
+    return out
+
+
 def _small_sources(model: onnx.ModelProto, needed: set[str],
                    inputs: set[str]) -> set[str] | None:
     """The graph inputs the ``needed`` values are computed from (through the
-    main graph's nodes), when those are all small (a statically shaped input
+    graph's nodes and its subgraphs'), when those are all small (a statically shaped input
     of at most :data:`SMALL_INPUT` elements) and a graph input feeds each
     value: binding them makes the values known. None otherwise."""
-    producer = {o: n for n in model.graph.node for o in n.output if o}
+    producer = {o: n for n in _nodes(model.graph) for o in n.output if o}
     declared = {vi.name: vi for vi in model.graph.input}
     inits = {t.name for t in model.graph.initializer}
     sources: set[str] = set()
@@ -146,10 +165,16 @@ def _small_sources(model: onnx.ModelProto, needed: set[str],
                     return None
                 sources.add(name)
                 found = True
+            elif name in producer and producer[name].op_type in ("Shape", "Size"):
+                continue  # reads only its input's shape, which the importer knows
             elif name in producer:
-                stack.extend(i for i in producer[name].input if i)
+                node = producer[name]
+                stack.extend(i for i in node.input if i)
+                # an If / Loop / Scan's outputs depend on what its bodies read
+                for g in _subgraphs(node):
+                    stack.extend(i for n in _nodes(g) for i in n.input if i)
             elif name not in inits:
-                return None  # an outer-scope value of a subgraph
+                return None  # a subgraph's own input (a loop's iteration count...)
         if not found:
             return None
     return sources
@@ -190,7 +215,10 @@ class PhasecBackend(Backend):
             needed = {n.needs_value for n in exc.nodes}
             if all(n.needs_value in inputs for n in exc.nodes):
                 return SpecializingRep(model, sorted(needed), device)
-            sources = _small_sources(model, needed, inputs) if all(needed) else None
+            # (a node failing for another reason may be one whose branches
+            # only agree once a condition is known: bound, it is tried again)
+            needed.discard("")
+            sources = _small_sources(model, needed, inputs) if needed else None
             if sources:
                 return SpecializingRep(model, sorted(sources), device)
             raise unittest.SkipTest(str(exc)) from None

@@ -529,3 +529,21 @@ def _swiglu(ctx: NodeContext) -> Value:
     alpha = float(ctx.attr("alpha", 1.0))
     ax = a if alpha == 1.0 else ctx.emit("multiply", a, scalar(ctx, alpha, a))
     return ctx.emit("multiply", ctx.emit("multiply", a, ctx.emit("sigmoid", ax)), b)
+
+
+@converter("Det", since=11)
+def _det(ctx: NodeContext) -> Value:
+    """The determinant of each matrix (``R.det``; float16 computed in float32)."""
+    x = ctx.input(0)
+    dims = ctx.shape(x)
+    if len(dims) < 2:
+        raise FrontendError(f"Det needs [..., M, M], got shape {tuple(dims)}")
+    if isinstance(dims[-1], int) and isinstance(dims[-2], int) and dims[-1] != dims[-2]:
+        raise FrontendError(f"Det needs square matrices, got shape {tuple(dims)}")
+    dtype = ctx.dtype(x)
+    if dtype not in ("float16", "float32", "float64"):
+        raise Unsupported(f"Det on {dtype}")
+    if dtype == "float16":
+        return ctx.emit("astype", ctx.emit("det", ctx.emit("astype", x, dtype="float32")),
+                        dtype="float16")
+    return ctx.emit("det", x)

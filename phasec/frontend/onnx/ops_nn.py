@@ -1,5 +1,5 @@
 """ONNX neural-network operators: convolutions, pooling, normalizations,
-Gemm/MatMul, softmax, dropout, LRN, resize.
+Gemm/MatMul, softmax, dropout, LRN (Resize is in ops_image.py).
 
 Composite operators become phasec operators: Gemm is ``permute_dims``,
 ``matmul``, ``multiply`` and ``add``; BatchNormalization (inference) is a
@@ -23,9 +23,6 @@ from phasec.frontend.onnx.ops_math import scalar
 from phasec.frontend.onnx.ops_tensor import norm_axis, prod_dims, reshape
 
 __all__ = ["in_float32", "back_to_dtype", "softmax_axis_2d"]
-
-#: More elements than any tensor can have (a byte count must fit in int64).
-_MAX_ELEMENTS = 1 << 60
 
 
 def _float_input(ctx: NodeContext, i: int = 0) -> Value:
@@ -237,7 +234,12 @@ def _pool_float(ctx: NodeContext, x: Value, kind: str) -> Value:
     if kind == "avg":
         attrs["count_include_pad"] = bool(ctx.attr("count_include_pad", 0))
     y = ctx.emit(f"nn.{kind}_pool{n}d", x, **attrs)
-    if not ceil:
+    return _drop_padding_window(ctx, x, y, strides, pads)
+
+
+def _drop_padding_window(ctx: NodeContext, x: Value, y: Value, strides: list[int],
+                         pads: list[int]) -> Value:
+    if not ctx.attr("ceil_mode", 0):
         return y
     # ONNX drops a last window that would start in the right padding (as
     # PyTorch does); phasec's ceil_mode size (TVM's) keeps it: slice it off.
@@ -254,9 +256,17 @@ def _pool_float(ctx: NodeContext, x: Value, kind: str) -> Value:
 
 @converter("MaxPool")
 def _max_pool(ctx: NodeContext) -> list[Value | None]:
-    if ctx.attr("storage_order", 0) and len(ctx.node.output) > 1:
-        raise Unsupported("MaxPool indices output")
-    return [_pool(ctx, "max"), None]
+    values = _pool(ctx, "max")
+    if len(ctx.node.output) < 2 or not ctx.node.output[1]:
+        return [values, None]
+    x = ctx.input(0)
+    kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    if _empty_pool(ctx, x, kernel, strides, dilations, pads) is not None:
+        return [values, ctx.emit("zeros", tuple(ctx.shape(values)), dtype="int64")]
+    indices = ctx.emit("nn.onnx_max_pool_indices", x, pool_size=kernel, strides=strides,
+                       padding=pads, dilation=dilations, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
+                       storage_order=int(ctx.attr("storage_order", 0)))
+    return [values, _drop_padding_window(ctx, x, indices, strides, pads)]
 
 
 @converter("AveragePool")
@@ -602,114 +612,6 @@ def _dropout(ctx: NodeContext) -> list[Value | None]:
     return outs
 
 
-# ---------------------------------------------------------------------------
-# resize
-# ---------------------------------------------------------------------------
-
-_COORD_MODES = {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel",
-                "tf_half_pixel_for_nn"}
-_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}
-_NEAREST = {"round_prefer_floor": "round_prefer_floor", "round_prefer_ceil": "round_prefer_ceil",
-            "floor": "floor", "ceil": "ceil"}
-
-
-def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[int] | None,
-            mode: str, coord: str, nearest: str) -> Value:
-    dims = ctx.static_shape(x, "Resize's input")
-    if len(dims) != 4:
-        raise Unsupported(f"Resize of a rank-{len(dims)} tensor (4-D NCHW is supported)")
-    if sizes is None:
-        assert scales is not None
-        if len(scales) != 4:
-            raise Unsupported(f"scales {scales} for a rank-4 input")
-        if not all(math.isfinite(s) and s > 0 for s in scales):
-            raise FrontendError(f"scales {scales}: every scale must be a finite number above 0")
-        sizes = [math.floor(d * s) for d, s in zip(dims, scales)]
-    # as ONNX Runtime: an empty axis stays empty, and only an empty axis becomes one
-    for axis, (d, s) in enumerate(zip(dims, sizes)):
-        if d == 0 and s != 0:
-            raise FrontendError(f"output sizes {sizes}: cannot resize an empty axis (axis "
-                                f"{axis} of the input shape {dims}) to size {s}")
-        if d != 0 and s < 1:
-            raise FrontendError(f"output sizes {sizes}: every size must be at least 1 (0 only "
-                                "where the input's axis is empty)")
-    if math.prod(sizes) > _MAX_ELEMENTS:
-        raise FrontendError(f"output sizes {sizes}: more elements than a tensor can hold")
-    if len(sizes) != 4 or sizes[:2] != dims[:2]:
-        raise Unsupported(f"resizing the batch or channel dimension (sizes {sizes})")
-    if mode not in ("nearest", "linear", "cubic"):
-        raise Unsupported(f"attribute mode={mode!r}")
-    if coord not in _COORD_MODES:
-        raise Unsupported(f"attribute coordinate_transformation_mode={coord!r}")
-    if nearest not in _NEAREST:
-        raise Unsupported(f"attribute nearest_mode={nearest!r}")
-    if ctx.attr("antialias", 0):
-        raise Unsupported("attribute antialias=1")
-    if ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise Unsupported(f"attribute keep_aspect_ratio_policy="
-                          f"{ctx.attr('keep_aspect_ratio_policy')!r}")
-    if scales is not None and any(abs(d * s - o) > 1e-6 for d, s, o in zip(dims, scales, sizes)):
-        # ONNX maps coordinates with the given scale, phasec with size ratios:
-        # they agree only when the scales produce whole sizes
-        raise Unsupported(f"scales {scales} that do not give whole output sizes")
-    return ctx.emit("image.resize2d", x, tuple(sizes[2:]), roi=[0.0, 0.0, 0.0, 0.0],
-                    layout="NCHW", method=_METHODS[mode], coordinate_transformation_mode=coord,
-                    rounding_method=_NEAREST[nearest],
-                    cubic_alpha=float(ctx.attr("cubic_coeff_a", -0.75)),
-                    cubic_exclude=int(ctx.attr("exclude_outside", 0)),
-                    extrapolation_value=float(ctx.attr("extrapolation_value", 0.0)))
-
-
-@converter("Resize", since=10)
-def _resize_op(ctx: NodeContext) -> Value:
-    x = ctx.input(0)
-    if ctx.opset < 11:
-        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
-        return _resize(ctx, x, scales, None, ctx.attr("mode", "nearest"), "asymmetric", "floor")
-    scales = sizes = None
-    if ctx.has(3):
-        sizes = [int(s) for s in ctx.const(3, "sizes").reshape(-1)]
-    elif ctx.has(2) and ctx.const(2, "scales").size:
-        scales = [float(s) for s in ctx.const(2, "scales").reshape(-1)]
-    else:
-        raise Unsupported("Resize without scales or sizes")
-    axes = ctx.attr("axes")
-    if axes is not None:  # scales/sizes for these axes only; the others keep their size
-        dims = ctx.static_shape(x, "Resize's input")
-        axes = [norm_axis(ctx, a, len(dims)) for a in axes]
-        given = scales if sizes is None else sizes
-        if given is None or len(given) != len(axes):
-            raise Unsupported(f"{len(given or [])} scales/sizes for axes {axes}")
-        full: list[Any] = [1.0] * len(dims) if sizes is None else list(dims)
-        for a, v in zip(axes, given):
-            full[a] = v
-        if sizes is None:
-            scales = full
-        else:
-            sizes = full
-    coord = ctx.attr("coordinate_transformation_mode", "half_pixel")
-    if coord == "tf_crop_and_resize":
-        raise Unsupported("coordinate_transformation_mode='tf_crop_and_resize'")
-    mode = ctx.attr("mode", "nearest")
-    return _resize(ctx, x, scales, sizes, mode, coord,
-                   ctx.attr("nearest_mode", "round_prefer_floor"))
-
-
-@converter("Upsample", since=7)  # opset 1 had height_scale/width_scale
-def _upsample(ctx: NodeContext) -> Value:
-    x = ctx.input(0)
-    if ctx.opset < 9:
-        scales = [float(s) for s in ctx.attr("scales", [])]
-    else:
-        scales = [float(s) for s in ctx.const(1, "scales").reshape(-1)]
-    if not all(math.isfinite(s) and s >= 1 for s in scales):  # it only enlarges
-        raise FrontendError(f"scales {scales}: Upsample's scales must be finite and at least 1")
-    mode = ctx.attr("mode", "nearest")
-    if mode == "bilinear":
-        mode = "linear"
-    return _resize(ctx, x, scales, None, mode, "asymmetric", "floor")
-
-
 @converter("CausalConvWithState", since=27)
 def _causal_conv_with_state(ctx: NodeContext) -> list[Value]:
     x, w = _float_input(ctx), ctx.input(1)
@@ -735,3 +637,48 @@ def _causal_conv_with_state(ctx: NodeContext) -> list[Value]:
     y = back_to_dtype(ctx, y, dtype)
     present = ctx.emit("strided_slice", full, axes=[2], begin=[length], end=[length + k - 1])
     return [y, present]
+
+
+@converter("MaxUnpool", since=9)
+def _max_unpool(ctx: NodeContext) -> Value:
+    """MaxPool's inverse: zeros, with each value of X put at its index of I
+    (indices flattened over the whole default-sized output, as MaxPool's
+    Indices are); a ``scatter_elements`` into the flattened output (an index
+    out of range stops the run with an IndexOutOfRangeError). A larger
+    ``output_shape`` adds zeros after each axis, as ONNX's reference does."""
+    x, idx = ctx.input(0), ctx.input(1)
+    dims = ctx.static_shape(x, "MaxUnpool's input")
+    k = len(dims) - 2
+    kernel = [int(v) for v in ctx.attr("kernel_shape", [])]
+    if k < 1 or len(kernel) != k:
+        raise FrontendError(f"MaxUnpool's kernel_shape {kernel} for an input of shape {dims}")
+    strides = [int(v) for v in ctx.attr("strides", [1] * k)]
+    pads = [int(v) for v in ctx.attr("pads", [0] * (2 * k))]
+    if len(strides) != k or len(pads) != 2 * k:
+        raise FrontendError(f"MaxUnpool's strides {strides} / pads {pads} for {k} spatial dims")
+    if ctx.shape(idx) != dims:
+        raise FrontendError(f"MaxUnpool's indices have shape {ctx.shape(idx)}, its input {dims}")
+    out = dims[:2] + [(d - 1) * s - (pads[j] + pads[k + j]) + kk
+                      for j, (d, s, kk) in enumerate(zip(dims[2:], strides, kernel))]
+    if ctx.has(2):
+        given = [int(v) for v in ctx.const(2, "output_shape").reshape(-1)]
+        if len(given) != len(dims) or given[:2] != dims[:2] or any(
+                g < o for g, o in zip(given[2:], out[2:])):
+            raise FrontendError(f"MaxUnpool's output_shape {given}: (N, C, ...) of the input "
+                                f"and at least the default size {out}")
+    else:
+        given = out
+    n = math.prod(dims)
+    flat = ctx.emit("zeros", (math.prod(out),), dtype=ctx.dtype(x))
+    y = ctx.emit("scatter_elements", flat, reshape(ctx, _int64_indices(ctx, idx), [n]),
+                 reshape(ctx, x, [n]), axis=0, reduction="update")
+    y = reshape(ctx, y, out)
+    if given == out:
+        return y
+    # a larger output_shape: the default-sized result, zeros after it (ONNX's reference)
+    widths = [w for g, o in zip(given, out) for w in (0, g - o)]
+    return ctx.emit("nn.pad", y, pad_width=widths)
+
+
+def _int64_indices(ctx: NodeContext, idx: Value) -> Value:
+    return idx if ctx.dtype(idx) == "int64" else ctx.emit("astype", idx, dtype="int64")

@@ -1,4 +1,5 @@
-"""Pooling over 1, 2 and 3 spatial dims, and adaptive average pooling (1-3 dims).
+"""Pooling over 1, 2 and 3 spatial dims, adaptive average pooling (1-3 dims),
+and where max pooling's maxima are (ONNX MaxPool's second output).
 
 ``nn.max_pool{1,2,3}d``/``avg_pool{1,2,3}d`` take TVM's attributes:
 ``pool_size``, ``strides``, ``dilation`` (1 or r ints), ``padding`` (1, r or
@@ -23,6 +24,14 @@ the taps inside the input by the number of taps inside the input
 output index ``o`` of a spatial dim of input size ``i`` and output size ``n``
 averages the input window ``[floor(o * i / n), ceil((o + 1) * i / n))``;
 ``output_size`` None keeps the input size, one int is used for every dim.
+
+``nn.onnx_max_pool_indices(data, pool_size, strides, padding, dilation,
+ceil_mode, storage_order)`` (NC + 1-3 spatial dims, sizes as max pooling's):
+int64, per output position the flattened index into ``data`` of its
+window's maximum, ONNX MaxPool's ``Indices``: ``(n * C + c) * (D1 * ... * Dr)``
+plus the spatial position flattened row major (``storage_order`` 0) or
+column major (1); of equal maxima the first in the window's row-major
+order, as ONNX Runtime; taps in the padding never count.
 """
 
 from __future__ import annotations
@@ -32,9 +41,9 @@ import numpy as np
 from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.ir.tir import Cast, IntImm, PrimExpr
+from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Select
 from phasec.op._common import (
-    OpPattern, as_bool, as_str, attrs_of, define, err, int_tuple, opt, tensor_sinfo, tensor_arg,
+    OpPattern, as_bool, as_int, as_str, attrs_of, define, err, int_tuple, opt, tensor_sinfo, tensor_arg,
 )
 from phasec.op._layout import (
     SPATIAL_LETTERS, Layout, _packed, check_nonneg, check_positive, layout_of, opt_layout,
@@ -247,6 +256,158 @@ for _rank in (1, 2, 3):
     for _kind in ("max", "avg"):
         legalizes(f"nn.{_kind}_pool{_rank}d")(
             lambda call, inputs, k=_kind, r=_rank: _pool_te(call, inputs, k, r))
+
+
+# ---------------------------------------------------------------------------
+# onnx_max_pool_indices: where each max pooling window's maximum is
+# ---------------------------------------------------------------------------
+
+def _infer_pool_indices(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    a = _attrs(call)
+    rank = len(a["pool_size"])
+    if rank not in (1, 2, 3):
+        raise err(call, f"onnx_max_pool_indices pools 1 to 3 spatial dims, got a pool_size of "
+                        f"{rank}")
+    for name, n in (("strides", rank), ("dilation", rank), ("padding", 2 * rank)):
+        if len(a[name]) != n:
+            raise err(call, f"onnx_max_pool_indices needs {n} {name} for a {rank}-D window, "
+                            f"got {len(a[name])}")
+    check_positive(call, "pool_size", a["pool_size"])
+    check_positive(call, "strides", a["strides"])
+    check_positive(call, "dilation", a["dilation"])
+    check_nonneg(call, "padding", a["padding"])
+    if a["storage_order"] not in (0, 1):
+        raise err(call, f"storage_order is 0 (row major) or 1 (column major), got "
+                        f"{a['storage_order']}")
+    if data.dtype == "bool":
+        raise err(call, "pooling does not compute on bool tensors; convert the data first")
+    if data.ndim not in (-1, rank + 2):
+        raise err(call, f"{rank}-D pooling expects a {rank + 2}-D tensor, but the data has ndim "
+                        f"{data.ndim}")
+    if data.shape is None:
+        return TensorStructInfo(None, "int64", rank + 2)
+    n, c, *sp = data.shape
+    pads = a["padding"]
+    out_sp = [pool_out_size(sp[j], a["pool_size"][j], a["strides"][j], a["dilation"][j],
+                            pads[j], pads[rank + j], a["ceil_mode"]) for j in range(rank)]
+    _check_out_positive(call, out_sp)
+    return tensor_sinfo((n, c, *out_sp), "int64")
+
+
+def _flat_strides(sizes, storage_order: int):
+    """Each spatial dim's step in the flattened index (row or column major)."""
+    rank = len(sizes)
+    out = []
+    for j in range(rank):
+        step = 1
+        for k in (range(j + 1, rank) if storage_order == 0 else range(j)):
+            step = step * sizes[k]
+        out.append(step)
+    return out
+
+
+def _pool_indices_ref(data, pool_size=(1,), strides=(), padding=(), dilation=(),
+                      ceil_mode=False, storage_order=0):
+    x = np.asarray(data)
+    rank = len(pool_size)
+    strides = strides or (1,) * rank
+    dilation = dilation or (1,) * rank
+    padding = padding or (0,) * (2 * rank)
+    sizes = x.shape[2:]
+    a = {"pool_size": pool_size, "strides": strides, "padding": padding, "dilation": dilation,
+         "ceil_mode": ceil_mode}
+    outs = _out_sizes_int(sizes, a, rank)
+    steps = _flat_strides(sizes, storage_order)
+    n, c = x.shape[:2]
+    result = np.full((n, c, *outs), -1, np.int64)
+    for b, ch, *o in np.ndindex(n, c, *outs):
+        best = None
+        for taps in np.ndindex(*pool_size):  # the window in row-major order: the first maximum
+            pos = [o[j] * strides[j] - padding[j] + taps[j] * dilation[j] for j in range(rank)]
+            if any(p < 0 or p >= sizes[j] for j, p in enumerate(pos)):
+                continue
+            v = x[(b, ch, *pos)]
+            if best is None or v > best:
+                best = v
+                flat = (b * c + ch) * int(np.prod(sizes)) + sum(p * s for p, s in zip(pos, steps))
+                result[(b, ch, *o)] = flat
+    return result
+
+
+define("nn.onnx_max_pool_indices", ("data",), _infer_pool_indices,
+       attrs={"pool_size": ((1,), int_tuple), "strides": ((), int_tuple),
+              "padding": ((), int_tuple), "dilation": ((), int_tuple),
+              "ceil_mode": (False, as_bool), "storage_order": (0, as_int)},
+       reference=_pool_indices_ref, pattern=OpPattern.INJECTIVE,
+       doc="ONNX MaxPool's Indices: where each window's (first) maximum is, flattened.")
+
+
+@legalizes("nn.onnx_max_pool_indices")
+def _pool_indices_te(call, inputs):
+    """Two stages: each window's maximum (taps outside the input left out),
+    then the first tap, in the window's row-major order, that equals it."""
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a = _attrs(call)
+    rank = len(a["pool_size"])
+    sizes = list(x.shape[2:])
+    steps = _flat_strides(sizes, a["storage_order"])
+    lowest = _const(-np.inf if x.dtype.startswith("float") else
+                    int(np.iinfo(x.dtype).min), x.dtype)
+    taps = list(np.ndindex(*a["pool_size"]))
+
+    def tap(o, t):
+        pos = [BinaryOp("+", BinaryOp("-", BinaryOp("*", o[j], _i64(a["strides"][j])),
+                                      _i64(a["padding"][j])), _i64(t[j] * a["dilation"][j]))
+               for j in range(rank)]
+        inside = None
+        for j, p in enumerate(pos):
+            ok = BinaryOp("and", BinaryOp(">=", p, _i64(0)), BinaryOp("<", p, sizes[j]))
+            inside = ok if inside is None else BinaryOp("and", inside, ok)
+        return pos, inside
+
+    def maximum(b, ch, *o):
+        best = None
+        for t in taps:
+            pos, inside = tap(o, t)
+            v = Select(inside, x[(b, ch, *(_clamp(p, sizes[j]) for j, p in enumerate(pos)))],
+                       lowest)
+            best = v if best is None else BinaryOp("max", best, v)
+        return best
+    mx = te.compute(out.shape, maximum, name="T_pool_max", inline=False)
+    total = _i64(1)
+    for d in sizes:
+        total = BinaryOp("*", total, d)
+
+    def first(b, ch, *o):
+        found = _i64(-1)
+        base = BinaryOp("*", BinaryOp("+", BinaryOp("*", b, x.shape[1]), ch), total)
+        for t in reversed(taps):
+            pos, inside = tap(o, t)
+            v = x[(b, ch, *(_clamp(p, sizes[j]) for j, p in enumerate(pos)))]
+            hit = BinaryOp("and", inside, BinaryOp("==", v, mx[(b, ch, *o)]))
+            flat = base
+            for p, s in zip(pos, steps):
+                flat = BinaryOp("+", flat, BinaryOp("*", p, s if not isinstance(s, int)
+                                                    else _i64(s)))
+            found = Select(hit, flat, found)
+        return found
+    return te.compute(out.shape, first, name=_name(call))
+
+
+def _draw_pool_indices(ctx):
+    rank = len(ctx.shape) - 2
+    kernel = tuple(ctx.integers(1, min(3, d)) for d in ctx.shape[2:])
+    strides = tuple(ctx.integers(1, 2) for _ in range(rank))
+    pads = tuple(ctx.integers(0, k - 1) for k in kernel) * 2
+    ctx.result_in(-1.0, float(int(np.prod(ctx.shape)) - 1))
+    return (ctx.x,), {"pool_size": kernel, "strides": strides, "padding": pads,
+                      "dilation": (1,) * rank, "storage_order": ctx.choose([0, 1])}
+
+
+declares_draw("nn.onnx_max_pool_indices", ranks=(3, 4, 5), build=_draw_pool_indices,
+              out="index")
 
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Legalization cases of image.resize3d, image.affine_grid, image.grid_sample,
+"""Legalization cases of image.resize3d, image.onnx_resize, image.affine_grid, image.grid_sample,
 binary operators with a scalar operand, stop_lift_params and
 multinomial_from_uniform (tests/op/test_ops_image_ext.py)."""
 
@@ -19,6 +19,16 @@ IMAGE_EXT_LEGALIZE_CASES = [
     ("resize3d-crop", lambda: call_op(
         "image.resize3d", _X5, ShapeExpr([3, 3, 3]), coordinate_transformation_mode="tf_crop_and_resize",
         roi=(0.1, -0.2, 0.0, 0.9, 1.3, 1.0), extrapolation_value=-1.0)),
+    ("onnx_resize-antialias-cubic", lambda: call_op(
+        "image.onnx_resize", _X5, ShapeExpr([1, 2, 2, 5, 3]), scales=(1.0, 1.0, 0.7, 1.3, 0.6),
+        mode="cubic", antialias=True, exclude_outside=True)),
+    ("onnx_resize-nearest-symmetric", lambda: call_op(
+        "image.onnx_resize", _X5, ShapeExpr([1, 3, 3, 2, 5]), scales=(1.0, 1.5, 1.2, 0.5, 1.0),
+        coordinate_transformation_mode="half_pixel_symmetric", nearest_mode="ceil")),
+    ("onnx_resize-crop", lambda: call_op(
+        "image.onnx_resize", _X5, ShapeExpr([1, 2, 4, 3, 2]), scales=(1.0, 1.0, 1.3, 0.8, 0.5),
+        mode="linear", coordinate_transformation_mode="tf_crop_and_resize",
+        roi=(0.0, 0.0, 0.2, -0.1, 0.0, 1.0, 1.0, 0.9, 1.2, 1.0), extrapolation_value=2.5)),
     ("affine_grid", lambda: call_op("image.affine_grid", _T, ShapeExpr([3, 4]))),
     ("affine_grid-centres", lambda: call_op("image.affine_grid", _T, ShapeExpr([3, 4]),
                                             align_corners=False)),
