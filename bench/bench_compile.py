@@ -24,10 +24,11 @@ are listed below the table.
 ``--models resnet50,squeezenet`` measures instead what a user waits for
 the first time and every later time they load an ONNX model (the light
 models of ``bench_onnx.py``): each build in a fresh process, from the
-file to a VirtualMachine ready to run (phasec imported beforehand, as
-ONNX Runtime is), against ONNX Runtime's session creation on the same file
-in a fresh process. ``cold`` starts with an empty kernel cache (a private
-temporary one), ``warm`` is the next build with that cache. Wall time and
+file to a VirtualMachine ready to run (``phasec.build_file``; phasec
+imported beforehand, as ONNX Runtime is), against ONNX Runtime's session
+creation on the same file in a fresh process. ``cold`` starts with an
+empty cache (a private temporary one: no kernels, no builds), ``warm`` is
+the next build with that cache. Wall time and
 CPU time (the build process plus the compile workers it waited for: the
 better figure when others share the machine) are printed beside the load
 average at the time::
@@ -123,13 +124,12 @@ def model_worker(engine: str, path: str) -> None:
     t0 = time.perf_counter()
     if engine == "phasec":
         import phasec
-        from phasec.frontend.onnx import from_onnx
     else:
         import onnxruntime as ort
     t1 = time.perf_counter()
     c1 = _cpu_seconds()
     if engine == "phasec":
-        vm = phasec.VirtualMachine(phasec.build(from_onnx(path)))
+        vm = phasec.VirtualMachine(phasec.build_file(path))
         assert vm["main"] is not None
     else:
         opts = ort.SessionOptions()

@@ -146,13 +146,24 @@ class SafeZip:
                               f"{info.file_size - offset} bytes of data")
         return tuple(shape), fortran, dtype
 
-    def array(self, member: str) -> Any:
-        """The array in a ``.npy`` member (header checked first; never pickles)."""
+    def array(self, member: str, writeable: bool = True) -> Any:
+        """The array in a ``.npy`` member (header checked first; never pickles).
+        ``writeable=False`` may return a read-only view of the member's bytes
+        (no copy when the member is stored, not deflated)."""
         import numpy as np
 
-        self.npy_header(member)
+        shape, fortran, dtype = self.npy_header(member)
+        info = self.info(member)
         try:
-            with self.zf.open(self.info(member)) as fp:
+            if info.compress_type == zipfile.ZIP_STORED:
+                # one read of the member (its CRC checked), the array a view of it:
+                # numpy's reader would copy it piece by piece through zipfile
+                data = self.zf.read(info)
+                offset = len(data) - math.prod(shape) * dtype.itemsize
+                flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=offset)
+                view = flat.reshape(shape, order="F" if fortran else "C")
+                return view.copy(order="K") if writeable else view
+            with self.zf.open(info) as fp:
                 return np.lib.format.read_array(fp, allow_pickle=False)
         except _ARCHIVE_ERRORS as exc:
             raise self._damaged(member, exc) from None

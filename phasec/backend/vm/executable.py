@@ -48,6 +48,7 @@ unknown (:meth:`Executable.signature` gives None struct info).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -240,9 +241,22 @@ class Executable:
     def save(self, path: str | os.PathLike) -> None:
         """Write the executable to ``path`` (a zip archive; see the module doc),
         whole or not at all (:func:`phasec.fileio.write_atomic`)."""
+        # whole or not at all: a full disk or Ctrl-C leaves the previous file
+        write_atomic(path, lambda fh: self._write_archive(fh, compress=True), what="executable")
+
+    def to_bytes(self, compress: bool = True, with_kernels: bool = True) -> bytes:
+        """The archive :meth:`save` writes, as bytes; ``compress=False`` stores
+        its members as they are (larger, but read back without inflating),
+        ``with_kernels=False`` leaves the kernels out (to be given to
+        :meth:`load`): what the build cache keeps."""
+        buffer = io.BytesIO()
+        self._write_archive(buffer, compress, with_kernels)
+        return buffer.getvalue()
+
+    def _write_archive(self, fh: Any, compress: bool, with_kernels: bool = True) -> None:
         tensors: dict[str, np.ndarray] = {}
         consts = [_const_to_json(self.constants[i], tensors) for i in range(len(self.constants))]
-        kernel_name, kernel_text = _kernels_to_text(self.prim_funcs)
+        kernel_name, kernel_text = _kernels_to_text(self.prim_funcs if with_kernels else {})
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
                "functions": [f.to_json() for f in self.functions],
                "constants": consts, "kernels": kernel_name,
@@ -254,22 +268,23 @@ class Executable:
             # signal interrupts: write in pieces, so Ctrl-C acts within one piece.
             return pieces(zf.open(name, "w", force_zip64=True))
 
-        def write(fh: Any) -> None:
-            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                with member(zf, "executable.json") as out:
-                    out.write(json.dumps(doc, separators=(",", ":")).encode())
-                with member(zf, "constants.npz") as out:  # streamed: no copy in memory
-                    np.savez(out, **tensors)
-                if kernel_name:
-                    with member(zf, kernel_name) as out:
-                        out.write(kernel_text.encode())
-
-        # whole or not at all: a full disk or Ctrl-C leaves the previous file
-        write_atomic(path, write, what="executable")
+        method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+        with zipfile.ZipFile(fh, "w", compression=method) as zf:
+            with member(zf, "executable.json") as out:
+                out.write(json.dumps(doc, separators=(",", ":")).encode())
+            with member(zf, "constants.npz") as out:  # streamed: no copy in memory
+                np.savez(out, **tensors)
+            if kernel_name:
+                with member(zf, kernel_name) as out:
+                    out.write(kernel_text.encode())
 
     @classmethod
-    def load(cls, path: str | os.PathLike, check_bounds: bool | None = None) -> "Executable":
-        """Read an executable written by :meth:`save`.
+    def load(cls, path: str | os.PathLike | bytes, check_bounds: bool | None = None, *,
+             name: str = "executable",
+             kernels: Mapping[str, tir.PrimFunc] | None = None) -> "Executable":
+        """Read an executable written by :meth:`save` (or its bytes, from
+        :meth:`to_bytes`; ``name`` is what messages call them). ``kernels``:
+        the kernels of an archive written without them (``with_kernels=False``).
 
         ``check_bounds``: None (the default) compiles the kernels with the
         default checks (every buffer access not proven in bounds), or with a
@@ -286,9 +301,9 @@ class Executable:
         not match the digest recorded at build time is refused ("modified
         after build"). Every problem is an :class:`ExecutableFormatError`.
         """
-        where = os.fspath(path)
+        where = name if isinstance(path, bytes) else os.fspath(path)
         try:
-            with SafeZip(path, "executable") as zf:
+            with SafeZip(path, "executable", name=where) as zf:
                 names = zf.members
                 if "executable.json" not in names:
                     raise ExecutableFormatError(f"{where}: not a phasec executable "
@@ -366,6 +381,10 @@ class Executable:
             else:  # whatever a version-1 file says, it has no (valid) signatures
                 functions = [replace(f, param_sinfo=None) for f in functions]
             prim_funcs = _kernels_from_text(kernel_name, kernel_text) if kernel_name else {}
+            if kernels is not None:
+                if prim_funcs:
+                    raise ExecutableFormatError(f"{where}: has kernels of its own")
+                prim_funcs = dict(kernels)
         except ExecutableFormatError:
             raise
         except FileAccessError as exc:
@@ -535,7 +554,7 @@ class _PendingTensor:
 
     def load(self) -> np.ndarray:
         try:
-            arr = self.store.zip.array(self.member)
+            arr = self.store.zip.array(self.member, writeable=False)
         except FileAccessError as exc:
             raise ExecutableFormatError(f"{self.store.where}: damaged executable: "
                                         f"{exc.reason}") from None
