@@ -124,6 +124,7 @@ def model_worker(engine: str, path: str) -> None:
     t0 = time.perf_counter()
     if engine == "phasec":
         import phasec
+        import phasec.buildcache  # noqa: F401 - what building needs, imported like ORT
     else:
         import onnxruntime as ort
     t1 = time.perf_counter()
