@@ -134,7 +134,8 @@ def _unpack(archive: bytes, text: str, check_bounds: bool | None) -> Executable 
             return None
         if (exact_fingerprint(kernels) if kernels else "none") != fingerprint:
             return None
-        return Executable.load(archive, check_bounds, name="build cache entry", kernels=kernels)
+        return Executable.load(archive, check_bounds, name="build cache entry", kernels=kernels,
+                               authenticated=True)
     except (PhasecError, pickle.UnpicklingError, binascii.Error, EOFError, ValueError,
             TypeError, AttributeError, IndexError, KeyError):
         return None

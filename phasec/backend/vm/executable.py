@@ -63,7 +63,7 @@ import numpy as np
 from phasec.errors import FileAccessError, InputError, ParseError, VMError
 from phasec.fileio import SafeZip, format_size, load_json, pieces, write_atomic
 from phasec.ir import is_splat, tir
-from phasec.ir.expr import aligned_empty
+from phasec.ir.expr import CONSTANT_ALIGNMENT, aligned_empty
 from phasec.ir.module import IRModule
 from phasec.ir.struct_info import StructInfo
 from phasec.interp import call_prim_func
@@ -280,11 +280,14 @@ class Executable:
 
     @classmethod
     def load(cls, path: str | os.PathLike | bytes, check_bounds: bool | None = None, *,
-             name: str = "executable",
-             kernels: Mapping[str, tir.PrimFunc] | None = None) -> "Executable":
+             name: str = "executable", kernels: Mapping[str, tir.PrimFunc] | None = None,
+             authenticated: bool = False) -> "Executable":
         """Read an executable written by :meth:`save` (or its bytes, from
         :meth:`to_bytes`; ``name`` is what messages call them). ``kernels``:
         the kernels of an archive written without them (``with_kernels=False``).
+        ``authenticated``: bytes vouched for byte by byte (the build cache's,
+        under its HMAC), whose stored constants are used in place (see
+        :class:`~phasec.fileio.SafeZip`).
 
         ``check_bounds``: None (the default) compiles the kernels with the
         default checks (every buffer access not proven in bounds), or with a
@@ -302,8 +305,10 @@ class Executable:
         after build"). Every problem is an :class:`ExecutableFormatError`.
         """
         where = name if isinstance(path, bytes) else os.fspath(path)
+        trusted = authenticated and isinstance(path, bytes)
         try:
-            with SafeZip(path, "executable", name=where) as zf:
+            # (bytes come from the build cache, authenticated: constants are read as views)
+            with SafeZip(path, "executable", name=where, authenticated=trusted) as zf:
                 names = zf.members
                 if "executable.json" not in names:
                     raise ExecutableFormatError(f"{where}: not a phasec executable "
@@ -317,7 +322,7 @@ class Executable:
                         f"an executable holds only {', '.join(_MEMBERS)} (no compiled code is "
                         f"ever read from one)")
                 doc = _read_document(zf, where)
-                npz = zf.read("constants.npz") if "constants.npz" in names else None
+                npz = zf.read_view("constants.npz") if "constants.npz" in names else None
                 kernel_name = doc.get("kernels") if isinstance(doc, dict) else None
                 if kernel_name is not None and kernel_name not in _KERNEL_FILES:
                     raise ExecutableFormatError(
@@ -369,7 +374,7 @@ class Executable:
                 f"match the one recorded when the executable was built; rebuild it from its "
                 f"module (phasec build), and do not run files from untrusted sources")
         try:
-            store = _TensorStore(npz, where) if npz is not None else None
+            store = _TensorStore(npz, where, trusted) if npz is not None else None
             constants = ConstantPool([_const_from_json(c, store) for c in doc["constants"]])
             functions = [VMFunction.from_json(f) for f in doc["functions"]]
             if version >= 2:  # the parameter struct info is part of the format
@@ -524,11 +529,12 @@ class _TensorStore:
     """The tensors of a loaded file's ``constants.npz``: every member's declared
     size checked at once, each array read when first used."""
 
-    def __init__(self, npz: bytes, where: str) -> None:
+    def __init__(self, npz: "bytes | memoryview", where: str, authenticated: bool = False) -> None:
         self.where = where
         # (np.savez stores its members; the executable deflates the archive as a whole)
         try:
-            self.zip = SafeZip(npz, name=f"{where} (constants.npz)", compressed=False)
+            self.zip = SafeZip(npz, name=f"{where} (constants.npz)", compressed=False,
+                               authenticated=authenticated)
         except FileAccessError as exc:
             raise ExecutableFormatError(f"{where}: damaged executable: constants.npz: "
                                         f"{exc.reason}") from None
@@ -564,6 +570,11 @@ class _PendingTensor:
             arr = arr.astype(arr.dtype.newbyteorder("="))
         if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
             arr = np.array(arr, order="C")
+        if arr.size and arr.__array_interface__["data"][0] % CONSTANT_ALIGNMENT:
+            # (a view into an archive's bytes: aligned as every constant is)
+            aligned = aligned_empty(arr.shape, arr.dtype)
+            aligned[...] = arr
+            arr = aligned
         arr.setflags(write=False)
         return arr
 
