@@ -70,6 +70,7 @@ _LAZY = {
     "interp": "phasec.interp",
     "evaluate": "phasec.interp",
     "build": "phasec.pipeline",
+    "build_file": "phasec.buildcache",
     "Executable": "phasec.backend.vm",
     "VirtualMachine": "phasec.backend.vm",
     "report": "phasec.explorer",

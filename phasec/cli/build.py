@@ -4,7 +4,9 @@
 
 Runs :func:`phasec.build` (the default pipeline from the module's phase,
 VM codegen, kernel compilation) and writes the executable with
-:meth:`Executable.save`. Run it with ``phasec run model.pvm`` or
+:meth:`Executable.save`. A default build of a file (no ``--passes``,
+``--timing``, ``--trace``, ``--report``, validation or plugins) reuses an
+identical earlier build from the cache (:mod:`phasec.buildcache`). Run it with ``phasec run model.pvm`` or
 ``phasec.VirtualMachine(phasec.Executable.load("model.pvm"))``.
 """
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file
 from phasec.pipeline import build
+from phasec.buildcache import lookup, remember
 from phasec.transform import VERIFY_MODES, PassTiming, PassTrace, load_plugins
 from phasec.cli._report import CliReport, add_report_argument
 from phasec.cli._validate import add_validate_arguments, validate_instruments
@@ -152,19 +155,29 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.input, out)
     check_outputs_differ(args.input, out, args.report)
     report = CliReport(args.report, args.input, args.verify)
-    mod = read_module(args.input)
-    check_read_module(mod, args.input, args.verify, report)
     timing, trace = pipeline_instruments(args)
-    try:
-        exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
-                    instruments=[i for i in (timing, trace) if i is not None]
-                    + report.instruments + validate_instruments(args),
-                    kernels=args.kernels, check_bounds=args.check_bounds)
-    except PhasecError as exc:
-        report.write(mod, error=exc)
-        print_pipeline_instruments(None, trace)  # (up to the error)
-        raise
-    report.write(mod, kernels=exe.stats()["kernels"])
+    validation = validate_instruments(args)
+    # the default build of a file, nothing to show on the way: an earlier
+    # identical build may be reused whole (phasec/buildcache.py)
+    plain = args.input != "-" and args.passes is None and args.report is None \
+        and timing is None and trace is None and not validation and not args.load \
+        and args.kernels == "llvm"
+    key, exe = lookup(args.input, args.opt_level, args.check_bounds, args.verify) if plain \
+        else (None, None)
+    if exe is None:
+        mod = read_module(args.input)
+        check_read_module(mod, args.input, args.verify, report)
+        try:
+            exe = build(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
+                        instruments=[i for i in (timing, trace) if i is not None]
+                        + report.instruments + validation,
+                        kernels=args.kernels, check_bounds=args.check_bounds)
+        except PhasecError as exc:
+            report.write(mod, error=exc)
+            print_pipeline_instruments(None, trace)  # (up to the error)
+            raise
+        report.write(mod, kernels=exe.stats()["kernels"])
+        remember(key, exe)
     exe.save(out)
     print_pipeline_instruments(timing, trace)
     stats = exe.stats()

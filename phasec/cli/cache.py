@@ -1,5 +1,6 @@
 """``phasec cache``: the persistent kernel cache (see
-:mod:`phasec.backend.llvm.diskcache`): where it is and how big (``info``),
+:mod:`phasec.backend.llvm.diskcache`; it holds the whole-build entries of
+:mod:`phasec.backend.vm.buildcache` too): where it is and how big (``info``),
 empty it (``clear``), or evict the least recently used entries down to a
 size (``prune``, ``--max-size`` or ``PHASEC_CACHE_MAX_SIZE``, default 1 GiB).
 
@@ -47,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     info = diskcache.info()
     state = "on" if info["enabled"] else f"off ({diskcache.KERNEL_CACHE_ENV})"
-    print(f"kernel cache: {info['dir']} ({state}): {info['entries']} entries, "
+    print(f"kernel cache: {info['dir']} ({state}): {info['entries']} entries "
+          f"({info['builds']} of them whole builds), "
           f"{int(info['bytes']) / 1024:.1f} KiB of at most {format_size(int(info['max_bytes']))}")
     if info["problem"]:
         print(f"not used: {info['problem']}")

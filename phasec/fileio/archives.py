@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import math
+import struct
 import zipfile
 import zlib
 from typing import Any
@@ -24,6 +25,38 @@ _ARCHIVE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError
                    UnicodeDecodeError)
 
 
+#: a zip local file header: signature, then (skipped) version, flags, method,
+#: time, date, CRC, sizes, then the name's and the extra field's lengths
+_LOCAL_HEADER = struct.Struct("<4s22xHH")
+
+
+class _ViewFile(io.RawIOBase):
+    """A read-only, seekable file over a memoryview (no copy of it)."""
+
+    def __init__(self, view: memoryview) -> None:
+        self._view, self._pos = view, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self._pos, len(self._view))[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._view[self._pos:self._pos + len(buffer)]
+        buffer[:len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+
 class SafeZip:
     """A zip archive whose members are checked before anything is inflated.
 
@@ -39,16 +72,26 @@ class SafeZip:
     another (an executable's ``constants.npz``) must store its members as
     they are, since two layers of deflate multiply (a few kilobytes would
     inflate to gigabytes) and nothing phasec writes nests compression.
+
+    ``authenticated=True`` (bytes only) is for archives whose every byte is
+    already vouched for (the build cache's entries, under an HMAC): their
+    stored members are then read as views of those bytes, without a copy
+    or a CRC (:meth:`read_view`).
     """
 
-    def __init__(self, source: PathLike | bytes, what: str = "archive",
+    def __init__(self, source: PathLike | bytes | memoryview, what: str = "archive",
                  limit: int | None = None, name: str | None = None, *,
-                 compressed: bool = True) -> None:
+                 compressed: bool = True, authenticated: bool = False) -> None:
         self.limit = max_input_bytes() if limit is None else limit
         self.compressed = compressed
+        self._view: memoryview | None = None
         if isinstance(source, (bytes, bytearray, memoryview)):
             self.name = name or what
-            fh: Any = io.BytesIO(bytes(source))
+            if authenticated:
+                self._view = memoryview(source).cast("B")
+                fh: Any = _ViewFile(self._view)
+            else:
+                fh = io.BytesIO(bytes(source))
         else:
             self.name = _Name(what, source)
             fh = open_regular(source, what, self.limit)
@@ -115,6 +158,26 @@ class SafeZip:
         except _ARCHIVE_ERRORS as exc:
             raise self._damaged(member, exc) from None
 
+    def read_view(self, member: str) -> "bytes | memoryview":
+        """A member's bytes; a view of them (no copy, no CRC) when the
+        archive is authenticated and the member stored."""
+        info = self.info(member)
+        view = self._stored_view(info)
+        return view if view is not None else self.read(member)
+
+    def _stored_view(self, info: zipfile.ZipInfo) -> memoryview | None:
+        if self._view is None or info.compress_type != zipfile.ZIP_STORED:
+            return None
+        start = info.header_offset
+        header = bytes(self._view[start:start + _LOCAL_HEADER.size])
+        if len(header) != _LOCAL_HEADER.size:
+            raise self._error(f"member {info.filename!r}: its header is cut off")
+        magic, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+        begin = start + _LOCAL_HEADER.size + name_len + extra_len
+        if magic != b"PK\x03\x04" or begin + info.file_size > len(self._view):
+            raise self._error(f"member {info.filename!r}: damaged local header")
+        return self._view[begin:begin + info.file_size]
+
     def npy_header(self, member: str) -> tuple[tuple[int, ...], bool, Any]:
         """(shape, fortran_order, dtype) from a ``.npy`` member's header, after
         checking it declares exactly the member's size (only the header is
@@ -146,13 +209,26 @@ class SafeZip:
                               f"{info.file_size - offset} bytes of data")
         return tuple(shape), fortran, dtype
 
-    def array(self, member: str) -> Any:
-        """The array in a ``.npy`` member (header checked first; never pickles)."""
+    def array(self, member: str, writeable: bool = True) -> Any:
+        """The array in a ``.npy`` member (header checked first; never pickles).
+        ``writeable=False`` may return a read-only view of the member's bytes
+        (no copy when the member is stored, not deflated)."""
         import numpy as np
 
-        self.npy_header(member)
+        shape, fortran, dtype = self.npy_header(member)
+        info = self.info(member)
         try:
-            with self.zf.open(self.info(member)) as fp:
+            if info.compress_type == zipfile.ZIP_STORED:
+                # one read of the member (its CRC checked), the array a view of it:
+                # numpy's reader would copy it piece by piece through zipfile
+                data = self._stored_view(info) if not writeable else None
+                if data is None:
+                    data = self.zf.read(info)
+                offset = len(data) - math.prod(shape) * dtype.itemsize
+                flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=offset)
+                view = flat.reshape(shape, order="F" if fortran else "C")
+                return view.copy(order="K") if writeable else view
+            with self.zf.open(info) as fp:
                 return np.lib.format.read_array(fp, allow_pickle=False)
         except _ARCHIVE_ERRORS as exc:
             raise self._damaged(member, exc) from None

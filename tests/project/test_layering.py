@@ -41,7 +41,7 @@ LAYERS: dict[str, int] = {
     "transform": 10,
     "passes": 11, "backend": 11, "frontend": 11,
     "pipeline": 12, "tvm": 12,
-    "explorer": 13,
+    "explorer": 13, "buildcache": 13,
     "testing": 14,
     "cli": 15, "phases_doc": 15,
     "__main__": 16, "examples": 16,

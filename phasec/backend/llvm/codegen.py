@@ -58,6 +58,8 @@ class ModuleCodegen:
         self._n_md = 0
         self._symbols: set[str] = set()
         self.kernels: dict[str, KernelABI] = {}
+        #: kernel name -> the slice of ``functions`` its code takes
+        self._spans: dict[str, tuple[int, int]] = {}
 
     # -- metadata and declarations -----------------------------------------
     def _md(self) -> str:
@@ -129,9 +131,17 @@ class ModuleCodegen:
         if name in self.kernels:
             raise CodegenError("defined twice in the same module", name)
         refuse_host_calls(name, func)
+        start = len(self.functions)
         abi = emit_kernel(self, name, func)
         self.kernels[name] = abi
+        self._spans[name] = (start, len(self.functions))
         return abi
+
+    def kernel_sizes(self) -> dict[str, int]:
+        """The characters of LLVM IR each kernel generated (an estimate of
+        what compiling it costs)."""
+        return {name: sum(len(f) for f in self.functions[a:b])
+                for name, (a, b) in self._spans.items()}
 
     def plan_kernel(self, name: str, func: tir.PrimFunc) -> KernelABI:
         """The ABI :meth:`add_kernel` would produce, without generating code."""
@@ -149,12 +159,29 @@ class ModuleCodegen:
 
     def finish(self) -> str:
         """The complete LLVM assembly of the module."""
+        return self._assemble(self.functions)
+
+    def finish_split(self, groups: Sequence[Sequence[str]]) -> list[str]:
+        """One LLVM module per group of kernel names (every kernel in exactly
+        one group), each a complete module that compiles on its own: the
+        shared library code, declarations and metadata are in all of them
+        (what a module does not use LLVM drops), each kernel's functions only
+        in its group's."""
+        if sorted(n for g in groups for n in g) != sorted(self._spans):
+            raise CodegenError("finish_split: the groups must hold every kernel exactly once")
+        modules = []
+        for group in groups:
+            functions = [f for name in group for f in self.functions[slice(*self._spans[name])]]
+            modules.append(self._assemble(functions))
+        return modules
+
+    def _assemble(self, functions: Sequence[str]) -> str:
         parts = [KERNEL_LIB_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }",
                  f"@{OOB_VALUE} = global i64 0, align 8",
                  f"@{OOB_EXTENT} = global i64 0, align 8",
                  f"@{OOB_SITE} = global i64 0, align 8", ""]
         parts.extend(self.decls.values())
         parts.append("")
-        parts.extend(self.functions)
+        parts.extend(functions)
         parts.extend(self.metadata)
         return "\n".join(parts) + "\n"

@@ -98,6 +98,9 @@ MAX_ENTRY_BYTES = 256 << 20
 _MAGIC = b"PHASECK2"
 _HEADER = struct.Struct("<8s32s32sQQ")
 _SUFFIX = ".kc"
+#: the file suffix of each kind of entry: kernel libraries' object code, and
+#: whole builds (executables, see phasec/backend/vm/buildcache.py)
+_SUFFIXES = {"kernels": _SUFFIX, "build": ".kb"}
 _SECRET = "secret"
 _SECRET_BYTES = 32
 _KEY = re.compile(r"[0-9a-f]{64}")
@@ -384,8 +387,15 @@ def _secret(root_fd: int, create: bool) -> bytes | None:
 
 def _pack(secret: bytes, key: str, obj: bytes, optimized_ir: bytes) -> bytes:
     body = bytes.fromhex(key) + struct.pack("<QQ", len(obj), len(optimized_ir)) + obj + optimized_ir
-    mac = hmac.new(secret, _MAGIC + body, hashlib.sha256).digest()
-    return _MAGIC + mac + body
+    return _MAGIC + _mac(secret, memoryview(body)) + body
+
+
+def _mac(secret: bytes, body: memoryview) -> bytes:
+    """The HMAC of an entry: of the magic and the body (hashed in place: an
+    entry may take hundreds of megabytes)."""
+    h = hmac.new(secret, _MAGIC, hashlib.sha256)
+    h.update(body)
+    return h.digest()
 
 
 def _unpack(secret: bytes, key: str, data: bytes) -> tuple[bytes, str] | None:
@@ -396,8 +406,7 @@ def _unpack(secret: bytes, key: str, data: bytes) -> tuple[bytes, str] | None:
     if magic != _MAGIC or entry_key_ != bytes.fromhex(key) \
             or _HEADER.size + obj_size + ir_size != len(data):
         return None
-    if not hmac.compare_digest(mac, hmac.new(secret, _MAGIC + data[len(_MAGIC) + 32:],
-                                             hashlib.sha256).digest()):
+    if not hmac.compare_digest(mac, _mac(secret, memoryview(data)[len(_MAGIC) + 32:])):
         return None  # damaged, or not written by phasec with this cache's secret
     try:
         return data[_HEADER.size:_HEADER.size + obj_size], \
@@ -410,11 +419,11 @@ def _unpack(secret: bytes, key: str, data: bytes) -> tuple[bytes, str] | None:
 # Entries
 # ---------------------------------------------------------------------------
 
-def load(key: str) -> tuple[bytes, str] | None:
+def load(key: str, kind: str = "kernels") -> tuple[bytes, str] | None:
     """(object code, optimized IR) of entry ``key``, or None when absent or
     unusable (see the module docstring: nothing that fails a check is ever
-    returned)."""
-    if not _KEY.fullmatch(key):
+    returned). ``kind`` "build" reads a whole-build entry (its data and text)."""
+    if not _KEY.fullmatch(key) or kind not in _SUFFIXES:
         return None
     with _opened_root(create=False) as root_fd:
         if root_fd is None:
@@ -422,7 +431,7 @@ def load(key: str) -> tuple[bytes, str] | None:
         with _opened_subdir(root_fd, key[:2], create=False) as sub_fd:
             if sub_fd is None:
                 return None
-            name = key + _SUFFIX
+            name = key + _SUFFIXES[kind]
             data = _read_checked(sub_fd, name, str(cache_dir() / key[:2] / name),
                                  MAX_ENTRY_BYTES)
             secret = _secret(root_fd, create=False) if data is not None else None
@@ -434,12 +443,12 @@ def load(key: str) -> tuple[bytes, str] | None:
             return entry
 
 
-def store(key: str, obj: bytes, optimized_ir: str) -> bool:
+def store(key: str, obj: bytes, optimized_ir: str, kind: str = "kernels") -> bool:
     """Write entry ``key`` atomically, then evict the least recently used
     entries beyond the size limit; False (and nothing written) on any error:
     the cache is an optimization, never a reason for a build to fail."""
     limit = max_bytes()  # an invalid value is the user's error, reported
-    if not _KEY.fullmatch(key):
+    if not _KEY.fullmatch(key) or kind not in _SUFFIXES:
         return False
     try:
         with _opened_root(create=True) as root_fd:
@@ -452,7 +461,7 @@ def store(key: str, obj: bytes, optimized_ir: str) -> bool:
             with _opened_subdir(root_fd, key[:2], create=True) as sub_fd:
                 if sub_fd is None:
                     return False
-                write_atomic(key + _SUFFIX, data, "kernel cache entry", dir_fd=sub_fd,
+                write_atomic(key + _SUFFIXES[kind], data, "kernel cache entry", dir_fd=sub_fd,
                              mode=0o600, replace_special=True)
             _evict(root_fd, limit)
     except Exception:  # noqa: BLE001 - a full disk or a read-only home must not fail a build
@@ -475,7 +484,7 @@ def _listing(root_fd: int) -> Iterator[tuple[str, os.stat_result]]:
                 continue
             with os.scandir(sub_fd) as it:
                 for e in it:
-                    if e.name.endswith(_SUFFIX) or e.name.endswith(".tmp"):
+                    if e.name.endswith((*_SUFFIXES.values(), ".tmp")):
                         with contextlib.suppress(OSError):
                             yield f"{sub}/{e.name}", e.stat(follow_symlinks=False)
 
@@ -487,7 +496,7 @@ def _evict(root_fd: int, limit: int) -> dict[str, int]:
     removed = freed = 0
     now = time.time()
     for path, st in _listing(root_fd):
-        if path.endswith(_SUFFIX):
+        if _is_entry(path):
             entries.append((st.st_mtime, st.st_size, path))
         elif now - st.st_mtime > _STALE_TEMPORARY_SECONDS:
             with contextlib.suppress(OSError):
@@ -555,7 +564,7 @@ def clear() -> int:
                     os.unlink(path, dir_fd=root_fd)
                 except OSError:
                     continue
-                removed += path.endswith(_SUFFIX)
+                removed += _is_entry(path)
     return removed
 
 
@@ -565,7 +574,8 @@ def info() -> dict[str, object]:
     it is)."""
     root = cache_dir()
     result: dict[str, object] = {"dir": str(root), "enabled": enabled(), "entries": 0,
-                                 "bytes": 0, "max_bytes": max_bytes(), "problem": ""}
+                                 "builds": 0, "bytes": 0, "max_bytes": max_bytes(),
+                                 "problem": ""}
     if not os.path.lexists(root):
         return result
     with warnings.catch_warnings():
@@ -574,6 +584,11 @@ def info() -> dict[str, object]:
             if root_fd is None:
                 result["problem"] = str(_refusal(root))
                 return result
-            sizes = [st.st_size for path, st in _listing(root_fd) if path.endswith(_SUFFIX)]
-    result["entries"], result["bytes"] = len(sizes), sum(sizes)
+            listed = [(path, st.st_size) for path, st in _listing(root_fd) if _is_entry(path)]
+    result["entries"], result["bytes"] = len(listed), sum(size for _, size in listed)
+    result["builds"] = sum(path.endswith(_SUFFIXES["build"]) for path, _ in listed)
     return result
+
+
+def _is_entry(path: str) -> bool:
+    return path.endswith(tuple(_SUFFIXES.values()))

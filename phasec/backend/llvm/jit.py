@@ -30,6 +30,7 @@ import ctypes.util
 import os
 import platform
 import re
+import struct
 import sys
 import tempfile
 import threading
@@ -51,8 +52,10 @@ from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.abi import CANCEL_FLAG, NDARRAY_SYMBOL, ArrayLayout, descr_symbol
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
+from phasec.backend.llvm.parallel import compile_modules
 
-__all__ = ["host_target", "NativeModule", "jit_compile", "bind_array_symbols", "set_num_threads",
+__all__ = ["host_target", "NativeModule", "jit_compile", "jit_compile_modules", "jit_load_cached",
+           "bind_array_symbols", "set_num_threads", "available_cpus", "compile_jobs",
            "get_num_threads", "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
            "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit",
            "default_num_threads"]
@@ -61,6 +64,8 @@ __all__ = ["host_target", "NativeModule", "jit_compile", "bind_array_symbols", "
 BUFFER_CACHE_ENV = "PHASEC_BUFFER_CACHE"
 #: the threads of parallel loops (a positive integer; default: default_num_threads())
 NUM_THREADS_ENV = "PHASEC_NUM_THREADS"
+#: the processes compiling one kernel library (a positive integer; default: available_cpus())
+COMPILE_JOBS_ENV = "PHASEC_COMPILE_JOBS"
 #: the runtime's cache of kernels' freed intermediate buffers (irlib.BUFFER_CACHE_IR)
 _RUNTIME_BUFFER_FUNCTIONS = ("phasec_rt_alloc", "phasec_rt_free", "phasec_rt_trim_buffers")
 
@@ -264,12 +269,31 @@ def default_num_threads() -> int:
     ``taskset`` sets it), capped by its cgroup's CPU quota (a container's
     ``--cpus``), at most 256. An invalid ``PHASEC_NUM_THREADS`` is an
     :class:`~phasec.errors.InputError` naming it."""
-    value = os.environ.get(NUM_THREADS_ENV, "").strip()
-    if value:
-        if not value.isdigit() or not 1 <= int(value) <= 256:
-            raise InputError(f"the environment variable {NUM_THREADS_ENV} must be a number of "
-                             f"threads from 1 to 256, not {value!r}")
-        return int(value)
+    return _env_count(NUM_THREADS_ENV, "threads") or available_cpus()
+
+
+def compile_jobs() -> int:
+    """The processes that compile one kernel library's modules at once
+    (see :mod:`.parallel`): ``PHASEC_COMPILE_JOBS`` when set (1: everything
+    in this process), else :func:`available_cpus`. An invalid value is an
+    :class:`~phasec.errors.InputError` naming it."""
+    return _env_count(COMPILE_JOBS_ENV, "processes") or available_cpus()
+
+
+def _env_count(name: str, what: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= 256:
+        raise InputError(f"the environment variable {name} must be a number of {what} from 1 "
+                         f"to 256, not {value!r}")
+    return int(value)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, as ``taskset``
+    sets it), capped by its cgroup's CPU quota (a container's ``--cpus``),
+    at most 256."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -427,30 +451,110 @@ def jit_compile(ir_text: str, entry_symbols: list[str], global_symbols: list[str
 
 
 def jit_load_cached(cache_key: str, entry_symbols: list[str],
-                    global_symbols: list[str]) -> NativeModule | None:
-    """The disk cache's entry ``cache_key`` mapped into this process, or None
-    (cache off, no entry, a damaged entry). No IR is generated or parsed: the
-    engine gets an empty module and the object code through its object cache,
-    so LLVM only links and maps the machine code."""
+                    global_symbols: list[str]) -> list[NativeModule] | None:
+    """The disk cache's entry ``cache_key`` mapped into this process (one
+    native module per object it holds, see :func:`jit_compile_modules`), or
+    None (cache off, no entry, a damaged entry, an entry that lacks a
+    symbol). No IR is generated or parsed: each engine gets an empty module
+    and the object code through its object cache, so LLVM only links and
+    maps the machine code."""
     if not diskcache.enabled():
         return None
     hit = diskcache.load(cache_key)
     if hit is None:
         return None
-    obj, optimized = hit
+    parts = _split_entry(*hit)
+    if parts is None:
+        return None
     target = host_target()
     with _compile_lock:
-        tm = target.create_target_machine()
-        t0 = time.perf_counter()
-        mod = llvm.parse_assembly("")
-        mod.triple = target.triple
-        mod.data_layout = str(tm.target_data)
-        engine = llvm.create_mcjit_compiler(mod, tm)
-        engine.set_object_cache(getbuffer_func=lambda _module: obj)
-        native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
-    if not all(native.addresses.values()) or not all(native.globals.values()):
+        natives = [_load_object(target, obj, entry_symbols, global_symbols, optimized)
+                   for obj, optimized in parts]
+    if not all(all(n.globals.values()) for n in natives) or \
+            not all(any(n.addresses[s] for n in natives) for s in entry_symbols):
         return None  # an entry that lacks a symbol is not this code: rebuild
-    return native
+    return natives
+
+
+def _load_object(target: HostTarget, obj: bytes, entry_symbols: list[str],
+                 global_symbols: list[str], optimized: str) -> NativeModule:
+    """An engine running ``obj`` (object code phasec compiled in this run or
+    read from its own kernel cache); entry symbols it lacks have address 0."""
+    tm = target.create_target_machine()
+    t0 = time.perf_counter()
+    mod = llvm.parse_assembly("")
+    mod.triple = target.triple
+    mod.data_layout = str(tm.target_data)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.set_object_cache(getbuffer_func=lambda _module: obj)
+    return _finish(engine, entry_symbols, global_symbols, optimized, t0)
+
+
+#: a cache entry of several objects (jit_compile_modules): this magic, their
+#: count, their sizes, the objects; their optimized IRs joined by the separator
+_OBJECTS_MAGIC = b"PHASECMO"
+_IR_SEPARATOR = "\n; ---- phasec: the next module of this library ----\n"
+
+
+def _join_entry(compiled: list[tuple[bytes, str]]) -> tuple[bytes, str]:
+    sizes = struct.pack(f"<I{len(compiled)}Q", len(compiled), *(len(o) for o, _ in compiled))
+    return _OBJECTS_MAGIC + sizes + b"".join(o for o, _ in compiled), \
+        _IR_SEPARATOR.join(ir for _, ir in compiled)
+
+
+def _split_entry(blob: bytes, optimized: str) -> list[tuple[bytes, str]] | None:
+    """The (object, optimized IR) pairs of a cache entry (one for an entry of
+    a single object), or None when the framing does not add up."""
+    if not blob.startswith(_OBJECTS_MAGIC):
+        return [(blob, optimized)]
+    at = len(_OBJECTS_MAGIC)
+    if len(blob) < at + 4:
+        return None
+    (count,) = struct.unpack_from("<I", blob, at)
+    irs = optimized.split(_IR_SEPARATOR)
+    if count == 0 or len(irs) != count or len(blob) < at + 4 + 8 * count:
+        return None
+    sizes = struct.unpack_from(f"<{count}Q", blob, at + 4)
+    at += 4 + 8 * count
+    if at + sum(sizes) != len(blob):
+        return None
+    parts = []
+    for size, ir in zip(sizes, irs):
+        parts.append((blob[at:at + size], ir))
+        at += size
+    return parts
+
+
+def jit_compile_modules(ir_texts: list[str], entry_symbols: list[str],
+                        global_symbols: list[str], opt_level: int,
+                        cache_key: str | None) -> list[NativeModule]:
+    """Compile the modules of one library (each complete on its own, every
+    entry symbol in one of them) on several cores (:mod:`.parallel`) and map
+    each into its own engine; the objects go to the disk cache as one entry
+    under ``cache_key`` (when given and the cache is on)."""
+    target = host_target()
+    kernels = f"{len(entry_symbols)} kernel{'' if len(entry_symbols) == 1 else 's'}"
+    with console.step(f"compiling {kernels} with LLVM ({len(ir_texts)} processes)"), \
+            _compile_lock:
+        t0 = time.perf_counter()
+        with _captured_llvm_output():
+            try:
+                compiled = compile_modules(ir_texts, target.triple, target.cpu, target.features,
+                                           opt_level, _dispatch_captured)
+            except RuntimeError as exc:  # a codegen bug, not a user error; keep the detail
+                raise CodegenError(f"generated LLVM IR is invalid: {exc}") from exc
+        for name in sorted({e for _, _, externals in compiled for e in externals}):
+            if not llvm.address_of_symbol(name):
+                raise CodegenError(f"the generated code calls '{name}', which is not "
+                                   "available in this process")
+        natives = [_load_object(target, obj, entry_symbols, global_symbols, optimized)
+                   for obj, optimized, _ in compiled]
+    seconds = time.perf_counter() - t0
+    for native in natives:
+        native.compile_seconds = seconds
+    if cache_key is not None and diskcache.enabled():
+        diskcache.store(cache_key, *_join_entry([(o, ir) for o, ir, _ in compiled]))
+    return natives
 
 
 def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symbols: list[str],

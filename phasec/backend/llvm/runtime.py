@@ -45,8 +45,10 @@ from phasec.backend import interrupt
 from phasec.backend.llvm.errors import CodegenError, refuse_host_calls
 from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.jit import (
-    NativeModule, bind_array_symbols, host_target, jit_compile, jit_load_cached,
+    NativeModule, bind_array_symbols, compile_jobs, host_target, jit_compile, jit_compile_modules,
+    jit_load_cached,
 )
+from phasec.backend.llvm.parallel import split_kernels
 
 __all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
            "array_data_offset", "array_layout"]
@@ -435,12 +437,17 @@ class Kernel:
 
 
 class CompiledLibrary(Mapping[str, Kernel]):
-    """The compiled kernels of one module, by name (a read-only mapping)."""
+    """The compiled kernels of one module, by name (a read-only mapping).
 
-    def __init__(self, native: NativeModule, abis: Mapping[str, KernelABI],
+    A large library is compiled as several LLVM modules at once (see
+    :mod:`.parallel`): each kernel runs from the native module holding its
+    symbol."""
+
+    def __init__(self, natives: "list[NativeModule]", abis: Mapping[str, KernelABI],
                  llvm_ir: "str | Callable[[], str]") -> None:
-        self._native = native
-        self._kernels = {name: Kernel(abi, native) for name, abi in abis.items()}
+        self._natives = natives
+        self._native = natives[0]
+        self._kernels = {name: Kernel(abi, _holder(natives, abi)) for name, abi in abis.items()}
         # a callable when the code came from the disk cache without any IR:
         # the IR is generated only if someone asks for it
         self._llvm_ir = llvm_ir
@@ -454,8 +461,9 @@ class CompiledLibrary(Mapping[str, Kernel]):
 
     @property
     def optimized_ir(self) -> str:
-        """The LLVM IR after the O3 pipeline (look for ``<8 x float>`` etc.)."""
-        return self._native.optimized_ir
+        """The LLVM IR after the O3 pipeline (look for ``<8 x float>`` etc.);
+        a library compiled as several modules shows them one after another."""
+        return "\n".join(n.optimized_ir for n in self._natives)
 
     @property
     def compile_seconds(self) -> float:
@@ -463,8 +471,9 @@ class CompiledLibrary(Mapping[str, Kernel]):
 
     def assembly(self) -> str:
         """The host machine code of the optimized IR, as assembly text."""
-        module = llvm.parse_assembly(self.optimized_ir)
-        return host_target().create_target_machine().emit_assembly(module)
+        tm = host_target().create_target_machine()
+        return "\n".join(tm.emit_assembly(llvm.parse_assembly(n.optimized_ir))
+                         for n in self._natives)
 
     def __getitem__(self, name: str) -> Kernel:
         try:
@@ -487,6 +496,15 @@ class CompiledLibrary(Mapping[str, Kernel]):
         return f"<CompiledLibrary {sorted(self._kernels)}>"
 
 
+def _holder(natives: "list[NativeModule]", abi: KernelABI) -> NativeModule:
+    """The native module that defines ``abi``'s entry."""
+    symbol = abi.obj_symbol or abi.ptr_symbol
+    for native in natives:
+        if native.addresses.get(symbol):
+            return native
+    raise CodegenError("compiled, but its entry is in none of the library's modules", abi.name)
+
+
 class UnknownKernelError(VMError, KeyError):
     """Asked a CompiledLibrary for a kernel it does not have."""
 
@@ -499,7 +517,7 @@ class UnknownKernelError(VMError, KeyError):
 # --------------------------------------------------------------------------
 
 _CACHE_SIZE = 64
-_cache: "OrderedDict[tuple[Any, ...], list[tuple[dict, NativeModule, dict, str]]]" = \
+_cache: "OrderedDict[tuple[Any, ...], list[tuple[dict, list[NativeModule], dict, Any]]]" = \
     OrderedDict()
 _cache_lock = threading.Lock()
 _stats = {"hits": 0, "misses": 0}
@@ -564,22 +582,22 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
            array_layout is not None)
     if use_cache:
         with _cache_lock:
-            for cached_funcs, native, abis, ir in _cache.get(key, ()):
+            for cached_funcs, natives, abis, ir in _cache.get(key, ()):
                 if structural_equal(cached_funcs, funcs):
                     _stats["hits"] += 1
                     _cache.move_to_end(key)
                     # ABIs come from *these* funcs so errors use their names.
-                    return CompiledLibrary(native, _abis_for(funcs, options), ir)
+                    return CompiledLibrary(natives, _abis_for(funcs, options), ir)
 
-    native, abis, ir = _compile(funcs, options, opt_level)
+    natives, abis, ir = _compile(funcs, options, opt_level)
     if use_cache:
         with _cache_lock:
             _stats["misses"] += 1
-            _cache.setdefault(key, []).append((funcs, native, abis, ir))
+            _cache.setdefault(key, []).append((funcs, natives, abis, ir))
             _cache.move_to_end(key)
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
-    return CompiledLibrary(native, abis, ir)
+    return CompiledLibrary(natives, abis, ir)
 
 
 def _abis_for(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions) -> dict[str, KernelABI]:
@@ -591,27 +609,35 @@ _GLOBALS = [OOB_VALUE, OOB_EXTENT, OOB_SITE]
 
 
 def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
-             opt_level: int) -> tuple[NativeModule, dict[str, KernelABI], "str | Callable[[], str]"]:
+             opt_level: int) -> tuple[list[NativeModule], dict[str, KernelABI],
+                                      "str | Callable[[], str]"]:
     key = _program_key(funcs, options, opt_level)
     if key is not None:
         # A warm build: the disk cache has this program's machine code, found
         # without generating its IR (code generation is most of a warm build)
         abis = _abis_for(funcs, options)
-        native = jit_load_cached(key, [a.obj_symbol or a.ptr_symbol for a in abis.values()],
-                                 _GLOBALS)
-        if native is not None:
-            return native, abis, lambda: _generate(funcs, options)[1]
-    abis, ir = _generate(funcs, options)
+        natives = jit_load_cached(key, [a.obj_symbol or a.ptr_symbol for a in abis.values()],
+                                  _GLOBALS)
+        if natives is not None:
+            return natives, abis, lambda: _generate(funcs, options)[1].finish()
+    abis, gen = _generate(funcs, options)
     entries = [a.obj_symbol or a.ptr_symbol for a in abis.values()]
-    native = jit_compile(ir, entries, _GLOBALS, opt_level, cache_key=key)
-    return native, abis, ir
+    groups = split_kernels(gen.kernel_sizes(), compile_jobs())
+    if len(groups) > 1:
+        # a large library on several cores; the same kernels always give the
+        # same modules, so the result does not depend on who compiled what
+        natives = jit_compile_modules(gen.finish_split(groups), entries, _GLOBALS, opt_level,
+                                      cache_key=key)
+        return natives, abis, gen.finish
+    ir = gen.finish()
+    return [jit_compile(ir, entries, _GLOBALS, opt_level, cache_key=key)], abis, ir
 
 
 def _generate(funcs: Mapping[str, tir.PrimFunc],
-              options: CodegenOptions) -> tuple[dict[str, KernelABI], str]:
+              options: CodegenOptions) -> tuple[dict[str, KernelABI], ModuleCodegen]:
     gen = ModuleCodegen(options, array_data_offset, array_layout)
     abis = {name: gen.add_kernel(name, funcs[name]) for name in sorted(funcs)}
-    return abis, gen.finish()
+    return abis, gen
 
 
 def _program_key(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,

@@ -48,6 +48,7 @@ unknown (:meth:`Executable.signature` gives None struct info).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -62,7 +63,7 @@ import numpy as np
 from phasec.errors import FileAccessError, InputError, ParseError, VMError
 from phasec.fileio import SafeZip, format_size, load_json, pieces, write_atomic
 from phasec.ir import is_splat, tir
-from phasec.ir.expr import aligned_empty
+from phasec.ir.expr import CONSTANT_ALIGNMENT, aligned_empty
 from phasec.ir.module import IRModule
 from phasec.ir.struct_info import StructInfo
 from phasec.interp import call_prim_func
@@ -240,9 +241,22 @@ class Executable:
     def save(self, path: str | os.PathLike) -> None:
         """Write the executable to ``path`` (a zip archive; see the module doc),
         whole or not at all (:func:`phasec.fileio.write_atomic`)."""
+        # whole or not at all: a full disk or Ctrl-C leaves the previous file
+        write_atomic(path, lambda fh: self._write_archive(fh, compress=True), what="executable")
+
+    def to_bytes(self, compress: bool = True, with_kernels: bool = True) -> bytes:
+        """The archive :meth:`save` writes, as bytes; ``compress=False`` stores
+        its members as they are (larger, but read back without inflating),
+        ``with_kernels=False`` leaves the kernels out (to be given to
+        :meth:`load`): what the build cache keeps."""
+        buffer = io.BytesIO()
+        self._write_archive(buffer, compress, with_kernels)
+        return buffer.getvalue()
+
+    def _write_archive(self, fh: Any, compress: bool, with_kernels: bool = True) -> None:
         tensors: dict[str, np.ndarray] = {}
         consts = [_const_to_json(self.constants[i], tensors) for i in range(len(self.constants))]
-        kernel_name, kernel_text = _kernels_to_text(self.prim_funcs)
+        kernel_name, kernel_text = _kernels_to_text(self.prim_funcs if with_kernels else {})
         doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION,
                "functions": [f.to_json() for f in self.functions],
                "constants": consts, "kernels": kernel_name,
@@ -254,22 +268,26 @@ class Executable:
             # signal interrupts: write in pieces, so Ctrl-C acts within one piece.
             return pieces(zf.open(name, "w", force_zip64=True))
 
-        def write(fh: Any) -> None:
-            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                with member(zf, "executable.json") as out:
-                    out.write(json.dumps(doc, separators=(",", ":")).encode())
-                with member(zf, "constants.npz") as out:  # streamed: no copy in memory
-                    np.savez(out, **tensors)
-                if kernel_name:
-                    with member(zf, kernel_name) as out:
-                        out.write(kernel_text.encode())
-
-        # whole or not at all: a full disk or Ctrl-C leaves the previous file
-        write_atomic(path, write, what="executable")
+        method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+        with zipfile.ZipFile(fh, "w", compression=method) as zf:
+            with member(zf, "executable.json") as out:
+                out.write(json.dumps(doc, separators=(",", ":")).encode())
+            with member(zf, "constants.npz") as out:  # streamed: no copy in memory
+                np.savez(out, **tensors)
+            if kernel_name:
+                with member(zf, kernel_name) as out:
+                    out.write(kernel_text.encode())
 
     @classmethod
-    def load(cls, path: str | os.PathLike, check_bounds: bool | None = None) -> "Executable":
-        """Read an executable written by :meth:`save`.
+    def load(cls, path: str | os.PathLike | bytes, check_bounds: bool | None = None, *,
+             name: str = "executable", kernels: Mapping[str, tir.PrimFunc] | None = None,
+             authenticated: bool = False) -> "Executable":
+        """Read an executable written by :meth:`save` (or its bytes, from
+        :meth:`to_bytes`; ``name`` is what messages call them). ``kernels``:
+        the kernels of an archive written without them (``with_kernels=False``).
+        ``authenticated``: bytes vouched for byte by byte (the build cache's,
+        under its HMAC), whose stored constants are used in place (see
+        :class:`~phasec.fileio.SafeZip`).
 
         ``check_bounds``: None (the default) compiles the kernels with the
         default checks (every buffer access not proven in bounds), or with a
@@ -286,9 +304,11 @@ class Executable:
         not match the digest recorded at build time is refused ("modified
         after build"). Every problem is an :class:`ExecutableFormatError`.
         """
-        where = os.fspath(path)
+        where = name if isinstance(path, bytes) else os.fspath(path)
+        trusted = authenticated and isinstance(path, bytes)
         try:
-            with SafeZip(path, "executable") as zf:
+            # (bytes come from the build cache, authenticated: constants are read as views)
+            with SafeZip(path, "executable", name=where, authenticated=trusted) as zf:
                 names = zf.members
                 if "executable.json" not in names:
                     raise ExecutableFormatError(f"{where}: not a phasec executable "
@@ -302,7 +322,7 @@ class Executable:
                         f"an executable holds only {', '.join(_MEMBERS)} (no compiled code is "
                         f"ever read from one)")
                 doc = _read_document(zf, where)
-                npz = zf.read("constants.npz") if "constants.npz" in names else None
+                npz = zf.read_view("constants.npz") if "constants.npz" in names else None
                 kernel_name = doc.get("kernels") if isinstance(doc, dict) else None
                 if kernel_name is not None and kernel_name not in _KERNEL_FILES:
                     raise ExecutableFormatError(
@@ -354,7 +374,7 @@ class Executable:
                 f"match the one recorded when the executable was built; rebuild it from its "
                 f"module (phasec build), and do not run files from untrusted sources")
         try:
-            store = _TensorStore(npz, where) if npz is not None else None
+            store = _TensorStore(npz, where, trusted) if npz is not None else None
             constants = ConstantPool([_const_from_json(c, store) for c in doc["constants"]])
             functions = [VMFunction.from_json(f) for f in doc["functions"]]
             if version >= 2:  # the parameter struct info is part of the format
@@ -366,6 +386,10 @@ class Executable:
             else:  # whatever a version-1 file says, it has no (valid) signatures
                 functions = [replace(f, param_sinfo=None) for f in functions]
             prim_funcs = _kernels_from_text(kernel_name, kernel_text) if kernel_name else {}
+            if kernels is not None:
+                if prim_funcs:
+                    raise ExecutableFormatError(f"{where}: has kernels of its own")
+                prim_funcs = dict(kernels)
         except ExecutableFormatError:
             raise
         except FileAccessError as exc:
@@ -505,11 +529,12 @@ class _TensorStore:
     """The tensors of a loaded file's ``constants.npz``: every member's declared
     size checked at once, each array read when first used."""
 
-    def __init__(self, npz: bytes, where: str) -> None:
+    def __init__(self, npz: "bytes | memoryview", where: str, authenticated: bool = False) -> None:
         self.where = where
         # (np.savez stores its members; the executable deflates the archive as a whole)
         try:
-            self.zip = SafeZip(npz, name=f"{where} (constants.npz)", compressed=False)
+            self.zip = SafeZip(npz, name=f"{where} (constants.npz)", compressed=False,
+                               authenticated=authenticated)
         except FileAccessError as exc:
             raise ExecutableFormatError(f"{where}: damaged executable: constants.npz: "
                                         f"{exc.reason}") from None
@@ -535,7 +560,7 @@ class _PendingTensor:
 
     def load(self) -> np.ndarray:
         try:
-            arr = self.store.zip.array(self.member)
+            arr = self.store.zip.array(self.member, writeable=False)
         except FileAccessError as exc:
             raise ExecutableFormatError(f"{self.store.where}: damaged executable: "
                                         f"{exc.reason}") from None
@@ -545,6 +570,11 @@ class _PendingTensor:
             arr = arr.astype(arr.dtype.newbyteorder("="))
         if not arr.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
             arr = np.array(arr, order="C")
+        if arr.size and arr.__array_interface__["data"][0] % CONSTANT_ALIGNMENT:
+            # (a view into an archive's bytes: aligned as every constant is)
+            aligned = aligned_empty(arr.shape, arr.dtype)
+            aligned[...] = arr
+            arr = aligned
         arr.setflags(write=False)
         return arr
 

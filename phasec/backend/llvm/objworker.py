@@ -1,0 +1,130 @@
+"""LLVM IR to object code, in this process or in a compile worker process.
+
+:func:`compile_object` optimizes one LLVM module with the pipeline of
+:func:`phasec.backend.llvm.jit.jit_compile` (new pass manager at
+O``opt_level``, loop and SLP vectorization from O2) and emits its machine
+code as a relocatable object for the JIT's target machine; the parent loads
+that object into an MCJIT engine as it loads a kernel-cache entry.
+
+llvmlite serialises every call into LLVM behind one process-wide lock, so
+threads cannot compile two modules at once: the kernels of a large library
+are split into modules compiled by worker processes (:mod:`.parallel`). A
+worker is this file run as a script (``python -I objworker.py``): it imports
+llvmlite and the standard library only (no phasec: starting one costs
+~50 ms of CPU), reads its modules from standard input, and writes each
+one's object code and optimized IR to standard output. What LLVM prints
+(remarks) goes to the worker's standard error, a file the parent reads and
+shows like its own captured output. The worker ignores SIGINT: on Ctrl-C
+the parent stops and kills its workers (a terminal sends SIGINT to the whole
+process group).
+
+Framing, both ways: an 8-byte little-endian length, then that many bytes.
+Request: a JSON header (``triple``, ``cpu``, ``features``, ``opt_level``,
+``modules``: how many), then each module's IR. Reply per module: a JSON
+header (``error``: '' or LLVM's message; ``externals``: the functions the
+code calls but does not define), the object code, the optimized IR.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import struct
+import sys
+from typing import Any, BinaryIO
+
+import llvmlite.binding as llvm
+
+_LENGTH = struct.Struct("<Q")
+#: the largest frame a worker or its parent reads (a kernel module is a few MiB)
+MAX_FRAME_BYTES = 1 << 30
+
+_initialized = False
+
+
+def _initialize() -> None:
+    global _initialized
+    if not _initialized:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _initialized = True
+
+
+def target_machine(triple: str, cpu: str, features: str) -> Any:
+    """The target machine the JIT uses (same settings as ``HostTarget``)."""
+    _initialize()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default",
+                                        codemodel="jitdefault", jit=True)
+
+
+def optimize(mod: Any, tm: Any, opt_level: int) -> None:
+    """Run phasec's LLVM pipeline on ``mod`` in place."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    pto.loop_vectorization = opt_level >= 2
+    pto.slp_vectorization = opt_level >= 2
+    pto.loop_unrolling = opt_level >= 2
+    pto.loop_interleaving = opt_level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def compile_object(ir_text: str, triple: str, cpu: str, features: str,
+                   opt_level: int) -> tuple[bytes, str, list[str]]:
+    """(object code, optimized IR, external functions called) of ``ir_text``.
+    Invalid IR raises RuntimeError with LLVM's message."""
+    tm = target_machine(triple, cpu, features)
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    mod.triple = triple
+    mod.data_layout = str(tm.target_data)
+    optimize(mod, tm, opt_level)
+    externals = [f.name for f in mod.functions
+                 if f.is_declaration and not f.name.startswith("llvm.")]
+    optimized = str(mod)
+    return bytes(tm.emit_object(mod)), optimized, externals
+
+
+def write_frame(out: BinaryIO, data: bytes) -> None:
+    out.write(_LENGTH.pack(len(data)))
+    out.write(data)
+
+
+def read_frame(src: BinaryIO) -> bytes:
+    """One frame; EOFError when the stream ends first or the length is absurd."""
+    head = src.read(_LENGTH.size)
+    if len(head) != _LENGTH.size:
+        raise EOFError("the stream ended")
+    (size,) = _LENGTH.unpack(head)
+    if size > MAX_FRAME_BYTES:
+        raise EOFError(f"a frame of {size} bytes")
+    data = src.read(size)
+    if len(data) != size:
+        raise EOFError("the stream ended inside a frame")
+    return data
+
+
+def serve(src: BinaryIO, out: BinaryIO) -> None:
+    """Answer one request (see the module docstring)."""
+    header = json.loads(read_frame(src))
+    modules = [read_frame(src).decode("utf-8") for _ in range(int(header["modules"]))]
+    for ir_text in modules:
+        try:
+            obj, optimized, externals = compile_object(
+                ir_text, header["triple"], header["cpu"], header["features"],
+                int(header["opt_level"]))
+            reply = {"error": "", "externals": externals}
+        except RuntimeError as exc:
+            obj, optimized, reply = b"", "", {"error": str(exc), "externals": []}
+        write_frame(out, json.dumps(reply).encode())
+        write_frame(out, obj)
+        write_frame(out, optimized.encode("utf-8"))
+        out.flush()
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; see the docstring
+    try:
+        serve(sys.stdin.buffer, sys.stdout.buffer)
+    except (EOFError, BrokenPipeError):  # the parent went away
+        sys.exit(1)

@@ -1,0 +1,206 @@
+"""Whole builds kept between processes: :func:`build_file`.
+
+Building a model file again (a second ``phasec run model.onnx``, a service
+restart) repeats import, every pass and the weight packing, although
+nothing changed. :func:`build_file` keeps the finished executable in the
+kernel cache (:mod:`phasec.backend.llvm.diskcache`, entries of kind
+"build"), keyed by the SHA-256 of:
+
+* the input file's bytes and its suffix (how it is read);
+* every build option (optimization level, bounds checks, verification);
+* every ``PHASEC_*`` environment variable (``PHASEC_WINOGRAD`` and
+  ``PHASEC_VECTOR_BITS`` change the schedules; the others cost at most a
+  miss);
+* all of phasec's own sources (the package, its passes and verifier) and
+  the phasec, llvmlite and LLVM versions and the target CPU: a changed
+  compiler never reuses an old build.
+
+A hit reads the executable back (its members stored, not deflated: no
+inflating on the warm path) and compiles its kernels, which the kernel
+entries of the same cache map without running LLVM. The kernels' TIR is
+kept pickled, not as the executable's JSON: reading the JSON format needs
+its schema, whose construction alone takes longer than the rest of a warm
+build. The entries live under the kernel cache's trust rules (private
+directories, no links followed, each entry bound to its key by an HMAC
+under the cache's secret, all checked before anything is unpickled: the
+same trust the cache gives the native code it maps), and the unpickler
+makes nothing but phasec's TIR nodes; the kernels read back must have the
+exact fingerprint recorded with them. A planted, damaged or mismatching
+entry is ignored and the model is built again; so is an entry that reads
+back as no valid executable. A model whose weights are in external data
+files is never cached (their content is not in the key). ``PHASEC_KERNEL_CACHE=off`` turns this off
+with the kernel cache; ``phasec cache info`` counts the builds, ``clear``
+and ``prune`` treat them like any entry.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copyreg
+import hashlib
+import importlib.util
+import io
+import os
+import pickle
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from phasec import __version__
+from phasec.errors import PhasecError
+from phasec.fileio import read_bytes
+from phasec.ir import tir
+from phasec.ir.structural import exact_fingerprint
+from phasec.backend.llvm import diskcache
+from phasec.backend.llvm.jit import host_target
+from phasec.backend.vm import Executable
+from phasec.frontend.onnx import from_onnx
+from phasec.pipeline import build
+from phasec.script.loader import load
+
+__all__ = ["build_file", "build_key", "lookup", "remember"]
+
+_SOURCES: list[str] = []
+
+
+def _sources_digest() -> str:
+    """SHA-256 of every source file of phasec, its passes and its verifier
+    (computed once per process)."""
+    if not _SOURCES:
+        roots = [Path(__file__).resolve().parent]
+        for sub in ("phasec.passes", "phasec.verifier"):
+            spec = importlib.util.find_spec(sub)
+            roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+        h = hashlib.sha256(__version__.encode())
+        for root in sorted(set(roots)):
+            for f in sorted(root.rglob("*.py")):
+                h.update(str(f.relative_to(root)).encode() + b"\0")
+                h.update(f.read_bytes())
+        _SOURCES.append(h.hexdigest())
+    return _SOURCES[0]
+
+
+def build_key(data: bytes, suffix: str, opt_level: int, check_bounds: bool | None,
+              verify: str = "each") -> str:
+    """The cache key of building a file of content ``data`` and ``suffix``
+    with these options (see the module docstring)."""
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("PHASEC_"))
+    target = host_target()
+    text = "\0".join(("build", hashlib.sha256(data).hexdigest(), suffix.lower(),
+                      repr((opt_level, check_bounds, verify)), repr(env), _sources_digest()))
+    return diskcache.entry_key(text, opt_level, (target.triple, target.cpu, target.features))
+
+
+def _mapping_proxy(items: dict) -> MappingProxyType:
+    """Unpickles a read-only mapping of the TIR (a mappingproxy has no name to pickle by)."""
+    return MappingProxyType(items)
+
+
+class _KernelPickler(pickle.Pickler):
+    dispatch_table = {**copyreg.dispatch_table,
+                      MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
+
+
+class _KernelUnpickler(pickle.Unpickler):
+    """Makes TIR nodes and nothing else."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == tir.__name__ or (module, name) == (__name__, "_mapping_proxy"):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of the TIR")
+
+
+def _pack(exe: Executable) -> tuple[bytes, str] | None:
+    """(data, text) of a build entry: the executable's archive without its
+    kernels; the kernels' exact fingerprint and, after a newline, the
+    kernels pickled (base64). None when the kernels have no fingerprint."""
+    fingerprint = exact_fingerprint(dict(exe.prim_funcs)) if exe.prim_funcs else "none"
+    if fingerprint is None:
+        return None
+    buffer = io.BytesIO()
+    _KernelPickler(buffer, protocol=5).dump(dict(exe.prim_funcs))
+    return exe.to_bytes(compress=False, with_kernels=False), \
+        fingerprint + "\n" + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _unpack(archive: bytes, text: str, check_bounds: bool | None) -> Executable | None:
+    """The executable of a build entry, or None when it is not what was stored."""
+    try:
+        fingerprint, _, pickled = text.partition("\n")
+        kernels = _KernelUnpickler(io.BytesIO(base64.b64decode(pickled, validate=True))).load()
+        if not isinstance(kernels, dict) or not all(
+                isinstance(k, str) and isinstance(f, tir.PrimFunc) for k, f in kernels.items()):
+            return None
+        if (exact_fingerprint(kernels) if kernels else "none") != fingerprint:
+            return None
+        return Executable.load(archive, check_bounds, name="build cache entry", kernels=kernels,
+                               authenticated=True)
+    except (PhasecError, pickle.UnpicklingError, binascii.Error, EOFError, ValueError,
+            TypeError, AttributeError, IndexError, KeyError):
+        return None
+
+
+def _external_data(data: bytes) -> bool:
+    """Whether the ONNX model ``data`` keeps weights in files of their own
+    (or cannot be read: the importer will say why)."""
+    import onnx  # (an optional dependency, as in phasec.frontend.onnx)
+
+    try:
+        model = onnx.load_from_string(data)
+    except Exception:  # noqa: BLE001 - not a model: nothing to cache
+        return True
+    graphs = [model.graph]
+    while graphs:  # every initializer, in subgraphs too
+        g = graphs.pop()
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in g.initializer):
+            return True
+        graphs += [a.g for n in g.node for a in n.attribute if a.HasField("g")]
+        graphs += [s for n in g.node for a in n.attribute for s in a.graphs]
+    return False
+
+
+def lookup(path: str | os.PathLike, opt_level: int = 2, check_bounds: bool | None = None,
+           verify: str = "each") -> tuple[str | None, Executable | None]:
+    """(the build key of the file ``path`` with these options, the cached
+    executable or None); the key is None when the build may not be cached
+    (cache off, weights in external files). The executable's kernels are
+    compiled (from the kernel cache)."""
+    if not diskcache.enabled():
+        return None, None
+    try:
+        data = read_bytes(path, "model file")
+        if Path(path).suffix.lower() == ".onnx" and _external_data(data):
+            return None, None
+    except (PhasecError, ImportError):  # the build reports it, as it would without a cache
+        return None, None
+    key = build_key(data, Path(path).suffix, opt_level, check_bounds, verify)
+    hit = diskcache.load(key, kind="build")
+    exe = _unpack(*hit, check_bounds) if hit is not None else None
+    if exe is not None:
+        exe.kernels("llvm")
+    return key, exe
+
+
+def remember(key: str | None, exe: Executable) -> bool:
+    """Keep ``exe``, built from the file :func:`lookup` gave ``key`` for
+    (nothing when ``key`` is None); False when it was not kept."""
+    entry = _pack(exe) if key is not None else None
+    return entry is not None and diskcache.store(key, *entry, kind="build")
+
+
+def build_file(path: str | os.PathLike, opt_level: int = 2, *,
+               check_bounds: bool | None = None, cache: bool = True) -> Executable:
+    """Read a module file (``.py`` TVMScript, ``.json``, ``.onnx``) and
+    build it with the default pipeline (as :func:`phasec.build`, kernels
+    compiled with LLVM), reusing the executable of an earlier build of the
+    same file with the same options and the same phasec (see the module
+    docstring); ``cache=False`` always builds."""
+    path = os.fspath(path)
+    key, exe = lookup(path, opt_level, check_bounds) if cache else (None, None)
+    if exe is not None:
+        return exe
+    mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else load(path)
+    exe = build(mod, opt_level, check_bounds=check_bounds)
+    remember(key, exe)
+    return exe

@@ -1,0 +1,119 @@
+"""A large kernel library is compiled as several LLVM modules by worker
+processes (phasec/backend/llvm/parallel.py): the kernels compute what numpy
+computes, the split and the code do not depend on which process compiled
+what, a warm build maps every module from the disk cache, and a worker that
+fails or a Ctrl-C never loses a build or leaves a worker behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import CodegenError, compile_prim_funcs, parallel
+from phasec.errors import InputError
+from phasec.ir import tir as T
+
+N = 37
+
+
+def _library() -> dict:
+    """Six kernels out = a * x + b (elementwise, float32), each its own constants."""
+    funcs = {}
+    for k in range(6):
+        A, C = T.Buffer("A", (N,)), T.Buffer("C", (N,))
+        i = T.Var("i")
+        value = A[i] * T.as_prim_expr(1.5 + k, "float32") + T.as_prim_expr(-k, "float32")
+        funcs[f"k{k}"] = T.PrimFunc((A, C), T.For(i, 0, N, "serial", T.BufferStore(C, value, (i,))))
+    return funcs
+
+
+def _check(lib) -> None:
+    x = np.linspace(-3, 3, N, dtype=np.float32)
+    for k in range(6):
+        out = np.empty(N, np.float32)
+        lib[f"k{k}"](x, out)
+        # (a multiply-add may be fused: one rounding instead of two)
+        np.testing.assert_allclose(out, x * np.float32(1.5 + k) + np.float32(-k), rtol=1e-6,
+                                   atol=1e-6)
+
+
+@pytest.fixture
+def split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Every library is split over 3 processes, in a private kernel cache."""
+    monkeypatch.setattr(parallel, "MIN_MODULE_IR_CHARS", 1)
+    monkeypatch.setenv("PHASEC_COMPILE_JOBS", "3")
+    monkeypatch.setenv("PHASEC_CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.delenv("PHASEC_KERNEL_CACHE", raising=False)
+    return tmp_path / "kernels"
+
+
+def test_split_is_balanced_deterministic_and_complete() -> None:
+    sizes = {"a": 500_000, "b": 300_000, "c": 250_000, "d": 200_000, "e": 10}
+    groups = parallel.split_kernels(sizes, 2)
+    assert groups == parallel.split_kernels(dict(reversed(sizes.items())), 2)
+    assert sorted(n for g in groups for n in g) == sorted(sizes)
+    loads = sorted(sum(sizes[n] for n in g) for g in groups)
+    assert loads == [550_010, 700_000]  # largest first into the lightest group
+    # a small library stays one module: a worker would cost more than it saves
+    assert parallel.split_kernels({"a": 1000, "b": 2000}, 8) == [["a", "b"]]
+
+
+def test_library_compiled_by_workers_computes_what_numpy_does(split: Path) -> None:
+    lib = compile_prim_funcs(_library(), use_cache=False)
+    assert len(lib._natives) == 3  # three modules, two of them from workers
+    _check(lib)
+    again = compile_prim_funcs(_library(), use_cache=False)  # the disk cache: all three mapped
+    assert len(again._natives) == 3
+    _check(again)
+    assert again.optimized_ir == lib.optimized_ir
+
+
+def test_the_code_does_not_depend_on_the_processes(split: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    first = compile_prim_funcs(_library(), use_cache=False).optimized_ir
+    # every module compiled in this process (the workers fail to start): the same code
+    monkeypatch.setattr(parallel.sys, "executable", "/nonexistent/python")
+    lib = compile_prim_funcs(_library(), use_cache=False)
+    assert lib.optimized_ir == first
+    _check(lib)
+
+
+def test_invalid_ir_in_a_worker_is_a_codegen_error(split: Path) -> None:
+    from phasec.backend.llvm.jit import jit_compile_modules
+
+    good = "define i32 @f() {\nentry:\n  ret i32 0\n}\n"
+    with pytest.raises(CodegenError, match="generated LLVM IR is invalid"):
+        jit_compile_modules([good, "define i32 @g( {"], ["f"], [], 2, cache_key=None)
+
+
+def test_ctrl_c_while_compiling_leaves_no_worker(split: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[parallel._Worker] = []
+    real_init = parallel._Worker.__init__
+
+    def recording(self, *args):
+        real_init(self, *args)
+        started.append(self)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parallel._Worker, "__init__", recording)
+    monkeypatch.setattr(parallel.objworker, "compile_object", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        compile_prim_funcs(_library(), use_cache=False)
+    assert len(started) == 2
+    assert all(w.proc is not None and w.proc.returncode is not None for w in started)
+
+
+@pytest.mark.parametrize("value", ["0", "many", "300"])
+def test_an_invalid_job_count_is_an_input_error(value: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from phasec.backend.llvm.jit import compile_jobs
+
+    monkeypatch.setenv("PHASEC_COMPILE_JOBS", value)
+    with pytest.raises(InputError, match="PHASEC_COMPILE_JOBS"):
+        compile_jobs()

@@ -1,0 +1,140 @@
+"""Whole builds kept between processes (phasec/buildcache.py): a second
+build of the same file reuses the first's executable and computes what ONNX
+Runtime computes; a changed file is built again; a planted or mismatching
+entry is refused and rebuilt (nothing in it runs); builds are deterministic;
+``phasec cache`` counts and clears the builds."""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import phasec
+from phasec import buildcache
+from phasec.backend.llvm import diskcache
+
+
+def _model(path: Path, seed: int) -> Path:
+    """x[2, 8] @ W[8, 5] + b, then Relu, with seeded random weights."""
+    rng = np.random.default_rng(seed)
+    w, b = rng.standard_normal((8, 5)).astype("float32"), rng.standard_normal(5).astype("float32")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+         helper.make_node("Relu", ["a"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+        initializer=[numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+X = np.linspace(-2, 2, 16, dtype=np.float32).reshape(2, 8)
+
+
+def _check(exe: phasec.Executable, path: Path) -> None:
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": X})
+    got = np.asarray(phasec.VirtualMachine(exe)["main"](X))
+    np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PHASEC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PHASEC_KERNEL_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def _no_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("built again")
+    monkeypatch.setattr(buildcache, "build", refuse)
+
+
+def _entry(cache: Path) -> Path:
+    (entry,) = cache.glob("*/*.kb")
+    return entry
+
+
+def test_a_second_build_reuses_the_first(cache: Path, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _model(tmp_path / "m.onnx", 0)
+    _check(buildcache.build_file(path), path)
+    assert diskcache.info()["builds"] == 1
+    with monkeypatch.context() as m:
+        _no_builds(m)
+        _check(buildcache.build_file(path), path)  # from the cache: nothing lowered
+    # another file content is another build, computing with its own weights
+    _model(path, 1)
+    _check(buildcache.build_file(path), path)
+    assert diskcache.info()["builds"] == 2
+
+
+def test_planted_and_mismatching_entries_are_refused_and_rebuilt(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    one, two = _model(tmp_path / "one.onnx", 0), _model(tmp_path / "two.onnx", 1)
+    buildcache.build_file(one)
+    entry_one = _entry(cache)
+    buildcache.build_file(two)
+    (entry_two,) = set(cache.glob("*/*.kb")) - {entry_one}
+    # another model's (valid) entry filed under this one's name: bound to its key, refused
+    entry_one.write_bytes(entry_two.read_bytes())
+    _check(buildcache.build_file(one), one)
+    # an entry phasec wrote, under the right key, whose kernels are not the ones recorded
+    key, _ = buildcache.lookup(one)
+    data, text = diskcache.load(key, kind="build")
+    _, _, pickled = text.partition("\n")
+    assert diskcache.store(key, data, "0" * 64 + "\n" + pickled, kind="build")
+    assert buildcache.lookup(one)[1] is None
+    _check(buildcache.build_file(one), one)
+    # ... or whose pickle would make something other than TIR: never unpickled that far
+    ran: list[str] = []
+    monkeypatch.setattr(os, "getcwd", lambda: ran.append("ran") or "/")
+    evil = b"cos\ngetcwd\n(tR."  # a pickle that calls os.getcwd()
+    assert pickle.loads(evil) == "/" and ran == ["ran"]  # (as plain pickle would)
+    fingerprint = text.partition("\n")[0]
+    assert diskcache.store(key, data, fingerprint + "\n" + base64.b64encode(evil).decode(),
+                           kind="build")
+    ran.clear()
+    assert buildcache.lookup(one)[1] is None and not ran
+    _check(buildcache.build_file(one), one)
+
+
+def test_builds_are_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _model(tmp_path / "m.onnx", 3)
+    entries = []
+    monkeypatch.delenv("PHASEC_KERNEL_CACHE", raising=False)
+    for name in ("a", "b"):
+        monkeypatch.setenv("PHASEC_CACHE_DIR", str(tmp_path / name))
+        buildcache.build_file(path)
+        key, _ = buildcache.lookup(path)
+        entries.append(diskcache.load(key, kind="build"))
+    assert entries[0] == entries[1]
+
+
+def test_phasec_cache_counts_and_clears_builds(cache: Path, tmp_path: Path, capsys) -> None:
+    from phasec.cli import main
+
+    buildcache.build_file(_model(tmp_path / "m.onnx", 0))
+    assert main(["cache", "info"]) == 0
+    assert "(1 of them whole builds)" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    capsys.readouterr()
+    assert diskcache.info()["entries"] == 0 and not list(cache.glob("*/*.kb"))
+
+
+def test_cache_off_builds_every_time(cache: Path, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    path = _model(tmp_path / "m.onnx", 0)
+    _check(buildcache.build_file(path), path)
+    assert buildcache.lookup(path) == (None, None)
+    assert not cache.exists() or not list(cache.glob("*/*.kb"))
