@@ -102,11 +102,18 @@ class _KernelPickler(pickle.Pickler):
                       MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
 
 
+#: the classes a pickled kernel may hold: TIR's own node classes, by plain name
+#: (never a dotted path, which pickle would follow through the module's imports)
+_TIR_CLASSES = frozenset(n for n, v in vars(tir).items()
+                         if isinstance(v, type) and v.__module__ == tir.__name__)
+
+
 class _KernelUnpickler(pickle.Unpickler):
     """Makes TIR nodes and nothing else."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == tir.__name__ or (module, name) == (__name__, "_mapping_proxy"):
+        if (module == tir.__name__ and name in _TIR_CLASSES) or (
+                module, name) == (__name__, "_mapping_proxy"):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not part of the TIR")
 

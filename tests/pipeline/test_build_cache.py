@@ -106,6 +106,17 @@ def test_planted_and_mismatching_entries_are_refused_and_rebuilt(
     ran.clear()
     assert buildcache.lookup(one)[1] is None and not ran
     _check(buildcache.build_file(one), one)
+    # ... nor a dotted name through the TIR module's own imports (numpy as np)
+    import numpy
+
+    monkeypatch.setattr(numpy, "getbufsize", lambda: ran.append("ran") or 8192)
+    module, name = b"phasec.ir.tir", b"np.getbufsize"  # STACK_GLOBAL of a dotted name, called
+    dotted = b"\x80\x04\x8c%c%s\x94\x8c%c%s\x94\x93)R." % (len(module), module, len(name), name)
+    assert pickle.loads(dotted) == 8192 and ran == ["ran"]  # (as plain pickle would)
+    assert diskcache.store(key, data, fingerprint + "\n" + base64.b64encode(dotted).decode(),
+                           kind="build")
+    ran.clear()
+    assert buildcache.lookup(one)[1] is None and not ran
 
 
 def test_builds_are_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
