@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
            "IndexOutOfRangeError", "index_error_text", "counted", "FileAccessError",
-           "BufferAccessError", "ProgramAssertionError", "printable", "MessageStream", "MESSAGE_LINE_LIMIT",
+           "BufferAccessError", "DivisionByZeroError", "ProgramAssertionError", "printable", "MessageStream", "MESSAGE_LINE_LIMIT",
            "MESSAGE_LIMIT"]
 
 
@@ -131,6 +131,22 @@ class BufferAccessError(VMError, IndexError):
             message = (f"kernel {kernel!r}: out-of-bounds {access} buffer {buffer!r}: index "
                        f"{index} in dimension {dim}, whose extent is {extent} ({valid})")
         super().__init__(message)
+
+
+class DivisionByZeroError(VMError, ZeroDivisionError):
+    """An integer division or remainder by zero while a program runs
+    (``R.divide``, ``R.floor_divide``, ``R.mod``, ``R.floor_mod`` on
+    integers, ONNX ``Div``/``Mod``, or ``/``, ``//``, ``%`` in a kernel).
+    phasec has one rule for it everywhere -- the operators' numpy references,
+    the reference and TIR interpreters, compiled kernels, the VM's shape
+    arithmetic: it is this error, never a quotient or remainder of 0 (as
+    ONNX Runtime fails such a run). ``where`` names the kernel or operator.
+    (Float division by zero is no error: IEEE infinities and NaN; ``INT_MIN /
+    -1`` wraps to ``INT_MIN``.)"""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(f"integer division by zero in {where}")
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:

@@ -68,13 +68,18 @@ def _straight_line_body(body: tir.Stmt) -> bool:
     return True
 
 
-def _cannot_vectorize(body: tir.Stmt, is_checked: Callable[[Any, int], bool]) -> bool:
+def _cannot_vectorize(body: tir.Stmt, is_checked: Callable[[Any, int], bool],
+                      checks_divisor: Callable[[Any], bool]) -> bool:
     """Whether ``body`` holds what LLVM's loop vectorizer never handles: a
     C math library call (``T.atanh``...: no vector form) or an early exit
-    (a run-time bounds check, ``is_checked``, or a checked data index)."""
+    (a run-time bounds check, ``is_checked``, a checked data index, or a
+    test of an integer divisor for 0, ``checks_divisor``)."""
     for node in walk(body):
         t = type(node)
-        if t is tir.Call:
+        if t is tir.BinaryOp:
+            if checks_divisor(node):
+                return True
+        elif t is tir.Call:
             spec = INTRINSIC_TABLE.get(node.name)
             if node.name == "checked_index" or (spec is not None and spec.lowering == C_MATH):
                 return True
@@ -295,7 +300,7 @@ class LoopEmitter:
 
     def _loop_md(self, s: tir.For) -> str | None:
         if s.kind == "vectorized" and not _cannot_vectorize(
-                s.body, self.expressions.access.is_checked):
+                s.body, self.expressions.access.is_checked, self.expressions.types.checks_divisor):
             # (Such a loop stays a scalar loop: told to vectorize, LLVM would
             # fail and print a warning for every one of them.)
             props = ['!"llvm.loop.vectorize.enable", i1 true']

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import (
-    BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError, counted,
+    BufferAccessError, DivisionByZeroError, IndexOutOfRangeError, PhasecError,
+    ProgramAssertionError, VMError, counted,
 )
 from phasec.interp.relax import normalize_value
 from phasec.ir.intrinsics import SCALAR_INTRINSICS
@@ -531,6 +532,8 @@ class VirtualMachine(VMMemory):
         elif isinstance(exc, BufferAccessError):
             located = BufferAccessError(exc.kernel, exc.buffer, exc.dim, exc.index, exc.extent,
                                         exc.write, f"{exc} {where}")
+        elif isinstance(exc, DivisionByZeroError):  # the kind too (a ZeroDivisionError)
+            located = DivisionByZeroError(f"{exc.where} {where}")
         elif isinstance(exc, ProgramAssertionError):  # R.assert_op: keep the kind too
             located = ProgramAssertionError(f"{detail} {where}")
         else:
@@ -601,10 +604,13 @@ def _compile_expr(code: tuple) -> Callable[[list], Any]:
         lhs, rhs, text = _compile_expr(code[2]), _compile_expr(code[3]), bc.expr_code_text(code)
 
         def binary(regs: list) -> Any:
+            a, b = lhs(regs), rhs(regs)
             try:
-                return fn(lhs(regs), rhs(regs))
+                return fn(a, b)
             except ZeroDivisionError:
-                raise VMError(f"division by zero in {text}") from None
+                if isinstance(a, float) or isinstance(b, float):
+                    raise VMError(f"division by zero in {text}") from None
+                raise DivisionByZeroError(text) from None
         return binary
     if kind == "not":
         inner = _compile_expr(code[1])
