@@ -375,7 +375,8 @@ def _binary_tir(name: str, a: PrimExpr, b: PrimExpr, dt: str) -> PrimExpr:
         if name == "mod":  # truncated: the dividend's sign
             differ = BinaryOp("!=", BinaryOp("<", r, zero), BinaryOp("<", a, zero))
             adjust = BinaryOp("and", BinaryOp("!=", r, zero), differ)
-            r = Select(adjust, BinaryOp("-", r, b), r)
+            # (the division outside the Select: no lazy branch in the loop)
+            r = BinaryOp("-", r, Select(adjust, b, zero))
         return r
     if name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
         return tir.Call(name, (a, b), dt)

@@ -162,6 +162,6 @@ def test_kernels_test_a_divisor_only_when_it_may_be_zero():
     lib["by_extent"](np.zeros((3, 0), "float32"), np.zeros((3, 0), "float32"))
     ir = lib.llvm_ir
     kernel_text = {name: ir[ir.index(f'@"phasec.k.{name}"('):] for name in funcs}
-    tests = {name: text[:text.index("\n}\n")].count("ret i32 16")
+    tests = {name: "divzero.flag" in text[:text.index("\n}\n")]
              for name, text in kernel_text.items()}
-    assert tests == {"guarded": 1, "by_data": 1, "by_extent": 0}, tests
+    assert tests == {"guarded": True, "by_data": True, "by_extent": False}, tests

@@ -6,12 +6,13 @@ memory, or divides by a divisor that may be 0), so padding guards such as
 ``Select(i > 0, A[i - 1], 0)`` never read out of bounds and
 ``Select(n != 0, a // n, 0)`` never divides by zero. Integer division
 follows TVM: ``/`` truncates, ``//`` and ``%`` floor; a zero divisor ends
-the kernel with RC_DIVISION_BY_ZERO (a DivisionByZeroError), tested unless
-the divisor is a non-zero constant or proven non-zero
-(:meth:`.exprtypes.ExprTypes.checks_divisor`); ``INT_MIN / -1`` wraps. The
-hardware division itself never traps: its divisor is 1 where the true one
-is 0 or -1 (an unchecked divisor may be 0 only in a Select branch whose
-result is not used).
+the kernel with RC_DIVISION_BY_ZERO (a DivisionByZeroError) at the next
+loop exit or return -- a flag, so a dividing loop keeps no early exit and
+still vectorizes -- tested unless the divisor is a non-zero constant or
+proven non-zero (:meth:`.exprtypes.ExprTypes.checks_divisor`);
+``INT_MIN / -1`` wraps. The hardware division itself never traps: its
+divisor is 1 where the true one is 0 or -1 (an unchecked divisor may be 0
+only in a Select branch whose result is not used).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 
 from phasec.ir import tir
 from phasec.ir.node import Node
-from phasec.backend.llvm.abi import RC_DIVISION_BY_ZERO
 from phasec.backend.llvm.access import BufferAccess
 from phasec.backend.llvm.context import KernelContext
 from phasec.backend.llvm.conversions import Conversions
@@ -223,16 +223,13 @@ class ExpressionEmitter:
         return self._int_arith(op, ot, a, b)
 
     def _check_divisor(self, ty: str, b: str) -> None:
-        """End the kernel with RC_DIVISION_BY_ZERO (freeing its live heap
-        buffers) when ``b`` is 0."""
+        """Note a zero ``b`` in the function's flag: the kernel then ends with
+        RC_DIVISION_BY_ZERO at the next loop exit or return
+        (:meth:`.context.KernelContext.note_zero_divisor`)."""
         fn = self.ctx.fn
         isz = fn.tmp("dz")
         fn.emit(f"{isz} = icmp eq {ty} {b}, 0")
-        bad, cont = fn.label("divzero"), fn.label("divok")
-        fn.emit(f"br i1 {isz}, label %{bad}, label %{cont}, !prof {self.ctx.mod.unlikely_md()}")
-        fn.start(bad)
-        self.ctx.error_return(str(RC_DIVISION_BY_ZERO))
-        fn.start(cont)
+        self.ctx.note_zero_divisor(isz)
 
     def _float_arith(self, op: str, dt: str, a: str, b: str) -> str:
         fn = self.ctx.fn

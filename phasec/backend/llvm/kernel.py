@@ -101,6 +101,7 @@ def emit_kernel(mod: ModuleSink, name: str, func: tir.PrimFunc) -> KernelABI:
             ctx.bufs[id(p)] = BufferInfo(p, f"%arg{i}", dims)
 
     emitters.emit_stmt(func.body)
+    ctx.raise_zero_divisor()
     fn.emit(f"ret i32 {RC_OK}")
     ctx.finish_function()
     EntryEmitter(mod, func, symbol).emit(abi)

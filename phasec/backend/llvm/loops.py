@@ -68,18 +68,15 @@ def _straight_line_body(body: tir.Stmt) -> bool:
     return True
 
 
-def _cannot_vectorize(body: tir.Stmt, is_checked: Callable[[Any, int], bool],
-                      checks_divisor: Callable[[Any], bool]) -> bool:
+def _cannot_vectorize(body: tir.Stmt, is_checked: Callable[[Any, int], bool]) -> bool:
     """Whether ``body`` holds what LLVM's loop vectorizer never handles: a
     C math library call (``T.atanh``...: no vector form) or an early exit
-    (a run-time bounds check, ``is_checked``, a checked data index, or a
-    test of an integer divisor for 0, ``checks_divisor``)."""
+    (a run-time bounds check, ``is_checked``, or a checked data index). (A
+    test of an integer divisor is no exit: it sets a flag the loop's exit
+    reads, see KernelContext.note_zero_divisor.)"""
     for node in walk(body):
         t = type(node)
-        if t is tir.BinaryOp:
-            if checks_divisor(node):
-                return True
-        elif t is tir.Call:
+        if t is tir.Call:
             spec = INTRINSIC_TABLE.get(node.name)
             if node.name == "checked_index" or (spec is not None and spec.lowering == C_MATH):
                 return True
@@ -209,6 +206,7 @@ class LoopEmitter:
         def close() -> None:
             self.ctx.unbind_var(s.loop_var, prev)
             close_loop(md)
+            self.ctx.raise_zero_divisor()  # a zero divisor the loop met: out of the loop
 
         tasks.append(close)
         tasks.append(s.body)
@@ -227,6 +225,7 @@ class LoopEmitter:
         fn.start(body)
 
         def close() -> None:
+            self.ctx.raise_zero_divisor()  # each iteration (the data decides how many)
             fn.emit(f"br label %{head}")
             fn.start(done)
 
@@ -300,7 +299,7 @@ class LoopEmitter:
 
     def _loop_md(self, s: tir.For) -> str | None:
         if s.kind == "vectorized" and not _cannot_vectorize(
-                s.body, self.expressions.access.is_checked, self.expressions.types.checks_divisor):
+                s.body, self.expressions.access.is_checked):
             # (Such a loop stays a scalar loop: told to vectorize, LLVM would
             # fail and print a warning for every one of them.)
             props = ['!"llvm.loop.vectorize.enable", i1 true']
@@ -407,6 +406,7 @@ class LoopEmitter:
         child.bind_var(s.loop_var, iv)
         inner.emit_stmt(s.body)
         close_loop(None)
+        child.raise_zero_divisor()
         cfn.emit(f"ret i32 {RC_OK}")
         child.finish_function()
 

@@ -348,6 +348,8 @@ class Kernel:
         # Parallel chunks OR their codes together: test the bits.
         if rc & RC_CANCELLED:  # Ctrl-C or SIGTERM: raise what the signal raises
             interrupt.raise_interrupt(self.name)
+        if rc & RC_DIVISION_BY_ZERO:  # (first: a later error may come of its quotient)
+            return DivisionByZeroError(f"kernel '{self.name}'")
         if rc & RC_BUFFER_OUT_OF_BOUNDS:
             value = ctypes.c_int64.from_address(self._owner.globals[OOB_VALUE]).value
             extent = ctypes.c_int64.from_address(self._owner.globals[OOB_EXTENT]).value
@@ -356,8 +358,6 @@ class Kernel:
             names = self.abi.buffers
             buffer = names[ordinal] if 0 <= ordinal < len(names) else "?"
             return BufferAccessError(self.name, buffer, dim, value, extent, write)
-        if rc & RC_DIVISION_BY_ZERO:
-            return DivisionByZeroError(f"kernel '{self.name}'")
         if rc & RC_INDEX_OUT_OF_RANGE:
             value = ctypes.c_int64.from_address(self._owner.globals[OOB_VALUE]).value
             extent = ctypes.c_int64.from_address(self._owner.globals[OOB_EXTENT]).value
