@@ -141,8 +141,10 @@ def test_kernels_test_a_divisor_only_when_it_may_be_zero():
     mod = phasec.parse(KERNELS)
     funcs = {name: mod[name] for name in ("guarded", "by_data", "by_extent")}
     lib = compile_prim_funcs(funcs, use_cache=False)
-    for d, want in ((0, [-1] * 8), (3, [i // 3 for i in range(8)]), (-3, [i // -3 for i in range(8)])):
-        for run in (lambda c: lib["guarded"](c, d), lambda c: run_prim_func(funcs["guarded"], [c, d])):
+    for d in (0, 3, -3):
+        want = [i // d if d else -1 for i in range(8)]
+        for run in (lambda c: lib["guarded"](c, d),
+                    lambda c: run_prim_func(funcs["guarded"], [c, d])):
             c = np.zeros(8, "int64")
             run(c)
             assert c.tolist() == want
