@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["PhasecError", "InputError", "ParseError", "StructInfoError", "PhaseError",
            "InvalidPhaseError", "PassError", "WellFormedError", "SchemaError", "VMError",
            "IndexOutOfRangeError", "index_error_text", "counted", "FileAccessError",
-           "BufferAccessError", "ProgramAssertionError", "printable", "MessageStream", "MESSAGE_LINE_LIMIT",
-           "MESSAGE_LIMIT"]
+           "BufferAccessError", "DivisionByZeroError", "ProgramAssertionError", "with_location",
+           "printable", "MessageStream", "MESSAGE_LINE_LIMIT", "MESSAGE_LIMIT"]
 
 
 class PhasecError(Exception):
@@ -133,6 +133,22 @@ class BufferAccessError(VMError, IndexError):
         super().__init__(message)
 
 
+class DivisionByZeroError(VMError, ZeroDivisionError):
+    """An integer division or remainder by zero while a program runs
+    (``R.divide``, ``R.floor_divide``, ``R.mod``, ``R.floor_mod`` on
+    integers, ONNX ``Div``/``Mod``, or ``/``, ``//``, ``%`` in a kernel).
+    phasec has one rule for it everywhere -- the operators' numpy references,
+    the reference and TIR interpreters, compiled kernels, the VM's shape
+    arithmetic: it is this error, never a quotient or remainder of 0 (as
+    ONNX Runtime fails such a run). ``where`` names the kernel or operator.
+    (Float division by zero is no error: IEEE infinities and NaN; ``INT_MIN /
+    -1`` wraps to ``INT_MIN``.)"""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(f"integer division by zero in {where}")
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``1 argument``, ``2 arguments``: a count and its noun, for messages
     (never ``2 argument(s)``); ``plural`` when it is not ``noun + "s"``."""
@@ -148,6 +164,24 @@ def index_error_text(where: str, value: int, extent: int) -> str:
 class ProgramAssertionError(VMError, AssertionError):
     """``R.assert_op`` found its condition false while the program ran (on the
     VM or the reference interpreter); the message is the op's formatted one."""
+
+
+def with_location(exc: BaseException, where: str) -> VMError:
+    """``exc``, raised while a program ran, as a VMError with ``where`` (the
+    program point) appended; of the same kind where callers catch the kind:
+    IndexOutOfRangeError and BufferAccessError (IndexErrors),
+    DivisionByZeroError (a ZeroDivisionError), ProgramAssertionError."""
+    detail = str(exc) if isinstance(exc, PhasecError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, IndexOutOfRangeError):
+        return IndexOutOfRangeError(exc.where, exc.value, exc.extent, where)
+    if isinstance(exc, BufferAccessError):
+        return BufferAccessError(exc.kernel, exc.buffer, exc.dim, exc.index, exc.extent,
+                                 exc.write, f"{exc} {where}")
+    if isinstance(exc, DivisionByZeroError):
+        return DivisionByZeroError(f"{exc.where} {where}")
+    if isinstance(exc, ProgramAssertionError):
+        return ProgramAssertionError(f"{detail} {where}")
+    return VMError(f"{detail} {where}")
 
 
 #: A line of a message longer than this is clipped (a list of 10,000 names is

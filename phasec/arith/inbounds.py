@@ -1,4 +1,5 @@
-"""Which buffer accesses of a kernel are *proven* in bounds.
+"""Which buffer accesses of a kernel are *proven* in bounds, and which
+integer divisions have a divisor proven non-zero.
 
 Kernels are compiled "checked unless proven" (see
 ``phasec.backend.llvm.options.CodegenOptions.check_bounds``): every index of
@@ -7,6 +8,13 @@ except where this module proves ``0 <= index < extent`` for every execution
 of the access. :func:`prove_accesses` walks a PrimFunc and answers, per
 access and per dimension, "proven" or "not proven"; anything it cannot
 decide is "not proven", which only costs a run-time check.
+
+Integer division by zero is a run-time error (phasec's rule, see
+:class:`~phasec.errors.DivisionByZeroError`): a compiled kernel tests each
+integer ``/``, ``//``, ``%`` divisor that is not a non-zero constant, except
+where the same walk proves ``divisor >= 1`` or ``divisor <= -1`` at that
+point (a divisor that is a loop's symbolic extent, inside that loop, is
+non-zero: the body runs only when ``extent >= 1``).
 
 What a proof may use, at the point of the access:
 
@@ -88,6 +96,7 @@ class AccessProofs:
 
     def __init__(self) -> None:
         self._dims: dict[int, list[bool]] = {}
+        self._divisors: dict[int, bool] = {}  # integer division -> divisor proven non-zero
         self._nodes: list[Any] = []  # keeps the ids above valid
 
     def record(self, node: Any, dim: int, ok: bool) -> None:
@@ -96,6 +105,16 @@ class AccessProofs:
             dims = self._dims[id(node)] = [True] * len(node.indices)
             self._nodes.append(node)
         dims[dim] = dims[dim] and ok  # a node reached twice: proven at both places
+
+    def record_divisor(self, node: Any, ok: bool) -> None:
+        known = self._divisors.get(id(node))
+        if known is None:
+            self._nodes.append(node)
+        self._divisors[id(node)] = ok and known is not False  # reached twice: proven at both
+
+    def divisor_proven(self, node: Any) -> bool:
+        """Is the divisor of integer division ``node`` non-zero wherever it runs?"""
+        return self._divisors.get(id(node), False)
 
     def proven(self, node: Any, dim: int) -> bool:
         """Is index ``dim`` of access ``node`` in bounds wherever it runs?"""
@@ -109,7 +128,7 @@ class AccessProofs:
 
     def unproven(self) -> list[Any]:
         """The access nodes with an unproven index, in walk order."""
-        return [n for n in self._nodes if not all(self._dims[id(n)])]
+        return [n for n in self._nodes if id(n) in self._dims and not all(self._dims[id(n)])]
 
 
 def prove_accesses(func: tir.PrimFunc) -> AccessProofs:
@@ -445,6 +464,14 @@ class _Prover:
             return [d, add_terms({}, d, -1)]
         return []
 
+    def nonzero(self, divisor: tir.PrimExpr) -> bool:
+        """``divisor >= 1`` or ``divisor <= -1`` wherever the current scope runs?
+        (Its form must be the value the hardware computes: exact.)"""
+        d = self.form(divisor)
+        if not self.exact(d):
+            return False
+        return self.prove_le(add_terms({}, d, -1), -1) or self.prove_le(d, -1)
+
     # -- the walk ------------------------------------------------------------------
     def access(self, buf: tir.Buffer, indices: tuple, node: Any) -> None:
         if len(indices) != len(buf.shape):
@@ -478,6 +505,8 @@ class _Prover:
                 stack.append(e.lhs)
                 self.branch(stack, e.lhs, e.op == "and", e.rhs)
             else:
+                if t is tir.BinaryOp and e.op in _DIVISIONS and tir.is_int(e.dtype):
+                    self.proofs.record_divisor(e, self.nonzero(e.rhs))
                 stack.extend(tir.expr_children(e))
 
     def branch(self, stack: list[Any], cond: tir.PrimExpr, holds: bool,
@@ -576,12 +605,20 @@ class _Prover:
         # (the variable itself never changes, whatever its bounds read)
         self.atoms[key] = _Atom([[lo]] if known else [],
                                 [[add_terms(end, _const(-1))]] if known else [], True)
+        # the body runs only when extent >= 1; so every factor of a product
+        # extent is non-zero (a zero factor makes the product 0, wrapped or
+        # not), and one known >= 0 is >= 1 (a symbolic dimension of a reshape)
+        facts = [add_terms(_const(1), ext, -1)] if known and self.is_pure(ext) else []
+        factors = _factors(s.extent)
+        if len(factors) > 1:
+            for f in factors:
+                ff = self.form(f)
+                if self.exact(ff) and self.is_pure(ff) and self.prove_le(add_terms({}, ff, -1), 0):
+                    facts.append(add_terms(_const(1), ff, -1))
         old_key, old_facts, old_subst = self.var_key.get(id(v)), self.facts, \
             self.subst.pop(id(v), _ABSENT)
         self.var_key[id(v)] = key
-        # the body runs only when extent >= 1
-        self.facts = old_facts + ([add_terms(_const(1), ext, -1)] if known and self.is_pure(ext)
-                                  else [])
+        self.facts = old_facts + facts
 
         def leave() -> None:
             if old_key is None:
@@ -595,6 +632,20 @@ class _Prover:
 
 
 _ABSENT = object()
+#: the integer division operators (TIR ``/`` truncates, ``//`` and ``%`` floor)
+_DIVISIONS = frozenset({"/", "//", "%"})
+
+
+def _factors(e: tir.PrimExpr) -> list[tir.PrimExpr]:
+    """The operands of a product ``a * b * ...`` (``[e]`` for anything else)."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if type(x) is tir.BinaryOp and x.op == "*" and len(out) + len(stack) < 8:
+            stack += [x.rhs, x.lhs]
+        else:
+            out.append(x)
+    return out
 
 
 def _only_const(form: Form) -> Fraction | int | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from phasec.errors import DivisionByZeroError
 from phasec.ir import tir
 from phasec.ir.intrinsics import SCALAR_INTRINSICS
 from phasec.ir.struct_info import (
@@ -103,7 +104,9 @@ def eval_prim_expr(expr: tir.PrimExpr, lookup: Callable[[tir.Var], Any]) -> Any:
         try:
             return SCALAR_BINARY[expr.op](a, b)
         except ZeroDivisionError:
-            raise InterpError(f"division by zero in {prim_text(expr)}") from None
+            if isinstance(a, float) or isinstance(b, float):
+                raise InterpError(f"division by zero in {prim_text(expr)}") from None
+            raise DivisionByZeroError(prim_text(expr)) from None
     if t is tir.Cast:
         return cast_scalar(eval_prim_expr(expr.value, lookup), expr.dtype)
     if t is tir.Not:

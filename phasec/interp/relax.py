@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import IndexOutOfRangeError, PhasecError
+from phasec.errors import DivisionByZeroError, IndexOutOfRangeError, PhasecError
 from phasec.ir import tir
 from phasec.ir.expr import (
     Call, Constant, DataTypeImm, Expr, ExternFunc, Function, GlobalVar, If,
@@ -148,6 +148,16 @@ def call_prim_func(name: str, func: tir.PrimFunc, args: Sequence[Any]) -> None:
         raise
     except Exception as exc:  # a kernel failing on our inputs is a user-facing error
         raise InterpError(f"PrimFunc {name!r} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class LocatedDivisionByZero(InterpError, DivisionByZeroError):
+    """An integer division by zero in an interpreted program (an operator's
+    reference or a kernel): the DivisionByZeroError the VM raises too, its
+    message naming the function and the binding."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        InterpError.__init__(self, message)
 
 
 class _Env:
@@ -348,7 +358,9 @@ class Interpreter:
                 except PhasecError as exc:
                     if getattr(exc, "located", False):
                         raise
-                    located = InterpError(f"{_where(fname, binding)}: {exc}")
+                    message = f"{_where(fname, binding)}: {exc}"
+                    located = (LocatedDivisionByZero(exc.where, message)
+                               if isinstance(exc, DivisionByZeroError) else InterpError(message))
                     located.located = True
                     # chain to the root cause (e.g. the packed function's own exception)
                     cause = exc.__cause__ if isinstance(exc, InterpError) and exc.__cause__ else exc

@@ -13,7 +13,9 @@ Semantics (TVM's, with phasec's choices written down):
 * ``//`` and ``%`` are floor division and floor modulo (TVM's ``floordiv`` /
   ``floormod``) for integers and floats; ``/`` is true division for floats
   and division truncating toward zero for integers (TVM's ``Div``). Integer
-  division by zero is an error.
+  division or remainder by zero is an error, :class:`TIRDivisionByZeroError`
+  (the :class:`~phasec.errors.DivisionByZeroError` compiled kernels raise);
+  ``INT_MIN / -1`` wraps.
 * Operands whose dtypes differ are converted to the operator's dtype
   (arithmetic: the node's dtype; comparisons: numpy's common type) with
   :class:`~phasec.ir.tir.Cast` semantics. Casts from float to int truncate
@@ -46,7 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import BufferAccessError, IndexOutOfRangeError, PhasecError, VMError, counted
+from phasec.errors import (
+    BufferAccessError, DivisionByZeroError, IndexOutOfRangeError, PhasecError, VMError, counted,
+)
 from phasec.ir import tir
 from phasec.ir.intrinsics import BIT, FACT, INDEX, INTRINSIC_TABLE
 from phasec.runtime.binary_ops import ARITH, BINARY_OPS, COMPARE, int_pow
@@ -55,7 +59,8 @@ from phasec.ir.tir import (
     IfThenElse, IntImm, LetStmt, Not, PrimExpr, PrimFunc, Select, SeqStmt, Stmt, Var,
 )
 
-__all__ = ["run_prim_func", "eval_prim_expr", "TIRExecutionError", "TIRBufferAccessError"]
+__all__ = ["run_prim_func", "eval_prim_expr", "TIRExecutionError", "TIRBufferAccessError",
+           "TIRDivisionByZeroError"]
 
 
 class TIRExecutionError(PhasecError):
@@ -66,6 +71,14 @@ class TIRExecutionError(PhasecError):
 class TIRBufferAccessError(TIRExecutionError, BufferAccessError):
     """An out-of-bounds buffer access on the interpreter: a TIRExecutionError,
     and the BufferAccessError bounds-checked compiled kernels raise."""
+
+
+class TIRDivisionByZeroError(TIRExecutionError, DivisionByZeroError):
+    """An integer division or remainder by zero on the interpreter: a
+    TIRExecutionError, and the DivisionByZeroError compiled kernels raise."""
+
+    def __init__(self, where: str) -> None:
+        DivisionByZeroError.__init__(self, where)
 
 
 def _checked_index(index: Any, extent: Any) -> int:
@@ -144,7 +157,7 @@ def _immediate(value: Any, dtype: str) -> Any:
 def _int_div_checked(fn: Callable[[int, int], int]) -> Callable[[int, int], int]:
     def div(a: int, b: int) -> int:
         if b == 0:
-            raise TIRExecutionError("integer division by zero")
+            raise TIRDivisionByZeroError("a TIR expression")  # run_prim_func names the kernel
         return fn(a, b)
     return div
 
@@ -709,7 +722,10 @@ def run_prim_func(func: PrimFunc, args: Sequence[np.ndarray | int], name: str | 
             f"interpreter does not run; phasec's own lowering of an operator computes it in TIR")
     with np.errstate(all="ignore"):
         _bind_params(m, func, args)
-        _run(m, func.body)
+        try:
+            _run(m, func.body)
+        except TIRDivisionByZeroError:
+            raise TIRDivisionByZeroError(f"kernel {m.func_name!r}") from None
 
 
 def eval_prim_expr(expr: PrimExpr, bindings: dict[Var, Any] | None = None) -> Any:

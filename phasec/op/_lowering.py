@@ -29,7 +29,7 @@ from phasec import te
 from phasec.ir.expr import Call, Expr, Op
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.te import Tensor
-from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Select
+from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr
 from phasec.op._common import attrs_of
 from phasec.op.infer import infer_struct_info
 from phasec.op.registry import LEGALIZE, LEGALIZE_RELAX, LOWERS_TO, LegalizeFn
@@ -185,14 +185,6 @@ def _tensor(inputs: Inputs, i: int, call: Call) -> Tensor:
     if not isinstance(t, Tensor):
         raise LegalizeError(f"{_script(call)}: operand {i} must be a tensor")
     return t
-
-
-def _safe_div(a: PrimExpr, b: PrimExpr, op: str) -> PrimExpr:
-    """Integer division that yields 0 for a zero divisor (as the reference)
-    without ever dividing by zero (both Select branches may be evaluated)."""
-    zero = _const(0, a.dtype)
-    safe_b = Select(BinaryOp("==", b, zero), _const(1, b.dtype), b)
-    return Select(BinaryOp("==", b, zero), zero, BinaryOp(op, a, safe_b))
 
 
 def _reduction(x: Tensor, axes: Sequence[int], keepdims: bool, out_shape: Sequence[PrimExpr],

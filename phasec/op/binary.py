@@ -19,9 +19,16 @@ Reference semantics (numpy, results in the operands' dtype):
   exp(x2))`` without overflow): float tensors only, as TVM.
 * ``floor_mod(x1, x2)``: the remainder with the divisor's sign (numpy
   ``mod``, Python ``%``); ``mod(x1, x2)``: the remainder with the dividend's
-  sign (C ``fmod``, numpy ``fmod``, TVM's truncmod). An integer divisor of 0
-  gives 0 (phasec's rule for integer division, never a trap); float division
-  by 0 gives NaN.
+  sign (C ``fmod``, numpy ``fmod``, TVM's truncmod). Float division by 0
+  gives NaN.
+* **Integer division by zero** (``divide``, ``floor_divide``, ``mod``,
+  ``floor_mod`` with a divisor holding 0) is a run-time error, a
+  :class:`~phasec.errors.DivisionByZeroError`, wherever the program runs:
+  these references (so the reference interpreter), the TIR interpreter,
+  compiled kernels (the division checks its divisor unless it is a non-zero
+  constant or proven non-zero, :mod:`phasec.arith.inbounds`), as ONNX
+  Runtime fails such a run. Constant folding leaves such a call to run time.
+  ``INT_MIN / -1`` is no error: it wraps to ``INT_MIN`` (remainder 0).
 * ``bitwise_and/or/xor`` (integers and bool); ``left_shift`` / ``right_shift``
   (integers; right shifts are arithmetic for signed types; an amount outside
   ``[0, bits)`` gives 0 to the left and the sign fill to the right, as numpy,
@@ -38,6 +45,7 @@ from collections.abc import Callable
 import numpy as np
 
 from phasec import te
+from phasec.errors import DivisionByZeroError
 from phasec.ir import tir
 from phasec.ir.expr import Call, PrimValue
 from phasec.ir.struct_info import PrimStructInfo, TensorStructInfo
@@ -45,7 +53,7 @@ from phasec.ir.tir import BinaryOp, Cast, PrimExpr, Select
 from phasec.op._common import OpPattern, binary_dtype, broadcast, define, err, tensor_arg
 from phasec.op._elementwise import bool_interval, kind_check, np_result, truthy
 from phasec.op._lowering import (
-    Inputs, LegalizeFn, _bcast, _const, _float, _name, _out, _safe_div, _tensor, legalizes,
+    Inputs, LegalizeFn, _bcast, _const, _float, _name, _out, _tensor, legalizes,
     scalar_operands,
 )
 from phasec.op.draw import FLOATS, NUMBERS, Elementwise, corners, declares_draw
@@ -79,21 +87,29 @@ def _compare_ref(fn):
     return ref
 
 
+def _nonzero_divisor(a: np.ndarray, b: np.ndarray, name: str) -> None:
+    """Integer operands with a divisor holding 0 (where ``a`` broadcasts over
+    it: an empty result divides nothing): the run-time error of ``R.name``."""
+    if b.dtype.kind in "iu" and a.dtype.kind in "iu" and np.broadcast(a, b).size \
+            and not np.all(b):
+        raise DivisionByZeroError(f"R.{name}")
+
+
 def _truncdiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating):
         return np.true_divide(a, b)
-    safe_b = np.where(b == 0, 1, b)
-    q = np.floor_divide(a, safe_b)
+    _nonzero_divisor(a, b, "divide")
+    q = np.floor_divide(a, b)
     # floor -> trunc: add one where the exact quotient was negative and inexact
-    adjust = (np.remainder(a, safe_b) != 0) & ((a < 0) != (safe_b < 0))
-    return np.where(b == 0, 0, q + adjust)
+    adjust = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return q + adjust
 
 
 def _floordiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating):
         return np.floor(np.true_divide(a, b))
-    safe_b = np.where(b == 0, 1, b)
-    return np.where(b == 0, 0, np.floor_divide(a, safe_b))
+    _nonzero_divisor(a, b, "floor_divide")
+    return np.floor_divide(a, b)
 
 
 def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -193,12 +209,10 @@ def _ref_binary(fn):
     return ref
 
 
-def _int_zero_safe(fn):
-    """numpy with phasec's integer rule: a zero divisor gives 0."""
+def _int_checked(fn, name: str):
+    """numpy with phasec's integer rule: a zero divisor is an error."""
     def wrapped(a, b):
-        if a.dtype.kind in "iu" and b.dtype.kind in "iu":
-            safe = np.where(b == 0, 1, b)
-            return np.where(b == 0, 0, fn(a, safe))
+        _nonzero_divisor(a, b, name)
         return fn(a, b)
     return wrapped
 
@@ -227,8 +241,8 @@ def _logical_xor_ref(a, b):
 MATH_BINARY = {
     "atan2": ("float", np.arctan2),
     "log_add_exp": ("float", _log_add_exp_ref),
-    "floor_mod": ("numeric", _int_zero_safe(np.mod)),
-    "mod": ("numeric", _int_zero_safe(np.fmod)),
+    "floor_mod": ("numeric", _int_checked(np.mod, "floor_mod")),
+    "mod": ("numeric", _int_checked(np.fmod, "mod")),
     "bitwise_and": ("intbool", np.bitwise_and),
     "bitwise_or": ("intbool", np.bitwise_or),
     "bitwise_xor": ("intbool", np.bitwise_xor),
@@ -248,15 +262,14 @@ for _n, (_kind, _fn) in MATH_BINARY.items():
 # ---------------------------------------------------------------------------
 
 def _divide(a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
-    if _float(dtype):
-        return BinaryOp("/", a, b)
-    return _safe_div(a, b, "/")  # TIR integer "/" truncates toward zero
+    # TIR integer "/" truncates toward zero; a zero divisor is the kernel's error
+    return BinaryOp("/", a, b)
 
 
 def _floor_divide(a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
     if _float(dtype):
         return te.call("floor", BinaryOp("/", a, b))
-    return _safe_div(a, b, "//")
+    return BinaryOp("//", a, b)
 
 
 def _te_power(a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
@@ -357,13 +370,14 @@ def _binary_tir(name: str, a: PrimExpr, b: PrimExpr, dt: str) -> PrimExpr:
             adjust = BinaryOp("and", BinaryOp("!=", r, zero), differ)
             return Select(adjust, BinaryOp("+", r, b), r)
         zero = _const(0, dt)
-        safe = Select(BinaryOp("==", b, zero), _const(1, dt), b)
-        r = BinaryOp("%", a, safe)  # TIR %: the floor remainder (TVM's floormod)
+        # TIR %: the floor remainder (TVM's floormod); a zero divisor is the kernel's error
+        r = BinaryOp("%", a, b)
         if name == "mod":  # truncated: the dividend's sign
             differ = BinaryOp("!=", BinaryOp("<", r, zero), BinaryOp("<", a, zero))
             adjust = BinaryOp("and", BinaryOp("!=", r, zero), differ)
-            r = Select(adjust, BinaryOp("-", r, safe), r)
-        return Select(BinaryOp("==", b, zero), zero, r)
+            # (the division outside the Select: no lazy branch in the loop)
+            r = BinaryOp("-", r, Select(adjust, b, zero))
+        return r
     if name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
         return tir.Call(name, (a, b), dt)
     if name in ("left_shift", "right_shift"):

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec import te
+from phasec import arith, te
 from phasec.ir import tir
 from phasec.ir.expr import Call, ExternFunc, PrimValue
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
@@ -44,7 +44,7 @@ from phasec.op._common import (
 )
 from phasec.op._lowering import (
     I64, Inputs, LegalizeFn, _attrs, _const, _count, _float, _i64, _name, _norm_axis, _out, _prod,
-    _reduction, _safe_div, _tensor, _unravel, legalizes, legalizes_to_relax,
+    _reduction, _tensor, _unravel, legalizes, legalizes_to_relax,
 )
 from phasec.op._packed import bool_value, packed
 from phasec.op._tirgen import i64, nest
@@ -165,10 +165,13 @@ def _mean(call: Call, inputs: Inputs) -> Tensor:
         s = _reduction(x, axes, keep, out.shape, te.sum, "T_mean_sum")
         return te.compute(out.shape, lambda *i: BinaryOp("/", s[i], _count(count, dt)),
                           name=_name(call))
-    # Integers: sum in int64, divide truncating toward zero (the reference's rule).
+    # Integers: sum in int64, divide truncating toward zero (the reference's
+    # rule); over an empty axis the sum is 0 and so is the mean: divide by at
+    # least 1 (never by 0, which would be the kernel's error)
     s = _reduction(x, axes, keep, out.shape, te.sum, "T_mean_sum",
                    lambda v: te.cast(v, "int64"))
-    return te.compute(out.shape, lambda *i: te.cast(_safe_div(s[i], count, "/"), dt),
+    nonempty = arith.simplify(BinaryOp("max", count, _i64(1)))
+    return te.compute(out.shape, lambda *i: te.cast(BinaryOp("/", s[i], nonempty), dt),
                       name=_name(call))
 
 

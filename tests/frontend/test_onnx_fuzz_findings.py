@@ -206,3 +206,17 @@ def test_a_sequence_output_is_compared_tensor_by_tensor():
     a, b = np.array([0.5, -0.25], F), np.array([[1.0, 2.0, 3.0]], F)
     nodes = [_node("Asin", ["a"], ["s"]), _node("SequenceConstruct", ["s", "b"], ["seq"])]
     _agrees(_case(nodes, {"a": a, "b": b}, ["seq"]), "agree-ok")
+
+
+@pytest.mark.parametrize("op,attrs", [("Div", {}), ("Mod", {"fmod": 0}), ("Mod", {"fmod": 1})])
+def test_an_integer_division_by_a_zero_computed_at_run_time_fails_both(op, attrs):
+    """A divisor computed at run time that holds 0 (a Cast of a float input):
+    ONNX Runtime fails the run, phasec too (a DivisionByZeroError, no longer
+    a quotient of 0) -- the fuzzer counts both refusals as agreement; with
+    no zero, the results agree."""
+    x = np.array([[1.7, 0.2], [-2.5, 3.0]], F)
+    nodes = [_node("Cast", ["x"], ["d"], to=7), _node(op, ["n", "d"], ["y"], **attrs)]
+    inits = {"n": np.array([[7, -7], [9, -9]], np.int64)}
+    detail = _agrees(_case(nodes, {"x": x}, ["y"], inits), "agree-refused")
+    assert "DivisionByZeroError: integer division by zero in kernel" in detail
+    _agrees(_case(nodes, {"x": x + 1}, ["y"], inits), "agree-ok")

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import phasec
+from phasec.errors import DivisionByZeroError
 from phasec.op import call_op
 
 from helpers.against_tvm import bindings_phasec, bindings_tvm
@@ -163,8 +164,12 @@ def test_other_unary_reference():
 def test_binary_reference():
     a = np.array([7, -7, 7, -7, 5, 0], "int32")
     b = np.array([3, 3, -3, -3, 0, 4], "int32")
-    assert run("floor_mod", a, b).tolist() == [1, 2, -2, -1, 0, 0]   # divisor's sign
-    assert run("mod", a, b).tolist() == [1, -1, 1, -1, 0, 0]         # dividend's sign
+    nz = b != 0
+    assert run("floor_mod", a[nz], b[nz]).tolist() == [1, 2, -2, -1, 0]   # divisor's sign
+    assert run("mod", a[nz], b[nz]).tolist() == [1, -1, 1, -1, 0]         # dividend's sign
+    for name in ("floor_mod", "mod", "divide", "floor_divide"):  # an integer divisor of 0
+        with pytest.raises(DivisionByZeroError, match=f"integer division by zero in R.{name}"):
+            run(name, a, b)
     af, bf = a.astype("float32"), b.astype("float32")
     fm, tm = run("floor_mod", af, bf), run("mod", af, bf)
     assert fm[:4].tolist() == [1, 2, -2, -1] and tm[:4].tolist() == [1, -1, 1, -1]

@@ -17,8 +17,8 @@ from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
 __all__ = ["ArrayLayout", "ParamABI", "KernelABI", "kernel_abi", "NDARRAY_SYMBOL",
            "descr_symbol", "buffers_in_order", "buffer_site", "decode_buffer_site", "walk",
            "RC_OK", "RC_OUT_OF_MEMORY", "RC_BAD_ARGUMENTS", "RC_INDEX_OUT_OF_RANGE",
-           "RC_BUFFER_OUT_OF_BOUNDS", "RC_CANCELLED", "OOB_VALUE", "OOB_EXTENT", "OOB_SITE",
-           "CANCEL_FLAG"]
+           "RC_BUFFER_OUT_OF_BOUNDS", "RC_DIVISION_BY_ZERO", "RC_CANCELLED", "OOB_VALUE",
+           "OOB_EXTENT", "OOB_SITE", "CANCEL_FLAG"]
 
 # --------------------------------------------------------------------------
 # Return codes and the globals that carry an error's details
@@ -34,6 +34,8 @@ OOB_VALUE, OOB_EXTENT = "phasec_oob_value", "phasec_oob_extent"
 #: index, the extent and the site (buffer_site()) are in OOB_VALUE, OOB_EXTENT, OOB_SITE
 RC_BUFFER_OUT_OF_BOUNDS = 8
 OOB_SITE = "phasec_oob_site"
+#: an integer division or remainder by zero (a DivisionByZeroError naming the kernel)
+RC_DIVISION_BY_ZERO = 16
 #: the kernel stopped at a poll of the cancel flag (Ctrl-C; see ..interrupt and .loops)
 RC_CANCELLED = 4
 #: the process-wide cancel flag (an i32 the interrupt watcher sets)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from phasec.ir import tir
-from phasec.backend.llvm.abi import ArrayLayout, RC_OUT_OF_MEMORY
+from phasec.backend.llvm.abi import ArrayLayout, RC_DIVISION_BY_ZERO, RC_OUT_OF_MEMORY
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irtext import LLVM_TYPE, FunctionText
 from phasec.backend.llvm.options import CodegenOptions
@@ -90,6 +90,9 @@ class KernelContext:
         self.oom_label: str | None = None
         #: parallel loops outlined so far (numbers their functions)
         self.n_parallel = 0
+        #: once a division tests its divisor: an i8 of the entry block, set
+        #: to 1 when a tested divisor was 0 (see note_zero_divisor)
+        self.divzero_flag: str | None = None
 
     # -- errors ------------------------------------------------------------
     def error(self, message: str, node: Any = None) -> CodegenError:
@@ -136,10 +139,52 @@ class KernelContext:
 
     def error_return(self, rc: str) -> None:
         """End the function with error code ``rc``, freeing the heap buffers
-        that are live here (innermost first)."""
+        that are live here (innermost first); a zero divisor met before (and
+        not raised yet) adds RC_DIVISION_BY_ZERO, the first cause."""
+        fn = self.fn
         for ptr in reversed(self.heap):
-            self.fn.emit(f"call void @free(ptr {ptr})")
-        self.fn.emit(f"ret i32 {rc}")
+            fn.emit(f"call void @free(ptr {ptr})")
+        if self.divzero_flag is not None and rc != str(RC_DIVISION_BY_ZERO):
+            v, w, bit, code = fn.tmp("dz"), fn.tmp("dz"), fn.tmp("dz"), fn.tmp("rc")
+            fn.emit(f"{v} = load i8, ptr {self.divzero_flag}, align 1")
+            fn.emit(f"{w} = zext i8 {v} to i32")
+            fn.emit(f"{bit} = mul i32 {w}, {RC_DIVISION_BY_ZERO}")
+            fn.emit(f"{code} = or i32 {rc}, {bit}")
+            rc = code
+        fn.emit(f"ret i32 {rc}")
+
+    def note_zero_divisor(self, is_zero: str) -> None:
+        """Record the i1 ``is_zero`` (a tested divisor is 0) in the function's
+        flag. The error is raised at the next loop exit, ``while`` test, error
+        exit or return (:meth:`raise_zero_divisor`), not here: a loop that
+        divides keeps no early exit, so it still vectorizes (the flag becomes
+        an or-reduction). Until then the division computes with divisor 1."""
+        fn = self.fn
+        flag = self.divzero_flag
+        if flag is None:
+            flag = self.divzero_flag = fn.tmp("divzero.flag")
+            fn.allocas.append(f"  {flag} = alloca i8, align 1")
+            fn.allocas.append(f"  store i8 0, ptr {flag}, align 1")
+        z, old, new = fn.tmp("dz"), fn.tmp("dz"), fn.tmp("dz")
+        fn.emit(f"{z} = zext i1 {is_zero} to i8")
+        fn.emit(f"{old} = load i8, ptr {flag}, align 1")
+        fn.emit(f"{new} = or i8 {old}, {z}")
+        fn.emit(f"store i8 {new}, ptr {flag}, align 1")
+
+    def raise_zero_divisor(self) -> None:
+        """Return RC_DIVISION_BY_ZERO here if a tested divisor was 0 (no code
+        when no division of this function tests its divisor)."""
+        if self.divzero_flag is None:
+            return
+        fn = self.fn
+        v, met = fn.tmp("dz"), fn.tmp("dz")
+        fn.emit(f"{v} = load i8, ptr {self.divzero_flag}, align 1")
+        fn.emit(f"{met} = icmp ne i8 {v}, 0")
+        bad, ok = fn.label("divzero"), fn.label("divok")
+        fn.emit(f"br i1 {met}, label %{bad}, label %{ok}, !prof {self.mod.unlikely_md()}")
+        fn.start(bad)
+        self.error_return(str(RC_DIVISION_BY_ZERO))
+        fn.start(ok)
 
     def finish_function(self) -> None:
         """Close the function (its out-of-memory exit, if used) and add it to the module."""

@@ -1,11 +1,18 @@
 """Scalar expressions and arithmetic in LLVM IR.
 
 Expressions are emitted iteratively (no Python recursion on deep trees);
-``Select`` and ``and``/``or`` branch lazily when an operand reads memory, so
-padding guards such as ``Select(i > 0, A[i - 1], 0)`` never read out of
-bounds. Integer division follows TVM: ``/`` truncates, ``//`` and ``%``
-floor; a zero divisor yields 0 and ``INT_MIN / -1`` wraps instead of
-trapping.
+``Select`` and ``and``/``or`` branch lazily when an operand may fail (reads
+memory, or divides by a divisor that may be 0), so padding guards such as
+``Select(i > 0, A[i - 1], 0)`` never read out of bounds and
+``Select(n != 0, a // n, 0)`` never divides by zero. Integer division
+follows TVM: ``/`` truncates, ``//`` and ``%`` floor; a zero divisor ends
+the kernel with RC_DIVISION_BY_ZERO (a DivisionByZeroError) at the next
+loop exit or return -- a flag, so a dividing loop keeps no early exit and
+still vectorizes -- tested unless the divisor is a non-zero constant or
+proven non-zero (:meth:`.exprtypes.ExprTypes.checks_divisor`);
+``INT_MIN / -1`` wraps. The hardware division itself never traps: its
+divisor is 1 where the true one is 0 or -1 (an unchecked divisor may be 0
+only in a Select branch whose result is not used).
 """
 
 from __future__ import annotations
@@ -84,10 +91,10 @@ class ExpressionEmitter:
                                          "parameter, shape variable, loop variable, block axis or "
                                          "let binding in scope)", t)
                 vals.append(b[0])
-            elif tt is tir.BinaryOp and t.op in tir.LOGIC_OPS and types.reads_memory(t.rhs):
+            elif tt is tir.BinaryOp and t.op in tir.LOGIC_OPS and types.may_fail(t.rhs):
                 self._lazy_logic(t, tasks)
-            elif tt is tir.Select and (types.reads_memory(t.true_value)
-                                       or types.reads_memory(t.false_value)):
+            elif tt is tir.Select and (types.may_fail(t.true_value)
+                                       or types.may_fail(t.false_value)):
                 self._lazy_select(t, tasks)
             else:
                 tasks.append((apply, t))
@@ -211,7 +218,18 @@ class ExpressionEmitter:
             return r
         if is_float(ot):
             return self._float_arith(op, ot, a, b)
+        if self.types.checks_divisor(n):
+            self._check_divisor(ty, b)
         return self._int_arith(op, ot, a, b)
+
+    def _check_divisor(self, ty: str, b: str) -> None:
+        """Note a zero ``b`` in the function's flag: the kernel then ends with
+        RC_DIVISION_BY_ZERO at the next loop exit or return
+        (:meth:`.context.KernelContext.note_zero_divisor`)."""
+        fn = self.ctx.fn
+        isz = fn.tmp("dz")
+        fn.emit(f"{isz} = icmp eq {ty} {b}, 0")
+        self.ctx.note_zero_divisor(isz)
 
     def _float_arith(self, op: str, dt: str, a: str, b: str) -> str:
         fn = self.ctx.fn
@@ -277,8 +295,9 @@ class ExpressionEmitter:
             p = fn.tmp("i")
             fn.emit(f"{p} = call i64 @phasec.ipow(i64 {a64}, i64 {b64})")
             return self.conversions.convert(p, "int64", dt) if BITS[dt] != 64 else p
-        # Division family: never trap on a zero divisor (result 0) or on
-        # INT_MIN / -1 (result wraps), unlike raw sdiv/udiv.
+        # Division family: the hardware never traps, on a zero divisor (the
+        # check above ended the kernel; an unchecked one is in an unused
+        # Select branch: result 0) or on INT_MIN / -1 (the result wraps).
         isz = fn.tmp("i")
         fn.emit(f"{isz} = icmp eq {ty} {b}, 0")
         if signed:

@@ -1,8 +1,10 @@
 """The dtypes of a kernel's scalar expressions, as the code generator
 computes them: C-like promotion of mixed integer operands, literals adopting
 their partner's type, the result types of the intrinsics, and an error for
-anything else (a float meeting an integer needs a Cast). Memoized per
-expression object and shared by a kernel and its outlined parallel bodies.
+anything else (a float meeting an integer needs a Cast); which integer
+divisions test their divisor for 0, and which expressions may fail (read
+memory, or divide by a divisor that may be 0). Memoized per expression
+object and shared by a kernel and its outlined parallel bodies.
 """
 
 from __future__ import annotations
@@ -10,13 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from phasec.arith.inbounds import AccessProofs
 from phasec.errors import counted
 from phasec.ir import tir
 from phasec.ir.intrinsics import BIT, INDEX, INTRINSIC_TABLE, MATH
+from phasec.backend.llvm.abi import walk
 from phasec.backend.llvm.context import KernelContext
 from phasec.backend.llvm.irtext import BITS, is_float, is_intlike, is_signed
 
-__all__ = ["ExprTypes", "bad_index"]
+__all__ = ["ExprTypes", "bad_index", "has_variable_division"]
+
+#: the integer division operators (TIR ``/`` truncates, ``//`` and ``%`` floor)
+_DIVISIONS = frozenset({"/", "//", "%"})
 
 
 def bad_index(buffer: str, dtype: str) -> str:
@@ -25,18 +32,30 @@ def bad_index(buffer: str, dtype: str) -> str:
     return f"index into buffer '{buffer}' has {kind} {dtype}; indices must be integers"
 
 
+def has_variable_division(func: tir.PrimFunc) -> bool:
+    """Does ``func`` divide (``/``, ``//``, ``%``) by anything but a constant?
+    (Then the divisor proofs are worth computing.)"""
+    return any(type(n) is tir.BinaryOp and n.op in _DIVISIONS
+               and type(n.rhs) is not tir.IntImm and type(n.rhs) is not tir.FloatImm
+               for n in walk(func.body))
+
+
 class ExprTypes:
     """The dtype of every scalar expression of one kernel (checked), the
-    operand dtype of each BinaryOp, and which expressions read memory.
+    operand dtype of each BinaryOp, which expressions read memory, which
+    integer divisions check their divisor, and which expressions may fail.
 
-    ``ctx`` (the kernel's first function) names the kernel in errors.
+    ``ctx`` (the kernel's first function) names the kernel in errors;
+    ``proofs`` (if computed) says which divisors are proven non-zero.
     """
 
-    def __init__(self, ctx: KernelContext) -> None:
+    def __init__(self, ctx: KernelContext, proofs: AccessProofs | None = None) -> None:
         self.ctx = ctx
+        self.proofs = proofs
         self.types: dict[int, str] = {}  # expression -> dtype of its value
         self.optypes: dict[int, str] = {}  # BinaryOp -> dtype of its operands
         self.loads: dict[int, bool] = {}  # expression -> reads a buffer
+        self.fails: dict[int, bool] = {}  # expression -> may end the kernel with an error
 
     def dtype_of(self, e: Any) -> str:
         """The dtype of the value the codegen produces for ``e`` (checked)."""
@@ -163,3 +182,28 @@ class ExprTypes:
         memo = self.loads
         return self._memoized(e, memo, lambda n: type(n) is tir.BufferLoad or any(
             memo[id(k)] for k in tir.expr_children(n)))
+
+    def checks_divisor(self, n: Any) -> bool:
+        """Does ``n``, if an integer ``/``, ``//`` or ``%``, test its divisor
+        for 0 at run time (a DivisionByZeroError)? Not when the divisor is a
+        constant that is non-zero in the operands' type, nor when
+        :class:`~phasec.arith.inbounds.AccessProofs` proved it non-zero."""
+        if type(n) is not tir.BinaryOp or n.op not in _DIVISIONS:
+            return False
+        self.dtype_of(n)
+        ot = self.optypes[id(n)]
+        if is_float(ot):
+            return False
+        d = n.rhs
+        if type(d) is tir.IntImm or type(d) is tir.FloatImm:
+            return int(d.value) % (1 << BITS[ot]) == 0  # (a literal takes the operands' type)
+        return self.proofs is None or not self.proofs.divisor_proven(n)
+
+    def may_fail(self, e: Any) -> bool:
+        """Can evaluating ``e`` end the kernel with an error: a buffer read
+        (checked, or guarded by a condition), or a checked division? Such an
+        operand of ``Select`` or ``and``/``or`` is evaluated only when needed."""
+        memo = self.fails
+        return self._memoized(e, memo, lambda n: type(n) is tir.BufferLoad
+                              or self.checks_divisor(n)
+                              or any(memo[id(k)] for k in tir.expr_children(n)))

@@ -27,6 +27,7 @@ from phasec.backend.llvm.entry import EntryEmitter
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.expressions import ExpressionEmitter
 from phasec.backend.llvm.exprtypes import ExprTypes
+from phasec.backend.llvm.exprtypes import has_variable_division
 from phasec.backend.llvm.intrinsics import IntrinsicLowering
 from phasec.backend.llvm.irtext import LLVM_TYPE, FunctionText, quote, sanitize
 from phasec.backend.llvm.loops import LoopEmitter
@@ -88,9 +89,11 @@ def emit_kernel(mod: ModuleSink, name: str, func: tir.PrimFunc) -> KernelABI:
     ctx = KernelContext(mod, name, func, fn, symbol)
     for v, op in bindings:
         ctx.bind_var(v, op)
-    # checked unless proven (CodegenOptions.check_bounds None): what is proven
-    proofs = prove_accesses(func) if mod.options.check_bounds is None else None
-    emitters = FunctionEmitters(ctx, ExprTypes(ctx), proofs)
+    # checked unless proven (CodegenOptions.check_bounds None): what is proven;
+    # integer divisors are tested unless proven non-zero, whatever check_bounds says
+    check = mod.options.check_bounds
+    proofs = prove_accesses(func) if check is None or has_variable_division(func) else None
+    emitters = FunctionEmitters(ctx, ExprTypes(ctx, proofs), proofs)
     for i, p in enumerate(params):
         if isinstance(p, tir.Buffer):
             what = f"dimension of buffer '{p.name}'"
@@ -98,6 +101,7 @@ def emit_kernel(mod: ModuleSink, name: str, func: tir.PrimFunc) -> KernelABI:
             ctx.bufs[id(p)] = BufferInfo(p, f"%arg{i}", dims)
 
     emitters.emit_stmt(func.body)
+    ctx.raise_zero_divisor()
     fn.emit(f"ret i32 {RC_OK}")
     ctx.finish_function()
     EntryEmitter(mod, func, symbol).emit(abi)

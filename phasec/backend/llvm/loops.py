@@ -71,7 +71,9 @@ def _straight_line_body(body: tir.Stmt) -> bool:
 def _cannot_vectorize(body: tir.Stmt, is_checked: Callable[[Any, int], bool]) -> bool:
     """Whether ``body`` holds what LLVM's loop vectorizer never handles: a
     C math library call (``T.atanh``...: no vector form) or an early exit
-    (a run-time bounds check, ``is_checked``, or a checked data index)."""
+    (a run-time bounds check, ``is_checked``, or a checked data index). (A
+    test of an integer divisor is no exit: it sets a flag the loop's exit
+    reads, see KernelContext.note_zero_divisor.)"""
     for node in walk(body):
         t = type(node)
         if t is tir.Call:
@@ -204,6 +206,7 @@ class LoopEmitter:
         def close() -> None:
             self.ctx.unbind_var(s.loop_var, prev)
             close_loop(md)
+            self.ctx.raise_zero_divisor()  # a zero divisor the loop met: out of the loop
 
         tasks.append(close)
         tasks.append(s.body)
@@ -222,6 +225,7 @@ class LoopEmitter:
         fn.start(body)
 
         def close() -> None:
+            self.ctx.raise_zero_divisor()  # each iteration (the data decides how many)
             fn.emit(f"br label %{head}")
             fn.start(done)
 
@@ -402,6 +406,7 @@ class LoopEmitter:
         child.bind_var(s.loop_var, iv)
         inner.emit_stmt(s.body)
         close_loop(None)
+        child.raise_zero_divisor()
         cfn.emit(f"ret i32 {RC_OK}")
         child.finish_function()
 

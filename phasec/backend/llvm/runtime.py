@@ -29,7 +29,9 @@ from typing import Any, Callable
 import llvmlite.binding as llvm
 import numpy as np
 
-from phasec.errors import BufferAccessError, IndexOutOfRangeError, VMError, counted
+from phasec.errors import (
+    BufferAccessError, DivisionByZeroError, IndexOutOfRangeError, VMError, counted,
+)
 from phasec.ir import tir
 from phasec.ir.structural import exact_fingerprint, structural_equal, structural_hash
 from phasec.runtime.binary_ops import SCALAR_BINARY
@@ -37,7 +39,7 @@ from phasec.arith.inbounds import DIM_LIMIT
 from phasec.target.tuning import host_tuning
 from phasec.backend.llvm.abi import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
-    RC_INDEX_OUT_OF_RANGE, ArrayLayout, KernelABI, decode_buffer_site,
+    RC_DIVISION_BY_ZERO, RC_INDEX_OUT_OF_RANGE, ArrayLayout, KernelABI, decode_buffer_site,
 )
 from phasec.backend.llvm.codegen import ModuleCodegen
 from phasec.backend.llvm.options import CodegenOptions
@@ -156,12 +158,7 @@ def _shape_evaluator(e: tir.PrimExpr) -> Callable[[dict[int, int]], int]:
         a, b = _shape_evaluator(e.lhs), _shape_evaluator(e.rhs)
         f = SCALAR_BINARY[e.op]
 
-        def binary(env: dict[int, int]) -> int:
-            try:
-                return f(a(env), b(env))
-            except ZeroDivisionError:  # as the kernel computes it
-                return 0
-        return binary
+        return lambda env: f(a(env), b(env))  # (ZeroDivisionError: see _check_exprs)
     if isinstance(e, tir.Select):
         # strided_slice with a symbolic begin: a negative index counts from the end
         c, t, f2 = (_shape_evaluator(x) for x in (e.condition, e.true_value, e.false_value))
@@ -344,9 +341,13 @@ class Kernel:
 
     def _check_exprs(self, args: tuple[Any, ...], env: dict[int, int]) -> None:
         for pos, d, ev in self._exprs:
-            expected = ev(env)
+            p = self.abi.params[pos]
+            try:
+                expected = ev(env)
+            except ZeroDivisionError:  # as the kernel computes it: an error
+                raise DivisionByZeroError(f"kernel '{self.name}' (dimension {d} of parameter "
+                                          f"'{p.name}', {_expr_str(p.shape[d])})") from None
             if args[pos].shape[d] != expected:
-                p = self.abi.params[pos]
                 raise VMError(f"kernel '{self.name}': parameter '{p.name}' dimension {d} must be "
                               f"{_expr_str(p.shape[d])} = {expected}, got array of shape "
                               f"{args[pos].shape}")
@@ -355,6 +356,8 @@ class Kernel:
         # Parallel chunks OR their codes together: test the bits.
         if rc & RC_CANCELLED:  # Ctrl-C or SIGTERM: raise what the signal raises
             interrupt.raise_interrupt(self.name)
+        if rc & RC_DIVISION_BY_ZERO:  # (first: a later error may come of its quotient)
+            return DivisionByZeroError(f"kernel '{self.name}'")
         if rc & RC_BUFFER_OUT_OF_BOUNDS:
             value = ctypes.c_int64.from_address(self._owner.globals[OOB_VALUE]).value
             extent = ctypes.c_int64.from_address(self._owner.globals[OOB_EXTENT]).value

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import VMError
+from phasec.errors import DivisionByZeroError, VMError
 from phasec.ir.intrinsics import SCALAR_INTRINSICS
 from phasec.runtime.binary_ops import SCALAR_BINARY
 from phasec.runtime.values import cast_scalar, describe_value
@@ -50,11 +50,15 @@ def _integral(code: tuple) -> bool:
 
 
 def _dividing(fn: Callable[[Any, Any], Any], text: str) -> Callable[[Any, Any], Any]:
+    """``fn`` (a division) whose zero divisor is phasec's error: integer
+    division by zero is a DivisionByZeroError everywhere, as in the kernels."""
     def divide(a: Any, b: Any) -> Any:
         try:
             return fn(a, b)
         except ZeroDivisionError:
-            raise VMError(f"division by zero in {text}") from None
+            if isinstance(a, float) or isinstance(b, float):
+                raise VMError(f"division by zero in {text}") from None
+            raise DivisionByZeroError(text) from None
     return divide
 
 

@@ -25,9 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from phasec.errors import (
-    BufferAccessError, IndexOutOfRangeError, PhasecError, ProgramAssertionError, VMError, counted,
-)
+from phasec.errors import VMError, counted, with_location
 from phasec.interp.relax import normalize_value
 from phasec.runtime.packed import find_packed_func, get_packed_func
 from phasec.runtime.values import describe_value, truth
@@ -609,17 +607,7 @@ class VirtualMachine(VMMemory):
             text = bc.instruction_text(f.source[pc], names)
         except Exception:  # never let the error report fail
             text = "?"
-        detail = str(exc) if isinstance(exc, PhasecError) else f"{type(exc).__name__}: {exc}"
-        where = f"(in {chain}, instruction {pc}: {text})"
-        if isinstance(exc, IndexOutOfRangeError):  # keep the kind: callers catch IndexError
-            located = IndexOutOfRangeError(exc.where, exc.value, exc.extent, where)
-        elif isinstance(exc, BufferAccessError):
-            located = BufferAccessError(exc.kernel, exc.buffer, exc.dim, exc.index, exc.extent,
-                                        exc.write, f"{exc} {where}")
-        elif isinstance(exc, ProgramAssertionError):  # R.assert_op: keep the kind too
-            located = ProgramAssertionError(f"{detail} {where}")
-        else:
-            located = VMError(f"{detail} {where}")
+        located = with_location(exc, f"(in {chain}, instruction {pc}: {text})")
         located.located = True
         return located
 

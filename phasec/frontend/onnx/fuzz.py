@@ -20,7 +20,9 @@ ONNX Runtime is the reference. Per case:
 * otherwise the verdicts must **agree**: phasec imports, compiles and runs
   the model exactly when ONNX Runtime creates a session and runs it, and
   then the outputs match (shapes, dtypes, values within tolerance; NaN
-  where ORT has NaN).
+  where ORT has NaN). A run that fails is a refusal on either side: an
+  integer ``Div``/``Mod`` by a zero computed at run time fails in both
+  (ORT's "Integer division by zero", phasec's DivisionByZeroError).
 
 ``python -m phasec.frontend.onnx.fuzz --minutes 10`` runs a campaign and
 prints its figures (cases, accepted, refused, unsupported, disagreements,

@@ -159,8 +159,9 @@ def _binary(ctx: NodeContext) -> Value:
 
 
 def _no_integer_zero_divisor(ctx: NodeContext, b: Value) -> None:
-    """A known integer divisor holding 0 is an error, as in ONNX Runtime.
-    (A divisor computed at run time is not checked: the quotient is 0.)"""
+    """A known integer divisor holding 0 is an error at import, as in ONNX
+    Runtime. (One computed at run time is the run's error, a
+    DivisionByZeroError: phasec's integer division never yields 0 for it.)"""
     if (isinstance(b, np.ndarray) and b.dtype != object and b.dtype.kind in "iu"
             and not np.all(b != 0)):
         raise FrontendError(f"integer {ctx.op_type} by zero (the divisor is a constant "
@@ -217,22 +218,14 @@ def _mod(ctx: NodeContext) -> Value:
             keep = ctx.emit("where", same, a, b)
         return ctx.emit("where", ctx.emit("logical_and", b_inf, a_fin), keep, r)
     _no_integer_zero_divisor(ctx, b)
-    if not fmod and dt.startswith("uint"):
-        fmod = 1  # the same for unsigned values
-    # integers: divide truncates (fmod), floor_divide floors (Python/numpy mod)
-    q = ctx.emit("divide" if fmod else "floor_divide", a, b)
-    r = ctx.emit("subtract", a, ctx.emit("multiply", q, b))
-    # a % 0: numpy gives 0; phasec's division by zero yields 0, so r would be a
-    zero = scalar(ctx, 0, dt)
-    return ctx.emit("where", ctx.emit("equal", b, zero), zero, r) if not _nonzero(b) else r
+    # integers: the remainder with the dividend's sign (fmod: C's %, R.mod) or
+    # the divisor's (Python/numpy mod, R.floor_mod); a divisor holding 0 at
+    # run time is the run's error, as in ONNX Runtime
+    return ctx.emit("mod" if fmod else "floor_mod", a, b)
 
 
 def _finite(v: Value) -> bool:
     return isinstance(v, np.ndarray) and v.dtype != object and bool(np.all(np.isfinite(v)))
-
-
-def _nonzero(v: Value) -> bool:
-    return isinstance(v, np.ndarray) and v.dtype != object and bool(np.all(v != 0))
 
 
 _VARIADIC = {"Sum": "add", "Max": "maximum", "Min": "minimum", "Mean": "add"}

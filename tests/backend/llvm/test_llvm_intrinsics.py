@@ -5,11 +5,14 @@ operators, logic on bools and casts, against numpy."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 
 from phasec.backend.llvm import compile_prim_funcs
+from phasec.errors import DivisionByZeroError
+from phasec.interp.tir import run_prim_func
 from phasec.ir import tir as T
 
 from helpers.tir_build import RNG, binop, buf, elementwise, loops, rand, store, var
@@ -225,18 +228,29 @@ def test_every_integer_binary_op(dtype):
 
 
 def test_floordiv_floormod_semantics_and_division_by_zero():
-    n = 8
+    """Truncating ``/``, flooring ``//`` and ``%``, ``INT_MIN / -1`` wrapping;
+    a divisor of 0 ends the kernel with a DivisionByZeroError naming it (the
+    TIR interpreter's error), never a result of 0."""
+    n = 6
     funcs = {op: elementwise(n, lambda a, b, op=op: binop(op, a, b), "int32", nin=2)
              for op in ("/", "//", "%")}
     lib = compile_prim_funcs(funcs)
-    a = np.array([-7, 7, -7, 7, 5, -2**31, -2**31, 0], np.int32)
-    b = np.array([2, -2, -2, 2, 0, -1, 0, 0], np.int32)
+    a = np.array([-7, 7, -7, 7, -2**31, 0], np.int32)
+    b = np.array([2, -2, -2, 2, -1, 5], np.int32)
     out = {op: np.empty(n, np.int32) for op in funcs}
     for op in funcs:
         lib[op](a, b, out[op])
-    np.testing.assert_array_equal(out["/"], [-3, -3, 3, 3, 0, -2**31, 0, 0])  # truncdiv
-    np.testing.assert_array_equal(out["//"], [-4, -4, 3, 3, 0, -2**31, 0, 0])  # floordiv
-    np.testing.assert_array_equal(out["%"], [1, -1, -1, 1, 0, 0, 0, 0])  # floormod
+    np.testing.assert_array_equal(out["/"], [-3, -3, 3, 3, -2**31, 0])  # truncdiv
+    np.testing.assert_array_equal(out["//"], [-4, -4, 3, 3, -2**31, 0])  # floordiv
+    np.testing.assert_array_equal(out["%"], [1, -1, -1, 1, 0, 0])  # floormod
+    zero = b.copy()
+    zero[3] = 0
+    for op in funcs:
+        for run in (lambda: lib[op](a, zero, out[op]),
+                    lambda: run_prim_func(funcs[op], [a, zero, out[op]], op)):
+            with pytest.raises(DivisionByZeroError,
+                               match=f"^integer division by zero in kernel '{re.escape(op)}'$"):
+                run()
 
 
 def test_every_float_binary_op():

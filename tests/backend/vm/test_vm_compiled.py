@@ -102,7 +102,7 @@ def test_shapes_of_the_parameters_dimensions_are_computed_once_per_binding_and_l
                       if isinstance(ins, bc.MakeShape) and "//" in str(ins))
     with pytest.raises(VMError) as info:
         vm["main"](f32(1, 2), f32())
-    assert str(info.value).startswith("division by zero in (r")
+    assert str(info.value).startswith("integer division by zero in (r")
     assert f"(in main, instruction {make_shape}: make_shape r" in str(info.value)
     loop_vm = VirtualMachine(exe, kernels="interp")  # the dispatch loop says the same
     loop_vm._funcs[0].compiled = None

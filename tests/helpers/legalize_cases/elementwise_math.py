@@ -23,7 +23,7 @@ EW_VALUES = {
     _P: np.array([[1.0, 1.5, 2.0], [3.0, 10.0, 100.0]], "float32"),
     _F: np.array([[np.nan, np.inf, -2.5]], "float32"),
     _I: np.array([[7, -7, 0], [5, -1, 9]], "int32"),
-    _J: np.array([3, -3, 0], "int32"),
+    _J: np.array([3, -3, -4], "int32"),  # (a divisor of 0: test_integer_division_by_zero)
     _B: np.array([[True, False, True], [False, False, True]]),
     _S: np.array([[-16, 5, 3], [127, -128, 1]], "int8"),
 }
