@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_column, conv_direct, conv_flat_rows, conv_im2col, conv_transpose, gemm, interleave,
+    conv_column, conv_depthwise_strided, conv_direct, conv_flat_rows, conv_im2col, conv_transpose, gemm, interleave,
     plain, pool_avg, pool_max, pool_max_fast, pool_max_phases, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
@@ -136,6 +136,9 @@ RULES: tuple[Rule, ...] = (
          "than a vector", _nchw_float_conv2d, conv_flat_rows.schedule),
     Rule("conv", "conv_im2col", "an NCHW float conv2d: strided, one group, output rows "
          "narrower than a vector", _nchw_float_conv2d, conv_im2col.schedule),
+    Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d strided along "
+         "its rows: stride 1 along them, then every stride-th column", _nchw_float_conv2d,
+         conv_depthwise_strided.schedule),
     Rule("conv", "conv_direct", "any convolution", _always, conv_direct.schedule),
     # -- transposed convolutions (phasec.op.nn.conv) ----------------------------------------
     Rule("conv_transpose", "conv_transpose", "dilation 1 (the sub-pixel phases: one "
