@@ -11,8 +11,8 @@ row sum runs over every input column instead,
 for ``x`` in ``[0, OW*sw)``: contiguous loads and whole vectors, ``sw``
 times the products (a depthwise convolution is bound by its loads, not its
 products); the output reads every ``sw``-th column of it once,
-``out[b, c, y, x] = wide[b, c, y, x*sw]``, where the epilogue (bias,
-activation) runs. Each kept column is the same sum, in the same order, as
+``out[b, c, y, x] = wide[b, c, y, x*sw]``, into a buffer of its own that
+the epilogue (bias, activation) reads contiguously. Each kept column is the same sum, in the same order, as
 the direct convolution's. The padded copy reaches as far as the extra
 columns' taps (zeros).
 """
@@ -24,7 +24,7 @@ from phasec.te import operation as te
 from phasec.te.operation import i64
 from phasec.te.schedules.pool_window import padded_input
 from phasec.te.schedules.workloads import ConvWorkload
-from phasec.te.tensor import Tensor
+from phasec.te.tensor import OWN_NEST, Tensor
 
 __all__ = ["schedule"]
 
@@ -62,4 +62,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
             padded[b, ch, y * sh + ry.var * dh, x + rx.var * dw] * weight[ch, 0, ry.var, rx.var],
             axis=[ry, rx]),
         name="T_conv2d_wide", tag="conv2d")
-    return te.compute(w.out_shape, lambda b, ch, y, x: wide[b, ch, y, x * sw], name="T_conv2d")
+    # kept columns in a buffer of their own: read every sw-th element, the
+    # epilogue's loads would be a gather or half scalar (a SiLU's exp too)
+    return te.compute(w.out_shape, lambda b, ch, y, x: wide[b, ch, y, x * sw], name="T_conv2d",
+                      inline=False, attrs={OWN_NEST: True})
