@@ -86,3 +86,26 @@ def test_a_symbolic_batch_keeps_the_direct_form():
         want = np.asarray(interpret(mod, x), dtype=np.float64)
         np.testing.assert_allclose(np.asarray(vm["main"](x)), want, rtol=1e-4,
                                    atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("channels,reduced,packed_kernels", [(96, 48, 2), (40, 101, 0)])
+def test_squeeze_excite_on_one_position(channels, reduced, packed_kernels):
+    """x * sigmoid(conv(silu(conv(mean(x))))): both 1x1 convolutions over one
+    position as matmuls by the transposed weight; constant weights packed once
+    when their columns are whole vectors (96 and 48: one micro-panel of 48),
+    else read as they are (101 and 40 columns)."""
+    x = Var("x", TensorStructInfo((1, channels, 5, 3), "float32"))
+    w1 = (RNG.standard_normal((reduced, channels, 1, 1)) / np.sqrt(channels)).astype(np.float32)
+    w2 = (RNG.standard_normal((channels, reduced, 1, 1)) / np.sqrt(reduced)).astype(np.float32)
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        s = bb.emit(call_op("relax.mean", x, axis=[2, 3], keepdims=True))
+        s = bb.emit(call_op("relax.nn.conv2d", s, Constant(w1)))
+        s = bb.emit(call_op("relax.multiply", s, bb.emit(call_op("relax.sigmoid", s))))
+        s = bb.emit(call_op("relax.sigmoid", bb.emit(call_op("relax.nn.conv2d", s, Constant(w2)))))
+        bb.emit_func_output(bb.emit(call_op("relax.multiply", x, s)))
+    mod = bb.get()
+    texts = _kernel_texts(mod)
+    assert sum("T_conv2d_positions" in t for t in texts.values()) == 2
+    assert sum(n.endswith("_prepacked") for n in texts) == packed_kernels
+    _check(mod, RNG.standard_normal((1, channels, 5, 3)).astype(np.float32))

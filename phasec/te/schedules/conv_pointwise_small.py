@@ -8,7 +8,10 @@ of it, while the weight (up to 1280 x 320) is streamed for a handful of
 products. Here the positions are the rows and the output channels the
 columns, ``t[b, p, o] = sum_c data[b, c, p] * weight[o, c]``: a matmul by
 the weight transposed, whose panels the GEMM packs (once, at build time, for
-a constant weight: PackConstantWeights) and whose vectors are whole. The
+a constant weight: PackConstantWeights; over one position, the GEMM's
+matrix-vector form, whose packed panel is the whole row when the output
+channels are fewer than its tile and whole vectors) and whose vectors are
+whole. The
 output is ``t`` read back transposed, ``out[b, o, y, x] = t[b, y*W + x, o]``,
 where the epilogue (bias, activation, a residual) runs; ``t`` has a nest of
 its own even when the epilogue broadcasts it (squeeze-excite's
@@ -42,7 +45,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         return None
     n, c, H, W, O, C, KH, KW = dims
     if (KH, KW) != (1, 1) or w.groups != 1 or any(w.padding) \
-            or tuple(w.strides) != (1, 1) or not (2 <= H * W < w.lanes <= O):
+            or tuple(w.strides) != (1, 1) or not (H * W < w.lanes <= O):
         return None
     k = te.reduce_axis(i64(C), "rc")
     rows = te.compute((i64(n), i64(H * W), i64(O)), lambda b, p, o: te.sum(

@@ -250,6 +250,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         # once per build (PackConstantWeights), each one sequential stream
         # into register accumulators (see TargetTuning.gemv_cols)
         width = tuning.gemv_cols(M, bits)
+        if N < width and N % tuning.lanes(bits) == 0:
+            width = N  # fewer columns than a tile, whole vectors (a squeeze-excite's 48)
         if N >= width:
             return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
                             tuning.lanes(bits))
@@ -308,9 +310,11 @@ def _row_group(e: PrimExpr, var: Var) -> int:
 
 
 def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
-    """Whether the column operand is a 2-D constant placeholder read as is."""
+    """Whether the column operand is a 2-D constant placeholder read as is
+    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``)."""
     return (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
-            and b_expr.tensor.name in constants and len(b_expr.indices) == 2)
+            and b_expr.tensor.name in constants and len(b_expr.indices) >= 2
+            and all(isinstance(i, IntImm) and i.value == 0 for i in b_expr.indices[2:]))
 
 
 class GemmEmitter:
