@@ -250,8 +250,13 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         # once per build (PackConstantWeights), each one sequential stream
         # into register accumulators (see TargetTuning.gemv_cols)
         width = tuning.gemv_cols(M, bits)
-        if N < width and N % tuning.lanes(bits) == 0:
-            width = N  # fewer columns than a tile, whole vectors (a squeeze-excite's 48)
+        lanes = tuning.lanes(bits)
+        # fewer columns than a tile: one micro-panel of whole vectors (a
+        # squeeze-excite's 48); for B read transposed (B[j, k]), whose other
+        # columns would be gathers, also with the last columns read as they are
+        if N < width and (N % lanes == 0 or (N >= lanes and id(jvar) in vars_of(
+                b_expr.indices[0]))):
+            width = N // lanes * lanes
         if N >= width:
             return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
                             tuning.lanes(bits))
