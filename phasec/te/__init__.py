@@ -56,7 +56,8 @@ operations; the innermost spatial loop of an elementwise nest is
 before the reduction loops (TVM's ``decompose_reduction``); a long float sum
 or product along a contiguous axis accumulates into a vector of partial sums
 (32 or 16 lanes, folded at the end), so it vectorizes instead of running as
-one latency-bound chain; an injective matmul operand that transposes its
+one latency-bound chain (long: in all its reduction loops, so a global
+average pooling's 32 rows of 32 share the lanes); an injective matmul operand that transposes its
 input (``permute_dims(w)``) is staged into a buffer so that the matmul's
 inner loop stays contiguous; a compute marked ``attrs={ROW_LOCAL: True}``
 (softmax's exp) is computed once per row into a local row buffer that its

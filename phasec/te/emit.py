@@ -6,6 +6,8 @@ runs inside the loops comes from the schedule the table of
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -310,17 +312,23 @@ class NestEmitter:
             # (fast_max is too, but as a select LLVM leaves it a scalar chain)
             return None
         extent = static_int(rexts[-1])
-        if extent is None or extent < self.opt.target.partial_min_extent:
+        if extent is None:
+            return None
+        # the outer reduction loops repeat the lane loop: a global average
+        # pooling's 32 x 32 sums 1024 elements in 32 rows of 32
+        outer = [static_int(e) for e in rexts[:-1]]
+        total = extent * math.prod(outer) if None not in outer else extent
+        if total < self.opt.target.partial_min_extent:
             return None
         last = st.raxes[-1].var
         if not any(last_index_uses(ld, last) for ld in loads_of(st.expr)):
             return None
         target = self.opt.target
         for lanes in target.partial_lanes:  # the widest with enough iterations ...
-            if extent >= target.partial_iterations * lanes:
+            if extent >= lanes and total >= target.partial_iterations * lanes:
                 return lanes
         for lanes in target.partial_lanes:  # ... else the widest with at least 4
-            if extent >= 4 * lanes:
+            if extent >= lanes and total >= 4 * lanes:
                 return lanes
         return None
 

@@ -1,8 +1,9 @@
 """Depthwise convolutions: narrow stride-1 ones over flat padded rows
 (``te.schedules.conv_flat_rows``: the rows copied in by hand, whole tiles of
 columns, one channel per row tile since no input row is shared between
-channels), strided ones (and grouped ones) over the padded copy written by hand
-(``pool_window.padded_input``). The values against numpy's reference, with
+channels), strided ones stride-1 along the rows then decimated
+(``te.schedules.conv_depthwise_strided``) and grouped ones, both over the
+padded copy written by hand (``pool_window.padded_input``). The values against numpy's reference, with
 bias and relu fused, on LLVM and on the TIR interpreter, for odd and prime
 sizes and a symbolic batch."""
 
@@ -69,15 +70,36 @@ STRIDED = {  # (data shape, kernel, attrs, TIR interpreter too)
                              False),
     "3x3_s2_dilation2": ((1, 2, 15, 15), 3, {"padding": 2, "strides": 2, "dilation": 2},
                          False),
+    "3x3_s2_no_padding_prime": ((1, 7, 23, 19), 3, {"padding": 0, "strides": 2}, True),
+    "5x5_s2_rows_only_strided": ((1, 3, 17, 11), 5, {"padding": 2, "strides": (1, 2)},
+                                 False),
 }
 
 
 @pytest.mark.parametrize("name", list(STRIDED))
-def test_strided_depthwise_over_the_padded_copy(name):
+def test_strided_depthwise_stride_one_along_rows_then_decimated(name):
     xs, k, attrs, interp = STRIDED[name]
     low = _lower(xs, k, **attrs)
-    assert "pad_temp" in _allocs(low.prim_func)
+    allocs = _allocs(low.prim_func)
+    # every input column summed (contiguous loads), every stride-th one kept
+    assert "pad_temp" in allocs and "T_conv2d_wide" in allocs
     _check(low, xs, k, interp, **attrs)
+
+
+def test_strided_depthwise_with_a_symbolic_batch_stays_direct():
+    n = tir.Var("n")
+    low = _lower((n, 4, 9, 9), 3, padding=1, strides=2)
+    assert "T_conv2d_wide" not in _allocs(low.prim_func)  # its copy needs static sizes
+    kernel = compile_prim_funcs({"k": low.prim_func})["k"]
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 4, 9, 9)).astype("float32")
+        w = RNG.standard_normal((4, 1, 3, 3)).astype("float32")
+        b = RNG.standard_normal((1, 4, 1, 1)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(
+            x, w, groups=4, padding=(1, 1, 1, 1), strides=(2, 2)) + b, 0)
+        got = np.zeros(want.shape, "float32")
+        kernel(x, w, b, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_grouped_strided_over_the_padded_copy():

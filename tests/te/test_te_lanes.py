@@ -102,6 +102,22 @@ def test_two_reduction_axes_split_the_innermost_one():
         np.testing.assert_allclose(got, b.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows,cols,lanes", [(17, 19, 16), (5, 37, 16), (32, 32, 32),
+                                             (100, 7, None)])
+def test_short_rows_of_a_long_sum_share_the_lanes(rows, cols, lanes):
+    # a global average pooling's sum over H x W: rows shorter than the 64
+    # elements a single axis needs, but enough elements in all; lanes when
+    # a row holds at least one lane loop (not 7), every row adding into them
+    A = te.placeholder((3, rows, cols), "float32", "A")
+    k0, k1 = te.reduce_axis(rows, "k0"), te.reduce_axis(cols, "k1")
+    S = te.compute((3,), lambda i: te.sum(A[i, k0, k1], axis=[k0, k1]), name="S")
+    func = te.create_prim_func([A, S])
+    assert [int(b.shape[0].value) for b in lane_buffers(func)] == ([lanes] if lanes else [])
+    a = rand(3, rows, cols)
+    for got in run_both(func, [a], (3,)):
+        np.testing.assert_allclose(got, a.astype(np.float64).sum((1, 2)), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("reducer,np_fn", [(te.max, np.max), (te.min, np.min)])
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_max_min_reductions_stay_exact(reducer, np_fn, dtype):

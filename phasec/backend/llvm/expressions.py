@@ -244,6 +244,12 @@ class ExpressionEmitter:
             name = f"llvm.{'minimum' if op == 'min' else 'maximum'}.{sfx}"
             callee = self.ctx.mod.intrinsic(name, ty, [ty, ty])
             fn.emit(f"{r} = call {ty} {callee}({ty} {a}, {ty} {b})")
+        elif op == "pow" and b == float_literal(3.0, dt):
+            # a cube (GPT-2's tanh GELU) as two products, as ONNX Runtime computes
+            # it: LLVM keeps pow(x, 3) a libm call, one element at a time
+            sq = fn.tmp("f")
+            fn.emit(f"{sq} = fmul {fl}{ty} {a}, {a}")
+            fn.emit(f"{r} = fmul {fl}{ty} {sq}, {a}")
         elif op == "pow":
             callee = self.ctx.mod.intrinsic(f"llvm.pow.{sfx}", ty, [ty, ty])
             fn.emit(f"{r} = call {fl}{ty} {callee}({ty} {a}, {ty} {b})")

@@ -43,6 +43,18 @@ POLL_EVERY = 1 << 16
 SHORT_BODY_TRIPS = 1 << 12
 
 
+def _stores_only(body: tir.Stmt, params: tuple) -> bool:
+    """Whether every store in ``body`` (a straight-line body) writes one of
+    the buffers ``params`` (the kernel's parameters, not a local buffer)."""
+    stack: list[tir.Stmt] = [body]
+    while stack:
+        s = stack.pop()
+        if type(s) is tir.BufferStore and not any(s.buffer is p for p in params):
+            return False
+        stack.extend(tir.stmt_children(s))
+    return True
+
+
 def _straight_line_body(body: tir.Stmt) -> bool:
     """No branch, no loop, and no address computed from data (a load or a
     checked index inside an index) in ``body``."""
@@ -304,7 +316,15 @@ class LoopEmitter:
             # fail and print a warning for every one of them.)
             props = ['!"llvm.loop.vectorize.enable", i1 true']
             width = self.ctx.options.prefer_vector_width or 128
-            if (isinstance(s.extent, tir.IntImm) and 4 <= s.extent.value <= width // 32
+            # Up to four vectors when the loop only writes the kernel's outputs
+            # (an elementwise nest): fully unrolled first, its outer loop
+            # would be the one vectorized, through gathers and scatters (a
+            # squeeze-excite's x * s over 32-wide rows: 10x slower). Not for
+            # a tile's local accumulators, which unrolled stay in registers.
+            most = width // 32
+            if _stores_only(s.body, self.ctx.func.params):
+                most *= 4
+            if (isinstance(s.extent, tir.IntImm) and 4 <= s.extent.value <= most
                     and _straight_line_body(s.body)):
                 # At most one vector of float32: vectorized, no loop is left.
                 # Unrolled first (LLVM fully unrolls short loops before it

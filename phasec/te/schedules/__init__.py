@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_column, conv_direct, conv_flat_rows, conv_im2col, conv_transpose, gemm, interleave,
-    plain, pool_avg, pool_max, pool_max_fast, pool_max_phases, row_tile, transpose, winograd,
+    conv_column, conv_depthwise_strided, conv_direct, conv_flat_rows, conv_im2col,
+    conv_pointwise_small, conv_transpose, gemm, interleave, plain, pool_avg, pool_max, pool_max_fast, pool_max_phases, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -130,12 +130,18 @@ RULES: tuple[Rule, ...] = (
     Rule("conv", "conv_column", "a conv2d one column wide (K x 1 over N x 1): its row form "
          "through this table, written back", _always,
          conv_column.schedule_with(lambda w: schedule_conv(w))),
+    Rule("conv", "conv_pointwise_small", "an NCHW float 1x1 conv2d over fewer positions "
+         "than a vector: a matmul whose columns are the output channels",
+         _nchw_float_conv2d, conv_pointwise_small.schedule),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "
          "than a vector", _nchw_float_conv2d, conv_flat_rows.schedule),
     Rule("conv", "conv_im2col", "an NCHW float conv2d: strided, one group, output rows "
          "narrower than a vector", _nchw_float_conv2d, conv_im2col.schedule),
+    Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d strided along "
+         "its rows: stride 1 along them, then every stride-th column", _nchw_float_conv2d,
+         conv_depthwise_strided.schedule),
     Rule("conv", "conv_direct", "any convolution", _always, conv_direct.schedule),
     # -- transposed convolutions (phasec.op.nn.conv) ----------------------------------------
     Rule("conv_transpose", "conv_transpose", "dilation 1 (the sub-pixel phases: one "

@@ -76,6 +76,9 @@ _I64 = "int64"
 PACK_MARK = "phasec.gemm_pack"
 PREPACK_ATTR = "phasec.gemm_prepack"
 PREPACK_WIDTH_ATTR = "phasec.gemm_prepack_width"
+#: set when B's parameter is laid out transposed, ``B[j, k]`` (``[N, K]``, or
+#: ``[N, K, 1, 1]``: a 1x1 convolution's weight read as the columns)
+PREPACK_TRANSPOSED_ATTR = "phasec.gemm_prepack_transposed"
 
 
 def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -247,6 +250,13 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         # once per build (PackConstantWeights), each one sequential stream
         # into register accumulators (see TargetTuning.gemv_cols)
         width = tuning.gemv_cols(M, bits)
+        lanes = tuning.lanes(bits)
+        # fewer columns than a tile: one micro-panel of whole vectors (a
+        # squeeze-excite's 48); for B read transposed (B[j, k]), whose other
+        # columns would be gathers, also with the last columns read as they are
+        if N < width and (N % lanes == 0 or (N >= lanes and id(jvar) in vars_of(
+                b_expr.indices[0]))):
+            width = N // lanes * lanes
         if N >= width:
             return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
                             tuning.lanes(bits))
@@ -305,9 +315,11 @@ def _row_group(e: PrimExpr, var: Var) -> int:
 
 
 def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
-    """Whether the column operand is a 2-D constant placeholder read as is."""
+    """Whether the column operand is a 2-D constant placeholder read as is
+    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``)."""
     return (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
-            and b_expr.tensor.name in constants and len(b_expr.indices) == 2)
+            and b_expr.tensor.name in constants and len(b_expr.indices) >= 2
+            and all(isinstance(i, IntImm) and i.value == 0 for i in b_expr.indices[2:]))
 
 
 class GemmEmitter:
@@ -430,7 +442,7 @@ class GemmEmitter:
                 # B is a parameter read as B[k, j]: packed in advance, this nest
                 # can go (see passes/pack_constant_weights.py)
                 pack = AttrStmt(PACK_MARK, tile0, pack)
-                self._declare_prepack(param, width)
+                self._declare_prepack(param[0], width, param[1])
             stmts.append(pack)
         mr = rows or p.rows
         Ms = static_int(self.M)
@@ -484,20 +496,24 @@ class GemmEmitter:
             body = For(var, i64(0), ext, "serial", body)
         return body
 
-    def _declare_prepack(self, param: Buffer, width: int) -> None:
+    def _declare_prepack(self, param: Buffer, width: int, transposed: bool) -> None:
         attrs = self.low.attrs
         known = attrs.get(PREPACK_ATTR)
         if known is None:
             attrs[PREPACK_ATTR] = param.name
             attrs[PREPACK_WIDTH_ATTR] = width
-        elif known != param.name or attrs.get(PREPACK_WIDTH_ATTR) != width:
+            if transposed:
+                attrs[PREPACK_TRANSPOSED_ATTR] = True
+        elif (known != param.name or attrs.get(PREPACK_WIDTH_ATTR) != width
+              or bool(attrs.get(PREPACK_TRANSPOSED_ATTR)) != transposed):
             attrs[PREPACK_ATTR] = ""  # two packed operands: the pass leaves the kernel
 
     def _pack(self, bp: Buffer, col0: PrimExpr, tiles: int, width: int
-              ) -> tuple[Stmt, Buffer | None]:
+              ) -> tuple[Stmt, tuple[Buffer, bool] | None]:
         """``bp[t, k, c] = B[k, col0 + t*width + c]`` (the column operand's value;
         ``k`` the flat index of the reduction axes), and B's parameter buffer
-        when the value is exactly ``B[k, j]`` of a 2-D parameter (else None)."""
+        when the value is exactly ``B[k, j]`` of a 2-D parameter, or ``B[j, k]``
+        of one laid out transposed (with True), else None."""
         nest, low, anchor = self.nest, self.low, self.anchor
         t = Var(low.names.fresh("tp"), _I64)
         c = Var(low.names.fresh("cp"), _I64)
@@ -519,11 +535,9 @@ class GemmEmitter:
         blk = block(nest.block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
         inner = For(c, i64(0), i64(width), "vectorized" if self.vectorize else "serial", blk)
         param = None
-        if (type(value) is BufferLoad and len(kivs) == 1 and len(value.indices) == 2
-                and value.indices[0] is kivs[0].var and value.indices[1] is ivs[-1].var
-                and any(value.buffer is b for b in low.buffers.values())
-                and [static_int(d) for d in value.buffer.shape] == [static_int(self.K), self.N]):
-            param = value.buffer
+        if (type(value) is BufferLoad and len(kivs) == 1
+                and any(value.buffer is b for b in low.buffers.values())):
+            param = _b_parameter(value, kivs[0].var, ivs[-1].var, static_int(self.K), self.N)
         return For(t, i64(0), i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
@@ -713,9 +727,25 @@ def pack_weight(w: np.ndarray, width: int) -> np.ndarray:
     return w.reshape(k, tiles, width).transpose(1, 0, 2)
 
 
+def _b_parameter(load: BufferLoad, k: Var, j: Var, K: int, N: int
+                 ) -> tuple[Buffer, bool] | None:
+    """``load``'s buffer when it reads all of B as ``B[k, j]`` (``[K, N]``:
+    False) or transposed as ``B[j, k]`` (``[N, K]`` or ``[N, K, 1, ...]``
+    read at 0 past the second index: True), else None."""
+    idx, dims = load.indices, [static_int(d) for d in load.buffer.shape]
+    if len(idx) == 2 and idx[0] is k and idx[1] is j and dims == [K, N]:
+        return load.buffer, False
+    if (len(idx) >= 2 and idx[0] is j and idx[1] is k and dims[:2] == [N, K]
+            and all(d == 1 for d in dims[2:])
+            and all(isinstance(i, IntImm) and i.value == 0 for i in idx[2:])):
+        return load.buffer, True
+    return None
+
+
 def _prepacked_weight(func: tir.PrimFunc) -> WeightPlan | None:
-    """The packing of B that ``func`` declares (``PREPACK_ATTR`` naming a 2-D
-    parameter of static shape read as ``B[k, j]``, ``PACK_MARK`` nests), or None."""
+    """The packing of B that ``func`` declares (``PREPACK_ATTR`` naming a
+    parameter of static shape read as ``B[k, j]``, or as ``B[j, k]`` with
+    ``PREPACK_TRANSPOSED_ATTR``; ``PACK_MARK`` nests), or None."""
     pname = (func.attrs or {}).get(PREPACK_ATTR)
     width = (func.attrs or {}).get(PREPACK_WIDTH_ATTR)
     if not pname or not isinstance(width, int) or width < 1:
@@ -726,11 +756,19 @@ def _prepacked_weight(func: tir.PrimFunc) -> WeightPlan | None:
         return None
     b = func.params[index]
     dims = static_dims(b)
-    if dims is None or len(dims) != 2:
+    transposed = bool(func.attrs.get(PREPACK_TRANSPOSED_ATTR))
+    if dims is None or (len(dims) != 2 and not transposed) or len(dims) < 2:
         return None
-    k, n = dims
+    if transposed:
+        n, k = dims[0], math.prod(dims[1:])
+    else:
+        k, n = dims
     packed = tir.Buffer(b.name + "_packed", (i64(-(-n // width)), i64(k), i64(width)), b.dtype)
-    attrs = {a: v for a, v in func.attrs.items() if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR)}
+    attrs = {a: v for a, v in func.attrs.items()
+             if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR, PREPACK_TRANSPOSED_ATTR)}
+    if transposed:
+        return WeightPlan(index, packed, PACK_MARK, lambda mark: mark.value, attrs,
+                          lambda w: pack_weight(w.reshape(n, k).T, width))
     return WeightPlan(index, packed, PACK_MARK, lambda mark: mark.value, attrs,
                       lambda w: pack_weight(w, width))
 

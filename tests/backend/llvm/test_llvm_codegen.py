@@ -321,6 +321,24 @@ def test_kernels_prefer_the_vector_width_of_the_target_tuning():
     np.testing.assert_array_equal(b, a * 2)
 
 
+@pytest.mark.parametrize("width", [32, 37])
+def test_rows_of_a_few_vectors_stay_the_vectorized_loop(width):
+    # x[c, y, :] * s[c] over rows of 2-4 vectors: LLVM fully unrolled such a
+    # row first and then vectorized the loop over y, through gathers and
+    # scatters of stride `width` (a squeeze-excite's scaling: 10x slower)
+    C, H = 5, 7
+    X, S, Y = T.Buffer("X", (C, H, width)), T.Buffer("S", (C,)), T.Buffer("Y", (C, H, width))
+    c, y, x = T.Var("c"), T.Var("y"), T.Var("x")
+    body = T.For(c, 0, C, "serial", T.For(y, 0, H, "serial", T.For(
+        x, 0, width, "vectorized", T.BufferStore(Y, X[c, y, x] * S[c], (c, y, x)))))
+    lib = compile_prim_funcs({"scale": T.PrimFunc((X, S, Y), body)})
+    assert "gather" not in lib.optimized_ir and "scatter" not in lib.optimized_ir
+    a, s = rand((C, H, width)), rand((C,))
+    out = np.zeros((C, H, width), "float32")
+    lib["scale"](a, s, out)
+    np.testing.assert_array_equal(out, a * s[:, None, None])
+
+
 def test_gather_and_scatter_kernels_build_without_llvm_warnings(tmp_path) -> None:
     """A short vectorized loop LLVM cannot vectorize (an address read from
     data) is left to LLVM's unroller: forced to stay a loop, LLVM would print

@@ -352,3 +352,20 @@ def test_vectorized_erf_within_two_ulps(vector_math_lib):
     np.testing.assert_array_equal(out, 1.0)
     vector_math_lib["erf"](-big, out)
     np.testing.assert_array_equal(out, -1.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_cube_is_two_products_with_numpys_values(dtype):
+    # pow(x, 3.0), a tanh GELU's cube: no libm call (one element at a time)
+    n = 37
+    lib = compile_prim_funcs({"cube": elementwise(
+        n, lambda x: binop("pow", x, T.FloatImm(3.0, dtype)), dtype)})
+    assert "llvm.pow" not in lib.llvm_ir
+    x = (rand((n,)) * 40).astype(dtype)
+    x[:6] = [np.nan, np.inf, -np.inf, -0.0, 1e13, -1e-20]
+    y = np.empty(n, dtype)
+    lib["cube"](x, y)
+    with np.errstate(all="ignore"):
+        want = np.power(x, np.asarray(3.0, dtype))
+    np.testing.assert_allclose(y, want, rtol=1e-6 if dtype == "float32" else 1e-14)
+    np.testing.assert_array_equal(np.signbit(y[:6]), np.signbit(want[:6]))
