@@ -76,16 +76,17 @@ def test_softmax_row_buffer_on_llvm():
 
 
 @pytest.mark.parametrize("last", [N, 5000])
-def test_softmax_without_a_row_buffer_recomputes_exp_and_stays_correct(last):
-    # No row buffer when the row's length is unknown (symbolic) or longer than
-    # ScheduleOptions.max_row: exp is inlined into the sum and the division.
+def test_softmax_without_a_row_buffer_stays_correct(last):
+    # No row buffer when the row's length is unknown (symbolic: exp(x - max)
+    # is kept in the output row instead) or longer than ScheduleOptions.max_row
+    # (exp is inlined into the sum and the division).
     from phasec.backend.llvm import compile_prim_funcs
 
     low = lower_call(call_op("nn.softmax", tvar("a", (3, last))))
     func = low.prim_func
     assert "T_softmax_exp_local" not in allocated(func)
     assert "T_softmax_exp" not in allocated(func)    # inlined, not a global buffer
-    assert count_calls(func.body, "exp") >= 2
+    assert (count_calls(func.body, "exp") == 1) if last is N else (count_calls(func.body, "exp") >= 2)
     cols = 7 if last is N else last
     a = rand((3, cols)) * 5
     if last is N:  # the interpreter, for the small case
