@@ -3,8 +3,9 @@
 A pass usually rewrites a few operators or constructs; with ~180 operators
 drawn evenly a program rarely holds the one it rewrites, in a form where the
 rewrite shows. Before its hypothesis search, ``check_pass`` *probes* the
-pass: one tiny module per operator (made once per process and phase, the
-operator applied to fresh operands), the pass run on each, and
+pass: three tiny modules per operator (made once per process and phase, the
+operator applied to fresh operands, with other attributes and shapes in
+each: one module can hide a rewrite), the pass run on each, and
 
 * the operators on whose module the pass fails (crash, broken invariant,
   changed results) are *hot*;
