@@ -12,6 +12,8 @@ verifier/checker.py``): these paths had no test.
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from phasec import verifier
@@ -92,3 +94,22 @@ def test_a_malformed_function_does_not_stop_the_next_one():
     mod = IRModule({"a": Function([x], x),
                     "main": Function([y], SeqExpr([], u), attrs={"global_symbol": "main"})})
     assert codes(mod) == ["WF101", "WF001"]
+
+
+def test_check_leaves_the_garbage_collector_as_it_found_it():
+    # the checker pauses the cyclic collector during its walk (speed); the
+    # process's setting must be back afterwards, enabled or not, even when
+    # the module is malformed
+    import gc
+
+    x = Var("x", T4)
+    mod = module([x], [BindingBlock([42])], x)
+    assert gc.isenabled()
+    verifier.check(mod)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        verifier.check(mod)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
