@@ -16,6 +16,7 @@ and used after it...). Found by mutation testing of the checker
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from phasec import verifier
@@ -23,7 +24,8 @@ from phasec.ir import (
     BindingBlock, Call, DataflowBlock, DataflowVar, Function, IRModule, Op, SeqExpr,
     TensorStructInfo, Var, VarBinding,
 )
-from phasec.ir.expr import ExternFunc, If, MatchCast, Tuple, TupleGetItem
+from phasec.ir import Phase, tir
+from phasec.ir.expr import Constant, ExternFunc, If, MatchCast, Tuple, TupleGetItem
 from phasec.ir.struct_info import TupleStructInfo
 
 T4 = TensorStructInfo((4,), "float32")
@@ -216,3 +218,48 @@ def test_same_call_as_match_cast_then_as_binding():
     mod = module([x], [BindingBlock([MatchCast(b, add(x, x), T3), VarBinding(a, add(x, x))])],
                  x)
     assert errors(mod) == ["WF402", "WF404"]
+
+
+def test_shared_parameter_names_the_function_that_owns_it():
+    x, w = Var("x", T4), Var("w", T4)
+    other = Function([x], SeqExpr([], x))
+    shared = module([x], [BindingBlock([VarBinding(w, add(x, x))])], w, other=other)
+    [diag] = verifier.check(shared)
+    assert (diag.code, diag.message) == \
+        ("WF008", "parameter 'x' is also a parameter of function 'main'")
+
+
+def test_undefined_symbolic_variable_in_the_return_annotation():
+    x, k = Var("x", T4), tir.Var("k", "int64")
+    main = Function([x], SeqExpr([], x), TensorStructInfo((k,), "float32"),
+                    attrs={"global_symbol": "main"})
+    found = [(d.code, d.message) for d in verifier.check(IRModule({"main": main}))]
+    assert ("WF006", "symbolic variable 'k' is used before it is defined") in found
+
+
+def test_each_repeated_call_gets_the_unkeyed_rules():
+    # a clean call shape skips only the call_keyed rules the next time; the
+    # phase rule (PH202: no high-level operator from lowering on) reports
+    # every call
+    x, a, b = Var("x", T4), Var("a", T4), Var("b", T4)
+    mod = module([x], [BindingBlock([VarBinding(a, add(x, x)), VarBinding(b, add(x, x))])], b)
+    assert [d.code for d in verifier.check(mod, Phase.LOWERING)] == ["PH202", "PH202"]
+
+
+def test_a_malformed_parameter_shared_by_two_functions_is_only_malformed():
+    # a Constant as a parameter is WF100; it is not also a shared parameter (WF008)
+    x = Var("x", T4)
+    c = Constant(np.zeros(4, "float32"))
+    mod = IRModule({"main": Function([c, x], SeqExpr([], x), attrs={"global_symbol": "main"}),
+                    "g": Function([c], SeqExpr([], c))})
+    assert [d.code for d in verifier.check(mod)] == ["WF100", "WF100"]
+
+
+def test_variable_of_a_nested_function_names_the_function_it_is_in():
+    x, y, z, w = Var("x", T4), Var("y", T4), Var("z", T4), Var("w", T4)
+    inner = Function([y], SeqExpr([BindingBlock([VarBinding(z, add(y, y))])], z))
+    f = Var("inner", inner.struct_info)
+    bad = module([x], [BindingBlock([VarBinding(f, inner), VarBinding(w, add(z, x))])], w)
+    [diag] = verifier.check(bad)
+    assert diag.code == "WF001" and diag.message.endswith(
+        "defined inside another function (function of 'main')")
