@@ -263,3 +263,37 @@ def test_variable_of_a_nested_function_names_the_function_it_is_in():
     [diag] = verifier.check(bad)
     assert diag.code == "WF001" and diag.message.endswith(
         "defined inside another function (function of 'main')")
+
+
+def test_local_function_bound_to_a_contradicting_annotation():
+    # after walking the nested function, its binding is checked like any
+    # other: a tensor annotation contradicts a function value (WF404)
+    x, y, w = Var("x", T4), Var("y", T4), Var("w", T4)
+    inner = Function([y], SeqExpr([], y))
+    f = Var("f", T4)
+    mod = module([x], [BindingBlock([VarBinding(f, inner), VarBinding(w, add(x, x))])], w)
+    assert [d.code for d in verifier.check(mod)] == ["WF404"]
+
+
+# -- symbolic variables the checker finds outside struct info annotations -------------
+V1 = TensorStructInfo(None, "float32", 1)
+
+
+def test_undefined_symbolic_variable_in_sinfo_args():
+    x, w, k = Var("x", T4), Var("w", V1), tir.Var("k", "int64")
+    call = Call(ExternFunc("my.func"), [x], sinfo_args=[TensorStructInfo((k,), "float32")],
+                struct_info=V1)
+    main = Function([x], SeqExpr([BindingBlock([VarBinding(w, call)])], x), is_pure=False,
+                    attrs={"global_symbol": "main"})
+    assert [(d.code, d.message) for d in verifier.check(IRModule({"main": main}))] == \
+        [("WF006", "symbolic variable 'k' is used before it is defined")]
+
+
+def test_undefined_symbolic_variable_in_strided_slice_bounds():
+    x, w, k = Var("x", T4), Var("w", V1), tir.Var("k", "int64")
+    attrs = {"axes": (0,), "begin": (k,), "end": (4,), "strides": None,
+             "assume_inbound": False}
+    sliced = Call(Op("relax.strided_slice"), [x], attrs=attrs, struct_info=V1)
+    mod = module([x], [BindingBlock([VarBinding(w, sliced)])], x)
+    assert [(d.code, d.message) for d in verifier.check(mod)] == \
+        [("WF006", "symbolic variable 'k' is used before it is defined")]
