@@ -297,3 +297,18 @@ def test_undefined_symbolic_variable_in_strided_slice_bounds():
     mod = module([x], [BindingBlock([VarBinding(w, sliced)])], x)
     assert [(d.code, d.message) for d in verifier.check(mod)] == \
         [("WF006", "symbolic variable 'k' is used before it is defined")]
+
+
+def test_calls_that_cannot_be_keyed_are_each_checked():
+    # attributes given as lists (unhashable) give a call no key: a second such
+    # call in the same binding context is checked in full, not skipped
+    x, a, b = Var("x", T4), Var("a", T3), Var("b", T3)
+
+    def sliced(axes: list) -> Call:
+        attrs = {"axes": axes, "begin": [1], "end": [4], "strides": None,
+                 "assume_inbound": False}
+        return Call(Op("relax.strided_slice"), [x], attrs=attrs, struct_info=T3)
+
+    mod = module([x], [BindingBlock([VarBinding(a, sliced([0])), VarBinding(b, sliced([5]))])],
+                 x)
+    assert [d.code for d in verifier.check(mod)] == ["WF405"]
