@@ -25,8 +25,8 @@ from phasec.ir import (
     TensorStructInfo, Var, VarBinding,
 )
 from phasec.ir import Phase, tir
-from phasec.ir.expr import Constant, ExternFunc, If, MatchCast, Tuple, TupleGetItem
-from phasec.ir.struct_info import TupleStructInfo
+from phasec.ir.expr import Constant, ExternFunc, If, MatchCast, PrimValue, Tuple, TupleGetItem
+from phasec.ir.struct_info import PrimStructInfo, TupleStructInfo
 
 T4 = TensorStructInfo((4,), "float32")
 T3 = TensorStructInfo((3,), "float32")
@@ -312,3 +312,27 @@ def test_calls_that_cannot_be_keyed_are_each_checked():
     mod = module([x], [BindingBlock([VarBinding(a, sliced([0])), VarBinding(b, sliced([5]))])],
                  x)
     assert [d.code for d in verifier.check(mod)] == ["WF405"]
+
+
+def test_undefined_symbolic_variable_in_a_prim_value_and_in_nested_annotations():
+    x, k = Var("x", T4), tir.Var("k", "int64")
+    message = ("WF006", "symbolic variable 'k' is used before it is defined")
+    prim = module([x], [BindingBlock([VarBinding(Var("p", PrimStructInfo("int64")),
+                                                 PrimValue(k))])], x)
+    assert [(d.code, d.message) for d in verifier.check(prim)] == [message]
+    # the variable in a tuple's field, and as the value of a PrimStructInfo (a
+    # binding does not define it: only parameters and match_cast do)
+    in_tuple = TupleStructInfo([TensorStructInfo((k,), "float32")])
+    in_prim = PrimStructInfo("int64", value=k)
+    for annotation, value in ((in_tuple, Tuple([x])),
+                              (in_prim, PrimValue(tir.IntImm(3, "int64")))):
+        mod = module([x], [BindingBlock([VarBinding(Var("w", annotation), value)])], x)
+        assert message in [(d.code, d.message) for d in verifier.check(mod)], annotation
+
+
+def test_a_call_as_a_tuple_field_is_not_a_leaf():
+    x = Var("x", T4)
+    mod = module([x], [BindingBlock([VarBinding(Var("t", PAIR), Tuple([x, add(x, x)]))])], x)
+    assert [(d.code, d.message) for d in verifier.check(mod)] == [
+        ("WF101", "Call used as tuple field: A-normal form requires a leaf (a variable, "
+                  "constant or other leaf expression) here")]
