@@ -1,0 +1,75 @@
+"""TIR variable scopes in every statement and expression position the checker walks.
+
+WF501 (a TIR variable used outside its scope) must be reported wherever the
+variable is read: a loop's min and extent, an AttrStmt's value and body, a
+LetStmt's value, a compound index, a block's iter values, an if condition,
+a composite dimension of a buffer parameter. And a loop variable that
+shadows an enclosing one (WF503) leaves the enclosing one in scope after
+the inner loop. Found by mutation testing of the checker
+(``bench/bench_core_mutation.py --files verifier/checker.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from phasec import verifier
+from phasec.ir import IRModule, tir
+
+A, B = tir.Buffer("A", (4,)), tir.Buffer("B", (4,))
+U, I = tir.Var("u", "int64"), tir.Var("i", "int64")
+ZERO = tir.IntImm(0, "int64")
+
+
+def kernel(body: tir.Stmt, params: list | None = None) -> IRModule:
+    return IRModule({"k": tir.PrimFunc(params or [A, B], body)})
+
+
+def codes(mod: IRModule) -> list[str]:
+    return [d.code for d in verifier.check(mod) if d.severity == "error"]
+
+
+def store(index) -> tir.Stmt:
+    return tir.BufferStore(B, A[index], (index,))
+
+
+def plus_one(v) -> tir.PrimExpr:
+    return tir.BinaryOp("+", v, tir.IntImm(1, "int64"))
+
+
+# each: (a statement reading `v` there, how many reads)
+POSITIONS = {
+    "loop extent": (lambda v: tir.For(I, 0, v, "serial", store(I)), 1),
+    "loop min": (lambda v: tir.For(I, v, 4, "serial", store(I)), 1),
+    "AttrStmt value": (lambda v: tir.AttrStmt("pragma", v, store(ZERO)), 1),
+    "AttrStmt body": (lambda v: tir.AttrStmt("pragma", ZERO, store(v)), 2),
+    "LetStmt value": (lambda v: tir.LetStmt(I, v, store(I)), 1),
+    "compound index": (lambda v: tir.For(I, 0, 3, "serial",
+                                         tir.BufferStore(B, A[plus_one(v)], (I,))), 1),
+    "block iter value": (lambda v: tir.Block("b", (tir.IterVar(tir.Var("vi", "int64"), 4),),
+                                             (v,), store(ZERO)), 1),
+    "if condition": (lambda v: tir.IfThenElse(tir.BinaryOp("<", v, tir.IntImm(2, "int64")),
+                                              store(ZERO)), 1),
+}
+
+
+@pytest.mark.parametrize("position", list(POSITIONS))
+def test_undefined_tir_variable_in_every_position(position):
+    make, reads = POSITIONS[position]
+    assert codes(kernel(make(U))) == ["WF501"] * reads
+    # the twin reads a loop variable in scope
+    j = tir.Var("j", "int64")
+    assert codes(kernel(tir.For(j, 0, 2, "serial", make(j)))) == []
+
+
+def test_undefined_variable_in_a_composite_buffer_dimension():
+    doubled = tir.Buffer("C", (tir.BinaryOp("*", U, tir.IntImm(2, "int64")),))
+    assert codes(kernel(store(ZERO), [A, B, doubled])) == ["WF501"]
+    n = tir.Var("n", "int64")
+    sized, twice = tir.Buffer("S", (n,)), tir.Buffer("D", (tir.BinaryOp("*", n, 2),))
+    assert codes(kernel(store(ZERO), [A, B, sized, twice])) == []
+
+
+def test_a_shadowing_loop_leaves_the_outer_variable_in_scope():
+    inner = tir.For(I, 0, 2, "serial", store(I))
+    assert codes(kernel(tir.For(I, 0, 4, "serial", tir.SeqStmt((inner, store(I)))))) == ["WF503"]
