@@ -50,6 +50,25 @@ POSITIONS = {
                                              (v,), store(ZERO)), 1),
     "if condition": (lambda v: tir.IfThenElse(tir.BinaryOp("<", v, tir.IntImm(2, "int64")),
                                               store(ZERO)), 1),
+    "while condition": (lambda v: tir.While(tir.BinaryOp("<", v, tir.IntImm(2, "int64")),
+                                            store(ZERO)), 1),
+    "then branch": (lambda v: tir.IfThenElse(tir.BinaryOp("<", ZERO, ZERO), store(v)), 2),
+    "else branch": (lambda v: tir.IfThenElse(tir.BinaryOp("<", ZERO, ZERO), store(ZERO),
+                                             store(v)), 2),
+    "while body": (lambda v: tir.While(tir.BinaryOp("<", ZERO, ZERO), store(v)), 2),
+    "Evaluate": (lambda v: tir.Evaluate(plus_one(v)), 1),
+    "right operand": (lambda v: tir.Evaluate(tir.BinaryOp("+", ZERO, v)), 1),
+    "iter var min": (lambda v: tir.Block("b", (tir.IterVar(tir.Var("vi", "int64"), 4, min=v),),
+                                         (ZERO,), store(ZERO)), 1),
+    "iter var extent": (lambda v: tir.Block("b", (tir.IterVar(tir.Var("vi", "int64"), v),),
+                                            (ZERO,), store(ZERO)), 1),
+    "block init": (lambda v: tir.Block("b", (), (), store(ZERO), init=store(v)), 2),
+    "read region extent": (lambda v: tir.Block("b", (), (), store(ZERO),
+                                               reads=(tir.BufferRegion(A, ((ZERO, v),)),)), 1),
+    "Select": (lambda v: tir.Evaluate(tir.Select(tir.BinaryOp("<", ZERO, ZERO), v, ZERO)), 1),
+    "Cast": (lambda v: tir.Evaluate(tir.Cast("int32", v)), 1),
+    "intrinsic argument": (lambda v: tir.Evaluate(tir.Call("max", (ZERO, v), "int64")), 1),
+    "allocation extent": (lambda v: tir.Allocate(tir.Buffer("T", (v,)), store(ZERO)), 1),
 }
 
 
@@ -73,3 +92,18 @@ def test_undefined_variable_in_a_composite_buffer_dimension():
 def test_a_shadowing_loop_leaves_the_outer_variable_in_scope():
     inner = tir.For(I, 0, 2, "serial", store(I))
     assert codes(kernel(tir.For(I, 0, 4, "serial", tir.SeqStmt((inner, store(I)))))) == ["WF503"]
+
+
+def test_a_let_variable_is_out_of_scope_after_its_let():
+    let = tir.Var("l", "int64")
+    inside = tir.LetStmt(let, ZERO, store(let))
+    assert codes(kernel(inside)) == []
+    assert codes(kernel(tir.SeqStmt((inside, store(let))))) == ["WF501", "WF501"]
+
+
+def test_a_buffer_in_a_read_region_after_its_allocate():
+    tmp = tir.Buffer("tmp", (4,))
+    block = tir.Block("b", (), (), store(ZERO), reads=(tir.BufferRegion(tmp, ((ZERO, 4),)),))
+    assert codes(kernel(tir.Allocate(tmp, block))) == []
+    after = tir.SeqStmt((tir.Allocate(tmp, store(ZERO)), block))
+    assert codes(kernel(after)) == ["WF502"]
