@@ -65,6 +65,8 @@ POSITIONS = {
     "block init": (lambda v: tir.Block("b", (), (), store(ZERO), init=store(v)), 2),
     "read region extent": (lambda v: tir.Block("b", (), (), store(ZERO),
                                                reads=(tir.BufferRegion(A, ((ZERO, v),)),)), 1),
+    "read region min": (lambda v: tir.Block("b", (), (), store(ZERO),
+                                            reads=(tir.BufferRegion(A, ((v, 1),)),)), 1),
     "Select": (lambda v: tir.Evaluate(tir.Select(tir.BinaryOp("<", ZERO, ZERO), v, ZERO)), 1),
     "Cast": (lambda v: tir.Evaluate(tir.Cast("int32", v)), 1),
     "intrinsic argument": (lambda v: tir.Evaluate(tir.Call("max", (ZERO, v), "int64")), 1),
