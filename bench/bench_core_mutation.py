@@ -71,10 +71,12 @@ DEFAULT_TARGETS: dict[str, tuple[str, ...] | None] = {
 DEFAULT_TESTS = ("tests/ir", "tests/transform", "tests/verifier", "tests/backend/vm",
                  "tests/pipeline", "tests/testing/test_mutations.py",
                  "tests/testing/test_mutation_choices.py")
-#: module-level memo tables that the code under test fills on first use: a
-#: forked child inherits them filled by the parent (collecting the tests
-#: verifies modules), so the mutated code that fills them would never run;
-#: the child empties them once the mutant's code is swapped in
+#: module-level memo tables that the code under test fills on first use: were
+#: the parent to fill them (a test module verifying at import), a forked child
+#: would inherit them and the mutated code that fills them would never run;
+#: the child empties them once the mutant's code is swapped in. (The parent
+#: leaves the checker's empty today, and the mutants of _Dispatch still
+#: survive in the child though a fresh process kills them: see bench/README.)
 MEMOS: dict[str, tuple[str, ...]] = {"verifier/checker.py": ("_DISPATCH",)}
 #: installed module name of a repository file (verifier/ installs as phasec.verifier)
 _PACKAGE_DIRS = {"verifier": "phasec.verifier", "passes": "phasec.passes"}
