@@ -25,8 +25,10 @@ from phasec.ir import (
     TensorStructInfo, Var, VarBinding,
 )
 from phasec.ir import Phase, tir
-from phasec.ir.expr import Constant, ExternFunc, If, MatchCast, PrimValue, Tuple, TupleGetItem
-from phasec.ir.struct_info import PrimStructInfo, TupleStructInfo
+from phasec.ir.expr import (
+    Constant, ExternFunc, If, MatchCast, PrimValue, ShapeExpr, Tuple, TupleGetItem,
+)
+from phasec.ir.struct_info import PrimStructInfo, ShapeStructInfo, TupleStructInfo
 
 T4 = TensorStructInfo((4,), "float32")
 T3 = TensorStructInfo((3,), "float32")
@@ -336,3 +338,22 @@ def test_a_call_as_a_tuple_field_is_not_a_leaf():
     assert [(d.code, d.message) for d in verifier.check(mod)] == [
         ("WF101", "Call used as tuple field: A-normal form requires a leaf (a variable, "
                   "constant or other leaf expression) here")]
+
+
+def test_undefined_symbolic_variable_in_a_shape_value():
+    x, k = Var("x", T4), tir.Var("k", "int64")
+    mod = module([x], [BindingBlock([VarBinding(Var("s", ShapeStructInfo(ndim=1)),
+                                                ShapeExpr([k]))])], x)
+    assert ("WF006", "symbolic variable 'k' is used before it is defined") in \
+        [(d.code, d.message) for d in verifier.check(mod)]
+
+
+def test_symbolic_variable_used_in_one_function_and_defined_in_another():
+    # a use records the function too: `k`, used (undefined) in a's return
+    # annotation, is WF007 where main defines it
+    k = tir.Var("k", "int64")
+    x, y = Var("x", T4), Var("y", TensorStructInfo((k,), "float32"))
+    a = Function([x], SeqExpr([], x), TensorStructInfo((k,), "float32"))
+    main = Function([y], SeqExpr([], y), attrs={"global_symbol": "main"})
+    found = [(d.code, d.message) for d in verifier.check(IRModule({"a": a, "main": main}))]
+    assert ("WF007", "symbolic variable 'k' is also used in function 'a'") in found

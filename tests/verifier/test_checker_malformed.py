@@ -113,3 +113,18 @@ def test_check_leaves_the_garbage_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_binding_whose_variable_is_not_a_var():
+    x = Var("x", T4)
+    mod = module([x], [BindingBlock([VarBinding("w", Tuple([x]))])], x)
+    assert [(d.code, d.message) for d in verifier.check(mod)] == [
+        ("WF100", "unexpected str here: not a node of the expected kind")]
+
+
+def test_a_seq_expr_as_a_call_argument_and_a_body_that_is_no_node():
+    x, w = Var("x", T4), Var("w", T4)
+    seq_arg = module([x], [BindingBlock([VarBinding(w, add(SeqExpr([], x), x))])], w)
+    assert codes(seq_arg) == ["WF102"]
+    no_node = IRModule({"main": Function([x], 42, T4, attrs={"global_symbol": "main"})})
+    assert codes(no_node) == ["WF100"]

@@ -109,3 +109,23 @@ def test_a_buffer_in_a_read_region_after_its_allocate():
     assert codes(kernel(tir.Allocate(tmp, block))) == []
     after = tir.SeqStmt((tir.Allocate(tmp, store(ZERO)), block))
     assert codes(kernel(after)) == ["WF502"]
+
+
+def test_block_annotations_are_uses():
+    # a schedule hint names a variable or a buffer: it must be in scope, in a
+    # list or a mapping too
+    for hint in (U, [ZERO, U], {"at": U}):
+        block = tir.Block("b", (), (), store(ZERO), annotations={"hint": hint})
+        assert codes(kernel(block)) == ["WF501"], hint
+    tmp = tir.Buffer("tmp", (4,))
+    block = tir.Block("b", (), (), store(ZERO), annotations={"cache": tmp})
+    assert codes(kernel(tir.Allocate(tmp, block))) == []
+    assert codes(kernel(tir.SeqStmt((tir.Allocate(tmp, store(ZERO)), block)))) == ["WF502"]
+
+
+def test_a_buffer_data_pointer_is_a_use_of_the_buffer():
+    tmp = tir.Buffer("tmp", (4,))
+    pass_pointer = tir.Evaluate(tir.Call("my_extern", (tir.BufferData(tmp),), "int32"))
+    assert codes(kernel(tir.Allocate(tmp, pass_pointer))) == []
+    after = tir.SeqStmt((tir.Allocate(tmp, store(ZERO)), pass_pointer))
+    assert codes(kernel(after)) == ["WF502"]
