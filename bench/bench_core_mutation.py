@@ -71,6 +71,13 @@ DEFAULT_TARGETS: dict[str, tuple[str, ...] | None] = {
 DEFAULT_TESTS = ("tests/ir", "tests/transform", "tests/verifier", "tests/backend/vm",
                  "tests/pipeline", "tests/testing/test_mutations.py",
                  "tests/testing/test_mutation_choices.py")
+#: module-level memo tables that the code under test fills on first use: were
+#: the parent to fill them (a test module verifying at import), a forked child
+#: would inherit them and the mutated code that fills them would never run;
+#: the child empties them once the mutant's code is swapped in. (The parent
+#: leaves the checker's empty today, and the mutants of _Dispatch still
+#: survive in the child though a fresh process kills them: see bench/README.)
+MEMOS: dict[str, tuple[str, ...]] = {"verifier/checker.py": ("_DISPATCH",)}
 #: installed module name of a repository file (verifier/ installs as phasec.verifier)
 _PACKAGE_DIRS = {"verifier": "phasec.verifier", "passes": "phasec.passes"}
 #: the coverage context of code run when the modules are imported
@@ -268,6 +275,8 @@ def run_mutant(file: str, source: str, mutant: _core_mutants.Mutant, items: list
             os.environ["PHASEC_CORE_MUTANT"] = f"{module_name(file)}:{path}:{mutant.index}"
             if _swap_code(path, source, mutant, live, at_import):
                 print(f"fork: code swapped for mutant {mutant.index}", flush=True)
+                for memo in MEMOS.get(file, ()):
+                    getattr(sys.modules[module_name(file)], memo).clear()
                 code = 0
                 signal.signal(signal.SIGALRM, _overran)
                 for i, item in enumerate(items):

@@ -74,10 +74,6 @@ class _Dispatch:
         self._filtered = [r for r in callers if r.ops is not None or r.categories is not None]
         self._by_op: dict[str | None, tuple[list[Callable], list[Callable], frozenset[str]]] = {}
 
-    def call_hooks(self, op_name: str | None, opdef: Any) -> list[Callable]:
-        """The ``call`` hooks for a call of operator ``op_name`` (None: not an Op)."""
-        return self.call_plan(op_name, opdef)[0]
-
     def call_plan(self, op_name: str | None, opdef: Any
                   ) -> tuple[list[Callable], list[Callable], frozenset[str]]:
         """``(all hooks, hooks of rules that are not call_keyed, codes of the

@@ -90,10 +90,13 @@ legalizes_to_relax("nonzero")(lower_to_packed("relax.run.nonzero", lambda a: [])
 
 def _draw_unique(ctx):
     ctx.include(0, math.prod(ctx.shape))  # indices, inverse and counts
+    rank = len(ctx.shape)
+    # an axis most of the time (unique rows, columns...), else the flattened tensor
+    axis = ctx.choose([*range(-rank, rank), None])
     return (ctx.x,), {"sorted": ctx.choose([True, False]),
                       "return_index": ctx.choose([False, True]),
                       "return_inverse": ctx.choose([False, True]),
-                      "return_counts": ctx.choose([False, True])}
+                      "return_counts": ctx.choose([False, True]), "axis": axis}
 
 
 # data-dependent shapes: the results have a known rank and unknown extents,

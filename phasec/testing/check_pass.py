@@ -199,8 +199,8 @@ def check_pass(p: Any, *, max_examples: int = 100, phases: Iterable[Phase | int 
     """Fuzz pass ``p`` against random modules of each phase it accepts.
 
     For each phase, first the *probe* (:mod:`phasec.testing.steering`): the
-    pass runs on one tiny module per operator (up to ``2 * max_examples``
-    of them), which finds the operators it fails on or rewrites; then
+    pass runs on three tiny modules per operator (up to ``2 * max_examples``
+    operators), which finds the operators it fails on or rewrites; then
     hypothesis draws ``max_examples`` swarm modules (each dense in a few
     operators and features, three in four drawn from those the probe
     found) and inputs, and shrinks a failure to a minimal reproducer.

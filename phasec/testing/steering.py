@@ -3,8 +3,9 @@
 A pass usually rewrites a few operators or constructs; with ~180 operators
 drawn evenly a program rarely holds the one it rewrites, in a form where the
 rewrite shows. Before its hypothesis search, ``check_pass`` *probes* the
-pass: one tiny module per operator (made once per process and phase, the
-operator applied to fresh operands), the pass run on each, and
+pass: three tiny modules per operator (made once per process and phase, the
+operator applied to fresh operands, with other attributes and shapes in
+each: one module can hide a rewrite), the pass run on each, and
 
 * the operators on whose module the pass fails (crash, broken invariant,
   changed results) are *hot*;
@@ -40,7 +41,9 @@ from phasec.ir import tir
 from phasec.ir.expr import BindingBlock, Constant, Function, SeqExpr, VarBinding
 from phasec.ir.module import IRModule
 from phasec.ir.phase import Phase
+from phasec.op.unary import STOP_FUSION_PACKED
 from phasec.testing._optable import op_names
+from phasec.testing.coverage import ops_in
 from phasec.testing.strategies import make_inputs, modules
 
 __all__ = ["Probe", "probe_pass", "changed_ops", "probe_module", "draw_once", "constant_twin"]
@@ -54,26 +57,30 @@ _KEPT = ("max_rank", "max_dim", "symbolic", "dataflow", "constants", "max_params
 
 #: draws tried per operator before the probe gives up on it
 _PROBE_TRIES = 12
+#: distinct modules per operator: one module may hide a rewrite (an attribute
+#: at the value a mutation leaves unchanged, a reduction of one element, a
+#: dead result), a second or third one with other attributes and shapes shows it
+PROBE_VARIANTS = 3
 
 _CACHE: dict[tuple, IRModule | None] = {}
 _CALL = re.compile(r"\bR\.([A-Za-z_][\w.]*)\(")
 
 
-def probe_module(phase: Phase, op: str, options: Mapping[str, Any] | None = None
-                 ) -> IRModule | None:
+def probe_module(phase: Phase, op: str, options: Mapping[str, Any] | None = None,
+                 variant: int = 0) -> IRModule | None:
     """A tiny module of ``phase`` made of ``op`` (None when none can be made);
-    the same one each time in a process."""
+    the same one each time in a process. ``variant`` ``k`` is drawn from
+    other random sources (another module of the same operator)."""
     opts = {**{k: v for k, v in (options or {}).items() if k in _KEPT}, **_PROBE_OPTIONS}
-    key = (phase, op, tuple(sorted((k, repr(v)) for k, v in opts.items())))
+    key = (phase, op, tuple(sorted((k, repr(v)) for k, v in opts.items())), variant)
     if key not in _CACHE:
         strategy = modules(phase, ops=[op], prefix="transitions", swarm=True, **opts)
-        call = "R." + op.removeprefix("relax.") + "("
         _CACHE[key] = None
         # drawn directly (no search engine: a few draws per operator), and not
         # the simplest module (one element): a few elements, so a rewrite shows
         for attempt in range(_PROBE_TRIES):
-            mod = draw_once(strategy, attempt)
-            if mod is not None and call in mod.script() and _visible(mod):
+            mod = draw_once(strategy, attempt + 1000 * variant)
+            if mod is not None and ops_in(mod)[op] and _visible(mod):
                 _CACHE[key] = mod
                 break
     return _CACHE[key]
@@ -132,6 +139,8 @@ def changed_ops(before: IRModule, after: IRModule) -> set[str]:
     out: set[str] = set()
     for line in before.script().splitlines():
         if line not in kept:
+            if f'"{STOP_FUSION_PACKED}"' in line:
+                out.add("relax.stop_fusion")  # printed as a packed call (TVM's syntax)
             out.update("relax." + m for m in _CALL.findall(line)
                        if not m.startswith(("func_attr", "Tensor", "Tuple", "Shape", "Object",
                                             "Prim", "dataflow", "output", "const")))
@@ -177,25 +186,36 @@ def probe_pass(run: Callable[[IRModule, Sequence[Any]], tuple[Any, IRModule | No
         ops = sorted(random.Random(seed).sample(ops, limit), key=ops.index)
     out = Probe()
     for op in ops:
-        mod = probe_module(phase, op, options)
-        if mod is None:
-            continue
-        out.probed.append(op)
-        try:
-            args = make_inputs(mod, seed)
-        except PhasecError:
-            continue
-        # the module, then its twin with the inputs as constants (what
-        # FoldConstant-like passes rewrite)
-        for m, a in ((mod, args), (constant_twin(mod, args), ())):
-            if m is None:
+        for variant in range(PROBE_VARIANTS):
+            mod = probe_module(phase, op, options, variant)
+            if mod is None:
                 continue
-            failure, ran = run(m, a)
-            if failure is not None:
-                out.hot.append(op)
-                out.failures.append((failure, tuple(a)))
-                break
-            if ran is not None and op in changed_ops(*ran) and op not in out.touched:
-                out.touched.append(op)
+            if op not in out.probed:
+                out.probed.append(op)
+            if _probe_one(run, op, mod, seed, out):
+                break  # hot: one failure of this operator is enough
     out.seconds = time.perf_counter() - start
     return out
+
+
+def _probe_one(run: Callable[[IRModule, Sequence[Any]], tuple[Any, IRModule | None]],
+               op: str, mod: IRModule, seed: int, out: Probe) -> bool:
+    """Run the pass on ``mod`` and its constant twin, recording into ``out``
+    whether it fails on ``op`` (hot: returns True) or rewrites it (touched)."""
+    try:
+        args = make_inputs(mod, seed)
+    except PhasecError:
+        return False
+    # the module, then its twin with the inputs as constants (what
+    # FoldConstant-like passes rewrite)
+    for m, a in ((mod, args), (constant_twin(mod, args), ())):
+        if m is None:
+            continue
+        failure, ran = run(m, a)
+        if failure is not None:
+            out.hot.append(op)
+            out.failures.append((failure, tuple(a)))
+            return True
+        if ran is not None and op in changed_ops(*ran) and op not in out.touched:
+            out.touched.append(op)
+    return False

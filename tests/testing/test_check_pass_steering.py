@@ -88,3 +88,29 @@ def _calls_per_operator(swarm):
 
 def test_swarm_modules_are_denser_in_their_operators():
     assert _calls_per_operator(True) > 1.2 * _calls_per_operator(False)
+
+
+class _StopFusionToNot(ExprMutator):
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, Op) and call.op.name == "relax.stop_fusion":
+            return Call(Op("relax.logical_not"), call.args, call.attrs, call.sinfo_args,
+                        struct_info=call.struct_info)
+        return call
+
+
+def test_probe_sees_stop_fusion_printed_as_a_packed_call():
+    # R.stop_fusion prints as R.call_pure_packed("phasec.stop_fusion", ...) (TVM's syntax)
+    mod = probe_module(Phase.OPTIMIZATION, "relax.stop_fusion")
+    assert mod is not None and '"phasec.stop_fusion"' in mod.script()
+    rewritten = mod.update({"main": _StopFusionToNot().visit_expr(mod["main"])})
+    assert "relax.stop_fusion" in changed_ops(mod, rewritten)
+
+
+def test_probe_variants_are_other_modules_of_the_same_operator():
+    # unique: axis drawn or not, other shapes; a mutant of the axis shows on some variant
+    variants = [probe_module(Phase.OPTIMIZATION, "relax.unique", None, k) for k in range(3)]
+    texts = {m.script() for m in variants if m is not None}
+    assert len(texts) >= 2 and all("R.unique(" in t for t in texts)
+    assert any("axis=None" not in line for t in texts for line in t.splitlines()
+               if "R.unique(" in line)

@@ -15,6 +15,7 @@ from phasec import verifier
 from phasec.ir import Phase
 from phasec.testing import advance_to_phase
 from phasec.testing.mutations import MUTATIONS
+from phasec.transform import PassContext, get_pass
 
 from helpers.mutation_modules import RICH_MODULE
 
@@ -117,3 +118,26 @@ def test_an_edited_binding_keeps_its_place_in_the_source():
         '        b = R.multiply(a, R.const(2.0, "float32"))') + 1
     [diag] = verifier.check(MUTATIONS["WF101"](mod, lambda n: 0))
     assert diag.code == "WF101" and diag.span is not None and diag.span.line == line
+
+
+#: a shape operand before the tensor operand
+SHAPE_FIRST = '''
+@I.ir_module
+class M:
+    @R.function
+    def main(s: R.Shape([2, 3]), v: R.Tensor((), "float32")) -> R.Tensor((2, 3), "float32"):
+        y = R.full(s, v, "float32")
+        return y
+'''
+
+
+def test_nested_call_injection_is_undone_by_normalize():
+    # WF101's help: bind the inner expression to a variable first. Normalize does
+    # exactly that; the module is then well-formed, so the injector nested a
+    # well-typed call (R.negative of the tensor operand, not of the shape before it)
+    mod = phasec.parse(SHAPE_FIRST)
+    nested = MUTATIONS["WF101"](mod, lambda n: 0)
+    assert [d.code for d in verifier.check(nested)] == ["WF101"]
+    with PassContext(verify="off"):
+        fixed = get_pass("Normalize")(nested)
+    assert verifier.check(fixed) == []
