@@ -86,22 +86,6 @@ def test_strided_depthwise_stride_one_along_rows_then_decimated(name):
     _check(low, xs, k, interp, **attrs)
 
 
-def test_strided_depthwise_with_a_symbolic_batch_stays_direct():
-    n = tir.Var("n")
-    low = _lower((n, 4, 9, 9), 3, padding=1, strides=2)
-    assert "T_conv2d_wide" not in _allocs(low.prim_func)  # its copy needs static sizes
-    kernel = compile_prim_funcs({"k": low.prim_func})["k"]
-    for batch in (1, 3):
-        x = RNG.standard_normal((batch, 4, 9, 9)).astype("float32")
-        w = RNG.standard_normal((4, 1, 3, 3)).astype("float32")
-        b = RNG.standard_normal((1, 4, 1, 1)).astype("float32")
-        want = np.maximum(get_op("relax.nn.conv2d").reference(
-            x, w, groups=4, padding=(1, 1, 1, 1), strides=(2, 2)) + b, 0)
-        got = np.zeros(want.shape, "float32")
-        kernel(x, w, b, got)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-
-
 def test_grouped_strided_over_the_padded_copy():
     d, w = tvar("d", (1, 4, 9, 9)), tvar("w", (4, 2, 3, 3))
     low = lower_fused(fused([d, w], lambda bb: call_op(
@@ -116,16 +100,19 @@ def test_grouped_strided_over_the_padded_copy():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_a_symbolic_batch():
+@pytest.mark.parametrize("channels,k,padding,strides", [(6, 5, 2, 1), (4, 3, 1, 2)])
+def test_a_symbolic_batch(channels, k, padding, strides):
     n = tir.Var("n")
-    low = _lower((n, 6, 11, 11), 5, padding=2)
+    low = _lower((n, channels, 11, 11), k, padding=padding, strides=strides)
+    if strides > 1:  # the wide copy of the strided schedule needs static sizes
+        assert "T_conv2d_wide" not in _allocs(low.prim_func)
     kernel = compile_prim_funcs({"k": low.prim_func})["k"]
-    for batch in (1, 2):
-        x = RNG.standard_normal((batch, 6, 11, 11)).astype("float32")
-        w = RNG.standard_normal((6, 1, 5, 5)).astype("float32")
-        b = RNG.standard_normal((1, 6, 1, 1)).astype("float32")
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, channels, 11, 11)).astype("float32")
+        w = RNG.standard_normal((channels, 1, k, k)).astype("float32")
+        b = RNG.standard_normal((1, channels, 1, 1)).astype("float32")
         want = np.maximum(get_op("relax.nn.conv2d").reference(
-            x, w, groups=6, padding=(2, 2, 2, 2)) + b, 0)
+            x, w, groups=channels, padding=(padding,) * 4, strides=(strides, strides)) + b, 0)
         got = np.zeros(want.shape, "float32")
         kernel(x, w, b, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

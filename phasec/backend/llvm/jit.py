@@ -48,7 +48,7 @@ from phasec.fileio import parse_size
 from phasec.ir import intrinsics
 from phasec.target.tuning import host_tuning
 from phasec.backend import interrupt
-from phasec.backend.llvm import diskcache
+from phasec.backend.llvm import diskcache, objworker
 from phasec.backend.llvm.abi import CANCEL_FLAG, NDARRAY_SYMBOL, ArrayLayout, descr_symbol
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
@@ -102,9 +102,7 @@ class HostTarget:
 
     def create_target_machine(self) -> Any:
         """A new target machine (an MCJIT engine takes ownership of its own)."""
-        target = llvm.Target.from_triple(self.triple)
-        return target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
-                                            reloc="default", codemodel="jitdefault", jit=True)
+        return objworker.target_machine(self.triple, self.cpu, self.features)
 
 
 #: the lines LLVM's default diagnostic handler prints ("remark: <unknown>:0:0: ...")
@@ -582,15 +580,8 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
             engine.set_object_cache(getbuffer_func=lambda _module: obj)
             return _finish(engine, entry_symbols, global_symbols, optimized, t0)
 
-    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    pto.loop_vectorization = opt_level >= 2
-    pto.slp_vectorization = opt_level >= 2
-    pto.loop_unrolling = opt_level >= 2
-    pto.loop_interleaving = opt_level >= 2
-    pb = llvm.create_pass_builder(tm, pto)
-    mpm = pb.getModulePassManager()
     with _captured_llvm_output():
-        mpm.run(mod, pb)
+        objworker.optimize(mod, tm, opt_level)  # (the workers' pipeline: one definition)
 
     for f in mod.functions:
         if f.is_declaration and not f.name.startswith("llvm."):

@@ -1,8 +1,9 @@
 """LLVM IR to object code, in this process or in a compile worker process.
 
-:func:`compile_object` optimizes one LLVM module with the pipeline of
-:func:`phasec.backend.llvm.jit.jit_compile` (new pass manager at
-O``opt_level``, loop and SLP vectorization from O2) and emits its machine
+:func:`compile_object` optimizes one LLVM module with phasec's pipeline
+(:func:`optimize`, which :func:`phasec.backend.llvm.jit.jit_compile` runs too:
+new pass manager at O``opt_level``, loop and SLP vectorization from O2) and
+emits its machine
 code as a relocatable object for the JIT's target machine; the parent loads
 that object into an MCJIT engine as it loads a kernel-cache entry.
 
