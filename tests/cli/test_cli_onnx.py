@@ -72,16 +72,16 @@ def test_import_errors_leave_the_previous_file(capsys, tmp_path, model_file):
     out_path = tmp_path / "keep.py"
     out_path.write_text("previous")
     bad = helper.make_model(helper.make_graph(
-        [helper.make_node("Det", ["x"], ["y"], name="det1"),
-         helper.make_node("Det", ["x"], ["z"], name="det2")], "bad",
+        [helper.make_node("Bernoulli", ["x"], ["y"], name="b1"),
+         helper.make_node("Bernoulli", ["x"], ["z"], name="b2")], "bad",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])]),
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 2])]),
         opset_imports=[helper.make_opsetid("", 17)])
     bad_path = tmp_path / "bad.onnx"
     onnx.save(bad, bad_path)
     code, out, err = run_cli(capsys, "import", bad_path, "-o", out_path)
     assert code == 2
-    assert "2 unsupported nodes" in err and "'det1' (Det, opset 17)" in err and "Traceback" not in err
+    assert "2 unsupported nodes" in err and "'b1' (Bernoulli, opset 17)" in err and "Traceback" not in err
     assert out_path.read_text() == "previous"
     code, _, err = run_cli(capsys, "import", model_file, "--shape", "gpu_0/data=1,x y")
     assert code == 2 and "dimension 'x y'" in err
