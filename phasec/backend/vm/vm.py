@@ -644,8 +644,10 @@ def _args_getter(arg_regs: tuple[int, ...]) -> Callable[[list], tuple]:
 
 
 #: a kernel call memoized per binding (see _entry_hoisting) keeps copies of
-#: its outputs up to this many bytes; larger outputs are computed every call
+#: its outputs up to this many bytes (larger outputs are computed every
+#: call), for at most MEMO_KEYS bindings at a time
 MEMO_BYTES = 1 << 20
+MEMO_KEYS = 8
 
 
 def _memoized(memo: dict, key: tuple, kernel: Callable[..., Any], args: tuple,
@@ -655,7 +657,7 @@ def _memoized(memo: dict, key: tuple, kernel: Callable[..., Any], args: tuple,
     kept = memo.get(key)
     if kept is None:
         kernel(*args)
-        if len(memo) >= _SHORT_KEYS:
+        if len(memo) >= MEMO_KEYS:
             memo.clear()
         memo[key] = tuple(o.copy() for o in outs) \
             if sum(o.nbytes for o in outs) <= MEMO_BYTES else False
