@@ -81,9 +81,9 @@ def _entry_hoisting(code: Sequence[bc.Instruction], start: int
         pc += 1
     for ins in code[pc:]:
         bound.difference_update(ins.registers_written())
-    hoist = {p: 0 for p in range(pc, len(code)) if type(code[p]) in (bc.MakeShape, bc.MakePrim)
-             and set(code[p].registers_read()) <= bound}
-    return pc, {p: k for k, p in enumerate(hoist)}, sorted(bound)
+    hoisted = [p for p in range(pc, len(code)) if type(code[p]) in (bc.MakeShape, bc.MakePrim)
+               and set(code[p].registers_read()) <= bound]
+    return pc, {p: slot for slot, p in enumerate(hoisted)}, sorted(bound)
 
 
 # Decoded opcodes, roughly in order of frequency (the dispatch chain tests
