@@ -91,8 +91,8 @@ def test_softmax_over_a_symbolic_last_axis_matches_numpy(dtype):
             x[0, 0, 0] = np.nan            # a NaN makes its row NaN
             x[0, 1, :] = -np.inf           # a row of -inf: 0/0
             x[0, 2, 0] = np.inf            # an inf: exp(inf - inf) is NaN
-        shifted = x - x.max(axis=-1, keepdims=True) if s else x
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"):  # inf - inf, -inf - -inf: NaN, as intended
+            shifted = x - x.max(axis=-1, keepdims=True) if s else x
             e = np.exp(shifted)
             want = e / e.sum(axis=-1, keepdims=True)
         got = main(x)
