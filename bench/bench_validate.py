@@ -41,7 +41,7 @@ from phasec.pipeline import lower  # noqa: E402
 from phasec.testing.bisect import bisect_stages, run_stages  # noqa: E402
 from phasec.testing.minimize import minimize_stage_change  # noqa: E402
 from phasec.transform.results import validation_inputs  # noqa: E402
-from phasec.transform.validate import ResultsChangedError, ValidateResults  # noqa: E402
+from phasec.transform.validate import ValidateResults  # noqa: E402
 
 
 def _tiny_onnx(folder: Path) -> dict[str, str]:

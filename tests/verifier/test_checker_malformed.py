@@ -100,7 +100,6 @@ def test_check_leaves_the_garbage_collector_as_it_found_it():
     # the checker pauses the cyclic collector during its walk (speed); the
     # process's setting must be back afterwards, enabled or not, even when
     # the module is malformed
-    import gc
 
     x = Var("x", T4)
     mod = module([x], [BindingBlock([42])], x)

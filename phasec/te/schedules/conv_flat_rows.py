@@ -37,7 +37,7 @@ __all__ = ["schedule"]
 def schedule(w: ConvWorkload) -> Tensor | None:
     """The convolution of ``w`` (an NCHW float conv2d) over its flat padded
     rows, or None when it is not narrow and stride-1 with static sizes."""
-    data, weight, dt = w.data, w.weight, w.dtype
+    data, weight = w.data, w.weight
     _, _, *sp = w.data_layout.to_canonical(data.shape)
     _, _, *ks = w.kernel_layout.to_canonical(weight.shape)
     groups = w.groups
@@ -60,7 +60,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
              and OW % lanes != 0 and OW < 2 * lanes)
     if not whole and (not 2 <= OW < lanes or 2 * OW < Wp or OH < 2):
         return None  # wide enough rows, or more dropped columns than kept
-    n, c = data.shape[0], data.shape[1]
+    n = data.shape[0]
     depthwise = groups > 1 and og == 1 and CG == 1
     columns = OH * Wp
     if depthwise:
