@@ -15,7 +15,7 @@ from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
 
 __all__ = ["ArrayLayout", "ParamABI", "KernelABI", "kernel_abi", "NDARRAY_SYMBOL",
-           "descr_symbol", "buffers_in_order", "buffer_site", "decode_buffer_site", "walk",
+           "descr_symbol", "natively_checked_dim", "buffers_in_order", "buffer_site", "decode_buffer_site", "walk",
            "RC_OK", "RC_OUT_OF_MEMORY", "RC_BAD_ARGUMENTS", "RC_INDEX_OUT_OF_RANGE",
            "RC_BUFFER_OUT_OF_BOUNDS", "RC_DIVISION_BY_ZERO", "RC_CANCELLED", "OOB_VALUE",
            "OOB_EXTENT", "OOB_SITE", "CANCEL_FLAG"]
@@ -130,8 +130,9 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
 
     Symbolic dimensions are bound by scalar parameters or by the first buffer
     dimension that is exactly that variable; composite dimensions (``n * 2``)
-    are checked at call time once every variable they use is bound (in
-    Python: a kernel with one has no ``checked`` entry).
+    are checked at call time once every variable they use is bound (natively
+    by a checked entry when :func:`natively_checked_dim`, else in Python: a
+    kernel with another kind has no ``checked`` entry).
     """
     def error(message: str, node: Any) -> CodegenError:
         return CodegenError(message, name, getattr(node, "span", None))
@@ -190,15 +191,39 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
             abi_params.append(ParamABI(p.name, "buffer", p.dtype, shape, written=id(p) in written))
         else:
             abi_params.append(ParamABI(p.name, "scalar", p.dtype, var=p))
-    # Native checks compare dimensions as int64: not for composite dimensions
-    # or ones given by a float scalar.
+    # Native checks compare dimensions as int64: not for ones given by a float
+    # scalar, nor for composite dimensions beyond natively_checked_dim's.
     float_scalars = {id(p) for p in params if isinstance(p, tir.Var) and is_float(p.dtype)}
     checked = with_obj_entry and native_checks and all(
-        isinstance(d, int) or (isinstance(d, tir.Var) and id(d) not in float_scalars)
+        isinstance(d, int) or (natively_checked_dim(d) and not any(
+            isinstance(n, tir.Var) and id(n) in float_scalars for n in walk(d)))
         for p in abi_params for d in p.shape)
     return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
                      symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars), checked,
                      tuple(b.name for b in buffers_in_order(func, body_nodes)))
+
+
+#: the operators of a composite dimension a checked entry evaluates itself
+_NATIVE_DIM_OPS = frozenset({"+", "-", "*", "min", "max"})
+
+
+def natively_checked_dim(d: Any) -> bool:
+    """Whether a checked entry can check buffer dimension ``d`` itself: a
+    variable, or integer arithmetic on variables and constants (``+ - *``,
+    ``min``/``max``, ``//``/``%`` by a positive constant; casts are ignored,
+    as the Python evaluator does). Anything else (a select, a division by a
+    variable) is left to the Python checks, which give the exact error."""
+    if isinstance(d, (tir.Var, tir.IntImm)):
+        return True
+    if isinstance(d, tir.Cast):
+        return natively_checked_dim(d.value)
+    if isinstance(d, tir.BinaryOp):
+        if d.op in ("//", "%"):
+            return isinstance(d.rhs, tir.IntImm) and d.rhs.value > 0 and \
+                natively_checked_dim(d.lhs)
+        return d.op in _NATIVE_DIM_OPS and natively_checked_dim(d.lhs) and \
+            natively_checked_dim(d.rhs)
+    return False
 
 
 # --------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the kernel proper."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from phasec.arith.inbounds import DIM_LIMIT
@@ -95,6 +96,7 @@ class EntryEmitter:
             lines.append(f"  %a{i}.{name} = load {ty}, ptr %a{i}.{name}.p, align 4")
             return f"%a{i}.{name}"
 
+        composite: list[tuple[str, tir.PrimExpr]] = []  # (array dimension, expression)
         for i, p in enumerate(self.func.params):
             if not isinstance(p, tir.Buffer):
                 continue
@@ -137,6 +139,9 @@ class EntryEmitter:
                     if isinstance(dim, tir.Var) and id(dim) not in bound:
                         bound[id(dim)] = v
                         continue
+                    if not isinstance(dim, (int, tir.Var)):  # once every variable is bound
+                        composite.append((v, dim))
+                        continue
                     want = str(dim) if isinstance(dim, int) else bound[id(dim)]
                     lines.append(f"  {v}.ok = icmp eq i64 {v}, {want}")
                     checks.append(f"{v}.ok")
@@ -149,6 +154,8 @@ class EntryEmitter:
             blocks.append(lines)
             data = field(i, "data", layout.data_offset, "ptr")
             call_args.insert(i, f"ptr {data}")
+        if composite:
+            lines = self._check_composite(blocks, composite, bound)
         for k, v in enumerate(abi.dim_vars):
             op = self._entry_convert(lines, bound[id(v)], "i64", v.dtype, f"%dv{k}.c")
             call_args.append(f"{LLVM_TYPE[v.dtype]} {op}")
@@ -158,6 +165,64 @@ class EntryEmitter:
         text = [f"define i32 {quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
                 "bad:", f"  ret i32 {RC_BAD_ARGUMENTS}", "}", ""]
         self.mod.functions.append("\n".join(text))
+
+    def _check_composite(self, blocks: list[list[str]],
+                         composite: Sequence[tuple[str, tir.PrimExpr]],
+                         bound: dict[int, str]) -> list[str]:
+        """Compare each composite dimension (``batch * seq``) with its
+        expression evaluated in int64 (see ``natively_checked_dim``); an
+        overflow is a mismatch (no array dimension is that large). Returns
+        the block the call goes in."""
+        lines = blocks[-1]
+        oks: list[str] = []
+        names = itertools.count()
+
+        def value(e: tir.PrimExpr) -> str:
+            if isinstance(e, tir.IntImm):
+                return str(int(e.value))
+            if isinstance(e, tir.Var):
+                return bound[id(e)]
+            if isinstance(e, tir.Cast):
+                return value(e.value)
+            a, b = value(e.lhs), value(e.rhs)
+            t = f"%cd{next(names)}"
+            if e.op in ("+", "-", "*"):
+                kind = {"+": "sadd", "-": "ssub", "*": "smul"}[e.op]
+                fn = self.mod.intrinsic(f"llvm.{kind}.with.overflow.i64", "{i64, i1}",
+                                        ["i64", "i64"])
+                lines.append(f"  {t}.r = call {{i64, i1}} {fn}(i64 {a}, i64 {b})")
+                lines.append(f"  {t} = extractvalue {{i64, i1}} {t}.r, 0")
+                lines.append(f"  {t}.o = extractvalue {{i64, i1}} {t}.r, 1")
+                lines.append(f"  {t}.ok = xor i1 {t}.o, true")
+                oks.append(f"{t}.ok")
+            elif e.op in ("min", "max"):
+                pred = "slt" if e.op == "min" else "sgt"
+                lines.append(f"  {t}.c = icmp {pred} i64 {a}, {b}")
+                lines.append(f"  {t} = select i1 {t}.c, i64 {a}, i64 {b}")
+            else:  # floor division / modulo by a positive constant
+                lines.append(f"  {t}.q = sdiv i64 {a}, {b}")
+                lines.append(f"  {t}.r = srem i64 {a}, {b}")
+                lines.append(f"  {t}.n = icmp slt i64 {t}.r, 0")
+                if e.op == "//":
+                    lines.append(f"  {t}.a = zext i1 {t}.n to i64")
+                    lines.append(f"  {t} = sub i64 {t}.q, {t}.a")
+                else:
+                    lines.append(f"  {t}.a = add i64 {t}.r, {b}")
+                    lines.append(f"  {t} = select i1 {t}.n, i64 {t}.a, i64 {t}.r")
+            return t
+
+        for dim_value, expr in composite:
+            want = value(expr)
+            ok = f"%cd{next(names)}"
+            lines.append(f"  {ok} = icmp eq i64 {dim_value}, {want}")
+            oks.append(ok)
+        acc = "true"
+        for k, c in enumerate(oks):
+            lines.append(f"  %cd.s{k} = and i1 {acc}, {c}")
+            acc = f"%cd.s{k}"
+        lines.append(f"  br i1 {acc}, label %chk.call, label %bad")
+        blocks.append(["chk.call:"])
+        return blocks[-1]
 
     @staticmethod
     def _entry_convert(lines: list[str], op: str, wide: str, dtype: str, out: str) -> str:

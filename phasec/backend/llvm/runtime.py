@@ -193,7 +193,10 @@ class Kernel:
             argtypes += [ctypes.c_int64] * len(abi.dim_vars)
         proto = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)
         self._cfunc = proto(native.addresses[abi.obj_symbol if use_obj else abi.ptr_symbol])
-        self._exprs: tuple[Any, ...] = ()
+        # composite dimensions (n * 2): (parameter, axis, evaluator)
+        self._exprs: tuple[Any, ...] = tuple(
+            (i, d, _shape_evaluator(dim)) for i, p in enumerate(abi.params) if p.kind == "buffer"
+            for d, dim in enumerate(p.shape) if not isinstance(dim, (int, tir.Var)))
         self._fast = self._build_fast_path(use_obj)
 
     @property
@@ -264,9 +267,7 @@ class Kernel:
                         lines.append(f"if {local} >= {DIM_LIMIT}: bad()")
                     else:
                         lines.append(f"if s{i}[{d}] != {local}: bad()")
-                else:
-                    self._exprs += ((i, d, _shape_evaluator(dim)),)
-        if self._exprs:
+        if self._exprs and not abi.checked:
             env = ", ".join(f"{id(v)}: {dim_of[id(v)]}" for v in abi.dim_vars)
             env += "".join(f", {id(p.var)}: a{i}" for i, p in enumerate(abi.params)
                            if p.kind == "scalar")
@@ -431,6 +432,10 @@ class Kernel:
                         return VMError(f"{prefix}, got shape {a.shape}: dimension {d} binds "
                                        f"'{dim.name}' = {n}, but {prev[1]} gave "
                                        f"'{dim.name}' = {prev[0]}")
+        try:  # every variable is bound now: the composite dimensions
+            self._check_exprs(args, {k: v for k, (v, _) in values.items()})
+        except VMError as exc:
+            return exc
         return VMError(f"kernel '{self.name}': invalid arguments")
 
     def __repr__(self) -> str:

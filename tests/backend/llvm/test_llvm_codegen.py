@@ -38,7 +38,7 @@ def test_elementwise_and_broadcast_in_one_module():
     a, b, bb = rand((m, n)), rand((m, n)), rand((n,))
     c = np.empty((m, n), np.float32)
     lib["add"](a, b, c)
-    np.testing.assert_allclose(c, a * b + 1.5, rtol=1e-6)
+    np.testing.assert_allclose(c, a * b + 1.5, rtol=1e-6, atol=1e-6)  # (FMA: exact product)
     lib["bcast"](a, bb, c)
     np.testing.assert_allclose(c, a + bb, rtol=1e-6)
 

@@ -325,12 +325,61 @@ def test_native_argument_checks_and_their_fallbacks(monkeypatch):
         assert (c == 2).all()
         with pytest.raises(VMError, match="scalar parameter 'm'"):
             k2(4, c)
-    # a composite dimension keeps the Python checks
+    # a composite dimension outside natively_checked_dim keeps the Python checks
     monkeypatch.undo()
     p = var("p")
-    D, E = buf("D", (p,)), buf("E", (binop("*", p, T.IntImm(2)),))
-    h = T.PrimFunc((D, E), loops([p], lambda i: store(E, D[i], i)))
-    assert not compile_prim_funcs({"h": h})["h"].abi.checked
+    D = buf("D", (p,))
+    E = buf("E", (T.Select(binop("<", p, T.IntImm(3)), T.IntImm(3), p),))
+    h = T.PrimFunc((D, E), loops([p], lambda i: store(D, 1.0, i)))
+    assert not compile_prim_funcs({"h": h}, use_cache=False)["h"].abi.checked
+
+
+def _c(v: int) -> T.IntImm:
+    return T.IntImm(v)
+
+
+@pytest.mark.parametrize("expr, value", [
+    (lambda p, q: binop("*", p, q), lambda p, q: p * q),
+    (lambda p, q: binop("-", binop("+", p, _c(5)), q), lambda p, q: p + 5 - q),
+    (lambda p, q: binop("//", binop("-", p, _c(7)), _c(3)), lambda p, q: (p - 7) // 3),
+    (lambda p, q: binop("%", binop("-", p, _c(7)), _c(3)), lambda p, q: (p - 7) % 3),
+    (lambda p, q: binop("max", binop("min", p, q), _c(2)), lambda p, q: max(min(p, q), 2)),
+    (lambda p, q: binop("*", binop("*", p, q), _c(1 << 40)), lambda p, q: p * q << 40),
+])
+def test_composite_dimensions_checked_natively(expr, value):
+    """A composite dimension (``batch * seq``) is checked by the native entry
+    with Python's exact integers as the reference: floor division, overflow
+    (wrapping to an array's size must not pass) and the message of a
+    mismatch all as the Python checks give them."""
+    p, q = var("p"), var("q")
+    A, B = buf("A", (p, q)), buf("Z", (expr(p, q),))
+    f = T.PrimFunc((A, B), loops([p, q], lambda i, j: store(A, 1.0, i, j)))
+    k = compile_prim_funcs({"f": f}, use_cache=False)["f"]
+    assert k.abi.checked
+    for pv, qv in [(0, 0), (1, 5), (4, 3), (9, 2), (13, 1 << 30)]:
+        want = value(pv, qv)
+        a = np.empty((pv, qv), np.float32) if pv * qv < 1 << 20 else \
+            np.lib.stride_tricks.as_strided(np.empty(1, np.float32), (pv, qv), (0, 0))
+        if not a.flags.c_contiguous:
+            continue  # (a huge product is exercised below through the mismatch)
+        if 0 <= want < 1 << 20:
+            k(a, np.empty(want, np.float32))
+            assert (a == 1.0).all()
+        for got in {0, 1, abs(want) % 97 + 1} - {want}:
+            with pytest.raises(VMError, match=r"dimension 0 must be .* = " + str(want)):
+                k(a, np.empty(got, np.float32))
+
+
+def test_composite_dimension_overflow_is_a_mismatch():
+    """2**62 * 4 wraps to 0 in int64: an empty array must still be refused."""
+    s = var("s")
+    E = buf("E", (binop("*", s, _c(4)),))
+    f = T.PrimFunc((s, E), T.Evaluate(_c(0)))
+    k = compile_prim_funcs({"f": f}, use_cache=False)["f"]
+    assert k.abi.checked
+    k(0, np.empty(0, np.float32))
+    with pytest.raises(VMError, match=r"must be \(s \* 4\) = 18446744073709551616"):
+        k(1 << 62, np.empty(0, np.float32))
 
 
 def test_parallel_loops_in_many_small_chunks(threads_always):
