@@ -185,11 +185,15 @@ class VMMemory:
         itemsize = np_dtype.itemsize
         if shape is None:  # symbolic dimensions: a shape built by make_shape
             def alloc_symbolic_tensor(storage: Any, dims: Any) -> np.ndarray:
-                if type(storage) is not _VMStorage or type(dims) is not tuple or \
-                        offset + itemsize * math.prod(dims) > storage.nbytes:
-                    return generic(storage, offset, dims, dtype_text)  # errors, other storages
-                vm._stats["tensor_allocs"] += 1
-                return np.ndarray(dims, np_dtype, storage.data, offset)
+                if type(storage) is _VMStorage and type(dims) is tuple:
+                    try:  # (numpy refuses a negative dimension or a short buffer)
+                        tensor = np.ndarray(dims, np_dtype, storage.data, offset)
+                    except (TypeError, ValueError):
+                        pass
+                    else:
+                        vm._stats["tensor_allocs"] += 1
+                        return tensor
+                return generic(storage, offset, dims, dtype_text)  # errors, other storages
             return alloc_symbolic_tensor, (args[0], args[2])
         end = offset + itemsize * math.prod(shape)
 
