@@ -123,8 +123,9 @@ RULES: tuple[Rule, ...] = (
          _no_tile_anchor, plain.plan),
     Rule("nest", "gemm", "a float sum of products of a row operand and a column operand "
          "(matmul, convolution)", _always, gemm.schedule),
-    Rule("nest", "row_tile", "a reduction with an input contiguous along the last axis, "
-         "of static extent", _always, row_tile.plan),
+    Rule("nest", "row_tile", "a reduction with an input contiguous along the last axis "
+         "(a symbolic extent: rows of one vector, then the rest one column at a time)",
+         _always, row_tile.plan),
     Rule("nest", "plain", "any other nest", _always, plain.plan),
     # -- convolutions (phasec.op.nn.conv) ---------------------------------------------------
     Rule("conv", "conv_column", "a conv2d one column wide (K x 1 over N x 1): its row form "

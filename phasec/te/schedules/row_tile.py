@@ -13,6 +13,10 @@ loaded feeds IT products::
         acc[ii, ji] = init                     # ii unrolled, ji vectorized
         for k...: acc[ii, ji] = acc[ii, ji] + src(io*IT + ii, jo*JT + ji, k...)
         out[io*IT + ii, jo*JT + ji] = epilogue(acc[ii, ji])
+
+A symbolic ``J`` (``q @ k^T`` over a sequence known at run time) takes
+rows of one vector's width, then its ``J % JT`` last columns one at a time
+(rows of one; the tile loops are then inside the kernel's innermost part).
 """
 
 from __future__ import annotations
@@ -41,28 +45,56 @@ class RowTile:
     anchor: Stage
     rows: int     # IT
     columns: int  # JT
+    symbolic: bool = False  # J known at run time only (rows of one)
     vectorizes_last_axis = False
 
     def outer_loops(self, nest: NestEmitter) -> list[tuple[str, int, PrimExpr]]:
         """The root's axes but the tiled ones, then the loops over the tiles
-        of the next-to-last axis ("io", tiles only) and of the last ("jo")."""
+        of the next-to-last axis ("io", tiles only) and of the last ("jo";
+        for a symbolic J, both in :meth:`emit_inner`)."""
         m = nest.m
-        if self.rows == 1:
-            loops = [("axis", t, nest.shape[t]) for t in range(m - 1)]
-        else:
-            loops = [("axis", t, nest.shape[t]) for t in range(m - 2)]
+        tiled_axes = 1 if self.rows == 1 else 2
+        loops = [("axis", t, nest.shape[t]) for t in range(m - tiled_axes)]
+        if self.symbolic:
+            return loops
+        if self.rows > 1:
             loops.append(("io", m - 2, i64(static_int(nest.shape[m - 2]) // self.rows)))
         loops.append(("jo", m - 1, i64(static_int(nest.shape[m - 1]) // self.columns)))
         return loops
 
     def emit_inner(self, nest: NestEmitter) -> Stmt:
         """Row (1 x JT) or tile (IT x JT) accumulation of the anchor plus the epilogue."""
-        return _emit_tile(nest, self.anchor, self.rows, self.columns)
+        it, jt, anchor = self.rows, self.columns, self.anchor
+        if not self.symbolic:
+            jo = nest.tile_vars["jo"]
+            io = nest.tile_vars.get("io")
+            return _emit_tile(nest, anchor, it, jt, lambda ji: tiled(jo, jt, ji),
+                              None if it == 1 else lambda ii: tiled(io, it, ii))
+        m, names = nest.m, nest.low.names
+
+        def loop(axis: int, suffix: str, extent: PrimExpr,
+                 body: Callable[[Var], Stmt]) -> Stmt:
+            var = Var(names.fresh(nest.root.axes[axis].name + suffix), "int64")
+            return For(var, i64(0), extent, "serial", body(var))
+
+        def columns(rows: int, row: Callable[[Var | None], PrimExpr] | None) -> Stmt:
+            J = nest.shape[m - 1]
+            return seq([
+                loop(m - 1, "_o", J // jt, lambda jo: _emit_tile(
+                    nest, anchor, rows, jt, lambda ji: tiled(jo, jt, ji), row)),
+                loop(m - 1, "_r", J % jt, lambda jr: _emit_tile(
+                    nest, anchor, rows, 1, lambda ji: J // jt * jt + jr + ji, row))])
+        if it == 1:
+            return columns(1, None)
+        I = nest.shape[m - 2]
+        return seq([
+            loop(m - 2, "_o", I // it, lambda io: columns(it, lambda ii: tiled(io, it, ii))),
+            loop(m - 2, "_r", I % it, lambda ir: columns(1, lambda _: I // it * it + ir))])
 
 
 def plan(nest: NestEmitter) -> RowTile | None:
     """The row or tile of ``nest`` (see the module docstring), or None when
-    no input is contiguous along the last axis or its extent is not static."""
+    no input is contiguous along the last axis."""
     m = nest.m
     anchor, p_j, p_i = nest.tile_anchor
     jvar = anchor.axes[p_j]
@@ -70,13 +102,6 @@ def plan(nest: NestEmitter) -> RowTile | None:
     # (matmul's B[k, j], conv2d's input row); otherwise reduce per element.
     if not any(last_index_uses(ld, jvar) for ld in loads_of(anchor.expr)):
         return None
-    J = static_int(nest.shape[m - 1])
-    if J is None or J < 2:
-        return None
-    jt = _pick_tile(J, (64, 32, 16, 8), 64, nest.opt.max_row)
-    if jt is None:
-        return None
-    it = 1
     ivar = anchor.axes[p_i] if m >= 2 and p_i >= 0 else None
     # rows of a tile share the loads of the inputs contiguous along j that do
     # not depend on the row (a convolution's input row for every output
@@ -84,11 +109,26 @@ def plan(nest: NestEmitter) -> RowTile | None:
     # channel), a tile of rows only multiplies the accumulators
     shared = ivar is not None and any(
         last_index_uses(ld, jvar) and not any(uses_var(i, ivar) for i in ld.indices)
-        for ld in loads_of(anchor.expr))
-    if shared and not [s for s in nest.attached if s.depth >= m - 1 and s is not anchor]:
+        for ld in loads_of(anchor.expr)) and not [
+            s for s in nest.attached if s.depth >= m - 1 and s is not anchor]
+    J = static_int(nest.shape[m - 1])
+    tile_rows = nest.opt.target.tile_rows
+    if J is None:  # rows of one vector; tiles of rows (a remainder for a symbolic I)
+        I = static_int(nest.shape[m - 2]) if shared else None
+        it = tile_rows[0] if shared and I is None else \
+            next((t for t in tile_rows if I % t == 0), 1) if shared else 1
+        bits = 64 if anchor.tensor.dtype == "float64" else 32
+        return RowTile(anchor, it, nest.opt.target.lanes(bits), symbolic=True)
+    if J < 2:
+        return None
+    jt = _pick_tile(J, (64, 32, 16, 8), 64, nest.opt.max_row)
+    if jt is None:
+        return None
+    it = 1
+    if shared:
         I = static_int(nest.shape[m - 2])
         if I is not None:
-            it = next((t for t in nest.opt.target.tile_rows if I % t == 0), 1)
+            it = next((t for t in tile_rows if I % t == 0), 1)
         if it > 1:
             jt = _pick_tile(J, (32, 16, 8), 32, nest.opt.max_row) or jt
     return RowTile(anchor, it, jt)
@@ -103,12 +143,16 @@ def _pick_tile(extent: int, candidates: tuple[int, ...], whole_max: int, cap: in
     return extent if extent <= cap else None
 
 
-def _emit_tile(nest: NestEmitter, anchor: Stage, it: int, jt: int) -> Stmt:
+def _emit_tile(nest: NestEmitter, anchor: Stage, it: int, jt: int,
+               column: Callable[[Var], PrimExpr],
+               row: Callable[[Var | None], PrimExpr] | None) -> Stmt:
+    """One tile at the columns ``column(ji)``, ji < jt, and the rows
+    ``row(ii)``, ii < it (``row(None)`` for one row; no ``row``: the row axis
+    is a loop outside)."""
     low = nest.low
     root, m = nest.root, nest.m
     acc_shape = (i64(it), i64(jt)) if it > 1 else (i64(jt),)
     acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, anchor.tensor.dtype)
-    jo = nest.tile_vars["jo"]
 
     def tile_loops(make_body: Callable[[PrimExpr | None, Var], Stmt], ii_kind: str) -> Stmt:
         ji = Var(low.names.fresh(root.axes[m - 1].name + "_i"), "int64")
@@ -121,9 +165,9 @@ def _emit_tile(nest: NestEmitter, anchor: Stage, it: int, jt: int) -> Stmt:
         return stmt
 
     def set_axes(ii: Var | None, ji: Var) -> None:
-        nest.axis_expr[root.axes[m - 1]] = tiled(jo, jt, ji)
-        if ii is not None:
-            nest.axis_expr[root.axes[m - 2]] = tiled(nest.tile_vars["io"], it, ii)
+        nest.axis_expr[root.axes[m - 1]] = column(ji)
+        if row is not None:
+            nest.axis_expr[root.axes[m - 2]] = row(ii)
 
     def acc_index(ii: Var | None, ji: Var) -> tuple[PrimExpr, ...]:
         return (ii, ji) if ii is not None else (ji,)
