@@ -339,6 +339,12 @@ class LoopEmitter:
                 # Nor on 2-3 iterations: LLVM does not vectorize the last
                 # steps of a partial-sum tree fold, part[l] += part[l + 2],
                 # and warns the same way; unrolled they cost nothing.)
+            if not isinstance(s.extent, tir.IntImm):
+                # One vector per iteration: interleaved, a loop of symbolic
+                # extent needs several vectors' worth of iterations before
+                # its vector body runs at all (a 16-wide softmax row stayed
+                # scalar).
+                props.append('!"llvm.loop.interleave.count", i32 1')
             return self.ctx.mod.loop_metadata(props)
         if s.kind == "unroll":
             if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
