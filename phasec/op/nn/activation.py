@@ -23,7 +23,7 @@ except relu, which takes any numeric dtype but bool):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -369,37 +369,67 @@ def _softmax(call: Call, inputs: Inputs) -> Tensor:
                       name="T_softmax")
 
 
+#: partial lanes of a symbolic softmax row's maximum and sum (one AVX-512 vector)
+_ROW_LANES = 16
+
+
 def _softmax_symbolic_rows(x: Tensor) -> Tensor:
     """Softmax over a last axis of symbolic length, one row at a time: the
     row's maximum, ``exp(x - max)`` written to the output row, its sum, then
     the row scaled by the sum's reciprocal. Computed as above, where the row
     buffer holding ``exp(x - max)`` needs a static length (a symbolic one
     would evaluate exp twice per element, in the sum and in the quotient);
-    the output row serves as that buffer here."""
+    the output row serves as that buffer here. The maximum and the sum run
+    in ``_ROW_LANES`` partial lanes (independent chains, vectorized), folded
+    as a tree, then the row's last ``n % _ROW_LANES`` elements one by one."""
     dt = x.dtype
+    lanes = _ROW_LANES
 
     def build(ins: list[tir.Buffer], out: tir.Buffer) -> tir.Stmt:
         (xb,) = ins
         n = out.shape[-1]
         acc = tir.Buffer("T_softmax_acc", (i64(2),), dt)  # the row's max and sum
+        part = tir.Buffer("T_softmax_part", (i64(lanes),), dt)
         top, total = acc[i64(0)], acc[i64(1)]
 
+        def larger(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+            # (a NaN makes the whole row NaN whichever maximum wins: exp(NaN - max))
+            return Select(BinaryOp(">", a, b), a, b)
+
         def row(lead: tuple[tir.Var, ...]) -> tir.Stmt:
-            def loop(kind: str, body: Any) -> tir.Stmt:
+            def loop(kind: str, extent: PrimExpr, body: Any) -> tir.Stmt:
                 j = tir.Var("j", "int64")
-                return tir.For(j, i64(0), n, kind, body(tuple(lead) + (j,)))
-            return tir.Allocate(acc, seq(
-                tir.BufferStore(acc, te.min_value(dt), (i64(0),)),
-                # (a NaN makes the whole row NaN whichever maximum wins: exp(NaN - max))
-                loop("serial", lambda at: tir.BufferStore(
-                    acc, Select(BinaryOp(">", top, xb[at]), top, xb[at]), (i64(0),))),
-                loop("vectorized", lambda at: tir.BufferStore(
-                    out, te.call("exp", BinaryOp("-", xb[at], top)), at)),
-                tir.BufferStore(acc, FloatImm(0.0, dt), (i64(1),)),
-                loop("serial", lambda at: tir.BufferStore(
-                    acc, BinaryOp("+", total, out[at]), (i64(1),))),
-                loop("vectorized", lambda at: tir.BufferStore(
-                    out, BinaryOp("*", out[at], BinaryOp("/", FloatImm(1.0, dt), total)), at))))
+                return tir.For(j, i64(0), extent, kind, body(j))
+
+            def reduce(slot: int, init: PrimExpr, src: tir.Buffer,
+                       combine: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> list[tir.Stmt]:
+                def at(j: PrimExpr) -> tuple[PrimExpr, ...]:
+                    return tuple(lead) + (j,)
+                stmts = [loop("vectorized", i64(lanes),
+                              lambda l: tir.BufferStore(part, init, (l,))),
+                         loop("serial", n // lanes, lambda jo: loop(
+                             "vectorized", i64(lanes), lambda l: tir.BufferStore(
+                                 part, combine(part[l], src[at(jo * lanes + l)]), (l,))))]
+                width = lanes // 2
+                while width >= 1:  # the tree fold
+                    stmts.append(loop("vectorized" if width >= 4 else "unroll", i64(width),
+                                      lambda l, w=width: tir.BufferStore(
+                                          part, combine(part[l], part[l + w]), (l,))))
+                    width //= 2
+                stmts.append(tir.BufferStore(acc, part[i64(0)], (i64(slot),)))
+                stmts.append(loop("serial", n % lanes, lambda r: tir.BufferStore(
+                    acc, combine(acc[i64(slot)], src[at(n // lanes * lanes + r)]),
+                    (i64(slot),))))
+                return stmts
+
+            return tir.Allocate(acc, tir.Allocate(part, seq(
+                *reduce(0, te.min_value(dt), xb, larger),
+                loop("vectorized", n, lambda j: tir.BufferStore(
+                    out, te.call("exp", BinaryOp("-", xb[lead + (j,)], top)), lead + (j,))),
+                *reduce(1, FloatImm(0.0, dt), out, lambda a, b: BinaryOp("+", a, b)),
+                loop("vectorized", n, lambda j: tir.BufferStore(
+                    out, BinaryOp("*", out[lead + (j,)], BinaryOp("/", FloatImm(1.0, dt), total)),
+                    lead + (j,))))))
         lead = [tir.Var(f"i{d}", "int64") for d in range(len(out.shape) - 1)]
         stmt = row(tuple(lead))
         for d in reversed(range(len(lead))):
