@@ -86,6 +86,26 @@ def _entry_hoisting(code: Sequence[bc.Instruction], start: int
     return pc, {p: slot for slot, p in enumerate(hoisted)}, sorted(bound)
 
 
+def _inline_hoisted(f: "_Decoded", hoist: Mapping[int, int]) -> dict[int, str]:
+    """The registers of hoisted values (see :func:`_entry_hoisting`) that the
+    compiled function reads as ``S[slot]`` in place, never writing them:
+    written once, and read only where the generated line takes operands
+    (kernel, builtin and packed calls, moves, returns, get_item; not a
+    match, a tuple or an inline shape, which read the register file)."""
+    direct = (_KERNEL, _PACKED, _BUILTIN, _MOVE, _RET, _GET_ITEM, _KILL)
+    writes: dict[int, int] = {}
+    other_reads: set[int] = set()
+    for pc in range(f.start, len(f.code)):
+        src = f.source[pc]
+        for r in src.registers_written():
+            writes[r] = writes.get(r, 0) + 1
+        if pc not in hoist and f.code[pc][0] not in direct:
+            other_reads.update(src.registers_read())
+    return {f.source[pc].registers_written()[0]: f"S[{slot}]" for pc, slot in hoist.items()
+            if writes.get(f.source[pc].registers_written()[0]) == 1
+            and f.source[pc].registers_written()[0] not in other_reads}
+
+
 # Decoded opcodes, roughly in order of frequency (the dispatch chain tests
 # them in this order).
 _KERNEL, _PACKED, _BUILTIN, _MOVE, _CALL, _RET, _MATCH, _IF, _GOTO, _CLOSURE_CALL, \
@@ -295,6 +315,14 @@ class VirtualMachine(VMMemory):
         # the binding, what is computed from them (kernels: see _memoized)
         stable = set(consts) | set(key_regs)
         ns["memo"] = _memoized
+        inline = _inline_hoisted(f, hoist)
+        read = {r for ins in f.source[f.start:] for r in ins.registers_read()}
+
+        def reg(r: int) -> str:  # an operand
+            return inline.get(r, f"regs[{r}]")
+
+        def unit(r: int) -> str:  # the result of a kernel call or a kill: unit
+            return f"; regs[{r}] = EMPTY" if r in read else ""
         ended = False
         for pc in range(f.start, len(f.code)):
             ins = f.code[pc]
@@ -312,36 +340,36 @@ class VirtualMachine(VMMemory):
                 hoist_lines.append(f"    s{hoist[pc]} = " + (
                     expr.shape(ins[3]) if op == _MAKE_SHAPE else expr.prim(ins[3], ins[4])))
                 hoist_line_pc[len(hoist_lines)] = pc
-                line = f"regs[{ins[1]}] = S[{hoist[pc]}]"
+                line = None if ins[1] in inline else f"regs[{ins[1]}] = S[{hoist[pc]}]"
                 now_stable = (ins[1],)
             elif op == _KERNEL or op == _PACKED or op == _BUILTIN:
                 regs = arg_regs.get(pc)
                 if regs is None:
                     return None
                 ns[f"f{pc}"] = ins[2]
-                call = f"f{pc}({', '.join(f'regs[{r}]' for r in regs)})"
+                call = f"f{pc}({', '.join(reg(r) for r in regs)})"
                 written = getattr(ins[2], "written_arguments", None) if op == _KERNEL else None
                 outs = [regs[i] for i in written or ()]
                 if outs and pc >= after_matches and all(
                         r in stable for i, r in enumerate(regs) if i not in written) \
                         and not set(outs) & {r for i, r in enumerate(regs) if i not in written}:
                     ns[f"m{pc}"] = {}
-                    line = (f"memo(m{pc}, key, f{pc}, ({''.join(f'regs[{r}], ' for r in regs)}), "
-                            f"({''.join(f'regs[{r}], ' for r in outs)})); regs[{ins[1]}] = EMPTY")
+                    line = (f"memo(m{pc}, key, f{pc}, ({''.join(f'{reg(r)}, ' for r in regs)}), "
+                            f"({''.join(f'regs[{r}], ' for r in outs)})){unit(ins[1])}")
                     now_stable = tuple(outs)
                 elif op == _KERNEL:
-                    line = f"{call}; regs[{ins[1]}] = EMPTY"
+                    line = f"{call}{unit(ins[1])}"
                 elif op == _PACKED:
                     line = (f"v = {call}; regs[{ins[1]}] = normalize(v) if isinstance(v, NEEDS) "
                             f"else v")
                 else:
                     line = f"regs[{ins[1]}] = {call}"
             elif op == _MOVE:
-                line = f"regs[{ins[1]}] = regs[{ins[2]}]"
+                line = f"regs[{ins[1]}] = {reg(ins[2])}"
                 if ins[2] in stable:
                     now_stable = (ins[1],)
             elif op == _RET:
-                line = f"return regs[{ins[1]}]"
+                line = f"return {reg(ins[1])}"
                 ended = True
             elif op == _MATCH:
                 ns[f"f{pc}"] = ins[2]
@@ -354,16 +382,17 @@ class VirtualMachine(VMMemory):
                 ns[f"f{pc}"] = ins[2]
                 line = f"regs[{ins[1]}] = f{pc}(regs)"
             elif op == _GET_ITEM:
-                line = f"regs[{ins[1]}] = get_item(regs[{ins[2]}], {int(ins[3])})"
+                line = f"regs[{ins[1]}] = get_item({reg(ins[2])}, {int(ins[3])})"
             elif op == _KILL:
-                line = f"regs[{ins[2]}] = None; regs[{ins[1]}] = EMPTY"
+                line = f"regs[{ins[2]}] = None{unit(ins[1])}"
             elif op == _LOAD:
                 ns[f"c{pc}"] = ins[2]
                 line = f"regs[{ins[1]}] = c{pc}"
             else:  # jumps, calls of VM functions and closures: the dispatch loop
                 return None
-            lines.append("    " + line)
-            line_pc[len(lines)] = pc
+            if line is not None:
+                lines.append("    " + line)
+                line_pc[len(lines)] = pc
             stable.difference_update(f.source[pc].registers_written())
             stable.update(now_stable)
             if ended:
