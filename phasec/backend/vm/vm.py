@@ -34,9 +34,14 @@ from phasec.backend.vm.bytecode import CalleeKind
 from phasec.backend.interrupt import armed, short_call
 from phasec.backend.vm.executable import Executable
 from phasec.backend.vm.matching import (
-    ExprSource, compile_matcher, compile_prim, compile_shape,
+    compile_matcher, compile_prim, compile_shape,
 )
 from phasec.backend.vm.memory import VMMemory
+from phasec.backend.vm.straight import (
+    _BUILTIN, _CALL, _CLOSURE_CALL, _EMPTY, _GET_ITEM, _GOTO, _IF, _KERNEL, _KILL, _LOAD,
+    _MAKE_CLOSURE, _MAKE_PRIM, _MAKE_SHAPE, _MAKE_TUPLE, _MATCH, _MOVE, _NEEDS_NORMALIZING,
+    _PACKED, _RET, _SHORT_KEYS, compile_straight_line,
+)
 
 __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
 
@@ -47,10 +52,6 @@ DEFAULT_MAX_CALL_DEPTH = 100_000
 #: it gets the same shapes (see VirtualMachine._invoke_entry): Ctrl-C then
 #: waits at most about this long.
 SHORT_CALL_SECONDS = 0.002
-
-
-#: how many distinct argument shapes a function remembers as short calls
-_SHORT_KEYS = 64
 
 
 def _work_key(args: tuple) -> tuple | None:
@@ -65,54 +66,6 @@ def _work_key(args: tuple) -> tuple | None:
         else:
             return None
     return tuple(key)
-
-
-def _entry_hoisting(code: Sequence[bc.Instruction], start: int
-                    ) -> tuple[int, dict[int, int], list[int]]:
-    """What a straight-line function computes once per binding of its
-    parameters' symbolic dimensions: ``(first instruction after the
-    parameter matches, {pc: slot} of the make_shape/make_prim instructions
-    that read only registers those matches bind and nothing else writes,
-    those registers: the binding)``."""
-    pc = start
-    bound: set[int] = set()
-    while pc < len(code) and type(code[pc]) is bc.Match:
-        bound.update(code[pc].registers_written())
-        pc += 1
-    for ins in code[pc:]:
-        bound.difference_update(ins.registers_written())
-    hoisted = [p for p in range(pc, len(code)) if type(code[p]) in (bc.MakeShape, bc.MakePrim)
-               and set(code[p].registers_read()) <= bound]
-    return pc, {p: slot for slot, p in enumerate(hoisted)}, sorted(bound)
-
-
-def _inline_hoisted(f: "_Decoded", hoist: Mapping[int, int]) -> dict[int, str]:
-    """The registers of hoisted values (see :func:`_entry_hoisting`) that the
-    compiled function reads as ``S[slot]`` in place, never writing them:
-    written once, and read only where the generated line takes operands
-    (kernel, builtin and packed calls, moves, returns, get_item; not a
-    match, a tuple or an inline shape, which read the register file)."""
-    direct = (_KERNEL, _PACKED, _BUILTIN, _MOVE, _RET, _GET_ITEM, _KILL)
-    writes: dict[int, int] = {}
-    other_reads: set[int] = set()
-    for pc in range(f.start, len(f.code)):
-        src = f.source[pc]
-        for r in src.registers_written():
-            writes[r] = writes.get(r, 0) + 1
-        if pc not in hoist and f.code[pc][0] not in direct:
-            other_reads.update(src.registers_read())
-    return {f.source[pc].registers_written()[0]: f"S[{slot}]" for pc, slot in hoist.items()
-            if writes.get(f.source[pc].registers_written()[0]) == 1
-            and f.source[pc].registers_written()[0] not in other_reads}
-
-
-# Decoded opcodes, roughly in order of frequency (the dispatch chain tests
-# them in this order).
-_KERNEL, _PACKED, _BUILTIN, _MOVE, _CALL, _RET, _MATCH, _IF, _GOTO, _CLOSURE_CALL, \
-    _MAKE_TUPLE, _GET_ITEM, _MAKE_SHAPE, _MAKE_PRIM, _MAKE_CLOSURE, _KILL, _LOAD = range(17)
-
-_EMPTY: tuple = ()
-_NEEDS_NORMALIZING = (np.generic, list, tuple)
 
 
 class VMClosure:
@@ -277,152 +230,13 @@ class VirtualMachine(VMMemory):
         self._arg_regs: dict[int, tuple[int, ...]] = {}
         code = [self._decode_instr(ins, pc, f) for pc, ins in enumerate(f.code)]
         decoded = _Decoded(f.name, f.params, code, template, start, f.code)
-        decoded.compiled = self._compile_straight_line(decoded, self._arg_regs, set(self._consts))
-        return decoded
-
-    def _compile_straight_line(self, f: _Decoded, arg_regs: Mapping[int, tuple[int, ...]],
-                               consts: set[int]) -> Callable[[tuple], Any] | None:
-        """One generated Python function running the whole of ``f``, when ``f``
-        is straight-line code (no jumps, no calls of VM functions or closures):
-        each instruction becomes one line, so running the function costs its
-        calls and register moves but no dispatch. Used for entry calls (where
-        there are no caller frames); errors are located with the same message
-        as in the dispatch loop (the failing line gives the instruction).
-
-        The shapes and scalars computed from the symbolic dimensions the
-        parameters bind (a dynamic-shape model makes dozens per call) are
-        computed once per distinct binding and kept (see
-        :func:`_entry_hoisting`), and so are the outputs of the kernels whose
-        inputs are constants or computed from the binding alone (position
-        ids, masks, relative-position biases of a model with a symbolic
-        sequence axis: what a static build folds to constants; see
-        :func:`_memoized`).
-
-        Only generated identifiers and integers enter the source; callables
-        and constants are passed through the namespace.
-        """
-        ns: dict[str, Any] = {"EMPTY": _EMPTY, "NEEDS": _NEEDS_NORMALIZING,
-                              "normalize": normalize_value, "get_item": _get_item,
-                              "template": f.template, "hoisted": {}}
-        lines = ["def run(args):", "    regs = template.copy()",
-                 f"    regs[:{f.nparams}] = args"]
-        line_pc: dict[int, int] = {}  # line number -> instruction
-        expr = ExprSource(ns)  # shape arithmetic inline: no call per dimension
-        after_matches, hoist, key_regs = _entry_hoisting(f.source, f.start)
-        hoist_lines = ["def make_hoisted(regs, key):"]
-        hoist_line_pc: dict[int, int] = {}
-        # registers whose value is the same whenever the binding is: constants,
-        # the binding, what is computed from them (kernels: see _memoized)
-        stable = set(consts) | set(key_regs)
-        ns["memo"] = _memoized
-        inline = _inline_hoisted(f, hoist)
-        read = {r for ins in f.source[f.start:] for r in ins.registers_read()}
-
-        def reg(r: int) -> str:  # an operand
-            return inline.get(r, f"regs[{r}]")
-
-        def unit(r: int) -> str:  # the result of a kernel call or a kill: unit
-            return f"; regs[{r}] = EMPTY" if r in read else ""
-        ended = False
-        for pc in range(f.start, len(f.code)):
-            ins = f.code[pc]
-            op = ins[0]
-            if pc == after_matches:
-                key = "".join(f"regs[{r}], " for r in key_regs)
-                lines.append(f"    key = ({key})")
-                line_pc[len(lines)] = pc
-                if hoist:
-                    lines.append("    S = hoisted.get(key)")
-                    lines.append("    if S is None: S = make_hoisted(regs, key)")
-                    line_pc.update({len(lines) - k: pc for k in range(2)})
-            now_stable: tuple[int, ...] = ()
-            if pc in hoist:
-                hoist_lines.append(f"    s{hoist[pc]} = " + (
-                    expr.shape(ins[3]) if op == _MAKE_SHAPE else expr.prim(ins[3], ins[4])))
-                hoist_line_pc[len(hoist_lines)] = pc
-                line = None if ins[1] in inline else f"regs[{ins[1]}] = S[{hoist[pc]}]"
-                now_stable = (ins[1],)
-            elif op == _KERNEL or op == _PACKED or op == _BUILTIN:
-                regs = arg_regs.get(pc)
-                if regs is None:
-                    return None
-                ns[f"f{pc}"] = ins[2]
-                call = f"f{pc}({', '.join(reg(r) for r in regs)})"
-                written = getattr(ins[2], "written_arguments", None) if op == _KERNEL else None
-                outs = [regs[i] for i in written or ()]
-                if outs and pc >= after_matches and all(
-                        r in stable for i, r in enumerate(regs) if i not in written) \
-                        and not set(outs) & {r for i, r in enumerate(regs) if i not in written}:
-                    ns[f"m{pc}"] = {}
-                    line = (f"memo(m{pc}, key, f{pc}, ({''.join(f'{reg(r)}, ' for r in regs)}), "
-                            f"({''.join(f'regs[{r}], ' for r in outs)})){unit(ins[1])}")
-                    now_stable = tuple(outs)
-                elif op == _KERNEL:
-                    line = f"{call}{unit(ins[1])}"
-                elif op == _PACKED:
-                    line = (f"v = {call}; regs[{ins[1]}] = normalize(v) if isinstance(v, NEEDS) "
-                            f"else v")
-                else:
-                    line = f"regs[{ins[1]}] = {call}"
-            elif op == _MOVE:
-                line = f"regs[{ins[1]}] = {reg(ins[2])}"
-                if ins[2] in stable:
-                    now_stable = (ins[1],)
-            elif op == _RET:
-                line = f"return {reg(ins[1])}"
-                ended = True
-            elif op == _MATCH:
-                ns[f"f{pc}"] = ins[2]
-                line = f"f{pc}(regs[{ins[1]}], regs)"
-            elif op == _MAKE_SHAPE:
-                line = f"regs[{ins[1]}] = {expr.shape(ins[3])}"
-            elif op == _MAKE_PRIM:
-                line = f"regs[{ins[1]}] = {expr.prim(ins[3], ins[4])}"
-            elif op == _MAKE_TUPLE:
-                ns[f"f{pc}"] = ins[2]
-                line = f"regs[{ins[1]}] = f{pc}(regs)"
-            elif op == _GET_ITEM:
-                line = f"regs[{ins[1]}] = get_item({reg(ins[2])}, {int(ins[3])})"
-            elif op == _KILL:
-                line = f"regs[{ins[2]}] = None{unit(ins[1])}"
-            elif op == _LOAD:
-                ns[f"c{pc}"] = ins[2]
-                line = f"regs[{ins[1]}] = c{pc}"
-            else:  # jumps, calls of VM functions and closures: the dispatch loop
-                return None
-            if line is not None:
-                lines.append("    " + line)
-                line_pc[len(lines)] = pc
-            stable.difference_update(f.source[pc].registers_written())
-            stable.update(now_stable)
-            if ended:
-                break
-        if not ended:
-            return None
-        hoist_lines += ["    S = (" + "".join(f"s{k}, " for k in range(len(hoist))) + ")",
-                        f"    if len(hoisted) >= {_SHORT_KEYS}: hoisted.clear()",
-                        "    hoisted[key] = S", "    return S"]
         name = f"<phasec vm function {len(self._funcs_compiled)}>"
-        source = "\n".join(lines + hoist_lines) + "\n"
-        exec(compile(source, name, "exec"), ns)  # noqa: S102 - generated
-        self._funcs_compiled.append(f.name)
-        run, codes = ns["run"], {ns["run"].__code__: line_pc}
-        hoist_line_pc = {len(lines) + n: pc for n, pc in hoist_line_pc.items()}
-        codes[ns["make_hoisted"].__code__] = hoist_line_pc
-
-        def located_run(args: tuple) -> Any:
-            try:
-                return run(args)
-            except Exception as exc:
-                tb = exc.__traceback__
-                pc = f.start
-                while tb is not None:  # the failing line of the generated functions
-                    where = codes.get(tb.tb_frame.f_code)
-                    if where is not None:
-                        pc = where.get(tb.tb_lineno, pc)
-                    tb = tb.tb_next
-                raise self._located(exc, f, pc, []) from exc
-        return located_run
+        decoded.compiled = compile_straight_line(
+            decoded, self._arg_regs, set(self._consts), name,
+            lambda exc, pc: self._located(exc, decoded, pc, []))
+        if decoded.compiled is not None:
+            self._funcs_compiled.append(f.name)
+        return decoded
 
     def _decode_instr(self, ins: bc.Instruction, pc: int, f: bc.VMFunction) -> tuple:
         t = type(ins)
@@ -670,38 +484,6 @@ def _args_getter(arg_regs: tuple[int, ...]) -> Callable[[list], tuple]:
         reg = arg_regs[0]
         return lambda regs: (regs[reg],)
     return lambda regs: _EMPTY
-
-
-#: a kernel call memoized per binding (see _entry_hoisting) keeps copies of
-#: its outputs up to this many bytes (larger outputs are computed every
-#: call), for at most MEMO_KEYS bindings at a time
-MEMO_BYTES = 1 << 20
-MEMO_KEYS = 8
-
-
-def _memoized(memo: dict, key: tuple, kernel: Callable[..., Any], args: tuple,
-              outs: tuple[np.ndarray, ...]) -> None:
-    """``kernel(*args)``, whose inputs are the same for the same ``key``: the
-    first call of a key keeps copies of its outputs, later ones copy them in."""
-    kept = memo.get(key)
-    if kept is None:
-        kernel(*args)
-        if len(memo) >= MEMO_KEYS:
-            memo.clear()
-        memo[key] = tuple(o.copy() for o in outs) \
-            if sum(o.nbytes for o in outs) <= MEMO_BYTES else False
-    elif kept is False:
-        kernel(*args)
-    else:
-        for out, value in zip(outs, kept):
-            out[...] = value
-
-
-def _get_item(tup: Any, index: int) -> Any:
-    """``tup[index]`` for the VM's get_item (tuples only, index in range)."""
-    if type(tup) is not tuple or not -len(tup) <= index < len(tup):
-        raise VMError(f"cannot take item {index} of {describe_value(tup)}")
-    return tup[index]
 
 
 def _resolve_packed(name: str) -> Callable[..., Any]:

@@ -136,7 +136,7 @@ class _Counting:
 
 
 def test_kernels_computed_from_the_binding_alone_run_once_per_binding(monkeypatch):
-    import phasec.backend.vm.vm as vm_module
+    import phasec.backend.vm.straight as straight
 
     exe = phasec.build(phasec.parse(_BINDING_ONLY))
     calls = []
@@ -156,12 +156,63 @@ def test_kernels_computed_from_the_binding_alone_run_once_per_binding(monkeypatc
     np.testing.assert_allclose(main(np.zeros(3, np.float32)), np.cumsum(np.exp(np.arange(3.0))),
                                rtol=1e-6)
     # outputs larger than the limit are computed every call
-    monkeypatch.setattr(vm_module, "MEMO_BYTES", 8)
+    monkeypatch.setattr(straight, "MEMO_BYTES", 8)
     calls.clear()
     main = VirtualMachine(exe, kernels=kernels)["main"]
     for n in (1, 1, 5, 5):
         main(np.zeros(n, np.float32))
     assert calls.count("fused_arange_exp") == 3  # n = 1 kept (4 bytes), n = 5 not (20)
+
+
+_BINDING_RESULT = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n",), "float32")):
+        n = T.int64()
+        r = R.arange(R.prim_value(0), R.prim_value(n), R.prim_value(1), dtype="float32")
+        e = R.exp(r)
+        return (R.add(x, e), e)
+"""
+
+
+def test_folded_kernels_are_skipped_and_their_results_never_shared_with_the_caller():
+    """After the first call of a binding, a kernel computed from the binding
+    alone is skipped (with its allocation) and its kept output read in place
+    when only kernels read it; one returned to the caller is copied into a
+    fresh result every call, which the caller may change freely."""
+    from phasec.backend.vm import straight
+
+    exe = phasec.build(phasec.parse(_BINDING_RESULT))
+    calls = []
+    kernels = {k: _Counting(v, calls, k) for k, v in exe.kernels("llvm").items()}
+    vm = VirtualMachine(exe, kernels=kernels)
+    main = vm["main"]
+    for n in (4, 4, 4):
+        x = np.ones(n, np.float32)
+        total, e = main(x)
+        want = np.exp(np.arange(n, dtype=np.float32))
+        np.testing.assert_allclose(total, x + want, rtol=1e-6)
+        np.testing.assert_allclose(e, want, rtol=1e-6)
+        assert e.flags.writeable
+        e[...] = -1  # the caller's own array
+    assert calls.count("fused_add") == 3 and calls.count("fused_arange_exp") == 1
+    # kept outputs only kernels read: after the first call of a binding, the
+    # kernels and their allocations are skipped
+    vm = VirtualMachine(exe := phasec.build(phasec.parse(_BINDING_ONLY)))
+    allocs = []
+    for n in (5, 5, 5, 2, 2):
+        vm.reset_stats()
+        x = np.ones(n, np.float32)
+        np.testing.assert_allclose(vm["main"](x), x + np.cumsum(np.exp(np.arange(n))), rtol=1e-6)
+        allocs.append(vm.stats["tensor_allocs"])
+    assert allocs[1] == allocs[2] == allocs[4] < allocs[0] == allocs[3]
+    # a kept output is read-only: a kernel writing it would fail, not change it
+    kept: dict = {}
+    out = np.zeros(4, np.float32)
+    straight._memoized(kept, (4,), lambda o: o.fill(2.0), (out,), (out,))
+    (frozen,) = kept[(4,)]
+    assert (frozen == 2.0).all() and not frozen.flags.writeable
 
 
 def test_errors_in_a_compiled_closure_called_from_python_name_the_closure(packed_funcs):
