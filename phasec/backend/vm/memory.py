@@ -63,6 +63,9 @@ class VMMemory:
     # -- builtins --------------------------------------------------------------------
     def _account(self, owner: Any, nbytes: int) -> None:
         stats = self._stats
+        if stats["live_bytes"] + nbytes > stats["peak_bytes"]:
+            with self._pool_lock:  # exact live bytes before a new peak (see _pooled_storage)
+                self._sweep()
         stats["bytes_allocated"] += nbytes
         live = stats["live_bytes"] = stats["live_bytes"] + nbytes
         if live > stats["peak_bytes"]:
@@ -118,20 +121,30 @@ class VMMemory:
         """The storage of ``cell``'s instruction for this call: its last one
         when free (and, for ``nbytes`` given, at least that large), else new."""
         stats = self._stats
+        refcount = sys.getrefcount
         with self._pool_lock:
-            self._sweep()
+            if cell[0] is not None and cell[2] and refcount(cell[0]) == cell[3] \
+                    and refcount(cell[0].owner) == cell[4]:  # its last storage is free
+                cell[2] = False
+                del self._pool_in_use[id(cell)]
+                stats["live_bytes"] -= cell[1]
             if cell[0] is not None and cell[2]:
                 # still in use (e.g. a returned tensor): from now on it is
                 # accounted like any other storage, until its owner dies
                 ref = weakref.ref(cell[0].owner, self._release)
                 self._live_refs[id(ref)] = (ref, cell[1])
-                cell[0] = None
+                cell[0], cell[2] = None, False
+                del self._pool_in_use[id(cell)]
             if nbytes is not None and (cell[0] is None or cell[1] < nbytes):
                 cell[0], cell[1] = None, nbytes
             if cell[0] is None:
-                cell[0] = _VMStorage(cell[1])
-                refcount = sys.getrefcount  # nothing else refers to it yet:
+                cell[0] = _VMStorage(cell[1])  # nothing else refers to it yet:
                 cell[3], cell[4] = refcount(cell[0]), refcount(cell[0].owner)
+            if stats["live_bytes"] + cell[1] > stats["peak_bytes"]:
+                # Only a new peak needs the exact live bytes: the other
+                # storages freed since are found here (and by stats), not at
+                # every allocation (a sweep visits every storage in use).
+                self._sweep()
             cell[2] = True
             self._pool_in_use[id(cell)] = cell
             stats["storage_allocs"] += 1

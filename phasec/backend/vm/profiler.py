@@ -94,12 +94,17 @@ def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: st
             site[0] += 1
             best[key] = min(best.get(key, math.inf), elapsed)
             return out
+        # (the VM memoizes a kernel computed from the binding alone by the
+        # arguments it writes: profiled as it runs)
+        timed_kernel.written_arguments = getattr(fn, "written_arguments", None)  # type: ignore
         return timed_kernel
 
     native = exe.kernels(kernels)
     timed_fn = VirtualMachine(exe, kernels={n: timed(n, k) for n, k in native.items()})[entry]
     plain_fn = VirtualMachine(exe, kernels=native)[entry]
     plain_fn(*args)
+    timed_fn(*args)  # (a first call of a binding also runs what later calls reuse)
+    best.clear()
     whole = math.inf
     done = 0
     began = time.perf_counter()
