@@ -41,7 +41,8 @@ planned too, into a storage of symbolic size (``R.shape([n * 16])``, computed
 by the VM from the shape variables bound on function entry). It reuses a
 free storage of the very same size expression when there is one; otherwise
 a free symbolic storage whose size reads every variable the tensor's size
-reads (those are bound where the storage is allocated), whose size becomes
+reads that the function's parameters do not bind (those are bound where the
+storage is allocated; the parameters' are bound on entry), whose size becomes
 the ``max`` of both: sizes that are not provably equal cannot be compared,
 and the maximum holds either, as a constant storage grows to its largest
 tensor.
@@ -71,8 +72,9 @@ import numpy as np
 
 from phasec.ir import (
     Binding, BindingBlock, Call, DataflowVar, Expr, ExprMutator, Function,
-    GlobalVar, If, IRModule, ObjectStructInfo, Op, Phase, PrimValue, SeqExpr,
-    ShapeExpr, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var, VarBinding,
+    GlobalVar, If, IRModule, ObjectStructInfo, Op, Phase, PrimStructInfo, PrimValue, SeqExpr,
+    ShapeExpr, ShapeStructInfo, TensorStructInfo, Tuple, TupleGetItem, TupleStructInfo, Var,
+    VarBinding,
     collect_exprs, tir,
 )
 from phasec.arith import free_vars, simplify
@@ -243,6 +245,28 @@ class _Storage:
 # Planning
 # ---------------------------------------------------------------------------
 
+def _bound_on_entry(func: Function) -> frozenset[int]:
+    """Ids of the shape variables a parameter of ``func`` binds on entry: a
+    plain dimension of a tensor, a value of a shape, a prim value (not one
+    only inside an expression, ``n * 2``, which nothing binds)."""
+    bound: set[int] = set()
+    stack = [p.struct_info for p in func.params]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, TensorStructInfo) and s.shape is not None:
+            dims: Any = s.shape
+        elif isinstance(s, ShapeStructInfo) and s.values is not None:
+            dims = s.values
+        elif isinstance(s, PrimStructInfo) and s.value is not None:
+            dims = [s.value]
+        else:
+            if isinstance(s, TupleStructInfo):
+                stack.extend(s.fields)
+            continue
+        bound.update(id(d) for d in dims if isinstance(d, tir.Var))
+    return frozenset(bound)
+
+
 class _FunctionPlanner(ExprMutator):
     """Plans every binding sequence of one function, inner sequences first."""
 
@@ -252,11 +276,17 @@ class _FunctionPlanner(ExprMutator):
         self.may_kill = may_kill
         self.stats = PlanStats()
         self._storage_count = 0
+        #: ids of the shape variables the function's parameters bind on entry
+        self._entry_vars: frozenset[int] = frozenset()
 
     def visit_function_(self, func: Function) -> Expr:
         if func.attrs.get("Codegen") or func.attrs.get("Composite"):
             return func
-        return super().visit_function_(func)
+        outer, self._entry_vars = self._entry_vars, _bound_on_entry(func)
+        try:
+            return super().visit_function_(func)
+        finally:
+            self._entry_vars = outer
 
     def visit_seq_expr_(self, seq: SeqExpr) -> Expr:
         seq = super().visit_seq_expr_(seq)  # plans the if-branches inside it first
@@ -357,12 +387,13 @@ class _FunctionPlanner(ExprMutator):
                 same = [k for k, sid in enumerate(free_symbolic)
                         if tok.size_class in storages[sid].holds]
                 wider = [k for k, sid in enumerate(free_symbolic)
-                         if reads <= storages[sid].reads]
+                         if reads - self._entry_vars <= storages[sid].reads]
                 if same or wider:
                     tok.storage = free_symbolic.pop((same or wider)[-1])
                     st = storages[tok.storage]
                     if tok.size_class not in st.holds:
                         st.holds.add(tok.size_class)
+                        st.reads = st.reads | reads
                         st.size = simplify(tir.BinaryOp("max", st.size, tok.nbytes))
                         st.size_class = (prim_expr_to_str(st.size), st.size_class)
                 else:

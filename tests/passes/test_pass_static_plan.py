@@ -291,6 +291,38 @@ class Module:
         np.testing.assert_allclose(vm["main"](x), expected, rtol=1e-5)
 
 
+def test_static_plan_symbolic_sizes_of_different_parameters_share_a_storage():
+    """n and m are both bound on entry: a tensor of m rows reuses the free
+    storage of one of n rows (grown to the max of both), as sizes of one
+    variable do; results at n < m, n > m and n = 0."""
+    mod = lowered('''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), y: R.Tensor(("m", 4), "float32")):
+        n = T.int64()
+        m = T.int64()
+        a = R.tanh(x)
+        b = R.sum(a, axis=[0])
+        c = R.tanh(y)
+        d = R.sum(c, axis=[0])
+        return R.add(b, d)
+''')
+    main = mod["main"]
+    assert storage_of(main, "c") is storage_of(main, "a")
+    n, m = (p.struct_info.shape[0] for p in main.params)
+    (size,) = [b.value.args[0].values[0] for b in calls_of(main, "relax.memory.alloc_storage")
+               if b.var is storage_of(main, "a")]
+    at = lambda e, rn, rm: phasec.arith.const_int(phasec.arith.substitute(  # noqa: E731
+        e, {n: tir.IntImm(rn, "int64"), m: tir.IntImm(rm, "int64")}))
+    assert [at(size, 2, 5), at(size, 5, 2), at(size, 0, 3)] == [80, 80, 48]
+    vm = VirtualMachine(codegen(run_pass("VMBuiltinLower", mod)), kernels="interp")
+    for rows_x, rows_y in ((2, 5), (5, 2), (0, 3)):
+        x, y = rand(rows_x, 4), rand(rows_y, 4)
+        np.testing.assert_allclose(vm["main"](x, y),
+                                   np.tanh(x).sum(axis=0) + np.tanh(y).sum(axis=0), rtol=1e-5)
+
+
 def test_static_plan_needs_no_kills_in_pure_functions():
     # a pure function (no force_pure) whose allocations only feed call_tir: planned, no kills
     body = '''
