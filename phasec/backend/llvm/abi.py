@@ -15,7 +15,8 @@ from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
 
 __all__ = ["ArrayLayout", "ParamABI", "KernelABI", "kernel_abi", "NDARRAY_SYMBOL",
-           "descr_symbol", "natively_checked_dim", "buffers_in_order", "buffer_site", "decode_buffer_site", "walk",
+           "descr_symbol", "natively_checked_dim", "buffers_in_order", "buffer_site",
+           "decode_buffer_site", "walk",
            "RC_OK", "RC_OUT_OF_MEMORY", "RC_BAD_ARGUMENTS", "RC_INDEX_OUT_OF_RANGE",
            "RC_BUFFER_OUT_OF_BOUNDS", "RC_DIVISION_BY_ZERO", "RC_CANCELLED", "OOB_VALUE",
            "OOB_EXTENT", "OOB_SITE", "CANCEL_FLAG"]

@@ -180,7 +180,8 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
     if folds:
         dead = _dead_when_folded(f, folds, after_matches)
         memos = "".join(f"m{pc}, " for pc, _ in folds)
-        lines += ["    F = folded.get(key)", "    if F is not None: return run_folded(regs, S, F, key)"]
+        lines += ["    F = folded.get(key)",
+                  "    if F is not None: return run_folded(regs, S, F, key)"]
         line_pc.update({len(lines) - k: after_matches for k in range(2)})
         folded_at = {pc for pc, _ in folds}
         for pc, _, fline in body:
