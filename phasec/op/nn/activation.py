@@ -381,7 +381,8 @@ def _softmax_symbolic_rows(x: Tensor) -> Tensor:
     would evaluate exp twice per element, in the sum and in the quotient);
     the output row serves as that buffer here. The maximum and the sum run
     in ``_ROW_LANES`` partial lanes (independent chains, vectorized), folded
-    as a tree, then the row's last ``n % _ROW_LANES`` elements one by one."""
+    as a tree, then the row's last ``n % _ROW_LANES`` elements one by one;
+    ``exp(x - max)`` is computed in the sum's loop."""
     dt = x.dtype
     lanes = _ROW_LANES
 
@@ -401,15 +402,21 @@ def _softmax_symbolic_rows(x: Tensor) -> Tensor:
                 j = tir.Var("j", "int64")
                 return tir.For(j, i64(0), extent, kind, body(j))
 
+            def at(j: PrimExpr) -> tuple[PrimExpr, ...]:
+                return tuple(lead) + (j,)
+
             def reduce(slot: int, init: PrimExpr, src: tir.Buffer,
-                       combine: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> list[tir.Stmt]:
-                def at(j: PrimExpr) -> tuple[PrimExpr, ...]:
-                    return tuple(lead) + (j,)
+                       combine: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                       produce: Callable[[PrimExpr], tir.Stmt] | None = None) -> list[tir.Stmt]:
+                # (produce(j) writes src's element j first: exp in the sum's loop)
+                def step(j: PrimExpr, store: tir.Stmt) -> tir.Stmt:
+                    return store if produce is None else seq(produce(j), store)
                 stmts = [loop("vectorized", i64(lanes),
                               lambda l: tir.BufferStore(part, init, (l,))),
                          loop("serial", n // lanes, lambda jo: loop(
-                             "vectorized", i64(lanes), lambda l: tir.BufferStore(
-                                 part, combine(part[l], src[at(jo * lanes + l)]), (l,))))]
+                             "vectorized", i64(lanes), lambda l: step(
+                                 jo * lanes + l, tir.BufferStore(
+                                     part, combine(part[l], src[at(jo * lanes + l)]), (l,)))))]
                 width = lanes // 2
                 while width >= 1:  # the tree fold
                     stmts.append(loop("vectorized" if width >= 4 else "unroll", i64(width),
@@ -417,16 +424,17 @@ def _softmax_symbolic_rows(x: Tensor) -> Tensor:
                                           part, combine(part[l], part[l + w]), (l,))))
                     width //= 2
                 stmts.append(tir.BufferStore(acc, part[i64(0)], (i64(slot),)))
-                stmts.append(loop("serial", n % lanes, lambda r: tir.BufferStore(
-                    acc, combine(acc[i64(slot)], src[at(n // lanes * lanes + r)]),
-                    (i64(slot),))))
+                stmts.append(loop("serial", n % lanes, lambda r: step(
+                    n // lanes * lanes + r, tir.BufferStore(
+                        acc, combine(acc[i64(slot)], src[at(n // lanes * lanes + r)]),
+                        (i64(slot),)))))
                 return stmts
 
             return tir.Allocate(acc, tir.Allocate(part, seq(
                 *reduce(0, te.min_value(dt), xb, larger),
-                loop("vectorized", n, lambda j: tir.BufferStore(
-                    out, te.call("exp", BinaryOp("-", xb[lead + (j,)], top)), lead + (j,))),
-                *reduce(1, FloatImm(0.0, dt), out, lambda a, b: BinaryOp("+", a, b)),
+                *reduce(1, FloatImm(0.0, dt), out, lambda a, b: BinaryOp("+", a, b),
+                        lambda j: tir.BufferStore(
+                            out, te.call("exp", BinaryOp("-", xb[at(j)], top)), at(j))),
                 loop("vectorized", n, lambda j: tir.BufferStore(
                     out, BinaryOp("*", out[lead + (j,)], BinaryOp("/", FloatImm(1.0, dt), total)),
                     lead + (j,))))))
