@@ -16,7 +16,9 @@ kernel cache (:mod:`phasec.backend.llvm.diskcache`, entries of kind
   compiler never reuses an old build.
 
 A hit reads the executable back (its members stored, not deflated: no
-inflating on the warm path) and compiles its kernels, which the kernel
+inflating on the warm path; the entry read once into memory where its
+constants, written on 64-byte boundaries, are used in place by the VM,
+never copied) and compiles its kernels, which the kernel
 entries of the same cache map without running LLVM. The kernels' TIR is
 kept pickled, not as the executable's JSON: reading the JSON format needs
 its schema, whose construction alone takes longer than the rest of a warm
@@ -131,7 +133,7 @@ def _pack(exe: Executable) -> tuple[bytes, str] | None:
         fingerprint + "\n" + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _unpack(archive: bytes, text: str, check_bounds: bool | None) -> Executable | None:
+def _unpack(archive: bytes | memoryview, text: str, check_bounds: bool | None) -> Executable | None:
     """The executable of a build entry, or None when it is not what was stored."""
     try:
         fingerprint, _, pickled = text.partition("\n")
