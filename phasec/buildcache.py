@@ -179,16 +179,22 @@ def lookup(path: str | os.PathLike, opt_level: int = 2, check_bounds: bool | Non
         return None, None
     try:
         data = read_bytes(path, "model file")
-        if Path(path).suffix.lower() == ".onnx" and _external_data(data):
-            return None, None
-    except (PhasecError, ImportError):  # the build reports it, as it would without a cache
+    except PhasecError:  # the build reports it, as it would without a cache
         return None, None
     key = build_key(data, Path(path).suffix, opt_level, check_bounds, verify)
     hit = diskcache.load(key, kind="build")
     exe = _unpack(*hit, check_bounds) if hit is not None else None
     if exe is not None:
+        # (no look for external data first: an entry exists only for bytes
+        # that had none when it was stored, and the key is those bytes' hash)
         exe.kernels("llvm")
-    return key, exe
+        return key, exe
+    try:
+        if Path(path).suffix.lower() == ".onnx" and _external_data(data):
+            return None, None
+    except ImportError:  # the build reports it, as it would without a cache
+        return None, None
+    return key, None
 
 
 def remember(key: str | None, exe: Executable) -> bool:

@@ -206,3 +206,18 @@ def test_a_cached_build_uses_its_constants_in_place(cache: Path, tmp_path: Path)
         # a view of the memory the whole entry was read into, not an array of its own
         assert isinstance(owner, memoryview) and len(owner.obj) >= entry_size
     _check(exe, path)
+
+
+def test_a_model_with_external_weights_is_never_kept(cache: Path, tmp_path: Path) -> None:
+    """Weights in a file of their own are not in the build key: such a model
+    is built every time (no entry), computing what ONNX Runtime computes with
+    the weights its side file holds now."""
+    import onnx
+
+    path = tmp_path / "ext.onnx"
+    for seed in (4, 5):
+        model = onnx.load_from_string(_model(tmp_path / "plain.onnx", seed).read_bytes())
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="ext.data", size_threshold=0)
+        _check(buildcache.build_file(path), path)
+        assert diskcache.info()["builds"] == 0
