@@ -52,7 +52,7 @@ from typing import Any
 from phasec import __version__
 from phasec.errors import PhasecError
 from phasec.fileio import read_bytes
-from phasec.ir import tir
+from phasec.ir import Span, tir
 from phasec.ir.structural import exact_fingerprint
 from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.jit import host_target
@@ -111,11 +111,12 @@ _TIR_CLASSES = frozenset(n for n, v in vars(tir).items()
 
 
 class _KernelUnpickler(pickle.Unpickler):
-    """Makes TIR nodes and nothing else."""
+    """Makes TIR nodes (and their source positions) and nothing else."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module == tir.__name__ and name in _TIR_CLASSES) or (
-                module, name) == (__name__, "_mapping_proxy"):
+        # (a Span, a source position of kernels parsed from TVMScript, is data too)
+        if (module == tir.__name__ and name in _TIR_CLASSES) or (module, name) in (
+                (__name__, "_mapping_proxy"), (Span.__module__, "Span")):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not part of the TIR")
 
