@@ -40,6 +40,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copyreg
+import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -99,15 +100,37 @@ def _mapping_proxy(items: dict) -> MappingProxyType:
     return MappingProxyType(items)
 
 
-class _KernelPickler(pickle.Pickler):
-    dispatch_table = {**copyreg.dispatch_table,
-                      MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
-
-
 #: the classes a pickled kernel may hold: TIR's own node classes, by plain name
 #: (never a dotted path, which pickle would follow through the module's imports)
 _TIR_CLASSES = frozenset(n for n, v in vars(tir).items()
                          if isinstance(v, type) and v.__module__ == tir.__name__)
+#: each TIR node class's fields, in order (the state a node is pickled as)
+_NODE_FIELDS = {v: tuple(f.name for f in dataclasses.fields(v)) for n, v in vars(tir).items()
+                if n in _TIR_CLASSES and dataclasses.is_dataclass(v)}
+
+
+def _tir_node(cls: type, values: tuple) -> Any:
+    """Unpickles a TIR node: its fields set as the dataclass's own
+    ``__setstate__`` sets them, without looking the fields up for every node
+    (a third of reading a warm build's kernels)."""
+    names = _NODE_FIELDS.get(cls)
+    if names is None or type(values) is not tuple or len(values) != len(names):
+        raise pickle.UnpicklingError(f"{cls!r:.80} is no TIR node of {len(values)} fields")
+    obj = object.__new__(cls)
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+class _KernelPickler(pickle.Pickler):
+    dispatch_table = {**copyreg.dispatch_table,
+                      MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
+
+    def reducer_override(self, obj: Any) -> Any:
+        names = _NODE_FIELDS.get(type(obj))
+        if names is None:
+            return NotImplemented
+        return _tir_node, (type(obj), tuple(getattr(obj, n) for n in names))
 
 
 class _KernelUnpickler(pickle.Unpickler):
@@ -116,7 +139,7 @@ class _KernelUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         # (a Span, a source position of kernels parsed from TVMScript, is data too)
         if (module == tir.__name__ and name in _TIR_CLASSES) or (module, name) in (
-                (__name__, "_mapping_proxy"), (Span.__module__, "Span")):
+                (__name__, "_mapping_proxy"), (__name__, "_tir_node"), (Span.__module__, "Span")):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not part of the TIR")
 

@@ -117,6 +117,17 @@ def test_planted_and_mismatching_entries_are_refused_and_rebuilt(
                            kind="build")
     ran.clear()
     assert buildcache.lookup(one)[1] is None and not ran
+    # ... nor a TIR node made of the wrong number of fields
+    from phasec.ir import tir
+
+    class Malformed:
+        def __reduce__(self):
+            return buildcache._tir_node, (tir.Var, (1,))
+
+    assert diskcache.store(key, data, fingerprint + "\n" + base64.b64encode(
+        pickle.dumps({"k": Malformed()})).decode(), kind="build")
+    assert buildcache.lookup(one)[1] is None
+    _check(buildcache.build_file(one), one)
 
 
 def test_builds_are_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
