@@ -352,10 +352,13 @@ def _read_aligned(fh: Any, limit: int, align_at: int) -> memoryview | None:
     size = os.fstat(fh.fileno()).st_size
     if size > limit:
         return None
-    # Anonymous memory: page-aligned, and zeroed by the kernel page by page as
-    # the read fills it (a bytearray is zeroed first, numpy's huge pages are
+    # Anonymous memory: page-aligned, its pages mapped at once where Linux
+    # can (MAP_POPULATE: half the cost of faulting 40,000 pages in one by one
+    # during the read; a bytearray is zeroed first, numpy's huge pages are
     # slow to fault in a fresh process); one more byte: a file that grew is seen.
-    raw = mmap.mmap(-1, size + 1 + _BODY_ALIGNMENT)
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0) | \
+        getattr(mmap, "MAP_POPULATE", 0)
+    raw = mmap.mmap(-1, size + 1 + _BODY_ALIGNMENT, **({"flags": flags} if flags else {}))
     skew = -align_at % _BODY_ALIGNMENT
     view = memoryview(raw)[skew:skew + size + 1]
     got = 0
