@@ -34,6 +34,12 @@ better figure when others share the machine) are printed beside the load
 average at the time::
 
     python bench/bench_compile.py --models resnet50,squeezenet --repeat 3
+
+``--kernels MODEL`` prints where a cold build of one model spends its CPU
+time: Python phases, then per kernel IR emission, LLVM optimization and
+code generation, then the costliest LLVM passes (bench_compile_kernels.py)::
+
+    python bench/bench_compile.py --kernels squeezenet
 """
 
 from __future__ import annotations
@@ -185,7 +191,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--models", default=None,
                     help="ONNX light models (resnet50,squeezenet,...): cold and warm builds "
                          "in fresh processes against ONNX Runtime's session creation")
+    ap.add_argument("--kernels", default=None, metavar="MODEL",
+                    help="a light ONNX model (or .onnx path): CPU time of a cold build by "
+                         "phase and by kernel, and the costliest LLVM passes")
     args = ap.parse_args(argv)
+    if args.kernels:
+        from bench_compile_kernels import kernel_profile
+
+        kernel_profile(args.kernels)
+        return
     if args.models:
         print(f"time to a model ready to run, fresh process each, best CPU time of "
               f"{args.repeat or 3}; {C.machine_description()}\n")

@@ -16,7 +16,9 @@ kernel cache (:mod:`phasec.backend.llvm.diskcache`, entries of kind
   compiler never reuses an old build.
 
 A hit reads the executable back (its members stored, not deflated: no
-inflating on the warm path) and compiles its kernels, which the kernel
+inflating on the warm path; the entry read once into memory where its
+constants, written on 64-byte boundaries, are used in place by the VM,
+never copied) and compiles its kernels, which the kernel
 entries of the same cache map without running LLVM. The kernels' TIR is
 kept pickled, not as the executable's JSON: reading the JSON format needs
 its schema, whose construction alone takes longer than the rest of a warm
@@ -38,6 +40,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copyreg
+import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -50,7 +53,7 @@ from typing import Any
 from phasec import __version__
 from phasec.errors import PhasecError
 from phasec.fileio import read_bytes
-from phasec.ir import tir
+from phasec.ir import Span, tir
 from phasec.ir.structural import exact_fingerprint
 from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.jit import host_target
@@ -97,23 +100,46 @@ def _mapping_proxy(items: dict) -> MappingProxyType:
     return MappingProxyType(items)
 
 
-class _KernelPickler(pickle.Pickler):
-    dispatch_table = {**copyreg.dispatch_table,
-                      MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
-
-
 #: the classes a pickled kernel may hold: TIR's own node classes, by plain name
 #: (never a dotted path, which pickle would follow through the module's imports)
 _TIR_CLASSES = frozenset(n for n, v in vars(tir).items()
                          if isinstance(v, type) and v.__module__ == tir.__name__)
+#: each TIR node class's fields, in order (the state a node is pickled as)
+_NODE_FIELDS = {v: tuple(f.name for f in dataclasses.fields(v)) for n, v in vars(tir).items()
+                if n in _TIR_CLASSES and dataclasses.is_dataclass(v)}
+
+
+def _tir_node(cls: type, values: tuple) -> Any:
+    """Unpickles a TIR node: its fields set as the dataclass's own
+    ``__setstate__`` sets them, without looking the fields up for every node
+    (a third of reading a warm build's kernels)."""
+    names = _NODE_FIELDS.get(cls)
+    if names is None or type(values) is not tuple or len(values) != len(names):
+        raise pickle.UnpicklingError(f"{cls!r:.80} is no TIR node of {len(values)} fields")
+    obj = object.__new__(cls)
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+class _KernelPickler(pickle.Pickler):
+    dispatch_table = {**copyreg.dispatch_table,
+                      MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
+
+    def reducer_override(self, obj: Any) -> Any:
+        names = _NODE_FIELDS.get(type(obj))
+        if names is None:
+            return NotImplemented
+        return _tir_node, (type(obj), tuple(getattr(obj, n) for n in names))
 
 
 class _KernelUnpickler(pickle.Unpickler):
-    """Makes TIR nodes and nothing else."""
+    """Makes TIR nodes (and their source positions) and nothing else."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module == tir.__name__ and name in _TIR_CLASSES) or (
-                module, name) == (__name__, "_mapping_proxy"):
+        # (a Span, a source position of kernels parsed from TVMScript, is data too)
+        if (module == tir.__name__ and name in _TIR_CLASSES) or (module, name) in (
+                (__name__, "_mapping_proxy"), (__name__, "_tir_node"), (Span.__module__, "Span")):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not part of the TIR")
 
@@ -131,7 +157,7 @@ def _pack(exe: Executable) -> tuple[bytes, str] | None:
         fingerprint + "\n" + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _unpack(archive: bytes, text: str, check_bounds: bool | None) -> Executable | None:
+def _unpack(archive: bytes | memoryview, text: str, check_bounds: bool | None) -> Executable | None:
     """The executable of a build entry, or None when it is not what was stored."""
     try:
         fingerprint, _, pickled = text.partition("\n")
@@ -177,16 +203,22 @@ def lookup(path: str | os.PathLike, opt_level: int = 2, check_bounds: bool | Non
         return None, None
     try:
         data = read_bytes(path, "model file")
-        if Path(path).suffix.lower() == ".onnx" and _external_data(data):
-            return None, None
-    except (PhasecError, ImportError):  # the build reports it, as it would without a cache
+    except PhasecError:  # the build reports it, as it would without a cache
         return None, None
     key = build_key(data, Path(path).suffix, opt_level, check_bounds, verify)
     hit = diskcache.load(key, kind="build")
     exe = _unpack(*hit, check_bounds) if hit is not None else None
     if exe is not None:
+        # (no look for external data first: an entry exists only for bytes
+        # that had none when it was stored, and the key is those bytes' hash)
         exe.kernels("llvm")
-    return key, exe
+        return key, exe
+    try:
+        if Path(path).suffix.lower() == ".onnx" and _external_data(data):
+            return None, None
+    except ImportError:  # the build reports it, as it would without a cache
+        return None, None
+    return key, None
 
 
 def remember(key: str | None, exe: Executable) -> bool:

@@ -72,6 +72,7 @@ import numpy as np
 
 from phasec.backend.llvm import compile_prim_funcs, get_num_threads, set_num_threads
 from phasec.backend.vm import Executable, VirtualMachine, profile_run
+from phasec.buildcache import lookup, remember
 from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file, write_atomic
 from phasec import interp
@@ -566,15 +567,26 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     inputs, generated = make_inputs(params, given, dims, args.seed)
 
     print(f"phasec run: {what}, phase {mod.phase.label}, entry {args.entry!r}")
+    timing, trace = pipeline_instruments(args)
+    validation = validate_instruments(args, inputs, args.entry)
+    start = time.perf_counter()
+    key, exe = _reusable_build(args, bool(validation) or timing is not None or trace is not None)
+    if exe is not None:
+        reused_seconds = time.perf_counter() - start
+        if not args.quiet:
+            print("passes: none run: the build of this file (same bytes, options and phasec) "
+                  "was reused from the build cache (PHASEC_KERNEL_CACHE=off builds it again)")
+        return _run_built(args, mod, exe, params, inputs, generated,
+                          f"compile: reused from the build cache in {_ms(reused_seconds)} "
+                          f"({counted(exe.stats()['kernels'], 'kernel')}, their machine code "
+                          f"from the kernel cache)")
     list_passes()  # import the passes now, so that their import is not timed
     log = PassLog(args.verify)
-    timing, trace = pipeline_instruments(args)
     start = time.perf_counter()
     try:
         lowered = lower(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
                         instruments=[log, *(i for i in (timing, trace) if i is not None),
-                                     *report.instruments,
-                                     *validate_instruments(args, inputs, args.entry)])
+                                     *report.instruments, *validation])
     except PhasecError as exc:
         if log.rows and not args.quiet:
             print(f"passes (opt_level {args.opt_level}, verify {args.verify}), up to the error:")
@@ -592,17 +604,41 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
     codegen_seconds = time.perf_counter() - start
     report.write(mod, lowered, kernels=exe.stats()["kernels"])
     if args.emit is not None:
+        return _run_built(args, mod, exe, params, inputs, generated, "")
+    start = time.perf_counter()
+    exe.kernels(args.kernels)
+    kernel_seconds = time.perf_counter() - start
+    remember(key, exe)  # (key None: not a build the cache may keep)
+    stats = exe.stats()
+    return _run_built(args, mod, exe, params, inputs, generated,
+                      f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "
+                      f"({counted(stats['functions'], 'function')}, {stats['instructions']} "
+                      f"instructions),\n  {counted(stats['kernels'], 'kernel')} "
+                      f"{_kernels_phrase(args.kernels)} in {_ms(kernel_seconds)}")
+
+
+def _reusable_build(args: argparse.Namespace,
+                    instrumented: bool) -> tuple[str | None, Executable | None]:
+    """(build-cache key, cached executable) of the file being run, as
+    ``phasec build`` finds them: only the default build of a file, with
+    nothing to show on the way (no --passes, --report, --timing, --trace,
+    validation or plugins; LLVM kernels); (None, None) otherwise."""
+    plain = args.input not in (None, "-") and args.passes is None and args.report is None \
+        and not instrumented and not args.load and args.kernels == "llvm"
+    return lookup(args.input, args.opt_level, args.check_bounds, args.verify) if plain \
+        else (None, None)
+
+
+def _run_built(args: argparse.Namespace, mod: IRModule, exe: Executable,
+               params: list[tuple[str, Any]], inputs: list[Any], generated: list[str],
+               compile_line: str) -> int:
+    """Run ``exe`` (built or reused from the build cache) on the inputs and
+    check its result against the reference interpreter on ``mod``."""
+    if args.emit is not None:
         print(emitted_code(exe, args.emit), end="", file=args.emit_to)
         return 0
-    start = time.perf_counter()
     vm = VirtualMachine(exe, kernels=args.kernels)
-    kernel_seconds = time.perf_counter() - start
-    stats = exe.stats()
-    print(f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "
-          f"({counted(stats['functions'], 'function')}, {stats['instructions']} instructions),\n"
-          f"  {counted(stats['kernels'], 'kernel')} "
-          f"{_kernels_phrase(args.kernels)} "
-          f"in {_ms(kernel_seconds)}")
+    print(compile_line)
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
     _save_inputs(args.save_inputs, params, inputs)
 

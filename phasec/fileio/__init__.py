@@ -48,10 +48,10 @@ from phasec.fileio.reading import (
     same_file,
 )
 from phasec.fileio.writing import WRITE_PIECE_BYTES, pieces, stream_descriptor, write_atomic
-from phasec.fileio.archives import SafeZip, read_npz
+from phasec.fileio.archives import SafeZip, open_aligned_member, read_npz, write_aligned_npz
 
 __all__ = ["write_atomic", "stream_descriptor", "read_bytes", "read_stream", "open_regular",
-           "check_regular", "SafeZip", "read_npz", "load_json", "pieces", "check_json_size",
+           "check_regular", "SafeZip", "read_npz", "open_aligned_member", "write_aligned_npz", "load_json", "pieces", "check_json_size",
            "JSON_MAX_DEPTH", "max_input_bytes", "set_max_input_bytes", "parse_size",
            "format_size", "same_file", "input_limit_scope", "DEFAULT_MAX_INPUT_BYTES",
            "MAX_INPUT_ENV", "WRITE_PIECE_BYTES"]

@@ -256,3 +256,40 @@ def read_npz(source: PathLike | bytes, what: str = ".npz archive",
                 raise z._error(f"member {member!r} is not a .npy array")
             out[member[:-4]] = z.array(member)
         return out
+
+
+#: the extra-field id of the padding that aligns a stored member's data (the
+#: one Android's zipalign uses; readers skip extra fields they do not know)
+_PADDING_EXTRA_ID = 0xD935
+
+
+def open_aligned_member(zf: zipfile.ZipFile, name: str, alignment: int = 64) -> Any:
+    """A handle writing member ``name`` of ``zf`` (a stored zip64 member,
+    timestamp 1980-01-01: byte-identical for identical content) whose data
+    starts at a multiple of ``alignment`` from the start of ``zf``'s file
+    (which must be seekable), padded by an extra field of the local header.
+    Arrays read back as views of the archive's bytes then keep that alignment."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = zipfile.ZIP_STORED
+    info.CRC = 0  # (as zipfile sets it before writing the header: same length)
+    at = zf.fp.tell() if zf.fp is not None else 0
+    pad = -(at + len(info.FileHeader(zip64=True))) % alignment
+    if pad:
+        if pad < 4:  # an extra field takes at least its 4-byte header
+            pad += alignment
+        info.extra = struct.pack("<HH", _PADDING_EXTRA_ID, pad - 4) + bytes(pad - 4)
+    return zf.open(info, "w", force_zip64=True)
+
+
+def write_aligned_npz(fh: Any, arrays: dict[str, Any], alignment: int = 64) -> None:
+    """Write ``arrays`` as an uncompressed ``.npz`` (what ``np.savez`` writes,
+    read back by numpy and :class:`SafeZip` alike) to the seekable ``fh``,
+    each array's data at a multiple of ``alignment`` (at most 64, numpy's own
+    header alignment) from the start of ``fh``."""
+    import numpy as np
+
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
+        for key, value in arrays.items():
+            # (numpy pads a .npy header to a multiple of 64 bytes: the data follows aligned)
+            with open_aligned_member(zf, f"{key}.npy", alignment) as out:
+                np.lib.format.write_array(out, np.asanyarray(value), allow_pickle=False)

@@ -320,3 +320,24 @@ def test_run_refuses_to_save_over_its_inputs(capsys, model, tmp_path):
     code, _, err = run_cli(capsys, "run", model, "-q", "--inputs", inputs, "--save-outputs", inputs)
     assert code == 2 and "is an input file" in err
     assert inputs.read_bytes() == before
+
+
+def test_run_reuses_the_build_of_an_unchanged_file(capsys, model, tmp_path, monkeypatch):
+    """The second ``phasec run`` of the same file reuses the first's build
+    (no passes run) and still computes relu(x @ w + b), checked against the
+    reference interpreter; ``--timing`` (something to show) builds again."""
+    monkeypatch.setenv("PHASEC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PHASEC_KERNEL_CACHE", raising=False)
+    code, out, _ = run_cli(capsys, "run", model, "--dim", "n=3", "--repeat", "1")
+    assert code == 0 and "lowering -> build" in out and "reused" not in out
+    saved_in, saved_out = tmp_path / "in.npz", tmp_path / "out.npz"
+    code, out, _ = run_cli(capsys, "run", model, "--dim", "n=3", "--repeat", "1",
+                           "--save-inputs", saved_in, "--save-outputs", saved_out)
+    assert code == 0 and "PASS" in out
+    assert "reused from the build cache" in out and "lowering -> build" not in out
+    inputs, outputs = np.load(saved_in), np.load(saved_out)
+    want = np.maximum(inputs["x"] @ inputs["w"] + inputs["b"], 0)
+    (got,) = [outputs[k] for k in outputs.files]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    code, out, _ = run_cli(capsys, "run", model, "--timing", "--repeat", "1", "-q")
+    assert code == 0 and "reused" not in out and "PASS" in out

@@ -117,6 +117,17 @@ def test_planted_and_mismatching_entries_are_refused_and_rebuilt(
                            kind="build")
     ran.clear()
     assert buildcache.lookup(one)[1] is None and not ran
+    # ... nor a TIR node made of the wrong number of fields
+    from phasec.ir import tir
+
+    class Malformed:
+        def __reduce__(self):
+            return buildcache._tir_node, (tir.Var, (1,))
+
+    assert diskcache.store(key, data, fingerprint + "\n" + base64.b64encode(
+        pickle.dumps({"k": Malformed()})).decode(), kind="build")
+    assert buildcache.lookup(one)[1] is None
+    _check(buildcache.build_file(one), one)
 
 
 def test_builds_are_deterministic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,3 +160,75 @@ def test_cache_off_builds_every_time(cache: Path, tmp_path: Path,
     _check(buildcache.build_file(path), path)
     assert buildcache.lookup(path) == (None, None)
     assert not cache.exists() or not list(cache.glob("*/*.kb"))
+
+
+def test_aligned_npz_reads_back_with_every_array_aligned() -> None:
+    """write_aligned_npz is an ordinary .npz (numpy reads it back equal), and
+    each array's data starts on a 64-byte boundary of the file (offsets read
+    from the zip and .npy headers with zipfile and numpy themselves)."""
+    import io
+    import struct
+    import zipfile
+
+    from phasec.fileio import write_aligned_npz
+
+    rng = np.random.default_rng(0)
+    arrays = {"a": rng.standard_normal((3, 5)).astype("float32"), "b": np.arange(7, dtype=np.int8),
+              "scalar": np.float64(2.5), "empty": np.zeros((0, 4), np.float32),
+              "fortran": np.asfortranarray(rng.standard_normal((4, 3))),
+              "long_name_" * 5: np.ones(13, np.bool_)}
+    buffer = io.BytesIO()
+    buffer.write(b"x" * 13)  # the archive need not start on a boundary of its own file
+    write_aligned_npz(buffer, arrays)
+    data = buffer.getvalue()
+    back = np.load(io.BytesIO(data[13:]), allow_pickle=False)
+    assert sorted(back.files) == sorted(arrays)
+    for name, want in arrays.items():
+        np.testing.assert_array_equal(back[name], want)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        for info in zf.infolist():
+            name_len, extra_len = struct.unpack_from("<HH", data, info.header_offset + 26)
+            start = info.header_offset + 30 + name_len + extra_len
+            with zf.open(info) as fp:
+                np.lib.format.read_array_header_1_0(fp) if np.lib.format.read_magic(fp) == (
+                    1, 0) else np.lib.format.read_array_header_2_0(fp)
+                header = fp.tell()
+            assert info.compress_type == zipfile.ZIP_STORED
+            assert (start + header) % 64 == 0, info.filename
+
+
+def test_a_cached_build_uses_its_constants_in_place(cache: Path, tmp_path: Path) -> None:
+    """A warm build's tensor constants are read-only views of the entry read
+    from disk (no copy), each on a 64-byte boundary, and compute what ONNX
+    Runtime computes."""
+    path = _model(tmp_path / "m.onnx", 3)
+    buildcache.build_file(path)
+    exe = buildcache.build_file(path)
+    arrays = [c for c in (exe.constants[i] for i in range(len(exe.constants)))
+              if isinstance(c, np.ndarray) and c.size]
+    assert arrays
+    entry_size = _entry(cache).stat().st_size
+    for arr in arrays:
+        assert not arr.flags.writeable
+        assert arr.__array_interface__["data"][0] % 64 == 0
+        owner = arr
+        while isinstance(owner, np.ndarray) and owner.base is not None:
+            owner = owner.base
+        # a view of the memory the whole entry was read into, not an array of its own
+        assert isinstance(owner, memoryview) and len(owner.obj) >= entry_size
+    _check(exe, path)
+
+
+def test_a_model_with_external_weights_is_never_kept(cache: Path, tmp_path: Path) -> None:
+    """Weights in a file of their own are not in the build key: such a model
+    is built every time (no entry), computing what ONNX Runtime computes with
+    the weights its side file holds now."""
+    import onnx
+
+    path = tmp_path / "ext.onnx"
+    for seed in (4, 5):
+        model = onnx.load_from_string(_model(tmp_path / "plain.onnx", seed).read_bytes())
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="ext.data", size_threshold=0)
+        _check(buildcache.build_file(path), path)
+        assert diskcache.info()["builds"] == 0

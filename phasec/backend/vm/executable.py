@@ -61,7 +61,9 @@ from typing import Any
 import numpy as np
 
 from phasec.errors import FileAccessError, InputError, ParseError, VMError
-from phasec.fileio import SafeZip, format_size, load_json, pieces, write_atomic
+from phasec.fileio import (
+    SafeZip, format_size, load_json, open_aligned_member, pieces, write_aligned_npz, write_atomic,
+)
 from phasec.ir import is_splat, tir
 from phasec.ir.expr import CONSTANT_ALIGNMENT, aligned_empty
 from phasec.ir.module import IRModule
@@ -246,7 +248,9 @@ class Executable:
 
     def to_bytes(self, compress: bool = True, with_kernels: bool = True) -> bytes:
         """The archive :meth:`save` writes, as bytes; ``compress=False`` stores
-        its members as they are (larger, but read back without inflating),
+        its members as they are (larger, but read back without inflating;
+        each tensor's data on a 64-byte boundary of the archive, so bytes
+        read to an aligned address give the constants in place),
         ``with_kernels=False`` leaves the kernels out (to be given to
         :meth:`load`): what the build cache keeps."""
         buffer = io.BytesIO()
@@ -272,14 +276,23 @@ class Executable:
         with zipfile.ZipFile(fh, "w", compression=method) as zf:
             with member(zf, "executable.json") as out:
                 out.write(json.dumps(doc, separators=(",", ":")).encode())
-            with member(zf, "constants.npz") as out:  # streamed: no copy in memory
-                np.savez(out, **tensors)
+            if compress:
+                with member(zf, "constants.npz") as out:  # streamed: no copy in memory
+                    np.savez(out, **tensors)
+            else:
+                # stored as is (the build cache): each array's data on a
+                # CONSTANT_ALIGNMENT boundary of the archive, so that archive
+                # bytes read to an aligned address give the constants in place
+                npz = io.BytesIO()
+                write_aligned_npz(npz, tensors, CONSTANT_ALIGNMENT)
+                with open_aligned_member(zf, "constants.npz", CONSTANT_ALIGNMENT) as out:
+                    out.write(npz.getbuffer())
             if kernel_name:
                 with member(zf, kernel_name) as out:
                     out.write(kernel_text.encode())
 
     @classmethod
-    def load(cls, path: str | os.PathLike | bytes, check_bounds: bool | None = None, *,
+    def load(cls, path: str | os.PathLike | bytes | memoryview, check_bounds: bool | None = None, *,
              name: str = "executable", kernels: Mapping[str, tir.PrimFunc] | None = None,
              authenticated: bool = False) -> "Executable":
         """Read an executable written by :meth:`save` (or its bytes, from
@@ -304,8 +317,9 @@ class Executable:
         not match the digest recorded at build time is refused ("modified
         after build"). Every problem is an :class:`ExecutableFormatError`.
         """
-        where = name if isinstance(path, bytes) else os.fspath(path)
-        trusted = authenticated and isinstance(path, bytes)
+        in_memory = isinstance(path, (bytes, memoryview))
+        where = name if in_memory else os.fspath(path)
+        trusted = authenticated and in_memory
         try:
             # (bytes come from the build cache, authenticated: constants are read as views)
             with SafeZip(path, "executable", name=where, authenticated=trusted) as zf:
