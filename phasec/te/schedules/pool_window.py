@@ -145,16 +145,30 @@ def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],
         b, ch, f, q = (Var(v, "int64") for v in ("b", "ch", "f", "q"))
         stmts: list[Stmt] = [For(f, i64(0), i64(sh * sw), "serial", For(
             q, i64(0), i64(length), "vectorized", BufferStore(out, fill, (b, ch, f, q))))]
-        # every input element some window reaches to its phase (a phase row
-        # is V long), one small loop nest: a nest per phase of a few
-        # iterations each was unrolled whole, and slow to compile
-        y, x = Var("y", "int64"), Var("x", "int64")
-        py, px = y + top, x + left
+        # every input row some window reaches, de-interleaved into its sw
+        # phases: phase column v takes input columns v*sw + e - left (e < sw),
+        # sw contiguous loads a vector of v reads as one interleaved group
+        # (loads and shuffles; a scatter element by element, with its // and
+        # % per element, was most of a pool's time). The few columns v whose
+        # group crosses the border are stored one by one, where they exist.
+        y, v = Var("y", "int64"), Var("v", "int64")
+        a, u = (y + top) % sh, (y + top) // sh
         rows, cols = max(0, min(H, U * sh - top)), max(0, min(W, V * sw - left))
-        stmts.append(For(y, i64(0), i64(rows), "serial", For(
-            x, i64(0), i64(cols), "serial", BufferStore(
-                out, src[(b, ch, y, x)],
-                (b, ch, (py % sh) * sw + px % sw, (py // sh) * V + px // sw)))))
+
+        def put(col: PrimExpr, e: int) -> Stmt:
+            return BufferStore(out, src[(b, ch, y, col * sw + (e - left))],
+                               (b, ch, a * sw + e, u * V + col))
+        lo = min(V, -(-left // sw))                        # first whole group
+        hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
+        row: list[Stmt] = []
+        if hi > lo:
+            row.append(For(v, i64(lo), i64(hi - lo), "vectorized",
+                           SeqStmt(tuple(put(v, e) for e in range(sw)))))
+        row += [put(i64(col), e) for col in (*range(lo), *range(hi, V))
+                for e in range(sw) if 0 <= col * sw + e - left < cols]
+        if row:
+            stmts.append(For(y, i64(0), i64(rows), "serial",
+                             row[0] if len(row) == 1 else SeqStmt(tuple(row))))
         work = n * c * sh * sw * length
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         return For(b, i64(0), i64(n), "serial", For(ch, i64(0), i64(c),
