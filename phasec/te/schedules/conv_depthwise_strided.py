@@ -17,9 +17,9 @@ stride 2) are computed and dropped. Each kept output is the same sum, in
 the same tap order, as the direct convolution's. The epilogue (bias,
 activation) reads the flat plane's rows, contiguous.
 
-A 3x3 (or narrower) window whose strided output row spans at most one
-vector of input (``OW*sw <= lanes``: MobileNet's 8x8 and smaller images)
-keeps the wide form: the row sums over every input column of a padded copy,
+A 3x3 (or narrower) window whose strided output row spans at most half a
+vector of input (``2*OW*sw <= lanes``: at 16 lanes MobileNet's 8x8 and
+smaller images) keeps the wide form: the row sums over every input column of a padded copy,
 one vector a row, and every ``sw``-th column is kept in a buffer of its own.
 There the phases' copy costs more than the products it saves (measured per
 kernel against ORT, bench/README.md).
@@ -55,7 +55,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if not (w.groups == c == O and CG == 1 and sw > 1 and OW >= 2):
         return None
     lanes = tuning.host_tuning().lanes(int(data.dtype[5:]))
-    if (KW - 1) * w.dilation[1] <= 2 and OW * sw <= lanes:
+    if (KW - 1) * w.dilation[1] <= 2 and 2 * OW * sw <= lanes:
         return _wide(w, n, c, OH, OW, KH, KW)
     return _phased(w, n, c, OH, OW, KH, KW, lanes)
 
