@@ -46,6 +46,7 @@ from phasec.ir.expr import (
 )
 from phasec.ir.struct_info import PrimStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.te import Tensor
+from phasec.te.schedules.workloads import constant_tensors
 from phasec.ir.tir import PrimExpr, PrimFunc
 from phasec.op import definitions  # noqa: F401  (each family registers its lowerings)
 from phasec.op._lowering import LegalizeError, _const, _script, legalizes, legalizes_to_relax
@@ -287,32 +288,37 @@ def lower_fused(func: Function, schedule_hints: Any = True,
                 raise LegalizeError(f"lower_fused: {expr.name_hint} is used before it is defined")
             return env[expr]
         if isinstance(expr, Constant):
-            return inputs.tensor(expr, "const")
+            t = inputs.tensor(expr, "const")
+            constants.add(t.name)  # (a constant of the body is a constant of the module)
+            return t
         if isinstance(expr, Tuple):
             return [value_of(f, where) for f in expr.fields]
         return expr  # shapes, prim values... (operands the TE definitions read directly)
 
-    for block in body.blocks:
-        for b in block.bindings:
-            where = f"binding {b.var.name_hint}"
-            value = b.value
-            if isinstance(b, MatchCast) or (isinstance(b, VarBinding) and isinstance(value, Var)):
-                env[b.var] = value_of(value, where)
-            elif isinstance(value, Call):
-                fn = _legalize_fn(value)
-                operands = [value_of(a, where) for a in value.args]
-                result = fn(value, operands)
-                env[b.var] = list(result) if isinstance(result, (list, tuple)) else result
-            elif isinstance(value, (Tuple, Constant)):
-                env[b.var] = value_of(value, where)
-            elif isinstance(value, TupleGetItem):
-                tup = value_of(value.tuple_value, where)
-                if not isinstance(tup, list):
-                    raise LegalizeError(f"lower_fused: {where} indexes a non-tuple")
-                env[b.var] = tup[value.index]
-            else:
-                raise LegalizeError(f"lower_fused: {where} is a {type(value).__name__}, which "
-                                    "cannot be part of a fused kernel")
+    # the weights every caller passes a constant: a schedule's per-call cost
+    # estimate leaves out the transforms PackConstantWeights does once
+    with constant_tensors(names) as constants:
+        for block in body.blocks:
+            for b in block.bindings:
+                where = f"binding {b.var.name_hint}"
+                value = b.value
+                if isinstance(b, MatchCast) or (isinstance(b, VarBinding) and isinstance(value, Var)):
+                    env[b.var] = value_of(value, where)
+                elif isinstance(value, Call):
+                    fn = _legalize_fn(value)
+                    operands = [value_of(a, where) for a in value.args]
+                    result = fn(value, operands)
+                    env[b.var] = list(result) if isinstance(result, (list, tuple)) else result
+                elif isinstance(value, (Tuple, Constant)):
+                    env[b.var] = value_of(value, where)
+                elif isinstance(value, TupleGetItem):
+                    tup = value_of(value.tuple_value, where)
+                    if not isinstance(tup, list):
+                        raise LegalizeError(f"lower_fused: {where} indexes a non-tuple")
+                    env[b.var] = tup[value.index]
+                else:
+                    raise LegalizeError(f"lower_fused: {where} is a {type(value).__name__}, which "
+                                        "cannot be part of a fused kernel")
     result = value_of(body.body, "the result")
     outputs = result if isinstance(result, list) else [result]
     flat: list[Tensor] = []

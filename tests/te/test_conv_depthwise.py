@@ -1,9 +1,10 @@
 """Depthwise convolutions: narrow stride-1 ones over flat padded rows
 (``te.schedules.conv_flat_rows``: the rows copied in by hand, whole tiles of
 columns, one channel per row tile since no input row is shared between
-channels), strided ones stride-1 along the rows then decimated
-(``te.schedules.conv_depthwise_strided``) and grouped ones, both over the
-padded copy written by hand (``pool_window.padded_input``). The values against numpy's reference, with
+channels), strided ones over their input's stride phases laid flat
+(``te.schedules.conv_depthwise_strided``, ``pool_window.stride_phases``) and
+grouped ones over the padded copy written by hand
+(``pool_window.padded_input``). The values against numpy's reference, with
 bias and relu fused, on LLVM and on the TIR interpreter, for odd and prime
 sizes and a symbolic batch."""
 
@@ -17,6 +18,7 @@ from phasec.interp.tir import run_prim_func
 from phasec.ir import tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
+from phasec.target.tuning import host_tuning
 
 from helpers.legalize import fused, tvar, walk
 
@@ -71,18 +73,27 @@ STRIDED = {  # (data shape, kernel, attrs, TIR interpreter too)
     "3x3_s2_dilation2": ((1, 2, 15, 15), 3, {"padding": 2, "strides": 2, "dilation": 2},
                          False),
     "3x3_s2_no_padding_prime": ((1, 7, 23, 19), 3, {"padding": 0, "strides": 2}, True),
+    "3x3_s2_wide_prime": ((1, 3, 5, 5), 3, {"padding": 1, "strides": 2}, True),
+    "3x3_s2_phased_prime": ((1, 2, 37, 41), 3, {"padding": 1, "strides": 2}, False),
     "5x5_s2_rows_only_strided": ((1, 3, 17, 11), 5, {"padding": 2, "strides": (1, 2)},
                                  False),
 }
 
 
 @pytest.mark.parametrize("name", list(STRIDED))
-def test_strided_depthwise_stride_one_along_rows_then_decimated(name):
+def test_strided_depthwise_over_the_stride_phases_or_wide(name):
     xs, k, attrs, interp = STRIDED[name]
     low = _lower(xs, k, **attrs)
     allocs = _allocs(low.prim_func)
-    # every input column summed (contiguous loads), every stride-th one kept
-    assert "pad_temp" in allocs and "T_conv2d_wide" in allocs
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    pads, sw, dw = attrs["padding"], two(attrs["strides"])[1], two(attrs.get("dilation", 1))[1]
+    left, right = (pads, pads) if isinstance(pads, int) else (pads[1], pads[3])
+    out_w = (xs[3] + left + right - (k - 1) * dw - 1) // sw + 1
+    if (k - 1) * dw <= 2 and 2 * out_w * sw <= host_tuning().lanes(32):
+        # a row of at most half a vector: every input column summed, every sw-th kept
+        assert "pad_temp" in allocs and "T_conv2d_wide" in allocs
+    else:  # the input de-interleaved into its phases, the sums over the flat plane
+        assert "stride_phases" in allocs and "T_conv2d_flat" in allocs
     _check(low, xs, k, interp, **attrs)
 
 
@@ -104,8 +115,9 @@ def test_grouped_strided_over_the_padded_copy():
 def test_a_symbolic_batch(channels, k, padding, strides):
     n = tir.Var("n")
     low = _lower((n, channels, 11, 11), k, padding=padding, strides=strides)
-    if strides > 1:  # the wide copy of the strided schedule needs static sizes
-        assert "T_conv2d_wide" not in _allocs(low.prim_func)
+    if strides > 1:  # both forms of the strided schedule need static sizes
+        allocs = _allocs(low.prim_func)
+        assert "stride_phases" not in allocs and "T_conv2d_wide" not in allocs
     kernel = compile_prim_funcs({"k": low.prim_func})["k"]
     for batch in (1, 3):
         x = RNG.standard_normal((batch, channels, 11, 11)).astype("float32")

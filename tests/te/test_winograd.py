@@ -31,6 +31,11 @@ from phasec.te.schedules.winograd import WINOGRAD_MARK, transform_weight, winogr
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 
 RNG = np.random.default_rng(2026)
+#: the weight's position among the fused functions' parameters, lowered as
+#: a constant of the module (PackConstantWeights transforms it once): the
+#: rule alone chooses Winograd; a weight passed per call is weighed by the
+#: cost of its transform (tests/te/test_winograd_cost.py)
+WEIGHT = (1,)
 
 
 def _conv_ref(x: np.ndarray, w: np.ndarray, pads: tuple[int, int, int, int]) -> np.ndarray:
@@ -121,7 +126,7 @@ def test_winograd_conv_matches_the_direct_convolution(name, winograd_tile):
     winograd_tile(m, bits)
     pads = (pad,) * 4 if isinstance(pad, int) else pad
     func = _conv_bias_relu(n, c, h, w, o, padding=pad)
-    low = lower_fused(func)
+    low = lower_fused(func, constant_params=WEIGHT)
     assert _tile(low.prim_func) == taken
     x = RNG.standard_normal((n, c, h, w)).astype(np.float32)
     wa = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
@@ -140,7 +145,8 @@ def test_winograd_conv_matches_the_direct_convolution(name, winograd_tile):
 def test_float64_and_a_residual_epilogue(winograd_tile):
     winograd_tile(4)
     n, c, h, w = 1, 32, 10, 10
-    low = lower_fused(_conv_bias_relu(n, c, h, w, c, "float64", residual=True, padding=1))
+    low = lower_fused(_conv_bias_relu(n, c, h, w, c, "float64", residual=True, padding=1),
+                      constant_params=WEIGHT)
     assert _tile(low.prim_func) == 4
     x = RNG.standard_normal((n, c, h, w))
     wa = RNG.standard_normal((c, c, 3, 3)) / np.sqrt(9 * c)
@@ -162,7 +168,8 @@ def test_other_convolutions_keep_the_direct_schedule(attrs, c, tile, winograd_ti
     winograd_tile(tile)
     d = Var("d", TensorStructInfo((1, c, 12, 12), "float32"))
     wt = Var("w", TensorStructInfo((32, c // attrs.get("groups", 1), 3, 3), "float32"))
-    low = lower_fused(fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs)))
+    low = lower_fused(fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs)),
+                      constant_params=WEIGHT)
     assert None is _tile(low.prim_func)
 
 
@@ -170,7 +177,7 @@ def test_a_symbolic_batch_takes_one_gemm_per_image(winograd_tile):
     winograd_tile(4)
     c, h, w, o = 33, 9, 10, 35
     func = _conv_bias_relu(tir.Var("n", "int64"), c, h, w, o, padding=1)
-    low = lower_fused(func)
+    low = lower_fused(func, constant_params=WEIGHT)
     assert _tile(low.prim_func) == 4
     kernel = compile_prim_funcs({"k": low.prim_func})["k"]
     wa = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
@@ -194,11 +201,11 @@ def test_a_tiny_image_or_a_5x5_kernel_keeps_the_direct_schedule(winograd_tile):
     # a 2x2 output: one tile of 4x4 or of 2x2 (at 128 bits, four needed)
     d3 = Var("d", TensorStructInfo((1, 32, 2, 2), "float32"))
     assert None is _tile(lower_fused(fused([d3, wt], lambda bb: call_op(
-        "nn.conv2d", d3, wt, padding=1))).prim_func)
+        "nn.conv2d", d3, wt, padding=1)), constant_params=WEIGHT).prim_func)
     d5 = Var("d", TensorStructInfo((1, 32, 12, 12), "float32"))
     w5 = Var("w", TensorStructInfo((32, 32, 5, 5), "float32"))
     assert None is _tile(lower_fused(fused([d5, w5], lambda bb: call_op(
-        "nn.conv2d", d5, w5, padding=2))).prim_func)
+        "nn.conv2d", d5, w5, padding=2)), constant_params=WEIGHT).prim_func)
 
 
 def test_the_environment_variable_chooses_the_tile(monkeypatch):
@@ -259,7 +266,7 @@ def test_a_constant_weight_is_transformed_once_per_build(winograd_tile):
 
 def test_tvm_reads_a_winograd_kernel(winograd_tile):
     winograd_tile(4)
-    low = lower_fused(_conv_bias_relu(1, 32, 8, 8, 32, padding=1))
+    low = lower_fused(_conv_bias_relu(1, 32, 8, 8, 32, padding=1), constant_params=WEIGHT)
     text = IRModule({"k": low.prim_func}).script()
     parsed = tvm.script.from_source(text)
     assert "k" in [g.name_hint for g in parsed.get_global_vars()]

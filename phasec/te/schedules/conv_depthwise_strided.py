@@ -1,28 +1,37 @@
 """A depthwise NCHW conv2d strided along its rows' axis (MobileNet's and
-EfficientNet's downsampling 3x3 / 5x5 stride 2), computed stride-1 along
-the row and decimated once.
+EfficientNet's downsampling 3x3 / 5x5 stride 2), over its input split into
+stride phases.
 
 Vectorized along an output row, each tap of the direct convolution reads
 the input row with a stride of ``sw``: LLVM makes that load a gather, or an
 interleaved load with a gap, which forces a scalar remainder half as long
-as the row (16 outputs: 8 in a vector, 8 one by one, per tap). Here the
-row sum runs over every input column instead,
-``wide[b, c, y, x] = sum data_padded[b, c, y*sh + r0*dh, x + r1*dw] * w[c, r0, r1]``
-for ``x`` in ``[0, OW*sw)``: contiguous loads and whole vectors, ``sw``
-times the products (a depthwise convolution is bound by its loads, not its
-products); the output reads every ``sw``-th column of it once,
-``out[b, c, y, x] = wide[b, c, y, x*sw]``, into a buffer of its own that
-the epilogue (bias, activation) reads contiguously. Each kept column is the same sum, in the same order, as
-the direct convolution's. The padded copy reaches as far as the extra
-columns' taps (zeros).
+as the row. Summing over every input column and keeping every ``sw``-th
+(the previous form here) did ``sw`` times the work. Instead the input is
+de-interleaved once, per channel, into its ``sh x sw`` phases laid flat
+(:func:`pool_window.stride_phases`, zeros for the padding): tap ``(r0,
+r1)`` of output ``p = y*V + x`` reads phase ``((r0*dh) % sh, (r1*dw) % sw)``
+at ``p + (r0*dh)//sh * V + (r1*dw)//sw``, contiguous in ``p``, so the sum
+runs over whole vectors of the flat plane whatever the row's width; only
+the ``V - OW`` columns past each row (``(KW-1)*dw // sw``: one for a 3x3
+stride 2) are computed and dropped. Each kept output is the same sum, in
+the same tap order, as the direct convolution's. The epilogue (bias,
+activation) reads the flat plane's rows, contiguous.
+
+A 3x3 (or narrower) window whose strided output row spans at most half a
+vector of input (``2*OW*sw <= lanes``: at 16 lanes MobileNet's 8x8 and
+smaller images) keeps the wide form: the row sums over every input column of a padded copy,
+one vector a row, and every ``sw``-th column is kept in a buffer of its own.
+There the phases' copy costs more than the products it saves (measured per
+kernel against ORT, bench/README.md).
 """
 
 from __future__ import annotations
 
 from phasec import arith
+from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import padded_input
+from phasec.te.schedules.pool_window import padded_input, stride_phases
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
@@ -30,10 +39,10 @@ __all__ = ["schedule"]
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
-    """The depthwise convolution ``w`` (NCHW float conv2d) stride-1 along
-    its rows, then decimated; None unless it is depthwise (one input and
-    one output channel per group), strided along the rows' axis, with
-    static sizes."""
+    """The depthwise convolution ``w`` (NCHW float conv2d) over its input's
+    stride phases, or wide then decimated (see the module docstring); None
+    unless it is depthwise (one input and one output channel per group),
+    strided along the rows' axis, with static sizes."""
     data, weight = w.data, w.weight
     if w.data_layout.name != "NCHW" or w.kernel_layout.name != "OIHW" \
             or w.out_layout.name != "NCHW":
@@ -43,18 +52,45 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         return None
     n, c, H, W, O, CG, KH, KW, _, _, OH, OW = dims
     sh, sw = w.strides
-    dh, dw = w.dilation
     if not (w.groups == c == O and CG == 1 and sw > 1 and OW >= 2):
         return None
+    lanes = tuning.host_tuning().lanes(int(data.dtype[5:]))
+    if (KW - 1) * w.dilation[1] <= 2 and 2 * OW * sw <= lanes:
+        return _wide(w, n, c, OH, OW, KH, KW)
+    return _phased(w, n, c, OH, OW, KH, KW, lanes)
+
+
+def _phased(w: ConvWorkload, n: int, c: int, OH: int, OW: int, KH: int, KW: int,
+            lanes: int) -> Tensor:
+    (sh, sw), (dh, dw), weight = w.strides, w.dilation, w.weight
+    zero = te.const(0, w.data.dtype)
+    phases, V, columns = stride_phases(w.data, (OH, OW), (KH, KW), (sh, sw), (dh, dw),
+                                       (w.padding[0], w.padding[1]), zero, lanes)
+    ry, rx = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
+
+    def flat_body(b, ch, p):
+        y_tap, x_tap = ry.var * dh, rx.var * dw
+        phase = (y_tap % sh) * sw + x_tap % sw
+        return te.sum(phases[b, ch, phase, p + (y_tap // sh) * V + x_tap // sw]
+                      * weight[ch, 0, ry.var, rx.var], axis=[ry, rx])
+    flat = te.compute((i64(n), i64(c), i64(columns)), flat_body, name="T_conv2d_flat",
+                      tag="conv2d")
+    # inlined: the epilogue (bias, activation) reads the flat plane's rows,
+    # contiguous, with no copy between
+    return te.compute(w.out_shape, lambda b, ch, y, x: flat[b, ch, y * V + x], name="T_conv2d")
+
+
+def _wide(w: ConvWorkload, n: int, c: int, OH: int, OW: int, KH: int, KW: int) -> Tensor:
+    (sh, sw), (dh, dw), weight = w.strides, w.dilation, w.weight
     top, left = w.padding[0], w.padding[1]
     columns = OW * sw
     # the padded copy reaches the last column the extra columns' taps read
     # (input coordinates, exclusive), and the last row the kept rows' taps read
     reach = [(OH - 1) * sh + (KH - 1) * dh - top + 1, columns + (KW - 1) * dw - left]
-    zero = te.const(0, data.dtype)
-    padded = padded_input(data, w.padding, 2, zero, reach)
+    zero = te.const(0, w.data.dtype)
+    padded = padded_input(w.data, w.padding, 2, zero, reach)
     if padded is None:  # no padding: pad anyway on the right for the extra columns
-        padded = padded_input(data, [0, 0, 0, 1], 2, zero, reach)
+        padded = padded_input(w.data, [0, 0, 0, 1], 2, zero, reach)
     ry, rx = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
     wide = te.compute(
         (i64(n), i64(c), i64(OH), i64(columns)),

@@ -11,7 +11,8 @@ its interior, both with contiguous vector stores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["PoolWindow", "padded_for_max", "padded_input", "stride_phases"]
+__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input", "stride_phases"]
 
 
 class PoolWindow:
@@ -120,41 +121,98 @@ def padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
     return te.extern([i64(v) for v in shape], x.dtype, [x], build, name="pad_temp")
 
 
+#: the longest phase row whose de-interleave is unrolled (see PhaseGeometry.copy)
+MAX_UNROLLED_COLUMNS = 32
+
+
+@dataclass(frozen=True)
+class PhaseGeometry:
+    """The stride phases of an NCHW input laid flat (:func:`stride_phases`):
+    ``V`` columns a phase row, ``columns`` flat outputs (``OH*V`` rounded
+    up to whole tiles), ``length`` elements a phase."""
+
+    H: int
+    W: int
+    U: int
+    V: int
+    columns: int
+    length: int
+    strides: tuple[int, int]
+    lead: tuple[int, int]
+
+    @staticmethod
+    def of(hw: tuple[int, int], out_hw: tuple[int, int], window: tuple[int, int],
+           strides: Sequence[int], dilation: Sequence[int], lead: tuple[int, int],
+           tile: int) -> PhaseGeometry:
+        """The geometry of an ``hw`` input under a window (see :func:`stride_phases`)."""
+        (OH, OW), (KH, KW), (sh, sw), (dh, dw) = out_hw, window, strides, dilation
+        U = OH + (KH - 1) * dh // sh      # phase rows every output row's taps reach
+        V = OW + (KW - 1) * dw // sw      # phase columns
+        columns = -(-OH * V // tile) * tile
+        length = columns + (KH - 1) * dh // sh * V + (KW - 1) * dw // sw
+        return PhaseGeometry(hw[0], hw[1], U, V, columns, length, (sh, sw), lead)
+
+    def copy(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
+             at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]]) -> list[Stmt]:
+        """Channel ``(b, ch)`` of ``src`` into its phases, phase ``f``
+        element ``q`` stored at index ``at(f, q)``: ``fill`` with contiguous
+        stores, then every input row some window reaches, de-interleaved."""
+        (sh, sw), (top, left), V = self.strides, self.lead, self.V
+        f, q = Var("f", "int64"), Var("q", "int64")
+        stmts: list[Stmt] = [For(f, i64(0), i64(sh * sw), "serial", For(
+            q, i64(0), i64(self.length), "vectorized", BufferStore(at(f, q)[0], fill,
+                                                                   at(f, q)[1:])))]
+        # phase column v takes input columns v*sw + e - left (e < sw): the sw
+        # contiguous loads of a vector of v are one interleaved group (loads
+        # and shuffles; a scatter element by element, with its // and % per
+        # element, was most of a pool's time). The few columns v whose group
+        # crosses the border are stored one by one, where they exist.
+        y, v = Var("y", "int64"), Var("v", "int64")
+        a, u = (y + top) % sh, (y + top) // sh
+        rows = max(0, min(self.H, self.U * sh - top))
+        cols = max(0, min(self.W, V * sw - left))
+
+        def put(col: PrimExpr, e: int) -> Stmt:
+            where = at(a * sw + e, u * V + col)
+            return BufferStore(where[0], src[(b, ch, y, col * sw + (e - left))], where[1:])
+        lo = min(V, -(-left // sw))                        # first whole group
+        hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
+        row: list[Stmt] = []
+        if hi > lo:
+            # a short row unrolled: the SLP vectorizer groups its loads and
+            # stores in whole vectors, where the loop vectorizer took 4 lanes
+            # and a scalar tail for 13-17 columns (pool 576x14x14: 57 -> 45 us)
+            kind = "unroll" if hi - lo <= MAX_UNROLLED_COLUMNS else "vectorized"
+            row.append(For(v, i64(lo), i64(hi - lo), kind,
+                           SeqStmt(tuple(put(v, e) for e in range(sw)))))
+        row += [put(i64(col), e) for col in (*range(lo), *range(hi, V))
+                for e in range(sw) if 0 <= col * sw + e - left < cols]
+        if row:
+            stmts.append(For(y, i64(0), i64(rows), "serial",
+                             row[0] if len(row) == 1 else SeqStmt(tuple(row))))
+        return stmts
+
+
 def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],
                   strides: Sequence[int], dilation: Sequence[int], lead: tuple[int, int],
                   fill: PrimExpr, tile: int) -> tuple[Tensor, int, int]:
     """``x`` (NCHW, static) split into its ``sh x sw`` stride phases laid
     flat, for a strided window (a max pooling, a depthwise convolution):
     ``ph[b, c, a*sw + e, u*V + v] = x[b, c, u*sh + a - top, v*sw + e - left]``,
-    ``fill`` for the padding and past the input, written by hand (``fill``
-    with contiguous stores, then each input element to its place). Tap ``(r0, r1)`` of
+    ``fill`` for the padding and past the input, written by hand
+    (:meth:`PhaseGeometry.copy`). Tap ``(r0, r1)`` of
     the output at ``p = y*V + x`` reads phase ``((r0*dh) % sh, (r1*dw) % sw)``
     at ``p + (r0*dh)//sh * V + (r1*dw)//sw``: contiguous in ``p``. Returns the
     phases, ``V`` and the flat output's columns (``OH*V`` rounded up to whole
     ``tile``s, the extra ones computed and dropped)."""
     n, c, H, W = (arith.const_int(d) for d in x.shape)
-    (OH, OW), (KH, KW), (sh, sw), (dh, dw) = out_hw, window, strides, dilation
-    top, left = lead
-    U = OH + (KH - 1) * dh // sh      # phase rows every output row's taps reach
-    V = OW + (KW - 1) * dw // sw      # phase columns
-    columns = -(-OH * V // tile) * tile
-    length = columns + (KH - 1) * dh // sh * V + (KW - 1) * dw // sw
+    (sh, sw) = strides
+    geo = PhaseGeometry.of((H, W), out_hw, window, strides, dilation, lead, tile)
+    V, columns, length = geo.V, geo.columns, geo.length
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
-        src = bufs[0]
-        b, ch, f, q = (Var(v, "int64") for v in ("b", "ch", "f", "q"))
-        stmts: list[Stmt] = [For(f, i64(0), i64(sh * sw), "serial", For(
-            q, i64(0), i64(length), "vectorized", BufferStore(out, fill, (b, ch, f, q))))]
-        # every input element some window reaches to its phase (a phase row
-        # is V long), one small loop nest: a nest per phase of a few
-        # iterations each was unrolled whole, and slow to compile
-        y, x = Var("y", "int64"), Var("x", "int64")
-        py, px = y + top, x + left
-        rows, cols = max(0, min(H, U * sh - top)), max(0, min(W, V * sw - left))
-        stmts.append(For(y, i64(0), i64(rows), "serial", For(
-            x, i64(0), i64(cols), "serial", BufferStore(
-                out, src[(b, ch, y, x)],
-                (b, ch, (py % sh) * sw + px % sw, (py // sh) * V + px // sw)))))
+        b, ch = Var("b", "int64"), Var("ch", "int64")
+        stmts = geo.copy(bufs[0], b, ch, fill, lambda f, q: (out, b, ch, f, q))
         work = n * c * sh * sw * length
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         return For(b, i64(0), i64(n), "serial", For(ch, i64(0), i64(c),

@@ -55,7 +55,7 @@ from phasec.te.schedules.build_time import (
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["WINOGRAD_MARK", "WEIGHT_TRANSFORM", "winograd_matrices", "transform_weight",
+__all__ = ["WINOGRAD_MARK", "WEIGHT_TRANSFORM", "winograd_matrices", "transform_weight", "estimate_ns",
            "winograd_conv2d", "schedule"]
 
 #: the key of the AttrStmt around a kernel's weight transform (value: m)
@@ -333,7 +333,7 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
 
 def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
                     padding: Sequence[int], dtype: str, max_tile: int,
-                    lanes: int) -> Tensor | None:
+                    lanes: int, weight_per_call: bool = False) -> Tensor | None:
     """The conv2d of NCHW ``data`` and OIHW 3x3 ``weight`` (stride 1,
     dilation 1, one group, ``padding`` top, left, bottom, right) by
     F(m x m, 3 x 3), its loops in vectors of ``lanes``, or None when a shape
@@ -343,7 +343,12 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     ``m`` is the largest of ``max_tile`` and 2 that gives the GEMMs at least
     a vector of columns (tiles): a 7x7 image has 4 tiles of 4x4 and 16 of
     2x2, and F(2x2) is there much faster than F(4x4). A smaller image keeps
-    the direct convolution."""
+    the direct convolution.
+
+    ``weight_per_call``: the weight is a parameter, so ``U = G w G^T`` runs
+    on every call; then the plan is the one of least estimated per-call cost
+    (:func:`estimate_ns`), and None (the direct convolution) when that is
+    more than the direct convolution's."""
     dims = [arith.const_int(x) for x in (*data.shape, *weight.shape, *out_shape)]
     n, c, h, w, k, _, kh, kw, _, _, oh, ow = dims
     # the batch may be symbolic (a model exported with a dynamic batch axis)
@@ -356,9 +361,16 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     plans = [_Plan(m, batch, c, k, h, w, oh, ow, padding[0], padding[1], dtype, lanes)
              for m in sorted(_MATRICES, reverse=True) if m <= max_tile]
     # (a symbolic batch: the tiles of one image decide, as for a batch of 1)
-    plan = next((p for p in plans if (n or 1) * p.th * p.tw >= lanes), None)
-    if plan is None:
+    plans = [p for p in plans if (n or 1) * p.th * p.tw >= lanes]
+    if not plans:
         return None
+    plan = plans[0]
+    if weight_per_call:
+        costs = {id(p): estimate_ns(n or 1, c, k, oh, ow, p.m, weight_per_call=True)
+                 for p in plans}
+        plan = min(plans, key=lambda p: costs[id(p)][0])
+        if costs[id(plan)][0] > costs[id(plan)][1]:
+            return None
     e = plan.a * plan.a
     u = te.extern((e, k, c), dtype, [weight], lambda ins, o: _weight_nest(plan, ins[0], o),
                   name="T_winograd_weight")
@@ -375,11 +387,38 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
                      name="T_conv2d_winograd")
 
 
+#: the per-call cost estimate (:func:`estimate_ns`), nanoseconds on one
+#: core, fitted to single kernels on the AVX-512 host (bench/README.md,
+#: "Schedule choice by cost"): a multiply-add of the direct convolution or
+#: of Winograd's GEMMs (49 per ns), an element of the input and output
+#: transforms (V and M), an element of the weight transform (U)
+NS_PER_MULTIPLY_ADD = 1 / 49
+NS_PER_TRANSFORMED = 0.5
+NS_PER_WEIGHT_TRANSFORMED = 0.25
+
+
+def estimate_ns(n: int, c: int, k: int, oh: int, ow: int, m: int,
+                weight_per_call: bool) -> tuple[float, float]:
+    """The estimated time of one call (ns) of a 3x3 stride-1 convolution of
+    ``n`` images, ``c`` -> ``k`` channels, ``oh x ow`` outputs: by
+    F(m x m, 3 x 3), with ``U = G w G^T`` counted when ``weight_per_call``
+    (a constant's runs once at build time), and directly. A model, not a
+    measurement: what decides between the two when the weight transform
+    is not free."""
+    e, tiles = (m + 2) ** 2, n * -(-oh // m) * -(-ow // m)
+    winograd = (e * k * c * tiles * NS_PER_MULTIPLY_ADD
+                + (c + k) * tiles * e * NS_PER_TRANSFORMED
+                + (k * c * e * NS_PER_WEIGHT_TRANSFORMED if weight_per_call else 0.0))
+    return winograd, n * k * c * oh * ow * 9 * NS_PER_MULTIPLY_ADD
+
+
 def schedule(w: ConvWorkload) -> Tensor | None:
     """The convolution of ``w`` (an NCHW float conv2d) by Winograd's
     F(m x m, 3 x 3), or None when it is not a one-group 3x3 stride-1
     convolution of enough channels (``m`` and the channel threshold from the
-    host's :class:`~phasec.target.tuning.TargetTuning`)."""
+    host's :class:`~phasec.target.tuning.TargetTuning`); when the weight is
+    a parameter, only where the estimate with its transform on every call is
+    below the direct convolution's (:func:`estimate_ns`)."""
     host = tuning.host_tuning()
     if (not host.winograd_tile or w.groups != 1 or tuple(w.strides) != (1, 1)
             or tuple(w.dilation) != (1, 1)):
@@ -388,7 +427,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if any(x is None or x < host.winograd_min_channels for x in channels):
         return None
     return winograd_conv2d(w.data, w.weight, w.out_shape, w.padding, w.dtype,
-                           host.winograd_tile, w.lanes)
+                           host.winograd_tile, w.lanes, weight_per_call=not w.weight_is_constant)
 
 
 def _transformed_weight(func: tir.PrimFunc) -> WeightPlan | None:

@@ -7,7 +7,9 @@ schedules use it only through :class:`LayoutIndex`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,7 +17,34 @@ from phasec.ir.tir import PrimExpr
 from phasec.target import tuning
 from phasec.te.tensor import Tensor
 
-__all__ = ["LayoutIndex", "CanonicalLayout", "SwappedSpatial", "ConvWorkload", "ConvTransposeWorkload", "PoolWorkload"]
+__all__ = ["LayoutIndex", "CanonicalLayout", "SwappedSpatial", "ConvWorkload", "ConvTransposeWorkload", "PoolWorkload",
+           "constant_tensors", "is_constant_tensor"]
+
+#: the names of the placeholders of the kernel being built whose values are
+#: constants of the module (None: outside a kernel's construction)
+_CONSTANTS: ContextVar[set[str] | None] = ContextVar("phasec_constant_tensors", default=None)
+
+
+@contextmanager
+def constant_tensors(names: Iterable[str]) -> Iterator[set[str]]:
+    """While one kernel's TE graph is built: ``names`` are its placeholders
+    whose values are constants of the module (weights), which
+    PackConstantWeights can transform once per build, so a schedule's
+    estimate of its per-call cost leaves their transforms out. The set
+    yielded takes the names of constants met on the way."""
+    known = set(names)
+    token = _CONSTANTS.set(known)
+    try:
+        yield known
+    finally:
+        _CONSTANTS.reset(token)
+
+
+def is_constant_tensor(t: Tensor) -> bool:
+    """Whether ``t`` is a placeholder :func:`constant_tensors` declared a
+    constant (anything else, a computed tensor too, is read per call)."""
+    known = _CONSTANTS.get()
+    return known is not None and t.is_placeholder and t.name in known
 
 
 class LayoutIndex(Protocol):
@@ -94,6 +123,12 @@ class ConvWorkload:
     def lanes(self) -> int:
         """Elements of the output dtype (float32 or float64) in one of the host's vectors."""
         return tuning.host_tuning().lanes(64 if self.dtype == "float64" else 32)
+
+    @property
+    def weight_is_constant(self) -> bool:
+        """Whether the weight is a constant of the module (transformed once
+        per build), not a parameter transformed on every call."""
+        return is_constant_tensor(self.weight)
 
 
 @dataclass(frozen=True)
