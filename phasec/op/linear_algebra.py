@@ -40,6 +40,7 @@ from phasec.op.draw import (
 from phasec.op.manipulate.join import common_dtype, tensor_list, tuple_of_tensors
 from phasec.ir.text import expr_to_str, prim_expr_to_str
 from phasec.te import Tensor
+from phasec.te.analysis import static_int
 from phasec.op.calls import call_op
 
 __all__: list[str] = []
@@ -102,6 +103,10 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
     # float16 products accumulate in float32 and round once (as ONNX Runtime's
     # and numpy's float16 matmuls do)
     dt = "float32" if out.dtype == "float16" else out.dtype
+    if (a.dtype, b.dtype, out.dtype) == ("uint8", "int8", "int32") and b.ndim == 2:
+        packed = _matmul_u8s8(a, b, out)
+        if packed is not None:
+            return packed
     k = te.reduce_axis(a.shape[-1], "k")
     a_mat, b_mat = a.ndim > 1, b.ndim > 1
     out_nd = len(out.shape)
@@ -124,6 +129,43 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
         return te.compute(out.shape, body, name="T_matmul", tag="matmul")
     wide = te.compute(out.shape, body, name="T_matmul_f32", tag="matmul")
     return te.compute(out.shape, lambda *i: te.cast(wide[i], out.dtype), name="T_matmul")
+
+
+def _byte_word(t: Tensor, index: Any, K: int, kq: PrimExpr) -> PrimExpr:
+    """The int32 word of bytes ``4*kq .. 4*kq+3`` of ``t`` along its reduction
+    axis (``index(k)`` its indices), byte 0 lowest, zero past ``K``."""
+    word: PrimExpr | None = None
+    for q in range(4):
+        k = kq * 4 + q
+        byte = te.cast(te.cast(t[tuple(index(k))], "uint8"), "int32")
+        if K % 4 and 4 * (K // 4) + q >= K:
+            byte = te.select(te.lt(k, _i64(K)), byte, tir.IntImm(0, "int32"))
+        if q:
+            byte = te.call("shift_left", byte, tir.IntImm(8 * q, "int32"))
+        word = byte if word is None else te.call("bitwise_or", word, byte)
+    assert word is not None
+    return word
+
+
+def _matmul_u8s8(a: Tensor, b: Tensor, out: Tensor) -> Tensor | None:
+    """uint8 x int8 -> int32 with a static reduction: exact int32 sums of
+    ``T.dot4_u8s8`` over words of four bytes of each operand (vpdpbusd with
+    AVX512-VNNI or AVX-VNNI, else an exact vpmaddwd sequence, chosen from the
+    features of the CPU the kernel is compiled for; see
+    phasec/backend/llvm/intdot.py), which the GEMM schedule tiles like a
+    float matmul. None for a symbolic reduction length."""
+    K = static_int(a.shape[-1])
+    if K is None or K < 1:
+        return None
+    kq = te.reduce_axis(_i64(-(-K // 4)), "kq")
+    a_mat = a.ndim > 1
+
+    def body(*i: PrimExpr) -> Any:
+        lead = list(i[:-1]) if a_mat else []  # (b is 2-D: out has a's axes)
+        aw = _byte_word(a, lambda k: lead + [k] if a_mat else [k], K, kq.var)
+        bw = _byte_word(b, lambda k: [k, i[-1]], K, kq.var)
+        return te.sum(te.call("dot4_u8s8", aw, bw), axis=[kq])
+    return te.compute(out.shape, body, name="T_matmul_u8s8", tag="matmul")
 
 
 # ---------------------------------------------------------------------------

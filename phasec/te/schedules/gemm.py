@@ -171,22 +171,29 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     :func:`phasec.te.schedules.schedule_nest`)."""
     tuning = nest.opt.target
     m = nest.m
+    expr = anchor.expr
+    dot4 = _is_dot4(expr) and anchor.tensor.dtype == "int32"
     if (m < 2 or anchor.tensor.op.tag not in GEMM_TAGS or anchor.combiner != "sum"
-            or not anchor.raxes or anchor.tensor.dtype not in ("float32", "float64")):
+            or not anchor.raxes or (anchor.tensor.dtype not in ("float32", "float64")
+                                    and not dot4)):
         return None
     if anchor is not nest.root:
         if len(anchor.axes) != m or any(b is not a for b, a in zip(anchor.binding, nest.root.axes)):
             return None
-    expr = anchor.expr
-    if not isinstance(expr, BinaryOp) or expr.op != "*":
+    if dot4:
+        operands = expr.args
+    elif isinstance(expr, BinaryOp) and expr.op == "*":
+        operands = (expr.lhs, expr.rhs)
+    else:
         return None
     jvar = anchor.axes[m - 1]
-    lhs, rhs = vars_of(expr.lhs), vars_of(expr.rhs)
+    lhs, rhs = vars_of(operands[0]), vars_of(operands[1])
     split = None
     group = 0  # B reads the rows in groups of this many (a grouped convolution), or 0
     for row_axis in range(m - 2, -1, -1):  # matmul: m - 2; conv2d NCHW: the channels
         ivar = anchor.axes[row_axis]
-        for a, b, first in ((expr.lhs, expr.rhs, False), (expr.rhs, expr.lhs, True)):
+        for a, b, first in ((operands[0], operands[1], False),
+                            (operands[1], operands[0], True)):
             av, bv = (lhs, rhs) if not first else (rhs, lhs)
             if id(ivar) not in av or id(jvar) in av or id(jvar) not in bv:
                 continue
@@ -275,6 +282,12 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     pack = pack or (gather and n_tiles > 0)
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
+
+
+def _is_dot4(e: PrimExpr) -> bool:
+    """Whether ``e`` is ``T.dot4_u8s8(a, b)``: an integer GEMM's product of
+    words of four 8-bit values (see phasec/backend/llvm/intdot.py)."""
+    return isinstance(e, tir.Call) and e.name == "dot4_u8s8" and len(e.args) == 2
 
 
 def _unit_stride(e: PrimExpr, var: Var) -> bool:
@@ -631,7 +644,10 @@ class GemmEmitter:
                                        low.default_load)
                 else:
                     b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
-                prod = b * a if self.plan.b_first else a * b
+                ops = (b, a) if self.plan.b_first else (a, b)
+                # (an integer GEMM: acc + dot4(a, b) is one vpdpbusd)
+                prod = (tir.Call("dot4_u8s8", ops, "int32") if _is_dot4(anchor.expr)
+                        else ops[0] * ops[1])
                 total = combine("sum", total, prod)
             body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
             kvalues = [_mul(ks[0], unroll)] if unroll > 1 else ks
