@@ -1,0 +1,86 @@
+"""T.dot4_u8s8 (the integer GEMM's 8-bit dot product): its reference
+semantics against numpy, the instructions its vector variants become for a
+target with and without VNNI, and PHASEC_CPU_FEATURES's parsing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm.intdot import DOT4_FUNCTION, DOT4_VARIANTS, dot4_function
+from phasec.backend.llvm.jit import with_feature_override
+from phasec.backend.llvm.objworker import compile_object
+from phasec.errors import InputError
+from phasec.ir.intrinsics import INTRINSIC_TABLE
+
+
+def test_reference_semantics_against_numpy():
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (200, 4)).astype(np.uint8)
+    b = rng.integers(-128, 128, (200, 4)).astype(np.int8)
+    a[0], b[0] = 255, -128
+    dot = INTRINSIC_TABLE["dot4_u8s8"].on_bits(32)
+    got = [dot(int(x), int(y)) for x, y in zip(a.view("<i4")[:, 0], b.view("<i4")[:, 0])]
+    want = (a.astype(np.int64) * b.astype(np.int64)).sum(axis=1)
+    np.testing.assert_array_equal(got, want)
+
+
+def _kernel(features: str) -> str:
+    """A 16-wide accumulator loop over k calling the helper, as a GEMM tile does."""
+    helper, decls = dot4_function(features)
+    loop = f"""
+define void @k(ptr noalias %acc, ptr noalias %a, ptr noalias %b, i64 %K) {{
+entry:
+  br label %kl
+kl:
+  %k = phi i64 [0, %entry], [%k1, %jx]
+  %ap = getelementptr i32, ptr %a, i64 %k
+  %av = load i32, ptr %ap
+  br label %jl
+jl:
+  %j = phi i64 [0, %kl], [%j1, %jl]
+  %kb = mul i64 %k, 16
+  %bi = add i64 %kb, %j
+  %bp = getelementptr i32, ptr %b, i64 %bi
+  %bv = load i32, ptr %bp
+  %cp = getelementptr i32, ptr %acc, i64 %j
+  %cv = load i32, ptr %cp
+  %r = call i32 @{DOT4_FUNCTION}(i32 %cv, i32 %av, i32 %bv) {DOT4_VARIANTS}
+  store i32 %r, ptr %cp
+  %j1 = add i64 %j, 1
+  %c = icmp ult i64 %j1, 16
+  br i1 %c, label %jl, label %jx, !llvm.loop !0
+jx:
+  %k1 = add i64 %k, 1
+  %c2 = icmp ult i64 %k1, %K
+  br i1 %c2, label %kl, label %done
+done:
+  ret void
+}}
+!0 = distinct !{{!0, !1, !2}}
+!1 = !{{!"llvm.loop.vectorize.enable", i1 true}}
+!2 = !{{!"llvm.loop.unroll.disable"}}
+"""
+    return "\n".join([*decls.values(), helper, loop])
+
+
+@pytest.mark.parametrize("features,vnni", [
+    ("+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx512vnni", True),
+    ("+avx2,+fma,+avx512f,+avx512bw,+avx512vl,-avx512vnni", False),
+])
+def test_vector_variant_instructions(features, vnni):
+    _, ir, _ = compile_object(_kernel(features), "x86_64-unknown-linux-gnu", "x86-64-v4",
+                              features, 3)
+    body = ir[ir.index("define void @k("):]
+    body = body[:body.index("\n}\n")]
+    assert ("vpdpbusd" in body) == vnni
+    assert f"@{DOT4_FUNCTION}.v" not in body  # the variant was inlined after vectorizing
+    assert " x i32>" in body  # vectorized
+
+
+def test_feature_override():
+    assert with_feature_override("+avx2,+avx512vnni,+fma", "-avx512vnni") == \
+        "+avx2,+fma,-avx512vnni"
+    assert with_feature_override("+avx2", "") == "+avx2"
+    with pytest.raises(InputError, match="PHASEC_CPU_FEATURES"):
+        with_feature_override("+avx2", "avx512vnni")
