@@ -167,16 +167,25 @@ def _matmul_integer(ctx: NodeContext) -> Value:
             zp = ctx.emit("reshape", zp, (ctx.shape(zp)[0], 1))  # one per row of A
         return ctx.emit("subtract", x, zp)
     za, zb = ctx.optional(2), ctx.optional(3)
-    k = ctx.shape(a)[-1] if ctx.ndim(a) else None
-    if (ctx.dtype(a) in ("uint8", "int8") and ctx.dtype(b) in ("uint8", "int8")
-            and ctx.ndim(a) >= 1 and ctx.ndim(b) == 2 and isinstance(k, int)):
-        return _integer_gemm(ctx, a, b, za, zb, k)
+    k = integer_gemm_length(ctx, a, b)
+    if k is not None:
+        return integer_gemm(ctx, a, b, za, zb, k)
     a32 = centered(a, za, 0)
     b32 = centered(b, zb, None)
     return exact_int_matmul(ctx, a32, b32, a, b)
 
 
-def _integer_gemm(ctx: NodeContext, a: Value, b: Value, za: Value | None, zb: Value | None,
+def integer_gemm_length(ctx: NodeContext, a: Value, b: Value) -> int | None:
+    """K when ``a @ b`` can run on the integer GEMM (8-bit operands, B 2-D,
+    a static K), else None."""
+    k = ctx.shape(a)[-1] if ctx.ndim(a) else None
+    if (ctx.dtype(a) in ("uint8", "int8") and ctx.dtype(b) in ("uint8", "int8")
+            and ctx.ndim(b) == 2 and isinstance(k, int)):
+        return k
+    return None
+
+
+def integer_gemm(ctx: NodeContext, a: Value, b: Value, za: Value | None, zb: Value | None,
                   k: int) -> Value:
     """``sum_k (a - za)(b - zb)`` through the uint8 x int8 integer GEMM
     (``matmul(..., out_dtype="int32")``, see phasec/op/linear_algebra.py),

@@ -22,7 +22,10 @@ integer results are equal to ONNX Runtime's: operands minus their zero
 points in int32, products accumulated in int32 (plus the int32 bias), then
 requantized with one float32 multiplier per output (``a_scale * b_scale /
 y_scale``, computed in the scales' dtype): ``saturate(round_half_even(acc *
-multiplier) + y_zero_point)``.
+multiplier) + y_zero_point)``. QLinearMatMul of 8-bit operands with a 2-D B
+and a static K accumulates on the integer GEMM (``ops_linalg.integer_gemm``:
+uint8 x int8 words, zero points corrected by row and column sums after the
+product), the same int32 sums.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._dtypes import NARROW_INTS, carrier, narrow_format
 from phasec.frontend.onnx._registry import converter
-from phasec.frontend.onnx.ops_linalg import exact_int_matmul
+from phasec.frontend.onnx.ops_linalg import exact_int_matmul, integer_gemm, integer_gemm_length
 from phasec.frontend.onnx.ops_math import onnx_to_dtype
 from phasec.frontend.onnx.ops_narrow import E8M0, FLOAT8, FLOAT_FORMATS
 from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
@@ -363,8 +366,12 @@ def _qlinear_matmul(ctx: NodeContext) -> Value:
     a, a_scale, a_zp = ctx.input(0), ctx.input(1), ctx.input(2)
     b, b_scale, b_zp = ctx.input(3), ctx.input(4), ctx.input(5)
     y_scale, y_zp = ctx.input(6), ctx.input(7)
-    a32, b32 = matmul_operands(ctx, a, a_zp, b, b_zp)
-    acc = exact_int_matmul(ctx, a32, b32, a, b)
+    k = integer_gemm_length(ctx, a, b)
+    if k is not None:  # the integer GEMM, zero points corrected after
+        acc = integer_gemm(ctx, a, b, a_zp, b_zp, k)
+    else:
+        a32, b32 = matmul_operands(ctx, a, a_zp, b, b_zp)
+        acc = exact_int_matmul(ctx, a32, b32, a, b)
     m = multiplier(ctx, _row_scale(ctx, a_scale, a), b_scale, y_scale)
     return requantize(ctx, ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"), m),
                       y_zp, ctx.dtype(y_zp))
