@@ -103,11 +103,6 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
     # float16 products accumulate in float32 and round once (as ONNX Runtime's
     # and numpy's float16 matmuls do)
     dt = "float32" if out.dtype == "float16" else out.dtype
-    if (a.dtype, b.dtype, out.dtype) == ("uint8", "int8", "int32") and b.ndim == 2:
-        packed = _matmul_u8s8(a, b, out)
-        if packed is not None:
-            return packed
-    k = te.reduce_axis(a.shape[-1], "k")
     a_mat, b_mat = a.ndim > 1, b.ndim > 1
     out_nd = len(out.shape)
     n_batch = out_nd - int(a_mat) - int(b_mat)
@@ -119,12 +114,34 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
         return [(_i64(0) if _is_one(tb[d]) and not _is_one(batch_shape[off + d])
                  else i[off + d]) for d in range(len(tb))]
 
+    def a_index(i: Sequence[PrimExpr], k: PrimExpr) -> list[PrimExpr]:
+        return (batch_index(a, i[:n_batch]) + [i[n_batch], k]) if a_mat else [k]
+
+    def b_index(i: Sequence[PrimExpr], k: PrimExpr) -> list[PrimExpr]:
+        return (batch_index(b, i[:n_batch]) + [k, i[-1]]) if b_mat else [k]
+
+    K = static_int(a.shape[-1])
+    if (out.dtype == "int32" and {a.dtype, b.dtype} == {"uint8", "int8"}
+            and K is not None and K >= 1):
+        # uint8 x int8 (either side): exact int32 sums of T.dot4_u8s8 over
+        # words of four bytes of each operand (vpdpbusd with AVX512-VNNI or
+        # AVX-VNNI, else an exact vpmaddwd sequence, chosen from the features
+        # of the CPU the kernel is compiled for; see
+        # phasec/backend/llvm/intdot.py), which the GEMM schedule tiles like
+        # a float matmul
+        kq = te.reduce_axis(_i64(-(-K // 4)), "kq")
+
+        def words(*i: PrimExpr) -> Any:
+            aw = _byte_word(a, lambda k: a_index(i, k), K, kq.var)
+            bw = _byte_word(b, lambda k: b_index(i, k), K, kq.var)
+            pair = (aw, bw) if a.dtype == "uint8" else (bw, aw)
+            return te.sum(te.call("dot4_u8s8", *pair), axis=[kq])
+        return te.compute(out.shape, words, name="T_matmul_u8s8", tag="matmul")
+    k = te.reduce_axis(a.shape[-1], "k")
+
     def body(*i: PrimExpr) -> Any:
-        batch = i[:n_batch]
-        ai = (batch_index(a, batch) + [i[n_batch], k.var]) if a_mat else [k.var]
-        bi = (batch_index(b, batch) + [k.var, i[-1]]) if b_mat else [k.var]
-        return te.sum(BinaryOp("*", te.cast(a[tuple(ai)], dt), te.cast(b[tuple(bi)], dt)),
-                      axis=[k])
+        return te.sum(BinaryOp("*", te.cast(a[tuple(a_index(i, k.var))], dt),
+                               te.cast(b[tuple(b_index(i, k.var))], dt)), axis=[k])
     if dt == out.dtype:
         return te.compute(out.shape, body, name="T_matmul", tag="matmul")
     wide = te.compute(out.shape, body, name="T_matmul_f32", tag="matmul")
@@ -145,27 +162,6 @@ def _byte_word(t: Tensor, index: Any, K: int, kq: PrimExpr) -> PrimExpr:
         word = byte if word is None else te.call("bitwise_or", word, byte)
     assert word is not None
     return word
-
-
-def _matmul_u8s8(a: Tensor, b: Tensor, out: Tensor) -> Tensor | None:
-    """uint8 x int8 -> int32 with a static reduction: exact int32 sums of
-    ``T.dot4_u8s8`` over words of four bytes of each operand (vpdpbusd with
-    AVX512-VNNI or AVX-VNNI, else an exact vpmaddwd sequence, chosen from the
-    features of the CPU the kernel is compiled for; see
-    phasec/backend/llvm/intdot.py), which the GEMM schedule tiles like a
-    float matmul. None for a symbolic reduction length."""
-    K = static_int(a.shape[-1])
-    if K is None or K < 1:
-        return None
-    kq = te.reduce_axis(_i64(-(-K // 4)), "kq")
-    a_mat = a.ndim > 1
-
-    def body(*i: PrimExpr) -> Any:
-        lead = list(i[:-1]) if a_mat else []  # (b is 2-D: out has a's axes)
-        aw = _byte_word(a, lambda k: lead + [k] if a_mat else [k], K, kq.var)
-        bw = _byte_word(b, lambda k: [k, i[-1]], K, kq.var)
-        return te.sum(te.call("dot4_u8s8", aw, bw), axis=[kq])
-    return te.compute(out.shape, body, name="T_matmul_u8s8", tag="matmul")
 
 
 # ---------------------------------------------------------------------------

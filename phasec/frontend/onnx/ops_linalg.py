@@ -176,11 +176,11 @@ def _matmul_integer(ctx: NodeContext) -> Value:
 
 
 def integer_gemm_length(ctx: NodeContext, a: Value, b: Value) -> int | None:
-    """K when ``a @ b`` can run on the integer GEMM (8-bit operands, B 2-D,
-    a static K), else None."""
+    """K when ``a @ b`` can run on the integer GEMM (8-bit operands, B a
+    matrix or a batch of them, a static K), else None."""
     k = ctx.shape(a)[-1] if ctx.ndim(a) else None
     if (ctx.dtype(a) in ("uint8", "int8") and ctx.dtype(b) in ("uint8", "int8")
-            and ctx.ndim(b) == 2 and isinstance(k, int)):
+            and ctx.ndim(b) >= 2 and isinstance(k, int)):
         return k
     return None
 
@@ -188,11 +188,13 @@ def integer_gemm_length(ctx: NodeContext, a: Value, b: Value) -> int | None:
 def integer_gemm(ctx: NodeContext, a: Value, b: Value, za: Value | None, zb: Value | None,
                   k: int) -> Value:
     """``sum_k (a - za)(b - zb)`` through the uint8 x int8 integer GEMM
-    (``matmul(..., out_dtype="int32")``, see phasec/op/linear_algebra.py),
-    zero points not subtracted from the operands but corrected after:
-    ``sum ab - za sum b - zb sum a + K za zb``. An int8 ``a`` becomes
-    uint8 by adding 128 (its zero point too), a uint8 ``b`` int8 by
-    subtracting 128; the column sums of a constant ``b`` fold at import."""
+    (``matmul(..., out_dtype="int32")`` of one uint8 and one int8 operand,
+    see phasec/op/linear_algebra.py), zero points not subtracted from the
+    operands but corrected after: ``sum ab - za sum b - zb sum a + K za zb``
+    (``za`` per tensor or per row of ``a``, ``zb`` per tensor or per column
+    of ``b``). Of two int8 operands ``a`` becomes uint8 by adding 128 (its
+    zero point too), of two uint8 ones ``b`` int8 by subtracting 128; the
+    sums of a constant operand fold at import."""
     def as_int32(x: Value) -> Value:
         return ctx.emit("astype", x, dtype="int32")
 
@@ -200,8 +202,9 @@ def integer_gemm(ctx: NodeContext, a: Value, b: Value, za: Value | None, zb: Val
         return ctx.emit("astype", ctx.emit("add", as_int32(x), (
             np.array(by, "int32"))), dtype=dtype)
 
-    a_shift = 128 if ctx.dtype(a) == "int8" else 0
-    b_shift = -128 if ctx.dtype(b) == "uint8" else 0
+    same = ctx.dtype(a) == ctx.dtype(b)
+    a_shift = 128 if same and ctx.dtype(a) == "int8" else 0
+    b_shift = -128 if same and ctx.dtype(b) == "uint8" else 0
     if a_shift:
         a = shifted(a, a_shift, "uint8")
     if b_shift:
@@ -221,7 +224,8 @@ def integer_gemm(ctx: NodeContext, a: Value, b: Value, za: Value | None, zb: Val
     zb32 = zero_point(zb, b_shift, False)   # b = b' - b_shift: zb' = zb + b_shift
     if za32 is not None:
         y = ctx.emit("subtract", y, ctx.emit("multiply", za32,
-                                             ctx.emit("sum", as_int32(b), axis=[0])))
+                                             ctx.emit("sum", as_int32(b), axis=[-2],
+                                                      keepdims=True)))
     if zb32 is not None:
         y = ctx.emit("subtract", y, ctx.emit("multiply", zb32, ctx.emit(
             "sum", as_int32(a), axis=[-1], keepdims=True)))

@@ -25,7 +25,9 @@ y_scale``, computed in the scales' dtype): ``saturate(round_half_even(acc *
 multiplier) + y_zero_point)``. QLinearMatMul of 8-bit operands with a 2-D B
 and a static K accumulates on the integer GEMM (``ops_linalg.integer_gemm``:
 uint8 x int8 words, zero points corrected by row and column sums after the
-product), the same int32 sums.
+product), the same int32 sums; so do ConvInteger and QLinearConv of a
+pointwise kernel (1x1, stride 1, no padding, one group) as ``W[O, C] @
+x[N, C, positions]``.
 """
 
 from __future__ import annotations
@@ -384,6 +386,15 @@ def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
     wshape = ctx.shape(w)
     kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
     n = len(kernel)
+    if (all(v == 1 for v in kernel + strides) and not any(pads)
+            and int(ctx.attr("group", 1)) == 1 and isinstance(wshape[1], int)
+            and all(ctx.dtype(v) in ("int8", "uint8") for v in (x, w))):
+        # a pointwise convolution: W[O, C] @ x[N, C, positions] on the integer GEMM
+        xshape = ctx.shape(x)
+        y = integer_gemm(ctx, ctx.emit("reshape", w, (wshape[0], wshape[1])),
+                         ctx.emit("reshape", x, (xshape[0], wshape[1], -1)), w_zp, x_zp,
+                         wshape[1])
+        return ctx.emit("reshape", y, (xshape[0], wshape[0], *xshape[2:]))
     x32 = centered(ctx, x, x_zp)
     w32 = centered(ctx, w, w_zp, 0 if w_zp is not None and ctx.ndim(w_zp) == 1 and
                    ctx.shape(w_zp) != [1] else None)
