@@ -334,8 +334,28 @@ def qdq_conv(c: int = 64, hw: int = 56) -> Workload:
                     2.0 * c * c * 9 * hw * hw, atol=1.01 * _QDQ_SCALE)
 
 
+def qdq_pointwise(c: int = 128, o: int = 128, hw: int = 28) -> Workload:
+    """A QDQ int8 1x1 Conv (MobileNet's pointwise layers) with per-channel
+    int8 weights and an int32 bias, as ORT's quantizer writes it."""
+    g = _Graph(16)
+    shapes = {"x": (1, c, hw, hw)}
+    w = (g.rng.standard_normal((o, c)) / math.sqrt(c)).astype(np.float32)
+    sw = (np.abs(w).max(axis=1) / 127).astype(np.float32)
+    q = np.clip(np.round(w / sw[:, None]), -127, 127).astype(np.int8).reshape(o, c, 1, 1)
+    wd = g.op("DequantizeLinear", g.const(q, "wq"), g.const(sw, "ws"),
+              g.const(np.zeros(o, np.int8), "wz"), axis=0)
+    bias_scale = (np.float32(_QDQ_SCALE) * sw).astype(np.float32)
+    bq = np.round(g.rng.standard_normal(o) * 0.1 / bias_scale).astype(np.int32)
+    bd = g.op("DequantizeLinear", g.const(bq, "bq"), g.const(bias_scale, "bs"), axis=0)
+    y = g.op("Conv", _qdq(g, "x", _QDQ_SCALE, np.uint8(128)), wd, bd, kernel_shape=[1, 1])
+    y = _qdq(g, y, _QDQ_SCALE, np.uint8(128))
+    return Workload("qdq_pointwise", f"QDQ int8 Conv 1x1 {c}->{o} ch {hw}x{hw}, per-channel",
+                    g.model(shapes, y, (1, o, hw, hw)), _inputs(shapes),
+                    2.0 * c * o * hw * hw, atol=1.01 * _QDQ_SCALE)
+
+
 #: the quantized cases of issue 29 (``--only int8``)
-INT8_KEYS = ("qdq_matmul", "qdq_conv")
+INT8_KEYS = ("qdq_matmul", "qdq_conv", "qdq_pointwise")
 
 #: the convolution and pooling cases of issue 29 (``--only`` or ``--set conv``)
 CONV_KEYS = ("convT_24", "convT_1", "conv1d_col", "conv1d_row", "small_cnn", "pool_narrow",
@@ -364,6 +384,7 @@ def workloads() -> list[Workload]:
         silu(),
         qdq_matmul(),
         qdq_conv(),
+        qdq_pointwise(),
     ]
 
 
