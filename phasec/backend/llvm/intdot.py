@@ -18,10 +18,11 @@ compiled for (the host's, as the kernel cache key records; see
 ``PHASEC_CPU_FEATURES`` in :mod:`.jit` to compile for fewer): with
 AVX512-VNNI (``+avx512vnni``; 128- and 256-bit lanes also need
 ``+avx512vl``) or AVX-VNNI (``+avxvnni``, 128 and 256 bits) ``vpdpbusd``;
-otherwise an exact sequence any x86 with AVX2 turns into ``vpmaddwd``: the
-bytes zero- and sign-extended to 16 bits, products summed in pairs into 32
-bits (255 * -128 and the sum of two such fit: never ``vpmaddubsw``, whose
-16-bit sums saturate), then the pairs added.
+otherwise, with AVX2 (SSE2 for 4 lanes, AVX512-BW for 16), two ``vpmaddwd``
+on the bytes zero- and sign-extended to 16 bits in place (each sums two
+products of at most 255 * 128 into 32 bits: exact; never ``vpmaddubsw``,
+whose 16-bit sums saturate); on other targets the same arithmetic in
+generic IR.
 """
 
 from __future__ import annotations
@@ -100,6 +101,37 @@ def _pairs_variant(n: int) -> str:
         f"  ret <{n} x i32> %r", "}"])
 
 
+#: x86's vpmaddwd by lanes of the result (and the feature it needs)
+_PMADDWD = {4: ("llvm.x86.sse2.pmadd.wd", "+sse2"), 8: ("llvm.x86.avx2.pmadd.wd", "+avx2"),
+            16: ("llvm.x86.avx512.pmaddw.d.512", "+avx512bw")}
+
+
+def _madd_variant(n: int, callee: str) -> str:
+    """Without VNNI, with vpmaddwd: the bytes of each 32-bit lane taken in
+    place as 16-bit values, those at even positions (0, 2: ``a & 0xff``,
+    ``(b << 8) >> 8`` sign-filled) and at odd ones (1, 3: ``a >> 8``,
+    ``b >> 8`` sign-filled), then two vpmaddwd (each sums two products of
+    at most 255 * 128 into 32 bits: exact) and two additions."""
+    v, h = f"<{n} x i32>", f"<{2 * n} x i16>"
+
+    def splat(x: int) -> str:
+        return f"<{', '.join(f'i16 {x}' for _ in range(2 * n))}>"
+    return "\n".join([
+        _head(n),
+        f"  %a16 = bitcast {v} %a to {h}",
+        f"  %b16 = bitcast {v} %b to {h}",
+        f"  %ae = and {h} %a16, {splat(255)}",
+        f"  %ao = lshr {h} %a16, {splat(8)}",
+        f"  %bs = shl {h} %b16, {splat(8)}",
+        f"  %be = ashr {h} %bs, {splat(8)}",
+        f"  %bo = ashr {h} %b16, {splat(8)}",
+        f"  %pe = call {v} @{callee}({h} %ae, {h} %be)",
+        f"  %po = call {v} @{callee}({h} %ao, {h} %bo)",
+        f"  %p = add {v} %pe, %po",
+        f"  %r = add {v} %acc, %p",
+        f"  ret {v} %r", "}"])
+
+
 def dot4_function(features: str = "") -> tuple[str, dict[str, str]]:
     """The IR text of the dot4 helper and its variants, and the declarations
     they need, for a target with LLVM feature string ``features``."""
@@ -113,7 +145,12 @@ def dot4_function(features: str = "") -> tuple[str, dict[str, str]]:
             callee = _VNNI[n]
         elif "+avxvnni" in flags and n in _AVXVNNI:
             callee = _AVXVNNI[n]
-        if callee is None:
+        madd, needs = _PMADDWD[n]
+        if callee is None and needs in flags:
+            h, v = f"<{2 * n} x i16>", f"<{n} x i32>"
+            decls[madd] = f"declare {v} @{madd}({h}, {h})"
+            parts.append(_madd_variant(n, madd))
+        elif callee is None:  # not x86 (or no AVX2): generic IR, exact all the same
             parts.append(_pairs_variant(n))
         else:
             v = f"<{n} x i32>"

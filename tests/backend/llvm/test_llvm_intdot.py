@@ -64,16 +64,20 @@ done:
     return "\n".join([*decls.values(), helper, loop])
 
 
-@pytest.mark.parametrize("features,vnni", [
-    ("+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx512vnni", True),
-    ("+avx2,+fma,+avx512f,+avx512bw,+avx512vl,-avx512vnni", False),
+@pytest.mark.parametrize("features,kind", [
+    ("+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx512vnni", "vpdpbusd"),
+    ("+avx2,+fma,+avx512f,+avx512bw,+avx512vl,-avx512vnni", "pmadd"),
+    ("+sse2,+avx,+avx2,+fma,-avx512f", "pmadd"),
+    ("+sse2,-avx,-avx2", "pmadd"),      # 4 lanes: SSE2's pmaddwd
+    ("", "generic"),                    # no x86 feature named: generic IR
 ])
-def test_vector_variant_instructions(features, vnni):
-    _, ir, _ = compile_object(_kernel(features), "x86_64-unknown-linux-gnu", "x86-64-v4",
-                              features, 3)
+def test_vector_variant_instructions(features, kind):
+    cpu = "x86-64-v4" if "+avx512f" in features else "x86-64"
+    _, ir, _ = compile_object(_kernel(features), "x86_64-unknown-linux-gnu", cpu, features, 3)
     body = ir[ir.index("define void @k("):]
     body = body[:body.index("\n}\n")]
-    assert ("vpdpbusd" in body) == vnni
+    assert ("vpdpbusd" in body) == (kind == "vpdpbusd")
+    assert ("pmadd" in body) == (kind == "pmadd")
     assert f"@{DOT4_FUNCTION}.v" not in body  # the variant was inlined after vectorizing
     assert " x i32>" in body  # vectorized
 
