@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import phasec
+
 from phasec.backend.llvm.intdot import DOT4_FUNCTION, DOT4_VARIANTS, dot4_function
 from phasec.backend.llvm.jit import with_feature_override
 from phasec.backend.llvm.objworker import compile_object
@@ -88,3 +90,30 @@ def test_feature_override():
     assert with_feature_override("+avx2", "") == "+avx2"
     with pytest.raises(InputError, match="PHASEC_CPU_FEATURES"):
         with_feature_override("+avx2", "avx512vnni")
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+@pytest.mark.parametrize("adt,bdt", [("uint8", "int8"), ("int8", "uint8")])
+def test_int8_matmul_kernel(kernels, adt, bdt):
+    """R.matmul of one uint8 and one int8 operand into int32 (the T.dot4_u8s8
+    sums), run by the TIR interpreter and compiled, against numpy int64: a
+    batched operand, K not a multiple of 4, the extremes of both dtypes."""
+    src = f"""
+from phasec.script import relax as R
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 5, 7), "{adt}"), w: R.Tensor((7, 3), "{bdt}")
+             ) -> R.Tensor((2, 5, 3), "int32"):
+        y = R.matmul(x, w, out_dtype="int32")
+        return y
+"""
+    vm = phasec.VirtualMachine(phasec.build(phasec.parse(src), kernels=kernels))
+    rng = np.random.default_rng(1)
+    info_a, info_b = np.iinfo(adt), np.iinfo(bdt)
+    x = rng.integers(info_a.min, info_a.max + 1, (2, 5, 7)).astype(adt)
+    w = rng.integers(info_b.min, info_b.max + 1, (7, 3)).astype(bdt)
+    x[0, 0], w[:, 0] = info_a.max, info_b.min
+    got = vm["main"](x, w)
+    got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+    np.testing.assert_array_equal(got, x.astype(np.int64) @ w.astype(np.int64))
