@@ -78,12 +78,19 @@ def with_feature_override(features: str, override: str) -> str:
     compiles every kernel as for a CPU without VNNI (the integer GEMM's
     exact vpmaddwd path; see :mod:`.intdot`). The kernel cache key holds the
     resulting string, so kernels compiled either way are kept apart. A
-    malformed entry is an :class:`~phasec.errors.InputError`."""
+    malformed entry, or "+name" for a feature ``features`` does not enable
+    (kernels using it would stop on an illegal instruction), is an
+    :class:`~phasec.errors.InputError`."""
     wanted = [f.strip() for f in override.split(",") if f.strip()]
+    host = set(features.split(","))
     for f in wanted:
         if not _FEATURE.fullmatch(f):
             raise InputError(f"the environment variable {CPU_FEATURES_ENV} must list CPU "
                              f"features as +name or -name, separated by commas; not {f!r}")
+        if f[0] == "+" and f not in host:
+            raise InputError(f"the environment variable {CPU_FEATURES_ENV} asks for {f!r}, "
+                             "which this CPU does not have (only features it has can be "
+                             "turned back on)")
     names = {f[1:] for f in wanted}
     kept = [f for f in features.split(",") if f and f[1:] not in names]
     return ",".join(kept + wanted)

@@ -88,8 +88,11 @@ def test_feature_override():
     assert with_feature_override("+avx2,+avx512vnni,+fma", "-avx512vnni") == \
         "+avx2,+fma,-avx512vnni"
     assert with_feature_override("+avx2", "") == "+avx2"
+    assert with_feature_override("+avx2,-fma", "+avx2") == "-fma,+avx2"
     with pytest.raises(InputError, match="PHASEC_CPU_FEATURES"):
         with_feature_override("+avx2", "avx512vnni")
+    with pytest.raises(InputError, match="does not have"):
+        with_feature_override("+avx2,-avx512vnni", "+avx512vnni")
 
 
 @pytest.mark.parametrize("kernels", ["interp", "llvm"])
