@@ -135,11 +135,11 @@ class IntrinsicLowering:
         [0, bits): 0 to the left, the sign fill to the right."""
         fn = self.ctx.fn
         rt = self.types.dtype_of(n)
+        if n.name == "dot4_u8s8":
+            return self.dot4(n, "0", args[0], args[1])
         ty = LLVM_TYPE[rt]
         xs = [self.conversions.convert(a, self.types.dtype_of(e), rt)
               for a, e in zip(args, n.args)]
-        if n.name == "dot4_u8s8":
-            return self.dot4(n, "0", args[0], args[1])
         r = fn.tmp(n.name)
         if n.name == "bitwise_not":
             fn.emit(f"{r} = xor {ty} {xs[0]}, {'true' if rt == 'bool' else -1}")

@@ -38,6 +38,9 @@ while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
 accumulators never leave registers and the epilogue applies to the finished
 tile.
 
+An integer GEMM is the same schedule over int32 sums of ``T.dot4_u8s8`` of
+words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd).
+
 Measurements behind these choices: bench/README.md, "Schedule notes moved
 from docstrings".
 """
