@@ -41,6 +41,7 @@ from phasec.op.manipulate.join import common_dtype, tensor_list, tuple_of_tensor
 from phasec.ir.text import expr_to_str, prim_expr_to_str
 from phasec.te import Tensor
 from phasec.te.analysis import static_int
+from phasec.te.schedules.gemm_prepack import byte_word
 from phasec.op.calls import call_op
 
 __all__: list[str] = []
@@ -132,8 +133,8 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
         kq = te.reduce_axis(_i64(-(-K // 4)), "kq")
 
         def words(*i: PrimExpr) -> Any:
-            aw = _byte_word(a, lambda k: a_index(i, k), K, kq.var)
-            bw = _byte_word(b, lambda k: b_index(i, k), K, kq.var)
+            aw = byte_word(a, lambda k: a_index(i, k), K, kq.var)
+            bw = byte_word(b, lambda k: b_index(i, k), K, kq.var)
             pair = (aw, bw) if a.dtype == "uint8" else (bw, aw)
             return te.sum(te.call("dot4_u8s8", *pair), axis=[kq])
         return te.compute(out.shape, words, name="T_matmul_u8s8", tag="matmul")
@@ -146,22 +147,6 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
         return te.compute(out.shape, body, name="T_matmul", tag="matmul")
     wide = te.compute(out.shape, body, name="T_matmul_f32", tag="matmul")
     return te.compute(out.shape, lambda *i: te.cast(wide[i], out.dtype), name="T_matmul")
-
-
-def _byte_word(t: Tensor, index: Any, K: int, kq: PrimExpr) -> PrimExpr:
-    """The int32 word of bytes ``4*kq .. 4*kq+3`` of ``t`` along its reduction
-    axis (``index(k)`` its indices), byte 0 lowest, zero past ``K``."""
-    word: PrimExpr | None = None
-    for q in range(4):
-        k = kq * 4 + q
-        byte = te.cast(te.cast(t[tuple(index(k))], "uint8"), "int32")
-        if K % 4 and 4 * (K // 4) + q >= K:
-            byte = te.select(te.lt(k, _i64(K)), byte, tir.IntImm(0, "int32"))
-        if q:
-            byte = te.call("shift_left", byte, tir.IntImm(8 * q, "int32"))
-        word = byte if word is None else te.call("bitwise_or", word, byte)
-    assert word is not None
-    return word
 
 
 # ---------------------------------------------------------------------------

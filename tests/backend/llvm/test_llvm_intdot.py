@@ -10,6 +10,11 @@ import pytest
 import phasec
 
 from phasec.backend.llvm.intdot import DOT4_FUNCTION, DOT4_VARIANTS, dot4_function
+from phasec.ir import Constant, TensorStructInfo, Var, tir
+from phasec.op import call_op
+from phasec.pipeline import lower
+from phasec.script.builder import BlockBuilder
+from phasec.te.schedules.gemm_prepack import PACK_MARK, byte_words
 from phasec.backend.llvm.jit import with_feature_override
 from phasec.backend.llvm.objworker import compile_object
 from phasec.errors import InputError
@@ -120,3 +125,49 @@ class Module:
     got = vm["main"](x, w)
     got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
     np.testing.assert_array_equal(got, x.astype(np.int64) @ w.astype(np.int64))
+
+
+def test_byte_words_against_numpy():
+    rng = np.random.default_rng(2)
+    w = rng.integers(-128, 128, (7, 5)).astype(np.int8)
+    words = byte_words(w)
+    padded = np.zeros((8, 5), np.int8)
+    padded[:7] = w
+    want = padded.reshape(2, 4, 5).transpose(0, 2, 1).copy().view("<i4")[:, :, 0]
+    assert words.dtype == np.int32
+    np.testing.assert_array_equal(words, want)
+
+
+@pytest.mark.parametrize("rows,k,n", [(37, 61, 97), (1, 130, 64)])
+def test_constant_int8_weights_are_packed_once_per_build(rows, k, n):
+    """uint8 x constant int8 (+ a bias: a fused kernel, whose constant
+    parameters the schedule sees): the weight's words are packed into
+    micro-panels at build time (no packing nest is left), results exact."""
+    rng = np.random.default_rng(rows)
+    w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    bias = rng.integers(-1000, 1000, n).astype(np.int32)
+    x = Var("x", TensorStructInfo((rows, k), "uint8"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(call_op("relax.matmul", x, Constant(w), out_dtype="int32"))
+        bb.emit_func_output(bb.emit(call_op("relax.add", y, Constant(bias))))
+    mod = bb.get()
+    kernels = dict(lower(mod).prim_funcs())
+    assert any(name.endswith("_prepacked") for name in kernels), sorted(kernels)
+    for name, func in kernels.items():
+        stack = [func.body]
+        while stack:
+            st = stack.pop()
+            assert not (type(st) is tir.AttrStmt and st.key == PACK_MARK), name
+            for f in type(st)._fields:
+                v = getattr(st, f)
+                stack.extend([v] if isinstance(v, tir.Stmt) else
+                             [e for e in v if isinstance(e, tir.Stmt)] if isinstance(v, tuple)
+                             else [])
+    packed = [f for name, f in kernels.items() if name.endswith("_prepacked")][0]
+    assert any(p.dtype == "int32" and len(p.shape) == 3 and int(p.shape[1].value) == -(-k // 4)
+               for p in packed.params)
+    a = rng.integers(0, 256, (rows, k)).astype(np.uint8)
+    got = phasec.VirtualMachine(phasec.build(mod))["main"](a)
+    got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ w.astype(np.int64) + bias)
