@@ -24,6 +24,7 @@ the same run, so both saw the same machine load.
     python bench/bench_ort.py                   # all workloads
     python bench/bench_ort.py --quick           # best of 3, no BERT/ResNet
     python bench/bench_ort.py --only bert,mlp1024
+    python bench/bench_ort.py --only int8        # the QDQ int8 MatMul and Conv
     python bench/bench_ort.py --profile bert    # each phasec kernel at 1 and 2 threads
 
 Run it with the Python whose ``phasec`` you want to measure (``PYTHONPATH``
@@ -65,6 +66,9 @@ class Workload:
     model: Any            # onnx.ModelProto
     inputs: dict[str, np.ndarray]
     flops: float | None   # multiply-adds x 2 of matmuls/convs; None: elementwise
+    #: outputs agree within this (default: 1e-3 of the largest); a quantized
+    #: output may differ by one quantum where a float sum lands on a tie
+    atol: float | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -285,6 +289,74 @@ def silu(c: int = 96, hw: int = 112) -> Workload:
                     g.model(shapes, y, (1, c, hw, hw)), _inputs(shapes), None)
 
 
+def _qdq(g: _Graph, x: str, scale: float, zero: np.ndarray) -> str:
+    """QuantizeLinear then DequantizeLinear (the QDQ format's activations)."""
+    s, z = g.const(np.float32(scale), "s"), g.const(zero, "z")
+    return g.op("DequantizeLinear", g.op("QuantizeLinear", x, s, z), s, z)
+
+
+def _qweight(g: _Graph, w: np.ndarray) -> str:
+    """An int8 weight, symmetric per tensor, dequantized (QDQ's weights)."""
+    scale = float(np.abs(w).max()) / 127
+    q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+    return g.op("DequantizeLinear", g.const(q, "wq"), g.const(np.float32(scale), "ws"),
+                g.const(np.int8(0), "wz"))
+
+
+#: the scales of the QDQ workloads' activations (inputs ~N(0, 1), uint8, zero 128)
+_QDQ_SCALE = 9.0 / 255
+
+
+def qdq_matmul(m: int = 256, k: int = 1024, n: int = 1024) -> Workload:
+    """A QDQ int8 MatMul (what ORT's quantizer writes: uint8 activations,
+    int8 weights), which ORT runs as QLinearMatMul."""
+    g = _Graph(14)
+    shapes = {"x": (m, k)}
+    w = (g.rng.standard_normal((k, n)) / math.sqrt(k)).astype(np.float32)
+    y = g.op("MatMul", _qdq(g, "x", _QDQ_SCALE, np.uint8(128)), _qweight(g, w))
+    y = _qdq(g, y, _QDQ_SCALE, np.uint8(128))
+    return Workload("qdq_matmul", f"QDQ int8 MatMul {m}x{k} @ {k}x{n} (u8 x s8)",
+                    g.model(shapes, y, (m, n)), _inputs(shapes), 2.0 * m * k * n,
+                    atol=1.01 * _QDQ_SCALE)
+
+
+def qdq_conv(c: int = 64, hw: int = 56) -> Workload:
+    """A QDQ int8 3x3 Conv with bias (uint8 activations, int8 weights), which
+    ORT runs as QLinearConv."""
+    g = _Graph(15)
+    shapes = {"x": (1, c, hw, hw)}
+    w = (g.rng.standard_normal((c, c, 3, 3)) / math.sqrt(9 * c)).astype(np.float32)
+    y = g.op("Conv", _qdq(g, "x", _QDQ_SCALE, np.uint8(128)), _qweight(g, w),
+             pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    y = _qdq(g, y, _QDQ_SCALE, np.uint8(128))
+    return Workload("qdq_conv", f"QDQ int8 Conv 3x3 {c}ch {hw}x{hw} (u8 x s8)",
+                    g.model(shapes, y, (1, c, hw, hw)), _inputs(shapes),
+                    2.0 * c * c * 9 * hw * hw, atol=1.01 * _QDQ_SCALE)
+
+
+def qdq_pointwise(c: int = 128, o: int = 128, hw: int = 28) -> Workload:
+    """A QDQ int8 1x1 Conv (MobileNet's pointwise layers) with per-channel
+    int8 weights and an int32 bias, as ORT's quantizer writes it."""
+    g = _Graph(16)
+    shapes = {"x": (1, c, hw, hw)}
+    w = (g.rng.standard_normal((o, c)) / math.sqrt(c)).astype(np.float32)
+    sw = (np.abs(w).max(axis=1) / 127).astype(np.float32)
+    q = np.clip(np.round(w / sw[:, None]), -127, 127).astype(np.int8).reshape(o, c, 1, 1)
+    wd = g.op("DequantizeLinear", g.const(q, "wq"), g.const(sw, "ws"),
+              g.const(np.zeros(o, np.int8), "wz"), axis=0)
+    bias_scale = (np.float32(_QDQ_SCALE) * sw).astype(np.float32)
+    bq = np.round(g.rng.standard_normal(o) * 0.1 / bias_scale).astype(np.int32)
+    bd = g.op("DequantizeLinear", g.const(bq, "bq"), g.const(bias_scale, "bs"), axis=0)
+    y = g.op("Conv", _qdq(g, "x", _QDQ_SCALE, np.uint8(128)), wd, bd, kernel_shape=[1, 1])
+    y = _qdq(g, y, _QDQ_SCALE, np.uint8(128))
+    return Workload("qdq_pointwise", f"QDQ int8 Conv 1x1 {c}->{o} ch {hw}x{hw}, per-channel",
+                    g.model(shapes, y, (1, o, hw, hw)), _inputs(shapes),
+                    2.0 * c * o * hw * hw, atol=1.01 * _QDQ_SCALE)
+
+
+#: the quantized cases of issue 29 (``--only int8``)
+INT8_KEYS = ("qdq_matmul", "qdq_conv", "qdq_pointwise")
+
 #: the convolution and pooling cases of issue 29 (``--only`` or ``--set conv``)
 CONV_KEYS = ("convT_24", "convT_1", "conv1d_col", "conv1d_row", "small_cnn", "pool_narrow",
              "pool_narrow_pad", "dw3x3s2", "dw5x5", "silu")
@@ -310,6 +382,9 @@ def workloads() -> list[Workload]:
         depthwise(144, 56, 3, 2, "dw3x3s2"),
         depthwise(672, 14, 5, 1, "dw5x5"),
         silu(),
+        qdq_matmul(),
+        qdq_conv(),
+        qdq_pointwise(),
     ]
 
 
@@ -450,7 +525,8 @@ def run_workload(w: Workload, repeat: int) -> dict[str, Any]:
         out[f"ort{n}"] = _best(lambda: sess.run(None, w.inputs), repeat)
         del sess
         gc.collect()
-    out["agree"] = bool(np.allclose(got, want, rtol=1e-3, atol=1e-3 * float(np.abs(want).max())))
+    atol = w.atol if w.atol is not None else 1e-3 * float(np.abs(want).max())
+    out["agree"] = bool(np.allclose(got, want, rtol=1e-3, atol=atol))
     return out
 
 
@@ -542,7 +618,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="best of 3, without BERT and ResNet")
     p.add_argument("--only", default="", help="comma-separated workload keys: " + ", ".join(
         ["mlp64", "ln_gelu", "attention", "bert", "mlp1024", "mlp1024_b1", "resnet", "tied_head",
-         *CONV_KEYS]) + "; 'conv' for all of issue 29's convolution and pooling cases")
+         *CONV_KEYS, *INT8_KEYS]) + "; 'conv' for all of issue 29's convolution and pooling "
+        "cases, 'int8' for its quantized ones")
     p.add_argument("--profile", default="", metavar="KEY",
                    help="time each phasec kernel of one workload at 1 and 2 threads instead")
     p.add_argument("--keep-blas-env", action="store_true")
@@ -558,6 +635,8 @@ def main() -> None:
     only = set(args.only.split(",")) if args.only else set()
     if "conv" in only:
         only |= set(CONV_KEYS)
+    if "int8" in only:
+        only |= set(INT8_KEYS)
     chosen = [w for w in workloads()
               if (not only or w.key in only)
               and not (args.quick and w.key in ("bert", "resnet", "tied_head"))]

@@ -134,6 +134,18 @@ def _shift_left(bits: int) -> Callable[[int, int], int]:
     return lambda a, s: a << s if 0 <= s < bits else 0
 
 
+def _dot4_u8s8(bits: int) -> Callable[[int, int], int]:
+    """The four bytes of ``a`` (unsigned) times those of ``b`` (signed), summed."""
+    def dot(a: int, b: int) -> int:
+        total = 0
+        for q in range(4):
+            x = (a >> (8 * q)) & 0xFF
+            y = (b >> (8 * q)) & 0xFF
+            total += x * (y - 256 if y >= 128 else y)
+        return total
+    return dot
+
+
 def _shift_right(bits: int) -> Callable[[int, int], int]:
     return lambda a, s: a >> s if 0 <= s < bits else (-1 if a < 0 else 0)
 
@@ -194,6 +206,10 @@ _DECLARED = (
     _bit("bitwise_not", 1, _not),
     _bit("shift_left", 2, _shift_left),
     _bit("shift_right", 2, _shift_right),
+    # the integer GEMM's 8-bit dot product: the low four bytes of ``a`` as
+    # uint8 times those of ``b`` as int8, summed (one lane of x86's vpdpbusd;
+    # see phasec/backend/llvm/intdot.py); meant for int32 operands
+    _bit("dot4_u8s8", 2, _dot4_u8s8),
     Intrinsic("assume", 1, FACT, result="bool"),
 )
 

@@ -40,6 +40,8 @@ from phasec.op.draw import (
 from phasec.op.manipulate.join import common_dtype, tensor_list, tuple_of_tensors
 from phasec.ir.text import expr_to_str, prim_expr_to_str
 from phasec.te import Tensor
+from phasec.te.analysis import static_int
+from phasec.te.schedules.gemm_prepack import byte_word
 from phasec.op.calls import call_op
 
 __all__: list[str] = []
@@ -102,7 +104,6 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
     # float16 products accumulate in float32 and round once (as ONNX Runtime's
     # and numpy's float16 matmuls do)
     dt = "float32" if out.dtype == "float16" else out.dtype
-    k = te.reduce_axis(a.shape[-1], "k")
     a_mat, b_mat = a.ndim > 1, b.ndim > 1
     out_nd = len(out.shape)
     n_batch = out_nd - int(a_mat) - int(b_mat)
@@ -114,12 +115,34 @@ def _matmul(call: Call, inputs: Inputs) -> Tensor:
         return [(_i64(0) if _is_one(tb[d]) and not _is_one(batch_shape[off + d])
                  else i[off + d]) for d in range(len(tb))]
 
+    def a_index(i: Sequence[PrimExpr], k: PrimExpr) -> list[PrimExpr]:
+        return (batch_index(a, i[:n_batch]) + [i[n_batch], k]) if a_mat else [k]
+
+    def b_index(i: Sequence[PrimExpr], k: PrimExpr) -> list[PrimExpr]:
+        return (batch_index(b, i[:n_batch]) + [k, i[-1]]) if b_mat else [k]
+
+    K = static_int(a.shape[-1])
+    if (out.dtype == "int32" and {a.dtype, b.dtype} == {"uint8", "int8"}
+            and K is not None and K >= 1):
+        # uint8 x int8 (either side): exact int32 sums of T.dot4_u8s8 over
+        # words of four bytes of each operand (vpdpbusd with AVX512-VNNI or
+        # AVX-VNNI, else an exact vpmaddwd sequence, chosen from the features
+        # of the CPU the kernel is compiled for; see
+        # phasec/backend/llvm/intdot.py), which the GEMM schedule tiles like
+        # a float matmul
+        kq = te.reduce_axis(_i64(-(-K // 4)), "kq")
+
+        def words(*i: PrimExpr) -> Any:
+            aw = byte_word(a, lambda k: a_index(i, k), K, kq.var)
+            bw = byte_word(b, lambda k: b_index(i, k), K, kq.var)
+            pair = (aw, bw) if a.dtype == "uint8" else (bw, aw)
+            return te.sum(te.call("dot4_u8s8", *pair), axis=[kq])
+        return te.compute(out.shape, words, name="T_matmul_u8s8", tag="matmul")
+    k = te.reduce_axis(a.shape[-1], "k")
+
     def body(*i: PrimExpr) -> Any:
-        batch = i[:n_batch]
-        ai = (batch_index(a, batch) + [i[n_batch], k.var]) if a_mat else [k.var]
-        bi = (batch_index(b, batch) + [k.var, i[-1]]) if b_mat else [k.var]
-        return te.sum(BinaryOp("*", te.cast(a[tuple(ai)], dt), te.cast(b[tuple(bi)], dt)),
-                      axis=[k])
+        return te.sum(BinaryOp("*", te.cast(a[tuple(a_index(i, k.var))], dt),
+                               te.cast(b[tuple(b_index(i, k.var))], dt)), axis=[k])
     if dt == out.dtype:
         return te.compute(out.shape, body, name="T_matmul", tag="matmul")
     wide = te.compute(out.shape, body, name="T_matmul_f32", tag="matmul")

@@ -37,7 +37,8 @@ class Module:
 """
 
 ALL_NAMES = ("Normalize", "LambdaLifting", "ConvertToDataflow", "CanonicalizeBindings",
-             "FoldConstant", "EliminateCommonSubexpr", "DeadCodeElimination", "FuseOps",
+             "FoldConstant", "FuseQDQMatmul", "EliminateCommonSubexpr", "DeadCodeElimination",
+             "FuseOps",
              "ToNonDataflow", "LegalizeOps", "PackConstantWeights", "RemovePurityChecking",
              "CallTIRRewrite", "StaticPlanBlockMemory", "VMBuiltinLower")
 

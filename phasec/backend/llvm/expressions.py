@@ -93,6 +93,11 @@ class ExpressionEmitter:
                 vals.append(b[0])
             elif tt is tir.BinaryOp and t.op in tir.LOGIC_OPS and types.may_fail(t.rhs):
                 self._lazy_logic(t, tasks)
+            elif tt is tir.BinaryOp and t.op == "+" and _dot4_term(t) is not None:
+                # acc + dot4(a, b): one helper call (vpdpbusd accumulates in place)
+                acc, dot = _dot4_term(t)
+                tasks.append((self._dot4_sum, (t, acc, dot)))
+                tasks.extend(reversed([acc, *dot.args]))
             elif tt is tir.Select and (types.may_fail(t.true_value)
                                        or types.may_fail(t.false_value)):
                 self._lazy_select(t, tasks)
@@ -101,6 +106,14 @@ class ExpressionEmitter:
                 tasks.extend(reversed(tir.expr_children(t)))
         assert len(vals) == 1
         return vals[0]
+
+    def _dot4_sum(self, parts: tuple[tir.BinaryOp, Any, tir.Call], vals: list[str]) -> None:
+        n, acc, dot = parts
+        acc_v, a, b = vals[-3:]
+        del vals[-3:]
+        r = self.intrinsics.dot4(dot, acc_v, a, b, self.types.dtype_of(acc))
+        vals.append(self.conversions.convert(r, self.types.dtype_of(dot),
+                                             self.types.dtype_of(n)))
 
     def _apply(self, n: Any, vals: list[str]) -> None:
         kids = tir.expr_children(n)
@@ -355,3 +368,15 @@ class ExpressionEmitter:
         adj = fn.tmp("i")
         fn.emit(f"{adj} = and i1 {nz}, {sgn}")
         return adj
+
+
+def _dot4_term(n: tir.BinaryOp) -> tuple[Any, tir.Call] | None:
+    """(acc, the dot4 call) of ``acc + T.dot4_u8s8(a, b)`` (either order) in
+    int32, else None."""
+    if n.dtype != "int32":
+        return None
+    for acc, dot in ((n.lhs, n.rhs), (n.rhs, n.lhs)):
+        if (type(dot) is tir.Call and dot.name == "dot4_u8s8" and dot.dtype == "int32"
+                and acc.dtype == "int32"):
+            return acc, dot
+    return None

@@ -16,6 +16,7 @@ from phasec.backend.llvm.abi import OOB_EXTENT, OOB_VALUE, RC_INDEX_OUT_OF_RANGE
 from phasec.backend.llvm.context import KernelContext
 from phasec.backend.llvm.conversions import Conversions
 from phasec.backend.llvm.exprtypes import ExprTypes
+from phasec.backend.llvm.intdot import DOT4_FUNCTION, DOT4_VARIANTS
 from phasec.backend.llvm.irtext import (
     BITS, FLOAT_SUFFIX, LLVM_TYPE, float_literal, is_float, is_signed,
 )
@@ -134,6 +135,8 @@ class IntrinsicLowering:
         [0, bits): 0 to the left, the sign fill to the right."""
         fn = self.ctx.fn
         rt = self.types.dtype_of(n)
+        if n.name == "dot4_u8s8":
+            return self.dot4(n, "0", args[0], args[1])
         ty = LLVM_TYPE[rt]
         xs = [self.conversions.convert(a, self.types.dtype_of(e), rt)
               for a, e in zip(args, n.args)]
@@ -171,6 +174,17 @@ class IntrinsicLowering:
                 fill = "0"
         fn.emit(f"{r} = select i1 {inrange}, {ty} {raw}, {ty} {fill}")
         return r
+
+    def dot4(self, n: tir.Call, acc: str, a: str, b: str, acc_dtype: str = "int32") -> str:
+        """``acc + T.dot4_u8s8(a, b)`` as one call of the helper whose vector
+        variants are vpdpbusd (see :mod:`.intdot`); the result in ``n``'s dtype."""
+        fn, convert, dtype_of = self.ctx.fn, self.conversions.convert, self.types.dtype_of
+        callee = self.ctx.mod.use_math(DOT4_FUNCTION)
+        xs = [convert(acc, acc_dtype, "int32"), convert(a, dtype_of(n.args[0]), "int32"),
+              convert(b, dtype_of(n.args[1]), "int32")]
+        r = fn.tmp("dot4")
+        fn.emit(f"{r} = call i32 {callee}({', '.join('i32 ' + x for x in xs)}) {DOT4_VARIANTS}")
+        return convert(r, "int32", dtype_of(n))
 
     # -- the CUSTOM lowerings ---------------------------------------------------
     def _assume(self, spec: Intrinsic, arg: str, at: str) -> str:

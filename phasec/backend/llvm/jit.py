@@ -66,6 +66,36 @@ BUFFER_CACHE_ENV = "PHASEC_BUFFER_CACHE"
 NUM_THREADS_ENV = "PHASEC_NUM_THREADS"
 #: the processes compiling one kernel library (a positive integer; default: available_cpus())
 COMPILE_JOBS_ENV = "PHASEC_COMPILE_JOBS"
+#: CPU features the kernels are compiled without (or with): "-avx512vnni,-avxvnni"
+CPU_FEATURES_ENV = "PHASEC_CPU_FEATURES"
+_FEATURE = re.compile(r"[+-][a-z0-9_.]+")
+
+
+def with_feature_override(features: str, override: str) -> str:
+    """The LLVM feature string ``features`` ("+avx2,-avx512f,...") with the
+    entries of ``override`` (comma-separated "+name" / "-name") replacing
+    the host's own for those names: ``PHASEC_CPU_FEATURES=-avx512vnni,-avxvnni``
+    compiles every kernel as for a CPU without VNNI (the integer GEMM's
+    exact vpmaddwd path; see :mod:`.intdot`). The kernel cache key holds the
+    resulting string, so kernels compiled either way are kept apart. A
+    malformed entry, or "+name" for a feature ``features`` does not enable
+    (kernels using it would stop on an illegal instruction), is an
+    :class:`~phasec.errors.InputError`."""
+    wanted = [f.strip() for f in override.split(",") if f.strip()]
+    host = set(features.split(","))
+    for f in wanted:
+        if not _FEATURE.fullmatch(f):
+            raise InputError(f"the environment variable {CPU_FEATURES_ENV} must list CPU "
+                             f"features as +name or -name, separated by commas; not {f!r}")
+        if f[0] == "+" and f not in host:
+            raise InputError(f"the environment variable {CPU_FEATURES_ENV} asks for {f!r}, "
+                             "which this CPU does not have (only features it has can be "
+                             "turned back on)")
+    names = {f[1:] for f in wanted}
+    kept = [f for f in features.split(",") if f and f[1:] not in names]
+    return ",".join(kept + wanted)
+
+
 #: the runtime's cache of kernels' freed intermediate buffers (irlib.BUFFER_CACHE_IR)
 _RUNTIME_BUFFER_FUNCTIONS = ("phasec_rt_alloc", "phasec_rt_free", "phasec_rt_trim_buffers")
 
@@ -220,7 +250,8 @@ def host_target() -> HostTarget:
         if _target is None:
             triple = llvm.get_process_triple()
             cpu = llvm.get_host_cpu_name()
-            features = llvm.get_host_cpu_features().flatten()
+            features = with_feature_override(llvm.get_host_cpu_features().flatten(),
+                                             os.environ.get(CPU_FEATURES_ENV, ""))
             target = HostTarget(triple, cpu, features)
             _start_parallel_runtime(target)  # first: a bad configuration leaves no half-set target
             _target = target

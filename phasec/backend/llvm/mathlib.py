@@ -17,6 +17,8 @@ import struct
 
 import numpy as np
 
+from phasec.backend.llvm.intdot import DOT4_FUNCTION, dot4_function
+
 __all__ = ["MATH_FUNCTIONS", "MATH_DEPENDS", "math_function"]
 
 
@@ -270,6 +272,8 @@ def math_function(name: str, features: str = "") -> tuple[str, dict[str, str]]:
     """The IR text of math function ``name`` and the declarations it needs,
     for a target with LLVM feature string ``features`` ("+avx512f,..."; empty:
     the portable form of every function)."""
+    if name == DOT4_FUNCTION:
+        return dot4_function(features)
     if name == "phasec.expf" and "+avx512f" in features.split(","):
         return _EXPF_SCALEF
     return MATH_FUNCTIONS[name]

@@ -41,6 +41,9 @@ _LENGTH = struct.Struct("<Q")
 MAX_FRAME_BYTES = 1 << 30
 
 _initialized = False
+#: the prefix of the vector variants of phasec.backend.llvm.intdot's helper
+#: (spelled here: a worker imports no phasec)
+_DOT4_VARIANT = "phasec.dot4_u8s8.v"
 
 
 def _initialize() -> None:
@@ -68,6 +71,14 @@ def optimize(mod: Any, tm: Any, opt_level: int) -> None:
     pto.loop_interleaving = opt_level >= 2
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
+    if any(f.name.startswith(_DOT4_VARIANT) for f in mod.functions):
+        # the vectorizer called the dot4 helper's vector variants (intdot.py):
+        # their bodies (one vpdpbusd) go in place now, which the pipeline's
+        # inliner, run before the vectorizer, could not do
+        late = llvm.create_new_module_pass_manager()
+        late.add_always_inliner_pass()
+        late.add_instruction_combine_pass()
+        late.run(mod, pb)
 
 
 def compile_object(ir_text: str, triple: str, cpu: str, features: str,

@@ -166,7 +166,71 @@ def _matmul_integer(ctx: NodeContext) -> Value:
         if row_axis is not None and ctx.ndim(zp) == 1 and ctx.shape(zp)[0] != 1:
             zp = ctx.emit("reshape", zp, (ctx.shape(zp)[0], 1))  # one per row of A
         return ctx.emit("subtract", x, zp)
-    a32 = centered(a, ctx.optional(2), 0)
-    b32 = centered(b, ctx.optional(3), None)
+    za, zb = ctx.optional(2), ctx.optional(3)
+    k = integer_gemm_length(ctx, a, b)
+    if k is not None:
+        return integer_gemm(ctx, a, b, za, zb, k)
+    a32 = centered(a, za, 0)
+    b32 = centered(b, zb, None)
     return exact_int_matmul(ctx, a32, b32, a, b)
+
+
+def integer_gemm_length(ctx: NodeContext, a: Value, b: Value) -> int | None:
+    """K when ``a @ b`` can run on the integer GEMM (8-bit operands, B a
+    matrix or a batch of them, a static K), else None."""
+    k = ctx.shape(a)[-1] if ctx.ndim(a) else None
+    if (ctx.dtype(a) in ("uint8", "int8") and ctx.dtype(b) in ("uint8", "int8")
+            and ctx.ndim(b) >= 2 and isinstance(k, int)):
+        return k
+    return None
+
+
+def integer_gemm(ctx: NodeContext, a: Value, b: Value, za: Value | None, zb: Value | None,
+                  k: int) -> Value:
+    """``sum_k (a - za)(b - zb)`` through the uint8 x int8 integer GEMM
+    (``matmul(..., out_dtype="int32")`` of one uint8 and one int8 operand,
+    see phasec/op/linear_algebra.py), zero points not subtracted from the
+    operands but corrected after: ``sum ab - za sum b - zb sum a + K za zb``
+    (``za`` per tensor or per row of ``a``, ``zb`` per tensor or per column
+    of ``b``). Of two int8 operands ``a`` becomes uint8 by adding 128 (its
+    zero point too), of two uint8 ones ``b`` int8 by subtracting 128; the
+    sums of a constant operand fold at import."""
+    def as_int32(x: Value) -> Value:
+        return ctx.emit("astype", x, dtype="int32")
+
+    def shifted(x: Value, by: int, dtype: str) -> Value:
+        return ctx.emit("astype", ctx.emit("add", as_int32(x), (
+            np.array(by, "int32"))), dtype=dtype)
+
+    same = ctx.dtype(a) == ctx.dtype(b)
+    a_shift = 128 if same and ctx.dtype(a) == "int8" else 0
+    b_shift = -128 if same and ctx.dtype(b) == "uint8" else 0
+    if a_shift:
+        a = shifted(a, a_shift, "uint8")
+    if b_shift:
+        b = shifted(b, b_shift, "int8")
+    y = ctx.emit("matmul", a, b, out_dtype="int32")
+
+    def zero_point(zp: Value | None, shift: int, per_row: bool) -> Value | None:
+        if zp is None and not shift:
+            return None
+        z = np.array(0, "int32") if zp is None else as_int32(zp)
+        if per_row and ctx.ndim(z) == 1 and ctx.shape(z)[0] != 1:
+            z = ctx.emit("reshape", z, (ctx.shape(z)[0], 1))  # one per row of A
+        if shift:
+            z = ctx.emit("add", z, np.array(shift, "int32"))
+        return z
+    za32 = zero_point(za, a_shift, True)
+    zb32 = zero_point(zb, b_shift, False)   # b = b' - b_shift: zb' = zb + b_shift
+    if za32 is not None:
+        y = ctx.emit("subtract", y, ctx.emit("multiply", za32,
+                                             ctx.emit("sum", as_int32(b), axis=[-2],
+                                                      keepdims=True)))
+    if zb32 is not None:
+        y = ctx.emit("subtract", y, ctx.emit("multiply", zb32, ctx.emit(
+            "sum", as_int32(a), axis=[-1], keepdims=True)))
+    if za32 is not None and zb32 is not None:
+        y = ctx.emit("add", y, ctx.emit("multiply", ctx.emit(
+            "multiply", za32, zb32), np.array(k, "int32")))
+    return y
 

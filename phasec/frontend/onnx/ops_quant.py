@@ -22,7 +22,12 @@ integer results are equal to ONNX Runtime's: operands minus their zero
 points in int32, products accumulated in int32 (plus the int32 bias), then
 requantized with one float32 multiplier per output (``a_scale * b_scale /
 y_scale``, computed in the scales' dtype): ``saturate(round_half_even(acc *
-multiplier) + y_zero_point)``.
+multiplier) + y_zero_point)``. QLinearMatMul of 8-bit operands with a 2-D B
+and a static K accumulates on the integer GEMM (``ops_linalg.integer_gemm``:
+uint8 x int8 words, zero points corrected by row and column sums after the
+product), the same int32 sums; so do ConvInteger and QLinearConv of a
+pointwise kernel (1x1, stride 1, no padding, one group) as ``W[O, C] @
+x[N, C, positions]``.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value
 from phasec.frontend.onnx._dtypes import NARROW_INTS, carrier, narrow_format
 from phasec.frontend.onnx._registry import converter
-from phasec.frontend.onnx.ops_linalg import exact_int_matmul
+from phasec.frontend.onnx.ops_linalg import exact_int_matmul, integer_gemm, integer_gemm_length
 from phasec.frontend.onnx.ops_math import onnx_to_dtype
 from phasec.frontend.onnx.ops_narrow import E8M0, FLOAT8, FLOAT_FORMATS
 from phasec.frontend.onnx.ops_nn import _LAYOUTS, _window_attrs
@@ -363,8 +368,12 @@ def _qlinear_matmul(ctx: NodeContext) -> Value:
     a, a_scale, a_zp = ctx.input(0), ctx.input(1), ctx.input(2)
     b, b_scale, b_zp = ctx.input(3), ctx.input(4), ctx.input(5)
     y_scale, y_zp = ctx.input(6), ctx.input(7)
-    a32, b32 = matmul_operands(ctx, a, a_zp, b, b_zp)
-    acc = exact_int_matmul(ctx, a32, b32, a, b)
+    k = integer_gemm_length(ctx, a, b)
+    if k is not None:  # the integer GEMM, zero points corrected after
+        acc = integer_gemm(ctx, a, b, a_zp, b_zp, k)
+    else:
+        a32, b32 = matmul_operands(ctx, a, a_zp, b, b_zp)
+        acc = exact_int_matmul(ctx, a32, b32, a, b)
     m = multiplier(ctx, _row_scale(ctx, a_scale, a), b_scale, y_scale)
     return requantize(ctx, ctx.emit("multiply", ctx.emit("astype", acc, dtype="float32"), m),
                       y_zp, ctx.dtype(y_zp))
@@ -377,6 +386,15 @@ def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
     wshape = ctx.shape(w)
     kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
     n = len(kernel)
+    if (all(v == 1 for v in kernel + strides) and not any(pads)
+            and int(ctx.attr("group", 1)) == 1 and isinstance(wshape[1], int)
+            and all(ctx.dtype(v) in ("int8", "uint8") for v in (x, w))):
+        # a pointwise convolution: W[O, C] @ x[N, C, positions] on the integer GEMM
+        xshape = ctx.shape(x)
+        y = integer_gemm(ctx, ctx.emit("reshape", w, (wshape[0], wshape[1])),
+                         ctx.emit("reshape", x, (xshape[0], wshape[1], -1)), w_zp, x_zp,
+                         wshape[1])
+        return ctx.emit("reshape", y, (xshape[0], wshape[0], *xshape[2:]))
     x32 = centered(ctx, x, x_zp)
     w32 = centered(ctx, w, w_zp, 0 if w_zp is not None and ctx.ndim(w_zp) == 1 and
                    ctx.shape(w_zp) != [1] else None)

@@ -122,7 +122,8 @@ RULES: tuple[Rule, ...] = (
          "full depth, or not one reduction attached at full depth along the last axis",
          _no_tile_anchor, plain.plan),
     Rule("nest", "gemm", "a float sum of products of a row operand and a column operand "
-         "(matmul, convolution)", _always, gemm.schedule),
+         "(matmul, convolution), or an int32 sum of their T.dot4_u8s8 (8-bit matmul)",
+         _always, gemm.schedule),
     Rule("nest", "row_tile", "a reduction with an input contiguous along the last axis "
          "(a symbolic extent: rows of one vector, then the rest one column at a time)",
          _always, row_tile.plan),

@@ -38,6 +38,9 @@ while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
 accumulators never leave registers and the epilogue applies to the finished
 tile.
 
+An integer GEMM is the same schedule over int32 sums of ``T.dot4_u8s8`` of
+words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd).
+
 Measurements behind these choices: bench/README.md, "Schedule notes moved
 from docstrings".
 """
@@ -59,7 +62,10 @@ from phasec.ir.tir import (
 )
 from phasec.te.analysis import static_int, subst_var, vars_of
 from phasec.te.operation import i64
-from phasec.te.schedules.build_time import WeightPlan, WeightTransform, static_dims
+from phasec.te.schedules.gemm_prepack import (
+    PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
+    WEIGHT_TRANSFORM, b_parameter, pack_weight, word_parameter,
+)
 from phasec.te.stmt import block, combine, seq
 from phasec.te.tensor import ProducerLoad, Tensor, children, post_order
 
@@ -69,16 +75,6 @@ if TYPE_CHECKING:
 
 _I64 = "int64"
 
-#: The marker of a packing loop nest the PackConstantWeights pass can remove:
-#: ``AttrStmt(PACK_MARK, value=index of the panel's first micro-panel, body=pack)``.
-#: The PrimFunc then names the packed parameter in ``PREPACK_ATTR`` and the
-#: micro-panel width in ``PREPACK_WIDTH_ATTR``.
-PACK_MARK = "phasec.gemm_pack"
-PREPACK_ATTR = "phasec.gemm_prepack"
-PREPACK_WIDTH_ATTR = "phasec.gemm_prepack_width"
-#: set when B's parameter is laid out transposed, ``B[j, k]`` (``[N, K]``, or
-#: ``[N, K, 1, 1]``: a 1x1 convolution's weight read as the columns)
-PREPACK_TRANSPOSED_ATTR = "phasec.gemm_prepack_transposed"
 
 
 def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -171,22 +167,29 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     :func:`phasec.te.schedules.schedule_nest`)."""
     tuning = nest.opt.target
     m = nest.m
+    expr = anchor.expr
+    dot4 = _is_dot4(expr) and anchor.tensor.dtype == "int32"
     if (m < 2 or anchor.tensor.op.tag not in GEMM_TAGS or anchor.combiner != "sum"
-            or not anchor.raxes or anchor.tensor.dtype not in ("float32", "float64")):
+            or not anchor.raxes or (anchor.tensor.dtype not in ("float32", "float64")
+                                    and not dot4)):
         return None
     if anchor is not nest.root:
         if len(anchor.axes) != m or any(b is not a for b, a in zip(anchor.binding, nest.root.axes)):
             return None
-    expr = anchor.expr
-    if not isinstance(expr, BinaryOp) or expr.op != "*":
+    if dot4:
+        operands = expr.args
+    elif isinstance(expr, BinaryOp) and expr.op == "*":
+        operands = (expr.lhs, expr.rhs)
+    else:
         return None
     jvar = anchor.axes[m - 1]
-    lhs, rhs = vars_of(expr.lhs), vars_of(expr.rhs)
+    lhs, rhs = vars_of(operands[0]), vars_of(operands[1])
     split = None
     group = 0  # B reads the rows in groups of this many (a grouped convolution), or 0
     for row_axis in range(m - 2, -1, -1):  # matmul: m - 2; conv2d NCHW: the channels
         ivar = anchor.axes[row_axis]
-        for a, b, first in ((expr.lhs, expr.rhs, False), (expr.rhs, expr.lhs, True)):
+        for a, b, first in ((operands[0], operands[1], False),
+                            (operands[1], operands[0], True)):
             av, bv = (lhs, rhs) if not first else (rhs, lhs)
             if id(ivar) not in av or id(jvar) in av or id(jvar) not in bv:
                 continue
@@ -273,8 +276,17 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     pack = (n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
             and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes) and not group)
     pack = pack or (gather and n_tiles > 0)
+    # a constant B's words are packed at build time: reading packed panels
+    # beats regrouping its bytes on every call, whatever its size
+    pack = pack or (dot4 and n_tiles > 0 and _constant_matrix(b_expr, nest.opt.constant_inputs))
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
+
+
+def _is_dot4(e: PrimExpr) -> bool:
+    """Whether ``e`` is ``T.dot4_u8s8(a, b)``: an integer GEMM's product of
+    words of four 8-bit values (see phasec/backend/llvm/intdot.py)."""
+    return isinstance(e, tir.Call) and e.name == "dot4_u8s8" and len(e.args) == 2
 
 
 def _unit_stride(e: PrimExpr, var: Var) -> bool:
@@ -314,9 +326,21 @@ def _row_group(e: PrimExpr, var: Var) -> int:
     return math.gcd(*divisors) if divisors else 0
 
 
+def _byte_rows(plan: GemmPlan) -> int | None:
+    """K (bytes) of the 2-D 8-bit B whose words the column operand reads."""
+    loads = [n for n in post_order([plan.b_expr]) if isinstance(n, ProducerLoad)]
+    return static_int(loads[0].tensor.shape[0]) if loads else None
+
+
 def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
     """Whether the column operand is a 2-D constant placeholder read as is
-    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``)."""
+    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``;
+    or an integer GEMM's words of the bytes of a 2-D constant)."""
+    if isinstance(b_expr, tir.Call) and b_expr.name == "bitwise_or":
+        loads = [n for n in post_order([b_expr]) if isinstance(n, ProducerLoad)]
+        return (len(loads) == 4 and len({id(n.tensor) for n in loads}) == 1
+                and loads[0].tensor.is_placeholder and loads[0].tensor.name in constants
+                and len(loads[0].tensor.shape) == 2)
     return (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
             and b_expr.tensor.name in constants and len(b_expr.indices) >= 2
             and all(isinstance(i, IntImm) and i.value == 0 for i in b_expr.indices[2:]))
@@ -537,7 +561,13 @@ class GemmEmitter:
         param = None
         if (type(value) is BufferLoad and len(kivs) == 1
                 and any(value.buffer is b for b in low.buffers.values())):
-            param = _b_parameter(value, kivs[0].var, ivs[-1].var, static_int(self.K), self.N)
+            param = b_parameter(value, kivs[0].var, ivs[-1].var, static_int(self.K), self.N)
+        elif _is_dot4(anchor.expr) and len(kivs) == 1:  # words of a constant's bytes
+            words = word_parameter(value, kivs[0].var, ivs[-1].var, _byte_rows(self.plan),
+                                   low.buffers.values())
+            if words is not None and static_int(words.shape[1]) == self.N:
+                param = (words, False)
+                self.low.attrs[PREPACK_WORDS_ATTR] = True
         return For(t, i64(0), i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
@@ -631,7 +661,10 @@ class GemmEmitter:
                                        low.default_load)
                 else:
                     b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
-                prod = b * a if self.plan.b_first else a * b
+                ops = (b, a) if self.plan.b_first else (a, b)
+                # (an integer GEMM: acc + dot4(a, b) is one vpdpbusd)
+                prod = (tir.Call("dot4_u8s8", ops, "int32") if _is_dot4(anchor.expr)
+                        else ops[0] * ops[1])
                 total = combine("sum", total, prod)
             body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
             kvalues = [_mul(ks[0], unroll)] if unroll > 1 else ks
@@ -708,71 +741,3 @@ class GemmEmitter:
                              Evaluate(IntImm(0, "int32"))) for p in points]
             stmts.append(For(row, i64(0), i64(mr), "unroll", seq(body)))
         return stmts
-
-
-# ---------------------------------------------------------------------------
-# Constant weights packed at build time
-# ---------------------------------------------------------------------------
-
-def pack_weight(w: np.ndarray, width: int) -> np.ndarray:
-    """``Wp[t, k, c] = w[k, t*width + c]``, zero past the last column: the
-    layout of the packed micro-panels (a view when the columns divide
-    evenly; a relax ``Constant`` makes it contiguous)."""
-    k, n = w.shape
-    tiles = -(-n // width)
-    if tiles * width != n:
-        padded = np.zeros((k, tiles * width), w.dtype)
-        padded[:, :n] = w
-        w = padded
-    return w.reshape(k, tiles, width).transpose(1, 0, 2)
-
-
-def _b_parameter(load: BufferLoad, k: Var, j: Var, K: int, N: int
-                 ) -> tuple[Buffer, bool] | None:
-    """``load``'s buffer when it reads all of B as ``B[k, j]`` (``[K, N]``:
-    False) or transposed as ``B[j, k]`` (``[N, K]`` or ``[N, K, 1, ...]``
-    read at 0 past the second index: True), else None."""
-    idx, dims = load.indices, [static_int(d) for d in load.buffer.shape]
-    if len(idx) == 2 and idx[0] is k and idx[1] is j and dims == [K, N]:
-        return load.buffer, False
-    if (len(idx) >= 2 and idx[0] is j and idx[1] is k and dims[:2] == [N, K]
-            and all(d == 1 for d in dims[2:])
-            and all(isinstance(i, IntImm) and i.value == 0 for i in idx[2:])):
-        return load.buffer, True
-    return None
-
-
-def _prepacked_weight(func: tir.PrimFunc) -> WeightPlan | None:
-    """The packing of B that ``func`` declares (``PREPACK_ATTR`` naming a
-    parameter of static shape read as ``B[k, j]``, or as ``B[j, k]`` with
-    ``PREPACK_TRANSPOSED_ATTR``; ``PACK_MARK`` nests), or None."""
-    pname = (func.attrs or {}).get(PREPACK_ATTR)
-    width = (func.attrs or {}).get(PREPACK_WIDTH_ATTR)
-    if not pname or not isinstance(width, int) or width < 1:
-        return None
-    index = next((i for i, p in enumerate(func.params)
-                  if isinstance(p, tir.Buffer) and p.name == pname), None)
-    if index is None:
-        return None
-    b = func.params[index]
-    dims = static_dims(b)
-    transposed = bool(func.attrs.get(PREPACK_TRANSPOSED_ATTR))
-    if dims is None or (len(dims) != 2 and not transposed) or len(dims) < 2:
-        return None
-    if transposed:
-        n, k = dims[0], math.prod(dims[1:])
-    else:
-        k, n = dims
-    packed = tir.Buffer(b.name + "_packed", (i64(-(-n // width)), i64(k), i64(width)), b.dtype)
-    attrs = {a: v for a, v in func.attrs.items()
-             if a not in (PREPACK_ATTR, PREPACK_WIDTH_ATTR, PREPACK_TRANSPOSED_ATTR)}
-    if transposed:
-        return WeightPlan(index, packed, PACK_MARK, lambda mark: mark.value, attrs,
-                          lambda w: pack_weight(w.reshape(n, k).T, width))
-    return WeightPlan(index, packed, PACK_MARK, lambda mark: mark.value, attrs,
-                      lambda w: pack_weight(w, width))
-
-
-#: B's panels packed into micro-panels (``pack_weight``); each marked nest
-#: writes the micro-panels from the one its mark's value gives
-WEIGHT_TRANSFORM = WeightTransform("GEMM micro-panels of a constant B", _prepacked_weight)

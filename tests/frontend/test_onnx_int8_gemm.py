@@ -1,0 +1,127 @@
+"""The integer GEMM (uint8 x int8 -> int32 through T.dot4_u8s8) behind ONNX
+MatMulInteger: every signedness ONNX allows, zero points at their extremes,
+odd and prime shapes, a constant and a run-time B, against ONNX Runtime and
+numpy's int64 product; and the exact path of a CPU without VNNI
+(``PHASEC_CPU_FEATURES``) in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import phasec
+from phasec.frontend.onnx import from_onnx
+
+_ONNX_TYPE = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8}
+
+
+def _range(dtype: str) -> tuple[int, int]:
+    return (0, 256) if dtype == "uint8" else (-128, 128)
+
+
+def _model(M: int, K: int, N: int, adt: str, bdt: str, za: int, zb: int, b: np.ndarray,
+           const_b: bool) -> onnx.ModelProto:
+    inits = [helper.make_tensor("za", _ONNX_TYPE[adt], [], [za]),
+             helper.make_tensor("zb", _ONNX_TYPE[bdt], [], [zb])]
+    inputs = [helper.make_tensor_value_info("a", _ONNX_TYPE[adt], [M, K])]
+    if const_b:
+        inits.append(numpy_helper.from_array(b, "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", _ONNX_TYPE[bdt], [K, N]))
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])], "g", inputs,
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [M, N])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def check_matmul_integer(M: int, K: int, N: int, adt: str, bdt: str, za: int, zb: int,
+                         const_b: bool) -> None:
+    """phasec's MatMulInteger equals ORT's and numpy's int64 product exactly."""
+    rng = np.random.default_rng(M * 1000 + K * 10 + N)
+    a = rng.integers(*_range(adt), (M, K)).astype(adt)
+    b = rng.integers(*_range(bdt), (K, N)).astype(bdt)
+    a[0] = _range(adt)[1] - 1   # the extremes of both operands
+    b[:, 0] = _range(bdt)[0]
+    model = _model(M, K, N, adt, bdt, za, zb, b, const_b)
+    feeds = {"a": a} if const_b else {"a": a, "b": b}
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, feeds)[0]
+    vm = phasec.VirtualMachine(phasec.build(from_onnx(model)))
+    result = vm["main"](*feeds.values())
+    out = np.asarray(result.numpy() if hasattr(result, "numpy") else result)
+    exact = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, exact)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("M,K,N,adt,bdt,za,zb,const_b", [
+    (7, 13, 5, "uint8", "int8", 255, -128, True),     # K not a multiple of 4
+    (31, 67, 41, "uint8", "int8", 0, 127, True),      # primes, whole tiles and rests
+    (1, 3, 1, "int8", "int8", 127, 127, False),       # s8 x s8: A shifted by 128
+    (17, 64, 19, "int8", "uint8", -128, 0, True),     # u8 B shifted by -128
+    (9, 37, 33, "uint8", "uint8", 0, 255, False),
+])
+def test_matmul_integer_exact(M, K, N, adt, bdt, za, zb, const_b):
+    check_matmul_integer(M, K, N, adt, bdt, za, zb, const_b)
+
+
+def test_matmul_integer_without_vnni():
+    """The same products compiled as for a CPU without VNNI (the vpmaddwd
+    sequence): a fresh process, since the target is chosen once per process."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_onnx_int8_gemm as t; "
+            "t.check_matmul_integer(23, 45, 37, 'uint8', 'int8', 3, -5, True); "
+            "t.check_matmul_integer(5, 130, 17, 'int8', 'uint8', 127, 255, False); "
+            "from phasec.backend.llvm.jit import host_target; "
+            "assert '-avx512vnni' in host_target().features.split(',')")
+    env = {**os.environ, "PHASEC_CPU_FEATURES": "-avx512vnni,-avxvnni"}
+    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("xdt,wdt,xz,wz", [("uint8", "int8", 255, 0), ("uint8", "uint8", 7, 131),
+                                           ("int8", "int8", -128, 0)])
+def test_pointwise_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz):
+    """1x1 ConvInteger and QLinearConv (per-channel scales, an int32 bias) as
+    W[O, C] @ x[N, C, positions] on the integer GEMM, against ORT and numpy."""
+    rng = np.random.default_rng(7)
+    C, O, H, W = 13, 6, 5, 7
+    x = rng.integers(*_range(xdt), (2, C, H, W)).astype(xdt)
+    w = rng.integers(*_range(wdt), (O, C, 1, 1)).astype(wdt)
+    x[0, :, 0, 0] = _range(xdt)[1] - 1
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(xz, xdt), "xz"),
+             numpy_helper.from_array(np.array(wz, wdt), "wz"),
+             numpy_helper.from_array(np.float32(0.03), "xs"),
+             numpy_helper.from_array(rng.uniform(0.004, 0.02, O).astype(np.float32), "ws"),
+             numpy_helper.from_array(np.float32(0.7), "ys"),
+             numpy_helper.from_array(np.array(3, xdt), "yz"),
+             numpy_helper.from_array(rng.integers(-3000, 3000, O).astype(np.int32), "b")]
+    nodes = [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["i"]),
+             helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                              ["q"])]
+    outs = [helper.make_tensor_value_info("i", TensorProto.INT32, None),
+            helper.make_tensor_value_info("q", _ONNX_TYPE[xdt], None)]
+    if wdt == "uint8" or xdt == "int8":  # what ORT's kernels take: one of the two nodes
+        nodes, outs = (nodes[:1], outs[:1]) if xdt == "uint8" else (nodes[1:], outs[1:])
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", _ONNX_TYPE[xdt], list(x.shape))], outs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x})
+    vm = phasec.VirtualMachine(phasec.build(from_onnx(model)))
+    got = vm["main"](x)
+    got = got if isinstance(got, (list, tuple)) else [got]
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g.numpy() if hasattr(g, "numpy") else g), e)
+    if nodes[0].op_type == "ConvInteger":
+        exact = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.int64) - wz,
+                          x.astype(np.int64) - xz)
+        np.testing.assert_array_equal(want[0], exact)
