@@ -33,7 +33,7 @@ def _accumulator_shapes(func):
 
 def test_symbolic_columns_take_vector_rows_and_tiles_of_rows():
     lanes = host_tuning().lanes(32)
-    rows = host_tuning().tile_rows[0]
+    rows = host_tuning().gemm_rows
     s, t = T.Var("s", "int64"), T.Var("t", "int64")
     funcs = {"sym_cols": _scores(5, s), "sym_both": _scores(t, s), "sym_cols_13": _scores(13, s)}
     # vector rows, tiles of rows when they share the columns' loads, one-wide

@@ -15,8 +15,10 @@ loaded feeds IT products::
         out[io*IT + ii, jo*JT + ji] = epilogue(acc[ii, ji])
 
 A symbolic ``J`` (``q @ k^T`` over a sequence known at run time) takes
-rows of one vector's width, then its ``J % JT`` last columns one at a time
-(rows of one; the tile loops are then inside the kernel's innermost part).
+rows of one vector's width, then its ``J % JT`` last columns one at a time,
+in tiles of ``TargetTuning.gemm_rows`` rows when the rows share their loads
+along ``j`` (then the ``I % IT`` last rows one at a time); the tile loops
+are inside the kernel's innermost part.
 """
 
 from __future__ import annotations
@@ -113,10 +115,10 @@ def plan(nest: NestEmitter) -> RowTile | None:
             s for s in nest.attached if s.depth >= m - 1 and s is not anchor]
     J = static_int(nest.shape[m - 1])
     tile_rows = nest.opt.target.tile_rows
-    if J is None:  # rows of one vector; tiles of rows (a remainder for a symbolic I)
-        I = static_int(nest.shape[m - 2]) if shared else None
-        it = tile_rows[0] if shared and I is None else \
-            next((t for t in tile_rows if I % t == 0), 1) if shared else 1
+    if J is None:
+        # rows of one vector in tiles of as many rows as a GEMM's register
+        # tile (q @ k^T: one vector of k^T feeds them all), the rest one by one
+        it = nest.opt.target.gemm_rows if shared else 1
         bits = 64 if anchor.tensor.dtype == "float64" else 32
         return RowTile(anchor, it, nest.opt.target.lanes(bits), symbolic=True)
     if J < 2:
