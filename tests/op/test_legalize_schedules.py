@@ -86,7 +86,8 @@ def test_softmax_without_a_row_buffer_stays_correct(last):
     func = low.prim_func
     assert "T_softmax_exp_local" not in allocated(func)
     assert "T_softmax_exp" not in allocated(func)    # inlined, not a global buffer
-    assert (count_calls(func.body, "exp") == 1) if last is N else (count_calls(func.body, "exp") >= 2)
+    # symbolic: exp once per element (written twice: whole vectors, then the rest)
+    assert (count_calls(func.body, "exp") == 2) if last is N else (count_calls(func.body, "exp") >= 2)
     cols = 7 if last is N else last
     a = rand((3, cols)) * 5
     if last is N:  # the interpreter, for the small case
