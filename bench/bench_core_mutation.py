@@ -7,7 +7,10 @@
 Each mutant (an ``ast`` mutation, see ``bench/_core_mutants.py``) is run
 against only the tests that execute its line, fastest first, stopping at the
 first failure. Per-test line coverage is collected once (coverage.py, with
-each test as a context, subprocesses included) and cached under ``--work``.
+each test as a context, subprocesses included) and cached under ``--work``;
+the memo tables in :data:`MEMOS` are emptied before each test, so the code
+that fills them is credited to every test that uses them, not only to the
+first (``--recollect`` after changing them).
 
 How a mutant runs, without ever writing the module file: a server process
 imports pytest, the tests' conftest and phasec once, then forks a child per
@@ -71,12 +74,14 @@ DEFAULT_TARGETS: dict[str, tuple[str, ...] | None] = {
 DEFAULT_TESTS = ("tests/ir", "tests/transform", "tests/verifier", "tests/backend/vm",
                  "tests/pipeline", "tests/testing/test_mutations.py",
                  "tests/testing/test_mutation_choices.py")
-#: module-level memo tables that the code under test fills on first use: were
-#: the parent to fill them (a test module verifying at import), a forked child
-#: would inherit them and the mutated code that fills them would never run;
-#: the child empties them once the mutant's code is swapped in. (The parent
-#: leaves the checker's empty today, and the mutants of _Dispatch still
-#: survive in the child though a fresh process kills them: see bench/README.)
+#: module-level memo tables that the code under test fills on first use. Two
+#: runs would otherwise misjudge the code that fills them: (1) coverage
+#: would credit that code to the first test that filled the table only (the
+#: checker's dispatch tables: 6 tests, none of which notices a wrong table),
+#: so a mutant of it would run against those few tests; (2) a forked child
+#: would inherit a table the parent filled and never run the mutated code.
+#: So the coverage run empties them before every test, and the child empties
+#: them once the mutant's code is swapped in.
 MEMOS: dict[str, tuple[str, ...]] = {"verifier/checker.py": ("_DISPATCH",)}
 #: installed module name of a repository file (verifier/ installs as phasec.verifier)
 _PACKAGE_DIRS = {"verifier": "phasec.verifier", "passes": "phasec.passes"}
@@ -93,15 +98,26 @@ def module_name(path: str) -> str:
     return ".".join(parts)
 
 
+def clear_memos(files: list[str]) -> None:
+    """Empty the :data:`MEMOS` tables of those ``files`` already imported."""
+    for f in files:
+        module = sys.modules.get(module_name(f))
+        for memo in MEMOS.get(f, ()) if module is not None else ():
+            getattr(module, memo).clear()
+
+
 # -- coverage: which tests execute which line -------------------------------------
 class _CoveragePlugin:
     """Per-test contexts and durations, and which tests fail unmutated."""
 
-    def __init__(self, cov: Any) -> None:
+    def __init__(self, cov: Any, files: list[str]) -> None:
         self.cov = cov
+        self.files = files
         self.tests: dict[str, dict[str, Any]] = {}
 
     def pytest_runtest_protocol(self, item: Any, nextitem: Any) -> None:
+        # every test that uses a memo table is credited with filling it
+        clear_memos(self.files)
         self.cov.switch_context(item.nodeid)
         os.environ["PHASEC_CORE_CONTEXT"] = item.nodeid
         self.tests[item.nodeid] = {"duration": 0.0, "passed": True}
@@ -125,7 +141,7 @@ def collect_coverage(files: list[str], tests: list[str], out: Path) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(_HOOK), os.environ.get("PYTHONPATH", "")])
     cov = coverage.Coverage(data_file=data_file, data_suffix=True, include=include)
     cov.start()
-    plugin = _CoveragePlugin(cov)
+    plugin = _CoveragePlugin(cov, files)
     try:
         pytest.main(["-q", "-p", "no:cacheprovider", "-n", "0", *tests], plugins=[plugin])
     finally:
@@ -275,8 +291,7 @@ def run_mutant(file: str, source: str, mutant: _core_mutants.Mutant, items: list
             os.environ["PHASEC_CORE_MUTANT"] = f"{module_name(file)}:{path}:{mutant.index}"
             if _swap_code(path, source, mutant, live, at_import):
                 print(f"fork: code swapped for mutant {mutant.index}", flush=True)
-                for memo in MEMOS.get(file, ()):
-                    getattr(sys.modules[module_name(file)], memo).clear()
+                clear_memos([file])
                 code = 0
                 signal.signal(signal.SIGALRM, _overran)
                 for i, item in enumerate(items):
@@ -331,7 +346,9 @@ def load_equivalent() -> dict[tuple[str, str, str], str]:
 
     File format: blocks of ``file | source line, stripped | mutation`` (or
     ``file:LINE | ...`` for one line of several with the same text) and an
-    indented reason on the next line; ``#`` starts a comment line."""
+    indented reason on the next line; ``#`` starts a comment line.
+    ``file:LINE:COLUMN`` pins an entry to one of several mutants with the
+    same description on one line (the column ``--list`` prints)."""
     out: dict[tuple[str, str, str], str] = {}
     if not EQUIVALENT_FILE.exists():
         return out
@@ -346,7 +363,8 @@ def load_equivalent() -> dict[tuple[str, str, str], str]:
             # first separator, the mutation after the last
             first, rest = raw.split(" | ", 1) if " | " in raw else (raw, "")
             middle, _, mutation = rest.rpartition(" | ")
-            # "file:LINE" pins an entry to one line when the same text occurs twice
+            # "file:LINE" pins an entry to one line when the same text occurs
+            # twice, "file:LINE:COLUMN" to one mutant of several on a line
             key = (first.strip(), middle.strip(), mutation.strip()) if middle else None
     return out
 
@@ -449,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for f in files:
             for m in selected[f]:
-                print(f"{f}:{m.lineno}: #{m.index} {m.description}")
+                print(f"{f}:{m.lineno}:{m.col}: #{m.index} {m.description}")
         return 0
 
     cov_file = work / ("coverage-" + "-".join(Path(t).stem for t in args.tests)[:80] + ".json")
@@ -484,8 +502,9 @@ def main(argv: list[str] | None = None) -> int:
             t_file = time.monotonic()
             for m in selected[f]:
                 text = src_lines[m.lineno - 1].strip()
-                reason = equivalent.get((f"{f}:{m.lineno}", text, m.description)) or \
-                    equivalent.get((f, text, m.description))
+                reason = equivalent.get((f"{f}:{m.lineno}:{m.col}", text, m.description)) \
+                    or equivalent.get((f"{f}:{m.lineno}", text, m.description)) \
+                    or equivalent.get((f, text, m.description))
                 if reason:
                     outcomes.append(Outcome(m, f, "equivalent", reason=reason))
                     continue

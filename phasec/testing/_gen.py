@@ -42,7 +42,7 @@ from phasec.ir.expr import (
 from phasec.op.infer import infer_struct_info
 from phasec.ir.module import IRModule
 from phasec.ir.node import set_field
-from phasec.op import InferContext, call_op, find_op
+from phasec.op import InferContext, OpPattern, call_op, find_op
 from phasec.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from phasec.testing._gen_functions import PARAM_NAMES, FunctionStatements, Helper, syms_of
 from phasec.testing._opgen import OpGen
@@ -79,7 +79,12 @@ class GenConfig:
     operators; one module in five keeps the whole pool. ``focus``: operators
     the subset is drawn from three times in four (the operators a pass under
     test rewrites). With ``swarm`` a binary operator takes two distinct
-    operands when it can (``x - x`` hides a swap).
+    operands when it can (``x - x`` hides a swap), and half the operator
+    calls are *chains*: the call (the producer) and then one or two
+    elementwise or broadcast operators on its result (the epilogue, from the
+    module's subset when it has such operators, else from the whole pool),
+    in a dataflow block when the module has them: the groups FuseOps fuses,
+    which calls drawn independently rarely form (``chains=False``: none).
     """
 
     max_bindings: int = 8
@@ -97,6 +102,7 @@ class GenConfig:
     ops: frozenset[str] | None = None
     swarm: bool = False
     focus: frozenset[str] | None = None
+    chains: bool = True
 
 
 #: the largest operator subset of a swarm module
@@ -117,6 +123,8 @@ class ModuleGen:
         self.global_names = NameTable(["main"])
         self.pending = 0  # helpers being generated (not yet in functions)
         self.op_gens = [g for g in all_op_gens() if cfg.ops is None or g.name in cfg.ops]
+        #: operators that can follow a producer in a fusable chain (see GenConfig)
+        self.epilogue_gens = [g for g in self.op_gens if _is_epilogue(g.name)]
 
     @property
     def ctx(self) -> InferContext:
@@ -442,8 +450,18 @@ class FuncGen(FunctionStatements):
         # half the statements are operator calls: programs are
         # made of operators, and each of ~100 must come up regularly
         # (0, the shrink target, is the plain choice of a statement kind)
-        if self.draw(st.integers(0, 1)) == 1 and self._stmt_op():
-            return
+        if self.draw(st.integers(0, 1)) == 1:
+            # swarm: half the calls start a chain (see GenConfig); no, the
+            # shrink target, leaves the statement one call
+            chain = (self.cfg.swarm and self.cfg.chains and bool(self.mg.epilogue_gens)
+                     and self.draw(st.booleans()))
+            if chain and use_df and not self.in_df:
+                self.open_dataflow()
+            made = self._op_call()
+            if made is not None:
+                if chain and isinstance(made, Val) and made.is_tensor:
+                    self._epilogue(made)
+                return
         kinds = _STATEMENTS
         start = self.draw(st.integers(0, len(kinds) - 1))
         for j in range(len(kinds)):
@@ -452,14 +470,29 @@ class FuncGen(FunctionStatements):
         raise GeneratorError("internal: no statement applies")
 
     def _stmt_op(self) -> bool:
-        """One operator call. The operator is drawn first, uniformly over the
+        return self._op_call() is not None
+
+    def _epilogue(self, x: Val) -> None:
+        """One or two elementwise or broadcast calls, each on the previous
+        result, starting from ``x`` (a chain, see :class:`GenConfig`)."""
+        gens = [g for g in self.mg.op_gens if _is_epilogue(g.name)] or self.mg.epilogue_gens
+        for _ in range(1 + self.draw(st.integers(0, 1))):
+            fits = [g for g in gens if g.accepts(self, x)]
+            made = self.pick(fits).build(self, x) if fits else None
+            if made is None:
+                return
+            x = made
+
+    def _op_call(self) -> Val | None:
+        """One operator call, its value (None: no operator applies). The
+        operator is drawn first, uniformly over the
         table (coverage by design: every operator is drawn about equally
         often, whatever its operand constraints); when nothing in scope fits
         it, an operand is built to fit (a new parameter of ``main``, else a
         constant, made positive through ``exp`` where the operator needs it)."""
         gens = self.mg.op_gens
         if not gens:
-            return False
+            return None
         # hypothesis favours some integers (small ones, powers of two, the
         # bounds, values it drew before): over 1,300 draws of an index among
         # 169, an integer left 17 indices out (a wide integer taken modulo,
@@ -473,14 +506,14 @@ class FuncGen(FunctionStatements):
             cands = [fitted] if fitted is not None else []
         # build() returns None when the drawn operands do not suit the
         # operator after all (a result interval out of bounds...): try on
-        if cands and first.build(self, self.pick(cands)) is not None:
-            return True
+        made = first.build(self, self.pick(cands)) if cands else None
         for j in range(1, len(gens)):
+            if made is not None:
+                break
             gen: OpGen = gens[(start + j) % len(gens)]
             cands = self.visible(lambda v, gen=gen: gen.accepts(self, v))
-            if cands and gen.build(self, self.pick(cands)) is not None:
-                return True
-        return False
+            made = gen.build(self, self.pick(cands)) if cands else None
+        return made
 
     def _fit_operand(self, gen: OpGen) -> Val | None:
         """A first operand made for ``gen`` (None when none fits)."""
@@ -671,6 +704,12 @@ class FuncGen(FunctionStatements):
 # statement kinds, simplest first (hypothesis shrinks towards the first)
 _STATEMENTS = ("op", "const", "tuple", "repeat", "call", "if", "closure", "packed",
                "match_cast", "loop", "factory")
+
+
+def _is_epilogue(op: str) -> bool:
+    """Whether FuseOps fuses ``op`` after a producer (elementwise or broadcast)."""
+    opdef = find_op(op)
+    return opdef is not None and opdef.pattern in (OpPattern.ELEMWISE, OpPattern.BROADCAST)
 
 
 #: hypothesis's random module: each call a recorded draw (replayed, shrunk)

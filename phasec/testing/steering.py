@@ -50,6 +50,8 @@ __all__ = ["Probe", "probe_pass", "changed_ops", "probe_module", "draw_once", "c
 
 #: how the probe's modules are drawn: one function, a few statements, no
 #: control flow, closures or packed calls, so the operator is what they hold
+#: (an elementwise operator's may chain it on its own result: the probe of a
+#: FuseOps bug sees that group fused)
 _PROBE_OPTIONS: Mapping[str, Any] = dict(max_bindings=3, max_functions=1, control_flow=False,
                                          closures=False, packed=False)
 #: options of the user's ``module_options`` the probe keeps

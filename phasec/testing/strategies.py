@@ -105,7 +105,8 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
             closures: bool = True, packed: bool = True, dataflow: bool = True,
             constants: bool = True, ops: Iterable[str] | None = None,
             prefix: str | None = None, swarm: bool = False,
-            focus: Iterable[str] | None = None) -> st.SearchStrategy[IRModule]:
+            focus: Iterable[str] | None = None, chains: bool = True
+            ) -> st.SearchStrategy[IRModule]:
     """Well-formed modules in ``phase`` (with an entry function ``main``).
 
     Args:
@@ -131,6 +132,9 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
             ``phasec fuzz`` draw this way.
         focus: with ``swarm``, operators drawn three times in four (those a
             pass under test rewrites).
+        chains: with ``swarm``, half the operator calls are followed by one
+            or two elementwise operators on their result, in a dataflow
+            block (the groups FuseOps fuses); False: none.
     """
     target = Phase.parse(phase)
     if prefix not in (None, "transitions", "default"):
@@ -139,7 +143,7 @@ def modules(phase: Phase | int | str = Phase.INGESTION, *, max_bindings: int = 8
                     max_params=max_params, max_rank=max_rank, max_dim=max_dim,
                     max_depth=max_depth, symbolic=symbolic, control_flow=control_flow,
                     closures=closures, packed=packed, dataflow=dataflow, constants=constants,
-                    ops=_op_set(ops), swarm=swarm, focus=_op_set(focus))
+                    ops=_op_set(ops), swarm=swarm, focus=_op_set(focus), chains=chains)
 
     @st.composite
     def draw_module(draw: Any) -> IRModule:

@@ -14,7 +14,7 @@ from phasec import PassError
 from phasec.ir import Function, IRModule, Phase, SeqExpr, TensorStructInfo, Var, tir
 from phasec.transform import (
     ALL_PHASES, FunctionPass, ModulePass, PassConfigError, PassInfo, Pipeline, PrimFuncPass,
-    function_pass, module_pass,
+    function_pass, module_pass, prim_func_pass,
 )
 from phasec.transform.pass_infra import Pass
 
@@ -97,6 +97,36 @@ def test_a_failing_pass_called_inside_another_is_the_one_named():
         outer(make_module())
     assert err.value.pass_name == "Inner"
     assert str(err.value).startswith("Inner failed in phase ingestion: ValueError: inner broke")
+
+
+def test_a_failing_pass_called_inside_a_function_pass_is_the_one_named():
+    # the same through a function pass's per-function loop, which otherwise
+    # names the function it failed on
+    @module_pass(phases="all", name="Inner")
+    def inner(mod, ctx):
+        raise ValueError("inner broke")
+
+    @function_pass(phases="all", name="PerFunction")
+    def per_function(func, mod, ctx):
+        inner(mod)
+        return func
+    with pytest.raises(PassError) as err:
+        per_function(make_module())
+    assert err.value.pass_name == "Inner"
+    assert str(err.value).startswith("Inner failed in phase ingestion: ValueError: inner broke")
+
+
+def test_a_prim_func_pass_in_function_form_runs_on_each_prim_func():
+    a = tir.Buffer("A", (4,))
+    kernel = tir.PrimFunc([a], tir.Evaluate(tir.IntImm(0, "int32")))
+    mod = make_module().update({"kernel": kernel})
+
+    @prim_func_pass(phases="all", name="Tag")
+    def tag(func, mod, ctx):
+        return func.with_attr("tag", "seen")
+    out = tag(mod)
+    assert out["kernel"].attrs["tag"] == "seen"
+    assert out["main"] is mod["main"] and "tag" not in kernel.attrs
 
 
 def test_pipeline_copy_and_repr():

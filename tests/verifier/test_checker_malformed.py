@@ -13,14 +13,18 @@ verifier/checker.py``): these paths had no test.
 from __future__ import annotations
 
 import gc
+import sys
 
 import numpy as np
+import pytest
 
 from phasec import verifier
+from phasec.errors import WellFormedError
 from phasec.ir import (
     BindingBlock, Call, Function, IRModule, Op, SeqExpr, TensorStructInfo, Var, VarBinding, tir,
 )
 from phasec.ir.expr import Constant, GlobalVar, If, PrimValue, ShapeExpr, Tuple, TupleGetItem
+from phasec.ir.struct_info import TupleStructInfo
 
 T4 = TensorStructInfo((4,), "float32")
 BOOL = TensorStructInfo((), "bool")
@@ -127,3 +131,25 @@ def test_a_seq_expr_as_a_call_argument_and_a_body_that_is_no_node():
     assert codes(seq_arg) == ["WF102"]
     no_node = IRModule({"main": Function([x], 42, T4, attrs={"global_symbol": "main"})})
     assert codes(no_node) == ["WF100"]
+
+
+def test_struct_info_nested_beyond_the_recursion_limit_is_wf100_not_a_crash():
+    # The walk is iterative, but a call's key hashes its sinfo_args
+    # recursively (verifier/keys.py): a pass that nests a Tuple struct info
+    # deeper than Python's recursion limit gets WF100 "nested too deeply"
+    # for that function, and the next function is still checked.
+    x, w, y, u = Var("x", T4), Var("w", T4), Var("y", T4), Var("u", T4)
+    deep = T4
+    for _ in range(sys.getrecursionlimit() + 100):  # each level is at least one frame
+        deep = TupleStructInfo([deep])
+    call = Call(Op("relax.add"), [x, x], struct_info=T4, sinfo_args=[deep])
+    mod = IRModule({
+        "deep": Function([x], SeqExpr([BindingBlock([VarBinding(w, call)])], w)),
+        "main": Function([y], SeqExpr([], u), attrs={"global_symbol": "main"})})
+    diagnostics = [(d.code, d.message) for d in verifier.check(mod) if d.severity == "error"]
+    assert diagnostics[0] == (
+        "WF100", "function 'deep' could not be analysed completely (the IR is nested too "
+        "deeply to analyse); it contains a node of an unexpected kind or shape")
+    assert [code for code, _ in diagnostics[1:]] == ["WF001"]
+    with pytest.raises(WellFormedError, match="nested too deeply"):
+        verifier.verify(mod)
