@@ -72,10 +72,12 @@ def test_probe_modules_hold_their_operator_on_distinct_operands():
 
 
 def _calls_per_operator(swarm):
-    """Over 30 modules: operator calls per distinct operator, on average."""
+    """Over 150 modules: operator calls per distinct operator, on average.
+    (A derandomized sample still depends on the environment hypothesis runs
+    in: 30 modules were too few for a steady mean.)"""
     ratios = []
 
-    @settings(max_examples=30, derandomize=True, database=None)
+    @settings(max_examples=150, derandomize=True, database=None)
     @given(modules(swarm=swarm, control_flow=False, closures=False, packed=False))
     def collect(mod):
         calls = [line.split("= R.", 1)[1].split("(", 1)[0] for line in mod.script().splitlines()
@@ -143,7 +145,7 @@ def test_swarm_modules_hold_chains_that_fuse_ops_fuses():
     chained, fused = [], []
     fuse = get_pass("FuseOps")
 
-    @settings(max_examples=30, derandomize=True, database=None)
+    @settings(max_examples=150, derandomize=True, database=None)
     @given(modules(Phase.OPTIMIZATION, swarm=True))
     def collect(mod):
         chained.append(_chains(mod) > 0)
@@ -153,5 +155,7 @@ def test_swarm_modules_hold_chains_that_fuse_ops_fuses():
             for _, f in out.relax_functions()))
 
     collect()
-    # 6 and 4 of 30 today; 0 and 0 before chains were drawn
-    assert sum(chained) >= 4 and sum(fused) >= 2
+    # about a fifth of the modules hold a chain (1 to 9 in samples of 30,
+    # which vary with the environment), a sixth a fused group (25 of 150);
+    # 0 and 0 before chains were drawn
+    assert sum(chained) >= 12 and sum(fused) >= 8, (sum(chained), sum(fused))
