@@ -54,7 +54,7 @@ from phasec.ir.node import Node, replace
 from phasec.te.blocks import bind_loop_vars_in_blocks
 from phasec.te.schedules import WEIGHT_TRANSFORMS
 from phasec.te.schedules.build_time import ir_nodes, stored_buffer
-from phasec.te.schedules.gemm import pack_weight
+from phasec.te.schedules.gemm_prepack import pack_weight
 from phasec.ir.visitor import collect_exprs
 from phasec.transform import module_pass, register_pass
 

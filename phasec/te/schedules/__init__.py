@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_strided, conv_direct, conv_flat_rows, conv_im2col,
-    conv_pointwise_small, conv_transpose, gemm, interleave, plain, pool_avg, pool_max, pool_max_fast, pool_max_phases, row_tile, transpose, winograd,
+    conv_pointwise_small, conv_transpose, gemm, gemm_prepack, interleave, plain, pool_avg,
+    pool_max, pool_max_fast, pool_max_phases, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -162,7 +163,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 #: the transforms of weights the schedules declare, tried in this order
-WEIGHT_TRANSFORMS: tuple[WeightTransform, ...] = (gemm.WEIGHT_TRANSFORM,
+WEIGHT_TRANSFORMS: tuple[WeightTransform, ...] = (gemm_prepack.WEIGHT_TRANSFORM,
                                                   winograd.WEIGHT_TRANSFORM)
 
 

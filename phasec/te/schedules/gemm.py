@@ -52,8 +52,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from phasec.arith import simplify
 from phasec.ir import tir
 from phasec.ir.tir import (
@@ -64,7 +62,7 @@ from phasec.te.analysis import static_int, subst_var, vars_of
 from phasec.te.operation import i64
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
-    WEIGHT_TRANSFORM, b_parameter, pack_weight, word_parameter,
+    b_parameter, word_parameter,
 )
 from phasec.te.stmt import block, combine, seq
 from phasec.te.tensor import ProducerLoad, Tensor, children, post_order
