@@ -72,9 +72,9 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                           "memo": _memoized, "record": _record_folded}
     expr = ExprSource(ns)  # shape arithmetic inline: no call per dimension
     after_matches, hoist, key_regs = _entry_hoisting(f.source, f.start)
-    inline = _inline_hoisted(f, hoist)
-    read = {r for ins in f.source[f.start:] for r in ins.registers_read()}
-    shared = _shared_outputs(f)
+    writes, readers = _register_uses(f)
+    inline = _inline_hoisted(f, hoist, writes)
+    shared = _shared_outputs(f, writes, readers)
     head = ["def run(args):", "    regs = template.copy()", f"    regs[:{f.nparams}] = args"]
     head_pc: dict[int, int] = {}
     hoist_lines = ["def make_hoisted(regs, key):"]
@@ -89,7 +89,7 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
         return inline.get(r, f"regs[{r}]")
 
     def unit(r: int) -> str:  # the result of a kernel call or a kill: unit
-        return f"; regs[{r}] = EMPTY" if r in read else ""
+        return f"; regs[{r}] = EMPTY" if r in readers else ""
     ended = False
     for pc in range(f.start, len(f.code)):
         ins = f.code[pc]
@@ -101,7 +101,7 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 head.append("    if S is None: S = make_hoisted(regs, key)")
             head_pc.update({len(head) - k: pc for k in range(3 if hoist else 2)})
         now_stable: tuple[int, ...] = ()
-        folded: str | None | bool = False  # False: as in the first call
+        folded_line: str | None = None  # (None: the same as in a first call)
         if pc in hoist:
             hoist_lines.append(f"    s{hoist[pc]} = " + (
                 expr.shape(ins[3]) if op == _MAKE_SHAPE else expr.prim(ins[3], ins[4])))
@@ -123,10 +123,10 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 line = (f"memo(m{pc}, key, f{pc}, ({''.join(f'{reg(r)}, ' for r in regs)}), "
                         f"({''.join(f'regs[{r}], ' for r in outs)})){unit(ins[1])}")
                 now_stable = tuple(outs)
-                if all(o in shared and shared[o] == pc for o in outs):
+                if all(shared.get(o, -1) == pc for o in outs):
                     first = sum(len(o) for _, o in folds)
                     folds.append((pc, outs))
-                    folded = "; ".join(f"regs[{o}] = F[{first + k}]"
+                    folded_line = "; ".join(f"regs[{o}] = F[{first + k}]"
                                        for k, o in enumerate(outs)) + unit(ins[1])
             elif op == _KERNEL:
                 line = f"{call}{unit(ins[1])}"
@@ -166,7 +166,7 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 head.append("    " + line)
                 head_pc[len(head)] = pc
         else:
-            body.append((pc, line, line if folded is False else folded))
+            body.append((pc, line, line if folded_line is None else folded_line))
         stable.difference_update(f.source[pc].registers_written())
         stable.update(now_stable)
         if ended:
@@ -178,7 +178,7 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
     folded_lines = ["def run_folded(regs, S, F, key):"]
     folded_pc: dict[int, int] = {}
     if folds:
-        dead = _dead_when_folded(f, folds, after_matches)
+        dead = _dead_when_folded(f, folds, after_matches, readers)
         memos = "".join(f"m{pc}, " for pc, _ in folds)
         lines += ["    F = folded.get(key)",
                   "    if F is not None: return run_folded(regs, S, F, key)"]
@@ -244,24 +244,29 @@ def _entry_hoisting(code: Sequence[bc.Instruction], start: int
     return pc, {p: slot for slot, p in enumerate(hoisted)}, sorted(bound)
 
 
-def _writes(f: Any) -> dict[int, int]:
+def _register_uses(f: Any) -> tuple[dict[int, int], dict[int, list[int]]]:
     """How many instructions of ``f`` write each register (a kill, which
-    drops a value no later instruction reads, does not count)."""
+    drops a value no later instruction reads, does not count), and the
+    instructions that read it."""
     writes: dict[int, int] = {}
-    for ins in f.source[f.start:]:
+    readers: dict[int, list[int]] = {}
+    for pc in range(f.start, len(f.code)):
+        ins = f.source[pc]
         for r in ins.registers_written() if type(ins) is not bc.Kill else (ins.dst,):
             writes[r] = writes.get(r, 0) + 1
-    return writes
+        for r in ins.registers_read():
+            readers.setdefault(r, []).append(pc)
+    return writes, readers
 
 
-def _inline_hoisted(f: Any, hoist: Mapping[int, int]) -> dict[int, str]:
+def _inline_hoisted(f: Any, hoist: Mapping[int, int], writes: Mapping[int, int]
+                    ) -> dict[int, str]:
     """The registers of hoisted values (see :func:`_entry_hoisting`) that the
     compiled function reads as ``S[slot]`` in place, never writing them:
     written once, and read only where the generated line takes operands
     (kernel, builtin and packed calls, moves, returns, get_item; not a
     match, a tuple or an inline shape, which read the register file)."""
     direct = (_KERNEL, _PACKED, _BUILTIN, _MOVE, _RET, _GET_ITEM, _KILL)
-    writes = _writes(f)
     other_reads: set[int] = set()
     for pc in range(f.start, len(f.code)):
         if pc not in hoist and f.code[pc][0] not in direct:
@@ -271,18 +276,14 @@ def _inline_hoisted(f: Any, hoist: Mapping[int, int]) -> dict[int, str]:
             and f.source[pc].registers_written()[0] not in other_reads}
 
 
-def _shared_outputs(f: Any) -> dict[int, int | None]:
+def _shared_outputs(f: Any, writes: Mapping[int, int], readers: Mapping[int, list[int]]
+                    ) -> dict[int, int | None]:
     """Registers that may hold an array shared across calls (a memoized
     kernel's kept output), each with the kernel that writes its array (None:
     no kernel does): written once, and read only by that kernel, as other
     kernels' inputs (arguments they do not write), by matches, or by moves
     into registers that are themselves such — never returned, put in a
     tuple or passed to a builtin or packed function."""
-    writes = _writes(f)
-    readers: dict[int, list[int]] = {}
-    for pc in range(f.start, len(f.code)):
-        for r in f.source[pc].registers_read():
-            readers.setdefault(r, []).append(pc)
     verdict: dict[int, bool] = {}
     producer: dict[int, int | None] = {}
 
@@ -311,17 +312,14 @@ def _shared_outputs(f: Any) -> dict[int, int | None]:
     return {r: producer[r] for r in writes if only_read(r)}
 
 
-def _dead_when_folded(f: Any, folds: Sequence[tuple[int, list[int]]], start: int) -> set[int]:
+def _dead_when_folded(f: Any, folds: Sequence[tuple[int, list[int]]], start: int,
+                      readers: Mapping[int, list[int]]) -> set[int]:
     """The instructions a call with folded kernels (``folds``: their pcs and
     outputs) skips: those kernels, the allocations of their outputs (the
     kept arrays take their place), and the allocations (and moves) whose
     results only skipped instructions and kills read."""
     dead = {pc for pc, _ in folds}
     replaced = {o for _, outs in folds for o in outs}
-    readers: dict[int, list[int]] = {}
-    for pc in range(start, len(f.code)):
-        for r in f.source[pc].registers_read():
-            readers.setdefault(r, []).append(pc)
     candidates = [pc for pc in range(start, len(f.code))
                   if f.code[pc][0] == _MOVE or (f.code[pc][0] == _BUILTIN
                                                 and f.source[pc].callee in _ALLOCATIONS)]

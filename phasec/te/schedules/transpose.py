@@ -163,23 +163,24 @@ def emit_transpose(nest: NestEmitter) -> Stmt:
         return seq([pass1, pass2])
 
     stmts: list[Stmt] = []
+    # block, group and column counts: static, or computed at run time (a loop
+    # may then run 0 times); a static count of 0 emits no loop
     if isinstance(cols, int):
         full, left = divmod(cols // GROUP, per_block)
         full_x, left_x, rest_x = i64(full), left, i64(cols % GROUP)
-        done = i64(cols - cols % GROUP)
-    else:  # counts known at run time (a loop may then run 0 times)
-        full, left = 1, 1
+        done: PrimExpr = i64(cols - cols % GROUP)
+    else:
         full_x, left_x, rest_x = cols // GROUP // per_block, cols // GROUP % per_block, \
             cols % GROUP
         done = cols // GROUP * GROUP
-    if full:
+    if not (isinstance(full_x, IntImm) and full_x.value == 0):
         jb = Var(names.fresh(jname + "_b"), _I64)
         stmts.append(For(jb, i64(0), full_x, "serial",
                          columns(jb * (per_block * GROUP), per_block)))
-    if left:
+    if not isinstance(left_x, int) or left_x:
         stmts.append(columns(full_x * (per_block * GROUP), left_x))
     body: Stmt = Allocate(tmp, seq(stmts))
-    if not isinstance(cols, int) or cols % GROUP:
+    if not (isinstance(rest_x, IntImm) and rest_x.value == 0):
         # the last J % 4 columns one element at a time
         j, i = Var(names.fresh(jname), _I64), Var(names.fresh(iname), _I64)
         ivs, _, values = block_for(i, _offset(done, j), [])
