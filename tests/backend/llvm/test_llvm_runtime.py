@@ -356,12 +356,9 @@ def test_composite_dimensions_checked_natively(expr, value):
     f = T.PrimFunc((A, B), loops([p, q], lambda i, j: store(A, 1.0, i, j)))
     k = compile_prim_funcs({"f": f}, use_cache=False)["f"]
     assert k.abi.checked
-    for pv, qv in [(0, 0), (1, 5), (4, 3), (9, 2), (13, 1 << 30)]:
+    for pv, qv in [(0, 0), (1, 5), (4, 3), (9, 2)]:  # (overflow: the next test)
         want = value(pv, qv)
-        a = np.empty((pv, qv), np.float32) if pv * qv < 1 << 20 else \
-            np.lib.stride_tricks.as_strided(np.empty(1, np.float32), (pv, qv), (0, 0))
-        if not a.flags.c_contiguous:
-            continue  # (a huge product is exercised below through the mismatch)
+        a = np.empty((pv, qv), np.float32)
         if 0 <= want < 1 << 20:
             k(a, np.empty(want, np.float32))
             assert (a == 1.0).all()
