@@ -15,6 +15,7 @@ from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
 
 __all__ = ["ArrayLayout", "ParamABI", "KernelABI", "kernel_abi", "NDARRAY_SYMBOL",
+           "PYTHON_API_FUNCTIONS",
            "descr_symbol", "natively_checked_dim", "buffers_in_order", "buffer_site",
            "decode_buffer_site", "walk",
            "RC_OK", "RC_OUT_OF_MEMORY", "RC_BAD_ARGUMENTS", "RC_INDEX_OUT_OF_RANGE",
@@ -71,6 +72,10 @@ class ArrayLayout:
 #: (bound to this process's addresses by :func:`.jit.bind_array_symbols`).
 NDARRAY_SYMBOL = "phasec_np_ndarray"
 
+#: the CPython functions a fast entry (KernelABI.fast_symbol) calls: bound
+#: with the array symbols, from the running interpreter
+PYTHON_API_FUNCTIONS = ("PyEval_SaveThread", "PyEval_RestoreThread", "PyLong_FromLong")
+
 
 def descr_symbol(dtype: str) -> str:
     """The symbol naming numpy's dtype object for ``dtype``."""
@@ -113,6 +118,12 @@ class KernelABI:
     it reads them from the arrays, checks each array's type, dtype, rank,
     shape and flags itself and returns ``RC_BAD_ARGUMENTS`` (running
     nothing) when one does not fit.
+
+    ``fast_symbol`` is set for a checked entry of a kernel whose parameters
+    are all buffers: a CPython builtin function body (``METH_FASTCALL``:
+    ``PyObject *(PyObject *self, PyObject *const *args, Py_ssize_t n)``)
+    calling the checked entry with the GIL released and returning its code
+    as a Python int; calling it costs a fraction of a ctypes call.
     """
 
     name: str
@@ -123,6 +134,13 @@ class KernelABI:
     checked: bool = False
     #: names of every buffer in :func:`buffers_in_order` order (for error messages)
     buffers: tuple[str, ...] = ()
+    fast_symbol: str | None = None
+
+    @property
+    def entry_symbols(self) -> tuple[str, ...]:
+        """The symbols a compiled library defines for this kernel."""
+        main = self.obj_symbol or self.ptr_symbol
+        return (main, self.fast_symbol) if self.fast_symbol else (main,)
 
 
 def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
@@ -199,9 +217,11 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
         isinstance(d, int) or (natively_checked_dim(d) and not any(
             isinstance(n, tir.Var) and id(n) in float_scalars for n in walk(d)))
         for p in abi_params for d in p.shape)
+    fast = checked and all(p.kind == "buffer" for p in abi_params)
     return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
                      symbol + ".entry_ptr", tuple(abi_params), tuple(dim_vars), checked,
-                     tuple(b.name for b in buffers_in_order(func, body_nodes)))
+                     tuple(b.name for b in buffers_in_order(func, body_nodes)),
+                     symbol + ".entry_fast" if fast else None)
 
 
 #: the operators of a composite dimension a checked entry evaluates itself

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 
 from phasec.arith.inbounds import DIM_LIMIT
 from phasec.ir import tir
-from phasec.backend.llvm.abi import NDARRAY_SYMBOL, RC_BAD_ARGUMENTS, KernelABI, descr_symbol
+from phasec.backend.llvm.abi import (
+    NDARRAY_SYMBOL, RC_BAD_ARGUMENTS, KernelABI, descr_symbol,
+)
 from phasec.backend.llvm.context import ModuleSink
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, quote
 
@@ -33,6 +35,8 @@ class EntryEmitter:
         """The entry ``abi`` describes: checked, taking ``PyObject*`` arrays, or raw pointers."""
         if abi.checked:
             self.emit_checked(abi)
+            if abi.fast_symbol is not None:
+                self.emit_fast(abi)
         elif abi.obj_symbol is not None:
             self.emit_plain(abi.obj_symbol, abi.dim_vars, objects=True)
         else:
@@ -164,6 +168,35 @@ class EntryEmitter:
         body = [ln for block in blocks for ln in block]
         text = [f"define i32 {quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
                 "bad:", f"  ret i32 {RC_BAD_ARGUMENTS}", "}", ""]
+        self.mod.functions.append("\n".join(text))
+
+    def emit_fast(self, abi: KernelABI) -> None:
+        """The builtin-function body calling the checked entry (see
+        :attr:`KernelABI.fast_symbol`): a wrong argument count is
+        ``RC_BAD_ARGUMENTS`` like a wrong argument, so the caller's slow path
+        explains both. The call is ``noinline``: the checked entry, with the
+        kernel inlined into it, stays one copy."""
+        n = len(abi.params)
+        for name, line in (
+                ("PyEval_SaveThread", "declare ptr @PyEval_SaveThread()"),
+                ("PyEval_RestoreThread", "declare void @PyEval_RestoreThread(ptr)"),
+                ("PyLong_FromLong", "declare ptr @PyLong_FromLong(i64)")):
+            self.mod.declare(name, line)
+        loads, args = [], []
+        for i in range(n):
+            loads.append(f"  %p{i}.at = getelementptr ptr, ptr %args, i64 {i}")
+            loads.append(f"  %p{i} = load ptr, ptr %p{i}.at, align 8")
+            args.append(f"ptr %p{i}")
+        text = [f"define ptr {quote(abi.fast_symbol)}(ptr %self, ptr %args, i64 %n) {{",
+                "entry:", f"  %ok = icmp eq i64 %n, {n}", "  br i1 %ok, label %call, label %bad",
+                "call:", *loads,
+                "  %ts = call ptr @PyEval_SaveThread()",
+                f"  %rc = call i32 {quote(abi.obj_symbol)}({', '.join(args)}) noinline",
+                "  call void @PyEval_RestoreThread(ptr %ts)",
+                "  %rc64 = sext i32 %rc to i64",
+                "  %res = call ptr @PyLong_FromLong(i64 %rc64)", "  ret ptr %res",
+                "bad:", f"  %bad.res = call ptr @PyLong_FromLong(i64 {RC_BAD_ARGUMENTS})",
+                "  ret ptr %bad.res", "}", ""]
         self.mod.functions.append("\n".join(text))
 
     def _check_composite(self, blocks: list[list[str]],

@@ -49,7 +49,9 @@ from phasec.ir import intrinsics
 from phasec.target.tuning import host_tuning
 from phasec.backend import interrupt
 from phasec.backend.llvm import diskcache, objworker
-from phasec.backend.llvm.abi import CANCEL_FLAG, NDARRAY_SYMBOL, ArrayLayout, descr_symbol
+from phasec.backend.llvm.abi import (
+    CANCEL_FLAG, NDARRAY_SYMBOL, PYTHON_API_FUNCTIONS, ArrayLayout, descr_symbol,
+)
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
 from phasec.backend.llvm.parallel import compile_modules
@@ -226,8 +228,11 @@ def _register_process_symbols() -> None:
 
 def bind_array_symbols(layout: ArrayLayout) -> None:
     """Bind the ndarray type and dtype symbols compiled entries compare
-    against (see :class:`.abi.ArrayLayout`) to this process's objects."""
+    against (see :class:`.abi.ArrayLayout`) to this process's objects, and
+    the CPython functions fast entries call to this interpreter's."""
     llvm.add_symbol(NDARRAY_SYMBOL, layout.ndarray_type)
+    for name in PYTHON_API_FUNCTIONS:
+        llvm.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
     for dtype, address in layout.descrs:
         llvm.add_symbol(descr_symbol(dtype), address)
 

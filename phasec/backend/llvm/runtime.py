@@ -170,13 +170,34 @@ class _BadArguments(Exception):
     """Internal: a fast-path check failed; the slow path explains why."""
 
 
+class _MethodDef(ctypes.Structure):
+    """CPython's ``PyMethodDef``."""
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+
+
+_METH_FASTCALL = 0x0080
+_new_builtin = ctypes.pythonapi.PyCFunction_NewEx
+_new_builtin.restype = ctypes.py_object
+_new_builtin.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+
+
+def _builtin_function(address: int, name: str, owner: Any) -> Callable[..., int]:
+    """A builtin function object running the fast entry at ``address``
+    (see ``KernelABI.fast_symbol``). Its ``self`` holds the method
+    definition and ``owner`` (the compiled code), so both live as long as
+    the function does, whoever keeps it."""
+    definition = _MethodDef(name.encode(), address, _METH_FASTCALL, None)
+    return _new_builtin(ctypes.addressof(definition), (definition, owner), None)
+
+
 class Kernel:
     """One compiled kernel: ``kernel(*args)`` with numpy arrays for buffer
     parameters (C-contiguous, exact dtype and shape) and ints/floats for
     scalar parameters, in the PrimFunc's parameter order. Outputs are written
     in place (destination-passing style); returns None."""
 
-    __slots__ = ("name", "abi", "_cfunc", "_fast", "_owner", "_exprs")
+    __slots__ = ("name", "abi", "_cfunc", "_fast", "_owner", "_exprs", "native_call")
 
     def __init__(self, abi: KernelABI, native: NativeModule) -> None:
         self.name = abi.name
@@ -193,6 +214,13 @@ class Kernel:
             argtypes += [ctypes.c_int64] * len(abi.dim_vars)
         proto = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)
         self._cfunc = proto(native.addresses[abi.obj_symbol if use_obj else abi.ptr_symbol])
+        fast_address = native.addresses.get(abi.fast_symbol) if abi.fast_symbol else None
+        #: ``native_call(*arrays)`` -> the kernel's return code, 0 on success,
+        #: anything else for :meth:`failed` (None: no such entry); it does
+        #: not arm Ctrl-C (see :mod:`phasec.backend.interrupt`): for callers
+        #: that arm once around many kernel calls, as the VM does
+        self.native_call: Callable[..., int] | None = (
+            _builtin_function(fast_address, abi.fast_symbol, native) if fast_address else None)
         # composite dimensions (n * 2): (parameter, axis, evaluator)
         self._exprs: tuple[Any, ...] = tuple(
             (i, d, _shape_evaluator(dim)) for i, p in enumerate(abi.params) if p.kind == "buffer"
@@ -204,6 +232,15 @@ class Kernel:
         """The positions of the buffers the kernel writes (its outputs); it
         reads the others and has no other effect."""
         return tuple(i for i, p in enumerate(self.abi.params) if p.kind == "buffer" and p.written)
+
+    def failed(self, rc: int, args: tuple[Any, ...]) -> None:
+        """What calling the kernel on ``args`` does after :attr:`native_call`
+        returned ``rc`` (not 0): arguments the native checks refused run or
+        are explained by the slow path; any other code raises its error."""
+        try:
+            self._fail(rc)
+        except _BadArguments:
+            return self._slow_call(args)
 
     def __call__(self, *args: Any) -> None:
         try:
@@ -226,7 +263,8 @@ class Kernel:
         """
         abi = self.abi
         names = [f"a{i}" for i in range(len(abi.params))]
-        ns: dict[str, Any] = {"nd": np.ndarray, "cfunc": self._cfunc, "fail": self._fail,
+        cfunc = self.native_call or self._cfunc
+        ns: dict[str, Any] = {"nd": np.ndarray, "cfunc": cfunc, "fail": self._fail,
                               "bad": self._bad, "scalar": self._scalar}
         lines: list[str] = []
         dim_of: dict[int, str] = {}  # Var id -> local holding its value
@@ -624,12 +662,12 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
         # A warm build: the disk cache has this program's machine code, found
         # without generating its IR (code generation is most of a warm build)
         abis = _abis_for(funcs, options)
-        natives = jit_load_cached(key, [a.obj_symbol or a.ptr_symbol for a in abis.values()],
+        natives = jit_load_cached(key, [s for a in abis.values() for s in a.entry_symbols],
                                   _GLOBALS)
         if natives is not None:
             return natives, abis, lambda: _generate(funcs, options)[1].finish()
     abis, gen = _generate(funcs, options)
-    entries = [a.obj_symbol or a.ptr_symbol for a in abis.values()]
+    entries = [s for a in abis.values() for s in a.entry_symbols]
     groups = split_kernels(gen.kernel_sizes(), compile_jobs())
     if len(groups) > 1:
         # a large library on several cores; the same kernels always give the

@@ -128,6 +128,11 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                     folds.append((pc, outs))
                     folded_line = "; ".join(f"regs[{o}] = F[{first + k}]"
                                        for k, o in enumerate(outs)) + unit(ins[1])
+            elif op == _KERNEL and getattr(ins[2], "native_call", None) is not None:
+                # the kernel's builtin entry, then its error path only when it fails
+                ns[f"n{pc}"] = ins[2].native_call
+                args = ", ".join(reg(r) for r in regs)
+                line = f"(rc := n{pc}({args})) and f{pc}.failed(rc, ({args},)){unit(ins[1])}"
             elif op == _KERNEL:
                 line = f"{call}{unit(ins[1])}"
             elif op == _PACKED:

@@ -30,7 +30,7 @@ def _compile_error(f, match):
 
 def test_compile_errors_name_the_kernel():
     A, B = buf("A", (4,)), buf("B", (4,))
-    i, ghost = var("i"), var("ghost")
+    ghost = var("ghost")
     _compile_error(T.PrimFunc((A, B), loops([4], lambda i: store(B, A[ghost], i))),
                    "variable 'ghost' is used but not defined")
     _compile_error(T.PrimFunc((A, B), loops([4], lambda i: store(B, T.Call("frobnicate", (A[i],)), i))),
@@ -404,3 +404,55 @@ def test_parallel_loops_in_many_small_chunks(threads_always):
         assert set_parallel_chunk_work(0) == 1 << 40   # clamped to 1
     finally:
         set_parallel_chunk_work(default)
+
+
+def test_fast_entry_runs_refuses_and_explains_like_a_call():
+    """A checked kernel of buffers only has a builtin entry
+    (Kernel.native_call, what the VM calls): 0 and numpy's result for good
+    arrays; for anything else a non-zero code and nothing run, and
+    ``failed`` then does what the call does (runs valid arrays the native
+    check does not take, explains the rest with the same message)."""
+    from phasec.backend.llvm.abi import RC_BAD_ARGUMENTS
+    from phasec.errors import DivisionByZeroError
+
+    n = var("n")
+    A, B, Q = buf("A", (n, 3), "int32"), buf("B", (n, 3), "int32"), buf("Q", (n, 3), "int32")
+    lib = compile_prim_funcs({"div": T.PrimFunc((A, B, Q), loops(
+        [n, 3], lambda i, j: store(Q, binop("//", A[i, j], B[i, j]), i, j)))}, use_cache=False)
+    k = lib["div"]
+    assert k.abi.checked and k.native_call is not None
+    a = RNG.integers(-50, 50, (5, 3)).astype(np.int32)
+    b = RNG.integers(1, 7, (5, 3)).astype(np.int32) * RNG.choice([-1, 1], (5, 3)).astype(np.int32)
+    q = np.zeros((5, 3), np.int32)
+    assert k.native_call(a, b, q) == 0
+    np.testing.assert_array_equal(q, a // b)
+
+    class Sub(np.ndarray):
+        pass
+
+    out = np.zeros((5, 3), np.int32).view(Sub)
+    rc = k.native_call(a, b, out)
+    assert rc == RC_BAD_ARGUMENTS and not np.asarray(out).any()  # refused, nothing ran
+    k.failed(rc, (a, b, out))
+    np.testing.assert_array_equal(np.asarray(out), a // b)
+    for bad in [(a, b), (a, b, q, q), (a, b, None), (a, b, q.astype(np.int64)),
+                (a, b, np.zeros((4, 3), np.int32)), (a, b, np.zeros((3, 5), np.int32).T)]:
+        rc = k.native_call(*bad)
+        assert rc == RC_BAD_ARGUMENTS
+        with pytest.raises(VMError) as direct:
+            k(*bad)
+        with pytest.raises(VMError) as after:
+            k.failed(rc, bad)
+        assert str(after.value) == str(direct.value)
+    zero = b.copy()
+    zero[2, 1] = 0
+    rc = k.native_call(a, zero, q)
+    assert rc not in (0, RC_BAD_ARGUMENTS)
+    with pytest.raises(DivisionByZeroError, match="div"):
+        k.failed(rc, (a, zero, q))
+    # a kernel with a scalar parameter has no builtin entry (ctypes converts scalars)
+    s = var("s", "int32")
+    C = buf("C", (4,), "int32")
+    scaled = compile_prim_funcs({"scaled": T.PrimFunc((C, s), loops(
+        [4], lambda i: store(C, s, i)))}, use_cache=False)["scaled"]
+    assert scaled.native_call is None
