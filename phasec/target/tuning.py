@@ -119,10 +119,11 @@ class TargetTuning:
     #: Winograd's F(m x m, 3 x 3) with m at most ``winograd_tile`` (4 or 2;
     #: 0: never), see :mod:`phasec.te.schedules.winograd`. One core, against
     #: the direct convolution: 64 channels at 56x56 2.11 -> 0.80 ms, 256 at 14x14
-    #: 2.43 -> 1.04 ms, 512 at 7x7 (F(2x2)) 4.06 -> 1.95 ms; 16 channels at
-    #: 56x56 gain nothing (0.139 vs 0.142 ms), 32 gain 2x
+    #: 2.43 -> 1.04 ms, 512 at 7x7 (F(2x2)) 4.06 -> 1.95 ms; 16 -> 64 at 56x56
+    #: 514 -> 277 us, 16 -> 16 136 -> 91 us, 8 -> 16 71 -> 62 us (with the
+    #: kernel buffer cache: without it, 16 channels once seemed to gain nothing)
     winograd_tile: int = 4
-    winograd_min_channels: int = 32
+    winograd_min_channels: int = 8
 
     def lanes(self, dtype_bits: int) -> int:
         """Elements of ``dtype_bits`` bits in one vector register."""

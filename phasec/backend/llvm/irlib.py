@@ -573,16 +573,19 @@ _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 # aligned_alloc block (an error exit may free() it); phasec_rt_trim_buffers
 # frees every cached one.
 #
-# The cache is off by default (BUFFER_CACHE_BYTES = 0): models run by the VM
-# allocate between kernels, glibc keeps its heap, and the cache bought nothing
-# there (the ResNet block 1.53 ms with or without it, BERT 17.4 ms both), while
-# the blocks it holds kept VGG-19 at 1140 MiB of peak memory instead of 950
-# (64 MiB cache) and no faster (216-239 ms against 207-211).
+# The cache holds up to BUFFER_CACHE_BYTES by default. Models run by the VM
+# allocate between kernels and glibc mostly keeps its heap (the ResNet block
+# ran 1.53 ms with or without the cache), but not always: a model of one
+# Winograd convolution (64 -> 64 channels, 56x56) ran 2.1-2.4 ms a call
+# without it and 0.76 ms with it, and 32 -> 32 channels 0.84-1.2 ms against
+# 0.25 ms (bench/README.md, "Winograd from 8 channels"). The cap bounds what
+# is kept for nothing: a 64 MiB cache kept VGG-19 at 1140 MiB of peak memory
+# instead of 950 and bought nothing there.
 
 BUFFER_SLOTS = 32
 BUFFER_MIN_BYTES = 64 * 1024
-#: the default of phasec_rt_buffer_cache_bytes (PHASEC_BUFFER_CACHE, see jit.py): off
-BUFFER_CACHE_BYTES = 0
+#: the default of phasec_rt_buffer_cache_bytes (PHASEC_BUFFER_CACHE, see jit.py)
+BUFFER_CACHE_BYTES = 32 << 20
 
 _BUFFER_CACHE_TEMPLATE = r"""
 declare noalias ptr @aligned_alloc(i64, i64) nounwind

@@ -378,10 +378,10 @@ def trim_buffer_cache() -> int:
 
 def set_buffer_cache_limit(nbytes: int) -> None:
     """Keep at most ``nbytes`` of kernels' freed intermediate buffers for
-    reuse (default 0, none; or ``PHASEC_BUFFER_CACHE``). For kernels called
-    in a loop on their own (``compile_prim_funcs``), whose large buffers
-    would otherwise be faulted in again on every call; blocks already kept
-    beyond a lower limit are freed."""
+    reuse (default :data:`.irlib.BUFFER_CACHE_BYTES`, 32 MiB; or
+    ``PHASEC_BUFFER_CACHE``; 0: none), so that large buffers are not faulted
+    in again on every call when glibc gave them back to the system; blocks
+    already kept beyond a lower limit are freed."""
     host_target()
     if not isinstance(nbytes, int) or nbytes < 0:
         raise PhasecError(f"the buffer cache limit must be a byte count >= 0, not {nbytes!r}")
