@@ -8,16 +8,21 @@ DequantizeLinear folded at import)::
     m = R.matmul(d, W)                     # W a float32 constant, 2-D
     y = R.quantize(m, sy, zy)              # m used only here
 
-or the same around a pointwise convolution (``R.nn.conv2d`` 1x1, NCHW,
-stride 1, no padding, one group, static shapes) with an optional constant
+or the same around a convolution (``R.nn.conv2d`` NCHW, one group, static
+shapes, any kernel, strides, padding, dilation) with an optional constant
 bias added (``m = R.add(R.nn.conv2d(d, W), bias)``), with scalar constant
 activation scales and zero points, becomes::
 
     acc = R.matmul(qa', Wq, out_dtype="int32") - (za' * colsum(Wq))   # exact
     y = R.quantize(astype(acc, "float32") * scale, 1.0, zy)
 
-(a convolution: ``Wq[O, C] @ reshape(qa', (N, C, H*W))``, then reshaped
-back). ``Wq`` is W's int8 form, recovered only when it is exact: a scale
+(a convolution: ``Wq[O, C*KH*KW] @ cols``, ``cols`` the input's windows,
+``R.nn.im2col(qa', ...)`` padded with ``za'`` where the convolution pads,
+or for a 1x1 one of stride 1 without padding ``reshape(qa', (N, C, H*W))``;
+then reshaped back). The windows of a stride-1 convolution are taken over
+its padded rows laid end to end (``flat_rows``: each tap one contiguous
+copy), so the GEMM computes the ``Wp - OW`` columns past each output row
+too, which a strided slice then drops. ``Wq`` is W's int8 form, recovered only when it is exact: a scale
 ``sw`` for which every element of W is ``float32(wq * sw)`` with ``|wq| <=
 127`` (symmetric int8, what quantizers write for weights: ``sw = max|w| /
 127``), one for the whole weight or else one per output column (matmul) or
@@ -127,7 +132,7 @@ class _Rewriter:
             return None
         if _is(op, "relax.matmul") and bias is None:
             conv = False
-        elif _is(op, "relax.nn.conv2d") and _pointwise(op):
+        elif _is(op, "relax.nn.conv2d") and _plain_conv(op):
             conv = True
         else:
             return None
@@ -148,8 +153,8 @@ class _Rewriter:
         if sa[1] != np.float32 or sy[1] != np.float32:
             return None
         if conv:
-            return self._pointwise_conv(b, q, qa, adt, int(za[0]), np.float32(sa[0]),
-                                        np.float32(sy[0]), np.asarray(w.data), bias)
+            return self._conv(b, q, op, qa, adt, int(za[0]), np.float32(sa[0]),
+                              np.float32(sy[0]), np.asarray(w.data), bias)
         found = channel_weights(np.asarray(w.data).T)  # per tensor, or per column
         if found is None:
             return None
@@ -165,17 +170,22 @@ class _Rewriter:
         self._requantize(out, acc, correction, scale, q, b.var)
         return out
 
-    def _pointwise_conv(self, b: VarBinding, q: Call, qa: Expr, adt: str, za: int,
-                        sa: np.float32, sy: np.float32, w: np.ndarray,
-                        bias: np.ndarray | None) -> list[VarBinding] | None:
-        """A 1x1 convolution (NCHW, static shapes) as ``Wq[O, C] @ qa[N, C, H*W]``;
-        its bias, ``float32(bq * sa * sw)`` as QDQ writes it, added as the int32 ``bq``."""
+    def _conv(self, b: VarBinding, q: Call, conv: Call, qa: Expr, adt: str, za: int,
+              sa: np.float32, sy: np.float32, w: np.ndarray,
+              bias: np.ndarray | None) -> list[VarBinding] | None:
+        """A convolution (NCHW, static shapes) as ``Wq[O, C*KH*KW] @ cols``:
+        ``cols`` the input itself (``[N, C, H*W]``, 1x1, stride 1, no padding)
+        or its windows (``nn.im2col``, padded with the zero point, so every
+        term of the zero-point correction is one of the sum); its bias,
+        ``float32(bq * sa * sw)`` as QDQ writes it, added as the int32 ``bq``."""
         shape = getattr(qa.struct_info, "shape", None)
         dims = [getattr(d, "value", None) for d in shape] if shape is not None else []
-        if len(dims) != 4 or None in dims:
+        out_shape = getattr(conv.struct_info, "shape", None)
+        out_dims = [getattr(d, "value", None) for d in out_shape] if out_shape is not None else []
+        if len(dims) != 4 or None in dims or len(out_dims) != 4 or None in out_dims:
             return None
-        O, C = w.shape[:2]
-        found = channel_weights(w.reshape(O, C))
+        O, C, KH, KW = w.shape
+        found = channel_weights(w.reshape(O, C * KH * KW))
         if found is None:
             return None
         wq, sw = found
@@ -187,12 +197,28 @@ class _Rewriter:
         out: list[VarBinding] = []
         qa, za_ = self._as_uint8(out, qa, adt, za)
         n, _, h, wd = dims
-        flat = self._bind(out, call_op("reshape", qa, (n, C, h * wd)))
-        acc = self._bind(out, call_op("matmul", Constant(wq), flat, out_dtype="int32"))
+        a = conv.attrs
+        strides, padding = tuple(a["strides"]), tuple(a["padding"])
+        # a stride-1 convolution over its padded rows laid end to end: every
+        # tap a contiguous run, the columns past each output row dropped after
+        row = wd + padding[1] + padding[3] if strides == (1, 1) else out_dims[3]
+        if (KH, KW) == (1, 1) and strides == (1, 1) and not any(padding):
+            cols = self._bind(out, call_op("reshape", qa, (n, C, h * wd)))
+        else:
+            cols = self._bind(out, call_op(
+                "nn.im2col", qa, kernel_size=(KH, KW), strides=strides, padding=padding,
+                dilation=tuple(a["dilation"]), pad_value=float(za_),
+                flat_rows=strides == (1, 1)))
+        acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
         correction = (za_ * wq.astype(np.int64).sum(axis=1) - bq).astype(np.int32)
         scale = ((sa * sw).astype(np.float32) / sy).astype(np.float32)
         rows = self._requantize(out, acc, correction.reshape(O, 1), scale.reshape(O, 1), q, None)
-        out.append(VarBinding(b.var, call_op("reshape", rows, (n, O, h, wd))))
+        if row == out_dims[3]:
+            out.append(VarBinding(b.var, call_op("reshape", rows, tuple(out_dims))))
+            return out
+        wide = self._bind(out, call_op("reshape", rows, (*out_dims[:3], row)))
+        out.append(VarBinding(b.var, call_op("strided_slice", wide, axes=(3,), begin=(0,),
+                                             end=(out_dims[3],))))
         return out
 
     def _as_uint8(self, out: list[VarBinding], qa: Expr, adt: str, za: int) -> tuple[Expr, int]:
@@ -248,14 +274,12 @@ def _int32_bias(bias: np.ndarray, O: int, step: np.ndarray) -> np.ndarray | None
     return bq32
 
 
-def _pointwise(conv: Call) -> bool:
-    """A 1x1 NCHW convolution, stride 1, no padding, one group."""
+def _plain_conv(conv: Call) -> bool:
+    """An NCHW / OIHW convolution of one group and a constant weight."""
     a = conv.attrs
-    return (tuple(a.get("strides", ())) == (1, 1) and not any(a.get("padding", (1,)))
-            and a.get("groups") == 1 and a.get("data_layout") == "NCHW"
+    return (a.get("groups") == 1 and a.get("data_layout") == "NCHW"
             and a.get("kernel_layout") == "OIHW" and a.get("out_layout") in ("NCHW", None)
-            and type(conv.args[1]) is Constant
-            and tuple(conv.args[1].data.shape[2:]) == (1, 1))
+            and type(conv.args[1]) is Constant)
 
 
 def _is(e: Any, name: str) -> bool:

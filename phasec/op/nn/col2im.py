@@ -1,5 +1,5 @@
 """``nn.col2im``: blocks back into an image, overlaps summed (ONNX's Col2Im,
-PyTorch's ``fold``).
+PyTorch's ``fold``); ``nn.im2col``, its converse over NCHW images.
 
 ``nn.col2im(data, image_shape, block_shape, strides, dilations, pads)``:
 data ``[N, C * prod(block_shape), L]``, output ``[N, C, *image_shape]`` over
@@ -11,6 +11,16 @@ be their product) lands at ``position_j = l_j * strides_j - pads_j + k_j *
 dilations_j``; values landing on one pixel add up, those landing in the
 padding are dropped. The kernel gathers: each output pixel sums, over the
 block offsets, the column whose block starts where that offset reaches it.
+
+``nn.im2col(data, kernel_size, strides, padding, dilation, pad_value)``:
+data ``[N, C, H, W]``, output ``[N, C * KH * KW, OH * OW]`` (PyTorch's
+``unfold``): row ``(c * KH + i) * KW + j`` of column ``y * OW + x`` is
+``data[n, c, y * sy + i * dy - top, x * sx + j * dx - left]``, or
+``pad_value`` where that falls in the padding (``padding`` is (top, left,
+bottom, right), as conv2d's). It makes a convolution a matmul of the
+weight ``[O, C * KH * KW]`` and these columns; the integer convolutions pad
+with their input's zero point through ``pad_value`` (FuseQDQMatmul, the
+ONNX ConvInteger converter).
 """
 
 from __future__ import annotations
@@ -22,13 +32,15 @@ import numpy as np
 from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.ir.tir import BinaryOp, IntImm, Select
+from phasec.ir import tir
+from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, PrimExpr, Select, SeqStmt, Stmt
 from phasec.op._common import (
-    OpPattern, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
+    REQUIRED, OpPattern, as_bool, as_float, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
 )
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 from phasec.op._tirgen import i64
 from phasec.op.draw import declares_draw
+from phasec.target import tuning
 
 __all__: list[str] = []
 
@@ -156,3 +168,146 @@ def _draw_col2im(ctx):
 
 
 declares_draw("nn.col2im", ranks=(3,), build=_draw_col2im)
+
+
+# ---------------------------------------------------------------------------
+# nn.im2col
+# ---------------------------------------------------------------------------
+
+def _im2col_attrs(a) -> tuple[tuple[int, ...], ...]:
+    """(kernel, strides, padding, dilation) with the defaults filled."""
+    return (tuple(a["kernel_size"]), tuple(a["strides"] or (1, 1)),
+            tuple(a["padding"] or (0, 0, 0, 0)), tuple(a["dilation"] or (1, 1)))
+
+
+def _im2col_grid(hw, kernel, strides, padding, dilation) -> list[int]:
+    return [(hw[j] + padding[j] + padding[2 + j] - dilation[j] * (kernel[j] - 1) - 1)
+            // strides[j] + 1 for j in range(2)]
+
+
+def _infer_im2col(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    a = attrs_of(call)
+    kernel, strides, padding, dilation = _im2col_attrs(a)
+    if len(kernel) != 2 or len(strides) != 2 or len(dilation) != 2 or len(padding) != 4:
+        raise err(call, f"im2col needs two kernel sizes, strides and dilations and four pads, "
+                        f"got kernel_size {kernel}, strides {strides}, dilation {dilation}, "
+                        f"padding {padding}")
+    if min(kernel + strides + dilation) < 1 or min(padding) < 0:
+        raise err(call, "im2col's kernel sizes, strides and dilations must be positive, its "
+                        "pads >= 0")
+    if a["flat_rows"] and strides != (1, 1):
+        raise err(call, f"im2col: flat rows need stride 1, got strides {strides}")
+    if data.dtype == "bool":
+        raise err(call, "im2col does not compute on bool tensors")
+    if data.ndim not in (-1, 4):
+        raise err(call, f"im2col expects an NCHW image, but the data has ndim {data.ndim}")
+    if data.shape is None:
+        return TensorStructInfo(None, data.dtype, 3)
+    n, c, h, w = data.shape
+    hw = [arith.const_int(h), arith.const_int(w)]
+    c_v = arith.const_int(c)
+    if None in hw or c_v is None:
+        raise err(call, "im2col needs static channels, height and width")
+    grid = _im2col_grid(hw, kernel, strides, padding, dilation)
+    if min(grid) < 1:
+        raise err(call, f"im2col: a kernel {kernel} (dilation {dilation}) does not fit the "
+                        f"padded {hw[0]} x {hw[1]} image")
+    columns = grid[0] * (hw[1] + padding[1] + padding[3]) if a["flat_rows"] else math.prod(grid)
+    return tensor_sinfo((n, i64(c_v * math.prod(kernel)), i64(columns)), data.dtype)
+
+
+def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_value=0.0,
+                flat_rows=False):
+    x = np.asarray(data)
+    kernel, strides, padding, dilation = _im2col_attrs(dict(
+        kernel_size=kernel_size, strides=strides, padding=padding, dilation=dilation))
+    n, c, h, w = x.shape
+    oh, ow = _im2col_grid((h, w), kernel, strides, padding, dilation)
+    fill = np.asarray(pad_value, x.dtype)
+    padded = np.pad(x, [(0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])],
+                    constant_values=fill)
+    if flat_rows:  # every tap a shifted run of the rows laid end to end
+        wp = padded.shape[3]
+        flat = padded.reshape(n, c, -1)
+        flat = np.concatenate([flat, np.full((n, c, (kernel[1] - 1) * dilation[1]), fill)], 2)
+        taps = [flat[:, :, i * dilation[0] * wp + j * dilation[1]:][:, :, :oh * wp]
+                for i in range(kernel[0]) for j in range(kernel[1])]
+        return np.stack(taps, 2).reshape(n, -1, oh * wp)
+    cols = np.empty((n, c, kernel[0], kernel[1], oh, ow), x.dtype)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            y0, x0 = i * dilation[0], j * dilation[1]
+            cols[:, :, i, j] = padded[:, :, y0:y0 + strides[0] * (oh - 1) + 1:strides[0],
+                                      x0:x0 + strides[1] * (ow - 1) + 1:strides[1]]
+    return cols.reshape(n, c * kernel[0] * kernel[1], oh * ow)
+
+
+define("nn.im2col", ("data",), _infer_im2col,
+       attrs={"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
+              "padding": ((), int_tuple), "dilation": ((), int_tuple),
+              "pad_value": (0.0, as_float), "flat_rows": (False, as_bool)},
+       # opaque: a producer fused in would be computed once per tap
+       reference=_im2col_ref, pattern=OpPattern.OPAQUE,
+       doc="The windows of a convolution over an NCHW image as columns (PyTorch's unfold).")
+
+
+@legalizes("nn.im2col")
+def _im2col_te(call, inputs):
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a = attrs_of(call)
+    (kh, kw), (sy, sx), padding, (dy, dx) = _im2col_attrs(a)
+    h, w = (arith.const_int(d) for d in x.shape[2:])
+    oh, ow = _im2col_grid((h, w), (kh, kw), (sy, sx), padding, (dy, dx))
+    fill = _const(a["pad_value"], x.dtype)
+    if a["flat_rows"]:
+        wp = w + padding[1] + padding[3]
+        length = oh * wp + (kh - 1) * dy * wp + (kw - 1) * dx
+        flat = _flat_padded(x, h, w, padding[0], padding[1], wp, length, fill)
+
+        def tap(n, row, col):
+            c, i, j = row // i64(kh * kw), row // i64(kw) % i64(kh), row % i64(kw)
+            return flat[n, c, col + i * i64(dy * wp) + j * i64(dx)]
+        return te.compute(out.shape, tap, name="T_im2col")
+
+    def body(n, row, col):
+        c, i, j = row // i64(kh * kw), row // i64(kw) % i64(kh), row % i64(kw)
+        y = col // i64(ow) * i64(sy) + i * i64(dy) - i64(padding[0])
+        xx = col % i64(ow) * i64(sx) + j * i64(dx) - i64(padding[1])
+        value = x[n, c, _clamp(y, i64(h)), _clamp(xx, i64(w))]
+        if not any(padding):
+            return value
+        inside = te.all_of(te.in_range(y, 0, h), te.in_range(xx, 0, w))
+        return Select(inside, value, fill)
+    return te.compute(out.shape, body, name="T_im2col")
+
+
+def _flat_padded(x, h: int, w: int, top: int, left: int, wp: int, length: int,
+                 fill: PrimExpr):
+    """``x``'s channels padded (``fill``) and laid end to end, ``length``
+    long: each row filled, then the input rows copied in, with contiguous
+    stores (a compute would gather every element through ``q // wp``)."""
+    n, c = x.shape[0], x.shape[1]
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        src = bufs[0]
+        b, ch, q, y, xx = (tir.Var(v, "int64") for v in ("b", "ch", "q", "y", "x"))
+        fill_row = For(q, i64(0), i64(length), "vectorized", BufferStore(out, fill, (b, ch, q)))
+        copy = For(y, i64(0), i64(h), "serial", For(xx, i64(0), i64(w), "vectorized", BufferStore(
+            out, src[(b, ch, y, xx)], (b, ch, (y + top) * wp + (xx + left)))))
+        work = (arith.const_int(c) or 2) * length
+        par = work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), out.shape[0], "serial", For(
+            ch, i64(0), out.shape[1], "parallel" if par else "serial", SeqStmt((fill_row, copy))))
+    return te.extern((n, c, i64(length)), x.dtype, [x], build, name="pad_flat")
+
+
+def _draw_im2col(ctx):
+    _, _, h, w = ctx.shape
+    kernel = (min(h, 2), min(w, 3))
+    ctx.result_in(min(ctx.lo, 0), max(ctx.hi, 0))
+    return (ctx.x,), {"kernel_size": kernel, "strides": (1, 2), "padding": (1, 0, 0, 1)}
+
+
+declares_draw("nn.im2col", ranks=(4,), build=_draw_im2col)
