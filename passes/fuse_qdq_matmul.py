@@ -19,10 +19,7 @@ activation scales and zero points, becomes::
 (a convolution: ``Wq[O, C*KH*KW] @ cols``, ``cols`` the input's windows,
 ``R.nn.im2col(qa', ...)`` padded with ``za'`` where the convolution pads,
 or for a 1x1 one of stride 1 without padding ``reshape(qa', (N, C, H*W))``;
-then reshaped back). The windows of a stride-1 convolution are taken over
-its padded rows laid end to end (``flat_rows``: each tap one contiguous
-copy), so the GEMM computes the ``Wp - OW`` columns past each output row
-too, which a strided slice then drops. ``Wq`` is W's int8 form, recovered only when it is exact: a scale
+then reshaped back). ``Wq`` is W's int8 form, recovered only when it is exact: a scale
 ``sw`` for which every element of W is ``float32(wq * sw)`` with ``|wq| <=
 127`` (symmetric int8, what quantizers write for weights: ``sw = max|w| /
 127``), one for the whole weight or else one per output column (matmul) or
@@ -199,26 +196,17 @@ class _Rewriter:
         n, _, h, wd = dims
         a = conv.attrs
         strides, padding = tuple(a["strides"]), tuple(a["padding"])
-        # a stride-1 convolution over its padded rows laid end to end: every
-        # tap a contiguous run, the columns past each output row dropped after
-        row = wd + padding[1] + padding[3] if strides == (1, 1) else out_dims[3]
         if (KH, KW) == (1, 1) and strides == (1, 1) and not any(padding):
             cols = self._bind(out, call_op("reshape", qa, (n, C, h * wd)))
         else:
             cols = self._bind(out, call_op(
                 "nn.im2col", qa, kernel_size=(KH, KW), strides=strides, padding=padding,
-                dilation=tuple(a["dilation"]), pad_value=float(za_),
-                flat_rows=strides == (1, 1)))
+                dilation=tuple(a["dilation"]), pad_value=float(za_)))
         acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
         correction = (za_ * wq.astype(np.int64).sum(axis=1) - bq).astype(np.int32)
         scale = ((sa * sw).astype(np.float32) / sy).astype(np.float32)
         rows = self._requantize(out, acc, correction.reshape(O, 1), scale.reshape(O, 1), q, None)
-        if row == out_dims[3]:
-            out.append(VarBinding(b.var, call_op("reshape", rows, tuple(out_dims))))
-            return out
-        wide = self._bind(out, call_op("reshape", rows, (*out_dims[:3], row)))
-        out.append(VarBinding(b.var, call_op("strided_slice", wide, axes=(3,), begin=(0,),
-                                             end=(out_dims[3],))))
+        out.append(VarBinding(b.var, call_op("reshape", rows, tuple(out_dims))))
         return out
 
     def _as_uint8(self, out: list[VarBinding], qa: Expr, adt: str, za: int) -> tuple[Expr, int]:

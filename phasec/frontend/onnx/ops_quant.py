@@ -423,8 +423,7 @@ def _window_gemm(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value, w_zp:
     """A 2-D convolution of one group as ``W[O, C*KH*KW] @ windows`` on the
     integer GEMM: the windows ``nn.im2col`` of ``x`` padded with its zero
     point (a constant scalar), so that the GEMM's zero-point corrections
-    hold at the borders too; a stride-1 one over its padded rows laid end
-    to end, the columns past each output row dropped after. None when the
+    hold at the borders too. None when the
     shapes are not static, an operand is not 8-bit or ``x``'s zero point is
     not a constant scalar."""
     xshape, wshape = ctx.shape(x), ctx.shape(w)
@@ -439,17 +438,11 @@ def _window_gemm(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value, w_zp:
     n, (o, c, kh, kw) = xshape[0], wshape
     out_w = (xshape[3] + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
     out_h = (xshape[2] + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
-    flat = tuple(strides) == (1, 1)
     cols = ctx.emit("nn.im2col", x, kernel_size=(kh, kw), strides=tuple(strides),
-                    padding=tuple(pads), dilation=tuple(dilations), pad_value=float(fill),
-                    flat_rows=flat)
+                    padding=tuple(pads), dilation=tuple(dilations), pad_value=float(fill))
     k = c * kh * kw
     y = integer_gemm(ctx, ctx.emit("reshape", w, (o, k)), cols, w_zp, x_zp, k)
-    row = xshape[3] + pads[1] + pads[3] if flat else out_w
-    y = ctx.emit("reshape", y, (n, o, out_h, row))
-    if row == out_w:
-        return y
-    return ctx.emit("strided_slice", y, axes=(3,), begin=(0,), end=(out_w,))
+    return ctx.emit("reshape", y, (n, o, out_h, out_w))
 
 
 @converter("ConvInteger", since=10)

@@ -35,7 +35,7 @@ from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir import tir
 from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, PrimExpr, Select, SeqStmt, Stmt
 from phasec.op._common import (
-    REQUIRED, OpPattern, as_bool, as_float, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
+    REQUIRED, OpPattern, as_float, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
 )
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 from phasec.op._tirgen import i64
@@ -196,8 +196,6 @@ def _infer_im2col(call, ctx):
     if min(kernel + strides + dilation) < 1 or min(padding) < 0:
         raise err(call, "im2col's kernel sizes, strides and dilations must be positive, its "
                         "pads >= 0")
-    if a["flat_rows"] and strides != (1, 1):
-        raise err(call, f"im2col: flat rows need stride 1, got strides {strides}")
     if data.dtype == "bool":
         raise err(call, "im2col does not compute on bool tensors")
     if data.ndim not in (-1, 4):
@@ -213,12 +211,10 @@ def _infer_im2col(call, ctx):
     if min(grid) < 1:
         raise err(call, f"im2col: a kernel {kernel} (dilation {dilation}) does not fit the "
                         f"padded {hw[0]} x {hw[1]} image")
-    columns = grid[0] * (hw[1] + padding[1] + padding[3]) if a["flat_rows"] else math.prod(grid)
-    return tensor_sinfo((n, i64(c_v * math.prod(kernel)), i64(columns)), data.dtype)
+    return tensor_sinfo((n, i64(c_v * math.prod(kernel)), i64(math.prod(grid))), data.dtype)
 
 
-def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_value=0.0,
-                flat_rows=False):
+def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_value=0.0):
     x = np.asarray(data)
     kernel, strides, padding, dilation = _im2col_attrs(dict(
         kernel_size=kernel_size, strides=strides, padding=padding, dilation=dilation))
@@ -227,13 +223,6 @@ def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_v
     fill = np.asarray(pad_value, x.dtype)
     padded = np.pad(x, [(0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])],
                     constant_values=fill)
-    if flat_rows:  # every tap a shifted run of the rows laid end to end
-        wp = padded.shape[3]
-        flat = padded.reshape(n, c, -1)
-        flat = np.concatenate([flat, np.full((n, c, (kernel[1] - 1) * dilation[1]), fill)], 2)
-        taps = [flat[:, :, i * dilation[0] * wp + j * dilation[1]:][:, :, :oh * wp]
-                for i in range(kernel[0]) for j in range(kernel[1])]
-        return np.stack(taps, 2).reshape(n, -1, oh * wp)
     cols = np.empty((n, c, kernel[0], kernel[1], oh, ow), x.dtype)
     for i in range(kernel[0]):
         for j in range(kernel[1]):
@@ -246,7 +235,7 @@ def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_v
 define("nn.im2col", ("data",), _infer_im2col,
        attrs={"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
               "padding": ((), int_tuple), "dilation": ((), int_tuple),
-              "pad_value": (0.0, as_float), "flat_rows": (False, as_bool)},
+              "pad_value": (0.0, as_float)},
        # opaque: a producer fused in would be computed once per tap
        reference=_im2col_ref, pattern=OpPattern.OPAQUE,
        doc="The windows of a convolution over an NCHW image as columns (PyTorch's unfold).")
@@ -257,50 +246,65 @@ def _im2col_te(call, inputs):
     x = _tensor(inputs, 0, call)
     out = _out(call)
     a = attrs_of(call)
-    (kh, kw), (sy, sx), padding, (dy, dx) = _im2col_attrs(a)
-    h, w = (arith.const_int(d) for d in x.shape[2:])
-    oh, ow = _im2col_grid((h, w), (kh, kw), (sy, sx), padding, (dy, dx))
+    kernel, strides, padding, dilation = _im2col_attrs(a)
+    hw = tuple(arith.const_int(d) for d in x.shape[2:])
+    grid = _im2col_grid(hw, kernel, strides, padding, dilation)
     fill = _const(a["pad_value"], x.dtype)
-    if a["flat_rows"]:
-        wp = w + padding[1] + padding[3]
-        length = oh * wp + (kh - 1) * dy * wp + (kw - 1) * dx
-        flat = _flat_padded(x, h, w, padding[0], padding[1], wp, length, fill)
+    n, c = x.shape[0], arith.const_int(x.shape[1])
+    work = c * math.prod(kernel) * math.prod(grid)
+    parallel = c > 1 and work >= tuning.host_tuning().parallel_min_work
 
-        def tap(n, row, col):
-            c, i, j = row // i64(kh * kw), row // i64(kw) % i64(kh), row % i64(kw)
-            return flat[n, c, col + i * i64(dy * wp) + j * i64(dx)]
-        return te.compute(out.shape, tap, name="T_im2col")
-
-    def body(n, row, col):
-        c, i, j = row // i64(kh * kw), row // i64(kw) % i64(kh), row % i64(kw)
-        y = col // i64(ow) * i64(sy) + i * i64(dy) - i64(padding[0])
-        xx = col % i64(ow) * i64(sx) + j * i64(dx) - i64(padding[1])
-        value = x[n, c, _clamp(y, i64(h)), _clamp(xx, i64(w))]
-        if not any(padding):
-            return value
-        inside = te.all_of(te.in_range(y, 0, h), te.in_range(xx, 0, w))
-        return Select(inside, value, fill)
-    return te.compute(out.shape, body, name="T_im2col")
+    def build(bufs: list[Buffer], dst: Buffer) -> Stmt:
+        b, ch = tir.Var("b", "int64"), tir.Var("ch", "int64")
+        taps = [_im2col_tap(bufs[0], dst, b, ch, i, j, hw, kernel, strides, padding, dilation,
+                            grid, fill)
+                for i in range(kernel[0]) for j in range(kernel[1])]
+        return For(b, i64(0), dst.shape[0], "serial", For(
+            ch, i64(0), i64(c), "parallel" if parallel else "serial", _seq(taps)))
+    return te.extern((n, out.shape[1], out.shape[2]), x.dtype, [x], build, name="T_im2col")
 
 
-def _flat_padded(x, h: int, w: int, top: int, left: int, wp: int, length: int,
-                 fill: PrimExpr):
-    """``x``'s channels padded (``fill``) and laid end to end, ``length``
-    long: each row filled, then the input rows copied in, with contiguous
-    stores (a compute would gather every element through ``q // wp``)."""
-    n, c = x.shape[0], x.shape[1]
+def _seq(stmts: list[Stmt]) -> Stmt:
+    return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
 
-    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
-        src = bufs[0]
-        b, ch, q, y, xx = (tir.Var(v, "int64") for v in ("b", "ch", "q", "y", "x"))
-        fill_row = For(q, i64(0), i64(length), "vectorized", BufferStore(out, fill, (b, ch, q)))
-        copy = For(y, i64(0), i64(h), "serial", For(xx, i64(0), i64(w), "vectorized", BufferStore(
-            out, src[(b, ch, y, xx)], (b, ch, (y + top) * wp + (xx + left)))))
-        work = (arith.const_int(c) or 2) * length
-        par = work >= tuning.host_tuning().parallel_min_work
-        return For(b, i64(0), out.shape[0], "serial", For(
-            ch, i64(0), out.shape[1], "parallel" if par else "serial", SeqStmt((fill_row, copy))))
-    return te.extern((n, c, i64(length)), x.dtype, [x], build, name="pad_flat")
+
+def _inside(edge: int, size: int, stride: int, count: int) -> tuple[int, int]:
+    """The outputs ``[lo, hi)`` of ``[0, count)`` whose input ``o * stride +
+    edge`` (``edge``: the tap's offset minus the padding before) is in
+    ``[0, size)``."""
+    lo = min(max(0, -(edge // stride)), count)
+    hi = (size - 1 - edge) // stride + 1
+    return lo, max(lo, min(hi, count))
+
+
+def _im2col_tap(src: Buffer, dst: Buffer, b, ch, i: int, j: int, hw, kernel, strides, padding,
+                dilation, grid, fill: PrimExpr) -> Stmt:
+    """Row ``(ch * KH + i) * KW + j`` of the columns: runs of the input rows
+    it reads (contiguous for stride 1) and of the padding, the ranges of
+    each known when the kernel is built (no test per element)."""
+    (h, w), (oh, ow) = hw, grid
+    row = (ch * i64(kernel[0]) + i64(i)) * i64(kernel[1]) + i64(j)
+    y_edge, x_edge = i * dilation[0] - padding[0], j * dilation[1] - padding[1]
+    y_lo, y_hi = _inside(y_edge, h, strides[0], oh)
+    x_lo, x_hi = _inside(x_edge, w, strides[1], ow)
+
+    def filled(start: PrimExpr, extent: int) -> list[Stmt]:
+        q = tir.Var("q", "int64")
+        return [For(q, i64(0), i64(extent), "vectorized",
+                    BufferStore(dst, fill, (b, row, start + q)))] if extent > 0 else []
+    parts = filled(i64(0), y_lo * ow)
+    if y_hi > y_lo:
+        oy, ox = tir.Var("oy", "int64"), tir.Var("ox", "int64")
+        base = oy * i64(ow)
+        line = filled(base, x_lo) + filled(base + i64(x_hi), ow - x_hi)
+        if x_hi > x_lo:
+            y = oy * i64(strides[0]) + i64(y_edge)
+            xx = (ox + i64(x_lo)) * i64(strides[1]) + i64(x_edge)
+            line.append(For(ox, i64(0), i64(x_hi - x_lo), "vectorized", BufferStore(
+                dst, src[(b, ch, y, xx)], (b, row, base + i64(x_lo) + ox))))
+        parts.append(For(oy, i64(y_lo), i64(y_hi - y_lo), "serial", _seq(line)))
+    parts += filled(i64(y_hi * ow), (oh - y_hi) * ow)
+    return _seq(parts)
 
 
 def _draw_im2col(ctx):

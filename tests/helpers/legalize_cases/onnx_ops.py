@@ -43,9 +43,9 @@ ONNX_OPS_LEGALIZE_CASES = [
         dilations=(2, 1), pads=(1, 2, 2, 0))),
     ("im2col-uint8-zero-point-padded", lambda: call_op(
         "nn.im2col", _IMG8, kernel_size=(3, 3), padding=(1, 1, 1, 1), pad_value=131.0)),
-    ("im2col-flat-rows-padded-dilated", lambda: call_op(
-        "nn.im2col", _IMG8, kernel_size=(2, 3), padding=(2, 1, 0, 2), dilation=(2, 1),
-        pad_value=255.0, flat_rows=True)),
+    ("im2col-padded-dilated-wider-than-the-image", lambda: call_op(
+        "nn.im2col", _IMG8, kernel_size=(2, 3), strides=(3, 1), padding=(2, 4, 0, 5),
+        dilation=(2, 4), pad_value=255.0)),
     ("im2col-strided-dilated", lambda: call_op(
         "nn.im2col", _X4, kernel_size=(2, 3), strides=(2, 1), padding=(0, 2, 1, 0),
         dilation=(1, 2))),
