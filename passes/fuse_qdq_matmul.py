@@ -8,10 +8,12 @@ DequantizeLinear folded at import)::
     m = R.matmul(d, W)                     # W a float32 constant, 2-D
     y = R.quantize(m, sy, zy)              # m used only here
 
+with an optional constant bias added (``m = R.add(R.matmul(d, W), bias)``,
+a Gemm's: one value per column),
 or the same around a convolution (``R.nn.conv2d`` NCHW, one group, static
 shapes, any kernel, strides, padding, dilation) with an optional constant
-bias added (``m = R.add(R.nn.conv2d(d, W), bias)``), with scalar constant
-activation scales and zero points, becomes::
+bias added (``m = R.add(R.nn.conv2d(d, W), bias)``, one value per output
+channel), with scalar constant activation scales and zero points, becomes::
 
     acc = R.matmul(qa', Wq, out_dtype="int32") - (za' * colsum(Wq))   # exact
     y = R.quantize(astype(acc, "float32") * scale, 1.0, zy)
@@ -23,9 +25,9 @@ then reshaped back). ``Wq`` is W's int8 form, recovered only when it is exact: a
 ``sw`` for which every element of W is ``float32(wq * sw)`` with ``|wq| <=
 127`` (symmetric int8, what quantizers write for weights: ``sw = max|w| /
 127``), one for the whole weight or else one per output column (matmul) or
-channel (convolution); otherwise nothing changes. A convolution's bias must
-be ``float32(bq * float32(sa * sw))`` for an int32 ``bq`` (a dequantized
-int32 bias, as QDQ writes it), which is added to the int32 sums. An int8 ``qa`` is shifted to uint8 (``qa + 128``, its zero
+channel (convolution); otherwise nothing changes. A bias must be
+``float32(bq * float32(sa * sw))`` for an int32 ``bq`` (a dequantized int32
+bias, as QDQ writes it), which is added to the int32 sums. An int8 ``qa`` is shifted to uint8 (``qa + 128``, its zero
 point too) for the uint8 x int8 GEMM. ``scale`` is ``sa * sw / sy`` in
 float32, left to right, and the product with ``float32(acc)`` is rounded
 half to even and saturated after adding ``zy``: ONNX Runtime's requantization
@@ -123,11 +125,11 @@ class _Rewriter:
         m = q.args[0]
         op, bias = values.get(m), None
         if _is(op, "relax.add") and type(op.args[1]) is Constant and self.uses[m] == 1:
-            m, bias = op.args[0], np.asarray(op.args[1].data)  # a convolution's bias
+            m, bias = op.args[0], np.asarray(op.args[1].data)  # a Gemm's or a Conv's bias
             op = values.get(m)
         if self.uses[m] != 1:
             return None
-        if _is(op, "relax.matmul") and bias is None:
+        if _is(op, "relax.matmul"):
             conv = False
         elif _is(op, "relax.nn.conv2d") and _plain_conv(op):
             conv = True
@@ -156,10 +158,19 @@ class _Rewriter:
         if found is None:
             return None
         wq = np.ascontiguousarray(found[0].T)
+        N = wq.shape[1]
+        bq = np.zeros(N, np.int32)
+        if bias is not None:  # one value per column, (N,) or (1, N)
+            if bias.size != N or bias.ndim > 2 or bias.shape[-1] != N:
+                return None
+            bq = _int32_bias(bias.reshape(N), N, (np.float32(sa[0]) * found[1]).astype(
+                np.float32))
+            if bq is None:
+                return None
         out: list[VarBinding] = []
         qa, za_ = self._as_uint8(out, qa, adt, int(za[0]))
         acc = self._bind(out, call_op("matmul", qa, Constant(wq), out_dtype="int32"))
-        correction = (za_ * wq.astype(np.int64).sum(axis=0)).astype(np.int32)
+        correction = (za_ * wq.astype(np.int64).sum(axis=0) - bq).astype(np.int32)
         scale = ((np.float32(sa[0]) * found[1]).astype(np.float32)
                  / np.float32(sy[0])).astype(np.float32)
         if np.all(scale == scale[0]):
@@ -247,8 +258,8 @@ def channel_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _int32_bias(bias: np.ndarray, O: int, step: np.ndarray) -> np.ndarray | None:
-    """The int32 ``bq`` of a float bias of one value per output channel
-    (shape (O,), (O, 1, 1) or (1, O, 1, 1)) equal to ``float32(bq * step)``."""
+    """The int32 ``bq`` of a float bias of one value per output channel or
+    column (shape (O,), (O, 1, 1) or (1, O, 1, 1)) equal to ``float32(bq * step)``."""
     if bias.dtype != np.float32 or bias.size != O or (
             bias.ndim == 4 and bias.shape != (1, O, 1, 1)) or bias.ndim not in (1, 3, 4):
         return None
