@@ -11,7 +11,8 @@ DequantizeLinear folded at import)::
 with an optional constant bias added (``m = R.add(R.matmul(d, W), bias)``,
 a Gemm's: one value per column),
 or the same around a convolution (``R.nn.conv2d`` NCHW, one group, static
-shapes, any kernel, strides, padding, dilation) with an optional constant
+channels and sizes (the batch may be symbolic), any kernel, strides,
+padding, dilation) with an optional constant
 bias added (``m = R.add(R.nn.conv2d(d, W), bias)``, one value per output
 channel), with scalar constant activation scales and zero points, becomes::
 
@@ -181,16 +182,19 @@ class _Rewriter:
     def _conv(self, b: VarBinding, q: Call, conv: Call, qa: Expr, adt: str, za: int,
               sa: np.float32, sy: np.float32, w: np.ndarray,
               bias: np.ndarray | None) -> list[VarBinding] | None:
-        """A convolution (NCHW, static shapes) as ``Wq[O, C*KH*KW] @ cols``:
+        """A convolution (NCHW, static but for the batch) as ``Wq[O, C*KH*KW] @ cols``:
         ``cols`` the input itself (``[N, C, H*W]``, 1x1, stride 1, no padding)
         or its windows (``nn.im2col``, padded with the zero point, so every
         term of the zero-point correction is one of the sum); its bias,
         ``float32(bq * sa * sw)`` as QDQ writes it, added as the int32 ``bq``."""
+        # static channels and image sizes; the batch may be symbolic
         shape = getattr(qa.struct_info, "shape", None)
-        dims = [getattr(d, "value", None) for d in shape] if shape is not None else []
         out_shape = getattr(conv.struct_info, "shape", None)
-        out_dims = [getattr(d, "value", None) for d in out_shape] if out_shape is not None else []
-        if len(dims) != 4 or None in dims or len(out_dims) != 4 or None in out_dims:
+        if shape is None or out_shape is None or len(shape) != 4 or len(out_shape) != 4:
+            return None
+        dims = [shape[0], *(getattr(d, "value", None) for d in shape[1:])]
+        out_dims = [out_shape[0], *(getattr(d, "value", None) for d in out_shape[1:])]
+        if None in dims or None in out_dims:
             return None
         O, C, KH, KW = w.shape
         found = channel_weights(w.reshape(O, C * KH * KW))

@@ -1,7 +1,7 @@
 """KxK ConvInteger and QLinearConv on the integer GEMM (nn.im2col padded
 with the input's zero point, then uint8 x int8 -> int32): kernels, strides,
 padding, dilation, odd and prime sizes, zero points at the ends of their
-types, per-channel weight scales, against ONNX Runtime and
+types, per-channel weight scales, a symbolic batch, against ONNX Runtime and
 numpy's int64 convolution."""
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ def _exact(x: np.ndarray, w: np.ndarray, xz: int, wz: np.ndarray, strides, pads,
     return y
 
 
-@pytest.mark.parametrize("xdt,wdt,xz,wz,kernel,strides,pads,dilations", [
-    ("uint8", "int8", 255, 0, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
-    ("uint8", "uint8", 0, 131, (2, 3), (2, 1), (0, 2, 1, 0), (1, 2)),
-    ("int8", "int8", -128, 0, (3, 2), (1, 1), (2, 0, 0, 1), (2, 1)),
-    ("int8", "int8", 127, 0, (4, 3), (3, 2), (2, 2, 2, 2), (1, 1)),
+@pytest.mark.parametrize("xdt,wdt,xz,wz,kernel,strides,pads,dilations,batch", [
+    ("uint8", "int8", 255, 0, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
+    ("uint8", "uint8", 0, 131, (2, 3), (2, 1), (0, 2, 1, 0), (1, 2), "n"),  # symbolic batch
+    ("int8", "int8", -128, 0, (3, 2), (1, 1), (2, 0, 0, 1), (2, 1), 2),
+    ("int8", "int8", 127, 0, (4, 3), (3, 2), (2, 2, 2, 2), (1, 1), "n"),
 ])
 def test_window_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz, kernel, strides, pads,
-                                              dilations):
+                                              dilations, batch):
     rng = np.random.default_rng(sum(kernel) + xz + 128)
     C, O, H, W = 7, 5, 11, 9
     x = rng.integers(*_range(xdt), (2, C, H, W)).astype(xdt)
@@ -71,7 +71,7 @@ def test_window_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz, kernel, strides,
     if wdt == "uint8" or xdt == "int8":  # what ORT's kernels take: one of the two nodes
         nodes, outs = (nodes[:1], outs[:1]) if xdt == "uint8" else (nodes[1:], outs[1:])
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", _ONNX_TYPE[xdt], list(x.shape))], outs, inits)
+        "x", _ONNX_TYPE[xdt], [batch, C, H, W])], outs, inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": x})

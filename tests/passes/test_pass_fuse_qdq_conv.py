@@ -2,7 +2,7 @@
 padding, dilation; one group) through nn.im2col (padded with the input's
 zero point) and the integer GEMM, requantized in its epilogue, against ONNX
 Runtime's QLinearConv bit for bit: odd and prime sizes, zero points at the
-ends of both types, outputs that saturate; and the same without VNNI (the
+ends of both types, outputs that saturate, a symbolic batch; and the same without VNNI (the
 vpmaddwd path) in a process of its own."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from phasec.frontend.onnx import from_onnx
 def qdq_conv_model(C: int, O: int, H: int, W: int, kernel: tuple[int, int],
                    strides: tuple[int, int], pads: tuple[int, ...], dilations: tuple[int, int],
                    adt: str, zx: int, zy: int, sy: float, per_channel: bool, bias: bool,
-                   seed: int):
+                   seed: int, batch: int | str = 2):
     """x (float) -> Q -> DQ -> Conv(DQ(int8 weight), DQ(int32 bias)) -> Q -> DQ,
     as ORT's quantizer writes it (symmetric weights, some |wq| = 127)."""
     rng = np.random.default_rng(seed)
@@ -50,7 +50,7 @@ def qdq_conv_model(C: int, O: int, H: int, W: int, kernel: tuple[int, int],
               helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["yq"]),
               helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
     graph = helper.make_graph(nodes, "qdq_conv", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [2, C, H, W])], [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [batch, C, H, W])], [helper.make_tensor_value_info(
             "y", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
@@ -66,12 +66,14 @@ CASES = [
 ]
 
 
-def check_qdq_conv(case: tuple) -> None:
-    """The fused integer convolution of ``case`` equals ORT's QLinearConv."""
+def check_qdq_conv(case: tuple, batch: int | str = 2) -> None:
+    """The fused integer convolution of ``case`` equals ORT's QLinearConv
+    (``batch`` a symbolic name: the model's batch is, the input's is 3)."""
     C, _, H, W = case[:4]
-    model = qdq_conv_model(*case, seed=C * 31 + H)
+    model = qdq_conv_model(*case, seed=C * 31 + H, batch=batch)
     # wide enough that the input quantization saturates at both ends too
-    x = (np.random.default_rng(H).standard_normal((2, C, H, W)) * 4).astype(np.float32)
+    x = (np.random.default_rng(H).standard_normal((batch if isinstance(batch, int) else 3, C,
+                                                  H, W)) * 4).astype(np.float32)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": x})[0]
     exe = phasec.build(from_onnx(model))
@@ -87,6 +89,10 @@ def check_qdq_conv(case: tuple) -> None:
                                              for c in CASES])
 def test_qdq_conv_equals_onnxruntime(case):
     check_qdq_conv(case)
+
+
+def test_qdq_conv_with_a_symbolic_batch():
+    check_qdq_conv(CASES[2], batch="n")
 
 
 def test_qdq_conv_without_vnni():

@@ -424,10 +424,10 @@ def _window_gemm(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value, w_zp:
     integer GEMM: the windows ``nn.im2col`` of ``x`` padded with its zero
     point (a constant scalar), so that the GEMM's zero-point corrections
     hold at the borders too. None when the
-    shapes are not static, an operand is not 8-bit or ``x``'s zero point is
+    shapes are not static (but for the batch), an operand is not 8-bit or ``x``'s zero point is
     not a constant scalar."""
     xshape, wshape = ctx.shape(x), ctx.shape(w)
-    if (not all(isinstance(d, int) for d in xshape + wshape)
+    if (not all(isinstance(d, int) for d in xshape[1:] + wshape)
             or not all(ctx.dtype(v) in ("int8", "uint8") for v in (x, w))):
         return None
     fill = 0
