@@ -59,7 +59,8 @@ def qdq_conv_model(C: int, O: int, H: int, W: int, kernel: tuple[int, int],
 #:  activation dtype, x zero point, y zero point, y scale, per channel, bias)
 CASES = [
     (5, 7, 11, 13, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "uint8", 0, 255, 0.3, True, True),
-    (3, 5, 9, 10, (3, 3), (2, 2), (1, 0, 2, 1), (1, 1), "int8", -128, 127, 0.2, False, True),
+    # two row tiles (11 channels) over 42 positions: the GEMM packs its run-time B
+    (3, 11, 13, 13, (3, 3), (2, 2), (1, 0, 2, 1), (1, 1), "int8", -128, 127, 0.2, False, True),
     (6, 3, 8, 7, (5, 2), (1, 1), (2, 1, 0, 3), (2, 1), "uint8", 255, 0, 0.1, True, False),
     (4, 9, 6, 6, (2, 2), (1, 1), (0, 0, 0, 0), (1, 1), "int8", 127, -128, 0.4, False, False),
     (7, 4, 7, 9, (3, 1), (1, 3), (0, 2, 1, 0), (1, 1), "uint8", 128, 7, 0.25, True, True),
@@ -96,8 +97,9 @@ def test_qdq_conv_with_a_symbolic_batch():
 
 
 def test_qdq_conv_without_vnni():
-    """A strided int8 case compiled as for a CPU without VNNI (the vpmaddwd
-    sequence): a fresh process, since the target is chosen once per process."""
+    """A strided int8 case whose windows the GEMM packs, compiled as for a
+    CPU without VNNI (the vpmaddwd sequence): a fresh process, since the
+    target is chosen once per process."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_pass_fuse_qdq_conv as t; "
             "t.check_qdq_conv(t.CASES[1]); "
             "from phasec.backend.llvm.jit import host_target; "
