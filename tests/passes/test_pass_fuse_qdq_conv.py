@@ -86,14 +86,10 @@ def check_qdq_conv(case: tuple, batch: int | str = 2) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[4][0]}x{c[4][1]}-s{c[5][0]}{c[5][1]}-{c[8]}"
-                                             for c in CASES])
-def test_qdq_conv_equals_onnxruntime(case):
-    check_qdq_conv(case)
-
-
-def test_qdq_conv_with_a_symbolic_batch():
-    check_qdq_conv(CASES[2], batch="n")
+@pytest.mark.parametrize("case,batch", [(c, "n" if i == 2 else 2) for i, c in enumerate(CASES)],
+                         ids=[f"{c[4][0]}x{c[4][1]}-s{c[5][0]}{c[5][1]}-{c[8]}" for c in CASES])
+def test_qdq_conv_equals_onnxruntime(case, batch):
+    check_qdq_conv(case, batch)  # the third with a symbolic batch
 
 
 def test_qdq_conv_without_vnni():
