@@ -8,22 +8,27 @@ DequantizeLinear folded at import)::
     m = R.matmul(d, W)                     # W a float32 constant, 2-D
     y = R.quantize(m, sy, zy)              # m used only here
 
-or the same around a pointwise convolution (``R.nn.conv2d`` 1x1, NCHW,
-stride 1, no padding, one group, static shapes) with an optional constant
-bias added (``m = R.add(R.nn.conv2d(d, W), bias)``), with scalar constant
-activation scales and zero points, becomes::
+with an optional constant bias added (``m = R.add(R.matmul(d, W), bias)``,
+a Gemm's: one value per column),
+or the same around a convolution (``R.nn.conv2d`` NCHW, one group, static
+channels and sizes (the batch may be symbolic), any kernel, strides,
+padding, dilation) with an optional constant
+bias added (``m = R.add(R.nn.conv2d(d, W), bias)``, one value per output
+channel), with scalar constant activation scales and zero points, becomes::
 
     acc = R.matmul(qa', Wq, out_dtype="int32") - (za' * colsum(Wq))   # exact
     y = R.quantize(astype(acc, "float32") * scale, 1.0, zy)
 
-(a convolution: ``Wq[O, C] @ reshape(qa', (N, C, H*W))``, then reshaped
-back). ``Wq`` is W's int8 form, recovered only when it is exact: a scale
+(a convolution: ``Wq[O, C*KH*KW] @ cols``, ``cols`` the input's windows,
+``R.nn.im2col(qa', ...)`` padded with ``za'`` where the convolution pads,
+or for a 1x1 one of stride 1 without padding ``reshape(qa', (N, C, H*W))``;
+then reshaped back). ``Wq`` is W's int8 form, recovered only when it is exact: a scale
 ``sw`` for which every element of W is ``float32(wq * sw)`` with ``|wq| <=
 127`` (symmetric int8, what quantizers write for weights: ``sw = max|w| /
 127``), one for the whole weight or else one per output column (matmul) or
-channel (convolution); otherwise nothing changes. A convolution's bias must
-be ``float32(bq * float32(sa * sw))`` for an int32 ``bq`` (a dequantized
-int32 bias, as QDQ writes it), which is added to the int32 sums. An int8 ``qa`` is shifted to uint8 (``qa + 128``, its zero
+channel (convolution); otherwise nothing changes. A bias must be
+``float32(bq * float32(sa * sw))`` for an int32 ``bq`` (a dequantized int32
+bias, as QDQ writes it), which is added to the int32 sums. An int8 ``qa`` is shifted to uint8 (``qa + 128``, its zero
 point too) for the uint8 x int8 GEMM. ``scale`` is ``sa * sw / sy`` in
 float32, left to right, and the product with ``float32(acc)`` is rounded
 half to even and saturated after adding ``zy``: ONNX Runtime's requantization
@@ -121,13 +126,13 @@ class _Rewriter:
         m = q.args[0]
         op, bias = values.get(m), None
         if _is(op, "relax.add") and type(op.args[1]) is Constant and self.uses[m] == 1:
-            m, bias = op.args[0], np.asarray(op.args[1].data)  # a convolution's bias
+            m, bias = op.args[0], np.asarray(op.args[1].data)  # a Gemm's or a Conv's bias
             op = values.get(m)
         if self.uses[m] != 1:
             return None
-        if _is(op, "relax.matmul") and bias is None:
+        if _is(op, "relax.matmul"):
             conv = False
-        elif _is(op, "relax.nn.conv2d") and _pointwise(op):
+        elif _is(op, "relax.nn.conv2d") and _plain_conv(op):
             conv = True
         else:
             return None
@@ -148,16 +153,25 @@ class _Rewriter:
         if sa[1] != np.float32 or sy[1] != np.float32:
             return None
         if conv:
-            return self._pointwise_conv(b, q, qa, adt, int(za[0]), np.float32(sa[0]),
-                                        np.float32(sy[0]), np.asarray(w.data), bias)
+            return self._conv(b, q, op, qa, adt, int(za[0]), np.float32(sa[0]),
+                              np.float32(sy[0]), np.asarray(w.data), bias)
         found = channel_weights(np.asarray(w.data).T)  # per tensor, or per column
         if found is None:
             return None
         wq = np.ascontiguousarray(found[0].T)
+        N = wq.shape[1]
+        bq = np.zeros(N, np.int32)
+        if bias is not None:  # one value per column, (N,) or (1, N)
+            if bias.size != N or bias.ndim > 2 or bias.shape[-1] != N:
+                return None
+            bq = _int32_bias(bias.reshape(N), N, (np.float32(sa[0]) * found[1]).astype(
+                np.float32))
+            if bq is None:
+                return None
         out: list[VarBinding] = []
         qa, za_ = self._as_uint8(out, qa, adt, int(za[0]))
         acc = self._bind(out, call_op("matmul", qa, Constant(wq), out_dtype="int32"))
-        correction = (za_ * wq.astype(np.int64).sum(axis=0)).astype(np.int32)
+        correction = (za_ * wq.astype(np.int64).sum(axis=0) - bq).astype(np.int32)
         scale = ((np.float32(sa[0]) * found[1]).astype(np.float32)
                  / np.float32(sy[0])).astype(np.float32)
         if np.all(scale == scale[0]):
@@ -165,17 +179,25 @@ class _Rewriter:
         self._requantize(out, acc, correction, scale, q, b.var)
         return out
 
-    def _pointwise_conv(self, b: VarBinding, q: Call, qa: Expr, adt: str, za: int,
-                        sa: np.float32, sy: np.float32, w: np.ndarray,
-                        bias: np.ndarray | None) -> list[VarBinding] | None:
-        """A 1x1 convolution (NCHW, static shapes) as ``Wq[O, C] @ qa[N, C, H*W]``;
-        its bias, ``float32(bq * sa * sw)`` as QDQ writes it, added as the int32 ``bq``."""
+    def _conv(self, b: VarBinding, q: Call, conv: Call, qa: Expr, adt: str, za: int,
+              sa: np.float32, sy: np.float32, w: np.ndarray,
+              bias: np.ndarray | None) -> list[VarBinding] | None:
+        """A convolution (NCHW, static but for the batch) as ``Wq[O, C*KH*KW] @ cols``:
+        ``cols`` the input itself (``[N, C, H*W]``, 1x1, stride 1, no padding)
+        or its windows (``nn.im2col``, padded with the zero point, so every
+        term of the zero-point correction is one of the sum); its bias,
+        ``float32(bq * sa * sw)`` as QDQ writes it, added as the int32 ``bq``."""
+        # static channels and image sizes; the batch may be symbolic
         shape = getattr(qa.struct_info, "shape", None)
-        dims = [getattr(d, "value", None) for d in shape] if shape is not None else []
-        if len(dims) != 4 or None in dims:
+        out_shape = getattr(conv.struct_info, "shape", None)
+        if shape is None or out_shape is None or len(shape) != 4 or len(out_shape) != 4:
             return None
-        O, C = w.shape[:2]
-        found = channel_weights(w.reshape(O, C))
+        dims = [shape[0], *(getattr(d, "value", None) for d in shape[1:])]
+        out_dims = [out_shape[0], *(getattr(d, "value", None) for d in out_shape[1:])]
+        if None in dims or None in out_dims:
+            return None
+        O, C, KH, KW = w.shape
+        found = channel_weights(w.reshape(O, C * KH * KW))
         if found is None:
             return None
         wq, sw = found
@@ -187,12 +209,19 @@ class _Rewriter:
         out: list[VarBinding] = []
         qa, za_ = self._as_uint8(out, qa, adt, za)
         n, _, h, wd = dims
-        flat = self._bind(out, call_op("reshape", qa, (n, C, h * wd)))
-        acc = self._bind(out, call_op("matmul", Constant(wq), flat, out_dtype="int32"))
+        a = conv.attrs
+        strides, padding = tuple(a["strides"]), tuple(a["padding"])
+        if (KH, KW) == (1, 1) and strides == (1, 1) and not any(padding):
+            cols = self._bind(out, call_op("reshape", qa, (n, C, h * wd)))
+        else:
+            cols = self._bind(out, call_op(
+                "nn.im2col", qa, kernel_size=(KH, KW), strides=strides, padding=padding,
+                dilation=tuple(a["dilation"]), pad_value=float(za_)))
+        acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
         correction = (za_ * wq.astype(np.int64).sum(axis=1) - bq).astype(np.int32)
         scale = ((sa * sw).astype(np.float32) / sy).astype(np.float32)
         rows = self._requantize(out, acc, correction.reshape(O, 1), scale.reshape(O, 1), q, None)
-        out.append(VarBinding(b.var, call_op("reshape", rows, (n, O, h, wd))))
+        out.append(VarBinding(b.var, call_op("reshape", rows, tuple(out_dims))))
         return out
 
     def _as_uint8(self, out: list[VarBinding], qa: Expr, adt: str, za: int) -> tuple[Expr, int]:
@@ -233,8 +262,8 @@ def channel_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _int32_bias(bias: np.ndarray, O: int, step: np.ndarray) -> np.ndarray | None:
-    """The int32 ``bq`` of a float bias of one value per output channel
-    (shape (O,), (O, 1, 1) or (1, O, 1, 1)) equal to ``float32(bq * step)``."""
+    """The int32 ``bq`` of a float bias of one value per output channel or
+    column (shape (O,), (O, 1, 1) or (1, O, 1, 1)) equal to ``float32(bq * step)``."""
     if bias.dtype != np.float32 or bias.size != O or (
             bias.ndim == 4 and bias.shape != (1, O, 1, 1)) or bias.ndim not in (1, 3, 4):
         return None
@@ -248,14 +277,12 @@ def _int32_bias(bias: np.ndarray, O: int, step: np.ndarray) -> np.ndarray | None
     return bq32
 
 
-def _pointwise(conv: Call) -> bool:
-    """A 1x1 NCHW convolution, stride 1, no padding, one group."""
+def _plain_conv(conv: Call) -> bool:
+    """An NCHW / OIHW convolution of one group and a constant weight."""
     a = conv.attrs
-    return (tuple(a.get("strides", ())) == (1, 1) and not any(a.get("padding", (1,)))
-            and a.get("groups") == 1 and a.get("data_layout") == "NCHW"
+    return (a.get("groups") == 1 and a.get("data_layout") == "NCHW"
             and a.get("kernel_layout") == "OIHW" and a.get("out_layout") in ("NCHW", None)
-            and type(conv.args[1]) is Constant
-            and tuple(conv.args[1].data.shape[2:]) == (1, 1))
+            and type(conv.args[1]) is Constant)
 
 
 def _is(e: Any, name: str) -> bool:

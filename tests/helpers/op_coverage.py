@@ -75,6 +75,6 @@ RNN_TESTED = {"nn.lstm", "nn.gru", "nn.rnn"}
 SIGNAL_VISION_TESTED = {"signal.dft", "signal.stft", "vision.onnx_roi_align", "vision.onnx_nms",
                         "round_to_format"}
 
-#: tests/frontend/test_onnx_maxpool_indices.py and test_onnx_image.py (ONNX Runtime),
-#: tests/op/test_ops_decomposition.py (numpy)
-ONNX_OPS_TESTED = {"nn.onnx_max_pool_indices", "det", "nn.col2im"}
+#: tests/frontend/test_onnx_maxpool_indices.py, test_onnx_image.py and
+#: test_onnx_int8_conv.py (ONNX Runtime), tests/op/test_ops_decomposition.py (numpy)
+ONNX_OPS_TESTED = {"nn.onnx_max_pool_indices", "det", "nn.col2im", "nn.im2col"}

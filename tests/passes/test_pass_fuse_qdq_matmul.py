@@ -126,3 +126,35 @@ def test_qdq_pointwise_conv_equals_onnxruntime(per_channel, bias, adt):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     x = (rng.standard_normal((2, C, H, W)) * 2).astype(np.float32)
     _assert_fused_and_equal(model, x)
+
+
+@pytest.mark.parametrize("trans_b,per_column", [(True, True), (False, False)])
+def test_qdq_gemm_with_bias_equals_onnxruntime(trans_b, per_column):
+    """A QDQ Gemm (int8 weight, transposed or not; an int32 bias dequantized
+    with scale sx * sw, as quantizers write it) against ORT's QGemm."""
+    rng = np.random.default_rng(13)
+    M, K, N = 9, 37, 23
+    sx, sy = np.float32(0.04), np.float32(0.06)
+    wq = rng.integers(-127, 128, (N, K) if trans_b else (K, N)).astype(np.int8)
+    wq[(slice(None), 0) if trans_b else (0, slice(None))] = -127  # |wq| = 127 in each column
+    sw = rng.uniform(0.005, 0.02, N).astype(np.float32) if per_column else np.float32(0.01)
+    axis = 0 if trans_b else 1
+    inits = [numpy_helper.from_array(sx, "sx"), numpy_helper.from_array(np.uint8(131), "zx"),
+             numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(sw, "sw"),
+             numpy_helper.from_array(np.zeros(N, np.int8) if per_column else np.int8(0), "zw"),
+             numpy_helper.from_array(rng.integers(-4000, 4000, N).astype(np.int32), "bq"),
+             numpy_helper.from_array((sx * sw).astype(np.float32), "bs"),
+             numpy_helper.from_array(sy, "sy"), numpy_helper.from_array(np.uint8(7), "zy")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=axis),
+             helper.make_node("DequantizeLinear", ["bq", "bs"], ["bd"], axis=0),
+             helper.make_node("Gemm", ["xd", "wd", "bd"], ["g"], transB=int(trans_b)),
+             helper.make_node("QuantizeLinear", ["g", "sy", "zy"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq_gemm", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [M, K])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [M, N])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = (rng.standard_normal((M, K)) * 3).astype(np.float32)
+    _assert_fused_and_equal(model, x)

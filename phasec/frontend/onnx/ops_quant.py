@@ -395,6 +395,10 @@ def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
                          ctx.emit("reshape", x, (xshape[0], wshape[1], -1)), w_zp, x_zp,
                          wshape[1])
         return ctx.emit("reshape", y, (xshape[0], wshape[0], *xshape[2:]))
+    if n == 2 and int(ctx.attr("group", 1)) == 1:
+        y = _window_gemm(ctx, x, x_zp, w, w_zp, kernel, strides, dilations, pads)
+        if y is not None:
+            return y
     x32 = centered(ctx, x, x_zp)
     w32 = centered(ctx, w, w_zp, 0 if w_zp is not None and ctx.ndim(w_zp) == 1 and
                    ctx.shape(w_zp) != [1] else None)
@@ -411,6 +415,34 @@ def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
                  data_layout=data_layout, kernel_layout=kernel_layout,
                  out_layout=data_layout, out_dtype="float64" if exact else "int32")
     return ctx.emit("astype", y, dtype="int32") if exact else y
+
+
+def _window_gemm(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value, w_zp: Value | None,
+                 kernel: list[int], strides: list[int], dilations: list[int],
+                 pads: list[int]) -> Value | None:
+    """A 2-D convolution of one group as ``W[O, C*KH*KW] @ windows`` on the
+    integer GEMM: the windows ``nn.im2col`` of ``x`` padded with its zero
+    point (a constant scalar), so that the GEMM's zero-point corrections
+    hold at the borders too. None when the
+    shapes are not static (but for the batch), an operand is not 8-bit or ``x``'s zero point is
+    not a constant scalar."""
+    xshape, wshape = ctx.shape(x), ctx.shape(w)
+    if (not all(isinstance(d, int) for d in xshape[1:] + wshape)
+            or not all(ctx.dtype(v) in ("int8", "uint8") for v in (x, w))):
+        return None
+    fill = 0
+    if x_zp is not None:
+        if not isinstance(x_zp, np.ndarray) or x_zp.size != 1:
+            return None
+        fill = int(x_zp.reshape(-1)[0])
+    n, (o, c, kh, kw) = xshape[0], wshape
+    out_w = (xshape[3] + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+    out_h = (xshape[2] + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    cols = ctx.emit("nn.im2col", x, kernel_size=(kh, kw), strides=tuple(strides),
+                    padding=tuple(pads), dilation=tuple(dilations), pad_value=float(fill))
+    k = c * kh * kw
+    y = integer_gemm(ctx, ctx.emit("reshape", w, (o, k)), cols, w_zp, x_zp, k)
+    return ctx.emit("reshape", y, (n, o, out_h, out_w))
 
 
 @converter("ConvInteger", since=10)

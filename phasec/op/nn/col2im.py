@@ -1,5 +1,5 @@
 """``nn.col2im``: blocks back into an image, overlaps summed (ONNX's Col2Im,
-PyTorch's ``fold``).
+PyTorch's ``fold``); ``nn.im2col``, its converse over NCHW images.
 
 ``nn.col2im(data, image_shape, block_shape, strides, dilations, pads)``:
 data ``[N, C * prod(block_shape), L]``, output ``[N, C, *image_shape]`` over
@@ -11,6 +11,16 @@ be their product) lands at ``position_j = l_j * strides_j - pads_j + k_j *
 dilations_j``; values landing on one pixel add up, those landing in the
 padding are dropped. The kernel gathers: each output pixel sums, over the
 block offsets, the column whose block starts where that offset reaches it.
+
+``nn.im2col(data, kernel_size, strides, padding, dilation, pad_value)``:
+data ``[N, C, H, W]``, output ``[N, C * KH * KW, OH * OW]`` (PyTorch's
+``unfold``): row ``(c * KH + i) * KW + j`` of column ``y * OW + x`` is
+``data[n, c, y * sy + i * dy - top, x * sx + j * dx - left]``, or
+``pad_value`` where that falls in the padding (``padding`` is (top, left,
+bottom, right), as conv2d's). It makes a convolution a matmul of the
+weight ``[O, C * KH * KW]`` and these columns; the integer convolutions pad
+with their input's zero point through ``pad_value`` (FuseQDQMatmul, the
+ONNX ConvInteger converter).
 """
 
 from __future__ import annotations
@@ -22,13 +32,15 @@ import numpy as np
 from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
-from phasec.ir.tir import BinaryOp, IntImm, Select
+from phasec.ir import tir
+from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, PrimExpr, Select, SeqStmt, Stmt
 from phasec.op._common import (
-    OpPattern, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
+    REQUIRED, OpPattern, as_float, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
 )
 from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 from phasec.op._tirgen import i64
 from phasec.op.draw import declares_draw
+from phasec.target import tuning
 
 __all__: list[str] = []
 
@@ -156,3 +168,150 @@ def _draw_col2im(ctx):
 
 
 declares_draw("nn.col2im", ranks=(3,), build=_draw_col2im)
+
+
+# ---------------------------------------------------------------------------
+# nn.im2col
+# ---------------------------------------------------------------------------
+
+def _im2col_attrs(a) -> tuple[tuple[int, ...], ...]:
+    """(kernel, strides, padding, dilation) with the defaults filled."""
+    return (tuple(a["kernel_size"]), tuple(a["strides"] or (1, 1)),
+            tuple(a["padding"] or (0, 0, 0, 0)), tuple(a["dilation"] or (1, 1)))
+
+
+def _im2col_grid(hw, kernel, strides, padding, dilation) -> list[int]:
+    return [(hw[j] + padding[j] + padding[2 + j] - dilation[j] * (kernel[j] - 1) - 1)
+            // strides[j] + 1 for j in range(2)]
+
+
+def _infer_im2col(call, ctx):
+    data = tensor_arg(call, 0, ctx, "data")
+    a = attrs_of(call)
+    kernel, strides, padding, dilation = _im2col_attrs(a)
+    if len(kernel) != 2 or len(strides) != 2 or len(dilation) != 2 or len(padding) != 4:
+        raise err(call, f"im2col needs two kernel sizes, strides and dilations and four pads, "
+                        f"got kernel_size {kernel}, strides {strides}, dilation {dilation}, "
+                        f"padding {padding}")
+    if min(kernel + strides + dilation) < 1 or min(padding) < 0:
+        raise err(call, "im2col's kernel sizes, strides and dilations must be positive, its "
+                        "pads >= 0")
+    if data.dtype == "bool":
+        raise err(call, "im2col does not compute on bool tensors")
+    if data.ndim not in (-1, 4):
+        raise err(call, f"im2col expects an NCHW image, but the data has ndim {data.ndim}")
+    if data.shape is None:
+        return TensorStructInfo(None, data.dtype, 3)
+    n, c, h, w = data.shape
+    hw = [arith.const_int(h), arith.const_int(w)]
+    c_v = arith.const_int(c)
+    if None in hw or c_v is None:
+        raise err(call, "im2col needs static channels, height and width")
+    grid = _im2col_grid(hw, kernel, strides, padding, dilation)
+    if min(grid) < 1:
+        raise err(call, f"im2col: a kernel {kernel} (dilation {dilation}) does not fit the "
+                        f"padded {hw[0]} x {hw[1]} image")
+    return tensor_sinfo((n, i64(c_v * math.prod(kernel)), i64(math.prod(grid))), data.dtype)
+
+
+def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_value=0.0):
+    x = np.asarray(data)
+    kernel, strides, padding, dilation = _im2col_attrs(dict(
+        kernel_size=kernel_size, strides=strides, padding=padding, dilation=dilation))
+    n, c, h, w = x.shape
+    oh, ow = _im2col_grid((h, w), kernel, strides, padding, dilation)
+    fill = np.asarray(pad_value, x.dtype)
+    padded = np.pad(x, [(0, 0), (0, 0), (padding[0], padding[2]), (padding[1], padding[3])],
+                    constant_values=fill)
+    cols = np.empty((n, c, kernel[0], kernel[1], oh, ow), x.dtype)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            y0, x0 = i * dilation[0], j * dilation[1]
+            cols[:, :, i, j] = padded[:, :, y0:y0 + strides[0] * (oh - 1) + 1:strides[0],
+                                      x0:x0 + strides[1] * (ow - 1) + 1:strides[1]]
+    return cols.reshape(n, c * kernel[0] * kernel[1], oh * ow)
+
+
+define("nn.im2col", ("data",), _infer_im2col,
+       attrs={"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
+              "padding": ((), int_tuple), "dilation": ((), int_tuple),
+              "pad_value": (0.0, as_float)},
+       # opaque: a producer fused in would be computed once per tap
+       reference=_im2col_ref, pattern=OpPattern.OPAQUE,
+       doc="The windows of a convolution over an NCHW image as columns (PyTorch's unfold).")
+
+
+@legalizes("nn.im2col")
+def _im2col_te(call, inputs):
+    x = _tensor(inputs, 0, call)
+    out = _out(call)
+    a = attrs_of(call)
+    kernel, strides, padding, dilation = _im2col_attrs(a)
+    hw = tuple(arith.const_int(d) for d in x.shape[2:])
+    grid = _im2col_grid(hw, kernel, strides, padding, dilation)
+    fill = _const(a["pad_value"], x.dtype)
+    n, c = x.shape[0], arith.const_int(x.shape[1])
+    work = c * math.prod(kernel) * math.prod(grid)
+    parallel = c > 1 and work >= tuning.host_tuning().parallel_min_work
+
+    def build(bufs: list[Buffer], dst: Buffer) -> Stmt:
+        b, ch = tir.Var("b", "int64"), tir.Var("ch", "int64")
+        taps = [_im2col_tap(bufs[0], dst, b, ch, i, j, hw, kernel, strides, padding, dilation,
+                            grid, fill)
+                for i in range(kernel[0]) for j in range(kernel[1])]
+        return For(b, i64(0), dst.shape[0], "serial", For(
+            ch, i64(0), i64(c), "parallel" if parallel else "serial", _seq(taps)))
+    return te.extern((n, out.shape[1], out.shape[2]), x.dtype, [x], build, name="T_im2col")
+
+
+def _seq(stmts: list[Stmt]) -> Stmt:
+    return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
+
+
+def _inside(edge: int, size: int, stride: int, count: int) -> tuple[int, int]:
+    """The outputs ``[lo, hi)`` of ``[0, count)`` whose input ``o * stride +
+    edge`` (``edge``: the tap's offset minus the padding before) is in
+    ``[0, size)``."""
+    lo = min(max(0, -(edge // stride)), count)
+    hi = (size - 1 - edge) // stride + 1
+    return lo, max(lo, min(hi, count))
+
+
+def _im2col_tap(src: Buffer, dst: Buffer, b, ch, i: int, j: int, hw, kernel, strides, padding,
+                dilation, grid, fill: PrimExpr) -> Stmt:
+    """Row ``(ch * KH + i) * KW + j`` of the columns: runs of the input rows
+    it reads (contiguous for stride 1) and of the padding, the ranges of
+    each known when the kernel is built (no test per element)."""
+    (h, w), (oh, ow) = hw, grid
+    row = (ch * i64(kernel[0]) + i64(i)) * i64(kernel[1]) + i64(j)
+    y_edge, x_edge = i * dilation[0] - padding[0], j * dilation[1] - padding[1]
+    y_lo, y_hi = _inside(y_edge, h, strides[0], oh)
+    x_lo, x_hi = _inside(x_edge, w, strides[1], ow)
+
+    def filled(start: PrimExpr, extent: int) -> list[Stmt]:
+        q = tir.Var("q", "int64")
+        return [For(q, i64(0), i64(extent), "vectorized",
+                    BufferStore(dst, fill, (b, row, start + q)))] if extent > 0 else []
+    parts = filled(i64(0), y_lo * ow)
+    if y_hi > y_lo:
+        oy, ox = tir.Var("oy", "int64"), tir.Var("ox", "int64")
+        base = oy * i64(ow)
+        line = filled(base, x_lo) + filled(base + i64(x_hi), ow - x_hi)
+        if x_hi > x_lo:
+            y = oy * i64(strides[0]) + i64(y_edge)
+            xx = (ox + i64(x_lo)) * i64(strides[1]) + i64(x_edge)
+            line.append(For(ox, i64(0), i64(x_hi - x_lo), "vectorized", BufferStore(
+                dst, src[(b, ch, y, xx)], (b, row, base + i64(x_lo) + ox))))
+        parts.append(For(oy, i64(y_lo), i64(y_hi - y_lo), "serial", _seq(line)))
+    parts += filled(i64(y_hi * ow), (oh - y_hi) * ow)
+    return _seq(parts)
+
+
+def _draw_im2col(ctx):
+    _, _, h, w = ctx.shape
+    kernel = (min(h, 2), min(w, 3))
+    ctx.result_in(min(ctx.lo, 0), max(ctx.hi, 0))
+    return (ctx.x,), {"kernel_size": kernel, "strides": (1, 2), "padding": (1, 0, 0, 1)}
+
+
+declares_draw("nn.im2col", ranks=(4,), build=_draw_im2col)

@@ -2,7 +2,8 @@
 conformance work added: nn.onnx_max_pool_indices (tests/frontend/
 test_onnx_maxpool_indices.py checks them against ONNX Runtime), det
 (tests/op/test_ops_decomposition.py, against numpy) and nn.col2im
-(tests/frontend/test_onnx_image.py, ONNX Runtime)."""
+(tests/frontend/test_onnx_image.py, ONNX Runtime); nn.im2col, the integer
+convolutions' columns (tests/frontend/test_onnx_int8_conv.py, ONNX Runtime)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ _T4 = Var("ot4", TensorStructInfo((1, 2, 4, 4), "float32"))
 _X3 = Var("ox3", TensorStructInfo((2, 3, 7), "float32"))
 _M = Var("om", TensorStructInfo((2, 4, 4), "float32"))
 _M1 = Var("om1", TensorStructInfo((1, 1), "float64"))
+_IMG8 = Var("oimg8", TensorStructInfo((2, 3, 5, 7), "uint8"))
 _COLS = Var("ocols", TensorStructInfo((2, 2 * 6, 4 * 6), "float32"))
 #: ties, so that the first maximum of a window is the one found
 ONNX_OPS_VALUES = {_T4: np.array([0, 1, 1, 0, 2, 2, 0, 1] * 4, "float32").reshape(1, 2, 4, 4),
@@ -39,4 +41,12 @@ ONNX_OPS_LEGALIZE_CASES = [
     ("col2im-strided-dilated-padded", lambda: call_op(
         "nn.col2im", _COLS, image_shape=(7, 6), block_shape=(2, 3), strides=(2, 1),
         dilations=(2, 1), pads=(1, 2, 2, 0))),
+    ("im2col-uint8-zero-point-padded", lambda: call_op(
+        "nn.im2col", _IMG8, kernel_size=(3, 3), padding=(1, 1, 1, 1), pad_value=131.0)),
+    ("im2col-padded-dilated-wider-than-the-image", lambda: call_op(
+        "nn.im2col", _IMG8, kernel_size=(2, 3), strides=(3, 1), padding=(2, 4, 0, 5),
+        dilation=(2, 4), pad_value=255.0)),
+    ("im2col-strided-dilated", lambda: call_op(
+        "nn.im2col", _X4, kernel_size=(2, 3), strides=(2, 1), padding=(0, 2, 1, 0),
+        dilation=(1, 2))),
 ]
