@@ -1,7 +1,7 @@
 """Strided max pools with rows narrower than a vector over the input split
 into its stride phases (``te.schedules.pool_max_phases``). The values
-against numpy's reference pooling (NaNs included: ``te.max`` propagates
-them) on LLVM and on the TIR interpreter, for padding, ceil_mode, dilation,
+against numpy's reference pooling (NaNs included: the pooling propagates
+them; infinities, both zeros, a window of -inf only) on LLVM and on the TIR interpreter, for padding, ceil_mode, dilation,
 uneven strides, odd and prime sizes; and that a symbolic size keeps the
 plain max pool."""
 
@@ -27,8 +27,15 @@ def _phases(prim):
 
 
 def _values(shape):
+    """Normal values with NaNs, infinities and zeros of both signs among them
+    (the max is the CPU's, its NaN an unordered compare: both are checked)."""
     x = RNG.standard_normal(shape).astype("float32")
+    x.flat[5::13] = np.inf
+    x.flat[3::7] = -np.inf
+    x.flat[1::11] = -0.0
+    x.flat[2::17] = 0.0
     x.flat[::29] = np.nan
+    x[0, 0, :3, :3] = -np.inf  # a window of nothing but the max's identity
     return x
 
 
