@@ -116,14 +116,14 @@ def test_fast_path_is_taken_only_for_wide_rows():
     text = lower(narrow).script()
     assert "_nans" not in text and "pad_temp" not in text
     # no padding: the window is always inside, so no test and no clamp remain
-    # (the selects left are the max's and its NaN's, test_pool_phases.py)
+    # (the selects left are the max's and its NaN's, test_pool_rows.py)
     assert "T.Select(v_" not in text and "T.min(" not in text
-    # narrow and strided with padding: te.max over the stride phases, the
-    # padding in them (test_pool_phases.py)
+    # narrow and strided with padding: rows first, then columns, the padding
+    # left out of the rows' max and in the columns' buffer (test_pool_rows.py)
     padded, _ = _build((1, 2, 14, 14), (1, 2, 7, 7), pool_size=(3, 3), strides=(2, 2),
                        padding=(1, 1, 1, 1))
     text = lower(padded).script()
-    assert "stride_phases" in text and "_nans" not in text and "T.min(" not in text
+    assert "T_max_pool2d_rows" in text and "_nans" not in text and "T.min(" not in text
     # stride 1: the fast path whatever the width
     stride1, _ = _build((1, 2, 7, 7), (1, 2, 7, 7), pool_size=(3, 3), strides=(1, 1),
                         padding=(1, 1, 1, 1))

@@ -1,9 +1,10 @@
-"""Strided max pools with rows narrower than a vector over the input split
-into its stride phases (``te.schedules.pool_max_phases``). The values
-against numpy's reference pooling (NaNs included: the pooling propagates
-them; infinities, both zeros, a window of -inf only) on LLVM and on the TIR interpreter, for padding, ceil_mode, dilation,
-uneven strides, odd and prime sizes; and that a symbolic size keeps the
-plain max pool."""
+"""Strided max pools with rows narrower than a vector, the max over the
+window's rows first, then over its columns (``te.schedules.pool_max_rows``).
+The values against numpy's reference pooling (NaNs included: the pooling
+propagates them; infinities, both zeros, a window of -inf only, a window
+wholly in the padding) on LLVM and on the TIR interpreter, for padding,
+ceil_mode, dilation, uneven strides, float64, odd and prime sizes; and that
+a symbolic size keeps the plain max pool."""
 
 from __future__ import annotations
 
@@ -21,15 +22,15 @@ from helpers.legalize import tvar, walk
 RNG = np.random.default_rng(37)
 
 
-def _phases(prim):
-    return any(isinstance(s, tir.Allocate) and s.buffer.name == "stride_phases"
+def _rows_first(prim):
+    return any(isinstance(s, tir.Allocate) and s.buffer.name.endswith("_rows")
                for s in walk(prim.body))
 
 
-def _values(shape):
+def _values(shape, dtype="float32"):
     """Normal values with NaNs, infinities and zeros of both signs among them
     (the max is the CPU's, its NaN an unordered compare: both are checked)."""
-    x = RNG.standard_normal(shape).astype("float32")
+    x = RNG.standard_normal(shape).astype(dtype)
     x.flat[5::13] = np.inf
     x.flat[3::7] = -np.inf
     x.flat[1::11] = -0.0
@@ -50,21 +51,28 @@ CASES = {  # (data shape, attrs)
                                   "padding": (1, 1, 1, 1), "ceil_mode": True}),
     "dilation2": ((1, 2, 17, 17), {"pool_size": (3, 3), "strides": (2, 2),
                                    "dilation": (2, 2)}),
+    "rows_stride1": ((1, 3, 9, 23), {"pool_size": (3, 3), "strides": (1, 2),
+                                     "padding": (1, 0, 1, 2)}),
+    "a_window_in_the_padding": ((1, 2, 7, 9), {"pool_size": (2, 2), "strides": (2, 2),
+                                               "padding": (2, 2, 2, 2)}),
+    "float64": ((1, 3, 19, 13), {"pool_size": (3, 3), "strides": (2, 2),
+                                 "padding": (1, 1, 1, 1)}),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_phased_max_pool_matches_numpy(name):
+def test_rows_first_max_pool_matches_numpy(name):
     xs, attrs = CASES[name]
-    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs), **attrs), True)
-    assert _phases(low.prim_func)
-    x = _values(xs)
+    dtype = "float64" if name == "float64" else "float32"
+    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs, dtype), **attrs), True)
+    assert _rows_first(low.prim_func)
+    x = _values(xs, dtype)
     want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
-    got = np.zeros(want.shape, "float32")
+    got = np.zeros(want.shape, dtype)
     compile_prim_funcs({"k": low.prim_func})["k"](x, got)
     np.testing.assert_array_equal(got, want)
-    if name in ("3x3_s2_pad1_7", "ceil_mode"):
-        again = np.zeros(want.shape, "float32")
+    if name in ("3x3_s2_pad1_7", "ceil_mode", "a_window_in_the_padding"):
+        again = np.zeros(want.shape, dtype)
         run_prim_func(low.prim_func, [x, again])
         np.testing.assert_array_equal(again, want)
 
@@ -73,7 +81,7 @@ def test_a_symbolic_size_keeps_the_plain_max_pool():
     h = tir.Var("h")
     attrs = {"pool_size": (3, 3), "strides": (2, 2)}
     low = lower_call(call_op("nn.max_pool2d", tvar("x", (1, 2, h, 11)), **attrs), True)
-    assert not _phases(low.prim_func)
+    assert not _rows_first(low.prim_func)
     x = _values((1, 2, 11, 11))
     want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
     got = np.zeros(want.shape, "float32")

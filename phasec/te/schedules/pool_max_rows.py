@@ -1,0 +1,115 @@
+"""A strided 2-D max pooling whose output rows are narrower than a vector
+(SqueezeNet's 13x13, MobileNet-style 7x7 downsampling): the max over the
+window's rows first, along whole input rows, then over its columns.
+
+Vectorized along an output row of 7 or 13, every tap is a strided load of
+a fraction of a vector. The max is separable instead: per channel, output
+row ``oy``'s window rows are reduced first, ``v[oy, j] = max over r0 of
+x[oy*sh - top + r0*dh, j]`` for every input column ``j``: contiguous loads
+along whole input rows, one vector loop per output row. Then ``out[oy, ox]
+= max over r1 of v[oy, ox*sw + r1*dw]`` (``v``'s columns counted from the
+left padding): the strided picking happens once per output row, not once
+per tap of every input row (splitting the input into its stride phases
+first, the last schedule here, spent most of its time de-interleaving). Rows of the
+window in the top or bottom padding are left out of the first max (the
+window is static); ``v``'s columns in the left and right padding hold the
+max's identity.
+
+The whole pooling is one hand-written nest (``te.extern``) per channel; ``v``
+is a buffer of one channel (in L1). Both maxes are
+:func:`pool_window.nan_propagating_max`: the CPU's max in a balanced tree
+plus unordered compares for the NaN, about two instructions a tap where
+``te.max``'s (LLVM's ``maximum``) costs six. A zero maximum of a window
+holding both -0 and +0 may be either zero. Measurements: bench/README.md,
+"The long tail of issue 29: pools, small convolutions, GEMV".
+"""
+
+from __future__ import annotations
+
+from phasec import arith
+from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
+from phasec.target import tuning
+from phasec.te import operation as te
+from phasec.te.operation import i64
+from phasec.te.schedules.pool_window import nan_propagating_max
+from phasec.te.stmt import seq
+from phasec.te.schedules.workloads import PoolWorkload
+from phasec.te.tensor import Tensor
+
+__all__ = ["takes", "schedule"]
+
+
+def takes(w: PoolWorkload) -> bool:
+    """A float 2-D max pooling in NCHW of static shape, strided along its
+    rows (at most 3), with output rows narrower than a vector."""
+    if (w.kind != "max" or w.rank != 2 or not w.canonical
+            or not w.data.dtype.startswith("float")
+            or not 1 < w.strides[1] <= 3):
+        return False
+    dims = [arith.const_int(d) for d in (*w.data.shape, *w.out_shape)]
+    if any(d is None for d in dims):
+        return False
+    return dims[-1] < tuning.host_tuning().lanes(int(w.data.dtype[5:]))
+
+
+def schedule(w: PoolWorkload) -> Tensor | None:
+    """The max pooling ``w``, rows then columns, or None when it is not taken."""
+    if not takes(w):
+        return None
+    dt = w.data.dtype
+    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
+    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
+    top, left = w.padding[0], w.padding[1]
+    # v's columns: the left padding, the input, then up to the last window's
+    # reach, rounded up to whole vectors (rows aligned alike: one set of
+    # shuffles for all of them; 256x27x27: 33 -> 31 us, 576x14x14 pad 1: 41 -> 30 us)
+    lanes = tuning.host_tuning().lanes(int(dt[5:]))
+    pitch = -(-max(left + W, (OW - 1) * sw + (KW - 1) * dw + 1) // lanes) * lanes
+    lowest = te.min_value(dt)
+
+    # output rows whose window rows all lie inside the input: one loop
+    inner = [oy for oy in range(OH)
+             if oy * sh - top >= 0 and oy * sh - top + (KH - 1) * dh < H]
+    first, stop = (inner[0], inner[-1] + 1) if inner else (0, 0)
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        x = bufs[0]
+        b, ch = Var("b", "int64"), Var("ch", "int64")
+        v = Buffer(w.name + "_rows", (i64(OH * pitch),), dt)
+
+        def rows_max(oy: PrimExpr, rows: list[PrimExpr]) -> Stmt:
+            j = Var("j", "int64")
+            at = oy * pitch + left + j
+            if not rows:  # a window wholly in the padding (ceil_mode's last may be)
+                return For(j, i64(0), i64(W), "vectorized", BufferStore(v, lowest, (at,)))
+            return For(j, i64(0), i64(W), "vectorized", nan_propagating_max(
+                [BufferLoad(x, (b, ch, y, j)) for y in rows], dt,
+                lambda value: BufferStore(v, value, (at,))))
+        y = Var("oy", "int64")
+        stmts: list[Stmt] = [rows_max(i64(oy), [
+            i64(r) for r in (oy * sh - top + r0 * dh for r0 in range(KH)) if 0 <= r < H])
+            for oy in range(first)]
+        if stop > first:
+            stmts.append(For(y, i64(first), i64(stop - first), "serial", rows_max(
+                y, [y * sh + (r0 * dh - top) for r0 in range(KH)])))
+        stmts += [rows_max(i64(oy), [
+            i64(r) for r in (oy * sh - top + r0 * dh for r0 in range(KH)) if 0 <= r < H])
+            for oy in range(stop, OH)]
+        pads = [col for col in (*range(left), *range(left + W, pitch))]
+        if pads:
+            p = Var("p", "int64")
+            stmts.append(For(p, i64(0), i64(OH), "serial", seq(
+                [BufferStore(v, lowest, (p * pitch + col,)) for col in pads])))
+        # one loop over the rows, one shape of row: one set of shuffles (the
+        # rows unrolled, or the columns, made LLVM keep dozens of them live)
+        q, ox = Var("q", "int64"), Var("ox", "int64")
+        stmts.append(For(q, i64(0), i64(OH), "serial", For(
+            ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
+                [BufferLoad(v, (q * pitch + ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
+                lambda value: BufferStore(out, value, (b, ch, q, ox))))))
+        work = n * c * (OH * (W * KH + pitch) + OH * OW * KW)
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), i64(n), "serial", For(
+            ch, i64(0), i64(c), "parallel" if par else "serial", Allocate(v, seq(stmts))))
+    return te.extern(tuple(w.out_shape), dt, [w.data], build, name=w.name)
