@@ -105,8 +105,9 @@ def test_max_pool_matches_numpy_with_nans_and_infs(shape, k, s, pads, dil, ceil,
     assert np.isnan(want).any()  # the case does exercise the NaN count
 
 
-def test_fast_path_is_taken_only_for_wide_rows():
-    wide, _ = _build((1, 2, 112, 112), (1, 2, 56, 56), pool_size=(3, 3), strides=(2, 2),
+def test_fast_path_is_taken_only_for_rows_between_one_and_three_vectors():
+    # strided, output rows of a vector or more, input rows under three vectors
+    wide, _ = _build((1, 2, 40, 40), (1, 2, 20, 20), pool_size=(3, 3), strides=(2, 2),
                      padding=(1, 1, 1, 1))
     text = lower(wide).script()
     assert "pad_temp" in text and "_nans" in text
@@ -124,6 +125,10 @@ def test_fast_path_is_taken_only_for_wide_rows():
                        padding=(1, 1, 1, 1))
     text = lower(padded).script()
     assert "T_max_pool2d_rows" in text and "_nans" not in text and "T.min(" not in text
+    # input rows of three vectors or more: rows first too (test_pool_rows.py)
+    widest, _ = _build((1, 2, 112, 112), (1, 2, 56, 56), pool_size=(3, 3), strides=(2, 2),
+                       padding=(1, 1, 1, 1))
+    assert "T_max_pool2d_rows" in lower(widest).script()
     # stride 1: the fast path whatever the width
     stride1, _ = _build((1, 2, 7, 7), (1, 2, 7, 7), pool_size=(3, 3), strides=(1, 1),
                         padding=(1, 1, 1, 1))

@@ -1,5 +1,6 @@
-"""Strided max pools with rows narrower than a vector, the max over the
-window's rows first, then over its columns (``te.schedules.pool_max_rows``).
+"""Strided max pools with output rows narrower than a vector or input rows
+of three vectors or more, the max over the window's rows first, then over
+its columns (``te.schedules.pool_max_rows``).
 The values against numpy's reference pooling (NaNs included: the pooling
 propagates them; infinities, both zeros, a window of -inf only, a window
 wholly in the padding) on LLVM and on the TIR interpreter, for padding,
@@ -55,6 +56,8 @@ CASES = {  # (data shape, attrs)
                                      "padding": (1, 0, 1, 2)}),
     "a_window_in_the_padding": ((1, 2, 7, 9), {"pool_size": (2, 2), "strides": (2, 2),
                                                "padding": (2, 2, 2, 2)}),
+    "wide_input_rows": ((1, 2, 9, 53), {"pool_size": (3, 3), "strides": (2, 2),
+                                        "padding": (1, 1, 1, 1)}),
     "float64": ((1, 3, 19, 13), {"pool_size": (3, 3), "strides": (2, 2),
                                  "padding": (1, 1, 1, 1)}),
 }
