@@ -28,6 +28,11 @@ def _rows_first(prim):
                for s in walk(prim.body))
 
 
+def _edge_rows(prim):
+    return any(isinstance(s, tir.Allocate) and s.buffer.name.endswith("_edge_rows")
+               for s in walk(prim.body))
+
+
 def _values(shape, dtype="float32"):
     """Normal values with NaNs, infinities and zeros of both signs among them
     (the max is the CPU's, its NaN an unordered compare: both are checked)."""
@@ -58,6 +63,13 @@ CASES = {  # (data shape, attrs)
                                                "padding": (2, 2, 2, 2)}),
     "wide_input_rows": ((1, 2, 9, 53), {"pool_size": (3, 3), "strides": (2, 2),
                                         "padding": (1, 1, 1, 1)}),
+    # input rows narrower than a vector, many of them: one loop over the
+    # rows laid end to end, the border rows and columns one by one
+    "flat_pad1": ((1, 3, 14, 14), {"pool_size": (3, 3), "strides": (2, 2),
+                                   "padding": (1, 1, 1, 1)}),
+    "flat_uneven": ((2, 2, 23, 11), {"pool_size": (3, 2), "strides": (2, 2),
+                                     "padding": (1, 0, 2, 1), "dilation": (2, 1),
+                                     "ceil_mode": True}),
     "float64": ((1, 3, 19, 13), {"pool_size": (3, 3), "strides": (2, 2),
                                  "padding": (1, 1, 1, 1)}),
 }
@@ -69,12 +81,13 @@ def test_rows_first_max_pool_matches_numpy(name):
     dtype = "float64" if name == "float64" else "float32"
     low = lower_call(call_op("nn.max_pool2d", tvar("x", xs, dtype), **attrs), True)
     assert _rows_first(low.prim_func)
+    assert _edge_rows(low.prim_func) == name.startswith("flat")
     x = _values(xs, dtype)
     want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
     got = np.zeros(want.shape, dtype)
     compile_prim_funcs({"k": low.prim_func})["k"](x, got)
     np.testing.assert_array_equal(got, want)
-    if name in ("3x3_s2_pad1_7", "ceil_mode", "a_window_in_the_padding"):
+    if name in ("3x3_s2_pad1_7", "ceil_mode", "a_window_in_the_padding", "flat_uneven"):
         again = np.zeros(want.shape, dtype)
         run_prim_func(low.prim_func, [x, again])
         np.testing.assert_array_equal(again, want)
