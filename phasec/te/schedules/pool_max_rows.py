@@ -11,11 +11,11 @@ along whole input rows, one vector loop per output row. Then ``out[oy, ox]
 = max over r1 of v[oy, ox*sw + r1*dw]`` (``v``'s columns counted from the
 left padding): the strided picking happens once per output row, not once
 per tap of every input row (splitting the input into its stride phases
-first, the last schedule here, spent most of its time de-interleaving). Rows of the
-window in the top or bottom padding are left out of the first max (the
-window is static); ``v``'s columns in the left and right padding hold the
-max's identity. Input rows narrower than a vector get the first max as one
-loop over the rows laid end to end instead (:func:`_flat`).
+first, the last schedule here, spent most of its time de-interleaving).
+Rows of the window in the top or bottom padding are left out of the first
+max (the window is static); ``v``'s columns in the left and right padding
+hold the max's identity. Input rows narrower than a vector get the first
+max as one loop over the rows laid end to end instead (:func:`_flat`).
 
 The whole pooling is one hand-written nest (``te.extern``) per channel; ``v``
 is a buffer of one channel (in L1). Both maxes are
@@ -109,7 +109,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
         stmts += [rows_max(i64(oy), [
             i64(r) for r in (oy * sh - top + r0 * dh for r0 in range(KH)) if 0 <= r < H])
             for oy in range(stop, OH)]
-        pads = [col for col in (*range(left), *range(left + W, pitch))]
+        pads = [*range(left), *range(left + W, pitch)]
         if pads:
             p = Var("p", "int64")
             stmts.append(For(p, i64(0), i64(OH), "serial", seq(
@@ -126,7 +126,6 @@ def schedule(w: PoolWorkload) -> Tensor | None:
         return For(b, i64(0), i64(n), "serial", For(
             ch, i64(0), i64(c), "parallel" if par else "serial", Allocate(v, seq(stmts))))
     return te.extern(tuple(w.out_shape), dt, [w.data], build, name=w.name)
-
 
 
 def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
@@ -173,20 +172,22 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
                 if rows else For(j, i64(0), i64(W), "vectorized",
                                  BufferStore(vb, lowest, (i64(k * W) + j,))))
 
-        def columns(src: Buffer, row: PrimExpr, oy: PrimExpr) -> list[Stmt]:
+        def columns(src: Buffer, base: PrimExpr, oy: PrimExpr) -> list[Stmt]:
             ox = Var("ox", "int64")
-            stmts = []
+            row: list[Stmt] = []
             if hi > lo:
-                stmts.append(For(ox, i64(0), i64(hi - lo), "vectorized", nan_propagating_max(
-                    [BufferLoad(src, (row + (ox + lo) * sw + (r1 * dw - left),))
+                row.append(For(ox, i64(0), i64(hi - lo), "vectorized", nan_propagating_max(
+                    [BufferLoad(src, (base + (ox + lo) * sw + (r1 * dw - left),))
                      for r1 in range(KW)], dt,
                     lambda value: BufferStore(out, value, (b, ch, oy, ox + lo)))))
             for col in (*range(lo), *range(hi, OW)):
                 taps = [t for t in (col * sw - left + r1 * dw for r1 in range(KW)) if 0 <= t < W]
-                store = lambda value, col=col: BufferStore(out, value, (b, ch, oy, i64(col)))
-                stmts.append(nan_propagating_max([BufferLoad(src, (row + t,)) for t in taps],
+
+                def store(value: PrimExpr, col: int = col) -> Stmt:
+                    return BufferStore(out, value, (b, ch, oy, i64(col)))
+                row.append(nan_propagating_max([BufferLoad(src, (base + t,)) for t in taps],
                                                  dt, store) if taps else store(lowest))
-            return stmts
+            return row
         q = Var("q", "int64")
         stmts.append(For(q, i64(0), i64(stop - first), "serial",
                          seq(columns(u, q * (sh * W), q + first))))
