@@ -186,7 +186,7 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
                 def store(value: PrimExpr, col: int = col) -> Stmt:
                     return BufferStore(out, value, (b, ch, oy, i64(col)))
                 row.append(nan_propagating_max([BufferLoad(src, (base + t,)) for t in taps],
-                                                 dt, store) if taps else store(lowest))
+                                               dt, store) if taps else store(lowest))
             return row
         q = Var("q", "int64")
         stmts.append(For(q, i64(0), i64(stop - first), "serial",
