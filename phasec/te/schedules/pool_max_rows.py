@@ -15,7 +15,9 @@ first, the last schedule here, spent most of its time de-interleaving).
 Rows of the window in the top or bottom padding are left out of the first
 max (the window is static); ``v``'s columns in the left and right padding
 hold the max's identity. Input rows narrower than a vector get the first
-max as one loop over the rows laid end to end instead (:func:`_flat`).
+max as one loop over the rows laid end to end instead (:func:`_flat`);
+input rows of three vectors or more go one output row at a time, both
+maxes through a buffer of one row (:func:`_row_by_row`).
 
 The whole pooling is one hand-written nest (``te.extern``) per channel; ``v``
 is a buffer of one channel (in L1). Both maxes are
@@ -85,6 +87,8 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     # to its vectorizer: 96x8x8 pad 1 4.5 -> 9.2 us)
     if W < lanes and ((stop - 1 - first) * sh + 1) * W >= 8 * lanes:
         return _flat(w, first, stop)
+    if W >= 3 * lanes:
+        return _row_by_row(w, first, stop, pitch)
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
@@ -198,4 +202,62 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
         return For(b, i64(0), i64(n), "serial", For(
             ch, i64(0), i64(c), "parallel" if par else "serial",
             Allocate(u, Allocate(vb, seq(stmts)))))
+    return te.extern(tuple(w.out_shape), dt, [w.data], build, name=w.name)
+
+
+def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
+    """The max pooling ``w`` of input rows of three vectors or more, one
+    output row at a time: its rows' max into a buffer of one row, then at
+    once its columns' max from it (a buffer of every output row, as for the
+    narrow rows, left L1 on 112-wide inputs: 64x112x112 2x2/2 89 -> 55 us,
+    3x3/2 pad 1 141 -> 108 us; narrow rows were slower this way, 256x27x27
+    29 -> 42 us). Output rows ``first..stop`` have every window row inside
+    the input; ``pitch`` is the row buffer's length."""
+    dt = w.data.dtype
+    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
+    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
+    top, left = w.padding[0], w.padding[1]
+    lowest = te.min_value(dt)
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        x = bufs[0]
+        b, ch = Var("b", "int64"), Var("ch", "int64")
+        # one row: written by the rows' max, read at once by the columns' max
+        # (a buffer of every output row left L1 on 112-wide inputs)
+        v = Buffer(w.name + "_rows", (i64(pitch),), dt)
+
+        def one_row(oy: PrimExpr, rows: list[PrimExpr]) -> list[Stmt]:
+            j, ox = Var("j", "int64"), Var("ox", "int64")
+            if rows:
+                first_max: Stmt = For(j, i64(0), i64(W), "vectorized", nan_propagating_max(
+                    [BufferLoad(x, (b, ch, y, j)) for y in rows], dt,
+                    lambda value: BufferStore(v, value, (j + left,))))
+            else:  # a window wholly in the padding (ceil_mode's last may be)
+                first_max = For(j, i64(0), i64(W), "vectorized",
+                                BufferStore(v, lowest, (j + left,)))
+            return [first_max, For(ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
+                [BufferLoad(v, (ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
+                lambda value: BufferStore(out, value, (b, ch, oy, ox))))]
+
+        def edge(oy: int) -> list[Stmt]:
+            return one_row(i64(oy), [i64(r) for r in (oy * sh - top + r0 * dh
+                                                      for r0 in range(KH)) if 0 <= r < H])
+        # the padding columns, once: the rows' max never writes them
+        stmts: list[Stmt] = [BufferStore(v, lowest, (i64(col),))
+                             for col in (*range(left), *range(left + W, pitch))]
+        for oy in range(first):
+            stmts += edge(oy)
+        if stop > first:
+            # one loop over the rows, one shape of row: one set of shuffles
+            # (the rows unrolled made LLVM keep dozens of them live)
+            y = Var("oy", "int64")
+            stmts.append(For(y, i64(first), i64(stop - first), "serial", seq(one_row(
+                y, [y * sh + (r0 * dh - top) for r0 in range(KH)]))))
+        for oy in range(stop, OH):
+            stmts += edge(oy)
+        work = n * c * (OH * (W * KH + pitch) + OH * OW * KW)
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), i64(n), "serial", For(
+            ch, i64(0), i64(c), "parallel" if par else "serial", Allocate(v, seq(stmts))))
     return te.extern(tuple(w.out_shape), dt, [w.data], build, name=w.name)
