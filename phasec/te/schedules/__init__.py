@@ -153,13 +153,11 @@ RULES: tuple[Rule, ...] = (
     Rule("conv_transpose", "conv_transpose", "any transposed convolution (the gather form)",
          _always, conv_transpose.gather),
     # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
-    Rule("pool", "pool_max_rows", "a float 2-D max pooling in NCHW, strided along its "
-         "rows, output rows narrower than a vector or input rows of three vectors or more: "
-         "the max over the window's rows along whole input rows, then over its columns",
-         _max_pool, pool_max_rows.schedule),
+    Rule("pool", "pool_max_rows", "a float 2-D max pooling in NCHW of static shape, "
+         "strided along its rows: the max over the window's rows along whole input rows, "
+         "then over its columns", _max_pool, pool_max_rows.schedule),
     Rule("pool", "pool_max_fast", "a float max pooling with stride 1 along the rows or "
-         "output rows of a vector (the rest of the strided ones)", _fast_max_pool,
-         pool_max_fast.schedule),
+         "output rows of a vector", _fast_max_pool, pool_max_fast.schedule),
     Rule("pool", "pool_max", "a max pooling", _max_pool, pool_max.schedule),
     Rule("pool", "pool_avg", "an average pooling", _always, pool_avg.schedule),
 )

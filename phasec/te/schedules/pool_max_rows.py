@@ -1,7 +1,7 @@
-"""A strided 2-D max pooling whose output rows are narrower than a vector
-(SqueezeNet's 13x13, MobileNet-style 7x7 downsampling) or whose input rows
-are three vectors or more (ResNet's 112x112 stem): the max over the window's
-rows first, along whole input rows, then over its columns.
+"""A 2-D max pooling strided along its rows (SqueezeNet's 13x13 and
+MobileNet-style 7x7 downsampling, ResNet's 112x112 stem, VGG's 2x2): the
+max over the window's rows first, along whole input rows, then over its
+columns.
 
 Vectorized along an output row of 7 or 13, every tap is a strided load of
 a fraction of a vector. The max is separable instead: per channel, output
@@ -14,10 +14,11 @@ per tap of every input row (splitting the input into its stride phases
 first, the last schedule here, spent most of its time de-interleaving).
 Rows of the window in the top or bottom padding are left out of the first
 max (the window is static); ``v``'s columns in the left and right padding
-hold the max's identity. Input rows narrower than a vector get the first
-max as one loop over the rows laid end to end instead (:func:`_flat`);
-input rows of three vectors or more go one output row at a time, both
-maxes through a buffer of one row (:func:`_row_by_row`).
+hold the max's identity. That is the layout for output rows narrower
+than a vector; wider ones go one output row at a time, both maxes through
+a buffer of one row (:func:`_row_by_row`); input rows narrower than a
+vector, or short enough for LLVM to unroll a loop over one whole, get the
+first max as one loop over the rows laid end to end (:func:`_flat`).
 
 The whole pooling is one hand-written nest (``te.extern``) per channel; ``v``
 is a buffer of one channel (in L1). Both maxes are
@@ -45,20 +46,12 @@ __all__ = ["takes", "schedule"]
 
 def takes(w: PoolWorkload) -> bool:
     """A float 2-D max pooling in NCHW of static shape, strided along its
-    rows (at most 3), with output rows narrower than a vector or input rows
-    of at least three vectors. (Between the two, a vectorized loop over a
-    row can be short enough for LLVM to unroll it whole and vectorize the
-    loop over the channels around it instead, through gathers: 2x16x33x33
-    2x2/2 took 24 us, 5.8 by :mod:`pool_max_fast`.)"""
+    rows (at most 3)."""
     if (w.kind != "max" or w.rank != 2 or not w.canonical
             or not w.data.dtype.startswith("float")
             or not 1 < w.strides[1] <= 3):
         return False
-    dims = [arith.const_int(d) for d in (*w.data.shape, *w.out_shape)]
-    if any(d is None for d in dims):
-        return False
-    lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
-    return dims[-1] < lanes or dims[3] >= 3 * lanes
+    return all(arith.const_int(d) is not None for d in (*w.data.shape, *w.out_shape))
 
 
 def schedule(w: PoolWorkload) -> Tensor | None:
@@ -82,13 +75,18 @@ def schedule(w: PoolWorkload) -> Tensor | None:
              if oy * sh - top >= 0 and oy * sh - top + (KH - 1) * dh < H]
     first, stop = (inner[0], inner[-1] + 1) if inner else (0, 0)
 
-    # input rows narrower than a vector, and enough of them for a long loop
-    # (a short one, fully unrolled by LLVM, left the loop over the channels
-    # to its vectorizer: 96x8x8 pad 1 4.5 -> 9.2 us)
-    if W < lanes and ((stop - 1 - first) * sh + 1) * W >= 8 * lanes:
-        return _flat(w, first, stop)
-    if W >= 3 * lanes:
+    if OW >= lanes:
         return _row_by_row(w, first, stop, pitch)
+    # Input rows narrower than a vector; or a loop over an input row that
+    # LLVM would unroll whole (its unrolled body under ~300 instructions,
+    # about 3 per window row and 3 more per column), whose loop over the
+    # output rows it would then vectorize through gathers and scatters
+    # (64x28x28 2x2/2: 40.8 us, 8.5 laid end to end). Laid end to end
+    # only with enough rows for a long loop (a short one, unrolled, left
+    # the loop over the channels to the vectorizer: 96x8x8 pad 1 4.5 -> 9.2 us).
+    if ((W < lanes or W * (3 * KH + 3) <= 300)
+            and ((stop - 1 - first) * sh + 1) * W >= 8 * lanes):
+        return _flat(w, first, stop)
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
