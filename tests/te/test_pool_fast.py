@@ -105,28 +105,32 @@ def test_max_pool_matches_numpy_with_nans_and_infs(shape, k, s, pads, dil, ceil,
     assert np.isnan(want).any()  # the case does exercise the NaN count
 
 
-def test_fast_path_is_taken_only_for_wide_rows():
-    wide, _ = _build((1, 2, 112, 112), (1, 2, 56, 56), pool_size=(3, 3), strides=(2, 2),
+def test_fast_path_is_taken_for_stride_one_and_symbolic_shapes_only():
+    # strided, static: rows first, then columns, whatever the width
+    wide, _ = _build((1, 2, 40, 40), (1, 2, 20, 20), pool_size=(3, 3), strides=(2, 2),
                      padding=(1, 1, 1, 1))
     text = lower(wide).script()
-    assert "pad_temp" in text and "_nans" in text
-    # the taps read the padded copy: no border test, no clamped index
+    assert "T_max_pool2d_rows" in text and "_nans" not in text
     assert "T.min(" not in text and "T.Select(v_" not in text
     narrow, _ = _build((1, 2, 27, 27), (1, 2, 13, 13), pool_size=(3, 3), strides=(2, 2))
     text = lower(narrow).script()
     assert "_nans" not in text and "pad_temp" not in text
     # no padding: the window is always inside, so no test and no clamp remain
-    assert "T.Select" not in text and "T.min(" not in text
-    # narrow and strided with padding: te.max over the stride phases, the
-    # padding in them (test_pool_phases.py)
+    # (the selects left are the max's and its NaN's, test_pool_rows.py)
+    assert "T.Select(v_" not in text and "T.min(" not in text
+    # narrow and strided with padding: rows first, then columns, the padding
+    # left out of the rows' max and in the columns' buffer (test_pool_rows.py)
     padded, _ = _build((1, 2, 14, 14), (1, 2, 7, 7), pool_size=(3, 3), strides=(2, 2),
                        padding=(1, 1, 1, 1))
     text = lower(padded).script()
-    assert "stride_phases" in text and "_nans" not in text and "T.min(" not in text
-    # stride 1: the fast path whatever the width
-    stride1, _ = _build((1, 2, 7, 7), (1, 2, 7, 7), pool_size=(3, 3), strides=(1, 1),
+    assert "T_max_pool2d_rows" in text and "_nans" not in text and "T.min(" not in text
+    # stride 1 along the rows: the fast path whatever the width, the taps
+    # reading the padded copy (no border test, no clamped index)
+    stride1, _ = _build((1, 2, 7, 40), (1, 2, 7, 40), pool_size=(3, 3), strides=(1, 1),
                         padding=(1, 1, 1, 1))
-    assert "_nans" in lower(stride1).script()
+    text = lower(stride1).script()
+    assert "_nans" in text and "pad_temp" in text
+    assert "T.min(" not in text and "T.Select(v_" not in text
 
 
 def test_nhwc_wide_rows_match_numpy():

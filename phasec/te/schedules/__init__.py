@@ -36,7 +36,7 @@ from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_strided, conv_direct, conv_flat_rows, conv_im2col,
     conv_pointwise_small, conv_transpose, gemm, gemm_prepack, interleave, plain, pool_avg,
-    pool_max, pool_max_fast, pool_max_phases, row_tile, transpose, winograd,
+    pool_max, pool_max_fast, pool_max_rows, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -153,11 +153,11 @@ RULES: tuple[Rule, ...] = (
     Rule("conv_transpose", "conv_transpose", "any transposed convolution (the gather form)",
          _always, conv_transpose.gather),
     # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
+    Rule("pool", "pool_max_rows", "a float 2-D max pooling in NCHW of static shape, "
+         "strided along its rows: the max over the window's rows along whole input rows, "
+         "then over its columns", _max_pool, pool_max_rows.schedule),
     Rule("pool", "pool_max_fast", "a float max pooling with stride 1 along the rows or "
          "output rows of a vector", _fast_max_pool, pool_max_fast.schedule),
-    Rule("pool", "pool_max_phases", "a float 2-D max pooling in NCHW, strided along both "
-         "axes, output rows narrower than a vector: over its stride phases laid flat",
-         _max_pool, pool_max_phases.schedule),
     Rule("pool", "pool_max", "a max pooling", _max_pool, pool_max.schedule),
     Rule("pool", "pool_avg", "an average pooling", _always, pool_avg.schedule),
 )

@@ -17,14 +17,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from phasec import arith
-from phasec.ir.tir import Buffer, BufferStore, For, PrimExpr, SeqStmt, Stmt, Var
+from phasec.ir.tir import (
+    BinaryOp, Buffer, BufferStore, FloatImm, For, LetStmt, PrimExpr, Select, SeqStmt, Stmt,
+    Var,
+)
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input", "stride_phases"]
+__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input", "stride_phases",
+           "nan_propagating_max", "balanced_tree"]
 
 
 class PoolWindow:
@@ -119,6 +123,51 @@ def padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
         return For(ni, i64(0), i64(n), "serial",
                    For(ci, i64(0), i64(c), "parallel" if par else "serial", body))
     return te.extern([i64(v) for v in shape], x.dtype, [x], build, name="pad_temp")
+
+
+def balanced_tree(values: list[PrimExpr],
+                  join: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> PrimExpr:
+    """``values`` joined pairwise, level by level (an associative ``join``):
+    the chain of latencies is the tree's depth, not the count of values."""
+    while len(values) > 1:
+        values = [join(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
+
+
+def nan_propagating_max(values: Sequence[PrimExpr], dtype: str,
+                        store: Callable[[PrimExpr], Stmt]) -> Stmt:
+    """``store`` of the max of ``values`` (float ``dtype``), NaN when any of
+    them is NaN, each value bound to a variable first.
+
+    ``te.max``'s combiner (LLVM's ``maximum``: a NaN propagates, -0 < +0)
+    costs six vector instructions on x86; here the max is the CPU's own
+    (``a if a > b else b``: one instruction) in a balanced tree, and the NaN
+    comes from one unordered compare per pair of values, or-ed, and one
+    select at the end: about two instructions a value instead of six. The
+    values are variables because a ``Select`` or ``or`` over buffer reads
+    is evaluated lazily, by branches. The one difference from ``te.max``:
+    a zero maximum over values holding both -0 and +0 may be either zero,
+    as with numpy's ``maximum`` (which returns its first operand on a tie)
+    and ONNX Runtime's max pool."""
+    bindings: list[tuple[Var, PrimExpr]] = []
+
+    def bound(name: str, value: PrimExpr, dt: str) -> Var:
+        var = Var(f"{name}{len(bindings)}", dt)
+        bindings.append((var, value))
+        return var
+    taps = [bound("tap", v, dtype) for v in values]
+    fast = balanced_tree(taps, lambda a, b: bound("max", Select(BinaryOp(">", a, b), a, b),
+                                                  dtype))
+    unordered = [BinaryOp("or", BinaryOp("!=", taps[i], taps[i]),
+                          BinaryOp("!=", taps[i + 1], taps[i + 1]))
+                 if i + 1 < len(taps) else BinaryOp("!=", taps[i], taps[i])
+                 for i in range(0, len(taps), 2)]
+    any_nan = balanced_tree(unordered, lambda a, b: bound("nan", BinaryOp("or", a, b), "bool"))
+    stmt = store(Select(any_nan, FloatImm(float("nan"), dtype), fast))
+    for var, value in reversed(bindings):
+        stmt = LetStmt(var, value, stmt)
+    return stmt
 
 
 #: the longest phase row whose de-interleave is unrolled (see PhaseGeometry.copy)
