@@ -568,13 +568,14 @@ def jit_compile_modules(ir_texts: list[str], entry_symbols: list[str],
     under ``cache_key`` (when given and the cache is on)."""
     target = host_target()
     kernels = f"{len(entry_symbols)} kernel{'' if len(entry_symbols) == 1 else 's'}"
-    with console.step(f"compiling {kernels} with LLVM ({len(ir_texts)} processes)"), \
-            _compile_lock:
+    workers = min(compile_jobs(), len(ir_texts)) - 1
+    with console.step(f"compiling {kernels} with LLVM ({len(ir_texts)} modules, "
+                      f"{workers + 1} processes)"), _compile_lock:
         t0 = time.perf_counter()
         with _captured_llvm_output():
             try:
                 compiled = compile_modules(ir_texts, target.triple, target.cpu, target.features,
-                                           opt_level, _dispatch_captured)
+                                           opt_level, _dispatch_captured, workers)
             except RuntimeError as exc:  # a codegen bug, not a user error; keep the detail
                 raise CodegenError(f"generated LLVM IR is invalid: {exc}") from exc
         for name in sorted({e for _, _, externals in compiled for e in externals}):

@@ -38,6 +38,14 @@ __all__ = ["LoopEmitter", "OutlinedFunction", "POLL_EVERY", "poll_mode"]
 #: how many iterations an innermost loop runs between two looks at the cancel flag
 POLL_EVERY = 1 << 16
 
+#: a serial loop of at most COPY_LOOP_TRIPS iterations (one LLVM would
+#: unroll fully) around a vectorized copy of at least COPY_LOOP_ELEMENTS
+#: elements an iteration from a parameter or from a local buffer of at
+#: least LARGE_SOURCE_ELEMENTS is not unrolled (see LoopEmitter._loop_md)
+COPY_LOOP_TRIPS = 32
+COPY_LOOP_ELEMENTS = 32
+LARGE_SOURCE_ELEMENTS = 4096
+
 #: a loop body whose loops run at most this many iterations in all (constant
 #: extents) is treated as straight-line code when placing cancel polls
 SHORT_BODY_TRIPS = 1 << 12
@@ -96,6 +104,43 @@ def _cannot_vectorize(body: tir.Stmt, is_checked: Callable[[Any, int], bool]) ->
                 is_checked(node, d) for d in range(len(node.indices))):
             return True
     return False
+
+
+def _copy_nest(body: tir.Stmt, params: tuple) -> int:
+    """The elements ``body`` copies when it is a perfect loop nest (constant
+    extents) around one store of one load, cast or not, with a vectorized
+    innermost loop, reading a parameter or a large buffer (a packing copy,
+    such as a convolution's gathering of input columns into a tile); 0 for
+    any other body, and for a copy out of a small local buffer, which may be
+    a register tile that only a fully unrolled copy keeps in registers."""
+    s, vectorized, elements = body, False, 1
+    while True:
+        t = type(s)
+        if t is tir.For:
+            if s.kind == "parallel" or not isinstance(s.extent, tir.IntImm):
+                return 0
+            vectorized = s.kind == "vectorized"
+            elements *= s.extent.value
+            s = s.body
+        elif t is tir.Block and s.init is None:
+            s = s.body
+        else:
+            break
+    if type(s) is not tir.BufferStore or not vectorized:
+        return 0
+    value = s.value.value if type(s.value) is tir.Cast else s.value
+    if type(value) is not tir.BufferLoad:
+        return 0
+    source = value.buffer
+    if not any(source is p for p in params):
+        size = 1
+        for d in source.shape:
+            if not isinstance(d, tir.IntImm):
+                return 0
+            size *= d.value
+        if size < LARGE_SOURCE_ELEMENTS:
+            return 0
+    return elements
 
 
 def _reads_data(e: tir.PrimExpr) -> bool:
@@ -346,6 +391,19 @@ class LoopEmitter:
                 # scalar).
                 props.append('!"llvm.loop.interleave.count", i32 1')
             return self.ctx.mod.loop_metadata(props)
+        if (s.kind == "serial" and isinstance(s.extent, tir.IntImm)
+                and s.extent.value <= COPY_LOOP_TRIPS
+                and _copy_nest(s.body, self.ctx.func.params) >= COPY_LOOP_ELEMENTS):
+            # The loops around a vectorized copy stay loops: LLVM would
+            # unroll them fully (a 3x3x3x3 nest around a 32-wide strided
+            # gather: 81 copies of it), which costs compile time (SqueezeNet's
+            # first convolution: 0.75 -> 0.35 s) and no run time (a copy is
+            # a few percent of the tile it feeds). Not around short copies
+            # (a 13-wide row of a pooled image), where the loop's own work
+            # would show, nor out of a small local buffer: a GEMM tile's
+            # write-back kept as a loop kept the tile in memory (ResNet-50's
+            # Winograd convolution 1.13x slower).
+            return self.ctx.mod.loop_metadata(['!"llvm.loop.unroll.disable"'])
         if s.kind == "unroll":
             if isinstance(s.extent, tir.IntImm) and s.extent.value <= 256:
                 return self.ctx.mod.loop_metadata(['!"llvm.loop.unroll.full"'])

@@ -20,10 +20,13 @@ the parent stops and kills its workers (a terminal sends SIGINT to the whole
 process group).
 
 Framing, both ways: an 8-byte little-endian length, then that many bytes.
-Request: a JSON header (``triple``, ``cpu``, ``features``, ``opt_level``,
-``modules``: how many), then each module's IR. Reply per module: a JSON
-header (``error``: '' or LLVM's message; ``externals``: the functions the
-code calls but does not define), the object code, the optimized IR.
+Request: a JSON header (``triple``, ``cpu``, ``features``, ``opt_level``),
+then modules one at a time, each module's IR in one frame, until the parent
+closes the stream. Reply per module, written before the next module is
+read: a JSON header (``error``: '' or LLVM's message; ``externals``: the
+functions the code calls but does not define), the object code, the
+optimized IR. (One at a time, so that the parent hands the next module to
+whichever process is free: see :mod:`.parallel`.)
 """
 
 from __future__ import annotations
@@ -104,9 +107,20 @@ def write_frame(out: BinaryIO, data: bytes) -> None:
 
 def read_frame(src: BinaryIO) -> bytes:
     """One frame; EOFError when the stream ends first or the length is absurd."""
-    head = src.read(_LENGTH.size)
-    if len(head) != _LENGTH.size:
+    data = read_frame_or_end(src)
+    if data is None:
         raise EOFError("the stream ended")
+    return data
+
+
+def read_frame_or_end(src: BinaryIO) -> bytes | None:
+    """One frame, or None when the stream ends cleanly before it; EOFError
+    when it ends inside the frame or the length is absurd."""
+    head = src.read(_LENGTH.size)
+    if not head:
+        return None
+    if len(head) != _LENGTH.size:
+        raise EOFError("the stream ended inside a frame length")
     (size,) = _LENGTH.unpack(head)
     if size > MAX_FRAME_BYTES:
         raise EOFError(f"a frame of {size} bytes")
@@ -117,10 +131,10 @@ def read_frame(src: BinaryIO) -> bytes:
 
 
 def serve(src: BinaryIO, out: BinaryIO) -> None:
-    """Answer one request (see the module docstring)."""
+    """Compile modules until ``src`` ends (see the module docstring)."""
     header = json.loads(read_frame(src))
-    modules = [read_frame(src).decode("utf-8") for _ in range(int(header["modules"]))]
-    for ir_text in modules:
+    while (frame := read_frame_or_end(src)) is not None:
+        ir_text = frame.decode("utf-8")
         try:
             obj, optimized, externals = compile_object(
                 ir_text, header["triple"], header["cpu"], header["features"],

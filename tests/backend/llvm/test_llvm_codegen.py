@@ -390,3 +390,40 @@ class Module:
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert "not vectorized" not in done.stderr and "warning" not in done.stderr, done.stderr
+
+
+def _loop_hints(ir: str) -> list[str]:
+    """The properties of each loop's metadata in ``ir``, in loop order."""
+    import re
+
+    nodes = dict(re.findall(r"^(![0-9]+) = (.*)$", ir, re.M))
+    props = []
+    for ref in re.findall(r"!llvm\.loop (![0-9]+)", ir):
+        props.append(" ".join(nodes[m] for m in re.findall(r"![0-9]+", nodes[ref])
+                              if m != ref))
+    return props
+
+
+def test_loops_around_a_large_packing_copy_stay_loops():
+    # A 3x3 nest around a 32-wide strided gather from a parameter (a
+    # convolution's packing of input columns) is not unrolled: LLVM would make
+    # 9 copies of the gather, slow to compile and no faster. The copy out of a
+    # small local tile is left to LLVM: only unrolled can a tile stay in registers.
+    X, Y, Z = buf("X", (3, 70)), buf("Y", (3, 3, 32)), buf("Z", (2, 32))
+    pack, tile = buf("pack", (3, 3, 32)), buf("tile", (2, 32))
+    r, s, c, i, j = var("r"), var("s"), var("c"), var("i"), var("j")
+    gather = T.For(r, 0, 3, "serial", T.For(s, 0, 3, "serial", T.For(
+        c, 0, 32, "vectorized", store(pack, X[r, binop("+", binop("*", c, T.as_prim_expr(2, "int64")), s)], r, s, c))))
+    scale = loops([3, 3, 32], lambda a, b, d: store(Y, pack[a, b, d] * 2.0, a, b, d))
+    fill = loops([2, 32], lambda a, b: store(tile, X[a, b] + 1.0, a, b))
+    write_back = T.For(i, 0, 2, "serial", T.For(j, 0, 32, "vectorized", store(Z, tile[i, j], i, j)))
+    body = T.Allocate(pack, T.Allocate(tile, T.SeqStmt((gather, scale, fill, write_back))))
+    lib = compile_prim_funcs({"k": T.PrimFunc((X, Y, Z), body)})
+    x = rand((3, 70))
+    y, z = np.empty((3, 3, 32), np.float32), np.empty((2, 32), np.float32)
+    lib["k"](x, y, z)
+    ref = np.stack([np.stack([x[a, s0:s0 + 64:2] for s0 in range(3)]) for a in range(3)])
+    np.testing.assert_array_equal(y, ref * 2.0)
+    np.testing.assert_array_equal(z, x[:2, :32] + 1.0)
+    kept = [p for p in _loop_hints(lib.llvm_ir) if p == '!{!"llvm.loop.unroll.disable"}']
+    assert len(kept) == 2  # the r and s loops of the gather, not the tile's i

@@ -49,23 +49,62 @@ def split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path / "kernels"
 
 
-def test_split_is_balanced_deterministic_and_complete() -> None:
+def test_split_shrinks_and_is_deterministic_and_complete() -> None:
     sizes = {"a": 500_000, "b": 300_000, "c": 250_000, "d": 200_000, "e": 10}
     groups = parallel.split_kernels(sizes, 2)
     assert groups == parallel.split_kernels(dict(reversed(sizes.items())), 2)
     assert sorted(n for g in groups for n in g) == sorted(sizes)
-    loads = sorted(sum(sizes[n] for n in g) for g in groups)
-    assert loads == [550_010, 700_000]  # largest first into the lightest group
-    # a small library stays one module: a worker would cost more than it saves
+    # a quarter of what is left each (two processes), never under
+    # MIN_MODULE_IR_CHARS nor leaving less: e (10 characters) joins d
+    assert groups == [["a"], ["b"], ["c"], ["d", "e"]]
+    # a small library, or one process: one module
     assert parallel.split_kernels({"a": 1000, "b": 2000}, 8) == [["a", "b"]]
+    assert parallel.split_kernels(sizes, 1) == [sorted(sizes)]
+
+
+def test_free_processes_take_the_next_module(split: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # modules are handed out one at a time: while this process is stuck on
+    # its first module, the two workers take all the others
+    import time
+
+    from phasec.backend.llvm.jit import host_target
+
+    by_workers: list[str] = []
+    real_compile, real_here = parallel._Worker.compile, parallel.objworker.compile_object
+
+    def worker_compile(self, text):
+        got = real_compile(self, text)
+        by_workers.append(text)
+        return got
+
+    here: list[str] = []
+
+    def stuck_here(text, *args):
+        here.append(text)
+        deadline = time.monotonic() + 60
+        while len(by_workers) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return real_here(text, *args)
+
+    monkeypatch.setattr(parallel._Worker, "compile", worker_compile)
+    monkeypatch.setattr(parallel.objworker, "compile_object", stuck_here)
+    target = host_target()
+    texts = [f"define i32 @f{k}() {{\nentry:\n  ret i32 {k}\n}}\n" for k in range(7)]
+    done = parallel.compile_modules(texts, target.triple, target.cpu, target.features, 2,
+                                    lambda _err: None, workers=2)
+    assert here == texts[:1] and sorted(by_workers) == sorted(texts[1:])
+    for k, (obj, optimized, externals) in enumerate(done):  # in order, whoever compiled it
+        assert obj and f"@f{k}()" in optimized and f"ret i32 {k}" in optimized
+        assert externals == []
 
 
 def test_library_compiled_by_workers_computes_what_numpy_does(split: Path) -> None:
     lib = compile_prim_funcs(_library(), use_cache=False)
-    assert len(lib._natives) == 3  # three modules, two of them from workers
+    assert len(lib._natives) == 6  # a module a kernel (the split shrinks), three processes
     _check(lib)
-    again = compile_prim_funcs(_library(), use_cache=False)  # the disk cache: all three mapped
-    assert len(again._natives) == 3
+    again = compile_prim_funcs(_library(), use_cache=False)  # the disk cache: all six mapped
+    assert len(again._natives) == 6
     _check(again)
     assert again.optimized_ir == lib.optimized_ir
 
