@@ -211,17 +211,21 @@ class _ModuleLegalizer:
 
 def _constant_params(mod: IRModule, primitives: dict[str, Function]) -> dict[str, tuple[int, ...]]:
     """For each Primitive function, the positions of the parameters every
-    call of it passes a Constant (the group's weights, which FuseOps made
-    parameters): its kernel may read them in a layout prepared once per
-    build (PackConstantWeights)."""
+    call of it passes a Constant, or a variable bound to one (the group's
+    weights, which FuseOps made parameters; FoldConstant's results stay
+    bound): its kernel may read them in a layout prepared once per build
+    (PackConstantWeights, which looks through such variables too)."""
     found: dict[str, set[int]] = {}
     for name, func in mod.relax_functions():
         if name in primitives:
             continue
+        bound = {id(b.var) for block in getattr(func.body, "blocks", ()) for b in block.bindings
+                 if type(b) is VarBinding and type(b.value) is Constant}
         for call in collect_exprs(func, frozenset((Call,))):
             if type(call.op) is not GlobalVar or call.op.name_hint not in primitives:
                 continue
-            here = {k for k, a in enumerate(call.args) if type(a) is Constant}
+            here = {k for k, a in enumerate(call.args)
+                    if type(a) is Constant or id(a) in bound}
             gname = call.op.name_hint
             found[gname] = found[gname] & here if gname in found else here
     return {g: tuple(sorted(ks)) for g, ks in found.items() if ks}
