@@ -321,8 +321,9 @@ class LoopEmitter:
             # would be the one vectorized, through gathers and scatters (a
             # squeeze-excite's x * s over 32-wide rows: 10x slower). Not for
             # a tile's local accumulators, which unrolled stay in registers.
-            most = width // 32
-            if _stores_only(s.body, self.ctx.func.params):
+            most = lanes = width // 32
+            stores_only = _stores_only(s.body, self.ctx.func.params)
+            if stores_only:
                 most *= 4
             if (isinstance(s.extent, tir.IntImm) and 4 <= s.extent.value <= most
                     and _straight_line_body(s.body)):
@@ -332,6 +333,15 @@ class LoopEmitter:
                 # must regroup, slower to compile, and a register tile indexed
                 # by it could stay in memory.
                 props.append('!"llvm.loop.unroll.disable"')
+                if stores_only and s.extent.value % lanes:
+                    # Not whole vectors (a 14- or 7-wide output row, the
+                    # epilogue of a conv over flat rows): full-width vectors
+                    # with the last one masked. Left to its cost model, LLVM
+                    # took 4 lanes and a scalar remainder (a 14x14 depthwise
+                    # conv + SiLU: 295 -> 170 us, bench/README.md). (Not in
+                    # a register tile: its accumulators stay unmasked.)
+                    props.append('!"llvm.loop.vectorize.predicate.enable", i1 true')
+                    props.append(f'!"llvm.loop.vectorize.width", i32 {lanes}')
                 # (Only on a straight-line body with data-independent
                 # addresses: a loop LLVM then fails to vectorize, a gather or
                 # a scatter, would stay a loop and LLVM would warn on stderr
