@@ -333,13 +333,17 @@ class LoopEmitter:
                 # must regroup, slower to compile, and a register tile indexed
                 # by it could stay in memory.
                 props.append('!"llvm.loop.unroll.disable"')
-                if stores_only and s.extent.value % lanes:
-                    # Not whole vectors (a 14- or 7-wide output row, the
-                    # epilogue of a conv over flat rows): full-width vectors
-                    # with the last one masked. Left to its cost model, LLVM
-                    # took 4 lanes and a scalar remainder (a 14x14 depthwise
-                    # conv + SiLU: 295 -> 170 us, bench/README.md). (Not in
-                    # a register tile: its accumulators stay unmasked.)
+                if stores_only and s.extent.value < lanes:
+                    # Part of one vector (a 14- or 7-wide output row, the
+                    # epilogue of a conv over flat rows): one full-width
+                    # vector under a constant mask. Left to its cost model,
+                    # LLVM took 4 lanes and a scalar remainder (a 14x14
+                    # depthwise conv + SiLU: 295 -> 170 us, bench/README.md).
+                    # Not over several vectors: a mask computed at every
+                    # step, and a 56-wide row of a register tile stored in
+                    # 8-lane halves and read back in 16 (a forwarding stall
+                    # each: a 56x56 depthwise conv, 245 -> 304 us). Not in a
+                    # register tile either: its accumulators stay unmasked.
                     props.append('!"llvm.loop.vectorize.predicate.enable", i1 true')
                     props.append(f'!"llvm.loop.vectorize.width", i32 {lanes}')
                 # (Only on a straight-line body with data-independent
