@@ -338,7 +338,7 @@ class LoopEmitter:
                     # epilogue of a conv over flat rows): one full-width
                     # vector under a constant mask. Left to its cost model,
                     # LLVM took 4 lanes and a scalar remainder (a 14x14
-                    # depthwise conv + SiLU: 295 -> 170 us, bench/README.md).
+                    # depthwise conv + SiLU: 292 -> 163 us, bench/README.md).
                     # Not over several vectors: a mask computed at every
                     # step, and a 56-wide row of a register tile stored in
                     # 8-lane halves and read back in 16 (a forwarding stall

@@ -64,7 +64,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     depthwise = groups > 1 and og == 1 and CG == 1
     # a depthwise row of a few vectors that are not whole ones (28 or 56
     # wide) too: its plain nest took 8-lane tiles of the row (144 channels
-    # of 56x56, 3x3 + relu6: 248 -> 222 us; 240 of 28x28, 5x5 + SiLU: 381 ->
+    # of 56x56, 3x3 + relu6: 248 -> 220 us; 240 of 28x28, 5x5 + SiLU: 426 ->
     # 279 us on one core)
     narrow = OW < lanes or (depthwise and OW % lanes != 0 and OW < 4 * lanes)
     if not whole and (not (2 <= OW and narrow) or 2 * OW < Wp or OH < 2):
