@@ -333,7 +333,7 @@ class LoopEmitter:
                 # must regroup, slower to compile, and a register tile indexed
                 # by it could stay in memory.
                 props.append('!"llvm.loop.unroll.disable"')
-                if stores_only and s.extent.value < lanes:
+                if stores_only and s.extent.value < lanes and s.extent.value % 4:
                     # Part of one vector (a 14- or 7-wide output row, the
                     # epilogue of a conv over flat rows): one full-width
                     # vector under a constant mask. Left to its cost model,
@@ -344,6 +344,10 @@ class LoopEmitter:
                     # 8-lane halves and read back in 16 (a forwarding stall
                     # each: a 56x56 depthwise conv, 245 -> 304 us). Not in a
                     # register tile either: its accumulators stay unmasked.
+                    # Nor a row of 4, 8 or 12: whole 4-lane vectors, no
+                    # remainder to save (MobileNetV3 at 64x64, whose rows
+                    # are 4 and 8 wide: 233 us masked, 225-227 us not, at
+                    # the edge of the noise).
                     props.append('!"llvm.loop.vectorize.predicate.enable", i1 true')
                     props.append(f'!"llvm.loop.vectorize.width", i32 {lanes}')
                 # (Only on a straight-line body with data-independent
