@@ -55,7 +55,9 @@ def _check(low, xs, k, interp, **attrs):
         np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("xs,k,interp", [((1, 8, 13, 13), 5, False), ((2, 4, 7, 7), 3, True)])
+@pytest.mark.parametrize("xs,k,interp", [((1, 8, 13, 13), 5, False), ((2, 4, 7, 7), 3, True),
+                                         # rows of a few vectors, not whole ones
+                                         ((1, 3, 11, 29), 3, False), ((1, 2, 7, 53), 5, False)])
 def test_narrow_depthwise_over_flat_rows(xs, k, interp):
     low = _lower(xs, k, padding=k // 2)
     allocs = _allocs(low.prim_func)

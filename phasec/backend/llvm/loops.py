@@ -366,8 +366,9 @@ class LoopEmitter:
             # would be the one vectorized, through gathers and scatters (a
             # squeeze-excite's x * s over 32-wide rows: 10x slower). Not for
             # a tile's local accumulators, which unrolled stay in registers.
-            most = width // 32
-            if _stores_only(s.body, self.ctx.func.params):
+            most = lanes = width // 32
+            stores_only = _stores_only(s.body, self.ctx.func.params)
+            if stores_only:
                 most *= 4
             if (isinstance(s.extent, tir.IntImm) and 4 <= s.extent.value <= most
                     and _straight_line_body(s.body)):
@@ -377,6 +378,23 @@ class LoopEmitter:
                 # must regroup, slower to compile, and a register tile indexed
                 # by it could stay in memory.
                 props.append('!"llvm.loop.unroll.disable"')
+                if stores_only and s.extent.value < lanes and s.extent.value % 4:
+                    # Part of one vector (a 14- or 7-wide output row, the
+                    # epilogue of a conv over flat rows): one full-width
+                    # vector under a constant mask. Left to its cost model,
+                    # LLVM took 4 lanes and a scalar remainder (a 14x14
+                    # depthwise conv + SiLU: 292 -> 163 us, bench/README.md).
+                    # Not over several vectors: a mask computed at every
+                    # step, and a 56-wide row of a register tile stored in
+                    # 8-lane halves and read back in 16 (a forwarding stall
+                    # each: a 56x56 depthwise conv, 245 -> 304 us). Not in a
+                    # register tile either: its accumulators stay unmasked.
+                    # Nor a row of 4, 8 or 12: whole 4-lane vectors, no
+                    # remainder to save (MobileNetV3 at 64x64, whose rows
+                    # are 4 and 8 wide: 233 us masked, 225-227 us not, at
+                    # the edge of the noise).
+                    props.append('!"llvm.loop.vectorize.predicate.enable", i1 true')
+                    props.append(f'!"llvm.loop.vectorize.width", i32 {lanes}')
                 # (Only on a straight-line body with data-independent
                 # addresses: a loop LLVM then fails to vectorize, a gather or
                 # a scatter, would stay a loop and LLVM would warn on stderr

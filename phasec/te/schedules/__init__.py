@@ -139,7 +139,8 @@ RULES: tuple[Rule, ...] = (
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "
-         "than a vector", _nchw_float_conv2d, conv_flat_rows.schedule),
+         "than a vector (depthwise: up to four vectors, not whole ones)", _nchw_float_conv2d,
+         conv_flat_rows.schedule),
     Rule("conv", "conv_im2col", "an NCHW float conv2d: strided, one group, output rows "
          "narrower than a vector", _nchw_float_conv2d, conv_im2col.schedule),
     Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d strided along "

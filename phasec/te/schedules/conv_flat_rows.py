@@ -13,6 +13,9 @@ the others: the values are those of the plain schedule). The epilogue
 (bias, relu, a residual) is a nest of its own that reads the rows back, as
 it cannot run in the register tiles of dropped columns.
 
+Depthwise rows of up to four vectors that are not whole vectors (28 or 56
+wide) as well, where the row's own tiles would be fractions of vectors.
+
 Grouped convolutions too: channel ``(oc // og) * cg + rc``, which the GEMM
 schedule tiles within a group (``GemmPlan.row_group``). Depthwise ones
 (``og`` = 1, no GEMM) get the plain nest's vectors over whole flat rows
@@ -58,10 +61,15 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     # more than the wider tiles bought)
     whole = (groups > 1 and KH == KW == 1 and not any(w.padding)
              and OW % lanes != 0 and OW < 2 * lanes)
-    if not whole and (not 2 <= OW < lanes or 2 * OW < Wp or OH < 2):
+    depthwise = groups > 1 and og == 1 and CG == 1
+    # a depthwise row of a few vectors that are not whole ones (28 or 56
+    # wide) too: its plain nest took 8-lane tiles of the row (144 channels
+    # of 56x56, 3x3 + relu6: 248 -> 220 us; 240 of 28x28, 5x5 + SiLU: 426 ->
+    # 279 us on one core)
+    narrow = OW < lanes or (depthwise and OW % lanes != 0 and OW < 4 * lanes)
+    if not whole and (not (2 <= OW and narrow) or 2 * OW < Wp or OH < 2):
         return None  # wide enough rows, or more dropped columns than kept
     n = data.shape[0]
-    depthwise = groups > 1 and og == 1 and CG == 1
     columns = OH * Wp
     if depthwise:
         # whole tiles of columns for the row tiles of the plain nest

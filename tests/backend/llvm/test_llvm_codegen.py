@@ -339,6 +339,31 @@ def test_rows_of_a_few_vectors_stay_the_vectorized_loop(width):
     np.testing.assert_array_equal(out, a * s[:, None, None])
 
 
+@pytest.mark.parametrize("width", [5, 7, 8, 14])
+def test_rows_of_part_of_a_vector_are_one_masked_full_vector(width):
+    # a 7- or 14-wide output row (a conv epilogue over 7x7 / 14x14 images):
+    # LLVM's cost model alone took 4 lanes and a scalar remainder
+    from phasec.target.tuning import host_tuning
+    C, H = 3, 5
+    X, S, Y = T.Buffer("X", (C, H, width)), T.Buffer("S", (C,)), T.Buffer("Y", (C, H, width))
+    c, y, x = T.Var("c"), T.Var("y"), T.Var("x")
+    v = X[c, y, x] + S[c]
+    body = T.For(c, 0, C, "serial", T.For(y, 0, H, "serial", T.For(
+        x, 0, width, "vectorized", T.BufferStore(Y, v * T.Call("sigmoid", (v,)), (c, y, x)))))
+    lib = compile_prim_funcs({"silu": T.PrimFunc((X, S, Y), body)})
+    lanes = host_tuning().vector_bits // 32
+    # (a row of several vectors, 14 wide at 8 lanes, is left to LLVM, and so
+    # is a row of whole 4-lane vectors)
+    masked = width < lanes and width % 4 != 0
+    assert ("llvm.loop.vectorize.predicate.enable" in lib.llvm_ir) == masked
+    assert not masked or f"<{lanes} x float>" in lib.optimized_ir
+    a, s = rand((C, H, width)), rand((C,))
+    out = np.full((C, H, width), np.nan, "float32")
+    lib["silu"](a, s, out)
+    ref = (a + s[:, None, None]).astype(np.float64)
+    np.testing.assert_allclose(out, ref / (1 + np.exp(-ref)), rtol=2e-6, atol=1e-7)
+
+
 def test_gather_and_scatter_kernels_build_without_llvm_warnings(tmp_path) -> None:
     """A short vectorized loop LLVM cannot vectorize (an address read from
     data) is left to LLVM's unroller: forced to stay a loop, LLVM would print
