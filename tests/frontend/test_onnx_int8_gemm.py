@@ -6,10 +6,6 @@ numpy's int64 product; and the exact path of a CPU without VNNI
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -18,6 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import phasec
 from phasec.frontend.onnx import from_onnx
+
+from helpers.cpu_features import run_without_vnni
 
 _ONNX_TYPE = {"uint8": TensorProto.UINT8, "int8": TensorProto.INT8}
 
@@ -76,15 +74,7 @@ def test_matmul_integer_exact(M, K, N, adt, bdt, za, zb, const_b):
 def test_matmul_integer_without_vnni():
     """The same products compiled as for a CPU without VNNI (the vpmaddwd
     sequence): a fresh process, since the target is chosen once per process."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_onnx_int8_gemm as t; "
-            "t.check_matmul_integer(23, 45, 37, 'uint8', 'int8', 3, -5, True); "
-            "t.check_matmul_integer(5, 130, 17, 'int8', 'uint8', 127, 255, False); "
-            "from phasec.backend.llvm.jit import host_target; "
-            "assert '-avx512vnni' in host_target().features.split(',')")
-    env = {**os.environ, "PHASEC_CPU_FEATURES": "-avx512vnni,-avxvnni"}
-    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_without_vnni(__file__, "t.check_matmul_integer(23, 45, 37, 'uint8', 'int8', 3, -5, True); t.check_matmul_integer(5, 130, 17, 'int8', 'uint8', 127, 255, False)")
 
 
 @pytest.mark.parametrize("xdt,wdt,xz,wz", [("uint8", "int8", 255, 0), ("uint8", "uint8", 7, 131),

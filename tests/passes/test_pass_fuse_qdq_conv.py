@@ -7,10 +7,6 @@ vpmaddwd path) in a process of its own."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -18,6 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import phasec
 from phasec.frontend.onnx import from_onnx
+
+from helpers.cpu_features import run_without_vnni
 
 
 def qdq_conv_model(C: int, O: int, H: int, W: int, kernel: tuple[int, int],
@@ -96,11 +94,4 @@ def test_qdq_conv_without_vnni():
     """A strided int8 case whose windows the GEMM packs, compiled as for a
     CPU without VNNI (the vpmaddwd sequence): a fresh process, since the
     target is chosen once per process."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_pass_fuse_qdq_conv as t; "
-            "t.check_qdq_conv(t.CASES[1]); "
-            "from phasec.backend.llvm.jit import host_target; "
-            "assert '-avx512vnni' in host_target().features.split(',')")
-    env = {**os.environ, "PHASEC_CPU_FEATURES": "-avx512vnni,-avxvnni"}
-    done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_without_vnni(__file__, 't.check_qdq_conv(t.CASES[1])')
