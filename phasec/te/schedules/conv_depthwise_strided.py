@@ -31,7 +31,9 @@ from phasec import arith
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import padded_input, stride_phases
+from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
+from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
+from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
@@ -62,19 +64,37 @@ def schedule(w: ConvWorkload) -> Tensor | None:
 
 def _phased(w: ConvWorkload, n: int, c: int, OH: int, OW: int, KH: int, KW: int,
             lanes: int) -> Tensor:
-    (sh, sw), (dh, dw), weight = w.strides, w.dilation, w.weight
-    zero = te.const(0, w.data.dtype)
-    phases, V, columns = stride_phases(w.data, (OH, OW), (KH, KW), (sh, sw), (dh, dw),
-                                       (w.padding[0], w.padding[1]), zero, lanes)
-    ry, rx = te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
+    (sh, sw), (dh, dw), dt = w.strides, w.dilation, w.data.dtype
+    H, W = (arith.const_int(d) for d in w.data.shape[2:])
+    geo = PhaseGeometry.of((H, W), (OH, OW), (KH, KW), (sh, sw), (dh, dw),
+                           (w.padding[0], w.padding[1]), lanes)
+    V, columns, length = geo.V, geo.columns, geo.length
 
-    def flat_body(b, ch, p):
-        y_tap, x_tap = ry.var * dh, rx.var * dw
-        phase = (y_tap % sh) * sw + x_tap % sw
-        return te.sum(phases[b, ch, phase, p + (y_tap // sh) * V + x_tap // sw]
-                      * weight[ch, 0, ry.var, rx.var], axis=[ry, rx])
-    flat = te.compute((i64(n), i64(c), i64(columns)), flat_body, name="T_conv2d_flat",
-                      tag="conv2d")
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        x, weight = bufs
+        b, ch, p = Var("b", "int64"), Var("ch", "int64"), Var("p", "int64")
+        # one channel's phases at a time, in a buffer of its own: they stay
+        # in the cache between their copy and the sums (all channels' phases
+        # in one tensor went out to memory and back, most of the time)
+        phases = Buffer("stride_phases", (i64(sh * sw * length),), dt)
+        stmts = geo.copy(x, b, ch, te.const(0, dt), lambda f, q: (phases, f * length + q))
+        terms: list[PrimExpr] = []
+        for r0 in range(KH):      # the direct convolution's tap order
+            for r1 in range(KW):
+                y_tap, x_tap = r0 * dh, r1 * dw
+                at = ((y_tap % sh) * sw + x_tap % sw) * length \
+                    + (y_tap // sh) * V + x_tap // sw
+                terms.append(BufferLoad(phases, (p + i64(at),)) * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1))))
+        acc = terms[0]
+        for term in terms[1:]:
+            acc = acc + term
+        stmts.append(For(p, i64(0), i64(columns), "vectorized", BufferStore(out, acc, (b, ch, p))))
+        work = n * c * (sh * sw * length + columns * KH * KW)
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), i64(n), "serial", For(
+            ch, i64(0), i64(c), "parallel" if par else "serial", Allocate(phases, seq(stmts))))
+    flat = te.extern((i64(n), i64(c), i64(columns)), dt, [w.data, w.weight], build,
+                     name="T_conv2d_flat")
     # inlined: the epilogue (bias, activation) reads the flat plane's rows,
     # contiguous, with no copy between
     return te.compute(w.out_shape, lambda b, ch, y, x: flat[b, ch, y * V + x], name="T_conv2d")
