@@ -77,7 +77,8 @@ def _phased(w: ConvWorkload, n: int, c: int, OH: int, OW: int, KH: int, KW: int,
         # in the cache between their copy and the sums (all channels' phases
         # in one tensor went out to memory and back, most of the time)
         phases = Buffer("stride_phases", (i64(sh * sw * length),), dt)
-        stmts = geo.copy(x, b, ch, te.const(0, dt), lambda f, q: (phases, f * length + q))
+        stmts = geo.copy(x, b, ch, te.const(0, dt), lambda f, q: (phases, f * length + q),
+                         lanes)
         terms: list[PrimExpr] = []
         for r0 in range(KH):      # the direct convolution's tap order
             for r1 in range(KW):

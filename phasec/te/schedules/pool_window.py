@@ -202,15 +202,30 @@ class PhaseGeometry:
         return PhaseGeometry(hw[0], hw[1], U, V, columns, length, (sh, sw), lead)
 
     def copy(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
-             at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]]) -> list[Stmt]:
+             at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
+             lanes: int = 0) -> list[Stmt]:
         """Channel ``(b, ch)`` of ``src`` into its phases, phase ``f``
-        element ``q`` stored at index ``at(f, q)``: ``fill`` with contiguous
-        stores, then every input row some window reaches, de-interleaved."""
+        element ``q`` stored at index ``at(f, q)``: every input row some
+        window reaches, de-interleaved (in whole vectors of ``lanes`` when
+        given and the row holds one), and ``fill`` wherever no input
+        element lands (the padding, past the input)."""
         (sh, sw), (top, left), V = self.strides, self.lead, self.V
-        f, q = Var("f", "int64"), Var("q", "int64")
-        stmts: list[Stmt] = [For(f, i64(0), i64(sh * sw), "serial", For(
-            q, i64(0), i64(self.length), "vectorized", BufferStore(at(f, q)[0], fill,
-                                                                   at(f, q)[1:])))]
+        rows = max(0, min(self.H, self.U * sh - top))
+        cols = max(0, min(self.W, V * sw - left))
+        # the phase rows no input row lands in (the padding above, below,
+        # and the tail past the last row), filled with contiguous stores;
+        # the whole phases filled first cost as much as the sums
+        stmts: list[Stmt] = []
+        for a in range(sh):
+            first = min(self.U, max(0, -(-(top - a) // sh)))     # first row with input
+            stop = min(self.U, max(first, -(-(rows + top - a) // sh)))  # past the last
+            for e in range(sw):
+                for lo_q, hi_q in ((0, first * V), (stop * V, self.length)):
+                    if hi_q > lo_q:
+                        q = Var("q", "int64")
+                        where = at(i64(a * sw + e), q + lo_q)
+                        stmts.append(For(q, i64(0), i64(hi_q - lo_q), "vectorized",
+                                         BufferStore(where[0], fill, where[1:])))
         # phase column v takes input columns v*sw + e - left (e < sw): the sw
         # contiguous loads of a vector of v are one interleaved group (loads
         # and shuffles; a scatter element by element, with its // and % per
@@ -218,8 +233,6 @@ class PhaseGeometry:
         # crosses the border are stored one by one, where they exist.
         y, v = Var("y", "int64"), Var("v", "int64")
         a, u = (y + top) % sh, (y + top) // sh
-        rows = max(0, min(self.H, self.U * sh - top))
-        cols = max(0, min(self.W, V * sw - left))
 
         def put(col: PrimExpr, e: int) -> Stmt:
             where = at(a * sw + e, u * V + col)
@@ -227,15 +240,34 @@ class PhaseGeometry:
         lo = min(V, -(-left // sw))                        # first whole group
         hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
         row: list[Stmt] = []
-        if hi > lo:
+        if lanes and hi - lo >= lanes:
+            # whole vectors of phase columns, the last one overlapping the
+            # one before (the same values stored twice): each vector two
+            # full loads and one shuffle a phase. Unrolled, the SLP vectorizer
+            # made masked loads and small shuffles of a 27-column row, more
+            # than half of a 144x56x56 depthwise conv's time.
+            k = Var("k", "int64")
+
+            def group(start: PrimExpr) -> Stmt:
+                j = Var("j", "int64")
+                return For(j, i64(0), i64(lanes), "vectorized",
+                           SeqStmt(tuple(put(start + j, e) for e in range(sw))))
+            whole = (hi - lo) // lanes
+            row.append(group(i64(lo)) if whole == 1 else
+                       For(k, i64(0), i64(whole), "serial", group(k * lanes + lo)))
+            if (hi - lo) % lanes:
+                row.append(group(i64(hi - lanes)))
+        elif hi > lo:
             # a short row unrolled: the SLP vectorizer groups its loads and
             # stores in whole vectors, where the loop vectorizer took 4 lanes
             # and a scalar tail for 13-17 columns (pool 576x14x14: 57 -> 45 us)
             kind = "unroll" if hi - lo <= MAX_UNROLLED_COLUMNS else "vectorized"
             row.append(For(v, i64(lo), i64(hi - lo), kind,
                            SeqStmt(tuple(put(v, e) for e in range(sw)))))
-        row += [put(i64(col), e) for col in (*range(lo), *range(hi, V))
-                for e in range(sw) if 0 <= col * sw + e - left < cols]
+        row += [put(i64(col), e) if 0 <= col * sw + e - left < cols
+                else BufferStore(at(a * sw + e, u * V + col)[0], fill,
+                                 at(a * sw + e, u * V + col)[1:])
+                for col in (*range(lo), *range(hi, V)) for e in range(sw)]
         if row:
             stmts.append(For(y, i64(0), i64(rows), "serial",
                              row[0] if len(row) == 1 else SeqStmt(tuple(row))))
