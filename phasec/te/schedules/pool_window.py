@@ -240,12 +240,15 @@ class PhaseGeometry:
         lo = min(V, -(-left // sw))                        # first whole group
         hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
         row: list[Stmt] = []
-        if lanes and hi - lo >= lanes:
-            # whole vectors of phase columns, the last one overlapping the
-            # one before (the same values stored twice): each vector two
-            # full loads and one shuffle a phase. Unrolled, the SLP vectorizer
-            # made masked loads and small shuffles of a 27-column row, more
-            # than half of a 144x56x56 depthwise conv's time.
+        # whole vectors of phase columns, as wide as the row holds (at most
+        # ``lanes``, at least 4), the last one overlapping the one before
+        # (the same values stored twice): each vector ``sw`` full loads and
+        # one shuffle a phase. Unrolled, the SLP vectorizer made masked
+        # loads, small shuffles and scalar moves of a row (of a 14x14
+        # input's 6 columns, mostly scalar: 576x14x14 3x3/2 46.5 -> 42 us;
+        # a 56x56 input's 27 columns, no measurable change).
+        lanes = min(lanes, 1 << max(0, (hi - lo).bit_length() - 1))
+        if lanes >= 4:
             k = Var("k", "int64")
 
             def group(start: PrimExpr) -> Stmt:
