@@ -2,7 +2,7 @@
 (``te.schedules.conv_flat_rows``: the rows copied in by hand, whole tiles of
 columns, one channel per row tile since no input row is shared between
 channels), strided ones over their input's stride phases laid flat
-(``te.schedules.conv_depthwise_strided``, ``pool_window.stride_phases``) and
+(``te.schedules.conv_depthwise_strided``, ``pool_window.PhaseGeometry``) and
 grouped ones over the padded copy written by hand
 (``pool_window.padded_input``). The values against numpy's reference, with
 bias and relu fused, on LLVM and on the TIR interpreter, for odd and prime
@@ -148,7 +148,7 @@ def test_the_stride_phases_hold_every_element_once_copied(hw, window, strides, d
     """Every element of the phases is written (the buffer starts as NaN):
     the input where ``u*sh + a - top``, ``v*sw + e - left`` lands in it,
     zero elsewhere -- the padding, the rows below, the tail."""
-    (H, W), (KH, KW), (sh, sw), (dh, dw), (top, left) = hw, window, strides, dilation, lead
+    (H, W), (sh, sw), (top, left) = hw, strides, lead
     out_hw = tuple((n + 2 * p - (k - 1) * d - 1) // s + 1
                    for n, p, k, d, s in zip(hw, lead, window, dilation, strides))
     geo = PhaseGeometry.of(hw, out_hw, window, strides, dilation, lead, lanes)
