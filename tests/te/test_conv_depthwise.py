@@ -2,7 +2,7 @@
 (``te.schedules.conv_flat_rows``: the rows copied in by hand, whole tiles of
 columns, one channel per row tile since no input row is shared between
 channels), strided ones over their input's stride phases laid flat
-(``te.schedules.conv_depthwise_strided``, ``pool_window.stride_phases``) and
+(``te.schedules.conv_depthwise_strided``, ``pool_window.PhaseGeometry``) and
 grouped ones over the padded copy written by hand
 (``pool_window.padded_input``). The values against numpy's reference, with
 bias and relu fused, on LLVM and on the TIR interpreter, for odd and prime
@@ -19,6 +19,11 @@ from phasec.ir import tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
+from phasec.te import operation as te
+from phasec.te.lowering import create_prim_func
+from phasec.te.operation import i64
+from phasec.te.schedules.pool_window import PhaseGeometry
+from phasec.te.stmt import seq
 
 from helpers.legalize import fused, tvar, walk
 
@@ -130,3 +135,43 @@ def test_a_symbolic_batch(channels, k, padding, strides):
         got = np.zeros(want.shape, "float32")
         kernel(x, w, b, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("hw,window,strides,dilation,lead,lanes", [
+    ((9, 37), (3, 3), (2, 2), (1, 1), (1, 1), 8),   # whole vectors, the last overlapping
+    ((11, 53), (5, 5), (2, 3), (1, 1), (2, 1), 4),  # three phases a row, a whole number
+    ((7, 13), (3, 3), (2, 2), (2, 2), (0, 0), 16),  # a row shorter than a vector
+    ((5, 5), (3, 3), (2, 2), (1, 1), (1, 1), 16),   # a row of one or two columns
+])
+def test_the_stride_phases_hold_every_element_once_copied(hw, window, strides, dilation, lead,
+                                                          lanes):
+    """Every element of the phases is written (the buffer starts as NaN):
+    the input where ``u*sh + a - top``, ``v*sw + e - left`` lands in it,
+    zero elsewhere -- the padding, the rows below, the tail."""
+    (H, W), (sh, sw), (top, left) = hw, strides, lead
+    out_hw = tuple((n + 2 * p - (k - 1) * d - 1) // s + 1
+                   for n, p, k, d, s in zip(hw, lead, window, dilation, strides))
+    geo = PhaseGeometry.of(hw, out_hw, window, strides, dilation, lead, lanes)
+    x = te.placeholder((1, 2, H, W), "float32", "x")
+
+    def build(bufs, out):
+        b, ch = tir.Var("b", "int64"), tir.Var("ch", "int64")
+        stmts = geo.copy(bufs[0], b, ch, te.const(0, "float32"),
+                         lambda f, q: (out, b, ch, f, q), lanes)
+        return tir.For(b, i64(0), i64(1), "serial", tir.For(ch, i64(0), i64(2), "serial",
+                                                            seq(stmts)))
+    phases = te.extern((i64(1), i64(2), i64(sh * sw), i64(geo.length)), "float32", [x], build,
+                       name="phases")
+    prim = create_prim_func([x, phases])
+    data = RNG.standard_normal((1, 2, H, W)).astype("float32")
+    want = np.zeros((1, 2, sh * sw, geo.length), "float32")
+    for a, e, u, v in np.ndindex(sh, sw, geo.U, geo.V):
+        y, col = u * sh + a - top, v * sw + e - left
+        if 0 <= y < H and 0 <= col < W:
+            want[0, :, a * sw + e, u * geo.V + v] = data[0, :, y, col]
+    got = np.full(want.shape, np.nan, "float32")
+    compile_prim_funcs({"k": prim})["k"](data, got)
+    np.testing.assert_array_equal(got, want)
+    again = np.full(want.shape, np.nan, "float32")
+    run_prim_func(prim, [data, again])
+    np.testing.assert_array_equal(again, want)

@@ -27,7 +27,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input", "stride_phases",
+__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input",
            "nan_propagating_max", "balanced_tree"]
 
 
@@ -176,9 +176,15 @@ MAX_UNROLLED_COLUMNS = 32
 
 @dataclass(frozen=True)
 class PhaseGeometry:
-    """The stride phases of an NCHW input laid flat (:func:`stride_phases`):
-    ``V`` columns a phase row, ``columns`` flat outputs (``OH*V`` rounded
-    up to whole tiles), ``length`` elements a phase."""
+    """The ``sh x sw`` stride phases of a channel of an NCHW input (static
+    sizes) laid flat, for a strided window (a depthwise convolution):
+    ``ph[a*sw + e, u*V + v] = x[u*sh + a - top, v*sw + e - left]``, a fill
+    value for the padding and past the input (:meth:`copy`). Tap ``(r0,
+    r1)`` of the output at ``p = y*V + x`` reads phase ``((r0*dh) % sh,
+    (r1*dw) % sw)`` at ``p + (r0*dh)//sh * V + (r1*dw)//sw``: contiguous in
+    ``p``. ``V`` columns a phase row, ``U`` rows, ``columns`` flat outputs
+    (``OH*V`` rounded up to whole tiles, the extra ones computed and
+    dropped), ``length`` elements a phase."""
 
     H: int
     W: int
@@ -193,7 +199,7 @@ class PhaseGeometry:
     def of(hw: tuple[int, int], out_hw: tuple[int, int], window: tuple[int, int],
            strides: Sequence[int], dilation: Sequence[int], lead: tuple[int, int],
            tile: int) -> PhaseGeometry:
-        """The geometry of an ``hw`` input under a window (see :func:`stride_phases`)."""
+        """The geometry of an ``hw`` input under a window."""
         (OH, OW), (KH, KW), (sh, sw), (dh, dw) = out_hw, window, strides, dilation
         U = OH + (KH - 1) * dh // sh      # phase rows every output row's taps reach
         V = OW + (KW - 1) * dw // sw      # phase columns
@@ -202,15 +208,30 @@ class PhaseGeometry:
         return PhaseGeometry(hw[0], hw[1], U, V, columns, length, (sh, sw), lead)
 
     def copy(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
-             at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]]) -> list[Stmt]:
+             at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
+             lanes: int = 0) -> list[Stmt]:
         """Channel ``(b, ch)`` of ``src`` into its phases, phase ``f``
-        element ``q`` stored at index ``at(f, q)``: ``fill`` with contiguous
-        stores, then every input row some window reaches, de-interleaved."""
+        element ``q`` stored at index ``at(f, q)``: every input row some
+        window reaches, de-interleaved (in whole vectors of ``lanes`` when
+        given and the row holds one), and ``fill`` wherever no input
+        element lands (the padding, past the input)."""
         (sh, sw), (top, left), V = self.strides, self.lead, self.V
-        f, q = Var("f", "int64"), Var("q", "int64")
-        stmts: list[Stmt] = [For(f, i64(0), i64(sh * sw), "serial", For(
-            q, i64(0), i64(self.length), "vectorized", BufferStore(at(f, q)[0], fill,
-                                                                   at(f, q)[1:])))]
+        rows = max(0, min(self.H, self.U * sh - top))
+        cols = max(0, min(self.W, V * sw - left))
+        # the phase rows no input row lands in (the padding above, below,
+        # and the tail past the last row), filled with contiguous stores;
+        # the whole phases filled first cost as much as the sums
+        stmts: list[Stmt] = []
+        for a in range(sh):
+            first = min(self.U, max(0, -(-(top - a) // sh)))     # first row with input
+            stop = min(self.U, max(first, -(-(rows + top - a) // sh)))  # past the last
+            for e in range(sw):
+                for lo_q, hi_q in ((0, first * V), (stop * V, self.length)):
+                    if hi_q > lo_q:
+                        q = Var("q", "int64")
+                        where = at(i64(a * sw + e), q + lo_q)
+                        stmts.append(For(q, i64(0), i64(hi_q - lo_q), "vectorized",
+                                         BufferStore(where[0], fill, where[1:])))
         # phase column v takes input columns v*sw + e - left (e < sw): the sw
         # contiguous loads of a vector of v are one interleaved group (loads
         # and shuffles; a scatter element by element, with its // and % per
@@ -218,8 +239,6 @@ class PhaseGeometry:
         # crosses the border are stored one by one, where they exist.
         y, v = Var("y", "int64"), Var("v", "int64")
         a, u = (y + top) % sh, (y + top) // sh
-        rows = max(0, min(self.H, self.U * sh - top))
-        cols = max(0, min(self.W, V * sw - left))
 
         def put(col: PrimExpr, e: int) -> Stmt:
             where = at(a * sw + e, u * V + col)
@@ -227,46 +246,39 @@ class PhaseGeometry:
         lo = min(V, -(-left // sw))                        # first whole group
         hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
         row: list[Stmt] = []
-        if hi > lo:
+        # whole vectors of phase columns, as wide as the row holds (at most
+        # ``lanes``, at least 4), the last one overlapping the one before
+        # (the same values stored twice): each vector ``sw`` full loads and
+        # one shuffle a phase. Unrolled, the SLP vectorizer made masked
+        # loads, small shuffles and scalar moves of a row (of a 14x14
+        # input's 6 columns, mostly scalar: 576x14x14 3x3/2 46.5 -> 42 us;
+        # a 56x56 input's 27 columns, no measurable change).
+        lanes = min(lanes, 1 << max(0, (hi - lo).bit_length() - 1))
+        if lanes >= 4:
+            k = Var("k", "int64")
+
+            def group(start: PrimExpr) -> Stmt:
+                j = Var("j", "int64")
+                return For(j, i64(0), i64(lanes), "vectorized",
+                           SeqStmt(tuple(put(start + j, e) for e in range(sw))))
+            whole = (hi - lo) // lanes
+            row.append(group(i64(lo)) if whole == 1 else
+                       For(k, i64(0), i64(whole), "serial", group(k * lanes + lo)))
+            if (hi - lo) % lanes:
+                row.append(group(i64(hi - lanes)))
+        elif hi > lo:
             # a short row unrolled: the SLP vectorizer groups its loads and
             # stores in whole vectors, where the loop vectorizer took 4 lanes
             # and a scalar tail for 13-17 columns (pool 576x14x14: 57 -> 45 us)
             kind = "unroll" if hi - lo <= MAX_UNROLLED_COLUMNS else "vectorized"
             row.append(For(v, i64(lo), i64(hi - lo), kind,
                            SeqStmt(tuple(put(v, e) for e in range(sw)))))
-        row += [put(i64(col), e) for col in (*range(lo), *range(hi, V))
-                for e in range(sw) if 0 <= col * sw + e - left < cols]
+        row += [put(i64(col), e) if 0 <= col * sw + e - left < cols
+                else BufferStore(at(a * sw + e, u * V + col)[0], fill,
+                                 at(a * sw + e, u * V + col)[1:])
+                for col in (*range(lo), *range(hi, V)) for e in range(sw)]
         if row:
             stmts.append(For(y, i64(0), i64(rows), "serial",
                              row[0] if len(row) == 1 else SeqStmt(tuple(row))))
         return stmts
 
-
-def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],
-                  strides: Sequence[int], dilation: Sequence[int], lead: tuple[int, int],
-                  fill: PrimExpr, tile: int) -> tuple[Tensor, int, int]:
-    """``x`` (NCHW, static) split into its ``sh x sw`` stride phases laid
-    flat, for a strided window (a max pooling, a depthwise convolution):
-    ``ph[b, c, a*sw + e, u*V + v] = x[b, c, u*sh + a - top, v*sw + e - left]``,
-    ``fill`` for the padding and past the input, written by hand
-    (:meth:`PhaseGeometry.copy`). Tap ``(r0, r1)`` of
-    the output at ``p = y*V + x`` reads phase ``((r0*dh) % sh, (r1*dw) % sw)``
-    at ``p + (r0*dh)//sh * V + (r1*dw)//sw``: contiguous in ``p``. Returns the
-    phases, ``V`` and the flat output's columns (``OH*V`` rounded up to whole
-    ``tile``s, the extra ones computed and dropped)."""
-    n, c, H, W = (arith.const_int(d) for d in x.shape)
-    (sh, sw) = strides
-    geo = PhaseGeometry.of((H, W), out_hw, window, strides, dilation, lead, tile)
-    V, columns, length = geo.V, geo.columns, geo.length
-
-    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
-        b, ch = Var("b", "int64"), Var("ch", "int64")
-        stmts = geo.copy(bufs[0], b, ch, fill, lambda f, q: (out, b, ch, f, q))
-        work = n * c * sh * sw * length
-        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
-        return For(b, i64(0), i64(n), "serial", For(ch, i64(0), i64(c),
-                                                   "parallel" if par else "serial",
-                                                   SeqStmt(tuple(stmts))))
-    phases = te.extern((i64(n), i64(c), i64(sh * sw), i64(length)), x.dtype, [x], build,
-                       name="stride_phases")
-    return phases, V, columns
