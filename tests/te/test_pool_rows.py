@@ -81,6 +81,11 @@ CASES = {  # (data shape, attrs)
     # 320x28x28 3x3/2, end padding 1): one output row at a time as well
     "row_by_row_narrow_outputs": ((2, 3, 29, 31), {"pool_size": (3, 3), "strides": (2, 2),
                                                    "padding": (0, 0, 1, 1)}),
+    # a stride of 1 along the rows (Inception's 3x3/1 pad 1): rows first too
+    "stride1_pad1": ((1, 3, 13, 13), {"pool_size": (3, 3), "strides": (1, 1),
+                                      "padding": (1, 1, 1, 1)}),
+    "row_by_row_stride1": ((1, 2, 7, 31), {"pool_size": (3, 2), "strides": (1, 1),
+                                           "padding": (1, 0, 2, 1)}),
     "float64": ((1, 3, 19, 13), {"pool_size": (3, 3), "strides": (2, 2),
                                  "padding": (1, 1, 1, 1)}),
 }
@@ -129,7 +134,7 @@ def _pools(draw):
     k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     pads = tuple(draw(st.integers(0, k[i % 2] - 1)) for i in range(4))
-    attrs = {"pool_size": k, "strides": (draw(st.integers(1, 3)), draw(st.integers(2, 3))),
+    attrs = {"pool_size": k, "strides": (draw(st.integers(1, 3)), draw(st.integers(1, 3))),
              "padding": pads, "dilation": d, "ceil_mode": draw(st.booleans())}
     h = draw(st.integers(k[0] * d[0], 29))
     w = draw(st.sampled_from([*range(k[1] * d[1], 16), 17, 28, 33, 48, 53]))

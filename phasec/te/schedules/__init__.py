@@ -155,7 +155,7 @@ RULES: tuple[Rule, ...] = (
          _always, conv_transpose.gather),
     # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
     Rule("pool", "pool_max_rows", "a float 2-D max pooling in NCHW of static shape, "
-         "strided along its rows: the max over the window's rows along whole input rows, "
+         "a stride of 1 to 3 along its rows: the max over the window's rows along whole input rows, "
          "then over its columns", _max_pool, pool_max_rows.schedule),
     Rule("pool", "pool_max_fast", "a float max pooling with stride 1 along the rows or "
          "output rows of a vector", _fast_max_pool, pool_max_fast.schedule),
