@@ -85,6 +85,7 @@ CASES = [
     ((1, 3, 14, 14), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),   # narrow, padded copy
     ((2, 3, 9, 11), (3, 3), (2, 2), (0, 0, 1, 1), (1, 1), False),    # Inception's padding
     ((1, 3, 27, 27), (3, 3), (2, 2), (0, 0, 0, 0), (1, 1), False),   # narrow: te.max
+    ((1, 2, 7, 83), (3, 3), (1, 4), (1, 1, 1, 1), (1, 1), False),    # stride 4: fast path
     # ceil_mode windows that reach past the padding
     ((1, 2, 7, 8), (2, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),
     ((1, 2, 35, 40), (2, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),
@@ -105,7 +106,7 @@ def test_max_pool_matches_numpy_with_nans_and_infs(shape, k, s, pads, dil, ceil,
     assert np.isnan(want).any()  # the case does exercise the NaN count
 
 
-def test_fast_path_is_taken_for_stride_one_and_symbolic_shapes_only():
+def test_fast_path_is_taken_where_rows_first_is_not():
     # strided, static: rows first, then columns, whatever the width
     wide, _ = _build((1, 2, 40, 40), (1, 2, 20, 20), pool_size=(3, 3), strides=(2, 2),
                      padding=(1, 1, 1, 1))
@@ -124,11 +125,16 @@ def test_fast_path_is_taken_for_stride_one_and_symbolic_shapes_only():
                        padding=(1, 1, 1, 1))
     text = lower(padded).script()
     assert "T_max_pool2d_rows" in text and "_nans" not in text and "T.min(" not in text
-    # stride 1 along the rows: the fast path whatever the width, the taps
-    # reading the padded copy (no border test, no clamped index)
+    # stride 1 along the rows, static: rows first, then columns, too
     stride1, _ = _build((1, 2, 7, 40), (1, 2, 7, 40), pool_size=(3, 3), strides=(1, 1),
                         padding=(1, 1, 1, 1))
     text = lower(stride1).script()
+    assert "T_max_pool2d_rows" in text and "_nans" not in text
+    # a stride past 3 along rows of a vector or more: the fast path, the taps
+    # reading the padded copy (no border test, no clamped index)
+    stride4, _ = _build((1, 2, 7, 80), (1, 2, 7, 20), pool_size=(3, 3), strides=(1, 4),
+                        padding=(1, 1, 1, 1))
+    text = lower(stride4).script()
     assert "_nans" in text and "pad_temp" in text
     assert "T.min(" not in text and "T.Select(v_" not in text
 

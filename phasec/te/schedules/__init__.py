@@ -36,7 +36,7 @@ from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_strided, conv_direct, conv_flat_rows, conv_im2col,
     conv_pointwise_small, conv_transpose, gemm, gemm_prepack, interleave, plain, pool_avg,
-    pool_max, pool_max_fast, pool_max_rows, row_tile, transpose, winograd,
+    pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -155,11 +155,15 @@ RULES: tuple[Rule, ...] = (
          _always, conv_transpose.gather),
     # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
     Rule("pool", "pool_max_rows", "a float 2-D max pooling in NCHW of static shape, "
-         "strided along its rows: the max over the window's rows along whole input rows, "
+         "a stride of 1 to 3 along its rows: the max over the window's rows along whole input rows, "
          "then over its columns", _max_pool, pool_max_rows.schedule),
     Rule("pool", "pool_max_fast", "a float max pooling with stride 1 along the rows or "
          "output rows of a vector", _fast_max_pool, pool_max_fast.schedule),
     Rule("pool", "pool_max", "a max pooling", _max_pool, pool_max.schedule),
+    Rule("pool", "pool_avg_rows", "a float 2-D average pooling in NCHW of static shape: "
+         "the sum over the window's rows along the input rows laid end to end, then over "
+         "its columns, divided by a count known at build time", _always,
+         pool_avg_rows.schedule),
     Rule("pool", "pool_avg", "an average pooling", _always, pool_avg.schedule),
 )
 

@@ -6,8 +6,8 @@ is ``te.max``'s.
 costs six, and it lets the reduction keep a row of partial accumulators.
 With the count, the reductions get a scalar accumulator per output element
 instead of a row of them, which strided rows narrower than a vector do not
-repay. 2-D poolings in NCHW of static shape strided along their rows take
-:mod:`pool_max_rows` before this one (the RULES table). Measurements: bench/README.md, "Schedule notes moved
+repay. 2-D float poolings in NCHW of static shape with a row stride of
+1 to 3 take :mod:`pool_max_rows` before this one (the RULES table). Measurements: bench/README.md, "Schedule notes moved
 from docstrings".
 """
 

@@ -1,7 +1,7 @@
-"""A 2-D max pooling strided along its rows (SqueezeNet's 13x13 and
-MobileNet-style 7x7 downsampling, ResNet's 112x112 stem, VGG's 2x2): the
-max over the window's rows first, along whole input rows, then over its
-columns.
+"""A 2-D max pooling with a stride of 1 to 3 along its rows (SqueezeNet's
+13x13 and MobileNet-style 7x7 downsampling, ResNet's 112x112 stem, VGG's
+2x2, Inception's 3x3/1 pad 1): the max over the window's rows first, along
+whole input rows, then over its columns.
 
 Vectorized along an output row of 7 or 13, every tap is a strided load of
 a fraction of a vector. The max is separable instead: per channel, output
@@ -14,11 +14,12 @@ per tap of every input row (splitting the input into its stride phases
 first, the last schedule here, spent most of its time de-interleaving).
 Rows of the window in the top or bottom padding are left out of the first
 max (the window is static); ``v``'s columns in the left and right padding
-hold the max's identity. That is the layout for output rows narrower
-than a vector; wider ones go one output row at a time, both maxes through
-a buffer of one row (:func:`_row_by_row`); input rows narrower than a
-vector, or short enough for LLVM to unroll a loop over one whole, get the
-first max as one loop over the rows laid end to end (:func:`_flat`).
+hold the max's identity. Input rows narrower than a vector, or short
+enough for LLVM to unroll a loop over one whole, get the first max as one
+loop over the rows laid end to end (:func:`_flat`); other input rows of a
+vector or more go one output row at a time, both maxes through a buffer of
+one row (:func:`_row_by_row`); ``v`` of every output row is left for the
+rest (narrow input rows too few for a long loop).
 
 The whole pooling is one hand-written nest (``te.extern``) per channel; ``v``
 is a buffer of one channel (in L1). Both maxes are
@@ -45,11 +46,13 @@ __all__ = ["takes", "schedule"]
 
 
 def takes(w: PoolWorkload) -> bool:
-    """A float 2-D max pooling in NCHW of static shape, strided along its
-    rows (at most 3)."""
+    """A float 2-D max pooling in NCHW of static shape, a stride of at most
+    3 along its rows (stride 1 too: rows first beat ``te.fast_max`` over the
+    padded copy, 3x3/1 pad 1 480x14x14 101 -> 40 us, 64x56x56 149 -> 89 us,
+    1024x7x7 64 -> 44 us, one thread, best of 15 interleaved rounds)."""
     if (w.kind != "max" or w.rank != 2 or not w.canonical
             or not w.data.dtype.startswith("float")
-            or not 1 < w.strides[1] <= 3):
+            or not 1 <= w.strides[1] <= 3):
         return False
     return all(arith.const_int(d) is not None for d in (*w.data.shape, *w.out_shape))
 
@@ -87,6 +90,12 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     if ((W < lanes or W * (3 * KH + 3) <= 300)
             and ((stop - 1 - first) * sh + 1) * W >= 8 * lanes):
         return _flat(w, first, stop)
+    if W >= lanes:
+        # input rows of a vector or more: one output row at a time too (its
+        # rows' max is whole vectors; every output row's in one buffer was
+        # twice as slow here: 320x28x28 3x3/2 pad 0,1 199 -> 106 us, 256x27x27
+        # 3x3/2 119 -> 72 us, one thread, best of 15 interleaved rounds)
+        return _row_by_row(w, first, stop, pitch)
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
@@ -208,8 +217,8 @@ def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
     output row at a time: its rows' max into a buffer of one row, then at
     once its columns' max from it (a buffer of every output row, as for the
     narrow rows, left L1 on 112-wide inputs: 64x112x112 2x2/2 89 -> 55 us,
-    3x3/2 pad 1 141 -> 108 us; narrow rows were slower this way, 256x27x27
-    29 -> 42 us). Output rows ``first..stop`` have every window row inside
+    3x3/2 pad 1 141 -> 108 us; on input rows of a vector or more it wins for
+    narrow output rows too: see :func:`schedule`). Output rows ``first..stop`` have every window row inside
     the input; ``pitch`` is the row buffer's length."""
     dt = w.data.dtype
     n, c, H, W = (arith.const_int(d) for d in w.data.shape)

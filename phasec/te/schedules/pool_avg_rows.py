@@ -1,0 +1,130 @@
+"""A float 2-D average pooling in NCHW of static shape, rows first: the sum
+over the window's rows along the channel's input rows laid end to end,
+then over its columns, divided by a count known at build time.
+
+The plain average (:mod:`pool_avg`) tests every tap against the border and
+counts the taps inside per output element (Inception's 3x3/1 pad 1
+poolings: 576x14x14 in ~130 us, most of it the count). The window is
+separable, and so is its count: the taps inside are (rows inside) x
+(columns inside), both static per output row and column. So, per channel:
+
+* ``u[f] = sum over r0 of x_flat[f + (y0 + r0*dh)*W]`` for the output rows
+  whose window rows all lie inside the input (one vector loop over their
+  input rows laid end to end, the rows between the windows' tops computed
+  too, as :mod:`pool_max_rows` does for the max); the other output rows
+  one loop each over the rows inside;
+* ``out[oy, ox] = (sum over r1 of u[oy's row, ox*sw + r1*dw - left]) /
+  count``, the outputs whose windows reach into the left or right padding
+  one by one over the taps inside.
+
+``count`` is the taps inside the input (``count_include_pad`` False) or
+inside the padded extent (True), at least 1, as :mod:`pool_avg`'s; the
+sums are the same taps added in another order (rows, then columns).
+"""
+
+from __future__ import annotations
+
+from phasec import arith
+from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
+from phasec.target import tuning
+from phasec.te import operation as te
+from phasec.te.operation import i64
+from phasec.te.schedules.pool_window import balanced_tree
+from phasec.te.schedules.workloads import PoolWorkload
+from phasec.te.stmt import seq
+from phasec.te.tensor import Tensor
+
+__all__ = ["takes", "schedule", "taps_counted"]
+
+
+def takes(w: PoolWorkload) -> bool:
+    """A float 2-D average pooling in NCHW of static shape."""
+    if (w.kind != "avg" or w.rank != 2 or not w.canonical
+            or not w.data.dtype.startswith("float")):
+        return False
+    return all(arith.const_int(d) is not None for d in (*w.data.shape, *w.out_shape))
+
+
+def taps_counted(size: int, out: int, k: int, s: int, d: int, lo: int, hi: int,
+                 include_pad: bool) -> list[int]:
+    """Per output index along one axis: how many of its ``k`` taps the
+    average counts (inside the input of ``size``, or inside its padded
+    extent ``-lo .. size + hi`` with ``include_pad``)."""
+    first, stop = (-lo, size + hi) if include_pad else (0, size)
+    return [sum(first <= o * s - lo + r * d < stop for r in range(k)) for o in range(out)]
+
+
+def _sum(values: list[PrimExpr], dtype: str) -> PrimExpr:
+    return balanced_tree(values, lambda a, b: a + b) if values else te.const(0, dtype)
+
+
+def schedule(w: PoolWorkload) -> Tensor | None:
+    """The average pooling ``w``, rows then columns, or None when it is not taken."""
+    if not takes(w):
+        return None
+    dt = w.data.dtype
+    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
+    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
+    top, left, bottom, right = w.padding
+    rows_in = taps_counted(H, OH, KH, sh, dh, top, bottom, w.count_include_pad)
+    cols_in = taps_counted(W, OW, KW, sw, dw, left, right, w.count_include_pad)
+    # output rows whose window rows all lie inside the input: one loop
+    inner = [oy for oy in range(OH) if oy * sh - top >= 0 and oy * sh - top + (KH - 1) * dh < H]
+    first, stop = (inner[0], inner[-1] + 1) if inner else (0, 0)
+    y0 = first * sh - top
+    span = (stop - 1 - first) * sh + 1 if inner else 0   # input rows of u
+    border = [oy for oy in range(OH) if not first <= oy < stop]
+    lo = min(OW, -(-left // sw))                                      # first inner column
+    hi = max(lo, min(OW, (W - 1 - (KW - 1) * dw + left) // sw + 1))  # past the last
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        x = bufs[0]
+        b, ch = Var("b", "int64"), Var("ch", "int64")
+        u = Buffer(w.name + "_rows", (i64(max(1, span * W)),), dt)
+        vb = Buffer(w.name + "_edge_rows", (i64(max(1, len(border)) * W),), dt)
+
+        def flat(g: PrimExpr) -> PrimExpr:
+            return BufferLoad(x, (b, ch, g // i64(W), g % i64(W)))
+        stmts: list[Stmt] = []
+        f = Var("f", "int64")
+        if span:
+            stmts.append(For(f, i64(0), i64(span * W), "vectorized", BufferStore(
+                u, _sum([flat(f + i64((y0 + r0 * dh) * W)) for r0 in range(KH)], dt), (f,))))
+        for k, oy in enumerate(border):
+            rows = [r for r in (oy * sh - top + r0 * dh for r0 in range(KH)) if 0 <= r < H]
+            j = Var("j", "int64")
+            stmts.append(For(j, i64(0), i64(W), "vectorized", BufferStore(
+                vb, _sum([BufferLoad(x, (b, ch, i64(r), j)) for r in rows], dt),
+                (i64(k * W) + j,))))
+
+        def store(oy: PrimExpr, ox: PrimExpr, total: PrimExpr, count: int) -> Stmt:
+            idx = w.out_layout.index_from_canonical((b, ch, oy, ox))
+            return BufferStore(out, total / te.const(max(1, count), dt), idx)
+
+        def columns(src: Buffer, base: PrimExpr, oy: PrimExpr, rows: int) -> list[Stmt]:
+            ox = Var("ox", "int64")
+            row: list[Stmt] = []
+            if hi > lo:
+                total = _sum([BufferLoad(src, (base + (ox + lo) * sw + (r1 * dw - left),))
+                              for r1 in range(KW)], dt)
+                # the inner columns' taps all lie inside: KW of them counted
+                row.append(For(ox, i64(0), i64(hi - lo), "vectorized",
+                               store(oy, ox + lo, total, rows * KW)))
+            for col in (*range(lo), *range(hi, OW)):
+                taps = [t for t in (col * sw - left + r1 * dw for r1 in range(KW)) if 0 <= t < W]
+                row.append(store(oy, i64(col), _sum([BufferLoad(src, (base + t,)) for t in taps],
+                                                    dt), rows * cols_in[col]))
+            return row
+        if span:
+            q = Var("q", "int64")
+            stmts.append(For(q, i64(0), i64(stop - first), "serial",
+                             seq(columns(u, q * (sh * W), q + first, KH))))
+        for k, oy in enumerate(border):
+            stmts += columns(vb, i64(k * W), i64(oy), rows_in[oy])
+        work = n * c * (span * W * KH + OH * OW * KW)
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), i64(n), "serial", For(
+            ch, i64(0), i64(c), "parallel" if par else "serial",
+            Allocate(u, Allocate(vb, seq(stmts)))))
+    return te.extern(tuple(w.out_shape), dt, [w.data], build, name=w.name)

@@ -1,0 +1,153 @@
+"""Float 2-D average pools of static shape, rows first then columns, divided
+by a count known at build time (``te.schedules.pool_avg_rows``).
+
+The values against an independent numpy pooling (zero-padded sums over each
+window, the count from a padded mask of ones) on LLVM and on the TIR
+interpreter, for padding (uneven, windows wholly in it), ceil_mode,
+dilation, strides, count_include_pad, float64, odd and prime sizes, and
+drawn cases; and that a symbolic size keeps the plain average pool."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.errors import PhasecError
+from phasec.interp.tir import run_prim_func
+from phasec.ir import tir
+from phasec.op import call_op
+from phasec.op.legalize import lower_call
+
+from helpers.legalize import tvar, walk
+
+RNG = np.random.default_rng(41)
+
+
+def _out_size(n, k, s, lo, hi, d, ceil):
+    span = n + lo + hi - d * (k - 1) - 1
+    q = -(-span // s) if ceil else span // s
+    if ceil and q * s >= n + lo:  # the last window must start inside (ONNX, PyTorch)
+        q -= 1
+    return q + 1
+
+
+def _avg_pool_ref(x, pool_size, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                  ceil_mode=False, count_include_pad=False):
+    """NCHW average pooling with numpy: windows over a zero-padded copy, the
+    count over a padded mask (1 inside the input, or inside the padded
+    extent with ``count_include_pad``), at least 1."""
+    (kh, kw), (sh, sw), (dh, dw) = pool_size, strides, dilation
+    t, l, b, r = padding
+    n, c, h, w = x.shape
+    oh = _out_size(h, kh, sh, t, b, dh, ceil_mode)
+    ow = _out_size(w, kw, sw, l, r, dw, ceil_mode)
+    extra = (sh + kh * dh, sw + kw * dw)  # room for ceil_mode's last window
+    big = np.zeros((n, c, h + t + b + extra[0], w + l + r + extra[1]), np.float64)
+    big[:, :, t:t + h, l:l + w] = x
+    mask = np.zeros(big.shape[2:])
+    if count_include_pad:
+        mask[:t + h + b, :l + w + r] = 1
+    else:
+        mask[t:t + h, l:l + w] = 1
+    out = np.empty((n, c, oh, ow), np.float64)
+    for i in range(oh):
+        for j in range(ow):
+            rows = slice(i * sh, i * sh + dh * (kh - 1) + 1, dh)
+            cols = slice(j * sw, j * sw + dw * (kw - 1) + 1, dw)
+            out[:, :, i, j] = big[:, :, rows, cols].sum(axis=(2, 3)) / max(
+                1, mask[rows, cols].sum())
+    return out.astype(x.dtype)
+
+
+def _rows_first(prim):
+    return any(isinstance(s, tir.Allocate) and s.buffer.name.endswith("_rows")
+               for s in walk(prim.body))
+
+
+def _check(xs, attrs, dtype="float32", interp=False):
+    low = lower_call(call_op("nn.avg_pool2d", tvar("x", xs, dtype), **attrs), True)
+    assert _rows_first(low.prim_func)
+    x = RNG.standard_normal(xs).astype(dtype)
+    want = _avg_pool_ref(x, **attrs)
+    got = np.zeros(want.shape, dtype)
+    compile_prim_funcs({"k": low.prim_func})["k"](x, got)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    if interp:
+        again = np.zeros(want.shape, dtype)
+        run_prim_func(low.prim_func, [x, again])
+        np.testing.assert_allclose(again, want, rtol=tol, atol=tol)
+
+
+CASES = {  # (data shape, attrs)
+    "3x3_s1_pad1_14": ((1, 5, 14, 14), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "3x3_s1_pad1_28_include_pad": ((2, 3, 28, 28), {"pool_size": (3, 3),
+                                                    "padding": (1, 1, 1, 1),
+                                                    "count_include_pad": True}),
+    "7x7_global": ((1, 3, 7, 7), {"pool_size": (7, 7)}),
+    "3x2_s2x3_uneven_pads": ((1, 2, 13, 11), {"pool_size": (3, 2), "strides": (2, 3),
+                                              "padding": (1, 0, 2, 1)}),
+    "ceil_mode": ((1, 2, 13, 9), {"pool_size": (3, 3), "strides": (2, 2),
+                                  "padding": (1, 1, 1, 1), "ceil_mode": True}),
+    "ceil_mode_include_pad": ((1, 2, 11, 17), {"pool_size": (2, 3), "strides": (2, 2),
+                                               "padding": (0, 1, 0, 1), "ceil_mode": True,
+                                               "count_include_pad": True}),
+    "dilation2": ((1, 2, 17, 19), {"pool_size": (3, 3), "dilation": (2, 2),
+                                   "padding": (2, 1, 2, 3)}),
+    "a_window_in_the_padding": ((1, 2, 7, 9), {"pool_size": (2, 2), "strides": (2, 2),
+                                               "padding": (2, 2, 2, 2)}),
+    "wide_rows": ((1, 2, 5, 53), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "no_inner_row": ((1, 2, 2, 31), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rows_first_avg_pool_matches_numpy(name):
+    xs, attrs = CASES[name]
+    _check(xs, attrs, interp=name in ("ceil_mode", "a_window_in_the_padding", "dilation2"))
+
+
+def test_float64():
+    _check((1, 3, 19, 13), {"pool_size": (3, 3), "strides": (2, 1),
+                            "padding": (1, 1, 1, 1)}, "float64")
+
+
+def test_a_symbolic_size_keeps_the_plain_avg_pool():
+    h = tir.Var("h")
+    attrs = {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}
+    low = lower_call(call_op("nn.avg_pool2d", tvar("x", (1, 2, h, 11)), **attrs), True)
+    assert not _rows_first(low.prim_func)
+    x = RNG.standard_normal((1, 2, 11, 11)).astype("float32")
+    want = _avg_pool_ref(x, **attrs)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@st.composite
+def _pools(draw):
+    """Any window, strides, padding, dilation, ceil_mode and
+    count_include_pad over rows narrower than a vector or wider."""
+    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, k[i % 2] - 1)) for i in range(4))
+    attrs = {"pool_size": k, "strides": (draw(st.integers(1, 3)), draw(st.integers(1, 3))),
+             "padding": pads, "dilation": d, "ceil_mode": draw(st.booleans()),
+             "count_include_pad": draw(st.booleans())}
+    h = draw(st.integers(k[0] * d[0], 23))
+    w = draw(st.sampled_from([*range(k[1] * d[1], 16), 17, 29, 37]))
+    return (draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w), attrs
+
+
+@settings(max_examples=8)
+@given(_pools())
+def test_drawn_avg_pools_match_numpy(case):
+    xs, attrs = case
+    try:
+        lower_call(call_op("nn.avg_pool2d", tvar("x", xs), **attrs), True)
+    except PhasecError:
+        assume(False)  # an output of no positions, a padding the operator refuses
+    _check(xs, attrs)
