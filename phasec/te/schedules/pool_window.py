@@ -27,7 +27,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input",
+__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input", "stride_phases",
            "nan_propagating_max", "balanced_tree"]
 
 
@@ -282,3 +282,33 @@ class PhaseGeometry:
                              row[0] if len(row) == 1 else SeqStmt(tuple(row))))
         return stmts
 
+
+def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],
+                  strides: Sequence[int], dilation: Sequence[int], lead: tuple[int, int],
+                  fill: PrimExpr, tile: int) -> tuple[Tensor, int, int]:
+    """``x`` (NCHW, static) split into its ``sh x sw`` stride phases laid
+    flat, for a strided window over every channel at once (a convolution
+    of few input channels, :mod:`.conv_few_channels`):
+    ``ph[b, c, a*sw + e, u*V + v] = x[b, c, u*sh + a - top, v*sw + e - left]``,
+    ``fill`` for the padding and past the input, written by hand
+    (:meth:`PhaseGeometry.copy`). Tap ``(r0, r1)`` of
+    the output at ``p = y*V + x`` reads phase ``((r0*dh) % sh, (r1*dw) % sw)``
+    at ``p + (r0*dh)//sh * V + (r1*dw)//sw``: contiguous in ``p``. Returns the
+    phases, ``V`` and the flat output's columns (``OH*V`` rounded up to whole
+    ``tile``s, the extra ones computed and dropped)."""
+    n, c, H, W = (arith.const_int(d) for d in x.shape)
+    (sh, sw) = strides
+    geo = PhaseGeometry.of((H, W), out_hw, window, strides, dilation, lead, tile)
+    V, columns, length = geo.V, geo.columns, geo.length
+
+    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+        b, ch = Var("b", "int64"), Var("ch", "int64")
+        stmts = geo.copy(bufs[0], b, ch, fill, lambda f, q: (out, b, ch, f, q))
+        work = n * c * sh * sw * length
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), i64(n), "serial", For(ch, i64(0), i64(c),
+                                                   "parallel" if par else "serial",
+                                                   SeqStmt(tuple(stmts))))
+    phases = te.extern((i64(n), i64(c), i64(sh * sw), i64(length)), x.dtype, [x], build,
+                       name="stride_phases")
+    return phases, V, columns
