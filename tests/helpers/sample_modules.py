@@ -330,6 +330,8 @@ OP_TABLE = {
     "relax.nn.conv2d": lambda e: call_op("nn.conv2d", e.img, e.wgt, padding=(1, 1, 1, 1)),
     "relax.nn.layer_norm": lambda e: call_op("nn.layer_norm", e.x, e.vec, e.vec, axes=[-1]),
     "relax.nn.max_pool2d": lambda e: call_op("nn.max_pool2d", e.img, pool_size=(2, 2)),
+    "relax.nn.im2col": lambda e: call_op("nn.im2col", e.img, kernel_size=(2, 3), strides=(1, 2),
+                                         padding=(1, 0, 0, 1)),
     "relax.nn.rms_norm": lambda e: call_op("nn.rms_norm", e.x, e.vec),
     "relax.nn.adaptive_avg_pool1d": lambda e: call_op("nn.adaptive_avg_pool1d", e.seq,
                                                       output_size=2, layout="NWC"),

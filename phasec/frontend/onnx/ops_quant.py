@@ -404,7 +404,9 @@ def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
                    ctx.shape(w_zp) != [1] else None)
     data_layout, kernel_layout, _ = _LAYOUTS[n]
     # as exact_int_matmul: 8-bit operands and sums of fewer than 2^15 terms
-    # are exact in float64, where the float convolution schedules apply
+    # are exact in float64, where the float convolution schedules apply; a
+    # schedule that transforms its operands (Winograd) is exact only to
+    # ~1e-12 of the sum, so the sums are rounded, not truncated, to int32
     terms = prod_dims(wshape[1:])
     exact = (isinstance(terms, int) and terms < 1 << 15
              and all(ctx.dtype(v) in ("int8", "uint8") for v in (x, w)))
@@ -414,7 +416,7 @@ def _conv_int32(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value,
                  dilation=dilations, groups=int(ctx.attr("group", 1)),
                  data_layout=data_layout, kernel_layout=kernel_layout,
                  out_layout=data_layout, out_dtype="float64" if exact else "int32")
-    return ctx.emit("astype", y, dtype="int32") if exact else y
+    return ctx.emit("astype", ctx.emit("round", y), dtype="int32") if exact else y
 
 
 def _window_gemm(ctx: NodeContext, x: Value, x_zp: Value | None, w: Value, w_zp: Value | None,
