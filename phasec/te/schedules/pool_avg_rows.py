@@ -29,7 +29,7 @@ from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimEx
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import balanced_tree
+from phasec.te.schedules.pool_window import RowsFirst, balanced_tree
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
@@ -69,14 +69,9 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     top, left, bottom, right = w.padding
     rows_in = taps_counted(H, OH, KH, sh, dh, top, bottom, w.count_include_pad)
     cols_in = taps_counted(W, OW, KW, sw, dw, left, right, w.count_include_pad)
-    # output rows whose window rows all lie inside the input: one loop
-    inner = [oy for oy in range(OH) if oy * sh - top >= 0 and oy * sh - top + (KH - 1) * dh < H]
-    first, stop = (inner[0], inner[-1] + 1) if inner else (0, 0)
-    y0 = first * sh - top
-    span = (stop - 1 - first) * sh + 1 if inner else 0   # input rows of u
-    border = [oy for oy in range(OH) if not first <= oy < stop]
-    lo = min(OW, -(-left // sw))                                      # first inner column
-    hi = max(lo, min(OW, (W - 1 - (KW - 1) * dw + left) // sw + 1))  # past the last
+    inside = RowsFirst.of(w)
+    first, stop, y0, span, border, lo, hi = (
+        inside.first, inside.stop, inside.y0, inside.span, inside.border, inside.lo, inside.hi)
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]

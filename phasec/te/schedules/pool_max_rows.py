@@ -37,7 +37,7 @@ from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimEx
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import nan_propagating_max
+from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
@@ -73,10 +73,8 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     pitch = -(-max(left + W, (OW - 1) * sw + (KW - 1) * dw + 1) // lanes) * lanes
     lowest = te.min_value(dt)
 
-    # output rows whose window rows all lie inside the input: one loop
-    inner = [oy for oy in range(OH)
-             if oy * sh - top >= 0 and oy * sh - top + (KH - 1) * dh < H]
-    first, stop = (inner[0], inner[-1] + 1) if inner else (0, 0)
+    inside = RowsFirst.of(w)  # output rows whose window rows all lie inside the input
+    first, stop = inside.first, inside.stop
 
     if OW >= lanes:
         return _row_by_row(w, first, stop, pitch)
@@ -156,11 +154,8 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     lowest = te.min_value(dt)
-    y0 = first * sh - top
-    span = (stop - 1 - first) * sh + 1        # rows of u
-    border = [oy for oy in range(OH) if not first <= oy < stop]
-    lo = min(OW, -(-left // sw))                                  # first inner column
-    hi = max(lo, min(OW, (W - 1 - (KW - 1) * dw + left) // sw + 1))  # past the last
+    inside = RowsFirst.of(w)
+    y0, span, border, lo, hi = inside.y0, inside.span, inside.border, inside.lo, inside.hi
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]

@@ -27,7 +27,8 @@ from phasec.te.operation import i64
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["PoolWindow", "PhaseGeometry", "padded_for_max", "padded_input", "stride_phases",
+__all__ = ["PoolWindow", "PhaseGeometry", "RowsFirst", "padded_for_max", "padded_input",
+           "stride_phases",
            "nan_propagating_max", "balanced_tree"]
 
 
@@ -168,6 +169,40 @@ def nan_propagating_max(values: Sequence[PrimExpr], dtype: str,
     for var, value in reversed(bindings):
         stmt = LetStmt(var, value, stmt)
     return stmt
+
+
+@dataclass(frozen=True)
+class RowsFirst:
+    """Where the windows of a static 2-D pooling (NCHW) lie wholly inside
+    its input, for the schedules that take a window's rows first, then its
+    columns (:mod:`.pool_max_rows`, :mod:`.pool_avg_rows`): output rows
+    ``first..stop`` (one loop; ``border``: the others), whose window rows
+    are input rows ``y0..y0 + span`` with the rows between the windows'
+    tops; output columns ``lo..hi`` (one vector loop; the others one by
+    one over the taps inside)."""
+
+    first: int
+    stop: int
+    y0: int
+    span: int
+    border: tuple[int, ...]
+    lo: int
+    hi: int
+
+    @staticmethod
+    def of(w: PoolWorkload) -> RowsFirst:
+        H, W = (arith.const_int(d) for d in w.data.shape[2:])
+        OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+        (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
+        top, left = w.padding[0], w.padding[1]
+        inner = [oy for oy in range(OH)
+                 if oy * sh - top >= 0 and oy * sh - top + (KH - 1) * dh < H]
+        first, stop = (inner[0], inner[-1] + 1) if inner else (0, 0)
+        lo = min(OW, -(-left // sw))
+        return RowsFirst(first, stop, first * sh - top,
+                         (stop - 1 - first) * sh + 1 if inner else 0,
+                         tuple(oy for oy in range(OH) if not first <= oy < stop),
+                         lo, max(lo, min(OW, (W - 1 - (KW - 1) * dw + left) // sw + 1)))
 
 
 #: the longest phase row whose de-interleave is unrolled (see PhaseGeometry.copy)
