@@ -9,9 +9,11 @@ DynamicQuantizeLSTM.
 Each computes with ONNX Runtime's own formula (operands minus zero points;
 float32 scale ratios; round half to even; saturation; QLinearAdd's fused
 multiply-adds; QLinearSoftmax's table of exponentials), so integer results
-equal ONNX Runtime's. One exception can remain: QLinearSoftmax's float32
-row sum, which ORT adds in sequence and phasec in its own order, so a
-quotient exactly at a halfway point may round the other way.
+equal ONNX Runtime's. Two exceptions can remain, both float32 sums that
+ORT adds in sequence and phasec in its own order, so a value exactly at a
+halfway point may round to the neighbouring integer: QLinearSoftmax's row
+sum, and QLinearAveragePool's window sum (the float average pool's
+schedule sums a window's rows first, then its columns).
 DynamicQuantizeLSTM dequantizes its int8 weights and runs the float LSTM;
 ONNX Runtime also quantizes X and the hidden state to uint8 before each
 product, so its results differ from phasec's by that rounding (about 1% of
