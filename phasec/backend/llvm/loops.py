@@ -154,6 +154,32 @@ def _reads_data(e: tir.PrimExpr) -> bool:
     return False
 
 
+def _uses(e: tir.PrimExpr, var: tir.Var) -> bool:
+    return any(x is var for x in walk(e))
+
+
+def _contiguous_in(body: tir.Stmt, var: tir.Var) -> bool:
+    """Whether every buffer access of ``body`` steps by one element, or not
+    at all, as ``var`` steps by one: ``var`` only in the last index, there as
+    ``var`` plus or minus terms without it (a masked full-width vector of a
+    strided access is a masked gather)."""
+    def unit(e: tir.PrimExpr) -> bool:
+        while e is not var:
+            if type(e) is tir.BinaryOp and e.op == "+" and not _uses(e.lhs, var):
+                e = e.rhs
+            elif type(e) is tir.BinaryOp and e.op in "+-" and not _uses(e.rhs, var):
+                e = e.lhs
+            else:
+                return not _uses(e, var)
+        return True
+    for node in walk(body):
+        if type(node) in (tir.BufferLoad, tir.BufferStore) and node.indices:
+            *lead, last = node.indices
+            if any(_uses(i, var) for i in lead) or not unit(last):
+                return False
+    return True
+
+
 def _const_trips(s: tir.Stmt) -> int | None:
     """Iterations of all the loops in ``s`` (0: none; None: some extent is
     not a constant)."""
@@ -378,7 +404,8 @@ class LoopEmitter:
                 # must regroup, slower to compile, and a register tile indexed
                 # by it could stay in memory.
                 props.append('!"llvm.loop.unroll.disable"')
-                if stores_only and s.extent.value < lanes and s.extent.value % 4:
+                if (stores_only and s.extent.value < lanes and s.extent.value % 4
+                        and _contiguous_in(s.body, s.loop_var)):
                     # Part of one vector (a 14- or 7-wide output row, the
                     # epilogue of a conv over flat rows): one full-width
                     # vector under a constant mask. Left to its cost model,
@@ -392,7 +419,9 @@ class LoopEmitter:
                     # Nor a row of 4, 8 or 12: whole 4-lane vectors, no
                     # remainder to save (MobileNetV3 at 64x64, whose rows
                     # are 4 and 8 wide: 233 us masked, 225-227 us not, at
-                    # the edge of the noise).
+                    # the edge of the noise). Nor a strided access (a max
+                    # pool's columns at stride 2: masked gathers, 256x27x27
+                    # 3x3/2 31 -> 119 us).
                     props.append('!"llvm.loop.vectorize.predicate.enable", i1 true')
                     props.append(f'!"llvm.loop.vectorize.width", i32 {lanes}')
                 # (Only on a straight-line body with data-independent

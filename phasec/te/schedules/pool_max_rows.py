@@ -88,12 +88,6 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     if ((W < lanes or W * (3 * KH + 3) <= 300)
             and ((stop - 1 - first) * sh + 1) * W >= 8 * lanes):
         return _flat(w, first, stop)
-    if W >= lanes:
-        # input rows of a vector or more: one output row at a time too (its
-        # rows' max is whole vectors; every output row's in one buffer was
-        # twice as slow here: 320x28x28 3x3/2 pad 0,1 199 -> 106 us, 256x27x27
-        # 3x3/2 119 -> 72 us, one thread, best of 15 interleaved rounds)
-        return _row_by_row(w, first, stop, pitch)
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
@@ -212,9 +206,10 @@ def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
     output row at a time: its rows' max into a buffer of one row, then at
     once its columns' max from it (a buffer of every output row, as for the
     narrow rows, left L1 on 112-wide inputs: 64x112x112 2x2/2 89 -> 55 us,
-    3x3/2 pad 1 141 -> 108 us; on input rows of a vector or more it wins for
-    narrow output rows too: see :func:`schedule`). Output rows ``first..stop`` have every window row inside
-    the input; ``pitch`` is the row buffer's length."""
+    3x3/2 pad 1 141 -> 108 us; output rows narrower than a vector keep the
+    buffer of every output row: 256x27x27 3x3/2 30 us against 42, 320x28x28
+    3x3/2 end padding 1 49 against 63). Output rows ``first..stop`` have
+    every window row inside the input; ``pitch`` is the row buffer's length."""
     dt = w.data.dtype
     n, c, H, W = (arith.const_int(d) for d in w.data.shape)
     OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
