@@ -225,7 +225,6 @@ def test_a_weight_bound_to_a_variable_is_packed_and_its_binding_dropped(op, wsha
     # ConstantOfShape weights (ONNX's test models) fold into constants that
     # stay bound to variables: they are packed like inline ones, and the
     # unpacked constant is not carried beside the packed one
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     from phasec.frontend.onnx import from_onnx
