@@ -1,5 +1,6 @@
-"""KxK ConvInteger and QLinearConv on the integer GEMM (nn.im2col padded
-with the input's zero point, then uint8 x int8 -> int32): kernels, strides,
+"""ConvInteger and QLinearConv on the integer GEMM (KxK through nn.im2col
+padded with the input's zero point, 1x1 as W @ x; then uint8 x int8 ->
+int32): kernels, strides,
 padding, dilation, odd and prime sizes, zero points at the ends of their
 types, per-channel weight scales, a symbolic batch, against ONNX Runtime and
 numpy's int64 convolution."""
@@ -44,8 +45,12 @@ def _exact(x: np.ndarray, w: np.ndarray, xz: int, wz: np.ndarray, strides, pads,
     ("uint8", "int8", 255, 0, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
     ("uint8", "uint8", 0, 131, (2, 3), (2, 1), (0, 2, 1, 0), (1, 2), "n"),  # symbolic batch
     ("int8", "int8", 127, 0, (4, 3), (3, 2), (2, 2, 2, 2), (1, 1), "n"),
+    # 1x1: W[O, C] @ x[N, C, positions] on the integer GEMM, no windows
+    ("uint8", "int8", 255, 0, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 2),
+    ("uint8", "uint8", 7, 131, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 2),
+    ("int8", "int8", -128, 0, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 2),
 ])
-def test_window_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz, kernel, strides, pads,
+def test_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz, kernel, strides, pads,
                                               dilations, batch):
     rng = np.random.default_rng(sum(kernel) + xz + 128)
     C, O, H, W = 7, 5, 11, 9
@@ -75,7 +80,8 @@ def test_window_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz, kernel, strides,
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": x})
     exe = phasec.build(from_onnx(model))
-    assert any("im2col" in k for k in exe.kernels()) and not any(
+    windows = any("im2col" in k for k in exe.kernels())
+    assert windows == (kernel != (1, 1)) and not any(
         "conv2d" in k for k in exe.kernels()), exe.kernels()
     got = phasec.VirtualMachine(exe)["main"](x)
     got = got if isinstance(got, (list, tuple)) else [got]

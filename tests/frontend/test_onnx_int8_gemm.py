@@ -74,44 +74,5 @@ def test_matmul_integer_exact(M, K, N, adt, bdt, za, zb, const_b):
 def test_matmul_integer_without_vnni():
     """The same products compiled as for a CPU without VNNI (the vpmaddwd
     sequence): a fresh process, since the target is chosen once per process."""
-    run_without_vnni(__file__, "t.check_matmul_integer(23, 45, 37, 'uint8', 'int8', 3, -5, True); t.check_matmul_integer(5, 130, 17, 'int8', 'uint8', 127, 255, False)")
-
-
-@pytest.mark.parametrize("xdt,wdt,xz,wz", [("uint8", "int8", 255, 0), ("uint8", "uint8", 7, 131),
-                                           ("int8", "int8", -128, 0)])
-def test_pointwise_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz):
-    """1x1 ConvInteger and QLinearConv (per-channel scales, an int32 bias) as
-    W[O, C] @ x[N, C, positions] on the integer GEMM, against ORT and numpy."""
-    rng = np.random.default_rng(7)
-    C, O, H, W = 13, 6, 5, 7
-    x = rng.integers(*_range(xdt), (2, C, H, W)).astype(xdt)
-    w = rng.integers(*_range(wdt), (O, C, 1, 1)).astype(wdt)
-    x[0, :, 0, 0] = _range(xdt)[1] - 1
-    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(xz, xdt), "xz"),
-             numpy_helper.from_array(np.array(wz, wdt), "wz"),
-             numpy_helper.from_array(np.float32(0.03), "xs"),
-             numpy_helper.from_array(rng.uniform(0.004, 0.02, O).astype(np.float32), "ws"),
-             numpy_helper.from_array(np.float32(0.7), "ys"),
-             numpy_helper.from_array(np.array(3, xdt), "yz"),
-             numpy_helper.from_array(rng.integers(-3000, 3000, O).astype(np.int32), "b")]
-    nodes = [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["i"]),
-             helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
-                              ["q"])]
-    outs = [helper.make_tensor_value_info("i", TensorProto.INT32, None),
-            helper.make_tensor_value_info("q", _ONNX_TYPE[xdt], None)]
-    if wdt == "uint8" or xdt == "int8":  # what ORT's kernels take: one of the two nodes
-        nodes, outs = (nodes[:1], outs[:1]) if xdt == "uint8" else (nodes[1:], outs[1:])
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", _ONNX_TYPE[xdt], list(x.shape))], outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, {"x": x})
-    vm = phasec.VirtualMachine(phasec.build(from_onnx(model)))
-    got = vm["main"](x)
-    got = got if isinstance(got, (list, tuple)) else [got]
-    for g, e in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g.numpy() if hasattr(g, "numpy") else g), e)
-    if nodes[0].op_type == "ConvInteger":
-        exact = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.int64) - wz,
-                          x.astype(np.int64) - xz)
-        np.testing.assert_array_equal(want[0], exact)
+    run_without_vnni(__file__, "t.check_matmul_integer(23, 45, 37, 'uint8', 'int8', 3, -5, True); "
+                               "t.check_matmul_integer(5, 130, 17, 'int8', 'uint8', 127, 255, False)")
