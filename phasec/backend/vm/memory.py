@@ -104,14 +104,18 @@ class VMMemory:
     # symbolic dimensions reuses its storage for any size up to the largest it
     # has met (like an arena: a model called at several sizes keeps the
     # memory of its largest call, as a static build of that size would).
+    # The tensor views of a storage cost ~0.4 us each to make, so an
+    # allocation whose tensor only kernels read keeps its view in the
+    # storage (``alloc_tensor.reusing_views``): the next call takes it again
+    # when nothing but the storage refers to it. Those kept views hold the
+    # owner too; a storage is free when its owner's count is its own plus one
+    # per kept view and every kept view is free (see _idle).
     def _sweep(self) -> None:
         """Pooled storages nothing refers to any more stop counting as live."""
         in_use = self._pool_in_use
         if not in_use:
             return
-        refcount = sys.getrefcount  # (the same expressions as where cells are made)
-        idle = [cell for cell in in_use.values()
-                if refcount(cell[0]) == cell[3] and refcount(cell[0].owner) == cell[4]]
+        idle = [cell for cell in in_use.values() if _idle(cell)]
         for cell in idle:
             cell[2] = False
             del in_use[id(cell)]
@@ -121,18 +125,15 @@ class VMMemory:
         """The storage of ``cell``'s instruction for this call: its last one
         when free (and, for ``nbytes`` given, at least that large), else new."""
         stats = self._stats
-        refcount = sys.getrefcount
         with self._pool_lock:
-            if cell[2] and refcount(cell[0]) == cell[3] and refcount(cell[0].owner) == cell[4] \
-                    and (nbytes is None or nbytes <= cell[1]):
+            if cell[2] and (nbytes is None or nbytes <= cell[1]) and _idle(cell):
                 # the common case: the storage of the last call, free again and
                 # large enough, is taken at once (in use before and after, so
                 # the live bytes and the peak stay as they are)
                 stats["storage_allocs"] += 1
                 stats["bytes_allocated"] += cell[1]
                 return cell[0]
-            if cell[0] is not None and cell[2] and refcount(cell[0]) == cell[3] \
-                    and refcount(cell[0].owner) == cell[4]:  # its last storage is free
+            if cell[0] is not None and cell[2] and _idle(cell):  # its last storage is free
                 cell[2] = False
                 del self._pool_in_use[id(cell)]
                 stats["live_bytes"] -= cell[1]
@@ -147,7 +148,7 @@ class VMMemory:
                 cell[0], cell[1] = None, nbytes
             if cell[0] is None:
                 cell[0] = _VMStorage(cell[1])  # nothing else refers to it yet:
-                cell[3], cell[4] = refcount(cell[0]), refcount(cell[0].owner)
+                cell[3], cell[4] = sys.getrefcount(cell[0]), sys.getrefcount(cell[0].owner)
             if stats["live_bytes"] + cell[1] > stats["peak_bytes"]:
                 # Only a new peak needs the exact live bytes: the other
                 # storages freed since are found here (and by stats), not at
@@ -223,6 +224,20 @@ class VMMemory:
                 return generic(storage, offset, shape, dtype_text)  # errors, other storages
             vm._stats["tensor_allocs"] += 1  # (reset_stats replaces the dict)
             return np.ndarray(shape, np_dtype, storage.data, offset)
+
+        key = object()  # this instruction's view in a storage's kept views
+
+        def alloc_reusing_view(storage: Any) -> np.ndarray:
+            if type(storage) is not _VMStorage or end > storage.nbytes:
+                return generic(storage, offset, shape, dtype_text)  # errors, other storages
+            vm._stats["tensor_allocs"] += 1
+            tensor = storage.views.get(key)
+            if tensor is None or sys.getrefcount(tensor) != _KEPT_VIEW_REFS:
+                tensor = storage.views[key] = np.ndarray(shape, np_dtype, storage.data, offset)
+            return tensor
+        # Only for a tensor nothing but kernels reads (the caller decides):
+        # a view that reached a user could have had its shape or flags set.
+        alloc_tensor.reusing_views = alloc_reusing_view  # type: ignore[attr-defined]
         return alloc_tensor, args[:1]
 
     def _empty(self, shape: Any, dtype: Any) -> np.ndarray:
@@ -234,6 +249,28 @@ class VMMemory:
         self._stats["tensor_allocs"] += 1
         self._account(arr, arr.nbytes)
         return arr
+
+
+#: references to a kept view nothing else refers to: the storage's views
+#: dictionary, the local name it is read into, getrefcount's argument
+_KEPT_VIEW_REFS = 3
+
+
+def _idle(cell: list[Any]) -> bool:
+    """Whether the storage of a pool cell (see VMMemory._pooled_storage) is
+    free: only the cell refers to it, and to its owner only the storage and
+    its kept views, which nothing else refers to (the same expressions as
+    where the cell's counts were taken)."""
+    refcount = sys.getrefcount
+    if refcount(cell[0]) != cell[3]:
+        return False
+    views = cell[0].views
+    if refcount(cell[0].owner) != cell[4] + len(views):
+        return False
+    for view in views.values():
+        if refcount(view) != _KEPT_VIEW_REFS:
+            return False
+    return True
 
 
 def _data_address_reader() -> Callable[[np.ndarray], int]:
@@ -265,9 +302,11 @@ class _VMStorage(Storage):
     """The VM's storage: a :class:`Storage` made without the slow
     ``ctypes.data`` lookup (the VM allocates one per call of a function)."""
 
-    __slots__ = ()
+    __slots__ = ("views",)
 
     def __init__(self, nbytes: int, alignment: int = STORAGE_ALIGNMENT) -> None:
+        #: tensor views kept for the next call (see VMMemory._pooled_storage)
+        self.views: dict[object, np.ndarray] = {}
         if nbytes < 0:
             raise VMError(f"cannot allocate storage of {nbytes} bytes")
         try:

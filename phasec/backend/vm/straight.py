@@ -75,6 +75,7 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
     writes, readers = _register_uses(f)
     inline = _inline_hoisted(f, hoist, writes)
     shared = _shared_outputs(f, writes, readers)
+    kernels_only = _kernels_only(f, writes, readers)
     head = ["def run(args):", "    regs = template.copy()", f"    regs[:{f.nparams}] = args"]
     head_pc: dict[int, int] = {}
     hoist_lines = ["def make_hoisted(regs, key):"]
@@ -139,6 +140,9 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 line = (f"v = {call}; regs[{ins[1]}] = normalize(v) if isinstance(v, NEEDS) "
                         f"else v")
             else:
+                reusing = getattr(ins[2], "reusing_views", None)
+                if reusing is not None and kernels_only(ins[1]):
+                    ns[f"f{pc}"] = reusing  # a tensor only kernels see: its view is kept
                 line = f"regs[{ins[1]}] = {call}"
         elif op == _MOVE:
             line = f"regs[{ins[1]}] = {reg(ins[2])}"
@@ -315,6 +319,24 @@ def _shared_outputs(f: Any, writes: Mapping[int, int], readers: Mapping[int, lis
             producer[r] = pc
         return True
     return {r: producer[r] for r in writes if only_read(r)}
+
+
+def _kernels_only(f: Any, writes: Mapping[int, int], readers: Mapping[int, list[int]]
+                  ) -> Callable[[int], bool]:
+    """Whether a register's value reaches only kernels: written once, and
+    read only as kernel arguments or by moves into registers that are
+    themselves such (never returned, put in a tuple, matched, or passed to a
+    builtin or packed function, where a user could get hold of it)."""
+    verdict: dict[int, bool] = {}
+
+    def only_kernels(r: int) -> bool:
+        if r not in verdict:
+            verdict[r] = False  # (a cycle of moves: not only kernels)
+            verdict[r] = writes.get(r) == 1 and all(
+                f.code[pc][0] == _KERNEL or (f.code[pc][0] == _MOVE and only_kernels(f.code[pc][1]))
+                for pc in readers.get(r, ()))
+        return verdict[r]
+    return only_kernels
 
 
 def _dead_when_folded(f: Any, folds: Sequence[tuple[int, list[int]]], start: int,

@@ -202,3 +202,60 @@ def test_pooled_storages_under_concurrent_callers():
         t.join()
     assert not errors
     assert vm.stats["live_bytes"] == 0
+
+
+# ---------------------------------------------------------------------------
+# Tensor views only kernels see are kept with their storage
+# ---------------------------------------------------------------------------
+
+
+def _chain_module():
+    """t0 = x + x, an intermediate only kernels read; returns t1 = t0 * x."""
+    x = V("x", tensor((256,)))
+    s0, t0, b0 = alloc("t0", [256])
+    s1, t1, b1 = alloc("t1", [256])
+    c0, c1 = V("c0", UNIT), V("c1", UNIT)
+    main = func([x], [*b0, B(c0, ir.Call(ir.GlobalVar("vadd"), [x, x, t0])),
+                      *b1, B(c1, ir.Call(ir.GlobalVar("vmul"), [t0, x, t1])),
+                      B(V("k0", UNIT), op("vm.kill_object", t0)),
+                      B(V("k1", UNIT), op("vm.kill_object", s0))], t1)
+    return module(main=main, vadd=vector_add_kernel(), vmul=vector_mul_kernel())
+
+
+def _kept_views(other_than=()):
+    """The tensor views kept in the VM's storages (but those of ``other_than``)."""
+    import gc
+
+    from phasec.backend.vm.memory import _VMStorage
+    gc.collect()
+    return [v for s in gc.get_objects() if type(s) is _VMStorage for v in s.views.values()
+            if not any(v is o for o in other_than)]
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_an_intermediate_keeps_its_view_and_results_stay_right(kernels):
+    earlier = _kept_views()  # (other tests' machines)
+    vm = VirtualMachine(codegen(_chain_module()), kernels=kernels)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(256).astype("float32") for _ in range(4)]
+    held = vm["main"](xs[0])  # held while the next calls run: they need a new result storage
+    outs = [vm["main"](x) for x in xs[1:]]
+    for x, out in zip(xs, [held, *outs]):
+        np.testing.assert_array_equal(out, (x + x) * x)
+    kept = _kept_views(earlier)
+    assert len(kept) == 1 and kept[0].shape == (256,)  # t0's view, not any result's
+    assert all(out is not kept[0] and not np.shares_memory(out, kept[0]) for out in [held, *outs])
+    assert vm.stats["tensor_allocs"] == 8
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_a_result_its_user_reshaped_and_froze_is_never_handed_out_again(kernels):
+    vm = VirtualMachine(codegen(_chain_module()), kernels=kernels)
+    x = np.arange(256, dtype="float32")
+    out = vm["main"](x)
+    out.shape = (16, 16)
+    out.flags.writeable = False
+    del out  # its storage is free again: the next call reuses it with a new view
+    again = vm["main"](x + 1)
+    assert again.shape == (256,) and again.flags.writeable
+    np.testing.assert_array_equal(again, (x + 1 + x + 1) * (x + 1))
