@@ -35,7 +35,8 @@ class VMMemory:
         #: Each allocating instruction keeps its storage between calls in a
         #: cell (see _pooled_storage): [storage, nbytes, in use, idle reference
         #: counts of the storage and of its owner].
-        #: The cells whose storage is in use, by id, are what _sweep visits.
+        #: The cells marked in use, by id: their storages count in the live
+        #: bytes until ``stats`` sweeps the free ones out (see _raise_peak).
         self._pool_in_use: dict[int, list[Any]] = {}
         self._pool_lock = threading.Lock()
         self.reset_stats()
@@ -64,12 +65,10 @@ class VMMemory:
     def _account(self, owner: Any, nbytes: int) -> None:
         stats = self._stats
         if stats["live_bytes"] + nbytes > stats["peak_bytes"]:
-            with self._pool_lock:  # exact live bytes before a new peak (see _pooled_storage)
-                self._sweep()
+            with self._pool_lock:
+                self._raise_peak(nbytes)
         stats["bytes_allocated"] += nbytes
-        live = stats["live_bytes"] = stats["live_bytes"] + nbytes
-        if live > stats["peak_bytes"]:
-            stats["peak_bytes"] = live
+        stats["live_bytes"] += nbytes
         # A weak reference with a callback (much cheaper than weakref.finalize);
         # the VM keeps the reference alive until the owner dies.
         # (Keyed by the reference's id: a weakref hashes like its referent,
@@ -150,18 +149,26 @@ class VMMemory:
                 cell[0] = _VMStorage(cell[1])  # nothing else refers to it yet:
                 cell[3], cell[4] = sys.getrefcount(cell[0]), sys.getrefcount(cell[0].owner)
             if stats["live_bytes"] + cell[1] > stats["peak_bytes"]:
-                # Only a new peak needs the exact live bytes: the other
-                # storages freed since are found here (and by stats), not at
-                # every allocation (a sweep visits every storage in use).
-                self._sweep()
+                self._raise_peak(cell[1])
             cell[2] = True
             self._pool_in_use[id(cell)] = cell
             stats["storage_allocs"] += 1
             stats["bytes_allocated"] += cell[1]
-            live = stats["live_bytes"] = stats["live_bytes"] + cell[1]
-            if live > stats["peak_bytes"]:
-                stats["peak_bytes"] = live
+            stats["live_bytes"] += cell[1]
             return cell[0]
+
+    def _raise_peak(self, nbytes: int) -> None:
+        """Count ``nbytes`` more becoming live now in the peak, exactly: the
+        live bytes without the pooled storages nothing refers to. Those stay
+        marked in use (the live bytes count them until ``stats`` sweeps), so
+        the next call takes them on the fast path; marking them free here
+        made every call's allocations take the slow path and sweep again.
+        (Called with the pool lock held.)"""
+        stats = self._stats
+        live = stats["live_bytes"] - sum(
+            cell[1] for cell in self._pool_in_use.values() if _idle(cell))
+        if live + nbytes > stats["peak_bytes"]:
+            stats["peak_bytes"] = live + nbytes
 
     def _alloc_tensor(self, storage: Any, offset: Any, shape: Any, dtype: Any) -> np.ndarray:
         if not isinstance(storage, Storage):
