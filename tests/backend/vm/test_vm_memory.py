@@ -246,9 +246,10 @@ def test_an_intermediate_keeps_its_view_and_results_stay_right(kernels):
     assert len(kept) == 1 and kept[0].shape == (256,)  # t0's view, not any result's
     assert all(out is not kept[0] and not np.shares_memory(out, kept[0]) for out in [held, *outs])
     assert vm.stats["tensor_allocs"] == 8
+    del kept  # (holding t0's view holds its storage)
     # every result is held: at the last call the four results and t0 were live
     assert vm.stats["peak_bytes"] == 5 * 1024 and vm.stats["live_bytes"] == 4 * 1024
-    del held, outs
+    del held, outs, out
     assert vm.stats["live_bytes"] == 0
 
 
