@@ -7,6 +7,7 @@ out-of-bounds accesses is :func:`phasec.arith.outofbounds.find_out_of_bounds`
 from __future__ import annotations
 
 from phasec.arith.outofbounds import OutOfBounds, find_out_of_bounds
+from phasec.ir import tir
 from phasec.backend.llvm.abi import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BUFFER_OUT_OF_BOUNDS, buffer_site, buffers_in_order,
 )

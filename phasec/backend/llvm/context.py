@@ -85,7 +85,7 @@ class KernelContext:
         #: Buffer id -> the buffer's pointer and dimensions
         self.bufs: dict[int, BufferInfo] = {}
         #: heap buffers live at the point being emitted (an error exit frees them)
-        self.heap: list[str] = []
+        self.heap: list[tuple[str, str]] = []  # (pointer, size) of live phasec_rt_alloc blocks
         #: the label of the out-of-memory exit, once a branch to it was emitted
         self.oom_label: str | None = None
         #: parallel loops outlined so far (numbers their functions)
@@ -142,8 +142,8 @@ class KernelContext:
         that are live here (innermost first); a zero divisor met before (and
         not raised yet) adds RC_DIVISION_BY_ZERO, the first cause."""
         fn = self.fn
-        for ptr in reversed(self.heap):
-            fn.emit(f"call void @free(ptr {ptr})")
+        for ptr, size in reversed(self.heap):
+            fn.emit(f"call void @phasec_rt_free(ptr {ptr}, i64 {size})")
         if self.divzero_flag is not None and rc != str(RC_DIVISION_BY_ZERO):
             v, w, bit, code = fn.tmp("dz"), fn.tmp("dz"), fn.tmp("dz"), fn.tmp("rc")
             fn.emit(f"{v} = load i8, ptr {self.divzero_flag}, align 1")

@@ -569,9 +569,15 @@ _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 # phasec_rt_alloc / phasec_rt_free keep up to BUFFER_SLOTS freed blocks of at
 # least BUFFER_MIN_BYTES (at most phasec_rt_buffer_cache_bytes in all) for the
 # next request of the same or a somewhat smaller size (best fit within 2x),
-# under a spin lock held for a scan of the table. A block is an ordinary
-# aligned_alloc block (an error exit may free() it); phasec_rt_trim_buffers
-# frees every cached one.
+# under a spin lock held for a scan of the table. A block handed out stays in
+# its slot, marked lent, and comes back there with its whole size: a kernel
+# gives back the size it asked for, and when that was taken for the block's,
+# a 1.95 MB block lent to a 1.0 MB request shrank in the table, the 1.95 MB
+# request it was kept for missed, and glibc faulted a fresh block in on every
+# call (321 page faults a call in MobileNetV2's 144-channel depthwise
+# convolution at 224x224). Error exits give blocks back the same way. A
+# block is an ordinary aligned_alloc block; phasec_rt_trim_buffers frees
+# every cached one not lent.
 #
 # The cache holds up to BUFFER_CACHE_BYTES by default. Models run by the VM
 # allocate between kernels and glibc mostly keeps its heap (the ResNet block
@@ -594,6 +600,7 @@ declare void @free(ptr) nounwind
 @bufc.lock = internal global i32 0, align 4
 @bufc.ptr = internal global [@@SLOTS@@ x ptr] zeroinitializer, align 8
 @bufc.size = internal global [@@SLOTS@@ x i64] zeroinitializer, align 8
+@bufc.lent = internal global [@@SLOTS@@ x i8] zeroinitializer, align 8
 @bufc.total = internal global i64 0, align 8
 @phasec_rt_buffer_cache_bytes = global i64 @@CAP@@, align 8
 
@@ -633,20 +640,22 @@ scan0:
   %twice = shl i64 %size, 1
   br label %scan
 scan:
-  %i = phi i64 [ 0, %scan0 ], [ %i1, %next ]
-  %best = phi i64 [ -1, %scan0 ], [ %best1, %next ]
-  %bsize = phi i64 [ -1, %scan0 ], [ %bsize1, %next ]
+  %i = phi i64 [ 0, %scan0 ], [ %i1, %scan ]
+  %best = phi i64 [ -1, %scan0 ], [ %best1, %scan ]
+  %bsize = phi i64 [ -1, %scan0 ], [ %bsize1, %scan ]
   %sp = getelementptr [@@SLOTS@@ x i64], ptr @bufc.size, i64 0, i64 %i
   %sz = load i64, ptr %sp, align 8
+  %lp = getelementptr [@@SLOTS@@ x i8], ptr @bufc.lent, i64 0, i64 %i
+  %lent = load i8, ptr %lp, align 1
+  %idle = icmp eq i8 %lent, 0
   %big = icmp uge i64 %sz, %size
   %near = icmp ule i64 %sz, %twice
   %smaller = icmp ult i64 %sz, %bsize
-  %f1 = and i1 %big, %near
+  %f0 = and i1 %idle, %big
+  %f1 = and i1 %f0, %near
   %fits = and i1 %f1, %smaller
   %best1 = select i1 %fits, i64 %i, i64 %best
   %bsize1 = select i1 %fits, i64 %sz, i64 %bsize
-  br label %next
-next:
   %i1 = add i64 %i, 1
   %more = icmp ult i64 %i1, @@SLOTS@@
   br i1 %more, label %scan, label %scanned
@@ -656,9 +665,8 @@ scanned:
 take:
   %pp = getelementptr [@@SLOTS@@ x ptr], ptr @bufc.ptr, i64 0, i64 %best1
   %p = load ptr, ptr %pp, align 8
-  store ptr null, ptr %pp, align 8
-  %tsp = getelementptr [@@SLOTS@@ x i64], ptr @bufc.size, i64 0, i64 %best1
-  store i64 0, ptr %tsp, align 8
+  %tlp = getelementptr [@@SLOTS@@ x i8], ptr @bufc.lent, i64 0, i64 %best1
+  store i8 1, ptr %tlp, align 1
   %t0 = load i64, ptr @bufc.total, align 8
   %t1 = sub i64 %t0, %bsize1
   store i64 %t1, ptr @bufc.total, align 8
@@ -672,33 +680,61 @@ direct:
   ret ptr %q
 }
 
-; give back a block of phasec_rt_alloc(%size): cached when there is room, else freed
+; give back a block of phasec_rt_alloc(%size): a lent block returns to its
+; slot (with its whole size), another is kept in an empty slot when there is
+; room; else freed
 define void @phasec_rt_free(ptr %p, i64 %size) nounwind {
 entry:
-  %c = call i1 @bufc.cacheable(i64 %size)
-  br i1 %c, label %lock, label %direct
+  %small = icmp ult i64 %size, @@MIN@@
+  br i1 %small, label %direct, label %lock
 lock:
   call void @bufc.acquire()
-  %t0 = load i64, ptr @bufc.total, align 8
-  %t1 = add i64 %t0, %size
   %cap = load atomic i64, ptr @phasec_rt_buffer_cache_bytes monotonic, align 8
-  %room = icmp ule i64 %t1, %cap
-  br i1 %room, label %scan, label %full
-scan:
-  %i = phi i64 [ 0, %lock ], [ %i1, %next ]
+  %t0 = load i64, ptr @bufc.total, align 8
+  br label %find
+find:
+  %i = phi i64 [ 0, %lock ], [ %i1, %find.next ]
+  %empty = phi i64 [ -1, %lock ], [ %empty1, %find.next ]
   %pp = getelementptr [@@SLOTS@@ x ptr], ptr @bufc.ptr, i64 0, i64 %i
   %old = load ptr, ptr %pp, align 8
-  %empty = icmp eq ptr %old, null
-  br i1 %empty, label %put, label %next
-next:
+  %mine = icmp eq ptr %old, %p
+  br i1 %mine, label %back, label %find.next
+find.next:
+  %none = icmp eq ptr %old, null
+  %first = icmp slt i64 %empty, 0
+  %take = and i1 %none, %first
+  %empty1 = select i1 %take, i64 %i, i64 %empty
   %i1 = add i64 %i, 1
   %more = icmp ult i64 %i1, @@SLOTS@@
-  br i1 %more, label %scan, label %full
-put:
-  store ptr %p, ptr %pp, align 8
+  br i1 %more, label %find, label %other
+back:
   %sp = getelementptr [@@SLOTS@@ x i64], ptr @bufc.size, i64 0, i64 %i
-  store i64 %size, ptr %sp, align 8
+  %whole = load i64, ptr %sp, align 8
+  %lp = getelementptr [@@SLOTS@@ x i8], ptr @bufc.lent, i64 0, i64 %i
+  store i8 0, ptr %lp, align 1
+  %t1 = add i64 %t0, %whole
+  %fits = icmp ule i64 %t1, %cap
+  br i1 %fits, label %kept, label %evict
+kept:
   store i64 %t1, ptr @bufc.total, align 8
+  call void @bufc.release()
+  ret void
+evict:
+  store ptr null, ptr %pp, align 8
+  store i64 0, ptr %sp, align 8
+  br label %full
+other:
+  %t2 = add i64 %t0, %size
+  %room = icmp ule i64 %t2, %cap
+  %slot = icmp sge i64 %empty1, 0
+  %put = and i1 %room, %slot
+  br i1 %put, label %store, label %full
+store:
+  %np = getelementptr [@@SLOTS@@ x ptr], ptr @bufc.ptr, i64 0, i64 %empty1
+  store ptr %p, ptr %np, align 8
+  %nsp = getelementptr [@@SLOTS@@ x i64], ptr @bufc.size, i64 0, i64 %empty1
+  store i64 %size, ptr %nsp, align 8
+  store i64 %t2, ptr @bufc.total, align 8
   call void @bufc.release()
   ret void
 full:
@@ -719,7 +755,11 @@ loop:
   %pp = getelementptr [@@SLOTS@@ x ptr], ptr @bufc.ptr, i64 0, i64 %i
   %p = load ptr, ptr %pp, align 8
   %has = icmp ne ptr %p, null
-  br i1 %has, label %drop, label %next
+  %lp = getelementptr [@@SLOTS@@ x i8], ptr @bufc.lent, i64 0, i64 %i
+  %lent = load i8, ptr %lp, align 1
+  %idle = icmp eq i8 %lent, 0
+  %drops = and i1 %has, %idle
+  br i1 %drops, label %drop, label %next
 drop:
   call void @free(ptr %p)
   store ptr null, ptr %pp, align 8

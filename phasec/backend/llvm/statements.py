@@ -144,12 +144,12 @@ class StatementEmitter:
                 fn.emit(f"{rnd} = and i64 {up}, -64")
                 size = fn.tmp("sz")
                 fn.emit(f"{size} = select i1 {bad2}, i64 -64, i64 {rnd}")
-            # through the runtime's cache of freed blocks (see irlib.BUFFER_CACHE_IR);
-            # an error exit frees a live one with free()
+            # through the runtime's cache of freed blocks (see irlib.BUFFER_CACHE_IR),
+            # given back there by an error exit too (a block lent by the cache
+            # must return to its slot)
             mod = self.ctx.mod
             mod.declare("phasec_rt_alloc", "declare noalias ptr @phasec_rt_alloc(i64) nounwind")
             mod.declare("phasec_rt_free", "declare void @phasec_rt_free(ptr, i64) nounwind")
-            mod.declare("free", "declare void @free(ptr) nounwind")
             fn.emit(f"{ptr} = call ptr @phasec_rt_alloc(i64 {size})")
             isnull = fn.tmp("null")
             fn.emit(f"{isnull} = icmp eq ptr {ptr}, null")
@@ -157,7 +157,7 @@ class StatementEmitter:
             fn.emit(f"br i1 {isnull}, label %{self.ctx.get_oom_label()}, label %{ok}")
             fn.start(ok)
             free = True
-            self.ctx.heap.append(ptr)  # freed by an error exit inside its scope, too
+            self.ctx.heap.append((ptr, size))  # freed by an error exit inside its scope, too
         prev = self.ctx.bufs.get(id(buf))
         self.ctx.bufs[id(buf)] = BufferInfo(buf, ptr, dims)
 

@@ -100,3 +100,65 @@ def test_a_bad_limit_in_the_environment_is_refused_with_its_name(value):
     assert "Traceback" not in out.stderr, out.stderr
     assert f"the environment variable PHASEC_BUFFER_CACHE: {value!r} is not a size" in out.stdout
 
+
+
+def _kernel_with_buffer(floats: int):
+    """k(A, B): B[i] = A[i] + tmp[i * stride] for an intermediate tmp[j] = j
+    of ``floats`` float32 (a heap block of 4 * floats bytes), and the
+    expected result for a given A."""
+    n = 64
+    stride = floats // n
+    A, B = tir.Buffer("A", (n,)), tir.Buffer("B", (n,))
+    tmp = tir.Buffer("tmp", (floats,))
+    i, j = tir.Var("i"), tir.Var("j")
+    fill = tir.For(j, 0, floats, "serial", tir.BufferStore(tmp, tir.Cast("float32", j), (j,)))
+    body = tir.For(i, 0, n, "serial", tir.BufferStore(B, _add(A[i], tmp[i * stride]), (i,)))
+    kernel = compile_prim_funcs({"k": tir.PrimFunc((A, B), tir.Allocate(
+        tmp, tir.SeqStmt((fill, body))))})["k"]
+    return kernel, lambda a: a + np.arange(n, dtype=np.float32) * stride
+
+
+def test_a_block_lent_to_a_smaller_request_comes_back_whole():
+    big = _kernel_with_buffer(1 << 18)  # 1 MiB
+    smaller = _kernel_with_buffer(3 << 16)  # 768 KiB: served by the 1 MiB block (within 2x)
+    a = RNG.standard_normal(64).astype(np.float32)
+    set_buffer_cache_limit(64 << 20)
+    trim_buffer_cache()
+    try:
+        for kernel, want in (big, smaller, big, smaller, big):
+            out = np.zeros(64, np.float32)
+            kernel(a, out)
+            np.testing.assert_array_equal(out, want(a))
+        # One block served every call. Had the smaller request's size been
+        # taken for the block's when it came back, the next 1 MiB request
+        # would have missed it and a second block would be kept.
+        assert trim_buffer_cache() == 1 << 20
+    finally:
+        set_buffer_cache_limit(BUFFER_CACHE_BYTES)
+
+
+def test_an_error_exit_gives_a_lent_block_back_to_the_cache():
+    from phasec.errors import BufferAccessError
+
+    n, floats = 4, 1 << 18
+    A = tir.Buffer("A", (n,))
+    tmp = tir.Buffer("tmp", (floats,))
+    j = tir.Var("j")
+    where = tir.Cast("int64", A[0])  # from the data: checked at run time
+    body = tir.SeqStmt((
+        tir.For(j, 0, floats, "serial", tir.BufferStore(tmp, tir.Cast("float32", j), (j,))),
+        tir.BufferStore(A, tmp[where], (1,))))
+    kernel = compile_prim_funcs({"k": tir.PrimFunc((A,), tir.Allocate(tmp, body))})["k"]
+    set_buffer_cache_limit(64 << 20)
+    trim_buffer_cache()
+    try:
+        good = np.array([7, 0, 0, 0], np.float32)
+        kernel(good)
+        assert good[1] == 7  # the block, kept; the next call borrows it
+        with pytest.raises(BufferAccessError):
+            kernel(np.array([floats + 3, 0, 0, 0], np.float32))
+        assert trim_buffer_cache() == floats * 4  # back in the cache, not lost to free()
+        kernel(good)
+        assert good[1] == 7
+    finally:
+        set_buffer_cache_limit(BUFFER_CACHE_BYTES)
