@@ -129,3 +129,45 @@ def test_a_buffer_data_pointer_is_a_use_of_the_buffer():
     assert codes(kernel(tir.Allocate(tmp, pass_pointer))) == []
     after = tir.SeqStmt((tir.Allocate(tmp, store(ZERO)), pass_pointer))
     assert codes(kernel(after)) == ["WF502"]
+
+
+# ---------------------------------------------------------------------------
+# A kernel walked clean is not walked again (verification after each pass)
+# ---------------------------------------------------------------------------
+
+def test_a_kernel_walked_clean_is_skipped_but_a_faulty_one_is_reported_every_time():
+    clean = tir.PrimFunc([A, B], tir.For(I, 0, 4, "serial", store(I)))
+    faulty = tir.PrimFunc([A, B], tir.For(I, 0, 4, "serial", store(U)))
+    for _ in range(3):  # (the same objects each time, as after passes that keep them)
+        assert codes(IRModule({"k": clean})) == []
+        assert codes(IRModule({"k": faulty})) == ["WF501", "WF501"]
+        # the clean kernel beside the faulty one, under another name: each its own verdict
+        both = verifier.check(IRModule({"k": clean, "bad": faulty}))
+        assert {(d.code, d.function) for d in both if d.severity == "error"} == {("WF501", "bad")}
+    from phasec.verifier.checker import _CLEAN_WALKS
+    kept = list(_CLEAN_WALKS.values())
+    assert any(f is clean for f in kept) and not any(f is faulty for f in kept)
+
+
+def test_a_rule_of_ones_own_on_the_kernel_walk_sees_every_kernel_every_time():
+    from phasec.ir import Phase
+    from phasec.verifier.checker import Checker, _Dispatch
+    from phasec.verifier.rules import Rule, all_rules
+
+    seen: list[str] = []
+
+    class CountUses(Rule):  # not registered: only this checker's dispatch has it
+        code, title, explanation = "X901", "count uses", "test rule"
+
+        def tir_var_use(self, ctx, var) -> None:
+            seen.append(var.name)
+
+    func = tir.PrimFunc([A, B], tir.For(I, 0, 4, "serial", store(I)))
+    mod = IRModule({"k": func})
+    assert codes(mod) == []  # walked clean with the built-in rules: skipped from now on
+    for round_ in range(1, 3):
+        checker = Checker(mod, Phase.INGESTION)
+        checker.d = _Dispatch([*all_rules(), CountUses()])
+        assert not checker.d.pure_tir_walk
+        assert [d.code for d in checker.run() if d.severity == "error"] == []
+        assert seen == ["i", "i"] * round_  # the index of A and of B, each round
