@@ -393,7 +393,10 @@ def const_int(expr: PrimExpr | int | None) -> int | None:
 
 def prove_not_equal(a: PrimExpr | int, b: PrimExpr | int) -> bool:
     """True when ``a - b`` simplifies to a non-zero constant (provably different)."""
-    diff = const_int(BinaryOp("-", tir.as_prim_expr(a), tir.as_prim_expr(b)))
+    a, b = tir.as_prim_expr(a), tir.as_prim_expr(b)
+    if type(a) is IntImm and type(b) is IntImm:  # static shapes: no expression to build
+        return a.value != b.value
+    diff = const_int(BinaryOp("-", a, b))
     return diff is not None and diff != 0
 
 
