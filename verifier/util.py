@@ -5,12 +5,14 @@ The struct-info keys the inference caches use are :mod:`phasec.verifier.keys`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from phasec.errors import StructInfoError
 from phasec.ir import tir
 from phasec.ir.expr import (
-    Call, ExternFunc, Function, GlobalVar, Op, Var,
+    Call, ExternFunc, Function, GlobalVar, Op, Tuple, Var,
 )
 from phasec.arith.lattice import is_base_of, may_be_base_of
 from phasec.ir.text import expr_to_str, sinfo_to_str
@@ -87,21 +89,51 @@ def impure_reason(ctx: Context, call: Call, opdef: Any) -> str | None:
     return None
 
 
+#: call key -> inferred struct info, across checks, for calls of operators
+#: none of whose operands is a GlobalVar (see _module_free): verification
+#: after each pass infers the same calls again, and their inference reads
+#: nothing but the key (a GlobalVar is keyed by its name, whose meaning is
+#: the module's).
+_SHARED_INFERENCE: "OrderedDict[Any, StructInfo]" = OrderedDict()
+_SHARED_INFERENCE_SIZE = 8192
+_SHARED_INFERENCE_LOCK = threading.Lock()
+
+
+def _module_free(call: Call) -> bool:
+    if type(call.op) is not Op:
+        return False
+    for a in call.args:
+        t = type(a)
+        if t is GlobalVar or (t is Tuple and any(type(f) in (GlobalVar, Tuple) for f in a.fields)):
+            return False
+    return True
+
+
 def infer_call(ctx: Context, call: Call) -> tuple[StructInfo | None, str | None]:
     """Re-infer ``call`` from its operands' struct info: ``(sinfo, None)`` or
     ``(None, error message)``. Memoized for the current call (several rules
-    ask) and cached by struct-info key for the whole check."""
+    ask) and cached by struct-info key for the whole check (for operator
+    calls that need no module, across checks)."""
     memo = ctx._infer_memo
     if memo[0] is call:
         return memo[1], memo[2]
     key = ctx.keys.call(call)
     cached = ctx.infer_cache.get(key) if key is not None else None
+    shared = key is not None and _module_free(call)
+    if cached is None and shared:
+        with _SHARED_INFERENCE_LOCK:
+            cached = _SHARED_INFERENCE.get(key)
     if cached is not None:
         sinfo, error = cached, None
     else:
         sinfo, error = infer_expr(ctx, call)
         if key is not None and sinfo is not None:
             ctx.infer_cache[key] = sinfo
+            if shared:
+                with _SHARED_INFERENCE_LOCK:
+                    _SHARED_INFERENCE[key] = sinfo
+                    if len(_SHARED_INFERENCE) > _SHARED_INFERENCE_SIZE:
+                        _SHARED_INFERENCE.popitem(last=False)
     ctx._infer_memo = (call, sinfo, error)
     return sinfo, error
 

@@ -357,3 +357,29 @@ def test_symbolic_variable_used_in_one_function_and_defined_in_another():
     main = Function([y], SeqExpr([], y), attrs={"global_symbol": "main"})
     found = [(d.code, d.message) for d in verifier.check(IRModule({"a": a, "main": main}))]
     assert ("WF007", "symbolic variable 'k' is also used in function 'a'") in found
+
+
+def test_inference_kept_across_checks_never_answers_for_another_module():
+    x = Var("x", T4)
+    y = Var("y", T4)
+
+    def callee(ret) -> Function:
+        p = Var("p", T4)
+        r = Var("r", ret)
+        return Function([p], SeqExpr([BindingBlock([VarBinding(r, Call(
+            Op("relax.nn.relu"), [p], struct_info=ret) if ret is T4 else Call(
+            Op("relax.strided_slice"), [p], attrs={"axes": (0,), "begin": (0,), "end": (3,)},
+            struct_info=ret))])], r), ret_struct_info=ret)
+
+    from phasec.ir import GlobalVar
+    for _ in range(2):  # the second round finds the first one's inferences kept
+        # an operator call: the same shape infers the same everywhere
+        assert errors(module([x], [BindingBlock([VarBinding(y, add(x, x))])], y)) == []
+        wrong = Var("w", TensorStructInfo((4,), "int32"))
+        assert "WF402" in errors(module([x], [BindingBlock([VarBinding(wrong, add(x, x))])],
+                                        wrong))
+        # a call of a module's function by name: what it returns is that module's
+        call = Call(GlobalVar("f"), [x], struct_info=T4)
+        assert errors(module([x], [BindingBlock([VarBinding(y, call)])], y, f=callee(T4))) == []
+        assert "WF402" in errors(module([x], [BindingBlock([VarBinding(y, call)])], y,
+                                        f=callee(T3)))
