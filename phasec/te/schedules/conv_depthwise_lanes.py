@@ -13,8 +13,8 @@ nest whose buffers stay in the cache:
    in two steps LLVM vectorizes with shuffles: each group of four channels
    interleaved over the whole plane (a group of four stores, as
    :mod:`transpose` does), then the groups' 4-element pieces side by side
-   (16-byte copies); a group of 16 or a gather per pixel cost several
-   times more (below);
+   (16-byte copies); a gather of 16 channels per pixel (LLVM's form of
+   a group of 16, or of a stride-16 loop) cost twice as much, both ways;
 2. the block's weights likewise (``wl[r0][r1][l]``, small);
 3. each output pixel is ``KH*KW`` whole-vector multiply-adds in the
    direct convolution's tap order (the sums of the other schedules),
@@ -25,14 +25,15 @@ The epilogue (bias, activation) reads the output in place. The two layout
 changes are the price, which only a window of many taps over a narrow
 image repays: taken for windows of at least 25 taps whose output rows are
 at most half a vector (EfficientNet's and MobileNetV3's 5x5 over 7x7
-outputs, stride 1 or 2). An estimate of vector multiply-adds plus the
-transposes' elements did not separate the shapes measured (one layer each
-against the row schedules, bench/README.md): the lane form lost on 3x3
-windows over 7x7 (27.6 against 36 products a channel, yet 5% slower) and
-on 5x5 over 14x14 stride 1, and won on 5x5 over 7x7 outputs at either
-stride. A channel count that is not a multiple of ``L``: the last block
-reads its last channel again in the lanes past the end and writes only its
-own channels.
+outputs, stride 1 or 2). Measured one layer at a time against the row
+schedules (bench/bench_depthwise.py, bench/README.md): 5x5 over 7x7
+outputs 1152 ch 147 -> 117 us, 576 ch 64 -> 43 us, 672x14x14 stride 2
+100 -> 92 us; 3x3 over 7x7 a tie (960 ch 39.5 against 39.6 us: 27.6
+against 36 vector products a channel, the transposes eat the rest); rows
+of 14 lost at either window (384x14x14 3x3 41 -> 53 us, 240x14x14 5x5
+50 -> 53 us). A channel count that is not a multiple of ``L``: the last
+block reads its last channel again in the lanes past the end and writes
+only its own channels.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ __all__ = ["schedule", "takes", "MIN_TAPS", "UNROLL"]
 
 #: the fewest taps of a window the schedule takes (5x5; 3x3 was slower)
 MIN_TAPS = 25
-#: output pixels of a row computed side by side
-UNROLL = 4
+#: output pixels of a row computed side by side (1 and 2 measured the same;
+#: 4 spilled a 5x5 window's weights, 1152 ch 7x7 75 -> 83-88 us)
+UNROLL = 2
 
 
 def takes(w: ConvWorkload) -> bool:
