@@ -27,8 +27,8 @@ image repays: taken for windows of at least 25 taps whose output rows are
 at most half a vector (EfficientNet's and MobileNetV3's 5x5 over 7x7
 outputs, stride 1 or 2). Measured one layer at a time against the row
 schedules (bench/bench_depthwise.py, bench/README.md): 5x5 over 7x7
-outputs 1152 ch 147 -> 117 us, 576 ch 64 -> 43 us, 672x14x14 stride 2
-100 -> 92 us; 3x3 over 7x7 a tie (960 ch 39.5 against 39.6 us: 27.6
+outputs 1152 ch 149 -> 107 us, 576 ch 61 -> 40 us, 672x14x14 stride 2
+99 -> 88 us; 3x3 over 7x7 a tie (960 ch 39.5 against 39.6 us: 27.6
 against 36 vector products a channel, the transposes eat the rest); rows
 of 14 lost at either window (384x14x14 3x3 41 -> 53 us, 240x14x14 5x5
 50 -> 53 us). A channel count that is not a multiple of ``L``: the last
