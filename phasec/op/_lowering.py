@@ -33,6 +33,7 @@ from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr
 from phasec.op._common import attrs_of
 from phasec.op.infer import infer_struct_info
 from phasec.op.registry import LEGALIZE, LEGALIZE_RELAX, LOWERS_TO, LegalizeFn
+from phasec.target.tuning import host_tuning
 
 __all__ = ["LEGALIZE", "LEGALIZE_RELAX", "legalizes", "legalizes_to_relax", "LegalizeError",
            "Inputs", "LegalizeFn"]
@@ -203,13 +204,28 @@ def _reduction(x: Tensor, axes: Sequence[int], keepdims: bool, out_shape: Sequen
         wide = _reduction(x, axes, keepdims, out_shape, combiner, name + "_f32",
                           lambda v: te.cast(value(v), "float32"))
         return te.compute(out_shape, lambda *i: te.cast(wide[i], "float16"), name=name)
-    rks = [te.reduce_axis(x.shape[a], f"k{a}") for a in axes]
+    # The last two axes reduced together over rows narrower than the
+    # partial sums' lane loop (a squeeze-excite's mean over 14x14 or 7x7):
+    # one reduce axis over both, contiguous in memory, so the sum gets
+    # vector partial accumulators instead of a serial chain per row of 14
+    rows = [arith.const_int(d) for d in x.shape[-2:]]
+    flat = (x.ndim >= 2 and x.ndim - 2 in axes and x.ndim - 1 in axes and None not in rows
+            and rows[1] < min(host_tuning().partial_lanes))
+    rks = [te.reduce_axis(x.shape[a], f"k{a}") for a in axes if not (flat and a >= x.ndim - 2)]
+    if flat:
+        rks.append(te.reduce_axis(_i64(rows[0] * rows[1]), f"k{x.ndim - 2}_{x.ndim - 1}"))
 
     def body(*i: PrimExpr) -> Any:
         ind: list[Any] = []
         pos = 0
         rk = iter(rks)
         for d in range(x.ndim):
+            if flat and d == x.ndim - 2:
+                q = rks[-1].var
+                ind += [q // _i64(rows[1]), q % _i64(rows[1])]
+                if keepdims:
+                    pos += 2
+                break
             if d in axes:
                 ind.append(next(rk).var)
                 if keepdims:

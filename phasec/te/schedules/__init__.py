@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_column, conv_depthwise_strided, conv_direct, conv_few_channels, conv_flat_rows,
-    conv_im2col, conv_pointwise_small, conv_transpose, gemm, gemm_prepack, interleave, plain,
-    pool_avg, pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile, transpose,
-    winograd,
+    conv_column, conv_depthwise_lanes, conv_depthwise_strided, conv_direct, conv_few_channels,
+    conv_flat_rows, conv_im2col, conv_pointwise_small, conv_transpose, gemm, gemm_prepack,
+    interleave, plain, pool_avg, pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile,
+    transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -141,6 +141,10 @@ RULES: tuple[Rule, ...] = (
          "stem), the same stride along both axes: its input split into stride phases, one "
          "GEMM over all the image's positions", _nchw_float_conv2d,
          conv_few_channels.schedule),
+    Rule("conv", "conv_depthwise_lanes", "an NCHW float depthwise conv2d of static shape, "
+         "at least a vector of channels, a window of 25 taps or more over output rows of at "
+         "most half a vector (5x5 over 7x7): a block of channels in the vector lanes",
+         _nchw_float_conv2d, conv_depthwise_lanes.schedule),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "

@@ -1,0 +1,102 @@
+"""Reductions over the last two axes whose rows are narrower than the
+partial sums' lane loop (a squeeze-excite's mean over 14x14 or 7x7): one
+reduce axis over both (``op._lowering._reduction``), contiguous, so a long
+enough float sum gets vector partial accumulators. The values against
+numpy for odd and prime sizes, keepdims or not, every combiner, integer
+and bool inputs, a symbolic leading axis; symbolic rows keep two axes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import tir
+from phasec.op import call_op
+from phasec.op.legalize import lower_fused
+
+from helpers.legalize import fused, tvar
+
+RNG = np.random.default_rng(47)
+NUMPY = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
+
+
+def _lower(op, shape, dtype="float32", **attrs):
+    d = tvar("d", shape, dtype)
+    return lower_fused(fused([d], lambda bb: call_op(op, d, **attrs))).prim_func
+
+
+def _one_row(prim, ndim: int) -> bool:
+    """Whether the kernel reduces the last two axes as one (its reduce axis
+    is named after both)."""
+    return f"k{ndim - 2}_{ndim - 1}" in str(prim)
+
+
+def _run(prim, x, out_shape, dtype, interp=False):
+    got = np.zeros(out_shape, dtype)
+    if interp:
+        run_prim_func(prim, [x, got])
+    else:
+        compile_prim_funcs({"k": prim})["k"](x, got)
+    return got
+
+
+@pytest.mark.parametrize("op,shape,keep", [
+    ("mean", (2, 13, 14, 14), True),     # long enough: partial accumulators
+    ("sum", (1, 5, 11, 13), False),
+    ("mean", (3, 2, 7, 7), True),        # 49 elements: a serial sum over one axis
+    ("max", (1, 3, 13, 11), True),
+    ("min", (2, 3, 5, 3), False),
+    ("prod", (1, 2, 3, 5), True),
+    ("sum", (13, 11), False),            # the whole of a 2-D tensor
+])
+def test_the_last_two_axes_reduce_as_one_row(op, shape, keep):
+    prim = _lower(op, shape, axis=[len(shape) - 2, len(shape) - 1], keepdims=keep)
+    assert _one_row(prim, len(shape))
+    x = RNG.standard_normal(shape).astype("float32")
+    if op == "prod":
+        x = 1 + x / 8
+    want = NUMPY[op](x, axis=(-2, -1), keepdims=keep)
+    np.testing.assert_allclose(_run(prim, x, want.shape, "float32"), want, rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_three_axes_with_the_rows_flattened_and_the_interpreter():
+    shape = (2, 3, 5, 7)
+    prim = _lower("sum", shape, axis=[1, 2, 3], keepdims=False)
+    x = RNG.standard_normal(shape).astype("float32")
+    want = x.sum(axis=(1, 2, 3))
+    np.testing.assert_allclose(_run(prim, x, want.shape, "float32"), want, rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(_run(prim, x, want.shape, "float32", interp=True), want,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_integer_and_bool_inputs():
+    xi = RNG.integers(-9, 9, (2, 3, 7, 5)).astype("int32")
+    prim = _lower("mean", xi.shape, "int32", axis=[2, 3], keepdims=True)
+    want = np.trunc(xi.astype(np.int64).sum(axis=(2, 3), keepdims=True) / 35).astype("int32")
+    np.testing.assert_array_equal(_run(prim, xi, want.shape, "int32"), want)
+    xb = RNG.integers(0, 2, (3, 5, 3)).astype(bool)
+    prim = _lower("max", xb.shape, "bool", axis=[1, 2], keepdims=False)
+    np.testing.assert_array_equal(_run(prim, xb, (3,), "bool"), xb.any(axis=(1, 2)))
+
+
+def test_a_symbolic_leading_axis_and_symbolic_rows():
+    n = tir.Var("n")
+    kernel = compile_prim_funcs({"k": _lower("mean", (n, 4, 9, 14), axis=[2, 3],
+                                             keepdims=True)})["k"]
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 4, 9, 14)).astype("float32")
+        got = np.zeros((batch, 4, 1, 1), "float32")
+        kernel(x, got)
+        np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-5,
+                                   atol=1e-6)
+    h = tir.Var("h")
+    prim = _lower("sum", (2, h, 6), axis=[1, 2], keepdims=False)  # rows of unknown count
+    assert not _one_row(prim, 3)  # two axes, as before
+    x = RNG.standard_normal((2, 5, 6)).astype("float32")
+    got = np.zeros((2,), "float32")
+    compile_prim_funcs({"k": prim})["k"](x, got)
+    np.testing.assert_allclose(got, x.sum(axis=(1, 2)), rtol=1e-5, atol=1e-6)
