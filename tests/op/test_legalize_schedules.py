@@ -1,11 +1,14 @@
-"""The schedules legalization picks for softmax and transposes: softmax over
-the last axis computes exp once per element in a row buffer, its row maximum
-(te.fast_max) keeps NaN and infinities, and permute_dims of the last two axes
-takes the transposing schedule; against numpy on the TIR interpreter and LLVM."""
+"""The schedules legalization picks for softmax, transposes and im2col:
+softmax over the last axis computes exp once per element in a row buffer,
+its row maximum (te.fast_max) keeps NaN and infinities, permute_dims of the
+last two axes takes the transposing schedule, and a stride-1 im2col whose
+rows keep the image's width copies each tap's rows as one run; against
+numpy on the TIR interpreter and LLVM."""
 
 import numpy as np
 import pytest
 
+from phasec.backend.llvm import compile_prim_funcs as compile_kernels
 from phasec.interp.tir import run_prim_func
 from phasec.ir import Constant, tir
 from phasec.op import call_op, get_op
@@ -246,3 +249,28 @@ def test_transpose_schedule_with_symbolic_columns():
 def test_transpose_schedule_only_where_it_applies(make):
     func = lower_call(make()).prim_func
     assert _row_buffers(func) == []
+
+
+# ---------------------------------------------------------------------------
+# im2col: a stride-1 tap over rows as wide as the image's is one flat copy
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 3, 5, 7), dict(kernel_size=(3, 3), padding=(1, 1, 1, 1), pad_value=131.0)),
+    ((2, 2, 7, 11), dict(kernel_size=(5, 5), padding=(2, 2, 2, 2), pad_value=3.0)),
+    ((1, 2, 13, 17), dict(kernel_size=(3, 3), padding=(4, 2, 0, 0), dilation=(2, 1))),
+    ((1, 1, 3, 2), dict(kernel_size=(5, 3), padding=(2, 1, 2, 1), pad_value=255.0)),
+    ((1, 2, 5, 31), dict(kernel_size=(1, 9), padding=(0, 4, 0, 4), pad_value=7.0)),
+    ((N, 3, 6, 5), dict(kernel_size=(3, 3), padding=(1, 1, 1, 1), pad_value=128.0)),
+])
+def test_stride_one_im2col_on_llvm_matches_the_reference(shape, attrs):
+    func = lower_call(call_op("nn.im2col", tvar("img", shape, "uint8"), **attrs)).prim_func
+    kernel = compile_kernels({"k": func})["k"]
+    ref = get_op("relax.nn.im2col").reference
+    for batch in ((1, 3) if shape[0] is N else (shape[0],)):
+        x = np.random.default_rng(batch).integers(
+            0, 256, (batch, *shape[1:])).astype("uint8")
+        want = ref(x, **attrs)
+        got = np.zeros(want.shape, "uint8")
+        kernel(x, got)
+        np.testing.assert_array_equal(got, want)

@@ -228,6 +228,30 @@ def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
     _check_gemm(funcs, cases)
 
 
+def test_a_window_sliding_along_one_row_is_read_in_place_not_packed():
+    """1 x K (a 1-D convolution's row form): every tap reads the same input
+    rows shifted, so B is not packed even where the tuning packs any size
+    (a K x K window still is, test above); the values against numpy."""
+    rng = np.random.default_rng(5)
+    funcs, cases = {}, []
+    for name, (n, c, h, w, o, kh, kw) in {
+            "row9": (1, 5, 1, 131, 19, 1, 9), "rows2_k5": (2, 3, 2, 67, 17, 1, 5)}.items():
+        ins, out = _conv_nchw(n, c, h, w, o, kh, kw)
+        func = te.create_prim_func(ins + [out],
+                                   schedule_hints=te.ScheduleOptions(tuning=PACK_ALWAYS))
+        assert not [s for s in walk(func.body) if isinstance(s, T.Allocate)
+                    and s.buffer.name.startswith("conv_bpack")]
+        assert [s for s in walk(func.body) if isinstance(s, T.Allocate)
+                and s.buffer.name.startswith("conv_acc")]
+        funcs[name] = func
+        arrays = [rng.standard_normal((n, c, h, w)).astype("float32"),
+                  rng.standard_normal((o, c, kh, kw)).astype("float32"),
+                  rng.standard_normal(o).astype("float32")]
+        cases.append((name, arrays, (n, o, h - kh + 1, w - kw + 1), "float32",
+                      lambda x, wt, b: _conv_reference(x, wt, b, 1)))
+    _check_gemm(funcs, cases)
+
+
 def _acc_shapes(func, prefix="conv_acc"):
     return sorted({tuple(int(d.value) for d in s.buffer.shape) for s in walk(func.body)
                    if isinstance(s, T.Allocate) and s.buffer.name.startswith(prefix)})

@@ -293,7 +293,10 @@ def _im2col_tap(src: Buffer, dst: Buffer, b, ch, i: int, j: int, hw, kernel, str
         return [For(q, i64(0), i64(extent), "vectorized",
                     BufferStore(dst, fill, (b, row, start + q)))] if extent > 0 else []
     parts = filled(i64(0), y_lo * ow)
-    if y_hi > y_lo:
+    if y_hi > y_lo and x_hi > x_lo and strides == (1, 1) and ow == w:
+        parts += _flat_run(src, dst, b, ch, row, (y_lo, y_hi), (x_lo, x_hi), (y_edge, x_edge),
+                           hw, filled)
+    elif y_hi > y_lo:
         oy, ox = tir.Var("oy", "int64"), tir.Var("ox", "int64")
         base = oy * i64(ow)
         line = filled(base, x_lo) + filled(base + i64(x_hi), ow - x_hi)
@@ -305,6 +308,30 @@ def _im2col_tap(src: Buffer, dst: Buffer, b, ch, i: int, j: int, hw, kernel, str
         parts.append(For(oy, i64(y_lo), i64(y_hi - y_lo), "serial", _seq(line)))
     parts += filled(i64(y_hi * ow), (oh - y_hi) * ow)
     return _seq(parts)
+
+
+def _flat_run(src: Buffer, dst: Buffer, b, ch, row, ys: tuple[int, int], xs: tuple[int, int],
+              edges: tuple[int, int], hw, filled) -> list[Stmt]:
+    """A stride-1 tap whose output rows are as wide as the input's: output
+    position ``p`` of its rows ``ys`` reads input element ``p + off`` of the
+    channel's rows laid end to end (``off = y_edge * w + x_edge``), so they
+    are one contiguous copy (whole vectors, not one short run per row), the
+    columns outside ``xs`` (the padding) then overwritten with the fill. The
+    copy stops where that element would leave the channel: those positions
+    are padding columns too."""
+    (y_lo, y_hi), (x_lo, x_hi), (y_edge, x_edge), (h, w) = ys, xs, edges, hw
+    off = y_edge * w + x_edge
+    p0, p1 = max(y_lo * w, -off), min(y_hi * w, h * w - off)
+    f = tir.Var("f", "int64")
+    g = f + i64(p0 + off)
+    parts: list[Stmt] = [For(f, i64(0), i64(p1 - p0), "vectorized", BufferStore(
+        dst, src[(b, ch, g // i64(w), g % i64(w))], (b, row, f + i64(p0))))] if p1 > p0 else []
+    if x_lo or x_hi < w:
+        oy = tir.Var("oy", "int64")
+        base = oy * i64(w)
+        line = filled(base, x_lo) + filled(base + i64(x_hi), w - x_hi)
+        parts.append(For(oy, i64(y_lo), i64(y_hi - y_lo), "serial", _seq(line)))
+    return parts
 
 
 def _draw_im2col(ctx):

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_lanes, conv_depthwise_strided, conv_direct, conv_few_channels,
-    conv_flat_rows, conv_im2col, conv_pointwise_small, conv_transpose, gemm, gemm_prepack,
-    interleave, plain, pool_avg, pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile,
-    transpose, winograd,
+    conv_flat_rows, conv_im2col, conv_pointwise_small, conv_transpose, elementwise_flat, gemm,
+    gemm_prepack, interleave, plain, pool_avg, pool_avg_rows, pool_max, pool_max_fast,
+    pool_max_rows, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -120,6 +120,9 @@ RULES: tuple[Rule, ...] = (
     Rule("nest", "interleave", "an elementwise nest with nothing attached that reads its "
          "inputs through // s and % s of its last axis (s = 2..4)", _always,
          interleave.schedule),
+    Rule("nest", "elementwise_flat", "an elementwise nest with nothing attached whose rows "
+         "are not whole vectors, its inputs read along its last two axes as row-major pairs "
+         "(or not at all): those axes as one loop", _always, elementwise_flat.schedule),
     Rule("nest", "plain", "no reduction to tile: a reduction with a stage attached at its "
          "full depth, or not one reduction attached at full depth along the last axis",
          _no_tile_anchor, plain.plan),
