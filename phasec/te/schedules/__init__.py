@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_strided, conv_direct, conv_few_channels, conv_flat_rows,
-    conv_im2col, conv_pointwise_small, conv_transpose, gemm, gemm_prepack, interleave, plain,
-    pool_avg, pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile, transpose,
-    winograd,
+    conv_im2col, conv_pointwise_small, conv_small_image, conv_transpose, gemm, gemm_prepack,
+    interleave, plain, pool_avg, pool_avg_rows, pool_max, pool_max_fast, pool_max_rows,
+    row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -137,6 +137,10 @@ RULES: tuple[Rule, ...] = (
     Rule("conv", "conv_pointwise_small", "an NCHW float 1x1 conv2d over fewer positions "
          "than a vector: a matmul whose columns are the output channels",
          _nchw_float_conv2d, conv_pointwise_small.schedule),
+    Rule("conv", "conv_small_image", "an NCHW float conv2d, one group, over fewer output "
+         "positions than a vector, where its cost estimate is the lower: a matmul of its "
+         "gathered columns whose columns are the output channels", _nchw_float_conv2d,
+         conv_small_image.schedule),
     Rule("conv", "conv_few_channels", "an NCHW float conv2d of 1-4 input channels (a "
          "stem), the same stride along both axes: its input split into stride phases, one "
          "GEMM over all the image's positions", _nchw_float_conv2d,

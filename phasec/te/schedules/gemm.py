@@ -246,7 +246,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     if M is not None and M < 1:
         return None  # nothing to compute: the plain nest handles empty shapes
     if (M is not None and M <= tuning.gemv_max_rows and K is not None
-            and _constant_matrix(b_expr, nest.opt.constant_inputs)):
+            and _constant_matrix(b_expr, nest.opt.constant_inputs,
+                                 tuple(ax.var for ax in anchor.raxes))):
         # A constant B (a weight): micro-panels of gemv_cols(M) columns packed
         # once per build (PackConstantWeights), each one sequential stream
         # into register accumulators (see TargetTuning.gemv_cols)
@@ -259,8 +260,9 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
                 b_expr.indices[0]))):
             width = N // lanes * lanes
         if N >= width:
+            # (B read transposed: its last columns are packed too, at build time)
             return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
-                            tuning.lanes(bits))
+                            tuning.lanes(bits), pack_rest=not _unit_stride(b_expr, jvar))
     if M is not None and M <= tuning.gemv_max_rows and not group:
         # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
         width = max(1, min(N, tuning.gemv_acc_bytes // (M * elem)))
@@ -273,7 +275,9 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     gather = not group and not _unit_stride(b_expr, jvar)
     pack = (n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
             and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes) and not group)
-    pack = pack or (gather and n_tiles > 0)
+    # (fewer columns than a tile: packed when B is a constant, at build time)
+    pack = pack or (gather and (n_tiles > 0 or _constant_matrix(
+        b_expr, nest.opt.constant_inputs, tuple(ax.var for ax in anchor.raxes))))
     # a constant B's words are packed at build time: reading packed panels
     # beats regrouping its bytes on every call, whatever its size
     pack = pack or (dot4 and n_tiles > 0 and _constant_matrix(b_expr, nest.opt.constant_inputs))
@@ -335,18 +339,25 @@ def _byte_rows(plan: GemmPlan) -> int | None:
     return static_int(loads[0].tensor.shape[0]) if loads else None
 
 
-def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
+def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str],
+                     kvars: tuple[Var, ...] = ()) -> bool:
     """Whether the column operand is a 2-D constant placeholder read as is
-    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``;
-    or an integer GEMM's words of the bytes of a 2-D constant)."""
+    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``,
+    or a KxK one's ``[N, C, KH, KW]`` read at ``[j, *kvars]``, the reduction
+    axes in order; or an integer GEMM's words of the bytes of a 2-D
+    constant)."""
     if isinstance(b_expr, tir.Call) and b_expr.name == "bitwise_or":
         loads = [n for n in post_order([b_expr]) if isinstance(n, ProducerLoad)]
         return (len(loads) == 4 and len({id(n.tensor) for n in loads}) == 1
                 and loads[0].tensor.is_placeholder and loads[0].tensor.name in constants
                 and len(loads[0].tensor.shape) == 2)
-    return (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
-            and b_expr.tensor.name in constants and len(b_expr.indices) >= 2
-            and all(isinstance(i, IntImm) and i.value == 0 for i in b_expr.indices[2:]))
+    if not (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
+            and b_expr.tensor.name in constants and len(b_expr.indices) >= 2):
+        return False
+    rest = b_expr.indices[1:]
+    return (all(isinstance(i, IntImm) and i.value == 0 for i in rest[1:])
+            or (len(kvars) > 1 and len(rest) == len(kvars)
+                and all(a is b for a, b in zip(rest, kvars))))
 
 
 class GemmEmitter:
@@ -399,7 +410,7 @@ class GemmEmitter:
             rows //= 2
         return rows
 
-    def _column_split(self) -> tuple[int, int]:
+    def _column_split(self, merge: bool = True) -> tuple[int, int]:
         """(whole micro-panels, width of the last, narrower tile). Columns left
         over that are not whole vectors join the last whole micro-panel in
         one wider tile of fewer rows when it stays within
@@ -408,7 +419,7 @@ class GemmEmitter:
         idle, 4 x 56 (three full vectors and a half one) keeps them busy."""
         p = self.plan
         n_tiles, n_rem = divmod(self.N, p.cols)
-        if (n_rem % p.lanes and n_tiles and not p.wide
+        if (merge and n_rem % p.lanes and n_tiles and not p.wide
                 and len(self._vector_pieces(p.cols + n_rem))
                 <= self.nest.opt.target.gemm_wide_tail_vectors):
             return n_tiles - 1, p.cols + n_rem
@@ -417,7 +428,13 @@ class GemmEmitter:
     def emit(self) -> Stmt:
         p = self.plan
         nr, tpp = p.cols, p.panel_tiles
-        n_tiles, n_rem = self._column_split()
+        # a constant B read by gathers (a weight read transposed): its last,
+        # narrower columns are packed at build time too, as the first of
+        # their micro-panel (zero past them: pack_weight), so they do not
+        # join the whole micro-panel before them in one wider tile
+        prepack_rest = p.pack_rest and _constant_matrix(
+            p.b_expr, self.nest.opt.constant_inputs, tuple(ax.var for ax in self.anchor.raxes))
+        n_tiles, n_rem = self._column_split(merge=not prepack_rest)
         full, last = divmod(n_tiles, tpp)
         Ms = static_int(self.M)
         row_tiles = None if Ms is None else Ms // p.rows
@@ -443,8 +460,10 @@ class GemmEmitter:
             tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp))
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
-            bp_rest = self._pack_buffer(1, n_rem) if p.pack_rest else None
+            bp_rest = (self._pack_buffer(1, nr if prepack_rest else n_rem) if p.pack_rest
+                       else None)
             rest = self._panel(i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
+                               i64(n_tiles) if prepack_rest else None,
                                rows=self._rows_for(n_rem))
             stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
         body = seq(stmts)
@@ -469,7 +488,8 @@ class GemmEmitter:
                 # B is a parameter read as B[k, j]: packed in advance, this nest
                 # can go (see passes/pack_constant_weights.py)
                 pack = AttrStmt(PACK_MARK, tile0, pack)
-                self._declare_prepack(param[0], width, param[1])
+                # (the last columns' buffer is a whole micro-panel wide)
+                self._declare_prepack(param[0], static_int(bp.shape[2]), param[1])
             stmts.append(pack)
         mr = rows or p.rows
         Ms = static_int(self.M)
@@ -562,9 +582,10 @@ class GemmEmitter:
         blk = block(nest.block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
         inner = For(c, i64(0), i64(width), "vectorized" if self.vectorize else "serial", blk)
         param = None
-        if (type(value) is BufferLoad and len(kivs) == 1
+        if (type(value) is BufferLoad
                 and any(value.buffer is b for b in low.buffers.values())):
-            param = b_parameter(value, kivs[0].var, ivs[-1].var, static_int(self.K), self.N)
+            param = b_parameter(value, [iv.var for iv in kivs],
+                                [static_int(e) for e in self.rexts], ivs[-1].var, self.N)
         elif _is_dot4(anchor.expr) and len(kivs) == 1:  # words of a constant's bytes
             words = word_parameter(value, kivs[0].var, ivs[-1].var, _byte_rows(self.plan),
                                    low.buffers.values())
