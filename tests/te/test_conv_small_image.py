@@ -1,5 +1,4 @@
-"""KxK convolutions over fewer output positions than a vector
-(``te.schedules.conv_small_image``): a matmul of the gathered columns whose
+"""KxK convolutions over small images (``te.schedules.conv_small_image``): a matmul of the gathered columns whose
 rows are the positions and whose columns are the output channels, by the
 OIHW weight read transposed (its flat ``[O, C*KH*KW]`` view), which
 PackConstantWeights packs once when it is a constant. The values against
@@ -62,6 +61,8 @@ def _kernel_texts(mod) -> dict[str, str]:
     ((1, 29, 7, 7), 19, (3, 3), {"dilation": [2, 2]}),             # 3x3 outputs
     ((1, 11, 1, 1), 41, (3, 3), {"padding": [1, 1, 1, 1]}),        # one position (a GEMV)
     ((1, 131, 5, 5), 47, (1, 1), {"strides": [2, 2]}),             # a strided 1x1
+    ((1, 53, 4, 4), 128, (3, 3), {"padding": [1, 1, 1, 1]}),       # a vector of positions
+    ((1, 61, 5, 5), 97, (3, 3), {"padding": [1, 1, 1, 1]}),        # 25 positions
 ])
 def test_constant_weight_packed_once(xs, out_ch, kernel, conv):
     mod, _ = _module(xs, out_ch, kernel, **conv)
@@ -94,7 +95,8 @@ def test_a_symbolic_batch_keeps_the_other_schedules():
 
 
 def test_vector_pieces_split_rows_as_the_gemm_tiles_do():
-    assert [vector_pieces(w, 16) for w in (15, 16, 9, 3, 35, 63)] == [3, 1, 2, 1, 3, 6]
+    assert [vector_pieces(w, 16) for w in (15, 16, 9, 3, 35, 63)] == [
+        (0, 3), (1, 0), (0, 2), (0, 1), (2, 1), (3, 3)]
 
 
 def test_estimate_counts_the_packing_of_a_weight_per_call():
@@ -110,3 +112,14 @@ def test_estimate_counts_the_packing_of_a_weight_per_call():
     # a padded 1x1 of three input channels (12 positions, 12 padded columns)
     mine, other = estimate(12, 3, 23, 12, 16, weight_per_call=False)
     assert mine > other
+    # 64 -> 64 over 6x6: 48 padded columns, three whole vectors
+    mine, other = estimate(36, 576, 64, 48, 16, weight_per_call=False)
+    assert mine > other
+
+
+def test_large_images_and_wide_1x1_keep_the_other_schedules():
+    for xs, out_ch, kernel, conv in (((1, 16, 8, 8), 32, (3, 3), {"padding": [1, 1, 1, 1]}),
+                                     ((1, 64, 7, 7), 64, (1, 1), {})):
+        mod, _ = _module(xs, out_ch, kernel, **conv)
+        assert not any("T_conv2d_positions" in t for t in _kernel_texts(mod).values())
+        _check(mod, RNG.standard_normal(xs).astype(np.float32))

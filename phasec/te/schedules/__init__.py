@@ -137,16 +137,16 @@ RULES: tuple[Rule, ...] = (
     Rule("conv", "conv_pointwise_small", "an NCHW float 1x1 conv2d over fewer positions "
          "than a vector: a matmul whose columns are the output channels",
          _nchw_float_conv2d, conv_pointwise_small.schedule),
-    Rule("conv", "conv_small_image", "an NCHW float conv2d, one group, over fewer output "
-         "positions than a vector, where its cost estimate is the lower: a matmul of its "
-         "gathered columns whose columns are the output channels", _nchw_float_conv2d,
-         conv_small_image.schedule),
     Rule("conv", "conv_few_channels", "an NCHW float conv2d of 1-4 input channels (a "
          "stem), the same stride along both axes: its input split into stride phases, one "
          "GEMM over all the image's positions", _nchw_float_conv2d,
          conv_few_channels.schedule),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
+    Rule("conv", "conv_small_image", "an NCHW float conv2d, one group, over fewer output "
+         "positions than four vectors, where its cost estimate is the lower: a matmul of its "
+         "gathered columns whose columns are the output channels", _nchw_float_conv2d,
+         conv_small_image.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "
          "than a vector (depthwise: up to four vectors, not whole ones)", _nchw_float_conv2d,
          conv_flat_rows.schedule),

@@ -1,6 +1,6 @@
-"""A KxK NCHW conv2d over an image of fewer output positions than a vector
-(SqueezeNet's last fire modules: 3x3 over 3x3 images at a 64x64 input), as
-a matmul whose columns are the output channels.
+"""A KxK NCHW conv2d over a small image (SqueezeNet's last fire modules:
+3x3 over 3x3 images at a 64x64 input; ResNet-18's last stages at 2x2 and
+4x4), as a matmul whose columns are the output channels.
 
 Along the output positions, such a convolution fills a fraction of each
 vector: :mod:`~phasec.te.schedules.conv_flat_rows` computes a 3x3 image
@@ -23,7 +23,14 @@ element is the same sum over ``(c, ry, rx)`` as the direct convolution's.
 
 Taken where :func:`estimate` says it is faster than the output positions
 in the vectors (counting the gathered columns, the transposed output, and
-B's packing when the weight is a parameter and so packed on every call).
+B's packing when the weight is a parameter and so packed on every call),
+over fewer than :data:`MAX_POSITION_VECTORS` vectors of positions, after
+Winograd's rule in the table (which takes images of a vector of tiles).
+Measured, one core, constant weights, Winograd off: 3x3 256 -> 256 over
+3x3 356 -> 115 us, over 4x4 279 -> 205 us; 128 -> 128 over 5x5 128 -> 82
+us, over 7x7 210 -> 159 us; 64 -> 64 over 6x6 36 -> 35 us (the estimate
+keeps the rows there); 3x3/2 256 -> 256 from 14x14 to 7x7 618 -> 580 us. Not
+a 1x1 convolution over a vector of positions or more (see :func:`schedule`).
 """
 
 from __future__ import annotations
@@ -34,34 +41,39 @@ from phasec.te.operation import i64
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
-__all__ = ["NS_PER_VECTOR_FMA", "NS_PER_PIECE", "NS_PER_COPY", "NS_PER_PACKED", "estimate",
-           "vector_pieces", "schedule"]
+__all__ = ["NS_PER_VECTOR_FMA", "NS_PER_WHOLE_VECTOR", "NS_PER_PART_VECTOR", "NS_PER_COPY",
+           "NS_PER_PACKED", "MAX_POSITION_VECTORS", "estimate", "vector_pieces", "schedule"]
 
 #: the cost model (:func:`estimate`), nanoseconds on one core, fitted to
-#: single kernels on the AVX-512 host (3x3 convolutions over 3x3 images,
-#: 17 -> 53 and 64 -> 256 channels, the weight a constant and a parameter):
-#: a vector multiply-add of this schedule's GEMM; a vector operation of the
-#: positions in the vectors (a row split into whole and part vectors:
-#: :func:`vector_pieces`, the part ones cheaper); an element gathered into
-#: the columns or transposed back; an element of B packed on every call
-#: (the weight a parameter: read by gathers)
+#: single kernels on the AVX-512 host (3x3 convolutions over 3x3 to 7x7
+#: images, 17 -> 53 to 256 -> 256 channels, the weight a constant and a
+#: parameter, Winograd off): a vector multiply-add of this schedule's GEMM;
+#: one of the positions in the vectors, a whole vector or part of one (a
+#: row split as :func:`vector_pieces` counts); an element gathered into the
+#: columns or transposed back; an element of B packed on every call (the
+#: weight a parameter: read by gathers)
 NS_PER_VECTOR_FMA = 0.33
-NS_PER_PIECE = 0.21
+NS_PER_WHOLE_VECTOR = 0.32
+NS_PER_PART_VECTOR = 0.20
 NS_PER_COPY = 0.5
 NS_PER_PACKED = 0.41
 
+#: at most this many output positions, in vectors: the sizes measured
+#: (larger images keep their positions in the vectors, whole ones)
+MAX_POSITION_VECTORS = 4
 
-def vector_pieces(width: int, lanes: int) -> int:
-    """How many vector operations a row of ``width`` lanes takes in the GEMM
-    schedule's tiles: whole vectors, then powers of two down to 4, then one
-    for the last 1-3 lanes (as :class:`~phasec.te.schedules.gemm.GemmEmitter`
-    splits a row)."""
-    pieces, tail, bit = width // lanes, width % lanes, lanes
+
+def vector_pieces(width: int, lanes: int) -> tuple[int, int]:
+    """The vector operations a row of ``width`` lanes takes in the GEMM
+    schedule's tiles, (whole vectors, parts of one): whole vectors, then
+    powers of two down to 4, then one for the last 1-3 lanes (as
+    :class:`~phasec.te.schedules.gemm.GemmEmitter` splits a row)."""
+    parts, tail, bit = 0, width % lanes, lanes
     while tail >= 4:
         bit //= 2
         if tail >= bit:
-            pieces, tail = pieces + 1, tail - bit
-    return pieces + (1 if tail else 0)
+            parts, tail = parts + 1, tail - bit
+    return width // lanes, parts + (1 if tail else 0)
 
 
 def estimate(positions: int, reduction: int, out_channels: int, columns: int, lanes: int,
@@ -74,15 +86,18 @@ def estimate(positions: int, reduction: int, out_channels: int, columns: int, la
     mine = (positions * reduction * -(-out_channels // lanes) * NS_PER_VECTOR_FMA
             + (positions * reduction + positions * out_channels) * NS_PER_COPY
             + (reduction * out_channels * NS_PER_PACKED if weight_per_call else 0.0))
-    return mine, out_channels * reduction * vector_pieces(columns, lanes) * NS_PER_PIECE
+    whole, parts = vector_pieces(columns, lanes)
+    return mine, out_channels * reduction * (whole * NS_PER_WHOLE_VECTOR
+                                             + parts * NS_PER_PART_VECTOR)
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
     """The convolution ``w`` (an NCHW float conv2d) as a matmul over its
     output channels; None unless it is 2-D in NCHW/OIHW, ungrouped, of
-    static sizes (the batch too), over fewer output positions than a vector
-    with at least a vector of output channels, and :func:`estimate` puts it
-    below the positions in the vectors."""
+    static sizes (the batch too), over fewer output positions than
+    :data:`MAX_POSITION_VECTORS` vectors with at least a vector of output
+    channels, and :func:`estimate` puts it below the positions in the
+    vectors."""
     data, weight = w.data, w.weight
     if (w.rank != 2 or (w.data_layout.name, w.kernel_layout.name, w.out_layout.name)
             != ("NCHW", "OIHW", "NCHW") or w.groups != 1):
@@ -93,7 +108,12 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         return None
     n, C, H, W, O, _, KH, KW, OH, OW = dims
     M, K = OH * OW, C * KH * KW
-    if not (1 <= M < w.lanes <= O) or n < 1:
+    if not (1 <= M < MAX_POSITION_VECTORS * w.lanes and w.lanes <= O) or n < 1:
+        return None
+    if KH * KW == 1 and M >= w.lanes:
+        # a 1x1 over whole vectors of positions keeps them: its flat rows are
+        # a GEMM of long rows and columns at the FMA units' rate (ResNet-50's
+        # 512 -> 2048 over 7x7: 1033 us, against 1200 here)
         return None
     top, left, bottom, right = w.padding
     (sy, sx), (dy, dx) = w.strides, w.dilation
