@@ -188,10 +188,12 @@ def _spatial_mean(x: Tensor, axes: list[int], keep: bool, out_shape: Any,
     each vector of a row added to its column's sum, then the columns (the
     same elements added in another order than the one-by-one sum, which
     no vector can take: 1000x13x13 97 -> 15 us on one core); None for any
-    other mean."""
+    other mean, and for the mean of a tensor computed in the same kernel."""
     dims = [arith.const_int(d) for d in x.shape]
+    # (an input computed in the same kernel, a fused producer, stays inlined
+    # into the one-by-one sum: the pooling reads a buffer)
     if (x.dtype not in ("float32", "float64") or x.ndim != 4 or axes != [2, 3]
-            or None in dims or min(dims) < 1):
+            or not x.is_placeholder or None in dims or min(dims) < 1):
         return None
     H, W = dims[2], dims[3]
     n, c = x.shape[0], x.shape[1]

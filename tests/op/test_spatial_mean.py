@@ -1,8 +1,9 @@
 """The mean of a 4-D float tensor over its last two axes (a global average
 pooling) runs as the average pooling of one window over the whole image
 (``op.statistical._spatial_mean``): its values against numpy on odd and
-prime sizes, with and without keepdims, float32 and float64, over a fused
-producer; a symbolic size keeps the one-by-one sum."""
+prime sizes, with and without keepdims, float32 and float64; a fused
+producer (squeeze-excite's SiLU) and a symbolic size keep the one-by-one
+sum."""
 
 from __future__ import annotations
 
@@ -35,13 +36,13 @@ def _pooled(mod) -> bool:
 
 @pytest.mark.parametrize("shape,dtype,axis,keepdims,relu", [
     ((1, 37, 13, 13), "float32", [2, 3], True, False),     # SqueezeNet's 1000 x 13 x 13
-    ((2, 5, 7, 11), "float32", [-1, -2], False, True),     # fused with its producer
+    ((2, 5, 7, 11), "float32", [-1, -2], False, True),     # after relu (fused: the sum)
     ((3, 17, 1, 19), "float64", [3, 2], True, False),
     ((1, 3, 23, 2), "float32", [2, 3], False, False),
 ])
 def test_spatial_mean_as_a_pooling(shape, dtype, axis, keepdims, relu):
     mod = _module(shape, dtype, axis, keepdims, relu)
-    assert _pooled(mod)
+    assert _pooled(mod) != relu
     x = RNG.standard_normal(shape).astype(dtype)
     got = np.asarray(phasec.VirtualMachine(phasec.build(mod))["main"](x))
     want = np.mean(np.maximum(x, 0) if relu else x, axis=(2, 3), keepdims=keepdims)
@@ -60,4 +61,21 @@ def test_other_means_keep_the_sum():
     vm = phasec.VirtualMachine(phasec.build(mod))
     x = RNG.standard_normal((2, 3, 7, 5)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(vm["main"](x)), x.mean(axis=(2, 3)), rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_squeeze_excite_mean_of_a_fused_silu():
+    """x * mean(s) with s = x * sigmoid(x): the mean's input is computed in
+    the kernel that sums it, and stays inlined there."""
+    x = Var("x", TensorStructInfo((1, 13, 6, 5), "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        s = bb.emit(call_op("relax.multiply", x, bb.emit(call_op("relax.sigmoid", x))))
+        m = bb.emit(call_op("relax.mean", s, axis=[2, 3], keepdims=True))
+        bb.emit_func_output(bb.emit(call_op("relax.multiply", s, m)))
+    mod = bb.get()
+    xa = RNG.standard_normal((1, 13, 6, 5)).astype(np.float32)
+    got = np.asarray(phasec.VirtualMachine(phasec.build(mod))["main"](xa))
+    s = xa / (1 + np.exp(-xa.astype(np.float64)))
+    np.testing.assert_allclose(got, s * s.mean(axis=(2, 3), keepdims=True), rtol=1e-5,
                                atol=1e-6)
