@@ -54,7 +54,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from phasec.arith import simplify
 from phasec.ir import tir
 from phasec.ir.tir import (
     PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad,
@@ -62,19 +61,21 @@ from phasec.ir.tir import (
 )
 from phasec.te.analysis import static_int, subst_var, vars_of
 from phasec.te.operation import i64
+from phasec.te.schedules.gemm_operands import (
+    constant_matrix, is_dot4, row_group, sliding_window, unit_stride,
+)
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
     b_parameter, word_parameter,
 )
 from phasec.te.stmt import block, combine, seq
-from phasec.te.tensor import ProducerLoad, Tensor, children, post_order
+from phasec.te.tensor import ProducerLoad, Tensor, post_order
 
 if TYPE_CHECKING:
     from phasec.te.emit import NestEmitter
     from phasec.te.lowering import Stage
 
 _I64 = "int64"
-
 
 
 def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
@@ -111,7 +112,7 @@ class GemmPlan:
     #: a matrix-vector product (a few rows): tiles ``cols`` wide whose
     #: accumulators live in L1, one vectorized loop over them per k
     wide: bool = False
-    #: B is read by gathers (see ``_unit_stride``): the last, narrower panel
+    #: B is read by gathers (see :func:`.gemm_operands.unit_stride`): the last, narrower panel
     #: of columns is packed too
     pack_rest: bool = False
     #: B uses the row axis only as ``row // c`` with ``c`` a multiple of
@@ -168,7 +169,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     tuning = nest.opt.target
     m = nest.m
     expr = anchor.expr
-    dot4 = _is_dot4(expr) and anchor.tensor.dtype == "int32"
+    dot4 = is_dot4(expr) and anchor.tensor.dtype == "int32"
     if (m < 2 or anchor.tensor.op.tag not in GEMM_TAGS or anchor.combiner != "sum"
             or not anchor.raxes or (anchor.tensor.dtype not in ("float32", "float64")
                                     and not dot4)):
@@ -196,7 +197,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
             if id(ivar) not in bv:
                 split = (row_axis, a, b, first)
             else:
-                group = _row_group(b, ivar)
+                group = row_group(b, ivar)
                 if group:
                     split = (row_axis, a, b, first)
             if split is not None:
@@ -248,7 +249,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     if M is not None and M < 1:
         return None  # nothing to compute: the plain nest handles empty shapes
     if (M is not None and M <= tuning.gemv_max_rows and K is not None
-            and _constant_matrix(b_expr, nest.opt.constant_inputs)):
+            and constant_matrix(b_expr, nest.opt.constant_inputs,
+                                 tuple(ax.var for ax in anchor.raxes))):
         # A constant B (a weight): micro-panels of gemv_cols(M) columns packed
         # once per build (PackConstantWeights), each one sequential stream
         # into register accumulators (see TargetTuning.gemv_cols)
@@ -261,8 +263,9 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
                 b_expr.indices[0]))):
             width = N // lanes * lanes
         if N >= width:
+            # (B read transposed: its last columns are packed too, at build time)
             return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
-                            tuning.lanes(bits))
+                            tuning.lanes(bits), pack_rest=not unit_stride(b_expr, jvar))
     if M is not None and M <= tuning.gemv_max_rows and not group:
         # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
         width = max(1, min(N, tuning.gemv_acc_bytes // (M * elem)))
@@ -272,19 +275,21 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # B not contiguous along the columns (a strided convolution reads every
     # s-th input column): the tiles' vector loads would be gathers, so every
     # panel, the last narrower one too, is packed whatever its size
-    gather = not group and not _unit_stride(b_expr, jvar)
+    gather = not group and not unit_stride(b_expr, jvar)
     pack = (n_tiles > 0 and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles)
             and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes) and not group)
-    pack = pack or (gather and n_tiles > 0)
+    # (fewer columns than a tile: packed when B is a constant, at build time)
+    pack = pack or (gather and (n_tiles > 0 or constant_matrix(
+        b_expr, nest.opt.constant_inputs, tuple(ax.var for ax in anchor.raxes))))
     # a 1-D window sliding along B's rows (a 1-D convolution: t[.., j + r]):
     # every tap reads the same input row shifted, so the packed panel would
     # be the taps' copies of a few rows that stay in L1 when read in place
     # (64 -> 64 channels, 1x9 over 4000: 2.77 -> 2.62 ms, one thread)
-    pack = pack and not _sliding_window(b_expr, jvar, [ax.var for ax in anchor.raxes],
+    pack = pack and not sliding_window(b_expr, jvar, [ax.var for ax in anchor.raxes],
                                         rexts)
     # a constant B's words are packed at build time: reading packed panels
     # beats regrouping its bytes on every call, whatever its size
-    pack = pack or (dot4 and n_tiles > 0 and _constant_matrix(b_expr, nest.opt.constant_inputs))
+    pack = pack or (dot4 and n_tiles > 0 and constant_matrix(b_expr, nest.opt.constant_inputs))
     # a run-time B of bytes too, whatever its size, once two row tiles read
     # it: each tile would regroup four rows' bytes into words again (a 1x1
     # QDQ conv, 128 -> 128 channels over 28x28: 83 -> 70 us)
@@ -294,95 +299,10 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
                     row_group=group, pack_rest=gather)
 
 
-def _is_dot4(e: PrimExpr) -> bool:
-    """Whether ``e`` is ``T.dot4_u8s8(a, b)``: an integer GEMM's product of
-    words of four 8-bit values (see phasec/backend/llvm/intdot.py)."""
-    return isinstance(e, tir.Call) and e.name == "dot4_u8s8" and len(e.args) == 2
-
-
-def _unit_stride(e: PrimExpr, var: Var) -> bool:
-    """True when every tensor load in ``e`` that uses ``var`` uses it in its
-    last index only, with step 1 (``A[.., var + c]``): consecutive values of
-    ``var`` read consecutive elements."""
-    for n in post_order([e]):
-        if not isinstance(n, (ProducerLoad, BufferLoad)):
-            continue
-        uses = [id(var) in vars_of(i) for i in n.indices]
-        if not any(uses):
-            continue
-        if any(uses[:-1]):
-            return False
-        last = n.indices[-1]
-        step = simplify(subst_var(last, var, var + 1) - last)
-        if not (isinstance(step, IntImm) and step.value == 1):
-            return False
-    return True
-
-
-def _sliding_window(e: PrimExpr, jvar: Var, rvars: list[Var], rexts: list[int | None]) -> bool:
-    """Whether every load in ``e`` that uses the column ``jvar`` reads
-    ``t[.., row, jvar + r]`` with ``r`` one reduction variable (of at least
-    two taps) and no other in its last index, and no reduction variable of
-    more than one value in ``row``: a window sliding along one row (a 1-D
-    convolution, or a 1 x K one)."""
-    found = False
-    for n in post_order([e]):
-        if not isinstance(n, (ProducerLoad, BufferLoad)):
-            continue
-        uses = [id(jvar) in vars_of(i) for i in n.indices]
-        if not any(uses):
-            continue
-        if any(uses[:-1]):
-            return False
-        rest = simplify(n.indices[-1] - jvar)
-        taps = [(v, x) for v, x in zip(rvars, rexts) if id(v) in vars_of(rest)]
-        if len(taps) != 1 or taps[0][1] is None or taps[0][1] < 2:
-            return False
-        if not isinstance(simplify(rest - taps[0][0]), IntImm):
-            return False  # (jvar + 2*r, 2*jvar + r: not one sliding row)
-        if len(n.indices) > 1 and any(id(v) in vars_of(n.indices[-2])
-                                      for v, x in zip(rvars, rexts) if x is None or x > 1):
-            return False  # a 2-D window (KH x KW): its rows do not all stay in L1
-        found = True
-    return found
-
-
-def _row_group(e: PrimExpr, var: Var) -> int:
-    """When ``e`` uses ``var`` only as ``var // c`` (static ``c``): the gcd of
-    those ``c`` (rows ``[g*c, (g+1)*c)`` read the same ``e``: a grouped
-    convolution's input channel ``(oc // og) * cg + rc``); else 0."""
-    divisors: list[int] = []
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if n is var:
-            return 0  # used otherwise
-        if (isinstance(n, BinaryOp) and n.op == "//" and n.lhs is var
-                and isinstance(n.rhs, IntImm) and n.rhs.value > 0):
-            divisors.append(n.rhs.value)
-            continue
-        stack.extend(children(n))
-    return math.gcd(*divisors) if divisors else 0
-
-
 def _byte_rows(plan: GemmPlan) -> int | None:
     """K (bytes) of the 2-D 8-bit B whose words the column operand reads."""
     loads = [n for n in post_order([plan.b_expr]) if isinstance(n, ProducerLoad)]
     return static_int(loads[0].tensor.shape[0]) if loads else None
-
-
-def _constant_matrix(b_expr: PrimExpr, constants: frozenset[str]) -> bool:
-    """Whether the column operand is a 2-D constant placeholder read as is
-    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``;
-    or an integer GEMM's words of the bytes of a 2-D constant)."""
-    if isinstance(b_expr, tir.Call) and b_expr.name == "bitwise_or":
-        loads = [n for n in post_order([b_expr]) if isinstance(n, ProducerLoad)]
-        return (len(loads) == 4 and len({id(n.tensor) for n in loads}) == 1
-                and loads[0].tensor.is_placeholder and loads[0].tensor.name in constants
-                and len(loads[0].tensor.shape) == 2)
-    return (isinstance(b_expr, ProducerLoad) and b_expr.tensor.is_placeholder
-            and b_expr.tensor.name in constants and len(b_expr.indices) >= 2
-            and all(isinstance(i, IntImm) and i.value == 0 for i in b_expr.indices[2:]))
 
 
 class GemmEmitter:
@@ -435,7 +355,7 @@ class GemmEmitter:
             rows //= 2
         return rows
 
-    def _column_split(self) -> tuple[int, int]:
+    def _column_split(self, merge: bool = True) -> tuple[int, int]:
         """(whole micro-panels, width of the last, narrower tile). Columns left
         over that are not whole vectors join the last whole micro-panel in
         one wider tile of fewer rows when it stays within
@@ -444,7 +364,7 @@ class GemmEmitter:
         idle, 4 x 56 (three full vectors and a half one) keeps them busy."""
         p = self.plan
         n_tiles, n_rem = divmod(self.N, p.cols)
-        if (n_rem % p.lanes and n_tiles and not p.wide
+        if (merge and n_rem % p.lanes and n_tiles and not p.wide
                 and len(self._vector_pieces(p.cols + n_rem))
                 <= self.nest.opt.target.gemm_wide_tail_vectors):
             return n_tiles - 1, p.cols + n_rem
@@ -453,7 +373,13 @@ class GemmEmitter:
     def emit(self) -> Stmt:
         p = self.plan
         nr, tpp = p.cols, p.panel_tiles
-        n_tiles, n_rem = self._column_split()
+        # a constant B read by gathers (a weight read transposed): its last,
+        # narrower columns are packed at build time too, as the first of
+        # their micro-panel (zero past them: pack_weight), so they do not
+        # join the whole micro-panel before them in one wider tile
+        prepack_rest = p.pack_rest and constant_matrix(
+            p.b_expr, self.nest.opt.constant_inputs, tuple(ax.var for ax in self.anchor.raxes))
+        n_tiles, n_rem = self._column_split(merge=not prepack_rest)
         full, last = divmod(n_tiles, tpp)
         Ms = static_int(self.M)
         row_tiles = None if Ms is None else Ms // p.rows
@@ -479,8 +405,10 @@ class GemmEmitter:
             tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp))
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
-            bp_rest = self._pack_buffer(1, n_rem) if p.pack_rest else None
+            bp_rest = (self._pack_buffer(1, nr if prepack_rest else n_rem) if p.pack_rest
+                       else None)
             rest = self._panel(i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
+                               i64(n_tiles) if prepack_rest else None,
                                rows=self._rows_for(n_rem))
             stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
         body = seq(stmts)
@@ -505,7 +433,8 @@ class GemmEmitter:
                 # B is a parameter read as B[k, j]: packed in advance, this nest
                 # can go (see passes/pack_constant_weights.py)
                 pack = AttrStmt(PACK_MARK, tile0, pack)
-                self._declare_prepack(param[0], width, param[1])
+                # (the last columns' buffer is a whole micro-panel wide)
+                self._declare_prepack(param[0], static_int(bp.shape[2]), param[1])
             stmts.append(pack)
         mr = rows or p.rows
         Ms = static_int(self.M)
@@ -598,10 +527,11 @@ class GemmEmitter:
         blk = block(nest.block_name(anchor.name + "_pack"), ivs + kivs, values + ks, body)
         inner = For(c, i64(0), i64(width), "vectorized" if self.vectorize else "serial", blk)
         param = None
-        if (type(value) is BufferLoad and len(kivs) == 1
+        if (type(value) is BufferLoad
                 and any(value.buffer is b for b in low.buffers.values())):
-            param = b_parameter(value, kivs[0].var, ivs[-1].var, static_int(self.K), self.N)
-        elif _is_dot4(anchor.expr) and len(kivs) == 1:  # words of a constant's bytes
+            param = b_parameter(value, [iv.var for iv in kivs],
+                                [static_int(e) for e in self.rexts], ivs[-1].var, self.N)
+        elif is_dot4(anchor.expr) and len(kivs) == 1:  # words of a constant's bytes
             words = word_parameter(value, kivs[0].var, ivs[-1].var, _byte_rows(self.plan),
                                    low.buffers.values())
             if words is not None and static_int(words.shape[1]) == self.N:
@@ -702,7 +632,7 @@ class GemmEmitter:
                     b = low.emit_value(self.plan.b_expr, vmap, low.default_load)
                 ops = (b, a) if self.plan.b_first else (a, b)
                 # (an integer GEMM: acc + dot4(a, b) is one vpdpbusd)
-                prod = (tir.Call("dot4_u8s8", ops, "int32") if _is_dot4(anchor.expr)
+                prod = (tir.Call("dot4_u8s8", ops, "int32") if is_dot4(anchor.expr)
                         else ops[0] * ops[1])
                 total = combine("sum", total, prod)
             body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))

@@ -15,7 +15,7 @@ build, not on every call.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -116,12 +116,23 @@ def pack_weight(w: np.ndarray, width: int) -> np.ndarray:
     return w.reshape(k, tiles, width).transpose(1, 0, 2)
 
 
-def b_parameter(load: BufferLoad, k: Var, j: Var, K: int, N: int
-                 ) -> tuple[Buffer, bool] | None:
+def b_parameter(load: BufferLoad, ks: Sequence[Var], kexts: Sequence[int | None], j: Var,
+                N: int) -> tuple[Buffer, bool] | None:
     """``load``'s buffer when it reads all of B as ``B[k, j]`` (``[K, N]``:
     False) or transposed as ``B[j, k]`` (``[N, K]`` or ``[N, K, 1, ...]``
-    read at 0 past the second index: True), else None."""
+    read at 0 past the second index: True), else None. ``ks`` are the
+    reduction axes (extents ``kexts``), flat ``k = (k0 * E1 + k1) * E2 ...``;
+    several are read transposed only, as ``B[j, k0, k1, ...]`` over a buffer
+    ``[N, E0, E1, ...]`` (a KxK convolution's OIHW weight, whose flat
+    ``[N, K]`` view is that same memory)."""
     idx, dims = load.indices, [static_int(d) for d in load.buffer.shape]
+    if len(ks) != 1:
+        if (len(ks) > 1 and len(idx) == 1 + len(ks) and idx[0] is j
+                and all(a is b for a, b in zip(idx[1:], ks))
+                and None not in kexts and dims == [N, *kexts]):
+            return load.buffer, True
+        return None
+    k, K = ks[0], kexts[0]
     if len(idx) == 2 and idx[0] is k and idx[1] is j and dims == [K, N]:
         return load.buffer, False
     if (len(idx) >= 2 and idx[0] is j and idx[1] is k and dims[:2] == [N, K]
