@@ -51,8 +51,7 @@ from phasec.op._tirgen import i64, nest
 from phasec.op.datatype import dtype_or_void
 from phasec.op.draw import FLOAT, NUMBERS, Hooks, declares_draw, dim_max, iv_ok, numel_max
 from phasec.ir.text import expr_to_str
-from phasec.te import Tensor, schedules
-from phasec.te.schedules.workloads import CanonicalLayout, PoolWorkload
+from phasec.te import Tensor
 from phasec.op.calls import call_op
 
 __all__: list[str] = []
@@ -163,9 +162,6 @@ def _mean(call: Call, inputs: Inputs) -> Tensor:
         return te.compute(out.shape, lambda *i: te.cast(
             BinaryOp("/", s[i], _count(count, "float32")), dt), name=_name(call))
     if _float(dt):
-        pooled = _spatial_mean(x, axes, keep, out.shape, _name(call))
-        if pooled is not None:
-            return pooled
         s = _reduction(x, axes, keep, out.shape, te.sum, "T_mean_sum")
         return te.compute(out.shape, lambda *i: BinaryOp("/", s[i], _count(count, dt)),
                           name=_name(call))
@@ -177,33 +173,6 @@ def _mean(call: Call, inputs: Inputs) -> Tensor:
     nonempty = arith.simplify(BinaryOp("max", count, _i64(1)))
     return te.compute(out.shape, lambda *i: te.cast(BinaryOp("/", s[i], nonempty), dt),
                       name=_name(call))
-
-
-def _spatial_mean(x: Tensor, axes: list[int], keep: bool, out_shape: Any,
-                  name: str) -> Tensor | None:
-    """The mean of a 4-D float tensor over its last two axes, of static
-    sizes (a global average pooling of NCHW: ONNX's GlobalAveragePool,
-    PyTorch's adaptive_avg_pool2d(1)), as the average pooling of one window
-    over the whole image, in the pooling schedules' table: rows first,
-    each vector of a row added to its column's sum, then the columns (the
-    same elements added in another order than the one-by-one sum, which
-    no vector can take: 1000x13x13 97 -> 15 us on one core); None for any
-    other mean, and for the mean of a tensor computed in the same kernel."""
-    dims = [arith.const_int(d) for d in x.shape]
-    # (an input computed in the same kernel, a fused producer, stays inlined
-    # into the one-by-one sum: the pooling reads a buffer)
-    if (x.dtype not in ("float32", "float64") or x.ndim != 4 or axes != [2, 3]
-            or not x.is_placeholder or None in dims or min(dims) < 1):
-        return None
-    H, W = dims[2], dims[3]
-    n, c = x.shape[0], x.shape[1]
-    layout = CanonicalLayout("NCHW")
-    pooled = schedules.schedule_pool(PoolWorkload(
-        x, (n, c, i64(1), i64(1)), "avg", 2, (H, W), (1, 1), (0, 0, 0, 0), (1, 1), False,
-        layout, layout, True, name if keep else name + "_pooled"))
-    if keep:
-        return pooled
-    return te.compute(out_shape, lambda b, ch: pooled[b, ch, 0, 0], name=name)
 
 
 # ---------------------------------------------------------------------------

@@ -1,9 +1,8 @@
 """The mean of a 4-D float tensor over its last two axes (a global average
-pooling) runs as the average pooling of one window over the whole image
-(``op.statistical._spatial_mean``): its values against numpy on odd and
-prime sizes, with and without keepdims, float32 and float64; a fused
-producer (squeeze-excite's SiLU) and a symbolic size keep the one-by-one
-sum."""
+pooling), built and run whole: its values against numpy on odd and prime
+sizes, with and without keepdims, float32 and float64, after a fused
+producer (relu; squeeze-excite's SiLU), over a symbolic size and other
+axes. (The kernel's one reduce axis over both: test_reduce_narrow_rows.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import pytest
 import phasec
 from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op
-from phasec.pipeline import lower
 from phasec.script.builder import BlockBuilder
 
 RNG = np.random.default_rng(1329)
@@ -28,21 +26,14 @@ def _module(shape, dtype: str, axis, keepdims: bool, relu: bool = False):
     return bb.get()
 
 
-def _pooled(mod) -> bool:
-    """Whether a kernel sums rows first (the average pooling's buffer of row sums)."""
-    return any("T_mean_rows" in repr(f) or "T_mean_pooled_rows" in repr(f)
-               for _, f in lower(mod).prim_funcs())
-
-
 @pytest.mark.parametrize("shape,dtype,axis,keepdims,relu", [
     ((1, 37, 13, 13), "float32", [2, 3], True, False),     # SqueezeNet's 1000 x 13 x 13
     ((2, 5, 7, 11), "float32", [-1, -2], False, True),     # after relu (fused: the sum)
     ((3, 17, 1, 19), "float64", [3, 2], True, False),
     ((1, 3, 23, 2), "float32", [2, 3], False, False),
 ])
-def test_spatial_mean_as_a_pooling(shape, dtype, axis, keepdims, relu):
+def test_spatial_mean(shape, dtype, axis, keepdims, relu):
     mod = _module(shape, dtype, axis, keepdims, relu)
-    assert _pooled(mod) != relu
     x = RNG.standard_normal(shape).astype(dtype)
     got = np.asarray(phasec.VirtualMachine(phasec.build(mod))["main"](x))
     want = np.mean(np.maximum(x, 0) if relu else x, axis=(2, 3), keepdims=keepdims)
@@ -51,17 +42,14 @@ def test_spatial_mean_as_a_pooling(shape, dtype, axis, keepdims, relu):
     np.testing.assert_allclose(got, want, rtol=8 * eps, atol=8 * eps * np.abs(x).max())
 
 
-def test_other_means_keep_the_sum():
+def test_a_symbolic_spatial_size_and_other_axes():
     n = tir.Var("n", "int64")
-    for mod in (_module((2, n, 5), "float32", [2], True),       # symbolic, 3-D
-                _module((2, 3, n, 5), "float32", [2, 3], True),  # a symbolic spatial size
-                _module((2, 3, 4, 5), "float32", [1, 2], False)):
-        assert not _pooled(mod)
-    mod = _module((2, 3, n, 5), "float32", [2, 3], False)
-    vm = phasec.VirtualMachine(phasec.build(mod))
     x = RNG.standard_normal((2, 3, 7, 5)).astype(np.float32)
-    np.testing.assert_allclose(np.asarray(vm["main"](x)), x.mean(axis=(2, 3)), rtol=1e-6,
-                               atol=1e-6)
+    for mod, axes in ((_module((2, 3, n, 5), "float32", [2, 3], False), (2, 3)),
+                      (_module((2, 3, 7, 5), "float32", [1, 2], False), (1, 2))):
+        vm = phasec.VirtualMachine(phasec.build(mod))
+        np.testing.assert_allclose(np.asarray(vm["main"](x)), x.mean(axis=axes), rtol=1e-6,
+                                   atol=1e-6)
 
 
 def test_squeeze_excite_mean_of_a_fused_silu():
