@@ -32,6 +32,7 @@ from phasec.backend.llvm.intrinsics import IntrinsicLowering
 from phasec.backend.llvm.irtext import LLVM_TYPE, FunctionText, quote, sanitize
 from phasec.backend.llvm.loops import LoopEmitter
 from phasec.backend.llvm.statements import StatementEmitter
+from phasec.backend.llvm.vectors import VectorLoops
 
 __all__ = ["FunctionEmitters", "emit_kernel"]
 
@@ -51,7 +52,8 @@ class FunctionEmitters:
         self.intrinsics = IntrinsicLowering(ctx, types, self.conversions)
         self.expressions = ExpressionEmitter(ctx, types, self.conversions, self.access,
                                              self.intrinsics)
-        self.loops = LoopEmitter(ctx, self.expressions, self.conversions, self.outline)
+        self.loops = LoopEmitter(ctx, self.expressions, self.conversions, self.outline,
+                                 VectorLoops(ctx, types, self.expressions, self.access))
         self.statements = StatementEmitter(ctx, types, self.conversions, self.expressions,
                                            self.access, self.loops)
 
