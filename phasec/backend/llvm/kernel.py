@@ -42,7 +42,7 @@ class FunctionEmitters:
     outlined parallel body gets its own (see :meth:`outline`)."""
 
     def __init__(self, ctx: KernelContext, types: ExprTypes,
-                 proofs: AccessProofs | None = None) -> None:
+                 proofs: AccessProofs | None = None, blocked: set[int] | None = None) -> None:
         self.ctx = ctx
         self.types = types
         self.proofs = proofs
@@ -53,13 +53,16 @@ class FunctionEmitters:
         self.expressions = ExpressionEmitter(ctx, types, self.conversions, self.access,
                                              self.intrinsics)
         self.loops = LoopEmitter(ctx, self.expressions, self.conversions, self.outline,
-                                 VectorLoops(ctx, types, self.expressions, self.access))
+                                 VectorLoops(ctx, types, self.expressions, self.access,
+                                             blocked))
         self.statements = StatementEmitter(ctx, types, self.conversions, self.expressions,
                                            self.access, self.loops)
 
     def outline(self, ctx: KernelContext) -> FunctionEmitters:
         """The emitters of another function of the same kernel (a parallel loop's body)."""
-        return FunctionEmitters(ctx, self.types, self.proofs)
+        vectors = self.loops.vectors
+        return FunctionEmitters(ctx, self.types, self.proofs,
+                                None if vectors is None else vectors.blocked_tiles())
 
     def emit_stmt(self, s: tir.Stmt) -> None:
         self.statements.emit(s)

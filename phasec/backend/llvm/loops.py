@@ -31,7 +31,7 @@ from phasec.backend.llvm.expressions import ExpressionEmitter
 from phasec.backend.llvm.irtext import (
     BITS, LLVM_TYPE, FunctionText, is_intlike, is_signed, quote, sanitize,
 )
-from phasec.backend.llvm.vectors import VectorLoops
+from phasec.backend.llvm.vectors import VectorLoops, small_local
 from phasec.backend.llvm.work import estimate_work
 
 __all__ = ["LoopEmitter", "OutlinedFunction", "POLL_EVERY", "poll_mode"]
@@ -217,22 +217,9 @@ def _const_trips(s: tir.Stmt) -> int | None:
     return 0
 
 
-def _small_local(buf: tir.Buffer, params: tuple) -> bool:
-    """A local buffer of constant shape under LARGE_SOURCE_ELEMENTS elements
-    (a register tile, not a packed copy of an input)."""
-    if any(buf is p for p in params):
-        return False
-    size = 1
-    for d in buf.shape:
-        if not isinstance(d, tir.IntImm):
-            return False
-        size *= d.value
-    return size < LARGE_SOURCE_ELEMENTS
-
-
 def _indexes_tile(body: tir.Stmt, var: tir.Var, params: tuple) -> bool:
     """Whether ``body`` indexes a small local buffer (a register tile, see
-    :func:`_small_local`) with ``var``, directly or through a block axis
+    :func:`.vectors.small_local`) with ``var``, directly or through a block axis
     bound to it."""
     dependent = {id(var)}
 
@@ -245,7 +232,7 @@ def _indexes_tile(body: tir.Stmt, var: tir.Var, params: tuple) -> bool:
             for iv, value in zip(node.iter_vars, node.iter_values):
                 if uses(value):
                     dependent.add(id(iv.var))
-        elif (t is tir.BufferLoad or t is tir.BufferStore) and _small_local(
+        elif (t is tir.BufferLoad or t is tir.BufferStore) and small_local(
                 node.buffer, params) and any(uses(i) for i in node.indices):
             return True
     return False

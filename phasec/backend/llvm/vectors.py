@@ -26,15 +26,24 @@ from __future__ import annotations
 from typing import Any
 
 from phasec.ir import tir
+from phasec.backend.llvm.abi import walk
 from phasec.backend.llvm.access import BufferAccess
 from phasec.backend.llvm.context import KernelContext
 from phasec.backend.llvm.expressions import ExpressionEmitter
 from phasec.backend.llvm.exprtypes import ExprTypes
 from phasec.backend.llvm.irtext import FLOAT_SUFFIX, elem_bytes, float_literal
 
-__all__ = ["VectorLoops", "index_step"]
+__all__ = ["VectorLoops", "index_step", "small_local", "SMALL_LOCAL_ELEMENTS"]
 
 _DTYPE = "float32"
+#: the narrowest loop emitted as one vector
+MIN_LANES = 4
+#: a register tile with a narrower row of accumulation is left to LLVM
+#: whole: with its 4-wide row one vector, a tile of 16 + 8 + 4 + 1 wide rows
+#: (GoogLeNet's 5x5 convolution over 13x13 images) ran 1.10x slower
+TILE_MIN_LANES = 8
+#: a local buffer of constant shape with fewer elements is a register tile
+SMALL_LOCAL_ELEMENTS = 4096
 _ARITH = {"+": "fadd", "-": "fsub", "*": "fmul"}
 _MINMAX = {"min": "minimum", "max": "maximum"}
 
@@ -79,6 +88,33 @@ def _changes(e: Any, steps: dict[int, int]) -> bool:
     return False
 
 
+def small_local(buf: tir.Buffer, params: tuple) -> bool:
+    """A local buffer of constant shape under SMALL_LOCAL_ELEMENTS elements
+    (a register tile, not a packed copy of an input)."""
+    if any(buf is p for p in params):
+        return False
+    size = 1
+    for d in buf.shape:
+        if not isinstance(d, tir.IntImm):
+            return False
+        size *= d.value
+    return size < SMALL_LOCAL_ELEMENTS
+
+
+def _accesses(body: tir.Stmt) -> list[Any]:
+    return [n for n in walk(body) if type(n) is tir.BufferLoad or type(n) is tir.BufferStore]
+
+
+def _accumulates(loop: tir.For) -> bool:
+    """A loop over a block with a reduction axis (a tile's update row)."""
+    return type(loop.body) is tir.Block and any(iv.kind == "R" for iv in loop.body.iter_vars)
+
+
+def _same_buffer(a: Any, b: Any) -> bool:
+    """The same memory, as far as the TIR alone tells (before buffers are bound)."""
+    return a.buffer is b.buffer
+
+
 def _same(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are the same index: the same variables (by identity),
     constants and operators (anything else counts as different)."""
@@ -98,13 +134,14 @@ class VectorLoops:
     """Emits loops of one vector as vector instructions (module docstring)."""
 
     def __init__(self, ctx: KernelContext, types: ExprTypes, expressions: ExpressionEmitter,
-                 access: BufferAccess) -> None:
+                 access: BufferAccess, blocked: set[int] | None = None) -> None:
         self.ctx = ctx
         self.types = types
         self.expressions = expressions
         self.access = access
         #: loops emitted as vector instructions so far
         self.emitted = 0
+        self._blocked = blocked  # (see blocked_tiles; shared by a kernel's functions)
 
     def lanes(self) -> int:
         """float32 lanes of one vector of the target's preferred width."""
@@ -113,31 +150,66 @@ class VectorLoops:
     def try_emit(self, s: tir.For) -> bool:
         """Emit ``s`` (a ``vectorized`` loop) as vector instructions and
         return True, or emit nothing and return False."""
+        plan = self._plan(s, self._same_memory)
+        blocked = self.blocked_tiles()
+        if plan is None or any(id(n.buffer) in blocked for n in _accesses(s.body)):
+            return False
+        block, body, steps, lanes = plan
+        self._emit(s, block, body, steps, lanes)
+        self.emitted += 1
+        return True
+
+    def blocked_tiles(self) -> set[int]:
+        """The small local buffers (register tiles) that a ``vectorized``
+        accumulation loop of the kernel that is not one vector of at least
+        TILE_MIN_LANES accesses (a 16 + 8 + 3 wide tile's 3-wide edge): all
+        their loops are left to LLVM. A tile part
+        vector instructions, part a loop indexing it, stayed in memory
+        (GoogLeNet's 5x5 convolutions over 27-wide rows 1.16x slower).
+        Computed once per kernel (its parallel loops' functions share it)."""
+        if self._blocked is not None:
+            return self._blocked
+        blocked: set[int] = set()
+        params = self.ctx.func.params
+        for node in walk(self.ctx.func.body):
+            if type(node) is tir.For and node.kind == "vectorized" and _accumulates(node) and (
+                    self._plan(node, _same_buffer) is None
+                    or node.extent.value < TILE_MIN_LANES):
+                blocked.update(id(n.buffer) for n in _accesses(node.body)
+                               if small_local(n.buffer, params))
+        self._blocked = blocked
+        return blocked
+
+    def _plan(self, s: tir.For, same_memory: Any) -> tuple[Any, ...] | None:
+        """(block or None, store, steps, lanes) of a loop that can be one
+        vector, else None."""
         if not isinstance(s.extent, tir.IntImm):
-            return False
+            return None
         lanes = int(s.extent.value)
-        if lanes < 4 or lanes > self.lanes() or lanes & (lanes - 1):
-            return False
+        if lanes < MIN_LANES or lanes > self.lanes() or lanes & (lanes - 1):
+            return None
         body, block = s.body, None
         if type(body) is tir.Block:
             if body.init is not None:
-                return False
+                return None
             block, body = body, body.body
         if type(body) is not tir.BufferStore:
-            return False
+            return None
         steps = {id(s.loop_var): 1}
         if block is not None:
             for iv, value in zip(block.iter_vars, block.iter_values):
                 step = index_step(value, steps)
                 if step is None:
-                    return False
+                    return None
                 if step:
                     steps[id(iv.var)] = step
-        if not self._vectorizable(body, steps):
-            return False
-        self._emit(s, block, body, steps, lanes)
-        self.emitted += 1
-        return True
+        if not self._vectorizable(body, steps, same_memory):
+            return None
+        return block, body, steps, lanes
+
+    def _same_memory(self, a: tir.BufferLoad | tir.BufferStore,
+                     b: tir.BufferLoad | tir.BufferStore) -> bool:
+        return self.ctx.lookup_buffer(a.buffer, a).ptr == self.ctx.lookup_buffer(b.buffer, b).ptr
 
     # -- the checks ------------------------------------------------------------
     def _access_kind(self, node: tir.BufferLoad | tir.BufferStore,
@@ -157,10 +229,10 @@ class VectorLoops:
             return "contiguous"
         return None
 
-    def _vectorizable(self, store: tir.BufferStore, steps: dict[int, int]) -> bool:
+    def _vectorizable(self, store: tir.BufferStore, steps: dict[int, int],
+                      same_memory: Any) -> bool:
         if self._access_kind(store, steps) != "contiguous":
             return False
-        target = self.ctx.lookup_buffer(store.buffer, store).ptr
         stack: list[Any] = [store.value]
         while stack:
             e = stack.pop()
@@ -169,7 +241,7 @@ class VectorLoops:
                 kind = self._access_kind(e, steps)
                 if kind is None:
                     return False
-                if self.ctx.lookup_buffer(e.buffer, e).ptr == target and not (
+                if same_memory(e, store) and not (
                         e.buffer is store.buffer
                         and all(_same(a, b) for a, b in zip(e.indices, store.indices))):
                     return False  # a lane could read what another lane wrote

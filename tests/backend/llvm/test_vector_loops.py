@@ -97,3 +97,31 @@ def test_strided_and_partial_loops_stay_loops():
     x2, y2 = rand((13,)), np.zeros(13, np.float32)
     lib["partial"](x2, y2)
     np.testing.assert_array_equal(y2, x2 * np.float32(3.0))
+
+
+def test_a_tile_with_a_narrow_accumulation_row_is_left_to_llvm_whole():
+    # rows of 16 + 3 lanes accumulated into one local tile: the 3-wide row
+    # cannot be one vector, so the 16-wide one stays a loop too (a tile part
+    # vector instructions, part loops, stayed in memory: 1.16x slower)
+    k, width = 7, LANES + 3
+    A, B, Out = buf("A", (k,)), buf("B", (k, width)), buf("Out", (width,))
+    acc = T.Buffer("acc", (width,))
+    kk, v, w, z = var("kk"), var("v"), var("w"), var("z")
+    red = var("r")
+
+    def update(lo: int, n: int, x: T.Var) -> T.For:
+        bx = var("bx")
+        blk = T.Block("update", (T.IterVar(bx, T.IntImm(width)), T.IterVar(red, T.IntImm(k), "R")),
+                      (x + lo, kk), store(acc, acc[bx] + A[red] * B[red, bx], bx))
+        return T.For(x, 0, n, "vectorized", blk)
+
+    body = T.SeqStmt((
+        T.For(z, 0, width, "serial", store(acc, 0.0, z)),
+        T.For(kk, 0, k, "serial", T.SeqStmt((update(0, LANES, v), update(LANES, 3, w)))),
+        T.For(z, 0, width, "serial", store(Out, acc[z], z))))
+    lib = compile_prim_funcs({"ragged": T.PrimFunc((A, B, Out), T.Allocate(acc, body))})
+    assert f"store {VEC}" not in lib.llvm_ir
+    a, b = rand((k,)), rand((k, width))
+    out = np.zeros(width, np.float32)
+    lib["ragged"](a, b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5)
