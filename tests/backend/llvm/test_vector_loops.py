@@ -124,4 +124,5 @@ def test_a_tile_with_a_narrow_accumulation_row_is_left_to_llvm_whole():
     a, b = rand((k,)), rand((k, width))
     out = np.zeros(width, np.float32)
     lib["ragged"](a, b, out)
-    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5,
+                               atol=1e-6)
