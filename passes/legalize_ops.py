@@ -41,7 +41,9 @@ inlined into a consumer that lives in the same PrimFunc.
 
 Kernels are deduplicated: structurally equal PrimFuncs (``structural_hash``
 then ``structural_equal``) are added once, so ten ``R.add`` calls of the same
-shapes share one ``cls.add``. Kernel names come from the operator (``add``,
+shapes share one ``cls.add``; a fused function structurally equal to one
+already lowered is not lowered again (its calls use that lowering, the
+parameters matched by position). Kernel names come from the operator (``add``,
 ``relu``, ``softmax``...), made unique against the module's names with
 deterministic suffixes (``add1``, ``add2``...); functions are processed in
 name order, so the result does not depend on dictionary order.
@@ -139,7 +141,8 @@ class _ModuleLegalizer:
         self._by_id: dict[int, tuple[tir.PrimFunc, str]] = {}
         for name, pf in mod.prim_funcs():
             self._remember(pf, name)
-        self._fused: dict[str, tuple[LoweredCall, str]] = {}
+        self._fused: dict[str, tuple[LoweredCall, str, Function]] = {}
+        self._fused_by_hash: dict[Any, list[tuple[LoweredCall, str, Function]]] = {}
         self._call_cache: dict[Any, tuple[LoweredCall, str, _Pattern]] = {}
         self.ctx: InferContext = context_from_module(mod)
         self.constant_params = _constant_params(mod, self.primitives) if prepack else {}
@@ -199,12 +202,25 @@ class _ModuleLegalizer:
             self._call_cache[key] = (lowered, name, pattern)
         return lowered, name, None
 
-    def lower_primitive(self, gname: str) -> tuple[LoweredCall, str]:
+    def lower_primitive(self, gname: str) -> tuple[LoweredCall, str, Function]:
+        """(lowered, kernel name, the function whose parameters ``lowered``
+        refers to) of Primitive function ``gname``: a function structurally
+        equal to one lowered before (SqueezeNet's fire modules repeat the same
+        convolutions at the same shapes, each its own fused function) reuses
+        that lowering, whose parameters correspond position by position."""
         hit = self._fused.get(gname)
         if hit is None:
             func = self.primitives[gname]
-            lowered = lower_fused(func, constant_params=self.constant_params.get(gname, ()))
-            hit = (lowered, self.add_kernel(lowered.prim_func, gname))
+            constant_params = self.constant_params.get(gname, ())
+            key = (structural_hash(func), constant_params)
+            for other in self._fused_by_hash.get(key, ()):
+                if structural_equal(other[2], func):
+                    hit = other
+                    break
+            else:
+                lowered = lower_fused(func, constant_params=constant_params)
+                hit = (lowered, self.add_kernel(lowered.prim_func, gname), func)
+                self._fused_by_hash.setdefault(key, []).append(hit)
             self._fused[gname] = hit
         return hit
 
@@ -421,9 +437,9 @@ class _FunctionLegalizer(ExprMutator):
                     span=call.span)
 
     def _lower_fused(self, call: Call, gname: str) -> tuple[list[Binding], Expr]:
-        func = self.parent.primitives[gname]
         try:
-            lowered, name = self.parent.lower_primitive(gname)
+            # (func: the function lowered, gname's own or one equal to it)
+            lowered, name, func = self.parent.lower_primitive(gname)
         except (LegalizeError, StructInfoError) as exc:
             raise self.error(f"cannot lower the fused function cls.{gname}: "
                              f"{getattr(exc, 'message', None) or exc}") from exc

@@ -316,3 +316,67 @@ class Module:
     x = rand(3)
     (g,) = interpret(out, x)
     np.testing.assert_array_equal(g, np.meshgrid(x, indexing="ij")[0])
+
+
+FUSED_TWICE = '''
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "optimization"})
+
+    @R.function(private=True)
+    def fused_a(a: R.Tensor(("m", 3), "float32"), b: R.Tensor((3,), "float32")) -> R.Tensor(("m", 3), "float32"):
+        R.func_attr({"Primitive": True})
+        m = T.int64()
+        y = R.add(a, b)
+        z = R.multiply(y, a)
+        return z
+
+    @R.function(private=True)
+    def fused_b(c: R.Tensor(("k", 3), "float32"), d: R.Tensor((3,), "float32")) -> R.Tensor(("k", 3), "float32"):
+        R.func_attr({"Primitive": True})
+        k = T.int64()
+        y = R.add(c, d)
+        z = R.multiply(y, c)
+        return z
+
+    @R.function(private=True)
+    def fused_c(c: R.Tensor(("k", 3), "float32"), d: R.Tensor((3,), "float32")) -> R.Tensor(("k", 3), "float32"):
+        R.func_attr({"Primitive": True})
+        k = T.int64()
+        y = R.add(c, d)
+        z = R.multiply(y, d)
+        return z
+
+    @R.function
+    def main(x: R.Tensor(("n", 3), "float32"), v: R.Tensor((3,), "float32"), w: R.Tensor((3,), "float32")) -> R.Tensor(("n", 3), "float32"):
+        n = T.int64()
+        g1 = cls.fused_a(x, v)
+        g2 = cls.fused_b(g1, w)
+        g3 = cls.fused_c(g2, v)
+        return g3
+'''
+
+
+def test_legalize_ops_lowers_structurally_equal_fused_functions_once(monkeypatch):
+    import phasec.passes.legalize_ops as legalize_ops
+    lowered = []
+    real = legalize_ops.lower_fused
+
+    def counting(func, **kwargs):
+        lowered.append(func)
+        return real(func, **kwargs)
+
+    monkeypatch.setattr(legalize_ops, "lower_fused", counting)
+    mod = phasec.parse(FUSED_TWICE)
+    out = run_pass("LegalizeOps", mod)
+    # fused_b is fused_a up to names: lowered once, its call uses fused_a's
+    # kernel with its own arguments; fused_c (y * d, not y * c) is its own
+    assert len(lowered) == 2
+    calls = calls_of(out["main"], "relax.call_tir")
+    assert [c.value.args[0].name_hint for c in calls] == ["fused_a", "fused_a", "fused_c"]
+    x, v, w = rand(4, 3), rand(3), rand(3)
+    g1 = (x + v) * x
+    g2 = (g1 + w) * g1
+    got = VirtualMachine(phasec.build(out))["main"](x, v, w)
+    np.testing.assert_allclose(np.asarray(got), (g2 + v) * v, rtol=1e-5, atol=1e-6)
+    assert_same_results(mod, out, x, v, w)

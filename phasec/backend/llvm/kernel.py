@@ -32,6 +32,7 @@ from phasec.backend.llvm.intrinsics import IntrinsicLowering
 from phasec.backend.llvm.irtext import LLVM_TYPE, FunctionText, quote, sanitize
 from phasec.backend.llvm.loops import LoopEmitter
 from phasec.backend.llvm.statements import StatementEmitter
+from phasec.backend.llvm.vectors import VectorLoops
 
 __all__ = ["FunctionEmitters", "emit_kernel"]
 
@@ -41,7 +42,7 @@ class FunctionEmitters:
     outlined parallel body gets its own (see :meth:`outline`)."""
 
     def __init__(self, ctx: KernelContext, types: ExprTypes,
-                 proofs: AccessProofs | None = None) -> None:
+                 proofs: AccessProofs | None = None, blocked: set[int] | None = None) -> None:
         self.ctx = ctx
         self.types = types
         self.proofs = proofs
@@ -51,13 +52,17 @@ class FunctionEmitters:
         self.intrinsics = IntrinsicLowering(ctx, types, self.conversions)
         self.expressions = ExpressionEmitter(ctx, types, self.conversions, self.access,
                                              self.intrinsics)
-        self.loops = LoopEmitter(ctx, self.expressions, self.conversions, self.outline)
+        self.loops = LoopEmitter(ctx, self.expressions, self.conversions, self.outline,
+                                 VectorLoops(ctx, types, self.expressions, self.access,
+                                             blocked))
         self.statements = StatementEmitter(ctx, types, self.conversions, self.expressions,
                                            self.access, self.loops)
 
     def outline(self, ctx: KernelContext) -> FunctionEmitters:
         """The emitters of another function of the same kernel (a parallel loop's body)."""
-        return FunctionEmitters(ctx, self.types, self.proofs)
+        vectors = self.loops.vectors
+        return FunctionEmitters(ctx, self.types, self.proofs,
+                                None if vectors is None else vectors.blocked_tiles())
 
     def emit_stmt(self, s: tir.Stmt) -> None:
         self.statements.emit(s)

@@ -31,6 +31,7 @@ from phasec.backend.llvm.expressions import ExpressionEmitter
 from phasec.backend.llvm.irtext import (
     BITS, LLVM_TYPE, FunctionText, is_intlike, is_signed, quote, sanitize,
 )
+from phasec.backend.llvm.vectors import VectorLoops, small_local
 from phasec.backend.llvm.work import estimate_work
 
 __all__ = ["LoopEmitter", "OutlinedFunction", "POLL_EVERY", "poll_mode"]
@@ -45,6 +46,10 @@ POLL_EVERY = 1 << 16
 COPY_LOOP_TRIPS = 32
 COPY_LOOP_ELEMENTS = 32
 LARGE_SOURCE_ELEMENTS = 4096
+
+#: a loop of at most this many iterations around a register tile of vector
+#: instructions is left to LLVM's unroller (see LoopEmitter.emit_for)
+TILE_LOOP_UNROLLED = 8
 
 #: a loop body whose loops run at most this many iterations in all (constant
 #: extents) is treated as straight-line code when placing cancel polls
@@ -212,6 +217,31 @@ def _const_trips(s: tir.Stmt) -> int | None:
     return 0
 
 
+def _indexes_tile(body: tir.Stmt, var: tir.Var, params: tuple) -> bool:
+    """Whether ``body`` indexes a small local buffer (a register tile, see
+    :func:`.vectors.small_local`) with ``var``, directly or through a block axis
+    bound to it."""
+    dependent = {id(var)}
+
+    def uses(e: Any) -> bool:
+        return any(type(n) is tir.Var and id(n) in dependent for n in walk(e))
+
+    for node in walk(body):
+        t = type(node)
+        if t is tir.Block:
+            for iv, value in zip(node.iter_vars, node.iter_values):
+                if uses(value):
+                    dependent.add(id(iv.var))
+        elif (t is tir.BufferLoad or t is tir.BufferStore) and small_local(
+                node.buffer, params) and any(uses(i) for i in node.indices):
+            return True
+    return False
+
+
+def _is_one(extent: Any) -> bool:
+    return isinstance(extent, tir.IntImm) and extent.value == 1
+
+
 def poll_mode(body: tir.Stmt, dt: str, extent: Any) -> str | None:
     """Where a loop checks the cancel flag: ``"each"`` iteration when its
     body holds a loop that may run long (one load per iteration of an
@@ -248,11 +278,16 @@ class LoopEmitter:
 
     def __init__(self, ctx: KernelContext, expressions: ExpressionEmitter,
                  conversions: Conversions,
-                 outline: Callable[[KernelContext], OutlinedFunction]) -> None:
+                 outline: Callable[[KernelContext], OutlinedFunction],
+                 vectors: VectorLoops | None = None) -> None:
         self.ctx = ctx
         self.expressions = expressions
         self.conversions = conversions
         self.outline = outline
+        self.vectors = vectors
+        #: loops emitted as LLVM loops (all but vector instructions and
+        #: ``unroll`` loops, which LLVM unrolls fully), so far
+        self.loops_opened = 0
 
     def _loop_bounds(self, s: tir.For) -> tuple[str, str, str]:
         v = s.loop_var
@@ -272,6 +307,10 @@ class LoopEmitter:
             raise self.ctx.error(f"loop '{s.loop_var.name}' is bound to the GPU thread axis "
                                  f"{s.thread!r} (T.thread_binding); the LLVM backend compiles "
                                  f"for the host CPU and does not run GPU-scheduled kernels", s)
+        if s.kind == "vectorized" and self.vectors is not None and self.vectors.try_emit(s):
+            return  # one vector: vector instructions, no loop (see .vectors)
+        if s.kind != "unroll" and not _is_one(s.extent):
+            self.loops_opened += 1
         if s.kind == "parallel" and self.ctx.allow_parallel:
             self._parallel_for(s, tasks)
             return
@@ -285,10 +324,27 @@ class LoopEmitter:
         iv, close_loop = self.open_loop(ty, signed, lo, end, mode, sanitize(s.loop_var.name))
         prev = self.ctx.bind_var(s.loop_var, iv)
         md = self._loop_md(s)
+        opened = self.loops_opened
+        vectors = self.vectors.emitted if self.vectors is not None else 0
 
         def close() -> None:
             self.ctx.unbind_var(s.loop_var, prev)
-            close_loop(md)
+            if (s.kind == "serial" and md is None and not (
+                    isinstance(s.extent, tir.IntImm) and s.extent.value <= TILE_LOOP_UNROLLED)
+                    and self.loops_opened == opened
+                    and self.vectors is not None and self.vectors.emitted > vectors
+                    and not _indexes_tile(s.body, s.loop_var, self.ctx.func.params)):
+                # The innermost loop around a register tile of vector
+                # instructions, not indexing the tile (a reduction into it):
+                # with the tile in registers from the start, LLVM unrolled
+                # such a loop by 2, which it did not when its vectorizer
+                # made the vectors late (and the unrolled 1x1 convolutions
+                # spilled address registers). Kept a loop, as before; a
+                # loop over the tile's rows (its write-back) and a short one
+                # (a 3x3 window's 3 columns) are left to LLVM.
+                close_loop(self.ctx.mod.loop_metadata(['!"llvm.loop.unroll.disable"']))
+            else:
+                close_loop(md)
             self.ctx.raise_zero_divisor()  # a zero divisor the loop met: out of the loop
 
         tasks.append(close)

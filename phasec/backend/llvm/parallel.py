@@ -36,8 +36,13 @@ __all__ = ["split_kernels", "compile_modules", "MIN_MODULE_IR_CHARS", "MODULE_SH
 
 #: the kernel IR (characters) a module must have to be worth a worker of its
 #: own: a worker costs ~50 ms of CPU to start, and each module compiles the
-#: shared library code again; 100k characters of kernel IR take ~0.3 s
-MIN_MODULE_IR_CHARS = 100_000
+#: shared library code again (~10 ms); 40k characters of kernel IR take
+#: ~0.1-0.2 s. Small enough that the last modules even out the processes:
+#: LLVM's time per character varies 3x between kernels (a max pool's 15k
+#: characters cost as much as a convolution's 50k), so with 100k the last
+#: module kept one process busy ~0.3 s after the other had finished
+#: (SqueezeNet and ResNet-50, replayed from `bench_compile.py --kernels`)
+MIN_MODULE_IR_CHARS = 40_000
 
 #: one compiled module: object code, optimized IR, external functions called
 Compiled = tuple[bytes, str, list[str]]

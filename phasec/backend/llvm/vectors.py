@@ -1,0 +1,319 @@
+"""Loops of exactly one vector emitted as vector instructions.
+
+A schedule's register tile is a few fully unrolled loops around loops of
+one vector (``T.vectorized(16)`` over float32 at 512 bits): unrolled, one
+3x3 convolution of SqueezeNet holds hundreds of them, and LLVM's loop
+vectorizer turned each into a vector body with a remainder loop that later
+passes deleted again (890 loops vectorized over SqueezeNet's library, a
+fifth of LLVM's time, and the clean-up after them). Such a loop is emitted
+here as the vector instructions LLVM would have produced: the loop variable
+at its first value gives the address of lane 0, a contiguous access is one
+vector load or store, a value the loop does not change is computed once
+and broadcast.
+
+Only what is certainly the same computation is emitted this way, anything
+else keeps the scalar loop LLVM vectorizes (:meth:`VectorLoops.try_emit`
+returns False and has emitted nothing): a float32 store (in a block or
+not, without init) of ``+ - * min max`` of float32 loads and values the
+loop does not change; every access in bounds without a run-time check;
+an access the loop changes is contiguous (the loop variable, coefficient
+1, in its last index only); the stored buffer is read only at the very
+element each lane writes (no lane reads what another wrote); 4 to 16
+lanes, a power of two. A register tile one of whose accumulation rows
+cannot be one vector of at least TILE_MIN_LANES lanes is left to LLVM
+whole (:meth:`VectorLoops.blocked_tiles`): a tile part vector
+instructions, part loops, ran slower. The code LLVM makes of the result
+was compared kernel by kernel with what it made of the loops (the same
+instructions in the 1x1 convolutions; the Winograd ones 5-12% faster), and
+the run time of every kernel of ResNet-50, SqueezeNet, GoogLeNet and
+ShuffleNet measured both ways (bench/README.md, issue 29 round 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from phasec.ir import tir
+from phasec.backend.llvm.abi import walk
+from phasec.backend.llvm.access import BufferAccess
+from phasec.backend.llvm.context import KernelContext
+from phasec.backend.llvm.expressions import ExpressionEmitter
+from phasec.backend.llvm.exprtypes import ExprTypes
+from phasec.backend.llvm.irtext import FLOAT_SUFFIX, elem_bytes, float_literal
+
+__all__ = ["VectorLoops", "index_step", "small_local", "SMALL_LOCAL_ELEMENTS"]
+
+_DTYPE = "float32"
+#: the narrowest loop emitted as one vector
+MIN_LANES = 4
+#: a register tile with a narrower row of accumulation is left to LLVM
+#: whole: with its 4-wide row one vector, a tile of 16 + 8 + 4 + 1 wide rows
+#: (GoogLeNet's 5x5 convolution over 13x13 images) ran 1.10x slower
+TILE_MIN_LANES = 8
+#: a local buffer of constant shape with fewer elements is a register tile
+SMALL_LOCAL_ELEMENTS = 4096
+_ARITH = {"+": "fadd", "-": "fsub", "*": "fmul"}
+_MINMAX = {"min": "minimum", "max": "maximum"}
+
+
+def index_step(e: Any, steps: dict[int, int]) -> int | None:
+    """How much integer index ``e`` grows from one lane to the next, given
+    the step of each variable that changes (``steps``, by ``id``); None
+    when it is not affine in them (a product of two changing values, a
+    division or a load of a changing value)."""
+    t = type(e)
+    if t is tir.Var:
+        return steps.get(id(e), 0)
+    if t is tir.IntImm:
+        return 0
+    if t is tir.BinaryOp and e.op in ("+", "-"):
+        a, b = index_step(e.lhs, steps), index_step(e.rhs, steps)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "+" else a - b
+    if t is tir.BinaryOp and e.op == "*":
+        a, b = index_step(e.lhs, steps), index_step(e.rhs, steps)
+        if a is None or b is None:
+            return None
+        if a == 0 and b == 0:
+            return 0
+        if a == 0 and type(e.lhs) is tir.IntImm:
+            return int(e.lhs.value) * b
+        if b == 0 and type(e.rhs) is tir.IntImm:
+            return int(e.rhs.value) * a
+        return None
+    return 0 if not _changes(e, steps) else None
+
+
+def _changes(e: Any, steps: dict[int, int]) -> bool:
+    """Whether ``e`` reads a variable that changes from lane to lane."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if type(n) is tir.Var and steps.get(id(n), 0) != 0:
+            return True
+        stack.extend(tir.expr_children(n))
+    return False
+
+
+def small_local(buf: tir.Buffer, params: tuple) -> bool:
+    """A local buffer of constant shape under SMALL_LOCAL_ELEMENTS elements
+    (a register tile, not a packed copy of an input)."""
+    if any(buf is p for p in params):
+        return False
+    size = 1
+    for d in buf.shape:
+        if not isinstance(d, tir.IntImm):
+            return False
+        size *= d.value
+    return size < SMALL_LOCAL_ELEMENTS
+
+
+def _accesses(body: tir.Stmt) -> list[Any]:
+    return [n for n in walk(body) if type(n) is tir.BufferLoad or type(n) is tir.BufferStore]
+
+
+def _accumulates(loop: tir.For) -> bool:
+    """A loop over a block with a reduction axis (a tile's update row)."""
+    return type(loop.body) is tir.Block and any(iv.kind == "R" for iv in loop.body.iter_vars)
+
+
+def _same_buffer(a: Any, b: Any) -> bool:
+    """The same memory, as far as the TIR alone tells (before buffers are bound)."""
+    return a.buffer is b.buffer
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same index: the same variables (by identity),
+    constants and operators (anything else counts as different)."""
+    ta = type(a)
+    if ta is not type(b):
+        return False
+    if ta is tir.Var:
+        return a is b
+    if ta is tir.IntImm:
+        return a.value == b.value and a.dtype == b.dtype
+    if ta is tir.BinaryOp:
+        return a.op == b.op and _same(a.lhs, b.lhs) and _same(a.rhs, b.rhs)
+    return False
+
+
+class VectorLoops:
+    """Emits loops of one vector as vector instructions (module docstring)."""
+
+    def __init__(self, ctx: KernelContext, types: ExprTypes, expressions: ExpressionEmitter,
+                 access: BufferAccess, blocked: set[int] | None = None) -> None:
+        self.ctx = ctx
+        self.types = types
+        self.expressions = expressions
+        self.access = access
+        #: loops emitted as vector instructions so far
+        self.emitted = 0
+        self._blocked = blocked  # (see blocked_tiles; shared by a kernel's functions)
+
+    def lanes(self) -> int:
+        """float32 lanes of one vector of the target's preferred width."""
+        return (self.ctx.options.prefer_vector_width or 128) // 32
+
+    def try_emit(self, s: tir.For) -> bool:
+        """Emit ``s`` (a ``vectorized`` loop) as vector instructions and
+        return True, or emit nothing and return False."""
+        plan = self._plan(s, self._same_memory)
+        blocked = self.blocked_tiles()
+        if plan is None or any(id(n.buffer) in blocked for n in _accesses(s.body)):
+            return False
+        block, body, steps, lanes = plan
+        self._emit(s, block, body, steps, lanes)
+        self.emitted += 1
+        return True
+
+    def blocked_tiles(self) -> set[int]:
+        """The small local buffers (register tiles) that a ``vectorized``
+        accumulation loop of the kernel that is not one vector of at least
+        TILE_MIN_LANES accesses (a 16 + 8 + 3 wide tile's 3-wide edge): all
+        their loops are left to LLVM. A tile part
+        vector instructions, part a loop indexing it, stayed in memory
+        (GoogLeNet's 5x5 convolutions over 27-wide rows 1.16x slower).
+        Computed once per kernel (its parallel loops' functions share it)."""
+        if self._blocked is not None:
+            return self._blocked
+        blocked: set[int] = set()
+        params = self.ctx.func.params
+        for node in walk(self.ctx.func.body):
+            if type(node) is tir.For and node.kind == "vectorized" and _accumulates(node) and (
+                    self._plan(node, _same_buffer) is None
+                    or node.extent.value < TILE_MIN_LANES):
+                blocked.update(id(n.buffer) for n in _accesses(node.body)
+                               if small_local(n.buffer, params))
+        self._blocked = blocked
+        return blocked
+
+    def _plan(self, s: tir.For, same_memory: Any) -> tuple[Any, ...] | None:
+        """(block or None, store, steps, lanes) of a loop that can be one
+        vector, else None."""
+        if not isinstance(s.extent, tir.IntImm):
+            return None
+        lanes = int(s.extent.value)
+        if lanes < MIN_LANES or lanes > self.lanes() or lanes & (lanes - 1):
+            return None
+        body, block = s.body, None
+        if type(body) is tir.Block:
+            if body.init is not None:
+                return None
+            block, body = body, body.body
+        if type(body) is not tir.BufferStore:
+            return None
+        steps = {id(s.loop_var): 1}
+        if block is not None:
+            for iv, value in zip(block.iter_vars, block.iter_values):
+                step = index_step(value, steps)
+                if step is None:
+                    return None
+                if step:
+                    steps[id(iv.var)] = step
+        if not self._vectorizable(body, steps, same_memory):
+            return None
+        return block, body, steps, lanes
+
+    def _same_memory(self, a: tir.BufferLoad | tir.BufferStore,
+                     b: tir.BufferLoad | tir.BufferStore) -> bool:
+        return self.ctx.lookup_buffer(a.buffer, a).ptr == self.ctx.lookup_buffer(b.buffer, b).ptr
+
+    # -- the checks ------------------------------------------------------------
+    def _access_kind(self, node: tir.BufferLoad | tir.BufferStore,
+                     steps: dict[int, int]) -> str | None:
+        """``"uniform"`` (the same element in every lane), ``"contiguous"``
+        (consecutive elements) or None (anything else, or checked)."""
+        if node.buffer.dtype != _DTYPE:
+            return None
+        if any(self.access.is_checked(node, d) for d in range(len(node.indices))):
+            return None
+        idx = [index_step(i, steps) for i in node.indices]
+        if any(i is None for i in idx) or not idx:
+            return None
+        if all(i == 0 for i in idx):
+            return "uniform"
+        if idx[-1] == 1 and all(i == 0 for i in idx[:-1]):
+            return "contiguous"
+        return None
+
+    def _vectorizable(self, store: tir.BufferStore, steps: dict[int, int],
+                      same_memory: Any) -> bool:
+        if self._access_kind(store, steps) != "contiguous":
+            return False
+        stack: list[Any] = [store.value]
+        while stack:
+            e = stack.pop()
+            t = type(e)
+            if t is tir.BufferLoad:
+                kind = self._access_kind(e, steps)
+                if kind is None:
+                    return False
+                if same_memory(e, store) and not (
+                        e.buffer is store.buffer
+                        and all(_same(a, b) for a, b in zip(e.indices, store.indices))):
+                    return False  # a lane could read what another lane wrote
+                continue
+            if not _changes(e, steps) and t is not tir.BinaryOp:
+                if self.types.dtype_of(e) != _DTYPE:
+                    return False
+                continue  # (computed once, broadcast)
+            if t is not tir.BinaryOp or (e.op not in _ARITH and e.op not in _MINMAX):
+                return False
+            if any(self.types.dtype_of(x) != _DTYPE for x in (e, e.lhs, e.rhs)) \
+                    or self.types.optypes.get(id(e)) != _DTYPE:
+                return False
+            stack += [e.lhs, e.rhs]
+        return True
+
+    # -- emission --------------------------------------------------------------
+    def _emit(self, s: tir.For, block: tir.Block | None, store: tir.BufferStore,
+              steps: dict[int, int], lanes: int) -> None:
+        ctx = self.ctx
+        v = s.loop_var
+        first = self.expressions.emit_value_as(s.min, v.dtype, f"the start of loop '{v.name}'")
+        bound = [(v, ctx.bind_var(v, first))]
+        if block is not None:
+            for iv, value in zip(block.iter_vars, block.iter_values):
+                op = self.expressions.emit_value_as(value, iv.var.dtype,
+                                                    f"the binding of block axis '{iv.var.name}'")
+                bound.append((iv.var, ctx.bind_var(iv.var, op)))
+        value = self._value(store.value, steps, lanes)
+        p = self._lane0_ptr(store)
+        ctx.fn.emit(f"store <{lanes} x float> {value}, ptr {p}, align {elem_bytes(_DTYPE)}")
+        for var, prev in reversed(bound):
+            ctx.unbind_var(var, prev)
+
+    def _lane0_ptr(self, node: tir.BufferLoad | tir.BufferStore) -> str:
+        ops = [self.expressions.emit_expr(i) for i in node.indices]
+        return self.access.element_ptr(node.buffer, node.indices, ops, node)[1]
+
+    def _value(self, e: Any, steps: dict[int, int], lanes: int) -> str:
+        fn = self.ctx.fn
+        vty = f"<{lanes} x float>"
+        t = type(e)
+        if t is tir.BufferLoad and self._access_kind(e, steps) == "contiguous":
+            p = self._lane0_ptr(e)
+            r = fn.tmp("vl")
+            fn.emit(f"{r} = load {vty}, ptr {p}, align {elem_bytes(_DTYPE)}")
+            return r
+        if t is tir.FloatImm:
+            lit = float_literal(float(e.value), _DTYPE)
+            return "<" + ", ".join([f"float {lit}"] * lanes) + ">"
+        if not _changes(e, steps) and t is not tir.BinaryOp or t is tir.BufferLoad:
+            x = self.expressions.emit_expr(e)
+            one, r = fn.tmp("vb"), fn.tmp("vb")
+            fn.emit(f"{one} = insertelement {vty} poison, float {x}, i64 0")
+            fn.emit(f"{r} = shufflevector {vty} {one}, {vty} poison, "
+                    f"<{lanes} x i32> zeroinitializer")
+            return r
+        a = self._value(e.lhs, steps, lanes)
+        b = self._value(e.rhs, steps, lanes)
+        r = fn.tmp("vf")
+        if e.op in _ARITH:
+            fn.emit(f"{r} = {_ARITH[e.op]} {self.ctx.options.float_flags}{vty} {a}, {b}")
+        else:
+            name = f"llvm.{_MINMAX[e.op]}.v{lanes}{FLOAT_SUFFIX[_DTYPE]}"
+            callee = self.ctx.mod.intrinsic(name, vty, [vty, vty])
+            fn.emit(f"{r} = call {vty} {callee}({vty} {a}, {vty} {b})")
+        return r
