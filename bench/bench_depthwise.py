@@ -53,7 +53,6 @@ def key(c: int, hw: int, k: int, s: int) -> str:
 
 
 def model(c: int, hw: int, k: int, s: int, act: str):
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(c * 1000 + hw * 10 + k)
     w = numpy_helper.from_array(rng.standard_normal((c, 1, k, k)).astype(np.float32) / k, "w")

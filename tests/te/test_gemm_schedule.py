@@ -200,7 +200,6 @@ def _conv_reference(x, w, b, groups):
 
 
 def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
-    from phasec.backend.llvm import compile_prim_funcs
     rng = np.random.default_rng(3)
     funcs, cases = {}, []
     for name, (n, c, h, w, o, kh, kw, groups) in {

@@ -98,7 +98,7 @@ def with_feature_override(features: str, override: str) -> str:
     return ",".join(kept + wanted)
 
 
-#: the runtime's cache of kernels' freed intermediate buffers (irlib.BUFFER_CACHE_IR)
+#: the runtime's cache of kernels' freed intermediate buffers (bufcache.BUFFER_CACHE_IR)
 _RUNTIME_BUFFER_FUNCTIONS = ("phasec_rt_alloc", "phasec_rt_free", "phasec_rt_trim_buffers")
 
 _init_lock = threading.Lock()
@@ -370,7 +370,7 @@ def _cgroup_cpu_quota() -> int | None:
 
 def trim_buffer_cache() -> int:
     """Free the kernel buffers the runtime keeps for reuse (see
-    :data:`.irlib.BUFFER_CACHE_IR`); returns the bytes released."""
+    :data:`.bufcache.BUFFER_CACHE_IR`); returns the bytes released."""
     host_target()
     fn = ctypes.CFUNCTYPE(ctypes.c_int64)(_runtime.addresses["phasec_rt_trim_buffers"])
     return int(fn())
@@ -378,7 +378,7 @@ def trim_buffer_cache() -> int:
 
 def set_buffer_cache_limit(nbytes: int) -> None:
     """Keep at most ``nbytes`` of kernels' freed intermediate buffers for
-    reuse (default :data:`.irlib.BUFFER_CACHE_BYTES`, 32 MiB; or
+    reuse (default :data:`.bufcache.BUFFER_CACHE_BYTES`, 32 MiB; or
     ``PHASEC_BUFFER_CACHE``; 0: none), so that large buffers are not faulted
     in again on every call when glibc gave them back to the system; blocks
     already kept beyond a lower limit are freed."""

@@ -144,7 +144,7 @@ class StatementEmitter:
                 fn.emit(f"{rnd} = and i64 {up}, -64")
                 size = fn.tmp("sz")
                 fn.emit(f"{size} = select i1 {bad2}, i64 -64, i64 {rnd}")
-            # through the runtime's cache of freed blocks (see irlib.BUFFER_CACHE_IR),
+            # through the runtime's cache of freed blocks (see bufcache.BUFFER_CACHE_IR),
             # given back there by an error exit too (a block lent by the cache
             # must return to its slot)
             mod = self.ctx.mod

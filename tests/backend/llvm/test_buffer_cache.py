@@ -1,5 +1,5 @@
 """The LLVM runtime's cache of kernels' freed intermediate buffers
-(``phasec_rt_alloc`` / ``phasec_rt_free``, :data:`phasec.backend.llvm.irlib.BUFFER_CACHE_IR`):
+(``phasec_rt_alloc`` / ``phasec_rt_free``, :data:`phasec.backend.llvm.bufcache.BUFFER_CACHE_IR`):
 a block given back is kept and reused, correct results under concurrent
 calls, the limit (0: nothing kept), and releasing what is kept."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from phasec.backend.llvm import compile_prim_funcs, set_buffer_cache_limit, trim_buffer_cache
-from phasec.backend.llvm.irlib import BUFFER_CACHE_BYTES
+from phasec.backend.llvm.bufcache import BUFFER_CACHE_BYTES
 from phasec.errors import PhasecError
 from phasec.ir import tir
 
