@@ -78,7 +78,8 @@ def schedule(nest: NestEmitter) -> FlatNest | None:
     last two axes whose rows are not whole vectors (nor
     wider than :data:`MAX_ROW_VECTORS` vectors), every load reads them as a
     row-major pair or not at all, and (when the nest is worth running in
-    parallel) an outer axis is left to run in parallel."""
+    parallel) an outer axis is left to run in parallel, not a short odd one
+    the plain nest would fuse with the next."""
     root, m = nest.root, nest.m
     if m < 3 or root.is_reduce or nest.attached or not nest.opt.vectorize:
         return None
@@ -88,9 +89,14 @@ def schedule(nest: NestEmitter) -> FlatNest | None:
         return None
     # the outer loops must still offer the parallel loop the plain nest would have
     outer = [static_int(nest.shape[t]) for t in range(m - 2)]
-    if (nest.opt.parallel and nest.work() >= nest.opt.min_parallel_work
-            and not any(v is None or v >= 2 for v in outer)):
-        return None
+    if nest.opt.parallel and nest.work() >= nest.opt.min_parallel_work:
+        if not any(v is None or v >= 2 for v in outer):
+            return None
+        # a short odd parallel axis, which two threads cannot split evenly:
+        # the plain nest fuses it with the next one (NestEmitter._fused_level)
+        first = next(v for v in outer if v != 1)
+        if first is not None and first % 2 and first < nest.opt.target.parallel_min_iterations:
+            return None
     y, x = root.axes[m - 2], root.axes[m - 1]
     if not all(_flat_load(ld, y, x, W, nest.low) for ld in loads_of(root.expr)):
         return None
