@@ -168,10 +168,10 @@ class VectorLoops:
         return True
 
     def blocked_tiles(self) -> set[int]:
-        """The small local buffers (register tiles) that a ``vectorized``
-        accumulation loop of the kernel that is not one vector of at least
-        TILE_MIN_LANES accesses (a 16 + 8 + 3 wide tile's 3-wide edge): all
-        their loops are left to LLVM. A tile part
+        """The small local buffers (register tiles) that an accumulation
+        loop of the kernel that is not one vector of at least TILE_MIN_LANES
+        accesses (a 16 + 8 + 3 wide tile's 3-wide edge, or a scalar column
+        as a serial loop: 16 + 16 + 1): all their loops are left to LLVM. A tile part
         vector instructions, part a loop indexing it, stayed in memory
         (GoogLeNet's 5x5 convolutions over 27-wide rows 1.16x slower).
         Computed once per kernel (its parallel loops' functions share it)."""
@@ -180,8 +180,8 @@ class VectorLoops:
         blocked: set[int] = set()
         params = self.ctx.func.params
         for node in walk(self.ctx.func.body):
-            if type(node) is tir.For and node.kind == "vectorized" and _accumulates(node) and (
-                    self._plan(node, _same_buffer) is None
+            if type(node) is tir.For and _accumulates(node) and (
+                    node.kind != "vectorized" or self._plan(node, _same_buffer) is None
                     or node.extent.value < TILE_MIN_LANES):
                 blocked.update(id(n.buffer) for n in _accesses(node.body)
                                if small_local(n.buffer, params))
