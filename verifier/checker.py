@@ -10,8 +10,6 @@ node kind, so checking is linear in program size at every phase.
 from __future__ import annotations
 
 import gc
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
@@ -32,6 +30,7 @@ from phasec.ir.struct_info import (
 
 from phasec.verifier.context import BRANCH, DATAFLOW, FUNCTION, PRIM_FUNC, Context, Frame
 from phasec.verifier.diagnostics import ERROR, Diagnostic, summarize
+from phasec.verifier.memo import BoundedMemo
 from phasec.verifier.rules import HOOKS, Rule, all_rules, get_rule
 
 __all__ = ["check", "verify", "infer_phase", "Checker"]
@@ -59,9 +58,7 @@ _TIR_WALK_HOOKS = ("tir_var_def", "tir_var_use", "tir_buffer_use")
 #: object is the same kernel); ResNet-50 walked its kernels 174 times for 34
 #: of them. Only dispatches whose walk hooks are all built-in (pure_tir_walk)
 #: use it; the PrimFunc kept as the value pins its id.
-_CLEAN_WALKS: "OrderedDict[tuple[int, int], Any]" = OrderedDict()
-_CLEAN_WALKS_SIZE = 4096
-_CLEAN_WALKS_LOCK = threading.Lock()
+_CLEAN_WALKS = BoundedMemo(4096)
 
 
 class _Dispatch:
@@ -554,18 +551,12 @@ class Checker:
         for hook in d.prim_func:
             hook(ctx, func)
         key = (id(func), id(d))
-        if d.pure_tir_walk:
-            with _CLEAN_WALKS_LOCK:
-                if _CLEAN_WALKS.get(key) is func:
-                    _CLEAN_WALKS.move_to_end(key)
-                    return
+        if d.pure_tir_walk and _CLEAN_WALKS.get(key) is func:
+            return
         reported = len(ctx.diagnostics)
         self._walk_prim_body(func)
         if d.pure_tir_walk and len(ctx.diagnostics) == reported:
-            with _CLEAN_WALKS_LOCK:
-                _CLEAN_WALKS[key] = func
-                if len(_CLEAN_WALKS) > _CLEAN_WALKS_SIZE:
-                    _CLEAN_WALKS.popitem(last=False)
+            _CLEAN_WALKS.put(key, func)
 
     def _walk_prim_body(self, func: tir.PrimFunc) -> None:
         ctx, d = self.ctx, self.d

@@ -5,8 +5,6 @@ The struct-info keys the inference caches use are :mod:`phasec.verifier.keys`.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from phasec.errors import StructInfoError
@@ -22,6 +20,7 @@ from phasec.ir.struct_info import (
 )
 
 from phasec.verifier.context import Context
+from phasec.verifier.memo import BoundedMemo
 
 __all__ = ["FORCE_PURE", "is_force_pure", "impure_reason", "infer_call", "infer_expr",
            "op_spelling", "sinfo_to_str", "expr_to_str", "callee_spelling", "agreement",
@@ -94,9 +93,7 @@ def impure_reason(ctx: Context, call: Call, opdef: Any) -> str | None:
 #: after each pass infers the same calls again, and their inference reads
 #: nothing but the key (a GlobalVar is keyed by its name, whose meaning is
 #: the module's).
-_SHARED_INFERENCE: "OrderedDict[Any, StructInfo]" = OrderedDict()
-_SHARED_INFERENCE_SIZE = 8192
-_SHARED_INFERENCE_LOCK = threading.Lock()
+_SHARED_INFERENCE = BoundedMemo(8192)
 
 
 def _module_free(call: Call) -> bool:
@@ -121,8 +118,7 @@ def infer_call(ctx: Context, call: Call) -> tuple[StructInfo | None, str | None]
     cached = ctx.infer_cache.get(key) if key is not None else None
     shared = key is not None and _module_free(call)
     if cached is None and shared:
-        with _SHARED_INFERENCE_LOCK:
-            cached = _SHARED_INFERENCE.get(key)
+        cached = _SHARED_INFERENCE.get(key)
     if cached is not None:
         sinfo, error = cached, None
     else:
@@ -130,10 +126,7 @@ def infer_call(ctx: Context, call: Call) -> tuple[StructInfo | None, str | None]
         if key is not None and sinfo is not None:
             ctx.infer_cache[key] = sinfo
             if shared:
-                with _SHARED_INFERENCE_LOCK:
-                    _SHARED_INFERENCE[key] = sinfo
-                    if len(_SHARED_INFERENCE) > _SHARED_INFERENCE_SIZE:
-                        _SHARED_INFERENCE.popitem(last=False)
+                _SHARED_INFERENCE.put(key, sinfo)
     ctx._infer_memo = (call, sinfo, error)
     return sinfo, error
 

@@ -125,6 +125,11 @@ class TargetTuning:
     winograd_tile: int = 4
     winograd_min_channels: int = 8
 
+    def splits_unevenly(self, iterations: int) -> bool:
+        """Whether a parallel axis of ``iterations`` is fused with the next
+        loop: odd and below :attr:`parallel_min_iterations`."""
+        return iterations % 2 == 1 and iterations < self.parallel_min_iterations
+
     def lanes(self, dtype_bits: int) -> int:
         """Elements of ``dtype_bits`` bits in one vector register."""
         return max(1, self.vector_bits // dtype_bits)

@@ -155,7 +155,7 @@ class NestEmitter:
         (kind0, _, ext0), (kind1, _, ext1) = self.loops[k], self.loops[k + 1]
         e0, e1 = static_int(ext0), static_int(ext1)
         if (kind0 != "axis" or kind1 != "axis" or e0 is None or e1 is None or e1 < 2
-                or e0 >= self.opt.target.parallel_min_iterations or e0 % 2 == 0
+                or not self.opt.target.splits_unevenly(e0)
                 or [st for st in self.attached if st.depth == k + 1]
                 or self._loop_kind(k + 1) != "serial"):
             return -1

@@ -3,8 +3,6 @@ certainly out of bounds (every phase)."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from phasec.ir import tir
@@ -12,6 +10,7 @@ from phasec.arith.outofbounds import find_out_of_bounds
 from phasec.ir.module import IRModule
 
 from phasec.verifier.context import Context
+from phasec.verifier.memo import BoundedMemo
 from phasec.verifier.injection import (
     Choose, first_store, pick, replace_stmt, some_prim_func, with_prim_body,
 )
@@ -164,21 +163,14 @@ class BufferAccessOutOfBounds(Rule):
 #: id(PrimFunc) -> (the PrimFunc, its finding): the passes after LegalizeOps
 #: keep most kernels as they are, and verification after each pass would
 #: otherwise analyse the same (immutable) kernel again every time
-_FINDINGS: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
-_FINDINGS_SIZE = 1024
-_FINDINGS_LOCK = threading.Lock()
+_FINDINGS = BoundedMemo(1024)
 
 
 def _out_of_bounds(func: tir.PrimFunc) -> Any:
     """:func:`find_out_of_bounds`, remembered for the last kernels seen."""
-    with _FINDINGS_LOCK:
-        entry = _FINDINGS.get(id(func))
-        if entry is not None and entry[0] is func:
-            _FINDINGS.move_to_end(id(func))
-            return entry[1]
+    entry = _FINDINGS.get(id(func))
+    if entry is not None and entry[0] is func:
+        return entry[1]
     found = find_out_of_bounds(func)
-    with _FINDINGS_LOCK:
-        _FINDINGS[id(func)] = (func, found)
-        while len(_FINDINGS) > _FINDINGS_SIZE:
-            _FINDINGS.popitem(last=False)
+    _FINDINGS.put(id(func), (func, found))
     return found

@@ -258,9 +258,17 @@ class VMMemory:
         return arr
 
 
-#: references to a kept view nothing else refers to: the storage's views
-#: dictionary, the local name it is read into, getrefcount's argument
-_KEPT_VIEW_REFS = 3
+def _kept_view_refs() -> int:
+    """The references to a kept view nothing else refers to, as the reads
+    below see it (the storage's views dictionary, the local name it is read
+    into, getrefcount's argument): measured, not assumed, since the
+    interpreter's counting may differ between versions."""
+    views = {0: np.empty(0)}
+    view = views.get(0)
+    return sys.getrefcount(view)
+
+
+_KEPT_VIEW_REFS = _kept_view_refs()
 
 
 def _idle(cell: list[Any]) -> bool:

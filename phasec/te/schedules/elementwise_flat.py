@@ -95,7 +95,7 @@ def schedule(nest: NestEmitter) -> FlatNest | None:
         # a short odd parallel axis, which two threads cannot split evenly:
         # the plain nest fuses it with the next one (NestEmitter._fused_level)
         first = next(v for v in outer if v != 1)
-        if first is not None and first % 2 and first < nest.opt.target.parallel_min_iterations:
+        if first is not None and nest.opt.target.splits_unevenly(first):
             return None
     y, x = root.axes[m - 2], root.axes[m - 1]
     if not all(_flat_load(ld, y, x, W, nest.low) for ld in loads_of(root.expr)):
