@@ -355,8 +355,39 @@ def simplify(expr: PrimExpr | int) -> PrimExpr:
     expr = tir.as_prim_expr(expr)
     if isinstance(expr, (IntImm, FloatImm, tir.Var)):
         return expr
+    value = _fold_constants(expr)
+    if value is not None:
+        return IntImm(value, expr.dtype)
     canon = _Canonicalizer()
     return canon.expr_of(canon.canon(expr))
+
+
+#: the integer operators folded without the canonicalizer (see _fold_constants)
+_INT_FOLD = {op: CONST_FOLD[op] for op in ("+", "-", "*", "//", "%", "min", "max")}
+
+
+def _fold_constants(expr: PrimExpr) -> int | None:
+    """The value of an integer expression whose leaves are all integer
+    constants (a static shape's arithmetic: ``(56 + 2) - (1 * (3 - 1) + 1)``),
+    folded as the canonicalizer folds it, without building its polynomials;
+    None for anything else (a variable, a float, another operator, a
+    division by zero)."""
+    t = type(expr)
+    if t is IntImm:
+        return expr.value if _is_int_dtype(expr.dtype) else None
+    if t is not BinaryOp or not _is_int_dtype(expr.dtype):
+        return None
+    fold = _INT_FOLD.get(expr.op)
+    if fold is None:
+        return None
+    try:
+        a = _fold_constants(expr.lhs)
+        b = None if a is None else _fold_constants(expr.rhs)
+    except RecursionError:
+        return None
+    if b is None or (b == 0 and expr.op in ("//", "%")):
+        return None
+    return fold(a, b)
 
 
 def prove_equal(a: PrimExpr | int, b: PrimExpr | int) -> bool:
@@ -387,16 +418,16 @@ def const_int(expr: PrimExpr | int | None) -> int | None:
         return expr.value
     if isinstance(expr, tir.Var):
         return None
+    value = _fold_constants(expr)
+    if value is not None:
+        return value
     canon = _Canonicalizer()
     return canon._const(canon.canon(expr))
 
 
 def prove_not_equal(a: PrimExpr | int, b: PrimExpr | int) -> bool:
     """True when ``a - b`` simplifies to a non-zero constant (provably different)."""
-    a, b = tir.as_prim_expr(a), tir.as_prim_expr(b)
-    if type(a) is IntImm and type(b) is IntImm:  # static shapes: no expression to build
-        return a.value != b.value
-    diff = const_int(BinaryOp("-", a, b))
+    diff = const_int(BinaryOp("-", tir.as_prim_expr(a), tir.as_prim_expr(b)))
     return diff is not None and diff != 0
 
 

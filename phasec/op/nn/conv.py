@@ -59,9 +59,6 @@ def _kernel_layout(rank: int) -> str:
 
 
 def _conv_out(in_dim, k, s, d, p0, p1):
-    size, taps = arith.const_int(in_dim), arith.const_int(k)
-    if size is not None and taps is not None:  # static: integers, no expression to simplify
-        return _i64((size + p0 + p1 - (d * (taps - 1) + 1)) // s + 1)
     num = (in_dim + (p0 + p1)) - (_i64(d) * (k - 1) + 1)
     return arith.simplify(num // s + 1)
 
@@ -91,8 +88,7 @@ def _infer_conv(rank: int):
             return TensorStructInfo(None, dtype, ol.ndim)
         n, c, *sp = dl.to_canonical(data.shape)
         o, i, *ks = kl.to_canonical(weight.shape)
-        ic = arith.const_int(i)
-        if arith.prove_not_equal(c, _i64(ic * groups) if ic is not None else i * groups):
+        if arith.prove_not_equal(c, i * groups):
             raise err(call, f"the data has {prim_expr_to_str(c)} input channels but the weight "
                             f"expects {prim_expr_to_str(i)} x groups({groups})")
         oc = arith.const_int(o)
