@@ -30,7 +30,8 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["FLAG", "flag_address", "armed", "short_call", "raise_interrupt", "cancel_requested"]
+__all__ = ["FLAG", "flag_address", "armed", "short_call", "claim_short", "release_short",
+           "raise_interrupt", "cancel_requested"]
 
 #: the flag kernels poll (exported to LLVM as ``phasec_rt_cancel``); kept
 #: alive for the life of the process, as compiled code holds its address
@@ -41,6 +42,7 @@ _lock = threading.Lock()
 _pipe: tuple[int, int] | None = None
 _forward = -1  # the wakeup fd that was set before ours (asyncio's), or -1
 _is_armed = False
+_main_ident = threading.main_thread().ident  # (refreshed after a fork)
 
 
 def flag_address() -> int:
@@ -85,8 +87,9 @@ def _ensure_watcher() -> tuple[int, int]:
 
 
 def _after_fork() -> None:  # the watcher thread does not survive a fork
-    global _pipe, _is_armed, _forward
+    global _pipe, _is_armed, _forward, _main_ident
     _pipe, _is_armed, _forward = None, False, -1
+    _main_ident = threading.main_thread().ident  # (the forking thread's, in the child)
     FLAG.value = 0
 
 
@@ -132,29 +135,42 @@ class armed:
         FLAG.value = 0
 
 
-class short_call:
-    """Context manager around a call known to be short (the VM's judgement:
-    the same work took milliseconds at most last time): its kernels do not
-    arm one by one, and nothing is installed, so a signal is handled by
-    Python when the call returns, as during any Python code. Arming costs
-    two ``signal.set_wakeup_fd`` calls, as much as a small kernel.
+def claim_short() -> bool:
+    """Mark a call known to be short (the VM's judgement: the same work took
+    milliseconds at most last time) as running: its kernels do not arm one
+    by one, and nothing is installed, so a signal is handled by Python when
+    the call returns, as during any Python code. Arming costs two
+    ``signal.set_wakeup_fd`` calls, as much as a small kernel. True when
+    this call claimed the state (give it back with :func:`release_short`);
+    False inside an armed or claimed call, or off the main thread (where
+    :class:`armed` does nothing anyway). Two plain functions rather than a
+    context manager: this runs once per model call, and a small model's
+    call is a few microseconds of Python."""
+    global _is_armed
+    if _is_armed or threading.get_ident() != _main_ident:
+        return False
+    _is_armed = True  # (the watcher forwards; FLAG stays 0: no fd of ours)
+    return True
 
-    Only the main thread's state changes (elsewhere :class:`armed` does
-    nothing anyway)."""
+
+def release_short() -> None:
+    """End the short call :func:`claim_short` claimed (only when it returned True)."""
+    global _is_armed
+    _is_armed = False
+
+
+class short_call:
+    """:func:`claim_short` / :func:`release_short` as a context manager."""
 
     __slots__ = ("_mine",)
 
     def __enter__(self) -> "short_call":
-        global _is_armed
-        self._mine = not _is_armed and threading.get_ident() == threading.main_thread().ident
-        if self._mine:
-            _is_armed = True  # (the watcher forwards; FLAG stays 0: no fd of ours)
+        self._mine = claim_short()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        global _is_armed
         if self._mine:
-            _is_armed = False
+            release_short()
 
 
 def raise_interrupt(kernel: str) -> None:

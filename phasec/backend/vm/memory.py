@@ -10,6 +10,7 @@ call when nothing refers to it any more (see :meth:`VMMemory._pooled_storage`).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -123,39 +124,51 @@ class VMMemory:
     def _pooled_storage(self, cell: list[Any], nbytes: int | None = None) -> Storage:
         """The storage of ``cell``'s instruction for this call: its last one
         when free (and, for ``nbytes`` given, at least that large), else new."""
-        stats = self._stats
-        with self._pool_lock:
+        # (acquire/release: half the cost of ``with`` on this path, taken by
+        # every allocation of every call)
+        lock = self._pool_lock
+        lock.acquire()
+        try:
             if cell[2] and (nbytes is None or nbytes <= cell[1]) and _idle(cell):
                 # the common case: the storage of the last call, free again and
                 # large enough, is taken at once (in use before and after, so
                 # the live bytes and the peak stay as they are)
+                stats = self._stats
                 stats["storage_allocs"] += 1
                 stats["bytes_allocated"] += cell[1]
                 return cell[0]
-            if cell[0] is not None and cell[2] and _idle(cell):  # its last storage is free
-                cell[2] = False
-                del self._pool_in_use[id(cell)]
-                stats["live_bytes"] -= cell[1]
-            if cell[0] is not None and cell[2]:
-                # still in use (e.g. a returned tensor): from now on it is
-                # accounted like any other storage, until its owner dies
-                ref = weakref.ref(cell[0].owner, self._release)
-                self._live_refs[id(ref)] = (ref, cell[1])
-                cell[0], cell[2] = None, False
-                del self._pool_in_use[id(cell)]
-            if nbytes is not None and (cell[0] is None or cell[1] < nbytes):
-                cell[0], cell[1] = None, nbytes
-            if cell[0] is None:
-                cell[0] = _VMStorage(cell[1])  # nothing else refers to it yet:
-                cell[3], cell[4] = sys.getrefcount(cell[0]), sys.getrefcount(cell[0].owner)
-            if stats["live_bytes"] + cell[1] > stats["peak_bytes"]:
-                self._raise_peak(cell[1])
-            cell[2] = True
-            self._pool_in_use[id(cell)] = cell
-            stats["storage_allocs"] += 1
-            stats["bytes_allocated"] += cell[1]
-            stats["live_bytes"] += cell[1]
-            return cell[0]
+            return self._new_pooled_storage(cell, nbytes)
+        finally:
+            lock.release()
+
+    def _new_pooled_storage(self, cell: list[Any], nbytes: int | None) -> Storage:
+        """:meth:`_pooled_storage` when the cell's last storage is not free
+        or too small (called with the pool lock held)."""
+        stats = self._stats
+        if cell[0] is not None and cell[2] and _idle(cell):  # its last storage is free
+            cell[2] = False
+            del self._pool_in_use[id(cell)]
+            stats["live_bytes"] -= cell[1]
+        if cell[0] is not None and cell[2]:
+            # still in use (e.g. a returned tensor): from now on it is
+            # accounted like any other storage, until its owner dies
+            ref = weakref.ref(cell[0].owner, self._release)
+            self._live_refs[id(ref)] = (ref, cell[1])
+            cell[0], cell[2] = None, False
+            del self._pool_in_use[id(cell)]
+        if nbytes is not None and (cell[0] is None or cell[1] < nbytes):
+            cell[0], cell[1] = None, nbytes
+        if cell[0] is None:
+            cell[0] = _VMStorage(cell[1])  # nothing else refers to it yet:
+            cell[3], cell[4] = sys.getrefcount(cell[0]), sys.getrefcount(cell[0].owner)
+        if stats["live_bytes"] + cell[1] > stats["peak_bytes"]:
+            self._raise_peak(cell[1])
+        cell[2] = True
+        self._pool_in_use[id(cell)] = cell
+        stats["storage_allocs"] += 1
+        stats["bytes_allocated"] += cell[1]
+        stats["live_bytes"] += cell[1]
+        return cell[0]
 
     def _raise_peak(self, nbytes: int) -> None:
         """Count ``nbytes`` more becoming live now in the peak, exactly: the
@@ -196,7 +209,7 @@ class VMMemory:
                 cell[1] = _nbytes(consts[args[0]])
                 if cell[1] < 0:
                     return None
-                return (lambda: pooled(cell)), ()
+                return functools.partial(pooled, cell), ()
             if name == "vm.alloc_tensor" and len(args) == 4 and args[1] in consts \
                     and args[3] in consts:
                 offset = int(consts[args[1]])

@@ -31,7 +31,7 @@ from phasec.runtime.packed import find_packed_func, get_packed_func
 from phasec.runtime.values import describe_value, truth
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
-from phasec.backend.interrupt import armed, short_call
+from phasec.backend.interrupt import armed, claim_short, release_short
 from phasec.backend.vm.executable import Executable
 from phasec.backend.vm.matching import (
     compile_matcher, compile_prim, compile_shape,
@@ -54,18 +54,25 @@ DEFAULT_MAX_CALL_DEPTH = 100_000
 SHORT_CALL_SECONDS = 0.002
 
 
-def _work_key(args: tuple) -> tuple | None:
-    """What decides the work of a straight-line call: its tensors' shapes and
-    its scalar arguments (None: an argument of another kind, not judged)."""
-    key = []
+def _inputs_and_work_key(args: tuple) -> tuple[tuple, tuple | None]:
+    """The arguments as kernels take them (see :func:`_as_input`) and what
+    decides the work of a straight-line call on them: its tensors' shapes
+    and its scalar arguments (None: an argument of another kind, not
+    judged). One pass: this runs on every call of a model."""
+    key: list | None = []
+    inputs = []
     for a in args:
-        if type(a) is np.ndarray:
-            key.append(a.shape)
-        elif type(a) in (int, float, bool):
-            key.append(a)
-        else:
-            return None
-    return tuple(key)
+        if type(a) is not np.ndarray or not a.flags.c_contiguous:
+            a = _as_input(a)
+        if key is not None:
+            if type(a) is np.ndarray:
+                key.append(a.shape)
+            elif type(a) in (int, float, bool):
+                key.append(a)
+            else:
+                key = None
+        inputs.append(a)
+    return tuple(inputs), (None if key is None else tuple(key))
 
 
 class VMClosure:
@@ -109,7 +116,7 @@ class _Decoded:
         #: straight-line functions: the code as one generated Python function
         #: ``compiled(args)`` (see _compile_straight_line); None otherwise
         self.compiled: Callable[[tuple], Any] | None = None
-        #: the work keys (see _work_key) whose last call took under
+        #: the work keys (see _inputs_and_work_key) whose last call took under
         #: SHORT_CALL_SECONDS: see VirtualMachine._invoke_entry
         self.short: set[tuple] = set()
 
@@ -295,20 +302,23 @@ class VirtualMachine(VMMemory):
             raise VMError(f"function {f.name!r} takes {f.nparams} argument"
                           f"{'' if f.nparams == 1 else 's'} ({', '.join(f.params)}), "
                           f"got {len(args)}")
-        args = tuple([_as_input(a) for a in args])
         compiled = f.compiled
         if compiled is not None:
+            args, key = _inputs_and_work_key(args)
             # Straight-line code does the same work whenever the shapes and
             # scalars it is given are the same. Arming (two
             # signal.set_wakeup_fd calls, ~2-5 us) is for long calls; a call
             # as short as the last one with the same shapes was runs unarmed,
             # and Ctrl-C during it is handled when it returns, as for any
             # Python code.
-            key = _work_key(args)
             t0 = perf_counter()
             if key is not None and key in f.short:
-                with short_call():
+                mine = claim_short()
+                try:
                     result = compiled(args)
+                finally:
+                    if mine:
+                        release_short()
             else:
                 with armed():
                     result = compiled(args)
@@ -320,6 +330,7 @@ class VirtualMachine(VMMemory):
                 else:
                     f.short.discard(key)
             return result
+        args = tuple([_as_input(a) for a in args])
         # Armed once per call (not per kernel): Ctrl-C stops a native kernel
         # within a second and raises KeyboardInterrupt here (backend/interrupt.py).
         with armed():

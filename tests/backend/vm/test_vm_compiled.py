@@ -325,3 +325,45 @@ def test_short_call_leaves_interrupt_state_as_it_was():
             assert interrupt._is_armed
         assert interrupt._is_armed  # nested: the outer arming stays
     assert not interrupt._is_armed
+
+
+def test_short_calls_are_claimed_only_on_the_main_thread_and_outermost():
+    import threading
+
+    from phasec.backend import interrupt
+
+    claimed: list[bool] = []
+    worker = threading.Thread(target=lambda: claimed.append(interrupt.claim_short()))
+    worker.start()
+    worker.join()
+    assert claimed == [False] and not interrupt._is_armed  # another thread: untouched
+    assert interrupt.claim_short()
+    assert not interrupt.claim_short()  # nested: the outer claim stays
+    interrupt.release_short()
+    assert not interrupt._is_armed
+
+
+def test_inputs_are_made_contiguous_and_keyed_by_shape_in_one_pass():
+    from phasec.backend.vm.vm import _inputs_and_work_key
+
+    strided = np.arange(24, dtype=np.float32).reshape(4, 6)[:, ::2]
+    scalar = np.float32(2.5)
+    inputs, key = _inputs_and_work_key((strided, scalar, 3, 1.5, True))
+    assert inputs[0].flags.c_contiguous and np.array_equal(inputs[0], strided)
+    assert type(inputs[1]) is np.ndarray and inputs[1].shape == () and inputs[1] == 2.5
+    assert inputs[2:] == (3, 1.5, True)
+    assert key == ((4, 3), (), 3, 1.5, True)
+    # an argument of another kind (a tuple, an object): the work is not judged
+    assert _inputs_and_work_key((strided, (1, 2)))[1] is None
+    # a contiguous array is passed as it is, not copied
+    dense = np.ones((2, 2), np.float32)
+    assert _inputs_and_work_key((dense,))[0][0] is dense
+
+
+def test_a_non_contiguous_input_gives_the_same_result_as_its_copy():
+    mod = phasec.parse(_STATIC_MLP)
+    x = np.arange(64, dtype=np.float32).reshape(4, 16)[:, ::2] / 10
+    w = np.full((8, 8), 0.5, np.float32)
+    main = VirtualMachine(phasec.build(mod))["main"]
+    np.testing.assert_allclose(main(x, w), np.maximum(np.ascontiguousarray(x) @ w, 0),
+                               rtol=1e-6)
