@@ -73,9 +73,16 @@ class TargetTuning:
     gemm_wide_tail_vectors: int = 4
     #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
     #: writes before its reduction when that is at least this long (see
-    #: ``GemmEmitter._epilogue_prefetch``; measured: K = 128 batched matmuls
+    #: ``gemm_prefetch.epilogue_prefetch``; measured: K = 128 batched matmuls
     #: of BERT's attention were slower with it, K >= 256 as fast or faster)
     gemm_prefetch_min_k: int = 256
+    #: a GEMM tile prefetches the next row tile's A (a constant weight read
+    #: directly) when its reduction is at least this long and it has at most
+    #: this many columns (see ``gemm_prefetch.next_rows_prefetch``; measured:
+    #: MobileNetV2's 1x1 convolutions over 7x7 inside the model 231 -> ~160
+    #: us, as fast as alone)
+    gemm_prefetch_a_min_k: int = 64
+    gemm_prefetch_a_max_columns: int = 256
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)

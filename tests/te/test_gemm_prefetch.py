@@ -189,3 +189,64 @@ def test_tvm_compiles_and_runs_a_kernel_with_prefetch_hints():
     want = want[None] + args[2]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------
+# The next row tile's A: a constant weight streamed once per call
+# ---------------------------------------------------------------------------
+
+
+def _pointwise(c: int, hw: int, o: int, batch=1, constants=("W",), tuning=None):
+    """A 1x1 convolution (NCHW) + bias as te computes it, W given as a
+    constant of the module (``constant_inputs``); with its numpy reference."""
+    X = te.placeholder((batch, c, hw, hw), "float32", "X")
+    W = te.placeholder((o, c, 1, 1), "float32", "W")
+    b = te.placeholder((o,), "float32", "bias")
+    rc = te.reduce_axis(c, "rc")
+    ry, rx = te.reduce_axis(1, "ry"), te.reduce_axis(1, "rx")
+    conv = te.compute((batch, o, hw, hw), lambda n, q, y, x: te.sum(
+        X[n, rc.var, y + ry.var, x + rx.var] * W[q, rc.var, ry.var, rx.var],
+        axis=[rc, ry, rx]), name="conv", tag="conv2d")
+    out = te.compute(conv.shape, lambda n, q, y, x: conv[n, q, y, x] + b[q], name="out")
+    opts = te.ScheduleOptions(constant_inputs=frozenset(constants), tuning=tuning)
+    func = te.create_prim_func([X, W, b, out], schedule_hints=opts)
+
+    def reference(x, wt, bias):
+        return (np.einsum("nchw,qc->nqhw", x.astype("float64"), wt[:, :, 0, 0].astype("float64"))
+                + bias[None, :, None, None])
+    return func, reference
+
+
+def _run_both(func, reference, c, hw, o, batch=1):
+    rng = np.random.default_rng(c + o)
+    args = [rng.standard_normal((batch, c, hw, hw)).astype("float32"),
+            rng.standard_normal((o, c, 1, 1)).astype("float32"),
+            rng.standard_normal(o).astype("float32")]
+    want = reference(*args)
+    got = np.zeros((batch, o, hw, hw), "float32")
+    compile_prim_funcs({"k": func}, check_bounds=True)["k"](*args, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    fresh = [a.copy() for a in args] + [np.zeros_like(got)]
+    run_prim_func(func, fresh)
+    np.testing.assert_allclose(fresh[-1], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_constant_weight_over_a_small_image_prefetches_the_next_rows():
+    # 96 input channels (K >= 64), 37 output channels (odd: a remainder row
+    # tile, whose next rows are clamped to the last), 7x7 = 49 columns; a batch
+    # of 3 (the batch axis is a loop around the GEMM, not a kernel parameter)
+    func, reference = _pointwise(96, 7, 37, batch=3)
+    assert (T.PREFETCH_ATTR, "W") in _prefetches(func)
+    assert [p.name for p in func.params] == ["X", "W", "bias", "out"]  # nothing left free
+    _run_both(func, reference, 96, 7, 37, batch=3)
+
+
+def test_no_weight_prefetch_for_activations_short_reductions_or_wide_products():
+    for func, _ in (_pointwise(96, 7, 37, constants=()),      # W not a constant
+                    _pointwise(48, 7, 37),                     # K = 48 < 64
+                    _pointwise(96, 17, 37)):                   # 289 columns > 256
+        assert (T.PREFETCH_ATTR, "W") not in _prefetches(func)
+    off = dataclasses.replace(host_tuning(), gemm_prefetch_a_min_k=10**9)
+    func, reference = _pointwise(96, 7, 37, tuning=off)
+    assert (T.PREFETCH_ATTR, "W") not in _prefetches(func)
+    _run_both(func, reference, 96, 7, 37)

@@ -56,13 +56,15 @@ from typing import TYPE_CHECKING
 
 from phasec.ir import tir
 from phasec.ir.tir import (
-    PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad,
-    BufferStore, Evaluate, FloatImm, For, IntImm, PrimExpr, Stmt, Var,
+    Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
 )
-from phasec.te.analysis import static_int, subst_var, vars_of
+from phasec.te.analysis import static_int, vars_of
 from phasec.te.operation import i64
 from phasec.te.schedules.gemm_operands import (
     constant_matrix, is_dot4, row_group, sliding_window, unit_stride,
+)
+from phasec.te.schedules.gemm_prefetch import (
+    epilogue_prefetch, index_add as _add, index_mul as _mul, next_rows_prefetch,
 )
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
@@ -78,22 +80,6 @@ if TYPE_CHECKING:
 _I64 = "int64"
 
 
-def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
-    """``a + b``, without adding a constant 0."""
-    if isinstance(a, IntImm) and a.value == 0:
-        return b
-    if isinstance(b, IntImm) and b.value == 0:
-        return a
-    return a + b
-
-
-def _mul(a: PrimExpr, c: int) -> PrimExpr:
-    """``a * c``, folded when ``a`` is a constant, without multiplying by 1."""
-    if c == 1:
-        return a
-    if isinstance(a, IntImm):
-        return i64(a.value * c)
-    return a * c
 
 
 @dataclass
@@ -662,51 +648,9 @@ class GemmEmitter:
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
-            upd = self._wrap_reduction(ks, loops(update, "unroll"))
-        prefetch = self._epilogue_prefetch(row0, mr, col, width)
+            ahead = next_rows_prefetch(self, row0, mr, ks[0])
+            upd = self._wrap_reduction(ks, loops(update, "unroll") if ahead is None
+                                       else seq([ahead, loops(update, "unroll")]))
+        prefetch = epilogue_prefetch(self, row0, mr, col, width)
         return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
                                    loops(epilogue, "serial")]))
-
-    def _epilogue_prefetch(self, row0: PrimExpr, mr: int, col: PrimExpr, width: int
-                           ) -> list[Stmt]:
-        """Cache prefetches, issued before the tile's reduction, of the lines
-        its epilogue reads along the tile's columns (a residual) and writes
-        (the output): one per cache line of each of the tile's rows (see
-        ``tir.PREFETCH_ATTR``). Touched only at the end of the tile, a few
-        hundred bytes per row here and there, each line was a cache miss that
-        stalled the pipeline."""
-        nest, low, root, m, ri = self.nest, self.low, self.root, self.m, self.ri
-        K = static_int(self.K)
-        if self.plan.wide or K is None or K < nest.opt.target.gemm_prefetch_min_k:
-            return []  # (a short reduction hides no miss and pays for the prefetches)
-        ii = Var(low.names.fresh("pf_i"), _I64)
-        jj = Var(low.names.fresh("pf_j"), _I64)
-        values = {ax: (_add(row0, ii) if t == ri else _add(col, jj) if t == m - 1
-                       else nest.axis_expr[ax]) for t, ax in enumerate(root.axes)}
-        found: dict[int, tuple[str, Buffer, tuple[PrimExpr, ...]]] = {}
-
-        def collect(tensor: Tensor, idx: tuple[PrimExpr, ...]) -> PrimExpr:
-            st = None if tensor.is_placeholder else low.stages.get(id(tensor))
-            buf = (low.buffers[id(tensor)] if tensor.is_placeholder
-                   else None if st is None or st is self.anchor or st.root is not None
-                   else st.buffer)
-            if buf is not None and any(id(jj) in vars_of(i) for i in idx):
-                found.setdefault(id(buf), (PREFETCH_ATTR, buf, idx))
-            return FloatImm(0.0, tensor.dtype)
-        if self.anchor is not root:
-            low.emit_value(root.expr, values, collect)
-        found.setdefault(id(root.buffer), (PREFETCH_WRITE_ATTR, root.buffer,
-                                           tuple(values[ax] for ax in root.axes)))
-        step = 64 // (8 if self.dtype == "float64" else 4)  # elements of a cache line
-        points = list(range(0, width, step))
-        if width - 1 not in points:
-            points.append(width - 1)  # the last line of a row that is not line-aligned
-        stmts: list[Stmt] = []
-        for key, buf, idx in found.values():
-            row = Var(low.names.fresh("pf_i"), _I64)  # a loop variable per loop
-            idx = tuple(subst_var(i, ii, row) for i in idx)
-            body = [AttrStmt(key, BufferLoad(buf, tuple(subst_var(i, jj, i64(p))
-                                                        for i in idx)),
-                             Evaluate(IntImm(0, "int32"))) for p in points]
-            stmts.append(For(row, i64(0), i64(mr), "unroll", seq(body)))
-        return stmts
