@@ -76,6 +76,11 @@ class TargetTuning:
     #: ``GemmEmitter._epilogue_prefetch``; measured: K = 128 batched matmuls
     #: of BERT's attention were slower with it, K >= 256 as fast or faster)
     gemm_prefetch_min_k: int = 256
+    #: a convolution's GEMM tile prefetches the next row tile's weight rows
+    #: when the weight has at least this many bytes and those rows at most
+    #: that many (see ``GemmEmitter._next_rows_prefetch``)
+    gemm_row_prefetch_bytes: int = 256 * 1024
+    gemm_row_prefetch_max_tile_bytes: int = 8 * 1024
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)

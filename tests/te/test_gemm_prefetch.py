@@ -1,7 +1,8 @@
 """Cache prefetch hints (``T.attr({"phasec.prefetch": A[i]})``) and the GEMM
 schedule's use of them: a register tile with a long reduction prefetches the
 lines its epilogue reads (a residual) and writes (the output) before the
-reduction. Values are checked against numpy (LLVM and the TIR interpreter);
+reduction, and a convolution's tile with a large weight the next row tile's
+weight rows. Values are checked against numpy (LLVM and the TIR interpreter);
 the hints survive printing, parsing and JSON, and TVM 0.27 compiles and runs
 a kernel that has them (it ignores the attribute)."""
 
@@ -189,3 +190,58 @@ def test_tvm_compiles_and_runs_a_kernel_with_prefetch_hints():
     want = want[None] + args[2]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-4)
+
+
+def _conv1x1(c: int, h, w: int, o: int, opts=None):
+    """A 1x1 conv2d (NCHW) + bias + relu as te computes it, and its numpy reference."""
+    X = te.placeholder((1, c, h, w), "float32", "X")
+    W = te.placeholder((o, c, 1, 1), "float32", "W")
+    B = te.placeholder((o,), "float32", "B")
+    rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(1, "ry"), te.reduce_axis(1, "rx")
+    conv = te.compute((1, o, h, w), lambda b, q, y, x: te.sum(
+        X[b, rc.var, y + ry.var, x + rx.var] * W[q, rc.var, ry.var, rx.var],
+        axis=[rc, ry, rx]), name="conv", tag="conv2d")
+    out = te.compute(conv.shape, lambda b, q, y, x: te.maximum(conv[b, q, y, x] + B[q], 0.0),
+                     name="out")
+    func = te.create_prim_func([X, W, B, out], schedule_hints=opts or True)
+
+    def reference(x, wt, bias):
+        y = np.einsum("chw,qc->qhw", x[0].astype("float64"), wt[:, :, 0, 0].astype("float64"))
+        return np.maximum(y + bias[:, None, None], 0)[None]
+    return func, reference
+
+
+def test_a_large_pointwise_weight_prefetches_the_next_tiles_rows():
+    # 331 x 199 float32 weights (primes): 263 KB, over the threshold; the
+    # next row tile's rows (a few KB) are prefetched, one hint per line
+    func, reference = _conv1x1(199, 7, 5, 331)
+    assert (T.PREFETCH_ATTR, "W") in _prefetches(func)
+    off = te.ScheduleOptions(tuning=dataclasses.replace(
+        host_tuning(), gemm_row_prefetch_bytes=10**9))
+    assert (T.PREFETCH_ATTR, "W") not in _prefetches(_conv1x1(199, 7, 5, 331, off)[0])
+    small, _ = _conv1x1(37, 7, 5, 331)  # 48 KB: stays in cache, no hint
+    assert (T.PREFETCH_ATTR, "W") not in _prefetches(small)
+    rng = np.random.default_rng(3)
+    x, wt, bias = (rng.standard_normal(s).astype("float32")
+                   for s in ((1, 199, 7, 5), (331, 199, 1, 1), (331,)))
+    got = np.zeros((1, 331, 7, 5), "float32")
+    compile_prim_funcs({"k": func})["k"](x, wt, bias, got)
+    np.testing.assert_allclose(got, reference(x, wt, bias), rtol=1e-4, atol=1e-3)
+    # a symbolic height: the same hints, the same values
+    n = T.Var("n")
+    sym, _ = _conv1x1(199, n, 5, 331)
+    assert (T.PREFETCH_ATTR, "W") in _prefetches(sym)
+    lib = compile_prim_funcs({"k": sym})
+    for h in (1, 3):
+        xh = rng.standard_normal((1, 199, h, 5)).astype("float32")
+        got = np.zeros((1, 331, h, 5), "float32")
+        lib["k"](xh, wt, bias, got)
+        np.testing.assert_allclose(got, reference(xh, wt, bias), rtol=1e-4, atol=1e-3)
+    # the interpreter runs past the hints (a small weight, the threshold lowered)
+    low = te.ScheduleOptions(tuning=dataclasses.replace(host_tuning(), gemm_row_prefetch_bytes=1))
+    tiny, ref_tiny = _conv1x1(13, 3, 5, 37, low)
+    assert (T.PREFETCH_ATTR, "W") in _prefetches(tiny)
+    args = [rng.standard_normal(s).astype("float32") for s in ((1, 13, 3, 5), (37, 13, 1, 1), (37,))]
+    fresh = [a.copy() for a in args] + [np.zeros((1, 37, 3, 5), "float32")]
+    run_prim_func(tiny, fresh)
+    np.testing.assert_allclose(fresh[-1], ref_tiny(*args), rtol=1e-4, atol=1e-4)

@@ -18,6 +18,7 @@ MR x NR and panels of NC = TPP * NR columns (sizes from
             for each micro-panel t of the panel:
                 acc[MR, NR] = 0                      # registers
                 prefetch the epilogue's lines        # a residual, the output (K >= 256)
+                prefetch the next tile's rows of A   # a conv's large weight
                 for k: acc[ii, c] += A[row0+ii, k] * Bp[t, k, c]
                 out[row0+ii, col0+t*NR+c] = epilogue(acc[ii, c])
 
@@ -59,7 +60,7 @@ from phasec.ir.tir import (
     PREFETCH_ATTR, PREFETCH_WRITE_ATTR, Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad,
     BufferStore, Evaluate, FloatImm, For, IntImm, PrimExpr, Stmt, Var,
 )
-from phasec.te.analysis import static_int, subst_var, vars_of
+from phasec.te.analysis import loads_of, static_int, subst_var, vars_of
 from phasec.te.operation import i64
 from phasec.te.schedules.gemm_operands import (
     constant_matrix, is_dot4, row_group, sliding_window, unit_stride,
@@ -663,9 +664,55 @@ class GemmEmitter:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
             upd = self._wrap_reduction(ks, loops(update, "unroll"))
-        prefetch = self._epilogue_prefetch(row0, mr, col, width)
+        prefetch = (self._epilogue_prefetch(row0, mr, col, width)
+                    + self._next_rows_prefetch(row0, mr))
         return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
                                    loops(epilogue, "serial")]))
+
+    def _next_rows_prefetch(self, row0: PrimExpr, mr: int) -> list[Stmt]:
+        """Cache prefetches, issued before the tile's reduction, of the next
+        row tile's rows of a convolution's weight (the row operand, read
+        along ``k``), one per cache line, when the weight is large (see
+        ``TargetTuning.gemm_row_prefetch_bytes``): inside a model, a weight
+        read once per call comes from L3 or memory, four rows at a time."""
+        nest, low, anchor = self.nest, self.low, self.anchor
+        K, M = static_int(self.K), static_int(self.M)
+        elem = 8 if self.dtype == "float64" else 4
+        if (self.plan.wide or self.plan.row_group or K is None or M is None
+                or not anchor.tensor.op.tag.startswith("conv")
+                or M * K * elem < nest.opt.target.gemm_row_prefetch_bytes
+                or mr * K * elem > nest.opt.target.gemm_row_prefetch_max_tile_bytes
+                or any(static_int(e) != 1 for e in self.rexts[1:])):
+            return []
+        k = anchor.raxes[0].var
+        loads = [ld for ld in loads_of(self.plan.a_expr) if ld.tensor.is_placeholder]
+        if len(loads) != 1:
+            return []
+        # contiguous along k: k in one index, step 1, only extents of 1 after it
+        uses = [t for t, i in enumerate(loads[0].indices) if id(k) in vars_of(i)]
+        if len(uses) != 1 or not unit_stride(loads[0].indices[uses[0]], k) or any(
+                static_int(d) != 1 for d in loads[0].tensor.shape[uses[0] + 1:]):
+            return []
+        ii = Var(low.names.fresh("pr_i"), _I64)
+        line = Var(low.names.fresh("pr_k"), _I64)
+        rows = self._anchor_values(_add(row0, _add(i64(mr), ii)), i64(0))
+        values: dict[Var, PrimExpr] = {ax: v for ax, v in zip(anchor.axes, rows)}
+        values[k] = _mul(line, 64 // elem)
+        for ax in anchor.raxes[1:]:
+            values[ax.var] = i64(0)
+        found: list[Stmt] = []
+
+        def collect(tensor: Tensor, idx: tuple[PrimExpr, ...]) -> PrimExpr:
+            if tensor.is_placeholder:
+                found.append(AttrStmt(PREFETCH_ATTR, BufferLoad(low.buffers[id(tensor)], idx),
+                                      Evaluate(IntImm(0, "int32"))))
+            return FloatImm(0.0, tensor.dtype)
+        low.emit_value(self.plan.a_expr, values, collect)
+        if len(found) != 1:
+            return []
+        lines = -(-K * elem // 64)
+        return [For(line, i64(0), i64(lines), "serial",
+                    For(ii, i64(0), i64(mr), "unroll", found[0]))]
 
     def _epilogue_prefetch(self, row0: PrimExpr, mr: int, col: PrimExpr, width: int
                            ) -> list[Stmt]:
