@@ -162,7 +162,7 @@ _DECLARED = (
     _math("tanh", np.tanh, math.tanh, lowering=_L, llvm="tanh", c_name="tanh",
           vector="phasec.tanhf", costly=True),
     _math("sigmoid", _sigmoid, lambda x: 1.0 / (1.0 + math.exp(-x)), lowering=CUSTOM,
-          vector="phasec.expf", costly=True),
+          vector="phasec.sigmoidf", costly=True),
     _math("erf", _erf, math.erf, lowering=CUSTOM, c_name="erf", vector="phasec.erff",
           costly=True),
     _math("fabs", np.abs, abs, lowering=_L, llvm="fabs", exact_on_integers=True),

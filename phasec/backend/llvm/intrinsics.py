@@ -272,8 +272,6 @@ class IntrinsicLowering:
         """A float32 operand through phasec's vectorizable helper ``spec.vector``."""
         fn = self.ctx.fn
         r = fn.tmp(spec.name)
-        if spec.name == "sigmoid":  # built around exp's helper, of -|x| <= 0
-            return self._sigmoid(x, "float32", self.ctx.mod.use_math("phasec.expf_nonpos"))
         callee = self.ctx.mod.use_math(spec.vector)
         fn.emit(f"{r} = call float {callee}(float {x})")
         return r
