@@ -318,12 +318,15 @@ class NestEmitter:
         # pooling's 32 x 32 sums 1024 elements in 32 rows of 32
         outer = [static_int(e) for e in rexts[:-1]]
         total = extent * math.prod(outer) if None not in outer else extent
-        if total < self.opt.target.partial_min_extent:
+        target = self.opt.target
+        short = total < target.partial_min_extent
+        if short and (total < target.partial_short_min or extent < min(target.partial_lanes)):
             return None
         last = st.raxes[-1].var
         if not any(last_index_uses(ld, last) for ld in loads_of(st.expr)):
             return None
-        target = self.opt.target
+        if short:  # a short sum: one narrow lane loop (a 7x7 mean: 3 of 16 and 1)
+            return min(target.partial_lanes)
         for lanes in target.partial_lanes:  # the widest with enough iterations ...
             if extent >= lanes and total >= target.partial_iterations * lanes:
                 return lanes
