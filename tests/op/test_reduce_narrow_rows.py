@@ -1,10 +1,11 @@
-"""Reductions over the last two axes whose rows are narrower than the
-partial sums' lane loop (a squeeze-excite's mean over 14x14 or 7x7): one
-reduce axis over both (``op._lowering._reduction``), contiguous, so a long
-enough float sum gets vector partial accumulators (a short one, 7x7, the
-narrowest lanes: its element-wise prologue, a SiLU, runs vectorized). The values against
-numpy for odd and prime sizes, keepdims or not, every combiner, integer
-and bool inputs, a symbolic leading axis; symbolic rows keep two axes."""
+"""Reductions over the last two axes of static extents (a squeeze-excite's
+mean over 7x7 ... 112x112, rows narrower or wider than the partial sums'
+lane loop): one reduce axis over both (``op._lowering._reduction``),
+contiguous, so a long enough float sum gets vector partial accumulators (a
+short one, 7x7, the narrowest lanes: its element-wise prologue, a SiLU, runs
+vectorized). The values against numpy for odd and prime sizes, keepdims or
+not, every combiner, integer and bool inputs, a symbolic leading axis;
+symbolic rows keep two axes."""
 
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ def _run(prim, x, out_shape, dtype, interp=False):
     ("min", (2, 3, 5, 3), False),
     ("prod", (1, 2, 3, 5), True),
     ("sum", (13, 11), False),            # the whole of a 2-D tensor
+    ("mean", (1, 3, 28, 28), True),      # rows wider than a lane loop: one plane too
+    ("sum", (2, 17, 33), False),         # prime rows of 33: one lane loop and a tail of 1 each
+    ("max", (1, 2, 19, 37), True),
 ])
 def test_the_last_two_axes_reduce_as_one_row(op, shape, keep):
     prim = _lower(op, shape, axis=[len(shape) - 2, len(shape) - 1], keepdims=keep)
