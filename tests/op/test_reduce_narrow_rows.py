@@ -1,11 +1,12 @@
-"""Reductions over the last two axes of static extents (a squeeze-excite's
-mean over 7x7 ... 112x112, rows narrower or wider than the partial sums'
-lane loop): one reduce axis over both (``op._lowering._reduction``),
-contiguous, so a long enough float sum gets vector partial accumulators (a
-short one, 7x7, the narrowest lanes: its element-wise prologue, a SiLU, runs
-vectorized). The values against numpy for odd and prime sizes, keepdims or
-not, every combiner, integer and bool inputs, a symbolic leading axis;
-symbolic rows keep two axes."""
+"""Reductions over the last two axes of static extents whose rows are not
+whole vectors (a squeeze-excite's mean over 7x7 ... 56x56, rows narrower or
+wider than the partial sums' lane loop): one reduce axis over both
+(``op._lowering._reduction``), contiguous, so a long enough float sum gets
+vector partial accumulators (a short one, 7x7, the narrowest lanes: its
+element-wise prologue, a SiLU, runs vectorized). The values against numpy
+for odd and prime sizes, keepdims or not, every combiner, integer and bool
+inputs, a symbolic leading axis; symbolic rows and rows of whole vectors
+keep two axes."""
 
 from __future__ import annotations
 
@@ -98,6 +99,12 @@ def test_a_symbolic_leading_axis_and_symbolic_rows():
         kernel(x, got)
         np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-5,
                                    atol=1e-6)
+    # rows of whole vectors (32 wide) stay two axes, and add up right
+    prim = _lower("sum", (2, 3, 32), axis=[1, 2], keepdims=False)
+    assert not _one_row(prim, 3)
+    x = RNG.standard_normal((2, 3, 32)).astype("float32")
+    np.testing.assert_allclose(_run(prim, x, (2,), "float32"), x.sum(axis=(1, 2)), rtol=1e-5,
+                               atol=1e-6)
     h = tir.Var("h")
     prim = _lower("sum", (2, h, 6), axis=[1, 2], keepdims=False)  # rows of unknown count
     assert not _one_row(prim, 3)  # two axes, as before
