@@ -91,14 +91,16 @@ def test_integer_and_bool_inputs():
 
 def test_a_symbolic_leading_axis_and_symbolic_rows():
     n = tir.Var("n")
-    kernel = compile_prim_funcs({"k": _lower("mean", (n, 4, 9, 14), axis=[2, 3],
-                                             keepdims=True)})["k"]
-    for batch in (1, 3):
-        x = RNG.standard_normal((batch, 4, 9, 14)).astype("float32")
-        got = np.zeros((batch, 4, 1, 1), "float32")
-        kernel(x, got)
-        np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-5,
-                                   atol=1e-6)
+    for rows, cols, lanes in ((9, 14, [16]), (7, 7, [16])):   # 7x7: a short sum
+        prim = _lower("mean", (n, 4, rows, cols), axis=[2, 3], keepdims=True)
+        assert _lane_counts(prim) == lanes
+        kernel = compile_prim_funcs({"k": prim})["k"]
+        for batch in (1, 3):
+            x = RNG.standard_normal((batch, 4, rows, cols)).astype("float32")
+            got = np.zeros((batch, 4, 1, 1), "float32")
+            kernel(x, got)
+            np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-5,
+                                       atol=1e-6)
     # rows of whole vectors (32 wide) stay two axes, and add up right
     prim = _lower("sum", (2, 3, 32), axis=[1, 2], keepdims=False)
     assert not _one_row(prim, 3)
