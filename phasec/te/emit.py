@@ -303,8 +303,11 @@ class NestEmitter:
         into L independent partial accumulators (lane ``l`` takes ``k = ko *
         L + l``), combined once at the end, makes the inner loop elementwise,
         so it vectorizes and pipelines. It changes the order of the float
-        operations (like numpy's pairwise sums do), so only long reductions
-        whose input is contiguous along the innermost reduction axis get it.
+        operations (like numpy's pairwise sums do), so only reductions whose
+        input is contiguous along the innermost reduction axis get it: long
+        ones (``partial_min_extent``) the widest lanes that fit, short ones
+        (``partial_short_min``) the narrowest, where a prologue fused into
+        the sum (a SiLU before a 7x7 mean) would otherwise stay scalar.
         """
         if (not self.opt.vectorize or not st.raxes or not tir.is_float(st.tensor.dtype)
                 or st.combiner not in ("sum", "prod", "fast_max")):
