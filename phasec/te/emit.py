@@ -303,8 +303,11 @@ class NestEmitter:
         into L independent partial accumulators (lane ``l`` takes ``k = ko *
         L + l``), combined once at the end, makes the inner loop elementwise,
         so it vectorizes and pipelines. It changes the order of the float
-        operations (like numpy's pairwise sums do), so only long reductions
-        whose input is contiguous along the innermost reduction axis get it.
+        operations (like numpy's pairwise sums do), so only reductions whose
+        input is contiguous along the innermost reduction axis get it: long
+        ones (``partial_min_extent``) the widest lanes that fit, short ones
+        (``partial_short_min``) the narrowest, where a prologue fused into
+        the sum (a SiLU before a 7x7 mean) would otherwise stay scalar.
         """
         if (not self.opt.vectorize or not st.raxes or not tir.is_float(st.tensor.dtype)
                 or st.combiner not in ("sum", "prod", "fast_max")):
@@ -318,12 +321,15 @@ class NestEmitter:
         # pooling's 32 x 32 sums 1024 elements in 32 rows of 32
         outer = [static_int(e) for e in rexts[:-1]]
         total = extent * math.prod(outer) if None not in outer else extent
-        if total < self.opt.target.partial_min_extent:
+        target = self.opt.target
+        short = total < target.partial_min_extent
+        if short and (total < target.partial_short_min or extent < min(target.partial_lanes)):
             return None
         last = st.raxes[-1].var
         if not any(last_index_uses(ld, last) for ld in loads_of(st.expr)):
             return None
-        target = self.opt.target
+        if short:  # a short sum: one narrow lane loop (a 7x7 mean: 3 of 16 and 1)
+            return min(target.partial_lanes)
         for lanes in target.partial_lanes:  # the widest with enough iterations ...
             if extent >= lanes and total >= target.partial_iterations * lanes:
                 return lanes

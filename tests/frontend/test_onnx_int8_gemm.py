@@ -66,6 +66,10 @@ def check_matmul_integer(M: int, K: int, N: int, adt: str, bdt: str, za: int, zb
     (1, 3, 1, "int8", "int8", 127, 127, False),       # s8 x s8: A shifted by 128
     (17, 64, 19, "int8", "uint8", -128, 0, True),     # u8 B shifted by -128
     (9, 37, 33, "uint8", "uint8", 0, 255, False),
+    # matrix-vector products of a constant B: whole packed panels and the
+    # columns past them, packed too (zero-padded)
+    (1, 37, 557, "uint8", "int8", 131, -3, True),
+    (2, 64, 300, "uint8", "int8", 0, 5, True),
 ])
 def test_matmul_integer_exact(M, K, N, adt, bdt, za, zb, const_b):
     check_matmul_integer(M, K, N, adt, bdt, za, zb, const_b)
@@ -75,4 +79,5 @@ def test_matmul_integer_without_vnni():
     """The same products compiled as for a CPU without VNNI (the vpmaddwd
     sequence): a fresh process, since the target is chosen once per process."""
     run_without_vnni(__file__, "t.check_matmul_integer(23, 45, 37, 'uint8', 'int8', 3, -5, True); "
-                               "t.check_matmul_integer(5, 130, 17, 'int8', 'uint8', 127, 255, False)")
+                               "t.check_matmul_integer(5, 130, 17, 'int8', 'uint8', 127, 255, False); "
+                               "t.check_matmul_integer(1, 37, 557, 'uint8', 'int8', 131, -3, True)")

@@ -182,14 +182,16 @@ def _kernels(mod, **kw) -> dict[str, tir.PrimFunc]:
 
 @pytest.mark.parametrize("rows,k,n", [(1, 521, 557), (2, 37, 300), (1, 1024, 1024), (1, 7, 513)])
 def test_matrix_vector_products_read_constant_weights_packed(rows, k, n) -> None:
-    # prime and odd sizes: whole panels plus columns past the last one (read
-    # from the weight itself), two rows (narrower panels)
+    # prime and odd sizes: whole panels plus columns past the last one (packed
+    # too, as a zero-padded micro-panel: the weight itself is no longer read),
+    # two rows (narrower panels)
     mod = _mlp(rows, k, n)
     kernels = _kernels(mod)
     (packed,) = [f for name, f in kernels.items() if name.endswith("_prepacked")]
     three = [tuple(int(d.value) for d in p.shape) for p in packed.params if len(p.shape) == 3]
     width = host_tuning().gemv_cols(rows, 32)
     assert three == [(-(-n // width), k, width)]   # the last one zero-padded
+    assert (k, n) not in [tuple(int(d.value) for d in p.shape) for p in packed.params]
     assert not any(PACK_MARK in repr(f) for f in kernels.values())   # nothing packs per call
     _check(mod, RNG.standard_normal((rows, k)).astype(np.float32))
 

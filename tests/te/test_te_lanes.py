@@ -41,7 +41,8 @@ def row_reduction(reducer, R, K, dtype="float32"):
     return A, S
 
 
-@pytest.mark.parametrize("K,lanes", [(100, 16), (64, 16), (300, 32), (128, 16), (256, 32)])
+@pytest.mark.parametrize("K,lanes", [(100, 16), (64, 16), (300, 32), (128, 16), (256, 32),
+                                     (49, 16), (17, 16)])  # short sums: the narrowest lanes
 def test_sum_over_contiguous_axis_uses_lanes_and_a_tail(K, lanes):
     A, S = row_reduction(te.sum, 3, K)
     func = te.create_prim_func([A, S])
