@@ -1,6 +1,7 @@
 """Depthwise convolutions whose output rows are a vector or more
 (``conv_depthwise_strided.schedule_rows`` at stride 1, the same rows at
-stride 2): per channel the padded plane in a buffer of its own, each row in
+stride 2): per channel the padded plane in a buffer of its own, each input
+row copied in a few output rows before it is read, each output row in
 whole vectors (the last overlapping), the bias and activation applied
 before the store through the extern's ``store_through`` (no intermediate
 tensor, no epilogue nest). The values against numpy's reference on LLVM
@@ -82,6 +83,11 @@ ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
     "3x3_dilation2": ((1, 3, 9, 2 * LANES - 2), 3, "relu6", {"padding": 2, "dilation": 2},
                       False),
     "3x3_no_padding": ((1, 7, 6, 2 * LANES), 3, "silu", {"padding": 0}, False),
+    # every input row copied before the first output row (too few rows, or
+    # a padding beyond the rows the first output row reads)
+    "3x3_three_rows": ((1, 2, 3, LANES), 3, "relu6", {"padding": 1}, True),
+    "3x3_padding_5": ((1, 2, 4, 2 * LANES - 8), 3, "silu", {"padding": 5}, False),
+    "3x3_s2_rows": ((1, 3, 13, 4 * LANES - 2), 3, "relu6", {"padding": 1, "strides": 2}, False),
 }
 
 
