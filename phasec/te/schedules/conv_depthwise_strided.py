@@ -175,7 +175,10 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
         if rows_out:
             def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
                 return BufferStore(out, value, idx) if store is None else store(value, idx)
-            row_buffer = Buffer("row_sums", (i64(OW),), dt) if KH * KW > ROW_BUFFER_TAPS \
+            # a slot of whole vectors each (overlapping, the last vector's load
+            # would span two stores, which the store buffer cannot forward)
+            row_buffer = Buffer("row_sums", (i64(-(-OW // lanes) * lanes),), dt) \
+                if KH * KW > ROW_BUFFER_TAPS \
                 else None
             row = _row(b, ch, OW, V, lanes, window_sum, put, row_buffer)
             stmts += _rows_as_read(OH, sh, (KH - 1) * dh // sh, w.padding[0], rows, row,
@@ -242,32 +245,33 @@ def _row(b: Var, ch: Var, OW: int, V: int, lanes: int,
     """Output row ``y`` (``OW >= lanes`` wide) in whole vectors, the last
     one overlapping the one before (the same values stored twice) when the
     row is not whole vectors; output ``(y, x)`` is the window sum at flat
-    position ``y*V + x`` of the phases. With ``row_buffer`` (a row of
-    ``OW`` sums), the row's sums go there first, then through ``put``: the
+    position ``y*V + x`` of the phases. With ``row_buffer`` (a whole vector
+    a vector of the row), the row's sums go there first, then through ``put``: the
     epilogue then has the registers the window's weights held (a 5x5
     window's 25 and a SiLU's constants spilled in one loop)."""
     def make(y: Var) -> Stmt:
         k, j = Var("k", "int64"), Var("j", "int64")
 
-        def vectors(one: Callable[[PrimExpr], Stmt]) -> list[Stmt]:
+        def vectors(one: Callable[[PrimExpr, PrimExpr], Stmt]) -> list[Stmt]:
+            # one(start column, slot of the row buffer)
             whole = OW // lanes
-            row = [one(i64(0)) if whole == 1 else For(k, i64(0), i64(whole), "serial",
-                                                      one(k * lanes))]
+            row = [one(i64(0), i64(0)) if whole == 1 else For(
+                k, i64(0), i64(whole), "serial", one(k * lanes, k * lanes))]
             if OW % lanes:
-                row.append(one(i64(OW - lanes)))
+                row.append(one(i64(OW - lanes), i64(whole * lanes)))
             return row
 
-        def direct(start: PrimExpr) -> Stmt:
+        def direct(start: PrimExpr, _: PrimExpr) -> Stmt:
             return For(j, i64(0), i64(lanes), "vectorized",
                        put(window_sum(y * V + start + j), (b, ch, y, start + j)))
 
-        def to_buffer(start: PrimExpr) -> Stmt:
+        def to_buffer(start: PrimExpr, slot: PrimExpr) -> Stmt:
             return For(j, i64(0), i64(lanes), "vectorized",
-                       BufferStore(row_buffer, window_sum(y * V + start + j), (start + j,)))
+                       BufferStore(row_buffer, window_sum(y * V + start + j), (slot + j,)))
 
-        def from_buffer(start: PrimExpr) -> Stmt:
+        def from_buffer(start: PrimExpr, slot: PrimExpr) -> Stmt:
             return For(j, i64(0), i64(lanes), "vectorized",
-                       put(BufferLoad(row_buffer, (start + j,)), (b, ch, y, start + j)))
+                       put(BufferLoad(row_buffer, (slot + j,)), (b, ch, y, start + j)))
         if row_buffer is None:
             return seq(vectors(direct))
         return seq(vectors(to_buffer) + vectors(from_buffer))
