@@ -74,7 +74,7 @@ def _run(prim, xs, k, act, interp, **attrs):
 LANES = host_tuning().lanes(32)
 
 ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
-    "3x3_one_vector_batch2": ((2, 3, 5, LANES), 3, "relu6", {"padding": 1}, True),
+    "3x3_batch2": ((2, 3, 5, 2 * LANES - 2), 3, "relu6", {"padding": 1}, True),
     "3x3_prime_width": ((1, 5, 7, 2 * LANES - 1), 3, "relu6", {"padding": 1}, False),
     "3x3_whole_vectors_odd_height": ((1, 3, 9, 4 * LANES), 3, "silu", {"padding": 1}, False),
     "5x5_row_buffer": ((1, 3, 11, 2 * LANES - 3), 5, "silu", {"padding": 2}, True),
@@ -85,7 +85,8 @@ ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
     "3x3_no_padding": ((1, 7, 6, 2 * LANES), 3, "silu", {"padding": 0}, False),
     # every input row copied before the first output row (too few rows, or
     # a padding beyond the rows the first output row reads)
-    "3x3_three_rows": ((1, 2, 3, LANES), 3, "relu6", {"padding": 1}, True),
+    "3x3_three_rows": ((1, 2, 3, 2 * LANES - 1), 3, "relu6", {"padding": 1}, True),
+    "3x3_s2_one_vector": ((1, 2, 7, 2 * LANES), 3, "silu", {"padding": 1, "strides": 2}, False),
     "3x3_padding_5": ((1, 2, 4, 2 * LANES - 8), 3, "silu", {"padding": 5}, False),
     "3x3_s2_rows": ((1, 3, 13, 4 * LANES - 2), 3, "relu6", {"padding": 1, "strides": 2}, False),
 }
@@ -104,21 +105,25 @@ def test_depthwise_rows_store_the_epilogue_directly(name):
     _run(low.prim_func, xs, k, act, interp, **attrs)
 
 
-@pytest.mark.parametrize("xs,k", [((1, 3, 5, LANES + LANES // 2), 3),  # over a quarter wasted
-                                  ((1, 2, 6, LANES - 1), 3)])              # under a vector
-def test_rows_wasting_a_quarter_or_narrower_keep_the_flat_rows(xs, k):
+@pytest.mark.parametrize("xs,k,kept", [
+    ((1, 3, 5, LANES + LANES // 2), 3, "pad_flat"),  # over a quarter wasted: flat rows
+    ((1, 2, 6, LANES - 1), 3, "pad_flat"),           # under a vector: flat rows
+    ((1, 2, 6, LANES), 3, "pad_temp"),               # one vector at stride 1: direct
+])
+def test_other_rows_keep_their_schedules(xs, k, kept):
     low = _lower(xs, k, "relu6", padding=1)
-    assert "pad_flat" in _allocs(low.prim_func)
+    allocs = _allocs(low.prim_func)
+    assert kept in allocs and "stride_phases" not in allocs
     _run(low.prim_func, xs, k, "relu6", False, padding=1)
 
 
 def test_a_symbolic_batch_falls_back_and_computes_the_same():
     n = tir.Var("n")
-    low = _lower((n, 3, 5, LANES), 3, "relu6", padding=1)
+    low = _lower((n, 3, 5, 2 * LANES - 2), 3, "relu6", padding=1)
     assert "stride_phases" not in _allocs(low.prim_func)
     kernel = compile_prim_funcs({"k": low.prim_func})["k"]
     for batch in (1, 2):
-        x = RNG.standard_normal((batch, 3, 5, LANES)).astype("float32")
+        x = RNG.standard_normal((batch, 3, 5, 2 * LANES - 2)).astype("float32")
         w = RNG.standard_normal((3, 1, 3, 3)).astype("float32")
         b = RNG.standard_normal((1, 3, 1, 1)).astype("float32")
         want = _relu6(get_op("relax.nn.conv2d").reference(x, w, groups=3, padding=(1,) * 4)
