@@ -457,7 +457,8 @@ class Lowering:
         ``id(extern stage) -> consumer stage``, for an extern (not an output)
         whose only reader is one stage of the same shape and dtype, not a
         reduction, with nothing attached to its nest, that reads it only at
-        its own indices and reads no stage computed after the extern."""
+        its own indices and reads no stage computed after the extern or
+        inside another stage's nest (only from buffers)."""
         readers: dict[int, list[tuple[Stage, ProducerLoad]]] = {}
         for st in self.stage_list:
             for ld in st.loads:
@@ -481,9 +482,11 @@ class Lowering:
                    or any(i is not a for i, a in zip(ld.indices, consumer.axes))
                    for _, ld in uses):
                 continue  # read elsewhere than at the consumer's own element
-            if any(id(ld.tensor) != id(st.tensor) and self.stages[id(ld.tensor)].index > st.index
+            if any(id(ld.tensor) != id(st.tensor)
+                   and (self.stages[id(ld.tensor)].index > st.index
+                        or self.stages[id(ld.tensor)].root is not None)
                    for ld in consumer.loads):
-                continue  # the consumer reads a stage computed after the extern
+                continue  # it reads a stage computed after the extern, or in a nest
             fused[id(st)] = consumer
         return fused
 

@@ -449,3 +449,20 @@ def test_extern_stores_through_its_elementwise_consumer(store_through, mirrored,
     want = np.maximum((c[:, ::-1] if mirrored else c) + b, 0)
     out = run(f, x, b, np.zeros((3, 5), "float32"))
     np.testing.assert_allclose(out, want, rtol=1e-5)
+
+
+def test_an_extern_does_not_store_through_a_consumer_with_a_reduction_in_its_nest():
+    """The consumer also reads a row sum, computed inside its own nest: the
+    extern keeps its buffer (the sum's accumulator lives in that nest), and
+    the values are those of numpy."""
+    n = T.Var("n", "int64")
+    A = te.placeholder((n, 5), "float32", "A")
+    k = te.reduce_axis(5, "k")
+    S = te.compute((n,), lambda i: te.sum(A[i, k.var], axis=[k]), name="S")
+    C = _doubling_extern(A, True)
+    D = te.compute((n, 5), lambda i, j: C[i, j] + S[i], name="D")
+    f = te.create_prim_func([A, D])
+    assert "C" in {s.buffer.name for s in walk(f.body) if isinstance(s, T.Allocate)}
+    x = rand(4, 5)
+    want = 2 * x + np.arange(5, dtype="float32") + x.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(run(f, x, np.zeros((4, 5), "float32")), want, rtol=1e-5)
