@@ -47,6 +47,12 @@ into one kernel:
   row loop. Materialized tensors that cannot be attached this way get an
   intermediate buffer (``T.alloc_buffer``) and their own loop nest, still in
   the same PrimFunc.
+* *An extern storing through its consumer*: a hand-written extern that
+  offers a ``store_through`` builder (``te.extern(..., store_through=)``)
+  and whose one consumer is elementwise, reading it at the consumer's own
+  element (a depthwise convolution's bias and activation), stores each
+  value through the consumer's expression into the consumer's buffer: no
+  buffer for the extern, no nest for the consumer.
 
 **Schedule hints** (``schedule_hints=True``, the default): the outermost
 non-trivial spatial loop is ``parallel`` when it has at least two iterations

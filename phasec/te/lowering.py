@@ -23,8 +23,8 @@ from phasec.te.emit import NestEmitter
 from phasec.te.options import ScheduleOptions
 from phasec.te.stmt import seq
 from phasec.te.tensor import (
-    ComputeOp, ExternOp, OWN_NEST, ProducerLoad, ROW_LOCAL, Reduce, TEError, Tensor, children,
-    post_order, rebuild,
+    ComputeOp, ExternOp, OWN_NEST, ProducerLoad, ROW_LOCAL, Reduce, STORE_THROUGH, TEError,
+    Tensor, children, post_order, rebuild,
 )
 
 __all__ = ["Lowering", "Stage", "LoweredTE", "lower", "create_prim_func"]
@@ -246,6 +246,7 @@ class Lowering:
             params.append(st.buffer)
         self._expand_all()
         self._attach()
+        self.stored_through = self._store_through() if self.opt.tile else {}
         # TVM reads a loop variable inside a block only through an axis.
         body = bind_loop_vars_in_blocks(self._emit_all())
         params.extend(self._scalar_params(params, body))
@@ -451,12 +452,62 @@ class Lowering:
                 memo[id(n)] = rebuild(n, [memo[id(c)] for c in children(n)])
         return memo[id(e)]
 
+    def _store_through(self) -> dict[int, Stage]:
+        """The externs that store through their consumer (``STORE_THROUGH``):
+        ``id(extern stage) -> consumer stage``, for an extern (not an output)
+        whose only reader is one stage of the same shape and dtype, not a
+        reduction, with nothing attached to its nest, that reads it only at
+        its own indices and reads no stage computed after the extern or
+        inside another stage's nest (only from buffers)."""
+        readers: dict[int, list[tuple[Stage, ProducerLoad]]] = {}
+        for st in self.stage_list:
+            for ld in st.loads:
+                readers.setdefault(id(ld.tensor), []).append((st, ld))
+        roots = {id(st.root) for st in self.stage_list if st.root is not None}
+        fused: dict[int, Stage] = {}
+        for st in self.stage_list:
+            if st.extern is None or st.is_output or STORE_THROUGH not in st.extern.attrs:
+                continue
+            uses = readers.get(id(st.tensor), [])
+            consumer = uses[0][0] if uses else None
+            if (consumer is None or any(c is not consumer for c, _ in uses)
+                    or consumer.is_reduce or consumer.extern is not None
+                    or consumer.root is not None or id(consumer) in roots
+                    or consumer.tensor.dtype != st.tensor.dtype
+                    or len(consumer.axes) != len(st.tensor.shape)
+                    or any(expr_key(a) != expr_key(b) for a, b
+                           in zip(consumer.tensor.shape, st.tensor.shape))):
+                continue
+            if any(len(ld.indices) != len(consumer.axes)
+                   or any(i is not a for i, a in zip(ld.indices, consumer.axes))
+                   for _, ld in uses):
+                continue  # read elsewhere than at the consumer's own element
+            if any(id(ld.tensor) != id(st.tensor)
+                   and (self.stages[id(ld.tensor)].index > st.index
+                        or self.stages[id(ld.tensor)].root is not None)
+                   for ld in consumer.loads):
+                continue  # it reads a stage computed after the extern, or in a nest
+            fused[id(st)] = consumer
+        return fused
+
     # -- emission ----------------------------------------------------------
     def _emit_all(self) -> Stmt:
         nests: list[Stmt] = []
         intermediates: list[Buffer] = []
+        done: set[int] = set()
         for st in self.stage_list:
-            if st.root is not None:
+            if st.root is not None or id(st) in done:
+                continue
+            consumer = self.stored_through.get(id(st))
+            if consumer is not None:
+                if consumer.buffer is None:
+                    consumer.buffer = Buffer(self.names.fresh(consumer.name),
+                                             tuple(self.map_shape(s)
+                                                   for s in consumer.tensor.shape),
+                                             consumer.tensor.dtype)
+                    intermediates.append(consumer.buffer)
+                nests.append(self._emit_stored_through(st, consumer))
+                done.add(id(consumer))
                 continue
             if st.buffer is None:  # a global intermediate
                 st.buffer = Buffer(self.names.fresh(st.name),
@@ -474,7 +525,24 @@ class Lowering:
             body = Allocate(buf, body)
         return body
 
-    def _emit_extern(self, st: Stage) -> Stmt:
+    def _emit_stored_through(self, st: Stage, consumer: Stage) -> Stmt:
+        """Extern ``st`` writing ``consumer``'s buffer: each value it stores
+        goes through the consumer's expression first."""
+        out = consumer.buffer
+        assert out is not None
+
+        def store(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
+            def load(t: Tensor, ind: tuple[PrimExpr, ...]) -> PrimExpr:
+                return value if t is st.tensor else self.default_load(t, ind)
+            expr = self.emit_value(consumer.expr, dict(zip(consumer.axes, idx)), load)
+            return self.with_lets([expr], lambda vs: tir.BufferStore(out, vs[0], tuple(idx)))
+        stmt = st.extern.attrs[STORE_THROUGH](self._extern_inputs(st), out, store)
+        if not isinstance(stmt, Stmt):
+            raise TEError(f"extern {st.name}: the builder must return a TIR statement, "
+                          f"got {type(stmt).__name__}")
+        return stmt
+
+    def _extern_inputs(self, st: Stage) -> list[Buffer]:
         bufs = []
         for t in st.extern.inputs:
             if t.is_placeholder:
@@ -484,7 +552,10 @@ class Lowering:
                 if src.buffer is None:
                     raise TEError(f"extern {st.name}: input {t.name} has no buffer")
                 bufs.append(src.buffer)
-        stmt = st.extern.builder(bufs, st.buffer)
+        return bufs
+
+    def _emit_extern(self, st: Stage) -> Stmt:
+        stmt = st.extern.builder(self._extern_inputs(st), st.buffer)
         if not isinstance(stmt, Stmt):
             raise TEError(f"extern {st.name}: the builder must return a TIR statement, "
                           f"got {type(stmt).__name__}")

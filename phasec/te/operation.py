@@ -25,7 +25,8 @@ from phasec.ir.tir import (
     BinaryOp, Buffer, Cast, FloatImm, IntImm, IterVar, PrimExpr, Select, Stmt, Var,
 )
 from phasec.te.tensor import (
-    ComputeOp, ExternOp, PlaceholderOp, ProducerLoad, Reduce, TEError, Tensor, post_order,
+    ComputeOp, ExternOp, PlaceholderOp, ProducerLoad, Reduce, STORE_THROUGH, TEError, Tensor,
+    post_order,
 )
 
 __all__ = [
@@ -212,7 +213,10 @@ def compute(shape: Sequence[Any], fcompute: Callable[..., Any], name: str = "com
 
 
 def extern(shape: Sequence[Any], dtype: str, inputs: Sequence[Tensor],
-           builder: Callable[[list[Buffer], Buffer], Stmt], name: str = "extern") -> Tensor:
+           builder: Callable[[list[Buffer], Buffer], Stmt], name: str = "extern",
+           store_through: Callable[[list[Buffer], Buffer, Callable[[PrimExpr, tuple[PrimExpr, ...]],
+                                                                   Stmt]], Stmt] | None = None
+           ) -> Tensor:
     """A tensor computed by a hand-written TIR statement (TVM's ``te.extern``).
 
     ``builder(input_buffers, output_buffer)`` returns the statement that
@@ -223,14 +227,21 @@ def extern(shape: Sequence[Any], dtype: str, inputs: Sequence[Tensor],
     The statement must index the buffers with their own ``shape`` (symbolic
     dimensions are already those of the kernel) and create fresh loop
     variables. The tensor is never inlined or attached to a consumer's nest.
+    ``store_through`` (optional): the same statement with every element
+    stored by ``store(value, indices)``, which the lowering uses to apply
+    the tensor's one elementwise consumer before the store
+    (:data:`~phasec.te.tensor.STORE_THROUGH`); it must never read ``out``
+    back, and must store each element once or always with the same value.
     """
     if dtype not in tir.DTYPES:
         raise TEError(f"unknown dtype {dtype!r} for extern {name}")
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TEError(f"extern {name}: inputs must be te.Tensors, got {type(t).__name__}")
-    return Tensor(tuple(_as_dim(s) for s in shape), dtype, name,
-                  ExternOp(tuple(inputs), builder))
+    op = ExternOp(tuple(inputs), builder)
+    if store_through is not None:
+        op.attrs[STORE_THROUGH] = store_through
+    return Tensor(tuple(_as_dim(s) for s in shape), dtype, name, op)
 
 
 def _param_names(fcompute: Callable[..., Any], n: int) -> list[str]:

@@ -24,7 +24,7 @@ from phasec.ir.tir import (
 
 __all__ = [
     "TEError", "ProducerLoad", "Reduce", "PlaceholderOp", "ComputeOp", "ExternOp", "Tensor",
-    "ROW_LOCAL", "OWN_NEST", "children", "rebuild", "post_order",
+    "ROW_LOCAL", "OWN_NEST", "STORE_THROUGH", "children", "rebuild", "post_order",
 ]
 
 
@@ -43,6 +43,14 @@ ROW_LOCAL = "te.row_local"
 #: result a relayout reads: attached, its reduction would run one output
 #: element at a time instead of in the GEMM's tiles).
 OWN_NEST = "te.own_nest"
+
+#: ``extern(..., store_through=builder)``: the extern can store each element
+#: through a callback, ``builder(input_buffers, out, store)`` with
+#: ``store(value, indices) -> Stmt``, so that its one elementwise consumer
+#: (a bias and activation, read at the same indices) is applied to the value
+#: before the store, into the consumer's buffer, instead of in a pass of its
+#: own over the extern's output (see :meth:`Lowering._store_through`).
+STORE_THROUGH = "te.store_through"
 
 
 # --------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 (``te.schedules.conv_flat_rows``: the rows copied in by hand, whole tiles of
 columns, one channel per row tile since no input row is shared between
 channels), strided ones over their input's stride phases laid flat
-(``te.schedules.conv_depthwise_strided``, ``pool_window.PhaseGeometry``) and
+(``te.schedules.conv_depthwise_strided``, ``pool_window.PhaseGeometry``;
+rows of a vector or more: test_conv_depthwise_rows.py) and
 grouped ones over the padded copy written by hand
 (``pool_window.padded_input``). The values against numpy's reference, with
 bias and relu fused, on LLVM and on the TIR interpreter, for odd and prime
@@ -61,8 +62,9 @@ def _check(low, xs, k, interp, **attrs):
 
 
 @pytest.mark.parametrize("xs,k,interp", [((1, 8, 13, 13), 5, False), ((2, 4, 7, 7), 3, True),
-                                         # rows of a few vectors, not whole ones
-                                         ((1, 3, 11, 29), 3, False), ((1, 2, 7, 53), 5, False)])
+                                         # rows of a few vectors, not whole ones,
+                                         # whole vectors wasting more than a quarter
+                                         ((1, 3, 11, 20), 3, False), ((1, 2, 7, 19), 5, False)])
 def test_narrow_depthwise_over_flat_rows(xs, k, interp):
     low = _lower(xs, k, padding=k // 2)
     allocs = _allocs(low.prim_func)
@@ -84,6 +86,9 @@ STRIDED = {  # (data shape, kernel, attrs, TIR interpreter too)
     "3x3_s2_phased_prime": ((1, 2, 37, 41), 3, {"padding": 1, "strides": 2}, False),
     "5x5_s2_rows_only_strided": ((1, 3, 17, 11), 5, {"padding": 2, "strides": (1, 2)},
                                  False),
+    # output rows of a vector or more (at 16 lanes; at 8 too)
+    "3x3_s2_rows_of_31": ((1, 3, 9, 61), 3, {"padding": 1, "strides": 2}, False),
+    "5x5_s2_rows_of_17_batch2": ((2, 2, 7, 33), 5, {"padding": 2, "strides": 2}, True),
 }
 
 
@@ -96,9 +101,14 @@ def test_strided_depthwise_over_the_stride_phases_or_wide(name):
     pads, sw, dw = attrs["padding"], two(attrs["strides"])[1], two(attrs.get("dilation", 1))[1]
     left, right = (pads, pads) if isinstance(pads, int) else (pads[1], pads[3])
     out_w = (xs[3] + left + right - (k - 1) * dw - 1) // sw + 1
-    if (k - 1) * dw <= 2 and 2 * out_w * sw <= host_tuning().lanes(32):
+    lanes = host_tuning().lanes(32)
+    if (k - 1) * dw <= 2 and 2 * out_w * sw <= lanes:
         # a row of at most half a vector: every input column summed, every sw-th kept
         assert "pad_temp" in allocs and "T_conv2d_wide" in allocs
+    elif out_w >= lanes and -(-out_w // lanes) * lanes * 4 <= out_w * 5:
+        # rows of vectors stored as NCHW rows, the epilogue before the store
+        assert "stride_phases" in allocs and "T_conv2d_flat" not in allocs
+        assert set(allocs) <= {"stride_phases", "row_sums"}
     else:  # the input de-interleaved into its phases, the sums over the flat plane
         assert "stride_phases" in allocs and "T_conv2d_flat" in allocs
     _check(low, xs, k, interp, **attrs)

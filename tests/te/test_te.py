@@ -410,3 +410,60 @@ def test_extern_stage_reads_materialized_inputs_and_feeds_computes():
         te.create_prim_func([A, te.extern((n, 4), "float32", [A], lambda ins, out: None)])
 
 
+
+
+def _doubling_extern(A, store_through: bool):
+    """te.extern writing 2*A[i, j] + j, with a store_through builder when asked."""
+    def build(ins, out, store=None):
+        (a,) = ins
+        i, j = T.Var("i", "int64"), T.Var("j", "int64")
+        value = a[i, j] * T.FloatImm(2.0) + T.Cast("float32", j)
+        put = T.BufferStore(out, value, [i, j]) if store is None else store(value, (i, j))
+        return T.For(i, 0, out.shape[0], "serial", T.For(j, 0, out.shape[1], "serial", put))
+    return te.extern(A.shape, "float32", [A], build, name="C",
+                     store_through=build if store_through else None)
+
+
+@pytest.mark.parametrize("store_through,mirrored,hints,fused", [
+    (True, False, True, True),     # its one consumer, at the same indices: fused
+    (True, True, True, False),     # read at other indices: a buffer of its own
+    (True, False, False, False),   # no schedule hints: the canonical form
+    (False, False, True, False),   # no store_through builder
+])
+def test_extern_stores_through_its_elementwise_consumer(store_through, mirrored, hints, fused):
+    """An extern with a store_through builder whose only consumer reads it at
+    the consumer's own element (a bias and relu): the consumer's expression
+    is applied to each value the extern stores, into the consumer's buffer,
+    and the extern gets no buffer; any other reader keeps the extern's
+    buffer and a nest for the consumer. The values are the same."""
+    n = T.Var("n", "int64")
+    A = te.placeholder((n, 5), "float32", "A")
+    bias = te.placeholder((5,), "float32", "bias")
+    C = _doubling_extern(A, store_through)
+    D = te.compute((n, 5), lambda i, j: te.maximum(
+        (C[i, 4 - j] if mirrored else C[i, j]) + bias[j], T.FloatImm(0.0)), name="D")
+    f = te.create_prim_func([A, bias, D], schedule_hints=hints)
+    allocated = {s.buffer.name for s in walk(f.body) if isinstance(s, T.Allocate)}
+    assert ("C" not in allocated) == fused
+    x, b = rand(3, 5), rand(5)
+    c = 2 * x + np.arange(5, dtype="float32")
+    want = np.maximum((c[:, ::-1] if mirrored else c) + b, 0)
+    out = run(f, x, b, np.zeros((3, 5), "float32"))
+    np.testing.assert_allclose(out, want, rtol=1e-5)
+
+
+def test_an_extern_does_not_store_through_a_consumer_with_a_reduction_in_its_nest():
+    """The consumer also reads a row sum, computed inside its own nest: the
+    extern keeps its buffer (the sum's accumulator lives in that nest), and
+    the values are those of numpy."""
+    n = T.Var("n", "int64")
+    A = te.placeholder((n, 5), "float32", "A")
+    k = te.reduce_axis(5, "k")
+    S = te.compute((n,), lambda i: te.sum(A[i, k.var], axis=[k]), name="S")
+    C = _doubling_extern(A, True)
+    D = te.compute((n, 5), lambda i, j: C[i, j] + S[i], name="D")
+    f = te.create_prim_func([A, D])
+    assert "C" in {s.buffer.name for s in walk(f.body) if isinstance(s, T.Allocate)}
+    x = rand(4, 5)
+    want = 2 * x + np.arange(5, dtype="float32") + x.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(run(f, x, np.zeros((4, 5), "float32")), want, rtol=1e-5)

@@ -148,6 +148,10 @@ RULES: tuple[Rule, ...] = (
          "at least a vector of channels, a window of 25 taps or more over output rows of at "
          "most half a vector (5x5 over 7x7): a block of channels in the vector lanes",
          _nchw_float_conv2d, conv_depthwise_lanes.schedule),
+    Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d of static shape, "
+         "stride 1, output rows of at least a vector: per channel, its padded plane and flat "
+         "sums in the cache, the rows stored as NCHW", _nchw_float_conv2d,
+         conv_depthwise_strided.schedule_rows),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
     Rule("conv", "conv_small_image", "an NCHW float conv2d, one group, over fewer output "

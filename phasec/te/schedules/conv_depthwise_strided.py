@@ -20,6 +20,21 @@ that stays in the cache between the two (all channels' phases as one
 tensor went out to memory and back: 144x56x56 3x3/2 112 -> 104 us). The
 epilogue (bias, activation) reads the flat plane's rows, contiguous.
 
+Output rows of a vector or more (``OW >= lanes``, no more than a quarter
+of the row's vectors wasted; :func:`schedule_rows` takes the stride-1 ones
+too, whose one phase is the padded plane): each row is its own whole
+vectors, the last one overlapping the one before, stored at the NCHW
+output through the extern's ``store_through`` (:func:`te.extern
+<phasec.te.operation.extern>`), so the lowering applies the bias and
+activation to the sums in registers before the store: no flat plane of
+the tensor's size goes out to memory and back, no epilogue nest. A window
+of more than :data:`ROW_BUFFER_TAPS` taps puts each row's sums in a row
+buffer first (a 5x5 window's 25 weights and a SiLU's constants spilled in
+one loop). Inside MobileNetV2 at 224x224 (one thread, per-node profile):
+144x56x56 3x3 + relu6 357 -> 193 us, 192x28x28 102 -> 65 us, 32x112x112
+225 -> 182 us, 96x112x112 3x3/2 304 -> 250 us, 144x56x56 3x3/2 101 ->
+84 us (bench/README.md).
+
 A 3x3 (or narrower) window whose strided output row spans at most half a
 vector of input (``2*OW*sw <= lanes``: at 16 lanes MobileNet's 8x8 and
 smaller images) keeps the wide form: the row sums over every input column of a padded copy,
@@ -30,17 +45,31 @@ kernel against ORT, bench/README.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from phasec import arith
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
+from phasec.ir.tir import (
+    Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
+)
 from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
-__all__ = ["schedule"]
+__all__ = ["schedule", "schedule_rows", "ROW_BUFFER_TAPS", "COPY_LEAD"]
+
+#: a window of more taps puts each output row's sums in a row buffer before
+#: the epilogue (see _row)
+ROW_BUFFER_TAPS = 9
+#: output rows of rows: schedule_rows copies each input row this many output
+#: rows before the first that reads it (see _rows_as_read). Read by the very
+#: next row, a row just stored was read back across two stores, which the
+#: store buffer cannot forward (192x28x28 3x3: 75 -> 107 us; 1 row early 74,
+#: 2 65, 3 69; 96x112x112 3x3/2 + SiLU 416 -> 392, 302, 307, 312)
+COPY_LEAD = 2
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
@@ -48,6 +77,53 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     stride phases, or wide then decimated (see the module docstring); None
     unless it is depthwise (one input and one output channel per group),
     strided along the rows' axis, with static sizes."""
+    dims = _depthwise_dims(w)
+    if dims is None:
+        return None
+    n, c, H, W, KH, KW, OH, OW = dims
+    sh, sw = w.strides
+    if not (sw > 1 and OW >= 2):
+        return None
+    lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
+    if (KW - 1) * w.dilation[1] <= 2 and 2 * OW * sw <= lanes:
+        return _wide(w, n, c, OH, OW, KH, KW)
+    if OW >= lanes and not _row_waste(OW, lanes):
+        # rows of vectors: written as NCHW rows (see schedule_rows)
+        return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes, rows_out=True)
+    return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
+
+
+def schedule_rows(w: ConvWorkload) -> Tensor | None:
+    """The depthwise convolution ``w`` (NCHW float conv2d), stride 1, output
+    rows of more than a vector with at most a quarter of their vectors
+    wasted, static sizes: per channel its padded plane in a buffer of its
+    own, then each row in whole vectors stored through the epilogue (see
+    the module docstring). None for any other convolution. The schedules
+    that took them before (:mod:`conv_flat_rows` for rows of a few vectors,
+    the direct one for whole vectors) wrote the padded input, the sums and
+    the output through memory in turn. Rows of one vector keep the direct
+    schedule: 96x16x16 3x3 + relu6 (MobileNetV2 at 64x64) 11.4 -> 13.3 us
+    here, the per-row copy and borders weighing more than the pass saved."""
+    dims = _depthwise_dims(w)
+    if dims is None or tuple(w.strides) != (1, 1):
+        return None
+    n, c, H, W, KH, KW, OH, OW = dims
+    lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
+    if OW <= lanes or OH < 2 or _row_waste(OW, lanes):
+        return None
+    return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes, rows_out=True)
+
+
+def _row_waste(OW: int, lanes: int) -> bool:
+    """Whether a row of ``OW`` columns in whole vectors computes more than
+    a quarter more columns than it keeps (20 of 32; 28 or 56 of 32 or 64
+    do not): there the flat rows, a few dropped columns a row, cost less."""
+    return -(-OW // lanes) * lanes * 4 > OW * 5
+
+
+def _depthwise_dims(w: ConvWorkload) -> tuple[int, ...] | None:
+    """``(n, c, H, W, KH, KW, OH, OW)`` of a depthwise NCHW conv2d of static
+    sizes (one input and one output channel per group), else None."""
     data, weight = w.data, w.weight
     if w.data_layout.name != "NCHW" or w.kernel_layout.name != "OIHW" \
             or w.out_layout.name != "NCHW":
@@ -56,52 +132,152 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if any(d is None for d in dims):
         return None
     n, c, H, W, O, CG, KH, KW, _, _, OH, OW = dims
-    sh, sw = w.strides
-    if not (w.groups == c == O and CG == 1 and sw > 1 and OW >= 2):
+    if not (w.groups == c == O and CG == 1):
         return None
-    lanes = tuning.host_tuning().lanes(int(data.dtype[5:]))
-    if (KW - 1) * w.dilation[1] <= 2 and 2 * OW * sw <= lanes:
-        return _wide(w, n, c, OH, OW, KH, KW)
-    return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
+    return n, c, H, W, KH, KW, OH, OW
 
 
 def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[int, int],
-            window: tuple[int, int], lanes: int) -> Tensor:
+            window: tuple[int, int], lanes: int, rows_out: bool = False) -> Tensor:
     (sh, sw), (dh, dw), dt = w.strides, w.dilation, w.data.dtype
     KH, KW = window
+    OH, OW = out_hw
     geo = PhaseGeometry.of(hw, out_hw, window, (sh, sw), (dh, dw),
                            (w.padding[0], w.padding[1]), lanes)
     V, columns, length = geo.V, geo.columns, geo.length
+    Store = Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt]
 
-    def build(bufs: list[Buffer], out: Buffer) -> Stmt:
+    def build(bufs: list[Buffer], out: Buffer, store: Store | None = None) -> Stmt:
         x, weight = bufs
-        b, ch, p = Var("b", "int64"), Var("ch", "int64"), Var("p", "int64")
+        b, ch = Var("b", "int64"), Var("ch", "int64")
         # one channel's phases at a time, in a buffer of its own (see the
         # module docstring)
         phases = Buffer("stride_phases", (i64(sh * sw * length),), dt)
-        stmts = geo.copy(x, b, ch, te.const(0, dt), lambda f, q: (phases, f * length + q),
-                         lanes)
-        terms: list[PrimExpr] = []
-        for r0 in range(KH):      # the direct convolution's tap order
-            for r1 in range(KW):
-                y_tap, x_tap = r0 * dh, r1 * dw
-                at = ((y_tap % sh) * sw + x_tap % sw) * length \
-                    + (y_tap // sh) * V + x_tap // sw
-                terms.append(BufferLoad(phases, (p + i64(at),))
-                             * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1))))
-        acc = terms[0]
-        for term in terms[1:]:
-            acc = acc + term
-        stmts.append(For(p, i64(0), i64(columns), "vectorized", BufferStore(out, acc, (b, ch, p))))
+        def into_phases(f: PrimExpr, q: PrimExpr) -> tuple[Buffer, PrimExpr]:
+            return phases, f * length + q
+        if rows_out:
+            stmts, rows, copy_row = geo.copy_by_rows(x, b, ch, te.const(0, dt), into_phases,
+                                                     lanes)
+        else:
+            stmts = geo.copy(x, b, ch, te.const(0, dt), into_phases, lanes)
+
+        def window_sum(p: PrimExpr) -> PrimExpr:
+            terms: list[PrimExpr] = []
+            for r0 in range(KH):      # the direct convolution's tap order
+                for r1 in range(KW):
+                    y_tap, x_tap = r0 * dh, r1 * dw
+                    at = ((y_tap % sh) * sw + x_tap % sw) * length \
+                        + (y_tap // sh) * V + x_tap // sw
+                    terms.append(BufferLoad(phases, (p + i64(at),))
+                                 * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1))))
+            acc = terms[0]
+            for term in terms[1:]:
+                acc = acc + term
+            return acc
+        if rows_out:
+            def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
+                return BufferStore(out, value, idx) if store is None else store(value, idx)
+            # a slot of whole vectors each (overlapping, the last vector's load
+            # would span two stores, which the store buffer cannot forward)
+            row_buffer = Buffer("row_sums", (i64(-(-OW // lanes) * lanes),), dt) \
+                if KH * KW > ROW_BUFFER_TAPS \
+                else None
+            row = _row(b, ch, OW, V, lanes, window_sum, put, row_buffer)
+            stmts += _rows_as_read(OH, sh, (KH - 1) * dh // sh, w.padding[0], rows, row,
+                                   copy_row)
+            if row_buffer is not None:
+                stmts = [Allocate(row_buffer, seq(stmts))]
+        else:
+            p = Var("p", "int64")
+            stmts.append(For(p, i64(0), i64(columns), "vectorized",
+                             BufferStore(out, window_sum(p), (b, ch, p))))
         work = n * c * (sh * sw * length + columns * KH * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         return For(b, i64(0), i64(n), "serial", For(
             ch, i64(0), i64(c), "parallel" if par else "serial", Allocate(phases, seq(stmts))))
+    if rows_out:
+        # the epilogue (bias, activation) applied before each store
+        return te.extern((i64(n), i64(c), i64(OH), i64(OW)), dt, [w.data, w.weight], build,
+                         name="T_conv2d", store_through=build)
     flat = te.extern((i64(n), i64(c), i64(columns)), dt, [w.data, w.weight], build,
                      name="T_conv2d_flat")
     # inlined: the epilogue (bias, activation) reads the flat plane's rows,
     # contiguous, with no copy between
     return te.compute(w.out_shape, lambda b, ch, y, x: flat[b, ch, y * V + x], name="T_conv2d")
+
+
+def _rows_as_read(OH: int, sh: int, reach: int, top: int, rows: int,
+                  row: Callable[[Var], Stmt], copy_row: Callable[..., Stmt]) -> list[Stmt]:
+    """The output rows, each input row copied into the phases just before
+    the first output row that reads it (``copy_row(y, (phase, phase row))``:
+    the copy's loads from memory run beside the sums, whose input rows are
+    still in the L1 cache): output row ``y`` reads the phase rows up to
+    ``y + reach``, so the input rows below ``(y + reach + 1)*sh - top``,
+    copied :data:`COPY_LEAD` output rows early. The rows whose
+    copy would need a test (past the input's last row) are copied before
+    the last output rows, in one loop."""
+    ahead = (reach + 1 + COPY_LEAD) * sh - top
+    out: list[Stmt] = []
+    y0, y, y1, y2 = (Var(v, "int64") for v in ("y0", "y", "y1", "y2"))
+    if not 0 < ahead < rows:  # (the padding takes the first rows, or none is left)
+        if rows:
+            out.append(For(y0, i64(0), i64(rows), "serial", copy_row(y0)))
+        out.append(For(y, i64(0), i64(OH), "serial", row(y)))
+        return out
+    out.append(For(y0, i64(0), i64(ahead), "serial", copy_row(y0)))
+    # output rows [0, steady) each copy the sh whole input rows the next one reads
+    steady = max(0, min(OH, (rows - ahead - sh) // sh + 1))
+    if steady:
+        copies = [copy_row(i64(ahead + t) + y * sh,
+                           (i64((ahead + t + top) % sh), y + (ahead + t + top) // sh))
+                  for t in range(sh)]
+        out.append(For(y, i64(0), i64(steady), "serial", seq([row(y), *copies])))
+    left = ahead + steady * sh
+    if left < rows:
+        out.append(For(y1, i64(left), i64(rows - left), "serial", copy_row(y1)))
+    if steady < OH:
+        out.append(For(y2, i64(steady), i64(OH - steady), "serial", row(y2)))
+    return out
+
+
+def _row(b: Var, ch: Var, OW: int, V: int, lanes: int,
+         window_sum: Callable[[PrimExpr], PrimExpr],
+         put: Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt], row_buffer: Buffer | None
+         ) -> Callable[[Var], Stmt]:
+    """Output row ``y`` (``OW >= lanes`` wide) in whole vectors, the last
+    one overlapping the one before (the same values stored twice) when the
+    row is not whole vectors; output ``(y, x)`` is the window sum at flat
+    position ``y*V + x`` of the phases. With ``row_buffer`` (a whole vector
+    a vector of the row), the row's sums go there first, then through ``put``: the
+    epilogue then has the registers the window's weights held (a 5x5
+    window's 25 and a SiLU's constants spilled in one loop)."""
+    def make(y: Var) -> Stmt:
+        k, j = Var("k", "int64"), Var("j", "int64")
+
+        def vectors(one: Callable[[PrimExpr, PrimExpr], Stmt]) -> list[Stmt]:
+            # one(start column, slot of the row buffer)
+            whole = OW // lanes
+            row = [one(i64(0), i64(0)) if whole == 1 else For(
+                k, i64(0), i64(whole), "serial", one(k * lanes, k * lanes))]
+            if OW % lanes:
+                row.append(one(i64(OW - lanes), i64(whole * lanes)))
+            return row
+
+        def direct(start: PrimExpr, _: PrimExpr) -> Stmt:
+            return For(j, i64(0), i64(lanes), "vectorized",
+                       put(window_sum(y * V + start + j), (b, ch, y, start + j)))
+
+        def to_buffer(start: PrimExpr, slot: PrimExpr) -> Stmt:
+            return For(j, i64(0), i64(lanes), "vectorized",
+                       BufferStore(row_buffer, window_sum(y * V + start + j), (slot + j,)))
+
+        def from_buffer(start: PrimExpr, slot: PrimExpr) -> Stmt:
+            return For(j, i64(0), i64(lanes), "vectorized",
+                       put(BufferLoad(row_buffer, (slot + j,)), (b, ch, y, start + j)))
+        if row_buffer is None:
+            return seq(vectors(direct))
+        return seq(vectors(to_buffer) + vectors(from_buffer))
+    return make
 
 
 def _wide(w: ConvWorkload, n: int, c: int, OH: int, OW: int, KH: int, KW: int) -> Tensor:

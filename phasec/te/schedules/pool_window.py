@@ -250,6 +250,22 @@ class PhaseGeometry:
         window reaches, de-interleaved (in whole vectors of ``lanes`` when
         given and the row holds one), and ``fill`` wherever no input
         element lands (the padding, past the input)."""
+        stmts, rows, row = self.copy_by_rows(src, b, ch, fill, at, lanes)
+        if rows > 0:
+            y = Var("y", "int64")
+            stmts.append(For(y, i64(0), i64(rows), "serial", row(y)))
+        return stmts
+
+    def copy_by_rows(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
+                     at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
+                     lanes: int = 0) -> tuple[list[Stmt], int, Callable[..., Stmt]]:
+        """:meth:`copy` in parts: the fills of the phase rows no input row
+        lands in, the number of input rows copied, and the copy of input
+        row ``y`` (an expression; it stores ``fill`` at the padding columns
+        of its phase rows; optionally given its phase and phase row,
+        ``(y + top) % sh`` and ``(y + top) // sh``, in a simpler form), for a
+        caller that copies each row just before the output rows that read
+        it."""
         (sh, sw), (top, left), V = self.strides, self.lead, self.V
         rows = max(0, min(self.H, self.U * sh - top))
         cols = max(0, min(self.W, V * sw - left))
@@ -272,50 +288,53 @@ class PhaseGeometry:
         # and shuffles; a scatter element by element, with its // and % per
         # element, was most of a pool's time). The few columns v whose group
         # crosses the border are stored one by one, where they exist.
-        y, v = Var("y", "int64"), Var("v", "int64")
-        a, u = (y + top) % sh, (y + top) // sh
+        def build_row(y: PrimExpr, phase_row: tuple[PrimExpr, PrimExpr] | None = None
+                      ) -> Stmt | None:
+            v = Var("v", "int64")
+            a, u = phase_row or ((y + top) % sh, (y + top) // sh)
 
-        def put(col: PrimExpr, e: int) -> Stmt:
-            where = at(a * sw + e, u * V + col)
-            return BufferStore(where[0], src[(b, ch, y, col * sw + (e - left))], where[1:])
-        lo = min(V, -(-left // sw))                        # first whole group
-        hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
-        row: list[Stmt] = []
-        # whole vectors of phase columns, as wide as the row holds (at most
-        # ``lanes``, at least 4), the last one overlapping the one before
-        # (the same values stored twice): each vector ``sw`` full loads and
-        # one shuffle a phase. Unrolled, the SLP vectorizer made masked
-        # loads, small shuffles and scalar moves of a row (of a 14x14
-        # input's 6 columns, mostly scalar: 576x14x14 3x3/2 46.5 -> 42 us;
-        # a 56x56 input's 27 columns, no measurable change).
-        lanes = min(lanes, 1 << max(0, (hi - lo).bit_length() - 1))
-        if lanes >= 4:
-            k = Var("k", "int64")
+            def put(col: PrimExpr, e: int) -> Stmt:
+                where = at(a * sw + e, u * V + col)
+                return BufferStore(where[0], src[(b, ch, y, col * sw + (e - left))], where[1:])
+            lo = min(V, -(-left // sw))                        # first whole group
+            hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
+            row: list[Stmt] = []
+            # whole vectors of phase columns, as wide as the row holds (at most
+            # ``lanes``, at least 4), the last one overlapping the one before
+            # (the same values stored twice): each vector ``sw`` full loads and
+            # one shuffle a phase. Unrolled, the SLP vectorizer made masked
+            # loads, small shuffles and scalar moves of a row (of a 14x14
+            # input's 6 columns, mostly scalar: 576x14x14 3x3/2 46.5 -> 42 us;
+            # a 56x56 input's 27 columns, no measurable change).
+            width = min(lanes, 1 << max(0, (hi - lo).bit_length() - 1))
+            if width >= 4:
+                k = Var("k", "int64")
 
-            def group(start: PrimExpr) -> Stmt:
-                j = Var("j", "int64")
-                return For(j, i64(0), i64(lanes), "vectorized",
-                           SeqStmt(tuple(put(start + j, e) for e in range(sw))))
-            whole = (hi - lo) // lanes
-            row.append(group(i64(lo)) if whole == 1 else
-                       For(k, i64(0), i64(whole), "serial", group(k * lanes + lo)))
-            if (hi - lo) % lanes:
-                row.append(group(i64(hi - lanes)))
-        elif hi > lo:
-            # a short row unrolled: the SLP vectorizer groups its loads and
-            # stores in whole vectors, where the loop vectorizer took 4 lanes
-            # and a scalar tail for 13-17 columns (pool 576x14x14: 57 -> 45 us)
-            kind = "unroll" if hi - lo <= MAX_UNROLLED_COLUMNS else "vectorized"
-            row.append(For(v, i64(lo), i64(hi - lo), kind,
-                           SeqStmt(tuple(put(v, e) for e in range(sw)))))
-        row += [put(i64(col), e) if 0 <= col * sw + e - left < cols
-                else BufferStore(at(a * sw + e, u * V + col)[0], fill,
-                                 at(a * sw + e, u * V + col)[1:])
-                for col in (*range(lo), *range(hi, V)) for e in range(sw)]
-        if row:
-            stmts.append(For(y, i64(0), i64(rows), "serial",
-                             row[0] if len(row) == 1 else SeqStmt(tuple(row))))
-        return stmts
+                def group(start: PrimExpr) -> Stmt:
+                    j = Var("j", "int64")
+                    return For(j, i64(0), i64(width), "vectorized",
+                               SeqStmt(tuple(put(start + j, e) for e in range(sw))))
+                whole = (hi - lo) // width
+                row.append(group(i64(lo)) if whole == 1 else
+                           For(k, i64(0), i64(whole), "serial", group(k * width + lo)))
+                if (hi - lo) % width:
+                    row.append(group(i64(hi - width)))
+            elif hi > lo:
+                # a short row unrolled: the SLP vectorizer groups its loads and
+                # stores in whole vectors, where the loop vectorizer took 4 lanes
+                # and a scalar tail for 13-17 columns (pool 576x14x14: 57 -> 45 us)
+                kind = "unroll" if hi - lo <= MAX_UNROLLED_COLUMNS else "vectorized"
+                row.append(For(v, i64(lo), i64(hi - lo), kind,
+                               SeqStmt(tuple(put(v, e) for e in range(sw)))))
+            row += [put(i64(col), e) if 0 <= col * sw + e - left < cols
+                    else BufferStore(at(a * sw + e, u * V + col)[0], fill,
+                                     at(a * sw + e, u * V + col)[1:])
+                    for col in (*range(lo), *range(hi, V)) for e in range(sw)]
+            if not row:
+                return None
+            return row[0] if len(row) == 1 else SeqStmt(tuple(row))
+        copied = build_row(Var("y", "int64")) is not None
+        return stmts, rows if copied else 0, build_row  # type: ignore[return-value]
 
 
 def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],

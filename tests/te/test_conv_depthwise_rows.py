@@ -1,0 +1,133 @@
+"""Depthwise convolutions whose output rows are a vector or more
+(``conv_depthwise_strided.schedule_rows`` at stride 1, the same rows at
+stride 2): per channel the padded plane in a buffer of its own, each input
+row copied in a few output rows before it is read, each output row in
+whole vectors (the last overlapping), the bias and activation applied
+before the store through the extern's ``store_through`` (no intermediate
+tensor, no epilogue nest). The values against numpy's reference on LLVM
+and on the TIR interpreter, for odd, prime and uneven shapes and pads,
+3x3 and 5x5 (5x5: the row buffer), dilation, and the fallbacks (symbolic
+sizes, rows wasting a quarter) computing the same."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import tir
+from phasec.op import call_op, get_op
+from phasec.op.legalize import lower_fused
+from phasec.target.tuning import host_tuning
+from phasec.te.schedules.conv_depthwise_strided import ROW_BUFFER_TAPS
+
+from helpers.legalize import fused, tvar, walk
+
+RNG = np.random.default_rng(224)
+
+
+def _relu6(v):
+    return np.minimum(np.maximum(v, 0), 6)
+
+
+def _silu(v):
+    return v / (1 + np.exp(-v))
+
+
+def _lower(xs, k, act, **attrs):
+    c = xs[1]
+    d, w, b = tvar("d", xs), tvar("w", (c, 1, k, k)), tvar("b", (1, c, 1, 1))
+
+    def body(bb):
+        y = bb.emit(call_op("add", bb.emit(call_op("nn.conv2d", d, w, groups=c, **attrs)), b))
+        if act == "relu6":
+            return call_op("clip", y, min=0.0, max=6.0)
+        return call_op("multiply", y, bb.emit(call_op("sigmoid", y)))
+    return lower_fused(fused([d, w, b], body))
+
+
+def _allocs(prim):
+    return {s.buffer.name for s in walk(prim.body) if isinstance(s, tir.Allocate)}
+
+
+def _run(prim, xs, k, act, interp, **attrs):
+    c = xs[1]
+    x = RNG.standard_normal(xs).astype("float32")
+    w = RNG.standard_normal((c, 1, k, k)).astype("float32")
+    b = RNG.standard_normal((1, c, 1, 1)).astype("float32")
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    pads = attrs["padding"]
+    ref = {"padding": (pads,) * 4 if isinstance(pads, int) else pads,
+           "strides": two(attrs.get("strides", 1)), "dilation": two(attrs.get("dilation", 1))}
+    y = get_op("relax.nn.conv2d").reference(x, w, groups=c, **ref) + b
+    want = (_relu6 if act == "relu6" else _silu)(y)
+    got = np.full(want.shape, np.nan, "float32")
+    compile_prim_funcs({"k": prim})["k"](x, w, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if interp:
+        again = np.full(want.shape, np.nan, "float32")
+        run_prim_func(prim, [x, w, b, again])
+        np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+
+
+LANES = host_tuning().lanes(32)
+
+ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
+    "3x3_batch2": ((2, 3, 5, 2 * LANES - 2), 3, "relu6", {"padding": 1}, True),
+    "3x3_prime_width": ((1, 5, 7, 2 * LANES - 1), 3, "relu6", {"padding": 1}, False),
+    "3x3_whole_vectors_odd_height": ((1, 3, 9, 4 * LANES), 3, "silu", {"padding": 1}, False),
+    "5x5_row_buffer": ((1, 3, 11, 2 * LANES - 3), 5, "silu", {"padding": 2}, True),
+    "5x5_uneven_pads": ((1, 2, 8, 2 * LANES - 2), 5, "relu6", {"padding": (2, 1, 1, 3)},
+                        False),
+    "3x3_dilation2": ((1, 3, 9, 2 * LANES - 2), 3, "relu6", {"padding": 2, "dilation": 2},
+                      False),
+    "3x3_no_padding": ((1, 7, 6, 2 * LANES), 3, "silu", {"padding": 0}, False),
+    # every input row copied before the first output row (too few rows, or
+    # a padding beyond the rows the first output row reads)
+    "3x3_three_rows": ((1, 2, 3, 2 * LANES - 1), 3, "relu6", {"padding": 1}, True),
+    "3x3_s2_one_vector": ((1, 2, 7, 2 * LANES), 3, "silu", {"padding": 1, "strides": 2}, False),
+    "3x3_padding_5": ((1, 2, 4, 2 * LANES - 8), 3, "silu", {"padding": 5}, False),
+    "3x3_s2_rows": ((1, 3, 13, 4 * LANES - 2), 3, "relu6", {"padding": 1, "strides": 2}, False),
+}
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_depthwise_rows_store_the_epilogue_directly(name):
+    xs, k, act, attrs, interp = ROWS[name]
+    low = _lower(xs, k, act, **attrs)
+    allocs = _allocs(low.prim_func)
+    # the padded plane (and a 5x5 window's row buffer), nothing of the
+    # tensor's size: the bias and activation went into the extern's stores
+    assert "stride_phases" in allocs
+    assert allocs <= {"stride_phases", "row_sums"}
+    assert ("row_sums" in allocs) == (k * k > ROW_BUFFER_TAPS)
+    _run(low.prim_func, xs, k, act, interp, **attrs)
+
+
+@pytest.mark.parametrize("xs,k,kept", [
+    ((1, 3, 5, LANES + LANES // 2), 3, "pad_flat"),  # over a quarter wasted: flat rows
+    ((1, 2, 6, LANES - 1), 3, "pad_flat"),           # under a vector: flat rows
+    ((1, 2, 6, LANES), 3, "pad_temp"),               # one vector at stride 1: direct
+])
+def test_other_rows_keep_their_schedules(xs, k, kept):
+    low = _lower(xs, k, "relu6", padding=1)
+    allocs = _allocs(low.prim_func)
+    assert kept in allocs and "stride_phases" not in allocs
+    _run(low.prim_func, xs, k, "relu6", False, padding=1)
+
+
+def test_a_symbolic_batch_falls_back_and_computes_the_same():
+    n = tir.Var("n")
+    low = _lower((n, 3, 5, 2 * LANES - 2), 3, "relu6", padding=1)
+    assert "stride_phases" not in _allocs(low.prim_func)
+    kernel = compile_prim_funcs({"k": low.prim_func})["k"]
+    for batch in (1, 2):
+        x = RNG.standard_normal((batch, 3, 5, 2 * LANES - 2)).astype("float32")
+        w = RNG.standard_normal((3, 1, 3, 3)).astype("float32")
+        b = RNG.standard_normal((1, 3, 1, 1)).astype("float32")
+        want = _relu6(get_op("relax.nn.conv2d").reference(x, w, groups=3, padding=(1,) * 4)
+                      + b)
+        got = np.zeros(want.shape, "float32")
+        kernel(x, w, b, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
