@@ -99,6 +99,51 @@ def test_free_processes_take_the_next_module(split: Path,
         assert externals == []
 
 
+def test_work_meanwhile_runs_while_the_workers_compile(split: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the job runs on the building thread once the workers hold modules, before
+    # that thread compiles any itself; the library still computes what numpy does
+    events: list[str] = []
+    real_compile, real_here = parallel._Worker.compile, parallel.objworker.compile_object
+
+    def worker_compile(self, text):
+        events.append("worker")
+        return real_compile(self, text)
+
+    def here(*args):
+        events.append("here")
+        return real_here(*args)
+
+    def job() -> int:
+        events.append("job")
+        return 42
+
+    monkeypatch.setattr(parallel._Worker, "compile", worker_compile)
+    monkeypatch.setattr(parallel.objworker, "compile_object", here)
+    with parallel.meanwhile(job) as side:
+        lib = compile_prim_funcs(_library(), use_cache=False)
+        assert not side.pending and events.count("job") == 1
+        assert "here" not in events[:events.index("job")]
+    assert side.result() == 42 and events.count("job") == 1
+    _check(lib)
+    # no workers (one process): the job runs when its result is asked for, once
+    monkeypatch.setenv("PHASEC_COMPILE_JOBS", "1")
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    events.clear()
+    with parallel.meanwhile(job) as side:
+        compile_prim_funcs(_library(), use_cache=False)
+        assert side.pending and events == []
+    assert side.result() == 42 and side.result() == 42 and events == ["job"]
+
+    def failing() -> None:
+        raise ValueError("the job's own error")
+
+    with parallel.meanwhile(failing) as side:
+        side.run()  # (kept: raised where the result is asked for)
+    with pytest.raises(ValueError, match="the job's own error"):
+        side.result()
+
+
 def test_library_compiled_by_workers_computes_what_numpy_does(split: Path) -> None:
     lib = compile_prim_funcs(_library(), use_cache=False)
     assert len(lib._natives) == 6  # a module a kernel (the split shrinks), three processes
