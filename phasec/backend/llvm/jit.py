@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -559,18 +559,21 @@ def _split_entry(blob: bytes, optimized: str) -> list[tuple[bytes, str]] | None:
     return parts
 
 
-def jit_compile_modules(ir_texts: list[str], entry_symbols: list[str],
+def jit_compile_modules(ir_texts: Iterable[str], entry_symbols: list[str] | Callable[[], list[str]],
                         global_symbols: list[str], opt_level: int,
                         cache_key: str | None) -> list[NativeModule]:
     """Compile the modules of one library (each complete on its own, every
     entry symbol in one of them) on several cores (:mod:`.parallel`) and map
     each into its own engine; the objects go to the disk cache as one entry
-    under ``cache_key`` (when given and the cache is on)."""
+    under ``cache_key`` (when given and the cache is on). ``ir_texts`` may be
+    an iterator that emits the modules while the workers compile the first
+    (see :func:`.parallel.compile_modules`); ``entry_symbols`` then a
+    function giving them once it is done."""
     target = host_target()
-    kernels = f"{len(entry_symbols)} kernel{'' if len(entry_symbols) == 1 else 's'}"
-    workers = min(compile_jobs(), len(ir_texts)) - 1
-    with console.step(f"compiling {kernels} with LLVM ({len(ir_texts)} modules, "
-                      f"{workers + 1} processes)"), _compile_lock:
+    workers = compile_jobs() - 1
+    if isinstance(ir_texts, Sequence):
+        workers = min(workers + 1, len(ir_texts)) - 1
+    with console.step(f"compiling kernels with LLVM ({workers + 1} processes)"), _compile_lock:
         t0 = time.perf_counter()
         with _captured_llvm_output():
             try:
@@ -582,7 +585,8 @@ def jit_compile_modules(ir_texts: list[str], entry_symbols: list[str],
             if not llvm.address_of_symbol(name):
                 raise CodegenError(f"the generated code calls '{name}', which is not "
                                    "available in this process")
-        natives = [_load_object(target, obj, entry_symbols, global_symbols, optimized)
+        entries = entry_symbols() if callable(entry_symbols) else entry_symbols
+        natives = [_load_object(target, obj, entries, global_symbols, optimized)
                    for obj, optimized, _ in compiled]
     seconds = time.perf_counter() - t0
     for native in natives:

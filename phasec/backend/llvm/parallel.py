@@ -31,14 +31,14 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from phasec.backend.llvm import objworker
 
 __all__ = ["split_kernels", "compile_modules", "meanwhile", "Meanwhile", "MIN_MODULE_IR_CHARS",
-           "MODULE_SHARE"]
+           "MODULE_SHARE", "STREAM_MODULE_IR_CHARS"]
 
 #: the kernel IR (characters) a module must have to be worth a worker of its
 #: own: a worker costs ~50 ms of CPU to start, and each module compiles the
@@ -49,6 +49,11 @@ __all__ = ["split_kernels", "compile_modules", "meanwhile", "Meanwhile", "MIN_MO
 #: module kept one process busy ~0.3 s after the other had finished
 #: (SqueezeNet and ResNet-50, replayed from `bench_compile.py --kernels`)
 MIN_MODULE_IR_CHARS = 40_000
+
+#: the kernel IR (characters) of each module a build hands to a worker while
+#: it still emits the other kernels (runtime's ``_emitted_modules``): ~0.2 s
+#: of LLVM, about as long as emitting the rest of a model takes
+STREAM_MODULE_IR_CHARS = 2 * MIN_MODULE_IR_CHARS
 
 #: one compiled module: object code, optimized IR, external functions called
 Compiled = tuple[bytes, str, list[str]]
@@ -208,66 +213,109 @@ class _Worker:
                         pass
 
 
-def compile_modules(ir_texts: Sequence[str], triple: str, cpu: str, features: str,
+def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: str,
                     opt_level: int, diagnostics: Callable[[bytes], None],
                     workers: int | None = None) -> list[Compiled]:
-    """Compile every module, here and in ``workers`` worker processes (one
-    per module after the first when None), each process taking the next
-    module in order as soon as it is free, and return the results in order;
-    what the workers wrote to standard error goes to ``diagnostics`` once
-    they have ended. Invalid IR raises RuntimeError with LLVM's message."""
-    header = {"triple": triple, "cpu": cpu, "features": features, "opt_level": opt_level}
-    count = len(ir_texts) - 1 if workers is None else min(workers, len(ir_texts) - 1)
-    pending = deque(range(len(ir_texts)))
-    lock = threading.Lock()
-    results: list["Compiled | str | None"] = [None] * len(ir_texts)
+    """Compile every module, here and in ``workers`` worker processes, each
+    process taking the next module in order as soon as it is free, and
+    return the results in order; what the workers wrote to standard error
+    goes to ``diagnostics`` once they have ended. Invalid IR raises
+    RuntimeError with LLVM's message.
 
-    def take() -> int | None:
-        with lock:
+    ``ir_texts`` a sequence: the workers (one per module after the first
+    when ``workers`` is None) start once this process has taken the first
+    module, the largest. An iterator (modules produced while others compile:
+    the kernel IR emitted kernel by kernel, see ``runtime``): the workers
+    (one when None) start with its first module and take the modules as it
+    yields them, while this thread produces the rest; it compiles only once
+    the iterator is done. An exception of the iterator ends the workers and
+    propagates."""
+    header = {"triple": triple, "cpu": cpu, "features": features, "opt_level": opt_level}
+    streamed = not isinstance(ir_texts, Sequence)
+    texts: list[str] = []
+    pending: deque[int] = deque()
+    ready = threading.Condition()
+    closed = False  # (no module comes after those in ``pending``)
+    results: dict[int, "Compiled | str | None"] = {}
+
+    def take(wait: bool) -> int | None:
+        with ready:
+            while wait and not pending and not closed:
+                ready.wait()
             return pending.popleft() if pending else None
 
     def feed(worker: _Worker) -> None:
         # (a thread per worker: it waits on the worker's pipes while this
         # thread is inside LLVM, which releases the GIL)
-        while (i := take()) is not None:
-            got = worker.compile(ir_texts[i])
+        while (i := take(wait=True)) is not None:
+            got = worker.compile(texts[i])
             results[i] = got
             if got is None or isinstance(got, str):
                 return  # (the module is compiled here, or its error raised)
 
+    def add(text: str) -> None:
+        with ready:
+            texts.append(text)
+            pending.append(len(texts) - 1)
+            ready.notify()
+
+    def close() -> None:
+        nonlocal closed
+        with ready:
+            closed = True
+            ready.notify_all()
+
     started: list[_Worker] = []
     feeders: list[threading.Thread] = []
-    job: Meanwhile | None = getattr(_pending, "job", None)
-    try:
+
+    def start(count: int) -> None:
         for _ in range(max(0, count)):
             started.append(_Worker(header))
-        # (the largest module here, the workers are still starting; unless this
-        # thread has other work first: then the workers take the first modules)
-        ahead = job is not None and job.pending and bool(started)
-        i = None if ahead else take()
         for worker in started:
             if not worker.failed:
                 feeders.append(threading.Thread(target=feed, args=(worker,), daemon=True))
                 feeders[-1].start()
-        if ahead:
-            assert job is not None
+
+    job: Meanwhile | None = getattr(_pending, "job", None)
+    i: int | None = None
+    try:
+        if streamed:
+            for text in ir_texts:
+                add(text)
+                if len(texts) == 1:
+                    start(1 if workers is None else workers)
+            close()
+        else:
+            for text in ir_texts:
+                add(text)
+            close()
+            count = len(texts) - 1 if workers is None else min(workers, len(texts) - 1)
+            # (the largest module here, the workers are still starting; unless
+            # this thread has other work first: then the workers take the first)
+            if job is None or not job.pending or count <= 0:
+                i = take(wait=False)
+            start(count)
+        if job is not None and job.pending and started:
             job.run()
-            i = take()
+        if i is None:
+            i = take(wait=False)
         while i is not None:
-            results[i] = objworker.compile_object(ir_texts[i], triple, cpu, features, opt_level)
-            i = take()
+            results[i] = objworker.compile_object(texts[i], triple, cpu, features, opt_level)
+            i = take(wait=False)
         for thread in feeders:
             thread.join()
-        for got in results:
-            if isinstance(got, str):
-                raise RuntimeError(got)
-        for i, got in enumerate(results):
-            if got is None:  # a worker that failed: compiled here
-                results[i] = objworker.compile_object(ir_texts[i], triple, cpu, features,
+        for k in range(len(texts)):
+            if isinstance(results.get(k), str):
+                raise RuntimeError(results[k])
+        for k in range(len(texts)):
+            if results.get(k) is None:  # a worker that failed: compiled here
+                results[k] = objworker.compile_object(texts[k], triple, cpu, features,
                                                       opt_level)
     finally:
+        close()  # (feeders waiting for a module that will not come end)
         for worker in started:  # (on Ctrl-C too: no worker outlives the build)
             diagnostics(worker.stop())
         for thread in feeders:  # (their workers are dead: their pipes are closed)
             thread.join()
-    return [r for r in results if r is not None and not isinstance(r, str)]
+    out = [results[k] for k in range(len(texts))]
+    return [r for r in out if r is not None and not isinstance(r, str)]

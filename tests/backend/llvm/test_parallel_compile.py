@@ -144,6 +144,42 @@ def test_work_meanwhile_runs_while_the_workers_compile(split: Path,
         side.result()
 
 
+def test_first_modules_go_to_a_worker_while_the_rest_is_emitted(
+        split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every kernel of the first half is a module of its own, given to a worker
+    # as soon as it is emitted: the workers start after the first kernel
+    from phasec.backend.llvm import runtime
+    from phasec.backend.llvm.codegen import ModuleCodegen
+
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    reference = compile_prim_funcs(_library(), use_cache=False)  # (streamed too)
+    monkeypatch.setattr(runtime, "STREAM_MODULE_IR_CHARS", 1)
+    events: list[str] = []
+    real_add, real_init = ModuleCodegen.add_kernel, parallel._Worker.__init__
+
+    def add_kernel(self, name, func):
+        events.append(name)
+        return real_add(self, name, func)
+
+    def init(self, *args):
+        events.append("worker")
+        real_init(self, *args)
+
+    monkeypatch.setattr(ModuleCodegen, "add_kernel", add_kernel)
+    monkeypatch.setattr(parallel._Worker, "__init__", init)
+    lib = compile_prim_funcs(_library(), use_cache=False)
+    assert events == ["k0", "worker", "worker", "k1", "k2", "k3", "k4", "k5"]
+    assert len(lib._natives) == 6
+    _check(lib)
+    # the same modules compiled here when no worker starts: the same code
+    monkeypatch.setattr(parallel.sys, "executable", "/nonexistent/python")
+    again = compile_prim_funcs(_library(), use_cache=False)
+    assert again.optimized_ir == lib.optimized_ir
+    _check(again)
+    assert sorted(reference.optimized_ir.split("define")) == \
+        sorted(lib.optimized_ir.split("define"))
+
+
 def test_library_compiled_by_workers_computes_what_numpy_does(split: Path) -> None:
     lib = compile_prim_funcs(_library(), use_cache=False)
     assert len(lib._natives) == 6  # a module a kernel (the split shrinks), three processes
