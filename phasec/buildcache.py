@@ -56,7 +56,7 @@ from phasec.fileio import read_bytes
 from phasec.ir import Span, tir
 from phasec.ir.structural import exact_fingerprint
 from phasec.backend.llvm import diskcache
-from phasec.backend.llvm.jit import host_target
+from phasec.backend.llvm.jit import host_target_info
 from phasec.backend.llvm.parallel import meanwhile
 from phasec.backend.vm import Executable
 from phasec.frontend.onnx import from_onnx
@@ -90,7 +90,7 @@ def build_key(data: bytes, suffix: str, opt_level: int, check_bounds: bool | Non
     """The cache key of building a file of content ``data`` and ``suffix``
     with these options (see the module docstring)."""
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("PHASEC_"))
-    target = host_target()
+    target = host_target_info()  # (its parallel runtime compiles meanwhile)
     text = "\0".join(("build", hashlib.sha256(data).hexdigest(), suffix.lower(),
                       repr((opt_level, check_bounds, verify)), repr(env), _sources_digest()))
     return diskcache.entry_key(text, opt_level, (target.triple, target.cpu, target.features))

@@ -48,8 +48,8 @@ from phasec.backend import interrupt
 from phasec.backend.llvm.errors import CodegenError, refuse_host_calls
 from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.jit import (
-    NativeModule, bind_array_symbols, compile_jobs, host_target, jit_compile, jit_compile_modules,
-    jit_load_cached,
+    NativeModule, bind_array_symbols, compile_jobs, host_target, host_target_info, jit_compile,
+    jit_compile_modules, jit_load_cached,
 )
 from phasec.backend.llvm.parallel import STREAM_MODULE_IR_CHARS, split_kernels
 
@@ -618,7 +618,7 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
         refuse_host_calls(name, f)
     if opt_level not in (0, 1, 2, 3):
         raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
-    target = host_target()
+    target = host_target_info()  # (the parallel runtime may still compile: jit waits)
     # LLVM's tuning for some AVX-512 hosts prefers 256-bit vectors; the
     # schedules' register tiles are sized for the width of the target's tuning
     options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
@@ -746,7 +746,7 @@ def _program_key(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
         return None
     layout = None if array_layout is None else dataclasses.replace(
         array_layout, ndarray_type=0, descrs=tuple((d, 0) for d, _ in array_layout.descrs))
-    target = host_target()
+    target = host_target_info()
     settings = repr((options, array_data_offset, layout))  # process addresses left out
     return diskcache.program_key(fingerprint, settings, opt_level,
                                  (target.triple, target.cpu, target.features))
