@@ -180,6 +180,30 @@ def test_first_modules_go_to_a_worker_while_the_rest_is_emitted(
         sorted(lib.optimized_ir.split("define"))
 
 
+def test_a_kernel_that_fails_to_emit_after_modules_left_ends_the_workers(
+        split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from phasec.backend.llvm import runtime
+
+    monkeypatch.setattr(runtime, "STREAM_MODULE_IR_CHARS", 1)
+    started: list[parallel._Worker] = []
+    real_init = parallel._Worker.__init__
+
+    def recording(self, *args):
+        real_init(self, *args)
+        started.append(self)
+
+    monkeypatch.setattr(parallel._Worker, "__init__", recording)
+    funcs = _library()
+    A, C, i = T.Buffer("A", (N,)), T.Buffer("C", (N,)), T.Var("i")
+    stray = T.Var("stray")  # defined nowhere: the kernel cannot be emitted
+    funcs["k4"] = T.PrimFunc((A, C), T.For(i, 0, N, "serial",
+                                           T.BufferStore(C, A[i], (i + stray,))))
+    with pytest.raises(CodegenError, match="k4"):
+        compile_prim_funcs(funcs, use_cache=False)
+    assert len(started) == 2  # (they had the first modules)
+    assert all(w.proc is not None and w.proc.returncode is not None for w in started)
+
+
 def test_library_compiled_by_workers_computes_what_numpy_does(split: Path) -> None:
     lib = compile_prim_funcs(_library(), use_cache=False)
     assert len(lib._natives) == 6  # a module a kernel (the split shrinks), three processes
