@@ -51,9 +51,12 @@ __all__ = ["split_kernels", "compile_modules", "meanwhile", "Meanwhile", "MIN_MO
 MIN_MODULE_IR_CHARS = 40_000
 
 #: the kernel IR (characters) of each module a build hands to a worker while
-#: it still emits the other kernels (runtime's ``_emitted_modules``): ~0.2 s
-#: of LLVM, about as long as emitting the rest of a model takes
-STREAM_MODULE_IR_CHARS = 2 * MIN_MODULE_IR_CHARS
+#: it still emits the other kernels (runtime's ``_emitted_modules``): ~0.3 s
+#: of LLVM, longer than emitting the rest of a model takes; replayed from
+#: SqueezeNet's and ResNet-50's per-kernel costs, 80k gave the same wall
+#: with more modules (12 and 13 instead of 9 and 10), 320k left ResNet-50's
+#: worker idle at the end
+STREAM_MODULE_IR_CHARS = 4 * MIN_MODULE_IR_CHARS
 
 #: one compiled module: object code, optimized IR, external functions called
 Compiled = tuple[bytes, str, list[str]]
