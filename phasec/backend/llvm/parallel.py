@@ -228,9 +228,10 @@ def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: st
     ``ir_texts`` a sequence: the workers (one per module after the first
     when ``workers`` is None) start once this process has taken the first
     module, the largest. An iterator (modules produced while others compile:
-    the kernel IR emitted kernel by kernel, see ``runtime``): the workers
-    (one when None) start with its first module and take the modules as it
-    yields them, while this thread produces the rest; it compiles only once
+    the kernel IR emitted kernel by kernel, see ``runtime``): a worker
+    starts with its first module, another (up to ``workers``, one when
+    None) whenever a module comes while none is free, and they take the
+    modules as it yields them, while this thread produces the rest; it compiles only once
     the iterator is done. An exception of the iterator ends the workers and
     propagates."""
     header = {"triple": triple, "cpu": cpu, "features": features, "opt_level": opt_level}
@@ -241,20 +242,29 @@ def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: st
     closed = False  # (no module comes after those in ``pending``)
     results: dict[int, "Compiled | str | None"] = {}
 
+    free = 0  # (workers waiting for a module or about to ask for one)
+
     def take(wait: bool) -> int | None:
+        nonlocal free
         with ready:
             while wait and not pending and not closed:
                 ready.wait()
-            return pending.popleft() if pending else None
+            if not pending:
+                return None
+            free -= wait  # (a worker's feeder took it)
+            return pending.popleft()
 
     def feed(worker: _Worker) -> None:
         # (a thread per worker: it waits on the worker's pipes while this
         # thread is inside LLVM, which releases the GIL)
+        nonlocal free
         while (i := take(wait=True)) is not None:
             got = worker.compile(texts[i])
             results[i] = got
             if got is None or isinstance(got, str):
                 return  # (the module is compiled here, or its error raised)
+            with ready:
+                free += 1
 
     def add(text: str) -> None:
         with ready:
@@ -272,10 +282,13 @@ def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: st
     feeders: list[threading.Thread] = []
 
     def start(count: int) -> None:
-        for _ in range(max(0, count)):
-            started.append(_Worker(header))
-        for worker in started:
+        nonlocal free
+        fresh = [_Worker(header) for _ in range(max(0, count))]
+        started.extend(fresh)
+        for worker in fresh:
             if not worker.failed:
+                with ready:
+                    free += 1
                 feeders.append(threading.Thread(target=feed, args=(worker,), daemon=True))
                 feeders[-1].start()
 
@@ -283,10 +296,15 @@ def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: st
     i: int | None = None
     try:
         if streamed:
+            limit = 1 if workers is None else workers
             for text in ir_texts:
                 add(text)
-                if len(texts) == 1:
-                    start(1 if workers is None else workers)
+                # (one more worker when none is free for this module: a
+                # library of few modules starts no more than it uses)
+                with ready:
+                    more = len(started) < limit and free <= 0
+                if more:
+                    start(1)
             close()
         else:
             for text in ir_texts:

@@ -147,7 +147,7 @@ def test_work_meanwhile_runs_while_the_workers_compile(split: Path,
 def test_first_modules_go_to_a_worker_while_the_rest_is_emitted(
         split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # every kernel of the first half is a module of its own, given to a worker
-    # as soon as it is emitted: the workers start after the first kernel
+    # as soon as it is emitted: a worker starts after the first kernel
     from phasec.backend.llvm import runtime
     from phasec.backend.llvm.codegen import ModuleCodegen
 
@@ -168,7 +168,10 @@ def test_first_modules_go_to_a_worker_while_the_rest_is_emitted(
     monkeypatch.setattr(ModuleCodegen, "add_kernel", add_kernel)
     monkeypatch.setattr(parallel._Worker, "__init__", init)
     lib = compile_prim_funcs(_library(), use_cache=False)
-    assert events == ["k0", "worker", "worker", "k1", "k2", "k3", "k4", "k5"]
+    assert [e for e in events if e != "worker"] == [f"k{k}" for k in range(6)]
+    # a worker for the first module; a second (of two allowed) only if k1's
+    # module came while the first was still busy
+    assert events[:2] == ["k0", "worker"] and 1 <= events.count("worker") <= 2
     assert len(lib._natives) == 6
     _check(lib)
     # the same modules compiled here when no worker starts: the same code
@@ -200,7 +203,7 @@ def test_a_kernel_that_fails_to_emit_after_modules_left_ends_the_workers(
                                            T.BufferStore(C, A[i], (i + stray,))))
     with pytest.raises(CodegenError, match="k4"):
         compile_prim_funcs(funcs, use_cache=False)
-    assert len(started) == 2  # (they had the first modules)
+    assert 1 <= len(started) <= 2  # (they had the first modules)
     assert all(w.proc is not None and w.proc.returncode is not None for w in started)
 
 
