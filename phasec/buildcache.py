@@ -56,7 +56,8 @@ from phasec.fileio import read_bytes
 from phasec.ir import Span, tir
 from phasec.ir.structural import exact_fingerprint
 from phasec.backend.llvm import diskcache
-from phasec.backend.llvm.jit import host_target
+from phasec.backend.llvm.jit import host_target_info
+from phasec.backend.llvm.parallel import meanwhile
 from phasec.backend.vm import Executable
 from phasec.frontend.onnx import from_onnx
 from phasec.pipeline import build
@@ -89,7 +90,7 @@ def build_key(data: bytes, suffix: str, opt_level: int, check_bounds: bool | Non
     """The cache key of building a file of content ``data`` and ``suffix``
     with these options (see the module docstring)."""
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("PHASEC_"))
-    target = host_target()
+    target = host_target_info()  # (its parallel runtime compiles meanwhile)
     text = "\0".join(("build", hashlib.sha256(data).hexdigest(), suffix.lower(),
                       repr((opt_level, check_bounds, verify)), repr(env), _sources_digest()))
     return diskcache.entry_key(text, opt_level, (target.triple, target.cpu, target.features))
@@ -224,8 +225,11 @@ def lookup(path: str | os.PathLike, opt_level: int = 2, check_bounds: bool | Non
 def remember(key: str | None, exe: Executable) -> bool:
     """Keep ``exe``, built from the file :func:`lookup` gave ``key`` for
     (nothing when ``key`` is None); False when it was not kept."""
-    entry = _pack(exe) if key is not None else None
-    return entry is not None and diskcache.store(key, *entry, kind="build")
+    return _store(key, _pack(exe) if key is not None else None)
+
+
+def _store(key: str | None, entry: tuple[bytes, str] | None) -> bool:
+    return key is not None and entry is not None and diskcache.store(key, *entry, kind="build")
 
 
 def build_file(path: str | os.PathLike, opt_level: int = 2, *,
@@ -240,6 +244,13 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
     if exe is not None:
         return exe
     mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else load(path)
-    exe = build(mod, opt_level, check_bounds=check_bounds)
-    remember(key, exe)
+    if key is None:
+        return build(mod, opt_level, check_bounds=check_bounds)
+    exe = build(mod, opt_level, check_bounds=check_bounds, kernels="none")
+    # the entry (the executable and its kernels' TIR, pickled: 0.1-0.2 s for
+    # SqueezeNet) is packed while LLVM compiles the kernels in worker
+    # processes, kept once they compiled
+    with meanwhile(lambda: _pack(exe)) as packing:
+        exe.kernels("llvm")
+    _store(key, packing.result())
     return exe

@@ -137,6 +137,11 @@ class ModuleCodegen:
         self._spans[name] = (start, len(self.functions))
         return abi
 
+    def kernel_size(self, name: str) -> int:
+        """The characters of LLVM IR kernel ``name`` generated."""
+        a, b = self._spans[name]
+        return sum(len(f) for f in self.functions[a:b])
+
     def kernel_sizes(self) -> dict[str, int]:
         """The characters of LLVM IR each kernel generated (an estimate of
         what compiling it costs)."""
@@ -169,11 +174,14 @@ class ModuleCodegen:
         in its group's."""
         if sorted(n for g in groups for n in g) != sorted(self._spans):
             raise CodegenError("finish_split: the groups must hold every kernel exactly once")
-        modules = []
-        for group in groups:
-            functions = [f for name in group for f in self.functions[slice(*self._spans[name])]]
-            modules.append(self._assemble(functions))
-        return modules
+        return [self.module_of(group) for group in groups]
+
+    def module_of(self, names: Sequence[str]) -> str:
+        """A complete LLVM module of the kernels ``names`` (added already), as
+        one group of :meth:`finish_split`; the kernels added later are in
+        other modules (the shared code and metadata so far are all here)."""
+        functions = [f for name in names for f in self.functions[slice(*self._spans[name])]]
+        return self._assemble(functions)
 
     def _assemble(self, functions: Sequence[str]) -> str:
         parts = [KERNEL_LIB_IR, *self.math.values(), "attributes #0 = { " + self.attr_group + " }",

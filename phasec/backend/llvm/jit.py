@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -56,7 +56,7 @@ from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
 from phasec.backend.llvm.parallel import compile_modules
 
-__all__ = ["host_target", "NativeModule", "jit_compile", "jit_compile_modules", "jit_load_cached",
+__all__ = ["host_target", "host_target_info", "NativeModule", "jit_compile", "jit_compile_modules", "jit_load_cached",
            "bind_array_symbols", "set_num_threads", "available_cpus", "compile_jobs",
            "get_num_threads", "set_min_parallel_work", "set_parallel_chunk_work", "set_parallel_wake_work",
            "parallel_runtime_kind", "trim_buffer_cache", "set_buffer_cache_limit",
@@ -109,6 +109,9 @@ _initialized = False
 _target: "HostTarget | None" = None
 _runtime: "NativeModule | None" = None
 _runtime_kind = ""
+#: the thread compiling the parallel runtime, and its error (host_target_info)
+_runtime_thread: "threading.Thread | None" = None
+_runtime_error: BaseException | None = None
 
 #: C symbols generated code may call, directly or through LLVM intrinsics:
 #: the C math functions of the intrinsics (phasec.ir.intrinsics), and these.
@@ -238,8 +241,21 @@ def bind_array_symbols(layout: ArrayLayout) -> None:
 
 
 def host_target() -> HostTarget:
-    """Initialise LLVM once and return the host target (CPU name and features)."""
-    global _initialized, _target
+    """Initialise LLVM once and return the host target (CPU name and
+    features), once the process-wide parallel runtime is ready."""
+    target = host_target_info()
+    _await_runtime()
+    return target
+
+
+def host_target_info() -> HostTarget:
+    """The host target (CPU name and features) without waiting for the
+    parallel runtime: the first call starts compiling it in a thread, which
+    runs LLVM (no GIL: ~0.1 s of CPU when the disk cache does not have it)
+    on another core while the build goes on; :func:`host_target`, which
+    every caller that loads or runs code calls, waits for it. A bad
+    configuration (``PHASEC_PARALLEL_RUNTIME``...) is raised here."""
+    global _initialized, _target, _runtime_thread
     with _init_lock:
         if not _initialized:
             llvm.initialize_native_target()
@@ -258,14 +274,43 @@ def host_target() -> HostTarget:
             features = with_feature_override(llvm.get_host_cpu_features().flatten(),
                                              os.environ.get(CPU_FEATURES_ENV, ""))
             target = HostTarget(triple, cpu, features)
-            _start_parallel_runtime(target)  # first: a bad configuration leaves no half-set target
+            config = _runtime_config()  # first: a bad configuration leaves no half-set target
+            _runtime_thread = threading.Thread(target=_start_parallel_runtime,
+                                               args=(target, config),
+                                               name="phasec-runtime-jit")
+            _runtime_thread.start()
             _target = target
         return _target
 
 
-def _start_parallel_runtime(target: HostTarget) -> None:
-    """JIT the process-wide parallel runtime and export its entry point."""
-    global _runtime, _runtime_kind
+def _await_runtime() -> None:
+    """Wait until the parallel runtime is compiled (see :func:`host_target_info`);
+    its compilation's error, if it failed, is raised here (each time)."""
+    thread = _runtime_thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+    if _runtime_error is not None:
+        raise _runtime_error
+
+
+def _join_runtime_before_fork() -> None:
+    """A fork while the runtime's thread is inside LLVM would leave the child
+    a copy of LLVM's locks held by a thread it does not have: its first
+    compilation would hang. So a fork waits for that thread first (its error,
+    if any, is left for :func:`_await_runtime` to raise). Worker processes
+    start by fork + exec (subprocess), which does not run these handlers."""
+    thread = _runtime_thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_join_runtime_before_fork)
+
+
+def _runtime_config() -> tuple[str, str, int | None, int]:
+    """(kind, machine, buffer cache bytes or None, threads) of the parallel
+    runtime, from the environment; InputError for an invalid setting."""
     machine = platform.machine().lower()
     kind = os.environ.get("PHASEC_PARALLEL_RUNTIME", "pool")
     if kind not in ("pool", "spawn"):
@@ -277,24 +322,37 @@ def _start_parallel_runtime(target: HostTarget) -> None:
     cache_bytes = None if not limit else 0 if limit == "0" else parse_size(
         limit, f"the environment variable {BUFFER_CACHE_ENV}")  # refused before any JIT work
     threads = default_num_threads()  # (PHASEC_NUM_THREADS too)
-    with _compile_lock:
-        _runtime = _jit(target, parallel_runtime_ir(kind, machine),
-                        ["phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS],
-                        ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin",
-                         "phasec_rt_chunk_work", "phasec_rt_wake_work", "phasec_rt_asleep",
-                         "phasec_rt_wakeups", "phasec_rt_buffer_cache_bytes"], 3)
-    _runtime_kind = kind
-    # Pool workers run this module's code for the life of the process, so it
-    # must never be freed, not even while the interpreter shuts down.
-    ctypes.pythonapi.Py_IncRef(ctypes.py_object(_runtime))
-    for name in ("phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS):
-        llvm.add_symbol(name, _runtime.addresses[name])
-    _runtime.set_i32("phasec_rt_num_threads", threads)
-    tuning = host_tuning()
-    _runtime.set_i64("phasec_rt_min_work", tuning.parallel_min_work)
-    _runtime.set_i64("phasec_rt_wake_work", tuning.parallel_wake_work)
-    if cache_bytes is not None:
-        _runtime.set_i64("phasec_rt_buffer_cache_bytes", cache_bytes)
+    return kind, machine, cache_bytes, threads
+
+
+def _start_parallel_runtime(target: HostTarget, config: tuple[str, str, int | None, int]) -> None:
+    """JIT the process-wide parallel runtime and export its entry point (in
+    the thread :func:`host_target_info` starts; an error is kept for
+    :func:`_await_runtime`)."""
+    global _runtime, _runtime_kind, _runtime_error
+    kind, machine, cache_bytes, threads = config
+    try:
+        with _compile_lock:
+            runtime = _jit(target, parallel_runtime_ir(kind, machine),
+                           ["phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS],
+                           ["phasec_rt_num_threads", "phasec_rt_min_work", "phasec_rt_spin",
+                            "phasec_rt_chunk_work", "phasec_rt_wake_work", "phasec_rt_asleep",
+                            "phasec_rt_wakeups", "phasec_rt_buffer_cache_bytes"], 3)
+        # Pool workers run this module's code for the life of the process, so it
+        # must never be freed, not even while the interpreter shuts down.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(runtime))
+        for name in ("phasec_rt_parallel_for", *_RUNTIME_BUFFER_FUNCTIONS):
+            llvm.add_symbol(name, runtime.addresses[name])
+        runtime.set_i32("phasec_rt_num_threads", threads)
+        tuning = host_tuning()
+        runtime.set_i64("phasec_rt_min_work", tuning.parallel_min_work)
+        runtime.set_i64("phasec_rt_wake_work", tuning.parallel_wake_work)
+        if cache_bytes is not None:
+            runtime.set_i64("phasec_rt_buffer_cache_bytes", cache_bytes)
+    except BaseException as exc:  # noqa: BLE001 - raised by _await_runtime in the caller's thread
+        _runtime_error = exc
+        return
+    _runtime, _runtime_kind = runtime, kind
 
 
 def default_num_threads() -> int:
@@ -559,18 +617,21 @@ def _split_entry(blob: bytes, optimized: str) -> list[tuple[bytes, str]] | None:
     return parts
 
 
-def jit_compile_modules(ir_texts: list[str], entry_symbols: list[str],
+def jit_compile_modules(ir_texts: Iterable[str], entry_symbols: list[str] | Callable[[], list[str]],
                         global_symbols: list[str], opt_level: int,
                         cache_key: str | None) -> list[NativeModule]:
     """Compile the modules of one library (each complete on its own, every
     entry symbol in one of them) on several cores (:mod:`.parallel`) and map
     each into its own engine; the objects go to the disk cache as one entry
-    under ``cache_key`` (when given and the cache is on)."""
-    target = host_target()
-    kernels = f"{len(entry_symbols)} kernel{'' if len(entry_symbols) == 1 else 's'}"
-    workers = min(compile_jobs(), len(ir_texts)) - 1
-    with console.step(f"compiling {kernels} with LLVM ({len(ir_texts)} modules, "
-                      f"{workers + 1} processes)"), _compile_lock:
+    under ``cache_key`` (when given and the cache is on). ``ir_texts`` may be
+    an iterator that emits the modules while the workers compile the first
+    (see :func:`.parallel.compile_modules`); ``entry_symbols`` then a
+    function giving them once it is done."""
+    target = host_target()  # (its wait is outside _compile_lock, which the runtime's JIT takes)
+    workers = compile_jobs() - 1
+    if isinstance(ir_texts, Sequence):
+        workers = min(workers + 1, len(ir_texts)) - 1
+    with console.step(f"compiling kernels with LLVM ({workers + 1} processes)"), _compile_lock:
         t0 = time.perf_counter()
         with _captured_llvm_output():
             try:
@@ -582,7 +643,8 @@ def jit_compile_modules(ir_texts: list[str], entry_symbols: list[str],
             if not llvm.address_of_symbol(name):
                 raise CodegenError(f"the generated code calls '{name}', which is not "
                                    "available in this process")
-        natives = [_load_object(target, obj, entry_symbols, global_symbols, optimized)
+        entries = entry_symbols() if callable(entry_symbols) else entry_symbols
+        natives = [_load_object(target, obj, entries, global_symbols, optimized)
                    for obj, optimized, _ in compiled]
     seconds = time.perf_counter() - t0
     for native in natives:

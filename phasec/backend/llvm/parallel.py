@@ -17,6 +17,10 @@ module changes nothing in its code.
 A worker that cannot be started, dies or answers nonsense is not an error:
 its module is compiled here instead (so a broken worker costs time, never a
 build). Invalid IR is reported as the in-process compilation reports it.
+
+While the workers compile, the building thread may first do other work of
+the build (:func:`meanwhile`: ``build_file`` packs the build-cache entry
+there, ~0.1-0.2 s of Python that otherwise ran after LLVM on one core).
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ import sys
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from phasec.backend.llvm import objworker
 
-__all__ = ["split_kernels", "compile_modules", "MIN_MODULE_IR_CHARS", "MODULE_SHARE"]
+__all__ = ["split_kernels", "compile_modules", "meanwhile", "Meanwhile", "MIN_MODULE_IR_CHARS",
+           "MODULE_SHARE", "STREAM_MODULE_IR_CHARS"]
 
 #: the kernel IR (characters) a module must have to be worth a worker of its
 #: own: a worker costs ~50 ms of CPU to start, and each module compiles the
@@ -43,6 +49,14 @@ __all__ = ["split_kernels", "compile_modules", "MIN_MODULE_IR_CHARS", "MODULE_SH
 #: module kept one process busy ~0.3 s after the other had finished
 #: (SqueezeNet and ResNet-50, replayed from `bench_compile.py --kernels`)
 MIN_MODULE_IR_CHARS = 40_000
+
+#: the kernel IR (characters) of each module a build hands to a worker while
+#: it still emits the other kernels (runtime's ``_emitted_modules``): ~0.3 s
+#: of LLVM, longer than emitting the rest of a model takes; replayed from
+#: SqueezeNet's and ResNet-50's per-kernel costs, 80k gave the same wall
+#: with more modules (12 and 13 instead of 9 and 10), 320k left ResNet-50's
+#: worker idle at the end
+STREAM_MODULE_IR_CHARS = 4 * MIN_MODULE_IR_CHARS
 
 #: one compiled module: object code, optimized IR, external functions called
 Compiled = tuple[bytes, str, list[str]]
@@ -80,6 +94,56 @@ def split_kernels(sizes: dict[str, int], jobs: int) -> list[list[str]]:
     if group:
         groups.append(sorted(group))
     return groups
+
+
+class Meanwhile:
+    """A job this thread runs once while worker processes compile (see
+    :func:`meanwhile`); :meth:`result` runs it now if that did not happen."""
+
+    def __init__(self, job: Callable[[], Any]) -> None:
+        self._job: Callable[[], Any] | None = job
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        """Run the job unless it has run (its exception is kept for :meth:`result`)."""
+        job, self._job = self._job, None
+        if job is not None:
+            try:
+                self._value = job()
+            except Exception as exc:  # noqa: BLE001 - raised by result(), where it is asked for
+                self._error = exc
+
+    @property
+    def pending(self) -> bool:
+        """Whether the job has yet to run."""
+        return self._job is not None
+
+    def result(self) -> Any:
+        """The job's value (running it first if it has not run), or its exception."""
+        self.run()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+_pending = threading.local()
+
+
+@contextmanager
+def meanwhile(job: Callable[[], Any]) -> Iterator[Meanwhile]:
+    """Within the block, the first :func:`compile_modules` of this thread runs
+    ``job`` on this thread once its workers have their modules (the job's
+    Python then overlaps their LLVM instead of following it on one core);
+    ``.result()`` gives its value, running it then if no compilation with
+    workers happened (one module, a disk-cache hit)."""
+    handle = Meanwhile(job)
+    outer = getattr(_pending, "job", None)
+    _pending.job = handle
+    try:
+        yield handle
+    finally:
+        _pending.job = outer
 
 
 class _Worker:
@@ -152,58 +216,127 @@ class _Worker:
                         pass
 
 
-def compile_modules(ir_texts: Sequence[str], triple: str, cpu: str, features: str,
+def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: str,
                     opt_level: int, diagnostics: Callable[[bytes], None],
                     workers: int | None = None) -> list[Compiled]:
-    """Compile every module, here and in ``workers`` worker processes (one
-    per module after the first when None), each process taking the next
-    module in order as soon as it is free, and return the results in order;
-    what the workers wrote to standard error goes to ``diagnostics`` once
-    they have ended. Invalid IR raises RuntimeError with LLVM's message."""
-    header = {"triple": triple, "cpu": cpu, "features": features, "opt_level": opt_level}
-    count = len(ir_texts) - 1 if workers is None else min(workers, len(ir_texts) - 1)
-    pending = deque(range(len(ir_texts)))
-    lock = threading.Lock()
-    results: list["Compiled | str | None"] = [None] * len(ir_texts)
+    """Compile every module, here and in ``workers`` worker processes, each
+    process taking the next module in order as soon as it is free, and
+    return the results in order; what the workers wrote to standard error
+    goes to ``diagnostics`` once they have ended. Invalid IR raises
+    RuntimeError with LLVM's message.
 
-    def take() -> int | None:
-        with lock:
-            return pending.popleft() if pending else None
+    ``ir_texts`` a sequence: the workers (one per module after the first
+    when ``workers`` is None) start once this process has taken the first
+    module, the largest. An iterator (modules produced while others compile:
+    the kernel IR emitted kernel by kernel, see ``runtime``): a worker
+    starts with its first module, another (up to ``workers``, one when
+    None) whenever a module comes while none is free, and they take the
+    modules as it yields them, while this thread produces the rest; it compiles only once
+    the iterator is done. An exception of the iterator ends the workers and
+    propagates."""
+    header = {"triple": triple, "cpu": cpu, "features": features, "opt_level": opt_level}
+    streamed = not isinstance(ir_texts, Sequence)
+    texts: list[str] = []
+    pending: deque[int] = deque()
+    ready = threading.Condition()
+    closed = False  # (no module comes after those in ``pending``)
+    results: dict[int, "Compiled | str | None"] = {}
+
+    free = 0  # (workers waiting for a module or about to ask for one)
+
+    def take(wait: bool) -> int | None:
+        nonlocal free
+        with ready:
+            while wait and not pending and not closed:
+                ready.wait()
+            if not pending:
+                return None
+            free -= wait  # (a worker's feeder took it)
+            return pending.popleft()
 
     def feed(worker: _Worker) -> None:
         # (a thread per worker: it waits on the worker's pipes while this
         # thread is inside LLVM, which releases the GIL)
-        while (i := take()) is not None:
-            got = worker.compile(ir_texts[i])
+        nonlocal free
+        while (i := take(wait=True)) is not None:
+            got = worker.compile(texts[i])
             results[i] = got
             if got is None or isinstance(got, str):
                 return  # (the module is compiled here, or its error raised)
+            with ready:
+                free += 1
+
+    def add(text: str) -> None:
+        with ready:
+            texts.append(text)
+            pending.append(len(texts) - 1)
+            ready.notify()
+
+    def close() -> None:
+        nonlocal closed
+        with ready:
+            closed = True
+            ready.notify_all()
 
     started: list[_Worker] = []
     feeders: list[threading.Thread] = []
-    try:
-        for _ in range(max(0, count)):
-            started.append(_Worker(header))
-        i = take()  # (the largest module here: the workers are still starting)
-        for worker in started:
+
+    def start(count: int) -> None:
+        nonlocal free
+        fresh = [_Worker(header) for _ in range(max(0, count))]
+        started.extend(fresh)
+        for worker in fresh:
             if not worker.failed:
+                with ready:
+                    free += 1
                 feeders.append(threading.Thread(target=feed, args=(worker,), daemon=True))
                 feeders[-1].start()
+
+    job: Meanwhile | None = getattr(_pending, "job", None)
+    i: int | None = None
+    try:
+        if streamed:
+            limit = 1 if workers is None else workers
+            for text in ir_texts:
+                add(text)
+                # (one more worker when none is free for this module: a
+                # library of few modules starts no more than it uses)
+                with ready:
+                    more = len(started) < limit and free <= 0
+                if more:
+                    start(1)
+            close()
+        else:
+            for text in ir_texts:
+                add(text)
+            close()
+            count = len(texts) - 1 if workers is None else min(workers, len(texts) - 1)
+            # (the largest module here, the workers are still starting; unless
+            # this thread has other work first: then the workers take the first)
+            if job is None or not job.pending or count <= 0:
+                i = take(wait=False)
+            start(count)
+        if job is not None and job.pending and started:
+            job.run()
+        if i is None:
+            i = take(wait=False)
         while i is not None:
-            results[i] = objworker.compile_object(ir_texts[i], triple, cpu, features, opt_level)
-            i = take()
+            results[i] = objworker.compile_object(texts[i], triple, cpu, features, opt_level)
+            i = take(wait=False)
         for thread in feeders:
             thread.join()
-        for got in results:
-            if isinstance(got, str):
-                raise RuntimeError(got)
-        for i, got in enumerate(results):
-            if got is None:  # a worker that failed: compiled here
-                results[i] = objworker.compile_object(ir_texts[i], triple, cpu, features,
+        for k in range(len(texts)):
+            if isinstance(results.get(k), str):
+                raise RuntimeError(results[k])
+        for k in range(len(texts)):
+            if results.get(k) is None:  # a worker that failed: compiled here
+                results[k] = objworker.compile_object(texts[k], triple, cpu, features,
                                                       opt_level)
     finally:
+        close()  # (feeders waiting for a module that will not come end)
         for worker in started:  # (on Ctrl-C too: no worker outlives the build)
             diagnostics(worker.stop())
         for thread in feeders:  # (their workers are dead: their pipes are closed)
             thread.join()
-    return [r for r in results if r is not None and not isinstance(r, str)]
+    out = [results[k] for k in range(len(texts))]
+    return [r for r in out if r is not None and not isinstance(r, str)]

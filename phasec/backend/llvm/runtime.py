@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -47,10 +48,10 @@ from phasec.backend import interrupt
 from phasec.backend.llvm.errors import CodegenError, refuse_host_calls
 from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.jit import (
-    NativeModule, bind_array_symbols, compile_jobs, host_target, jit_compile, jit_compile_modules,
-    jit_load_cached,
+    NativeModule, bind_array_symbols, compile_jobs, host_target, host_target_info, jit_compile,
+    jit_compile_modules, jit_load_cached,
 )
-from phasec.backend.llvm.parallel import split_kernels
+from phasec.backend.llvm.parallel import STREAM_MODULE_IR_CHARS, split_kernels
 
 __all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
            "array_data_offset", "array_layout"]
@@ -617,7 +618,7 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
         refuse_host_calls(name, f)
     if opt_level not in (0, 1, 2, 3):
         raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
-    target = host_target()
+    target = host_target_info()  # (the parallel runtime may still compile: jit waits)
     # LLVM's tuning for some AVX-512 hosts prefers 256-bit vectors; the
     # schedules' register tiles are sized for the width of the target's tuning
     options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
@@ -666,17 +667,64 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
                                   _GLOBALS)
         if natives is not None:
             return natives, abis, lambda: _generate(funcs, options)[1].finish()
-    abis, gen = _generate(funcs, options)
-    entries = [s for a in abis.values() for s in a.entry_symbols]
-    groups = split_kernels(gen.kernel_sizes(), compile_jobs())
-    if len(groups) > 1:
-        # a large library on several cores; the same kernels always give the
-        # same modules, so the result does not depend on who compiled what
-        natives = jit_compile_modules(gen.finish_split(groups), entries, _GLOBALS, opt_level,
+    gen = ModuleCodegen(options, array_data_offset, array_layout)
+    abis: dict[str, KernelABI] = {}
+    modules = _emitted_modules(funcs, gen, abis, compile_jobs())
+    first = next(modules)
+    if len(abis) < len(funcs):
+        # a large library on several cores, its first module compiled by a
+        # worker while this thread emits the rest (see _emitted_modules)
+        natives = jit_compile_modules(itertools.chain([first], modules),
+                                      lambda: _entries(abis), _GLOBALS, opt_level,
                                       cache_key=key)
         return natives, abis, gen.finish
+    texts = [first, *modules]
+    if len(texts) > 1:
+        natives = jit_compile_modules(texts, _entries(abis), _GLOBALS, opt_level, cache_key=key)
+        return natives, abis, gen.finish
     ir = gen.finish()
-    return [jit_compile(ir, entries, _GLOBALS, opt_level, cache_key=key)], abis, ir
+    return [jit_compile(ir, _entries(abis), _GLOBALS, opt_level, cache_key=key)], abis, ir
+
+
+def _entries(abis: Mapping[str, KernelABI]) -> list[str]:
+    return [s for a in abis.values() for s in a.entry_symbols]
+
+
+def _emitted_modules(funcs: Mapping[str, tir.PrimFunc], gen: ModuleCodegen,
+                     abis: dict[str, KernelABI], jobs: int) -> Iterator[str]:
+    """The LLVM modules of ``funcs``, emitting the kernels (in name order,
+    their ABIs into ``abis``) as they are asked for.
+
+    With several processes, the kernels of the first half (by count) go out
+    in modules of at least :data:`STREAM_MODULE_IR_CHARS` as soon as they
+    are emitted, so that a worker compiles them while this thread emits the
+    rest (SqueezeNet: 0.27 s of emission, on one core before); the kernels
+    left are split as :func:`split_kernels` splits (largest first, smaller
+    and smaller, so that the processes end together). The same kernels
+    always give the same modules: the result does not depend on who
+    compiled what."""
+    names = sorted(funcs)
+    half = len(names) // 2
+    group: list[str] = []
+    load = 0
+    for k, name in enumerate(names):
+        abis[name] = gen.add_kernel(name, funcs[name])
+        if k >= half or jobs <= 1:
+            continue
+        group.append(name)
+        load += gen.kernel_size(name)
+        if load >= STREAM_MODULE_IR_CHARS:
+            yield gen.module_of(group)
+            group, load = [], 0
+    sizes = gen.kernel_sizes()
+    streamed = set(names[:half]) - set(group) if jobs > 1 else set()
+    rest = {n: sizes[n] for n in names if n not in streamed}
+    groups = split_kernels(rest, jobs)
+    if len(groups) <= 1 and not streamed:
+        yield gen.finish()
+        return
+    for g in groups:
+        yield gen.module_of(g)
 
 
 def _generate(funcs: Mapping[str, tir.PrimFunc],
@@ -698,7 +746,7 @@ def _program_key(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
         return None
     layout = None if array_layout is None else dataclasses.replace(
         array_layout, ndarray_type=0, descrs=tuple((d, 0) for d, _ in array_layout.descrs))
-    target = host_target()
+    target = host_target_info()
     settings = repr((options, array_data_offset, layout))  # process addresses left out
     return diskcache.program_key(fingerprint, settings, opt_level,
                                  (target.triple, target.cpu, target.features))

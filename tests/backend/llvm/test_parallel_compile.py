@@ -99,6 +99,114 @@ def test_free_processes_take_the_next_module(split: Path,
         assert externals == []
 
 
+def test_work_meanwhile_runs_while_the_workers_compile(split: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the job runs on the building thread once the workers hold modules, before
+    # that thread compiles any itself; the library still computes what numpy does
+    events: list[str] = []
+    real_compile, real_here = parallel._Worker.compile, parallel.objworker.compile_object
+
+    def worker_compile(self, text):
+        events.append("worker")
+        return real_compile(self, text)
+
+    def here(*args):
+        events.append("here")
+        return real_here(*args)
+
+    def job() -> int:
+        events.append("job")
+        return 42
+
+    monkeypatch.setattr(parallel._Worker, "compile", worker_compile)
+    monkeypatch.setattr(parallel.objworker, "compile_object", here)
+    with parallel.meanwhile(job) as side:
+        lib = compile_prim_funcs(_library(), use_cache=False)
+        assert not side.pending and events.count("job") == 1
+        assert "here" not in events[:events.index("job")]
+    assert side.result() == 42 and events.count("job") == 1
+    _check(lib)
+    # no workers (one process): the job runs when its result is asked for, once
+    monkeypatch.setenv("PHASEC_COMPILE_JOBS", "1")
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    events.clear()
+    with parallel.meanwhile(job) as side:
+        compile_prim_funcs(_library(), use_cache=False)
+        assert side.pending and events == []
+    assert side.result() == 42 and side.result() == 42 and events == ["job"]
+
+    def failing() -> None:
+        raise ValueError("the job's own error")
+
+    with parallel.meanwhile(failing) as side:
+        side.run()  # (kept: raised where the result is asked for)
+    with pytest.raises(ValueError, match="the job's own error"):
+        side.result()
+
+
+def test_first_modules_go_to_a_worker_while_the_rest_is_emitted(
+        split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every kernel of the first half is a module of its own, given to a worker
+    # as soon as it is emitted: a worker starts after the first kernel
+    from phasec.backend.llvm import runtime
+    from phasec.backend.llvm.codegen import ModuleCodegen
+
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    reference = compile_prim_funcs(_library(), use_cache=False)  # (streamed too)
+    monkeypatch.setattr(runtime, "STREAM_MODULE_IR_CHARS", 1)
+    events: list[str] = []
+    real_add, real_init = ModuleCodegen.add_kernel, parallel._Worker.__init__
+
+    def add_kernel(self, name, func):
+        events.append(name)
+        return real_add(self, name, func)
+
+    def init(self, *args):
+        events.append("worker")
+        real_init(self, *args)
+
+    monkeypatch.setattr(ModuleCodegen, "add_kernel", add_kernel)
+    monkeypatch.setattr(parallel._Worker, "__init__", init)
+    lib = compile_prim_funcs(_library(), use_cache=False)
+    assert [e for e in events if e != "worker"] == [f"k{k}" for k in range(6)]
+    # a worker for the first module; a second (of two allowed) only if k1's
+    # module came while the first was still busy
+    assert events[:2] == ["k0", "worker"] and 1 <= events.count("worker") <= 2
+    assert len(lib._natives) == 6
+    _check(lib)
+    # the same modules compiled here when no worker starts: the same code
+    monkeypatch.setattr(parallel.sys, "executable", "/nonexistent/python")
+    again = compile_prim_funcs(_library(), use_cache=False)
+    assert again.optimized_ir == lib.optimized_ir
+    _check(again)
+    assert sorted(reference.optimized_ir.split("define")) == \
+        sorted(lib.optimized_ir.split("define"))
+
+
+def test_a_kernel_that_fails_to_emit_after_modules_left_ends_the_workers(
+        split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from phasec.backend.llvm import runtime
+
+    monkeypatch.setattr(runtime, "STREAM_MODULE_IR_CHARS", 1)
+    started: list[parallel._Worker] = []
+    real_init = parallel._Worker.__init__
+
+    def recording(self, *args):
+        real_init(self, *args)
+        started.append(self)
+
+    monkeypatch.setattr(parallel._Worker, "__init__", recording)
+    funcs = _library()
+    A, C, i = T.Buffer("A", (N,)), T.Buffer("C", (N,)), T.Var("i")
+    stray = T.Var("stray")  # defined nowhere: the kernel cannot be emitted
+    funcs["k4"] = T.PrimFunc((A, C), T.For(i, 0, N, "serial",
+                                           T.BufferStore(C, A[i], (i + stray,))))
+    with pytest.raises(CodegenError, match="k4"):
+        compile_prim_funcs(funcs, use_cache=False)
+    assert 1 <= len(started) <= 2  # (they had the first modules)
+    assert all(w.proc is not None and w.proc.returncode is not None for w in started)
+
+
 def test_library_compiled_by_workers_computes_what_numpy_does(split: Path) -> None:
     lib = compile_prim_funcs(_library(), use_cache=False)
     assert len(lib._natives) == 6  # a module a kernel (the split shrinks), three processes
