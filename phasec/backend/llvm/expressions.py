@@ -230,10 +230,28 @@ class ExpressionEmitter:
                 fn.emit(f"{r} = icmp {pred} {ty} {a}, {b}")
             return r
         if is_float(ot):
+            silu = self._silu_operand(n, ot, a, b)
+            if silu is not None:
+                return self.intrinsics.silu(silu)
             return self._float_arith(op, ot, a, b)
         if self.types.checks_divisor(n):
             self._check_divisor(ty, b)
         return self._int_arith(op, ot, a, b)
+
+    def _silu_operand(self, n: tir.BinaryOp, ot: str, a: str, b: str) -> str | None:
+        """``x``'s value when ``n`` is SiLU, ``x * sigmoid(x)`` (either order)
+        in float32 with the vector math on: then one ``x / (1 + exp(-x))``
+        replaces the sigmoid's reciprocal and the product (one multiply a
+        vector fewer; the unused sigmoid is dead code once inlined)."""
+        if n.op != "*" or ot != "float32" or not self.ctx.options.vector_math:
+            return None
+        for x, sig, xv in ((n.lhs, n.rhs, a), (n.rhs, n.lhs, b)):
+            if (type(sig) is tir.Call and sig.name == "sigmoid"
+                    and self.types.dtype_of(sig) == "float32"
+                    and self.types.dtype_of(x) == "float32"
+                    and _same_value(sig.args[0], x)):
+                return xv
+        return None
 
     def _check_divisor(self, ty: str, b: str) -> None:
         """Note a zero ``b`` in the function's flag: the kernel then ends with
@@ -380,3 +398,31 @@ def _dot4_term(n: tir.BinaryOp) -> tuple[Any, tir.Call] | None:
                 and acc.dtype == "int32"):
             return acc, dot
     return None
+
+
+def _same_value(a: tir.PrimExpr, b: tir.PrimExpr) -> bool:
+    """Whether ``a`` and ``b`` are the same expression of the same variables
+    and buffers (not merely equal up to renaming, as structural_equal is)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is tir.IntImm or t is tir.FloatImm:
+        return a.value == b.value and a.dtype == b.dtype
+    if t is tir.BufferLoad:
+        if a.buffer is not b.buffer:
+            return False
+    elif t is tir.BinaryOp:
+        if a.op != b.op:
+            return False
+    elif t is tir.Cast:
+        if a.dtype != b.dtype:
+            return False
+    elif t is tir.Call:
+        if a.name != b.name:
+            return False
+    else:  # a Var (by identity, above) or anything else
+        return False
+    ka, kb = tir.expr_children(a), tir.expr_children(b)
+    return len(ka) == len(kb) and all(_same_value(x, y) for x, y in zip(ka, kb))
