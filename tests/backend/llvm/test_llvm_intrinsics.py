@@ -228,7 +228,7 @@ def test_silu_products_compile_to_one_quotient_within_a_few_ulps():
     pattern and densely over [-100, 30], within 4.5 ulps from x = -87.3 up
     (where the sigmoid is a normal float32), within 6e-37 below it and at
     -inf (not the NaN of -inf * 0); x itself from 18 up, NaN at NaN.
-    ``x * sigmoid(z)`` stays a product."""
+    ``x * sigmoid(z)`` stays a product, and so does a term of a sum."""
     n = var("n")
     X, Y, Z = buf("X", (n,)), buf("Y", (n,)), buf("Z", (n,))
     lib = compile_prim_funcs({
@@ -237,7 +237,10 @@ def test_silu_products_compile_to_one_quotient_within_a_few_ulps():
         "silu_swapped": T.PrimFunc((X, Y), loops([n], lambda i: store(
             Y, binop("*", T.Call("sigmoid", (X[i],)), X[i]), i)))})
     other = compile_prim_funcs({"other": T.PrimFunc((X, Z, Y), loops([n], lambda i: store(
-        Y, binop("*", X[i], T.Call("sigmoid", (Z[i],))), i)))})
+        Y, binop("*", X[i], T.Call("sigmoid", (Z[i],))), i))),
+        # a term of a sum: the product is a multiply-add already
+        "summed": T.PrimFunc((X, Z, Y), loops([n], lambda i: store(
+            Y, binop("+", Z[i], binop("*", X[i], T.Call("sigmoid", (X[i],)))), i)))})
     assert "@phasec.siluf" in lib.llvm_ir and "x float>" in lib.optimized_ir
     assert "@phasec.siluf" not in other.llvm_ir and "@phasec.sigmoidf" in other.llvm_ir
     x = np.concatenate([np.arange(0, 2**32, 1021, dtype=np.uint64).astype(np.uint32)
@@ -264,6 +267,9 @@ def test_silu_products_compile_to_one_quotient_within_a_few_ulps():
     y = np.empty_like(z)
     other["other"](z[::-1].copy(), z, y)
     np.testing.assert_allclose(y, z[::-1] / (1 + np.exp(-z.astype(np.float64))), rtol=1e-6)
+    other["summed"](z, z[::-1].copy(), y)
+    np.testing.assert_allclose(y, z[::-1] + z / (1 + np.exp(-z.astype(np.float64))), rtol=1e-6,
+                               atol=1e-6)
 
 
 _INT_OPS = {
