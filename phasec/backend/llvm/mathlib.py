@@ -175,17 +175,23 @@ def _sigmoidf_ir(silu: bool = False) -> str:
     # SiLU: x / (1 + exp(-x)), x clamped below as exp's operand is (its
     # value there is below 6e-37 in magnitude; -inf gives that, not the NaN
     # of -inf * 0)
-    low = -88.0 if silu else -88.72
-    fuse = "contract " if silu else ""
-    name, result = ("siluf", "fdiv float %xl, %d") if silu else ("sigmoidf", "fdiv float 1.0, %d")
+    if silu:
+        name, fuse, result = "siluf", "contract ", "fdiv float %xl, %d"
+        clamps = [f"  %lo = fcmp olt float %x, {_f32(-88.0)}",
+                  f"  %xl = select i1 %lo, float {_f32(-88.0)}, float %x",
+                  f"  %hi = fcmp ogt float %xl, {_f32(18.0)}",
+                  f"  %x2 = select i1 %hi, float {_f32(18.0)}, float %xl"]
+    else:
+        name, fuse, result = "sigmoidf", "", "fdiv float 1.0, %d"
+        clamps = [f"  %hi = fcmp ogt float %x, {_f32(18.0)}",
+                  f"  %x1 = select i1 %hi, float {_f32(18.0)}, float %x",
+                  f"  %lo = fcmp olt float %x1, {_f32(-88.72)}",
+                  f"  %x2 = select i1 %lo, float {_f32(-88.72)}, float %x1"]
     return "\n".join([
         f"define internal float @phasec.{name}(float %x) alwaysinline nounwind "
         "memory(none) {",
         "entry:",
-        f"  %lo = fcmp olt float %x, {_f32(low)}",
-        f"  %xl = select i1 %lo, float {_f32(low)}, float %x",
-        f"  %hi = fcmp ogt float %xl, {_f32(18.0)}",
-        f"  %x2 = select i1 %hi, float {_f32(18.0)}, float %xl",
+        *clamps,
         f"  %t = fmul contract float %x2, {_f32(-1.4426950408889634)}",
         f"  %s = fadd contract float %t, {_f32(magic)}",
         f"  %n = fsub float %s, {_f32(magic)}",
