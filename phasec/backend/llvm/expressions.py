@@ -44,8 +44,9 @@ class ExpressionEmitter:
         self.conversions = conversions
         self.access = access
         self.intrinsics = intrinsics
-        # ids of products that are operands of a sum (see _silu_operand)
-        self._summed_products: set[int] = set()
+        # products that are operands of a sum, by id (see _silu_operand); the
+        # nodes held so that no id is reused within the kernel
+        self._summed_products: dict[int, tir.BinaryOp] = {}
 
     def emit_value_as(self, e: Any, dst: str, what: str) -> str:
         """Emit ``e`` converted to ``dst``, allowing only implicit conversions
@@ -83,7 +84,7 @@ class ExpressionEmitter:
             if tt is tir.BinaryOp and (t.op == "+" or t.op == "-"):
                 for term in (t.lhs, t.rhs):
                     if type(term) is tir.BinaryOp and term.op == "*":
-                        self._summed_products.add(id(term))
+                        self._summed_products[id(term)] = term
             if tt is tir.IntImm:
                 vals.append(int_literal(int(t.value), t.dtype) if is_intlike(t.dtype)
                             else float_literal(float(t.value), t.dtype))
