@@ -268,6 +268,13 @@ class IntrinsicLowering:
         fn.emit(f"{r} = fdiv {ty} {num}, {d}")
         return r
 
+    def silu(self, x: str) -> str:
+        """``x * sigmoid(x)`` of a float32 ``x`` as phasec's vectorizable
+        ``x / (1 + exp(-x))`` (:func:`phasec.backend.llvm.mathlib.math_function`)."""
+        r = self.ctx.fn.tmp("silu")
+        self.ctx.fn.emit(f"{r} = call float {self.ctx.mod.use_math('phasec.siluf')}(float {x})")
+        return r
+
     def _vector_math(self, spec: Intrinsic, x: str) -> str:
         """A float32 operand through phasec's vectorizable helper ``spec.vector``."""
         fn = self.ctx.fn
