@@ -6,7 +6,7 @@ whole vectors (the last overlapping), the bias and activation applied
 before the store through the extern's ``store_through`` (no intermediate
 tensor, no epilogue nest). The values against numpy's reference on LLVM
 and on the TIR interpreter, for odd, prime and uneven shapes and pads,
-3x3 and 5x5 (5x5: the row buffer), dilation, and the fallbacks (symbolic
+3x3 and 5x5 (5x5: the channel's plane of sums, then the epilogue), dilation, and the fallbacks (symbolic
 sizes, rows wasting a quarter) computing the same."""
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
     "3x3_s2_one_vector": ((1, 2, 7, 2 * LANES), 3, "silu", {"padding": 1, "strides": 2}, False),
     "3x3_padding_5": ((1, 2, 4, 2 * LANES - 8), 3, "silu", {"padding": 5}, False),
     "3x3_s2_rows": ((1, 3, 13, 4 * LANES - 2), 3, "relu6", {"padding": 1, "strides": 2}, False),
+    # the channel's plane of sums, then the epilogue over it: stride 2, a
+    # prime height, a row not of whole vectors
+    "5x5_s2_plane": ((1, 3, 13, 4 * LANES - 3), 5, "silu", {"padding": 2, "strides": 2}, True),
 }
 
 
@@ -97,7 +100,7 @@ def test_depthwise_rows_store_the_epilogue_directly(name):
     xs, k, act, attrs, interp = ROWS[name]
     low = _lower(xs, k, act, **attrs)
     allocs = _allocs(low.prim_func)
-    # the padded plane (and a 5x5 window's row buffer), nothing of the
+    # the padded plane (and a 5x5 window's plane of sums), nothing of the
     # tensor's size: the bias and activation went into the extern's stores
     assert "stride_phases" in allocs
     assert allocs <= {"stride_phases", "row_sums"}
