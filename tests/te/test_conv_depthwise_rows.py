@@ -110,7 +110,8 @@ def test_depthwise_rows_store_the_epilogue_directly(name):
 
 @pytest.mark.parametrize("xs,k,kept", [
     ((1, 3, 5, LANES + LANES // 2), 3, "pad_flat"),  # over a quarter wasted: flat rows
-    ((1, 2, 6, LANES - 1), 3, "pad_flat"),           # under a vector: flat rows
+    ((1, 2, 6, LANES // 2), 3, "pad_flat"),          # half a vector: flat rows
+    ((1, 2, 6, LANES - 1), 5, "pad_flat"),           # under a vector, 5x5: flat rows
     ((1, 2, 6, LANES), 3, "pad_temp"),               # one vector at stride 1: direct
 ])
 def test_other_rows_keep_their_schedules(xs, k, kept):
@@ -118,6 +119,20 @@ def test_other_rows_keep_their_schedules(xs, k, kept):
     allocs = _allocs(low.prim_func)
     assert kept in allocs and "stride_phases" not in allocs
     _run(low.prim_func, xs, k, "relu6", False, padding=1)
+
+
+@pytest.mark.parametrize("xs,act,interp", [
+    ((1, 5, 7, LANES - 1), "relu6", True),       # a prime height, one column short
+    ((2, 3, 4, LANES // 2 + 1), "silu", False),  # just over half a vector, batch 2
+])
+def test_3x3_rows_under_a_vector_sum_over_the_channels_plane(xs, act, interp):
+    # stride 1, 3x3, rows of more than half a vector and less than one: the
+    # padded plane per channel in a buffer of its own, the flat sums, then
+    # the epilogue over their rows (no global padded copy)
+    low = _lower(xs, 3, act, padding=1)
+    allocs = _allocs(low.prim_func)
+    assert "stride_phases" in allocs and "pad_flat" not in allocs
+    _run(low.prim_func, xs, 3, act, interp, padding=1)
 
 
 def test_a_symbolic_batch_falls_back_and_computes_the_same():

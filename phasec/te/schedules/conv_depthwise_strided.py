@@ -110,12 +110,24 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     the direct one for whole vectors) wrote the padded input, the sums and
     the output through memory in turn. Rows of one vector keep the direct
     schedule: 96x16x16 3x3 + relu6 (MobileNetV2 at 64x64) 11.4 -> 13.3 us
-    here, the per-row copy and borders weighing more than the pass saved."""
+    here, the per-row copy and borders weighing more than the pass saved.
+
+    Rows of more than half a vector and less than one, a window of 2 to 9
+    taps (3x3 over 14x14): the padded plane per channel in a buffer of its
+    own, then the flat sums (the strided schedule's flat form, one phase),
+    the epilogue reading their rows: :mod:`conv_flat_rows` wrote the padded
+    input for all channels through memory first (384x14x14 3x3 + relu6
+    40 -> 35 us alone, 147-153 -> 124-126 us inside MobileNetV2). Rows of
+    half a vector or less (7x7: 960x7x7 38 -> 42 us) and 5x5 windows
+    (240x14x14 5x5 48 -> 60 us) keep the flat rows."""
     dims = _depthwise_dims(w)
     if dims is None or tuple(w.strides) != (1, 1):
         return None
     n, c, H, W, KH, KW, OH, OW = dims
     lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
+    if 2 * OW > lanes > OW and OH >= 2 and 1 < KH * KW <= ROW_BUFFER_TAPS:
+        # rows of more than half a vector, 3x3 (see above)
+        return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
     if OW <= lanes or OH < 2 or _row_waste(OW, lanes):
         return None
     return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes, rows_out=True)
