@@ -89,6 +89,11 @@ ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
     "3x3_s2_one_vector": ((1, 2, 7, 2 * LANES), 3, "silu", {"padding": 1, "strides": 2}, False),
     "3x3_padding_5": ((1, 2, 4, 2 * LANES - 8), 3, "silu", {"padding": 5}, False),
     "3x3_s2_rows": ((1, 3, 13, 4 * LANES - 2), 3, "relu6", {"padding": 1, "strides": 2}, False),
+    # rows of two vectors or more: phase rows of whole vectors, their last
+    # columns unwritten (never read)
+    "3x3_s2_aligned_rows": ((1, 2, 9, 5 * LANES - 1), 3, "silu", {"padding": 1, "strides": 2},
+                            True),
+    "5x5_aligned_rows": ((1, 2, 6, 2 * LANES + 8), 5, "relu6", {"padding": 2}, False),
     # the channel's plane of sums, then the epilogue over it: stride 2, a
     # prime height, a row not of whole vectors
     "5x5_s2_plane": ((1, 3, 13, 4 * LANES - 3), 5, "silu", {"padding": 2, "strides": 2}, True),

@@ -27,12 +27,16 @@ vectors, the last one overlapping the one before, stored at the NCHW
 output through the extern's ``store_through`` (:func:`te.extern
 <phasec.te.operation.extern>`), so the lowering applies the bias and
 activation to the sums in registers before the store: no flat plane of
-the tensor's size goes out to memory and back, no epilogue nest. Their
-phase rows are whole vectors long (``PhaseGeometry.of(..., align=lanes)``,
-the columns past the last one a tap reads left unwritten): the taps at
-whole phase columns then load aligned vectors, where nearly every 64-byte
-load of a 57-wide row crossed two cache lines (96x112x112 3x3/2 199-212
--> 188-190 us, 144x56x56 3x3 170-179 -> 165-169 us alone). A window
+the tensor's size goes out to memory and back, no epilogue nest. For
+output rows of two vectors or more the phase rows are whole vectors long
+(``PhaseGeometry.of(..., align=lanes)``, the columns past the last one a
+tap reads left unwritten): the taps at whole phase columns then load
+aligned vectors, where nearly every 64-byte load of a 57-wide row crossed
+two cache lines (96x112x112 3x3/2 199-212 -> 188-190 us, 144x56x56 3x3
+170-179 -> 165-169 us alone). Rows of 28 (two vectors, the second
+overlapping) gained nothing alone and lost 1-2 us inside MobileNetV3-Small
+(72x56x56 3x3/2: 37 -> 38-39 us): the phases grow, half the loads stay
+unaligned. A window
 of more than :data:`ROW_BUFFER_TAPS` taps puts the channel's sums in a
 plane of rows in the cache first, then applies the epilogue to it in a
 loop of its own (one row's buffer used right after its row, LLVM kept in
@@ -162,7 +166,8 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
     KH, KW = window
     OH, OW = out_hw
     geo = PhaseGeometry.of(hw, out_hw, window, (sh, sw), (dh, dw),
-                           (w.padding[0], w.padding[1]), lanes, lanes if rows_out else 1)
+                           (w.padding[0], w.padding[1]), lanes,
+                           lanes if rows_out and OW >= 2 * lanes else 1)
     V, columns, length = geo.V, geo.columns, geo.length
     Store = Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt]
 
