@@ -6,7 +6,7 @@ whole vectors (the last overlapping), the bias and activation applied
 before the store through the extern's ``store_through`` (no intermediate
 tensor, no epilogue nest). The values against numpy's reference on LLVM
 and on the TIR interpreter, for odd, prime and uneven shapes and pads,
-3x3 and 5x5 (5x5: the row buffer), dilation, and the fallbacks (symbolic
+3x3 and 5x5 (5x5: the channel's plane of sums, then the epilogue), dilation, and the fallbacks (symbolic
 sizes, rows wasting a quarter) computing the same."""
 
 from __future__ import annotations
@@ -89,6 +89,14 @@ ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
     "3x3_s2_one_vector": ((1, 2, 7, 2 * LANES), 3, "silu", {"padding": 1, "strides": 2}, False),
     "3x3_padding_5": ((1, 2, 4, 2 * LANES - 8), 3, "silu", {"padding": 5}, False),
     "3x3_s2_rows": ((1, 3, 13, 4 * LANES - 2), 3, "relu6", {"padding": 1, "strides": 2}, False),
+    # rows of two vectors or more: phase rows of whole vectors, their last
+    # columns unwritten (never read)
+    "3x3_s2_aligned_rows": ((1, 2, 9, 5 * LANES - 1), 3, "silu", {"padding": 1, "strides": 2},
+                            True),
+    "5x5_aligned_rows": ((1, 2, 6, 2 * LANES + 8), 5, "relu6", {"padding": 2}, False),
+    # the channel's plane of sums, then the epilogue over it: stride 2, a
+    # prime height, a row not of whole vectors
+    "5x5_s2_plane": ((1, 3, 13, 4 * LANES - 3), 5, "silu", {"padding": 2, "strides": 2}, True),
 }
 
 
@@ -97,7 +105,7 @@ def test_depthwise_rows_store_the_epilogue_directly(name):
     xs, k, act, attrs, interp = ROWS[name]
     low = _lower(xs, k, act, **attrs)
     allocs = _allocs(low.prim_func)
-    # the padded plane (and a 5x5 window's row buffer), nothing of the
+    # the padded plane (and a 5x5 window's plane of sums), nothing of the
     # tensor's size: the bias and activation went into the extern's stores
     assert "stride_phases" in allocs
     assert allocs <= {"stride_phases", "row_sums"}
@@ -107,7 +115,8 @@ def test_depthwise_rows_store_the_epilogue_directly(name):
 
 @pytest.mark.parametrize("xs,k,kept", [
     ((1, 3, 5, LANES + LANES // 2), 3, "pad_flat"),  # over a quarter wasted: flat rows
-    ((1, 2, 6, LANES - 1), 3, "pad_flat"),           # under a vector: flat rows
+    ((1, 2, 6, LANES // 2), 3, "pad_flat"),          # half a vector: flat rows
+    ((1, 2, 6, LANES - 1), 5, "pad_flat"),           # under a vector, 5x5: flat rows
     ((1, 2, 6, LANES), 3, "pad_temp"),               # one vector at stride 1: direct
 ])
 def test_other_rows_keep_their_schedules(xs, k, kept):
@@ -115,6 +124,20 @@ def test_other_rows_keep_their_schedules(xs, k, kept):
     allocs = _allocs(low.prim_func)
     assert kept in allocs and "stride_phases" not in allocs
     _run(low.prim_func, xs, k, "relu6", False, padding=1)
+
+
+@pytest.mark.parametrize("xs,act,interp", [
+    ((1, 5, 7, LANES - 1), "relu6", True),       # a prime height, one column short
+    ((2, 3, 4, LANES // 2 + 1), "silu", False),  # just over half a vector, batch 2
+])
+def test_3x3_rows_under_a_vector_sum_over_the_channels_plane(xs, act, interp):
+    # stride 1, 3x3, rows of more than half a vector and less than one: the
+    # padded plane per channel in a buffer of its own, the flat sums, then
+    # the epilogue over their rows (no global padded copy)
+    low = _lower(xs, 3, act, padding=1)
+    allocs = _allocs(low.prim_func)
+    assert "stride_phases" in allocs and "pad_flat" not in allocs
+    _run(low.prim_func, xs, 3, act, interp, padding=1)
 
 
 def test_a_symbolic_batch_falls_back_and_computes_the_same():

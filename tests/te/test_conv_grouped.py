@@ -90,6 +90,9 @@ def test_grouped_conv_matches_numpy(name):
     lanes = host_tuning().lanes(32)
     flat = w < lanes or (k == 1 and w < 2 * lanes and w % lanes != 0) or (
         og == 1 and w < 4 * lanes and w % lanes != 0)  # depthwise rows of a few vectors
+    # depthwise 3x3 rows of more than half a vector, under one: the flat sums
+    # over each channel's padded plane (conv_depthwise_strided.schedule_rows)
+    flat = flat and not (og == 1 and k == 3 and 2 * w > lanes > w and h >= 2)
     assert ("pad_flat" in _allocs(low.prim_func)) == flat
     _check(low, og, groups, 1, h, w, k, pad, interp)
 

@@ -149,8 +149,9 @@ RULES: tuple[Rule, ...] = (
          "most half a vector (5x5 over 7x7): a block of channels in the vector lanes",
          _nchw_float_conv2d, conv_depthwise_lanes.schedule),
     Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d of static shape, "
-         "stride 1, output rows of at least a vector: per channel, its padded plane and flat "
-         "sums in the cache, the rows stored as NCHW", _nchw_float_conv2d,
+         "stride 1, output rows of at least a vector (or of more than half a vector under a "
+         "3x3 or smaller window): per channel, its padded plane and flat sums in the cache, "
+         "the rows stored as NCHW", _nchw_float_conv2d,
          conv_depthwise_strided.schedule_rows),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),

@@ -27,10 +27,21 @@ vectors, the last one overlapping the one before, stored at the NCHW
 output through the extern's ``store_through`` (:func:`te.extern
 <phasec.te.operation.extern>`), so the lowering applies the bias and
 activation to the sums in registers before the store: no flat plane of
-the tensor's size goes out to memory and back, no epilogue nest. A window
-of more than :data:`ROW_BUFFER_TAPS` taps puts each row's sums in a row
-buffer first (a 5x5 window's 25 weights and a SiLU's constants spilled in
-one loop). Inside MobileNetV2 at 224x224 (one thread, per-node profile):
+the tensor's size goes out to memory and back, no epilogue nest. For
+output rows of two vectors or more the phase rows are whole vectors long
+(``PhaseGeometry.of(..., align=lanes)``, the columns past the last one a
+tap reads left unwritten): the taps at whole phase columns then load
+aligned vectors, where nearly every 64-byte load of a 57-wide row crossed
+two cache lines (96x112x112 3x3/2 199-212 -> 188-190 us, 144x56x56 3x3
+170-179 -> 165-169 us alone). Rows of 28 (two vectors, the second
+overlapping) gained nothing alone and lost 1-2 us inside MobileNetV3-Small
+(72x56x56 3x3/2: 37 -> 38-39 us): the phases grow, half the loads stay
+unaligned. A window
+of more than :data:`ROW_BUFFER_TAPS` taps puts the channel's sums in a
+plane of rows in the cache first, then applies the epilogue to it in a
+loop of its own (one row's buffer used right after its row, LLVM kept in
+registers, spilling a 5x5 window's 25 weights and a SiLU's constants in
+one loop: 144x56x56 5x5/2 + SiLU 188-198 -> 174-176 us alone). Inside MobileNetV2 at 224x224 (one thread, per-node profile):
 144x56x56 3x3 + relu6 357 -> 193 us, 192x28x28 102 -> 65 us, 32x112x112
 225 -> 182 us, 96x112x112 3x3/2 304 -> 250 us, 144x56x56 3x3/2 101 ->
 84 us (bench/README.md).
@@ -61,8 +72,8 @@ from phasec.te.tensor import OWN_NEST, Tensor
 
 __all__ = ["schedule", "schedule_rows", "ROW_BUFFER_TAPS", "COPY_LEAD"]
 
-#: a window of more taps puts each output row's sums in a row buffer before
-#: the epilogue (see _row)
+#: a window of more taps puts the channel's sums in a plane of rows, then
+#: applies the epilogue to it in a loop of its own (see _row)
 ROW_BUFFER_TAPS = 9
 #: output rows of rows: schedule_rows copies each input row this many output
 #: rows before the first that reads it (see _rows_as_read). Read by the very
@@ -103,12 +114,24 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     the direct one for whole vectors) wrote the padded input, the sums and
     the output through memory in turn. Rows of one vector keep the direct
     schedule: 96x16x16 3x3 + relu6 (MobileNetV2 at 64x64) 11.4 -> 13.3 us
-    here, the per-row copy and borders weighing more than the pass saved."""
+    here, the per-row copy and borders weighing more than the pass saved.
+
+    Rows of more than half a vector and less than one, a window of 2 to 9
+    taps (3x3 over 14x14): the padded plane per channel in a buffer of its
+    own, then the flat sums (the strided schedule's flat form, one phase),
+    the epilogue reading their rows: :mod:`conv_flat_rows` wrote the padded
+    input for all channels through memory first (384x14x14 3x3 + relu6
+    40 -> 35 us alone, 147-153 -> 124-126 us inside MobileNetV2). Rows of
+    half a vector or less (7x7: 960x7x7 38 -> 42 us) and 5x5 windows
+    (240x14x14 5x5 48 -> 60 us) keep the flat rows."""
     dims = _depthwise_dims(w)
     if dims is None or tuple(w.strides) != (1, 1):
         return None
     n, c, H, W, KH, KW, OH, OW = dims
     lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
+    if 2 * OW > lanes > OW and OH >= 2 and 1 < KH * KW <= ROW_BUFFER_TAPS:
+        # rows of more than half a vector, 3x3 (see above)
+        return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
     if OW <= lanes or OH < 2 or _row_waste(OW, lanes):
         return None
     return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes, rows_out=True)
@@ -143,7 +166,8 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
     KH, KW = window
     OH, OW = out_hw
     geo = PhaseGeometry.of(hw, out_hw, window, (sh, sw), (dh, dw),
-                           (w.padding[0], w.padding[1]), lanes)
+                           (w.padding[0], w.padding[1]), lanes,
+                           lanes if rows_out and OW >= 2 * lanes else 1)
     V, columns, length = geo.V, geo.columns, geo.length
     Store = Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt]
 
@@ -179,14 +203,17 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
                 return BufferStore(out, value, idx) if store is None else store(value, idx)
             # a slot of whole vectors each (overlapping, the last vector's load
             # would span two stores, which the store buffer cannot forward)
-            row_buffer = Buffer("row_sums", (i64(-(-OW // lanes) * lanes),), dt) \
+            row_len = -(-OW // lanes) * lanes
+            sums = Buffer("row_sums", (i64(OH * row_len),), dt) \
                 if KH * KW > ROW_BUFFER_TAPS \
                 else None
-            row = _row(b, ch, OW, V, lanes, window_sum, put, row_buffer)
+            row, epilogue = _row(b, ch, OW, V, lanes, window_sum, put, sums)
             stmts += _rows_as_read(OH, sh, (KH - 1) * dh // sh, w.padding[0], rows, row,
                                    copy_row)
-            if row_buffer is not None:
-                stmts = [Allocate(row_buffer, seq(stmts))]
+            if sums is not None:
+                y3 = Var("y3", "int64")
+                stmts.append(For(y3, i64(0), i64(OH), "serial", epilogue(y3)))
+                stmts = [Allocate(sums, seq(stmts))]
         else:
             p = Var("p", "int64")
             stmts.append(For(p, i64(0), i64(columns), "vectorized",
@@ -242,42 +269,48 @@ def _rows_as_read(OH: int, sh: int, reach: int, top: int, rows: int,
 
 def _row(b: Var, ch: Var, OW: int, V: int, lanes: int,
          window_sum: Callable[[PrimExpr], PrimExpr],
-         put: Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt], row_buffer: Buffer | None
-         ) -> Callable[[Var], Stmt]:
-    """Output row ``y`` (``OW >= lanes`` wide) in whole vectors, the last
-    one overlapping the one before (the same values stored twice) when the
-    row is not whole vectors; output ``(y, x)`` is the window sum at flat
-    position ``y*V + x`` of the phases. With ``row_buffer`` (a whole vector
-    a vector of the row), the row's sums go there first, then through ``put``: the
-    epilogue then has the registers the window's weights held (a 5x5
-    window's 25 and a SiLU's constants spilled in one loop)."""
-    def make(y: Var) -> Stmt:
+         put: Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt], sums: Buffer | None
+         ) -> tuple[Callable[[Var], Stmt], Callable[[Var], Stmt]]:
+    """``(row, epilogue)``: output row ``y`` (``OW >= lanes`` wide) in whole
+    vectors, the last one overlapping the one before (the same values
+    stored twice) when the row is not whole vectors; output ``(y, x)`` is
+    the window sum at flat position ``y*V + x`` of the phases. Without
+    ``sums``, ``row(y)`` stores through ``put`` (``epilogue`` is not used).
+    With ``sums`` (the channel's plane of rows of whole vectors), ``row(y)``
+    stores its sums there and ``epilogue(y)`` puts row ``y`` of them through
+    ``put``, in a loop of its own after the sums: the sums keep a 5x5
+    window's 25 weights in registers, the epilogue a SiLU's constants. (A
+    row buffer used right after its row was one row's registers to LLVM,
+    which spilled the weights and the constants in one loop: 144x56x56
+    5x5/2 + SiLU.)"""
+    row_len = -(-OW // lanes) * lanes
+
+    def vectors(one: Callable[[PrimExpr, PrimExpr, Var], Stmt]) -> list[Stmt]:
+        # one(start column, slot of the row in the sums, lane variable):
+        # fresh loop variables for each loop
         k, j = Var("k", "int64"), Var("j", "int64")
+        whole = OW // lanes
+        row = [one(i64(0), i64(0), j) if whole == 1 else For(
+            k, i64(0), i64(whole), "serial", one(k * lanes, k * lanes, j))]
+        if OW % lanes:
+            row.append(one(i64(OW - lanes), i64(whole * lanes), j))
+        return row
 
-        def vectors(one: Callable[[PrimExpr, PrimExpr], Stmt]) -> list[Stmt]:
-            # one(start column, slot of the row buffer)
-            whole = OW // lanes
-            row = [one(i64(0), i64(0)) if whole == 1 else For(
-                k, i64(0), i64(whole), "serial", one(k * lanes, k * lanes))]
-            if OW % lanes:
-                row.append(one(i64(OW - lanes), i64(whole * lanes)))
-            return row
+    def row(y: Var) -> Stmt:
+        if sums is None:
+            return seq(vectors(lambda start, _, j: For(
+                j, i64(0), i64(lanes), "vectorized",
+                put(window_sum(y * V + start + j), (b, ch, y, start + j)))))
+        return seq(vectors(lambda start, slot, j: For(
+            j, i64(0), i64(lanes), "vectorized",
+            BufferStore(sums, window_sum(y * V + start + j), (y * row_len + slot + j,)))))
 
-        def direct(start: PrimExpr, _: PrimExpr) -> Stmt:
-            return For(j, i64(0), i64(lanes), "vectorized",
-                       put(window_sum(y * V + start + j), (b, ch, y, start + j)))
-
-        def to_buffer(start: PrimExpr, slot: PrimExpr) -> Stmt:
-            return For(j, i64(0), i64(lanes), "vectorized",
-                       BufferStore(row_buffer, window_sum(y * V + start + j), (slot + j,)))
-
-        def from_buffer(start: PrimExpr, slot: PrimExpr) -> Stmt:
-            return For(j, i64(0), i64(lanes), "vectorized",
-                       put(BufferLoad(row_buffer, (slot + j,)), (b, ch, y, start + j)))
-        if row_buffer is None:
-            return seq(vectors(direct))
-        return seq(vectors(to_buffer) + vectors(from_buffer))
-    return make
+    def epilogue(y: Var) -> Stmt:
+        assert sums is not None
+        return seq(vectors(lambda start, slot, j: For(
+            j, i64(0), i64(lanes), "vectorized",
+            put(BufferLoad(sums, (y * row_len + slot + j,)), (b, ch, y, start + j)))))
+    return row, epilogue
 
 
 def _wide(w: ConvWorkload, n: int, c: int, OH: int, OW: int, KH: int, KW: int) -> Tensor:

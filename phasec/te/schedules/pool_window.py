@@ -219,7 +219,9 @@ class PhaseGeometry:
     (r1*dw) % sw)`` at ``p + (r0*dh)//sh * V + (r1*dw)//sw``: contiguous in
     ``p``. ``V`` columns a phase row, ``U`` rows, ``columns`` flat outputs
     (``OH*V`` rounded up to whole tiles, the extra ones computed and
-    dropped), ``length`` elements a phase."""
+    dropped), ``length`` elements a phase. ``reach`` (at most ``V``) phase
+    columns a row hold values; an aligned geometry leaves the rest of each
+    row unwritten (no kept output's taps read them)."""
 
     H: int
     W: int
@@ -229,18 +231,24 @@ class PhaseGeometry:
     length: int
     strides: tuple[int, int]
     lead: tuple[int, int]
+    reach: int = 0
 
     @staticmethod
     def of(hw: tuple[int, int], out_hw: tuple[int, int], window: tuple[int, int],
            strides: Sequence[int], dilation: Sequence[int], lead: tuple[int, int],
-           tile: int) -> PhaseGeometry:
-        """The geometry of an ``hw`` input under a window."""
+           tile: int, align: int = 1) -> PhaseGeometry:
+        """The geometry of an ``hw`` input under a window; with ``align``,
+        phase rows (``V``) and phases (``length``) of a multiple of
+        ``align`` elements, so that a row's taps at whole phase columns
+        load whole aligned vectors."""
         (OH, OW), (KH, KW), (sh, sw), (dh, dw) = out_hw, window, strides, dilation
         U = OH + (KH - 1) * dh // sh      # phase rows every output row's taps reach
-        V = OW + (KW - 1) * dw // sw      # phase columns
+        reach = OW + (KW - 1) * dw // sw  # phase columns
+        V = -(-reach // align) * align
         columns = -(-OH * V // tile) * tile
         length = columns + (KH - 1) * dh // sh * V + (KW - 1) * dw // sw
-        return PhaseGeometry(hw[0], hw[1], U, V, columns, length, (sh, sw), lead)
+        length = -(-length // align) * align
+        return PhaseGeometry(hw[0], hw[1], U, V, columns, length, (sh, sw), lead, reach)
 
     def copy(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
              at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
@@ -267,8 +275,9 @@ class PhaseGeometry:
         caller that copies each row just before the output rows that read
         it."""
         (sh, sw), (top, left), V = self.strides, self.lead, self.V
+        reach = self.reach or V
         rows = max(0, min(self.H, self.U * sh - top))
-        cols = max(0, min(self.W, V * sw - left))
+        cols = max(0, min(self.W, reach * sw - left))
         # the phase rows no input row lands in (the padding above, below,
         # and the tail past the last row), filled with contiguous stores;
         # the whole phases filled first cost as much as the sums
@@ -296,8 +305,8 @@ class PhaseGeometry:
             def put(col: PrimExpr, e: int) -> Stmt:
                 where = at(a * sw + e, u * V + col)
                 return BufferStore(where[0], src[(b, ch, y, col * sw + (e - left))], where[1:])
-            lo = min(V, -(-left // sw))                        # first whole group
-            hi = max(lo, min(V, (cols + left - sw) // sw + 1))  # past the last one
+            lo = min(reach, -(-left // sw))                        # first whole group
+            hi = max(lo, min(reach, (cols + left - sw) // sw + 1))  # past the last one
             row: list[Stmt] = []
             # whole vectors of phase columns, as wide as the row holds (at most
             # ``lanes``, at least 4), the last one overlapping the one before
@@ -329,7 +338,7 @@ class PhaseGeometry:
             row += [put(i64(col), e) if 0 <= col * sw + e - left < cols
                     else BufferStore(at(a * sw + e, u * V + col)[0], fill,
                                      at(a * sw + e, u * V + col)[1:])
-                    for col in (*range(lo), *range(hi, V)) for e in range(sw)]
+                    for col in (*range(lo), *range(hi, reach)) for e in range(sw)]
             if not row:
                 return None
             return row[0] if len(row) == 1 else SeqStmt(tuple(row))
