@@ -112,3 +112,19 @@ def run_fused(func, arrays, out_shapes, dtype="float32"):
     ins = [arrays[a] if isinstance(a, Var) else a.data for a in low.args]
     run_prim_func(low.prim_func, ins + outs)
     return outs, low
+
+
+def depthwise_case(xs, k, rng, **attrs):
+    """Random operands of a depthwise conv2d + bias over an NCHW input of
+    shape ``xs`` with a ``k`` x ``k`` window (``attrs``: padding, strides,
+    dilation as conv2d takes them) and the registry reference of ``conv + b``:
+    ``(x, w, b, conv + b)``."""
+    c = xs[1]
+    x = rng.standard_normal(xs).astype("float32")
+    w = rng.standard_normal((c, 1, k, k)).astype("float32")
+    b = rng.standard_normal((1, c, 1, 1)).astype("float32")
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    pads = attrs["padding"]
+    ref = {"padding": (pads,) * 4 if isinstance(pads, int) else pads,
+           "strides": two(attrs.get("strides", 1)), "dilation": two(attrs.get("dilation", 1))}
+    return x, w, b, get_op("relax.nn.conv2d").reference(x, w, groups=c, **ref) + b

@@ -26,7 +26,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.pool_window import PhaseGeometry
 from phasec.te.stmt import seq
 
-from helpers.legalize import fused, tvar, walk
+from helpers.legalize import depthwise_case, fused, tvar, walk
 
 RNG = np.random.default_rng(41)
 
@@ -43,15 +43,8 @@ def _allocs(prim):
 
 
 def _check(low, xs, k, interp, **attrs):
-    c = xs[1]
-    x = RNG.standard_normal(xs).astype("float32")
-    w = RNG.standard_normal((c, 1, k, k)).astype("float32")
-    b = RNG.standard_normal((1, c, 1, 1)).astype("float32")
-    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
-    pads = attrs["padding"]
-    ref = {"padding": (pads,) * 4 if isinstance(pads, int) else pads,
-           "strides": two(attrs.get("strides", 1)), "dilation": two(attrs.get("dilation", 1))}
-    want = np.maximum(get_op("relax.nn.conv2d").reference(x, w, groups=c, **ref) + b, 0)
+    x, w, b, y = depthwise_case(xs, k, RNG, **attrs)
+    want = np.maximum(y, 0)
     got = np.zeros(want.shape, "float32")
     compile_prim_funcs({"k": low.prim_func})["k"](x, w, b, got)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -22,7 +22,7 @@ from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
 from phasec.te.schedules.conv_depthwise_strided import ROW_BUFFER_TAPS
 
-from helpers.legalize import fused, tvar, walk
+from helpers.legalize import depthwise_case, fused, tvar, walk
 
 RNG = np.random.default_rng(224)
 
@@ -52,15 +52,7 @@ def _allocs(prim):
 
 
 def _run(prim, xs, k, act, interp, **attrs):
-    c = xs[1]
-    x = RNG.standard_normal(xs).astype("float32")
-    w = RNG.standard_normal((c, 1, k, k)).astype("float32")
-    b = RNG.standard_normal((1, c, 1, 1)).astype("float32")
-    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
-    pads = attrs["padding"]
-    ref = {"padding": (pads,) * 4 if isinstance(pads, int) else pads,
-           "strides": two(attrs.get("strides", 1)), "dilation": two(attrs.get("dilation", 1))}
-    y = get_op("relax.nn.conv2d").reference(x, w, groups=c, **ref) + b
+    x, w, b, y = depthwise_case(xs, k, RNG, **attrs)
     want = (_relu6 if act == "relu6" else _silu)(y)
     got = np.full(want.shape, np.nan, "float32")
     compile_prim_funcs({"k": prim})["k"](x, w, b, got)
