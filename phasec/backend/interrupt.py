@@ -30,7 +30,7 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["FLAG", "flag_address", "armed", "short_call", "claim_short", "release_short",
+__all__ = ["FLAG", "flag_address", "armed", "claim_short", "release_short",
            "raise_interrupt", "cancel_requested"]
 
 #: the flag kernels poll (exported to LLVM as ``phasec_rt_cancel``); kept
@@ -157,20 +157,6 @@ def release_short() -> None:
     """End the short call :func:`claim_short` claimed (only when it returned True)."""
     global _is_armed
     _is_armed = False
-
-
-class short_call:
-    """:func:`claim_short` / :func:`release_short` as a context manager."""
-
-    __slots__ = ("_mine",)
-
-    def __enter__(self) -> "short_call":
-        self._mine = claim_short()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._mine:
-            release_short()
 
 
 def raise_interrupt(kernel: str) -> None:

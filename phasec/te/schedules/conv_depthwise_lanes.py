@@ -38,7 +38,6 @@ only its own channels.
 
 from __future__ import annotations
 
-from phasec import arith
 from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, BufferStore, For, IfThenElse, PrimExpr, Stmt, Var,
 )
@@ -76,19 +75,11 @@ def takes(w: ConvWorkload) -> bool:
             and (OH - 1) * sh + reach_y > top and (OW - 1) * sw + reach_x > left)
 
 
-def _dims(w: ConvWorkload) -> list[int] | None:
-    data, weight = w.data, w.weight
-    if (w.rank != 2 or (w.data_layout.name, w.kernel_layout.name, w.out_layout.name)
-            != ("NCHW", "OIHW", "NCHW") or w.dtype not in ("float32", "float64")
-            or data.dtype != w.dtype or weight.dtype != w.dtype):
+def _dims(w: ConvWorkload) -> tuple[int, ...] | None:
+    if (w.dtype not in ("float32", "float64") or w.data.dtype != w.dtype
+            or w.weight.dtype != w.dtype):
         return None
-    dims = [arith.const_int(d) for d in (*data.shape, *weight.shape, *w.out_shape)]
-    if any(d is None for d in dims):
-        return None
-    n, c, H, W, O, CG, KH, KW, _, _, OH, OW = dims
-    if not (w.groups == c == O and CG == 1):
-        return None
-    return [n, c, H, W, KH, KW, OH, OW]
+    return w.depthwise_dims()
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:

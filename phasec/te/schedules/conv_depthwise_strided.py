@@ -58,7 +58,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from phasec import arith
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
@@ -88,7 +87,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     stride phases, or wide then decimated (see the module docstring); None
     unless it is depthwise (one input and one output channel per group),
     strided along the rows' axis, with static sizes."""
-    dims = _depthwise_dims(w)
+    dims = w.depthwise_dims()
     if dims is None:
         return None
     n, c, H, W, KH, KW, OH, OW = dims
@@ -124,7 +123,7 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     40 -> 35 us alone, 147-153 -> 124-126 us inside MobileNetV2). Rows of
     half a vector or less (7x7: 960x7x7 38 -> 42 us) and 5x5 windows
     (240x14x14 5x5 48 -> 60 us) keep the flat rows."""
-    dims = _depthwise_dims(w)
+    dims = w.depthwise_dims()
     if dims is None or tuple(w.strides) != (1, 1):
         return None
     n, c, H, W, KH, KW, OH, OW = dims
@@ -142,22 +141,6 @@ def _row_waste(OW: int, lanes: int) -> bool:
     a quarter more columns than it keeps (20 of 32; 28 or 56 of 32 or 64
     do not): there the flat rows, a few dropped columns a row, cost less."""
     return -(-OW // lanes) * lanes * 4 > OW * 5
-
-
-def _depthwise_dims(w: ConvWorkload) -> tuple[int, ...] | None:
-    """``(n, c, H, W, KH, KW, OH, OW)`` of a depthwise NCHW conv2d of static
-    sizes (one input and one output channel per group), else None."""
-    data, weight = w.data, w.weight
-    if w.data_layout.name != "NCHW" or w.kernel_layout.name != "OIHW" \
-            or w.out_layout.name != "NCHW":
-        return None
-    dims = [arith.const_int(d) for d in (*data.shape, *weight.shape, *w.out_shape)]
-    if any(d is None for d in dims):
-        return None
-    n, c, H, W, O, CG, KH, KW, _, _, OH, OW = dims
-    if not (w.groups == c == O and CG == 1):
-        return None
-    return n, c, H, W, KH, KW, OH, OW
 
 
 def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[int, int],

@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from phasec import arith
 from phasec.ir.tir import PrimExpr
 from phasec.target import tuning
 from phasec.te.tensor import Tensor
@@ -129,6 +130,22 @@ class ConvWorkload:
         """Whether the weight is a constant of the module (transformed once
         per build), not a parameter transformed on every call."""
         return is_constant_tensor(self.weight)
+
+    def depthwise_dims(self) -> tuple[int, ...] | None:
+        """``(n, c, H, W, KH, KW, OH, OW)`` of a 2-D depthwise convolution in
+        NCHW / OIHW of static sizes (one input and one output channel per
+        group), else None."""
+        if (self.rank != 2 or (self.data_layout.name, self.kernel_layout.name,
+                               self.out_layout.name) != ("NCHW", "OIHW", "NCHW")):
+            return None
+        dims = [arith.const_int(d) for d in (*self.data.shape, *self.weight.shape,
+                                             *self.out_shape)]
+        if any(d is None for d in dims):
+            return None
+        n, c, H, W, O, CG, KH, KW, _, _, OH, OW = dims
+        if not (self.groups == c == O and CG == 1):
+            return None
+        return n, c, H, W, KH, KW, OH, OW
 
 
 @dataclass(frozen=True)

@@ -317,13 +317,13 @@ def test_short_call_leaves_interrupt_state_as_it_was():
     from phasec.backend import interrupt
 
     assert not interrupt._is_armed
-    with interrupt.short_call():
-        assert interrupt._is_armed  # kernels inside do not arm one by one
+    assert interrupt.claim_short()
+    assert interrupt._is_armed  # kernels inside do not arm one by one
+    interrupt.release_short()
     assert not interrupt._is_armed
     with interrupt.armed():
-        with interrupt.short_call():
-            assert interrupt._is_armed
-        assert interrupt._is_armed  # nested: the outer arming stays
+        assert not interrupt.claim_short()  # nested: the outer arming stays
+        assert interrupt._is_armed
     assert not interrupt._is_armed
 
 
