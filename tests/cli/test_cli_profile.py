@@ -52,6 +52,10 @@ def test_profile_counts_each_kernels_calls_and_the_vm_between_them():
     found = profile_run(exe, "main", [x], rounds=4)
     assert found.rounds == 4
     assert {k.name: k.calls for k in found.kernels} == {"twice": 2, "once": 1}
+    # each row says what its kernel writes (the module's out_sinfo)
+    assert {k.name: k.output for k in found.kernels} == {"twice": "float32[8]",
+                                                         "once": "float32[8]"}
+    assert re.search(r"^\s+twice\s+2\s.*float32\[8\]$", found.table(), re.M)
     assert found.kernel_calls == 3
     assert all(k.seconds > 0 for k in found.kernels)
     assert found.whole_seconds > 0 and found.vm_seconds >= 0
@@ -81,6 +85,8 @@ def test_run_profile_of_an_onnx_model_shows_onnx_runtime_beside_it(capsys, conv_
     ours = out[out.index("profile: best of 3 rounds, 1 thread"):out.index("ONNX Runtime ")]
     assert re.search(r"sum of kernels\s+\d+\s", ours) and "VM between kernels" in ours
     assert re.search(r"per kernel call", ours)
+    # the kernel writing the graph's output says so with the graph's shape
+    assert "float32[1, 4, 8, 8]" in ours
     theirs = out[out.index("ONNX Runtime "):out.index("check against")]
     graph_ops = {n.op_type for n in onnx.load(conv_model).graph.node}
     listed = {line.split()[0] for line in theirs.splitlines()[2:]

@@ -13,6 +13,7 @@ from phasec.backend.llvm.abi import (
     NDARRAY_SYMBOL, RC_BAD_ARGUMENTS, KernelABI, descr_symbol,
 )
 from phasec.backend.llvm.context import ModuleSink
+from phasec.backend.llvm.fpenv import SLOT, kernel_env_call
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, quote
 
 __all__ = ["EntryEmitter"]
@@ -64,8 +65,7 @@ class EntryEmitter:
             op = self._entry_convert(lines, f"%d{k}", "i64", v.dtype, f"%d{k}.c")
             call_args.append(f"{LLVM_TYPE[v.dtype]} {op}")
         text = [f"define i32 {quote(symbol)}({', '.join(decls)}) #0 {{", "entry:", *lines,
-                f"  %rc = call i32 {quote(self.kernel_symbol)}({', '.join(call_args)})",
-                "  ret i32 %rc", "}", ""]
+                *self._call_kernel(call_args, entry_block=True), "  ret i32 %rc", "}", ""]
         self.mod.functions.append("\n".join(text))
 
     def emit_checked(self, abi: KernelABI) -> None:
@@ -163,12 +163,21 @@ class EntryEmitter:
         for k, v in enumerate(abi.dim_vars):
             op = self._entry_convert(lines, bound[id(v)], "i64", v.dtype, f"%dv{k}.c")
             call_args.append(f"{LLVM_TYPE[v.dtype]} {op}")
-        lines.append(f"  %rc = call i32 {quote(self.kernel_symbol)}({', '.join(call_args)})")
+        lines += self._call_kernel(call_args, entry_block=False)
         lines.append("  ret i32 %rc")
+        if self.mod.options.flush_subnormals:
+            blocks[0].insert(0, SLOT)
         body = [ln for block in blocks for ln in block]
         text = [f"define i32 {quote(abi.obj_symbol)}({', '.join(decls)}) #0 {{", "entry:", *body,
                 "bad:", f"  ret i32 {RC_BAD_ARGUMENTS}", "}", ""]
         self.mod.functions.append("\n".join(text))
+
+    def _call_kernel(self, call_args: Sequence[str], entry_block: bool) -> list[str]:
+        """``%rc = call`` of the kernel proper, in the kernels' floating-point
+        environment (:mod:`.fpenv`)."""
+        call = f"call i32 {quote(self.kernel_symbol)}({', '.join(call_args)})"
+        return kernel_env_call(call, self.mod.options.flush_subnormals, self.mod.declare,
+                               slot_here=entry_block)
 
     def emit_fast(self, abi: KernelABI) -> None:
         """The builtin-function body calling the checked entry (see

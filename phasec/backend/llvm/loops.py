@@ -28,6 +28,7 @@ from phasec.backend.llvm.abi import CANCEL_FLAG, RC_CANCELLED, RC_OK, walk
 from phasec.backend.llvm.context import BufferInfo, KernelContext
 from phasec.backend.llvm.conversions import Conversions
 from phasec.backend.llvm.expressions import ExpressionEmitter
+from phasec.backend.llvm.fpenv import kernel_env_call
 from phasec.backend.llvm.irtext import (
     BITS, LLVM_TYPE, FunctionText, is_intlike, is_signed, quote, sanitize,
 )
@@ -607,7 +608,10 @@ class LoopEmitter:
             lines.append(f"  %f{i} = load {t}, ptr %f{i}.p")
             args.append(f"{t} %f{i}")
         args += ["i64 %begin", "i64 %end"]
-        lines += [f"  %rc = call i32 {quote(body_sym)}({', '.join(args)})", "  ret i32 %rc", "}", ""]
+        # (a chunk runs on a pool thread: the kernels' floating-point environment there too)
+        lines += kernel_env_call(f"call i32 {quote(body_sym)}({', '.join(args)})",
+                                 ctx.mod.options.flush_subnormals, ctx.mod.declare)
+        lines += ["  ret i32 %rc", "}", ""]
         ctx.mod.functions.append("\n".join(lines))
 
         # 3. The call site.

@@ -34,6 +34,9 @@ class CodegenOptions:
       vectorizing, bench/bench_kernels.py measures the cost).
     * ``False``: none, for trusted kernels only: a wrong index then reads or
       writes memory it does not own.
+
+    ``flush_subnormals`` runs each kernel with x86's flush-to-zero bit set
+    (results that would be subnormal are 0; see :mod:`.fpenv`).
     """
 
     fast_math: bool = False
@@ -45,6 +48,7 @@ class CodegenOptions:
     cpu: str = ""
     features: str = ""
     prefer_vector_width: int | None = None
+    flush_subnormals: bool = False
 
     @property
     def float_flags(self) -> str:

@@ -38,6 +38,7 @@ from phasec.ir.structural import exact_fingerprint, structural_equal, structural
 from phasec.runtime.binary_ops import SCALAR_BINARY
 from phasec.arith.inbounds import DIM_LIMIT
 from phasec.target.tuning import host_tuning
+from phasec.backend.llvm.fpenv import flush_by_default
 from phasec.backend.llvm.abi import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
     RC_DIVISION_BY_ZERO, RC_INDEX_OUT_OF_RANGE, ArrayLayout, KernelABI, decode_buffer_site,
@@ -585,7 +586,8 @@ def cache_info() -> dict[str, int]:
 
 def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = False,
                        vector_math: bool = True, opt_level: int = 3,
-                       use_cache: bool = True, check_bounds: bool | None = None) -> CompiledLibrary:
+                       use_cache: bool = True, check_bounds: bool | None = None,
+                       flush_subnormals: bool | None = None) -> CompiledLibrary:
     """Compile every PrimFunc of ``funcs`` into one native library.
 
     Keys are kernel names (``lib[name]``). Compiling structurally equal
@@ -600,7 +602,10 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     True all (slower), False none (trusted kernels only); see
     :class:`CodegenOptions`. A failed check raises
     :class:`phasec.errors.BufferAccessError` naming the kernel, buffer,
-    dimension, index and extent.
+    dimension, index and extent. ``flush_subnormals`` (default: the
+    ``PHASEC_SUBNORMALS`` environment variable, else flush on x86-64) runs
+    the kernels with float results that would be subnormal flushed to 0
+    (:mod:`.fpenv`: they would otherwise cost a microcode assist each).
 
     Raises :class:`phasec.backend.llvm.CodegenError` (a PhasecError) naming
     the kernel for undefined variables, unknown intrinsics, dtype mismatches
@@ -623,7 +628,9 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     # schedules' register tiles are sized for the width of the target's tuning
     options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
                               features=target.features, check_bounds=None if check_bounds is None else bool(check_bounds),
-                              prefer_vector_width=host_tuning().vector_bits)
+                              prefer_vector_width=host_tuning().vector_bits,
+                              flush_subnormals=flush_by_default() if flush_subnormals is None
+                              else bool(flush_subnormals))
     # (the array ABI too: it decides the entries, and tests may switch it off)
     key = (structural_hash(funcs), options, opt_level, array_data_offset is not None,
            array_layout is not None)

@@ -29,11 +29,15 @@ __all__ = ["KernelTime", "RunProfile", "profile_run", "format_seconds"]
 
 @dataclass(frozen=True)
 class KernelTime:
-    """One kernel: its calls per run and its best time per run (seconds)."""
+    """One kernel: its calls per run, its best time per run (seconds) and
+    what it writes (its last argument, destination-passing style: ``float32[1,
+    192, 7, 7]``, or the shapes of its call sites joined by ``|``), so that a
+    row can be matched with a layer of the model."""
 
     name: str
     calls: int
     seconds: float
+    output: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,20 +65,20 @@ class RunProfile:
         """The profile as an aligned text table, the ``top`` slowest kernels first."""
         whole = self.whole_seconds or math.inf
         rows = [(k.name, str(k.calls), format_seconds(k.seconds),
-                 f"{100 * k.seconds / whole:.1f}%") for k in self.kernels[:top]]
+                 f"{100 * k.seconds / whole:.1f}%", k.output) for k in self.kernels[:top]]
         if len(self.kernels) > top:
             rest = self.kernels[top:]
             rows.append((f"({len(rest)} more kernels)", str(sum(k.calls for k in rest)),
                          format_seconds(sum(k.seconds for k in rest)),
-                         f"{100 * sum(k.seconds for k in rest) / whole:.1f}%"))
+                         f"{100 * sum(k.seconds for k in rest) / whole:.1f}%", ""))
         calls = self.kernel_calls
         per_call = f" ({format_seconds(self.vm_seconds / calls)} per kernel call)" if calls else ""
         rows += [("sum of kernels", str(calls), format_seconds(self.kernel_seconds),
-                  f"{100 * self.kernel_seconds / whole:.1f}%"),
+                  f"{100 * self.kernel_seconds / whole:.1f}%", ""),
                  ("VM between kernels" + per_call, "", format_seconds(self.vm_seconds),
-                  f"{100 * self.vm_seconds / whole:.1f}%"),
-                 ("whole call", "", format_seconds(self.whole_seconds), "100%")]
-        return aligned(("kernel", "calls", "time", "share"), rows)
+                  f"{100 * self.vm_seconds / whole:.1f}%", ""),
+                 ("whole call", "", format_seconds(self.whole_seconds), "100%", "")]
+        return aligned(("kernel", "calls", "time", "share", "writes"), rows)
 
 
 def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: str = "llvm",
@@ -84,6 +88,7 @@ def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: st
     100), after one warm-up call of each VM."""
     site = [0]
     best: dict[tuple[int, str], float] = {}
+    writes: dict[tuple[int, str], str] = {}
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed_kernel(*kargs: Any) -> Any:
@@ -93,6 +98,8 @@ def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: st
             key = (site[0], name)
             site[0] += 1
             best[key] = min(best.get(key, math.inf), elapsed)
+            if key not in writes:
+                writes[key] = _describe(kargs[-1]) if kargs else ""
             return out
         # (the VM memoizes a kernel computed from the binding alone by the
         # arguments it writes: profiled as it runs)
@@ -121,11 +128,21 @@ def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: st
         elif done >= 100 or (done >= 3 and time.perf_counter() - began >= budget_seconds):
             break
     per: dict[str, list[float]] = {}
-    for (_, name), seconds in best.items():
+    outputs: dict[str, dict[str, None]] = {}
+    for (at, name), seconds in best.items():
         per.setdefault(name, []).append(seconds)
-    rows = sorted((KernelTime(name, len(times), sum(times)) for name, times in per.items()),
-                  key=lambda k: -k.seconds)
+        outputs.setdefault(name, {})[writes.get((at, name), "")] = None
+    rows = sorted((KernelTime(name, len(times), sum(times), " | ".join(filter(None, outputs[name])))
+                   for name, times in per.items()), key=lambda k: -k.seconds)
     return RunProfile(tuple(rows), done, whole)
+
+
+def _describe(value: Any) -> str:
+    """``float32[1, 192, 7, 7]`` for an array, "" for anything else."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return ""
+    return f"{dtype}[{', '.join(map(str, shape))}]"
 
 
 def format_seconds(seconds: float) -> str:

@@ -117,7 +117,9 @@ def vector_math_lib():
         X, Y = buf("X", (n,)), buf("Y", (n,))
         funcs[name] = T.PrimFunc((X, Y), loops([n], lambda i, name=name: store(
             Y, T.Call(name, (X[i],)), i)))
-    return compile_prim_funcs(funcs)
+    # the functions' own accuracy, subnormal results included: IEEE mode (kernels
+    # flush subnormal results by default, tests/backend/llvm/test_subnormals.py)
+    return compile_prim_funcs(funcs, flush_subnormals=False)
 
 
 @pytest.mark.parametrize("name", sorted(_MATH_REF))
@@ -168,13 +170,13 @@ def test_exp_scaled_by_ldexp_on_avx512_is_bitwise_the_portable_exp(monkeypatch):
     func = T.PrimFunc((X, Y), loops([n], lambda i: store(Y, T.Call("exp", (X[i],)), i)))
     x = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
     monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")  # both forms compiled here
-    host = compile_prim_funcs({"exp": func}, use_cache=False)
+    host = compile_prim_funcs({"exp": func}, use_cache=False, flush_subnormals=False)
     from phasec.backend.llvm.jit import host_target
     avx512 = "+avx512f" in host_target().features.split(",")
     assert ("@llvm.ldexp" in host.llvm_ir) == avx512
     monkeypatch.setattr(codegen, "math_function",
                         lambda name, features="": mathlib.math_function(name, ""))
-    portable = compile_prim_funcs({"exp": func}, use_cache=False)
+    portable = compile_prim_funcs({"exp": func}, use_cache=False, flush_subnormals=False)
     assert "@llvm.ldexp" not in portable.llvm_ir
     y_host, y_portable = np.empty_like(x), np.empty_like(x)
     host["exp"](x, y_host)
@@ -235,7 +237,7 @@ def test_silu_products_compile_to_one_quotient_within_a_few_ulps():
         "silu": T.PrimFunc((X, Y), loops([n], lambda i: store(
             Y, binop("*", X[i], T.Call("sigmoid", (X[i],))), i))),
         "silu_swapped": T.PrimFunc((X, Y), loops([n], lambda i: store(
-            Y, binop("*", T.Call("sigmoid", (X[i],)), X[i]), i)))})
+            Y, binop("*", T.Call("sigmoid", (X[i],)), X[i]), i)))}, flush_subnormals=False)
     other = compile_prim_funcs({"other": T.PrimFunc((X, Z, Y), loops([n], lambda i: store(
         Y, binop("*", X[i], T.Call("sigmoid", (Z[i],))), i))),
         # a term of a sum: the product is a multiply-add already
