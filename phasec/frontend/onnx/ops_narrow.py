@@ -121,5 +121,10 @@ def _to_e8m0(ctx: NodeContext, x: Value) -> Value:
         biased = ctx.emit("minimum", biased, f64(254.0))
     nan = ctx.emit("logical_or", ctx.emit("logical_not", ctx.emit("isfinite", a)),
                    ctx.emit("greater", biased, f64(254.0)))
-    y = ctx.emit("where", nan, f64(np.nan), pow2(ctx.emit("subtract", biased, f64(127.0))))
-    return ctx.emit("astype", y, dtype="float32")
+    y = ctx.emit("astype", pow2(ctx.emit("subtract", biased, f64(127.0))), dtype="float32")
+    # E = 0 is 2^-127, a subnormal float32: selected as a constant rather than
+    # converted, since kernels flush subnormal results to zero
+    # (phasec/backend/llvm/fpenv.py) and a select copies its operand's bits
+    y = ctx.emit("where", ctx.emit("equal", biased, f64(0.0)),
+                 np.asarray(2.0 ** -127, np.float32), y)
+    return ctx.emit("where", nan, np.asarray(np.nan, np.float32), y)
