@@ -17,9 +17,13 @@ Operands are not touched (no DAZ): a subnormal *input* still compares as
 nonzero, as numpy has it, and copies keep their bits. The Python caller's
 own floating-point environment (numpy's) is never changed.
 
+The VM's code generator stores an executable's float constants (weights)
+with their subnormal elements as signed zeros under the same setting
+(``phasec.backend.vm.codegen``): a subnormal *operand* costs an assist too.
+
 ``PHASEC_SUBNORMALS=keep`` (or ``compile_prim_funcs(flush_subnormals=False)``)
-compiles kernels that keep IEEE subnormal results; other hosts (AArch64, ...)
-keep them always.
+compiles kernels that keep IEEE subnormal results, and constants as they
+are; other hosts (AArch64, ...) keep them always.
 """
 
 from __future__ import annotations

@@ -111,3 +111,58 @@ def test_an_invalid_setting_names_the_variable() -> None:
     done = _child("sometimes")
     assert done.returncode != 0
     assert "PHASEC_SUBNORMALS must be 'flush'" in done.stderr and "'sometimes'" in done.stderr
+
+
+def _matmul_model(weight: np.ndarray):
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, weight.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(weight, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_subnormal_weights_are_stored_as_signed_zeros(flush: bool) -> None:
+    # a weight's subnormal elements cost every kernel reading them an assist per
+    # instruction: the executable stores them as zeros of the same sign
+    import phasec
+    from phasec.backend.vm import codegen
+    from phasec.frontend.onnx import from_onnx
+    from phasec.pipeline import lower
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((37, 29)).astype(np.float32)
+    w[::3, ::2] = np.float32(3e-39) * np.sign(w[::3, ::2])  # subnormal, both signs
+    lowered = lower(from_onnx(_matmul_model(w)))
+    exe = codegen(lowered, flush_subnormals=flush)
+    stored = [c for c in exe.constants if isinstance(c, np.ndarray) and c.dtype == np.float32
+              and c.size >= w.size]
+    assert stored
+    for c in stored:
+        magnitude = np.abs(c)
+        assert ((magnitude > 0) & (magnitude < TINY)).any() != flush
+        if flush:  # only the subnormal elements changed, signs kept
+            assert np.signbit(c).sum() == np.signbit(w).sum()
+    x = rng.standard_normal((3, 37)).astype(np.float32)
+    got = phasec.VirtualMachine(exe)["main"](x)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_flush_subnormal_elements_leaves_other_values_and_arrays_alone() -> None:
+    from phasec.backend.vm.codegen import flush_subnormal_elements
+
+    values = np.array([1e-40, -1e-40, 0.0, -0.0, TINY, -TINY, 1.0, np.inf, np.nan, 1e-45],
+                      np.float32)
+    flushed = flush_subnormal_elements(values)
+    np.testing.assert_array_equal(flushed.view(np.uint32), np.array(
+        [0.0, -0.0, 0.0, -0.0, TINY, -TINY, 1.0, np.inf, np.nan, 0.0], np.float32).view(np.uint32))
+    assert flushed.dtype == np.float32
+    normal = np.array([1.0, 2.0], np.float32)
+    assert flush_subnormal_elements(normal) is normal
+    ints = np.array([0, 1], np.int32)
+    assert flush_subnormal_elements(ints) is ints
+    doubles = np.array([1e-310, 1.0])
+    np.testing.assert_array_equal(flush_subnormal_elements(doubles), [0.0, 1.0])
