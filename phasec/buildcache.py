@@ -54,10 +54,11 @@ from phasec import __version__
 from phasec.errors import PhasecError
 from phasec.fileio import read_bytes
 from phasec.ir import Span, tir
+from phasec.ir.expr import Function, SeqExpr
 from phasec.ir.structural import exact_fingerprint
 from phasec.backend.llvm import diskcache
-from phasec.backend.llvm.jit import host_target_info
-from phasec.backend.llvm.parallel import meanwhile
+from phasec.backend.llvm.jit import compile_jobs, host_target_info
+from phasec.backend.llvm.parallel import meanwhile, standby
 from phasec.backend.vm import Executable
 from phasec.frontend.onnx import from_onnx
 from phasec.pipeline import build
@@ -246,11 +247,28 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
     mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else load(path)
     if key is None:
         return build(mod, opt_level, check_bounds=check_bounds)
-    exe = build(mod, opt_level, check_bounds=check_bounds, kernels="none")
-    # the entry (the executable and its kernels' TIR, pickled: 0.1-0.2 s for
-    # SqueezeNet) is packed while LLVM compiles the kernels in worker
-    # processes, kept once they compiled
-    with meanwhile(lambda: _pack(exe)) as packing:
-        exe.kernels("llvm")
+    # a compile worker starts now, beside the passes, for a model large
+    # enough to give it modules (see parallel.standby; unused, it is stopped)
+    with standby(1 if compile_jobs() > 1 and _bindings(mod) >= STANDBY_BINDINGS else 0):
+        exe = build(mod, opt_level, check_bounds=check_bounds, kernels="none")
+        # the entry (the executable and its kernels' TIR, pickled: 0.1-0.2 s
+        # for SqueezeNet) is packed while LLVM compiles the kernels in worker
+        # processes, kept once they compiled
+        with meanwhile(lambda: _pack(exe)) as packing:
+            exe.kernels("llvm")
     _store(key, packing.result())
     return exe
+
+
+#: the Relax bindings of a model from which :func:`build_file` starts a
+#: compile worker before its passes: 16 operators are several kernels
+#: (SqueezeNet has 66, ResNet-50 ~180): more than one module of kernel IR
+#: (``parallel.split_kernels``), so the worker is used
+STANDBY_BINDINGS = 16
+
+
+def _bindings(mod: Any) -> int:
+    """The bindings of the Relax functions of ``mod`` (its operators, roughly)."""
+    return sum(len(block.bindings) for f in mod.functions.values()
+               if isinstance(f, Function) and isinstance(f.body, SeqExpr)
+               for block in f.body.blocks)
