@@ -261,9 +261,11 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
 
 
 #: the Relax bindings of a model from which :func:`build_file` starts a
-#: compile worker before its passes: 16 operators are several kernels
-#: (SqueezeNet has 66, ResNet-50 ~180): more than one module of kernel IR
-#: (``parallel.split_kernels``), so the worker is used
+#: compile worker before its passes (SqueezeNet has 113, ResNet-50 285): a
+#: model under it rarely has kernel IR for two modules
+#: (``parallel.MIN_SPLIT_IR_CHARS``). A wrong guess costs ~0.05 s: of CPU
+#: on another core (a worker unused), or of the worker's time (one started
+#: at the first module, as before)
 STANDBY_BINDINGS = 16
 
 
