@@ -44,6 +44,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import io
+import operator
 import os
 import pickle
 from pathlib import Path
@@ -54,10 +55,11 @@ from phasec import __version__
 from phasec.errors import PhasecError
 from phasec.fileio import read_bytes
 from phasec.ir import Span, tir
+from phasec.ir.expr import Function, SeqExpr
 from phasec.ir.structural import exact_fingerprint
 from phasec.backend.llvm import diskcache
-from phasec.backend.llvm.jit import host_target_info
-from phasec.backend.llvm.parallel import meanwhile
+from phasec.backend.llvm.jit import compile_jobs, host_target_info
+from phasec.backend.llvm.parallel import meanwhile, standby
 from phasec.backend.vm import Executable
 from phasec.frontend.onnx import from_onnx
 from phasec.pipeline import build
@@ -108,6 +110,12 @@ _TIR_CLASSES = frozenset(n for n, v in vars(tir).items()
 #: each TIR node class's fields, in order (the state a node is pickled as)
 _NODE_FIELDS = {v: tuple(f.name for f in dataclasses.fields(v)) for n, v in vars(tir).items()
                 if n in _TIR_CLASSES and dataclasses.is_dataclass(v)}
+#: each TIR node class's state as a tuple, read in C (a generator of getattr
+#: calls per node was a third of packing a build entry)
+_NODE_STATE = {cls: (operator.attrgetter(*names) if len(names) > 1
+                     else (lambda obj, _get=operator.attrgetter(*names): (_get(obj),))
+                     if names else (lambda obj: ()))
+               for cls, names in _NODE_FIELDS.items()}
 
 
 def _tir_node(cls: type, values: tuple) -> Any:
@@ -128,10 +136,10 @@ class _KernelPickler(pickle.Pickler):
                       MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
 
     def reducer_override(self, obj: Any) -> Any:
-        names = _NODE_FIELDS.get(type(obj))
-        if names is None:
+        state = _NODE_STATE.get(type(obj))
+        if state is None:
             return NotImplemented
-        return _tir_node, (type(obj), tuple(getattr(obj, n) for n in names))
+        return _tir_node, (type(obj), state(obj))
 
 
 class _KernelUnpickler(pickle.Unpickler):
@@ -246,11 +254,30 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
     mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else load(path)
     if key is None:
         return build(mod, opt_level, check_bounds=check_bounds)
-    exe = build(mod, opt_level, check_bounds=check_bounds, kernels="none")
-    # the entry (the executable and its kernels' TIR, pickled: 0.1-0.2 s for
-    # SqueezeNet) is packed while LLVM compiles the kernels in worker
-    # processes, kept once they compiled
-    with meanwhile(lambda: _pack(exe)) as packing:
-        exe.kernels("llvm")
+    # a compile worker starts now, beside the passes, for a model large
+    # enough to give it modules (see parallel.standby; unused, it is stopped)
+    with standby(1 if compile_jobs() > 1 and _bindings(mod) >= STANDBY_BINDINGS else 0):
+        exe = build(mod, opt_level, check_bounds=check_bounds, kernels="none")
+        # the entry (the executable and its kernels' TIR, pickled: 0.1-0.2 s
+        # for SqueezeNet) is packed while LLVM compiles the kernels in worker
+        # processes, kept once they compiled
+        with meanwhile(lambda: _pack(exe)) as packing:
+            exe.kernels("llvm")
     _store(key, packing.result())
     return exe
+
+
+#: the Relax bindings of a model from which :func:`build_file` starts a
+#: compile worker before its passes (SqueezeNet has 113, ResNet-50 285): a
+#: model under it rarely has kernel IR for two modules
+#: (``parallel.MIN_SPLIT_IR_CHARS``). A wrong guess costs ~0.05 s: of CPU
+#: on another core (a worker unused), or of the worker's time (one started
+#: at the first module, as before)
+STANDBY_BINDINGS = 16
+
+
+def _bindings(mod: Any) -> int:
+    """The bindings of the Relax functions of ``mod`` (its operators, roughly)."""
+    return sum(len(block.bindings) for f in mod.functions.values()
+               if isinstance(f, Function) and isinstance(f.body, SeqExpr)
+               for block in f.body.blocks)

@@ -232,3 +232,41 @@ def test_a_model_with_external_weights_is_never_kept(cache: Path, tmp_path: Path
                         location="ext.data", size_threshold=0)
         _check(buildcache.build_file(path), path)
         assert diskcache.info()["builds"] == 0
+
+
+def test_a_cold_build_of_a_large_model_starts_a_compile_worker_first(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a model of 3 bindings or more counts as large here) the worker is started
+    # before the passes run, and none is left once the build is done
+    from phasec.backend.llvm import parallel
+
+    events: list[str] = []
+    workers: list[parallel._Worker] = []
+    real_init, real_build = parallel._Worker.__init__, buildcache.build
+
+    def init(self, *args):
+        real_init(self, *args)
+        workers.append(self)
+        events.append("worker")
+
+    def build(*args, **kwargs):
+        events.append("build")
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(parallel._Worker, "__init__", init)
+    monkeypatch.setattr(buildcache, "build", build)
+    monkeypatch.setenv("PHASEC_COMPILE_JOBS", "2")
+    monkeypatch.setattr(buildcache, "STANDBY_BINDINGS", 3)
+    path = _model(tmp_path / "m.onnx", 0)
+    _check(buildcache.build_file(path), path)
+    assert events == ["worker", "build"]  # (one module: the worker was not taken)
+    assert all(w.proc is not None and w.proc.returncode is not None for w in workers)
+    assert parallel._standby == []
+    # a small model, or one process: no worker
+    events.clear()
+    for bindings, jobs in ((1000, "2"), (3, "1")):
+        monkeypatch.setattr(buildcache, "STANDBY_BINDINGS", bindings)
+        monkeypatch.setenv("PHASEC_COMPILE_JOBS", jobs)
+        small = _model(tmp_path / f"{bindings}{jobs}.onnx", 1)
+        _check(buildcache.build_file(small), small)
+    assert events == ["build", "build"]

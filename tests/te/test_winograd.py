@@ -8,6 +8,7 @@ against ONNX Runtime); and TVM reading the kernels."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -24,6 +25,8 @@ from phasec.errors import InputError
 from phasec.frontend.onnx import from_onnx
 from phasec.interp.tir import run_prim_func
 from phasec.ir import IRModule, TensorStructInfo, Var, tir
+from phasec.ir.node import Node
+from phasec.ir.tir_visitor import StmtExprMutator
 from phasec.op import call_op
 from phasec.op.legalize import lower_fused
 from phasec.te.schedules.winograd import WINOGRAD_MARK, transform_weight, winograd_matrices
@@ -270,3 +273,65 @@ def test_tvm_reads_a_winograd_kernel(winograd_tile):
     text = IRModule({"k": low.prim_func}).script()
     parsed = tvm.script.from_source(text)
     assert "k" in [g.name_hint for g in parsed.get_global_vars()]
+
+
+def _floor_divisions(func: tir.PrimFunc) -> int:
+    """The ``//`` and ``%`` nodes of ``func`` (every occurrence in the tree)."""
+    count, stack = 0, [func.body]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(x)
+        elif isinstance(x, Node):
+            count += type(x) is tir.BinaryOp and x.op in ("//", "%")
+            stack.extend(getattr(x, f) for f in type(x)._fields)
+    return count
+
+
+class _InlineLets(StmtExprMutator):
+    """The form the transforms had before they bound the image and channel
+    of a parallel iteration: each let of ``names`` substituted into its body."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+
+    def visit_let_stmt_(self, s: tir.LetStmt) -> tir.Stmt:
+        if s.var.name not in self.names:
+            return s
+        return _Substitute({id(s.var): s.value}).visit(s.body)
+
+
+class _Substitute(StmtExprMutator):
+    def __init__(self, values: dict[int, tir.PrimExpr]) -> None:
+        self.values = values
+
+    def visit_var_(self, v: tir.Var) -> tir.PrimExpr:
+        return self.values.get(id(v), v)
+
+
+def _functions(ir: str) -> dict[str, str]:
+    """Each function of optimized LLVM IR, its values and blocks renamed in
+    order of appearance and metadata numbers left out (names follow the
+    emitter's counter, which fewer emitted instructions shift)."""
+    out = {}
+    for m in re.finditer(r'^define [^\n]*?@"?([\w.$]+)"?\(.*?^}', ir, re.M | re.S):
+        names: dict[str, str] = {}
+        body = re.sub(r"!\d+", "!", re.sub(r"[ \t]*(;.*)?$", "", m.group(0), flags=re.M))
+        body = re.sub(r'%"[^"]*"|%[\w.$-]+|^[\w.$-]+(?=:)',
+                      lambda t: names.setdefault(t.group(0), f"v{len(names)}"), body, flags=re.M)
+        out[m.group(1)] = body
+    return out
+
+
+def test_the_transforms_bind_each_iterations_image_and_channel_once(winograd_tile):
+    # (compile time: the output transform of a 55x55 image wrote a floor
+    # division into each of its 92 accesses, half of the kernel's LLVM IR,
+    # which LLVM merged again: the machine code is the one of the old form)
+    winograd_tile(4, 512)
+    low = lower_fused(_conv_bias_relu(1, 32, 56, 56, 32, padding=1), constant_params=WEIGHT)
+    assert _tile(low.prim_func) == 4
+    old = _InlineLets(("n", "c", "k")).visit(low.prim_func)
+    assert _floor_divisions(low.prim_func) <= 8 < 40 < _floor_divisions(old)
+    new_ir = compile_prim_funcs({"k": low.prim_func}, use_cache=False).optimized_ir
+    old_ir = compile_prim_funcs({"k": old}, use_cache=False).optimized_ir
+    assert len(_functions(new_ir)) >= 4 and _functions(new_ir) == _functions(old_ir)

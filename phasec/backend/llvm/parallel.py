@@ -21,6 +21,9 @@ build). Invalid IR is reported as the in-process compilation reports it.
 While the workers compile, the building thread may first do other work of
 the build (:func:`meanwhile`: ``build_file`` packs the build-cache entry
 there, ~0.1-0.2 s of Python that otherwise ran after LLVM on one core).
+Before, a build may start a worker ahead (:func:`standby`: ``build_file``
+does so before its passes), so that its interpreter and LLVM are up when
+the first module is.
 """
 
 from __future__ import annotations
@@ -37,18 +40,25 @@ from typing import Any
 
 from phasec.backend.llvm import objworker
 
-__all__ = ["split_kernels", "compile_modules", "meanwhile", "Meanwhile", "MIN_MODULE_IR_CHARS",
-           "MODULE_SHARE", "STREAM_MODULE_IR_CHARS"]
+__all__ = ["split_kernels", "compile_modules", "meanwhile", "Meanwhile", "standby",
+           "MIN_MODULE_IR_CHARS", "MIN_SPLIT_IR_CHARS", "MODULE_SHARE", "STREAM_MODULE_IR_CHARS"]
 
 #: the kernel IR (characters) a module must have to be worth a worker of its
 #: own: a worker costs ~50 ms of CPU to start, and each module compiles the
-#: shared library code again (~10 ms); 40k characters of kernel IR take
-#: ~0.1-0.2 s. Small enough that the last modules even out the processes:
-#: LLVM's time per character varies 3x between kernels (a max pool's 15k
-#: characters cost as much as a convolution's 50k), so with 100k the last
-#: module kept one process busy ~0.3 s after the other had finished
-#: (SqueezeNet and ResNet-50, replayed from `bench_compile.py --kernels`)
-MIN_MODULE_IR_CHARS = 40_000
+#: shared library code again (~3 ms); 20k characters of kernel IR take
+#: ~0.05-0.2 s. Small enough that the last modules even out the processes:
+#: LLVM's time per character varies 10x between kernels (a max pool's 15k
+#: characters cost as much as a convolution's 50k, and the split puts the
+#: small ones last), so with 100k the last module kept one process busy
+#: ~0.3 s after the other had finished, with 40k ~0.15-0.25 s (SqueezeNet
+#: and ResNet-50, replayed from their per-kernel costs: 20k gives SqueezeNet
+#: 11 modules instead of 9 and ~0.1 s less wall, ResNet-50 ~0.03 s)
+MIN_MODULE_IR_CHARS = 20_000
+
+#: the kernel IR (characters) of the smallest library compiled in several
+#: modules (~0.2-0.4 s of LLVM, split in two: a worker's ~50 ms of CPU to
+#: start buys ~0.1 s of wall)
+MIN_SPLIT_IR_CHARS = 80_000
 
 #: the kernel IR (characters) of each module a build hands to a worker while
 #: it still emits the other kernels (runtime's ``_emitted_modules``): ~0.3 s
@@ -56,7 +66,7 @@ MIN_MODULE_IR_CHARS = 40_000
 #: SqueezeNet's and ResNet-50's per-kernel costs, 80k gave the same wall
 #: with more modules (12 and 13 instead of 9 and 10), 320k left ResNet-50's
 #: worker idle at the end
-STREAM_MODULE_IR_CHARS = 4 * MIN_MODULE_IR_CHARS
+STREAM_MODULE_IR_CHARS = 160_000
 
 #: one compiled module: object code, optimized IR, external functions called
 Compiled = tuple[bytes, str, list[str]]
@@ -70,15 +80,15 @@ MODULE_SHARE = 2
 
 def split_kernels(sizes: dict[str, int], jobs: int) -> list[list[str]]:
     """Kernel names in groups, one module each, for ``jobs`` processes: one
-    group when ``jobs`` is 1 or the library is small (under twice
-    :data:`MIN_MODULE_IR_CHARS`: a worker would cost more than it saves),
+    group when ``jobs`` is 1 or the library is small (under
+    :data:`MIN_SPLIT_IR_CHARS`: a worker would cost more than it saves),
     else the kernels from the largest IR down, cut whenever a group holds
     ``1 / (MODULE_SHARE * jobs)`` of the IR left (at least
     ``MIN_MODULE_IR_CHARS``, and leaving at least that much), so that groups
     shrink from the first to the last. Deterministic (ties by name); names
     sorted within a group."""
     total = sum(sizes.values())
-    if jobs <= 1 or total < 2 * MIN_MODULE_IR_CHARS:
+    if jobs <= 1 or total < MIN_SPLIT_IR_CHARS:
         return [sorted(sizes)] if sizes else []
     groups: list[list[str]] = []
     group: list[str] = []
@@ -147,9 +157,10 @@ def meanwhile(job: Callable[[], Any]) -> Iterator[Meanwhile]:
 
 
 class _Worker:
-    """One worker process compiling the modules it is given, one at a time."""
+    """One worker process compiling the modules it is given, one at a time;
+    started without a header (:func:`standby`), it waits for :meth:`begin`."""
 
-    def __init__(self, header: dict[str, Any]) -> None:
+    def __init__(self, header: dict[str, Any] | None) -> None:
         self.stderr = tempfile.TemporaryFile()
         self.proc: subprocess.Popen[bytes] | None = None
         self.failed = False
@@ -157,10 +168,20 @@ class _Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", objworker.__file__], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=self.stderr, close_fds=True)
-            assert self.proc.stdin is not None
+        except (OSError, ValueError):  # no interpreter to start
+            self._end()
+            self.failed = True
+        if header is not None:
+            self.begin(header)
+
+    def begin(self, header: dict[str, Any]) -> None:
+        """Send the compilation settings (the worker's first frame)."""
+        if self.failed or self.proc is None or self.proc.stdin is None:
+            return
+        try:
             objworker.write_frame(self.proc.stdin, json.dumps(header).encode())
             self.proc.stdin.flush()
-        except (OSError, ValueError):  # no interpreter to start, a closed pipe
+        except (OSError, ValueError):  # a worker that died meanwhile: a closed pipe
             self._end()
             self.failed = True
 
@@ -214,6 +235,43 @@ class _Worker:
                         pipe.close()
                     except OSError:  # a pipe the dead worker left unread
                         pass
+
+
+#: workers started by :func:`standby`, not yet taken by a compilation
+_standby: list[_Worker] = []
+_standby_lock = threading.Lock()
+
+
+@contextmanager
+def standby(count: int = 1) -> Iterator[None]:
+    """Start ``count`` worker processes now, which the compilations within
+    the block (in any thread) take before starting their own; those not
+    taken are stopped when the block ends, an exception or Ctrl-C included.
+
+    A worker's interpreter and LLVM take ~0.05-0.1 s to start: started when
+    the first module is ready, that delayed the worker's first module; a
+    build that starts one before its passes (``build_file``) has it ready,
+    the start overlapping the passes on another core."""
+    started = [_Worker(None) for _ in range(max(0, count))]
+    with _standby_lock:
+        _standby.extend(started)
+    try:
+        yield
+    finally:
+        with _standby_lock:
+            left = [w for w in started if any(w is s for s in _standby)]
+            _standby[:] = [s for s in _standby if not any(s is w for w in left)]
+        for worker in left:
+            worker.stop()  # (it compiled nothing: nothing of its output to show)
+
+
+def _take_standby(header: dict[str, Any]) -> _Worker | None:
+    """A worker :func:`standby` started, now given ``header``, or None."""
+    with _standby_lock:
+        worker = _standby.pop(0) if _standby else None
+    if worker is not None:
+        worker.begin(header)
+    return worker
 
 
 def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: str,
@@ -283,7 +341,7 @@ def compile_modules(ir_texts: Iterable[str], triple: str, cpu: str, features: st
 
     def start(count: int) -> None:
         nonlocal free
-        fresh = [_Worker(header) for _ in range(max(0, count))]
+        fresh = [_take_standby(header) or _Worker(header) for _ in range(max(0, count))]
         started.extend(fresh)
         for worker in fresh:
             if not worker.failed:

@@ -43,6 +43,7 @@ def _check(lib) -> None:
 def split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Every library is split over 3 processes, in a private kernel cache."""
     monkeypatch.setattr(parallel, "MIN_MODULE_IR_CHARS", 1)
+    monkeypatch.setattr(parallel, "MIN_SPLIT_IR_CHARS", 1)
     monkeypatch.setenv("PHASEC_COMPILE_JOBS", "3")
     monkeypatch.setenv("PHASEC_CACHE_DIR", str(tmp_path / "kernels"))
     monkeypatch.delenv("PHASEC_KERNEL_CACHE", raising=False)
@@ -59,6 +60,9 @@ def test_split_shrinks_and_is_deterministic_and_complete() -> None:
     assert groups == [["a"], ["b"], ["c"], ["d", "e"]]
     # a small library, or one process: one module
     assert parallel.split_kernels({"a": 1000, "b": 2000}, 8) == [["a", "b"]]
+    small = {"a": parallel.MIN_SPLIT_IR_CHARS // 2, "b": parallel.MIN_SPLIT_IR_CHARS // 2 - 1}
+    assert parallel.split_kernels(small, 2) == [["a", "b"]]
+    assert parallel.split_kernels({**small, "b": small["a"]}, 2) == [["a"], ["b"]]
     assert parallel.split_kernels(sizes, 1) == [sorted(sizes)]
 
 
@@ -183,11 +187,7 @@ def test_first_modules_go_to_a_worker_while_the_rest_is_emitted(
         sorted(lib.optimized_ir.split("define"))
 
 
-def test_a_kernel_that_fails_to_emit_after_modules_left_ends_the_workers(
-        split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from phasec.backend.llvm import runtime
-
-    monkeypatch.setattr(runtime, "STREAM_MODULE_IR_CHARS", 1)
+def _recording_workers(monkeypatch: pytest.MonkeyPatch) -> list[parallel._Worker]:
     started: list[parallel._Worker] = []
     real_init = parallel._Worker.__init__
 
@@ -196,6 +196,19 @@ def test_a_kernel_that_fails_to_emit_after_modules_left_ends_the_workers(
         started.append(self)
 
     monkeypatch.setattr(parallel._Worker, "__init__", recording)
+    return started
+
+
+def _ended(workers: list[parallel._Worker]) -> bool:
+    return all(w.proc is not None and w.proc.returncode is not None for w in workers)
+
+
+def test_a_kernel_that_fails_to_emit_after_modules_left_ends_the_workers(
+        split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from phasec.backend.llvm import runtime
+
+    monkeypatch.setattr(runtime, "STREAM_MODULE_IR_CHARS", 1)
+    started = _recording_workers(monkeypatch)
     funcs = _library()
     A, C, i = T.Buffer("A", (N,)), T.Buffer("C", (N,)), T.Var("i")
     stray = T.Var("stray")  # defined nowhere: the kernel cannot be emitted
@@ -203,8 +216,7 @@ def test_a_kernel_that_fails_to_emit_after_modules_left_ends_the_workers(
                                            T.BufferStore(C, A[i], (i + stray,))))
     with pytest.raises(CodegenError, match="k4"):
         compile_prim_funcs(funcs, use_cache=False)
-    assert 1 <= len(started) <= 2  # (they had the first modules)
-    assert all(w.proc is not None and w.proc.returncode is not None for w in started)
+    assert 1 <= len(started) <= 2 and _ended(started)  # (they had the first modules)
 
 
 def test_library_compiled_by_workers_computes_what_numpy_does(split: Path) -> None:
@@ -238,22 +250,14 @@ def test_invalid_ir_in_a_worker_is_a_codegen_error(split: Path) -> None:
 
 def test_ctrl_c_while_compiling_leaves_no_worker(split: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[parallel._Worker] = []
-    real_init = parallel._Worker.__init__
-
-    def recording(self, *args):
-        real_init(self, *args)
-        started.append(self)
-
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(parallel._Worker, "__init__", recording)
+    started = _recording_workers(monkeypatch)
     monkeypatch.setattr(parallel.objworker, "compile_object", interrupted)
     with pytest.raises(KeyboardInterrupt):
         compile_prim_funcs(_library(), use_cache=False)
-    assert len(started) == 2
-    assert all(w.proc is not None and w.proc.returncode is not None for w in started)
+    assert len(started) == 2 and _ended(started)
 
 
 @pytest.mark.parametrize("value", ["0", "many", "300"])
@@ -264,3 +268,53 @@ def test_an_invalid_job_count_is_an_input_error(value: str,
     monkeypatch.setenv("PHASEC_COMPILE_JOBS", value)
     with pytest.raises(InputError, match="PHASEC_COMPILE_JOBS"):
         compile_jobs()
+
+
+def test_a_worker_on_standby_is_the_first_one_taken(split: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    reference = compile_prim_funcs(_library(), use_cache=False).optimized_ir
+    started = _recording_workers(monkeypatch)
+    compiled_by: list[parallel._Worker] = []
+    real_compile = parallel._Worker.compile
+
+    def compile_(self, text):
+        compiled_by.append(self)
+        return real_compile(self, text)
+
+    monkeypatch.setattr(parallel._Worker, "compile", compile_)
+    with parallel.standby(1):
+        assert len(started) == 1 and started[0].proc is not None
+        lib = compile_prim_funcs(_library(), use_cache=False)
+        # it compiled modules; one more worker (of the two allowed) started for the rest
+        assert any(w is started[0] for w in compiled_by) and len(started) == 2
+        assert parallel._standby == []
+    assert _ended(started) and lib.optimized_ir == reference
+    _check(lib)
+
+
+def test_a_worker_on_standby_that_nothing_takes_is_stopped(split: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    started = _recording_workers(monkeypatch)
+    with parallel.standby(2):
+        assert len(started) == 2 and not _ended(started)
+    assert _ended(started) and parallel._standby == []
+    with pytest.raises(KeyboardInterrupt):  # a Ctrl-C during the build: stopped too
+        with parallel.standby(1):
+            raise KeyboardInterrupt
+    assert len(started) == 3 and _ended(started) and parallel._standby == []
+
+
+def test_a_worker_on_standby_that_died_costs_time_not_the_build(
+        split: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "off")
+    monkeypatch.setenv("PHASEC_COMPILE_JOBS", "2")
+    reference = compile_prim_funcs(_library(), use_cache=False).optimized_ir
+    started = _recording_workers(monkeypatch)
+    with parallel.standby(1):
+        started[0].proc.kill()
+        started[0].proc.wait()
+        lib = compile_prim_funcs(_library(), use_cache=False)  # (its modules compiled here)
+    assert started[0].failed and _ended(started)
+    assert lib.optimized_ir == reference
+    _check(lib)
