@@ -449,6 +449,7 @@ class GemmEmitter:
             kind = "parallel" if par_rows and Ms // og >= 2 else "serial"
             stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
         elif Ms is not None:
+            mr = self._balanced_rows(Ms, mr)
             n_full, rem = divmod(Ms, mr)
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
@@ -467,6 +468,20 @@ class GemmEmitter:
             stmts.append(For(r, i64(0), self.M % mr, "serial",
                              self._row_block(_add(base, r), 1, col0, tiles, width, bp)))
         return seq(stmts)
+
+    def _balanced_rows(self, M: int, mr: int) -> int:
+        """Rows of the register tiles over ``M`` static float rows: ``mr``,
+        or fewer when ``M % mr`` would leave a last tile of under ``mr / 2``
+        rows, whose few accumulator chains wait on the multiply-add's
+        latency over the whole reduction (49 positions: 7 tiles of 7, not 6
+        of 8 and one of 1). The integer GEMM keeps its tiles."""
+        if self.plan.wide or is_dot4(self.anchor.expr) or M <= mr or M % mr >= mr // 2 \
+                or M % mr == 0:
+            return mr
+        for r in range(mr - 1, mr // 2, -1):
+            if M % r == 0 or M % r >= mr // 2:
+                return r
+        return mr
 
     def _reduction_loops(self, base: str) -> tuple[list[Var], PrimExpr]:
         """Fresh loop variables for the reduction axes and their flat index."""
