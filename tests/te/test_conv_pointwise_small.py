@@ -166,3 +166,20 @@ def test_estimate_against_the_measured_choices():
     const, rows = estimate(49, 97, 41, 16, False)
     per_call, same = estimate(49, 97, 41, 16, True)
     assert const < rows == same < per_call
+
+
+def test_projection_micro_panels_outer_with_the_next_one_prefetched():
+    """101 output channels: two whole micro-panels of 32 (the second joined
+    by the last 5 columns), each met by all 7 row tiles of 7 positions
+    before the next, whose packed weight lines are prefetched meanwhile."""
+    xs, out_ch = (1, 233, 7, 7), 101
+    mod, _ = _module(xs, out_ch, residual=True)
+    (packed,) = [t for n, t in _kernel_texts(mod).items() if n.endswith("_prepacked")]
+    lines = packed.splitlines()
+    jt = next(i for i, line in enumerate(lines) if "for jt in" in line)
+    io = next(i for i, line in enumerate(lines) if "for io in" in line)
+    assert jt < io
+    assert any('"phasec.prefetch": const_packed[' in line for line in lines)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    r = RNG.standard_normal((1, out_ch, 7, 7)).astype(np.float32)
+    _check(mod, x, r)
