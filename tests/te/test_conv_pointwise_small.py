@@ -145,6 +145,7 @@ def test_projection_weight_as_a_parameter():
     ((1, 48, 7, 7), 288),         # an expansion: more output channels than input ones
     ((1, 67, 11, 11), 19),        # the estimate prefers the flat rows
     ((1, 240, 28, 28), 40),       # more positions than MAX_POSITION_VECTORS vectors
+    ((1, 257, 14, 14), 101),      # a transposed output past MAX_TRANSPOSED_BYTES (79 KB)
 ])
 def test_other_1x1_convolutions_keep_the_flat_rows(xs, out_ch):
     mod, _ = _module(xs, out_ch)

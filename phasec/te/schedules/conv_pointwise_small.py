@@ -39,8 +39,8 @@ from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
 __all__ = ["NS_PER_VECTOR_FMA", "NS_PER_TRANSPOSED", "NS_PER_WHOLE_VECTOR",
-           "NS_PER_PART_VECTOR", "NS_PER_ROW_COPY", "MAX_POSITION_VECTORS", "estimate",
-           "schedule"]
+           "NS_PER_PART_VECTOR", "NS_PER_ROW_COPY", "MAX_POSITION_VECTORS",
+           "MAX_TRANSPOSED_BYTES", "estimate", "schedule"]
 
 #: the cost model (:func:`estimate`), nanoseconds on one core, fitted (least
 #: squares of the relative error) to 1x1 convolutions alone over 7x7, 14x14
@@ -54,6 +54,15 @@ NS_PER_TRANSPOSED = 0.449
 NS_PER_WHOLE_VECTOR = 0.358
 NS_PER_PART_VECTOR = 0.488
 NS_PER_ROW_COPY = 0.114
+
+#: at most this many bytes of the transposed output (``t``, positions x
+#: output channels): its elements are gathered back a vector of positions
+#: at a time, one cache line each. Inside DenseNet-121 (light model, one
+#: thread) the 14x14 bottlenecks of 256 to 768 -> 128 channels (t of 100
+#: KB) lost 17-29% this way (256 -> 128: 143 -> 185 us), where the 7x7
+#: ones (25 KB) gained 17% (512 -> 128: 95 -> 79 us), MobileNetV2's 288 ->
+#: 48 over 14x14 (38 KB) 13%, SqueezeNet's 384 -> 64 over 13x13 (43 KB) 19%
+MAX_TRANSPOSED_BYTES = 64 * 1024
 
 #: at most this many vectors of positions over which :func:`estimate`
 #: chooses (14x14 is 12.25 vectors; over 28x28 the flat rows measured
@@ -82,8 +91,9 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     output channels; None unless it is 1x1, stride 1, unpadded, ungrouped,
     of static sizes, with at least a vector of output channels, over fewer
     positions than a vector, or up to :data:`MAX_POSITION_VECTORS` vectors
-    of them with no more output channels than input ones, where
-    :func:`estimate` puts it below the flat rows."""
+    of them with no more output channels than input ones and a transposed
+    output of at most :data:`MAX_TRANSPOSED_BYTES`, where :func:`estimate`
+    puts it below the flat rows."""
     data, weight = w.data, w.weight
     if w.data_layout.name != "NCHW" or w.kernel_layout.name != "OIHW" \
             or w.out_layout.name != "NCHW":
@@ -103,8 +113,9 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         # 40-43 -> 50-52 us, 160 -> 1280 183-191 -> 188-193 us), the
         # projections gained (480 -> 160 over 7x7 90 -> 73 us, 192 -> 32
         # over 14x14 29 -> 19 us)
-        mine, rows = estimate(H * W, C, O, w.lanes, not w.weight_is_constant)
-        if O > C or mine >= rows:
+        mine, flat = estimate(H * W, C, O, w.lanes, not w.weight_is_constant)
+        elem = int("".join(ch for ch in str(w.dtype) if ch.isdigit()) or 32) // 8
+        if O > C or mine >= flat or H * W * O * elem > MAX_TRANSPOSED_BYTES:
             return None
     k = te.reduce_axis(i64(C), "rc")
     rows = te.compute((i64(n), i64(H * W), i64(O)), lambda b, p, o: te.sum(
