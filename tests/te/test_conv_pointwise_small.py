@@ -58,23 +58,37 @@ def _kernel_texts(mod) -> dict[str, str]:
     return {name: repr(f) for name, f in lower(mod).prim_funcs()}
 
 
-@pytest.mark.parametrize("xs,out_ch", [((1, 13, 2, 3), 101), ((2, 7, 1, 5), 257)])
+@pytest.mark.parametrize("xs,out_ch", [
+    ((1, 13, 2, 3), 101), ((2, 7, 1, 5), 257),
+    # projections over a few vectors of positions
+    ((1, 97, 7, 7), 41),          # 49 positions: 7 register tiles of 7 rows
+    ((2, 131, 13, 11), 37),       # 143 positions, a batch of two
+    ((1, 288, 14, 14), 48),       # MobileNetV2's 14x14 projection
+])
 def test_constant_weight_packed_once_prime_channels(xs, out_ch):
     mod, _ = _module(xs, out_ch, residual=True)
     texts = _kernel_texts(mod)
     (packed,) = [t for n, t in texts.items() if n.endswith("_prepacked")]
     # positions as rows, channels as columns; the packing nest gone
     assert "T_conv2d_positions" in packed and PACK_MARK not in packed
+    if xs[2] * xs[3] == 49:
+        # balanced row tiles: no last tile of one position
+        assert "T_conv2d_positions_acc = T.alloc_buffer((T.int64(7)" in packed
+        assert "T_conv2d_positions_acc_1 = T.alloc_buffer((T.int64(1)" not in packed
     x = RNG.standard_normal(xs).astype(np.float32)
     r = RNG.standard_normal((xs[0], out_ch, xs[2], xs[3])).astype(np.float32)
     _check(mod, x, r)
 
 
-def test_weight_as_a_parameter_packs_per_call():
-    xs, out_ch = (1, 11, 3, 2), 101
+@pytest.mark.parametrize("xs,out_ch,packed", [
+    ((1, 11, 3, 2), 101, PACK_MARK),
+    # (37 columns: one tile, its panel packed on every call, unmarked)
+    ((1, 131, 13, 11), 37, "T_conv2d_positions_bpack"),
+])
+def test_weight_as_a_parameter_packs_per_call(xs, out_ch, packed):
     mod, w = _module(xs, out_ch, weight_param=True)
     texts = _kernel_texts(mod)
-    assert any("T_conv2d_positions" in t and PACK_MARK in t for t in texts.values())
+    assert any("T_conv2d_positions" in t and packed in t for t in texts.values())
     _check(mod, RNG.standard_normal(xs).astype(np.float32), w)
 
 
@@ -111,34 +125,6 @@ def test_squeeze_excite_on_one_position(channels, reduced):
     assert sum("T_conv2d_positions" in t for t in texts.values()) == 2
     assert sum(n.endswith("_prepacked") for n in texts) == 2
     _check(mod, RNG.standard_normal((1, channels, 5, 3)).astype(np.float32))
-
-
-@pytest.mark.parametrize("xs,out_ch", [
-    ((1, 97, 7, 7), 41),          # 49 positions: 7 register tiles of 7 rows
-    ((2, 131, 13, 11), 37),       # 143 positions, a batch of two
-    ((1, 288, 14, 14), 48),       # MobileNetV2's 14x14 projection
-])
-def test_projections_over_a_few_vectors_of_positions(xs, out_ch):
-    mod, _ = _module(xs, out_ch, residual=True)
-    texts = _kernel_texts(mod)
-    (packed,) = [t for n, t in texts.items() if n.endswith("_prepacked")]
-    assert "T_conv2d_positions" in packed and PACK_MARK not in packed
-    if xs[2] * xs[3] == 49:
-        # balanced row tiles: no last tile of one position
-        assert "T_conv2d_positions_acc = T.alloc_buffer((T.int64(7)" in packed
-        assert "T_conv2d_positions_acc_1 = T.alloc_buffer((T.int64(1)" not in packed
-    x = RNG.standard_normal(xs).astype(np.float32)
-    r = RNG.standard_normal((xs[0], out_ch, xs[2], xs[3])).astype(np.float32)
-    _check(mod, x, r)
-
-
-def test_projection_weight_as_a_parameter():
-    xs, out_ch = (1, 131, 13, 11), 37
-    mod, w = _module(xs, out_ch, weight_param=True)
-    texts = _kernel_texts(mod)
-    # (37 columns: one tile, its panel packed on every call)
-    assert any("T_conv2d_positions_bpack" in t for t in texts.values())
-    _check(mod, RNG.standard_normal(xs).astype(np.float32), w)
 
 
 @pytest.mark.parametrize("xs,out_ch", [
