@@ -1,10 +1,11 @@
-"""1x1 convolutions over fewer positions than a vector
-(``te.schedules.conv_pointwise_small``): a matmul whose rows are the
-positions and whose columns are the output channels, by the weight read
-transposed, which PackConstantWeights packs once when it is a constant.
-The values against the reference interpreter (numpy) on odd and prime
-channel counts, with bias, SiLU and a residual fused, a weight that is a
-parameter, and a symbolic batch (which keeps the direct form)."""
+"""1x1 convolutions over fewer positions than a vector, and projections
+over a few vectors of them (``te.schedules.conv_pointwise_small``): a
+matmul whose rows are the positions and whose columns are the output
+channels, by the weight read transposed, which PackConstantWeights packs
+once when it is a constant. The values against the reference interpreter
+(numpy) on odd and prime channel counts and image sizes, with bias, SiLU
+and a residual fused, a weight that is a parameter, and a symbolic batch
+(which keeps the direct form)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from phasec.ir import Constant, TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.pipeline import lower
 from phasec.script.builder import BlockBuilder
+from phasec.te.schedules.conv_pointwise_small import estimate
 from phasec.te.schedules.gemm import PACK_MARK
 
 RNG = np.random.default_rng(29)
@@ -56,23 +58,37 @@ def _kernel_texts(mod) -> dict[str, str]:
     return {name: repr(f) for name, f in lower(mod).prim_funcs()}
 
 
-@pytest.mark.parametrize("xs,out_ch", [((1, 13, 2, 3), 101), ((2, 7, 1, 5), 257)])
+@pytest.mark.parametrize("xs,out_ch", [
+    ((1, 13, 2, 3), 101), ((2, 7, 1, 5), 257),
+    # projections over a few vectors of positions
+    ((1, 97, 7, 7), 41),          # 49 positions: 7 register tiles of 7 rows
+    ((2, 131, 13, 11), 37),       # 143 positions, a batch of two
+    ((1, 288, 14, 14), 48),       # MobileNetV2's 14x14 projection
+])
 def test_constant_weight_packed_once_prime_channels(xs, out_ch):
     mod, _ = _module(xs, out_ch, residual=True)
     texts = _kernel_texts(mod)
     (packed,) = [t for n, t in texts.items() if n.endswith("_prepacked")]
     # positions as rows, channels as columns; the packing nest gone
     assert "T_conv2d_positions" in packed and PACK_MARK not in packed
+    if xs[2] * xs[3] == 49:
+        # balanced row tiles: no last tile of one position
+        assert "T_conv2d_positions_acc = T.alloc_buffer((T.int64(7)" in packed
+        assert "T_conv2d_positions_acc_1 = T.alloc_buffer((T.int64(1)" not in packed
     x = RNG.standard_normal(xs).astype(np.float32)
     r = RNG.standard_normal((xs[0], out_ch, xs[2], xs[3])).astype(np.float32)
     _check(mod, x, r)
 
 
-def test_weight_as_a_parameter_packs_per_call():
-    xs, out_ch = (1, 11, 3, 2), 101
+@pytest.mark.parametrize("xs,out_ch,packed", [
+    ((1, 11, 3, 2), 101, PACK_MARK),
+    # (37 columns: one tile, its panel packed on every call, unmarked)
+    ((1, 131, 13, 11), 37, "T_conv2d_positions_bpack"),
+])
+def test_weight_as_a_parameter_packs_per_call(xs, out_ch, packed):
     mod, w = _module(xs, out_ch, weight_param=True)
     texts = _kernel_texts(mod)
-    assert any("T_conv2d_positions" in t and PACK_MARK in t for t in texts.values())
+    assert any("T_conv2d_positions" in t and packed in t for t in texts.values())
     _check(mod, RNG.standard_normal(xs).astype(np.float32), w)
 
 
@@ -109,3 +125,48 @@ def test_squeeze_excite_on_one_position(channels, reduced):
     assert sum("T_conv2d_positions" in t for t in texts.values()) == 2
     assert sum(n.endswith("_prepacked") for n in texts) == 2
     _check(mod, RNG.standard_normal((1, channels, 5, 3)).astype(np.float32))
+
+
+@pytest.mark.parametrize("xs,out_ch", [
+    ((1, 48, 7, 7), 288),         # an expansion: more output channels than input ones
+    ((1, 67, 11, 11), 19),        # the estimate prefers the flat rows
+    ((1, 240, 28, 28), 40),       # more positions than MAX_POSITION_VECTORS vectors
+    ((1, 257, 14, 14), 101),      # a transposed output past MAX_TRANSPOSED_BYTES (79 KB)
+])
+def test_other_1x1_convolutions_keep_the_flat_rows(xs, out_ch):
+    mod, _ = _module(xs, out_ch)
+    assert not any("T_conv2d_positions" in t for t in _kernel_texts(mod).values())
+    _check(mod, RNG.standard_normal(xs).astype(np.float32))
+
+
+def test_estimate_against_the_measured_choices():
+    """The estimate on shapes measured alone (flat rows / positions, us):
+    288 -> 48 over 14x14 + residual 66 / 55, 480 -> 160 over 7x7 97 / 83,
+    192 -> 32 over 14x14 35 / 22; 48 -> 288 over 14x14 71 / 85, 24 -> 120
+    over 14x14 21.7 / 28.2; a weight that is a parameter adds its packing."""
+    for positions, c, o in ((196, 288, 48), (49, 480, 160), (196, 192, 32)):
+        mine, rows = estimate(positions, c, o, 16, False)
+        assert mine < rows
+    for positions, c, o in ((196, 48, 288), (196, 24, 120)):
+        mine, rows = estimate(positions, c, o, 16, False)
+        assert mine > rows
+    const, rows = estimate(49, 97, 41, 16, False)
+    per_call, same = estimate(49, 97, 41, 16, True)
+    assert const < rows == same < per_call
+
+
+def test_projection_micro_panels_outer_with_the_next_one_prefetched():
+    """101 output channels: two whole micro-panels of 32 (the second joined
+    by the last 5 columns), each met by all 7 row tiles of 7 positions
+    before the next, whose packed weight lines are prefetched meanwhile."""
+    xs, out_ch = (1, 233, 7, 7), 101
+    mod, _ = _module(xs, out_ch, residual=True)
+    (packed,) = [t for n, t in _kernel_texts(mod).items() if n.endswith("_prepacked")]
+    lines = packed.splitlines()
+    jt = next(i for i, line in enumerate(lines) if "for jt in" in line)
+    io = next(i for i, line in enumerate(lines) if "for io in" in line)
+    assert jt < io
+    assert any('"phasec.prefetch": const_packed[' in line for line in lines)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    r = RNG.standard_normal((1, out_ch, 7, 7)).astype(np.float32)
+    _check(mod, x, r)

@@ -118,8 +118,9 @@ def test_estimate_counts_the_packing_of_a_weight_per_call():
 
 
 def test_large_images_and_wide_1x1_keep_the_other_schedules():
+    # (a 1x1 projection over 7x7 is conv_pointwise_small's: its tests)
     for xs, out_ch, kernel, conv in (((1, 16, 8, 8), 32, (3, 3), {"padding": [1, 1, 1, 1]}),
-                                     ((1, 64, 7, 7), 64, (1, 1), {})):
+                                     ((1, 64, 7, 7), 128, (1, 1), {})):
         mod, _ = _module(xs, out_ch, kernel, **conv)
         assert not any("T_conv2d_positions" in t for t in _kernel_texts(mod).values())
         _check(mod, RNG.standard_normal(xs).astype(np.float32))

@@ -120,11 +120,15 @@ def test_gemm_schedule_structure_per_shape():
     accs = sorted(tuple(int(d.value) for d in b.shape) for b in names
                   if b.name.startswith("mm_acc"))
     assert len(packs) == 1 and tuple(int(d.value) for d in packs[0].shape)[1:] == (40, nr)
-    # full tiles and the remainder row; the 3 remainder columns join the last
-    # micro-panel in one tile of nr + 3 columns and half the rows (its
-    # accumulators stay within the full tile's), then the last row
+    # full tiles, balanced so that no last tile has under half the rows (a
+    # tile of one row would wait on the multiply-add's latency): 25 rows are
+    # 3 x 7 + 4 (AVX-512), 13 are 3 x 4 + 1 (AVX2: no 3 or 2 leaves 2 or
+    # more); the 3 remainder columns join the last micro-panel in one tile
+    # of nr + 3 columns and half the rows (its accumulators stay within the
+    # full tile's), then the last row
     M = 3 * mr + 1
-    assert accs == sorted([(mr, nr), (1, nr), (mr // 2, nr + 3), (M % (mr // 2), nr + 3)])
+    full = {8: [(7, nr), (4, nr)], 4: [(4, nr), (1, nr)]}[mr]
+    assert accs == sorted(full + [(mr // 2, nr + 3), (M % (mr // 2), nr + 3)])
     # a matrix-vector product: no packing, one wide accumulator row
     ins, out, _ = _gemm(1, 64, 1000)
     func = te.create_prim_func(ins + [out])
@@ -291,15 +295,17 @@ def test_conv2d_gemm_tiles_on_odd_prime_and_wide_tail_widths(tuning_name):
                                        err_msg=name)
     # 56 columns: the 24 (avx512; 8 on avx2) past the last whole micro-panel
     # are no whole vectors, and 56 columns are four registers a row on avx512
-    # (3 x 16 + 8): one tile of all 56 columns, half the rows
+    # (3 x 16 + 8): one tile of all 56 columns, half the rows, balanced (17
+    # rows: 5 x 3 + 2, not 4 x 4 + 1)
     accs = _acc_shapes(funcs["w56"])
     if tuning_name == "avx512":
-        assert accs == sorted({(mr // 2, 56), (17 % (mr // 2), 56)})
+        assert accs == [(2, 56), (3, 56)]
         # 61 = 3 x 16 + 8 + 4 + 1: five registers a row, too many to join:
         # a 32-column micro-panel, then 29 = 16 + 8 + 4 + 1 in four rows
         assert _acc_shapes(funcs["w61"]) == sorted([(mr, nr), (mr // 2, 29)])
-    else:  # avx2: 56 = 3 micro-panels of 16, then 8 = a whole vector
-        assert accs == sorted({(mr, nr), (17 % mr, nr), (mr, 8), (17 % mr, 8)})
+    else:  # avx2: 56 = 3 micro-panels of 16, then 8 = a whole vector; 17
+        # rows balanced as 5 x 3 + 2
+        assert accs == [(2, 8), (2, nr), (3, 8), (3, nr)]
     assert all(w % lanes == 0 or w > lanes for _, w in _acc_shapes(funcs["w28"]))
 
 

@@ -138,7 +138,8 @@ RULES: tuple[Rule, ...] = (
          "through this table, written back", _always,
          conv_column.schedule_with(lambda w: schedule_conv(w))),
     Rule("conv", "conv_pointwise_small", "an NCHW float 1x1 conv2d over fewer positions "
-         "than a vector: a matmul whose columns are the output channels",
+         "than a vector, or a projection over a few vectors of them where its cost estimate "
+         "is the lower: a matmul whose columns are the output channels",
          _nchw_float_conv2d, conv_pointwise_small.schedule),
     Rule("conv", "conv_few_channels", "an NCHW float conv2d of 1-4 input channels (a "
          "stem), the same stride along both axes: its input split into stride phases, one "

@@ -18,6 +18,15 @@ its own even when the epilogue broadcasts it (squeeze-excite's
 ``x * sigmoid(conv(s))``), where it would otherwise be attached one output
 channel at a time, a scalar dot product each. Each element is the
 same sum over the input channels as the direct convolution's.
+
+The projections (fewer output channels than input ones) over images of a
+vector of positions up to :data:`MAX_POSITION_VECTORS` vectors
+(MobileNetV2's and EfficientNet's 14x14 and 7x7 stages) too, where
+:func:`estimate` puts it below the positions in the vectors (the flat rows
+of :mod:`~phasec.te.schedules.conv_flat_rows`): 49 positions are three
+whole vectors and one lane, 196 twelve and a quarter, and the flat rows
+copy the input and read their sums back for the epilogue, while here the
+output channels fill whole vectors and the cost is the transposed output.
 """
 
 from __future__ import annotations
@@ -25,17 +34,66 @@ from __future__ import annotations
 from phasec import arith
 from phasec.te import operation as te
 from phasec.te.operation import i64
+from phasec.te.schedules.conv_small_image import NS_PER_PACKED, vector_pieces
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
-__all__ = ["schedule"]
+__all__ = ["NS_PER_VECTOR_FMA", "NS_PER_TRANSPOSED", "NS_PER_WHOLE_VECTOR",
+           "NS_PER_PART_VECTOR", "NS_PER_ROW_COPY", "MAX_POSITION_VECTORS",
+           "MAX_TRANSPOSED_BYTES", "estimate", "schedule"]
+
+#: the cost model (:func:`estimate`), nanoseconds on one core, fitted (least
+#: squares of the relative error) to 1x1 convolutions alone over 7x7, 14x14
+#: and 28x28 images, 16 to 1152 input and output channels, constant weights,
+#: on the AVX-512 host (Emerald Rapids, load 2-3): a vector multiply-add of
+#: this schedule's GEMM and an element of its transposed output; a whole
+#: vector or part of one (:func:`~.conv_small_image.vector_pieces`) of the
+#: flat rows' GEMM, and an element of their copied input or read-back sums
+NS_PER_VECTOR_FMA = 0.344
+NS_PER_TRANSPOSED = 0.449
+NS_PER_WHOLE_VECTOR = 0.358
+NS_PER_PART_VECTOR = 0.488
+NS_PER_ROW_COPY = 0.114
+
+#: at most this many bytes of the transposed output (``t``, positions x
+#: output channels): its elements are gathered back a vector of positions
+#: at a time, one cache line each. Inside DenseNet-121 (light model, one
+#: thread) the 14x14 bottlenecks of 256 to 768 -> 128 channels (t of 100
+#: KB) lost 17-29% this way (256 -> 128: 143 -> 185 us), where the 7x7
+#: ones (25 KB) gained 17% (512 -> 128: 95 -> 79 us), MobileNetV2's 288 ->
+#: 48 over 14x14 (38 KB) 13%, SqueezeNet's 384 -> 64 over 13x13 (43 KB) 19%
+MAX_TRANSPOSED_BYTES = 64 * 1024
+
+#: at most this many vectors of positions over which :func:`estimate`
+#: chooses (14x14 is 12.25 vectors; over 28x28 the flat rows measured
+#: faster for every shape tried, 16 to 240 channels: 240 -> 40 272 against
+#: 349 us, 40 -> 240 273 against 594)
+MAX_POSITION_VECTORS = 16
+
+
+def estimate(positions: int, reduction: int, out_channels: int, lanes: int,
+             weight_per_call: bool) -> tuple[float, float]:
+    """(this schedule, the flat rows): the estimated time in ns of one
+    image's 1x1 convolution of ``reduction`` input channels. With the weight
+    a parameter, this schedule also packs it on every call (the flat rows
+    read it in place)."""
+    mine = (positions * reduction * -(-out_channels // lanes) * NS_PER_VECTOR_FMA
+            + positions * out_channels * NS_PER_TRANSPOSED
+            + (reduction * out_channels * NS_PER_PACKED if weight_per_call else 0.0))
+    whole, parts = vector_pieces(positions, lanes)
+    rows = (out_channels * reduction * (whole * NS_PER_WHOLE_VECTOR + parts * NS_PER_PART_VECTOR)
+            + positions * (reduction + out_channels) * NS_PER_ROW_COPY)
+    return mine, rows
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
     """The 1x1 convolution ``w`` (NCHW float conv2d) as a matmul over its
     output channels; None unless it is 1x1, stride 1, unpadded, ungrouped,
-    of static sizes, over fewer positions than a vector and at least a
-    vector of output channels."""
+    of static sizes, with at least a vector of output channels, over fewer
+    positions than a vector, or up to :data:`MAX_POSITION_VECTORS` vectors
+    of them with no more output channels than input ones and a transposed
+    output of at most :data:`MAX_TRANSPOSED_BYTES`, where :func:`estimate`
+    puts it below the flat rows."""
     data, weight = w.data, w.weight
     if w.data_layout.name != "NCHW" or w.kernel_layout.name != "OIHW" \
             or w.out_layout.name != "NCHW":
@@ -45,8 +103,20 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         return None
     n, c, H, W, O, C, KH, KW = dims
     if (KH, KW) != (1, 1) or w.groups != 1 or any(w.padding) \
-            or tuple(w.strides) != (1, 1) or not (H * W < w.lanes <= O):
+            or tuple(w.strides) != (1, 1) or not (H * W < MAX_POSITION_VECTORS * w.lanes
+                                                  and w.lanes <= O):
         return None
+    if H * W >= w.lanes:
+        # Projections only (fewer output channels than input ones): inside
+        # MobileNetV2 at 224x224, where the weights are not in the cache, the
+        # expansions lost this way whatever the estimate (80 -> 480 over 7x7
+        # 40-43 -> 50-52 us, 160 -> 1280 183-191 -> 188-193 us), the
+        # projections gained (480 -> 160 over 7x7 90 -> 73 us, 192 -> 32
+        # over 14x14 29 -> 19 us)
+        mine, flat = estimate(H * W, C, O, w.lanes, not w.weight_is_constant)
+        elem = int("".join(ch for ch in str(w.dtype) if ch.isdigit()) or 32) // 8
+        if O > C or mine >= flat or H * W * O * elem > MAX_TRANSPOSED_BYTES:
+            return None
     k = te.reduce_axis(i64(C), "rc")
     rows = te.compute((i64(n), i64(H * W), i64(O)), lambda b, p, o: te.sum(
         data[b, k.var, p // W, p % W] * weight[o, k.var, 0, 0], axis=[k]),

@@ -64,7 +64,8 @@ from phasec.te.schedules.gemm_operands import (
     constant_matrix, is_dot4, row_group, sliding_window, unit_stride,
 )
 from phasec.te.schedules.gemm_prefetch import (
-    epilogue_prefetch, index_add as _add, index_mul as _mul, next_rows_prefetch,
+    epilogue_prefetch, index_add as _add, index_mul as _mul, next_panel_prefetch,
+    next_rows_prefetch,
 )
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
@@ -421,9 +422,11 @@ class GemmEmitter:
         the panel's first micro-panel in B."""
         p = self.plan
         stmts: list[Stmt] = []
+        prepacked = False
         if bp is not None:
             pack, param = self._pack(bp, col0, tiles, width)
             if param is not None and tile0 is not None:
+                prepacked = True
                 # B is a parameter read as B[k, j]: packed in advance, this nest
                 # can go (see passes/pack_constant_weights.py)
                 pack = AttrStmt(PACK_MARK, tile0, pack)
@@ -448,7 +451,12 @@ class GemmEmitter:
                                          bp))
             kind = "parallel" if par_rows and Ms // og >= 2 else "serial"
             stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
+        elif Ms is not None and prepacked and self._panels_outer(Ms, tiles, width):
+            assert bp is not None
+            stmts.append(self._tiles_by_panel(self._balanced_rows(Ms, mr), col0, tiles,
+                                              width, bp, par_rows))
         elif Ms is not None:
+            mr = self._balanced_rows(Ms, mr)
             n_full, rem = divmod(Ms, mr)
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
@@ -467,6 +475,60 @@ class GemmEmitter:
             stmts.append(For(r, i64(0), self.M % mr, "serial",
                              self._row_block(_add(base, r), 1, col0, tiles, width, bp)))
         return seq(stmts)
+
+    def _panels_outer(self, M: int, tiles: int, width: int) -> bool:
+        """Whether each micro-panel of B meets every row tile before the next
+        (:meth:`_tiles_by_panel`): a convolution whose B is its constant
+        weight packed at build time (the output channels as the columns:
+        ``conv_pointwise_small``, ``conv_small_image``), over a few row
+        tiles of positions, several micro-panels of whole vectors."""
+        return (self.anchor.tensor.op.tag == "conv2d" and self.dtype == "float32"
+                and not is_dot4(self.anchor.expr) and tiles >= 2
+                and width % 16 == 0 and M <= 16 * self.plan.rows
+                and static_int(self.K) is not None)
+
+    def _tiles_by_panel(self, mr: int, col0: PrimExpr, tiles: int, width: int,
+                        bp: Buffer, parallel: bool) -> Stmt:
+        """Every row tile of micro-panel ``t``, then of ``t + 1``, ...: the
+        weight (B, packed at build time) is not in the cache when a model's
+        layer starts, and in the row-tile-first order the first row tile
+        read all of it at once, its few rows of work waiting on every line
+        (MobileNetV2 at 224x224, 480 -> 160 over 7x7: the 307 KB weight).
+        Here the next micro-panel is prefetched over this one's first row
+        tiles (:func:`.gemm_prefetch.next_panel_prefetch`); ``parallel``:
+        threads over the micro-panels."""
+        Ms = static_int(self.M)
+        K = static_int(self.K)
+        assert Ms is not None and K is not None
+        t = Var(self.low.names.fresh("jt"), _I64)
+        nxt = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
+        col = _add(col0, _mul(t, width))
+        n_full, rem = divmod(Ms, mr)
+        body: list[Stmt] = []
+        if n_full:
+            io = Var(self.low.names.fresh("io"), _I64)
+            body.append(For(io, i64(0), i64(n_full), "serial", self._tile(
+                _mul(io, mr), mr, col, t, width, bp,
+                ahead=lambda k, io=io: next_panel_prefetch(bp, nxt, io, k, K, width))))
+        if rem:
+            body.append(self._tile(i64(Ms - rem), rem, col, t, width, bp,
+                                   ahead=lambda k: next_panel_prefetch(bp, nxt, i64(n_full), k,
+                                                                       K, width)))
+        return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial", seq(body))
+
+    def _balanced_rows(self, M: int, mr: int) -> int:
+        """Rows of the register tiles over ``M`` static float rows: ``mr``,
+        or fewer when ``M % mr`` would leave a last tile of under ``mr / 2``
+        rows, whose few accumulator chains wait on the multiply-add's
+        latency over the whole reduction (49 positions: 7 tiles of 7, not 6
+        of 8 and one of 1). The integer GEMM keeps its tiles."""
+        if self.plan.wide or is_dot4(self.anchor.expr) or M <= mr or M % mr >= mr // 2 \
+                or M % mr == 0:
+            return mr
+        for r in range(mr - 1, mr // 2, -1):
+            if M % r == 0 or M % r >= mr // 2:
+                return r
+        return mr
 
     def _reduction_loops(self, base: str) -> tuple[list[Var], PrimExpr]:
         """Fresh loop variables for the reduction axes and their flat index."""
@@ -548,7 +610,10 @@ class GemmEmitter:
                 else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
-              bp: Buffer | None) -> Stmt:
+              bp: Buffer | None, ahead: Callable[[Var], Stmt] | None = None) -> Stmt:
+        """One register tile of rows ``[row0, row0 + mr)`` and ``width``
+        columns from ``col``; ``ahead(k)``: a prefetch for reduction step
+        ``k`` (else :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
         acc_shape = (i64(mr), i64(width))
@@ -656,9 +721,10 @@ class GemmEmitter:
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
-            ahead = next_rows_prefetch(self, row0, mr, ks[0])
-            upd = self._wrap_reduction(ks, loops(update, "unroll") if ahead is None
-                                       else seq([ahead, loops(update, "unroll")]))
+            hint = (ahead(ks[0]) if ahead is not None
+                    else next_rows_prefetch(self, row0, mr, ks[0]))
+            upd = self._wrap_reduction(ks, loops(update, "unroll") if hint is None
+                                       else seq([hint, loops(update, "unroll")]))
         prefetch = epilogue_prefetch(self, row0, mr, col, width)
         return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
                                    loops(epilogue, "serial")]))

@@ -21,7 +21,8 @@ from phasec.te.tensor import Tensor
 if TYPE_CHECKING:
     from phasec.te.schedules.gemm import GemmEmitter
 
-__all__ = ["index_add", "index_mul", "epilogue_prefetch", "next_rows_prefetch"]
+__all__ = ["index_add", "index_mul", "epilogue_prefetch", "next_rows_prefetch",
+           "next_panel_prefetch"]
 
 _I64 = "int64"
 
@@ -161,4 +162,21 @@ def next_rows_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, k: Var) -> Stmt
     low.emit_value(plan.a_expr, values, collect)
     tensor, idx = found[0]
     return AttrStmt(PREFETCH_ATTR, BufferLoad(low.buffers[id(tensor)], idx),
+                    Evaluate(IntImm(0, "int32")))
+
+
+def next_panel_prefetch(bp: Buffer, next_tile: PrimExpr, io: PrimExpr, k: Var, K: int,
+                        width: int) -> Stmt:
+    """A cache prefetch for reduction step ``k`` of row tile ``io``: line
+    ``io * K + k`` of micro-panel ``next_tile`` of the packed B ``bp`` (``K``
+    x ``width`` elements of 32 bits), clamped to its last line. Where each
+    micro-panel of a constant B meets every row tile before the next one
+    (see ``GemmEmitter._panel``), the next micro-panel comes into the cache
+    over the first row tiles of this one, not all at once in a tile that
+    then waits on it (``tir.PREFETCH_ATTR``)."""
+    lines = K * width // 16
+    line = BinaryOp("min", index_add(index_mul(io, K), k), i64(lines - 1))
+    flat = index_mul(line, 16)
+    return AttrStmt(PREFETCH_ATTR, BufferLoad(bp, (next_tile, BinaryOp("//", flat, i64(width)),
+                                                   BinaryOp("%", flat, i64(width)))),
                     Evaluate(IntImm(0, "int32")))
