@@ -47,6 +47,7 @@ import io
 import operator
 import os
 import pickle
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -254,17 +255,30 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
     mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else load(path)
     if key is None:
         return build(mod, opt_level, check_bounds=check_bounds)
-    # a compile worker starts now, beside the passes, for a model large
-    # enough to give it modules (see parallel.standby; unused, it is stopped)
-    with standby(1 if compile_jobs() > 1 and _bindings(mod) >= STANDBY_BINDINGS else 0):
+    with compile_worker_ahead(mod):
         exe = build(mod, opt_level, check_bounds=check_bounds, kernels="none")
-        # the entry (the executable and its kernels' TIR, pickled: 0.1-0.2 s
-        # for SqueezeNet) is packed while LLVM compiles the kernels in worker
-        # processes, kept once they compiled
-        with meanwhile(lambda: _pack(exe)) as packing:
-            exe.kernels("llvm")
-    _store(key, packing.result())
+        compile_and_remember(key, exe)
     return exe
+
+
+def compile_worker_ahead(mod: Any) -> AbstractContextManager[None]:
+    """For the block that builds ``mod``: a compile worker started now,
+    beside the passes, for a model large enough to give it modules (see
+    ``parallel.standby``; unused, it is stopped when the block ends)."""
+    return standby(1 if compile_jobs() > 1 and _bindings(mod) >= STANDBY_BINDINGS else 0)
+
+
+def compile_and_remember(key: str | None, exe: Executable, backend: str = "llvm") -> None:
+    """Compile ``exe``'s kernels and keep the executable under ``key`` (as
+    :func:`remember`; nothing kept when ``key`` is None), the entry (the
+    executable and its kernels' TIR, pickled: 0.1-0.2 s for SqueezeNet)
+    packed while LLVM compiles the kernels in worker processes."""
+    if key is None:
+        exe.kernels(backend)
+        return
+    with meanwhile(lambda: _pack(exe)) as packing:
+        exe.kernels(backend)
+    _store(key, packing.result())
 
 
 #: the Relax bindings of a model from which :func:`build_file` starts a

@@ -72,7 +72,7 @@ import numpy as np
 
 from phasec.backend.llvm import compile_prim_funcs, get_num_threads, set_num_threads
 from phasec.backend.vm import Executable, VirtualMachine, profile_run
-from phasec.buildcache import lookup, remember
+from phasec.buildcache import compile_and_remember, compile_worker_ahead, lookup
 from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file, write_atomic
 from phasec import interp
@@ -581,34 +581,36 @@ def _run_module(args: argparse.Namespace, dims: dict[str, int], given: dict[str,
                           f"({counted(exe.stats()['kernels'], 'kernel')}, their machine code "
                           f"from the kernel cache)")
     list_passes()  # import the passes now, so that their import is not timed
-    log = PassLog(args.verify)
-    start = time.perf_counter()
-    try:
-        lowered = lower(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
-                        instruments=[log, *(i for i in (timing, trace) if i is not None),
-                                     *report.instruments, *validation])
-    except PhasecError as exc:
-        if log.rows and not args.quiet:
-            print(f"passes (opt_level {args.opt_level}, verify {args.verify}), up to the error:")
-            print(log.render())
-        print_pipeline_instruments(None, trace)  # (up to the error)
-        report.write(mod, error=exc)
-        raise
-    lower_seconds = time.perf_counter() - start
-    print_pipeline_instruments(timing, trace)
-    if not args.quiet:
-        print(f"passes (opt_level {args.opt_level}, verify {args.verify}):")
-        print(log.render() if log.rows else "  (none: the module is already in phase build)")
-    start = time.perf_counter()
-    exe = codegen_and_compile(lowered, kernels="none", check_bounds=args.check_bounds)
-    codegen_seconds = time.perf_counter() - start
-    report.write(mod, lowered, kernels=exe.stats()["kernels"])
-    if args.emit is not None:
-        return _run_built(args, mod, exe, params, inputs, generated, "")
-    start = time.perf_counter()
-    exe.kernels(args.kernels)
-    kernel_seconds = time.perf_counter() - start
-    remember(key, exe)  # (key None: not a build the cache may keep)
+    # (a compile worker starts now, beside the passes: buildcache.compile_worker_ahead)
+    with compile_worker_ahead(mod):
+        log = PassLog(args.verify)
+        start = time.perf_counter()
+        try:
+            lowered = lower(mod, args.opt_level, pipeline=args.passes, verify=args.verify,
+                            instruments=[log, *(i for i in (timing, trace) if i is not None),
+                                         *report.instruments, *validation])
+        except PhasecError as exc:
+            if log.rows and not args.quiet:
+                print(f"passes (opt_level {args.opt_level}, verify {args.verify}), "
+                      "up to the error:")
+                print(log.render())
+            print_pipeline_instruments(None, trace)  # (up to the error)
+            report.write(mod, error=exc)
+            raise
+        lower_seconds = time.perf_counter() - start
+        print_pipeline_instruments(timing, trace)
+        if not args.quiet:
+            print(f"passes (opt_level {args.opt_level}, verify {args.verify}):")
+            print(log.render() if log.rows else "  (none: the module is already in phase build)")
+        start = time.perf_counter()
+        exe = codegen_and_compile(lowered, kernels="none", check_bounds=args.check_bounds)
+        codegen_seconds = time.perf_counter() - start
+        report.write(mod, lowered, kernels=exe.stats()["kernels"])
+        if args.emit is not None:
+            return _run_built(args, mod, exe, params, inputs, generated, "")
+        start = time.perf_counter()
+        compile_and_remember(key, exe, args.kernels)  # (key None: not a build to keep)
+        kernel_seconds = time.perf_counter() - start
     stats = exe.stats()
     return _run_built(args, mod, exe, params, inputs, generated,
                       f"compile: passes {_ms(lower_seconds)}, VM codegen {_ms(codegen_seconds)} "

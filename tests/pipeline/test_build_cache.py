@@ -270,3 +270,39 @@ def test_a_cold_build_of_a_large_model_starts_a_compile_worker_first(
         small = _model(tmp_path / f"{bindings}{jobs}.onnx", 1)
         _check(buildcache.build_file(small), small)
     assert events == ["build", "build"]
+
+
+def test_phasec_run_starts_the_worker_before_its_passes_and_keeps_the_build(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # the command's own cold build (timed pass by pass) overlaps as build_file's does
+    import phasec.cli.run as run_cli
+    from phasec.backend.llvm import parallel
+    from phasec.cli import main
+
+    events: list[str] = []
+    workers: list[parallel._Worker] = []
+    real_init, real_lower = parallel._Worker.__init__, run_cli.lower
+
+    def init(self, *args):
+        real_init(self, *args)
+        workers.append(self)
+        events.append("worker")
+
+    def lower(*args, **kwargs):
+        events.append("passes")
+        return real_lower(*args, **kwargs)
+
+    monkeypatch.setattr(parallel._Worker, "__init__", init)
+    monkeypatch.setattr(run_cli, "lower", lower)
+    monkeypatch.setenv("PHASEC_COMPILE_JOBS", "2")
+    monkeypatch.setattr(buildcache, "STANDBY_BINDINGS", 3)
+    path = _model(tmp_path / "m.onnx", 0)
+    assert main(["run", str(path), "-q", "--repeat", "1"]) == 0
+    assert events == ["worker", "passes"]
+    assert all(w.proc is not None and w.proc.returncode is not None for w in workers)
+    assert parallel._standby == []
+    assert diskcache.info()["builds"] == 1  # kept, the entry packed meanwhile
+    assert main(["run", str(path), "-q", "--repeat", "1"]) == 0
+    assert "reused from the build cache" in capsys.readouterr().out
+    assert events == ["worker", "passes"]  # the second run built nothing
