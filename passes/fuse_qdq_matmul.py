@@ -213,11 +213,11 @@ class _Rewriter:
         strides, padding = tuple(a["strides"]), tuple(a["padding"])
         if (KH, KW) == (1, 1) and strides == (1, 1) and not any(padding):
             cols = self._bind(out, call_op("reshape", qa, (n, C, h * wd)))
+            acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
         else:
-            cols = self._bind(out, call_op(
-                "nn.im2col", qa, kernel_size=(KH, KW), strides=strides, padding=padding,
-                dilation=tuple(a["dilation"]), pad_value=float(za_)))
-        acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
+            acc = self._bind(out, call_op(
+                "nn.im2col_matmul", qa, Constant(wq), kernel_size=(KH, KW), strides=strides,
+                padding=padding, dilation=tuple(a["dilation"]), pad_value=float(za_)))
         correction = (za_ * wq.astype(np.int64).sum(axis=1) - bq).astype(np.int32)
         scale = ((sa * sw).astype(np.float32) / sy).astype(np.float32)
         rows = self._requantize(out, acc, correction.reshape(O, 1), scale.reshape(O, 1), q, None)

@@ -66,6 +66,7 @@ from phasec.te.schedules.gemm_operands import (
 from phasec.te.schedules.gemm_prefetch import (
     epilogue_prefetch, index_add as _add, index_mul as _mul, next_rows_prefetch,
 )
+from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows, pack_panel
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
     b_parameter, word_parameter,
@@ -107,6 +108,9 @@ class GemmPlan:
     #: group (whole tiles, then each group's last rows in a smaller one) and
     #: the tile reads B at its first row (0: B does not use the row axis)
     row_group: int = 0
+    #: B is the windows of an image (an integer convolution, ``WINDOWS_ATTR``):
+    #: every panel packed from the image (gemm_windows.pack_panel)
+    windows: Windows | None = None
 
     def batch_axes(self, m: int) -> list[int]:
         """The output axes looped around the GEMM (all but the rows and columns)."""
@@ -289,8 +293,23 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # QDQ conv, 128 -> 128 channels over 28x28: 83 -> 70 us)
     pack = pack or (dot4 and n_tiles > 0 and not group
                     and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles))
+    # the windows of an image: every panel packed from it, the last narrower
+    # one too (read in place, B is a gather per element)
+    windows = anchor.tensor.op.attrs.get(WINDOWS_ATTR) if dot4 else None
+    if windows is not None and not group and _windows_channels(windows, K) is not None:
+        return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
+                        tuning.lanes(bits), pack_rest=True, windows=windows)
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
+
+
+def _windows_channels(w: Windows, kq: int | None) -> int | None:
+    """The image's channels when the windows are its rows' packed words
+    (``kq`` words of four rows), else None."""
+    c = static_int(w.data.shape[1]) if w.data is not None else None
+    if c is None or kq is None or -(-c * w.taps // 4) != kq:
+        return None
+    return c
 
 
 def _byte_rows(plan: GemmPlan) -> int | None:
@@ -317,6 +336,8 @@ class GemmEmitter:
         self.K = (self.rexts[0] if len(self.rexts) == 1
                   else i64(math.prod(static_int(e) for e in self.rexts)))
         self.vectorize = nest.opt.vectorize
+        #: the loop over whole panels (variable, count, columns a panel)
+        self._panels: tuple[Var, int, int] | None = None
 
     # -- structure -----------------------------------------------------------
     def _vector_pieces(self, width: int) -> list[int]:
@@ -386,6 +407,7 @@ class GemmEmitter:
             shared = self._pack_buffer(min(tpp, n_tiles), nr)
         if full:
             jc = Var(self.low.names.fresh("jc"), _I64)
+            self._panels = (jc, full, tpp * nr)
             bp = shared
             if p.pack and bp is None:
                 bp = self._pack_buffer(tpp, nr)
@@ -501,6 +523,18 @@ class GemmEmitter:
         when the value is exactly ``B[k, j]`` of a 2-D parameter, or ``B[j, k]``
         of one laid out transposed (with True), else None."""
         nest, low, anchor = self.nest, self.low, self.anchor
+        g = self.plan.windows
+        if g is not None:
+            batch = self._anchor_values(None, col0)
+
+            def image(ch: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
+                idx = tuple(batch[a] for a in range(len(batch)) if a not in (self.ri, self.m - 1))
+                return low.default_load(g.data, (*idx, ch, y, x))
+            channels = _windows_channels(g, static_int(self.K))
+            assert channels is not None
+            return pack_panel(g, channels, static_int(self.K), bp, col0, tiles, width, image,
+                              self._panels,
+                              low.names.fresh(anchor.name)), None
         t = Var(low.names.fresh("tp"), _I64)
         c = Var(low.names.fresh("cp"), _I64)
         ks, _ = self._reduction_loops("p")
