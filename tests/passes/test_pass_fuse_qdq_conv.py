@@ -77,7 +77,8 @@ def check_qdq_conv(case: tuple, batch: int | str = 2) -> None:
     want = sess.run(None, {"x": x})[0]
     exe = phasec.build(from_onnx(model))
     kernels = exe.kernels()
-    assert any(k.startswith("fused_matmul_") and "multiply_quantize" in k for k in kernels)
+    assert any(k.startswith("fused_im2col_matmul_") and "multiply_quantize" in k
+               for k in kernels), kernels
     assert not any("conv2d" in k for k in kernels), kernels
     result = phasec.VirtualMachine(exe)["main"](x)
     got = np.asarray(result.numpy() if hasattr(result, "numpy") else result)

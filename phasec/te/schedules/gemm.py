@@ -264,6 +264,12 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
             # be gathers there
             return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
                             tuning.lanes(bits), pack_rest=True)
+    # the windows of an image: every panel packed from it, the last narrower
+    # one too (read in place, B is a gather per element), whatever M
+    windows = anchor.tensor.op.attrs.get(WINDOWS_ATTR) if dot4 and not group else None
+    if windows is not None and _windows_channels(windows, K) is not None:
+        return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
+                        tuning.lanes(bits), pack_rest=True, windows=windows)
     if M is not None and M <= tuning.gemv_max_rows and not group:
         # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
         width = max(1, min(N, tuning.gemv_acc_bytes // (M * elem)))
@@ -293,12 +299,6 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # QDQ conv, 128 -> 128 channels over 28x28: 83 -> 70 us)
     pack = pack or (dot4 and n_tiles > 0 and not group
                     and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles))
-    # the windows of an image: every panel packed from it, the last narrower
-    # one too (read in place, B is a gather per element)
-    windows = anchor.tensor.op.attrs.get(WINDOWS_ATTR) if dot4 else None
-    if windows is not None and not group and _windows_channels(windows, K) is not None:
-        return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
-                        tuning.lanes(bits), pack_rest=True, windows=windows)
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
 

@@ -20,6 +20,7 @@ convolution of 64 channels over 56x56).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -159,50 +160,71 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     (byte 0 lowest, zero past the last row) at column ``col0 + t*width + c``
     (what :func:`.gemm_prepack.byte_word` of the columns is), for the
     ``tiles`` micro-panels of one panel. ``load(ch, y, x)`` reads the input.
-    A ``col0`` that is not a constant is ``v * step`` for the panel loop
-    ``panels = (v, count, step)``: the window runs are written for each
-    value, their ranges known at build time."""
+
+    A few channels at a time (whole words: 4 of 9 taps), their window bytes
+    written into a scratch that stays in L1, then regrouped into words
+    (all at once, the scratch was ~K x panel bytes in L2 and the regrouping
+    its slowest part). A ``col0`` that is not a constant is ``v * step``
+    for the panel loop ``panels = (v, count, step)``: the packing is written
+    for each value, the window runs' ranges known at build time."""
     ncols = tiles * width
-    rows = kq_count * 4
+    cg = 4 // math.gcd(g.taps, 4)  # channels of a group: whole words
+    rows = cg * g.taps
     scratch = Buffer(name + "_windows", (i64(rows), i64(ncols)), "uint8")
-    ch = Var("ch", "int64")
 
-    def runs(c0: int) -> Stmt:
-        taps = []
-        for i in range(g.kernel[0]):
-            for j in range(g.kernel[1]):
-                row = ch * i64(g.taps) + i64(i * g.kernel[1] + j)
-                taps += tap_runs(g, i, j, c0, c0 + ncols, lambda y, x: load(ch, y, x),
-                                 lambda p, v, row=row: BufferStore(
-                                     scratch, _u8(v), (row, simplify(p - i64(c0)))))
-        return For(ch, i64(0), i64(channels), "serial", seq(taps))
+    def group(ch0: PrimExpr, nch: int, kq0: PrimExpr, c0: int) -> list[Stmt]:
+        """Channels ``ch0 ..`` (``nch``), the words from ``kq0`` on."""
+        stmts: list[Stmt] = []
+        for u in range(nch):
+            ch = ch0 + i64(u)
+            for i in range(g.kernel[0]):
+                for j in range(g.kernel[1]):
+                    row = i64(u * g.taps + i * g.kernel[1] + j)
+                    stmts += tap_runs(g, i, j, c0, c0 + ncols, lambda y, x, ch=ch: load(ch, y, x),
+                                      lambda p, v, row=row: BufferStore(
+                                          scratch, _u8(v), (row, simplify(p - i64(c0)))))
+        used = nch * g.taps
+        words = -(-used // 4)
+        if words * 4 > used:  # the last word's bytes past the last row: zero
+            r, c = Var("r", "int64"), Var("c", "int64")
+            stmts.append(For(r, i64(used), i64(words * 4 - used), "serial", For(
+                c, i64(0), i64(ncols), "vectorized", BufferStore(scratch, IntImm(0, "uint8"),
+                                                                  (r, c)))))
+        t, kq, c = Var("tw", "int64"), Var("kw", "int64"), Var("cw", "int64")
+        word: PrimExpr | None = None
+        for q in range(4):
+            byte: PrimExpr = tir.Cast("int32", tir.BufferLoad(
+                scratch, (kq * i64(4) + i64(q), t * i64(width) + c)))
+            if q:
+                byte = tir.Call("shift_left", (byte, IntImm(8 * q, "int32")), "int32")
+            word = byte if word is None else tir.Call("bitwise_or", (word, byte), "int32")
+        assert word is not None
+        stmts.append(For(t, i64(0), i64(tiles), "serial", For(kq, i64(0), i64(words), "serial",
+                     For(c, i64(0), i64(width), "vectorized",
+                         BufferStore(bp, word, (t, simplify(kq0 + kq), c))))))
+        return stmts
 
+    def panel(c0: int) -> Stmt:
+        full, rest = divmod(channels, cg)
+        stmts: list[Stmt] = []
+        if full:
+            gi = Var("gch", "int64")
+            stmts.append(For(gi, i64(0), i64(full), "serial", seq(group(
+                gi * i64(cg), cg, gi * i64(rows // 4), c0))))
+        if rest:
+            stmts += group(i64(full * cg), rest, i64(full * rows // 4), c0)
+        return seq(stmts)
+
+    assert -(-channels * g.taps // 4) == kq_count
     start = simplify(col0)
     if isinstance(start, IntImm):
-        fill: Stmt = runs(start.value)
+        body = panel(start.value)
     else:
         assert panels is not None, "a panel that is not a constant needs its loop"
         v, count, step = panels
-        fill = seq([IfThenElse(tir.BinaryOp("==", v, i64(n)), runs(n * step))
+        body = seq([IfThenElse(tir.BinaryOp("==", v, i64(n)), panel(n * step))
                     for n in range(count)])
-    stmts = [fill]
-    if rows > channels * g.taps:  # the last word's bytes past the last row: zero
-        r, c = Var("r", "int64"), Var("c", "int64")
-        stmts.append(For(r, i64(channels * g.taps), i64(rows - channels * g.taps), "serial",
-                         For(c, i64(0), i64(ncols), "vectorized",
-                             BufferStore(scratch, IntImm(0, "uint8"), (r, c)))))
-    t, kq, c = Var("tw", "int64"), Var("kw", "int64"), Var("cw", "int64")
-    word: PrimExpr | None = None
-    for q in range(4):
-        byte: PrimExpr = tir.Cast("int32", tir.BufferLoad(
-            scratch, (kq * i64(4) + i64(q), t * i64(width) + c)))
-        if q:
-            byte = tir.Call("shift_left", (byte, IntImm(8 * q, "int32")), "int32")
-        word = byte if word is None else tir.Call("bitwise_or", (word, byte), "int32")
-    assert word is not None
-    stmts.append(For(t, i64(0), i64(tiles), "serial", For(kq, i64(0), i64(kq_count), "serial",
-                 For(c, i64(0), i64(width), "vectorized", BufferStore(bp, word, (t, kq, c))))))
-    return tir.Allocate(scratch, seq(stmts))
+    return tir.Allocate(scratch, body)
 
 
 def _u8(v: PrimExpr) -> PrimExpr:
