@@ -21,6 +21,8 @@ channel), with scalar constant activation scales and zero points, becomes::
 
 (a convolution: ``Wq[O, C*KH*KW] @ cols``, ``cols`` the input's windows,
 ``R.nn.im2col(qa', ...)`` padded with ``za'`` where the convolution pads,
+the product one ``R.nn.im2col_matmul(qa', Wq, ...)`` whose GEMM packs the
+windows from ``qa'`` panel by panel,
 or for a 1x1 one of stride 1 without padding ``reshape(qa', (N, C, H*W))``;
 then reshaped back). ``Wq`` is W's int8 form, recovered only when it is exact: a scale
 ``sw`` for which every element of W is ``float32(wq * sw)`` with ``|wq| <=
@@ -184,7 +186,7 @@ class _Rewriter:
               bias: np.ndarray | None) -> list[VarBinding] | None:
         """A convolution (NCHW, static but for the batch) as ``Wq[O, C*KH*KW] @ cols``:
         ``cols`` the input itself (``[N, C, H*W]``, 1x1, stride 1, no padding)
-        or its windows (``nn.im2col``, padded with the zero point, so every
+        or its windows (``nn.im2col_matmul``, padded with the zero point, so every
         term of the zero-point correction is one of the sum); its bias,
         ``float32(bq * sa * sw)`` as QDQ writes it, added as the int32 ``bq``."""
         # static channels and image sizes; the batch may be symbolic

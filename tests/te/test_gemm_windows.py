@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.cpu_features import run_without_vnni
+from helpers.legalize import tvar
 
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.ir import Constant, tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_call
-
-from helpers.cpu_features import run_without_vnni
-from helpers.legalize import tvar
 
 N = tir.Var("n")
 

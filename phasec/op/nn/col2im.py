@@ -19,8 +19,15 @@ data ``[N, C, H, W]``, output ``[N, C * KH * KW, OH * OW]`` (PyTorch's
 ``pad_value`` where that falls in the padding (``padding`` is (top, left,
 bottom, right), as conv2d's). It makes a convolution a matmul of the
 weight ``[O, C * KH * KW]`` and these columns; the integer convolutions pad
-with their input's zero point through ``pad_value`` (FuseQDQMatmul, the
-ONNX ConvInteger converter).
+with their input's zero point through ``pad_value`` (the ONNX ConvInteger
+converter).
+
+``nn.im2col_matmul(data, weight, kernel_size, strides, padding, dilation,
+pad_value)``: ``weight @ im2col(data, ...)`` of a uint8 and an int8 operand
+(either side), int32 sums (``[N, O, OH * OW]``): an integer convolution in
+one operator, whose GEMM packs its panels straight from the image, so the
+columns never exist whole (:mod:`phasec.te.schedules.gemm_windows`;
+FuseQDQMatmul).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir import tir
-from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, PrimExpr, Select, SeqStmt, Stmt
+from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, Select, SeqStmt, Stmt
 from phasec.op._common import (
     REQUIRED, OpPattern, as_float, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
 )
@@ -235,10 +242,12 @@ def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_v
     return cols.reshape(n, c * kernel[0] * kernel[1], oh * ow)
 
 
-define("nn.im2col", ("data",), _infer_im2col,
-       attrs={"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
-              "padding": ((), int_tuple), "dilation": ((), int_tuple),
-              "pad_value": (0.0, as_float)},
+#: the windows' attributes (nn.im2col's, nn.im2col_matmul's)
+_WINDOW_ATTRS = {"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
+                 "padding": ((), int_tuple), "dilation": ((), int_tuple),
+                 "pad_value": (0.0, as_float)}
+
+define("nn.im2col", ("data",), _infer_im2col, attrs=_WINDOW_ATTRS,
        # opaque: a producer fused in would be computed once per tap
        reference=_im2col_ref, pattern=OpPattern.OPAQUE,
        doc="The windows of a convolution over an NCHW image as columns (PyTorch's unfold).")
@@ -321,10 +330,7 @@ def _im2col_matmul_ref(data, weight, kernel_size=(), strides=(), padding=(), dil
     return prod.astype(np.int32)  # (int32 wraps, as the kernel's sums do)
 
 
-define("nn.im2col_matmul", ("data", "weight"), _infer_im2col_matmul,
-       attrs={"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
-              "padding": ((), int_tuple), "dilation": ((), int_tuple),
-              "pad_value": (0.0, as_float)},
+define("nn.im2col_matmul", ("data", "weight"), _infer_im2col_matmul, attrs=_WINDOW_ATTRS,
        reference=_im2col_matmul_ref, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
        doc="weight @ im2col(data) of 8-bit operands, in int32: an integer convolution.")
 
@@ -368,11 +374,12 @@ def _draw_im2col_matmul(ctx):
     _, c, h, w = ctx.shape
     kernel = (min(h, 3), min(w, 2))
     k = c * kernel[0] * kernel[1]
-    data = ctx.const(ctx.shape, 0, 255, "uint8")
-    weight = ctx.const((3, k), -127, 127, "int8")
-    ctx.result_in(-255 * 127 * k, 255 * 127 * k)
+    # small values: the generator keeps every result within VALUE_CAP
+    data = ctx.const(ctx.shape, 0, 2, "uint8")
+    weight = ctx.const((3, k), -1, 1, "int8")
+    ctx.result_in(-2 * k, 2 * k)
     return (data, weight), {"kernel_size": kernel, "strides": (2, 1), "padding": (1, 1, 0, 1),
-                            "pad_value": 7.0}
+                            "pad_value": 2.0}
 
 
 declares_draw("nn.im2col_matmul", ranks=(4,), build=_draw_im2col_matmul)

@@ -31,7 +31,7 @@ from phasec.te.operation import i64
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
 
-__all__ = ["WINDOWS_ATTR", "Windows", "inside", "tap_runs", "pack_panel"]
+__all__ = ["WINDOWS_ATTR", "Windows", "inside", "pack_panel", "tap_runs"]
 
 #: the attribute of an integer GEMM's reduction whose column operand is the
 #: windows of an input (value: a :class:`Windows`)
