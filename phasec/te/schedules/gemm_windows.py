@@ -58,6 +58,11 @@ class Windows:
         return self.kernel[0] * self.kernel[1]
 
 
+#: ``column_mask(x_lo, x_hi)(p)``: whether output position ``p``'s column is
+#: outside ``[x_lo, x_hi)`` (a condition)
+ColumnMask = Callable[[int, int], Callable[[PrimExpr], PrimExpr]]
+
+
 def inside(edge: int, size: int, stride: int, count: int) -> tuple[int, int]:
     """The outputs ``[lo, hi)`` of ``[0, count)`` whose input ``o * stride +
     edge`` (``edge``: the tap's offset minus the padding before) is in
@@ -69,10 +74,15 @@ def inside(edge: int, size: int, stride: int, count: int) -> tuple[int, int]:
 
 def tap_runs(g: Windows, i: int, j: int, c0: int, c1: int,
              load: Callable[[PrimExpr, PrimExpr], PrimExpr],
-             store: Callable[[PrimExpr, PrimExpr], Stmt]) -> list[Stmt]:
+             store: Callable[[PrimExpr, PrimExpr], Stmt],
+             column_mask: ColumnMask | None = None) -> list[Stmt]:
     """Columns ``[c0, c1)`` of the windows' row of tap ``(i, j)``:
     ``store(p, value)`` for each output position ``p`` there, the value
-    ``load(y, x)`` of the input or ``g.fill`` in the padding."""
+    ``load(y, x)`` of the input or ``g.fill`` in the padding. With
+    ``column_mask``, a stride-1 "same" tap's copy selects the fill at the
+    padding columns (``column_mask(x_lo, x_hi)(p)``: whether position ``p``'s
+    column is outside ``[x_lo, x_hi)``) instead of writing them after, byte
+    by byte."""
     (h, w), (oh, ow) = g.hw, g.grid
     (sy, sx), (dy, dx) = g.strides, g.dilation
     y_edge, x_edge = i * dy - g.padding[0], j * dx - g.padding[1]
@@ -99,13 +109,16 @@ def tap_runs(g: Windows, i: int, j: int, c0: int, c1: int,
         p0, p1 = max(y_lo * w, -off), min(y_hi * w, h * w - off)
         a, b = max(c0, p0), min(c1, p1)
         parts = fills(c0, min(c1, p0))
+        masked = column_mask is not None and (x_lo > 0 or x_hi < w)
         if b > a:
             f = Var("f", "int64")
             src = f + i64(a + off)
-            parts.append(For(f, i64(0), i64(b - a), "vectorized", store(
-                f + i64(a), load(src // i64(w), src % i64(w)))))
+            value = load(src // i64(w), src % i64(w))
+            if column_mask is not None and masked:
+                value = tir.Select(column_mask(x_lo, x_hi)(f + i64(a)), g.fill, value)
+            parts.append(For(f, i64(0), i64(b - a), "vectorized", store(f + i64(a), value)))
         parts += fills(max(c0, p1), c1)
-        if b > a and (x_lo or x_hi < w):
+        if b > a and (x_lo or x_hi < w) and not masked:
             pads = [(0, x_lo), (x_hi, w)]
             full0, full1 = max(y_lo, -(-a // w)), min(y_hi, b // w)
             if full1 > full0:
@@ -172,6 +185,16 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     rows = cg * g.taps
     scratch = Buffer(name + "_windows", (i64(rows), i64(ncols)), "uint8")
 
+    masks: dict[tuple[int, int], Buffer] = {}
+
+    def column_mask(x_lo: int, x_hi: int) -> Callable[[PrimExpr], PrimExpr]:
+        buf = masks.get((x_lo, x_hi))
+        if buf is None:
+            buf = masks[x_lo, x_hi] = Buffer(f"{name}_pad{x_lo}_{x_hi}", (i64(ncols),), "uint8")
+        return lambda p: tir.BinaryOp("!=", tir.BufferLoad(buf, (simplify(p - i64(c0_now[0])),)),
+                                      IntImm(0, "uint8"))
+    c0_now = [0]
+
     def group(ch0: PrimExpr, nch: int, kq0: PrimExpr, c0: int) -> list[Stmt]:
         """Channels ``ch0 ..`` (``nch``), the words from ``kq0`` on."""
         stmts: list[Stmt] = []
@@ -182,7 +205,8 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                     row = i64(u * g.taps + i * g.kernel[1] + j)
                     stmts += tap_runs(g, i, j, c0, c0 + ncols, lambda y, x, ch=ch: load(ch, y, x),
                                       lambda p, v, row=row: BufferStore(
-                                          scratch, _u8(v), (row, simplify(p - i64(c0)))))
+                                          scratch, _u8(v), (row, simplify(p - i64(c0)))),
+                                      column_mask)
         used = nch * g.taps
         words = -(-used // 4)
         if words * 4 > used:  # the last word's bytes past the last row: zero
@@ -207,12 +231,24 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     def panel(c0: int) -> Stmt:
         full, rest = divmod(channels, cg)
         stmts: list[Stmt] = []
+        masks.clear()
+        c0_now[0] = c0
         if full:
             gi = Var("gch", "int64")
             stmts.append(For(gi, i64(0), i64(full), "serial", seq(group(
                 gi * i64(cg), cg, gi * i64(rows // 4), c0))))
         if rest:
             stmts += group(i64(full * cg), rest, i64(full * rows // 4), c0)
+        # the padding columns' masks of the panel, computed first
+        w = i64(g.hw[1])
+        for (x_lo, x_hi), buf in reversed(list(masks.items())):
+            q = Var("q", "int64")
+            col = (q + i64(c0)) % w
+            outside = tir.BinaryOp("or", tir.BinaryOp("<", col, i64(x_lo)),
+                                   tir.BinaryOp(">=", col, i64(x_hi)))
+            stmts.insert(0, For(q, i64(0), i64(ncols), "vectorized", BufferStore(
+                buf, tir.Select(outside, IntImm(1, "uint8"), IntImm(0, "uint8")), (q,))))
+            stmts = [tir.Allocate(buf, seq(stmts))]
         return seq(stmts)
 
     assert -(-channels * g.taps // 4) == kq_count
