@@ -45,6 +45,13 @@ CASES = [
     # 3 x 3 "same" over 56 x 20 (1120 = 35 whole micro-panels), 13 channels
     ((1, 13, 20, 56), "uint8", 24, dict(kernel_size=(3, 3), padding=(1, 1, 1, 1),
                                         pad_value=3.0)),
+    # panels of 16 whole rows of 28: three inside the rows every tap reads
+    # (one shared packing), the first, the last narrower one; symbolic batch
+    ((N, 5, 72, 28), "uint8", 10, dict(kernel_size=(3, 3), padding=(1, 1, 1, 1),
+                                       pad_value=255.0)),
+    # dilated "same" taps (whole rows lifted to keep offsets >= 0)
+    ((1, 3, 47, 28), "uint8", 7, dict(kernel_size=(3, 3), dilation=(2, 3),
+                                      padding=(2, 3, 2, 3), pad_value=1.0)),
 ]
 
 
@@ -73,6 +80,28 @@ def _windows_scratch(func) -> list[str]:
     return names
 
 
+def _shared_panels(func) -> bool:
+    """Whether the kernel packs a range of panels with one statement
+    (``if lo <= v and v < hi``)."""
+    found = []
+
+    def visit(s):
+        if isinstance(s, tir.IfThenElse):
+            if isinstance(s.condition, tir.BinaryOp) and s.condition.op == "and":
+                found.append(s)
+            visit(s.then_case)
+            visit(s.else_case)
+        elif isinstance(s, tir.SeqStmt):
+            for x in s.stmts:
+                visit(x)
+        elif isinstance(s, (tir.For, tir.AttrStmt, tir.LetStmt, tir.Allocate, tir.Block)):
+            visit(s.body)
+        elif isinstance(s, tir.BlockRealize):
+            visit(s.block)
+    visit(func.body)
+    return bool(found)
+
+
 def check_case(shape, dtype: str, out_channels: int, attrs: dict, weight_param: bool) -> None:
     """The kernel of ``nn.im2col_matmul`` equals the numpy reference, bit for bit."""
     kh, kw = attrs["kernel_size"]
@@ -85,6 +114,8 @@ def check_case(shape, dtype: str, out_channels: int, attrs: dict, weight_param: 
     weight = tvar("w", w.shape, wdt) if weight_param else Constant(w)
     func = lower_call(call_op("nn.im2col_matmul", x_var, weight, **attrs)).prim_func
     assert _windows_scratch(func), "the GEMM did not pack its panels from the image"
+    if shape[2:] in ((72, 28), (47, 28)):  # panels that share one packing
+        assert _shared_panels(func), "no panel shares its packing"
     kernel = compile_prim_funcs({"k": func})["k"]
     ref = get_op("relax.nn.im2col_matmul").reference
     for batch in ((1, 3) if shape[0] is N else (shape[0],)):

@@ -268,6 +268,12 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # one too (read in place, B is a gather per element), whatever M
     windows = anchor.tensor.op.attrs.get(WINDOWS_ATTR) if dot4 and not group else None
     if windows is not None and _windows_channels(windows, K) is not None:
+        # panels of whole image rows when a stride-1 "same" convolution's
+        # fit: they share one packing (gemm_windows.pack_panel)
+        whole = windows.hw[1] // math.gcd(windows.hw[1], cols)
+        if (windows.strides == (1, 1) and windows.grid[1] == windows.hw[1]
+                and whole <= tpp_max and n_tiles > whole):
+            tpp = tpp_max // whole * whole
         return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
                         tuning.lanes(bits), pack_rest=True, windows=windows)
     if M is not None and M <= tuning.gemv_max_rows and not group:

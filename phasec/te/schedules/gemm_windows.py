@@ -178,35 +178,61 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     written into a scratch that stays in L1, then regrouped into words
     (all at once, the scratch was ~K x panel bytes in L2 and the regrouping
     its slowest part). A ``col0`` that is not a constant is ``v * step``
-    for the panel loop ``panels = (v, count, step)``: the packing is written
-    for each value, the window runs' ranges known at build time."""
+    for the panel loop ``panels = (v, count, step)``: the panels whose
+    windows are all inside the rows their taps read (a stride-1 "same"
+    convolution, panels of whole rows) share one packing, a copy per tap
+    from the panel's first row; the others have their own, the runs'
+    ranges known at build time."""
     ncols = tiles * width
     cg = 4 // math.gcd(g.taps, 4)  # channels of a group: whole words
     rows = cg * g.taps
     scratch = Buffer(name + "_windows", (i64(rows), i64(ncols)), "uint8")
-
+    w = g.hw[1]
     masks: dict[tuple[int, int], Buffer] = {}
 
-    def column_mask(x_lo: int, x_hi: int) -> Callable[[PrimExpr], PrimExpr]:
-        buf = masks.get((x_lo, x_hi))
-        if buf is None:
-            buf = masks[x_lo, x_hi] = Buffer(f"{name}_pad{x_lo}_{x_hi}", (i64(ncols),), "uint8")
-        return lambda p: tir.BinaryOp("!=", tir.BufferLoad(buf, (simplify(p - i64(c0_now[0])),)),
-                                      IntImm(0, "uint8"))
-    c0_now = [0]
+    def column_mask(c0: int) -> ColumnMask:
+        """The masks of the panel from ``c0`` (a multiple of ``w`` for the
+        shared packing), indexed by position."""
+        def make(x_lo: int, x_hi: int) -> Callable[[PrimExpr], PrimExpr]:
+            buf = masks.get((x_lo, x_hi))
+            if buf is None:
+                buf = masks[x_lo, x_hi] = Buffer(f"{name}_pad{x_lo}_{x_hi}", (i64(ncols),),
+                                                 "uint8")
+            return lambda p: tir.BinaryOp("!=", tir.BufferLoad(buf, (simplify(p - i64(c0)),)),
+                                          IntImm(0, "uint8"))
+        return make
 
-    def group(ch0: PrimExpr, nch: int, kq0: PrimExpr, c0: int) -> list[Stmt]:
-        """Channels ``ch0 ..`` (``nch``), the words from ``kq0`` on."""
+    def taps_of(ch: PrimExpr, row0: PrimExpr, c0: int, first_row: PrimExpr | None
+                ) -> list[Stmt]:
+        """One channel's taps into scratch rows ``row0 + tap``: the runs of
+        columns ``[c0, c0 + ncols)``, or (``first_row`` given) the shared
+        copy of the panel starting at that output row."""
         stmts: list[Stmt] = []
-        for u in range(nch):
-            ch = ch0 + i64(u)
-            for i in range(g.kernel[0]):
-                for j in range(g.kernel[1]):
-                    row = i64(u * g.taps + i * g.kernel[1] + j)
-                    stmts += tap_runs(g, i, j, c0, c0 + ncols, lambda y, x, ch=ch: load(ch, y, x),
-                                      lambda p, v, row=row: BufferStore(
-                                          scratch, _u8(v), (row, simplify(p - i64(c0)))),
-                                      column_mask)
+        for i in range(g.kernel[0]):
+            for j in range(g.kernel[1]):
+                row = simplify(row0 + i64(i * g.kernel[1] + j))
+
+                def store(p: PrimExpr, v: PrimExpr, row: PrimExpr = row) -> Stmt:
+                    return BufferStore(scratch, _u8(v), (row, simplify(p - i64(c0))))
+
+                def at(y: PrimExpr, x: PrimExpr) -> PrimExpr:
+                    return load(ch, y, x)
+                if first_row is None:
+                    stmts += tap_runs(g, i, j, c0, c0 + ncols, at, store, column_mask(c0))
+                else:
+                    stmts.append(_interior_copy(g, i, j, first_row, ncols, at, store,
+                                                column_mask(0)))
+        return stmts
+
+    def group(ch0: PrimExpr, nch: int, kq0: PrimExpr, c0: int,
+              first_row: PrimExpr | None) -> list[Stmt]:
+        """Channels ``ch0 ..`` (``nch``), the words from ``kq0`` on."""
+        if nch > 1:
+            u = Var("u", "int64")
+            stmts = [For(u, i64(0), i64(nch), "serial",
+                         seq(taps_of(ch0 + u, u * i64(g.taps), c0, first_row)))]
+        else:
+            stmts = taps_of(ch0, i64(0), c0, first_row)
         used = nch * g.taps
         words = -(-used // 4)
         if words * 4 > used:  # the last word's bytes past the last row: zero
@@ -228,22 +254,20 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                          BufferStore(bp, word, (t, simplify(kq0 + kq), c))))))
         return stmts
 
-    def panel(c0: int) -> Stmt:
+    def panel(c0: int, first_row: PrimExpr | None = None) -> Stmt:
         full, rest = divmod(channels, cg)
         stmts: list[Stmt] = []
         masks.clear()
-        c0_now[0] = c0
         if full:
             gi = Var("gch", "int64")
             stmts.append(For(gi, i64(0), i64(full), "serial", seq(group(
-                gi * i64(cg), cg, gi * i64(rows // 4), c0))))
+                gi * i64(cg), cg, gi * i64(rows // 4), c0, first_row))))
         if rest:
-            stmts += group(i64(full * cg), rest, i64(full * rows // 4), c0)
+            stmts += group(i64(full * cg), rest, i64(full * rows // 4), c0, first_row)
         # the padding columns' masks of the panel, computed first
-        w = i64(g.hw[1])
         for (x_lo, x_hi), buf in reversed(list(masks.items())):
             q = Var("q", "int64")
-            col = (q + i64(c0)) % w
+            col = (q + i64(c0)) % i64(w)
             outside = tir.BinaryOp("or", tir.BinaryOp("<", col, i64(x_lo)),
                                    tir.BinaryOp(">=", col, i64(x_hi)))
             stmts.insert(0, For(q, i64(0), i64(ncols), "vectorized", BufferStore(
@@ -254,13 +278,60 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     assert -(-channels * g.taps // 4) == kq_count
     start = simplify(col0)
     if isinstance(start, IntImm):
-        body = panel(start.value)
-    else:
-        assert panels is not None, "a panel that is not a constant needs its loop"
-        v, count, step = panels
-        body = seq([IfThenElse(tir.BinaryOp("==", v, i64(n)), panel(n * step))
-                    for n in range(count)])
-    return tir.Allocate(scratch, body)
+        return tir.Allocate(scratch, panel(start.value))
+    assert panels is not None, "a panel that is not a constant needs its loop"
+    v, count, step = panels
+    shared = _interior_panels(g, count, step)
+    own = [n for n in range(count) if shared is None or not shared[0] <= n < shared[1]]
+    body = [IfThenElse(tir.BinaryOp("==", v, i64(n)), panel(n * step)) for n in own]
+    if shared is not None:
+        lo, hi = shared
+        # (clamped: the rows read are then provably inside the image)
+        first = tir.BinaryOp("max", i64(lo), tir.BinaryOp("min", v, i64(hi - 1))) * i64(step // w)
+        inner = tir.BinaryOp("and", tir.BinaryOp(">=", v, i64(lo)),
+                             tir.BinaryOp("<", v, i64(hi)))
+        body.append(IfThenElse(inner, panel(0, first)))
+    return tir.Allocate(scratch, seq(body))
+
+
+def _interior_panels(g: Windows, count: int, step: int) -> tuple[int, int] | None:
+    """``[lo, hi)``: the panels of ``step`` columns (whole output rows of a
+    stride-1 "same" convolution) whose positions every tap reads inside the
+    image rows, or None."""
+    (h, w), (oh, ow) = g.hw, g.grid
+    if g.strides != (1, 1) or ow != w or step % w:
+        return None
+    lo, hi = 0, count
+    for i in range(g.kernel[0]):
+        for j in range(g.kernel[1]):
+            y_edge, x_edge = i * g.dilation[0] - g.padding[0], j * g.dilation[1] - g.padding[1]
+            y_lo, y_hi = inside(y_edge, h, 1, oh)
+            off = y_edge * w + x_edge
+            p0, p1 = max(y_lo * w, -off), min(y_hi * w, h * w - off)
+            lo = max(lo, -(-p0 // step))
+            hi = min(hi, p1 // step)
+    return (lo, hi) if hi > lo else None
+
+
+def _interior_copy(g: Windows, i: int, j: int, first_row: PrimExpr, ncols: int,
+                   load: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                   store: Callable[[PrimExpr, PrimExpr], Stmt], column_mask: ColumnMask) -> Stmt:
+    """Tap ``(i, j)`` of a stride-1 "same" convolution over the positions
+    ``[first_row * w, first_row * w + ncols)``, all inside the image rows it
+    reads (:func:`_interior_panels`): one copy of the channel's rows laid end
+    to end, the padding columns masked (``column_mask`` by the position's
+    offset in the panel, which starts a row)."""
+    h, w = g.hw
+    y_edge, x_edge = i * g.dilation[0] - g.padding[0], j * g.dilation[1] - g.padding[1]
+    x_lo, x_hi = inside(x_edge, w, 1, w)
+    off = y_edge * w + x_edge
+    lift = -(off // w) if off < 0 else 0  # whole rows keeping the static part >= 0
+    f = Var("f", "int64")
+    src = f + i64(off + lift * w)
+    value = load(first_row - i64(lift) + src // i64(w), src % i64(w))
+    if x_lo > 0 or x_hi < w:
+        value = tir.Select(column_mask(x_lo, x_hi)(f), g.fill, value)
+    return For(f, i64(0), i64(ncols), "vectorized", store(f, value))
 
 
 def _u8(v: PrimExpr) -> PrimExpr:
