@@ -274,6 +274,10 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         if (windows.strides == (1, 1) and windows.grid[1] == windows.hw[1]
                 and whole <= tpp_max and n_tiles > whole):
             tpp = tpp_max // whole * whole
+        elif -(-n_tiles // tpp) > _WINDOW_PANELS:
+            # each panel's packing written on its own: wider panels, fewer
+            # of them (the kernel's code, and its compile time, grow with them)
+            tpp = -(-n_tiles // _WINDOW_PANELS)
         return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
                         tuning.lanes(bits), pack_rest=True, windows=windows)
     if M is not None and M <= tuning.gemv_max_rows and not group:
@@ -307,6 +311,10 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
                     and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles))
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
+
+
+#: at most this many panels of windows packed each by its own code
+_WINDOW_PANELS = 8
 
 
 def _windows_channels(w: Windows, kq: int | None) -> int | None:
