@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.cpu_features import run_without_vnni
-from helpers.legalize import tvar
 
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.ir import Constant, tir
 from phasec.op import call_op, get_op
-from phasec.op.legalize import lower_call
+from phasec.op.legalize import legalize_fused, lower_call
+
+from helpers.cpu_features import run_without_vnni
+from helpers.legalize import fused, tvar
 
 N = tir.Var("n")
 
@@ -144,3 +145,22 @@ def test_im2col_matmul_without_vnni():
     a process of its own: the target is chosen once per process."""
     run_without_vnni(__file__, "t.check_case(*t.CASES[0], weight_param=False); "
                                "t.check_case(*t.CASES[4], weight_param=True)")
+
+
+def test_an_image_computed_in_the_kernel_is_read_through_the_gather():
+    """A producer fused into the kernel (``x + 1`` inlined): no buffer of the
+    image to pack from, so the GEMM packs the windows' gather instead; the
+    same values."""
+    attrs = dict(kernel_size=(3, 3), padding=(1, 1, 1, 1), pad_value=9.0)
+    x = tvar("img", (1, 3, 7, 9), "uint8")
+    w = np.random.default_rng(5).integers(-128, 128, (5, 27)).astype("int8")
+    func = fused([x], lambda bb: call_op("nn.im2col_matmul", bb.emit(call_op(
+        "add", x, Constant(np.array(1, "uint8")))), Constant(w), **attrs))
+    prim = legalize_fused(func)
+    assert not _windows_scratch(prim)
+    kernel = compile_prim_funcs({"k": prim})["k"]
+    data = np.random.default_rng(6).integers(0, 255, (1, 3, 7, 9)).astype("uint8")
+    want = get_op("relax.nn.im2col_matmul").reference(data + 1, w, **attrs)
+    got = np.zeros(want.shape, "int32")
+    kernel(data, w, got)
+    np.testing.assert_array_equal(got, want)

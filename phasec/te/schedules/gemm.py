@@ -267,7 +267,9 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # the windows of an image: every panel packed from it, the last narrower
     # one too (read in place, B is a gather per element), whatever M
     windows = anchor.tensor.op.attrs.get(WINDOWS_ATTR) if dot4 and not group else None
-    if windows is not None and _windows_channels(windows, K) is not None:
+    if (windows is not None and _windows_channels(windows, K) is not None
+            and windows.data is not None and windows.data.is_placeholder):
+        # (the image read from its buffer: not a producer inlined into the nest)
         # panels of whole image rows when a stride-1 "same" convolution's
         # fit: they share one packing (gemm_windows.pack_panel)
         whole = windows.hw[1] // math.gcd(windows.hw[1], cols)
