@@ -41,7 +41,9 @@ accumulators never leave registers and the epilogue applies to the finished
 tile.
 
 An integer GEMM is the same schedule over int32 sums of ``T.dot4_u8s8`` of
-words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd).
+words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd);
+an integer convolution's (``nn.im2col_matmul``) packs each panel's words
+straight from the image (:mod:`.gemm_windows`).
 
 Measurements behind these choices: bench/README.md, "Schedule notes moved
 from docstrings".
