@@ -21,6 +21,8 @@ channel), with scalar constant activation scales and zero points, becomes::
 
 (a convolution: ``Wq[O, C*KH*KW] @ cols``, ``cols`` the input's windows,
 ``R.nn.im2col(qa', ...)`` padded with ``za'`` where the convolution pads,
+for a stride-1 "same" one the product one ``R.nn.im2col_matmul(qa', Wq,
+...)`` whose GEMM packs the windows from ``qa'`` panel by panel,
 or for a 1x1 one of stride 1 without padding ``reshape(qa', (N, C, H*W))``;
 then reshaped back). ``Wq`` is W's int8 form, recovered only when it is exact: a scale
 ``sw`` for which every element of W is ``float32(wq * sw)`` with ``|wq| <=
@@ -184,7 +186,8 @@ class _Rewriter:
               bias: np.ndarray | None) -> list[VarBinding] | None:
         """A convolution (NCHW, static but for the batch) as ``Wq[O, C*KH*KW] @ cols``:
         ``cols`` the input itself (``[N, C, H*W]``, 1x1, stride 1, no padding)
-        or its windows (``nn.im2col``, padded with the zero point, so every
+        or its windows (``nn.im2col``, or ``nn.im2col_matmul`` for a stride-1
+        "same" one, padded with the zero point, so every
         term of the zero-point correction is one of the sum); its bias,
         ``float32(bq * sa * sw)`` as QDQ writes it, added as the int32 ``bq``."""
         # static channels and image sizes; the batch may be symbolic
@@ -211,13 +214,20 @@ class _Rewriter:
         n, _, h, wd = dims
         a = conv.attrs
         strides, padding = tuple(a["strides"]), tuple(a["padding"])
+        windows = dict(kernel_size=(KH, KW), strides=strides, padding=padding,
+                       dilation=tuple(a["dilation"]), pad_value=float(za_))
         if (KH, KW) == (1, 1) and strides == (1, 1) and not any(padding):
             cols = self._bind(out, call_op("reshape", qa, (n, C, h * wd)))
+            acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
+        elif strides == (1, 1) and out_dims[3] == wd:
+            # a stride-1 "same" convolution: the GEMM packs its panels from
+            # the image (most panels share one packing: gemm_windows)
+            acc = self._bind(out, call_op("nn.im2col_matmul", qa, Constant(wq), **windows))
         else:
-            cols = self._bind(out, call_op(
-                "nn.im2col", qa, kernel_size=(KH, KW), strides=strides, padding=padding,
-                dilation=tuple(a["dilation"]), pad_value=float(za_)))
-        acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
+            # (strided: packed from the image too, each panel by its own code,
+            # the kernel compiled 2-3x slower; the columns, then the GEMM)
+            cols = self._bind(out, call_op("nn.im2col", qa, **windows))
+            acc = self._bind(out, call_op("matmul", Constant(wq), cols, out_dtype="int32"))
         correction = (za_ * wq.astype(np.int64).sum(axis=1) - bq).astype(np.int32)
         scale = ((sa * sw).astype(np.float32) / sy).astype(np.float32)
         rows = self._requantize(out, acc, correction.reshape(O, 1), scale.reshape(O, 1), q, None)

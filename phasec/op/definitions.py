@@ -46,7 +46,7 @@ side.
   recurrent layers (:mod:`.nn.rnn`);
   cross_entropy_with_logits, nll_loss (:mod:`.nn.loss`); pad, batch_flatten,
   pixel_shuffle (:mod:`.nn.pad`); the convolutions (:mod:`.nn.conv`),
-  pooling and onnx_max_pool_indices (:mod:`.nn.pool`); col2im and im2col
+  pooling and onnx_max_pool_indices (:mod:`.nn.pool`); col2im, im2col and im2col_matmul
   (:mod:`.nn.col2im`).
 * :mod:`.narrow` -- round_to_format (values of bfloat16, float8 and float4,
   kept in float32: phasec's own)

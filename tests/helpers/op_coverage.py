@@ -76,5 +76,7 @@ SIGNAL_VISION_TESTED = {"signal.dft", "signal.stft", "vision.onnx_roi_align", "v
                         "round_to_format"}
 
 #: tests/frontend/test_onnx_maxpool_indices.py, test_onnx_image.py and
-#: test_onnx_int8_conv.py (ONNX Runtime), tests/op/test_ops_decomposition.py (numpy)
-ONNX_OPS_TESTED = {"nn.onnx_max_pool_indices", "det", "nn.col2im", "nn.im2col"}
+#: test_onnx_int8_conv.py (ONNX Runtime), tests/op/test_ops_decomposition.py (numpy),
+#: tests/te/test_gemm_windows.py (nn.im2col_matmul, numpy)
+ONNX_OPS_TESTED = {"nn.onnx_max_pool_indices", "det", "nn.col2im", "nn.im2col",
+                   "nn.im2col_matmul"}

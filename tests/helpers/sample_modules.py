@@ -332,6 +332,9 @@ OP_TABLE = {
     "relax.nn.max_pool2d": lambda e: call_op("nn.max_pool2d", e.img, pool_size=(2, 2)),
     "relax.nn.im2col": lambda e: call_op("nn.im2col", e.img, kernel_size=(2, 3), strides=(1, 2),
                                          padding=(1, 0, 0, 1)),
+    "relax.nn.im2col_matmul": lambda e: call_op(
+        "nn.im2col_matmul", Constant(np.full((1, 2, 4, 4), 3, np.uint8)),
+        Constant(np.ones((3, 8), np.int8)), kernel_size=(2, 2), pad_value=3.0),
     "relax.nn.rms_norm": lambda e: call_op("nn.rms_norm", e.x, e.vec),
     "relax.nn.adaptive_avg_pool1d": lambda e: call_op("nn.adaptive_avg_pool1d", e.seq,
                                                       output_size=2, layout="NWC"),

@@ -1,6 +1,8 @@
 """FuseQDQMatmul on KxK convolutions: QDQ int8 Conv (any kernel, strides,
 padding, dilation; one group) through nn.im2col (padded with the input's
-zero point) and the integer GEMM, requantized in its epilogue, against ONNX
+zero point) and the integer GEMM, or for a stride-1 "same" one
+nn.im2col_matmul (its GEMM packs the windows from the image), requantized
+in its epilogue, against ONNX
 Runtime's QLinearConv bit for bit: odd and prime sizes, zero points at the
 ends of both types, outputs that saturate, a symbolic batch; and the same without VNNI (the
 vpmaddwd path) in a process of its own."""
@@ -62,6 +64,10 @@ CASES = [
     (6, 3, 8, 7, (5, 2), (1, 1), (2, 1, 0, 3), (2, 1), "uint8", 255, 0, 0.1, True, False),
     (4, 9, 6, 6, (2, 2), (1, 1), (0, 0, 0, 0), (1, 1), "int8", 127, -128, 0.4, False, False),
     (7, 4, 7, 9, (3, 1), (1, 3), (0, 2, 1, 0), (1, 1), "uint8", 128, 7, 0.25, True, True),
+    # stride-1 "same" over several panels of whole rows, two sharing one
+    # packing (nn.im2col_matmul, packed from the image)
+    (9, 20, 60, 28, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), "int8", -3, 127, 0.5, True, True),
+    (16, 19, 30, 31, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "uint8", 255, 128, 0.3, False, True),
 ]
 
 
@@ -77,7 +83,10 @@ def check_qdq_conv(case: tuple, batch: int | str = 2) -> None:
     want = sess.run(None, {"x": x})[0]
     exe = phasec.build(from_onnx(model))
     kernels = exe.kernels()
-    assert any(k.startswith("fused_matmul_") and "multiply_quantize" in k for k in kernels)
+    # a stride-1 "same" convolution's GEMM packs the windows from the image
+    same = case[5] == (1, 1) and sum(case[6][1::2]) == case[7][1] * (case[4][1] - 1)
+    prefix = "fused_im2col_matmul_" if same else "fused_matmul_"
+    assert any(k.startswith(prefix) and "multiply_quantize" in k for k in kernels), kernels
     assert not any("conv2d" in k for k in kernels), kernels
     result = phasec.VirtualMachine(exe)["main"](x)
     got = np.asarray(result.numpy() if hasattr(result, "numpy") else result)
@@ -91,7 +100,7 @@ def test_qdq_conv_equals_onnxruntime(case, batch):
 
 
 def test_qdq_conv_without_vnni():
-    """A strided int8 case whose windows the GEMM packs, compiled as for a
-    CPU without VNNI (the vpmaddwd sequence): a fresh process, since the
-    target is chosen once per process."""
-    run_without_vnni(__file__, 't.check_qdq_conv(t.CASES[1])')
+    """A strided int8 case whose windows the GEMM packs, and a "same" one
+    packed from the image, compiled as for a CPU without VNNI (the vpmaddwd
+    sequence): a fresh process, since the target is chosen once per process."""
+    run_without_vnni(__file__, "t.check_qdq_conv(t.CASES[1]); t.check_qdq_conv(t.CASES[5])")

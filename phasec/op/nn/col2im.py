@@ -19,8 +19,15 @@ data ``[N, C, H, W]``, output ``[N, C * KH * KW, OH * OW]`` (PyTorch's
 ``pad_value`` where that falls in the padding (``padding`` is (top, left,
 bottom, right), as conv2d's). It makes a convolution a matmul of the
 weight ``[O, C * KH * KW]`` and these columns; the integer convolutions pad
-with their input's zero point through ``pad_value`` (FuseQDQMatmul, the
-ONNX ConvInteger converter).
+with their input's zero point through ``pad_value`` (the ONNX ConvInteger
+converter).
+
+``nn.im2col_matmul(data, weight, kernel_size, strides, padding, dilation,
+pad_value)``: ``weight @ im2col(data, ...)`` of a uint8 and an int8 operand
+(either side), int32 sums (``[N, O, OH * OW]``): an integer convolution in
+one operator, whose GEMM packs its panels straight from the image, so the
+columns never exist whole (:mod:`phasec.te.schedules.gemm_windows`;
+FuseQDQMatmul).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir import tir
-from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, PrimExpr, Select, SeqStmt, Stmt
+from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, Select, SeqStmt, Stmt
 from phasec.op._common import (
     REQUIRED, OpPattern, as_float, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
 )
@@ -41,6 +48,9 @@ from phasec.op._lowering import _clamp, _const, _out, _tensor, legalizes
 from phasec.op._tirgen import i64
 from phasec.op.draw import declares_draw
 from phasec.target import tuning
+from phasec.te import operation as top
+from phasec.te.schedules.gemm_prepack import byte_word
+from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows, tap_runs
 
 __all__: list[str] = []
 
@@ -232,10 +242,12 @@ def _im2col_ref(data, kernel_size=(), strides=(), padding=(), dilation=(), pad_v
     return cols.reshape(n, c * kernel[0] * kernel[1], oh * ow)
 
 
-define("nn.im2col", ("data",), _infer_im2col,
-       attrs={"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
-              "padding": ((), int_tuple), "dilation": ((), int_tuple),
-              "pad_value": (0.0, as_float)},
+#: the windows' attributes (nn.im2col's, nn.im2col_matmul's)
+_WINDOW_ATTRS = {"kernel_size": (REQUIRED, int_tuple), "strides": ((), int_tuple),
+                 "padding": ((), int_tuple), "dilation": ((), int_tuple),
+                 "pad_value": (0.0, as_float)}
+
+define("nn.im2col", ("data",), _infer_im2col, attrs=_WINDOW_ATTRS,
        # opaque: a producer fused in would be computed once per tap
        reference=_im2col_ref, pattern=OpPattern.OPAQUE,
        doc="The windows of a convolution over an NCHW image as columns (PyTorch's unfold).")
@@ -245,93 +257,36 @@ define("nn.im2col", ("data",), _infer_im2col,
 def _im2col_te(call, inputs):
     x = _tensor(inputs, 0, call)
     out = _out(call)
-    a = attrs_of(call)
-    kernel, strides, padding, dilation = _im2col_attrs(a)
-    hw = tuple(arith.const_int(d) for d in x.shape[2:])
-    grid = _im2col_grid(hw, kernel, strides, padding, dilation)
-    fill = _const(a["pad_value"], x.dtype)
+    g = _windows(x, attrs_of(call))
     n, c = x.shape[0], arith.const_int(x.shape[1])
-    work = c * math.prod(kernel) * math.prod(grid)
+    work = c * g.taps * math.prod(g.grid)
     parallel = c > 1 and work >= tuning.host_tuning().parallel_min_work
 
     def build(bufs: list[Buffer], dst: Buffer) -> Stmt:
         b, ch = tir.Var("b", "int64"), tir.Var("ch", "int64")
-        taps = [_im2col_tap(bufs[0], dst, b, ch, i, j, hw, kernel, strides, padding, dilation,
-                            grid, fill)
-                for i in range(kernel[0]) for j in range(kernel[1])]
+        taps = []
+        for i in range(g.kernel[0]):
+            for j in range(g.kernel[1]):
+                row = ch * i64(g.taps) + i64(i * g.kernel[1] + j)
+                taps += tap_runs(g, i, j, 0, math.prod(g.grid),
+                                 lambda y, x: bufs[0][(b, ch, y, x)],
+                                 lambda p, v, row=row: BufferStore(dst, v, (b, row, p)))
         return For(b, i64(0), dst.shape[0], "serial", For(
             ch, i64(0), i64(c), "parallel" if parallel else "serial", _seq(taps)))
     return te.extern((n, out.shape[1], out.shape[2]), x.dtype, [x], build, name="T_im2col")
 
 
+def _windows(x, a, data=None) -> Windows:
+    """The windows geometry of ``nn.im2col``'s attributes ``a`` over ``x``."""
+    kernel, strides, padding, dilation = _im2col_attrs(a)
+    hw = tuple(arith.const_int(d) for d in x.shape[2:])
+    grid = _im2col_grid(hw, kernel, strides, padding, dilation)
+    return Windows(hw, kernel, strides, padding, dilation, tuple(grid),
+                   _const(a["pad_value"], x.dtype), data)
+
+
 def _seq(stmts: list[Stmt]) -> Stmt:
     return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
-
-
-def _inside(edge: int, size: int, stride: int, count: int) -> tuple[int, int]:
-    """The outputs ``[lo, hi)`` of ``[0, count)`` whose input ``o * stride +
-    edge`` (``edge``: the tap's offset minus the padding before) is in
-    ``[0, size)``."""
-    lo = min(max(0, -(edge // stride)), count)
-    hi = (size - 1 - edge) // stride + 1
-    return lo, max(lo, min(hi, count))
-
-
-def _im2col_tap(src: Buffer, dst: Buffer, b, ch, i: int, j: int, hw, kernel, strides, padding,
-                dilation, grid, fill: PrimExpr) -> Stmt:
-    """Row ``(ch * KH + i) * KW + j`` of the columns: runs of the input rows
-    it reads (contiguous for stride 1) and of the padding, the ranges of
-    each known when the kernel is built (no test per element)."""
-    (h, w), (oh, ow) = hw, grid
-    row = (ch * i64(kernel[0]) + i64(i)) * i64(kernel[1]) + i64(j)
-    y_edge, x_edge = i * dilation[0] - padding[0], j * dilation[1] - padding[1]
-    y_lo, y_hi = _inside(y_edge, h, strides[0], oh)
-    x_lo, x_hi = _inside(x_edge, w, strides[1], ow)
-
-    def filled(start: PrimExpr, extent: int) -> list[Stmt]:
-        q = tir.Var("q", "int64")
-        return [For(q, i64(0), i64(extent), "vectorized",
-                    BufferStore(dst, fill, (b, row, start + q)))] if extent > 0 else []
-    parts = filled(i64(0), y_lo * ow)
-    if y_hi > y_lo and x_hi > x_lo and strides == (1, 1) and ow == w:
-        parts += _flat_run(src, dst, b, ch, row, (y_lo, y_hi), (x_lo, x_hi), (y_edge, x_edge),
-                           hw, filled)
-    elif y_hi > y_lo:
-        oy, ox = tir.Var("oy", "int64"), tir.Var("ox", "int64")
-        base = oy * i64(ow)
-        line = filled(base, x_lo) + filled(base + i64(x_hi), ow - x_hi)
-        if x_hi > x_lo:
-            y = oy * i64(strides[0]) + i64(y_edge)
-            xx = (ox + i64(x_lo)) * i64(strides[1]) + i64(x_edge)
-            line.append(For(ox, i64(0), i64(x_hi - x_lo), "vectorized", BufferStore(
-                dst, src[(b, ch, y, xx)], (b, row, base + i64(x_lo) + ox))))
-        parts.append(For(oy, i64(y_lo), i64(y_hi - y_lo), "serial", _seq(line)))
-    parts += filled(i64(y_hi * ow), (oh - y_hi) * ow)
-    return _seq(parts)
-
-
-def _flat_run(src: Buffer, dst: Buffer, b, ch, row, ys: tuple[int, int], xs: tuple[int, int],
-              edges: tuple[int, int], hw, filled) -> list[Stmt]:
-    """A stride-1 tap whose output rows are as wide as the input's: output
-    position ``p`` of its rows ``ys`` reads input element ``p + off`` of the
-    channel's rows laid end to end (``off = y_edge * w + x_edge``), so they
-    are one contiguous copy (whole vectors, not one short run per row), the
-    columns outside ``xs`` (the padding) then overwritten with the fill. The
-    copy stops where that element would leave the channel: those positions
-    are padding columns too."""
-    (y_lo, y_hi), (x_lo, x_hi), (y_edge, x_edge), (h, w) = ys, xs, edges, hw
-    off = y_edge * w + x_edge
-    p0, p1 = max(y_lo * w, -off), min(y_hi * w, h * w - off)
-    f = tir.Var("f", "int64")
-    g = f + i64(p0 + off)
-    parts: list[Stmt] = [For(f, i64(0), i64(p1 - p0), "vectorized", BufferStore(
-        dst, src[(b, ch, g // i64(w), g % i64(w))], (b, row, f + i64(p0))))] if p1 > p0 else []
-    if x_lo or x_hi < w:
-        oy = tir.Var("oy", "int64")
-        base = oy * i64(w)
-        line = filled(base, x_lo) + filled(base + i64(x_hi), w - x_hi)
-        parts.append(For(oy, i64(y_lo), i64(y_hi - y_lo), "serial", _seq(line)))
-    return parts
 
 
 def _draw_im2col(ctx):
@@ -342,3 +297,89 @@ def _draw_im2col(ctx):
 
 
 declares_draw("nn.im2col", ranks=(4,), build=_draw_im2col)
+
+
+# ---------------------------------------------------------------------------
+# nn.im2col_matmul
+# ---------------------------------------------------------------------------
+
+def _infer_im2col_matmul(call, ctx):
+    cols = _infer_im2col(call, ctx)
+    data, weight = tensor_arg(call, 0, ctx, "data"), tensor_arg(call, 1, ctx, "weight")
+    if "void" not in (data.dtype, weight.dtype) and {data.dtype, weight.dtype} != {"uint8",
+                                                                                   "int8"}:
+        raise err(call, f"im2col_matmul multiplies uint8 by int8 (either side), got data "
+                        f"{data.dtype} and weight {weight.dtype}")
+    if weight.ndim not in (-1, 2):
+        raise err(call, f"im2col_matmul expects a weight [O, C * KH * KW], but it has ndim "
+                        f"{weight.ndim}")
+    if cols.shape is None or weight.shape is None:
+        return TensorStructInfo(None, "int32", 3)
+    n, k, p = cols.shape
+    o, wk = weight.shape
+    if arith.const_int(wk) is not None and arith.const_int(wk) != arith.const_int(k):
+        raise err(call, f"im2col_matmul: the weight has {arith.const_int(wk)} columns, the "
+                        f"windows {arith.const_int(k)} rows")
+    return tensor_sinfo((n, o, p), "int32")
+
+
+def _im2col_matmul_ref(data, weight, kernel_size=(), strides=(), padding=(), dilation=(),
+                       pad_value=0.0):
+    cols = _im2col_ref(data, kernel_size, strides, padding, dilation, pad_value)
+    prod = np.matmul(np.asarray(weight).astype(np.int64), cols.astype(np.int64))
+    return prod.astype(np.int32)  # (int32 wraps, as the kernel's sums do)
+
+
+define("nn.im2col_matmul", ("data", "weight"), _infer_im2col_matmul, attrs=_WINDOW_ATTRS,
+       reference=_im2col_matmul_ref, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+       doc="weight @ im2col(data) of 8-bit operands, in int32: an integer convolution.")
+
+
+@legalizes("nn.im2col_matmul")
+def _im2col_matmul_te(call, inputs):
+    """``int32 sum(dot4)`` over words of the windows' and the weight's bytes
+    (as ``matmul`` of 8-bit operands), the windows an inlined gather whose
+    geometry the reduction carries (``WINDOWS_ATTR``): the GEMM schedule
+    packs its panels straight from the input (gemm_windows.pack_panel)."""
+    x, w = _tensor(inputs, 0, call), _tensor(inputs, 1, call)
+    out = _out(call)
+    g = _windows(x, attrs_of(call), data=x)
+    (h, wd), (oh, ow) = g.hw, g.grid
+    c = arith.const_int(x.shape[1])
+    K = c * g.taps
+    (sy, sx), (dy, dx) = g.strides, g.dilation
+    kw = g.kernel[1]
+
+    def col(b, k, p):
+        ch = top.clamp_index(k // i64(g.taps), i64(c))  # (k past K: a word's zero bytes)
+        tap = k % i64(g.taps)
+        y = p // i64(ow) * i64(sy) + tap // i64(kw) * i64(dy) - i64(g.padding[0])
+        xx = p % i64(ow) * i64(sx) + tap % i64(kw) * i64(dx) - i64(g.padding[1])
+        value = x[b, ch, top.clamp_index(y, i64(h)), top.clamp_index(xx, i64(wd))]
+        return top.select(top.all_of(top.in_range(y, 0, h), top.in_range(xx, 0, wd)), value,
+                          g.fill)
+    cols = top.compute((x.shape[0], i64(K), i64(oh * ow)), col, name="windows", inline=True)
+    kq = top.reduce_axis(i64(-(-K // 4)), "kq")
+
+    def body(b, o, p):
+        bw = byte_word(cols, lambda k: [b, k, p], K, kq.var)
+        aw = byte_word(w, lambda k: [o, k], K, kq.var)
+        pair = (bw, aw) if x.dtype == "uint8" else (aw, bw)
+        return top.sum(top.call("dot4_u8s8", *pair), axis=[kq])
+    return top.compute(out.shape, body, name="T_im2col_matmul", tag="matmul",
+                       attrs={WINDOWS_ATTR: g})
+
+
+def _draw_im2col_matmul(ctx):
+    _, c, h, w = ctx.shape
+    kernel = (min(h, 3), min(w, 2))
+    k = c * kernel[0] * kernel[1]
+    # small values: the generator keeps every result within VALUE_CAP
+    data = ctx.const(ctx.shape, 0, 2, "uint8")
+    weight = ctx.const((3, k), -1, 1, "int8")
+    ctx.result_in(-2 * k, 2 * k)
+    return (data, weight), {"kernel_size": kernel, "strides": (2, 1), "padding": (1, 1, 0, 1),
+                            "pad_value": 2.0}
+
+
+declares_draw("nn.im2col_matmul", ranks=(4,), build=_draw_im2col_matmul)

@@ -41,7 +41,9 @@ accumulators never leave registers and the epilogue applies to the finished
 tile.
 
 An integer GEMM is the same schedule over int32 sums of ``T.dot4_u8s8`` of
-words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd).
+words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd);
+an integer convolution's (``nn.im2col_matmul``) packs each panel's words
+straight from the image (:mod:`.gemm_windows`).
 
 Measurements behind these choices: bench/README.md, "Schedule notes moved
 from docstrings".
@@ -67,6 +69,7 @@ from phasec.te.schedules.gemm_prefetch import (
     epilogue_prefetch, index_add as _add, index_mul as _mul, next_panel_prefetch,
     next_rows_prefetch,
 )
+from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows, pack_panel
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
     b_parameter, word_parameter,
@@ -108,6 +111,9 @@ class GemmPlan:
     #: group (whole tiles, then each group's last rows in a smaller one) and
     #: the tile reads B at its first row (0: B does not use the row axis)
     row_group: int = 0
+    #: B is the windows of an image (an integer convolution, ``WINDOWS_ATTR``):
+    #: every panel packed from the image (gemm_windows.pack_panel)
+    windows: Windows | None = None
 
     def batch_axes(self, m: int) -> list[int]:
         """The output axes looped around the GEMM (all but the rows and columns)."""
@@ -261,6 +267,24 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
             # be gathers there
             return GemmPlan(a_expr, b_expr, b_first, row_axis, M, width, 1, True,
                             tuning.lanes(bits), pack_rest=True)
+    # the windows of an image: every panel packed from it, the last narrower
+    # one too (read in place, B is a gather per element), whatever M
+    windows = anchor.tensor.op.attrs.get(WINDOWS_ATTR) if dot4 and not group else None
+    if (windows is not None and _windows_channels(windows, K) is not None
+            and windows.data is not None and windows.data.is_placeholder):
+        # (the image read from its buffer: not a producer inlined into the nest)
+        # panels of whole image rows when a stride-1 "same" convolution's
+        # fit: they share one packing (gemm_windows.pack_panel)
+        whole = windows.hw[1] // math.gcd(windows.hw[1], cols)
+        if (windows.strides == (1, 1) and windows.grid[1] == windows.hw[1]
+                and whole <= tpp_max and n_tiles > whole):
+            tpp = tpp_max // whole * whole
+        elif -(-n_tiles // tpp) > _WINDOW_PANELS:
+            # each panel's packing written on its own: wider panels, fewer
+            # of them (the kernel's code, and its compile time, grow with them)
+            tpp = -(-n_tiles // _WINDOW_PANELS)
+        return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
+                        tuning.lanes(bits), pack_rest=True, windows=windows)
     if M is not None and M <= tuning.gemv_max_rows and not group:
         # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
         width = max(1, min(N, tuning.gemv_acc_bytes // (M * elem)))
@@ -294,6 +318,19 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
                     row_group=group, pack_rest=gather)
 
 
+#: at most this many panels of windows packed each by its own code
+_WINDOW_PANELS = 8
+
+
+def _windows_channels(w: Windows, kq: int | None) -> int | None:
+    """The image's channels when the windows are its rows' packed words
+    (``kq`` words of four rows), else None."""
+    c = static_int(w.data.shape[1]) if w.data is not None else None
+    if c is None or kq is None or -(-c * w.taps // 4) != kq:
+        return None
+    return c
+
+
 def _byte_rows(plan: GemmPlan) -> int | None:
     """K (bytes) of the 2-D 8-bit B whose words the column operand reads."""
     loads = [n for n in post_order([plan.b_expr]) if isinstance(n, ProducerLoad)]
@@ -318,6 +355,8 @@ class GemmEmitter:
         self.K = (self.rexts[0] if len(self.rexts) == 1
                   else i64(math.prod(static_int(e) for e in self.rexts)))
         self.vectorize = nest.opt.vectorize
+        #: the loop over whole panels (variable, count, columns a panel)
+        self._panels: tuple[Var, int, int] | None = None
 
     # -- structure -----------------------------------------------------------
     def _vector_pieces(self, width: int) -> list[int]:
@@ -387,6 +426,7 @@ class GemmEmitter:
             shared = self._pack_buffer(min(tpp, n_tiles), nr)
         if full:
             jc = Var(self.low.names.fresh("jc"), _I64)
+            self._panels = (jc, full, tpp * nr)
             bp = shared
             if p.pack and bp is None:
                 bp = self._pack_buffer(tpp, nr)
@@ -563,6 +603,18 @@ class GemmEmitter:
         when the value is exactly ``B[k, j]`` of a 2-D parameter, or ``B[j, k]``
         of one laid out transposed (with True), else None."""
         nest, low, anchor = self.nest, self.low, self.anchor
+        g = self.plan.windows
+        if g is not None:
+            batch = self._anchor_values(None, col0)
+
+            def image(ch: PrimExpr, y: PrimExpr, x: PrimExpr) -> PrimExpr:
+                idx = tuple(batch[a] for a in range(len(batch)) if a not in (self.ri, self.m - 1))
+                return low.default_load(g.data, (*idx, ch, y, x))
+            channels = _windows_channels(g, static_int(self.K))
+            assert channels is not None
+            return pack_panel(g, channels, static_int(self.K), bp, col0, tiles, width, image,
+                              self._panels,
+                              low.names.fresh(anchor.name)), None
         t = Var(low.names.fresh("tp"), _I64)
         c = Var(low.names.fresh("cp"), _I64)
         ks, _ = self._reduction_loops("p")
