@@ -82,6 +82,14 @@ def flush_subnormal_elements(value: Any) -> Any:
     not such an array)."""
     if not isinstance(value, np.ndarray) or value.dtype not in (np.float32, np.float64):
         return value
+    repeated = [stride == 0 and extent > 1 for stride, extent in zip(value.strides, value.shape)]
+    if any(repeated):
+        # a splat or broadcast (ConstantOfShape of any size): its distinct
+        # elements, flushed, broadcast again (never materialized)
+        distinct = np.ascontiguousarray(value[tuple(
+            slice(0, 1) if r else slice(None) for r in repeated)])
+        flushed = flush_subnormal_elements(distinct)
+        return value if flushed is distinct else np.broadcast_to(flushed, value.shape)
     tiny = np.finfo(value.dtype).tiny
     magnitude = np.abs(value)
     subnormal = (magnitude < tiny) & (magnitude > 0)

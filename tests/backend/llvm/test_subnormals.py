@@ -166,3 +166,16 @@ def test_flush_subnormal_elements_leaves_other_values_and_arrays_alone() -> None
     assert flush_subnormal_elements(ints) is ints
     doubles = np.array([1e-310, 1.0])
     np.testing.assert_array_equal(flush_subnormal_elements(doubles), [0.0, 1.0])
+
+
+def test_a_splat_constant_is_flushed_without_being_materialized() -> None:
+    # (ConstantOfShape of 16 TiB: a broadcast view; flushing it must not allocate it)
+    from phasec.backend.vm.codegen import flush_subnormal_elements
+
+    huge = np.broadcast_to(np.float32(1.0), (1 << 40, 4))
+    assert flush_subnormal_elements(huge) is huge
+    tiny = np.broadcast_to(np.float32([[1e-40, 2.0, -1e-40]]), (1 << 40, 3))
+    flushed = flush_subnormal_elements(tiny)
+    assert flushed.shape == tiny.shape and 0 in flushed.strides
+    np.testing.assert_array_equal(flushed[12345], [0.0, 2.0, -0.0])
+    assert np.signbit(flushed[7, 2])
