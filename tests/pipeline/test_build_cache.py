@@ -234,29 +234,40 @@ def test_a_model_with_external_weights_is_never_kept(cache: Path, tmp_path: Path
         assert diskcache.info()["builds"] == 0
 
 
-def test_a_cold_build_of_a_large_model_starts_a_compile_worker_first(
-        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # (a model of 3 bindings or more counts as large here) the worker is started
-    # before the passes run, and none is left once the build is done
+def _record_workers_before(module, name: str, event: str,
+                           monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list]:
+    """(events, workers): "worker" recorded as each compile worker starts and
+    ``event`` as ``module.name`` (the build, or the passes) is called; a model
+    of 3 bindings or more counts as large, on two compile processes."""
     from phasec.backend.llvm import parallel
 
     events: list[str] = []
     workers: list[parallel._Worker] = []
-    real_init, real_build = parallel._Worker.__init__, buildcache.build
+    real_init, real_call = parallel._Worker.__init__, getattr(module, name)
 
     def init(self, *args):
         real_init(self, *args)
         workers.append(self)
         events.append("worker")
 
-    def build(*args, **kwargs):
-        events.append("build")
-        return real_build(*args, **kwargs)
+    def call(*args, **kwargs):
+        events.append(event)
+        return real_call(*args, **kwargs)
 
     monkeypatch.setattr(parallel._Worker, "__init__", init)
-    monkeypatch.setattr(buildcache, "build", build)
+    monkeypatch.setattr(module, name, call)
     monkeypatch.setenv("PHASEC_COMPILE_JOBS", "2")
     monkeypatch.setattr(buildcache, "STANDBY_BINDINGS", 3)
+    return events, workers
+
+
+def test_a_cold_build_of_a_large_model_starts_a_compile_worker_first(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a model of 3 bindings or more counts as large here) the worker is started
+    # before the passes run, and none is left once the build is done
+    from phasec.backend.llvm import parallel
+
+    events, workers = _record_workers_before(buildcache, "build", "build", monkeypatch)
     path = _model(tmp_path / "m.onnx", 0)
     _check(buildcache.build_file(path), path)
     assert events == ["worker", "build"]  # (one module: the worker was not taken)
@@ -280,23 +291,7 @@ def test_phasec_run_starts_the_worker_before_its_passes_and_keeps_the_build(
     from phasec.backend.llvm import parallel
     from phasec.cli import main
 
-    events: list[str] = []
-    workers: list[parallel._Worker] = []
-    real_init, real_lower = parallel._Worker.__init__, run_cli.lower
-
-    def init(self, *args):
-        real_init(self, *args)
-        workers.append(self)
-        events.append("worker")
-
-    def lower(*args, **kwargs):
-        events.append("passes")
-        return real_lower(*args, **kwargs)
-
-    monkeypatch.setattr(parallel._Worker, "__init__", init)
-    monkeypatch.setattr(run_cli, "lower", lower)
-    monkeypatch.setenv("PHASEC_COMPILE_JOBS", "2")
-    monkeypatch.setattr(buildcache, "STANDBY_BINDINGS", 3)
+    events, workers = _record_workers_before(run_cli, "lower", "passes", monkeypatch)
     path = _model(tmp_path / "m.onnx", 0)
     assert main(["run", str(path), "-q", "--repeat", "1"]) == 0
     assert events == ["worker", "passes"]
