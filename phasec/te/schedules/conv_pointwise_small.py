@@ -31,6 +31,8 @@ output channels fill whole vectors and the cost is the transposed output.
 
 from __future__ import annotations
 
+import numpy as np
+
 from phasec import arith
 from phasec.te import operation as te
 from phasec.te.operation import i64
@@ -114,7 +116,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         # projections gained (480 -> 160 over 7x7 90 -> 73 us, 192 -> 32
         # over 14x14 29 -> 19 us)
         mine, flat = estimate(H * W, C, O, w.lanes, not w.weight_is_constant)
-        elem = int("".join(ch for ch in str(w.dtype) if ch.isdigit()) or 32) // 8
+        elem = np.dtype(str(w.dtype)).itemsize
         if O > C or mine >= flat or H * W * O * elem > MAX_TRANSPOSED_BYTES:
             return None
     k = te.reduce_axis(i64(C), "rc")
