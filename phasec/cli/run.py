@@ -72,6 +72,7 @@ import numpy as np
 
 from phasec.backend.llvm import compile_prim_funcs, get_num_threads, set_num_threads
 from phasec.backend.vm import Executable, VirtualMachine, profile_run
+from phasec.backend.vm.profiler import array_text
 from phasec.buildcache import compile_and_remember, compile_worker_ahead, lookup
 from phasec.errors import InputError, PhasecError, counted
 from phasec.fileio import same_file, write_atomic
@@ -286,9 +287,7 @@ def _is_shape(value: Any) -> bool:
 
 
 def _describe(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        return f"{value.dtype}[{', '.join(map(str, value.shape))}]"
-    return type(value).__name__
+    return array_text(value) if isinstance(value, np.ndarray) else type(value).__name__
 
 
 def summarize(value: np.ndarray) -> str:

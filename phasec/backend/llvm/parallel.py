@@ -259,8 +259,9 @@ def standby(count: int = 1) -> Iterator[None]:
         yield
     finally:
         with _standby_lock:
-            left = [w for w in started if any(w is s for s in _standby)]
-            _standby[:] = [s for s in _standby if not any(s is w for w in left)]
+            # (a worker compares by identity: ``in`` finds this block's own)
+            left = [w for w in started if w in _standby]
+            _standby[:] = [s for s in _standby if s not in left]
         for worker in left:
             worker.stop()  # (it compiled nothing: nothing of its output to show)
 

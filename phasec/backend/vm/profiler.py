@@ -24,7 +24,7 @@ from typing import Any
 from phasec.backend.vm.executable import Executable
 from phasec.backend.vm.vm import VirtualMachine
 
-__all__ = ["KernelTime", "RunProfile", "profile_run", "format_seconds"]
+__all__ = ["KernelTime", "RunProfile", "profile_run", "format_seconds", "array_text"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: st
             site[0] += 1
             best[key] = min(best.get(key, math.inf), elapsed)
             if key not in writes:
-                writes[key] = _describe(kargs[-1]) if kargs else ""
+                writes[key] = array_text(kargs[-1]) if kargs else ""
             return out
         # (the VM memoizes a kernel computed from the binding alone by the
         # arguments it writes: profiled as it runs)
@@ -137,7 +137,7 @@ def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: st
     return RunProfile(tuple(rows), done, whole)
 
 
-def _describe(value: Any) -> str:
+def array_text(value: Any) -> str:
     """``float32[1, 192, 7, 7]`` for an array, "" for anything else."""
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     if shape is None or dtype is None:
