@@ -70,6 +70,7 @@ from phasec.te.schedules.gemm_prefetch import (
     next_rows_prefetch,
 )
 from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows, pack_panel
+from phasec.te.schedules.gemm_amx import AMX_COLS, AMX_ROWS, amx_blocks, amx_mark, rest_rows
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
     b_parameter, word_parameter,
@@ -314,6 +315,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # QDQ conv, 128 -> 128 channels over 28x28: 83 -> 70 us)
     pack = pack or (dot4 and n_tiles > 0 and not group
                     and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles))
+    if dot4 and pack and tuning.int8_amx and not group and not b_first and cols == AMX_COLS:
+        rows = AMX_ROWS[-1]  # AMX tiles (gemm_amx), whose remainder rows are register tiles
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
 
@@ -383,8 +386,9 @@ class GemmEmitter:
         halved while the accumulators would exceed the plan's own tile (so
         that a wider tile still leaves registers for B and A)."""
         p = self.plan
-        budget = p.rows * len(self._vector_pieces(p.cols))
-        rows, regs = p.rows, len(self._vector_pieces(width))
+        base = p.rows if p.rows not in AMX_ROWS else min(p.rows, self.nest.opt.target.gemm_rows)
+        budget = base * len(self._vector_pieces(p.cols))
+        rows, regs = base, len(self._vector_pieces(width))
         while rows > 1 and rows * regs > budget:
             rows //= 2
         return rows
@@ -503,8 +507,10 @@ class GemmEmitter:
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
                 stmts.append(For(io, i64(0), i64(n_full), kind,
                                  self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
-            if rem:
-                stmts.append(self._row_block(i64(Ms - rem), rem, col0, tiles, width, bp))
+            row = Ms - rem
+            for part in rest_rows(self, rem):
+                stmts.append(self._row_block(i64(row), part, col0, tiles, width, bp))
+                row += part
         else:
             io = Var(self.low.names.fresh("io"), _I64)
             n_full_e = self.M // mr
@@ -747,7 +753,7 @@ class GemmEmitter:
                         else ops[0] * ops[1])
                 total = combine("sum", total, prod)
             body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
-            kvalues = [_mul(ks[0], unroll)] if unroll > 1 else ks
+            kvalues = [_mul(ks[0], unroll)] if unroll > 1 else kbind
             return block(nest.block_name(anchor.name + "_update"), ivs + kivs,
                           self._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
 
@@ -770,6 +776,22 @@ class GemmEmitter:
                 root.buffer, v[0], tuple(iv.var for iv in ivs)))
             return block(nest.block_name(root.name), ivs, values, body)
 
+        kbind: list[PrimExpr] = list(ks)  # the reduction's values in update's blocks
+        amx = amx_blocks(self, mr, width, bp, row0) if unroll == 1 else None
+        if amx is not None:
+            # the zeroing and the first 16 * kb words on AMX (gemm_amx), the
+            # last K % 64 bytes as below
+            assert bp is not None
+            kb, a_at = amx
+            parts = [amx_mark(kb, acc, a_at, bp, t, seq([
+                loops(init, "unroll"), For(ks[0], i64(0), i64(16 * kb), "serial",
+                                           loops(update, "unroll"))]))]
+            rest = static_int(self.K) - 16 * kb
+            if rest > 0:
+                kt = Var(low.names.fresh(ks[0].name + "_t"), _I64)
+                kbind = [_add(kt, i64(16 * kb))]
+                parts.append(For(kt, i64(0), i64(rest), "serial", loops(update, "unroll")))
+            return Allocate(acc, seq([*parts, loops(epilogue, "serial")]))
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:

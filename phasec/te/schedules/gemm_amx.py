@@ -1,0 +1,127 @@
+"""The integer GEMM's register tiles on AMX tiles (Intel AMX-INT8).
+
+When the target plans for AMX (:attr:`phasec.target.tuning.TargetTuning.int8_amx`),
+an integer GEMM whose B is packed into micro-panels of 32 words and whose A
+is read as rows of bytes (``A[..., i, 4*kq + q]``, the unsigned operand of
+``T.dot4_u8s8``) gets tiles of 32 rows (16 for 16-31 rows left over; fewer
+on ``vpdpbusd``, as before). Such a tile's accumulator zeroing and the
+first ``16 * kb`` words of its reduction are marked::
+
+    T.attr({"phasec.amx_tile": kb}):        # 64-byte blocks of K
+      T.attr({"phasec.amx_c": acc[0, 0]}):  # [rows, 32] int32
+        T.attr({"phasec.amx_a": A[..., row0, 0]}):
+          T.attr({"phasec.amx_b": bp[t, 0, 0]}):   # [tiles, K/4, 32] int32
+            acc = 0; for kq in 0 .. 16*kb: acc += dot4(A word, bp[t, kq])
+
+and the rest of the reduction (``K % 64`` bytes) follows as ordinary TIR.
+The body is the exact semantics: the interpreter and a backend without AMX
+run it; the LLVM backend with ``+amx-int8`` calls its microkernel instead
+(:mod:`phasec.backend.llvm.amx`), which computes the same int32 sums.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from phasec.arith import simplify, substitute
+from phasec.ir.tir import AttrStmt, Buffer, BufferLoad, IntImm, PrimExpr, Stmt, Var
+from phasec.te.analysis import static_int
+from phasec.te.operation import i64
+from phasec.te.schedules.gemm_operands import is_dot4
+from phasec.te.schedules.gemm_prepack import _offset
+from phasec.te.tensor import post_order
+
+if TYPE_CHECKING:
+    from phasec.te.schedules.gemm import GemmEmitter
+
+__all__ = ["AMX_ATTR", "AMX_C_ATTR", "AMX_A_ATTR", "AMX_B_ATTR", "AMX_ROWS", "AMX_COLS",
+           "amx_planned", "amx_blocks", "amx_mark", "rest_rows"]
+
+AMX_ATTR = "phasec.amx_tile"
+AMX_C_ATTR = "phasec.amx_c"
+AMX_A_ATTR = "phasec.amx_a"
+AMX_B_ATTR = "phasec.amx_b"
+#: the tile rows one AMX call computes (one or two tiles of 16 rows)
+AMX_ROWS = (16, 32)
+#: a micro-panel's columns (two tiles of 16 int32)
+AMX_COLS = 32
+
+
+def amx_planned(em: GemmEmitter) -> bool:
+    """Whether the plan's whole tiles are AMX tiles (see the module's doc)."""
+    p = em.plan
+    return (em.nest.opt.target.int8_amx and is_dot4(em.anchor.expr) and not p.b_first
+            and p.pack and not p.wide and not p.row_group and p.windows is None
+            and p.cols == AMX_COLS and len(em.rexts) == 1 and static_int(em.K) is not None)
+
+
+def rest_rows(em: GemmEmitter, rem: int) -> list[int]:
+    """The tiles of ``rem`` rows left after the whole ones: one AMX tile of
+    16 when there are that many, then register tiles of at most the
+    target's ``gemm_rows`` (a 31-row register tile would spill)."""
+    if not (em.plan.rows in AMX_ROWS and amx_planned(em)):
+        return [rem] if rem else []
+    out = [16] if rem >= 16 else []
+    rem -= sum(out)
+    step = em.nest.opt.target.gemm_rows
+    out += [step] * (rem // step) + ([rem % step] if rem % step else [])
+    return out
+
+
+def _a_rows(em: GemmEmitter, row0: PrimExpr) -> tuple[BufferLoad, int] | None:
+    """(the address ``A[..., row0, 0]``, A's bytes a row) when the row
+    operand is exactly the words of bytes ``A[..., i, 4*kq + q]`` of an 8-bit
+    buffer (rows contiguous, one row a row of the tile), else None."""
+    anchor, low = em.anchor, em.low
+    r, kq = Var("amx_r", "int64"), Var("amx_kq", "int64")
+    vmap = dict(zip(anchor.axes, em._anchor_values(r, i64(0))))
+    vmap[anchor.raxes[0].var] = kq
+    loads = [n for n in post_order([low.emit_value(em.plan.a_expr, vmap, low.default_load)])
+             if isinstance(n, BufferLoad)]
+    if len(loads) != 4 or any(n.buffer is not loads[0].buffer for n in loads):
+        return None
+    buf = loads[0].buffer
+    row_bytes = static_int(buf.shape[-1]) if len(buf.shape) >= 2 else None
+    if buf.dtype not in ("uint8", "int8") or row_bytes is None:
+        return None
+    first = None
+    for n in loads:
+        q = _offset(n.indices[-1], kq)
+        if q is None or len(n.indices) != len(buf.shape):
+            return None
+        if q == 0:
+            first = n
+        for d, idx in enumerate(n.indices[:-1]):
+            rest = simplify(idx - r) if d == len(n.indices) - 2 else idx
+            if (any(v is r or v is kq for v in post_order([rest]))
+                    or static_int(simplify(idx - loads[0].indices[d])) != 0):
+                return None
+    if first is None:
+        return None
+    at = tuple(simplify(substitute(i, {r: row0, kq: i64(0)})) for i in first.indices)
+    return BufferLoad(buf, at), row_bytes
+
+
+def amx_blocks(em: GemmEmitter, mr: int, width: int, bp: Buffer | None, row0: PrimExpr
+               ) -> tuple[int, BufferLoad] | None:
+    """(kb, A's address) when the tile of ``mr`` rows x ``width`` columns
+    runs its first ``64 * kb`` bytes of reduction on AMX, else None."""
+    if (mr not in AMX_ROWS or width != AMX_COLS or bp is None or not amx_planned(em)
+            or static_int(bp.shape[2]) != AMX_COLS):
+        return None
+    a = _a_rows(em, row0)
+    kq = static_int(em.K)
+    if a is None or kq is None:
+        return None
+    kb = min(a[1], 4 * kq) // 64
+    return (kb, a[0]) if kb >= 1 else None
+
+
+def amx_mark(kb: int, acc: Buffer, a: BufferLoad, bp: Buffer, t: PrimExpr, body: Stmt) -> Stmt:
+    """``body`` (the tile's zeroing and first ``16 * kb`` words of reduction)
+    marked for the AMX microkernel."""
+    zero = i64(0)
+    body = AttrStmt(AMX_B_ATTR, BufferLoad(bp, (t, zero, zero)), body)
+    body = AttrStmt(AMX_A_ATTR, a, body)
+    body = AttrStmt(AMX_C_ATTR, BufferLoad(acc, (zero, zero)), body)
+    return AttrStmt(AMX_ATTR, IntImm(kb, "int64"), body)
