@@ -71,7 +71,7 @@ NUM_THREADS_ENV = "PHASEC_NUM_THREADS"
 COMPILE_JOBS_ENV = "PHASEC_COMPILE_JOBS"
 #: CPU features the kernels are compiled without (or with): "-avx512vnni,-avxvnni"
 CPU_FEATURES_ENV = "PHASEC_CPU_FEATURES"
-_FEATURE = re.compile(r"[+-][a-z0-9_.]+")
+_FEATURE = re.compile(r"[+-][a-z0-9_.-]+")  # (LLVM names: avx512vnni, amx-int8)
 
 
 def with_feature_override(features: str, override: str) -> str:

@@ -417,7 +417,8 @@ class GemmEmitter:
         # join the whole micro-panel before them in one wider tile
         prepack_rest = p.pack_rest and constant_matrix(
             p.b_expr, self.nest.opt.constant_inputs, tuple(ax.var for ax in self.anchor.raxes))
-        n_tiles, n_rem = self._column_split(merge=not prepack_rest)
+        # (an AMX plan keeps its whole micro-panels on AMX tiles)
+        n_tiles, n_rem = self._column_split(merge=not prepack_rest and p.rows not in AMX_ROWS)
         full, last = divmod(n_tiles, tpp)
         Ms = static_int(self.M)
         row_tiles = None if Ms is None else Ms // p.rows
