@@ -28,25 +28,29 @@ from phasec.ir import tir
 from phasec.target.amx import amx_enabled
 from phasec.te.analysis import static_int
 from phasec.te.schedules.gemm_amx import (
-    AMX_A_ATTR, AMX_B_ATTR, AMX_C_ATTR, AMX_COLS, AMX_ROWS,
+    AMX_A_ATTR, AMX_B_ATTR, AMX_C_ATTR, AMX_COLS, AMX_ROWS, AMX_SU_ATTR,
 )
 
 __all__ = ["AMX_FUNCTION", "amx_function", "emit_amx_tile"]
 
-#: the microkernels' name prefix: ``phasec.amx_u8s8.r16`` and ``.r32``
-AMX_FUNCTION = "phasec.amx_u8s8"
+#: the microkernels' name prefix: ``phasec.amx_u8s8.r16``, ``.r32`` (A's bytes
+#: unsigned, B's signed: ``tdpbusd``), ``phasec.amx_s8u8.r16``, ``.r32`` (the
+#: other way round, ``tdpbsud``: a GEMM whose rows are the signed operand)
+AMX_FUNCTION = "phasec.amx_"
+_OPS = {"u8s8": "tdpbusd", "s8u8": "tdpbsud"}
 
 _CFG = "phasec.amx_cfg"
 _DECLS = {
     "llvm.x86.ldtilecfg": "declare void @llvm.x86.ldtilecfg(ptr)",
     "llvm.x86.tilezero": "declare void @llvm.x86.tilezero(i8 immarg)",
     "llvm.x86.tileloadd64": "declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)",
-    "llvm.x86.tdpbusd": "declare void @llvm.x86.tdpbusd(i8 immarg, i8 immarg, i8 immarg)",
+    **{f"llvm.x86.{op}": f"declare void @llvm.x86.{op}(i8 immarg, i8 immarg, i8 immarg)"
+       for op in ("tdpbusd", "tdpbsud")},
     "llvm.x86.tilestored64": "declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)",
 }
 
 
-def _config(rows: int) -> str:
+def _config(rows: int, signs: str) -> str:
     """Palette 1, eight tiles of 16 rows x 64 bytes (the layout of ldtilecfg's
     64-byte operand: palette, start row, 14 reserved, 16 x i16 bytes per
     row, 16 x i8 rows)."""
@@ -56,18 +60,18 @@ def _config(rows: int) -> str:
         data += [c & 0xff, c >> 8]
     data += [16] * 8 + [0] * 8
     body = ", ".join(f"i8 {b}" for b in data)
-    return f"@{_CFG}.r{rows} = internal constant [64 x i8] [{body}], align 64"
+    return f"@{_CFG}.{signs}.r{rows} = internal constant [64 x i8] [{body}], align 64"
 
 
-def _kernel(rows: int) -> str:
-    """``phasec.amx_u8s8.r{rows}(ptr c, ptr a, i64 lda, ptr b, i64 kb)``."""
+def _kernel(rows: int, signs: str) -> str:
+    """``phasec.amx_{signs}.r{rows}(ptr c, ptr a, i64 lda, ptr b, i64 kb)``."""
     rt = rows // 16
     acc = [(r, h) for r in range(rt) for h in range(2)]  # tile 2r + h: rows r, columns h
     lines = [
-        f"define internal void @{AMX_FUNCTION}.r{rows}(ptr noalias %c, ptr noalias %a, "
+        f"define internal void @{AMX_FUNCTION}{signs}.r{rows}(ptr noalias %c, ptr noalias %a, "
         "i64 %lda, ptr noalias %b, i64 %kb) noinline nounwind {",
         "entry:",
-        f"  call void @llvm.x86.ldtilecfg(ptr @{_CFG}.r{rows})",
+        f"  call void @llvm.x86.ldtilecfg(ptr @{_CFG}.{signs}.r{rows})",
         *(f"  call void @llvm.x86.tilezero(i8 {2 * r + h})" for r, h in acc),
         "  %a16 = mul i64 %lda, 16",
         "  %a1 = getelementptr i8, ptr %a, i64 %a16",
@@ -86,7 +90,8 @@ def _kernel(rows: int) -> str:
     if rt == 2:
         lines += ["  %pa1 = getelementptr i8, ptr %a1, i64 %ao",
                   "  call void @llvm.x86.tileloadd64(i8 5, ptr %pa1, i64 %lda)"]
-    lines += [f"  call void @llvm.x86.tdpbusd(i8 {2 * r + h}, i8 {4 + r}, i8 {6 + h})"
+    op = _OPS[signs]
+    lines += [f"  call void @llvm.x86.{op}(i8 {2 * r + h}, i8 {4 + r}, i8 {6 + h})"
               for r, h in acc]
     lines += [
         "  %k1 = add i64 %k, 1",
@@ -106,10 +111,12 @@ def amx_function(name: str) -> tuple[str, dict[str, str]]:
     """The IR text of microkernel ``name`` (``phasec.amx_u8s8.r16`` / ``.r32``)
     with its tile configuration, and the declarations it needs. Callers
     must pass ``kb >= 1``."""
-    rows = int(name.rsplit(".r", 1)[1])
-    if name != f"{AMX_FUNCTION}.r{rows}" or rows not in AMX_ROWS:
+    signs, _, rows_text = name[len(AMX_FUNCTION):].partition(".r")
+    if (not name.startswith(AMX_FUNCTION) or signs not in _OPS or not rows_text.isdigit()
+            or int(rows_text) not in AMX_ROWS):
         raise ValueError(f"no AMX microkernel {name!r}")
-    return _config(rows) + "\n" + _kernel(rows), dict(_DECLS)
+    rows = int(rows_text)
+    return _config(rows, signs) + "\n" + _kernel(rows, signs), dict(_DECLS)
 
 
 def _marks(s: Any) -> tuple[int, Any, Any, Any] | None:
@@ -155,7 +162,8 @@ def emit_amx_tile(st: Any, s: Any) -> bool:
             ops = [st.expressions.emit_expr(i) for i in node.indices]
             info, p = st.access.element_ptr(load.buffer, node.indices, ops, node)
         ptrs.append((p, info))
-    callee = st.ctx.mod.use_math(f"{AMX_FUNCTION}.r{rows}")
+    signs = "s8u8" if s.key == AMX_SU_ATTR else "u8s8"
+    callee = st.ctx.mod.use_math(f"{AMX_FUNCTION}{signs}.r{rows}")
     (pc, _), (pa, a_info), (pb, _) = ptrs
     st.ctx.fn.emit(f"call void {callee}(ptr {pc}, ptr {pa}, i64 {a_info.dims[-1]}, "
                    f"ptr {pb}, i64 {kb})")

@@ -365,7 +365,7 @@ def math_function(name: str, features: str = "") -> tuple[str, dict[str, str]]:
     the portable form of every function)."""
     if name == DOT4_FUNCTION:
         return dot4_function(features)
-    if name.startswith(AMX_FUNCTION + "."):
+    if name.startswith(AMX_FUNCTION):
         return amx_function(name)
     if name in _SCALEF and "+avx512f" in features.split(","):
         return _SCALEF[name]

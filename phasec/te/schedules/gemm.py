@@ -284,6 +284,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
             # each panel's packing written on its own: wider panels, fewer
             # of them (the kernel's code, and its compile time, grow with them)
             tpp = -(-n_tiles // _WINDOW_PANELS)
+        if tuning.int8_amx and cols == AMX_COLS:
+            rows = AMX_ROWS[-1]  # AMX tiles (gemm_amx)
         return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
                         tuning.lanes(bits), pack_rest=True, windows=windows)
     if M is not None and M <= tuning.gemv_max_rows and not group:
@@ -315,7 +317,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # QDQ conv, 128 -> 128 channels over 28x28: 83 -> 70 us)
     pack = pack or (dot4 and n_tiles > 0 and not group
                     and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles))
-    if dot4 and pack and tuning.int8_amx and not group and not b_first and cols == AMX_COLS:
+    if dot4 and pack and tuning.int8_amx and not group and cols == AMX_COLS:
         rows = AMX_ROWS[-1]  # AMX tiles (gemm_amx), whose remainder rows are register tiles
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
@@ -786,7 +788,7 @@ class GemmEmitter:
             kb, a_at = amx
             parts = [amx_mark(kb, acc, a_at, bp, t, seq([
                 loops(init, "unroll"), For(ks[0], i64(0), i64(16 * kb), "serial",
-                                           loops(update, "unroll"))]))]
+                                           loops(update, "unroll"))]), self.plan.b_first)]
             rest = static_int(self.K) - 16 * kb
             if rest > 0:
                 kt = Var(low.names.fresh(ks[0].name + "_t"), _I64)

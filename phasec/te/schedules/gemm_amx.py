@@ -34,10 +34,13 @@ from phasec.te.tensor import post_order
 if TYPE_CHECKING:
     from phasec.te.schedules.gemm import GemmEmitter
 
-__all__ = ["AMX_ATTR", "AMX_C_ATTR", "AMX_A_ATTR", "AMX_B_ATTR", "AMX_ROWS", "AMX_COLS",
+__all__ = ["AMX_ATTR", "AMX_SU_ATTR", "AMX_C_ATTR", "AMX_A_ATTR", "AMX_B_ATTR", "AMX_ROWS", "AMX_COLS",
            "amx_planned", "amx_blocks", "amx_mark", "rest_rows"]
 
 AMX_ATTR = "phasec.amx_tile"
+#: the same with A's bytes signed and B's unsigned (``T.dot4_u8s8(b, a)``:
+#: the rows are a convolution's weight, the columns its image)
+AMX_SU_ATTR = "phasec.amx_tile_s8u8"
 AMX_C_ATTR = "phasec.amx_c"
 AMX_A_ATTR = "phasec.amx_a"
 AMX_B_ATTR = "phasec.amx_b"
@@ -50,8 +53,8 @@ AMX_COLS = 32
 def amx_planned(em: GemmEmitter) -> bool:
     """Whether the plan's whole tiles are AMX tiles (see the module's doc)."""
     p = em.plan
-    return (em.nest.opt.target.int8_amx and is_dot4(em.anchor.expr) and not p.b_first
-            and p.pack and not p.wide and not p.row_group and p.windows is None
+    return (em.nest.opt.target.int8_amx and is_dot4(em.anchor.expr)
+            and p.pack and not p.wide and not p.row_group
             and p.cols == AMX_COLS and len(em.rexts) == 1 and static_int(em.K) is not None)
 
 
@@ -117,11 +120,13 @@ def amx_blocks(em: GemmEmitter, mr: int, width: int, bp: Buffer | None, row0: Pr
     return (kb, a[0]) if kb >= 1 else None
 
 
-def amx_mark(kb: int, acc: Buffer, a: BufferLoad, bp: Buffer, t: PrimExpr, body: Stmt) -> Stmt:
+def amx_mark(kb: int, acc: Buffer, a: BufferLoad, bp: Buffer, t: PrimExpr, body: Stmt,
+             signed_a: bool) -> Stmt:
     """``body`` (the tile's zeroing and first ``16 * kb`` words of reduction)
-    marked for the AMX microkernel."""
+    marked for the AMX microkernel (``signed_a``: A's bytes are the signed
+    operand of ``T.dot4_u8s8``)."""
     zero = i64(0)
     body = AttrStmt(AMX_B_ATTR, BufferLoad(bp, (t, zero, zero)), body)
     body = AttrStmt(AMX_A_ATTR, a, body)
     body = AttrStmt(AMX_C_ATTR, BufferLoad(acc, (zero, zero)), body)
-    return AttrStmt(AMX_ATTR, IntImm(kb, "int64"), body)
+    return AttrStmt(AMX_SU_ATTR if signed_a else AMX_ATTR, IntImm(kb, "int64"), body)
