@@ -29,7 +29,7 @@ from phasec.pipeline import lower
 from phasec.script.builder import BlockBuilder
 from phasec.target.amx import amx_enabled, without_amx
 from phasec.target.tuning import host_tuning
-from phasec.te.schedules.gemm_amx import AMX_ATTR
+from phasec.te.schedules.gemm_amx import AMX_ATTR, AMX_SU_ATTR
 
 #: whether this process runs the AMX path (the host has it and the OS granted it)
 HOST_AMX = host_tuning().int8_amx and amx_enabled(host_target().features)
@@ -37,11 +37,12 @@ HOST_AMX = host_tuning().int8_amx and amx_enabled(host_target().features)
 
 def _marks(funcs) -> int:
     n = 0
+    keys = (AMX_ATTR, AMX_SU_ATTR)
     for func in funcs.values():
         stack = [func.body]
         while stack:
             st = stack.pop()
-            n += type(st) is tir.AttrStmt and st.key == AMX_ATTR
+            n += type(st) is tir.AttrStmt and st.key in keys
             for f in type(st)._fields:
                 v = getattr(st, f)
                 stack.extend([v] if isinstance(v, tir.Stmt) else
@@ -50,37 +51,43 @@ def _marks(funcs) -> int:
     return n
 
 
-def _matmul(shape_a: tuple, K: int, N: int, seed: int, bias: bool = True):
-    """uint8 x a constant int8 weight (+ an int32 bias: the fused, packed kernel)."""
+def _matmul(shape_a: tuple, K: int, N: int, seed: int, signed_rows: bool = False):
+    """uint8 activations x a constant int8 weight (+ an int32 bias: the
+    fused, packed kernel); ``signed_rows``: the weight [M, K] is the left
+    operand (the rows) and the activations [K, N] the right one."""
     rng = np.random.default_rng(seed)
-    w = rng.integers(-128, 128, (K, N)).astype(np.int8)
-    w[:, 0] = -128
+    M = shape_a[-2]
+    w = rng.integers(-128, 128, (M, K) if signed_rows else (K, N)).astype(np.int8)
+    w[..., 0] = -128
     b = rng.integers(-1000, 1000, N).astype(np.int32)
-    x = Var("x", TensorStructInfo(shape_a, "uint8"))
+    x = Var("x", TensorStructInfo((K, N) if signed_rows else shape_a, "uint8"))
     bb = BlockBuilder()
     with bb.function("main", [x]):
-        y = bb.emit(call_op("relax.matmul", x, Constant(w), out_dtype="int32"))
-        if bias:
-            y = bb.emit(call_op("relax.add", y, Constant(b)))
-        bb.emit_func_output(y)
-    return bb.get(), w, (b if bias else np.zeros(N, np.int32))
+        ops = (Constant(w), x) if signed_rows else (x, Constant(w))
+        y = bb.emit(call_op("relax.matmul", *ops, out_dtype="int32"))
+        bb.emit_func_output(bb.emit(call_op("relax.add", y, Constant(b))))
+    return bb.get(), w, b
 
 
-def check_int8_matmul(M: int, K: int, N: int, expect_amx: bool, batch: int = 0) -> None:
-    """Compiled u8 x s8 matmul + bias equal to numpy's int64 formula; the
-    AMX mark present (and the microkernel called) exactly when expected."""
+def check_int8_matmul(M: int, K: int, N: int, expect_amx: bool, batch: int = 0,
+                      signed_rows: bool = False) -> None:
+    """Compiled u8 x s8 matmul + bias (or s8 x u8: ``signed_rows``) equal
+    to numpy's int64 formula; the AMX mark present (and the microkernel
+    called) exactly when expected."""
     shape = (M, K) if not batch else (tir.Var("n", "int64"), M, K)
-    mod, w, b = _matmul(shape, K, N, M * 7919 + K * 31 + N)
+    mod, w, b = _matmul(shape, K, N, M * 7919 + K * 31 + N, signed_rows)
     funcs = dict(lower(mod).prim_funcs())
     assert (_marks(funcs) > 0) == expect_amx, (M, K, N)
     ir = compile_prim_funcs(funcs).llvm_ir
     assert (f"call void @{AMX_FUNCTION}" in ir) == (expect_amx and HOST_AMX), (M, K, N)
     rng = np.random.default_rng(K)
-    a = rng.integers(0, 256, (batch, M, K) if batch else (M, K)).astype(np.uint8)
+    a_shape = (K, N) if signed_rows else (batch, M, K) if batch else (M, K)
+    a = rng.integers(0, 256, a_shape).astype(np.uint8)
     a[..., 0, :] = 255
     got = phasec.VirtualMachine(phasec.build(mod))["main"](a)
     got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
-    want = (a.astype(np.int64) @ w.astype(np.int64) + b).astype(np.int64)
+    want = (w.astype(np.int64) @ a.astype(np.int64) if signed_rows
+            else a.astype(np.int64) @ w.astype(np.int64)) + b
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want.astype(np.int32))
 
@@ -105,6 +112,24 @@ _SHAPES = [
 @pytest.mark.parametrize("M,K,N,amx", _SHAPES)
 def test_int8_matmul_amx_against_numpy(M, K, N, amx):
     check_int8_matmul(M, K, N, amx and host_tuning().int8_amx)
+
+
+@pytest.mark.parametrize("M,K,N,amx", [(64, 131, 96, True), (53, 67, 301, True),
+                                       (15, 128, 64, False)])
+def test_int8_matmul_signed_rows_against_numpy(M, K, N, amx):
+    """int8 weight rows x uint8 columns (a QDQ convolution's GEMM): tdpbsud."""
+    check_int8_matmul(M, K, N, amx and host_tuning().int8_amx, signed_rows=True)
+
+
+def test_amx_mark_body_is_the_exact_sums():
+    """The marked tiles' bodies (what a target without AMX runs) on the
+    TIR interpreter: the same results as numpy's."""
+    mod, w, b = _matmul((53, 131), 131, 67, 5)
+    assert (_marks(dict(lower(mod).prim_funcs())) > 0) == host_tuning().int8_amx
+    a = np.random.default_rng(6).integers(0, 256, (53, 131)).astype(np.uint8)
+    got = phasec.VirtualMachine(phasec.build(mod, kernels="interp"))["main"](a)
+    got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ w.astype(np.int64) + b)
 
 
 def test_int8_matmul_amx_symbolic_batch():
@@ -165,7 +190,8 @@ def _fresh(statements: str, env: dict[str, str] | None = None) -> None:
 
 
 _CHECKS = ("t.check_int8_matmul(53, 131, 67, {amx}); t.check_int8_matmul(17, 64, 32, {amx}); "
-           "t.check_int8_matmul(40, 200, 64, {amx}, batch=2)")
+           "t.check_int8_matmul(40, 200, 64, {amx}, batch=2); "
+           "t.check_int8_matmul(53, 67, 301, {amx}, signed_rows=True)")
 _NO_AMX = ("import test_gemm_amx as t; from phasec.target.tuning import host_tuning; "
            "from phasec.backend.llvm.jit import host_target; "
            "assert not host_tuning().int8_amx and not t.amx_enabled(host_target().features); "
