@@ -70,7 +70,7 @@ from phasec.te.schedules.gemm_prefetch import (
     next_rows_prefetch,
 )
 from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows, pack_panel
-from phasec.te.schedules.gemm_amx import AMX_COLS, AMX_ROWS, amx_blocks, amx_mark, rest_rows
+from phasec.te.schedules.gemm_amx import AMX_COLS, AMX_ROWS, amx_blocks, amx_tile, rest_rows
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
     b_parameter, word_parameter,
@@ -781,20 +781,12 @@ class GemmEmitter:
 
         kbind: list[PrimExpr] = list(ks)  # the reduction's values in update's blocks
         amx = amx_blocks(self, mr, width, bp, row0) if unroll == 1 else None
-        if amx is not None:
-            # the zeroing and the first 16 * kb words on AMX (gemm_amx), the
-            # last K % 64 bytes as below
-            assert bp is not None
-            kb, a_at = amx
-            parts = [amx_mark(kb, acc, a_at, bp, t, seq([
-                loops(init, "unroll"), For(ks[0], i64(0), i64(16 * kb), "serial",
-                                           loops(update, "unroll"))]), self.plan.b_first)]
-            rest = static_int(self.K) - 16 * kb
-            if rest > 0:
-                kt = Var(low.names.fresh(ks[0].name + "_t"), _I64)
-                kbind = [_add(kt, i64(16 * kb))]
-                parts.append(For(kt, i64(0), i64(rest), "serial", loops(update, "unroll")))
-            return Allocate(acc, seq([*parts, loops(epilogue, "serial")]))
+        if amx is not None and bp is not None:  # (the zeroing and most of K on AMX)
+            def update_at(k: PrimExpr) -> Stmt:
+                kbind[:] = [k]
+                return loops(update, "unroll")
+            return Allocate(acc, seq([*amx_tile(self, amx, acc, bp, t, ks[0], loops(
+                init, "unroll"), update_at), loops(epilogue, "serial")]))
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:

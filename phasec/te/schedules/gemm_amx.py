@@ -21,21 +21,23 @@ run it; the LLVM backend with ``+amx-int8`` calls its microkernel instead
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from phasec.arith import simplify, substitute
-from phasec.ir.tir import AttrStmt, Buffer, BufferLoad, IntImm, PrimExpr, Stmt, Var
+from phasec.ir.tir import AttrStmt, Buffer, BufferLoad, For, IntImm, PrimExpr, Stmt, Var
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
 from phasec.te.schedules.gemm_operands import is_dot4
 from phasec.te.schedules.gemm_prepack import _offset
+from phasec.te.stmt import seq
 from phasec.te.tensor import post_order
 
 if TYPE_CHECKING:
     from phasec.te.schedules.gemm import GemmEmitter
 
 __all__ = ["AMX_ATTR", "AMX_SU_ATTR", "AMX_C_ATTR", "AMX_A_ATTR", "AMX_B_ATTR", "AMX_ROWS", "AMX_COLS",
-           "amx_planned", "amx_blocks", "amx_mark", "rest_rows"]
+           "amx_planned", "amx_blocks", "amx_mark", "amx_tile", "rest_rows"]
 
 AMX_ATTR = "phasec.amx_tile"
 #: the same with A's bytes signed and B's unsigned (``T.dot4_u8s8(b, a)``:
@@ -130,3 +132,18 @@ def amx_mark(kb: int, acc: Buffer, a: BufferLoad, bp: Buffer, t: PrimExpr, body:
     body = AttrStmt(AMX_A_ATTR, a, body)
     body = AttrStmt(AMX_C_ATTR, BufferLoad(acc, (zero, zero)), body)
     return AttrStmt(AMX_SU_ATTR if signed_a else AMX_ATTR, IntImm(kb, "int64"), body)
+
+
+def amx_tile(em: GemmEmitter, amx: tuple[int, BufferLoad], acc: Buffer, bp: Buffer,
+             t: PrimExpr, k: Var, init: Stmt, update: Callable[[PrimExpr], Stmt]) -> list[Stmt]:
+    """A register tile's zeroing (``init``) and reduction on AMX
+    (``amx``: :func:`amx_blocks`'s): the marked first ``16 * kb`` words,
+    then the rest of K as ordinary TIR (``update(kq)``: one step of it)."""
+    kb, a_at = amx
+    parts = [amx_mark(kb, acc, a_at, bp, t, seq([
+        init, For(k, i64(0), i64(16 * kb), "serial", update(k))]), em.plan.b_first)]
+    rest = static_int(em.K) - 16 * kb
+    if rest > 0:
+        kt = Var(em.low.names.fresh(k.name + "_t"), "int64")
+        parts.append(For(kt, i64(0), i64(rest), "serial", update(kt + i64(16 * kb))))
+    return parts
