@@ -136,6 +136,42 @@ def test_int8_matmul_amx_symbolic_batch():
     check_int8_matmul(40, 200, 64, host_tuning().int8_amx, batch=3)
 
 
+def test_int8_matmul_amx_symbolic_rows():
+    """M symbolic: whole AMX tiles, then the last rows one at a time."""
+    mod, w, b = _matmul((tir.Var("m", "int64"), 195), 195, 64, 9)
+    assert (_marks(dict(lower(mod).prim_funcs())) > 0) == host_tuning().int8_amx
+    vm = phasec.VirtualMachine(phasec.build(mod))
+    for m in (1, 31, 32, 77):
+        a = np.random.default_rng(m).integers(0, 256, (m, 195)).astype(np.uint8)
+        got = vm["main"](a)
+        got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+        np.testing.assert_array_equal(got, a.astype(np.int64) @ w.astype(np.int64) + b)
+
+
+def check_saved(path: str) -> None:
+    """Run the executable ``path`` (saved by the test below) against numpy."""
+    mod, w, b = _matmul((53, 131), 131, 67, 11)
+    a = np.random.default_rng(12).integers(0, 256, (53, 131)).astype(np.uint8)
+    got = phasec.VirtualMachine(phasec.Executable.load(path))["main"](a)
+    got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ w.astype(np.int64) + b)
+
+
+def test_executable_with_amx_tiles_runs_without_amx(tmp_path):
+    """An executable built here (its kernels' TIR marked for AMX) loaded by
+    a process compiling without AMX: the marks' bodies, the same results."""
+    mod, _, _ = _matmul((53, 131), 131, 67, 11)
+    exe = phasec.build(mod)
+    assert (_marks(exe.prim_funcs) > 0) == host_tuning().int8_amx
+    path = str(tmp_path / "mm.phx")
+    exe.save(path)
+    check_saved(path)
+    _fresh(f"import test_gemm_amx as t; t.check_saved({path!r}); "
+           "from phasec.backend.llvm.jit import host_target; "
+           "assert not t.amx_enabled(host_target().features)",
+           {"PHASEC_CPU_FEATURES": "-amx-int8"})
+
+
 def _matmul_integer_model(M: int, K: int, N: int, za: int, zb: int, w: np.ndarray):
     inits = [helper.make_tensor("za", TensorProto.UINT8, [], [za]),
              helper.make_tensor("zb", TensorProto.INT8, [], [zb]), numpy_helper.from_array(w, "b")]
