@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from phasec.arith import simplify, substitute
+from phasec.ir import tir
 from phasec.ir.tir import AttrStmt, Buffer, BufferLoad, For, IntImm, PrimExpr, Stmt, Var
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
@@ -73,35 +74,69 @@ def rest_rows(em: GemmEmitter, rem: int) -> list[int]:
     return out
 
 
+_Byte = tuple[int | None, BufferLoad, tuple[int | None, int | None] | None]
+
+
+def _word_bytes(e: PrimExpr, kq: Var) -> list[_Byte] | None:
+    """The bytes of ``e`` when it is a word of :func:`.gemm_prepack.byte_word`'s
+    form: (shift, the 8-bit load, ``(q, Kc)`` of its ``4*kq + q < Kc``
+    select or None) each, or None for any other expression."""
+    if type(e) is tir.Call and e.name == "bitwise_or" and len(e.args) == 2:
+        parts = [_word_bytes(x, kq) for x in e.args]
+        return None if None in parts else [b for part in parts for b in part]
+    shift = 0
+    if type(e) is tir.Call and e.name == "shift_left" and len(e.args) == 2:
+        e, shift = e.args[0], static_int(e.args[1])
+    bound = None
+    if type(e) is tir.Select:
+        c = e.condition
+        if type(c) is not tir.BinaryOp or c.op != "<" or static_int(e.false_value) != 0:
+            return None
+        e, bound = e.true_value, (_offset(c.lhs, kq), static_int(c.rhs))
+    if type(e) is not tir.Cast or e.dtype != "int32":
+        return None
+    e = e.value
+    if type(e) is tir.Cast and e.dtype == "uint8":
+        e = e.value
+    if type(e) is not BufferLoad or e.buffer.dtype not in ("uint8", "int8") or shift is None:
+        return None
+    return [(shift, e, bound)]
+
+
 def _a_rows(em: GemmEmitter, row0: PrimExpr) -> tuple[BufferLoad, int] | None:
-    """(the address ``A[..., row0, 0]``, A's bytes a row) when the row
-    operand is exactly the words of bytes ``A[..., i, 4*kq + q]`` of an 8-bit
-    buffer (rows contiguous, one row a row of the tile), else None."""
+    """(the address ``A[..., row0, 0]``, the bytes of A's rows the AMX
+    tiles may read) when the row operand is exactly the words of bytes
+    ``A[..., i, 4*kq + q]`` of an 8-bit buffer (byte ``q`` at bit ``8q``,
+    one row of A a row of the tile), else None."""
     anchor, low = em.anchor, em.low
     r, kq = Var("amx_r", "int64"), Var("amx_kq", "int64")
     vmap = dict(zip(anchor.axes, em._anchor_values(r, i64(0))))
     vmap[anchor.raxes[0].var] = kq
-    loads = [n for n in post_order([low.emit_value(em.plan.a_expr, vmap, low.default_load)])
-             if isinstance(n, BufferLoad)]
-    if len(loads) != 4 or any(n.buffer is not loads[0].buffer for n in loads):
+    parts = _word_bytes(low.emit_value(em.plan.a_expr, vmap, low.default_load), kq)
+    if parts is None or len(parts) != 4 or any(n.buffer is not parts[0][1].buffer
+                                                 for _, n, _ in parts):
         return None
-    buf = loads[0].buffer
+    buf = parts[0][1].buffer
     row_bytes = static_int(buf.shape[-1]) if len(buf.shape) >= 2 else None
-    if buf.dtype not in ("uint8", "int8") or row_bytes is None:
+    if row_bytes is None:
         return None
-    first = None
-    for n in loads:
+    ref = first = parts[0][1]
+    for shift, n, bound in parts:
         q = _offset(n.indices[-1], kq)
-        if q is None or len(n.indices) != len(buf.shape):
+        if q is None or shift != 8 * q or len(n.indices) != len(buf.shape):
             return None
+        if bound is not None:  # (bytes past the bound are zero: AMX reads none of them)
+            if bound[0] != q or bound[1] is None:
+                return None
+            row_bytes = min(row_bytes, bound[1])
         if q == 0:
             first = n
         for d, idx in enumerate(n.indices[:-1]):
             rest = simplify(idx - r) if d == len(n.indices) - 2 else idx
             if (any(v is r or v is kq for v in post_order([rest]))
-                    or static_int(simplify(idx - loads[0].indices[d])) != 0):
+                    or static_int(simplify(idx - ref.indices[d])) != 0):
                 return None
-    if first is None:
+    if sorted(_offset(n.indices[-1], kq) for _, n, _ in parts) != [0, 1, 2, 3]:
         return None
     at = tuple(simplify(substitute(i, {r: row0, kq: i64(0)})) for i in first.indices)
     return BufferLoad(buf, at), row_bytes
