@@ -4,9 +4,9 @@ The GEMM schedule (:mod:`phasec.te.schedules.gemm_amx`) marks a register
 tile of 16 or 32 rows x 32 int32 columns whose operands are rows of bytes
 (A) and a packed micro-panel of words (B, ``bp[t, kq, c]``: K/4 rows of 32
 words of four bytes, the VNNI layout ``tdpbusd`` reads). When the target
-has ``+amx-tile,+amx-int8`` (which :func:`phasec.target.amx.amx_enabled`
-reports only once the OS has granted this process the tile data, see
-:func:`phasec.target.amx.amx_permitted`), the backend replaces the tile's
+has ``+amx-tile,+amx-int8`` (:func:`phasec.target.amx.amx_enabled`; the
+JIT's target keeps them only when the OS granted this process the tile
+data, :func:`phasec.target.amx.amx_permitted`), the backend replaces the tile's
 zeroing and its first ``64 * kb`` bytes of reduction by one call of
 ``phasec.amx_u8s8.r{rows}``::
 
