@@ -30,6 +30,7 @@ import os
 from dataclasses import dataclass, replace
 
 from phasec.errors import InputError
+from phasec.target.amx import host_amx
 
 __all__ = ["TargetTuning", "host_tuning", "generic_tuning", "avx512_tuning", "avx2_tuning"]
 
@@ -137,6 +138,10 @@ class TargetTuning:
     #: 514 -> 277 us, 16 -> 16 136 -> 91 us, 8 -> 16 71 -> 62 us (with the
     #: kernel buffer cache: without it, 16 channels once seemed to gain nothing)
     winograd_tile: int = 4
+    #: the integer GEMM's register tiles of 16 and 32 rows run on AMX tiles
+    #: (:mod:`phasec.target.amx`; set by :func:`host_tuning` when the host
+    #: has AMX-INT8 and the OS grants it), 32 rows x 32 columns a tile
+    int8_amx: bool = False
     winograd_min_channels: int = 8
 
     def splits_unevenly(self, iterations: int) -> bool:
@@ -220,6 +225,8 @@ def host_tuning() -> TargetTuning:
     cap = _env_choice("PHASEC_VECTOR_BITS", ("128", "256", "512"))
     if cap and int(cap) < tuning.vector_bits:
         tuning = replace(tuning, vector_bits=int(cap))
+    if host_amx(flags, os.environ.get("PHASEC_CPU_FEATURES", "")):
+        tuning = replace(tuning, int8_amx=True)
     wino = _env_choice("PHASEC_WINOGRAD", ("0", "2", "4"))
     if wino:
         tuning = replace(tuning, winograd_tile=int(wino))

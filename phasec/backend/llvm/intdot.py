@@ -22,7 +22,8 @@ otherwise, with AVX2 (SSE2 for 4 lanes, AVX512-BW for 16), two ``vpmaddwd``
 on the bytes zero- and sign-extended to 16 bits in place (each sums two
 products of at most 255 * 128 into 32 bits: exact; never ``vpmaddubsw``,
 whose 16-bit sums saturate); on other targets the same arithmetic in
-generic IR.
+generic IR. (On a CPU with AMX-INT8 the integer GEMM's whole tiles are
+AMX tiles instead: :mod:`.amx`.)
 """
 
 from __future__ import annotations

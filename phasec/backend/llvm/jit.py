@@ -46,6 +46,7 @@ from phasec import console
 from phasec.errors import InputError, PhasecError
 from phasec.fileio import parse_size
 from phasec.ir import intrinsics
+from phasec.target.amx import amx_enabled, amx_permitted, without_amx
 from phasec.target.tuning import host_tuning
 from phasec.backend import interrupt
 from phasec.backend.llvm import diskcache, objworker
@@ -70,7 +71,7 @@ NUM_THREADS_ENV = "PHASEC_NUM_THREADS"
 COMPILE_JOBS_ENV = "PHASEC_COMPILE_JOBS"
 #: CPU features the kernels are compiled without (or with): "-avx512vnni,-avxvnni"
 CPU_FEATURES_ENV = "PHASEC_CPU_FEATURES"
-_FEATURE = re.compile(r"[+-][a-z0-9_.]+")
+_FEATURE = re.compile(r"[+-][a-z0-9_.-]+")  # (LLVM names: avx512vnni, amx-int8)
 
 
 def with_feature_override(features: str, override: str) -> str:
@@ -78,7 +79,10 @@ def with_feature_override(features: str, override: str) -> str:
     entries of ``override`` (comma-separated "+name" / "-name") replacing
     the host's own for those names: ``PHASEC_CPU_FEATURES=-avx512vnni,-avxvnni``
     compiles every kernel as for a CPU without VNNI (the integer GEMM's
-    exact vpmaddwd path; see :mod:`.intdot`). The kernel cache key holds the
+    exact vpmaddwd path; see :mod:`.intdot`), ``-amx-int8`` without AMX
+    (the integer GEMM's tiles on ``vpdpbusd``; see :mod:`.amx`, which a
+    process also goes without when the OS refuses it the tile data:
+    :mod:`phasec.target.amx`). The kernel cache key holds the
     resulting string, so kernels compiled either way are kept apart. A
     malformed entry, or "+name" for a feature ``features`` does not enable
     (kernels using it would stop on an illegal instruction), is an
@@ -273,6 +277,9 @@ def host_target_info() -> HostTarget:
             cpu = llvm.get_host_cpu_name()
             features = with_feature_override(llvm.get_host_cpu_features().flatten(),
                                              os.environ.get(CPU_FEATURES_ENV, ""))
+            if amx_enabled(features) and not amx_permitted():
+                # (the OS refused the tile data: an AMX instruction would be SIGILL)
+                features = without_amx(features)
             target = HostTarget(triple, cpu, features)
             config = _runtime_config()  # first: a bad configuration leaves no half-set target
             _runtime_thread = threading.Thread(target=_start_parallel_runtime,

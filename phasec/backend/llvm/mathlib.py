@@ -19,6 +19,7 @@ import struct
 
 import numpy as np
 
+from phasec.backend.llvm.amx import AMX_FUNCTION, amx_function
 from phasec.backend.llvm.intdot import DOT4_FUNCTION, dot4_function
 
 __all__ = ["MATH_FUNCTIONS", "MATH_DEPENDS", "math_function"]
@@ -364,6 +365,8 @@ def math_function(name: str, features: str = "") -> tuple[str, dict[str, str]]:
     the portable form of every function)."""
     if name == DOT4_FUNCTION:
         return dot4_function(features)
+    if name.startswith(AMX_FUNCTION):
+        return amx_function(name)
     if name in _SCALEF and "+avx512f" in features.split(","):
         return _SCALEF[name]
     return MATH_FUNCTIONS[name]

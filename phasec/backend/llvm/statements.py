@@ -10,7 +10,9 @@ from typing import Any
 
 from phasec.ir import tir
 from phasec.ir.node import Node
+from phasec.te.schedules.gemm_amx import AMX_ATTR, AMX_SU_ATTR
 from phasec.backend.llvm.access import BufferAccess
+from phasec.backend.llvm.amx import emit_amx_tile
 from phasec.backend.llvm.context import BufferInfo, KernelContext
 from phasec.backend.llvm.conversions import Conversions
 from phasec.backend.llvm.expressions import ExpressionEmitter
@@ -181,6 +183,8 @@ class StatementEmitter:
         tasks.extend([lambda: self.ctx.unbind_var(v, prev), s.body])
 
     def _attr(self, s: tir.AttrStmt, tasks: list[Any]) -> None:
+        if s.key in (AMX_ATTR, AMX_SU_ATTR) and emit_amx_tile(self, s):
+            return  # an integer GEMM tile on AMX (its body: the same sums, without)
         if (s.key in (tir.PREFETCH_ATTR, tir.PREFETCH_WRITE_ATTR)
                 and type(s.value) is tir.BufferLoad):
             self._prefetch(s.value, s.key == tir.PREFETCH_WRITE_ATTR)

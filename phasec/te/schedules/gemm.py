@@ -70,6 +70,7 @@ from phasec.te.schedules.gemm_prefetch import (
     next_rows_prefetch,
 )
 from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows, pack_panel
+from phasec.te.schedules.gemm_amx import AMX_COLS, AMX_ROWS, amx_blocks, amx_tile, rest_rows
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
     b_parameter, word_parameter,
@@ -283,6 +284,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
             # each panel's packing written on its own: wider panels, fewer
             # of them (the kernel's code, and its compile time, grow with them)
             tpp = -(-n_tiles // _WINDOW_PANELS)
+        if tuning.int8_amx and cols == AMX_COLS:
+            rows = AMX_ROWS[-1]  # AMX tiles (gemm_amx)
         return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
                         tuning.lanes(bits), pack_rest=True, windows=windows)
     if M is not None and M <= tuning.gemv_max_rows and not group:
@@ -314,6 +317,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # QDQ conv, 128 -> 128 channels over 28x28: 83 -> 70 us)
     pack = pack or (dot4 and n_tiles > 0 and not group
                     and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles))
+    if dot4 and pack and tuning.int8_amx and not group and cols == AMX_COLS:
+        rows = AMX_ROWS[-1]  # AMX tiles (gemm_amx), whose remainder rows are register tiles
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
 
@@ -383,8 +388,9 @@ class GemmEmitter:
         halved while the accumulators would exceed the plan's own tile (so
         that a wider tile still leaves registers for B and A)."""
         p = self.plan
-        budget = p.rows * len(self._vector_pieces(p.cols))
-        rows, regs = p.rows, len(self._vector_pieces(width))
+        base = p.rows if p.rows not in AMX_ROWS else min(p.rows, self.nest.opt.target.gemm_rows)
+        budget = base * len(self._vector_pieces(p.cols))
+        rows, regs = base, len(self._vector_pieces(width))
         while rows > 1 and rows * regs > budget:
             rows //= 2
         return rows
@@ -413,7 +419,8 @@ class GemmEmitter:
         # join the whole micro-panel before them in one wider tile
         prepack_rest = p.pack_rest and constant_matrix(
             p.b_expr, self.nest.opt.constant_inputs, tuple(ax.var for ax in self.anchor.raxes))
-        n_tiles, n_rem = self._column_split(merge=not prepack_rest)
+        # (an AMX plan keeps its whole micro-panels on AMX tiles)
+        n_tiles, n_rem = self._column_split(merge=not prepack_rest and p.rows not in AMX_ROWS)
         full, last = divmod(n_tiles, tpp)
         Ms = static_int(self.M)
         row_tiles = None if Ms is None else Ms // p.rows
@@ -503,8 +510,10 @@ class GemmEmitter:
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
                 stmts.append(For(io, i64(0), i64(n_full), kind,
                                  self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
-            if rem:
-                stmts.append(self._row_block(i64(Ms - rem), rem, col0, tiles, width, bp))
+            row = Ms - rem
+            for part in rest_rows(self, rem):
+                stmts.append(self._row_block(i64(row), part, col0, tiles, width, bp))
+                row += part
         else:
             io = Var(self.low.names.fresh("io"), _I64)
             n_full_e = self.M // mr
@@ -747,7 +756,7 @@ class GemmEmitter:
                         else ops[0] * ops[1])
                 total = combine("sum", total, prod)
             body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
-            kvalues = [_mul(ks[0], unroll)] if unroll > 1 else ks
+            kvalues = [_mul(ks[0], unroll)] if unroll > 1 else kbind
             return block(nest.block_name(anchor.name + "_update"), ivs + kivs,
                           self._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
 
@@ -770,6 +779,14 @@ class GemmEmitter:
                 root.buffer, v[0], tuple(iv.var for iv in ivs)))
             return block(nest.block_name(root.name), ivs, values, body)
 
+        kbind: list[PrimExpr] = list(ks)  # the reduction's values in update's blocks
+        amx = amx_blocks(self, mr, width, bp, row0) if unroll == 1 else None
+        if amx is not None and bp is not None:  # (the zeroing and most of K on AMX)
+            def update_at(k: PrimExpr) -> Stmt:
+                kbind[:] = [k]
+                return loops(update, "unroll")
+            return Allocate(acc, seq([*amx_tile(self, amx, acc, bp, t, ks[0], loops(
+                init, "unroll"), update_at), loops(epilogue, "serial")]))
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
