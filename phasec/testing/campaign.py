@@ -231,6 +231,8 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
     db = KeepFailuresDatabase(open_database(database), name=shown)
     base_seed = int(seed) if seed is not None else int(time.time()) % 1_000_000
     stats = CampaignStats(seed=base_seed, database=shown)
+    start = time.monotonic()  # the probe below is part of the campaign's seconds
+    deadline = start + seconds
     if against is not None:
         module_strategy, sequence_strategy = _against_strategies(against, passes, max_bindings,
                                                                  ops)
@@ -240,13 +242,12 @@ def run_campaign(seconds: float = 60.0, seed: int | None = None, passes: Any = N
         # swarm testing: each program dense in a few operators and features;
         # for passes the user names, mostly the operators they fail on
         if pool is not None:
-            stats.focus = sorted(pool_focus(pool, timeout) or ())
+            stats.focus = sorted(pool_focus(pool, timeout,
+                                            deadline=start + PROBE_SHARE * seconds) or ())
         module_strategy = modules(max_bindings=max_bindings, swarm=True,
                                   focus=stats.focus or None)
         sequence_strategy = pass_sequences(pool, valid=None)
     known: set[tuple] = set()  # failures already saved by this campaign
-    start = time.monotonic()
-    deadline = start + seconds
     last_report = [start]
     newest: list[_NewFailure] = []
 
@@ -416,10 +417,17 @@ def _left_out(mod: IRModule) -> bool:
     return tvm_can_read(mod) is not None
 
 
-def pool_focus(pool: Sequence[Any], timeout: float = 60.0) -> frozenset[str] | None:
+#: the share of a campaign's seconds its probe of the named passes may take
+#: (a probe cut short steers by the operators it reached)
+PROBE_SHARE = 0.25
+
+
+def pool_focus(pool: Sequence[Any], timeout: float = 60.0,
+               deadline: float | None = None) -> frozenset[str] | None:
     """The operators the passes of ``pool`` fail on, found by the probe of
     :mod:`phasec.testing.steering` (at each pass's first phase); None when
-    the probe found no failure."""
+    the probe found no failure. ``deadline`` (a ``time.monotonic()`` value)
+    ends the probe there, with what it found so far."""
     found: set[str] = set()
     for item in pool:
         p = get_pass(item) if isinstance(item, str) else item
@@ -439,7 +447,7 @@ def pool_focus(pool: Sequence[Any], timeout: float = 60.0) -> frozenset[str] | N
 
         # only the operators a pass fails on: "touched" ones mislead here (FuseOps
         # touches whatever its probe modules happened to hold in a dataflow block)
-        found |= set(probe_pass(run, min(p.info.phases)).hot)
+        found |= set(probe_pass(run, min(p.info.phases), deadline=deadline).hot)
     return frozenset(found) or None
 
 

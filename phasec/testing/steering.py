@@ -172,12 +172,16 @@ class Probe:
 
 def probe_pass(run: Callable[[IRModule, Sequence[Any]], tuple[Any, IRModule | None]],
                phase: Phase, options: Mapping[str, Any] | None = None,
-               limit: int | None = None, seed: int = 0) -> Probe:
+               limit: int | None = None, seed: int = 0,
+               deadline: float | None = None) -> Probe:
     """Probe a pass at ``phase``: ``run(mod, args)`` runs it (its required
     passes first) and returns (its failure or None, the module it ran on and
     the result, or None). ``limit``: probe that many operators (a sample
     drawn with ``seed``) instead of all; ``options``: the check's
-    ``module_options`` (its ``ops`` restrict the operators probed)."""
+    ``module_options`` (its ``ops`` restrict the operators probed);
+    ``deadline`` (a ``time.monotonic()`` value): stop there, the operators
+    taken in an order shuffled with ``seed`` so that a probe cut short has
+    probed a fair sample of them."""
     start = time.perf_counter()
     ops = op_names()
     wanted = (options or {}).get("ops")
@@ -186,8 +190,12 @@ def probe_pass(run: Callable[[IRModule, Sequence[Any]], tuple[Any, IRModule | No
         ops = [o for o in ops if o in names]
     if limit is not None and limit < len(ops):
         ops = sorted(random.Random(seed).sample(ops, limit), key=ops.index)
+    if deadline is not None:
+        ops = random.Random(seed).sample(ops, len(ops))
     out = Probe()
     for op in ops:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         for variant in range(PROBE_VARIANTS):
             mod = probe_module(phase, op, options, variant)
             if mod is None:

@@ -159,3 +159,51 @@ def test_swarm_modules_hold_chains_that_fuse_ops_fuses():
     # which vary with the environment), a sixth a fused group (25 of 150);
     # 0 and 0 before chains were drawn
     assert sum(chained) >= 12 and sum(fused) >= 8, (sum(chained), sum(fused))
+
+
+def test_a_probe_stops_at_its_deadline_with_a_fair_sample():
+    """A deadline ends the probe; the operators come in a seeded shuffle, so
+    a probe cut short has not merely probed the first ones in the registry."""
+    import time
+
+    from phasec.testing._optable import op_names
+    from phasec.testing.steering import probe_pass
+
+    calls: list[str] = []
+
+    def run(mod, args):
+        calls.append(mod.script())
+        return None, None
+
+    assert probe_pass(run, Phase.INGESTION, deadline=time.monotonic()).probed == []
+    assert calls == []
+    seen = probe_pass(run, Phase.INGESTION, deadline=time.monotonic() + 3600, seed=5)
+    assert len(seen.probed) > 100
+    registry_order = [o for o in op_names() if o in seen.probed]
+    assert seen.probed != registry_order  # shuffled
+    assert seen.probed == probe_pass(run, Phase.INGESTION, deadline=time.monotonic() + 3600,
+                                     seed=5).probed  # the same shuffle for the same seed
+
+
+def test_a_campaign_probe_is_part_of_its_seconds(tmp_path, monkeypatch):
+    """``run_campaign(seconds)`` gives the probe of the named passes at most
+    PROBE_SHARE of its seconds, counted from its own start (it once ran the
+    whole probe first: ``phasec fuzz --seconds 3`` took half a minute)."""
+    import time
+
+    from phasec.testing import campaign
+
+    deadlines = []
+
+    def fake_probe(run, phase, **kw):
+        deadlines.append(kw["deadline"])
+        from phasec.testing.steering import Probe
+        return Probe()
+
+    monkeypatch.setattr(campaign, "probe_pass", fake_probe)
+    before = time.monotonic()
+    campaign.run_campaign(4, seed=3, passes="Normalize", out_dir=tmp_path / "out",
+                          kernels="interp", roundtrip=False)
+    after = time.monotonic()
+    assert len(deadlines) == 1
+    assert before + 4 * campaign.PROBE_SHARE <= deadlines[0] <= after
