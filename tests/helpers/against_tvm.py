@@ -90,6 +90,13 @@ class _TPrint:
 
 def run_tvm(make, arrays):
     """TVM 0.27 as a reference: main(*arrays) = make(*params), compiled for the CPU."""
+    return run_tvm_many([make], arrays)[0]
+
+
+def run_tvm_many(makes, arrays):
+    """TVM 0.27 as a reference for several results of the same arrays at
+    once (one compile: TVM's takes seconds a module): main(*arrays) returns
+    make(*params) of each of ``makes``."""
     import tvm
     from tvm import relax
 
@@ -98,8 +105,9 @@ def run_tvm(make, arrays):
               for i, a in enumerate(arrays)]
     with bb.function("main", params):
         with bb.dataflow():
-            out = bb.emit_output(make(relax.op.nn, *params))
+            outs = [bb.emit(make(relax.op.nn, *params)) for make in makes]
+            out = bb.emit_output(relax.Tuple(outs))
         bb.emit_func_output(out)
     exe = tvm.compile(bb.get(), target="llvm")
     vm = relax.VirtualMachine(exe, tvm.cpu())
-    return vm["main"](*[tvm.runtime.tensor(a) for a in arrays]).numpy()
+    return [r.numpy() for r in vm["main"](*[tvm.runtime.tensor(a) for a in arrays])]
