@@ -176,3 +176,21 @@ def test_narrow_flat_sums_read_the_phases_copied_a_channel_before(xs, k, act, at
     assert len(blocks) == 1
     assert (int(blocks[0].extent.value) < xs[1]) == blocked
     _run(prim, xs, k, act, interp, **attrs)
+
+
+def test_blocks_of_channels_run_in_parallel_with_the_same_values():
+    # 192 channels of 14x14 3x3/2 (7x7 outputs): 12 blocks of 16, enough
+    # work for the parallel loop, run on two threads and on one
+    from phasec.backend.llvm.jit import get_num_threads, set_num_threads
+    xs, attrs = (1, 192, 14, 14), {"padding": 1, "strides": 2}
+    prim = _lower(xs, 3, "relu6", **attrs).prim_func
+    blocks = [s for s in walk(prim.body) if isinstance(s, tir.For) and s.loop_var.name == "blk"]
+    assert len(blocks) == 1 and int(blocks[0].extent.value) == 12
+    assert blocks[0].kind == "parallel"
+    saved = get_num_threads()
+    try:
+        for threads in (2, 1):
+            set_num_threads(threads)
+            _run(prim, xs, 3, "relu6", False, **attrs)
+    finally:
+        set_num_threads(saved)
