@@ -159,6 +159,7 @@ def test_a_symbolic_batch_falls_back_and_computes_the_same():
     ((1, 2, 5, 7), 3, "silu", {"padding": 1}, True, True),
     ((1, 5, 7, 7), 3, "relu6", {"padding": 1}, False, True),
     ((1, 7, 11, 11), 5, "silu", {"padding": 2, "strides": 2}, False, False),
+    ((1, 6, 13, 11), 5, "silu", {"padding": 2, "strides": 2}, True, True),
     # strided, a prime width, uneven pads, rows of half a vector or less
     ((1, 6, 9, 13), 3, "relu6", {"padding": (1, 0, 2, 1), "strides": 2}, True, True),
     # rows over half a vector: each channel's copy, then its sums
