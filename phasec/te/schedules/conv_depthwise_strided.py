@@ -66,16 +66,21 @@ from phasec.te.operation import i64
 from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
 )
+from phasec.te.schedules.conv_pointwise_small import large_l2
 from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
-__all__ = ["schedule", "schedule_rows", "ROW_BUFFER_TAPS", "COPY_LEAD", "PIPELINE_CHANNELS"]
+__all__ = ["schedule", "schedule_rows", "ROW_BUFFER_TAPS", "FLAT_PLANE_TAPS", "COPY_LEAD",
+           "PIPELINE_CHANNELS"]
 
 #: a window of more taps puts the channel's sums in a plane of rows, then
 #: applies the epilogue to it in a loop of its own (see _row)
 ROW_BUFFER_TAPS = 9
+#: a window of at most this many taps over rows narrower than a vector
+#: takes the per-channel plane and its flat sums (see schedule_rows)
+FLAT_PLANE_TAPS = 25
 #: output rows of rows: schedule_rows copies each input row this many output
 #: rows before the first that reads it (see _rows_as_read). Read by the very
 #: next row, a row just stored was read back across two stores, which the
@@ -117,24 +122,30 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     schedule: 96x16x16 3x3 + relu6 (MobileNetV2 at 64x64) 11.4 -> 13.3 us
     here, the per-row copy and borders weighing more than the pass saved.
 
-    Rows narrower than a vector, a window of 2 to 9 taps (3x3 over 14x14
-    and 7x7): the padded plane per channel in a buffer of its own, then the
+    Rows narrower than a vector, a window of 2 to 25 taps (3x3 and 5x5
+    over 14x14 and 7x7; on hosts other than the Intel Xeon of issue 29's
+    round 6, :func:`~.conv_pointwise_small.large_l2`, rows of more than
+    half a vector and 2 to 9 taps, as measured on Zen 4): the padded plane per channel in a buffer of its own, then the
     flat sums (the strided schedule's flat form, one phase), the epilogue
     reading their rows: :mod:`conv_flat_rows` wrote the padded input for
     all channels through memory first (384x14x14 3x3 + relu6 40 -> 35 us
     alone, 147-153 -> 124-126 us inside MobileNetV2). Rows of half a vector
-    or less (7x7) lost this way (960x7x7 38 -> 42 us, Zen 4) until each
-    channel's sums read the phases copied a channel before (see
-    :func:`_pipelined`; Intel Xeon: 45-53 -> 33-37 us, 1152x7x7 + SiLU 79
-    -> 66-69 us). 5x5 windows (240x14x14 5x5 48 -> 60 us) keep the flat
-    rows."""
+    or less (7x7) lost this way on Zen 4 (960x7x7 38 -> 42 us); on the
+    Xeon, each channel's sums reading the phases copied a channel before
+    (see :func:`_pipelined`), they gain (45-53 -> 33-37 us, 1152x7x7 +
+    SiLU 79 -> 66-69 us). Windows of up to :data:`FLAT_PLANE_TAPS` taps: 5x5 lost
+    on Zen 4 (240x14x14 5x5 48 -> 60 us) but gains on the Intel Xeon
+    (240x14x14 5x5 + hardswish 61-64 -> 57-58 us, 480x14x14 5x5 + SiLU
+    145-152 -> 133-135, 672x14x14 5x5 + SiLU 218-228 -> 188-191)."""
     dims = w.depthwise_dims()
     if dims is None or tuple(w.strides) != (1, 1):
         return None
     n, c, H, W, KH, KW, OH, OW = dims
     lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
-    if lanes > OW and OH >= 2 and 1 < KH * KW <= ROW_BUFFER_TAPS:
-        # rows under a vector, 3x3 (see above)
+    xeon = large_l2()  # (the choices measured on each machine: see above)
+    if (lanes > OW if xeon else 2 * OW > lanes > OW) and OH >= 2 \
+            and 1 < KH * KW <= (FLAT_PLANE_TAPS if xeon else ROW_BUFFER_TAPS):
+        # rows under a vector (more than half a vector), 3x3 or 5x5 (3x3)
         return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
     if OW <= lanes or OH < 2 or _row_waste(OW, lanes):
         return None

@@ -46,7 +46,7 @@ from phasec.te.tensor import OWN_NEST, Tensor
 __all__ = ["NS_PER_VECTOR_FMA", "NS_PER_TRANSPOSED", "NS_PER_WHOLE_VECTOR",
            "NS_PER_PART_VECTOR", "NS_PER_ROW_COPY", "MAX_POSITION_VECTORS",
            "MAX_TRANSPOSED_BYTES", "MAX_TRANSPOSED_BYTES_LARGE_L2", "LARGE_L2_BYTES",
-           "max_transposed_bytes", "l2_bytes", "estimate", "schedule"]
+           "large_l2", "max_transposed_bytes", "l2_bytes", "estimate", "schedule"]
 
 #: the cost model (:func:`estimate`), nanoseconds on one core, fitted (least
 #: squares of the relative error) to 1x1 convolutions alone over 7x7, 14x14
@@ -83,12 +83,18 @@ LARGE_L2_BYTES = 2 << 20
 
 
 @functools.lru_cache(maxsize=1)
+def large_l2() -> bool:
+    """Whether the first CPU's L2 (Linux sysfs) holds :data:`LARGE_L2_BYTES`
+    (the Intel Xeon of issue 29's round 6, not the Zen 4 of the rounds
+    before: the schedules' choices measured on the first only)."""
+    return (l2_bytes() or 0) >= LARGE_L2_BYTES
+
+
 def max_transposed_bytes() -> int:
     """The largest transposed output this schedule takes on the host:
     :data:`MAX_TRANSPOSED_BYTES`, or :data:`MAX_TRANSPOSED_BYTES_LARGE_L2`
-    where the first CPU's L2 (Linux sysfs) holds :data:`LARGE_L2_BYTES`."""
-    return (MAX_TRANSPOSED_BYTES_LARGE_L2 if (l2_bytes() or 0) >= LARGE_L2_BYTES
-            else MAX_TRANSPOSED_BYTES)
+    where :func:`large_l2`."""
+    return MAX_TRANSPOSED_BYTES_LARGE_L2 if large_l2() else MAX_TRANSPOSED_BYTES
 
 
 def l2_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
