@@ -125,16 +125,17 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     Rows narrower than a vector, a window of 2 to 25 taps (3x3 and 5x5
     over 14x14 and 7x7; on hosts other than the Intel Xeon of issue 29's
     round 6, :func:`~.conv_pointwise_small.large_l2`, rows of more than
-    half a vector and 2 to 9 taps, as measured on Zen 4): the padded plane per channel in a buffer of its own, then the
-    flat sums (the strided schedule's flat form, one phase), the epilogue
-    reading their rows: :mod:`conv_flat_rows` wrote the padded input for
-    all channels through memory first (384x14x14 3x3 + relu6 40 -> 35 us
-    alone, 147-153 -> 124-126 us inside MobileNetV2). Rows of half a vector
+    half a vector and 2 to 9 taps, as measured on Zen 4): the padded plane
+    per channel in a buffer of its own, then the flat sums (the strided
+    schedule's flat form, one phase), the epilogue reading their rows:
+    :mod:`conv_flat_rows` wrote the padded input for all channels through
+    memory first (384x14x14 3x3 + relu6 40 -> 35 us alone, 147-153 ->
+    124-126 us inside MobileNetV2). Rows of half a vector
     or less (7x7) lost this way on Zen 4 (960x7x7 38 -> 42 us); on the
     Xeon, each channel's sums reading the phases copied a channel before
     (see :func:`_pipelined`), they gain (45-53 -> 33-37 us, 1152x7x7 +
-    SiLU 79 -> 66-69 us). Windows of up to :data:`FLAT_PLANE_TAPS` taps: 5x5 lost
-    on Zen 4 (240x14x14 5x5 48 -> 60 us) but gains on the Intel Xeon
+    SiLU 79 -> 66-69 us). Windows of up to :data:`FLAT_PLANE_TAPS` taps:
+    5x5 lost on Zen 4 (240x14x14 5x5 48 -> 60 us) but gains on the Xeon
     (240x14x14 5x5 + hardswish 61-64 -> 57-58 us, 480x14x14 5x5 + SiLU
     145-152 -> 133-135, 672x14x14 5x5 + SiLU 218-228 -> 188-191)."""
     dims = w.depthwise_dims()
@@ -174,9 +175,10 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
         x, weight = bufs
         b, ch = Var("b", "int64"), Var("ch", "int64")
         # one channel's phases at a time, in a buffer of its own (see the
-        # module docstring); the flat form keeps two, see _pipelined
+        # module docstring); a pipelined flat form keeps two, see _pipelined
         phase_len = sh * sw * length
-        phases = Buffer("stride_phases", (i64(phase_len * (1 if rows_out else 2)),), dt)
+        pipeline = not rows_out and 2 * OW <= lanes
+        phases = Buffer("stride_phases", (i64(phase_len * (2 if pipeline else 1)),), dt)
 
         def window_sum(p: PrimExpr, ch: PrimExpr = ch, base: PrimExpr | None = None
                        ) -> PrimExpr:
@@ -206,7 +208,7 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
                 return For(p, i64(0), i64(columns), "vectorized", BufferStore(
                     out, window_sum(p, c_, slot * phase_len), (b, c_, p)))
             return For(b, i64(0), i64(n), "serial",
-                       _pipelined(c, 2 * OW <= lanes, par, phases, copy, sums))
+                       _pipelined(c, pipeline, par, phases, copy, sums))
 
         def into_phases(f: PrimExpr, q: PrimExpr) -> tuple[Buffer, PrimExpr]:
             return phases, f * length + q
@@ -251,10 +253,11 @@ def _pipelined(c: int, pipeline: bool, parallel: bool, phases: Buffer,
     """The ``c`` channels of the flat form in blocks of ``B`` (with
     ``pipeline``, the largest even divisor of ``c`` up to
     :data:`PIPELINE_CHANNELS`; else, or for an odd ``c``, 1: each channel's
-    copy then its sums), the blocks ``parallel`` or not: in a block, channel ``j + 1`` is
-    copied into its phases (``copy(channel, slot)``, slot ``(j + 1) % 2`` of
-    two) before channel ``j``'s sums (``sums(channel, slot)``) read the
-    other slot, two channels an iteration so that the slots are constants.
+    copy then its sums), the blocks ``parallel`` or not: in a block,
+    channel ``j + 1`` is copied into its phases (``copy(channel, slot)``,
+    slot ``(j + 1) % 2`` of two) before channel ``j``'s sums
+    (``sums(channel, slot)``) read the other slot, two channels an
+    iteration so that the slots are constants.
     Read right after the copy, the sums' whole-vector loads each spanned
     several of the copy's narrower stores still in flight, which the store
     buffer cannot forward: every load waited for them to reach the cache
