@@ -54,7 +54,7 @@ def _check(low, xs, k, interp, **attrs):
         np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("xs,k,interp", [((1, 8, 13, 13), 5, False), ((2, 4, 7, 7), 3, True),
+@pytest.mark.parametrize("xs,k,interp", [((1, 8, 13, 13), 7, False), ((2, 4, 7, 7), 7, True),
                                          # rows of a few vectors, not whole ones,
                                          # whole vectors wasting more than a quarter
                                          ((1, 3, 11, 20), 3, False), ((1, 2, 7, 19), 5, False)])

@@ -21,6 +21,7 @@ from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
 from phasec.te.schedules.conv_depthwise_strided import ROW_BUFFER_TAPS
+from phasec.te.schedules.conv_pointwise_small import large_l2
 
 from helpers.legalize import depthwise_case, fused, tvar, walk
 
@@ -107,8 +108,7 @@ def test_depthwise_rows_store_the_epilogue_directly(name):
 
 @pytest.mark.parametrize("xs,k,kept", [
     ((1, 3, 5, LANES + LANES // 2), 3, "pad_flat"),  # over a quarter wasted: flat rows
-    ((1, 2, 6, LANES // 2), 3, "pad_flat"),          # half a vector: flat rows
-    ((1, 2, 6, LANES - 1), 5, "pad_flat"),           # under a vector, 5x5: flat rows
+    ((1, 2, 6, LANES - 1), 7, "pad_flat"),           # under a vector, 7x7: flat rows
     ((1, 2, 6, LANES), 3, "pad_temp"),               # one vector at stride 1: direct
 ])
 def test_other_rows_keep_their_schedules(xs, k, kept):
@@ -118,18 +118,27 @@ def test_other_rows_keep_their_schedules(xs, k, kept):
     _run(low.prim_func, xs, k, "relu6", False, padding=1)
 
 
-@pytest.mark.parametrize("xs,act,interp", [
-    ((1, 5, 7, LANES - 1), "relu6", True),       # a prime height, one column short
-    ((2, 3, 4, LANES // 2 + 1), "silu", False),  # just over half a vector, batch 2
+@pytest.mark.parametrize("xs,k,act,interp", [
+    ((1, 5, 7, LANES - 1), 3, "relu6", True),       # a prime height, one column short
+    ((2, 3, 4, LANES // 2 + 1), 3, "silu", False),  # just over half a vector, batch 2
+    ((1, 2, 6, LANES // 2), 3, "relu6", False),     # half a vector (7x7 at 16 lanes)
+    ((1, 3, 5, 3), 3, "silu", True),                # a few columns
+    ((1, 4, 9, LANES - 3), 5, "silu", True),        # 5x5 (14x14 at 16 lanes)
+    ((2, 3, 7, 5), 5, "relu6", False),              # 5x5 over half a vector, batch 2
 ])
-def test_3x3_rows_under_a_vector_sum_over_the_channels_plane(xs, act, interp):
-    # stride 1, 3x3, rows of more than half a vector and less than one: the
-    # padded plane per channel in a buffer of its own, the flat sums, then
-    # the epilogue over their rows (no global padded copy)
-    low = _lower(xs, 3, act, padding=1)
+def test_rows_under_a_vector_sum_over_the_channels_plane(xs, k, act, interp):
+    # stride 1, rows narrower than a vector: the padded plane per channel in
+    # a buffer of its own, the flat sums, then the epilogue over their rows
+    # (no global padded copy). On the Xeon (large_l2) every such row under a
+    # 3x3 or 5x5 window; elsewhere 3x3 over more than half a vector, the
+    # rest over the flat rows (as measured on Zen 4)
+    low = _lower(xs, k, act, padding=k // 2)
     allocs = _allocs(low.prim_func)
-    assert "stride_phases" in allocs and "pad_flat" not in allocs
-    _run(low.prim_func, xs, 3, act, interp, padding=1)
+    out_w = xs[3]
+    phased = large_l2() or (k == 3 and 2 * out_w > LANES)
+    assert ("stride_phases" in allocs) == phased
+    assert ("pad_flat" in allocs) == (not phased)
+    _run(low.prim_func, xs, k, act, interp, padding=k // 2)
 
 
 def test_a_symbolic_batch_falls_back_and_computes_the_same():
@@ -146,3 +155,56 @@ def test_a_symbolic_batch_falls_back_and_computes_the_same():
         got = np.zeros(want.shape, "float32")
         kernel(x, w, b, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,k,act,attrs,blocked,interp", [
+    # channels in blocks (the largest even divisor up to 16): several
+    # blocks of 16, one block of 6 (its pair loop twice), of 4 (once), of 2
+    # (no loop: the last pair alone), an odd count (no pipeline: copy, sums)
+    ((1, 48, 7, 7), 3, "relu6", {"padding": 1}, True, False),
+    ((1, 18, 13, 13), 3, "silu", {"padding": 1, "strides": 2}, True, True),
+    ((2, 4, 14, 14), 3, "relu6", {"padding": 1, "strides": 2}, True, True),
+    ((1, 2, 5, 7), 3, "silu", {"padding": 1}, True, True),
+    ((1, 5, 7, 7), 3, "relu6", {"padding": 1}, False, True),
+    ((1, 7, 11, 11), 5, "silu", {"padding": 2, "strides": 2}, False, False),
+    ((1, 6, 13, 11), 5, "silu", {"padding": 2, "strides": 2}, True, True),
+    # strided, a prime width, uneven pads, rows of half a vector or less
+    ((1, 6, 9, 13), 3, "relu6", {"padding": (1, 0, 2, 1), "strides": 2}, True, True),
+    # rows over half a vector: each channel's copy, then its sums
+    ((1, 4, 7, LANES + 3), 3, "silu", {"padding": 1, "strides": 2}, False, True),
+])
+def test_narrow_flat_sums_read_the_phases_copied_a_channel_before(xs, k, act, attrs, blocked,
+                                                                  interp):
+    low = _lower(xs, k, act, **attrs)
+    prim = low.prim_func
+    if attrs.get("strides", 1) in (1, (1, 1)) and not large_l2():
+        # (stride 1, rows of half a vector or less: the flat rows off the Xeon)
+        assert "pad_flat" in _allocs(prim)
+        _run(prim, xs, k, act, interp, **attrs)
+        return
+    phases = [s.buffer for s in walk(prim.body)
+              if isinstance(s, tir.Allocate) and s.buffer.name == "stride_phases"]
+    assert len(phases) == 1 and "T_conv2d_flat" in _allocs(prim)
+    # blocks of several channels, or each channel on its own
+    blocks = [s for s in walk(prim.body) if isinstance(s, tir.For) and s.loop_var.name == "blk"]
+    assert len(blocks) == 1
+    assert (int(blocks[0].extent.value) < xs[1]) == blocked
+    _run(prim, xs, k, act, interp, **attrs)
+
+
+def test_blocks_of_channels_run_in_parallel_with_the_same_values():
+    # 192 channels of 14x14 3x3/2 (7x7 outputs): 12 blocks of 16, enough
+    # work for the parallel loop, run on two threads and on one
+    from phasec.backend.llvm.jit import get_num_threads, set_num_threads
+    xs, attrs = (1, 192, 14, 14), {"padding": 1, "strides": 2}
+    prim = _lower(xs, 3, "relu6", **attrs).prim_func
+    blocks = [s for s in walk(prim.body) if isinstance(s, tir.For) and s.loop_var.name == "blk"]
+    assert len(blocks) == 1 and int(blocks[0].extent.value) == 12
+    assert blocks[0].kind == "parallel"
+    saved = get_num_threads()
+    try:
+        for threads in (2, 1):
+            set_num_threads(threads)
+            _run(prim, xs, 3, "relu6", False, **attrs)
+    finally:
+        set_num_threads(saved)

@@ -75,7 +75,7 @@ CASES = {  # og, groups, h, w, k, pad, on the interpreter too (small enough)
     "og6_3x3": (6, 3, 7, 7, 3, 1, True),
     "og6_1x1_wide": (6, 2, 3, 40, 1, 0, True),
     "og68_1x1_wide_plain": (68, 2, 2, 33, 1, 0, False),
-    "depthwise_3x3_narrow": (1, 24, 7, 7, 3, 1, True),
+    "depthwise_7x7_narrow": (1, 12, 7, 7, 7, 3, True),  # (3x3, 5x5: stride_phases)
     "depthwise_3x3_14": (1, 16, 14, 14, 3, 1, False),
     "depthwise_3x3_rows_of_few_vectors": (1, 8, 4, 20, 3, 1, True),
     "depthwise_3x3_wide_plain": (1, 4, 3, 32, 3, 1, True),

@@ -18,7 +18,10 @@ from phasec.ir import Constant, TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.pipeline import lower
 from phasec.script.builder import BlockBuilder
-from phasec.te.schedules.conv_pointwise_small import estimate
+from phasec.te.schedules.conv_pointwise_small import (
+    LARGE_L2_BYTES, MAX_TRANSPOSED_BYTES, MAX_TRANSPOSED_BYTES_LARGE_L2, estimate, l2_bytes,
+    max_transposed_bytes,
+)
 from phasec.te.schedules.gemm import PACK_MARK
 
 RNG = np.random.default_rng(29)
@@ -127,11 +130,16 @@ def test_squeeze_excite_on_one_position(channels, reduced):
     _check(mod, RNG.standard_normal((1, channels, 5, 3)).astype(np.float32))
 
 
+#: output channels over 14x14 whose transposed output is just past the
+#: host's limit (79 KB at 101 where it is 64 KB, 257 KB at 335 at 256 KB)
+PAST_LIMIT = max_transposed_bytes() // (14 * 14 * 4) + 1
+
+
 @pytest.mark.parametrize("xs,out_ch", [
     ((1, 48, 7, 7), 288),         # an expansion: more output channels than input ones
     ((1, 67, 11, 11), 19),        # the estimate prefers the flat rows
     ((1, 240, 28, 28), 40),       # more positions than MAX_POSITION_VECTORS vectors
-    ((1, 257, 14, 14), 101),      # a transposed output past MAX_TRANSPOSED_BYTES (79 KB)
+    ((1, 2 * PAST_LIMIT + 1, 14, 14), PAST_LIMIT),  # a transposed output past the limit
 ])
 def test_other_1x1_convolutions_keep_the_flat_rows(xs, out_ch):
     mod, _ = _module(xs, out_ch)
@@ -170,3 +178,29 @@ def test_projection_micro_panels_outer_with_the_next_one_prefetched():
     x = RNG.standard_normal(xs).astype(np.float32)
     r = RNG.standard_normal((1, out_ch, 7, 7)).astype(np.float32)
     _check(mod, x, r)
+
+
+def test_a_projection_of_75_kb_takes_the_positions_where_the_l2_holds_2_mb():
+    # MobileNetV2's 576 -> 96 over 14x14 + residual (its transposed output
+    # 75 KB): the positions as rows on a core of 2 MB of L2, else flat rows
+    mod, _ = _module((1, 576, 14, 14), 96, residual=True)
+    taken = any("T_conv2d_positions" in t for t in _kernel_texts(mod).values())
+    assert taken == ((l2_bytes() or 0) >= LARGE_L2_BYTES)
+    _check(mod, RNG.standard_normal((1, 576, 14, 14)).astype(np.float32),
+           RNG.standard_normal((1, 96, 14, 14)).astype(np.float32))
+
+
+@pytest.mark.parametrize("entries,want", [
+    ({"index0": ("1", "48K"), "index2": ("2", "2048K"), "index3": ("3", "300M")}, 2 << 20),
+    ({"index0": ("1", "32K"), "index1": ("2", "1M")}, 1 << 20),
+    ({"index0": ("1", "32K")}, None),              # no L2 described
+    ({"index2": ("2", "big")}, None),              # an unreadable size
+])
+def test_the_l2_size_read_from_sysfs(tmp_path, entries, want):
+    for name, (level, size) in entries.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "level").write_text(level + "\n")
+        (tmp_path / name / "size").write_text(size + "\n")
+    assert l2_bytes(str(tmp_path)) == want
+    assert l2_bytes(str(tmp_path / "missing")) is None
+    assert max_transposed_bytes() in (MAX_TRANSPOSED_BYTES, MAX_TRANSPOSED_BYTES_LARGE_L2)

@@ -17,7 +17,9 @@ stride 2) are computed and dropped. Each kept output is the same sum, in
 the same tap order, as the direct convolution's. The copy and the sums are
 one hand-written nest per channel, the phases in a buffer of their own
 that stays in the cache between the two (all channels' phases as one
-tensor went out to memory and back: 144x56x56 3x3/2 112 -> 104 us). The
+tensor went out to memory and back: 144x56x56 3x3/2 112 -> 104 us); over
+output rows of up to half a vector, two channels' phases, each channel's
+sums reading those copied one channel before (:func:`_pipelined`). The
 epilogue (bias, activation) reads the flat plane's rows, contiguous.
 
 Output rows of a vector or more (``OW >= lanes``, no more than a quarter
@@ -64,16 +66,21 @@ from phasec.te.operation import i64
 from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
 )
+from phasec.te.schedules.conv_pointwise_small import large_l2
 from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
-__all__ = ["schedule", "schedule_rows", "ROW_BUFFER_TAPS", "COPY_LEAD"]
+__all__ = ["schedule", "schedule_rows", "ROW_BUFFER_TAPS", "FLAT_PLANE_TAPS", "COPY_LEAD",
+           "PIPELINE_CHANNELS"]
 
 #: a window of more taps puts the channel's sums in a plane of rows, then
 #: applies the epilogue to it in a loop of its own (see _row)
 ROW_BUFFER_TAPS = 9
+#: a window of at most this many taps over rows narrower than a vector
+#: takes the per-channel plane and its flat sums (see schedule_rows)
+FLAT_PLANE_TAPS = 25
 #: output rows of rows: schedule_rows copies each input row this many output
 #: rows before the first that reads it (see _rows_as_read). Read by the very
 #: next row, a row just stored was read back across two stores, which the
@@ -115,21 +122,31 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     schedule: 96x16x16 3x3 + relu6 (MobileNetV2 at 64x64) 11.4 -> 13.3 us
     here, the per-row copy and borders weighing more than the pass saved.
 
-    Rows of more than half a vector and less than one, a window of 2 to 9
-    taps (3x3 over 14x14): the padded plane per channel in a buffer of its
-    own, then the flat sums (the strided schedule's flat form, one phase),
-    the epilogue reading their rows: :mod:`conv_flat_rows` wrote the padded
-    input for all channels through memory first (384x14x14 3x3 + relu6
-    40 -> 35 us alone, 147-153 -> 124-126 us inside MobileNetV2). Rows of
-    half a vector or less (7x7: 960x7x7 38 -> 42 us) and 5x5 windows
-    (240x14x14 5x5 48 -> 60 us) keep the flat rows."""
+    Rows narrower than a vector, a window of 2 to 25 taps (3x3 and 5x5
+    over 14x14 and 7x7; on hosts other than the Intel Xeon of issue 29's
+    round 6, :func:`~.conv_pointwise_small.large_l2`, rows of more than
+    half a vector and 2 to 9 taps, as measured on Zen 4): the padded plane
+    per channel in a buffer of its own, then the flat sums (the strided
+    schedule's flat form, one phase), the epilogue reading their rows:
+    :mod:`conv_flat_rows` wrote the padded input for all channels through
+    memory first (384x14x14 3x3 + relu6 40 -> 35 us alone, 147-153 ->
+    124-126 us inside MobileNetV2). Rows of half a vector
+    or less (7x7) lost this way on Zen 4 (960x7x7 38 -> 42 us); on the
+    Xeon, each channel's sums reading the phases copied a channel before
+    (see :func:`_pipelined`), they gain (45-53 -> 33-37 us, 1152x7x7 +
+    SiLU 79 -> 66-69 us). Windows of up to :data:`FLAT_PLANE_TAPS` taps:
+    5x5 lost on Zen 4 (240x14x14 5x5 48 -> 60 us) but gains on the Xeon
+    (240x14x14 5x5 + hardswish 61-64 -> 57-58 us, 480x14x14 5x5 + SiLU
+    145-152 -> 133-135, 672x14x14 5x5 + SiLU 218-228 -> 188-191)."""
     dims = w.depthwise_dims()
     if dims is None or tuple(w.strides) != (1, 1):
         return None
     n, c, H, W, KH, KW, OH, OW = dims
     lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
-    if 2 * OW > lanes > OW and OH >= 2 and 1 < KH * KW <= ROW_BUFFER_TAPS:
-        # rows of more than half a vector, 3x3 (see above)
+    xeon = large_l2()  # (the choices measured on each machine: see above)
+    if (lanes > OW if xeon else 2 * OW > lanes > OW) and OH >= 2 \
+            and 1 < KH * KW <= (FLAT_PLANE_TAPS if xeon else ROW_BUFFER_TAPS):
+        # rows under a vector (more than half a vector), 3x3 or 5x5 (3x3)
         return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
     if OW <= lanes or OH < 2 or _row_waste(OW, lanes):
         return None
@@ -158,51 +175,61 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
         x, weight = bufs
         b, ch = Var("b", "int64"), Var("ch", "int64")
         # one channel's phases at a time, in a buffer of its own (see the
-        # module docstring)
-        phases = Buffer("stride_phases", (i64(sh * sw * length),), dt)
-        def into_phases(f: PrimExpr, q: PrimExpr) -> tuple[Buffer, PrimExpr]:
-            return phases, f * length + q
-        if rows_out:
-            stmts, rows, copy_row = geo.copy_by_rows(x, b, ch, te.const(0, dt), into_phases,
-                                                     lanes)
-        else:
-            stmts = geo.copy(x, b, ch, te.const(0, dt), into_phases, lanes)
+        # module docstring); a pipelined flat form keeps two, see _pipelined
+        phase_len = sh * sw * length
+        pipeline = not rows_out and 2 * OW <= lanes
+        phases = Buffer("stride_phases", (i64(phase_len * (2 if pipeline else 1)),), dt)
 
-        def window_sum(p: PrimExpr) -> PrimExpr:
+        def window_sum(p: PrimExpr, ch: PrimExpr = ch, base: PrimExpr | None = None
+                       ) -> PrimExpr:
+            start = p if base is None else base + p
             terms: list[PrimExpr] = []
             for r0 in range(KH):      # the direct convolution's tap order
                 for r1 in range(KW):
                     y_tap, x_tap = r0 * dh, r1 * dw
                     at = ((y_tap % sh) * sw + x_tap % sw) * length \
                         + (y_tap // sh) * V + x_tap // sw
-                    terms.append(BufferLoad(phases, (p + i64(at),))
+                    terms.append(BufferLoad(phases, (start + i64(at),))
                                  * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1))))
             acc = terms[0]
             for term in terms[1:]:
                 acc = acc + term
             return acc
-        if rows_out:
-            def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
-                return BufferStore(out, value, idx) if store is None else store(value, idx)
-            # a slot of whole vectors each (overlapping, the last vector's load
-            # would span two stores, which the store buffer cannot forward)
-            row_len = -(-OW // lanes) * lanes
-            sums = Buffer("row_sums", (i64(OH * row_len),), dt) \
-                if KH * KW > ROW_BUFFER_TAPS \
-                else None
-            row, epilogue = _row(b, ch, OW, V, lanes, window_sum, put, sums)
-            stmts += _rows_as_read(OH, sh, (KH - 1) * dh // sh, w.padding[0], rows, row,
-                                   copy_row)
-            if sums is not None:
-                y3 = Var("y3", "int64")
-                stmts.append(For(y3, i64(0), i64(OH), "serial", epilogue(y3)))
-                stmts = [Allocate(sums, seq(stmts))]
-        else:
-            p = Var("p", "int64")
-            stmts.append(For(p, i64(0), i64(columns), "vectorized",
-                             BufferStore(out, window_sum(p), (b, ch, p))))
         work = n * c * (sh * sw * length + columns * KH * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        if not rows_out:
+            def copy(c_: PrimExpr, slot: PrimExpr) -> Stmt:
+                return seq(geo.copy(x, b, c_, te.const(0, dt),
+                                    lambda f, q: (phases, slot * phase_len + f * length + q),
+                                    lanes))
+
+            def sums(c_: PrimExpr, slot: PrimExpr) -> Stmt:
+                p = Var("p", "int64")
+                return For(p, i64(0), i64(columns), "vectorized", BufferStore(
+                    out, window_sum(p, c_, slot * phase_len), (b, c_, p)))
+            return For(b, i64(0), i64(n), "serial",
+                       _pipelined(c, pipeline, par, phases, copy, sums))
+
+        def into_phases(f: PrimExpr, q: PrimExpr) -> tuple[Buffer, PrimExpr]:
+            return phases, f * length + q
+        stmts, rows, copy_row = geo.copy_by_rows(x, b, ch, te.const(0, dt), into_phases,
+                                                 lanes)
+
+        def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
+            return BufferStore(out, value, idx) if store is None else store(value, idx)
+        # a slot of whole vectors each (overlapping, the last vector's load
+        # would span two stores, which the store buffer cannot forward)
+        row_len = -(-OW // lanes) * lanes
+        sums = Buffer("row_sums", (i64(OH * row_len),), dt) \
+            if KH * KW > ROW_BUFFER_TAPS \
+            else None
+        row, epilogue = _row(b, ch, OW, V, lanes, window_sum, put, sums)
+        stmts += _rows_as_read(OH, sh, (KH - 1) * dh // sh, w.padding[0], rows, row,
+                               copy_row)
+        if sums is not None:
+            y3 = Var("y3", "int64")
+            stmts.append(For(y3, i64(0), i64(OH), "serial", epilogue(y3)))
+            stmts = [Allocate(sums, seq(stmts))]
         return For(b, i64(0), i64(n), "serial", For(
             ch, i64(0), i64(c), "parallel" if par else "serial", Allocate(phases, seq(stmts))))
     if rows_out:
@@ -214,6 +241,50 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
     # inlined: the epilogue (bias, activation) reads the flat plane's rows,
     # contiguous, with no copy between
     return te.compute(w.out_shape, lambda b, ch, y, x: flat[b, ch, y * V + x], name="T_conv2d")
+
+
+#: channels a block of the flat form's pipeline takes at most (see _pipelined)
+PIPELINE_CHANNELS = 16
+
+
+def _pipelined(c: int, pipeline: bool, parallel: bool, phases: Buffer,
+               copy: Callable[[PrimExpr, PrimExpr], Stmt],
+               sums: Callable[[PrimExpr, PrimExpr], Stmt]) -> Stmt:
+    """The ``c`` channels of the flat form in blocks of ``B`` (with
+    ``pipeline``, the largest even divisor of ``c`` up to
+    :data:`PIPELINE_CHANNELS`; else, or for an odd ``c``, 1: each channel's
+    copy then its sums), the blocks ``parallel`` or not: in a block,
+    channel ``j + 1`` is copied into its phases (``copy(channel, slot)``,
+    slot ``(j + 1) % 2`` of two) before channel ``j``'s sums
+    (``sums(channel, slot)``) read the other slot, two channels an
+    iteration so that the slots are constants.
+    Read right after the copy, the sums' whole-vector loads each spanned
+    several of the copy's narrower stores still in flight, which the store
+    buffer cannot forward: every load waited for them to reach the cache
+    (Intel Xeon, one thread: 960x7x7 3x3 45-53 -> 33-37 us, 576x14x14
+    3x3/2 62-69 -> 43 us). Only for output rows of up to half a vector (a
+    channel's sums a few dozen FMAs, no more than its copy): over 14x14
+    outputs it lost (384x14x14 3x3 32 -> 43 us, 192x28x28 3x3/2 37 -> 42-53
+    us). Each channel's sums are those of the copy before: the values are
+    unchanged."""
+    evens = [d for d in range(2, min(c, PIPELINE_CHANNELS) + 1, 2) if c % d == 0]
+    B = max(evens, default=1) if pipeline else 1
+    blk, k = Var("blk", "int64"), Var("k", "int64")
+    first = blk * B
+    if B == 1:
+        body = [copy(first, i64(0)), sums(first, i64(0))]
+    else:
+        def pair(at: PrimExpr, last: bool) -> list[Stmt]:
+            # channels at, at + 1 (slots 0, 1), at + 2 copied unless last
+            return [copy(at + 1, i64(1)), sums(at, i64(0)),
+                    *([] if last else [copy(at + 2, i64(0))]), sums(at + 1, i64(1))]
+        body = [copy(first, i64(0))]
+        if B > 2:
+            body.append(For(k, i64(0), i64(B // 2 - 1), "serial", seq(pair(first + 2 * k,
+                                                                             False))))
+        body += pair(first + (B - 2), True)
+    return For(blk, i64(0), i64(c // B), "parallel" if parallel else "serial",
+               Allocate(phases, seq(body)))
 
 
 def _rows_as_read(OH: int, sh: int, reach: int, top: int, rows: int,

@@ -31,6 +31,9 @@ output channels fill whole vectors and the cost is the transposed output.
 
 from __future__ import annotations
 
+import functools
+import os
+
 import numpy as np
 
 from phasec import arith
@@ -42,7 +45,8 @@ from phasec.te.tensor import OWN_NEST, Tensor
 
 __all__ = ["NS_PER_VECTOR_FMA", "NS_PER_TRANSPOSED", "NS_PER_WHOLE_VECTOR",
            "NS_PER_PART_VECTOR", "NS_PER_ROW_COPY", "MAX_POSITION_VECTORS",
-           "MAX_TRANSPOSED_BYTES", "estimate", "schedule"]
+           "MAX_TRANSPOSED_BYTES", "MAX_TRANSPOSED_BYTES_LARGE_L2", "LARGE_L2_BYTES",
+           "large_l2", "max_transposed_bytes", "l2_bytes", "estimate", "schedule"]
 
 #: the cost model (:func:`estimate`), nanoseconds on one core, fitted (least
 #: squares of the relative error) to 1x1 convolutions alone over 7x7, 14x14
@@ -64,7 +68,51 @@ NS_PER_ROW_COPY = 0.114
 #: KB) lost 17-29% this way (256 -> 128: 143 -> 185 us), where the 7x7
 #: ones (25 KB) gained 17% (512 -> 128: 95 -> 79 us), MobileNetV2's 288 ->
 #: 48 over 14x14 (38 KB) 13%, SqueezeNet's 384 -> 64 over 13x13 (43 KB) 19%
+#: (AMD Zen 4, 1 MB of L2 a core)
 MAX_TRANSPOSED_BYTES = 64 * 1024
+#: ... on a core of at least :data:`LARGE_L2_BYTES` of L2
+#: (:func:`max_transposed_bytes`; the Intel Xeon, Emerald Rapids, 2 MB L2
+#: and 48 KB L1d): alone, one thread, flat rows -> positions as rows, 576
+#: -> 96 over 14x14 + residual (t 75 KB) 267 -> 214 us, 384 -> 96 190 ->
+#: 143 us, 672 -> 112 362 -> 305 us, 768 -> 128 (96 KB) 480-776 -> 404-423
+#: us, 1024 -> 256 (196 KB) 1290 -> 800 us; with the Xeon GEMM profile of
+#: the same round (8x3 tiles) 170 -> 137, 112 -> 93, 230 -> 218, 295-402 ->
+#: 277-286, 786-839 -> 759-769 us, and 256 -> 128 (98 KB) 97-127 -> 111 us
+MAX_TRANSPOSED_BYTES_LARGE_L2 = 256 * 1024
+LARGE_L2_BYTES = 2 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def large_l2() -> bool:
+    """Whether the first CPU's L2 (Linux sysfs) holds :data:`LARGE_L2_BYTES`
+    (the Intel Xeon of issue 29's round 6, not the Zen 4 of the rounds
+    before: the schedules' choices measured on the first only)."""
+    return (l2_bytes() or 0) >= LARGE_L2_BYTES
+
+
+def max_transposed_bytes() -> int:
+    """The largest transposed output this schedule takes on the host:
+    :data:`MAX_TRANSPOSED_BYTES`, or :data:`MAX_TRANSPOSED_BYTES_LARGE_L2`
+    where :func:`large_l2`."""
+    return MAX_TRANSPOSED_BYTES_LARGE_L2 if large_l2() else MAX_TRANSPOSED_BYTES
+
+
+def l2_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """The size of the L2 cache of the CPU described under ``root`` (sysfs:
+    ``index*/level`` and ``size``, "2048K"), None where it cannot be read."""
+    try:
+        for entry in sorted(os.listdir(root)):
+            base = os.path.join(root, entry)
+            with open(os.path.join(base, "level"), encoding="ascii") as f:
+                if f.read().strip() != "2":
+                    continue
+            with open(os.path.join(base, "size"), encoding="ascii") as f:
+                size = f.read().strip()
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+            return int(size.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return None
+    return None
 
 #: at most this many vectors of positions over which :func:`estimate`
 #: chooses (14x14 is 12.25 vectors; over 28x28 the flat rows measured
@@ -94,7 +142,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     of static sizes, with at least a vector of output channels, over fewer
     positions than a vector, or up to :data:`MAX_POSITION_VECTORS` vectors
     of them with no more output channels than input ones and a transposed
-    output of at most :data:`MAX_TRANSPOSED_BYTES`, where :func:`estimate`
+    output of at most :func:`max_transposed_bytes`, where :func:`estimate`
     puts it below the flat rows."""
     data, weight = w.data, w.weight
     if w.data_layout.name != "NCHW" or w.kernel_layout.name != "OIHW" \
@@ -117,7 +165,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         # over 14x14 29 -> 19 us)
         mine, flat = estimate(H * W, C, O, w.lanes, not w.weight_is_constant)
         elem = np.dtype(str(w.dtype)).itemsize
-        if O > C or mine >= flat or H * W * O * elem > MAX_TRANSPOSED_BYTES:
+        if O > C or mine >= flat or H * W * O * elem > max_transposed_bytes():
             return None
     k = te.reduce_axis(i64(C), "rc")
     rows = te.compute((i64(n), i64(H * W), i64(O)), lambda b, p, o: te.sum(
