@@ -68,6 +68,12 @@ class TargetTuning:
     #: and the hardware prefetchers follow its rows as well as a packed copy
     #: (measured: 64x256 @ 256x256 +8% without packing)
     gemm_pack_min_bytes: int = 1 << 20
+    #: the integer (8-bit) GEMM's register tile, (rows, vectors), when it
+    #: differs from the float one (empty: ``gemm_rows`` x ``gemm_vectors``)
+    int_gemm_tile: tuple[int, ...] = ()
+    #: a float GEMM whose columns fit one vector takes tiles of this many
+    #: rows (0: ``gemm_rows``)
+    gemm_narrow_rows: int = 0
     #: a matmul of at most this many rows (a matrix-vector product) is
     #: computed whole rows at a time (up to ``gemv_acc_bytes`` of
     #: accumulators, in L1): B is then read row after row, one sequential
@@ -209,9 +215,14 @@ def avx512_xeon_tuning() -> TargetTuning:
     of ResNet-50 interleaved in one process (bench/README.md, "The float
     convolutions retuned for an Intel Xeon"):
 
-    * 8 x 3 register tiles (24 accumulators, 48 float32 columns): each
-      broadcast A value feeds three FMAs; the two FMA units want more work
-      per load than one does;
+    * 6 x 4 register tiles (24 accumulators, 64 float32 columns): each
+      broadcast A value feeds four FMAs; the two FMA units want more work
+      per load than one does (ResNet-50's and SqueezeNet's convolutions,
+      weighted by calls: 8 x 2 -> 8 x 3 -> 6 x 4 1.00 : 0.99 : 0.93), but 8
+      rows where the columns fit one vector (``gemm_narrow_rows``: 6
+      accumulators do not cover the FMA latency; Winograd's GEMMs over
+      7x7), and the integer GEMM's 8 x 2 kept (``int_gemm_tile``, not
+      measured here);
     * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
       address arithmetic in the reduction loop cost more than the prefetch
       saved (1x1 1024 -> 256 over 14x14: 1.40 -> 0.95 ms);
@@ -227,7 +238,8 @@ def avx512_xeon_tuning() -> TargetTuning:
       vectors over gathered columns (``im2col_row_vectors``: 28-wide rows
       as 16 + 8 + 4 lanes left the FMA units a third idle).
     """
-    return replace(avx512_tuning(), name="avx512_xeon", gemm_vectors=3,
+    return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
+                   gemm_narrow_rows=8, int_gemm_tile=(8, 2),
                    gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=64,
                    gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
                    im2col_row_vectors=2)

@@ -403,6 +403,8 @@ def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):
     cases = [({"avx512f", "avx2", "fma"}, "avx512", 512), ({"avx2", "fma"}, "avx2", 256),
              ({"sse2"}, "generic", 128), (set(), "generic", 128)]
     try:
+        monkeypatch.setattr(tn, "_host_cpu_name", lambda: "znver4")  # (not a Xeon's profile)
+        monkeypatch.delenv("PHASEC_TUNING", raising=False)
         for flags, name, bits in cases:
             monkeypatch.setattr(tn, "_cpu_flags", lambda flags=flags: flags)
             monkeypatch.delenv("PHASEC_VECTOR_BITS", raising=False)

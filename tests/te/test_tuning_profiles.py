@@ -1,7 +1,7 @@
 """The target profiles of ``phasec.target.tuning``: which one a CPU gets
 (the Intel Xeon profile from LLVM's CPU name, the others unchanged),
 ``PHASEC_TUNING``'s overrides, and the schedules the Xeon profile changes
-(8 x 3 GEMM tiles, Winograd's F(2x2) over 14x14, strided 28-wide rows over
+(6 x 4 GEMM tiles, 8 rows over one vector of columns, Winograd's F(2x2) over 14x14, strided 28-wide rows over
 gathered columns) against numpy's reference on odd, prime and symbolic
 shapes, on LLVM and on the TIR interpreter."""
 
@@ -49,16 +49,19 @@ def test_the_other_profiles_are_unchanged():
     t = tn.avx512_tuning()
     assert (t.gemm_rows, t.gemm_vectors, t.gemm_panel_bytes, t.gemm_pack_min_bytes,
             t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
-            t.winograd_min_tile_vectors, t.im2col_row_vectors) == (
-        8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1)
+            t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
+            t.int_gemm_tile) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, ())
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
                 t.winograd_min_tile_vectors, t.im2col_row_vectors) == (4, 2, 256, 64, 1, 1)
     x = tn.avx512_xeon_tuning()
     changed = {f.name for f in dataclasses.fields(t)
                if getattr(x, f.name) != getattr(tn.avx512_tuning(), f.name)}
-    assert changed == {"name", "gemm_vectors", "gemm_pack_min_bytes", "gemm_prefetch_min_k",
-                       "gemm_prefetch_a_min_k", "winograd_min_tile_vectors", "im2col_row_vectors"}
+    assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
+                       "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
+                       "winograd_min_tile_vectors", "im2col_row_vectors"}
+    # the integer GEMM keeps the avx512 profile's tile
+    assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
 
 
 def test_host_tuning_reads_the_cpu_name_and_phasec_tuning(monkeypatch):
@@ -67,10 +70,10 @@ def test_host_tuning_reads_the_cpu_name_and_phasec_tuning(monkeypatch):
     monkeypatch.delenv("PHASEC_WINOGRAD", raising=False)
     try:
         for cpu, env, want in [
-                ("emeraldrapids", "", ("avx512_xeon", 8, 3)),
+                ("emeraldrapids", "", ("avx512_xeon", 6, 4)),
                 ("znver4", "", ("avx512", 8, 2)),
                 ("emeraldrapids", "avx512", ("avx512", 8, 2)),
-                ("znver4", "avx512_xeon", ("avx512_xeon", 8, 3)),
+                ("znver4", "avx512_xeon", ("avx512_xeon", 6, 4)),
                 ("znver4", "gemm_rows=6, gemm_vectors=4", ("avx512", 6, 4)),
                 ("emeraldrapids", "avx512,gemm_rows=12", ("avx512", 12, 2))]:
             monkeypatch.setattr(tn, "_host_cpu_name", lambda cpu=cpu: cpu)
@@ -108,10 +111,10 @@ def _gemm(m, k, n):
     return [a, b, c]
 
 
-@pytest.mark.parametrize("m,k,n", [(24, 37, 96), (17, 13, 53), (37, 300, 150), (8, 5, 48),
-                                   ("sym", 31, 101)])
-def test_gemm_in_8x3_tiles_matches_numpy(xeon, m, k, n):
-    assert xeon.gemm_cols(32) == 48
+@pytest.mark.parametrize("m,k,n", [(24, 37, 128), (17, 13, 53), (37, 300, 150), (6, 5, 64),
+                                   (29, 7, 16), (13, 11, 11), ("sym", 31, 101), ("sym", 5, 16)])
+def test_gemm_in_6x4_tiles_and_narrow_columns_in_8_rows_matches_numpy(xeon, m, k, n):
+    assert xeon.gemm_cols(32) == 64 and xeon.gemm_narrow_rows == 8
     sym = tir.Var("m") if m == "sym" else None
     args = _gemm(sym if sym is not None else m, k, n)
     prim = te.create_prim_func(args, schedule_hints=te.ScheduleOptions(tuning=xeon))
