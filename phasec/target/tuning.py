@@ -218,18 +218,18 @@ def avx512_xeon_tuning() -> TargetTuning:
     * 6 x 4 register tiles (24 accumulators, 64 float32 columns): each
       broadcast A value feeds four FMAs; the two FMA units want more work
       per load than one does (ResNet-50's and SqueezeNet's convolutions,
-      weighted by calls: 8 x 2 -> 8 x 3 -> 6 x 4 1.00 : 0.99 : 0.93), but 8
+      weighted by calls, against 8 x 3: 93.3 -> 87.9 ms), but 8
       rows where the columns fit one vector (``gemm_narrow_rows``: 6
       accumulators do not cover the FMA latency; Winograd's GEMMs over
       7x7), and the integer GEMM's 8 x 2 kept (``int_gemm_tile``, not
       measured here);
     * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
       address arithmetic in the reduction loop cost more than the prefetch
-      saved (1x1 1024 -> 256 over 14x14: 1.40 -> 0.95 ms);
+      saved (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms);
     * the epilogue's lines prefetched from a reduction of 64 on
       (``gemm_prefetch_min_k``): a residual read 56 floats per row from 256
-      planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 3.3 ->
-      2.2 ms);
+      planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 1.25x
+      -> 0.81x ORT's time for the same convolution);
     * B packed from 128 KB on (``gemm_pack_min_bytes``): read in place, its
       rows a few hundred bytes apart, it streamed slower from L2;
     * Winograd with tiles over at least two vectors of GEMM columns

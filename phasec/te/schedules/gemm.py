@@ -229,6 +229,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         M = static_int(nest.shape[row_axis])
         if M is None or M % group:
             return None
+        rows = 1 << (rows.bit_length() - 1)  # (halved below: 6 rows would give 3, then 1)
         while rows > group:
             rows //= 2
         if rows < 2:
