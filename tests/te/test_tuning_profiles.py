@@ -54,9 +54,8 @@ def test_the_other_profiles_are_unchanged():
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
                 t.winograd_min_tile_vectors, t.im2col_row_vectors) == (4, 2, 256, 64, 1, 1)
-    x = tn.avx512_xeon_tuning()
-    changed = {f.name for f in dataclasses.fields(t)
-               if getattr(x, f.name) != getattr(tn.avx512_tuning(), f.name)}
+    x, t = tn.avx512_xeon_tuning(), tn.avx512_tuning()
+    changed = {f.name for f in dataclasses.fields(t) if getattr(x, f.name) != getattr(t, f.name)}
     assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
                        "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
                        "winograd_min_tile_vectors", "im2col_row_vectors"}
