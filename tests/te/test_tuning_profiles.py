@@ -137,14 +137,9 @@ def _conv_relu(n, c, h, w, o, k, **attrs):
         "nn.conv2d", d, wt, **attrs))))
 
 
-def _buffers(prim):
-    out, stack = [], [prim.body]
-    while stack:
-        s = stack.pop()
-        if isinstance(s, tir.Allocate):
-            out.append(s.buffer.name)
-        stack.extend(tir.stmt_children(s))
-    return out
+def _buffers(prim) -> list[str]:
+    """The names of the buffers ``prim`` allocates."""
+    return [n.buffer.name for n in ir_nodes(prim.body) if type(n) is tir.Allocate]
 
 
 def _check_conv(prim, batches, c, h, w, o, k, attrs, interp=True):
