@@ -306,7 +306,8 @@ def host_tuning() -> TargetTuning:
     (0: off, 2 or 4) sets the Winograd tile. Any other value of these is an
     :class:`~phasec.errors.InputError` naming the variable.
     """
-    tuning = _env_overrides(tuning_for(_cpu_flags(), _host_cpu_name()),
+    flags = _cpu_flags()
+    tuning = _env_overrides(tuning_for(flags, _host_cpu_name()),
                             os.environ.get("PHASEC_TUNING", ""))
     cap = _env_choice("PHASEC_VECTOR_BITS", ("128", "256", "512"))
     if cap and int(cap) < tuning.vector_bits:
