@@ -21,6 +21,14 @@ Why these numbers (measured with ``bench/bench_ort.py`` on an AVX-512 host):
 * *Packing* pays for its copy only when several row tiles reuse the panel
   (``gemm_pack_min_row_tiles``) and B does not fit in L2 anyway
   (``gemm_pack_min_bytes``); a matrix-vector product reads B directly.
+
+Profiles (:func:`host_tuning` picks one from the CPU's flags and LLVM's name
+for it): ``avx512`` was tuned on an AMD Zen 4 (one 512-bit FMA a cycle in
+effect, 1 MB L2); ``avx512_xeon`` (:func:`avx512_xeon_tuning`) on an Intel
+Xeon Emerald Rapids (two 512-bit FMA units, 48 KB L1d, 2 MB L2), for the
+Xeon cores of that family and later (``_XEON_CPUS``); ``avx2`` and
+``generic`` elsewhere. ``PHASEC_TUNING`` overrides a profile's fields for
+trying sizes (see :func:`host_tuning`).
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from dataclasses import dataclass, replace
 from phasec.errors import InputError
 from phasec.target.amx import host_amx
 
-__all__ = ["TargetTuning", "host_tuning", "generic_tuning", "avx512_tuning", "avx2_tuning"]
+__all__ = ["TargetTuning", "host_tuning", "tuning_for", "generic_tuning", "avx512_tuning",
+           "avx512_xeon_tuning", "avx2_tuning"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,12 @@ class TargetTuning:
     #: and the hardware prefetchers follow its rows as well as a packed copy
     #: (measured: 64x256 @ 256x256 +8% without packing)
     gemm_pack_min_bytes: int = 1 << 20
+    #: the integer (8-bit) GEMM's register tile, (rows, vectors), when it
+    #: differs from the float one (empty: ``gemm_rows`` x ``gemm_vectors``)
+    int_gemm_tile: tuple[int, ...] = ()
+    #: a float GEMM whose columns fit one vector takes tiles of this many
+    #: rows (0: ``gemm_rows``)
+    gemm_narrow_rows: int = 0
     #: a matmul of at most this many rows (a matrix-vector product) is
     #: computed whole rows at a time (up to ``gemv_acc_bytes`` of
     #: accumulators, in L1): B is then read row after row, one sequential
@@ -143,6 +158,15 @@ class TargetTuning:
     #: has AMX-INT8 and the OS grants it), 32 rows x 32 columns a tile
     int8_amx: bool = False
     winograd_min_channels: int = 8
+    #: ... with the largest ``m`` whose tiles fill at least this many vectors
+    #: of the Winograd GEMMs' columns, else the largest that fills one (see
+    #: ``winograd.winograd_conv2d``)
+    winograd_min_tile_vectors: int = 1
+    #: a strided one-group NCHW conv2d whose output rows are narrower than
+    #: this many vectors and not whole vectors runs over its input gathered
+    #: into columns (:mod:`phasec.te.schedules.conv_im2col`): one GEMM over
+    #: whole vectors of output positions instead of rows of part-vectors
+    im2col_row_vectors: int = 1
 
     def splits_unevenly(self, iterations: int) -> bool:
         """Whether a parallel axis of ``iterations`` is fused with the next
@@ -185,6 +209,47 @@ def avx2_tuning() -> TargetTuning:
                         gemm_pack_min_row_tiles=2)
 
 
+#: a reduction length no GEMM reaches: the prefetch it gates is never made
+_NEVER = 1 << 62
+
+
+def avx512_xeon_tuning() -> TargetTuning:
+    """An Intel Xeon core with two 512-bit FMA units, 48 KB L1d and 2 MB L2
+    (Sapphire/Emerald/Granite Rapids), measured on Emerald Rapids against
+    :func:`avx512_tuning` (tuned on a Zen 4), one core, single convolutions
+    of ResNet-50 interleaved in one process (bench/README.md, "The float
+    convolutions retuned for an Intel Xeon"):
+
+    * 6 x 4 register tiles (24 accumulators, 64 float32 columns): each
+      broadcast A value feeds four FMAs; the two FMA units want more work
+      per load than one does (ResNet-50's and SqueezeNet's convolutions,
+      weighted by calls, against 8 x 3: 93.3 -> 87.9 ms), but 8
+      rows where the columns fit one vector (``gemm_narrow_rows``: 6
+      accumulators do not cover the FMA latency; Winograd's GEMMs over
+      7x7), and the integer GEMM's 8 x 2 kept (``int_gemm_tile``, not
+      measured here);
+    * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
+      address arithmetic in the reduction loop cost more than the prefetch
+      saved (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms);
+    * the epilogue's lines prefetched from a reduction of 64 on
+      (``gemm_prefetch_min_k``): a residual read 56 floats per row from 256
+      planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 1.25x
+      -> 0.81x ORT's time for the same convolution);
+    * B packed from 128 KB on (``gemm_pack_min_bytes``): read in place, its
+      rows a few hundred bytes apart, it streamed slower from L2;
+    * Winograd with tiles over at least two vectors of GEMM columns
+      (``winograd_min_tile_vectors``: F(2x2) over 14x14, 49 tiles, rather
+      than F(4x4), 16) and strided convolutions with rows of one to two
+      vectors over gathered columns (``im2col_row_vectors``: 28-wide rows
+      as 16 + 8 + 4 lanes left the FMA units a third idle).
+    """
+    return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
+                   gemm_narrow_rows=8, int_gemm_tile=(8, 2),
+                   gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=64,
+                   gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
+                   im2col_row_vectors=2)
+
+
 def generic_tuning() -> TargetTuning:
     """Any other target: 128-bit vectors, 16 registers."""
     return TargetTuning(name="generic", vector_bits=128, vector_registers=16, gemm_rows=4,
@@ -204,24 +269,51 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+#: LLVM's names of the Xeon cores :func:`avx512_xeon_tuning` is for: two
+#: 512-bit FMA units, 2 MB of L2 a core (measured on emeraldrapids only)
+_XEON_CPUS = frozenset({"sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d"})
+
+#: the profiles by name, for ``PHASEC_TUNING``
+_PROFILES = {"generic": generic_tuning, "avx2": avx2_tuning, "avx512": avx512_tuning,
+             "avx512_xeon": avx512_xeon_tuning}
+
+
+def _host_cpu_name() -> str:
+    """LLVM's name of the host CPU (``emeraldrapids``; "" when unknown)."""
+    try:
+        import llvmlite.binding as llvm
+        return str(llvm.get_host_cpu_name())
+    except Exception:  # pragma: no cover - llvmlite is a dependency
+        return ""
+
+
+def tuning_for(flags: set[str], cpu: str) -> TargetTuning:
+    """The profile of a CPU with feature ``flags`` (``/proc/cpuinfo``'s) and
+    LLVM's name ``cpu``: AVX-512F on a Xeon of ``_XEON_CPUS`` ->
+    :func:`avx512_xeon_tuning`, other AVX-512F -> :func:`avx512_tuning`, AVX2
+    with FMA -> :func:`avx2_tuning`, otherwise :func:`generic_tuning`."""
+    if "avx512f" in flags:
+        return avx512_xeon_tuning() if cpu in _XEON_CPUS else avx512_tuning()
+    if "avx2" in flags and "fma" in flags:
+        return avx2_tuning()
+    return generic_tuning()
+
+
 @functools.lru_cache(maxsize=1)
 def host_tuning() -> TargetTuning:
-    """The tuning for the machine phasec runs on.
+    """The tuning for the machine phasec runs on (:func:`tuning_for`).
 
-    AVX-512F -> :func:`avx512_tuning`, AVX2 with FMA -> :func:`avx2_tuning`,
-    otherwise :func:`generic_tuning`. ``PHASEC_VECTOR_BITS`` (128, 256 or
-    512) caps the vector width, e.g. to compare against 256-bit code on an
-    AVX-512 machine; ``PHASEC_WINOGRAD`` (0: off, 2 or 4) sets the Winograd
-    tile. Any other value of either is an :class:`~phasec.errors.InputError`
-    naming the variable.
+    ``PHASEC_TUNING`` replaces it for trying sizes: a profile's name
+    (``avx512``, ``avx512_xeon``, ``avx2``, ``generic``) and/or integer
+    fields, ``[profile,]field=value,...`` (``avx512,gemm_rows=6``).
+    ``PHASEC_VECTOR_BITS`` (128, 256 or 512) caps the vector width, e.g. to
+    compare against 256-bit code on an AVX-512 machine; ``PHASEC_WINOGRAD``
+    (0: off, 2 or 4) sets the Winograd tile. Any other value of these is an
+    :class:`~phasec.errors.InputError` naming the variable.
     """
     flags = _cpu_flags()
-    if "avx512f" in flags:
-        tuning = avx512_tuning()
-    elif "avx2" in flags and "fma" in flags:
-        tuning = avx2_tuning()
-    else:
-        tuning = generic_tuning()
+    tuning = _env_overrides(tuning_for(flags, _host_cpu_name()),
+                            os.environ.get("PHASEC_TUNING", ""))
     cap = _env_choice("PHASEC_VECTOR_BITS", ("128", "256", "512"))
     if cap and int(cap) < tuning.vector_bits:
         tuning = replace(tuning, vector_bits=int(cap))
@@ -241,3 +333,24 @@ def _env_choice(name: str, accepted: tuple[str, ...]) -> str:
         raise InputError(f"the environment variable {name} must be one of "
                          f"{', '.join(accepted)} (or unset), not {value!r}")
     return value
+
+
+def _env_overrides(tuning: TargetTuning, text: str) -> TargetTuning:
+    """``tuning`` as ``text`` (``PHASEC_TUNING``) changes it: its first item
+    may name a profile (which replaces ``tuning``), the others are
+    ``field=value`` of integer fields (``gemm_rows=6,gemm_vectors=4``). An
+    unknown name or field, or a value that is no integer >= 0, is an
+    :class:`~phasec.errors.InputError`."""
+    changes: dict[str, int] = {}
+    for n, item in enumerate(filter(None, (part.strip() for part in text.split(",")))):
+        key, eq, value = (part.strip() for part in item.partition("="))
+        if not eq and n == 0 and key in _PROFILES:
+            tuning = _PROFILES[key]()
+            continue
+        if (type(getattr(tuning, key, None)) is not int or key == "vector_bits"
+                or not value.isdigit()):
+            raise InputError(f"the environment variable PHASEC_TUNING takes a profile "
+                             f"({', '.join(_PROFILES)}) then field=value pairs of integer "
+                             f"tuning fields, not {item!r}")
+        changes[key] = int(value)
+    return replace(tuning, **changes) if changes else tuning

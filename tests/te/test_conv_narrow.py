@@ -139,7 +139,7 @@ def test_a_symbolic_batch_takes_the_gathered_columns_too():
 
 
 @pytest.mark.parametrize("attrs,shape", [
-    ({"padding": 1, "strides": 2}, (8, 40, 40)),       # strided, rows wider than a vector
+    ({"padding": 1, "strides": 2}, (8, 40, 72)),       # strided, rows wider than two vectors
     ({"padding": 1, "strides": 2}, (8, 6, 6)),         # strided, fewer positions than a vector
     ({"padding": 1}, (8, 6, 40)),                      # rows wider than a vector
     ({"padding": 1, "data_layout": "NHWC", "kernel_layout": "HWIO"}, (8, 7, 7)),

@@ -23,8 +23,21 @@ from phasec.te.schedules.conv_pointwise_small import (
     max_transposed_bytes,
 )
 from phasec.te.schedules.gemm import PACK_MARK
+from phasec.target import tuning
 
 RNG = np.random.default_rng(29)
+
+
+@pytest.fixture
+def avx512_tiles(monkeypatch):
+    """The avx512 profile's 8 x 32 register tiles, which the structures
+    below were written for, on a Xeon host too (its 6 x 64 tiles:
+    test_tuning_profiles.py)."""
+    if tuning.host_tuning().name == "avx512_xeon":
+        monkeypatch.setenv("PHASEC_TUNING", "avx512")
+        tuning.host_tuning.cache_clear()
+    yield
+    tuning.host_tuning.cache_clear()
 
 
 def _module(xs, out_ch: int, *, weight_param: bool = False, residual: bool = False):
@@ -68,7 +81,7 @@ def _kernel_texts(mod) -> dict[str, str]:
     ((2, 131, 13, 11), 37),       # 143 positions, a batch of two
     ((1, 288, 14, 14), 48),       # MobileNetV2's 14x14 projection
 ])
-def test_constant_weight_packed_once_prime_channels(xs, out_ch):
+def test_constant_weight_packed_once_prime_channels(xs, out_ch, avx512_tiles):
     mod, _ = _module(xs, out_ch, residual=True)
     texts = _kernel_texts(mod)
     (packed,) = [t for n, t in texts.items() if n.endswith("_prepacked")]
@@ -163,7 +176,7 @@ def test_estimate_against_the_measured_choices():
     assert const < rows == same < per_call
 
 
-def test_projection_micro_panels_outer_with_the_next_one_prefetched():
+def test_projection_micro_panels_outer_with_the_next_one_prefetched(avx512_tiles):
     """101 output channels: two whole micro-panels of 32 (the second joined
     by the last 5 columns), each met by all 7 row tiles of 7 positions
     before the next, whose packed weight lines are prefetched meanwhile."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 import phasec
 from phasec.backend.llvm import compile_prim_funcs
@@ -17,8 +18,19 @@ from phasec.interp.tir import run_prim_func
 from phasec.ir import IRModule, assert_structural_equal
 from phasec import te
 from phasec.ir import tir as T
+from phasec.target import tuning
 from phasec.target.tuning import host_tuning
 from phasec.script.json_format import from_json, to_json
+
+
+@pytest.fixture(autouse=True)
+def _avx512_prefetch_sizes(monkeypatch):
+    """The prefetch thresholds these tests were written for (the avx512 and
+    avx2 profiles'), also on a host whose profile changes them (the Xeon's)."""
+    monkeypatch.setenv("PHASEC_TUNING", "gemm_prefetch_min_k=256,gemm_prefetch_a_min_k=64")
+    tuning.host_tuning.cache_clear()
+    yield
+    tuning.host_tuning.cache_clear()
 
 
 def _walk(stmt):

@@ -110,11 +110,15 @@ def test_gemm_schedule_matches_numpy_on_odd_and_prime_shapes(tuning_name):
 
 
 def test_gemm_schedule_structure_per_shape():
+    from phasec.target import tuning as tn
     tuning = host_tuning()
+    if tuning.name == "avx512_xeon":  # (its 6 x 4 tiles: test_tuning_profiles.py)
+        tuning = tn.avx512_tuning()
     mr, nr = tuning.gemm_rows, tuning.gemm_cols(32)
     # enough rows: W packed, full tiles, plus remainder rows and columns
     ins, out, _ = _gemm(3 * mr + 1, 40, 2 * nr + 3)
-    func = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(tuning=PACK_ALWAYS))
+    func = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(
+        tuning=dataclasses.replace(tuning, gemm_pack_min_bytes=0)))
     names = [s.buffer for s in walk(func.body) if isinstance(s, T.Allocate)]
     packs = [b for b in names if b.name.startswith("mm_bpack")]
     accs = sorted(tuple(int(d.value) for d in b.shape) for b in names
@@ -217,8 +221,8 @@ def test_conv2d_takes_the_gemm_schedule_and_grouped_conv_keeps_its_own():
         accs = [s for s in walk(func.body) if isinstance(s, T.Allocate)
                 and s.buffer.name.startswith("conv_acc")]
         if groups == 1:   # output channels x positions register tiles
-            assert accs and all(1 <= int(a.buffer.shape[0].value) <= host_tuning().gemm_rows
-                                for a in accs)
+            rows = max(host_tuning().gemm_rows, host_tuning().gemm_narrow_rows)
+            assert accs and all(1 <= int(a.buffer.shape[0].value) <= rows for a in accs)
             assert packed or o < 2 * host_tuning().gemm_rows
         else:             # the input channel depends on the output channel: no GEMM split
             assert not packed
@@ -333,7 +337,10 @@ def test_grouped_conv2d_takes_the_gemm_when_groups_hold_whole_row_tiles(monkeypa
         taken = [p for p in plans if p is not None]
         og = o // groups
         if gemm:   # one plan, B read per group of rows
-            rows = host_tuning().gemm_rows
+            tuned = host_tuning()
+            narrow = w - 2 <= tuned.lanes(32) and tuned.gemm_narrow_rows
+            rows = tuned.gemm_narrow_rows if narrow else tuned.gemm_rows
+            rows = 1 << (rows.bit_length() - 1)  # (a power of two, halved to fit og)
             while rows > og:
                 rows //= 2
             assert len(taken) == 1 and taken[0].row_group == og and taken[0].rows == rows
@@ -403,6 +410,8 @@ def test_host_tuning_follows_the_cpu_flags_and_the_width_cap(monkeypatch):
     cases = [({"avx512f", "avx2", "fma"}, "avx512", 512), ({"avx2", "fma"}, "avx2", 256),
              ({"sse2"}, "generic", 128), (set(), "generic", 128)]
     try:
+        monkeypatch.setattr(tn, "_host_cpu_name", lambda: "znver4")  # (not a Xeon's profile)
+        monkeypatch.delenv("PHASEC_TUNING", raising=False)
         for flags, name, bits in cases:
             monkeypatch.setattr(tn, "_cpu_flags", lambda flags=flags: flags)
             monkeypatch.delenv("PHASEC_VECTOR_BITS", raising=False)

@@ -1,6 +1,7 @@
 """A strided NCHW conv2d whose output rows are narrower than a vector
-(ResNet's 14x14 -> 7x7 downsampling), over its input gathered into columns
-(im2col).
+(ResNet's 14x14 -> 7x7 downsampling), or on targets that ask for it
+(``TargetTuning.im2col_row_vectors``) narrower than a few vectors and not
+whole ones (28 wide), over its input gathered into columns (im2col).
 
 The input is gathered once, ``cols[b, c, ry, rx, p]`` for output position
 ``p = y*OW + x``, then one GEMM runs over all the output positions, whose
@@ -16,6 +17,7 @@ from __future__ import annotations
 from phasec import arith
 from phasec.te import operation as te
 from phasec.te.operation import i64
+from phasec.target import tuning
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
 
@@ -25,8 +27,9 @@ __all__ = ["schedule"]
 def schedule(w: ConvWorkload) -> Tensor | None:
     """The convolution of ``w`` (an NCHW float conv2d) over its gathered
     columns, or None when it is not strided, ungrouped, with static sizes
-    and output rows narrower than a vector (but at least a vector of
-    output positions)."""
+    and output rows narrower than a vector, or than the target's
+    ``im2col_row_vectors`` vectors and not whole ones (but at least a
+    vector of output positions)."""
     data, weight, dt = w.data, w.weight, w.dtype
     _, _, *sp = w.data_layout.to_canonical(data.shape)
     _, _, *ks = w.kernel_layout.to_canonical(weight.shape)
@@ -36,7 +39,10 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if any(v is None for v in shape):
         return None
     H, W, KH, KW, OH, OW = shape
-    if not OW < w.lanes <= OH * OW:
+    # rows of a few vectors that are not whole ones: their tiles would leave
+    # lanes idle (28 = 16 + 8 + 4), where the flat positions fill them
+    wide = OW % w.lanes != 0 and OW < tuning.host_tuning().im2col_row_vectors * w.lanes
+    if not (OW < w.lanes or wide) or OH * OW < w.lanes:
         return None
     top, left = w.padding[0], w.padding[1]
     (sy, sx), (dy, dx) = w.strides, w.dilation

@@ -214,6 +214,13 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         return None  # several reduction axes are packed flat: static extents only
     bits = 64 if anchor.tensor.dtype == "float64" else 32
     rows, cols = tuning.gemm_rows, tuning.gemm_cols(bits)
+    if dot4 and tuning.int_gemm_tile:
+        # (the integer GEMM's tile, where the target sets one of its own)
+        rows, cols = tuning.int_gemm_tile[0], tuning.int_gemm_tile[1] * tuning.lanes(bits)
+    elif N <= tuning.lanes(bits) and tuning.gemm_narrow_rows:
+        # columns of one vector: the accumulators of a few rows would not
+        # cover the FMA units' latency
+        rows = tuning.gemm_narrow_rows
     if group:
         # every register tile's rows in one group: B is the same for all of
         # them. The plan's rows (at most the group's), each group's last rows
@@ -223,6 +230,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         M = static_int(nest.shape[row_axis])
         if M is None or M % group:
             return None
+        rows = 1 << (rows.bit_length() - 1)  # (halved below: 6 rows would give 3, then 1)
         while rows > group:
             rows //= 2
         if rows < 2:

@@ -350,7 +350,8 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
 
 def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
                     padding: Sequence[int], dtype: str, max_tile: int,
-                    lanes: int, weight_per_call: bool = False) -> Tensor | None:
+                    lanes: int, weight_per_call: bool = False,
+                    min_tile_vectors: int = 1) -> Tensor | None:
     """The conv2d of NCHW ``data`` and OIHW 3x3 ``weight`` (stride 1,
     dilation 1, one group, ``padding`` top, left, bottom, right) by
     F(m x m, 3 x 3), its loops in vectors of ``lanes``, or None when a shape
@@ -360,7 +361,9 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     ``m`` is the largest of ``max_tile`` and 2 that gives the GEMMs at least
     a vector of columns (tiles): a 7x7 image has 4 tiles of 4x4 and 16 of
     2x2, and F(2x2) is there much faster than F(4x4). A smaller image keeps
-    the direct convolution.
+    the direct convolution. With ``min_tile_vectors`` above 1, the largest
+    ``m`` whose tiles fill that many vectors comes first (14x14: F(2x2)'s 49
+    tiles before F(4x4)'s 16, which make one-vector GEMM tiles).
 
     ``weight_per_call``: the weight is a parameter, so ``U = G w G^T`` runs
     on every call; then the plan is the one of least estimated per-call cost
@@ -381,6 +384,7 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     plans = [p for p in plans if (n or 1) * p.th * p.tw >= lanes]
     if not plans:
         return None
+    plans.sort(key=lambda p: (n or 1) * p.th * p.tw < min_tile_vectors * lanes)  # (stable)
     plan = plans[0]
     if weight_per_call:
         costs = {id(p): estimate_ns(n or 1, c, k, oh, ow, p.m, weight_per_call=True)
@@ -444,7 +448,8 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if any(x is None or x < host.winograd_min_channels for x in channels):
         return None
     return winograd_conv2d(w.data, w.weight, w.out_shape, w.padding, w.dtype,
-                           host.winograd_tile, w.lanes, weight_per_call=not w.weight_is_constant)
+                           host.winograd_tile, w.lanes, weight_per_call=not w.weight_is_constant,
+                           min_tile_vectors=host.winograd_min_tile_vectors)
 
 
 def _transformed_weight(func: tir.PrimFunc) -> WeightPlan | None:

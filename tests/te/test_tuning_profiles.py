@@ -1,0 +1,205 @@
+"""The target profiles of ``phasec.target.tuning``: which one a CPU gets
+(the Intel Xeon profile from LLVM's CPU name, the others unchanged),
+``PHASEC_TUNING``'s overrides, and the schedules the Xeon profile changes
+(6 x 4 GEMM tiles, 8 rows over one vector of columns, Winograd's F(2x2) over 14x14, strided 28-wide rows over
+gathered columns) against numpy's reference on odd, prime and symbolic
+shapes, on LLVM and on the TIR interpreter."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from phasec import te
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.errors import InputError
+from phasec.interp.tir import run_prim_func
+from phasec.ir import TensorStructInfo, Var, tir
+from phasec.op import call_op, get_op
+from phasec.op.legalize import lower_fused
+from phasec.target import tuning as tn
+from phasec.te.schedules.build_time import ir_nodes
+from phasec.te.schedules.winograd import WINOGRAD_MARK
+
+from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+
+RNG = np.random.default_rng(29)
+AVX512 = {"avx512f", "avx2", "fma"}
+
+
+@pytest.mark.parametrize("flags,cpu,name", [
+    (AVX512, "emeraldrapids", "avx512_xeon"),
+    (AVX512, "sapphirerapids", "avx512_xeon"),
+    (AVX512, "graniterapids", "avx512_xeon"),
+    (AVX512, "znver4", "avx512"),             # where the avx512 profile was tuned
+    (AVX512, "skylake-avx512", "avx512"),     # not measured: left as it was
+    (AVX512, "", "avx512"),
+    ({"avx2", "fma"}, "emeraldrapids", "avx2"),  # (AVX-512 off: its profile needs it)
+    ({"avx2", "fma"}, "znver3", "avx2"),
+    ({"sse2"}, "emeraldrapids", "generic"),
+])
+def test_the_profile_follows_the_flags_and_the_cpu_name(flags, cpu, name):
+    assert tn.tuning_for(flags, cpu).name == name
+
+
+def test_the_other_profiles_are_unchanged():
+    # the values the avx512 profile (tuned on Zen 4) had before the Xeon one
+    t = tn.avx512_tuning()
+    assert (t.gemm_rows, t.gemm_vectors, t.gemm_panel_bytes, t.gemm_pack_min_bytes,
+            t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
+            t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
+            t.int_gemm_tile) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, ())
+    for t in (tn.avx2_tuning(), tn.generic_tuning()):
+        assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
+                t.winograd_min_tile_vectors, t.im2col_row_vectors) == (4, 2, 256, 64, 1, 1)
+    x, t = tn.avx512_xeon_tuning(), tn.avx512_tuning()
+    changed = {f.name for f in dataclasses.fields(t) if getattr(x, f.name) != getattr(t, f.name)}
+    assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
+                       "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
+                       "winograd_min_tile_vectors", "im2col_row_vectors"}
+    # the integer GEMM keeps the avx512 profile's tile
+    assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
+
+
+def test_host_tuning_reads_the_cpu_name_and_phasec_tuning(monkeypatch):
+    monkeypatch.setattr(tn, "_cpu_flags", lambda: AVX512)
+    monkeypatch.delenv("PHASEC_VECTOR_BITS", raising=False)
+    monkeypatch.delenv("PHASEC_WINOGRAD", raising=False)
+    try:
+        for cpu, env, want in [
+                ("emeraldrapids", "", ("avx512_xeon", 6, 4)),
+                ("znver4", "", ("avx512", 8, 2)),
+                ("emeraldrapids", "avx512", ("avx512", 8, 2)),
+                ("znver4", "avx512_xeon", ("avx512_xeon", 6, 4)),
+                ("znver4", "gemm_rows=6, gemm_vectors=4", ("avx512", 6, 4)),
+                ("emeraldrapids", "avx512,gemm_rows=12", ("avx512", 12, 2))]:
+            monkeypatch.setattr(tn, "_host_cpu_name", lambda cpu=cpu: cpu)
+            monkeypatch.setenv("PHASEC_TUNING", env)
+            tn.host_tuning.cache_clear()
+            t = tn.host_tuning()
+            assert (t.name, t.gemm_rows, t.gemm_vectors) == want, (cpu, env)
+        # a typo is refused, naming the variable, not ignored
+        for bad in ("gemm_row=6", "gemm_rows=-1", "gemm_rows=six", "name=x", "vector_bits=256",
+                    "partial_lanes=16", "gemm_rows=6,avx512", "zen4"):
+            monkeypatch.setenv("PHASEC_TUNING", bad)
+            tn.host_tuning.cache_clear()
+            with pytest.raises(InputError, match="PHASEC_TUNING"):
+                tn.host_tuning()
+    finally:
+        tn.host_tuning.cache_clear()
+
+
+@pytest.fixture
+def xeon(monkeypatch):
+    """The Xeon profile as the host's, whatever the machine."""
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon")
+    monkeypatch.delenv("PHASEC_WINOGRAD", raising=False)
+    monkeypatch.delenv("PHASEC_VECTOR_BITS", raising=False)
+    tn.host_tuning.cache_clear()
+    yield tn.host_tuning()
+    tn.host_tuning.cache_clear()
+
+
+def _gemm(m, k, n):
+    a = te.placeholder((m, k), name="A")
+    b = te.placeholder((k, n), name="B")
+    r = te.reduce_axis(k, "r")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r.var] * b[r.var, j], axis=[r]), name="C")
+    return [a, b, c]
+
+
+@pytest.mark.parametrize("m,k,n", [(24, 37, 128), (17, 13, 53), (37, 300, 150), (6, 5, 64),
+                                   (29, 7, 16), (13, 11, 11), ("sym", 31, 101), ("sym", 5, 16)])
+def test_gemm_in_6x4_tiles_and_narrow_columns_in_8_rows_matches_numpy(xeon, m, k, n):
+    assert xeon.gemm_cols(32) == 64 and xeon.gemm_narrow_rows == 8
+    sym = tir.Var("m") if m == "sym" else None
+    args = _gemm(sym if sym is not None else m, k, n)
+    prim = te.create_prim_func(args, schedule_hints=te.ScheduleOptions(tuning=xeon))
+    lib = compile_prim_funcs({"k": prim})
+    for rows in ((1, 9, 29) if sym is not None else (m,)):
+        a = RNG.standard_normal((rows, k)).astype("float32")
+        b = RNG.standard_normal((k, n)).astype("float32")
+        want = a.astype("float64") @ b.astype("float64")
+        got = np.zeros((rows, n), "float32")
+        lib["k"](a, b, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        interp = np.zeros((rows, n), "float32")
+        run_prim_func(prim, [a, b, interp])
+        np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+def _conv_relu(n, c, h, w, o, k, **attrs):
+    d = Var("d", TensorStructInfo((n, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((o, c, k, k), "float32"))
+    return fused([d, wt], lambda bb: call_op("nn.relu", bb.emit(call_op(
+        "nn.conv2d", d, wt, **attrs))))
+
+
+def _buffers(prim) -> list[str]:
+    """The names of the buffers ``prim`` allocates."""
+    return [n.buffer.name for n in ir_nodes(prim.body) if type(n) is tir.Allocate]
+
+
+def _check_conv(prim, batches, c, h, w, o, k, attrs, interp=True):
+    two = lambda v: (v, v) if isinstance(v, int) else v  # noqa: E731
+    pads = attrs.get("padding", 0)
+    lib = compile_prim_funcs({"k": prim})
+    for n in batches:
+        x = RNG.standard_normal((n, c, h, w)).astype("float32")
+        wa = RNG.standard_normal((o, c, k, k)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(
+            x, wa, padding=(pads,) * 4 if isinstance(pads, int) else pads,
+            strides=two(attrs.get("strides", 1))), 0)
+        got = np.zeros(want.shape, "float32")
+        lib["k"](x, wa, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        if interp:
+            ref = np.zeros(want.shape, "float32")
+            run_prim_func(prim, [x, wa, ref])
+            np.testing.assert_allclose(ref, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,h,o,k,attrs", [
+    (5, 56, 7, 3, {"padding": 1, "strides": 2}),   # 28-wide rows (ResNet's 56 -> 28)
+    (6, 37, 11, 1, {"strides": 2}),               # 19 wide, 1x1, prime sizes
+    (5, 61, 7, 3, {"padding": (1, 0, 2, 1), "strides": 2}),  # 31 wide, uneven padding
+])
+def test_strided_rows_of_under_two_vectors_use_the_columns_on_the_xeon(xeon, c, h, o, k, attrs):
+    prim = lower_fused(_conv_relu(1, c, h, h, o, k, **attrs)).prim_func
+    assert "im2col" in _buffers(prim)
+    _check_conv(prim, (1,), c, h, h, o, k, attrs)
+    sym = lower_fused(_conv_relu(tir.Var("n"), c, h, h, o, k, **attrs)).prim_func
+    assert "im2col" in _buffers(sym)
+    _check_conv(sym, (1, 2), c, h, h, o, k, attrs, interp=False)
+
+
+def test_the_avx512_profile_keeps_its_choices(monkeypatch):
+    # 28-wide strided rows as they were; F(4x4) over 14x14
+    monkeypatch.setenv("PHASEC_TUNING", "avx512")
+    tn.host_tuning.cache_clear()
+    try:
+        prim = lower_fused(_conv_relu(1, 5, 56, 56, 7, 3, padding=1, strides=2)).prim_func
+        assert "im2col" not in _buffers(prim)
+        prim = lower_fused(_conv_relu(1, 9, 14, 14, 11, 3, padding=1),
+                           constant_params=(1,)).prim_func
+        assert _winograd_m(prim) == 4
+    finally:
+        tn.host_tuning.cache_clear()
+
+
+def _winograd_m(prim) -> int | None:
+    """The m of the kernel's Winograd weight transform (None: direct)."""
+    marks = [n for n in ir_nodes(prim.body) if type(n) is tir.AttrStmt
+             and n.key == WINOGRAD_MARK]
+    return marks[0].value.value if marks else None
+
+
+@pytest.mark.parametrize("c,h,o,m_xeon", [(9, 14, 11, 2), (8, 13, 8, 2), (8, 28, 8, 4),
+                                          (9, 7, 9, 2)])
+def test_winograd_tiles_fill_two_vectors_on_the_xeon(xeon, c, h, o, m_xeon):
+    # (a constant weight: the rule alone decides, see test_winograd.py)
+    prim = lower_fused(_conv_relu(1, c, h, h, o, 3, padding=1), constant_params=(1,)).prim_func
+    assert _winograd_m(prim) == m_xeon
+    _check_conv(prim, (1,), c, h, h, o, 3, {"padding": 1})
