@@ -167,6 +167,19 @@ class TargetTuning:
     #: into columns (:mod:`phasec.te.schedules.conv_im2col`): one GEMM over
     #: whole vectors of output positions instead of rows of part-vectors
     im2col_row_vectors: int = 1
+    #: a 1x1 convolution over 1-16 vectors of positions runs positions x
+    #: output channels (:mod:`phasec.te.schedules.conv_pointwise_small`) only
+    #: while that transposed output has at most this many bytes: its
+    #: elements are gathered back a vector of positions at a time, one cache
+    #: line each (Zen 4, 1 MB L2: DenseNet-121's 100 KB 14x14 bottlenecks
+    #: lost 17-29%; the Xeon's 2 MB L2 holds 256 KB of them: see that module)
+    pointwise_max_transposed_bytes: int = 64 * 1024
+    #: stride-1 depthwise rows narrower than a vector (not only those of
+    #: more than half a vector) with windows of up to 25 taps (not 9) take
+    #: the per-channel padded plane
+    #: (:func:`phasec.te.schedules.conv_depthwise_strided.plan`: measured
+    #: faster on the Xeon, slower on Zen 4)
+    depthwise_narrow_plane: bool = False
 
     def splits_unevenly(self, iterations: int) -> bool:
         """Whether a parallel axis of ``iterations`` is fused with the next
@@ -241,13 +254,19 @@ def avx512_xeon_tuning() -> TargetTuning:
       (``winograd_min_tile_vectors``: F(2x2) over 14x14, 49 tiles, rather
       than F(4x4), 16) and strided convolutions with rows of one to two
       vectors over gathered columns (``im2col_row_vectors``: 28-wide rows
-      as 16 + 8 + 4 lanes left the FMA units a third idle).
+      as 16 + 8 + 4 lanes left the FMA units a third idle);
+    * 1x1 convolutions over 14x14 with positions as rows up to a 256 KB
+      transposed output (``pointwise_max_transposed_bytes``) and narrow
+      depthwise rows on per-channel planes (``depthwise_narrow_plane``),
+      measured in MobileNetV2 / EfficientNet-B0 (bench/README.md, "Mobile
+      networks on the Intel Xeon").
     """
     return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
                    gemm_narrow_rows=8, int_gemm_tile=(8, 2),
                    gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=64,
                    gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
-                   im2col_row_vectors=2)
+                   im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
+                   depthwise_narrow_plane=True)
 
 
 def generic_tuning() -> TargetTuning:

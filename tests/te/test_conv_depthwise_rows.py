@@ -21,7 +21,6 @@ from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
 from phasec.te.schedules.conv_depthwise_strided import ROW_BUFFER_TAPS
-from phasec.te.schedules.conv_pointwise_small import large_l2
 
 from helpers.legalize import depthwise_case, fused, tvar, walk
 
@@ -129,13 +128,13 @@ def test_other_rows_keep_their_schedules(xs, k, kept):
 def test_rows_under_a_vector_sum_over_the_channels_plane(xs, k, act, interp):
     # stride 1, rows narrower than a vector: the padded plane per channel in
     # a buffer of its own, the flat sums, then the epilogue over their rows
-    # (no global padded copy). On the Xeon (large_l2) every such row under a
+    # (no global padded copy). On the Xeon (depthwise_narrow_plane) every such row under a
     # 3x3 or 5x5 window; elsewhere 3x3 over more than half a vector, the
     # rest over the flat rows (as measured on Zen 4)
     low = _lower(xs, k, act, padding=k // 2)
     allocs = _allocs(low.prim_func)
     out_w = xs[3]
-    phased = large_l2() or (k == 3 and 2 * out_w > LANES)
+    phased = host_tuning().depthwise_narrow_plane or (k == 3 and 2 * out_w > LANES)
     assert ("stride_phases" in allocs) == phased
     assert ("pad_flat" in allocs) == (not phased)
     _run(low.prim_func, xs, k, act, interp, padding=k // 2)
@@ -177,7 +176,7 @@ def test_narrow_flat_sums_read_the_phases_copied_a_channel_before(xs, k, act, at
                                                                   interp):
     low = _lower(xs, k, act, **attrs)
     prim = low.prim_func
-    if attrs.get("strides", 1) in (1, (1, 1)) and not large_l2():
+    if attrs.get("strides", 1) in (1, (1, 1)) and not host_tuning().depthwise_narrow_plane:
         # (stride 1, rows of half a vector or less: the flat rows off the Xeon)
         assert "pad_flat" in _allocs(prim)
         _run(prim, xs, k, act, interp, **attrs)

@@ -18,10 +18,7 @@ from phasec.ir import Constant, TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.pipeline import lower
 from phasec.script.builder import BlockBuilder
-from phasec.te.schedules.conv_pointwise_small import (
-    LARGE_L2_BYTES, MAX_TRANSPOSED_BYTES, MAX_TRANSPOSED_BYTES_LARGE_L2, estimate, l2_bytes,
-    max_transposed_bytes,
-)
+from phasec.te.schedules.conv_pointwise_small import estimate, max_transposed_bytes
 from phasec.te.schedules.gemm import PACK_MARK
 from phasec.target import tuning
 
@@ -193,27 +190,19 @@ def test_projection_micro_panels_outer_with_the_next_one_prefetched(avx512_tiles
     _check(mod, x, r)
 
 
-def test_a_projection_of_75_kb_takes_the_positions_where_the_l2_holds_2_mb():
+@pytest.mark.parametrize("profile,taken", [("avx512_xeon", True), ("avx512", False)])
+def test_a_projection_of_75_kb_takes_the_positions_where_the_profile_allows(
+        monkeypatch, profile, taken):
     # MobileNetV2's 576 -> 96 over 14x14 + residual (its transposed output
-    # 75 KB): the positions as rows on a core of 2 MB of L2, else flat rows
-    mod, _ = _module((1, 576, 14, 14), 96, residual=True)
-    taken = any("T_conv2d_positions" in t for t in _kernel_texts(mod).values())
-    assert taken == ((l2_bytes() or 0) >= LARGE_L2_BYTES)
-    _check(mod, RNG.standard_normal((1, 576, 14, 14)).astype(np.float32),
-           RNG.standard_normal((1, 96, 14, 14)).astype(np.float32))
-
-
-@pytest.mark.parametrize("entries,want", [
-    ({"index0": ("1", "48K"), "index2": ("2", "2048K"), "index3": ("3", "300M")}, 2 << 20),
-    ({"index0": ("1", "32K"), "index1": ("2", "1M")}, 1 << 20),
-    ({"index0": ("1", "32K")}, None),              # no L2 described
-    ({"index2": ("2", "big")}, None),              # an unreadable size
-])
-def test_the_l2_size_read_from_sysfs(tmp_path, entries, want):
-    for name, (level, size) in entries.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "level").write_text(level + "\n")
-        (tmp_path / name / "size").write_text(size + "\n")
-    assert l2_bytes(str(tmp_path)) == want
-    assert l2_bytes(str(tmp_path / "missing")) is None
-    assert max_transposed_bytes() in (MAX_TRANSPOSED_BYTES, MAX_TRANSPOSED_BYTES_LARGE_L2)
+    # 75 KB): the positions as rows under the Xeon's 256 KB, flat rows under
+    # Zen 4's 64 KB (pointwise_max_transposed_bytes)
+    monkeypatch.setenv("PHASEC_TUNING", profile)
+    tuning.host_tuning.cache_clear()
+    try:
+        assert max_transposed_bytes() == {"avx512_xeon": 256 << 10, "avx512": 64 << 10}[profile]
+        mod, _ = _module((1, 576, 14, 14), 96, residual=True)
+        assert taken == any("T_conv2d_positions" in t for t in _kernel_texts(mod).values())
+        _check(mod, RNG.standard_normal((1, 576, 14, 14)).astype(np.float32),
+               RNG.standard_normal((1, 96, 14, 14)).astype(np.float32))
+    finally:
+        tuning.host_tuning.cache_clear()

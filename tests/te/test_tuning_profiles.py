@@ -50,7 +50,8 @@ def test_the_other_profiles_are_unchanged():
     assert (t.gemm_rows, t.gemm_vectors, t.gemm_panel_bytes, t.gemm_pack_min_bytes,
             t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
             t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
-            t.int_gemm_tile) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, ())
+            t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane
+            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False)
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
                 t.winograd_min_tile_vectors, t.im2col_row_vectors) == (4, 2, 256, 64, 1, 1)
@@ -58,7 +59,8 @@ def test_the_other_profiles_are_unchanged():
     changed = {f.name for f in dataclasses.fields(t) if getattr(x, f.name) != getattr(t, f.name)}
     assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
                        "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
-                       "winograd_min_tile_vectors", "im2col_row_vectors"}
+                       "winograd_min_tile_vectors", "im2col_row_vectors",
+                       "pointwise_max_transposed_bytes", "depthwise_narrow_plane"}
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
 

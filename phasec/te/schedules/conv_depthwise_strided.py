@@ -66,7 +66,6 @@ from phasec.te.operation import i64
 from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
 )
-from phasec.te.schedules.conv_pointwise_small import large_l2
 from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import ConvWorkload
@@ -124,7 +123,7 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
 
     Rows narrower than a vector, a window of 2 to 25 taps (3x3 and 5x5
     over 14x14 and 7x7; on hosts other than the Intel Xeon of issue 29's
-    round 6, :func:`~.conv_pointwise_small.large_l2`, rows of more than
+    round 6, its tuning's ``depthwise_narrow_plane``, rows of more than
     half a vector and 2 to 9 taps, as measured on Zen 4): the padded plane
     per channel in a buffer of its own, then the flat sums (the strided
     schedule's flat form, one phase), the epilogue reading their rows:
@@ -143,7 +142,7 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
         return None
     n, c, H, W, KH, KW, OH, OW = dims
     lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
-    xeon = large_l2()  # (the choices measured on each machine: see above)
+    xeon = tuning.host_tuning().depthwise_narrow_plane  # (measured on each: see above)
     if (lanes > OW if xeon else 2 * OW > lanes > OW) and OH >= 2 \
             and 1 < KH * KW <= (FLAT_PLANE_TAPS if xeon else ROW_BUFFER_TAPS):
         # rows under a vector (more than half a vector), 3x3 or 5x5 (3x3)

@@ -31,12 +31,10 @@ output channels fill whole vectors and the cost is the transposed output.
 
 from __future__ import annotations
 
-import functools
-import os
-
 import numpy as np
 
 from phasec import arith
+from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
 from phasec.te.schedules.conv_small_image import NS_PER_PACKED, vector_pieces
@@ -45,8 +43,7 @@ from phasec.te.tensor import OWN_NEST, Tensor
 
 __all__ = ["NS_PER_VECTOR_FMA", "NS_PER_TRANSPOSED", "NS_PER_WHOLE_VECTOR",
            "NS_PER_PART_VECTOR", "NS_PER_ROW_COPY", "MAX_POSITION_VECTORS",
-           "MAX_TRANSPOSED_BYTES", "MAX_TRANSPOSED_BYTES_LARGE_L2", "LARGE_L2_BYTES",
-           "large_l2", "max_transposed_bytes", "l2_bytes", "estimate", "schedule"]
+           "max_transposed_bytes", "estimate", "schedule"]
 
 #: the cost model (:func:`estimate`), nanoseconds on one core, fitted (least
 #: squares of the relative error) to 1x1 convolutions alone over 7x7, 14x14
@@ -61,58 +58,26 @@ NS_PER_WHOLE_VECTOR = 0.358
 NS_PER_PART_VECTOR = 0.488
 NS_PER_ROW_COPY = 0.114
 
-#: at most this many bytes of the transposed output (``t``, positions x
-#: output channels): its elements are gathered back a vector of positions
-#: at a time, one cache line each. Inside DenseNet-121 (light model, one
-#: thread) the 14x14 bottlenecks of 256 to 768 -> 128 channels (t of 100
-#: KB) lost 17-29% this way (256 -> 128: 143 -> 185 us), where the 7x7
-#: ones (25 KB) gained 17% (512 -> 128: 95 -> 79 us), MobileNetV2's 288 ->
-#: 48 over 14x14 (38 KB) 13%, SqueezeNet's 384 -> 64 over 13x13 (43 KB) 19%
-#: (AMD Zen 4, 1 MB of L2 a core)
-MAX_TRANSPOSED_BYTES = 64 * 1024
-#: ... on a core of at least :data:`LARGE_L2_BYTES` of L2
-#: (:func:`max_transposed_bytes`; the Intel Xeon, Emerald Rapids, 2 MB L2
-#: and 48 KB L1d): alone, one thread, flat rows -> positions as rows, 576
-#: -> 96 over 14x14 + residual (t 75 KB) 267 -> 214 us, 384 -> 96 190 ->
-#: 143 us, 672 -> 112 362 -> 305 us, 768 -> 128 (96 KB) 480-776 -> 404-423
-#: us, 1024 -> 256 (196 KB) 1290 -> 800 us; with the Xeon GEMM profile of
-#: the same round (8x3 tiles) 170 -> 137, 112 -> 93, 230 -> 218, 295-402 ->
-#: 277-286, 786-839 -> 759-769 us, and 256 -> 128 (98 KB) 97-127 -> 111 us
-MAX_TRANSPOSED_BYTES_LARGE_L2 = 256 * 1024
-LARGE_L2_BYTES = 2 << 20
-
-
-@functools.lru_cache(maxsize=1)
-def large_l2() -> bool:
-    """Whether the first CPU's L2 (Linux sysfs) holds :data:`LARGE_L2_BYTES`
-    (the Intel Xeon of issue 29's round 6, not the Zen 4 of the rounds
-    before: the schedules' choices measured on the first only)."""
-    return (l2_bytes() or 0) >= LARGE_L2_BYTES
-
-
 def max_transposed_bytes() -> int:
-    """The largest transposed output this schedule takes on the host:
-    :data:`MAX_TRANSPOSED_BYTES`, or :data:`MAX_TRANSPOSED_BYTES_LARGE_L2`
-    where :func:`large_l2`."""
-    return MAX_TRANSPOSED_BYTES_LARGE_L2 if large_l2() else MAX_TRANSPOSED_BYTES
+    """The largest transposed output (``t``, positions x output channels)
+    this schedule takes on the host (its tuning's
+    ``pointwise_max_transposed_bytes``): ``t``'s elements are gathered back
+    a vector of positions at a time, one cache line each.
 
+    Zen 4 (1 MB of L2 a core), 64 KB: inside DenseNet-121 (light model,
+    one thread) the 14x14 bottlenecks of 256 to 768 -> 128 channels (t of
+    100 KB) lost 17-29% this way (256 -> 128: 143 -> 185 us), where the 7x7
+    ones (25 KB) gained 17% (512 -> 128: 95 -> 79 us), MobileNetV2's 288 ->
+    48 over 14x14 (38 KB) 13%, SqueezeNet's 384 -> 64 over 13x13 (43 KB) 19%.
+    The Intel Xeon (Emerald Rapids, 2 MB L2 and 48 KB L1d), 256 KB: alone,
+    one thread, flat rows -> positions as rows, 576 -> 96 over 14x14 +
+    residual (t 75 KB) 267 -> 214 us, 384 -> 96 190 -> 143 us, 672 -> 112
+    362 -> 305 us, 768 -> 128 (96 KB) 480-776 -> 404-423 us, 1024 -> 256
+    (196 KB) 1290 -> 800 us; with the Xeon GEMM profile of the same round
+    (8x3 tiles) 170 -> 137, 112 -> 93, 230 -> 218, 295-402 -> 277-286,
+    786-839 -> 759-769 us, and 256 -> 128 (98 KB) 97-127 -> 111 us."""
+    return tuning.host_tuning().pointwise_max_transposed_bytes
 
-def l2_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
-    """The size of the L2 cache of the CPU described under ``root`` (sysfs:
-    ``index*/level`` and ``size``, "2048K"), None where it cannot be read."""
-    try:
-        for entry in sorted(os.listdir(root)):
-            base = os.path.join(root, entry)
-            with open(os.path.join(base, "level"), encoding="ascii") as f:
-                if f.read().strip() != "2":
-                    continue
-            with open(os.path.join(base, "size"), encoding="ascii") as f:
-                size = f.read().strip()
-            scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
-            return int(size.rstrip("KM")) * scale
-    except (OSError, ValueError):
-        return None
-    return None
 
 #: at most this many vectors of positions over which :func:`estimate`
 #: chooses (14x14 is 12.25 vectors; over 28x28 the flat rows measured
