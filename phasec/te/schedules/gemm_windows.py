@@ -224,10 +224,11 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                                      storer(simplify(row_base + i64(j))), column_mask(0))
                       for j in range(g.kernel[1])]
             return [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
-        margin = _staged_margin(g, c0, ncols)
+        margin = _staged_margin(g)
         if margin is not None:
-            # a panel of whole rows at the image's top or bottom edge: the
-            # rows its taps read staged with the padding rows filled, then
+            # a panel at the image's top or bottom edge (or anywhere when
+            # its first column is known): the rows its taps read staged
+            # with the padding rows filled, then
             # the same copy per kernel row as the shared packing's, from
             # the staged rows (25 copies of a 5x5's taps, each its own
             # runs, took LLVM ~0.1 s each)
@@ -240,11 +241,13 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
             for j in range(g.kernel[1]):
                 x_edge = j * g.dilation[1] - g.padding[1]
                 f = Var("f", "int64")
-                src = (ki * i64(g.dilation[0]) + i64(margin)) * i64(w) + f + i64(x_edge)
+                src = ((ki * i64(g.dilation[0]) + i64(margin)) * i64(w) + f
+                       + i64(c0 % w + x_edge))
                 value: PrimExpr = tir.BufferLoad(rows_buf, (simplify(src),))
                 x_lo, x_hi = inside(x_edge, w, 1, w)
                 if x_lo > 0 or x_hi < w:
-                    value = tir.Select(column_mask(0)(x_lo, x_hi)(f), _u8(g.fill), value)
+                    value = tir.Select(column_mask(c0)(x_lo, x_hi)(f + i64(c0)), _u8(g.fill),
+                                       value)
                 copies.append(For(f, i64(0), i64(ncols), "vectorized",
                                   storer(simplify(row_base + i64(j)))(f + i64(c0), value)))
             return stmts + [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
@@ -284,9 +287,9 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         full, rest = divmod(channels, cg)
         masks.clear()
         staged.clear()
-        margin = None if first_row is not None else _staged_margin(g, c0, ncols)
+        margin = None if first_row is not None else _staged_margin(g)
         if margin is not None:
-            n = (ncols // w + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
+            n = (-(-(c0 % w + ncols) // w) + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
             staged.append(Buffer(name + "_rows", (i64(n),), "uint8"))
         # One loop over the channels, their taps' code once (the groups of
         # cg channels and the rest apart, it was twice: the loop vectorizer's
@@ -355,12 +358,12 @@ def _interior_panels(g: Windows, count: int, step: int) -> tuple[int, int] | Non
     return (lo, hi) if hi > lo else None
 
 
-def _staged_margin(g: Windows, c0: int, ncols: int) -> int | None:
-    """The whole rows staged above and below a panel ``[c0, c0 + ncols)`` of
-    whole output rows of a stride-1 "same" convolution (its taps' column
-    offsets read that far past a row), or None when the panel is not one."""
+def _staged_margin(g: Windows) -> int | None:
+    """The whole rows staged above and below a panel of a stride-1 "same"
+    convolution (its taps' column offsets read that far past a row), or
+    None when the convolution is not one."""
     w = g.hw[1]
-    if g.strides != (1, 1) or g.grid[1] != w or c0 % w or ncols % w:
+    if g.strides != (1, 1) or g.grid[1] != w:
         return None
     return max(-(-abs(j * g.dilation[1] - g.padding[1]) // w) for j in range(g.kernel[1]))
 
