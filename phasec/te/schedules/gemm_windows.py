@@ -11,11 +11,14 @@ after. ``nn.im2col`` writes all its columns this way.
 
 ``nn.im2col_matmul`` (``W @ im2col(x)``, 8-bit) marks its GEMM's
 reduction with :data:`WINDOWS_ATTR` (a :class:`Windows`); the GEMM schedule
-then packs each panel's words from the input (:func:`pack_panel`): the
-panel's window bytes into a scratch of ``K x panel`` bytes (L2-sized, the
-runs above), then its words of four bytes into the packed micro-panels, so
-the columns never exist whole (1.8 MB written and read again for a 3x3
-convolution of 64 channels over 56x56).
+then packs each panel's words from the input (:func:`pack_panel`): a few
+channels' window bytes at a time into a scratch that stays in L1, then
+their words of four bytes into the packed micro-panels, so the columns
+never exist whole (1.8 MB written and read again for a 3x3 convolution of
+64 channels over 56x56). A stride-1 "same" convolution's panels copy each
+kernel row's taps in a loop over the kernel rows (from the image, or from
+the rows staged with their padding at the image's edges): the code, and
+LLVM's time, per kernel column rather than per tap.
 """
 
 from __future__ import annotations
