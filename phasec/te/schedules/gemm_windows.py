@@ -11,11 +11,14 @@ after. ``nn.im2col`` writes all its columns this way.
 
 ``nn.im2col_matmul`` (``W @ im2col(x)``, 8-bit) marks its GEMM's
 reduction with :data:`WINDOWS_ATTR` (a :class:`Windows`); the GEMM schedule
-then packs each panel's words from the input (:func:`pack_panel`): the
-panel's window bytes into a scratch of ``K x panel`` bytes (L2-sized, the
-runs above), then its words of four bytes into the packed micro-panels, so
-the columns never exist whole (1.8 MB written and read again for a 3x3
-convolution of 64 channels over 56x56).
+then packs each panel's words from the input (:func:`pack_panel`): a few
+channels' window bytes at a time into a scratch that stays in L1, then
+their words of four bytes into the packed micro-panels, so the columns
+never exist whole (1.8 MB written and read again for a 3x3 convolution of
+64 channels over 56x56). A stride-1 "same" convolution's panels copy each
+kernel row's taps in a loop over the kernel rows (from the image, or from
+the rows staged with their padding at the image's edges): the code, and
+LLVM's time, per kernel column rather than per tap.
 """
 
 from __future__ import annotations
@@ -208,31 +211,58 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         columns ``[c0, c0 + ncols)``, or (``first_row`` given) the shared
         copy of the panel starting at that output row."""
         stmts: list[Stmt] = []
+
+        def at(y: PrimExpr, x: PrimExpr) -> PrimExpr:
+            return load(ch, y, x)
+
+        def storer(row: PrimExpr) -> Callable[[PrimExpr, PrimExpr], Stmt]:
+            return lambda p, v: BufferStore(scratch, _u8(v), (row, simplify(p - i64(c0))))
+        if first_row is not None:
+            # the kernel's rows a loop: their copies differ only by whole
+            # image rows (a tap's code per kernel row, not per tap: the
+            # loop vectorizer's time grows faster than the kernel's loops)
+            ki = Var("ki", "int64")
+            row_base = simplify(row0 + ki * i64(g.kernel[1]))
+            copies = [_interior_copy(g, ki, j, first_row, ncols, at,
+                                     storer(simplify(row_base + i64(j))), column_mask(0))
+                      for j in range(g.kernel[1])]
+            return [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
+        margin = _staged_margin(g)
+        if margin is not None:
+            # a panel at the image's top or bottom edge (or anywhere when
+            # its first column is known): the rows its taps read staged
+            # with the padding rows filled, then
+            # the same copy per kernel row as the shared packing's, from
+            # the staged rows (25 copies of a 5x5's taps, each its own
+            # runs, took LLVM ~0.1 s each)
+            rows_buf = staged[0]
+            r0 = c0 // w - g.padding[0] - margin  # the image row of staged row 0
+            stmts = _stage_rows(g, rows_buf, r0, at)
+            ki = Var("ki", "int64")
+            row_base = simplify(row0 + ki * i64(g.kernel[1]))
+            copies = []
+            for j in range(g.kernel[1]):
+                x_edge = j * g.dilation[1] - g.padding[1]
+                f = Var("f", "int64")
+                src = ((ki * i64(g.dilation[0]) + i64(margin)) * i64(w) + f
+                       + i64(c0 % w + x_edge))
+                value: PrimExpr = tir.BufferLoad(rows_buf, (simplify(src),))
+                x_lo, x_hi = inside(x_edge, w, 1, w)
+                if x_lo > 0 or x_hi < w:
+                    value = tir.Select(column_mask(c0)(x_lo, x_hi)(f + i64(c0)), _u8(g.fill),
+                                       value)
+                copies.append(For(f, i64(0), i64(ncols), "vectorized",
+                                  storer(simplify(row_base + i64(j)))(f + i64(c0), value)))
+            return stmts + [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
         for i in range(g.kernel[0]):
             for j in range(g.kernel[1]):
                 row = simplify(row0 + i64(i * g.kernel[1] + j))
-
-                def store(p: PrimExpr, v: PrimExpr, row: PrimExpr = row) -> Stmt:
-                    return BufferStore(scratch, _u8(v), (row, simplify(p - i64(c0))))
-
-                def at(y: PrimExpr, x: PrimExpr) -> PrimExpr:
-                    return load(ch, y, x)
-                if first_row is None:
-                    stmts += tap_runs(g, i, j, c0, c0 + ncols, at, store, column_mask(c0))
-                else:
-                    stmts.append(_interior_copy(g, i, j, first_row, ncols, at, store,
-                                                column_mask(0)))
+                stmts += tap_runs(g, i, j, c0, c0 + ncols, at, storer(row), column_mask(c0))
         return stmts
 
-    def group(ch0: PrimExpr, nch: int, kq0: PrimExpr, c0: int,
-              first_row: PrimExpr | None) -> list[Stmt]:
-        """Channels ``ch0 ..`` (``nch``), the words from ``kq0`` on."""
-        if nch > 1:
-            u = Var("u", "int64")
-            stmts = [For(u, i64(0), i64(nch), "serial",
-                         seq(taps_of(ch0 + u, u * i64(g.taps), c0, first_row)))]
-        else:
-            stmts = taps_of(ch0, i64(0), c0, first_row)
+    def regroup(nch: int, kq0: PrimExpr) -> list[Stmt]:
+        """The words from ``kq0`` on of the scratch's first ``nch`` channels."""
+        stmts: list[Stmt] = []
         used = nch * g.taps
         words = -(-used // 4)
         if words * 4 > used:  # the last word's bytes past the last row: zero
@@ -254,16 +284,32 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                          BufferStore(bp, word, (t, simplify(kq0 + kq), c))))))
         return stmts
 
+    staged: list[Buffer] = []  # the staged rows of the current panel, if any
+
     def panel(c0: int, first_row: PrimExpr | None = None) -> Stmt:
         full, rest = divmod(channels, cg)
-        stmts: list[Stmt] = []
         masks.clear()
+        staged.clear()
+        margin = None if first_row is not None else _staged_margin(g)
+        if margin is not None:
+            n = (-(-(c0 % w + ncols) // w) + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
+            staged.append(Buffer(name + "_rows", (i64(n),), "uint8"))
+        # One loop over the channels, their taps' code once (the groups of
+        # cg channels and the rest apart, it was twice: the loop vectorizer's
+        # time grows with the copies), each group regrouped after its last
+        # channel, the rest after the loop.
+        ch = Var("ch", "int64")
+        body = taps_of(ch, (ch % i64(cg)) * i64(g.taps), c0, first_row)
         if full:
-            gi = Var("gch", "int64")
-            stmts.append(For(gi, i64(0), i64(full), "serial", seq(group(
-                gi * i64(cg), cg, gi * i64(rows // 4), c0, first_row))))
+            # (clamped: a group's last channel is in a full group, so the
+            # clamp changes nothing, but the words written are provably in bp)
+            kq0 = tir.BinaryOp("min", ch // i64(cg), i64(full - 1)) * i64(rows // 4)
+            words = regroup(cg, kq0)
+            body += (words if cg == 1 else [IfThenElse(
+                tir.BinaryOp("==", ch % i64(cg), i64(cg - 1)), seq(words))])
+        stmts: list[Stmt] = [For(ch, i64(0), i64(channels), "serial", seq(body))]
         if rest:
-            stmts += group(i64(full * cg), rest, i64(full * rows // 4), c0, first_row)
+            stmts += regroup(rest, i64(full * rows // 4))
         # the padding columns' masks of the panel, computed first
         for (x_lo, x_hi), buf in reversed(list(masks.items())):
             q = Var("q", "int64")
@@ -273,6 +319,8 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
             stmts.insert(0, For(q, i64(0), i64(ncols), "vectorized", BufferStore(
                 buf, tir.Select(outside, IntImm(1, "uint8"), IntImm(0, "uint8")), (q,))))
             stmts = [tir.Allocate(buf, seq(stmts))]
+        if staged:
+            stmts = [tir.Allocate(staged[0], seq(stmts))]
         return seq(stmts)
 
     assert -(-channels * g.taps // 4) == kq_count
@@ -313,22 +361,55 @@ def _interior_panels(g: Windows, count: int, step: int) -> tuple[int, int] | Non
     return (lo, hi) if hi > lo else None
 
 
-def _interior_copy(g: Windows, i: int, j: int, first_row: PrimExpr, ncols: int,
+def _staged_margin(g: Windows) -> int | None:
+    """The whole rows staged above and below a panel of a stride-1 "same"
+    convolution (its taps' column offsets read that far past a row), or
+    None when the convolution is not one."""
+    w = g.hw[1]
+    if g.strides != (1, 1) or g.grid[1] != w:
+        return None
+    return max(-(-abs(j * g.dilation[1] - g.padding[1]) // w) for j in range(g.kernel[1]))
+
+
+def _stage_rows(g: Windows, rows: Buffer, r0: int,
+                load: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> list[Stmt]:
+    """``rows``: the image rows from ``r0`` on laid end to end, the fill
+    for the rows outside the image (all ranges static)."""
+    h, w = g.hw
+    count = int(rows.shape[0].value) // w
+    lo = min(max(0, -r0), count)
+    hi = max(lo, min(count, h - r0))
+    out: list[Stmt] = []
+    for a, b in ((0, lo), (hi, count)):
+        if b > a:
+            q = Var("q", "int64")
+            out.append(For(q, i64(0), i64((b - a) * w), "vectorized",
+                           BufferStore(rows, _u8(g.fill), (q + i64(a * w),))))
+    if hi > lo:
+        k, x = Var("k", "int64"), Var("x", "int64")
+        out.append(For(k, i64(lo), i64(hi - lo), "serial", For(
+            x, i64(0), i64(w), "vectorized",
+            BufferStore(rows, _u8(load(k + i64(r0), x)), (k * i64(w) + x,)))))
+    return out
+
+
+def _interior_copy(g: Windows, i: PrimExpr, j: int, first_row: PrimExpr, ncols: int,
                    load: Callable[[PrimExpr, PrimExpr], PrimExpr],
                    store: Callable[[PrimExpr, PrimExpr], Stmt], column_mask: ColumnMask) -> Stmt:
-    """Tap ``(i, j)`` of a stride-1 "same" convolution over the positions
-    ``[first_row * w, first_row * w + ncols)``, all inside the image rows it
-    reads (:func:`_interior_panels`): one copy of the channel's rows laid end
-    to end, the padding columns masked (``column_mask`` by the position's
-    offset in the panel, which starts a row)."""
-    h, w = g.hw
-    y_edge, x_edge = i * g.dilation[0] - g.padding[0], j * g.dilation[1] - g.padding[1]
+    """Tap ``(i, j)`` (``i`` the kernel row, a loop variable) of a stride-1
+    "same" convolution over the positions ``[first_row * w, first_row * w +
+    ncols)``, all inside the image rows it reads (:func:`_interior_panels`):
+    one copy of the channel's rows laid end to end, the padding columns
+    masked (``column_mask`` by the position's offset in the panel, which
+    starts a row)."""
+    w = g.hw[1]
+    x_edge = j * g.dilation[1] - g.padding[1]
     x_lo, x_hi = inside(x_edge, w, 1, w)
-    off = y_edge * w + x_edge
-    lift = -(off // w) if off < 0 else 0  # whole rows keeping the static part >= 0
+    lift = -(x_edge // w) if x_edge < 0 else 0  # whole rows keeping the offset >= 0
     f = Var("f", "int64")
-    src = f + i64(off + lift * w)
-    value = load(first_row - i64(lift) + src // i64(w), src % i64(w))
+    src = f + i64(x_edge + lift * w)
+    y0 = simplify(first_row + i * i64(g.dilation[0]) - i64(g.padding[0] + lift))
+    value = load(y0 + src // i64(w), src % i64(w))
     if x_lo > 0 or x_hi < w:
         value = tir.Select(column_mask(x_lo, x_hi)(f), g.fill, value)
     return For(f, i64(0), i64(ncols), "vectorized", store(f, value))
