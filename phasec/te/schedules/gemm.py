@@ -70,7 +70,7 @@ from phasec.te.schedules.gemm_prefetch import (
     next_rows_prefetch,
 )
 from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows, pack_panel
-from phasec.te.schedules.gemm_amx import AMX_COLS, AMX_ROWS, amx_blocks, amx_tile, rest_rows
+from phasec.te.schedules.gemm_amx import AMX_ROWS, amx_blocks, amx_tile, plan_rows, rest_rows
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
     b_parameter, word_parameter,
@@ -292,10 +292,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
             # each panel's packing written on its own: wider panels, fewer
             # of them (the kernel's code, and its compile time, grow with them)
             tpp = -(-n_tiles // _WINDOW_PANELS)
-        if tuning.int8_amx and cols == AMX_COLS:
-            rows = AMX_ROWS[-1]  # AMX tiles (gemm_amx)
-        return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, n_tiles > 0,
-                        tuning.lanes(bits), pack_rest=True, windows=windows)
+        return GemmPlan(a_expr, b_expr, b_first, row_axis, plan_rows(tuning, rows, cols), cols,
+                        tpp, n_tiles > 0, tuning.lanes(bits), pack_rest=True, windows=windows)
     if M is not None and M <= tuning.gemv_max_rows and not group:
         # B streams past once, its rows read whole (see TargetTuning.gemv_acc_bytes)
         width = max(1, min(N, tuning.gemv_acc_bytes // (M * elem)))
@@ -325,8 +323,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     # QDQ conv, 128 -> 128 channels over 28x28: 83 -> 70 us)
     pack = pack or (dot4 and n_tiles > 0 and not group
                     and (row_tiles is None or row_tiles >= tuning.gemm_pack_min_row_tiles))
-    if dot4 and pack and tuning.int8_amx and not group and cols == AMX_COLS:
-        rows = AMX_ROWS[-1]  # AMX tiles (gemm_amx), whose remainder rows are register tiles
+    if dot4 and pack and not group:
+        rows = plan_rows(tuning, rows, cols)
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
                     row_group=group, pack_rest=gather)
 

@@ -35,10 +35,11 @@ from phasec.te.stmt import seq
 from phasec.te.tensor import post_order
 
 if TYPE_CHECKING:
+    from phasec.target.tuning import TargetTuning
     from phasec.te.schedules.gemm import GemmEmitter
 
 __all__ = ["AMX_ATTR", "AMX_SU_ATTR", "AMX_C_ATTR", "AMX_A_ATTR", "AMX_B_ATTR", "AMX_ROWS", "AMX_COLS",
-           "amx_planned", "amx_blocks", "amx_mark", "amx_tile", "rest_rows"]
+           "plan_rows", "amx_planned", "amx_blocks", "amx_mark", "amx_tile", "rest_rows"]
 
 AMX_ATTR = "phasec.amx_tile"
 #: the same with A's bytes signed and B's unsigned (``T.dot4_u8s8(b, a)``:
@@ -51,6 +52,13 @@ AMX_B_ATTR = "phasec.amx_b"
 AMX_ROWS = (16, 32)
 #: a micro-panel's columns (two tiles of 16 int32)
 AMX_COLS = 32
+
+
+def plan_rows(tuning: TargetTuning, rows: int, cols: int) -> int:
+    """The rows of a packed integer GEMM plan's register tile: AMX's 32
+    where the target has AMX tiles and the columns are one micro-panel of
+    :data:`AMX_COLS` (the rows left over are register tiles: :func:`rest_rows`)."""
+    return AMX_ROWS[-1] if tuning.int8_amx and cols == AMX_COLS else rows
 
 
 def amx_planned(em: GemmEmitter) -> bool:
