@@ -371,5 +371,26 @@ def _env_overrides(tuning: TargetTuning, text: str) -> TargetTuning:
             raise InputError(f"the environment variable PHASEC_TUNING takes a profile "
                              f"({', '.join(_PROFILES)}) then field=value pairs of integer "
                              f"tuning fields, not {item!r}")
+        low, high = _LIMITS.get(key, (0, None))
+        if int(value) < low or (high is not None and int(value) > high):
+            raise InputError(f"the environment variable PHASEC_TUNING: {key} must be from "
+                             f"{low} to {high if high is not None else 'any size'}, "
+                             f"not {value}")
         changes[key] = int(value)
+    if changes.get("winograd_tile", 0) not in (0, 2, 4):
+        raise InputError("the environment variable PHASEC_TUNING: winograd_tile must be "
+                         f"0, 2 or 4, not {changes['winograd_tile']}")
     return replace(tuning, **changes) if changes else tuning
+
+
+#: PHASEC_TUNING's bounds of the fields that count a tile's registers, rows
+#: or vectors (0 would divide by zero, thousands unroll without end) and of
+#: sizes that divide (every other integer field: 0 or more, 0 meaning
+#: "always" for a threshold)
+_LIMITS: dict[str, tuple[int, int | None]] = {
+    **dict.fromkeys(("vector_registers", "gemm_rows", "gemm_vectors", "gemm_wide_tail_vectors",
+                     "partial_iterations", "winograd_min_tile_vectors", "im2col_row_vectors"),
+                    (1, 64)),
+    "gemm_narrow_rows": (0, 64),
+    **dict.fromkeys(("gemm_panel_bytes", "gemm_panel_max_cols", "gemv_acc_bytes"), (1, None)),
+}

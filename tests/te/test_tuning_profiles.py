@@ -76,7 +76,9 @@ def test_host_tuning_reads_the_cpu_name_and_phasec_tuning(monkeypatch):
                 ("emeraldrapids", "avx512", ("avx512", 8, 2)),
                 ("znver4", "avx512_xeon", ("avx512_xeon", 6, 4)),
                 ("znver4", "gemm_rows=6, gemm_vectors=4", ("avx512", 6, 4)),
-                ("emeraldrapids", "avx512,gemm_rows=12", ("avx512", 12, 2))]:
+                ("emeraldrapids", "avx512,gemm_rows=12", ("avx512", 12, 2)),
+                ("znver4", "gemm_narrow_rows=0,winograd_tile=0,parallel_min_work=0",
+                 ("avx512", 8, 2))]:
             monkeypatch.setattr(tn, "_host_cpu_name", lambda cpu=cpu: cpu)
             monkeypatch.setenv("PHASEC_TUNING", env)
             tn.host_tuning.cache_clear()
@@ -84,7 +86,10 @@ def test_host_tuning_reads_the_cpu_name_and_phasec_tuning(monkeypatch):
             assert (t.name, t.gemm_rows, t.gemm_vectors) == want, (cpu, env)
         # a typo is refused, naming the variable, not ignored
         for bad in ("gemm_row=6", "gemm_rows=-1", "gemm_rows=six", "name=x", "vector_bits=256",
-                    "partial_lanes=16", "gemm_rows=6,avx512", "zen4"):
+                    "partial_lanes=16", "gemm_rows=6,avx512", "zen4",
+                    # sizes that would divide by zero or unroll without end
+                    "gemm_rows=0", "gemm_vectors=0", "gemm_vectors=1000", "gemm_panel_bytes=0",
+                    "winograd_tile=3", "gemm_narrow_rows=65"):
             monkeypatch.setenv("PHASEC_TUNING", bad)
             tn.host_tuning.cache_clear()
             with pytest.raises(InputError, match="PHASEC_TUNING"):
