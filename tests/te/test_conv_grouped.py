@@ -71,7 +71,7 @@ CASES = {  # og, groups, h, w, k, pad, on the interpreter too (small enough)
     "og34_1x1_rows_under_two_vectors": (34, 2, 2, 20, 1, 0, True),
     "og34_3x3_narrow": (34, 3, 5, 6, 3, 1, False),
     "og17_1x1_odd": (17, 3, 4, 9, 1, 0, True),
-    "og17_3x3_odd": (17, 3, 5, 5, 3, 1, True),
+    "og17_3x3_odd": (17, 3, 5, 5, 3, 1, False),
     "og6_3x3": (6, 3, 7, 7, 3, 1, True),
     "og6_1x1_wide": (6, 2, 3, 40, 1, 0, True),
     "og68_1x1_wide_plain": (68, 2, 2, 33, 1, 0, False),
@@ -147,4 +147,5 @@ def test_groups_the_tile_rows_do_not_divide_end_in_a_smaller_tile(og, k):
     low = lower_fused(_grouped(1, og, 4, 8, 12, k, k // 2))
     tiles = _tiles(_allocs(low.prim_func))
     assert {r for r, _ in tiles} == ({mr, og % mr} if og % mr else {mr}), tiles
-    _check(low, og, 4, 1, 8, 12, k, k // 2, interp=og <= 17)
+    # (on the interpreter too where it is quick: 17 groups' 3x3 took a minute)
+    _check(low, og, 4, 1, 8, 12, k, k // 2, interp=(og, k) in ((17, 1), (6, 3)))

@@ -132,9 +132,10 @@ def test_gemm_in_6x4_tiles_and_narrow_columns_in_8_rows_matches_numpy(xeon, m, k
         got = np.zeros((rows, n), "float32")
         lib["k"](a, b, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        interp = np.zeros((rows, n), "float32")
-        run_prim_func(prim, [a, b, interp])
-        np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+        if rows * k * n <= 120_000:  # (the interpreter: ~30 us a multiply-add)
+            interp = np.zeros((rows, n), "float32")
+            run_prim_func(prim, [a, b, interp])
+            np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
 
 
 def _conv_relu(n, c, h, w, o, k, **attrs):
@@ -176,7 +177,7 @@ def _check_conv(prim, batches, c, h, w, o, k, attrs, interp=True):
 def test_strided_rows_of_under_two_vectors_use_the_columns_on_the_xeon(xeon, c, h, o, k, attrs):
     prim = lower_fused(_conv_relu(1, c, h, h, o, k, **attrs)).prim_func
     assert "im2col" in _buffers(prim)
-    _check_conv(prim, (1,), c, h, h, o, k, attrs)
+    _check_conv(prim, (1,), c, h, h, o, k, attrs, interp=h < 40)  # (interpreter: small only)
     sym = lower_fused(_conv_relu(tir.Var("n"), c, h, h, o, k, **attrs)).prim_func
     assert "im2col" in _buffers(sym)
     _check_conv(sym, (1, 2), c, h, h, o, k, attrs, interp=False)

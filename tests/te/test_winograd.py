@@ -193,8 +193,8 @@ def test_a_symbolic_batch_takes_one_gemm_per_image(winograd_tile):
         got = np.full(want.shape, np.nan, np.float32)
         kernel(x, wa, ba, got)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(initial=1))
-    x = RNG.standard_normal((2, c, h, w)).astype(np.float32)
-    interp = np.full((2, o, h, w), np.nan, np.float32)
+    x = RNG.standard_normal((1, c, h, w)).astype(np.float32)  # (the interpreter: one image)
+    interp = np.full((1, o, h, w), np.nan, np.float32)
     run_prim_func(low.prim_func, [x, wa, ba, interp])
     np.testing.assert_allclose(interp, np.maximum(_conv_ref(x, wa, (1, 1, 1, 1)) + ba, 0),
                                rtol=1e-5, atol=1e-5 * np.abs(interp).max())

@@ -146,6 +146,12 @@ class HostTarget:
 
 #: the lines LLVM's default diagnostic handler prints ("remark: <unknown>:0:0: ...")
 _LLVM_DIAGNOSTIC = re.compile(r"^(?:remark|warning|note|error): ")
+#: LLVM writes a diagnostic in pieces, so another thread's line can land
+#: between "remark: <unknown>:" and "0:0: loop not vectorized: ...": the
+#: head then runs into that line (``_LLVM_HEAD``'s group 1 is the other
+#: line) and the tail is a line of its own (``_LLVM_TAIL``)
+_LLVM_HEAD = re.compile(r"^(?:remark|warning|note|error): <unknown>:(?!\d+:\d+: )(.+)$")
+_LLVM_TAIL = re.compile(r"^\d+:\d+: ")
 
 
 @contextmanager
@@ -199,7 +205,11 @@ def _dispatch_captured(data: bytes) -> None:
     other = bytearray()
     for raw in data.splitlines(keepends=True):
         line = raw.decode("utf-8", "replace").rstrip("\n")
-        if _LLVM_DIAGNOSTIC.match(line):
+        head = _LLVM_HEAD.match(line)
+        if head:  # (split by another thread's line, which is passed on)
+            llvm_lines.append(line[:head.start(1)])
+            other += raw[head.start(1):]  # (the head is ASCII: as many bytes as characters)
+        elif _LLVM_DIAGNOSTIC.match(line) or _LLVM_TAIL.match(line):
             llvm_lines.append(line)
         else:
             other += raw

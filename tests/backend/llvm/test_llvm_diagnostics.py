@@ -132,3 +132,21 @@ def test_capture_keeps_other_threads_output_and_records_llvm_lines(capfd) -> Non
     assert "not vectorized" not in err and "remark" not in err
     kept = console.recent_native_diagnostics(clear=True)
     assert any(k.startswith("llvm: ") and "loop not vectorized" in k for k in kept)
+
+
+def test_a_diagnostic_split_by_another_threads_line_is_still_recognized(capfd) -> None:
+    """LLVM writes a diagnostic in pieces: another thread's line written
+    between them runs into the head, and the tail is a line of its own
+    (seen once in CI: "0:0: loop not vectorized: ..." reached stderr)."""
+    from phasec.backend.llvm.jit import _dispatch_captured
+
+    console.recent_native_diagnostics(clear=True)
+    _dispatch_captured(b"remark: <unknown>:other thread line\n"
+                       b"0:0: loop not vectorized: a reason\n"
+                       b"remark: <unknown>:0:0: loop not vectorized: whole\n"
+                       b"a line of its own\n")
+    err = capfd.readouterr().err
+    assert err == "other thread line\na line of its own\n"
+    kept = console.recent_native_diagnostics(clear=True)
+    assert "llvm: 0:0: loop not vectorized: a reason" in kept, kept
+    assert any("loop not vectorized: whole" in k for k in kept), kept
