@@ -238,9 +238,10 @@ def _run_both(func, reference, c, hw, o, batch=1):
     got = np.zeros((batch, o, hw, hw), "float32")
     compile_prim_funcs({"k": func}, check_bounds=True)["k"](*args, got)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    fresh = [a.copy() for a in args] + [np.zeros_like(got)]
-    run_prim_func(func, fresh)
-    np.testing.assert_allclose(fresh[-1], want, rtol=1e-4, atol=1e-4)
+    if batch == 1:  # (the interpreter too; three images of 96 x 37 x 49 took 20 s on it)
+        fresh = [a.copy() for a in args] + [np.zeros_like(got)]
+        run_prim_func(func, fresh)
+        np.testing.assert_allclose(fresh[-1], want, rtol=1e-4, atol=1e-4)
 
 
 def test_a_constant_weight_over_a_small_image_prefetches_the_next_rows():
