@@ -27,7 +27,7 @@ class ScheduleOptions:
     #: names of placeholders whose values are constants of the module (a
     #: model's weights): a matrix-vector product streams such a B operand
     #: from micro-panels packed once per build (see
-    #: :func:`phasec.te.schedules.gemm.plan_gemm`)
+    #: :func:`phasec.te.schedules.gemm_plan.plan_gemm`)
     constant_inputs: frozenset[str] = frozenset()
 
     @property
