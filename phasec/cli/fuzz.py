@@ -26,6 +26,10 @@ campaigns on several machines share their findings (a failure one finds is
 replayed first by the others' next campaigns); a bad URL or a server that
 does not answer is an error before the campaign starts.
 
+``--max-failures N`` ends the campaign as soon as N distinct failures are
+saved (``--seconds`` stays the limit): what a CI job that only needs to know
+whether something fails wants.
+
 Ctrl-C (or SIGTERM) ends the campaign cleanly: the summary is printed and
 written to ``OUT/summary.json`` (``"interrupted": "SIGINT"``), reproducers
 found so far are kept (one being shrunk is saved as it stands), and the exit
@@ -71,6 +75,9 @@ from phasec.tvm import require_tvm
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, metavar="N",
                         help="how long to fuzz (default 60)")
+    parser.add_argument("--max-failures", type=int, default=None, metavar="N",
+                        help="stop once N distinct failures are saved (default: fuzz for "
+                             "all of --seconds); with --jobs, N for the workers together")
     parser.add_argument("--seed", type=int, default=None, metavar="S",
                         help="random seed (default: from the clock; printed in the summary)")
     parser.add_argument("--passes", metavar="SPEC", default=None,
@@ -154,9 +161,13 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         print("phasec fuzz: error: --jobs must be at least 1", file=sys.stderr)
         return 2
+    if args.max_failures is not None and args.max_failures < 1:
+        print("phasec fuzz: error: --max-failures must be at least 1", file=sys.stderr)
+        return 2
     options = dict(passes=args.passes, out_dir=args.out, kernels=args.kernels,
                    roundtrip=not args.no_roundtrip, max_bindings=args.max_bindings,
-                   progress=_progress_printer(sys.stderr))
+                   progress=_progress_printer(sys.stderr),
+                   stop_after_failures=args.max_failures)
     if args.database is not None:
         open_database(args.database)  # a bad URL or a server down: one clear error, now
         options["database"] = args.database

@@ -11,6 +11,7 @@ elementwise operators found by probing their numpy reference
 
 from __future__ import annotations
 
+from phasec.op import OpDef, list_ops
 from phasec.testing._opdeclared import declared_generators
 from phasec.testing._opderived import derived_generators
 from phasec.testing._opgen import OpGen
@@ -26,12 +27,28 @@ __all__ = ["UNGENERATED", "all_op_gens", "op_names"]
 UNGENERATED: dict[str, str] = {}
 
 
+#: the registry's operator definitions the cached generators were made from,
+#: and those generators (made once per registry state: they are stateless,
+#: and every generated module needs them)
+_CACHED: tuple[tuple[OpDef, ...], tuple[OpGen, ...]] = ((), ())
+
+
 def all_op_gens() -> list[OpGen]:
     """Every generator, all from the registry's declarations: those with a
     place among the simplest (``order``) in that order, then the other
     operators that declare how they are drawn (:mod:`phasec.testing._opdeclared`,
     in registry order), then the elementwise operators found by probing
     their numpy reference (:mod:`phasec.testing._opderived`)."""
+    global _CACHED
+    ops = tuple(list_ops())
+    made_from, gens = _CACHED
+    if len(ops) != len(made_from) or any(a is not b for a, b in zip(ops, made_from)):
+        gens = tuple(_make_op_gens())
+        _CACHED = (ops, gens)
+    return list(gens)
+
+
+def _make_op_gens() -> list[OpGen]:
     declared = declared_generators(frozenset())
     ranked = sorted((g for g in declared if g.order is not None), key=lambda g: g.order)
     orders = [g.order for g in ranked]

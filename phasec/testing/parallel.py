@@ -41,12 +41,25 @@ __all__ = ["run_parallel_campaign", "merge_summaries"]
 
 
 def _worker(index: int, seconds: float, seed: int, kwargs: dict[str, Any]) -> None:
+    stop_file = _stop_file(Path(kwargs["out_dir"]))
+    own_stop = kwargs.pop("stop_when", None)
+
+    def stop_when(stats: CampaignStats) -> bool:
+        return stop_file.exists() or (own_stop is not None and own_stop(stats))
+
     with signals_as_exceptions():  # the forked handlers' watchdog did not survive the fork
         try:
             run_campaign(seconds, seed=seed, summary_name=f"workers/worker-{index}.json",
-                         failure_prefix=f"w{index}-", summary_every=2.0, **kwargs)
+                         failure_prefix=f"w{index}-", summary_every=2.0,
+                         stop_when=stop_when, **kwargs)
         except KeyboardInterrupt:
             pass  # its summary is written; the parent reports the interruption
+
+
+def _stop_file(out: Path) -> Path:
+    """Created by the parent when the workers together have saved
+    ``stop_after_failures`` failures; each worker ends after its round."""
+    return out / "workers" / "stop"
 
 
 def merge_summaries(dicts: list[dict[str, Any]]) -> CampaignStats:
@@ -85,8 +98,9 @@ def run_parallel_campaign(jobs: int, seconds: float = 60.0, seed: int | None = N
 
     ``kwargs`` go to every worker's :func:`run_campaign` (``passes``,
     ``kernels``, ``roundtrip``, ``max_bindings``, ``timeout``,
-    ``stop_after_failures``). Passes registered in this process are seen by
-    the workers (they are forked). Raises KeyboardInterrupt (or Terminated)
+    ``stop_after_failures``, which counts the workers' failures together,
+    de-duplicated). Passes registered in this process are seen by the
+    workers (they are forked). Raises KeyboardInterrupt (or Terminated)
     after writing the merged summary when interrupted, with the merged stats
     as its ``campaign_stats``.
     """
@@ -96,6 +110,8 @@ def run_parallel_campaign(jobs: int, seconds: float = 60.0, seed: int | None = N
     (out / "hypothesis").mkdir(exist_ok=True)
     for old in (out / "workers").glob("worker-*.json"):
         old.unlink()  # a previous campaign's numbers are not this one's
+    _stop_file(out).unlink(missing_ok=True)
+    stop_after = kwargs.get("stop_after_failures")
     base = int(seed) if seed is not None else int(time.time()) % 1_000_000
     ctx = multiprocessing.get_context("fork")
     kwargs = {**kwargs, "out_dir": out}
@@ -108,8 +124,12 @@ def run_parallel_campaign(jobs: int, seconds: float = 60.0, seed: int | None = N
         while any(p.is_alive() for p in procs):
             for p in procs:
                 p.join(timeout=1.0 / max(len(procs), 1))
-            if progress is not None:
-                progress(merge_summaries(_read(out, jobs)))
+            if progress is not None or stop_after is not None:
+                merged = merge_summaries(_read(out, jobs))
+                if progress is not None:
+                    progress(merged)
+                if stop_after is not None and len(merged.unique) >= stop_after:
+                    write_atomic(_stop_file(out), "stop\n", what="fuzz stop marker")
     except KeyboardInterrupt as exc:
         reporting_interruption()
         interrupted = exc
@@ -125,6 +145,7 @@ def run_parallel_campaign(jobs: int, seconds: float = 60.0, seed: int | None = N
             if p.is_alive():
                 p.kill()
                 p.join()
+    _stop_file(out).unlink(missing_ok=True)
     stats = merge_summaries(_read(out, jobs))
     stats.jobs = jobs
     stats.seed = base

@@ -60,8 +60,10 @@ def test_campaign_summary_and_exit_status(tmp_path, capsys):
 
 def test_campaign_finds_saves_and_replays_a_planted_bug(tmp_path, capsys, planted):
     out = tmp_path / "out"
-    status = main(["fuzz", "--seconds", "6", "--seed", "1", "--out", str(out),
-                   "--kernels", "interp", "--passes", planted, "--no-roundtrip"])
+    # --max-failures: over as soon as it is found (--seconds only bounds a CI machine's load)
+    status = main(["fuzz", "--seconds", "120", "--max-failures", "1", "--seed", "1",
+                   "--out", str(out), "--kernels", "interp", "--passes", planted,
+                   "--no-roundtrip"])
     text = capsys.readouterr().out
     assert status == 1
     assert re.search(r"crash\s+1\s", text), text
@@ -85,9 +87,9 @@ def test_campaign_finds_saves_and_replays_a_planted_bug(tmp_path, capsys, plante
 
     # the example database keeps the failure: the next campaign replays it first
     assert any((out / "hypothesis").rglob("*"))
-    again = run_campaign(1.0, seed=99, passes=planted, out_dir=out, kernels="interp",
-                         roundtrip=False)
-    assert [s.failure.kind for s in again.unique] == ["crash"]
+    again = run_campaign(60.0, seed=99, passes=planted, out_dir=out, kernels="interp",
+                         roundtrip=False, stop_after_failures=1)
+    assert again.replayed >= 1 and [s.failure.kind for s in again.unique] == ["crash"]
 
 
 def test_replay_of_a_fixed_failure_exits_zero(tmp_path, capsys):
@@ -107,6 +109,8 @@ class M:
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["fuzz", "--seconds", "0", "--out", str(tmp_path)]) == 2
     assert "--seconds must be positive" in capsys.readouterr().err
+    assert main(["fuzz", "--max-failures", "0", "--out", str(tmp_path)]) == 2
+    assert "--max-failures must be at least 1" in capsys.readouterr().err
     assert main(["fuzz", "--seconds", "1", "--passes", "NoSuchPass", "--out",
                  str(tmp_path)]) == 2
     assert "unknown pass 'NoSuchPass'" in capsys.readouterr().err
@@ -251,14 +255,15 @@ def test_jobs_two_workers_find_a_planted_bug_and_merge_their_numbers(tmp_path, p
     import json
 
     out = tmp_path / "out"
-    status = main(["fuzz", "--seconds", "25", "--seed", "1", "--out", str(out), "--jobs", "2",
-                   "--kernels", "interp", "--passes", planted + ",Normalize", "--no-roundtrip"])
+    status = main(["fuzz", "--seconds", "120", "--max-failures", "1", "--seed", "1",
+                   "--out", str(out), "--jobs", "2", "--kernels", "interp",
+                   "--passes", planted + ",Normalize", "--no-roundtrip"])
     assert status == 1
     workers = [json.loads((out / "workers" / f"worker-{k}.json").read_text()) for k in (1, 2)]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["jobs"] == 2
-    for key in ("programs", "sequences", "passes_run"):
-        assert summary[key] == sum(w[key] for w in workers) > 0, key
+    for key in ("programs", "sequences", "passes_run"):  # (the planted pass may crash first)
+        assert summary[key] == sum(w[key] for w in workers) >= (key != "passes_run"), key
     calls = summary["coverage"]["operators"]["calls"]
     for op in set(workers[0]["coverage"]["operators"]["calls"]) | set(
             workers[1]["coverage"]["operators"]["calls"]):
@@ -270,4 +275,8 @@ def test_jobs_two_workers_find_a_planted_bug_and_merge_their_numbers(tmp_path, p
     files = sorted((out / "failures").glob("w*-crash-FuzzCrashOnMultiply.py"))
     assert files and all(f.name[:3] in ("w1-", "w2-") for f in files)
     assert (out / "hypothesis").is_dir() and any((out / "hypothesis").rglob("*"))
+    # --max-failures 1 counts the workers together: both ended with the first
+    # one found, long before --seconds, and the marker that stopped them is gone
+    assert summary["seconds"] < 100 and all(w["seconds"] < 100 for w in workers), summary
+    assert not (out / "workers" / "stop").exists()
     assert main(["fuzz", "--jobs", "0", "--out", str(tmp_path / "x")]) == 2

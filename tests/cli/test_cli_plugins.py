@@ -90,7 +90,7 @@ def test_fuzz_with_a_loaded_pass_and_its_reproducer_replays(files, tmp_path, cap
     plugin, _ = files
     out = tmp_path / "out"
     status = main(["fuzz", "--load", str(plugin), "--passes", "CrashAlways,FuseOps",
-                   "--seconds", "6", "--seed", "1", "--out", str(out), "--kernels", "interp",
+                   "--seconds", "120", "--max-failures", "1", "--seed", "1", "--out", str(out), "--kernels", "interp",
                    "--no-roundtrip"])
     text = capsys.readouterr().out
     assert status == 1, text

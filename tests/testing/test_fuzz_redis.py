@@ -150,7 +150,8 @@ def test_two_campaigns_share_a_finding_through_redis(tmp_path, redis_url, plante
 
 
 def test_the_command_line_takes_a_redis_url(tmp_path, redis_url, planted, capsys):
-    status = main(["fuzz", "--seconds", "6", "--seed", "3", "--out", str(tmp_path / "a"),
+    status = main(["fuzz", "--seconds", "120", "--max-failures", "1", "--seed", "3",
+                   "--out", str(tmp_path / "a"),
                    "--kernels", "interp", "--passes", planted, "--no-roundtrip",
                    "--database", redis_url])
     out = capsys.readouterr().out
