@@ -45,6 +45,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("PHASEC_KERNEL_CACHE", raising=False)
     monkeypatch.delenv("PHASEC_CACHE_MAX_SIZE", raising=False)
     monkeypatch.setattr(diskcache, "_WARNED", set())
+    monkeypatch.setattr(diskcache, "_unevicted", None)  # as in a process that has not stored yet
     return root
 
 
@@ -446,6 +447,26 @@ def test_storing_beyond_the_limit_evicts(cache: Path, monkeypatch: pytest.Monkey
     assert sorted(k for k in keys + ["ee" * 32] if _entry(cache, k).exists()) == \
         sorted(keys[2:] + ["ee" * 32])
     assert diskcache.info()["bytes"] <= 3 * entry_size
+
+
+def test_a_process_evicts_at_its_first_entry_then_every_sixteenth_of_the_limit(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    keys = _fill(cache, 40, 1_000)  # (no limit yet: 1 GiB)
+    entry_size = _entry(cache, keys[0]).stat().st_size
+    limit = 32 * entry_size  # a sixteenth: two entries
+    monkeypatch.setenv("PHASEC_CACHE_MAX_SIZE", str(limit))
+    monkeypatch.setattr(diskcache, "_unevicted", None)  # a new process over the limit
+
+    def entries() -> int:
+        return diskcache.info()["entries"]
+
+    new = [f"{i:02x}" * 32 for i in range(0xa0, 0xa4)]
+    assert diskcache.store(new[0], bytes(1_000), "ir") and entries() == 32  # its first: evicted
+    assert diskcache.store(new[1], bytes(1_000), "ir") and entries() == 33  # half a sixteenth
+    assert diskcache.store(new[2], bytes(1_000), "ir") and entries() == 32  # a sixteenth: evicted
+    assert diskcache.store(new[3], bytes(1_000), "ir") and entries() == 33
+    assert all(_entry(cache, k).exists() for k in new)  # the newest stay, the oldest went
+    assert not any(_entry(cache, k).exists() for k in keys[:10])
 
 
 def test_prune_removes_stale_temporary_files(cache: Path) -> None:
