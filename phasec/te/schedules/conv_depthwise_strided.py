@@ -187,7 +187,7 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
                 for r1 in range(KW):
                     y_tap, x_tap = r0 * dh, r1 * dw
                     at = ((y_tap % sh) * sw + x_tap % sw) * length \
-                        + (y_tap // sh) * V + x_tap // sw
+                        + (y_tap // sh) * V + x_tap // sw + geo.shift(x_tap % sw)
                     terms.append(BufferLoad(phases, (start + i64(at),))
                                  * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1))))
             acc = terms[0]
