@@ -370,32 +370,32 @@ class PhaseGeometry:
     def _aligned_row(self, put: Callable[[PrimExpr, int], Stmt],
                      fill_at: Callable[[int, int], Stmt], cols: int, lanes: int) -> Stmt:
         """An input row of an aligned geometry into its phase rows: vectors
-        of ``sw*lanes`` input columns from column 0 (the last one
-        overlapping the one before), each column phase ``e``'s ``lanes``
-        elements stored at phase column ``_first(e) + start``, aligned
-        (:meth:`shift`). The phase rows' loads and stores started at the
-        first whole group of phase columns (input column 1 of a padded 3x3
-        stride 2), every one of them split across two cache lines
-        (16x112x112 3x3/2 + ReLU: 60 -> 36 us alone). The columns no vector
-        covers, one by one: input there, else ``fill``."""
+        of ``sw*lanes`` input columns from column 0, each column phase
+        ``e``'s ``lanes`` elements stored at phase column ``_first(e) +
+        start``, aligned (:meth:`shift`); the rest of the row one vector of
+        phase columns for every phase (the last whole one, unaligned: a
+        last ``sw*lanes`` group overlapping the one before was left scalar
+        by LLVM), then the columns no vector covers one by one: input
+        there, else ``fill``. The phase rows' loads and stores started at
+        the first whole group of phase columns (input column 1 of a padded
+        3x3 stride 2), every one of them split across two cache lines
+        (16x112x112 3x3/2 + ReLU: 48-55 -> 43 us alone)."""
         (sw, left), reach = (self.strides[1], self.lead[1]), self.reach or self.V
         firsts = [_first(e, left, sw) for e in range(sw)]
         whole = cols // (sw * lanes)
-        k = Var("k", "int64")
-
-        def group(start: PrimExpr) -> Stmt:
-            j = Var("j", "int64")
-            return For(j, i64(0), i64(lanes), "vectorized",
-                       SeqStmt(tuple(put(start + (firsts[e] + j), e) for e in range(sw))))
-        row: list[Stmt] = [group(i64(0)) if whole == 1 else
-                           For(k, i64(0), i64(whole), "serial", group(k * lanes))]
-        covered = whole * lanes
-        if cols % (sw * lanes):
-            last = (cols - sw * lanes) // sw  # (its loads end at or before cols)
-            row.append(group(i64(last)))
-            covered = last + lanes
+        k, j = Var("k", "int64"), Var("j", "int64")
+        row: list[Stmt] = [For(k, i64(0), i64(whole), "serial", For(
+            j, i64(0), i64(lanes), "vectorized",
+            SeqStmt(tuple(put(k * lanes + (firsts[e] + j), e) for e in range(sw)))))]
+        covered = [set(range(f, f + whole * lanes)) for f in firsts]
+        hi = min(reach, (cols + left - sw) // sw + 1)  # past the last whole group
+        if any(not set(range(hi - lanes, hi)) <= c for c in covered):
+            j2 = Var("j", "int64")
+            row.append(For(j2, i64(0), i64(lanes), "vectorized", SeqStmt(tuple(
+                put(i64(hi - lanes) + j2, e) for e in range(sw)))))
+            covered = [c | set(range(hi - lanes, hi)) for c in covered]
         for e in range(sw):
-            for col in (*range(firsts[e]), *range(firsts[e] + covered, reach)):
+            for col in sorted(set(range(reach)) - covered[e]):
                 row.append(put(i64(col), e) if 0 <= col * sw + e - left < cols
                            else fill_at(col, e))
         return SeqStmt(tuple(row))
