@@ -207,3 +207,52 @@ def test_blocks_of_channels_run_in_parallel_with_the_same_values():
             _run(prim, xs, 3, "relu6", False, **attrs)
     finally:
         set_num_threads(saved)
+
+
+#: rows of two vectors or more, input copied into the phases from column 0
+#: in aligned groups of ``sw*lanes`` columns (``PhaseGeometry._aligned_row``):
+#: the left pads put each column phase's first vector at another phase column,
+#: the widths leave a tail of the row or none, and the borders go one by one
+ALIGNED = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
+    "s2_pad1_whole_groups": ((1, 2, 5, 4 * LANES), 3, "relu6", {"padding": 1, "strides": 2},
+                             True),
+    "s2_pad0_tail": ((1, 2, 6, 4 * LANES + 3), 3, "silu", {"padding": 0, "strides": 2},
+                     False),
+    "s2_left3_uneven": ((1, 3, 7, 4 * LANES + 5), 3, "relu6",
+                        {"padding": (1, 3, 2, 0), "strides": 2}, False),
+    "5x5_s2_prime_width": ((1, 3, 7, 4 * LANES + 7), 5, "silu", {"padding": 2, "strides": 2},
+                           False),
+    "s1_prime_width": ((1, 3, 5, 3 * LANES - 1), 3, "relu6", {"padding": 1}, False),
+    "7x7_s1_pad3": ((1, 2, 9, 2 * LANES + 11), 7, "silu", {"padding": 3}, False),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIGNED))
+def test_aligned_phase_rows_copy_whole_groups_from_column_0(name):
+    xs, k, act, attrs, interp = ALIGNED[name]
+    low = _lower(xs, k, act, **attrs)
+    assert "stride_phases" in _allocs(low.prim_func)
+    _run(low.prim_func, xs, k, act, interp, **attrs)
+
+
+@pytest.mark.parametrize("left,sw,window", [(1, 2, 3), (0, 2, 3), (3, 2, 3), (2, 2, 5),
+                                             (1, 1, 3), (3, 1, 7), (1, 3, 3)])
+def test_an_aligned_geometry_stores_each_phases_first_vector_aligned(left, sw, window):
+    """The shift of column phase ``e`` puts the phase column of input column
+    ``(e - left) mod sw`` (where the copy's first vector of that phase
+    starts) at a whole vector, and the shifted phases stay apart."""
+    from phasec.te.schedules.pool_window import PhaseGeometry, _first
+    width = 4 * LANES * sw + 5
+    out_w = (width + left - window) // sw + 1
+    geo = PhaseGeometry.of((9, width), (4, out_w), (window, window), (sw, sw), (1, 1),
+                           (1, left), LANES, LANES)
+    for e in range(sw):
+        first = _first(e, left, sw)
+        # input column first*sw + e - left is the first of the phase in [0, sw)
+        assert 0 <= first * sw + e - left < sw
+        assert (geo.shift(e) + first) % LANES == 0
+        assert geo.shift(e) + geo.span <= geo.length
+    # unaligned geometries (pools, stems) keep their phases unshifted
+    plain = PhaseGeometry.of((9, width), (4, out_w), (window, window), (sw, sw), (1, 1),
+                             (1, left), LANES)
+    assert [plain.shift(e) for e in range(sw)] == [0] * sw and plain.span == plain.length
