@@ -35,7 +35,14 @@ output rows of two vectors or more the phase rows are whole vectors long
 tap reads left unwritten): the taps at whole phase columns then load
 aligned vectors, where nearly every 64-byte load of a 57-wide row crossed
 two cache lines (96x112x112 3x3/2 199-212 -> 188-190 us, 144x56x56 3x3
-170-179 -> 165-169 us alone). Rows of 28 (two vectors, the second
+170-179 -> 165-169 us alone). Their copy reads the input from column 0
+in aligned groups of ``sw*lanes`` columns and stores each column phase
+shifted so that its vectors land aligned too (``PhaseGeometry.shift``;
+the taps add the shift): from the first whole group of phase columns
+(input column 1 under a left pad of 1 at stride 2), every load and store
+of the copy was split across two cache lines (alone, 16x112x112 3x3/2 +
+ReLU 48-55 -> 43 us, 96x112x112 3x3/2 + ReLU6 342 -> 310 us, + SiLU
+417-455 -> 355-377 us). Rows of 28 (two vectors, the second
 overlapping) gained nothing alone and lost 1-2 us inside MobileNetV3-Small
 (72x56x56 3x3/2: 37 -> 38-39 us): the phases grow, half the loads stay
 unaligned. A window
