@@ -20,7 +20,7 @@ from phasec.ir import tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
-from phasec.te.schedules.conv_depthwise_strided import ROW_BUFFER_TAPS
+from phasec.te.schedules.conv_depthwise_strided import RING_MIN_BYTES, RING_ROWS, ROW_BUFFER_TAPS
 
 from helpers.legalize import depthwise_case, fused, tvar, walk
 
@@ -256,3 +256,60 @@ def test_an_aligned_geometry_stores_each_phases_first_vector_aligned(left, sw, w
     plain = PhaseGeometry.of((9, width), (4, out_w), (window, window), (sw, sw), (1, 1),
                              (1, left), LANES)
     assert [plain.shift(e) for e in range(sw)] == [0] * sw and plain.span == plain.length
+
+
+#: channels whose phases exceed RING_MIN_BYTES: a ring of phase rows, row u
+#: at slot u % ring (rows above the input filled first, those below after
+#: the last copy: stride 1 reads its bottom padding, 7x7 three rows of it)
+def _tall(width, extra):
+    return RING_MIN_BYTES // (4 * width) + extra  # a plane of just over the bytes
+
+
+RING = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
+    "s2_pad1": ((1, 2, 2 * _tall(8 * LANES + 3, 7), 8 * LANES + 3), 3, "relu6",
+                {"padding": 1, "strides": 2}, False),
+    "s1_pad1_prime_width": ((1, 2, _tall(8 * LANES - 1, 4), 8 * LANES - 1), 3, "silu",
+                            {"padding": 1}, False),
+    "5x5_s2_uneven": ((1, 2, 2 * _tall(8 * LANES + 5, 9), 8 * LANES + 5), 5, "silu",
+                      {"padding": (2, 1, 3, 2), "strides": 2}, False),
+    "7x7_s1_pad3": ((1, 1, _tall(8 * LANES + 1, 3), 8 * LANES + 1), 7, "relu6",
+                    {"padding": 3}, False),
+    "5x5_s1_batch2": ((2, 1, _tall(8 * LANES, 5), 8 * LANES), 5, "relu6", {"padding": 2},
+                      False),
+}
+
+
+def _phase_elements(prim):
+    return [int(s.buffer.shape[0].value) for s in walk(prim.body)
+            if isinstance(s, tir.Allocate) and s.buffer.name == "stride_phases"]
+
+
+@pytest.mark.parametrize("name", list(RING))
+def test_large_phases_are_a_ring_of_phase_rows(name):
+    xs, k, act, attrs, interp = RING[name]
+    low = _lower(xs, k, act, **attrs)
+    (elements,) = _phase_elements(low.prim_func)
+    s = attrs.get("strides", 1)
+    # the ring holds RING_ROWS[-1] rows of a phase at most, the plane all of them
+    assert elements <= s * s * RING_ROWS[-1] * (xs[3] // s + 2 * LANES)
+    assert elements < xs[2] * xs[3] // 2
+    _run(low.prim_func, xs, k, act, interp, **attrs)
+
+
+def test_small_phases_stay_whole_planes():
+    xs = (1, 2, 9, 4 * LANES)  # (phases of 9-10 rows: under RING_MIN_BYTES)
+    low = _lower(xs, 3, "relu6", padding=1)
+    (elements,) = _phase_elements(low.prim_func)
+    assert elements * 4 <= RING_MIN_BYTES and elements >= 9 * 4 * LANES
+    _run(low.prim_func, xs, 3, "relu6", False, padding=1)
+
+
+def test_a_small_ring_on_the_tir_interpreter():
+    """The ring's slots (a modulo in every index) on the reference
+    interpreter too, over a channel just past RING_MIN_BYTES."""
+    rows = RING_MIN_BYTES // (4 * 2 * LANES * 4) + 4  # 3x3/2: 4 phases of 2*LANES columns
+    xs = (1, 1, 2 * rows, 4 * LANES)
+    low = _lower(xs, 3, "silu", padding=1, strides=2)
+    (elements,) = _phase_elements(low.prim_func)
+    assert elements < rows * 4 * 2 * LANES
+    _run(low.prim_func, xs, 3, "silu", True, padding=1, strides=2)

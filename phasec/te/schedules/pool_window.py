@@ -282,16 +282,49 @@ class PhaseGeometry:
             stmts.append(For(y, i64(0), i64(rows), "serial", row(y)))
         return stmts
 
+    def padding_rows(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The phase rows ``(a, u)`` (row phase, phase row) no input row
+        lands in: above the input, and below it."""
+        sh, top = self.strides[0], self.lead[0]
+        rows = max(0, min(self.H, self.U * sh - top))
+        above: list[tuple[int, int]] = []
+        below: list[tuple[int, int]] = []
+        for a in range(sh):
+            first = min(self.U, max(0, -(-(top - a) // sh)))     # first row with input
+            stop = min(self.U, max(first, -(-(rows + top - a) // sh)))  # past the last
+            above += [(a, u) for u in range(first)]
+            below += [(a, u) for u in range(stop, self.U)]
+        return above, below
+
+    def fill_rows(self, which: Sequence[tuple[int, int]], fill: PrimExpr,
+                  at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
+                  ring: int) -> list[Stmt]:
+        """``fill`` over the phase rows ``which`` (see :meth:`padding_rows`),
+        each stored at its slot ``u % ring`` of a ring of phase rows."""
+        sw, V = self.strides[1], self.V
+        stmts: list[Stmt] = []
+        for a, u in which:
+            for e in range(sw):
+                q = Var("q", "int64")
+                where = at(i64(a * sw + e), q + ((u % ring) * V + self.shift(e)))
+                stmts.append(For(q, i64(0), i64(V), "vectorized",
+                                 BufferStore(where[0], fill, where[1:])))
+        return stmts
+
     def copy_by_rows(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
                      at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
-                     lanes: int = 0) -> tuple[list[Stmt], int, Callable[..., Stmt]]:
+                     lanes: int = 0, ring: int = 0
+                     ) -> tuple[list[Stmt], int, Callable[..., Stmt]]:
         """:meth:`copy` in parts: the fills of the phase rows no input row
         lands in, the number of input rows copied, and the copy of input
         row ``y`` (an expression; it stores ``fill`` at the padding columns
         of its phase rows; optionally given its phase and phase row,
         ``(y + top) % sh`` and ``(y + top) // sh``, in a simpler form), for a
         caller that copies each row just before the output rows that read
-        it."""
+        it. With ``ring``, each phase holds a ring of that many phase rows
+        (row ``u`` at slot ``u % ring``, see :meth:`fill_rows`), the fills
+        are those of the rows above the input only: the caller fills the
+        rows below when their slots are free."""
         (sh, sw), (top, left), V = self.strides, self.lead, self.V
         reach = self.reach or V
         rows = max(0, min(self.H, self.U * sh - top))
@@ -299,8 +332,9 @@ class PhaseGeometry:
         # the phase rows no input row lands in (the padding above, below,
         # and the tail past the last row), filled with contiguous stores;
         # the whole phases filled first cost as much as the sums
-        stmts: list[Stmt] = []
-        for a in range(sh):
+        stmts: list[Stmt] = self.fill_rows(self.padding_rows()[0], fill, at, ring) \
+            if ring else []
+        for a in range(0 if ring else sh):
             first = min(self.U, max(0, -(-(top - a) // sh)))     # first row with input
             stop = min(self.U, max(first, -(-(rows + top - a) // sh)))  # past the last
             for e in range(sw):
@@ -319,6 +353,8 @@ class PhaseGeometry:
                       ) -> Stmt | None:
             v = Var("v", "int64")
             a, u = phase_row or ((y + top) % sh, (y + top) // sh)
+            if ring:
+                u = u % ring
 
             def put(col: PrimExpr, e: int) -> Stmt:
                 where = at(a * sw + e, u * V + (col + self.shift(e)))
