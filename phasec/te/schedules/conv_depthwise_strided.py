@@ -42,7 +42,9 @@ the taps add the shift): from the first whole group of phase columns
 (input column 1 under a left pad of 1 at stride 2), every load and store
 of the copy was split across two cache lines (alone, 16x112x112 3x3/2 +
 ReLU 48-55 -> 43 us, 96x112x112 3x3/2 + ReLU6 342 -> 310 us, + SiLU
-417-455 -> 355-377 us). Rows of 28 (two vectors, the second
+417-455 -> 355-377 us). A channel's phases of more than
+:data:`RING_MIN_BYTES` are a ring of phase rows (:func:`_ring_rows`), so
+that they stay in the L1 cache. Rows of 28 (two vectors, the second
 overlapping) gained nothing alone and lost 1-2 us inside MobileNetV3-Small
 (72x56x56 3x3/2: 37 -> 38-39 us): the phases grow, half the loads stay
 unaligned. A window
@@ -386,9 +388,9 @@ def _ring_rows(geo: PhaseGeometry, OH: int, window: tuple[int, int], dh: int, ro
     filled first, those below after the last copy); 0 for none. Simulated
     here, slot by slot. A channel's phases over 112-wide rows at stride 2
     are 58 KB, past a 48 KB L1: written out to L2 and read back, where a
-    ring of 8 rows a phase is 8 KB (alone: 16x112x112 3x3/2 + ReLU 44 ->
-    30 us, 96x112x112 3x3/2 + ReLU6 313 -> 241-255 us, + SiLU 392-435 ->
-    261-280 us, 32x112x112 3x3 140 -> 126-128 us)."""
+    ring of 16 rows a phase is 16 KB (alone, one thread: 16x112x112 3x3/2 +
+    ReLU 46 -> 29-30 us, 96x112x112 3x3/2 + ReLU6 317 -> 264-268 us, +
+    SiLU 388-416 -> 275-277 us, 32x112x112 3x3 143 -> 137-139 us)."""
     (sh, _), top = geo.strides, geo.lead[0]
     reach = (window[0] - 1) * dh // sh
     above, below = geo.padding_rows()
