@@ -276,6 +276,8 @@ RING = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
                     {"padding": 3}, False),
     "5x5_s1_batch2": ((2, 1, _tall(8 * LANES, 5), 8 * LANES), 5, "relu6", {"padding": 2},
                       False),
+    "3x3_dilation2_s2": ((1, 1, 2 * _tall(8 * LANES + 2, 6), 8 * LANES + 2), 3, "silu",
+                         {"padding": 2, "dilation": 2, "strides": 2}, False),
 }
 
 
