@@ -315,3 +315,35 @@ def test_a_small_ring_on_the_tir_interpreter():
     (elements,) = _phase_elements(low.prim_func)
     assert elements < rows * 4 * 2 * LANES
     _run(low.prim_func, xs, 3, "silu", True, padding=1, strides=2)
+
+
+@pytest.mark.parametrize("width,left", [(2 * LANES, 1), (2 * LANES + 1, 1), (2 * LANES, 3)])
+def test_an_aligned_row_of_one_group_reads_nothing_left_of_the_row(width, left):
+    """A row of just one ``sw*lanes`` group at stride 2 (not a shape the
+    schedule takes: its outputs are under two vectors): the row's vector of
+    phase columns would start left of the input, so its columns go one by
+    one. Each phase column holds its input column, or 0 at the padding."""
+    from phasec.te.schedules.pool_window import PhaseGeometry
+    H, sw, lanes = 3, 2, LANES
+    out_w = (width + left - 3) // sw + 1
+    geo = PhaseGeometry.of((H, width), (2, out_w), (3, 3), (sw, sw), (1, 1), (0, left),
+                           lanes, lanes)
+    x_buf = tir.Buffer("x", (1, 1, H, width), "float32")
+    out = tir.Buffer("ph", (sw * sw * geo.length,), "float32")
+    b, ch = tir.Var("b", "int64"), tir.Var("ch", "int64")
+    stmts, rows, row = geo.copy_by_rows(x_buf, b, ch, tir.FloatImm(0.0, "float32"),
+                                        lambda f, q: (out, f * geo.length + q), lanes)
+    y = tir.Var("y", "int64")
+    body = tir.For(b, tir.IntImm(0, "int64"), tir.IntImm(1, "int64"), "serial", tir.For(
+        ch, tir.IntImm(0, "int64"), tir.IntImm(1, "int64"), "serial", tir.SeqStmt(tuple(
+            [*stmts, tir.For(y, tir.IntImm(0, "int64"), tir.IntImm(rows, "int64"), "serial",
+                             row(y))]))))
+    prim = tir.PrimFunc([x_buf, out], body)
+    x = RNG.standard_normal((1, 1, H, width)).astype("float32")
+    got = np.full(out.shape[0].value, np.nan, "float32")
+    run_prim_func(prim, [x, got])
+    for e in range(sw):
+        for col in range(geo.reach):
+            src = col * sw + e - left
+            want = x[0, 0, 0, src] if 0 <= src < width else 0.0
+            assert got[e * geo.length + col + geo.shift(e)] == want

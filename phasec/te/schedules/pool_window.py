@@ -425,7 +425,10 @@ class PhaseGeometry:
             SeqStmt(tuple(put(k * lanes + (firsts[e] + j), e) for e in range(sw)))))]
         covered = [set(range(f, f + whole * lanes)) for f in firsts]
         hi = min(reach, (cols + left - sw) // sw + 1)  # past the last whole group
-        if any(not set(range(hi - lanes, hi)) <= c for c in covered):
+        # (a vector of phase columns from hi - lanes reads input columns from
+        # (hi - lanes)*sw - left: none left of the row, else the singles)
+        if hi - lanes >= -(-left // sw) and any(not set(range(hi - lanes, hi)) <= c
+                                               for c in covered):
             j2 = Var("j", "int64")
             row.append(For(j2, i64(0), i64(lanes), "vectorized", SeqStmt(tuple(
                 put(i64(hi - lanes) + j2, e) for e in range(sw)))))
