@@ -20,7 +20,7 @@ from phasec.ir import tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
-from phasec.te.schedules.conv_depthwise_strided import ROW_BUFFER_TAPS
+from phasec.te.schedules.conv_depthwise_strided import RING_MIN_BYTES, RING_ROWS, ROW_BUFFER_TAPS
 
 from helpers.legalize import depthwise_case, fused, tvar, walk
 
@@ -207,3 +207,143 @@ def test_blocks_of_channels_run_in_parallel_with_the_same_values():
             _run(prim, xs, 3, "relu6", False, **attrs)
     finally:
         set_num_threads(saved)
+
+
+#: rows of two vectors or more, input copied into the phases from column 0
+#: in aligned groups of ``sw*lanes`` columns (``PhaseGeometry._aligned_row``):
+#: the left pads put each column phase's first vector at another phase column,
+#: the widths leave a tail of the row or none, and the borders go one by one
+ALIGNED = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
+    "s2_pad1_whole_groups": ((1, 2, 5, 4 * LANES), 3, "relu6", {"padding": 1, "strides": 2},
+                             True),
+    "s2_pad0_tail": ((1, 2, 6, 4 * LANES + 3), 3, "silu", {"padding": 0, "strides": 2},
+                     False),
+    "s2_left3_uneven": ((1, 3, 7, 4 * LANES + 5), 3, "relu6",
+                        {"padding": (1, 3, 2, 0), "strides": 2}, False),
+    "5x5_s2_prime_width": ((1, 3, 7, 4 * LANES + 7), 5, "silu", {"padding": 2, "strides": 2},
+                           False),
+    "s1_prime_width": ((1, 3, 5, 3 * LANES - 1), 3, "relu6", {"padding": 1}, False),
+    "7x7_s1_pad3": ((1, 2, 9, 2 * LANES + 11), 7, "silu", {"padding": 3}, False),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIGNED))
+def test_aligned_phase_rows_copy_whole_groups_from_column_0(name):
+    xs, k, act, attrs, interp = ALIGNED[name]
+    low = _lower(xs, k, act, **attrs)
+    assert "stride_phases" in _allocs(low.prim_func)
+    _run(low.prim_func, xs, k, act, interp, **attrs)
+
+
+@pytest.mark.parametrize("left,sw,window", [(1, 2, 3), (0, 2, 3), (3, 2, 3), (2, 2, 5),
+                                             (1, 1, 3), (3, 1, 7), (1, 3, 3)])
+def test_an_aligned_geometry_stores_each_phases_first_vector_aligned(left, sw, window):
+    """The shift of column phase ``e`` puts the phase column of input column
+    ``(e - left) mod sw`` (where the copy's first vector of that phase
+    starts) at a whole vector, and the shifted phases stay apart."""
+    from phasec.te.schedules.pool_window import PhaseGeometry, _first
+    width = 4 * LANES * sw + 5
+    out_w = (width + left - window) // sw + 1
+    geo = PhaseGeometry.of((9, width), (4, out_w), (window, window), (sw, sw), (1, 1),
+                           (1, left), LANES, LANES)
+    for e in range(sw):
+        first = _first(e, left, sw)
+        # input column first*sw + e - left is the first of the phase in [0, sw)
+        assert 0 <= first * sw + e - left < sw
+        assert (geo.shift(e) + first) % LANES == 0
+        assert geo.shift(e) + geo.span <= geo.length
+    # unaligned geometries (pools, stems) keep their phases unshifted
+    plain = PhaseGeometry.of((9, width), (4, out_w), (window, window), (sw, sw), (1, 1),
+                             (1, left), LANES)
+    assert [plain.shift(e) for e in range(sw)] == [0] * sw and plain.span == plain.length
+
+
+#: channels whose phases exceed RING_MIN_BYTES: a ring of phase rows, row u
+#: at slot u % ring (rows above the input filled first, those below after
+#: the last copy: stride 1 reads its bottom padding, 7x7 three rows of it)
+def _tall(width, extra):
+    return RING_MIN_BYTES // (4 * width) + extra  # a plane of just over the bytes
+
+
+RING = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
+    "s2_pad1": ((1, 2, 2 * _tall(8 * LANES + 3, 7), 8 * LANES + 3), 3, "relu6",
+                {"padding": 1, "strides": 2}, False),
+    "s1_pad1_prime_width": ((1, 2, _tall(8 * LANES - 1, 4), 8 * LANES - 1), 3, "silu",
+                            {"padding": 1}, False),
+    "5x5_s2_uneven": ((1, 2, 2 * _tall(8 * LANES + 5, 9), 8 * LANES + 5), 5, "silu",
+                      {"padding": (2, 1, 3, 2), "strides": 2}, False),
+    "7x7_s1_pad3": ((1, 1, _tall(8 * LANES + 1, 3), 8 * LANES + 1), 7, "relu6",
+                    {"padding": 3}, False),
+    "5x5_s1_batch2": ((2, 1, _tall(8 * LANES, 5), 8 * LANES), 5, "relu6", {"padding": 2},
+                      False),
+    "3x3_dilation2_s2": ((1, 1, 2 * _tall(8 * LANES + 2, 6), 8 * LANES + 2), 3, "silu",
+                         {"padding": 2, "dilation": 2, "strides": 2}, False),
+}
+
+
+def _phase_elements(prim):
+    return [int(s.buffer.shape[0].value) for s in walk(prim.body)
+            if isinstance(s, tir.Allocate) and s.buffer.name == "stride_phases"]
+
+
+@pytest.mark.parametrize("name", list(RING))
+def test_large_phases_are_a_ring_of_phase_rows(name):
+    xs, k, act, attrs, interp = RING[name]
+    low = _lower(xs, k, act, **attrs)
+    (elements,) = _phase_elements(low.prim_func)
+    s = attrs.get("strides", 1)
+    # the ring holds RING_ROWS[-1] rows of a phase at most, the plane all of them
+    assert elements <= s * s * RING_ROWS[-1] * (xs[3] // s + 2 * LANES)
+    assert elements < xs[2] * xs[3] // 2
+    _run(low.prim_func, xs, k, act, interp, **attrs)
+
+
+def test_small_phases_stay_whole_planes():
+    xs = (1, 2, 9, 4 * LANES)  # (phases of 9-10 rows: under RING_MIN_BYTES)
+    low = _lower(xs, 3, "relu6", padding=1)
+    (elements,) = _phase_elements(low.prim_func)
+    assert elements * 4 <= RING_MIN_BYTES and elements >= 9 * 4 * LANES
+    _run(low.prim_func, xs, 3, "relu6", False, padding=1)
+
+
+def test_a_small_ring_on_the_tir_interpreter():
+    """The ring's slots (a modulo in every index) on the reference
+    interpreter too, over a channel just past RING_MIN_BYTES."""
+    rows = RING_MIN_BYTES // (4 * 2 * LANES * 4) + 4  # 3x3/2: 4 phases of 2*LANES columns
+    xs = (1, 1, 2 * rows, 4 * LANES)
+    low = _lower(xs, 3, "silu", padding=1, strides=2)
+    (elements,) = _phase_elements(low.prim_func)
+    assert elements < rows * 4 * 2 * LANES
+    _run(low.prim_func, xs, 3, "silu", True, padding=1, strides=2)
+
+
+@pytest.mark.parametrize("width,left", [(2 * LANES, 1), (2 * LANES + 1, 1), (2 * LANES, 3)])
+def test_an_aligned_row_of_one_group_reads_nothing_left_of_the_row(width, left):
+    """A row of just one ``sw*lanes`` group at stride 2 (not a shape the
+    schedule takes: its outputs are under two vectors): the row's vector of
+    phase columns would start left of the input, so its columns go one by
+    one. Each phase column holds its input column, or 0 at the padding."""
+    from phasec.te.schedules.pool_window import PhaseGeometry
+    H, sw, lanes = 3, 2, LANES
+    out_w = (width + left - 3) // sw + 1
+    geo = PhaseGeometry.of((H, width), (2, out_w), (3, 3), (sw, sw), (1, 1), (0, left),
+                           lanes, lanes)
+    x_buf = tir.Buffer("x", (1, 1, H, width), "float32")
+    out = tir.Buffer("ph", (sw * sw * geo.length,), "float32")
+    b, ch = tir.Var("b", "int64"), tir.Var("ch", "int64")
+    stmts, rows, row = geo.copy_by_rows(x_buf, b, ch, tir.FloatImm(0.0, "float32"),
+                                        lambda f, q: (out, f * geo.length + q), lanes)
+    y = tir.Var("y", "int64")
+    body = tir.For(b, tir.IntImm(0, "int64"), tir.IntImm(1, "int64"), "serial", tir.For(
+        ch, tir.IntImm(0, "int64"), tir.IntImm(1, "int64"), "serial", tir.SeqStmt(tuple(
+            [*stmts, tir.For(y, tir.IntImm(0, "int64"), tir.IntImm(rows, "int64"), "serial",
+                             row(y))]))))
+    prim = tir.PrimFunc([x_buf, out], body)
+    x = RNG.standard_normal((1, 1, H, width)).astype("float32")
+    got = np.full(out.shape[0].value, np.nan, "float32")
+    run_prim_func(prim, [x, got])
+    for e in range(sw):
+        for col in range(geo.reach):
+            src = col * sw + e - left
+            want = x[0, 0, 0, src] if 0 <= src < width else 0.0
+            assert got[e * geo.length + col + geo.shift(e)] == want

@@ -35,7 +35,16 @@ output rows of two vectors or more the phase rows are whole vectors long
 tap reads left unwritten): the taps at whole phase columns then load
 aligned vectors, where nearly every 64-byte load of a 57-wide row crossed
 two cache lines (96x112x112 3x3/2 199-212 -> 188-190 us, 144x56x56 3x3
-170-179 -> 165-169 us alone). Rows of 28 (two vectors, the second
+170-179 -> 165-169 us alone). Their copy reads the input from column 0
+in aligned groups of ``sw*lanes`` columns and stores each column phase
+shifted so that its vectors land aligned too (``PhaseGeometry.shift``;
+the taps add the shift): from the first whole group of phase columns
+(input column 1 under a left pad of 1 at stride 2), every load and store
+of the copy was split across two cache lines (alone, 16x112x112 3x3/2 +
+ReLU 48-55 -> 43 us, 96x112x112 3x3/2 + ReLU6 342 -> 310 us, + SiLU
+417-455 -> 355-377 us). A channel's phases of more than
+:data:`RING_MIN_BYTES` are a ring of phase rows (:func:`_ring_rows`), so
+that they stay in the L1 cache. Rows of 28 (two vectors, the second
 overlapping) gained nothing alone and lost 1-2 us inside MobileNetV3-Small
 (72x56x56 3x3/2: 37 -> 38-39 us): the phases grow, half the loads stay
 unaligned. A window
@@ -60,6 +69,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
@@ -72,7 +83,7 @@ from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
 __all__ = ["schedule", "schedule_rows", "ROW_BUFFER_TAPS", "FLAT_PLANE_TAPS", "COPY_LEAD",
-           "PIPELINE_CHANNELS"]
+           "RING_ROWS", "RING_MIN_BYTES", "PIPELINE_CHANNELS"]
 
 #: a window of more taps puts the channel's sums in a plane of rows, then
 #: applies the epilogue to it in a loop of its own (see _row)
@@ -168,6 +179,13 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
                            (w.padding[0], w.padding[1]), lanes,
                            lanes if rows_out and OW >= 2 * lanes else 1)
     V, columns, length = geo.V, geo.columns, geo.length
+    rows_in = max(0, min(hw[0], geo.U * sh - w.padding[0]))  # input rows copied
+    # a ring of phase rows (rows of two vectors or more), see _ring_rows
+    whole_bytes = sh * sw * length * np.dtype(str(dt)).itemsize
+    ring = _ring_rows(geo, OH, window, dh, rows_in) \
+        if rows_out and geo.shifts and whole_bytes > RING_MIN_BYTES else 0
+    if ring:
+        length = -(-(ring * V + max(geo.shifts)) // lanes) * lanes
     Store = Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt]
 
     def build(bufs: list[Buffer], out: Buffer, store: Store | None = None) -> Stmt:
@@ -179,21 +197,34 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
         pipeline = not rows_out and 2 * OW <= lanes
         phases = Buffer("stride_phases", (i64(phase_len * (2 if pipeline else 1)),), dt)
 
-        def window_sum(p: PrimExpr, ch: PrimExpr = ch, base: PrimExpr | None = None
-                       ) -> PrimExpr:
-            start = p if base is None else base + p
+        def taps(index: Callable[[int, int], PrimExpr], ch: PrimExpr = ch) -> PrimExpr:
+            # the window's products, tap (r0, r1) reading phases[index(r0, r1)]
             terms: list[PrimExpr] = []
             for r0 in range(KH):      # the direct convolution's tap order
                 for r1 in range(KW):
-                    y_tap, x_tap = r0 * dh, r1 * dw
-                    at = ((y_tap % sh) * sw + x_tap % sw) * length \
-                        + (y_tap // sh) * V + x_tap // sw
-                    terms.append(BufferLoad(phases, (start + i64(at),))
+                    terms.append(BufferLoad(phases, (index(r0, r1),))
                                  * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1))))
             acc = terms[0]
             for term in terms[1:]:
                 acc = acc + term
             return acc
+
+        def in_row(r0: int, r1: int) -> int:
+            # tap (r0, r1)'s phase, and its column in the phase row
+            y_tap, x_tap = r0 * dh, r1 * dw
+            return ((y_tap % sh) * sw + x_tap % sw) * length + x_tap // sw \
+                + geo.shift(x_tap % sw)
+
+        def window_sum(p: PrimExpr, ch: PrimExpr = ch, base: PrimExpr | None = None
+                       ) -> PrimExpr:
+            start = p if base is None else base + p
+            return taps(lambda r0, r1: start + i64(in_row(r0, r1) + r0 * dh // sh * V), ch)
+
+        def row_sum(y: PrimExpr, x: PrimExpr) -> PrimExpr:
+            if not ring:
+                return window_sum(y * V + x)
+            return taps(lambda r0, r1: ((y + r0 * dh // sh) % ring) * V + x
+                        + i64(in_row(r0, r1)))
         work = n * c * (sh * sw * length + columns * KH * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         if not rows_out:
@@ -212,7 +243,10 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
         def into_phases(f: PrimExpr, q: PrimExpr) -> tuple[Buffer, PrimExpr]:
             return phases, f * length + q
         stmts, rows, copy_row = geo.copy_by_rows(x, b, ch, te.const(0, dt), into_phases,
-                                                 lanes)
+                                                 lanes, ring)
+        assert not ring or rows == rows_in  # (the order _ring_rows simulated)
+        below = geo.fill_rows(geo.padding_rows()[1], te.const(0, dt), into_phases, ring) \
+            if ring else []
 
         def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
             return BufferStore(out, value, idx) if store is None else store(value, idx)
@@ -222,9 +256,9 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
         sums = Buffer("row_sums", (i64(OH * row_len),), dt) \
             if KH * KW > ROW_BUFFER_TAPS \
             else None
-        row, epilogue = _row(b, ch, OW, V, lanes, window_sum, put, sums)
+        row, epilogue = _row(b, ch, OW, lanes, row_sum, put, sums)
         stmts += _rows_as_read(OH, sh, (KH - 1) * dh // sh, w.padding[0], rows, row,
-                               copy_row)
+                               copy_row, below)
         if sums is not None:
             y3 = Var("y3", "int64")
             stmts.append(For(y3, i64(0), i64(OH), "serial", epilogue(y3)))
@@ -286,8 +320,21 @@ def _pipelined(c: int, pipeline: bool, parallel: bool, phases: Buffer,
                Allocate(phases, seq(body)))
 
 
+def _segments(OH: int, sh: int, reach: int, top: int, rows: int) -> tuple[int, int] | None:
+    """``(ahead, steady)`` of :func:`_rows_as_read`'s order: the input rows
+    copied first, then output rows ``[0, steady)`` each followed by the
+    copies of the ``sh`` input rows the next one reads, the rest of the
+    input rows, the rest of the output rows; None when every input row is
+    copied before the first output row."""
+    ahead = (reach + 1 + COPY_LEAD) * sh - top
+    if not 0 < ahead < rows:  # (the padding takes the first rows, or none is left)
+        return None
+    return ahead, max(0, min(OH, (rows - ahead - sh) // sh + 1))
+
+
 def _rows_as_read(OH: int, sh: int, reach: int, top: int, rows: int,
-                  row: Callable[[Var], Stmt], copy_row: Callable[..., Stmt]) -> list[Stmt]:
+                  row: Callable[[Var], Stmt], copy_row: Callable[..., Stmt],
+                  below: list[Stmt]) -> list[Stmt]:
     """The output rows, each input row copied into the phases just before
     the first output row that reads it (``copy_row(y, (phase, phase row))``:
     the copy's loads from memory run beside the sums, whose input rows are
@@ -295,18 +342,20 @@ def _rows_as_read(OH: int, sh: int, reach: int, top: int, rows: int,
     ``y + reach``, so the input rows below ``(y + reach + 1)*sh - top``,
     copied :data:`COPY_LEAD` output rows early. The rows whose
     copy would need a test (past the input's last row) are copied before
-    the last output rows, in one loop."""
-    ahead = (reach + 1 + COPY_LEAD) * sh - top
+    the last output rows, in one loop, then ``below`` (the fills of a
+    ring's phase rows below the input, see :func:`_ring_rows`)."""
     out: list[Stmt] = []
     y0, y, y1, y2 = (Var(v, "int64") for v in ("y0", "y", "y1", "y2"))
-    if not 0 < ahead < rows:  # (the padding takes the first rows, or none is left)
+    order = _segments(OH, sh, reach, top, rows)
+    if order is None:
         if rows:
             out.append(For(y0, i64(0), i64(rows), "serial", copy_row(y0)))
+        out += below
         out.append(For(y, i64(0), i64(OH), "serial", row(y)))
         return out
+    ahead, steady = order
     out.append(For(y0, i64(0), i64(ahead), "serial", copy_row(y0)))
     # output rows [0, steady) each copy the sh whole input rows the next one reads
-    steady = max(0, min(OH, (rows - ahead - sh) // sh + 1))
     if steady:
         copies = [copy_row(i64(ahead + t) + y * sh,
                            (i64((ahead + t + top) % sh), y + (ahead + t + top) // sh))
@@ -315,19 +364,76 @@ def _rows_as_read(OH: int, sh: int, reach: int, top: int, rows: int,
     left = ahead + steady * sh
     if left < rows:
         out.append(For(y1, i64(left), i64(rows - left), "serial", copy_row(y1)))
+    out += below
     if steady < OH:
         out.append(For(y2, i64(steady), i64(OH - steady), "serial", row(y2)))
     return out
 
 
-def _row(b: Var, ch: Var, OW: int, V: int, lanes: int,
-         window_sum: Callable[[PrimExpr], PrimExpr],
+#: the ring sizes (phase rows a phase) :func:`_ring_rows` tries, smallest first
+#: (8 measured as 16 at stride 2, slower at stride 1: 32x112x112 3x3 126-128
+#: against 138-165 us)
+RING_ROWS = (16, 32, 64)
+#: a channel's phases of more bytes than this take a ring of phase rows (a
+#: ring of 144x56x56 3x3's 15 KB, in the L1 cache either way, measured
+#: 186-214 -> 201-235 us: the slots' indices cost)
+RING_MIN_BYTES = 32 * 1024
+
+
+def _ring_rows(geo: PhaseGeometry, OH: int, window: tuple[int, int], dh: int, rows: int
+               ) -> int:
+    """The fewest phase rows (of :data:`RING_ROWS`, fewer than the phase's
+    ``U``) a ring of which holds every phase row an output row reads when
+    it reads it, in :func:`_rows_as_read`'s order (the rows above the input
+    filled first, those below after the last copy); 0 for none. Simulated
+    here, slot by slot. A channel's phases over 112-wide rows at stride 2
+    are 58 KB, past a 48 KB L1: written out to L2 and read back, where a
+    ring of 16 rows a phase is 16 KB (alone, one thread: 16x112x112 3x3/2 +
+    ReLU 46 -> 29-30 us, 96x112x112 3x3/2 + ReLU6 317 -> 264-268 us, +
+    SiLU 388-416 -> 275-277 us, 32x112x112 3x3 143 -> 137-139 us)."""
+    (sh, _), top = geo.strides, geo.lead[0]
+    reach = (window[0] - 1) * dh // sh
+    above, below = geo.padding_rows()
+    order = _segments(OH, sh, reach, top, rows)
+    events: list[tuple[str, int]] = []
+    if order is None:
+        events += [("copy", r) for r in range(rows)] + [("below", 0)]
+        events += [("row", y) for y in range(OH)]
+    else:
+        ahead, steady = order
+        events += [("copy", r) for r in range(ahead)]
+        for y in range(steady):
+            events += [("row", y)] + [("copy", ahead + t + y * sh) for t in range(sh)]
+        events += [("copy", r) for r in range(ahead + steady * sh, rows)] + [("below", 0)]
+        events += [("row", y) for y in range(steady, OH)]
+    reads = [(r0 * dh % sh, r0 * dh // sh) for r0 in range(window[0])]
+    for ring in RING_ROWS:
+        if ring >= geo.U:
+            return 0
+        held = {(a, u % ring): u for a, u in above}
+        fits = True
+        for kind, k in events:
+            if kind == "copy":
+                a, u = (k + top) % sh, (k + top) // sh
+                held[(a, u % ring)] = u
+            elif kind == "below":
+                held.update({(a, u % ring): u for a, u in below})
+            elif any(held.get((a, (k + du) % ring)) != k + du for a, du in reads):
+                fits = False
+                break
+        if fits:
+            return ring
+    return 0
+
+
+def _row(b: Var, ch: Var, OW: int, lanes: int,
+         window_sum: Callable[[PrimExpr, PrimExpr], PrimExpr],
          put: Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt], sums: Buffer | None
          ) -> tuple[Callable[[Var], Stmt], Callable[[Var], Stmt]]:
     """``(row, epilogue)``: output row ``y`` (``OW >= lanes`` wide) in whole
     vectors, the last one overlapping the one before (the same values
     stored twice) when the row is not whole vectors; output ``(y, x)`` is
-    the window sum at flat position ``y*V + x`` of the phases. Without
+    ``window_sum(y, x)`` (its sum over the phases). Without
     ``sums``, ``row(y)`` stores through ``put`` (``epilogue`` is not used).
     With ``sums`` (the channel's plane of rows of whole vectors), ``row(y)``
     stores its sums there and ``epilogue(y)`` puts row ``y`` of them through
@@ -353,10 +459,10 @@ def _row(b: Var, ch: Var, OW: int, V: int, lanes: int,
         if sums is None:
             return seq(vectors(lambda start, _, j: For(
                 j, i64(0), i64(lanes), "vectorized",
-                put(window_sum(y * V + start + j), (b, ch, y, start + j)))))
+                put(window_sum(y, start + j), (b, ch, y, start + j)))))
         return seq(vectors(lambda start, slot, j: For(
             j, i64(0), i64(lanes), "vectorized",
-            BufferStore(sums, window_sum(y * V + start + j), (y * row_len + slot + j,)))))
+            BufferStore(sums, window_sum(y, start + j), (y * row_len + slot + j,)))))
 
     def epilogue(y: Var) -> Stmt:
         assert sums is not None

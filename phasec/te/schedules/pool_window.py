@@ -221,7 +221,12 @@ class PhaseGeometry:
     (``OH*V`` rounded up to whole tiles, the extra ones computed and
     dropped), ``length`` elements a phase. ``reach`` (at most ``V``) phase
     columns a row hold values; an aligned geometry leaves the rest of each
-    row unwritten (no kept output's taps read them)."""
+    row unwritten (no kept output's taps read them). An aligned geometry
+    also places column phase ``e``'s elements ``shifts[e]`` elements into
+    its phase (:meth:`shift`; ``span`` elements hold values, ``length`` is
+    the distance between phases), so that the copy's vectors, read from
+    input columns at whole multiples of ``sw*lanes``, are stored whole and
+    aligned too (see :meth:`copy_by_rows`)."""
 
     H: int
     W: int
@@ -232,6 +237,8 @@ class PhaseGeometry:
     strides: tuple[int, int]
     lead: tuple[int, int]
     reach: int = 0
+    shifts: tuple[int, ...] = ()
+    span: int = 0
 
     @staticmethod
     def of(hw: tuple[int, int], out_hw: tuple[int, int], window: tuple[int, int],
@@ -246,9 +253,20 @@ class PhaseGeometry:
         reach = OW + (KW - 1) * dw // sw  # phase columns
         V = -(-reach // align) * align
         columns = -(-OH * V // tile) * tile
-        length = columns + (KH - 1) * dh // sh * V + (KW - 1) * dw // sw
-        length = -(-length // align) * align
-        return PhaseGeometry(hw[0], hw[1], U, V, columns, length, (sh, sw), lead, reach)
+        span = columns + (KH - 1) * dh // sh * V + (KW - 1) * dw // sw
+        # column phase e's first whole vector of the copy starts at phase
+        # column _first(e) (input column 0 or the next of its phase):
+        # shifted by -_first(e), it lands at an aligned element
+        shifts = tuple((-_first(e, lead[1], sw)) % align for e in range(sw)) \
+            if align > 1 else ()
+        length = -(-(span + max(shifts, default=0)) // align) * align
+        return PhaseGeometry(hw[0], hw[1], U, V, columns, length, (sh, sw), lead, reach,
+                             shifts, span)
+
+    def shift(self, e: int) -> int:
+        """Where column phase ``e``'s elements start in its phase (see the
+        class docstring; 0 unless the geometry is aligned)."""
+        return self.shifts[e] if self.shifts else 0
 
     def copy(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
              at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
@@ -264,16 +282,49 @@ class PhaseGeometry:
             stmts.append(For(y, i64(0), i64(rows), "serial", row(y)))
         return stmts
 
+    def padding_rows(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The phase rows ``(a, u)`` (row phase, phase row) no input row
+        lands in: above the input, and below it."""
+        sh, top = self.strides[0], self.lead[0]
+        rows = max(0, min(self.H, self.U * sh - top))
+        above: list[tuple[int, int]] = []
+        below: list[tuple[int, int]] = []
+        for a in range(sh):
+            first = min(self.U, max(0, -(-(top - a) // sh)))     # first row with input
+            stop = min(self.U, max(first, -(-(rows + top - a) // sh)))  # past the last
+            above += [(a, u) for u in range(first)]
+            below += [(a, u) for u in range(stop, self.U)]
+        return above, below
+
+    def fill_rows(self, which: Sequence[tuple[int, int]], fill: PrimExpr,
+                  at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
+                  ring: int) -> list[Stmt]:
+        """``fill`` over the phase rows ``which`` (see :meth:`padding_rows`),
+        each stored at its slot ``u % ring`` of a ring of phase rows."""
+        sw, V = self.strides[1], self.V
+        stmts: list[Stmt] = []
+        for a, u in which:
+            for e in range(sw):
+                q = Var("q", "int64")
+                where = at(i64(a * sw + e), q + ((u % ring) * V + self.shift(e)))
+                stmts.append(For(q, i64(0), i64(V), "vectorized",
+                                 BufferStore(where[0], fill, where[1:])))
+        return stmts
+
     def copy_by_rows(self, src: Buffer, b: Var, ch: Var, fill: PrimExpr,
                      at: Callable[[PrimExpr, PrimExpr], tuple[PrimExpr, ...]],
-                     lanes: int = 0) -> tuple[list[Stmt], int, Callable[..., Stmt]]:
+                     lanes: int = 0, ring: int = 0
+                     ) -> tuple[list[Stmt], int, Callable[..., Stmt]]:
         """:meth:`copy` in parts: the fills of the phase rows no input row
         lands in, the number of input rows copied, and the copy of input
         row ``y`` (an expression; it stores ``fill`` at the padding columns
         of its phase rows; optionally given its phase and phase row,
         ``(y + top) % sh`` and ``(y + top) // sh``, in a simpler form), for a
         caller that copies each row just before the output rows that read
-        it."""
+        it. With ``ring``, each phase holds a ring of that many phase rows
+        (row ``u`` at slot ``u % ring``, see :meth:`fill_rows`), the fills
+        are those of the rows above the input only: the caller fills the
+        rows below when their slots are free."""
         (sh, sw), (top, left), V = self.strides, self.lead, self.V
         reach = self.reach or V
         rows = max(0, min(self.H, self.U * sh - top))
@@ -281,15 +332,16 @@ class PhaseGeometry:
         # the phase rows no input row lands in (the padding above, below,
         # and the tail past the last row), filled with contiguous stores;
         # the whole phases filled first cost as much as the sums
-        stmts: list[Stmt] = []
-        for a in range(sh):
+        stmts: list[Stmt] = self.fill_rows(self.padding_rows()[0], fill, at, ring) \
+            if ring else []
+        for a in range(0 if ring else sh):
             first = min(self.U, max(0, -(-(top - a) // sh)))     # first row with input
             stop = min(self.U, max(first, -(-(rows + top - a) // sh)))  # past the last
             for e in range(sw):
-                for lo_q, hi_q in ((0, first * V), (stop * V, self.length)):
+                for lo_q, hi_q in ((0, first * V), (stop * V, self.span or self.length)):
                     if hi_q > lo_q:
                         q = Var("q", "int64")
-                        where = at(i64(a * sw + e), q + lo_q)
+                        where = at(i64(a * sw + e), q + (lo_q + self.shift(e)))
                         stmts.append(For(q, i64(0), i64(hi_q - lo_q), "vectorized",
                                          BufferStore(where[0], fill, where[1:])))
         # phase column v takes input columns v*sw + e - left (e < sw): the sw
@@ -301,10 +353,18 @@ class PhaseGeometry:
                       ) -> Stmt | None:
             v = Var("v", "int64")
             a, u = phase_row or ((y + top) % sh, (y + top) // sh)
+            if ring:
+                u = u % ring
 
             def put(col: PrimExpr, e: int) -> Stmt:
-                where = at(a * sw + e, u * V + col)
+                where = at(a * sw + e, u * V + (col + self.shift(e)))
                 return BufferStore(where[0], src[(b, ch, y, col * sw + (e - left))], where[1:])
+
+            def fill_at(col: int, e: int) -> Stmt:
+                where = at(a * sw + e, u * V + (col + self.shift(e)))
+                return BufferStore(where[0], fill, where[1:])
+            if self.shifts and cols >= sw * lanes:
+                return self._aligned_row(put, fill_at, cols, lanes)
             lo = min(reach, -(-left // sw))                        # first whole group
             hi = max(lo, min(reach, (cols + left - sw) // sw + 1))  # past the last one
             row: list[Stmt] = []
@@ -335,15 +395,56 @@ class PhaseGeometry:
                 kind = "unroll" if hi - lo <= MAX_UNROLLED_COLUMNS else "vectorized"
                 row.append(For(v, i64(lo), i64(hi - lo), kind,
                                SeqStmt(tuple(put(v, e) for e in range(sw)))))
-            row += [put(i64(col), e) if 0 <= col * sw + e - left < cols
-                    else BufferStore(at(a * sw + e, u * V + col)[0], fill,
-                                     at(a * sw + e, u * V + col)[1:])
+            row += [put(i64(col), e) if 0 <= col * sw + e - left < cols else fill_at(col, e)
                     for col in (*range(lo), *range(hi, reach)) for e in range(sw)]
             if not row:
                 return None
             return row[0] if len(row) == 1 else SeqStmt(tuple(row))
         copied = build_row(Var("y", "int64")) is not None
         return stmts, rows if copied else 0, build_row  # type: ignore[return-value]
+
+    def _aligned_row(self, put: Callable[[PrimExpr, int], Stmt],
+                     fill_at: Callable[[int, int], Stmt], cols: int, lanes: int) -> Stmt:
+        """An input row of an aligned geometry into its phase rows: vectors
+        of ``sw*lanes`` input columns from column 0, each column phase
+        ``e``'s ``lanes`` elements stored at phase column ``_first(e) +
+        start``, aligned (:meth:`shift`); the rest of the row one vector of
+        phase columns for every phase (the last whole one, unaligned: a
+        last ``sw*lanes`` group overlapping the one before was left scalar
+        by LLVM), then the columns no vector covers one by one: input
+        there, else ``fill``. The phase rows' loads and stores started at
+        the first whole group of phase columns (input column 1 of a padded
+        3x3 stride 2), every one of them split across two cache lines
+        (16x112x112 3x3/2 + ReLU: 48-55 -> 43 us alone)."""
+        (sw, left), reach = (self.strides[1], self.lead[1]), self.reach or self.V
+        firsts = [_first(e, left, sw) for e in range(sw)]
+        whole = cols // (sw * lanes)
+        k, j = Var("k", "int64"), Var("j", "int64")
+        row: list[Stmt] = [For(k, i64(0), i64(whole), "serial", For(
+            j, i64(0), i64(lanes), "vectorized",
+            SeqStmt(tuple(put(k * lanes + (firsts[e] + j), e) for e in range(sw)))))]
+        covered = [set(range(f, f + whole * lanes)) for f in firsts]
+        hi = min(reach, (cols + left - sw) // sw + 1)  # past the last whole group
+        # (a vector of phase columns from hi - lanes reads input columns from
+        # (hi - lanes)*sw - left: none left of the row, else the singles)
+        if hi - lanes >= -(-left // sw) and any(not set(range(hi - lanes, hi)) <= c
+                                               for c in covered):
+            j2 = Var("j", "int64")
+            row.append(For(j2, i64(0), i64(lanes), "vectorized", SeqStmt(tuple(
+                put(i64(hi - lanes) + j2, e) for e in range(sw)))))
+            covered = [c | set(range(hi - lanes, hi)) for c in covered]
+        for e in range(sw):
+            for col in sorted(set(range(reach)) - covered[e]):
+                row.append(put(i64(col), e) if 0 <= col * sw + e - left < cols
+                           else fill_at(col, e))
+        return SeqStmt(tuple(row))
+
+
+def _first(e: int, left: int, sw: int) -> int:
+    """The phase column of column phase ``e`` that input column ``(e -
+    left) mod sw`` lands in (the first of the phase within input columns
+    ``[0, sw)``)."""
+    return ((e - left) % sw + left - e) // sw
 
 
 def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],
