@@ -122,7 +122,15 @@ CASES = {  # n, c, h, w, o, padding, largest m, vector bits, m taken
     "batch_2_m2": (2, 32, 6, 17, 32, (0, 2, 1, 0), 2, 128, 2),
     # 7x7 at 512 bits: 4 tiles of 4x4 are not a vector, 16 of 2x2 are
     "7x7_takes_2x2_tiles": (1, 32, 7, 7, 32, 1, 4, 512, 2),
+    # few channels (Winograd's least), small enough for the TIR interpreter too
+    "small_m4": (1, 8, 7, 9, 9, 1, 4, 128, 4),
+    "small_uneven_padding": (1, 9, 7, 12, 8, (1, 0, 2, 1), 4, 128, 4),
+    "small_batch_2_m2": (2, 8, 6, 7, 9, (0, 2, 1, 0), 2, 128, 2),
+    "small_7x7_takes_2x2_tiles": (1, 8, 7, 7, 8, 1, 4, 512, 2),
 }
+#: the cases also run on the TIR interpreter (numpy checks every case; the
+#: interpreter took 10-15 s on a 32-channel one)
+INTERPRETED = 1000  # input elements
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -141,7 +149,7 @@ def test_winograd_conv_matches_the_direct_convolution(name, winograd_tile):
     compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
     # float32 rounding of the transforms: a few ulps of the largest output
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
-    if n * c * h * w <= 3000:
+    if n * c * h * w <= INTERPRETED:
         interp = np.full(want.shape, np.nan, np.float32)
         run_prim_func(low.prim_func, [x, wa, ba, interp])
         np.testing.assert_allclose(interp, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
@@ -193,9 +201,17 @@ def test_a_symbolic_batch_takes_one_gemm_per_image(winograd_tile):
         got = np.full(want.shape, np.nan, np.float32)
         kernel(x, wa, ba, got)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(initial=1))
-    x = RNG.standard_normal((1, c, h, w)).astype(np.float32)  # (the interpreter: one image)
+    # the same schedule with fewer channels on the interpreter, one image (at
+    # 33 -> 35 channels it took 30 s there)
+    c, o = 8, 9
+    small = lower_fused(_conv_bias_relu(tir.Var("n", "int64"), c, h, w, o, padding=1),
+                        constant_params=WEIGHT).prim_func
+    assert _tile(small) == 4
+    x = RNG.standard_normal((1, c, h, w)).astype(np.float32)
+    wa = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    ba = RNG.standard_normal((1, o, 1, 1)).astype(np.float32)
     interp = np.full((1, o, h, w), np.nan, np.float32)
-    run_prim_func(low.prim_func, [x, wa, ba, interp])
+    run_prim_func(small, [x, wa, ba, interp])
     np.testing.assert_allclose(interp, np.maximum(_conv_ref(x, wa, (1, 1, 1, 1)) + ba, 0),
                                rtol=1e-5, atol=1e-5 * np.abs(interp).max())
 
