@@ -40,8 +40,14 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 # Tests compile with their own persistent kernel cache (a fresh directory per
-# session, subprocesses included), never with the user's.
-os.environ["PHASEC_CACHE_DIR"] = tempfile.mkdtemp(prefix="phasec-test-kernels-")
+# session, subprocesses included), never with the user's. One directory for
+# the whole session: pytest-xdist's workers inherit it from the controlling
+# process (which runs this file first), so a kernel one worker compiled is
+# not compiled again by the other (the cache is safe for concurrent
+# processes: entries are written atomically).
+if "PHASEC_TEST_SESSION_CACHE" not in os.environ:
+    os.environ["PHASEC_TEST_SESSION_CACHE"] = tempfile.mkdtemp(prefix="phasec-test-kernels-")
+os.environ["PHASEC_CACHE_DIR"] = os.environ["PHASEC_TEST_SESSION_CACHE"]
 
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
