@@ -50,14 +50,17 @@ def test_the_other_profiles_are_unchanged():
     assert (t.gemm_rows, t.gemm_vectors, t.gemm_panel_bytes, t.gemm_pack_min_bytes,
             t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
             t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
-            t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane
-            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False)
+            t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane,
+            t.gemm_tail_min_accumulators
+            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0)
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
-                t.winograd_min_tile_vectors, t.im2col_row_vectors) == (4, 2, 256, 64, 1, 1)
+                t.winograd_min_tile_vectors, t.im2col_row_vectors,
+                t.gemm_tail_min_accumulators) == (4, 2, 256, 64, 1, 1, 0)
     x, t = tn.avx512_xeon_tuning(), tn.avx512_tuning()
     changed = {f.name for f in dataclasses.fields(t) if getattr(x, f.name) != getattr(t, f.name)}
     assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
+                       "gemm_tail_min_accumulators",
                        "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
                        "winograd_min_tile_vectors", "im2col_row_vectors",
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane"}
@@ -113,7 +116,8 @@ def _gemm(m, k, n):
     a = te.placeholder((m, k), name="A")
     b = te.placeholder((k, n), name="B")
     r = te.reduce_axis(k, "r")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r.var] * b[r.var, j], axis=[r]), name="C")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r.var] * b[r.var, j], axis=[r]), name="C",
+                   tag="matmul")  # (the GEMM schedule takes matmuls and convolutions)
     return [a, b, c]
 
 
@@ -132,10 +136,49 @@ def test_gemm_in_6x4_tiles_and_narrow_columns_in_8_rows_matches_numpy(xeon, m, k
         got = np.zeros((rows, n), "float32")
         lib["k"](a, b, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        if rows * k * n <= 120_000:  # (the interpreter: ~30 us a multiply-add)
+        if rows * k * n <= 30_000:  # (the interpreter: ~30 us a multiply-add)
             interp = np.zeros((rows, n), "float32")
             run_prim_func(prim, [a, b, interp])
             np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+def _row_tiles(prim) -> list[int]:
+    """The extents of the loops over whole register tiles of rows (``io``)."""
+    return [n.extent.value for n in ir_nodes(prim.body) if type(n) is tir.For
+            and n.loop_var.name.startswith("io") and isinstance(n.extent, tir.IntImm)]
+
+
+@pytest.mark.parametrize("m,n,io", [
+    (20, 64, 3),    # 3 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 4 x 5)
+    (26, 71, 4),    # 4 x 6 + 2, columns of a whole tile and 7 more
+    (14, 112, 2),   # 2 x 6 + 2 over 64 + 48 columns (3 vectors: the 2 x 3 tail too)
+    (19, 64, 3),    # 3 x 6 + 1 x 4 accumulators: too few, tiles of 5 rows (3 x 5 + 4)
+    (18, 16, 2),    # one vector of columns, 8 rows: 2 + 2 x 1, too few: tiles of 7 (2 x 7 + 4)
+])
+def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
+    assert xeon.gemm_tail_min_accumulators == 8
+    k = 13
+    prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
+    assert io in _row_tiles(prim)
+    a = RNG.standard_normal((m, k)).astype("float32")
+    b = RNG.standard_normal((k, n)).astype("float32")
+    want = a.astype("float64") @ b.astype("float64")
+    got = np.zeros((m, n), "float32")
+    compile_prim_funcs({"k": prim})["k"](a, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros((m, n), "float32")
+    run_prim_func(prim, [a, b, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_avx512_profile_balances_its_tiles_as_before(xeon):
+    # 8 x 2 tiles: 20 rows = 2 x 8 + 4 (half the tile: kept); 50 = 6 x 8 + 2 of 2 x 2
+    # accumulators -> 10 x 5 (where the Xeon keeps 8 x 6 + 2 x 4)
+    avx = tn.avx512_tuning()
+    for m, io in ((20, 2), (50, 10)):
+        prim = te.create_prim_func(_gemm(m, 13, 64), schedule_hints=te.ScheduleOptions(
+            tuning=avx))
+        assert io in _row_tiles(prim), m
 
 
 def _conv_relu(n, c, h, w, o, k, **attrs):
