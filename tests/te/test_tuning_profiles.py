@@ -51,18 +51,20 @@ def test_the_other_profiles_are_unchanged():
             t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
             t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
             t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane,
-            t.gemm_tail_min_accumulators
-            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0)
+            t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes
+            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0, 0)
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
                 t.winograd_min_tile_vectors, t.im2col_row_vectors,
-                t.gemm_tail_min_accumulators) == (4, 2, 256, 64, 1, 1, 0)
+                t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes
+                ) == (4, 2, 256, 64, 1, 1, 0, 0)
     x, t = tn.avx512_xeon_tuning(), tn.avx512_tuning()
     changed = {f.name for f in dataclasses.fields(t) if getattr(x, f.name) != getattr(t, f.name)}
     assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
                        "gemm_tail_min_accumulators",
                        "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
-                       "winograd_min_tile_vectors", "im2col_row_vectors",
+                       "winograd_min_tile_vectors", "winograd_narrow_max_weight_bytes",
+                       "im2col_row_vectors",
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane"}
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
@@ -254,3 +256,30 @@ def test_winograd_tiles_fill_two_vectors_on_the_xeon(xeon, c, h, o, m_xeon):
     prim = lower_fused(_conv_relu(1, c, h, h, o, 3, padding=1), constant_params=(1,)).prim_func
     assert _winograd_m(prim) == m_xeon
     _check_conv(prim, (1,), c, h, h, o, 3, {"padding": 1})
+
+
+@pytest.mark.parametrize("c,h,o,m", [
+    (9, 7, 9, None),    # 16 tiles (one vector), U = 16 x 9 x 9 floats = 5184 bytes: direct
+    (8, 7, 8, 2),       # U = 4096 bytes, at the limit: F(2x2)
+    (9, 14, 11, 2),     # 49 tiles fill two vectors: F(2x2) whatever U's size
+    (11, 5, 13, None),  # 9 tiles of 2x2: none fills a vector (no Winograd on any profile)
+])
+def test_one_vector_winograd_only_below_its_weight_limit(monkeypatch, c, h, o, m):
+    # the Xeon profile with a small limit (its own, 128 KB, would need large, slow shapes)
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon,winograd_narrow_max_weight_bytes=4096")
+    monkeypatch.delenv("PHASEC_WINOGRAD", raising=False)
+    monkeypatch.delenv("PHASEC_VECTOR_BITS", raising=False)
+    tn.host_tuning.cache_clear()
+    try:
+        assert tn.avx512_xeon_tuning().winograd_narrow_max_weight_bytes == 128 * 1024
+        prim = lower_fused(_conv_relu(1, c, h, h, o, 3, padding=1),
+                           constant_params=(1,)).prim_func
+        assert _winograd_m(prim) == m
+        _check_conv(prim, (1,), c, h, h, o, 3, {"padding": 1}, interp=h < 10)
+        # a symbolic batch is planned for one image: the same choice
+        sym = lower_fused(_conv_relu(tir.Var("n"), c, h, h, o, 3, padding=1),
+                          constant_params=(1,)).prim_func
+        assert _winograd_m(sym) == m
+        _check_conv(sym, (1, 2), c, h, h, o, 3, {"padding": 1}, interp=False)
+    finally:
+        tn.host_tuning.cache_clear()
