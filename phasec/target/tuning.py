@@ -249,10 +249,12 @@ def avx512_xeon_tuning() -> TargetTuning:
       accumulators do not cover the FMA latency; Winograd's GEMMs over
       7x7), and the integer GEMM's 8 x 2 kept (``int_gemm_tile``, not
       measured here);
-    * a last row tile of 2 x 4 accumulators kept after whole 6 x 4 ones
-      (``gemm_tail_min_accumulators``: 8 chains cover the two FMA units'
-      latency) rather than every tile made 5 rows: 128 output channels
-      (ResNet-50's 1x1 256 -> 128 over 56x56: 2.17 -> 1.86 ms alone);
+    * a last row tile of 2 x 4 accumulators kept after at least eight
+      whole 6 x 4 ones (``gemm_tail_min_accumulators``: 8 chains cover the
+      two FMA units' latency) rather than every tile made 5 rows: 128
+      output channels (ResNet-50's 1x1 256 -> 128 over 56x56: 2.17 -> 1.86
+      ms alone; 32 rows kept 8 x 4 tiles: SqueezeNet's 128 -> 32 over 27x27
+      was 98 -> 110 us in 5 x 6 + 2);
     * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
       address arithmetic in the reduction loop cost more than the prefetch
       saved (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms);

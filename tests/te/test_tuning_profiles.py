@@ -151,15 +151,16 @@ def _row_tiles(prim) -> list[int]:
 
 
 @pytest.mark.parametrize("m,n,io", [
-    (20, 64, 3),    # 3 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 4 x 5)
-    (26, 71, 4),    # 4 x 6 + 2, columns of a whole tile and 7 more
-    (14, 112, 2),   # 2 x 6 + 2 over 64 + 48 columns (3 vectors: the 2 x 3 tail too)
-    (19, 64, 3),    # 3 x 6 + 1 x 4 accumulators: too few, tiles of 5 rows (3 x 5 + 4)
-    (18, 16, 2),    # one vector of columns, 8 rows: 2 + 2 x 1, too few: tiles of 7 (2 x 7 + 4)
+    (50, 64, 8),    # 8 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 10 x 5)
+    (53, 71, 8),    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more
+    (50, 112, 8),   # 8 x 6 + 2 over 64 columns (over the other 48, 2 x 3: 10 x 5)
+    (49, 64, 9),    # 8 x 6 + 1 x 4 accumulators: too few, 9 x 5 + 4
+    (20, 64, 4),    # 3 x 6 + 2: too few whole tiles, 4 x 5 as on every profile
+    (50, 16, 10),   # one vector of columns, 8 rows: 6 x 8 + 2 x 1, too few: 10 x 5
 ])
 def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
     assert xeon.gemm_tail_min_accumulators == 8
-    k = 13
+    k = 7
     prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
     assert io in _row_tiles(prim)
     a = RNG.standard_normal((m, k)).astype("float32")

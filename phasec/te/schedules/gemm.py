@@ -349,13 +349,15 @@ class GemmEmitter:
         multiply-add's latency over the whole reduction (49 positions: 7
         tiles of 7, not 6 of 8 and one of 1). A target's
         ``gemm_tail_min_accumulators`` keeps ``mr`` when the last tile has
-        at least that many accumulators (the Xeon: 128 rows in 6 x 4 tiles,
-        the last of 2 x 4, not 5 x 4 ones). The integer GEMM keeps its tiles."""
+        at least that many accumulators and follows at least eight whole
+        tiles (the Xeon: 128 rows in 6 x 4 tiles, the last of 2 x 4, not 5 x 4
+        ones; 32 rows stay 8 x 4, not 5 x 6 + 2: the last tile's loads per
+        multiply-add weigh more there). The integer GEMM keeps its tiles."""
         if self.plan.wide or is_dot4(self.anchor.expr) or M <= mr or M % mr >= mr // 2 \
                 or M % mr == 0:
             return mr
         enough = self.nest.opt.target.gemm_tail_min_accumulators
-        if enough and M % mr * len(self._vector_pieces(width)) >= enough:
+        if enough and M >= 8 * mr and M % mr * len(self._vector_pieces(width)) >= enough:
             return mr
         for r in range(mr - 1, mr // 2, -1):
             if M % r == 0 or M % r >= mr // 2:
