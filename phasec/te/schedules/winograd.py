@@ -364,7 +364,8 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     the direct convolution. With ``min_tile_vectors`` above 1, the largest
     ``m`` whose tiles fill that many vectors comes first (14x14: F(2x2)'s 49
     tiles before F(4x4)'s 16, which make one-vector GEMM tiles).
-    ``narrow_max_weight_bytes`` (0: no limit) drops a plan whose tiles fill
+    ``narrow_max_weight_bytes`` (0: no limit) drops, for a constant weight,
+    a plan whose tiles fill
     fewer than ``min_tile_vectors`` vectors when its transformed weight ``U``
     has more bytes: such GEMMs read each element of ``U`` for a vector of
     tiles or less, and ``U`` (16/9 of the weight for F(2x2)) streams from
@@ -388,7 +389,8 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
              for m in sorted(_MATRICES, reverse=True) if m <= max_tile]
     # (a symbolic batch: the tiles of one image decide, as for a batch of 1)
     plans = [p for p in plans if (n or 1) * p.th * p.tw >= lanes]
-    if narrow_max_weight_bytes:
+    if narrow_max_weight_bytes and not weight_per_call:
+        # (a weight passed per call is weighed by estimate_ns below: not measured)
         size = np.dtype(dtype).itemsize * k * c
         plans = [p for p in plans if (n or 1) * p.th * p.tw >= min_tile_vectors * lanes
                  or p.a * p.a * size <= narrow_max_weight_bytes]
