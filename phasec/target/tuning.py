@@ -87,6 +87,10 @@ class TargetTuning:
     #: whole vectors join the last micro-panel in one tile of at most this
     #: many registers a row (with fewer rows, see ``GemmEmitter._column_split``)
     gemm_wide_tail_vectors: int = 4
+    #: a GEMM's last row tile of fewer than half the tile's rows makes the
+    #: tiles smaller (``GemmEmitter._balanced_rows``) unless it has at least
+    #: this many accumulators (0: always)
+    gemm_tail_min_accumulators: int = 0
     #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
     #: writes before its reduction when that is at least this long (see
     #: ``gemm_prefetch.epilogue_prefetch``; measured: K = 128 batched matmuls
@@ -162,6 +166,10 @@ class TargetTuning:
     #: of the Winograd GEMMs' columns, else the largest that fills one (see
     #: ``winograd.winograd_conv2d``)
     winograd_min_tile_vectors: int = 1
+    #: ... and one whose tiles fill fewer than that many vectors only while
+    #: its transformed weight has at most this many bytes (0: any size; see
+    #: ``winograd.winograd_conv2d``)
+    winograd_narrow_max_weight_bytes: int = 0
     #: a strided one-group NCHW conv2d whose output rows are narrower than
     #: this many vectors and not whole vectors runs over its input gathered
     #: into columns (:mod:`phasec.te.schedules.conv_im2col`): one GEMM over
@@ -241,6 +249,12 @@ def avx512_xeon_tuning() -> TargetTuning:
       accumulators do not cover the FMA latency; Winograd's GEMMs over
       7x7), and the integer GEMM's 8 x 2 kept (``int_gemm_tile``, not
       measured here);
+    * a last row tile of 2 x 4 accumulators kept after at least eight
+      whole 6 x 4 ones (``gemm_tail_min_accumulators``: 8 chains cover the
+      two FMA units' latency) rather than every tile made 5 rows: 128
+      output channels (ResNet-50's 1x1 256 -> 128 over 56x56: 2.17 -> 1.86
+      ms alone; 32 rows kept 8 x 4 tiles: SqueezeNet's 128 -> 32 over 27x27
+      was 98 -> 110 us in 5 x 6 + 2);
     * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
       address arithmetic in the reduction loop cost more than the prefetch
       saved (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms);
@@ -252,7 +266,14 @@ def avx512_xeon_tuning() -> TargetTuning:
       rows a few hundred bytes apart, it streamed slower from L2;
     * Winograd with tiles over at least two vectors of GEMM columns
       (``winograd_min_tile_vectors``: F(2x2) over 14x14, 49 tiles, rather
-      than F(4x4), 16) and strided convolutions with rows of one to two
+      than F(4x4), 16), but over 7x7 (16 tiles, one vector) only for a
+      transformed weight of at most 128 KB
+      (``winograd_narrow_max_weight_bytes``): in a model its GEMMs stream
+      ``U`` (16/9 of the weight) for one vector of tiles, and the direct
+      convolution was faster (ResNet-50's 512 channels 2.69 -> 2.41 ms a
+      call, Inception v2's six over 7x7 3.73 -> 2.84 ms, DenseNet-121's 16
+      of 128 -> 32 1.43 -> 0.82 ms, each kernel timed in its model), and
+      strided convolutions with rows of one to two
       vectors over gathered columns (``im2col_row_vectors``: 28-wide rows
       as 16 + 8 + 4 lanes left the FMA units a third idle);
     * 1x1 convolutions over 14x14 with positions as rows up to a 256 KB
@@ -262,9 +283,10 @@ def avx512_xeon_tuning() -> TargetTuning:
       networks on the Intel Xeon").
     """
     return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
-                   gemm_narrow_rows=8, int_gemm_tile=(8, 2),
+                   gemm_narrow_rows=8, int_gemm_tile=(8, 2), gemm_tail_min_accumulators=8,
                    gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=64,
                    gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
+                   winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True)
 

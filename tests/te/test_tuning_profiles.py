@@ -50,16 +50,21 @@ def test_the_other_profiles_are_unchanged():
     assert (t.gemm_rows, t.gemm_vectors, t.gemm_panel_bytes, t.gemm_pack_min_bytes,
             t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
             t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
-            t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane
-            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False)
+            t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane,
+            t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes
+            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0, 0)
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
-                t.winograd_min_tile_vectors, t.im2col_row_vectors) == (4, 2, 256, 64, 1, 1)
+                t.winograd_min_tile_vectors, t.im2col_row_vectors,
+                t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes
+                ) == (4, 2, 256, 64, 1, 1, 0, 0)
     x, t = tn.avx512_xeon_tuning(), tn.avx512_tuning()
     changed = {f.name for f in dataclasses.fields(t) if getattr(x, f.name) != getattr(t, f.name)}
     assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
+                       "gemm_tail_min_accumulators",
                        "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
-                       "winograd_min_tile_vectors", "im2col_row_vectors",
+                       "winograd_min_tile_vectors", "winograd_narrow_max_weight_bytes",
+                       "im2col_row_vectors",
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane"}
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
@@ -113,7 +118,8 @@ def _gemm(m, k, n):
     a = te.placeholder((m, k), name="A")
     b = te.placeholder((k, n), name="B")
     r = te.reduce_axis(k, "r")
-    c = te.compute((m, n), lambda i, j: te.sum(a[i, r.var] * b[r.var, j], axis=[r]), name="C")
+    c = te.compute((m, n), lambda i, j: te.sum(a[i, r.var] * b[r.var, j], axis=[r]), name="C",
+                   tag="matmul")  # (the GEMM schedule takes matmuls and convolutions)
     return [a, b, c]
 
 
@@ -132,10 +138,50 @@ def test_gemm_in_6x4_tiles_and_narrow_columns_in_8_rows_matches_numpy(xeon, m, k
         got = np.zeros((rows, n), "float32")
         lib["k"](a, b, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        if rows * k * n <= 120_000:  # (the interpreter: ~30 us a multiply-add)
+        if rows * k * n <= 30_000:  # (the interpreter: ~30 us a multiply-add)
             interp = np.zeros((rows, n), "float32")
             run_prim_func(prim, [a, b, interp])
             np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+def _row_tiles(prim) -> list[int]:
+    """The extents of the loops over whole register tiles of rows (``io``)."""
+    return [n.extent.value for n in ir_nodes(prim.body) if type(n) is tir.For
+            and n.loop_var.name.startswith("io") and isinstance(n.extent, tir.IntImm)]
+
+
+@pytest.mark.parametrize("m,n,io", [
+    (50, 64, 8),    # 8 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 10 x 5)
+    (53, 71, 8),    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more
+    (50, 112, 8),   # 8 x 6 + 2 over 64 columns (over the other 48, 2 x 3: 10 x 5)
+    (49, 64, 9),    # 8 x 6 + 1 x 4 accumulators: too few, 9 x 5 + 4
+    (20, 64, 4),    # 3 x 6 + 2: too few whole tiles, 4 x 5 as on every profile
+    (50, 16, 10),   # one vector of columns, 8 rows: 6 x 8 + 2 x 1, too few: 10 x 5
+])
+def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
+    assert xeon.gemm_tail_min_accumulators == 8
+    k = 7
+    prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
+    assert io in _row_tiles(prim)
+    a = RNG.standard_normal((m, k)).astype("float32")
+    b = RNG.standard_normal((k, n)).astype("float32")
+    want = a.astype("float64") @ b.astype("float64")
+    got = np.zeros((m, n), "float32")
+    compile_prim_funcs({"k": prim})["k"](a, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros((m, n), "float32")
+    run_prim_func(prim, [a, b, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_avx512_profile_balances_its_tiles_as_before(xeon):
+    # 8 x 2 tiles: 20 rows = 2 x 8 + 4 (half the tile: kept); 50 = 6 x 8 + 2 of 2 x 2
+    # accumulators -> 10 x 5 (where the Xeon keeps 8 x 6 + 2 x 4)
+    avx = tn.avx512_tuning()
+    for m, io in ((20, 2), (50, 10)):
+        prim = te.create_prim_func(_gemm(m, 13, 64), schedule_hints=te.ScheduleOptions(
+            tuning=avx))
+        assert io in _row_tiles(prim), m
 
 
 def _conv_relu(n, c, h, w, o, k, **attrs):
@@ -211,3 +257,30 @@ def test_winograd_tiles_fill_two_vectors_on_the_xeon(xeon, c, h, o, m_xeon):
     prim = lower_fused(_conv_relu(1, c, h, h, o, 3, padding=1), constant_params=(1,)).prim_func
     assert _winograd_m(prim) == m_xeon
     _check_conv(prim, (1,), c, h, h, o, 3, {"padding": 1})
+
+
+@pytest.mark.parametrize("c,h,o,m", [
+    (9, 7, 9, None),    # 16 tiles (one vector), U = 16 x 9 x 9 floats = 5184 bytes: direct
+    (8, 7, 8, 2),       # U = 4096 bytes, at the limit: F(2x2)
+    (9, 14, 11, 2),     # 49 tiles fill two vectors: F(2x2) whatever U's size
+])
+def test_one_vector_winograd_only_below_its_weight_limit(monkeypatch, c, h, o, m):
+    # the Xeon profile with a small limit (its own, 128 KB, would need large, slow shapes)
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon,winograd_narrow_max_weight_bytes=4096")
+    monkeypatch.delenv("PHASEC_WINOGRAD", raising=False)
+    monkeypatch.delenv("PHASEC_VECTOR_BITS", raising=False)
+    tn.host_tuning.cache_clear()
+    try:
+        assert tn.avx512_xeon_tuning().winograd_narrow_max_weight_bytes == 128 * 1024
+        prim = lower_fused(_conv_relu(1, c, h, h, o, 3, padding=1),
+                           constant_params=(1,)).prim_func
+        assert _winograd_m(prim) == m
+        _check_conv(prim, (1,), c, h, h, o, 3, {"padding": 1}, interp=h < 10)
+        # a symbolic batch is planned for one image: the same choice
+        sym = lower_fused(_conv_relu(tir.Var("n"), c, h, h, o, 3, padding=1),
+                          constant_params=(1,)).prim_func
+        assert _winograd_m(sym) == m
+        if m is None:  # (the direct schedule's values over two images)
+            _check_conv(sym, (2,), c, h, h, o, 3, {"padding": 1}, interp=False)
+    finally:
+        tn.host_tuning.cache_clear()

@@ -28,9 +28,12 @@ RNG = np.random.default_rng(29)
 
 @pytest.fixture
 def host(monkeypatch):
-    """The host tuning with Winograd tiles up to 4 and ``bits``-bit vectors."""
+    """The host tuning with Winograd tiles up to 4 and ``bits``-bit vectors
+    (and one-vector tiles whatever the weight's size: the Xeon's limit on a
+    constant weight is tested in test_tuning_profiles.py)."""
     def use(bits: int) -> None:
-        tuned = replace(tuning_module.host_tuning(), winograd_tile=4, vector_bits=bits)
+        tuned = replace(tuning_module.host_tuning(), winograd_tile=4, vector_bits=bits,
+                        winograd_narrow_max_weight_bytes=0)
         monkeypatch.setattr(tuning_module, "host_tuning", lambda: tuned)
     return use
 

@@ -277,10 +277,10 @@ class GemmEmitter:
             stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
         elif Ms is not None and prepacked and self._panels_outer(Ms, tiles, width):
             assert bp is not None
-            stmts.append(self._tiles_by_panel(self._balanced_rows(Ms, mr), col0, tiles,
+            stmts.append(self._tiles_by_panel(self._balanced_rows(Ms, mr, width), col0, tiles,
                                               width, bp, par_rows))
         elif Ms is not None:
-            mr = self._balanced_rows(Ms, mr)
+            mr = self._balanced_rows(Ms, mr, width)
             n_full, rem = divmod(Ms, mr)
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
@@ -342,14 +342,22 @@ class GemmEmitter:
                                                                        K, width)))
         return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial", seq(body))
 
-    def _balanced_rows(self, M: int, mr: int) -> int:
-        """Rows of the register tiles over ``M`` static float rows: ``mr``,
-        or fewer when ``M % mr`` would leave a last tile of under ``mr / 2``
-        rows, whose few accumulator chains wait on the multiply-add's
-        latency over the whole reduction (49 positions: 7 tiles of 7, not 6
-        of 8 and one of 1). The integer GEMM keeps its tiles."""
+    def _balanced_rows(self, M: int, mr: int, width: int) -> int:
+        """Rows of the register tiles over ``M`` static float rows, ``width``
+        columns: ``mr``, or fewer when ``M % mr`` would leave a last tile of
+        under ``mr / 2`` rows, whose few accumulator chains wait on the
+        multiply-add's latency over the whole reduction (49 positions: 7
+        tiles of 7, not 6 of 8 and one of 1). A target's
+        ``gemm_tail_min_accumulators`` keeps ``mr`` when the last tile has
+        at least that many accumulators and follows at least eight whole
+        tiles (the Xeon: 128 rows in 6 x 4 tiles, the last of 2 x 4, not 5 x 4
+        ones; 32 rows stay 8 x 4, not 5 x 6 + 2: the last tile's loads per
+        multiply-add weigh more there). The integer GEMM keeps its tiles."""
         if self.plan.wide or is_dot4(self.anchor.expr) or M <= mr or M % mr >= mr // 2 \
                 or M % mr == 0:
+            return mr
+        enough = self.nest.opt.target.gemm_tail_min_accumulators
+        if enough and M >= 8 * mr and M % mr * len(self._vector_pieces(width)) >= enough:
             return mr
         for r in range(mr - 1, mr // 2, -1):
             if M % r == 0 or M % r >= mr // 2:

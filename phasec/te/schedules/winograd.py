@@ -351,7 +351,7 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
 def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
                     padding: Sequence[int], dtype: str, max_tile: int,
                     lanes: int, weight_per_call: bool = False,
-                    min_tile_vectors: int = 1) -> Tensor | None:
+                    min_tile_vectors: int = 1, narrow_max_weight_bytes: int = 0) -> Tensor | None:
     """The conv2d of NCHW ``data`` and OIHW 3x3 ``weight`` (stride 1,
     dilation 1, one group, ``padding`` top, left, bottom, right) by
     F(m x m, 3 x 3), its loops in vectors of ``lanes``, or None when a shape
@@ -364,6 +364,13 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     the direct convolution. With ``min_tile_vectors`` above 1, the largest
     ``m`` whose tiles fill that many vectors comes first (14x14: F(2x2)'s 49
     tiles before F(4x4)'s 16, which make one-vector GEMM tiles).
+    ``narrow_max_weight_bytes`` (0: no limit) drops, for a constant weight,
+    a plan whose tiles fill
+    fewer than ``min_tile_vectors`` vectors when its transformed weight ``U``
+    has more bytes: such GEMMs read each element of ``U`` for a vector of
+    tiles or less, and ``U`` (16/9 of the weight for F(2x2)) streams from
+    memory in a model, where the direct convolution streams the weight
+    itself (512 channels over 7x7).
 
     ``weight_per_call``: the weight is a parameter, so ``U = G w G^T`` runs
     on every call; then the plan is the one of least estimated per-call cost
@@ -382,6 +389,11 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
              for m in sorted(_MATRICES, reverse=True) if m <= max_tile]
     # (a symbolic batch: the tiles of one image decide, as for a batch of 1)
     plans = [p for p in plans if (n or 1) * p.th * p.tw >= lanes]
+    if narrow_max_weight_bytes and not weight_per_call:
+        # (a weight passed per call is weighed by estimate_ns below: not measured)
+        size = np.dtype(dtype).itemsize * k * c
+        plans = [p for p in plans if (n or 1) * p.th * p.tw >= min_tile_vectors * lanes
+                 or p.a * p.a * size <= narrow_max_weight_bytes]
     if not plans:
         return None
     plans.sort(key=lambda p: (n or 1) * p.th * p.tw < min_tile_vectors * lanes)  # (stable)
@@ -449,7 +461,8 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         return None
     return winograd_conv2d(w.data, w.weight, w.out_shape, w.padding, w.dtype,
                            host.winograd_tile, w.lanes, weight_per_call=not w.weight_is_constant,
-                           min_tile_vectors=host.winograd_min_tile_vectors)
+                           min_tile_vectors=host.winograd_min_tile_vectors,
+                           narrow_max_weight_bytes=host.winograd_narrow_max_weight_bytes)
 
 
 def _transformed_weight(func: tir.PrimFunc) -> WeightPlan | None:
