@@ -65,14 +65,17 @@ def _check(low, og, groups, batch, h, w, k, pad, interp: bool) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+#: (the interpreter runs ~5-10k multiply-adds a second: cases on it stay
+#: under ~40k; numpy checks every case)
 CASES = {  # og, groups, h, w, k, pad, on the interpreter too (small enough)
-    "og68_1x1_narrow": (68, 2, 3, 5, 1, 0, True),
+    "og68_1x1_narrow": (68, 2, 3, 5, 1, 0, False),
     "og68_3x3_narrow": (68, 2, 7, 7, 3, 1, False),
-    "og34_1x1_rows_under_two_vectors": (34, 2, 2, 20, 1, 0, True),
+    "og34_1x1_rows_under_two_vectors": (34, 2, 2, 20, 1, 0, False),
     "og34_3x3_narrow": (34, 3, 5, 6, 3, 1, False),
     "og17_1x1_odd": (17, 3, 4, 9, 1, 0, True),
     "og17_3x3_odd": (17, 3, 5, 5, 3, 1, False),
-    "og6_3x3": (6, 3, 7, 7, 3, 1, True),
+    "og6_3x3": (6, 3, 7, 7, 3, 1, False),
+    "og6_3x3_small": (6, 3, 3, 7, 3, 1, True),
     "og6_1x1_wide": (6, 2, 3, 40, 1, 0, True),
     "og68_1x1_wide_plain": (68, 2, 2, 33, 1, 0, False),
     "depthwise_7x7_narrow": (1, 12, 7, 7, 7, 3, True),  # (3x3, 5x5: stride_phases)
@@ -103,7 +106,7 @@ def test_a_symbolic_batch():
         low = lower_fused(_grouped(n, og, 2, 3, w, k, pad))
         assert "pad_flat" in _allocs(low.prim_func)
         for batch in (1, 3):
-            _check(low, og, 2, batch, 3, w, k, pad, interp=batch == 1 and og == 17)
+            _check(low, og, 2, batch, 3, w, k, pad, interp=False)
 
 
 def _tiles(allocs) -> list[tuple[int, ...]]:
@@ -144,8 +147,11 @@ def test_groups_the_tile_rows_do_not_divide_end_in_a_smaller_tile(og, k):
     mr = 1 << (t.gemm_rows.bit_length() - 1)
     while mr > og:
         mr //= 2
+    rows = {mr, og % mr} if og % mr else {mr}
     low = lower_fused(_grouped(1, og, 4, 8, 12, k, k // 2))
-    tiles = _tiles(_allocs(low.prim_func))
-    assert {r for r, _ in tiles} == ({mr, og % mr} if og % mr else {mr}), tiles
-    # (on the interpreter too where it is quick: 17 groups' 3x3 took a minute)
-    _check(low, og, 4, 1, 8, 12, k, k // 2, interp=(og, k) in ((17, 1), (6, 3)))
+    assert {r for r, _ in _tiles(_allocs(low.prim_func))} == rows
+    _check(low, og, 4, 1, 8, 12, k, k // 2, interp=False)
+    if (og, k) in ((17, 1), (6, 3)):  # the same tiles over a 3x7 image on the interpreter
+        small = lower_fused(_grouped(1, og, 4, 3, 7, k, k // 2))
+        assert {r for r, _ in _tiles(_allocs(small.prim_func))} == rows
+        _check(small, og, 4, 1, 3, 7, k, k // 2, interp=True)

@@ -89,10 +89,13 @@ def test_long_reduction_tiles_prefetch_the_residual_and_output_lines():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     asm = lib.assembly()
     assert "prefetcht0" in asm and "prefetchw" in asm
-    # the interpreter runs the body as if the hints were not there
+    # the interpreter runs the body as if the hints were not there (the same
+    # reduction over fewer outputs: 258k multiply-adds took 18 s there)
+    func, args, out_shape, reference = _conv_residual(32, 3, 11, 5)
+    assert set(_prefetches(func)) == set(keys)
     fresh = [a.copy() for a in args] + [np.zeros(out_shape, "float32")]
     run_prim_func(func, fresh)
-    np.testing.assert_allclose(fresh[-1], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(fresh[-1], reference(*args), rtol=1e-4, atol=1e-4)
 
 
 def test_short_reductions_and_the_switch_leave_no_prefetch():
@@ -238,7 +241,7 @@ def _run_both(func, reference, c, hw, o, batch=1):
     got = np.zeros((batch, o, hw, hw), "float32")
     compile_prim_funcs({"k": func}, check_bounds=True)["k"](*args, got)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    if batch == 1:  # (the interpreter too; three images of 96 x 37 x 49 took 20 s on it)
+    if batch * c * hw * hw * o <= 60_000:  # the interpreter too (~5-10k multiply-adds a second)
         fresh = [a.copy() for a in args] + [np.zeros_like(got)]
         run_prim_func(func, fresh)
         np.testing.assert_allclose(fresh[-1], want, rtol=1e-4, atol=1e-4)
