@@ -96,11 +96,14 @@ def test_phasec_reprint_of_every_tvm_stage_is_accepted_by_tvm(model: Path) -> No
     import tvm
     from tvm import relax
 
-    failures = []
+    failures, read = [], set()
     for path in sorted(model.glob("*.py")):
         if _tvm_cannot_read_its_own(path.read_text()):
             continue
         text = parse(path.read_text(), str(path)).script()
+        if text in read:
+            continue  # a stage a TVM pass left unchanged: TVM has read this re-print
+        read.add(text)
         try:
             ok = relax.analysis.check_well_formed(tvm.script.from_source(text))
         except Exception as exc:  # noqa: BLE001 - collect every verdict
