@@ -43,13 +43,14 @@ import copyreg
 import dataclasses
 import hashlib
 import importlib.util
+import inspect
 import io
 import operator
 import os
 import pickle
 from contextlib import AbstractContextManager
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, MemberDescriptorType
 from typing import Any
 
 from phasec import __version__
@@ -119,16 +120,33 @@ _NODE_STATE = {cls: (operator.attrgetter(*names) if len(names) > 1
                for cls, names in _NODE_FIELDS.items()}
 
 
+def _setter(cls: type, name: str) -> Any:
+    """A function setting field ``name`` of a ``cls`` node as the frozen
+    dataclass's own ``__setstate__`` does: through the field's slot
+    descriptor (no ``__setattr__``, no lookup of the name: reading a warm
+    build's kernels ~20% faster), or ``object.__setattr__`` for a field that
+    is no slot."""
+    slot = inspect.getattr_static(cls, name, None)
+    if isinstance(slot, MemberDescriptorType):
+        return slot.__set__
+    return lambda obj, value: object.__setattr__(obj, name, value)
+
+
+#: each TIR node class's field setters, in order (see :func:`_setter`)
+_NODE_SETTERS = {cls: tuple(_setter(cls, name) for name in names)
+                 for cls, names in _NODE_FIELDS.items()}
+
+
 def _tir_node(cls: type, values: tuple) -> Any:
     """Unpickles a TIR node: its fields set as the dataclass's own
     ``__setstate__`` sets them, without looking the fields up for every node
     (a third of reading a warm build's kernels)."""
-    names = _NODE_FIELDS.get(cls)
-    if names is None or type(values) is not tuple or len(values) != len(names):
+    setters = _NODE_SETTERS.get(cls)
+    if setters is None or type(values) is not tuple or len(values) != len(setters):
         raise pickle.UnpicklingError(f"{cls!r:.80} is no TIR node of {len(values)} fields")
     obj = object.__new__(cls)
-    for name, value in zip(names, values):
-        object.__setattr__(obj, name, value)
+    for setter, value in zip(setters, values):
+        setter(obj, value)
     return obj
 
 

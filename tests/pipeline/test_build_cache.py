@@ -301,3 +301,53 @@ def test_phasec_run_starts_the_worker_before_its_passes_and_keeps_the_build(
     assert main(["run", str(path), "-q", "--repeat", "1"]) == 0
     assert "reused from the build cache" in capsys.readouterr().out
     assert events == ["worker", "passes"]  # the second run built nothing
+
+
+def test_kernels_read_back_field_for_field() -> None:
+    """A build entry's kernels (SqueezeNet's: convolutions on Winograd tiles and
+    GEMM panels, pools, concatenations, a softmax) read back with every field
+    of every node as it was: pickled again, the same bytes (the pickle holds
+    each node's fields, spans and derived ones included, and which are shared)."""
+    import io
+    import os
+
+    import onnx
+
+    from phasec.frontend.onnx import from_onnx
+    from phasec.ir.structural import exact_fingerprint
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        "light_squeezenet.onnx")
+    funcs = dict(phasec.build(from_onnx(path), kernels="none").prim_funcs)
+
+    def pickled(kernels: dict) -> bytes:
+        out = io.BytesIO()
+        buildcache._KernelPickler(out, protocol=5).dump(kernels)
+        return out.getvalue()
+
+    data = pickled(funcs)
+    back = buildcache._KernelUnpickler(io.BytesIO(data)).load()
+    assert back.keys() == funcs.keys() and all(back[k] is not funcs[k] for k in funcs)
+    assert pickled(back) == data
+    assert exact_fingerprint(back) == exact_fingerprint(funcs)
+
+
+def test_a_node_field_that_is_no_slot_is_set_as_setstate_sets_it() -> None:
+    """The unpickler sets each field through its slot, or as the dataclass's
+    ``__setstate__`` does (``object.__setattr__``, frozen or not) for one that
+    is no slot; both read back the value."""
+    import dataclasses
+
+    from phasec.ir import tir
+
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        a: int
+
+    node = object.__new__(Plain)
+    buildcache._setter(Plain, "a")(node, 3)
+    assert node.a == 3
+    var = object.__new__(tir.Var)
+    for name, value in zip(buildcache._NODE_FIELDS[tir.Var], ("n", "int64", None)):
+        buildcache._setter(tir.Var, name)(var, value)
+    assert (var.name, var.dtype) == ("n", "int64")
