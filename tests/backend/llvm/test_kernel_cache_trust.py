@@ -260,6 +260,24 @@ def _forged(key: str, obj: bytes, ir: bytes) -> bytes:
     return b"PHASECK2" + hashlib.sha256(b"PHASECK2" + body).digest() + body
 
 
+def test_an_entry_is_the_magic_its_hmac_and_its_body_byte_for_byte(cache: Path) -> None:
+    """The file ``store`` writes (in pieces, never joined in memory) is the
+    layout, computed here independently: magic, HMAC-SHA256 under the cache's
+    secret of magic and body, body (key, sizes, object code, IR); an object
+    of several write pieces, given as a view too, reads back whole."""
+    import hmac
+
+    obj = os.urandom(3 << 20) + b"end"  # (more than one write piece: 1 MiB)
+    for given in (obj, memoryview(obj)):
+        assert diskcache.store(KEY, given, "optimized ir \u00e9")
+        ir = "optimized ir \u00e9".encode()
+        body = bytes.fromhex(KEY) + struct.pack("<QQ", len(obj), len(ir)) + obj + ir
+        secret = (cache / "secret").read_bytes()
+        mac = hmac.new(secret, b"PHASECK2" + body, hashlib.sha256).digest()
+        assert _entry(cache).read_bytes() == b"PHASECK2" + mac + body
+        assert diskcache.load(KEY) == (obj, "optimized ir \u00e9")
+
+
 def test_an_entry_with_a_recomputed_checksum_over_garbage_is_refused(cache: Path) -> None:
     assert diskcache.store(KEY, b"obj", "ir")
     _entry(cache).write_bytes(_forged(KEY, os.urandom(4096), b"garbage"))
