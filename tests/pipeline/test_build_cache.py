@@ -351,3 +351,42 @@ def test_a_node_field_that_is_no_slot_is_set_as_setstate_sets_it() -> None:
     for name, value in zip(buildcache._NODE_FIELDS[tir.Var], ("n", "int64", None)):
         buildcache._setter(tir.Var, name)(var, value)
     assert (var.name, var.dtype) == ("n", "int64")
+
+
+@pytest.mark.parametrize("error", [RuntimeError("LLVM failed"), KeyboardInterrupt()])
+@pytest.mark.parametrize("stored_first", [True, False])
+def test_an_entry_stored_while_the_kernels_compile_goes_if_they_fail(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException,
+        stored_first: bool) -> None:
+    """The entry is stored while the workers compile (the meanwhile job, run
+    by the compilation: here as the kernels start); kernels that then fail,
+    or a Ctrl-C, leave no entry, nor do ones that fail before it was stored;
+    kernels that compile keep it, stored before they were done."""
+    from phasec.backend.llvm import parallel
+    from phasec.frontend.onnx import from_onnx
+
+    path = _model(tmp_path / "m.onnx", 0)
+    key, _ = buildcache.lookup(path)
+    exe = phasec.build(from_onnx(str(path)), kernels="none")
+    compile_kernels = type(exe).kernels
+    seen: list[int] = []
+
+    def kernels(self, backend: str = "llvm"):
+        if stored_first:
+            parallel._pending.job.run()  # (what compile_modules does once its workers have modules)
+        seen.append(diskcache.info()["builds"])
+        if error is not None:
+            raise error
+        return compile_kernels(self, backend)
+
+    monkeypatch.setattr(type(exe), "kernels", kernels)
+    with pytest.raises(type(error)):
+        buildcache.compile_and_remember(key, exe)
+    assert seen == [1 if stored_first else 0]
+    assert diskcache.info()["builds"] == 0 and buildcache.lookup(path)[1] is None
+    error = None
+    buildcache.compile_and_remember(key, exe)
+    assert seen[-1] == (1 if stored_first else 0) and diskcache.info()["builds"] == 1
+    monkeypatch.setattr(type(exe), "kernels", compile_kernels)
+    _no_builds(monkeypatch)
+    _check(buildcache.build_file(path), path)  # (the entry, read back)

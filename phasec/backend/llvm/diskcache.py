@@ -78,7 +78,8 @@ import llvmlite.binding as llvm
 from phasec.errors import FileAccessError, InputError
 from phasec.fileio import format_size, open_regular, parse_size, write_atomic
 
-__all__ = ["cache_dir", "enabled", "entry_key", "program_key", "load", "store", "clear", "info",
+__all__ = ["cache_dir", "enabled", "entry_key", "program_key", "load", "store", "discard", "clear",
+           "info",
            "prune", "max_bytes", "KernelCacheWarning", "MAX_ENTRY_BYTES", "DEFAULT_MAX_BYTES",
            "CACHE_DIR_ENV", "KERNEL_CACHE_ENV", "MAX_SIZE_ENV"]
 
@@ -518,6 +519,25 @@ def store(key: str, obj: bytes, optimized_ir: str, kind: str = "kernels") -> boo
                              mode=0o600, replace_special=True)
             _evict(root_fd, limit)
     except Exception:  # noqa: BLE001 - a full disk or a read-only home must not fail a build
+        return False
+    return True
+
+
+def discard(key: str, kind: str = "kernels") -> bool:
+    """Remove entry ``key`` (a build entry stored before its build ended, for a
+    build that then failed); False when there was none or it could not be
+    removed. Never raises: like :func:`store`, the cache fails no build."""
+    if not _KEY.fullmatch(key) or kind not in _SUFFIXES:
+        return False
+    try:
+        with _opened_root(create=False) as root_fd:
+            if root_fd is None:
+                return False
+            with _opened_subdir(root_fd, key[:2], create=False) as sub_fd:
+                if sub_fd is None:
+                    return False
+                os.unlink(key + _SUFFIXES[kind], dir_fd=sub_fd)  # (the name: never a link's target)
+    except Exception:  # noqa: BLE001 - absent, or a cache that cannot be written
         return False
     return True
 
