@@ -527,19 +527,15 @@ def discard(key: str, kind: str = "kernels") -> bool:
     """Remove entry ``key`` (a build entry stored before its build ended, for a
     build that then failed); False when there was none or it could not be
     removed. Never raises: like :func:`store`, the cache fails no build."""
-    if not _KEY.fullmatch(key) or kind not in _SUFFIXES:
-        return False
-    try:
-        with _opened_root(create=False) as root_fd:
-            if root_fd is None:
-                return False
-            with _opened_subdir(root_fd, key[:2], create=False) as sub_fd:
-                if sub_fd is None:
-                    return False
-                os.unlink(key + _SUFFIXES[kind], dir_fd=sub_fd)  # (the name: never a link's target)
-    except Exception:  # noqa: BLE001 - absent, or a cache that cannot be written
-        return False
-    return True
+    if _KEY.fullmatch(key) and kind in _SUFFIXES:
+        # (absent, or a cache that cannot be written: False)
+        with contextlib.suppress(Exception), _opened_root(create=False) as root_fd:
+            if root_fd is not None:
+                with _opened_subdir(root_fd, key[:2], create=False) as sub_fd:
+                    if sub_fd is not None:  # (unlink removes the name, never a link's target)
+                        os.unlink(key + _SUFFIXES[kind], dir_fd=sub_fd)
+                        return True
+    return False
 
 
 # ---------------------------------------------------------------------------
