@@ -64,6 +64,38 @@ def _entry(cache: Path) -> Path:
     return entry
 
 
+def _entry_of(cache: Path, key: str) -> Path:
+    (entry,) = cache.glob(f"*/{key}*")
+    return entry
+
+
+def test_a_warm_build_maps_its_kernels_by_their_plan_and_computes_as_the_cold_one(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hit takes the kernels' fingerprint, program key and ABIs from the
+    entry (no walk of the TIR: the walks refuse here) and its results equal
+    the cold build's exactly (and ORT's)."""
+    from phasec.backend.llvm import runtime
+    from phasec.ir import structural
+
+    path = _model(tmp_path / "m.onnx", 5)
+    cold = buildcache.build_file(path)
+    _check(cold, path)
+    want = np.asarray(phasec.VirtualMachine(cold)["main"](X))
+    phasec.backend.llvm.clear_cache()  # (as a fresh process: from the disk cache)
+
+    def walked(*args, **kwargs):
+        raise AssertionError("walked the TIR")
+    with monkeypatch.context() as m:
+        _no_builds(m)
+        for module, name in ((runtime, "_abis_for"), (runtime, "exact_fingerprint"),
+                             (runtime, "structural_hash"), (runtime, "refuse_host_calls"),
+                             (structural, "_tokens")):
+            m.setattr(module, name, walked)
+        warm = buildcache.build_file(path)
+    got = np.asarray(phasec.VirtualMachine(warm)["main"](X))
+    assert got.tobytes() == want.tobytes()
+
+
 def test_a_second_build_reuses_the_first(cache: Path, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     path = _model(tmp_path / "m.onnx", 0)
@@ -88,19 +120,38 @@ def test_planted_and_mismatching_entries_are_refused_and_rebuilt(
     # another model's (valid) entry filed under this one's name: bound to its key, refused
     entry_one.write_bytes(entry_two.read_bytes())
     _check(buildcache.build_file(one), one)
-    # an entry phasec wrote, under the right key, whose kernels are not the ones recorded
+    # an entry phasec wrote, under the right key, whose kernels' plan is not
+    # theirs: the plan does not fit (its program key is not its fingerprint's),
+    # so the kernels are compiled from their TIR, and compute the right thing
     key, _ = buildcache.lookup(one)
     data, text = diskcache.load(key, kind="build")
-    _, _, pickled = text.partition("\n")
-    assert diskcache.store(key, data, "0" * 64 + "\n" + pickled, kind="build")
+    head, _, pickled = text.partition("\n")
+    form, fingerprint, program_key = head.split(" ")
+    assert form == buildcache.ENTRY_FORMAT
+    assert diskcache.store(key, data, f"{form} {'0' * 64} {program_key}\n{pickled}",
+                           kind="build")
+    phasec.backend.llvm.clear_cache()
+    _check(buildcache.lookup(one)[1], one)
+    # an older phasec's entry (a fingerprint line, the kernels alone): a miss, with a warning
+    old = base64.b64encode(pickle.dumps({})).decode()
+    assert diskcache.store(key, data, fingerprint + "\n" + old, kind="build")
+    with pytest.warns(diskcache.KernelCacheWarning, match="not 'phasec-build-2'"):
+        assert buildcache.lookup(one)[1] is None
+    _check(buildcache.build_file(one), one)
+    # an entry changed on disk (one byte of its kernels): refused before anything is read
+    entry = _entry_of(cache, key)
+    raw = bytearray(entry.read_bytes())
+    raw[-10] ^= 1
+    entry.write_bytes(bytes(raw))
     assert buildcache.lookup(one)[1] is None
     _check(buildcache.build_file(one), one)
+    text = diskcache.load(key, kind="build")[1]
     # ... or whose pickle would make something other than TIR: never unpickled that far
     ran: list[str] = []
     monkeypatch.setattr(os, "getcwd", lambda: ran.append("ran") or "/")
     evil = b"cos\ngetcwd\n(tR."  # a pickle that calls os.getcwd()
     assert pickle.loads(evil) == "/" and ran == ["ran"]  # (as plain pickle would)
-    fingerprint = text.partition("\n")[0]
+    fingerprint = text.partition("\n")[0]  # (the entry's first line, as it is)
     assert diskcache.store(key, data, fingerprint + "\n" + base64.b64encode(evil).decode(),
                            kind="build")
     ran.clear()
