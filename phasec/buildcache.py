@@ -88,9 +88,14 @@ def _sources_digest() -> str:
             roots += [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
         h = hashlib.sha256(__version__.encode())
         for root in sorted(set(roots)):
-            for f in sorted(root.rglob("*.py")):
-                h.update(str(f.relative_to(root)).encode() + b"\0")
-                h.update(f.read_bytes())
+            # (os.walk and plain strings: pathlib's rglob and relative_to
+            # were two thirds of this, ~15 ms of a warm build)
+            files = sorted(os.path.relpath(os.path.join(d, n), root)
+                           for d, _, names in os.walk(root) for n in names if n.endswith(".py"))
+            for rel in files:
+                h.update(rel.encode() + b"\0")
+                with open(os.path.join(root, rel), "rb") as f:
+                    h.update(f.read())
         _SOURCES.append(h.hexdigest())
     return _SOURCES[0]
 
