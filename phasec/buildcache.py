@@ -69,9 +69,6 @@ from phasec.backend.llvm.jit import compile_jobs, host_target_info
 from phasec.backend.llvm.parallel import meanwhile, standby
 from phasec.backend.llvm.runtime import PlannedLibrary, plan_library
 from phasec.backend.vm import Executable
-from phasec.frontend.onnx import from_onnx
-from phasec.pipeline import build
-from phasec.script.loader import load
 
 __all__ = ["build_file", "build_key", "lookup", "remember"]
 
@@ -308,6 +305,12 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
     key, exe = lookup(path, opt_level, check_bounds) if cache else (None, None)
     if exe is not None:
         return exe
+    # (imported here: a hit never reads a model nor runs a pass, and these
+    # imports were ~70-110 ms of a fresh process's warm build)
+    from phasec.frontend.onnx import from_onnx
+    from phasec.pipeline import build
+    from phasec.script.loader import load
+
     mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else load(path)
     if key is None:
         return build(mod, opt_level, check_bounds=check_bounds)

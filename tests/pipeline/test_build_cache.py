@@ -56,7 +56,9 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _no_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("built again")
-    monkeypatch.setattr(buildcache, "build", refuse)
+    import phasec.pipeline
+
+    monkeypatch.setattr(phasec.pipeline, "build", refuse)
 
 
 def _entry(cache: Path) -> Path:
@@ -318,7 +320,9 @@ def test_a_cold_build_of_a_large_model_starts_a_compile_worker_first(
     # before the passes run, and none is left once the build is done
     from phasec.backend.llvm import parallel
 
-    events, workers = _record_workers_before(buildcache, "build", "build", monkeypatch)
+    import phasec.pipeline
+
+    events, workers = _record_workers_before(phasec.pipeline, "build", "build", monkeypatch)
     path = _model(tmp_path / "m.onnx", 0)
     _check(buildcache.build_file(path), path)
     assert events == ["worker", "build"]  # (one module: the worker was not taken)
@@ -441,3 +445,29 @@ def test_an_entry_stored_while_the_kernels_compile_goes_if_they_fail(
     monkeypatch.setattr(type(exe), "kernels", compile_kernels)
     _no_builds(monkeypatch)
     _check(buildcache.build_file(path), path)  # (the entry, read back)
+
+
+#: what a build cache hit never uses, imported only to build (a test below)
+_BUILD_ONLY = ("phasec.pipeline", "phasec.frontend.onnx", "phasec.script.loader", "onnx",
+               "phasec.passes")
+
+
+def test_a_warm_build_imports_nothing_it_does_not_use(cache: Path, tmp_path: Path) -> None:
+    """``import phasec`` and ``import phasec.buildcache`` import no pass, no
+    importer, no pipeline, and neither does a build that hits the cache (in a
+    fresh process); a miss imports them and builds."""
+    import subprocess
+    import sys
+
+    path = _model(tmp_path / "m.onnx", 7)
+    script = (f"import sys, phasec; a = set(sys.modules); import phasec.buildcache; "
+              f"b = set(sys.modules); phasec.buildcache.build_file({str(path)!r}); "
+              f"print([m for m in {_BUILD_ONLY!r} if m in a], "
+              f"[m for m in {_BUILD_ONLY!r} if m in b], "
+              f"[m for m in {_BUILD_ONLY!r} if m in sys.modules])")
+
+    def run() -> str:
+        return subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                              text=True, env={**os.environ}).stdout.strip()
+    assert run() == f"[] [] {list(_BUILD_ONLY)!r}"  # cold: a miss builds
+    assert run() == "[] [] []"  # warm
