@@ -58,6 +58,7 @@ from pathlib import Path
 from types import MappingProxyType, MemberDescriptorType
 from typing import Any
 
+import phasec
 from phasec import __version__
 from phasec.errors import PhasecError
 from phasec.fileio import read_bytes
@@ -69,6 +70,7 @@ from phasec.backend.llvm.jit import compile_jobs, host_target_info
 from phasec.backend.llvm.parallel import meanwhile, standby
 from phasec.backend.llvm.runtime import PlannedLibrary, plan_library
 from phasec.backend.vm import Executable
+from phasec.frontend.onnx import from_onnx
 
 __all__ = ["build_file", "build_key", "lookup", "remember"]
 
@@ -305,17 +307,14 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
     key, exe = lookup(path, opt_level, check_bounds) if cache else (None, None)
     if exe is not None:
         return exe
-    # (imported here: a hit never reads a model nor runs a pass, and these
-    # imports were ~70-110 ms of a fresh process's warm build)
-    from phasec.frontend.onnx import from_onnx
-    from phasec.pipeline import build
-    from phasec.script.loader import load
-
-    mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else load(path)
+    # (the pipeline and the TVMScript loader through the package's lazy names:
+    # a hit runs no pass and reads no script, and importing them was ~24 ms
+    # of a fresh process's warm build)
+    mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else phasec.load(path)
     if key is None:
-        return build(mod, opt_level, check_bounds=check_bounds)
+        return phasec.build(mod, opt_level, check_bounds=check_bounds)
     with compile_worker_ahead(mod):
-        exe = build(mod, opt_level, check_bounds=check_bounds, kernels="none")
+        exe = phasec.build(mod, opt_level, check_bounds=check_bounds, kernels="none")
         compile_and_remember(key, exe)
     return exe
 
