@@ -41,7 +41,10 @@ from phasec.target.tuning import host_tuning
 from phasec.backend.llvm.fpenv import flush_by_default
 from phasec.backend.llvm.abi import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
-    RC_DIVISION_BY_ZERO, RC_INDEX_OUT_OF_RANGE, ArrayLayout, KernelABI, decode_buffer_site,
+    RC_DIVISION_BY_ZERO, RC_INDEX_OUT_OF_RANGE, KernelABI, decode_buffer_site,
+)
+from phasec.backend.llvm.arrayprobe import (
+    NUMPY_DTYPE as _NUMPY_DTYPE, probe_array_data_offset, probe_array_layout,
 )
 from phasec.backend.llvm.codegen import ModuleCodegen
 from phasec.backend.llvm.options import CodegenOptions
@@ -54,74 +57,11 @@ from phasec.backend.llvm.jit import (
 )
 from phasec.backend.llvm.parallel import STREAM_MODULE_IR_CHARS, split_kernels
 
-__all__ = ["compile_prim_funcs", "plan_library", "PlannedLibrary", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
-           "array_data_offset", "array_layout"]
+__all__ = ["compile_prim_funcs", "plan_library", "PlannedLibrary", "CompiledLibrary", "Kernel",
+           "clear_cache", "cache_info", "array_data_offset", "array_layout"]
 
-_NUMPY_DTYPE = {d: np.dtype("bool" if d == "bool" else d) for d in tir.DTYPES}
-
-
-def _probe_array_data_offset() -> int | None:
-    """Byte offset of the data pointer inside a numpy array object, or None.
-
-    Verified on several arrays (including views) so a numpy with a different
-    object layout falls back to passing ``ndarray.ctypes.data``.
-    """
-    base = np.zeros(64, dtype=np.float64)
-    samples = [base, base[3:], np.zeros((3, 5), np.int8), np.empty(0, np.float32)]
-    try:
-        for off in range(8, 64, 8):  # within PyArrayObject_fields
-            if all(arr.ctypes.data != 0 and ctypes.c_void_p.from_address(id(arr) + off).value
-                   == arr.ctypes.data for arr in samples[:3]):
-                return off
-    except Exception:  # pragma: no cover - defensive
-        return None
-    return None
-
-
-array_data_offset = _probe_array_data_offset()
-
-
-def _probe_array_layout(data_offset: int | None) -> ArrayLayout | None:
-    """The fields of numpy's array object (``PyArrayObject_fields``: data, nd,
-    dimensions, strides, base, descr, flags, in this order after the object
-    header) and the canonical dtype objects, verified on arrays of several
-    ranks, dtypes and flags; None if anything does not match, in which case
-    kernels check their arguments in Python."""
-    if data_offset is None:
-        return None
-    read_ptr = lambda address: ctypes.c_void_p.from_address(address).value or 0  # noqa: E731
-    read_i32 = lambda address: ctypes.c_int32.from_address(address).value  # noqa: E731
-    type_offset = 8  # after ob_refcnt in the header of every object
-    layout = ArrayLayout(
-        type_offset=type_offset, data_offset=data_offset, nd_offset=data_offset + 8,
-        dims_offset=data_offset + 16, descr_offset=data_offset + 40,
-        flags_offset=data_offset + 48, ndarray_type=id(np.ndarray),
-        descrs=tuple((d, id(_NUMPY_DTYPE[d])) for d in tir.DTYPES))
-    readonly = np.arange(6, dtype=np.int16)
-    readonly.flags.writeable = False
-    samples = [np.zeros((), np.float64), np.zeros(5, np.float32),
-               np.zeros((2, 3, 4), np.int64)[:, 1:], np.zeros((3, 5), np.uint8).T, readonly,
-               np.empty((0, 7), np.float16), *(np.empty((2, 1), dt) for dt in _NUMPY_DTYPE.values())]
-    try:
-        if read_ptr(id(object()) + type_offset) != id(object):
-            return None
-        for a in samples:
-            base = id(a)
-            if read_ptr(base + type_offset) != id(np.ndarray) or \
-                    read_i32(base + layout.nd_offset) != a.ndim or \
-                    read_ptr(base + layout.descr_offset) != id(a.dtype) or \
-                    read_i32(base + layout.flags_offset) != a.flags.num:
-                return None
-            dims = read_ptr(base + layout.dims_offset)
-            if a.ndim and tuple(ctypes.c_int64.from_address(dims + 8 * k).value
-                                for k in range(a.ndim)) != a.shape:
-                return None
-    except Exception:  # pragma: no cover - defensive
-        return None
-    return layout
-
-
-array_layout = _probe_array_layout(array_data_offset)
+array_data_offset = probe_array_data_offset()
+array_layout = probe_array_layout(array_data_offset)
 if array_layout is not None:
     bind_array_symbols(array_layout)
 
