@@ -56,12 +56,46 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _no_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("built again")
-    monkeypatch.setattr(buildcache, "build", refuse)
+    import phasec.pipeline
+
+    monkeypatch.setattr(phasec.pipeline, "build", refuse)
 
 
 def _entry(cache: Path) -> Path:
     (entry,) = cache.glob("*/*.kb")
     return entry
+
+
+def _entry_of(cache: Path, key: str) -> Path:
+    (entry,) = cache.glob(f"*/{key}*")
+    return entry
+
+
+def test_a_warm_build_maps_its_kernels_by_their_plan_and_computes_as_the_cold_one(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hit takes the kernels' fingerprint, program key and ABIs from the
+    entry (no walk of the TIR: the walks refuse here) and its results equal
+    the cold build's exactly (and ORT's)."""
+    from phasec.backend.llvm import runtime
+    from phasec.ir import structural
+
+    path = _model(tmp_path / "m.onnx", 5)
+    cold = buildcache.build_file(path)
+    _check(cold, path)
+    want = np.asarray(phasec.VirtualMachine(cold)["main"](X))
+    phasec.backend.llvm.clear_cache()  # (as a fresh process: from the disk cache)
+
+    def walked(*args, **kwargs):
+        raise AssertionError("walked the TIR")
+    with monkeypatch.context() as m:
+        _no_builds(m)
+        for module, name in ((runtime, "_abis_for"), (runtime, "exact_fingerprint"),
+                             (runtime, "structural_hash"), (runtime, "refuse_host_calls"),
+                             (structural, "_tokens")):
+            m.setattr(module, name, walked)
+        warm = buildcache.build_file(path)
+    got = np.asarray(phasec.VirtualMachine(warm)["main"](X))
+    assert got.tobytes() == want.tobytes()
 
 
 def test_a_second_build_reuses_the_first(cache: Path, tmp_path: Path,
@@ -88,19 +122,38 @@ def test_planted_and_mismatching_entries_are_refused_and_rebuilt(
     # another model's (valid) entry filed under this one's name: bound to its key, refused
     entry_one.write_bytes(entry_two.read_bytes())
     _check(buildcache.build_file(one), one)
-    # an entry phasec wrote, under the right key, whose kernels are not the ones recorded
+    # an entry phasec wrote, under the right key, whose kernels' plan is not
+    # theirs: the plan does not fit (its program key is not its fingerprint's),
+    # so the kernels are compiled from their TIR, and compute the right thing
     key, _ = buildcache.lookup(one)
     data, text = diskcache.load(key, kind="build")
-    _, _, pickled = text.partition("\n")
-    assert diskcache.store(key, data, "0" * 64 + "\n" + pickled, kind="build")
+    head, _, pickled = text.partition("\n")
+    form, fingerprint, program_key = head.split(" ")
+    assert form == buildcache.ENTRY_FORMAT
+    assert diskcache.store(key, data, f"{form} {'0' * 64} {program_key}\n{pickled}",
+                           kind="build")
+    phasec.backend.llvm.clear_cache()
+    _check(buildcache.lookup(one)[1], one)
+    # an older phasec's entry (a fingerprint line, the kernels alone): a miss, with a warning
+    old = base64.b64encode(pickle.dumps({})).decode()
+    assert diskcache.store(key, data, fingerprint + "\n" + old, kind="build")
+    with pytest.warns(diskcache.KernelCacheWarning, match="not 'phasec-build-2'"):
+        assert buildcache.lookup(one)[1] is None
+    _check(buildcache.build_file(one), one)
+    # an entry changed on disk (one byte of its kernels): refused before anything is read
+    entry = _entry_of(cache, key)
+    raw = bytearray(entry.read_bytes())
+    raw[-10] ^= 1
+    entry.write_bytes(bytes(raw))
     assert buildcache.lookup(one)[1] is None
     _check(buildcache.build_file(one), one)
+    text = diskcache.load(key, kind="build")[1]
     # ... or whose pickle would make something other than TIR: never unpickled that far
     ran: list[str] = []
     monkeypatch.setattr(os, "getcwd", lambda: ran.append("ran") or "/")
     evil = b"cos\ngetcwd\n(tR."  # a pickle that calls os.getcwd()
     assert pickle.loads(evil) == "/" and ran == ["ran"]  # (as plain pickle would)
-    fingerprint = text.partition("\n")[0]
+    fingerprint = text.partition("\n")[0]  # (the entry's first line, as it is)
     assert diskcache.store(key, data, fingerprint + "\n" + base64.b64encode(evil).decode(),
                            kind="build")
     ran.clear()
@@ -267,7 +320,9 @@ def test_a_cold_build_of_a_large_model_starts_a_compile_worker_first(
     # before the passes run, and none is left once the build is done
     from phasec.backend.llvm import parallel
 
-    events, workers = _record_workers_before(buildcache, "build", "build", monkeypatch)
+    import phasec.pipeline
+
+    events, workers = _record_workers_before(phasec.pipeline, "build", "build", monkeypatch)
     path = _model(tmp_path / "m.onnx", 0)
     _check(buildcache.build_file(path), path)
     assert events == ["worker", "build"]  # (one module: the worker was not taken)
@@ -301,3 +356,118 @@ def test_phasec_run_starts_the_worker_before_its_passes_and_keeps_the_build(
     assert main(["run", str(path), "-q", "--repeat", "1"]) == 0
     assert "reused from the build cache" in capsys.readouterr().out
     assert events == ["worker", "passes"]  # the second run built nothing
+
+
+def test_kernels_read_back_field_for_field() -> None:
+    """A build entry's kernels (SqueezeNet's: convolutions on Winograd tiles and
+    GEMM panels, pools, concatenations, a softmax) read back with every field
+    of every node as it was: pickled again, the same bytes (the pickle holds
+    each node's fields, spans and derived ones included, and which are shared)."""
+    import io
+    import os
+
+    import onnx
+
+    from phasec.frontend.onnx import from_onnx
+    from phasec.ir.structural import exact_fingerprint
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        "light_squeezenet.onnx")
+    funcs = dict(phasec.build(from_onnx(path), kernels="none").prim_funcs)
+
+    def pickled(kernels: dict) -> bytes:
+        out = io.BytesIO()
+        buildcache._KernelPickler(out, protocol=5).dump(kernels)
+        return out.getvalue()
+
+    data = pickled(funcs)
+    back = buildcache._KernelUnpickler(io.BytesIO(data)).load()
+    assert back.keys() == funcs.keys() and all(back[k] is not funcs[k] for k in funcs)
+    assert pickled(back) == data
+    assert exact_fingerprint(back) == exact_fingerprint(funcs)
+
+
+def test_a_node_field_that_is_no_slot_is_set_as_setstate_sets_it() -> None:
+    """The unpickler sets each field through its slot, or as the dataclass's
+    ``__setstate__`` does (``object.__setattr__``, frozen or not) for one that
+    is no slot; both read back the value."""
+    import dataclasses
+
+    from phasec.ir import tir
+
+    @dataclasses.dataclass(frozen=True)
+    class Plain:
+        a: int
+
+    node = object.__new__(Plain)
+    buildcache._setter(Plain, "a")(node, 3)
+    assert node.a == 3
+    var = object.__new__(tir.Var)
+    for name, value in zip(buildcache._NODE_FIELDS[tir.Var], ("n", "int64", None)):
+        buildcache._setter(tir.Var, name)(var, value)
+    assert (var.name, var.dtype) == ("n", "int64")
+
+
+@pytest.mark.parametrize("error", [RuntimeError("LLVM failed"), KeyboardInterrupt()])
+@pytest.mark.parametrize("stored_first", [True, False])
+def test_an_entry_stored_while_the_kernels_compile_goes_if_they_fail(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException,
+        stored_first: bool) -> None:
+    """The entry is stored while the workers compile (the meanwhile job, run
+    by the compilation: here as the kernels start); kernels that then fail,
+    or a Ctrl-C, leave no entry, nor do ones that fail before it was stored;
+    kernels that compile keep it, stored before they were done."""
+    from phasec.backend.llvm import parallel
+    from phasec.frontend.onnx import from_onnx
+
+    path = _model(tmp_path / "m.onnx", 0)
+    key, _ = buildcache.lookup(path)
+    exe = phasec.build(from_onnx(str(path)), kernels="none")
+    compile_kernels = type(exe).kernels
+    seen: list[int] = []
+
+    def kernels(self, backend: str = "llvm"):
+        if stored_first:
+            parallel._pending.job.run()  # (what compile_modules does once its workers have modules)
+        seen.append(diskcache.info()["builds"])
+        if error is not None:
+            raise error
+        return compile_kernels(self, backend)
+
+    monkeypatch.setattr(type(exe), "kernels", kernels)
+    with pytest.raises(type(error)):
+        buildcache.compile_and_remember(key, exe)
+    assert seen == [1 if stored_first else 0]
+    assert diskcache.info()["builds"] == 0 and buildcache.lookup(path)[1] is None
+    error = None
+    buildcache.compile_and_remember(key, exe)
+    assert seen[-1] == (1 if stored_first else 0) and diskcache.info()["builds"] == 1
+    monkeypatch.setattr(type(exe), "kernels", compile_kernels)
+    _no_builds(monkeypatch)
+    _check(buildcache.build_file(path), path)  # (the entry, read back)
+
+
+#: what a build cache hit never uses, imported only to build (a test below)
+_BUILD_ONLY = ("phasec.pipeline", "phasec.script.loader", "onnx", "phasec.passes")
+
+
+def test_a_warm_build_imports_nothing_it_does_not_use(cache: Path, tmp_path: Path) -> None:
+    """``import phasec`` and ``import phasec.buildcache`` import no pass, no
+    pipeline, no script loader nor onnx, and neither does a build that hits the cache (in a
+    fresh process); a miss imports them and builds."""
+    import subprocess
+    import sys
+
+    path = _model(tmp_path / "m.onnx", 7)
+    script = (f"import sys, phasec; a = set(sys.modules); import phasec.buildcache; "
+              f"b = set(sys.modules); phasec.buildcache.build_file({str(path)!r}); "
+              f"print([m for m in {_BUILD_ONLY!r} if m in a], "
+              f"[m for m in {_BUILD_ONLY!r} if m in b], "
+              f"[m for m in {_BUILD_ONLY!r} if m in sys.modules])")
+
+    def run() -> str:
+        return subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                              text=True, env={**os.environ}).stdout.strip()
+    # cold: a miss reads the model and builds (an ONNX model: no script loader)
+    assert run() == "[] [] ['phasec.pipeline', 'onnx', 'phasec.passes']"
+    assert run() == "[] [] []"  # warm

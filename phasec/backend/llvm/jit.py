@@ -223,24 +223,30 @@ def _dispatch_captured(data: bytes) -> None:
 
 
 def _register_process_symbols() -> None:
-    libs = [ctypes.CDLL(None)]
-    for name in ("m", "pthread"):
-        path = ctypes.util.find_library(name)
-        if path:
-            try:
-                libs.append(ctypes.CDLL(path))
-            except OSError:  # pragma: no cover - depends on the system
-                pass
+    libs = [ctypes.CDLL(None), *_system_libraries()]
     for sym in _PROCESS_SYMBOLS:
         if llvm.address_of_symbol(sym):
             continue
-        for lib in libs:
-            try:
-                fn = getattr(lib, sym)
-            except AttributeError:
-                continue
+        fn = next((f for lib in libs if (f := getattr(lib, sym, None)) is not None), None)
+        if fn is not None:
             llvm.add_symbol(sym, ctypes.cast(fn, ctypes.c_void_p).value)
-            break
+
+
+def _system_libraries() -> list[ctypes.CDLL]:
+    """libm and libpthread, those found: by glibc's sonames first, then
+    through ``find_library`` (which runs ``ldconfig -p``: a fork and ~10 ms
+    of every warm build)."""
+    libs = []
+    for name, soname in (("m", "libm.so.6"), ("pthread", "libpthread.so.0")):
+        for path in (soname, "find"):
+            try:
+                path = ctypes.util.find_library(name) if path == "find" else path
+                if path:
+                    libs.append(ctypes.CDLL(path))
+                break
+            except OSError:  # (not this soname, or a library that does not load)
+                continue
+    return libs
 
 
 def bind_array_symbols(layout: ArrayLayout) -> None:

@@ -41,7 +41,10 @@ from phasec.target.tuning import host_tuning
 from phasec.backend.llvm.fpenv import flush_by_default
 from phasec.backend.llvm.abi import (
     OOB_EXTENT, OOB_SITE, OOB_VALUE, RC_BAD_ARGUMENTS, RC_BUFFER_OUT_OF_BOUNDS, RC_CANCELLED,
-    RC_DIVISION_BY_ZERO, RC_INDEX_OUT_OF_RANGE, ArrayLayout, KernelABI, decode_buffer_site,
+    RC_DIVISION_BY_ZERO, RC_INDEX_OUT_OF_RANGE, KernelABI, decode_buffer_site,
+)
+from phasec.backend.llvm.arrayprobe import (
+    NUMPY_DTYPE as _NUMPY_DTYPE, probe_array_data_offset, probe_array_layout,
 )
 from phasec.backend.llvm.codegen import ModuleCodegen
 from phasec.backend.llvm.options import CodegenOptions
@@ -54,74 +57,11 @@ from phasec.backend.llvm.jit import (
 )
 from phasec.backend.llvm.parallel import STREAM_MODULE_IR_CHARS, split_kernels
 
-__all__ = ["compile_prim_funcs", "CompiledLibrary", "Kernel", "clear_cache", "cache_info",
-           "array_data_offset", "array_layout"]
+__all__ = ["compile_prim_funcs", "plan_library", "PlannedLibrary", "CompiledLibrary", "Kernel",
+           "clear_cache", "cache_info", "array_data_offset", "array_layout"]
 
-_NUMPY_DTYPE = {d: np.dtype("bool" if d == "bool" else d) for d in tir.DTYPES}
-
-
-def _probe_array_data_offset() -> int | None:
-    """Byte offset of the data pointer inside a numpy array object, or None.
-
-    Verified on several arrays (including views) so a numpy with a different
-    object layout falls back to passing ``ndarray.ctypes.data``.
-    """
-    base = np.zeros(64, dtype=np.float64)
-    samples = [base, base[3:], np.zeros((3, 5), np.int8), np.empty(0, np.float32)]
-    try:
-        for off in range(8, 64, 8):  # within PyArrayObject_fields
-            if all(arr.ctypes.data != 0 and ctypes.c_void_p.from_address(id(arr) + off).value
-                   == arr.ctypes.data for arr in samples[:3]):
-                return off
-    except Exception:  # pragma: no cover - defensive
-        return None
-    return None
-
-
-array_data_offset = _probe_array_data_offset()
-
-
-def _probe_array_layout(data_offset: int | None) -> ArrayLayout | None:
-    """The fields of numpy's array object (``PyArrayObject_fields``: data, nd,
-    dimensions, strides, base, descr, flags, in this order after the object
-    header) and the canonical dtype objects, verified on arrays of several
-    ranks, dtypes and flags; None if anything does not match, in which case
-    kernels check their arguments in Python."""
-    if data_offset is None:
-        return None
-    read_ptr = lambda address: ctypes.c_void_p.from_address(address).value or 0  # noqa: E731
-    read_i32 = lambda address: ctypes.c_int32.from_address(address).value  # noqa: E731
-    type_offset = 8  # after ob_refcnt in the header of every object
-    layout = ArrayLayout(
-        type_offset=type_offset, data_offset=data_offset, nd_offset=data_offset + 8,
-        dims_offset=data_offset + 16, descr_offset=data_offset + 40,
-        flags_offset=data_offset + 48, ndarray_type=id(np.ndarray),
-        descrs=tuple((d, id(_NUMPY_DTYPE[d])) for d in tir.DTYPES))
-    readonly = np.arange(6, dtype=np.int16)
-    readonly.flags.writeable = False
-    samples = [np.zeros((), np.float64), np.zeros(5, np.float32),
-               np.zeros((2, 3, 4), np.int64)[:, 1:], np.zeros((3, 5), np.uint8).T, readonly,
-               np.empty((0, 7), np.float16), *(np.empty((2, 1), dt) for dt in _NUMPY_DTYPE.values())]
-    try:
-        if read_ptr(id(object()) + type_offset) != id(object):
-            return None
-        for a in samples:
-            base = id(a)
-            if read_ptr(base + type_offset) != id(np.ndarray) or \
-                    read_i32(base + layout.nd_offset) != a.ndim or \
-                    read_ptr(base + layout.descr_offset) != id(a.dtype) or \
-                    read_i32(base + layout.flags_offset) != a.flags.num:
-                return None
-            dims = read_ptr(base + layout.dims_offset)
-            if a.ndim and tuple(ctypes.c_int64.from_address(dims + 8 * k).value
-                                for k in range(a.ndim)) != a.shape:
-                return None
-    except Exception:  # pragma: no cover - defensive
-        return None
-    return layout
-
-
-array_layout = _probe_array_layout(array_data_offset)
+array_data_offset = probe_array_data_offset()
+array_layout = probe_array_layout(array_data_offset)
 if array_layout is not None:
     bind_array_symbols(array_layout)
 
@@ -587,7 +527,8 @@ def cache_info() -> dict[str, int]:
 def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = False,
                        vector_math: bool = True, opt_level: int = 3,
                        use_cache: bool = True, check_bounds: bool | None = None,
-                       flush_subnormals: bool | None = None) -> CompiledLibrary:
+                       flush_subnormals: bool | None = None,
+                       planned: "PlannedLibrary | None" = None) -> CompiledLibrary:
     """Compile every PrimFunc of ``funcs`` into one native library.
 
     Keys are kernel names (``lib[name]``). Compiling structurally equal
@@ -607,6 +548,13 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     the kernels with float results that would be subnormal flushed to 0
     (:mod:`.fpenv`: they would otherwise cost a microcode assist each).
 
+    ``planned``: :func:`plan_library` of these very ``funcs`` with these
+    options, kept from an earlier process (a build entry, authenticated: it
+    is trusted, not checked against ``funcs``). When its program key is still
+    the one these options give and the disk cache holds that program's code,
+    the code is mapped without walking the TIR (its fingerprint, ABIs and
+    host-call check are the plan's); otherwise it is ignored.
+
     Raises :class:`phasec.backend.llvm.CodegenError` (a PhasecError) naming
     the kernel for undefined variables, unknown intrinsics, dtype mismatches
     and other malformed kernels.
@@ -620,17 +568,15 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
             raise CodegenError(f"kernel names must be strings, got {name!r}")
         if not isinstance(f, tir.PrimFunc):
             raise CodegenError(f"expected a tir.PrimFunc, got {type(f).__name__}", name)
-        refuse_host_calls(name, f)
     if opt_level not in (0, 1, 2, 3):
         raise CodegenError(f"opt_level must be 0..3, got {opt_level!r}")
-    target = host_target_info()  # (the parallel runtime may still compile: jit waits)
-    # LLVM's tuning for some AVX-512 hosts prefers 256-bit vectors; the
-    # schedules' register tiles are sized for the width of the target's tuning
-    options = CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
-                              features=target.features, check_bounds=None if check_bounds is None else bool(check_bounds),
-                              prefer_vector_width=host_tuning().vector_bits,
-                              flush_subnormals=flush_by_default() if flush_subnormals is None
-                              else bool(flush_subnormals))
+    options = _options(fast_math, vector_math, check_bounds, flush_subnormals)
+    if planned is not None:
+        lib = _load_planned(funcs, planned, options, opt_level, use_cache)
+        if lib is not None:
+            return lib
+    for name, f in funcs.items():
+        refuse_host_calls(name, f)
     # (the array ABI too: it decides the entries, and tests may switch it off)
     key = (structural_hash(funcs), options, opt_level, array_data_offset is not None,
            array_layout is not None)
@@ -649,6 +595,82 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
             _stats["misses"] += 1
             _cache.setdefault(key, []).append((funcs, natives, abis, ir))
             _cache.move_to_end(key)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return CompiledLibrary(natives, abis, ir)
+
+
+def _options(fast_math: bool, vector_math: bool, check_bounds: bool | None,
+             flush_subnormals: bool | None) -> CodegenOptions:
+    """The code generator's options of :func:`compile_prim_funcs`'s arguments."""
+    target = host_target_info()  # (the parallel runtime may still compile: jit waits)
+    # LLVM's tuning for some AVX-512 hosts prefers 256-bit vectors; the
+    # schedules' register tiles are sized for the width of the target's tuning
+    return CodegenOptions(fast_math=fast_math, vector_math=vector_math, cpu=target.cpu,
+                          features=target.features,
+                          check_bounds=None if check_bounds is None else bool(check_bounds),
+                          prefer_vector_width=host_tuning().vector_bits,
+                          flush_subnormals=flush_by_default() if flush_subnormals is None
+                          else bool(flush_subnormals))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedLibrary:
+    """What :func:`compile_prim_funcs` derives from a library's TIR before it
+    maps cached code (three walks of every kernel: SqueezeNet's take ~90 ms
+    of a ~200 ms warm build), computed once by :func:`plan_library` and kept
+    with the TIR: its exact fingerprint, the disk cache's program key and
+    each kernel's ABI (whose variables are the kernels' own)."""
+
+    fingerprint: str
+    program_key: str
+    abis: Mapping[str, KernelABI]
+
+
+def plan_library(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = False,
+                 vector_math: bool = True, opt_level: int = 3,
+                 check_bounds: bool | None = None,
+                 flush_subnormals: bool | None = None) -> PlannedLibrary | None:
+    """The :class:`PlannedLibrary` of compiling ``funcs`` with these options
+    (as :func:`compile_prim_funcs` takes them), or None when the disk cache
+    cannot key it (off, a program without an exact fingerprint, no kernels)."""
+    funcs = dict(funcs)
+    options = _options(fast_math, vector_math, check_bounds, flush_subnormals)
+    key = _program_key(funcs, options, opt_level) if funcs else None
+    if key is None:
+        return None
+    fingerprint = exact_fingerprint(funcs)
+    assert fingerprint is not None  # (the key has it)
+    return PlannedLibrary(fingerprint, key, _abis_for(funcs, options))
+
+
+def _load_planned(funcs: dict[str, tir.PrimFunc], planned: PlannedLibrary,
+                  options: CodegenOptions, opt_level: int, use_cache: bool) -> CompiledLibrary | None:
+    """``funcs`` compiled as ``planned`` says, from this process's cache
+    (keyed by the exact fingerprint: equal programs, names included) or the
+    disk cache; None when the plan no longer fits or the code is not cached."""
+    if not diskcache.enabled() or sorted(planned.abis) != sorted(funcs):
+        return None
+    key = ("exact", planned.fingerprint, options, opt_level, array_data_offset is not None,
+           array_layout is not None)
+    with _cache_lock:
+        for _funcs, natives, abis, ir in _cache.get(key, ()) if use_cache else ():
+            _stats["hits"] += 1
+            _cache.move_to_end(key)
+            return CompiledLibrary(natives, abis, ir)
+    target = host_target_info()
+    if diskcache.program_key(planned.fingerprint, _settings(options), opt_level,
+                             (target.triple, target.cpu, target.features)) != planned.program_key:
+        return None
+    abis = {name: planned.abis[name] for name in sorted(funcs)}
+    natives = jit_load_cached(planned.program_key, _entries(abis), _GLOBALS)
+    if natives is None:
+        return None
+    ir: Callable[[], str] = lambda: _generate(funcs, options)[1].finish()  # noqa: E731
+    if use_cache:
+        with _cache_lock:
+            _stats["misses"] += 1
+            _cache.setdefault(key, []).append((funcs, natives, abis, ir))
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
     return CompiledLibrary(natives, abis, ir)
@@ -751,10 +773,15 @@ def _program_key(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
     fingerprint = exact_fingerprint(dict(funcs))
     if fingerprint is None:
         return None
+    target = host_target_info()
+    return diskcache.program_key(fingerprint, _settings(options), opt_level,
+                                 (target.triple, target.cpu, target.features))
+
+
+def _settings(options: CodegenOptions) -> str:
+    """The code generation settings a program key covers (this process's
+    addresses left out)."""
     layout = None if array_layout is None else dataclasses.replace(
         array_layout, ndarray_type=0, descrs=tuple((d, 0) for d, _ in array_layout.descrs))
-    target = host_target_info()
-    settings = repr((options, array_data_offset, layout))  # process addresses left out
-    return diskcache.program_key(fingerprint, settings, opt_level,
-                                 (target.triple, target.cpu, target.features))
+    return repr((options, array_data_offset, layout))
 

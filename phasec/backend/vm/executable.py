@@ -174,15 +174,16 @@ class Executable:
         return "\n".join(lines).lstrip("\n") + "\n"
 
     # -- kernels -------------------------------------------------------------------
-    def kernels(self, backend: str = "llvm") -> Mapping[str, Callable[..., Any]]:
+    def kernels(self, backend: str = "llvm", planned: Any = None) -> Mapping[str, Callable[..., Any]]:
         """name -> callable for every PrimFunc (destination-passing style), built
         once per executable and backend: ``"llvm"`` (native code, with the
         bounds checks :attr:`check_bounds` chooses) or ``"interp"`` (the exact
-        TIR interpreter, which always checks)."""
+        TIR interpreter, which always checks). ``planned``: for ``"llvm"``, the
+        kernels' plan kept from an earlier build (``compile_prim_funcs``)."""
         with self._lock:
             cached = self._kernel_cache.get(backend)
             if cached is None:
-                cached = _build_kernels(self.prim_funcs, backend, self._check_bounds)
+                cached = _build_kernels(self.prim_funcs, backend, self._check_bounds, planned)
                 self._kernel_cache[backend] = cached
             return cached
 
@@ -759,7 +760,8 @@ def _kernels_from_text(name: str, text: str) -> dict[str, tir.PrimFunc]:
 
 
 def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str,
-                   check_bounds: bool | None = None) -> dict[str, Callable[..., Any]]:
+                   check_bounds: bool | None = None,
+                   planned: Any = None) -> dict[str, Callable[..., Any]]:
     if not prim_funcs:
         return {}
     if backend == "interp":
@@ -776,6 +778,6 @@ def _build_kernels(prim_funcs: Mapping[str, tir.PrimFunc], backend: str,
         except ImportError as exc:
             raise VMError(f"the LLVM kernel backend is not available ({exc}); run with "
                           f"VirtualMachine(exe, kernels='interp')") from exc
-        lib = compile_prim_funcs(dict(prim_funcs), check_bounds=check_bounds)
+        lib = compile_prim_funcs(dict(prim_funcs), check_bounds=check_bounds, planned=planned)
         return {name: lib[name] for name in prim_funcs}
     raise VMError(f"unknown kernel backend {backend!r}; expected 'llvm' or 'interp'")

@@ -261,6 +261,42 @@ def _forged(key: str, obj: bytes, ir: bytes) -> bytes:
     return b"PHASECK2" + hashlib.sha256(b"PHASECK2" + body).digest() + body
 
 
+def test_an_entry_is_the_magic_its_hmac_and_its_body_byte_for_byte(cache: Path) -> None:
+    """The file ``store`` writes (in pieces, never joined in memory) is the
+    layout, computed here independently: magic, HMAC-SHA256 under the cache's
+    secret of magic and body, body (key, sizes, object code, IR); an object
+    of several write pieces, given as a view too, reads back whole."""
+    import hmac
+
+    obj = os.urandom(3 << 20) + b"end"  # (more than one write piece: 1 MiB)
+    for given in (obj, memoryview(obj)):
+        assert diskcache.store(KEY, given, "optimized ir \u00e9")
+        ir = "optimized ir \u00e9".encode()
+        body = bytes.fromhex(KEY) + struct.pack("<QQ", len(obj), len(ir)) + obj + ir
+        secret = (cache / "secret").read_bytes()
+        mac = hmac.new(secret, b"PHASECK2" + body, hashlib.sha256).digest()
+        assert _entry(cache).read_bytes() == b"PHASECK2" + mac + body
+        assert diskcache.load(KEY) == (obj, "optimized ir \u00e9")
+
+
+def test_discard_removes_one_entry_and_never_raises(cache: Path, tmp_path: Path) -> None:
+    assert not diskcache.discard(KEY)  # (no cache yet)
+    assert diskcache.store(KEY, b"obj", "ir") and diskcache.store(OTHER_KEY, b"obj", "ir")
+    assert not diskcache.discard(KEY, kind="build") and not diskcache.discard("../" + KEY[3:])
+    assert diskcache.discard(KEY) and not _entry(cache).exists()
+    assert not diskcache.discard(KEY) and diskcache.load(OTHER_KEY) == (b"obj", "ir")
+    # a subdirectory that is a link is not followed
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (target / (KEY + ".kc")).write_bytes(b"kept")
+    shutil.rmtree(_entry(cache).parent)
+    _entry(cache).parent.symlink_to(target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", diskcache.KernelCacheWarning)
+        assert not diskcache.discard(KEY)
+    assert (target / (KEY + ".kc")).read_bytes() == b"kept"
+
+
 def test_an_entry_with_a_recomputed_checksum_over_garbage_is_refused(cache: Path) -> None:
     assert diskcache.store(KEY, b"obj", "ir")
     _entry(cache).write_bytes(_forged(KEY, os.urandom(4096), b"garbage"))
