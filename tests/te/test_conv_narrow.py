@@ -119,6 +119,10 @@ STRIDED = {  # (c, h, w, o, k, attrs): 7x7 and narrower outputs
     "3x3_s2_odd_uneven": (5, 13, 11, 7, 3, {"padding": (1, 0, 2, 1), "strides": 2}),
     "3x3_s2x3_dil2": (6, 17, 19, 9, 3, {"padding": 2, "strides": (2, 3), "dilation": 2}),
     "5x5_s3_prime": (3, 23, 23, 11, 5, {"padding": 2, "strides": 3}),
+    # the first and last column taps read only padding (every output column),
+    # the first row tap only from the fourth output row on
+    "3x3_s3_dil8_taps_in_padding": (4, 20, 7, 5, 3, {"padding": 8, "strides": 3,
+                                                     "dilation": 8}),
 }
 
 
