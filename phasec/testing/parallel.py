@@ -14,6 +14,10 @@ parent merges them into ``OUT/summary.json``: counts added, coverage merged,
 failures de-duplicated by signature (the first worker's reproducer is the
 one listed).
 
+With ``stop_after_failures``, the parent counts the merged failures and,
+once there are enough, writes ``OUT/workers/stop``: each worker ends after
+its current round (the marker is removed when the campaign ends).
+
 Ctrl-C reaches every worker (same process group); SIGTERM sent to the
 parent is passed on to the workers. Either way each worker writes its
 numbers and the parent writes the merged summary, then re-raises.
@@ -130,6 +134,7 @@ def run_parallel_campaign(jobs: int, seconds: float = 60.0, seed: int | None = N
                     progress(merged)
                 if stop_after is not None and len(merged.unique) >= stop_after:
                     write_atomic(_stop_file(out), "stop\n", what="fuzz stop marker")
+                    stop_after = None  # (once: the workers end after their round)
     except KeyboardInterrupt as exc:
         reporting_interruption()
         interrupted = exc
