@@ -236,17 +236,15 @@ def _system_libraries() -> list[ctypes.CDLL]:
     """libm and libpthread, those found: by glibc's sonames first, then
     through ``find_library`` (which runs ``ldconfig -p``: a fork and ~10 ms
     of every warm build)."""
-    libs = []
-    for name, soname in (("m", "libm.so.6"), ("pthread", "libpthread.so.0")):
-        for path in (soname, "find"):
-            try:
-                path = ctypes.util.find_library(name) if path == "find" else path
-                if path:
-                    libs.append(ctypes.CDLL(path))
-                break
-            except OSError:  # (not this soname, or a library that does not load)
-                continue
-    return libs
+    def opened(path: str | None) -> ctypes.CDLL | None:
+        try:
+            return ctypes.CDLL(path) if path else None
+        except OSError:  # (not this soname, or a library that does not load)
+            return None
+
+    found = (opened(soname) or opened(ctypes.util.find_library(name))
+             for name, soname in (("m", "libm.so.6"), ("pthread", "libpthread.so.0")))
+    return [lib for lib in found if lib is not None]
 
 
 def bind_array_symbols(layout: ArrayLayout) -> None:

@@ -591,13 +591,19 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
 
     natives, abis, ir = _compile(funcs, options, opt_level)
     if use_cache:
-        with _cache_lock:
-            _stats["misses"] += 1
-            _cache.setdefault(key, []).append((funcs, natives, abis, ir))
-            _cache.move_to_end(key)
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+        _remember(key, (funcs, natives, abis, ir))
     return CompiledLibrary(natives, abis, ir)
+
+
+def _remember(key: tuple, entry: tuple) -> None:
+    """Keep a library just compiled or mapped in this process's cache (a
+    miss), the least recently used keys dropped beyond its size."""
+    with _cache_lock:
+        _stats["misses"] += 1
+        _cache.setdefault(key, []).append(entry)
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
 
 
 def _options(fast_math: bool, vector_math: bool, check_bounds: bool | None,
@@ -654,9 +660,11 @@ def _load_planned(funcs: dict[str, tir.PrimFunc], planned: PlannedLibrary,
     key = ("exact", planned.fingerprint, options, opt_level, array_data_offset is not None,
            array_layout is not None)
     with _cache_lock:
-        for _funcs, natives, abis, ir in _cache.get(key, ()) if use_cache else ():
+        kept = _cache.get(key) if use_cache else None
+        if kept:  # (an exact fingerprint: any entry under it is this program)
             _stats["hits"] += 1
             _cache.move_to_end(key)
+            _funcs, natives, abis, ir = kept[0]
             return CompiledLibrary(natives, abis, ir)
     target = host_target_info()
     if diskcache.program_key(planned.fingerprint, _settings(options), opt_level,
@@ -668,11 +676,7 @@ def _load_planned(funcs: dict[str, tir.PrimFunc], planned: PlannedLibrary,
         return None
     ir: Callable[[], str] = lambda: _generate(funcs, options)[1].finish()  # noqa: E731
     if use_cache:
-        with _cache_lock:
-            _stats["misses"] += 1
-            _cache.setdefault(key, []).append((funcs, natives, abis, ir))
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+        _remember(key, (funcs, natives, abis, ir))
     return CompiledLibrary(natives, abis, ir)
 
 
