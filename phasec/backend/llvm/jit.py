@@ -8,14 +8,8 @@ and every remaining external declaration is checked before finalisation, so
 a missing symbol is a clear :class:`CodegenError` instead of LLVM aborting
 the process.
 
-LLVM prints its diagnostics (optimization remarks such as "loop not
-vectorized: call instruction cannot be vectorized", and the warning that a
-loop marked for vectorization was not) to file descriptor 2 itself, and
-llvmlite offers no diagnostic handler. So while LLVM optimizes and generates
-code, fd 2 points at a temporary file (:func:`_captured_llvm_output`); what
-LLVM wrote goes to :func:`phasec.console.native_diagnostics` (shown with
-``-v``), and anything else written there meanwhile (another thread's
-messages) is passed on to the real standard error afterwards.
+LLVM's diagnostics are taken off standard error while it works (see
+:mod:`.capture`).
 
 The parallel runtime (``phasec_rt_parallel_for``, see :mod:`.irlib`) is a
 separate module JIT-compiled once per process; kernel modules call it by
@@ -32,11 +26,9 @@ import platform
 import re
 import struct
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +45,7 @@ from phasec.backend.llvm import diskcache, objworker
 from phasec.backend.llvm.abi import (
     CANCEL_FLAG, NDARRAY_SYMBOL, PYTHON_API_FUNCTIONS, ArrayLayout, descr_symbol,
 )
+from phasec.backend.llvm.capture import captured_llvm_output, dispatch_captured
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irlib import parallel_runtime_ir, pool_supported
 from phasec.backend.llvm.parallel import compile_modules
@@ -142,84 +135,6 @@ class HostTarget:
     def create_target_machine(self) -> Any:
         """A new target machine (an MCJIT engine takes ownership of its own)."""
         return objworker.target_machine(self.triple, self.cpu, self.features)
-
-
-#: the lines LLVM's default diagnostic handler prints ("remark: <unknown>:0:0: ...")
-_LLVM_DIAGNOSTIC = re.compile(r"^(?:remark|warning|note|error): ")
-#: LLVM writes a diagnostic in pieces, so another thread's line can land
-#: between "remark: <unknown>:" and "0:0: loop not vectorized: ...": the
-#: head then runs into that line (``_LLVM_HEAD``'s group 1 is the other
-#: line) and the tail is a line of its own (``_LLVM_TAIL``)
-_LLVM_HEAD = re.compile(r"^(?:remark|warning|note|error): <unknown>:(?!\d+:\d+: )(.+)$")
-_LLVM_TAIL = re.compile(r"^\d+:\d+: ")
-
-
-@contextmanager
-def _captured_llvm_output() -> Iterator[None]:
-    """Run the block with file descriptor 2 pointing at a temporary file, then
-    hand LLVM's diagnostic lines to :func:`console.native_diagnostics` and
-    pass every other line on to the real fd 2.
-
-    Callers hold ``_compile_lock``, so captures never nest. fd 2 is process
-    wide: text another thread writes to standard error during the block is
-    delayed until the block ends, not lost. (LLVM's fatal errors, which end
-    the process inside the block, are the one thing this hides; phasec
-    verifies the IR before LLVM sees it.)"""
-    _flush_stderr()
-    try:
-        saved = os.dup(2)
-    except OSError:  # no standard error at all: nothing to capture
-        yield
-        return
-    try:
-        sink = tempfile.TemporaryFile()
-    except OSError:
-        os.close(saved)
-        yield
-        return
-    with sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            _flush_stderr()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            _dispatch_captured(sink.read())
-
-
-def _flush_stderr() -> None:
-    for stream in (sys.stderr, sys.__stderr__):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
-
-
-def _dispatch_captured(data: bytes) -> None:
-    if not data:
-        return
-    llvm_lines: list[str] = []
-    other = bytearray()
-    for raw in data.splitlines(keepends=True):
-        line = raw.decode("utf-8", "replace").rstrip("\n")
-        head = _LLVM_HEAD.match(line)
-        if head:  # (split by another thread's line, which is passed on)
-            llvm_lines.append(line[:head.start(1)])
-            other += raw[head.start(1):]  # (the head is ASCII: as many bytes as characters)
-        elif _LLVM_DIAGNOSTIC.match(line) or _LLVM_TAIL.match(line):
-            llvm_lines.append(line)
-        else:
-            other += raw
-    view = memoryview(bytes(other))
-    try:
-        while view:
-            view = view[os.write(2, view):]
-    except OSError:
-        pass
-    console.native_diagnostics("llvm", llvm_lines)
 
 
 def _register_process_symbols() -> None:
@@ -654,10 +569,10 @@ def jit_compile_modules(ir_texts: Iterable[str], entry_symbols: list[str] | Call
         workers = min(workers + 1, len(ir_texts)) - 1
     with console.step(f"compiling kernels with LLVM ({workers + 1} processes)"), _compile_lock:
         t0 = time.perf_counter()
-        with _captured_llvm_output():
+        with captured_llvm_output():
             try:
                 compiled = compile_modules(ir_texts, target.triple, target.cpu, target.features,
-                                           opt_level, _dispatch_captured, workers)
+                                           opt_level, dispatch_captured, workers)
             except RuntimeError as exc:  # a codegen bug, not a user error; keep the detail
                 raise CodegenError(f"generated LLVM IR is invalid: {exc}") from exc
         for name in sorted({e for _, _, externals in compiled for e in externals}):
@@ -700,7 +615,7 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
             engine.set_object_cache(getbuffer_func=lambda _module: obj)
             return _finish(engine, entry_symbols, global_symbols, optimized, t0)
 
-    with _captured_llvm_output():
+    with captured_llvm_output():
         objworker.optimize(mod, tm, opt_level)  # (the workers' pipeline: one definition)
 
     for f in mod.functions:
@@ -713,7 +628,7 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
     compiled: list[bytes] = []
     if key is not None:
         engine.set_object_cache(notify_func=lambda _module, buf: compiled.append(bytes(buf)))
-    with _captured_llvm_output():  # code generation has remarks of its own
+    with captured_llvm_output():  # code generation has remarks of its own
         native = _finish(engine, entry_symbols, global_symbols, optimized, t0)
     if compiled:
         diskcache.store(key, compiled[0], optimized)
