@@ -17,6 +17,7 @@ two cores; ``dev`` is the default for local runs.
 """
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -44,9 +45,12 @@ from hypothesis import HealthCheck, settings
 # the whole session: pytest-xdist's workers inherit it from the controlling
 # process (which runs this file first), so a kernel one worker compiled is
 # not compiled again by the other (the cache is safe for concurrent
-# processes: entries are written atomically).
+# processes: entries are written atomically). The process that made the
+# directory removes it when the session ends (it holds 150-250 MB).
+_OWN_SESSION_CACHE: str | None = None
 if "PHASEC_TEST_SESSION_CACHE" not in os.environ:
-    os.environ["PHASEC_TEST_SESSION_CACHE"] = tempfile.mkdtemp(prefix="phasec-test-kernels-")
+    _OWN_SESSION_CACHE = tempfile.mkdtemp(prefix="phasec-test-kernels-")
+    os.environ["PHASEC_TEST_SESSION_CACHE"] = _OWN_SESSION_CACHE
 os.environ["PHASEC_CACHE_DIR"] = os.environ["PHASEC_TEST_SESSION_CACHE"]
 
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True,
@@ -89,6 +93,11 @@ _progress = _Progress()
 
 def pytest_configure(config) -> None:
     _progress.config = config
+
+
+def pytest_unconfigure(config) -> None:
+    if _OWN_SESSION_CACHE is not None:  # (the workers' sessions end before this one)
+        shutil.rmtree(_OWN_SESSION_CACHE, ignore_errors=True)
 
 
 def pytest_collection_finish(session) -> None:
