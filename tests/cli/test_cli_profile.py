@@ -63,6 +63,43 @@ def test_profile_counts_each_kernels_calls_and_the_vm_between_them():
     np.testing.assert_allclose(phasec.VirtualMachine(exe)["main"](x), x * 4 + 1)
 
 
+def test_profile_times_native_entries_and_the_vm_within_the_same_calls(monkeypatch):
+    """Kernels are timed through their native entries, as the plain VM calls
+    them (not through Kernel.__call__'s Python checks), and the VM's own
+    time is measured within the timed calls: reported, and what the table's
+    rows add up to."""
+    from phasec.backend.llvm.runtime import Kernel
+
+    def refuse(self, *args):
+        raise AssertionError("the profile timed Kernel.__call__, not the native entry")
+    mod = phasec.parse(TWO_KERNELS)
+    exe = phasec.build(mod)
+    x = np.arange(8, dtype="float32")
+    monkeypatch.setattr(Kernel, "__call__", refuse)
+    found = profile_run(exe, "main", [x], rounds=20)
+    assert {k.name: k.calls for k in found.kernels} == {"twice": 2, "once": 1}
+    assert found.between_seconds is not None and found.vm_seconds == max(0.0,
+                                                                         found.between_seconds)
+    # three tiny kernels: the VM's own work is most of the call, measured
+    # with the timing's own cost taken out (within twice the untimed call)
+    assert 0 < found.vm_seconds < 2 * found.whole_seconds
+    table = found.table()
+    assert re.search(r"^\s+VM between kernels \(.* per kernel call\)", table, re.M)
+    assert re.search(r"^\s+rest \(sites' best rounds, caches\)", table, re.M)
+
+
+def test_profile_of_a_kernel_failing_raises_its_error():
+    """A timed native entry's failure goes to the kernel's error path, as on
+    the plain VM: a wrong argument is still explained."""
+    from phasec.backend.vm import VirtualMachine
+    from phasec.errors import VMError
+    exe = phasec.build(phasec.parse(TWO_KERNELS))
+    with pytest.raises(VMError, match="shape"):
+        VirtualMachine(exe)["main"](np.arange(9, dtype="float32"))
+    with pytest.raises(VMError, match="shape"):
+        profile_run(exe, "main", [np.arange(9, dtype="float32")], rounds=2)
+
+
 @pytest.fixture
 def conv_model(tmp_path):
     rng = np.random.default_rng(0)
