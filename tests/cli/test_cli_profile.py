@@ -88,16 +88,40 @@ def test_profile_times_native_entries_and_the_vm_within_the_same_calls(monkeypat
     assert re.search(r"^\s+rest \(sites' best rounds, caches\)", table, re.M)
 
 
-def test_profile_of_a_kernel_failing_raises_its_error():
-    """A timed native entry's failure goes to the kernel's error path, as on
-    the plain VM: a wrong argument is still explained."""
+#: ``gather`` reads ``A`` at an index its caller gives (checked: no proof)
+GATHER = '''
+@I.ir_module
+class Module:
+    I.module_attrs({"phase": "lowering"})
+
+    @T.prim_func(private=True)
+    def gather(A: T.Buffer((T.int64(8),), "float32"), I: T.Buffer((T.int64(1),), "int64"),
+               B: T.Buffer((T.int64(1),), "float32")):
+        B[0] = A[I[0]]
+
+    @R.function
+    def main(x: R.Tensor((8,), "float32"), i: R.Tensor((1,), "int64")
+             ) -> R.Tensor((1,), "float32"):
+        cls = Module
+        b = R.call_tir(cls.gather, (x, i), out_sinfo=R.Tensor((1,), "float32"))
+        return b
+'''
+
+
+def test_a_kernel_failing_under_the_profile_raises_its_own_error():
+    """A timed native entry that fails (here the kernel's bounds check) goes
+    to the kernel's error path, as on the plain VM: the same error, located."""
     from phasec.backend.vm import VirtualMachine
-    from phasec.errors import VMError
-    exe = phasec.build(phasec.parse(TWO_KERNELS))
-    with pytest.raises(VMError, match="shape"):
-        VirtualMachine(exe)["main"](np.arange(9, dtype="float32"))
-    with pytest.raises(VMError, match="shape"):
-        profile_run(exe, "main", [np.arange(9, dtype="float32")], rounds=2)
+    from phasec.errors import BufferAccessError
+    exe = phasec.build(phasec.parse(GATHER))
+    x = np.arange(8, dtype="float32")
+    np.testing.assert_array_equal(VirtualMachine(exe)["main"](x, np.array([3])), [3])
+    with pytest.raises(BufferAccessError) as plain:
+        VirtualMachine(exe)["main"](x, np.array([100]))
+    with pytest.raises(BufferAccessError) as profiled:
+        profile_run(exe, "main", [x, np.array([100])], rounds=2)
+    assert str(profiled.value) == str(plain.value)
+    assert "index 100 in dimension 0" in str(plain.value)
 
 
 @pytest.fixture
