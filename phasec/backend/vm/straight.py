@@ -204,7 +204,8 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 folded_pc[len(folded_lines)] = pc
     claimed_lines = ["def run_claimed(regs, S, L):"]
     claimed_pc: dict[int, int] = {}
-    storages, views = _claimed(f, pooled, kept_views, readers) if not folds else ([], [])
+    storages, views = _claimed(f, pooled, kept_views, writes, readers) if not folds \
+        else ([], [])
     if views:
         # every storage that only kernels' kept views use, and those views,
         # taken at once when all are free (see VMMemory.claimer); else the
@@ -364,18 +365,20 @@ def _kernels_only(f: Any, writes: Mapping[int, int], readers: Mapping[int, list[
 
 
 def _claimed(f: Any, pooled: Mapping[int, Any], kept_views: Mapping[int, tuple[int, object]],
-             readers: Mapping[int, list[int]]
+             writes: Mapping[int, int], readers: Mapping[int, list[int]]
              ) -> tuple[list[int], list[tuple[int, tuple[int, object]]]]:
     """The allocations a call can take at once (see ``VMMemory.claimer``):
-    the constant-size pooled storages (``pooled``: by pc) that nothing but
-    allocations of kept views (``kept_views``: by pc, their storage register
-    and key) and kills reads, in pc order, and those views: ``(pc, (index of
-    its storage in the first list, key))``, in pc order. (A storage that
-    also holds a tensor a caller may keep, the model's output, is left out:
-    it would not be free at the next call.)"""
+    the constant-size pooled storages (``pooled``: by pc) whose register
+    nothing else writes and nothing but allocations of kept views
+    (``kept_views``: by pc, their storage register and key) and kills
+    reads, in pc order, and those views: ``(pc, (index of its storage in
+    the first list, key))``, in pc order. (A storage that also holds a
+    tensor a caller may keep, the model's output, is left out: it would not
+    be free at the next call.)"""
     storages = [pc for pc in sorted(pooled)
-                if all(q in kept_views or f.code[q][0] == _KILL
-                       for q in readers.get(f.code[pc][1], ()))]
+                if writes.get(f.code[pc][1]) == 1
+                and all(q in kept_views or f.code[q][0] == _KILL
+                        for q in readers.get(f.code[pc][1], ()))]
     index = {f.code[pc][1]: at for at, pc in enumerate(storages)}
     views = [(pc, (index[reg], key)) for pc, (reg, key) in sorted(kept_views.items())
              if reg in index]
