@@ -209,7 +209,12 @@ class VMMemory:
                 cell[1] = _nbytes(consts[args[0]])
                 if cell[1] < 0:
                     return None
-                return functools.partial(pooled, cell), ()
+                alloc = functools.partial(pooled, cell)
+                # (for a straight-line function that takes all its storages
+                # at once: see claimer)
+                alloc.pooled_cell = cell  # type: ignore[attr-defined]
+                alloc.pool = self  # type: ignore[attr-defined]
+                return alloc, ()
             if name == "vm.alloc_tensor" and len(args) == 4 and args[1] in consts \
                     and args[3] in consts:
                 offset = int(consts[args[1]])
@@ -258,7 +263,42 @@ class VMMemory:
         # Only for a tensor nothing but kernels reads (the caller decides):
         # a view that reached a user could have had its shape or flags set.
         alloc_tensor.reusing_views = alloc_reusing_view  # type: ignore[attr-defined]
+        alloc_reusing_view.view_key = key  # type: ignore[attr-defined]
         return alloc_tensor, args[:1]
+
+    def claimer(self, cells: list[list[Any]], views: list[tuple[int, object]]
+                ) -> Callable[[], list[Any] | None]:
+        """``claim()``: the storages of the pooled-storage ``cells`` and then
+        their kept ``views`` (``(index of the storage in cells, key)``: see
+        ``alloc_tensor.reusing_views``), taken at once, or None unless every
+        one of them would be taken by its own instruction's fast path (each
+        cell's storage free, each view kept): what those instructions would
+        return and count, in one call of a function and under one
+        acquisition of the pool lock, for a straight-line function that
+        makes all of them on every call (see ``straight.py``)."""
+        lock = self._pool_lock
+        nbytes = sum(cell[1] for cell in cells)
+
+        def claim() -> list[Any] | None:
+            lock.acquire()
+            try:
+                for cell in cells:  # (each checked before anything refers to it)
+                    if not cell[2] or not _idle(cell):
+                        return None
+                taken = [cell[0] for cell in cells]
+                for at, key in views:
+                    view = taken[at].views.get(key)
+                    if view is None:
+                        return None
+                    taken.append(view)
+                stats = self._stats
+                stats["storage_allocs"] += len(cells)
+                stats["bytes_allocated"] += nbytes
+                stats["tensor_allocs"] += len(views)
+                return taken
+            finally:
+                lock.release()
+        return claim
 
     def _empty(self, shape: Any, dtype: Any) -> np.ndarray:
         try:

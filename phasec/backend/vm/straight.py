@@ -82,6 +82,8 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
     hoist_line_pc: dict[int, int] = {}
     body: list[tuple[int, str | None, str | None]] = []  # (pc, line, line when folded)
     folds: list[tuple[int, list[int]]] = []  # memoized kernels read in place when folded
+    pooled: dict[int, Any] = {}  # constant-size pooled storage allocations, by pc
+    kept_views: dict[int, tuple[int, object]] = {}  # kept-view tensors: (storage register, key)
     # registers whose value is the same whenever the binding is: constants,
     # the binding, what is computed from them (kernels: see _memoized)
     stable = set(consts) | set(key_regs)
@@ -143,6 +145,9 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 reusing = getattr(ins[2], "reusing_views", None)
                 if reusing is not None and kernels_only(ins[1]):
                     ns[f"f{pc}"] = reusing  # a tensor only kernels see: its view is kept
+                    kept_views[pc] = (regs[0], reusing.view_key)
+                elif getattr(ins[2], "pooled_cell", None) is not None and not regs:
+                    pooled[pc] = ins[2]
                 line = f"regs[{ins[1]}] = {call}"
         elif op == _MOVE:
             line = f"regs[{ins[1]}] = {reg(ins[2])}"
@@ -197,6 +202,24 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
             if fline is not None and (pc not in dead or pc in folded_at):
                 folded_lines.append("    " + fline)
                 folded_pc[len(folded_lines)] = pc
+    claimed_lines = ["def run_claimed(regs, S, L):"]
+    claimed_pc: dict[int, int] = {}
+    storages, views = _claimed(f, pooled, kept_views, writes, readers) if not folds \
+        else ([], [])
+    if views:
+        # every storage that only kernels' kept views use, and those views,
+        # taken at once when all are free (see VMMemory.claimer); else the
+        # instructions one by one
+        taken = {pc: at for at, pc in enumerate(storages + [pc for pc, _ in views])}
+        ns["claim"] = pooled[storages[0]].pool.claimer(
+            [pooled[pc].pooled_cell for pc in storages], [v for _, v in views])
+        lines += ["    L = claim()", "    if L is not None: return run_claimed(regs, S, L)"]
+        line_pc.update({len(lines) - k: after_matches for k in range(2)})
+        for pc, line, _ in body:
+            if line is not None:
+                claimed_lines.append("    " + (line if pc not in taken
+                                               else f"regs[{f.code[pc][1]}] = L[{taken[pc]}]"))
+                claimed_pc[len(claimed_lines)] = pc
     for pc, line, _ in body:
         if line is not None:
             if line.startswith("return ") and folds:
@@ -207,16 +230,18 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
     hoist_lines += ["    S = (" + "".join(f"s{k}, " for k in range(len(hoist))) + ")",
                     f"    if len(hoisted) >= {_SHORT_KEYS}: hoisted.clear()",
                     "    hoisted[key] = S", "    return S"]
-    parts = [lines, hoist_lines] + ([folded_lines] if folds else [])
-    exec(compile("\n".join(ln for part in parts for ln in part) + "\n", name, "exec"),  # noqa: S102
-         ns)
+    parts = [(lines, "run", line_pc), (hoist_lines, "make_hoisted", hoist_line_pc)]
+    if folds:
+        parts.append((folded_lines, "run_folded", folded_pc))
+    if views:
+        parts.append((claimed_lines, "run_claimed", claimed_pc))
+    exec(compile("\n".join(ln for part, _, _ in parts for ln in part) + "\n", name,  # noqa: S102
+                 "exec"), ns)
     run = ns["run"]
     codes: dict[Any, dict[int, int]] = {}
     offset = 0
-    for part, fname, pcs in ((lines, "run", line_pc), (hoist_lines, "make_hoisted", hoist_line_pc),
-                             (folded_lines, "run_folded", folded_pc)):
-        if fname in ns:
-            codes[ns[fname].__code__] = {offset + n: pc for n, pc in pcs.items()}
+    for part, fname, pcs in parts:
+        codes[ns[fname].__code__] = {offset + n: pc for n, pc in pcs.items()}
         offset += len(part)
 
     def located_run(args: tuple) -> Any:
@@ -337,6 +362,27 @@ def _kernels_only(f: Any, writes: Mapping[int, int], readers: Mapping[int, list[
                 for pc in readers.get(r, ()))
         return verdict[r]
     return only_kernels
+
+
+def _claimed(f: Any, pooled: Mapping[int, Any], kept_views: Mapping[int, tuple[int, object]],
+             writes: Mapping[int, int], readers: Mapping[int, list[int]]
+             ) -> tuple[list[int], list[tuple[int, tuple[int, object]]]]:
+    """The allocations a call can take at once (see ``VMMemory.claimer``):
+    the constant-size pooled storages (``pooled``: by pc) whose register
+    nothing else writes and nothing but allocations of kept views
+    (``kept_views``: by pc, their storage register and key) and kills
+    reads, in pc order, and those views: ``(pc, (index of its storage in
+    the first list, key))``, in pc order. (A storage that also holds a
+    tensor a caller may keep, the model's output, is left out: it would not
+    be free at the next call.)"""
+    storages = [pc for pc in sorted(pooled)
+                if writes.get(f.code[pc][1]) == 1
+                and all(q in kept_views or f.code[q][0] == _KILL
+                        for q in readers.get(f.code[pc][1], ()))]
+    index = {f.code[pc][1]: at for at, pc in enumerate(storages)}
+    views = [(pc, (index[reg], key)) for pc, (reg, key) in sorted(kept_views.items())
+             if reg in index]
+    return storages, views
 
 
 def _dead_when_folded(f: Any, folds: Sequence[tuple[int, list[int]]], start: int,

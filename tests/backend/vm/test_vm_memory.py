@@ -181,26 +181,34 @@ def test_storage_is_reused_only_when_nothing_refers_to_it():
     assert vm["main"](x).ctypes.data == first
 
 
-def test_pooled_storages_under_concurrent_callers():
+def _concurrent_errors(vm, expected, calls, threads=4):
+    """The seeds of the threads (``threads`` of them, started together, each
+    calling ``vm["main"]`` ``calls`` times on random inputs) that got a
+    result other than ``expected(x)``."""
     import threading
 
-    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
     errors = []
+    start = threading.Barrier(threads)
 
     def call(seed):
         rng = np.random.default_rng(seed)
-        for _ in range(30):
+        start.wait()
+        for _ in range(calls):
             x = rng.standard_normal(256).astype("float32")
-            out = vm["main"](x)
-            if not np.array_equal(out, x * x):
+            if not np.array_equal(vm["main"](x), expected(x)):
                 errors.append(seed)
 
-    threads = [threading.Thread(target=call, args=(s,)) for s in range(4)]
-    for t in threads:
+    running = [threading.Thread(target=call, args=(s,)) for s in range(threads)]
+    for t in running:
         t.start()
-    for t in threads:
+    for t in running:
         t.join()
-    assert not errors
+    return errors
+
+
+def test_pooled_storages_under_concurrent_callers():
+    vm = VirtualMachine(codegen(_two_buffers_module(kill_first=True)), kernels="interp")
+    assert not _concurrent_errors(vm, lambda x: x * x, 30)
     assert vm.stats["live_bytes"] == 0
 
 
@@ -264,3 +272,85 @@ def test_a_result_its_user_reshaped_and_froze_is_never_handed_out_again(kernels)
     again = vm["main"](x + 1)
     assert again.shape == (256,) and again.flags.writeable
     np.testing.assert_array_equal(again, (x + 1 + x + 1) * (x + 1))
+
+
+# ---------------------------------------------------------------------------
+# A straight-line call takes its kept views at once (VMMemory.claimer)
+# ---------------------------------------------------------------------------
+
+
+def _counting_pool(monkeypatch):
+    """Count the calls of the pooled-storage allocation (one per storage an
+    instruction allocates on its own)."""
+    from phasec.backend.vm.memory import VMMemory
+    calls = []
+    one_by_one = VMMemory._pooled_storage
+
+    def counted(self, cell, nbytes=None):
+        calls.append(cell[1])
+        return one_by_one(self, cell, nbytes)
+    monkeypatch.setattr(VMMemory, "_pooled_storage", counted)
+    return calls
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_a_call_takes_its_free_storages_and_views_at_once(monkeypatch, kernels):
+    calls = _counting_pool(monkeypatch)
+    vm = VirtualMachine(codegen(_chain_module()), kernels=kernels)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal(256).astype("float32") for _ in range(4)]
+    out = vm["main"](xs[0])
+    assert calls == [1024, 1024]  # the first call: both storages one by one
+    for x in xs[1:]:
+        calls.clear()
+        out = vm["main"](x)
+        np.testing.assert_array_equal(out, (x + x) * x)
+        # t0's storage and view were taken at once; the result's storage
+        # (its caller may keep it) still by its instruction
+        assert calls == [1024]
+    # counted as one by one: two storages and two tensors a call
+    stats = vm.stats
+    assert (stats["storage_allocs"], stats["tensor_allocs"], stats["bytes_allocated"]) == (
+        8, 8, 8 * 1024)
+    del out
+    assert vm.stats["live_bytes"] == 0
+    # (``stats`` marks the free storages free: the next call takes them one
+    # by one again, and the one after at once)
+    calls.clear()
+    vm["main"](xs[0])
+    vm["main"](xs[0])
+    assert calls == [1024, 1024, 1024]
+
+
+@pytest.mark.parametrize("kernels", ["interp", "llvm"])
+def test_concurrent_calls_never_share_an_intermediate(kernels):
+    """A call that finds the storages taken (another thread's call holds
+    them) allocates its own: every result right, whatever the interleaving."""
+    vm = VirtualMachine(codegen(_chain_module()), kernels=kernels)
+    assert not _concurrent_errors(vm, lambda x: (x + x) * x, 40 if kernels == "llvm" else 10)
+    assert vm.stats["live_bytes"] == 0
+
+
+def test_an_error_in_a_call_that_took_its_storages_at_once_is_located():
+    """The second call (its intermediate's storage and view taken at once)
+    names the failing instruction as the first would."""
+    from phasec.backend.vm import bytecode as bc
+    exe = codegen(_chain_module())
+    state = {"fail": False}
+
+    def vmul(a, b, out):
+        if state["fail"]:
+            raise RuntimeError("vmul exploded")
+        out[...] = a * b
+
+    vm = VirtualMachine(exe, kernels={"vadd": lambda a, b, o: o.__setitem__(..., a + b),
+                                      "vmul": vmul})
+    x = np.arange(256, dtype="float32")
+    np.testing.assert_array_equal(vm["main"](x), (x + x) * x)
+    state["fail"] = True
+    code = exe.functions[exe.func_index["main"]].code
+    pc = next(pc for pc, ins in enumerate(code) if isinstance(ins, bc.Call) and ins.callee == "vmul")
+    with pytest.raises(VMError, match=rf"vmul exploded \(in main, instruction {pc}: call r"):
+        vm["main"](x)
+    state["fail"] = False
+    np.testing.assert_array_equal(vm["main"](x + 1), (x + 1 + x + 1) * (x + 1))
