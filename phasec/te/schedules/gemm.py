@@ -535,6 +535,8 @@ class GemmEmitter:
             last = (nvec - 1) * lanes
             stored = ([(0, nvec - 1, lanes)] if nvec > 1 else []) + [(last, 1, width - last)]
         acc_shape = (i64(mr), i64(groups[-1][0] + groups[-1][1] * groups[-1][2]))
+        if stored is not groups:  # (the init and update blocks' columns reach past N)
+            shape[m - 1] = i64(self.N + acc_shape[1].value - width)
         acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
 
         def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str,
