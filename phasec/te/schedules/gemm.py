@@ -166,16 +166,20 @@ class GemmEmitter:
 
     def _whole_tail(self, width: int) -> bool:
         """Whether a tile ``width`` columns wide ending at column N computes
-        its last columns, more than half a vector, as one whole vector (its
-        epilogue stores only the real ones: one vector under a mask, see
+        its last columns, more than half a vector (or 7 of 16), as one whole
+        vector (its epilogue stores only the real ones: one vector under a
+        mask, see
         ``loops.py``): when the B its tile reads directly stays inside its
         buffers up to that vector's end (the stem's stride phases: rows of
         112 for 111 outputs), not when B is packed or a plain matrix.
         SqueezeNet's stem (111 columns: 16+16+15, not 16+16+8+4+2+1) in
         bench/README.md."""
         p, lanes = self.plan, self.plan.lanes
-        if (p.wide or p.pack_rest or p.cols % lanes or width % lanes <= lanes // 2
-                or is_dot4(self.anchor.expr)):
+        tail = width % lanes
+        # (or 7 of 16: 4 + 3 columns, three vectors once LLVM splits the 3
+        # into 2 + 1; not 1-6, 8: measured no faster, bench/README.md)
+        if (p.wide or p.pack_rest or p.cols % lanes or is_dot4(self.anchor.expr)
+                or not (tail > lanes // 2 or (tail > 4 and tail % 4 == 3))):
             return False
         if self._b_slack is None:
             self._b_slack = self._b_reads_within(lanes - self.N % lanes)
