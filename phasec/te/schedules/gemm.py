@@ -167,13 +167,12 @@ class GemmEmitter:
     def _whole_tail(self, width: int) -> bool:
         """Whether a tile ``width`` columns wide ending at column N computes
         its last columns, more than half a vector (or 7 of 16), as one whole
-        vector (its epilogue stores only the real ones: one vector under a
-        mask, see
-        ``loops.py``): when the B its tile reads directly stays inside its
-        buffers up to that vector's end (the stem's stride phases: rows of
-        112 for 111 outputs), not when B is packed or a plain matrix.
-        SqueezeNet's stem (111 columns: 16+16+15, not 16+16+8+4+2+1) in
-        bench/README.md."""
+        vector, its epilogue storing only the real ones (one vector under a
+        constant mask: ``loops.py``): when the B the tile reads directly stays
+        inside its buffers up to that vector's end (a few-channel conv's
+        stride phases: rows of 112 for 111 outputs), not when B is packed or
+        a plain matrix. SqueezeNet's stem (111 columns: 16+16+15, not
+        16+16+8+4+2+1): bench/README.md."""
         p, lanes = self.plan, self.plan.lanes
         tail = width % lanes
         # (or 7 of 16: 4 + 3 columns, three vectors once LLVM splits the 3
