@@ -172,3 +172,21 @@ def test_the_last_vector_is_one_masked_store_without_llvm_warnings(ow):
     assert ("llvm.masked.store" in lib.optimized_ir) == masked
     # every access proven in bounds: no check left in the kernel
     assert all(prove_accesses(f).counts()[1] == 0 for f in funcs.values())
+
+
+def test_whole_tails_after_whole_micro_panels_and_row_tiles():
+    # several row tiles (37, 50 rows), whole micro-panels then the tail
+    # (111 = 64 + 47, 79 = 64 + 15 at 16 lanes), B one vector's slack wide
+    rng = np.random.default_rng(3)
+    for M, K, N in ((37, 19, 111), (50, 40, 79)):
+        stored = -(-N // LANES) * LANES
+        f = _matmul(M, K, N, stored)
+        assert all(w % LANES == 0 for w in _acc_widths([f])) == _whole(N)
+        lib = compile_prim_funcs({"f": f})
+        a = rng.standard_normal((M, K)).astype("float32")
+        b = rng.standard_normal((K, stored)).astype("float32")
+        bias = rng.standard_normal(N).astype("float32")
+        got = np.full((M, N), np.nan, "float32")
+        lib["f"](a, b, bias, got)
+        want = np.maximum(a.astype(np.float64) @ b[:, :N] + bias, 0)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
