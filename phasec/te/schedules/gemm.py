@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from phasec.arith.bound import prove_bounded
 from phasec.ir import tir
 from phasec.ir.tir import (
     Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
@@ -139,6 +140,7 @@ class GemmEmitter:
         self.vectorize = nest.opt.vectorize
         #: the loop over whole panels (variable, count, columns a panel)
         self._panels: tuple[Var, int, int] | None = None
+        self._b_slack: bool | None = None  # see _whole_tail
 
     # -- structure -----------------------------------------------------------
     def _vector_pieces(self, width: int) -> list[int]:
@@ -148,6 +150,8 @@ class GemmEmitter:
         as one short loop. (A 12-wide vectorized loop became a vector of 8
         plus a scalar loop, and the accumulators went to memory.)"""
         lanes = self.plan.lanes
+        if self._whole_tail(width):
+            return [lanes] * -(-width // lanes)
         pieces = [lanes] * (width // lanes)
         tail = width % lanes
         bit = lanes
@@ -159,6 +163,56 @@ class GemmEmitter:
         if tail:
             pieces.append(tail)
         return pieces
+
+    def _whole_tail(self, width: int) -> bool:
+        """Whether a tile ``width`` columns wide ending at column N computes
+        its last columns, more than half a vector (or 7 of 16), as one whole
+        vector, its epilogue storing only the real ones (one vector under a
+        constant mask: ``loops.py``): when the B the tile reads directly stays
+        inside its buffers up to that vector's end (a few-channel conv's
+        stride phases: rows of 112 for 111 outputs), not when B is packed or
+        a plain matrix. SqueezeNet's stem (111 columns: 16+16+15, not
+        16+16+8+4+2+1): bench/README.md."""
+        p, lanes = self.plan, self.plan.lanes
+        tail = width % lanes
+        # (or 7 of 16: 4 + 3 columns, three vectors once LLVM splits the 3
+        # into 2 + 1; not 1-6, 8: measured no faster, bench/README.md)
+        if (p.wide or p.pack_rest or p.cols % lanes or is_dot4(self.anchor.expr)
+                or not (tail > lanes // 2 or (tail > 4 and tail % 4 == 3))):
+            return False
+        if self._b_slack is None:
+            self._b_slack = self._b_reads_within(lanes - self.N % lanes)
+        return self._b_slack
+
+    def _b_reads_within(self, extra: int) -> bool:
+        """Whether every read of B, at up to ``extra`` columns past N, is
+        proven inside its tensor's buffer (the loop ranges alone; reads
+        under a condition, or of a tile's local buffer, are not taken)."""
+        anchor, low = self.anchor, self.low
+        shape = [static_int(low.map_shape(s)) for s in anchor.tensor.shape]
+        rexts = [static_int(e) for e in self.rexts]
+        if None in shape or None in rexts:
+            return False
+        bounds = {id(ax): (0, n - 1 + (extra if t == self.m - 1 else 0))
+                  for t, (ax, n) in enumerate(zip(anchor.axes, shape))}
+        bounds.update({id(ax.var): (0, n - 1) for ax, n in zip(anchor.raxes, rexts)})
+        for n in post_order([self.plan.b_expr]):
+            if isinstance(n, (tir.Select, tir.Call)):
+                return False  # (a guarded read: not from the ranges alone)
+            if not isinstance(n, ProducerLoad):
+                continue
+            t = n.tensor
+            st = None if t.is_placeholder else low.stages.get(id(t))
+            if not t.is_placeholder and (st is None or st.root is not None
+                                         or st.buffer is None):
+                return False
+            dims = [static_int(low.map_shape(d)) for d in t.shape]
+            for idx, d in zip(n.indices, dims):
+                if d is None or prove_bounded(BinaryOp("and", BinaryOp(">=", idx, i64(0)),
+                                                       BinaryOp("<", idx, i64(d))),
+                                              bounds) is not True:
+                    return False
+        return True
 
     def _rows_for(self, width: int) -> int:
         """Rows of a register tile ``width`` columns wide: the plan's rows,
@@ -462,8 +516,6 @@ class GemmEmitter:
         ``k`` (else :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
-        acc_shape = (i64(mr), i64(width))
-        acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
         shape = [low.map_shape(s) for s in anchor.tensor.shape]
         # The columns as whole vectors (unrolled), then the rest as vectors of
         # powers of two (see _vector_pieces); a wide tile (few rows) is one
@@ -478,14 +530,26 @@ class GemmEmitter:
             for piece in pieces[nvec:]:
                 groups.append((start, 1, piece))
                 start += piece
+        # a last whole vector past the real columns (_whole_tail): computed,
+        # and the epilogue stores only the real ones
+        stored = groups
+        if not self.plan.wide and sum(pieces) > width:
+            lanes = self.plan.lanes
+            last = (nvec - 1) * lanes
+            stored = ([(0, nvec - 1, lanes)] if nvec > 1 else []) + [(last, 1, width - last)]
+        acc_shape = (i64(mr), i64(groups[-1][0] + groups[-1][1] * groups[-1][2]))
+        if stored is not groups:  # (the init and update blocks' columns reach past N)
+            shape[m - 1] = i64(self.N + acc_shape[1].value - width)
+        acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
 
-        def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str) -> Stmt:
+        def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str,
+                  parts_of: list[tuple[int, int, int]] = groups) -> Stmt:
             # rows x vectors unrolled, each vector's lanes one vectorized loop
             # whose extent is the vector width (no loop is left once LLVM
             # vectorizes it, so the accumulators stay in registers)
             ii = Var(low.names.fresh(root.axes[ri].name + "_i"), _I64)
             parts: list[Stmt] = []
-            for start, count, ext in groups:
+            for start, count, ext in parts_of:
                 jv = Var(low.names.fresh(root.axes[m - 1].name + "_v"), _I64)
                 jl = Var(low.names.fresh(root.axes[m - 1].name + "_i"), _I64)
                 ji = _add(i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
@@ -571,7 +635,7 @@ class GemmEmitter:
                 kbind[:] = [k]
                 return loops(update, "unroll")
             return Allocate(acc, seq([*amx_tile(self, amx, acc, bp, t, ks[0], loops(
-                init, "unroll"), update_at), loops(epilogue, "serial")]))
+                init, "unroll"), update_at), loops(epilogue, "serial", stored)]))
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
@@ -581,4 +645,4 @@ class GemmEmitter:
                                        else seq([hint, loops(update, "unroll")]))
         prefetch = epilogue_prefetch(self, row0, mr, col, width)
         return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
-                                   loops(epilogue, "serial")]))
+                                   loops(epilogue, "serial", stored)]))
