@@ -33,6 +33,10 @@ from phasec.backend.llvm.irtext import (
 
 __all__ = ["ExpressionEmitter"]
 
+#: the exponents ``pow`` is computed for by square roots (:meth:`_quarter_power`):
+#: the non-integer multiples of 1/4 in (0, 2), LRN's 0.75 among them
+_QUARTER_POWERS = (0.25, 0.5, 0.75, 1.25, 1.5, 1.75)
+
 
 class ExpressionEmitter:
     """Emits the scalar expressions of a kernel into ``ctx``'s function."""
@@ -274,6 +278,35 @@ class ExpressionEmitter:
         fn.emit(f"{isz} = icmp eq {ty} {b}, 0")
         self.ctx.note_zero_divisor(isz)
 
+    def _quarter_power(self, x: str, c: float, dt: str) -> str:
+        """``x ** c`` for ``c`` in :data:`_QUARTER_POWERS`: square roots and
+        products, vectorized by LLVM (a pow stays a libm call, one element at
+        a time: ZFNet's LRN, ``pow(., 0.75)`` over 1.1M elements, 8.9 ms).
+        At most ~2 ulp from a correctly rounded pow; pow's values where the
+        roots differ: +0 for -0 (``sqrt(-0)`` is -0) and +inf for -inf
+        (``sqrt(-inf)`` is NaN). Other negatives are NaN either way."""
+        fn, ty = self.ctx.fn, LLVM_TYPE[dt]
+        fl = self.ctx.options.float_flags
+        sqrt = self.ctx.mod.intrinsic(f"llvm.sqrt.{FLOAT_SUFFIX[dt]}", ty, [ty])
+
+        def emit(rhs: str) -> str:
+            t = fn.tmp("f")
+            fn.emit(f"{t} = {rhs}")
+            return t
+
+        half = emit(f"call {fl}{ty} {sqrt}({ty} {x})")
+        frac = c % 1
+        part = half
+        if frac != 0.5:
+            quarter = emit(f"call {fl}{ty} {sqrt}({ty} {half})")
+            part = quarter if frac == 0.25 else emit(f"fmul {fl}{ty} {half}, {quarter}")
+        r = emit(f"fmul {fl}{ty} {x}, {part}") if c > 1 else part
+        zero, inf = float_literal(0.0, dt), float_literal(float("inf"), dt)
+        is_zero = emit(f"fcmp oeq {ty} {x}, {zero}")
+        r = emit(f"select i1 {is_zero}, {ty} {zero}, {ty} {r}")
+        is_minus_inf = emit(f"fcmp oeq {ty} {x}, {float_literal(float('-inf'), dt)}")
+        return emit(f"select i1 {is_minus_inf}, {ty} {inf}, {ty} {r}")
+
     def _float_arith(self, op: str, dt: str, a: str, b: str) -> str:
         fn = self.ctx.fn
         ty = LLVM_TYPE[dt]
@@ -293,6 +326,9 @@ class ExpressionEmitter:
             sq = fn.tmp("f")
             fn.emit(f"{sq} = fmul {fl}{ty} {a}, {a}")
             fn.emit(f"{r} = fmul {fl}{ty} {sq}, {a}")
+        elif op == "pow" and (c := next((c for c in _QUARTER_POWERS
+                                         if b == float_literal(c, dt)), None)) is not None:
+            r = self._quarter_power(a, c, dt)
         elif op == "pow":
             callee = self.ctx.mod.intrinsic(f"llvm.pow.{sfx}", ty, [ty, ty])
             fn.emit(f"{r} = call {fl}{ty} {callee}({ty} {a}, {ty} {b})")
