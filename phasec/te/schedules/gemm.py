@@ -131,7 +131,10 @@ class GemmEmitter:
         self.dtype = self.anchor.tensor.dtype
         self.ri = plan.row_axis
         self.M = nest.shape[self.ri]
+        # the columns: the last axis, or the last two as one (GemmPlan.flat)
         self.N = static_int(nest.shape[self.m - 1])
+        if plan.flat and self.N is not None:
+            self.N *= static_int(nest.shape[self.m - 2]) or 0
         # the reduction axes, packed flat (k = (k0 * E1 + k1) * E2 + k2 ...)
         self.rexts = [self.low.map_shape(ax.extent) for ax in self.anchor.raxes]
         self.K = (self.rexts[0] if len(self.rexts) == 1
@@ -451,8 +454,9 @@ class GemmEmitter:
     # -- the register tile -----------------------------------------------------
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
         """The anchor's axis values at (row, col) (the others from the outer loops)."""
-        nest, m, ri = self.nest, self.m, self.ri
-        return [(row if row is not None else i64(0)) if t == ri else col if t == m - 1
+        nest, ri = self.nest, self.ri
+        cols = self.plan.column_values(self.m, col)
+        return [(row if row is not None else i64(0)) if t == ri else cols[t] if t in cols
                 else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
@@ -547,7 +551,8 @@ class GemmEmitter:
 
         def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
             nest.axis_expr[root.axes[ri]] = _add(row0, ii)
-            nest.axis_expr[root.axes[m - 1]] = _add(col, ji)
+            for t, value in self.plan.column_values(m, _add(col, ji)).items():
+                nest.axis_expr[root.axes[t]] = value
             ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
             values = [nest.axis_expr[ax] for ax in root.axes]
             if anchor is root:

@@ -59,7 +59,8 @@ def epilogue_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, w
         return []  # (a short reduction hides no miss and pays for the prefetches)
     ii = Var(low.names.fresh("pf_i"), _I64)
     jj = Var(low.names.fresh("pf_j"), _I64)
-    values = {ax: (index_add(row0, ii) if t == ri else index_add(col, jj) if t == m - 1
+    cols = em.plan.column_values(m, index_add(col, jj))
+    values = {ax: (index_add(row0, ii) if t == ri else cols[t] if t in cols
                    else nest.axis_expr[ax]) for t, ax in enumerate(root.axes)}
     found: dict[int, tuple[str, Buffer, tuple[PrimExpr, ...]]] = {}
 
