@@ -20,11 +20,13 @@ from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.te import schedules
+from phasec.te.analysis import static_int
 from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.target.tuning import host_tuning
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+from helpers.te_checks import walk
 
 RNG = np.random.default_rng(45)
 LANES = host_tuning().lanes(32)
@@ -48,14 +50,12 @@ def _conv(n, c, h, w, o, *, groups=1, residual=False, dtype="float32", **attrs):
 
 
 def _allocs(prim) -> dict[str, list[tuple[int, ...]]]:
+    """The shapes of the buffers ``prim`` allocates, by name."""
     out: dict[str, list[tuple[int, ...]]] = {}
-    stack = [prim.body]
-    while stack:
-        s = stack.pop()
+    for s in walk(prim.body):
         if isinstance(s, tir.Allocate):
-            out.setdefault(s.buffer.name, []).append(
-                tuple(int(d.value) if isinstance(d, tir.IntImm) else -1 for d in s.buffer.shape))
-        stack.extend(tir.stmt_children(s))
+            out.setdefault(s.buffer.name, []).append(tuple(static_int(d) or -1
+                                                           for d in s.buffer.shape))
     return out
 
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Var
 from phasec.te.analysis import loads_of, static_int, vars_of
-from phasec.te.operation import i64
 from phasec.te.schedules.gemm_amx import plan_rows
 from phasec.te.schedules.gemm_operands import (
     constant_matrix, is_dot4, row_group, sliding_window, unit_stride,
