@@ -5,7 +5,8 @@ not whole vectors. The GEMM's columns span the output's last two axes
 input read in place and its epilogue (bias, relu, a residual) in the
 register tiles. The values against numpy's reference convolution on LLVM
 and on the TIR interpreter, on odd and prime channel counts and image
-sizes, a batch of two, a symbolic batch, grouped channels, float64; the
+sizes, rows of whole vectors, a batch of two, a symbolic batch, grouped
+channels, float64; the
 kernel's structure (register tiles wider than a row, no copy of the input,
 no second pass); where the rule is taken and where not."""
 
@@ -21,6 +22,7 @@ from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.te import schedules
 from phasec.te.analysis import static_int
+from phasec.te.schedules.conv_pointwise_flat import MIN_WHOLE_ROW_CHANNELS
 from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.target.tuning import host_tuning
@@ -99,6 +101,8 @@ CASES = {  # n, c, h, w, o, residual, on the interpreter too (< ~40k multiply-ad
     "wide_rows_56": (1, 24, 6, 56, 40, True, False),
     "rows_of_28": (1, 16, 28, 28, 20, False, False),
     "one_row": (1, 6, 1, 37, 9, True, True),
+    # rows of whole vectors, enough output channels (MIN_WHOLE_ROW_CHANNELS)
+    "whole_vector_rows": (1, 3, 3, 2 * LANES, 33, True, True),
 }
 
 
@@ -164,6 +168,7 @@ def _taken(wl: ConvWorkload) -> bool:
 @pytest.mark.parametrize("c,h,w,o,k,groups,attrs", [
     (8, 7, 11, 8, 1, 1, {}), (64, 56, 56, 256, 1, 1, {}), (32, 28, 28, 64, 1, 1, {}),
     (8, 3, 13, 12, 1, 2, {}), (8, 1, 37, 8, 1, 1, {}),
+    (8, 4, 2 * LANES, MIN_WHOLE_ROW_CHANNELS, 1, 1, {}),
 ])
 def test_taken_for_1x1_over_rows_that_are_not_whole_vectors(c, h, w, o, k, groups, attrs):
     assert _taken(_workload(c, h, w, o, k, groups, **attrs))
@@ -173,7 +178,8 @@ def test_taken_for_1x1_over_rows_that_are_not_whole_vectors(c, h, w, o, k, group
     (8, 7, 11, 8, 3, 1, {"padding": 1}),     # 3x3
     (8, 7, 11, 8, 1, 1, {"padding": 1}),     # padded
     (8, 14, 22, 8, 1, 1, {"strides": 2}),    # strided
-    (8, 4, 2 * LANES, 8, 1, 1, {}),          # rows of whole vectors
+    (8, 4, 2 * LANES, MIN_WHOLE_ROW_CHANNELS - 1, 1, 1, {}),  # whole vectors, few channels
+    (8, 4, 2 * LANES, 2 * MIN_WHOLE_ROW_CHANNELS - 2, 1, 2, {}),  # (a group's)
     (8, 7, 11, 8, 1, 8, {}),                 # depthwise
     (96, 2, 2, 64, 1, 1, {}),                # fewer positions than a vector
 ])

@@ -161,8 +161,9 @@ RULES: tuple[Rule, ...] = (
          "gathered columns whose columns are the output channels", _nchw_float_conv2d,
          conv_small_image.schedule),
     Rule("conv", "conv_pointwise_flat", "an NCHW float 1x1 conv2d: stride 1, unpadded, "
-         "static rows that are not whole vectors: one GEMM over all the image's positions, "
-         "the epilogue in its tiles", _nchw_float_conv2d, conv_pointwise_flat.schedule),
+         "static rows that are not whole vectors (or are, with enough output channels): one "
+         "GEMM over all the image's positions, the epilogue in its tiles", _nchw_float_conv2d,
+         conv_pointwise_flat.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "
          "than a vector (depthwise: up to four vectors, not whole ones)", _nchw_float_conv2d,
          conv_flat_rows.schedule),

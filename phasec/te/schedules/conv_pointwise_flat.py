@@ -5,7 +5,8 @@ y*W + x`` over ``H*W`` columns.
 The GEMM schedule takes a convolution one output row at a time (columns:
 the row's ``W`` positions). A row that is not whole vectors (56 = 3.5
 vectors of AVX-512's 16 lanes; 28; 14) fills its last vector of each row
-of the register tile by halves or less. Input and output are contiguous
+of the register tile by halves or less; a row of a few whole vectors (32
+wide) makes narrow panels, each GEMM a short one. Input and output are contiguous
 across both spatial axes, so the product is the same matrix product with
 ``H*W`` columns: this schedule returns the plain 1x1 sum over the input
 channels with the anchor marked (``FLAT_COLUMNS_ATTR``), and the GEMM plan
@@ -28,13 +29,23 @@ from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["takes", "schedule"]
+__all__ = ["MIN_WHOLE_ROW_CHANNELS", "takes", "schedule"]
+
+#: rows of whole vectors are taken from this many output channels (a
+#: group's) up: alone, one thread, on the Xeon, rows -> one GEMM, 128 ->
+#: 128 + residual over 32x32 0.42 -> 0.25 ms, 256 -> 256 + residual over
+#: 64x64 5.75 -> 3.89, 64 -> 64 over 112x112 1.13 -> 0.90, 16 -> 96 over
+#: 112x112 0.53 -> 0.40, 64 -> 128 over 16x16 36 -> 33 us; but 32 -> 16
+#: over 112x112 0.134 -> 0.158 ms and 32 -> 24 0.177 -> 0.217 (a few row
+#: tiles re-read the wider panel of B from L2, where each row's stayed in L1)
+MIN_WHOLE_ROW_CHANNELS = 32
 
 
 def takes(w: ConvWorkload) -> bool:
     """Whether ``w`` (an NCHW float conv2d) is a 1x1 convolution this
     schedule takes: stride 1, unpadded, static spatial sizes, rows that are
-    not whole vectors, at least two output channels a
+    not whole vectors (or are, with at least :data:`MIN_WHOLE_ROW_CHANNELS`
+    output channels a group), at least two output channels a
     group (the GEMM's register tiles keep within one: a depthwise one has no
     GEMM)."""
     data, weight = w.data, w.weight
@@ -43,7 +54,8 @@ def takes(w: ConvWorkload) -> bool:
         return False
     H, W, KH, KW, O = dims
     return ((KH, KW) == (1, 1) and tuple(w.strides) == (1, 1) and not any(w.padding)
-            and W % w.lanes != 0 and O // w.groups >= 2)
+            and (W % w.lanes != 0 or O // w.groups >= MIN_WHOLE_ROW_CHANNELS)
+            and O // w.groups >= 2)
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
