@@ -160,6 +160,11 @@ def _type_range(dtype: str) -> tuple[int, int] | None:
     return None
 
 
+#: the 64-bit types' ranges, for the casts and unsigned arithmetic of
+#: bounded values (:meth:`Prover.form`)
+_INT64_RANGES = {"int64": (-(1 << 63), (1 << 63) - 1), "uint64": (0, (1 << 64) - 1)}
+
+
 class _Atom:
     """An atom's bounds: ``hi`` is the least of its alternatives, each the
     greatest of its forms; ``lo`` the greatest of its alternatives, each the
@@ -247,11 +252,20 @@ class _Prover:
             inner = e.value
             if tir.is_int(inner.dtype) and inner.dtype != "uint64" and e.dtype == "int64":
                 return self.form(inner, depth + 1)  # widening keeps the value
+            rng = _INT64_RANGES.get(e.dtype) or _type_range(e.dtype)
+            if tir.is_int(inner.dtype) and rng is not None:
+                # so does any integer cast of a value whose constant bounds
+                # fit the new type (int64 <-> uint64 of a flat index)
+                f = self.form(inner, depth + 1)
+                most, least = self.constant_sup(f), self.constant_sup(add_terms({}, f, -1))
+                if most is not None and least is not None and most <= rng[1] \
+                        and -least >= rng[0]:
+                    return f
             return self.opaque(e)
         if e.dtype != "int64":
             # narrow arithmetic may wrap: taken as it is only when its range,
             # from constant bounds, fits the type (else any value of the type)
-            rng = _type_range(e.dtype)
+            rng = _INT64_RANGES.get(e.dtype) or _type_range(e.dtype)
             if t is tir.BinaryOp and rng is not None:
                 f = self.binary(e, depth)
                 most, least = self.constant_sup(f), self.constant_sup(add_terms({}, f, -1))

@@ -1,5 +1,5 @@
 """Narrow NCHW conv2d (output rows shorter than a vector: ResNet's 14x14
-and 7x7 stages; 1x1 without padding up to two vectors). Stride 1: computed over the padded rows laid end to end
+and 7x7 stages; unpadded 1x1 ones: test_conv_pointwise_flat.py). Stride 1: computed over the padded rows laid end to end
 (``te.schedules.conv_flat_rows``); strided: over the input gathered into columns
 (im2col, ``te.schedules.conv_im2col``). The values against numpy's
 reference convolution, on the TIR interpreter and on LLVM, for padding,
@@ -76,14 +76,9 @@ CASES = {  # (c, h, w, o, k, attrs)
     "3x3_pad1_7": (16, 7, 7, 24, 3, {"padding": 1}),
     "3x3_pad1_14_few_channels": (3, 14, 14, 5, 3, {"padding": 1}),
     "3x3_pad1_7_few_channels": (4, 7, 7, 6, 3, {"padding": 1}),
-    "1x1_7": (12, 7, 7, 8, 1, {}),
     "5x5_pad2_9": (4, 9, 9, 5, 5, {"padding": 2}),
     "3x3_dil2_13": (3, 13, 13, 7, 3, {"padding": 2, "dilation": 2}),
     "3x3_uneven_pad": (5, 11, 10, 6, 3, {"padding": (1, 0, 2, 1)}),
-    # 1x1 without padding, rows of one to two vectors that are no whole
-    # ones (ResNet's and Inception's 28x28): nothing dropped, flat too
-    "1x1_rows_of_19": (5, 3, 19, 7, 1, {}),
-    "1x1_rows_of_29": (3, 2, 29, 5, 1, {}),
 }
 
 

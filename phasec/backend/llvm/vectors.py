@@ -96,6 +96,23 @@ def _changes(e: Any, steps: dict[int, int]) -> bool:
     return False
 
 
+def _flat_part(e: Any, steps: dict[int, int]) -> tuple[str, Any, int] | None:
+    """``("//", j, W)`` or ``("%", j, W)`` when ``e`` is
+    ``int64(uint64(j) // W)`` or ``int64(uint64(j) % W)`` with ``j`` growing
+    by 1 a lane (the row and column of a flat index), else None."""
+    if not (type(e) is tir.Cast and e.dtype == "int64"):
+        return None
+    d = e.value
+    if not (type(d) is tir.BinaryOp and d.op in ("//", "%") and d.dtype == "uint64"
+            and type(d.rhs) is tir.IntImm and d.rhs.value > 0
+            and type(d.lhs) is tir.Cast and d.lhs.dtype == "uint64"):
+        return None
+    j = d.lhs.value
+    if j.dtype != "int64" or index_step(j, steps) != 1:
+        return None
+    return d.op, j, int(d.rhs.value)
+
+
 def small_local(buf: tir.Buffer, params: tuple) -> bool:
     """A local buffer of constant shape under SMALL_LOCAL_ELEMENTS elements
     (a register tile, not a packed copy of an input)."""
@@ -150,6 +167,9 @@ class VectorLoops:
         #: loops emitted as vector instructions so far
         self.emitted = 0
         self._blocked = blocked  # (see blocked_tiles; shared by a kernel's functions)
+        #: the block axes of the loop being planned bound to a flat index's
+        #: row or column (see _flat_part)
+        self._pairs: dict[int, tuple[str, Any, int]] = {}
 
     def lanes(self) -> int:
         """float32 lanes of one vector of the target's preferred width."""
@@ -204,11 +224,19 @@ class VectorLoops:
         if type(body) is not tir.BufferStore:
             return None
         steps = {id(s.loop_var): 1}
+        self._pairs = {}
         if block is not None:
             for iv, value in zip(block.iter_vars, block.iter_values):
                 step = index_step(value, steps)
                 if step is None:
-                    return None
+                    part = _flat_part(value, steps)
+                    if part is None:
+                        return None
+                    self._pairs[id(iv.var)] = part
+                    # (changing, and not affine: any other use of the axis
+                    # is neither uniform nor contiguous)
+                    steps[id(iv.var)] = None  # type: ignore[assignment]
+                    continue
                 if step:
                     steps[id(iv.var)] = step
         if not self._vectorizable(body, steps, same_memory):
@@ -228,6 +256,8 @@ class VectorLoops:
             return None
         if any(self.access.is_checked(node, d) for d in range(len(node.indices))):
             return None
+        if self._flat_pair(node, steps):
+            return "contiguous"
         idx = [index_step(i, steps) for i in node.indices]
         if any(i is None for i in idx) or not idx:
             return None
@@ -236,6 +266,24 @@ class VectorLoops:
         if idx[-1] == 1 and all(i == 0 for i in idx[:-1]):
             return "contiguous"
         return None
+
+    def _flat_pair(self, node: tir.BufferLoad | tir.BufferStore, steps: dict[int, int]) -> bool:
+        """Whether ``node`` reads its last two axes as ``(j /u W, j %u W)``
+        of one index ``j`` that grows by 1 a lane, its rows ``W`` long, and
+        its other indices the same in every lane: consecutive elements (a
+        GEMM's columns over a whole image, ``GemmPlan.flat``)."""
+        idx = node.indices
+        if len(idx) < 2:
+            return False
+        q, r = (self._pairs.get(id(i)) if type(i) is tir.Var else _flat_part(i, steps)
+                for i in idx[-2:])
+        if q is None or r is None or q[0] != "//" or r[0] != "%" or q[2] != r[2] \
+                or not _same(q[1], r[1]):
+            return False
+        dims = node.buffer.shape
+        if not (type(dims[-1]) is tir.IntImm and dims[-1].value == q[2]):
+            return False
+        return all(index_step(i, steps) == 0 for i in idx[:-2])
 
     def _vectorizable(self, store: tir.BufferStore, steps: dict[int, int],
                       same_memory: Any) -> bool:

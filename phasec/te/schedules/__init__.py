@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_lanes, conv_depthwise_strided, conv_direct, conv_few_channels,
-    conv_flat_rows, conv_im2col, conv_pointwise_small, conv_small_image, conv_transpose,
-    elementwise_flat, gemm, gemm_prepack, interleave, plain, pool_avg, pool_avg_rows, pool_max,
-    pool_max_fast, pool_max_rows, row_tile, transpose, winograd,
+    conv_flat_rows, conv_im2col, conv_pointwise_flat, conv_pointwise_small, conv_small_image,
+    conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain, pool_avg,
+    pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile, transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -160,6 +160,10 @@ RULES: tuple[Rule, ...] = (
          "positions than four vectors, where its cost estimate is the lower: a matmul of its "
          "gathered columns whose columns are the output channels", _nchw_float_conv2d,
          conv_small_image.schedule),
+    Rule("conv", "conv_pointwise_flat", "an NCHW float 1x1 conv2d: stride 1, unpadded, "
+         "static rows that are not whole vectors (or are, with enough output channels): one "
+         "GEMM over all the image's positions, the epilogue in its tiles", _nchw_float_conv2d,
+         conv_pointwise_flat.schedule),
     Rule("conv", "conv_flat_rows", "an NCHW float conv2d: stride 1, output rows narrower "
          "than a vector (depthwise: up to four vectors, not whole ones)", _nchw_float_conv2d,
          conv_flat_rows.schedule),

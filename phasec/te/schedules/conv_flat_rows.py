@@ -19,9 +19,11 @@ wide) as well, where the row's own tiles would be fractions of vectors.
 Grouped convolutions too: channel ``(oc // og) * cg + rc``, which the GEMM
 schedule tiles within a group (``GemmPlan.row_group``). Depthwise ones
 (``og`` = 1, no GEMM) get the plain nest's vectors over whole flat rows
-instead of 7 or 14 columns. A 1x1 convolution without padding (grouped or
-not) drops nothing: its rows end to end are the input as laid out, taken
-for rows of one to two vectors that are not whole ones (``whole`` below).
+instead of 7 or 14 columns. A 1x1 convolution without padding drops
+nothing: its rows end to end are the input as laid out, taken for rows of
+one to two vectors that are not whole ones (``whole`` below) where
+:mod:`.conv_pointwise_flat` (one GEMM over the input in place, the epilogue
+in its tiles) has not: a depthwise one.
 Measurements: bench/README.md, "Schedule notes moved from docstrings".
 """
 
@@ -57,11 +59,11 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     dy, dx = w.dilation
     Wp = W + left + right
     lanes = w.lanes
-    # Taken for rows of under two vectors that are no whole vectors
-    # (ShuffleNet's 28-wide rows); wider ones keep their rows (the copy cost
-    # more than the wider tiles bought). One group as well: ResNet-50's and
-    # Inception's 28x28 1x1 convolutions, one thread: 128 -> 512 + residual
-    # 58 -> 96 GFLOP/s, 512 -> 128 79 -> 102, 256 -> 64 85 -> 98
+    # Taken for rows of under two vectors that are no whole vectors; wider
+    # ones keep their rows (the copy cost more than the wider tiles bought).
+    # (Before conv_pointwise_flat, ResNet-50's and Inception's 28x28 1x1
+    # convolutions came here, one thread: 128 -> 512 + residual 58 -> 96
+    # GFLOP/s, 512 -> 128 79 -> 102, 256 -> 64 85 -> 98)
     whole = (KH == KW == 1 and not any(w.padding)
              and OW % lanes != 0 and OW < 2 * lanes)
     depthwise = groups > 1 and og == 1 and CG == 1

@@ -132,7 +132,10 @@ class GemmEmitter:
         self.dtype = self.anchor.tensor.dtype
         self.ri = plan.row_axis
         self.M = nest.shape[self.ri]
+        # the columns: the last axis, or the last two as one (GemmPlan.flat)
         self.N = static_int(nest.shape[self.m - 1])
+        if plan.flat and self.N is not None:
+            self.N *= static_int(nest.shape[self.m - 2]) or 0
         # the reduction axes, packed flat (k = (k0 * E1 + k1) * E2 + k2 ...)
         self.rexts = [self.low.map_shape(ax.extent) for ax in self.anchor.raxes]
         self.K = (self.rexts[0] if len(self.rexts) == 1
@@ -171,14 +174,15 @@ class GemmEmitter:
         constant mask: ``loops.py``): when the B the tile reads directly stays
         inside its buffers up to that vector's end (a few-channel conv's
         stride phases: rows of 112 for 111 outputs), not when B is packed or
-        a plain matrix. SqueezeNet's stem (111 columns: 16+16+15, not
-        16+16+8+4+2+1): bench/README.md."""
+        a plain matrix, nor over flat columns (``GemmPlan.flat``: the slack
+        is proven along the last axis only). SqueezeNet's stem (111
+        columns: 16+16+15, not 16+16+8+4+2+1): bench/README.md."""
         p, lanes = self.plan, self.plan.lanes
         tail = width % lanes
         # (or 7 of 16: 4 + 3 columns, three vectors once LLVM splits the 3
         # into 2 + 1; not 1-6, 8: measured no faster, bench/README.md)
-        if (p.wide or p.pack_rest or p.cols % lanes or is_dot4(self.anchor.expr)
-                or not (tail > lanes // 2 or (tail > 4 and tail % 4 == 3))):
+        if (p.wide or p.pack_rest or p.flat or p.cols % lanes
+                or is_dot4(self.anchor.expr) or not (tail > lanes // 2 or (tail > 4 and tail % 4 == 3))):
             return False
         if self._b_slack is None:
             self._b_slack = self._b_reads_within(lanes - self.N % lanes)
@@ -505,8 +509,9 @@ class GemmEmitter:
     # -- the register tile -----------------------------------------------------
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
         """The anchor's axis values at (row, col) (the others from the outer loops)."""
-        nest, m, ri = self.nest, self.m, self.ri
-        return [(row if row is not None else i64(0)) if t == ri else col if t == m - 1
+        nest, ri = self.nest, self.ri
+        cols = self.plan.column_values(self.m, col)
+        return [(row if row is not None else i64(0)) if t == ri else cols[t] if t in cols
                 else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
@@ -611,7 +616,8 @@ class GemmEmitter:
 
         def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
             nest.axis_expr[root.axes[ri]] = _add(row0, ii)
-            nest.axis_expr[root.axes[m - 1]] = _add(col, ji)
+            for t, value in self.plan.column_values(m, _add(col, ji)).items():
+                nest.axis_expr[root.axes[t]] = value
             ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
             values = [nest.axis_expr[ax] for ax in root.axes]
             if anchor is root:

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from phasec.ir.tir import BinaryOp, PrimExpr
-from phasec.te.analysis import static_int, vars_of
+from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Var
+from phasec.te.analysis import loads_of, static_int, vars_of
 from phasec.te.schedules.gemm_amx import plan_rows
 from phasec.te.schedules.gemm_operands import (
     constant_matrix, is_dot4, row_group, sliding_window, unit_stride,
@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from phasec.te.emit import NestEmitter
     from phasec.te.lowering import Stage
 
-__all__ = ["GemmPlan", "GEMM_TAGS", "plan_gemm", "windows_channels"]
+__all__ = ["GemmPlan", "GEMM_TAGS", "FLAT_COLUMNS_ATTR", "plan_gemm", "windows_channels"]
+
+#: an anchor's attribute (set by :mod:`.conv_pointwise_flat`): its columns
+#: may span the output's last two axes (see ``GemmPlan.flat``)
+FLAT_COLUMNS_ATTR = "gemm_flat_columns"
 
 
 @dataclass
@@ -54,10 +58,26 @@ class GemmPlan:
     #: B is the windows of an image (an integer convolution, ``WINDOWS_ATTR``):
     #: every panel packed from the image (gemm_windows.pack_panel)
     windows: Windows | None = None
+    #: the columns span the output's last two axes, rows of ``flat``
+    #: elements (column ``j`` is ``(j // flat, j % flat)``: one GEMM over a
+    #: whole image), or 0: the last axis alone
+    flat: int = 0
 
     def batch_axes(self, m: int) -> list[int]:
         """The output axes looped around the GEMM (all but the rows and columns)."""
-        return [t for t in range(m - 1) if t != self.row_axis]
+        return [t for t in range(m - 2 if self.flat else m - 1) if t != self.row_axis]
+
+    def column_values(self, m: int, col: PrimExpr) -> dict[int, PrimExpr]:
+        """The values of the output axes that column ``col`` stands for."""
+        if not self.flat:
+            return {m - 1: col}
+        # unsigned: LLVM's scalar evolution sees ``(j /u W) * W + j %u W``
+        # in a row-major address as ``j`` (contiguous lanes, not gathers);
+        # the floor division of signed values it cannot
+        u = Cast("uint64", col)
+        w = IntImm(self.flat, "uint64")
+        return {m - 2: Cast("int64", BinaryOp("//", u, w, "uint64")),
+                m - 1: Cast("int64", BinaryOp("%", u, w, "uint64"))}
 
 
 #: anchors the GEMM schedule takes: matmuls and convolutions, whose output
@@ -121,6 +141,9 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     N = static_int(nest.shape[m - 1])
     if N is None or N < 1:
         return None
+    flat = _flat_columns(nest, anchor, row_axis, a_expr, b_expr) if not dot4 else 0
+    if flat:
+        N *= static_int(nest.shape[m - 2]) or 0
     rexts = [static_int(nest.low.map_shape(ax.extent)) for ax in anchor.raxes]
     if len(rexts) > 1 and any(e is None for e in rexts):
         return None  # several reduction axes are packed flat: static extents only
@@ -238,7 +261,47 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     if dot4 and pack and not group:
         rows = plan_rows(tuning, rows, cols)
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
-                    row_group=group, pack_rest=gather)
+                    row_group=group, pack_rest=gather, flat=flat)
+
+
+def _flat_columns(nest: NestEmitter, anchor: Stage, row_axis: int, a_expr: PrimExpr,
+                  b_expr: PrimExpr) -> int:
+    """The row width ``W`` when the GEMM's columns can span the nest's last
+    two axes ``(y, x)`` as ``y*W + x`` (``GemmPlan.flat``), else 0: the
+    anchor asks for it (``FLAT_COLUMNS_ATTR``), both axes are static and
+    neither is the row axis, A uses neither, and every load of B and of the
+    epilogue reads them as a row-major pair of rows ``W`` long or not at
+    all (so that ``H*W`` consecutive columns are one contiguous run of each
+    tensor, as of the output)."""
+    m = nest.m
+    if not anchor.tensor.op.attrs.get(FLAT_COLUMNS_ATTR) or m < 3 or row_axis >= m - 2:
+        return 0
+    H, W = static_int(nest.shape[m - 2]), static_int(nest.shape[m - 1])
+    if H is None or W is None or H < 2:
+        return 0
+    ay, ax = anchor.axes[m - 2], anchor.axes[m - 1]
+    if id(ay) in vars_of(a_expr) or id(ax) in vars_of(a_expr):
+        return 0
+    ry, rx = nest.root.axes[m - 2], nest.root.axes[m - 1]
+    if not all(_row_major_pair(ld.indices, ld.tensor.shape, ay, ax, W)
+               for ld in loads_of(b_expr)):
+        return 0
+    if anchor is not nest.root and not all(
+            _row_major_pair(ld.indices, ld.tensor.shape, ry, rx, W)
+            for ld in loads_of(nest.root.expr)):
+        return 0
+    return W
+
+
+def _row_major_pair(idx: tuple[PrimExpr, ...], shape: tuple[PrimExpr, ...], y: Var, x: Var,
+                    W: int) -> bool:
+    """Whether ``t[idx]`` (``t`` of ``shape``) reads ``y`` and ``x`` as
+    ``t[.., y, x]`` with ``t``'s rows ``W`` long, or not at all."""
+    uses = [id(y) in vars_of(i) or id(x) in vars_of(i) for i in idx]
+    if not any(uses):
+        return True
+    return (len(idx) >= 2 and not any(uses[:-2]) and idx[-2] is y and idx[-1] is x
+            and static_int(shape[-1]) == W)
 
 
 #: at most this many panels of windows packed each by its own code

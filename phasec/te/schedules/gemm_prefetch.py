@@ -57,9 +57,16 @@ def epilogue_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, w
     K = static_int(em.K)
     if em.plan.wide or K is None or K < nest.opt.target.gemm_prefetch_min_k:
         return []  # (a short reduction hides no miss and pays for the prefetches)
+    if em.plan.flat:
+        # the tile's columns are one run of each plane, not a few hundred
+        # bytes of each of its rows: the prefetchers follow them (and each
+        # address would be a division by the row width, twice the kernel's
+        # LLVM time: 64 -> 256 + residual over 56x56 alone 0.94 -> 0.91 ms)
+        return []
     ii = Var(low.names.fresh("pf_i"), _I64)
     jj = Var(low.names.fresh("pf_j"), _I64)
-    values = {ax: (index_add(row0, ii) if t == ri else index_add(col, jj) if t == m - 1
+    cols = em.plan.column_values(m, index_add(col, jj))
+    values = {ax: (index_add(row0, ii) if t == ri else cols[t] if t in cols
                    else nest.axis_expr[ax]) for t, ax in enumerate(root.axes)}
     found: dict[int, tuple[str, Buffer, tuple[PrimExpr, ...]]] = {}
 

@@ -1,0 +1,75 @@
+"""A stride-1, unpadded NCHW float 1x1 conv2d as one GEMM over all the
+image's positions: ``out[b, o, p] = sum_c w[o, c] * x[b, c, p]`` with ``p =
+y*W + x`` over ``H*W`` columns.
+
+The GEMM schedule takes a convolution one output row at a time (columns:
+the row's ``W`` positions). A row that is not whole vectors (56 = 3.5
+vectors of AVX-512's 16 lanes; 28; 14) fills its last vector of each row
+of the register tile by halves or less; a row of a few whole vectors (32
+wide) makes narrow panels, each GEMM a short one. Input and output are contiguous
+across both spatial axes, so the product is the same matrix product with
+``H*W`` columns: this schedule returns the plain 1x1 sum over the input
+channels with the anchor marked (``FLAT_COLUMNS_ATTR``), and the GEMM plan
+(:func:`.gemm_plan.plan_gemm`) runs its columns over ``y*W + x`` when B
+and every load of the epilogue (bias, activation, a residual) read the two
+axes as a row-major pair: the epilogue stays in the register tiles. (The
+flat rows of :mod:`.conv_flat_rows` copied the input and ran the epilogue
+as a second pass over the output.) Where the plan cannot (an epilogue that
+reads the rows otherwise), the GEMM runs row by row as for
+:mod:`.conv_direct`. Each element is the same sum over the input channels
+in the same order.
+"""
+
+from __future__ import annotations
+
+from phasec import arith
+from phasec.te import operation as te
+from phasec.te.operation import i64
+from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
+from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.tensor import Tensor
+
+__all__ = ["MIN_WHOLE_ROW_CHANNELS", "takes", "schedule"]
+
+#: rows of whole vectors are taken from this many output channels (a
+#: group's) up: alone, one thread, on the Xeon, rows -> one GEMM, 128 ->
+#: 128 + residual over 32x32 0.42 -> 0.25 ms, 256 -> 256 + residual over
+#: 64x64 5.75 -> 3.89, 64 -> 64 over 112x112 1.13 -> 0.90, 16 -> 96 over
+#: 112x112 0.53 -> 0.40, 64 -> 128 over 16x16 36 -> 33 us; but 32 -> 16
+#: over 112x112 0.134 -> 0.158 ms and 32 -> 24 0.177 -> 0.217 (a few row
+#: tiles re-read the wider panel of B from L2, where each row's stayed in L1)
+MIN_WHOLE_ROW_CHANNELS = 32
+
+
+def takes(w: ConvWorkload) -> bool:
+    """Whether ``w`` (an NCHW float conv2d) is a 1x1 convolution this
+    schedule takes: stride 1, unpadded, static spatial sizes, rows that are
+    not whole vectors (or are, with at least :data:`MIN_WHOLE_ROW_CHANNELS`
+    output channels a group), at least two output channels a
+    group (the GEMM's register tiles keep within one: a depthwise one has no
+    GEMM)."""
+    data, weight = w.data, w.weight
+    dims = [arith.const_int(d) for d in (*data.shape[2:], *weight.shape[2:], weight.shape[0])]
+    if any(d is None for d in dims):
+        return False
+    H, W, KH, KW, O = dims
+    return ((KH, KW) == (1, 1) and tuple(w.strides) == (1, 1) and not any(w.padding)
+            and (W % w.lanes != 0 or O // w.groups >= MIN_WHOLE_ROW_CHANNELS)
+            and O // w.groups >= 2)
+
+
+def schedule(w: ConvWorkload) -> Tensor | None:
+    """The 1x1 convolution ``w`` for one GEMM over its flat positions, or
+    None unless :func:`takes` holds."""
+    if not takes(w):
+        return None
+    data, weight = w.data, w.weight
+    cg = weight.shape[1]
+    og = arith.simplify(w.out_shape[1] // w.groups) if w.groups > 1 else None
+    rc = te.reduce_axis(cg, "rc")
+
+    def body(b, o, y, x):
+        ch = rc.var if og is None else (o // og) * cg + rc.var
+        return te.sum(data[b, ch, y, x] * weight[o, rc.var, i64(0), i64(0)], axis=[rc])
+    return te.compute(w.out_shape, body, name="T_conv2d", tag="conv2d",
+                      attrs={FLAT_COLUMNS_ATTR: True})

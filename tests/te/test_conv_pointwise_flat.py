@@ -1,0 +1,187 @@
+"""1x1 convolutions as one GEMM over all of an image's positions
+(``te.schedules.conv_pointwise_flat``): stride 1, unpadded, rows that are
+not whole vectors. The GEMM's columns span the output's last two axes
+(``GemmPlan.flat``: column ``j`` is position ``(j // W, j % W)``), its
+input read in place and its epilogue (bias, relu, a residual) in the
+register tiles. The values against numpy's reference convolution on LLVM
+and on the TIR interpreter, on odd and prime channel counts and image
+sizes, rows of whole vectors, a batch of two, a symbolic batch, grouped
+channels, float64; the
+kernel's structure (register tiles wider than a row, no copy of the input,
+no second pass); where the rule is taken and where not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from phasec.backend.llvm import compile_prim_funcs
+from phasec.interp.tir import run_prim_func
+from phasec.ir import TensorStructInfo, Var, tir
+from phasec.op import call_op, get_op
+from phasec.op.legalize import lower_fused
+from phasec.te import schedules
+from phasec.te.analysis import static_int
+from phasec.te.schedules.conv_pointwise_flat import MIN_WHOLE_ROW_CHANNELS
+from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
+from phasec.te.schedules.workloads import ConvWorkload
+from phasec.target.tuning import host_tuning
+
+from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+from helpers.te_checks import walk
+
+RNG = np.random.default_rng(45)
+LANES = host_tuning().lanes(32)
+
+
+def _conv(n, c, h, w, o, *, groups=1, residual=False, dtype="float32", **attrs):
+    """relu(conv2d(d, w) + b) (+ r): the epilogue the GEMM fuses in its tiles."""
+    d = Var("d", TensorStructInfo((n, c, h, w), dtype))
+    k = attrs.pop("k", 1)
+    wt = Var("w", TensorStructInfo((o, c // groups, k, k), dtype))
+    b = Var("b", TensorStructInfo((1, o, 1, 1), dtype))
+    params = [d, wt, b]
+    if residual:
+        params.append(Var("r", TensorStructInfo((n, o, h, w), dtype)))
+
+    def body(bb):
+        y = bb.emit(call_op("nn.relu", bb.emit(call_op(
+            "add", bb.emit(call_op("nn.conv2d", d, wt, groups=groups, **attrs)), b))))
+        return call_op("add", y, params[-1]) if residual else y
+    return fused(params, body)
+
+
+def _allocs(prim) -> dict[str, list[tuple[int, ...]]]:
+    """The shapes of the buffers ``prim`` allocates, by name."""
+    out: dict[str, list[tuple[int, ...]]] = {}
+    for s in walk(prim.body):
+        if isinstance(s, tir.Allocate):
+            out.setdefault(s.buffer.name, []).append(tuple(static_int(d) or -1
+                                                           for d in s.buffer.shape))
+    return out
+
+
+def _check(prim, n, c, h, w, o, *, groups=1, residual=False, dtype="float32",
+           interp=False) -> None:
+    """``prim`` on LLVM (and on the TIR interpreter) against numpy."""
+    x = RNG.standard_normal((n, c, h, w)).astype(dtype)
+    wa = RNG.standard_normal((o, c // groups, 1, 1)).astype(dtype)
+    ba = RNG.standard_normal((1, o, 1, 1)).astype(dtype)
+    args = [x, wa, ba]
+    want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa, groups=groups) + ba, 0)
+    if residual:
+        r = RNG.standard_normal(want.shape).astype(dtype)
+        args.append(r)
+        want = want + r
+    got = np.zeros(want.shape, dtype)
+    compile_prim_funcs({"k": prim})["k"](*args, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if interp:
+        got = np.zeros(want.shape, dtype)
+        run_prim_func(prim, [*args, got])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _flat_tiles(prim, w: int) -> list[tuple[int, ...]]:
+    """The GEMM's register tiles; each wider than one output row when the
+    columns span the image (not a copy of the input: no pad_flat)."""
+    allocs = _allocs(prim)
+    assert "pad_flat" not in allocs and "T_conv2d_rows" not in allocs
+    # the epilogue in the tiles: the product has no buffer of its own
+    assert "T_conv2d" not in allocs
+    return [s for name, shapes in allocs.items() if name.startswith("T_conv2d_acc")
+            for s in shapes]
+
+
+CASES = {  # n, c, h, w, o, residual, on the interpreter too (< ~40k multiply-adds)
+    "5_to_7_over_7x11": (1, 5, 7, 11, 7, False, True),
+    "5_to_7_over_13x13_residual": (1, 5, 13, 13, 7, True, True),
+    "batch_2_over_3x19_residual": (2, 3, 3, 19, 11, True, True),
+    "prime_channels_over_9x23": (1, 13, 9, 23, 17, False, True),
+    "wide_rows_56": (1, 24, 6, 56, 40, True, False),
+    "rows_of_28": (1, 16, 28, 28, 20, False, False),
+    "one_row": (1, 6, 1, 37, 9, True, True),
+    # rows of whole vectors, enough output channels (MIN_WHOLE_ROW_CHANNELS)
+    "whole_vector_rows": (1, 3, 3, 2 * LANES, 33, True, True),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_gemm_over_the_image_matches_numpy(name):
+    n, c, h, w, o, residual, interp = CASES[name]
+    low = lower_fused(_conv(n, c, h, w, o, residual=residual))
+    tiles = _flat_tiles(low.prim_func, w)
+    if h >= 2:
+        # some register tile runs past the end of a row into the next
+        assert any(cols > w for _, cols in tiles) or h * w < LANES, tiles
+    _check(low.prim_func, n, c, h, w, o, residual=residual, interp=interp)
+
+
+def test_float64_and_grouped_channels():
+    low = lower_fused(_conv(1, 6, 5, 7, 9, dtype="float64"))
+    _flat_tiles(low.prim_func, 7)
+    _check(low.prim_func, 1, 6, 5, 7, 9, dtype="float64", interp=True)
+    # 3 groups of 2 -> 4 channels: the tiles' rows within a group
+    low = lower_fused(_conv(1, 6, 3, 13, 12, groups=3, residual=True))
+    assert any(cols > 13 for _, cols in _flat_tiles(low.prim_func, 13))
+    _check(low.prim_func, 1, 6, 3, 13, 12, groups=3, residual=True, interp=True)
+
+
+def test_a_symbolic_batch():
+    n = tir.Var("n")
+    low = lower_fused(_conv(n, 7, 5, 11, 9, residual=True))
+    assert any(cols > 11 for _, cols in _flat_tiles(low.prim_func, 11))
+    lib = compile_prim_funcs({"k": low.prim_func})
+    for batch in (1, 3):
+        x = RNG.standard_normal((batch, 7, 5, 11)).astype("float32")
+        wa = RNG.standard_normal((9, 7, 1, 1)).astype("float32")
+        ba = RNG.standard_normal((1, 9, 1, 1)).astype("float32")
+        r = RNG.standard_normal((batch, 9, 5, 11)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa) + ba, 0) + r
+        got = np.zeros(want.shape, "float32")
+        lib["k"](x, wa, ba, r, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _workload(c, h, w, o, k=1, groups=1, **attrs) -> ConvWorkload:
+    """The workload the conv2d legalization passes the table."""
+    seen: list[ConvWorkload] = []
+    choose = schedules.choose
+
+    def spy(kind, subject):
+        if kind == "conv":
+            seen.append(subject)
+        return choose(kind, subject)
+    schedules.choose = spy
+    try:
+        lower_fused(_conv(1, c, h, w, o, k=k, groups=groups, **attrs))
+    finally:
+        schedules.choose = choose
+    return seen[0]
+
+
+def _taken(wl: ConvWorkload) -> bool:
+    t = schedules.schedule_conv(wl)
+    return bool(t.op.attrs.get(FLAT_COLUMNS_ATTR))
+
+
+@pytest.mark.parametrize("c,h,w,o,k,groups,attrs", [
+    (8, 7, 11, 8, 1, 1, {}), (64, 56, 56, 256, 1, 1, {}), (32, 28, 28, 64, 1, 1, {}),
+    (8, 3, 13, 12, 1, 2, {}), (8, 1, 37, 8, 1, 1, {}),
+    (8, 4, 2 * LANES, MIN_WHOLE_ROW_CHANNELS, 1, 1, {}),
+])
+def test_taken_for_1x1_over_rows_that_are_not_whole_vectors(c, h, w, o, k, groups, attrs):
+    assert _taken(_workload(c, h, w, o, k, groups, **attrs))
+
+
+@pytest.mark.parametrize("c,h,w,o,k,groups,attrs", [
+    (8, 7, 11, 8, 3, 1, {"padding": 1}),     # 3x3
+    (8, 7, 11, 8, 1, 1, {"padding": 1}),     # padded
+    (8, 14, 22, 8, 1, 1, {"strides": 2}),    # strided
+    (8, 4, 2 * LANES, MIN_WHOLE_ROW_CHANNELS - 1, 1, 1, {}),  # whole vectors, few channels
+    (8, 4, 2 * LANES, 2 * MIN_WHOLE_ROW_CHANNELS - 2, 1, 2, {}),  # (a group's)
+    (8, 7, 11, 8, 1, 8, {}),                 # depthwise
+    (96, 2, 2, 64, 1, 1, {}),                # fewer positions than a vector
+])
+def test_not_taken_elsewhere(c, h, w, o, k, groups, attrs):
+    assert not _taken(_workload(c, h, w, o, k, groups, **attrs))
