@@ -182,7 +182,8 @@ class GemmEmitter:
         # (or 7 of 16: 4 + 3 columns, three vectors once LLVM splits the 3
         # into 2 + 1; not 1-6, 8: measured no faster, bench/README.md)
         if (p.wide or p.pack_rest or p.flat or p.cols % lanes
-                or is_dot4(self.anchor.expr) or not (tail > lanes // 2 or (tail > 4 and tail % 4 == 3))):
+                or is_dot4(self.anchor.expr)
+                or not (tail > lanes // 2 or (tail > 4 and tail % 4 == 3))):
             return False
         if self._b_slack is None:
             self._b_slack = self._b_reads_within(lanes - self.N % lanes)
