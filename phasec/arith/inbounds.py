@@ -235,6 +235,15 @@ class _Prover:
         bounds = ([[_const(rng[0])]], [[_const(rng[1])]]) if rng else ([], [])
         return self.atom(self.new_key("?"), bounds[0], bounds[1], False)
 
+    def fits(self, f: Form, dtype: str) -> bool:
+        """Whether the constant bounds of ``f`` lie within ``dtype``'s range
+        (an integer type, 64-bit ones included): a value that cannot wrap."""
+        rng = _INT64_RANGES.get(dtype) or _type_range(dtype)
+        if rng is None:
+            return False
+        most, least = self.constant_sup(f), self.constant_sup(add_terms({}, f, -1))
+        return most is not None and least is not None and most <= rng[1] and -least >= rng[0]
+
     # -- forms -----------------------------------------------------------------
     def form(self, e: tir.PrimExpr, depth: int = 0) -> Form:
         """``e`` (an integer expression) as a form; never fails (opaque atoms)."""
@@ -252,25 +261,19 @@ class _Prover:
             inner = e.value
             if tir.is_int(inner.dtype) and inner.dtype != "uint64" and e.dtype == "int64":
                 return self.form(inner, depth + 1)  # widening keeps the value
-            rng = _INT64_RANGES.get(e.dtype) or _type_range(e.dtype)
-            if tir.is_int(inner.dtype) and rng is not None:
+            if tir.is_int(inner.dtype):
                 # so does any integer cast of a value whose constant bounds
                 # fit the new type (int64 <-> uint64 of a flat index)
                 f = self.form(inner, depth + 1)
-                most, least = self.constant_sup(f), self.constant_sup(add_terms({}, f, -1))
-                if most is not None and least is not None and most <= rng[1] \
-                        and -least >= rng[0]:
+                if self.fits(f, e.dtype):
                     return f
             return self.opaque(e)
         if e.dtype != "int64":
             # narrow arithmetic may wrap: taken as it is only when its range,
             # from constant bounds, fits the type (else any value of the type)
-            rng = _INT64_RANGES.get(e.dtype) or _type_range(e.dtype)
-            if t is tir.BinaryOp and rng is not None:
+            if t is tir.BinaryOp:
                 f = self.binary(e, depth)
-                most, least = self.constant_sup(f), self.constant_sup(add_terms({}, f, -1))
-                if most is not None and least is not None and most <= rng[1] \
-                        and -least >= rng[0]:
+                if self.fits(f, e.dtype):
                     return f
             return self.opaque(e)
         if t is tir.BinaryOp:

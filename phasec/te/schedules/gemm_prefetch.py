@@ -65,8 +65,7 @@ def epilogue_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, w
         return []
     ii = Var(low.names.fresh("pf_i"), _I64)
     jj = Var(low.names.fresh("pf_j"), _I64)
-    cols = em.plan.column_values(m, index_add(col, jj))
-    values = {ax: (index_add(row0, ii) if t == ri else cols[t] if t in cols
+    values = {ax: (index_add(row0, ii) if t == ri else index_add(col, jj) if t == m - 1
                    else nest.axis_expr[ax]) for t, ax in enumerate(root.axes)}
     found: dict[int, tuple[str, Buffer, tuple[PrimExpr, ...]]] = {}
 
