@@ -40,6 +40,13 @@ time: Python phases, then per kernel IR emission, LLVM optimization and
 code generation, then the costliest LLVM passes (bench_compile_kernels.py)::
 
     python bench/bench_compile.py --kernels squeezenet
+
+``--variants MODEL`` and ``--variant-ab MODEL`` measure what LLVM's pipeline
+switches (unrolling, vectorization, the level) cost in compile time and buy
+in run time, kernel by kernel (bench_compile_variants.py)::
+
+    python bench/bench_compile.py --variants squeezenet --variant-list O3,O3-unroll,O2
+    python bench/bench_compile.py --variant-ab squeezenet --variant O3-unroll
 """
 
 from __future__ import annotations
@@ -194,7 +201,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kernels", default=None, metavar="MODEL",
                     help="a light ONNX model (or .onnx path): CPU time of a cold build by "
                          "phase and by kernel, and the costliest LLVM passes")
+    ap.add_argument("--variants", default=None, metavar="MODEL",
+                    help="LLVM's CPU time per kernel under each pipeline variant of "
+                         "--variant-list, and whether the object code changes")
+    ap.add_argument("--variant-list", default="O3,O3-unroll,O2",
+                    help="pipeline variants: O0-O3, then -unroll, -vec, -slp, -interleave "
+                         "for switches off (O3,O3-unroll,O2)")
+    ap.add_argument("--variant-ab", default=None, metavar="MODEL",
+                    help="run time per kernel compiled with O3 and with --variant, "
+                         "alternating, one thread")
+    ap.add_argument("--variant", default="O3-unroll", help="the variant of --variant-ab")
+    ap.add_argument("--rounds", type=int, default=20, help="rounds of --variant-ab (20)")
     args = ap.parse_args(argv)
+    if args.variants or args.variant_ab:
+        import bench_compile_variants as V
+
+        if args.variants:
+            V.variant_costs(args.variants, args.variant_list.split(","), args.repeat or 3)
+        if args.variant_ab:
+            V.variant_ab(args.variant_ab, args.variant, args.rounds)
+        return
     if args.kernels:
         from bench_compile_kernels import kernel_profile
 

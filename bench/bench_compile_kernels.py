@@ -27,6 +27,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import _common as C
@@ -90,11 +91,7 @@ def _pass_times(text: str, target: Any, opt_level: int) -> list[tuple[str, float
     mod = llvm.parse_assembly(text)
     mod.triple = target.triple
     mod.data_layout = str(tm.target_data)
-    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    for switch in ("loop_vectorization", "slp_vectorization", "loop_unrolling",
-                   "loop_interleaving"):
-        setattr(pto, switch, opt_level >= 2)
-    pb = llvm.create_pass_builder(tm, pto)
+    pb = objworker.pass_builder(tm, opt_level)
     pb.start_pass_timing()
     pb.getModulePassManager().run(mod, pb)
     report = pb.finish_pass_timing()
@@ -105,6 +102,31 @@ def _pass_times(text: str, target: Any, opt_level: int) -> list[tuple[str, float
         if m and not m.group(2).startswith("Total") and m.group(2) not in seen:
             seen[m.group(2)] = float(m.group(1))
     return sorted(seen.items(), key=lambda kv: -kv[1])
+
+
+def emitted_library(model: str) -> tuple[Any, list[str], Callable[[str], str]]:
+    """(the host target, the kernel names of a cold build of ``model``, a
+    function giving the LLVM module of one kernel alone)."""
+    os.environ["PHASEC_KERNEL_CACHE"] = "0"
+    from phasec.backend.llvm import runtime as R
+    from phasec.frontend.onnx import from_onnx
+    from phasec.pipeline import build
+    from phasec.target.tuning import host_tuning
+
+    funcs = build(from_onnx(_model_file(model)), 2, kernels="none").prim_funcs
+    target = R.host_target()
+    options = R.CodegenOptions(cpu=target.cpu, features=target.features,
+                               prefer_vector_width=host_tuning().vector_bits)
+    gen = R.ModuleCodegen(options, R.array_data_offset, R.array_layout)
+    names = sorted(funcs)
+    for name in names:
+        gen.add_kernel(name, funcs[name])
+
+    def module_of(name: str) -> str:
+        rest = [n for n in names if n != name]
+        return gen.finish_split([[name], rest] if rest else [[name]])[0]
+
+    return target, names, module_of
 
 
 def kernel_profile(model: str, top_passes: int = 12) -> None:

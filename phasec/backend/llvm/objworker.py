@@ -35,6 +35,7 @@ import json
 import signal
 import struct
 import sys
+from collections.abc import Collection
 from typing import Any, BinaryIO
 
 import llvmlite.binding as llvm
@@ -65,14 +66,30 @@ def target_machine(triple: str, cpu: str, features: str) -> Any:
                                         codemodel="jitdefault", jit=True)
 
 
-def optimize(mod: Any, tm: Any, opt_level: int) -> None:
-    """Run phasec's LLVM pipeline on ``mod`` in place."""
+#: the switches of LLVM's pipeline tuning options, all on from O2 (see
+#: :func:`pass_builder`); with one off, LLVM still does what the IR's loop
+#: metadata forces (a loop phasec marks vectorized or unrolled)
+PIPELINE_SWITCHES = ("loop_vectorization", "slp_vectorization", "loop_unrolling",
+                     "loop_interleaving")
+
+
+def pass_builder(tm: Any, opt_level: int, off: Collection[str] = ()) -> Any:
+    """LLVM's pass builder for phasec's pipeline at O``opt_level``, every
+    switch of :data:`PIPELINE_SWITCHES` on from O2 but those in ``off``
+    (kept on in every build: ``off`` is for measuring what they cost and buy,
+    ``bench/bench_compile_variants.py``)."""
+    unknown = set(off) - set(PIPELINE_SWITCHES)
+    if unknown:
+        raise ValueError(f"no pipeline switch {sorted(unknown)}; the switches: {PIPELINE_SWITCHES}")
     pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    pto.loop_vectorization = opt_level >= 2
-    pto.slp_vectorization = opt_level >= 2
-    pto.loop_unrolling = opt_level >= 2
-    pto.loop_interleaving = opt_level >= 2
-    pb = llvm.create_pass_builder(tm, pto)
+    for switch in PIPELINE_SWITCHES:
+        setattr(pto, switch, opt_level >= 2 and switch not in off)
+    return llvm.create_pass_builder(tm, pto)
+
+
+def optimize(mod: Any, tm: Any, opt_level: int, off: Collection[str] = ()) -> None:
+    """Run phasec's LLVM pipeline on ``mod`` in place (``off``: see :func:`pass_builder`)."""
+    pb = pass_builder(tm, opt_level, off)
     pb.getModulePassManager().run(mod, pb)
     if any(f.name.startswith(_DOT4_VARIANT) for f in mod.functions):
         # the vectorizer called the dot4 helper's vector variants (intdot.py):
