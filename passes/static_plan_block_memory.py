@@ -81,6 +81,7 @@ from phasec.arith import free_vars, simplify
 from phasec.ir.text import prim_expr_to_str
 from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
+from phasec.passes._concat_in_place import concat_groups
 
 __all__ = ["StaticPlanBlockMemory", "PlanStats", "plan_stats", "TENSOR_BYTES_ATTR",
            "STORAGE_BYTES_ATTR"]
@@ -140,10 +141,13 @@ class StaticPlanBlockMemory:
     """Plan static-shape allocations into reused storage (alloc_storage + alloc_tensor)."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        dropped: set[str] = set()  # kernels of the concatenations taken in place
+
         def plan(name: str, func: Function) -> Function:
             may_kill = not func.is_pure or bool(func.attrs.get(FORCE_PURE))
             planner = _FunctionPlanner(mod, may_kill)
             new = planner.visit_expr(func)  # external (Codegen) functions stay as they are
+            dropped.update(planner.dropped_kernels)
             if new is func:
                 return func
             stats = PlanStats(int(func.attrs.get(TENSOR_BYTES_ATTR, 0)),
@@ -151,7 +155,14 @@ class StaticPlanBlockMemory:
             new = new.with_attr(TENSOR_BYTES_ATTR, stats.tensor_bytes)
             return new.with_attr(STORAGE_BYTES_ATTR, stats.storage_bytes)
 
-        return mod.map_functions(plan)
+        out = mod.map_functions(plan)
+        if dropped:  # those no call is left of are not compiled
+            called = {g.name_hint for _, f in out.relax_functions()
+                      for g in collect_exprs(f, frozenset((GlobalVar,)))}
+            called.update(c[len(tir.PRIM_FUNC_CALL):] for _, pf in out.prim_funcs()
+                          for c in tir.host_calls(pf.body) if c.startswith(tir.PRIM_FUNC_CALL))
+            out = out.remove(*(dropped - called))
+        return out
 
 
 # ---------------------------------------------------------------------------
@@ -226,6 +237,14 @@ class _Token:
     last_use: int = -1
     escapes: bool = False
     storage: int = -1
+    #: where its storage is taken: its allocation, or for the result of a
+    #: concatenation taken in place, its first operand's
+    start: int = -1
+    offset: int = 0     # bytes into its storage (an operand of such a concatenation)
+
+    def __post_init__(self) -> None:
+        if self.start < 0:
+            self.start = self.index
 
 
 @dataclass
@@ -275,6 +294,8 @@ class _FunctionPlanner(ExprMutator):
         self.mod = mod
         self.may_kill = may_kill
         self.stats = PlanStats()
+        #: names of the kernels of the concatenations taken in place
+        self.dropped_kernels: set[str] = set()
         self._storage_count = 0
         #: ids of the shape variables the function's parameters bind on entry
         self._entry_vars: frozenset[int] = frozenset()
@@ -294,9 +315,15 @@ class _FunctionPlanner(ExprMutator):
 
     def _is_kernel_call(self, call: Call) -> bool:
         """A direct call of a PrimFunc: it reads and writes its arguments only."""
+        return self._kernel(call) is not None
+
+    def _kernel(self, call: Call) -> tir.PrimFunc | None:
+        """The PrimFunc a direct kernel call calls, or None."""
         op = call.op
-        return type(op) is GlobalVar and isinstance(self.mod.functions.get(op.name_hint),
-                                                    tir.PrimFunc)
+        if type(op) is not GlobalVar:
+            return None
+        func = self.mod.functions.get(op.name_hint)
+        return func if isinstance(func, tir.PrimFunc) else None
 
     # -- one sequence ----------------------------------------------------------
     def _plan(self, seq: SeqExpr) -> SeqExpr:
@@ -339,8 +366,21 @@ class _FunctionPlanner(ExprMutator):
         planned = [t for t in tokens if not t.escapes]
         if not planned:
             return seq
-        storages = self._assign(planned, len(bindings))
-        return self._rewrite(seq, bindings, planned, storages, alias, var_last_use)
+        groups = concat_groups(bindings, planned, alias, self._kernel)
+        self.dropped_kernels.update(bindings[g.call_index].value.op.name_hint for g in groups)
+        members: set[int] = set()
+        for g in groups:  # the result's storage is held for the whole group
+            g.output.start = min(m.index for m in g.members)
+            g.output.last_use = max(g.output.last_use, *(m.last_use for m in g.members))
+            for m, offset in zip(g.members, g.offsets):
+                m.offset = offset
+                members.add(id(m))
+        storages = self._assign([t for t in planned if id(t) not in members], len(bindings))
+        for g in groups:
+            for m in g.members:
+                m.storage = g.output.storage
+        return self._rewrite(seq, bindings, planned, storages, alias, var_last_use,
+                             {g.call_index for g in groups})
 
     def _uses(self, value: Expr) -> tuple[list[Var], list[Var]]:
         """(variables used without escaping, variables that escape) in a binding value."""
@@ -379,7 +419,7 @@ class _FunctionPlanner(ExprMutator):
         ends: dict[int, list[_Token]] = {}
         for tok in planned:
             ends.setdefault(tok.last_use, []).append(tok)
-        by_index = {tok.index: tok for tok in planned}
+        by_index = {tok.start: tok for tok in planned}
         for i in range(n):
             tok = by_index.get(i)
             if tok is not None and tok.size_class is not None:
@@ -422,7 +462,7 @@ class _FunctionPlanner(ExprMutator):
 
     def _rewrite(self, seq: SeqExpr, bindings: list[Binding], planned: list[_Token],
                  storages: list[_Storage], alias: dict[Var, tuple[_Token, ...]],
-                 var_last_use: dict[Var, int]) -> SeqExpr:
+                 var_last_use: dict[Var, int], dropped: set[int]) -> SeqExpr:
         before: dict[int, list[Binding]] = {}
         after: dict[int, list[Binding]] = {}
         replace: dict[int, Binding] = {}
@@ -438,7 +478,7 @@ class _FunctionPlanner(ExprMutator):
             old = bindings[tok.index]
             replace[tok.index] = VarBinding(tok.var, Call(
                 op_expr("relax.memory.alloc_tensor"),
-                [storages[tok.storage].var, PrimValue(tir.IntImm(0, "int64")),
+                [storages[tok.storage].var, PrimValue(tir.IntImm(tok.offset, "int64")),
                  ShapeExpr(tok.shape)], {"dtype": tok.dtype, "runtime_device_index": 0},
                 struct_info=sinfo),
                 span=old.span)
@@ -459,13 +499,22 @@ class _FunctionPlanner(ExprMutator):
         self.stats = self.stats + PlanStats(
             sum(t.nbytes for t in planned if t.size_class is None),
             sum(st.size for st in storages if st.size_class is None))
+        if dropped:  # concatenations taken in place: a result someone reads is ()
+            read = {id(v) for b in bindings for v in _refs(b.value)} | {
+                id(v) for v in _refs(seq.body)}
+            for i in dropped:
+                b = bindings[i]
+                replace[i] = (VarBinding(b.var, Tuple([]), span=b.span)
+                              if id(b.var) in read else None)
         blocks: list[BindingBlock] = []
         i = 0
         for block in seq.blocks:
             out: list[Binding] = []
             for b in block.bindings:
                 out.extend(before.get(i, ()))
-                out.append(replace.get(i, b))
+                new = replace.get(i, b)
+                if new is not None:
+                    out.append(new)
                 out.extend(after.get(i, ()))
                 i += 1
             blocks.append(type(block)(out, span=block.span))
