@@ -14,10 +14,11 @@ A call qualifies when
   the same dtype, and each operand variable aliases exactly one allocation;
 * each operand is written by one kernel call only, its first use, and is
   otherwise only read by kernels (a parameter the kernel never stores into
-  nor takes the address of) or by this concatenation, once; an operand of
-  several concatenations (DenseNet) takes part in none, and a
-  concatenation with any operand that does not qualify is left alone
-  (all or nothing: the concat kernel cannot copy only some operands);
+  nor takes the address of: another concatenation that copies it is such a
+  read), by this concatenation once; a concatenation with any operand that
+  does not qualify is left alone (all or nothing: the concat kernel cannot
+  copy only some operands), and the first concatenation in binding order
+  that qualifies takes its operands;
 * no operand is itself the result of a concatenation taken in place (no
   nesting: the inner one stays a copy).
 
