@@ -19,8 +19,10 @@ A call qualifies when
   does not qualify is left alone (all or nothing: the concat kernel cannot
   copy only some operands), and the first concatenation in binding order
   that qualifies takes its operands;
-* no operand is itself the result of a concatenation taken in place (no
-  nesting: the inner one stays a copy).
+* an operand may be the result of an earlier concatenation taken in place
+  (DenseNet's chains, ``c2 = c1 || d``): that one's operands then lie in
+  the outer result's storage too, at their offsets within the operand's
+  slice (its "producer", for the rule above, is its dropped concat call).
 
 A later read of an operand by another kernel is fine: the operand is then a
 view of the result's storage, which the planner keeps for the whole group
@@ -248,15 +250,16 @@ def concat_groups(bindings: list[Binding], planned: list[Any], alias: dict[Var, 
         return toks[0]
 
     groups: list[ConcatGroup] = []
-    taken: set[int] = set()
-    outputs: set[int] = set()
+    outputs: set[int] = set()  # the results of the concatenations taken
+    nested: set[int] = set()  # their operands
     for i, call, pf in calls:
         out = sole(call.args[-1])
-        if out is None or id(out) in taken or len(call.args) != len(pf.params):
+        if out is None or id(out) in outputs or id(out) in nested \
+                or len(call.args) != len(pf.params):
             continue
         members = [sole(a) for a in call.args[:-1]]
-        if any(m is None or id(m) in taken or id(m) in outputs or m.dtype != out.dtype
-               or m.index > i for m in members) or len({id(m) for m in members}) != len(members):
+        if any(m is None or id(m) in nested or m.dtype != out.dtype or m.index > i
+               for m in members) or len({id(m) for m in members}) != len(members):
             continue
         if any(u[0] < i for u in uses.get(id(out), ())):
             continue  # the result is used before the concatenation writes it
@@ -275,8 +278,7 @@ def concat_groups(bindings: list[Binding], planned: list[Any], alias: dict[Var, 
             offsets.append(at * inner)
             at += n
         groups.append(ConcatGroup(out, members, offsets, i))
-        taken.update(id(m) for m in members)
-        taken.add(id(out))
+        nested.update(id(m) for m in members)
         outputs.add(id(out))
     return groups
 

@@ -47,6 +47,32 @@ the ``max`` of both: sizes that are not provably equal cannot be compared,
 and the maximum holds either, as a constant storage grows to its largest
 tensor.
 
+**Concatenations in place.** A kernel call that is exactly a
+concatenation, along an axis every dimension before which is 1, of planned
+tensors of constant shape, each written by its first kernel call and
+otherwise only read (``passes/_concat_in_place.py`` says what qualifies),
+is dropped: the result's storage is taken before its first operand is
+made, and each operand is allocated at its slice of it, so its producer
+writes there::
+
+    a = R.builtin.alloc_tensor(R.shape([1, 4, 7]), dtype="float32")
+    _ = cls.conv(x, w, a)
+    b = R.builtin.alloc_tensor(R.shape([1, 2, 7]), dtype="float32")
+    _1 = cls.conv2(x, w2, b)
+    c = R.builtin.alloc_tensor(R.shape([1, 6, 7]), dtype="float32")
+    _2 = cls.concat(a, b, c)
+    ==>
+    storage = R.memory.alloc_storage(R.shape([168]), ...)
+    a = R.memory.alloc_tensor(storage, R.prim_value(0), R.shape([1, 4, 7]), ...)
+    _ = cls.conv(x, w, a)
+    b = R.memory.alloc_tensor(storage, R.prim_value(112), R.shape([1, 2, 7]), ...)
+    _1 = cls.conv2(x, w2, b)
+    c = R.memory.alloc_tensor(storage, R.prim_value(0), R.shape([1, 6, 7]), ...)
+
+The result's lifetime then runs from its first operand's allocation to the
+last use of the result or of any operand; the operands take no storage of
+their own. A concat kernel no call is left of is removed from the module.
+
 **Kills.** In functions that may have effects (impure, or ``relax.force_pure``
 as RemovePurityChecking leaves them) the pass inserts
 ``R.memory.kill_tensor`` after the last use of each planned tensor and of
@@ -56,7 +82,7 @@ memory is released as early as the plan allows.
 
 **Statistics.** Each planned function gets the attributes
 ``relax.memory_plan.tensor_bytes`` (the bytes the planned tensors take
-allocated one by one) and ``relax.memory_plan.storage_bytes`` (the bytes of
+allocated one by one, a concatenation's operands included) and ``relax.memory_plan.storage_bytes`` (the bytes of
 the storages that replace them), counting the tensors of constant shape
 only; :func:`plan_stats` sums them per module.
 """
@@ -370,15 +396,15 @@ class _FunctionPlanner(ExprMutator):
         self.dropped_kernels.update(bindings[g.call_index].value.op.name_hint for g in groups)
         members: set[int] = set()
         for g in groups:  # the result's storage is held for the whole group
-            g.output.start = min(m.index for m in g.members)
+            # (in binding order: an operand that is an inner group's result
+            # holds that group's span already)
+            g.output.start = min(m.start for m in g.members)
             g.output.last_use = max(g.output.last_use, *(m.last_use for m in g.members))
-            for m, offset in zip(g.members, g.offsets):
-                m.offset = offset
-                members.add(id(m))
+            members.update(id(m) for m in g.members)
         storages = self._assign([t for t in planned if id(t) not in members], len(bindings))
-        for g in groups:
-            for m in g.members:
-                m.storage = g.output.storage
+        for g in reversed(groups):  # outer groups first: their results' offsets are known
+            for m, offset in zip(g.members, g.offsets):
+                m.storage, m.offset = g.output.storage, g.output.offset + offset
         return self._rewrite(seq, bindings, planned, storages, alias, var_last_use,
                              {g.call_index for g in groups})
 
