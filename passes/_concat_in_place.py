@@ -273,6 +273,8 @@ def concat_groups(bindings: list[Binding], planned: list[Any], alias: dict[Var, 
         if any(d != 1 for d in dims[:axis]):
             continue  # a slice would not be one byte range
         inner = math.prod(dims[axis + 1:]) * (out.nbytes // max(math.prod(dims), 1))
+        if any(m.nbytes != n * inner for m, n in zip(members, sizes)):
+            continue  # (a well-formed call passes tensors of the kernel's shapes)
         offsets, at = [], 0
         for n in sizes:
             offsets.append(at * inner)

@@ -15,10 +15,11 @@ from onnx import TensorProto, helper, numpy_helper
 import phasec
 from phasec.backend.vm.bytecode import Call as CallInstr
 from phasec.frontend.onnx import from_onnx
+from phasec.ir import Tuple
 from phasec.passes.static_plan_block_memory import plan_stats
 from phasec.pipeline import lower
 
-from helpers.lowering import assert_same_results, lowering_module, run_pass
+from helpers.lowering import assert_same_results, bindings, lowering_module, run_pass
 
 RNG = np.random.default_rng(29)
 _ELEM = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
@@ -241,6 +242,7 @@ c = R.builtin.alloc_tensor(R.shape([1, 4, 3]), dtype="float32")
 _2 = cls.cat(a, b, c)
 d = R.builtin.alloc_tensor(R.shape([1, 4, 3]), dtype="float32")
 _3 = cls.neg4(c, d)
+_4 = _2
 return d
 '''
     mod = lowering_module(body, params='x: R.Tensor((1, 2, 3), "float32")',
@@ -248,6 +250,9 @@ return d
                           kernels=[_neg_kernel("neg", 2), _neg_kernel("neg4", 4), cat])
     out = run_pass("StaticPlanBlockMemory", mod)
     assert ("cat" not in out.functions) is taken
+    # the dropped call's result, read by _4, is bound to () instead
+    assert any(b.var.name_hint == "_2" and (type(b.value) is Tuple) is taken
+               for b in bindings(out["main"]))
     x = RNG.standard_normal((1, 2, 3)).astype(np.float32)
     got = assert_same_results(mod, out, x)
     if taken:
