@@ -107,7 +107,7 @@ from phasec.arith import free_vars, simplify
 from phasec.ir.text import prim_expr_to_str
 from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
-from phasec.passes._concat_in_place import concat_groups
+from phasec.passes._concat_in_place import ConcatGroup, concat_groups
 
 __all__ = ["StaticPlanBlockMemory", "PlanStats", "plan_stats", "TENSOR_BYTES_ATTR",
            "STORAGE_BYTES_ATTR"]
@@ -267,6 +267,7 @@ class _Token:
     #: concatenation taken in place, its first operand's
     start: int = -1
     offset: int = 0     # bytes into its storage (an operand of such a concatenation)
+    live_until: int = -1  # its last use, before any concatenation extends it
 
     def __post_init__(self) -> None:
         if self.start < 0:
@@ -284,6 +285,10 @@ class _Storage:
     reads: frozenset[int] = frozenset()
     #: the size classes of the symbolic tensors it holds (its size is their max)
     holds: set[Any] = field(default_factory=set)
+
+
+def _constant_bytes(storages: list[_Storage]) -> int:
+    return sum(st.size for st in storages if st.size_class is None)
 
 
 # ---------------------------------------------------------------------------
@@ -392,21 +397,48 @@ class _FunctionPlanner(ExprMutator):
         planned = [t for t in tokens if not t.escapes]
         if not planned:
             return seq
+        n = len(bindings)
+        for t in planned:
+            t.live_until = t.last_use
         groups = concat_groups(bindings, planned, alias, self._kernel)
+        if groups:
+            # Never more storage than without them: a result held from its
+            # first operand on (a U-Net's skip connection, made long before
+            # its concatenation) may keep others from reusing the memory.
+            # The group that holds its result longest before its
+            # concatenation is left a copy first.
+            base = _constant_bytes(self._assign_groups(planned, [], n))
+            storages = self._assign_groups(planned, groups, n)
+            while groups and _constant_bytes(storages) > base:
+                groups.remove(max(groups, key=lambda g: g.output.nbytes * (
+                    g.output.index - g.output.start)))
+                storages = self._assign_groups(planned, groups, n)
+        else:
+            storages = self._assign(planned, n)
         self.dropped_kernels.update(bindings[g.call_index].value.op.name_hint for g in groups)
+        return self._rewrite(seq, bindings, planned, storages, alias, var_last_use,
+                             {g.call_index for g in groups})
+
+    def _assign_groups(self, planned: list[_Token], groups: list[ConcatGroup],
+                       n: int) -> list[_Storage]:
+        """:meth:`_assign` with the concatenations ``groups`` taken in place:
+        each result's storage held from its first operand's allocation to
+        the last use of it or of any operand, the operands at their offsets
+        in it."""
+        for t in planned:
+            t.start, t.last_use, t.offset, t.storage = t.index, t.live_until, 0, -1
         members: set[int] = set()
-        for g in groups:  # the result's storage is held for the whole group
+        for g in groups:
             # (in binding order: an operand that is an inner group's result
             # holds that group's span already)
             g.output.start = min(m.start for m in g.members)
             g.output.last_use = max(g.output.last_use, *(m.last_use for m in g.members))
             members.update(id(m) for m in g.members)
-        storages = self._assign([t for t in planned if id(t) not in members], len(bindings))
+        storages = self._assign([t for t in planned if id(t) not in members], n)
         for g in reversed(groups):  # outer groups first: their results' offsets are known
             for m, offset in zip(g.members, g.offsets):
                 m.storage, m.offset = g.output.storage, g.output.offset + offset
-        return self._rewrite(seq, bindings, planned, storages, alias, var_last_use,
-                             {g.call_index for g in groups})
+        return storages
 
     def _uses(self, value: Expr) -> tuple[list[Var], list[Var]]:
         """(variables used without escaping, variables that escape) in a binding value."""

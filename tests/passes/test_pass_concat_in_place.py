@@ -16,6 +16,7 @@ import phasec
 from phasec.backend.vm.bytecode import Call as CallInstr
 from phasec.frontend.onnx import from_onnx
 from phasec.ir import Tuple
+import phasec.passes.static_plan_block_memory as planner
 from phasec.passes.static_plan_block_memory import plan_stats
 from phasec.pipeline import lower
 
@@ -259,3 +260,45 @@ return d
         np.testing.assert_array_equal(got, np.concatenate([x, -x], axis=1))
     vm = phasec.VirtualMachine(phasec.build(mod))  # the rest of the pipeline, LLVM kernels
     np.testing.assert_array_equal(vm["main"](x), got)
+
+
+def test_a_concatenation_that_would_take_more_storage_stays_a_copy(monkeypatch):
+    # A U-Net: the skip connections are made long before their
+    # concatenations; held from then on, the outer one's result would keep
+    # the decoder's tensors from reusing memory. The plan never takes more
+    # storage than without concatenations in place.
+    nodes, inits = [], {}
+
+    def conv(name, x, cin, cout, out=None):
+        n, i = _conv(name, x, cin, cout, 3, out)
+        nodes.extend(n)
+        inits.update(i)
+
+    def up(x, out):
+        nodes.append(helper.make_node("Resize", [x, "", "scale"], [out], mode="nearest"))
+
+    def pool(x, out):
+        nodes.append(helper.make_node("MaxPool", [x], [out], kernel_shape=[2, 2], strides=[2, 2]))
+    conv("e1", "x", 3, 8)
+    pool("e1", "p1")
+    conv("e2", "p1", 8, 16)
+    pool("e2", "p2")
+    conv("m", "p2", 16, 32)
+    conv("m2", "m", 32, 32)
+    up("m2", "u2")
+    conv("u2c", "u2", 32, 16)
+    nodes.append(helper.make_node("Concat", ["e2", "u2c"], ["c2"], axis=1))
+    conv("d2", "c2", 32, 16)
+    up("d2", "u1")
+    conv("u1c", "u1", 16, 8)
+    nodes.append(helper.make_node("Concat", ["e1", "u1c"], ["c1"], axis=1))
+    conv("d1", "c1", 16, 2, out="y")
+    inits["scale"] = np.asarray([1, 1, 2, 2], np.float32)
+    model = _model(nodes, inits, [1, 3, 32, 32], ["y"])
+    # taking both: 172032 bytes of storage against 147456 without; the
+    # outer one (e1 || u1c, e1 made first) is left a copy: 139264
+    assert _check(model, (1, 3, 32, 32)) == 1
+    with_them = plan_stats(lower(from_onnx(model)))["total"].storage_bytes
+    monkeypatch.setattr(planner, "concat_groups", lambda *args: [])
+    without = plan_stats(lower(from_onnx(model)))["total"]
+    assert with_them < without.storage_bytes  # (taking both: more than without)
