@@ -71,7 +71,12 @@ writes there::
 
 The result's lifetime then runs from its first operand's allocation to the
 last use of the result or of any operand; the operands take no storage of
-their own. A concat kernel no call is left of is removed from the module.
+their own. Held that long, a result may keep other tensors from reusing
+its memory (a U-Net's skip connection, made long before its
+concatenation): the concatenations are taken only while the storages of
+constant size total no more than with none taken, the one holding its
+result longest before its concatenation left a copy first. A concat
+kernel no call is left of is removed from the module.
 
 **Kills.** In functions that may have effects (impure, or ``relax.force_pure``
 as RemovePurityChecking leaves them) the pass inserts
