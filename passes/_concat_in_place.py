@@ -24,6 +24,8 @@ A call qualifies when
   the outer result's storage too, at their offsets within the operand's
   slice (its "producer", for the rule above, is its dropped concat call).
 
+These are candidates: the planner leaves some of them copies when taking
+them all would need more storage (see StaticPlanBlockMemory's docstring).
 A later read of an operand by another kernel is fine: the operand is then a
 view of the result's storage, which the planner keeps for the whole group
 (from the first operand's allocation to the last use of the result or of any

@@ -87,9 +87,10 @@ memory is released as early as the plan allows.
 
 **Statistics.** Each planned function gets the attributes
 ``relax.memory_plan.tensor_bytes`` (the bytes the planned tensors take
-allocated one by one, a concatenation's operands included) and ``relax.memory_plan.storage_bytes`` (the bytes of
-the storages that replace them), counting the tensors of constant shape
-only; :func:`plan_stats` sums them per module.
+allocated one by one, a concatenation's operands included) and
+``relax.memory_plan.storage_bytes`` (the bytes of the storages that replace
+them), counting the tensors of constant shape only; :func:`plan_stats` sums
+them per module.
 """
 
 from __future__ import annotations
@@ -528,7 +529,7 @@ class _FunctionPlanner(ExprMutator):
                  var_last_use: dict[Var, int], dropped: set[int]) -> SeqExpr:
         before: dict[int, list[Binding]] = {}
         after: dict[int, list[Binding]] = {}
-        replace: dict[int, Binding] = {}
+        replace: dict[int, Binding | None] = {}  # None: the binding is dropped
         for sid, st in enumerate(storages):
             st.var = Var(f"storage{self._storage_count or ''}", ObjectStructInfo())
             self._storage_count += 1
