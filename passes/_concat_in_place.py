@@ -38,6 +38,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from phasec.ir import Binding, Call, DataflowVar, Op, Var, VarBinding, collect_exprs, tir
 
 __all__ = ["ConcatGroup", "concat_groups", "concat_layout"]
@@ -78,38 +80,36 @@ def _walk(body: tir.Stmt) -> tuple[list[tir.Block], list[tir.BufferStore]]:
     return blocks, stores
 
 
-def _int(e: tir.PrimExpr, axis: tir.Var, v: int) -> Any:
-    """``e`` at ``axis = v``: an int or a bool, or _NoMatch when it reads
-    anything else."""
+def _ints(e: tir.PrimExpr, axis: tir.Var, v: np.ndarray) -> np.ndarray:
+    """``e`` at every ``axis = v[i]`` (int64 or bool arrays), or _NoMatch
+    when it reads anything else (the integer operators' floor semantics are
+    numpy's, as in ``phasec.runtime.binary_ops``)."""
     t = type(e)
     if t is tir.IntImm:
-        return e.value
+        return np.full(v.shape, e.value, np.bool_ if e.dtype == "bool" else np.int64)
     if t is tir.Var:
         if e is not axis:
             raise _NoMatch
         return v
     if t is tir.Cast and tir.is_int(e.dtype):
-        return _int(e.value, axis, v)
+        return _ints(e.value, axis, v)
     if t is tir.Not:
-        return not _int(e.value, axis, v)
-    if t is not tir.BinaryOp:
+        return ~_ints(e.value, axis, v).astype(bool)
+    if t is not tir.BinaryOp or e.op not in _INT_OPS:
         raise _NoMatch
-    a, b = _int(e.lhs, axis, v), _int(e.rhs, axis, v)
-    op = e.op
-    if op in _INT_OPS:
-        if op in ("//", "%") and b == 0:
-            raise _NoMatch
-        return _INT_OPS[op](a, b)
-    raise _NoMatch
+    a, b = _ints(e.lhs, axis, v), _ints(e.rhs, axis, v)
+    if e.op in ("//", "%") and not b.all():
+        raise _NoMatch
+    return _INT_OPS[e.op](a, b)
 
 
-_INT_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b, "%": lambda a, b: a % b,
-    "min": min, "max": max,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "and": lambda a, b: bool(a) and bool(b), "or": lambda a, b: bool(a) or bool(b),
+_INT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide,
+    "%": np.remainder, "min": np.minimum, "max": np.maximum,
+    "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+    ">": np.greater, ">=": np.greater_equal,
+    "and": lambda a, b: a.astype(bool) & b.astype(bool),
+    "or": lambda a, b: a.astype(bool) | b.astype(bool),
 }
 
 
@@ -159,20 +159,27 @@ def _concat_layout(pf: tir.PrimFunc) -> tuple[int, tuple[int, ...]]:
     if sum(sizes) != oshape[axis] or min(sizes) <= 0:
         raise _NoMatch
     av = ivars[axis]
-    owner = [k for k, n in enumerate(sizes) for _ in range(n)]
-    starts = [0]
-    for n in sizes:
-        starts.append(starts[-1] + n)
-    for pos in range(oshape[axis]):
-        e = store.value
-        while type(e) is tir.Select:
-            e = e.true_value if _int(e.condition, av, pos) else e.false_value
-        k = owner[pos]
-        if type(e) is not tir.BufferLoad or e.buffer is not ins[k]:
+    # every position of the axis at once: the load each one reaches through
+    # the Select chain must be its operand's, at the shifted position
+    positions = np.arange(oshape[axis], dtype=np.int64)
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    shifted = positions - np.repeat(np.cumsum((0, *sizes[:-1])), sizes)
+    leaves = [(store.value, np.ones(positions.shape, bool))]
+    while leaves:
+        e, mask = leaves.pop()
+        if not mask.any():
+            continue
+        if type(e) is tir.Select:
+            cond = _ints(e.condition, av, positions).astype(bool)
+            leaves += [(e.true_value, mask & cond), (e.false_value, mask & ~cond)]
+            continue
+        k = next((j for j, b in enumerate(ins) if b is getattr(e, "buffer", None)), None)
+        if type(e) is not tir.BufferLoad or k is None:
             raise _NoMatch
         for d, (i, v) in enumerate(zip(e.indices, ivars)):
             if d == axis:
-                if _int(i, av, pos) != pos - starts[k]:
+                if not (owner[mask] == k).all() or \
+                        not (_ints(i, av, positions)[mask] == shifted[mask]).all():
                     raise _NoMatch
             elif i is not v:
                 raise _NoMatch
