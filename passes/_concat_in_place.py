@@ -63,20 +63,17 @@ class ConcatGroup:
 
 # -- the kernel ------------------------------------------------------------------
 
+_PLAIN_NEST = frozenset((tir.For, tir.SeqStmt, tir.Block, tir.BufferStore))
+
 def _walk(body: tir.Stmt) -> tuple[list[tir.Block], list[tir.BufferStore]]:
-    blocks: list[tir.Block] = []
-    stores: list[tir.BufferStore] = []
-    stack = [body]
-    while stack:
-        s = stack.pop()
-        t = type(s)
-        if t is tir.Block:
-            blocks.append(s)
-        elif t is tir.BufferStore:
-            stores.append(s)
-        elif t not in (tir.For, tir.SeqStmt):
+    """The blocks and stores of a nest of loops, blocks and stores only."""
+    stmts = [body]
+    for s in stmts:  # (the list grows as it is read: every statement once)
+        if type(s) not in _PLAIN_NEST:
             raise _NoMatch  # conditions, allocations, calls: not a plain copy
-        stack.extend(tir.stmt_children(s))
+        stmts.extend(tir.stmt_children(s))
+    blocks = [s for s in stmts if type(s) is tir.Block]
+    stores = [s for s in stmts if type(s) is tir.BufferStore]
     return blocks, stores
 
 
