@@ -47,6 +47,37 @@ the ``max`` of both: sizes that are not provably equal cannot be compared,
 and the maximum holds either, as a constant storage grows to its largest
 tensor.
 
+**Concatenations in place.** A kernel call that is exactly a
+concatenation, along an axis every dimension before which is 1, of planned
+tensors of constant shape, each written by its first kernel call and
+otherwise only read (``passes/_concat_in_place.py`` says what qualifies),
+is dropped: the result's storage is taken before its first operand is
+made, and each operand is allocated at its slice of it, so its producer
+writes there::
+
+    a = R.builtin.alloc_tensor(R.shape([1, 4, 7]), dtype="float32")
+    _ = cls.conv(x, w, a)
+    b = R.builtin.alloc_tensor(R.shape([1, 2, 7]), dtype="float32")
+    _1 = cls.conv2(x, w2, b)
+    c = R.builtin.alloc_tensor(R.shape([1, 6, 7]), dtype="float32")
+    _2 = cls.concat(a, b, c)
+    ==>
+    storage = R.memory.alloc_storage(R.shape([168]), ...)
+    a = R.memory.alloc_tensor(storage, R.prim_value(0), R.shape([1, 4, 7]), ...)
+    _ = cls.conv(x, w, a)
+    b = R.memory.alloc_tensor(storage, R.prim_value(112), R.shape([1, 2, 7]), ...)
+    _1 = cls.conv2(x, w2, b)
+    c = R.memory.alloc_tensor(storage, R.prim_value(0), R.shape([1, 6, 7]), ...)
+
+The result's lifetime then runs from its first operand's allocation to the
+last use of the result or of any operand; the operands take no storage of
+their own. Held that long, a result may keep other tensors from reusing
+its memory (a U-Net's skip connection, made long before its
+concatenation): the concatenations are taken only while the storages of
+constant size total no more than with none taken, the one holding its
+result longest before its concatenation left a copy first. A concat
+kernel no call is left of is removed from the module.
+
 **Kills.** In functions that may have effects (impure, or ``relax.force_pure``
 as RemovePurityChecking leaves them) the pass inserts
 ``R.memory.kill_tensor`` after the last use of each planned tensor and of
@@ -56,9 +87,10 @@ memory is released as early as the plan allows.
 
 **Statistics.** Each planned function gets the attributes
 ``relax.memory_plan.tensor_bytes`` (the bytes the planned tensors take
-allocated one by one) and ``relax.memory_plan.storage_bytes`` (the bytes of
-the storages that replace them), counting the tensors of constant shape
-only; :func:`plan_stats` sums them per module.
+allocated one by one, a concatenation's operands included) and
+``relax.memory_plan.storage_bytes`` (the bytes of the storages that replace
+them), counting the tensors of constant shape only; :func:`plan_stats` sums
+them per module.
 """
 
 from __future__ import annotations
@@ -81,6 +113,7 @@ from phasec.arith import free_vars, simplify
 from phasec.ir.text import prim_expr_to_str
 from phasec.op import op_expr
 from phasec.transform import module_pass, register_pass
+from phasec.passes._concat_in_place import ConcatGroup, concat_groups
 
 __all__ = ["StaticPlanBlockMemory", "PlanStats", "plan_stats", "TENSOR_BYTES_ATTR",
            "STORAGE_BYTES_ATTR"]
@@ -140,10 +173,13 @@ class StaticPlanBlockMemory:
     """Plan static-shape allocations into reused storage (alloc_storage + alloc_tensor)."""
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
+        dropped: set[str] = set()  # kernels of the concatenations taken in place
+
         def plan(name: str, func: Function) -> Function:
             may_kill = not func.is_pure or bool(func.attrs.get(FORCE_PURE))
             planner = _FunctionPlanner(mod, may_kill)
             new = planner.visit_expr(func)  # external (Codegen) functions stay as they are
+            dropped.update(planner.dropped_kernels)
             if new is func:
                 return func
             stats = PlanStats(int(func.attrs.get(TENSOR_BYTES_ATTR, 0)),
@@ -151,7 +187,14 @@ class StaticPlanBlockMemory:
             new = new.with_attr(TENSOR_BYTES_ATTR, stats.tensor_bytes)
             return new.with_attr(STORAGE_BYTES_ATTR, stats.storage_bytes)
 
-        return mod.map_functions(plan)
+        out = mod.map_functions(plan)
+        if dropped:  # those no call is left of are not compiled
+            called = {g.name_hint for _, f in out.relax_functions()
+                      for g in collect_exprs(f, frozenset((GlobalVar,)))}
+            called.update(c[len(tir.PRIM_FUNC_CALL):] for _, pf in out.prim_funcs()
+                          for c in tir.host_calls(pf.body) if c.startswith(tir.PRIM_FUNC_CALL))
+            out = out.remove(*(dropped - called))
+        return out
 
 
 # ---------------------------------------------------------------------------
@@ -226,6 +269,15 @@ class _Token:
     last_use: int = -1
     escapes: bool = False
     storage: int = -1
+    #: where its storage is taken: its allocation, or for the result of a
+    #: concatenation taken in place, its first operand's
+    start: int = -1
+    offset: int = 0     # bytes into its storage (an operand of such a concatenation)
+    live_until: int = -1  # its last use, before any concatenation extends it
+
+    def __post_init__(self) -> None:
+        if self.start < 0:
+            self.start = self.index
 
 
 @dataclass
@@ -239,6 +291,10 @@ class _Storage:
     reads: frozenset[int] = frozenset()
     #: the size classes of the symbolic tensors it holds (its size is their max)
     holds: set[Any] = field(default_factory=set)
+
+
+def _constant_bytes(storages: list[_Storage]) -> int:
+    return sum(st.size for st in storages if st.size_class is None)
 
 
 # ---------------------------------------------------------------------------
@@ -275,6 +331,8 @@ class _FunctionPlanner(ExprMutator):
         self.mod = mod
         self.may_kill = may_kill
         self.stats = PlanStats()
+        #: names of the kernels of the concatenations taken in place
+        self.dropped_kernels: set[str] = set()
         self._storage_count = 0
         #: ids of the shape variables the function's parameters bind on entry
         self._entry_vars: frozenset[int] = frozenset()
@@ -294,9 +352,15 @@ class _FunctionPlanner(ExprMutator):
 
     def _is_kernel_call(self, call: Call) -> bool:
         """A direct call of a PrimFunc: it reads and writes its arguments only."""
+        return self._kernel(call) is not None
+
+    def _kernel(self, call: Call) -> tir.PrimFunc | None:
+        """The PrimFunc a direct kernel call calls, or None."""
         op = call.op
-        return type(op) is GlobalVar and isinstance(self.mod.functions.get(op.name_hint),
-                                                    tir.PrimFunc)
+        if type(op) is not GlobalVar:
+            return None
+        func = self.mod.functions.get(op.name_hint)
+        return func if isinstance(func, tir.PrimFunc) else None
 
     # -- one sequence ----------------------------------------------------------
     def _plan(self, seq: SeqExpr) -> SeqExpr:
@@ -339,8 +403,48 @@ class _FunctionPlanner(ExprMutator):
         planned = [t for t in tokens if not t.escapes]
         if not planned:
             return seq
-        storages = self._assign(planned, len(bindings))
-        return self._rewrite(seq, bindings, planned, storages, alias, var_last_use)
+        n = len(bindings)
+        for t in planned:
+            t.live_until = t.last_use
+        groups = concat_groups(bindings, planned, alias, self._kernel)
+        if groups:
+            # Never more storage than without them: a result held from its
+            # first operand on (a U-Net's skip connection, made long before
+            # its concatenation) may keep others from reusing the memory.
+            # The group that holds its result longest before its
+            # concatenation is left a copy first.
+            base = _constant_bytes(self._assign_groups(planned, [], n))
+            storages = self._assign_groups(planned, groups, n)
+            while groups and _constant_bytes(storages) > base:
+                groups.remove(max(groups, key=lambda g: g.output.nbytes * (
+                    g.output.index - g.output.start)))
+                storages = self._assign_groups(planned, groups, n)
+        else:
+            storages = self._assign(planned, n)
+        self.dropped_kernels.update(bindings[g.call_index].value.op.name_hint for g in groups)
+        return self._rewrite(seq, bindings, planned, storages, alias, var_last_use,
+                             {g.call_index for g in groups})
+
+    def _assign_groups(self, planned: list[_Token], groups: list[ConcatGroup],
+                       n: int) -> list[_Storage]:
+        """:meth:`_assign` with the concatenations ``groups`` taken in place:
+        each result's storage held from its first operand's allocation to
+        the last use of it or of any operand, the operands at their offsets
+        in it."""
+        for t in planned:
+            t.start, t.last_use, t.offset, t.storage = t.index, t.live_until, 0, -1
+        members: set[int] = set()
+        for g in groups:
+            # (in binding order: an operand that is an inner group's result
+            # holds that group's span already)
+            g.output.start = min(m.start for m in g.members)
+            g.output.last_use = max(g.output.last_use, *(m.last_use for m in g.members))
+            members.update(id(m) for m in g.members)
+        storages = self._assign([t for t in planned if id(t) not in members], n)
+        for g in reversed(groups):  # outer groups first: their results' offsets are known
+            for m, offset in zip(g.members, g.offsets):
+                m.storage, m.offset = g.output.storage, g.output.offset + offset
+        return storages
 
     def _uses(self, value: Expr) -> tuple[list[Var], list[Var]]:
         """(variables used without escaping, variables that escape) in a binding value."""
@@ -379,7 +483,7 @@ class _FunctionPlanner(ExprMutator):
         ends: dict[int, list[_Token]] = {}
         for tok in planned:
             ends.setdefault(tok.last_use, []).append(tok)
-        by_index = {tok.index: tok for tok in planned}
+        by_index = {tok.start: tok for tok in planned}
         for i in range(n):
             tok = by_index.get(i)
             if tok is not None and tok.size_class is not None:
@@ -422,10 +526,10 @@ class _FunctionPlanner(ExprMutator):
 
     def _rewrite(self, seq: SeqExpr, bindings: list[Binding], planned: list[_Token],
                  storages: list[_Storage], alias: dict[Var, tuple[_Token, ...]],
-                 var_last_use: dict[Var, int]) -> SeqExpr:
+                 var_last_use: dict[Var, int], dropped: set[int]) -> SeqExpr:
         before: dict[int, list[Binding]] = {}
         after: dict[int, list[Binding]] = {}
-        replace: dict[int, Binding] = {}
+        replace: dict[int, Binding | None] = {}  # None: the binding is dropped
         for sid, st in enumerate(storages):
             st.var = Var(f"storage{self._storage_count or ''}", ObjectStructInfo())
             self._storage_count += 1
@@ -438,7 +542,7 @@ class _FunctionPlanner(ExprMutator):
             old = bindings[tok.index]
             replace[tok.index] = VarBinding(tok.var, Call(
                 op_expr("relax.memory.alloc_tensor"),
-                [storages[tok.storage].var, PrimValue(tir.IntImm(0, "int64")),
+                [storages[tok.storage].var, PrimValue(tir.IntImm(tok.offset, "int64")),
                  ShapeExpr(tok.shape)], {"dtype": tok.dtype, "runtime_device_index": 0},
                 struct_info=sinfo),
                 span=old.span)
@@ -459,13 +563,22 @@ class _FunctionPlanner(ExprMutator):
         self.stats = self.stats + PlanStats(
             sum(t.nbytes for t in planned if t.size_class is None),
             sum(st.size for st in storages if st.size_class is None))
+        if dropped:  # concatenations taken in place: a result someone reads is ()
+            read = {id(v) for b in bindings for v in _refs(b.value)} | {
+                id(v) for v in _refs(seq.body)}
+            for i in dropped:
+                b = bindings[i]
+                replace[i] = (VarBinding(b.var, Tuple([]), span=b.span)
+                              if id(b.var) in read else None)
         blocks: list[BindingBlock] = []
         i = 0
         for block in seq.blocks:
             out: list[Binding] = []
             for b in block.bindings:
                 out.extend(before.get(i, ()))
-                out.append(replace.get(i, b))
+                new = replace.get(i, b)
+                if new is not None:
+                    out.append(new)
                 out.extend(after.get(i, ()))
                 i += 1
             blocks.append(type(block)(out, span=block.span))
