@@ -191,6 +191,55 @@ def test_narrow_flat_sums_read_the_phases_copied_a_channel_before(xs, k, act, at
     _run(prim, xs, k, act, interp, **attrs)
 
 
+def _flat_row_copies(prim):
+    """The stores of the phases that read the input as a flat plane
+    (``d[b, ch, g // W, g % W]``: the whole phase rows of the pipelined
+    narrow flat form)."""
+    return [s for s in walk(prim.body) if isinstance(s, tir.BufferStore)
+            and s.buffer.name == "stride_phases" and isinstance(s.value, tir.BufferLoad)
+            and s.value.buffer.name == "d" and isinstance(s.value.indices[2], tir.BinaryOp)
+            and s.value.indices[2].op == "//"]
+
+
+@pytest.mark.parametrize("xs,k,act,attrs,interp", [
+    # 7x7 outputs of a 14x14 (MobileNetV2's 576 ch layer), a batch of two
+    ((2, 4, 14, 14), 3, "relu6", {"padding": 1, "strides": 2}, True),
+    # odd and prime sizes, padding 0 / 1 / 2, uneven pads, 3x3 and 5x5
+    ((1, 6, 13, 13), 3, "silu", {"padding": 1, "strides": 2}, False),
+    ((1, 4, 15, 11), 3, "relu6", {"padding": 0, "strides": 2}, True),
+    ((1, 2, 9, 9), 3, "silu", {"padding": 2, "strides": 2}, False),
+    ((1, 2, 13, 11), 5, "silu", {"padding": 2, "strides": 2}, True),
+    ((2, 4, 11, 13), 5, "relu6", {"padding": (2, 1, 1, 2), "strides": 2}, False),
+    # stride 2 along the rows only, stride 3 along both
+    ((1, 4, 13, 13), 3, "relu6", {"padding": 1, "strides": (1, 2)}, False),
+    ((1, 4, 17, 17), 3, "relu6", {"padding": 1, "strides": 3}, False),
+])
+def test_whole_phase_rows_read_the_input_as_a_flat_plane(xs, k, act, attrs, interp):
+    """The pipelined narrow flat form copies its middle input rows as whole
+    phase rows (one interleaved group of loads over the channel's plane as
+    if flat, the columns past the row's ends then filled), the first and
+    last rows as before: the same values as numpy's reference (and the TIR
+    interpreter's), every access proven in bounds."""
+    from phasec.arith.inbounds import prove_accesses
+    prim = _lower(xs, k, act, **attrs).prim_func
+    assert "stride_phases" in _allocs(prim) and "T_conv2d_flat" in _allocs(prim)
+    if LANES >= 16:  # (rows of up to half a vector: 7x7 outputs at 16 lanes)
+        assert _flat_row_copies(prim)
+    assert prove_accesses(prim).counts()[1] == 0
+    _run(prim, xs, k, act, interp, **attrs)
+
+
+def test_whole_phase_rows_only_where_the_sums_read_a_channel_later():
+    # an odd channel count (no pipeline: the sums read the copy at once,
+    # where whole-row stores and the border fills after them would not
+    # forward to the sums' loads) and rows over half a vector keep the rows
+    # of PhaseGeometry.copy_by_rows
+    for xs in ((1, 5, 14, 14), (1, 4, 28, 28)):
+        prim = _lower(xs, 3, "relu6", padding=1, strides=2).prim_func
+        assert not _flat_row_copies(prim)
+        _run(prim, xs, 3, "relu6", False, padding=1, strides=2)
+
+
 def test_blocks_of_channels_run_in_parallel_with_the_same_values():
     # 192 channels of 14x14 3x3/2 (7x7 outputs): 12 blocks of 16, enough
     # work for the parallel loop, run on two threads and on one

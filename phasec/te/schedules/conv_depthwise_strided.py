@@ -228,17 +228,24 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
         work = n * c * (sh * sw * length + columns * KH * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         if not rows_out:
+            def at(slot: PrimExpr) -> Callable[[PrimExpr, PrimExpr], tuple[Buffer, PrimExpr]]:
+                return lambda f, q: (phases, slot * phase_len + f * length + q)
+
+            def fill(slot: PrimExpr) -> Stmt:
+                # the fills of the phase rows no input lands in: once a slot
+                # (no channel's rows write there), see _pipelined
+                return seq(geo.copy_by_rows(x, b, i64(0), te.const(0, dt), at(slot), lanes)[0])
+
             def copy(c_: PrimExpr, slot: PrimExpr) -> Stmt:
-                return seq(geo.copy(x, b, c_, te.const(0, dt),
-                                    lambda f, q: (phases, slot * phase_len + f * length + q),
-                                    lanes))
+                return _copy_rows(geo, x, b, c_, te.const(0, dt), at(slot), lanes,
+                                  _block(c, pipeline) > 1)
 
             def sums(c_: PrimExpr, slot: PrimExpr) -> Stmt:
                 p = Var("p", "int64")
                 return For(p, i64(0), i64(columns), "vectorized", BufferStore(
                     out, window_sum(p, c_, slot * phase_len), (b, c_, p)))
             return For(b, i64(0), i64(n), "serial",
-                       _pipelined(c, pipeline, par, phases, copy, sums))
+                       _pipelined(c, pipeline, par, phases, fill, copy, sums))
 
         def into_phases(f: PrimExpr, q: PrimExpr) -> tuple[Buffer, PrimExpr]:
             return phases, f * length + q
@@ -281,6 +288,7 @@ PIPELINE_CHANNELS = 16
 
 
 def _pipelined(c: int, pipeline: bool, parallel: bool, phases: Buffer,
+               fill: Callable[[PrimExpr], Stmt],
                copy: Callable[[PrimExpr, PrimExpr], Stmt],
                sums: Callable[[PrimExpr, PrimExpr], Stmt]) -> Stmt:
     """The ``c`` channels of the flat form in blocks of ``B`` (with
@@ -300,10 +308,10 @@ def _pipelined(c: int, pipeline: bool, parallel: bool, phases: Buffer,
     outputs it lost (384x14x14 3x3 32 -> 43 us, 192x28x28 3x3/2 37 -> 42-53
     us). Each channel's sums are those of the copy before: the values are
     unchanged."""
-    evens = [d for d in range(2, min(c, PIPELINE_CHANNELS) + 1, 2) if c % d == 0]
-    B = max(evens, default=1) if pipeline else 1
+    B = _block(c, pipeline)
     blk, k = Var("blk", "int64"), Var("k", "int64")
     first = blk * B
+    fills = [fill(i64(0))] + ([fill(i64(1))] if B > 1 else [])
     if B == 1:
         body = [copy(first, i64(0)), sums(first, i64(0))]
     else:
@@ -317,7 +325,68 @@ def _pipelined(c: int, pipeline: bool, parallel: bool, phases: Buffer,
                                                                              False))))
         body += pair(first + (B - 2), True)
     return For(blk, i64(0), i64(c // B), "parallel" if parallel else "serial",
-               Allocate(phases, seq(body)))
+               Allocate(phases, seq(fills + body)))
+
+
+def _copy_rows(geo: PhaseGeometry, x: Buffer, b: PrimExpr, ch: PrimExpr, fill: PrimExpr,
+               at: Callable[[PrimExpr, PrimExpr], tuple[Buffer, PrimExpr]], lanes: int,
+               whole: bool) -> Stmt:
+    """The input rows of channel ``(b, ch)`` into its phases (the flat form,
+    an unaligned geometry; the fills of the rows no input lands in are the
+    caller's): each whole phase row read from the channel's plane as if
+    flat, ``x[g // W, g % W]`` for ``g = y*W + v*sw + e - left`` over every
+    phase column ``v`` (one interleaved group of ``sw`` loads a vector of
+    ``v``, in vectors of the largest power of two up to the row, the last
+    overlapping), then ``fill`` stored over the few columns past the row's
+    ends (there the loads read the neighbouring rows' elements). The rows
+    whose group would read before the plane or past it take
+    ``PhaseGeometry.copy_by_rows``' row (the groups within the row, each
+    border column one by one: 576x14x14 3x3/2, two 4-lane groups and four
+    single columns a row). Each phase element holds what that row copy
+    stores: the values are unchanged."""
+    _, rows, geo_row = geo.copy_by_rows(x, b, ch, fill, at, lanes)
+    (sh, sw), (top, left), V, W = geo.strides, geo.lead, geo.V, geo.W
+    reach = V * sw - 1 - left                         # the last column a row's group reads
+    first = min(rows, -(-left // W))                  # rows whose groups start in the plane
+    stop = max(first, min(rows, (geo.H * W - 1 - reach) // W + 1))  # ... and end in it
+    width = 1 << (V.bit_length() - 1)
+    y = Var("y", "int64")
+    if not whole or V < 4 or stop <= first or sw < 2:
+        return For(y, i64(0), i64(rows), "serial", geo_row(y)) if rows > 0 else seq([])
+    a, u = (y + top) % sh, (y + top) // sh
+
+    def group(start: int) -> Stmt:
+        j = Var("j", "int64")
+        stores = []
+        for e in range(sw):
+            g = y * W + ((start + j) * sw + (e - left))
+            where = at(a * sw + e, u * V + (start + j))
+            stores.append(BufferStore(where[0], BufferLoad(x, (b, ch, g // W, g % W)),
+                                      where[1:]))
+        return For(j, i64(0), i64(width), "vectorized", seq(stores))
+    starts = list(range(0, V - width + 1, width))
+    if starts[-1] + width < V:
+        starts.append(V - width)
+    body = [group(start) for start in starts]
+    for e in range(sw):                               # past the row's ends: the fill
+        for col in range(V):
+            if not 0 <= col * sw + e - left < W:
+                where = at(a * sw + e, u * V + i64(col))
+                body.append(BufferStore(where[0], fill, where[1:]))
+    loops = []
+    y0, y1 = Var("y0", "int64"), Var("y1", "int64")
+    if first:
+        loops.append(For(y0, i64(0), i64(first), "serial", geo_row(y0)))
+    loops.append(For(y, i64(first), i64(stop - first), "serial", seq(body)))
+    if stop < rows:
+        loops.append(For(y1, i64(stop), i64(rows - stop), "serial", geo_row(y1)))
+    return seq(loops)
+
+
+def _block(c: int, pipeline: bool) -> int:
+    """The channels of a block of :func:`_pipelined`."""
+    evens = [d for d in range(2, min(c, PIPELINE_CHANNELS) + 1, 2) if c % d == 0]
+    return max(evens, default=1) if pipeline else 1
 
 
 def _segments(OH: int, sh: int, reach: int, top: int, rows: int) -> tuple[int, int] | None:
