@@ -118,16 +118,62 @@ STRIDED = {  # (c, h, w, o, k, attrs): 7x7 and narrower outputs
     # the first row tap only from the fourth output row on
     "3x3_s3_dil8_taps_in_padding": (4, 20, 7, 5, 3, {"padding": 8, "strides": 3,
                                                      "dilation": 8}),
+    # output rows of one to two vectors, not whole ones (ResNet's 56 -> 28;
+    # taken where the target's im2col_row_vectors asks, as on the Xeon)
+    "3x3_s2_prime_to_29": (5, 57, 57, 7, 3, {"padding": 1, "strides": 2}),
+    "3x3_s2_to_20": (5, 39, 39, 3, 3, {"padding": 1, "strides": 2}),
+    "1x1_s2_to_19": (5, 37, 38, 6, 1, {"strides": 2}),
 }
+
+
+def _top_nests(prim):
+    body = prim.body
+    while isinstance(body, tir.Allocate):
+        body = body.body
+    return body.stmts if isinstance(body, tir.SeqStmt) else [body]
 
 
 @pytest.mark.parametrize("name", list(STRIDED))
 def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
+    from phasec.arith.inbounds import prove_accesses
+
     c, h, w, o, k, attrs = STRIDED[name]
     func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
     low = lower_fused(func)
-    assert "im2col" in _buffers(low.prim_func) and "T_conv2d_cols" in _buffers(low.prim_func)
+    assert "im2col" in _buffers(low.prim_func)
+    # the columns, then one GEMM over all positions with the epilogue in its
+    # tiles (FLAT_COLUMNS_ATTR): no flat result read back by a second nest
+    assert "T_conv2d_cols" not in _buffers(low.prim_func)
+    assert len(_top_nests(low.prim_func)) == 2
+    assert prove_accesses(low.prim_func).counts()[1] == 0
     _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
+
+
+@pytest.mark.parametrize("shape,residual", [
+    ((6, 13, 13, 5), (1, 5, 7, 7)),       # a residual read as the output: in the tiles
+    ((5, 29, 37, 3), (1, 3, 15, 19)),     # the same over 15 x 19
+    ((6, 13, 13, 5), (1, 5, 1, 7)),       # broadcast along the rows: the GEMM row by row
+])
+def test_strided_conv_over_gathered_columns_with_a_residual(shape, residual):
+    c, h, w, o = shape
+    d = Var("d", TensorStructInfo((1, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((o, c, 3, 3), "float32"))
+    r = Var("r", TensorStructInfo(residual, "float32"))
+    func = fused([d, wt, r], lambda bb: call_op("add", bb.emit(call_op(
+        "nn.conv2d", d, wt, padding=1, strides=2)), r))
+    low = lower_fused(func)
+    assert "im2col" in _buffers(low.prim_func)
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    wa = RNG.standard_normal((o, c, 3, 3)).astype("float32")
+    ra = RNG.standard_normal(residual).astype("float32")
+    want = get_op("relax.nn.conv2d").reference(x, wa, padding=(1, 1, 1, 1),
+                                               strides=(2, 2)) + ra
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ra, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros(want.shape, "float32")
+    run_prim_func(low.prim_func, [x, wa, ra, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
 
 
 def test_a_symbolic_batch_takes_the_gathered_columns_too():

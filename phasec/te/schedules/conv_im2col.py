@@ -17,6 +17,7 @@ from __future__ import annotations
 from phasec import arith
 from phasec.te import operation as te
 from phasec.te.operation import i64
+from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
 from phasec.target import tuning
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
@@ -49,18 +50,17 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     n, c = data.shape[0], data.shape[1]
     zero = te.const(0, dt)
 
-    def col_body(b, ch, r, s, p):
-        y = p // OW * sy + (r * dy - top)
-        x = p % OW * sx + (s * dx - left)
+    def col_body(b, ch, r, s, oy, ox):
+        y = oy * sy + (r * dy - top)
+        x = ox * sx + (s * dx - left)
         value = data[b, ch, te.clamp_index(y, i64(H)), te.clamp_index(x, i64(W))]
         if not any(w.padding):
             return value
         return te.select(te.all_of(te.in_range(y, 0, H), te.in_range(x, 0, W)), value, zero)
-    cols = te.compute((n, c, i64(KH), i64(KW), i64(OH * OW)), col_body, name="im2col",
+    cols = te.compute((n, c, i64(KH), i64(KW), i64(OH), i64(OW)), col_body, name="im2col",
                       inline=False)
     rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
-    flat = te.compute((n, w.out_shape[1], i64(OH * OW)), lambda b, oc, p: te.sum(
-        cols[b, rc.var, ry.var, rx.var, p] * weight[oc, rc.var, ry.var, rx.var],
-        axis=[rc, ry, rx]), name="T_conv2d_cols", tag="conv2d")
-    return te.compute(w.out_shape, lambda b, oc, y, x: flat[b, oc, y * OW + x],
-                      name="T_conv2d")
+    # (the GEMM's columns span both output axes: FLAT_COLUMNS_ATTR)
+    return te.compute(w.out_shape, lambda b, oc, y, x: te.sum(
+        cols[b, rc.var, ry.var, rx.var, y, x] * weight[oc, rc.var, ry.var, rx.var],
+        axis=[rc, ry, rx]), name="T_conv2d", tag="conv2d", attrs={FLAT_COLUMNS_ATTR: True})
