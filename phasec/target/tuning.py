@@ -91,6 +91,14 @@ class TargetTuning:
     #: tiles smaller (``GemmEmitter._balanced_rows``) unless it has at least
     #: this many accumulators (0: always)
     gemm_tail_min_accumulators: int = 0
+    #: a GEMM over a whole image's positions (``GemmPlan.flat``: a 1x1 or
+    #: im2col convolution) read by at least ``gemm_flat_panel_min_row_tiles``
+    #: row tiles takes panels of up to this many bytes, whatever
+    #: ``gemm_panel_max_cols`` (0: no such panels). Its epilogue's residual
+    #: and output are then read and written in runs a panel long along each
+    #: plane, which the hardware prefetchers follow (see ``avx512_xeon_tuning``)
+    gemm_flat_panel_bytes: int = 0
+    gemm_flat_panel_min_row_tiles: int = 16
     #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
     #: writes before its reduction when that is at least this long (see
     #: ``gemm_prefetch.epilogue_prefetch``; measured: K = 128 batched matmuls

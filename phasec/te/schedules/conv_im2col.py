@@ -3,13 +3,17 @@
 (``TargetTuning.im2col_row_vectors``) narrower than a few vectors and not
 whole ones (28 wide), over its input gathered into columns (im2col).
 
-The input is gathered once, ``cols[b, c, ry, rx, p]`` for output position
-``p = y*OW + x``, then one GEMM runs over all the output positions, whose
-columns are whole vectors. The plain schedule would make a GEMM per output
-row, OW columns wide, and pack each of its panels through gathers. The
-epilogue is a nest of its own that reads the rows back (as in
-:mod:`phasec.te.schedules.conv_flat_rows`). Measurements: bench/README.md,
-"Schedule notes moved from docstrings".
+The input is gathered once, ``cols[b, c, ry, rx, y, x]`` for output
+position ``(y, x)`` (loops over the output's rows and columns: no division
+by the row width), then one GEMM runs over all the output positions
+(``FLAT_COLUMNS_ATTR``: its columns ``y*OW + x``, whole vectors), the
+epilogue (bias, activation, a residual) in its register tiles. The plain
+schedule would make a GEMM per output row, OW columns wide, and pack each
+of its panels through gathers. (Until round 10 the GEMM wrote a flat result
+that a second nest read back with the epilogue, as
+:mod:`phasec.te.schedules.conv_flat_rows` does.) Measurements:
+bench/README.md, "Schedule notes moved from docstrings" and "ResNet-50's
+and Inception v2's convolutions beside ORT's, layer by layer".
 """
 
 from __future__ import annotations
