@@ -176,7 +176,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     max_cols = min(tuning.gemm_panel_max_cols,
                       tuning.gemm_panel_bytes // max(1, k_guess * elem))
     M = static_int(nest.shape[row_axis])
-    if (flat and M is not None and K is not None
+    if (flat and M is not None and K is not None and K <= tuning.gemm_flat_panel_max_k
             and M // rows >= tuning.gemm_flat_panel_min_row_tiles):
         max_cols = max(max_cols, tuning.gemm_flat_panel_bytes // (K * elem))
     tpp_max = max(1, max_cols // cols)
