@@ -52,8 +52,9 @@ def test_the_other_profiles_are_unchanged():
             t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
             t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane,
             t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes,
-            t.gemm_flat_panel_bytes
-            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0, 0, 0)
+            t.gemm_flat_panel_bytes, t.pointwise_max_weight_bytes
+            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0, 0, 0,
+                  0)
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
                 t.winograd_min_tile_vectors, t.im2col_row_vectors,
@@ -67,7 +68,7 @@ def test_the_other_profiles_are_unchanged():
                        "winograd_min_tile_vectors", "winograd_narrow_max_weight_bytes",
                        "im2col_row_vectors",
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane",
-                       "gemm_flat_panel_bytes"}
+                       "gemm_flat_panel_bytes", "pointwise_max_weight_bytes"}
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
 
