@@ -20,6 +20,7 @@ from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+from helpers.te_checks import check_llvm_and_interp, top_level
 
 RNG = np.random.default_rng(7)
 
@@ -126,13 +127,6 @@ STRIDED = {  # (c, h, w, o, k, attrs): 7x7 and narrower outputs
 }
 
 
-def _top_nests(prim):
-    body = prim.body
-    while isinstance(body, tir.Allocate):
-        body = body.body
-    return body.stmts if isinstance(body, tir.SeqStmt) else [body]
-
-
 @pytest.mark.parametrize("name", list(STRIDED))
 def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
     from phasec.arith.inbounds import prove_accesses
@@ -144,7 +138,7 @@ def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
     # the columns, then one GEMM over all positions with the epilogue in its
     # tiles (FLAT_COLUMNS_ATTR): no flat result read back by a second nest
     assert "T_conv2d_cols" not in _buffers(low.prim_func)
-    assert len(_top_nests(low.prim_func)) == 2
+    assert len(top_level(low.prim_func)) == 2
     assert prove_accesses(low.prim_func).counts()[1] == 0
     _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
 
@@ -168,12 +162,7 @@ def test_strided_conv_over_gathered_columns_with_a_residual(shape, residual):
     ra = RNG.standard_normal(residual).astype("float32")
     want = get_op("relax.nn.conv2d").reference(x, wa, padding=(1, 1, 1, 1),
                                                strides=(2, 2)) + ra
-    got = np.zeros(want.shape, "float32")
-    compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ra, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    interp = np.zeros(want.shape, "float32")
-    run_prim_func(low.prim_func, [x, wa, ra, interp])
-    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+    check_llvm_and_interp(low.prim_func, [x, wa, ra], want.astype("float32"))
 
 
 def test_a_symbolic_batch_takes_the_gathered_columns_too():

@@ -24,6 +24,7 @@ from phasec.te.schedules.build_time import ir_nodes
 from phasec.te.schedules.winograd import WINOGRAD_MARK
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+from helpers.te_checks import check_llvm_and_interp
 
 RNG = np.random.default_rng(29)
 AVX512 = {"avx512f", "avx2", "fma"}
@@ -321,11 +322,6 @@ def test_a_gemm_over_the_image_takes_wide_panels_on_the_xeon(monkeypatch, c, o, 
         wa = RNG.standard_normal((o, c, 1, 1)).astype("float32")
         ra = RNG.standard_normal((1, o, h, w)).astype("float32")
         want = get_op("relax.nn.conv2d").reference(x, wa) + ra
-        got = np.zeros(want.shape, "float32")
-        compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ra, got)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        interp = np.zeros(want.shape, "float32")
-        run_prim_func(low.prim_func, [x, wa, ra, interp])
-        np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+        check_llvm_and_interp(low.prim_func, [x, wa, ra], want.astype("float32"))
     finally:
         tn.host_tuning.cache_clear()
