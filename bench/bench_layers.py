@@ -5,15 +5,17 @@ usage: ``python bench/bench_layers.py MODEL.onnx [--rounds N] [--top K]``
 At one thread: phasec's kernels are timed per call site (the best over the
 rounds, ``time.perf_counter`` around each native call, as ``phasec run
 --profile``), ONNX Runtime's nodes by its own profiler (all graph
-optimizations: its fused, NCHWc nodes keep the name of the ``Conv`` they
-replace; the best of each node over the rounds). The model's ``Conv`` nodes
+optimizations: its fused NCHWc nodes record the logical NCHW shapes of the
+``Conv`` they replace; the best of each node over the rounds). The model's ``Conv`` nodes
 are matched with phasec's kernel call sites by the shapes of their input,
 output and weight (one kernel per convolution: phasec fuses the epilogue,
 bias, residual and activation, into the convolution's kernel, never two
 convolutions into one; a Conv left unmatched stops the script), and with
-ONNX Runtime's by the shapes its profiler records. Printed: one row per layer shape (the layers of one
-shape summed on each side: the two may add a residual in different layers
-of a shape), the largest absolute gap first, then the sums.
+ONNX Runtime's by the shapes its profiler records. Printed: one row per
+layer shape (the layers of one shape summed on each side: the two may add
+a residual in different layers of a shape; ``n`` is phasec's layers / ORT's
+nodes, which differ where ORT merges or splits layers), the largest
+absolute gap first, then the sums.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ import numpy as np  # noqa: E402
 
 
 def layer_text(c: int, o: int, kh: int, kw: int, group: int, xhw: Any, yhw: Any) -> str:
-    """A convolution's shape as the table prints it: ``3x3/2 128->128 56x56->28x28``."""
-    stride = -(-xhw[0] // yhw[0]) if yhw[0] > 1 else 1
-    return (f"{kh}x{kw}/{stride} {c}->{o}{f' g{group}' if group > 1 else ''} "
+    """A convolution's shape as the table prints it: ``3x3 128->128 56x56->28x28``
+    (the sizes tell the stride)."""
+    return (f"{kh}x{kw} {c}->{o}{f' g{group}' if group > 1 else ''} "
             f"{xhw[0]}x{xhw[1]}->{yhw[0]}x{yhw[1]}")
 
 

@@ -303,7 +303,7 @@ def avx512_xeon_tuning() -> TargetTuning:
       the weight comes from L3 and the positions-as-rows GEMM, fitted
       alone, lost (ResNet-50's 2048 -> 512 over 7x7 1.17 -> 0.85 ms a
       call, 1024 -> 256 over 14x14 0.87 -> 0.77; MobileNetV2's 960 -> 160
-      and 576 -> 160 over 7x7 -22% and -20%; the whole of ResNet-50, the
+      + residual and 960 -> 320 over 7x7 -23% and -20%; the whole of ResNet-50, the
       kernels' sum, 64.6 -> 63.8 ms, EfficientNet-B0 11.80 -> 11.42,
       MobileNetV2 7.24 -> 7.04, DenseNet-121 and Inception v2 within noise);
     * 1x1 convolutions over 14x14 with positions as rows up to a 256 KB

@@ -8,14 +8,13 @@ position ``(y, x)`` (loops over the output's rows and columns: no division
 by the row width), then one GEMM runs over all the output positions
 (``FLAT_COLUMNS_ATTR``: its columns ``y*OW + x``, whole vectors), the
 epilogue (bias, activation, a residual) in its register tiles. Rows under
-a vector are gathered as ``cols[b, c, ry, rx, y*OW + x]`` and the GEMM's
-flat result is read back by the epilogue's own nest (see :func:`schedule`). The plain
-schedule would make a GEMM per output row, OW columns wide, and pack each
-of its panels through gathers. (Until round 10 the GEMM wrote a flat result
-that a second nest read back with the epilogue, as
-:mod:`phasec.te.schedules.conv_flat_rows` does.) Measurements:
-bench/README.md, "Schedule notes moved from docstrings" and "ResNet-50's
-and Inception v2's convolutions beside ORT's, layer by layer".
+a vector are gathered as ``cols[b, c, ry, rx, y*OW + x]`` instead, and the
+GEMM's flat result is read back by the epilogue's own nest (as in
+:mod:`phasec.te.schedules.conv_flat_rows`; see :func:`schedule`). The
+plain schedule would make a GEMM per output row, OW columns wide, and pack
+each of its panels through gathers. Measurements: bench/README.md,
+"Schedule notes moved from docstrings" and "ResNet-50's and Inception v2's
+convolutions beside ORT's, layer by layer".
 """
 
 from __future__ import annotations
