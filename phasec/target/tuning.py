@@ -91,6 +91,15 @@ class TargetTuning:
     #: tiles smaller (``GemmEmitter._balanced_rows``) unless it has at least
     #: this many accumulators (0: always)
     gemm_tail_min_accumulators: int = 0
+    #: a GEMM over a whole image's positions (``GemmPlan.flat``: a 1x1 or
+    #: im2col convolution) of a reduction of at most ``gemm_flat_panel_max_k``
+    #: and at least ``gemm_flat_panel_min_row_tiles`` row tiles takes panels
+    #: of up to this many bytes, whatever ``gemm_panel_max_cols`` (0: no such
+    #: panels): its epilogue's residual and output are then read and
+    #: written in runs a panel long along each plane (see ``avx512_xeon_tuning``)
+    gemm_flat_panel_bytes: int = 0
+    gemm_flat_panel_max_k: int = 128
+    gemm_flat_panel_min_row_tiles: int = 16
     #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
     #: writes before its reduction when that is at least this long (see
     #: ``gemm_prefetch.epilogue_prefetch``; measured: K = 128 batched matmuls
@@ -182,6 +191,9 @@ class TargetTuning:
     #: line each (Zen 4, 1 MB L2: DenseNet-121's 100 KB 14x14 bottlenecks
     #: lost 17-29%; the Xeon's 2 MB L2 holds 256 KB of them: see that module)
     pointwise_max_transposed_bytes: int = 64 * 1024
+    #: ... and a weight of fewer bytes than this (0: any): a larger one is
+    #: not in the cache inside a model (see ``avx512_xeon_tuning``)
+    pointwise_max_weight_bytes: int = 0
     #: stride-1 depthwise rows narrower than a vector (not only those of
     #: more than half a vector) with windows of up to 25 taps (not 9) take
     #: the per-channel padded plane
@@ -276,6 +288,24 @@ def avx512_xeon_tuning() -> TargetTuning:
       strided convolutions with rows of one to two
       vectors over gathered columns (``im2col_row_vectors``: 28-wide rows
       as 16 + 8 + 4 lanes left the FMA units a third idle);
+    * panels of up to 1 MB for a GEMM over a whole image's positions of
+      a reduction of at most 128 and at least 16 row tiles
+      (``gemm_flat_panel_bytes``), wider than ``gemm_panel_max_cols``:
+      ResNet-50's 1x1 64 -> 256 + residual over 56x56 (three calls) 2.81
+      -> 2.26 ms in the model, its epilogue's residual and output read and
+      written along each plane in runs of the whole image rather than of
+      448 columns; larger reductions were as fast or slower with them
+      (256 -> 128 over 56x56 1.45 -> 1.50 ms, 512 -> 256 over 28x28 1.32
+      -> 1.38), MobileNetV2 and EfficientNet-B0 unchanged;
+    * 1x1 projections over 7x7 and 14x14 with positions as rows only for
+      a weight under 512 KB (``pointwise_max_weight_bytes``; larger ones
+      over the image's positions, ``conv_pointwise_flat``): inside a model
+      the weight comes from L3 and the positions-as-rows GEMM, fitted
+      alone, lost (ResNet-50's 2048 -> 512 over 7x7 1.17 -> 0.85 ms a
+      call, 1024 -> 256 over 14x14 0.87 -> 0.77; MobileNetV2's 960 -> 160
+      + residual and 960 -> 320 over 7x7 -23% and -20%; the whole of ResNet-50, the
+      kernels' sum, 64.6 -> 63.8 ms, EfficientNet-B0 11.80 -> 11.42,
+      MobileNetV2 7.24 -> 7.04, DenseNet-121 and Inception v2 within noise);
     * 1x1 convolutions over 14x14 with positions as rows up to a 256 KB
       transposed output (``pointwise_max_transposed_bytes``) and narrow
       depthwise rows on per-channel planes (``depthwise_narrow_plane``),
@@ -288,7 +318,8 @@ def avx512_xeon_tuning() -> TargetTuning:
                    gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
-                   depthwise_narrow_plane=True)
+                   depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
+                   pointwise_max_weight_bytes=512 * 1024)
 
 
 def generic_tuning() -> TargetTuning:

@@ -71,3 +71,14 @@ def run(func, *arrays):
     run_prim_func(func, list(arrays))
     return arrays[-1]
 
+
+def check_llvm_and_interp(func, inputs, want, tol=1e-4):
+    """``func`` on LLVM and on the TIR interpreter, its output (the last
+    argument, zeros of ``want``'s shape) against ``want``."""
+    from phasec.backend.llvm import compile_prim_funcs
+
+    got = np.zeros(want.shape, want.dtype)
+    compile_prim_funcs({"k": func})["k"](*inputs, got)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    interp = run(func, *inputs, np.zeros(want.shape, want.dtype))
+    np.testing.assert_allclose(interp, want, rtol=tol, atol=tol)

@@ -18,8 +18,10 @@ from phasec.interp.tir import run_prim_func
 from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
+from phasec.target.tuning import host_tuning
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+from helpers.te_checks import check_llvm_and_interp, top_level
 
 RNG = np.random.default_rng(7)
 
@@ -118,16 +120,64 @@ STRIDED = {  # (c, h, w, o, k, attrs): 7x7 and narrower outputs
     # the first row tap only from the fourth output row on
     "3x3_s3_dil8_taps_in_padding": (4, 20, 7, 5, 3, {"padding": 8, "strides": 3,
                                                      "dilation": 8}),
+    # output rows of one to two vectors, not whole ones (ResNet's 56 -> 28;
+    # taken where the target's im2col_row_vectors asks, as on the Xeon)
+    "3x3_s2_prime_to_29": (5, 57, 57, 7, 3, {"padding": 1, "strides": 2}),
+    "3x3_s2_to_20": (5, 39, 39, 3, 3, {"padding": 1, "strides": 2}),
+    "1x1_s2_to_19": (5, 37, 38, 6, 1, {"strides": 2}),
 }
+
+
+LANES = host_tuning().lanes(32)
+
+
+def _out_width(w, k, attrs):
+    p = attrs.get("padding", 0)
+    left, right = (p, p) if isinstance(p, int) else (p[1], p[3])
+    s, d = attrs["strides"], attrs.get("dilation", 1)
+    s, d = (s if isinstance(s, int) else s[1]), (d if isinstance(d, int) else d[1])
+    return (w + left + right - d * (k - 1) - 1) // s + 1
 
 
 @pytest.mark.parametrize("name", list(STRIDED))
 def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
+    from phasec.arith.inbounds import prove_accesses
+
     c, h, w, o, k, attrs = STRIDED[name]
     func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
     low = lower_fused(func)
-    assert "im2col" in _buffers(low.prim_func) and "T_conv2d_cols" in _buffers(low.prim_func)
+    assert "im2col" in _buffers(low.prim_func)
+    if _out_width(w, k, attrs) >= LANES:
+        # the columns, then one GEMM over all positions with the epilogue in
+        # its tiles (FLAT_COLUMNS_ATTR): no flat result read back by a second nest
+        assert "T_conv2d_cols" not in _buffers(low.prim_func)
+        assert len(top_level(low.prim_func)) == 2
+    else:  # (rows under a vector: the flat result, then the epilogue's nest)
+        assert "T_conv2d_cols" in _buffers(low.prim_func)
+    assert prove_accesses(low.prim_func).counts()[1] == 0
     _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
+
+
+@pytest.mark.parametrize("shape,residual", [
+    ((6, 13, 13, 5), (1, 5, 7, 7)),       # a residual read as the output: in the tiles
+    ((5, 29, 37, 3), (1, 3, 15, 19)),     # the same over 15 x 19
+    ((6, 13, 13, 5), (1, 5, 1, 7)),       # broadcast along the rows: the GEMM row by row
+])
+def test_strided_conv_over_gathered_columns_with_a_residual(shape, residual):
+    c, h, w, o = shape
+    d = Var("d", TensorStructInfo((1, c, h, w), "float32"))
+    wt = Var("w", TensorStructInfo((o, c, 3, 3), "float32"))
+    r = Var("r", TensorStructInfo(residual, "float32"))
+    func = fused([d, wt, r], lambda bb: call_op("add", bb.emit(call_op(
+        "nn.conv2d", d, wt, padding=1, strides=2)), r))
+    low = lower_fused(func)
+    assert "im2col" in _buffers(low.prim_func)
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    wa = RNG.standard_normal((o, c, 3, 3)).astype("float32")
+    ra = RNG.standard_normal(residual).astype("float32")
+    want = get_op("relax.nn.conv2d").reference(x, wa, padding=(1, 1, 1, 1),
+                                               strides=(2, 2)) + ra
+    check_llvm_and_interp(low.prim_func, [x, wa, ra], want.astype("float32"))
 
 
 def test_a_symbolic_batch_takes_the_gathered_columns_too():

@@ -206,3 +206,23 @@ def test_a_projection_of_75_kb_takes_the_positions_where_the_profile_allows(
                RNG.standard_normal((1, 96, 14, 14)).astype(np.float32))
     finally:
         tuning.host_tuning.cache_clear()
+
+
+@pytest.mark.parametrize("profile,c,o,taken", [
+    ("avx512_xeon", 1024, 112, True),     # 448 KB of weight: the positions as rows
+    ("avx512_xeon", 1031, 128, False),    # 516 KB (prime input channels): over the image
+    ("avx512", 1031, 128, True),          # Zen 4: no weight limit
+])
+def test_a_large_projection_over_7x7_runs_over_the_image_on_the_xeon(monkeypatch, profile,
+                                                                     c, o, taken):
+    # (inside a model such a weight comes from L3: pointwise_max_weight_bytes)
+    monkeypatch.setenv("PHASEC_TUNING", profile)
+    tuning.host_tuning.cache_clear()
+    try:
+        mod, _ = _module((1, c, 7, 7), o, residual=True)
+        texts = _kernel_texts(mod).values()
+        assert taken == any("T_conv2d_positions" in t for t in texts)
+        _check(mod, RNG.standard_normal((1, c, 7, 7)).astype(np.float32),
+               RNG.standard_normal((1, o, 7, 7)).astype(np.float32))
+    finally:
+        tuning.host_tuning.cache_clear()

@@ -24,6 +24,7 @@ from phasec.te.schedules.build_time import ir_nodes
 from phasec.te.schedules.winograd import WINOGRAD_MARK
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
+from helpers.te_checks import check_llvm_and_interp
 
 RNG = np.random.default_rng(29)
 AVX512 = {"avx512f", "avx2", "fma"}
@@ -51,8 +52,10 @@ def test_the_other_profiles_are_unchanged():
             t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
             t.winograd_min_tile_vectors, t.im2col_row_vectors, t.gemm_narrow_rows,
             t.int_gemm_tile, t.pointwise_max_transposed_bytes, t.depthwise_narrow_plane,
-            t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes
-            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0, 0)
+            t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes,
+            t.gemm_flat_panel_bytes, t.pointwise_max_weight_bytes
+            ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, False, 0, 0, 0,
+                  0)
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
                 t.winograd_min_tile_vectors, t.im2col_row_vectors,
@@ -65,7 +68,8 @@ def test_the_other_profiles_are_unchanged():
                        "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
                        "winograd_min_tile_vectors", "winograd_narrow_max_weight_bytes",
                        "im2col_row_vectors",
-                       "pointwise_max_transposed_bytes", "depthwise_narrow_plane"}
+                       "pointwise_max_transposed_bytes", "depthwise_narrow_plane",
+                       "gemm_flat_panel_bytes", "pointwise_max_weight_bytes"}
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
 
@@ -282,5 +286,42 @@ def test_one_vector_winograd_only_below_its_weight_limit(monkeypatch, c, h, o, m
         assert _winograd_m(sym) == m
         if m is None:  # (the direct schedule's values over two images)
             _check_conv(sym, (2,), c, h, h, o, 3, {"padding": 1}, interp=False)
+    finally:
+        tn.host_tuning.cache_clear()
+
+
+def _loop_extents(prim, *names):
+    found = {n.loop_var.name: n.extent.value for n in ir_nodes(prim.body)
+             if type(n) is tir.For and isinstance(n.extent, tir.IntImm)}
+    return tuple(found.get(name, 1) for name in names)
+
+
+@pytest.mark.parametrize("c,o,h,w,extra,panels", [
+    (5, 12, 13, 23, "", (1, 4)),                        # K = 5: one panel of the 4 tiles
+    (5, 12, 13, 23, ",gemm_flat_panel_bytes=0", (4, 1)),  # off: 64-column panels
+    (5, 6, 13, 23, "", (4, 1)),                         # one row tile: too few
+    (7, 12, 13, 23, ",gemm_flat_panel_max_k=6", (4, 1)),  # a reduction too long
+    (3 * 7, 13, 11, 17, "", (1, 2)),                    # 13 rows, 187 = 2 x 64 + 59 columns
+])
+def test_a_gemm_over_the_image_takes_wide_panels_on_the_xeon(monkeypatch, c, o, h, w, extra,
+                                                             panels):
+    # (the profile's sizes scaled down so that the interpreter runs it: panels
+    # of 64 columns, two row tiles enough)
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon,gemm_flat_panel_min_row_tiles=2,"
+                       "gemm_panel_max_cols=64" + extra)
+    tn.host_tuning.cache_clear()
+    try:
+        assert tn.avx512_xeon_tuning().gemm_flat_panel_bytes == 1 << 20
+        d = Var("d", TensorStructInfo((1, c, h, w), "float32"))
+        wt = Var("w", TensorStructInfo((o, c, 1, 1), "float32"))
+        r = Var("r", TensorStructInfo((1, o, h, w), "float32"))
+        low = lower_fused(fused([d, wt, r], lambda bb: call_op(
+            "add", bb.emit(call_op("nn.conv2d", d, wt)), r)))
+        assert _loop_extents(low.prim_func, "jc", "jt") == panels
+        x = RNG.standard_normal((1, c, h, w)).astype("float32")
+        wa = RNG.standard_normal((o, c, 1, 1)).astype("float32")
+        ra = RNG.standard_normal((1, o, h, w)).astype("float32")
+        want = get_op("relax.nn.conv2d").reference(x, wa) + ra
+        check_llvm_and_interp(low.prim_func, [x, wa, ra], want.astype("float32"))
     finally:
         tn.host_tuning.cache_clear()

@@ -3,13 +3,18 @@
 (``TargetTuning.im2col_row_vectors``) narrower than a few vectors and not
 whole ones (28 wide), over its input gathered into columns (im2col).
 
-The input is gathered once, ``cols[b, c, ry, rx, p]`` for output position
-``p = y*OW + x``, then one GEMM runs over all the output positions, whose
-columns are whole vectors. The plain schedule would make a GEMM per output
-row, OW columns wide, and pack each of its panels through gathers. The
-epilogue is a nest of its own that reads the rows back (as in
-:mod:`phasec.te.schedules.conv_flat_rows`). Measurements: bench/README.md,
-"Schedule notes moved from docstrings".
+The input is gathered once, ``cols[b, c, ry, rx, y, x]`` for output
+position ``(y, x)`` (loops over the output's rows and columns: no division
+by the row width), then one GEMM runs over all the output positions
+(``FLAT_COLUMNS_ATTR``: its columns ``y*OW + x``, whole vectors), the
+epilogue (bias, activation, a residual) in its register tiles. Rows under
+a vector are gathered as ``cols[b, c, ry, rx, y*OW + x]`` instead, and the
+GEMM's flat result is read back by the epilogue's own nest (as in
+:mod:`phasec.te.schedules.conv_flat_rows`; see :func:`schedule`). The
+plain schedule would make a GEMM per output row, OW columns wide, and pack
+each of its panels through gathers. Measurements: bench/README.md,
+"Schedule notes moved from docstrings" and "ResNet-50's and Inception v2's
+convolutions beside ORT's, layer by layer".
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 from phasec import arith
 from phasec.te import operation as te
 from phasec.te.operation import i64
+from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
 from phasec.target import tuning
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
@@ -49,18 +55,29 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     n, c = data.shape[0], data.shape[1]
     zero = te.const(0, dt)
 
-    def col_body(b, ch, r, s, p):
-        y = p // OW * sy + (r * dy - top)
-        x = p % OW * sx + (s * dx - left)
+    def gathered(b, ch, r, s, oy, ox):
+        y = oy * sy + (r * dy - top)
+        x = ox * sx + (s * dx - left)
         value = data[b, ch, te.clamp_index(y, i64(H)), te.clamp_index(x, i64(W))]
         if not any(w.padding):
             return value
         return te.select(te.all_of(te.in_range(y, 0, H), te.in_range(x, 0, W)), value, zero)
-    cols = te.compute((n, c, i64(KH), i64(KW), i64(OH * OW)), col_body, name="im2col",
-                      inline=False)
     rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
-    flat = te.compute((n, w.out_shape[1], i64(OH * OW)), lambda b, oc, p: te.sum(
-        cols[b, rc.var, ry.var, rx.var, p] * weight[oc, rc.var, ry.var, rx.var],
-        axis=[rc, ry, rx]), name="T_conv2d_cols", tag="conv2d")
-    return te.compute(w.out_shape, lambda b, oc, y, x: flat[b, oc, y * OW + x],
-                      name="T_conv2d")
+    if OW < w.lanes:
+        # rows under a vector (14 -> 7): the columns over the flat positions
+        # ``p = y*OW + x``, the epilogue a nest of its own. (Gathered per row,
+        # each row a loop under one vector with strided loads, LLVM's code
+        # generation took 4 s for ResNet-50's 256 channels 28 -> 14.)
+        cols = te.compute((n, c, i64(KH), i64(KW), i64(OH * OW)), lambda b, ch, r, s, p:
+                          gathered(b, ch, r, s, p // OW, p % OW), name="im2col", inline=False)
+        flat = te.compute((n, w.out_shape[1], i64(OH * OW)), lambda b, oc, p: te.sum(
+            cols[b, rc.var, ry.var, rx.var, p] * weight[oc, rc.var, ry.var, rx.var],
+            axis=[rc, ry, rx]), name="T_conv2d_cols", tag="conv2d")
+        return te.compute(w.out_shape, lambda b, oc, y, x: flat[b, oc, y * OW + x],
+                          name="T_conv2d")
+    cols = te.compute((n, c, i64(KH), i64(KW), i64(OH), i64(OW)), gathered, name="im2col",
+                      inline=False)
+    # (the GEMM's columns span both output axes: FLAT_COLUMNS_ATTR)
+    return te.compute(w.out_shape, lambda b, oc, y, x: te.sum(
+        cols[b, rc.var, ry.var, rx.var, y, x] * weight[oc, rc.var, ry.var, rx.var],
+        axis=[rc, ry, rx]), name="T_conv2d", tag="conv2d", attrs={FLAT_COLUMNS_ATTR: True})

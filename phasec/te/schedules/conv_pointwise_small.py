@@ -130,7 +130,9 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         # over 14x14 29 -> 19 us)
         mine, flat = estimate(H * W, C, O, w.lanes, not w.weight_is_constant)
         elem = np.dtype(str(w.dtype)).itemsize
-        if O > C or mine >= flat or H * W * O * elem > max_transposed_bytes():
+        limit = tuning.host_tuning().pointwise_max_weight_bytes
+        if (O > C or mine >= flat or H * W * O * elem > max_transposed_bytes()
+                or (limit and O * C * elem >= limit)):
             return None
     k = te.reduce_axis(i64(C), "rc")
     rows = te.compute((i64(n), i64(H * W), i64(O)), lambda b, p, o: te.sum(

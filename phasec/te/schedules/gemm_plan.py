@@ -175,6 +175,10 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     elem = bits // 8
     max_cols = min(tuning.gemm_panel_max_cols,
                       tuning.gemm_panel_bytes // max(1, k_guess * elem))
+    M = static_int(nest.shape[row_axis])
+    if (flat and M is not None and K is not None and K <= tuning.gemm_flat_panel_max_k
+            and M // rows >= tuning.gemm_flat_panel_min_row_tiles):
+        max_cols = max(max_cols, tuning.gemm_flat_panel_bytes // (K * elem))
     tpp_max = max(1, max_cols // cols)
     n_tiles = N // cols
     if n_tiles <= tpp_max:
@@ -183,7 +187,6 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         tpp = max(d for d in range(1, tpp_max + 1) if n_tiles % d == 0)
         if 2 * tpp < tpp_max:
             tpp = tpp_max  # a partial last panel beats many small panels
-    M = static_int(nest.shape[row_axis])
     if M is not None and M < 1:
         return None  # nothing to compute: the plain nest handles empty shapes
     if (M is not None and M <= tuning.gemv_max_rows and K is not None
