@@ -187,3 +187,43 @@ def test_taken_for_1x1_over_rows_that_are_not_whole_vectors(c, h, w, o, k, group
 ])
 def test_not_taken_elsewhere(c, h, w, o, k, groups, attrs):
     assert not _taken(_workload(c, h, w, o, k, groups, **attrs))
+
+
+@pytest.fixture
+def _packed_panels(monkeypatch):
+    """B packed whatever its size and row tiles of 4 rows x 2 vectors, on
+    any host profile: small enough for the interpreter."""
+    from phasec.target import tuning
+    monkeypatch.setenv("PHASEC_TUNING", "gemm_pack_min_bytes=0,gemm_rows=4,gemm_vectors=2")
+    tuning.host_tuning.cache_clear()
+    yield
+    tuning.host_tuning.cache_clear()
+
+
+@pytest.mark.parametrize("n,c,h,w,o,residual,interp", [
+    # 169 = 5 tiles of 32 + 9 (SqueezeNet's classifier's 13x13): the last
+    # tile and the 9 as 41 columns, computed as 3 vectors; its residual read
+    # only at the real columns
+    (1, 9, 13, 13, 11, True, True),
+    # prime sizes: 11 x 17 = 187 = 5 tiles + 27 (2 vectors); a batch of two
+    (2, 7, 11, 17, 13, False, True),
+    # 87 = 2 tiles + 23: a remainder of 7 of 16 (one vector more); in
+    # float64 (8 lanes) other tiles and remainders
+    (1, 5, 3, 29, 10, True, False),
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_last_columns_packed_as_whole_vectors(_packed_panels, n, c, h, w, o, residual, interp,
+                                              dtype):
+    """The last columns of a flat GEMM whose panels are packed: packed too,
+    into a panel of whole vectors zero past them, computed as whole vectors,
+    the epilogue storing (and reading the residual at) the real ones only."""
+    low = lower_fused(_conv(n, c, h, w, o, residual=residual, dtype=dtype))
+    tiles = _flat_tiles(low.prim_func, w)
+    packs = [s for name, shapes in _allocs(low.prim_func).items()
+             if name.startswith("T_conv2d_bpack") for s in shapes]
+    if LANES == 16 and dtype == "float32":  # (the sizes chosen for 16 lanes)
+        # no tile is narrower than its whole vectors (41 would be 16+16+8+1)
+        assert all(t[1] % LANES == 0 for t in tiles), tiles
+        assert any(p[0] == 1 and p[2] % LANES == 0 and p[2] > (h * w) % 32
+                   for p in packs), packs
+    _check(low.prim_func, n, c, h, w, o, residual=residual, interp=interp, dtype=dtype)

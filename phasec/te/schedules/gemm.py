@@ -144,6 +144,9 @@ class GemmEmitter:
         #: the loop over whole panels (variable, count, columns a panel)
         self._panels: tuple[Var, int, int] | None = None
         self._b_slack: bool | None = None  # see _whole_tail
+        #: the last columns are being emitted from a packed panel of whole
+        #: vectors, zero past them (see :meth:`_padded_rest`)
+        self._padding = False
 
     # -- structure -----------------------------------------------------------
     def _vector_pieces(self, width: int) -> list[int]:
@@ -178,6 +181,8 @@ class GemmEmitter:
         is proven along the last axis only). SqueezeNet's stem (111
         columns: 16+16+15, not 16+16+8+4+2+1): bench/README.md."""
         p, lanes = self.plan, self.plan.lanes
+        if self._padding:
+            return True  # (B is the padded panel: _padded_rest)
         tail = width % lanes
         # (or 7 of 16: 4 + 3 columns, three vectors once LLVM splits the 3
         # into 2 + 1; not 1-6, 8: measured no faster, bench/README.md)
@@ -283,16 +288,35 @@ class GemmEmitter:
             tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp))
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
-            bp_rest = (self._pack_buffer(1, nr if prepack_rest else n_rem) if p.pack_rest
-                       else None)
+            self._padding = self._padded_rest(n_tiles, n_rem)
+            width = -(-n_rem // p.lanes) * p.lanes if self._padding else n_rem
+            bp_rest = (self._pack_buffer(1, nr if prepack_rest else width)
+                       if p.pack_rest or self._padding else None)
             rest = self._panel(i64(n_tiles * nr), 1, n_rem, bp_rest, par_rows,
                                i64(n_tiles) if prepack_rest else None,
                                rows=self._rows_for(n_rem))
+            self._padding = False
             stmts.append(rest if bp_rest is None else Allocate(bp_rest, rest))
         body = seq(stmts)
         if shared is not None:
             body = Allocate(shared, body)
         return body
+
+    def _padded_rest(self, n_tiles: int, n_rem: int) -> bool:
+        """Whether the last, narrower columns of a GEMM over flat columns
+        (``GemmPlan.flat``) whose panels are packed are packed too, into a
+        panel of whole vectors zero past them, and computed as whole vectors
+        (the epilogue storing only the real ones: :meth:`_whole_tail`'s
+        form, whose B read in place could not reach past the image).
+        SqueezeNet's classifier, 512 -> 1000 over 13x13: 169 columns are two
+        tiles of 64 and 41 = 16 + 16 + 8 + 1 (a scalar column of FMAs), now
+        three vectors (bench/README.md). The same remainders as
+        :meth:`_whole_tail` (more than half a vector, or 7 of 16)."""
+        p, lanes = self.plan, self.plan.lanes
+        tail = n_rem % lanes
+        return bool(p.flat and p.pack and n_tiles and not p.pack_rest and not p.wide
+                    and p.windows is None and not p.row_group and p.cols % lanes == 0
+                    and (tail > lanes // 2 or (tail > 4 and tail % 4 == 3)))
 
     def _pack_buffer(self, tiles: int, width: int) -> Buffer:
         return Buffer(self.low.names.fresh(self.anchor.name + "_bpack"),
@@ -316,6 +340,14 @@ class GemmEmitter:
                 # (the last columns' buffer is a whole micro-panel wide)
                 self._declare_prepack(param[0], static_int(bp.shape[2]), param[1])
             stmts.append(pack)
+            if self._padding:
+                # the columns past the last: zero (uninitialized, they could
+                # be denormals, slow in every FMA; they are never stored)
+                k, c = Var(self.low.names.fresh("kz"), _I64), Var(self.low.names.fresh("cz"), _I64)
+                pad = static_int(bp.shape[2]) - width
+                stmts.append(For(k, i64(0), self.K, "serial", For(
+                    c, i64(width), i64(pad), "serial",
+                    BufferStore(bp, tir.FloatImm(0.0, self.dtype), (i64(0), k, c)))))
         mr = rows or p.rows
         Ms = static_int(self.M)
         if Ms is not None and p.row_group and p.row_group % mr:
@@ -545,7 +577,11 @@ class GemmEmitter:
             stored = ([(0, nvec - 1, lanes)] if nvec > 1 else []) + [(last, 1, width - last)]
         acc_shape = (i64(mr), i64(groups[-1][0] + groups[-1][1] * groups[-1][2]))
         if stored is not groups:  # (the init and update blocks' columns reach past N)
-            shape[m - 1] = i64(self.N + acc_shape[1].value - width)
+            end = self.N + acc_shape[1].value - width
+            if self.plan.flat:  # (rows of the image past its last: _padded_rest)
+                shape[m - 2] = i64(-(-end // self.plan.flat))
+            else:
+                shape[m - 1] = i64(end)
         acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, self.dtype)
 
         def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str,
