@@ -41,6 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from phasec.ir import Binding, Call, DataflowVar, Op, Var, VarBinding, collect_exprs, tir
+from phasec.runtime.binary_ops import BINARY_OPS
 
 __all__ = ["ConcatGroup", "concat_groups", "concat_layout"]
 
@@ -79,8 +80,8 @@ def _walk(body: tir.Stmt) -> tuple[list[tir.Block], list[tir.BufferStore]]:
 
 def _ints(e: tir.PrimExpr, axis: tir.Var, v: np.ndarray) -> np.ndarray:
     """``e`` at every ``axis = v[i]`` (int64 or bool arrays), or _NoMatch
-    when it reads anything else (the integer operators' floor semantics are
-    numpy's, as in ``phasec.runtime.binary_ops``)."""
+    when it reads anything else (the integer operators of
+    ``phasec.runtime.binary_ops``: ``//`` and ``%`` floor)."""
     t = type(e)
     if t is tir.IntImm:
         return np.full(v.shape, e.value, np.bool_ if e.dtype == "bool" else np.int64)
@@ -100,13 +101,12 @@ def _ints(e: tir.PrimExpr, axis: tir.Var, v: np.ndarray) -> np.ndarray:
     return _INT_OPS[e.op](a, b)
 
 
+#: the integer operators on arrays: TIR's semantics as the TIR interpreter
+#: computes them (``phasec.runtime.binary_ops``), and/or elementwise
 _INT_OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide,
-    "%": np.remainder, "min": np.minimum, "max": np.maximum,
-    "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-    ">": np.greater, ">=": np.greater_equal,
-    "and": lambda a, b: a.astype(bool) & b.astype(bool),
-    "or": lambda a, b: a.astype(bool) | b.astype(bool),
+    **{s: op.array for s, op in BINARY_OPS.items()
+       if op.array is not None and s not in ("/", "pow")},
+    "and": np.logical_and, "or": np.logical_or,
 }
 
 
