@@ -260,7 +260,9 @@ def test_winograd_tiles_fill_two_vectors_on_the_xeon(xeon, c, h, o, m_xeon):
     # (a constant weight: the rule alone decides, see test_winograd.py)
     prim = lower_fused(_conv_relu(1, c, h, h, o, 3, padding=1), constant_params=(1,)).prim_func
     assert _winograd_m(prim) == m_xeon
-    _check_conv(prim, (1,), c, h, h, o, 3, {"padding": 1})
+    # (the interpreter for the small images only: F(4x4)'s TIR over 28x28 is
+    # read by the interpreter in test_winograd.py)
+    _check_conv(prim, (1,), c, h, h, o, 3, {"padding": 1}, interp=h < 20)
 
 
 @pytest.mark.parametrize("c,h,o,m", [
