@@ -38,7 +38,7 @@ then columns) read consecutive elements.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction as F
 
 import numpy as np
@@ -305,12 +305,18 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
     return _loop(plan.batch(d) * plan.c, per_channel, "parallel", "nc")
 
 
-def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
+def _output_nest(plan: _Plan, mb: Buffer, out: Buffer,
+                 put: Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt] | None = None) -> Stmt:
     """y = A^T M A for every (output channel, tile), a row of tiles at a time:
     the column transform into ``o1[i, f, tx]``, the row transform into
     ``r[i, j, tx]`` (both contiguous in ``tx``), then the m output rows
-    gathered from ``r`` (``y[x] = r[i, x % m, x // m]``)."""
+    gathered from ``r`` (``y[x] = r[i, x % m, x // m]``), each element
+    stored once, through ``put`` when given (the extern's
+    ``store_through``: the epilogue applied in registers before the store)."""
     m, a, dt = plan.m, plan.a, plan.dtype
+    if put is None:
+        def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
+            return tir.BufferStore(out, value, idx)
     o1 = Buffer("wino_o1", (i64(m), i64(a), i64(plan.twv)), dt)
     rb = Buffer("wino_r", (i64(m), i64(m), i64(plan.twv)), dt)
 
@@ -333,11 +339,11 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer) -> Stmt:
                 # columns of a last partial tile
                 y = _add(_mul(ty, m), i)
                 full, rest = divmod(plan.ow, m)
-                parts = [] if not full else [_loop(full, lambda tx: _seq(*[tir.BufferStore(
-                    out, rb[i64(i), i64(j), tx], (n, k, y, _add(_mul(tx, m), j)))
+                parts = [] if not full else [_loop(full, lambda tx: _seq(*[put(
+                    rb[i64(i), i64(j), tx], (n, k, y, _add(_mul(tx, m), j)))
                     for j in range(m)]), "vectorized", "tx")]
-                parts += [tir.BufferStore(out, rb[i64(i), i64(j), i64(full)],
-                                          (n, k, y, i64(full * m + j))) for j in range(rest)]
+                parts += [put(rb[i64(i), i64(j), i64(full)], (n, k, y, i64(full * m + j)))
+                          for j in range(rest)]
                 store = _seq(*parts)
                 if plan.oh % m == 0 or i == 0:
                     return store
@@ -416,8 +422,12 @@ def winograd_conv2d(data: Tensor, weight: Tensor, out_shape: Sequence[PrimExpr],
     else:
         prod = te.compute((e, k, plan.p), lambda b, i, j: te.sum(
             u[b, i, rc.var] * v[b, rc.var, j], axis=[rc]), name="T_winograd_gemm", tag="matmul")
+    # the epilogue (bias, batch norm, activation, a residual) applied to each
+    # output element in registers before its one store: no output-sized
+    # intermediate written and read back by a nest of its own
     return te.extern(tuple(out_shape), dtype, [prod], lambda ins, o: _output_nest(plan, ins[0], o),
-                     name="T_conv2d_winograd")
+                     name="T_conv2d_winograd",
+                     store_through=lambda ins, o, put: _output_nest(plan, ins[0], o, put))
 
 
 #: the per-call cost estimate (:func:`estimate_ns`), nanoseconds on one
