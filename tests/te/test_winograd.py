@@ -353,3 +353,85 @@ def test_the_transforms_bind_each_iterations_image_and_channel_once(winograd_til
     new_ir = compile_prim_funcs({"k": low.prim_func}, use_cache=False).optimized_ir
     old_ir = compile_prim_funcs({"k": old}, use_cache=False).optimized_ir
     assert len(_functions(new_ir)) >= 4 and _functions(new_ir) == _functions(old_ir)
+
+
+def _last_dim(func: tir.PrimFunc, name: str) -> int | None:
+    """The static last dimension of the kernel's intermediate buffer ``name``
+    (None: no such buffer)."""
+    found = re.search(rf"\b{name} = T\.sblock_alloc_buffer\(\((.*?)\), \"", IRModule(
+        {"k": func}).script())
+    return None if found is None else int(re.findall(r"T\.int64\((\d+)\)", found.group(1))[-1])
+
+
+@pytest.mark.parametrize("n", [1, 2, "symbolic"])
+def test_the_epilogue_is_applied_in_the_output_transform(n, winograd_tile):
+    # (stored through: no output-sized intermediate, no nest of its own for
+    # the bias and activation; values against numpy and the interpreter)
+    winograd_tile(4)
+    c, h, w, o = 8, 7, 9, 11
+    func = _conv_bias_relu(tir.Var("n", "int64") if n == "symbolic" else n, c, h, w, o,
+                           padding=1)
+    prim = lower_fused(func, constant_params=WEIGHT).prim_func
+    assert _tile(prim) == 4
+    script = IRModule({"k": prim}).script()
+    assert "T_conv2d_winograd" not in script and "T_winograd_gemm" in script
+    images = 2 if n == "symbolic" else n
+    x = RNG.standard_normal((images, c, h, w)).astype(np.float32)
+    wa = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    ba = RNG.standard_normal((1, o, 1, 1)).astype(np.float32)
+    want = np.maximum(_conv_ref(x, wa, (1, 1, 1, 1)) + ba, 0)
+    for run in (lambda out: compile_prim_funcs({"k": prim})["k"](x, wa, ba, out),
+                lambda out: run_prim_func(prim, [x, wa, ba, out])):
+        got = np.full(want.shape, np.nan, np.float32)
+        run(got)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+# n, c, h, w, o, vector bits, m, the GEMM's columns per image (written + zeros)
+ROUNDED = {
+    # 6 x 6 tiles of 2x2: 36 + 2 written, 40 with two zero columns (4 lanes)
+    "11x11_m2": (1, 8, 11, 11, 9, 128, 2, 40),
+    "batch_2": (2, 8, 11, 11, 9, 128, 2, 40),
+    "symbolic_batch": (None, 8, 11, 11, 9, 128, 2, 40),
+    # ResNet's and Inception's 56x56: 14 x 14 tiles of 4x4, 196 + 2 -> 208 (16 lanes)
+    "56x56_m4": (1, 8, 56, 56, 8, 512, 4, 208),
+    # 7 x 7 tiles: 49 + 1 written; 64 would add 14, more than an eighth
+    "28x28_kept": (1, 8, 28, 28, 8, 512, 4, 50),
+    # 3 x 3 tiles of 4x4: 9 + 1 written; 12 would add 2, more than an eighth
+    "9x10_kept": (1, 9, 9, 10, 9, 128, 4, 10),
+}
+
+
+@pytest.mark.parametrize("name", list(ROUNDED))
+def test_the_gemm_columns_of_an_image_are_rounded_up_to_whole_vectors(name, winograd_tile):
+    n, c, h, w, o, bits, m, stride = ROUNDED[name]
+    winograd_tile(m, bits)
+    prim = lower_fused(_conv_bias_relu(tir.Var("n", "int64") if n is None else n, c, h, w, o,
+                                       padding=1), constant_params=WEIGHT).prim_func
+    assert _tile(prim) == m
+    assert _last_dim(prim, "T_winograd_input") == (stride if n is None else n * stride)
+    images = 3 if n is None else n
+    x = RNG.standard_normal((images, c, h, w)).astype(np.float32)
+    wa = (RNG.standard_normal((o, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    ba = RNG.standard_normal((1, o, 1, 1)).astype(np.float32)
+    want = np.maximum(_conv_ref(x, wa, (1, 1, 1, 1)) + ba, 0)
+    got = np.full(want.shape, np.nan, np.float32)
+    compile_prim_funcs({"k": prim})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    if images * c * h * w <= 2 * INTERPRETED:
+        interp = np.full(want.shape, np.nan, np.float32)
+        run_prim_func(prim, [x, wa, ba, interp])
+        np.testing.assert_allclose(interp, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_the_transforms_sums_start_from_a_positive_term(winograd_tile):
+    # (a sum starting ``0 - x`` is one subtraction more; only G's all-negative
+    # rows, in the weight transform, need one)
+    winograd_tile(4)
+    prim = lower_fused(_conv_bias_relu(1, 8, 12, 12, 8, padding=1),
+                       constant_params=WEIGHT).prim_func
+    assert _tile(prim) == 4
+    stores = [line for line in IRModule({"k": prim}).script().splitlines()
+              if re.match(r"\s*(wino_t|wino_o1|wino_r|T_winograd_input)\[", line)]
+    assert len(stores) > 20
+    assert not [line for line in stores if "T.float32(0.0) -" in line]
