@@ -242,6 +242,10 @@ def avx2_tuning() -> TargetTuning:
                         gemm_pack_min_row_tiles=2)
 
 
+#: a reduction length no GEMM reaches: the prefetch it gates is never made
+_NEVER = 1 << 62
+
+
 def avx512_xeon_tuning() -> TargetTuning:
     """An Intel Xeon core with two 512-bit FMA units, 48 KB L1d and 2 MB L2
     (Sapphire/Emerald/Granite Rapids), measured on Emerald Rapids against
@@ -263,16 +267,9 @@ def avx512_xeon_tuning() -> TargetTuning:
       output channels (ResNet-50's 1x1 256 -> 128 over 56x56: 2.17 -> 1.86
       ms alone; 32 rows kept 8 x 4 tiles: SqueezeNet's 128 -> 32 over 27x27
       was 98 -> 110 us in 5 x 6 + 2);
-    * the next row tile's A prefetched only for reductions of 512 or more
-      over at most 176 columns (``gemm_prefetch_a_min_k``,
-      ``gemm_prefetch_a_max_columns``): its address arithmetic in the
-      reduction loop cost more than the prefetch saved over 196 columns
-      (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms without it), but
-      SqueezeNet's classifier (1x1 512 -> 1000 over 13x13, 169 columns, its
-      2 MB weight from L3 in the model) ran 3-15% faster with it in the
-      model (1464 -> 1378, 1494 -> 1358, 2254 -> 1915 us; load 6-7),
-      ResNet-50, MobileNetV2 and DenseNet-121 unchanged (kernel sums within
-      2%, each faster);
+    * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
+      address arithmetic in the reduction loop cost more than the prefetch
+      saved (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms);
     * the epilogue's lines prefetched from a reduction of 27 on
       (``gemm_prefetch_min_k``): a residual read 56 floats per row from 256
       planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 1.25x
@@ -322,8 +319,7 @@ def avx512_xeon_tuning() -> TargetTuning:
     return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
                    gemm_narrow_rows=8, int_gemm_tile=(8, 2), gemm_tail_min_accumulators=8,
                    gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=27,
-                   gemm_prefetch_a_min_k=512, gemm_prefetch_a_max_columns=176,
-                   winograd_min_tile_vectors=2,
+                   gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,

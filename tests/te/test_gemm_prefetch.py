@@ -27,8 +27,7 @@ from phasec.script.json_format import from_json, to_json
 def _avx512_prefetch_sizes(monkeypatch):
     """The prefetch thresholds these tests were written for (the avx512 and
     avx2 profiles'), also on a host whose profile changes them (the Xeon's)."""
-    monkeypatch.setenv("PHASEC_TUNING", "gemm_prefetch_min_k=256,gemm_prefetch_a_min_k=64,"
-                       "gemm_prefetch_a_max_columns=256")
+    monkeypatch.setenv("PHASEC_TUNING", "gemm_prefetch_min_k=256,gemm_prefetch_a_min_k=64")
     tuning.host_tuning.cache_clear()
     yield
     tuning.host_tuning.cache_clear()
@@ -267,17 +266,3 @@ def test_no_weight_prefetch_for_activations_short_reductions_or_wide_products():
     func, reference = _pointwise(96, 7, 37, tuning=off)
     assert (T.PREFETCH_ATTR, "W") not in _prefetches(func)
     _run_both(func, reference, 96, 7, 37)
-
-
-def test_the_xeon_prefetches_a_long_weights_rows_over_few_columns():
-    """The Xeon profile: the next row tile's A from a reduction of 512 over
-    at most 176 columns (SqueezeNet's classifier, 13x13 = 169 columns; an
-    odd 11 x 11 here too), not over 14x14 = 196 nor for 384 channels."""
-    xeon = tuning.avx512_xeon_tuning()
-    assert (xeon.gemm_prefetch_a_min_k, xeon.gemm_prefetch_a_max_columns) == (512, 176)
-    for c, hw, o, want in ((512, 13, 37, True), (521, 11, 29, True), (512, 14, 37, False),
-                           (384, 13, 37, False)):
-        func, reference = _pointwise(c, hw, o, tuning=xeon)
-        assert ((T.PREFETCH_ATTR, "W") in _prefetches(func)) == want, (c, hw)
-        if want:
-            _run_both(func, reference, c, hw, o)
