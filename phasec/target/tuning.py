@@ -275,9 +275,10 @@ def avx512_xeon_tuning() -> TargetTuning:
       planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 1.25x
       -> 0.81x ORT's time for the same convolution); a stem's 3x3 over RGB
       (27) writes 64 planes' rows of a few hundred bytes each, each line
-      a miss inside a model (SqueezeNet's 3 -> 64 3x3/2: 534 -> 461 us in
-      the model, 848 -> 678 alone under load 4.5; MobileNetV2/V3 and
-      EfficientNet-B0 unchanged or faster);
+      a miss inside a model (SqueezeNet's 3 -> 64 3x3/2 in the model,
+      builds of each in one process: 576, 579 -> 540, 508 us; 1056, 954,
+      984, 1350 -> 771, 776, 785, 766; MobileNetV2/V3 and EfficientNet-B0
+      unchanged);
     * B packed from 128 KB on (``gemm_pack_min_bytes``): read in place, its
       rows a few hundred bytes apart, it streamed slower from L2;
     * Winograd with tiles over at least two vectors of GEMM columns
