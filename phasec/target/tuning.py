@@ -270,10 +270,15 @@ def avx512_xeon_tuning() -> TargetTuning:
     * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
       address arithmetic in the reduction loop cost more than the prefetch
       saved (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms);
-    * the epilogue's lines prefetched from a reduction of 64 on
+    * the epilogue's lines prefetched from a reduction of 27 on
       (``gemm_prefetch_min_k``): a residual read 56 floats per row from 256
       planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 1.25x
-      -> 0.81x ORT's time for the same convolution);
+      -> 0.81x ORT's time for the same convolution); a stem's 3x3 over RGB
+      (27) writes 64 planes' rows of a few hundred bytes each, each line
+      a miss inside a model (SqueezeNet's 3 -> 64 3x3/2 in the model,
+      builds of each in one process: 576, 579 -> 540, 508 us; 1056, 954,
+      984, 1350 -> 771, 776, 785, 766; MobileNetV2/V3 and EfficientNet-B0
+      unchanged);
     * B packed from 128 KB on (``gemm_pack_min_bytes``): read in place, its
       rows a few hundred bytes apart, it streamed slower from L2;
     * Winograd with tiles over at least two vectors of GEMM columns
@@ -314,7 +319,7 @@ def avx512_xeon_tuning() -> TargetTuning:
     """
     return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
                    gemm_narrow_rows=8, int_gemm_tile=(8, 2), gemm_tail_min_accumulators=8,
-                   gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=64,
+                   gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=27,
                    gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,

@@ -15,6 +15,7 @@ from phasec.interp import run as interpret
 from phasec.ir import Constant, TensorStructInfo, Var, tir
 from phasec.op import call_op
 from phasec.pipeline import lower
+from phasec.te.schedules.build_time import ir_nodes
 from phasec.script.builder import BlockBuilder
 
 RNG = np.random.default_rng(31)
@@ -88,3 +89,33 @@ def test_other_convolutions_keep_their_schedules(xs, kernel, stride, padding):
     mod = _module(xs, 16, kernel, stride, padding)
     assert not _taken(mod)
     _check(phasec.VirtualMachine(phasec.build(mod)), mod, xs)
+
+
+def _prefetched_buffers(mod) -> set[str]:
+    """The buffers whose lines a kernel of ``mod`` prefetches for writing."""
+    return {n.value.buffer.name for _, f in lower(mod).prim_funcs() for n in ir_nodes(f.body)
+            if type(n) is tir.AttrStmt and n.key == tir.PREFETCH_WRITE_ATTR}
+
+
+@pytest.mark.parametrize("xs,out_ch,kernel,prefetched", [
+    ((1, 3, 45, 43), 13, (3, 3), True),    # a stem's 3x3 over RGB: K = 27
+    ((1, 3, 37, 41), 17, (3, 3), True),    # odd, prime
+    ((1, 1, 41, 43), 7, (5, 5), False),    # K = 25: too short
+])
+def test_a_stems_output_lines_are_prefetched_on_the_xeon(monkeypatch, xs, out_ch, kernel,
+                                                         prefetched):
+    """The Xeon profile's ``gemm_prefetch_min_k`` (27): each tile's output
+    rows are prefetched for writing before its reduction (inside a model
+    each line was a miss), the values unchanged."""
+    from phasec.target import tuning
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon")
+    tuning.host_tuning.cache_clear()
+    try:
+        assert tuning.host_tuning().gemm_prefetch_min_k == 27
+        mod = _module(xs, out_ch, kernel, 2, [0, 0, 0, 0])
+        assert _taken(mod)
+        assert bool(_prefetched_buffers(mod)) == prefetched
+        _check(phasec.VirtualMachine(phasec.build(mod)), mod, xs)
+    finally:
+        monkeypatch.delenv("PHASEC_TUNING")
+        tuning.host_tuning.cache_clear()
