@@ -98,6 +98,18 @@ def _changes(e: Any, steps: dict[int, int]) -> bool:
     return False
 
 
+def _divides(e: Any) -> bool:
+    """Whether ``e`` holds a ``//`` or ``%`` (only then can an index that is
+    not affine in the lanes be part of a contiguous flat address)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if type(n) is tir.BinaryOp and n.op in ("//", "%"):
+            return True
+        stack.extend(tir.expr_children(n))
+    return False
+
+
 def small_local(buf: tir.Buffer, params: tuple) -> bool:
     """A local buffer of constant shape under SMALL_LOCAL_ELEMENTS elements
     (a register tile, not a packed copy of an input)."""
@@ -214,6 +226,8 @@ class VectorLoops:
             for iv, value in zip(block.iter_vars, block.iter_values):
                 step = index_step(value, steps)
                 if step is None:
+                    if not _divides(value):
+                        return None  # (not a flat index's row or column)
                     self._pairs[iv.var] = value
                     # (changing, and not affine: a use of the axis is
                     # contiguous only as part of a flat address, see _flat_run)
@@ -240,7 +254,8 @@ class VectorLoops:
             return None
         idx = [index_step(i, steps) for i in node.indices]
         if any(i is None for i in idx) or not idx:
-            return "contiguous" if idx and self._flat_run(node, steps) else None
+            return "contiguous" if idx and (self._pairs or any(map(_divides, node.indices))) \
+                and self._flat_run(node, steps) else None
         if all(i == 0 for i in idx):
             return "uniform"
         if idx[-1] == 1 and all(i == 0 for i in idx[:-1]):
@@ -255,10 +270,13 @@ class VectorLoops:
         columns over a whole image, ``GemmPlan.flat``), is ``j`` again
         (:func:`phasec.arith.simplify` folds ``(j // W) * W + j % W``):
         consecutive elements even where the lanes cross a row."""
-        idx = [substitute(i, self._pairs) for i in node.indices]
-        flat = idx[0]
-        for i, dim in zip(idx[1:], node.buffer.shape[1:]):
-            flat = flat * dim + i
+        idx, dims = node.indices, node.buffer.shape
+        first = 0  # (the leading indices the same in every lane: an offset)
+        while first < len(idx) - 1 and index_step(idx[first], steps) == 0:
+            first += 1
+        flat = substitute(idx[first], self._pairs)
+        for i, dim in zip(idx[first + 1:], dims[first + 1:]):
+            flat = flat * dim + substitute(i, self._pairs)
         return index_step(simplify(flat), steps) == 1
 
     def _vectorizable(self, store: tir.BufferStore, steps: dict[int, int],
