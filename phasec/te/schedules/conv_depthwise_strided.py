@@ -350,16 +350,12 @@ def _flat_same(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
         def fill(slot: PrimExpr) -> Stmt:
             # the zeros around the plane: once a slot (no copy writes there);
             # the column masks with the first slot
-            q = Var("q", "int64")
-            base = slot * slot_len
             stmts = []
-            if lead:
-                stmts.append(For(q, i64(0), i64(lead), "serial",
-                                 BufferStore(buf, zero, (base + q,))))
-            q2 = Var("q", "int64")
-            if slot_len > lead + P:
-                stmts.append(For(q2, i64(lead + P), i64(slot_len - lead - P), "serial",
-                                 BufferStore(buf, zero, (base + q2,))))
+            for lo, hi in ((0, lead), (lead + P, slot_len)):
+                q = Var("q", "int64")
+                if hi > lo:
+                    stmts.append(For(q, i64(lo), i64(hi - lo), "serial",
+                                     BufferStore(buf, zero, (slot * slot_len + q,))))
             if isinstance(slot, IntImm) and slot.value == 0:
                 for r1, k in masks.items():
                     m = Var("m", "int64")
@@ -370,34 +366,35 @@ def _flat_same(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
                         buf, Select(inside, te.const(1, dt), zero), (i64(mask_at + k * P) + m,))))
             return seq(stmts)
 
-        def copy(c_: PrimExpr, slot: PrimExpr) -> Stmt:
-            stmts = []
+        def vectors(one: Callable[[PrimExpr], Stmt]) -> Stmt:
+            # one(p) over every output position p in whole vectors, the last
+            # overlapping the one before
+            loops = []
             for start in starts:
                 j = Var("j", "int64")
-                q = i64(start) + j
-                stmts.append(For(j, i64(0), i64(lanes), "vectorized", BufferStore(
-                    buf, BufferLoad(x, (b, c_, *_uflat(q, W))), (slot * slot_len + lead + q,))))
-            return seq(stmts)
+                loops.append(For(j, i64(0), i64(lanes), "vectorized", one(i64(start) + j)))
+            return seq(loops)
+
+        def copy(c_: PrimExpr, slot: PrimExpr) -> Stmt:
+            return vectors(lambda q: BufferStore(buf, BufferLoad(x, (b, c_, *_uflat(q, W))),
+                                                 (slot * slot_len + lead + q,)))
+
+        def total_at(c_: PrimExpr, slot: PrimExpr, p: PrimExpr) -> PrimExpr:
+            acc: PrimExpr | None = None
+            for r0 in range(KH):              # the direct convolution's tap order
+                for r1 in range(KW):
+                    off = (r0 * dh - top) * W + r1 * dw - left
+                    v: PrimExpr = BufferLoad(buf, (slot * slot_len + p + i64(lead + off),))
+                    if r1 in masks:
+                        m = BufferLoad(buf, (p + i64(mask_at + masks[r1] * P),))
+                        v = Select(BinaryOp("!=", m, zero), v, zero)
+                    term = v * BufferLoad(weight, (c_, i64(0), i64(r0), i64(r1)))
+                    acc = term if acc is None else acc + term
+            assert acc is not None
+            return acc
 
         def sums(c_: PrimExpr, slot: PrimExpr) -> Stmt:
-            stmts = []
-            for start in starts:
-                j = Var("j", "int64")
-                p = i64(start) + j
-                acc: PrimExpr | None = None
-                for r0 in range(KH):              # the direct convolution's tap order
-                    for r1 in range(KW):
-                        off = (r0 * dh - top) * W + r1 * dw - left
-                        v: PrimExpr = BufferLoad(buf, (slot * slot_len + p + i64(lead + off),))
-                        if r1 in masks:
-                            m = BufferLoad(buf, (p + i64(mask_at + masks[r1] * P),))
-                            v = Select(BinaryOp("!=", m, zero), v, zero)
-                        term = v * BufferLoad(weight, (c_, i64(0), i64(r0), i64(r1)))
-                        acc = term if acc is None else acc + term
-                assert acc is not None
-                stmts.append(For(j, i64(0), i64(lanes), "vectorized",
-                                 put(acc, (b, c_, *_uflat(p, W)))))
-            return seq(stmts)
+            return vectors(lambda p: put(total_at(c_, slot, p), (b, c_, *_uflat(p, W))))
         work = n * c * (slot_len + P * KH * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         body = _pipelined(c, True, par, buf, fill, copy, sums)
