@@ -115,3 +115,16 @@ def test_other_shapes_keep_their_forms(xs, k, attrs):
     assert "same_plane" not in _allocs(prim)
     x, w, b, y = depthwise_case(xs, k, RNG, **attrs)
     _check(prim, x, w, b, _act("relu6", y), False)
+
+
+def test_the_stores_through_the_epilogue_are_whole_vectors():
+    """Every vector of output positions, the first or not, is one store at
+    ``(p // W, p % W)``: LLVM sees the unsigned pair of a vector's lanes as
+    contiguous (no scatter, no gather in the optimized code)."""
+    xs, attrs = (1, 32, 7, 7), {"padding": 1}
+    prim = _lower(xs, 3, "silu", **attrs)
+    lib = compile_prim_funcs({"k": prim})
+    optimized = lib.optimized_ir
+    assert "masked.scatter" not in optimized and "masked.gather" not in optimized
+    x, w, b, y = depthwise_case(xs, 3, RNG, **attrs)
+    _check(prim, x, w, b, _act("silu", y), False)
