@@ -10,6 +10,12 @@ cannot expand such as ``n // m`` or ``T.max(a, b)``):
   of monomials; ``//`` and ``%`` by a single term ``c * m`` (a constant, or
   a constant times variables, taken to be non-zero as a divisor) are
   resolved when exact (every term holds ``m`` and ``c`` divides it).
+* a sum holding ``k * M * (p // d) * d`` and ``k * M * (p % d)`` (``d`` any
+  non-zero divisor, ``M`` any monomial) has the pair replaced by ``k * M * p``:
+  with floor division and modulo (TIR's ``//`` and ``%``; unsigned ones
+  alike) ``(p // d) * d + p % d == p`` for every integer ``p``, negative
+  ones included, so a row-major address of a flat index's row and column
+  is the flat index again.
 * :func:`prove_equal` is True only when the difference simplifies to ``0``.
 * :func:`const_int` is the value of an expression that simplifies to a constant.
 
@@ -87,6 +93,9 @@ class _Canonicalizer:
     def __init__(self) -> None:
         self.atom_index: dict[object, int] = {}
         self.atoms: list[PrimExpr] = []
+        #: the atoms that are ``p // d`` or ``p % d`` (d not zero): index ->
+        #: (operator, key of p's polynomial, key of d's)
+        self.divmod: dict[int, tuple[str, tuple, tuple]] = {}
 
     # -- atoms ---------------------------------------------------------------
     def atom(self, key: object, expr: PrimExpr) -> Poly:
@@ -277,10 +286,14 @@ class _Canonicalizer:
         if op == "+" or op == "-":
             sign = 1 if op == "+" else -1
             if a.owned and pa is not pb:
-                return _Entry(add_terms(pa, pb, sign, in_place=True), None, dtype)
-            if op == "+" and b.owned and pa is not pb:
-                return _Entry(add_terms(pb, pa, 1, in_place=True), None, dtype)
-            return _Entry(add_terms(pa, pb, sign), None, dtype)
+                out, added = add_terms(pa, pb, sign, in_place=True), pb
+            elif op == "+" and b.owned and pa is not pb:
+                out, added = add_terms(pb, pa, 1, in_place=True), pa
+            else:
+                out, added = add_terms(pa, pb, sign), pb
+            if self.divmod:
+                self._fold_divmod(out, list(added))
+            return _Entry(out, None, dtype)
         if op == "*":
             return _Entry(self.mul(a, b), None, dtype)
         if op in ("//", "%") and len(pb) <= 1 and cb != 0:
@@ -291,6 +304,11 @@ class _Canonicalizer:
             quotient = _divide_exact(pa, mono, c)
             if quotient is not None:
                 return _Entry(quotient if op == "//" else {}, None, dtype)
+        if op in ("//", "%") and pa and pb:
+            key = (op, self.key_of(pa), self.key_of(pb))
+            entry = self.opaque(self._rebuild(e, a, b), key)
+            self.divmod[self.atom_index[key]] = key
+            return entry
         if op in ("min", "max"):
             d = _poly_const(add_terms(pa, pb, -1))
             if d is not None:
@@ -298,6 +316,54 @@ class _Canonicalizer:
                 chosen = a if take_a else b
                 return _Entry(dict(chosen.poly), chosen.expr, dtype)
         return self.opaque(self._rebuild(e, a, b), (op, self.key_of(pa), self.key_of(pb)))
+
+    def _fold_divmod(self, poly: Poly, monos: list[Monomial]) -> None:
+        """Replace, in place, each ``k * M * ((p // d) * d + p % d)`` in the
+        sum ``poly`` by ``k * M * p`` (floor semantics: equal for every
+        ``p``), looking only at pairs that one of ``monos`` (the terms just
+        added) takes part in, and at the terms each fold adds."""
+        divmod, atom_index = self.divmod, self.atom_index
+        while monos:
+            mono = monos.pop()
+            for pos, atom in enumerate(mono):
+                info = divmod.get(atom)
+                if info is None or (pos and mono[pos - 1] == atom):
+                    continue
+                op, kp, kd = info
+                rest = mono[:pos] + mono[pos + 1:]
+                if op == "%":
+                    q = atom_index.get(("//", kp, kd))
+                    r, outers = atom, [rest]
+                else:
+                    q, r = atom, atom_index.get(("%", kp, kd))
+                    outers = [m for m in (_remove(rest, dm) for dm, _ in kd) if m is not None]
+                if q is None or r is None:
+                    continue
+                for outer in outers:
+                    added = self._fold_pair(poly, outer, q, r, kp, kd)
+                    if added:
+                        monos.extend(added)
+                        break
+
+    @staticmethod
+    def _fold_pair(poly: Poly, outer: Monomial, q: int, r: int, kp: tuple,
+                   kd: tuple) -> list[Monomial]:
+        """``k * outer * ((p // d) * d + p % d)`` -> ``k * outer * p`` in
+        ``poly`` when all of its terms are there with the same ``k``: the
+        terms added, else []."""
+        r_mono = tuple(sorted(outer + (r,)))
+        k = poly.get(r_mono)
+        if not k:
+            return []
+        q_terms = [(tuple(sorted(outer + (q,) + dm)), k * c) for dm, c in kd]
+        if any(poly.get(m) != v for m, v in q_terms):
+            return []
+        del poly[r_mono]
+        for m, _ in q_terms:
+            del poly[m]
+        p_terms = {tuple(sorted(outer + pm)): k * c for pm, c in kp}
+        add_terms(poly, p_terms, in_place=True)
+        return list(p_terms)
 
     def _rebuild(self, e: BinaryOp, a: _Entry, b: _Entry) -> BinaryOp:
         ea = self.expr_of(a) if a.poly is not None or a.expr is None else a.expr
@@ -318,14 +384,23 @@ def _divide_exact(poly: Poly, mono: Monomial, c: int) -> Poly | None:
     for m, coef in poly.items():
         if coef % c:
             return None
-        rest = list(m)
-        for atom in mono:
-            try:
-                rest.remove(atom)
-            except ValueError:
-                return None
-        out[tuple(rest)] = coef // c
+        rest = _remove(m, mono)
+        if rest is None:
+            return None
+        out[rest] = coef // c
     return out
+
+
+def _remove(mono: Monomial, part: Monomial) -> Monomial | None:
+    """``mono`` without the atoms of ``part`` (each once), or None when it
+    does not hold them all."""
+    rest = list(mono)
+    for atom in part:
+        try:
+            rest.remove(atom)
+        except ValueError:
+            return None
+    return tuple(rest)
 
 
 def _children(e: PrimExpr) -> tuple[PrimExpr, ...]:

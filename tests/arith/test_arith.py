@@ -1,5 +1,6 @@
 """Symbolic shape arithmetic: simplify, prove_equal, const_int, substitute."""
 
+import operator
 
 from hypothesis import given, strategies as st
 
@@ -107,6 +108,13 @@ def test_products_of_sums_do_not_blow_up():
     assert prove_equal(e, e)  # would never finish if it expanded the product
 
 
+def _divmod_pair(p, c, k):
+    """``k * (p // c) * c + k * (p % c)`` (which is ``k * p``), in one of the
+    shapes a flattened address takes."""
+    c = IntImm(c)
+    return BinaryOp("//", p, c) * c * k + BinaryOp("%", p, c) * k
+
+
 _atoms = st.sampled_from([n, m, IntImm(0), IntImm(1), IntImm(2), IntImm(-3), IntImm(7)])
 
 
@@ -116,7 +124,8 @@ def _exprs():
         lambda sub: st.builds(lambda op, a, b: BinaryOp(op, a, b),
                               st.sampled_from(["+", "-", "*", "min", "max"]), sub, sub)
         | st.builds(lambda op, a, c: BinaryOp(op, a, IntImm(c)),
-                    st.sampled_from(["//", "%"]), sub, st.integers(1, 5)),
+                    st.sampled_from(["//", "%"]), sub, st.integers(1, 5))
+        | st.builds(_divmod_pair, sub, st.sampled_from([-3, -1, 1, 2, 7]), _atoms),
         max_leaves=12)
 
 
@@ -165,3 +174,74 @@ def test_long_sums_of_distinct_variables_are_linear():
     for v in vs[1:]:
         e = e + v
     assert prove_equal(e - vs[-1], simplify(e) - vs[-1])
+
+
+def _fold_cases():
+    """(expression, what it folds to) for ``(p // d) * d + p % d`` forms."""
+    p, c, k = tir.Var("p"), tir.Var("c"), tir.Var("k")
+    seven = IntImm(7)
+    q, r = BinaryOp("//", p, seven), BinaryOp("%", p, seven)
+    q4 = BinaryOp("//", p, IntImm(4))
+    return [
+        (q * 7 + r, p),
+        (r + q * 7, p),  # either order
+        (q * seven * 7 + r * 7, p * 7),  # multiplied out
+        ((q * 7 + r) * k + n, p * k + n),  # multiplied by a symbol
+        (q * 14 + r * 2 - m, p * 2 - m),
+        (BinaryOp("//", p, c) * c + BinaryOp("%", p, c), p),  # symbolic divisor
+        (BinaryOp("//", p, c * 3) * (c * 3) + BinaryOp("%", p, c * 3), p),
+        (BinaryOp("//", p, n + 1) * (n + 1) + BinaryOp("%", p, n + 1), p),  # a sum as divisor
+        (BinaryOp("//", p, IntImm(-3)) * -3 + BinaryOp("%", p, IntImm(-3)), p),  # negative divisor
+        # nested: the row-major address of (p // 12, p // 4 % 3, p % 4)
+        ((BinaryOp("//", q4, IntImm(3)) * 3 + BinaryOp("%", q4, IntImm(3))) * 4
+         + BinaryOp("%", p, IntImm(4)), p),
+        ((BinaryOp("//", p, IntImm(12)) * 3 + BinaryOp("%", q4, IntImm(3))) * 4
+         + BinaryOp("%", p, IntImm(4)), None),  # p // 12 is (p // 4) // 3 but not the same atom
+        # a flat address over (n, c, y, x): ((n * 5 + c) * 3 + (y*7+p) // 7) * 7 + (y*7+p) % 7
+        (((n * 5 + c) * 3 + BinaryOp("//", k * 7 + p, seven)) * 7 + BinaryOp("%", k * 7 + p, seven),
+         n * 105 + c * 21 + k * 7 + p),
+        # unsigned pair (GemmPlan.flat's columns)
+        (tir.Cast("int64", BinaryOp("//", tir.Cast("uint64", p), IntImm(7, "uint64"), "uint64")) * 7
+         + tir.Cast("int64", BinaryOp("%", tir.Cast("uint64", p), IntImm(7, "uint64"), "uint64")), p),
+        # not the pair: other coefficients, other divisors, other dividends
+        (q * 14 + r, None),
+        (q * 7 + BinaryOp("%", p, IntImm(5)), None),
+        (q * 7 + BinaryOp("%", p + 1, seven), None),
+    ]
+
+
+_PYTHON_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+               "//": operator.floordiv, "%": operator.mod}
+
+
+def _value(e, env):
+    """``e``'s value in Python's integer arithmetic (floor division and modulo)."""
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, tir.Var):
+        return env[e.name]
+    if isinstance(e, tir.Cast):
+        return _value(e.value, env)
+    a, b = _value(e.lhs, env), _value(e.rhs, env)
+    return _PYTHON_OPS[e.op](a, b)
+
+
+def test_flat_index_pairs_fold():
+    """``(p // d) * d + p % d`` is ``p`` for every integer ``p`` (floor
+    semantics), negative values and symbolic divisors included; checked
+    against Python's integers at every point of a grid."""
+    envs = [dict(p=p, c=c, k=k, n=nv, m=-4)
+            for p in range(-30, 31, 7) for c in (-5, -1, 2, 3) for k in (-2, 3) for nv in (-3, 0, 4)]
+    for e, folded in _fold_cases():
+        got = simplify(e)
+        if folded is not None:
+            assert prove_equal(got, folded), prim_expr_to_str(got)
+            assert "//" not in prim_expr_to_str(got) and "%" not in prim_expr_to_str(got)
+        else:
+            assert "%" in prim_expr_to_str(got)
+        for env in envs:
+            assert _value(got, env) == _value(e, env)
+        assert prim_expr_to_str(simplify(got)) == prim_expr_to_str(got)
+    # a division by zero is not a pair: p % 0 stays (and traps where it did)
+    p = tir.Var("p")
+    assert s(BinaryOp("//", p, IntImm(0)) * 0 + BinaryOp("%", p, IntImm(0))) == "p % 0"

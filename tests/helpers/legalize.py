@@ -9,7 +9,7 @@ import numpy as np
 
 from phasec.interp.tir import eval_prim_expr, run_prim_func
 from phasec.ir import Constant, PrimValue, ShapeExpr, TensorStructInfo, Tuple, Var, tir
-from phasec.op import get_op
+from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_call, lower_fused
 from phasec.script.builder import BlockBuilder
 
@@ -128,3 +128,34 @@ def depthwise_case(xs, k, rng, **attrs):
     ref = {"padding": (pads,) * 4 if isinstance(pads, int) else pads,
            "strides": two(attrs.get("strides", 1)), "dilation": two(attrs.get("dilation", 1))}
     return x, w, b, get_op("relax.nn.conv2d").reference(x, w, groups=c, **ref) + b
+
+
+def lowered_depthwise(xs, k, act, **attrs):
+    """The fused group of a depthwise conv2d over an NCHW input of shape
+    ``xs`` with a ``k`` x ``k`` window (``attrs`` as conv2d takes them), a
+    bias, then ``act`` (``"relu6"``, or a SiLU: ``y * sigmoid(y)``),
+    lowered to TIR."""
+    c = xs[1]
+    d, w, b = tvar("d", xs), tvar("w", (c, 1, k, k)), tvar("b", (1, c, 1, 1))
+
+    def body(bb):
+        y = bb.emit(call_op("add", bb.emit(call_op("nn.conv2d", d, w, groups=c, **attrs)), b))
+        if act == "relu6":
+            return call_op("clip", y, min=0.0, max=6.0)
+        return call_op("multiply", y, bb.emit(call_op("sigmoid", y)))
+    return lower_fused(fused([d, w, b], body))
+
+
+def check_depthwise(prim, x, w, b, want, interp):
+    """``prim`` (a lowered ``lowered_depthwise``) on ``x, w, b`` against
+    ``want``, compiled with LLVM and, with ``interp``, on the TIR
+    interpreter too; the output starts as NaN, so every element must be
+    written."""
+    from phasec.backend.llvm import compile_prim_funcs
+    got = np.full(want.shape, np.nan, "float32")
+    compile_prim_funcs({"k": prim})["k"](x, w, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if interp:
+        again = np.full(want.shape, np.nan, "float32")
+        run_prim_func(prim, [x, w, b, again])
+        np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)

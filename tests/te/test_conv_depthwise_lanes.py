@@ -80,6 +80,9 @@ CASES = {
                          {"padding": 4, "strides": 2, "dilation": 2}),
     "5x5_no_padding": ((1, L + 2, HALF + 4, HALF + 4), 5, {"padding": 0}),
     "7x7": ((1, L + 5, HALF, HALF - 1), 7, {"padding": 3}),
+    # more taps than pixels: the weights' groups fill more of the quads
+    # buffer than the image does
+    "7x7_over_5x5": ((1, L + 2, 5, 5), 7, {"padding": 3}),
 }
 
 
@@ -89,6 +92,18 @@ def test_depthwise_with_channels_in_the_lanes(name):
     low = _lower(xs, k, **attrs)
     assert _takes_lanes(low)
     _check(low, xs, k, **attrs)
+
+
+def test_no_gathers_in_the_layout_changes():
+    """The input and the weights go to channels in the lanes by groups of
+    four (shuffles), not by a gather of a vector of channels per pixel or
+    per tap (the weights' loop over the lanes was one)."""
+    xs = (1, 2 * L, HALF - 1, HALF - 1)
+    low = _lower(xs, 5, padding=2)
+    assert _takes_lanes(low)
+    optimized = compile_prim_funcs({"k": low.prim_func}).optimized_ir
+    assert "masked.gather" not in optimized and "masked.scatter" not in optimized
+    _check(low, xs, 5, padding=2)
 
 
 def test_on_the_tir_interpreter_too():

@@ -17,12 +17,11 @@ import pytest
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp.tir import run_prim_func
 from phasec.ir import tir
-from phasec.op import call_op, get_op
-from phasec.op.legalize import lower_fused
+from phasec.op import get_op
 from phasec.target.tuning import host_tuning
 from phasec.te.schedules.conv_depthwise_strided import RING_MIN_BYTES, RING_ROWS, ROW_BUFFER_TAPS
 
-from helpers.legalize import depthwise_case, fused, tvar, walk
+from helpers.legalize import check_depthwise, depthwise_case, lowered_depthwise, walk
 
 RNG = np.random.default_rng(224)
 
@@ -36,15 +35,7 @@ def _silu(v):
 
 
 def _lower(xs, k, act, **attrs):
-    c = xs[1]
-    d, w, b = tvar("d", xs), tvar("w", (c, 1, k, k)), tvar("b", (1, c, 1, 1))
-
-    def body(bb):
-        y = bb.emit(call_op("add", bb.emit(call_op("nn.conv2d", d, w, groups=c, **attrs)), b))
-        if act == "relu6":
-            return call_op("clip", y, min=0.0, max=6.0)
-        return call_op("multiply", y, bb.emit(call_op("sigmoid", y)))
-    return lower_fused(fused([d, w, b], body))
+    return lowered_depthwise(xs, k, act, **attrs)
 
 
 def _allocs(prim):
@@ -53,14 +44,7 @@ def _allocs(prim):
 
 def _run(prim, xs, k, act, interp, **attrs):
     x, w, b, y = depthwise_case(xs, k, RNG, **attrs)
-    want = (_relu6 if act == "relu6" else _silu)(y)
-    got = np.full(want.shape, np.nan, "float32")
-    compile_prim_funcs({"k": prim})["k"](x, w, b, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    if interp:
-        again = np.full(want.shape, np.nan, "float32")
-        run_prim_func(prim, [x, w, b, again])
-        np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+    check_depthwise(prim, x, w, b, (_relu6 if act == "relu6" else _silu)(y), interp)
 
 
 LANES = host_tuning().lanes(32)
@@ -135,7 +119,9 @@ def test_rows_under_a_vector_sum_over_the_channels_plane(xs, k, act, interp):
     allocs = _allocs(low.prim_func)
     out_w = xs[3]
     phased = host_tuning().depthwise_narrow_plane or (k == 3 and 2 * out_w > LANES)
-    assert ("stride_phases" in allocs) == phased
+    # (a 3x3 over rows of half a vector or less: the plane copied flat,
+    # test_conv_depthwise_same.py)
+    assert ("stride_phases" in allocs or "same_plane" in allocs) == phased
     assert ("pad_flat" in allocs) == (not phased)
     _run(low.prim_func, xs, k, act, interp, padding=k // 2)
 
@@ -160,11 +146,13 @@ def test_a_symbolic_batch_falls_back_and_computes_the_same():
     # channels in blocks (the largest even divisor up to 16): several
     # blocks of 16, one block of 6 (its pair loop twice), of 4 (once), of 2
     # (no loop: the last pair alone), an odd count (no pipeline: copy, sums)
-    ((1, 48, 7, 7), 3, "relu6", {"padding": 1}, True, False),
+    # (stride 1: pads that do not keep the input's size, which
+    # test_conv_depthwise_same.py's form takes)
+    ((1, 48, 7, 7), 3, "relu6", {"padding": (1, 1, 1, 0)}, True, False),
     ((1, 18, 13, 13), 3, "silu", {"padding": 1, "strides": 2}, True, True),
     ((2, 4, 14, 14), 3, "relu6", {"padding": 1, "strides": 2}, True, True),
-    ((1, 2, 5, 7), 3, "silu", {"padding": 1}, True, True),
-    ((1, 5, 7, 7), 3, "relu6", {"padding": 1}, False, True),
+    ((1, 2, 5, 7), 3, "silu", {"padding": (1, 0, 1, 1)}, True, True),
+    ((1, 5, 7, 7), 3, "relu6", {"padding": (0, 1, 1, 1)}, False, True),
     ((1, 7, 11, 11), 5, "silu", {"padding": 2, "strides": 2}, False, False),
     ((1, 6, 13, 11), 5, "silu", {"padding": 2, "strides": 2}, True, True),
     # strided, a prime width, uneven pads, rows of half a vector or less

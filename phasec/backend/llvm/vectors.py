@@ -17,7 +17,8 @@ returns False and has emitted nothing): a float32 store (in a block or
 not, without init) of ``+ - * min max`` of float32 loads and values the
 loop does not change; every access in bounds without a run-time check;
 an access the loop changes is contiguous (the loop variable, coefficient
-1, in its last index only); the stored buffer is read only at the very
+1, in its last index only, or a row-major address that simplifies to one
+growing by 1 a lane: a flat index's row and column); the stored buffer is read only at the very
 element each lane writes (no lane reads what another wrote); 4 to 16
 lanes, a power of two. A register tile one of whose accumulation rows
 cannot be one vector of at least TILE_MIN_LANES lanes is left to LLVM
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from phasec.arith import simplify, substitute
 from phasec.ir import tir
 from phasec.backend.llvm.abi import walk
 from phasec.backend.llvm.access import BufferAccess
@@ -96,21 +98,16 @@ def _changes(e: Any, steps: dict[int, int]) -> bool:
     return False
 
 
-def _flat_part(e: Any, steps: dict[int, int]) -> tuple[str, Any, int] | None:
-    """``("//", j, W)`` or ``("%", j, W)`` when ``e`` is
-    ``int64(uint64(j) // W)`` or ``int64(uint64(j) % W)`` with ``j`` growing
-    by 1 a lane (the row and column of a flat index), else None."""
-    if not (type(e) is tir.Cast and e.dtype == "int64"):
-        return None
-    d = e.value
-    if not (type(d) is tir.BinaryOp and d.op in ("//", "%") and d.dtype == "uint64"
-            and type(d.rhs) is tir.IntImm and d.rhs.value > 0
-            and type(d.lhs) is tir.Cast and d.lhs.dtype == "uint64"):
-        return None
-    j = d.lhs.value
-    if j.dtype != "int64" or index_step(j, steps) != 1:
-        return None
-    return d.op, j, int(d.rhs.value)
+def _divides(e: Any) -> bool:
+    """Whether ``e`` holds a ``//`` or ``%`` (only then can an index that is
+    not affine in the lanes be part of a contiguous flat address)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if type(n) is tir.BinaryOp and n.op in ("//", "%"):
+            return True
+        stack.extend(tir.expr_children(n))
+    return False
 
 
 def small_local(buf: tir.Buffer, params: tuple) -> bool:
@@ -167,9 +164,9 @@ class VectorLoops:
         #: loops emitted as vector instructions so far
         self.emitted = 0
         self._blocked = blocked  # (see blocked_tiles; shared by a kernel's functions)
-        #: the block axes of the loop being planned bound to a flat index's
-        #: row or column (see _flat_part)
-        self._pairs: dict[int, tuple[str, Any, int]] = {}
+        #: the block axes of the loop being planned bound to a value that is
+        #: not affine in the lanes (a flat index's row or column): var -> value
+        self._pairs: dict[tir.Var, Any] = {}
 
     def lanes(self) -> int:
         """float32 lanes of one vector of the target's preferred width."""
@@ -229,12 +226,11 @@ class VectorLoops:
             for iv, value in zip(block.iter_vars, block.iter_values):
                 step = index_step(value, steps)
                 if step is None:
-                    part = _flat_part(value, steps)
-                    if part is None:
-                        return None
-                    self._pairs[id(iv.var)] = part
-                    # (changing, and not affine: any other use of the axis
-                    # is neither uniform nor contiguous)
+                    if not _divides(value):
+                        return None  # (not a flat index's row or column)
+                    self._pairs[iv.var] = value
+                    # (changing, and not affine: a use of the axis is
+                    # contiguous only as part of a flat address, see _flat_run)
                     steps[id(iv.var)] = None  # type: ignore[assignment]
                     continue
                 if step:
@@ -256,34 +252,32 @@ class VectorLoops:
             return None
         if any(self.access.is_checked(node, d) for d in range(len(node.indices))):
             return None
-        if self._flat_pair(node, steps):
-            return "contiguous"
         idx = [index_step(i, steps) for i in node.indices]
         if any(i is None for i in idx) or not idx:
-            return None
+            return "contiguous" if idx and (self._pairs or any(map(_divides, node.indices))) \
+                and self._flat_run(node, steps) else None
         if all(i == 0 for i in idx):
             return "uniform"
         if idx[-1] == 1 and all(i == 0 for i in idx[:-1]):
             return "contiguous"
         return None
 
-    def _flat_pair(self, node: tir.BufferLoad | tir.BufferStore, steps: dict[int, int]) -> bool:
-        """Whether ``node`` reads its last two axes as ``(j /u W, j %u W)``
-        of one index ``j`` that grows by 1 a lane, its rows ``W`` long, and
-        its other indices the same in every lane: consecutive elements (a
-        GEMM's columns over a whole image, ``GemmPlan.flat``)."""
-        idx = node.indices
-        if len(idx) < 2:
-            return False
-        q, r = (self._pairs.get(id(i)) if type(i) is tir.Var else _flat_part(i, steps)
-                for i in idx[-2:])
-        if q is None or r is None or q[0] != "//" or r[0] != "%" or q[2] != r[2] \
-                or not _same(q[1], r[1]):
-            return False
-        dims = node.buffer.shape
-        if not (type(dims[-1]) is tir.IntImm and dims[-1].value == q[2]):
-            return False
-        return all(index_step(i, steps) == 0 for i in idx[:-2])
+    def _flat_run(self, node: tir.BufferLoad | tir.BufferStore, steps: dict[int, int]) -> bool:
+        """Whether ``node``'s row-major address (its block axes replaced by
+        their values) simplifies to one growing by 1 a lane, though its
+        indices are not each affine: a flat index's row and column,
+        ``(j // W, j % W)`` with ``W`` the last axis's length (a GEMM's
+        columns over a whole image, ``GemmPlan.flat``), is ``j`` again
+        (:func:`phasec.arith.simplify` folds ``(j // W) * W + j % W``):
+        consecutive elements even where the lanes cross a row."""
+        idx, dims = node.indices, node.buffer.shape
+        first = 0  # (the leading indices the same in every lane: an offset)
+        while first < len(idx) - 1 and index_step(idx[first], steps) == 0:
+            first += 1
+        flat = substitute(idx[first], self._pairs)
+        for i, dim in zip(idx[first + 1:], dims[first + 1:]):
+            flat = flat * dim + substitute(i, self._pairs)
+        return index_step(simplify(flat), steps) == 1
 
     def _vectorizable(self, store: tir.BufferStore, steps: dict[int, int],
                       same_memory: Any) -> bool:

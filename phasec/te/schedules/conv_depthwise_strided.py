@@ -75,7 +75,8 @@ from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
 from phasec.ir.tir import (
-    Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
+    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, For, IntImm, PrimExpr, Select,
+    Stmt, Var,
 )
 from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
 from phasec.te.stmt import seq
@@ -144,7 +145,9 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     or less (7x7) lost this way on Zen 4 (960x7x7 38 -> 42 us); on the
     Xeon, each channel's sums reading the phases copied a channel before
     (see :func:`_pipelined`), they gain (45-53 -> 33-37 us, 1152x7x7 +
-    SiLU 79 -> 66-69 us). Windows of up to :data:`FLAT_PLANE_TAPS` taps:
+    SiLU 79 -> 66-69 us); there a window of up to 9 taps whose output is
+    the input's size (``same`` padding) takes :func:`_flat_same` instead
+    (960x7x7 3x3 44 -> 39 us). Windows of up to :data:`FLAT_PLANE_TAPS` taps:
     5x5 lost on Zen 4 (240x14x14 5x5 48 -> 60 us) but gains on the Xeon
     (240x14x14 5x5 + hardswish 61-64 -> 57-58 us, 480x14x14 5x5 + SiLU
     145-152 -> 133-135, 672x14x14 5x5 + SiLU 218-228 -> 188-191)."""
@@ -156,7 +159,10 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     xeon = tuning.host_tuning().depthwise_narrow_plane  # (measured on each: see above)
     if (lanes > OW if xeon else 2 * OW > lanes > OW) and OH >= 2 \
             and 1 < KH * KW <= (FLAT_PLANE_TAPS if xeon else ROW_BUFFER_TAPS):
-        # rows under a vector (more than half a vector), 3x3 or 5x5 (3x3)
+        # rows under a vector (more than half a vector), 3x3 or 5x5 (3x3);
+        # a "same" 3x3 over rows of up to half a vector: the plane copied flat
+        if (H, W) == (OH, OW) and 2 * OW <= lanes <= OH * OW and KH * KW <= ROW_BUFFER_TAPS:
+            return _flat_same(w, n, c, (H, W), (KH, KW), lanes)
         return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
     if OW <= lanes or OH < 2 or _row_waste(OW, lanes):
         return None
@@ -281,6 +287,127 @@ def _phased(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[
     # inlined: the epilogue (bias, activation) reads the flat plane's rows,
     # contiguous, with no copy between
     return te.compute(w.out_shape, lambda b, ch, y, x: flat[b, ch, y * V + x], name="T_conv2d")
+
+
+def _uflat(start: int, j: PrimExpr, width: int) -> tuple[PrimExpr, PrimExpr]:
+    """``(q // width, q % width)`` of ``q = start + j`` (``j >= 0`` a vector's
+    lane), unsigned and with the whole rows of ``start`` outside the
+    division: LLVM's scalar evolution sees the row-major address of the
+    pair as ``q`` (contiguous lanes), as it does for ``GemmPlan.flat``'s
+    columns. Divided whole, ``(start + j) /u width`` with ``start`` not 0
+    became a scatter (three of the four vectors of a 7x7 plane: 1152x7x7 +
+    SiLU 61 -> 52 us, 960x7x7 29 -> 27 us written this way)."""
+    u, wd = Cast("uint64", i64(start % width) + j), IntImm(width, "uint64")
+    row = Cast("int64", BinaryOp("//", u, wd, "uint64"))
+    return (i64(start // width) + row if start >= width else row,
+            Cast("int64", BinaryOp("%", u, wd, "uint64")))
+
+
+def _flat_same(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
+               window: tuple[int, int], lanes: int) -> Tensor:
+    """A stride-1 depthwise convolution whose output is its input's size
+    (``same`` padding), rows narrower than a vector: per channel, its plane
+    copied whole and contiguous between runs of zeros (the padding rows
+    above and below), then every output ``p = y*W + x`` summed in whole
+    vectors of ``p`` (the last overlapping), tap ``(r0, r1)`` reading the
+    copy at ``p + (r0*dh - top)*W + r1*dw - left``: no padded rows, no
+    dropped columns. A tap whose column falls outside the row
+    (``x + r1*dw - left`` not in ``[0, W)``) would read the neighbouring
+    row's end: it reads a zero instead (a select on a mask of the row's
+    columns, kept after the slots), so each product, and the sum in the
+    direct convolution's tap order, is the padded convolution's. The sums
+    are stored through the epilogue at ``(p // W, p % W)`` (contiguous: one
+    vector store), channels pipelined as the flat form's (see
+    :func:`_pipelined`). Against that flat form (rows of ``W + KW - 1``,
+    row by row copies, the epilogue over 7-wide rows), alone at one thread
+    on the Intel Xeon: 960x7x7 3x3 + ReLU6 44 -> 39 us, 1152x7x7 3x3 +
+    SiLU 76 -> 68 us; inside MobileNetV2 the three 960x7x7 layers 111 -> 77
+    us, inside EfficientNet-B0 the 1152x7x7 + SiLU 80 -> 64 us. Over 14x14
+    (rows of more than half a vector, each channel's copy then its sums)
+    it lost: 576x14x14 3x3 54 -> 59 us, 384x14x14 51 -> 56, 672x14x14 5x5
+    + SiLU 205 -> 260 (a 5x5 window masks 20 of its 25 taps)."""
+    (dh, dw), dt = w.dilation, w.data.dtype
+    H, W = hw
+    KH, KW = window
+    top, left = w.padding[0], w.padding[1]
+    P = H * W
+    lead = top * W + left                               # zeros before the plane
+    reach = ((KH - 1) * dh - top) * W + (KW - 1) * dw - left
+    slot_len = -(-(lead + P + max(reach, 0)) // lanes) * lanes
+    edges = [r1 for r1 in range(KW) if r1 * dw != left]  # the taps that leave a row
+    masks = {r1: k for k, r1 in enumerate(edges)}       # mask rows after the two slots
+    mask_at = 2 * slot_len
+    total = mask_at + len(edges) * P
+    starts = list(range(0, P - lanes + 1, lanes))
+    if starts[-1] + lanes < P:
+        starts.append(P - lanes)
+    zero = te.const(0, dt)
+    Store = Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt]
+
+    def build(bufs: list[Buffer], out: Buffer, store: Store | None = None) -> Stmt:
+        x, weight = bufs
+        b = Var("b", "int64")
+        buf = Buffer("same_plane", (i64(total),), dt)
+
+        def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
+            return BufferStore(out, value, idx) if store is None else store(value, idx)
+
+        def fill(slot: PrimExpr) -> Stmt:
+            # the zeros around the plane: once a slot (no copy writes there);
+            # the column masks with the first slot
+            stmts = []
+            for lo, hi in ((0, lead), (lead + P, slot_len)):
+                q = Var("q", "int64")
+                if hi > lo:
+                    stmts.append(For(q, i64(lo), i64(hi - lo), "serial",
+                                     BufferStore(buf, zero, (slot * slot_len + q,))))
+            if isinstance(slot, IntImm) and slot.value == 0:
+                for r1, k in masks.items():
+                    m = Var("m", "int64")
+                    col = m % W + (r1 * dw - left)
+                    inside = BinaryOp("and", BinaryOp(">=", col, i64(0)),
+                                      BinaryOp("<", col, i64(W)))
+                    stmts.append(For(m, i64(0), i64(P), "serial", BufferStore(
+                        buf, Select(inside, te.const(1, dt), zero), (i64(mask_at + k * P) + m,))))
+            return seq(stmts)
+
+        def vectors(one: Callable[[int, Var], Stmt]) -> Stmt:
+            # one(start, j) over every output position start + j in whole
+            # vectors, the last overlapping the one before
+            loops = []
+            for start in starts:
+                j = Var("j", "int64")
+                loops.append(For(j, i64(0), i64(lanes), "vectorized", one(start, j)))
+            return seq(loops)
+
+        def copy(c_: PrimExpr, slot: PrimExpr) -> Stmt:
+            return vectors(lambda start, j: BufferStore(
+                buf, BufferLoad(x, (b, c_, *_uflat(start, j, W))),
+                (slot * slot_len + i64(lead + start) + j,)))
+
+        def total_at(c_: PrimExpr, slot: PrimExpr, p: PrimExpr) -> PrimExpr:
+            acc: PrimExpr | None = None
+            for r0 in range(KH):              # the direct convolution's tap order
+                for r1 in range(KW):
+                    off = (r0 * dh - top) * W + r1 * dw - left
+                    v: PrimExpr = BufferLoad(buf, (slot * slot_len + p + i64(lead + off),))
+                    if r1 in masks:
+                        m = BufferLoad(buf, (p + i64(mask_at + masks[r1] * P),))
+                        v = Select(BinaryOp("!=", m, zero), v, zero)
+                    term = v * BufferLoad(weight, (c_, i64(0), i64(r0), i64(r1)))
+                    acc = term if acc is None else acc + term
+            assert acc is not None
+            return acc
+
+        def sums(c_: PrimExpr, slot: PrimExpr) -> Stmt:
+            return vectors(lambda start, j: put(total_at(c_, slot, i64(start) + j),
+                                                (b, c_, *_uflat(start, j, W))))
+        work = n * c * (slot_len + P * KH * KW)
+        par = c > 1 and work >= tuning.host_tuning().parallel_min_work
+        body = _pipelined(c, True, par, buf, fill, copy, sums)
+        return For(b, i64(0), i64(n), "serial", body)
+    return te.extern((i64(n), i64(c), i64(H), i64(W)), dt, [w.data, w.weight], build,
+                     name="T_conv2d", store_through=build)
 
 
 #: channels a block of the flat form's pipeline takes at most (see _pipelined)
