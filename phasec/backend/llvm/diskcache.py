@@ -192,9 +192,11 @@ def _sources_digest() -> str:
         here = Path(__file__).resolve().parent
         root = here.parent.parent  # the code generator reads the TIR, its intrinsics and
         # the binary-operator table: a change to any of them changes the code
-        # (and the proofs that decide which accesses go unchecked)
+        # (and the proofs that decide which accesses go unchecked, and the
+        # simplifier both the proofs and the vector loops' addresses use)
         files = sorted(here.glob("*.py")) + [root / "ir" / "tir.py", root / "ir" / "intrinsics.py",
                                              root / "runtime" / "binary_ops.py",
+                                             root / "arith" / "__init__.py",
                                              root / "arith" / "inbounds.py",
                                              root / "arith" / "outofbounds.py"]
         h = hashlib.sha256()
