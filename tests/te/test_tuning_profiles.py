@@ -21,10 +21,14 @@ from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target import tuning as tn
 from phasec.te.schedules.build_time import ir_nodes
+from phasec.te.schedules.conv_im2col import ANCHOR_NAME
 from phasec.te.schedules.winograd import WINOGRAD_MARK
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 from helpers.te_checks import check_llvm_and_interp
+
+#: conv_im2col's packed panels of the image's windows
+IM2COL_PANELS = ANCHOR_NAME + "_bpack"
 
 RNG = np.random.default_rng(29)
 AVX512 = {"avx512f", "avx2", "fma"}
@@ -226,10 +230,10 @@ def _check_conv(prim, batches, c, h, w, o, k, attrs, interp=True):
 ])
 def test_strided_rows_of_under_two_vectors_use_the_columns_on_the_xeon(xeon, c, h, o, k, attrs):
     prim = lower_fused(_conv_relu(1, c, h, h, o, k, **attrs)).prim_func
-    assert "im2col" in _buffers(prim)
+    assert IM2COL_PANELS in _buffers(prim)
     _check_conv(prim, (1,), c, h, h, o, k, attrs, interp=h < 40)  # (interpreter: small only)
     sym = lower_fused(_conv_relu(tir.Var("n"), c, h, h, o, k, **attrs)).prim_func
-    assert "im2col" in _buffers(sym)
+    assert IM2COL_PANELS in _buffers(sym)
     _check_conv(sym, (1, 2), c, h, h, o, k, attrs, interp=False)
 
 
@@ -239,7 +243,7 @@ def test_the_avx512_profile_keeps_its_choices(monkeypatch):
     tn.host_tuning.cache_clear()
     try:
         prim = lower_fused(_conv_relu(1, 5, 56, 56, 7, 3, padding=1, strides=2)).prim_func
-        assert "im2col" not in _buffers(prim)
+        assert IM2COL_PANELS not in _buffers(prim)
         prim = lower_fused(_conv_relu(1, 9, 14, 14, 11, 3, padding=1),
                            constant_params=(1,)).prim_func
         assert _winograd_m(prim) == 4
