@@ -182,6 +182,26 @@ def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
     np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("m,n,io", [
+    (128, 80, 16),  # 64 columns in 6 x 4 tiles, the last 16 in 8 x 1 (not 25 x 5)
+    (61, 80, 7),    # 7 x 8 + 5 rows over the last 16 (not 10 x 6 + 1)
+    (37, 85, 4),    # the last 21 columns not one vector: a wider tile as before
+])
+def test_last_columns_of_one_vector_take_the_narrow_rows(xeon, m, n, io):
+    k = 5
+    prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
+    assert (io in _row_tiles(prim)) == (n % 64 == xeon.lanes(32))
+    a = RNG.standard_normal((m, k)).astype("float32")
+    b = RNG.standard_normal((k, n)).astype("float32")
+    want = a.astype("float64") @ b.astype("float64")
+    got = np.zeros((m, n), "float32")
+    compile_prim_funcs({"k": prim})["k"](a, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros((m, n), "float32")
+    run_prim_func(prim, [a, b, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
 def test_the_avx512_profile_balances_its_tiles_as_before(xeon):
     # 8 x 2 tiles: 20 rows = 2 x 8 + 4 (half the tile: kept); 50 = 6 x 8 + 2 of 2 x 2
     # accumulators -> 10 x 5 (where the Xeon keeps 8 x 6 + 2 x 4)
