@@ -158,6 +158,20 @@ def _row_tiles(prim) -> list[int]:
             and n.loop_var.name.startswith("io") and isinstance(n.extent, tir.IntImm)]
 
 
+def _check_gemm(prim, m, k, n):
+    """The matmul ``prim`` (m x k @ k x n) on LLVM and on the interpreter
+    against numpy, for random values."""
+    a = RNG.standard_normal((m, k)).astype("float32")
+    b = RNG.standard_normal((k, n)).astype("float32")
+    want = a.astype("float64") @ b.astype("float64")
+    got = np.zeros((m, n), "float32")
+    compile_prim_funcs({"k": prim})["k"](a, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros((m, n), "float32")
+    run_prim_func(prim, [a, b, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("m,n,io", [
     (50, 64, 8),    # 8 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 10 x 5)
     (53, 71, 8),    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more
@@ -171,15 +185,7 @@ def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
     k = 7
     prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
     assert io in _row_tiles(prim)
-    a = RNG.standard_normal((m, k)).astype("float32")
-    b = RNG.standard_normal((k, n)).astype("float32")
-    want = a.astype("float64") @ b.astype("float64")
-    got = np.zeros((m, n), "float32")
-    compile_prim_funcs({"k": prim})["k"](a, b, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    interp = np.zeros((m, n), "float32")
-    run_prim_func(prim, [a, b, interp])
-    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+    _check_gemm(prim, m, k, n)
 
 
 @pytest.mark.parametrize("m,n,io", [
@@ -191,15 +197,7 @@ def test_last_columns_of_one_vector_take_the_narrow_rows(xeon, m, n, io):
     k = 5
     prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
     assert (io in _row_tiles(prim)) == (n % 64 == xeon.lanes(32))
-    a = RNG.standard_normal((m, k)).astype("float32")
-    b = RNG.standard_normal((k, n)).astype("float32")
-    want = a.astype("float64") @ b.astype("float64")
-    got = np.zeros((m, n), "float32")
-    compile_prim_funcs({"k": prim})["k"](a, b, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    interp = np.zeros((m, n), "float32")
-    run_prim_func(prim, [a, b, interp])
-    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+    _check_gemm(prim, m, k, n)
 
 
 def test_the_avx512_profile_balances_its_tiles_as_before(xeon):
