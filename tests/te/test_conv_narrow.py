@@ -237,3 +237,52 @@ def test_wide_rows_fuse_the_epilogue_into_the_conv_nest():
     got = np.zeros(want.shape, "float32")
     compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _chosen_with_a_constant_weight(func):
+    """(what the table made of the convolution, the weight a constant as in
+    a model; whether conv_small_image alone would take it), the kernel."""
+    from phasec.te import schedules
+    from phasec.te.schedules import conv_small_image
+
+    seen = []
+    choose = schedules.choose
+
+    def spy(kind, subject):
+        made = choose(kind, subject)
+        if kind == "conv":  # (the weight is known constant while lowering)
+            seen.append((made, conv_small_image.schedule(subject) is not None))
+        return made
+    schedules.choose = spy
+    try:
+        low = lower_fused(func, constant_params=(1,))
+    finally:
+        schedules.choose = choose
+    return seen[0], low.prim_func
+
+
+@pytest.mark.parametrize("c,h,o", [
+    (256, 14, 256),  # 7x7: 49 positions, 3 vectors and one lane
+    (256, 12, 256),  # 6x6: 36, 2 vectors and a quarter
+    (256, 10, 256),  # 5x5: 25, one vector, half of one and a lane
+])
+def test_strided_small_outputs_that_fill_their_vectors_take_the_columns(c, h, o):
+    from phasec.arith.inbounds import prove_accesses
+
+    attrs = {"padding": 1, "strides": 2}
+    func, _ = _conv_bias_relu(1, c, h, h, o, 3, **attrs)
+    ((made, small), prim) = _chosen_with_a_constant_weight(func)
+    assert small  # (the rule ahead of it matters: conv_small_image takes these shapes)
+    taken = made.name == ANCHOR_NAME
+    if LANES == 16:
+        assert taken == (h != 10)  # (49 of 64 and 36 of 48 lanes, not 25 of 48)
+    assert (IM2COL_PANELS in _buffers(prim)) == taken
+    assert prove_accesses(prim).counts()[1] == 0
+    x = RNG.standard_normal((1, c, h, h)).astype("float32")
+    wa = RNG.standard_normal((o, c, 3, 3)).astype("float32")
+    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+    want = np.maximum(get_op("relax.nn.conv2d").reference(
+        x, wa, padding=(1, 1, 1, 1), strides=(2, 2)) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": prim})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
