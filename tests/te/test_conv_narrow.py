@@ -1,7 +1,7 @@
 """Narrow NCHW conv2d (output rows shorter than a vector: ResNet's 14x14
 and 7x7 stages; unpadded 1x1 ones: test_conv_pointwise_flat.py). Stride 1: computed over the padded rows laid end to end
 (``te.schedules.conv_flat_rows``); strided: over the input gathered into columns
-(im2col, ``te.schedules.conv_im2col``). The values against numpy's
+(im2col, ``te.schedules.conv_im2col``: its panels packed from the image). The values against numpy's
 reference convolution, on the TIR interpreter and on LLVM, for padding,
 dilation, 5x5 and 1x1 kernels, odd and prime sizes and a symbolic batch;
 the kernel's structure (a flat padded copy or the columns, the GEMM over
@@ -19,11 +19,14 @@ from phasec.ir import TensorStructInfo, Var, tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target.tuning import host_tuning
+from phasec.te.schedules.conv_im2col import ANCHOR_NAME
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 from helpers.te_checks import check_llvm_and_interp, top_level
 
 RNG = np.random.default_rng(7)
+#: conv_im2col's packed panels of the image's windows
+IM2COL_PANELS = ANCHOR_NAME + "_bpack"
 
 
 def _conv_bias_relu(n, c, h, w, o, k, **attrs):
@@ -125,6 +128,10 @@ STRIDED = {  # (c, h, w, o, k, attrs): 7x7 and narrower outputs
     "3x3_s2_prime_to_29": (5, 57, 57, 7, 3, {"padding": 1, "strides": 2}),
     "3x3_s2_to_20": (5, 39, 39, 3, 3, {"padding": 1, "strides": 2}),
     "1x1_s2_to_19": (5, 37, 38, 6, 1, {"strides": 2}),
+    # strided along the rows only: a window sliding along x (packed all the same)
+    "3x3_s1x2_to_19": (5, 9, 37, 6, 3, {"padding": 1, "strides": (1, 2)}),
+    # one output row (no flat columns: a GEMM per row, its panels packed too)
+    "3x3_s2_one_row_of_31": (17, 3, 61, 5, 3, {"padding": (0, 1, 0, 1), "strides": 2}),
 }
 
 
@@ -146,14 +153,12 @@ def test_narrow_strided_conv_over_gathered_columns_matches_numpy(name):
     c, h, w, o, k, attrs = STRIDED[name]
     func, _ = _conv_bias_relu(1, c, h, w, o, k, **attrs)
     low = lower_fused(func)
-    assert "im2col" in _buffers(low.prim_func)
-    if _out_width(w, k, attrs) >= LANES:
-        # the columns, then one GEMM over all positions with the epilogue in
-        # its tiles (FLAT_COLUMNS_ATTR): no flat result read back by a second nest
-        assert "T_conv2d_cols" not in _buffers(low.prim_func)
-        assert len(top_level(low.prim_func)) == 2
-    else:  # (rows under a vector: the flat result, then the epilogue's nest)
-        assert "T_conv2d_cols" in _buffers(low.prim_func)
+    # one GEMM over all positions (FLAT_COLUMNS_ATTR), its panels packed
+    # straight from the image (no tensor of columns), the epilogue in its
+    # tiles (no flat result read back by a second nest), whatever the width
+    assert IM2COL_PANELS in _buffers(low.prim_func)
+    assert "im2col" not in _buffers(low.prim_func)
+    assert len(top_level(low.prim_func)) == 1
     assert prove_accesses(low.prim_func).counts()[1] == 0
     _check_against_numpy(low.prim_func, c, h, w, o, k, attrs)
 
@@ -171,7 +176,7 @@ def test_strided_conv_over_gathered_columns_with_a_residual(shape, residual):
     func = fused([d, wt, r], lambda bb: call_op("add", bb.emit(call_op(
         "nn.conv2d", d, wt, padding=1, strides=2)), r))
     low = lower_fused(func)
-    assert "im2col" in _buffers(low.prim_func)
+    assert IM2COL_PANELS in _buffers(low.prim_func)
     x = RNG.standard_normal((1, c, h, w)).astype("float32")
     wa = RNG.standard_normal((o, c, 3, 3)).astype("float32")
     ra = RNG.standard_normal(residual).astype("float32")
@@ -184,7 +189,7 @@ def test_a_symbolic_batch_takes_the_gathered_columns_too():
     n = tir.Var("n")
     func, _ = _conv_bias_relu(n, 6, 14, 14, 8, 3, padding=1, strides=2)
     low = lower_fused(func)
-    assert "im2col" in _buffers(low.prim_func)
+    assert IM2COL_PANELS in _buffers(low.prim_func)
     lib = compile_prim_funcs({"k": low.prim_func})
     for batch in (1, 3):
         x = RNG.standard_normal((batch, 6, 14, 14)).astype("float32")
@@ -213,7 +218,7 @@ def test_other_convolutions_keep_the_plain_schedule(attrs, shape):
     func = fused([d, wt], lambda bb: call_op("nn.conv2d", d, wt, **attrs))
     low = lower_fused(func)
     assert "pad_flat" not in _buffers(low.prim_func)
-    assert "im2col" not in _buffers(low.prim_func)
+    assert IM2COL_PANELS not in _buffers(low.prim_func)
     assert "pad_temp" in _buffers(low.prim_func)
 
 
@@ -232,3 +237,52 @@ def test_wide_rows_fuse_the_epilogue_into_the_conv_nest():
     got = np.zeros(want.shape, "float32")
     compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ba, got)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _chosen_with_a_constant_weight(func):
+    """(what the table made of the convolution, the weight a constant as in
+    a model; whether conv_small_image alone would take it), the kernel."""
+    from phasec.te import schedules
+    from phasec.te.schedules import conv_small_image
+
+    seen = []
+    choose = schedules.choose
+
+    def spy(kind, subject):
+        made = choose(kind, subject)
+        if kind == "conv":  # (the weight is known constant while lowering)
+            seen.append((made, conv_small_image.schedule(subject) is not None))
+        return made
+    schedules.choose = spy
+    try:
+        low = lower_fused(func, constant_params=(1,))
+    finally:
+        schedules.choose = choose
+    return seen[0], low.prim_func
+
+
+@pytest.mark.parametrize("c,h,o", [
+    (256, 14, 256),  # 7x7: 49 positions, 3 vectors and one lane
+    (256, 12, 256),  # 6x6: 36, 2 vectors and a quarter
+    (256, 10, 256),  # 5x5: 25, one vector, half of one and a lane
+])
+def test_strided_small_outputs_that_fill_their_vectors_take_the_columns(c, h, o):
+    from phasec.arith.inbounds import prove_accesses
+
+    attrs = {"padding": 1, "strides": 2}
+    func, _ = _conv_bias_relu(1, c, h, h, o, 3, **attrs)
+    ((made, small), prim) = _chosen_with_a_constant_weight(func)
+    assert small  # (the rule ahead of it matters: conv_small_image takes these shapes)
+    taken = made.name == ANCHOR_NAME
+    if LANES == 16:
+        assert taken == (h != 10)  # (49 of 64 and 36 of 48 lanes, not 25 of 48)
+    assert (IM2COL_PANELS in _buffers(prim)) == taken
+    assert prove_accesses(prim).counts()[1] == 0
+    x = RNG.standard_normal((1, c, h, h)).astype("float32")
+    wa = RNG.standard_normal((o, c, 3, 3)).astype("float32")
+    ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+    want = np.maximum(get_op("relax.nn.conv2d").reference(
+        x, wa, padding=(1, 1, 1, 1), strides=(2, 2)) + ba, 0)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": prim})["k"](x, wa, ba, got)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)

@@ -21,10 +21,14 @@ from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 from phasec.target import tuning as tn
 from phasec.te.schedules.build_time import ir_nodes
+from phasec.te.schedules.conv_im2col import ANCHOR_NAME
 from phasec.te.schedules.winograd import WINOGRAD_MARK
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 from helpers.te_checks import check_llvm_and_interp
+
+#: conv_im2col's packed panels of the image's windows
+IM2COL_PANELS = ANCHOR_NAME + "_bpack"
 
 RNG = np.random.default_rng(29)
 AVX512 = {"avx512f", "avx2", "fma"}
@@ -154,6 +158,20 @@ def _row_tiles(prim) -> list[int]:
             and n.loop_var.name.startswith("io") and isinstance(n.extent, tir.IntImm)]
 
 
+def _check_gemm(prim, m, k, n):
+    """The matmul ``prim`` (m x k @ k x n) on LLVM and on the interpreter
+    against numpy, for random values."""
+    a = RNG.standard_normal((m, k)).astype("float32")
+    b = RNG.standard_normal((k, n)).astype("float32")
+    want = a.astype("float64") @ b.astype("float64")
+    got = np.zeros((m, n), "float32")
+    compile_prim_funcs({"k": prim})["k"](a, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    interp = np.zeros((m, n), "float32")
+    run_prim_func(prim, [a, b, interp])
+    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("m,n,io", [
     (50, 64, 8),    # 8 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 10 x 5)
     (53, 71, 8),    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more
@@ -167,15 +185,19 @@ def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
     k = 7
     prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
     assert io in _row_tiles(prim)
-    a = RNG.standard_normal((m, k)).astype("float32")
-    b = RNG.standard_normal((k, n)).astype("float32")
-    want = a.astype("float64") @ b.astype("float64")
-    got = np.zeros((m, n), "float32")
-    compile_prim_funcs({"k": prim})["k"](a, b, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    interp = np.zeros((m, n), "float32")
-    run_prim_func(prim, [a, b, interp])
-    np.testing.assert_allclose(interp, want, rtol=1e-4, atol=1e-4)
+    _check_gemm(prim, m, k, n)
+
+
+@pytest.mark.parametrize("m,n,io", [
+    (128, 80, 16),  # 64 columns in 6 x 4 tiles, the last 16 in 8 x 1 (not 25 x 5)
+    (61, 80, 7),    # 7 x 8 + 5 rows over the last 16 (not 10 x 6 + 1)
+    (37, 85, 4),    # the last 21 columns not one vector: a wider tile as before
+])
+def test_last_columns_of_one_vector_take_the_narrow_rows(xeon, m, n, io):
+    k = 5
+    prim = te.create_prim_func(_gemm(m, k, n), schedule_hints=te.ScheduleOptions(tuning=xeon))
+    assert (io in _row_tiles(prim)) == (n % 64 == xeon.lanes(32))
+    _check_gemm(prim, m, k, n)
 
 
 def test_the_avx512_profile_balances_its_tiles_as_before(xeon):
@@ -226,10 +248,10 @@ def _check_conv(prim, batches, c, h, w, o, k, attrs, interp=True):
 ])
 def test_strided_rows_of_under_two_vectors_use_the_columns_on_the_xeon(xeon, c, h, o, k, attrs):
     prim = lower_fused(_conv_relu(1, c, h, h, o, k, **attrs)).prim_func
-    assert "im2col" in _buffers(prim)
+    assert IM2COL_PANELS in _buffers(prim)
     _check_conv(prim, (1,), c, h, h, o, k, attrs, interp=h < 40)  # (interpreter: small only)
     sym = lower_fused(_conv_relu(tir.Var("n"), c, h, h, o, k, **attrs)).prim_func
-    assert "im2col" in _buffers(sym)
+    assert IM2COL_PANELS in _buffers(sym)
     _check_conv(sym, (1, 2), c, h, h, o, k, attrs, interp=False)
 
 
@@ -239,7 +261,7 @@ def test_the_avx512_profile_keeps_its_choices(monkeypatch):
     tn.host_tuning.cache_clear()
     try:
         prim = lower_fused(_conv_relu(1, 5, 56, 56, 7, 3, padding=1, strides=2)).prim_func
-        assert "im2col" not in _buffers(prim)
+        assert IM2COL_PANELS not in _buffers(prim)
         prim = lower_fused(_conv_relu(1, 9, 14, 14, 11, 3, padding=1),
                            constant_params=(1,)).prim_func
         assert _winograd_m(prim) == 4

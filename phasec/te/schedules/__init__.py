@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from phasec.arith import const_int
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_lanes, conv_depthwise_strided, conv_direct, conv_few_channels,
@@ -103,6 +104,21 @@ def _nchw_float_conv2d(w: ConvWorkload) -> bool:
             and w.weight.dtype == w.dtype)
 
 
+def _strided_positions_fill_vectors(w: ConvWorkload) -> bool:
+    """A strided NCHW float conv2d whose output positions, as a GEMM's
+    columns (whole vectors, then parts: ``conv_small_image.vector_pieces``),
+    fill at least 3/4 of the lanes they take: 7x7's 49 of 64, 6x6's 36 of
+    48, not 5x5's 25 of 48 (bench/README.md, "Strided convolutions packed
+    straight from the image")."""
+    if not _nchw_float_conv2d(w) or all(s == 1 for s in w.strides):
+        return False
+    oh, ow = (const_int(d) for d in w.out_shape[2:4])
+    if oh is None or ow is None:
+        return False
+    whole, parts = conv_small_image.vector_pieces(oh * ow, w.lanes)
+    return 4 * oh * ow >= 3 * (whole + parts) * w.lanes
+
+
 def _max_pool(w: PoolWorkload) -> bool:
     return w.kind == "max"
 
@@ -156,6 +172,10 @@ RULES: tuple[Rule, ...] = (
          conv_depthwise_strided.schedule_rows),
     Rule("conv", "winograd", "an NCHW float conv2d: 3x3, stride 1, one group, enough "
          "channels", _nchw_float_conv2d, winograd.schedule),
+    Rule("conv", "conv_im2col", "(ahead of conv_small_image) an NCHW float conv2d: "
+         "strided, one group, output rows narrower than a vector, its output positions "
+         "filling at least 3/4 of their vectors' lanes", _strided_positions_fill_vectors,
+         conv_im2col.schedule),
     Rule("conv", "conv_small_image", "an NCHW float conv2d, one group, over fewer output "
          "positions than four vectors, where its cost estimate is the lower: a matmul of its "
          "gathered columns whose columns are the output channels", _nchw_float_conv2d,

@@ -1,20 +1,22 @@
 """A strided NCHW conv2d whose output rows are narrower than a vector
-(ResNet's 14x14 -> 7x7 downsampling), or on targets that ask for it
-(``TargetTuning.im2col_row_vectors``) narrower than a few vectors and not
-whole ones (28 wide), over its input gathered into columns (im2col).
+(ResNet's 28x28 -> 14x14 and 14x14 -> 7x7 downsampling), or on targets that
+ask for it (``TargetTuning.im2col_row_vectors``) narrower than a few vectors
+and not whole ones (28 wide), as one GEMM over all its output positions
+whose column operand is the input's windows (im2col).
 
-The input is gathered once, ``cols[b, c, ry, rx, y, x]`` for output
-position ``(y, x)`` (loops over the output's rows and columns: no division
-by the row width), then one GEMM runs over all the output positions
-(``FLAT_COLUMNS_ATTR``: its columns ``y*OW + x``, whole vectors), the
-epilogue (bias, activation, a residual) in its register tiles. Rows under
-a vector are gathered as ``cols[b, c, ry, rx, y*OW + x]`` instead, and the
-GEMM's flat result is read back by the epilogue's own nest (as in
-:mod:`phasec.te.schedules.conv_flat_rows`; see :func:`schedule`). The
-plain schedule would make a GEMM per output row, OW columns wide, and pack
-each of its panels through gathers. Measurements: bench/README.md,
-"Schedule notes moved from docstrings" and "ResNet-50's and Inception v2's
-convolutions beside ORT's, layer by layer".
+The GEMM's columns are the output positions ``y*OW + x``
+(``FLAT_COLUMNS_ATTR``: whole vectors, not rows of 28 or 7), its epilogue
+(bias, activation, a residual) in its register tiles. Its column operand is
+the gather ``data[b, c, y*sy + ry - top, x*sx + rx - left]`` (zero in the
+padding) itself, not a tensor of columns: B read by gathers is packed
+panel by panel (``gemm_plan``: every panel, the last narrower one too), so
+each panel's columns are gathered from the image straight into the packed
+micro-panels, which stay in L2. (A tensor of columns was written whole,
+3.6 MB for ResNet-50's 128 channels 56 -> 28, then read again to pack
+them.) The plain schedule would make a GEMM per output row, OW columns
+wide. Measurements: bench/README.md, "ResNet-50's and Inception v2's
+convolutions beside ORT's, layer by layer" and "Strided convolutions packed
+straight from the image".
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ from phasec.target import tuning
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["schedule"]
+__all__ = ["ANCHOR_NAME", "schedule"]
+
+#: the convolution's name (its GEMM's packed panels: ``ANCHOR_NAME + "_bpack"``)
+ANCHOR_NAME = "T_conv2d_im2col"
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
@@ -52,7 +57,7 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         return None
     top, left = w.padding[0], w.padding[1]
     (sy, sx), (dy, dx) = w.strides, w.dilation
-    n, c = data.shape[0], data.shape[1]
+    c = data.shape[1]
     zero = te.const(0, dt)
 
     def gathered(b, ch, r, s, oy, ox):
@@ -63,21 +68,8 @@ def schedule(w: ConvWorkload) -> Tensor | None:
             return value
         return te.select(te.all_of(te.in_range(y, 0, H), te.in_range(x, 0, W)), value, zero)
     rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(KH, "r0"), te.reduce_axis(KW, "r1")
-    if OW < w.lanes:
-        # rows under a vector (14 -> 7): the columns over the flat positions
-        # ``p = y*OW + x``, the epilogue a nest of its own. (Gathered per row,
-        # each row a loop under one vector with strided loads, LLVM's code
-        # generation took 4 s for ResNet-50's 256 channels 28 -> 14.)
-        cols = te.compute((n, c, i64(KH), i64(KW), i64(OH * OW)), lambda b, ch, r, s, p:
-                          gathered(b, ch, r, s, p // OW, p % OW), name="im2col", inline=False)
-        flat = te.compute((n, w.out_shape[1], i64(OH * OW)), lambda b, oc, p: te.sum(
-            cols[b, rc.var, ry.var, rx.var, p] * weight[oc, rc.var, ry.var, rx.var],
-            axis=[rc, ry, rx]), name="T_conv2d_cols", tag="conv2d")
-        return te.compute(w.out_shape, lambda b, oc, y, x: flat[b, oc, y * OW + x],
-                          name="T_conv2d")
-    cols = te.compute((n, c, i64(KH), i64(KW), i64(OH), i64(OW)), gathered, name="im2col",
-                      inline=False)
-    # (the GEMM's columns span both output axes: FLAT_COLUMNS_ATTR)
+    # (the GEMM's columns span both output axes: FLAT_COLUMNS_ATTR; its
+    # panels of B packed from the gather: ``T_conv2d_im2col_bpack``)
     return te.compute(w.out_shape, lambda b, oc, y, x: te.sum(
-        cols[b, rc.var, ry.var, rx.var, y, x] * weight[oc, rc.var, ry.var, rx.var],
-        axis=[rc, ry, rx]), name="T_conv2d", tag="conv2d", attrs={FLAT_COLUMNS_ATTR: True})
+        gathered(b, rc.var, ry.var, rx.var, y, x) * weight[oc, rc.var, ry.var, rx.var],
+        axis=[rc, ry, rx]), name=ANCHOR_NAME, tag="conv2d", attrs={FLAT_COLUMNS_ATTR: True})

@@ -232,6 +232,14 @@ class GemmEmitter:
         base = p.rows if p.rows not in AMX_ROWS else min(p.rows, self.nest.opt.target.gemm_rows)
         budget = base * len(self._vector_pieces(p.cols))
         rows, regs = base, len(self._vector_pieces(width))
+        narrow = self.nest.opt.target.gemm_narrow_rows
+        if (regs == 1 and narrow and not p.wide and not p.row_group
+                and not is_dot4(self.anchor.expr) and p.rows not in AMX_ROWS):
+            # last columns of one vector: the target's narrow tile, whose
+            # accumulators cover the FMA latency (a 28x28 image's 784 =
+            # 12 x 64 + 16: 25 tiles of 5 x 1 vectors, now 16 of 8; 1x1
+            # 512 -> 128 over 28x28 972 -> 956 us, bench/README.md)
+            return max(rows, narrow)
         while rows > 1 and rows * regs > budget:
             rows //= 2
         return rows

@@ -141,7 +141,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     N = static_int(nest.shape[m - 1])
     if N is None or N < 1:
         return None
-    flat = _flat_columns(nest, anchor, row_axis, a_expr, b_expr) if not dot4 else 0
+    flat = _flat_columns(nest, anchor, row_axis, a_expr, b_expr, group) if not dot4 else 0
     if flat:
         N *= static_int(nest.shape[m - 2]) or 0
     rexts = [static_int(nest.low.map_shape(ax.extent)) for ax in anchor.raxes]
@@ -268,14 +268,15 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
 
 
 def _flat_columns(nest: NestEmitter, anchor: Stage, row_axis: int, a_expr: PrimExpr,
-                  b_expr: PrimExpr) -> int:
+                  b_expr: PrimExpr, group: int) -> int:
     """The row width ``W`` when the GEMM's columns can span the nest's last
     two axes ``(y, x)`` as ``y*W + x`` (``GemmPlan.flat``), else 0: the
     anchor asks for it (``FLAT_COLUMNS_ATTR``), both axes are static and
-    neither is the row axis, A uses neither, and every load of B and of the
-    epilogue reads them as a row-major pair of rows ``W`` long or not at
-    all (so that ``H*W`` consecutive columns are one contiguous run of each
-    tensor, as of the output)."""
+    neither is the row axis, A uses neither, and every load of B (unless B
+    is read by gathers, and so packed whole) and of the epilogue reads them
+    as a row-major pair of rows ``W`` long or not at all (so that ``H*W``
+    consecutive columns are one contiguous run of each tensor, as of the
+    output)."""
     m = nest.m
     if not anchor.tensor.op.attrs.get(FLAT_COLUMNS_ATTR) or m < 3 or row_axis >= m - 2:
         return 0
@@ -286,8 +287,12 @@ def _flat_columns(nest: NestEmitter, anchor: Stage, row_axis: int, a_expr: PrimE
     if id(ay) in vars_of(a_expr) or id(ax) in vars_of(a_expr):
         return 0
     ry, rx = nest.root.axes[m - 2], nest.root.axes[m - 1]
-    if not all(_row_major_pair(ld.indices, ld.tensor.shape, ay, ax, W)
-               for ld in loads_of(b_expr)):
+    # (B read by gathers, ungrouped: every panel of it, the last narrower one
+    # too, is packed, each column's value computed at its (y, x): any index
+    # form. conv_im2col's windows of the image)
+    gathers = not group and not unit_stride(b_expr, ax)
+    if not gathers and not all(_row_major_pair(ld.indices, ld.tensor.shape, ay, ax, W)
+                               for ld in loads_of(b_expr)):
         return 0
     if anchor is not nest.root and not all(
             _row_major_pair(ld.indices, ld.tensor.shape, ry, rx, W)
