@@ -24,8 +24,9 @@ RNG = np.random.default_rng(2929)
 
 
 def _module(xs, out_ch: int, kernel: tuple[int, int], *, weight_param: bool = False,
-            **conv):
-    """relu(conv2d(x, W, **conv) + b), W a constant or a parameter."""
+            bias: np.ndarray | None = None, **conv):
+    """relu(conv2d(x, W, **conv) + b), W a constant or a parameter (b random
+    unless given)."""
     x = Var("x", TensorStructInfo(xs, "float32"))
     c = xs[1]
     w = (RNG.standard_normal((out_ch, c, *kernel)) / np.sqrt(c * kernel[0] * kernel[1])
@@ -35,7 +36,9 @@ def _module(xs, out_ch: int, kernel: tuple[int, int], *, weight_param: bool = Fa
     if weight_param:
         weight = Var("w", TensorStructInfo(w.shape, "float32"))
         params.append(weight)
-    bias = Constant(RNG.standard_normal((1, out_ch, 1, 1)).astype(np.float32))
+    if bias is None:
+        bias = RNG.standard_normal((1, out_ch, 1, 1)).astype(np.float32)
+    bias = Constant(bias)
     bb = BlockBuilder()
     with bb.function("main", params):
         y = bb.emit(call_op("relax.nn.conv2d", x, weight, **conv))
@@ -72,6 +75,52 @@ def test_constant_weight_packed_once(xs, out_ch, kernel, conv):
     assert "T_conv2d_positions" in packed and "im2col_positions" in packed
     assert PACK_MARK not in packed
     _check(mod, RNG.standard_normal(xs).astype(np.float32))
+
+
+def _numpy_conv(x, w, strides, padding, dilation):
+    """relu-free direct convolution in float64 (the reference of the padded
+    gather below): every output the sum over channels and taps."""
+    (sy, sx), (dy, dx), (t, lft, btm, r) = strides, dilation, padding
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, btm), (lft, r)))
+    o, _, kh, kw = w.shape
+    oh = (xp.shape[2] - (kh - 1) * dy - 1) // sy + 1
+    ow = (xp.shape[3] - (kw - 1) * dx - 1) // sx + 1
+    out = np.zeros((x.shape[0], o, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i * dy:i * dy + (oh - 1) * sy + 1:sy, j * dx:j * dx + (ow - 1) * sx + 1:sx]
+            out += np.einsum("bchw,oc->bohw", win, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+@pytest.mark.parametrize("xs,out_ch,conv", [
+    # asymmetric padding and a dilation per axis, a batch of 2
+    ((2, 29, 5, 7), 64, {"padding": [2, 1, 0, 2], "dilation": [1, 2]}),
+    # a 3x3 over 7x7 as ResNet-50's and Inception v2's (narrowed), prime sizes
+    ((1, 67, 7, 7), 131, {"padding": [1, 1, 1, 1]}),
+    # strided: the border tested per element (no copy), a batch of 3
+    ((3, 13, 7, 5), 64, {"padding": [2, 1, 0, 2], "strides": [1, 2], "dilation": [2, 1]}),
+    ((2, 29, 5, 7), 64, {"padding": [2, 1, 0, 2], "strides": [1, 2], "dilation": [2, 1]}),
+])
+def test_padded_input_gathered_without_border_tests(xs, out_ch, conv):
+    """At stride 1 the padding is copied once (``pad_temp``) and the columns
+    read it at ``y + ry*dy`` with no select or clamp per element; strided,
+    the image is read in place with the border tested. Against numpy's
+    direct convolution (float64) and the reference interpreter."""
+    bias = RNG.standard_normal((1, out_ch, 1, 1)).astype(np.float32)
+    mod, w = _module(xs, out_ch, (3, 3), bias=bias, **conv)
+    (packed,) = [t for n, t in _kernel_texts(mod).items() if n.endswith("_prepacked")]
+    (gather,) = [line for line in packed.splitlines()
+                 if line.lstrip().startswith("im2col_positions[") and "] = " in line]
+    copied = "strides" not in conv
+    assert ("pad_temp" in packed) == copied
+    assert any(f in gather for f in ("Select", "T.max(", "T.min(")) != copied
+    x = RNG.standard_normal(xs).astype(np.float32)
+    _check(mod, x)
+    want = np.maximum(_numpy_conv(x, w, conv.get("strides", [1, 1]), conv["padding"],
+                                  conv.get("dilation", [1, 1])) + bias, 0)
+    got = np.asarray(phasec.VirtualMachine(phasec.build(mod))["main"](x))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_weight_as_a_parameter_keeps_the_other_schedules():
