@@ -3,8 +3,11 @@ first, then over its columns (``te.schedules.pool_max_rows``).
 The values against numpy's reference pooling (NaNs included: the pooling
 propagates them; infinities, both zeros, a window of -inf only, a window
 wholly in the padding) on LLVM and on the TIR interpreter, for padding,
-ceil_mode, dilation, uneven strides, float64, odd and prime sizes; and that
-a symbolic size keeps the plain max pool."""
+ceil_mode, dilation, uneven strides, float64, odd and prime sizes; that
+stride-1 pools keeping the input's width take their inner rows' columns in
+one flat vector loop (a NaN or infinity at an edge column, which that loop
+reaches from the neighbouring row, stays in its own windows); and that a
+symbolic size keeps the plain max pool."""
 
 from __future__ import annotations
 
@@ -112,6 +115,56 @@ def test_rows_first_max_pool_matches_numpy(name):
         again = np.zeros(want.shape, dtype)
         run_prim_func(low.prim_func, [x, again])
         np.testing.assert_array_equal(again, want)
+
+
+def _flat_columns(prim):
+    """Whether the pool takes its inner rows' columns in one flat vector loop."""
+    return any(isinstance(s, tir.For) and s.kind == "vectorized" and s.loop_var.name == "g"
+               for s in walk(prim.body))
+
+
+FLAT = {  # stride 1, as many output columns as input columns: (data shape, attrs)
+    "3x3_pad1_7": ((2, 3, 7, 7), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "3x3_pad1_prime_11": ((1, 5, 11, 11), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "3x3_pad1_14": ((1, 3, 14, 14), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "pad_right_only": ((1, 2, 13, 7), {"pool_size": (3, 3), "padding": (1, 0, 1, 2)}),
+    "pad_left_only": ((1, 2, 9, 13), {"pool_size": (3, 3), "padding": (0, 2, 2, 0)}),
+    "5x5_pad2_13x9": ((1, 3, 13, 9), {"pool_size": (5, 5), "padding": (2, 2, 2, 2),
+                                       "ceil_mode": True}),
+    "dilation2_pad2": ((1, 2, 17, 11), {"pool_size": (3, 3), "dilation": (2, 2),
+                                        "padding": (2, 2, 2, 2)}),
+}
+
+
+@pytest.mark.parametrize("name", list(FLAT))
+def test_flat_columns_match_numpy(name):
+    xs, attrs = FLAT[name]
+    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs), **attrs), True)
+    assert _rows_first(low.prim_func) and _flat_columns(low.prim_func)
+    x = _values(xs)
+    x[0, -1, 2, 0], x[0, -1, 4, -1] = np.nan, np.inf  # edge columns the flat loop reaches
+    x[0, -1, 5, 0] = np.inf
+    want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
+    for run in (lambda got: compile_prim_funcs({"k": low.prim_func})["k"](x, got),
+                lambda got: run_prim_func(low.prim_func, [x, got])):
+        got = np.zeros(want.shape, "float32")
+        run(got)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("xs, attrs", [
+    ((1, 2, 8, 8), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),  # loops of whole vectors
+    ((1, 2, 13, 13), {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}),
+    ((1, 2, 13, 13), {"pool_size": (3, 3)}),  # 11 output columns
+])
+def test_other_pools_keep_the_columns_by_row(xs, attrs):
+    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs), **attrs), True)
+    assert not _flat_columns(low.prim_func)
+    x = _values(xs)
+    want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, got)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_a_symbolic_size_keeps_the_plain_max_pool():

@@ -73,14 +73,10 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     first, stop, y0, span, border, lo, hi = (
         inside.first, inside.stop, inside.y0, inside.span, inside.border, inside.lo, inside.hi)
 
-    # stride 1 along both axes and as many output as input columns: output
-    # row q's columns lie flat in ``u`` as in ``out``, so all inner rows'
-    # columns take one flat vector loop (whole vectors, not rows of W - 2)
-    # and the edge columns, whose flat taps ran into the neighbouring rows,
-    # are recomputed over theirs after it
-    flat_rows = sh == 1 and sw == 1 and OW == W and hi > lo and stop > first
-    # the zeros before and after u's rows the flat loop reads for edge columns
-    margin_lo, margin_hi = (left, (KW - 1) * dw - left) if flat_rows else (0, 0)
+    # the inner rows' columns in one flat loop (RowsFirst.flat_margins): u's
+    # rows between zeros that loop reads for the edge columns
+    margins = inside.flat_margins(w)
+    margin_lo, margin_hi = margins or (0, 0)
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
@@ -126,7 +122,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
                 row.append(store(oy, i64(col), _sum([BufferLoad(src, (base + t,)) for t in taps],
                                                     dt), rows * cols_in[col]))
             return row
-        if flat_rows:
+        if margins:
             g = Var("g", "int64")
             total = _sum([BufferLoad(u, (g + i64(r1 * dw),)) for r1 in range(KW)], dt)
             o = g + i64(first * W)
