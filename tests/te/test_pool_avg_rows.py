@@ -17,6 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from phasec.arith.inbounds import prove_accesses
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.errors import PhasecError
 from phasec.interp.tir import run_prim_func
@@ -81,6 +82,7 @@ def _check(xs, attrs, dtype="float32", interp=False, x=None, flat=None):
     assert _rows_first(low.prim_func)
     if flat is not None:
         assert _flat_columns(low.prim_func) == flat
+    assert prove_accesses(low.prim_func).counts()[1] == 0  # every access proven in bounds
     x = RNG.standard_normal(xs).astype(dtype) if x is None else x
     want = _avg_pool_ref(x, **attrs)
     got = np.zeros(want.shape, dtype)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from phasec.arith.inbounds import prove_accesses
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.errors import PhasecError
 from phasec.interp.tir import run_prim_func
@@ -141,6 +142,7 @@ def test_flat_columns_match_numpy(name):
     xs, attrs = FLAT[name]
     low = lower_call(call_op("nn.max_pool2d", tvar("x", xs), **attrs), True)
     assert _rows_first(low.prim_func) and _flat_columns(low.prim_func)
+    assert prove_accesses(low.prim_func).counts()[1] == 0  # every access proven in bounds
     x = _values(xs)
     x[0, -1, 2, 0], x[0, -1, 4, -1] = np.nan, np.inf  # edge columns the flat loop reaches
     x[0, -1, 5, 0] = np.inf
