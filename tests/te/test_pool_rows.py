@@ -154,9 +154,44 @@ def test_flat_columns_match_numpy(name):
         np.testing.assert_array_equal(got, want)
 
 
+STRIDED_FLAT = {  # output rows narrower than a vector, sw*OW >= left padding + W
+    "3x3_s2_end_pad1_28": ((1, 3, 28, 28), {"pool_size": (3, 3), "strides": (2, 2),
+                                            "padding": (0, 0, 1, 1)}),
+    "3x3_s2_ceil_28": ((2, 2, 28, 28), {"pool_size": (3, 3), "strides": (2, 2),
+                                        "ceil_mode": True}),
+    "3x3_s2_pad1_prime_27": ((1, 3, 29, 27), {"pool_size": (3, 3), "strides": (2, 2),
+                                              "padding": (1, 1, 1, 1)}),
+    "3x3_s3_end_pad2_prime_41": ((1, 2, 23, 41), {"pool_size": (3, 3), "strides": (2, 3),
+                                                  "padding": (0, 0, 1, 2)}),
+    "3x3_s2_pad1_13": ((1, 3, 13, 13), {"pool_size": (3, 3), "strides": (2, 2),
+                                        "padding": (1, 1, 1, 1)}),
+}
+
+
+@pytest.mark.parametrize("name", list(STRIDED_FLAT))
+def test_strided_flat_columns_match_numpy(name, dtype="float32"):
+    """Every output row's columns in one flat loop over rows of sw*OW, the
+    columns whose windows reach past their row recomputed after it (a NaN
+    or infinity in the next row's first columns stays out of them)."""
+    xs, attrs = STRIDED_FLAT[name]
+    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs, dtype), **attrs), True)
+    assert _rows_first(low.prim_func) and _flat_columns(low.prim_func)
+    assert prove_accesses(low.prim_func).counts()[1] == 0
+    x = _values(xs, dtype)
+    x[0, -1, 1:, :2] = np.inf  # the first columns a window past the previous row would read
+    x[0, -1, 2, 0] = np.nan
+    want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
+    for run in (lambda got: compile_prim_funcs({"k": low.prim_func})["k"](x, got),
+                lambda got: run_prim_func(low.prim_func, [x, got])):
+        got = np.zeros(want.shape, dtype)
+        run(got)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("xs, attrs", [
     ((1, 2, 8, 8), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),  # loops of whole vectors
-    ((1, 2, 13, 13), {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}),
+    ((1, 2, 27, 27), {"pool_size": (3, 3), "strides": (2, 2)}),  # sw*OW = 26 < 27
+    ((1, 2, 13, 13), {"pool_size": (3, 3), "strides": (2, 2)}),  # sw*OW = 12 < 13
     ((1, 2, 13, 13), {"pool_size": (3, 3)}),  # 11 output columns
 ])
 def test_other_pools_keep_the_columns_by_row(xs, attrs):

@@ -97,10 +97,21 @@ def schedule(w: PoolWorkload) -> Tensor | None:
                                        and loop >= 2 * lanes and loop % lanes))):
         return _flat(w, first, stop)
 
+    # Rows of sw*OW columns, when the input fits: output (q, ox)'s taps are
+    # v[sw*(q*OW + ox) + r1*dw], so every row's columns take one flat loop
+    # over the outputs (whole vectors, not rows of OW), after which the
+    # columns whose windows reach past the row (into the next) are
+    # recomputed over the taps in it
+    flat = sw * OW >= left + W
+    if flat:
+        pitch = sw * OW
+    reach = [ox for ox in range(OW) if ox * sw + (KW - 1) * dw >= pitch] if flat else []
+    tail = max(0, (KW - 1) * dw - sw + 1) if flat else 0  # read past the last row
+
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
         b, ch = Var("b", "int64"), Var("ch", "int64")
-        v = Buffer(w.name + "_rows", (i64(OH * pitch),), dt)
+        v = Buffer(w.name + "_rows", (i64(OH * pitch + tail),), dt)
 
         def rows_max(oy: PrimExpr, rows: list[PrimExpr]) -> Stmt:
             j = Var("j", "int64")
@@ -128,10 +139,23 @@ def schedule(w: PoolWorkload) -> Tensor | None:
         # one loop over the rows, one shape of row: one set of shuffles (the
         # rows unrolled, or the columns, made LLVM keep dozens of them live)
         q, ox = Var("q", "int64"), Var("ox", "int64")
-        stmts.append(For(q, i64(0), i64(OH), "serial", For(
-            ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
-                [BufferLoad(v, (q * pitch + ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
-                lambda value: BufferStore(out, value, (b, ch, q, ox))))))
+        if flat:
+            g = Var("g", "int64")
+            stmts += [BufferStore(v, lowest, (i64(OH * pitch + k),)) for k in range(tail)]
+            stmts.append(For(g, i64(0), i64(OH * OW), "vectorized", nan_propagating_max(
+                [BufferLoad(v, (g * sw + r1 * dw,)) for r1 in range(KW)], dt,
+                lambda value: BufferStore(out, value, (b, ch, g // i64(OW), g % i64(OW))))))
+            if reach:
+                stmts.append(For(q, i64(0), i64(OH), "serial", seq([nan_propagating_max(
+                    [BufferLoad(v, (q * pitch + col * sw + r1 * dw,)) for r1 in range(KW)
+                     if col * sw + r1 * dw < pitch], dt,
+                    lambda value, col=col: BufferStore(out, value, (b, ch, q, i64(col))))
+                    for col in reach])))
+        else:
+            stmts.append(For(q, i64(0), i64(OH), "serial", For(
+                ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
+                    [BufferLoad(v, (q * pitch + ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
+                    lambda value: BufferStore(out, value, (b, ch, q, ox))))))
         work = n * c * (OH * (W * KH + pitch) + OH * OW * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         return For(b, i64(0), i64(n), "serial", For(
