@@ -133,7 +133,7 @@ FLAT = {  # stride 1, as many output columns as input columns: (data shape, attr
     "5x5_pad2_7x7": ((1, 4, 7, 7), {"pool_size": (5, 5), "padding": (2, 2, 2, 2)}),
     "3x3_dilation2_pad2": ((1, 2, 11, 23), {"pool_size": (3, 3), "dilation": (2, 2),
                                             "padding": (2, 2, 2, 2)}),
-    "3x1_no_column_padding": ((1, 2, 9, 37), {"pool_size": (3, 1), "padding": (1, 0, 1, 0)}),
+    "1x3_one_row": ((1, 2, 9, 37), {"pool_size": (1, 3), "padding": (0, 1, 0, 1)}),
 }
 
 
@@ -159,6 +159,8 @@ def test_strided_or_narrowed_pools_keep_the_columns_by_row():
     _check((1, 2, 13, 13), {"pool_size": (3, 3), "strides": (1, 2),
                             "padding": (1, 1, 1, 1)}, flat=False)
     _check((1, 2, 13, 13), {"pool_size": (3, 3)}, flat=False)  # 11 output columns
+    # a window of one column (an LRN's sum over channels): its rows are long already
+    _check((1, 1, 19, 37), {"pool_size": (5, 1), "padding": (2, 0, 2, 0)}, flat=False)
 
 
 def test_float64():
