@@ -91,7 +91,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
         if span:
             stmts.append(For(f, i64(0), i64(span * W), "vectorized", BufferStore(
                 u, _sum([flat(f + i64((y0 + r0 * dh) * W)) for r0 in range(KH)], dt),
-                (f + i64(margin_lo),))))
+                (f + i64(margin_lo) if margin_lo else f,))))
             zero = te.const(0, dt)
             stmts += [BufferStore(u, zero, (i64(k),)) for k in range(margin_lo)]
             stmts += [BufferStore(u, zero, (i64(margin_lo + span * W + k),))

@@ -199,7 +199,7 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
         f = Var("f", "int64")
         stmts: list[Stmt] = [For(f, i64(0), i64(span * W), "vectorized", nan_propagating_max(
             [flat(f + i64((y0 + r0 * dh) * W)) for r0 in range(KH)], dt,
-            lambda value: BufferStore(u, value, (f + i64(margin_lo),))))]
+            lambda value: BufferStore(u, value, (f + i64(margin_lo) if margin_lo else f,))))]
         stmts += [BufferStore(u, lowest, (i64(k),)) for k in (
             *range(margin_lo), *range(margin_lo + span * W, margin_lo + span * W + margin_hi))]
         for k, oy in enumerate(border):
