@@ -5,7 +5,10 @@ The values against an independent numpy pooling (zero-padded sums over each
 window, the count from a padded mask of ones) on LLVM and on the TIR
 interpreter, for padding (uneven, windows wholly in it), ceil_mode,
 dilation, strides, count_include_pad, float64, odd and prime sizes, and
-drawn cases; and that a symbolic size keeps the plain average pool."""
+drawn cases; that stride-1 pools keeping the input's width take one flat
+vector loop over their inner rows' columns (infinities and NaNs at the
+edge columns, whose flat taps reach the neighbouring rows, stay in their
+own windows); and that a symbolic size keeps the plain average pool."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from phasec.arith.inbounds import prove_accesses
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.errors import PhasecError
 from phasec.interp.tir import run_prim_func
@@ -67,10 +71,19 @@ def _rows_first(prim):
                for s in walk(prim.body))
 
 
-def _check(xs, attrs, dtype="float32", interp=False):
+def _flat_columns(prim):
+    """Whether the pool takes its inner rows' columns in one flat vector loop."""
+    return any(isinstance(s, tir.For) and s.kind == "vectorized" and s.loop_var.name == "g"
+               for s in walk(prim.body))
+
+
+def _check(xs, attrs, dtype="float32", interp=False, x=None, flat=None):
     low = lower_call(call_op("nn.avg_pool2d", tvar("x", xs, dtype), **attrs), True)
     assert _rows_first(low.prim_func)
-    x = RNG.standard_normal(xs).astype(dtype)
+    if flat is not None:
+        assert _flat_columns(low.prim_func) == flat
+    assert prove_accesses(low.prim_func).counts()[1] == 0  # every access proven in bounds
+    x = RNG.standard_normal(xs).astype(dtype) if x is None else x
     want = _avg_pool_ref(x, **attrs)
     got = np.zeros(want.shape, dtype)
     compile_prim_funcs({"k": low.prim_func})["k"](x, got)
@@ -108,6 +121,46 @@ CASES = {  # (data shape, attrs)
 def test_rows_first_avg_pool_matches_numpy(name):
     xs, attrs = CASES[name]
     _check(xs, attrs, interp=name in ("ceil_mode", "a_window_in_the_padding", "dilation2"))
+
+
+FLAT = {  # stride 1, as many output columns as input columns: (data shape, attrs)
+    "3x3_pad1_14": ((1, 3, 14, 14), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "3x3_pad1_prime_13x17_include_pad": ((2, 3, 13, 17), {"pool_size": (3, 3),
+                                                          "padding": (1, 1, 1, 1),
+                                                          "count_include_pad": True}),
+    "3x3_pad_right_only": ((1, 2, 11, 7), {"pool_size": (3, 3), "padding": (1, 0, 1, 2)}),
+    "3x3_pad_left_only": ((1, 2, 5, 19), {"pool_size": (3, 3), "padding": (0, 2, 2, 0)}),
+    "5x5_pad2_7x7": ((1, 4, 7, 7), {"pool_size": (5, 5), "padding": (2, 2, 2, 2)}),
+    "3x3_dilation2_pad2": ((1, 2, 11, 23), {"pool_size": (3, 3), "dilation": (2, 2),
+                                            "padding": (2, 2, 2, 2)}),
+    "1x3_one_row": ((1, 2, 9, 37), {"pool_size": (1, 3), "padding": (0, 1, 0, 1)}),
+}
+
+
+@pytest.mark.parametrize("name", list(FLAT))
+def test_flat_columns_match_numpy(name):
+    xs, attrs = FLAT[name]
+    _check(xs, attrs, interp=True, flat=True)
+
+
+def test_flat_columns_keep_infinities_and_nans_in_their_windows():
+    """An infinity or NaN in the first or last column of a row reaches the
+    flat loop's sums of the neighbouring row's edge column; those outputs
+    are recomputed over their own taps, as numpy's windows."""
+    xs, attrs = (1, 2, 9, 11), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}
+    x = RNG.standard_normal(xs).astype("float32")
+    x[0, 0, 3, 0], x[0, 0, 5, 10], x[0, 1, 4, 0], x[0, 1, 6, 10] = np.inf, -np.inf, np.nan, np.nan
+    _check(xs, attrs, interp=True, x=x, flat=True)
+
+
+def test_strided_or_narrowed_pools_keep_the_columns_by_row():
+    _check((1, 2, 13, 13), {"pool_size": (3, 3), "strides": (2, 2),
+                            "padding": (1, 1, 1, 1)}, flat=False)
+    _check((1, 2, 13, 13), {"pool_size": (3, 3), "strides": (1, 2),
+                            "padding": (1, 1, 1, 1)}, flat=False)
+    _check((1, 2, 13, 13), {"pool_size": (3, 3)}, flat=False)  # 11 output columns
+    # a window of one column (an LRN's sum over channels): its rows are long already
+    _check((1, 1, 19, 37), {"pool_size": (5, 1), "padding": (2, 0, 2, 0)}, flat=False)
 
 
 def test_float64():

@@ -3,8 +3,11 @@ first, then over its columns (``te.schedules.pool_max_rows``).
 The values against numpy's reference pooling (NaNs included: the pooling
 propagates them; infinities, both zeros, a window of -inf only, a window
 wholly in the padding) on LLVM and on the TIR interpreter, for padding,
-ceil_mode, dilation, uneven strides, float64, odd and prime sizes; and that
-a symbolic size keeps the plain max pool."""
+ceil_mode, dilation, uneven strides, float64, odd and prime sizes; that
+stride-1 pools keeping the input's width take their inner rows' columns in
+one flat vector loop (a NaN or infinity at an edge column, which that loop
+reaches from the neighbouring row, stays in its own windows); and that a
+symbolic size keeps the plain max pool."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from phasec.arith.inbounds import prove_accesses
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.errors import PhasecError
 from phasec.interp.tir import run_prim_func
@@ -112,6 +116,78 @@ def test_rows_first_max_pool_matches_numpy(name):
         again = np.zeros(want.shape, dtype)
         run_prim_func(low.prim_func, [x, again])
         np.testing.assert_array_equal(again, want)
+
+
+def _flat_columns(prim):
+    """Whether the pool takes its inner rows' columns in one flat vector loop."""
+    return any(isinstance(s, tir.For) and s.kind == "vectorized" and s.loop_var.name == "g"
+               for s in walk(prim.body))
+
+
+FLAT = {  # stride 1, as many output columns as input columns: (data shape, attrs)
+    "3x3_pad1_7": ((2, 3, 7, 7), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "3x3_pad1_prime_11": ((1, 5, 11, 11), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "3x3_pad1_14": ((1, 3, 14, 14), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
+    "pad_right_only": ((1, 2, 13, 7), {"pool_size": (3, 3), "padding": (1, 0, 1, 2)}),
+    "pad_left_only": ((1, 2, 9, 13), {"pool_size": (3, 3), "padding": (0, 2, 2, 0)}),
+    "5x5_pad2_13x9": ((1, 3, 13, 9), {"pool_size": (5, 5), "padding": (2, 2, 2, 2),
+                                       "ceil_mode": True}),
+    "dilation2_pad2": ((1, 2, 17, 11), {"pool_size": (3, 3), "dilation": (2, 2),
+                                        "padding": (2, 2, 2, 2)}),
+}
+
+
+STRIDED_FLAT = {  # output rows narrower than a vector, sw*OW >= left padding + W
+    "3x3_s2_end_pad1_28": ((1, 3, 28, 28), {"pool_size": (3, 3), "strides": (2, 2),
+                                            "padding": (0, 0, 1, 1)}),
+    "3x3_s2_ceil_28": ((2, 2, 28, 28), {"pool_size": (3, 3), "strides": (2, 2),
+                                        "ceil_mode": True}),
+    "3x3_s2_pad1_prime_27": ((1, 3, 29, 27), {"pool_size": (3, 3), "strides": (2, 2),
+                                              "padding": (1, 1, 1, 1)}),
+    "3x3_s3_end_pad2_prime_41": ((1, 2, 23, 41), {"pool_size": (3, 3), "strides": (2, 3),
+                                                  "padding": (0, 0, 1, 2)}),
+    "3x3_s2_pad1_13": ((1, 3, 13, 13), {"pool_size": (3, 3), "strides": (2, 2),
+                                        "padding": (1, 1, 1, 1)}),
+}
+
+
+@pytest.mark.parametrize("name", [*FLAT, *STRIDED_FLAT])
+def test_flat_columns_match_numpy(name):
+    """The inner rows' columns (stride 1) or every row's (rows of sw*OW) in
+    one flat loop, the columns whose windows that loop ran into the next or
+    previous row recomputed after it: a NaN or infinity there stays out."""
+    xs, attrs = {**FLAT, **STRIDED_FLAT}[name]
+    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs), **attrs), True)
+    assert _rows_first(low.prim_func) and _flat_columns(low.prim_func)
+    assert prove_accesses(low.prim_func).counts()[1] == 0  # every access proven in bounds
+    x = _values(xs)
+    if name in FLAT:  # edge columns the flat loop reaches from the neighbouring rows
+        x[0, -1, 2, 0], x[0, -1, 4, -1], x[0, -1, 5, 0] = np.nan, np.inf, np.inf
+    else:  # the first columns a window past the previous row would read
+        x[0, -1, 1:, :2] = np.inf
+        x[0, -1, 2, 0] = np.nan
+    want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
+    for run in (lambda got: compile_prim_funcs({"k": low.prim_func})["k"](x, got),
+                lambda got: run_prim_func(low.prim_func, [x, got])):
+        got = np.zeros(want.shape, "float32")
+        run(got)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("xs, attrs", [
+    ((1, 2, 8, 8), {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),  # loops of whole vectors
+    ((1, 2, 27, 27), {"pool_size": (3, 3), "strides": (2, 2)}),  # sw*OW = 26 < 27
+    ((1, 2, 13, 13), {"pool_size": (3, 3), "strides": (2, 2)}),  # sw*OW = 12 < 13
+    ((1, 2, 13, 13), {"pool_size": (3, 3)}),  # 11 output columns
+])
+def test_other_pools_keep_the_columns_by_row(xs, attrs):
+    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs), **attrs), True)
+    assert not _flat_columns(low.prim_func)
+    x = _values(xs)
+    want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
+    got = np.zeros(want.shape, "float32")
+    compile_prim_funcs({"k": low.prim_func})["k"](x, got)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_a_symbolic_size_keeps_the_plain_max_pool():

@@ -73,10 +73,15 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     first, stop, y0, span, border, lo, hi = (
         inside.first, inside.stop, inside.y0, inside.span, inside.border, inside.lo, inside.hi)
 
+    # the inner rows' columns in one flat loop (RowsFirst.flat_margins): u's
+    # rows between zeros that loop reads for the edge columns
+    margins = inside.flat_margins(w)
+    margin_lo, margin_hi = margins or (0, 0)
+
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
         b, ch = Var("b", "int64"), Var("ch", "int64")
-        u = Buffer(w.name + "_rows", (i64(max(1, span * W)),), dt)
+        u = Buffer(w.name + "_rows", (i64(max(1, margin_lo + span * W + margin_hi)),), dt)
         vb = Buffer(w.name + "_edge_rows", (i64(max(1, len(border)) * W),), dt)
 
         def flat(g: PrimExpr) -> PrimExpr:
@@ -85,7 +90,12 @@ def schedule(w: PoolWorkload) -> Tensor | None:
         f = Var("f", "int64")
         if span:
             stmts.append(For(f, i64(0), i64(span * W), "vectorized", BufferStore(
-                u, _sum([flat(f + i64((y0 + r0 * dh) * W)) for r0 in range(KH)], dt), (f,))))
+                u, _sum([flat(f + i64((y0 + r0 * dh) * W)) for r0 in range(KH)], dt),
+                (f + i64(margin_lo) if margin_lo else f,))))
+            zero = te.const(0, dt)
+            stmts += [BufferStore(u, zero, (i64(k),)) for k in range(margin_lo)]
+            stmts += [BufferStore(u, zero, (i64(margin_lo + span * W + k),))
+                      for k in range(margin_hi)]
         for k, oy in enumerate(border):
             rows = [r for r in (oy * sh - top + r0 * dh for r0 in range(KH)) if 0 <= r < H]
             j = Var("j", "int64")
@@ -97,10 +107,11 @@ def schedule(w: PoolWorkload) -> Tensor | None:
             idx = w.out_layout.index_from_canonical((b, ch, oy, ox))
             return BufferStore(out, total / te.const(max(1, count), dt), idx)
 
-        def columns(src: Buffer, base: PrimExpr, oy: PrimExpr, rows: int) -> list[Stmt]:
+        def columns(src: Buffer, base: PrimExpr, oy: PrimExpr, rows: int,
+                    inner: bool = True) -> list[Stmt]:
             ox = Var("ox", "int64")
             row: list[Stmt] = []
-            if hi > lo:
+            if inner and hi > lo:
                 total = _sum([BufferLoad(src, (base + (ox + lo) * sw + (r1 * dw - left),))
                               for r1 in range(KW)], dt)
                 # the inner columns' taps all lie inside: KW of them counted
@@ -111,7 +122,16 @@ def schedule(w: PoolWorkload) -> Tensor | None:
                 row.append(store(oy, i64(col), _sum([BufferLoad(src, (base + t,)) for t in taps],
                                                     dt), rows * cols_in[col]))
             return row
-        if span:
+        if margins:
+            g = Var("g", "int64")
+            total = _sum([BufferLoad(u, (g + i64(r1 * dw),)) for r1 in range(KW)], dt)
+            o = g + i64(first * W)
+            stmts.append(For(g, i64(0), i64((stop - first) * W), "vectorized", store(
+                o // i64(W), o % i64(W), total, KH * KW)))
+            q = Var("q", "int64")
+            stmts.append(For(q, i64(0), i64(stop - first), "serial",
+                             seq(columns(u, q * i64(W) + i64(margin_lo), q + first, KH, False))))
+        elif span:
             q = Var("q", "int64")
             stmts.append(For(q, i64(0), i64(stop - first), "serial",
                              seq(columns(u, q * (sh * W), q + first, KH))))

@@ -19,7 +19,9 @@ enough for LLVM to unroll a loop over one whole, get the first max as one
 loop over the rows laid end to end (:func:`_flat`); other input rows of a
 vector or more go one output row at a time, both maxes through a buffer of
 one row (:func:`_row_by_row`); ``v`` of every output row is left for the
-rest (narrow input rows too few for a long loop).
+rest (narrow input rows too few for a long loop). A stride of 1 keeping
+the input's width (Inception's 3x3/1 pad 1) takes the laid-end-to-end
+rows' columns flat too (:meth:`pool_window.RowsFirst.flat_margins`).
 
 The whole pooling is one hand-written nest (``te.extern``) per channel; ``v``
 is a buffer of one channel (in L1). Both maxes are
@@ -85,14 +87,31 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     # (64x28x28 2x2/2: 40.8 us, 8.5 laid end to end). Laid end to end
     # only with enough rows for a long loop (a short one, unrolled, left
     # the loop over the channels to the vectorizer: 96x8x8 pad 1 4.5 -> 9.2 us).
+    # With its columns flat too (RowsFirst.flat_margins) a shorter loop pays:
+    # 1024x7x7 pad 1 (35 elements) 83 -> 40 us, 256x11x11 18 -> 11, but not
+    # over whole vectors, which LLVM unrolled into the channel loop's
+    # gathers (1024x8x8: 25 -> 64 us), nor under two (256x5x5: 5 -> 7 us).
+    loop = ((stop - 1 - first) * sh + 1) * W
     if ((W < lanes or W * (3 * KH + 3) <= 300)
-            and ((stop - 1 - first) * sh + 1) * W >= 8 * lanes):
+            and (loop >= 8 * lanes or (inside.flat_margins(w) is not None
+                                       and loop >= 2 * lanes and loop % lanes))):
         return _flat(w, first, stop)
+
+    # Rows of sw*OW columns, when the input fits: output (q, ox)'s taps are
+    # v[sw*(q*OW + ox) + r1*dw], so every row's columns take one flat loop
+    # over the outputs (whole vectors, not rows of OW), after which the
+    # columns whose windows reach past the row (into the next) are
+    # recomputed over the taps in it
+    flat = sw * OW >= left + W
+    if flat:
+        pitch = sw * OW
+    reach = [ox for ox in range(OW) if ox * sw + (KW - 1) * dw >= pitch] if flat else []
+    tail = max(0, (KW - 1) * dw - sw + 1) if flat else 0  # read past the last row
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
         b, ch = Var("b", "int64"), Var("ch", "int64")
-        v = Buffer(w.name + "_rows", (i64(OH * pitch),), dt)
+        v = Buffer(w.name + "_rows", (i64(OH * pitch + tail),), dt)
 
         def rows_max(oy: PrimExpr, rows: list[PrimExpr]) -> Stmt:
             j = Var("j", "int64")
@@ -120,10 +139,23 @@ def schedule(w: PoolWorkload) -> Tensor | None:
         # one loop over the rows, one shape of row: one set of shuffles (the
         # rows unrolled, or the columns, made LLVM keep dozens of them live)
         q, ox = Var("q", "int64"), Var("ox", "int64")
-        stmts.append(For(q, i64(0), i64(OH), "serial", For(
-            ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
-                [BufferLoad(v, (q * pitch + ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
-                lambda value: BufferStore(out, value, (b, ch, q, ox))))))
+        if flat:
+            g = Var("g", "int64")
+            stmts += [BufferStore(v, lowest, (i64(OH * pitch + k),)) for k in range(tail)]
+            stmts.append(For(g, i64(0), i64(OH * OW), "vectorized", nan_propagating_max(
+                [BufferLoad(v, (g * sw + r1 * dw,)) for r1 in range(KW)], dt,
+                lambda value: BufferStore(out, value, (b, ch, g // i64(OW), g % i64(OW))))))
+            if reach:
+                stmts.append(For(q, i64(0), i64(OH), "serial", seq([nan_propagating_max(
+                    [BufferLoad(v, (q * pitch + col * sw + r1 * dw,)) for r1 in range(KW)
+                     if col * sw + r1 * dw < pitch], dt,
+                    lambda value, col=col: BufferStore(out, value, (b, ch, q, i64(col))))
+                    for col in reach])))
+        else:
+            stmts.append(For(q, i64(0), i64(OH), "serial", For(
+                ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
+                    [BufferLoad(v, (q * pitch + ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
+                    lambda value: BufferStore(out, value, (b, ch, q, ox))))))
         work = n * c * (OH * (W * KH + pitch) + OH * OW * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         return For(b, i64(0), i64(n), "serial", For(
@@ -141,7 +173,9 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
     rows between the windows' tops computed too; the other output rows one
     loop each. Then the columns' max per output row from those rows, the
     outputs whose windows reach into the left or right padding one by one
-    over the taps inside."""
+    over the taps inside; or, by :meth:`RowsFirst.flat_margins`, all inner
+    rows' columns in one flat loop (576x14x14 pad 1 86 -> 44 us), the edge
+    columns recomputed after it."""
     dt = w.data.dtype
     n, c, H, W = (arith.const_int(d) for d in w.data.shape)
     OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
@@ -150,11 +184,14 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
     lowest = te.min_value(dt)
     inside = RowsFirst.of(w)
     y0, span, border, lo, hi = inside.y0, inside.span, inside.border, inside.lo, inside.hi
+    # the inner rows' columns in one flat loop (RowsFirst.flat_margins)
+    margins = inside.flat_margins(w)
+    margin_lo, margin_hi = margins or (0, 0)
 
     def build(bufs: list[Buffer], out: Buffer) -> Stmt:
         x = bufs[0]
         b, ch = Var("b", "int64"), Var("ch", "int64")
-        u = Buffer(w.name + "_rows", (i64(span * W),), dt)
+        u = Buffer(w.name + "_rows", (i64(margin_lo + span * W + margin_hi),), dt)
         vb = Buffer(w.name + "_edge_rows", (i64(max(1, len(border)) * W),), dt)
 
         def flat(g: PrimExpr) -> PrimExpr:
@@ -162,7 +199,9 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
         f = Var("f", "int64")
         stmts: list[Stmt] = [For(f, i64(0), i64(span * W), "vectorized", nan_propagating_max(
             [flat(f + i64((y0 + r0 * dh) * W)) for r0 in range(KH)], dt,
-            lambda value: BufferStore(u, value, (f,))))]
+            lambda value: BufferStore(u, value, (f + i64(margin_lo) if margin_lo else f,))))]
+        stmts += [BufferStore(u, lowest, (i64(k),)) for k in (
+            *range(margin_lo), *range(margin_lo + span * W, margin_lo + span * W + margin_hi))]
         for k, oy in enumerate(border):
             rows = [r for r in (oy * sh - top + r0 * dh for r0 in range(KH)) if 0 <= r < H]
             j = Var("j", "int64")
@@ -172,10 +211,11 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
                 if rows else For(j, i64(0), i64(W), "vectorized",
                                  BufferStore(vb, lowest, (i64(k * W) + j,))))
 
-        def columns(src: Buffer, base: PrimExpr, oy: PrimExpr) -> list[Stmt]:
+        def columns(src: Buffer, base: PrimExpr, oy: PrimExpr,
+                    inner: bool = True) -> list[Stmt]:
             ox = Var("ox", "int64")
             row: list[Stmt] = []
-            if hi > lo:
+            if inner and hi > lo:
                 row.append(For(ox, i64(0), i64(hi - lo), "vectorized", nan_propagating_max(
                     [BufferLoad(src, (base + (ox + lo) * sw + (r1 * dw - left),))
                      for r1 in range(KW)], dt,
@@ -189,8 +229,17 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
                                                dt, store) if taps else store(lowest))
             return row
         q = Var("q", "int64")
-        stmts.append(For(q, i64(0), i64(stop - first), "serial",
-                         seq(columns(u, q * (sh * W), q + first))))
+        if margins:
+            g = Var("g", "int64")
+            o = g + i64(first * W)
+            stmts.append(For(g, i64(0), i64((stop - first) * W), "vectorized", nan_propagating_max(
+                [BufferLoad(u, (g + i64(r1 * dw),)) for r1 in range(KW)], dt,
+                lambda value: BufferStore(out, value, (b, ch, o // i64(W), o % i64(W))))))
+            stmts.append(For(q, i64(0), i64(stop - first), "serial", seq(
+                columns(u, q * i64(W) + i64(margin_lo), q + first, False))))
+        else:
+            stmts.append(For(q, i64(0), i64(stop - first), "serial",
+                             seq(columns(u, q * (sh * W), q + first))))
         for k, oy in enumerate(border):
             stmts += columns(vb, i64(k * W), i64(oy))
         work = n * c * (span * W * KH + OH * OW * KW)

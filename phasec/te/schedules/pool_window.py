@@ -204,6 +204,22 @@ class RowsFirst:
                          tuple(oy for oy in range(OH) if not first <= oy < stop),
                          lo, max(lo, min(OW, (W - 1 - (KW - 1) * dw + left) // sw + 1)))
 
+    def flat_margins(self, w: PoolWorkload) -> tuple[int, int] | None:
+        """With a stride of 1 along both axes and as many output as input
+        columns, output row ``q``'s columns lie flat in the rows' buffer as
+        in the output: all inner rows' columns take one flat vector loop
+        (whole vectors, not rows of ``W - 2``), after which the edge columns,
+        whose flat taps ran into the neighbouring rows, are recomputed over
+        theirs. The elements before and after the rows' buffer that loop
+        reads (the left and right padding), or None without that loop. Not
+        for a window of one column (an LRN's sum over channels as a 5x1
+        pool over 192x3025: its rows are long already, 719 -> 778 us flat)."""
+        (sh, sw), dw, KW = w.strides, w.dilation[1], w.pool_size[1]
+        if not (KW > 1 and sh == sw == 1 and arith.const_int(w.out_shape[3]) == arith.const_int(
+                w.data.shape[3]) and self.hi > self.lo and self.stop > self.first):
+            return None
+        return w.padding[1], (KW - 1) * dw - w.padding[1]
+
 
 #: the longest phase row whose de-interleave is unrolled (see PhaseGeometry.copy)
 MAX_UNROLLED_COLUMNS = 32
