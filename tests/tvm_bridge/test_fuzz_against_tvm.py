@@ -105,7 +105,7 @@ def planted():
 def test_a_tvm_pass_that_changes_results_is_found_and_saved(tmp_path, planted, capsys):
     out = tmp_path / "out"
     # operators where TVM 0.27 and phasec agree, so the planted bug is what is found
-    stats = run_campaign(300, seed=3, passes=["PlantedSwapOperators"], out_dir=out,
+    stats = run_campaign(300, seed=4, passes=["PlantedSwapOperators"], out_dir=out,
                          against="tvm", ops=list(SWAPS) + ["reshape", "permute_dims"], stop_when=lambda st: _found(st, "tvm-results", "PlantedSwapOperators"))
     # (real findings may come first: TVM 0.27's own differences, what phasec
     # cannot read back yet)
