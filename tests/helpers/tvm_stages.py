@@ -14,8 +14,8 @@ from phasec.ir import tir
 from phasec.ir.structural import exact_fingerprint
 
 
-def _kernels(mod: phasec.IRModule) -> dict[tuple[str, str], str]:
-    """(name, fingerprint) of each kernel that returns nothing, by name."""
+def _kernels(mod: phasec.IRModule) -> dict[str, tuple[str, str]]:
+    """Each kernel that returns nothing: its name -> (name, fingerprint)."""
     out = {}
     for name, f in mod.functions.items():
         if isinstance(f, tir.PrimFunc) and f.ret_dtype is None:

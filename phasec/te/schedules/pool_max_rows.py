@@ -103,8 +103,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     # columns whose windows reach past the row (into the next) are
     # recomputed over the taps in it
     flat = sw * OW >= left + W
-    if flat:
-        pitch = sw * OW
+    pitch = sw * OW if flat else pitch
     reach = [ox for ox in range(OW) if ox * sw + (KW - 1) * dw >= pitch] if flat else []
     tail = max(0, (KW - 1) * dw - sw + 1) if flat else 0  # read past the last row
 
