@@ -168,13 +168,16 @@ def cache_dir() -> Path:
     return Path(base) / "phasec" / "kernels"
 
 
-def entry_key(ir_text: str, opt_level: int, target: tuple[str, str, str]) -> str:
-    """The key of the code compiled from ``ir_text`` for ``target`` (triple, cpu, features)."""
+def entry_key(ir_text: str, opt_level: int, target: tuple[str, str, str],
+              off: tuple[str, ...] = ()) -> str:
+    """The key of the code compiled from ``ir_text`` for ``target`` (triple,
+    cpu, features) at ``opt_level`` with the pipeline switches ``off`` off."""
     from phasec import __version__  # the package's own attribute: importing it here avoids a cycle
 
     h = hashlib.sha256()
     for part in (_MAGIC.decode(), __version__, llvmlite.__version__,
-                 ".".join(map(str, llvm.llvm_version_info)), *target, str(opt_level)):
+                 ".".join(map(str, llvm.llvm_version_info)), *target,
+                 "-".join([str(opt_level), *off])):
         h.update(part.encode() + b"\0")
     h.update(ir_text.encode())
     return h.hexdigest()

@@ -464,9 +464,11 @@ class NativeModule:
 
 
 def jit_compile(ir_text: str, entry_symbols: list[str], global_symbols: list[str],
-                opt_level: int = 3, cache_key: str | None = None) -> NativeModule:
+                opt_level: int = 3, cache_key: str | None = None,
+                off: tuple[str, ...] = ()) -> NativeModule:
     """Parse, optimise (new pass manager, O``opt_level``, loop and SLP
-    vectorization) and JIT-compile ``ir_text``.
+    vectorization; the switches of :data:`.objworker.PIPELINE_SWITCHES` in
+    ``off`` off) and JIT-compile ``ir_text``.
 
     The object code goes to the disk cache (when on) under ``cache_key``, or
     under a key of ``ir_text`` itself when None; :func:`jit_load_cached`
@@ -475,7 +477,7 @@ def jit_compile(ir_text: str, entry_symbols: list[str], global_symbols: list[str
     kernels = f"{len(entry_symbols)} kernel{'' if len(entry_symbols) == 1 else 's'}"
     # the longest silent step of a build (SqueezeNet: ~25 s): a progress line on a terminal
     with console.step(f"compiling {kernels} with LLVM"), _compile_lock:
-        return _jit(target, ir_text, entry_symbols, global_symbols, opt_level, cache_key)
+        return _jit(target, ir_text, entry_symbols, global_symbols, opt_level, cache_key, off)
 
 
 def jit_load_cached(cache_key: str, entry_symbols: list[str],
@@ -591,7 +593,8 @@ def jit_compile_modules(ir_texts: Iterable[str], entry_symbols: list[str] | Call
 
 
 def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symbols: list[str],
-         opt_level: int, cache_key: str | None = None) -> NativeModule:
+         opt_level: int, cache_key: str | None = None,
+         off: tuple[str, ...] = ()) -> NativeModule:
     tm = target.create_target_machine()
     t0 = time.perf_counter()
     try:
@@ -605,7 +608,7 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
     key = None
     if diskcache.enabled():
         key = cache_key or diskcache.entry_key(ir_text, opt_level,
-                                               (target.triple, target.cpu, target.features))
+                                               (target.triple, target.cpu, target.features), off)
         hit = diskcache.load(key)
         if hit is not None:
             # The machine code of an identical earlier compilation: LLVM only
@@ -616,7 +619,7 @@ def _jit(target: HostTarget, ir_text: str, entry_symbols: list[str], global_symb
             return _finish(engine, entry_symbols, global_symbols, optimized, t0)
 
     with captured_llvm_output():
-        objworker.optimize(mod, tm, opt_level)  # (the workers' pipeline: one definition)
+        objworker.optimize(mod, tm, opt_level, off)  # (the workers' pipeline: one definition)
 
     for f in mod.functions:
         if f.is_declaration and not f.name.startswith("llvm."):

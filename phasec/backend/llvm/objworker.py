@@ -76,8 +76,9 @@ PIPELINE_SWITCHES = ("loop_vectorization", "slp_vectorization", "loop_unrolling"
 def pass_builder(tm: Any, opt_level: int, off: Collection[str] = ()) -> Any:
     """LLVM's pass builder for phasec's pipeline at O``opt_level``, every
     switch of :data:`PIPELINE_SWITCHES` on from O2 but those in ``off``
-    (kept on in every build: ``off`` is for measuring what they cost and buy,
-    ``bench/bench_compile_variants.py``)."""
+    (a build turns them all off for a small library only,
+    :func:`.work.library_pipeline`; ``bench/bench_compile_variants.py``
+    measures what each costs and buys)."""
     unknown = set(off) - set(PIPELINE_SWITCHES)
     if unknown:
         raise ValueError(f"no pipeline switch {sorted(unknown)}; the switches: {PIPELINE_SWITCHES}")

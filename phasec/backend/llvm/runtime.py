@@ -56,6 +56,7 @@ from phasec.backend.llvm.jit import (
     jit_compile_modules, jit_load_cached,
 )
 from phasec.backend.llvm.parallel import STREAM_MODULE_IR_CHARS, split_kernels
+from phasec.backend.llvm.work import library_pipeline
 
 __all__ = ["compile_prim_funcs", "plan_library", "PlannedLibrary", "CompiledLibrary", "Kernel",
            "clear_cache", "cache_info", "array_data_offset", "array_layout"]
@@ -538,7 +539,9 @@ def compile_prim_funcs(funcs: Mapping[str, tir.PrimFunc], *, fast_math: bool = F
     numpy up to rounding; multiply-adds may still be fused into FMAs).
     ``vector_math`` uses phasec's vectorizable float32 exp/sigmoid/tanh/erf
     (within 4 ulps) instead of libm calls. ``opt_level`` 0-3 selects the
-    LLVM pipeline (vectorization from 2). ``check_bounds`` chooses the buffer
+    LLVM pipeline (vectorization from 2); a small library (a few thousand
+    element stores in all, every extent static) gets O2 without LLVM's own
+    loop transformations (:func:`.work.library_pipeline`). ``check_bounds`` chooses the buffer
     accesses checked at run time: None (default) those not proven in bounds,
     True all (slower), False none (trusted kernels only); see
     :class:`CodegenOptions`. A failed check raises
@@ -716,7 +719,8 @@ def _compile(funcs: Mapping[str, tir.PrimFunc], options: CodegenOptions,
         natives = jit_compile_modules(texts, _entries(abis), _GLOBALS, opt_level, cache_key=key)
         return natives, abis, gen.finish
     ir = gen.finish()
-    return [jit_compile(ir, _entries(abis), _GLOBALS, opt_level, cache_key=key)], abis, ir
+    level, off = library_pipeline((f.body for f in funcs.values()), opt_level)
+    return [jit_compile(ir, _entries(abis), _GLOBALS, level, cache_key=key, off=off)], abis, ir
 
 
 def _entries(abis: Mapping[str, KernelABI]) -> list[str]:

@@ -1,7 +1,7 @@
-"""The switches of phasec's LLVM pipeline (objworker.pass_builder): all on in
-every build from O2; turned off (what bench/bench_compile_variants.py
-measures), LLVM no longer unrolls a loop on its own but still does what the
-loop's metadata forces; an unknown switch is refused."""
+"""The switches of phasec's LLVM pipeline (objworker.pass_builder): on from O2
+but for a small library (test_small_library_pipeline.py); turned off, LLVM no
+longer unrolls a loop on its own but still does what the loop's metadata
+forces; an unknown switch is refused."""
 
 from __future__ import annotations
 
