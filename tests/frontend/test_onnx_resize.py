@@ -84,3 +84,26 @@ def test_integer_resize_rounds_to_nearest():
     for g, w in zip(got, want):
         assert g.dtype == np.uint8 and g.shape == w.shape
         assert np.abs(np.asarray(g).astype(int) - w.astype(int)).max() <= 1
+
+
+def test_nearest_coordinates_exactly_halfway_stay_halfway():
+    """2 -> 7 rows by sizes: ONNX puts output row 3 at input row (3 + 0.5) /
+    3.5 - 0.5 = 0.5 exactly, which round_prefer_floor takes down. resize2d's
+    ``(x + 0.5) * (2 / 7) - 0.5`` with the product and the subtraction fused
+    into one FMA gives 0.5000000447 (row 1): so such ratios go to
+    onnx_resize. 512 columns keep LLVM from folding the coordinates into
+    constants (a small kernel of 8 columns passed by luck); 2 -> 8 rows (exact
+    ratios) stay resize2d, with the same values."""
+    x = np.arange(2 * 2 * 2 * 2, dtype=np.float32).reshape(2, 2, 2, 2)
+    for sizes, op in (([2, 2, 7, 512], "onnx_resize"), ([2, 2, 8, 512], "resize2d")):
+        node = helper.make_node("Resize", ["x", "", "", "s"], ["y"], mode="nearest")
+        graph = helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(np.array(sizes, np.int64), "s")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        mod = from_onnx(model)
+        assert f"image.{op}" in mod.script()
+        want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+        got = phasec.VirtualMachine(phasec.build(mod))["main"](x)
+        np.testing.assert_array_equal(got, want)

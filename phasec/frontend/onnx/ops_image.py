@@ -3,8 +3,9 @@
 grid moved from ONNX's ``[N, *out, r]`` to the operator's ``[N, r, *out]``;
 AffineGrid; Resize and Upsample over ``R.image.resize2d`` where TVM's resize
 computes the same, ``R.image.onnx_resize`` otherwise (any axes, scales that
-do not give whole sizes, antialiasing, ``half_pixel_symmetric``,
-``tf_crop_and_resize`` with a roi, ``keep_aspect_ratio_policy``); Col2Im
+do not give whole sizes or whose ratio of sizes is not exact in float32,
+antialiasing, ``half_pixel_symmetric``, ``tf_crop_and_resize`` with a roi,
+``keep_aspect_ratio_policy``); Col2Im
 over ``R.nn.col2im``; DeformConv as bilinear sampling (``grid_sample``) and
 a grouped matrix product."""
 
@@ -125,6 +126,21 @@ def _check_sizes(dims: list[int], sizes: list[int]) -> None:
         raise FrontendError(f"output sizes {sizes}: more elements than a tensor can hold")
 
 
+def _exact_ratio(in_size: int, out_size: int) -> bool:
+    """Whether ``in_size / out_size`` is a float32 exactly (an upsampling by
+    2 or 4, a downsampling by 2, ...; for ``align_corners`` the sizes less
+    one are given). Only then does resize2d's ``(x + 0.5) * (i / o) - 0.5``
+    equal ONNX's ``(x + 0.5) / s - 0.5`` (and ``(i - 1) / (o - 1) * x``
+    ONNX's ``x * (i - 1) / (o - 1)``) whatever the code generator does: with
+    a rounded ratio, a multiply-add fused into one FMA (LLVM may fuse it)
+    moves a coordinate ONNX puts exactly halfway (2 -> 7 rows: (3 + 0.5) *
+    (2 / 7) - 0.5 is 0.5000000447 fused) and nearest takes the other pixel."""
+    if out_size <= 0:
+        return True
+    denominator = out_size // math.gcd(in_size, out_size)
+    return denominator & (denominator - 1) == 0 and in_size // math.gcd(in_size, out_size) < 1 << 24
+
+
 def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[int] | None,
             mode: str, coord: str, nearest: str, axes: list[int] | None = None,
             roi: list[float] | None = None) -> Value:
@@ -161,7 +177,9 @@ def _resize(ctx: NodeContext, x: Value, scales: list[float] | None, sizes: list[
             full_roi[a], full_roi[rank + a] = roi[k], roi[len(axes) + k]
     whole = all(abs(d * s - o) <= 1e-6 for d, s, o in zip(dims, full_scales, full_sizes))
     if (rank == 4 and full_sizes[:2] == dims[:2] and whole and not antialias
-            and coord in _RESIZE2D_COORDS):
+            and coord in _RESIZE2D_COORDS
+            and all(_exact_ratio(i - (coord == "align_corners"), o - (coord == "align_corners"))
+                    for i, o in zip(dims[2:], full_sizes[2:]))):
         return ctx.emit("image.resize2d", x, tuple(full_sizes[2:]), roi=[0.0, 0.0, 0.0, 0.0],
                         layout="NCHW", method=_RESIZE2D_METHODS[mode],
                         coordinate_transformation_mode=coord, rounding_method=nearest,
