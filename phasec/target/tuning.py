@@ -100,6 +100,10 @@ class TargetTuning:
     gemm_flat_panel_bytes: int = 0
     gemm_flat_panel_max_k: int = 128
     gemm_flat_panel_min_row_tiles: int = 16
+    #: such a GEMM of at most this many rows (0: none) packs one micro-panel
+    #: (``gemm_cols`` columns) at a time, each then read by every row tile
+    #: (see ``avx512_xeon_tuning``)
+    gemm_flat_micro_panel_max_rows: int = 0
     #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
     #: writes before its reduction when that is at least this long (see
     #: ``gemm_prefetch.epilogue_prefetch``; measured: K = 128 batched matmuls
@@ -301,7 +305,15 @@ def avx512_xeon_tuning() -> TargetTuning:
       written along each plane in runs of the whole image rather than of
       448 columns; larger reductions were as fast or slower with them
       (256 -> 128 over 56x56 1.45 -> 1.50 ms, 512 -> 256 over 28x28 1.32
-      -> 1.38), MobileNetV2 and EfficientNet-B0 unchanged;
+      -> 1.38), MobileNetV2 and EfficientNet-B0 unchanged; but panels of
+      one micro-panel for such a GEMM of at most 64 rows
+      (``gemm_flat_micro_panel_max_rows``): packed into L1 and read there by
+      each of its few row tiles, where a panel of 512 columns (256 KB for
+      K = 128) went to L2 and came back once a row tile (in the model,
+      SqueezeNet's 128 -> 16 over 55x55 189 -> 175 us, 64 -> 16 95 -> 69,
+      16 -> 64 136 -> 115, 256 -> 32 over 27x27 136 -> 124; MobileNetV2's
+      144 -> 24 + residual over 56x56 242 -> 226; 128 rows lost in ResNet-50:
+      512 -> 128 over 28x28 2.12 -> 2.20 ms);
     * 1x1 projections over 7x7 and 14x14 with positions as rows only for
       a weight under 512 KB (``pointwise_max_weight_bytes``; larger ones
       over the image's positions, ``conv_pointwise_flat``): inside a model
@@ -324,7 +336,7 @@ def avx512_xeon_tuning() -> TargetTuning:
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
-                   pointwise_max_weight_bytes=512 * 1024)
+                   gemm_flat_micro_panel_max_rows=64, pointwise_max_weight_bytes=512 * 1024)
 
 
 def generic_tuning() -> TargetTuning:

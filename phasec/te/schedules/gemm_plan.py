@@ -179,6 +179,10 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     if (flat and M is not None and K is not None and K <= tuning.gemm_flat_panel_max_k
             and M // rows >= tuning.gemm_flat_panel_min_row_tiles):
         max_cols = max(max_cols, tuning.gemm_flat_panel_bytes // (K * elem))
+    elif flat and M is not None and M <= tuning.gemm_flat_micro_panel_max_rows:
+        # few row tiles: each micro-panel packed, then read by them all from
+        # L1 (a wider panel went to L2 and came back once a row tile)
+        max_cols = cols
     tpp_max = max(1, max_cols // cols)
     n_tiles = N // cols
     if n_tiles <= tpp_max:
