@@ -262,3 +262,17 @@ def test_five_to_ten_vectors_of_channels_take_4_x_6_tiles_on_the_xeon(monkeypatc
         _check(mod, x, r)
     finally:
         tuning.host_tuning.cache_clear()
+
+
+@pytest.mark.parametrize("xs,out_ch", [((1, 131, 7, 7), 96), ((2, 101, 3, 5), 160)])
+def test_a_weight_parameter_is_packed_per_call_96_wide_on_the_xeon(monkeypatch, xs, out_ch):
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon")
+    tuning.host_tuning.cache_clear()
+    try:
+        mod, w = _module(xs, out_ch, weight_param=True)
+        (text,) = [t for t in _kernel_texts(mod).values() if "T_conv2d_positions" in t]
+        assert "T_conv2d_positions_bpack = T.alloc_buffer((T.int64(1), T.int64(%d), " \
+            "T.int64(96))" % xs[1] in text
+        _check(mod, RNG.standard_normal(xs).astype(np.float32), w)
+    finally:
+        tuning.host_tuning.cache_clear()
