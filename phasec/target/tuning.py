@@ -100,6 +100,10 @@ class TargetTuning:
     gemm_flat_panel_bytes: int = 0
     gemm_flat_panel_max_k: int = 128
     gemm_flat_panel_min_row_tiles: int = 16
+    #: such a GEMM of at most this many rows (0: none) packs one micro-panel
+    #: (``gemm_cols`` columns) at a time, each then read by every row tile
+    #: (see ``avx512_xeon_tuning``)
+    gemm_flat_micro_panel_max_rows: int = 0
     #: a GEMM tile prefetches the lines its epilogue reads (a residual) and
     #: writes before its reduction when that is at least this long (see
     #: ``gemm_prefetch.epilogue_prefetch``; measured: K = 128 batched matmuls
@@ -194,6 +198,11 @@ class TargetTuning:
     #: ... and a weight of fewer bytes than this (0: any): a larger one is
     #: not in the cache inside a model (see ``avx512_xeon_tuning``)
     pointwise_max_weight_bytes: int = 0
+    #: (rows, vectors): that matmul's register tile when its output channels
+    #: are 5-10 vectors of which whole tiles of ``gemm_vectors`` would leave
+    #: one or two (80, 96, 144, 160 float32 channels on AVX-512), or () for
+    #: the GEMM's own (see ``avx512_xeon_tuning``)
+    pointwise_wide_tile: tuple[int, ...] = ()
     #: stride-1 depthwise rows narrower than a vector (not only those of
     #: more than half a vector) with windows of up to 25 taps (not 9) take
     #: the per-channel padded plane
@@ -301,7 +310,15 @@ def avx512_xeon_tuning() -> TargetTuning:
       written along each plane in runs of the whole image rather than of
       448 columns; larger reductions were as fast or slower with them
       (256 -> 128 over 56x56 1.45 -> 1.50 ms, 512 -> 256 over 28x28 1.32
-      -> 1.38), MobileNetV2 and EfficientNet-B0 unchanged;
+      -> 1.38), MobileNetV2 and EfficientNet-B0 unchanged; but panels of
+      one micro-panel for such a GEMM of at most 64 rows
+      (``gemm_flat_micro_panel_max_rows``): packed into L1 and read there by
+      each of its few row tiles, where a panel of 512 columns (256 KB for
+      K = 128) went to L2 and came back once a row tile (in the model,
+      SqueezeNet's 128 -> 16 over 55x55 189 -> 175 us, 64 -> 16 95 -> 69,
+      16 -> 64 136 -> 115, 256 -> 32 over 27x27 136 -> 124; MobileNetV2's
+      144 -> 24 + residual over 56x56 242 -> 226; 128 rows lost in ResNet-50:
+      512 -> 128 over 28x28 2.12 -> 2.20 ms);
     * 1x1 projections over 7x7 and 14x14 with positions as rows only for
       a weight under 512 KB (``pointwise_max_weight_bytes``; larger ones
       over the image's positions, ``conv_pointwise_flat``): inside a model
@@ -311,6 +328,15 @@ def avx512_xeon_tuning() -> TargetTuning:
       + residual and 960 -> 320 over 7x7 -23% and -20%; the whole of ResNet-50, the
       kernels' sum, 64.6 -> 63.8 ms, EfficientNet-B0 11.80 -> 11.42,
       MobileNetV2 7.24 -> 7.04, DenseNet-121 and Inception v2 within noise);
+    * those with 5-10 vectors of output channels that 4-vector tiles
+      would leave one or two of, in 4 x 6 register tiles
+      (``pointwise_wide_tile``: 96 channels one tile wide, each input
+      value broadcast once, not a 6 x 4 tile and a 6 x 2 one): alone
+      576 -> 96 over 14x14 157 -> 142 us, 384 -> 96 102 -> 97, 480 -> 80
+      114 -> 102, 576 -> 160 over 7x7 79 -> 66; 144 and 160 over 14x14
+      within 2%; not 64, 112, 192 or 224 channels (64 -> 87, 196 -> 240,
+      83 -> 86, 342 -> 354 us); in MobileNetV2 the 576 -> 96 + residual
+      (two calls) 353 -> 313 us;
     * 1x1 convolutions over 14x14 with positions as rows up to a 256 KB
       transposed output (``pointwise_max_transposed_bytes``) and narrow
       depthwise rows on per-channel planes (``depthwise_narrow_plane``),
@@ -324,7 +350,8 @@ def avx512_xeon_tuning() -> TargetTuning:
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
-                   pointwise_max_weight_bytes=512 * 1024)
+                   gemm_flat_micro_panel_max_rows=64, pointwise_max_weight_bytes=512 * 1024,
+                   pointwise_wide_tile=(4, 6))
 
 
 def generic_tuning() -> TargetTuning:

@@ -226,3 +226,53 @@ def test_a_large_projection_over_7x7_runs_over_the_image_on_the_xeon(monkeypatch
                RNG.standard_normal((1, o, 7, 7)).astype(np.float32))
     finally:
         tuning.host_tuning.cache_clear()
+
+
+@pytest.mark.parametrize("xs,out_ch,width", [
+    ((1, 13, 2, 3), 96, 96),      # six vectors: one 4 x 6 tile wide
+    ((2, 7, 1, 5), 80, 96),       # five vectors (packed 96 wide, zero past 80), two images
+    ((1, 173, 3, 5), 160, 96),    # ten: a 4 x 6 tile, then 4 x 4
+    ((1, 29, 1, 7), 137, 96),     # nine vectors, the last of 9 lanes
+    ((1, 11, 3, 5), 112, 64),     # seven vectors: the target's 6 x 4 tiles
+    ((1, 19, 3, 5), 64, 64),      # four
+])
+def test_five_to_ten_vectors_of_channels_take_4_x_6_tiles_on_the_xeon(monkeypatch, xs, out_ch,
+                                                                      width):
+    import re
+
+    from phasec.arith.inbounds import prove_accesses
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon")
+    tuning.host_tuning.cache_clear()
+    try:
+        assert tuning.host_tuning().pointwise_wide_tile == (4, 6)
+        mod, _ = _module(xs, out_ch, residual=True)
+        funcs = dict(lower(mod).prim_funcs())
+        (packed,) = [f for n, f in funcs.items() if n.endswith("_prepacked")]
+        text = repr(packed)
+        # the weight packed in micro-panels one tile wide; the tiles' rows
+        (got,) = re.findall(r"const_packed: T.Buffer\(\(T.int64\(\d+\), T.int64\(%d\), "
+                            r"T.int64\((\d+)\)\)" % xs[1], text)
+        assert int(got) == width
+        rows = 4 if width == 96 else 6
+        if xs[2] * xs[3] >= 6:
+            assert "T_conv2d_positions_acc = T.alloc_buffer((T.int64(%d)," % rows in text
+        assert all(prove_accesses(f).counts()[1] == 0 for f in funcs.values())
+        x = RNG.standard_normal(xs).astype(np.float32)
+        r = RNG.standard_normal((xs[0], out_ch, xs[2], xs[3])).astype(np.float32)
+        _check(mod, x, r)
+    finally:
+        tuning.host_tuning.cache_clear()
+
+
+@pytest.mark.parametrize("xs,out_ch", [((1, 131, 7, 7), 96), ((2, 101, 3, 5), 160)])
+def test_a_weight_parameter_is_packed_per_call_96_wide_on_the_xeon(monkeypatch, xs, out_ch):
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon")
+    tuning.host_tuning.cache_clear()
+    try:
+        mod, w = _module(xs, out_ch, weight_param=True)
+        (text,) = [t for t in _kernel_texts(mod).values() if "T_conv2d_positions" in t]
+        assert "T_conv2d_positions_bpack = T.alloc_buffer((T.int64(1), T.int64(%d), " \
+            "T.int64(96))" % xs[1] in text
+        _check(mod, RNG.standard_normal(xs).astype(np.float32), w)
+    finally:
+        tuning.host_tuning.cache_clear()

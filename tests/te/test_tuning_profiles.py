@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from phasec import te
+from phasec.arith.inbounds import prove_accesses
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.errors import InputError
 from phasec.interp.tir import run_prim_func
@@ -73,7 +74,8 @@ def test_the_other_profiles_are_unchanged():
                        "winograd_min_tile_vectors", "winograd_narrow_max_weight_bytes",
                        "im2col_row_vectors",
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane",
-                       "gemm_flat_panel_bytes", "pointwise_max_weight_bytes"}
+                       "gemm_flat_panel_bytes", "gemm_flat_micro_panel_max_rows",
+                       "pointwise_max_weight_bytes", "pointwise_wide_tile"}
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
 
@@ -347,5 +349,43 @@ def test_a_gemm_over_the_image_takes_wide_panels_on_the_xeon(monkeypatch, c, o, 
         ra = RNG.standard_normal((1, o, h, w)).astype("float32")
         want = get_op("relax.nn.conv2d").reference(x, wa) + ra
         check_llvm_and_interp(low.prim_func, [x, wa, ra], want.astype("float32"))
+    finally:
+        tn.host_tuning.cache_clear()
+
+
+@pytest.mark.parametrize("n,c,o,h,w,extra,panels", [
+    (1, 5, 16, 13, 23, "", (4, 1)),     # 16 rows: one micro-panel a panel
+    (1, 5, 16, 13, 23, ",gemm_flat_micro_panel_max_rows=0", (1, 4)),  # off: one panel
+    (1, 7, 64, 13, 23, "", (4, 1)),     # 64 rows (11 row tiles), the bound
+    (1, 7, 65, 13, 23, "", (1, 4)),     # 65 rows: one panel of the 4 micro-panels
+    (2, 3, 13, 11, 29, "", (4, 1)),     # 13 rows, 319 = 4 x 64 + 63 columns, two images
+    ("n", 3, 31, 7, 37, "", (4, 1)),    # a symbolic batch (two images), 31 rows, 259 columns
+])
+def test_a_gemm_over_the_image_of_few_rows_packs_one_micro_panel_at_a_time(
+        monkeypatch, n, c, o, h, w, extra, panels):
+    # (against numpy on LLVM, and on the interpreter where it is quick)
+    monkeypatch.setenv("PHASEC_TUNING", "avx512_xeon" + extra)
+    tn.host_tuning.cache_clear()
+    try:
+        assert tn.avx512_xeon_tuning().gemm_flat_micro_panel_max_rows == 64
+        batch = tir.Var("n") if n == "n" else n
+        d = Var("d", TensorStructInfo((batch, c, h, w), "float32"))
+        wt = Var("w", TensorStructInfo((o, c, 1, 1), "float32"))
+        r = Var("r", TensorStructInfo((batch, o, h, w), "float32"))
+        low = lower_fused(fused([d, wt, r], lambda bb: call_op(
+            "nn.relu", bb.emit(call_op("add", bb.emit(call_op("nn.conv2d", d, wt)), r)))))
+        assert _loop_extents(low.prim_func, "jc", "jt") == panels
+        assert prove_accesses(low.prim_func).counts()[1] == 0  # every access proven
+        b = 2 if n == "n" else n
+        x = RNG.standard_normal((b, c, h, w)).astype("float32")
+        wa = RNG.standard_normal((o, c, 1, 1)).astype("float32")
+        ra = RNG.standard_normal((b, o, h, w)).astype("float32")
+        want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa) + ra, 0).astype("float32")
+        if o < 64:
+            check_llvm_and_interp(low.prim_func, [x, wa, ra], want)
+        else:
+            got = np.zeros_like(want)
+            compile_prim_funcs({"k": low.prim_func})["k"](x, wa, ra, got)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     finally:
         tn.host_tuning.cache_clear()

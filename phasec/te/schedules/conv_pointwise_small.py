@@ -38,6 +38,7 @@ from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
 from phasec.te.schedules.conv_small_image import NS_PER_PACKED, vector_pieces
+from phasec.te.schedules.gemm_plan import GEMM_TILE_ATTR
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import OWN_NEST, Tensor
 
@@ -137,5 +138,22 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     k = te.reduce_axis(i64(C), "rc")
     rows = te.compute((i64(n), i64(H * W), i64(O)), lambda b, p, o: te.sum(
         data[b, k.var, p // W, p % W] * weight[o, k.var, 0, 0], axis=[k]),
-        name="T_conv2d_positions", tag="conv2d", attrs={OWN_NEST: True})
+        name="T_conv2d_positions", tag="conv2d",
+        attrs={OWN_NEST: True, **_wide_tile(O, w.lanes, str(w.dtype))})
     return te.compute(w.out_shape, lambda b, o, y, x: rows[b, y * W + x, o], name="T_conv2d")
+
+
+def _wide_tile(out_channels: int, lanes: int, dtype: str) -> dict[str, tuple[int, int]]:
+    """The GEMM's register tile (:data:`.gemm_plan.GEMM_TILE_ATTR`) for
+    ``out_channels`` float columns, when the target's tuning has one
+    (``pointwise_wide_tile``) and they are 5-10 vectors of which whole tiles
+    of ``gemm_vectors`` would leave one or two: 96 channels as one 4 x 6
+    tile read each input value once, as a 6 x 4 and a 6 x 2 tile (12
+    accumulators) twice (bench/README.md)."""
+    target = tuning.host_tuning()
+    vectors = -(-out_channels // lanes)
+    if (not target.pointwise_wide_tile or dtype != "float32"
+            or not 5 <= vectors <= 10 or vectors % target.gemm_vectors not in (1, 2)):
+        return {}
+    rows, width = target.pointwise_wide_tile
+    return {GEMM_TILE_ATTR: (rows, width)}

@@ -23,11 +23,16 @@ if TYPE_CHECKING:
     from phasec.te.emit import NestEmitter
     from phasec.te.lowering import Stage
 
-__all__ = ["GemmPlan", "GEMM_TAGS", "FLAT_COLUMNS_ATTR", "plan_gemm", "windows_channels"]
+__all__ = ["GemmPlan", "GEMM_TAGS", "FLAT_COLUMNS_ATTR", "GEMM_TILE_ATTR", "plan_gemm",
+           "windows_channels"]
 
 #: an anchor's attribute (set by :mod:`.conv_pointwise_flat`): its columns
 #: may span the output's last two axes (see ``GemmPlan.flat``)
 FLAT_COLUMNS_ATTR = "gemm_flat_columns"
+
+#: an anchor's attribute: (rows, vectors), the float GEMM's register tile
+#: its schedule chose (:mod:`.conv_pointwise_small`), not the target's
+GEMM_TILE_ATTR = "gemm_tile"
 
 
 @dataclass
@@ -152,6 +157,9 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     if dot4 and tuning.int_gemm_tile:
         # (the integer GEMM's tile, where the target sets one of its own)
         rows, cols = tuning.int_gemm_tile[0], tuning.int_gemm_tile[1] * tuning.lanes(bits)
+    elif anchor.tensor.op.attrs.get(GEMM_TILE_ATTR):
+        rows, vectors = anchor.tensor.op.attrs[GEMM_TILE_ATTR]
+        cols = vectors * tuning.lanes(bits)
     elif N <= tuning.lanes(bits) and tuning.gemm_narrow_rows:
         # columns of one vector: the accumulators of a few rows would not
         # cover the FMA units' latency
@@ -179,6 +187,10 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     if (flat and M is not None and K is not None and K <= tuning.gemm_flat_panel_max_k
             and M // rows >= tuning.gemm_flat_panel_min_row_tiles):
         max_cols = max(max_cols, tuning.gemm_flat_panel_bytes // (K * elem))
+    elif flat and M is not None and M <= tuning.gemm_flat_micro_panel_max_rows:
+        # few row tiles: each micro-panel packed, then read by them all from
+        # L1 (a wider panel went to L2 and came back once a row tile)
+        max_cols = cols
     tpp_max = max(1, max_cols // cols)
     n_tiles = N // cols
     if n_tiles <= tpp_max:
