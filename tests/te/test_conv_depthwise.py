@@ -23,6 +23,7 @@ from phasec.target.tuning import host_tuning
 from phasec.te import operation as te
 from phasec.te.lowering import create_prim_func
 from phasec.te.operation import i64
+from phasec.te.schedules import conv_depthwise_direct
 from phasec.te.schedules.pool_window import PhaseGeometry
 from phasec.te.stmt import seq
 
@@ -102,6 +103,9 @@ def test_strided_depthwise_over_the_stride_phases_or_wide(name):
         # rows of vectors stored as NCHW rows, the epilogue before the store
         assert "stride_phases" in allocs and "T_conv2d_flat" not in allocs
         assert set(allocs) <= {"stride_phases", "row_sums"}
+    elif conv_depthwise_direct.takes(out_w, sw, k * k, lanes):
+        # rows of one vector, read at the stride from the plane: no phases
+        assert "row_sums" in allocs and "stride_phases" not in allocs
     else:  # the input de-interleaved into its phases, the sums over the flat plane
         assert "stride_phases" in allocs and "T_conv2d_flat" in allocs
     _check(low, xs, k, interp, **attrs)
