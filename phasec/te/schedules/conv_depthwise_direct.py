@@ -33,12 +33,16 @@ read back.
   their input rows instead (``edge_rows``: the first and last output rows
   of a 3x3/2 over 28x28).
 
-Each output is the same sum, in the direct convolution's tap order, as the
-padded convolution's: the values are unchanged. The sums go to a plane of
+The middle output rows go two an iteration, one loop body: the input row
+they share (``2y+1`` of a 3x3/2) is loaded and de-interleaved once
+(192x28x28 3x3/2 + ReLU6 29-32 -> 27-30 us, 240x28x28 + SiLU 47 -> 43-44
+us). Each output is the same sum, in the direct convolution's tap order,
+as the padded convolution's: the values are unchanged. The sums go to a plane of
 rows of ``lanes`` (in the cache), then the epilogue (bias, activation)
 stores the channel's rows through ``store_through`` (each 14-wide row one
 masked vector). Alone at one thread on the Intel Xeon (bench/README.md):
-192x28x28 3x3/2 + ReLU6 40 -> 30 us, 240x28x28 3x3/2 + SiLU 60 -> 47 us.
+192x28x28 3x3/2 + ReLU6 40 -> 27-30 us, 240x28x28 3x3/2 + SiLU 59 -> 43-44
+us.
 Not taken: 5x5 windows (96x28x28 5x5/2 + hardswish 30 -> 39 us: six loads
 and three groups a row of the window), rows of half a vector (576x14x14
 3x3/2 with 8-lane rows 33 -> 57 us), rows of a vector or more (the phases'
@@ -127,46 +131,53 @@ def direct_rows(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
         def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
             return BufferStore(out, value, idx) if store is None else store(value, idx)
 
-        def row(y: PrimExpr, load: Load) -> Stmt:
-            # output row y in one vector: load(j, r0, off) reads input column
-            # j*sw + off of the row tap row r0 reads
+        def row(y: PrimExpr, load: Load, count: int = 1) -> Stmt:
+            # output rows y .. y + count - 1, one vector each, in one loop:
+            # load(j, dy, off) reads input column j*sw + off of input row
+            # y*sh - top + dy; the rows two output rows share read once
             j = Var("j", "int64")
             vals: dict[tuple[int, int], Var] = {}
             lets: list[tuple[Var, PrimExpr]] = []
-            for r0 in range(KH):
+            for dy in sorted({t * sh + r0 * dh for t in range(count) for r0 in range(KH)}):
                 for o in full:                   # each group's members in order
-                    vals[(r0, o)] = Var(f"t{r0}_{len(vals)}", dt)
-                    lets.append((vals[(r0, o)], load(j, r0, o)))
-            acc: PrimExpr | None = None
-            for r0 in range(KH):                 # the direct convolution's tap order
-                for r1, off in enumerate(offsets):
-                    v: PrimExpr = vals[(r0, off)]
-                    col = j * sw + off
-                    conds = ([BinaryOp(">=", col, i64(0))] if off < 0 else []) \
-                        + ([BinaryOp("<", col, i64(W))] if (OW - 1) * sw + off >= W else [])
-                    if conds:
-                        v = Select(conds[0] if len(conds) == 1 else BinaryOp("and", *conds),
-                                   v, zero)
-                    for o in extra if r1 == KW - 1 else []:
-                        # the groups' extra members, used where they change
-                        # nothing (ones[j] is 1.0), whatever the lane
-                        v = Select(BinaryOp("!=", BufferLoad(ones, (j,)), zero), v, vals[(r0, o)])
-                    term = v * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1)))
-                    acc = term if acc is None else acc + term
-            assert acc is not None
-            body: Stmt = BufferStore(sums, acc, (y * V + j,))
-            for t, value in reversed(lets):
-                body = LetStmt(t, value, body)
+                    vals[(dy, o)] = Var(f"t{dy}_{len(vals)}", dt)
+                    lets.append((vals[(dy, o)], load(j, dy, o)))
+            stores: list[Stmt] = []
+            for t in range(count):
+                acc: PrimExpr | None = None
+                for r0 in range(KH):             # the direct convolution's tap order
+                    dy = t * sh + r0 * dh
+                    for r1, off in enumerate(offsets):
+                        v: PrimExpr = vals[(dy, off)]
+                        col = j * sw + off
+                        conds = ([BinaryOp(">=", col, i64(0))] if off < 0 else []) \
+                            + ([BinaryOp("<", col, i64(W))] if (OW - 1) * sw + off >= W
+                               else [])
+                        if conds:
+                            v = Select(conds[0] if len(conds) == 1
+                                       else BinaryOp("and", *conds), v, zero)
+                        for o in extra if r1 == KW - 1 else []:
+                            # the groups' extra members, used where they
+                            # change nothing (ones[j] is 1.0), whatever the lane
+                            v = Select(BinaryOp("!=", BufferLoad(ones, (j,)), zero), v,
+                                       vals[(dy, o)])
+                        term = v * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1)))
+                        acc = term if acc is None else acc + term
+                assert acc is not None
+                stores.append(BufferStore(sums, acc, ((y + t) * V + j,)))
+            body: Stmt = seq(stores)
+            for tv, value in reversed(lets):
+                body = LetStmt(tv, value, body)
             return For(j, i64(0), i64(V), "vectorized", body)
 
         def flat(y: PrimExpr) -> Load:
-            def load(j: Var, r0: int, off: int) -> PrimExpr:
+            def load(j: Var, dy: int, off: int) -> PrimExpr:
                 # the unsigned pair of a column made non-negative (whole rows
                 # borrowed): LLVM sees the address as affine in j
                 u = Cast("uint64", j * sw + (off + borrow * W))
                 wd = IntImm(W, "uint64")
                 return BufferLoad(x, (
-                    b, ch, y * sh + (r0 * dh - top - borrow)
+                    b, ch, y * sh + (dy - top - borrow)
                     + Cast("int64", BinaryOp("//", u, wd, "uint64")),
                     Cast("int64", BinaryOp("%", u, wd, "uint64"))))
             return load
@@ -189,16 +200,22 @@ def direct_rows(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
                         z = Var("z", "int64")
                         stmts.append(For(z, i64(0), i64(hi - lo), "serial", BufferStore(
                             edge, zero, (i64(r0 * PW + lo) + z,))))
-            stmts.append(row(i64(y), lambda j, r0, off: BufferLoad(
-                edge, (i64(r0 * PW + lead + off) + j * sw,))))
+            stmts.append(row(i64(y), lambda j, dy, off: BufferLoad(
+                edge, (i64(dy // dh * PW + lead + off) + j * sw,))))
             return seq(stmts)
 
         o, y, y2, j = (Var(v, "int64") for v in ("o", "y", "y2", "j"))
         stmts: list[Stmt] = [For(o, i64(0), i64(V), "serial",
                                  BufferStore(ones, te.const(1, dt), (o,)))] if extra else []
         stmts += [edge_row(e) for e in edges if e < ya]
-        if yb > ya:
-            stmts.append(For(y, i64(ya), i64(yb - ya), "serial", row(y, flat(y))))
+        pairs = (yb - ya) // 2      # two output rows an iteration (see row)
+        if pairs:
+            yy = Var("yy", "int64")
+            stmts.append(For(yy, i64(0), i64(pairs), "serial",
+                             row(ya + 2 * yy, flat(ya + 2 * yy), 2)))
+        if yb > ya + 2 * pairs:
+            stmts.append(For(y, i64(ya + 2 * pairs), i64(yb - ya - 2 * pairs), "serial",
+                             row(y, flat(y))))
         stmts += [edge_row(e) for e in edges if e >= yb]
         # the epilogue over the channel's rows of sums
         stmts.append(For(y2, i64(0), i64(OH), "serial", For(
