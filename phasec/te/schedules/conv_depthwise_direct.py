@@ -66,7 +66,7 @@ from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
 
-__all__ = ["direct_rows", "takes", "MAX_TAPS"]
+__all__ = ["schedule", "direct_rows", "takes", "MAX_TAPS"]
 
 #: the most taps of a window the direct rows take (3x3; see the module docstring)
 MAX_TAPS = 9
@@ -75,8 +75,23 @@ MAX_TAPS = 9
 def takes(OW: int, sw: int, taps: int, lanes: int) -> bool:
     """Whether the direct rows take a depthwise convolution strided along
     its rows (``sw > 1``) whose output rows are ``OW`` wide (more than half
-    a vector, at most one) and whose window has ``taps`` taps."""
-    return sw > 1 and lanes < 2 * OW <= 2 * lanes and taps <= MAX_TAPS
+    a vector, less than one: rows of whole vectors take
+    :mod:`conv_depthwise_strided`'s) and whose window has ``taps`` taps."""
+    return sw > 1 and lanes < 2 * OW < 2 * lanes and taps <= MAX_TAPS
+
+
+def schedule(w: ConvWorkload) -> Tensor | None:
+    """The depthwise convolution ``w`` (NCHW float conv2d) as direct rows
+    read at the stride (see the module docstring); None unless it is
+    depthwise with static sizes and :func:`takes` it."""
+    dims = w.depthwise_dims()
+    if dims is None:
+        return None
+    n, c, H, W, KH, KW, OH, OW = dims
+    lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
+    if not takes(OW, w.strides[1], KH * KW, lanes):
+        return None
+    return direct_rows(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
 
 
 def _middle(H: int, W: int, OH: int, sh: int, top: int, reach_rows: int,

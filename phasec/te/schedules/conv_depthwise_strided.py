@@ -78,7 +78,6 @@ from phasec.ir.tir import (
     Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, For, IntImm, PrimExpr, Select,
     Stmt, Var,
 )
-from phasec.te.schedules import conv_depthwise_direct
 from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import ConvWorkload
@@ -119,9 +118,6 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if OW >= lanes and not _row_waste(OW, lanes):
         # rows of vectors: written as NCHW rows (see schedule_rows)
         return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes, rows_out=True)
-    if conv_depthwise_direct.takes(OW, sw, KH * KW, lanes):
-        # output rows of one vector: read at the stride, no phases
-        return conv_depthwise_direct.direct_rows(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
     return _phased(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
 
 
