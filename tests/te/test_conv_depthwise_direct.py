@@ -1,7 +1,7 @@
-"""Strided depthwise convolutions whose output rows are one vector
-(``conv_depthwise_direct``: more than half a vector, at most one, a window
-of up to 9 taps): every tap read at the stride straight from the input
-plane, no stride phases. The values against numpy's reference on LLVM and
+"""Strided depthwise convolutions whose output rows are one or two vectors
+(``conv_depthwise_direct``: more than half a vector, less than two, not
+exactly one, a window of up to 9 taps): every tap read at the stride
+straight from the input plane, no stride phases. The values against numpy's reference on LLVM and
 on the TIR interpreter for odd, prime and uneven shapes, pads on one side,
 dilation and strides 2 and 3; infinities at a row's ends and in the weights
 reach only the outputs (and padded products) the padded convolution has
@@ -18,6 +18,7 @@ from phasec.backend.llvm import compile_prim_funcs
 from phasec.ir import tir
 from phasec.op import get_op
 from phasec.target.tuning import host_tuning
+from phasec.te.schedules import conv_depthwise_direct
 
 from helpers.legalize import check_depthwise, depthwise_case, lowered_depthwise, walk
 
@@ -54,6 +55,15 @@ CASES = [  # (data shape, kernel, activation, attrs, TIR interpreter too)
     ((1, 3, 17, 3 * LANES - 8), 3, "relu6", {"padding": 1, "strides": 3}, True),
     ((1, 3, 9, 2 * LANES - 4), 3, "silu", {"padding": 1, "strides": (1, 2)}, False),
     ((1, 3, 11, 2 * LANES - 2), 2, "relu6", {"padding": 0, "strides": 2}, False),
+    # rows of one to two vectors (MobileNetV2's 144x56x56 3x3/2: two vectors
+    # in the row, column 0 by scalars), prime and odd widths, uneven pads,
+    # no padding, dilation 2, stride 3, a batch of two
+    ((1, 5, 9, 3 * LANES + 8), 3, "relu6", {"padding": 1, "strides": 2}, True),
+    ((2, 3, 7, 4 * LANES - 3), 3, "silu", {"padding": 1, "strides": 2}, True),
+    ((1, 3, 11, 3 * LANES - 3), 3, "relu6", {"padding": (0, 2, 1, 0), "strides": 2}, False),
+    ((1, 2, 9, 3 * LANES + 5), 3, "silu", {"padding": 0, "strides": 2}, False),
+    ((1, 2, 13, 3 * LANES + 7), 3, "relu6", {"padding": 2, "strides": 2, "dilation": 2}, True),
+    ((1, 3, 10, 4 * LANES - 4), 3, "relu6", {"padding": 1, "strides": 3}, False),
 ]
 
 
@@ -63,7 +73,7 @@ def test_strided_rows_of_one_vector_read_the_plane_at_the_stride(xs, k, act, att
     pads = attrs["padding"]
     pads = (pads,) * 4 if isinstance(pads, int) else pads
     out_w = _out_w(xs[3], k, pads, two(attrs["strides"])[1], two(attrs.get("dilation", 1))[1])
-    assert LANES < 2 * out_w <= 2 * LANES  # (the shapes the form takes)
+    assert conv_depthwise_direct.takes(out_w, two(attrs["strides"])[1], k * k, LANES)
     prim = lowered_depthwise(xs, k, act, **attrs).prim_func
     allocs = _allocs(prim)
     assert "row_sums" in allocs and "stride_phases" not in allocs, allocs
@@ -72,13 +82,14 @@ def test_strided_rows_of_one_vector_read_the_plane_at_the_stride(xs, k, act, att
     check_depthwise(prim, x, w, b, _act(act, y), interp)
 
 
-def test_infinities_at_the_rows_ends_and_in_the_weights():
+@pytest.mark.parametrize("W", [2 * LANES - 5, 3 * LANES + 8])
+def test_infinities_at_the_rows_ends_and_in_the_weights(W):
     """The taps past a row's ends read zeros, not the neighbouring row's
     elements: an infinity in a row's last column (or the next row's first)
     shows only in the outputs whose window holds it. An infinite weight
     times a padding column or row is NaN, as in the padded convolution
-    (the products of the padding are computed, not left out)."""
-    W = 2 * LANES - 5                       # odd: the right pad is read
+    (the products of the padding are computed, not left out). Rows of
+    one vector (odd: the right pad read) and of two (column 0 by scalars)."""
     xs, attrs = (1, 6, 27, W), {"padding": 1, "strides": 2}
     prim = lowered_depthwise(xs, 3, "relu6", **attrs).prim_func
     x, w, b, _ = depthwise_case(xs, 3, RNG, **attrs)
@@ -95,7 +106,8 @@ def test_infinities_at_the_rows_ends_and_in_the_weights():
     check_depthwise(prim, x, w, b, _act("relu6", ref), True)
 
 
-@pytest.mark.parametrize("hw", [(2 * LANES - 4, 2 * LANES - 4), (27, 2 * LANES - 5)])
+@pytest.mark.parametrize("hw", [(2 * LANES - 4, 2 * LANES - 4), (27, 2 * LANES - 5),
+                                (9, 3 * LANES + 8)])
 def test_the_loads_are_whole_interleaved_groups(hw):
     """Each tap's load is part of a whole interleaved group (a 3x3/2's
     columns completed with ``2x+2``): LLVM's vectorizer loads two vectors
@@ -114,7 +126,8 @@ def test_the_loads_are_whole_interleaved_groups(hw):
 @pytest.mark.parametrize("xs,k,attrs", [
     ((1, 4, 2 * LANES - 4, 2 * LANES - 4), 5, {"padding": 2, "strides": 2}),  # 25 taps
     ((1, 4, 14, 14), 3, {"padding": 1, "strides": 2}),           # rows of half a vector
-    ((1, 4, 9, 4 * LANES - 2), 3, {"padding": 1, "strides": 2}),  # rows of vectors
+    ((1, 4, 9, 2 * LANES), 3, {"padding": 1, "strides": 2}),      # rows of one vector
+    ((1, 4, 9, 5 * LANES - 1), 3, {"padding": 1, "strides": 2}),  # of two vectors or more
 ])
 def test_other_shapes_keep_their_forms(xs, k, attrs):
     prim = lowered_depthwise(xs, k, "relu6", **attrs).prim_func

@@ -191,9 +191,10 @@ RULES: tuple[Rule, ...] = (
     Rule("conv", "conv_im2col", "an NCHW float conv2d: strided, one group, output rows "
          "narrower than a vector", _nchw_float_conv2d, conv_im2col.schedule),
     Rule("conv", "conv_depthwise_direct", "an NCHW float depthwise conv2d of static shape "
-         "strided along its rows, output rows of more than half a vector and less than one, "
-         "a 3x3 or smaller window: each row one vector, its taps read at the stride straight "
-         "from the plane", _nchw_float_conv2d, conv_depthwise_direct.schedule),
+         "strided along its rows, output rows of more than half a vector and less than two "
+         "(not exactly one), a 3x3 or smaller window: each row in one or two vectors, its "
+         "taps read at the stride straight from the plane", _nchw_float_conv2d,
+         conv_depthwise_direct.schedule),
     Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d strided along "
          "its rows: stride 1 along them, then every stride-th column", _nchw_float_conv2d,
          conv_depthwise_strided.schedule),
