@@ -41,8 +41,13 @@ pad of 1) summed as scalars.
   (192x28x28 3x3/2 + ReLU6 29-32 -> 27-30 us, 240x28x28 + SiLU 47 -> 43-44
   us).
 
-Each output is the same sum, in the direct convolution's tap order, as the
-padded convolution's: the values are unchanged. The sums go to a plane of
+Each output is the same sum of the same products, in the direct
+convolution's tap order, as the padded convolution's: rows of one vector
+give the phases' values bitwise (192x28x28, 240x28x28 + SiLU); over rows
+of two vectors the scalar border columns of the output rows computed one
+at a time (the first, and the last of an even count) differ by an ulp at
+most where LLVM contracts their multiply-adds otherwise (11 of 56448
+outputs of 72x56x56 3x3/2, 2.4e-7). The sums go to a plane of
 rows (in the cache), then the epilogue (bias, activation) stores the
 channel's rows through ``store_through``. Alone at one thread on the Intel
 Xeon (bench/README.md): 192x28x28 3x3/2 + ReLU6 40 -> 27-30 us, 240x28x28
