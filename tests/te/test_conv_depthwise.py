@@ -23,6 +23,7 @@ from phasec.target.tuning import host_tuning
 from phasec.te import operation as te
 from phasec.te.lowering import create_prim_func
 from phasec.te.operation import i64
+from phasec.te.schedules import conv_depthwise_direct
 from phasec.te.schedules.pool_window import PhaseGeometry
 from phasec.te.stmt import seq
 
@@ -98,6 +99,9 @@ def test_strided_depthwise_over_the_stride_phases_or_wide(name):
     if (k - 1) * dw <= 2 and 2 * out_w * sw <= lanes:
         # a row of at most half a vector: every input column summed, every sw-th kept
         assert "pad_temp" in allocs and "T_conv2d_wide" in allocs
+    elif conv_depthwise_direct.takes(out_w, sw, k * k, lanes):
+        # rows of one or two vectors, read at the stride from the plane: no phases
+        assert "row_sums" in allocs and "stride_phases" not in allocs
     elif out_w >= lanes and -(-out_w // lanes) * lanes * 4 <= out_w * 5:
         # rows of vectors stored as NCHW rows, the epilogue before the store
         assert "stride_phases" in allocs and "T_conv2d_flat" not in allocs

@@ -64,7 +64,8 @@ ROWS = {  # (data shape, kernel, activation, attrs, TIR interpreter too)
     "3x3_three_rows": ((1, 2, 3, 2 * LANES - 1), 3, "relu6", {"padding": 1}, True),
     "3x3_s2_one_vector": ((1, 2, 7, 2 * LANES), 3, "silu", {"padding": 1, "strides": 2}, False),
     "3x3_padding_5": ((1, 2, 4, 2 * LANES - 8), 3, "silu", {"padding": 5}, False),
-    "3x3_s2_rows": ((1, 3, 13, 4 * LANES - 2), 3, "relu6", {"padding": 1, "strides": 2}, False),
+    # (a 3x3/2 over rows of one to two vectors: test_conv_depthwise_direct.py)
+    "5x5_s2_rows": ((1, 3, 13, 4 * LANES - 2), 5, "relu6", {"padding": 2, "strides": 2}, False),
     # rows of two vectors or more: phase rows of whole vectors, their last
     # columns unwritten (never read)
     "3x3_s2_aligned_rows": ((1, 2, 9, 5 * LANES - 1), 3, "silu", {"padding": 1, "strides": 2},
@@ -157,8 +158,9 @@ def test_a_symbolic_batch_falls_back_and_computes_the_same():
     ((1, 6, 13, 11), 5, "silu", {"padding": 2, "strides": 2}, True, True),
     # strided, a prime width, uneven pads, rows of half a vector or less
     ((1, 6, 9, 13), 3, "relu6", {"padding": (1, 0, 2, 1), "strides": 2}, True, True),
-    # rows over half a vector: each channel's copy, then its sums
-    ((1, 4, 7, LANES + 3), 3, "silu", {"padding": 1, "strides": 2}, False, True),
+    # rows over half a vector: each channel's copy, then its sums (a 5x5
+    # window: a 3x3 takes test_conv_depthwise_direct.py's direct rows)
+    ((1, 4, 7, LANES + 3), 5, "silu", {"padding": 2, "strides": 2}, False, True),
 ])
 def test_narrow_flat_sums_read_the_phases_copied_a_channel_before(xs, k, act, attrs, blocked,
                                                                   interp):

@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phasec.arith import const_int
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_column, conv_depthwise_lanes, conv_depthwise_strided, conv_direct, conv_few_channels,
-    conv_flat_rows, conv_im2col, conv_pointwise_flat, conv_pointwise_small, conv_small_image,
-    conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain, pool_avg,
-    pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile, transpose, winograd,
+    conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided, conv_direct,
+    conv_few_channels, conv_flat_rows, conv_im2col, conv_pointwise_flat, conv_pointwise_small,
+    conv_small_image, conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain,
+    pool_avg, pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile, transpose,
+    winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -189,6 +190,11 @@ RULES: tuple[Rule, ...] = (
          conv_flat_rows.schedule),
     Rule("conv", "conv_im2col", "an NCHW float conv2d: strided, one group, output rows "
          "narrower than a vector", _nchw_float_conv2d, conv_im2col.schedule),
+    Rule("conv", "conv_depthwise_direct", "an NCHW float depthwise conv2d of static shape "
+         "strided along its rows, output rows of more than half a vector and less than two "
+         "(not exactly one), a 3x3 or smaller window: each row in one or two vectors, its "
+         "taps read at the stride straight from the plane", _nchw_float_conv2d,
+         conv_depthwise_direct.schedule),
     Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d strided along "
          "its rows: stride 1 along them, then every stride-th column", _nchw_float_conv2d,
          conv_depthwise_strided.schedule),
