@@ -17,9 +17,11 @@ outputs, no gap), after which each tap is a contiguous run of one phase;
 at stride 1 the taps read ``v`` itself. All loops go in chunks of one whole
 vector, the last overlapping the one before it (the same values written
 twice): no scalar remainder. ``M`` and each phase's start are whole
-vectors, so that the phases' loads are the rows' stores (a load across two
+vectors, and a row that starts inside a vector of ``v`` (``P`` not a
+multiple of a vector) stores its first vector, then whole vectors of
+``v``, so that the phases' loads are the rows' stores (a load across two
 stores waits for both to reach the cache: 3x3/2 pad 1 over 16x112x112 27
--> 23 us). An output whose taps land in a neighbour's slot of ``v`` (``c
+-> 23 us; 32x55x55 16 -> 14 us). An output whose taps land in a neighbour's slot of ``v`` (``c
 >= P``, or ``c < 0`` where the previous row's columns lie) is recomputed
 after the flat loop from the input: its columns' maxima over the window
 rows, then theirs (the loop's tree over what its taps would have read:
@@ -110,19 +112,28 @@ def schedule(w: PoolWorkload, rows: int) -> Tensor:
         e = Buffer(w.name + "_edge", (i64(KW),), dt)
         ph = Buffer(w.name + "_phases", (i64(sw * L),), dt)
 
-        def rows_max(i: PrimExpr, oy: PrimExpr | int) -> Stmt:
+        def rows_max(i: int, oy: PrimExpr | int) -> Stmt:
             found = window_rows(oy)
 
             def body(start: PrimExpr, g: Var, extent: int) -> Stmt:
                 j = start + g
-                at = i * P + M + j
+                at = i64(i * P + M) + j
                 if not found:  # a window wholly in the padding (ceil_mode's last may be)
                     return For(g, i64(0), i64(extent), "vectorized",
                                BufferStore(v, lowest, (at,)))
                 return For(g, i64(0), i64(extent), "vectorized", nan_propagating_max(
                     [BufferLoad(x, (b, ch, y, j)) for y in found], dt,
                     lambda value: BufferStore(v, value, (at,))))
-            return seq(chunked(W, body))
+            # a row starting inside a vector of v: its first vector, then
+            # whole vectors of v (the phases' loads), the last overlapping
+            shift = -(i * P + M) % lanes
+            if not shift or W < shift + lanes:
+                return seq(chunked(W, body))
+            g = Var("g", "int64")
+            starts = [0, *range(shift, W - lanes + 1, lanes)]
+            if starts[-1] + lanes < W:
+                starts.append(W - lanes)
+            return seq([body(i64(j), g, lanes) for j in starts])
 
         def chunked(total: int, body: Callable[[PrimExpr, Var, int], Stmt]) -> list[Stmt]:
             # whole vectors, the last overlapping the one before it (the
@@ -182,7 +193,7 @@ def schedule(w: PoolWorkload, rows: int) -> Tensor:
         def block(oys: list[int]) -> list[Stmt]:
             if not oys:
                 return []
-            stmts = [rows_max(i64(i), oy) for i, oy in enumerate(oys)]
+            stmts = [rows_max(i, oy) for i, oy in enumerate(oys)]
             stmts += columns(i64(oys[0]), len(oys))
             return stmts + [edge(oy, ox) for oy in oys for ox in redo]
         # the max's identity where no row writes: before the first row, the
@@ -198,7 +209,7 @@ def schedule(w: PoolWorkload, rows: int) -> Tensor:
         if nb:
             blk, i = Var("blk", "int64"), Var("i", "int64")
             oy0 = blk * rows + inside.first
-            body = [For(i, i64(0), i64(rows), "serial", rows_max(i, oy0 + i))]
+            body = [rows_max(k, oy0 + k) for k in range(rows)]
             body += columns(oy0, rows)
             if redo:
                 body.append(For(i, i64(0), i64(rows), "serial", seq(
