@@ -44,12 +44,13 @@ from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimEx
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max
+from phasec.te.schedules import pool_max_rows
+from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max, static_sizes
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
 
-__all__ = ["block_rows", "schedule"]
+__all__ = ["block_rows", "take", "schedule"]
 
 
 def block_rows(w: PoolWorkload, lanes: int) -> int:
@@ -62,16 +63,28 @@ def block_rows(w: PoolWorkload, lanes: int) -> int:
     return max(2, -(-6 * lanes // OW))
 
 
+def take(w: PoolWorkload) -> Tensor | None:
+    """The max pooling ``w`` in blocks of rows, or None when it is not
+    taken: one :func:`.pool_max_rows.takes` takes, at a stride of 1 or 2
+    along its rows (at 3 the phases' three-way shuffles cost more than they
+    saved: 16x100x100 3x3/3 13 -> 16 us), output rows of a vector or more."""
+    if not pool_max_rows.takes(w) or w.strides[1] > 2:
+        return None
+    lanes = tuning.host_tuning().lanes(int(w.data.dtype[5:]))
+    if static_sizes(w)[5] < lanes:
+        return None
+    return schedule(w, block_rows(w, lanes))
+
+
 def _whole(count: int, lanes: int) -> int:
     return -(-count // lanes) * lanes
 
 
 def schedule(w: PoolWorkload, rows: int) -> Tensor:
-    """The max pooling ``w`` (one :func:`.pool_max_rows.takes` takes, at a
-    stride of 1 or 2 along its rows) in blocks of ``rows`` output rows."""
+    """The max pooling ``w`` (one :func:`take` takes) in blocks of ``rows``
+    output rows."""
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     lowest = te.min_value(dt)

@@ -41,8 +41,7 @@ from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimEx
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules import pool_max_blocks
-from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max
+from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max, static_sizes
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
@@ -67,8 +66,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     if not takes(w):
         return None
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     # v's columns: the left padding, the input, then up to the last window's
@@ -81,11 +79,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     inside = RowsFirst.of(w)  # output rows whose window rows all lie inside the input
     first, stop = inside.first, inside.stop
 
-    if OW >= lanes:
-        # at stride 3 the phases' split (three-way shuffles) cost more than
-        # it saved: 16x100x100 3x3/3 13 -> 16 us
-        if sw <= 2:
-            return pool_max_blocks.schedule(w, pool_max_blocks.block_rows(w, lanes))
+    if OW >= lanes:  # (strides 1 and 2: pool_max_blocks, a row of the table before this)
         return _row_by_row(w, first, stop, pitch)
     # Input rows narrower than a vector; or a loop over an input row that
     # LLVM would unroll whole (its unrolled body under ~300 instructions,
@@ -183,8 +177,7 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
     rows' columns in one flat loop (576x14x14 pad 1 86 -> 44 us), the edge
     columns recomputed after it."""
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     lowest = te.min_value(dt)
@@ -267,8 +260,7 @@ def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
     3x3/2 end padding 1 49 against 63). Output rows ``first..stop`` have
     every window row inside the input; ``pitch`` is the row buffer's length."""
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     lowest = te.min_value(dt)
