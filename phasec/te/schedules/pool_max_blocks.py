@@ -59,8 +59,7 @@ def block_rows(w: PoolWorkload, lanes: int) -> int:
     about six vectors of outputs (16x112x112: 2 rows 23, 4 rows 26 us;
     32x56x56 3x3/2 end pad 1: 2 rows 22, 4 rows 16 us; 192x27x27 3x3/1
     pad 1: 2 rows 79, 4 rows 71 us against 113 one row at a time)."""
-    OW = arith.const_int(w.out_shape[3])
-    return max(2, -(-6 * lanes // OW))
+    return max(2, -(-6 * lanes // static_sizes(w)[5]))
 
 
 def take(w: PoolWorkload) -> Tensor | None:
@@ -107,7 +106,7 @@ def schedule(w: PoolWorkload, rows: int) -> Tensor:
     reach = max(k for k, _ in phase) + 1  # past the last output
     # the first input column and each phase's first element start whole
     # vectors (stores across two cache lines, and loads across them, cost
-    # twice: 3x3/2 pad 1 over 16x112x112 27 -> 21 us)
+    # twice: 3x3/2 pad 1 over 16x112x112 27 -> 23 us)
     M = _whole(left, lanes)  # v's elements before the first row's first column
     lead = _whole(max(0, -min(k for k, _ in phase)), lanes)  # a phase's, before its first
     L = _whole(lead + most * OW + reach, lanes)  # a phase's length
