@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from phasec import arith
 from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
 from phasec.target import tuning
 from phasec.te import operation as te
