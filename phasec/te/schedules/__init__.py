@@ -38,8 +38,8 @@ from phasec.te.schedules import (
     conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided, conv_direct,
     conv_few_channels, conv_flat_rows, conv_im2col, conv_pointwise_flat, conv_pointwise_small,
     conv_small_image, conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain,
-    pool_avg, pool_avg_rows, pool_max, pool_max_fast, pool_max_rows, row_tile, transpose,
-    winograd,
+    pool_avg, pool_avg_rows, pool_max, pool_max_blocks, pool_max_fast, pool_max_rows, row_tile,
+    transpose, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -206,6 +206,10 @@ RULES: tuple[Rule, ...] = (
     Rule("conv_transpose", "conv_transpose", "any transposed convolution (the gather form)",
          _always, conv_transpose.gather),
     # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
+    Rule("pool", "pool_max_blocks", "a float 2-D max pooling in NCHW of static shape, "
+         "a stride of 1 or 2 along its rows, output rows of a vector or more: the max over "
+         "the window's rows for a block of output rows, then the block's columns in one flat "
+         "loop over its stride phases", _max_pool, pool_max_blocks.take),
     Rule("pool", "pool_max_rows", "a float 2-D max pooling in NCHW of static shape, "
          "a stride of 1 to 3 along its rows: the max over the window's rows along whole input rows, "
          "then over its columns", _max_pool, pool_max_rows.schedule),

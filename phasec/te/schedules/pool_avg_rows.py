@@ -29,7 +29,7 @@ from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimEx
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import RowsFirst, balanced_tree
+from phasec.te.schedules.pool_window import RowsFirst, balanced_tree, static_sizes
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
@@ -63,8 +63,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     if not takes(w):
         return None
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left, bottom, right = w.padding
     rows_in = taps_counted(H, OH, KH, sh, dh, top, bottom, w.count_include_pad)

@@ -16,10 +16,12 @@ Rows of the window in the top or bottom padding are left out of the first
 max (the window is static); ``v``'s columns in the left and right padding
 hold the max's identity. Input rows narrower than a vector, or short
 enough for LLVM to unroll a loop over one whole, get the first max as one
-loop over the rows laid end to end (:func:`_flat`); other input rows of a
-vector or more go one output row at a time, both maxes through a buffer of
-one row (:func:`_row_by_row`); ``v`` of every output row is left for the
-rest (narrow input rows too few for a long loop). A stride of 1 keeping
+loop over the rows laid end to end (:func:`_flat`); output rows of a
+vector or more go in blocks of rows whose columns take one flat loop
+(:mod:`.pool_max_blocks`, at a stride of 1 or 2), or one output row at a
+time, both maxes through a buffer of one row (:func:`_row_by_row`, at a
+stride of 3); ``v`` of every output row is left for the rest (narrow
+input rows too few for a long loop). A stride of 1 keeping
 the input's width (Inception's 3x3/1 pad 1) takes the laid-end-to-end
 rows' columns flat too (:meth:`pool_window.RowsFirst.flat_margins`).
 
@@ -39,7 +41,7 @@ from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimEx
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max
+from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max, static_sizes
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
@@ -64,8 +66,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     if not takes(w):
         return None
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     # v's columns: the left padding, the input, then up to the last window's
@@ -78,7 +79,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     inside = RowsFirst.of(w)  # output rows whose window rows all lie inside the input
     first, stop = inside.first, inside.stop
 
-    if OW >= lanes:
+    if OW >= lanes:  # (strides 1 and 2: pool_max_blocks, a row of the table before this)
         return _row_by_row(w, first, stop, pitch)
     # Input rows narrower than a vector; or a loop over an input row that
     # LLVM would unroll whole (its unrolled body under ~300 instructions,
@@ -176,8 +177,7 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
     rows' columns in one flat loop (576x14x14 pad 1 86 -> 44 us), the edge
     columns recomputed after it."""
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     lowest = te.min_value(dt)
@@ -250,8 +250,9 @@ def _flat(w: PoolWorkload, first: int, stop: int) -> Tensor:
 
 
 def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
-    """The max pooling ``w`` of input rows of three vectors or more, one
-    output row at a time: its rows' max into a buffer of one row, then at
+    """The max pooling ``w`` of output rows of a vector or more at a stride
+    of 3 (:mod:`.pool_max_blocks` takes strides 1 and 2), one output row at
+    a time: its rows' max into a buffer of one row, then at
     once its columns' max from it (a buffer of every output row, as for the
     narrow rows, left L1 on 112-wide inputs: 64x112x112 2x2/2 89 -> 55 us,
     3x3/2 pad 1 141 -> 108 us; output rows narrower than a vector keep the
@@ -259,8 +260,7 @@ def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
     3x3/2 end padding 1 49 against 63). Output rows ``first..stop`` have
     every window row inside the input; ``pitch`` is the row buffer's length."""
     dt = w.data.dtype
-    n, c, H, W = (arith.const_int(d) for d in w.data.shape)
-    OH, OW = (arith.const_int(d) for d in w.out_shape[2:])
+    n, c, H, W, OH, OW = static_sizes(w)
     (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     lowest = te.min_value(dt)

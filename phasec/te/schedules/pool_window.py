@@ -28,6 +28,7 @@ from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
 __all__ = ["PoolWindow", "PhaseGeometry", "RowsFirst", "padded_for_max", "padded_input",
+           "static_sizes",
            "stride_phases",
            "nan_propagating_max", "balanced_tree"]
 
@@ -124,6 +125,11 @@ def padded_input(x: Tensor, pads: Sequence[int], rank: int, fill: PrimExpr,
         return For(ni, i64(0), i64(n), "serial",
                    For(ci, i64(0), i64(c), "parallel" if par else "serial", body))
     return te.extern([i64(v) for v in shape], x.dtype, [x], build, name="pad_temp")
+
+
+def static_sizes(w: PoolWorkload) -> tuple[int, ...]:
+    """``(n, c, H, W, OH, OW)``: the sizes of a static 2-D pooling in NCHW."""
+    return tuple(int(arith.const_int(d) or 0) for d in (*w.data.shape, *w.out_shape[2:]))
 
 
 def balanced_tree(values: list[PrimExpr],
