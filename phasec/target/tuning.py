@@ -112,6 +112,16 @@ class TargetTuning:
     #: us, as fast as alone)
     gemm_prefetch_a_min_k: int = 64
     gemm_prefetch_a_max_columns: int = 256
+    #: a GEMM whose A (its rows x K) and one B micro-panel (K x a tile's
+    #: columns) exceed ``gemm_k_block_min_bytes`` together, over at least two
+    #: row tiles and two micro-panels, runs its reduction in blocks of at
+    #: most ``gemm_k_block_bytes`` of a micro-panel (``GemmPlan.k_block``:
+    #: every row tile and micro-panel of one block before the next, partial
+    #: sums in memory between blocks): the micro-panel's block stays in L1
+    #: across the row tiles, A's in L2 across the micro-panels (0: K not
+    #: split; see ``avx512_xeon_tuning``)
+    gemm_k_block_bytes: int = 0
+    gemm_k_block_min_bytes: int = 1 << 20
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)
@@ -324,7 +334,7 @@ def avx512_xeon_tuning() -> TargetTuning:
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
-                   pointwise_max_weight_bytes=512 * 1024)
+                   pointwise_max_weight_bytes=512 * 1024, gemm_k_block_bytes=32 * 1024)
 
 
 def generic_tuning() -> TargetTuning:

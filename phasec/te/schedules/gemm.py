@@ -147,6 +147,10 @@ class GemmEmitter:
         #: the last columns are being emitted from a packed panel of whole
         #: vectors, zero past them (see :meth:`_padded_rest`)
         self._padding = False
+        #: the block of the reduction being emitted (``GemmPlan.k_block``):
+        #: the partial sums' buffer, the block's first index and length along
+        #: the first reduction axis, whether it is the last; None: all of K
+        self._kblock: tuple[Buffer, PrimExpr, int, bool] | None = None
 
     # -- structure -----------------------------------------------------------
     def _vector_pieces(self, width: int) -> list[int]:
@@ -260,6 +264,33 @@ class GemmEmitter:
         return n_tiles, n_rem
 
     def emit(self) -> Stmt:
+        """The GEMM; with ``GemmPlan.k_block``, all of it once per block of
+        the reduction (the partial sums kept in memory between blocks, in
+        the order of the unsplit sum: the same results, bitwise)."""
+        p = self.plan
+        if not p.k_block:
+            return self._columns()
+        K0, kb = static_int(self.rexts[0]), p.k_block
+        Ms = static_int(self.M)
+        assert K0 is not None and Ms is not None and self.N is not None
+        blocks = -(-K0 // kb)
+        names = self.low.names
+        # (a vector of slack past N: a tile's last whole vector, see _whole_tail)
+        part = Buffer(names.fresh(self.anchor.name + "_part"),
+                      (i64(Ms), i64(self.N + p.lanes)), self.dtype)
+        r, c, kv = (Var(names.fresh(v), _I64) for v in ("rz", "cz", "kb"))
+        fill = For(r, i64(0), i64(Ms), "serial", For(
+            c, i64(0), i64(self.N + p.lanes), "vectorized" if self.vectorize else "serial",
+            BufferStore(part, self.low.map_shape(self.anchor.init), (r, c))))
+        self._kblock = (part, _mul(kv, kb), kb, False)
+        first = For(kv, i64(0), i64(blocks - 1), "serial", self._columns())
+        self._kblock = (part, i64((blocks - 1) * kb), K0 - (blocks - 1) * kb, True)
+        last = self._columns()
+        self._kblock = None
+        return Allocate(part, seq([fill, first, last]))
+
+    def _columns(self) -> Stmt:
+        """Every column of the GEMM: its whole panels, its last narrower ones."""
         p = self.plan
         nr, tpp = p.cols, p.panel_tiles
         # a constant B read by gathers (a weight read transposed): its last,
@@ -429,16 +460,22 @@ class GemmEmitter:
         nxt = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
         col = _add(col0, _mul(t, width))
         n_full, rem = divmod(Ms, mr)
+        # (a block of the reduction: the next micro-panel's lines of this block)
+        kb = self._kblock
+        inner = K // static_int(self.rexts[0])
+        first, K = (_mul(kb[1], inner), kb[2] * inner) if kb else (i64(0), K)
+
+        def ahead(io: PrimExpr) -> Callable[[Var], Stmt]:
+            return lambda k: next_panel_prefetch(bp, nxt, io, k if kb is None else k - kb[1],
+                                                 K, width, first)
         body: list[Stmt] = []
         if n_full:
             io = Var(self.low.names.fresh("io"), _I64)
             body.append(For(io, i64(0), i64(n_full), "serial", self._tile(
-                _mul(io, mr), mr, col, t, width, bp,
-                ahead=lambda k, io=io: next_panel_prefetch(bp, nxt, io, k, K, width))))
+                _mul(io, mr), mr, col, t, width, bp, ahead=ahead(io))))
         if rem:
             body.append(self._tile(i64(Ms - rem), rem, col, t, width, bp,
-                                   ahead=lambda k: next_panel_prefetch(bp, nxt, i64(n_full), k,
-                                                                       K, width)))
+                                   ahead=ahead(i64(n_full))))
         return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial", seq(body))
 
     def _balanced_rows(self, M: int, mr: int, width: int) -> int:
@@ -473,8 +510,12 @@ class GemmEmitter:
         return loop_vars, flat
 
     def _wrap_reduction(self, loop_vars: list[Var], body: Stmt) -> Stmt:
-        for var, ext in reversed(list(zip(loop_vars, self.rexts))):
-            body = For(var, i64(0), ext, "serial", body)
+        """The reduction loops around ``body``: the first over the current
+        block (``_kblock``) or all of it, the others whole."""
+        for t, (var, ext) in reversed(list(enumerate(zip(loop_vars, self.rexts)))):
+            start, ext = ((self._kblock[1], i64(self._kblock[2])) if t == 0 and self._kblock
+                          else (i64(0), ext))
+            body = For(var, start, ext, "serial", body)
         return body
 
     def _declare_prepack(self, param: Buffer, width: int, transposed: bool) -> None:
@@ -610,7 +651,12 @@ class GemmEmitter:
                 parts.append(stmt)
             return For(ii, i64(0), i64(mr), ii_kind, seq(parts))
 
+        kblock = self._kblock
+
         def init(ii: Var, ji: PrimExpr) -> Stmt:
+            if kblock is not None:  # (the previous blocks' sums)
+                return BufferStore(acc, BufferLoad(kblock[0], (_add(row0, ii), _add(col, ji))),
+                                   (ii, ji))
             ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
             return block(nest.block_name(anchor.name + "_init"), ivs,
                           self._anchor_values(_add(row0, ii), _add(col, ji)),
@@ -660,6 +706,9 @@ class GemmEmitter:
                           self._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
 
         def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
+            if kblock is not None and not kblock[3]:  # (a block before the last)
+                return BufferStore(kblock[0], BufferLoad(acc, (ii, ji)),
+                                   (_add(row0, ii), _add(col, ji)))
             nest.axis_expr[root.axes[ri]] = _add(row0, ii)
             for t, value in self.plan.column_values(m, _add(col, ji)).items():
                 nest.axis_expr[root.axes[t]] = value
@@ -694,6 +743,7 @@ class GemmEmitter:
                     else next_rows_prefetch(self, row0, mr, ks[0]))
             upd = self._wrap_reduction(ks, loops(update, "unroll") if hint is None
                                        else seq([hint, loops(update, "unroll")]))
-        prefetch = epilogue_prefetch(self, row0, mr, col, width)
+        mid = kblock is not None and not kblock[3]
+        prefetch = [] if mid else epilogue_prefetch(self, row0, mr, col, width)
         return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
-                                   loops(epilogue, "serial", stored)]))
+                                   loops(epilogue, "serial", groups if mid else stored)]))
