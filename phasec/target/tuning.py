@@ -112,14 +112,14 @@ class TargetTuning:
     #: us, as fast as alone)
     gemm_prefetch_a_min_k: int = 64
     gemm_prefetch_a_max_columns: int = 256
-    #: a GEMM whose A (its rows x K) and one B micro-panel (K x a tile's
-    #: columns) exceed ``gemm_k_block_min_bytes`` together, over at least two
-    #: row tiles and two micro-panels, runs its reduction in blocks of at
-    #: most ``gemm_k_block_bytes`` of a micro-panel (``GemmPlan.k_block``:
-    #: every row tile and micro-panel of one block before the next, partial
-    #: sums in memory between blocks): the micro-panel's block stays in L1
-    #: across the row tiles, A's in L2 across the micro-panels (0: K not
-    #: split; see ``avx512_xeon_tuning``)
+    #: a GEMM whose B micro-panel (K x a tile's columns) exceeds
+    #: ``gemm_k_block_min_bytes``, over at least two row tiles and two
+    #: micro-panels, runs its reduction in blocks of at most
+    #: ``gemm_k_block_bytes`` of a micro-panel (``GemmPlan.k_block``: every
+    #: row tile and micro-panel of one block before the next, partial sums in
+    #: memory between blocks): the micro-panel's block stays in L1 across
+    #: the row tiles, A's in L2 across the micro-panels (0: K not split;
+    #: see ``avx512_xeon_tuning``)
     gemm_k_block_bytes: int = 0
     gemm_k_block_min_bytes: int = 1 << 20
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does

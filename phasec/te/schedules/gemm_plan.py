@@ -277,21 +277,22 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
 
 def _k_block(tuning: TargetTuning, M: int | None, rows: int, cols: int, n_tiles: int,
              rexts: list[int | None], elem: int, init: PrimExpr) -> int:
-    """``GemmPlan.k_block``: when A (``M`` x K) and a micro-panel of B (K x
-    ``cols``) exceed ``TargetTuning.gemm_k_block_min_bytes`` together, over
-    at least two row tiles and two micro-panels, the block length along the
-    reduction's first axis of the fewest equal blocks whose micro-panel
-    block has at most ``gemm_k_block_bytes`` (a whole number of cache lines
-    of A's rows when its other axes allow), else 0. Each micro-panel's block
-    then meets every row tile from L1, A's block every micro-panel from L2;
-    with the whole reduction, a micro-panel of 49 x 4608 @ 4608 x 512 (1.18
-    MB) and A (0.9 MB) did not stay in a 2 MB L2 together."""
-    if (not tuning.gemm_k_block_bytes or M is None or -(-M // rows) < 2 or n_tiles < 2
+    """``GemmPlan.k_block``: when a micro-panel of B (K x ``cols``) exceeds
+    ``TargetTuning.gemm_k_block_min_bytes``, over at least two row tiles
+    and two micro-panels, the block length along the reduction's first axis
+    of the fewest equal blocks whose micro-panel block has at most
+    ``gemm_k_block_bytes`` (a whole number of cache lines of A's rows when
+    its other axes allow), else 0. Each micro-panel's block then meets
+    every row tile from L1, A's block every micro-panel from L2; with the
+    whole reduction, a micro-panel of 49 x 4608 @ 4608 x 512 (1.18 MB) and
+    A (0.9 MB) did not stay in a 2 MB L2 together."""
+    if (not tuning.gemm_k_block_bytes or M is None or -(-M // rows) < 2
+            or n_tiles < 2
             or None in rexts or not isinstance(init, (FloatImm, IntImm))):
         return 0
     K0 = rexts[0]
     inner = math.prod(rexts[1:])
-    if (M + cols) * K0 * inner * elem <= tuning.gemm_k_block_min_bytes:
+    if cols * K0 * inner * elem <= tuning.gemm_k_block_min_bytes:
         return 0
     blocks = -(-cols * K0 * inner * elem // tuning.gemm_k_block_bytes)
     block = -(-K0 // blocks)
