@@ -460,14 +460,23 @@ class GemmEmitter:
         nxt = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
         col = _add(col0, _mul(t, width))
         n_full, rem = divmod(Ms, mr)
-        # (a block of the reduction: the next micro-panel's lines of this block)
         kb = self._kblock
         inner = K // static_int(self.rexts[0])
-        first, K = (_mul(kb[1], inner), kb[2] * inner) if kb else (i64(0), K)
+        first: PrimExpr | None = None
+        if kb is not None:
+            # a block of the reduction: the next micro-panel's lines of this
+            # block, at each step of it (its flat index); the last
+            # micro-panel's, the next block's first micro-panel
+            after = BinaryOp("//", _add(t, i64(1)), i64(tiles))
+            if not kb[3]:
+                nxt = BinaryOp("%", _add(t, i64(1)), i64(tiles))
+            first = _mul(_add(kb[1], _mul(after, kb[2])) if not kb[3] else kb[1], inner)
 
-        def ahead(io: PrimExpr) -> Callable[[Var], Stmt]:
-            return lambda k: next_panel_prefetch(bp, nxt, io, k if kb is None else k - kb[1],
-                                                 K, width, first)
+        def ahead(io: PrimExpr) -> Callable[[Var, PrimExpr], Stmt]:
+            if kb is None:  # (the step along the first reduction axis)
+                return lambda k, _: next_panel_prefetch(bp, nxt, io, k, K, width)
+            return lambda _, flat: next_panel_prefetch(bp, nxt, io, flat - _mul(kb[1], inner),
+                                                       kb[2] * inner, width, first, K)
         body: list[Stmt] = []
         if n_full:
             io = Var(self.low.names.fresh("io"), _I64)
@@ -597,10 +606,11 @@ class GemmEmitter:
                 else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
-              bp: Buffer | None, ahead: Callable[[Var], Stmt] | None = None) -> Stmt:
+              bp: Buffer | None, ahead: Callable[[Var, PrimExpr], Stmt] | None = None
+              ) -> Stmt:
         """One register tile of rows ``[row0, row0 + mr)`` and ``width``
-        columns from ``col``; ``ahead(k)``: a prefetch for reduction step
-        ``k`` (else :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
+        columns from ``col``; ``ahead(k, flat)``: a prefetch for reduction
+        step ``k`` of the first axis, ``flat`` of all (else :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
         shape = [low.map_shape(s) for s in anchor.tensor.shape]
@@ -662,7 +672,7 @@ class GemmEmitter:
                           self._anchor_values(_add(row0, ii), _add(col, ji)),
                           BufferStore(acc, low.map_shape(anchor.init), (ii, ji)))
 
-        ks, _ = self._reduction_loops("")
+        ks, kstep = self._reduction_loops("")
         # A matrix-vector product adds ``unroll`` rows of B per pass over its
         # accumulators (in L1, not registers): the same additions in the same
         # order (bitwise the same sums), a quarter of the accumulator loads
@@ -739,7 +749,7 @@ class GemmEmitter:
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
-            hint = (ahead(ks[0]) if ahead is not None
+            hint = (ahead(ks[0], kstep) if ahead is not None
                     else next_rows_prefetch(self, row0, mr, ks[0]))
             upd = self._wrap_reduction(ks, loops(update, "unroll") if hint is None
                                        else seq([hint, loops(update, "unroll")]))
