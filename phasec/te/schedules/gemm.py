@@ -147,9 +147,11 @@ class GemmEmitter:
         #: the last columns are being emitted from a packed panel of whole
         #: vectors, zero past them (see :meth:`_padded_rest`)
         self._padding = False
-        #: the block of the reduction being emitted (``GemmPlan.k_block``):
-        #: the partial sums' buffer, the block's first index and length along
-        #: the first reduction axis, whether it is the last; None: all of K
+        #: the partial sums of a reduction run in blocks (``GemmPlan.k_block``)
+        self._part: Buffer | None = None
+        #: the block of the reduction being emitted: the partial sums'
+        #: buffer, the block's first index and length along the first
+        #: reduction axis, whether it is the last; None: all of K
         self._kblock: tuple[Buffer, PrimExpr, int, bool] | None = None
 
     # -- structure -----------------------------------------------------------
@@ -264,30 +266,24 @@ class GemmEmitter:
         return n_tiles, n_rem
 
     def emit(self) -> Stmt:
-        """The GEMM; with ``GemmPlan.k_block``, all of it once per block of
-        the reduction (the partial sums kept in memory between blocks, in
-        the order of the unsplit sum: the same results, bitwise)."""
+        """The GEMM; with ``GemmPlan.k_block``, the partial sums' buffer
+        around it (see :meth:`_tiles_by_panel`)."""
         p = self.plan
         if not p.k_block:
             return self._columns()
-        K0, kb = static_int(self.rexts[0]), p.k_block
         Ms = static_int(self.M)
-        assert K0 is not None and Ms is not None and self.N is not None
-        blocks = -(-K0 // kb)
-        names = self.low.names
+        assert Ms is not None and self.N is not None
         # (a vector of slack past N: a tile's last whole vector, see _whole_tail)
-        part = Buffer(names.fresh(self.anchor.name + "_part"),
+        part = Buffer(self.low.names.fresh(self.anchor.name + "_part"),
                       (i64(Ms), i64(self.N + p.lanes)), self.dtype)
-        r, c, kv = (Var(names.fresh(v), _I64) for v in ("rz", "cz", "kb"))
+        r, c = Var(self.low.names.fresh("rz"), _I64), Var(self.low.names.fresh("cz"), _I64)
         fill = For(r, i64(0), i64(Ms), "serial", For(
             c, i64(0), i64(self.N + p.lanes), "vectorized" if self.vectorize else "serial",
             BufferStore(part, self.low.map_shape(self.anchor.init), (r, c))))
-        self._kblock = (part, _mul(kv, kb), kb, False)
-        first = For(kv, i64(0), i64(blocks - 1), "serial", self._columns())
-        self._kblock = (part, i64((blocks - 1) * kb), K0 - (blocks - 1) * kb, True)
-        last = self._columns()
-        self._kblock = None
-        return Allocate(part, seq([fill, first, last]))
+        self._part = part
+        body = self._columns()
+        self._part = None
+        return Allocate(part, seq([fill, body]))
 
     def _columns(self) -> Stmt:
         """Every column of the GEMM: its whole panels, its last narrower ones."""
@@ -317,14 +313,16 @@ class GemmEmitter:
             bp = shared
             if p.pack and bp is None:
                 bp = self._pack_buffer(tpp, nr)
-            body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp))
+            body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp),
+                               blocked=True)
             if p.pack and shared is None:
                 body = Allocate(bp, body)
             stmts.append(For(jc, i64(0), i64(full), "parallel" if par_panels else "serial",
                              body))
         if last:
             bp = shared if shared is not None or not p.pack else self._pack_buffer(last, nr)
-            tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp))
+            tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp),
+                               blocked=True)
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
             self._padding = self._padded_rest(n_tiles, n_rem)
@@ -362,10 +360,12 @@ class GemmEmitter:
                       (i64(tiles), self.K, i64(width)), self.dtype)
 
     def _panel(self, col0: PrimExpr, tiles: int, width: int, bp: Buffer | None,
-               par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None) -> Stmt:
+               par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None,
+               blocked: bool = False) -> Stmt:
         """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every
         row, ``rows`` at a time (default: the plan's). ``tile0``: the index of
-        the panel's first micro-panel in B."""
+        the panel's first micro-panel in B; ``blocked``: whole micro-panels,
+        their reduction in blocks when the plan has them."""
         p = self.plan
         stmts: list[Stmt] = []
         prepacked = False
@@ -405,8 +405,8 @@ class GemmEmitter:
                                          bp))
             kind = "parallel" if par_rows and Ms // og >= 2 else "serial"
             stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
-        elif Ms is not None and prepacked and self._panels_outer(Ms, tiles, width):
-            assert bp is not None
+        elif Ms is not None and ((prepacked and self._panels_outer(Ms, tiles, width))
+                                 or (blocked and self._part is not None)):
             stmts.append(self._tiles_by_panel(self._balanced_rows(Ms, mr, width), col0, tiles,
                                               width, bp, par_rows))
         elif Ms is not None:
@@ -444,7 +444,7 @@ class GemmEmitter:
                 and static_int(self.K) is not None)
 
     def _tiles_by_panel(self, mr: int, col0: PrimExpr, tiles: int, width: int,
-                        bp: Buffer, parallel: bool) -> Stmt:
+                        bp: Buffer | None, parallel: bool) -> Stmt:
         """Every row tile of micro-panel ``t``, then of ``t + 1``, ...: the
         weight (B, packed at build time) is not in the cache when a model's
         layer starts, and in the row-tile-first order the first row tile
@@ -452,40 +452,70 @@ class GemmEmitter:
         (MobileNetV2 at 224x224, 480 -> 160 over 7x7: the 307 KB weight).
         Here the next micro-panel is prefetched over this one's first row
         tiles (:func:`.gemm_prefetch.next_panel_prefetch`); ``parallel``:
-        threads over the micro-panels."""
+        threads over the micro-panels.
+
+        A reduction in blocks (``GemmPlan.k_block``): every row tile of the
+        micro-panel's first block, then of its second..., the partial sums
+        in ``_part`` between blocks (the first block's from the anchor's
+        init, filled in :meth:`emit`); the next block of the micro-panel
+        prefetched over this one (from its last block, the next
+        micro-panel's first). The micro-panels in two chunks (``parallel``:
+        one a thread), the blocks inside each: a parallel loop per block cost
+        two threads ~25%."""
         Ms = static_int(self.M)
         K = static_int(self.K)
         assert Ms is not None and K is not None
         t = Var(self.low.names.fresh("jt"), _I64)
-        nxt = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
         col = _add(col0, _mul(t, width))
         n_full, rem = divmod(Ms, mr)
-        kb = self._kblock
         inner = K // static_int(self.rexts[0])
-        first: PrimExpr | None = None
-        if kb is not None:
-            # a block of the reduction: the next micro-panel's lines of this
-            # block, at each step of it (its flat index); the last
-            # micro-panel's, the next block's first micro-panel
-            after = BinaryOp("//", _add(t, i64(1)), i64(tiles))
-            if not kb[3]:
-                nxt = BinaryOp("%", _add(t, i64(1)), i64(tiles))
-            first = _mul(_add(kb[1], _mul(after, kb[2])) if not kb[3] else kb[1], inner)
 
-        def ahead(io: PrimExpr) -> Callable[[Var, PrimExpr], Stmt]:
-            if kb is None:  # (the step along the first reduction axis)
-                return lambda k, _: next_panel_prefetch(bp, nxt, io, k, K, width)
-            return lambda _, flat: next_panel_prefetch(bp, nxt, io, flat - _mul(kb[1], inner),
-                                                       kb[2] * inner, width, first, K)
-        body: list[Stmt] = []
-        if n_full:
-            io = Var(self.low.names.fresh("io"), _I64)
-            body.append(For(io, i64(0), i64(n_full), "serial", self._tile(
-                _mul(io, mr), mr, col, t, width, bp, ahead=ahead(io))))
-        if rem:
-            body.append(self._tile(i64(Ms - rem), rem, col, t, width, bp,
-                                   ahead=ahead(i64(n_full))))
-        return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial", seq(body))
+        def rows(nxt: PrimExpr, first: PrimExpr | None) -> Stmt:
+            kb = self._kblock
+
+            def ahead(io: PrimExpr) -> Callable[[Var, PrimExpr], Stmt] | None:
+                if bp is None:
+                    return None
+                if kb is None:  # (the step along the first reduction axis)
+                    return lambda k, _: next_panel_prefetch(bp, nxt, io, k, K, width)
+                # (each step of the block: its flat index)
+                return lambda _, flat: next_panel_prefetch(
+                    bp, nxt, io, flat - _mul(kb[1], inner), kb[2] * inner, width, first, K)
+            body: list[Stmt] = []
+            if n_full:
+                io = Var(self.low.names.fresh("io"), _I64)
+                body.append(For(io, i64(0), i64(n_full), "serial", self._tile(
+                    _mul(io, mr), mr, col, t, width, bp, ahead=ahead(io))))
+            if rem:
+                body.append(self._tile(i64(Ms - rem), rem, col, t, width, bp,
+                                       ahead=ahead(i64(n_full))))
+            return seq(body)
+        following = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
+        if self._part is None:
+            return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial",
+                       rows(following, None))
+        K0, kb = static_int(self.rexts[0]), self.plan.k_block
+        assert K0 is not None
+        blocks = -(-K0 // kb)
+        # two chunks of micro-panels (two threads), each block of the
+        # reduction over all of a chunk's micro-panels: A's block is read
+        # from L1/L2 by the chunk's micro-panels, not from L3 by each
+        chunks = 2 if tiles % 2 == 0 else tiles
+        ch, kv = Var(self.low.names.fresh("jc"), _I64), Var(self.low.names.fresh("kb"), _I64)
+        tt = Var(self.low.names.fresh("jt"), _I64)
+        per = tiles // chunks
+
+        def chunk(body: Stmt) -> Stmt:  # (t: micro-panel tt of chunk ch)
+            return For(tt, i64(0), i64(per), "serial", tir.LetStmt(
+                t, _add(_mul(ch, per), tt), body))
+        self._kblock = (self._part, _mul(kv, kb), kb, False)
+        # (each micro-panel's next block, fetched while the chunk's others run)
+        ahead_rows = chunk(rows(t, _mul(_mul(_add(kv, i64(1)), kb), inner)))
+        self._kblock = (self._part, i64((blocks - 1) * kb), K0 - (blocks - 1) * kb, True)
+        last = chunk(rows(following, i64(0)))
+        self._kblock = None
+        body = seq([For(kv, i64(0), i64(blocks - 1), "serial", ahead_rows), last])
+        return For(ch, i64(0), i64(chunks), "parallel" if parallel else "serial", body)
 
     def _balanced_rows(self, M: int, mr: int, width: int) -> int:
         """Rows of the register tiles over ``M`` static float rows, ``width``
