@@ -14,6 +14,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+from helpers.te_checks import PACK_ALWAYS, run, walk
+from te.test_gemm_schedule import (
+    _check_gemm,
+    _conv_nchw,
+    _conv_reference,
+    _gemm,
+    _operands,
+)
 
 import phasec
 from phasec import te
@@ -27,9 +35,6 @@ from phasec.pipeline import lower
 from phasec.script.builder import BlockBuilder
 from phasec.target import tuning as tn
 from phasec.target.tuning import host_tuning
-
-from helpers.te_checks import PACK_ALWAYS, run, walk
-from te.test_gemm_schedule import _check_gemm, _conv_nchw, _conv_reference, _gemm, _operands
 
 #: the host's tuning, K never split
 WHOLE = dataclasses.replace(host_tuning(), gemm_k_block_bytes=0)
@@ -181,8 +186,7 @@ def test_blocked_small_image_conv_with_its_weight_packed_at_build_time(monkeypat
     x = np.random.default_rng(3).standard_normal((1, 61, 5, 5)).astype(np.float32)
     got, texts = {}, {}
     for name, fields in (("whole", "gemm_k_block_bytes=0"),
-                         ("blocked", f"gemm_k_block_min_bytes=0,"
-                                     f"gemm_k_block_bytes={cols * 4 * 9 * 4}")):
+                         ("blocked", f"gemm_k_block_min_bytes=0,gemm_k_block_bytes={cols * 144}")):
         monkeypatch.setenv("PHASEC_TUNING", fields)
         tn.host_tuning.cache_clear()
         try:

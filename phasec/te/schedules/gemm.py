@@ -35,10 +35,13 @@ when B is small enough to stay in L2 (``gemm_pack_min_bytes``), nor when
 it is a window sliding along one row (a 1-D convolution: its taps re-read
 the same few input rows, which stay in L1).
 
-K is not split: a packed micro-panel (K x NR) is read sequentially from L2
-while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
-accumulators never leave registers and the epilogue applies to the finished
-tile.
+K is not split while a packed micro-panel (K x NR) fits well in L2: it is
+read sequentially from L2 while the panel (K x NC, sized to
+``gemm_panel_bytes``) stays there, so the accumulators never leave
+registers and the epilogue applies to the finished tile. A longer one
+(``GemmPlan.k_block``: a micro-panel over ``gemm_k_block_min_bytes``) runs
+in blocks, the partial sums in memory between them (bitwise the same sums;
+:meth:`GemmEmitter._tiles_by_panel`).
 
 An integer GEMM is the same schedule over int32 sums of ``T.dot4_u8s8`` of
 words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd);
@@ -640,7 +643,8 @@ class GemmEmitter:
               ) -> Stmt:
         """One register tile of rows ``[row0, row0 + mr)`` and ``width``
         columns from ``col``; ``ahead(k, flat)``: a prefetch for reduction
-        step ``k`` of the first axis, ``flat`` of all (else :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
+        step ``k`` of the first axis, ``flat`` of all (else
+        :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
         shape = [low.map_shape(s) for s in anchor.tensor.shape]
