@@ -115,11 +115,12 @@ class TargetTuning:
     #: a GEMM whose B micro-panel (K x a tile's columns) exceeds
     #: ``gemm_k_block_min_bytes``, over at least two row tiles and two
     #: micro-panels, runs its reduction in blocks of at most
-    #: ``gemm_k_block_bytes`` of a micro-panel (``GemmPlan.k_block``: every
-    #: row tile and micro-panel of one block before the next, partial sums in
-    #: memory between blocks): the micro-panel's block stays in L1 across
-    #: the row tiles, A's in L2 across the micro-panels (0: K not split;
-    #: see ``avx512_xeon_tuning``)
+    #: ``gemm_k_block_bytes`` of a micro-panel (``GemmPlan.k_block``: in each
+    #: of two chunks of micro-panels, every row tile of one block before the
+    #: next, partial sums in memory between blocks): the micro-panel's block
+    #: stays in L1 across the row tiles, A's in L1/L2 across the chunk's
+    #: micro-panels (0: K not split; bench/README.md, "The GEMM's reduction
+    #: in blocks")
     gemm_k_block_bytes: int = 0
     gemm_k_block_min_bytes: int = 1 << 20
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does

@@ -64,8 +64,8 @@ class GemmPlan:
     #: whole image), or 0: the last axis alone
     flat: int = 0
     #: the reduction's first axis runs in blocks of this many (the last block
-    #: shorter), every row tile and micro-panel of one block before the next
-    #: (see ``TargetTuning.gemm_k_block_bytes``), or 0: K not split
+    #: shorter), every row tile of a chunk of micro-panels of one block before
+    #: the next (``GemmEmitter._tiles_by_panel``), or 0: K not split
     k_block: int = 0
 
     def batch_axes(self, m: int) -> list[int]:
@@ -283,7 +283,7 @@ def _k_block(tuning: TargetTuning, M: int | None, rows: int, cols: int, n_tiles:
     of the fewest equal blocks whose micro-panel block has at most
     ``gemm_k_block_bytes`` (a whole number of cache lines of A's rows when
     its other axes allow), else 0. Each micro-panel's block then meets
-    every row tile from L1, A's block every micro-panel from L2; with the
+    every row tile from L1, A's block a chunk's micro-panels from L1/L2; with the
     whole reduction, a micro-panel of 49 x 4608 @ 4608 x 512 (1.18 MB) and
     A (0.9 MB) did not stay in a 2 MB L2 together."""
     if (not tuning.gemm_k_block_bytes or M is None or -(-M // rows) < 2
