@@ -123,6 +123,10 @@ class TargetTuning:
     #: in blocks")
     gemm_k_block_bytes: int = 0
     gemm_k_block_min_bytes: int = 1 << 20
+    #: ... for anchors of these tags: a convolution's (ResNet-50's 3x3 512
+    #: over 7x7 in the model 5095 -> 4030 us), not a plain matmul's (49 /
+    #: 97 x 4608 @ 4608 x 512 alone 7-11% slower blocked)
+    gemm_k_block_tags: tuple[str, ...] = ("conv2d",)
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)

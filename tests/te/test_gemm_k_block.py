@@ -45,7 +45,8 @@ def _blocks_of(tuning: tn.TargetTuning, length: int, inner: int = 1) -> tn.Targe
     step of its first axis) into blocks of about ``length`` steps (a
     multiple of 16 / gcd(16, inner): see ``gemm_plan._k_block``)."""
     return dataclasses.replace(tuning, gemm_k_block_min_bytes=0,
-                               gemm_k_block_bytes=tuning.gemm_cols(32) * 4 * inner * length)
+                               gemm_k_block_bytes=tuning.gemm_cols(32) * 4 * inner * length,
+                               gemm_k_block_tags=("matmul", "conv2d"))
 
 
 def _partial_buffers(func) -> set[str]:
@@ -205,11 +206,18 @@ def test_blocked_small_image_conv_with_its_weight_packed_at_build_time(monkeypat
 
 
 def test_the_xeon_blocks_a_long_reduction_over_few_row_tiles_only():
-    """The Xeon's tuning splits 49 x 4608 @ 4608 x 512 (a 1.18 MB micro-panel)
-    into blocks of 128 (a 32 KB micro-panel block), not BERT's 128 x 3072 @
-    3072 x 768 (786 KB) nor 49 x 2304 @ 2304 x 512."""
+    """The Xeon's tuning splits a 1.18 MB micro-panel (K = 4608 over 49
+    rows) into blocks of 128 (a 32 KB micro-panel block), not BERT's 128 x
+    3072 @ 3072 x 768 (786 KB) nor 49 x 2304 @ 2304 x 512; a convolution's,
+    not a plain matmul's."""
     from phasec.te.schedules import gemm_plan
     xeon = tn.avx512_xeon_tuning()
+    ins, out, _ = _gemm(49, 4608, 512, epilogue="bias_relu")
+    mm = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(tuning=xeon))
+    assert not _partial_buffers(mm)
+    ins, out = _conv_nchw(1, 512, 3, 130, 13, 3, 3)  # (K = 4608, 128 positions as columns)
+    conv = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(tuning=xeon))
+    assert _partial_buffers(conv)
     init = T.FloatImm(0.0, "float32")
     assert gemm_plan._k_block(xeon, 49, 6, 64, 8, [4608], 4, init) == 128
     assert gemm_plan._k_block(xeon, 49, 6, 64, 8, [512, 3, 3], 4, init) == 16

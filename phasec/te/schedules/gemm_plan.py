@@ -179,8 +179,8 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     elem = bits // 8
     M = static_int(nest.shape[row_axis])
     # (the panels hold one block of a reduction run in blocks)
-    k_block = 0 if dot4 or group else _k_block(tuning, M, rows, cols,
-                                               N // cols, rexts, elem, anchor.init)
+    k_block = (0 if dot4 or group or anchor.tensor.op.tag not in tuning.gemm_k_block_tags
+               else _k_block(tuning, M, rows, cols, N // cols, rexts, elem, anchor.init))
     k_guess = (K if not k_block else K // rexts[0] * k_block) if K is not None else 1024
     max_cols = min(tuning.gemm_panel_max_cols,
                       tuning.gemm_panel_bytes // max(1, k_guess * elem))
