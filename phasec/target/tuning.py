@@ -116,6 +116,21 @@ class TargetTuning:
     #: us, as fast as alone)
     gemm_prefetch_a_min_k: int = 64
     gemm_prefetch_a_max_columns: int = 256
+    #: a GEMM whose B micro-panel (K x a tile's columns) exceeds
+    #: ``gemm_k_block_min_bytes``, over at least two row tiles and two
+    #: micro-panels, runs its reduction in blocks of at most
+    #: ``gemm_k_block_bytes`` of a micro-panel (``GemmPlan.k_block``: in each
+    #: of two chunks of micro-panels, every row tile of one block before the
+    #: next, partial sums in memory between blocks): the micro-panel's block
+    #: stays in L1 across the row tiles, A's in L1/L2 across the chunk's
+    #: micro-panels (0: K not split; bench/README.md, "The GEMM's reduction
+    #: in blocks")
+    gemm_k_block_bytes: int = 0
+    gemm_k_block_min_bytes: int = 1 << 20
+    #: ... for anchors of these tags: a convolution's (ResNet-50's 3x3 512
+    #: over 7x7 in the model 5095 -> 4030 us), not a plain matmul's (49 /
+    #: 97 x 4608 @ 4608 x 512 alone 7-11% slower blocked)
+    gemm_k_block_tags: tuple[str, ...] = ("conv2d",)
     #: register tile rows of conv2d (and of a matmul the GEMM schedule does
     #: not take): the first that divides the rows
     tile_rows: tuple[int, ...] = (4, 2)
@@ -351,7 +366,7 @@ def avx512_xeon_tuning() -> TargetTuning:
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
                    gemm_flat_micro_panel_max_rows=64, pointwise_max_weight_bytes=512 * 1024,
-                   pointwise_wide_tile=(4, 6))
+                   pointwise_wide_tile=(4, 6), gemm_k_block_bytes=32 * 1024)
 
 
 def generic_tuning() -> TargetTuning:

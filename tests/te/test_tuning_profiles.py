@@ -75,7 +75,8 @@ def test_the_other_profiles_are_unchanged():
                        "im2col_row_vectors",
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane",
                        "gemm_flat_panel_bytes", "gemm_flat_micro_panel_max_rows",
-                       "pointwise_max_weight_bytes", "pointwise_wide_tile"}
+                       "pointwise_max_weight_bytes", "pointwise_wide_tile",
+                       "gemm_k_block_bytes"}
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
 

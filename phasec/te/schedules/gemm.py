@@ -35,10 +35,13 @@ when B is small enough to stay in L2 (``gemm_pack_min_bytes``), nor when
 it is a window sliding along one row (a 1-D convolution: its taps re-read
 the same few input rows, which stay in L1).
 
-K is not split: a packed micro-panel (K x NR) is read sequentially from L2
-while the panel (K x NC, sized to ``gemm_panel_bytes``) stays there, so the
-accumulators never leave registers and the epilogue applies to the finished
-tile.
+K is not split while a packed micro-panel (K x NR) fits well in L2: it is
+read sequentially from L2 while the panel (K x NC, sized to
+``gemm_panel_bytes``) stays there, so the accumulators never leave
+registers and the epilogue applies to the finished tile. A longer one
+(``GemmPlan.k_block``: a micro-panel over ``gemm_k_block_min_bytes``) runs
+in blocks, the partial sums in memory between them (bitwise the same sums;
+:meth:`GemmEmitter._tiles_by_panel`).
 
 An integer GEMM is the same schedule over int32 sums of ``T.dot4_u8s8`` of
 words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd);
@@ -147,6 +150,12 @@ class GemmEmitter:
         #: the last columns are being emitted from a packed panel of whole
         #: vectors, zero past them (see :meth:`_padded_rest`)
         self._padding = False
+        #: the partial sums of a reduction run in blocks (``GemmPlan.k_block``)
+        self._part: Buffer | None = None
+        #: the block of the reduction being emitted: the partial sums'
+        #: buffer, the block's first index and length along the first
+        #: reduction axis, whether it is the last; None: all of K
+        self._kblock: tuple[Buffer, PrimExpr, int, bool] | None = None
 
     # -- structure -----------------------------------------------------------
     def _vector_pieces(self, width: int) -> list[int]:
@@ -260,6 +269,27 @@ class GemmEmitter:
         return n_tiles, n_rem
 
     def emit(self) -> Stmt:
+        """The GEMM; with ``GemmPlan.k_block``, the partial sums' buffer
+        around it (see :meth:`_tiles_by_panel`)."""
+        p = self.plan
+        if not p.k_block:
+            return self._columns()
+        Ms = static_int(self.M)
+        assert Ms is not None and self.N is not None
+        # (a vector of slack past N: a tile's last whole vector, see _whole_tail)
+        part = Buffer(self.low.names.fresh(self.anchor.name + "_part"),
+                      (i64(Ms), i64(self.N + p.lanes)), self.dtype)
+        r, c = Var(self.low.names.fresh("rz"), _I64), Var(self.low.names.fresh("cz"), _I64)
+        fill = For(r, i64(0), i64(Ms), "serial", For(
+            c, i64(0), i64(self.N + p.lanes), "vectorized" if self.vectorize else "serial",
+            BufferStore(part, self.low.map_shape(self.anchor.init), (r, c))))
+        self._part = part
+        body = self._columns()
+        self._part = None
+        return Allocate(part, seq([fill, body]))
+
+    def _columns(self) -> Stmt:
+        """Every column of the GEMM: its whole panels, its last narrower ones."""
         p = self.plan
         nr, tpp = p.cols, p.panel_tiles
         # a constant B read by gathers (a weight read transposed): its last,
@@ -286,14 +316,16 @@ class GemmEmitter:
             bp = shared
             if p.pack and bp is None:
                 bp = self._pack_buffer(tpp, nr)
-            body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp))
+            body = self._panel(_mul(jc, tpp * nr), tpp, nr, bp, par_rows, _mul(jc, tpp),
+                               blocked=True)
             if p.pack and shared is None:
                 body = Allocate(bp, body)
             stmts.append(For(jc, i64(0), i64(full), "parallel" if par_panels else "serial",
                              body))
         if last:
             bp = shared if shared is not None or not p.pack else self._pack_buffer(last, nr)
-            tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp))
+            tail = self._panel(i64(full * tpp * nr), last, nr, bp, par_rows, i64(full * tpp),
+                               blocked=True)
             stmts.append(tail if bp is shared else Allocate(bp, tail))
         if n_rem:
             self._padding = self._padded_rest(n_tiles, n_rem)
@@ -331,10 +363,12 @@ class GemmEmitter:
                       (i64(tiles), self.K, i64(width)), self.dtype)
 
     def _panel(self, col0: PrimExpr, tiles: int, width: int, bp: Buffer | None,
-               par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None) -> Stmt:
+               par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None,
+               blocked: bool = False) -> Stmt:
         """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every
         row, ``rows`` at a time (default: the plan's). ``tile0``: the index of
-        the panel's first micro-panel in B."""
+        the panel's first micro-panel in B; ``blocked``: whole micro-panels,
+        their reduction in blocks when the plan has them."""
         p = self.plan
         stmts: list[Stmt] = []
         prepacked = False
@@ -374,8 +408,8 @@ class GemmEmitter:
                                          bp))
             kind = "parallel" if par_rows and Ms // og >= 2 else "serial"
             stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
-        elif Ms is not None and prepacked and self._panels_outer(Ms, tiles, width):
-            assert bp is not None
+        elif Ms is not None and ((prepacked and self._panels_outer(Ms, tiles, width))
+                                 or (blocked and self._part is not None)):
             stmts.append(self._tiles_by_panel(self._balanced_rows(Ms, mr, width), col0, tiles,
                                               width, bp, par_rows))
         elif Ms is not None:
@@ -413,7 +447,7 @@ class GemmEmitter:
                 and static_int(self.K) is not None)
 
     def _tiles_by_panel(self, mr: int, col0: PrimExpr, tiles: int, width: int,
-                        bp: Buffer, parallel: bool) -> Stmt:
+                        bp: Buffer | None, parallel: bool) -> Stmt:
         """Every row tile of micro-panel ``t``, then of ``t + 1``, ...: the
         weight (B, packed at build time) is not in the cache when a model's
         layer starts, and in the row-tile-first order the first row tile
@@ -421,25 +455,70 @@ class GemmEmitter:
         (MobileNetV2 at 224x224, 480 -> 160 over 7x7: the 307 KB weight).
         Here the next micro-panel is prefetched over this one's first row
         tiles (:func:`.gemm_prefetch.next_panel_prefetch`); ``parallel``:
-        threads over the micro-panels."""
+        threads over the micro-panels.
+
+        A reduction in blocks (``GemmPlan.k_block``): every row tile of the
+        micro-panel's first block, then of its second..., the partial sums
+        in ``_part`` between blocks (the first block's from the anchor's
+        init, filled in :meth:`emit`); the next block of the micro-panel
+        prefetched over this one (from its last block, the next
+        micro-panel's first). The micro-panels in two chunks (``parallel``:
+        one a thread), the blocks inside each: a parallel loop per block cost
+        two threads ~25%."""
         Ms = static_int(self.M)
         K = static_int(self.K)
         assert Ms is not None and K is not None
         t = Var(self.low.names.fresh("jt"), _I64)
-        nxt = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
         col = _add(col0, _mul(t, width))
         n_full, rem = divmod(Ms, mr)
-        body: list[Stmt] = []
-        if n_full:
-            io = Var(self.low.names.fresh("io"), _I64)
-            body.append(For(io, i64(0), i64(n_full), "serial", self._tile(
-                _mul(io, mr), mr, col, t, width, bp,
-                ahead=lambda k, io=io: next_panel_prefetch(bp, nxt, io, k, K, width))))
-        if rem:
-            body.append(self._tile(i64(Ms - rem), rem, col, t, width, bp,
-                                   ahead=lambda k: next_panel_prefetch(bp, nxt, i64(n_full), k,
-                                                                       K, width)))
-        return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial", seq(body))
+        inner = K // static_int(self.rexts[0])
+
+        def rows(nxt: PrimExpr, first: PrimExpr | None) -> Stmt:
+            kb = self._kblock
+
+            def ahead(io: PrimExpr) -> Callable[[Var, PrimExpr], Stmt] | None:
+                if bp is None:
+                    return None
+                if kb is None:  # (the step along the first reduction axis)
+                    return lambda k, _: next_panel_prefetch(bp, nxt, io, k, K, width)
+                # (each step of the block: its flat index)
+                return lambda _, flat: next_panel_prefetch(
+                    bp, nxt, io, flat - _mul(kb[1], inner), kb[2] * inner, width, first, K)
+            body: list[Stmt] = []
+            if n_full:
+                io = Var(self.low.names.fresh("io"), _I64)
+                body.append(For(io, i64(0), i64(n_full), "serial", self._tile(
+                    _mul(io, mr), mr, col, t, width, bp, ahead=ahead(io))))
+            if rem:
+                body.append(self._tile(i64(Ms - rem), rem, col, t, width, bp,
+                                       ahead=ahead(i64(n_full))))
+            return seq(body)
+        following = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
+        if self._part is None:
+            return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial",
+                       rows(following, None))
+        K0, kb = static_int(self.rexts[0]), self.plan.k_block
+        assert K0 is not None
+        blocks = -(-K0 // kb)
+        # two chunks of micro-panels (two threads), each block of the
+        # reduction over all of a chunk's micro-panels: A's block is read
+        # from L1/L2 by the chunk's micro-panels, not from L3 by each
+        chunks = 2 if tiles % 2 == 0 else tiles
+        ch, kv = Var(self.low.names.fresh("jc"), _I64), Var(self.low.names.fresh("kb"), _I64)
+        tt = Var(self.low.names.fresh("jt"), _I64)
+        per = tiles // chunks
+
+        def chunk(body: Stmt) -> Stmt:  # (t: micro-panel tt of chunk ch)
+            return For(tt, i64(0), i64(per), "serial", tir.LetStmt(
+                t, _add(_mul(ch, per), tt), body))
+        self._kblock = (self._part, _mul(kv, kb), kb, False)
+        # (each micro-panel's next block, fetched while the chunk's others run)
+        ahead_rows = chunk(rows(t, _mul(_mul(_add(kv, i64(1)), kb), inner)))
+        self._kblock = (self._part, i64((blocks - 1) * kb), K0 - (blocks - 1) * kb, True)
+        last = chunk(rows(following, i64(0)))
+        self._kblock = None
+        body = seq([For(kv, i64(0), i64(blocks - 1), "serial", ahead_rows), last])
+        return For(ch, i64(0), i64(chunks), "parallel" if parallel else "serial", body)
 
     def _balanced_rows(self, M: int, mr: int, width: int) -> int:
         """Rows of the register tiles over ``M`` static float rows, ``width``
@@ -473,8 +552,12 @@ class GemmEmitter:
         return loop_vars, flat
 
     def _wrap_reduction(self, loop_vars: list[Var], body: Stmt) -> Stmt:
-        for var, ext in reversed(list(zip(loop_vars, self.rexts))):
-            body = For(var, i64(0), ext, "serial", body)
+        """The reduction loops around ``body``: the first over the current
+        block (``_kblock``) or all of it, the others whole."""
+        for t, (var, ext) in reversed(list(enumerate(zip(loop_vars, self.rexts)))):
+            start, ext = ((self._kblock[1], i64(self._kblock[2])) if t == 0 and self._kblock
+                          else (i64(0), ext))
+            body = For(var, start, ext, "serial", body)
         return body
 
     def _declare_prepack(self, param: Buffer, width: int, transposed: bool) -> None:
@@ -556,10 +639,12 @@ class GemmEmitter:
                 else nest.axis_expr[ax] for t, ax in enumerate(self.root.axes)]
 
     def _tile(self, row0: PrimExpr, mr: int, col: PrimExpr, t: Var, width: int,
-              bp: Buffer | None, ahead: Callable[[Var], Stmt] | None = None) -> Stmt:
+              bp: Buffer | None, ahead: Callable[[Var, PrimExpr], Stmt] | None = None
+              ) -> Stmt:
         """One register tile of rows ``[row0, row0 + mr)`` and ``width``
-        columns from ``col``; ``ahead(k)``: a prefetch for reduction step
-        ``k`` (else :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
+        columns from ``col``; ``ahead(k, flat)``: a prefetch for reduction
+        step ``k`` of the first axis, ``flat`` of all (else
+        :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
         nest, low, root, anchor, m, ri = (self.nest, self.low, self.root, self.anchor, self.m,
                                           self.ri)
         shape = [low.map_shape(s) for s in anchor.tensor.shape]
@@ -610,13 +695,18 @@ class GemmEmitter:
                 parts.append(stmt)
             return For(ii, i64(0), i64(mr), ii_kind, seq(parts))
 
+        kblock = self._kblock
+
         def init(ii: Var, ji: PrimExpr) -> Stmt:
+            if kblock is not None:  # (the previous blocks' sums)
+                return BufferStore(acc, BufferLoad(kblock[0], (_add(row0, ii), _add(col, ji))),
+                                   (ii, ji))
             ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
             return block(nest.block_name(anchor.name + "_init"), ivs,
                           self._anchor_values(_add(row0, ii), _add(col, ji)),
                           BufferStore(acc, low.map_shape(anchor.init), (ii, ji)))
 
-        ks, _ = self._reduction_loops("")
+        ks, kstep = self._reduction_loops("")
         # A matrix-vector product adds ``unroll`` rows of B per pass over its
         # accumulators (in L1, not registers): the same additions in the same
         # order (bitwise the same sums), a quarter of the accumulator loads
@@ -660,6 +750,9 @@ class GemmEmitter:
                           self._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
 
         def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
+            if kblock is not None and not kblock[3]:  # (a block before the last)
+                return BufferStore(kblock[0], BufferLoad(acc, (ii, ji)),
+                                   (_add(row0, ii), _add(col, ji)))
             nest.axis_expr[root.axes[ri]] = _add(row0, ii)
             for t, value in self.plan.column_values(m, _add(col, ji)).items():
                 nest.axis_expr[root.axes[t]] = value
@@ -690,10 +783,11 @@ class GemmEmitter:
         if unroll > 1:
             upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
         else:
-            hint = (ahead(ks[0]) if ahead is not None
+            hint = (ahead(ks[0], kstep) if ahead is not None
                     else next_rows_prefetch(self, row0, mr, ks[0]))
             upd = self._wrap_reduction(ks, loops(update, "unroll") if hint is None
                                        else seq([hint, loops(update, "unroll")]))
-        prefetch = epilogue_prefetch(self, row0, mr, col, width)
+        mid = kblock is not None and not kblock[3]
+        prefetch = [] if mid else epilogue_prefetch(self, row0, mr, col, width)
         return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
-                                   loops(epilogue, "serial", stored)]))
+                                   loops(epilogue, "serial", groups if mid else stored)]))

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from phasec.ir.tir import BinaryOp, Cast, IntImm, PrimExpr, Var
+from phasec.ir.tir import BinaryOp, Cast, FloatImm, IntImm, PrimExpr, Var
 from phasec.te.analysis import loads_of, static_int, vars_of
 from phasec.te.schedules.gemm_amx import plan_rows
 from phasec.te.schedules.gemm_operands import (
@@ -20,6 +20,7 @@ from phasec.te.schedules.gemm_operands import (
 from phasec.te.schedules.gemm_windows import WINDOWS_ATTR, Windows
 
 if TYPE_CHECKING:
+    from phasec.target.tuning import TargetTuning
     from phasec.te.emit import NestEmitter
     from phasec.te.lowering import Stage
 
@@ -67,6 +68,10 @@ class GemmPlan:
     #: elements (column ``j`` is ``(j // flat, j % flat)``: one GEMM over a
     #: whole image), or 0: the last axis alone
     flat: int = 0
+    #: the reduction's first axis runs in blocks of this many (the last block
+    #: shorter), every row tile of a chunk of micro-panels of one block before
+    #: the next (``GemmEmitter._tiles_by_panel``), or 0: K not split
+    k_block: int = 0
 
     def batch_axes(self, m: int) -> list[int]:
         """The output axes looped around the GEMM (all but the rows and columns)."""
@@ -179,11 +184,14 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         if rows < 2:
             return None
     K = None if rexts[0] is None else max(1, math.prod(rexts))
-    k_guess = K if K is not None else 1024
     elem = bits // 8
+    M = static_int(nest.shape[row_axis])
+    # (the panels hold one block of a reduction run in blocks)
+    k_block = (0 if dot4 or group or anchor.tensor.op.tag not in tuning.gemm_k_block_tags
+               else _k_block(tuning, M, rows, cols, N // cols, rexts, elem, anchor.init))
+    k_guess = (K if not k_block else K // rexts[0] * k_block) if K is not None else 1024
     max_cols = min(tuning.gemm_panel_max_cols,
                       tuning.gemm_panel_bytes // max(1, k_guess * elem))
-    M = static_int(nest.shape[row_axis])
     if (flat and M is not None and K is not None and K <= tuning.gemm_flat_panel_max_k
             and M // rows >= tuning.gemm_flat_panel_min_row_tiles):
         max_cols = max(max_cols, tuning.gemm_flat_panel_bytes // (K * elem))
@@ -276,7 +284,33 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
     if dot4 and pack and not group:
         rows = plan_rows(tuning, rows, cols)
     return GemmPlan(a_expr, b_expr, b_first, row_axis, rows, cols, tpp, pack, tuning.lanes(bits),
-                    row_group=group, pack_rest=gather, flat=flat)
+                    row_group=group, pack_rest=gather, flat=flat, k_block=k_block)
+
+
+def _k_block(tuning: TargetTuning, M: int | None, rows: int, cols: int, n_tiles: int,
+             rexts: list[int | None], elem: int, init: PrimExpr) -> int:
+    """``GemmPlan.k_block``: when a micro-panel of B (K x ``cols``) exceeds
+    ``TargetTuning.gemm_k_block_min_bytes``, over at least two row tiles
+    and two micro-panels, the block length along the reduction's first axis
+    of the fewest equal blocks whose micro-panel block has at most
+    ``gemm_k_block_bytes`` (a whole number of cache lines of A's rows when
+    its other axes allow), else 0. Each micro-panel's block then meets
+    every row tile from L1, A's block a chunk's micro-panels from L1/L2; with the
+    whole reduction, a micro-panel of 49 x 4608 @ 4608 x 512 (1.18 MB) and
+    A (0.9 MB) did not stay in a 2 MB L2 together."""
+    if (not tuning.gemm_k_block_bytes or M is None or -(-M // rows) < 2
+            or n_tiles < 2
+            or None in rexts or not isinstance(init, (FloatImm, IntImm))):
+        return 0
+    K0 = rexts[0]
+    inner = math.prod(rexts[1:])
+    if cols * K0 * inner * elem <= tuning.gemm_k_block_min_bytes:
+        return 0
+    blocks = -(-cols * K0 * inner * elem // tuning.gemm_k_block_bytes)
+    block = -(-K0 // blocks)
+    align = 16 // math.gcd(16, inner)
+    block = -(-block // align) * align
+    return block if block < K0 else 0
 
 
 def _flat_columns(nest: NestEmitter, anchor: Stage, row_axis: int, a_expr: PrimExpr,

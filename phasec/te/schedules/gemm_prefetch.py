@@ -171,18 +171,23 @@ def next_rows_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, k: Var) -> Stmt
                     Evaluate(IntImm(0, "int32")))
 
 
-def next_panel_prefetch(bp: Buffer, next_tile: PrimExpr, io: PrimExpr, k: Var, K: int,
-                        width: int) -> Stmt:
+def next_panel_prefetch(bp: Buffer, next_tile: PrimExpr, io: PrimExpr, k: PrimExpr, K: int,
+                        width: int, first: PrimExpr | None = None, total: int = 0) -> Stmt:
     """A cache prefetch for reduction step ``k`` of row tile ``io``: line
     ``io * K + k`` of micro-panel ``next_tile`` of the packed B ``bp`` (``K``
     x ``width`` elements of 32 bits), clamped to its last line. Where each
     micro-panel of a constant B meets every row tile before the next one
     (see ``GemmEmitter._panel``), the next micro-panel comes into the cache
     over the first row tiles of this one, not all at once in a tile that
-    then waits on it (``tir.PREFETCH_ATTR``)."""
+    then waits on it (``tir.PREFETCH_ATTR``). ``first``: where the lines
+    start along the reduction (a block of it ``K`` long, ``GemmPlan.k_block``,
+    ``k`` counted from its start), clamped to the last of ``total``."""
     lines = K * width // 16
     line = BinaryOp("min", index_add(index_mul(io, K), k), i64(lines - 1))
     flat = index_mul(line, 16)
+    if first is not None:
+        flat = BinaryOp("min", index_add(index_mul(first, width), flat),
+                        i64(total * width - 16))
     return AttrStmt(PREFETCH_ATTR, BufferLoad(bp, (next_tile, BinaryOp("//", flat, i64(width)),
                                                    BinaryOp("%", flat, i64(width)))),
                     Evaluate(IntImm(0, "int32")))
