@@ -28,8 +28,9 @@ from phasec import te
 from phasec.arith.inbounds import prove_accesses
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp import run as interpret
-from phasec.ir import Constant, TensorStructInfo, Var
+from phasec.ir import Constant, IRModule, TensorStructInfo, Var
 from phasec.ir import tir as T
+from phasec.ir.structural import assert_structural_equal
 from phasec.op import call_op
 from phasec.pipeline import lower
 from phasec.script.builder import BlockBuilder
@@ -73,6 +74,9 @@ def test_blocked_gemm_matches_numpy_and_the_unsplit_sum_bitwise(M, K, N):
     for name, f in funcs.items():
         assert bool(_partial_buffers(f)) == name.startswith("blocked"), name
         assert prove_accesses(f).counts()[1] == 0, name
+    # its text reads back as the same kernel (each loop variable bound once)
+    mod = IRModule(funcs)
+    assert_structural_equal(phasec.parse(mod.script(), "blocked.py"), mod)
     lib = compile_prim_funcs(funcs)
     for epilogue, arrays, ref in cases:
         got = {}

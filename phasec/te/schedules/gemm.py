@@ -468,13 +468,11 @@ class GemmEmitter:
         Ms = static_int(self.M)
         K = static_int(self.K)
         assert Ms is not None and K is not None
-        t = Var(self.low.names.fresh("jt"), _I64)
-        col = _add(col0, _mul(t, width))
         n_full, rem = divmod(Ms, mr)
         inner = K // static_int(self.rexts[0])
 
-        def rows(nxt: PrimExpr, first: PrimExpr | None) -> Stmt:
-            kb = self._kblock
+        def rows(t: Var, nxt: PrimExpr, first: PrimExpr | None) -> Stmt:
+            kb, col = self._kblock, _add(col0, _mul(t, width))
 
             def ahead(io: PrimExpr) -> Callable[[Var, PrimExpr], Stmt] | None:
                 if bp is None:
@@ -493,10 +491,12 @@ class GemmEmitter:
                 body.append(self._tile(i64(Ms - rem), rem, col, t, width, bp,
                                        ahead=ahead(i64(n_full))))
             return seq(body)
-        following = BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
+        def following(t: Var) -> PrimExpr:
+            return BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
         if self._part is None:
+            t = Var(self.low.names.fresh("jt"), _I64)
             return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial",
-                       rows(following, None))
+                       rows(t, following(t), None))
         K0, kb = static_int(self.rexts[0]), self.plan.k_block
         assert K0 is not None
         blocks = -(-K0 // kb)
@@ -505,17 +505,17 @@ class GemmEmitter:
         # from L1/L2 by the chunk's micro-panels, not from L3 by each
         chunks = 2 if tiles % 2 == 0 else tiles
         ch, kv = Var(self.low.names.fresh("jc"), _I64), Var(self.low.names.fresh("kb"), _I64)
-        tt = Var(self.low.names.fresh("jt"), _I64)
         per = tiles // chunks
 
-        def chunk(body: Stmt) -> Stmt:  # (t: micro-panel tt of chunk ch)
+        def chunk(body: Callable[[Var], Stmt]) -> Stmt:  # (t: micro-panel tt of chunk ch)
+            tt, t = (Var(self.low.names.fresh("jt"), _I64) for _ in range(2))
             return For(tt, i64(0), i64(per), "serial", tir.LetStmt(
-                t, _add(_mul(ch, per), tt), body))
+                t, _add(_mul(ch, per), tt), body(t)))
         self._kblock = (self._part, _mul(kv, kb), kb, False)
         # (each micro-panel's next block, fetched while the chunk's others run)
-        ahead_rows = chunk(rows(t, _mul(_mul(_add(kv, i64(1)), kb), inner)))
+        ahead_rows = chunk(lambda t: rows(t, t, _mul(_mul(_add(kv, i64(1)), kb), inner)))
         self._kblock = (self._part, i64((blocks - 1) * kb), K0 - (blocks - 1) * kb, True)
-        last = chunk(rows(following, i64(0)))
+        last = chunk(lambda t: rows(t, following(t), i64(0)))
         self._kblock = None
         body = seq([For(kv, i64(0), i64(blocks - 1), "serial", ahead_rows), last])
         return For(ch, i64(0), i64(chunks), "parallel" if parallel else "serial", body)

@@ -140,22 +140,22 @@ def schedule(w: PoolWorkload, rows: int) -> Tensor:
             shift = -(i * P + M) % lanes
             if not shift or W < shift + lanes:
                 return seq(chunked(W, body))
-            g = Var("g", "int64")
             starts = [0, *range(shift, W - lanes + 1, lanes)]
             if starts[-1] + lanes < W:
                 starts.append(W - lanes)
-            return seq([body(i64(j), g, lanes) for j in starts])
+            return seq([body(i64(j), Var("g", "int64"), lanes) for j in starts])
 
         def chunked(total: int, body: Callable[[PrimExpr, Var, int], Stmt]) -> list[Stmt]:
             # whole vectors, the last overlapping the one before it (the
-            # same values written twice): no scalar remainder
-            g, t = Var("g", "int64"), Var("t", "int64")
+            # same values written twice): no scalar remainder. (A variable
+            # for each loop: a loop variable is bound once in the IR.)
             if total <= lanes:
-                return [body(i64(0), g, total)]
+                return [body(i64(0), Var("g", "int64"), total)]
+            t = Var("t", "int64")
             stmts: list[Stmt] = [For(t, i64(0), i64(total // lanes), "serial",
-                                     body(t * lanes, g, lanes))]
+                                     body(t * lanes, Var("g", "int64"), lanes))]
             if total % lanes:
-                stmts.append(body(i64(total - lanes), g, lanes))
+                stmts.append(body(i64(total - lanes), Var("g", "int64"), lanes))
             return stmts
 
         def split(count: int) -> list[Stmt]:
