@@ -6,11 +6,11 @@ how a bounds-checked access names its buffer (:func:`buffer_site`)."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any, Union
 
 from phasec.ir import tir
+from phasec.ir.memo import BoundedMemo
 from phasec.ir.node import Node, children_getter
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
@@ -158,23 +158,18 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
     # emission) with the same function object; functions are immutable and
     # the cache holds them, so an id is not reused while it is a key.
     key = (id(func), name, with_obj_entry, native_checks)
-    hit = _ABI_CACHE.get(key)
+    hit = _ABI_PARTS.get(key)
     if hit is None or hit[0] is not func:
         hit = (func, _kernel_abi_parts(name, func, with_obj_entry, native_checks))
-        with _ABI_LOCK:  # builds may run on several threads
-            while len(_ABI_CACHE) >= _ABI_CACHE_SIZE:
-                del _ABI_CACHE[next(iter(_ABI_CACHE))]  # the oldest
-            _ABI_CACHE[key] = hit
+        _ABI_PARTS.put(key, hit)
     params, dim_vars, checked, buffers, fast = hit[1]
     return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
                      symbol + ".entry_ptr", params, dim_vars, checked, buffers,
                      symbol + ".entry_fast" if fast else None)
 
 
-_ABI_CACHE_SIZE = 512
 #: (id(func), name, with_obj_entry, native_checks) -> (func, _kernel_abi_parts(...))
-_ABI_CACHE: dict[tuple[int, str, bool, bool], tuple[tir.PrimFunc, tuple]] = {}
-_ABI_LOCK = threading.Lock()
+_ABI_PARTS = BoundedMemo(512)
 
 
 def _kernel_abi_parts(name: str, func: tir.PrimFunc, with_obj_entry: bool,
