@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from phasec.ir import tir
-from phasec.ir.memo import BoundedMemo
+from phasec.ir.memo import BoundedMemo, remembered
 from phasec.ir.node import Node, children_getter
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
@@ -18,7 +18,7 @@ from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
 __all__ = ["ArrayLayout", "ParamABI", "KernelABI", "kernel_abi", "NDARRAY_SYMBOL",
            "PYTHON_API_FUNCTIONS",
            "descr_symbol", "natively_checked_dim", "buffers_in_order", "buffer_site",
-           "decode_buffer_site", "walk",
+           "decode_buffer_site", "walk", "body_walk",
            "RC_OK", "RC_OUT_OF_MEMORY", "RC_BAD_ARGUMENTS", "RC_INDEX_OUT_OF_RANGE",
            "RC_BUFFER_OUT_OF_BOUNDS", "RC_DIVISION_BY_ZERO", "RC_CANCELLED", "OOB_VALUE",
            "OOB_EXTENT", "OOB_SITE", "CANCEL_FLAG"]
@@ -226,7 +226,7 @@ def _kernel_abi_parts(name: str, func: tir.PrimFunc, with_obj_entry: bool,
                                     f"{type(n).__name__}; only integer arithmetic (and "
                                     "selects) on shape variables is allowed", p)
 
-    body_nodes = walk(func.body)  # one walk for both uses (warm builds do little else)
+    body_nodes = body_walk(func)  # one walk for both uses (warm builds do little else)
     written = {id(n.buffer) for n in body_nodes if isinstance(n, tir.BufferStore)}
     abi_params = []
     for p in params:
@@ -309,6 +309,13 @@ def walk(root: Node) -> list[Node]:
         if kids:
             push(reversed(kids))
     return order
+
+
+def body_walk(func: tir.PrimFunc) -> list[Node]:
+    """``walk(func.body)``, remembered for the last kernels (the ABI and the
+    vector emitter's register tiles both read a kernel's every node); the
+    list is shared: do not change it."""
+    return remembered(walk, func.body)
 
 
 def buffers_in_order(func: tir.PrimFunc, body_nodes: list[Node] | None = None
