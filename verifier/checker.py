@@ -30,7 +30,7 @@ from phasec.ir.struct_info import (
 
 from phasec.verifier.context import BRANCH, DATAFLOW, FUNCTION, PRIM_FUNC, Context, Frame
 from phasec.verifier.diagnostics import ERROR, Diagnostic, summarize
-from phasec.verifier.memo import BoundedMemo
+from phasec.ir.memo import BoundedMemo
 from phasec.verifier.rules import HOOKS, Rule, all_rules, get_rule
 
 __all__ = ["check", "verify", "infer_phase", "Checker"]

@@ -20,7 +20,7 @@ from phasec.ir.struct_info import (
 )
 
 from phasec.verifier.context import Context
-from phasec.verifier.memo import BoundedMemo
+from phasec.ir.memo import BoundedMemo
 
 __all__ = ["FORCE_PURE", "is_force_pure", "impure_reason", "infer_call", "infer_expr",
            "op_spelling", "sinfo_to_str", "expr_to_str", "callee_spelling", "agreement",

@@ -7,10 +7,10 @@ from typing import Any
 
 from phasec.ir import tir
 from phasec.arith.outofbounds import find_out_of_bounds
+from phasec.ir.memo import remembered
 from phasec.ir.module import IRModule
 
 from phasec.verifier.context import Context
-from phasec.verifier.memo import BoundedMemo
 from phasec.verifier.injection import (
     Choose, first_store, pick, replace_stmt, some_prim_func, with_prim_body,
 )
@@ -160,17 +160,9 @@ class BufferAccessOutOfBounds(Rule):
         return mod.update({name: with_prim_body(func, tir.SeqStmt((extra, func.body)))})
 
 
-#: id(PrimFunc) -> (the PrimFunc, its finding): the passes after LegalizeOps
-#: keep most kernels as they are, and verification after each pass would
-#: otherwise analyse the same (immutable) kernel again every time
-_FINDINGS = BoundedMemo(1024)
-
-
 def _out_of_bounds(func: tir.PrimFunc) -> Any:
-    """:func:`find_out_of_bounds`, remembered for the last kernels seen."""
-    entry = _FINDINGS.get(id(func))
-    if entry is not None and entry[0] is func:
-        return entry[1]
-    found = find_out_of_bounds(func)
-    _FINDINGS.put(id(func), (func, found))
-    return found
+    """:func:`find_out_of_bounds`, remembered for the last kernels seen: the
+    passes after LegalizeOps keep most kernels as they are, verification after
+    each pass would otherwise analyse the same (immutable) kernel again every
+    time, and the code generator asks again (the same memo)."""
+    return remembered(find_out_of_bounds, func)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from phasec.arith.inbounds import AccessProofs, prove_accesses
 from phasec.ir import tir
 from phasec.backend.llvm.abi import RC_OK, KernelABI, kernel_abi
+from phasec.ir.memo import remembered
 from phasec.backend.llvm.access import BufferAccess
 from phasec.backend.llvm.bounds import BoundsChecker, find_out_of_bounds
 from phasec.backend.llvm.context import BufferInfo, KernelContext, ModuleSink
@@ -71,8 +72,9 @@ class FunctionEmitters:
 def emit_kernel(mod: ModuleSink, name: str, func: tir.PrimFunc) -> KernelABI:
     """Emit kernel ``name`` into ``mod``; returns how to call it."""
     # Native code does not check indices: refuse a kernel that would
-    # certainly access memory outside its buffers (it would crash).
-    oob = find_out_of_bounds(func)
+    # certainly access memory outside its buffers (it would crash). The
+    # verifier has usually analysed this very kernel already (the same memo).
+    oob = remembered(find_out_of_bounds, func)
     if oob is not None:
         raise CodegenError(oob.message, name, getattr(oob.node, "span", None))
     params = func.params

@@ -36,7 +36,7 @@ from typing import Any
 
 from phasec.arith import simplify, substitute
 from phasec.ir import tir
-from phasec.backend.llvm.abi import walk
+from phasec.backend.llvm.abi import body_walk, walk
 from phasec.backend.llvm.access import BufferAccess
 from phasec.backend.llvm.context import KernelContext
 from phasec.backend.llvm.expressions import ExpressionEmitter
@@ -196,7 +196,7 @@ class VectorLoops:
             return self._blocked
         blocked: set[int] = set()
         params = self.ctx.func.params
-        for node in walk(self.ctx.func.body):
+        for node in body_walk(self.ctx.func):
             if type(node) is tir.For and _accumulates(node) and (
                     node.kind != "vectorized" or self._plan(node, _same_buffer) is None
                     or node.extent.value < TILE_MIN_LANES):

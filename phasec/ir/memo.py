@@ -1,19 +1,20 @@
-"""A bounded, thread-safe memo for the verifier's caches across checks.
+"""A bounded, thread-safe memo for analyses of immutable IR.
 
 Verification runs after every pass, and most of what it derives (a kernel's
 out-of-bounds analysis, a clean walk of a kernel's body, an operator call's
-inferred struct info) is the same for the same immutable IR. Entries keyed
-by an object's ``id`` keep the object in the value (its id cannot be reused
-while the entry lives) and compare it on lookup.
+inferred struct info) is the same for the same immutable IR; the code
+generator then asks some of the same questions again (:func:`remembered`).
+Entries keyed by an object's ``id`` keep the object in the value (its id
+cannot be reused while the entry lives) and compare it on lookup.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-__all__ = ["BoundedMemo"]
+__all__ = ["BoundedMemo", "remembered"]
 
 _MISSING = object()
 
@@ -47,3 +48,23 @@ class BoundedMemo:
         """A snapshot of the kept values, oldest first."""
         with self._lock:
             return list(self._entries.values())
+
+
+_T = TypeVar("_T")
+
+#: (id(analysis), id(node)) -> (node, analysis(node))
+_RESULTS = BoundedMemo(1024)
+
+
+def remembered(analysis: Callable[[Any], _T], node: Any) -> _T:
+    """``analysis(node)``, remembered for the last 1,024 (analysis, node)
+    pairs: for a pure function of an immutable node (the verifier and the
+    code generator both look for certain out-of-bounds accesses in every
+    kernel). An exception is raised again each time, never remembered."""
+    key = (id(analysis), id(node))
+    entry = _RESULTS.get(key)
+    if entry is not None and entry[0] is node:
+        return entry[1]
+    result = analysis(node)
+    _RESULTS.put(key, (node, result))
+    return result
