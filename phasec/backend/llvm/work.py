@@ -84,7 +84,7 @@ def estimate_work(body: tir.Stmt, symbolic_extent: int = 256) -> int:
 #: vectorization, SLP vectorization, unrolling and interleaving off (the
 #: loops phasec marks are still vectorized and unrolled as marked). O3's own
 #: decisions (full unrolling of short constant loops, then SLP over the
-#: copies) cost such a module ~35% more LLVM time (the ONNX conformance
+#: copies) cost such a module ~30% more LLVM time (the ONNX conformance
 #: cases' modules: 45 -> 34 ms each, optimization and code generation) to
 #: save at most a few microseconds a call, less than the VM's own cost of
 #: calling it. Any symbolic extent makes a library large: its size is not
