@@ -52,19 +52,20 @@ class BoundedMemo:
 
 _T = TypeVar("_T")
 
-#: (id(analysis), id(node)) -> (node, analysis(node))
+#: (id(analysis), id(node), args) -> (node, analysis(node, *args))
 _RESULTS = BoundedMemo(1024)
 
 
-def remembered(analysis: Callable[[Any], _T], node: Any) -> _T:
-    """``analysis(node)``, remembered for the last 1,024 (analysis, node)
-    pairs: for a pure function of an immutable node (the verifier and the
-    code generator both look for certain out-of-bounds accesses in every
-    kernel). An exception is raised again each time, never remembered."""
-    key = (id(analysis), id(node))
+def remembered(analysis: Callable[..., _T], node: Any, *args: Any) -> _T:
+    """``analysis(node, *args)``, remembered for the last 1,024 calls: for a
+    pure function of an immutable node and hashable ``args`` (the verifier
+    and the code generator both look for certain out-of-bounds accesses in
+    every kernel; a cold build asks for each kernel's ABI twice). An
+    exception is raised again each time, never remembered."""
+    key = (id(analysis), id(node), args)
     entry = _RESULTS.get(key)
     if entry is not None and entry[0] is node:
         return entry[1]
-    result = analysis(node)
+    result = analysis(node, *args)
     _RESULTS.put(key, (node, result))
     return result

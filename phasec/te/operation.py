@@ -33,7 +33,7 @@ __all__ = [
     "placeholder", "compute", "extern", "reduce_axis", "sum", "prod", "max", "min", "fast_max",
     "const", "i64", "cast", "call", "select", "max_value", "min_value",
     "lt", "le", "gt", "ge", "eq", "ne", "all_of", "in_range", "maximum", "minimum",
-    "clamp_index",
+    "clamp_index", "row_col",
 ]
 
 
@@ -160,6 +160,16 @@ def clamp_index(i: PrimExpr, extent: PrimExpr) -> PrimExpr:
     """``i`` clamped to ``[0, extent - 1]``, so that a load stays in bounds
     when a ``select`` evaluates both of its branches."""
     return maximum(minimum(i, arith.simplify(extent - 1)), 0)
+
+
+def row_col(q: PrimExpr, width: int) -> tuple[PrimExpr, PrimExpr]:
+    """``(q // width, q % width)`` of a non-negative int64 flat index ``q``,
+    divided unsigned: LLVM's scalar evolution sees ``(q /u W) * W + q %u W``
+    in a row-major address as ``q`` (contiguous lanes where ``q`` grows by
+    one a lane, not gathers); the floor division of signed values it cannot."""
+    u, w = Cast("uint64", q), IntImm(width, "uint64")
+    return (Cast("int64", BinaryOp("//", u, w, "uint64")),
+            Cast("int64", BinaryOp("%", u, w, "uint64")))
 
 
 # --------------------------------------------------------------------------

@@ -53,3 +53,16 @@ def test_bounded_memo_drops_the_least_recently_used():
     m.put("c", 3)
     assert m.get("b") is None and m.get("a") == 1 and m.get("c") == 3
     assert m.values() == [1, 3]
+
+
+def test_remembered_keeps_each_set_of_arguments_apart():
+    calls: list[tuple] = []
+
+    def scaled(node: tir.PrimExpr, factor: int) -> int:
+        calls.append((node, factor))
+        return factor * len(tir.expr_children(node))
+
+    e = tir.BinaryOp("*", tir.Var("a"), tir.Var("b"))
+    assert remembered(scaled, e, 3) == 6 and remembered(scaled, e, 5) == 10
+    assert remembered(scaled, e, 3) == 6
+    assert calls == [(e, 3), (e, 5)]

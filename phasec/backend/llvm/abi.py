@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from phasec.ir import tir
-from phasec.ir.memo import BoundedMemo, remembered
+from phasec.ir.memo import remembered
 from phasec.ir.node import Node, children_getter
 from phasec.backend.llvm.errors import CodegenError
 from phasec.backend.llvm.irtext import LLVM_TYPE, is_float, is_intlike
@@ -154,25 +154,15 @@ def kernel_abi(name: str, func: tir.PrimFunc, symbol: str, with_obj_entry: bool,
     by a checked entry when :func:`natively_checked_dim`, else in Python: a
     kernel with another kind has no ``checked`` entry).
     """
-    # A cold build asks twice for each kernel (plan_library, then the
-    # emission) with the same function object; functions are immutable and
-    # the cache holds them, so an id is not reused while it is a key.
-    key = (id(func), name, with_obj_entry, native_checks)
-    hit = _ABI_PARTS.get(key)
-    if hit is None or hit[0] is not func:
-        hit = (func, _kernel_abi_parts(name, func, with_obj_entry, native_checks))
-        _ABI_PARTS.put(key, hit)
-    params, dim_vars, checked, buffers, fast = hit[1]
+    # (a cold build asks twice for each kernel: plan_library, then the emission)
+    params, dim_vars, checked, buffers, fast = remembered(
+        _kernel_abi_parts, func, name, with_obj_entry, native_checks)
     return KernelABI(name, symbol + ".entry_obj" if with_obj_entry else None,
                      symbol + ".entry_ptr", params, dim_vars, checked, buffers,
                      symbol + ".entry_fast" if fast else None)
 
 
-#: (id(func), name, with_obj_entry, native_checks) -> (func, _kernel_abi_parts(...))
-_ABI_PARTS = BoundedMemo(512)
-
-
-def _kernel_abi_parts(name: str, func: tir.PrimFunc, with_obj_entry: bool,
+def _kernel_abi_parts(func: tir.PrimFunc, name: str, with_obj_entry: bool,
                       native_checks: bool
                       ) -> tuple[tuple[ParamABI, ...], tuple[tir.Var, ...], bool,
                                  tuple[str, ...], bool]:

@@ -66,12 +66,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from phasec.ir.tir import (
-    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, For, IntImm, LetStmt, PrimExpr,
+    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, LetStmt, PrimExpr,
     Select, Stmt, Var,
 )
 from phasec.target import tuning
 from phasec.te import operation as te
-from phasec.te.operation import i64
+from phasec.te.operation import i64, row_col
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
@@ -264,12 +264,8 @@ def direct_rows(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
                     return BufferLoad(x, (b, ch, y * sh + (dy - top), j * sw + off))
                 # the unsigned pair of a column made non-negative (whole rows
                 # borrowed): LLVM sees the address as affine in j
-                u = Cast("uint64", j * sw + (off + borrow * W))
-                wd = IntImm(W, "uint64")
-                return BufferLoad(x, (
-                    b, ch, y * sh + (dy - top - borrow)
-                    + Cast("int64", BinaryOp("//", u, wd, "uint64")),
-                    Cast("int64", BinaryOp("%", u, wd, "uint64"))))
+                row, col = row_col(j * sw + (off + borrow * W), W)
+                return BufferLoad(x, (b, ch, y * sh + (dy - top - borrow) + row, col))
             return load
 
         def plain(y: PrimExpr) -> Callable[[int, int], PrimExpr | None]:

@@ -52,7 +52,8 @@ of more than :data:`ROW_BUFFER_TAPS` taps puts the channel's sums in a
 plane of rows in the cache first, then applies the epilogue to it in a
 loop of its own (one row's buffer used right after its row, LLVM kept in
 registers, spilling a 5x5 window's 25 weights and a SiLU's constants in
-one loop: 144x56x56 5x5/2 + SiLU 188-198 -> 174-176 us alone). Inside MobileNetV2 at 224x224 (one thread, per-node profile):
+one loop: 144x56x56 5x5/2 + SiLU 188-198 -> 174-176 us alone). Inside
+MobileNetV2 at 224x224 (one thread, per-node profile):
 144x56x56 3x3 + relu6 357 -> 193 us, 192x28x28 102 -> 65 us, 32x112x112
 225 -> 182 us, 96x112x112 3x3/2 304 -> 250 us, 144x56x56 3x3/2 101 ->
 84 us (bench/README.md).
@@ -73,9 +74,9 @@ import numpy as np
 
 from phasec.target import tuning
 from phasec.te import operation as te
-from phasec.te.operation import i64
+from phasec.te.operation import i64, row_col
 from phasec.ir.tir import (
-    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, Cast, For, IntImm, PrimExpr, Select,
+    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, IntImm, PrimExpr, Select,
     Stmt, Var,
 )
 from phasec.te.schedules.pool_window import PhaseGeometry, padded_input
@@ -297,10 +298,8 @@ def _uflat(start: int, j: PrimExpr, width: int) -> tuple[PrimExpr, PrimExpr]:
     columns. Divided whole, ``(start + j) /u width`` with ``start`` not 0
     became a scatter (three of the four vectors of a 7x7 plane: 1152x7x7 +
     SiLU 61 -> 52 us, 960x7x7 29 -> 27 us written this way)."""
-    u, wd = Cast("uint64", i64(start % width) + j), IntImm(width, "uint64")
-    row = Cast("int64", BinaryOp("//", u, wd, "uint64"))
-    return (i64(start // width) + row if start >= width else row,
-            Cast("int64", BinaryOp("%", u, wd, "uint64")))
+    row, col = row_col(i64(start % width) + j, width)
+    return (i64(start // width) + row if start >= width else row, col)
 
 
 def _flat_same(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],

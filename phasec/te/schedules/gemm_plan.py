@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from phasec.ir.tir import BinaryOp, Cast, FloatImm, IntImm, PrimExpr, Var
+from phasec.ir.tir import BinaryOp, FloatImm, IntImm, PrimExpr, Var
 from phasec.te.analysis import loads_of, static_int, vars_of
+from phasec.te.operation import row_col
 from phasec.te.schedules.gemm_amx import plan_rows
 from phasec.te.schedules.gemm_operands import (
     constant_matrix, is_dot4, row_group, sliding_window, unit_stride,
@@ -81,13 +82,8 @@ class GemmPlan:
         """The values of the output axes that column ``col`` stands for."""
         if not self.flat:
             return {m - 1: col}
-        # unsigned: LLVM's scalar evolution sees ``(j /u W) * W + j %u W``
-        # in a row-major address as ``j`` (contiguous lanes, not gathers);
-        # the floor division of signed values it cannot
-        u = Cast("uint64", col)
-        w = IntImm(self.flat, "uint64")
-        return {m - 2: Cast("int64", BinaryOp("//", u, w, "uint64")),
-                m - 1: Cast("int64", BinaryOp("%", u, w, "uint64"))}
+        row, column = row_col(col, self.flat)  # (unsigned: contiguous lanes)
+        return {m - 2: row, m - 1: column}
 
 
 #: anchors the GEMM schedule takes: matmuls and convolutions, whose output
