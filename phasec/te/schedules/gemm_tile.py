@@ -1,0 +1,181 @@
+"""The GEMM's register tile: one tile of ``mr`` rows and ``width`` columns
+of the output, its accumulators in registers through the reduction, its
+epilogue applied to the finished sums (:mod:`.gemm` plans the tiles and
+panels around it; :mod:`.gemm_amx` puts integer tiles on AMX)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from phasec.ir import tir
+from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
+from phasec.te.analysis import static_int
+from phasec.te.operation import i64
+from phasec.te.schedules.gemm_amx import amx_blocks, amx_tile
+from phasec.te.schedules.gemm_operands import is_dot4
+from phasec.te.schedules.gemm_prefetch import (
+    epilogue_prefetch, index_add as _add, index_mul as _mul, next_rows_prefetch,
+)
+from phasec.te.stmt import block, combine, seq
+from phasec.te.tensor import Tensor
+
+if TYPE_CHECKING:
+    from phasec.te.schedules.gemm import GemmEmitter
+
+_I64 = "int64"
+
+
+def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Var,
+                  width: int, bp: Buffer | None,
+                  ahead: Callable[[Var, PrimExpr], Stmt] | None = None) -> Stmt:
+    """One register tile of rows ``[row0, row0 + mr)`` and ``width``
+    columns from ``col``; ``ahead(k, flat)``: a prefetch for reduction
+    step ``k`` of the first axis, ``flat`` of all (else
+    :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
+    nest, low, root, anchor, m, ri = (em.nest, em.low, em.root, em.anchor, em.m,
+                                      em.ri)
+    shape = [low.map_shape(s) for s in anchor.tensor.shape]
+    # The columns as whole vectors (unrolled), then the rest as vectors of
+    # powers of two (see _vector_pieces); a wide tile (few rows) is one
+    # long vectorized loop.
+    if em.plan.wide:
+        groups = [(0, 1, width)]
+    else:
+        pieces = em._vector_pieces(width)
+        nvec = pieces.count(em.plan.lanes)
+        groups = [(0, nvec, em.plan.lanes)] if nvec else []
+        start = nvec * em.plan.lanes
+        for piece in pieces[nvec:]:
+            groups.append((start, 1, piece))
+            start += piece
+    # a last whole vector past the real columns (_whole_tail): computed,
+    # and the epilogue stores only the real ones
+    stored = groups
+    if not em.plan.wide and sum(pieces) > width:
+        lanes = em.plan.lanes
+        last = (nvec - 1) * lanes
+        stored = ([(0, nvec - 1, lanes)] if nvec > 1 else []) + [(last, 1, width - last)]
+    acc_shape = (i64(mr), i64(groups[-1][0] + groups[-1][1] * groups[-1][2]))
+    if stored is not groups:  # (the init and update blocks' columns reach past N)
+        end = em.N + acc_shape[1].value - width
+        if em.plan.flat:  # (rows of the image past its last: _padded_rest)
+            shape[m - 2] = i64(-(-end // em.plan.flat))
+        else:
+            shape[m - 1] = i64(end)
+    acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, em.dtype)
+
+    def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str,
+              parts_of: list[tuple[int, int, int]] = groups) -> Stmt:
+        # rows x vectors unrolled, each vector's lanes one vectorized loop
+        # whose extent is the vector width (no loop is left once LLVM
+        # vectorizes it, so the accumulators stay in registers)
+        ii = Var(low.names.fresh(root.axes[ri].name + "_i"), _I64)
+        parts: list[Stmt] = []
+        for start, count, ext in parts_of:
+            jv = Var(low.names.fresh(root.axes[m - 1].name + "_v"), _I64)
+            jl = Var(low.names.fresh(root.axes[m - 1].name + "_i"), _I64)
+            ji = _add(i64(start), _add(_mul(jv, ext), jl) if count > 1 else jl)
+            kind = "vectorized" if em.vectorize and ext >= 2 else "serial"
+            stmt: Stmt = For(jl, i64(0), i64(ext), kind, make(ii, ji))
+            if count > 1:
+                stmt = For(jv, i64(0), i64(count), "unroll", stmt)
+            parts.append(stmt)
+        return For(ii, i64(0), i64(mr), ii_kind, seq(parts))
+
+    kblock = em._kblock
+
+    def init(ii: Var, ji: PrimExpr) -> Stmt:
+        if kblock is not None:  # (the previous blocks' sums)
+            return BufferStore(acc, BufferLoad(kblock[0], (_add(row0, ii), _add(col, ji))),
+                               (ii, ji))
+        ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+        return block(nest.block_name(anchor.name + "_init"), ivs,
+                      em._anchor_values(_add(row0, ii), _add(col, ji)),
+                      BufferStore(acc, low.map_shape(anchor.init), (ii, ji)))
+
+    ks, kstep = em._reduction_loops("")
+    # A matrix-vector product adds ``unroll`` rows of B per pass over its
+    # accumulators (in L1, not registers): the same additions in the same
+    # order (bitwise the same sums), a quarter of the accumulator loads
+    # and stores, and four rows of B streaming at once.
+    K0 = static_int(em.rexts[0]) if len(em.rexts) == 1 else None
+    unroll = 4 if (em.plan.wide and bp is None and K0 is not None and K0 >= 8
+                   and K0 % 4 == 0) else 1
+
+    def update(ii: Var, ji: PrimExpr) -> Stmt:
+        ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
+        kivs = [nest.iter_var(ax.var.name, ext, "R")
+                for ax, ext in zip(anchor.raxes, em.rexts)]
+        vmap: dict[Var, PrimExpr] = {ax: iv.var for ax, iv in zip(anchor.axes, ivs)}
+        for ax, iv in zip(anchor.raxes, kivs):
+            vmap[ax.var] = iv.var
+        total: PrimExpr = BufferLoad(acc, (ii, ji))
+        for q in range(unroll):
+            if q:
+                vmap[anchor.raxes[0].var] = kivs[0].var + q
+            a = low.emit_value(em.plan.a_expr, vmap, low.default_load)
+            if bp is not None:
+                kflat: PrimExpr = kivs[0].var
+                for iv, ext in zip(kivs[1:], em.rexts[1:]):
+                    kflat = _add(_mul(kflat, static_int(ext)), iv.var)
+                b: PrimExpr = BufferLoad(bp, (t, kflat, ji))
+            elif em.plan.row_group:
+                # the same for every row of the tile: read at its first row
+                # (not per row, which LLVM would not see is the same load)
+                b = low.emit_value(em.plan.b_expr, {**vmap, anchor.axes[ri]: row0},
+                                   low.default_load)
+            else:
+                b = low.emit_value(em.plan.b_expr, vmap, low.default_load)
+            ops = (b, a) if em.plan.b_first else (a, b)
+            # (an integer GEMM: acc + dot4(a, b) is one vpdpbusd)
+            prod = (tir.Call("dot4_u8s8", ops, "int32") if is_dot4(anchor.expr)
+                    else ops[0] * ops[1])
+            total = combine("sum", total, prod)
+        body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
+        kvalues = [_mul(ks[0], unroll)] if unroll > 1 else kbind
+        return block(nest.block_name(anchor.name + "_update"), ivs + kivs,
+                      em._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
+
+    def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
+        if kblock is not None and not kblock[3]:  # (a block before the last)
+            return BufferStore(kblock[0], BufferLoad(acc, (ii, ji)),
+                               (_add(row0, ii), _add(col, ji)))
+        nest.axis_expr[root.axes[ri]] = _add(row0, ii)
+        for t, value in em.plan.column_values(m, _add(col, ji)).items():
+            nest.axis_expr[root.axes[t]] = value
+        ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(root.axes, nest.shape)]
+        values = [nest.axis_expr[ax] for ax in root.axes]
+        if anchor is root:
+            value: PrimExpr = BufferLoad(acc, (ii, ji))
+        else:
+            vmap = {ax: iv.var for ax, iv in zip(root.axes, ivs)}
+
+            def load(tensor: Tensor, ind: tuple[PrimExpr, ...]) -> PrimExpr:
+                if not tensor.is_placeholder and low.stages.get(id(tensor)) is anchor:
+                    return BufferLoad(acc, (ii, ji))
+                return low.default_load(tensor, ind)
+            value = low.emit_value(root.expr, vmap, load)
+        body = low.with_lets([value], lambda v: BufferStore(
+            root.buffer, v[0], tuple(iv.var for iv in ivs)))
+        return block(nest.block_name(root.name), ivs, values, body)
+
+    kbind: list[PrimExpr] = list(ks)  # the reduction's values in update's blocks
+    amx = amx_blocks(em, mr, width, bp, row0) if unroll == 1 else None
+    if amx is not None and bp is not None:  # (the zeroing and most of K on AMX)
+        def update_at(k: PrimExpr) -> Stmt:
+            kbind[:] = [k]
+            return loops(update, "unroll")
+        return Allocate(acc, seq([*amx_tile(em, amx, acc, bp, t, ks[0], loops(
+            init, "unroll"), update_at), loops(epilogue, "serial", stored)]))
+    if unroll > 1:
+        upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
+    else:
+        hint = (ahead(ks[0], kstep) if ahead is not None
+                else next_rows_prefetch(em, row0, mr, ks[0]))
+        upd = em._wrap_reduction(ks, loops(update, "unroll") if hint is None
+                                   else seq([hint, loops(update, "unroll")]))
+    mid = kblock is not None and not kblock[3]
+    prefetch = [] if mid else epilogue_prefetch(em, row0, mr, col, width)
+    return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
+                               loops(epilogue, "serial", groups if mid else stored)]))
