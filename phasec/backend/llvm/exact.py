@@ -1,4 +1,4 @@
-"""The float arithmetic whose value a rounding decides: emitted as written.
+"""The float arithmetic a rounding or a comparison decides: emitted as written.
 
 phasec lets LLVM contract a multiply and an add into one FMA (the
 ``contract`` fast-math flag, :attr:`.options.CodegenOptions.float_flags`):
@@ -9,13 +9,16 @@ ulp can move it across the boundary and change the result by a whole step:
 resize's ``(x + 0.5) * (2 / 7) - 0.5`` is 0.5 exactly computed as written
 (two roundings) and 0.5000000447 fused, and nearest then takes the other
 row (a different input pixel, not an ulp). The same holds for grid
-sampling's, roi_align's and crop_and_resize's sample coordinates, an index
-computed in float, a quantization's ``round(x / s)``.
+sampling's and roi_align's sample coordinates, an index computed in float,
+a quantization's ``round(x / s)``, and for a float comparison (a coordinate
+tested against the image's edge, an IoU against its threshold): each is a
+discrete decision an ulp can flip.
 
-So the float ``+ - *`` that feed such a rounding -- in its operand's
+So the float ``+ - *`` that feed such a rounding or comparison -- in its operand's
 expression, through let-bound variables, not through values stored to and
 loaded from a buffer (those are rounded to their dtype already) -- carry no
-fast-math flag: each operation rounds as written, like numpy and TVM. The
+fast-math flag, ``fast_math`` or not: each operation rounds as written, like
+numpy, ONNX Runtime and TVM. The
 rest of the kernel keeps contraction (a GEMM's or a convolution's
 multiply-adds round nothing to an integer: their code is unchanged).
 """
@@ -35,6 +38,8 @@ _ARITH = frozenset({"+", "-", "*"})
 
 
 def _rounded_operands(func: tir.PrimFunc) -> frozenset[int]:
+    # the roots: the operands of roundings, float -> integer casts and float comparisons;
+    # then everything they compute from, through let-bound variables
     lets: dict[int, tir.PrimExpr] = {}
     roots: list[tir.PrimExpr] = []
     for n in body_walk(func):
@@ -46,6 +51,9 @@ def _rounded_operands(func: tir.PrimFunc) -> frozenset[int]:
         elif (t is tir.Cast and not is_float(n.dtype)
               and is_float(getattr(n.value, "dtype", ""))):
             roots.append(n.value)
+        elif (t is tir.BinaryOp and n.op in tir.COMPARE_OPS
+              and (is_float(getattr(n.lhs, "dtype", "")) or is_float(getattr(n.rhs, "dtype", "")))):
+            roots.extend((n.lhs, n.rhs))
     if not roots:
         return frozenset()
     marked: set[int] = set()
@@ -72,7 +80,8 @@ def _rounded_operands(func: tir.PrimFunc) -> frozenset[int]:
 
 def exact_arithmetic(func: tir.PrimFunc) -> frozenset[int]:
     """The ids of the ``+ - *`` nodes of ``func``'s body whose value a
-    rounding to an integer decides (see the module docstring): the code
+    rounding to an integer or a float comparison decides (see the module
+    docstring): the code
     generator emits them without fast-math flags. Remembered per kernel
     (each outlined parallel body asks again)."""
     return remembered(_rounded_operands, func)

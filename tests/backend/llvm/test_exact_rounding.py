@@ -1,4 +1,4 @@
-"""The float arithmetic that a rounding to an integer decides is emitted
+"""The float arithmetic that a rounding to an integer or a comparison decides is emitted
 without fast-math flags (phasec/backend/llvm/exact.py): LLVM may not fuse it
 into an FMA, which would move a coordinate computed exactly halfway (resize
 2 -> 7 rows: ``(3 + 0.5) * (2 / 7) - 0.5`` is 0.5 as written, 0.5000000447
@@ -35,11 +35,12 @@ def _coordinate_np(ratio: tuple[int, int]) -> np.ndarray:
 
 
 def _kernels(ratio: tuple[int, int]) -> dict[str, T.PrimFunc]:
-    """Three ways a coordinate reaches a rounding: round-half-down's ``ceil(c - 0.5)`` cast
-    to an index, a let-bound coordinate floored, and the coordinate cast to int32 (truncated);
-    each beside a product-sum ``A * B + D`` that stays contracted."""
+    """Four ways a coordinate reaches a decision: round-half-down's ``ceil(c - 0.5)`` cast
+    to an index, a let-bound coordinate floored, the coordinate cast to int32 (truncated),
+    and compared with one half; each beside a product-sum ``A * B + D`` that stays
+    contracted."""
     out = {}
-    for name in ("ceil", "let_floor", "cast"):
+    for name in ("ceil", "let_floor", "cast", "compare"):
         R, C = buf("R", (N,), "int64"), buf("C", (N,))
         A, B, D = buf("A", (N,)), buf("B", (N,)), buf("D", (N,))
         c = var("c", "float32")
@@ -52,8 +53,11 @@ def _kernels(ratio: tuple[int, int]) -> dict[str, T.PrimFunc]:
                 idx = T.Cast("int64", T.Call("ceil", (half,), "float32"))
             elif name == "let_floor":
                 idx = T.Cast("int64", T.Call("floor", (c,), "float32"))
-            else:
+            elif name == "cast":
                 idx = T.Cast("int64", T.Cast("int32", coord))
+            else:
+                idx = T.Select(T.BinaryOp(">", coord, T.FloatImm(0.5, "float32")),
+                               T.IntImm(1, "int64"), T.IntImm(0, "int64"))
             stmt = T.SeqStmt((store(R, idx, i), fused))
             return T.LetStmt(c, coord, stmt) if name == "let_floor" else stmt
 
@@ -67,13 +71,15 @@ def _want(name: str, ratio: tuple[int, int]) -> np.ndarray:
         return np.ceil(c - F32(0.5)).astype(np.int64)
     if name == "let_floor":
         return np.floor(c).astype(np.int64)
-    return c.astype(np.int32).astype(np.int64)
+    if name == "cast":
+        return c.astype(np.int32).astype(np.int64)
+    return (c > F32(0.5)).astype(np.int64)
 
 
 def test_rounded_coordinates_are_computed_as_written():
     rng = np.random.default_rng(5)
     a, b, d = (rng.standard_normal(N).astype(F32) for _ in range(3))
-    for ratio in ((2, 7), (3, 10), (5, 13), (7, 3)):
+    for ratio in ((2, 7), (13, 5), (13, 11), (3, 10), (5, 13)):
         funcs = _kernels(ratio)
         lib = compile_prim_funcs(funcs)
         for name in funcs:
