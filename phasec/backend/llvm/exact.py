@@ -25,10 +25,10 @@ multiply-adds round nothing to an integer: their code is unchanged).
 
 from __future__ import annotations
 
-from phasec.ir import tir
-from phasec.ir.memo import remembered
 from phasec.backend.llvm.abi import body_walk
 from phasec.backend.llvm.irtext import is_float
+from phasec.ir import tir
+from phasec.ir.memo import remembered
 
 __all__ = ["ROUNDINGS", "exact_arithmetic"]
 

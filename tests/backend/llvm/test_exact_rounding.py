@@ -23,7 +23,9 @@ F32 = np.float32
 
 def _coordinate(i: T.PrimExpr, ratio: tuple[int, int]) -> T.PrimExpr:
     """resize's ``(i + 0.5) * (in / out) - 0.5`` in float32."""
-    f = lambda v: T.FloatImm(float(v), "float32")  # noqa: E731
+    def f(v: float) -> T.FloatImm:
+        return T.FloatImm(float(v), "float32")
+
     scale = T.BinaryOp("/", f(ratio[0]), f(ratio[1]))
     return T.BinaryOp("-", T.BinaryOp("*", T.BinaryOp("+", T.Cast("float32", i), f(0.5)), scale),
                       f(0.5))
