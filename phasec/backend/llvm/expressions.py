@@ -24,6 +24,7 @@ from phasec.ir.node import Node
 from phasec.backend.llvm.access import BufferAccess
 from phasec.backend.llvm.context import KernelContext
 from phasec.backend.llvm.conversions import Conversions
+from phasec.backend.llvm.exact import exact_arithmetic
 from phasec.backend.llvm.exprtypes import ExprTypes
 from phasec.backend.llvm.intrinsics import IntrinsicLowering
 from phasec.backend.llvm.irtext import (
@@ -51,6 +52,8 @@ class ExpressionEmitter:
         # products that are operands of a sum, by id (see _silu_operand); the
         # nodes held so that no id is reused within the kernel
         self._summed_products: dict[int, tir.BinaryOp] = {}
+        # the arithmetic a rounding to an integer decides: never fused (see .exact)
+        self._exact = exact_arithmetic(ctx.func)
 
     def emit_value_as(self, e: Any, dst: str, what: str) -> str:
         """Emit ``e`` converted to ``dst``, allowing only implicit conversions
@@ -244,7 +247,7 @@ class ExpressionEmitter:
             silu = self._silu_operand(n, ot, a, b)
             if silu is not None:
                 return self.intrinsics.silu(silu)
-            return self._float_arith(op, ot, a, b)
+            return self._float_arith(op, ot, a, b, id(n) in self._exact)
         if self.types.checks_divisor(n):
             self._check_divisor(ty, b)
         return self._int_arith(op, ot, a, b)
@@ -307,10 +310,12 @@ class ExpressionEmitter:
         is_minus_inf = emit(f"fcmp oeq {ty} {x}, {float_literal(float('-inf'), dt)}")
         return emit(f"select i1 {is_minus_inf}, {ty} {inf}, {ty} {r}")
 
-    def _float_arith(self, op: str, dt: str, a: str, b: str) -> str:
+    def _float_arith(self, op: str, dt: str, a: str, b: str, exact: bool = False) -> str:
+        """``a op b`` in float dtype ``dt``; ``exact``: without fast-math
+        flags (a value a rounding decides, :mod:`.exact`)."""
         fn = self.ctx.fn
         ty = LLVM_TYPE[dt]
-        fl = self.ctx.options.float_flags
+        fl = "" if exact else self.ctx.options.float_flags
         sfx = FLOAT_SUFFIX[dt]
         r = fn.tmp("f")
         simple = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv"}

@@ -160,10 +160,12 @@ def _qlinear_add(ctx: NodeContext) -> Value:
     fixed = ctx.emit("subtract", zp(7), ctx.emit("add", ctx.emit("multiply", r_ac, zp(2)),
                                                 ctx.emit("multiply", r_bc, zp(5))))
     af, bf = (ctx.emit("astype", v, dtype="float32") for v in (a, b))
+    # the scalar's fold is a fused multiply-add too (written as one: the code
+    # generator fuses nothing whose value a rounding decides)
     if _scalar_span(ctx, a, b):
-        v = _fma(ctx, bf, r_bc, ctx.emit("add", fixed, ctx.emit("multiply", af, r_ac)))
+        v = _fma(ctx, bf, r_bc, _fma(ctx, af, r_ac, fixed))
     elif _scalar_span(ctx, b, a):
-        v = _fma(ctx, af, r_ac, ctx.emit("add", fixed, ctx.emit("multiply", bf, r_bc)))
+        v = _fma(ctx, af, r_ac, _fma(ctx, bf, r_bc, fixed))
     else:
         v = _fma(ctx, af, r_ac, _fma(ctx, bf, r_bc, fixed))
     return requantize(ctx, v, None, dt)
