@@ -131,3 +131,31 @@ def test_a_symbolic_batch_keeps_the_direct_form():
         got = np.full(y.shape, np.nan, "float32")
         lib["k"](x, w, b, got)
         np.testing.assert_allclose(got, _act("relu6", y), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("side", [LANES // 4 * 2 - 1, LANES // 4 * 2, LANES // 4 * 2 - 2])
+def test_float64_rows_of_half_a_vector(side):
+    """float64 (half the lanes): 3x3/2 over 6x6 to 8x8 at 8 lanes, output
+    rows of 3-4, against numpy in float64, every access proven."""
+    from phasec.ir import TensorStructInfo, Var
+    from phasec.op import call_op
+    from phasec.op.legalize import lower_fused
+
+    from helpers.legalize import fused
+    c = 4
+    d = Var("d", TensorStructInfo((1, c, side, side), "float64"))
+    wt = Var("w", TensorStructInfo((c, 1, 3, 3), "float64"))
+    bv = Var("b", TensorStructInfo((1, c, 1, 1), "float64"))
+    prim = lower_fused(fused([d, wt, bv], lambda bb: call_op("add", bb.emit(call_op(
+        "nn.conv2d", d, wt, groups=c, strides=2, padding=1)), bv))).prim_func
+    assert prove_accesses(prim).counts()[1] == 0
+    if XEON and LANES == 16:
+        assert "phase_plane" in _allocs(prim)
+    x = RNG.standard_normal((1, c, side, side))
+    w = RNG.standard_normal((c, 1, 3, 3))
+    b = RNG.standard_normal((1, c, 1, 1))
+    want = get_op("relax.nn.conv2d").reference(x, w, groups=c, strides=(2, 2),
+                                               padding=(1,) * 4) + b
+    got = np.full(want.shape, np.nan)
+    compile_prim_funcs({"k": prim})["k"](x, w, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
