@@ -133,12 +133,18 @@ def test_a_symbolic_batch():
     n = tir.Var("n")
     low = lower_fused(_conv(n, 7, 5, 11, 9, residual=True))
     assert any(cols > 11 for _, cols in _flat_tiles(low.prim_func, 11))
-    lib = compile_prim_funcs({"k": low.prim_func})
-    for batch in (1, 3):
-        x = RNG.standard_normal((batch, 7, 5, 11)).astype("float32")
-        wa = RNG.standard_normal((9, 7, 1, 1)).astype("float32")
-        ba = RNG.standard_normal((1, 9, 1, 1)).astype("float32")
-        r = RNG.standard_normal((batch, 9, 5, 11)).astype("float32")
+    _check_batches(low.prim_func, (1, 3), 7, 5, 11, 9)
+
+
+def _check_batches(prim, batches, c, h, w, o) -> None:
+    """``prim`` (relu(conv + b) + r over a symbolic batch) compiled once,
+    run on each batch size against numpy."""
+    lib = compile_prim_funcs({"k": prim})
+    for batch in batches:
+        x = RNG.standard_normal((batch, c, h, w)).astype("float32")
+        wa = RNG.standard_normal((o, c, 1, 1)).astype("float32")
+        ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+        r = RNG.standard_normal((batch, o, h, w)).astype("float32")
         want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa) + ba, 0) + r
         got = np.zeros(want.shape, "float32")
         lib["k"](x, wa, ba, r, got)
@@ -264,13 +270,4 @@ def test_last_columns_of_b_read_in_place_with_a_symbolic_batch():
              if name.startswith("T_conv2d_bpack") for s in shapes]
     assert len(packs) == 1 and packs[0][2] % LANES == 0, packs
     assert prove_accesses(low.prim_func).counts()[1] == 0
-    lib = compile_prim_funcs({"k": low.prim_func})
-    for batch in (1, 2):
-        x = RNG.standard_normal((batch, 5, 14, 14)).astype("float32")
-        wa = RNG.standard_normal((9, 5, 1, 1)).astype("float32")
-        ba = RNG.standard_normal((1, 9, 1, 1)).astype("float32")
-        r = RNG.standard_normal((batch, 9, 14, 14)).astype("float32")
-        want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa) + ba, 0) + r
-        got = np.zeros(want.shape, "float32")
-        lib["k"](x, wa, ba, r, got)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    _check_batches(low.prim_func, (1, 2), 5, 14, 14, 9)
