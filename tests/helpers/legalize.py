@@ -159,3 +159,27 @@ def check_depthwise(prim, x, w, b, want, interp):
         again = np.full(want.shape, np.nan, "float32")
         run_prim_func(prim, [x, w, b, again])
         np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+
+
+def check_infinities_3x3s2(prim, xs, rows, rng):
+    """``prim`` (a lowered ``lowered_depthwise`` of 6 channels, 3x3, stride
+    2, padding 1, relu6) on an input with infinities at rows' ends: channel
+    0 at the end of row ``rows[0]``, channel 1 at the start of ``rows[1]``,
+    channel 2 at the end of the first row and the start of the last; and
+    infinite weights at the padding taps (channels 3 and 4). A tap past a
+    row's end must read a zero, not the neighbouring row's element, and an
+    infinite weight times the padding is NaN, as in the padded convolution:
+    against the registry's reference (on LLVM and the TIR interpreter)."""
+    H, W = xs[2], xs[3]
+    x, w, b, _ = depthwise_case(xs, 3, rng, padding=1, strides=2)
+    x[:, 0, rows[0], W - 1] = np.inf
+    x[:, 1, rows[1], 0] = -np.inf
+    x[:, 2, 0, W - 1] = np.inf              # the first and last rows
+    x[:, 2, H - 1, 0] = -np.inf
+    w[3, 0, 0, 0] = np.inf                  # the left pad and the top row's
+    w[4, 0, 2, 2] = -np.inf                 # the right pad and the bottom row's
+    ref = get_op("relax.nn.conv2d").reference(x, w, groups=6, padding=(1,) * 4,
+                                              strides=(2, 2)) + b
+    assert np.isnan(ref[:, 3, 0, :]).all() and np.isnan(ref[:, 3, :, 0]).all()
+    assert np.isfinite(ref[:, 0, :, 0]).all() and np.isfinite(ref[:, 1, :, -1]).all()
+    check_depthwise(prim, x, w, b, np.minimum(np.maximum(ref, 0), 6), True)

@@ -102,6 +102,11 @@ def test_strided_depthwise_over_the_stride_phases_or_wide(name):
     elif conv_depthwise_direct.takes(out_w, sw, k * k, lanes):
         # rows of one or two vectors, read at the stride from the plane: no phases
         assert "row_sums" in allocs and "stride_phases" not in allocs
+    elif "phase_plane" in allocs:
+        # rows of up to half a vector at stride 2 on the Xeon: phase rows as
+        # wide as the output's (test_conv_depthwise_strided_flat.py)
+        assert host_tuning().depthwise_narrow_plane and sw == 2
+        assert 2 * out_w <= lanes < 4 * out_w and "stride_phases" not in allocs
     elif out_w >= lanes and -(-out_w // lanes) * lanes * 4 <= out_w * 5:
         # rows of vectors stored as NCHW rows, the epilogue before the store
         assert "stride_phases" in allocs and "T_conv2d_flat" not in allocs

@@ -143,6 +143,17 @@ def test_a_symbolic_batch_falls_back_and_computes_the_same():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.fixture
+def _phases_only(monkeypatch):
+    """The strided rows of up to half a vector in the stride phases' flat
+    form, which the Xeon's conv_depthwise_strided_flat takes first where it
+    can (test_conv_depthwise_strided_flat.py): the form other hosts, and the
+    shapes it declines, keep."""
+    from phasec.te import schedules
+    monkeypatch.setattr(schedules, "RULES", tuple(
+        r for r in schedules.RULES if r.schedule != "conv_depthwise_strided_flat"))
+
+
 @pytest.mark.parametrize("xs,k,act,attrs,blocked,interp", [
     # channels in blocks (the largest even divisor up to 16): several
     # blocks of 16, one block of 6 (its pair loop twice), of 4 (once), of 2
@@ -162,8 +173,8 @@ def test_a_symbolic_batch_falls_back_and_computes_the_same():
     # window: a 3x3 takes test_conv_depthwise_direct.py's direct rows)
     ((1, 4, 7, LANES + 3), 5, "silu", {"padding": 2, "strides": 2}, False, True),
 ])
-def test_narrow_flat_sums_read_the_phases_copied_a_channel_before(xs, k, act, attrs, blocked,
-                                                                  interp):
+def test_narrow_flat_sums_read_the_phases_copied_a_channel_before(_phases_only, xs, k, act,
+                                                                  attrs, blocked, interp):
     low = _lower(xs, k, act, **attrs)
     prim = low.prim_func
     if attrs.get("strides", 1) in (1, (1, 1)) and not host_tuning().depthwise_narrow_plane:
@@ -204,7 +215,8 @@ def _flat_row_copies(prim):
     ((1, 4, 13, 13), 3, "relu6", {"padding": 1, "strides": (1, 2)}, False),
     ((1, 4, 17, 17), 3, "relu6", {"padding": 1, "strides": 3}, False),
 ])
-def test_whole_phase_rows_read_the_input_as_a_flat_plane(xs, k, act, attrs, interp):
+def test_whole_phase_rows_read_the_input_as_a_flat_plane(_phases_only, xs, k, act, attrs,
+                                                         interp):
     """The pipelined narrow flat form copies its middle input rows as whole
     phase rows (one interleaved group of loads over the channel's plane as
     if flat, the columns past the row's ends then filled), the first and
@@ -219,7 +231,7 @@ def test_whole_phase_rows_read_the_input_as_a_flat_plane(xs, k, act, attrs, inte
     _run(prim, xs, k, act, interp, **attrs)
 
 
-def test_whole_phase_rows_only_where_the_sums_read_a_channel_later():
+def test_whole_phase_rows_only_where_the_sums_read_a_channel_later(_phases_only):
     # an odd channel count (no pipeline: the sums read the copy at once,
     # where whole-row stores and the border fills after them would not
     # forward to the sums' loads) and rows over half a vector keep the rows

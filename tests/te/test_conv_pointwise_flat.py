@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from phasec.arith.inbounds import prove_accesses
 from phasec.backend.llvm import compile_prim_funcs
 from phasec.interp.tir import run_prim_func
 from phasec.ir import TensorStructInfo, Var, tir
@@ -132,12 +133,18 @@ def test_a_symbolic_batch():
     n = tir.Var("n")
     low = lower_fused(_conv(n, 7, 5, 11, 9, residual=True))
     assert any(cols > 11 for _, cols in _flat_tiles(low.prim_func, 11))
-    lib = compile_prim_funcs({"k": low.prim_func})
-    for batch in (1, 3):
-        x = RNG.standard_normal((batch, 7, 5, 11)).astype("float32")
-        wa = RNG.standard_normal((9, 7, 1, 1)).astype("float32")
-        ba = RNG.standard_normal((1, 9, 1, 1)).astype("float32")
-        r = RNG.standard_normal((batch, 9, 5, 11)).astype("float32")
+    _check_batches(low.prim_func, (1, 3), 7, 5, 11, 9)
+
+
+def _check_batches(prim, batches, c, h, w, o) -> None:
+    """``prim`` (relu(conv + b) + r over a symbolic batch) compiled once,
+    run on each batch size against numpy."""
+    lib = compile_prim_funcs({"k": prim})
+    for batch in batches:
+        x = RNG.standard_normal((batch, c, h, w)).astype("float32")
+        wa = RNG.standard_normal((o, c, 1, 1)).astype("float32")
+        ba = RNG.standard_normal((1, o, 1, 1)).astype("float32")
+        r = RNG.standard_normal((batch, o, h, w)).astype("float32")
         want = np.maximum(get_op("relax.nn.conv2d").reference(x, wa) + ba, 0) + r
         got = np.zeros(want.shape, "float32")
         lib["k"](x, wa, ba, r, got)
@@ -227,3 +234,40 @@ def test_last_columns_packed_as_whole_vectors(_packed_panels, n, c, h, w, o, res
         assert any(p[0] == 1 and p[2] % LANES == 0 and p[2] > (h * w) % 32
                    for p in packs), packs
     _check(low.prim_func, n, c, h, w, o, residual=residual, interp=interp, dtype=dtype)
+
+
+@pytest.mark.parametrize("n,c,h,w,o,residual,interp", [
+    # 196 = 3 tiles + 4 (MobileNetV2's 14x14): the 4 were one 4-lane vector
+    # read and stored by gathers and scatters; a residual read at the real 4
+    (1, 5, 14, 14, 9, True, True),
+    # 81 = a tile + 17 (a scalar column), 225 = 3 tiles + 33; a batch of two
+    (2, 7, 9, 9, 11, False, True),
+    (1, 3, 15, 15, 13, True, False),
+    # prime sizes: 13 x 11 = 143 = 2 tiles + 15
+    (1, 11, 13, 11, 7, False, True),
+])
+def test_last_columns_of_b_read_in_place_packed_as_whole_vectors(n, c, h, w, o, residual,
+                                                                interp):
+    """B read in place (too small to pack, the host's tuning): the last
+    columns, whatever their number, are still packed into a panel of whole
+    vectors zero past them and computed as whole vectors; the epilogue stores
+    (and reads the residual at) the real ones only."""
+    low = lower_fused(_conv(n, c, h, w, o, residual=residual))
+    tiles = _flat_tiles(low.prim_func, w)
+    packs = [s for name, shapes in _allocs(low.prim_func).items()
+             if name.startswith("T_conv2d_bpack") for s in shapes]
+    # only the last columns' panel: the whole ones are read in place
+    assert len(packs) == 1 and packs[0][0] == 1 and packs[0][2] % LANES == 0, packs
+    assert all(t[1] % LANES == 0 for t in tiles), tiles
+    assert prove_accesses(low.prim_func).counts()[1] == 0
+    _check(low.prim_func, n, c, h, w, o, residual=residual, interp=interp)
+
+
+def test_last_columns_of_b_read_in_place_with_a_symbolic_batch():
+    n = tir.Var("n")
+    low = lower_fused(_conv(n, 5, 14, 14, 9, residual=True))
+    packs = [s for name, shapes in _allocs(low.prim_func).items()
+             if name.startswith("T_conv2d_bpack") for s in shapes]
+    assert len(packs) == 1 and packs[0][2] % LANES == 0, packs
+    assert prove_accesses(low.prim_func).counts()[1] == 0
+    _check_batches(low.prim_func, (1, 2), 5, 14, 14, 9)

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phasec.arith import const_int
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided, conv_direct,
+    conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided,
+    conv_depthwise_strided_flat, conv_direct,
     conv_few_channels, conv_flat_rows, conv_im2col, conv_pointwise_flat, conv_pointwise_small,
     conv_small_image, conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain,
     pool_avg, pool_avg_rows, pool_max, pool_max_blocks, pool_max_fast, pool_max_rows, row_tile,
@@ -195,6 +196,11 @@ RULES: tuple[Rule, ...] = (
          "(not exactly one), a 3x3 or smaller window: each row in one or two vectors, its "
          "taps read at the stride straight from the plane", _nchw_float_conv2d,
          conv_depthwise_direct.schedule),
+    Rule("conv", "conv_depthwise_strided_flat", "an NCHW float depthwise conv2d of static "
+         "shape strided by 2 along its rows, output rows of more than a quarter of a vector "
+         "and at most half, a 3x3 or smaller window, on hosts with depthwise_narrow_plane: "
+         "phase rows as wide as the output's, the sums over its flat positions",
+         _nchw_float_conv2d, conv_depthwise_strided_flat.schedule),
     Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d strided along "
          "its rows: stride 1 along them, then every stride-th column", _nchw_float_conv2d,
          conv_depthwise_strided.schedule),

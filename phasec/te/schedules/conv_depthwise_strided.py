@@ -361,13 +361,8 @@ def _flat_same(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
                     stmts.append(For(q, i64(lo), i64(hi - lo), "serial",
                                      BufferStore(buf, zero, (slot * slot_len + q,))))
             if isinstance(slot, IntImm) and slot.value == 0:
-                for r1, k in masks.items():
-                    m = Var("m", "int64")
-                    col = m % W + (r1 * dw - left)
-                    inside = BinaryOp("and", BinaryOp(">=", col, i64(0)),
-                                      BinaryOp("<", col, i64(W)))
-                    stmts.append(For(m, i64(0), i64(P), "serial", BufferStore(
-                        buf, Select(inside, te.const(1, dt), zero), (i64(mask_at + k * P) + m,))))
+                stmts += [column_mask(buf, mask_at + k * P, P, W, r1 * dw - left)
+                          for r1, k in masks.items()]
             return seq(stmts)
 
         def vectors(one: Callable[[int, Var], Stmt]) -> Stmt:
@@ -385,18 +380,11 @@ def _flat_same(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
                 (slot * slot_len + i64(lead + start) + j,)))
 
         def total_at(c_: PrimExpr, slot: PrimExpr, p: PrimExpr) -> PrimExpr:
-            acc: PrimExpr | None = None
-            for r0 in range(KH):              # the direct convolution's tap order
-                for r1 in range(KW):
-                    off = (r0 * dh - top) * W + r1 * dw - left
-                    v: PrimExpr = BufferLoad(buf, (slot * slot_len + p + i64(lead + off),))
-                    if r1 in masks:
-                        m = BufferLoad(buf, (p + i64(mask_at + masks[r1] * P),))
-                        v = Select(BinaryOp("!=", m, zero), v, zero)
-                    term = v * BufferLoad(weight, (c_, i64(0), i64(r0), i64(r1)))
-                    acc = term if acc is None else acc + term
-            assert acc is not None
-            return acc
+            def tap(r0: int, r1: int) -> PrimExpr:
+                off = (r0 * dh - top) * W + r1 * dw - left
+                return BufferLoad(buf, (slot * slot_len + p + i64(lead + off),))
+            return masked_taps((KH, KW), tap, buf, {r1: mask_at + k * P for r1, k in masks.items()},
+                               p, weight, c_)
 
         def sums(c_: PrimExpr, slot: PrimExpr) -> Stmt:
             return vectors(lambda start, j: put(total_at(c_, slot, i64(start) + j),
@@ -407,6 +395,39 @@ def _flat_same(w: ConvWorkload, n: int, c: int, hw: tuple[int, int],
         return For(b, i64(0), i64(n), "serial", body)
     return te.extern((i64(n), i64(c), i64(H), i64(W)), dt, [w.data, w.weight], build,
                      name="T_conv2d", store_through=build)
+
+
+def column_mask(buf: Buffer, at: int, P: int, W: int, shift: int) -> Stmt:
+    """The mask of a tap whose column is ``shift`` from its output's, over
+    ``P`` flat outputs of rows ``W`` wide, stored in ``buf`` from ``at``:
+    1.0 where the tap's column stays in the row, else 0.0."""
+    m = Var("m", "int64")
+    col = m % W + shift
+    inside = BinaryOp("and", BinaryOp(">=", col, i64(0)), BinaryOp("<", col, i64(W)))
+    one, zero = te.const(1, buf.dtype), te.const(0, buf.dtype)
+    return For(m, i64(0), i64(P), "serial",
+               BufferStore(buf, Select(inside, one, zero), (i64(at) + m,)))
+
+
+def masked_taps(window: tuple[int, int], tap: Callable[[int, int], PrimExpr], buf: Buffer,
+                masks: dict[int, int], p: PrimExpr, weight: Buffer, ch: PrimExpr) -> PrimExpr:
+    """The window's sum of products at flat output ``p``, in the direct
+    convolution's tap order, tap ``(r0, r1)`` reading ``tap(r0, r1)``, or
+    0.0 where its column's mask (:func:`column_mask`, in ``buf`` at
+    ``masks[r1]``) is 0.0: a select, so that a value read past the row
+    (an infinity) reaches no other output."""
+    zero = te.const(0, buf.dtype)
+    acc: PrimExpr | None = None
+    for r0 in range(window[0]):
+        for r1 in range(window[1]):
+            v = tap(r0, r1)
+            if r1 in masks:
+                m = BufferLoad(buf, (p + i64(masks[r1]),))
+                v = Select(BinaryOp("!=", m, zero), v, zero)
+            term = v * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1)))
+            acc = term if acc is None else acc + term
+    assert acc is not None
+    return acc
 
 
 #: channels a block of the flat form's pipeline takes at most (see _pipelined)

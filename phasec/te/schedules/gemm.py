@@ -351,12 +351,18 @@ class GemmEmitter:
         SqueezeNet's classifier, 512 -> 1000 over 13x13: 169 columns are two
         tiles of 64 and 41 = 16 + 16 + 8 + 1 (a scalar column of FMAs), now
         three vectors (bench/README.md). The same remainders as
-        :meth:`_whole_tail` (more than half a vector, or 7 of 16)."""
+        :meth:`_whole_tail` (more than half a vector, or 7 of 16) when the
+        panels are packed; any remainder when B is read in place (not
+        packed): its last columns, read and stored at flat positions that
+        are not whole vectors, were 4-lane gathers and scatters
+        (MobileNetV2's 1x1s over 14x14: 196 = 3 x 64 + 4) or scalar
+        columns (96 -> 200 over 9x9: 66 -> 26 us, bench/README.md)."""
         p, lanes = self.plan, self.plan.lanes
         tail = n_rem % lanes
-        return bool(p.flat and p.pack and n_tiles and not p.pack_rest and not p.wide
+        return bool(p.flat and n_tiles and not p.pack_rest and not p.wide
                     and p.windows is None and not p.row_group and p.cols % lanes == 0
-                    and (tail > lanes // 2 or (tail > 4 and tail % 4 == 3)))
+                    and tail and (not p.pack or tail > lanes // 2
+                                  or (tail > 4 and tail % 4 == 3)))
 
     def _pack_buffer(self, tiles: int, width: int) -> Buffer:
         return Buffer(self.low.names.fresh(self.anchor.name + "_bpack"),
