@@ -643,8 +643,7 @@ class Checker:
             elif t is tir.Allocate:
                 for dim in s.buffer.shape:
                     uses(dim)
-                if s.buffer not in scope:
-                    scope.add(s.buffer)
+                if define(s.buffer):
                     stack.append(("exit", s.buffer))
                 stack.append(s.body)
             elif t is tir.While:

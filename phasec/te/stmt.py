@@ -121,8 +121,8 @@ def tiled(outer: PrimExpr, factor: int, inner: Var) -> PrimExpr:
     return outer * factor + inner
 
 
-def _binders(s: Stmt) -> tuple[Var, ...]:
-    """The variables ``s`` binds over its body."""
+def _binders(s: Stmt) -> tuple[Var | Buffer, ...]:
+    """The variables (or the buffer) ``s`` binds over its body."""
     t = type(s)
     if t is tir.For:
         return (s.loop_var,)
@@ -130,15 +130,24 @@ def _binders(s: Stmt) -> tuple[Var, ...]:
         return (s.var,)
     if t is Block:
         return tuple(iv.var for iv in s.iter_vars)
+    if t is Allocate:
+        return (s.buffer,)
     return ()
 
 
 class _Rename(StmtExprMutator):
-    def __init__(self, fresh: dict[Var, Var]) -> None:
+    def __init__(self, fresh: dict[Any, Any]) -> None:
         self.fresh = fresh
 
     def visit_var_(self, v: Var) -> Var:
         return self.fresh.get(v, v)
+
+    def visit_buffer_(self, b: Buffer) -> Buffer:
+        return self.fresh.get(b, b)
+
+
+def _fresh(v: Var | Buffer) -> Var | Buffer:
+    return Var(v.name, v.dtype) if type(v) is Var else replace(v)
 
 
 def _with_stmts(s: Stmt, kids: list[Stmt]) -> Stmt:
@@ -154,12 +163,12 @@ def _with_stmts(s: Stmt, kids: list[Stmt]) -> Stmt:
 
 
 def _rebind_round(body: Stmt) -> tuple[Stmt, bool]:
-    """``body`` with each statement that binds a variable already bound
-    before it (in program order) binding a fresh one instead, its uses
-    inside renamed; by position, so one statement object used twice gets
+    """``body`` with each statement that binds a variable (or allocates a
+    buffer) already bound before it (in program order) binding a fresh one
+    instead, its uses inside renamed; by position, so one statement object used twice gets
     two variables. Rebindings inside a renamed statement wait for the next
     round. Walks with a stack: let chains can be thousands deep."""
-    seen: set[Var] = set()
+    seen: set[Var | Buffer] = set()
     out: list[Stmt] = []
     stack: list[tuple[Stmt, bool]] = [(body, False)]
     changed = False
@@ -174,7 +183,7 @@ def _rebind_round(body: Stmt) -> tuple[Stmt, bool]:
         bound = _binders(s)
         again = [v for v in bound if v in seen]
         if again:
-            out.append(_Rename({v: Var(v.name, v.dtype) for v in again}).visit(s))
+            out.append(_Rename({v: _fresh(v) for v in again}).visit(s))
             changed = True
             continue
         seen.update(bound)
@@ -184,10 +193,10 @@ def _rebind_round(body: Stmt) -> tuple[Stmt, bool]:
 
 
 def bind_once(body: Stmt) -> Stmt:
-    """``body`` with every variable bound by one statement only: a loop, let
-    or block axis binding a variable that another statement binds (schedules
-    reuse a Var for sibling loops) binds a fresh variable of the same name
-    instead. The program is the same; its text then reads back as itself
+    """``body`` with every variable and buffer bound by one statement only:
+    a loop, let or block axis binding a variable that another statement
+    binds (schedules reuse a Var for sibling loops) binds a fresh variable
+    of the same name instead; an allocation, a fresh buffer. The program is the same; its text then reads back as itself
     (two loops of one name are two variables there), and the verifier's
     WF505 holds."""
     changed = True

@@ -184,3 +184,24 @@ def test_depthwise_kernels_of_mobile_networks_read_back() -> None:
     assert len(kernels) >= len(DEPTHWISE)
     bad = {name: where for name, f in kernels.items() if (where := reads_back(f)) is not None}
     assert bad == {}
+
+
+def test_a_buffer_allocated_twice_is_reallocated() -> None:
+    a = tir.Buffer("A", (i64(4),), "float32")
+    t = tir.Buffer("t", (i64(4),), "float32")
+    i, j = tir.Var("i", I64), tir.Var("j", I64)
+    copy = tir.For(j, i64(0), i64(4), "serial",
+                   tir.BufferStore(a, tir.BufferLoad(t, (j,)), (j,)))
+    fill = tir.For(i, i64(0), i64(4), "serial", _store(t, i, 3.0))
+    body = tir.seq([tir.Allocate(t, tir.seq([fill, copy])), tir.Allocate(t, fill)])
+    func = tir.PrimFunc((a,), body)
+    assert {d.code for d in verifier.check(IRModule({"k": func}))} == {"WF505"}
+    assert reads_back(func) is not None  # two ``t = T.alloc_buffer`` are two buffers
+    fixed = tir.PrimFunc((a,), bind_once(body))
+    assert verifier.check(IRModule({"k": fixed})) == []
+    assert reads_back(fixed) is None
+    first, second = fixed.body.stmts
+    assert first.buffer is t and second.buffer is not t and second.buffer.name == "t"
+    out = np.zeros(4, np.float32)
+    run_prim_func(fixed, [out])
+    np.testing.assert_array_equal(out, np.full(4, 3.0, np.float32))

@@ -17,6 +17,10 @@ from phasec.verifier.injection import (
 from phasec.verifier.rules.base import Rule, TVMCheck, register
 
 
+def _what(var: Any) -> str:
+    return "buffer" if isinstance(var, tir.Buffer) else "TIR variable"
+
+
 def _loops(body: tir.Stmt) -> list[tir.For]:
     """The loops of ``body``."""
     loops = []
@@ -99,11 +103,12 @@ class BufferOutOfScope(Rule):
 @register
 class TirVarRedefined(Rule):
     code = "WF503"
-    title = "TIR variable defined again inside its own scope"
+    title = "TIR variable or buffer defined again inside its own scope"
     explanation = """
-    A loop variable, let variable or block axis must not be defined again
-    while it is in scope (for example two nested loops over the same Var
-    object, or a loop over a scalar parameter). The inner definition would
+    A loop variable, let variable, block axis or allocated buffer must not
+    be defined again while it is in scope (for example two nested loops over
+    the same Var object, a loop over a scalar parameter, or a buffer
+    allocated again inside its own allocation). The inner definition would
     shadow the outer one, and code generation, which maps each variable to
     one register, would compute wrong indices.
     """
@@ -114,7 +119,7 @@ class TirVarRedefined(Rule):
 
     def tir_var_def(self, ctx: Context, var: Any) -> None:
         if var in ctx.tir_scope:
-            ctx.report(self, f"TIR variable '{var.name}' is defined again while already in scope",
+            ctx.report(self, f"{_what(var)} '{var.name}' is defined again while already in scope",
                        None)
 
     def inject(self, mod: IRModule, choose: Choose) -> IRModule:
@@ -133,19 +138,21 @@ class TirVarRedefined(Rule):
 @register
 class TirVarBoundTwice(Rule):
     code = "WF505"
-    title = "TIR variable bound by two statements"
+    title = "TIR variable or buffer bound by two statements"
     explanation = """
-    A loop variable, let variable or block axis is bound by one statement
-    of its PrimFunc only. Two sibling loops over the same Var object are one
-    program to the code generator, but not to the text: printed, they are
-    two loops of the same name, which read back as two variables, so the
-    kernel does not read back as itself (and a pass that maps each variable
-    to one range or value would see one variable with two). Schedules that
+    A loop variable, let variable, block axis or allocated buffer is bound
+    by one statement of its PrimFunc only. Two sibling loops over the same
+    Var object are one program to the code generator, but not to the text:
+    printed, they are two loops of the same name, which read back as two
+    variables, so the kernel does not read back as itself (and a pass that
+    maps each variable to one range or value would see one variable with
+    two); likewise a buffer allocated by two statements. Schedules that
     reuse a Var for sibling loops cause it; TE lowering's last step
-    (``phasec.te.stmt.bind_once``) gives the second binding a fresh variable.
-    A variable bound again inside its own scope is WF503.
+    (``phasec.te.stmt.bind_once``) gives the second binding a fresh variable
+    or buffer. A variable or buffer bound again inside its own scope is
+    WF503.
     """
-    help = "bind a fresh TIR variable (of the same name) in the second statement"
+    help = "bind a fresh TIR variable or buffer (of the same name) in the second statement"
     tvm = TVMCheck.TEXT_CANNOT_CARRY
     tvm_note = "Two loops of one name read back as two variables."
     injection = "bind a loop's variable again in a sibling loop"
@@ -156,7 +163,7 @@ class TirVarBoundTwice(Rule):
     def tir_var_def(self, ctx: Context, var: Any) -> None:
         bound = ctx.state(self)
         if var in bound and var not in ctx.tir_scope:  # in scope: WF503
-            ctx.report(self, f"TIR variable '{var.name}' is bound again: another statement "
+            ctx.report(self, f"{_what(var)} '{var.name}' is bound again: another statement "
                        "of this kernel binds it", None)
         bound.add(var)
 
