@@ -165,9 +165,10 @@ def _with_stmts(s: Stmt, kids: list[Stmt]) -> Stmt:
 def _rebind_round(body: Stmt) -> tuple[Stmt, bool]:
     """``body`` with each statement that binds a variable (or allocates a
     buffer) already bound before it (in program order) binding a fresh one
-    instead, its uses inside renamed; by position, so one statement object used twice gets
-    two variables. Rebindings inside a renamed statement wait for the next
-    round. Walks with a stack: let chains can be thousands deep."""
+    instead, its uses inside renamed; by position, so one statement object
+    used twice gets two variables. Rebindings inside a renamed statement
+    wait for the next round. Walks with a stack: let chains can be
+    thousands deep."""
     seen: set[Var | Buffer] = set()
     out: list[Stmt] = []
     stack: list[tuple[Stmt, bool]] = [(body, False)]
@@ -196,9 +197,9 @@ def bind_once(body: Stmt) -> Stmt:
     """``body`` with every variable and buffer bound by one statement only:
     a loop, let or block axis binding a variable that another statement
     binds (schedules reuse a Var for sibling loops) binds a fresh variable
-    of the same name instead; an allocation, a fresh buffer. The program is the same; its text then reads back as itself
-    (two loops of one name are two variables there), and the verifier's
-    WF505 holds."""
+    of the same name instead; an allocation, a fresh buffer. The program is
+    the same; its text then reads back as itself (two loops of one name are
+    two variables there), and the verifier's WF505 holds."""
     changed = True
     while changed:
         body, changed = _rebind_round(body)
