@@ -24,8 +24,9 @@ parser produces (A-normal form). Forms the text cannot express come back
 normalized: nested calls (printed inline) become separate bindings; adjacent
 binding blocks merge and empty ones vanish; attribute lists become tuples; a
 symbolic variable shared by two module-level functions becomes one per
-function; a zero-size constant of rank > 1 prints as ``R.const([], ...)``. ``If``/``SeqExpr``/``Function``
-found in expression position are printed as statements before their use.
+function; a zero-size constant of rank > 1 prints as ``R.const([], ...)``.
+``If``/``SeqExpr``/``Function`` found in expression position are printed as
+statements before their use.
 Every ``SeqStmt`` has a text (its constructor flattens nested sequences and
 refuses one of a single statement: ``tir.seq`` builds them); a TIR variable
 bound by two statements would read back as two variables, which the
