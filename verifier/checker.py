@@ -48,7 +48,7 @@ _KNOWN_VAR_DEF = frozenset({"WF401", "WF002", "WF004", "WF008"})
 #: The built-in rules hooked on the walk of a PrimFunc's body (its TIR
 #: variables' and buffers' scopes): their verdict depends on the PrimFunc
 #: alone (see ``_CLEAN_WALKS``).
-_KNOWN_TIR_WALK = frozenset({"WF501", "WF502", "WF503"})
+_KNOWN_TIR_WALK = frozenset({"WF501", "WF502", "WF503", "WF505"})
 _TIR_WALK_HOOKS = ("tir_var_def", "tir_var_use", "tir_buffer_use")
 
 #: (id of a PrimFunc, id of a _Dispatch) -> that PrimFunc, whose body walked
@@ -643,8 +643,7 @@ class Checker:
             elif t is tir.Allocate:
                 for dim in s.buffer.shape:
                     uses(dim)
-                if s.buffer not in scope:
-                    scope.add(s.buffer)
+                if define(s.buffer):
                     stack.append(("exit", s.buffer))
                 stack.append(s.body)
             elif t is tir.While:

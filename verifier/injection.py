@@ -209,7 +209,7 @@ def replace_stmt(stmt: Any, target: Any, new: Any) -> Any:
     if t is tir.SeqStmt:
         parts = [replace_stmt(s, target, new) for s in stmt.stmts]
         if any(a is not b for a, b in zip(parts, stmt.stmts)):
-            return tir.SeqStmt(parts, span=stmt.span)
+            return tir.seq(parts, span=stmt.span)
         return stmt
     if t is tir.IfThenElse:
         then = replace_stmt(stmt.then_case, target, new)

@@ -8,7 +8,7 @@ code generators handle every operator in one table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Union
 
@@ -23,7 +23,7 @@ from phasec.ir.node import Node, Span, children_getter, no_children, node, set_f
 __all__ = [
     "PrimExpr", "Var", "IntImm", "FloatImm", "StringImm", "BufferData", "HOST_CALLS",
     "host_calls", "PRIM_FUNC_CALL", "describe_host_call", "BinaryOp", "Not", "Cast", "Select",
-    "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "For",
+    "Call", "BufferLoad", "Buffer", "Stmt", "BufferStore", "SeqStmt", "seq", "For",
     "IfThenElse", "While", "Allocate", "LetStmt", "AttrStmt", "Evaluate", "IterVar", "BufferRegion",
     "Block", "BlockRealize", "PrimFunc", "const", "as_prim_expr", "expr_children",
     "stmt_children", "stmt_exprs", "contains_stmt",
@@ -329,9 +329,11 @@ class BufferStore(Stmt):
 
 @node
 class SeqStmt(Stmt):
-    """Statements in order. A nested SeqStmt is flattened into its parent
-    (as TVM's SeqStmt::Flatten): the text has no nesting, so a nested one
-    would not read back as itself."""
+    """Statements in order: none (printed ``pass``) or at least two. A nested
+    SeqStmt is flattened into its parent (as TVM's SeqStmt::Flatten) and a
+    sequence of one statement is refused (build with :func:`seq`, which
+    gives the bare statement): the text spells neither, so they would not
+    read back as themselves."""
 
     stmts: tuple[Stmt, ...]
     span: Span | None = None
@@ -343,7 +345,23 @@ class SeqStmt(Stmt):
                 flat.extend(s.stmts)  # already flat
             else:
                 flat.append(s)
+        if len(flat) == 1:
+            raise ValueError("a SeqStmt of one statement has no text (it reads back as the "
+                             "bare statement): build sequences with tir.seq")
         set_field(self, "stmts", tuple(flat))
+
+
+def seq(stmts: Iterable[Stmt], span: Span | None = None) -> Stmt:
+    """The statements in sequence: nested sequences flattened, one statement
+    as itself, none as the empty ``SeqStmt`` (the only forms the text reads
+    back)."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if type(s) is SeqStmt:
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else SeqStmt(tuple(flat), span=span)
 
 
 @node

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from itertools import count
 
 from phasec.ir import tir
-from phasec.ir.tir import BinaryOp, Buffer, For, IntImm, PrimExpr, SeqStmt, Stmt, Var
+from phasec.ir.tir import BinaryOp, Buffer, For, IntImm, PrimExpr, Stmt, Var
+from phasec.ir.tir import seq as tir_seq
 
 __all__ = ["nest", "seq", "copy_buffer", "checked", "i64", "ravel"]
 
@@ -32,7 +33,7 @@ def nest(shape: Sequence[PrimExpr], body: Callable[[tuple[Var, ...]], Stmt],
 
 
 def seq(*stmts: Stmt) -> Stmt:
-    return stmts[0] if len(stmts) == 1 else SeqStmt(stmts)
+    return tir_seq(stmts)
 
 
 def copy_buffer(src: Buffer, dst: Buffer) -> Stmt:

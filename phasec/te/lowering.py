@@ -21,7 +21,7 @@ from phasec.te.analysis import (
 from phasec.te.blocks import bind_loop_vars_in_blocks
 from phasec.te.emit import NestEmitter
 from phasec.te.options import ScheduleOptions
-from phasec.te.stmt import seq
+from phasec.te.stmt import bind_once, seq
 from phasec.te.tensor import (
     ComputeOp, ExternOp, OWN_NEST, ProducerLoad, ROW_LOCAL, Reduce, STORE_THROUGH, TEError,
     Tensor, children, post_order, rebuild,
@@ -247,8 +247,10 @@ class Lowering:
         self._expand_all()
         self._attach()
         self.stored_through = self._store_through() if self.opt.tile else {}
-        # TVM reads a loop variable inside a block only through an axis.
-        body = bind_loop_vars_in_blocks(self._emit_all())
+        # TVM reads a loop variable inside a block only through an axis; a
+        # variable bound by two statements (schedules reuse one for sibling
+        # loops) would read back from the text as two.
+        body = bind_once(bind_loop_vars_in_blocks(self._emit_all()))
         params.extend(self._scalar_params(params, body))
         attrs = {"tirx.noalias": True, **self.attrs}
         return PrimFunc(params, body, attrs)

@@ -309,6 +309,15 @@ def _wf503(d: Doc) -> set:
     return {("WF503", d.line("for i, j in T.grid"))}
 
 
+def _wf505(d: Doc) -> set:
+    # the second nest's loop binds the first nest's ``i`` again (a sibling, not inside it)
+    loop = next(o for o in walk(d.function("k")) if o.get("node") == "tir.For"
+                and o["loop_var"] == d.tir_var("p"))
+    loop["loop_var"] = d.tir_var("i")
+    _retarget(loop, "tir.Var", d.tir_var("p"), d.tir_var("i"))
+    return {("WF505", d.line("for p in range"))}
+
+
 JSON_CASES: dict[str, tuple[str, Callable[[Doc], set]]] = {
     "WF001": (RELAX_TWIN, _wf001),
     "WF002": (RELAX_TWIN, _wf002),
@@ -327,6 +336,7 @@ JSON_CASES: dict[str, tuple[str, Callable[[Doc], set]]] = {
     "WF501": (TIR_TWIN, _wf501),
     "WF502": (TIR_TWIN, _wf502),
     "WF503": (TIR_TWIN, _wf503),
+    "WF505": (TIR_TWIN, _wf505),
 }
 
 

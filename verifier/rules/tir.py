@@ -1,5 +1,5 @@
-"""WF5xx: TIR kernels — variables and buffers in scope, and buffer accesses
-certainly out of bounds (every phase)."""
+"""WF5xx: TIR kernels — variables and buffers in scope, each variable bound
+once, and buffer accesses certainly out of bounds (every phase)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,27 @@ from phasec.verifier.injection import (
     Choose, first_store, pick, replace_stmt, some_prim_func, with_prim_body,
 )
 from phasec.verifier.rules.base import Rule, TVMCheck, register
+
+
+def _what(var: Any) -> str:
+    return "buffer" if isinstance(var, tir.Buffer) else "TIR variable"
+
+
+def _loops(body: tir.Stmt) -> list[tir.For]:
+    """The loops of ``body``."""
+    loops = []
+    stack = [body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tir.For):
+            loops.append(s)
+        for field in ("body", "then_case", "else_case"):
+            child = getattr(s, field, None)
+            if isinstance(child, tir.Stmt):
+                stack.append(child)
+        if isinstance(s, tir.SeqStmt):
+            stack.extend(s.stmts)
+    return loops
 
 
 @register
@@ -82,11 +103,12 @@ class BufferOutOfScope(Rule):
 @register
 class TirVarRedefined(Rule):
     code = "WF503"
-    title = "TIR variable defined again inside its own scope"
+    title = "TIR variable or buffer defined again inside its own scope"
     explanation = """
-    A loop variable, let variable or block axis must not be defined again
-    while it is in scope (for example two nested loops over the same Var
-    object, or a loop over a scalar parameter). The inner definition would
+    A loop variable, let variable, block axis or allocated buffer must not
+    be defined again while it is in scope (for example two nested loops over
+    the same Var object, a loop over a scalar parameter, or a buffer
+    allocated again inside its own allocation). The inner definition would
     shadow the outer one, and code generation, which maps each variable to
     one register, would compute wrong indices.
     """
@@ -97,23 +119,12 @@ class TirVarRedefined(Rule):
 
     def tir_var_def(self, ctx: Context, var: Any) -> None:
         if var in ctx.tir_scope:
-            ctx.report(self, f"TIR variable '{var.name}' is defined again while already in scope",
+            ctx.report(self, f"{_what(var)} '{var.name}' is defined again while already in scope",
                        None)
 
     def inject(self, mod: IRModule, choose: Choose) -> IRModule:
         mod, name, func = some_prim_func(mod, choose)
-        loops = []
-        stack = [func.body]
-        while stack:
-            s = stack.pop()
-            if isinstance(s, tir.For):
-                loops.append(s)
-            for field in ("body", "then_case", "else_case"):
-                child = getattr(s, field, None)
-                if isinstance(child, tir.Stmt):
-                    stack.append(child)
-            if isinstance(s, tir.SeqStmt):
-                stack.extend(s.stmts)
+        loops = _loops(func.body)
         if loops:
             loop = pick(loops, choose)
             inner = tir.For(loop.loop_var, tir.IntImm(0), tir.IntImm(1), "serial", loop.body)
@@ -122,6 +133,51 @@ class TirVarRedefined(Rule):
         v = tir.Var("i")
         body = tir.For(v, 0, 1, "serial", tir.For(v, 0, 1, "serial", func.body))
         return mod.update({name: with_prim_body(func, body)})
+
+
+@register
+class TirVarBoundTwice(Rule):
+    code = "WF505"
+    title = "TIR variable or buffer bound by two statements"
+    explanation = """
+    A loop variable, let variable, block axis or allocated buffer is bound
+    by one statement of its PrimFunc only. Two sibling loops over the same
+    Var object are one program to the code generator, but not to the text:
+    printed, they are two loops of the same name, which read back as two
+    variables, so the kernel does not read back as itself (and a pass that
+    maps each variable to one range or value would see one variable with
+    two); likewise a buffer allocated by two statements. Schedules that
+    reuse a Var for sibling loops cause it; TE lowering's last step
+    (``phasec.te.stmt.bind_once``) gives the second binding a fresh variable
+    or buffer. A variable or buffer bound again inside its own scope is
+    WF503.
+    """
+    help = "bind a fresh TIR variable or buffer (of the same name) in the second statement"
+    tvm = TVMCheck.TEXT_CANNOT_CARRY
+    tvm_note = "Two loops of one name read back as two variables."
+    injection = "bind a loop's variable again in a sibling loop"
+
+    def prim_func(self, ctx: Context, func: Any) -> None:
+        ctx.state(self).clear()  # the variables bound so far in this PrimFunc
+
+    def tir_var_def(self, ctx: Context, var: Any) -> None:
+        bound = ctx.state(self)
+        if var in bound and var not in ctx.tir_scope:  # in scope: WF503
+            ctx.report(self, f"{_what(var)} '{var.name}' is bound again: another statement "
+                       "of this kernel binds it", None)
+        bound.add(var)
+
+    def inject(self, mod: IRModule, choose: Choose) -> IRModule:
+        mod, name, func = some_prim_func(mod, choose)
+        loops = _loops(func.body)
+        if loops:  # the loop again after itself: the same variables bound twice
+            loop = pick(loops, choose)
+            twice = tir.SeqStmt((loop, loop))
+            return mod.update({name: with_prim_body(func, replace_stmt(func.body, loop, twice))})
+        v = tir.Var("i", "int64")
+        nop = tir.Evaluate(tir.IntImm(0, "int32"))
+        twice = tir.SeqStmt((tir.For(v, 0, 1, "serial", nop), tir.For(v, 0, 1, "serial", nop)))
+        return mod.update({name: with_prim_body(func, tir.seq([func.body, twice]))})
 
 
 @register

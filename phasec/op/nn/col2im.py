@@ -40,7 +40,7 @@ from phasec import arith
 from phasec import te
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir import tir
-from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, Select, SeqStmt, Stmt
+from phasec.ir.tir import BinaryOp, Buffer, BufferStore, For, IntImm, Select, Stmt, seq
 from phasec.op._common import (
     REQUIRED, OpPattern, as_float, attrs_of, define, err, int_tuple, tensor_arg, tensor_sinfo,
 )
@@ -272,7 +272,7 @@ def _im2col_te(call, inputs):
                                  lambda y, x: bufs[0][(b, ch, y, x)],
                                  lambda p, v, row=row: BufferStore(dst, v, (b, row, p)))
         return For(b, i64(0), dst.shape[0], "serial", For(
-            ch, i64(0), i64(c), "parallel" if parallel else "serial", _seq(taps)))
+            ch, i64(0), i64(c), "parallel" if parallel else "serial", seq(taps)))
     return te.extern((n, out.shape[1], out.shape[2]), x.dtype, [x], build, name="T_im2col")
 
 
@@ -283,10 +283,6 @@ def _windows(x, a, data=None) -> Windows:
     grid = _im2col_grid(hw, kernel, strides, padding, dilation)
     return Windows(hw, kernel, strides, padding, dilation, tuple(grid),
                    _const(a["pad_value"], x.dtype), data)
-
-
-def _seq(stmts: list[Stmt]) -> Stmt:
-    return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts))
 
 
 def _draw_im2col(ctx):

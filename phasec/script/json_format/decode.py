@@ -321,8 +321,8 @@ class _Reader:
                                    tuple(self.prim(a, ((p, "indices"), i))
                                          for i, a in enumerate(m.indices)), span=span)
         if t is SeqStmtDoc:
-            return tir.SeqStmt([self.stmt(s, ((p, "stmts"), i)) for i, s in enumerate(m.stmts)],
-                               span=span)
+            return tir.seq([self.stmt(s, ((p, "stmts"), i)) for i, s in enumerate(m.stmts)],
+                           span=span)
         if t is ForDoc:
             var = self._ref(self.tir_vars, m.loop_var, "tir var", (p, "loop_var"))
             return tir.For(var, self.prim(m.min, (p, "min")), self.prim(m.extent, (p, "extent")),
@@ -382,7 +382,7 @@ class _Reader:
                 out = tir.LetStmt(var, self.prim(sc.value, (q, "value")), out, span=span)
             elif t is SeqScopeDoc:
                 stmts = [self.stmt(x, ((q, "stmts"), k)) for k, x in enumerate(sc.stmts)]
-                out = tir.SeqStmt([*stmts, out], span=span)
+                out = tir.seq([*stmts, out], span=span)
             elif t is AllocateScopeDoc:
                 out = tir.Allocate(self._ref(self.buffers, sc.buffer, "buffer", (q, "buffer")),
                                    out, span=span)

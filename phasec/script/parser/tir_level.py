@@ -676,4 +676,4 @@ def _seq(stmts: list[tir.Stmt]) -> tir.Stmt:
     if stmts and stmts[0].span is not None and stmts[-1].span is not None:
         first, last = stmts[0].span, stmts[-1].span
         span = Span(first.file, first.line, first.col, last.end_line, last.end_col)
-    return tir.SeqStmt(stmts, span=span)
+    return tir.seq(stmts, span=span)

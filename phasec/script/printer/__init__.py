@@ -22,11 +22,15 @@ functions and loops.
 ``parse(print(m))`` is structurally equal to ``m`` for modules in the form the
 parser produces (A-normal form). Forms the text cannot express come back
 normalized: nested calls (printed inline) become separate bindings; adjacent
-binding blocks merge and empty ones vanish; a nested ``SeqStmt`` is
-flattened; attribute lists become tuples; a symbolic variable shared by two
-module-level functions becomes one per function; a zero-size constant of
-rank > 1 prints as ``R.const([], ...)``. ``If``/``SeqExpr``/``Function``
-found in expression position are printed as statements before their use.
+binding blocks merge and empty ones vanish; attribute lists become tuples; a
+symbolic variable shared by two module-level functions becomes one per
+function; a zero-size constant of rank > 1 prints as ``R.const([], ...)``.
+``If``/``SeqExpr``/``Function`` found in expression position are printed as
+statements before their use.
+Every ``SeqStmt`` has a text (its constructor flattens nested sequences and
+refuses one of a single statement: ``tir.seq`` builds them); a TIR variable
+bound by two statements would read back as two variables, which the
+verifier rejects (WF505) and TE lowering never produces.
 
 Scoped TIR statements (``Allocate``, ``LetStmt``) are printed the way TVM's
 printer does ("concise scoping"): when nothing follows the statement in its
@@ -48,7 +52,7 @@ Flattening the scoped form instead would read back with a wider scope. So
 the text round trip of a TIR statement is exact in both spellings, and the
 kernels phasec generates (which keep their allocations at the end of
 statement lists) print with the familiar ``T.alloc_buffer``. The JSON format is the exact
-serialization of everything, nested ``SeqStmt`` included.
+serialization of everything.
 
 Public helpers for diagnostics: :func:`print_module`, :func:`print_function`,
 :func:`print_prim_func`, :func:`print_expr`, :func:`print_binding`,

@@ -19,7 +19,7 @@ import numpy as np
 from phasec import arith
 from phasec.ir.tir import (
     BinaryOp, Buffer, BufferStore, FloatImm, For, LetStmt, PrimExpr, Select, SeqStmt, Stmt,
-    Var,
+    Var, seq,
 )
 from phasec.target import tuning
 from phasec.te import operation as te
@@ -404,7 +404,7 @@ class PhaseGeometry:
                 def group(start: PrimExpr) -> Stmt:
                     j = Var("j", "int64")
                     return For(j, i64(0), i64(width), "vectorized",
-                               SeqStmt(tuple(put(start + j, e) for e in range(sw))))
+                               seq(tuple(put(start + j, e) for e in range(sw))))
                 whole = (hi - lo) // width
                 row.append(group(i64(lo)) if whole == 1 else
                            For(k, i64(0), i64(whole), "serial", group(k * width + lo)))
@@ -416,12 +416,12 @@ class PhaseGeometry:
                 # and a scalar tail for 13-17 columns (pool 576x14x14: 57 -> 45 us)
                 kind = "unroll" if hi - lo <= MAX_UNROLLED_COLUMNS else "vectorized"
                 row.append(For(v, i64(lo), i64(hi - lo), kind,
-                               SeqStmt(tuple(put(v, e) for e in range(sw)))))
+                               seq(tuple(put(v, e) for e in range(sw)))))
             row += [put(i64(col), e) if 0 <= col * sw + e - left < cols else fill_at(col, e)
                     for col in (*range(lo), *range(hi, reach)) for e in range(sw)]
             if not row:
                 return None
-            return row[0] if len(row) == 1 else SeqStmt(tuple(row))
+            return seq(row)
         copied = build_row(Var("y", "int64")) is not None
         return stmts, rows if copied else 0, build_row  # type: ignore[return-value]
 
@@ -444,7 +444,7 @@ class PhaseGeometry:
         k, j = Var("k", "int64"), Var("j", "int64")
         row: list[Stmt] = [For(k, i64(0), i64(whole), "serial", For(
             j, i64(0), i64(lanes), "vectorized",
-            SeqStmt(tuple(put(k * lanes + (firsts[e] + j), e) for e in range(sw)))))]
+            seq(tuple(put(k * lanes + (firsts[e] + j), e) for e in range(sw)))))]
         covered = [set(range(f, f + whole * lanes)) for f in firsts]
         hi = min(reach, (cols + left - sw) // sw + 1)  # past the last whole group
         # (a vector of phase columns from hi - lanes reads input columns from
@@ -452,14 +452,14 @@ class PhaseGeometry:
         if hi - lanes >= -(-left // sw) and any(not set(range(hi - lanes, hi)) <= c
                                                for c in covered):
             j2 = Var("j", "int64")
-            row.append(For(j2, i64(0), i64(lanes), "vectorized", SeqStmt(tuple(
+            row.append(For(j2, i64(0), i64(lanes), "vectorized", seq(tuple(
                 put(i64(hi - lanes) + j2, e) for e in range(sw)))))
             covered = [c | set(range(hi - lanes, hi)) for c in covered]
         for e in range(sw):
             for col in sorted(set(range(reach)) - covered[e]):
                 row.append(put(i64(col), e) if 0 <= col * sw + e - left < cols
                            else fill_at(col, e))
-        return SeqStmt(tuple(row))
+        return seq(tuple(row))
 
 
 def _first(e: int, left: int, sw: int) -> int:
@@ -494,7 +494,7 @@ def stride_phases(x: Tensor, out_hw: tuple[int, int], window: tuple[int, int],
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         return For(b, i64(0), i64(n), "serial", For(ch, i64(0), i64(c),
                                                    "parallel" if par else "serial",
-                                                   SeqStmt(tuple(stmts))))
+                                                   seq(tuple(stmts))))
     phases = te.extern((i64(n), i64(c), i64(sh * sw), i64(length)), x.dtype, [x], build,
                        name="stride_phases")
     return phases, V, columns

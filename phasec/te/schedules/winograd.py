@@ -45,7 +45,7 @@ import numpy as np
 
 from phasec import arith
 from phasec.ir import tir
-from phasec.ir.tir import Buffer, For, IfThenElse, PrimExpr, SeqStmt, Stmt, Var
+from phasec.ir.tir import Buffer, For, IfThenElse, PrimExpr, Stmt, Var, seq
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
@@ -143,8 +143,8 @@ def _combine(terms: Sequence[tuple[F, PrimExpr]], dtype: str) -> PrimExpr:
 
 
 def _seq(*stmts: Stmt) -> Stmt:
-    """The statements in sequence (no flattening: the nests keep their shape)."""
-    return stmts[0] if len(stmts) == 1 else SeqStmt(stmts)
+    """The statements in sequence (:func:`phasec.ir.tir.seq`)."""
+    return seq(stmts)
 
 
 def _loop(extent: int | PrimExpr, body, kind: str = "serial", name: str = "i") -> Stmt:
