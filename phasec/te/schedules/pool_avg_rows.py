@@ -104,7 +104,7 @@ def schedule(w: PoolWorkload) -> Tensor | None:
 
         def store(oy: PrimExpr, ox: PrimExpr, total: PrimExpr, count: int) -> Stmt:
             idx = w.out_layout.index_from_canonical((b, ch, oy, ox))
-            return BufferStore(out, total / te.const(max(1, count), dt), idx)
+            return BufferStore(out, divided(total, max(1, count), dt), idx)
 
         def columns(src: Buffer, base: PrimExpr, oy: PrimExpr, rows: int,
                     inner: bool = True) -> list[Stmt]:
@@ -142,3 +142,31 @@ def schedule(w: PoolWorkload) -> Tensor | None:
             ch, i64(0), i64(c), "parallel" if par else "serial",
             Allocate(u, Allocate(vb, seq(stmts)))))
     return te.extern(tuple(w.out_shape), dt, [w.data], build, name=w.name)
+
+
+#: odd counts up to this divide through a float64 reciprocal (see :func:`divided`)
+RECIPROCAL_MAX_COUNT = 1 << 20
+
+
+def divided(total: PrimExpr, count: int, dtype: str) -> PrimExpr:
+    """``total / count`` rounded as float32 division rounds it, for a count
+    known at build time.
+
+    A 16-lane ``vdivps`` bounds the flat loops of the average (Inception
+    v2's 3x3/1 pools); a multiplication by ``float32(1/count)`` is faster
+    but not ``/`` in the last bit. For an odd count ``d > 1`` (9, 25, 49:
+    the whole windows) the sum goes to float64, is multiplied by
+    ``float64(1/d)`` and rounded back: ``x/d`` is never a float32 rounding
+    midpoint (``d`` times a 25-bit odd significand needs more than 24
+    bits), so it lies at least ``2**-25/d`` (relative) from every midpoint,
+    where the float64 product is within ``2**-52`` of it: both round to the
+    same float32, for every float32 ``x`` (subnormal results and the
+    flush-to-zero of :mod:`phasec.backend.llvm.fpenv` alike: tininess after
+    rounding on x86; infinities, NaNs and signed zeros pass through the
+    product unchanged). Checked exhaustively over all 2**32 floats for 3,
+    5, 7, 9, 25 and 49 (bench/README.md). Even counts keep the division
+    (a power of two is already a multiplication in LLVM; others, 6 or 12,
+    may be midpoints)."""
+    if dtype == "float32" and count % 2 == 1 and 1 < count <= RECIPROCAL_MAX_COUNT:
+        return te.cast(te.cast(total, "float64") * te.const(1.0 / count, "float64"), dtype)
+    return total / te.const(count, dtype)
