@@ -204,3 +204,68 @@ def test_drawn_avg_pools_match_numpy(case):
     except PhasecError:
         assume(False)  # an output of no positions, a padding the operator refuses
     _check(xs, attrs)
+
+
+def _quotient_values(n):
+    """``n`` float32 values over every exponent (random bit patterns) and the
+    edges: zeros, infinities, NaN, the largest finite, subnormals, and the
+    neighbourhood of 9 * 2**-126 (quotients around the smallest normal)."""
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.4028235e38, -3.4028235e38,
+                      1e-45, -1e-45, 1.1754944e-38, 1.0, -1.0, 9.0, 25.0, 49.0],
+                     np.float32)
+    near = np.float32(9 * 2.0 ** -126).view(np.int32) + np.arange(-60, 61, dtype=np.int32)
+    bits = RNG.integers(0, 2 ** 32, n - len(edges) - len(near), dtype=np.uint64)
+    return np.concatenate([edges, near.view(np.float32), bits.astype(np.uint32).view(np.float32),
+                           -near.view(np.float32)])[:n]
+
+
+def _spaced(k, rows, cols, values):
+    """A (1, 1, rows*k, cols*k) image of zeros with ``values`` at the
+    centres of its k x k blocks: every window of a k x k pool holds at most
+    one of them, so its sum is that value exactly (or zero)."""
+    x = np.zeros((1, 1, rows * k, cols * k), np.float32)
+    x[0, 0, k // 2::k, k // 2::k] = values.reshape(rows, cols)
+    return x
+
+
+@pytest.mark.parametrize("k,include_pad", [(3, True), (3, False), (5, True), (7, False)])
+def test_quotients_round_as_float32_division(k, include_pad):
+    """The flat loop's odd counts (9, 25, 49: whole windows) divide through
+    a float64 reciprocal; the quotients are float32 division's, bit for
+    bit, over every exponent, subnormal results, infinities, NaN and signed
+    zeros (the reference: numpy's division of the exact window sums; the
+    edge columns keep the division). With subnormal results flushed (the
+    default on x86), those are zeros, signed as the quotient where the sum
+    is normal, and the others unchanged (the few within 2**-20 of 2**-126
+    are not compared there)."""
+    attrs = {"pool_size": (k, k), "padding": (k // 2,) * 4, "count_include_pad": include_pad}
+    rows, cols = 24, 23
+    x = _spaced(k, rows, cols, _quotient_values(rows * cols))
+    low = lower_call(call_op("nn.avg_pool2d", tvar("x", x.shape), **attrs), True)
+    assert _flat_columns(low.prim_func)
+    text = str(low.prim_func)
+    assert f"T.float64({1 / k ** 2!r})" in text  # the whole windows' reciprocal
+    assert " / T.float32(" in text  # the edge columns' loops keep the division
+    want = _avg_pool_ref(x, **attrs)
+    for flush in (False, True):
+        got = np.zeros(want.shape, np.float32)
+        compile_prim_funcs({"k": low.prim_func}, flush_subnormals=flush)["k"](x, got)
+        if not flush:
+            np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(want)],
+                                          want.view(np.uint32)[~np.isnan(want)])
+            assert np.isnan(got[np.isnan(want)]).all()
+            continue
+        normal = np.abs(want) >= np.float32(2.0 ** -126 * (1 + 2 ** -20))
+        tiny = np.abs(want) < np.float32(2.0 ** -126 * (1 - 2 ** -20))  # (not the sliver between)
+        np.testing.assert_array_equal(got[normal], want[normal])
+        assert (got[tiny] == 0).all()
+        # a sign where the sum is normal (a subnormal value's sum is flushed already,
+        # a -0 then added to +0)
+        summed_normal = _avg_pool_ref((np.abs(x) >= 2.0 ** -126).astype(np.float32), **attrs) > 0
+        signed = tiny & summed_normal
+        assert signed.sum() > 10
+        np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
+        assert np.isnan(got[np.isnan(want)]).all()
+    again = np.zeros(want.shape, np.float32)
+    run_prim_func(low.prim_func, [x, again])
+    np.testing.assert_array_equal(again, want)  # (the interpreter keeps subnormals)
