@@ -514,9 +514,10 @@ class GemmEmitter:
                 t, _add(_mul(ch, per), tt), body(t)))
         if K0 % kb == 0:
             # Equal blocks: one loop over all of them, the last's epilogue
-            # chosen in the tile by a condition (a second copy of the tiles
-            # for the last block cost LLVM 2.5x the kernel's time: 3x3 512
-            # -> 512 over 7x7 213 -> 523 ms). Each micro-panel's next block
+            # chosen in the tile by a condition (the tiles of the last block
+            # as a second copy: LLVM 531-611 ms for ResNet-50's 3x3 512 -> 512
+            # over 7x7, one loop 343-487 ms, and 4-5% faster at run time;
+            # bench/README.md, issue 29, coldr). Each micro-panel's next block
             # is fetched while the chunk's others run; from the last block,
             # the next micro-panel's first: ``(kv + 1) // blocks`` is 1 there
             # only, ``(kv + 1) % blocks`` 0.
