@@ -91,6 +91,31 @@ def test_blocked_gemm_matches_numpy_and_the_unsplit_sum_bitwise(M, K, N):
         np.testing.assert_array_equal(got["blocked_unpacked"], got["whole"], err_msg=epilogue)
 
 
+def _tiles(func) -> int:
+    return sum(1 for s in walk(func.body)
+               if isinstance(s, T.Allocate) and "_acc" in s.buffer.name)
+
+
+def test_equal_blocks_take_one_loop_with_one_copy_of_the_tiles():
+    """K a whole number of blocks: one loop over every block, the last's
+    epilogue chosen by a condition, so LLVM compiles each register tile
+    once (a peeled last block doubled the kernel's LLVM time); K of unequal
+    blocks keeps the last block peeled. Both equal the unsplit sum bitwise
+    (test above: 48 = 3 x 16 and 97 = 6 x 16 + 1)."""
+    counts = {}
+    for K in (48, 97):
+        ins, out, _ = _gemm(61, K, 200, epilogue="bias_relu")
+        for name, tuning in (("blocked", _blocks_of(PACK_ALWAYS, 16)), ("whole", WHOLE)):
+            f = te.create_prim_func(ins + [out],
+                                    schedule_hints=te.ScheduleOptions(tuning=tuning))
+            assert bool(_partial_buffers(f)) == (name == "blocked")
+            counts[name, K] = _tiles(f)
+            conds = [s for s in walk(f.body) if isinstance(s, T.IfThenElse)]
+            assert bool(conds) == (name == "blocked" and K == 48), (name, K)
+    assert counts["blocked", 48] == counts["whole", 48]
+    assert counts["blocked", 97] > counts["whole", 97]
+
+
 def test_blocked_gemm_on_the_interpreter_a_symbolic_batch_and_float64():
     funcs, cases = {}, []
     opts = te.ScheduleOptions(tuning=_blocks_of(PACK_ALWAYS, 16))

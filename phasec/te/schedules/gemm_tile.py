@@ -137,10 +137,11 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
         return block(nest.block_name(anchor.name + "_update"), ivs + kivs,
                       em._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
 
+    def keep(ii: Var, ji: PrimExpr) -> Stmt:  # (a block before the last)
+        assert kblock is not None
+        return BufferStore(kblock[0], BufferLoad(acc, (ii, ji)), (_add(row0, ii), _add(col, ji)))
+
     def epilogue(ii: Var, ji: PrimExpr) -> Stmt:
-        if kblock is not None and not kblock[3]:  # (a block before the last)
-            return BufferStore(kblock[0], BufferLoad(acc, (ii, ji)),
-                               (_add(row0, ii), _add(col, ji)))
         nest.axis_expr[root.axes[ri]] = _add(row0, ii)
         for t, value in em.plan.column_values(m, _add(col, ji)).items():
             nest.axis_expr[root.axes[t]] = value
@@ -175,7 +176,12 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
                 else next_rows_prefetch(em, row0, mr, ks[0]))
         upd = em._wrap_reduction(ks, loops(update, "unroll") if hint is None
                                    else seq([hint, loops(update, "unroll")]))
-    mid = kblock is not None and not kblock[3]
-    prefetch = [] if mid else epilogue_prefetch(em, row0, mr, col, width)
-    return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd,
-                               loops(epilogue, "serial", groups if mid else stored)]))
+    last = True if kblock is None else kblock[3]
+    if last is False:  # (a block before the last)
+        return Allocate(acc, seq([loops(init, "unroll"), upd, loops(keep, "serial", groups)]))
+    prefetch = epilogue_prefetch(em, row0, mr, col, width)
+    finish = loops(epilogue, "serial", stored)
+    if last is not True:  # (every block, one loop: the epilogue in the last only)
+        prefetch = [tir.IfThenElse(last, seq(prefetch))] if prefetch else []
+        finish = tir.IfThenElse(last, finish, loops(keep, "serial", groups))
+    return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd, finish]))
