@@ -27,7 +27,8 @@ from phasec.script.json_format import from_json, to_json
 def _avx512_prefetch_sizes(monkeypatch):
     """The prefetch thresholds these tests were written for (the avx512 and
     avx2 profiles'), also on a host whose profile changes them (the Xeon's)."""
-    monkeypatch.setenv("PHASEC_TUNING", "gemm_prefetch_min_k=256,gemm_prefetch_a_min_k=64")
+    monkeypatch.setenv("PHASEC_TUNING", "gemm_prefetch_min_k=256,gemm_prefetch_a_min_k=64,"
+                       "gemm_prefetch_a_max_k=1000000000,gemm_prefetch_a_max_columns=256")
     tuning.host_tuning.cache_clear()
     yield
     tuning.host_tuning.cache_clear()
@@ -266,3 +267,22 @@ def test_no_weight_prefetch_for_activations_short_reductions_or_wide_products():
     func, reference = _pointwise(96, 7, 37, tuning=off)
     assert (T.PREFETCH_ATTR, "W") not in _prefetches(func)
     _run_both(func, reference, 96, 7, 37)
+
+
+@pytest.mark.parametrize("c, hw, o, batch, taken", [
+    (131, 7, 37, 1, True),     # K = 131 (prime) in [128, 384], 49 columns
+    (383, 5, 29, 2, True),     # K = 383 (prime), 2 x 25 = 50 columns, a batch of two
+    (160, 7, 53, 1, True),     # MobileNetV2's 160 -> 960 over 7x7, fewer rows
+    (389, 7, 37, 1, False),    # K = 389 > 384: A's rows a stream the prefetchers follow
+    (127, 7, 37, 1, False),    # K = 127 < 128
+    (131, 9, 37, 1, False),    # 81 columns > 64
+])
+def test_the_xeon_prefetches_a_for_reductions_of_128_to_384_over_64_columns(c, hw, o, batch,
+                                                                            taken):
+    # the Xeon's window (tuning.avx512_xeon_tuning): odd, prime sizes, against numpy
+    xeon = tuning.avx512_xeon_tuning()
+    assert (xeon.gemm_prefetch_a_min_k, xeon.gemm_prefetch_a_max_k,
+            xeon.gemm_prefetch_a_max_columns) == (128, 384, 64)
+    func, reference = _pointwise(c, hw, o, batch=batch, tuning=xeon)
+    assert ((T.PREFETCH_ATTR, "W") in _prefetches(func)) == taken
+    _run_both(func, reference, c, hw, o, batch=batch)
