@@ -273,6 +273,7 @@ def test_no_weight_prefetch_for_activations_short_reductions_or_wide_products():
     (131, 7, 37, 1, True),     # K = 131 (prime) in [128, 384], 49 columns
     (383, 5, 29, 2, True),     # K = 383 (prime), 2 x 25 = 50 columns, a batch of two
     (160, 7, 53, 1, True),     # MobileNetV2's 160 -> 960 over 7x7, fewer rows
+    (131, 3, 13, 1, True),     # small enough for the interpreter too (3x3, 13 rows)
     (389, 7, 37, 1, False),    # K = 389 > 384: A's rows a stream the prefetchers follow
     (127, 7, 37, 1, False),    # K = 127 < 128
     (131, 9, 37, 1, False),    # 81 columns > 64
