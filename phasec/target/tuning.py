@@ -299,7 +299,7 @@ def avx512_xeon_tuning() -> TargetTuning:
     * the next row tile's A prefetched only for reductions of 128-384 over
       at most 64 columns and a weight of at least 512 KB
       (``gemm_prefetch_a_min_k``, ``_max_k``, ``_max_columns``,
-      ``_min_bytes``; ShuffleNet's grouped 544 x 136 (296 KB) over 7x7
+      ``_min_bytes``; ShuffleNet's grouped 544 x 136 (289 KB) over 7x7
       lost 24 us a call with it where a residual is added): MobileNetV2's 1x1 expansions over 7x7 in the model
       (weights from L3) 320 -> 1280 488 -> 404 us, 160 -> 960 (three
       calls) 508 -> 425; elsewhere its address arithmetic in the reduction

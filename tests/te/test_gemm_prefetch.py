@@ -277,7 +277,7 @@ def test_no_weight_prefetch_for_activations_short_reductions_or_wide_products():
     (389, 7, 347, 1, False),   # K = 389 > 384: A's rows a stream the prefetchers follow
     (127, 7, 1039, 1, False),  # K = 127 < 128
     (131, 9, 1009, 1, False),  # 81 columns > 64
-    (136, 7, 544, 1, False),   # 290 KB < 512 KB (ShuffleNet's grouped 1x1s lost)
+    (136, 7, 544, 1, False),   # 289 KB < 512 KB (ShuffleNet's grouped 1x1s lost)
 ])
 def test_the_xeon_prefetches_a_for_reductions_of_128_to_384_over_64_columns(c, hw, o, batch,
                                                                             taken):
