@@ -116,6 +116,11 @@ class TargetTuning:
     #: us, as fast as alone)
     gemm_prefetch_a_min_k: int = 64
     gemm_prefetch_a_max_columns: int = 256
+    #: ... and at most this many steps (longer rows of A are streams the
+    #: hardware prefetchers follow; see ``avx512_xeon_tuning``)
+    gemm_prefetch_a_max_k: int = 1 << 62
+    #: ... and A of at least this many bytes
+    gemm_prefetch_a_min_bytes: int = 0
     #: a GEMM whose B micro-panel (K x a tile's columns) exceeds
     #: ``gemm_k_block_min_bytes``, over at least two row tiles and two
     #: micro-panels, runs its reduction in blocks of at most
@@ -291,9 +296,17 @@ def avx512_xeon_tuning() -> TargetTuning:
       output channels (ResNet-50's 1x1 256 -> 128 over 56x56: 2.17 -> 1.86
       ms alone; 32 rows kept 8 x 4 tiles: SqueezeNet's 128 -> 32 over 27x27
       was 98 -> 110 us in 5 x 6 + 2);
-    * no prefetch of the next row tile's A (``gemm_prefetch_a_min_k``): its
-      address arithmetic in the reduction loop cost more than the prefetch
-      saved (1x1 1024 -> 256 over 14x14: 1.40 -> 1.03 ms);
+    * the next row tile's A prefetched only for reductions of 128-384 over
+      at most 64 columns and a weight of at least 512 KB
+      (``gemm_prefetch_a_min_k``, ``_max_k``, ``_max_columns``,
+      ``_min_bytes``; ShuffleNet's grouped 544 x 136 (289 KB) over 7x7
+      lost 24 us a call with it where a residual is added): MobileNetV2's 1x1 expansions over 7x7 in the model
+      (weights from L3) 320 -> 1280 488 -> 404 us, 160 -> 960 (three
+      calls) 508 -> 425; elsewhere its address arithmetic in the reduction
+      loop cost more than the prefetch saved (1x1 1024 -> 256 over 14x14:
+      1.40 -> 1.03 ms without; over 7x7, K = 512 and 960 the hardware
+      prefetchers follow A's longer rows: 956 -> 982, 454 -> 532 us with
+      it; K = 96 within noise alone, +7 us a call in MobileNetV3-Small);
     * the epilogue's lines prefetched from a reduction of 27 on
       (``gemm_prefetch_min_k``): a residual read 56 floats per row from 256
       planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 1.25x
@@ -361,7 +374,8 @@ def avx512_xeon_tuning() -> TargetTuning:
     return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
                    gemm_narrow_rows=8, int_gemm_tile=(8, 2), gemm_tail_min_accumulators=8,
                    gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=27,
-                   gemm_prefetch_a_min_k=_NEVER, winograd_min_tile_vectors=2,
+                   gemm_prefetch_a_min_k=128, gemm_prefetch_a_max_k=384,
+                   gemm_prefetch_a_max_columns=64, gemm_prefetch_a_min_bytes=512 * 1024, winograd_min_tile_vectors=2,
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,

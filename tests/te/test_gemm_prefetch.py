@@ -27,7 +27,9 @@ from phasec.script.json_format import from_json, to_json
 def _avx512_prefetch_sizes(monkeypatch):
     """The prefetch thresholds these tests were written for (the avx512 and
     avx2 profiles'), also on a host whose profile changes them (the Xeon's)."""
-    monkeypatch.setenv("PHASEC_TUNING", "gemm_prefetch_min_k=256,gemm_prefetch_a_min_k=64")
+    monkeypatch.setenv("PHASEC_TUNING", "gemm_prefetch_min_k=256,gemm_prefetch_a_min_k=64,"
+                       "gemm_prefetch_a_max_k=1000000000,gemm_prefetch_a_max_columns=256,"
+                       "gemm_prefetch_a_min_bytes=0")
     tuning.host_tuning.cache_clear()
     yield
     tuning.host_tuning.cache_clear()
@@ -266,3 +268,34 @@ def test_no_weight_prefetch_for_activations_short_reductions_or_wide_products():
     func, reference = _pointwise(96, 7, 37, tuning=off)
     assert (T.PREFETCH_ATTR, "W") not in _prefetches(func)
     _run_both(func, reference, 96, 7, 37)
+
+
+@pytest.mark.parametrize("c, hw, o, batch, taken", [
+    (131, 7, 1009, 1, True),   # K = 131 (prime) in [128, 384], 49 columns, 517 KB
+    (383, 5, 347, 2, True),    # K = 383 (prime), 2 x 25 = 50 columns, a batch of two
+    (160, 7, 960, 1, True),    # MobileNetV2's 160 -> 960 over 7x7
+    (389, 7, 347, 1, False),   # K = 389 > 384: A's rows a stream the prefetchers follow
+    (127, 7, 1039, 1, False),  # K = 127 < 128
+    (131, 9, 1009, 1, False),  # 81 columns > 64
+    (136, 7, 544, 1, False),   # 289 KB < 512 KB (ShuffleNet's grouped 1x1s lost)
+])
+def test_the_xeon_prefetches_a_for_reductions_of_128_to_384_over_64_columns(c, hw, o, batch,
+                                                                            taken):
+    # the Xeon's window (tuning.avx512_xeon_tuning): odd, prime sizes, against numpy
+    xeon = tuning.avx512_xeon_tuning()
+    assert (xeon.gemm_prefetch_a_min_k, xeon.gemm_prefetch_a_max_k,
+            xeon.gemm_prefetch_a_max_columns, xeon.gemm_prefetch_a_min_bytes
+            ) == (128, 384, 64, 512 * 1024)
+    func, reference = _pointwise(c, hw, o, batch=batch, tuning=xeon)
+    assert ((T.PREFETCH_ATTR, "W") in _prefetches(func)) == taken
+    _run_both(func, reference, c, hw, o, batch=batch)
+
+
+def test_the_weights_bytes_bound_the_prefetch_on_the_interpreter_too():
+    # 131 x 13 floats (6.8 KB) over 3x3: prefetched under a 4 KB bound, not under 8 KB
+    xeon = tuning.avx512_xeon_tuning()
+    for min_bytes, taken in ((4096, True), (8192, False)):
+        small = dataclasses.replace(xeon, gemm_prefetch_a_min_bytes=min_bytes)
+        func, reference = _pointwise(131, 3, 13, tuning=small)
+        assert ((T.PREFETCH_ATTR, "W") in _prefetches(func)) == taken
+        _run_both(func, reference, 131, 3, 13)

@@ -71,6 +71,7 @@ def test_the_other_profiles_are_unchanged():
     assert changed == {"name", "gemm_rows", "gemm_vectors", "gemm_narrow_rows", "int_gemm_tile",
                        "gemm_tail_min_accumulators",
                        "gemm_pack_min_bytes", "gemm_prefetch_min_k", "gemm_prefetch_a_min_k",
+                       "gemm_prefetch_a_max_k", "gemm_prefetch_a_max_columns", "gemm_prefetch_a_min_bytes",
                        "winograd_min_tile_vectors", "winograd_narrow_max_weight_bytes",
                        "im2col_row_vectors",
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane",

@@ -109,8 +109,9 @@ def next_rows_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, k: Var) -> Stmt
     at 224x224: its 1x1 convolutions over 7x7 and 14x14 ~30% slower inside
     the model than alone). Only for an A that is one parameter read along
     its last axis by a one-axis reduction (a 1x1 convolution's weight, a
-    matmul's constant left operand) of at least ``gemm_prefetch_a_min_k``
-    steps, and of at most ``gemm_prefetch_a_max_columns`` columns in all
+    matmul's constant left operand) of ``gemm_prefetch_a_min_k`` to
+    ``gemm_prefetch_a_max_k`` steps, of at least ``gemm_prefetch_a_min_bytes``,
+    and of at most ``gemm_prefetch_a_max_columns`` columns in all
     (with the loops around the GEMM): where each row of A serves a few tiles (a wider product re-reads A from the
     cache, and activations as A were just written: there the prefetches
     only cost, BERT's and the MLPs' GEMMs 12-18% slower with them).
@@ -125,7 +126,7 @@ def next_rows_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, k: Var) -> Stmt
     columns = (None if None in dims or not dims[em.ri]
                else math.prod(dims) // dims[em.ri])  # type: ignore[arg-type]
     if (plan.wide or rexts[0] is None or any(e != 1 for e in rexts[1:])
-            or rexts[0] < target.gemm_prefetch_a_min_k
+            or not target.gemm_prefetch_a_min_k <= rexts[0] <= target.gemm_prefetch_a_max_k
             or columns is None or columns > target.gemm_prefetch_a_max_columns):
         return None
     found: list[tuple[Tensor, tuple[PrimExpr, ...]]] = []
@@ -156,6 +157,11 @@ def next_rows_prefetch(em: GemmEmitter, row0: PrimExpr, mr: int, k: Var) -> Stmt
         return None  # A not read along its rows (a transposed weight)
     K = rexts[0]
     bits = int("".join(c for c in anchor.tensor.dtype if c.isdigit()) or 32)
+    a = found[0][0]
+    a_bits = int("".join(c for c in a.dtype if c.isdigit()) or 32)
+    a_bytes = math.prod(static_int(d) or 0 for d in a.shape) * a_bits // 8
+    if a_bytes < target.gemm_prefetch_a_min_bytes:
+        return None
     step = max(1, 512 // bits)  # elements of a cache line
     # (the batch axes at the loops around the GEMM, as the tile's own reads)
     values = dict(zip(anchor.axes, em._anchor_values(None, i64(0))))
