@@ -300,9 +300,9 @@ def avx512_xeon_tuning() -> TargetTuning:
       at most 64 columns and a weight of at least 512 KB
       (``gemm_prefetch_a_min_k``, ``_max_k``, ``_max_columns``,
       ``_min_bytes``; ShuffleNet's grouped 544 x 136 (289 KB) over 7x7
-      lost 24 us a call with it where a residual is added): MobileNetV2's 1x1 expansions over 7x7 in the model
-      (weights from L3) 320 -> 1280 488 -> 404 us, 160 -> 960 (three
-      calls) 508 -> 425; elsewhere its address arithmetic in the reduction
+      lost 24 us a call with it where a residual is added): MobileNetV2's
+      1x1 expansions over 7x7 in the model (weights from L3) 320 -> 1280
+      488 -> 404 us, 160 -> 960 (three calls) 508 -> 425; elsewhere its address arithmetic in the reduction
       loop cost more than the prefetch saved (1x1 1024 -> 256 over 14x14:
       1.40 -> 1.03 ms without; over 7x7, K = 512 and 960 the hardware
       prefetchers follow A's longer rows: 956 -> 982, 454 -> 532 us with
@@ -375,7 +375,8 @@ def avx512_xeon_tuning() -> TargetTuning:
                    gemm_narrow_rows=8, int_gemm_tile=(8, 2), gemm_tail_min_accumulators=8,
                    gemm_pack_min_bytes=128 * 1024, gemm_prefetch_min_k=27,
                    gemm_prefetch_a_min_k=128, gemm_prefetch_a_max_k=384,
-                   gemm_prefetch_a_max_columns=64, gemm_prefetch_a_min_bytes=512 * 1024, winograd_min_tile_vectors=2,
+                   gemm_prefetch_a_max_columns=64, gemm_prefetch_a_min_bytes=512 * 1024,
+                   winograd_min_tile_vectors=2,
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
