@@ -31,7 +31,7 @@ import numpy as np
 __all__ = ["Intrinsic", "INTRINSIC_TABLE", "MATH", "BIT", "INDEX", "FACT", "LLVM_INTRINSIC",
            "C_MATH", "CUSTOM", "INTRINSICS", "MATH_INTRINSICS", "LIBM_INTRINSICS",
            "BOOL_INTRINSICS", "BIT_INTRINSICS", "INTRINSIC_DTYPES", "SCALAR_INTRINSICS",
-           "ALIASES", "process_symbols"]
+           "STEPPING_INTRINSICS", "ALIASES", "process_symbols"]
 
 # Kinds of intrinsics
 #: elementwise float math (``exp``, ``atan2``...; ``isnan`` and friends test a float)
@@ -99,14 +99,19 @@ class Intrinsic:
     costly: bool = False
     #: other names TVMScript spells it with (``T.nearbyint``)
     aliases: tuple[str, ...] = ()
+    #: its result jumps where an operand crosses a boundary (floor, ceil,
+    #: round, trunc at integers; fmod at multiples of its divisor): an ulp in
+    #: the operand can move the result by a whole step
+    steps: bool = False
 
 
 def _math(name: str, numpy: Callable[..., Any], scalar: Callable[..., Any], *,
           lowering: str, llvm: str | None = None, c_name: str | None = None,
           vector: str | None = None, costly: bool = False, arity: int = 1, result: str = "",
-          exact_on_integers: bool = False, aliases: tuple[str, ...] = ()) -> Intrinsic:
+          exact_on_integers: bool = False, aliases: tuple[str, ...] = (),
+          steps: bool = False) -> Intrinsic:
     return Intrinsic(name, arity, MATH, result, numpy, scalar, None, exact_on_integers,
-                     lowering, llvm, c_name, vector, costly, aliases)
+                     lowering, llvm, c_name, vector, costly, aliases, steps)
 
 
 def _bit(name: str, arity: int, on_bits: Callable[[int], Callable[..., int]]) -> Intrinsic:
@@ -167,14 +172,14 @@ _DECLARED = (
           costly=True),
     _math("fabs", np.abs, abs, lowering=_L, llvm="fabs", exact_on_integers=True),
     _math("floor", np.floor, math.floor, lowering=_L, llvm="floor", c_name="floor",
-          exact_on_integers=True),
+          exact_on_integers=True, steps=True),
     _math("ceil", np.ceil, math.ceil, lowering=_L, llvm="ceil", c_name="ceil",
-          exact_on_integers=True),
+          exact_on_integers=True, steps=True),
     # half to even, as TVM's T.nearbyint (what TVM legalizes R.round to)
     _math("round", np.rint, round, lowering=_L, llvm="roundeven", c_name="roundeven",
-          exact_on_integers=True, aliases=("nearbyint",)),
+          exact_on_integers=True, aliases=("nearbyint",), steps=True),
     _math("trunc", np.trunc, math.trunc, lowering=_L, llvm="trunc", c_name="trunc",
-          exact_on_integers=True),
+          exact_on_integers=True, steps=True),
     _math("sin", np.sin, math.sin, lowering=_L, llvm="sin", c_name="sin", costly=True),
     _math("cos", np.cos, math.cos, lowering=_L, llvm="cos", c_name="cos", costly=True),
     _math("exp2", np.exp2, lambda x: 2.0 ** x, lowering=_L, llvm="exp2", c_name="exp2",
@@ -199,7 +204,8 @@ _DECLARED = (
     Intrinsic("checked_index", 2, INDEX, result="int64"),
     _math("atan2", np.arctan2, math.atan2, arity=2, lowering=_C, c_name="atan2", costly=True),
     # C's fmod: the remainder with the dividend's sign, exact, as TVM's T.fmod
-    _math("fmod", np.fmod, math.fmod, arity=2, lowering=CUSTOM, c_name="fmod", costly=True),
+    _math("fmod", np.fmod, math.fmod, arity=2, lowering=CUSTOM, c_name="fmod", costly=True,
+          steps=True),
     _bit("bitwise_and", 2, lambda bits: lambda a, b: a & b),
     _bit("bitwise_or", 2, lambda bits: lambda a, b: a | b),
     _bit("bitwise_xor", 2, lambda bits: lambda a, b: a ^ b),
@@ -236,6 +242,8 @@ INTRINSIC_DTYPES: Mapping[str, str] = MappingProxyType(
 #: the intrinsics scalar expressions may call: name -> function on Python numbers
 SCALAR_INTRINSICS: Mapping[str, Callable[..., Any]] = MappingProxyType(
     {i.name: i.scalar for i in _DECLARED if i.scalar is not None})
+#: the intrinsics (and their aliases) whose result steps with an operand (``Intrinsic.steps``)
+STEPPING_INTRINSICS = frozenset(n for i in _DECLARED if i.steps for n in (i.name, *i.aliases))
 #: other spellings of intrinsics: alias -> name
 ALIASES: Mapping[str, str] = MappingProxyType(
     {alias: i.name for i in _DECLARED for alias in i.aliases})

@@ -20,8 +20,9 @@ class CodegenOptions:
     ``fast_math`` allows LLVM to reassociate float arithmetic (results may
     then differ from numpy by more than rounding); ``contract`` allows fusing
     a multiply and an add into one FMA, which only removes a rounding step.
-    Neither reaches the arithmetic whose value a rounding to an integer or a
-    float comparison decides: it is emitted without flags (:mod:`.exact`).
+    Neither reaches the arithmetic whose value a rounding to an integer, a
+    float remainder or a float comparison decides: it is emitted without
+    flags (:mod:`.exact`).
     ``check_bounds`` decides which buffer loads and stores compare each index
     with its dimension first (like TVM's ``tir.instrument_bound_checkers``; a
     kernel with a wrong index then ends with an error naming the kernel, the

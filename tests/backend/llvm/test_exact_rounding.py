@@ -104,3 +104,29 @@ def test_only_the_rounded_arithmetic_loses_the_contract_flag():
         fused = [ln for ln in arith if " contract " in ln]
         assert len(fused) == 2, (name, arith)  # A * B + D
         assert len(arith) - len(fused) == len(exact_arithmetic(f)), (name, arith)
+
+
+def test_remainders_decide_their_operands_as_roundings_do():
+    """A float ``%``, ``//`` or ``fmod`` steps at each multiple of its divisor,
+    as a rounding steps at each integer: its operands' ``+ - *`` lose the
+    flag (the 3 of the coordinate), the product-sum beside it keeps it; the
+    values are numpy's, one float32 operation at a time."""
+    quarter = T.FloatImm(0.25, "float32")
+    ops = {"%": (lambda c: T.BinaryOp("%", c, quarter), lambda c: np.mod(c, F32(0.25))),
+           "//": (lambda c: T.BinaryOp("//", c, quarter),
+                  lambda c: np.floor_divide(c, F32(0.25))),
+           "fmod": (lambda c: T.Call("fmod", (c, quarter), "float32"),
+                    lambda c: np.fmod(c, F32(0.25)))}
+    rng = np.random.default_rng(7)
+    a, b, d = (rng.standard_normal(N).astype(F32) for _ in range(3))
+    for name, (make, reference) in ops.items():
+        R, C, A, B, D = (buf(n, (N,)) for n in "RCABD")
+
+        def body(i, make=make, R=R, C=C, A=A, B=B, D=D):
+            fused = store(C, T.BinaryOp("+", T.BinaryOp("*", A[i], B[i]), D[i]), i)
+            return T.SeqStmt((store(R, make(_coordinate(i, (2, 7))), i), fused))
+        f = T.PrimFunc((A, B, D, R, C), loops([N], body))
+        assert len(exact_arithmetic(f)) == 3, name
+        r, c = np.empty(N, F32), np.empty(N, F32)
+        compile_prim_funcs({"k": f})["k"](a, b, d, r, c)
+        np.testing.assert_array_equal(r, reference(_coordinate_np((2, 7))), err_msg=name)
