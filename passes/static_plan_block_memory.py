@@ -32,9 +32,11 @@ When a tensor is allocated, the free storage of the smallest size that is
 large enough is reused (best fit); when none is large enough the largest
 free storage is reused and grown (its final size is the largest tensor it
 holds, known once the sequence is planned); only with no free storage is a
-new one created. A storage is freed for reuse right after the binding that
-last uses its tensor, so a kernel's output never shares storage with its
-own inputs.
+new one created. Among free storages of the size chosen, the one freed last
+is taken: its tensor was the last read, so its lines are the likeliest to
+be still in the cache (the bytes planned are the same whichever is taken).
+A storage is freed for reuse right after the binding that last uses its
+tensor, so a kernel's output never shares storage with its own inputs.
 
 **Symbolic shapes.** A tensor of symbolic shape (``R.shape([n, 4])``) is
 planned too, into a storage of symbolic size (``R.shape([n * 16])``, computed
@@ -478,7 +480,8 @@ class _FunctionPlanner(ExprMutator):
         (a symbolic size reuses a storage of the very same size, else grows one
         that reads all its variables to the maximum of both)."""
         storages: list[_Storage] = []
-        free: list[tuple[int, int]] = []  # constant sizes: (size, storage id), sorted
+        # constant sizes: (size, -when freed, storage id), sorted
+        free: list[tuple[int, int, int]] = []
         free_symbolic: list[int] = []     # storage ids, the latest freed last
         ends: dict[int, list[_Token]] = {}
         for tok in planned:
@@ -505,11 +508,11 @@ class _FunctionPlanner(ExprMutator):
                     storages.append(_Storage(i, tok.nbytes, tok.size_class, reads=reads,
                                              holds={tok.size_class}))
             elif tok is not None:
-                k = bisect.bisect_left(free, (tok.nbytes, -1))
+                k = bisect.bisect_left(free, (tok.nbytes, -n - 1))
                 if k < len(free):
-                    sid = free.pop(k)[1]            # best fit: smallest large enough
-                elif free:
-                    sid = free.pop()[1]             # grow the largest free one
+                    sid = free.pop(k)[2]            # best fit: smallest large enough
+                elif free:                          # grow the largest free one
+                    sid = free.pop(bisect.bisect_left(free, (free[-1][0], -n - 1)))[2]
                     storages[sid].size = tok.nbytes
                 else:
                     sid = len(storages)
@@ -521,7 +524,7 @@ class _FunctionPlanner(ExprMutator):
                 if st.size_class is not None:
                     free_symbolic.append(done.storage)
                 else:
-                    bisect.insort(free, (st.size, done.storage))
+                    bisect.insort(free, (st.size, -i, done.storage))
         return storages
 
     def _rewrite(self, seq: SeqExpr, bindings: list[Binding], planned: list[_Token],
