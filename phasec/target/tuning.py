@@ -121,6 +121,14 @@ class TargetTuning:
     gemm_prefetch_a_max_k: int = 1 << 62
     #: ... and A of at least this many bytes
     gemm_prefetch_a_min_bytes: int = 0
+    #: a GEMM over at most this many flat columns a call (0: never) whose A
+    #: is a constant weight of at least ``gemm_pack_a_min_bytes`` reads A
+    #: packed into row panels, one contiguous run a row tile
+    #: (``gemm_prepack.row_panels``; see ``avx512_xeon_tuning``)
+    gemm_pack_a_max_columns: int = 0
+    gemm_pack_a_min_bytes: int = 0
+    #: ... and a reduction of at most this many steps
+    gemm_pack_a_max_k: int = 1 << 62
     #: a GEMM whose B micro-panel (K x a tile's columns) exceeds
     #: ``gemm_k_block_min_bytes``, over at least two row tiles and two
     #: micro-panels, runs its reduction in blocks of at most
@@ -381,7 +389,9 @@ def avx512_xeon_tuning() -> TargetTuning:
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
                    gemm_flat_micro_panel_max_rows=64, pointwise_max_weight_bytes=512 * 1024,
-                   pointwise_wide_tile=(4, 6), gemm_k_block_bytes=32 * 1024)
+                   pointwise_wide_tile=(4, 6), gemm_k_block_bytes=32 * 1024,
+                   gemm_pack_a_max_columns=64, gemm_pack_a_min_bytes=512 * 1024,
+                   gemm_pack_a_max_k=1024)
 
 
 def generic_tuning() -> TargetTuning:
