@@ -147,18 +147,26 @@ def b_parameter(load: BufferLoad, ks: Sequence[Var], kexts: Sequence[int | None]
     return None
 
 
+def _declared(func: tir.PrimFunc, name_attr: str, size_attr: str) -> tuple[int, int] | None:
+    """(the index of the parameter ``func``'s ``name_attr`` names, its
+    positive ``size_attr``), or None."""
+    pname = (func.attrs or {}).get(name_attr)
+    size = (func.attrs or {}).get(size_attr)
+    if not pname or not isinstance(size, int) or size < 1:
+        return None
+    index = next((i for i, p in enumerate(func.params)
+                  if isinstance(p, tir.Buffer) and p.name == pname), None)
+    return None if index is None else (index, size)
+
+
 def _prepacked_weight(func: tir.PrimFunc) -> WeightPlan | None:
     """The packing of B that ``func`` declares (``PREPACK_ATTR`` naming a
     parameter of static shape read as ``B[k, j]``, or as ``B[j, k]`` with
     ``PREPACK_TRANSPOSED_ATTR``; ``PACK_MARK`` nests), or None."""
-    pname = (func.attrs or {}).get(PREPACK_ATTR)
-    width = (func.attrs or {}).get(PREPACK_WIDTH_ATTR)
-    if not pname or not isinstance(width, int) or width < 1:
+    found = _declared(func, PREPACK_ATTR, PREPACK_WIDTH_ATTR)
+    if found is None:
         return None
-    index = next((i for i, p in enumerate(func.params)
-                  if isinstance(p, tir.Buffer) and p.name == pname), None)
-    if index is None:
-        return None
+    index, width = found
     b = func.params[index]
     dims = static_dims(b)
     transposed = bool(func.attrs.get(PREPACK_TRANSPOSED_ATTR))
@@ -224,8 +232,11 @@ def row_panels(em: GemmEmitter, M: int, mr: int) -> tuple[Buffer, Stmt] | None:
     streamed once per call from L3 or memory, and read in place its tile's
     ``mr`` rows were ``mr`` short streams (a few KB each, one line per 16
     steps of each) the hardware prefetchers did not follow; here the tile
-    reads one stream, and the tiles one after another all of A in order
-    (bench/README.md, issue 29, pw7b)."""
+    reads one stream, and the tiles one after another all of A in order.
+    A reduction of at most ``gemm_pack_a_max_k`` steps: the projections of
+    1024 and 2048 over 7x7 lost this way in their models (bench/README.md,
+    issue 29, pw7b). Each sum is the same, in the same order (only where A
+    is read from changes)."""
     target, plan, low = em.nest.opt.target, em.plan, em.low
     a = plan.a_expr
     if (not target.gemm_pack_a_max_columns or not plan.flat or plan.wide or plan.row_group
@@ -241,11 +252,13 @@ def row_panels(em: GemmEmitter, M: int, mr: int) -> tuple[Buffer, Stmt] | None:
                and all(d == 1 for d in dims[2:]))
     anchor = em.anchor
     row_var, k_var = anchor.axes[em.ri], anchor.raxes[0].var
-    if (K is None or K > target.gemm_pack_a_max_k or not dims_ok or a.indices[0] is not row_var or a.indices[1] is not k_var
+    if (K is None or K > target.gemm_pack_a_max_k or not dims_ok
+            or a.indices[0] is not row_var or a.indices[1] is not k_var
             or not all(isinstance(i, IntImm) and i.value == 0 for i in a.indices[2:])):
         return None
-    columns = [static_int(d) for d in em.nest.shape]
-    if None in columns or math.prod(columns) // M > target.gemm_pack_a_max_columns:  # type: ignore[arg-type]
+    # the columns A meets in a call: the GEMM's own times the batch loops
+    shape = [static_int(d) for d in em.nest.shape]
+    if None in shape or math.prod(shape) // M > target.gemm_pack_a_max_columns:  # type: ignore
         return None
     if M * K * 4 < target.gemm_pack_a_min_bytes:
         return None
@@ -268,14 +281,11 @@ def row_panels(em: GemmEmitter, M: int, mr: int) -> tuple[Buffer, Stmt] | None:
 
 def _row_packed_weight(func: tir.PrimFunc) -> WeightPlan | None:
     """The row panels of A that ``func`` declares (``ROW_PACK_ATTR``), or None."""
-    attrs = func.attrs or {}
-    pname, mr = attrs.get(ROW_PACK_ATTR), attrs.get(ROW_PACK_ROWS_ATTR)
-    if not pname or not isinstance(mr, int) or mr < 1:
+    found = _declared(func, ROW_PACK_ATTR, ROW_PACK_ROWS_ATTR)
+    if found is None:
         return None
-    index = next((i for i, p in enumerate(func.params)
-                  if isinstance(p, tir.Buffer) and p.name == pname), None)
-    if index is None:
-        return None
+    index, mr = found
+    attrs = func.attrs
     dims = static_dims(func.params[index])
     if dims is None or len(dims) < 2:
         return None

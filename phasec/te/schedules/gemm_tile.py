@@ -126,7 +126,8 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
             if q:
                 vmap[anchor.raxes[0].var] = kivs[0].var + q
             a = (low.emit_value(em.plan.a_expr, vmap, low.default_load) if a_rows is None
-                 else BufferLoad(a_rows[0], (a_rows[1], _add(kivs[0].var, i64(q)), _add(a_rows[2], ii))))
+                 else BufferLoad(a_rows[0], (a_rows[1], _add(kivs[0].var, i64(q)),
+                                             _add(a_rows[2], ii))))
             if bp is not None:
                 kflat: PrimExpr = kivs[0].var
                 for iv, ext in zip(kivs[1:], em.rexts[1:]):
