@@ -324,7 +324,8 @@ def avx512_xeon_tuning() -> TargetTuning:
       build twice: ResNet-50's 512 -> 2048 + residual over 7x7 (three
       calls) 3123 / 3275 -> 2772 / 2715 us, MobileNetV2's 160 -> 960
       (three) 595 / 583 -> 429 / 427 and 320 -> 1280 531 / 529 -> 401 /
-      395 (against the prefetch above); but the projections of K = 1024
+      395 (against the prefetch above; one build a side at load 8 within
+      noise; alone faster warm and cold); but the projections of K = 1024
       (Inception v2's 1024 -> 352 and -> 192 over 7x7, +11-12%) and 2048
       (ResNet-50's 2048 -> 512, 1.6 -> 1.9 ms) lost, K = 960 unchanged
       (bench/README.md, issue 29, pw7b);
