@@ -121,6 +121,14 @@ class TargetTuning:
     gemm_prefetch_a_max_k: int = 1 << 62
     #: ... and A of at least this many bytes
     gemm_prefetch_a_min_bytes: int = 0
+    #: a GEMM over at most this many flat columns a call (0: never) whose A
+    #: is a constant weight of at least ``gemm_pack_a_min_bytes`` reads A
+    #: packed into row panels, one contiguous run a row tile
+    #: (``gemm_prepack.row_panels``; see ``avx512_xeon_tuning``)
+    gemm_pack_a_max_columns: int = 0
+    gemm_pack_a_min_bytes: int = 0
+    #: ... and a reduction of at most this many steps
+    gemm_pack_a_max_k: int = 1 << 62
     #: a GEMM whose B micro-panel (K x a tile's columns) exceeds
     #: ``gemm_k_block_min_bytes``, over at least two row tiles and two
     #: micro-panels, runs its reduction in blocks of at most
@@ -307,6 +315,20 @@ def avx512_xeon_tuning() -> TargetTuning:
       1.40 -> 1.03 ms without; over 7x7, K = 512 and 960 the hardware
       prefetchers follow A's longer rows: 956 -> 982, 454 -> 532 us with
       it; K = 96 within noise alone, +7 us a call in MobileNetV3-Small);
+      where A is packed into row panels (below) the prefetch is not made;
+    * a constant A of at least 512 KB over at most 64 flat columns and a
+      reduction of at most 512 packed at build time into row panels, each
+      row tile's rows one contiguous run (``gemm_pack_a_max_columns``,
+      ``_min_bytes``, ``_max_k``; ``gemm_prepack.row_panels``): read in
+      place, a tile's 6 rows were 6 short streams. In the model, each
+      build twice: ResNet-50's 512 -> 2048 + residual over 7x7 (three
+      calls) 3123 / 3275 -> 2772 / 2715 us, MobileNetV2's 160 -> 960
+      (three) 595 / 583 -> 429 / 427 and 320 -> 1280 531 / 529 -> 401 /
+      395 (against the prefetch above; one build a side at load 8 within
+      noise; alone faster warm and cold); but the projections of K = 1024
+      (Inception v2's 1024 -> 352 and -> 192 over 7x7, +11-12%) and 2048
+      (ResNet-50's 2048 -> 512, 1.6 -> 1.9 ms) lost, K = 960 unchanged
+      (bench/README.md, issue 29, pw7b);
     * the epilogue's lines prefetched from a reduction of 27 on
       (``gemm_prefetch_min_k``): a residual read 56 floats per row from 256
       planes misses everywhere (1x1 64 -> 256 + residual over 56x56: 1.25x
@@ -381,7 +403,9 @@ def avx512_xeon_tuning() -> TargetTuning:
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
                    depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
                    gemm_flat_micro_panel_max_rows=64, pointwise_max_weight_bytes=512 * 1024,
-                   pointwise_wide_tile=(4, 6), gemm_k_block_bytes=32 * 1024)
+                   pointwise_wide_tile=(4, 6), gemm_k_block_bytes=32 * 1024,
+                   gemm_pack_a_max_columns=64, gemm_pack_a_min_bytes=512 * 1024,
+                   gemm_pack_a_max_k=512)
 
 
 def generic_tuning() -> TargetTuning:

@@ -78,7 +78,13 @@ def test_the_other_profiles_are_unchanged():
                        "pointwise_max_transposed_bytes", "depthwise_narrow_plane",
                        "gemm_flat_panel_bytes", "gemm_flat_micro_panel_max_rows",
                        "pointwise_max_weight_bytes", "pointwise_wide_tile",
-                       "gemm_k_block_bytes"}
+                       "gemm_k_block_bytes", "gemm_pack_a_max_columns",
+                       "gemm_pack_a_min_bytes", "gemm_pack_a_max_k"}
+    # row panels of A (gemm_prepack.row_panels) on the Xeon only
+    assert (x.gemm_pack_a_max_columns, x.gemm_pack_a_min_bytes, x.gemm_pack_a_max_k
+            ) == (64, 512 * 1024, 512)
+    assert all(p().gemm_pack_a_max_columns == 0
+               for p in (tn.avx512_tuning, tn.avx2_tuning, tn.generic_tuning))
     # the integer GEMM keeps the avx512 profile's tile
     assert x.int_gemm_tile == (t.gemm_rows, t.gemm_vectors) == (8, 2)
 

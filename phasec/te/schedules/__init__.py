@@ -231,6 +231,7 @@ RULES: tuple[Rule, ...] = (
 
 #: the transforms of weights the schedules declare, tried in this order
 WEIGHT_TRANSFORMS: tuple[WeightTransform, ...] = (gemm_prepack.WEIGHT_TRANSFORM,
+                                                  gemm_prepack.ROW_WEIGHT_TRANSFORM,
                                                   winograd.WEIGHT_TRANSFORM)
 
 

@@ -76,7 +76,7 @@ from phasec.te.schedules.gemm_amx import AMX_ROWS, rest_rows
 from phasec.te.schedules.gemm_plan import GemmPlan, plan_gemm, windows_channels
 from phasec.te.schedules.gemm_prepack import (
     PACK_MARK, PREPACK_ATTR, PREPACK_TRANSPOSED_ATTR, PREPACK_WIDTH_ATTR, PREPACK_WORDS_ATTR,
-    b_parameter, word_parameter,
+    b_parameter, row_panels, word_parameter,
 )
 from phasec.te.stmt import block, seq
 from phasec.te.tensor import ProducerLoad, post_order
@@ -157,6 +157,9 @@ class GemmEmitter:
         #: reduction axis, whether it is the last (a condition when one
         #: loop runs every block); None: all of K
         self._kblock: tuple[Buffer, PrimExpr, int, bool | PrimExpr] | None = None
+        #: A read from its row panels (``gemm_prepack.row_panels``): the
+        #: buffer and its rows a panel, while the row tiles are emitted
+        self.a_rows: tuple[Buffer, int] | None = None
 
     # -- structure -----------------------------------------------------------
     def _vector_pieces(self, width: int) -> list[int]:
@@ -422,15 +425,20 @@ class GemmEmitter:
         elif Ms is not None:
             mr = self._balanced_rows(Ms, mr, width)
             n_full, rem = divmod(Ms, mr)
+            panels = row_panels(self, Ms, mr)
+            self.a_rows = None if panels is None else (panels[0], mr)
+            rows: list[Stmt] = [] if panels is None else [panels[1]]
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
-                stmts.append(For(io, i64(0), i64(n_full), kind,
-                                 self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
+                rows.append(For(io, i64(0), i64(n_full), kind,
+                                self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
             row = Ms - rem
             for part in rest_rows(self, rem):
-                stmts.append(self._row_block(i64(row), part, col0, tiles, width, bp))
+                rows.append(self._row_block(i64(row), part, col0, tiles, width, bp))
                 row += part
+            self.a_rows = None
+            stmts.append(seq(rows) if panels is None else Allocate(panels[0], seq(rows)))
         else:
             io = Var(self.low.names.fresh("io"), _I64)
             n_full_e = self.M // mr

@@ -9,7 +9,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from phasec.ir import tir
-from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var
+from phasec.arith import simplify
+from phasec.ir.tir import (
+    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
+)
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
 from phasec.te.schedules.gemm_amx import amx_blocks, amx_tile
@@ -84,6 +87,14 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
         return For(ii, i64(0), i64(mr), ii_kind, seq(parts))
 
     kblock = em._kblock
+    # A's row panels (gemm_prepack.row_panels): the tile's panel and first row in it
+    a_rows = None
+    if em.a_rows is not None:
+        ap, per = em.a_rows
+        first = simplify(BinaryOp("//", row0, i64(per)))
+        lane = simplify(BinaryOp("%", row0, i64(per)))
+        assert isinstance(lane, tir.IntImm) and lane.value + mr <= per, (row0, mr, per)
+        a_rows = (ap, first, lane)
 
     def init(ii: Var, ji: PrimExpr) -> Stmt:
         if kblock is not None:  # (the previous blocks' sums)
@@ -114,7 +125,9 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
         for q in range(unroll):
             if q:
                 vmap[anchor.raxes[0].var] = kivs[0].var + q
-            a = low.emit_value(em.plan.a_expr, vmap, low.default_load)
+            a = (low.emit_value(em.plan.a_expr, vmap, low.default_load) if a_rows is None
+                 else BufferLoad(a_rows[0], (a_rows[1], _add(kivs[0].var, i64(q)),
+                                             _add(a_rows[2], ii))))
             if bp is not None:
                 kflat: PrimExpr = kivs[0].var
                 for iv, ext in zip(kivs[1:], em.rexts[1:]):
@@ -173,6 +186,7 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
         upd: Stmt = For(ks[0], i64(0), i64(K0 // unroll), "serial", loops(update, "unroll"))
     else:
         hint = (ahead(ks[0], kstep) if ahead is not None
+                else None if a_rows is not None  # (one stream: the prefetchers follow it)
                 else next_rows_prefetch(em, row0, mr, ks[0]))
         upd = em._wrap_reduction(ks, loops(update, "unroll") if hint is None
                                    else seq([hint, loops(update, "unroll")]))
