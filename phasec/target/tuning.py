@@ -181,6 +181,13 @@ class TargetTuning:
     #: fused loop cost ~0.4 us each here (4 x 128 x 128 softmax: 13.5 us
     #: over its 4 batches, 15.6 us fused)
     parallel_min_iterations: int = 16
+    #: a stem's max pool computed with its convolution from a ring of the
+    #: convolution's rows (:mod:`phasec.te.schedules.conv_pool_stem`) splits
+    #: its output rows in this many bands run in parallel, each recomputing
+    #: the rows its first window shares with the band before (ResNet-50's
+    #: stem on one thread, in the model: conv + pool 1830 us as two kernels,
+    #: 1590 in one band, 1852 in four)
+    stem_pool_bands: int = 2
     #: 3x3 stride-1 convolutions (NCHW, one group) of at least
     #: ``winograd_min_channels`` input and output channels are computed by
     #: Winograd's F(m x m, 3 x 3) with m at most ``winograd_tile`` (4 or 2;
