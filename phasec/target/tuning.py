@@ -184,10 +184,12 @@ class TargetTuning:
     #: a stem's max pool computed with its convolution from a ring of the
     #: convolution's rows (:mod:`phasec.te.schedules.conv_pool_stem`) splits
     #: its output rows in this many bands run in parallel, each recomputing
-    #: the rows its first window shares with the band before (ResNet-50's
-    #: stem on one thread, in the model: conv + pool 1830 us as two kernels,
-    #: 1590 in one band, 1852 in four)
-    stem_pool_bands: int = 2
+    #: the rows its first window shares with the band before. One: on one
+    #: thread two or four bands cost 150-250 us more in ResNet-50's stem (conv +
+    #: pool in one kernel 1515-1605 us in one band, 1663-1914 in two, 1901 in
+    #: four; 1711-1879 as two kernels), more than the one recomputed row; on
+    #: more threads one band leaves the stem on one of them
+    stem_pool_bands: int = 1
     #: 3x3 stride-1 convolutions (NCHW, one group) of at least
     #: ``winograd_min_channels`` input and output channels are computed by
     #: Winograd's F(m x m, 3 x 3) with m at most ``winograd_tile`` (4 or 2;

@@ -20,6 +20,7 @@ from phasec.arith.inbounds import prove_accesses
 from phasec.interp import run as interpret
 from phasec.ir import Constant, IRModule, TensorStructInfo, Var, tir
 from phasec.ir.structural import first_mismatch
+from phasec.ir.tir_visitor import walk
 from phasec.op import call_op
 from phasec.passes.fuse_ops import DEFAULT_RULES, TVM_RULES
 from phasec.pipeline import lower
@@ -147,3 +148,25 @@ def test_what_is_not_fused():
     stem = _module((1, 3, 27, 29), 8, (3, 3), (2, 2), [1] * 4, pool)
     with PassContext(config={"FuseOps.rules": TVM_RULES}):
         assert len(_kernels(stem)) == 2
+
+
+@pytest.mark.parametrize("bands", [2, 3])
+def test_bands_in_parallel_recompute_their_first_rows(monkeypatch, bands):
+    """``stem_pool_bands`` > 1: the output rows in bands (19 rows: the last
+    band shorter), each band's first window computing its rows again."""
+    from phasec.target import tuning
+    monkeypatch.setenv("PHASEC_TUNING", f"stem_pool_bands={bands}")
+    tuning.host_tuning.cache_clear()
+    try:
+        xs = (1, 3, 77, 71)
+        mod = _module(xs, 16, (3, 3), (2, 2), [1] * 4, _pool((3, 3), (2, 2), [1] * 4), False)
+        func = _ring_kernel(mod)
+        assert func is not None and prove_accesses(func).counts()[1] == 0
+        loops = [n for n in walk(func.body) if isinstance(n, tir.For) and n.kind == "parallel"
+                 and n.loop_var.name == "band"]
+        assert [int(n.extent.value) for n in loops] == [bands]
+        _check(phasec.VirtualMachine(phasec.build(mod)), mod,
+               RNG.standard_normal(xs).astype(np.float32))
+    finally:
+        monkeypatch.delenv("PHASEC_TUNING")
+        tuning.host_tuning.cache_clear()

@@ -14,9 +14,10 @@ are computed into a ring of ``R`` rows (row ``y`` at ``y % R``, ``R`` the
 window's height rounded up to a power of two, every channel: 64 x 4 x 111
 floats, in L2), then the row is pooled from the ring at once, as
 :mod:`.pool_max_rows` pools one row (the max over the window's rows into a
-buffer of one row, then over its columns). The output rows are split in
-bands run in parallel, each with its own ring; a band's first window
-recomputes the rows it shares with the previous band's last.
+buffer of one row, then over its columns). The output rows may be split in
+bands run in parallel (``TargetTuning.stem_pool_bands``, one by default),
+each with its own ring; a band's first window recomputes the rows it
+shares with the previous band's last.
 
 Each pooled value is the same max (:func:`pool_window.nan_propagating_max`,
 NaN when a tap is NaN, padding taps left out) of the same producer values
