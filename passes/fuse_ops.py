@@ -27,6 +27,9 @@ stays in the caller and is a fusion boundary):
   reduction) and its elementwise/broadcast epilogue;
 * ``split`` (a tuple result) with its ``TupleGetItem`` bindings, when every
   use of every field is in the same group.
+* a stem (default table only, ``FusionRules.stem_pools``): a conv2d of at
+  most 4 input channels with its epilogue takes the 2-D max pool after it,
+  pooled from a ring of its rows (``te.schedules.conv_pool_stem``).
 
 A group has at most one anchor (reduction or out-elementwise-fusable
 operator). Opaque compute operators (softmax, layer_norm...) become a function
