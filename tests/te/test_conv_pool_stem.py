@@ -170,3 +170,26 @@ def test_bands_in_parallel_recompute_their_first_rows(monkeypatch, bands):
     finally:
         monkeypatch.delenv("PHASEC_TUNING")
         tuning.host_tuning.cache_clear()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_bands_follow_the_threads_set_when_built(threads):
+    """By default (``stem_pool_bands`` 0) the kernel has as many bands as
+    the threads parallel loops use when it is built: none on one thread
+    (one band, no parallel loop), one per thread on more; the values are the
+    same either way."""
+    from phasec.backend.llvm import get_num_threads, set_num_threads
+    before = get_num_threads()
+    set_num_threads(threads)
+    try:
+        xs = (1, 3, 77, 71)
+        mod = _module(xs, 16, (3, 3), (2, 2), [1] * 4, _pool((3, 3), (2, 2), [1] * 4), False)
+        func = _ring_kernel(mod)
+        assert func is not None
+        loops = [int(n.extent.value) for n in walk(func.body)
+                 if isinstance(n, tir.For) and n.loop_var.name == "band" and n.kind == "parallel"]
+        assert loops == ([] if threads == 1 else [threads])
+        _check(phasec.VirtualMachine(phasec.build(mod)), mod,
+               RNG.standard_normal(xs).astype(np.float32))
+    finally:
+        set_num_threads(before)

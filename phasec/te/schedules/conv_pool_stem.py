@@ -14,9 +14,10 @@ are computed into a ring of ``R`` rows (row ``y`` at ``y % R``, ``R`` the
 window's height rounded up to a power of two, every channel: 64 x 4 x 111
 floats, in L2), then the row is pooled from the ring at once, as
 :mod:`.pool_max_rows` pools one row (the max over the window's rows into a
-buffer of one row, then over its columns). The output rows may be split in
-bands run in parallel (``TargetTuning.stem_pool_bands``, one by default),
-each with its own ring; a band's first window recomputes the rows it
+buffer of one row, then over its columns). The output rows are split in
+bands run in parallel (``TargetTuning.stem_pool_bands``; by default as many
+as the threads set when the model is built: one on one thread), each with
+its own ring; a band's first window recomputes the rows it
 shares with the previous band's last.
 
 Each pooled value is the same max (:func:`pool_window.nan_propagating_max`,
@@ -204,7 +205,8 @@ def schedule(w: PoolWorkload) -> Tensor | None:
     inside = RowsFirst.of(w)
     work = n * (c * H * W * 30 + c * OH * (W * KH + OW * KW))
     target = tuning.host_tuning()
-    bands = max(1, min(OH, target.stem_pool_bands)) if work >= target.parallel_min_work else 1
+    want = target.stem_pool_bands or tuning.build_threads()
+    bands = max(1, min(OH, want)) if work >= target.parallel_min_work else 1
     per_band = -(-OH // bands)
 
     def window_rows(oy: int) -> list[int]:
