@@ -27,13 +27,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from phasec import arith
 from phasec.op.registry import OpDef, OpPattern
 from phasec.transform import PassConfigError
 from phasec.transform.info import is_int_at_least
 
 __all__ = [
     "FusionRules", "DEFAULT_RULES", "TVM_RULES", "NO_EPILOGUE_RULES", "INJECTIVE_PATTERNS",
-    "ANCHOR_PATTERNS", "register_fusion_rules", "get_fusion_rules", "list_fusion_rules",
+    "ANCHOR_PATTERNS", "STEM_MAX_CHANNELS", "stem_pool", "register_fusion_rules", "get_fusion_rules", "list_fusion_rules",
     "resolve_rules",
 ]
 
@@ -83,12 +84,17 @@ class FusionRules:
             kind (e.g. ``{"relax.nn.conv2d": OpPattern.OPAQUE}``).
         name: how the table is spelled in a textual pipeline
             (``FuseOps{rules=NAME}``) once registered.
+        stem_pools: a conv2d of few input channels (a stem, :func:`stem_pool`)
+            with its epilogue also takes the 2-D max pool after it, one kernel
+            that pools the convolution's rows from a ring
+            (:mod:`phasec.te.schedules.conv_pool_stem`).
     """
 
     pairs: frozenset[Pair] = frozenset()
     max_fused_ops: int = 256
     op_patterns: Mapping[str, OpPattern] = field(default_factory=dict)
     name: str = "custom"
+    stem_pools: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.pairs, (str, bytes)) or not isinstance(self.pairs, Iterable):
@@ -180,14 +186,42 @@ _INJECTIVE_CHAINS = frozenset((p, c) for p in INJECTIVE_PATTERNS for c in INJECT
 #: The default table (see the module docstring of :mod:`phasec.passes.fuse_ops`).
 DEFAULT_RULES = FusionRules(
     pairs=_INJECTIVE_CHAINS | {(E, R), (B, R), (O, E), (O, B), (R, E), (R, B)},
-    name="default")
+    name="default", stem_pools=True)
 
 #: TVM's table: reductions take no epilogue.
-TVM_RULES = DEFAULT_RULES.forbid((R, E), (R, B), name="tvm")
+TVM_RULES = replace(DEFAULT_RULES.forbid((R, E), (R, B), name="tvm"), stem_pools=False)
 
 #: Anchors (matmul, conv2d, pooling, reductions) take no epilogue; injective
 #: chains and reduction inputs still fuse.
-NO_EPILOGUE_RULES = DEFAULT_RULES.forbid((O, E), (O, B), (R, E), (R, B), name="no_epilogue")
+NO_EPILOGUE_RULES = replace(DEFAULT_RULES.forbid((O, E), (O, B), (R, E), (R, B),
+                                                 name="no_epilogue"), stem_pools=False)
+
+#: input channels up to which a conv2d takes the max pool after it (:func:`stem_pool`)
+STEM_MAX_CHANNELS = 4
+
+
+def stem_pool(conv: Any, pool: Any) -> bool:
+    """Whether the 2-D max pool ``pool`` joins the group of the convolution
+    ``conv`` (Relax calls): an NCHW float conv2d of one group and at most
+    :data:`STEM_MAX_CHANNELS` input channels, an NCHW max pool. The
+    convolution's output (3.2 MB for ResNet-50's) is then pooled from a ring
+    of its rows in the cache, never written whole."""
+    if (getattr(conv.op, "name", None) != "relax.nn.conv2d"
+            or getattr(pool.op, "name", None) != "relax.nn.max_pool2d"):
+        return False
+    ca, pa = conv.attrs, pool.attrs
+    if (str(ca.get("data_layout", "NCHW")) != "NCHW" or str(ca.get("kernel_layout", "OIHW"))
+            != "OIHW" or str(ca.get("out_layout") or "NCHW") != "NCHW"
+            or int(ca.get("groups", 1)) != 1 or str(pa.get("layout", "NCHW")) != "NCHW"
+            or str(pa.get("out_layout") or "NCHW") != "NCHW"):
+        return False
+    weight = getattr(conv.args[1], "struct_info", None)
+    shape = getattr(weight, "shape", None)
+    dims = shape if isinstance(shape, tuple) else getattr(shape, "values", None)
+    if dims is None or len(dims) != 4 or getattr(weight, "dtype", "") not in ("float32", "float64"):
+        return False
+    channels = arith.const_int(dims[1])
+    return channels is not None and channels <= STEM_MAX_CHANNELS
 
 _NAMED: dict[str, FusionRules] = {}
 

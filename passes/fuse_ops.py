@@ -27,6 +27,9 @@ stays in the caller and is a fusion boundary):
   reduction) and its elementwise/broadcast epilogue;
 * ``split`` (a tuple result) with its ``TupleGetItem`` bindings, when every
   use of every field is in the same group.
+* a stem (default table only, ``FusionRules.stem_pools``): a conv2d of at
+  most 4 input channels with its epilogue takes the 2-D max pool after it,
+  pooled from a ring of its rows (``te.schedules.conv_pool_stem``).
 
 A group has at most one anchor (reduction or out-elementwise-fusable
 operator). Opaque compute operators (softmax, layer_norm...) become a function
@@ -120,7 +123,7 @@ from phasec.transform.info import is_int_at_least
 
 from phasec.passes._fusion_rules import (
     ANCHOR_PATTERNS, DEFAULT_RULES, NO_EPILOGUE_RULES, TVM_RULES, FusionRules, get_fusion_rules,
-    list_fusion_rules, register_fusion_rules, resolve_rules,
+    list_fusion_rules, register_fusion_rules, resolve_rules, stem_pool,
 )
 
 __all__ = ["FuseOps", "FusionRules", "DEFAULT_RULES", "TVM_RULES", "NO_EPILOGUE_RULES",
@@ -433,6 +436,22 @@ class _Partition:
                     break
                 self._absorb(c, a, feeds_anchor=False)
                 self.sink[a] = c
+            self._stem_pool(a)
+
+    def _stem_pool(self, a: int) -> None:
+        """A stem's conv2d group takes the max pool that alone uses it
+        (:func:`~phasec.passes._fusion_rules.stem_pool`)."""
+        g, s = self.graph, self.sink[a]
+        uses = g.consumers[s]
+        if (not self.rules.stem_pools or g.escapes[s] or not uses
+                or any(c != uses[0] for c in uses) or self.group_of[uses[0]] != uses[0]
+                or len(self.members[a]) >= self.rules.max_fused_ops
+                or not stem_pool(g.bindings[g.binding_of[a]].value,
+                                 g.bindings[g.binding_of[uses[0]]].value)):
+            return
+        self._absorb(uses[0], a, feeds_anchor=False)
+        self.sink[a] = uses[0]
+        self.anchor[a] = a  # (the convolution stays the group's anchor)
 
     def _merge_into_consumers(self) -> None:
         """Step 2: in reverse order, a group whose sink is used only by one

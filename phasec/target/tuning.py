@@ -34,6 +34,7 @@ trying sizes (see :func:`host_tuning`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 import os
 from dataclasses import dataclass, replace
 
@@ -189,6 +190,17 @@ class TargetTuning:
     #: fused loop cost ~0.4 us each here (4 x 128 x 128 softmax: 13.5 us
     #: over its 4 batches, 15.6 us fused)
     parallel_min_iterations: int = 16
+    #: a stem's max pool computed with its convolution from a ring of the
+    #: convolution's rows (:mod:`phasec.te.schedules.conv_pool_stem`) splits
+    #: its output rows in this many bands run in parallel, each recomputing
+    #: the rows its first window shares with the band before. 0 (the
+    #: default): as many as the threads parallel loops use when the kernel is
+    #: built (:func:`build_threads`), so one band on one thread: there two
+    #: or four bands cost 150-250 us more in ResNet-50's stem (conv + pool in
+    #: one kernel 1515-1605 us in one band, 1663-1914 in two, 1901 in four;
+    #: 1711-1879 as two kernels), more than the one recomputed row, while on
+    #: more threads one band would leave the stem on one of them
+    stem_pool_bands: int = 0
     #: 3x3 stride-1 convolutions (NCHW, one group) of at least
     #: ``winograd_min_channels`` input and output channels are computed by
     #: Winograd's F(m x m, 3 x 3) with m at most ``winograd_tile`` (4 or 2;
@@ -455,6 +467,24 @@ def tuning_for(flags: set[str], cpu: str) -> TargetTuning:
     if "avx2" in flags and "fma" in flags:
         return avx2_tuning()
     return generic_tuning()
+
+
+#: reports the threads parallel loops run on (the LLVM runtime registers
+#: its ``get_num_threads``; the target layer cannot import the backend)
+_thread_count: Callable[[], int] | None = None
+
+
+def register_thread_count(report: Callable[[], int]) -> None:
+    """Let :func:`build_threads` ask ``report`` (the runtime's thread count)."""
+    global _thread_count
+    _thread_count = report
+
+
+def build_threads() -> int:
+    """The threads parallel loops use now, for a schedule that splits its
+    work in as many parts when it is built (a session's thread count fixed
+    when it is created, as ONNX Runtime's is): 1 before a runtime reports one."""
+    return max(1, _thread_count()) if _thread_count is not None else 1
 
 
 @functools.lru_cache(maxsize=1)

@@ -96,6 +96,7 @@ from phasec.te.operation import (
     reduce_axis, select, sum,
 )
 from phasec.te.options import ScheduleOptions
+from phasec.te.schedules import conv_pool_stem
 from phasec.te.tensor import OWN_NEST, ROW_LOCAL, ExternOp, ProducerLoad, Reduce, TEError, Tensor
 
 __all__ = [
@@ -105,3 +106,6 @@ __all__ = [
     "ExternOp", "i64", "lt", "le", "gt", "ge", "eq", "ne", "all_of", "in_range", "maximum",
     "minimum", "clamp_index",
 ]
+
+# the stem's pool lowers its producer (the table cannot import the lowering)
+conv_pool_stem.use_lowering(lower)

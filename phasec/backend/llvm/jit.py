@@ -39,7 +39,7 @@ from phasec.errors import InputError, PhasecError
 from phasec.fileio import parse_size
 from phasec.ir import intrinsics
 from phasec.target.amx import amx_enabled, amx_permitted, without_amx
-from phasec.target.tuning import host_tuning
+from phasec.target.tuning import host_tuning, register_thread_count
 from phasec.backend import interrupt
 from phasec.backend.llvm import diskcache, objworker
 from phasec.backend.llvm.abi import (
@@ -400,8 +400,12 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
+    """Threads used by ``parallel`` loops now (see :func:`set_num_threads`)."""
     host_target()
     return ctypes.c_int32.from_address(_runtime.globals["phasec_rt_num_threads"]).value
+
+
+register_thread_count(get_num_threads)  # (schedules sized by it at build: tuning.build_threads)
 
 
 def set_min_parallel_work(n: int) -> None:

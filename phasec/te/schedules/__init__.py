@@ -37,7 +37,7 @@ from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided,
     conv_depthwise_strided_flat, conv_direct,
-    conv_few_channels, conv_flat_rows, conv_im2col, conv_pointwise_flat, conv_pointwise_small,
+    conv_few_channels, conv_flat_rows, conv_pool_stem, conv_im2col, conv_pointwise_flat, conv_pointwise_small,
     conv_small_image, conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain,
     pool_avg, pool_avg_rows, pool_max, pool_max_blocks, pool_max_fast, pool_max_rows, row_tile,
     transpose, winograd,
@@ -212,6 +212,11 @@ RULES: tuple[Rule, ...] = (
     Rule("conv_transpose", "conv_transpose", "any transposed convolution (the gather form)",
          _always, conv_transpose.gather),
     # -- pooling (phasec.op.nn.pool) ----------------------------------------------------------
+    Rule("pool", "conv_pool_stem", "a float 2-D max pooling in NCHW of static shape whose "
+         "input its kernel computes (a stem's convolution and epilogue, fused with it), "
+         "lowered as one nest over its output rows: those rows computed into a ring in the "
+         "cache, each output row pooled as soon as its window's rows are there", _max_pool,
+         conv_pool_stem.schedule),
     Rule("pool", "pool_max_blocks", "a float 2-D max pooling in NCHW of static shape, "
          "a stride of 1 or 2 along its rows, output rows of a vector or more: the max over "
          "the window's rows for a block of output rows, then the block's columns in one flat "
