@@ -414,7 +414,7 @@ class VectorLoops:
         elif e.op in tir.COMPARE_OPS:
             fn.emit(f"{r} = fcmp {FCMP[e.op]} {vty} {a}, {b}")
         elif e.op in _ARITH:
-            fn.emit(f"{r} = {_ARITH[e.op]} {self.ctx.options.float_flags}{vty} {a}, {b}")
+            fn.emit(f"{r} = {_ARITH[e.op]} {self.expressions.float_flags(e)}{vty} {a}, {b}")
         else:
             name = f"llvm.{_MINMAX[e.op]}.v{lanes}{FLOAT_SUFFIX[_DTYPE]}"
             callee = self.ctx.mod.intrinsic(name, vty, [vty, vty])

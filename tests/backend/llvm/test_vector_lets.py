@@ -131,3 +131,26 @@ def test_bool_lets_and_and_of_compares() -> None:
     with np.errstate(invalid="ignore"):
         want = np.where(((xa >= xb) & (xa != xa)) | (xa < -1), xb, xa * xa)
     np.testing.assert_array_equal(y.view(np.uint32), want.astype(np.float32).view(np.uint32))
+
+
+def test_arithmetic_a_comparison_decides_is_not_fused_in_vectors() -> None:
+    # t = a * b + c with a = b = 1 + 2**-12, c = -(1 + 2**-11): rounded as
+    # written t = 0 (the product's 2**-24 is a tie to even), fused t = 2**-24;
+    # t > 0 decides the select, so its arithmetic carries no contract flag
+    # in the vector code either (phasec.backend.llvm.exact)
+    X, Y, v = buf("X", (3, LANES)), buf("Y", (LANES,)), var("v")
+    t = T.Var("t", "float32")
+    body = T.LetStmt(t, X[0, v] * X[1, v] + X[2, v], store(
+        Y, T.Select(T.BinaryOp(">", t, T.FloatImm(0.0)), T.FloatImm(1.0), t), v))
+    lib = compile_prim_funcs({"k": T.PrimFunc((X, Y), T.For(v, 0, LANES, "vectorized", body))})
+    assert f"fmul {VEC}" in lib.llvm_ir and f"fcmp ogt {VEC}" in lib.llvm_ir
+    x = np.empty((3, LANES), np.float32)
+    x[0] = x[1] = np.float32(1 + 2.0**-12)
+    x[2] = np.float32(-(1 + 2.0**-11))
+    x[:, 1] = rand((3,))  # (other lanes: anything)
+    y = np.full(LANES, 5.0, np.float32)
+    lib["k"](x, y)
+    prod = x[0] * x[1] + x[2]  # (float32 numpy: two roundings)
+    want = np.where(prod > 0, np.float32(1.0), prod)
+    assert want[0] == 0.0
+    np.testing.assert_array_equal(y, want)
