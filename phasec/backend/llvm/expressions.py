@@ -55,6 +55,11 @@ class ExpressionEmitter:
         # the arithmetic a rounding to an integer decides: never fused (see .exact)
         self._exact = exact_arithmetic(ctx.func)
 
+    def float_flags(self, n: tir.BinaryOp) -> str:
+        """The fast-math flags of float arithmetic ``n``: none where a
+        rounding or a comparison decides on its value (:mod:`.exact`)."""
+        return "" if id(n) in self._exact else self.ctx.options.float_flags
+
     def emit_value_as(self, e: Any, dst: str, what: str) -> str:
         """Emit ``e`` converted to ``dst``, allowing only implicit conversions
         between integer types (and of literals)."""

@@ -15,8 +15,15 @@ Only what is certainly the same computation is emitted this way, anything
 else keeps the scalar loop LLVM vectorizes (:meth:`VectorLoops.try_emit`
 returns False and has emitted nothing): a float32 store (in a block or
 not, without init) of ``+ - * min max`` of float32 loads and values the
-loop does not change; every access in bounds without a run-time check;
-an access the loop changes is contiguous (the loop variable, coefficient
+loop does not change, after float32 or bool lets of the same (a max pool's
+taps, maxima and NaN test, :func:`.pool_window.nan_propagating_max`:
+LLVM's vectorizer and the unrolling after it were ~60% of each pool's LLVM
+time); compares of float32 values (``fcmp``, as the scalar emitter's),
+``and``/``or`` of bools and selects whose arms cannot fail (the scalar
+emitter branches around an arm that may: a vector evaluates every lane);
+float arithmetic a comparison decides without ``contract`` (:mod:`.exact`),
+as in the scalar code; no let in an index; every access in bounds
+without a run-time check; an access the loop changes is contiguous (the loop variable, coefficient
 1, in its last index only, or a row-major address that simplifies to one
 growing by 1 a lane: a flat index's row and column); the stored buffer is read only at the very
 element each lane writes (no lane reads what another wrote); 4 to 16
@@ -41,7 +48,7 @@ from phasec.backend.llvm.access import BufferAccess
 from phasec.backend.llvm.context import KernelContext
 from phasec.backend.llvm.expressions import ExpressionEmitter
 from phasec.backend.llvm.exprtypes import ExprTypes
-from phasec.backend.llvm.irtext import FLOAT_SUFFIX, elem_bytes, float_literal
+from phasec.backend.llvm.irtext import FCMP, FLOAT_SUFFIX, elem_bytes, float_literal
 
 __all__ = ["VectorLoops", "index_step", "small_local", "SMALL_LOCAL_ELEMENTS"]
 
@@ -56,6 +63,7 @@ TILE_MIN_LANES = 8
 SMALL_LOCAL_ELEMENTS = 4096
 _ARITH = {"+": "fadd", "-": "fsub", "*": "fmul"}
 _MINMAX = {"min": "minimum", "max": "maximum"}
+_BOOL = "bool"
 
 
 def index_step(e: Any, steps: dict[int, int]) -> int | None:
@@ -164,6 +172,8 @@ class VectorLoops:
         #: loops emitted as vector instructions so far
         self.emitted = 0
         self._blocked = blocked  # (see blocked_tiles; shared by a kernel's functions)
+        #: the vector of each let variable of the loop being emitted (by id)
+        self._lets: dict[int, str] = {}
         #: the block axes of the loop being planned bound to a value that is
         #: not affine in the lanes (a flat index's row or column): var -> value
         self._pairs: dict[tir.Var, Any] = {}
@@ -179,8 +189,8 @@ class VectorLoops:
         blocked = self.blocked_tiles()
         if plan is None or any(id(n.buffer) in blocked for n in _accesses(s.body)):
             return False
-        block, body, steps, lanes = plan
-        self._emit(s, block, body, steps, lanes)
+        block, lets, body, steps, lanes = plan
+        self._emit(s, block, lets, body, steps, lanes)
         self.emitted += 1
         return True
 
@@ -206,8 +216,8 @@ class VectorLoops:
         return blocked
 
     def _plan(self, s: tir.For, same_memory: Any) -> tuple[Any, ...] | None:
-        """(block or None, store, steps, lanes) of a loop that can be one
-        vector, else None."""
+        """(block or None, lets, store, steps, lanes) of a loop that can be
+        one vector, else None."""
         if not isinstance(s.extent, tir.IntImm):
             return None
         lanes = int(s.extent.value)
@@ -218,6 +228,10 @@ class VectorLoops:
             if body.init is not None:
                 return None
             block, body = body, body.body
+        lets: list[tir.LetStmt] = []  # (a max pool's taps, maxima and NaN test)
+        while type(body) is tir.LetStmt:
+            lets.append(body)
+            body = body.body
         if type(body) is not tir.BufferStore:
             return None
         steps = {id(s.loop_var): 1}
@@ -235,9 +249,13 @@ class VectorLoops:
                     continue
                 if step:
                     steps[id(iv.var)] = step
-        if not self._vectorizable(body, steps, same_memory):
+        for let in lets:
+            # a lane's own value (one vector), never an index: an index
+            # reading it is not affine (index_step None), so refused
+            steps[id(let.var)] = None  # type: ignore[assignment]
+        if not self._vectorizable(body, lets, steps, same_memory):
             return None
-        return block, body, steps, lanes
+        return block, lets, body, steps, lanes
 
     def _same_memory(self, a: tir.BufferLoad | tir.BufferStore,
                      b: tir.BufferLoad | tir.BufferStore) -> bool:
@@ -279,14 +297,39 @@ class VectorLoops:
             flat = flat * dim + substitute(i, self._pairs)
         return index_step(simplify(flat), steps) == 1
 
-    def _vectorizable(self, store: tir.BufferStore, steps: dict[int, int],
-                      same_memory: Any) -> bool:
+    def _vectorizable(self, store: tir.BufferStore, lets: list[tir.LetStmt],
+                      steps: dict[int, int], same_memory: Any) -> bool:
+        """The store is contiguous, and its value and the lets' values are
+        float32 (bool for a bool let) of what :meth:`_value` emits."""
         if self._access_kind(store, steps) != "contiguous":
             return False
-        stack: list[Any] = [store.value]
+        kinds = {id(let.var): let.var.dtype for let in lets}
+        if any(k not in (_DTYPE, _BOOL) for k in kinds.values()):
+            return False
+        stack: list[tuple[Any, str]] = [(let.value, let.var.dtype) for let in lets]
+        stack.append((store.value, _DTYPE))
         while stack:
-            e = stack.pop()
+            e, want = stack.pop()
             t = type(e)
+            if self.types.dtype_of(e) != want:
+                return False
+            if t is tir.Var and id(e) in kinds:
+                continue  # (a let's vector)
+            if want == _BOOL:
+                # a compare of float32 values (LLVM's fcmp, as the scalar
+                # emitter's), or and/or of bools (every lane evaluated: nothing
+                # that may fail, which the scalar emitter would branch around)
+                if t is not tir.BinaryOp:
+                    return False
+                if e.op in tir.LOGIC_OPS:
+                    if self.types.may_fail(e.rhs):
+                        return False
+                    stack += [(e.lhs, _BOOL), (e.rhs, _BOOL)]
+                    continue
+                if e.op not in tir.COMPARE_OPS or self.types.optypes.get(id(e)) != _DTYPE:
+                    return False
+                stack += [(e.lhs, _DTYPE), (e.rhs, _DTYPE)]
+                continue
             if t is tir.BufferLoad:
                 kind = self._access_kind(e, steps)
                 if kind is None:
@@ -297,20 +340,25 @@ class VectorLoops:
                     return False  # a lane could read what another lane wrote
                 continue
             if not _changes(e, steps) and t is not tir.BinaryOp:
-                if self.types.dtype_of(e) != _DTYPE:
-                    return False
                 continue  # (computed once, broadcast)
+            if t is tir.Select:
+                # both arms in every lane: only where the scalar emitter
+                # would not branch (neither arm may fail)
+                if self.types.may_fail(e.true_value) or self.types.may_fail(e.false_value):
+                    return False
+                stack += [(e.condition, _BOOL), (e.true_value, _DTYPE), (e.false_value, _DTYPE)]
+                continue
             if t is not tir.BinaryOp or (e.op not in _ARITH and e.op not in _MINMAX):
                 return False
-            if any(self.types.dtype_of(x) != _DTYPE for x in (e, e.lhs, e.rhs)) \
+            if any(self.types.dtype_of(x) != _DTYPE for x in (e.lhs, e.rhs)) \
                     or self.types.optypes.get(id(e)) != _DTYPE:
                 return False
-            stack += [e.lhs, e.rhs]
+            stack += [(e.lhs, _DTYPE), (e.rhs, _DTYPE)]
         return True
 
     # -- emission --------------------------------------------------------------
-    def _emit(self, s: tir.For, block: tir.Block | None, store: tir.BufferStore,
-              steps: dict[int, int], lanes: int) -> None:
+    def _emit(self, s: tir.For, block: tir.Block | None, lets: list[tir.LetStmt],
+              store: tir.BufferStore, steps: dict[int, int], lanes: int) -> None:
         ctx = self.ctx
         v = s.loop_var
         first = self.expressions.emit_value_as(s.min, v.dtype, f"the start of loop '{v.name}'")
@@ -320,7 +368,11 @@ class VectorLoops:
                 op = self.expressions.emit_value_as(value, iv.var.dtype,
                                                     f"the binding of block axis '{iv.var.name}'")
                 bound.append((iv.var, ctx.bind_var(iv.var, op)))
+        self._lets = {}
+        for let in lets:
+            self._lets[id(let.var)] = self._value(let.value, steps, lanes)
         value = self._value(store.value, steps, lanes)
+        self._lets = {}
         p = self._lane0_ptr(store)
         ctx.fn.emit(f"store <{lanes} x float> {value}, ptr {p}, align {elem_bytes(_DTYPE)}")
         for var, prev in reversed(bound):
@@ -331,9 +383,14 @@ class VectorLoops:
         return self.access.element_ptr(node.buffer, node.indices, ops, node)[1]
 
     def _value(self, e: Any, steps: dict[int, int], lanes: int) -> str:
+        """The vector of ``e`` (``<lanes x float>``, ``<lanes x i1>`` for a
+        bool), as :meth:`_vectorizable` accepted it: each lane's operation
+        the one the scalar emitter gives a lane."""
         fn = self.ctx.fn
         vty = f"<{lanes} x float>"
         t = type(e)
+        if t is tir.Var and id(e) in self._lets:
+            return self._lets[id(e)]
         if t is tir.BufferLoad and self._access_kind(e, steps) == "contiguous":
             p = self._lane0_ptr(e)
             r = fn.tmp("vl")
@@ -349,11 +406,22 @@ class VectorLoops:
             fn.emit(f"{r} = shufflevector {vty} {one}, {vty} poison, "
                     f"<{lanes} x i32> zeroinitializer")
             return r
+        if t is tir.Select:
+            c = self._value(e.condition, steps, lanes)
+            a = self._value(e.true_value, steps, lanes)
+            b = self._value(e.false_value, steps, lanes)
+            r = fn.tmp("vs")
+            fn.emit(f"{r} = select <{lanes} x i1> {c}, {vty} {a}, {vty} {b}")
+            return r
         a = self._value(e.lhs, steps, lanes)
         b = self._value(e.rhs, steps, lanes)
         r = fn.tmp("vf")
-        if e.op in _ARITH:
-            fn.emit(f"{r} = {_ARITH[e.op]} {self.ctx.options.float_flags}{vty} {a}, {b}")
+        if e.op in tir.LOGIC_OPS:
+            fn.emit(f"{r} = {e.op} <{lanes} x i1> {a}, {b}")
+        elif e.op in tir.COMPARE_OPS:
+            fn.emit(f"{r} = fcmp {FCMP[e.op]} {vty} {a}, {b}")
+        elif e.op in _ARITH:
+            fn.emit(f"{r} = {_ARITH[e.op]} {self.expressions.float_flags(e)}{vty} {a}, {b}")
         else:
             name = f"llvm.{_MINMAX[e.op]}.v{lanes}{FLOAT_SUFFIX[_DTYPE]}"
             callee = self.ctx.mod.intrinsic(name, vty, [vty, vty])
