@@ -112,9 +112,9 @@ class ExpressionEmitter:
                 vals.append(b[0])
             elif tt is tir.BinaryOp and t.op in tir.LOGIC_OPS and types.may_fail(t.rhs):
                 self._lazy_logic(t, tasks)
-            elif tt is tir.BinaryOp and t.op == "+" and _dot4_term(t) is not None:
+            elif tt is tir.BinaryOp and t.op == "+" and dot4_term(t) is not None:
                 # acc + dot4(a, b): one helper call (vpdpbusd accumulates in place)
-                acc, dot = _dot4_term(t)
+                acc, dot = dot4_term(t)
                 tasks.append((self._dot4_sum, (t, acc, dot)))
                 tasks.extend(reversed([acc, *dot.args]))
             elif tt is tir.Select and (types.may_fail(t.true_value)
@@ -446,7 +446,7 @@ class ExpressionEmitter:
         return adj
 
 
-def _dot4_term(n: tir.BinaryOp) -> tuple[Any, tir.Call] | None:
+def dot4_term(n: tir.BinaryOp) -> tuple[Any, tir.Call] | None:
     """(acc, the dot4 call) of ``acc + T.dot4_u8s8(a, b)`` (either order) in
     int32, else None."""
     if n.dtype != "int32":

@@ -126,3 +126,74 @@ def test_a_tile_with_a_narrow_accumulation_row_is_left_to_llvm_whole():
     lib["ragged"](a, b, out)
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5,
                                atol=1e-6)
+
+
+def _int_tile_kernel(rows: int, k: int, b_step: int = 1) -> T.PrimFunc:
+    """out[i, v] = sum_k dot4(bw[k, v * b_step], aw[k, i]) through a local
+    int32 tile, as the integer GEMM's tile is: B's words vary along the
+    lanes, A's word is the same in every lane (bytes of B unsigned, of A
+    signed: ``T.dot4_u8s8(b, a)``)."""
+    Aw = buf("Aw", (k, rows), "int32")
+    Bw = buf("Bw", (k, LANES * b_step), "int32")
+    Out = buf("Out", (rows, LANES), "int32")
+    acc = T.Buffer("acc", (rows, LANES), "int32")
+    kk, i, v = var("kk"), var("i"), var("v")
+    bi, bv = var("bi"), var("bv")
+
+    def block(name: str, body_of, reduce: bool = False) -> T.Block:
+        axes = (T.IterVar(bi, T.IntImm(rows)), T.IterVar(bv, T.IntImm(LANES)))
+        if reduce:
+            axes += (T.IterVar(var("bk"), T.IntImm(k), "R"),)
+        return T.Block(name, axes, (i, v * 1 + 0, kk)[:len(axes)], body_of(bi, bv))
+
+    def update(r, c):
+        dot = T.Call("dot4_u8s8", (Bw[kk, c * b_step], Aw[kk, r]), "int32")
+        return store(acc, acc[r, c] + dot, r, c)
+
+    zero = T.For(i, 0, rows, "unroll", T.For(v, 0, LANES, "vectorized", block(
+        "init", lambda r, c: store(acc, 0, r, c))))
+    body = T.For(kk, 0, k, "serial", T.For(i, 0, rows, "unroll", T.For(
+        v, 0, LANES, "vectorized", block("update", update, reduce=True))))
+    out = T.For(i, 0, rows, "serial", T.For(v, 0, LANES, "vectorized", block(
+        "out", lambda r, c: store(Out, acc[r, c], r, c))))
+    return T.PrimFunc((Aw, Bw, Out), T.Allocate(acc, T.SeqStmt((zero, body, out))))
+
+
+def _dot4_reference(aw: np.ndarray, bw: np.ndarray) -> np.ndarray:
+    """sum_k sum_q ubyte(bw[k, v])[q] * sbyte(aw[k, i])[q], int32 wrapping."""
+    a = aw.view(np.int8).reshape(*aw.shape, 4).astype(np.int64)
+    b = bw.view(np.uint8).reshape(*bw.shape, 4).astype(np.int64)
+    return np.einsum("kiq,kvq->iv", a, b).astype(np.int32)
+
+
+def test_integer_tile_rows_are_dot4_vector_calls():
+    """The integer GEMM's tile (zeroing and ``acc + dot4``) as calls of the
+    helper's vector variant, not loops for LLVM's vectorizer (each one was
+    seconds of LLVM in a large kernel); the sums against numpy over bytes
+    at both ends (a swapped operand order would sign the wrong bytes)."""
+    rows, k = 3, 23
+    lib = compile_prim_funcs({"tile": _int_tile_kernel(rows, k)})
+    assert f"call <{LANES} x i32> @phasec.dot4_u8s8.v{LANES}(" in lib.llvm_ir
+    assert f"store <{LANES} x i32> <i32 0" in lib.llvm_ir
+    rng = np.random.default_rng(5)
+    aw = rng.integers(-2**31, 2**31, (k, rows), dtype=np.int64).astype(np.int32)
+    bw = rng.integers(-2**31, 2**31, (k, LANES), dtype=np.int64).astype(np.int32)
+    aw[0], bw[0] = -0x7f7f7f80, -1  # bytes -128 / 127 and 255
+    out = np.zeros((rows, LANES), np.int32)
+    lib["tile"](aw, bw, out)
+    np.testing.assert_array_equal(out, _dot4_reference(aw, bw))
+
+
+def test_integer_tile_with_a_strided_operand_stays_loops():
+    """B's words at stride 2 along the lanes: the update is no vector call,
+    and the whole tile (its zeroing too) is left to LLVM's vectorizer."""
+    rows, k = 2, 5
+    lib = compile_prim_funcs({"tile": _int_tile_kernel(rows, k, b_step=2)})
+    assert f"call <{LANES} x i32> @phasec.dot4_u8s8" not in lib.llvm_ir
+    assert f"store <{LANES} x i32>" not in lib.llvm_ir
+    rng = np.random.default_rng(6)
+    aw = rng.integers(-2**31, 2**31, (k, rows), dtype=np.int64).astype(np.int32)
+    bw = rng.integers(-2**31, 2**31, (k, 2 * LANES), dtype=np.int64).astype(np.int32)
+    out = np.zeros((rows, LANES), np.int32)
+    lib["tile"](aw, bw, out)
+    np.testing.assert_array_equal(out, _dot4_reference(aw, np.ascontiguousarray(bw[:, ::2])))
