@@ -132,6 +132,8 @@ def _concat_layout(pf: tir.PrimFunc) -> tuple[int, tuple[int, ...]]:
         raise _NoMatch
     *ins, out = params
     oshape = _static(out.shape)
+    if not oshape:
+        raise _NoMatch  # (a 0-d result has no axis to concatenate along)
     if any(p.dtype != out.dtype or len(p.shape) != len(oshape) for p in ins):
         raise _NoMatch
     blocks, stores = _walk(pf.body)

@@ -302,3 +302,29 @@ def test_a_concatenation_that_would_take_more_storage_stays_a_copy(monkeypatch):
     monkeypatch.setattr(planner, "concat_groups", lambda *args: [])
     without = plan_stats(lower(from_onnx(model)))["total"]
     assert with_them < without.storage_bytes  # (taking both: more than without)
+
+
+def test_a_kernel_of_0_d_buffers_is_no_concatenation():
+    """A kernel with one store of a 0-d result from 0-d operands (a sum's
+    last step, found by fuzzing pass orderings) is looked at as a possible
+    concatenation and left alone; the plan stopped with an IndexError."""
+    scale = '''
+    @T.prim_func(private=True)
+    def twice(A: T.Buffer((), "float32"), B: T.Buffer((), "float32")):
+        with T.block("B"):
+            B[()] = A[()] * T.float32(2)
+'''
+    body = '''
+a = R.builtin.alloc_tensor(R.shape([]), dtype="float32")
+_ = cls.twice(x, a)
+b = R.builtin.alloc_tensor(R.shape([]), dtype="float32")
+_1 = cls.twice(a, b)
+c = R.builtin.alloc_tensor(R.shape([]), dtype="float32")
+_2 = cls.twice(b, c)
+return c
+'''
+    mod = lowering_module(body, params='x: R.Tensor((), "float32")', ret='R.Tensor((), "float32")',
+                          kernels=[scale])
+    out = run_pass("StaticPlanBlockMemory", mod)
+    x = np.array(1.75, np.float32)
+    np.testing.assert_array_equal(assert_same_results(mod, out, x), np.float32(14.0))
