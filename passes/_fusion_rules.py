@@ -34,7 +34,8 @@ from phasec.transform.info import is_int_at_least
 
 __all__ = [
     "FusionRules", "DEFAULT_RULES", "TVM_RULES", "NO_EPILOGUE_RULES", "INJECTIVE_PATTERNS",
-    "ANCHOR_PATTERNS", "STEM_MAX_CHANNELS", "stem_pool", "register_fusion_rules", "get_fusion_rules", "list_fusion_rules",
+    "ANCHOR_PATTERNS", "STEM_MAX_CHANNELS", "stem_pool", "register_fusion_rules",
+    "get_fusion_rules", "list_fusion_rules",
     "resolve_rules",
 ]
 

@@ -410,6 +410,11 @@ def _interleaved_program(seed: int, steps: int = 40):
     return "\n".join(lines), results, reference
 
 
+def _is_op(v, prefix: str) -> bool:
+    """``v`` is a call of an operator whose name starts with ``prefix``."""
+    return isinstance(v, Call) and isinstance(v.op, Op) and v.op.name.startswith(prefix)
+
+
 def _live_ranges(func):
     """Each planned tensor's (storage variable, first byte, end byte, binding
     of its allocation, binding of its last reference other than a kill)."""
@@ -417,13 +422,13 @@ def _live_ranges(func):
     out = {}
     for i, b in enumerate(bs):
         v = b.value
-        if isinstance(v, Call) and isinstance(v.op, Op) and v.op.name == "relax.memory.alloc_tensor":
+        if _is_op(v, "relax.memory.alloc_tensor"):
             nbytes = 4 * int(np.prod([int(d.value) for d in v.args[2].values]))
             offset = int(v.args[1].value.value)
             out[b.var] = [v.args[0], offset, offset + nbytes, i, i]
     for i, b in enumerate(bs):
         v = b.value
-        if isinstance(v, Call) and isinstance(v.op, Op) and v.op.name.startswith("relax.memory.kill"):
+        if _is_op(v, "relax.memory.kill"):
             continue
         for a in getattr(v, "args", ()) if isinstance(v, Call) else (v,):
             for leaf in getattr(a, "fields", (a,)):

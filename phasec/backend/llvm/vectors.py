@@ -13,34 +13,35 @@ and broadcast.
 
 Only what is certainly the same computation is emitted this way, anything
 else keeps the scalar loop LLVM vectorizes (:meth:`VectorLoops.try_emit`
-returns False and has emitted nothing): a float32 store (in a block or
-not, without init) of ``+ - * min max`` of float32 loads and values the
-loop does not change, after float32 or bool lets of the same (a max pool's
-taps, maxima and NaN test, :func:`.pool_window.nan_propagating_max`:
-LLVM's vectorizer and the unrolling after it were ~60% of each pool's LLVM
-time); compares of float32 values (``fcmp``, as the scalar emitter's),
+returns False and has emitted nothing): a float32 store (in a block or not,
+without init) of ``+ - * min max`` of float32 loads and values the loop does
+not change, after float32 or bool lets of the same (a max pool's taps,
+maxima and NaN test, :func:`.pool_window.nan_propagating_max`: LLVM's
+vectorizer and the unrolling after it were ~60% of each pool's LLVM time);
+compares of float32 values (``fcmp``, as the scalar emitter's),
 ``and``/``or`` of bools and selects whose arms cannot fail (the scalar
 emitter branches around an arm that may: a vector evaluates every lane);
 float arithmetic a comparison decides without ``contract`` (:mod:`.exact`),
-as in the scalar code; no let in an index; every access in bounds
-without a run-time check; an access the loop changes is contiguous (the loop variable, coefficient
-1, in its last index only, or a row-major address that simplifies to one
-growing by 1 a lane: a flat index's row and column); the stored buffer is read only at the very
-element each lane writes (no lane reads what another wrote); 4 to 16
-lanes, a power of two. The integer GEMM's tile rows too: an int32 store of
-a constant (the accumulators' zeroing) or of ``acc + T.dot4_u8s8(a, b)``
-(:mod:`.intdot`) with ``acc`` the stored element and ``a``, ``b`` int32
-contiguous loads or values the loop does not change, one call of the
-helper's vector variant. Left to LLVM, each of them was a loop vectorized
-in a function that full unrolling had made huge: a 5x5 int8 convolution's
-kernel took 12 s of LLVM, 9 s of it in the loop vectorizer. A register tile one of whose accumulation rows
-cannot be one vector of at least TILE_MIN_LANES lanes is left to LLVM
-whole (:meth:`VectorLoops.blocked_tiles`): a tile part vector
-instructions, part loops, ran slower. The code LLVM makes of the result
-was compared kernel by kernel with what it made of the loops (the same
-instructions in the 1x1 convolutions; the Winograd ones 5-12% faster), and
-the run time of every kernel of ResNet-50, SqueezeNet, GoogLeNet and
-ShuffleNet measured both ways (bench/README.md, issue 29 round 3).
+as in the scalar code; no let in an index; every access in bounds without a
+run-time check; an access the loop changes is contiguous (the loop variable,
+coefficient 1, in its last index only, or a row-major address that
+simplifies to one growing by 1 a lane: a flat index's row and column); the
+stored buffer is read only at the very element each lane writes (no lane
+reads what another wrote); 4 to 16 lanes, a power of two. The integer GEMM's
+tile rows too: an int32 store of a constant (the accumulators' zeroing) or
+of ``acc + T.dot4_u8s8(a, b)`` (:mod:`.intdot`) with ``acc`` the stored
+element and ``a``, ``b`` int32 contiguous loads or values the loop does not
+change, one call of the helper's vector variant. Left to LLVM, each of them
+was a loop vectorized in a function that full unrolling had made huge: a 5x5
+int8 convolution's kernel took 12 s of LLVM, 9 s of it in the loop
+vectorizer. A register tile one of whose accumulation rows cannot be one
+vector of at least TILE_MIN_LANES lanes is left to LLVM whole
+(:meth:`VectorLoops.blocked_tiles`): a tile part vector instructions, part
+loops, ran slower. The code LLVM makes of the result was compared kernel by
+kernel with what it made of the loops (the same instructions in the 1x1
+convolutions; the Winograd ones 5-12% faster), and the run time of every
+kernel of ResNet-50, SqueezeNet, GoogLeNet and ShuffleNet measured both ways
+(bench/README.md, issue 29 round 3).
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
     conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided,
     conv_depthwise_strided_flat, conv_direct,
-    conv_few_channels, conv_flat_rows, conv_pool_stem, conv_im2col, conv_pointwise_flat, conv_pointwise_small,
+    conv_few_channels, conv_flat_rows, conv_pool_stem, conv_im2col, conv_pointwise_flat,
+    conv_pointwise_small,
     conv_small_image, conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain,
     pool_avg, pool_avg_rows, pool_max, pool_max_blocks, pool_max_fast, pool_max_rows, row_tile,
     transpose, winograd,
