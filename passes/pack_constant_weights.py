@@ -32,7 +32,13 @@ computes ``U`` here (in float64 rounded once, where the kernel's own
 transform rounds at each step: the values may differ in the last bit) and
 the kernel reads it.
 
-The pass knows neither schedule: each declares its transform
+A 1x1 convolution over a few columns (7x7 planes) whose weight is the GEMM's
+row operand A marks A's row panels the same way
+(:func:`phasec.te.schedules.gemm_prepack.row_panels`: ``Ap[r // mr, k, r %
+mr] = A[r, k]``, each register tile's rows one contiguous run): the pass
+computes them here.
+
+The pass knows no schedule: each declares its transform
 (:class:`~phasec.te.schedules.build_time.WeightTransform`: which parameter,
 the marks, the buffer read instead, how to compute its value), and the pass
 tries the declarations the schedule table lists
