@@ -41,8 +41,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from phasec.frontend.errors import FrontendError
+from phasec.frontend.onnx._dtypes import type_name
 
-__all__ = ["validate", "known_opsets"]
+__all__ = ["validate", "known_opsets", "check_text_fields"]
 
 #: Domains ONNX Runtime knows beyond those in ``onnx.defs``, with the
 #: newest version it accepts (its contrib operators).
@@ -62,6 +63,36 @@ def known_opsets() -> dict[str, tuple[int, int]]:
     for d, newest in _ORT_DOMAINS.items():
         table.setdefault(d, (1, newest))
     return table
+
+
+def check_text_fields(model: Any, label: str) -> None:
+    """Every string field of ``model`` is UTF-8, as protobuf requires: a
+    damaged name would otherwise raise a ``UnicodeDecodeError`` wherever it
+    is first read. Bytes fields (tensor data) are not touched.
+
+    Raises:
+        FrontendError: naming the field's path, e.g. ``graph.node[3].name``.
+    """
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    stack: list[tuple[Any, str]] = [(model, "")]
+    while stack:
+        msg, path = stack.pop()
+        for field in msg.DESCRIPTOR.fields:
+            where = f"{path}.{field.name}" if path else field.name
+            repeated = (field.is_repeated if hasattr(field, "is_repeated")  # protobuf >= 6
+                        else field.label == FD.LABEL_REPEATED)
+            if field.type == FD.TYPE_MESSAGE:
+                if repeated:
+                    stack.extend((m, f"{where}[{i}]") for i, m in enumerate(getattr(msg, field.name)))
+                elif msg.HasField(field.name):
+                    stack.append((getattr(msg, field.name), where))
+            elif field.type == FD.TYPE_STRING:
+                # (ONNX is proto2: protobuf hands back invalid UTF-8 as bytes, not str)
+                value = getattr(msg, field.name)
+                if any(not isinstance(v, str) for v in (value if repeated else [value])):
+                    raise FrontendError(f"{label}: {where} is not valid UTF-8 text (a damaged "
+                                        "or non-ONNX file)")
 
 
 def _where(node: Any, index: int) -> str:
@@ -264,9 +295,7 @@ def _check_declared_types(model: Any, label: str, node: Any, index: int,
             continue
         want, got = vi.type.tensor_type.elem_type, t.tensor_type.elem_type
         if want and got and want != got:
-            from onnx import TensorProto
-
-            name = TensorProto.DataType.Name
+            name = type_name  # (an unknown number too)
             raise FrontendError(f"{label}: {_where(node, index)}: output {vi.name!r} is "
                                 f"declared {name(want)} but the node makes {name(got)}")
 

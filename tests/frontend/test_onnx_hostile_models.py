@@ -1,0 +1,102 @@
+"""Damaged and hostile ONNX models found by the adversarial campaign of
+issue 29: each is a clear ``FrontendError`` naming what and where, not an
+exception from inside protobuf or numpy, nor a silently different model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
+
+from phasec.frontend.errors import FrontendError  # noqa: E402
+from phasec.frontend.onnx import from_onnx  # noqa: E402
+
+
+def _model(nodes, inputs, outputs, inits=(), name="g"):
+    g = h.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _relu(name: str = "g", node_name: str = "n"):
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 3])
+    return _model([h.make_node("Relu", ["x"], ["y"], name=node_name)], [x], [y], name=name)
+
+
+@pytest.mark.parametrize("marker, where", [(b"GRAPHNAME", "graph.name"),
+                                           (b"NODENAME", "graph.node[0].name")])
+def test_a_name_that_is_not_utf8_is_named_by_its_field(tmp_path, marker, where):
+    # ONNX is proto2: protobuf hands invalid UTF-8 back as bytes, which then
+    # failed where first copied (a UnicodeDecodeError inside the validator)
+    data = _relu("GRAPHNAME", "NODENAME").SerializeToString()
+    data = data.replace(marker, marker[:3] + b"\xff" + marker[4:])
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(data)
+    for source in (data, path, onnx.load_model_from_string(data)):
+        with pytest.raises(FrontendError, match=rf"{where.replace('[', '.').replace(']', '.')} is not valid UTF-8"):
+            from_onnx(source)
+    from_onnx(_relu("GRAPHNAME", "NODENAME"))  # the same model, undamaged
+
+
+def test_an_unknown_declared_element_type_is_reported_by_number():
+    m = _relu()
+    m.graph.output[0].type.tensor_type.elem_type = 127  # (was: ValueError from protobuf)
+    with pytest.raises(FrontendError, match=r"output 'y' is declared 127 but the node makes FLOAT"):
+        from_onnx(m)
+
+
+def _negative(name: str) -> T:
+    t = T()
+    t.name, t.data_type = name, T.FLOAT
+    t.dims.extend([-1, 2])
+    return t
+
+
+def test_a_negative_dimension_in_an_initializer_is_refused():
+    # numpy read it as a (0, 2) array: the model imported as another model
+    x = h.make_tensor_value_info("x", T.FLOAT, [1])
+    y = h.make_tensor_value_info("y", T.FLOAT, None)
+    m = _model([h.make_node("Add", ["x", "w"], ["y"])], [x], [y], [_negative("w")])
+    with pytest.raises(FrontendError, match=r"initializer 'w' has a negative dimension: \[-1, 2\]"):
+        from_onnx(m)
+
+
+def test_an_element_count_beyond_int64_is_refused_at_the_node():
+    # (was: FoldConstant failed inside numpy, "iterator is too large")
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    y = h.make_tensor_value_info("y", T.FLOAT, None)
+    pads = nh.from_array(np.array([0, 0, 1 << 62, 1 << 62], np.int64), "p")
+    m = _model([h.make_node("Pad", ["x", "p"], ["y"], name="pad")], [x], [y], [pads])
+    with pytest.raises(FrontendError, match=r"node 0 'pad' \(Pad.*\(4611686018427387906, "
+                                            r"4611686018427387907\): more than 2\*\*63 elements"):
+        from_onnx(m)
+    pads = nh.from_array(np.array([0, 0, 1 << 30, 1 << 30], np.int64), "p")  # large, not too
+    m = _model([h.make_node("Pad", ["x", "p"], ["y"], name="pad")], [x], [y], [pads])
+    from_onnx(m)
+
+
+def test_external_data_in_a_subgraph_is_not_read_from_the_working_directory(tmp_path, monkeypatch):
+    # only the main graph's initializers are read, from beside the model
+    # (read_model); elsewhere numpy_helper resolved the path against the cwd
+    (tmp_path / "data.bin").write_bytes(np.arange(6, dtype=np.float32).tobytes())
+    monkeypatch.chdir(tmp_path)
+    w = T()
+    w.name, w.data_type, w.data_location = "w", T.FLOAT, T.EXTERNAL
+    w.dims.extend([2, 3])
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", "data.bin"
+    out = h.make_tensor_value_info("o", T.FLOAT, [2, 3])
+    then = h.make_graph([h.make_node("Identity", ["w"], ["o"])], "then", [], [out], [w])
+    other = h.make_graph([h.make_node("Relu", ["x"], ["o"])], "else", [], [out])
+    c = h.make_tensor_value_info("c", T.BOOL, [])
+    x = h.make_tensor_value_info("x", T.FLOAT, [2, 3])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2, 3])
+    m = _model([h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], [c, x], [y])
+    # (a branch that cannot be converted fails when taken, with the reason)
+    text = from_onnx(m).script()
+    assert "initializer 'w' keeps its values in external data" in text
+    assert "5.0" not in text  # data.bin was not read
