@@ -10,6 +10,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
 
+import phasec  # noqa: E402
+from phasec.backend.vm import VirtualMachine  # noqa: E402
 from phasec.frontend.errors import FrontendError  # noqa: E402
 from phasec.frontend.onnx import from_onnx  # noqa: E402
 
@@ -100,3 +102,39 @@ def test_external_data_in_a_subgraph_is_not_read_from_the_working_directory(tmp_
     text = from_onnx(m).script()
     assert "initializer 'w' keeps its values in external data" in text
     assert "5.0" not in text  # data.bin was not read
+
+
+def _conv_with(attr) -> onnx.ModelProto:
+    x = h.make_tensor_value_info("x", T.FLOAT, [1, 1, 4, 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, None)
+    w = nh.from_array(np.ones((1, 1, 1, 1), np.float32), "w")
+    node = h.make_node("Conv", ["x", "w"], ["y"], name="conv")
+    node.attribute.append(attr)
+    return _model([node], [x], [y], [w])
+
+
+def test_an_attribute_of_the_wrong_type_is_refused_even_when_it_holds_a_graph():
+    # a graph attribute made the node skip onnx's checker: a TypeError in the converter
+    graph = h.make_graph([], "body", [], [])
+    with pytest.raises(FrontendError, match=r"node 0 'conv' \(Conv\), opset 17: attribute "
+                                            r"'strides' must be of type INTS, not GRAPH"):
+        from_onnx(_conv_with(h.make_attribute("strides", graph)))
+    # the checks pass a well-typed attribute (numpy: a 1x1 all-ones kernel, stride 2)
+    xs = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    exe = phasec.build(from_onnx(_conv_with(h.make_attribute("strides", [2, 2]))))
+    np.testing.assert_array_equal(VirtualMachine(exe).invoke("main", xs), xs[:, :, ::2, ::2])
+
+
+def test_control_flow_attributes_are_checked_too():
+    out = h.make_tensor_value_info("o", T.FLOAT, [2])
+    branch = h.make_graph([h.make_node("Constant", [], ["o"], value=nh.from_array(
+        np.zeros(2, np.float32), "c"))], "b", [], [out])
+    c = h.make_tensor_value_info("c", T.BOOL, [])
+    y = h.make_tensor_value_info("y", T.FLOAT, [2])
+    node = h.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=branch)
+    node.attribute.append(h.make_attribute("axis", 1))
+    with pytest.raises(FrontendError, match=r"node 0 'if' \(If\), opset 17: If has no attribute 'axis'"):
+        from_onnx(_model([node], [c], [y]))
+    node = h.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=[branch])
+    with pytest.raises(FrontendError, match=r"'else_branch' must be of type GRAPH, not GRAPHS"):
+        from_onnx(_model([node], [c], [y]))

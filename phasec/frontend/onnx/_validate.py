@@ -219,15 +219,46 @@ def _check_schemas(model: Any, label: str, opsets: dict[str, int]) -> None:
     ctx.opset_imports = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
     opset = opsets.get("ai.onnx", 0)
     for index, node in enumerate(model.graph.node):
-        if (node.domain or "ai.onnx") != "ai.onnx" or _has_subgraph(node):
+        if (node.domain or "ai.onnx") != "ai.onnx":
             continue
-        try:
-            onnx.checker.check_node(node, ctx)
-        except Exception as exc:  # noqa: BLE001 - onnx's ValidationError and protobuf errors
-            raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: "
-                                f"{_first_line(exc)}") from None
+        if not _has_subgraph(node):
+            try:
+                onnx.checker.check_node(node, ctx)
+            except Exception as exc:  # noqa: BLE001 - onnx's ValidationError and protobuf errors
+                raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: "
+                                    f"{_first_line(exc)}") from None
+        _check_attribute_types(node, index, label, opset)
         if node.op_type == "Split":
             _check_split_outputs(node, index, label)
+
+
+def _check_attribute_types(node: Any, index: int, label: str, opset: int) -> None:
+    """Each attribute has the type the operator's schema declares: onnx's
+    checker is not run on a node holding a graph (control flow), so a graph
+    where ``strides`` belongs reached the converters (a TypeError there)."""
+    import onnx.defs
+
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:  # noqa: BLE001 - no such operator: the checks that follow say so
+        return
+    for a in node.attribute:
+        want = schema.attributes.get(a.name)
+        if want is None:
+            if _has_subgraph(node):  # (check_node reports it for the others)
+                raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: "
+                                    f"{node.op_type} has no attribute {a.name!r}")
+            continue
+        if int(a.type) != int(want.type):
+            got = _ATTR_NAMES.get(int(a.type), str(int(a.type)))
+            raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: attribute "
+                                f"{a.name!r} must be of type {want.type.name}, not {got}")
+
+
+#: AttributeProto.AttributeType's names, for messages (any number may come)
+_ATTR_NAMES = {0: "UNDEFINED", 1: "FLOAT", 2: "INT", 3: "STRING", 4: "TENSOR", 5: "GRAPH",
+            6: "FLOATS", 7: "INTS", 8: "STRINGS", 9: "TENSORS", 10: "GRAPHS",
+            11: "SPARSE_TENSOR", 12: "SPARSE_TENSORS", 13: "TYPE_PROTO", 14: "TYPE_PROTOS"}
 
 
 def _check_split_outputs(node: Any, index: int, label: str) -> None:
