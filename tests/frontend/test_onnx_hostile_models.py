@@ -138,3 +138,17 @@ def test_control_flow_attributes_are_checked_too():
     node = h.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=[branch])
     with pytest.raises(FrontendError, match=r"'else_branch' must be of type GRAPH, not GRAPHS"):
         from_onnx(_model([node], [c], [y]))
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+def test_a_kernel_shape_other_than_the_weights_is_refused(op):
+    # ORT fails such a node when it runs; phasec ignored the attribute
+    x = h.make_tensor_value_info("x", T.FLOAT, [1, 1, 4, 4])
+    y = h.make_tensor_value_info("y", T.FLOAT, None)
+    w = nh.from_array(np.ones((1, 1, 1, 1), np.float32), "w")
+    node = h.make_node(op, ["x", "w"], ["y"], name="c", kernel_shape=[1 << 40, 1])
+    with pytest.raises(FrontendError, match=r"kernel_shape \[1099511627776, 1\] does not match "
+                                            r"the weight's spatial shape \[1, 1\]"):
+        from_onnx(_model([node], [x], [y], [w]))
+    node = h.make_node(op, ["x", "w"], ["y"], name="c", kernel_shape=[1, 1])
+    from_onnx(_model([node], [x], [y], [w]))
