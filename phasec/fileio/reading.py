@@ -132,7 +132,16 @@ def read_bytes(path: PathLike, what: str = "", limit: int | None = None) -> byte
     limit = max_input_bytes() if limit is None else limit
     with open_regular(path, what, limit) as fh:
         try:
-            data = fh.read(limit + 1)  # a file that grew since fstat is still capped
+            # the size fstat saw, plus one byte: read(limit + 1) would allocate
+            # the whole limit (4 GiB) up front, an "out of memory" for a tiny
+            # file under `ulimit -v` or strict overcommit
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(min(size, limit) + 1)
+            while size < len(data) <= limit:  # it grew since fstat: read on, still capped
+                chunk = fh.read(min(1 << 20, limit + 1 - len(data)))
+                if not chunk:
+                    break
+                data += chunk
         except OSError as exc:
             raise _open_error(name, exc) from None
     if len(data) > limit:

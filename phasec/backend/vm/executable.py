@@ -230,8 +230,14 @@ class Executable:
                         if len(ins.args) != len(callee.params):
                             raise bad(pc, f"{callee.name!r} takes {len(callee.params)} arguments, "
                                           f"the call passes {len(ins.args)}")
-                    if ins.kind == CalleeKind.KERNEL and ins.callee not in self.prim_funcs:
-                        raise bad(pc, f"unknown kernel {ins.callee!r}")
+                    if ins.kind == CalleeKind.KERNEL:
+                        kernel = self.prim_funcs.get(ins.callee)
+                        if kernel is None:
+                            raise bad(pc, f"unknown kernel {ins.callee!r}")
+                        # (the VM reads its written arguments by position)
+                        if len(ins.args) != len(kernel.params):
+                            raise bad(pc, f"kernel {ins.callee!r} takes {len(kernel.params)} "
+                                          f"arguments, the call passes {len(ins.args)}")
                     if ins.kind in (CalleeKind.PACKED, CalleeKind.BUILTIN) and not isinstance(ins.callee, str):
                         raise bad(pc, f"callee name must be a string, not {ins.callee!r}")
                 elif t in (MakeShape, MakePrim, Match, MakeTuple, GetItem, Move, Kill, Ret):

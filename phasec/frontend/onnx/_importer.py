@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import keyword
+import math
 import os
 import re
 from collections import ChainMap
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from phasec import arith
 from phasec.arith.lattice import collect_shape_vars
 from phasec.errors import PhasecError, StructInfoError
 from phasec.fileio import read_bytes
@@ -40,7 +42,7 @@ from phasec.frontend.onnx.ops_sequence import SEQUENCE_OPS, SeqValue
 from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, materialize
 from phasec.frontend.onnx._dtypes import carrier, narrow_format, onnx_dtype, type_name
 from phasec.frontend.onnx._registry import CONVERTERS, converter_key
-from phasec.frontend.onnx._validate import validate
+from phasec.frontend.onnx._validate import check_text_fields, validate
 from phasec.ir import IRModule, tir
 from phasec.ir.expr import Call, Constant, Expr, Function, Op, Tuple, Var
 from phasec.ir.node import Span
@@ -73,13 +75,16 @@ def read_model(model_or_path: Any) -> tuple[Any, str]:
     import onnx
 
     if isinstance(model_or_path, onnx.ModelProto):
+        check_text_fields(model_or_path, "model.onnx")
         label = (model_or_path.graph.name or "model") + ".onnx"
         return model_or_path, label
     if isinstance(model_or_path, (bytes, bytearray)):
         try:
-            return onnx.load_model_from_string(bytes(model_or_path)), "model.onnx"
+            model = onnx.load_model_from_string(bytes(model_or_path))
         except Exception as exc:  # noqa: BLE001 - protobuf raises assorted errors
             raise FrontendError(f"cannot read the ONNX model: {exc}") from None
+        check_text_fields(model, "model.onnx")
+        return model, "model.onnx"
     if not isinstance(model_or_path, (str, os.PathLike)):
         raise TypeError("from_onnx() expects an onnx.ModelProto, a path or bytes, "
                         f"not {type(model_or_path).__name__}")
@@ -91,6 +96,7 @@ def read_model(model_or_path: Any) -> tuple[Any, str]:
     except Exception as exc:  # noqa: BLE001 - protobuf raises assorted decode errors
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise FrontendError(f"cannot read {path!r} as an ONNX model: {msg}") from None
+    check_text_fields(model, os.path.basename(path))
     if not model.HasField("graph"):
         raise FrontendError(f"{path!r} holds no ONNX graph (is it an ONNX model file?)")
     if _uses_external_data(model):
@@ -103,6 +109,45 @@ def read_model(model_or_path: Any) -> tuple[Any, str]:
     return model, os.path.basename(path)
 
 
+def tensor_array(t: Any, what: str) -> np.ndarray:
+    """A ``TensorProto``'s values, its dims checked first: numpy would read
+    ``dims=[-1, 2]`` without data as a (0, 2) array, silently. External data
+    is read only for the main graph's initializers (beside the model, by
+    :func:`read_model`): elsewhere it would resolve against the working
+    directory.
+
+    Raises:
+        FrontendError: naming ``what`` (e.g. ``initializer 'w'``).
+    """
+    from onnx import TensorProto, numpy_helper
+
+    dims = [int(d) for d in t.dims]
+    if any(d < 0 for d in dims):
+        raise FrontendError(f"{what} has a negative dimension: {dims}")
+    if t.data_location == TensorProto.EXTERNAL:
+        raise FrontendError(f"{what} keeps its values in external data, which is read only "
+                            "for the main graph's initializers")
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as exc:  # noqa: BLE001 - data that does not match the dims, etc.
+        msg = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise FrontendError(f"cannot read {what}: {msg}") from None
+
+
+def _check_element_count(value: Any, where: str) -> None:
+    """A static shape holds fewer than 2**63 elements: beyond, no index fits
+    an int64, and later passes (constant folding, the memory plan) would
+    fail inside numpy or wrap around. (A Pad of 2**62 on both sides.)"""
+    si = getattr(value, "struct_info", None)
+    if not isinstance(si, TensorStructInfo) or si.shape is None:
+        return
+    dims = [arith.const_int(arith.simplify(d)) if isinstance(d, tir.PrimExpr) else d
+            for d in si.shape]
+    if all(isinstance(d, (int, np.integer)) for d in dims) and math.prod(map(int, dims)) >= 1 << 63:
+        raise FrontendError(f"{where} would have shape ({', '.join(map(str, dims))}): more "
+                            "than 2**63 elements")
+
+
 def _uses_external_data(model: Any) -> bool:
     from onnx import TensorProto
 
@@ -110,7 +155,7 @@ def _uses_external_data(model: Any) -> bool:
 
 
 def _attr_value(attr: Any) -> Any:
-    from onnx import AttributeProto, helper, numpy_helper
+    from onnx import AttributeProto, helper
 
     t = attr.type
     if t == AttributeProto.STRING:
@@ -118,7 +163,7 @@ def _attr_value(attr: Any) -> Any:
     if t == AttributeProto.STRINGS:
         return [s.decode("utf-8", errors="replace") for s in attr.strings]
     if t == AttributeProto.TENSOR:
-        return numpy_helper.to_array(attr.t)
+        return tensor_array(attr.t, f"attribute {attr.name!r}")
     if t == AttributeProto.INTS:
         return [int(i) for i in attr.ints]
     if t == AttributeProto.FLOATS:
@@ -259,8 +304,6 @@ class _Importer:
         return Span(f"{self.label} node {name!r} ({node.op_type})", index + 1, 0)
 
     def run(self) -> IRModule:
-        from onnx import numpy_helper
-
         convs = CONVERTERS
         graph = self.graph
         unknown = [n for n in self.shapes if n not in {i.name for i in graph.input}]
@@ -277,7 +320,8 @@ class _Importer:
         for t in graph.initializer:
             if onnx_dtype(t.data_type) is None and narrow_format(t.data_type) is not None:
                 self.formats[t.name] = narrow_format(t.data_type)  # its values, exactly
-                inits[t.name] = numpy_helper.to_array(t).astype(carrier(self.formats[t.name]))
+                inits[t.name] = tensor_array(t, f"initializer {t.name!r}").astype(
+                    carrier(self.formats[t.name]))
                 continue
             if onnx_dtype(t.data_type) is None:
                 self.unsupported.append(UnsupportedNode(
@@ -285,10 +329,7 @@ class _Importer:
                     f"element type {type_name(t.data_type)} is not supported"))
                 self.poisoned.add(t.name)
                 continue
-            try:
-                inits[t.name] = numpy_helper.to_array(t)
-            except Exception as exc:  # noqa: BLE001 - missing external data etc.
-                raise FrontendError(f"cannot read initializer {t.name!r}: {exc}") from None
+            inits[t.name] = tensor_array(t, f"initializer {t.name!r}")
 
         params: list[Var] = []
         for vi in graph.input:
@@ -431,6 +472,8 @@ class _Importer:
             # (inside a subgraph the dimensions exist in it only: ops_control
             # keeps them out of the struct info of its results)
             shaped = _with_shape(bb, value, f"{hint}_{k}")
+            _check_element_count(shaped, f"{self.label}: node {index} {node.name!r} "
+                                 f"({node.op_type}, opset {self.opset}): output {k} ({out!r})")
             if bf16 and not isinstance(shaped, SeqValue) and ctx.dtype(shaped) == "float32":
                 if ctx.sinfo(shaped).shape is None:
                     self._record(node, index, "a bfloat16 result of unknown rank")
@@ -462,15 +505,13 @@ class _Importer:
         and the names of the enclosing graphs stay visible (ONNX subgraphs
         capture outer values by name). Returns its outputs' values; any
         unsupported node inside raises :class:`Unsupported` naming it."""
-        from onnx import numpy_helper
-
         saved = self.values, self.unsupported, self.poisoned
         inner: dict[str, Value | None] = dict(bound)
         for t in graph.initializer:
             if onnx_dtype(t.data_type) is None:
                 raise Unsupported(f"subgraph {graph.name!r}: initializer {t.name!r} has element "
                                   f"type {type_name(t.data_type)}, which is not supported")
-            inner[t.name] = numpy_helper.to_array(t)
+            inner[t.name] = tensor_array(t, f"subgraph {graph.name!r}: initializer {t.name!r}")
         self.values = ChainMap(inner, saved[0])
         self.unsupported, self.poisoned = [], set(saved[2])
         self.subgraph_depth += 1

@@ -41,8 +41,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from phasec.frontend.errors import FrontendError
+from phasec.frontend.onnx._dtypes import type_name
 
-__all__ = ["validate", "known_opsets"]
+__all__ = ["validate", "known_opsets", "check_text_fields"]
 
 #: Domains ONNX Runtime knows beyond those in ``onnx.defs``, with the
 #: newest version it accepts (its contrib operators).
@@ -62,6 +63,36 @@ def known_opsets() -> dict[str, tuple[int, int]]:
     for d, newest in _ORT_DOMAINS.items():
         table.setdefault(d, (1, newest))
     return table
+
+
+def check_text_fields(model: Any, label: str) -> None:
+    """Every string field of ``model`` is UTF-8, as protobuf requires: a
+    damaged name would otherwise raise a ``UnicodeDecodeError`` wherever it
+    is first read. Bytes fields (tensor data) are not touched.
+
+    Raises:
+        FrontendError: naming the field's path, e.g. ``graph.node[3].name``.
+    """
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    stack: list[tuple[Any, str]] = [(model, "")]
+    while stack:
+        msg, path = stack.pop()
+        for field in msg.DESCRIPTOR.fields:
+            where = f"{path}.{field.name}" if path else field.name
+            repeated = (field.is_repeated if hasattr(field, "is_repeated")  # protobuf >= 6
+                        else field.label == FD.LABEL_REPEATED)
+            if field.type == FD.TYPE_MESSAGE:
+                if repeated:
+                    stack.extend((m, f"{where}[{i}]") for i, m in enumerate(getattr(msg, field.name)))
+                elif msg.HasField(field.name):
+                    stack.append((getattr(msg, field.name), where))
+            elif field.type == FD.TYPE_STRING:
+                # (ONNX is proto2: protobuf hands back invalid UTF-8 as bytes, not str)
+                value = getattr(msg, field.name)
+                if any(not isinstance(v, str) for v in (value if repeated else [value])):
+                    raise FrontendError(f"{label}: {where} is not valid UTF-8 text (a damaged "
+                                        "or non-ONNX file)")
 
 
 def _where(node: Any, index: int) -> str:
@@ -188,15 +219,46 @@ def _check_schemas(model: Any, label: str, opsets: dict[str, int]) -> None:
     ctx.opset_imports = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
     opset = opsets.get("ai.onnx", 0)
     for index, node in enumerate(model.graph.node):
-        if (node.domain or "ai.onnx") != "ai.onnx" or _has_subgraph(node):
+        if (node.domain or "ai.onnx") != "ai.onnx":
             continue
-        try:
-            onnx.checker.check_node(node, ctx)
-        except Exception as exc:  # noqa: BLE001 - onnx's ValidationError and protobuf errors
-            raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: "
-                                f"{_first_line(exc)}") from None
+        if not _has_subgraph(node):
+            try:
+                onnx.checker.check_node(node, ctx)
+            except Exception as exc:  # noqa: BLE001 - onnx's ValidationError and protobuf errors
+                raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: "
+                                    f"{_first_line(exc)}") from None
+        _check_attribute_types(node, index, label, opset)
         if node.op_type == "Split":
             _check_split_outputs(node, index, label)
+
+
+def _check_attribute_types(node: Any, index: int, label: str, opset: int) -> None:
+    """Each attribute has the type the operator's schema declares: onnx's
+    checker is not run on a node holding a graph (control flow), so a graph
+    where ``strides`` belongs reached the converters (a TypeError there)."""
+    import onnx.defs
+
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:  # noqa: BLE001 - no such operator: the checks that follow say so
+        return
+    for a in node.attribute:
+        want = schema.attributes.get(a.name)
+        if want is None:
+            if _has_subgraph(node):  # (check_node reports it for the others)
+                raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: "
+                                    f"{node.op_type} has no attribute {a.name!r}")
+            continue
+        if int(a.type) != int(want.type):
+            got = _ATTR_NAMES.get(int(a.type), str(int(a.type)))
+            raise FrontendError(f"{label}: {_where(node, index)}, opset {opset}: attribute "
+                                f"{a.name!r} must be of type {want.type.name}, not {got}")
+
+
+#: AttributeProto.AttributeType's names, for messages (any number may come)
+_ATTR_NAMES = {0: "UNDEFINED", 1: "FLOAT", 2: "INT", 3: "STRING", 4: "TENSOR", 5: "GRAPH",
+            6: "FLOATS", 7: "INTS", 8: "STRINGS", 9: "TENSORS", 10: "GRAPHS",
+            11: "SPARSE_TENSOR", 12: "SPARSE_TENSORS", 13: "TYPE_PROTO", 14: "TYPE_PROTOS"}
 
 
 def _check_split_outputs(node: Any, index: int, label: str) -> None:
@@ -264,9 +326,7 @@ def _check_declared_types(model: Any, label: str, node: Any, index: int,
             continue
         want, got = vi.type.tensor_type.elem_type, t.tensor_type.elem_type
         if want and got and want != got:
-            from onnx import TensorProto
-
-            name = TensorProto.DataType.Name
+            name = type_name  # (an unknown number too)
             raise FrontendError(f"{label}: {_where(node, index)}: output {vi.name!r} is "
                                 f"declared {name(want)} but the node makes {name(got)}")
 

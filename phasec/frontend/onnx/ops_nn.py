@@ -102,6 +102,7 @@ def _conv(ctx: NodeContext) -> Value:
     (x, w), dtype = in_float32(ctx, [ctx.input(0), ctx.input(1)])
     wshape = ctx.shape(w)
     kernel, strides, dilations, pads = _window_attrs(ctx, x, wshape[2:])
+    _check_kernel_shape(kernel, wshape)
     n = len(kernel)
     data_layout, kernel_layout, _ = _LAYOUTS[n]
     y = ctx.emit(f"nn.conv{n}d", x, w, strides=strides, padding=pads, dilation=dilations,
@@ -114,6 +115,17 @@ def _conv(ctx: NodeContext) -> Value:
     return y
 
 
+def _check_kernel_shape(kernel: list[Any], wshape: list[Any]) -> None:
+    """``kernel_shape`` is the weight's spatial shape where both are known
+    (as ONNX Runtime checks when it runs the node): the window comes from the
+    weight, so another value was silently ignored."""
+    spatial = wshape[2:]
+    if len(kernel) == len(spatial) and all(isinstance(d, int) for d in spatial) and \
+            [int(k) for k in kernel] != spatial:
+        raise FrontendError(f"kernel_shape {[int(k) for k in kernel]} does not match the "
+                            f"weight's spatial shape {spatial}")
+
+
 @converter("ConvTranspose")
 def _conv_transpose(ctx: NodeContext) -> Value:
     _float_input(ctx)
@@ -123,6 +135,7 @@ def _conv_transpose(ctx: NodeContext) -> Value:
     if n not in (1, 2, 3):
         raise Unsupported(f"ConvTranspose on a rank-{ctx.ndim(x)} tensor")
     kernel = list(ctx.attr("kernel_shape", wshape[2:]))
+    _check_kernel_shape(kernel, wshape)
     strides = list(ctx.attr("strides", [1] * n))
     dilations = list(ctx.attr("dilations", [1] * n))
     out_pad = list(ctx.attr("output_padding", [0] * n))
