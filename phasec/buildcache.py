@@ -7,7 +7,9 @@ kernel cache (:mod:`phasec.backend.llvm.diskcache`, entries of kind
 "build"), keyed by the SHA-256 of:
 
 * the input file's bytes and its suffix (how it is read);
-* every build option (optimization level, bounds checks, verification);
+* every build option (optimization level, bounds checks, verification)
+  and the threads set when building (:func:`phasec.target.tuning.build_threads`:
+  a stem's conv + pool kernel is split in as many bands);
 * every ``PHASEC_*`` environment variable (``PHASEC_WINOGRAD`` and
   ``PHASEC_VECTOR_BITS`` change the schedules; the others cost at most a
   miss);
@@ -68,6 +70,7 @@ from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.abi import KernelABI, ParamABI
 from phasec.backend.llvm.jit import compile_jobs, host_target_info
 from phasec.backend.llvm.parallel import meanwhile, standby
+from phasec.target.tuning import build_threads
 from phasec.backend.llvm.runtime import PlannedLibrary, plan_library
 from phasec.backend.vm import Executable
 from phasec.frontend.onnx import from_onnx
@@ -106,7 +109,8 @@ def build_key(data: bytes, suffix: str, opt_level: int, check_bounds: bool | Non
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("PHASEC_"))
     target = host_target_info()  # (its parallel runtime compiles meanwhile)
     text = "\0".join(("build", hashlib.sha256(data).hexdigest(), suffix.lower(),
-                      repr((opt_level, check_bounds, verify)), repr(env), _sources_digest()))
+                      repr((opt_level, check_bounds, verify, build_threads())), repr(env),
+                      _sources_digest()))
     return diskcache.entry_key(text, opt_level, (target.triple, target.cpu, target.features))
 
 

@@ -48,8 +48,13 @@ def _check(exe: phasec.Executable, path: Path) -> None:
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache directory, and no kernels compiled earlier in this
+    process: a kernel found in memory is not written to the new directory,
+    so a test's "warm" build after an earlier test had compiled the same
+    kernel missed on disk (the order -n 2 gave once)."""
     monkeypatch.setenv("PHASEC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("PHASEC_KERNEL_CACHE", raising=False)
+    phasec.backend.llvm.clear_cache()
     return tmp_path / "cache"
 
 
@@ -474,3 +479,20 @@ def test_a_warm_build_imports_nothing_it_does_not_use(cache: Path, tmp_path: Pat
     # cold: a miss reads the model and builds (an ONNX model: no script loader)
     assert run() == "[] [] ['phasec.pipeline', 'onnx', 'phasec.passes']"
     assert run() == "[] [] []"  # warm
+
+
+def test_a_build_under_other_threads_is_another_entry(cache: Path, tmp_path: Path) -> None:
+    """The threads set when building are part of the key (a stem's kernel
+    is split in as many bands): a build on two threads does not take the
+    one made on one, and each computes what ORT computes."""
+    from phasec.backend.llvm import get_num_threads, set_num_threads
+
+    path = _model(tmp_path / "m.onnx", 3)
+    before = get_num_threads()
+    try:
+        for threads, builds in ((1, 1), (2, 2), (1, 2)):
+            set_num_threads(threads)
+            _check(buildcache.build_file(path), path)
+            assert diskcache.info()["builds"] == builds
+    finally:
+        set_num_threads(before)
