@@ -39,7 +39,8 @@ def test_a_name_that_is_not_utf8_is_named_by_its_field(tmp_path, marker, where):
     path = tmp_path / "bad.onnx"
     path.write_bytes(data)
     for source in (data, path, onnx.load_model_from_string(data)):
-        with pytest.raises(FrontendError, match=rf"{where.replace('[', '.').replace(']', '.')} is not valid UTF-8"):
+        field = where.replace("[", ".").replace("]", ".")
+        with pytest.raises(FrontendError, match=rf"{field} is not valid UTF-8"):
             from_onnx(source)
     from_onnx(_relu("GRAPHNAME", "NODENAME"))  # the same model, undamaged
 
@@ -133,7 +134,8 @@ def test_control_flow_attributes_are_checked_too():
     y = h.make_tensor_value_info("y", T.FLOAT, [2])
     node = h.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=branch)
     node.attribute.append(h.make_attribute("axis", 1))
-    with pytest.raises(FrontendError, match=r"node 0 'if' \(If\), opset 17: If has no attribute 'axis'"):
+    with pytest.raises(FrontendError,
+                       match=r"node 0 'if' \(If\), opset 17: If has no attribute 'axis'"):
         from_onnx(_model([node], [c], [y]))
     node = h.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=[branch])
     with pytest.raises(FrontendError, match=r"'else_branch' must be of type GRAPH, not GRAPHS"):
