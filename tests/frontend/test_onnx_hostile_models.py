@@ -5,15 +5,14 @@ exception from inside protobuf or numpy, nor a silently different model."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto as T, helper as h, numpy_helper as nh  # noqa: E402
-
-import phasec  # noqa: E402
-from phasec.backend.vm import VirtualMachine  # noqa: E402
-from phasec.frontend.errors import FrontendError  # noqa: E402
-from phasec.frontend.onnx import from_onnx  # noqa: E402
+import phasec
+from phasec.backend.vm import VirtualMachine
+from phasec.frontend.errors import FrontendError
+from phasec.frontend.onnx import from_onnx
 
 
 def _model(nodes, inputs, outputs, inits=(), name="g"):

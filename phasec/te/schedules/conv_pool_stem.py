@@ -41,7 +41,7 @@ from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
 from phasec.te.options import ScheduleOptions
-from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max, static_sizes
+from phasec.te.schedules.pool_window import RowsFirst, max_pool_row, static_sizes
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
@@ -238,18 +238,8 @@ def schedule(w: PoolWorkload) -> Tensor | None:
 
         def pooled(q: PrimExpr, rows: list[PrimExpr]) -> Stmt:
             """Output row ``q`` of every channel from the ring rows ``rows``."""
-            col, ox = Var("col", "int64"), Var("ox", "int64")
-            if rows:
-                first: Stmt = For(col, i64(0), i64(W), "vectorized", nan_propagating_max(
-                    [ring_load(r, col) for r in rows], dt,
-                    lambda value: BufferStore(v, value, (col + i64(left),))))
-            else:  # a window wholly in the padding (ceil_mode's last may be)
-                first = For(col, i64(0), i64(W), "vectorized",
-                            BufferStore(v, lowest, (col + i64(left),)))
-            return For(ch, i64(0), i64(c), "serial", seq([first, For(
-                ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
-                    [BufferLoad(v, (ox * sw + i64(r1 * dw),)) for r1 in range(KW)], dt,
-                    lambda value: BufferStore(out, value, (b, ch, q, ox))))]))
+            return For(ch, i64(0), i64(c), "serial", seq(max_pool_row(
+                w, rows, v, ring_load, lambda ox, value: BufferStore(out, value, (b, ch, q, ox)))))
 
         inner = (pooled(oy, [oy * sh + i64(r0 * dh - top) for r0 in range(KH)])
                  if inside.stop > inside.first else None)

@@ -41,7 +41,9 @@ from phasec.ir.tir import Allocate, Buffer, BufferLoad, BufferStore, For, PrimEx
 from phasec.target import tuning
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.pool_window import RowsFirst, nan_propagating_max, static_sizes
+from phasec.te.schedules.pool_window import (
+    RowsFirst, max_pool_row, nan_propagating_max, static_sizes,
+)
 from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
@@ -261,7 +263,7 @@ def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
     every window row inside the input; ``pitch`` is the row buffer's length."""
     dt = w.data.dtype
     n, c, H, W, OH, OW = static_sizes(w)
-    (sh, sw), (dh, dw), (KH, KW) = w.strides, w.dilation, w.pool_size
+    (sh, _), (dh, _), (KH, KW) = w.strides, w.dilation, w.pool_size
     top, left = w.padding[0], w.padding[1]
     lowest = te.min_value(dt)
 
@@ -273,17 +275,8 @@ def _row_by_row(w: PoolWorkload, first: int, stop: int, pitch: int) -> Tensor:
         v = Buffer(w.name + "_rows", (i64(pitch),), dt)
 
         def one_row(oy: PrimExpr, rows: list[PrimExpr]) -> list[Stmt]:
-            j, ox = Var("j", "int64"), Var("ox", "int64")
-            if rows:
-                first_max: Stmt = For(j, i64(0), i64(W), "vectorized", nan_propagating_max(
-                    [BufferLoad(x, (b, ch, y, j)) for y in rows], dt,
-                    lambda value: BufferStore(v, value, (j + left,))))
-            else:  # a window wholly in the padding (ceil_mode's last may be)
-                first_max = For(j, i64(0), i64(W), "vectorized",
-                                BufferStore(v, lowest, (j + left,)))
-            return [first_max, For(ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
-                [BufferLoad(v, (ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
-                lambda value: BufferStore(out, value, (b, ch, oy, ox))))]
+            return max_pool_row(w, rows, v, lambda y, j: BufferLoad(x, (b, ch, y, j)),
+                                lambda ox, value: BufferStore(out, value, (b, ch, oy, ox)))
 
         def edge(oy: int) -> list[Stmt]:
             return one_row(i64(oy), [i64(r) for r in (oy * sh - top + r0 * dh

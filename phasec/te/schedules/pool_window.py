@@ -18,8 +18,8 @@ import numpy as np
 
 from phasec import arith
 from phasec.ir.tir import (
-    BinaryOp, Buffer, BufferStore, FloatImm, For, LetStmt, PrimExpr, Select, SeqStmt, Stmt,
-    Var, seq,
+    BinaryOp, Buffer, BufferLoad, BufferStore, FloatImm, For, LetStmt, PrimExpr, Select,
+    SeqStmt, Stmt, Var, seq,
 )
 from phasec.target import tuning
 from phasec.te import operation as te
@@ -30,7 +30,7 @@ from phasec.te.tensor import Tensor
 __all__ = ["PoolWindow", "PhaseGeometry", "RowsFirst", "padded_for_max", "padded_input",
            "static_sizes",
            "stride_phases",
-           "nan_propagating_max", "balanced_tree"]
+           "nan_propagating_max", "balanced_tree", "max_pool_row"]
 
 
 class PoolWindow:
@@ -140,6 +140,31 @@ def balanced_tree(values: list[PrimExpr],
         values = [join(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
                   for i in range(0, len(values), 2)]
     return values[0]
+
+
+def max_pool_row(w: PoolWorkload, rows: Sequence[PrimExpr], row_buf: Buffer,
+                 load: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                 store: Callable[[PrimExpr, PrimExpr], Stmt]) -> list[Stmt]:
+    """One output row of the 2-D max pool ``w`` (one channel) through a
+    buffer of one row: the max over the window's input ``rows`` (``load(row,
+    column)``; none: a window wholly in the padding) into ``row_buf`` from
+    ``w.padding[1]`` on, then each output column's max over its window from
+    that buffer, stored by ``store(column, value)``. The buffer's padding
+    columns hold the dtype's lowest value (the caller writes them once)."""
+    dt = w.data.dtype
+    _, _, _, W, _, OW = static_sizes(w)
+    (_, sw), (_, dw), (_, KW) = w.strides, w.dilation, w.pool_size
+    left = w.padding[1]
+    j, ox = Var("j", "int64"), Var("ox", "int64")
+    if rows:
+        first: Stmt = For(j, i64(0), i64(W), "vectorized", nan_propagating_max(
+            [load(r, j) for r in rows], dt, lambda value: BufferStore(row_buf, value, (j + left,))))
+    else:
+        first = For(j, i64(0), i64(W), "vectorized",
+                    BufferStore(row_buf, te.min_value(dt), (j + left,)))
+    return [first, For(ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
+        [BufferLoad(row_buf, (ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
+        lambda value: store(ox, value)))]
 
 
 def nan_propagating_max(values: Sequence[PrimExpr], dtype: str,
