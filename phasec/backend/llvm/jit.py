@@ -405,7 +405,17 @@ def get_num_threads() -> int:
     return ctypes.c_int32.from_address(_runtime.globals["phasec_rt_num_threads"]).value
 
 
-register_thread_count(get_num_threads)  # (schedules sized by it at build: tuning.build_threads)
+def _build_thread_count() -> int:
+    """The threads a build sizes schedules by (``tuning.build_threads``):
+    the runtime's count once it is up, else the default it starts with; a
+    build (and a warm build's cache key) does not wait for the runtime's JIT
+    (``host_target_info``), and ``set_num_threads`` brings it up first."""
+    if _runtime is None:
+        return default_num_threads()
+    return ctypes.c_int32.from_address(_runtime.globals["phasec_rt_num_threads"]).value
+
+
+register_thread_count(_build_thread_count)
 
 
 def set_min_parallel_work(n: int) -> None:
