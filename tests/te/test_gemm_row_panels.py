@@ -98,7 +98,8 @@ TAKEN = {  # n, c, h, w, o, residual
 
 
 @pytest.mark.parametrize("name", list(TAKEN))
-def test_row_panels_per_call_and_prepacked_match_numpy(name):
+def test_row_panels_per_call_and_prepacked_match_numpy(xeon, name):
+    # (the host too: prepacking plans by its tuning; row panels are the Xeon's)
     n, c, h, w, o, residual = TAKEN[name]
     prim = _lower(n, c, h, w, o, residual)
     assert len(_marks(prim)) == 1
@@ -145,7 +146,7 @@ DECLINED = {  # n, c, h, w, o, constant weight, tuning fields
 
 
 @pytest.mark.parametrize("name", list(DECLINED))
-def test_shapes_the_tuning_declines_read_a_in_place(name):
+def test_shapes_the_tuning_declines_read_a_in_place(xeon, name):
     n, c, h, w, o, constant, fields = DECLINED[name]
     prim = _lower(n, c, h, w, o, constant=constant, **fields)
     assert not _marks(prim) and ROW_PACK_ATTR not in (prim.attrs or {})
