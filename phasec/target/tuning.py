@@ -246,8 +246,15 @@ class TargetTuning:
     #: stride-1 depthwise rows narrower than a vector (not only those of
     #: more than half a vector) with windows of up to 25 taps (not 9) take
     #: the per-channel padded plane
-    #: (:func:`phasec.te.schedules.conv_depthwise_strided.plan`: measured
-    #: faster on the Xeon, slower on Zen 4)
+    #: (:func:`phasec.te.schedules.conv_depthwise_strided.plan`), and rows
+    #: strided by 2 of a quarter to half a vector take
+    #: :mod:`phasec.te.schedules.conv_depthwise_strided_flat`: measured
+    #: faster on the Xeon, and on Zen 4 (``avx512_tuning``) since the plane
+    #: sums over the output's flat positions (one layer + activation, one
+    #: thread, two alternating runs: 960x7x7 3x3 39-40 -> 26 us, 1152x7x7
+    #: 3x3 73 -> 49-51, 240x14x14 5x5 66-68 -> 59-61, 480x14x14 5x5 149-150
+    #: -> 135-136, 576x14x14 3x3/2 30-31 -> 21-22; the other layers of
+    #: bench_depthwise.py unchanged); not measured on AVX2 or generic hosts
     depthwise_narrow_plane: bool = False
 
     def splits_unevenly(self, iterations: int) -> bool:
@@ -281,7 +288,7 @@ def avx512_tuning() -> TargetTuning:
     """x86-64 with AVX-512F: 32 registers of 512 bits."""
     return TargetTuning(name="avx512", vector_bits=512, vector_registers=32, gemm_rows=8,
                         gemm_vectors=2, gemm_panel_bytes=384 * 1024, gemm_panel_max_cols=512,
-                        gemm_pack_min_row_tiles=2)
+                        gemm_pack_min_row_tiles=2, depthwise_narrow_plane=True)
 
 
 def avx2_tuning() -> TargetTuning:
@@ -400,10 +407,11 @@ def avx512_xeon_tuning() -> TargetTuning:
       83 -> 86, 342 -> 354 us); in MobileNetV2 the 576 -> 96 + residual
       (two calls) 353 -> 313 us;
     * 1x1 convolutions over 14x14 with positions as rows up to a 256 KB
-      transposed output (``pointwise_max_transposed_bytes``) and narrow
-      depthwise rows on per-channel planes (``depthwise_narrow_plane``),
-      measured in MobileNetV2 / EfficientNet-B0 (bench/README.md, "Mobile
-      networks on the Intel Xeon").
+      transposed output (``pointwise_max_transposed_bytes``), measured in
+      MobileNetV2 / EfficientNet-B0 (bench/README.md, "Mobile networks on
+      the Intel Xeon"), where narrow depthwise rows on per-channel planes
+      (``depthwise_narrow_plane``, now every AVX-512 host's) were first
+      measured.
     """
     return replace(avx512_tuning(), name="avx512_xeon", gemm_rows=6, gemm_vectors=4,
                    gemm_narrow_rows=8, int_gemm_tile=(8, 2), gemm_tail_min_accumulators=8,
@@ -413,7 +421,7 @@ def avx512_xeon_tuning() -> TargetTuning:
                    winograd_min_tile_vectors=2,
                    winograd_narrow_max_weight_bytes=128 * 1024,
                    im2col_row_vectors=2, pointwise_max_transposed_bytes=256 * 1024,
-                   depthwise_narrow_plane=True, gemm_flat_panel_bytes=1 << 20,
+                   gemm_flat_panel_bytes=1 << 20,
                    gemm_flat_micro_panel_max_rows=64, pointwise_max_weight_bytes=512 * 1024,
                    pointwise_wide_tile=(4, 6), gemm_k_block_bytes=32 * 1024,
                    gemm_pack_a_max_columns=64, gemm_pack_a_min_bytes=512 * 1024,
@@ -492,8 +500,9 @@ def host_tuning() -> TargetTuning:
     """The tuning for the machine phasec runs on (:func:`tuning_for`).
 
     ``PHASEC_TUNING`` replaces it for trying sizes: a profile's name
-    (``avx512``, ``avx512_xeon``, ``avx2``, ``generic``) and/or integer
-    fields, ``[profile,]field=value,...`` (``avx512,gemm_rows=6``).
+    (``avx512``, ``avx512_xeon``, ``avx2``, ``generic``) and/or integer or
+    boolean (0/1) fields, ``[profile,]field=value,...``
+    (``avx512,gemm_rows=6``, ``depthwise_narrow_plane=1``).
     ``PHASEC_VECTOR_BITS`` (128, 256 or 512) caps the vector width, e.g. to
     compare against 256-bit code on an AVX-512 machine; ``PHASEC_WINOGRAD``
     (0: off, 2 or 4) sets the Winograd tile. Any other value of these is an
@@ -526,31 +535,36 @@ def _env_choice(name: str, accepted: tuple[str, ...]) -> str:
 def _env_overrides(tuning: TargetTuning, text: str) -> TargetTuning:
     """``tuning`` as ``text`` (``PHASEC_TUNING``) changes it: its first item
     may name a profile (which replaces ``tuning``), the others are
-    ``field=value`` of integer fields (``gemm_rows=6,gemm_vectors=4``). An
-    unknown name or field, or a value that is no integer >= 0, is an
+    ``field=value`` of integer fields (``gemm_rows=6,gemm_vectors=4``) or
+    boolean ones (``depthwise_narrow_plane=1``). An unknown name or field, or
+    a value that is no integer >= 0 (0 or 1 for a boolean), is an
     :class:`~phasec.errors.InputError`."""
-    changes: dict[str, int] = {}
+    changes: dict[str, int | bool] = {}
     for n, item in enumerate(filter(None, (part.strip() for part in text.split(",")))):
         key, eq, value = (part.strip() for part in item.partition("="))
         if not eq and n == 0 and key in _PROFILES:
             tuning = _PROFILES[key]()
             continue
-        if (type(getattr(tuning, key, None)) is not int or key == "vector_bits"
-                or not value.isdigit()):
+        kind = type(getattr(tuning, key, None))
+        if kind not in (int, bool) or key in _NOT_OVERRIDDEN or not value.isdigit():
             raise InputError(f"the environment variable PHASEC_TUNING takes a profile "
                              f"({', '.join(_PROFILES)}) then field=value pairs of integer "
-                             f"tuning fields, not {item!r}")
-        low, high = _LIMITS.get(key, (0, None))
+                             f"or boolean (0 or 1) tuning fields, not {item!r}")
+        low, high = (0, 1) if kind is bool else _LIMITS.get(key, (0, None))
         if int(value) < low or (high is not None and int(value) > high):
             raise InputError(f"the environment variable PHASEC_TUNING: {key} must be from "
                              f"{low} to {high if high is not None else 'any size'}, "
                              f"not {value}")
-        changes[key] = int(value)
+        changes[key] = kind(int(value))
     if changes.get("winograd_tile", 0) not in (0, 2, 4):
         raise InputError("the environment variable PHASEC_TUNING: winograd_tile must be "
                          f"0, 2 or 4, not {changes['winograd_tile']}")
     return replace(tuning, **changes) if changes else tuning
 
+
+#: fields PHASEC_TUNING does not set: the vector width (PHASEC_VECTOR_BITS caps
+#: it) and AMX, which code for a CPU without it would fault on
+_NOT_OVERRIDDEN = frozenset({"vector_bits", "int8_amx"})
 
 #: PHASEC_TUNING's bounds of the fields that count a tile's registers, rows
 #: or vectors (0 would divide by zero, thousands unroll without end) and of

@@ -110,16 +110,16 @@ def test_other_rows_keep_their_schedules(xs, k, kept):
     ((1, 4, 9, LANES - 3), 5, "silu", True),        # 5x5 (14x14 at 16 lanes)
     ((2, 3, 7, 5), 5, "relu6", False),              # 5x5 over half a vector, batch 2
 ])
-def test_rows_under_a_vector_sum_over_the_channels_plane(xs, k, act, interp):
+def test_rows_under_a_vector_sum_over_the_channels_plane(narrow_plane, xs, k, act, interp):
     # stride 1, rows narrower than a vector: the padded plane per channel in
     # a buffer of its own, the flat sums, then the epilogue over their rows
-    # (no global padded copy). On the Xeon (depthwise_narrow_plane) every such row under a
-    # 3x3 or 5x5 window; elsewhere 3x3 over more than half a vector, the
-    # rest over the flat rows (as measured on Zen 4)
+    # (no global padded copy). On AVX-512 hosts (depthwise_narrow_plane) every such row
+    # under a 3x3 or 5x5 window; elsewhere 3x3 over more than half a vector, the
+    # rest over the flat rows
     low = _lower(xs, k, act, padding=k // 2)
     allocs = _allocs(low.prim_func)
     out_w = xs[3]
-    phased = host_tuning().depthwise_narrow_plane or (k == 3 and 2 * out_w > LANES)
+    phased = narrow_plane or (k == 3 and 2 * out_w > LANES)
     # (a 3x3 over rows of half a vector or less: the plane copied flat,
     # test_conv_depthwise_same.py)
     assert ("stride_phases" in allocs or "same_plane" in allocs) == phased

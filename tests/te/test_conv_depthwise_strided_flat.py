@@ -28,7 +28,7 @@ from helpers.legalize import (
 
 RNG = np.random.default_rng(31)
 LANES = host_tuning().lanes(32)
-XEON = host_tuning().depthwise_narrow_plane
+NARROW_PLANE = host_tuning().depthwise_narrow_plane  # (AVX-512 hosts)
 H = LANES - 2  # 14 at 16 lanes: 7-wide output rows
 
 
@@ -62,10 +62,11 @@ CASES = [  # (data shape, kernel, activation, attrs, TIR interpreter too)
 
 
 @pytest.mark.parametrize("xs,k,act,attrs,interp", CASES)
-def test_strided_rows_of_half_a_vector_sum_over_the_flat_output(xs, k, act, attrs, interp):
+def test_strided_rows_of_half_a_vector_sum_over_the_flat_output(narrow_plane, xs, k, act, attrs,
+                                                                 interp):
     prim = lowered_depthwise(xs, k, act, **attrs).prim_func
     assert prove_accesses(prim).counts()[1] == 0
-    if XEON:  # (elsewhere these rows keep the stride phases' flat form)
+    if narrow_plane:  # (else these rows keep the stride phases' flat form)
         allocs = _allocs(prim)
         # the phases, a row's vector; nothing of the tensor's size
         assert allocs == {"phase_plane", "plane_row"}, allocs
@@ -92,7 +93,7 @@ def test_the_copy_reads_whole_vectors():
     prim = lowered_depthwise((1, 32, H, H), 3, "relu6", padding=1, strides=2).prim_func
     optimized = compile_prim_funcs({"k": prim}).optimized_ir
     assert "masked.gather" not in optimized and "masked.scatter" not in optimized
-    if XEON and LANES == 16:
+    if NARROW_PLANE and LANES == 16:
         assert f"load <{LANES} x float>" in optimized
 
 
@@ -140,7 +141,7 @@ def test_float64_rows_of_half_a_vector(side):
     prim = lower_fused(fused([d, wt, bv], lambda bb: call_op("add", bb.emit(call_op(
         "nn.conv2d", d, wt, groups=c, strides=2, padding=1)), bv))).prim_func
     assert prove_accesses(prim).counts()[1] == 0
-    if XEON and LANES == 16:
+    if NARROW_PLANE and LANES == 16:
         assert "phase_plane" in _allocs(prim)
     x = RNG.standard_normal((1, c, side, side))
     w = RNG.standard_normal((c, 1, 3, 3))
