@@ -28,7 +28,7 @@ import numpy as np
 from phasec.errors import VMError, counted, with_location
 from phasec.interp.relax import normalize_value
 from phasec.runtime.packed import find_packed_func, get_packed_func
-from phasec.runtime.values import describe_value, truth
+from phasec.runtime.values import depth_exceeded, describe_value, truth
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
 from phasec.backend.interrupt import armed, claim_short, release_short
@@ -269,9 +269,11 @@ class VirtualMachine(VMMemory):
                     self._arg_regs[pc] = special[1]
                     return (_BUILTIN, ins.dst, special[0], _args_getter(special[1]))
                 return (_BUILTIN, ins.dst, builtin, get_args)
+            # (a tail call runs the callee in the caller's frame: see bc.is_tail_call)
+            tail = bc.is_tail_call(f.code, pc)
             if kind == CalleeKind.VM_FUNC:
-                return (_CALL, ins.dst, ins.callee, get_args)
-            return (_CLOSURE_CALL, ins.dst, ins.callee, get_args)
+                return (_CALL, ins.dst, ins.callee, get_args, tail)
+            return (_CLOSURE_CALL, ins.dst, ins.callee, get_args, tail)
         if t is bc.Move:
             return (_MOVE, ins.dst, ins.src)
         if t is bc.Ret:
@@ -378,14 +380,14 @@ class VirtualMachine(VMMemory):
                     regs[ins[1]] = regs[ins[2]]
                     pc += 1
                 elif op == _CALL:
-                    _, dst, callee_index, get_args = ins
+                    _, dst, callee_index, get_args, tail = ins
                     callee = funcs[callee_index]
                     new_regs = callee.template.copy()
                     new_regs[:callee.nparams] = get_args(regs)
-                    frames.append((f, code, regs, pc + 1, dst))
-                    if len(frames) >= limit:
-                        raise VMError(f"call depth exceeded {limit} (runaway recursion in "
-                                      f"{callee.name!r}?)")
+                    if not tail:  # (a tail call replaces the caller's frame)
+                        frames.append((f, code, regs, pc + 1, dst))
+                        if len(frames) >= limit:
+                            raise VMError(depth_exceeded(limit, callee.name, "VirtualMachine"))
                     f, code, regs, pc = callee, callee.code, new_regs, callee.start
                 elif op == _RET:
                     value = regs[ins[1]]
@@ -402,7 +404,7 @@ class VirtualMachine(VMMemory):
                 elif op == _GOTO:
                     pc = ins[1]
                 elif op == _CLOSURE_CALL:
-                    _, dst, callee_reg, get_args = ins
+                    _, dst, callee_reg, get_args, tail = ins
                     closure = regs[callee_reg]
                     call_args = list(get_args(regs))
                     if type(closure) is VMClosure and closure.vm is self:
@@ -415,10 +417,11 @@ class VirtualMachine(VMMemory):
                                           f"got {len(call_args) - len(closure.captured)}")
                         new_regs = callee.template.copy()
                         new_regs[:callee.nparams] = call_args
-                        frames.append((f, code, regs, pc + 1, dst))
-                        if len(frames) >= limit:
-                            raise VMError(f"call depth exceeded {limit} (runaway recursion in "
-                                          f"{callee.name!r}?)")
+                        if not tail:
+                            frames.append((f, code, regs, pc + 1, dst))
+                            if len(frames) >= limit:
+                                raise VMError(depth_exceeded(limit, callee.name,
+                                                             "VirtualMachine"))
                         f, code, regs, pc = callee, callee.code, new_regs, callee.start
                     elif callable(closure):
                         value = closure(*call_args)
