@@ -25,6 +25,9 @@ Evaluation walks binding lists with loops, and calls between Relax functions
 go through an explicit stack of generators (a trampoline), so neither the
 length of a program nor the depth of its recursion meets Python's recursion
 limit; only the static nesting of If/Tuple expressions uses the Python stack.
+A call in tail position (its value is the calling function's) replaces its
+caller's activation, as on the VM: tail recursion runs in constant memory
+and never counts against ``max_call_depth``.
 
 What the VM shares with the interpreter is :mod:`phasec.runtime`'s (storage,
 casts, If conditions, the semantics of TIR's operators and intrinsics); the
@@ -56,8 +59,8 @@ from phasec.op.memory.view import is_void
 from phasec.op.registry import REQUIRED, find_op
 from phasec.runtime.packed import get_packed_func
 from phasec.runtime.values import (
-    STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar, depth_exceeded, describe_value,
-    truth,
+    DEFAULT_MAX_CALL_DEPTH, STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar,
+    depth_exceeded, describe_value, truth,
 )
 from phasec.interp._values import _MISSING, eval_prim_expr, prim_text, sinfo_text
 from phasec.interp.matching import match_struct_info, match_struct_infos
@@ -70,9 +73,6 @@ __all__ = [
     "DEFAULT_MAX_CALL_DEPTH", "STORAGE_ALIGNMENT",
 ]
 
-#: Deepest chain of Relax function calls before the interpreter gives up
-#: (a guard against runaway recursion eating all memory).
-DEFAULT_MAX_CALL_DEPTH = 100_000
 
 
 

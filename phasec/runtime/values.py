@@ -27,7 +27,12 @@ from phasec.errors import VMError
 from phasec.ir import tir
 
 __all__ = ["InterpError", "Storage", "STORAGE_ALIGNMENT", "describe_value", "cast_scalar",
-           "truth", "depth_exceeded"]
+           "truth", "depth_exceeded", "DEFAULT_MAX_CALL_DEPTH"]
+
+#: Most Relax calls pending at once before the VM or the interpreter stops
+#: (a guard against runaway recursion eating all memory); calls in tail
+#: position reuse their caller's frame and do not count.
+DEFAULT_MAX_CALL_DEPTH = 100_000
 
 #: Byte alignment of tensors carved out of storage.
 STORAGE_ALIGNMENT = 64
@@ -77,7 +82,8 @@ def depth_exceeded(limit: int, callee: str, runner: str) -> str:
     return (f"call depth exceeded {limit} calling {callee!r}: {limit} Relax calls are "
             f"pending (a recursion this deep not in tail position, or a runaway one; calls "
             f"whose result is returned unchanged do not count). If the program is right, "
-            f"raise the limit: {runner}(..., max_call_depth=N)")
+            f"raise the limit: {runner}(..., max_call_depth=N), or phasec run "
+            f"--max-call-depth N")
 
 
 def cast_scalar(value: Any, dtype: str) -> Any:

@@ -8,7 +8,11 @@ The bytecode is decoded once, when the VM is created, into plain tuples whose
 callees are already resolved (packed functions, kernels, builtins) and whose
 shape checks are compiled into closures; the dispatch loop is a flat
 ``if``/``elif`` chain over small integer opcodes. Relax calls push frames on
-an explicit stack, so program recursion never meets Python's recursion limit.
+an explicit stack, so program recursion never meets Python's recursion limit;
+a call in tail position (its result returned unchanged: see
+:func:`~phasec.backend.vm.bytecode.is_tail_call`) runs in its caller's frame
+instead, so tail recursion (an ONNX Loop) needs constant stack and memory.
+``max_call_depth`` bounds the other calls pending at once.
 
 Memory: ``vm.alloc_storage`` allocates an aligned byte buffer and
 ``vm.alloc_tensor`` makes an ndarray view into it; ``kill`` drops a
@@ -28,7 +32,9 @@ import numpy as np
 from phasec.errors import VMError, counted, with_location
 from phasec.interp.relax import normalize_value
 from phasec.runtime.packed import find_packed_func, get_packed_func
-from phasec.runtime.values import depth_exceeded, describe_value, truth
+from phasec.runtime.values import (
+    DEFAULT_MAX_CALL_DEPTH, depth_exceeded, describe_value, truth,
+)
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
 from phasec.backend.interrupt import armed, claim_short, release_short
@@ -45,8 +51,6 @@ from phasec.backend.vm.straight import (
 
 __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
 
-#: Deepest chain of Relax calls before the VM stops (runaway recursion guard).
-DEFAULT_MAX_CALL_DEPTH = 100_000
 
 #: A straight-line call that took less than this runs unarmed the next time
 #: it gets the same shapes (see VirtualMachine._invoke_entry): Ctrl-C then
@@ -174,7 +178,9 @@ class VirtualMachine(VMMemory):
         kernels: how PrimFuncs run: ``"llvm"`` (native code, the default),
             ``"interp"`` (the exact TIR interpreter) or a mapping from kernel
             name to a callable taking the kernel's arguments.
-        max_call_depth: runaway-recursion guard.
+        max_call_depth: the most Relax calls pending at once (a guard against
+            runaway recursion); tail calls reuse their caller's frame and
+            do not count.
     """
 
     def __init__(self, exe: Executable, kernels: str | Mapping[str, Callable[..., Any]] = "llvm",
