@@ -9,6 +9,10 @@ closed forms and ONNX Runtime."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 import tracemalloc
 
 import numpy as np
@@ -130,3 +134,50 @@ def test_profile_of_a_loop_counts_every_iteration():
     # (evaluated once more, to stop)
     assert sorted(k.calls for k in profile.kernels) == [m, m, m + 1]
     assert profile.kernel_calls == 3 * m + 1
+
+
+_ENDLESS = '''
+import signal, sys
+import numpy as np, onnx, phasec
+from phasec.frontend.onnx import from_onnx
+vm = phasec.VirtualMachine(phasec.build(from_onnx(onnx.load(sys.argv[1]))))
+print("running", flush=True)
+try:
+    vm["main"](np.array(True), np.array(0))
+    print("returned?!", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+print("after:", int(vm["main"](np.array(False), np.array(7))), flush=True)
+'''
+
+
+def test_an_endless_loop_runs_until_ctrl_c(tmp_path):
+    # a Loop whose condition stays true (as a `while True`) no longer stops at
+    # "call depth exceeded": it runs, in constant memory, until interrupted,
+    # and the VM stays usable (ONNX Runtime runs it forever too)
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "one"], ["s_out"]),
+         helper.make_node("Identity", ["c_in"], ["c_out"])], "body",
+        [vi("i", I64, []), vi("c_in", B, []), vi("s_in", I64, [])],
+        [vi("c_out", B, []), vi("s_out", I64, [])])
+    model = checked_model(
+        [helper.make_node("Loop", ["", "c0", "s0"], ["s"], body=body)],
+        [vi("c0", B, []), vi("s0", I64, [])], [vi("s", I64, [])],
+        [helper.make_tensor("one", I64, [], [1])])
+    onnx.save(model, tmp_path / "endless.onnx")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _ENDLESS, str(tmp_path / "endless.onnx")], cwd=tmp_path,
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # (a child of a non-interactive shell's background job ignores SIGINT)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stdout.readline() == "running\n", proc.stderr.read()
+        time.sleep(3)  # (the loop runs: nothing stops it but the signal)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out == "interrupted\nafter: 7\n", err
+    assert proc.returncode == 0, err
