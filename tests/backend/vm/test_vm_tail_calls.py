@@ -222,3 +222,14 @@ def _call(dst=1, kind=CalleeKind.VM_FUNC, callee=0):
 ])
 def test_is_tail_call(code, tail):
     assert bc.is_tail_call(code, 0) is tail
+
+
+def test_disassembly_marks_tail_calls(program):
+    _, exe = program
+    text = exe.as_text()
+    marked = [line for line in text.splitlines() if line.endswith("# tail call")]
+    assert any("func count(" in line for line in marked)
+    assert any("func is_odd(" in line for line in marked)
+    assert any("= closure r" in line for line in marked)  # repeat_add's lifted loop
+    assert not any("func depth(" in line for line in marked)
+    assert any("func depth(" in line for line in text.splitlines())
