@@ -181,3 +181,22 @@ def test_an_endless_loop_runs_until_ctrl_c(tmp_path):
             proc.kill()
     assert out == "interrupted\nafter: 7\n", err
     assert proc.returncode == 0, err
+
+
+def test_scan_runs_its_steps_as_tail_calls_too():
+    # Scan (opset 17): a running sum over the rows of x, the state and each
+    # step's sum as outputs; a VM allowed 10 pending calls scans 5,000 rows
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+         helper.make_node("Identity", ["s_out"], ["y_t"])], "body",
+        [vi("s_in", F, [2]), vi("x_t", F, [2])], [vi("s_out", F, [2]), vi("y_t", F, [2])])
+    model = checked_model(
+        [helper.make_node("Scan", ["s0", "x"], ["s", "y"], body=body, num_scan_inputs=1)],
+        [vi("s0", F, [2]), vi("x", F, [5000, 2])], [vi("s", F, [2]), vi("y", F, [5000, 2])])
+    x = np.random.default_rng(1).integers(-4, 5, (5000, 2)).astype(np.float32)
+    s0 = np.array([0.5, -1], np.float32)
+    got, expected = run_both(model, {"s0": s0, "x": x}, max_call_depth=10)
+    sums = s0 + np.cumsum(x, axis=0)  # small integers (and halves): exact in float32
+    for g, e, ref in zip(got, expected, (sums[-1], sums)):
+        np.testing.assert_array_equal(g, e)
+        np.testing.assert_array_equal(g, ref)
