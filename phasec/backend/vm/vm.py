@@ -37,7 +37,7 @@ from phasec.runtime.values import (
 )
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
-from phasec.backend.interrupt import armed, claim_short, release_short
+from phasec.backend.interrupt import FLAG, armed, claim_short, raise_interrupt, release_short
 from phasec.backend.vm.executable import Executable
 from phasec.backend.vm.matching import (
     compile_matcher, compile_prim, compile_shape,
@@ -361,6 +361,7 @@ class VirtualMachine(VMMemory):
         pc = f.start
         frames: list[tuple] = []
         limit = self.max_call_depth
+        cancel = FLAG
         ins: tuple = ()
         try:
             while True:
@@ -394,6 +395,15 @@ class VirtualMachine(VMMemory):
                         frames.append((f, code, regs, pc + 1, dst))
                         if len(frames) >= limit:
                             raise VMError(depth_exceeded(limit, callee.name, "VirtualMachine"))
+                    elif cancel.value:
+                        # A tail call, the only way the VM runs on without
+                        # bound (an ONNX Loop whose condition stays true),
+                        # checks the flag the interrupt watcher sets on
+                        # Ctrl-C: Python drops a KeyboardInterrupt raised in
+                        # a weakref callback (memory accounting frees every
+                        # iteration's storages through them), and small
+                        # kernels never poll the flag.
+                        raise_interrupt(callee.name, "function")
                     f, code, regs, pc = callee, callee.code, new_regs, callee.start
                 elif op == _RET:
                     value = regs[ins[1]]
@@ -428,6 +438,8 @@ class VirtualMachine(VMMemory):
                             if len(frames) >= limit:
                                 raise VMError(depth_exceeded(limit, callee.name,
                                                              "VirtualMachine"))
+                        elif cancel.value:  # (Ctrl-C: see _CALL)
+                            raise_interrupt(callee.name, "function")
                         f, code, regs, pc = callee, callee.code, new_regs, callee.start
                     elif callable(closure):
                         value = closure(*call_args)
