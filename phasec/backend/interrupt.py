@@ -159,10 +159,13 @@ def release_short() -> None:
     _is_armed = False
 
 
-def raise_interrupt(kernel: str) -> None:
-    """A kernel returned RC_CANCELLED: raise what the signal's handler raises
-    (KeyboardInterrupt for Ctrl-C), or KeyboardInterrupt if it already ran."""
+def raise_interrupt(kernel: str, what: str = "kernel") -> None:
+    """A kernel returned RC_CANCELLED (or the VM saw :data:`FLAG` set between
+    calls: ``what`` is then ``"function"``): raise what the signal's handler
+    raises (KeyboardInterrupt for Ctrl-C), or KeyboardInterrupt if it already
+    ran (a handler that ran inside a weakref callback or ``__del__`` had its
+    exception dropped by Python: the flag still says the signal came)."""
     FLAG.value = 0
     if threading.current_thread() is threading.main_thread():
         ctypes.pythonapi.PyErr_CheckSignals()  # runs pending handlers; raises what they raise
-    raise KeyboardInterrupt(f"kernel {kernel!r} interrupted")
+    raise KeyboardInterrupt(f"{what} {kernel!r} interrupted")

@@ -72,6 +72,7 @@ import numpy as np
 
 from phasec.backend.llvm import compile_prim_funcs, get_num_threads, set_num_threads
 from phasec.backend.vm import Executable, VirtualMachine, profile_run
+from phasec.backend.vm.vm import DEFAULT_MAX_CALL_DEPTH
 from phasec.backend.vm.profiler import array_text
 from phasec.buildcache import compile_and_remember, compile_worker_ahead, lookup
 from phasec.errors import InputError, PhasecError, counted
@@ -144,6 +145,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                         help=f"value of a symbolic dimension, e.g. n=4 (default {DEFAULT_DIM}); "
                              "repeatable")
+    parser.add_argument("--max-call-depth", type=int, default=DEFAULT_MAX_CALL_DEPTH,
+                        metavar="N",
+                        help=f"most Relax calls pending at once on the VM and the reference "
+                             f"interpreter (default {DEFAULT_MAX_CALL_DEPTH:,}): a guard against "
+                             f"runaway recursion; calls in tail position (an ONNX Loop's) "
+                             f"do not count")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random inputs (default 0): floats are normal with "
                              "standard deviation 1/sqrt(n), n the product of all but the first "
@@ -414,7 +421,8 @@ def _print_profile(args: argparse.Namespace, exe: Executable, inputs: list[Any],
                    param_names: list[str], onnx_path: str | None) -> None:
     """``--profile``: phasec's kernels and VM, then ONNX Runtime's operators."""
     rounds = args.repeat
-    found = profile_run(exe, args.entry, inputs, kernels=args.kernels, rounds=rounds)
+    found = profile_run(exe, args.entry, inputs, kernels=args.kernels, rounds=rounds,
+                        max_call_depth=args.max_call_depth)
     threads = get_num_threads() if args.kernels == "llvm" else 1
     print(f"profile: best of {found.rounds} rounds, {counted(threads, 'thread')} "
           f"(each kernel timed alone; the whole call on an untimed VM)")
@@ -467,6 +475,8 @@ def run(args: argparse.Namespace) -> int:
     check_opt_level(args.opt_level)
     if args.repeat is not None and args.repeat < 1:
         raise InputError(f"--repeat must be at least 1, not {args.repeat}")
+    if args.max_call_depth < 1:
+        raise InputError(f"--max-call-depth must be at least 1, not {args.max_call_depth}")
     if not args.rtol >= 0:
         raise InputError(f"--rtol must be >= 0, not {args.rtol}")
     if args.input is not None and args.example is not None:
@@ -638,7 +648,7 @@ def _run_built(args: argparse.Namespace, mod: IRModule, exe: Executable,
     if args.emit is not None:
         print(emitted_code(exe, args.emit), end="", file=args.emit_to)
         return 0
-    vm = VirtualMachine(exe, kernels=args.kernels)
+    vm = VirtualMachine(exe, kernels=args.kernels, max_call_depth=args.max_call_depth)
     print(compile_line)
     _print_inputs(params, inputs, generated, args.seed, args.inputs)
     _save_inputs(args.save_inputs, params, inputs)
@@ -655,7 +665,8 @@ def _run_built(args: argparse.Namespace, mod: IRModule, exe: Executable,
             print("phasec run: running the reference interpreter...", file=sys.stderr,
                   flush=True)
         start = time.perf_counter()
-        reference = interp.run(mod, *inputs, entry=args.entry)
+        reference = interp.run(mod, *inputs, entry=args.entry,
+                               max_call_depth=args.max_call_depth)
         ref_seconds = time.perf_counter() - start
         ok, lines = compare(result, reference, args.rtol)
     print(f"check against the reference interpreter (phasec.interp on the original module, "
@@ -730,7 +741,7 @@ def _run_executable(args: argparse.Namespace, dims: dict[str, int],
     print(f"phasec run: executable {args.input}, entry {args.entry!r} "
           "(compiled already: no passes to show)")
     start = time.perf_counter()
-    vm = VirtualMachine(exe, kernels=args.kernels)
+    vm = VirtualMachine(exe, kernels=args.kernels, max_call_depth=args.max_call_depth)
     print(f"kernels: {counted(len(exe.prim_funcs), 'kernel')} "
           f"{_kernels_phrase(args.kernels)} "
           f"in {_ms(time.perf_counter() - start)}")

@@ -25,6 +25,9 @@ Evaluation walks binding lists with loops, and calls between Relax functions
 go through an explicit stack of generators (a trampoline), so neither the
 length of a program nor the depth of its recursion meets Python's recursion
 limit; only the static nesting of If/Tuple expressions uses the Python stack.
+A call in tail position (its value is the calling function's) replaces its
+caller's activation, as on the VM: tail recursion runs in constant memory
+and never counts against ``max_call_depth``.
 
 What the VM shares with the interpreter is :mod:`phasec.runtime`'s (storage,
 casts, If conditions, the semantics of TIR's operators and intrinsics); the
@@ -56,7 +59,8 @@ from phasec.op.memory.view import is_void
 from phasec.op.registry import REQUIRED, find_op
 from phasec.runtime.packed import get_packed_func
 from phasec.runtime.values import (
-    STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar, describe_value, truth,
+    DEFAULT_MAX_CALL_DEPTH, STORAGE_ALIGNMENT, InterpError, Storage, cast_scalar,
+    depth_exceeded, describe_value, truth,
 )
 from phasec.interp._values import _MISSING, eval_prim_expr, prim_text, sinfo_text
 from phasec.interp.matching import match_struct_info, match_struct_infos
@@ -69,9 +73,6 @@ __all__ = [
     "DEFAULT_MAX_CALL_DEPTH", "STORAGE_ALIGNMENT",
 ]
 
-#: Deepest chain of Relax function calls before the interpreter gives up
-#: (a guard against runaway recursion eating all memory).
-DEFAULT_MAX_CALL_DEPTH = 100_000
 
 
 
@@ -184,13 +185,16 @@ class _Env:
 
 
 class _Invoke:
-    """Request from an evaluating generator to the trampoline: call a Relax function."""
+    """Request from an evaluating generator to the trampoline: call a Relax
+    function. ``tail``: the requesting activation returns the result
+    unchanged, so the callee replaces it on the stack (a proper tail call)."""
 
-    __slots__ = ("closure", "args")
+    __slots__ = ("closure", "args", "tail")
 
     def __init__(self, closure: Closure, args: tuple) -> None:
         self.closure = closure
         self.args = args
+        self.tail = False
 
 
 # ---------------------------------------------------------------------------
@@ -282,7 +286,10 @@ class Interpreter:
     def _trampoline(self, gen: Any) -> Any:
         # Each Relax call is a generator on this explicit stack: a callee's
         # _Invoke request pushes a new activation, its return value is sent
-        # back to the caller.
+        # back to the caller. A tail call's activation replaces its caller's
+        # (whose generator is dropped: it would only have returned the value),
+        # so recursion in tail position (an ONNX Loop) runs in constant stack
+        # and memory, and only other calls count against max_call_depth.
         stack = [gen]
         sent: Any = None
         limit = self.max_call_depth
@@ -295,10 +302,13 @@ class Interpreter:
                     return stop.value
                 sent = stop.value
                 continue
-            if len(stack) >= limit:
-                raise InterpError(f"call depth exceeded {limit} (runaway recursion in "
-                                  f"{request.closure.name or 'a closure'}?)")
-            stack.append(self._activation(request.closure, request.args))
+            if request.tail:
+                stack[-1] = self._activation(request.closure, request.args)
+            else:
+                if len(stack) >= limit:
+                    raise InterpError(depth_exceeded(limit, request.closure.name or "a closure",
+                                                     "Interpreter"))
+                stack.append(self._activation(request.closure, request.args))
             sent = None
 
     def _activation(self, closure: Closure, args: tuple) -> Any:
@@ -321,7 +331,7 @@ class Interpreter:
                            env.lookup, vars_.__setitem__)
         for param, arg in zip(func.params, args):
             vars_[param] = arg
-        return self._eval_seq(func.body, env, name)
+        return self._eval_seq(func.body, env, name, True)
 
     def _global_value(self, name: str) -> Any:
         value = self._globals.get(name)
@@ -335,9 +345,12 @@ class Interpreter:
         return value
 
     # -- evaluation (generators: they yield _Invoke requests) -------------------
-    def _eval_seq(self, seq: SeqExpr, env: _Env, fname: str):
+    def _eval_seq(self, seq: SeqExpr, env: _Env, fname: str, tail: bool = False):
+        """Evaluate ``seq``; ``tail``: its value is the activation's result
+        (so is then that of its last binding when the body is that variable)."""
         vars_ = env.vars
         leaf = self._leaf
+        last = _tail_binding(seq) if tail else None
         for block in seq.blocks:
             for binding in block.bindings:
                 value = binding.value
@@ -347,11 +360,12 @@ class Interpreter:
                     elif type(value) is Call:
                         result = self._call(value, env)
                         if type(result) is _Invoke:
+                            result.tail = binding is last
                             result = yield result
                     elif type(value) is Function:
                         result = Closure(self, value, env, (), binding.var.name_hint)
                     else:
-                        result = yield from self._eval(value, env, fname)
+                        result = yield from self._eval(value, env, fname, binding is last)
                     if type(binding) is MatchCast:
                         match_struct_info(result, binding.struct_info, env.lookup,
                                           vars_.__setitem__, "match_cast")
@@ -369,15 +383,17 @@ class Interpreter:
         body = seq.body
         if type(body) in _LEAF_TYPES:
             return leaf(body, env)
-        return (yield from self._eval(body, env, fname))
+        return (yield from self._eval(body, env, fname, tail))
 
-    def _eval(self, expr: Expr, env: _Env, fname: str = "<expr>"):
+    def _eval(self, expr: Expr, env: _Env, fname: str = "<expr>", tail: bool = False):
+        """Evaluate ``expr``; ``tail``: its value is the activation's result."""
         t = type(expr)
         if t in _LEAF_TYPES:
             return self._leaf(expr, env)
         if t is Call:
             result = self._call(expr, env)
             if type(result) is _Invoke:
+                result.tail = tail
                 result = yield result
             return result
         if t is Tuple:
@@ -392,9 +408,9 @@ class Interpreter:
         if t is If:
             cond = yield from self._eval(expr.cond, env, fname)
             branch = expr.true_branch if truth(cond) else expr.false_branch
-            return (yield from self._eval_seq(branch, env, fname))
+            return (yield from self._eval_seq(branch, env, fname, tail))
         if t is SeqExpr:
-            return (yield from self._eval_seq(expr, env, fname))
+            return (yield from self._eval_seq(expr, env, fname, tail))
         if t is Function:
             return Closure(self, expr, env, (), "")
         raise InterpError(f"cannot evaluate a {t.__name__} expression")
@@ -659,6 +675,16 @@ class Interpreter:
         # Nothing to free: Python's reference counting releases the memory
         # once the last binding dies. (The VM drops its register here.)
         return ()
+
+
+def _tail_binding(seq: SeqExpr) -> Any:
+    """The binding of ``seq`` whose value is its value (its body is that
+    binding's variable, bound last and not by a match_cast, whose check
+    would follow the value), or None."""
+    if not seq.blocks or not seq.blocks[-1].bindings:
+        return None
+    last = seq.blocks[-1].bindings[-1]
+    return last if type(last) is not MatchCast and last.var is seq.body else None
 
 
 def _plural(n: int, word: str) -> str:

@@ -27,7 +27,12 @@ from phasec.errors import VMError
 from phasec.ir import tir
 
 __all__ = ["InterpError", "Storage", "STORAGE_ALIGNMENT", "describe_value", "cast_scalar",
-           "truth"]
+           "truth", "depth_exceeded", "DEFAULT_MAX_CALL_DEPTH"]
+
+#: Most Relax calls pending at once before the VM or the interpreter stops
+#: (a guard against runaway recursion eating all memory); calls in tail
+#: position reuse their caller's frame and do not count.
+DEFAULT_MAX_CALL_DEPTH = 100_000
 
 #: Byte alignment of tensors carved out of storage.
 STORAGE_ALIGNMENT = 64
@@ -67,6 +72,18 @@ def describe_value(value: Any) -> str:
     if callable(value):
         return "function"
     return type(value).__name__
+
+
+def depth_exceeded(limit: int, callee: str, runner: str) -> str:
+    """The message of the recursion guard (the VM's and the interpreter's):
+    ``limit`` calls are pending, the next one calls ``callee``; ``runner``
+    (``VirtualMachine``, ``Interpreter``) is what takes the limit. Calls in
+    tail position reuse their caller's frame and never count."""
+    return (f"call depth exceeded {limit} calling {callee!r}: {limit} Relax calls are "
+            f"pending (a recursion this deep not in tail position, or a runaway one; calls "
+            f"whose result is returned unchanged do not count). If the program is right, "
+            f"raise the limit: {runner}(..., max_call_depth=N), or phasec run "
+            f"--max-call-depth N")
 
 
 def cast_scalar(value: Any, dtype: str) -> Any:

@@ -319,11 +319,16 @@ def test_deep_recursion_does_not_hit_python_limit():
 
 
 def test_runaway_recursion_is_an_error_not_a_hang():
+    # loop(x) = loop(x) + 1: never returns, and its call is not in tail
+    # position (a tail call would reuse the frame and loop forever, like a
+    # `while True`)
     x = V("x", tensor((), "int64"))
-    r = V("r")
-    loop = func([x], [B(r, ir.Call(ir.GlobalVar("loop"), [x]))], r)
-    with pytest.raises(InterpError, match="call depth exceeded 300"):
+    r, s = V("r"), V("s")
+    loop = func([x], [B(r, ir.Call(ir.GlobalVar("loop"), [x])),
+                      B(s, op("add", r, ir.Constant(np.int64(1))))], s)
+    with pytest.raises(InterpError, match="call depth exceeded 300 calling 'loop'") as err:
         run(module(loop=loop), np.int64(1), entry="loop", max_call_depth=300)
+    assert "Interpreter(..., max_call_depth=N)" in str(err.value)
 
 
 def test_mutual_recursion_between_globals():

@@ -36,7 +36,7 @@ __all__ = [
     "CalleeKind", "Instruction", "Call", "Ret", "Goto", "If", "LoadConst", "Match",
     "MakeShape", "MakePrim", "MakeTuple", "GetItem", "MakeClosure", "Move", "Kill",
     "VMFunction", "INSTRUCTIONS", "instruction_from_json", "expr_code_text",
-    "pattern_text", "tupleize",
+    "pattern_text", "tupleize", "is_tail_call",
 ]
 
 
@@ -290,6 +290,47 @@ class VMFunction:
         return cls(str(data["name"]), tuple(str(p) for p in data["params"]),
                    int(data["num_regs"]), tuple(instruction_from_json(i) for i in data["code"]),
                    sinfo)
+
+
+# ---------------------------------------------------------------------------
+# Tail calls
+# ---------------------------------------------------------------------------
+
+def is_tail_call(code: tuple[Instruction, ...] | list[Instruction], pc: int) -> bool:
+    """Whether the Call at ``pc`` of ``code`` is a call of a VM function or
+    closure whose result the function returns unchanged: what follows it,
+    up to a ``ret`` of that value, is only moves, kills and gotos (how
+    codegen lowers a SeqExpr ending in the call, or an If whose taken branch
+    does: ``move dst = r; goto end; ...; kill ...; ret dst``). None of those
+    can fail or be observed once the frame is gone, so the VM may run the
+    callee in the caller's frame (constant stack and memory for recursion
+    in tail position, e.g. the recursive function an ONNX Loop becomes)."""
+    ins = code[pc]
+    if type(ins) is not Call or ins.kind not in (CalleeKind.VM_FUNC, CalleeKind.CLOSURE):
+        return False
+    holding = {ins.dst}  # the registers holding the call's result
+    at = pc + 1
+    seen: set[int] = set()
+    while 0 <= at < len(code) and at not in seen:
+        seen.add(at)
+        nxt = code[at]
+        t = type(nxt)
+        if t is Ret:
+            return nxt.src in holding
+        if t is Move:
+            if nxt.src in holding:
+                holding.add(nxt.dst)
+            else:
+                holding.discard(nxt.dst)
+            at += 1
+        elif t is Kill:
+            holding.difference_update((nxt.dst, nxt.reg))
+            at += 1
+        elif t is Goto:
+            at += nxt.offset
+        else:
+            return False
+    return False
 
 
 # ---------------------------------------------------------------------------

@@ -73,6 +73,7 @@ from phasec.runtime.random_inputs import available_memory
 from phasec.backend.vm.bytecode import (
     Call, CalleeKind, GetItem, Goto, If, Instruction, LoadConst, MakeClosure, MakePrim,
     MakeShape, MakeTuple, Match, Move, Kill, Ret, VMFunction, instruction_text,
+    is_tail_call,
 )
 
 __all__ = ["Executable", "ExecutableFormatError", "ConstantPool", "FORMAT_NAME",
@@ -160,7 +161,8 @@ class Executable:
                 "kernels": len(self.prim_funcs)}
 
     def as_text(self) -> str:
-        """Disassembly of every function (for debugging and ``--print``)."""
+        """Disassembly of every function (for debugging and ``--print``); a call
+        the VM runs in its caller's frame is marked ``# tail call``."""
         names = self.function_names()
         lines = []
         for i in range(len(self.constants)):
@@ -168,7 +170,8 @@ class Executable:
         for f in self.functions:
             lines.append(f"\nfunction {f.name}({', '.join(f.params)})  # {f.num_regs} registers")
             for pc, ins in enumerate(f.code):
-                lines.append(f"  {pc:4d}: {instruction_text(ins, names)}")
+                tail = "  # tail call" if is_tail_call(f.code, pc) else ""
+                lines.append(f"  {pc:4d}: {instruction_text(ins, names)}{tail}")
         if self.prim_funcs:
             lines.append(f"\nkernels: {', '.join(sorted(self.prim_funcs))}")
         return "\n".join(lines).lstrip("\n") + "\n"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from phasec.backend.vm.executable import Executable
-from phasec.backend.vm.vm import VirtualMachine
+from phasec.backend.vm.vm import DEFAULT_MAX_CALL_DEPTH, VirtualMachine
 
 __all__ = ["KernelTime", "RunProfile", "profile_run", "format_seconds", "array_text"]
 
@@ -101,10 +101,11 @@ class RunProfile:
 
 
 def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: str = "llvm",
-                rounds: int | None = None, budget_seconds: float = 5.0) -> RunProfile:
+                rounds: int | None = None, budget_seconds: float = 5.0,
+                max_call_depth: int = DEFAULT_MAX_CALL_DEPTH) -> RunProfile:
     """Profile ``exe[entry](*args)``: ``rounds`` alternating timed and plain
     calls (None: at least 3, more while within ``budget_seconds``, at most
-    100), after one warm-up call of each VM."""
+    100), after one warm-up call of each VM (both VMs take ``max_call_depth``)."""
     clock = time.perf_counter
     best: dict[tuple[int, str], float] = {}
     writes: dict[tuple[int, str], str] = {}
@@ -137,8 +138,9 @@ def profile_run(exe: Executable, entry: str, args: Sequence[Any], *, kernels: st
         return timed_kernel
 
     native = exe.kernels(kernels)
-    timed_fn = VirtualMachine(exe, kernels={n: timed(n, k) for n, k in native.items()})[entry]
-    plain_fn = VirtualMachine(exe, kernels=native)[entry]
+    timed_fn = VirtualMachine(exe, kernels={n: timed(n, k) for n, k in native.items()},
+                              max_call_depth=max_call_depth)[entry]
+    plain_fn = VirtualMachine(exe, kernels=native, max_call_depth=max_call_depth)[entry]
     plain_fn(*args)
     # (a first call of a binding also runs what later calls reuse: the
     # second call runs the sites the rounds run)

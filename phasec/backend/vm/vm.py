@@ -8,7 +8,11 @@ The bytecode is decoded once, when the VM is created, into plain tuples whose
 callees are already resolved (packed functions, kernels, builtins) and whose
 shape checks are compiled into closures; the dispatch loop is a flat
 ``if``/``elif`` chain over small integer opcodes. Relax calls push frames on
-an explicit stack, so program recursion never meets Python's recursion limit.
+an explicit stack, so program recursion never meets Python's recursion limit;
+a call in tail position (its result returned unchanged: see
+:func:`~phasec.backend.vm.bytecode.is_tail_call`) runs in its caller's frame
+instead, so tail recursion (an ONNX Loop) needs constant stack and memory.
+``max_call_depth`` bounds the other calls pending at once.
 
 Memory: ``vm.alloc_storage`` allocates an aligned byte buffer and
 ``vm.alloc_tensor`` makes an ndarray view into it; ``kill`` drops a
@@ -28,10 +32,12 @@ import numpy as np
 from phasec.errors import VMError, counted, with_location
 from phasec.interp.relax import normalize_value
 from phasec.runtime.packed import find_packed_func, get_packed_func
-from phasec.runtime.values import describe_value, truth
+from phasec.runtime.values import (
+    DEFAULT_MAX_CALL_DEPTH, depth_exceeded, describe_value, truth,
+)
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.bytecode import CalleeKind
-from phasec.backend.interrupt import armed, claim_short, release_short
+from phasec.backend.interrupt import FLAG, armed, claim_short, raise_interrupt, release_short
 from phasec.backend.vm.executable import Executable
 from phasec.backend.vm.matching import (
     compile_matcher, compile_prim, compile_shape,
@@ -45,8 +51,6 @@ from phasec.backend.vm.straight import (
 
 __all__ = ["VirtualMachine", "VMClosure", "DEFAULT_MAX_CALL_DEPTH"]
 
-#: Deepest chain of Relax calls before the VM stops (runaway recursion guard).
-DEFAULT_MAX_CALL_DEPTH = 100_000
 
 #: A straight-line call that took less than this runs unarmed the next time
 #: it gets the same shapes (see VirtualMachine._invoke_entry): Ctrl-C then
@@ -174,7 +178,9 @@ class VirtualMachine(VMMemory):
         kernels: how PrimFuncs run: ``"llvm"`` (native code, the default),
             ``"interp"`` (the exact TIR interpreter) or a mapping from kernel
             name to a callable taking the kernel's arguments.
-        max_call_depth: runaway-recursion guard.
+        max_call_depth: the most Relax calls pending at once (a guard against
+            runaway recursion); tail calls reuse their caller's frame and
+            do not count.
     """
 
     def __init__(self, exe: Executable, kernels: str | Mapping[str, Callable[..., Any]] = "llvm",
@@ -269,9 +275,11 @@ class VirtualMachine(VMMemory):
                     self._arg_regs[pc] = special[1]
                     return (_BUILTIN, ins.dst, special[0], _args_getter(special[1]))
                 return (_BUILTIN, ins.dst, builtin, get_args)
+            # (a tail call runs the callee in the caller's frame: see bc.is_tail_call)
+            tail = bc.is_tail_call(f.code, pc)
             if kind == CalleeKind.VM_FUNC:
-                return (_CALL, ins.dst, ins.callee, get_args)
-            return (_CLOSURE_CALL, ins.dst, ins.callee, get_args)
+                return (_CALL, ins.dst, ins.callee, get_args, tail)
+            return (_CLOSURE_CALL, ins.dst, ins.callee, get_args, tail)
         if t is bc.Move:
             return (_MOVE, ins.dst, ins.src)
         if t is bc.Ret:
@@ -353,6 +361,7 @@ class VirtualMachine(VMMemory):
         pc = f.start
         frames: list[tuple] = []
         limit = self.max_call_depth
+        cancel = FLAG
         ins: tuple = ()
         try:
             while True:
@@ -378,14 +387,23 @@ class VirtualMachine(VMMemory):
                     regs[ins[1]] = regs[ins[2]]
                     pc += 1
                 elif op == _CALL:
-                    _, dst, callee_index, get_args = ins
+                    _, dst, callee_index, get_args, tail = ins
                     callee = funcs[callee_index]
                     new_regs = callee.template.copy()
                     new_regs[:callee.nparams] = get_args(regs)
-                    frames.append((f, code, regs, pc + 1, dst))
-                    if len(frames) >= limit:
-                        raise VMError(f"call depth exceeded {limit} (runaway recursion in "
-                                      f"{callee.name!r}?)")
+                    if not tail:  # (a tail call replaces the caller's frame)
+                        frames.append((f, code, regs, pc + 1, dst))
+                        if len(frames) >= limit:
+                            raise VMError(depth_exceeded(limit, callee.name, "VirtualMachine"))
+                    elif cancel.value:
+                        # A tail call, the only way the VM runs on without
+                        # bound (an ONNX Loop whose condition stays true),
+                        # checks the flag the interrupt watcher sets on
+                        # Ctrl-C: Python drops a KeyboardInterrupt raised in
+                        # a weakref callback (memory accounting frees every
+                        # iteration's storages through them), and small
+                        # kernels never poll the flag.
+                        raise_interrupt(callee.name, "function")
                     f, code, regs, pc = callee, callee.code, new_regs, callee.start
                 elif op == _RET:
                     value = regs[ins[1]]
@@ -402,7 +420,7 @@ class VirtualMachine(VMMemory):
                 elif op == _GOTO:
                     pc = ins[1]
                 elif op == _CLOSURE_CALL:
-                    _, dst, callee_reg, get_args = ins
+                    _, dst, callee_reg, get_args, tail = ins
                     closure = regs[callee_reg]
                     call_args = list(get_args(regs))
                     if type(closure) is VMClosure and closure.vm is self:
@@ -415,10 +433,13 @@ class VirtualMachine(VMMemory):
                                           f"got {len(call_args) - len(closure.captured)}")
                         new_regs = callee.template.copy()
                         new_regs[:callee.nparams] = call_args
-                        frames.append((f, code, regs, pc + 1, dst))
-                        if len(frames) >= limit:
-                            raise VMError(f"call depth exceeded {limit} (runaway recursion in "
-                                          f"{callee.name!r}?)")
+                        if not tail:
+                            frames.append((f, code, regs, pc + 1, dst))
+                            if len(frames) >= limit:
+                                raise VMError(depth_exceeded(limit, callee.name,
+                                                             "VirtualMachine"))
+                        elif cancel.value:  # (Ctrl-C: see _CALL)
+                            raise_interrupt(callee.name, "function")
                         f, code, regs, pc = callee, callee.code, new_regs, callee.start
                     elif callable(closure):
                         value = closure(*call_args)
