@@ -112,6 +112,16 @@ def _splat_const(element: Any, sinfo: Any) -> Constant | None:
     return Constant(np.broadcast_to(one, static_shape(sinfo)))
 
 
+def _operand_key(value: Any) -> Any:
+    """A hashable key of a known operand: arrays by identity, tuples by
+    their items, anything else (shapes, scalars, strings) by its repr."""
+    if isinstance(value, np.ndarray):
+        return ("array", id(value))
+    if isinstance(value, (tuple, list)):
+        return tuple(_operand_key(v) for v in value)
+    return (type(value).__name__, repr(value))
+
+
 def _as_expr(value: Any) -> Expr:
     """An evaluated value (an array, or a tuple of them) as a constant expression."""
     if isinstance(value, tuple):
@@ -131,6 +141,12 @@ class _Folder(ExprMutator):
         # many copies each original has (the arrays live in the module: ids stay theirs)
         self.origin: dict[int, int] = {}
         self.copies: dict[int, int] = {}
+        # a call folded before, by its op, attributes and operands (arrays by
+        # identity) -> (its folded expression or None, the operands, kept so
+        # that their ids stay theirs): the same call of the same constants
+        # (one weight transposed at each step of an unrolled recurrence)
+        # folds into the same Constant, not one copy per call
+        self.folded: dict[tuple, tuple[Expr | None, list]] = {}
 
     def _tensor_operands(self, args: tuple[Expr, ...]) -> list[Expr]:
         """The constant tensors among known operands (through tuples, and
@@ -163,6 +179,15 @@ class _Folder(ExprMutator):
         tensors = self._tensor_operands(call.args)
         if not tensors:
             return None  # creation from shapes only: keep the small program
+        key = (op.name, repr(call.attrs), repr(call.sinfo_args), _operand_key(operands))
+        known = self.folded.get(key)
+        if known is None:
+            known = self.folded[key] = (self._evaluate(call, opdef, operands, tensors), operands)
+        return known[0]
+
+    def _evaluate(self, call: Call, opdef: Any, operands: list, tensors: list) -> Expr | None:
+        """The folded value of ``call`` (its operands known), or None."""
+        op = call.op
         sinfo = call.struct_info
         n = static_elements(sinfo)
         if n is None:
