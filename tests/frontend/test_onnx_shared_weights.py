@@ -5,10 +5,8 @@ each is held once by the executable, and the results equal ONNX Runtime's.
   becomes one Constant (the importer's), its transposed form one folded
   Constant (FoldConstant), its packed form one (PackConstantWeights);
 * a large constant uint8 operand of MatMulInteger is shifted to int8 and
-  summed at import, whatever the fold budget;
-* DynamicQuantizeLSTM's int8 weights, known at import, are dequantized
-  there; given at run time, by operators: both as the float LSTM on the
-  weights dequantized in numpy."""
+  summed at import, whatever the fold budget (DynamicQuantizeLSTM's weights
+  dequantized at import: tests/frontend/test_onnx_packaged_fixes.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +15,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import phasec
-from phasec.frontend.onnx import from_onnx, from_onnx_with_params
+from phasec.frontend.onnx import from_onnx
 from phasec.op.fold import MAX_FOLD_ELEMENTS
-
-from helpers.rnn_loops import recurrent
 
 F = TensorProto.FLOAT
 
@@ -90,42 +86,3 @@ def test_large_constant_integer_matmul_operand_is_shifted_at_import():
     np.testing.assert_array_equal(got, _ort(model, {"a": a})[0])
     # the uint8 weight is not kept to be shifted and summed on every call
     assert not [v for v in _pool(exe) if v.dtype == np.uint8 and v.size >= bq.size]
-
-
-def _dqlstm_model(t, b, k, h, rng):
-    dirs = 2
-    qw = rng.integers(-127, 128, (dirs, k, 4 * h), dtype=np.int8)
-    qr = rng.integers(-127, 128, (dirs, h, 4 * h), dtype=np.int8)
-    inits = {"W": qw, "R": qr, "B": (rng.standard_normal((dirs, 8 * h)) * 0.1).astype(np.float32),
-             "ws": np.array([0.011, 0.007], np.float32), "wz": np.array([3, -2], np.int8),
-             "rs": np.array([0.004, 0.009], np.float32), "rz": np.array([0, 5], np.int8)}
-    node = helper.make_node("DynamicQuantizeLSTM",
-                            ["x", "W", "R", "B", "", "", "", "", "ws", "wz", "rs", "rz"],
-                            ["y", "yh", "yc"], domain="com.microsoft",
-                            direction="bidirectional", hidden_size=h)
-    model = _model([node], [helper.make_tensor_value_info("x", F, [t, b, k])],
-                   [helper.make_tensor_value_info("y", F, [t, dirs, b, h]),
-                    helper.make_tensor_value_info("yh", F, [dirs, b, h]),
-                    helper.make_tensor_value_info("yc", F, [dirs, b, h])],
-                   inits, opsets=(("", 17), ("com.microsoft", 1)))
-    return model, inits
-
-
-def test_dynamic_quantize_lstm_weights_known_or_given_at_run_time():
-    rng = np.random.default_rng(5)
-    t, b, k, h = 5, 2, 67, 29  # W: 4 * 29 * 67 > 64 KB as float32: hoisted projection
-    model, inits = _dqlstm_model(t, b, k, h, rng)
-    x = rng.standard_normal((t, b, k)).astype(np.float32)
-
-    def dequantized(q, scale, zp):  # [dirs, K, 4H] -> [dirs, 4H, K]
-        w = (q.astype(np.float64) - zp[:, None, None]) * scale[:, None, None]
-        return w.transpose(0, 2, 1)
-    expected = recurrent("LSTM", x, dequantized(inits["W"], inits["ws"], inits["wz"]),
-                         dequantized(inits["R"], inits["rs"], inits["rz"]), B=inits["B"],
-                         direction="bidirectional")
-    known = _run(phasec.build(from_onnx(model)), [x])
-    mod, params = from_onnx_with_params(model, keep_params_in_input=True)
-    given = _run(phasec.build(mod), [x, *params.values()])
-    for a, c, e in zip(known, given, expected, strict=True):
-        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(c, e, rtol=1e-4, atol=1e-5)
