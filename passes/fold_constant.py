@@ -11,6 +11,9 @@ variable bound to a folded constant folds its users in turn, so chains fold
 completely (the intermediate bindings stay; DeadCodeElimination removes the
 unused ones). Elements of constant tuples (``R.split`` results) fold too.
 
+The same call of the same constants (one weight transposed at every step
+of an unrolled recurrence) folds once, into one Constant the calls share.
+
 No compile engine or target is involved: the numbers come from the same
 numpy references that define the operators' semantics, so folding cannot
 change results. The folded constant gets the call's inferred dtype and is

@@ -21,7 +21,12 @@ constants (``Shape -> Gather -> Concat -> Reshape``) therefore never reach
 the compiled program as tensor operations. Converters that compute a value
 at import themselves (``Range``, ``EyeLike``, :meth:`NodeContext.iota`...)
 keep to the same budget (:func:`~phasec.op.fold.within_budget`) and emit the
-run-time operator past it.
+run-time operator past it. The budget bounds values a model makes up from
+small ones; a weight transformed into one array of its own elements (a
+quantized weight shifted or dequantized: ``ops_linalg.integer_gemm``,
+DynamicQuantizeLSTM) is computed at import whatever its size, bounded by
+what the file holds. A known array becomes one Constant however many nodes
+read it (:meth:`NodeContext.expr`).
 """
 
 from __future__ import annotations
