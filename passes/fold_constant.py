@@ -116,7 +116,8 @@ def _splat_const(element: Any, sinfo: Any) -> Constant | None:
 
 
 def _operand_key(value: Any) -> Any:
-    """A hashable key of a known operand: arrays by identity, tuples by
+    """A hashable key of a known operand (or attribute): arrays by
+    identity (a large array's repr elides its middle), tuples and lists by
     their items, anything else (shapes, scalars, strings) by its repr."""
     if isinstance(value, np.ndarray):
         return ("array", id(value))
@@ -145,11 +146,12 @@ class _Folder(ExprMutator):
         self.origin: dict[int, int] = {}
         self.copies: dict[int, int] = {}
         # a call folded before, by its op, attributes and operands (arrays by
-        # identity) -> (its folded expression or None, the operands, kept so
-        # that their ids stay theirs): the same call of the same constants
+        # identity) -> (its folded expression or None, the operands and the
+        # call, kept so that their arrays' ids stay theirs): the same call of
+        # the same constants
         # (one weight transposed at each step of an unrolled recurrence)
         # folds into the same Constant, not one copy per call
-        self.folded: dict[tuple, tuple[Expr | None, list]] = {}
+        self.folded: dict[tuple, tuple[Expr | None, tuple[list, Call]]] = {}
 
     def _tensor_operands(self, args: tuple[Expr, ...]) -> list[Expr]:
         """The constant tensors among known operands (through tuples, and
@@ -182,10 +184,12 @@ class _Folder(ExprMutator):
         tensors = self._tensor_operands(call.args)
         if not tensors:
             return None  # creation from shapes only: keep the small program
-        key = (op.name, repr(call.attrs), repr(call.sinfo_args), _operand_key(operands))
+        key = (op.name, _operand_key(sorted(call.attrs.items())), repr(call.sinfo_args),
+               _operand_key(operands))
         known = self.folded.get(key)
         if known is None:
-            known = self.folded[key] = (self._evaluate(call, opdef, operands, tensors), operands)
+            known = self.folded[key] = (self._evaluate(call, opdef, operands, tensors),
+                                        (operands, call))
         return known[0]
 
     def _evaluate(self, call: Call, opdef: Any, operands: list, tensors: list) -> Expr | None:
