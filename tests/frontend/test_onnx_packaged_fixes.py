@@ -232,3 +232,29 @@ def test_conv_over_a_one_pixel_wide_image_matches_onnxruntime(stride, pad, dilat
     ours, ref = _phasec(model, feeds)[0], _ort(model, feeds)[0]
     assert ours.shape == ref.shape
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_spp_max_pool_with_a_deep_let_chain_compiles():
+    """ddddocr's detector: a 13x13 stride-1 max pool (SPP) whose schedule
+    binds every tap of its border windows, a let chain deeper than Python's
+    recursion limit; block binding and the backend's loop count walk it
+    without recursion. Against ONNX Runtime."""
+    import sys
+
+    from phasec.ir import tir
+    from phasec.pipeline import lower
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 16, 20, 20)).astype(np.float32)
+    model = _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[13, 13],
+                                     pads=[6, 6, 6, 6], strides=[1, 1])],
+                   [helper.make_tensor_value_info("x", F, list(x.shape))],
+                   [helper.make_tensor_value_info("y", F, list(x.shape))])
+    depth, stack = 0, [(f.body, 1) for f in lower(from_onnx(model)).functions.values()
+                       if isinstance(f, tir.PrimFunc)]
+    while stack:
+        s, d = stack.pop()
+        depth = max(depth, d)
+        stack.extend((c, d + 1) for c in tir.stmt_children(s))
+    assert depth > sys.getrecursionlimit()
+    np.testing.assert_array_equal(_phasec(model, {"x": x})[0], _ort(model, {"x": x})[0])
