@@ -11,6 +11,9 @@ variable bound to a folded constant folds its users in turn, so chains fold
 completely (the intermediate bindings stay; DeadCodeElimination removes the
 unused ones). Elements of constant tuples (``R.split`` results) fold too.
 
+The same call of the same constants (one weight transposed at every step
+of an unrolled recurrence) folds once, into one Constant the calls share.
+
 No compile engine or target is involved: the numbers come from the same
 numpy references that define the operators' semantics, so folding cannot
 change results. The folded constant gets the call's inferred dtype and is
@@ -112,6 +115,17 @@ def _splat_const(element: Any, sinfo: Any) -> Constant | None:
     return Constant(np.broadcast_to(one, static_shape(sinfo)))
 
 
+def _operand_key(value: Any) -> Any:
+    """A hashable key of a known operand (or attribute): arrays by
+    identity (a large array's repr elides its middle), tuples and lists by
+    their items, anything else (shapes, scalars, strings) by its repr."""
+    if isinstance(value, np.ndarray):
+        return ("array", id(value))
+    if isinstance(value, (tuple, list)):
+        return tuple(_operand_key(v) for v in value)
+    return (type(value).__name__, repr(value))
+
+
 def _as_expr(value: Any) -> Expr:
     """An evaluated value (an array, or a tuple of them) as a constant expression."""
     if isinstance(value, tuple):
@@ -131,6 +145,13 @@ class _Folder(ExprMutator):
         # many copies each original has (the arrays live in the module: ids stay theirs)
         self.origin: dict[int, int] = {}
         self.copies: dict[int, int] = {}
+        # a call folded before, by its op, attributes and operands (arrays by
+        # identity) -> (its folded expression or None, the operands and the
+        # call, kept so that their arrays' ids stay theirs): the same call of
+        # the same constants
+        # (one weight transposed at each step of an unrolled recurrence)
+        # folds into the same Constant, not one copy per call
+        self.folded: dict[tuple, tuple[Expr | None, tuple[list, Call]]] = {}
 
     def _tensor_operands(self, args: tuple[Expr, ...]) -> list[Expr]:
         """The constant tensors among known operands (through tuples, and
@@ -163,6 +184,17 @@ class _Folder(ExprMutator):
         tensors = self._tensor_operands(call.args)
         if not tensors:
             return None  # creation from shapes only: keep the small program
+        key = (op.name, _operand_key(sorted(call.attrs.items())), repr(call.sinfo_args),
+               _operand_key(operands))
+        known = self.folded.get(key)
+        if known is None:
+            known = self.folded[key] = (self._evaluate(call, opdef, operands, tensors),
+                                        (operands, call))
+        return known[0]
+
+    def _evaluate(self, call: Call, opdef: Any, operands: list, tensors: list) -> Expr | None:
+        """The folded value of ``call`` (its operands known), or None."""
+        op = call.op
         sinfo = call.struct_info
         n = static_elements(sinfo)
         if n is None:

@@ -91,9 +91,10 @@ class PackConstantWeights:
             return variants[name]
 
         changed = {}
+        packed = _PackedWeights()
         for name, func in mod.functions.items():
             if isinstance(func, Function):
-                rewriter = _CallRewriter(variant)
+                rewriter = _CallRewriter(variant, packed)
                 new = rewriter.visit_expr(func)
                 if rewriter.consumed:
                     # a weight bound to a variable (a folded constant) that no
@@ -127,9 +128,10 @@ class _CallRewriter(ExprMutator):
     weight packed: a constant argument, or a variable bound to one earlier
     in the function (FoldConstant's results stay bound)."""
 
-    def __init__(self, variant: Any) -> None:
+    def __init__(self, variant: Any, packed: _PackedWeights) -> None:
         super().__init__()
         self.variant = variant
+        self.packed = packed
         self.constants: dict[int, Constant] = {}  # id(var) -> the constant bound to it
         self.consumed: list[Var] = []             # variables read as a packed weight
 
@@ -154,7 +156,7 @@ class _CallRewriter(ExprMutator):
             return binding
         if weight is not args[index]:
             self.consumed.append(args[index])
-        packed = Constant(pack(weight.data))
+        packed = self.packed.get(weight, new_name, pack)
         if keeps_b:
             args.insert(index + 1, packed)
         else:
@@ -162,6 +164,40 @@ class _CallRewriter(ExprMutator):
         operands = [GlobalVar(new_name), Tuple(args), *call.args[2:]]
         return binding.rebind(Call(call.op, operands, call.attrs, call.sinfo_args,
                                    struct_info=call.struct_info))
+
+
+class _PackedWeights:
+    """One Constant per packed form of a weight: the calls of one weight
+    (an unrolled recurrence's steps all read one matrix) share its packed
+    form, which the executable then holds once (its constant pool keeps
+    one copy per array) and the caches see once per model call, not once
+    per step (an LSTM unrolled over 20 steps of a 1 x 4096 @ 4096 x 400
+    input projection streamed 20 copies of 8 MB). Kernels that pack
+    the same weight the same way (one micro-panel width) share it too."""
+
+    def __init__(self) -> None:
+        #: (id of the weight's array, kernel) -> its packed Constant
+        self.by_kernel: dict[tuple[int, str], Constant] = {}
+        #: id of the weight's array -> (the array, its packed Constants)
+        self.by_weight: dict[int, tuple[np.ndarray, list[Constant]]] = {}
+
+    def get(self, weight: Constant, kernel: str,
+            pack: Callable[[np.ndarray], np.ndarray]) -> Constant:
+        """The packed Constant of ``weight`` for ``kernel`` (``pack`` its packing)."""
+        key = (id(weight.data), kernel)
+        known = self.by_kernel.get(key)
+        if known is not None:
+            return known
+        data, forms = self.by_weight.setdefault(id(weight.data), (weight.data, []))
+        value = np.ascontiguousarray(pack(data))
+        made = next((c for c in forms if c.data.dtype == value.dtype
+                     and c.data.shape == value.shape and c.data.tobytes() == value.tobytes()),
+                    None)
+        if made is None:
+            made = Constant(value)
+            forms.append(made)
+        self.by_kernel[key] = made
+        return made
 
 
 class _DropBindings(ExprMutator):

@@ -29,27 +29,60 @@ def bind_loop_vars_in_blocks(body: tir.Stmt) -> tir.Stmt:
     return _rewrite(body, {})
 
 
-def _rewrite(s: tir.Stmt, loops: Mapping[int, tir.For]) -> tir.Stmt:
+def _children(s: tir.Stmt) -> tuple[tir.Stmt | None, ...]:
+    """The statements directly under ``s`` that :func:`_rewrite` walks."""
     t = type(s)
-    if t is tir.For:
-        inner = {**loops, id(s.loop_var): s}
-        new_body = _rewrite(s.body, inner)
-        return s if new_body is s.body else replace(s, body=new_body)
     if t is tir.SeqStmt:
-        stmts = tuple(_rewrite(x, loops) for x in s.stmts)
-        return s if all(a is b for a, b in zip(stmts, s.stmts)) else replace(s, stmts=stmts)
-    if t in (tir.LetStmt, tir.Allocate, tir.AttrStmt, tir.While):
-        new_body = _rewrite(s.body, loops)
-        return s if new_body is s.body else replace(s, body=new_body)
+        return tuple(s.stmts)
+    if t in (tir.For, tir.LetStmt, tir.Allocate, tir.AttrStmt, tir.While):
+        return (s.body,)
     if t is tir.IfThenElse:
-        then_case = _rewrite(s.then_case, loops)
-        else_case = None if s.else_case is None else _rewrite(s.else_case, loops)
-        if then_case is s.then_case and else_case is s.else_case:
-            return s
-        return replace(s, then_case=then_case, else_case=else_case)
-    if t is tir.Block:
-        return _bind_block(s, loops)
-    return s
+        return (s.then_case, s.else_case)
+    return ()
+
+
+def _rebuilt(s: tir.Stmt, new: list[Any]) -> tir.Stmt:
+    """``s`` with its children (:func:`_children`) replaced by ``new``."""
+    old = _children(s)
+    if all(a is b for a, b in zip(new, old)):
+        return s
+    t = type(s)
+    if t is tir.SeqStmt:
+        return replace(s, stmts=tuple(new))
+    if t is tir.IfThenElse:
+        return replace(s, then_case=new[0], else_case=new[1])
+    return replace(s, body=new[0])
+
+
+def _rewrite(root: tir.Stmt, loops: Mapping[int, tir.For]) -> tir.Stmt:
+    """:func:`bind_loop_vars_in_blocks` below ``loops``, with an explicit
+    stack: a fused kernel of many stages nests its buffers' allocations and
+    lets hundreds deep (ddddocr's detector reached Python's recursion limit)."""
+    done: list[Any] = []  # rewritten statements, children before their parent
+    work: list[tuple[Any, Mapping[int, tir.For], bool]] = [(root, loops, False)]
+    while work:
+        s, outer, expanded = work.pop()
+        if expanded:
+            n = len(_children(s))
+            new = done[len(done) - n:]
+            del done[len(done) - n:]
+            done.append(_rebuilt(s, new))
+            continue
+        t = type(s)
+        if s is None or not isinstance(s, tir.Stmt):
+            done.append(s)
+            continue
+        if t is tir.Block:
+            done.append(_bind_block(s, outer))
+            continue
+        kids = _children(s)
+        if not kids:
+            done.append(s)
+            continue
+        inner = {**outer, id(s.loop_var): s} if t is tir.For else outer
+        work.append((s, outer, True))
+        work.extend((k, inner, False) for k in reversed(kids))
+    return done[0]
 
 
 def _bind_block(blk: tir.Block, loops: Mapping[int, tir.For]) -> tir.Block:

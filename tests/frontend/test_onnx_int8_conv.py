@@ -90,3 +90,40 @@ def test_conv_integer_and_qlinear_conv(xdt, wdt, xz, wz, kernel, strides, pads,
     if nodes[0].op_type == "ConvInteger":
         np.testing.assert_array_equal(want[0], _exact(x, w, xz, np.full(O, wz), strides,
                                                       pads, dilations))
+
+
+@pytest.mark.parametrize("xdt,wdt,kernel,strides,pads,shape", [
+    ("uint8", "int8", (3, 3), (1, 1), (1, 1, 1, 1), []),
+    ("uint8", "uint8", (2, 5), (2, 3), (0, 2, 3, 1), [1]),   # a one-element zero point
+    ("int8", "int8", (3, 2), (1, 2), (2, 0, 0, 1), []),
+])
+def test_conv_integer_with_a_zero_point_known_at_run_time(xdt, wdt, kernel, strides, pads,
+                                                          shape):
+    """x's zero point a graph input (DynamicQuantizeLinear's, in a model):
+    x padded with it at run time, then the windows on the integer GEMM, not
+    a float convolution; against numpy's int64 convolution and ORT."""
+    rng = np.random.default_rng(sum(kernel) + len(shape))
+    C, O, H, W = 5, 7, 13, 10
+    x = rng.integers(*_range(xdt), (2, C, H, W)).astype(xdt)
+    w = rng.integers(*_range(wdt), (O, C, *kernel)).astype(wdt)
+    wz = np.array(9 if wdt == "uint8" else -4, wdt)
+    xz = np.array(_range(xdt)[1] - 3, xdt).reshape(shape)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], kernel_shape=list(kernel),
+                            strides=list(strides), pads=list(pads))
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", _ONNX_TYPE[xdt], [2, C, H, W]),
+                      helper.make_tensor_value_info("xz", _ONNX_TYPE[xdt], shape)],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(wz, "wz")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    exe = phasec.build(from_onnx(model))
+    assert any("im2col" in k for k in exe.kernels()) and not any(
+        "conv2d" in k for k in exe.kernels()), exe.kernels()
+    got = phasec.VirtualMachine(exe)["main"](x, xz)
+    got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+    want = _exact(x, w, int(xz.reshape(-1)[0]), np.full(O, int(wz)), strides, pads, (1, 1))
+    np.testing.assert_array_equal(got, want)
+    if xdt == "uint8":  # (ORT's ConvInteger takes uint8 data only)
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        np.testing.assert_array_equal(sess.run(None, {"x": x, "xz": xz})[0], want)

@@ -21,7 +21,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import phasec
 from phasec.errors import PhasecError
-from phasec.frontend.onnx import from_onnx
+from phasec.frontend.onnx import from_onnx, from_onnx_with_params
+
+from helpers.rnn_loops import recurrent
 
 F = TensorProto.FLOAT
 
@@ -99,6 +101,22 @@ def _quantize_per_direction(w, rng):
     return q, scale, np.zeros(w.shape[0], np.int8)
 
 
+def _dqlstm_model(t: int, b: int, k: int, h: int, weights: dict[str, np.ndarray]):
+    """A bidirectional DynamicQuantizeLSTM of ``weights`` (W, R, B and the
+    scales and zero points ws, wz, rs, rz) over x [t, b, k]."""
+    dirs = 2
+    node = helper.make_node("DynamicQuantizeLSTM",
+                            ["x", "W", "R", "B", "", "", "", "", "ws", "wz", "rs", "rz"],
+                            ["y", "yh", "yc"], domain="com.microsoft",
+                            direction="bidirectional", hidden_size=h)
+    return _model([node], [helper.make_tensor_value_info("x", F, [t, b, k])],
+                  [helper.make_tensor_value_info("y", F, [t, dirs, b, h]),
+                   helper.make_tensor_value_info("yh", F, [dirs, b, h]),
+                   helper.make_tensor_value_info("yc", F, [dirs, b, h])],
+                  [numpy_helper.from_array(a, n) for n, a in weights.items()],
+                  opsets=(("", 17), ("com.microsoft", 1)))
+
+
 def test_dynamic_quantize_lstm_matches_onnxruntime():
     rng = np.random.default_rng(0)
     t, b, k, h, dirs = 5, 2, 16, 8, 2
@@ -107,17 +125,8 @@ def test_dynamic_quantize_lstm_matches_onnxruntime():
     qw, sw, zw = _quantize_per_direction(w, rng)
     qr, sr, zr = _quantize_per_direction(r, rng)
     bias = (rng.standard_normal((dirs, 8 * h)) * 0.1).astype(np.float32)
-    inits = [numpy_helper.from_array(a, n) for a, n in
-             [(qw, "W"), (qr, "R"), (bias, "B"), (sw, "ws"), (zw, "wz"), (sr, "rs"), (zr, "rz")]]
-    node = helper.make_node("DynamicQuantizeLSTM",
-                            ["x", "W", "R", "B", "", "", "", "", "ws", "wz", "rs", "rz"],
-                            ["y", "yh", "yc"], domain="com.microsoft",
-                            direction="bidirectional", hidden_size=h)
-    model = _model([node], [helper.make_tensor_value_info("x", F, [t, b, k])],
-                   [helper.make_tensor_value_info("y", F, [t, dirs, b, h]),
-                    helper.make_tensor_value_info("yh", F, [dirs, b, h]),
-                    helper.make_tensor_value_info("yc", F, [dirs, b, h])],
-                   inits, opsets=(("", 17), ("com.microsoft", 1)))
+    model = _dqlstm_model(t, b, k, h, {"W": qw, "R": qr, "B": bias, "ws": sw, "wz": zw,
+                                       "rs": sr, "rz": zr})
     feeds = {"x": rng.standard_normal((t, b, k)).astype(np.float32)}
     ours, ref = _phasec(model, feeds), _ort(model, feeds)
     # ORT also quantizes X and h to uint8 before each product; phasec runs
@@ -126,6 +135,35 @@ def test_dynamic_quantize_lstm_matches_onnxruntime():
     for a, e in zip(ours, ref):
         assert a.shape == e.shape and a.dtype == e.dtype
         np.testing.assert_allclose(a, e, atol=3e-2)
+
+
+def test_dynamic_quantize_lstm_weights_known_or_given_at_run_time():
+    """Known at import (initializers), W and R are dequantized there, past
+    the fold budget too; given at run time (``keep_params_in_input``), by
+    operators: both the float LSTM on the weights dequantized in numpy."""
+    rng = np.random.default_rng(5)
+    t, b, k, h = 5, 2, 67, 29  # W: 4 * 29 * 67 floats > 64 KB: the hoisted projection
+    weights = {"W": rng.integers(-127, 128, (2, k, 4 * h), dtype=np.int8),
+               "R": rng.integers(-127, 128, (2, h, 4 * h), dtype=np.int8),
+               "B": (rng.standard_normal((2, 8 * h)) * 0.1).astype(np.float32),
+               "ws": np.array([0.011, 0.007], np.float32), "wz": np.array([3, -2], np.int8),
+               "rs": np.array([0.004, 0.009], np.float32), "rz": np.array([0, 5], np.int8)}
+    model = _dqlstm_model(t, b, k, h, weights)
+    x = rng.standard_normal((t, b, k)).astype(np.float32)
+
+    def dequantized(q, scale, zp):  # [dirs, K, 4H] -> [dirs, 4H, K]
+        return ((q.astype(np.float64) - zp[:, None, None]) * scale[:, None, None]
+                ).transpose(0, 2, 1)
+    expected = recurrent("LSTM", x, dequantized(weights["W"], weights["ws"], weights["wz"]),
+                         dequantized(weights["R"], weights["rs"], weights["rz"]),
+                         B=weights["B"], direction="bidirectional")
+    known = _phasec(model, {"x": x})
+    mod, params = from_onnx_with_params(model, keep_params_in_input=True)
+    res = phasec.VirtualMachine(phasec.build(mod))["main"](x, *params.values())
+    given = [np.asarray(r.numpy() if hasattr(r, "numpy") else r) for r in res]
+    for a, c, e in zip(known, given, expected, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(c, e, rtol=1e-4, atol=1e-5)
 
 
 def test_long_8bit_integer_matmul_and_conv_equal_onnxruntime():
@@ -194,3 +232,29 @@ def test_conv_over_a_one_pixel_wide_image_matches_onnxruntime(stride, pad, dilat
     ours, ref = _phasec(model, feeds)[0], _ort(model, feeds)[0]
     assert ours.shape == ref.shape
     np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_spp_max_pool_with_a_deep_let_chain_compiles():
+    """ddddocr's detector: a 13x13 stride-1 max pool (SPP) whose schedule
+    binds every tap of its border windows, a let chain deeper than Python's
+    recursion limit; block binding and the backend's loop count walk it
+    without recursion. Against ONNX Runtime."""
+    import sys
+
+    from phasec.ir import tir
+    from phasec.pipeline import lower
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 16, 20, 20)).astype(np.float32)
+    model = _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[13, 13],
+                                     pads=[6, 6, 6, 6], strides=[1, 1])],
+                   [helper.make_tensor_value_info("x", F, list(x.shape))],
+                   [helper.make_tensor_value_info("y", F, list(x.shape))])
+    depth, stack = 0, [(f.body, 1) for f in lower(from_onnx(model)).functions.values()
+                       if isinstance(f, tir.PrimFunc)]
+    while stack:
+        s, d = stack.pop()
+        depth = max(depth, d)
+        stack.extend((c, d + 1) for c in tir.stmt_children(s))
+    assert depth > sys.getrecursionlimit()
+    np.testing.assert_array_equal(_phasec(model, {"x": x})[0], _ort(model, {"x": x})[0])

@@ -13,6 +13,8 @@ import pytest
 import phasec
 from phasec.ir import tir
 from phasec.op import call_op, get_op
+from phasec.op.legalize import lower_call
+from phasec.script.builder import BlockBuilder
 
 from helpers.legalize import check_call
 from helpers.op_infer import S, raises, tv
@@ -194,3 +196,74 @@ class Module:
                          activation_beta=[0.5], clip=2.0, linear_before_reset=1)
     for a, e in zip(vm["main"](*args), expected, strict=True):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# the input projection hoisted out of the time loop (a W over HOIST_MIN_BYTES)
+# ---------------------------------------------------------------------------
+
+def _hoisted(low) -> bool:
+    return "rnn_xp" in str(low.prim_func)
+
+
+@pytest.mark.parametrize("cell, attrs, lens", VARIANTS)
+def test_hoisted_input_projection_against_the_equations(cell, attrs, lens, monkeypatch):
+    """Every variant with the projection of all steps computed before the
+    time loop (the threshold lowered to 0): reverse directions and entries
+    shorter than T read it at their own positions. T = 5, N = 3, I = 7
+    (not a multiple of a vector: the tail), H = 3."""
+    monkeypatch.setattr("phasec.op.nn._rnn_loop.HOIST_MIN_BYTES", 0)
+    d = 2 if attrs.get("direction") == "bidirectional" else 1
+    lens = None if lens is None else [*lens, 5]
+    values = _operands(cell, 5, 3, 7, 3, d, None if lens is None else lens[-3:])
+    kw, onnx_attrs = _onnx_kwargs(cell, values, attrs)
+    expected = recurrent(cell.upper(), values["x"], values["w"], values["r"], **kw, **onnx_attrs)
+    variables = {tv(k, v.shape, str(v.dtype)): v for k, v in values.items()}
+    low = check_call(call_op(f"nn.{cell}", *variables, **attrs), variables, hints=(True,),
+                     rtol=1e-5, atol=1e-5)
+    assert _hoisted(low)
+    ref = get_op(f"relax.nn.{cell}").reference(*values.values(), **attrs)
+    for a, e in zip(ref, expected, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+
+
+def test_hoisted_projection_with_symbolic_length_and_batch(monkeypatch):
+    monkeypatch.setattr("phasec.op.nn._rnn_loop.HOIST_MIN_BYTES", 0)
+    values = _operands("gru", 4, 3, 5, 2, 2, [4, 1, 0])
+    shapes = {"x": (t, n, 5), "h0": (2, n, 2), "lens": (n,)}
+    variables = {tv(k, shapes.get(k, v.shape), str(v.dtype)): v for k, v in values.items()}
+    low = check_call(call_op("nn.gru", *variables, direction="bidirectional"), variables,
+                     hints=(True,), dims={t: 4, n: 3})
+    assert _hoisted(low)
+
+
+@pytest.mark.parametrize("cell, attrs, hid, inp", [
+    ("lstm", {"direction": "bidirectional"}, 37, 113),   # W: 4 * 37 * 113 * 4 B = 67 KB
+    ("gru", {"linear_before_reset": True, "direction": "reverse"}, 31, 179),
+    ("rnn", {}, 131, 127),
+])
+def test_large_weight_hoists_and_runs_compiled(cell, attrs, hid, inp):
+    """At the default threshold a W over 64 KB is hoisted and a small one
+    is not; the compiled kernel (LLVM, on the VM) against the equations,
+    with a symbolic T run at a prime length."""
+    d = 2 if attrs.get("direction") == "bidirectional" else 1
+    values = _operands(cell, 7, 3, inp, hid, d, [7, 2, 0])
+    values = {k: (v / np.float32(np.sqrt(inp)) if k in ("x", "w", "r") else v)
+              for k, v in values.items()}
+    shapes = {"x": (t, 3, inp)}
+    variables = {tv(k, shapes.get(k, v.shape), str(v.dtype)): v for k, v in values.items()}
+    call = call_op(f"nn.{cell}", *variables, **attrs)
+    assert _hoisted(lower_call(call, True))
+    small = _operands(cell, 2, 1, 3, 2, d, None)
+    small_vars = [tv(k, v.shape, str(v.dtype)) for k, v in small.items()]
+    assert not _hoisted(lower_call(call_op(f"nn.{cell}", *small_vars, **attrs), True))
+    bb = BlockBuilder()
+    with bb.function("main", list(variables)):
+        out = bb.emit(call)
+        bb.emit_func_output(out)
+    vm = phasec.VirtualMachine(phasec.build(bb.get()))
+    kw, onnx_attrs = _onnx_kwargs(cell, values, attrs)
+    expected = recurrent(cell.upper(), values["x"], values["w"], values["r"], **kw, **onnx_attrs)
+    for a, e in zip(vm["main"](*values.values()), expected, strict=True):
+        np.testing.assert_allclose(np.asarray(a.numpy() if hasattr(a, "numpy") else a), e,
+                                   rtol=1e-4, atol=1e-5)

@@ -186,36 +186,53 @@ def _contiguous_in(body: tir.Stmt, var: tir.Var) -> bool:
     return True
 
 
-def _const_trips(s: tir.Stmt) -> int | None:
-    """Iterations of all the loops in ``s`` (0: none; None: some extent is
-    not a constant)."""
+def _trip_children(s: tir.Stmt) -> list[tir.Stmt]:
+    """The statements whose loops :func:`_const_trips` adds up under ``s``."""
     t = type(s)
     if t is tir.For:
-        if not isinstance(s.extent, tir.IntImm):
-            return None
-        inner = _const_trips(s.body)
-        return None if inner is None else s.extent.value * max(inner, 1)
+        return [s.body]
     if t is tir.SeqStmt:
-        total = 0
-        for x in s.stmts:
-            n = _const_trips(x)
-            if n is None:
-                return None
-            total += n
-        return total
-    if t in (tir.Allocate, tir.LetStmt, tir.AttrStmt):
-        return _const_trips(s.body)
-    if t is tir.While:
-        return None  # as many iterations as the data decides
+        return list(s.stmts)
     if t is tir.IfThenElse:
-        a = _const_trips(s.then_case)
-        b = 0 if s.else_case is None else _const_trips(s.else_case)
-        return None if a is None or b is None else a + b
+        return [s.then_case] + ([] if s.else_case is None else [s.else_case])
     if t is tir.Block:
-        a = _const_trips(s.body)
-        b = 0 if s.init is None else _const_trips(s.init)
-        return None if a is None or b is None else a + b
-    return 0
+        return [s.body] + ([] if s.init is None else [s.init])
+    return []
+
+
+def _const_trips(root: tir.Stmt) -> int | None:
+    """Iterations of all the loops in ``root`` (0: none; None: some extent is
+    not a constant). With an explicit stack, not recursion: a max pool's
+    13 x 13 border windows are let chains, one inside the other, ~1000 deep
+    (ddddocr's detector)."""
+    values: list[int | None] = []
+    work: list[tuple[tir.Stmt, bool]] = [(root, False)]
+    while work:
+        s, ready = work.pop()
+        if ready:  # its children's values are the last on ``values``
+            n = len(_trip_children(s))
+            inner = values[len(values) - n:]
+            del values[len(values) - n:]
+            if None in inner:
+                values.append(None)
+            elif type(s) is tir.For:
+                values.append(s.extent.value * max(inner[0], 1))
+            else:
+                values.append(sum(inner))  # (type: every value is an int here)
+            continue
+        while type(s) in (tir.Allocate, tir.LetStmt, tir.AttrStmt):
+            s = s.body
+        t = type(s)
+        if t is tir.While or (t is tir.For and not isinstance(s.extent, tir.IntImm)):
+            values.append(None)  # as many iterations as the data decides, or unknown
+            continue
+        kids = _trip_children(s)
+        if not kids:
+            values.append(0)
+            continue
+        work.append((s, True))
+        work.extend((k, False) for k in kids)
+    return values[0]
 
 
 def _indexes_tile(body: tir.Stmt, var: tir.Var, params: tuple) -> bool:

@@ -21,7 +21,12 @@ constants (``Shape -> Gather -> Concat -> Reshape``) therefore never reach
 the compiled program as tensor operations. Converters that compute a value
 at import themselves (``Range``, ``EyeLike``, :meth:`NodeContext.iota`...)
 keep to the same budget (:func:`~phasec.op.fold.within_budget`) and emit the
-run-time operator past it.
+run-time operator past it. The budget bounds values a model makes up from
+small ones; a weight transformed into one array of its own elements (a
+quantized weight shifted or dequantized: ``ops_linalg.integer_gemm``,
+DynamicQuantizeLSTM) is computed at import whatever its size, bounded by
+what the file holds. A known array becomes one Constant however many nodes
+read it (:meth:`NodeContext.expr`).
 """
 
 from __future__ import annotations
@@ -168,7 +173,8 @@ class NodeContext:
                  inputs: Sequence[Value | None], attrs: dict[str, Any], span: Span,
                  hint: str, params: dict[int, np.ndarray] | None = None,
                  graphs: Callable[..., list[Any]] | None = None,
-                 formats: dict[str, str] | None = None) -> None:
+                 formats: dict[str, str] | None = None,
+                 constants: dict[int, tuple[np.ndarray, Constant]] | None = None) -> None:
         self.builder = builder
         self.node = node
         self.index = index
@@ -187,6 +193,10 @@ class NodeContext:
         #: ONNX value name -> the narrow float format (bfloat16, float8...) whose
         #: values it holds in float32 (graph inputs of such types, casts to them)
         self.formats: dict[str, str] = {} if formats is None else formats
+        #: id(array) -> (the array, its Constant), shared by every node of an
+        #: import (see :meth:`expr`)
+        self.constants: dict[int, tuple[np.ndarray, Constant]] = (
+            {} if constants is None else constants)
 
     # -- attributes and inputs ---------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
@@ -244,7 +254,8 @@ class NodeContext:
     def with_builder(self, builder: "BlockBuilder") -> "NodeContext":
         """This node's context emitting into ``builder`` (a branch or loop body)."""
         return NodeContext(builder, self.node, self.index, self.opset, self.inputs, self.attrs,
-                           self.span, self.hint, self.params, self._graphs, self.formats)
+                           self.span, self.hint, self.params, self._graphs, self.formats,
+                           self.constants)
 
     # -- value properties --------------------------------------------------------
     @staticmethod
@@ -283,13 +294,24 @@ class NodeContext:
 
     # -- building ----------------------------------------------------------------
     def expr(self, v: Value) -> Expr:
-        """``v`` as a Relax expression (a known array becomes ``R.const``)."""
+        """``v`` as a Relax expression (a known array becomes ``R.const``).
+
+        The same array (an initializer read by several nodes) becomes the
+        same Constant every time: a Constant copies its array, and an
+        unrolled recurrence's 20 steps each reading one 6.5 MB weight made
+        20 copies of it, which the executable kept and every call streamed
+        from memory (the packed forms too, PackConstantWeights)."""
         if isinstance(v, SeqValue):
             raise Unsupported("a sequence where a tensor is needed (in a subgraph's outputs?)")
         if isinstance(v, np.ndarray):
             if v.dtype == object:
                 return materialize(self.builder, v, self.hint, self.span)
-            return Constant(v, span=self.span)
+            known = self.constants.get(id(v))
+            if known is not None and known[0] is v:
+                return known[1]
+            const = Constant(v, span=self.span)
+            self.constants[id(v)] = (v, const)  # (the array kept: its id is not reused)
+            return const
         return v
 
     def _operand(self, a: Any) -> Any:

@@ -225,6 +225,8 @@ class _Importer:
         self.names: set[str] = set()
         #: value name -> narrow float format held in float32 (_dtypes.NARROW_FORMATS)
         self.formats: dict[str, str] = {}
+        #: the Constants of known arrays, one per array (NodeContext.expr)
+        self.constants: dict[int, tuple[np.ndarray, Constant]] = {}
         #: subgraphs (If branches, Loop/Scan bodies) being converted, nested
         self.subgraph_depth = 0
         #: ids of the symbolic dimensions a subgraph's data-dependent shapes bind
@@ -443,7 +445,8 @@ class _Importer:
                                       "movement only)")
             return
         ctx = NodeContext(bb, node, index, self.opset, inputs, attrs, self._span(node, index),
-                          hint, param_inputs, self.convert_graph, self.formats)
+                          hint, param_inputs, self.convert_graph, self.formats,
+                          self.constants)
         try:
             result = fn(ctx)
         except Unsupported as exc:

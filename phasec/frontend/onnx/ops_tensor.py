@@ -23,7 +23,7 @@ from phasec.frontend.onnx._context import NodeContext, Unsupported, Value, is_co
 from phasec.frontend.onnx._registry import converter
 from phasec.frontend.onnx.ops_math import onnx_to_dtype, scalar
 
-__all__ = ["norm_axis", "prod_dims", "reshape"]
+__all__ = ["norm_axis", "pad_axis", "prod_dims", "reshape"]
 
 #: ConstantOfShape results up to this many elements are arrays at import
 #: (they usually feed shape computations); larger ones are ``R.full`` calls.
@@ -529,12 +529,14 @@ def _pad(ctx: NodeContext) -> Value:
         before, after = pads[j], pads[j + len(axes)]
         if before == 0 and after == 0:
             continue
-        y = _pad_axis(ctx, y, ax, before, after, mode, value)
+        y = pad_axis(ctx, y, ax, before, after, mode, value)
     return y
 
 
-def _pad_axis(ctx: NodeContext, y: Value, ax: int, before: int, after: int, mode: str,
-              value: np.ndarray) -> Value:
+def pad_axis(ctx: NodeContext, y: Value, ax: int, before: int, after: int, mode: str,
+             value: Value) -> Value:
+    """``y`` padded along axis ``ax`` (ONNX Pad's ``mode``; ``value`` for
+    "constant": a 0-d value of ``y``'s dtype, known or not)."""
     dims = ctx.shape(y)
     d = dims[ax]
     if before < 0 or after < 0:  # negative pads crop
@@ -661,7 +663,7 @@ def _center_crop_pad(ctx: NodeContext) -> Value:
             start = (d - t) // 2
             y = ctx.emit("strided_slice", y, axes=[ax], begin=[start], end=[start + t])
         elif t > d:  # pad with zeros: the extra element of an odd difference goes at the end
-            y = _pad_axis(ctx, y, ax, (t - d) // 2, t - d - (t - d) // 2, "constant",
+            y = pad_axis(ctx, y, ax, (t - d) // 2, t - d - (t - d) // 2, "constant",
                           np.zeros((), ctx.dtype(x)))
     return y
 

@@ -16,6 +16,13 @@ block of rows is read once a step, not once an entry), each summed in a
 vector of partial sums; then the cell's update. No copy of the weights and
 no buffer of every step's projection: a per-call copy cost more than a
 short sequence's whole loop.
+
+A weight ``W`` too large to stay in L1 between steps
+(:data:`HOIST_MIN_BYTES`) makes the input projection of every step one
+pass before the time loop instead: each block of W's rows meets every
+step's input while it is in L1, into a (T * N, G*H) buffer the steps read
+(W was streamed from L2 or L3 once a step: ddddocr's bidirectional
+512-unit LSTM over 16 steps, 2 x 16 reads of a 4 MB W).
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ __all__: list[str] = []
 LANES = 8
 #: gate rows whose dot products run together (independent accumulators)
 ROWS = 4
+#: a direction's W of at least this many bytes has its input projection
+#: hoisted out of the time loop (see the module docstring)
+HOIST_MIN_BYTES = 64 * 1024
+_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 def tir_activation(name: str, alpha: float, beta: float, x: PrimExpr) -> PrimExpr:
@@ -109,6 +120,13 @@ class TimeLoop:
         self.c = Buffer("rnn_c", (n, self.hid), dt)
         self.acc = Buffer("rnn_gates", (n, self.gh), dt)
         self.rh = Buffer("rnn_rh", (n, self.hid), dt)
+        #: every step's input projection (row ``t * N + b``), or None: each
+        #: step computes its own
+        self.xp: Buffer | None = None
+        w_elems = arith.const_int(arith.simplify(self.gh * self.w.shape[2]))
+        if (arith.const_int(self.t_len) != 1 and w_elems is not None
+                and w_elems * _BYTES.get(dt, 4) >= HOIST_MIN_BYTES):
+            self.xp = Buffer("rnn_xp", (arith.simplify(self.t_len * n), self.gh), dt)
 
     def act(self, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
         """Activation ``k`` of the direction being built, its input clipped."""
@@ -123,13 +141,18 @@ class TimeLoop:
 
     def dots(self, weight: Buffer, d: PrimExpr, rows: tuple[int, int],
              src: Callable[[PrimExpr, PrimExpr], PrimExpr],
-             init: Callable[[PrimExpr, PrimExpr], PrimExpr], out: Buffer | None = None) -> Stmt:
+             init: Callable[[PrimExpr, PrimExpr], PrimExpr], out: Buffer | None = None,
+             each: Callable[[Callable[[Var], Stmt]], Stmt] | None = None,
+             out_row: Callable[[PrimExpr], PrimExpr] | None = None) -> Stmt:
         """``out[b, g - first] = init(b, g) + sum_k src(b, k) * weight[d, g, k]``
         for the gate rows ``rows`` (in units of H; ``out`` None: ``acc[b, g]``)
         of every live batch entry ``b``: dot products along the weight's
         contiguous rows, ``ROWS`` rows at a time (each block of rows read once
         for the whole batch), each in ``LANES`` partial sums (a vector:
-        independent accumulators, not one chain of dependent adds)."""
+        independent accumulators, not one chain of dependent adds). ``each``
+        replaces :meth:`each` (the entries ``b`` the products run for),
+        ``out_row(b)`` the row of ``out`` entry ``b`` stores to (``b``)."""
+        each = each or self.each
         lo = arith.simplify(tir.as_prim_expr(rows[0]) * self.hid)
         count = arith.simplify(tir.as_prim_expr(rows[1] - rows[0]) * self.hid)
         length = weight.shape[2]
@@ -138,7 +161,8 @@ class TimeLoop:
             def store(g: PrimExpr, value: PrimExpr) -> Stmt:
                 if out is None:
                     return BufferStore(self.acc, value, (b, g))
-                return BufferStore(out, value, (b, arith.simplify(g - lo)))
+                row = b if out_row is None else out_row(b)
+                return BufferStore(out, value, (row, arith.simplify(g - lo)))
 
             def term(g: PrimExpr, k: PrimExpr) -> PrimExpr:
                 return src(b, k) * weight[d, g, k]
@@ -146,12 +170,12 @@ class TimeLoop:
         lanes = self.lanes_for(length)
         if lanes == 1:  # shorter than a vector: one sum per row
             def scalar(gg: Var) -> Stmt:
-                return self.each(lambda b: self._scalar_row(
+                return each(lambda b: self._scalar_row(
                     b, arith.simplify(gg + lo), length, *for_entry(b)))
             return _loop(count, scalar, "g")
 
         def block(g0: PrimExpr, nrows: int) -> Stmt:
-            return self.each(lambda b: self._block(b, g0, nrows, length, lanes, *for_entry(b)))
+            return each(lambda b: self._block(b, g0, nrows, length, lanes, *for_entry(b)))
         blocks = arith.simplify(BinaryOp("//", count, i64(ROWS)))
         first_rest = arith.simplify(lo + blocks * ROWS)
         whole = _loop(blocks, lambda gb: block(arith.simplify(lo + gb * ROWS), ROWS), "gb")
@@ -228,8 +252,14 @@ class TimeLoop:
         def acc_rb(b: PrimExpr, g: PrimExpr) -> PrimExpr:
             return self.acc[b, g] + rb(g)
         # the input projection of every gate row, with the input biases
-        proj = self.dots(self.w, d, (0, self.gates), lambda b, k: self.x[self.tpos[b], b, k],
-                         lambda b, g: self.bias[d, g])
+        if self.xp is not None:  # computed before the time loop (hoisted)
+            xp = self.xp
+            proj = self.each(lambda b: _loop(gh, lambda g: BufferStore(
+                self.acc, xp[arith.simplify(self.tpos[b] * self.batch + b), g], (b, g)), "g"))
+        else:
+            proj = self.dots(self.w, d, (0, self.gates),
+                             lambda b, k: self.x[self.tpos[b], b, k],
+                             lambda b, g: self.bias[d, g])
         store_y = self.each(lambda b: _loop(self.hid, lambda j: BufferStore(
             self.out, self.h[b, j], (self.tpos[b], d, b, j)), "j"))
         if self.cell == "rnn":
@@ -240,6 +270,21 @@ class TimeLoop:
             return seq(proj, self.dots(self.r, d, (0, 4), hprev, acc_rb),
                        self.each(lambda b: self._lstm_update(d, b)), store_y)
         return seq(proj, *self._gru(d, hprev, acc_rb), store_y)
+
+    def hoisted_projection(self, d: PrimExpr) -> Stmt:
+        """``xp[t * N + b, g] = bias[d, g] + sum_k x[t, b, k] * w[d, g, k]``
+        for every step ``t`` and entry ``b`` (past an entry's length too: x
+        is defined there), each block of W's rows over all of them."""
+        step: list[PrimExpr] = [i64(0)]  # the step loop's variable, for src
+
+        def every_step(body: Callable[[Var], Stmt]) -> Stmt:
+            def at_step(t: Var) -> Stmt:
+                step[0] = t
+                return _loop(self.batch, body, "b")
+            return _loop(self.t_len, at_step, "t")
+        return self.dots(self.w, d, (0, self.gates), lambda b, k: self.x[step[0], b, k],
+                         lambda b, g: self.bias[d, g], out=self.xp, each=every_step,
+                         out_row=lambda b: arith.simplify(step[0] * self.batch + b))
 
     def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> Stmt:
         dt = self.dt
@@ -339,7 +384,9 @@ class TimeLoop:
                                               (arith.simplify(self.t_len + 1), d, b, j)))
                 return seq(*stores)
             return _loop(hid, one, "o")
-        return seq(_loop(n, init, "b"), _loop(self.t_len, per_step, "s"), _loop(n, final, "b"))
+        hoisted = [] if self.xp is None else [self.hoisted_projection(d)]
+        return seq(_loop(n, init, "b"), *hoisted, _loop(self.t_len, per_step, "s"),
+                   _loop(n, final, "b"))
 
     def build(self) -> Stmt:
         """The kernel's statement, its buffers allocated."""
@@ -355,8 +402,9 @@ class TimeLoop:
                 self.acts_of = d
                 parts.append(self.direction(i64(d), d == 1))
             body = seq(*parts)
-        for buf in (self.tpos, self.lenb, self.part, self.rh, self.acc, self.c, self.h):
-            if buf is self.c and self.c0 is None or buf is self.rh and self.cell != "gru":
+        for buf in (self.tpos, self.lenb, self.part, self.rh, self.acc, self.c, self.h, self.xp):
+            if (buf is None or buf is self.c and self.c0 is None
+                    or buf is self.rh and self.cell != "gru"):
                 continue
             body = Allocate(buf, body)
         return body
