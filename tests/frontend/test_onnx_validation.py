@@ -239,6 +239,16 @@ SHAPE_VALUES = {
         _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c")], [],
                [_vi("y", None)], [_init("s", np.array(2, np.int64))]),
         {}, "the shape must be a 1-D tensor"),
+    "ConstantOfShape of an empty value": (
+        _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c",
+                                 value=numpy_helper.from_array(np.zeros(0, np.float32)))], [],
+               [_vi("y", None)], [_init("s", np.array([2], np.int64))]),
+        {}, r"value attribute must be a one-element tensor, not one of shape \(0,\)"),
+    "ConstantOfShape of a two-element value": (
+        _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c",
+                                 value=numpy_helper.from_array(np.ones(2, np.float32)))], [],
+               [_vi("y", None)], [_init("s", np.array([2], np.int64))]),
+        {}, r"value attribute must be a one-element tensor, not one of shape \(2,\)"),
     "Slice starts 0-d": (
         _model([helper.make_node("Slice", ["x", "b", "e"], ["y"], name="sl")], [X],
                [_vi("y", None)], [_init("b", np.array(0, np.int64)),
