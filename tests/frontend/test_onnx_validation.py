@@ -65,7 +65,18 @@ FX4 = {"x": np.arange(16, dtype=np.float32).reshape(1, 4, 2, 2)}
 relu = helper.make_node("Relu", ["x"], ["y"], name="r")
 
 #: name -> (model, feeds, what phasec's message says)
+def _ir_version(version):
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [X], [_vi("y", [2, 3])])
+    model.ir_version = version
+    return model
+
+
 STRUCTURAL = {
+    # (onnx's checker context raised TypeError beyond a C int)
+    "ir_version beyond 32 bits": (_ir_version(1 << 31), FX,
+                                  "ir_version 2147483648 is not an IR version"),
+    "ir_version of 41 bits": (_ir_version(1 << 40), FX,
+                              "ir_version 1099511627776 is not an IR version"),
     "node output defined twice": (
         _model([relu, helper.make_node("Neg", ["x"], ["y"], name="n")], [X], [_vi("y", [2, 3])]),
         FX, r"node 1 'n' \(Neg\): output 'y' is already defined by node 0"),

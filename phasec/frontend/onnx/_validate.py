@@ -119,12 +119,24 @@ def validate(model: Any, label: str, shapes: Mapping[str, Sequence[Any]] | None 
         FrontendError: what is wrong, and where (node index, name, op type).
     """
     graph = model.graph
+    _check_ir_version(model, label)
     opsets = _check_opsets(model, label)
     _check_names(graph, label)
     order = _topological_order(graph, label)
     _check_schemas(model, label, opsets)
     _check_inference(model, label, order, shapes or {})
     return order
+
+
+def _check_ir_version(model: Any, label: str) -> None:
+    # The field is an int64, but onnx's checker (and ORT) hold it in a C int:
+    # beyond, the checker's context raised TypeError. (Within, what ORT
+    # accepts stays accepted, a negative version included.)
+    import onnx
+
+    if not -(1 << 31) <= model.ir_version < 1 << 31:
+        raise FrontendError(f"{label}: ir_version {model.ir_version} is not an IR version "
+                            f"(the installed onnx knows versions up to {onnx.IR_VERSION})")
 
 
 def _check_opsets(model: Any, label: str) -> dict[str, int]:
