@@ -65,6 +65,25 @@ FX4 = {"x": np.arange(16, dtype=np.float32).reshape(1, 4, 2, 2)}
 relu = helper.make_node("Relu", ["x"], ["y"], name="r")
 
 #: name -> (model, feeds, what phasec's message says)
+def _attention(d, **attrs):
+    qkv = [_vi(n, [1, 2, 3, d]) for n in "qkv"]
+    return _model([helper.make_node("Attention", ["q", "k", "v"], ["y"], name="a", **attrs)],
+                  qkv, [_vi("y", None)], opset=23)
+
+
+def _qkv(d):
+    rng = np.random.default_rng(0)
+    return {n: rng.standard_normal((1, 2, 3, d)).astype(np.float32) for n in "qkv"}
+
+
+def test_an_attention_scale_of_nan_is_the_default_one_as_in_onnxruntime():
+    # (ORT reads NaN as "not given": 1/sqrt(head size))
+    model, feeds = _attention(4, scale=float("nan")), _qkv(4)
+    ref = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(np.asarray(_run(model, feeds)), ref, rtol=1e-5, atol=1e-6)
+
+
 def _ir_version(version):
     model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [X], [_vi("y", [2, 3])])
     model.ir_version = version
@@ -250,6 +269,10 @@ SHAPE_VALUES = {
         _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c")], [],
                [_vi("y", None)], [_init("s", np.array(2, np.int64))]),
         {}, "the shape must be a 1-D tensor"),
+    "Attention scale below 0": (
+        _attention(4, scale=-1.0), _qkv(4), r"\(Attention, opset 23\): scale -1.0: must be "
+                                             r"greater than 0"),
+    "Attention of head size 0": (_attention(0), _qkv(0), "the head size is 0"),
     "ConstantOfShape of an empty value": (
         _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c",
                                  value=numpy_helper.from_array(np.zeros(0, np.float32)))], [],
