@@ -142,6 +142,15 @@ def test_an_lp_pool_of_p_0_pools_to_inf_as_in_onnxruntime(op):
     _agrees(_case([_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"]), "agree-ok")
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 0, 3), (1, 1, 3, 0)])
+def test_a_deform_conv_of_an_empty_image_is_empty_as_in_onnxruntime(shape):
+    # (the sampling grid's 1/height raised ZeroDivisionError inside the converter)
+    offsets = np.zeros((1, 2) + shape[2:], F)
+    nodes = [_node("DeformConv", ["x", "w", "o"], ["y"], kernel_shape=[1, 1])]
+    _agrees(_case(nodes, {"x": np.ones(shape, F), "o": offsets}, ["y"],
+                  {"w": np.ones((1, 1, 1, 1), F)}), "agree-ok")
+
+
 def test_split_num_outputs_must_be_the_number_of_outputs():
     nodes = [_node("Split", ["x"], ["a", "b"], num_outputs=3)]
     detail = _agrees(_case(nodes, {"x": np.ones(6, F)}, ["a", "b"]), "agree-refused")
