@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import math
 import struct
+import tokenize
 import zipfile
 import zlib
 from typing import Any
@@ -19,10 +20,12 @@ from phasec.fileio.reading import _Name, _fail, open_regular
 #: deflate cannot expand data more than 1032:1; a member declaring more is
 #: damaged (or built to exhaust memory), whatever its data says
 DEFLATE_MAX_RATIO = 1032
-#: what can go wrong inside zipfile/zlib/numpy on a damaged archive
+#: what can go wrong inside zipfile/zlib/numpy on a damaged archive (numpy
+#: tokenizes a .npy header it cannot parse as written: an unclosed bracket
+#: is a tokenize.TokenError, neither a ValueError nor a SyntaxError)
 _ARCHIVE_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError,
                    NotImplementedError, RuntimeError, KeyError, IndexError, OverflowError,
-                   UnicodeDecodeError)
+                   UnicodeDecodeError, SyntaxError, tokenize.TokenError)
 
 
 #: a zip local file header: signature, then (skipped) version, flags, method,

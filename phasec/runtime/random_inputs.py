@@ -5,7 +5,8 @@ give, and :func:`phasec.testing.make_inputs` for the modules it tests. A
 declared shape can ask for anything (``R.Tensor((65536, 65536))``, a typo in
 ``--dim``), so every such array is first charged to a :class:`RandomBudget`:
 by default half the memory available when the budget is made (the smaller
-of ``MemAvailable`` and what the process's cgroup still allows), the same
+of ``MemAvailable``, what the process's cgroup still allows and the room
+under its address-space limit), the same
 budget for all the inputs of one call. A request beyond it is an
 :class:`~phasec.errors.InputError` naming the parameter, its shape and dtype,
 its size and the budget. Arrays are filled in place, a chunk at a time, so
@@ -102,11 +103,36 @@ def _cgroup_available(root: str = "/sys/fs/cgroup", own: str = "/proc/self/cgrou
     return None
 
 
+def _address_space_available(status_path: str = "/proc/self/status") -> int | None:
+    """The room left under the process's address-space limit (``ulimit -v``,
+    ``RLIMIT_AS``): the limit less the address space mapped now (``VmSize``);
+    None without a limit. Beyond it an allocation fails, and native code that
+    does not check (protobuf's arenas) crashes the process."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
+    if limit == resource.RLIM_INFINITY or limit < 0:
+        return None
+    try:
+        with open(status_path, "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmSize:"):
+                    return max(limit - int(line.split()[1]) * 1024, 0)
+    except (OSError, ValueError, IndexError):
+        pass
+    return limit
+
+
 def available_memory() -> int | None:
     """Bytes this process can still allocate without swapping or being killed:
-    the smaller of the system's ``MemAvailable`` and the room left in its
-    memory cgroup; None where neither can be read."""
-    known = [m for m in (_meminfo_available(), _cgroup_available()) if m is not None]
+    the smaller of the system's ``MemAvailable``, the room left in its memory
+    cgroup and the room left under its address-space limit; None where none
+    can be read."""
+    known = [m for m in (_meminfo_available(), _cgroup_available(), _address_space_available())
+             if m is not None]
     return min(known) if known else None
 
 

@@ -314,6 +314,21 @@ def test_inputs_npz_bomb_is_refused(tmp_path, capsys):
     assert "--inputs" in err and "16 MiB" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_npy_header_with_an_unclosed_bracket_is_a_damaged_member(tmp_path, version):
+    # numpy retries a header it cannot parse through tokenize, whose
+    # TokenError escaped as "internal error" from `phasec run --inputs`
+    text = b"{'descr': '<f4', 'fortran_order': False, 'shape': (4, }"
+    text += b" " * (63 - (12 + len(text)) % 64) + b"\n"
+    length = struct.pack("<H" if version == 1 else "<I", len(text))
+    path = tmp_path / "in.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("x.npy", b"\x93NUMPY" + bytes([version, 0]) + length + text + bytes(16))
+    with pytest.raises(FileAccessError, match=r"member 'x\.npy': not a valid \.npy array "
+                                              r"\(\('EOF in multi-line statement"):
+        fileio.read_npz(path)
+
+
 def test_pickled_arrays_are_never_loaded(tmp_path):
     obj = tmp_path / "o.npz"
     np.savez(obj, x=np.array([{"a": 1}], dtype=object))

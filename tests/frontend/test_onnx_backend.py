@@ -20,7 +20,7 @@ import warnings
 
 import pytest
 
-from phasec.frontend.onnx.conformance import load_cases, read_list, run_case
+from phasec.frontend.onnx.conformance import load_cases, main, read_list, run_case
 
 from helpers.paths import FIXTURES
 
@@ -88,3 +88,16 @@ def test_backend_module_interface():
         opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(unittest.SkipTest, match="'bern' \\(Bernoulli, opset 17\\)"):
         backend.prepare(bad)
+
+
+def test_the_list_is_written_atomically_never_through_a_planted_link(tmp_path, capsys):
+    # (it was written to PATH.tmp, following a link planted there, then renamed)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    out = tmp_path / "unsupported.txt"
+    (tmp_path / "unsupported.txt.tmp").symlink_to(victim)
+    assert main(["-k", "no case is named this", "--write-unsupported", str(out)]) == 0
+    assert victim.read_text() == "keep\n"
+    assert not out.is_symlink()
+    assert out.read_text().startswith("# ONNX backend conformance cases phasec reports")
+    assert read_list(out) == {}

@@ -134,6 +134,23 @@ def test_poolings_take_an_empty_input_only_along_n(op, shape, expected):
             expected)
 
 
+@pytest.mark.parametrize("op", ["LpPool", "GlobalLpPool"])
+def test_an_lp_pool_of_p_0_pools_to_inf_as_in_onnxruntime(op):
+    # (1/p was a ZeroDivisionError from inside the converter)
+    attrs = {"p": 0, **({} if op.startswith("Global") else {"kernel_shape": [2, 2]})}
+    x = np.array([[[[1, 2, 5], [3, 0, 1]]]], F)
+    _agrees(_case([_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"]), "agree-ok")
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 0, 3), (1, 1, 3, 0)])
+def test_a_deform_conv_of_an_empty_image_is_empty_as_in_onnxruntime(shape):
+    # (the sampling grid's 1/height raised ZeroDivisionError inside the converter)
+    offsets = np.zeros((1, 2) + shape[2:], F)
+    nodes = [_node("DeformConv", ["x", "w", "o"], ["y"], kernel_shape=[1, 1])]
+    _agrees(_case(nodes, {"x": np.ones(shape, F), "o": offsets}, ["y"],
+                  {"w": np.ones((1, 1, 1, 1), F)}), "agree-ok")
+
+
 def test_split_num_outputs_must_be_the_number_of_outputs():
     nodes = [_node("Split", ["x"], ["a", "b"], num_outputs=3)]
     detail = _agrees(_case(nodes, {"x": np.ones(6, F)}, ["a", "b"]), "agree-refused")

@@ -4,6 +4,9 @@ exception from inside protobuf or numpy, nor a silently different model."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import onnx
 import pytest
@@ -11,6 +14,7 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
 import phasec
 from phasec.backend.vm import VirtualMachine
+from phasec.fileio import input_limit_scope, set_max_input_bytes
 from phasec.frontend.errors import FrontendError
 from phasec.frontend.onnx import from_onnx
 
@@ -153,3 +157,67 @@ def test_a_kernel_shape_other_than_the_weights_is_refused(op):
         from_onnx(_model([node], [x], [y], [w]))
     node = h.make_node(op, ["x", "w"], ["y"], name="c", kernel_shape=[1, 1])
     from_onnx(_model([node], [x], [y], [w]))
+
+
+def _shared_external_data(tmp_path, copies: int, elements: int, sparse: bool = False) -> str:
+    """A model of a few hundred bytes whose ``copies`` initializers all read the
+    whole of one data file of ``elements`` float32 ones: ``y = x + copies``."""
+    data = tmp_path / "w.bin"
+    if sparse:  # (a sparse file of zeros: its size costs no disk)
+        with open(data, "wb") as fh:
+            fh.truncate(4 * elements)
+    else:
+        data.write_bytes(np.ones(elements, np.float32).tobytes())
+    inits, nodes, prev = [], [], "x"
+    for i in range(copies):
+        w = T()
+        w.name, w.data_type, w.data_location = f"w{i}", T.FLOAT, T.EXTERNAL
+        w.dims.append(elements)
+        entry = w.external_data.add()
+        entry.key, entry.value = "location", "w.bin"
+        inits.append(w)
+        nodes.append(h.make_node("Add", [prev, w.name], [f"y{i}"]))
+        prev = f"y{i}"
+    x = h.make_tensor_value_info("x", T.FLOAT, [elements])
+    y = h.make_tensor_value_info(prev, T.FLOAT, [elements])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_model(nodes, [x], [y], inits).SerializeToString())
+    return str(path)
+
+
+def test_external_data_named_many_times_is_refused_beyond_the_input_size_limit(tmp_path):
+    # each read is within the limit, all six together are not: refused before
+    # any is read (onnx read them into the protobuf, which crashed the process
+    # when an allocation failed)
+    path = _shared_external_data(tmp_path, copies=6, elements=1024)
+    with input_limit_scope():
+        set_max_input_bytes(20 << 10)
+        with pytest.raises(FrontendError, match=r"external data of '.*m\.onnx' would take "
+                                                r"24 KiB in all, more than the input size "
+                                                r"limit \(20 KiB; --max-input-size"):
+            from_onnx(path)
+        set_max_input_bytes(24 << 10)  # (at the limit: read, and computed)
+        x = np.arange(1024, dtype=np.float32)
+        out = VirtualMachine(phasec.build(from_onnx(path)))["main"](x)
+    np.testing.assert_array_equal(np.asarray(out), x + 6)
+
+
+def test_external_data_beyond_the_address_space_left_is_refused(tmp_path):
+    # 16 initializers naming one 64 MiB file (sparse) need 2 GiB while read;
+    # under an address-space limit 1 GiB above what is mapped, refused cleanly
+    path = _shared_external_data(tmp_path, copies=16, elements=16 << 20, sparse=True)
+    code = (
+        "import resource, onnx.external_data_helper\n"
+        "from phasec.frontend.onnx import from_onnx\n"
+        "from phasec.frontend.errors import FrontendError\n"
+        "with open('/proc/self/status') as fh:\n"
+        "    mapped = int(fh.read().split('VmSize:')[1].split()[0]) * 1024\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (mapped + (1 << 30), resource.RLIM_INFINITY))\n"
+        "try:\n"
+        f"    from_onnx({path!r})\n"
+        "except FrontendError as exc:\n"
+        "    print(exc)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "would take 1 GiB, twice that while it is read: more than the memory available" \
+        in run.stdout

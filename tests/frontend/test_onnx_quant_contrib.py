@@ -152,3 +152,25 @@ def test_qattention():
                          {"plain": "float32", "masked": "float32", "causal": "float32"},
                          inits, domains=[MS])
     assert_same(got, want, exact=False, rtol=1e-5)
+
+
+@pytest.mark.parametrize("scale", ["X_scale", "y_scale"])
+def test_a_qlinear_softmax_scale_of_no_elements_is_refused(scale):
+    # (the converter read element 0 of each scale: IndexError from inside it)
+    from onnx import TensorProto as TP, numpy_helper as nh
+
+    from phasec.frontend.errors import FrontendError
+    from phasec.frontend.onnx import from_onnx
+
+    scales = {"X_scale": np.float32(0.1), "y_scale": np.float32(1 / 256)}
+    scales[scale] = np.zeros(0, np.float32)
+    inits = [nh.from_array(np.asarray(v), k) for k, v in scales.items()]
+    inits += [nh.from_array(np.array(0, np.uint8), k) for k in ("zx", "zy")]
+    node = ms("QLinearSoftmax", ["x", "X_scale", "zx", "y_scale", "zy"], ["y"], opset=13)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.UINT8, [2, 3])],
+                              [helper.make_tensor_value_info("y", TP.UINT8, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(MS, 1)])
+    with pytest.raises(FrontendError, match=rf"input \d \({scale}\) must be a scalar, got "
+                                            r"shape \(0,\)"):
+        from_onnx(model)

@@ -65,7 +65,37 @@ FX4 = {"x": np.arange(16, dtype=np.float32).reshape(1, 4, 2, 2)}
 relu = helper.make_node("Relu", ["x"], ["y"], name="r")
 
 #: name -> (model, feeds, what phasec's message says)
+def _attention(d, **attrs):
+    qkv = [_vi(n, [1, 2, 3, d]) for n in "qkv"]
+    return _model([helper.make_node("Attention", ["q", "k", "v"], ["y"], name="a", **attrs)],
+                  qkv, [_vi("y", None)], opset=23)
+
+
+def _qkv(d):
+    rng = np.random.default_rng(0)
+    return {n: rng.standard_normal((1, 2, 3, d)).astype(np.float32) for n in "qkv"}
+
+
+def test_an_attention_scale_of_nan_is_the_default_one_as_in_onnxruntime():
+    # (ORT reads NaN as "not given": 1/sqrt(head size))
+    model, feeds = _attention(4, scale=float("nan")), _qkv(4)
+    ref = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(np.asarray(_run(model, feeds)), ref, rtol=1e-5, atol=1e-6)
+
+
+def _ir_version(version):
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [X], [_vi("y", [2, 3])])
+    model.ir_version = version
+    return model
+
+
 STRUCTURAL = {
+    # (onnx's checker context raised TypeError beyond a C int)
+    "ir_version beyond 32 bits": (_ir_version(1 << 31), FX,
+                                  "ir_version 2147483648 is not an IR version"),
+    "ir_version of 41 bits": (_ir_version(1 << 40), FX,
+                              "ir_version 1099511627776 is not an IR version"),
     "node output defined twice": (
         _model([relu, helper.make_node("Neg", ["x"], ["y"], name="n")], [X], [_vi("y", [2, 3])]),
         FX, r"node 1 'n' \(Neg\): output 'y' is already defined by node 0"),
@@ -239,6 +269,20 @@ SHAPE_VALUES = {
         _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c")], [],
                [_vi("y", None)], [_init("s", np.array(2, np.int64))]),
         {}, "the shape must be a 1-D tensor"),
+    "Attention scale below 0": (
+        _attention(4, scale=-1.0), _qkv(4), r"\(Attention, opset 23\): scale -1.0: must be "
+                                             r"greater than 0"),
+    "Attention of head size 0": (_attention(0), _qkv(0), "the head size is 0"),
+    "ConstantOfShape of an empty value": (
+        _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c",
+                                 value=numpy_helper.from_array(np.zeros(0, np.float32)))], [],
+               [_vi("y", None)], [_init("s", np.array([2], np.int64))]),
+        {}, r"value attribute must be a one-element tensor, not one of shape \(0,\)"),
+    "ConstantOfShape of a two-element value": (
+        _model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c",
+                                 value=numpy_helper.from_array(np.ones(2, np.float32)))], [],
+               [_vi("y", None)], [_init("s", np.array([2], np.int64))]),
+        {}, r"value attribute must be a one-element tensor, not one of shape \(2,\)"),
     "Slice starts 0-d": (
         _model([helper.make_node("Slice", ["x", "b", "e"], ["y"], name="sl")], [X],
                [_vi("y", None)], [_init("b", np.array(0, np.int64)),
@@ -292,7 +336,7 @@ def test_run_time_loss_target_out_of_range_is_an_error_not_nan():
 
 def test_accepted_like_onnxruntime():
     """What ORT accepts stays accepted: nodes out of order, an unused
-    unknown domain, TopK with k=0 (empty outputs), ReduceMax of an empty
+    unknown domain (of any version), TopK with k=0 (empty outputs), ReduceMax of an empty
     tensor, 0/1 attributes holding other values (read as ORT reads each), a Constant
     with two value attributes (the first counts), a pooling window one
     larger than the input (empty output); results equal to ORT's."""
@@ -300,6 +344,8 @@ def test_accepted_like_onnxruntime():
         _model([helper.make_node("Neg", ["t"], ["y"]), helper.make_node("Relu", ["x"], ["t"])],
                [X], [_vi("y", [2, 3])]),
         _model([relu], [X], [_vi("y", [2, 3])], extra_opsets=[("org.example", 1)]),
+        # (of a version beyond a C int: onnx's checker context raised TypeError)
+        _model([relu], [X], [_vi("y", [2, 3])], extra_opsets=[("org.example", 1 << 40)]),
         _model([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1)], [X],
                [_vi("v", None), _vi("i", None, TP.INT64)], [_init("k", np.array([0], np.int64))]),
         _model([helper.make_node("ReduceMax", ["x"], ["y"], keepdims=0)], [_vi("x", [0])],
@@ -317,7 +363,7 @@ def test_accepted_like_onnxruntime():
     ]
     cases.append(_model([helper.make_node("ArgMax", ["x"], ["y"], axis=0, select_last_index=4)],
                         [X], [_vi("y", None, TP.INT64)]))
-    feeds = [FX, FX, FX, {"x": np.zeros((0,), np.float32)}, FX, FX,
+    feeds = [FX, FX, FX, FX, {"x": np.zeros((0,), np.float32)}, FX, FX,
              {"x": np.ones(2, np.float32)}, {"x": np.ones((2, 2, 1), np.float32)},
              # ties, no NaN (which index a NaN gives ONNX leaves open): ORT reads
              # select_last_index=4 as true, the last of the tied indices

@@ -29,7 +29,7 @@ import numpy as np
 from phasec import arith
 from phasec.arith.lattice import collect_shape_vars
 from phasec.errors import PhasecError, StructInfoError
-from phasec.fileio import read_bytes
+from phasec.fileio import MAX_INPUT_ENV, format_size, max_input_bytes, read_bytes
 from phasec.frontend.errors import (
     GRAPH_INPUT, FrontendError, UnsupportedModelError, UnsupportedNode,
 )
@@ -48,6 +48,7 @@ from phasec.ir.expr import Call, Constant, Expr, Function, Op, Tuple, Var
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo
 from phasec.ir.visitor import collect_exprs
+from phasec.runtime.random_inputs import available_memory
 from phasec.script.builder import BlockBuilder
 from phasec.verifier import verify
 
@@ -102,11 +103,54 @@ def read_model(model_or_path: Any) -> tuple[Any, str]:
     if _uses_external_data(model):
         from onnx.external_data_helper import load_external_data_for_model
 
+        base_dir = os.path.dirname(os.path.abspath(path))
         try:  # tensors stored beside the model, by relative path
-            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+            _check_external_data_budget(model, base_dir, path)
+            load_external_data_for_model(model, base_dir)
+        except FrontendError:
+            raise
         except Exception as exc:  # noqa: BLE001 - missing or unreadable data files
             raise FrontendError(f"cannot read the external data of {path!r}: {exc}") from None
     return model, os.path.basename(path)
+
+
+def _check_external_data_budget(model: Any, base_dir: str, path: str) -> None:
+    """Refuse external data that would not fit before reading any of it.
+
+    Each data file is within the input size limit, but nothing stops a model
+    of a few KiB from naming the same file for a thousand initializers: onnx
+    reads them all into the protobuf, and protobuf crashes the process
+    (SIGSEGV) when an allocation fails. So the bytes all the main graph's
+    initializers would read (each one's ``length``, else the rest of its
+    file) must together stay within the input size limit, and twice that (the
+    protobuf's copy, then the arrays) within the memory available."""
+    from onnx import TensorProto
+    from onnx.external_data_helper import ExternalDataInfo
+
+    total = 0
+    for t in model.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        info = ExternalDataInfo(t)  # (a ValueError for a malformed offset or length)
+        if info.length is not None:
+            total += max(int(info.length), 0)
+            continue
+        try:  # (a file onnx will refuse to read counts nothing: it fails there)
+            size = os.stat(os.path.join(base_dir, info.location)).st_size
+        except (OSError, ValueError):
+            continue
+        total += max(size - max(int(info.offset or 0), 0), 0)
+    limit = max_input_bytes()
+    if total > limit:
+        raise FrontendError(
+            f"the external data of {path!r} would take {format_size(total)} in all, more "
+            f"than the input size limit ({format_size(limit)}; --max-input-size or "
+            f"{MAX_INPUT_ENV})")
+    room = available_memory()
+    if room is not None and 2 * total > room:
+        raise FrontendError(
+            f"the external data of {path!r} would take {format_size(total)}, twice that "
+            f"while it is read: more than the memory available ({format_size(room)})")
 
 
 def tensor_array(t: Any, what: str) -> np.ndarray:

@@ -119,12 +119,27 @@ def validate(model: Any, label: str, shapes: Mapping[str, Sequence[Any]] | None 
         FrontendError: what is wrong, and where (node index, name, op type).
     """
     graph = model.graph
+    _check_ir_version(model, label)
     opsets = _check_opsets(model, label)
     _check_names(graph, label)
     order = _topological_order(graph, label)
     _check_schemas(model, label, opsets)
     _check_inference(model, label, order, shapes or {})
     return order
+
+
+#: what onnx's checker (and ORT) hold IR and opset versions in, a C int: the
+#: fields are int64, and beyond the checker's context raised TypeError
+_C_INT = (-(1 << 31), (1 << 31) - 1)
+
+
+def _check_ir_version(model: Any, label: str) -> None:
+    # (within a C int, what ORT accepts stays accepted, a negative version included)
+    import onnx
+
+    if not _C_INT[0] <= model.ir_version <= _C_INT[1]:
+        raise FrontendError(f"{label}: ir_version {model.ir_version} is not an IR version "
+                            f"(the installed onnx knows versions up to {onnx.IR_VERSION})")
 
 
 def _check_opsets(model: Any, label: str) -> dict[str, int]:
@@ -225,7 +240,10 @@ def _check_schemas(model: Any, label: str, opsets: dict[str, int]) -> None:
 
     ctx = onnx.checker.C.CheckerContext()
     ctx.ir_version = model.ir_version or onnx.IR_VERSION
-    ctx.opset_imports = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
+    # (a domain onnx does not know may have any version, as in ORT; the known
+    # ones are within their range already)
+    ctx.opset_imports = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()
+                         if _C_INT[0] <= v <= _C_INT[1]}
     opset = opsets.get("ai.onnx", 0)
     for index, node in enumerate(model.graph.node):
         if (node.domain or "ai.onnx") != "ai.onnx":
@@ -350,7 +368,10 @@ def _inference_copy(model: Any, order: list[int], shapes: Mapping[str, Sequence[
 
     copy = onnx.ModelProto()
     copy.ir_version = model.ir_version
-    copy.opset_import.extend(model.opset_import)
+    # (an opset of a domain onnx does not know, beyond a C int, is left out:
+    # inference does not read it, and its arguments are C ints)
+    copy.opset_import.extend(o for o in model.opset_import
+                             if _C_INT[0] <= o.version <= _C_INT[1])
     g = copy.graph
     src = model.graph
     g.name = src.name

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from phasec.fileio import write_atomic
+
 __all__ = ["Case", "Result", "load_cases", "run_case", "operators", "by_operator", "TOLERANCES",
            "SKIPPED_CATEGORIES", "read_list"]
 
@@ -199,10 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                   "#   python -m phasec.frontend.onnx.conformance --write-unsupported PATH\n"
                   "# tests/frontend/test_onnx_backend.py fails when a case outside this list is\n"
                   "# unsupported, or when a listed case no longer is.\n")
-        tmp = args.write_unsupported + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(header + "\n".join(sorted(lines)) + "\n")
-        os.replace(tmp, args.write_unsupported)
+        # (atomic, and never through a link planted at the name or a temporary)
+        write_atomic(args.write_unsupported, header + "\n".join(sorted(lines)) + "\n",
+                     what="list of unsupported cases")
     return 1 if any(r.status == "fail" for r in results) else 0
 
 

@@ -160,8 +160,15 @@ def _attention(ctx: NodeContext) -> list[Value | None]:
             y = ctx.emit("broadcast_to", ctx.emit("expand_dims", x, axis=[2]), (b_, h_, g, l_, d_))
             return ctx.emit("reshape", y, (b_, h_ * g, l_, d_))
         k, v = repeat(k), repeat(v)
+    # (as ORT: a NaN scale is the default one, and neither the scale nor the
+    # head size may be 0 or less; math.sqrt raised ValueError, 1/sqrt(0)
+    # ZeroDivisionError from inside the converter)
     scale = ctx.attr("scale")
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if scale is not None and not math.isnan(scale) and scale <= 0:
+        raise FrontendError(f"scale {scale}: must be greater than 0")
+    if isinstance(d, int) and d == 0:
+        raise FrontendError("the head size is 0: it must be greater than 0")
+    scale = 1.0 / math.sqrt(d) if scale is None or math.isnan(scale) else float(scale)
     root = scalar(ctx, math.sqrt(scale), dtype)  # Q and K each scaled by sqrt(scale)
     (qs, kt), _ = in_float32(ctx, [ctx.emit("multiply", q, root),
                                     ctx.emit("permute_dims", ctx.emit("multiply", k, root),

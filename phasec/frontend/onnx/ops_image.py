@@ -298,9 +298,11 @@ def _deform_conv(ctx: NodeContext) -> Value:
                                          end=[axis + 1]), (n, og, k, oh, ow))
         shape = (k, 1, ow) if axis == 1 else (k, oh, 1)
         pos = ctx.emit("add", o, base.reshape(shape).astype(dt))
-        # pixel p -> (2p + 1) / size - 1
-        coords.append(ctx.emit("subtract", ctx.emit("multiply", pos, np.asarray(2.0 / size, dt)),
-                               np.asarray(1.0 - 1.0 / size, dt)))
+        # pixel p -> (2p + 1) / size - 1 (an empty axis samples nothing: any
+        # finite step will do, where 1/size raised ZeroDivisionError)
+        step = 2.0 / size if size else 0.0
+        coords.append(ctx.emit("subtract", ctx.emit("multiply", pos, np.asarray(step, dt)),
+                               np.asarray(1.0 - step / 2, dt)))
     grid = ctx.emit("reshape", ctx.emit("stack", coords, axis=2), (n * og, 2, k * oh, ow))
     data = ctx.emit("reshape", x, (n * og, c // og, h, wd))
     cols = ctx.emit("image.grid_sample", data, grid, method="bilinear", layout="NCHW",

@@ -321,7 +321,7 @@ def _lp_pool(ctx: NodeContext) -> Value:
                    padding=pads, ceil_mode=bool(ctx.attr("ceil_mode", 0)),
                    count_include_pad=True, layout=layout, out_layout=layout)
     total = ctx.emit("multiply", avg, scalar(ctx, float(np.prod(kernel)), x))
-    return ctx.emit("power", total, scalar(ctx, 1.0 / p, x))
+    return ctx.emit("power", total, scalar(ctx, _reciprocal(p), x))
 
 
 @converter("GlobalLpPool")
@@ -331,7 +331,14 @@ def _global_lp_pool(ctx: NodeContext) -> Value:
     p = float(ctx.attr("p", 2))
     xp = ctx.emit("power", ctx.emit("abs", x), scalar(ctx, p, x))
     total = ctx.emit("sum", xp, axis=list(range(2, ctx.ndim(x))), keepdims=True)
-    return ctx.emit("power", total, scalar(ctx, 1.0 / p, x))
+    return ctx.emit("power", total, scalar(ctx, _reciprocal(p), x))
+
+
+def _reciprocal(p: float) -> float:
+    """1/p as ORT computes it, in IEEE arithmetic: p=0 gives inf (so a window
+    of any non-zero element pools to inf, as in ORT), not ZeroDivisionError."""
+    with np.errstate(divide="ignore"):
+        return float(np.divide(1.0, p))
 
 
 # ---------------------------------------------------------------------------

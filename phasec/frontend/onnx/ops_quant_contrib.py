@@ -411,8 +411,9 @@ def _qlinear_softmax(ctx: NodeContext) -> Value:
     # only at an exact halfway point).
     x = ctx.input(0)
     dt = _int8_dtype(ctx, x)
-    x_scale = float(np.asarray(ctx.const(1, "X_scale"), np.float32).reshape(-1)[0])
-    y_scale = float(np.asarray(ctx.const(3, "y_scale"), np.float32).reshape(-1)[0])
+    # (one element each: an empty scale raised IndexError here)
+    x_scale = float(np.float32(ctx.const_scalar(1, "X_scale")))
+    y_scale = float(np.float32(ctx.const_scalar(3, "y_scale")))
     zp = _scalar_param(ctx, ctx.input(4), "y_zero_point")
     opset = int(ctx.attr("opset", 13))
     dims = ctx.shape(x)

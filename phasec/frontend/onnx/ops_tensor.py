@@ -131,6 +131,9 @@ def _constant_of_shape(ctx: NodeContext) -> Value:
         raise FrontendError("the shape must be a 1-D tensor, not a scalar")
     dims = ctx.const_ints(0, "shape")
     value = ctx.attr("value")
+    if value is not None and np.size(value) != 1:  # (as ORT: one element, not the first)
+        raise FrontendError(f"the value attribute must be a one-element tensor, not one of "
+                            f"shape {tuple(np.shape(value))}")
     fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(-1)[0]
     fill = np.asarray(fill)
     if str(fill.dtype) not in _DTYPES:
