@@ -221,3 +221,25 @@ def test_external_data_beyond_the_address_space_left_is_refused(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "would take 1 GiB, twice that while it is read: more than the memory available" \
         in run.stdout
+
+
+@pytest.mark.parametrize("failure", [IndexError("list index out of range"),
+                                     ZeroDivisionError("division by zero"),
+                                     RecursionError("maximum recursion depth exceeded")])
+def test_a_converter_that_fails_is_named_at_its_node(monkeypatch, failure):
+    """An input a converter does not check (or a bug in it) is a FrontendError
+    naming the node, its cause chained, not a traceback from inside the
+    converter; the fuzzer still counts it as a crash ("internal error")."""
+    from phasec.frontend.onnx import fuzz
+    from phasec.frontend.onnx._registry import CONVERTERS, Converter
+
+    def broken(ctx):
+        raise failure
+
+    monkeypatch.setitem(CONVERTERS, "Relu", Converter("Relu", broken))
+    with pytest.raises(FrontendError, match=r"node 0 'n' \(Relu, opset 17\): internal error in "
+                                            rf"its converter.*{type(failure).__name__}") as info:
+        from_onnx(_relu())
+    assert info.value.__cause__ is failure
+    case = fuzz.Case(_relu(), {"x": np.ones((2, 3), np.float32)})
+    assert fuzz.phasec_verdict(case).kind == "crash"
