@@ -191,8 +191,7 @@ class _PackedWeights:
         data, forms = self.by_weight.setdefault(id(weight.data), (weight.data, []))
         value = np.ascontiguousarray(pack(data))
         made = next((c for c in forms if c.data.dtype == value.dtype
-                     and c.data.shape == value.shape and c.data.tobytes() == value.tobytes()),
-                    None)
+                     and np.array_equal(c.data, value)), None)  # (no copies, unlike tobytes)
         if made is None:
             made = Constant(value)
             forms.append(made)

@@ -70,10 +70,10 @@ from phasec.backend.llvm import diskcache
 from phasec.backend.llvm.abi import KernelABI, ParamABI
 from phasec.backend.llvm.jit import compile_jobs, host_target_info
 from phasec.backend.llvm.parallel import meanwhile, standby
-from phasec.target.tuning import build_threads
 from phasec.backend.llvm.runtime import PlannedLibrary, plan_library
 from phasec.backend.vm import Executable
 from phasec.frontend.onnx import from_onnx
+from phasec.target.tuning import build_threads
 
 __all__ = ["build_file", "build_key", "lookup", "remember"]
 

@@ -138,8 +138,9 @@ def test_dynamic_quantize_lstm_matches_onnxruntime():
 
 
 def test_dynamic_quantize_lstm_weights_known_or_given_at_run_time():
-    """Known at import (initializers), W and R are dequantized there, past
-    the fold budget too; given at run time (``keep_params_in_input``), by
+    """Known at import (initializers), W and R are dequantized there
+    (past the fold budget too: the MatMulInteger test below shows the
+    mechanism); given at run time (``keep_params_in_input``), by
     operators: both the float LSTM on the weights dequantized in numpy."""
     rng = np.random.default_rng(5)
     t, b, k, h = 5, 2, 67, 29  # W: 4 * 29 * 67 floats > 64 KB: the hoisted projection
@@ -192,6 +193,36 @@ def test_long_8bit_integer_matmul_and_conv_equal_onnxruntime():
     assert ours.dtype == np.int32
     np.testing.assert_array_equal(ours, ref)
     onnx.checker.check_model(conv)
+
+
+def test_a_weight_past_the_fold_budget_is_transformed_at_import():
+    """A uint8 x uint8 MatMulInteger whose weight is past the fold budget (1.1 M
+    elements): its shift to int8 and its column sums are computed at import
+    (NodeContext.weight_transform), no tensor operator on the weight is left
+    for run time but the GEMM itself, and the result is ORT's."""
+    from phasec.ir.expr import Call
+    from phasec.ir.visitor import collect_exprs
+    from phasec.op.fold import MAX_FOLD_ELEMENTS
+
+    rng = np.random.default_rng(3)
+    k, n = 1100, 1000
+    assert k * n > MAX_FOLD_ELEMENTS
+    b = rng.integers(0, 256, (k, n), dtype=np.uint8)
+    mm = _model([helper.make_node("MatMulInteger", ["a", "b", "azp", "bzp"], ["y"])],
+                [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, k])],
+                [helper.make_tensor_value_info("y", TensorProto.INT32, [2, n])],
+                [numpy_helper.from_array(b, "b"),
+                 numpy_helper.from_array(np.asarray(np.uint8(7)), "azp"),
+                 numpy_helper.from_array(np.asarray(np.uint8(200)), "bzp")])
+    # no run-time call makes a tensor of the weight's size (its shifted or
+    # int32 copy): only the GEMM reads it
+    calls = collect_exprs(from_onnx(mm)["main"], {Call})
+    weight_sized = [c.op for c in calls if getattr(c.struct_info, "shape", None) is not None
+                    and [getattr(d, "value", d) for d in c.struct_info.shape] == [k, n]]
+    assert not weight_sized, weight_sized
+    assert any(getattr(c.op, "name", "") == "relax.matmul" for c in calls)
+    feeds = {"a": rng.integers(0, 256, (2, k), dtype=np.uint8)}
+    np.testing.assert_array_equal(_phasec(mm, feeds)[0], _ort(mm, feeds)[0])
 
 
 @pytest.mark.parametrize("kernel,bias", [(2, True), (3, False)])

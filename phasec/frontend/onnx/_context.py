@@ -22,18 +22,19 @@ the compiled program as tensor operations. Converters that compute a value
 at import themselves (``Range``, ``EyeLike``, :meth:`NodeContext.iota`...)
 keep to the same budget (:func:`~phasec.op.fold.within_budget`) and emit the
 run-time operator past it. The budget bounds values a model makes up from
-small ones; a weight transformed into one array of its own elements (a
-quantized weight shifted or dequantized: ``ops_linalg.integer_gemm``,
+small ones; a weight transformed into arrays no larger than itself (a
+quantized weight shifted, summed or dequantized: ``ops_linalg.integer_gemm``,
 DynamicQuantizeLSTM) is computed at import whatever its size, bounded by
-what the file holds. A known array becomes one Constant however many nodes
-read it (:meth:`NodeContext.expr`).
+what the file holds (:meth:`NodeContext.weight_transform`). A known array
+becomes one Constant however many nodes read it (:meth:`NodeContext.expr`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
@@ -45,7 +46,7 @@ from phasec.ir.expr import Call, Constant, Expr, ShapeExpr, TupleGetItem
 from phasec.ir.node import Span
 from phasec.ir.struct_info import TensorStructInfo, TupleStructInfo
 from phasec.op import OpPattern, call_op, get_op, normalize_attrs, resolve_op
-from phasec.op.fold import UNKNOWN, evaluate_call, within_budget
+from phasec.op.fold import MAX_FOLD_ELEMENTS, UNKNOWN, evaluate_call, within_budget
 
 if TYPE_CHECKING:
     from phasec.script.builder import BlockBuilder
@@ -197,6 +198,8 @@ class NodeContext:
         #: import (see :meth:`expr`)
         self.constants: dict[int, tuple[np.ndarray, Constant]] = (
             {} if constants is None else constants)
+        #: inside :meth:`weight_transform`
+        self._weights = False
 
     # -- attributes and inputs ---------------------------------------------------
     def attr(self, name: str, default: Any = None) -> Any:
@@ -414,11 +417,31 @@ class NodeContext:
                 for k in range(n)]
 
     # -- folding ----------------------------------------------------------------
-    @staticmethod
-    def _fold(call: Call) -> Any:
+    @contextlib.contextmanager
+    def weight_transform(self) -> Iterator[None]:
+        """Within: a call on known operands is computed at import whatever its
+        size, as long as its result has no more elements than its largest
+        operand (a weight shifted, summed, dequantized or transposed: the
+        file's own bytes bound it). The fold budget bounds what a model makes
+        up from small values; past it, such a transform of a constant weight
+        ran on every call (ddddocr's 1024 x 8210 uint8 MatMulInteger weight,
+        its 2 x 512 x 2048 DynamicQuantizeLSTM weights: 4.5 ms of 26)."""
+        outer, self._weights = self._weights, True
+        try:
+            yield
+        finally:
+            self._weights = outer
+
+    def _fold(self, call: Call) -> Any:
         """The call's value computed at import (phasec.op.fold: the budget and
-        error policy FoldConstant has), or None: it stays a run-time call."""
-        value = evaluate_call(call)
+        error policy FoldConstant has; see :meth:`weight_transform`), or None:
+        it stays a run-time call."""
+        budget = None
+        if self._weights:
+            largest = max((a.data.size for a in call.args if isinstance(a, Constant)),
+                          default=0)
+            budget = max(MAX_FOLD_ELEMENTS, largest)
+        value = evaluate_call(call, max_elements=budget)
         if value is None:
             return None
         if isinstance(value, tuple):

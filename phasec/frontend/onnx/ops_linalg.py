@@ -195,28 +195,21 @@ def integer_gemm(ctx: NodeContext, a: Value, b: Value, za: Value | None, zb: Val
     of ``b``). Of two int8 operands ``a`` becomes uint8 by adding 128 (its
     zero point too), of two uint8 ones ``b`` int8 by subtracting 128.
 
-    A constant operand (a weight) is shifted and summed here, whatever its
-    size: the fold budget bounds what a model makes up from small values,
-    and these are one array of the weight's own bytes and one of its
-    columns' sums. Past the budget both ran on every call (ddddocr's
-    1024 x 8210 uint8 weight: re-centred, 0.37 ms, and an int32 copy summed
-    per column)."""
+    A constant operand (a weight) is shifted and summed at import whatever
+    its size (:meth:`NodeContext.weight_transform`: past the fold budget,
+    ddddocr's 1024 x 8210 uint8 weight was re-centred, 0.37 ms, and an int32
+    copy summed per column on every call)."""
     def as_int32(x: Value) -> Value:
         return ctx.emit("astype", x, dtype="int32")
 
-    def known(x: Value) -> bool:
-        return isinstance(x, np.ndarray) and x.dtype != object
-
     def shifted(x: Value, by: int, dtype: str) -> Value:
-        if known(x):
-            return (x.astype(np.int32) + by).astype(dtype)
-        return ctx.emit("astype", ctx.emit("add", as_int32(x), (
-            np.array(by, "int32"))), dtype=dtype)
+        with ctx.weight_transform():
+            return ctx.emit("astype", ctx.emit("add", as_int32(x), (
+                np.array(by, "int32"))), dtype=dtype)
 
     def sums(x: Value, axis: int) -> Value:
-        if known(x):  # (|sum| <= 255 K: int32 for any K the GEMM takes)
-            return x.astype(np.int64).sum(axis=axis, keepdims=True).astype(np.int32)
-        return ctx.emit("sum", as_int32(x), axis=[axis], keepdims=True)
+        with ctx.weight_transform():  # (|sum| <= 255 K: int32 for any K the GEMM takes)
+            return ctx.emit("sum", as_int32(x), axis=[axis], keepdims=True)
 
     same = ctx.dtype(a) == ctx.dtype(b)
     a_shift = 128 if same and ctx.dtype(a) == "int8" else 0

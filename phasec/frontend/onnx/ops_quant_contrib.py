@@ -355,22 +355,14 @@ def _lstm_weight(ctx: NodeContext, q: Value, scale: Value, zp: Value | None,
                             f"{ctx.shape(zp)}, {what}_scale {ctx.shape(scale)}")
     if zp is not None and ctx.dtype(zp) != ctx.dtype(q):
         raise Unsupported(f"a {ctx.dtype(zp)} zero point for {ctx.dtype(q)} {what}")
-    if all(isinstance(v, np.ndarray) and v.dtype != object for v in (q, scale, zp)
-           if v is not None):
-        # a weight dequantized here, whatever its size (one float32 array of
-        # the weight's elements, computed as the operators below compute
-        # it): past the fold budget it was dequantized on every call
-        # (ddddocr's 2 x 512 x 2048 W and R: 4.5 ms of a 26 ms model)
-        diff = q.astype(np.int32) - (0 if zp is None else zp.astype(np.int32).reshape(per))
-        w = diff.astype(np.float32) * scale.reshape(per)
-        return np.ascontiguousarray(w.transpose(0, 2, 1))
-    diff = centered(ctx, q, None)
-    if zp is not None:
-        z = ctx.emit("reshape", ctx.emit("astype", zp, dtype="int32"), per)
-        diff = ctx.emit("subtract", diff, z)
-    w = ctx.emit("multiply", ctx.emit("astype", diff, dtype="float32"),
-                 ctx.emit("reshape", scale, per))
-    return ctx.emit("permute_dims", w, axes=[0, 2, 1])
+    with ctx.weight_transform():  # (a constant weight: dequantized at import)
+        diff = centered(ctx, q, None)
+        if zp is not None:
+            z = ctx.emit("reshape", ctx.emit("astype", zp, dtype="int32"), per)
+            diff = ctx.emit("subtract", diff, z)
+        w = ctx.emit("multiply", ctx.emit("astype", diff, dtype="float32"),
+                     ctx.emit("reshape", scale, per))
+        return ctx.emit("permute_dims", w, axes=[0, 2, 1])
 
 
 @converter("DynamicQuantizeLSTM", domain=_MS)
