@@ -26,6 +26,7 @@ from phasec.ir.tir import (
 )
 from phasec.te.tensor import (
     ComputeOp, ExternOp, PlaceholderOp, ProducerLoad, Reduce, STORE_THROUGH, TEError, Tensor,
+    View,
     post_order,
 )
 
@@ -220,6 +221,15 @@ def compute(shape: Sequence[Any], fcompute: Callable[..., Any], name: str = "com
     inputs = _collect_inputs(body, name)
     op = ComputeOp(axes, body, inline, tag, attrs or {}, inputs)
     return Tensor(dims, body.dtype, name, op)
+
+
+def view(source: Tensor, shape: Sequence[Any], index: Callable[..., ProducerLoad],
+         name: str = "view") -> View:
+    """``source`` seen in ``shape``: element ``idx`` is the load
+    ``index(*idx)`` of ``source``, substituted wherever the view is indexed
+    (:class:`~phasec.te.tensor.View`: nothing is computed or moved)."""
+    equivalent = compute(shape, index, name=name)
+    return View(source, index, equivalent.op, equivalent.shape, name)
 
 
 def extern(shape: Sequence[Any], dtype: str, inputs: Sequence[Tensor],

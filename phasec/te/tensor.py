@@ -24,7 +24,7 @@ from phasec.ir.tir import (
 
 __all__ = [
     "TEError", "ProducerLoad", "Reduce", "PlaceholderOp", "ComputeOp", "ExternOp", "Tensor",
-    "ROW_LOCAL", "OWN_NEST", "STORE_THROUGH", "children", "rebuild", "post_order",
+    "View", "ROW_LOCAL", "OWN_NEST", "STORE_THROUGH", "children", "rebuild", "post_order",
 ]
 
 
@@ -173,6 +173,26 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"<te.Tensor {self.name} {self.dtype} ndim={len(self.shape)}>"
+
+
+class View(Tensor):
+    """A tensor whose elements are another's, reindexed: ``V[idx]`` is the
+    load ``index(*idx)`` of that tensor, made when it is indexed, so no
+    body ever reads ``V`` itself (schedules see the source's loads, a
+    weight's constness and layout included). ``op`` is the equivalent
+    compute, for what looks at a tensor's producer."""
+
+    __slots__ = ("source", "index")
+
+    def __init__(self, source: Tensor, index: Callable[..., ProducerLoad], op: ComputeOp,
+                 shape: tuple[PrimExpr, ...], name: str) -> None:
+        super().__init__(shape, source.dtype, name, op)
+        self.source = source
+        self.index = index
+
+    def __getitem__(self, indices: Any) -> ProducerLoad:
+        load = super().__getitem__(indices)
+        return self.index(*load.indices)
 
 
 def _as_index(i: Any) -> PrimExpr:

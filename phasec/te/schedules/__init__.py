@@ -38,7 +38,7 @@ from phasec.te.schedules import (
     conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided,
     conv_depthwise_strided_flat, conv_direct,
     conv_few_channels, conv_flat_rows, conv_pool_stem, conv_im2col, conv_pointwise_flat,
-    conv_pointwise_small,
+    conv_pointwise_small, conv_unit_row,
     conv_small_image, conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain,
     pool_avg, pool_avg_rows, pool_max, pool_max_blocks, pool_max_fast, pool_max_rows, row_tile,
     transpose, winograd,
@@ -156,6 +156,9 @@ RULES: tuple[Rule, ...] = (
     Rule("conv", "conv_column", "a conv2d one column wide (K x 1 over N x 1): its row form "
          "through this table, written back", _always,
          conv_column.schedule_with(lambda w: schedule_conv(w))),
+    Rule("conv", "conv_unit_row", "a 1-D float convolution whose output rows are shorter "
+         "than a vector: its one-row 2-D form through this table, read back", _always,
+         conv_unit_row.schedule_with(lambda w: schedule_conv(w))),
     Rule("conv", "conv_pointwise_small", "an NCHW float 1x1 conv2d over fewer positions "
          "than a vector, or a projection over a few vectors of them where its cost estimate "
          "is the lower: a matmul whose columns are the output channels",

@@ -301,7 +301,8 @@ class GemmEmitter:
         # their micro-panel (zero past them: pack_weight), so they do not
         # join the whole micro-panel before them in one wider tile
         prepack_rest = p.pack_rest and constant_matrix(
-            p.b_expr, self.nest.opt.constant_inputs, tuple(ax.var for ax in self.anchor.raxes))
+            p.b_expr, self.nest.opt.constant_inputs, tuple(ax.var for ax in self.anchor.raxes),
+            [static_int(e) for e in self.rexts])
         # (an AMX plan keeps its whole micro-panels on AMX tiles)
         n_tiles, n_rem = self._column_split(merge=not prepack_rest and p.rows not in AMX_ROWS)
         full, last = divmod(n_tiles, tpp)

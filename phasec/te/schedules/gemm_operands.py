@@ -6,7 +6,9 @@ can be packed at build time."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from phasec import arith
 from phasec.arith import simplify
 from phasec.ir import tir
 from phasec.ir.tir import BinaryOp, BufferLoad, IntImm, PrimExpr, Var
@@ -87,13 +89,34 @@ def row_group(e: PrimExpr, var: Var) -> int:
     return math.gcd(*divisors) if divisors else 0
 
 
+def reads_flat_reduction(indices: Sequence[PrimExpr], dims: Sequence[int | None],
+                         ks: Sequence[Var], kexts: Sequence[int | None]) -> bool:
+    """Whether a load at ``indices`` of a tensor of ``dims`` reads the flat
+    reduction ``(k0 * E1 + k1) * E2 ...`` over ``ks`` (extents ``kexts``) in
+    memory order: each axis ``k`` at an index of extent ``E_k``, in order;
+    an axis of extent 1 may also be left out (it is 0 throughout), and any
+    index may be a 0 over a dimension of 1 (a 1x1 convolution's ``[N, K, 1,
+    1]``, a 1-D convolution's ``[N, C, KW]`` in its one-row 2-D form)."""
+    if len(indices) != len(dims) or None in kexts:
+        return False
+    pending = list(zip(ks, kexts))
+    for index, dim in zip(indices, dims):
+        while pending and pending[0][0] is not index and pending[0][1] == 1:
+            pending.pop(0)  # an axis of extent 1 not read
+        if pending and pending[0][0] is index and pending[0][1] == dim:
+            pending.pop(0)
+        elif not (isinstance(index, IntImm) and index.value == 0 and dim == 1):
+            return False
+    return all(e == 1 for _, e in pending)
+
+
 def constant_matrix(b_expr: PrimExpr, constants: frozenset[str],
-                     kvars: tuple[Var, ...] = ()) -> bool:
+                    kvars: tuple[Var, ...] = (), kexts: Sequence[int | None] = ()) -> bool:
     """Whether the column operand is a 2-D constant placeholder read as is
-    (or a 1x1 convolution's ``[N, K, 1, 1]`` weight read at 0 past ``[j, k]``,
-    or a KxK one's ``[N, C, KH, KW]`` read at ``[j, *kvars]``, the reduction
-    axes in order; or an integer GEMM's words of the bytes of a 2-D
-    constant)."""
+    (or a convolution's weight ``[N, C, KH, KW]`` read as its flat ``[N,
+    K]`` view, :func:`reads_flat_reduction` of the reduction axes ``kvars``
+    of extents ``kexts``, a 1x1 one's read at 0 past ``[j, k]``; or an
+    integer GEMM's words of the bytes of a 2-D constant)."""
     if isinstance(b_expr, tir.Call) and b_expr.name == "bitwise_or":
         loads = [n for n in post_order([b_expr]) if isinstance(n, ProducerLoad)]
         return (len(loads) == 4 and len({id(n.tensor) for n in loads}) == 1
@@ -103,6 +126,7 @@ def constant_matrix(b_expr: PrimExpr, constants: frozenset[str],
             and b_expr.tensor.name in constants and len(b_expr.indices) >= 2):
         return False
     rest = b_expr.indices[1:]
-    return (all(isinstance(i, IntImm) and i.value == 0 for i in rest[1:])
-            or (len(kvars) > 1 and len(rest) == len(kvars)
-                and all(a is b for a, b in zip(rest, kvars))))
+    if all(isinstance(i, IntImm) and i.value == 0 for i in rest[1:]):
+        return True
+    dims = [arith.const_int(d) for d in b_expr.tensor.shape[1:]]
+    return len(kvars) > 1 and reads_flat_reduction(rest, dims, kvars, kexts)

@@ -207,7 +207,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
         return None  # nothing to compute: the plain nest handles empty shapes
     if (M is not None and M <= tuning.gemv_max_rows and K is not None
             and constant_matrix(b_expr, nest.opt.constant_inputs,
-                                 tuple(ax.var for ax in anchor.raxes))):
+                                tuple(ax.var for ax in anchor.raxes), rexts)):
         # A constant B (a weight): micro-panels of gemv_cols(M) columns packed
         # once per build (PackConstantWeights), each one sequential stream
         # into register accumulators (see TargetTuning.gemv_cols)
@@ -262,7 +262,7 @@ def plan_gemm(nest: NestEmitter, anchor: Stage) -> GemmPlan | None:
             and (K is None or K * N * elem >= tuning.gemm_pack_min_bytes) and not group)
     # (fewer columns than a tile: packed when B is a constant, at build time)
     pack = pack or (gather and (n_tiles > 0 or constant_matrix(
-        b_expr, nest.opt.constant_inputs, tuple(ax.var for ax in anchor.raxes))))
+        b_expr, nest.opt.constant_inputs, tuple(ax.var for ax in anchor.raxes), rexts)))
     # a 1-D window sliding along B's rows (a 1-D convolution: t[.., j + r]):
     # every tap reads the same input row shifted, so the packed panel would
     # be the taps' copies of a few rows that stay in L1 when read in place

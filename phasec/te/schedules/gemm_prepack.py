@@ -28,6 +28,7 @@ from phasec.te import operation as te
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
 from phasec.te.schedules.build_time import WeightPlan, WeightTransform, static_dims
+from phasec.te.schedules.gemm_operands import reads_flat_reduction
 from phasec.te.tensor import ProducerLoad, Tensor, post_order
 
 if TYPE_CHECKING:
@@ -129,12 +130,12 @@ def b_parameter(load: BufferLoad, ks: Sequence[Var], kexts: Sequence[int | None]
     reduction axes (extents ``kexts``), flat ``k = (k0 * E1 + k1) * E2 ...``;
     several are read transposed only, as ``B[j, k0, k1, ...]`` over a buffer
     ``[N, E0, E1, ...]`` (a KxK convolution's OIHW weight, whose flat
-    ``[N, K]`` view is that same memory)."""
+    ``[N, K]`` view is that same memory: ``gemm_operands.reads_flat_reduction``,
+    which also takes a 1-D convolution's ``[N, C, KW]`` in its one-row 2-D form)."""
     idx, dims = load.indices, [static_int(d) for d in load.buffer.shape]
     if len(ks) != 1:
-        if (len(ks) > 1 and len(idx) == 1 + len(ks) and idx[0] is j
-                and all(a is b for a, b in zip(idx[1:], ks))
-                and None not in kexts and dims == [N, *kexts]):
+        if (len(ks) > 1 and idx and idx[0] is j and dims[0] == N
+                and reads_flat_reduction(idx[1:], dims[1:], ks, kexts)):
             return load.buffer, True
         return None
     k, K = ks[0], kexts[0]

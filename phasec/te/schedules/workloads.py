@@ -16,10 +16,10 @@ from typing import Any, Protocol
 from phasec import arith
 from phasec.ir.tir import PrimExpr
 from phasec.target import tuning
-from phasec.te.tensor import Tensor
+from phasec.te.tensor import Tensor, View
 
-__all__ = ["LayoutIndex", "CanonicalLayout", "SwappedSpatial", "ConvWorkload", "ConvTransposeWorkload", "PoolWorkload",
-           "constant_tensors", "is_constant_tensor"]
+__all__ = ["LayoutIndex", "CanonicalLayout", "SwappedSpatial", "ConvWorkload",
+           "ConvTransposeWorkload", "PoolWorkload", "constant_tensors", "is_constant_tensor"]
 
 #: the names of the placeholders of the kernel being built whose values are
 #: constants of the module (None: outside a kernel's construction)
@@ -43,7 +43,10 @@ def constant_tensors(names: Iterable[str]) -> Iterator[set[str]]:
 
 def is_constant_tensor(t: Tensor) -> bool:
     """Whether ``t`` is a placeholder :func:`constant_tensors` declared a
-    constant (anything else, a computed tensor too, is read per call)."""
+    constant, or a view of one (anything else, a computed tensor too, is
+    read per call)."""
+    while isinstance(t, View):
+        t = t.source
     known = _CONSTANTS.get()
     return known is not None and t.is_placeholder and t.name in known
 
