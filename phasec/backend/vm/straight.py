@@ -1,8 +1,9 @@
 """Straight-line VM functions as one generated Python function.
 
-A function without jumps or calls of VM functions and closures (an
-entry point of a model, typically) is compiled to Python source, one line
-per instruction, so running it costs its calls and register moves but no
+A function without calls of VM functions and closures, whose jumps are
+those of a structured If (an entry point of a model, typically; a model's
+If becomes Python's), is compiled to Python source, one line per
+instruction, so running it costs its calls and register moves but no
 dispatch. Per distinct binding of its parameters' symbolic dimensions it
 computes once:
 
@@ -13,6 +14,8 @@ computes once:
   (:func:`_memoized`), later calls skip the kernels, their allocations and
   the copies, reading the kept arrays in place where nothing but kernel
   inputs read them (:func:`_shared_outputs`; the kept arrays are read-only).
+  (Only in functions without branches: which kernels run then depends on
+  the data, and a kept output on the path taken.)
 
 The decoded instruction set (opcodes below) is the VM's
 (:mod:`phasec.backend.vm.vm` decodes bytecode into it).
@@ -27,7 +30,7 @@ import numpy as np
 
 from phasec.errors import VMError
 from phasec.interp.relax import normalize_value
-from phasec.runtime.values import describe_value
+from phasec.runtime.values import describe_value, truth
 from phasec.backend.vm import bytecode as bc
 from phasec.backend.vm.matching import ExprSource
 
@@ -71,6 +74,10 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                           "template": f.template, "hoisted": {}, "folded": {},
                           "memo": _memoized, "record": _record_folded}
     expr = ExprSource(ns)  # shape arithmetic inline: no call per dimension
+    branches = _branches(f)
+    if branches is None:
+        return None
+    ns["truth"] = truth
     after_matches, hoist, key_regs = _entry_hoisting(f.source, f.start)
     writes, readers = _register_uses(f)
     inline = _inline_hoisted(f, hoist, writes)
@@ -94,9 +101,15 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
     def unit(r: int) -> str:  # the result of a kernel call or a kill: unit
         return f"; regs[{r}] = EMPTY" if r in readers else ""
     ended = False
+    depth, ends = 1, []  # the indentation of the current block; where open blocks end
     for pc in range(f.start, len(f.code)):
         ins = f.code[pc]
         op = ins[0]
+        while ends and ends[-1] == pc:
+            ends.pop()
+            depth -= 1
+        indent = "    " * (depth - 1)  # (the generated lines are indented once more)
+        opens_block = False
         if pc == after_matches:
             head.append(f"    key = ({''.join(f'regs[{r}], ' for r in key_regs)})")
             head.append("    S = hoisted.get(key)" if hoist else "    S = ()")
@@ -119,7 +132,7 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
             call = f"f{pc}({', '.join(reg(r) for r in regs)})"
             written = getattr(ins[2], "written_arguments", None) if op == _KERNEL else None
             outs = [regs[i] for i in written or ()]
-            if outs and pc >= after_matches and all(
+            if outs and pc >= after_matches and not branches and all(
                     r in stable for i, r in enumerate(regs) if i not in written) \
                     and not set(outs) & {r for i, r in enumerate(regs) if i not in written}:
                 ns[f"m{pc}"] = {}
@@ -155,7 +168,17 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 now_stable = (ins[1],)
         elif op == _RET:
             line = f"return {reg(ins[1])}"
-            ended = True
+            ended = depth == 1
+        elif op == _IF:  # the then-block, to the else-goto or the false target
+            line = f"if truth(regs[{ins[1]}]):"
+            ends.append(branches[pc])
+            opens_block = True
+        elif op == _GOTO:  # the end of a then-block: the else-block, to the target
+            line = None
+            if ins[1] > pc + 1:
+                line = "else:"
+                ends.append(ins[1])
+                opens_block = True
         elif op == _MATCH:
             ns[f"f{pc}"] = ins[2]
             line = f"f{pc}(regs[{ins[1]}], regs)"
@@ -173,14 +196,19 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
         elif op == _LOAD:
             ns[f"c{pc}"] = ins[2]
             line = f"regs[{ins[1]}] = c{pc}"
-        else:  # jumps, calls of VM functions and closures: the dispatch loop
+        else:  # calls of VM functions and closures: the dispatch loop
             return None
         if pc < after_matches:
             if line is not None:
                 head.append("    " + line)
                 head_pc[len(head)] = pc
         else:
+            if line is not None and indent:
+                line, folded_line = indent + line, folded_line and indent + folded_line
             body.append((pc, line, line if folded_line is None else folded_line))
+            if opens_block:  # (a block may be empty)
+                depth += 1
+                body.append((pc, indent + "    pass", None))
         stable.difference_update(f.source[pc].registers_written())
         stable.update(now_stable)
         if ended:
@@ -204,8 +232,8 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 folded_pc[len(folded_lines)] = pc
     claimed_lines = ["def run_claimed(regs, S, L):"]
     claimed_pc: dict[int, int] = {}
-    storages, views = _claimed(f, pooled, kept_views, writes, readers) if not folds \
-        else ([], [])
+    storages, views = _claimed(f, pooled, kept_views, writes, readers) \
+        if not folds and not branches else ([], [])
     if views:
         # every storage that only kernels' kept views use, and those views,
         # taken at once when all are free (see VMMemory.claimer); else the
@@ -256,7 +284,39 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                     pc = where.get(tb.tb_lineno, pc)
                 tb = tb.tb_next
             raise located(exc, pc) from exc
+    located_run.branches = bool(branches)  # type: ignore[attr-defined]
     return located_run
+
+
+def _branches(f: Any) -> dict[int, int] | None:
+    """The structured Ifs of ``f``: for each If, the pc where its then-block
+    ends: its false target, or the goto just before that target when it
+    jumps forward within the enclosing block (the else-block, which ends at
+    the goto's target). {} without jumps; None when any other jump is
+    there (backwards, out of its block, or a goto that is no If's)."""
+    ends: dict[int, int] = {}
+    else_gotos: set[int] = set()
+    open_ends: list[int] = []  # where the enclosing blocks end, innermost last
+    for pc in range(f.start, len(f.code)):
+        while open_ends and open_ends[-1] == pc:
+            open_ends.pop()
+        ins = f.code[pc]
+        limit = open_ends[-1] if open_ends else len(f.code)
+        if ins[0] == _IF:
+            target = ins[2]
+            if not pc < target <= limit:
+                return None
+            last = f.code[target - 1] if target - 1 > pc else None
+            if last is not None and last[0] == _GOTO and target <= last[1] <= limit:
+                ends[pc] = target - 1
+                else_gotos.add(target - 1)
+                open_ends += [last[1], target - 1]
+            else:
+                ends[pc] = target
+                open_ends.append(target)
+        elif ins[0] == _GOTO and pc not in else_gotos:
+            return None
+    return ends
 
 
 def _entry_hoisting(code: Sequence[bc.Instruction], start: int

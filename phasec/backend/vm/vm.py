@@ -109,7 +109,7 @@ class _Decoded:
     """A function ready to run: decoded code, initial register file."""
 
     __slots__ = ("name", "params", "nparams", "code", "template", "start", "source",
-                 "compiled", "short")
+                 "compiled", "short", "long")
 
     def __init__(self, name: str, params: tuple[str, ...], code: list, template: list,
                  start: int, source: Sequence[bc.Instruction]) -> None:
@@ -120,12 +120,16 @@ class _Decoded:
         self.template = template
         self.start = start
         self.source = source
-        #: straight-line functions: the code as one generated Python function
-        #: ``compiled(args)`` (see _compile_straight_line); None otherwise
+        #: straight-line functions (Ifs included): the code as one generated
+        #: Python function ``compiled(args)`` (see compile_straight_line);
+        #: None otherwise
         self.compiled: Callable[[tuple], Any] | None = None
         #: the work keys (see _inputs_and_work_key) whose last call took under
         #: SHORT_CALL_SECONDS: see VirtualMachine._invoke_entry
         self.short: set[tuple] = set()
+        #: of a function with branches, the keys of a call that took longer
+        #: (its data chose a longer path): they stay armed
+        self.long: set[tuple] = set()
 
 
 class _FunctionHandle:
@@ -321,7 +325,8 @@ class VirtualMachine(VMMemory):
             # signal.set_wakeup_fd calls, ~2-5 us) is for long calls; a call
             # as short as the last one with the same shapes was runs unarmed,
             # and Ctrl-C during it is handled when it returns, as for any
-            # Python code.
+            # Python code. (With Ifs, the data choose the path: shapes that
+            # once took longer stay armed.)
             t0 = perf_counter()
             if key is not None and key in f.short:
                 mine = claim_short()
@@ -335,11 +340,14 @@ class VirtualMachine(VMMemory):
                     result = compiled(args)
             if key is not None:
                 if perf_counter() - t0 < SHORT_CALL_SECONDS:
-                    if len(f.short) >= _SHORT_KEYS:
-                        f.short.clear()
-                    f.short.add(key)
+                    if key not in f.long:
+                        if len(f.short) >= _SHORT_KEYS:
+                            f.short.clear()
+                        f.short.add(key)
                 else:
                     f.short.discard(key)
+                    if getattr(compiled, "branches", False) and len(f.long) < _SHORT_KEYS:
+                        f.long.add(key)  # the same shapes, another path: not short
             return result
         args = tuple([_as_input(a) for a in args])
         # Armed once per call (not per kernel): Ctrl-C stops a native kernel

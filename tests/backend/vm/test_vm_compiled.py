@@ -1,6 +1,7 @@
-"""Straight-line functions the VM compiles to Python: their errors name the
-function and the instruction; and arming for Ctrl-C, once per call and
-skipped for a short call whose shapes were short last time."""
+"""Straight-line functions the VM compiles to Python (Ifs included): their
+errors name the function and the instruction; and arming for Ctrl-C, once
+per call and skipped for a short call whose shapes were short last time
+(with Ifs, not when they once took longer)."""
 
 import numpy as np
 import pytest
@@ -367,3 +368,109 @@ def test_a_non_contiguous_input_gives_the_same_result_as_its_copy():
     main = VirtualMachine(phasec.build(mod))["main"]
     np.testing.assert_allclose(main(x, w), np.maximum(np.ascontiguousarray(x) @ w, 0),
                                rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# Functions with Ifs: compiled too, the branches as Python's
+# ---------------------------------------------------------------------------
+
+_NESTED_IFS = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), a: R.Tensor((), "bool"), b: R.Tensor((), "bool")):
+        if a:
+            if b:
+                y = R.add(x, x)
+            else:
+                y = R.multiply(x, x)
+            z = R.add(y, R.const(1, "float32"))
+        else:
+            z = R.subtract(x, R.const(1, "float32"))
+        w = R.multiply(z, R.const(2, "float32"))
+        return w
+"""
+
+
+def _nested_ifs_want(x, a, b):
+    return 2 * ((x + x if b else x * x) + 1 if a else x - 1)
+
+
+def test_a_function_with_nested_ifs_is_compiled_and_takes_each_path():
+    exe = phasec.build(phasec.parse(_NESTED_IFS))
+    vm = VirtualMachine(exe)
+    assert vm._funcs_compiled == ["main"]
+    loop = VirtualMachine(exe)
+    loop._funcs[exe.func_index["main"]].compiled = None
+    x = np.array([0.5, -2, 3, 7], np.float32)
+    for a in (True, False, True):
+        for b in (False, True):
+            args = (x, np.array(a), np.array(b))
+            want = _nested_ifs_want(x, a, b)
+            np.testing.assert_array_equal(vm["main"](*args), want)
+            np.testing.assert_array_equal(loop["main"](*args), want)
+
+
+def test_an_error_inside_a_branch_names_its_instruction():
+    exe = phasec.build(phasec.parse(_NESTED_IFS))
+    kernels = dict(exe.kernels("llvm"))
+    (name,) = [k for k in kernels if "subtract" in k]
+    kernels[name] = _raise("the else branch failed")
+    vm = VirtualMachine(exe, kernels=kernels)
+    assert vm._funcs_compiled == ["main"]
+    x = np.ones(4, np.float32)
+    np.testing.assert_array_equal(vm["main"](x, np.array(True), np.array(False)),
+                                  _nested_ifs_want(x, True, False))
+    with pytest.raises(VMError) as info:
+        vm["main"](x, np.array(False), np.array(False))
+    pc = _pc_of_kernel_call(exe, "main", name)
+    assert str(info.value).startswith(f"RuntimeError: the else branch failed (in main, "
+                                      f"instruction {pc}: call r")
+    loop = VirtualMachine(exe, kernels=kernels)
+    loop._funcs[exe.func_index["main"]].compiled = None
+    with pytest.raises(VMError) as loop_info:
+        loop["main"](x, np.array(False), np.array(False))
+    assert str(loop_info.value) == str(info.value)
+
+
+def test_shapes_whose_data_once_took_a_long_path_stay_armed(monkeypatch):
+    """The same shapes, another branch: a call of a function with Ifs that
+    took longer than the limit keeps its shapes armed from then on, where
+    straight-line code's next short call would make them short again."""
+    import phasec.backend.vm.vm as vm_module
+
+    main = VirtualMachine(phasec.build(phasec.parse(_NESTED_IFS)))["main"]
+    calls = _count_wakeup_fd_calls(monkeypatch)
+    x, yes, no = np.ones(4, np.float32), np.array(True), np.array(False)
+    monkeypatch.setattr(vm_module, "SHORT_CALL_SECONDS", 60.0)
+    main(x, yes, yes)
+    main(x, yes, yes)
+    assert len(calls) == 2  # short: the second call unarmed
+    monkeypatch.setattr(vm_module, "SHORT_CALL_SECONDS", 0.0)
+    main(x, no, no)  # (unarmed: short last time) judged long
+    monkeypatch.setattr(vm_module, "SHORT_CALL_SECONDS", 60.0)
+    for _ in range(3):
+        main(x, yes, yes)
+    assert len(calls) == 2 + 2 * 3  # armed every time since
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_only_the_jumps_of_structured_ifs_are_compiled(structured):
+    """Hand-made bytecode: ``r3 = y; if a: r3 = x``, then a goto over one
+    move. As the else-goto of an if/else (the If's false target just after
+    it) it compiles; after an If without else (the If's false path reaches
+    the goto, which skips the move on both paths) it is no If's else, and
+    the function runs on the dispatch loop: compiled as an else-block, the
+    skipped move would run on the false path."""
+    from phasec.backend.vm.executable import Executable
+
+    false_target = 4 if structured else 3  # just past the goto, or onto it
+    code = (bc.Move(3, 2), bc.If(0, false_target - 1), bc.Move(3, 1), bc.Goto(2),
+            bc.Move(3, 0), bc.Ret(3))
+    exe = Executable([bc.VMFunction("main", ("a", "x", "y"), 4, code)], [], {})
+    vm = VirtualMachine(exe, kernels={})
+    assert vm._funcs_compiled == (["main"] if structured else [])
+    a, x, y = np.bool_(False), np.float32(1), np.float32(2)
+    assert vm["main"](np.bool_(True), x, y) == x
+    # structured: the false path takes the else-block (r3 = a); else it skips it
+    assert vm["main"](a, x, y) == (a if structured else y)
