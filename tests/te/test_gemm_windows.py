@@ -76,12 +76,13 @@ _SHARED = {(72, 28), (47, 28), (64, 28), (70, 28), (96, 16)}
 
 
 def _windows_scratch(func) -> list[str]:
-    """Names of the buffers the kernel allocates for window bytes."""
+    """Names of the buffers the kernel allocates for window bytes (a scratch
+    of window rows, or a stride-1 "same" convolution's staged image rows)."""
     names = []
 
     def visit(s):
         if isinstance(s, tir.Allocate):
-            if s.buffer.name.endswith("_windows"):
+            if s.buffer.name.endswith(("_windows", "_rows")):
                 names.append(s.buffer.name)
             visit(s.body)
         elif isinstance(s, tir.SeqStmt):

@@ -217,33 +217,6 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
 
         def storer(row: PrimExpr) -> Callable[[PrimExpr, PrimExpr], Stmt]:
             return lambda p, v: BufferStore(scratch, _u8(v), (row, simplify(p - i64(c0))))
-        margin = _staged_margin(g)
-        if margin is not None:
-            # a panel at the image's top or bottom edge (or anywhere when
-            # its first column is known): the rows its taps read staged
-            # with the padding rows filled, then
-            # one copy per kernel row (a loop over the kernel rows), from
-            # the staged rows (25 copies of a 5x5's taps, each its own
-            # runs, took LLVM ~0.1 s each)
-            rows_buf = staged[0]
-            r0 = c0 // w - g.padding[0] - margin  # the image row of staged row 0
-            stmts = _stage_rows(g, rows_buf, r0, at)
-            ki = Var("ki", "int64")
-            row_base = simplify(row0 + ki * i64(g.kernel[1]))
-            copies = []
-            for j in range(g.kernel[1]):
-                x_edge = j * g.dilation[1] - g.padding[1]
-                f = Var("f", "int64")
-                src = ((ki * i64(g.dilation[0]) + i64(margin)) * i64(w) + f
-                       + i64(c0 % w + x_edge))
-                value: PrimExpr = tir.BufferLoad(rows_buf, (simplify(src),))
-                x_lo, x_hi = inside(x_edge, w, 1, w)
-                if x_lo > 0 or x_hi < w:
-                    value = tir.Select(column_mask(c0)(x_lo, x_hi)(f + i64(c0)), _u8(g.fill),
-                                       value)
-                copies.append(For(f, i64(0), i64(ncols), "vectorized",
-                                  storer(simplify(row_base + i64(j)))(f + i64(c0), value)))
-            return stmts + [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
         for i in range(g.kernel[0]):
             for j in range(g.kernel[1]):
                 row = simplify(row0 + i64(i * g.kernel[1] + j))
@@ -274,48 +247,79 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                          BufferStore(bp, word, (t, simplify(kq0 + kq), c))))))
         return stmts
 
-    staged: list[Buffer] = []  # the staged rows of the current panel, if any
+    #: ``byte(l, ch, i, j, p)``: the byte of tap ``(i, j)`` of channel ``ch``
+    #: (the group's ``l``-th) at position ``p`` of the panel
+    Byte = Callable[[int, PrimExpr, int, int, PrimExpr], PrimExpr]
 
-    def direct(first_row: PrimExpr) -> Stmt:
-        """The shared packing's words straight from the image: each word's
-        four bytes loaded where its taps read them (no scratch of bytes)."""
+    def direct(byte_at: Byte, prologue: Callable[[PrimExpr, int], list[Stmt]]) -> Stmt:
+        """The panel's words straight from where their bytes are (the
+        image, or its rows staged by ``prologue(ch0, channels)`` for each
+        group of channels): no scratch of window bytes, no regrouping."""
         used = channels * g.taps
         grp = Var("cg", "int64")
         tw, c = Var("tw", "int64"), Var("cw", "int64")
         pos = tw * i64(width) + c
-        mask = column_mask(0)
 
-        def words(ch0: PrimExpr, nrows: int) -> list[Stmt]:
+        def words(ch0: PrimExpr, nrows: int) -> Stmt:
             out: list[Stmt] = []
             for kq in range(-(-nrows // 4)):
                 word: PrimExpr | None = None
-                for q in range(4):
-                    r = 4 * kq + q
-                    if r >= nrows:
-                        break
+                for r in range(4 * kq, min(4 * kq + 4, nrows)):  # (bytes past K: zero)
                     tap = r % g.taps
-                    ch = simplify(ch0 + i64(r // g.taps))
-                    value = _interior_value(g, i64(tap // g.kernel[1]), tap % g.kernel[1],
-                                            first_row, pos,
-                                            lambda y, x, ch=ch: load(ch, y, x), mask)
-                    byte: PrimExpr = tir.Cast("int32", _u8(value))
-                    if q:
-                        byte = tir.Call("shift_left", (byte, IntImm(8 * q, "int32")), "int32")
+                    byte: PrimExpr = tir.Cast("int32", _u8(byte_at(
+                        r // g.taps, simplify(ch0 + i64(r // g.taps)), tap // g.kernel[1],
+                        tap % g.kernel[1], pos)))
+                    if r % 4:
+                        byte = tir.Call("shift_left", (byte, IntImm(8 * (r % 4), "int32")),
+                                        "int32")
                     word = byte if word is None else tir.Call("bitwise_or", (word, byte),
                                                               "int32")
                 assert word is not None
-                out.append(For(c, i64(0), i64(width), "vectorized", BufferStore(
-                    bp, word, (tw, simplify(ch0 // i64(cg) * i64(rows // 4) + i64(kq)), c))))
-            return out
+                out.append(BufferStore(
+                    bp, word, (tw, simplify(ch0 // i64(cg) * i64(rows // 4) + i64(kq)), c)))
+            # (one loop for the group's words: the masks' tests shared)
+            return seq(prologue(ch0, -(-nrows // g.taps)) + [For(
+                tw, i64(0), i64(tiles), "serial",
+                For(c, i64(0), i64(width), "vectorized", seq(out)))])
         full, rest = divmod(channels, cg)
         stmts: list[Stmt] = []
         if full:
-            stmts.append(For(grp, i64(0), i64(full), "serial", For(
-                tw, i64(0), i64(tiles), "serial", seq(words(grp * i64(cg), rows)))))
+            stmts.append(For(grp, i64(0), i64(full), "serial", words(grp * i64(cg), rows)))
         if rest:
-            stmts.append(For(tw, i64(0), i64(tiles), "serial",
-                             seq(words(i64(full * cg), used - full * rows))))
+            stmts.append(words(i64(full * cg), used - full * rows))
         return seq(stmts)
+
+    def interior(first_row: PrimExpr) -> Stmt:
+        """The shared packing: the bytes from the image rows from the
+        panel's first row on (all inside the image)."""
+        def byte_at(_: int, ch: PrimExpr, i: int, j: int, p: PrimExpr) -> PrimExpr:
+            return _interior_value(g, i64(i), j, first_row, p,
+                                   lambda y, x: load(ch, y, x), column_mask(0))
+        return direct(byte_at, lambda ch0, n: [])
+
+    def staged_words(c0: int, margin: int) -> Stmt:
+        """A panel of its own of a stride-1 "same" convolution: each group's
+        channels' rows staged with the padding rows filled, then the bytes
+        from the staged rows (the padding columns masked)."""
+        n = (-(-(c0 % w + ncols) // w) + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
+        rows_buf = Buffer(name + "_rows", (i64(cg * n),), "uint8")
+        r0 = c0 // w - g.padding[0] - margin  # the image row of staged row 0
+
+        def prologue(ch0: PrimExpr, count: int) -> list[Stmt]:
+            return [s for lc in range(count) for s in _stage_rows(
+                g, rows_buf, r0, lambda y, x, lc=lc: load(simplify(ch0 + i64(lc)), y, x),
+                lc * n, n // w)]
+
+        def byte_at(lc: int, _: PrimExpr, i: int, j: int, p: PrimExpr) -> PrimExpr:
+            x_edge = j * g.dilation[1] - g.padding[1]
+            value: PrimExpr = tir.BufferLoad(rows_buf, (simplify(
+                p + i64(lc * n + (i * g.dilation[0] + margin) * w + c0 % w + x_edge)),))
+            x_lo, x_hi = inside(x_edge, w, 1, w)
+            if x_lo > 0 or x_hi < w:
+                value = tir.Select(column_mask(c0)(x_lo, x_hi)(p + i64(c0)), _u8(g.fill),
+                                   value)
+            return value
+        return tir.Allocate(rows_buf, direct(byte_at, prologue))
 
     def with_masks(stmts: list[Stmt], c0: int) -> Stmt:
         """``stmts`` after the padding columns' masks of the panel from ``c0``."""
@@ -332,13 +336,10 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     def panel(c0: int, first_row: PrimExpr | None = None) -> Stmt:
         full, rest = divmod(channels, cg)
         masks.clear()
-        staged.clear()
         if first_row is not None:
-            return with_masks([direct(first_row)], 0)
-        margin = _staged_margin(g)
+            return with_masks([interior(first_row)], 0)
         if margin is not None:
-            n = (-(-(c0 % w + ncols) // w) + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
-            staged.append(Buffer(name + "_rows", (i64(n),), "uint8"))
+            return with_masks([staged_words(c0, margin)], c0)
         # One loop over the channels, their taps' code once (the groups of
         # cg channels and the rest apart, it was twice: the loop vectorizer's
         # time grows with the copies), each group regrouped after its last
@@ -355,15 +356,15 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         stmts: list[Stmt] = [For(ch, i64(0), i64(channels), "serial", seq(body))]
         if rest:
             stmts += regroup(rest, i64(full * rows // 4))
-        stmts = [with_masks(stmts, c0)]
-        if staged:
-            stmts = [tir.Allocate(staged[0], seq(stmts))]
-        return seq(stmts)
+        return tir.Allocate(scratch, with_masks(stmts, c0))
 
     assert -(-channels * g.taps // 4) == kq_count
+    # a stride-1 "same" convolution: every panel's words straight from the
+    # image or its staged rows; any other: the scratch of window bytes
+    margin = _staged_margin(g)
     start = simplify(col0)
     if isinstance(start, IntImm):
-        return tir.Allocate(scratch, panel(start.value))
+        return panel(start.value)
     assert panels is not None, "a panel that is not a constant needs its loop"
     v, count, step = panels
     shared = _interior_panels(g, count, step)
@@ -376,7 +377,7 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         inner = tir.BinaryOp("and", tir.BinaryOp(">=", v, i64(lo)),
                              tir.BinaryOp("<", v, i64(hi)))
         body.append(IfThenElse(inner, panel(0, first)))
-    return tir.Allocate(scratch, seq(body))
+    return seq(body)
 
 
 def _interior_panels(g: Windows, count: int, step: int) -> tuple[int, int] | None:
@@ -409,11 +410,13 @@ def _staged_margin(g: Windows) -> int | None:
 
 
 def _stage_rows(g: Windows, rows: Buffer, r0: int,
-                load: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> list[Stmt]:
-    """``rows``: the image rows from ``r0`` on laid end to end, the fill
-    for the rows outside the image (all ranges static)."""
+                load: Callable[[PrimExpr, PrimExpr], PrimExpr], base: int = 0,
+                count: int | None = None) -> list[Stmt]:
+    """``rows`` from ``base`` on: ``count`` (default: all) image rows from
+    ``r0`` on laid end to end, the fill for the rows outside the image (all
+    ranges static)."""
     h, w = g.hw
-    count = int(rows.shape[0].value) // w
+    count = int(rows.shape[0].value) // w if count is None else count
     lo = min(max(0, -r0), count)
     hi = max(lo, min(count, h - r0))
     out: list[Stmt] = []
@@ -421,12 +424,12 @@ def _stage_rows(g: Windows, rows: Buffer, r0: int,
         if b > a:
             q = Var("q", "int64")
             out.append(For(q, i64(0), i64((b - a) * w), "vectorized",
-                           BufferStore(rows, _u8(g.fill), (q + i64(a * w),))))
+                           BufferStore(rows, _u8(g.fill), (q + i64(base + a * w),))))
     if hi > lo:
         k, x = Var("k", "int64"), Var("x", "int64")
         out.append(For(k, i64(lo), i64(hi - lo), "serial", For(
             x, i64(0), i64(w), "vectorized",
-            BufferStore(rows, _u8(load(k + i64(r0), x)), (k * i64(w) + x,)))))
+            BufferStore(rows, _u8(load(k + i64(r0), x)), (k * i64(w) + x + i64(base),)))))
     return out
 
 
