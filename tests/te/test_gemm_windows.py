@@ -53,12 +53,14 @@ CASES = [
     # dilated "same" taps (whole rows lifted to keep offsets >= 0)
     ((1, 3, 47, 28), "uint8", 7, dict(kernel_size=(3, 3), dilation=(2, 3),
                                       padding=(2, 3, 2, 3), pad_value=1.0)),
-    # shared panels whose words are loaded straight from the image: a group
-    # of 4 channels and a rest of 3 (K = 63, the last word's last byte zero)
+    # shared panels whose words are loaded straight from the image (and the
+    # edge panels' from their staged rows): a group of 4 channels and a rest
+    # of 3 (K = 63, the last word's last byte zero)
     ((1, 7, 64, 28), "uint8", 13, dict(kernel_size=(3, 3), padding=(1, 1, 1, 1),
                                        pad_value=9.0)),
     # 5 x 5 int8 data (a negative pad value): one group and a rest of 2
-    # channels (50 bytes: 13 words, the last two bytes zero)
+    # channels (50 bytes: 13 words, the last two bytes zero); groups of 100
+    # rows go through the scratch of window bytes (DIRECT_MAX_ROWS)
     ((1, 6, 70, 28), "int8", 5, dict(kernel_size=(5, 5), padding=(2, 2, 2, 2),
                                      pad_value=-3.0)),
     # 1 x 3 taps (words across channels), 2 x 2 with only top and left

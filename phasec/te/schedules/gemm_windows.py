@@ -15,11 +15,14 @@ then packs each panel's words from the input (:func:`pack_panel`): a few
 channels' window bytes at a time into a scratch that stays in L1, then
 their words of four bytes into the packed micro-panels, so the columns
 never exist whole (1.8 MB written and read again for a 3x3 convolution of
-64 channels over 56x56). A stride-1 "same" convolution's interior panels
-(every tap inside the image rows) load each word's bytes from the image
-directly; its edge panels copy each kernel row's taps in a loop over the
-kernel rows from the rows staged with their padding: the code, and LLVM's
-time, per kernel column rather than per tap.
+64 channels over 56x56). A stride-1 "same" convolution whose groups of
+channels are a few words (a 3x3's, :data:`DIRECT_MAX_ROWS`) has no scratch:
+its interior panels (every tap inside the image rows) load each word's
+bytes from the image, its edge panels from their rows staged with the
+padding. A larger one's panels copy each kernel row's taps into the
+scratch in a loop over the kernel rows (from the image, or from the staged
+rows at the image's edges): the code, and LLVM's time, per kernel column
+rather than per tap.
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ class Windows:
     def taps(self) -> int:
         return self.kernel[0] * self.kernel[1]
 
+
+#: the most rows of a group of channels (``cg * taps``: whole words) whose
+#: words a stride-1 "same" convolution loads straight from the image: a
+#: 3x3's 36 (a 5x5's 100 took LLVM twice as long as through the scratch,
+#: 1.6 -> 3.0 s for 9 channels over 60x28)
+DIRECT_MAX_ROWS = 36
 
 #: ``column_mask(x_lo, x_hi)(p)``: whether output position ``p``'s column is
 #: outside ``[x_lo, x_hi)`` (a condition)
@@ -184,9 +193,10 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     its slowest part). A ``col0`` that is not a constant is ``v * step``
     for the panel loop ``panels = (v, count, step)``: the panels whose
     windows are all inside the rows their taps read (a stride-1 "same"
-    convolution, panels of whole rows) share one packing, each word's four
-    bytes loaded straight from the image rows below the panel's first row
-    (no scratch: 3x3 64 ch 56x56, 8-9 us less of ~67 on Zen 4); the others
+    convolution, panels of whole rows) share one packing, a copy per tap
+    from the panel's first row, or each word's four bytes loaded straight
+    from the image (groups of at most ``DIRECT_MAX_ROWS`` rows: no scratch;
+    3x3 64 ch 56x56 on Zen 4, the kernel 580-583 -> 563 us); the others
     have their own, the runs' ranges known at build time."""
     ncols = tiles * width
     cg = 4 // math.gcd(g.taps, 4)  # channels of a group: whole words
@@ -207,9 +217,11 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                                           IntImm(0, "uint8"))
         return make
 
-    def taps_of(ch: PrimExpr, row0: PrimExpr, c0: int) -> list[Stmt]:
+    def taps_of(ch: PrimExpr, row0: PrimExpr, c0: int, first_row: PrimExpr | None
+                ) -> list[Stmt]:
         """One channel's taps into scratch rows ``row0 + tap``: the runs of
-        columns ``[c0, c0 + ncols)``."""
+        columns ``[c0, c0 + ncols)``, or (``first_row`` given) the shared
+        copy of the panel starting at that output row."""
         stmts: list[Stmt] = []
 
         def at(y: PrimExpr, x: PrimExpr) -> PrimExpr:
@@ -217,6 +229,42 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
 
         def storer(row: PrimExpr) -> Callable[[PrimExpr, PrimExpr], Stmt]:
             return lambda p, v: BufferStore(scratch, _u8(v), (row, simplify(p - i64(c0))))
+        if first_row is not None:
+            # the kernel's rows a loop: their copies differ only by whole
+            # image rows (a tap's code per kernel row, not per tap: the
+            # loop vectorizer's time grows faster than the kernel's loops)
+            ki = Var("ki", "int64")
+            row_base = simplify(row0 + ki * i64(g.kernel[1]))
+            copies = [_interior_copy(g, ki, j, first_row, ncols, at,
+                                     storer(simplify(row_base + i64(j))), column_mask(0))
+                      for j in range(g.kernel[1])]
+            return [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
+        if staged:
+            # a panel at the image's top or bottom edge (or anywhere when
+            # its first column is known): the rows its taps read staged
+            # with the padding rows filled, then the same copy per kernel
+            # row as the shared packing's, from the staged rows (25 copies
+            # of a 5x5's taps, each its own runs, took LLVM ~0.1 s each)
+            rows_buf, margin = staged[0], _staged_margin(g)
+            assert margin is not None
+            r0 = c0 // w - g.padding[0] - margin  # the image row of staged row 0
+            stmts = _stage_rows(g, rows_buf, r0, at)
+            ki = Var("ki", "int64")
+            row_base = simplify(row0 + ki * i64(g.kernel[1]))
+            copies = []
+            for j in range(g.kernel[1]):
+                x_edge = j * g.dilation[1] - g.padding[1]
+                f = Var("f", "int64")
+                src = ((ki * i64(g.dilation[0]) + i64(margin)) * i64(w) + f
+                       + i64(c0 % w + x_edge))
+                value: PrimExpr = tir.BufferLoad(rows_buf, (simplify(src),))
+                x_lo, x_hi = inside(x_edge, w, 1, w)
+                if x_lo > 0 or x_hi < w:
+                    value = tir.Select(column_mask(c0)(x_lo, x_hi)(f + i64(c0)), _u8(g.fill),
+                                       value)
+                copies.append(For(f, i64(0), i64(ncols), "vectorized",
+                                  storer(simplify(row_base + i64(j)))(f + i64(c0), value)))
+            return stmts + [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
         for i in range(g.kernel[0]):
             for j in range(g.kernel[1]):
                 row = simplify(row0 + i64(i * g.kernel[1] + j))
@@ -333,19 +381,25 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
             stmts = [tir.Allocate(buf, seq(stmts))]
         return seq(stmts)
 
+    staged: list[Buffer] = []  # the staged rows of the current panel, if any
+
     def panel(c0: int, first_row: PrimExpr | None = None) -> Stmt:
         full, rest = divmod(channels, cg)
         masks.clear()
-        if first_row is not None:
+        staged.clear()
+        if direct_words and first_row is not None:
             return with_masks([interior(first_row)], 0)
-        if margin is not None:
+        if direct_words and margin is not None:
             return with_masks([staged_words(c0, margin)], c0)
+        if margin is not None and first_row is None:
+            n = (-(-(c0 % w + ncols) // w) + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
+            staged.append(Buffer(name + "_rows", (i64(n),), "uint8"))
         # One loop over the channels, their taps' code once (the groups of
         # cg channels and the rest apart, it was twice: the loop vectorizer's
         # time grows with the copies), each group regrouped after its last
         # channel, the rest after the loop.
         ch = Var("ch", "int64")
-        body = taps_of(ch, (ch % i64(cg)) * i64(g.taps), c0)
+        body = taps_of(ch, (ch % i64(cg)) * i64(g.taps), c0, first_row)
         if full:
             # (clamped: a group's last channel is in a full group, so the
             # clamp changes nothing, but the words written are provably in bp)
@@ -356,12 +410,15 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         stmts: list[Stmt] = [For(ch, i64(0), i64(channels), "serial", seq(body))]
         if rest:
             stmts += regroup(rest, i64(full * rows // 4))
-        return tir.Allocate(scratch, with_masks(stmts, c0))
+        packing = tir.Allocate(scratch, with_masks(stmts, c0))
+        return tir.Allocate(staged[0], packing) if staged else packing
 
     assert -(-channels * g.taps // 4) == kq_count
     # a stride-1 "same" convolution: every panel's words straight from the
-    # image or its staged rows; any other: the scratch of window bytes
+    # image or its staged rows, when a group of channels is a few words
+    # (a 3x3's 36 rows); any other: the scratch of window bytes
     margin = _staged_margin(g)
+    direct_words = margin is not None and rows <= DIRECT_MAX_ROWS
     start = simplify(col0)
     if isinstance(start, IntImm):
         return panel(start.value)
@@ -431,6 +488,17 @@ def _stage_rows(g: Windows, rows: Buffer, r0: int,
             x, i64(0), i64(w), "vectorized",
             BufferStore(rows, _u8(load(k + i64(r0), x)), (k * i64(w) + x + i64(base),)))))
     return out
+
+
+def _interior_copy(g: Windows, i: PrimExpr, j: int, first_row: PrimExpr, ncols: int,
+                   load: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                   store: Callable[[PrimExpr, PrimExpr], Stmt], column_mask: ColumnMask) -> Stmt:
+    """Tap ``(i, j)`` (``i`` the kernel row, a loop variable) of a stride-1
+    "same" convolution over the positions ``[first_row * w, first_row * w +
+    ncols)`` (:func:`_interior_value`), one copy."""
+    f = Var("f", "int64")
+    return For(f, i64(0), i64(ncols), "vectorized",
+               store(f, _interior_value(g, i, j, first_row, f, load, column_mask)))
 
 
 def _interior_value(g: Windows, i: PrimExpr, j: int, first_row: PrimExpr, f: PrimExpr,
