@@ -309,13 +309,16 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         pos = tw * i64(width) + c
 
         def words(ch0: PrimExpr, nrows: int) -> Stmt:
+            # (expressions built as they are, not simplified: a simplify for
+            # each byte doubled the whole build's time of a 3x3 model)
             out: list[Stmt] = []
+            kq0 = simplify(ch0 // i64(cg) * i64(rows // 4))
             for kq in range(-(-nrows // 4)):
                 word: PrimExpr | None = None
                 for r in range(4 * kq, min(4 * kq + 4, nrows)):  # (bytes past K: zero)
-                    tap = r % g.taps
+                    tap, lc = r % g.taps, r // g.taps
                     byte: PrimExpr = tir.Cast("int32", _u8(byte_at(
-                        r // g.taps, simplify(ch0 + i64(r // g.taps)), tap // g.kernel[1],
+                        lc, ch0 + i64(lc) if lc else ch0, tap // g.kernel[1],
                         tap % g.kernel[1], pos)))
                     if r % 4:
                         byte = tir.Call("shift_left", (byte, IntImm(8 * (r % 4), "int32")),
@@ -323,8 +326,7 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                     word = byte if word is None else tir.Call("bitwise_or", (word, byte),
                                                               "int32")
                 assert word is not None
-                out.append(BufferStore(
-                    bp, word, (tw, simplify(ch0 // i64(cg) * i64(rows // 4) + i64(kq)), c)))
+                out.append(BufferStore(bp, word, (tw, kq0 + i64(kq) if kq else kq0, c)))
             # (one loop for the group's words: the masks' tests shared)
             return seq(prologue(ch0, -(-nrows // g.taps)) + [For(
                 tw, i64(0), i64(tiles), "serial",
@@ -340,10 +342,12 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     def interior(first_row: PrimExpr) -> Stmt:
         """The shared packing: the bytes from the image rows from the
         panel's first row on (all inside the image)."""
+        row = Var("first_row", "int64")  # (bound once: the bytes' indices stay short)
+
         def byte_at(_: int, ch: PrimExpr, i: int, j: int, p: PrimExpr) -> PrimExpr:
-            return _interior_value(g, i64(i), j, first_row, p,
+            return _interior_value(g, i, j, row, p,
                                    lambda y, x: load(ch, y, x), column_mask(0))
-        return direct(byte_at, lambda ch0, n: [])
+        return tir.LetStmt(row, first_row, direct(byte_at, lambda ch0, n: []))
 
     def staged_words(c0: int, margin: int) -> Stmt:
         """A panel of its own of a stride-1 "same" convolution: each group's
@@ -360,8 +364,8 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
 
         def byte_at(lc: int, _: PrimExpr, i: int, j: int, p: PrimExpr) -> PrimExpr:
             x_edge = j * g.dilation[1] - g.padding[1]
-            value: PrimExpr = tir.BufferLoad(rows_buf, (simplify(
-                p + i64(lc * n + (i * g.dilation[0] + margin) * w + c0 % w + x_edge)),))
+            value: PrimExpr = tir.BufferLoad(rows_buf, (
+                p + i64(lc * n + (i * g.dilation[0] + margin) * w + c0 % w + x_edge),))
             x_lo, x_hi = inside(x_edge, w, 1, w)
             if x_lo > 0 or x_hi < w:
                 value = tir.Select(column_mask(c0)(x_lo, x_hi)(p + i64(c0)), _u8(g.fill),
@@ -501,7 +505,7 @@ def _interior_copy(g: Windows, i: PrimExpr, j: int, first_row: PrimExpr, ncols: 
                store(f, _interior_value(g, i, j, first_row, f, load, column_mask)))
 
 
-def _interior_value(g: Windows, i: PrimExpr, j: int, first_row: PrimExpr, f: PrimExpr,
+def _interior_value(g: Windows, i: PrimExpr | int, j: int, first_row: PrimExpr, f: PrimExpr,
                     load: Callable[[PrimExpr, PrimExpr], PrimExpr],
                     column_mask: ColumnMask) -> PrimExpr:
     """The byte of tap ``(i, j)`` of a stride-1 "same" convolution at
@@ -514,7 +518,8 @@ def _interior_value(g: Windows, i: PrimExpr, j: int, first_row: PrimExpr, f: Pri
     x_lo, x_hi = inside(x_edge, w, 1, w)
     lift = -(x_edge // w) if x_edge < 0 else 0  # whole rows keeping the offset >= 0
     src = f + i64(x_edge + lift * w)
-    y0 = simplify(first_row + i * i64(g.dilation[0]) - i64(g.padding[0] + lift))
+    y0 = (first_row + i64(i * g.dilation[0] - g.padding[0] - lift) if isinstance(i, int)
+          else simplify(first_row + i * i64(g.dilation[0]) - i64(g.padding[0] + lift)))
     value = load(y0 + src // i64(w), src % i64(w))
     if x_lo > 0 or x_hi < w:
         value = tir.Select(column_mask(x_lo, x_hi)(f), g.fill, value)
