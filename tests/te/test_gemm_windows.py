@@ -71,10 +71,12 @@ CASES = [
                                       pad_value=17.0)),
     ((1, 11, 96, 16), "uint8", 6, dict(kernel_size=(3, 3), padding=(1, 1, 1, 1),
                                        pad_value=77.0)),
+    # 1 x 1 (no padding: words of four channels' pixels), 6 channels
+    ((1, 6, 40, 28), "uint8", 5, dict(kernel_size=(1, 1), pad_value=0.0)),
 ]
 
 #: the image sizes of the cases some of whose panels share one packing
-_SHARED = {(72, 28), (47, 28), (64, 28), (70, 28), (96, 16)}
+_SHARED = {(72, 28), (47, 28), (64, 28), (70, 28), (96, 16), (40, 28)}
 
 
 def _windows_scratch(func) -> list[str]:
