@@ -68,6 +68,10 @@ CASES = [
     # packing (nn.im2col_matmul, packed from the image)
     (9, 20, 60, 28, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1), "int8", -3, 127, 0.5, True, True),
     (16, 19, 30, 31, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "uint8", 255, 128, 0.3, False, True),
+    # words loaded straight from the image (interior panels) and from the
+    # edge panels' staged rows: 7 channels (a group of 4 and a rest of 3,
+    # K = 63), 13 output channels, 59 rows of 28
+    (7, 13, 59, 28, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "int8", -5, 3, 0.35, True, True),
 ]
 
 

@@ -53,16 +53,40 @@ CASES = [
     # dilated "same" taps (whole rows lifted to keep offsets >= 0)
     ((1, 3, 47, 28), "uint8", 7, dict(kernel_size=(3, 3), dilation=(2, 3),
                                       padding=(2, 3, 2, 3), pad_value=1.0)),
+    # shared panels whose words are loaded straight from the image (and the
+    # edge panels' from their staged rows): a group of 4 channels and a rest
+    # of 3 (K = 63, the last word's last byte zero)
+    ((1, 7, 64, 28), "uint8", 13, dict(kernel_size=(3, 3), padding=(1, 1, 1, 1),
+                                       pad_value=9.0)),
+    # 5 x 5 int8 data (a negative pad value): one group and a rest of 2
+    # channels (50 bytes: 13 words, the last two bytes zero); groups of 100
+    # rows go through the scratch of window bytes (DIRECT_MAX_ROWS)
+    ((1, 6, 70, 28), "int8", 5, dict(kernel_size=(5, 5), padding=(2, 2, 2, 2),
+                                     pad_value=-3.0)),
+    # 1 x 3 taps (words across channels), 2 x 2 with only top and left
+    # padding (one channel a group), rows of 16 with 11 channels
+    ((1, 9, 64, 28), "uint8", 4, dict(kernel_size=(1, 3), padding=(0, 1, 0, 1),
+                                      pad_value=250.0)),
+    ((1, 2, 64, 28), "uint8", 3, dict(kernel_size=(2, 2), padding=(1, 1, 0, 0),
+                                      pad_value=17.0)),
+    ((1, 11, 96, 16), "uint8", 6, dict(kernel_size=(3, 3), padding=(1, 1, 1, 1),
+                                       pad_value=77.0)),
+    # 1 x 1 (no padding: words of four channels' pixels), 6 channels
+    ((1, 6, 40, 28), "uint8", 5, dict(kernel_size=(1, 1), pad_value=0.0)),
 ]
+
+#: the image sizes of the cases some of whose panels share one packing
+_SHARED = {(72, 28), (47, 28), (64, 28), (70, 28), (96, 16), (40, 28)}
 
 
 def _windows_scratch(func) -> list[str]:
-    """Names of the buffers the kernel allocates for window bytes."""
+    """Names of the buffers the kernel allocates for window bytes (a scratch
+    of window rows, or a stride-1 "same" convolution's staged image rows)."""
     names = []
 
     def visit(s):
         if isinstance(s, tir.Allocate):
-            if s.buffer.name.endswith("_windows"):
+            if s.buffer.name.endswith(("_windows", "_rows")):
                 names.append(s.buffer.name)
             visit(s.body)
         elif isinstance(s, tir.SeqStmt):
@@ -115,7 +139,7 @@ def check_case(shape, dtype: str, out_channels: int, attrs: dict, weight_param: 
     weight = tvar("w", w.shape, wdt) if weight_param else Constant(w)
     func = lower_call(call_op("nn.im2col_matmul", x_var, weight, **attrs)).prim_func
     assert _windows_scratch(func), "the GEMM did not pack its panels from the image"
-    if shape[2:] in ((72, 28), (47, 28)):  # panels that share one packing
+    if tuple(shape[2:]) in _SHARED:  # panels that share one packing
         assert _shared_panels(func), "no panel shares its packing"
     kernel = compile_prim_funcs({"k": func})["k"]
     ref = get_op("relax.nn.im2col_matmul").reference

@@ -15,10 +15,14 @@ then packs each panel's words from the input (:func:`pack_panel`): a few
 channels' window bytes at a time into a scratch that stays in L1, then
 their words of four bytes into the packed micro-panels, so the columns
 never exist whole (1.8 MB written and read again for a 3x3 convolution of
-64 channels over 56x56). A stride-1 "same" convolution's panels copy each
-kernel row's taps in a loop over the kernel rows (from the image, or from
-the rows staged with their padding at the image's edges): the code, and
-LLVM's time, per kernel column rather than per tap.
+64 channels over 56x56). A stride-1 "same" convolution whose groups of
+channels are a few words (a 3x3's, :data:`DIRECT_MAX_ROWS`) has no scratch:
+its interior panels (every tap inside the image rows) load each word's
+bytes from the image, its edge panels from their rows staged with the
+padding. A larger one's panels copy each kernel row's taps into the
+scratch in a loop over the kernel rows (from the image, or from the staged
+rows at the image's edges): the code, and LLVM's time, per kernel column
+rather than per tap.
 """
 
 from __future__ import annotations
@@ -60,6 +64,12 @@ class Windows:
     def taps(self) -> int:
         return self.kernel[0] * self.kernel[1]
 
+
+#: the most rows of a group of channels (``cg * taps``: whole words) whose
+#: words a stride-1 "same" convolution loads straight from the image: a
+#: 3x3's 36 (a 5x5's 100 took LLVM twice as long as through the scratch,
+#: 1.6 -> 3.0 s for 9 channels over 60x28)
+DIRECT_MAX_ROWS = 36
 
 #: ``column_mask(x_lo, x_hi)(p)``: whether output position ``p``'s column is
 #: outside ``[x_lo, x_hi)`` (a condition)
@@ -184,8 +194,10 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
     for the panel loop ``panels = (v, count, step)``: the panels whose
     windows are all inside the rows their taps read (a stride-1 "same"
     convolution, panels of whole rows) share one packing, a copy per tap
-    from the panel's first row; the others have their own, the runs'
-    ranges known at build time."""
+    from the panel's first row, or each word's four bytes loaded straight
+    from the image (groups of at most ``DIRECT_MAX_ROWS`` rows: no scratch;
+    3x3 64 ch 56x56 on Zen 4, the kernel 580-583 -> 563 us); the others
+    have their own, the runs' ranges known at build time."""
     ncols = tiles * width
     cg = 4 // math.gcd(g.taps, 4)  # channels of a group: whole words
     rows = cg * g.taps
@@ -227,15 +239,14 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                                      storer(simplify(row_base + i64(j))), column_mask(0))
                       for j in range(g.kernel[1])]
             return [For(ki, i64(0), i64(g.kernel[0]), "serial", seq(copies))]
-        margin = _staged_margin(g)
-        if margin is not None:
+        if staged:
             # a panel at the image's top or bottom edge (or anywhere when
             # its first column is known): the rows its taps read staged
-            # with the padding rows filled, then
-            # the same copy per kernel row as the shared packing's, from
-            # the staged rows (25 copies of a 5x5's taps, each its own
-            # runs, took LLVM ~0.1 s each)
-            rows_buf = staged[0]
+            # with the padding rows filled, then the same copy per kernel
+            # row as the shared packing's, from the staged rows (25 copies
+            # of a 5x5's taps, each its own runs, took LLVM ~0.1 s each)
+            rows_buf, margin = staged[0], _staged_margin(g)
+            assert margin is not None
             r0 = c0 // w - g.padding[0] - margin  # the image row of staged row 0
             stmts = _stage_rows(g, rows_buf, r0, at)
             ki = Var("ki", "int64")
@@ -284,14 +295,107 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
                          BufferStore(bp, word, (t, simplify(kq0 + kq), c))))))
         return stmts
 
+    #: ``byte(l, ch, i, j, p)``: the byte of tap ``(i, j)`` of channel ``ch``
+    #: (the group's ``l``-th) at position ``p`` of the panel
+    Byte = Callable[[int, PrimExpr, int, int, PrimExpr], PrimExpr]
+
+    def direct(byte_at: Byte, prologue: Callable[[PrimExpr, int], list[Stmt]]) -> Stmt:
+        """The panel's words straight from where their bytes are (the
+        image, or its rows staged by ``prologue(ch0, channels)`` for each
+        group of channels): no scratch of window bytes, no regrouping."""
+        used = channels * g.taps
+        grp = Var("cg", "int64")
+        tw, c = Var("tw", "int64"), Var("cw", "int64")
+        pos = tw * i64(width) + c
+
+        def words(ch0: PrimExpr, nrows: int) -> Stmt:
+            # (expressions built as they are, not simplified: a simplify for
+            # each byte doubled the whole build's time of a 3x3 model)
+            out: list[Stmt] = []
+            kq0 = simplify(ch0 // i64(cg) * i64(rows // 4))
+            for kq in range(-(-nrows // 4)):
+                word: PrimExpr | None = None
+                for r in range(4 * kq, min(4 * kq + 4, nrows)):  # (bytes past K: zero)
+                    tap, lc = r % g.taps, r // g.taps
+                    byte: PrimExpr = tir.Cast("int32", _u8(byte_at(
+                        lc, ch0 + i64(lc) if lc else ch0, tap // g.kernel[1],
+                        tap % g.kernel[1], pos)))
+                    if r % 4:
+                        byte = tir.Call("shift_left", (byte, IntImm(8 * (r % 4), "int32")),
+                                        "int32")
+                    word = byte if word is None else tir.Call("bitwise_or", (word, byte),
+                                                              "int32")
+                assert word is not None
+                out.append(BufferStore(bp, word, (tw, kq0 + i64(kq) if kq else kq0, c)))
+            # (one loop for the group's words: the masks' tests shared)
+            return seq(prologue(ch0, -(-nrows // g.taps)) + [For(
+                tw, i64(0), i64(tiles), "serial",
+                For(c, i64(0), i64(width), "vectorized", seq(out)))])
+        full, rest = divmod(channels, cg)
+        stmts: list[Stmt] = []
+        if full:
+            stmts.append(For(grp, i64(0), i64(full), "serial", words(grp * i64(cg), rows)))
+        if rest:
+            stmts.append(words(i64(full * cg), used - full * rows))
+        return seq(stmts)
+
+    def interior(first_row: PrimExpr) -> Stmt:
+        """The shared packing: the bytes from the image rows from the
+        panel's first row on (all inside the image)."""
+        row = Var("first_row", "int64")  # (bound once: the bytes' indices stay short)
+
+        def byte_at(_: int, ch: PrimExpr, i: int, j: int, p: PrimExpr) -> PrimExpr:
+            return _interior_value(g, i, j, row, p,
+                                   lambda y, x: load(ch, y, x), column_mask(0))
+        return tir.LetStmt(row, first_row, direct(byte_at, lambda ch0, n: []))
+
+    def staged_words(c0: int, margin: int) -> Stmt:
+        """A panel of its own of a stride-1 "same" convolution: each group's
+        channels' rows staged with the padding rows filled, then the bytes
+        from the staged rows (the padding columns masked)."""
+        n = (-(-(c0 % w + ncols) // w) + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
+        rows_buf = Buffer(name + "_rows", (i64(cg * n),), "uint8")
+        r0 = c0 // w - g.padding[0] - margin  # the image row of staged row 0
+
+        def prologue(ch0: PrimExpr, count: int) -> list[Stmt]:
+            return [s for lc in range(count) for s in _stage_rows(
+                g, rows_buf, r0, lambda y, x, lc=lc: load(simplify(ch0 + i64(lc)), y, x),
+                lc * n, n // w)]
+
+        def byte_at(lc: int, _: PrimExpr, i: int, j: int, p: PrimExpr) -> PrimExpr:
+            x_edge = j * g.dilation[1] - g.padding[1]
+            value: PrimExpr = tir.BufferLoad(rows_buf, (
+                p + i64(lc * n + (i * g.dilation[0] + margin) * w + c0 % w + x_edge),))
+            x_lo, x_hi = inside(x_edge, w, 1, w)
+            if x_lo > 0 or x_hi < w:
+                value = tir.Select(column_mask(c0)(x_lo, x_hi)(p + i64(c0)), _u8(g.fill),
+                                   value)
+            return value
+        return tir.Allocate(rows_buf, direct(byte_at, prologue))
+
+    def with_masks(stmts: list[Stmt], c0: int) -> Stmt:
+        """``stmts`` after the padding columns' masks of the panel from ``c0``."""
+        for (x_lo, x_hi), buf in reversed(list(masks.items())):
+            q = Var("q", "int64")
+            col = (q + i64(c0)) % i64(w)
+            outside = tir.BinaryOp("or", tir.BinaryOp("<", col, i64(x_lo)),
+                                   tir.BinaryOp(">=", col, i64(x_hi)))
+            stmts.insert(0, For(q, i64(0), i64(ncols), "vectorized", BufferStore(
+                buf, tir.Select(outside, IntImm(1, "uint8"), IntImm(0, "uint8")), (q,))))
+            stmts = [tir.Allocate(buf, seq(stmts))]
+        return seq(stmts)
+
     staged: list[Buffer] = []  # the staged rows of the current panel, if any
 
     def panel(c0: int, first_row: PrimExpr | None = None) -> Stmt:
         full, rest = divmod(channels, cg)
         masks.clear()
         staged.clear()
-        margin = None if first_row is not None else _staged_margin(g)
-        if margin is not None:
+        if direct_words and first_row is not None:
+            return with_masks([interior(first_row)], 0)
+        if direct_words and margin is not None:
+            return with_masks([staged_words(c0, margin)], c0)
+        if margin is not None and first_row is None:
             n = (-(-(c0 % w + ncols) // w) + (g.kernel[0] - 1) * g.dilation[0] + 2 * margin) * w
             staged.append(Buffer(name + "_rows", (i64(n),), "uint8"))
         # One loop over the channels, their taps' code once (the groups of
@@ -310,23 +414,18 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         stmts: list[Stmt] = [For(ch, i64(0), i64(channels), "serial", seq(body))]
         if rest:
             stmts += regroup(rest, i64(full * rows // 4))
-        # the padding columns' masks of the panel, computed first
-        for (x_lo, x_hi), buf in reversed(list(masks.items())):
-            q = Var("q", "int64")
-            col = (q + i64(c0)) % i64(w)
-            outside = tir.BinaryOp("or", tir.BinaryOp("<", col, i64(x_lo)),
-                                   tir.BinaryOp(">=", col, i64(x_hi)))
-            stmts.insert(0, For(q, i64(0), i64(ncols), "vectorized", BufferStore(
-                buf, tir.Select(outside, IntImm(1, "uint8"), IntImm(0, "uint8")), (q,))))
-            stmts = [tir.Allocate(buf, seq(stmts))]
-        if staged:
-            stmts = [tir.Allocate(staged[0], seq(stmts))]
-        return seq(stmts)
+        packing = tir.Allocate(scratch, with_masks(stmts, c0))
+        return tir.Allocate(staged[0], packing) if staged else packing
 
     assert -(-channels * g.taps // 4) == kq_count
+    # a stride-1 "same" convolution: every panel's words straight from the
+    # image or its staged rows, when a group of channels is a few words
+    # (a 3x3's 36 rows); any other: the scratch of window bytes
+    margin = _staged_margin(g)
+    direct_words = margin is not None and rows <= DIRECT_MAX_ROWS
     start = simplify(col0)
     if isinstance(start, IntImm):
-        return tir.Allocate(scratch, panel(start.value))
+        return panel(start.value)
     assert panels is not None, "a panel that is not a constant needs its loop"
     v, count, step = panels
     shared = _interior_panels(g, count, step)
@@ -339,7 +438,7 @@ def pack_panel(g: Windows, channels: int, kq_count: int, bp: Buffer, col0: PrimE
         inner = tir.BinaryOp("and", tir.BinaryOp(">=", v, i64(lo)),
                              tir.BinaryOp("<", v, i64(hi)))
         body.append(IfThenElse(inner, panel(0, first)))
-    return tir.Allocate(scratch, seq(body))
+    return seq(body)
 
 
 def _interior_panels(g: Windows, count: int, step: int) -> tuple[int, int] | None:
@@ -372,11 +471,13 @@ def _staged_margin(g: Windows) -> int | None:
 
 
 def _stage_rows(g: Windows, rows: Buffer, r0: int,
-                load: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> list[Stmt]:
-    """``rows``: the image rows from ``r0`` on laid end to end, the fill
-    for the rows outside the image (all ranges static)."""
+                load: Callable[[PrimExpr, PrimExpr], PrimExpr], base: int = 0,
+                count: int | None = None) -> list[Stmt]:
+    """``rows`` from ``base`` on: ``count`` (default: all) image rows from
+    ``r0`` on laid end to end, the fill for the rows outside the image (all
+    ranges static)."""
     h, w = g.hw
-    count = int(rows.shape[0].value) // w
+    count = int(rows.shape[0].value) // w if count is None else count
     lo = min(max(0, -r0), count)
     hi = max(lo, min(count, h - r0))
     out: list[Stmt] = []
@@ -384,12 +485,12 @@ def _stage_rows(g: Windows, rows: Buffer, r0: int,
         if b > a:
             q = Var("q", "int64")
             out.append(For(q, i64(0), i64((b - a) * w), "vectorized",
-                           BufferStore(rows, _u8(g.fill), (q + i64(a * w),))))
+                           BufferStore(rows, _u8(g.fill), (q + i64(base + a * w),))))
     if hi > lo:
         k, x = Var("k", "int64"), Var("x", "int64")
         out.append(For(k, i64(lo), i64(hi - lo), "serial", For(
             x, i64(0), i64(w), "vectorized",
-            BufferStore(rows, _u8(load(k + i64(r0), x)), (k * i64(w) + x,)))))
+            BufferStore(rows, _u8(load(k + i64(r0), x)), (k * i64(w) + x + i64(base),)))))
     return out
 
 
@@ -398,21 +499,31 @@ def _interior_copy(g: Windows, i: PrimExpr, j: int, first_row: PrimExpr, ncols: 
                    store: Callable[[PrimExpr, PrimExpr], Stmt], column_mask: ColumnMask) -> Stmt:
     """Tap ``(i, j)`` (``i`` the kernel row, a loop variable) of a stride-1
     "same" convolution over the positions ``[first_row * w, first_row * w +
-    ncols)``, all inside the image rows it reads (:func:`_interior_panels`):
-    one copy of the channel's rows laid end to end, the padding columns
-    masked (``column_mask`` by the position's offset in the panel, which
-    starts a row)."""
+    ncols)`` (:func:`_interior_value`), one copy."""
+    f = Var("f", "int64")
+    return For(f, i64(0), i64(ncols), "vectorized",
+               store(f, _interior_value(g, i, j, first_row, f, load, column_mask)))
+
+
+def _interior_value(g: Windows, i: PrimExpr | int, j: int, first_row: PrimExpr, f: PrimExpr,
+                    load: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                    column_mask: ColumnMask) -> PrimExpr:
+    """The byte of tap ``(i, j)`` of a stride-1 "same" convolution at
+    position ``f`` of a panel of whole rows from ``first_row``, all inside
+    the image rows it reads (:func:`_interior_panels`): the channel's rows
+    laid end to end, the padding columns masked (``column_mask`` by the
+    position's offset in the panel, which starts a row)."""
     w = g.hw[1]
     x_edge = j * g.dilation[1] - g.padding[1]
     x_lo, x_hi = inside(x_edge, w, 1, w)
     lift = -(x_edge // w) if x_edge < 0 else 0  # whole rows keeping the offset >= 0
-    f = Var("f", "int64")
     src = f + i64(x_edge + lift * w)
-    y0 = simplify(first_row + i * i64(g.dilation[0]) - i64(g.padding[0] + lift))
+    y0 = (first_row + i64(i * g.dilation[0] - g.padding[0] - lift) if isinstance(i, int)
+          else simplify(first_row + i * i64(g.dilation[0]) - i64(g.padding[0] + lift)))
     value = load(y0 + src // i64(w), src % i64(w))
     if x_lo > 0 or x_hi < w:
         value = tir.Select(column_mask(x_lo, x_hi)(f), g.fill, value)
-    return For(f, i64(0), i64(ncols), "vectorized", store(f, value))
+    return value
 
 
 def _u8(v: PrimExpr) -> PrimExpr:
