@@ -78,7 +78,11 @@ class PackConstantWeights:
 
         def variant(name: str) -> tuple[str, tir.PrimFunc, int, bool, Any] | None:
             if name not in variants:
-                func = mod.functions.get(name)
+                # (a variant has a variant of its own when a second weight of
+                # the kernel is transformed: an LSTM's W and R)
+                made = next((e[1] for e in variants.values() if e is not None and e[0] == name),
+                            None)
+                func = made if made is not None else mod.functions.get(name)
                 made = prepacked_kernel(func) if isinstance(func, tir.PrimFunc) else None
                 if made is None:
                     variants[name] = None
@@ -143,25 +147,26 @@ class _CallRewriter(ExprMutator):
                 and len(call.args) >= 2 and type(call.args[0]) is GlobalVar
                 and type(call.args[1]) is Tuple):
             return super().visit_binding(binding)
-        entry = self.variant(call.args[0].name_hint)
-        if entry is None:
+        name, args = call.args[0].name_hint, list(call.args[1].fields)
+        while (entry := self.variant(name)) is not None:  # each weight it transforms
+            new_name, _, index, keeps_b, pack = entry
+            if index >= len(args):
+                break
+            weight = args[index] if type(args[index]) is Constant else self.constants.get(
+                id(args[index]))
+            if weight is None:
+                break
+            if weight is not args[index]:
+                self.consumed.append(args[index])
+            packed = self.packed.get(weight, new_name, pack)
+            if keeps_b:
+                args.insert(index + 1, packed)
+            else:
+                args[index] = packed
+            name = new_name
+        if name == call.args[0].name_hint:
             return binding
-        new_name, _, index, keeps_b, pack = entry
-        args = list(call.args[1].fields)
-        if index >= len(args):
-            return binding
-        weight = args[index] if type(args[index]) is Constant else self.constants.get(
-            id(args[index]))
-        if weight is None:
-            return binding
-        if weight is not args[index]:
-            self.consumed.append(args[index])
-        packed = self.packed.get(weight, new_name, pack)
-        if keeps_b:
-            args.insert(index + 1, packed)
-        else:
-            args[index] = packed
-        operands = [GlobalVar(new_name), Tuple(args), *call.args[2:]]
+        operands = [GlobalVar(name), Tuple(args), *call.args[2:]]
         return binding.rebind(Call(call.op, operands, call.attrs, call.sinfo_args,
                                    struct_info=call.struct_info))
 

@@ -267,3 +267,47 @@ def test_large_weight_hoists_and_runs_compiled(cell, attrs, hid, inp):
     for a, e in zip(vm["main"](*values.values()), expected, strict=True):
         np.testing.assert_allclose(np.asarray(a.numpy() if hasattr(a, "numpy") else a), e,
                                    rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# constant weights read transposed in panels, made once per build
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cell, attrs, hid, inp", [
+    ("lstm", {"direction": "bidirectional"}, 37, 29),     # 148 gate rows: a last partial panel
+    ("gru", {"linear_before_reset": True}, 70, 5),         # h~'s rows 140..209 across panels
+    ("gru", {"direction": "reverse"}, 33, 8),
+    ("rnn", {}, 3, 130),
+])
+def test_constant_weights_are_transposed_once_per_build(cell, attrs, hid, inp):
+    """W and R constants: the kernel reads both transposed in panels made by
+    PackConstantWeights (one transform after the other), no transposing
+    nest is left in it, and the VM's results are the equations'."""
+    from phasec.ir import Constant, TensorStructInfo, Var
+    from phasec.pipeline import lower
+    from phasec.te.schedules.transposed_weights import INPUT_MARK, RECURRENCE_MARK
+    from helpers.legalize import walk
+
+    d = 2 if attrs.get("direction") == "bidirectional" else 1
+    values = _operands(cell, 6, 2, inp, hid, d, None)
+    values = {k: (v / np.float32(np.sqrt(max(inp, hid))) if k in ("x", "w", "r") else v)
+              for k, v in values.items()}
+    x = Var("x", TensorStructInfo(values["x"].shape, "float32"))
+    bb = BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit(call_op(f"relax.nn.{cell}", x, *[Constant(v) for k, v in values.items()
+                                                             if k != "x"], **attrs))
+            y = bb.emit_output(out)
+        bb.emit_func_output(y)
+    mod = bb.get()
+    kernels = dict(lower(mod).prim_funcs())
+    (name,) = [k for k in kernels if cell in k]
+    assert name.endswith("_prepacked_prepacked"), sorted(kernels)
+    assert not any(type(s) is tir.AttrStmt and s.key in (INPUT_MARK, RECURRENCE_MARK)
+                   for s in walk(kernels[name].body))
+    vm = phasec.VirtualMachine(phasec.build(mod))
+    kw, onnx_attrs = _onnx_kwargs(cell, values, attrs)
+    expected = recurrent(cell.upper(), values["x"], values["w"], values["r"], **kw, **onnx_attrs)
+    for a, e in zip(vm["main"](values["x"]), expected, strict=True):
+        np.testing.assert_allclose(np.asarray(a), e, rtol=1e-4, atol=1e-5)

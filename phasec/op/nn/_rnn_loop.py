@@ -17,6 +17,14 @@ vector of partial sums; then the cell's update. No copy of the weights and
 no buffer of every step's projection: a per-call copy cost more than a
 short sequence's whole loop.
 
+The products read ``W`` and ``R`` transposed where their shapes are static
+(``W^T``, ``R^T``: :mod:`phasec.te.schedules.transposed_weights`, made
+once per build for a constant weight, else by a nest at the kernel's
+start): ``x[k]`` or ``h[k]`` broadcast times a row of the transpose added
+into :data:`TILE_VECTORS` vectors of gates kept in registers over the ``k``
+loop, with no horizontal sum per gate row (as dot products along ``R``'s
+rows of 64, the sums took as many vector operations as the products).
+
 A weight ``W`` too large to stay in L1 between steps
 (:data:`HOIST_MIN_BYTES`) makes the input projection of every step one
 pass before the time loop instead: each block of W's rows meets every
@@ -38,13 +46,16 @@ from phasec.ir.tir import (
 )
 from phasec.op._lowering import _const
 from phasec.op._tirgen import i64, seq
+from phasec.target.tuning import host_tuning
+from phasec.te.schedules.transposed_weights import INPUT_MARK, RECURRENCE_MARK
 
 __all__: list[str] = []
 
-#: partial sums of a recurrence dot product: one vector of float32
-LANES = 8
-#: gate rows whose dot products run together (independent accumulators)
+#: gate rows whose dot products run together (independent accumulators;
+#: each in a vector of partial sums)
 ROWS = 4
+#: vectors of gates a recurrence step with ``R^T`` accumulates at once
+TILE_VECTORS = 4
 #: a direction's W of at least this many bytes has its input projection
 #: hoisted out of the time loop (see the module docstring)
 HOIST_MIN_BYTES = 64 * 1024
@@ -84,6 +95,16 @@ def tir_activation(name: str, alpha: float, beta: float, x: PrimExpr) -> PrimExp
         "fabs", x)))
 
 
+def _panels_buffer(name: str, m: Buffer, dtype: str, width: int) -> Buffer | None:
+    """A buffer for ``M^T`` in panels of ``width`` gate rows (``(D, G*H, K)
+    -> (D, ceil(G*H / width), K, width)``) of a static ``M``."""
+    dims = [arith.const_int(e) for e in m.shape]
+    if None in dims:
+        return None
+    return Buffer(name, tuple(i64(v) for v in (dims[0], -(-dims[1] // width), dims[2], width)),
+                  dtype)
+
+
 def _loop(extent: Any, body: Callable[[Var], Stmt], name: str, kind: str = "serial") -> Stmt:
     v = Var(name, "int64")
     return For(v, i64(0), tir.as_prim_expr(extent), kind, body(v))
@@ -109,8 +130,10 @@ class TimeLoop:
         self.t_len, self.batch, _ = self.x.shape
         self.gh, self.hid = self.r.shape[1], self.r.shape[2]
         dt, n = self.dt, self.batch
+        #: the host's vector of the dtype: a dot product's partial sums
+        self.lanes = host_tuning().lanes(8 * _BYTES.get(dt, 4))
         #: partial sums of the dot products (ROWS vectors of them)
-        self.part = Buffer("rnn_part", (n, i64(LANES * ROWS)), dt)
+        self.part = Buffer("rnn_part", (n, i64(self.lanes * ROWS)), dt)
         #: each entry's length, and its position in its sequence at the current step
         self.lenb = Buffer("rnn_len", (n,), "int64")
         self.tpos = Buffer("rnn_pos", (n,), "int64")
@@ -127,6 +150,11 @@ class TimeLoop:
         if (arith.const_int(self.t_len) != 1 and w_elems is not None
                 and w_elems * _BYTES.get(dt, 4) >= HOIST_MIN_BYTES):
             self.xp = Buffer("rnn_xp", (arith.simplify(self.t_len * n), self.gh), dt)
+        #: W^T (D, I, G*H) and R^T (D, H, G*H) when the weight's shape is
+        #: static, else None: dot products along its rows
+        self.tile = TILE_VECTORS * self.lanes
+        self.wt, self.rt = (_panels_buffer(name, m, dt, self.tile)
+                            for name, m in (("rnn_wt", self.w), ("rnn_rt", self.r)))
 
     def act(self, k: int, x: PrimExpr, clipped: bool = True) -> PrimExpr:
         """Activation ``k`` of the direction being built, its input clipped."""
@@ -148,7 +176,7 @@ class TimeLoop:
         for the gate rows ``rows`` (in units of H; ``out`` None: ``acc[b, g]``)
         of every live batch entry ``b``: dot products along the weight's
         contiguous rows, ``ROWS`` rows at a time (each block of rows read once
-        for the whole batch), each in ``LANES`` partial sums (a vector:
+        for the whole batch), each in a vector of partial sums (
         independent accumulators, not one chain of dependent adds). ``each``
         replaces :meth:`each` (the entries ``b`` the products run for),
         ``out_row(b)`` the row of ``out`` entry ``b`` stores to (``b``)."""
@@ -183,6 +211,94 @@ class TimeLoop:
                      lambda gr: block(arith.simplify(first_rest + gr), 1), "gr")
         return seq(whole, rest)
 
+    def columns(self, wt: Buffer, d: PrimExpr, rows: tuple[int, int],
+                src: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                init: Callable[[PrimExpr, PrimExpr], PrimExpr], out: Buffer | None = None,
+                each: Callable[[Callable[[Var], Stmt]], Stmt] | None = None,
+                out_row: Callable[[PrimExpr], PrimExpr] | None = None) -> Stmt:
+        """:meth:`dots` (same arguments) from the weight read transposed in
+        panels, ``wt`` (D, panels, K, tile): a panel's gates at a time (the
+        panel loop outermost: the panel, read in order, stays in L1 over
+        the entries), set to ``init`` and then accumulating ``src(b, k) *
+        wt[d, panel, k, gi]`` over ``k`` (in registers: one address per
+        vector)."""
+        each = each or self.each
+        gates, length, tile = arith.const_int(self.gh) // self.gates, wt.shape[2], self.tile
+        lo, hi = rows[0] * gates, rows[1] * gates
+        dst = self.acc if out is None else out
+
+        def span(panel: PrimExpr, first: int, width: int) -> Stmt:
+            """Gates ``panel * tile + first ...`` (``width`` of them)."""
+            def for_entry(b: PrimExpr) -> Stmt:
+                def gate(gi: PrimExpr) -> PrimExpr:
+                    return arith.simplify(panel * tile + first + gi)
+
+                def at(gi: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+                    row = b if out_row is None else out_row(b)
+                    return (b, gate(gi)) if out is None else (row, arith.simplify(gate(gi) - lo))
+                start = _loop(width, lambda gi: BufferStore(dst, init(b, gate(gi)), at(gi)),
+                              "gi", "vectorized")
+                terms = _loop(length, lambda k: _loop(width, lambda gi: BufferStore(
+                    dst, dst[at(gi)] + src(b, k) * wt[d, panel, k, arith.simplify(gi + first)],
+                    at(gi)), "gi", "vectorized"), "k")
+                return seq(start, terms)
+            return each(for_entry)
+        # the panels the rows cover: a partial one at either end, whole ones between
+        parts = []
+        p0, p1 = -(-lo // tile), hi // tile
+        if lo % tile:
+            end = min(hi, (lo // tile + 1) * tile)
+            parts.append(span(i64(lo // tile), lo % tile, end - lo))
+        if p1 > p0:
+            parts.append(_loop(p1 - p0, lambda p: span(arith.simplify(p + p0), 0, tile), "gt"))
+        if hi % tile and hi // tile >= p0:
+            parts.append(span(i64(hi // tile), 0, hi % tile))
+        return seq(*parts)
+
+    def recurrence(self, d: PrimExpr, rows: tuple[int, int],
+                   src: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                   init: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                   out: Buffer | None = None) -> Stmt:
+        """The products of ``R`` (:meth:`dots`' arguments): from ``R^T`` when
+        the kernel has it (:meth:`columns`)."""
+        if self.rt is None:
+            return self.dots(self.r, d, rows, src, init, out)
+        return self.columns(self.rt, d, rows, src, init, out)
+
+    def projection(self, d: PrimExpr, src: Callable[[PrimExpr, PrimExpr], PrimExpr],
+                   out: Buffer | None = None,
+                   each: Callable[[Callable[[Var], Stmt]], Stmt] | None = None,
+                   out_row: Callable[[PrimExpr], PrimExpr] | None = None) -> Stmt:
+        """The input projection of every gate row with the input biases
+        (:meth:`dots`' arguments): from ``W^T`` when the kernel has it."""
+        def bias(b: PrimExpr, g: PrimExpr) -> PrimExpr:
+            return self.bias[d, g]
+        if self.wt is None:
+            return self.dots(self.w, d, (0, self.gates), src, bias, out, each, out_row)
+        return self.columns(self.wt, d, (0, self.gates), src, bias, out, each, out_row)
+
+    def transposed(self) -> list[Stmt]:
+        """``W^T`` and ``R^T`` of the kernel in panels (``T[d, p, k, gi] =
+        M[d, p * tile + gi, k]``, zero past the gates), each nest marked: once
+        per build when the weight is a constant
+        (:mod:`phasec.te.schedules.transposed_weights`)."""
+        out = []
+        for t, m, mark in ((self.wt, self.w, INPUT_MARK), (self.rt, self.r, RECURRENCE_MARK)):
+            if t is None:
+                continue
+            rows = arith.const_int(m.shape[1])
+
+            def store(d: Var, p: Var, k: Var, gi: Var, t: Buffer = t, m: Buffer = m) -> Stmt:
+                g = arith.simplify(p * self.tile + gi)
+                value = (m[d, g, k] if rows % self.tile == 0 else tir.Select(
+                    BinaryOp("<", g, i64(rows)),
+                    m[d, BinaryOp("min", g, i64(rows - 1)), k], _const(0.0, self.dt)))
+                return BufferStore(t, value, (d, p, k, gi))
+            out.append(tir.AttrStmt(mark, i64(0), _loop(t.shape[0], lambda d: _loop(
+                t.shape[1], lambda p: _loop(t.shape[2], lambda k: _loop(
+                    self.tile, lambda gi: store(d, p, k, gi), "gi"), "k"), "p"), "d")))
+        return out
+
     def each(self, body: Callable[[Var], Stmt]) -> Stmt:
         """``body(b)`` for every batch entry still inside its sequence at the
         current step."""
@@ -193,7 +309,7 @@ class TimeLoop:
         """Partial sums of a dot product of ``length`` terms: a vector of them
         unless the length is known to be under one."""
         n = arith.const_int(length)
-        return LANES if n is None or n >= LANES else 1
+        return self.lanes if n is None or n >= self.lanes else 1
 
     def _scalar_row(self, b: PrimExpr, g: PrimExpr, length: PrimExpr, store, term,
                     init) -> Stmt:
@@ -257,17 +373,15 @@ class TimeLoop:
             proj = self.each(lambda b: _loop(gh, lambda g: BufferStore(
                 self.acc, xp[arith.simplify(self.tpos[b] * self.batch + b), g], (b, g)), "g"))
         else:
-            proj = self.dots(self.w, d, (0, self.gates),
-                             lambda b, k: self.x[self.tpos[b], b, k],
-                             lambda b, g: self.bias[d, g])
+            proj = self.projection(d, lambda b, k: self.x[self.tpos[b], b, k])
         store_y = self.each(lambda b: _loop(self.hid, lambda j: BufferStore(
             self.out, self.h[b, j], (self.tpos[b], d, b, j)), "j"))
         if self.cell == "rnn":
             upd = self.each(lambda b: _loop(self.hid, lambda j: BufferStore(
                 self.h, self.act(0, self.acc[b, j]), (b, j)), "j"))
-            return seq(proj, self.dots(self.r, d, (0, 1), hprev, acc_rb), upd, store_y)
+            return seq(proj, self.recurrence(d, (0, 1), hprev, acc_rb), upd, store_y)
         if self.cell == "lstm":
-            return seq(proj, self.dots(self.r, d, (0, 4), hprev, acc_rb),
+            return seq(proj, self.recurrence(d, (0, 4), hprev, acc_rb),
                        self.each(lambda b: self._lstm_update(d, b)), store_y)
         return seq(proj, *self._gru(d, hprev, acc_rb), store_y)
 
@@ -282,9 +396,9 @@ class TimeLoop:
                 step[0] = t
                 return _loop(self.batch, body, "b")
             return _loop(self.t_len, at_step, "t")
-        return self.dots(self.w, d, (0, self.gates), lambda b, k: self.x[step[0], b, k],
-                         lambda b, g: self.bias[d, g], out=self.xp, each=every_step,
-                         out_row=lambda b: arith.simplify(step[0] * self.batch + b))
+        return self.projection(d, lambda b, k: self.x[step[0], b, k], out=self.xp,
+                               each=every_step,
+                               out_row=lambda b: arith.simplify(step[0] * self.batch + b))
 
     def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> Stmt:
         dt = self.dt
@@ -309,13 +423,13 @@ class TimeLoop:
 
         def rb(b: PrimExpr, g: PrimExpr) -> PrimExpr:
             return self.bias[d, arith.simplify(gh + g)]
-        stmts = [self.dots(self.r, d, (0, 2), hprev, acc_rb),
+        stmts = [self.recurrence(d, (0, 2), hprev, acc_rb),
                  # z and r activated in place
                  self.each(lambda b: _loop(arith.simplify(2 * hid), lambda g: BufferStore(
                      self.acc, self.act(0, self.acc[b, g]), (b, g)), "g"))]
         if self.a["linear_before_reset"]:
             # rh = h Rh + Rbh; h~ = g(x Wh + Wbh + r * rh)
-            stmts.append(self.dots(self.r, d, (2, 3), hprev, rb, out=self.rh))
+            stmts.append(self.recurrence(d, (2, 3), hprev, rb, out=self.rh))
 
             def pre(b: PrimExpr, j: PrimExpr) -> PrimExpr:
                 return self.acc[b, self.off(2, j)] + self.acc[b, self.off(1, j)] * self.rh[b, j]
@@ -323,7 +437,7 @@ class TimeLoop:
             # (r * h) first: the product reads every r
             stmts.append(self.each(lambda b: _loop(hid, lambda k: BufferStore(
                 self.rh, self.acc[b, self.off(1, k)] * self.h[b, k], (b, k)), "k")))
-            stmts.append(self.dots(self.r, d, (2, 3), lambda b, k: self.rh[b, k], acc_rb))
+            stmts.append(self.recurrence(d, (2, 3), lambda b, k: self.rh[b, k], acc_rb))
 
             def pre(b: PrimExpr, j: PrimExpr) -> PrimExpr:
                 return self.acc[b, self.off(2, j)]
@@ -402,7 +516,9 @@ class TimeLoop:
                 self.acts_of = d
                 parts.append(self.direction(i64(d), d == 1))
             body = seq(*parts)
-        for buf in (self.tpos, self.lenb, self.part, self.rh, self.acc, self.c, self.h, self.xp):
+        body = seq(*self.transposed(), body)
+        for buf in (self.tpos, self.lenb, self.part, self.rh, self.acc, self.c, self.h, self.xp,
+                    self.rt, self.wt):
             if (buf is None or buf is self.c and self.c0 is None
                     or buf is self.rh and self.cell != "gru"):
                 continue

@@ -40,8 +40,8 @@ from phasec.te.schedules import (
     conv_few_channels, conv_flat_rows, conv_pool_stem, conv_im2col, conv_pointwise_flat,
     conv_pointwise_small, conv_unit_row,
     conv_small_image, conv_transpose, elementwise_flat, gemm, gemm_prepack, interleave, plain,
-    pool_avg, pool_avg_rows, pool_max, pool_max_blocks, pool_max_fast, pool_max_rows, row_tile,
-    transpose, winograd,
+    pool_avg, pool_avg_rows, pool_max, pool_max_blocks, pool_max_fast, pool_max_rows,
+    row_tile, transpose, transposed_weights, winograd,
 )
 from phasec.te.schedules.build_time import WeightTransform
 from phasec.te.schedules.workloads import ConvTransposeWorkload, ConvWorkload, PoolWorkload
@@ -241,7 +241,9 @@ RULES: tuple[Rule, ...] = (
 #: the transforms of weights the schedules declare, tried in this order
 WEIGHT_TRANSFORMS: tuple[WeightTransform, ...] = (gemm_prepack.WEIGHT_TRANSFORM,
                                                   gemm_prepack.ROW_WEIGHT_TRANSFORM,
-                                                  winograd.WEIGHT_TRANSFORM)
+                                                  winograd.WEIGHT_TRANSFORM,
+                                                  transposed_weights.INPUT_TRANSFORM,
+                                                  transposed_weights.RECURRENCE_TRANSFORM)
 
 
 def choose(kind: str, subject: Any) -> Any:
