@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import re
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -235,25 +235,30 @@ def tvm_operators() -> frozenset[str]:
     return frozenset(found)
 
 
-def has_float_remainder(mod: IRModule) -> bool:
-    """Whether a kernel of ``mod`` takes a float ``%``, which TVM's TIR has on
-    integers only (a hand-written kernel may; phasec's lowering of floor_mod
-    and mod on floats uses ``T.fmod`` instead)."""
+def _kernel_exprs(mod: IRModule) -> Iterator[Any]:
+    """The expressions of ``mod``'s kernels: their statements' values and
+    conditions, and everything inside them."""
     for func in mod.functions.values():
         if not isinstance(func, tir.PrimFunc):
             continue
         stack: list[Any] = [func.body]
         while stack:
             node = stack.pop()
-            if type(node) is tir.BinaryOp and node.op == "%" and tir.is_float(node.dtype):
-                return True
             if isinstance(node, tir.Stmt):
                 stack.extend(tir.stmt_children(node))
                 stack.extend(getattr(node, f) for f in ("value", "condition")
                              if isinstance(getattr(node, f, None), tir.PrimExpr))
             elif isinstance(node, tir.PrimExpr):
+                yield node
                 stack.extend(tir.expr_children(node))
-    return False
+
+
+def has_float_remainder(mod: IRModule) -> bool:
+    """Whether a kernel of ``mod`` takes a float ``%``, which TVM's TIR has on
+    integers only (a hand-written kernel may; phasec's lowering of floor_mod
+    and mod on floats uses ``T.fmod`` instead)."""
+    return any(type(n) is tir.BinaryOp and n.op == "%" and tir.is_float(n.dtype)
+               for n in _kernel_exprs(mod))
 
 
 def tvm_type_defect(mod: IRModule) -> str | None:
@@ -307,12 +312,21 @@ def _called_ops(mod: IRModule) -> set[str]:
     return set(re.findall(r"\bR\.([A-Za-z_][\w.]*)\(", mod.script(syntax="tvm")))
 
 
+#: TIR intrinsics phasec's kernels call that TVM 0.27 has none of (the
+#: integer GEMM's 8-bit dot product, lowered to vpdpbusd)
+PHASEC_TIR_INTRINSICS = frozenset({"dot4_u8s8"})
+
+
 def phasec_own_operator(mod: IRModule) -> str | None:
     """Why TVM 0.27 cannot even parse ``mod`` (it calls an operator only
-    phasec has, such as ``R.nn.lstm``), or None."""
+    phasec has, such as ``R.nn.lstm``, or a kernel calls such an intrinsic,
+    ``T.dot4_u8s8``), or None."""
     for name in sorted(_called_ops(mod)):
         if find_op("relax." + name) is not None and "relax." + name not in tvm_operators():
             return f"R.{name} is phasec's own operator (TVM 0.27 has none of that name)"
+    for node in _kernel_exprs(mod):
+        if type(node) is tir.Call and node.name in PHASEC_TIR_INTRINSICS:
+            return f"T.{node.name} is phasec's own intrinsic (TVM 0.27 has none of that name)"
     return None
 
 
