@@ -54,8 +54,11 @@ __all__: list[str] = []
 #: gate rows whose dot products run together (independent accumulators;
 #: each in a vector of partial sums)
 ROWS = 4
-#: vectors of gates a recurrence step with ``R^T`` accumulates at once
+#: vectors of gates a product from a transposed weight accumulates at once
 TILE_VECTORS = 4
+#: rows of the hoisted projection computed together from W^T (each row
+#: TILE_VECTORS vectors in registers: 24 of the 32 AVX-512 ones)
+PROJECTION_ROWS = 6
 #: a direction's W of at least this many bytes has its input projection
 #: hoisted out of the time loop (see the module docstring)
 HOIST_MIN_BYTES = 64 * 1024
@@ -214,35 +217,38 @@ class TimeLoop:
     def columns(self, wt: Buffer, d: PrimExpr, rows: tuple[int, int],
                 src: Callable[[PrimExpr, PrimExpr], PrimExpr],
                 init: Callable[[PrimExpr, PrimExpr], PrimExpr], out: Buffer | None = None,
-                each: Callable[[Callable[[Var], Stmt]], Stmt] | None = None,
+                groups: Callable[[Callable[[list[PrimExpr]], Stmt]], Stmt] | None = None,
                 out_row: Callable[[PrimExpr], PrimExpr] | None = None) -> Stmt:
         """:meth:`dots` (same arguments) from the weight read transposed in
         panels, ``wt`` (D, panels, K, tile): a panel's gates at a time (the
-        panel loop outermost: the panel, read in order, stays in L1 over
-        the entries), set to ``init`` and then accumulating ``src(b, k) *
-        wt[d, panel, k, gi]`` over ``k`` (in registers: one address per
-        vector)."""
-        each = each or self.each
+        panel loop outermost: the panel, read in order, stays in the cache
+        over the entries), set to ``init`` and then accumulating ``src(b,
+        k) * wt[d, panel, k, gi]`` over ``k`` in registers (one address per
+        vector), for the entries ``groups`` gives together (default: each
+        live entry alone; a group shares each panel row it loads)."""
+        groups = groups or (lambda body: self.each(lambda b: body([b])))
         gates, length, tile = arith.const_int(self.gh) // self.gates, wt.shape[2], self.tile
         lo, hi = rows[0] * gates, rows[1] * gates
         dst = self.acc if out is None else out
 
         def span(panel: PrimExpr, first: int, width: int) -> Stmt:
             """Gates ``panel * tile + first ...`` (``width`` of them)."""
-            def for_entry(b: PrimExpr) -> Stmt:
-                def gate(gi: PrimExpr) -> PrimExpr:
-                    return arith.simplify(panel * tile + first + gi)
+            def gate(gi: PrimExpr) -> PrimExpr:
+                return arith.simplify(panel * tile + first + gi)
 
-                def at(gi: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
-                    row = b if out_row is None else out_row(b)
-                    return (b, gate(gi)) if out is None else (row, arith.simplify(gate(gi) - lo))
-                start = _loop(width, lambda gi: BufferStore(dst, init(b, gate(gi)), at(gi)),
-                              "gi", "vectorized")
-                terms = _loop(length, lambda k: _loop(width, lambda gi: BufferStore(
-                    dst, dst[at(gi)] + src(b, k) * wt[d, panel, k, arith.simplify(gi + first)],
-                    at(gi)), "gi", "vectorized"), "k")
-                return seq(start, terms)
-            return each(for_entry)
+            def at(b: PrimExpr, gi: PrimExpr) -> tuple[PrimExpr, PrimExpr]:
+                row = b if out_row is None else out_row(b)
+                return (b, gate(gi)) if out is None else (row, arith.simplify(gate(gi) - lo))
+
+            def for_group(entries: list[PrimExpr]) -> Stmt:
+                start = [_loop(width, lambda gi, b=b: BufferStore(dst, init(b, gate(gi)),
+                                                                  at(b, gi)), "gi", "vectorized")
+                         for b in entries]
+                terms = _loop(length, lambda k: seq(*[_loop(width, lambda gi, b=b: BufferStore(
+                    dst, dst[at(b, gi)] + src(b, k) * wt[d, panel, k, arith.simplify(gi + first)],
+                    at(b, gi)), "gi", "vectorized") for b in entries]), "k")
+                return seq(*start, terms)
+            return groups(for_group)
         # the panels the rows cover: a partial one at either end, whole ones between
         parts = []
         p0, p1 = -(-lo // tile), hi // tile
@@ -265,17 +271,14 @@ class TimeLoop:
             return self.dots(self.r, d, rows, src, init, out)
         return self.columns(self.rt, d, rows, src, init, out)
 
-    def projection(self, d: PrimExpr, src: Callable[[PrimExpr, PrimExpr], PrimExpr],
-                   out: Buffer | None = None,
-                   each: Callable[[Callable[[Var], Stmt]], Stmt] | None = None,
-                   out_row: Callable[[PrimExpr], PrimExpr] | None = None) -> Stmt:
-        """The input projection of every gate row with the input biases
+    def projection(self, d: PrimExpr, src: Callable[[PrimExpr, PrimExpr], PrimExpr]) -> Stmt:
+        """A step's input projection of every gate row with the input biases
         (:meth:`dots`' arguments): from ``W^T`` when the kernel has it."""
         def bias(b: PrimExpr, g: PrimExpr) -> PrimExpr:
             return self.bias[d, g]
         if self.wt is None:
-            return self.dots(self.w, d, (0, self.gates), src, bias, out, each, out_row)
-        return self.columns(self.wt, d, (0, self.gates), src, bias, out, each, out_row)
+            return self.dots(self.w, d, (0, self.gates), src, bias)
+        return self.columns(self.wt, d, (0, self.gates), src, bias)
 
     def transposed(self) -> list[Stmt]:
         """``W^T`` and ``R^T`` of the kernel in panels (``T[d, p, k, gi] =
@@ -388,17 +391,40 @@ class TimeLoop:
     def hoisted_projection(self, d: PrimExpr) -> Stmt:
         """``xp[t * N + b, g] = bias[d, g] + sum_k x[t, b, k] * w[d, g, k]``
         for every step ``t`` and entry ``b`` (past an entry's length too: x
-        is defined there), each block of W's rows over all of them."""
-        step: list[PrimExpr] = [i64(0)]  # the step loop's variable, for src
+        is defined there): each block of W's rows over all of them; from
+        ``W^T``, :data:`PROJECTION_ROWS` rows of xp at a time, each panel row
+        loaded once for all of them."""
+        n = self.batch
 
-        def every_step(body: Callable[[Var], Stmt]) -> Stmt:
-            def at_step(t: Var) -> Stmt:
-                step[0] = t
-                return _loop(self.batch, body, "b")
-            return _loop(self.t_len, at_step, "t")
-        return self.projection(d, lambda b, k: self.x[step[0], b, k], out=self.xp,
-                               each=every_step,
-                               out_row=lambda b: arith.simplify(step[0] * self.batch + b))
+        def bias(_: PrimExpr, g: PrimExpr) -> PrimExpr:
+            return self.bias[d, g]
+        if self.wt is None:
+            step: list[PrimExpr] = [i64(0)]  # the step loop's variable, for src
+
+            def every_step(body: Callable[[Var], Stmt]) -> Stmt:
+                def at_step(t: Var) -> Stmt:
+                    step[0] = t
+                    return _loop(n, body, "b")
+                return _loop(self.t_len, at_step, "t")
+            return self.dots(self.w, d, (0, self.gates), lambda b, k: self.x[step[0], b, k],
+                             bias, self.xp, every_step,
+                             lambda b: arith.simplify(step[0] * n + b))
+        rows = arith.simplify(self.t_len * n)
+        whole = arith.simplify(BinaryOp("//", rows, i64(PROJECTION_ROWS)))
+
+        def blocks(body: Callable[[list[PrimExpr]], Stmt]) -> Stmt:
+            first = _loop(whole, lambda rb: body(
+                [arith.simplify(rb * PROJECTION_ROWS + i) for i in range(PROJECTION_ROWS)]), "rb")
+            done = arith.simplify(whole * PROJECTION_ROWS)
+            rest = _loop(arith.simplify(rows - done),
+                         lambda r: body([arith.simplify(done + r)]), "rr")
+            return seq(first, rest)
+
+        def x_row(r: PrimExpr, k: PrimExpr) -> PrimExpr:
+            return self.x[arith.simplify(BinaryOp("//", r, n)),
+                          arith.simplify(BinaryOp("%", r, n)), k]
+        return self.columns(self.wt, d, (0, self.gates), x_row, bias, self.xp, blocks,
+                            lambda r: r)
 
     def _lstm_update(self, d: PrimExpr, b: PrimExpr) -> Stmt:
         dt = self.dt
