@@ -1,0 +1,200 @@
+"""A stride-1 depthwise NCHW conv2d whose output rows are one vector, wider
+than half of it (5x5 over 14x14 at 16 lanes), several output rows summed
+together from one padded plane.
+
+The flat form (:mod:`conv_depthwise_strided`, one phase) summed each
+vector of the padded plane's flat positions over its 25 taps: 25 loads, 25
+FMAs a vector, nearly every load across two cache lines, and a quarter of
+the lanes spent on the padding columns between rows (14 rows of 18 in
+sixteen vectors). Here each output row is one vector (``lanes`` columns,
+the ``OW`` first kept), and :data:`ROWS` output rows are summed in one
+loop body: each input row vector a tap column reads (``plane[(y + d)*P +
+r1*dw + j]``) is loaded once and feeds every output row of the block whose
+window holds it. Over 14x14 a 5x5 block of 7 rows loads 11 x 5 vectors for
+its 175 FMAs (25 a row before), and a row computes 16 lanes for 14 kept
+(13 vectors of 16 lanes' work a channel instead of 16).
+
+Per channel, the input is copied into a zero-padded plane (``P = lanes +
+(KW - 1)*dw`` columns, the input's column ``c`` at ``c + left``), one vector
+store a row: each row read flat from the channel's plane (``x[(iy*W + j -
+a) // W, (iy*W + j - a) % W]``, the unsigned pair, contiguous), the lanes
+outside the row's columns selected to zero; ``a`` (0, or the few columns
+the plane's last rows are shifted left by) keeps every read inside the
+input, and a row that no shift keeps inside is copied column by column.
+The plane's zeros (the padding rows, the columns no row's store reaches)
+are stored once for a block of channels, whose copies rewrite only the
+same vectors. The sums go to a plane of rows (in the cache), then the
+epilogue (bias, activation) stores the ``OW`` kept columns of each through
+``store_through``. Each output is the same sum of the same products, in the
+direct convolution's tap order, as the padded convolution's.
+"""
+
+from __future__ import annotations
+
+from phasec.ir.tir import (
+    Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, LetStmt, PrimExpr, Select, Stmt,
+    Var,
+)
+from phasec.target import tuning
+from phasec.te import operation as te
+from phasec.te.operation import i64, row_col
+from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.stmt import seq
+from phasec.te.tensor import Tensor
+
+__all__ = ["schedule", "takes", "ROWS", "MIN_TAPS", "CHANNEL_BLOCK"]
+
+#: output rows summed in one loop body (see the module docstring)
+ROWS = 7
+#: the fewest taps of a window this form takes (5x5: more than a 3x3's 9)
+MIN_TAPS = 10
+#: channels at most that share one plane's zeros (stored once for them)
+CHANNEL_BLOCK = 16
+
+
+def takes(OW: int, taps: int, lanes: int) -> bool:
+    """Whether the blocked rows take a stride-1 depthwise convolution whose
+    output rows are ``OW`` wide (more than half a vector, less than one)
+    and whose window has ``taps`` taps."""
+    return lanes < 2 * OW and OW < lanes and taps >= MIN_TAPS
+
+
+def schedule(w: ConvWorkload) -> Tensor | None:
+    """The depthwise convolution ``w`` (NCHW float32 conv2d, stride 1) as
+    blocked rows over a padded plane (see the module docstring); None
+    unless it is depthwise with static sizes, :func:`takes` it, and each
+    input row's columns the outputs read fit one vector of the plane."""
+    dims = w.depthwise_dims()
+    if dims is None or tuple(w.strides) != (1, 1) or w.data.dtype != "float32":
+        return None
+    n, c, H, W, KH, KW, OH, OW = dims
+    lanes = tuning.host_tuning().lanes(32)
+    dh, dw = w.dilation
+    top, left = w.padding[0], w.padding[1]
+    P = lanes + (KW - 1) * dw
+    if not takes(OW, KH * KW, lanes) or OH < 1 or left > (KW - 1) * dw \
+            or min(W, P - left) > lanes:
+        return None
+    return _blocked(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
+
+
+def _row_shift(iy: int, H: int, W: int, lanes: int, left: int) -> int | None:
+    """The columns ``a`` input row ``iy``'s vector is shifted left by so
+    that its flat read ``[iy*W - a, iy*W - a + lanes)`` stays inside the
+    input plane (its store then starts ``a`` columns left of the row's
+    place, inside the left padding); None when no shift does."""
+    a = max(0, iy * W + lanes - H * W)
+    return a if a <= left and a <= iy * W else None
+
+
+def _blocked(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple[int, int],
+             window: tuple[int, int], lanes: int) -> Tensor:
+    (dh, dw), dt = w.dilation, w.data.dtype
+    H, W = hw
+    OH, OW = out_hw
+    KH, KW = window
+    top, left = w.padding[0], w.padding[1]
+    P = lanes + (KW - 1) * dw                      # a plane row's columns
+    PH = OH + (KH - 1) * dh                        # the plane's rows
+    cols = min(W, P - left)                        # input columns any output reads
+    rows_in = max(0, min(H, PH - top))             # input rows any output reads
+    size = -(-PH * P // lanes) * lanes             # whole vectors (the zeros' loop)
+    shifts = [_row_shift(iy, H, W, lanes, left) for iy in range(rows_in)]
+    plain = 0                                      # rows read unshifted, from the first
+    while plain < rows_in and shifts[plain] == 0:
+        plain += 1
+    # the shifts whose vector holds lanes outside the row: a mask slot each
+    masks = {a: slot for slot, a in enumerate(sorted(
+        {a for a in shifts if a is not None and (a > 0 or a + cols < lanes)}))}
+    zero = te.const(0, dt)
+    B = max(d for d in range(1, min(c, CHANNEL_BLOCK) + 1) if c % d == 0)
+
+    def build(bufs: list[Buffer], out: Buffer, store=None) -> Stmt:
+        x, weight = bufs
+        b, blk, k = Var("b", "int64"), Var("blk", "int64"), Var("k", "int64")
+        ch = blk * B + k
+        plane = Buffer("padded_plane", (i64(size),), dt)
+        sums = Buffer("row_sums", (i64(OH * lanes),), dt)
+        mask = Buffer("lane_mask", (i64(max(1, len(masks)) * lanes),), dt)
+
+        def put(value: PrimExpr, idx: tuple[PrimExpr, ...]) -> Stmt:
+            return BufferStore(out, value, idx) if store is None else store(value, idx)
+
+        def copy_row(iy: PrimExpr, a: int) -> Stmt:
+            # input row iy into plane row iy + top, one vector shifted a
+            # columns left, the lanes outside the row's columns zero (a
+            # select on the lanes' mask, a float compare: a vector select)
+            j = Var("j", "int64")
+            borrow = -(-a // W)
+            row, col = row_col(j + i64(borrow * W - a), W)
+            value: PrimExpr = BufferLoad(x, (b, ch, iy - borrow + row, col))
+            where = ((iy + top) * P + (left - a) + j,)
+            if a in masks:
+                t = Var("t", dt)
+                m = BufferLoad(mask, (i64(masks[a] * lanes) + j,))
+                body: Stmt = LetStmt(t, value, BufferStore(
+                    plane, Select(BinaryOp("!=", m, zero), t, zero), where))
+            else:
+                body = BufferStore(plane, value, where)
+            return For(j, i64(0), i64(lanes), "vectorized", body)
+
+        def copy_columns(iy: int) -> Stmt:
+            # a row no shifted vector reads inside the input: column by column
+            q = Var("q", "int64")
+            return For(q, i64(0), i64(cols), "serial", BufferStore(
+                plane, BufferLoad(x, (b, ch, i64(iy), q)), (i64((iy + top) * P + left) + q,)))
+
+        def block(y0: PrimExpr, count: int) -> Stmt:
+            # output rows y0 .. y0 + count - 1, each plane row vector loaded once
+            j = Var("j", "int64")
+            vals: dict[tuple[int, int], Var] = {}
+            lets: list[tuple[Var, PrimExpr]] = []
+            for d in sorted({t + r0 * dh for t in range(count) for r0 in range(KH)}):
+                for r1 in range(KW):
+                    vals[(d, r1)] = Var(f"v{d}_{r1}", dt)
+                    lets.append((vals[(d, r1)],
+                                 BufferLoad(plane, ((y0 + d) * P + r1 * dw + j,))))
+            stores: list[Stmt] = []
+            for t in range(count):
+                acc: PrimExpr | None = None
+                for r0 in range(KH):             # the direct convolution's tap order
+                    for r1 in range(KW):
+                        term = vals[(t + r0 * dh, r1)] \
+                            * BufferLoad(weight, (ch, i64(0), i64(r0), i64(r1)))
+                        acc = term if acc is None else acc + term
+                assert acc is not None
+                stores.append(BufferStore(sums, acc, ((y0 + t) * lanes + j,)))
+            body: Stmt = seq(stores)
+            for tv, value in reversed(lets):
+                body = LetStmt(tv, value, body)
+            return For(j, i64(0), i64(lanes), "vectorized", body)
+
+        iy, yb, y, j, z, zj = (Var(v, "int64") for v in ("iy", "yb", "y", "j", "z", "zj"))
+        channel: list[Stmt] = []
+        if plain:
+            channel.append(For(iy, i64(0), i64(plain), "serial", copy_row(iy, 0)))
+        for r in range(plain, rows_in):
+            a = shifts[r]
+            channel.append(copy_row(i64(r), a) if a is not None else copy_columns(r))
+        full = OH // ROWS
+        if full:
+            channel.append(For(yb, i64(0), i64(full), "serial", block(yb * ROWS, ROWS)))
+        if OH % ROWS:
+            channel.append(block(i64(full * ROWS), OH % ROWS))
+        # the epilogue over the channel's rows of sums
+        channel.append(For(y, i64(0), i64(OH), "serial", For(
+            j, i64(0), i64(OW), "vectorized",
+            put(BufferLoad(sums, (y * lanes + j,)), (b, ch, y, j)))))
+        zeros = For(z, i64(0), i64(size // lanes), "serial", For(
+            zj, i64(0), i64(lanes), "vectorized", BufferStore(plane, zero, (z * lanes + zj,))))
+        fills = [BufferStore(mask, te.const(1 if a <= lane < a + cols else 0, dt),
+                             (i64(slot * lanes + lane),))
+                 for a, slot in masks.items() for lane in range(lanes)]
+        work = n * c * OH * lanes * KH * KW
+        par = c > B and work >= tuning.host_tuning().parallel_min_work
+        return For(b, i64(0), i64(n), "serial", For(
+            blk, i64(0), i64(c // B), "parallel" if par else "serial",
+            Allocate(plane, Allocate(sums, Allocate(mask, seq([
+                *fills, zeros, For(k, i64(0), i64(B), "serial", seq(channel))]))))))
+    return te.extern((i64(n), i64(c), i64(OH), i64(OW)), dt, [w.data, w.weight], build,
+                     name="T_conv2d", store_through=build)
