@@ -7,12 +7,12 @@ vector of the padded plane's flat positions over its 25 taps: 25 loads, 25
 FMAs a vector, nearly every load across two cache lines, and a quarter of
 the lanes spent on the padding columns between rows (14 rows of 18 in
 sixteen vectors). Here each output row is one vector (``lanes`` columns,
-the ``OW`` first kept), and :data:`ROWS` output rows are summed in one
+the ``OW`` first kept), and :func:`block_rows` output rows are summed in one
 loop body: each input row vector a tap column reads (``plane[(y + d)*P +
 r1*dw + j]``) is loaded once and feeds every output row of the block whose
-window holds it. Over 14x14 a 5x5 block of 7 rows loads 11 x 5 vectors for
-its 175 FMAs (25 a row before), and a row computes 16 lanes for 14 kept
-(13 vectors of 16 lanes' work a channel instead of 16).
+window holds it. Over 14x14 a 5x5 block of 5 rows loads 9 x 5 vectors for
+its 125 FMAs (25 a row before), and a row computes 16 lanes for 14 kept
+(14 vectors a channel instead of 16).
 
 Per channel, the input is copied into a zero-padded plane (``P = lanes +
 (KW - 1)*dw`` columns, the input's column ``c`` at ``c + left``), one vector
@@ -42,21 +42,36 @@ from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
 
-__all__ = ["schedule", "takes", "ROWS", "MIN_TAPS", "CHANNEL_BLOCK"]
+__all__ = ["schedule", "takes", "block_rows", "MAX_ROWS", "MIN_TAPS", "CHANNEL_BLOCK"]
 
-#: output rows summed in one loop body (see the module docstring)
-ROWS = 7
+#: the most output rows summed in one loop body (see block_rows)
+MAX_ROWS = 8
 #: the fewest taps of a window this form takes (5x5: more than a 3x3's 9)
 MIN_TAPS = 10
 #: channels at most that share one plane's zeros (stored once for them)
 CHANNEL_BLOCK = 16
 
 
-def takes(OW: int, taps: int, lanes: int) -> bool:
+def block_rows(taps: int, registers: int) -> int:
+    """The output rows summed in one loop body under a window of ``taps``
+    taps with ``registers`` vector registers: as many accumulators as the
+    registers hold beside the window's weights and two loaded vectors (5
+    for a 5x5 at 32 registers; capped at :data:`MAX_ROWS`). Over 14x14 5x5,
+    at 16 lanes on Zen 4 (one thread, us, 240x14x14 + hardswish / 480x14x14
+    + SiLU / 672x14x14 + ReLU): 2 rows 39 / 102 / 102, 3 rows 50 / 124, 4
+    rows 48 / 120 / 126, 5 rows 37 / 105 / 93, 6 rows 42 / 108 / 108-113, 7
+    rows 40 / 111 / 113 (the weights spilled), 14 rows 50 / 141."""
+    return min(MAX_ROWS, registers - taps - 2)
+
+
+def takes(OW: int, taps: int, lanes: int, registers: int) -> bool:
     """Whether the blocked rows take a stride-1 depthwise convolution whose
     output rows are ``OW`` wide (more than half a vector, less than one)
-    and whose window has ``taps`` taps."""
-    return lanes < 2 * OW and OW < lanes and taps >= MIN_TAPS
+    and whose window has ``taps`` taps (more than 9, and few enough that
+    two rows' accumulators fit in ``registers`` beside its weights: a 5x5
+    at AVX-512's 32, measured; not with 16)."""
+    return lanes < 2 * OW and OW < lanes and taps >= MIN_TAPS \
+        and block_rows(taps, registers) >= 2
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
@@ -68,11 +83,10 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     if dims is None or tuple(w.strides) != (1, 1) or w.data.dtype != "float32":
         return None
     n, c, H, W, KH, KW, OH, OW = dims
-    lanes = tuning.host_tuning().lanes(32)
-    dh, dw = w.dilation
-    top, left = w.padding[0], w.padding[1]
+    lanes, registers = tuning.host_tuning().lanes(32), tuning.host_tuning().vector_registers
+    dw, left = w.dilation[1], w.padding[1]
     P = lanes + (KW - 1) * dw
-    if not takes(OW, KH * KW, lanes) or OH < 1 or left > (KW - 1) * dw \
+    if not takes(OW, KH * KW, lanes, registers) or OH < 1 or left > (KW - 1) * dw \
             or min(W, P - left) > lanes:
         return None
     return _blocked(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
@@ -94,6 +108,7 @@ def _blocked(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple
     OH, OW = out_hw
     KH, KW = window
     top, left = w.padding[0], w.padding[1]
+    rows = block_rows(KH * KW, tuning.host_tuning().vector_registers)
     P = lanes + (KW - 1) * dw                      # a plane row's columns
     PH = OH + (KH - 1) * dh                        # the plane's rows
     cols = min(W, P - left)                        # input columns any output reads
@@ -176,11 +191,11 @@ def _blocked(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple
         for r in range(plain, rows_in):
             a = shifts[r]
             channel.append(copy_row(i64(r), a) if a is not None else copy_columns(r))
-        full = OH // ROWS
+        full = OH // rows
         if full:
-            channel.append(For(yb, i64(0), i64(full), "serial", block(yb * ROWS, ROWS)))
-        if OH % ROWS:
-            channel.append(block(i64(full * ROWS), OH % ROWS))
+            channel.append(For(yb, i64(0), i64(full), "serial", block(yb * rows, rows)))
+        if OH % rows:
+            channel.append(block(i64(full * rows), OH % rows))
         # the epilogue over the channel's rows of sums
         channel.append(For(y, i64(0), i64(OH), "serial", For(
             j, i64(0), i64(OW), "vectorized",
