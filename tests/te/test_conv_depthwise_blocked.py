@@ -1,6 +1,6 @@
 """Stride-1 depthwise convolutions whose output rows are one vector, wider
-than half of it, under windows of more than 9 taps (``conv_depthwise_blocked``:
-5x5 over 14x14 at 16 lanes): per channel a zero-padded plane, several output
+than half of it, under windows of 9 taps or more (``conv_depthwise_blocked``:
+3x3 and 5x5 over 14x14 at 16 lanes): per channel a zero-padded plane, several output
 rows summed from each loaded plane row. The values against the registry's
 reference (numpy) on LLVM and on the TIR interpreter for odd, prime and
 uneven shapes, pads on one side or none, dilation, batches, channel counts
@@ -31,7 +31,7 @@ from helpers.legalize import (
 RNG = np.random.default_rng(2929)
 LANES = host_tuning().lanes(32)
 REGISTERS = host_tuning().vector_registers
-#: whether this host takes a 5x5 (AVX-512: 32 registers)
+#: whether this host takes a 5x5 (AVX-512: 32 registers; a 3x3 then too)
 TAKES_5X5 = conv_depthwise_blocked.takes(LANES - 2, 25, LANES, REGISTERS)
 
 
@@ -66,6 +66,11 @@ CASES = [  # (data shape, kernel, activation, attrs, TIR interpreter too)
     # dilation 2 (a plane of lanes + 8 columns), a 4x4 window (16 taps)
     ((1, 3, 15, LANES - 2), 5, "relu6", {"padding": 4, "dilation": 2}, True),
     ((1, 5, 10, LANES - 3), 4, "silu", {"padding": (1, 1, 2, 2)}, False),
+    # 3x3 (MobileNetV2's 14x14), odd, no padding, one side
+    ((1, 20, LANES - 2, LANES - 2), 3, "relu6", {"padding": 1}, True),
+    ((1, 3, 13, LANES - 5), 3, "silu", {"padding": 1}, False),
+    ((1, 3, 7, LANES // 2 + 3), 3, "relu6", {"padding": 0}, True),
+    ((1, 3, 11, LANES - 1), 3, "silu", {"padding": (0, 2, 1, 0)}, True),
 ]
 
 
@@ -139,7 +144,6 @@ def test_infinities_at_the_rows_ends_and_in_the_weights(hw):
 
 
 @pytest.mark.parametrize("xs,k,attrs", [
-    ((1, 4, LANES - 2, LANES - 2), 3, {"padding": 1}),              # 3x3: 9 taps
     ((1, 4, 9, 2 * LANES - 4), 5, {"padding": 2}),                  # rows of two vectors
     ((1, 4, 9, LANES // 2), 5, {"padding": 2}),                     # half a vector
     ((1, 4, 9, LANES), 5, {"padding": 2}),                          # one whole vector
@@ -154,9 +158,11 @@ def test_other_shapes_keep_their_schedules(xs, k, attrs):
 
 def test_which_rows_it_takes():
     assert conv_depthwise_blocked.block_rows(25, 32) == 5
+    assert conv_depthwise_blocked.block_rows(9, 32) == conv_depthwise_blocked.MAX_ROWS
     assert conv_depthwise_blocked.takes(14, 25, 16, 32)
     assert not conv_depthwise_blocked.takes(14, 25, 16, 16)   # 16 registers: the weights
-    assert not conv_depthwise_blocked.takes(14, 9, 16, 32)    # a 3x3
+    assert conv_depthwise_blocked.takes(14, 9, 16, 32)        # a 3x3
+    assert not conv_depthwise_blocked.takes(14, 4, 16, 32)    # a 2x2
     assert not conv_depthwise_blocked.takes(8, 25, 16, 32)    # half a vector
     assert not conv_depthwise_blocked.takes(16, 25, 16, 32)   # a whole vector
     assert not conv_depthwise_blocked.takes(14, 49, 16, 32)   # 7x7: one row's registers

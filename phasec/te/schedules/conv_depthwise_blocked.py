@@ -1,6 +1,6 @@
 """A stride-1 depthwise NCHW conv2d whose output rows are one vector, wider
-than half of it (5x5 over 14x14 at 16 lanes), several output rows summed
-together from one padded plane.
+than half of it (3x3 and 5x5 over 14x14 at 16 lanes), several output rows
+summed together from one padded plane.
 
 The flat form (:mod:`conv_depthwise_strided`, one phase) summed each
 vector of the padded plane's flat positions over its 25 taps: 25 loads, 25
@@ -46,9 +46,9 @@ from phasec.te.tensor import Tensor
 __all__ = ["schedule", "takes", "block_rows", "MAX_ROWS", "MIN_TAPS", "CHANNEL_BLOCK"]
 
 #: the most output rows summed in one loop body (see block_rows)
-MAX_ROWS = 8
-#: the fewest taps of a window this form takes (5x5: more than a 3x3's 9)
-MIN_TAPS = 10
+MAX_ROWS = 5
+#: the fewest taps of a window this form takes (3x3)
+MIN_TAPS = 9
 #: channels at most that share one plane's zeros (stored once for them)
 CHANNEL_BLOCK = 16
 
@@ -57,20 +57,23 @@ def block_rows(taps: int, registers: int) -> int:
     """The output rows summed in one loop body under a window of ``taps``
     taps with ``registers`` vector registers: as many accumulators as the
     registers hold beside the window's weights and two loaded vectors (5
-    for a 5x5 at 32 registers; capped at :data:`MAX_ROWS`). Over 14x14 5x5,
+    for a 5x5 at 32 registers), at most :data:`MAX_ROWS`. Over 14x14 5x5,
     at 16 lanes on Zen 4 (one thread, us, 240x14x14 + hardswish / 480x14x14
-    + SiLU / 672x14x14 + ReLU): 2 rows 39 / 102 / 102, 3 rows 50 / 124, 4
-    rows 48 / 120 / 126, 5 rows 37 / 105 / 93, 6 rows 42 / 108 / 108-113, 7
-    rows 40 / 111 / 113 (the weights spilled), 14 rows 50 / 141."""
+    + SiLU / 672x14x14 + ReLU, one plane): 2 rows 39 / 102 / 102, 3 rows 50
+    / 124, 4 rows 48 / 120 / 126, 5 rows 37 / 105 / 93, 6 rows 42 / 108 /
+    108-113, 7 rows 40 / 111 / 113 (the weights spilled), 14 rows 50 / 141;
+    3x3 (384x14x14 + ReLU6 / 480x14x14 + SiLU / 576x14x14 + ReLU6, two
+    planes): 5 rows 25.5-25.9 / 64-65 / 38, 7 rows 26.3 / 64-65 / 39-40, 8
+    rows 27-27.5 / 64 / 40, 14 rows 29-30 / 73 / 43-44."""
     return min(MAX_ROWS, registers - taps - 2)
 
 
 def takes(OW: int, taps: int, lanes: int, registers: int) -> bool:
     """Whether the blocked rows take a stride-1 depthwise convolution whose
     output rows are ``OW`` wide (more than half a vector, less than one)
-    and whose window has ``taps`` taps (more than 9, and few enough that
-    two rows' accumulators fit in ``registers`` beside its weights: a 5x5
-    at AVX-512's 32, measured; not with 16)."""
+    and whose window has ``taps`` taps (9 or more, and few enough that two
+    rows' accumulators fit in ``registers`` beside its weights: 3x3 and 5x5
+    at AVX-512's 32, measured; a 5x5 not with 16)."""
     return lanes < 2 * OW and OW < lanes and taps >= MIN_TAPS \
         and block_rows(taps, registers) >= 2
 
