@@ -25,7 +25,7 @@ from phasec.op import call_op
 from phasec.op.legalize import lower_fused
 
 from helpers.legalize import (
-    check_depthwise, depthwise_case, fused, lowered_depthwise, tvar, walk,
+    check_depthwise, check_other_form, depthwise_case, fused, lowered_depthwise, tvar, walk,
 )
 
 RNG = np.random.default_rng(2929)
@@ -150,10 +150,7 @@ def test_infinities_at_the_rows_ends_and_in_the_weights(hw):
     ((1, 4, 2 * LANES - 4, 2 * LANES - 4), 5, {"padding": 2, "strides": 2}),  # strided
 ])
 def test_other_shapes_keep_their_schedules(xs, k, attrs):
-    prim = lowered_depthwise(xs, k, "relu6", **attrs).prim_func
-    assert "padded_plane" not in _allocs(prim)
-    x, w, b, y = depthwise_case(xs, k, RNG, **attrs)
-    check_depthwise(prim, x, w, b, _act("relu6", y), False)
+    check_other_form(xs, k, attrs, "padded_plane", RNG)
 
 
 def test_which_rows_it_takes():
