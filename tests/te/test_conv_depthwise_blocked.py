@@ -153,11 +153,27 @@ def test_other_shapes_keep_their_schedules(xs, k, attrs):
     check_other_form(xs, k, attrs, "padded_plane", RNG)
 
 
+def test_a_symbolic_batch_keeps_another_form_and_computes_the_same():
+    """Symbolic sizes (here the batch) are not taken (static shapes only):
+    another form computes the same values for each batch."""
+    n = tir.Var("n")
+    xs = (n, 3, 13, LANES - 3)
+    prim = lowered_depthwise(xs, 5, "relu6", padding=2).prim_func
+    assert "padded_plane" not in _allocs(prim)
+    kernel = compile_prim_funcs({"k": prim})["k"]
+    for batch in (1, 2):
+        x, w, b, y = depthwise_case((batch, *xs[1:]), 5, RNG, padding=2)
+        got = np.full(y.shape, np.nan, "float32")
+        kernel(x, w, b, got)
+        np.testing.assert_allclose(got, _act("relu6", y), rtol=1e-4, atol=1e-4)
+
+
 def test_which_rows_it_takes():
     assert conv_depthwise_blocked.block_rows(25, 32) == 5
     assert conv_depthwise_blocked.block_rows(9, 32) == conv_depthwise_blocked.MAX_ROWS
     assert conv_depthwise_blocked.takes(14, 25, 16, 32)
     assert not conv_depthwise_blocked.takes(14, 25, 16, 16)   # 16 registers: the weights
+    assert not conv_depthwise_blocked.takes(6, 9, 8, 16)      # 16 registers: unmeasured
     assert conv_depthwise_blocked.takes(14, 9, 16, 32)        # a 3x3
     assert not conv_depthwise_blocked.takes(14, 4, 16, 32)    # a 2x2
     assert not conv_depthwise_blocked.takes(8, 25, 16, 32)    # half a vector

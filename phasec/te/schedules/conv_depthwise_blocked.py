@@ -43,12 +43,16 @@ from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.stmt import seq
 from phasec.te.tensor import Tensor
 
-__all__ = ["schedule", "takes", "block_rows", "MAX_ROWS", "MIN_TAPS", "CHANNEL_BLOCK"]
+__all__ = ["schedule", "takes", "block_rows", "MAX_ROWS", "MIN_TAPS", "MIN_REGISTERS",
+           "CHANNEL_BLOCK"]
 
 #: the most output rows summed in one loop body (see block_rows)
 MAX_ROWS = 5
 #: the fewest taps of a window this form takes (3x3)
 MIN_TAPS = 9
+#: the fewest vector registers of a host this form is taken on (measured
+#: on AVX-512 only)
+MIN_REGISTERS = 32
 #: channels at most that share one plane's zeros (stored once for them)
 CHANNEL_BLOCK = 16
 
@@ -72,10 +76,11 @@ def takes(OW: int, taps: int, lanes: int, registers: int) -> bool:
     """Whether the blocked rows take a stride-1 depthwise convolution whose
     output rows are ``OW`` wide (more than half a vector, less than one)
     and whose window has ``taps`` taps (9 or more, and few enough that two
-    rows' accumulators fit in ``registers`` beside its weights: 3x3 and 5x5
-    at AVX-512's 32, measured; a 5x5 not with 16)."""
+    rows' accumulators fit in the ``registers`` beside its weights), on a
+    host of at least :data:`MIN_REGISTERS` vector registers (AVX-512: the
+    3x3 and 5x5 measured there; 16-register hosts were not)."""
     return lanes < 2 * OW and OW < lanes and taps >= MIN_TAPS \
-        and block_rows(taps, registers) >= 2
+        and registers >= MIN_REGISTERS and block_rows(taps, registers) >= 2
 
 
 def schedule(w: ConvWorkload) -> Tensor | None:
