@@ -1,7 +1,7 @@
-"""Stride-1 depthwise convolutions whose output rows are one vector, wider
-than half of it, under windows of 9 taps or more (``conv_depthwise_blocked``:
-3x3 and 5x5 over 14x14 at 16 lanes): per channel a zero-padded plane, several output
-rows summed from each loaded plane row. The values against the registry's
+"""Stride-1 depthwise convolutions whose output rows are one or two vectors,
+not whole ones, under windows of 9 taps or more (``conv_depthwise_blocked``:
+3x3 and 5x5 over 14x14 and 28x28 at 16 lanes): per channel a zero-padded
+plane, several output rows summed from each loaded plane row. The values against the registry's
 reference (numpy) on LLVM and on the TIR interpreter for odd, prime and
 uneven shapes, pads on one side or none, dilation, batches, channel counts
 that split into no block of 16, with ReLU6 and SiLU epilogues and without
@@ -71,6 +71,18 @@ CASES = [  # (data shape, kernel, activation, attrs, TIR interpreter too)
     ((1, 3, 13, LANES - 5), 3, "silu", {"padding": 1}, False),
     ((1, 3, 7, LANES // 2 + 3), 3, "relu6", {"padding": 0}, True),
     ((1, 3, 11, LANES - 1), 3, "silu", {"padding": (0, 2, 1, 0)}, True),
+    # rows of two vectors (28x28 at 16 lanes: the second vector's copy of
+    # the last rows shifted over the first), odd and prime, uneven pads,
+    # no padding, dilation 2, a batch of two
+    ((1, 20, 2 * LANES - 4, 2 * LANES - 4), 5, "silu", {"padding": 2}, True),
+    ((2, 3, 2 * LANES - 4, 2 * LANES - 4), 3, "relu6", {"padding": 1}, False),
+    ((1, 5, 13, 2 * LANES - 5), 5, "relu6", {"padding": 2}, True),
+    ((1, 3, 7, 2 * LANES - 3), 3, "silu", {"padding": (1, 0, 0, 2)}, True),
+    ((1, 3, 9, 2 * LANES + 1), 5, "relu6", {"padding": 0}, False),  # a third vector's copy
+    # ... and a padding row below only
+    ((1, 3, 9, 2 * LANES + 1), 5, "silu", {"padding": (0, 0, 2, 0)}, True),
+    ((1, 3, 11, 2 * LANES - 2), 5, "silu", {"padding": 4, "dilation": 2}, True),
+    ((1, 4, 2, 2 * LANES - 6), 5, "relu6", {"padding": (2, 1, 1, 3)}, True),
 ]
 
 
@@ -144,9 +156,11 @@ def test_infinities_at_the_rows_ends_and_in_the_weights(hw):
 
 
 @pytest.mark.parametrize("xs,k,attrs", [
-    ((1, 4, 9, 2 * LANES - 4), 5, {"padding": 2}),                  # rows of two vectors
+    ((1, 4, 9, LANES + LANES // 2), 5, {"padding": 2}),  # two vectors, a quarter wasted
+    ((1, 4, 9, 3 * LANES - 4), 3, {"padding": 1}),                  # three vectors
     ((1, 4, 9, LANES // 2), 5, {"padding": 2}),                     # half a vector
     ((1, 4, 9, LANES), 5, {"padding": 2}),                          # one whole vector
+    ((1, 4, 9, 2 * LANES), 3, {"padding": 1}),                      # two whole vectors
     ((1, 4, 2 * LANES - 4, 2 * LANES - 4), 5, {"padding": 2, "strides": 2}),  # strided
 ])
 def test_other_shapes_keep_their_schedules(xs, k, attrs):
@@ -178,4 +192,9 @@ def test_which_rows_it_takes():
     assert not conv_depthwise_blocked.takes(14, 4, 16, 32)    # a 2x2
     assert not conv_depthwise_blocked.takes(8, 25, 16, 32)    # half a vector
     assert not conv_depthwise_blocked.takes(16, 25, 16, 32)   # a whole vector
+    assert conv_depthwise_blocked.takes(28, 25, 16, 32)       # two vectors
+    assert conv_depthwise_blocked.block_rows(25, 32, 2) == 2
+    assert not conv_depthwise_blocked.takes(24, 9, 16, 32)    # a quarter wasted
+    assert not conv_depthwise_blocked.takes(32, 9, 16, 32)    # whole vectors
+    assert not conv_depthwise_blocked.takes(44, 9, 16, 32)    # three vectors
     assert not conv_depthwise_blocked.takes(14, 49, 16, 32)   # 7x7: one row's registers
