@@ -170,10 +170,11 @@ RULES: tuple[Rule, ...] = (
          "most half a vector (5x5 over 7x7): a block of channels in the vector lanes",
          _nchw_float_conv2d, conv_depthwise_lanes.schedule),
     Rule("conv", "conv_depthwise_blocked", "an NCHW float32 depthwise conv2d of static "
-         "shape, stride 1, output rows of more than half a vector and less than one, a window "
-         "of 9 taps or more (3x3 and 5x5 over 14x14), where 32 vector registers hold a block "
-         "of rows beside its weights: per channel its padded plane, each output row one "
-         "vector, several rows summed from each loaded plane row",
+         "shape, stride 1, output rows of more than half a vector, at most two vectors and "
+         "not whole ones (a quarter wasted at most), a window of 9 taps or more (3x3 and 5x5 "
+         "over 14x14 and 28x28), where 32 vector registers hold a block of rows beside its "
+         "weights: per channel its padded plane, each output row one or two vectors, "
+         "several rows summed from each loaded plane row",
          _nchw_float_conv2d, conv_depthwise_blocked.schedule),
     Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d of static shape, "
          "stride 1, output rows of at least a vector (or of more than half a vector under a "
