@@ -108,8 +108,6 @@ def schedule(w: ConvWorkload) -> Tensor | None:
     n, c, H, W, KH, KW, OH, OW = dims
     lanes, registers = tuning.host_tuning().lanes(32), tuning.host_tuning().vector_registers
     dw, left = w.dilation[1], w.padding[1]
-    nv = -(-OW // lanes)
-    P = nv * lanes + (KW - 1) * dw
     if not takes(OW, KH * KW, lanes, registers) or OH < 1 or left > (KW - 1) * dw:
         return None
     return _blocked(w, n, c, (H, W), (OH, OW), (KH, KW), lanes)
