@@ -36,6 +36,8 @@ padded convolution's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from phasec.ir.tir import (
     Allocate, BinaryOp, Buffer, BufferLoad, BufferStore, For, LetStmt, PrimExpr, Select, Stmt,
     Var,
@@ -88,9 +90,9 @@ def takes(OW: int, taps: int, lanes: int, registers: int) -> bool:
     at most :data:`MAX_VECTORS` of them with no more than a quarter of their
     lanes wasted: 14 or 28 at 16 lanes) and whose window has ``taps`` taps
     (9 or more, and few enough that two rows' accumulators fit in the
-    ``registers`` beside its weights), on a
-    host of at least :data:`MIN_REGISTERS` vector registers (AVX-512: the
-    3x3 and 5x5 measured there; 16-register hosts were not)."""
+    ``registers`` beside its weights), on a host of at least
+    :data:`MIN_REGISTERS` vector registers (AVX-512: the 3x3 and 5x5
+    measured there; 16-register hosts were not)."""
     nv = -(-OW // lanes)
     return lanes < 2 * OW and OW % lanes != 0 and nv <= MAX_VECTORS \
         and (nv == 1 or nv * lanes * 4 <= OW * 5) and taps >= MIN_TAPS \
@@ -158,7 +160,8 @@ def _blocked(w: ConvWorkload, n: int, c: int, hw: tuple[int, int], out_hw: tuple
     B = max(d for d in range(1, min(c, CHANNEL_BLOCK) + 1) if c % d == 0)
     planes = 2 if B > 1 else 1                     # a channel copied ahead (see build)
 
-    def build(bufs: list[Buffer], out: Buffer, store=None) -> Stmt:
+    def build(bufs: list[Buffer], out: Buffer,
+              store: Callable[[PrimExpr, tuple[PrimExpr, ...]], Stmt] | None = None) -> Stmt:
         x, weight = bufs
         b, blk, k = Var("b", "int64"), Var("blk", "int64"), Var("k", "int64")
         ch = blk * B + k
