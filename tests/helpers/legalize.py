@@ -161,6 +161,17 @@ def check_depthwise(prim, x, w, b, want, interp):
         np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
 
 
+def check_other_form(xs, k, attrs, alloc, rng):
+    """A depthwise conv2d + bias + ReLU6 over ``xs`` (``k`` x ``k``,
+    ``attrs``) that a schedule does not take: none of its kernel's buffers
+    is named ``alloc``, and its values are the reference's."""
+    prim = lowered_depthwise(xs, k, "relu6", **attrs).prim_func
+    assert alloc not in {s.buffer.name for s in walk(prim.body)
+                         if isinstance(s, tir.Allocate)}
+    x, w, b, y = depthwise_case(xs, k, rng, **attrs)
+    check_depthwise(prim, x, w, b, np.minimum(np.maximum(y, 0), 6), False)
+
+
 def check_infinities_3x3s2(prim, xs, rows, rng):
     """``prim`` (a lowered ``lowered_depthwise`` of 6 channels, 3x3, stride
     2, padding 1, relu6) on an input with infinities at rows' ends: channel

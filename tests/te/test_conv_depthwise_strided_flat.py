@@ -23,7 +23,8 @@ from phasec.op import get_op
 from phasec.target.tuning import host_tuning
 
 from helpers.legalize import (
-    check_depthwise, check_infinities_3x3s2, depthwise_case, lowered_depthwise, walk,
+    check_depthwise, check_infinities_3x3s2, check_other_form, depthwise_case,
+    lowered_depthwise, walk,
 )
 
 RNG = np.random.default_rng(31)
@@ -107,10 +108,7 @@ def test_the_copy_reads_whole_vectors():
     ((1, 4, 15, 15), 3, {"padding": 0, "strides": 2}),
 ])
 def test_other_shapes_keep_their_forms(xs, k, attrs):
-    prim = lowered_depthwise(xs, k, "relu6", **attrs).prim_func
-    assert "phase_plane" not in _allocs(prim)
-    x, w, b, y = depthwise_case(xs, k, RNG, **attrs)
-    check_depthwise(prim, x, w, b, _act("relu6", y), False)
+    check_other_form(xs, k, attrs, "phase_plane", RNG)
 
 
 def test_a_symbolic_batch_keeps_the_direct_form():

@@ -94,8 +94,9 @@ def test_grouped_conv_matches_numpy(name):
     lanes = host_tuning().lanes(32)
     flat = w < lanes or (k == 1 and w < 2 * lanes and w % lanes != 0) or (
         og == 1 and w < 4 * lanes and w % lanes != 0)  # depthwise rows of a few vectors
-    # depthwise 3x3 rows of more than half a vector, under one: the flat sums
-    # over each channel's padded plane (conv_depthwise_strided.schedule_rows)
+    # depthwise 3x3 rows of more than half a vector, under one: each
+    # channel's padded plane (conv_depthwise_blocked where 32 vector registers
+    # hold the rows, else the flat sums of conv_depthwise_strided.schedule_rows)
     flat = flat and not (og == 1 and k == 3 and 2 * w > lanes > w and h >= 2)
     # grouped 1x1 ones over rows that are not whole vectors: one GEMM over
     # all the image's positions (conv_pointwise_flat)

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from phasec.arith import const_int
 from phasec.ir.tir import PrimExpr, Stmt
 from phasec.te.schedules import (
-    conv_column, conv_depthwise_direct, conv_depthwise_lanes, conv_depthwise_strided,
+    conv_column, conv_depthwise_blocked, conv_depthwise_direct, conv_depthwise_lanes,
+    conv_depthwise_strided,
     conv_depthwise_strided_flat, conv_direct,
     conv_few_channels, conv_flat_rows, conv_pool_stem, conv_im2col, conv_pointwise_flat,
     conv_pointwise_small, conv_unit_row,
@@ -171,6 +172,13 @@ RULES: tuple[Rule, ...] = (
          "at least a vector of channels, a window of 25 taps or more over output rows of at "
          "most half a vector (5x5 over 7x7): a block of channels in the vector lanes",
          _nchw_float_conv2d, conv_depthwise_lanes.schedule),
+    Rule("conv", "conv_depthwise_blocked", "an NCHW float32 depthwise conv2d of static "
+         "shape, stride 1, output rows of more than half a vector, at most two vectors and "
+         "not whole ones (a quarter wasted at most), a window of 9 taps or more (3x3 and 5x5 "
+         "over 14x14 and 28x28), where 32 vector registers hold a block of rows beside its "
+         "weights: per channel its padded plane, each output row one or two vectors, "
+         "several rows summed from each loaded plane row",
+         _nchw_float_conv2d, conv_depthwise_blocked.schedule),
     Rule("conv", "conv_depthwise_strided", "an NCHW float depthwise conv2d of static shape, "
          "stride 1, output rows of at least a vector (or of more than half a vector under a "
          "3x3 or smaller window): per channel, its padded plane and flat sums in the cache, "

@@ -151,7 +151,11 @@ def schedule_rows(w: ConvWorkload) -> Tensor | None:
     (960x7x7 3x3 44 -> 39 us). Windows of up to :data:`FLAT_PLANE_TAPS` taps:
     5x5 lost on Zen 4 (240x14x14 5x5 48 -> 60 us) but gains on the Xeon
     (240x14x14 5x5 + hardswish 61-64 -> 57-58 us, 480x14x14 5x5 + SiLU
-    145-152 -> 133-135, 672x14x14 5x5 + SiLU 218-228 -> 188-191)."""
+    145-152 -> 133-135, 672x14x14 5x5 + SiLU 218-228 -> 188-191). Where
+    32 vector registers hold a block of rows beside the weights, the 3x3 and
+    5x5 rows of more than half a vector up to two vectors (not whole ones)
+    take :mod:`conv_depthwise_blocked` ahead of this in the table (one or
+    two vectors a row, several rows a loop)."""
     dims = w.depthwise_dims()
     if dims is None or tuple(w.strides) != (1, 1):
         return None
