@@ -435,3 +435,37 @@ def test_the_transforms_sums_start_from_a_positive_term(winograd_tile):
               if re.match(r"\s*(wino_t|wino_o1|wino_r|T_winograd_input)\[", line)]
     assert len(stores) > 20
     assert not [line for line in stores if "T.float32(0.0) -" in line]
+
+
+@pytest.mark.parametrize("name", ["odd_prime", "odd_prime_m2", "56x56_512bit", "batch_3"])
+def test_the_input_rows_copy_stays_one_loop(name, winograd_tile):
+    # the a input rows of a row of tiles (copied, padded and de-interleaved)
+    # in one loop LLVM does not unroll (unrolled, their loops were vectorized
+    # a times over: 10-14% of the kernel's LLVM time, no run time); the
+    # values of every case are test_winograd_conv_matches_the_direct_convolution's
+    n, c, h, w, o, pad, m, bits, taken = CASES[name]
+    winograd_tile(m, bits)
+    low = lower_fused(_conv_bias_relu(n, c, h, w, o, padding=pad), constant_params=WEIGHT)
+    kept, stack = [], [low.prim_func.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tir.AttrStmt) and s.key == tir.KEEP_LOOP_ATTR:
+            kept.append(s.body)
+        stack.extend(tir.stmt_children(s))
+    (loop,) = kept
+    assert loop.kind == "serial" and loop.extent.value == taken + 2
+    names = {b.name for b in tir.stmt_children(loop) for b in _stored(b)}
+    assert {"wino_pad", "wino_rows"} <= names
+    lib = compile_prim_funcs({"k": low.prim_func})
+    assert "llvm.loop.unroll.disable" in lib.llvm_ir
+
+
+def _stored(s: tir.Stmt) -> list[tir.Buffer]:
+    """The buffers ``s`` stores to, at any depth."""
+    out, stack = [], [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tir.BufferStore):
+            out.append(x.buffer)
+        stack.extend(tir.stmt_children(x))
+    return out

@@ -306,6 +306,14 @@ class LoopEmitter:
         #: loops emitted as LLVM loops (all but vector instructions and
         #: ``unroll`` loops, which LLVM unrolls fully), so far
         self.loops_opened = 0
+        #: the serial loops a schedule marked ``tir.KEEP_LOOP_ATTR`` (by ``id``:
+        #: the nodes live in the function being emitted)
+        self._kept: set[int] = set()
+
+    def keep(self, s: tir.For) -> None:
+        """Emit the loop ``s`` (when serial) as a loop LLVM does not unroll
+        (``tir.KEEP_LOOP_ATTR``)."""
+        self._kept.add(id(s))
 
     def _loop_bounds(self, s: tir.For) -> tuple[str, str, str]:
         v = s.loop_var
@@ -455,6 +463,8 @@ class LoopEmitter:
         return iv, close
 
     def _loop_md(self, s: tir.For) -> str | None:
+        if s.kind == "serial" and id(s) in self._kept:
+            return self.ctx.mod.loop_metadata(['!"llvm.loop.unroll.disable"'])
         if s.kind == "vectorized" and not _cannot_vectorize(
                 s.body, self.expressions.access.is_checked):
             # (Such a loop stays a scalar loop: told to vectorize, LLVM would

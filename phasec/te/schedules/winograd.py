@@ -53,6 +53,7 @@ from phasec.te.schedules.build_time import (
     WeightPlan, WeightTransform, ir_nodes, static_dims, statements, stored_buffer,
 )
 from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.stmt import kept_loop
 from phasec.te.tensor import Tensor
 
 __all__ = ["WINOGRAD_MARK", "WEIGHT_TRANSFORM", "winograd_matrices", "transform_weight", "estimate_ns",
@@ -319,7 +320,13 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
                     [(plan.bt[f][s], tb[e, i64(s % m), _add(tx, s // m)]) for s in range(a)],
                     dt), plan.gemm_index(n, _add(_mul(e, a), f), c, ty, tx)), "vectorized", "tx")
                     for f in range(a)])
-            return _seq(_loop(a, fill, "serial", "r"), *row_t, _loop(a, col, "serial", "e"))
+            # The a input rows' copy and de-interleaving stay a loop: unrolled
+            # by LLVM, each of their loops was vectorized a copies over, 10-14%
+            # of the kernel's LLVM time and no run time (bench/README.md,
+            # "coldbuild"). (Not the transforms' loops over e and f: unrolled,
+            # their rows stay in registers, 3-5% faster.)
+            return _seq(kept_loop(_loop(a, fill, "serial", "r")), *row_t,
+                        _loop(a, col, "serial", "e"))
         body = _loop(plan.th, per_row, "serial", "ty")
         if plan.stride > plan.written:  # the columns that round a row up: zeros
             body = _seq(body, _loop(a * a, lambda e: _loop(
