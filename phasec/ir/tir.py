@@ -78,13 +78,15 @@ RET = "ret"
 #: them before a register tile's reduction for what its epilogue reads.
 PREFETCH_ATTR = "phasec.prefetch"
 PREFETCH_WRITE_ATTR = "phasec.prefetch_write"
-#: ``T.attr({"phasec.keep_loop": 1}): for ...``: a hint that the serial loop it
-#: wraps is not worth unrolling: the LLVM backend marks it
-#: ``llvm.loop.unroll.disable`` (LLVM would unroll a short constant loop fully,
-#: and vectorize every copy of the loops inside it again); the interpreter and
-#: TVM run the body as if the attribute were not there. A schedule puts it
-#: around a loop whose iterations each hold a loop LLVM vectorizes, where
-#: unrolled copies cost compile time and buy no run time (measured per use).
+#: ``T.attr({"phasec.keep_loop": n}): for ...``: a hint that the serial loop it
+#: wraps is not worth unrolling fully: the LLVM backend lets LLVM make at most
+#: ``n`` copies of its body (1: ``llvm.loop.unroll.disable``, else
+#: ``llvm.loop.unroll.count``) where LLVM would unroll a short constant loop
+#: fully and vectorize every copy of the loops inside it again; the
+#: interpreter and TVM run the body as if the attribute were not there. A
+#: schedule puts it around a loop whose iterations each hold a loop LLVM
+#: vectorizes, where the copies cost compile time and buy no run time
+#: (measured per use: bench/README.md, "coldbuild").
 KEEP_LOOP_ATTR = "phasec.keep_loop"
 #: TVM has no checked_index: its syntax spells the intrinsic as a call of
 #: this external function, T.call_pure_extern("int64", CHECKED_INDEX_EXTERN, i, n)

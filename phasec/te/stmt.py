@@ -33,10 +33,10 @@ def combine(combiner: str, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
     return BinaryOp(combiner, acc, value)
 
 
-def kept_loop(loop: tir.For) -> Stmt:
-    """The serial ``loop`` with the hint that it stays a loop
-    (``tir.KEEP_LOOP_ATTR``: not unrolled by LLVM)."""
-    return tir.AttrStmt(tir.KEEP_LOOP_ATTR, IntImm(1, "int32"), loop)
+def kept_loop(loop: tir.For, copies: int = 1) -> Stmt:
+    """The serial ``loop`` with the hint that it stays a loop, its body in
+    at most ``copies`` copies (``tir.KEEP_LOOP_ATTR``: 1, not unrolled)."""
+    return tir.AttrStmt(tir.KEEP_LOOP_ATTR, IntImm(copies, "int32"), loop)
 
 
 def seq(stmts: list[Stmt]) -> Stmt:

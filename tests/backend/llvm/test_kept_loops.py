@@ -23,7 +23,7 @@ CHANNELS, ROWS, COLS, PITCH = 64, 13, 13, 32
 
 
 def _rows_of_maxima(kept: bool, channels: int = CHANNELS, rows: int = ROWS,
-                    cols: int = COLS) -> T.PrimFunc:
+                    cols: int = COLS, copies: int = 1) -> T.PrimFunc:
     """``Y[c, r, x] = max(X[c, r*P + 2x + t] for t < 3)`` with the rows' loop
     kept or not: a strided vectorized loop (LLVM's vectorizer takes it) in
     a short serial loop in a parallel one."""
@@ -35,7 +35,7 @@ def _rows_of_maxima(kept: bool, channels: int = CHANNELS, rows: int = ROWS,
     loop = T.For(r, 0, rows, "serial", T.For(x, 0, cols, "vectorized",
                                              store(Y, value, c, r, x)))
     return T.PrimFunc((X, Y), T.For(c, 0, channels, "parallel",
-                                    kept_loop(loop) if kept else loop))
+                                    kept_loop(loop, copies) if kept else loop))
 
 
 def _reference(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -61,12 +61,14 @@ def _maxima(ir: str) -> int:
     return len(re.findall(r"@llvm\.maximum\.|@llvm\.maxnum\.|= fcmp |= select ", ir))
 
 
+@pytest.mark.parametrize("copies", [1, 2, 3])
 @pytest.mark.parametrize("channels,rows,cols", [(CHANNELS, ROWS, COLS), (3, 5, 7), (2, 7, 15)])
-def test_a_kept_loop_has_the_same_values(channels: int, rows: int, cols: int) -> None:
+def test_a_kept_loop_has_the_same_values(channels: int, rows: int, cols: int,
+                                         copies: int) -> None:
     x = rand((channels, rows * PITCH + 2))
     want = _reference(x, rows, cols)
     for kept in (False, True):
-        func = _rows_of_maxima(kept, channels, rows, cols)
+        func = _rows_of_maxima(kept, channels, rows, cols, copies)
         got = np.full(want.shape, np.nan, np.float32)
         _compiled(func)["k"](x, got)
         np.testing.assert_array_equal(got, want)
@@ -86,6 +88,27 @@ def test_a_kept_loop_is_not_unrolled_by_llvm() -> None:
     assert once > 0 and unrolled >= 3 * once, (unrolled, once)
 
 
+def test_a_kept_loop_of_two_copies_is_unrolled_by_two_only() -> None:
+    plain = _compiled(_rows_of_maxima(False))
+    once = _compiled(_rows_of_maxima(True))
+    twice = _compiled(_rows_of_maxima(True, copies=2))
+    assert '!"llvm.loop.unroll.count", i32 2' in twice.llvm_ir
+    assert '"llvm.loop.unroll.count"' not in once.llvm_ir
+    # (the two copies' vector code is not a fixed multiple of one's: LLVM's
+    # vectorizer chooses its remainders per loop; far from the 13 copies)
+    n1, n2, n13 = (_maxima(lib.optimized_ir) for lib in (once, twice, plain))
+    assert 0 < n2 and 3 * n2 <= n13 and 3 * n1 <= n13, (n1, n2, n13)
+
+
+@pytest.mark.parametrize("value", [0, -3])
+def test_a_count_below_one_keeps_the_loop_whole(value: int) -> None:
+    loop = _rows_of_maxima(True)
+    attr = loop.body.body
+    bad = T.PrimFunc(loop.params, T.For(loop.body.loop_var, 0, CHANNELS, "parallel", T.AttrStmt(
+        T.KEEP_LOOP_ATTR, T.IntImm(value, "int32"), attr.body)))
+    assert _compiled(bad).llvm_ir == _compiled(loop).llvm_ir
+
+
 def test_a_mark_on_anything_but_a_serial_loop_changes_nothing() -> None:
     X, Y = buf("X", (ROWS, 2 * COLS)), buf("Y", (ROWS, COLS))
     r, x = var("r"), var("x")
@@ -93,10 +116,16 @@ def test_a_mark_on_anything_but_a_serial_loop_changes_nothing() -> None:
 
     def mark(s: T.Stmt) -> T.Stmt:
         return T.AttrStmt(T.KEEP_LOOP_ATTR, T.IntImm(1, "int32"), s)
-    # around the vectorized loop, around a store, around a parallel loop
+
+    def mark_by_a_variable(s: T.Stmt) -> T.Stmt:  # (a count that is not a constant)
+        return T.AttrStmt(T.KEEP_LOOP_ATTR, var("n"), s)
+    # around the vectorized loop, around a store, around a parallel loop; a
+    # serial loop with a count that is not a number
     cases = [(lambda m: T.For(r, 0, ROWS, "serial", m(T.For(x, 0, COLS, "vectorized", body)))),
              (lambda m: T.For(r, 0, ROWS, "serial", T.For(x, 0, COLS, "serial", m(body)))),
-             (lambda m: m(T.For(r, 0, ROWS, "parallel", T.For(x, 0, COLS, "serial", body))))]
+             (lambda m: m(T.For(r, 0, ROWS, "parallel", T.For(x, 0, COLS, "serial", body)))),
+             (lambda m: (m if m is not mark else mark_by_a_variable)(
+                 T.For(r, 0, ROWS, "serial", T.For(x, 0, COLS, "vectorized", body))))]
     xs = rand((ROWS, 2 * COLS))
     want = xs[:, 0::2] + xs[:, 1::2]
     for nest in cases:
