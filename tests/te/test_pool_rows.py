@@ -233,30 +233,3 @@ def test_drawn_max_pools_match_numpy(case):
     compile_prim_funcs({"k": low.prim_func})["k"](x, got)
     np.testing.assert_array_equal(got, want)
 
-
-def _kept_loops(prim):
-    return [s for s in walk(prim.body)
-            if isinstance(s, tir.AttrStmt) and s.key == tir.KEEP_LOOP_ATTR]
-
-
-@pytest.mark.parametrize("xs", [(1, 4, 27, 27), (2, 3, 29, 31), (1, 3, 19, 27)])
-def test_the_output_rows_of_narrow_outputs_stay_one_loop(xs):
-    # SqueezeNet's 256x27x27 3x3/2 and odd shapes: each output row's strided
-    # columns in one loop over the rows that LLVM unrolls by two only
-    # (unrolled, it vectorized the 13 rows' taps 13 times over: 2.4x the LLVM time)
-    attrs = {"pool_size": (3, 3), "strides": (2, 2)}
-    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs, "float32"), **attrs), True)
-    (mark,) = _kept_loops(low.prim_func)
-    assert mark.value.value == 2  # (two rows a step: one measured 1-3% slower)
-    loop = mark.body
-    oh = (xs[2] - 3) // 2 + 1
-    assert loop.kind == "serial" and loop.extent.value == oh
-    assert isinstance(loop.body, tir.For) and loop.body.kind == "vectorized"
-    x = _values(xs)
-    want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
-    got = np.zeros(want.shape, np.float32)
-    compile_prim_funcs({"k": low.prim_func})["k"](x, got)
-    np.testing.assert_array_equal(got, want)
-    again = np.zeros(want.shape, np.float32)
-    run_prim_func(low.prim_func, [x, again])
-    np.testing.assert_array_equal(again, want)

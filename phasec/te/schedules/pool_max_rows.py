@@ -44,7 +44,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.pool_window import (
     RowsFirst, max_pool_row, nan_propagating_max, static_sizes,
 )
-from phasec.te.stmt import kept_loop, seq
+from phasec.te.stmt import seq
 from phasec.te.schedules.workloads import PoolWorkload
 from phasec.te.tensor import Tensor
 
@@ -154,14 +154,10 @@ def schedule(w: PoolWorkload) -> Tensor | None:
                     lambda value, col=col: BufferStore(out, value, (b, ch, q, i64(col))))
                     for col in reach])))
         else:
-            # (kept a loop of two rows a step: LLVM unrolled it fully and
-            # vectorized each row's strided taps again, 13 rows of 13 over
-            # 27x27: 2.4x the kernel's LLVM time for the same run time; one
-            # row a step measured 1-3% slower, bench/README.md "coldbuild")
-            stmts.append(kept_loop(For(q, i64(0), i64(OH), "serial", For(
+            stmts.append(For(q, i64(0), i64(OH), "serial", For(
                 ox, i64(0), i64(OW), "vectorized", nan_propagating_max(
                     [BufferLoad(v, (q * pitch + ox * sw + r1 * dw,)) for r1 in range(KW)], dt,
-                    lambda value: BufferStore(out, value, (b, ch, q, ox))))), copies=2))
+                    lambda value: BufferStore(out, value, (b, ch, q, ox))))))
         work = n * c * (OH * (W * KH + pitch) + OH * OW * KW)
         par = c > 1 and work >= tuning.host_tuning().parallel_min_work
         return For(b, i64(0), i64(n), "serial", For(
