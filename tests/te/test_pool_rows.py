@@ -232,4 +232,3 @@ def test_drawn_max_pools_match_numpy(case):
     got = np.zeros(want.shape, "float32")
     compile_prim_funcs({"k": low.prim_func})["k"](x, got)
     np.testing.assert_array_equal(got, want)
-
