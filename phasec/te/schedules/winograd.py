@@ -321,7 +321,7 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
                     dt), plan.gemm_index(n, _add(_mul(e, a), f), c, ty, tx)), "vectorized", "tx")
                     for f in range(a)])
             # The a input rows' copy and de-interleaving stay a loop: unrolled
-            # by LLVM, each of their loops was vectorized a copies over, 10-14%
+            # by LLVM, each of their loops was vectorized a times over, 7-14%
             # of the kernel's LLVM time and no run time (bench/README.md,
             # "coldbuild"). (Not the transforms' loops over e and f: unrolled,
             # their rows stay in registers, 3-5% faster.)
@@ -383,10 +383,9 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer,
                 return IfThenElse(te.lt(y, plan.oh), store)
             # The m output rows in one loop that stays a loop: written out m
             # times, each row's interleaved stores were vectorized m times
-            # over (17-19% of the kernel's LLVM time, no run time:
+            # over (14-19% of the kernel's LLVM time, no run time:
             # bench/README.md, "coldbuild")
-            rows_loop = _loop(m, lambda i: out_row(i), "serial", "i")
-            return _seq(first, second, kept_loop(rows_loop))
+            return _seq(first, second, kept_loop(_loop(m, out_row, "serial", "i")))
         return _image_channel(nk, plan.k, n, k, tir.Allocate(o1, tir.Allocate(
             rb, _loop(plan.th, per_row, "serial", "ty"))), channel_first=True)
     return _loop(plan.batch(out) * plan.k, per_channel, "parallel", "nk")
