@@ -29,6 +29,7 @@ __all__ = [
     "stmt_children", "stmt_exprs", "contains_stmt",
     "ARITH_OPS", "COMPARE_OPS", "LOGIC_OPS", "INTRINSICS", "MATH_INTRINSICS", "FOR_KINDS",
     "LIBM_INTRINSICS", "BOOL_INTRINSICS", "BIT_INTRINSICS", "PREFETCH_ATTR", "PREFETCH_WRITE_ATTR",
+    "KEEP_LOOP_ATTR",
     "is_float", "is_int", "is_bool", "DTYPES", "frozen_attrs",
 ]
 
@@ -77,6 +78,16 @@ RET = "ret"
 #: them before a register tile's reduction for what its epilogue reads.
 PREFETCH_ATTR = "phasec.prefetch"
 PREFETCH_WRITE_ATTR = "phasec.prefetch_write"
+#: ``T.attr({"phasec.keep_loop": n}): for ...``: a hint that the serial loop it
+#: wraps is not worth unrolling fully: the LLVM backend lets LLVM make at most
+#: ``n`` copies of its body (1: ``llvm.loop.unroll.disable``, else
+#: ``llvm.loop.unroll.count``) where LLVM would unroll a short constant loop
+#: fully and vectorize every copy of the loops inside it again; the
+#: interpreter and TVM run the body as if the attribute were not there. A
+#: schedule puts it around a loop whose iterations each hold a loop LLVM
+#: vectorizes, where the copies cost compile time and buy no run time
+#: (measured per use: bench/README.md, "coldbuild").
+KEEP_LOOP_ATTR = "phasec.keep_loop"
 #: TVM has no checked_index: its syntax spells the intrinsic as a call of
 #: this external function, T.call_pure_extern("int64", CHECKED_INDEX_EXTERN, i, n)
 CHECKED_INDEX_EXTERN = "phasec_checked_index"

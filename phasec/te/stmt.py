@@ -19,7 +19,7 @@ from phasec.te.analysis import expr_key
 from phasec.te.operation import gt, select
 from phasec.te.tensor import post_order
 
-__all__ = ["combine", "seq", "block", "tiled", "bind_once"]
+__all__ = ["combine", "seq", "block", "tiled", "bind_once", "kept_loop"]
 
 
 def combine(combiner: str, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
@@ -31,6 +31,12 @@ def combine(combiner: str, acc: PrimExpr, value: PrimExpr) -> PrimExpr:
     if combiner == "fast_max":  # see te.fast_max: LLVM emits the CPU's max for this select
         return select(gt(acc, value), acc, value)
     return BinaryOp(combiner, acc, value)
+
+
+def kept_loop(loop: tir.For, copies: int = 1) -> Stmt:
+    """The serial ``loop`` with the hint that it stays a loop, its body in
+    at most ``copies`` copies (``tir.KEEP_LOOP_ATTR``: 1, not unrolled)."""
+    return tir.AttrStmt(tir.KEEP_LOOP_ATTR, IntImm(copies, "int32"), loop)
 
 
 def seq(stmts: list[Stmt]) -> Stmt:

@@ -20,7 +20,8 @@ from onnx import helper, numpy_helper
 
 import phasec
 import phasec.target.tuning as tuning_module
-from phasec.backend.llvm import compile_prim_funcs
+from phasec.backend.llvm import compile_prim_funcs, runtime
+from phasec.backend.llvm.loops import LoopEmitter
 from phasec.errors import InputError
 from phasec.frontend.onnx import from_onnx
 from phasec.interp.tir import run_prim_func
@@ -435,3 +436,57 @@ def test_the_transforms_sums_start_from_a_positive_term(winograd_tile):
               if re.match(r"\s*(wino_t|wino_o1|wino_r|T_winograd_input)\[", line)]
     assert len(stores) > 20
     assert not [line for line in stores if "T.float32(0.0) -" in line]
+
+
+@pytest.mark.parametrize("name", ["odd_prime", "odd_prime_m2", "56x56_512bit", "batch_3"])
+def test_the_input_rows_and_the_output_rows_stay_loops(name, winograd_tile, monkeypatch):
+    # the a input rows of a row of tiles (copied, padded, de-interleaved)
+    # and the m output rows (gathered from the transform's phases) each in
+    # one loop LLVM does not unroll (unrolled, their loops were vectorized a
+    # or m times over: a quarter to a third of the kernel's LLVM time, no
+    # run time); the values of every case are
+    # test_winograd_conv_matches_the_direct_convolution's
+    n, c, h, w, o, pad, m, bits, taken = CASES[name]
+    winograd_tile(m, bits)
+    low = lower_fused(_conv_bias_relu(n, c, h, w, o, padding=pad), constant_params=WEIGHT)
+    kept, stack = [], [low.prim_func.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tir.AttrStmt) and s.key == tir.KEEP_LOOP_ATTR:
+            kept.append(s)
+        stack.extend(tir.stmt_children(s))
+    loops = {frozenset(b.name for b in _stored(s.body)): s for s in kept}
+    assert set(loops) == {frozenset({"wino_pad", "wino_rows"}), frozenset({"T_relu"})}
+    for names, mark in loops.items():
+        rows = taken + 2 if "wino_pad" in names else taken
+        assert mark.value.value == 1
+        assert mark.body.kind == "serial" and mark.body.extent.value == rows
+    # both reach LLVM as loops it may not unroll (two more than without the marks)
+    kept_ir = compile_prim_funcs({"k": low.prim_func}).llvm_ir
+    # (compiled again with the marks ignored: not from the caches, keyed by
+    # the TIR, nor into them)
+    runtime.clear_cache()
+    monkeypatch.setenv("PHASEC_KERNEL_CACHE", "0")
+    monkeypatch.setattr(LoopEmitter, "keep", lambda self, loop, copies=1: None)
+    plain_ir = compile_prim_funcs({"k": low.prim_func}).llvm_ir
+    runtime.clear_cache()
+    assert _unroll_disabled(kept_ir) == _unroll_disabled(plain_ir) + 2
+
+
+def _unroll_disabled(ir: str) -> int:
+    """The loops of ``ir`` whose metadata turns unrolling off."""
+    props = re.findall(r'^(![0-9]+) = !\{!"llvm.loop.unroll.disable"\}$', ir, re.M)
+    if not props:
+        return 0
+    return len(re.findall(r"^![0-9]+ = distinct !\{.*" + props[0] + r"\b", ir, re.M))
+
+
+def _stored(s: tir.Stmt) -> list[tir.Buffer]:
+    """The buffers ``s`` stores to, at any depth."""
+    out, stack = [], [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tir.BufferStore):
+            out.append(x.buffer)
+        stack.extend(tir.stmt_children(x))
+    return out

@@ -306,6 +306,15 @@ class LoopEmitter:
         #: loops emitted as LLVM loops (all but vector instructions and
         #: ``unroll`` loops, which LLVM unrolls fully), so far
         self.loops_opened = 0
+        #: the serial loops a schedule marked ``tir.KEEP_LOOP_ATTR`` (by ``id``:
+        #: the nodes live in the function being emitted), with the copies of
+        #: the body LLVM may make
+        self._kept: dict[int, int] = {}
+
+    def keep(self, s: tir.For, copies: int = 1) -> None:
+        """Emit the loop ``s`` (when serial) as a loop LLVM does not unroll,
+        or unrolls ``copies`` times only (``tir.KEEP_LOOP_ATTR``)."""
+        self._kept[id(s)] = max(1, copies)
 
     def _loop_bounds(self, s: tir.For) -> tuple[str, str, str]:
         v = s.loop_var
@@ -455,6 +464,11 @@ class LoopEmitter:
         return iv, close
 
     def _loop_md(self, s: tir.For) -> str | None:
+        copies = self._kept.get(id(s)) if s.kind == "serial" else None
+        if copies == 1:
+            return self.ctx.mod.loop_metadata(['!"llvm.loop.unroll.disable"'])
+        if copies is not None:
+            return self.ctx.mod.loop_metadata([f'!"llvm.loop.unroll.count", i32 {copies}'])
         if s.kind == "vectorized" and not _cannot_vectorize(
                 s.body, self.expressions.access.is_checked):
             # (Such a loop stays a scalar loop: told to vectorize, LLVM would

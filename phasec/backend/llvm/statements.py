@@ -188,6 +188,9 @@ class StatementEmitter:
         if (s.key in (tir.PREFETCH_ATTR, tir.PREFETCH_WRITE_ATTR)
                 and type(s.value) is tir.BufferLoad):
             self._prefetch(s.value, s.key == tir.PREFETCH_WRITE_ATTR)
+        if (s.key == tir.KEEP_LOOP_ATTR and type(s.body) is tir.For
+                and type(s.value) is tir.IntImm):
+            self.loops.keep(s.body, int(s.value.value))
         tasks.append(s.body)  # otherwise a hint for TVM's lowering; nothing to emit
 
     def _prefetch(self, at: tir.BufferLoad, write: bool) -> None:

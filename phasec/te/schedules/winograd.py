@@ -53,6 +53,7 @@ from phasec.te.schedules.build_time import (
     WeightPlan, WeightTransform, ir_nodes, static_dims, statements, stored_buffer,
 )
 from phasec.te.schedules.workloads import ConvWorkload
+from phasec.te.stmt import kept_loop
 from phasec.te.tensor import Tensor
 
 __all__ = ["WINOGRAD_MARK", "WEIGHT_TRANSFORM", "winograd_matrices", "transform_weight", "estimate_ns",
@@ -319,7 +320,13 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
                     [(plan.bt[f][s], tb[e, i64(s % m), _add(tx, s // m)]) for s in range(a)],
                     dt), plan.gemm_index(n, _add(_mul(e, a), f), c, ty, tx)), "vectorized", "tx")
                     for f in range(a)])
-            return _seq(_loop(a, fill, "serial", "r"), *row_t, _loop(a, col, "serial", "e"))
+            # The a input rows' copy and de-interleaving stay a loop: unrolled
+            # by LLVM, each of their loops was vectorized a times over, 7-14%
+            # of the kernel's LLVM time and no run time (bench/README.md,
+            # "coldbuild"). (Not the transforms' loops over e and f: unrolled,
+            # their rows stay in registers, 3-5% faster.)
+            return _seq(kept_loop(_loop(a, fill, "serial", "r")), *row_t,
+                        _loop(a, col, "serial", "e"))
         body = _loop(plan.th, per_row, "serial", "ty")
         if plan.stride > plan.written:  # the columns that round a row up: zeros
             body = _seq(body, _loop(a * a, lambda e: _loop(
@@ -360,21 +367,25 @@ def _output_nest(plan: _Plan, mb: Buffer, out: Buffer,
                 rb, _combine([(plan.at[j][f], o1[i, i64(f), tx]) for f in range(a)], dt),
                 (i, i64(j), tx)), "vectorized", "tx") for j in range(m)]), "serial", "i")
 
-            def out_row(i: int) -> Stmt:
+            def out_row(i: PrimExpr) -> Stmt:
                 # whole tiles as interleaved groups of m stores, then the
                 # columns of a last partial tile
                 y = _add(_mul(ty, m), i)
                 full, rest = divmod(plan.ow, m)
                 parts = [] if not full else [_loop(full, lambda tx: _seq(*[put(
-                    rb[i64(i), i64(j), tx], (n, k, y, _add(_mul(tx, m), j)))
+                    rb[i, i64(j), tx], (n, k, y, _add(_mul(tx, m), j)))
                     for j in range(m)]), "vectorized", "tx")]
-                parts += [put(rb[i64(i), i64(j), i64(full)], (n, k, y, i64(full * m + j)))
+                parts += [put(rb[i, i64(j), i64(full)], (n, k, y, i64(full * m + j)))
                           for j in range(rest)]
                 store = _seq(*parts)
-                if plan.oh % m == 0 or i == 0:
+                if plan.oh % m == 0:
                     return store
                 return IfThenElse(te.lt(y, plan.oh), store)
-            return _seq(first, second, *[out_row(i) for i in range(m)])
+            # The m output rows in one loop that stays a loop: written out m
+            # times, each row's interleaved stores were vectorized m times
+            # over (14-19% of the kernel's LLVM time, no run time:
+            # bench/README.md, "coldbuild")
+            return _seq(first, second, kept_loop(_loop(m, out_row, "serial", "i")))
         return _image_channel(nk, plan.k, n, k, tir.Allocate(o1, tir.Allocate(
             rb, _loop(plan.th, per_row, "serial", "ty"))), channel_first=True)
     return _loop(plan.batch(out) * plan.k, per_channel, "parallel", "nk")
