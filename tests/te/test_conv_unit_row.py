@@ -57,6 +57,7 @@ CASES = {  # (data NCL, weight OIK, attrs)
     "dilated_prime": ((2, 7, 13), (19, 7, 3), {"padding": (2, 1), "dilation": (2,)}),
     "groups": ((2, 6, 9), (9, 2, 3), {"padding": (1, 1), "groups": 3}),
     "depthwise": ((3, 20, 11), (20, 1, 5), {"padding": (2, 2), "groups": 20}),
+    "depthwise_9_taps": ((2, 24, 12), (24, 1, 9), {"padding": (4, 4), "groups": 24}),
     "pointwise": ((5, 33, 3), (17, 33, 1), {}),
 }
 
