@@ -147,8 +147,9 @@ def lowered_depthwise(xs, k, act, **attrs):
 
 
 def check_depthwise(prim, x, w, b, want, interp):
-    """``prim`` (a lowered ``lowered_depthwise``) on ``x, w, b`` against
-    ``want``, compiled with LLVM and, with ``interp``, on the TIR
+    """``prim`` (a lowered float32 convolution + bias + epilogue:
+    ``lowered_depthwise``, a 1-D or column convolution's) on ``x, w, b``
+    against ``want``, compiled with LLVM and, with ``interp``, on the TIR
     interpreter too; the output starts as NaN, so every element must be
     written."""
     from phasec.backend.llvm import compile_prim_funcs

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 from phasec.backend.llvm import compile_prim_funcs
-from phasec.interp.tir import run_prim_func
 from phasec.ir import tir
 from phasec.op import call_op, get_op
 from phasec.op.legalize import lower_fused
 
-from helpers.legalize import fused, tvar, walk
+from helpers.legalize import check_depthwise, fused, tvar, walk
 
 RNG = np.random.default_rng(31)
 
@@ -53,14 +52,7 @@ def test_column_conv_matches_numpy(name):
     x = RNG.standard_normal(xs).astype("float32")
     w = RNG.standard_normal(ws).astype("float32")
     b = RNG.standard_normal(_bias_shape(ws[0], attrs)).astype("float32")
-    want = _want(x, w, b, attrs)
-    got = np.zeros(want.shape, "float32")
-    compile_prim_funcs({"k": low.prim_func})["k"](x, w, b, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    if name in ("9x1_pad4", "groups"):
-        again = np.zeros(want.shape, "float32")
-        run_prim_func(low.prim_func, [x, w, b, again])
-        np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+    check_depthwise(low.prim_func, x, w, b, _want(x, w, b, attrs), name in ("9x1_pad4", "groups"))
 
 
 def test_the_rows_run_in_the_gemm_tiles():

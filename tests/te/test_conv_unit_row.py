@@ -14,7 +14,6 @@ import pytest
 
 import phasec
 from phasec.backend.llvm import compile_prim_funcs
-from phasec.interp.tir import run_prim_func
 from phasec.ir import Constant, TensorStructInfo, Var, tir
 from phasec.ir.tir import IntImm
 from phasec.op import call_op
@@ -27,7 +26,7 @@ from phasec.te.schedules.gemm import PACK_MARK
 from phasec.te.schedules.gemm_operands import reads_flat_reduction
 from phasec.te.schedules.workloads import CanonicalLayout, ConvWorkload
 
-from helpers.legalize import fused, tvar, walk
+from helpers.legalize import check_depthwise, fused, tvar, walk
 
 RNG = np.random.default_rng(47)
 
@@ -87,14 +86,7 @@ def test_short_rows_match_numpy(name):
     x = RNG.standard_normal(xs).astype("float32")
     w = RNG.standard_normal(ws).astype("float32")
     b = RNG.standard_normal((1, ws[0], 1)).astype("float32")
-    want = _want(x, w, b, attrs)
-    got = np.zeros(want.shape, "float32")
-    compile_prim_funcs({"k": low.prim_func})["k"](x, w, b, got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    if name in ("one_position", "groups"):
-        again = np.zeros(want.shape, "float32")
-        run_prim_func(low.prim_func, [x, w, b, again])
-        np.testing.assert_allclose(again, want, rtol=1e-4, atol=1e-4)
+    check_depthwise(low.prim_func, x, w, b, _want(x, w, b, attrs), name in ("one_position", "groups"))
 
 
 def test_channels_last_and_float64():
