@@ -178,9 +178,10 @@ class Tensor:
 class View(Tensor):
     """A tensor whose elements are another's, reindexed: ``V[idx]`` is the
     load ``index(*idx)`` of that tensor, made when it is indexed, so no
-    body ever reads ``V`` itself (schedules see the source's loads, a
+    compute's body reads ``V`` itself (schedules see the source's loads, a
     weight's constness and layout included). ``op`` is the equivalent
-    compute, for what looks at a tensor's producer."""
+    compute, for what takes a tensor whole: an extern given ``V`` as an
+    input reads it materialized."""
 
     __slots__ = ("source", "index")
 

@@ -203,8 +203,8 @@ def compile_straight_line(f: Any, arg_regs: Mapping[int, tuple[int, ...]], const
                 head.append("    " + line)
                 head_pc[len(head)] = pc
         else:
-            if line is not None and indent:
-                line, folded_line = indent + line, folded_line and indent + folded_line
+            if line is not None and indent:  # (in a branch: nothing is folded)
+                line = indent + line
             body.append((pc, line, line if folded_line is None else folded_line))
             if opens_block:  # (a block may be empty)
                 depth += 1

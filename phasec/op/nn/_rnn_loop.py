@@ -56,8 +56,9 @@ __all__: list[str] = []
 ROWS = 4
 #: vectors of gates a product from a transposed weight accumulates at once
 TILE_VECTORS = 4
-#: rows of the hoisted projection computed together from W^T (each row
-#: TILE_VECTORS vectors in registers: 24 of the 32 AVX-512 ones)
+#: the most rows of the hoisted projection computed together from W^T,
+#: each TILE_VECTORS vectors in registers (24 of AVX-512's 32; fewer rows
+#: on a host of fewer registers: see TimeLoop.projection_rows)
 PROJECTION_ROWS = 6
 #: a direction's W of at least this many bytes has its input projection
 #: hoisted out of the time loop (see the module docstring)
@@ -153,9 +154,14 @@ class TimeLoop:
         if (arith.const_int(self.t_len) != 1 and w_elems is not None
                 and w_elems * _BYTES.get(dt, 4) >= HOIST_MIN_BYTES):
             self.xp = Buffer("rnn_xp", (arith.simplify(self.t_len * n), self.gh), dt)
-        #: W^T (D, I, G*H) and R^T (D, H, G*H) when the weight's shape is
-        #: static, else None: dot products along its rows
+        #: W^T and R^T in panels of ``tile`` gate rows (D, panels, I or H,
+        #: tile) when the weight's shape is static, else None: dot products
+        #: along its rows
         self.tile = TILE_VECTORS * self.lanes
+        #: rows of the hoisted projection computed together (their
+        #: accumulators in registers beside a loaded panel row)
+        self.projection_rows = max(1, min(PROJECTION_ROWS, (
+            host_tuning().vector_registers - TILE_VECTORS) // TILE_VECTORS))
         self.wt, self.rt = (_panels_buffer(name, m, dt, self.tile)
                             for name, m in (("rnn_wt", self.w), ("rnn_rt", self.r)))
 
@@ -227,8 +233,8 @@ class TimeLoop:
         vector), for the entries ``groups`` gives together (default: each
         live entry alone; a group shares each panel row it loads)."""
         groups = groups or (lambda body: self.each(lambda b: body([b])))
-        gates, length, tile = arith.const_int(self.gh) // self.gates, wt.shape[2], self.tile
-        lo, hi = rows[0] * gates, rows[1] * gates
+        hid, length, tile = arith.const_int(self.hid), wt.shape[2], self.tile
+        lo, hi = rows[0] * hid, rows[1] * hid
         dst = self.acc if out is None else out
 
         def span(panel: PrimExpr, first: int, width: int) -> Stmt:
@@ -392,7 +398,7 @@ class TimeLoop:
         """``xp[t * N + b, g] = bias[d, g] + sum_k x[t, b, k] * w[d, g, k]``
         for every step ``t`` and entry ``b`` (past an entry's length too: x
         is defined there): each block of W's rows over all of them; from
-        ``W^T``, :data:`PROJECTION_ROWS` rows of xp at a time, each panel row
+        ``W^T``, :attr:`projection_rows` rows of xp at a time, each panel row
         loaded once for all of them."""
         n = self.batch
 
@@ -410,12 +416,13 @@ class TimeLoop:
                              bias, self.xp, every_step,
                              lambda b: arith.simplify(step[0] * n + b))
         rows = arith.simplify(self.t_len * n)
-        whole = arith.simplify(BinaryOp("//", rows, i64(PROJECTION_ROWS)))
+        per = self.projection_rows
+        whole = arith.simplify(BinaryOp("//", rows, i64(per)))
 
         def blocks(body: Callable[[list[PrimExpr]], Stmt]) -> Stmt:
             first = _loop(whole, lambda rb: body(
-                [arith.simplify(rb * PROJECTION_ROWS + i) for i in range(PROJECTION_ROWS)]), "rb")
-            done = arith.simplify(whole * PROJECTION_ROWS)
+                [arith.simplify(rb * per + i) for i in range(per)]), "rb")
+            done = arith.simplify(whole * per)
             rest = _loop(arith.simplify(rows - done),
                          lambda r: body([arith.simplify(done + r)]), "rr")
             return seq(first, rest)
