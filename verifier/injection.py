@@ -194,9 +194,7 @@ def first_store(stmt: Any) -> tir.BufferStore | None:
             stack.extend(reversed(s.stmts))
         elif isinstance(s, tir.IfThenElse):
             stack.extend(x for x in (s.else_case, s.then_case) if x is not None)
-        elif isinstance(s, tir.Block):
-            stack.append(s.body)
-        elif isinstance(s, (tir.For, tir.Allocate, tir.LetStmt)):
+        elif isinstance(getattr(s, "body", None), tir.Stmt):  # (loops, lets, attributes...)
             stack.append(s.body)
     return None
 
@@ -217,7 +215,7 @@ def replace_stmt(stmt: Any, target: Any, new: Any) -> Any:
         if then is stmt.then_case and other is stmt.else_case:
             return stmt
         return tir.IfThenElse(stmt.condition, then, other, span=stmt.span)
-    if t in (tir.For, tir.Allocate, tir.LetStmt, tir.Block):
+    if isinstance(getattr(stmt, "body", None), tir.Stmt):  # (loops, lets, attributes, blocks...)
         body = replace_stmt(stmt.body, target, new)
         if body is stmt.body:
             return stmt

@@ -78,3 +78,28 @@ def test_mutation_does_not_touch_its_input():
             mutate(mod, code)
     assert mod.script() == text
     assert not [d for d in verifier.check(mod) if d.is_error]
+
+
+_KEPT_LOOP_KERNEL = """
+@I.ir_module
+class Module:
+    @T.prim_func
+    def copy(a: T.Buffer((4,), "float32"), b: T.Buffer((4,), "float32")):
+        with T.attr({"phasec.keep_loop": 1}):
+            for i in range(4):
+                b[i] = a[i]
+"""
+
+
+def test_a_loop_under_an_attribute_is_mutated_and_caught():
+    """The only loop under an AttrStmt (a kept loop, a marked weight
+    transform): each operator that picks a loop edits it, and the verifier
+    reports the operator's code (it once picked the loop and left the module
+    as it was: WF503 went unreported on a recurrent layer's kernel)."""
+    mod = phasec.parse(_KEPT_LOOP_KERNEL)
+    assert not [d for d in verifier.check(mod) if d.is_error]
+    for code in ("WF503", "WF505"):
+        mutant = mutate(mod, code, lambda n: 0)
+        assert sorted(mutant.functions) == ["copy"], code  # this kernel's loop, none added
+        assert not structural_equal(mutant, mod), code
+        assert code in codes_of(mutant), (code, mutant.script())
