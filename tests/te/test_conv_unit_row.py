@@ -86,7 +86,8 @@ def test_short_rows_match_numpy(name):
     x = RNG.standard_normal(xs).astype("float32")
     w = RNG.standard_normal(ws).astype("float32")
     b = RNG.standard_normal((1, ws[0], 1)).astype("float32")
-    check_depthwise(low.prim_func, x, w, b, _want(x, w, b, attrs), name in ("one_position", "groups"))
+    check_depthwise(low.prim_func, x, w, b, _want(x, w, b, attrs),
+                    name in ("one_position", "groups"))
 
 
 def test_channels_last_and_float64():
