@@ -74,23 +74,22 @@ class PackConstantWeights:
 
     def transform_module(self, mod: IRModule, ctx: Any) -> IRModule:
         variants: dict[str, tuple[str, tir.PrimFunc, int, bool, Any] | None] = {}
-        names = set(mod.functions)
+        # the module's kernels and the variants made so far: a variant has a
+        # variant of its own when a second weight of the kernel is
+        # transformed (an LSTM's W, then R)
+        kernels = dict(mod.functions)
 
         def variant(name: str) -> tuple[str, tir.PrimFunc, int, bool, Any] | None:
             if name not in variants:
-                # (a variant has a variant of its own when a second weight of
-                # the kernel is transformed: an LSTM's W and R)
-                made = next((e[1] for e in variants.values() if e is not None and e[0] == name),
-                            None)
-                func = made if made is not None else mod.functions.get(name)
+                func = kernels.get(name)
                 made = prepacked_kernel(func) if isinstance(func, tir.PrimFunc) else None
                 if made is None:
                     variants[name] = None
                 else:
                     new_name = name + "_prepacked"
-                    while new_name in names:
+                    while new_name in kernels:
                         new_name += "_"
-                    names.add(new_name)
+                    kernels[new_name] = made[0]
                     variants[name] = (new_name, *made)
             return variants[name]
 
