@@ -17,7 +17,7 @@ from phasec.te.tensor import ProducerLoad, children, post_order, rebuild
 
 __all__ = [
     "SYMBOLIC_GUESS", "expr_key", "simplify_index", "static_int", "extent_guess", "loads_of",
-    "last_index_uses", "uses_var", "costly", "vars_of", "subst_var",
+    "last_index_uses", "calls", "uses_var", "costly", "vars_of", "subst_var",
 ]
 
 #: assumed extent of a symbolic dimension when estimating work
@@ -79,6 +79,11 @@ def extent_guess(e: PrimExpr) -> int:
 def loads_of(e: PrimExpr) -> list[ProducerLoad]:
     """The tensor element reads in ``e``."""
     return [n for n in post_order([e]) if isinstance(n, ProducerLoad)]
+
+
+def calls(e: PrimExpr) -> bool:
+    """True when ``e`` calls a function (a math intrinsic such as tanh or exp)."""
+    return any(isinstance(n, tir.Call) for n in post_order([e]))
 
 
 def uses_var(e: PrimExpr, var: Var) -> bool:

@@ -17,7 +17,7 @@ from phasec.ir.tir import (
     Allocate, Buffer, BufferLoad, BufferStore, For, IterVar, PrimExpr, Stmt, Var,
 )
 from phasec.te import schedules
-from phasec.te.analysis import extent_guess, last_index_uses, loads_of, static_int
+from phasec.te.analysis import calls, extent_guess, last_index_uses, loads_of, static_int
 from phasec.te.operation import i64
 from phasec.te.stmt import block, combine, seq, tiled
 from phasec.te.tensor import TEError
@@ -310,9 +310,13 @@ class NestEmitter:
         the sum (a SiLU before a 7x7 mean) would otherwise stay scalar.
         """
         if (not self.opt.vectorize or not st.raxes or not tir.is_float(st.tensor.dtype)
-                or st.combiner not in ("sum", "prod", "fast_max")):
-            # max/min are exact in any order: LLVM vectorizes those reductions itself
-            # (fast_max is too, but as a select LLVM leaves it a scalar chain)
+                or st.combiner not in ("sum", "prod", "fast_max", "max", "min")):
+            return None
+        if st.combiner in ("max", "min") and not calls(st.expr):
+            # max/min are exact in any order: LLVM vectorizes those reductions
+            # itself, but not around a call (a tanh GELU before a global max
+            # pool stayed a scalar loop of scalar tanh calls: magika's 512 x
+            # 508, 879 -> ... us); fast_max is a select LLVM leaves a scalar chain
             return None
         extent = static_int(rexts[-1])
         if extent is None:
@@ -371,7 +375,13 @@ class NestEmitter:
                          For(li, i64(0), i64(lanes), "vectorized",
                              update(tiled(ko, lanes, li), li)))
         tail = extent % lanes
-        if tail:
+        if tail and st.combiner in ("max", "min", "fast_max"):
+            # idempotent: the last whole vector of the row again, overlapping
+            # the lanes before it, rather than a scalar loop (of tanh calls)
+            lt = Var(low.names.fresh("lane"), "int64")
+            main = seq([main, For(lt, i64(0), i64(lanes), "vectorized",
+                                  update(i64(extent - lanes) + lt, lt))])
+        elif tail:
             lt = Var(low.names.fresh("lane"), "int64")
             main = seq([main, For(lt, i64(0), i64(tail), "serial",
                                   update(i64(extent - tail) + lt, lt))])

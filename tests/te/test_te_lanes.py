@@ -132,6 +132,35 @@ def test_max_min_reductions_stay_exact(reducer, np_fn, dtype):
         np.testing.assert_array_equal(got, np_fn(a, axis=1))
 
 
+@pytest.mark.parametrize("reducer,np_fn", [(te.max, np.max), (te.min, np.min)])
+@pytest.mark.parametrize("K", [508, 100, 64, 37])
+def test_max_min_around_a_call_use_lanes_and_an_overlapping_last_vector(reducer, np_fn, K):
+    # a call in the reduced value (magika's tanh GELU before its global max
+    # pool) keeps LLVM from vectorizing the reduction: lanes, and for the
+    # tail the row's last whole vector again (max and min are idempotent),
+    # no scalar loop; NaN still propagates, the extreme found anywhere
+    A = te.placeholder((3, K), "float32", "A")
+    k = te.reduce_axis(K, "k")
+    S = te.compute((3,), lambda i: reducer(A[i, k] + te.call("tanh", A[i, k]), axis=[k]),
+                   name="S")
+    func = te.create_prim_func([A, S])
+    (part,) = lane_buffers(func)
+    lanes = int(part.shape[0].value)
+    fors = loops(func)
+    assert not [f for f in fors if f.kind == "serial" and int(f.extent.value) == K % lanes
+                and K % lanes]
+    assert sum(f.kind == "vectorized" and int(f.extent.value) == lanes for f in fors) \
+        == 2 + (K % lanes > 0)  # init, body, the overlapping last vector
+    a = rand(3, K) * 6 - 3  # (3 rows: no loop of K % lanes but a tail's)
+    a[0, K - 1] = 40.0 if reducer is te.max else -40.0  # in the last vector
+    a[1, 0] = 40.0 if reducer is te.max else -40.0      # the first element
+    a[2, K // 3] = np.nan
+    want = np_fn(a + np.tanh(a.astype(np.float64)), axis=1)  # (increasing)
+    for got in run_both(func, [a], (3,)):
+        np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+        assert np.isnan(got[2]) and not np.isnan(got[[0, 1]]).any()
+
+
 @pytest.mark.parametrize("R,K", [(5, 127), (3, 131), (2, 64), (4, 1000), (7, 13)])
 def test_fast_max_uses_lanes_and_equals_max_on_finite_and_infinite_values(R, K):
     # te.fast_max (softmax's row maximum): the CPU's max instruction, in
