@@ -29,28 +29,31 @@ brackets where it is not 0):
 6. ``FuseQDQMatmul`` [1] -- a dequantize -> matmul (constant int8 weight)
    -> quantize chain becomes the integer GEMM requantized in its epilogue,
    as ONNX Runtime's QLinearMatMul computes it.
-7. ``EliminateCommonSubexpr`` [3] -- merges identical pure calls (opt_level 3,
+7. ``BatchTakenMatmuls`` [1] -- matmuls of one constant weight by rows
+   taken from one tensor (a recurrence exported step by step) become one
+   matmul of the tensor, whose rows are then taken.
+8. ``EliminateCommonSubexpr`` [3] -- merges identical pure calls (opt_level 3,
    as in TVM's tutorial); runs before DeadCodeElimination, which then removes
    the duplicates it left unused.
-8. ``DeadCodeElimination`` [1] -- unused pure bindings and unreachable
+9. ``DeadCodeElimination`` [1] -- unused pure bindings and unreachable
    private functions.
-9. ``FuseOps{fuse_opt_level=<opt_level>}`` -- groups operators into
-   ``Primitive`` functions (``fuse_opt_level=0``: one operator per group).
-10. ``ToNonDataflow`` -- removes dataflow blocks (``LegalizeOps`` requires it).
-11. ``LegalizeOps`` -- every operator, and every fused group, becomes a
+10. ``FuseOps{fuse_opt_level=<opt_level>}`` -- groups operators into
+    ``Primitive`` functions (``fuse_opt_level=0``: one operator per group).
+11. ``ToNonDataflow`` -- removes dataflow blocks (``LegalizeOps`` requires it).
+12. ``LegalizeOps`` -- every operator, and every fused group, becomes a
     ``call_tir`` into one generated PrimFunc; transition to *lowering*.
 
 **lowering (2)**
 
-12. ``PackConstantWeights`` [2] -- a matmul kernel's constant weights are
+13. ``PackConstantWeights`` [2] -- a matmul kernel's constant weights are
     packed into its register tiles' layout once, at build time, instead of
     on every call.
-13. ``RemovePurityChecking`` -- functions marked ``relax.force_pure``; pure
+14. ``RemovePurityChecking`` -- functions marked ``relax.force_pure``; pure
     packed calls and closures become ordinary (impure) ones.
-14. ``CallTIRRewrite`` -- explicit output allocation plus a direct kernel call.
-15. ``StaticPlanBlockMemory`` -- tensors whose lifetimes do not overlap share
+15. ``CallTIRRewrite`` -- explicit output allocation plus a direct kernel call.
+16. ``StaticPlanBlockMemory`` -- tensors whose lifetimes do not overlap share
     storage.
-16. ``VMBuiltinLower`` -- what is left becomes VM builtins; transition to
+17. ``VMBuiltinLower`` -- what is left becomes VM builtins; transition to
     *build*.
 
 **build (3)**: empty; :func:`build` then runs VM codegen
@@ -105,8 +108,8 @@ KERNEL_BACKENDS = ("llvm", "interp", "none")
 # Pass names per phase window, in order; FuseOps gets fuse_opt_level=opt_level.
 _INGESTION = ("Normalize", "LambdaLifting")
 _OPTIMIZATION = ("ConvertToDataflow", "CanonicalizeBindings", "FoldConstant",
-                 "FuseQDQMatmul", "EliminateCommonSubexpr", "DeadCodeElimination", "FuseOps", "ToNonDataflow",
-                 "LegalizeOps")
+                 "FuseQDQMatmul", "BatchTakenMatmuls", "EliminateCommonSubexpr",
+                 "DeadCodeElimination", "FuseOps", "ToNonDataflow", "LegalizeOps")
 _LOWERING = ("PackConstantWeights", "RemovePurityChecking", "CallTIRRewrite",
              "StaticPlanBlockMemory", "VMBuiltinLower")
 

@@ -37,8 +37,8 @@ class Module:
 """
 
 ALL_NAMES = ("Normalize", "LambdaLifting", "ConvertToDataflow", "CanonicalizeBindings",
-             "FoldConstant", "FuseQDQMatmul", "EliminateCommonSubexpr", "DeadCodeElimination",
-             "FuseOps",
+             "FoldConstant", "FuseQDQMatmul", "BatchTakenMatmuls", "EliminateCommonSubexpr",
+             "DeadCodeElimination", "FuseOps",
              "ToNonDataflow", "LegalizeOps", "PackConstantWeights", "RemovePurityChecking",
              "CallTIRRewrite", "StaticPlanBlockMemory", "VMBuiltinLower")
 
