@@ -316,7 +316,7 @@ class NestEmitter:
             # max/min are exact in any order: LLVM vectorizes those reductions
             # itself, but not around a call (a tanh GELU before a global max
             # pool stayed a scalar loop of scalar tanh calls: magika's 512 x
-            # 508, 879 -> ... us); fast_max is a select LLVM leaves a scalar chain
+            # 508, 879 -> 192 us); fast_max is a select LLVM leaves a scalar chain
             return None
         extent = static_int(rexts[-1])
         if extent is None:
