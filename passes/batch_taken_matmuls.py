@@ -1,5 +1,5 @@
 """BatchTakenMatmuls: matmuls of one constant weight by rows taken from one
-tensor become one matmul of the whole tensor, whose rows are then taken.
+tensor become one matmul of the whole tensor, split into its rows.
 
 A recurrence exported step by step (a PyTorch loop over an ``LSTMCell``,
 a Keras RNN unrolled) multiplies each step's input by the same weight::
@@ -16,20 +16,26 @@ its arithmetic takes ~30). The inputs are all known before the first step,
 so this becomes::
 
     ys = R.matmul(seq, W)                     # one GEMM, W read once
-    y0 = R.take(ys, R.const(0), axis=0)
+    parts = R.split(ys, 20, axis=0)
+    y0 = R.squeeze(parts[0], axis=[0])
     ...
 
-``ys`` is bound where the first of the products was (``seq`` is bound
-before it, as the take of that product reads it); the takes stay where their
-products were. Taken only when the products cover at least half of ``seq``'s
-rows (the GEMM computes every row), ``seq``'s first dimension is static,
-each index a constant within it, and the matmuls keep their own
-``out_dtype``. The values are the same products, summed in the GEMM's order
-rather than the vector-matrix one's (float sums may differ in the last bits).
+``ys`` and ``parts`` are bound where the first of the products was (``seq``
+is bound before it, as the take of that product reads it); each step's row
+is bound where its product was. A ``seq`` of rank 3 or more is multiplied
+as one matrix of rows (reshaped, then back), the GEMM's rows: a batch of
+matrices of one row each would read ``W`` once per step again. The rows
+are pieces of a split rather than takes, whose constant index would make
+each step's kernel (fused with what follows) a kernel of its own. Taken
+only when the products cover at least half of ``seq``'s rows (the GEMM
+computes every row), ``seq``'s first dimension is static, each index a
+constant within it, and the matmuls keep their own ``out_dtype``. The
+values are the same products, summed in the GEMM's order rather than the
+vector-matrix one's (float sums may differ in the last bits).
 
 Runs in the optimization phase after FoldConstant (a transposed weight is
 then one folded constant, shared by every step) and before FuseOps (each
-take then fuses with what follows it, a bias's add).
+row's squeeze then fuses with what follows it, a bias's add).
 """
 
 from __future__ import annotations
@@ -42,8 +48,8 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import (
-    Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase, SeqExpr, Var,
-    VarBinding,
+    Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase, SeqExpr,
+    TupleGetItem, Var, VarBinding,
 )
 from phasec.ir.node import replace
 from phasec.op.calls import call_op
@@ -107,9 +113,9 @@ def _steps(block: DataflowBlock) -> list[_Step]:
     return steps
 
 
-def _bind(out: list[VarBinding], step: _Step, call: Call) -> DataflowVar:
-    var = DataflowVar(f"{step.var.name_hint}_steps{len(out)}", call.struct_info)
-    out.append(VarBinding(var, call))
+def _bind(out: list[VarBinding], step: _Step, value: Call | TupleGetItem) -> DataflowVar:
+    var = DataflowVar(f"{step.var.name_hint}_steps{len(out)}", value.struct_info)
+    out.append(VarBinding(var, value))
     return var
 
 
@@ -143,10 +149,15 @@ def _batch(block: DataflowBlock) -> DataflowBlock:
             rows = _bind(new, first, call_op("reshape", first.seq, (-1, k)))
             flat = _bind(new, first, call_op("matmul", rows, weight, **first.call.attrs))
             product = _bind(new, first, call_op("reshape", flat, (*shape[:-1], n)))
+        # the steps' rows as pieces of one split, not takes: a take's index
+        # is a constant of its kernel, so each step's kernel (fused with what
+        # follows) would be another kernel to compile
+        pieces = _bind(new, first, call_op("split", product, indices_or_sections=shape[0].value,
+                                           axis=0))
         for s in steps:
-            index = Constant(np.array(s.index, np.int64))
-            row = call_op("take", product, index, axis=0, mode="fast")
-            replaced.setdefault(s.position, []).append(VarBinding(s.var, row))
+            out = replaced.setdefault(s.position, [])
+            piece = _bind(out, s, TupleGetItem(pieces, s.index))
+            out.append(VarBinding(s.var, call_op("squeeze", piece, axis=[0])))
     if not replaced:
         return block
     bindings: list[Any] = []

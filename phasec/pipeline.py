@@ -31,7 +31,7 @@ brackets where it is not 0):
    as ONNX Runtime's QLinearMatMul computes it.
 7. ``BatchTakenMatmuls`` [1] -- matmuls of one constant weight by rows
    taken from one tensor (a recurrence exported step by step) become one
-   matmul of the tensor, whose rows are then taken.
+   matmul of the tensor, split into its rows.
 8. ``EliminateCommonSubexpr`` [3] -- merges identical pure calls (opt_level 3,
    as in TVM's tutorial); runs before DeadCodeElimination, which then removes
    the duplicates it left unused.
