@@ -304,9 +304,10 @@ def test_conv2d_gemm_tiles_on_odd_prime_and_wide_tail_widths(tuning_name):
     accs = _acc_shapes(funcs["w56"])
     if tuning_name == "avx512":
         assert accs == [(2, 56), (3, 56)]
-        # 61 = 3 x 16 + 8 + 4 + 1: five registers a row, too many to join:
-        # a 32-column micro-panel, then 29 = 16 + 8 + 4 + 1 in four rows
-        assert _acc_shapes(funcs["w61"]) == sorted([(mr, nr), (mr // 2, 29)])
+        # 61 = 32 + 29: 3 columns short of two micro-panels, so one loop
+        # over both, the second ending at column 61 (3 recomputed): one tile
+        # (29 = 16 + 8 + 4 + 1 in four rows before, gemm._one_loop)
+        assert _acc_shapes(funcs["w61"]) == [(mr, nr)]
     else:  # avx2: 56 = 3 micro-panels of 16, then 8 = a whole vector; 17
         # rows balanced as 5 x 3 + 2
         assert accs == [(2, 8), (2, nr), (3, 8), (3, nr)]
