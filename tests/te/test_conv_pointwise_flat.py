@@ -235,7 +235,7 @@ def test_last_columns_packed_as_whole_vectors(_packed_panels, n, c, h, w, o, res
         # no tile is narrower than its whole vectors (41 would be 16+16+8+1)
         assert all(t[1] % LANES == 0 for t in tiles), tiles
         if -(h * w) % 32 * 16 <= h * w:  # (one tile in one loop: nothing packed apart)
-            assert len(tiles) == 1 and all(p[2] == 32 for p in packs), (tiles, packs)
+            assert {t[1] for t in tiles} == {32} and all(p[2] == 32 for p in packs), packs
         else:
             assert any(p[0] == 1 and p[2] % LANES == 0 and p[2] > (h * w) % 32
                        for p in packs), packs
