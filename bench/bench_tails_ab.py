@@ -8,6 +8,11 @@ thread (``--threads 1``, the work) or two (wall time of each call, the
 balance of the parallel loops); issue 29, tails (bench/README.md)::
 
     python bench/bench_tails_ab.py squeezenet --rounds 30 --threads 1
+
+``--llvm``: instead, each changed kernel's LLVM CPU time (parse, O3,
+code generation of a module holding it alone), both forms alternating,
+best of ``--rounds``. The form before also keeps the last row tile of
+``M % mr`` rows (``_rows_end_at_m`` false).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ def main() -> None:
     ap.add_argument("model")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--llvm", action="store_true", help="LLVM CPU per changed kernel")
     args = ap.parse_args()
     os.environ["PHASEC_KERNEL_CACHE"] = "0"
     import numpy as np
@@ -40,13 +46,17 @@ def main() -> None:
 
     set_num_threads(2)  # (the schedules sized for this machine's two threads)
     path = _model_file(args.model)
-    fits = GemmEmitter._one_loop_fits
+    fits, rows = GemmEmitter._one_loop_fits, GemmEmitter._rows_end_at_m
     exes = {}
     for form in ("before", "one loop"):
         if form == "before":
             GemmEmitter._one_loop_fits = lambda self: False  # type: ignore[method-assign]
+            GemmEmitter._rows_end_at_m = lambda self, M, mr: False  # type: ignore
         exes[form] = phasec.build(from_onnx(path), 2, kernels="none")
-        GemmEmitter._one_loop_fits = fits  # type: ignore[method-assign]
+        GemmEmitter._one_loop_fits, GemmEmitter._rows_end_at_m = fits, rows  # type: ignore
+    if args.llvm:
+        _llvm_ab(exes, args.rounds)
+        return
     libs = {}
     for form, exe in exes.items():
         runtime.clear_cache()
@@ -94,6 +104,43 @@ def main() -> None:
     print(f"{args.model}: outputs {'bitwise equal' if equal else 'DIFFERENT'}; "
           f"{args.threads} thread(s), {'thread' if args.threads == 1 else 'wall'} time, "
           f"best of {args.rounds} alternating rounds; load average {os.getloadavg()[0]:.2f}\n")
+    C.print_table(("kernel", a, b, "ratio"), rows)
+
+
+def _llvm_ab(exes: dict[str, Any], rounds: int) -> None:
+    """Each changed kernel's LLVM CPU (parse + O3 + codegen), forms alternating."""
+    from bench_compile_kernels import _compile_alone
+    from phasec.backend.llvm import runtime as R
+    from phasec.target.tuning import host_tuning
+
+    target = R.host_target()
+    options = R.CodegenOptions(cpu=target.cpu, features=target.features,
+                               prefer_vector_width=host_tuning().vector_bits)
+    forms = list(exes)
+    a, b = forms
+    names = sorted(n for n in exes[a].prim_funcs
+                   if str(exes[a].prim_funcs[n]) != str(exes[b].prim_funcs[n]))
+    texts = {}
+    for f in forms:
+        gen = R.ModuleCodegen(options, R.array_data_offset, R.array_layout)
+        for n in names:
+            gen.add_kernel(n, exes[f].prim_funcs[n])
+        for n in names:
+            rest = [m for m in names if m != n]
+            texts[f, n] = gen.finish_split([[n], rest] if rest else [[n]])[0]
+    best: dict[tuple[str, str], float] = {}
+    for r in range(rounds):
+        for f in (forms if r % 2 == 0 else forms[::-1]):
+            for n in names:
+                t = sum(_compile_alone(texts[f, n], target, 3)[:3])
+                best[f, n] = min(best.get((f, n), float("inf")), t)
+    rows = [(n, C.fmt_seconds(best[a, n]), C.fmt_seconds(best[b, n]),
+             f"{best[b, n] / best[a, n]:.3f}") for n in sorted(names, key=lambda n: -best[a, n])]
+    sa, sb = sum(best[a, n] for n in names), sum(best[b, n] for n in names)
+    rows.append((f"sum of {len(names)} changed kernels", C.fmt_seconds(sa), C.fmt_seconds(sb),
+                 f"{sb / sa:.3f}"))
+    print(f"LLVM CPU (parse, O3, codegen) of each changed kernel alone, best of {rounds} "
+          f"alternating rounds; load average {os.getloadavg()[0]:.2f}\n")
     C.print_table(("kernel", a, b, "ratio"), rows)
 
 

@@ -8,7 +8,8 @@ of it, and a whole tile less one), M not a multiple of the tile's rows, a
 symbolic M, a last panel of fewer micro-panels, B packed or read in place,
 epilogues with a bias and relu, and gelu with a residual read at the
 recomputed columns; N below the tile, or many columns short of it, keeps
-the narrower last tile. Every access is proven in bounds."""
+the narrower last tile; the last row tile ends at M too
+(``GemmEmitter._rows_end_at_m``). Every access is proven in bounds."""
 
 from __future__ import annotations
 
@@ -132,6 +133,25 @@ def test_few_columns_or_many_recomputed_keep_the_narrower_last_tile(N):
     ins, out, ref = _gemm(M, K, N, epilogue="bias_relu")
     f = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(tuning=host_tuning()))
     assert any(w != NR for _, w in _tiles(f)), _tiles(f)
+    assert prove_accesses(f).counts()[1] == 0
+    arrays = _operands(ins, M, K, N)
+    _check_gemm({"f": f}, [("f", arrays, (M, N), "float32", ref)])
+    got = run(f, *arrays, np.zeros((M, N), "float32"))
+    want = ref(*arrays)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("epilogue", ["bias_relu", "gelu_res"])
+def test_the_last_row_tile_ends_at_m(epilogue):
+    """M a few rows short of whole row tiles (53 = 6 x 8 + 5 on AVX-512, 8
+    x 6 + 5 on the Xeon): the last row tile ends at row 53, recomputing the
+    rows it shares with the one before; with the columns in one loop, the
+    kernel holds one register tile. A residual read at the recomputed rows
+    comes from R."""
+    M, K, N = 53, 11, 5 * NR - 3
+    ins, out, ref = _gemm(M, K, N, epilogue=epilogue)
+    f = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(tuning=host_tuning()))
+    assert len(_tiles(f)) == 1, _tiles(f)
     assert prove_accesses(f).counts()[1] == 0
     arrays = _operands(ins, M, K, N)
     _check_gemm({"f": f}, [("f", arrays, (M, N), "float32", ref)])

@@ -183,9 +183,12 @@ def _check_gemm(prim, m, k, n):
 
 @pytest.mark.parametrize("m,n,io", [
     (50, 64, 8),    # 8 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 10 x 5)
-    (53, 71, 8),    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more
+    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more; the
+    # last tile of 6 rows ending at row 53 (gemm._rows_end_at_m): 9 tiles
+    (53, 71, 9),
     (50, 112, 8),   # 8 x 6 + 2 over 64 columns (over the other 48, 2 x 3: 10 x 5)
-    (49, 64, 9),    # 8 x 6 + 1 x 4 accumulators: too few, 9 x 5 + 4
+    # 8 x 6 + 1 x 4 accumulators: too few, 9 x 5 + 4, the last 5 ending at 49
+    (49, 64, 10),
     (20, 64, 4),    # 3 x 6 + 2: too few whole tiles, 4 x 5 as on every profile
     (50, 16, 10),   # one vector of columns, 8 rows: 6 x 8 + 2 x 1, too few: 10 x 5
 ])
@@ -199,7 +202,9 @@ def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
 
 @pytest.mark.parametrize("m,n,io", [
     (128, 80, 16),  # 64 columns in 6 x 4 tiles, the last 16 in 8 x 1 (not 25 x 5)
-    (61, 80, 7),    # 7 x 8 + 5 rows over the last 16 (not 10 x 6 + 1)
+    # 7 x 8 + 5 rows over the last 16 (not 10 x 6 + 1), the last tile of 8
+    # ending at row 61 (gemm._rows_end_at_m): 8 tiles
+    (61, 80, 8),
     (37, 85, 4),    # the last 21 columns not one vector: a wider tile as before
 ])
 def test_last_columns_of_one_vector_take_the_narrow_rows(xeon, m, n, io):
