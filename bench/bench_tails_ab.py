@@ -11,8 +11,7 @@ balance of the parallel loops); issue 29, tails (bench/README.md)::
 
 ``--llvm``: instead, each changed kernel's LLVM CPU time (parse, O3,
 code generation of a module holding it alone), both forms alternating,
-best of ``--rounds``. The form before also keeps the last row tile of
-``M % mr`` rows (``_rows_end_at_m`` false).
+best of ``--rounds``.
 """
 
 from __future__ import annotations
@@ -46,14 +45,13 @@ def main() -> None:
 
     set_num_threads(2)  # (the schedules sized for this machine's two threads)
     path = _model_file(args.model)
-    fits, rows = GemmEmitter._one_loop_fits, GemmEmitter._rows_end_at_m
+    fits = GemmEmitter._one_loop_fits
     exes = {}
     for form in ("before", "one loop"):
         if form == "before":
             GemmEmitter._one_loop_fits = lambda self: False  # type: ignore[method-assign]
-            GemmEmitter._rows_end_at_m = lambda self, M, mr: False  # type: ignore
         exes[form] = phasec.build(from_onnx(path), 2, kernels="none")
-        GemmEmitter._one_loop_fits, GemmEmitter._rows_end_at_m = fits, rows  # type: ignore
+        GemmEmitter._one_loop_fits = fits  # type: ignore[method-assign]
     if args.llvm:
         _llvm_ab(exes, args.rounds)
         return

@@ -183,12 +183,9 @@ def _check_gemm(prim, m, k, n):
 
 @pytest.mark.parametrize("m,n,io", [
     (50, 64, 8),    # 8 x 6 rows + 2 x 4 vectors (8 accumulators): kept (else 10 x 5)
-    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more; the
-    # last tile of 6 rows ending at row 53 (gemm._rows_end_at_m): 9 tiles
-    (53, 71, 9),
+    (53, 71, 8),    # 8 x 6 + 5 (half the tile: kept anyway), 64 columns and 7 more
     (50, 112, 8),   # 8 x 6 + 2 over 64 columns (over the other 48, 2 x 3: 10 x 5)
-    # 8 x 6 + 1 x 4 accumulators: too few, 9 x 5 + 4, the last 5 ending at 49
-    (49, 64, 10),
+    (49, 64, 9),    # 8 x 6 + 1 x 4 accumulators: too few, 9 x 5 + 4
     (20, 64, 4),    # 3 x 6 + 2: too few whole tiles, 4 x 5 as on every profile
     (50, 16, 10),   # one vector of columns, 8 rows: 6 x 8 + 2 x 1, too few: 10 x 5
 ])
@@ -202,9 +199,7 @@ def test_a_last_tile_of_enough_accumulators_keeps_the_tile_rows(xeon, m, n, io):
 
 @pytest.mark.parametrize("m,n,io", [
     (128, 80, 16),  # 64 columns in 6 x 4 tiles, the last 16 in 8 x 1 (not 25 x 5)
-    # 7 x 8 + 5 rows over the last 16 (not 10 x 6 + 1), the last tile of 8
-    # ending at row 61 (gemm._rows_end_at_m): 8 tiles
-    (61, 80, 8),
+    (61, 80, 7),    # 7 x 8 + 5 rows over the last 16 (not 10 x 6 + 1)
     (37, 85, 4),    # the last 21 columns not one vector: a wider tile as before
 ])
 def test_last_columns_of_one_vector_take_the_narrow_rows(xeon, m, n, io):
@@ -339,9 +334,7 @@ def _loop_extents(prim, *names):
     (5, 12, 13, 23, ",gemm_flat_panel_bytes=0", (4, 1)),  # off: 64-column panels
     (5, 6, 13, 23, "", (4, 1)),                         # one row tile: too few
     (7, 12, 13, 23, ",gemm_flat_panel_max_k=6", (4, 1)),  # a reduction too long
-    # 13 rows, 187 = 2 x 64 + 59 columns: 3 micro-panels in one loop, the
-    # last ending at 187 (gemm._one_loop), panels of 2 (the last of one)
-    (3 * 7, 13, 11, 17, "", (2, 1)),
+    (3 * 7, 13, 11, 17, "", (1, 2)),                    # 13 rows, 187 = 2 x 64 + 59 columns
 ])
 def test_a_gemm_over_the_image_takes_wide_panels_on_the_xeon(monkeypatch, c, o, h, w, extra,
                                                              panels):

@@ -89,9 +89,10 @@ if TYPE_CHECKING:
 _I64 = "int64"
 #: :meth:`GemmEmitter._one_loop` recomputes at most N / this many columns:
 #: 169 columns in tiles of 64 (23 recomputed, 14%) ran 1.09x slower, a
-#: Winograd GEMM's 50 in tiles of 32 (28%) 1.18x; 3025 in 32 (0.5%) and 729
-#: (1%) as fast as before (bench/README.md, issue 29, tails)
-_RECOMPUTED_PART = 16
+#: Winograd GEMM's 50 in tiles of 32 (28%) 1.18x, MobileNetV2's 784 (16,
+#: 2%) 1.01-1.03x; 3025 in 32 (0.5%) and 729 (1%) as fast as before
+#: (bench/README.md, issue 29, tails)
+_RECOMPUTED_PART = 64
 
 
 
@@ -372,37 +373,21 @@ class GemmEmitter:
         blocks (a recomputed column would add a block twice); float tiles
         of the plan's rows; and an epilogue that does not read the output
         (a recomputed column would read its own result). And few columns
-        recomputed: at most 1 / ``_RECOMPUTED_PART`` of N."""
+        recomputed: at most N / ``_RECOMPUTED_PART``."""
         p, N = self.plan, self.N
-        if (N is None or N < p.cols or -N % p.cols * _RECOMPUTED_PART > N or p.wide or p.pack_rest or p.row_group or p.cols % p.lanes
-                or p.windows is not None or p.k_block or p.rows in AMX_ROWS
+        if (N is None or N < p.cols or -N % p.cols * _RECOMPUTED_PART > N or p.wide
+                or p.pack_rest or p.row_group or p.cols % p.lanes or p.windows is not None or p.k_block or p.rows in AMX_ROWS
                 or is_dot4(self.anchor.expr)):
             return False
-        if self._epilogue_reads_output():
+        out = self.root.buffer
+        if any(isinstance(n, ProducerLoad) and n.tensor.is_placeholder
+               and self.low.buffers.get(id(n.tensor)) is out
+               for n in post_order([self.root.expr])):
             return False
         if not p.pack:
             return True
         probe = self._pack_buffer(1, p.cols)  # (B packed at build time: PACK_MARK)
         return self._pack(probe, i64(0), 1, p.cols)[1] is None
-
-    def _rows_end_at_m(self, M: int, mr: int) -> bool:
-        """Whether the last row tile over ``M`` static rows is one of ``mr``
-        rows ending at M (:meth:`_one_loop`'s rule for the rows): float
-        tiles of the plan, no reduction in blocks, an epilogue that does
-        not read the output, at most M / ``_RECOMPUTED_PART`` rows
-        recomputed."""
-        p = self.plan
-        return (-M % mr * _RECOMPUTED_PART <= M and not p.wide and not p.row_group
-                and self._part is None and p.rows not in AMX_ROWS
-                and not is_dot4(self.anchor.expr) and not self._epilogue_reads_output())
-
-    def _epilogue_reads_output(self) -> bool:
-        """Whether the epilogue reads the buffer it writes (a recomputed
-        element would read its own first result)."""
-        out = self.root.buffer
-        return any(isinstance(n, ProducerLoad) and n.tensor.is_placeholder
-                   and self.low.buffers.get(id(n.tensor)) is out
-                   for n in post_order([self.root.expr]))
 
     def _one_loop(self) -> Stmt:
         """Every column in one loop over the panels of whole micro-panels:
@@ -532,15 +517,6 @@ class GemmEmitter:
             panels = row_panels(self, Ms, mr)
             self.a_rows = None if panels is None else (panels[0], mr)
             rows: list[Stmt] = [] if panels is None else [panels[1]]
-            if rem and n_full and panels is None and self._rows_end_at_m(Ms, mr):
-                # the last row tile ends at M (recomputing the rows it shares
-                # with the one before it): one copy of the tile, not two
-                io = Var(self.low.names.fresh("io"), _I64)
-                row0 = BinaryOp("min", _mul(io, mr), i64(Ms - mr))
-                kind = "parallel" if par_rows else "serial"
-                rows.append(For(io, i64(0), i64(n_full + 1), kind,
-                                self._row_block(row0, mr, col0, tiles, width, bp)))
-                n_full, rem = 0, 0
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
