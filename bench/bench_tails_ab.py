@@ -93,6 +93,9 @@ def main() -> None:
     a, b = forms
     changed = [n for n in best[a] if str(exes[a].prim_funcs[n])
                != str(exes[b].prim_funcs[n])]
+    if not changed:
+        print(f"{args.model}: no kernel changed")
+        return
     names = sorted(changed, key=lambda n: -best[a][n])
     rows = [(n, C.fmt_seconds(best[a][n]), C.fmt_seconds(best[b][n]),
              f"{best[b][n] / best[a][n]:.3f}") for n in names]

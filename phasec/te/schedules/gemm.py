@@ -21,8 +21,15 @@ MR x NR and panels of NC = TPP * NR columns (sizes from
                 for k: acc[ii, c] += A[row0+ii, k] * Bp[t, k, c]
                 out[row0+ii, col0+t*NR+c] = epilogue(acc[ii, c])
 
-The N % NR remainder columns get a narrower tile (reading B directly; its
-columns made of whole vectors, then vectors of 8, 4 lanes..., so that each
+When the columns are at most N / 64 short of whole micro-panels, every
+column is one loop over the panels instead: the last panel's count a
+``min``, the last micro-panel ending at N, recomputing the few columns it
+shares with the one before (:meth:`GemmEmitter._one_loop`): one copy of
+the register tile in the kernel, where the panel of fewer micro-panels and
+the last narrower tile were two more, most of a 1x1 convolution's LLVM
+time. Otherwise the N % NR remainder columns get a narrower tile (reading
+B directly; its columns made of whole vectors, then vectors of 8, 4
+lanes..., so that each
 is one register), or, when they are not whole vectors, join the last
 micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
 4 x 56 tile, not 8 x 32 + 8 x 24, whose half-width vectors leave the FMA
@@ -376,8 +383,8 @@ class GemmEmitter:
         recomputed: at most N / ``_RECOMPUTED_PART``."""
         p, N = self.plan, self.N
         if (N is None or N < p.cols or -N % p.cols * _RECOMPUTED_PART > N or p.wide
-                or p.pack_rest or p.row_group or p.cols % p.lanes or p.windows is not None or p.k_block or p.rows in AMX_ROWS
-                or is_dot4(self.anchor.expr)):
+                or p.pack_rest or p.row_group or p.cols % p.lanes or p.windows is not None
+                or p.k_block or p.rows in AMX_ROWS or is_dot4(self.anchor.expr)):
             return False
         out = self.root.buffer
         if any(isinstance(n, ProducerLoad) and n.tensor.is_placeholder
