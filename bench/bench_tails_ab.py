@@ -31,7 +31,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--llvm", action="store_true", help="LLVM CPU per changed kernel")
+    ap.add_argument("--quick", action="store_true", help="two rounds")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds = 2
     os.environ["PHASEC_KERNEL_CACHE"] = "0"
     import numpy as np
 
