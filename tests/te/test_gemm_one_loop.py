@@ -137,3 +137,18 @@ def test_few_columns_or_many_recomputed_keep_the_narrower_last_tile(N):
     got = run(f, *arrays, np.zeros((M, N), "float32"))
     want = ref(*arrays)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_no_thread_stores_another_panels_columns():
+    """Five micro-panels in panels of two would leave the last panel only the
+    micro-panel ending at N, which shares columns with the one before it: two
+    threads storing them at once. The panels hold three and two instead; the
+    values are numpy's."""
+    M, K, N = 64, 16, 5 * NR - 2
+    ins, out, ref = _gemm(M, K, N, epilogue="bias_relu")
+    f = te.create_prim_func(ins + [out], schedule_hints=te.ScheduleOptions(tuning=SMALL_PANELS))
+    (panels,) = [s for s in walk(f.body) if isinstance(s, T.For) and s.kind == "parallel"]
+    assert panels.loop_var.name.startswith("jc") and int(panels.extent.value) == 2
+    assert prove_accesses(f).counts()[1] == 0
+    arrays = _operands(ins, M, K, N)
+    _check_gemm({"f": f}, [("f", arrays, (M, N), "float32", ref)])

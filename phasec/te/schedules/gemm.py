@@ -422,6 +422,12 @@ class GemmEmitter:
                         key=lambda c: -(-c // threads) * -(-total // c))
         per = -(-total // count)
         count = -(-total // per)
+        while par_panels and N % nr and count > 1 and total - (count - 1) * per == 1:
+            # a last panel of only the micro-panel ending at N would store
+            # the columns it shares with the one before it from another
+            # thread: the same values, but two threads writing them at once
+            per += 1
+            count = -(-total // per)
         Ms = static_int(self.M)
         par_rows = (self.parallel and not par_panels
                     and (Ms is None or Ms // p.rows >= 2))
