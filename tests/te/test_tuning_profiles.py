@@ -365,7 +365,9 @@ def test_a_gemm_over_the_image_takes_wide_panels_on_the_xeon(monkeypatch, c, o, 
     (1, 5, 16, 13, 23, ",gemm_flat_micro_panel_max_rows=0", (1, 4)),  # off: one panel
     (1, 7, 64, 13, 23, "", (4, 1)),     # 64 rows (11 row tiles), the bound
     (1, 7, 65, 13, 23, "", (1, 4)),     # 65 rows: one panel of the 4 micro-panels
-    (2, 3, 13, 11, 29, "", (4, 1)),     # 13 rows, 319 = 4 x 64 + 63 columns, two images
+    # 13 rows, 319 = 4 x 64 + 63 columns, two images: 5 micro-panels in
+    # one loop, the last ending at 319 (gemm._one_loop)
+    (2, 3, 13, 11, 29, "", (5, 1)),
     ("n", 3, 31, 7, 37, "", (4, 1)),    # a symbolic batch (two images), 31 rows, 259 columns
 ])
 def test_a_gemm_over_the_image_of_few_rows_packs_one_micro_panel_at_a_time(

@@ -21,8 +21,15 @@ MR x NR and panels of NC = TPP * NR columns (sizes from
                 for k: acc[ii, c] += A[row0+ii, k] * Bp[t, k, c]
                 out[row0+ii, col0+t*NR+c] = epilogue(acc[ii, c])
 
-The N % NR remainder columns get a narrower tile (reading B directly; its
-columns made of whole vectors, then vectors of 8, 4 lanes..., so that each
+When the columns are at most N / 64 short of whole micro-panels, every
+column is one loop over the panels instead: the last panel's count a
+``min``, the last micro-panel ending at N, recomputing the few columns it
+shares with the one before (:meth:`GemmEmitter._one_loop`): one copy of
+the register tile in the kernel, where the panel of fewer micro-panels and
+the last narrower tile were two more, most of a 1x1 convolution's LLVM
+time. Otherwise the N % NR remainder columns get a narrower tile (reading
+B directly; its columns made of whole vectors, then vectors of 8, 4
+lanes..., so that each
 is one register), or, when they are not whole vectors, join the last
 micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
 4 x 56 tile, not 8 x 32 + 8 x 24, whose half-width vectors leave the FMA
@@ -64,6 +71,7 @@ from phasec.ir import tir
 from phasec.ir.tir import (
     Allocate, AttrStmt, BinaryOp, Buffer, BufferLoad, BufferStore, For, PrimExpr, Stmt, Var,
 )
+from phasec.target.tuning import build_threads
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
 from phasec.te.schedules.gemm_operands import constant_matrix, is_dot4
@@ -86,6 +94,12 @@ if TYPE_CHECKING:
     from phasec.te.lowering import Stage
 
 _I64 = "int64"
+#: :meth:`GemmEmitter._one_loop` recomputes at most N / this many columns:
+#: 169 columns in tiles of 64 (23 recomputed, 14%) ran 1.09x slower, a
+#: Winograd GEMM's 50 in tiles of 32 (28%) 1.18x, MobileNetV2's 784 (16,
+#: 2%) 1.01-1.03x; 3025 in 32 (0.5%) and 729 (1%) as fast as before
+#: (bench/README.md, issue 29, tails)
+_RECOMPUTED_PART = 64
 
 
 
@@ -117,6 +131,11 @@ def schedule(nest: NestEmitter) -> GemmNest | None:
     return None if plan is None else GemmNest(anchor, plan)
 
 
+def _extent(n: int | PrimExpr) -> PrimExpr:
+    """A loop extent: a count, constant or not."""
+    return i64(n) if isinstance(n, int) else n
+
+
 def _byte_rows(plan: GemmPlan) -> int | None:
     """K (bytes) of the 2-D 8-bit B whose words the column operand reads."""
     loads = [n for n in post_order([plan.b_expr]) if isinstance(n, ProducerLoad)]
@@ -146,6 +165,10 @@ class GemmEmitter:
         self.vectorize = nest.opt.vectorize
         #: the loop over whole panels (variable, count, columns a panel)
         self._panels: tuple[Var, int, int] | None = None
+        #: the first column of micro-panel ``t`` of the panel being emitted
+        #: when it is not ``col0 + t * width`` (:meth:`_one_loop`'s last
+        #: micro-panel, ending at N)
+        self._tile_col: Callable[[PrimExpr], PrimExpr] | None = None
         self._b_slack: bool | None = None  # see _whole_tail
         #: the last columns are being emitted from a packed panel of whole
         #: vectors, zero past them (see :meth:`_padded_rest`)
@@ -305,6 +328,8 @@ class GemmEmitter:
             [static_int(e) for e in self.rexts])
         # (an AMX plan keeps its whole micro-panels on AMX tiles)
         n_tiles, n_rem = self._column_split(merge=not prepack_rest and p.rows not in AMX_ROWS)
+        if not prepack_rest and (n_rem or n_tiles % tpp) and self._one_loop_fits():
+            return self._one_loop()
         full, last = divmod(n_tiles, tpp)
         Ms = static_int(self.M)
         row_tiles = None if Ms is None else Ms // p.rows
@@ -347,6 +372,82 @@ class GemmEmitter:
             body = Allocate(shared, body)
         return body
 
+    def _one_loop_fits(self) -> bool:
+        """Whether :meth:`_one_loop` takes every column: at least one whole
+        micro-panel; micro-panels of whole vectors; B packed at run time or
+        read in place (not packed at build time, nor from an image's
+        windows, nor its last columns packed apart); no reduction in
+        blocks (a recomputed column would add a block twice); float tiles
+        of the plan's rows; and an epilogue that does not read the output
+        (a recomputed column would read its own result). And few columns
+        recomputed: at most N / ``_RECOMPUTED_PART``."""
+        p, N = self.plan, self.N
+        if (N is None or N < p.cols or -N % p.cols * _RECOMPUTED_PART > N or p.wide
+                or p.pack_rest or p.row_group or p.cols % p.lanes or p.windows is not None
+                or p.k_block or p.rows in AMX_ROWS or is_dot4(self.anchor.expr)):
+            return False
+        out = self.root.buffer
+        if any(isinstance(n, ProducerLoad) and n.tensor.is_placeholder
+               and self.low.buffers.get(id(n.tensor)) is out
+               for n in post_order([self.root.expr])):
+            return False
+        if not p.pack:
+            return True
+        probe = self._pack_buffer(1, p.cols)  # (B packed at build time: PACK_MARK)
+        return self._pack(probe, i64(0), 1, p.cols)[1] is None
+
+    def _one_loop(self) -> Stmt:
+        """Every column in one loop over the panels of whole micro-panels:
+        the last panel's count a ``min``, the last micro-panel ending at N
+        (recomputing the columns it shares with the one before it: the same
+        sums in the same order, stored twice). One copy of the register
+        tile (and of B's packing): the panel of fewer micro-panels and the
+        last narrower tile after the parallel loop, each another copy on
+        the calling thread, were most of a 1x1 convolution's LLVM time
+        (bench/README.md, issue 29, tails). The panels are as many as keep
+        the threads evenly busy within a quarter over the panel's size."""
+        p = self.plan
+        nr, N = p.cols, self.N
+        assert N is not None
+        total, tpp = -(-N // nr), p.panel_tiles
+        threads = build_threads()
+        count = -(-total // tpp)
+        # threads over the panels when two whole ones would be (else over
+        # the row tiles of each panel, as before)
+        par_panels = self.parallel and total // tpp >= 2
+        if par_panels and threads > 1:
+            # (cost: rounds of panels on the threads x micro-panels a panel)
+            least = -(-total // (tpp + tpp // 4))
+            count = min(range(count, max(least, 2) - 1, -1),
+                        key=lambda c: -(-c // threads) * -(-total // c))
+        per = -(-total // count)
+        count = -(-total // per)
+        while par_panels and N % nr and count > 1 and total - (count - 1) * per == 1:
+            # a last panel of only the micro-panel ending at N would store
+            # the columns it shares with the one before it from another
+            # thread: the same values, but two threads writing them at once
+            per += 1
+            count = -(-total // per)
+        Ms = static_int(self.M)
+        par_rows = (self.parallel and not par_panels
+                    and (Ms is None or Ms // p.rows >= 2))
+        jc = Var(self.low.names.fresh("jc"), _I64)
+        first = _mul(jc, per)
+        tiles: PrimExpr = (i64(per) if count * per == total
+                           else BinaryOp("min", i64(per), i64(total) - first))
+
+        def column(t: PrimExpr) -> PrimExpr:
+            col = _mul(_add(first, t), nr)
+            return col if N % nr == 0 else BinaryOp("min", col, i64(N - nr))
+        bp = self._pack_buffer(per, nr) if p.pack else None
+        self._panels, self._tile_col = (jc, count, per * nr), column
+        body = self._panel(_mul(jc, per * nr), tiles, nr, bp, par_rows)
+        self._tile_col = None
+        if bp is not None and par_panels:
+            body = Allocate(bp, body)
+        loop = For(jc, i64(0), i64(count), "parallel" if par_panels else "serial", body)
+        return loop if bp is None or par_panels else Allocate(bp, loop)
+
     def _padded_rest(self, n_tiles: int, n_rem: int) -> bool:
         """Whether the last, narrower columns of a GEMM over flat columns
         (``GemmPlan.flat``) whose panels are packed are packed too, into a
@@ -373,7 +474,7 @@ class GemmEmitter:
         return Buffer(self.low.names.fresh(self.anchor.name + "_bpack"),
                       (i64(tiles), self.K, i64(width)), self.dtype)
 
-    def _panel(self, col0: PrimExpr, tiles: int, width: int, bp: Buffer | None,
+    def _panel(self, col0: PrimExpr, tiles: int | PrimExpr, width: int, bp: Buffer | None,
                par_rows: bool, tile0: PrimExpr | None = None, rows: int | None = None,
                blocked: bool = False) -> Stmt:
         """Columns ``[col0, col0 + tiles*width)``: pack them (``bp``), then every
@@ -606,7 +707,7 @@ class GemmEmitter:
               or bool(attrs.get(PREPACK_TRANSPOSED_ATTR)) != transposed):
             attrs[PREPACK_ATTR] = ""  # two packed operands: the pass leaves the kernel
 
-    def _pack(self, bp: Buffer, col0: PrimExpr, tiles: int, width: int
+    def _pack(self, bp: Buffer, col0: PrimExpr, tiles: int | PrimExpr, width: int
               ) -> tuple[Stmt, tuple[Buffer, bool] | None]:
         """``bp[t, k, c] = B[k, col0 + t*width + c]`` (the column operand's value;
         ``k`` the flat index of the reduction axes), and B's parameter buffer
@@ -628,7 +729,8 @@ class GemmEmitter:
         t = Var(low.names.fresh("tp"), _I64)
         c = Var(low.names.fresh("cp"), _I64)
         ks, _ = self._reduction_loops("p")
-        col = _add(col0, _add(_mul(t, width), c))
+        col = _add(self._tile_col(t) if self._tile_col is not None
+                   else _add(col0, _mul(t, width)), c)
         shape = [low.map_shape(s) for s in anchor.tensor.shape]
         ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
         kivs = [nest.iter_var(ax.var.name, ext, "S") for ax, ext in zip(anchor.raxes, self.rexts)]
@@ -655,14 +757,15 @@ class GemmEmitter:
             if words is not None and static_int(words.shape[1]) == self.N:
                 param = (words, False)
                 self.low.attrs[PREPACK_WORDS_ATTR] = True
-        return For(t, i64(0), i64(tiles), "serial", self._wrap_reduction(ks, inner)), param
+        return For(t, i64(0), _extent(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
-    def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int, width: int,
-                   bp: Buffer | None) -> Stmt:
+    def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int | PrimExpr,
+                   width: int, bp: Buffer | None) -> Stmt:
         """Rows ``[row0, row0 + mr)`` of the panel: one register tile per micro-panel."""
         t = Var(self.low.names.fresh("jt"), _I64)
-        body = register_tile(self, row0, mr, _add(col0, _mul(t, width)), t, width, bp)
-        return For(t, i64(0), i64(tiles), "serial", body)
+        col = self._tile_col(t) if self._tile_col is not None else _add(col0, _mul(t, width))
+        body = register_tile(self, row0, mr, col, t, width, bp)
+        return For(t, i64(0), _extent(tiles), "serial", body)
 
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
         """The anchor's axis values at (row, col) (the others from the outer loops)."""
