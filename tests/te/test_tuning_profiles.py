@@ -80,7 +80,14 @@ def test_the_other_profiles_are_unchanged():
                        "gemm_flat_panel_bytes", "gemm_flat_micro_panel_max_rows",
                        "pointwise_max_weight_bytes", "pointwise_wide_tile",
                        "gemm_k_block_bytes", "gemm_pack_a_max_columns",
-                       "gemm_pack_a_min_bytes", "gemm_pack_a_max_k"}
+                       "gemm_pack_a_min_bytes", "gemm_pack_a_max_k",
+                       # the avx512 profile's 6 x 4 tiles of 1x1 convolutions over
+                       # small images: the Xeon's GEMM has such tiles throughout
+                       "pointwise_flat_tile", "pointwise_flat_tile_max_columns",
+                       "pointwise_flat_tile_min_rows"}
+    assert (t.pointwise_flat_tile, t.pointwise_flat_tile_max_columns,
+            t.pointwise_flat_tile_min_rows) == ((6, 4), 196, 256)
+    assert not tn.avx2_tuning().pointwise_flat_tile and not tn.generic_tuning().pointwise_flat_tile
     # row panels of A (gemm_prepack.row_panels) on the Xeon only
     assert (x.gemm_pack_a_max_columns, x.gemm_pack_a_min_bytes, x.gemm_pack_a_max_k
             ) == (64, 512 * 1024, 512)
