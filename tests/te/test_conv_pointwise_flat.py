@@ -359,3 +359,15 @@ def test_flat_tile_for_projections_and_not_grouped(_flat_tile):
     assert flat_tile(_workload(32, 7, 7, 32, groups=2)) == {}
     low = lower_fused(_conv(1, 32, 7, 7, 32, groups=2))
     _check(low.prim_func, 1, 32, 7, 7, 32, groups=2)
+
+
+def test_flat_tile_over_several_panels_only_with_two_micro_panels_a_panel(_flat_tile):
+    """Over more positions than a tile (14x14), the tile only where a panel
+    of ``gemm_panel_bytes`` holds two of its micro-panels (K x 4 vectors):
+    K at the bound taken, one more declined; over 7x7 (one tile) any K."""
+    from phasec.te.schedules.conv_pointwise_flat import flat_tile
+    k = _flat_tile.gemm_panel_bytes // (2 * 4 * LANES * 4)
+    assert flat_tile(_workload(k, 14, 14, 16)) == {GEMM_TILE_ATTR: (6, 4)}
+    assert flat_tile(_workload(k + 1, 14, 14, 16)) == {}
+    if 7 * 7 <= 4 * LANES:
+        assert flat_tile(_workload(k + 1, 7, 7, 16)) == {GEMM_TILE_ATTR: (6, 4)}

@@ -92,7 +92,9 @@ def flat_tile(w: ConvWorkload) -> dict[str, tuple[int, ...]]:
     vector and at most ``pointwise_flat_tile_max_columns`` positions, one
     group, at least ``pointwise_flat_tile_min_rows`` output channels or
     :data:`PROJECTION_RATIO` times fewer than its input's in whole tiles of
-    rows; else none (the GEMM's own)."""
+    rows, and over more positions than a tile only where a panel of B
+    (``gemm_panel_bytes``) holds two of its micro-panels; else none (the
+    GEMM's own)."""
     target = tuning.host_tuning()
     positions = 1
     for d in w.data.shape[2:]:
@@ -108,5 +110,12 @@ def flat_tile(w: ConvWorkload) -> dict[str, tuple[int, ...]]:
     rows, vectors = target.pointwise_flat_tile
     if out_channels < target.pointwise_flat_tile_min_rows and (
             in_channels < PROJECTION_RATIO * out_channels or out_channels % rows):
+        return {}
+    micro_panel = in_channels * vectors * w.lanes * 4
+    if positions > vectors * w.lanes and 2 * micro_panel > target.gemm_panel_bytes:
+        # over several panels, one of the tile's micro-panels a panel where
+        # the GEMM's own narrower tiles make two or three: the weight then
+        # streams once more (ResNet-50's 1024 -> 512 over 14x14, K = 1024,
+        # 2037 -> 2097 us; 1024 -> 256 gained, 5114 -> 4935)
         return {}
     return {GEMM_TILE_ATTR: (rows, vectors)}
