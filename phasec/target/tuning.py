@@ -301,13 +301,19 @@ def avx512_tuning() -> TargetTuning:
     register tiles rather than the GEMM's 8 x 2 (``pointwise_flat_tile``):
     each loaded vector of the input feeds six FMAs, each broadcast weight
     four, and 49 positions are one tile of 64 columns rather than two of 32
-    (bench/README.md, issue 29, mnv2).
+    (bench/README.md, issue 29, mnv2). As on the Xeon, 1x1 projections with
+    positions as rows (``conv_pointwise_small``) only for a weight under 512
+    KB (``pointwise_max_weight_bytes``): in a model a larger one comes from
+    L3, and the GEMM over the image's positions was faster there
+    (MobileNetV2's 960 -> 320 over 7x7 323 -> 298 us, EfficientNet-B0's
+    1152 -> 192 + residual 700 -> 649, Inception v2's three 1024 -> 128-192
+    over 7x7 1910 -> 1826 in all).
     """
     return TargetTuning(name="avx512", vector_bits=512, vector_registers=32, gemm_rows=8,
                         gemm_vectors=2, gemm_panel_bytes=384 * 1024, gemm_panel_max_cols=512,
                         gemm_pack_min_row_tiles=2, depthwise_narrow_plane=True,
                         pointwise_flat_tile=(6, 4), pointwise_flat_tile_max_columns=196,
-                        pointwise_flat_tile_min_rows=256)
+                        pointwise_flat_tile_min_rows=256, pointwise_max_weight_bytes=512 * 1024)
 
 
 def avx2_tuning() -> TargetTuning:
