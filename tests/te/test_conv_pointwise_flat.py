@@ -371,3 +371,14 @@ def test_flat_tile_over_several_panels_only_with_two_micro_panels_a_panel(_flat_
     assert flat_tile(_workload(k + 1, 14, 14, 16)) == {}
     if 7 * 7 <= 4 * LANES:
         assert flat_tile(_workload(k + 1, 7, 7, 16)) == {GEMM_TILE_ATTR: (6, 4)}
+
+
+def test_flat_tile_not_for_long_reductions(_flat_tile):
+    """At most ``MAX_REDUCTION`` input channels (ResNet-50's 2048 -> 512 over
+    7x7 lost with the tile); the values numpy's either side of the bound."""
+    from phasec.te.schedules.conv_pointwise_flat import MAX_REDUCTION, flat_tile
+    assert flat_tile(_workload(MAX_REDUCTION, 7, 7, 24)) == {GEMM_TILE_ATTR: (6, 4)}
+    assert flat_tile(_workload(MAX_REDUCTION + 1, 7, 7, 24)) == {}
+    for c in (MAX_REDUCTION, MAX_REDUCTION + 1):
+        low = lower_fused(_conv(1, c, 7, 7, 24))
+        _check(low.prim_func, 1, c, 7, 7, 24)
