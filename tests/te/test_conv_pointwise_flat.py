@@ -345,13 +345,20 @@ def test_flat_tile_declined(_flat_tile, c, h, w, o, dtype):
 
 def test_flat_tile_for_projections_and_not_grouped(_flat_tile):
     """Fewer output channels than ``pointwise_flat_tile_min_rows`` take the
-    tile when the input has four times as many and the tile's rows divide
-    them (a projection: 48 -> 12); not 47 -> 12, nor 52 -> 13; grouped
-    channels never (their row tiles stay within a group)."""
+    tile when the input has four times as many and they are whole tiles of
+    its rows or leave a last tile of at least half of them (a projection:
+    48 -> 12, 60 -> 15); not 47 -> 12, nor 52 -> 13 or 56 -> 14 (a last
+    tile of one or two rows); grouped channels never (their row tiles stay
+    within a group)."""
     from phasec.te.schedules.conv_pointwise_flat import flat_tile
     assert flat_tile(_workload(48, 7, 7, 12)) == {GEMM_TILE_ATTR: (6, 4)}
+    assert flat_tile(_workload(60, 7, 7, 15)) == {GEMM_TILE_ATTR: (6, 4)}
     assert flat_tile(_workload(47, 7, 7, 12)) == {}
     assert flat_tile(_workload(52, 7, 7, 13)) == {}
+    assert flat_tile(_workload(56, 7, 7, 14)) == {}
+    low = lower_fused(_conv(1, 60, 7, 7, 15, residual=True))
+    assert max(cols for _, cols in _flat_tiles(low.prim_func, 7)) == 49
+    _check(low.prim_func, 1, 60, 7, 7, 15, residual=True, interp=True)
     low = lower_fused(_conv(1, 48, 7, 7, 12, residual=True))
     tiles = _flat_tiles(low.prim_func, 7)
     assert max(cols for _, cols in tiles) == 49 and {r for r, _ in tiles} == {6}, tiles

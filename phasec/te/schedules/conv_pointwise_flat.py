@@ -44,10 +44,12 @@ MIN_WHOLE_ROW_CHANNELS = 32
 #: a 1x1 convolution reducing its channels at least this many times (an
 #: inverted residual block's projection: MobileNetV2's 576 -> 96) takes
 #: ``pointwise_flat_tile`` with fewer output channels than
-#: ``pointwise_flat_tile_min_rows`` when the tile's rows divide them (Zen 4,
-#: in the models: 576 -> 96 over 14x14 424 -> 411 us for two calls, but
-#: DenseNet-121's 768-992 -> 128, 21 tiles of 6 rows and one of 2 against
-#: 16 of 8, 2-3% slower)
+#: ``pointwise_flat_tile_min_rows`` when they are whole tiles of its rows
+#: or leave a last tile of at least half of them (Zen 4, in the models: 576
+#: -> 96 over 14x14 424 -> 411 us for two calls, 960 -> 160 over 7x7 323 ->
+#: 302; but DenseNet-121's 768-992 -> 128, 21 tiles of 6 rows and one of
+#: 2, which the GEMM balances into smaller tiles, against 16 of 8, 2-3%
+#: slower)
 PROJECTION_RATIO = 4
 
 #: ... and input channels (the reduction) of at most this many: ResNet-50's
@@ -97,7 +99,7 @@ def flat_tile(w: ConvWorkload) -> dict[str, tuple[int, ...]]:
     vector and at most ``pointwise_flat_tile_max_columns`` positions, one
     group, at least ``pointwise_flat_tile_min_rows`` output channels or
     :data:`PROJECTION_RATIO` times fewer than its input's in whole tiles of
-    rows, at most :data:`MAX_REDUCTION` input channels, and over more positions than a tile only where a panel of B
+    rows (a last one of at least half), at most :data:`MAX_REDUCTION` input channels, and over more positions than a tile only where a panel of B
     (``gemm_panel_bytes``) holds two of its micro-panels; else none (the
     GEMM's own)."""
     target = tuning.host_tuning()
@@ -114,7 +116,8 @@ def flat_tile(w: ConvWorkload) -> dict[str, tuple[int, ...]]:
         return {}
     rows, vectors = target.pointwise_flat_tile
     if out_channels < target.pointwise_flat_tile_min_rows and (
-            in_channels < PROJECTION_RATIO * out_channels or out_channels % rows):
+            in_channels < PROJECTION_RATIO * out_channels
+            or 0 < out_channels % rows < (rows + 1) // 2):
         return {}
     if in_channels > MAX_REDUCTION:
         return {}
