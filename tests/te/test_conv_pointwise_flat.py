@@ -389,3 +389,14 @@ def test_flat_tile_not_for_long_reductions(_flat_tile):
     for c in (MAX_REDUCTION, MAX_REDUCTION + 1):
         low = lower_fused(_conv(1, c, 7, 7, 24))
         _check(low.prim_func, 1, c, 7, 7, 24)
+
+
+def test_flat_tile_not_for_a_symbolic_channel_count(_flat_tile):
+    """Input channels of no static count: no tile of its own (the bounds
+    on the reduction cannot be checked); the values numpy's for two counts."""
+    from phasec.te.schedules.conv_pointwise_flat import flat_tile
+    c = tir.Var("c")
+    assert flat_tile(_workload(c, 7, 7, 24)) == {}
+    low = lower_fused(_conv(1, c, 7, 7, 24))
+    for count in (5, 13):
+        _check(low.prim_func, 1, count, 7, 7, 24)

@@ -99,9 +99,10 @@ def flat_tile(w: ConvWorkload) -> dict[str, tuple[int, ...]]:
     vector and at most ``pointwise_flat_tile_max_columns`` positions, one
     group, at least ``pointwise_flat_tile_min_rows`` output channels or
     :data:`PROJECTION_RATIO` times fewer than its input's in whole tiles of
-    rows (a last one of at least half), at most :data:`MAX_REDUCTION` input channels, and over more positions than a tile only where a panel of B
+    rows (a last one of at least half), at most :data:`MAX_REDUCTION` input
+    channels, and over more positions than a tile only where a panel of B
     (``gemm_panel_bytes``) holds two of its micro-panels; else none (the
-    GEMM's own)."""
+    GEMM's own; also for channels of no static count)."""
     target = tuning.host_tuning()
     positions = 1
     for d in w.data.shape[2:]:
@@ -112,6 +113,7 @@ def flat_tile(w: ConvWorkload) -> dict[str, tuple[int, ...]]:
     # keeps the GEMM's narrow tiles; grouped channels make the tiles' rows a
     # power of two within a group)
     if (not target.pointwise_flat_tile or str(w.dtype) != "float32" or w.groups != 1
+            or not out_channels or not in_channels
             or not w.lanes < positions <= target.pointwise_flat_tile_max_columns):
         return {}
     rows, vectors = target.pointwise_flat_tile
