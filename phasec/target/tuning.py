@@ -243,6 +243,16 @@ class TargetTuning:
     #: one or two (80, 96, 144, 160 float32 channels on AVX-512), or () for
     #: the GEMM's own (see ``avx512_xeon_tuning``)
     pointwise_wide_tile: tuple[int, ...] = ()
+    #: (rows, vectors): the register tile of a float32 1x1 convolution run
+    #: as one GEMM over its image's flat positions
+    #: (:mod:`phasec.te.schedules.conv_pointwise_flat`) of at most
+    #: ``pointwise_flat_tile_max_columns`` positions, or () for the GEMM's
+    #: own (see ``avx512_tuning``)
+    pointwise_flat_tile: tuple[int, ...] = ()
+    pointwise_flat_tile_max_columns: int = 0
+    #: ... of at least this many output channels (or a projection reducing
+    #: its channels four times: ``conv_pointwise_flat.PROJECTION_RATIO``)
+    pointwise_flat_tile_min_rows: int = 0
     #: stride-1 depthwise rows narrower than a vector (not only those of
     #: more than half a vector) with windows of up to 25 taps (not 9) take
     #: the per-channel padded plane
@@ -285,10 +295,25 @@ class TargetTuning:
 
 
 def avx512_tuning() -> TargetTuning:
-    """x86-64 with AVX-512F: 32 registers of 512 bits."""
+    """x86-64 with AVX-512F: 32 registers of 512 bits.
+
+    1x1 convolutions over at most 196 flat positions (14x14, 7x7) take 6 x 4
+    register tiles rather than the GEMM's 8 x 2 (``pointwise_flat_tile``):
+    each loaded vector of the input feeds six FMAs, each broadcast weight
+    four, and 49 positions are one tile of 64 columns rather than two of 32
+    (bench/README.md, issue 29, mnv2). As on the Xeon, 1x1 projections with
+    positions as rows (``conv_pointwise_small``) only for a weight under 512
+    KB (``pointwise_max_weight_bytes``): in a model a larger one comes from
+    L3, and the GEMM over the image's positions was faster there
+    (MobileNetV2's 960 -> 320 over 7x7 323 -> 298 us, EfficientNet-B0's
+    1152 -> 192 + residual 700 -> 649, Inception v2's three 1024 -> 128-192
+    over 7x7 1910 -> 1826 in all).
+    """
     return TargetTuning(name="avx512", vector_bits=512, vector_registers=32, gemm_rows=8,
                         gemm_vectors=2, gemm_panel_bytes=384 * 1024, gemm_panel_max_cols=512,
-                        gemm_pack_min_row_tiles=2, depthwise_narrow_plane=True)
+                        gemm_pack_min_row_tiles=2, depthwise_narrow_plane=True,
+                        pointwise_flat_tile=(6, 4), pointwise_flat_tile_max_columns=196,
+                        pointwise_flat_tile_min_rows=256, pointwise_max_weight_bytes=512 * 1024)
 
 
 def avx2_tuning() -> TargetTuning:
@@ -425,7 +450,8 @@ def avx512_xeon_tuning() -> TargetTuning:
                    gemm_flat_micro_panel_max_rows=64, pointwise_max_weight_bytes=512 * 1024,
                    pointwise_wide_tile=(4, 6), gemm_k_block_bytes=32 * 1024,
                    gemm_pack_a_max_columns=64, gemm_pack_a_min_bytes=512 * 1024,
-                   gemm_pack_a_max_k=512)
+                   gemm_pack_a_max_k=512, pointwise_flat_tile=(),
+                   pointwise_flat_tile_max_columns=0, pointwise_flat_tile_min_rows=0)
 
 
 def generic_tuning() -> TargetTuning:

@@ -12,6 +12,8 @@ no second pass); where the rule is taken and where not."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,7 @@ from phasec.te.schedules.conv_pointwise_flat import MIN_WHOLE_ROW_CHANNELS
 from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.target.tuning import host_tuning
+from phasec.te.schedules.gemm_plan import GEMM_TILE_ATTR
 
 from helpers.legalize import fused  # a Primitive function built by a BlockBuilder
 from helpers.te_checks import walk
@@ -203,7 +206,8 @@ def _packed_panels(monkeypatch):
     """B packed whatever its size and row tiles of 4 rows x 2 vectors, on
     any host profile: small enough for the interpreter."""
     from phasec.target import tuning
-    monkeypatch.setenv("PHASEC_TUNING", "gemm_pack_min_bytes=0,gemm_rows=4,gemm_vectors=2")
+    monkeypatch.setenv("PHASEC_TUNING", "gemm_pack_min_bytes=0,gemm_rows=4,gemm_vectors=2,"
+                       "pointwise_flat_tile_max_columns=0")
     tuning.host_tuning.cache_clear()
     yield
     tuning.host_tuning.cache_clear()
@@ -278,3 +282,126 @@ def test_last_columns_of_b_read_in_place_with_a_symbolic_batch():
     assert len(packs) == 1 and packs[0][2] % LANES == 0, packs
     assert prove_accesses(low.prim_func).counts()[1] == 0
     _check_batches(low.prim_func, (1, 2), 5, 14, 14, 9)
+
+
+@pytest.fixture
+def _flat_tile(monkeypatch):
+    """The 6 x 4 register tiles of 1x1 convolutions over 2 vectors to 196
+    flat positions (``pointwise_flat_tile``, the avx512 profile's) on any
+    host, from 16 output channels (the profile's 256: too many for the
+    interpreter)."""
+    from phasec.target import tuning
+    tuned = replace(tuning.host_tuning(), pointwise_flat_tile=(6, 4),
+                    pointwise_flat_tile_max_columns=196, pointwise_flat_tile_min_rows=16)
+    monkeypatch.setattr(tuning, "host_tuning", lambda: tuned)
+    yield tuned
+
+
+@pytest.mark.parametrize("n,c,h,w,o,residual,interp", [
+    # MobileNetV2's 7x7 (49 columns: one tile of 3 vectors and a column;
+    # 26 rows: 6-row tiles, where 8-row ones make 7 + 7 + 6 + 6), its 14x14
+    # (196 = 3 tiles of 64 + 4) with a residual, a prime 13 x 11 (143 = 2
+    # tiles + 15) of a batch of two, an odd 5 x 7 (35: 2 vectors and 3
+    # columns) on the interpreter too
+    (1, 13, 7, 7, 26, False, False),
+    (1, 9, 14, 14, 26, True, False),
+    (2, 7, 13, 11, 19, True, False),
+    (1, 5, 5, 7, 26, True, True),
+])
+def test_small_images_take_the_flat_tile(_flat_tile, n, c, h, w, o, residual, interp):
+    """Over at most ``pointwise_flat_tile_max_columns`` positions the GEMM's
+    register tiles are ``pointwise_flat_tile``'s vectors wide (the image's
+    positions when fewer) and at most its rows; every access proven; the
+    values those of numpy's convolution."""
+    from phasec.te.schedules.conv_pointwise_flat import flat_tile
+    rows, vectors = _flat_tile.pointwise_flat_tile
+    assert flat_tile(_workload(c, h, w, o)) == {GEMM_TILE_ATTR: (rows, vectors)}
+    low = lower_fused(_conv(n, c, h, w, o, residual=residual))
+    tiles = _flat_tiles(low.prim_func, w)
+    # (19 rows: 5 + 5 + 5 + 4, the GEMM's balanced row tiles)
+    assert max(r for r, _ in tiles) <= rows, tiles
+    width = vectors * LANES
+    assert max(cols for _, cols in tiles) == min(width, h * w), tiles
+    assert prove_accesses(low.prim_func).counts()[1] == 0
+    _check(low.prim_func, n, c, h, w, o, residual=residual, interp=interp)
+
+
+def test_small_images_take_the_flat_tile_with_a_symbolic_batch(_flat_tile):
+    n = tir.Var("n")
+    low = lower_fused(_conv(n, 7, 7, 7, 13, residual=True))
+    assert max(cols for _, cols in _flat_tiles(low.prim_func, 7)) == 49
+    _check_batches(low.prim_func, (1, 3), 7, 7, 7, 13)
+
+
+@pytest.mark.parametrize("c,h,w,o,dtype", [
+    (9, 15, 15, 17, "float32"),   # 225 positions: more than 196
+    (9, 2, 8, 17, "float32"),     # 16: not more than a vector (of 16 lanes or more)
+    (9, 1, 1, 17, "float32"),     # a squeeze-excite's 1x1 image
+    (9, 7, 7, 17, "float64"),     # float64
+    (9, 7, 7, 13, "float32"),     # fewer output channels than 16 (not a projection)
+])
+def test_flat_tile_declined(_flat_tile, c, h, w, o, dtype):
+    """No tile of its own elsewhere: the GEMM's; the values still numpy's."""
+    from phasec.te.schedules.conv_pointwise_flat import flat_tile
+    assert flat_tile(_workload(c, h, w, o, dtype=dtype)) == {}
+    low = lower_fused(_conv(1, c, h, w, o, dtype=dtype))
+    _check(low.prim_func, 1, c, h, w, o, dtype=dtype)
+
+
+def test_flat_tile_for_projections_and_not_grouped(_flat_tile):
+    """Fewer output channels than ``pointwise_flat_tile_min_rows`` take the
+    tile when the input has four times as many and they are whole tiles of
+    its rows or leave a last tile of at least half of them (a projection:
+    48 -> 12, 60 -> 15); not 47 -> 12, nor 52 -> 13 or 56 -> 14 (a last
+    tile of one or two rows); grouped channels never (their row tiles stay
+    within a group)."""
+    from phasec.te.schedules.conv_pointwise_flat import flat_tile
+    assert flat_tile(_workload(48, 7, 7, 12)) == {GEMM_TILE_ATTR: (6, 4)}
+    assert flat_tile(_workload(60, 7, 7, 15)) == {GEMM_TILE_ATTR: (6, 4)}
+    assert flat_tile(_workload(47, 7, 7, 12)) == {}
+    assert flat_tile(_workload(52, 7, 7, 13)) == {}
+    assert flat_tile(_workload(56, 7, 7, 14)) == {}
+    low = lower_fused(_conv(1, 60, 7, 7, 15, residual=True))
+    assert max(cols for _, cols in _flat_tiles(low.prim_func, 7)) == 49
+    _check(low.prim_func, 1, 60, 7, 7, 15, residual=True, interp=True)
+    low = lower_fused(_conv(1, 48, 7, 7, 12, residual=True))
+    tiles = _flat_tiles(low.prim_func, 7)
+    assert max(cols for _, cols in tiles) == 49 and {r for r, _ in tiles} == {6}, tiles
+    _check(low.prim_func, 1, 48, 7, 7, 12, residual=True)
+    assert flat_tile(_workload(32, 7, 7, 32, groups=2)) == {}
+    low = lower_fused(_conv(1, 32, 7, 7, 32, groups=2))
+    _check(low.prim_func, 1, 32, 7, 7, 32, groups=2)
+
+
+def test_flat_tile_over_several_panels_only_with_two_micro_panels_a_panel(_flat_tile):
+    """Over more positions than a tile (14x14), the tile only where a panel
+    of ``gemm_panel_bytes`` holds two of its micro-panels (K x 4 vectors):
+    K at the bound taken, one more declined; over 7x7 (one tile) any K."""
+    from phasec.te.schedules.conv_pointwise_flat import flat_tile
+    k = _flat_tile.gemm_panel_bytes // (2 * 4 * LANES * 4)
+    assert flat_tile(_workload(k, 14, 14, 16)) == {GEMM_TILE_ATTR: (6, 4)}
+    assert flat_tile(_workload(k + 1, 14, 14, 16)) == {}
+    if 7 * 7 <= 4 * LANES:
+        assert flat_tile(_workload(k + 1, 7, 7, 16)) == {GEMM_TILE_ATTR: (6, 4)}
+
+
+def test_flat_tile_not_for_long_reductions(_flat_tile):
+    """At most ``MAX_REDUCTION`` input channels (ResNet-50's 2048 -> 512 over
+    7x7 lost with the tile); the values numpy's either side of the bound."""
+    from phasec.te.schedules.conv_pointwise_flat import MAX_REDUCTION, flat_tile
+    assert flat_tile(_workload(MAX_REDUCTION, 7, 7, 24)) == {GEMM_TILE_ATTR: (6, 4)}
+    assert flat_tile(_workload(MAX_REDUCTION + 1, 7, 7, 24)) == {}
+    for c in (MAX_REDUCTION, MAX_REDUCTION + 1):
+        low = lower_fused(_conv(1, c, 7, 7, 24))
+        _check(low.prim_func, 1, c, 7, 7, 24)
+
+
+def test_flat_tile_not_for_a_symbolic_channel_count(_flat_tile):
+    """Input channels of no static count: no tile of its own (the bounds
+    on the reduction cannot be checked); the values numpy's for two counts."""
+    from phasec.te.schedules.conv_pointwise_flat import flat_tile
+    c = tir.Var("c")
+    assert flat_tile(_workload(c, 7, 7, 24)) == {}
+    low = lower_fused(_conv(1, c, 7, 7, 24))
+    for count in (5, 13):
+        _check(low.prim_func, 1, count, 7, 7, 24)

@@ -211,7 +211,9 @@ def test_a_projection_of_75_kb_takes_the_positions_where_the_profile_allows(
 @pytest.mark.parametrize("profile,c,o,taken", [
     ("avx512_xeon", 1024, 112, True),     # 448 KB of weight: the positions as rows
     ("avx512_xeon", 1031, 128, False),    # 516 KB (prime input channels): over the image
-    ("avx512", 1031, 128, True),          # Zen 4: no weight limit
+    ("avx512", 1024, 112, True),          # Zen 4: the same bound
+    ("avx512", 1031, 128, False),
+    ("avx2", 1031, 128, True),            # no weight limit
 ])
 def test_a_large_projection_over_7x7_runs_over_the_image_on_the_xeon(monkeypatch, profile,
                                                                      c, o, taken):

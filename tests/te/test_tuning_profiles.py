@@ -52,7 +52,8 @@ def test_the_profile_follows_the_flags_and_the_cpu_name(flags, cpu, name):
 
 def test_the_other_profiles_are_unchanged():
     # the values the avx512 profile (tuned on Zen 4) had before the Xeon one (but the
-    # narrow depthwise planes, since measured faster on Zen 4 too)
+    # narrow depthwise planes and the weight bound of 1x1 projections with positions as
+    # rows, since measured faster on Zen 4 too)
     t = tn.avx512_tuning()
     assert (t.gemm_rows, t.gemm_vectors, t.gemm_panel_bytes, t.gemm_pack_min_bytes,
             t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k, t.winograd_tile,
@@ -61,7 +62,7 @@ def test_the_other_profiles_are_unchanged():
             t.gemm_tail_min_accumulators, t.winograd_narrow_max_weight_bytes,
             t.gemm_flat_panel_bytes, t.pointwise_max_weight_bytes
             ) == (8, 2, 384 * 1024, 1 << 20, 256, 64, 4, 1, 1, 0, (), 64 * 1024, True, 0, 0, 0,
-                  0)
+                  512 * 1024)
     for t in (tn.avx2_tuning(), tn.generic_tuning()):
         assert (t.gemm_rows, t.gemm_vectors, t.gemm_prefetch_min_k, t.gemm_prefetch_a_min_k,
                 t.winograd_min_tile_vectors, t.im2col_row_vectors,
@@ -78,9 +79,16 @@ def test_the_other_profiles_are_unchanged():
                        "im2col_row_vectors",
                        "pointwise_max_transposed_bytes",
                        "gemm_flat_panel_bytes", "gemm_flat_micro_panel_max_rows",
-                       "pointwise_max_weight_bytes", "pointwise_wide_tile",
+                       "pointwise_wide_tile",
                        "gemm_k_block_bytes", "gemm_pack_a_max_columns",
-                       "gemm_pack_a_min_bytes", "gemm_pack_a_max_k"}
+                       "gemm_pack_a_min_bytes", "gemm_pack_a_max_k",
+                       # the avx512 profile's 6 x 4 tiles of 1x1 convolutions over
+                       # small images: the Xeon's GEMM has such tiles throughout
+                       "pointwise_flat_tile", "pointwise_flat_tile_max_columns",
+                       "pointwise_flat_tile_min_rows"}
+    assert (t.pointwise_flat_tile, t.pointwise_flat_tile_max_columns,
+            t.pointwise_flat_tile_min_rows) == ((6, 4), 196, 256)
+    assert not tn.avx2_tuning().pointwise_flat_tile and not tn.generic_tuning().pointwise_flat_tile
     # row panels of A (gemm_prepack.row_panels) on the Xeon only
     assert (x.gemm_pack_a_max_columns, x.gemm_pack_a_min_bytes, x.gemm_pack_a_max_k
             ) == (64, 512 * 1024, 512)

@@ -25,11 +25,12 @@ from __future__ import annotations
 from phasec import arith
 from phasec.te import operation as te
 from phasec.te.operation import i64
-from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR
+from phasec.target import tuning
+from phasec.te.schedules.gemm_plan import FLAT_COLUMNS_ATTR, GEMM_TILE_ATTR
 from phasec.te.schedules.workloads import ConvWorkload
 from phasec.te.tensor import Tensor
 
-__all__ = ["MIN_WHOLE_ROW_CHANNELS", "takes", "schedule"]
+__all__ = ["MIN_WHOLE_ROW_CHANNELS", "takes", "schedule", "flat_tile"]
 
 #: rows of whole vectors are taken from this many output channels (a
 #: group's) up: alone, one thread, on the Xeon, rows -> one GEMM, 128 ->
@@ -39,6 +40,22 @@ __all__ = ["MIN_WHOLE_ROW_CHANNELS", "takes", "schedule"]
 #: over 112x112 0.134 -> 0.158 ms and 32 -> 24 0.177 -> 0.217 (a few row
 #: tiles re-read the wider panel of B from L2, where each row's stayed in L1)
 MIN_WHOLE_ROW_CHANNELS = 32
+
+#: a 1x1 convolution reducing its channels at least this many times (an
+#: inverted residual block's projection: MobileNetV2's 576 -> 96) takes
+#: ``pointwise_flat_tile`` with fewer output channels than
+#: ``pointwise_flat_tile_min_rows`` when they are whole tiles of its rows
+#: or leave a last tile of at least half of them (Zen 4, in the models: 576
+#: -> 96 over 14x14 424 -> 411 us for two calls, 960 -> 160 over 7x7 323 ->
+#: 302; but DenseNet-121's 768-992 -> 128, 21 tiles of 6 rows and one of
+#: 2, which the GEMM balances into smaller tiles, against 16 of 8, 2-3%
+#: slower)
+PROJECTION_RATIO = 4
+
+#: ... and input channels (the reduction) of at most this many: ResNet-50's
+#: 2048 -> 512 over 7x7 was 1-3% slower with the tile (2058 / 2060 -> 2126 /
+#: 2080 us, two calls), reductions of up to 1152 faster
+MAX_REDUCTION = 1536
 
 
 def takes(w: ConvWorkload) -> bool:
@@ -72,4 +89,45 @@ def schedule(w: ConvWorkload) -> Tensor | None:
         ch = rc.var if og is None else (o // og) * cg + rc.var
         return te.sum(data[b, ch, y, x] * weight[o, rc.var, i64(0), i64(0)], axis=[rc])
     return te.compute(w.out_shape, body, name="T_conv2d", tag="conv2d",
-                      attrs={FLAT_COLUMNS_ATTR: True})
+                      attrs={FLAT_COLUMNS_ATTR: True, **flat_tile(w)})
+
+
+def flat_tile(w: ConvWorkload) -> dict[str, tuple[int, ...]]:
+    """The GEMM's register tile (:data:`.gemm_plan.GEMM_TILE_ATTR`) for the
+    1x1 convolution ``w`` over its flat positions, when the target's tuning
+    has one (``pointwise_flat_tile``) for its float32 images of more than a
+    vector and at most ``pointwise_flat_tile_max_columns`` positions, one
+    group, at least ``pointwise_flat_tile_min_rows`` output channels or
+    :data:`PROJECTION_RATIO` times fewer than its input's in whole tiles of
+    rows (a last one of at least half), at most :data:`MAX_REDUCTION` input
+    channels, and over more positions than a tile only where a panel of B
+    (``gemm_panel_bytes``) holds two of its micro-panels; else none (the
+    GEMM's own; also for channels of no static count)."""
+    target = tuning.host_tuning()
+    positions = 1
+    for d in w.data.shape[2:]:
+        positions *= arith.const_int(d) or 0
+    out_channels = arith.const_int(w.weight.shape[0]) or 0
+    in_channels = arith.const_int(w.weight.shape[1]) or 0
+    # (an image of one vector of positions or less, a squeeze-excite's 1x1,
+    # keeps the GEMM's narrow tiles; grouped channels make the tiles' rows a
+    # power of two within a group)
+    if (not target.pointwise_flat_tile or str(w.dtype) != "float32" or w.groups != 1
+            or not out_channels or not in_channels
+            or not w.lanes < positions <= target.pointwise_flat_tile_max_columns):
+        return {}
+    rows, vectors = target.pointwise_flat_tile
+    if out_channels < target.pointwise_flat_tile_min_rows and (
+            in_channels < PROJECTION_RATIO * out_channels
+            or 0 < out_channels % rows < (rows + 1) // 2):
+        return {}
+    if in_channels > MAX_REDUCTION:
+        return {}
+    micro_panel = in_channels * vectors * w.lanes * 4
+    if positions > vectors * w.lanes and 2 * micro_panel > target.gemm_panel_bytes:
+        # over several panels, one of the tile's micro-panels a panel where
+        # the GEMM's own narrower tiles make two or three: the weight then
+        # streams once more (ResNet-50's 1024 -> 512 over 14x14, K = 1024,
+        # 2037 -> 2097 us; 1024 -> 256 gained, 5114 -> 4935)
+        return {}
+    return {GEMM_TILE_ATTR: (rows, vectors)}
