@@ -48,11 +48,12 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import (
-    Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase, SeqExpr,
+    Call, Constant, DataflowBlock, DataflowVar, Function, IRModule, Phase,
     TupleGetItem, Var, VarBinding,
 )
 from phasec.ir.node import replace
 from phasec.op.calls import call_op
+from phasec.passes._dataflow_blocks import map_dataflow_blocks
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["BatchTakenMatmuls"]
@@ -166,16 +167,6 @@ def _batch(block: DataflowBlock) -> DataflowBlock:
     return replace(block, bindings=tuple(bindings))
 
 
-def _function(func: Function) -> Function:
-    body = func.body
-    if not isinstance(body, SeqExpr):
-        return func
-    blocks = tuple(_batch(blk) if isinstance(blk, DataflowBlock) else blk for blk in body.blocks)
-    if all(a is b for a, b in zip(blocks, body.blocks)):
-        return func
-    return replace(func, body=replace(body, blocks=blocks))
-
-
 @register_pass
 @module_pass(opt_level=1, phases=Phase.OPTIMIZATION, name="BatchTakenMatmuls")
 class BatchTakenMatmuls:
@@ -186,4 +177,5 @@ class BatchTakenMatmuls:
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
         return mod.map_functions(
-            lambda _, func: _function(func) if isinstance(func, Function) else func)
+            lambda _, func: map_dataflow_blocks(func, _batch) if isinstance(func, Function)
+            else func)

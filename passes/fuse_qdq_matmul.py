@@ -51,11 +51,12 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import (
-    Call, Constant, DataflowBlock, DataflowVar, Expr, Function, IRModule, Phase, SeqExpr, Var,
+    Call, Constant, DataflowBlock, DataflowVar, Expr, Function, IRModule, Phase, Var,
     VarBinding, collect_exprs,
 )
 from phasec.ir.node import replace
 from phasec.op.calls import call_op
+from phasec.passes._dataflow_blocks import map_dataflow_blocks
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["FuseQDQMatmul", "int8_weight"]
@@ -299,18 +300,6 @@ def _is(e: Any, name: str) -> bool:
     return type(e) is Call and getattr(e.op, "name", None) == name
 
 
-def _function(func: Function) -> Function:
-    body = func.body
-    if not isinstance(body, SeqExpr):
-        return func
-    rw = _Rewriter(func)
-    blocks = tuple(rw.block(blk) if isinstance(blk, DataflowBlock) else blk
-                   for blk in body.blocks)
-    if all(a is b for a, b in zip(blocks, body.blocks)):
-        return func
-    return replace(func, body=replace(body, blocks=blocks))
-
-
 @register_pass
 @module_pass(opt_level=1, phases=Phase.OPTIMIZATION, name="FuseQDQMatmul")
 class FuseQDQMatmul:
@@ -320,4 +309,5 @@ class FuseQDQMatmul:
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
         return mod.map_functions(
-            lambda _, func: _function(func) if isinstance(func, Function) else func)
+            lambda _, func: map_dataflow_blocks(func, _Rewriter(func).block)
+            if isinstance(func, Function) else func)
