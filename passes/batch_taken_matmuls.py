@@ -40,7 +40,6 @@ row's squeeze then fuses with what follows it, a bias's add).
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +52,7 @@ from phasec.ir import (
 )
 from phasec.ir.node import replace
 from phasec.op.calls import call_op
-from phasec.passes._dataflow_blocks import map_dataflow_blocks
+from phasec.passes._dataflow_blocks import is_op_call, map_dataflow_blocks
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["BatchTakenMatmuls"]
@@ -86,10 +85,6 @@ def _constant_index(e: Any) -> int | None:
     return int(e.data)
 
 
-def _is(e: Any, name: str) -> bool:
-    return type(e) is Call and getattr(e.op, "name", None) == name
-
-
 def _steps(block: DataflowBlock) -> list[_Step]:
     """The block's products of a constant 2-D weight by a row taken by a
     constant index along a tensor's static first dimension."""
@@ -102,11 +97,11 @@ def _steps(block: DataflowBlock) -> list[_Step]:
         v = b.value
         if type(v) is Constant:
             constants[b.var] = v
-        if _is(v, "relax.take") and v.attrs.get("axis") == 0 and isinstance(v.args[0], Var):
+        if is_op_call(v, "relax.take") and v.attrs.get("axis") == 0 and isinstance(v.args[0], Var):
             shape, index = _shape(v.args[0]), _constant_index(v.args[1])
             if shape is not None and index is not None and 0 <= index < shape[0].value:
                 taken[b.var] = (v.args[0], index)
-        elif _is(v, "relax.matmul") and v.args[0] in taken:
+        elif is_op_call(v, "relax.matmul") and v.args[0] in taken:
             weight = constants.get(v.args[1], v.args[1])
             if type(weight) is Constant and weight.data.ndim == 2:
                 seq, index = taken[v.args[0]]
@@ -121,19 +116,20 @@ def _bind(out: list[VarBinding], step: _Step, value: Call | TupleGetItem) -> Dat
 
 
 def _batch(block: DataflowBlock) -> DataflowBlock:
-    groups: dict[tuple[Any, ...], list[_Step]] = defaultdict(list)
-    digests: dict[int, tuple[Any, ...]] = {}  # id(array) -> its content's key
+    # steps of one tensor, weight and attributes; a weight is one array, or
+    # copies of equal contents (the importer may give each step its own)
+    alike: dict[tuple[Any, ...], list[list[_Step]]] = defaultdict(list)
     for s in _steps(block):
         w = s.weight.data
-        if id(w) not in digests:  # (each step may hold its own copy of the weight)
-            digests[id(w)] = (w.shape, w.dtype.str, hashlib.blake2b(
-                np.ascontiguousarray(w).tobytes(), digest_size=16).digest())
-        key = (s.seq, digests[id(w)], tuple(sorted(s.call.attrs.items())))
-        group = groups[key]
-        if not group or group[0].weight.data is w or np.array_equal(group[0].weight.data, w):
-            group.append(s)
+        groups = alike[(s.seq, w.shape, w.dtype.str, tuple(sorted(s.call.attrs.items())))]
+        for group in groups:
+            if group[0].weight.data is w or np.array_equal(group[0].weight.data, w):
+                group.append(s)
+                break
+        else:
+            groups.append([s])
     replaced: dict[int, list[VarBinding]] = {}
-    for steps in groups.values():
+    for steps in (group for groups in alike.values() for group in groups):
         first = steps[0]
         shape = _shape(first.seq)
         assert shape is not None

@@ -56,7 +56,7 @@ from phasec.ir import (
 )
 from phasec.ir.node import replace
 from phasec.op.calls import call_op
-from phasec.passes._dataflow_blocks import map_dataflow_blocks
+from phasec.passes._dataflow_blocks import is_op_call, map_dataflow_blocks
 from phasec.transform import module_pass, register_pass
 
 __all__ = ["FuseQDQMatmul", "int8_weight"]
@@ -124,18 +124,18 @@ class _Rewriter:
 
     def _rewrite(self, b: VarBinding, values: dict[Var, Expr]) -> list[VarBinding] | None:
         q = b.value
-        if not _is(q, "relax.quantize") or q.attrs.get("out_dtype") not in ("uint8", "int8"):
+        if not is_op_call(q, "relax.quantize") or q.attrs.get("out_dtype") not in ("uint8", "int8"):
             return None
         m = q.args[0]
         op, bias = values.get(m), None
-        if _is(op, "relax.add") and type(op.args[1]) is Constant and self.uses[m] == 1:
+        if is_op_call(op, "relax.add") and type(op.args[1]) is Constant and self.uses[m] == 1:
             m, bias = op.args[0], np.asarray(op.args[1].data)  # a Gemm's or a Conv's bias
             op = values.get(m)
         if self.uses[m] != 1:
             return None
-        if _is(op, "relax.matmul"):
+        if is_op_call(op, "relax.matmul"):
             conv = False
-        elif _is(op, "relax.nn.conv2d") and _plain_conv(op):
+        elif is_op_call(op, "relax.nn.conv2d") and _plain_conv(op):
             conv = True
         else:
             return None
@@ -143,7 +143,7 @@ class _Rewriter:
             return None
         d, w = op.args
         dq = values.get(d)
-        if not _is(dq, "relax.dequantize") or dq.attrs.get("out_dtype") != "float32":
+        if not is_op_call(dq, "relax.dequantize") or dq.attrs.get("out_dtype") != "float32":
             return None
         if type(w) is not Constant or w.data.ndim != (4 if conv else 2):
             return None
@@ -294,10 +294,6 @@ def _plain_conv(conv: Call) -> bool:
     return (a.get("groups") == 1 and a.get("data_layout") == "NCHW"
             and a.get("kernel_layout") == "OIHW" and a.get("out_layout") in ("NCHW", None)
             and type(conv.args[1]) is Constant)
-
-
-def _is(e: Any, name: str) -> bool:
-    return type(e) is Call and getattr(e.op, "name", None) == name
 
 
 @register_pass
