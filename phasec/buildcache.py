@@ -61,7 +61,7 @@ from types import MappingProxyType, MemberDescriptorType
 from typing import Any
 
 import phasec
-from phasec import __version__
+from phasec import __version__, collector
 from phasec.errors import PhasecError
 from phasec.fileio import read_bytes
 from phasec.ir import Span, tir
@@ -314,12 +314,13 @@ def build_file(path: str | os.PathLike, opt_level: int = 2, *,
     # (the pipeline and the TVMScript loader through the package's lazy names:
     # a hit runs no pass and reads no script, and importing them was ~24 ms
     # of a fresh process's warm build)
-    mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else phasec.load(path)
-    if key is None:
-        return phasec.build(mod, opt_level, check_bounds=check_bounds)
-    with compile_worker_ahead(mod):
-        exe = phasec.build(mod, opt_level, check_bounds=check_bounds, kernels="none")
-        compile_and_remember(key, exe)
+    with collector.rare_collections():
+        mod = from_onnx(path) if Path(path).suffix.lower() == ".onnx" else phasec.load(path)
+        if key is None:
+            return phasec.build(mod, opt_level, check_bounds=check_bounds)
+        with compile_worker_ahead(mod):
+            exe = phasec.build(mod, opt_level, check_bounds=check_bounds, kernels="none")
+            compile_and_remember(key, exe)
     return exe
 
 

@@ -85,6 +85,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from phasec import collector
 from phasec.errors import PhaseError
 from phasec.ir import IRModule, Phase
 from phasec.transform import (
@@ -301,8 +302,10 @@ def build(mod: IRModule, opt_level: int = 2, *, pipeline: Any = None,
     if kernels not in KERNEL_BACKENDS:
         raise PassConfigError(f"build(kernels={kernels!r}): expected one of "
                               f"{', '.join(map(repr, KERNEL_BACKENDS))}")
-    lowered = lower(mod, opt_level, pipeline=pipeline, verify=verify, instruments=instruments)
-    return codegen_and_compile(lowered, kernels=kernels, check_bounds=check_bounds)
+    with collector.rare_collections():
+        lowered = lower(mod, opt_level, pipeline=pipeline, verify=verify,
+                        instruments=instruments)
+        return codegen_and_compile(lowered, kernels=kernels, check_bounds=check_bounds)
 
 
 def codegen_and_compile(lowered: IRModule, kernels: str = "llvm",

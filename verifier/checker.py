@@ -9,10 +9,10 @@ node kind, so checking is linear in program size at every phase.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
+from phasec import collector
 from phasec.errors import WellFormedError
 from phasec.ir import tir
 from phasec.ir.expr import (
@@ -743,13 +743,8 @@ def check(mod: IRModule, phase: Phase | int | str | None = None) -> list[Diagnos
     # The walk allocates many small short-lived objects (keys, frames); with
     # the cyclic collector running, each collection rescans the whole module,
     # which made checking large modules several times slower.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector.paused():
         return checker.run()
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def verify(mod: IRModule, phase: Phase | int | str | None = None,

@@ -30,7 +30,7 @@ MAPPED_FOLDERS = {"verifier": "phasec.verifier", "passes": "phasec.passes"}
 #: share a layer are independent of each other.
 LAYERS: dict[str, int] = {
     "errors": 1,
-    "fileio": 2, "interrupts": 2, "target": 2, "console": 2,
+    "fileio": 2, "interrupts": 2, "collector": 2, "target": 2, "console": 2,
     "ir": 3,
     "runtime": 4,
     "arith": 5,

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from phasec import collector
 from phasec.errors import InputError, SchemaError
 from phasec.fileio import check_json_size
 from phasec.ir import tir
@@ -45,7 +46,6 @@ from phasec.script.json_format.schema import (
     BufferDataDoc, TirStringImmDoc,
 )
 from phasec.script.json_format import schema
-from phasec.script.json_format.encode import _gc_paused
 # ---------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------
@@ -610,7 +610,7 @@ def from_json(text: str | bytes) -> IRModule:
     document does not fit the schema, refers to unknown ids, or holds bad
     data; invalid JSON gives line and column.
     """
-    with _gc_paused():
+    with collector.paused():
         return _load(text)
 
 
