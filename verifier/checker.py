@@ -51,8 +51,9 @@ _KNOWN_VAR_DEF = frozenset({"WF401", "WF002", "WF004", "WF008"})
 _KNOWN_TIR_WALK = frozenset({"WF501", "WF502", "WF503", "WF505"})
 _TIR_WALK_HOOKS = ("tir_var_def", "tir_var_use", "tir_buffer_use")
 
-#: (id of a PrimFunc, id of a _Dispatch) -> that PrimFunc, whose body walked
-#: with that dispatch's hooks reported nothing. Verification after each pass
+#: (id of a PrimFunc, the codes of the rules hooked on the walk) -> that
+#: PrimFunc, whose body walked with those rules reported nothing (the same
+#: rules in every phase after LegalizeOps: a phase change walks no kernel again). Verification after each pass
 #: walks every kernel of the module again, while the passes after
 #: LegalizeOps keep most of them as they are (the IR is immutable: the same
 #: object is the same kernel); ResNet-50 walked its kernels 174 times for 34
@@ -87,8 +88,9 @@ class _Dispatch:
             setattr(self, hook, [getattr(r, hook) for r in self.rules if hook in r.hooks()])
         self.fast_var_use = {r.code for r in self.rules if "var_use" in r.hooks()} <= _KNOWN_VAR_USE
         self.fast_var_def = {r.code for r in self.rules if "var_def" in r.hooks()} <= _KNOWN_VAR_DEF
-        self.pure_tir_walk = {r.code for r in self.rules if any(
-            h in r.hooks() for h in _TIR_WALK_HOOKS)} <= _KNOWN_TIR_WALK
+        self.tir_walk_codes = frozenset(r.code for r in self.rules if any(
+            h in r.hooks() for h in _TIR_WALK_HOOKS))
+        self.pure_tir_walk = self.tir_walk_codes <= _KNOWN_TIR_WALK
         callers = [r for r in self.rules if "call" in r.hooks()]
         self._generic = [r for r in callers if r.ops is None and r.categories is None]
         self._filtered = [r for r in callers if r.ops is not None or r.categories is not None]
@@ -550,7 +552,7 @@ class Checker:
         ctx.stmt_span = None
         for hook in d.prim_func:
             hook(ctx, func)
-        key = (id(func), id(d))
+        key = (id(func), d.tir_walk_codes)
         if d.pure_tir_walk and _CLEAN_WALKS.get(key) is func:
             return
         reported = len(ctx.diagnostics)
