@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from phasec.ir import tir
-from phasec.ir.node import Node
+from phasec.ir.node import Node, children
 
 __all__ = ["WeightPlan", "WeightTransform", "stored_buffer", "static_dims", "statements",
            "ir_nodes"]
@@ -84,11 +84,12 @@ def statements(root: tir.Stmt) -> list[tir.Stmt]:
 def ir_nodes(root: Any) -> list[Any]:
     """Every IR node under ``root`` (statements and expressions)."""
     out, stack = [], [root]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        x = stack.pop()
-        if isinstance(x, tuple):
-            stack.extend(x)
-        elif isinstance(x, Node):
+        x = pop()
+        if isinstance(x, Node):
             out.append(x)
-            stack.extend(getattr(x, f) for f in type(x)._fields)
+            extend(children(x))  # (each class's node fields only: no strings, no dtypes)
+        elif type(x) is tuple:
+            extend(x)
     return out
