@@ -15,8 +15,8 @@ policy, the last to leave restores what it found), from any thread.
   every :data:`YOUNG_THRESHOLD` allocations, not every 700: a build's
   passes and code generation may make cyclic garbage (closures, exceptions
   caught), so it is still collected, in larger batches. A cold SqueezeNet
-  build spent ~45 ms of its building thread in the collector (256 young
-  and 23 middle collections, one full of 27-39 ms), ~5 ms with this.
+  build spent ~45 ms of its building thread in the collector (a full
+  collection of 27-39 ms among them), ~5 ms with this.
 """
 
 from __future__ import annotations
