@@ -434,7 +434,7 @@ def test_the_transforms_sums_start_from_a_positive_term(winograd_tile):
     assert _tile(prim) == 4
     stores = [line for line in IRModule({"k": prim}).script().splitlines()
               if re.match(r"\s*(wino_t|wino_o1|wino_r|T_winograd_input)\[", line)]
-    assert len(stores) > 20
+    assert len(stores) > 12
     assert not [line for line in stores if "T.float32(0.0) -" in line]
 
 
@@ -444,19 +444,25 @@ def test_the_input_rows_and_the_output_rows_stay_loops(name, winograd_tile, monk
     # and the m output rows (gathered from the transform's phases) each in
     # one loop LLVM does not unroll (unrolled, their loops were vectorized a
     # or m times over: a quarter to a third of the kernel's LLVM time, no
-    # run time); the values of every case are
+    # run time), and so is the row transform's loop over the m phases when
+    # a de-interleaved row is several vectors; the values of every case are
     # test_winograd_conv_matches_the_direct_convolution's
     n, c, h, w, o, pad, m, bits, taken = CASES[name]
     winograd_tile(m, bits)
     low = lower_fused(_conv_bias_relu(n, c, h, w, o, padding=pad), constant_params=WEIGHT)
-    kept, stack = [], [low.prim_func.body]
+    kept, stack, row_length = [], [low.prim_func.body], None
     while stack:
         s = stack.pop()
         if isinstance(s, tir.AttrStmt) and s.key == tir.KEEP_LOOP_ATTR:
             kept.append(s)
+        if isinstance(s, tir.Allocate) and s.buffer.name == "wino_rows":
+            row_length = s.buffer.shape[-1].value
         stack.extend(tir.stmt_children(s))
     loops = {frozenset(b.name for b in _stored(s.body)): s for s in kept}
-    assert set(loops) == {frozenset({"wino_pad", "wino_rows"}), frozenset({"T_relu"})}
+    several = row_length > bits // 32
+    assert name != "56x56_512bit" or several  # (rows of 32: the case of SqueezeNet's 55x55)
+    assert set(loops) == {frozenset({"wino_pad", "wino_rows"}), frozenset({"T_relu"}),
+                          *([frozenset({"wino_t"})] if several else [])}
     for names, mark in loops.items():
         rows = taken + 2 if "wino_pad" in names else taken
         assert mark.value.value == 1
@@ -470,7 +476,7 @@ def test_the_input_rows_and_the_output_rows_stay_loops(name, winograd_tile, monk
     monkeypatch.setattr(LoopEmitter, "keep", lambda self, loop, copies=1: None)
     plain_ir = compile_prim_funcs({"k": low.prim_func}).llvm_ir
     runtime.clear_cache()
-    assert _unroll_disabled(kept_ir) == _unroll_disabled(plain_ir) + 2
+    assert _unroll_disabled(kept_ir) == _unroll_disabled(plain_ir) + len(loops)
 
 
 def _unroll_disabled(ir: str) -> int:

@@ -212,6 +212,7 @@ class _Plan:
         # a de-interleaved row: the tiles' columns, the two they share with
         # the next tile, rounded up to vectors
         self.q = _round_up(self.twv + -(-2 // m), lanes)
+        self.lanes = lanes
         self.at, self.g, self.bt = _MATRICES[m]
 
     def batch(self, image: Buffer) -> int | PrimExpr:
@@ -312,9 +313,24 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
                     rows, padded[_add(_mul(x_q, m), ph)], (r, i64(ph), x_q))
                     for ph in range(m)]), "vectorized", "xq")
                 return _seq(row, spread)
-            row_t = [_loop(q, lambda x_q, e=e, ph=ph: tir.BufferStore(
-                tb, _combine([(plan.bt[e][r], rows[i64(r), i64(ph), x_q]) for r in range(a)], dt),
-                (i64(e), i64(ph), x_q)), "vectorized", "xq") for e in range(a) for ph in range(m)]
+
+            def row_t(e: int, ph: PrimExpr) -> Callable[[Var], Stmt]:
+                return lambda x_q: tir.BufferStore(tb, _combine(
+                    [(plan.bt[e][r], rows[i64(r), ph, x_q]) for r in range(a)], dt),
+                    (i64(e), ph, x_q))
+            if q > plan.lanes:
+                # Rows of several vectors: per phase, one loop computing
+                # every row of t (its a input rows loaded once), a loop
+                # that stays a loop. Written out per row and phase, these
+                # were 6 x 4 loops of several vectors each: SqueezeNet's 16
+                # -> 64 over 55x55 (rows of 32) 270 -> 200 ms of LLVM, run
+                # time the same (bench/README.md, issue 29, round 18).
+                row_ts = [kept_loop(_loop(m, lambda ph: _loop(q, lambda x_q: _seq(
+                    *[row_t(e, ph)(x_q) for e in range(a)]), "vectorized", "xq"), "serial", "ph"))]
+            else:
+                row_ts = [_loop(q, row_t(e, i64(ph)), "vectorized", "xq")
+                          for e in range(a) for ph in range(m)]
+
             def col(e: Var) -> Stmt:  # the coefficients depend on f only
                 return _seq(*[_loop(plan.twv, lambda tx, f=f: tir.BufferStore(v, _combine(
                     [(plan.bt[f][s], tb[e, i64(s % m), _add(tx, s // m)]) for s in range(a)],
@@ -323,9 +339,10 @@ def _input_nest(plan: _Plan, d: Buffer, v: Buffer) -> Stmt:
             # The a input rows' copy and de-interleaving stay a loop: unrolled
             # by LLVM, each of their loops was vectorized a times over, 7-14%
             # of the kernel's LLVM time and no run time (bench/README.md,
-            # "coldbuild"). (Not the transforms' loops over e and f: unrolled,
-            # their rows stay in registers, 3-5% faster.)
-            return _seq(kept_loop(_loop(a, fill, "serial", "r")), *row_t,
+            # "coldbuild"). (Not the column transform's loops over e and f,
+            # nor the row transform's of one vector: unrolled, their rows
+            # stay in registers, 3-5% faster.)
+            return _seq(kept_loop(_loop(a, fill, "serial", "r")), *row_ts,
                         _loop(a, col, "serial", "e"))
         body = _loop(plan.th, per_row, "serial", "ty")
         if plan.stride > plan.written:  # the columns that round a row up: zeros
