@@ -25,10 +25,11 @@ stores waits for both to reach the cache: 3x3/2 pad 1 over 16x112x112 27
 >= P``, or ``c < 0`` where the previous row's columns lie) is computed
 from its row's maxima in ``v`` as soon as the row is there, before the
 next row overwrites them (the loop's tree over what its taps would have
-read: the same result, zeros' signs included), and stored over the flat
-loop's value after it (recomputed from the input, its columns' maxima
-over the window rows, it was 15% of SqueezeNet's 128x55x55 pool, and the
-SLP vectorizer's time on it a tenth of its LLVM). Slots' columns past the input
+read: the same result, zeros' signs included), kept, and stored over the
+flat loop's value after it. (Recomputed from the input after the flat
+loop, the columns' maxima over the window rows first, these outputs were
+15% of SqueezeNet's 128x55x55 pool, and the SLP vectorizer's work on them
+a tenth of its LLVM time.) Slots' columns past the input
 (``W <= c < P``) and everything before the first row hold the max's
 identity, written once a channel. Output rows whose window rows all lie
 inside the input go in blocks (one loop); the others, at the top and at
@@ -210,7 +211,7 @@ def schedule(w: PoolWorkload, rows: int) -> Tensor:
             return stmts + [s for i, oy in enumerate(oys) for s in put_edges(i64(i), i64(oy))]
         # the max's identity where no row writes: before the first row, the
         # columns of each slot past the input, past the last row (read only
-        # by the outputs recomputed)
+        # by the flat loop for the outputs stored over after it)
         k = Var("k", "int64")
         stmts: list[Stmt] = [For(k, i64(0), i64(length), "vectorized",
                                  BufferStore(v, lowest, (k,)))]
