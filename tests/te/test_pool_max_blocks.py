@@ -56,6 +56,20 @@ CASES = {  # (data shape, attrs)
                                          "padding": (1, 1, 1, 1), "ceil_mode": True}),
     "float64": ((1, 2, 11, 45), {"pool_size": (3, 3), "strides": (2, 2),
                                  "padding": (1, 1, 1, 1)}),
+    # outputs whose taps reach a neighbour's slot, taken from their row's
+    # maxima before the next row overwrites them: two a row past the slot
+    # (stride 1, prime width), left of it (left padding wider than the
+    # stride), both, a column dilation; inner rows left over after the
+    # blocks, with a bottom border (ceil_mode)
+    "edges_stride1_prime_37": ((1, 3, 11, 37), {"pool_size": (3, 3)}),
+    "edges_left_5x5_pad2_prime_43": ((1, 2, 13, 43), {"pool_size": (5, 5), "strides": (2, 2),
+                                                      "padding": (2, 2, 2, 2)}),
+    "edges_both_sides_53": ((1, 2, 15, 53), {"pool_size": (3, 5), "strides": (2, 2),
+                                             "padding": (1, 1, 1, 1)}),
+    "edges_column_dilation3": ((1, 2, 15, 50), {"pool_size": (3, 3), "strides": (2, 2),
+                                                "dilation": (1, 3), "padding": (1, 3, 1, 3)}),
+    "rows_left_over_bottom_border_ceil": ((1, 2, 20, 47), {
+        "pool_size": (3, 3), "strides": (2, 2), "padding": (0, 1, 0, 1), "ceil_mode": True}),
 }
 
 
@@ -109,7 +123,10 @@ def test_blocks_match_numpy(name):
 
 
 @pytest.mark.parametrize("name", ["resnet_stem_pad1", "squeezenet_111", "ceil_111",
-                                  "stride1_27_pad1", "dilation2"])
+                                  "stride1_27_pad1", "dilation2", "squeezenet_55",
+                                  "edges_stride1_prime_37", "edges_left_5x5_pad2_prime_43",
+                                  "edges_both_sides_53", "edges_column_dilation3",
+                                  "rows_left_over_bottom_border_ceil"])
 def test_blocks_give_the_row_by_row_bits(name, monkeypatch):
     """The same maxima in the same trees as one output row at a time: the
     same bits, which of two zeros included (and the same NaN)."""

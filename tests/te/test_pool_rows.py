@@ -191,6 +191,41 @@ def test_other_pools_keep_the_columns_by_row(xs, attrs):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("xs, attrs", [
+    ((1, 3, 27, 27), {"pool_size": (3, 3), "strides": (2, 2)}),  # no padding column read
+    ((1, 2, 28, 28), {"pool_size": (3, 3), "strides": (2, 2),
+                      "padding": (1, 1, 1, 1)}),  # the left one, not the right ones
+    ((2, 3, 29, 31), {"pool_size": (3, 3), "strides": (2, 2),
+                      "padding": (0, 0, 1, 1)}),  # end padding past every tap
+    ((1, 2, 21, 29), {"pool_size": (3, 3), "strides": (2, 2), "dilation": (1, 2),
+                      "padding": (0, 1, 0, 1)}),  # every other column: left and one right
+])
+def test_only_the_padding_columns_a_tap_reads_are_filled(xs, attrs):
+    """Output rows narrower than a vector over input rows of one or more:
+    the rows' buffer holds the max's identity in exactly the padding columns
+    some output's taps read (each row's, in one loop over the rows); the
+    others are never written. The TIR interpreter starts every buffer as
+    NaN: a column read but left unwritten would show in the output."""
+    low = lower_call(call_op("nn.max_pool2d", tvar("x", xs), **attrs), True)
+    W, (_, left, _, _) = xs[3], attrs.get("padding", (0, 0, 0, 0))
+    (_, sw), (_, dw) = attrs["strides"], attrs.get("dilation", (1, 1))
+    x = _values(xs)
+    want = get_op("relax.nn.max_pool2d").reference(x, **attrs)
+    read = {ox * sw + r1 * dw for ox in range(want.shape[3]) for r1 in range(3)}
+    pads = [col for col in read if not left <= col < left + W]
+    loops = [s for s in walk(low.prim_func.body)
+             if isinstance(s, tir.For) and s.loop_var.name == "p"]
+    fills = [s for loop in loops for s in walk(loop.body) if isinstance(s, tir.BufferStore)
+             and s.buffer.name.endswith("_rows") and isinstance(s.value, tir.FloatImm)]
+    assert len(fills) == len(pads)
+    assert all(loop.extent.value == want.shape[2] for loop in loops)
+    for run in (lambda got: compile_prim_funcs({"k": low.prim_func})["k"](x, got),
+                lambda got: run_prim_func(low.prim_func, [x, got])):
+        got = np.zeros(want.shape, "float32")
+        run(got)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_symbolic_size_keeps_the_plain_max_pool():
     h = tir.Var("h")
     attrs = {"pool_size": (3, 3), "strides": (2, 2)}
