@@ -100,6 +100,9 @@ _I64 = "int64"
 #: 2%) 1.01-1.03x; 3025 in 32 (0.5%) and 729 (1%) as fast as before
 #: (bench/README.md, issue 29, tails)
 _RECOMPUTED_PART = 64
+#: :meth:`GemmEmitter._rows_in_one_loop` computes at most M / this many
+#: rows past M (the last row tile's): see bench/README.md, issue 29, rowtail
+_PADDED_ROWS_PART = 64
 
 
 
@@ -530,11 +533,14 @@ class GemmEmitter:
             panels = row_panels(self, Ms, mr)
             self.a_rows = None if panels is None else (panels[0], mr)
             rows: list[Stmt] = [] if panels is None else [panels[1]]
+            end = None
+            if self._rows_in_one_loop(Ms, mr):  # (the last tile's rows end at M)
+                n_full, rem, end = n_full + 1, 0, Ms
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
-                rows.append(For(io, i64(0), i64(n_full), kind,
-                                self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
+                rows.append(For(io, i64(0), i64(n_full), kind, self._row_block(
+                    _mul(io, mr), mr, col0, tiles, width, bp, end)))
             row = Ms - rem
             for part in rest_rows(self, rem):
                 rows.append(self._row_block(i64(row), part, col0, tiles, width, bp))
@@ -586,6 +592,9 @@ class GemmEmitter:
         K = static_int(self.K)
         assert Ms is not None and K is not None
         n_full, rem = divmod(Ms, mr)
+        end = None
+        if self._rows_in_one_loop(Ms, mr):  # (the last tile's rows end at M)
+            n_full, rem, end = n_full + 1, 0, Ms
         inner = K // static_int(self.rexts[0])
 
         def rows(t: Var, nxt: PrimExpr, first: PrimExpr | None) -> Stmt:
@@ -603,7 +612,8 @@ class GemmEmitter:
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
                 body.append(For(io, i64(0), i64(n_full), "serial", register_tile(
-                    self, _mul(io, mr), mr, col, t, width, bp, ahead=ahead(io))))
+                    self, _mul(io, mr), mr, col, t, width, bp, ahead=ahead(io),
+                    rows_end=end)))
             if rem:
                 body.append(register_tile(self, i64(Ms - rem), rem, col, t, width, bp,
                                           ahead=ahead(i64(n_full))))
@@ -654,6 +664,21 @@ class GemmEmitter:
         self._kblock = None
         body = seq([For(kv, i64(0), i64(blocks - 1), "serial", ahead_rows), last])
         return For(ch, i64(0), i64(chunks), "parallel" if parallel else "serial", body)
+
+    def _rows_in_one_loop(self, M: int, mr: int) -> bool:
+        """Whether the ``M % mr`` rows left after the whole tiles of ``mr``
+        rows run as one more tile of their loop (its rows past M computing
+        row M - 1 again, not stored: :func:`.gemm_tile.register_tile`'s
+        ``rows_end``), not as a second copy of the register tile (and of
+        each of its column variants) after it: when at most M /
+        ``_PADDED_ROWS_PART`` rows are computed in vain. Not for a wide
+        tile (a few rows of one long loop), nor an AMX plan (its tiles'
+        rows are whole AMX tiles, :func:`.gemm_amx.rest_rows`). Each tile
+        still stores only its own rows: no two iterations of a parallel
+        row loop store one element."""
+        p, rem = self.plan, M % mr
+        return bool(rem and M > mr and (mr - rem) * _PADDED_ROWS_PART <= M
+                    and not p.wide and p.rows not in AMX_ROWS)
 
     def _balanced_rows(self, M: int, mr: int, width: int) -> int:
         """Rows of the register tiles over ``M`` static float rows, ``width``
@@ -760,11 +785,13 @@ class GemmEmitter:
         return For(t, i64(0), _extent(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int | PrimExpr,
-                   width: int, bp: Buffer | None) -> Stmt:
-        """Rows ``[row0, row0 + mr)`` of the panel: one register tile per micro-panel."""
+                   width: int, bp: Buffer | None, rows_end: int | None = None) -> Stmt:
+        """Rows ``[row0, row0 + mr)`` of the panel (those before ``rows_end``
+        stored: :func:`.gemm_tile.register_tile`): one register tile per
+        micro-panel."""
         t = Var(self.low.names.fresh("jt"), _I64)
         col = self._tile_col(t) if self._tile_col is not None else _add(col0, _mul(t, width))
-        body = register_tile(self, row0, mr, col, t, width, bp)
+        body = register_tile(self, row0, mr, col, t, width, bp, rows_end=rows_end)
         return For(t, i64(0), _extent(tiles), "serial", body)
 
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:
