@@ -14,7 +14,8 @@ MR x NR and panels of NC = TPP * NR columns (sizes from
     for each panel of NC columns of B:               # parallel when there are several
         Bp[t, k, c] = B[k, col0 + t*NR + c]          # packed once per panel (contiguous
                                                      # micro-panels K x NR, L2-sized)
-        for each tile of MR rows (then the M % MR remainder rows):
+        for each tile of MR rows (then the M % MR remainder rows, or
+                                  they end the loop's last tile):
             for each micro-panel t of the panel:
                 acc[MR, NR] = 0                      # registers
                 prefetch the epilogue's lines        # a residual, the output (K >= 256)
@@ -33,9 +34,11 @@ lanes..., so that each
 is one register), or, when they are not whole vectors, join the last
 micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
 4 x 56 tile, not 8 x 32 + 8 x 24, whose half-width vectors leave the FMA
-units partly idle); the M % MR
-remainder rows a shorter one (a static M) or a loop of one-row tiles (a
-symbolic M). Panels are not packed when fewer than
+units partly idle). The M % MR remainder rows are one more tile of the
+row tiles' loop when at most M / 64 rows are computed in vain (its rows
+past M read row M - 1, its epilogue stores the rows before M:
+:func:`.gemm_tile.rows_in_one_loop`), else a shorter tile (a static M),
+or a loop of one-row tiles (a symbolic M). Panels are not packed when fewer than
 ``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
 matrix-vector product: the copy would cost as much as the product), nor
 when B is small enough to stay in L2 (``gemm_pack_min_bytes``), nor when
@@ -78,7 +81,7 @@ from phasec.te.schedules.gemm_operands import constant_matrix, is_dot4
 from phasec.te.schedules.gemm_prefetch import (
     index_add as _add, index_mul as _mul, next_panel_prefetch,
 )
-from phasec.te.schedules.gemm_tile import register_tile
+from phasec.te.schedules.gemm_tile import register_tile, rows_in_one_loop
 from phasec.te.schedules.gemm_windows import pack_panel
 from phasec.te.schedules.gemm_amx import AMX_ROWS, rest_rows
 from phasec.te.schedules.gemm_plan import GemmPlan, plan_gemm, windows_channels
@@ -100,11 +103,6 @@ _I64 = "int64"
 #: 2%) 1.01-1.03x; 3025 in 32 (0.5%) and 729 (1%) as fast as before
 #: (bench/README.md, issue 29, tails)
 _RECOMPUTED_PART = 64
-#: :meth:`GemmEmitter._rows_in_one_loop` computes at most M / this many
-#: rows past M (the last row tile's): see bench/README.md, issue 29, rowtail
-_PADDED_ROWS_PART = 64
-
-
 
 
 @dataclass(frozen=True)
@@ -534,7 +532,7 @@ class GemmEmitter:
             self.a_rows = None if panels is None else (panels[0], mr)
             rows: list[Stmt] = [] if panels is None else [panels[1]]
             end = None
-            if self._rows_in_one_loop(Ms, mr):  # (the last tile's rows end at M)
+            if rows_in_one_loop(self, Ms, mr):  # (the last tile's rows end at M)
                 n_full, rem, end = n_full + 1, 0, Ms
             if n_full:
                 io = Var(self.low.names.fresh("io"), _I64)
@@ -593,7 +591,7 @@ class GemmEmitter:
         assert Ms is not None and K is not None
         n_full, rem = divmod(Ms, mr)
         end = None
-        if self._rows_in_one_loop(Ms, mr):  # (the last tile's rows end at M)
+        if rows_in_one_loop(self, Ms, mr):  # (the last tile's rows end at M)
             n_full, rem, end = n_full + 1, 0, Ms
         inner = K // static_int(self.rexts[0])
 
@@ -664,21 +662,6 @@ class GemmEmitter:
         self._kblock = None
         body = seq([For(kv, i64(0), i64(blocks - 1), "serial", ahead_rows), last])
         return For(ch, i64(0), i64(chunks), "parallel" if parallel else "serial", body)
-
-    def _rows_in_one_loop(self, M: int, mr: int) -> bool:
-        """Whether the ``M % mr`` rows left after the whole tiles of ``mr``
-        rows run as one more tile of their loop (its rows past M computing
-        row M - 1 again, not stored: :func:`.gemm_tile.register_tile`'s
-        ``rows_end``), not as a second copy of the register tile (and of
-        each of its column variants) after it: when at most M /
-        ``_PADDED_ROWS_PART`` rows are computed in vain. Not for a wide
-        tile (a few rows of one long loop), nor an AMX plan (its tiles'
-        rows are whole AMX tiles, :func:`.gemm_amx.rest_rows`). Each tile
-        still stores only its own rows: no two iterations of a parallel
-        row loop store one element."""
-        p, rem = self.plan, M % mr
-        return bool(rem and M > mr and (mr - rem) * _PADDED_ROWS_PART <= M
-                    and not p.wide and p.rows not in AMX_ROWS)
 
     def _balanced_rows(self, M: int, mr: int, width: int) -> int:
         """Rows of the register tiles over ``M`` static float rows, ``width``

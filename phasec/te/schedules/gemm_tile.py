@@ -15,7 +15,7 @@ from phasec.ir.tir import (
 )
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
-from phasec.te.schedules.gemm_amx import amx_blocks, amx_tile
+from phasec.te.schedules.gemm_amx import AMX_ROWS, amx_blocks, amx_tile
 from phasec.te.schedules.gemm_operands import is_dot4
 from phasec.te.schedules.gemm_prefetch import (
     epilogue_prefetch, index_add as _add, index_mul as _mul, next_rows_prefetch,
@@ -27,6 +27,25 @@ if TYPE_CHECKING:
     from phasec.te.schedules.gemm import GemmEmitter
 
 _I64 = "int64"
+#: :func:`rows_in_one_loop` computes at most M / this many rows in vain
+#: (bench/README.md, issue 29, rowtail)
+_PADDED_ROWS_PART = 64
+
+
+def rows_in_one_loop(em: GemmEmitter, M: int, mr: int) -> bool:
+    """Whether the ``M % mr`` rows left after the whole tiles of ``mr`` rows
+    of ``em``'s GEMM run as one more tile of their loop (its rows past M
+    computing row M - 1 again, not stored: :func:`register_tile`'s
+    ``rows_end``), not as a second copy of the register tile (and of each
+    of its column variants) after it: when at most M /
+    ``_PADDED_ROWS_PART`` rows are computed in vain. Not for a wide tile
+    (a few rows of one long loop), an AMX plan (its tiles' rows are whole
+    AMX tiles, :func:`.gemm_amx.rest_rows`) nor an integer GEMM (none
+    measured). Each tile still stores only its own rows: no two iterations
+    of a parallel row loop store one element."""
+    p, rem = em.plan, M % mr
+    return bool(rem and M > mr and (mr - rem) * _PADDED_ROWS_PART <= M
+                and not p.wide and p.rows not in AMX_ROWS and not is_dot4(em.anchor.expr))
 
 
 def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Var,
@@ -38,7 +57,7 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
     step ``k`` of the first axis, ``flat`` of all (else
     :func:`.gemm_prefetch.next_rows_prefetch`'s, if any). ``rows_end``
     (M, when the tile may reach past it: the last of a loop of
-    ``ceil(M / mr)`` tiles, :meth:`.gemm.GemmEmitter._rows_in_one_loop`):
+    ``ceil(M / mr)`` tiles, :func:`rows_in_one_loop`):
     its rows past M compute row M - 1 again (valid reads, results
     discarded) and its epilogue stores only the rows before M."""
     nest, low, root, anchor, m, ri = (em.nest, em.low, em.root, em.anchor, em.m,
