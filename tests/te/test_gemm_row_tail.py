@@ -1,8 +1,9 @@
 """The GEMM's last rows in the loop of whole row tiles
 (``gemm_tile.rows_in_one_loop``): ``ceil(M / mr)`` tiles of ``mr`` rows,
-the last one's rows past M computing row M - 1 again and not stored, so
-the kernel holds one copy of the register tile, not a second of ``M % mr``
-rows; taken when at most M / 64 rows are computed in vain. Checked against
+the last one moved back to end at M (recomputing rows of the one before
+it on the same thread, or, where that would be wrong, storing only its
+own), so the kernel holds one copy of the register tile, not a second of
+``M % mr`` rows; taken when at most M / 64 rows are computed in vain. Checked against
 numpy (float64) on LLVM with one and two threads, and the TIR interpreter:
 M prime and every remainder ``M % mr`` from 1 to ``mr - 1``, epilogues
 with a bias and relu and a residual, a reduction in blocks, a 1x1
@@ -86,10 +87,11 @@ def test_every_remainder_in_the_loop_of_whole_tiles_matches_numpy(M, threads):
             cases.append((name, _operands(ins, M, K, N), (M, N), "float32", ref))
     for name, f in funcs.items():
         assert prove_accesses(f).counts()[1] == 0, name
-        # the rows past M read row M - 1
-        assert f"T.int64({M - 1})" in str(f), name
-    # one tile of MR rows over every column: no tile of M % MR rows
-    assert _tile_rows(funcs["bias_relu_whole"]) == {MR}
+    # one tile of MR rows over every column (no tile of M % MR rows), the
+    # last moved back to end at M
+    for name in ("bias_relu_whole", "gelu_res_whole"):
+        assert _tile_rows(funcs[name]) == {MR}
+        assert f"T.int64({M - MR}))" in str(funcs[name]), name
     _check_gemm(funcs, cases)
 
 
@@ -125,7 +127,8 @@ def test_a_pointwise_convolutions_output_channels(threads):
     c, o = 16, 197
     ins, out = _conv_nchw(1, c, 13, 13, o, 1, 1)
     f = te.create_prim_func(ins + [out])
-    assert f"T.int64({o - 1})" in str(f) and len(_tile_rows(f)) <= 2, _tile_rows(f)
+    (rows,) = _tile_rows(f)
+    assert o % rows and f"T.int64({o - rows}))" in str(f), rows
     assert prove_accesses(f).counts()[1] == 0
     rng = np.random.default_rng(o)
     arrays = [rng.standard_normal((1, c, 13, 13)).astype("float32"),
@@ -183,15 +186,15 @@ class _OneIteration(StmtExprMutator):
 def test_no_thread_stores_another_tiles_rows():
     """Each iteration of the parallel row loop run alone on the interpreter
     (the output NaN before): the elements they store are disjoint and
-    together every element, numpy's values; the last tile, whose rows
-    past M compute row M - 1 again, stores only its own rows."""
+    together every element, numpy's values. (The last tile, moved back
+    over rows of the one before it, runs in the same iteration as that
+    one.)"""
     M, K, N = ROWS[-1], 5, NR + 3
     ins, out, ref = _gemm(M, K, N, epilogue="bias_relu")
     opts = te.ScheduleOptions(tuning=KEEP, parallel_min_work=0)
     f = te.create_prim_func(ins + [out], schedule_hints=opts)
     loops = [s for s in walk(f.body) if isinstance(s, T.For) and s.kind == "parallel"]
-    (rows,) = _tile_rows(f)  # (the plan's, or fewer for a wider tile)
-    assert M % rows and len(loops) == 1 and int(loops[0].extent.value) == -(-M // rows)
+    assert len(loops) == 1
     arrays = _operands(ins, M, K, N)
     stored = np.zeros((M, N), "int64")
     got = np.full((M, N), np.nan, "float32")
@@ -203,6 +206,9 @@ def test_no_thread_stores_another_tiles_rows():
         stored += mine
         got[mine] = part[mine]
     assert stored.max() == 1 and stored.min() == 1, np.argwhere(stored != 1)[:5]
+    # (the last two tiles in one iteration)
+    (rows,) = _tile_rows(f)  # (the plan's, or fewer for a wider tile)
+    assert M % rows and int(loops[0].extent.value) == M // rows
     want = ref(*arrays)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     lib = compile_prim_funcs({"f": f})

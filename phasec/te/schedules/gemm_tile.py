@@ -51,7 +51,7 @@ def rows_in_one_loop(em: GemmEmitter, M: int, mr: int) -> bool:
 def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Var,
                   width: int, bp: Buffer | None,
                   ahead: Callable[[Var, PrimExpr], Stmt] | None = None,
-                  rows_end: int | None = None) -> Stmt:
+                  rows_end: int | None = None, first_stored: PrimExpr | None = None) -> Stmt:
     """One register tile of rows ``[row0, row0 + mr)`` and ``width``
     columns from ``col``; ``ahead(k, flat)``: a prefetch for reduction
     step ``k`` of the first axis, ``flat`` of all (else
@@ -59,10 +59,13 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
     (M, when the tile may reach past it: the last of a loop of
     ``ceil(M / mr)`` tiles, :func:`rows_in_one_loop`):
     its rows past M compute row M - 1 again (valid reads, results
-    discarded) and its epilogue stores only the rows before M."""
+    discarded) and its epilogue stores only the rows before M.
+    ``first_stored``: the tile's epilogue stores only the rows from there
+    on (the last tile of such a loop moved back to end at M, the rows it
+    shares with the one before left to that one)."""
     nest, low, root, anchor, m, ri = (em.nest, em.low, em.root, em.anchor, em.m,
                                       em.ri)
-    assert rows_end is None or not em.plan.wide, "a wide tile's rows are not clamped"
+    assert rows_end is first_stored is None or not em.plan.wide, "a wide tile's rows"
 
     def row_of(ii: Var) -> PrimExpr:  # (the row a tile row computes)
         row = _add(row0, ii)
@@ -114,11 +117,13 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
                 stmt = For(jv, i64(0), i64(count), "unroll", stmt)
             parts.append(stmt)
         body = seq(parts)
+        # (a condition per row, not a loop over fewer rows: over a constant
+        # count LLVM unrolls the rows and the accumulators stay in registers)
         if stores and rows_end is not None:
-            # (a condition per row, not a loop of min(mr, M - row0) rows:
-            # over a constant count LLVM unrolls the rows and the
-            # accumulators stay in registers)
             body = tir.IfThenElse(BinaryOp("<", _add(row0, ii), i64(rows_end)), body)
+        if stores and first_stored is not None:
+            # (one value a tile: the rows of the tile before it, 0 but in the last)
+            body = tir.IfThenElse(BinaryOp(">=", ii, first_stored - row0), body)
         return For(ii, i64(0), i64(mr), ii_kind, body)
 
     kblock = em._kblock
@@ -211,7 +216,7 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
 
     kbind: list[PrimExpr] = list(ks)  # the reduction's values in update's blocks
     amx = amx_blocks(em, mr, width, bp, row0) if unroll == 1 else None
-    assert amx is None or rows_end is None, "an AMX tile's rows are not clamped"
+    assert amx is None or rows_end is first_stored is None, "an AMX tile's rows"
     if amx is not None and bp is not None:  # (the zeroing and most of K on AMX)
         def update_at(k: PrimExpr) -> Stmt:
             kbind[:] = [k]
