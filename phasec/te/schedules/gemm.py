@@ -35,10 +35,11 @@ is one register), or, when they are not whole vectors, join the last
 micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
 4 x 56 tile, not 8 x 32 + 8 x 24, whose half-width vectors leave the FMA
 units partly idle). The M % MR remainder rows are one more tile of the
-row tiles' loop when at most M / 64 rows are computed in vain (its rows
-past M read row M - 1, its epilogue stores the rows before M:
+row tiles' loop when at most M / 64 rows are computed in vain (moved back
+to end at M, its epilogue storing only its own rows:
 :func:`.gemm_tile.rows_in_one_loop`), else a shorter tile (a static M),
-or a loop of one-row tiles (a symbolic M). Panels are not packed when fewer than
+or a loop of one-row tiles (a symbolic M). Panels are not packed when
+fewer than
 ``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
 matrix-vector product: the copy would cost as much as the product), nor
 when B is small enough to stay in L2 (``gemm_pack_min_bytes``), nor when
@@ -673,36 +674,25 @@ class GemmEmitter:
         stored)``: tile ``io``'s statement, its first row, and which of its
         rows it stores (:func:`.gemm_tile.register_tile`'s arguments). When
         the tiles end at ``end`` (M, not a whole tile:
-        :func:`.gemm_tile.rows_in_one_loop`), the last one ends there,
-        moved back over rows of the one before it: recomputed (the same
-        sums in the same order) and stored again by the same thread (a
-        ``parallel`` loop's last iteration runs both tiles); A's reads stay
-        at a constant stride and the epilogue unconditional. A condition per
-        row stores only its own rows instead (1-1.5% of a 1x1
-        convolution's time, bench/README.md) where a recomputed row would
-        be wrong: the partial sums of a reduction in blocks (the tile
-        before has added this block), an epilogue that reads the output;
-        A's row panels (whole tiles of rows) clamp the last tile's rows
-        past M to M - 1 instead, not stored."""
+        :func:`.gemm_tile.rows_in_one_loop`), the last one is moved back to
+        end there, over rows of the one before it, and its epilogue stores
+        only its own rows (a condition per row): A's reads stay at a
+        constant stride, one ``min`` a tile, and no element is stored
+        twice (a ``parallel`` loop's tiles may run on different threads).
+        Recomputing those rows and storing them again from the same thread
+        instead (a parallel loop's last iteration running both tiles) was
+        no faster in the models and cost LLVM more (bench/README.md, issue
+        29, rowtail). A's row panels (whole tiles of rows, zero past M)
+        keep the last tile in place, its rows past M clamped to M - 1 and
+        not stored."""
         io = Var(self.low.names.fresh("io"), _I64)
+        row0 = _mul(io, mr)
         if end is None:
-            return For(io, i64(0), i64(n), kind, tile(io, _mul(io, mr), {}))
+            return For(io, i64(0), i64(n), kind, tile(io, row0, {}))
         if self.a_rows is not None:
-            return For(io, i64(0), i64(n), kind, tile(io, _mul(io, mr), {"rows_end": end}))
-
-        def moved(i: PrimExpr) -> PrimExpr:
-            return BinaryOp("min", _mul(i, mr), i64(end - mr))
-        if self._part is not None or self._reads_output():
-            return For(io, i64(0), i64(n), kind, tile(io, moved(io),
-                                                      {"first_stored": _mul(io, mr)}))
-        if kind != "parallel":
-            return For(io, i64(0), i64(n), kind, tile(io, moved(io), {}))
-        # (n - 1 iterations, the last running the last two tiles)
-        two = Var(self.low.names.fresh("it"), _I64)
-        count = i64(2) if n == 2 else _add(i64(1), BinaryOp("//", io, i64(n - 2)))
-        j = _add(io, two)
-        return For(io, i64(0), i64(n - 1), kind, For(two, i64(0), count, "serial",
-                                                     tile(j, moved(j), {})))
+            return For(io, i64(0), i64(n), kind, tile(io, row0, {"rows_end": end}))
+        moved = BinaryOp("min", row0, i64(end - mr))
+        return For(io, i64(0), i64(n), kind, tile(io, moved, {"first_stored": row0}))
 
     def _reads_output(self) -> bool:
         """Whether the epilogue reads the output it writes (a recomputed

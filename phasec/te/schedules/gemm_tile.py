@@ -34,11 +34,12 @@ _PADDED_ROWS_PART = 64
 
 def rows_in_one_loop(em: GemmEmitter, M: int, mr: int) -> bool:
     """Whether the ``M % mr`` rows left after the whole tiles of ``mr`` rows
-    of ``em``'s GEMM run as one more tile of their loop (its rows past M
-    computing row M - 1 again, not stored: :func:`register_tile`'s
-    ``rows_end``), not as a second copy of the register tile (and of each
-    of its column variants) after it: when at most M /
-    ``_PADDED_ROWS_PART`` rows are computed in vain. Not for a wide tile
+    of ``em``'s GEMM run as one more tile of their loop (moved back to end
+    at M, or its rows past M computing row M - 1; either way storing only
+    its own rows: :meth:`.gemm.GemmEmitter._row_loop`), not as a second
+    copy of the register tile (and of each of its column variants) after
+    it: when at most M / ``_PADDED_ROWS_PART`` rows are computed in vain
+    (SqueezeNet's 256 rows in tiles of 6: 2). Not for a wide tile
     (a few rows of one long loop), an AMX plan (its tiles' rows are whole
     AMX tiles, :func:`.gemm_amx.rest_rows`) nor an integer GEMM (none
     measured). Each tile still stores only its own rows: no two iterations
@@ -62,7 +63,8 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
     discarded) and its epilogue stores only the rows before M.
     ``first_stored``: the tile's epilogue stores only the rows from there
     on (the last tile of such a loop moved back to end at M, the rows it
-    shares with the one before left to that one)."""
+    shares with the one before left to that one:
+    :meth:`.gemm.GemmEmitter._row_loop`)."""
     nest, low, root, anchor, m, ri = (em.nest, em.low, em.root, em.anchor, em.m,
                                       em.ri)
     assert rows_end is first_stored is None or not em.plan.wide, "a wide tile's rows"
