@@ -14,7 +14,8 @@ MR x NR and panels of NC = TPP * NR columns (sizes from
     for each panel of NC columns of B:               # parallel when there are several
         Bp[t, k, c] = B[k, col0 + t*NR + c]          # packed once per panel (contiguous
                                                      # micro-panels K x NR, L2-sized)
-        for each tile of MR rows (then the M % MR remainder rows):
+        for each tile of MR rows (then the M % MR remainder rows, or
+                                  they end the loop's last tile):
             for each micro-panel t of the panel:
                 acc[MR, NR] = 0                      # registers
                 prefetch the epilogue's lines        # a residual, the output (K >= 256)
@@ -33,9 +34,12 @@ lanes..., so that each
 is one register), or, when they are not whole vectors, join the last
 micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
 4 x 56 tile, not 8 x 32 + 8 x 24, whose half-width vectors leave the FMA
-units partly idle); the M % MR
-remainder rows a shorter one (a static M) or a loop of one-row tiles (a
-symbolic M). Panels are not packed when fewer than
+units partly idle). The M % MR remainder rows are one more tile of the
+row tiles' loop when at most M / 64 rows are computed in vain (moved back
+to end at M, its epilogue storing only its own rows:
+:func:`.gemm_tile.rows_in_one_loop`), else a shorter tile (a static M),
+or a loop of one-row tiles (a symbolic M). Panels are not packed when
+fewer than
 ``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
 matrix-vector product: the copy would cost as much as the product), nor
 when B is small enough to stay in L2 (``gemm_pack_min_bytes``), nor when
@@ -48,7 +52,7 @@ read sequentially from L2 while the panel (K x NC, sized to
 registers and the epilogue applies to the finished tile. A longer one
 (``GemmPlan.k_block``: a micro-panel over ``gemm_k_block_min_bytes``) runs
 in blocks, the partial sums in memory between them (bitwise the same sums;
-:meth:`GemmEmitter._tiles_by_panel`).
+:func:`.gemm_by_panel.tiles_by_panel`).
 
 An integer GEMM is the same schedule over int32 sums of ``T.dot4_u8s8`` of
 words of four 8-bit values (:mod:`phasec.backend.llvm.intdot`: a vpdpbusd);
@@ -75,10 +79,9 @@ from phasec.target.tuning import build_threads
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
 from phasec.te.schedules.gemm_operands import constant_matrix, is_dot4
-from phasec.te.schedules.gemm_prefetch import (
-    index_add as _add, index_mul as _mul, next_panel_prefetch,
-)
-from phasec.te.schedules.gemm_tile import register_tile
+from phasec.te.schedules.gemm_prefetch import index_add as _add, index_mul as _mul
+from phasec.te.schedules.gemm_by_panel import tiles_by_panel
+from phasec.te.schedules.gemm_tile import register_tile, rows_in_one_loop
 from phasec.te.schedules.gemm_windows import pack_panel
 from phasec.te.schedules.gemm_amx import AMX_ROWS, rest_rows
 from phasec.te.schedules.gemm_plan import GemmPlan, plan_gemm, windows_channels
@@ -100,8 +103,6 @@ _I64 = "int64"
 #: 2%) 1.01-1.03x; 3025 in 32 (0.5%) and 729 (1%) as fast as before
 #: (bench/README.md, issue 29, tails)
 _RECOMPUTED_PART = 64
-
-
 
 
 @dataclass(frozen=True)
@@ -297,7 +298,7 @@ class GemmEmitter:
 
     def emit(self) -> Stmt:
         """The GEMM; with ``GemmPlan.k_block``, the partial sums' buffer
-        around it (see :meth:`_tiles_by_panel`)."""
+        around it (see :func:`.gemm_by_panel.tiles_by_panel`)."""
         p = self.plan
         if not p.k_block:
             return self._columns()
@@ -386,10 +387,7 @@ class GemmEmitter:
                 or p.pack_rest or p.row_group or p.cols % p.lanes or p.windows is not None
                 or p.k_block or p.rows in AMX_ROWS or is_dot4(self.anchor.expr)):
             return False
-        out = self.root.buffer
-        if any(isinstance(n, ProducerLoad) and n.tensor.is_placeholder
-               and self.low.buffers.get(id(n.tensor)) is out
-               for n in post_order([self.root.expr])):
+        if self._reads_output():
             return False
         if not p.pack:
             return True
@@ -522,19 +520,21 @@ class GemmEmitter:
             stmts.append(For(g, i64(0), i64(Ms // og), kind, seq(inner)))
         elif Ms is not None and ((prepacked and self._panels_outer(Ms, tiles, width))
                                  or (blocked and self._part is not None)):
-            stmts.append(self._tiles_by_panel(self._balanced_rows(Ms, mr, width), col0, tiles,
-                                              width, bp, par_rows))
+            stmts.append(tiles_by_panel(self, self._balanced_rows(Ms, mr, width), col0, tiles,
+                                        width, bp, par_rows))
         elif Ms is not None:
             mr = self._balanced_rows(Ms, mr, width)
             n_full, rem = divmod(Ms, mr)
             panels = row_panels(self, Ms, mr)
             self.a_rows = None if panels is None else (panels[0], mr)
             rows: list[Stmt] = [] if panels is None else [panels[1]]
+            end = None
+            if rows_in_one_loop(self, Ms, mr):  # (the last tile's rows end at M)
+                n_full, rem, end = n_full + 1, 0, Ms
             if n_full:
-                io = Var(self.low.names.fresh("io"), _I64)
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
-                rows.append(For(io, i64(0), i64(n_full), kind,
-                                self._row_block(_mul(io, mr), mr, col0, tiles, width, bp)))
+                rows.append(self._row_loop(n_full, mr, end, kind, lambda _, row0, st: (
+                    self._row_block(row0, mr, col0, tiles, width, bp, st))))
             row = Ms - rem
             for part in rest_rows(self, rem):
                 rows.append(self._row_block(i64(row), part, col0, tiles, width, bp))
@@ -554,7 +554,7 @@ class GemmEmitter:
 
     def _panels_outer(self, M: int, tiles: int, width: int) -> bool:
         """Whether each micro-panel of B meets every row tile before the next
-        (:meth:`_tiles_by_panel`): a convolution whose B is its constant
+        (:func:`.gemm_by_panel.tiles_by_panel`): a convolution whose B is its constant
         weight packed at build time (the output channels as the columns:
         ``conv_pointwise_small``, ``conv_small_image``), over a few row
         tiles of positions, several micro-panels of whole vectors."""
@@ -562,98 +562,6 @@ class GemmEmitter:
                 and not is_dot4(self.anchor.expr) and tiles >= 2
                 and width % 16 == 0 and M <= 16 * self.plan.rows
                 and static_int(self.K) is not None)
-
-    def _tiles_by_panel(self, mr: int, col0: PrimExpr, tiles: int, width: int,
-                        bp: Buffer | None, parallel: bool) -> Stmt:
-        """Every row tile of micro-panel ``t``, then of ``t + 1``, ...: the
-        weight (B, packed at build time) is not in the cache when a model's
-        layer starts, and in the row-tile-first order the first row tile
-        read all of it at once, its few rows of work waiting on every line
-        (MobileNetV2 at 224x224, 480 -> 160 over 7x7: the 307 KB weight).
-        Here the next micro-panel is prefetched over this one's first row
-        tiles (:func:`.gemm_prefetch.next_panel_prefetch`); ``parallel``:
-        threads over the micro-panels.
-
-        A reduction in blocks (``GemmPlan.k_block``): every row tile of the
-        micro-panel's first block, then of its second..., the partial sums
-        in ``_part`` between blocks (the first block's from the anchor's
-        init, filled in :meth:`emit`); the next block of the micro-panel
-        prefetched over this one (from its last block, the next
-        micro-panel's first). The micro-panels in two chunks (``parallel``:
-        one a thread), the blocks inside each: a parallel loop per block cost
-        two threads ~25%."""
-        Ms = static_int(self.M)
-        K = static_int(self.K)
-        assert Ms is not None and K is not None
-        n_full, rem = divmod(Ms, mr)
-        inner = K // static_int(self.rexts[0])
-
-        def rows(t: Var, nxt: PrimExpr, first: PrimExpr | None) -> Stmt:
-            kb, col = self._kblock, _add(col0, _mul(t, width))
-
-            def ahead(io: PrimExpr) -> Callable[[Var, PrimExpr], Stmt] | None:
-                if bp is None:
-                    return None
-                if kb is None:  # (the step along the first reduction axis)
-                    return lambda k, _: next_panel_prefetch(bp, nxt, io, k, K, width)
-                # (each step of the block: its flat index)
-                return lambda _, flat: next_panel_prefetch(
-                    bp, nxt, io, flat - _mul(kb[1], inner), kb[2] * inner, width, first, K)
-            body: list[Stmt] = []
-            if n_full:
-                io = Var(self.low.names.fresh("io"), _I64)
-                body.append(For(io, i64(0), i64(n_full), "serial", register_tile(
-                    self, _mul(io, mr), mr, col, t, width, bp, ahead=ahead(io))))
-            if rem:
-                body.append(register_tile(self, i64(Ms - rem), rem, col, t, width, bp,
-                                          ahead=ahead(i64(n_full))))
-            return seq(body)
-        def following(t: Var) -> PrimExpr:
-            return BinaryOp("min", _add(t, i64(1)), i64(tiles - 1))
-        if self._part is None:
-            t = Var(self.low.names.fresh("jt"), _I64)
-            return For(t, i64(0), i64(tiles), "parallel" if parallel else "serial",
-                       rows(t, following(t), None))
-        K0, kb = static_int(self.rexts[0]), self.plan.k_block
-        assert K0 is not None
-        blocks = -(-K0 // kb)
-        # two chunks of micro-panels (two threads), each block of the
-        # reduction over all of a chunk's micro-panels: A's block is read
-        # from L1/L2 by the chunk's micro-panels, not from L3 by each
-        chunks = 2 if tiles % 2 == 0 else tiles
-        ch, kv = Var(self.low.names.fresh("jc"), _I64), Var(self.low.names.fresh("kb"), _I64)
-        per = tiles // chunks
-
-        def chunk(body: Callable[[Var], Stmt]) -> Stmt:  # (t: micro-panel tt of chunk ch)
-            tt, t = (Var(self.low.names.fresh("jt"), _I64) for _ in range(2))
-            return For(tt, i64(0), i64(per), "serial", tir.LetStmt(
-                t, _add(_mul(ch, per), tt), body(t)))
-        if K0 % kb == 0:
-            # Equal blocks: one loop over all of them, the last's epilogue
-            # chosen in the tile by a condition (the tiles of the last block
-            # as a second copy: LLVM 531-611 ms for ResNet-50's 3x3 512 -> 512
-            # over 7x7, one loop 343-487 ms, and 4-5% faster at run time;
-            # bench/README.md, issue 29, coldr). Each micro-panel's next block
-            # is fetched while the chunk's others run; from the last block,
-            # the next micro-panel's first: ``(kv + 1) // blocks`` is 1 there
-            # only, ``(kv + 1) % blocks`` 0.
-            self._kblock = (self._part, _mul(kv, kb), kb,
-                            BinaryOp("==", kv, i64(blocks - 1)))
-            turn = BinaryOp("//", _add(kv, i64(1)), i64(blocks))
-            every = chunk(lambda t: rows(t, BinaryOp("min", _add(t, turn), i64(tiles - 1)),
-                                         _mul(_mul(BinaryOp("%", _add(kv, i64(1)),
-                                                            i64(blocks)), kb), inner)))
-            self._kblock = None
-            body = For(kv, i64(0), i64(blocks), "serial", every)
-            return For(ch, i64(0), i64(chunks), "parallel" if parallel else "serial", body)
-        self._kblock = (self._part, _mul(kv, kb), kb, False)
-        # (each micro-panel's next block, fetched while the chunk's others run)
-        ahead_rows = chunk(lambda t: rows(t, t, _mul(_mul(_add(kv, i64(1)), kb), inner)))
-        self._kblock = (self._part, i64((blocks - 1) * kb), K0 - (blocks - 1) * kb, True)
-        last = chunk(lambda t: rows(t, following(t), i64(0)))
-        self._kblock = None
-        body = seq([For(kv, i64(0), i64(blocks - 1), "serial", ahead_rows), last])
-        return For(ch, i64(0), i64(chunks), "parallel" if parallel else "serial", body)
 
     def _balanced_rows(self, M: int, mr: int, width: int) -> int:
         """Rows of the register tiles over ``M`` static float rows, ``width``
@@ -759,12 +667,50 @@ class GemmEmitter:
                 self.low.attrs[PREPACK_WORDS_ATTR] = True
         return For(t, i64(0), _extent(tiles), "serial", self._wrap_reduction(ks, inner)), param
 
+    def _row_loop(self, n: int, mr: int, end: int | None, kind: str,
+                  tile: Callable[[PrimExpr, PrimExpr, dict[str, PrimExpr | int]], Stmt]
+                  ) -> Stmt:
+        """The loop over ``n`` row tiles of ``mr`` rows; ``tile(io, row0,
+        stored)``: tile ``io``'s statement, its first row, and which of its
+        rows it stores (:func:`.gemm_tile.register_tile`'s arguments). When
+        the tiles end at ``end`` (M, not a whole tile:
+        :func:`.gemm_tile.rows_in_one_loop`), the last one is moved back to
+        end there, over rows of the one before it, and its epilogue stores
+        only its own rows (a condition per row): A's reads stay at a
+        constant stride, one ``min`` a tile, and no element is stored
+        twice (a ``parallel`` loop's tiles may run on different threads).
+        Recomputing those rows and storing them again from the same thread
+        instead (a parallel loop's last iteration running both tiles) was
+        no faster in the models and cost LLVM more (bench/README.md, issue
+        29, rowtail). A's row panels (whole tiles of rows, zero past M)
+        keep the last tile in place, its rows past M clamped to M - 1 and
+        not stored."""
+        io = Var(self.low.names.fresh("io"), _I64)
+        row0 = _mul(io, mr)
+        if end is None:
+            return For(io, i64(0), i64(n), kind, tile(io, row0, {}))
+        if self.a_rows is not None:
+            return For(io, i64(0), i64(n), kind, tile(io, row0, {"rows_end": end}))
+        moved = BinaryOp("min", row0, i64(end - mr))
+        return For(io, i64(0), i64(n), kind, tile(io, moved, {"first_stored": row0}))
+
+    def _reads_output(self) -> bool:
+        """Whether the epilogue reads the output it writes (a recomputed
+        element would read its own result)."""
+        out = self.root.buffer
+        return any(isinstance(n, ProducerLoad) and n.tensor.is_placeholder
+                   and self.low.buffers.get(id(n.tensor)) is out
+                   for n in post_order([self.root.expr]))
+
     def _row_block(self, row0: PrimExpr, mr: int, col0: PrimExpr, tiles: int | PrimExpr,
-                   width: int, bp: Buffer | None) -> Stmt:
-        """Rows ``[row0, row0 + mr)`` of the panel: one register tile per micro-panel."""
+                   width: int, bp: Buffer | None,
+                   stored: dict[str, PrimExpr | int] | None = None) -> Stmt:
+        """Rows ``[row0, row0 + mr)`` of the panel (``stored``: which of them
+        the tiles store, see :meth:`_row_tile`): one register tile per
+        micro-panel."""
         t = Var(self.low.names.fresh("jt"), _I64)
         col = self._tile_col(t) if self._tile_col is not None else _add(col0, _mul(t, width))
-        body = register_tile(self, row0, mr, col, t, width, bp)
+        body = register_tile(self, row0, mr, col, t, width, bp, **(stored or {}))
         return For(t, i64(0), _extent(tiles), "serial", body)
 
     def _anchor_values(self, row: PrimExpr | None, col: PrimExpr) -> list[PrimExpr]:

@@ -15,7 +15,7 @@ from phasec.ir.tir import (
 )
 from phasec.te.analysis import static_int
 from phasec.te.operation import i64
-from phasec.te.schedules.gemm_amx import amx_blocks, amx_tile
+from phasec.te.schedules.gemm_amx import AMX_ROWS, amx_blocks, amx_tile
 from phasec.te.schedules.gemm_operands import is_dot4
 from phasec.te.schedules.gemm_prefetch import (
     epilogue_prefetch, index_add as _add, index_mul as _mul, next_rows_prefetch,
@@ -27,17 +27,51 @@ if TYPE_CHECKING:
     from phasec.te.schedules.gemm import GemmEmitter
 
 _I64 = "int64"
+#: :func:`rows_in_one_loop` computes at most M / this many rows in vain
+#: (bench/README.md, issue 29, rowtail)
+_PADDED_ROWS_PART = 64
+
+
+def rows_in_one_loop(em: GemmEmitter, M: int, mr: int) -> bool:
+    """Whether the ``M % mr`` rows left after the whole tiles of ``mr`` rows
+    of ``em``'s GEMM run as one more tile of their loop (moved back to end
+    at M, or its rows past M computing row M - 1; either way storing only
+    its own rows: :meth:`.gemm.GemmEmitter._row_loop`), not as a second
+    copy of the register tile (and of each of its column variants) after
+    it: when at most M / ``_PADDED_ROWS_PART`` rows are computed in vain
+    (SqueezeNet's 256 rows in tiles of 6: 2). Not for a wide tile
+    (a few rows of one long loop), an AMX plan (its tiles' rows are whole
+    AMX tiles, :func:`.gemm_amx.rest_rows`) nor an integer GEMM (none
+    measured). Each tile still stores only its own rows: no two iterations
+    of a parallel row loop store one element."""
+    p, rem = em.plan, M % mr
+    return bool(rem and M > mr and (mr - rem) * _PADDED_ROWS_PART <= M
+                and not p.wide and p.rows not in AMX_ROWS and not is_dot4(em.anchor.expr))
 
 
 def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Var,
                   width: int, bp: Buffer | None,
-                  ahead: Callable[[Var, PrimExpr], Stmt] | None = None) -> Stmt:
+                  ahead: Callable[[Var, PrimExpr], Stmt] | None = None,
+                  rows_end: int | None = None, first_stored: PrimExpr | None = None) -> Stmt:
     """One register tile of rows ``[row0, row0 + mr)`` and ``width``
     columns from ``col``; ``ahead(k, flat)``: a prefetch for reduction
     step ``k`` of the first axis, ``flat`` of all (else
-    :func:`.gemm_prefetch.next_rows_prefetch`'s, if any)."""
+    :func:`.gemm_prefetch.next_rows_prefetch`'s, if any). ``rows_end``
+    (M, when the tile may reach past it: the last of a loop of
+    ``ceil(M / mr)`` tiles, :func:`rows_in_one_loop`):
+    its rows past M compute row M - 1 again (valid reads, results
+    discarded) and its epilogue stores only the rows before M.
+    ``first_stored``: the tile's epilogue stores only the rows from there
+    on (the last tile of such a loop moved back to end at M, the rows it
+    shares with the one before left to that one:
+    :meth:`.gemm.GemmEmitter._row_loop`)."""
     nest, low, root, anchor, m, ri = (em.nest, em.low, em.root, em.anchor, em.m,
                                       em.ri)
+    assert rows_end is first_stored is None or not em.plan.wide, "a wide tile's rows"
+
+    def row_of(ii: Var) -> PrimExpr:  # (the row a tile row computes)
+        row = _add(row0, ii)
+        return row if rows_end is None else BinaryOp("min", row, i64(rows_end - 1))
     shape = [low.map_shape(s) for s in anchor.tensor.shape]
     # The columns as whole vectors (unrolled), then the rest as vectors of
     # powers of two (see _vector_pieces); a wide tile (few rows) is one
@@ -69,7 +103,7 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
     acc = Buffer(low.names.fresh(anchor.name + "_acc"), acc_shape, em.dtype)
 
     def loops(make: Callable[[Var, PrimExpr], Stmt], ii_kind: str,
-              parts_of: list[tuple[int, int, int]] = groups) -> Stmt:
+              parts_of: list[tuple[int, int, int]] = groups, stores: bool = False) -> Stmt:
         # rows x vectors unrolled, each vector's lanes one vectorized loop
         # whose extent is the vector width (no loop is left once LLVM
         # vectorizes it, so the accumulators stay in registers)
@@ -84,7 +118,15 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
             if count > 1:
                 stmt = For(jv, i64(0), i64(count), "unroll", stmt)
             parts.append(stmt)
-        return For(ii, i64(0), i64(mr), ii_kind, seq(parts))
+        body = seq(parts)
+        # (a condition per row, not a loop over fewer rows: over a constant
+        # count LLVM unrolls the rows and the accumulators stay in registers)
+        if stores and rows_end is not None:
+            body = tir.IfThenElse(BinaryOp("<", _add(row0, ii), i64(rows_end)), body)
+        if stores and first_stored is not None:
+            # (one value a tile: the rows of the tile before it, 0 but in the last)
+            body = tir.IfThenElse(BinaryOp(">=", ii, first_stored - row0), body)
+        return For(ii, i64(0), i64(mr), ii_kind, body)
 
     kblock = em._kblock
     # A's row panels (gemm_prepack.row_panels): the tile's panel and first row in it
@@ -98,11 +140,11 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
 
     def init(ii: Var, ji: PrimExpr) -> Stmt:
         if kblock is not None:  # (the previous blocks' sums)
-            return BufferStore(acc, BufferLoad(kblock[0], (_add(row0, ii), _add(col, ji))),
+            return BufferStore(acc, BufferLoad(kblock[0], (row_of(ii), _add(col, ji))),
                                (ii, ji))
         ivs = [nest.iter_var(ax.name, ext, "S") for ax, ext in zip(anchor.axes, shape)]
         return block(nest.block_name(anchor.name + "_init"), ivs,
-                      em._anchor_values(_add(row0, ii), _add(col, ji)),
+                      em._anchor_values(row_of(ii), _add(col, ji)),
                       BufferStore(acc, low.map_shape(anchor.init), (ii, ji)))
 
     ks, kstep = em._reduction_loops("")
@@ -148,7 +190,7 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
         body = low.with_lets([total], lambda v: BufferStore(acc, v[0], (ii, ji)))
         kvalues = [_mul(ks[0], unroll)] if unroll > 1 else kbind
         return block(nest.block_name(anchor.name + "_update"), ivs + kivs,
-                      em._anchor_values(_add(row0, ii), _add(col, ji)) + kvalues, body)
+                      em._anchor_values(row_of(ii), _add(col, ji)) + kvalues, body)
 
     def keep(ii: Var, ji: PrimExpr) -> Stmt:  # (a block before the last)
         assert kblock is not None
@@ -176,6 +218,7 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
 
     kbind: list[PrimExpr] = list(ks)  # the reduction's values in update's blocks
     amx = amx_blocks(em, mr, width, bp, row0) if unroll == 1 else None
+    assert amx is None or rows_end is first_stored is None, "an AMX tile's rows"
     if amx is not None and bp is not None:  # (the zeroing and most of K on AMX)
         def update_at(k: PrimExpr) -> Stmt:
             kbind[:] = [k]
@@ -192,10 +235,11 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
                                    else seq([hint, loops(update, "unroll")]))
     last = True if kblock is None else kblock[3]
     if last is False:  # (a block before the last)
-        return Allocate(acc, seq([loops(init, "unroll"), upd, loops(keep, "serial", groups)]))
+        return Allocate(acc, seq([loops(init, "unroll"), upd,
+                                  loops(keep, "serial", groups, True)]))
     prefetch = epilogue_prefetch(em, row0, mr, col, width)
-    finish = loops(epilogue, "serial", stored)
+    finish = loops(epilogue, "serial", stored, True)
     if last is not True:  # (every block, one loop: the epilogue in the last only)
         prefetch = [tir.IfThenElse(last, seq(prefetch))] if prefetch else []
-        finish = tir.IfThenElse(last, finish, loops(keep, "serial", groups))
+        finish = tir.IfThenElse(last, finish, loops(keep, "serial", groups, True))
     return Allocate(acc, seq([loops(init, "unroll"), *prefetch, upd, finish]))
