@@ -52,13 +52,14 @@ _KNOWN_TIR_WALK = frozenset({"WF501", "WF502", "WF503", "WF505"})
 _TIR_WALK_HOOKS = ("tir_var_def", "tir_var_use", "tir_buffer_use")
 
 #: (id of a PrimFunc, the codes of the rules hooked on the walk) -> that
-#: PrimFunc, whose body walked with those rules reported nothing (the same
-#: rules in every phase after LegalizeOps: a phase change walks no kernel again). Verification after each pass
-#: walks every kernel of the module again, while the passes after
-#: LegalizeOps keep most of them as they are (the IR is immutable: the same
-#: object is the same kernel); ResNet-50 walked its kernels 174 times for 34
-#: of them. Only dispatches whose walk hooks are all built-in (pure_tir_walk)
-#: use it; the PrimFunc kept as the value pins its id.
+#: PrimFunc, whose body walked with those rules reported nothing.
+#: Verification after each pass walks every kernel of the module again,
+#: while the passes after LegalizeOps keep most of them as they are (the IR
+#: is immutable: the same object is the same kernel); ResNet-50 walked its
+#: kernels 174 times for 34 of them. The phases after LegalizeOps hook the
+#: same rules on the walk, so a phase change walks no kernel again. Only
+#: dispatches whose walk hooks are all built-in (pure_tir_walk) use it; the
+#: PrimFunc kept as the value pins its id.
 _CLEAN_WALKS = BoundedMemo(4096)
 
 
