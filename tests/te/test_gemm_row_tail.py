@@ -1,5 +1,5 @@
 """The GEMM's last rows in the loop of whole row tiles
-(``gemm_tile.rows_in_one_loop``): ``ceil(M / mr)`` tiles of ``mr`` rows,
+(``gemm_tile.tiled_rows``): ``ceil(M / mr)`` tiles of ``mr`` rows,
 the last one moved back to end at M over rows of the one before it,
 storing only its own, so the kernel holds one copy of the register tile,
 not a second of ``M % mr`` rows; taken when at most M / 64 rows are
@@ -144,12 +144,13 @@ def test_squeezenets_expand_layer_against_onnxruntime(threads, monkeypatch):
     383 output channels (prime: a remainder of 1 to 7 rows in vain on a
     tile of 3 to 8 rows) against ONNX Runtime."""
     taken: list[tuple[int, bool]] = []
-    real = gemm.rows_in_one_loop
+    real = gemm.tiled_rows
 
-    def spy(em: GemmEmitter, M: int, mr: int) -> bool:
-        taken.append((M, real(em, M, mr)))
-        return taken[-1][1]
-    monkeypatch.setattr(gemm, "rows_in_one_loop", spy)
+    def spy(em: GemmEmitter, M: int, mr: int) -> tuple[int, int, int | None]:
+        split = real(em, M, mr)
+        taken.append((M, split[2] is not None))
+        return split
+    monkeypatch.setattr(gemm, "tiled_rows", spy)
     c, o = 64, 383
     rng = np.random.default_rng(o)
     w = rng.standard_normal((o, c, 1, 1)).astype("float32") / 8

@@ -37,7 +37,7 @@ micro-panel in one wider tile with fewer rows (56 = 32 + 24 columns: one
 units partly idle). The M % MR remainder rows are one more tile of the
 row tiles' loop when at most M / 64 rows are computed in vain (moved back
 to end at M, its epilogue storing only its own rows:
-:func:`.gemm_tile.rows_in_one_loop`), else a shorter tile (a static M),
+:func:`.gemm_tile.tiled_rows`), else a shorter tile (a static M),
 or a loop of one-row tiles (a symbolic M). Panels are not packed when
 fewer than
 ``gemm_pack_min_row_tiles`` row tiles would read them (e.g. a batch-1
@@ -81,7 +81,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.gemm_operands import constant_matrix, is_dot4
 from phasec.te.schedules.gemm_prefetch import index_add as _add, index_mul as _mul
 from phasec.te.schedules.gemm_by_panel import tiles_by_panel
-from phasec.te.schedules.gemm_tile import register_tile, rows_in_one_loop
+from phasec.te.schedules.gemm_tile import register_tile, tiled_rows
 from phasec.te.schedules.gemm_windows import pack_panel
 from phasec.te.schedules.gemm_amx import AMX_ROWS, rest_rows
 from phasec.te.schedules.gemm_plan import GemmPlan, plan_gemm, windows_channels
@@ -524,13 +524,10 @@ class GemmEmitter:
                                         width, bp, par_rows))
         elif Ms is not None:
             mr = self._balanced_rows(Ms, mr, width)
-            n_full, rem = divmod(Ms, mr)
+            n_full, rem, end = tiled_rows(self, Ms, mr)
             panels = row_panels(self, Ms, mr)
             self.a_rows = None if panels is None else (panels[0], mr)
             rows: list[Stmt] = [] if panels is None else [panels[1]]
-            end = None
-            if rows_in_one_loop(self, Ms, mr):  # (the last tile's rows end at M)
-                n_full, rem, end = n_full + 1, 0, Ms
             if n_full:
                 kind = "parallel" if par_rows and n_full >= 2 else "serial"
                 rows.append(self._row_loop(n_full, mr, end, kind, lambda _, row0, st: (
@@ -674,7 +671,7 @@ class GemmEmitter:
         stored)``: tile ``io``'s statement, its first row, and which of its
         rows it stores (:func:`.gemm_tile.register_tile`'s arguments). When
         the tiles end at ``end`` (M, not a whole tile:
-        :func:`.gemm_tile.rows_in_one_loop`), the last one is moved back to
+        :func:`.gemm_tile.tiled_rows`), the last one is moved back to
         end there, over rows of the one before it, and its epilogue stores
         only its own rows (a condition per row): A's reads stay at a
         constant stride, one ``min`` a tile, and no element is stored

@@ -15,7 +15,7 @@ from phasec.te.operation import i64
 from phasec.te.schedules.gemm_prefetch import (
     index_add as _add, index_mul as _mul, next_panel_prefetch,
 )
-from phasec.te.schedules.gemm_tile import register_tile, rows_in_one_loop
+from phasec.te.schedules.gemm_tile import register_tile, tiled_rows
 from phasec.te.stmt import seq
 
 if TYPE_CHECKING:
@@ -46,10 +46,7 @@ def tiles_by_panel(em: GemmEmitter, mr: int, col0: PrimExpr, tiles: int, width: 
     Ms = static_int(em.M)
     K = static_int(em.K)
     assert Ms is not None and K is not None
-    n_full, rem = divmod(Ms, mr)
-    end = None
-    if rows_in_one_loop(em, Ms, mr):  # (the last tile's rows end at M)
-        n_full, rem, end = n_full + 1, 0, Ms
+    n_full, rem, end = tiled_rows(em, Ms, mr)
     inner = K // static_int(em.rexts[0])
 
     def rows(t: Var, nxt: PrimExpr, first: PrimExpr | None) -> Stmt:

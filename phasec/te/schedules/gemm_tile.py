@@ -27,26 +27,31 @@ if TYPE_CHECKING:
     from phasec.te.schedules.gemm import GemmEmitter
 
 _I64 = "int64"
-#: :func:`rows_in_one_loop` computes at most M / this many rows in vain
+#: :func:`tiled_rows` computes at most M / this many rows in vain
 #: (bench/README.md, issue 29, rowtail)
 _PADDED_ROWS_PART = 64
 
 
-def rows_in_one_loop(em: GemmEmitter, M: int, mr: int) -> bool:
-    """Whether the ``M % mr`` rows left after the whole tiles of ``mr`` rows
-    of ``em``'s GEMM run as one more tile of their loop (moved back to end
-    at M, or its rows past M computing row M - 1; either way storing only
-    its own rows: :meth:`.gemm.GemmEmitter._row_loop`), not as a second
-    copy of the register tile (and of each of its column variants) after
-    it: when at most M / ``_PADDED_ROWS_PART`` rows are computed in vain
-    (SqueezeNet's 256 rows in tiles of 6: 2). Not for a wide tile
-    (a few rows of one long loop), an AMX plan (its tiles' rows are whole
-    AMX tiles, :func:`.gemm_amx.rest_rows`) nor an integer GEMM (none
-    measured). Each tile still stores only its own rows: no two iterations
-    of a parallel row loop store one element."""
-    p, rem = em.plan, M % mr
-    return bool(rem and M > mr and (mr - rem) * _PADDED_ROWS_PART <= M
-                and not p.wide and p.rows not in AMX_ROWS and not is_dot4(em.anchor.expr))
+def tiled_rows(em: GemmEmitter, M: int, mr: int) -> tuple[int, int, int | None]:
+    """(tiles of ``mr`` rows in the row loop of ``em``'s GEMM over ``M``
+    static rows, rows left for a shorter tile after it, M when the loop's
+    last tile ends at M). The ``M % mr`` rows left after the whole tiles
+    run as one more tile of their loop (moved back to end at M, or its rows
+    past M computing row M - 1; either way storing only its own rows:
+    :meth:`.gemm.GemmEmitter._row_loop`), not as a second copy of the
+    register tile (and of each of its column variants) after it, when at
+    most M / ``_PADDED_ROWS_PART`` rows are computed in vain (SqueezeNet's
+    256 rows in tiles of 6: 2). Not for a wide tile (a few rows of one long
+    loop), an AMX plan (its tiles' rows are whole AMX tiles,
+    :func:`.gemm_amx.rest_rows`) nor an integer GEMM (none measured). Each
+    tile still stores only its own rows: no two iterations of a parallel
+    row loop store one element."""
+    p = em.plan
+    n_full, rem = divmod(M, mr)
+    if (rem and n_full and (mr - rem) * _PADDED_ROWS_PART <= M and not p.wide
+            and p.rows not in AMX_ROWS and not is_dot4(em.anchor.expr)):
+        return n_full + 1, 0, M
+    return n_full, rem, None
 
 
 def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Var,
@@ -58,7 +63,7 @@ def register_tile(em: GemmEmitter, row0: PrimExpr, mr: int, col: PrimExpr, t: Va
     step ``k`` of the first axis, ``flat`` of all (else
     :func:`.gemm_prefetch.next_rows_prefetch`'s, if any). ``rows_end``
     (M, when the tile may reach past it: the last of a loop of
-    ``ceil(M / mr)`` tiles, :func:`rows_in_one_loop`):
+    ``ceil(M / mr)`` tiles, :func:`tiled_rows`):
     its rows past M compute row M - 1 again (valid reads, results
     discarded) and its epilogue stores only the rows before M.
     ``first_stored``: the tile's epilogue stores only the rows from there
